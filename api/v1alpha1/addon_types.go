@@ -1,0 +1,600 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Annotations and labels that Capstan reads or writes.
+const (
+	// PausedAnnotation set to "true" freezes an Addon: nothing is fetched,
+	// rendered or applied. Automation uses it; the git syncer never touches it.
+	PausedAnnotation = "capstan.dev/paused"
+	// UninstallAnnotation set to "true" makes the deletion of an Addon remove
+	// its software, whatever spec.deletionPolicy says.
+	UninstallAnnotation = "capstan.dev/uninstall"
+	// KeepValuesAnnotation set to "true" before an Addon is deleted hands its
+	// values Secrets and generated values back instead of deleting them.
+	KeepValuesAnnotation = "capstan.dev/keep-values"
+
+	// AddonLabel names the Addon that applied an object ("<namespace>.<name>"
+	// would exceed a label's length, so the namespace is a label of its own).
+	AddonLabel = "capstan.dev/addon"
+	// AddonNamespaceLabel names the namespace of the Addon that applied an object.
+	AddonNamespaceLabel = "capstan.dev/addon-namespace"
+	// ManagedByLabel is set to "capstan" on every object Capstan applies.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+
+	// Finalizer lets the controller run the deletion policy before an Addon goes.
+	Finalizer = "capstan.dev/finalizer"
+	// FieldManager is the one field manager of every server-side apply.
+	FieldManager = "capstan"
+)
+
+// DeletionPolicy says what happens to an add-on's software when its Addon is deleted.
+// +kubebuilder:validation:Enum=Orphan;Delete
+type DeletionPolicy string
+
+const (
+	// DeletionOrphan leaves everything running. The cluster profile's default.
+	DeletionOrphan DeletionPolicy = "Orphan"
+	// DeletionDelete runs the pre-delete hooks, deletes the inventory except the
+	// never-delete kinds, and runs the post-delete hooks. The restricted profile's default.
+	DeletionDelete DeletionPolicy = "Delete"
+)
+
+// AddonSpec is the desired state of an add-on: where it comes from, how it is
+// rendered, and which gates its changes pass.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.chart), has(self.git)].filter(x, x).size() == 1",message="spec: set exactly one source, either spec.chart or spec.git"
+// +kubebuilder:validation:XValidation:rule="!has(self.allowAdoptChanges) || !self.allowAdoptChanges || (has(self.adopt) && self.adopt)",message="spec.allowAdoptChanges needs spec.adopt: true"
+type AddonSpec struct {
+	// Chart installs a Helm chart from a chart repository, an OCI registry or
+	// an https archive.
+	// +optional
+	Chart *ChartSource `json:"chart,omitempty"`
+
+	// Git installs a folder of a git repository: a kustomization, or plain
+	// YAML files taken as they are.
+	// +optional
+	Git *GitSource `json:"git,omitempty"`
+
+	// TargetNamespace is where the namespaced objects go. The cluster profile
+	// defaults it to the Addon's namespace; the restricted profile always uses
+	// the Addon's namespace and refuses any other.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	TargetNamespace string `json:"targetNamespace,omitempty"`
+
+	// CreateNamespace creates the target namespace when it does not exist
+	// (cluster profile only). A namespace is never deleted.
+	// +optional
+	CreateNamespace bool `json:"createNamespace,omitempty"`
+
+	// ReleaseName is the Helm release name the chart is rendered with. It
+	// defaults to the Addon's name; set it to keep a migrated release's name.
+	// +kubebuilder:validation:MaxLength=53
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+
+	// Values are the chart's values, merged over its defaults. Secret inputs
+	// (writeOnly in values.schema.json) are refused here: put them in a Secret
+	// and name it in valuesFrom.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
+
+	// ValuesFrom merges values from Secrets and ConfigMaps, in order, over
+	// spec.values.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
+
+	// Adopt lets the add-on take over objects that already run, but only when
+	// that changes nothing (or allowAdoptChanges is set).
+	// +optional
+	Adopt bool `json:"adopt,omitempty"`
+
+	// AllowAdoptChanges lets an adoption change the objects it takes over.
+	// +optional
+	AllowAdoptChanges bool `json:"allowAdoptChanges,omitempty"`
+
+	// ManualSync makes every change wait as OutOfSync until it is approved:
+	// set approvedPlan to the plan's hash and raise syncRequest.
+	// +optional
+	ManualSync bool `json:"manualSync,omitempty"`
+
+	// SyncRequest is a counter: raising it asks for one sync of the plan named
+	// by approvedPlan. The git syncer preserves it.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	SyncRequest int64 `json:"syncRequest,omitempty"`
+
+	// ApprovedPlan is the hash of the plan a sync request approves. When the
+	// current plan's hash differs, nothing is applied.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	ApprovedPlan string `json:"approvedPlan,omitempty"`
+
+	// Prune deletes objects the add-on applied before and no longer renders,
+	// except CustomResourceDefinitions, Namespaces, PersistentVolumeClaims,
+	// PersistentVolumes and StorageClasses, which are never deleted.
+	// +optional
+	Prune bool `json:"prune,omitempty"`
+
+	// Suspend makes the add-on plan-only: it is fetched, rendered, validated
+	// and previewed, and the plan is written to status, but nothing is applied.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
+	// HookTimeout bounds how long one Helm hook may run. Default 10m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.hookTimeout must be more than 0s and at most 24h"
+	// +optional
+	HookTimeout *metav1.Duration `json:"hookTimeout,omitempty"`
+
+	// DeletionPolicy says what deleting the Addon does to its software:
+	// Orphan leaves it running, Delete removes it. The cluster profile
+	// defaults to Orphan and the restricted profile to Delete.
+	// +optional
+	DeletionPolicy DeletionPolicy `json:"deletionPolicy,omitempty"`
+
+	// Title is the add-on's display name.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Title string `json:"title,omitempty"`
+
+	// Category groups add-ons on the Add-ons page, such as storage or monitoring.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Category string `json:"category,omitempty"`
+}
+
+// ChartSource is a Helm chart from exactly one of: a chart repository (repo
+// and name), an OCI registry (oci) or an https archive (url).
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.repo), has(self.oci), has(self.url)].filter(x, x).size() == 1",message="spec.chart: set exactly one of repo (with name), oci or url"
+// +kubebuilder:validation:XValidation:rule="has(self.repo) == has(self.name)",message="spec.chart.name is required with spec.chart.repo, and only with it"
+// +kubebuilder:validation:XValidation:rule="!has(self.url) || !has(self.version)",message="spec.chart.version cannot be set with spec.chart.url: the archive is the version"
+// +kubebuilder:validation:XValidation:rule="!has(self.oci) || has(self.version) || has(self.digest)",message="spec.chart.oci needs a version (a tag) or a digest"
+type ChartSource struct {
+	// Repo is an https chart repository, the folder that serves index.yaml.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://`
+	// +optional
+	Repo string `json:"repo,omitempty"`
+
+	// Name is the chart's name in the repository.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][-A-Za-z0-9_.]*$`
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// OCI is a chart in an OCI registry, such as oci://ghcr.io/org/charts/name.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^oci://[^/]+/.+`
+	// +optional
+	OCI string `json:"oci,omitempty"`
+
+	// URL is an https chart archive (.tgz).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https://`
+	// +optional
+	URL string `json:"url,omitempty"`
+
+	// Version is the chart version: exact, or a semver range for a chart
+	// repository, or a tag for an OCI registry. Empty means the newest stable
+	// version of a chart repository.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Digest pins the chart archive, "sha256:" and 64 hex digits. A mismatch
+	// is an error, and nothing is applied.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+
+	// SecretRef names a Secret in the Addon's namespace with credentials for
+	// the repository or registry: username and password, or a token.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// GitSource is a folder of a git repository.
+type GitSource struct {
+	// URL is the repository: https://, ssh:// or git@host:path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$')",message="spec.git.url must be https://, ssh://, file:// or user@host:path"
+	URL string `json:"url"`
+
+	// Revision is a commit, a tag or a branch. Definitions from the gitops
+	// repository are pinned to the commit they came from. Empty means the
+	// remote's default branch.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// Path is the folder in the repository. It must stay inside it.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="spec.git.path must be relative and must not contain '..'"
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// SecretRef names a Secret in the Addon's namespace with credentials:
+	// username and password or a token, or an SSH key with known_hosts.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+}
+
+// LocalObjectReference names an object in the Addon's namespace.
+type LocalObjectReference struct {
+	// Name of the object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+}
+
+// ValuesReference takes values from a key of a Secret or ConfigMap, as Flux's
+// HelmRelease does.
+type ValuesReference struct {
+	// Kind is Secret or ConfigMap.
+	// +kubebuilder:validation:Enum=Secret;ConfigMap
+	Kind string `json:"kind"`
+
+	// Name of the object, in the Addon's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// ValuesKey is the key to read. Default values.yaml.
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +optional
+	ValuesKey string `json:"valuesKey,omitempty"`
+
+	// TargetPath sets the key's raw string at this dotted path instead of
+	// merging the key as YAML. The string is never parsed: "0123" stays a string.
+	// +kubebuilder:validation:MaxLength=250
+	// +optional
+	TargetPath string `json:"targetPath,omitempty"`
+
+	// Optional makes a missing object or key no error.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// Phase is a one-word summary of an add-on's state.
+// +kubebuilder:validation:Enum=Progressing;Synced;OutOfSync;Blocked;Suspended;Paused;Failed;Deleting
+type Phase string
+
+// The phases of an add-on.
+const (
+	PhaseProgressing Phase = "Progressing"
+	PhaseSynced      Phase = "Synced"
+	PhaseOutOfSync   Phase = "OutOfSync"
+	PhaseBlocked     Phase = "Blocked"
+	PhaseSuspended   Phase = "Suspended"
+	PhasePaused      Phase = "Paused"
+	PhaseFailed      Phase = "Failed"
+	PhaseDeleting    Phase = "Deleting"
+)
+
+// Profile is how much an add-on is trusted. The controller decides it from the
+// Addon's namespace; the Addon's author never chooses it.
+type Profile string
+
+const (
+	// ProfileCluster is for Addons in a trusted namespace: anything may be
+	// created, through the impersonated add-ons service account.
+	ProfileCluster Profile = "cluster"
+	// ProfileRestricted is for every other Addon: the guardrails apply.
+	ProfileRestricted Profile = "restricted"
+)
+
+// The condition types of an Addon, after the kstatus conventions.
+const (
+	// ConditionReady is True when the add-on runs what its spec asks for.
+	ConditionReady = "Ready"
+	// ConditionReconciling is True while the controller works towards the spec.
+	ConditionReconciling = "Reconciling"
+	// ConditionStalled is True when progress needs a person to change something.
+	ConditionStalled = "Stalled"
+)
+
+// OwnedConditions lists every condition type the controller sets on an Addon.
+var OwnedConditions = []string{ConditionReady, ConditionReconciling, ConditionStalled}
+
+// AddonStatus is what the controller last saw, planned and applied.
+type AddonStatus struct {
+	// ObservedGeneration is the generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are Ready, Reconciling and Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase summarises the state in one word.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// Profile is cluster or restricted.
+	// +optional
+	Profile Profile `json:"profile,omitempty"`
+
+	// Source names what was rendered, for display: a chart, or a git folder.
+	// +optional
+	Source string `json:"source,omitempty"`
+
+	// Version is the resolved chart version, or the short git commit.
+	// +optional
+	Version string `json:"version,omitempty"`
+
+	// Plan is what the last reconcile would change, and why it may wait.
+	// +optional
+	Plan *Plan `json:"plan,omitempty"`
+
+	// Inventory lists every object the add-on applied. It is written before
+	// an apply as the union of the old inventory and the new render, so a
+	// crash never orphans an object.
+	// +listType=atomic
+	// +optional
+	Inventory []ObjectRef `json:"inventory,omitempty"`
+
+	// AppliedHash identifies the last render that was applied: chart,
+	// version, values and release name. A change runs the upgrade hooks.
+	// +optional
+	AppliedHash string `json:"appliedHash,omitempty"`
+
+	// LastSyncRequest is the spec.syncRequest that was last handled.
+	// +optional
+	LastSyncRequest int64 `json:"lastSyncRequest,omitempty"`
+
+	// Hook is the Helm hook that runs now, if any.
+	// +optional
+	Hook *HookProgress `json:"hook,omitempty"`
+
+	// LastAppliedTime is when the add-on was last applied.
+	// +optional
+	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+}
+
+// ObjectRef names one Kubernetes object.
+type ObjectRef struct {
+	// APIVersion is group/version, or version for the core group.
+	APIVersion string `json:"apiVersion"`
+	// Kind of the object.
+	Kind string `json:"kind"`
+	// Namespace, empty for cluster-scoped objects.
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// Name of the object.
+	Name string `json:"name"`
+}
+
+// Action is what a sync would do to one object.
+// +kubebuilder:validation:Enum=Create;Update;Unchanged;Delete
+type Action string
+
+// The actions of a plan.
+const (
+	ActionCreate    Action = "Create"
+	ActionUpdate    Action = "Update"
+	ActionUnchanged Action = "Unchanged"
+	ActionDelete    Action = "Delete"
+)
+
+// Plan is what a sync of the current spec would do. It is data, so the web
+// page, the CLI and kubectl show the same plan.
+type Plan struct {
+	// Hash identifies the plan: an approval names it.
+	Hash string `json:"hash"`
+
+	// Generation is the Addon generation the plan was written for.
+	Generation int64 `json:"generation"`
+
+	// Source is what was rendered.
+	Source PlanSource `json:"source"`
+
+	// Workloads are the Deployments, StatefulSets, DaemonSets, Jobs and
+	// Pods, with their images and ports.
+	// +listType=atomic
+	// +optional
+	Workloads []Workload `json:"workloads,omitempty"`
+
+	// Objects are the rendered objects and those to prune, each with its
+	// action and, for an update, its diff.
+	// +listType=atomic
+	// +optional
+	Objects []PlannedObject `json:"objects,omitempty"`
+
+	// Hooks are the Helm hooks a sync would run.
+	// +listType=atomic
+	// +optional
+	Hooks []PlannedHook `json:"hooks,omitempty"`
+
+	// Violations are the guardrails the render breaks. Any violation blocks.
+	// +listType=atomic
+	// +optional
+	Violations []Violation `json:"violations,omitempty"`
+
+	// ValuesErrors are values that break the chart's schema or Capstan's
+	// rules. Any values error blocks.
+	// +listType=atomic
+	// +optional
+	ValuesErrors []ValuesError `json:"valuesErrors,omitempty"`
+
+	// Summary counts the objects by action.
+	Summary PlanSummary `json:"summary"`
+
+	// DiffsTruncated is true when diffs were left out of status to keep the
+	// Addon small; `capstan plan` computes the full plan on demand.
+	// +optional
+	DiffsTruncated bool `json:"diffsTruncated,omitempty"`
+}
+
+// PlanSource is the exact source a plan was rendered from.
+type PlanSource struct {
+	// Chart is the chart's name.
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// Version is the chart's resolved version.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Digest is the chart archive's sha256 digest.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// URL is the repository, registry reference, archive or git repository.
+	// +optional
+	URL string `json:"url,omitempty"`
+	// Commit is the git commit.
+	// +optional
+	Commit string `json:"commit,omitempty"`
+	// Path is the git folder.
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// Workload is a rendered object that runs containers.
+type Workload struct {
+	// Kind of the workload.
+	Kind string `json:"kind"`
+	// Name of the workload.
+	Name string `json:"name"`
+	// Images of its containers, init containers included.
+	// +listType=atomic
+	// +optional
+	Images []string `json:"images,omitempty"`
+	// Ports its containers declare.
+	// +listType=atomic
+	// +optional
+	Ports []WorkloadPort `json:"ports,omitempty"`
+}
+
+// WorkloadPort is a port a container declares.
+type WorkloadPort struct {
+	// Name of the port.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Port number in the container.
+	Port int32 `json:"port"`
+	// Protocol, TCP by default.
+	// +optional
+	Protocol string `json:"protocol,omitempty"`
+}
+
+// PlannedObject is one object of a plan.
+type PlannedObject struct {
+	ObjectRef `json:",inline"`
+	// Action is what a sync would do.
+	Action Action `json:"action"`
+	// Diff is the unified diff of an update. Secret data shows only which
+	// keys change, never a value.
+	// +optional
+	Diff string `json:"diff,omitempty"`
+	// Adopted is true when the object runs already and the add-on has not
+	// applied it before.
+	// +optional
+	Adopted bool `json:"adopted,omitempty"`
+	// Error is the API server's message when the object fails its dry run.
+	// +optional
+	Error string `json:"error,omitempty"`
+}
+
+// PlannedHook is a Helm hook a sync would run.
+type PlannedHook struct {
+	ObjectRef `json:",inline"`
+	// Events are the hook's events, such as pre-install.
+	// +listType=atomic
+	Events []string `json:"events"`
+	// Weight orders hooks, lowest first.
+	// +optional
+	Weight int `json:"weight,omitempty"`
+	// DeletePolicies are the hook's delete policies.
+	// +listType=atomic
+	// +optional
+	DeletePolicies []string `json:"deletePolicies,omitempty"`
+}
+
+// Violation is one guardrail a rendered object breaks.
+type Violation struct {
+	// Object is the object that breaks the rule.
+	Object ObjectRef `json:"object"`
+	// Path is the field, such as spec.template.spec.hostNetwork.
+	// +optional
+	Path string `json:"path,omitempty"`
+	// Rule names the guardrail.
+	Rule string `json:"rule"`
+	// Message says what to change. It never holds a secret value.
+	Message string `json:"message"`
+}
+
+// ValuesError is one value that breaks the chart's schema or Capstan's rules.
+type ValuesError struct {
+	// Path is the JSON path of the value, such as /persistence/size.
+	Path string `json:"path"`
+	// Rule is the schema keyword or Capstan rule that failed.
+	Rule string `json:"rule"`
+	// Message says what to change. It never holds the value.
+	Message string `json:"message"`
+}
+
+// PlanSummary counts the objects of a plan by action.
+type PlanSummary struct {
+	Create    int `json:"create"`
+	Update    int `json:"update"`
+	Unchanged int `json:"unchanged"`
+	Delete    int `json:"delete"`
+	Hooks     int `json:"hooks"`
+}
+
+// HookProgress is the Helm hook that runs now.
+type HookProgress struct {
+	ObjectRef `json:",inline"`
+	// Event is the hook event, such as pre-upgrade.
+	Event string `json:"event"`
+	// Since is when it started.
+	Since metav1.Time `json:"since"`
+}
+
+// Addon is one piece of cluster software: a Helm chart or a git folder,
+// rendered, previewed, gated and applied.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=capstan
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name: an Addon's name is at most 53 characters, Helm's limit for a release name"
+type Addon struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AddonSpec   `json:"spec,omitempty"`
+	Status AddonStatus `json:"status,omitempty"`
+}
+
+// AddonList is a list of Addons.
+//
+// +kubebuilder:object:root=true
+type AddonList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []Addon `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&Addon{}, &AddonList{})
+}
