@@ -1,0 +1,171 @@
+package plan
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func obj(y map[string]any) *unstructured.Unstructured { return &unstructured.Unstructured{Object: y} }
+
+func configMap(data map[string]any, extraMeta map[string]any) *unstructured.Unstructured {
+	meta := map[string]any{"name": "cm", "namespace": "ns"}
+	for k, v := range extraMeta {
+		meta[k] = v
+	}
+	return obj(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data})
+}
+
+func TestCompareIgnoresWhatAlwaysDiffers(t *testing.T) {
+	live := configMap(map[string]any{"a": "1"}, map[string]any{
+		"resourceVersion": "7", "uid": "u1", "generation": int64(3), "creationTimestamp": "2026-01-01T00:00:00Z",
+		"managedFields": []any{map[string]any{"manager": "kubectl"}},
+	})
+	dry := configMap(map[string]any{"a": "1"}, map[string]any{
+		"resourceVersion": "8", "uid": "u1",
+		"labels":        map[string]any{capstanv1.AddonLabel: "x", capstanv1.AddonNamespaceLabel: "ns", capstanv1.ManagedByLabel: "capstan"},
+		"managedFields": []any{map[string]any{"manager": "capstan"}},
+	})
+	dry.Object["status"] = map[string]any{"x": "y"}
+	c, err := Compare(configMap(map[string]any{"a": "1"}, nil), live, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Action != capstanv1.ActionUnchanged {
+		t.Fatalf("action = %s, want Unchanged; diff:\n%s", c.Action, c.Diff)
+	}
+}
+
+func TestCompareUpdateShowsDiff(t *testing.T) {
+	live := configMap(map[string]any{"a": "1"}, nil)
+	dry := configMap(map[string]any{"a": "2"}, nil)
+	c, err := Compare(dry, live, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Action != capstanv1.ActionUpdate || !strings.Contains(c.Diff, "-  a: \"1\"") || !strings.Contains(c.Diff, "+  a: \"2\"") {
+		t.Fatalf("got %s with diff:\n%s", c.Action, c.Diff)
+	}
+	if !strings.Contains(c.Diff, "live/ConfigMap/ns/cm") {
+		t.Fatalf("the diff should name the object:\n%s", c.Diff)
+	}
+}
+
+func secret(data map[string]any, annotations map[string]any) *unstructured.Unstructured {
+	meta := map[string]any{"name": "s", "namespace": "ns"}
+	if annotations != nil {
+		meta["annotations"] = annotations
+	}
+	return obj(map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data, "type": "Opaque"})
+}
+
+func TestSecretValuesNeverAppear(t *testing.T) {
+	live := secret(map[string]any{"same": "U0FNRQ==", "old": "T0xEU0VDUkVU", "gone": "R09ORQ=="},
+		map[string]any{lastApplied: `{"data":{"old":"T0xEU0VDUkVU"}}`})
+	dry := secret(map[string]any{"same": "U0FNRQ==", "old": "TkVXU0VDUkVU", "added": "QURERUQ="},
+		map[string]any{lastApplied: `{"data":{"old":"T0xEU0VDUkVU"}}`})
+	manifest := secret(map[string]any{"same": "U0FNRQ==", "old": "TkVXU0VDUkVU", "added": "QURERUQ="}, nil)
+	c, err := Compare(manifest, live, dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Action != capstanv1.ActionUpdate {
+		t.Fatalf("action = %s", c.Action)
+	}
+	for _, v := range []string{"U0FNRQ==", "T0xEU0VDUkVU", "TkVXU0VDUkVU", "R09ORQ==", "QURERUQ="} {
+		if strings.Contains(c.Diff, v) {
+			t.Fatalf("diff shows a secret value %q:\n%s", v, c.Diff)
+		}
+	}
+	for _, want := range []string{"-  old: '(hidden: old value)'", "+  old: '(hidden: new value)'", "-  gone: (hidden)", "+  added: (hidden)"} {
+		if !strings.Contains(c.Diff, want) {
+			t.Fatalf("diff lacks %q:\n%s", want, c.Diff)
+		}
+	}
+	for _, line := range strings.Split(c.Diff, "\n") {
+		if strings.Contains(line, "same") && (strings.HasPrefix(line, "+") || strings.HasPrefix(line, "-")) {
+			t.Fatalf("an unchanged key should not be shown as changed:\n%s", c.Diff)
+		}
+	}
+
+	// A change of value alone must change the digest, so an approval of one
+	// secret value does not apply another.
+	dry2 := secret(map[string]any{"same": "U0FNRQ==", "old": "T1RIRVI=", "added": "QURERUQ="},
+		map[string]any{lastApplied: `{"data":{"old":"T0xEU0VDUkVU"}}`})
+	c2, err := Compare(manifest, live, dry2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Diff != c.Diff {
+		t.Fatalf("the shown diffs should be equal; got\n%s\n%s", c.Diff, c2.Diff)
+	}
+	if c2.Digest == c.Digest {
+		t.Fatalf("different secret values must give different digests")
+	}
+}
+
+func TestSecretCreateHidesValues(t *testing.T) {
+	s := secret(map[string]any{"password": "aHVudGVyMg=="}, nil)
+	s.Object["stringData"] = map[string]any{"token": "plain-token"}
+	c, err := Compare(s, nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Action != capstanv1.ActionCreate || strings.Contains(c.Diff, "aHVudGVyMg==") || strings.Contains(c.Diff, "plain-token") {
+		t.Fatalf("got %s:\n%s", c.Action, c.Diff)
+	}
+	if !strings.Contains(c.Diff, "+  password: (hidden)") {
+		t.Fatalf("a created key should be listed:\n%s", c.Diff)
+	}
+}
+
+func TestBuildCapsDiffsAndHashes(t *testing.T) {
+	big := strings.Repeat("+line of a long diff\n", 2000)
+	var objs []ObjectResult
+	for i := 0; i < 1000; i++ {
+		objs = append(objs, ObjectResult{Ref: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: strings.Repeat("x", 3) + string(rune('a'+i%26)) + string(rune('a'+i/26%26))}, Comparison: Comparison{Action: capstanv1.ActionUpdate, Diff: big, Digest: "d"}})
+	}
+	p := Build(Input{Generation: 4, Objects: objs})
+	total := 0
+	for _, o := range p.Objects {
+		if len(o.Diff) > MaxDiffBytes {
+			t.Fatalf("diff of %d bytes kept", len(o.Diff))
+		}
+		total += len(o.Diff)
+	}
+	if total > MaxTotalDiffBytes || !p.DiffsTruncated {
+		t.Fatalf("total %d, truncated %v", total, p.DiffsTruncated)
+	}
+	if p.Summary.Update != 1000 || !Pending(p) {
+		t.Fatalf("summary %+v", p.Summary)
+	}
+	p2 := Build(Input{Generation: 5, Objects: objs})
+	if p2.Hash != p.Hash {
+		t.Fatalf("the generation must not change the hash")
+	}
+	objs[3].Digest = "other"
+	if Build(Input{Objects: objs}).Hash == p.Hash {
+		t.Fatalf("a different change must change the hash")
+	}
+	full := Build(Input{Objects: objs[:2], Full: true})
+	if full.Objects[0].Diff != big {
+		t.Fatalf("a full plan keeps whole diffs")
+	}
+}
+
+func TestWorkloads(t *testing.T) {
+	dep := obj(map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "web"},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"initContainers": []any{map[string]any{"name": "init", "image": "busybox:1"}},
+			"containers": []any{map[string]any{"name": "app", "image": "nginx:1.27", "ports": []any{
+				map[string]any{"name": "http", "containerPort": int64(8080), "protocol": "TCP"}}}},
+		}}}})
+	cm := configMap(nil, nil)
+	w := Workloads([]*unstructured.Unstructured{cm, dep})
+	if len(w) != 1 || w[0].Name != "web" || len(w[0].Images) != 2 || w[0].Ports[0].Port != 8080 {
+		t.Fatalf("workloads = %+v", w)
+	}
+}

@@ -1,0 +1,146 @@
+package plan
+
+import (
+	"fmt"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// State is what the gates decide on: the plan and the parts of the spec and
+// status that gate it.
+type State struct {
+	Plan              *capstanv1.Plan
+	Suspend           bool
+	Adopt             bool
+	AllowAdoptChanges bool
+	ManualSync        bool
+	SyncRequest       int64
+	ApprovedPlan      string
+	LastSyncRequest   int64
+}
+
+// Verdict is the gates' decision.
+type Verdict struct {
+	// Apply is true when the plan may be applied now.
+	Apply bool
+	// Phase, Reason and Message describe a plan that waits; they are empty
+	// when Apply is true.
+	Phase   capstanv1.Phase
+	Reason  string
+	Message string
+	// HandledSyncRequest is true when the verdict uses up spec.syncRequest.
+	HandledSyncRequest bool
+}
+
+// A Gate either decides (true) or passes the plan on to the next gate.
+type Gate func(State) (Verdict, bool)
+
+// Gates are the gates in order: problems, suspend, adoption, manual sync.
+var Gates = []Gate{Problems, Suspended, Adoption, ManualSync}
+
+// Decide runs the gates in order. A plan that passes them all is applied.
+func Decide(s State) Verdict {
+	for _, g := range Gates {
+		if v, decided := g(s); decided {
+			return v
+		}
+	}
+	return Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest}
+}
+
+// Reasons of the verdicts, used in conditions and events.
+const (
+	ReasonViolations     = "GuardrailViolations"
+	ReasonValuesErrors   = "ValuesErrors"
+	ReasonDryRunFailed   = "DryRunFailed"
+	ReasonSuspended      = "Suspended"
+	ReasonAdoptChanges   = "AdoptionWouldChange"
+	ReasonExists         = "ObjectsExist"
+	ReasonAwaitApproval  = "AwaitingApproval"
+	ReasonApprovalStale  = "ApprovalStale"
+	ReasonApprovalNoPlan = "ApprovalWithoutPlan"
+)
+
+// Problems blocks a plan with guardrail violations or values errors, for
+// ever, and fails one whose dry run failed.
+func Problems(s State) (Verdict, bool) {
+	p := s.Plan
+	if n := len(p.Violations); n > 0 {
+		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonViolations,
+			Message: fmt.Sprintf("%d guardrail violation(s), first: %s %s: %s", n, refString(p.Violations[0].Object), p.Violations[0].Rule, p.Violations[0].Message)}, true
+	}
+	if n := len(p.ValuesErrors); n > 0 {
+		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonValuesErrors,
+			Message: fmt.Sprintf("%d values error(s), first: %s: %s", n, p.ValuesErrors[0].Path, p.ValuesErrors[0].Message)}, true
+	}
+	for _, o := range p.Objects {
+		if o.Error != "" {
+			return Verdict{Phase: capstanv1.PhaseFailed, Reason: ReasonDryRunFailed,
+				Message: fmt.Sprintf("the API server refused %s in a dry run, so nothing was applied: %s", refString(o.ObjectRef), o.Error)}, true
+		}
+	}
+	return Verdict{}, false
+}
+
+// Suspended makes a suspended add-on plan-only.
+func Suspended(s State) (Verdict, bool) {
+	if !s.Suspend {
+		return Verdict{}, false
+	}
+	return Verdict{Phase: capstanv1.PhaseSuspended, Reason: ReasonSuspended,
+		Message: "spec.suspend is true: the plan is written and nothing is applied (" + String(s.Plan) + ")"}, true
+}
+
+// Adoption blocks taking over objects that already run when that would
+// change them, unless allowAdoptChanges is set, and blocks taking them over
+// at all unless adopt is set.
+func Adoption(s State) (Verdict, bool) {
+	var existing, changing []capstanv1.PlannedObject
+	for _, o := range s.Plan.Objects {
+		if !o.Adopted {
+			continue
+		}
+		existing = append(existing, o)
+		if o.Action != capstanv1.ActionUnchanged {
+			changing = append(changing, o)
+		}
+	}
+	switch {
+	case len(existing) > 0 && !s.Adopt:
+		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonExists,
+			Message: fmt.Sprintf("%d object(s) already exist and this add-on did not create them, first %s; set spec.adopt: true to take them over", len(existing), refString(existing[0].ObjectRef))}, true
+	case len(changing) > 0 && !s.AllowAdoptChanges:
+		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonAdoptChanges,
+			Message: fmt.Sprintf("adopting would change %d running object(s), first %s; see the diffs in the plan, then fix the values or set spec.allowAdoptChanges: true", len(changing), refString(changing[0].ObjectRef))}, true
+	}
+	return Verdict{}, false
+}
+
+// ManualSync holds a plan with pending changes until a sync request approves
+// exactly its hash.
+func ManualSync(s State) (Verdict, bool) {
+	if !s.ManualSync || !Pending(s.Plan) {
+		return Verdict{}, false
+	}
+	if s.SyncRequest <= s.LastSyncRequest {
+		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonAwaitApproval,
+			Message: "changes wait for approval (" + String(s.Plan) + "): set spec.approvedPlan to " + s.Plan.Hash + " and raise spec.syncRequest, or run `capstan addon sync`"}, true
+	}
+	switch s.ApprovedPlan {
+	case s.Plan.Hash:
+		return Verdict{Apply: true, HandledSyncRequest: true}, true
+	case "":
+		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalNoPlan,
+			Message: "a sync was requested without spec.approvedPlan, so nothing was applied; approve the plan " + s.Plan.Hash}, true
+	default:
+		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale,
+			Message: "the plan changed since it was approved, so nothing was applied: approved " + s.ApprovedPlan + ", now " + s.Plan.Hash + "; review the plan and approve it again"}, true
+	}
+}
+
+func refString(r capstanv1.ObjectRef) string {
+	if r.Namespace != "" {
+		return r.Kind + "/" + r.Namespace + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Name
+}

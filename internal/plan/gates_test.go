@@ -1,0 +1,83 @@
+package plan
+
+import (
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func TestDecide(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "cm"}
+	withPlan := func(mut func(p *capstanv1.Plan)) *capstanv1.Plan {
+		p := &capstanv1.Plan{Hash: "sha256:aaa"}
+		mut(p)
+		return p
+	}
+	noChange := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionUnchanged}}
+		p.Summary.Unchanged = 1
+	})
+	create := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionCreate}}
+		p.Summary.Create = 1
+	})
+	hooksOnly := withPlan(func(p *capstanv1.Plan) { p.Summary.Hooks = 1 })
+	adoptSame := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionUnchanged, Adopted: true}}
+		p.Summary.Unchanged = 1
+	})
+	adoptChange := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionUpdate, Adopted: true, Diff: "-a\n+b\n"}}
+		p.Summary.Update = 1
+	})
+	violation := withPlan(func(p *capstanv1.Plan) {
+		p.Violations = []capstanv1.Violation{{Object: ref, Rule: "kind-not-allowed", Message: "no"}}
+	})
+	valuesErr := withPlan(func(p *capstanv1.Plan) {
+		p.ValuesErrors = []capstanv1.ValuesError{{Path: "/a", Rule: "type", Message: "want string"}}
+	})
+	dryRunErr := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionCreate, Error: "invalid"}}
+		p.Summary.Create = 1
+	})
+
+	tests := []struct {
+		name       string
+		state      State
+		apply      bool
+		phase      capstanv1.Phase
+		reason     string
+		handledReq bool
+	}{
+		{name: "plain change applies", state: State{Plan: create}, apply: true},
+		{name: "no change applies (nothing to do)", state: State{Plan: noChange, ManualSync: true}, apply: true},
+		{name: "violations block even when suspended and approved", state: State{Plan: violation, Suspend: true, ManualSync: true, SyncRequest: 1, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseBlocked, reason: ReasonViolations},
+		{name: "values errors block", state: State{Plan: valuesErr}, phase: capstanv1.PhaseBlocked, reason: ReasonValuesErrors},
+		{name: "a failed dry run applies nothing", state: State{Plan: dryRunErr}, phase: capstanv1.PhaseFailed, reason: ReasonDryRunFailed},
+		{name: "suspend is plan only", state: State{Plan: create, Suspend: true}, phase: capstanv1.PhaseSuspended, reason: ReasonSuspended},
+		{name: "suspend comes before adoption", state: State{Plan: adoptChange, Suspend: true}, phase: capstanv1.PhaseSuspended, reason: ReasonSuspended},
+		{name: "existing objects need adopt", state: State{Plan: adoptSame}, phase: capstanv1.PhaseBlocked, reason: ReasonExists},
+		{name: "adopting unchanged objects applies", state: State{Plan: adoptSame, Adopt: true}, apply: true},
+		{name: "adopting with changes blocks", state: State{Plan: adoptChange, Adopt: true}, phase: capstanv1.PhaseBlocked, reason: ReasonAdoptChanges},
+		{name: "allowAdoptChanges lets it through", state: State{Plan: adoptChange, Adopt: true, AllowAdoptChanges: true}, apply: true},
+		{name: "adoption comes before manual sync", state: State{Plan: adoptChange, Adopt: true, ManualSync: true, SyncRequest: 1, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseBlocked, reason: ReasonAdoptChanges},
+		{name: "manual sync waits", state: State{Plan: create, ManualSync: true}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},
+		{name: "hooks alone are a pending change", state: State{Plan: hooksOnly, ManualSync: true}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},
+		{name: "an old request does not approve", state: State{Plan: create, ManualSync: true, SyncRequest: 2, LastSyncRequest: 2, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},
+		{name: "approval of this plan applies", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:aaa"}, apply: true, handledReq: true},
+		{name: "approval of another plan applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:bbb"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalStale},
+		{name: "a request without a hash applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 1}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalNoPlan},
+		{name: "a sync request is used up by an automatic sync", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Decide(tt.state)
+			if v.Apply != tt.apply || v.Phase != tt.phase || v.Reason != tt.reason || v.HandledSyncRequest != tt.handledReq {
+				t.Fatalf("Decide() = %+v; want apply=%v phase=%q reason=%q handled=%v", v, tt.apply, tt.phase, tt.reason, tt.handledReq)
+			}
+			if !v.Apply && v.Message == "" {
+				t.Fatalf("a verdict that waits must say why")
+			}
+		})
+	}
+}

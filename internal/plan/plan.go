@@ -1,0 +1,217 @@
+package plan
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Limits that keep a plan in status far below etcd's object size limit,
+// even for a chart of a thousand objects. `capstan plan` shows every diff.
+const (
+	// MaxDiffBytes is the most of one object's diff that status keeps.
+	MaxDiffBytes = 16 << 10
+	// MaxTotalDiffBytes is the most of all diffs together that status keeps.
+	MaxTotalDiffBytes = 128 << 10
+)
+
+// ObjectResult is the preview of one rendered object.
+type ObjectResult struct {
+	Ref capstanv1.ObjectRef
+	Comparison
+	// Adopted is true when the object runs already and the add-on has not
+	// applied it before.
+	Adopted bool
+	// Error is the API server's message when the dry run failed.
+	Error string
+}
+
+// HookResult is one hook a sync would run.
+type HookResult struct {
+	capstanv1.PlannedHook
+	// Digest identifies the hook's manifest.
+	Digest string
+}
+
+// Input is everything a plan is made of.
+type Input struct {
+	Generation   int64
+	Source       capstanv1.PlanSource
+	Rendered     []*unstructured.Unstructured
+	Objects      []ObjectResult
+	Prune        []capstanv1.ObjectRef
+	Hooks        []HookResult
+	Violations   []capstanv1.Violation
+	ValuesErrors []capstanv1.ValuesError
+	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
+	Full bool
+}
+
+// Build assembles a plan, its summary and its hash. The hash covers what
+// would be applied (Secret values included, through digests) and not the
+// generation, so raising spec.syncRequest does not make an approval stale.
+func Build(in Input) *capstanv1.Plan {
+	p := &capstanv1.Plan{
+		Generation:   in.Generation,
+		Source:       in.Source,
+		Workloads:    Workloads(in.Rendered),
+		Violations:   in.Violations,
+		ValuesErrors: in.ValuesErrors,
+	}
+	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
+	budget := MaxTotalDiffBytes
+	for _, o := range in.Objects {
+		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, Error: o.Error}
+		if o.Diff != "" {
+			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
+			if po.Diff != o.Diff {
+				p.DiffsTruncated = true
+			}
+		}
+		p.Objects = append(p.Objects, po)
+		count(&p.Summary, o.Action)
+		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
+	}
+	for _, r := range in.Prune {
+		p.Objects = append(p.Objects, capstanv1.PlannedObject{ObjectRef: r, Action: capstanv1.ActionDelete})
+		count(&p.Summary, capstanv1.ActionDelete)
+		material = append(material, "prune", refKey(r))
+	}
+	for _, h := range in.Hooks {
+		p.Hooks = append(p.Hooks, h.PlannedHook)
+		material = append(material, "hook", refKey(h.ObjectRef), strings.Join(h.Events, ","), h.Weight, h.Digest)
+	}
+	p.Summary.Hooks = len(in.Hooks)
+	for _, v := range in.Violations {
+		material = append(material, "violation", refKey(v.Object), v.Path, v.Rule)
+	}
+	for _, e := range in.ValuesErrors {
+		material = append(material, "values", e.Path, e.Rule)
+	}
+	p.Hash = digest(material...)
+	return p
+}
+
+// Pending reports whether applying the plan would change anything: objects
+// to create, update or delete, or hooks to run.
+func Pending(p *capstanv1.Plan) bool {
+	if p == nil {
+		return false
+	}
+	s := p.Summary
+	return s.Create+s.Update+s.Delete+s.Hooks > 0
+}
+
+func count(s *capstanv1.PlanSummary, a capstanv1.Action) {
+	switch a {
+	case capstanv1.ActionCreate:
+		s.Create++
+	case capstanv1.ActionUpdate:
+		s.Update++
+	case capstanv1.ActionUnchanged:
+		s.Unchanged++
+	case capstanv1.ActionDelete:
+		s.Delete++
+	}
+}
+
+// capDiff shortens a diff to what the per-object and total budgets allow.
+func capDiff(diff string, budget int, full bool) (string, int) {
+	if full {
+		return diff, budget
+	}
+	limit := min(MaxDiffBytes, budget)
+	if len(diff) <= limit {
+		return diff, budget - len(diff)
+	}
+	const note = "\n... diff truncated; run `capstan plan` for the whole diff\n"
+	if limit <= len(note) {
+		return "", 0
+	}
+	cut := strings.LastIndexByte(diff[:limit-len(note)], '\n')
+	if cut < 0 {
+		cut = 0
+	}
+	out := diff[:cut] + note
+	return out, budget - len(out)
+}
+
+// refKey names an object uniquely.
+func refKey(r capstanv1.ObjectRef) string {
+	return r.APIVersion + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// Ref returns the reference of an object.
+func Ref(obj *unstructured.Unstructured) capstanv1.ObjectRef {
+	return capstanv1.ObjectRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+// workloadKinds are the kinds whose pod templates a plan lists.
+var workloadKinds = map[string][]string{
+	"Deployment":  {"spec", "template", "spec"},
+	"StatefulSet": {"spec", "template", "spec"},
+	"DaemonSet":   {"spec", "template", "spec"},
+	"ReplicaSet":  {"spec", "template", "spec"},
+	"Job":         {"spec", "template", "spec"},
+	"CronJob":     {"spec", "jobTemplate", "spec", "template", "spec"},
+	"Pod":         {"spec"},
+}
+
+// Workloads lists the objects that run containers, with their images and
+// ports, in a stable order.
+func Workloads(objs []*unstructured.Unstructured) []capstanv1.Workload {
+	var out []capstanv1.Workload
+	for _, obj := range objs {
+		path, ok := workloadKinds[obj.GetKind()]
+		if !ok {
+			continue
+		}
+		spec, found, err := unstructured.NestedMap(obj.Object, path...)
+		if err != nil || !found {
+			continue
+		}
+		w := capstanv1.Workload{Kind: obj.GetKind(), Name: obj.GetName()}
+		for _, field := range []string{"initContainers", "containers"} {
+			containers, _, _ := unstructured.NestedSlice(spec, field)
+			for _, c := range containers {
+				cm, ok := c.(map[string]any)
+				if !ok {
+					continue
+				}
+				if image, ok := cm["image"].(string); ok && !slices.Contains(w.Images, image) {
+					w.Images = append(w.Images, image)
+				}
+				ports, _, _ := unstructured.NestedSlice(cm, "ports")
+				for _, p := range ports {
+					pm, ok := p.(map[string]any)
+					if !ok {
+						continue
+					}
+					port, _, _ := unstructured.NestedInt64(pm, "containerPort")
+					name, _, _ := unstructured.NestedString(pm, "name")
+					proto, _, _ := unstructured.NestedString(pm, "protocol")
+					w.Ports = append(w.Ports, capstanv1.WorkloadPort{Name: name, Port: int32(port), Protocol: proto})
+				}
+			}
+		}
+		out = append(out, w)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind < out[j].Kind
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// String summarises a plan in one line, for events and the CLI.
+func String(p *capstanv1.Plan) string {
+	s := p.Summary
+	return fmt.Sprintf("%d to create, %d to update, %d to delete, %d unchanged, %d hooks", s.Create, s.Update, s.Delete, s.Unchanged, s.Hooks)
+}

@@ -1,0 +1,122 @@
+package plan
+
+import (
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Markers that stand in for Secret values in a diff. A changed key is shown
+// as changed, with no value.
+const (
+	hiddenUnchanged = "(hidden)"
+	hiddenOld       = "(hidden: old value)"
+	hiddenNew       = "(hidden: new value)"
+)
+
+// lastApplied is kubectl's annotation that holds a whole copy of the object,
+// Secret data included, on objects once applied with `kubectl apply`.
+const lastApplied = "kubectl.kubernetes.io/last-applied-configuration"
+
+// RedactSecretPair replaces the values of a Secret's data and stringData, and
+// any annotation that copies them, in both the live and the desired object,
+// so that a diff of the two shows which keys are added, removed or changed
+// and never a value. Objects of other kinds are returned as they are. Either
+// side may be nil. The arguments are not modified.
+func RedactSecretPair(live, desired *unstructured.Unstructured) (*unstructured.Unstructured, *unstructured.Unstructured) {
+	if !isSecret(live) && !isSecret(desired) {
+		return live, desired
+	}
+	if live != nil {
+		live = live.DeepCopy()
+	}
+	if desired != nil {
+		desired = desired.DeepCopy()
+	}
+	for _, field := range []string{"data", "stringData"} {
+		redactMaps(field, live, desired)
+	}
+	redactAnnotation(lastApplied, live, desired)
+	return live, desired
+}
+
+// RedactSecret hides every value of a Secret, for showing one object alone.
+func RedactSecret(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	_, out := RedactSecretPair(nil, obj)
+	return out
+}
+
+func isSecret(obj *unstructured.Unstructured) bool {
+	return obj != nil && obj.GetKind() == "Secret" && (obj.GetAPIVersion() == "v1" || obj.GetAPIVersion() == "")
+}
+
+func redactMaps(field string, live, desired *unstructured.Unstructured) {
+	lm := stringMap(live, field)
+	dm := stringMap(desired, field)
+	for k, lv := range lm {
+		dv, ok := dm[k]
+		switch {
+		case !ok:
+			lm[k] = hiddenUnchanged
+		case lv == dv:
+			lm[k], dm[k] = hiddenUnchanged, hiddenUnchanged
+		default:
+			lm[k], dm[k] = hiddenOld, hiddenNew
+		}
+	}
+	for k := range dm {
+		if _, ok := lm[k]; !ok {
+			dm[k] = hiddenUnchanged
+		}
+	}
+	// Values that are not strings (malformed data) are hidden too.
+	for _, m := range []map[string]any{lm, dm} {
+		for k, v := range m {
+			if _, ok := v.(string); !ok {
+				m[k] = hiddenUnchanged
+			}
+		}
+	}
+}
+
+// stringMap returns obj[field] as a map that is part of obj, or an empty map
+// that is not.
+func stringMap(obj *unstructured.Unstructured, field string) map[string]any {
+	if obj == nil {
+		return map[string]any{}
+	}
+	m, ok := obj.Object[field].(map[string]any)
+	if !ok {
+		if _, present := obj.Object[field]; present {
+			obj.Object[field] = hiddenUnchanged
+		}
+		return map[string]any{}
+	}
+	return m
+}
+
+func redactAnnotation(key string, live, desired *unstructured.Unstructured) {
+	var lv, dv string
+	var lok, dok bool
+	if live != nil {
+		lv, lok = live.GetAnnotations()[key]
+	}
+	if desired != nil {
+		dv, dok = desired.GetAnnotations()[key]
+	}
+	set := func(obj *unstructured.Unstructured, v string) {
+		a := obj.GetAnnotations()
+		a[key] = v
+		obj.SetAnnotations(a)
+	}
+	switch {
+	case lok && dok && lv == dv:
+		set(live, hiddenUnchanged)
+		set(desired, hiddenUnchanged)
+	case lok && dok:
+		set(live, hiddenOld)
+		set(desired, hiddenNew)
+	case lok:
+		set(live, hiddenUnchanged)
+	case dok:
+		set(desired, hiddenUnchanged)
+	}
+}
