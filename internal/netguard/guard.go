@@ -1,0 +1,281 @@
+// Package netguard decides which network addresses Capstan may fetch sources
+// from, and provides the one dialer and HTTP transport that enforce the decision
+// on the address actually dialled.
+package netguard
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Reason says why the guard refused an address.
+type Reason string
+
+// The reasons an address is refused.
+const (
+	ReasonLoopback    Reason = "loopback address"
+	ReasonLinkLocal   Reason = "link-local address"
+	ReasonMetadata    Reason = "cloud metadata address"
+	ReasonUnspecified Reason = "unspecified address"
+	ReasonMulticast   Reason = "multicast or broadcast address"
+	ReasonPrivate     Reason = "private address"
+	ReasonDenied      Reason = "the cluster API server's address"
+	ReasonInvalid     Reason = "invalid address"
+)
+
+// RefusedError is the error of every refusal. It names the address, never a
+// URL's credentials.
+type RefusedError struct {
+	// Host is the name that was asked for, if any.
+	Host string
+	// Addr is the address that was refused.
+	Addr netip.AddrPort
+	// Reason says why.
+	Reason Reason
+}
+
+func (e *RefusedError) Error() string {
+	target := e.Addr.String()
+	if e.Host != "" && e.Host != e.Addr.Addr().String() {
+		target = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
+	}
+	switch e.Reason {
+	case ReasonDenied:
+		return fmt.Sprintf("fetch guard refused %s: it is %s, which is never a source", target, e.Reason)
+	case ReasonMetadata:
+		return fmt.Sprintf("fetch guard refused %s: it is a %s, which no allow-list entry opens", target, e.Reason)
+	case ReasonInvalid:
+		return fmt.Sprintf("fetch guard refused %s: %s", target, e.Reason)
+	}
+	return fmt.Sprintf("fetch guard refused %s: it is a %s; if it is a trusted mirror, allow it with --fetch-allow=%s", target, e.Reason, allowHint(e.Addr))
+}
+
+func allowHint(ap netip.AddrPort) string {
+	a := ap.Addr()
+	if a.Is4() {
+		return a.String() + "/32"
+	}
+	return a.String() + "/128"
+}
+
+// IsRefused reports whether err, or an error it wraps, is a refusal of the guard.
+func IsRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
+
+// metadataAddrs are the cloud metadata endpoints. They are refused even when an
+// allow-list entry covers them: nothing Capstan fetches lives there.
+var metadataAddrs = []netip.Addr{
+	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack and most others
+	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task metadata
+	netip.MustParseAddr("fd00:ec2::254"),   // AWS IPv6 metadata
+	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
+	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
+}
+
+var (
+	// thisNetwork is 0.0.0.0/8: "this host on this network", dialled as loopback on Linux.
+	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
+	broadcast   = netip.MustParseAddr("255.255.255.255")
+	// nat64 and sixToFour embed an IPv4 address that a gateway dials on our behalf.
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+	// sharedAddressSpace is the carrier-grade NAT range, private in effect.
+	sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
+)
+
+// rule is one allow-list or deny-list entry. Exactly one of prefix, addrPort
+// and name is set; port 0 means any port.
+type rule struct {
+	prefix   netip.Prefix
+	addrPort netip.AddrPort
+	name     string
+	port     uint16
+}
+
+func (r rule) matchesAddr(a netip.Addr, port uint16) bool {
+	switch {
+	case r.prefix.IsValid():
+		return r.prefix.Contains(a)
+	case r.addrPort.IsValid():
+		return r.addrPort.Addr() == a && r.addrPort.Port() == port
+	}
+	return false
+}
+
+func (r rule) matchesName(host string, port uint16) bool {
+	return r.name != "" && strings.EqualFold(strings.TrimSuffix(host, "."), r.name) && (r.port == 0 || r.port == port)
+}
+
+// parseRule reads one entry: a CIDR ("10.0.0.0/8"), an IP ("127.0.0.1"), an
+// IP and port ("127.0.0.1:8443", "[::1]:8443"), or a host name with or without
+// a port ("mirror.example.com:443").
+func parseRule(s string) (rule, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return rule{}, errors.New("empty entry")
+	}
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return rule{prefix: p.Masked()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		a = a.Unmap()
+		return rule{prefix: netip.PrefixFrom(a, a.BitLen())}, nil
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		if ap.Port() == 0 {
+			return rule{}, fmt.Errorf("%q: port 0 is not a port", s)
+		}
+		return rule{addrPort: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())}, nil
+	}
+	host, port := s, uint16(0)
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.ParseUint(p, 10, 16)
+		if err != nil || n == 0 {
+			return rule{}, fmt.Errorf("%q: the port must be a number from 1 to 65535", s)
+		}
+		host, port = h, uint16(n)
+	}
+	if !validHostName(host) {
+		return rule{}, fmt.Errorf("%q is neither a CIDR, an IP, IP:port nor host[:port]", s)
+	}
+	return rule{name: strings.ToLower(strings.TrimSuffix(host, ".")), port: port}, nil
+}
+
+func validHostName(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, c := range label {
+			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func parseRules(what string, entries []string) ([]rule, error) {
+	out := make([]rule, 0, len(entries))
+	for _, e := range entries {
+		r, err := parseRule(e)
+		if err != nil {
+			return nil, fmt.Errorf("fetch guard %s entry %w", what, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// Policy is the pure decision part of the guard: which addresses may be dialled.
+type Policy struct {
+	allow       []rule
+	deny        []rule
+	denyPrivate bool
+}
+
+// NewPolicy builds a policy from allow-list and deny-list entries (see
+// Config.Allow and Config.Deny for their forms).
+func NewPolicy(allow, deny []string, denyPrivate bool) (*Policy, error) {
+	a, err := parseRules("allow-list", allow)
+	if err != nil {
+		return nil, err
+	}
+	d, err := parseRules("deny-list", deny)
+	if err != nil {
+		return nil, err
+	}
+	return &Policy{allow: a, deny: d, denyPrivate: denyPrivate}, nil
+}
+
+// Allowed decides whether ip:port may be dialled when no host name is known.
+// It returns nil or a *RefusedError. It never touches the network.
+func (p *Policy) Allowed(ip netip.Addr, port int) error {
+	return p.decide("", ip, port)
+}
+
+// AllowedHost decides whether ip:port may be dialled for the host name that
+// resolved to it. An allow-list entry naming the host lets every address the
+// name resolves to through, except metadata and denied addresses.
+func (p *Policy) AllowedHost(host string, ip netip.Addr, port int) error {
+	return p.decide(host, ip, port)
+}
+
+func (p *Policy) decide(host string, ip netip.Addr, port int) error {
+	if port < 0 || port > 65535 || !ip.IsValid() {
+		return &RefusedError{Host: host, Reason: ReasonInvalid}
+	}
+	// NOTE: the zone is dropped for the comparison only; fe80::1%eth0 is still link-local.
+	a := ip.Unmap().WithZone("")
+	ap := netip.AddrPortFrom(a, uint16(port))
+	refuse := func(r Reason) error { return &RefusedError{Host: host, Addr: ap, Reason: r} }
+
+	for _, r := range p.deny {
+		if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
+			return refuse(ReasonDenied)
+		}
+	}
+	for _, m := range metadataAddrs {
+		if a == m {
+			return refuse(ReasonMetadata)
+		}
+	}
+	// An address embedded in a NAT64 or 6to4 address is judged as itself.
+	if embedded, ok := embeddedIPv4(a); ok {
+		if err := p.decide(host, embedded, port); err != nil {
+			return err
+		}
+	}
+	for _, r := range p.allow {
+		if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
+			return nil
+		}
+	}
+	switch {
+	case a.IsUnspecified() || (a.Is4() && thisNetwork.Contains(a)):
+		return refuse(ReasonUnspecified)
+	case a.IsLoopback():
+		return refuse(ReasonLoopback)
+	case a.IsLinkLocalUnicast():
+		return refuse(ReasonLinkLocal)
+	case a.IsMulticast() || a.IsLinkLocalMulticast() || a.IsInterfaceLocalMulticast() || a == broadcast:
+		return refuse(ReasonMulticast)
+	case p.denyPrivate && (a.IsPrivate() || sharedAddressSpace.Contains(a)):
+		return refuse(ReasonPrivate)
+	}
+	return nil
+}
+
+// nameDenied reports whether a host name itself is on the deny-list.
+func (p *Policy) nameDenied(host string, port int) bool {
+	for _, r := range p.deny {
+		if r.matchesName(host, uint16(port)) {
+			return true
+		}
+	}
+	return false
+}
+
+func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
+	if !a.Is6() {
+		return netip.Addr{}, false
+	}
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		return netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]}), true
+	case sixToFour.Contains(a):
+		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
+	}
+	return netip.Addr{}, false
+}

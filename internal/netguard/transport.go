@@ -1,0 +1,312 @@
+package netguard
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+// Default limits of the guarded transport.
+const (
+	DefaultDialTimeout           = 10 * time.Second
+	DefaultTLSHandshakeTimeout   = 10 * time.Second
+	DefaultResponseHeaderTimeout = 30 * time.Second
+	DefaultTimeout               = 5 * time.Minute
+	DefaultMaxRedirects          = 10
+	DefaultMaxResponseBytes      = 256 << 20
+)
+
+// Config configures the guard. The zero value refuses loopback, link-local,
+// metadata, unspecified and multicast addresses and uses the default timeouts.
+type Config struct {
+	// Allow lists what may be dialled although the guard would refuse it:
+	// CIDRs ("10.0.0.0/8"), IPs ("127.0.0.1"), IP:port ("127.0.0.1:8443",
+	// "[::1]:8443") or host names with or without a port
+	// ("mirror.internal:443"). It is the only way past the guard. Cloud
+	// metadata addresses and Deny entries stay refused.
+	Allow []string
+	// Deny lists the cluster API server's own addresses, in the same forms. A
+	// Deny entry wins over an Allow entry.
+	Deny []string
+	// DenyPrivate also refuses RFC 1918, unique-local (fc00::/7) and shared
+	// (100.64.0.0/10) addresses, unless allow-listed.
+	DenyPrivate bool
+
+	// DialTimeout bounds one TCP connect.
+	DialTimeout time.Duration
+	// TLSHandshakeTimeout bounds one TLS handshake.
+	TLSHandshakeTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for a response's headers.
+	ResponseHeaderTimeout time.Duration
+	// Timeout bounds one request from start to the end of its body.
+	Timeout time.Duration
+	// MaxRedirects bounds the redirects of one request.
+	MaxRedirects int
+	// MaxResponseBytes caps every response body.
+	MaxResponseBytes int64
+
+	// RootCAs are the certificate authorities trusted for TLS; nil means the
+	// system's.
+	RootCAs *x509.CertPool
+}
+
+func (c Config) withDefaults() Config {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.TLSHandshakeTimeout <= 0 {
+		c.TLSHandshakeTimeout = DefaultTLSHandshakeTimeout
+	}
+	if c.ResponseHeaderTimeout <= 0 {
+		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxRedirects <= 0 {
+		c.MaxRedirects = DefaultMaxRedirects
+	}
+	if c.MaxResponseBytes <= 0 {
+		c.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	return c
+}
+
+// Guard is the one gate every fetch passes: a policy, and the dialer and HTTP
+// transport that enforce it on the socket address actually dialled.
+type Guard struct {
+	*Policy
+	cfg       Config
+	transport *http.Transport
+}
+
+// New builds a guard from its configuration.
+func New(cfg Config) (*Guard, error) {
+	cfg = cfg.withDefaults()
+	p, err := NewPolicy(cfg.Allow, cfg.Deny, cfg.DenyPrivate)
+	if err != nil {
+		return nil, err
+	}
+	g := &Guard{Policy: p, cfg: cfg}
+	g.transport = &http.Transport{
+		// NOTE: no proxy, ever: through a proxy the guard would check the
+		// proxy's address instead of the source's.
+		Proxy:                 nil,
+		DialContext:           g.DialContext,
+		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   cfg.TLSHandshakeTimeout,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   8,
+		IdleConnTimeout:       90 * time.Second,
+	}
+	return g, nil
+}
+
+// Config returns the guard's configuration, defaults filled in.
+func (g *Guard) Config() Config { return g.cfg }
+
+// DialContext dials a TCP address, refusing it when the policy does. Names are
+// resolved by the dialer; the policy is checked on every resolved address in
+// the socket's Control hook, right before connect, so DNS rebinding cannot
+// slip an address past the check.
+func (g *Guard) DialContext(ctx context.Context, network, address string) (net.Conn, error) {
+	switch network {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, fmt.Errorf("fetch guard refused network %q: only TCP is dialled", network)
+	}
+	host, portStr, err := net.SplitHostPort(address)
+	if err != nil {
+		return nil, fmt.Errorf("fetch guard: cannot read address %q: %w", address, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("fetch guard: port of %q is not a number", address)
+	}
+	if g.nameDenied(host, port) {
+		return nil, &RefusedError{Host: host, Reason: ReasonDenied}
+	}
+	// An IP literal is refused before the dialer even starts.
+	if ip, err := netip.ParseAddr(host); err == nil {
+		if err := g.Allowed(ip, port); err != nil {
+			return nil, err
+		}
+	}
+	d := &net.Dialer{
+		Timeout:   g.cfg.DialTimeout,
+		KeepAlive: 30 * time.Second,
+		Control: func(_, raddr string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(raddr)
+			if err != nil {
+				return &RefusedError{Host: host, Reason: ReasonInvalid}
+			}
+			return g.AllowedHost(host, ap.Addr(), int(ap.Port()))
+		},
+	}
+	return d.DialContext(ctx, network, address)
+}
+
+// CheckURL checks a request URL before anything is dialled: the scheme must be
+// https or http, and an IP literal host must pass the policy.
+func (g *Guard) CheckURL(u *url.URL) error {
+	switch u.Scheme {
+	case "https", "http":
+	default:
+		return fmt.Errorf("fetch guard refused %s: only https and http URLs are fetched", redact(u))
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fmt.Errorf("fetch guard refused %s: the URL has no host", redact(u))
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil {
+		return fmt.Errorf("fetch guard refused %s: the port is not a number", redact(u))
+	}
+	if g.nameDenied(host, p) {
+		return &RefusedError{Host: host, Reason: ReasonDenied}
+	}
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return g.Allowed(ip, p)
+	}
+	return nil
+}
+
+// Transport returns the guarded round tripper: it checks every request's URL
+// (so every redirect hop too) before dialling, dials through DialContext and
+// caps every response body at MaxResponseBytes.
+func (g *Guard) Transport() http.RoundTripper {
+	return &roundTripper{g: g, next: g.transport}
+}
+
+// HTTPTransport returns the underlying *http.Transport, for libraries that
+// insist on one. Prefer Transport, which also checks URLs and caps bodies.
+func (g *Guard) HTTPTransport() *http.Transport { return g.transport }
+
+// Client returns an HTTP client that uses the guarded transport, the total
+// timeout, and a redirect policy that checks every hop before it is followed.
+func (g *Guard) Client() *http.Client {
+	return &http.Client{
+		Transport:     g.Transport(),
+		Timeout:       g.cfg.Timeout,
+		CheckRedirect: g.CheckRedirect,
+	}
+}
+
+// CheckRedirect refuses a redirect beyond MaxRedirects, a downgrade from https
+// to http, and a target the policy refuses, before it is followed.
+func (g *Guard) CheckRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= g.cfg.MaxRedirects {
+		return fmt.Errorf("fetch guard stopped after %d redirects", len(via))
+	}
+	if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
+		return fmt.Errorf("fetch guard refused a redirect from https to %s", redact(req.URL))
+	}
+	if err := g.CheckURL(req.URL); err != nil {
+		return fmt.Errorf("redirect to %s: %w", redact(req.URL), err)
+	}
+	return nil
+}
+
+type roundTripper struct {
+	g    *Guard
+	next http.RoundTripper
+}
+
+func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if err := rt.g.CheckURL(req.URL); err != nil {
+		if req.Body != nil {
+			_ = req.Body.Close()
+		}
+		return nil, err
+	}
+	resp, err := rt.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	limit := rt.g.cfg.MaxResponseBytes
+	if resp.ContentLength > limit {
+		_ = resp.Body.Close()
+		return nil, &TooLargeError{URL: redact(req.URL), Limit: limit}
+	}
+	resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit, url: redact(req.URL)}
+	return resp, nil
+}
+
+// TooLargeError is returned when a response body exceeds MaxResponseBytes.
+type TooLargeError struct {
+	URL   string
+	Limit int64
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("response from %s is larger than %d bytes, the fetch limit; raise the limit if the source is trusted", e.URL, e.Limit)
+}
+
+type cappedBody struct {
+	rc    io.ReadCloser
+	left  int64
+	limit int64
+	url   string
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more tells an exact fit from an overflow.
+		var one [1]byte
+		n, err := b.rc.Read(one[:])
+		if n > 0 {
+			return 0, &TooLargeError{URL: b.url, Limit: b.limit}
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *cappedBody) Close() error { return b.rc.Close() }
+
+// redact prints a URL without its user information.
+func redact(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	c := *u
+	c.User = nil
+	return c.String()
+}
+
+// Redact prints a URL string without its user information, or "<invalid URL>".
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "<invalid URL>"
+	}
+	return redact(u)
+}
+
+// ErrRefused can be matched with errors.Is against any *RefusedError.
+var ErrRefused = errors.New("fetch guard refused the address")
+
+// Is makes errors.Is(err, ErrRefused) true for every refusal.
+func (e *RefusedError) Is(target error) bool { return target == ErrRefused }

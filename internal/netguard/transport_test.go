@@ -1,0 +1,257 @@
+package netguard
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// countingListener counts the connections a loopback listener accepts, to
+// prove a refused address was never connected to.
+type countingListener struct {
+	net.Listener
+	accepted atomic.Int64
+}
+
+func (l *countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
+
+func newServer(t *testing.T, addr string, h http.Handler, tls bool) (*httptest.Server, *countingListener) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("cannot listen on %s: %v", addr, err)
+	}
+	cl := &countingListener{Listener: ln}
+	s := httptest.NewUnstartedServer(h)
+	s.Listener = cl
+	if tls {
+		s.StartTLS()
+	} else {
+		s.Start()
+	}
+	t.Cleanup(s.Close)
+	return s, cl
+}
+
+func pool(s *httptest.Server) *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(s.Certificate())
+	return p
+}
+
+func TestAllowListedLoopbackWorks(t *testing.T) {
+	s, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "ok")
+	}), true)
+	g, err := New(Config{Allow: []string{"127.0.0.1/32"}, RootCAs: pool(s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := g.Client().Get(s.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if string(b) != "ok" {
+		t.Fatalf("got %q", b)
+	}
+}
+
+// TestNameResolvingToLoopbackIsRefusedAtDial uses "localhost": the URL check
+// cannot see the address, so the refusal must come from the dial hook, after
+// resolution, and the server must see no connection.
+func TestNameResolvingToLoopbackIsRefusedAtDial(t *testing.T) {
+	s, ln := newServer(t, "127.0.0.1:0", http.NotFoundHandler(), true)
+	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+	g, err := New(Config{RootCAs: pool(s)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.CheckURL(&url.URL{Scheme: "https", Host: "localhost:" + port}); err != nil {
+		t.Fatalf("the URL check must pass a name (the dial decides): %v", err)
+	}
+	_, err = g.Client().Get("https://localhost:" + port + "/index.yaml")
+	var r *RefusedError
+	if !errors.As(err, &r) {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if r.Host != "localhost" || r.Reason != ReasonLoopback {
+		t.Fatalf("want loopback refusal for localhost, got %+v", r)
+	}
+	if n := ln.accepted.Load(); n != 0 {
+		t.Fatalf("the refused server accepted %d connections", n)
+	}
+}
+
+func TestNameAllowEntryLetsNameThrough(t *testing.T) {
+	s, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), false)
+	_, port, _ := net.SplitHostPort(s.Listener.Addr().String())
+	g, err := New(Config{Allow: []string{"localhost:" + port}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := g.Client().Get("http://localhost:" + port)
+	if err != nil {
+		// localhost may resolve to ::1 first; the dialer falls back to 127.0.0.1.
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+}
+
+// TestRedirectToRefusedAddress redirects from the allow-listed 127.0.0.1 to
+// 127.0.0.2, which is not allow-listed: the hop is refused before any
+// connection to 127.0.0.2.
+func TestRedirectToRefusedAddress(t *testing.T) {
+	target, targetLn := newServer(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "secret")
+	}), true)
+	src, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/index.yaml", http.StatusFound)
+	}), true)
+	roots := pool(src)
+	roots.AddCert(target.Certificate())
+	g, err := New(Config{Allow: []string{"127.0.0.1/32"}, RootCAs: roots})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = g.Client().Get(src.URL)
+	if !IsRefused(err) {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if !strings.Contains(err.Error(), "redirect to https://127.0.0.2:") {
+		t.Fatalf("the error must name the redirect: %v", err)
+	}
+	if n := targetLn.accepted.Load(); n != 0 {
+		t.Fatalf("127.0.0.2 accepted %d connections", n)
+	}
+
+	// The transport refuses the hop on its own too, for clients that replace CheckRedirect.
+	c := g.Client()
+	c.CheckRedirect = nil
+	_, err = c.Get(src.URL)
+	if !IsRefused(err) {
+		t.Fatalf("want a refusal from the transport, got %v", err)
+	}
+	if n := targetLn.accepted.Load(); n != 0 {
+		t.Fatalf("127.0.0.2 accepted %d connections", n)
+	}
+}
+
+func TestRedirectDowngradeRefused(t *testing.T) {
+	plain, plainLn := newServer(t, "127.0.0.1:0", http.NotFoundHandler(), false)
+	src, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL, http.StatusFound)
+	}), true)
+	g, _ := New(Config{Allow: []string{"127.0.0.1"}, RootCAs: pool(src)})
+	_, err := g.Client().Get(src.URL)
+	if err == nil || !strings.Contains(err.Error(), "redirect from https to http://127.0.0.1") {
+		t.Fatalf("want a downgrade refusal, got %v", err)
+	}
+	if plainLn.accepted.Load() != 0 {
+		t.Fatal("the plain server was connected to")
+	}
+}
+
+func TestDenyWinsOverAllow(t *testing.T) {
+	s, ln := newServer(t, "127.0.0.1:0", http.NotFoundHandler(), true)
+	g, _ := New(Config{Allow: []string{"127.0.0.0/8"}, Deny: []string{s.Listener.Addr().String()}, RootCAs: pool(s)})
+	_, err := g.Client().Get(s.URL)
+	var r *RefusedError
+	if !errors.As(err, &r) || r.Reason != ReasonDenied {
+		t.Fatalf("want the API server refusal, got %v", err)
+	}
+	if ln.accepted.Load() != 0 {
+		t.Fatal("the denied server was connected to")
+	}
+}
+
+func TestResponseCap(t *testing.T) {
+	body := strings.Repeat("x", 4096)
+	s, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.(http.Flusher).Flush() // no Content-Length
+		}
+		_, _ = io.WriteString(w, body)
+	}), true)
+	for _, path := range []string{"/sized", "/chunked"} {
+		t.Run(path, func(t *testing.T) {
+			g, _ := New(Config{Allow: []string{"127.0.0.1"}, RootCAs: pool(s), MaxResponseBytes: 1000})
+			resp, err := g.Client().Get(s.URL + path)
+			if err == nil {
+				_, err = io.ReadAll(resp.Body)
+				resp.Body.Close()
+			}
+			var tl *TooLargeError
+			if !errors.As(err, &tl) {
+				t.Fatalf("want TooLargeError, got %v", err)
+			}
+		})
+	}
+	g, _ := New(Config{Allow: []string{"127.0.0.1"}, RootCAs: pool(s), MaxResponseBytes: 4096})
+	resp, err := g.Client().Get(s.URL + "/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || len(b) != 4096 {
+		t.Fatalf("an exact fit must pass: %d bytes, %v", len(b), err)
+	}
+}
+
+func TestResponseHeaderTimeout(t *testing.T) {
+	release := make(chan struct{})
+	s, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-time.After(5 * time.Second):
+		}
+	}), true)
+	defer close(release)
+	g, _ := New(Config{Allow: []string{"127.0.0.1"}, RootCAs: pool(s), ResponseHeaderTimeout: 200 * time.Millisecond})
+	start := time.Now()
+	_, err := g.Client().Get(s.URL)
+	if err == nil || !strings.Contains(err.Error(), "timeout") {
+		t.Fatalf("want a timeout, got %v", err)
+	}
+	if time.Since(start) > 3*time.Second {
+		t.Fatalf("the timeout took %v", time.Since(start))
+	}
+}
+
+func TestDialRefusesNonTCPAndLiterals(t *testing.T) {
+	g, _ := New(Config{})
+	if _, err := g.DialContext(context.Background(), "udp", "127.0.0.1:53"); err == nil {
+		t.Fatal("udp must be refused")
+	}
+	// An IP literal is refused before dialling: 169.254.169.254 is never contacted.
+	_, err := g.DialContext(context.Background(), "tcp", "[fd00:ec2::254]:80")
+	var r *RefusedError
+	if !errors.As(err, &r) || r.Reason != ReasonMetadata {
+		t.Fatalf("want metadata refusal, got %v", err)
+	}
+	if err := g.CheckURL(&url.URL{Scheme: "ftp", Host: "example.com"}); err == nil {
+		t.Fatal("ftp must be refused")
+	}
+	err = g.CheckURL(&url.URL{Scheme: "https", Host: "169.254.169.254", User: url.UserPassword("u", "hunter2")})
+	if err == nil || strings.Contains(fmt.Sprint(err), "hunter2") {
+		t.Fatalf("want a refusal without the password, got %v", err)
+	}
+}
