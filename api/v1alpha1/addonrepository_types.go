@@ -1,0 +1,133 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// AddonRepositorySpec is one gitops repository whose definition files the
+// syncer turns into Addons in the AddonRepository's namespace.
+type AddonRepositorySpec struct {
+	// URL is the gitops repository: https://, http://, ssh://, file:// or
+	// user@host:path.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://') || self.startsWith('ssh://') || self.startsWith('file://') || self.matches('^[A-Za-z0-9._-]+@[^:]+:.+$')",message="spec.url must be https://, http://, ssh://, file:// or user@host:path"
+	URL string `json:"url"`
+
+	// Branch is the branch to follow. Empty means the remote's default branch.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// Folder holds the definition files, one add-on per file. Default addons.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:XValidation:rule="!self.startsWith('/') && !self.split('/').exists(s, s == '..')",message="spec.folder must be relative and must not contain '..'"
+	// +optional
+	Folder string `json:"folder,omitempty"`
+
+	// Interval is how often the repository is read when no push webhook
+	// arrives. Default 3m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// SecretRef names a Secret in this namespace with the credentials for the
+	// repository: username and password or a token, an SSH key with
+	// known_hosts, or a GitHub App. Addons with a folder of this repository
+	// use the same Secret.
+	// +optional
+	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// WebhookSecretRef names a Secret in this namespace whose key "token" is
+	// the push webhook's secret: GitHub's and Gitea's HMAC key, GitLab's token.
+	// Without it, the webhook refuses every push.
+	// +optional
+	WebhookSecretRef *LocalObjectReference `json:"webhookSecretRef,omitempty"`
+}
+
+// InvalidFile is a definition file the syncer skipped. Its Addon, if any,
+// stays as it was.
+type InvalidFile struct {
+	// Path is the file's path in the repository.
+	Path string `json:"path"`
+	// Line is the 1-based line of the first problem, when known.
+	// +optional
+	Line int32 `json:"line,omitempty"`
+	// Message lists what is wrong, one "file:line: message" per line.
+	Message string `json:"message"`
+}
+
+// AddonRepositoryStatus is what the syncer last read and did.
+type AddonRepositoryStatus struct {
+	// ObservedGeneration is the generation the status was written for.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions are Ready and Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Branch is the branch that was read, the remote's default when
+	// spec.branch is empty.
+	// +optional
+	Branch string `json:"branch,omitempty"`
+
+	// LastSyncedCommit is the commit the Addons were last made to match.
+	// +optional
+	LastSyncedCommit string `json:"lastSyncedCommit,omitempty"`
+
+	// LastSyncTime is when that sync finished.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+
+	// Addons counts the definitions that were applied at the last sync.
+	// +optional
+	Addons int32 `json:"addons,omitempty"`
+
+	// InvalidFileCount counts the invalid files, for kubectl's columns.
+	// +optional
+	InvalidFileCount int32 `json:"invalidFileCount,omitempty"`
+
+	// InvalidFiles are the files the last sync skipped, each with its error.
+	// +listType=atomic
+	// +optional
+	InvalidFiles []InvalidFile `json:"invalidFiles,omitempty"`
+}
+
+// AddonRepository is one gitops repository that Addons are synced from: each
+// file of its folder is one Addon, created, updated and deleted with it.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=capstan
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Branch",type=string,JSONPath=`.status.branch`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.lastSyncedCommit`
+// +kubebuilder:printcolumn:name="Addons",type=integer,JSONPath=`.status.addons`
+// +kubebuilder:printcolumn:name="Invalid",type=integer,JSONPath=`.status.invalidFileCount`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name: an AddonRepository's name is at most 63 characters, as it is the value of the capstan.dev/managed-by-git label"
+type AddonRepository struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   AddonRepositorySpec   `json:"spec,omitempty"`
+	Status AddonRepositoryStatus `json:"status,omitempty"`
+}
+
+// AddonRepositoryList is a list of AddonRepositories.
+//
+// +kubebuilder:object:root=true
+type AddonRepositoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []AddonRepository `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&AddonRepository{}, &AddonRepositoryList{})
+}

@@ -1,0 +1,130 @@
+package gitops
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// The label and annotations the syncer owns on the Addons it manages.
+const (
+	// ManagedByGitLabel names the AddonRepository whose definition made the Addon.
+	ManagedByGitLabel = "capstan.dev/managed-by-git"
+	// GitFileAnnotation is the definition's path in the repository.
+	GitFileAnnotation = "capstan.dev/git-file"
+	// GitCommitAnnotation is the commit the Addon was last written from.
+	GitCommitAnnotation = "capstan.dev/git-commit"
+	// FieldManager is the syncer's server-side apply field manager. It owns
+	// the configuration fields and nothing else.
+	FieldManager = "capstan-gitops"
+)
+
+// Origin says where a definition came from and where its Addon goes.
+type Origin struct {
+	// Namespace is the Addon's namespace, the AddonRepository's.
+	Namespace string
+	// Repository is the AddonRepository's name.
+	Repository string
+	// URL is the gitops repository's URL.
+	URL string
+	// Commit is the commit the definition was read at.
+	Commit string
+	// File is the definition's path in the repository.
+	File string
+	// SecretRef is the gitops repository's credentials, for a git.path source.
+	SecretRef *v1alpha1.LocalObjectReference
+}
+
+// Addon converts a definition into the Addon the syncer applies. It holds
+// only what the definition configures, so that a server-side apply owns
+// exactly those fields: spec.syncRequest, spec.approvedPlan, other
+// annotations, finalizers and status stay as they are.
+func (def *Definition) Addon(o Origin) (*v1alpha1.Addon, error) {
+	a := &v1alpha1.Addon{
+		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Addon"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        def.Name,
+			Namespace:   o.Namespace,
+			Labels:      map[string]string{ManagedByGitLabel: o.Repository},
+			Annotations: map[string]string{GitFileAnnotation: o.File, GitCommitAnnotation: o.Commit},
+		},
+		Spec: v1alpha1.AddonSpec{
+			TargetNamespace:   def.Namespace,
+			CreateNamespace:   def.CreateNamespace,
+			ReleaseName:       def.ReleaseName,
+			Adopt:             def.Adopt,
+			AllowAdoptChanges: def.AllowAdoptChanges,
+			ManualSync:        def.ManualSync,
+			Prune:             def.Prune,
+			Suspend:           def.Suspend,
+			DeletionPolicy:    v1alpha1.DeletionPolicy(def.DeletionPolicy),
+			Title:             def.Title,
+			Category:          def.Category,
+		},
+	}
+	if h := def.Helm; h != nil {
+		a.Spec.Chart = &v1alpha1.ChartSource{
+			Repo: h.Repo, Name: h.Chart, OCI: h.OCI, URL: h.URL,
+			Version: h.Version, Digest: h.Digest, SecretRef: localRef(h.SecretRef),
+		}
+	}
+	if g := def.Git; g != nil {
+		a.Spec.Git = &v1alpha1.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path, SecretRef: localRef(g.SecretRef)}
+		if g.URL == "" {
+			// NOTE: a folder of the gitops repository is pinned to the commit
+			// of its definition, so that definitions and manifests change together.
+			a.Spec.Git.URL, a.Spec.Git.Revision, a.Spec.Git.SecretRef = o.URL, o.Commit, o.SecretRef
+		}
+	}
+	if def.Values != nil {
+		raw, err := json.Marshal(def.Values)
+		if err != nil {
+			return nil, fmt.Errorf("%s: values cannot be written as JSON: %w", o.File, err)
+		}
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	}
+	for _, ref := range def.ValuesFrom {
+		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, v1alpha1.ValuesReference(ref))
+	}
+	if def.HookTimeout != "" {
+		d, err := time.ParseDuration(def.HookTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("%s: hookTimeout %q: %w", o.File, def.HookTimeout, err)
+		}
+		a.Spec.HookTimeout = &metav1.Duration{Duration: d}
+	}
+	return a, nil
+}
+
+func localRef(r *SecretRef) *v1alpha1.LocalObjectReference {
+	if r == nil {
+		return nil
+	}
+	return &v1alpha1.LocalObjectReference{Name: r.Name}
+}
+
+// applyObject turns an Addon into the unstructured object of a server-side
+// apply: metadata name, namespace, labels and annotations, and the spec.
+// Status and the empty creationTimestamp are left out, so the apply owns no
+// field it does not mean to set.
+func applyObject(a *v1alpha1.Addon) (*unstructured.Unstructured, error) {
+	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&a.Spec)
+	if err != nil {
+		return nil, err
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(v1alpha1.GroupVersion.String())
+	u.SetKind("Addon")
+	u.SetName(a.Name)
+	u.SetNamespace(a.Namespace)
+	u.SetLabels(a.Labels)
+	u.SetAnnotations(a.Annotations)
+	return u, nil
+}

@@ -1,0 +1,150 @@
+// Package gitops keeps Addons in step with a gitops repository: it parses the
+// definition files, syncs them into Addons, triggers syncs from push webhooks
+// and commits the changes that the CLI and the web page make.
+package gitops
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize is the largest definition file the parser reads. A definition is
+// a few hundred bytes; anything near this size is a mistake or an attack.
+const MaxFileSize = 1 << 20
+
+// Definition is one add-on as it is written in addons/<name>.yaml.
+type Definition struct {
+	// Name is the add-on's name. It must equal the file's name without .yaml.
+	Name string `yaml:"name"`
+	// Title is the display name.
+	Title string `yaml:"title,omitempty"`
+	// Category groups add-ons on the Add-ons page.
+	Category string `yaml:"category,omitempty"`
+	// Namespace is where the add-on's namespaced objects go.
+	Namespace string `yaml:"namespace,omitempty"`
+	// CreateNamespace creates the namespace when it does not exist.
+	CreateNamespace bool `yaml:"createNamespace,omitempty"`
+	// Helm is a Helm chart source.
+	Helm *HelmSource `yaml:"helm,omitempty"`
+	// Git is a folder of a git repository, the gitops repository by default.
+	Git *GitSource `yaml:"git,omitempty"`
+	// ReleaseName is the Helm release name, the add-on's name by default.
+	ReleaseName string `yaml:"releaseName,omitempty"`
+	// Values are the chart's values.
+	Values map[string]any `yaml:"values,omitempty"`
+	// ValuesFrom merges values from Secrets and ConfigMaps, in order.
+	ValuesFrom []ValuesReference `yaml:"valuesFrom,omitempty"`
+	// Adopt takes over objects that already run, when that changes nothing.
+	Adopt bool `yaml:"adopt,omitempty"`
+	// AllowAdoptChanges lets an adoption change what it takes over.
+	AllowAdoptChanges bool `yaml:"allowAdoptChanges,omitempty"`
+	// ManualSync makes every change wait for an approval.
+	ManualSync bool `yaml:"manualSync,omitempty"`
+	// Prune deletes what the add-on applied before and no longer renders.
+	Prune bool `yaml:"prune,omitempty"`
+	// Suspend makes the add-on plan-only.
+	Suspend bool `yaml:"suspend,omitempty"`
+	// HookTimeout bounds one Helm hook, such as 10m.
+	HookTimeout string `yaml:"hookTimeout,omitempty"`
+	// DeletionPolicy is Orphan or Delete.
+	DeletionPolicy string `yaml:"deletionPolicy,omitempty"`
+
+	// gitPathLine is the line of git.path, for problems found in the tree.
+	gitPathLine int
+}
+
+// HelmSource is a chart from exactly one of: a chart repository (repo and
+// chart), an OCI registry (oci) or an https archive (url).
+type HelmSource struct {
+	Repo      string     `yaml:"repo,omitempty"`
+	Chart     string     `yaml:"chart,omitempty"`
+	OCI       string     `yaml:"oci,omitempty"`
+	URL       string     `yaml:"url,omitempty"`
+	Version   string     `yaml:"version,omitempty"`
+	Digest    string     `yaml:"digest,omitempty"`
+	SecretRef *SecretRef `yaml:"secretRef,omitempty"`
+}
+
+// GitSource is a folder of a git repository. Without a URL it is a folder of
+// the gitops repository itself, pinned to the commit the definition came from.
+type GitSource struct {
+	URL       string     `yaml:"url,omitempty"`
+	Revision  string     `yaml:"revision,omitempty"`
+	Path      string     `yaml:"path,omitempty"`
+	SecretRef *SecretRef `yaml:"secretRef,omitempty"`
+}
+
+// SecretRef names a Secret in the Addon's namespace.
+type SecretRef struct {
+	Name string `yaml:"name"`
+}
+
+// ValuesReference takes values from a key of a Secret or ConfigMap.
+type ValuesReference struct {
+	Kind       string `yaml:"kind"`
+	Name       string `yaml:"name"`
+	ValuesKey  string `yaml:"valuesKey,omitempty"`
+	TargetPath string `yaml:"targetPath,omitempty"`
+	Optional   bool   `yaml:"optional,omitempty"`
+}
+
+// Problem is one thing wrong with a definition file.
+type Problem struct {
+	// Line is the 1-based line of the problem, 0 when it concerns the whole file.
+	Line int `json:"line,omitempty"`
+	// Field is the dotted path of the field, such as helm.repo, if any.
+	Field string `json:"field,omitempty"`
+	// Message says what is wrong and what to do.
+	Message string `json:"message"`
+}
+
+// String formats the problem without its file.
+func (p Problem) String() string {
+	if p.Field != "" {
+		return p.Field + ": " + p.Message
+	}
+	return p.Message
+}
+
+// InvalidError is returned for a definition file that cannot be used. It
+// lists every problem found, each with its line.
+type InvalidError struct {
+	// File is the file's path in the repository, such as addons/longhorn.yaml.
+	File string
+	// Problems are what is wrong, in file order.
+	Problems []Problem
+}
+
+// Error formats one "file:line: field: message" line per problem.
+func (e *InvalidError) Error() string {
+	var b strings.Builder
+	for i, p := range e.Problems {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		if p.Line > 0 {
+			fmt.Fprintf(&b, "%s:%d: %s", e.File, p.Line, p)
+		} else {
+			fmt.Fprintf(&b, "%s: %s", e.File, p)
+		}
+	}
+	return b.String()
+}
+
+// Encode writes a definition as the YAML of a definition file, with the
+// two-space indent people use.
+func Encode(def *Definition) ([]byte, error) {
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(def); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

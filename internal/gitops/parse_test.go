@@ -1,0 +1,267 @@
+package gitops
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+const longhorn = `# addons/longhorn.yaml
+name: longhorn
+title: Longhorn
+category: storage
+namespace: longhorn-system
+createNamespace: true
+helm:
+  repo: https://charts.longhorn.io/
+  chart: longhorn
+  version: v1.10.2
+releaseName: longhorn        # keep a migrated release's name
+values:
+  preUpgradeChecker:
+    jobEnabled: false
+adopt: true                  # take over what is running (only if nothing changes)
+manualSync: true             # changes wait for a Sync after review
+prune: false
+`
+
+const umami = `name: umami
+namespace: umami
+git:
+  path: umami                # a kustomization, or plain YAML files
+adopt: true
+prune: true
+`
+
+func TestParseSeedExamples(t *testing.T) {
+	def, err := Parse("addons/longhorn.yaml", []byte(longhorn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := def.Addon(Origin{Namespace: "capstan-system", Repository: "gitops", URL: "https://git.example/gitops.git", Commit: "abc", File: "addons/longhorn.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Name != "longhorn" || a.Namespace != "capstan-system" || a.Spec.TargetNamespace != "longhorn-system" ||
+		!a.Spec.CreateNamespace || a.Spec.Chart == nil || a.Spec.Chart.Repo != "https://charts.longhorn.io/" ||
+		a.Spec.Chart.Name != "longhorn" || a.Spec.Chart.Version != "v1.10.2" || a.Spec.ReleaseName != "longhorn" ||
+		!a.Spec.Adopt || !a.Spec.ManualSync || a.Spec.Prune || a.Spec.Title != "Longhorn" || a.Spec.Category != "storage" {
+		t.Fatalf("unexpected Addon: %+v", a.Spec)
+	}
+	if got := string(a.Spec.Values.Raw); got != `{"preUpgradeChecker":{"jobEnabled":false}}` {
+		t.Fatalf("values = %s", got)
+	}
+	if a.Labels[ManagedByGitLabel] != "gitops" || a.Annotations[GitFileAnnotation] != "addons/longhorn.yaml" || a.Annotations[GitCommitAnnotation] != "abc" {
+		t.Fatalf("labels %v annotations %v", a.Labels, a.Annotations)
+	}
+
+	def, err = Parse("addons/umami.yaml", []byte(umami))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &v1alpha1.LocalObjectReference{Name: "gitops-auth"}
+	a, err = def.Addon(Origin{Namespace: "capstan-system", Repository: "gitops", URL: "https://git.example/gitops.git", Commit: "0123abcd", File: "addons/umami.yaml", SecretRef: ref})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := a.Spec.Git; g == nil || g.URL != "https://git.example/gitops.git" || g.Revision != "0123abcd" || g.Path != "umami" || g.SecretRef != ref {
+		t.Fatalf("git source not pinned to the gitops commit: %+v", a.Spec.Git)
+	}
+}
+
+func TestParseEveryField(t *testing.T) {
+	src := `name: full
+helm:
+  oci: oci://ghcr.io/org/charts/full
+  version: 1.2.3
+  digest: sha256:` + strings.Repeat("a", 64) + `
+  secretRef: {name: registry}
+valuesFrom:
+  - kind: Secret
+    name: full-values
+    valuesKey: extra.yaml
+  - kind: ConfigMap
+    name: tag
+    targetPath: image.tag
+    optional: true
+adopt: true
+allowAdoptChanges: true
+suspend: true
+hookTimeout: 15m
+deletionPolicy: Delete
+`
+	def, err := Parse("addons/full.yaml", []byte(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := def.Addon(Origin{Namespace: "ns", Repository: "r", File: "addons/full.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := a.Spec
+	if s.Chart.OCI != "oci://ghcr.io/org/charts/full" || s.Chart.Digest == "" || s.Chart.SecretRef.Name != "registry" ||
+		len(s.ValuesFrom) != 2 || s.ValuesFrom[1].TargetPath != "image.tag" || !s.ValuesFrom[1].Optional ||
+		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != v1alpha1.DeletionDelete {
+		t.Fatalf("unexpected spec: %+v", s)
+	}
+
+	archive := "name: arc\nhelm:\n  url: https://example.com/c-1.0.0.tgz\n  digest: sha256:" + strings.Repeat("b", 64) + "\n"
+	if _, err := Parse("addons/arc.yaml", []byte(archive)); err != nil {
+		t.Fatal(err)
+	}
+	other := "name: ext\ngit:\n  url: https://example.com/manifests.git\n  revision: v1\n  path: deploy/prod\n  secretRef: {name: creds}\n"
+	def, err = Parse("addons/ext.yaml", []byte(other))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ = def.Addon(Origin{URL: "https://gitops", Commit: "c1"})
+	if a.Spec.Git.URL != "https://example.com/manifests.git" || a.Spec.Git.Revision != "v1" || a.Spec.Git.SecretRef.Name != "creds" {
+		t.Fatalf("an external git source must keep its own URL and revision: %+v", a.Spec.Git)
+	}
+}
+
+func TestParseRefusesBadInput(t *testing.T) {
+	bomb := "name: bomb\nhelm: {repo: https://x, chart: c}\nvalues:\n  a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n  e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]\n  f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]\n  g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]\n  h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]\n  i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]\n"
+	huge := "name: huge\nhelm: {repo: https://x, chart: c}\nvalues:\n  blob: \"" + strings.Repeat("x", 50<<20) + "\"\n"
+	cases := []struct {
+		name, file, src string
+		want            string // a substring of the error, with file and line
+	}{
+		{"unknown field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ncolour: blue\n", "addons/a.yaml:3: colour: unknown field"},
+		{"unknown nested field", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  tag: 1\n", "addons/a.yaml:5: helm.tag: unknown field"},
+		{"wrong type", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nadopt: yes please\n", "addons/a.yaml:3: adopt: must be true or false"},
+		{"number for a string", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: 1.10\n", "addons/a.yaml:5: helm.version: must be a string, not the number 1.10"},
+		{"missing name", "addons/a.yaml", "helm: {repo: https://x, chart: c}\n", "addons/a.yaml:1: name: required"},
+		{"name differs from file", "addons/a.yaml", "\nname: b\nhelm: {repo: https://x, chart: c}\n", "addons/a.yaml:2: name: \"b\" differs from the file's name \"a\""},
+		{"duplicate field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nprune: true\nprune: false\n", "addons/a.yaml:4"},
+		{"no source", "addons/a.yaml", "name: a\n", "addons/a.yaml:1: the definition has no source"},
+		{"two sources", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ngit: {path: a}\n", "addons/a.yaml:3: git: set exactly one source"},
+		{"http chart repo", "addons/a.yaml", "name: a\nhelm:\n  repo: http://x\n  chart: c\n", "addons/a.yaml:3: helm.repo"},
+		{"url with version", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  version: 1.0.0\n", "addons/a.yaml:4: helm.version: cannot be set with helm.url"},
+		{"oci without version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n", "addons/a.yaml:3: helm.oci: an oci chart needs a version"},
+		{"bad digest", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  digest: md5:1\n", "addons/a.yaml:4: helm.digest"},
+		{"bad deletion policy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndeletionPolicy: Keep\n", "addons/a.yaml:3: deletionPolicy: must be Orphan or Delete"},
+		{"bad hook timeout", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 48h\n", "addons/a.yaml:3: hookTimeout"},
+		{"allowAdoptChanges alone", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nallowAdoptChanges: true\n", "addons/a.yaml:3: allowAdoptChanges: needs adopt: true"},
+		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
+		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
+		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},
+		{"revision without url", "addons/a.yaml", "name: a\ngit:\n  path: a\n  revision: main\n", "addons/a.yaml:4: git.revision"},
+		{"a list", "addons/a.yaml", "- name: a\n- name: b\n", "addons/a.yaml:1: the file holds a list"},
+		{"a scalar", "addons/a.yaml", "just text\n", "addons/a.yaml:1: the file holds a single value"},
+		{"empty", "addons/a.yaml", "", "addons/a.yaml: the file is empty"},
+		{"two documents", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n---\nname: b\n", "addons/a.yaml:3: the file holds more than one YAML document"},
+		{"syntax error", "addons/a.yaml", "name: a\nhelm: [\n", "addons/a.yaml:"},
+		{"alias bomb", "addons/bomb.yaml", bomb, "addons/bomb.yaml:4: YAML anchors and aliases"},
+		{"50 MiB", "addons/huge.yaml", huge, "addons/huge.yaml: the file is 52428"},
+		{"not UTF-8", "addons/a.yaml", "name: a\ntitle: caf\xe9\n", "addons/a.yaml:2: the file is not valid UTF-8"},
+		{"NaN value", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvalues:\n  x: .nan\n", "addons/a.yaml:4: values.x: NaN"},
+		{"values a list", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvalues: [1]\n", "addons/a.yaml:3: values: must be a mapping"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			def, err := Parse(tc.file, []byte(tc.src))
+			if err == nil {
+				t.Fatalf("accepted: %+v", def)
+			}
+			var inv *InvalidError
+			if !errors.As(err, &inv) {
+				t.Fatalf("error is %T, not *InvalidError: %v", err, err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error\n%v\ndoes not contain %q", err, tc.want)
+			}
+			if d := time.Since(start); d > 2*time.Second {
+				t.Fatalf("took %v", d)
+			}
+		})
+	}
+}
+
+func TestCheckSourceRefusesSymlinks(t *testing.T) {
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "apps", "real"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "apps", "real", "cm.yaml"), []byte("kind: ConfigMap\n"), 0o644))
+	must(os.Symlink("/etc", filepath.Join(dir, "out")))
+	must(os.Symlink("real", filepath.Join(dir, "apps", "inside")))
+	must(os.MkdirAll(filepath.Join(dir, "leaky"), 0o755))
+	must(os.Symlink("../../secret", filepath.Join(dir, "leaky", "x.yaml")))
+	cases := []struct{ path, want string }{
+		{"apps/real", ""},
+		{"out", "leads out of the repository"},
+		{"apps/inside", "is a symbolic link"},
+		{"leaky", "\"leaky/x.yaml\", a symbolic link that leads out"},
+		{"missing", "does not exist"},
+		{"apps/real/cm.yaml", "is a file"},
+	}
+	for _, tc := range cases {
+		def, err := Parse("addons/a.yaml", []byte("name: a\n\ngit:\n  path: "+tc.path+"\n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = CheckSource(def, "addons/a.yaml", DirTree(dir))
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.path, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), "addons/a.yaml:4: git.path:")):
+			t.Errorf("%s: got %v, want addons/a.yaml:4 and %q", tc.path, err, tc.want)
+		}
+	}
+}
+
+func TestEncodeRoundTrip(t *testing.T) {
+	def, err := Parse("addons/longhorn.yaml", []byte(longhorn))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Encode(def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := Parse("addons/longhorn.yaml", out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	a, _ := json.Marshal(def)
+	b, _ := json.Marshal(again)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("round trip changed the definition:\n%s\n%s", a, b)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add("addons/longhorn.yaml", []byte(longhorn))
+	f.Add("addons/umami.yaml", []byte(umami))
+	f.Add("addons/a.yaml", []byte("a: &a [*a]"))
+	f.Add("addons/a.yaml", []byte("- 1\n- 2"))
+	f.Fuzz(func(t *testing.T, file string, data []byte) {
+		def, err := Parse(file, data)
+		if err == nil {
+			if def.Name != NameFromFile(file) {
+				t.Fatalf("accepted name %q for file %q", def.Name, file)
+			}
+			if _, err := def.Addon(Origin{File: file}); err != nil {
+				t.Fatalf("a parsed definition must convert: %v", err)
+			}
+			return
+		}
+		var inv *InvalidError
+		if !errors.As(err, &inv) || len(inv.Problems) == 0 {
+			t.Fatalf("error without problems: %v", err)
+		}
+	})
+}

@@ -1,0 +1,138 @@
+package gitops
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+)
+
+// EntryKind is what a path in a repository's tree is.
+type EntryKind int
+
+// The kinds of tree entries.
+const (
+	EntryMissing EntryKind = iota
+	EntryFile
+	EntryDir
+	EntrySymlink
+)
+
+// Tree is a read-only view of one commit of the gitops repository, or of a
+// checked-out folder for `capstan validate`.
+type Tree interface {
+	// Entry says what is at a slash-separated path, and for a symbolic link
+	// its target.
+	Entry(p string) (EntryKind, string, error)
+	// Links lists the symbolic links under a folder: path to target.
+	Links(dir string) (map[string]string, error)
+}
+
+// CheckSource checks a definition against the commit it came from: a git.path
+// of the gitops repository must be a real folder inside it, reached through
+// no symbolic link, and holding no symbolic link that leads out of it.
+func CheckSource(def *Definition, file string, t Tree) error {
+	if def.Git == nil || def.Git.URL != "" {
+		return nil
+	}
+	msg, err := checkFolder(t, path.Clean(def.Git.Path))
+	if err != nil {
+		return fmt.Errorf("%s: cannot read git.path %q: %w", file, def.Git.Path, err)
+	}
+	if msg == "" {
+		return nil
+	}
+	return &InvalidError{File: file, Problems: []Problem{{Line: def.gitPathLine, Field: "git.path", Message: msg}}}
+}
+
+func checkFolder(t Tree, p string) (string, error) {
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		prefix := strings.Join(parts[:i+1], "/")
+		kind, target, err := t.Entry(prefix)
+		if err != nil {
+			return "", err
+		}
+		switch kind {
+		case EntryMissing:
+			return fmt.Sprintf("the folder %q does not exist at this commit: commit the folder with its definition", prefix), nil
+		case EntryFile:
+			return fmt.Sprintf("%q is a file, not a folder", prefix), nil
+		case EntrySymlink:
+			if escapes(path.Dir(prefix), target) {
+				return fmt.Sprintf("%q is a symbolic link that leads out of the repository (to %q): name a real folder inside it", prefix, target), nil
+			}
+			return fmt.Sprintf("%q is a symbolic link (to %q): name the real folder instead", prefix, target), nil
+		}
+	}
+	links, err := t.Links(p)
+	if err != nil {
+		return "", err
+	}
+	for link, target := range links {
+		if escapes(path.Dir(link), target) {
+			return fmt.Sprintf("the folder holds %q, a symbolic link that leads out of the repository (to %q): remove it", link, target), nil
+		}
+	}
+	return "", nil
+}
+
+// escapes reports whether a symbolic link's target, relative to the folder
+// that holds the link, leaves the repository.
+func escapes(dir, target string) bool {
+	if path.IsAbs(target) || filepath.IsAbs(target) {
+		return true
+	}
+	joined := path.Join(dir, target)
+	return joined == ".." || strings.HasPrefix(joined, "../")
+}
+
+// DirTree is a Tree over a folder on disk, such as a checkout in CI.
+type DirTree string
+
+// Entry implements Tree without following symbolic links.
+func (d DirTree) Entry(p string) (EntryKind, string, error) {
+	full := filepath.Join(string(d), filepath.FromSlash(p))
+	fi, err := os.Lstat(full)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return EntryMissing, "", nil
+	case err != nil:
+		return 0, "", err
+	case fi.Mode()&fs.ModeSymlink != 0:
+		target, err := os.Readlink(full)
+		return EntrySymlink, filepath.ToSlash(target), err
+	case fi.IsDir():
+		return EntryDir, "", nil
+	default:
+		return EntryFile, "", nil
+	}
+}
+
+// Links implements Tree.
+func (d DirTree) Links(dir string) (map[string]string, error) {
+	links := map[string]string{}
+	root := filepath.Join(string(d), filepath.FromSlash(dir))
+	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type()&fs.ModeSymlink == 0 {
+			return nil
+		}
+		target, err := os.Readlink(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(string(d), p)
+		if err != nil {
+			return err
+		}
+		links[filepath.ToSlash(rel)] = filepath.ToSlash(target)
+		return nil
+	})
+	return links, err
+}

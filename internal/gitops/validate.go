@@ -1,0 +1,261 @@
+package gitops
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// The rules below mirror the Addon CRD's validation, so that a definition the
+// parser accepts is one the API server accepts too, and every mistake is
+// reported with its line instead of as a failed apply.
+var (
+	dnsLabel       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	chartName      = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
+	ociReference   = regexp.MustCompile(`^oci://[^/]+/.+`)
+	sha256Digest   = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	valuesKey      = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`)
+	scpLikeGitURL  = regexp.MustCompile(`^[A-Za-z0-9._-]+@[^:]+:.+$`)
+)
+
+// Limits taken from the Addon CRD.
+const (
+	maxAddonName   = 53
+	maxReleaseName = 53
+	maxTitle       = 128
+	maxCategory    = 63
+	maxURL         = 2048
+	maxVersion     = 128
+	maxRevision    = 255
+	maxGitPath     = 1024
+	maxValuesFrom  = 64
+	maxHookTimeout = 24 * time.Hour
+)
+
+type rules struct {
+	root     *yaml.Node
+	problems []Problem
+}
+
+// fail records a problem at the line of the field named by keys (strings for
+// mapping keys, ints for list indexes).
+func (r *rules) fail(message string, keys ...any) {
+	var field []string
+	for _, k := range keys {
+		switch k := k.(type) {
+		case string:
+			field = append(field, k)
+		case int:
+			field[len(field)-1] += fmt.Sprintf("[%d]", k)
+		}
+	}
+	r.problems = append(r.problems, Problem{Line: lineOf(r.root, keys...), Field: strings.Join(field, "."), Message: message})
+}
+
+// lineOf finds the line of a field, or of its closest parent that exists.
+func lineOf(n *yaml.Node, keys ...any) int {
+	line := n.Line
+	for _, k := range keys {
+		var next *yaml.Node
+		switch k := k.(type) {
+		case string:
+			if n.Kind != yaml.MappingNode {
+				return line
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == k {
+					line = n.Content[i].Line
+					next = n.Content[i+1]
+					break
+				}
+			}
+		case int:
+			if n.Kind == yaml.SequenceNode && k < len(n.Content) {
+				next = n.Content[k]
+				line = next.Line
+			}
+		}
+		if next == nil {
+			return line
+		}
+		n = next
+	}
+	return line
+}
+
+func validate(def *Definition, root *yaml.Node, file string) []Problem {
+	r := &rules{root: root}
+	want := NameFromFile(file)
+	switch {
+	case def.Name == "":
+		r.fail(fmt.Sprintf("required: add name: %s (the file's name)", want), "name")
+	case !dnsLabel.MatchString(def.Name) || len(def.Name) > maxAddonName:
+		r.fail(fmt.Sprintf("%q is not a valid add-on name: use at most %d lowercase letters, digits and '-', starting and ending with a letter or digit", def.Name, maxAddonName), "name")
+	case def.Name != want:
+		r.fail(fmt.Sprintf("%q differs from the file's name %q: rename the file to %s.yaml or set name: %s", def.Name, want, def.Name, want), "name")
+	}
+	if len(def.Title) > maxTitle {
+		r.fail(fmt.Sprintf("is longer than %d characters", maxTitle), "title")
+	}
+	if len(def.Category) > maxCategory {
+		r.fail(fmt.Sprintf("is longer than %d characters", maxCategory), "category")
+	}
+	if def.Namespace != "" && (!dnsLabel.MatchString(def.Namespace) || len(def.Namespace) > 63) {
+		r.fail(fmt.Sprintf("%q is not a valid namespace name: use at most 63 lowercase letters, digits and '-'", def.Namespace), "namespace")
+	}
+	if def.ReleaseName != "" && (!dnsLabel.MatchString(def.ReleaseName) || len(def.ReleaseName) > maxReleaseName) {
+		r.fail(fmt.Sprintf("%q is not a valid release name: use at most %d lowercase letters, digits and '-'", def.ReleaseName, maxReleaseName), "releaseName")
+	}
+	switch {
+	case def.Helm == nil && def.Git == nil:
+		r.fail("the definition has no source: add helm: (a chart) or git: (a folder)")
+	case def.Helm != nil && def.Git != nil:
+		r.fail("set exactly one source: remove either helm: or git:", "git")
+	case def.Helm != nil:
+		r.helm(def.Helm)
+	default:
+		r.git(def.Git)
+	}
+	if len(def.ValuesFrom) > maxValuesFrom {
+		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.ValuesFrom), maxValuesFrom), "valuesFrom")
+	}
+	for i, ref := range def.ValuesFrom {
+		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
+			r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", ref.Kind), "valuesFrom", i, "kind")
+		}
+		if ref.Name == "" || len(ref.Name) > 253 {
+			r.fail("name is required (at most 253 characters)", "valuesFrom", i, "name")
+		}
+		if ref.ValuesKey != "" && (!valuesKey.MatchString(ref.ValuesKey) || len(ref.ValuesKey) > 253) {
+			r.fail(fmt.Sprintf("%q is not a valid key: use letters, digits, '-', '_' and '.'", ref.ValuesKey), "valuesFrom", i, "valuesKey")
+		}
+		if len(ref.TargetPath) > 250 {
+			r.fail("is longer than 250 characters", "valuesFrom", i, "targetPath")
+		}
+	}
+	if def.AllowAdoptChanges && !def.Adopt {
+		r.fail("needs adopt: true", "allowAdoptChanges")
+	}
+	if def.HookTimeout != "" {
+		d, err := time.ParseDuration(def.HookTimeout)
+		if err != nil || !durationSyntax.MatchString(def.HookTimeout) || d <= 0 || d > maxHookTimeout {
+			r.fail(fmt.Sprintf("%q is not a duration between 0s and 24h such as 10m or 1h30m", def.HookTimeout), "hookTimeout")
+		}
+	}
+	if def.DeletionPolicy != "" && def.DeletionPolicy != "Orphan" && def.DeletionPolicy != "Delete" {
+		r.fail(fmt.Sprintf("must be Orphan or Delete, not %q", def.DeletionPolicy), "deletionPolicy")
+	}
+	return r.problems
+}
+
+func (r *rules) helm(h *HelmSource) {
+	set := 0
+	for _, s := range []string{h.Repo, h.OCI, h.URL} {
+		if s != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		r.fail("set exactly one of repo (with chart), oci or url", "helm")
+		return
+	}
+	switch {
+	case h.Repo != "":
+		if !strings.HasPrefix(h.Repo, "https://") || len(h.Repo) > maxURL {
+			r.fail(fmt.Sprintf("%q must be an https:// chart repository URL", h.Repo), "helm", "repo")
+		}
+		if h.Chart == "" {
+			r.fail("required with helm.repo: the chart's name in the repository", "helm", "chart")
+		}
+	case h.OCI != "":
+		if !ociReference.MatchString(h.OCI) || len(h.OCI) > maxURL {
+			r.fail(fmt.Sprintf("%q must look like oci://registry/path/chart", h.OCI), "helm", "oci")
+		}
+		if h.Version == "" && h.Digest == "" {
+			r.fail("an oci chart needs a version (a tag) or a digest", "helm", "oci")
+		}
+	case h.URL != "":
+		if !strings.HasPrefix(h.URL, "https://") || len(h.URL) > maxURL {
+			r.fail(fmt.Sprintf("%q must be an https:// chart archive URL", h.URL), "helm", "url")
+		}
+		if h.Version != "" {
+			r.fail("cannot be set with helm.url: the archive is the version; remove it", "helm", "version")
+		}
+	}
+	if h.Chart != "" {
+		if h.Repo == "" {
+			r.fail("only goes with helm.repo: an oci reference or archive URL names the chart already", "helm", "chart")
+		} else if !chartName.MatchString(h.Chart) || len(h.Chart) > 253 {
+			r.fail(fmt.Sprintf("%q is not a valid chart name", h.Chart), "helm", "chart")
+		}
+	}
+	if len(h.Version) > maxVersion {
+		r.fail(fmt.Sprintf("is longer than %d characters", maxVersion), "helm", "version")
+	}
+	if h.Digest != "" && !sha256Digest.MatchString(h.Digest) {
+		r.fail("must be sha256: followed by 64 lowercase hex digits", "helm", "digest")
+	}
+	if h.SecretRef != nil && (h.SecretRef.Name == "" || len(h.SecretRef.Name) > 253) {
+		r.fail("name is required", "helm", "secretRef")
+	}
+}
+
+func (r *rules) git(g *GitSource) {
+	if g.URL != "" {
+		u := g.URL
+		ok := strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "ssh://") ||
+			strings.HasPrefix(u, "file://") || scpLikeGitURL.MatchString(u)
+		if !ok || len(u) > maxURL {
+			r.fail(fmt.Sprintf("%q must be https://, ssh://, file:// or user@host:path", u), "git", "url")
+		}
+	} else {
+		if g.Revision != "" {
+			r.fail("only goes with git.url: a folder of the gitops repository is pinned to the commit of its definition", "git", "revision")
+		}
+		if g.Path == "" {
+			r.fail("required without git.url: the folder of the gitops repository to install", "git")
+		}
+		if g.SecretRef != nil {
+			r.fail("only goes with git.url: the gitops repository's own credentials are used", "git", "secretRef")
+		}
+	}
+	if len(g.Revision) > maxRevision {
+		r.fail(fmt.Sprintf("is longer than %d characters", maxRevision), "git", "revision")
+	}
+	if g.Path != "" {
+		if msg := checkRelativePath(g.Path); msg != "" {
+			r.fail(msg, "git", "path")
+		}
+	}
+	if g.SecretRef != nil && (g.SecretRef.Name == "" || len(g.SecretRef.Name) > 253) {
+		r.fail("name is required", "git", "secretRef")
+	}
+}
+
+// checkRelativePath refuses a folder that could leave the repository.
+func checkRelativePath(p string) string {
+	switch {
+	case len(p) > maxGitPath:
+		return fmt.Sprintf("is longer than %d characters", maxGitPath)
+	case strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("%q must be relative to the repository's root, without a leading /", p)
+	case strings.Contains(p, "\\"):
+		return fmt.Sprintf("%q must use / between folders", p)
+	case strings.ContainsRune(p, 0):
+		return "must not contain a NUL character"
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return fmt.Sprintf("%q leaves the repository with '..': name a folder inside it", p)
+		}
+	}
+	if c := path.Clean(p); c == "." || c == ".git" || strings.HasPrefix(c, ".git/") {
+		return fmt.Sprintf("%q must name a folder inside the repository, other than its root or .git", p)
+	}
+	return ""
+}
