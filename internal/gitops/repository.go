@@ -1,0 +1,313 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// DefaultFolder is the folder of definition files when none is configured.
+const DefaultFolder = "addons"
+
+// Repo is a gitops repository on a remote.
+type Repo struct {
+	// URL is the repository's URL.
+	URL string
+	// Auth authenticates to it; nil for none.
+	Auth transport.AuthMethod
+}
+
+// Head returns the branch to read, the remote's default when branch is
+// empty, and the commit at its head, without fetching anything else.
+func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, error) {
+	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{r.URL}})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.Auth})
+	if err != nil {
+		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
+			return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no commits yet: push a first commit", r.URL)
+		}
+		return "", plumbing.ZeroHash, fmt.Errorf("cannot list the branches of %s: %w", r.URL, err)
+	}
+	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
+	for _, ref := range refs {
+		byName[ref.Name()] = ref
+	}
+	if branch == "" {
+		branch, err = defaultBranch(byName)
+		if err != nil {
+			return "", plumbing.ZeroHash, fmt.Errorf("%s: %w", r.URL, err)
+		}
+	}
+	ref, ok := byName[plumbing.NewBranchReferenceName(branch)]
+	if !ok || ref.Type() != plumbing.HashReference {
+		return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no branch %q: create it or set spec.branch to an existing branch", r.URL, branch)
+	}
+	return branch, ref.Hash(), nil
+}
+
+// defaultBranch finds the branch HEAD points at. Servers that do not
+// advertise HEAD's target get the branch with HEAD's commit, main and master first.
+func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) (string, error) {
+	head, ok := refs[plumbing.HEAD]
+	if !ok {
+		return "", errors.New("the remote does not say which branch is its default: set spec.branch")
+	}
+	if head.Type() == plumbing.SymbolicReference {
+		if !head.Target().IsBranch() {
+			return "", fmt.Errorf("the remote's HEAD points at %s, not a branch: set spec.branch", head.Target())
+		}
+		return head.Target().Short(), nil
+	}
+	var candidates []string
+	for name, ref := range refs {
+		if name.IsBranch() && ref.Type() == plumbing.HashReference && ref.Hash() == head.Hash() {
+			candidates = append(candidates, name.Short())
+		}
+	}
+	sort.Strings(candidates)
+	for _, preferred := range []string{"main", "master"} {
+		if slices.Contains(candidates, preferred) {
+			return preferred, nil
+		}
+	}
+	if len(candidates) == 0 {
+		return "", errors.New("the remote's HEAD matches no branch: set spec.branch")
+	}
+	return candidates[0], nil
+}
+
+// Clone fetches the head commit of a branch into memory, without history.
+func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *object.Commit, error) {
+	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+		URL:           r.URL,
+		Auth:          r.Auth,
+		ReferenceName: plumbing.NewBranchReferenceName(branch),
+		SingleBranch:  true,
+		Depth:         1,
+		NoCheckout:    true,
+		Tags:          git.NoTags,
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.URL, err)
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.URL, err)
+	}
+	commit, err := repo.CommitObject(head.Hash())
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.URL, err)
+	}
+	return repo, commit, nil
+}
+
+// Parsed is a valid definition and the file it came from.
+type Parsed struct {
+	File       string
+	Definition *Definition
+}
+
+// Snapshot is the definitions folder at one commit.
+type Snapshot struct {
+	// Commit is the commit's hash.
+	Commit string
+	// Definitions are the valid definitions, by file name.
+	Definitions []Parsed
+	// Invalid are the files that were skipped, with their problems.
+	Invalid []v1alpha1.InvalidFile
+	// Claimed holds every add-on name a file claims, valid or not: the syncer
+	// never deletes those Addons.
+	Claimed map[string]bool
+}
+
+// ReadSnapshot parses every definition file of a folder at a commit. A
+// missing folder is an empty one: a repository whose definitions were all
+// deleted deletes its Addons.
+func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, folder string) (*Snapshot, error) {
+	folder = path.Clean(strings.Trim(folder, "/"))
+	s := &Snapshot{Commit: commit.Hash.String(), Claimed: map[string]bool{}}
+	root, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the tree of commit %s: %w", commit.Hash, err)
+	}
+	dir := root
+	if folder != "." {
+		entry, err := root.FindEntry(folder)
+		switch {
+		case errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound):
+			return s, nil
+		case err != nil:
+			return nil, fmt.Errorf("cannot read folder %q at commit %s: %w", folder, commit.Hash, err)
+		case entry.Mode != filemode.Dir:
+			return nil, fmt.Errorf("%q at commit %s is not a folder: point spec.folder at the folder of definitions", folder, commit.Hash)
+		}
+		if dir, err = root.Tree(folder); err != nil {
+			return nil, fmt.Errorf("cannot read folder %q at commit %s: %w", folder, commit.Hash, err)
+		}
+	}
+	tree := gitTree{root: root, objects: objects}
+	byName := map[string][]string{}
+	var parsed []Parsed
+	invalid := map[string]v1alpha1.InvalidFile{}
+	for _, e := range dir.Entries {
+		if !IsDefinitionFile(e.Name) || e.Mode == filemode.Dir || e.Mode == filemode.Submodule {
+			continue
+		}
+		file := path.Join(folder, e.Name)
+		name := NameFromFile(e.Name)
+		byName[name] = append(byName[name], file)
+		s.Claimed[name] = true
+		def, err := readDefinition(dir, e, file, tree)
+		if err != nil {
+			invalid[file] = invalidFile(file, err)
+			continue
+		}
+		parsed = append(parsed, Parsed{File: file, Definition: def})
+	}
+	// Two files for one add-on: both are reported, and neither wins.
+	for name, files := range byName {
+		if len(files) < 2 {
+			continue
+		}
+		for _, f := range files {
+			invalid[f] = v1alpha1.InvalidFile{Path: f, Message: fmt.Sprintf("%s: the add-on %q is defined by %s: keep one file", f, name, strings.Join(files, " and "))}
+		}
+	}
+	for _, p := range parsed {
+		if _, bad := invalid[p.File]; !bad {
+			s.Definitions = append(s.Definitions, p)
+		}
+	}
+	for _, f := range invalid {
+		s.Invalid = append(s.Invalid, f)
+	}
+	sort.Slice(s.Invalid, func(i, j int) bool { return s.Invalid[i].Path < s.Invalid[j].Path })
+	return s, nil
+}
+
+func readDefinition(dir *object.Tree, e object.TreeEntry, file string, tree Tree) (*Definition, error) {
+	if e.Mode == filemode.Symlink {
+		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "the file is a symbolic link: commit the definition itself"}}}
+	}
+	f, err := dir.TreeEntryFile(&e)
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+	}
+	if f.Size > MaxFileSize {
+		return nil, tooLarge(file, f.Size)
+	}
+	rd, err := f.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+	}
+	defer rd.Close()
+	data, err := io.ReadAll(io.LimitReader(rd, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+	}
+	def, err := Parse(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckSource(def, file, tree); err != nil {
+		return nil, err
+	}
+	return def, nil
+}
+
+func tooLarge(file string, size int64) error {
+	return &InvalidError{File: file, Problems: []Problem{{Message: fmt.Sprintf("the file is %d bytes, more than the limit of %d: a definition is a short YAML file", size, MaxFileSize)}}}
+}
+
+// invalidFile turns a parse error into the status entry of a skipped file.
+func invalidFile(file string, err error) v1alpha1.InvalidFile {
+	f := v1alpha1.InvalidFile{Path: file, Message: err.Error()}
+	var inv *InvalidError
+	if errors.As(err, &inv) && len(inv.Problems) > 0 {
+		f.Line = int32(inv.Problems[0].Line)
+	}
+	return f
+}
+
+// gitTree is a Tree over one commit's tree.
+type gitTree struct {
+	root    *object.Tree
+	objects storer.EncodedObjectStorer
+}
+
+// Entry implements Tree.
+func (t gitTree) Entry(p string) (EntryKind, string, error) {
+	e, err := t.root.FindEntry(p)
+	switch {
+	case errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound):
+		return EntryMissing, "", nil
+	case err != nil:
+		return 0, "", err
+	case e.Mode == filemode.Dir:
+		return EntryDir, "", nil
+	case e.Mode == filemode.Symlink:
+		target, err := t.linkTarget(p, e)
+		return EntrySymlink, target, err
+	default:
+		return EntryFile, "", nil
+	}
+}
+
+func (t gitTree) linkTarget(p string, e *object.TreeEntry) (string, error) {
+	f, err := t.root.TreeEntryFile(e)
+	if err != nil {
+		return "", fmt.Errorf("cannot read the symbolic link %q: %w", p, err)
+	}
+	if f.Size > 4096 {
+		return "", fmt.Errorf("the symbolic link %q is %d bytes long", p, f.Size)
+	}
+	return f.Contents()
+}
+
+// Links implements Tree.
+func (t gitTree) Links(dir string) (map[string]string, error) {
+	sub, err := t.root.Tree(dir)
+	if err != nil {
+		return nil, err
+	}
+	links := map[string]string{}
+	w := object.NewTreeWalker(sub, true, nil)
+	defer w.Close()
+	for {
+		name, e, err := w.Next()
+		if errors.Is(err, io.EOF) {
+			return links, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if e.Mode != filemode.Symlink {
+			continue
+		}
+		b, err := object.GetBlob(t.objects, e.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read the symbolic link %q: %w", name, err)
+		}
+		target, err := object.NewFile(name, e.Mode, b).Contents()
+		if err != nil {
+			return nil, err
+		}
+		links[path.Join(dir, name)] = target
+	}
+}

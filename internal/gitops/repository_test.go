@@ -1,0 +1,97 @@
+package gitops
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"capstan.dev/capstan/internal/gitops/gitserver"
+)
+
+func readHead(t *testing.T, url, branch, folder string) (string, *Snapshot) {
+	t.Helper()
+	ctx := context.Background()
+	r := Repo{URL: url}
+	b, head, err := r.Head(ctx, branch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, commit, err := r.Clone(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if commit.Hash != head {
+		t.Fatalf("cloned %s, head is %s", commit.Hash, head)
+	}
+	s, err := ReadSnapshot(repo.Storer, commit, folder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, s
+}
+
+func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/longhorn.yaml", longhorn).
+		Write("addons/umami.yaml", umami).
+		Write("umami/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: u}\n").
+		Write("addons/README.md", "not a definition").
+		Write("addons/nested/ignored.yaml", "name: ignored\n").
+		Write("addons/broken.yaml", "name: broken\nhelm: {repo: https://x, chart: c}\ncolour: red\n").
+		Write("addons/dup.yaml", "name: dup\nhelm: {repo: https://x, chart: c}\n").
+		Write("addons/dup.yml", "name: dup\nhelm: {repo: https://x, chart: c}\n").
+		Write("addons/escape.yaml", "name: escape\ngit:\n  path: out\n").
+		Symlink("out", "../..").
+		Write("addons/list.yaml", "- name: list\n")
+	commit := w.CommitAndPush("definitions")
+
+	for _, u := range []string{url, "file://" + filepath.Join(srv.Root, "gitops.git")} {
+		branch, s := readHead(t, u, "", "addons")
+		if branch != "main" || s.Commit != commit {
+			t.Fatalf("%s: branch %q commit %s, want main %s", u, branch, s.Commit, commit)
+		}
+		var valid []string
+		for _, p := range s.Definitions {
+			valid = append(valid, p.File)
+		}
+		if strings.Join(valid, ",") != "addons/longhorn.yaml,addons/umami.yaml" {
+			t.Fatalf("valid definitions: %v", valid)
+		}
+		want := map[string]string{
+			"addons/broken.yaml": "addons/broken.yaml:3: colour: unknown field",
+			"addons/dup.yaml":    "defined by addons/dup.yaml and addons/dup.yml",
+			"addons/dup.yml":     "defined by addons/dup.yaml and addons/dup.yml",
+			"addons/escape.yaml": "addons/escape.yaml:3: git.path: \"out\" is a symbolic link that leads out of the repository",
+			"addons/list.yaml":   "addons/list.yaml:1: the file holds a list",
+		}
+		if len(s.Invalid) != len(want) {
+			t.Fatalf("invalid files: %+v", s.Invalid)
+		}
+		for _, f := range s.Invalid {
+			if !strings.Contains(f.Message, want[f.Path]) {
+				t.Errorf("%s: %q does not contain %q", f.Path, f.Message, want[f.Path])
+			}
+		}
+		for _, name := range []string{"longhorn", "umami", "broken", "dup", "escape", "list"} {
+			if !s.Claimed[name] {
+				t.Errorf("%s is not claimed, so its Addon could be deleted", name)
+			}
+		}
+	}
+
+	if _, _, err := (Repo{URL: url}).Head(context.Background(), "nope"); err == nil || !strings.Contains(err.Error(), `no branch "nope"`) {
+		t.Fatalf("missing branch: %v", err)
+	}
+	if _, _, err := (Repo{URL: srv.URL + "/missing.git"}).Head(context.Background(), ""); err == nil {
+		t.Fatal("a missing repository must be an error")
+	}
+
+	// An emptied folder is an empty snapshot, not an error.
+	w.Remove("addons").Remove("umami").Remove("out").CommitAndPush("empty")
+	if _, s := readHead(t, url, "main", "addons"); len(s.Definitions)+len(s.Invalid) != 0 {
+		t.Fatalf("emptied repository: %+v", s)
+	}
+}
