@@ -1,0 +1,353 @@
+package source
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+)
+
+// Limits bound what a fetched archive or tree may hold.
+type Limits struct {
+	// MaxArchiveBytes caps a compressed chart archive.
+	MaxArchiveBytes int64
+	// MaxUncompressedBytes caps the sum of the files of a chart (its
+	// subcharts' archives unpacked included) or of a git tree.
+	MaxUncompressedBytes int64
+	// MaxFiles caps the number of files.
+	MaxFiles int
+	// MaxDepth caps the number of path elements of one file.
+	MaxDepth int
+	// MaxIndexBytes caps a chart repository's index.yaml.
+	MaxIndexBytes int64
+}
+
+// DefaultLimits are the limits when Options leaves them zero.
+var DefaultLimits = Limits{
+	MaxArchiveBytes:      20 << 20,
+	MaxUncompressedBytes: 100 << 20,
+	MaxFiles:             10000,
+	MaxDepth:             32,
+	MaxIndexBytes:        64 << 20,
+}
+
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	if l.MaxArchiveBytes > 0 {
+		d.MaxArchiveBytes = l.MaxArchiveBytes
+	}
+	if l.MaxUncompressedBytes > 0 {
+		d.MaxUncompressedBytes = l.MaxUncompressedBytes
+	}
+	if l.MaxFiles > 0 {
+		d.MaxFiles = l.MaxFiles
+	}
+	if l.MaxDepth > 0 {
+		d.MaxDepth = l.MaxDepth
+	}
+	if l.MaxIndexBytes > 0 {
+		d.MaxIndexBytes = l.MaxIndexBytes
+	}
+	return d
+}
+
+// ArchiveError is a chart archive that breaks a rule or a limit.
+type ArchiveError struct {
+	// Entry is the offending tar entry, if any.
+	Entry string
+	// Problem says what is wrong and what to do.
+	Problem string
+}
+
+func (e *ArchiveError) Error() string {
+	if e.Entry != "" {
+		return fmt.Sprintf("chart archive refused: entry %q %s", e.Entry, e.Problem)
+	}
+	return "chart archive refused: " + e.Problem
+}
+
+// budget counts what one chart, subcharts included, has used of the limits.
+type budget struct {
+	lim   Limits
+	files int
+	bytes int64
+}
+
+// readArchive unpacks a chart archive (.tgz) in memory, enforcing the limits
+// and refusing absolute paths, "..", links and special files, before any of it
+// reaches Helm's loader. Archives of subcharts under charts/ are checked the
+// same way, against the same budget.
+func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
+	if int64(len(data)) > b.lim.MaxArchiveBytes {
+		return nil, &ArchiveError{Problem: fmt.Sprintf("is %d bytes, over the limit of %d compressed bytes", len(data), b.lim.MaxArchiveBytes)}
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil, &ArchiveError{Problem: fmt.Sprintf("is not a gzip-compressed tar archive (%v); check that the URL serves a chart .tgz", err)}
+	}
+	defer zr.Close()
+	tr := tar.NewReader(zr)
+	var files []*archive.BufferedFile
+	top := ""
+	for {
+		hd, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, corrupt(err)
+		}
+		name := strings.ReplaceAll(hd.Name, `\`, "/")
+		if err := checkEntryName(name, b.lim.MaxDepth); err != nil {
+			return nil, err
+		}
+		switch hd.Typeflag {
+		case tar.TypeDir, tar.TypeXGlobalHeader, tar.TypeXHeader:
+			continue
+		case tar.TypeReg, tar.TypeRegA: //nolint:staticcheck // TypeRegA still appears in old archives.
+		case tar.TypeSymlink, tar.TypeLink:
+			return nil, &ArchiveError{Entry: hd.Name, Problem: "is a link; links are refused in charts, package the file itself"}
+		default:
+			return nil, &ArchiveError{Entry: hd.Name, Problem: fmt.Sprintf("has tar type %q; only files and folders are allowed", hd.Typeflag)}
+		}
+		clean := path.Clean(strings.TrimPrefix(name, "./"))
+		first, rest, ok := strings.Cut(clean, "/")
+		if !ok {
+			return nil, &ArchiveError{Entry: hd.Name, Problem: "is not inside the chart's folder; a chart archive holds one top folder named after the chart"}
+		}
+		if top == "" {
+			top = first
+		} else if first != top {
+			return nil, &ArchiveError{Entry: hd.Name, Problem: fmt.Sprintf("is outside the chart's folder %q; a chart archive holds one top folder", top)}
+		}
+		b.files++
+		if b.files > b.lim.MaxFiles {
+			return nil, &ArchiveError{Problem: fmt.Sprintf("holds more than %d files, the limit", b.lim.MaxFiles)}
+		}
+		left := b.lim.MaxUncompressedBytes - b.bytes
+		if hd.Size > left {
+			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
+		}
+		buf := bytes.NewBuffer(make([]byte, 0, hd.Size))
+		n, err := io.Copy(buf, io.LimitReader(tr, left+1))
+		if err != nil {
+			return nil, corrupt(err)
+		}
+		if n > left {
+			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
+		}
+		b.bytes += n
+		content := bytes.TrimPrefix(buf.Bytes(), []byte{0xEF, 0xBB, 0xBF})
+		if isSubchartArchive(rest) {
+			if _, err := readArchive(content, b); err != nil {
+				return nil, fmt.Errorf("subchart %s: %w", rest, err)
+			}
+		}
+		files = append(files, &archive.BufferedFile{Name: rest, ModTime: hd.ModTime, Data: content})
+	}
+	// NOTE: gzip only checks its trailer when read to the end; tar stops at
+	// its end-of-archive marker, so drain the rest to catch a truncated stream.
+	if _, err := io.Copy(io.Discard, io.LimitReader(zr, 1<<20)); err != nil {
+		return nil, corrupt(err)
+	}
+	if len(files) == 0 {
+		return nil, &ArchiveError{Problem: "holds no files"}
+	}
+	return files, nil
+}
+
+func corrupt(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return &ArchiveError{Problem: "is truncated; fetch it again or check the server"}
+	}
+	return &ArchiveError{Problem: fmt.Sprintf("is corrupt (%v); fetch it again or check the server", err)}
+}
+
+// checkEntryName refuses absolute paths, drive letters, ".." elements, NUL
+// bytes and paths deeper than maxDepth.
+func checkEntryName(name string, maxDepth int) error {
+	switch {
+	case name == "":
+		return &ArchiveError{Entry: name, Problem: "has no name"}
+	case strings.ContainsRune(name, 0):
+		return &ArchiveError{Entry: name, Problem: "has a NUL byte in its name"}
+	case strings.HasPrefix(name, "/") || (len(name) > 1 && name[1] == ':'):
+		return &ArchiveError{Entry: name, Problem: "is an absolute path; chart archives hold relative paths only"}
+	}
+	parts := strings.Split(strings.Trim(name, "/"), "/")
+	for _, p := range parts {
+		if p == ".." {
+			return &ArchiveError{Entry: name, Problem: `contains ".."; chart archives must not reach outside the chart`}
+		}
+	}
+	if len(parts) > maxDepth {
+		return &ArchiveError{Entry: name, Problem: fmt.Sprintf("is %d folders deep, over the limit of %d", len(parts), maxDepth)}
+	}
+	return nil
+}
+
+// isSubchartArchive reports whether a chart-relative path is a dependency's
+// archive, which Helm's loader unpacks.
+func isSubchartArchive(rel string) bool {
+	dir, file := path.Split(rel)
+	return strings.HasSuffix(file, ".tgz") && (dir == "charts/" || strings.HasSuffix(dir, "/charts/"))
+}
+
+// loadArchive checks and loads chart archive bytes.
+func loadArchive(data []byte, lim Limits) (*chartv2.Chart, error) {
+	files, err := readArchive(data, &budget{lim: lim})
+	if err != nil {
+		return nil, err
+	}
+	return loadFiles(files)
+}
+
+func loadFiles(files []*archive.BufferedFile) (*chartv2.Chart, error) {
+	c, err := loader.LoadFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("invalid chart: %w; fix the chart's Chart.yaml and files", err)
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid chart: %w; fix the chart's Chart.yaml", err)
+	}
+	return c, nil
+}
+
+// Digest returns "sha256:<hex>" of data.
+func Digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// LoadChart loads a local chart folder or .tgz with the same limits as a
+// fetched archive. A folder's Digest is the sha256 of its sorted file names
+// and contents; an archive's is the sha256 of its bytes.
+func LoadChart(p string) (*Chart, error) {
+	return LoadChartWithLimits(p, Limits{})
+}
+
+// LoadChartWithLimits is LoadChart with explicit limits; zero fields take the defaults.
+func LoadChartWithLimits(p string, lim Limits) (*Chart, error) {
+	lim = lim.withDefaults()
+	fi, err := os.Stat(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read chart %s: %w", p, err)
+	}
+	var (
+		c      *chartv2.Chart
+		digest string
+	)
+	if fi.IsDir() {
+		digest, err = checkChartDir(p, lim)
+		if err != nil {
+			return nil, fmt.Errorf("chart folder %s: %w", p, err)
+		}
+		if c, err = loader.LoadDir(p); err != nil {
+			return nil, fmt.Errorf("chart folder %s: invalid chart: %w", p, err)
+		}
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("chart folder %s: invalid chart: %w", p, err)
+		}
+	} else {
+		if fi.Size() > lim.MaxArchiveBytes {
+			return nil, fmt.Errorf("chart archive %s: %w", p, &ArchiveError{Problem: fmt.Sprintf("is %d bytes, over the limit of %d compressed bytes", fi.Size(), lim.MaxArchiveBytes)})
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return nil, fmt.Errorf("cannot read chart %s: %w", p, err)
+		}
+		if c, err = loadArchive(data, lim); err != nil {
+			return nil, fmt.Errorf("chart archive %s: %w", p, err)
+		}
+		digest = Digest(data)
+	}
+	abs, _ := filepath.Abs(p)
+	return &Chart{Chart: c, Name: c.Name(), Version: c.Metadata.Version, Digest: digest, URL: "file://" + filepath.ToSlash(abs)}, nil
+}
+
+// checkChartDir walks a chart folder with the archive limits, refusing links
+// that leave it, and returns a digest of its contents.
+func checkChartDir(root string, lim Limits) (string, error) {
+	rootAbs, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	contents := map[string][]byte{}
+	var total int64
+	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		rel = filepath.ToSlash(rel)
+		if rel == "." {
+			return nil
+		}
+		if depth := strings.Count(rel, "/") + 1; depth > lim.MaxDepth {
+			return &ArchiveError{Entry: rel, Problem: fmt.Sprintf("is %d folders deep, over the limit of %d", depth, lim.MaxDepth)}
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			target, err := filepath.EvalSymlinks(p)
+			if err != nil {
+				return &ArchiveError{Entry: rel, Problem: "is a broken link"}
+			}
+			if r, err := filepath.Rel(rootAbs, target); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+				return &ArchiveError{Entry: rel, Problem: "is a link that leaves the chart folder"}
+			}
+			st, err := os.Stat(p)
+			if err != nil || st.IsDir() {
+				// Helm's loader follows links to folders; the files there are counted when it loads them.
+				return nil
+			}
+		} else if d.IsDir() || !d.Type().IsRegular() {
+			if !d.IsDir() {
+				return &ArchiveError{Entry: rel, Problem: "is not a regular file"}
+			}
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		total += int64(len(data))
+		if len(names)+1 > lim.MaxFiles {
+			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d files, the limit", lim.MaxFiles)}
+		}
+		if total > lim.MaxUncompressedBytes {
+			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d bytes, the limit", lim.MaxUncompressedBytes)}
+		}
+		if isSubchartArchive(rel) {
+			if _, err := readArchive(data, &budget{lim: lim, files: len(names), bytes: total}); err != nil {
+				return fmt.Errorf("subchart %s: %w", rel, err)
+			}
+		}
+		names = append(names, rel)
+		contents[rel] = data
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	sort.Strings(names)
+	h := sha256.New()
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%d\x00", n, len(contents[n]))
+		h.Write(contents[n])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}

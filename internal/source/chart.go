@@ -1,0 +1,314 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/Masterminds/semver/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+	"sigs.k8s.io/yaml"
+
+	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
+)
+
+// Chart fetches the chart an Addon's spec.chart names: from a chart
+// repository, an OCI registry or an https archive. creds may be nil. A chart
+// is fetched once and then served from the cache, keyed by source, name and
+// version (or digest) and by the credentials used. Nothing is cached on error.
+func (f *Fetcher) Chart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+	set := 0
+	for _, s := range []string{spec.Repo, spec.OCI, spec.URL} {
+		if s != "" {
+			set++
+		}
+	}
+	if set != 1 {
+		return nil, errors.New("spec.chart: set exactly one of repo (with name), oci or url")
+	}
+	if spec.Digest != "" && !validDigest(spec.Digest) {
+		return nil, fmt.Errorf("spec.chart.digest %q is not \"sha256:\" and 64 lowercase hex digits", spec.Digest)
+	}
+	switch {
+	case spec.Repo != "":
+		return f.repoChart(ctx, spec, creds)
+	case spec.OCI != "":
+		return f.ociChart(ctx, spec, creds)
+	default:
+		return f.archiveChart(ctx, spec, creds)
+	}
+}
+
+func validDigest(d string) bool {
+	hexPart, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(hexPart) != 64 {
+		return false
+	}
+	for _, c := range hexPart {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// cached returns a cached chart when one is there and matches the pin.
+func (f *Fetcher) cached(key, pinned string) (*Chart, bool, error) {
+	c, ok := f.charts.get(key)
+	if !ok || !c.matches(pinned) {
+		return nil, false, nil
+	}
+	f.stats.ChartCacheHits.Add(1)
+	ch, err := c.chart()
+	return ch, true, err
+}
+
+// fetchChart runs one fetch per key at a time and caches only a verified result.
+func (f *Fetcher) fetchChart(key, pinned string, fetch func() (*cachedChart, error)) (*Chart, error) {
+	if ch, ok, err := f.cached(key, pinned); ok {
+		return ch, err
+	}
+	v, err, _ := f.flight.Do("chart\x00"+key+"\x00"+pinned, func() (any, error) {
+		if c, ok := f.charts.get(key); ok && c.matches(pinned) {
+			return c, nil
+		}
+		c, err := fetch()
+		if err != nil {
+			return nil, err
+		}
+		f.charts.add(key, c, c.size)
+		return c, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*cachedChart).chart()
+}
+
+// verify checks an archive against the pin and the limits and unpacks it.
+func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted ...string) (*cachedChart, *chartv2.Chart, error) {
+	digest, err := checkDigest(source, data, pinned, alsoAccepted...)
+	if err != nil {
+		return nil, nil, err
+	}
+	b := &budget{lim: f.limits}
+	files, err := readArchive(data, b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", source, err)
+	}
+	ch, err := loadFiles(files)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", source, err)
+	}
+	c := &cachedChart{
+		files: files, name: ch.Name(), version: ch.Metadata.Version, digest: digest, url: source,
+		size: int64(len(data)) + b.bytes,
+	}
+	return c, ch, nil
+}
+
+// archiveChart fetches an https .tgz.
+func (f *Fetcher) archiveChart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+	u, err := parseHTTPS(spec.URL, "spec.chart.url")
+	if err != nil {
+		return nil, err
+	}
+	key := "url\x00" + u.String() + "\x00" + creds.cacheKey()
+	return f.fetchChart(key, spec.Digest, func() (*cachedChart, error) {
+		f.stats.ArchiveFetches.Add(1)
+		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: u.Host}, f.limits.MaxArchiveBytes, "spec.chart.url")
+		if err != nil {
+			return nil, err
+		}
+		c, _, err := f.verify(netguard.Redact(u.String()), data, spec.Digest)
+		return c, err
+	})
+}
+
+// repoChart resolves a version in a chart repository's index and fetches it.
+func (f *Fetcher) repoChart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+	base, err := parseHTTPS(spec.Repo, "spec.chart.repo")
+	if err != nil {
+		return nil, err
+	}
+	if spec.Name == "" {
+		return nil, errors.New("spec.chart.name is required with spec.chart.repo")
+	}
+	idx, err := f.index(ctx, base, creds)
+	if err != nil {
+		return nil, err
+	}
+	cv, err := resolveVersion(idx, base, spec.Name, spec.Version)
+	if err != nil {
+		return nil, err
+	}
+	if len(cv.URLs) == 0 {
+		return nil, fmt.Errorf("chart %s %s in %s has no download URL in index.yaml; the repository is broken", spec.Name, cv.Version, base)
+	}
+	archiveURL, err := repo.ResolveReferenceURL(base.String(), cv.URLs[0])
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s in %s: index.yaml has an invalid URL: %w", spec.Name, cv.Version, base, err)
+	}
+	au, err := parseHTTPS(archiveURL, "the archive URL in index.yaml")
+	if err != nil {
+		return nil, err
+	}
+	key := "repo\x00" + base.String() + "\x00" + spec.Name + "\x00" + cv.Version + "\x00" + creds.cacheKey()
+	return f.fetchChart(key, spec.Digest, func() (*cachedChart, error) {
+		f.stats.ArchiveFetches.Add(1)
+		// Credentials go to the repository's host only, as Helm does by default.
+		data, err := f.get(ctx, au.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
+		if err != nil {
+			return nil, err
+		}
+		c, _, err := f.verify(netguard.Redact(au.String()), data, spec.Digest)
+		if err != nil {
+			return nil, err
+		}
+		if c.name != spec.Name || c.version != cv.Version {
+			return nil, fmt.Errorf("the archive at %s holds chart %s %s, but index.yaml lists it as %s %s; the repository is broken",
+				netguard.Redact(au.String()), c.name, c.version, spec.Name, cv.Version)
+		}
+		return c, nil
+	})
+}
+
+// resolveVersion picks the chart version: an exact version, a semver range,
+// or, when empty, the newest stable version.
+func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*repo.ChartVersion, error) {
+	versions, ok := idx.Entries[name]
+	if !ok || len(versions) == 0 {
+		return nil, fmt.Errorf("chart %q is not in the repository %s; check spec.chart.name", name, base)
+	}
+	if version != "" {
+		if _, err := semver.NewConstraint(version); err != nil {
+			return nil, fmt.Errorf("spec.chart.version %q is neither a version nor a semver range: %v", version, err)
+		}
+	}
+	// Helm's own resolution: an exact match first, then the newest in range.
+	cv, err := idx.Get(name, version)
+	if err != nil {
+		shown := make([]string, 0, 5)
+		for _, v := range versions {
+			if len(shown) == cap(shown) {
+				break
+			}
+			shown = append(shown, v.Version)
+		}
+		want := version
+		if want == "" {
+			want = "a stable version"
+		}
+		return nil, fmt.Errorf("chart %q in %s has no version matching %s; newest versions: %s; check spec.chart.version",
+			name, base, want, strings.Join(shown, ", "))
+	}
+	return cv, nil
+}
+
+// cachedIndex is a parsed index.yaml and when it was fetched.
+type cachedIndex struct {
+	index   *repo.IndexFile
+	fetched time.Time
+}
+
+// index returns a repository's index, reusing it for IndexTTL.
+func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials) (*repo.IndexFile, error) {
+	key := base.String() + "\x00" + creds.cacheKey()
+	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < f.opts.IndexTTL {
+		return c.index, nil
+	}
+	v, err, _ := f.flight.Do("index\x00"+key, func() (any, error) {
+		if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < f.opts.IndexTTL {
+			return c.index, nil
+		}
+		f.stats.IndexFetches.Add(1)
+		u := base.JoinPath("index.yaml")
+		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxIndexBytes, "spec.chart.repo")
+		if err != nil {
+			return nil, err
+		}
+		idx, err := parseIndex(data)
+		if err != nil {
+			return nil, fmt.Errorf("index.yaml of %s: %w; check that spec.chart.repo is a Helm chart repository", base, err)
+		}
+		f.indexes.add(key, &cachedIndex{index: idx, fetched: f.now()}, int64(len(data)))
+		return idx, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*repo.IndexFile), nil
+}
+
+// parseIndex reads index.yaml as Helm does: entries that fail validation are
+// dropped, and versions are sorted newest first.
+func parseIndex(data []byte) (*repo.IndexFile, error) {
+	if len(data) == 0 {
+		return nil, errors.New("it is empty")
+	}
+	idx := &repo.IndexFile{}
+	if err := yaml.Unmarshal(data, idx); err != nil {
+		return nil, fmt.Errorf("it is not valid YAML: %v", err)
+	}
+	if idx.APIVersion == "" {
+		return nil, errors.New("it has no apiVersion")
+	}
+	for name, cvs := range idx.Entries {
+		kept := cvs[:0]
+		for _, cv := range cvs {
+			if cv == nil || cv.Metadata == nil {
+				continue
+			}
+			if cv.APIVersion == "" {
+				cv.APIVersion = chartv2.APIVersionV1
+			}
+			if err := cv.Validate(); err != nil {
+				continue
+			}
+			kept = append(kept, cv)
+		}
+		idx.Entries[name] = kept
+	}
+	idx.SortEntries()
+	return idx, nil
+}
+
+// parseHTTPS parses a URL that must be https, without credentials in it.
+func parseHTTPS(raw, field string) (*url.URL, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a URL: %v", field, netguard.Redact(raw))
+	}
+	if u.Scheme != "https" {
+		return nil, fmt.Errorf("%s %s must be an https URL", field, netguard.Redact(raw))
+	}
+	if u.User != nil {
+		return nil, fmt.Errorf("%s must not hold credentials; put them in a Secret and name it in secretRef", field)
+	}
+	if u.Host == "" {
+		return nil, fmt.Errorf("%s %s has no host", field, netguard.Redact(raw))
+	}
+	return u, nil
+}
+
+// sortedVersions lists semver-valid versions newest first, for messages.
+func sortedVersions(vs []string) []string {
+	var parsed []*semver.Version
+	for _, v := range vs {
+		if sv, err := semver.NewVersion(v); err == nil {
+			parsed = append(parsed, sv)
+		}
+	}
+	sort.Sort(sort.Reverse(semver.Collection(parsed)))
+	out := make([]string, len(parsed))
+	for i, v := range parsed {
+		out[i] = v.Original()
+	}
+	return out
+}

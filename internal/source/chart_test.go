@@ -1,0 +1,427 @@
+package source
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
+)
+
+func TestRepoChartResolvesVersions(t *testing.T) {
+	r := newChartRepo(t)
+	for _, v := range []string{"1.0.0", "1.1.0", "2.0.0-rc.1"} {
+		r.put("/charts/demo-"+v+".tgz", chartArchive(t, "demo", v))
+	}
+	r.index("demo", map[string]string{
+		"1.0.0":      "charts/demo-1.0.0.tgz",
+		"1.1.0":      "charts/demo-1.1.0.tgz",
+		"2.0.0-rc.1": "charts/demo-2.0.0-rc.1.tgz",
+	})
+	f := newTestFetcher(t, Options{}, r.Server)
+	tests := []struct{ version, want string }{
+		{"", "1.1.0"},               // newest stable
+		{"1.0.0", "1.0.0"},          // exact
+		{"~1.0", "1.0.0"},           // range
+		{"^1", "1.1.0"},             // range
+		{">=1.0.0-0", "2.0.0-rc.1"}, // range with prereleases
+	}
+	for _, tt := range tests {
+		t.Run(tt.version, func(t *testing.T) {
+			c, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.Version != tt.want || c.Chart.Metadata.Version != tt.want || c.Name != "demo" {
+				t.Fatalf("got %s %s, want demo %s", c.Name, c.Version, tt.want)
+			}
+			if c.Digest != Digest(chartArchive(t, "demo", tt.want)) {
+				t.Fatalf("digest %s is not the archive's", c.Digest)
+			}
+			if c.URL != r.URL+"/charts/demo-"+tt.want+".tgz" {
+				t.Fatalf("URL %s", c.URL)
+			}
+			if len(c.Chart.Templates) != 1 {
+				t.Fatalf("templates: %d", len(c.Chart.Templates))
+			}
+		})
+	}
+}
+
+func TestRepoChartIsCachedAndIndexExpires(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	now := time.Unix(1700000000, 0)
+	f := newTestFetcher(t, Options{IndexTTL: time.Minute, Now: func() time.Time { return now }}, r.Server)
+	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	ctx := context.Background()
+
+	first, err := f.Chart(ctx, spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := f.Chart(ctx, spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r.count("/charts/demo-1.0.0.tgz"); got != 1 {
+		t.Fatalf("the archive was fetched %d times, want once", got)
+	}
+	if got := r.count("/index.yaml"); got != 1 {
+		t.Fatalf("the index was fetched %d times within its TTL, want once", got)
+	}
+	if first.Chart == second.Chart {
+		t.Fatal("each call must get its own *chart.Chart: rendering changes charts")
+	}
+	if first.Digest != second.Digest {
+		t.Fatal("the cached chart changed")
+	}
+
+	now = now.Add(2 * time.Minute)
+	if _, err := f.Chart(ctx, spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.count("/index.yaml"); got != 2 {
+		t.Fatalf("the index was fetched %d times after its TTL, want 2", got)
+	}
+	if got := r.count("/charts/demo-1.0.0.tgz"); got != 1 {
+		t.Fatalf("the archive was fetched %d times, want once", got)
+	}
+}
+
+func TestRepoChartAbsoluteURLAndCredentialsStayOnRepoHost(t *testing.T) {
+	r := newChartRepo(t)
+	other := newChartRepo(t)
+	other.put("/elsewhere/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	// other is on 127.0.0.1 too, but a different port: another host for credentials.
+	r.index("demo", map[string]string{"1.0.0": other.URL + "/elsewhere/demo-1.0.0.tgz"})
+	r.auth = [2]string{"alice", "s3cret"}
+	f := newTestFetcher(t, Options{}, r.Server, other.Server)
+	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}
+
+	_, err := f.Chart(context.Background(), spec, nil)
+	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "secretRef") {
+		t.Fatalf("want a 401 that names secretRef, got %v", err)
+	}
+	c, err := f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Version != "1.0.0" || !strings.HasPrefix(c.URL, other.URL) {
+		t.Fatalf("got %s from %s", c.Version, c.URL)
+	}
+	if other.authSeen.Load() != 0 {
+		t.Fatal("credentials were sent to a host other than the repository's")
+	}
+}
+
+func TestCachedChartIsNotServedToOtherCredentials(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
+	r.auth = [2]string{"alice", "s3cret"}
+	f := newTestFetcher(t, Options{}, r.Server)
+	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	if _, err := f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "s3cret"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Chart(context.Background(), spec, nil); err == nil {
+		t.Fatal("a chart fetched with credentials was served to a fetch without them")
+	}
+	if _, err := f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "wrong"}); err == nil {
+		t.Fatal("a chart fetched with credentials was served to a fetch with other credentials")
+	}
+}
+
+func TestArchiveURLWithDigest(t *testing.T) {
+	r := newChartRepo(t)
+	data := chartArchive(t, "demo", "3.2.1")
+	r.put("/demo.tgz", data)
+	f := newTestFetcher(t, Options{}, r.Server)
+	spec := v1alpha1.ChartSource{URL: r.URL + "/demo.tgz", Digest: Digest(data)}
+	for i := 0; i < 2; i++ {
+		c, err := f.Chart(context.Background(), spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Version != "3.2.1" || c.Digest != spec.Digest {
+			t.Fatalf("got %s %s", c.Version, c.Digest)
+		}
+	}
+	if n := r.count("/demo.tgz"); n != 1 {
+		t.Fatalf("fetched %d times, want once", n)
+	}
+}
+
+// TestBadInput: each case is a clear error, and nothing is cached.
+func TestBadInput(t *testing.T) {
+	good := chartArchive(t, "demo", "1.0.0")
+	deep := "demo/" + strings.Repeat("d/", 40) + "f.yaml"
+	manyFiles := chartEntries("demo", "1.0.0")
+	for i := 0; i < 30; i++ {
+		manyFiles = append(manyFiles, file(fmt.Sprintf("demo/templates/f%d.yaml", i), "# empty\n"))
+	}
+	subchartWithDotDot := tgz(t, file("sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"), file("sub/../../evil", "x"))
+	tests := []struct {
+		name    string
+		archive []byte
+		limits  Limits
+		digest  string
+		version string
+		want    []string
+	}{
+		{name: "unknown version", archive: good, version: "9.9.9", want: []string{`chart "demo"`, "no version matching 9.9.9", "newest versions: 1.0.0", "spec.chart.version"}},
+		{name: "wrong digest", archive: good, digest: "sha256:" + strings.Repeat("0", 64), want: []string{"has digest " + Digest(good), "pins sha256:" + strings.Repeat("0", 64)}},
+		{name: "corrupt archive", archive: []byte("this is not a chart"), want: []string{"not a gzip-compressed tar archive"}},
+		{name: "truncated archive", archive: good[:len(good)/2], want: []string{"truncated"}},
+		{name: "tar with ../", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/../../etc/cron.d/x", "boom"))...), want: []string{`"demo/../../etc/cron.d/x"`, `contains ".."`}},
+		{name: "absolute path", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file("/etc/passwd", "x"))...), want: []string{"absolute path"}},
+		{name: "symlink", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/templates/x.yaml", typeflag: tar.TypeSymlink, link: "/etc/shadow"})...), want: []string{"is a link"}},
+		{name: "hardlink", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/x", typeflag: tar.TypeLink, link: "demo/values.yaml"})...), want: []string{"is a link"}},
+		{name: "device", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/dev", typeflag: tar.TypeChar})...), want: []string{"only files and folders"}},
+		{name: "oversized archive", archive: good, limits: Limits{MaxArchiveBytes: 100}, want: []string{"over the limit of 100"}},
+		{name: "unpacks too large", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/big", strings.Repeat("a", 1<<20)))...), limits: Limits{MaxUncompressedBytes: 64 << 10}, want: []string{"unpacks to more than 65536 bytes"}},
+		{name: "too many files", archive: tgz(t, manyFiles...), limits: Limits{MaxFiles: 10}, want: []string{"more than 10 files"}},
+		{name: "too deep", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file(deep, "x"))...), want: []string{"folders deep, over the limit of 32"}},
+		{name: "two top folders", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file("other/x", "x"))...), want: []string{"outside the chart's folder"}},
+		{name: "subchart with ../", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/charts/sub-0.1.0.tgz", typeflag: tar.TypeReg, body: string(subchartWithDotDot)})...), want: []string{"subchart charts/sub-0.1.0.tgz", `contains ".."`}},
+		{name: "invalid Chart.yaml", archive: tgz(t, file("demo/Chart.yaml", "apiVersion: v2\nname: demo\nversion: [not, a, version]\n"), file("demo/values.yaml", "")), want: []string{"invalid chart", "Chart.yaml"}},
+		{name: "Chart.yaml without version", archive: tgz(t, file("demo/Chart.yaml", "apiVersion: v2\nname: demo\n"), file("demo/values.yaml", "")), want: []string{"invalid chart", "version"}},
+		{name: "no Chart.yaml", archive: tgz(t, file("demo/values.yaml", "a: 1\n")), want: []string{"invalid chart", "Chart.yaml"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newChartRepo(t)
+			r.put("/demo-1.0.0.tgz", tt.archive)
+			r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
+			f := newTestFetcher(t, Options{Limits: tt.limits}, r.Server)
+			c, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version, Digest: tt.digest}, nil)
+			if err == nil {
+				t.Fatalf("want an error, got chart %s %s", c.Name, c.Version)
+			}
+			t.Log(err)
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not say %q", err, w)
+				}
+			}
+			if n, b := f.charts.stats(); n != 0 || b != 0 {
+				t.Fatalf("the chart cache holds %d entries after an error", n)
+			}
+		})
+	}
+}
+
+func TestWrongDigestCachesNothingThenRightDigestWorks(t *testing.T) {
+	r := newChartRepo(t)
+	data := chartArchive(t, "demo", "1.0.0")
+	r.put("/demo-1.0.0.tgz", data)
+	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
+	f := newTestFetcher(t, Options{}, r.Server)
+	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0", Digest: "sha256:" + strings.Repeat("a", 64)}
+	_, err := f.Chart(context.Background(), spec, nil)
+	var mm *DigestMismatchError
+	if !errors.As(err, &mm) || mm.Actual != Digest(data) {
+		t.Fatalf("want a digest mismatch, got %v", err)
+	}
+	spec.Digest = Digest(data)
+	if _, err := f.Chart(context.Background(), spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	// A cached chart with another digest does not satisfy a new pin: it is fetched again and refused.
+	spec.Digest = "sha256:" + strings.Repeat("b", 64)
+	if _, err := f.Chart(context.Background(), spec, nil); !errors.As(err, &mm) {
+		t.Fatalf("want a digest mismatch against the cache, got %v", err)
+	}
+	if n := r.count("/demo-1.0.0.tgz"); n != 3 {
+		t.Fatalf("archive fetched %d times, want 3 (mismatch, fetch, mismatch again)", n)
+	}
+}
+
+func TestRepoErrors(t *testing.T) {
+	r := newChartRepo(t)
+	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
+	empty := newChartRepo(t)
+	broken := newChartRepo(t)
+	broken.put("/index.yaml", []byte("entries: [this is: not an index"))
+	port := closedPort(t)
+	tests := []struct {
+		name string
+		spec v1alpha1.ChartSource
+		want []string
+	}{
+		{"unreachable repository", v1alpha1.ChartSource{Repo: fmt.Sprintf("https://127.0.0.1:%d/charts", port), Name: "demo"},
+			[]string{fmt.Sprintf("cannot fetch https://127.0.0.1:%d/charts/index.yaml", port), "connection refused", "check spec.chart.repo"}},
+		{"unknown chart", v1alpha1.ChartSource{Repo: r.URL, Name: "nope"}, []string{`chart "nope" is not in the repository`}},
+		{"archive missing", v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}, []string{"HTTP 404"}},
+		{"no index", v1alpha1.ChartSource{Repo: empty.URL, Name: "demo"}, []string{"index.yaml: HTTP 404"}},
+		{"broken index", v1alpha1.ChartSource{Repo: broken.URL, Name: "demo"}, []string{"index.yaml of", "not valid YAML"}},
+		{"invalid range", v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: ">>1"}, []string{"neither a version nor a semver range"}},
+		{"plain http", v1alpha1.ChartSource{Repo: "http://127.0.0.1/", Name: "demo"}, []string{"must be an https URL"}},
+		{"credentials in URL", v1alpha1.ChartSource{URL: "https://u:hunter2@127.0.0.1/x.tgz"}, []string{"must not hold credentials"}},
+		{"two sources", v1alpha1.ChartSource{URL: "https://127.0.0.1/x.tgz", OCI: "oci://127.0.0.1/x"}, []string{"exactly one"}},
+		{"bad digest", v1alpha1.ChartSource{URL: "https://127.0.0.1/x.tgz", Digest: "md5:abc"}, []string{"not \"sha256:\""}},
+	}
+	f := newTestFetcher(t, Options{}, r.Server, empty.Server, broken.Server)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := f.Chart(context.Background(), tt.spec, nil)
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			t.Log(err)
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q\n does not say %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Fatal("the error shows a password")
+			}
+			if n, _ := f.charts.stats(); n != 0 {
+				t.Fatal("something was cached")
+			}
+		})
+	}
+}
+
+// TestGuardRefusesLocalhost: a URL whose name resolves to 127.0.0.1 is
+// refused when 127.0.0.1 is not allow-listed, and the server sees no connection.
+func TestGuardRefusesLocalhost(t *testing.T) {
+	s, ln := tlsServerOn(t, "127.0.0.1:0", http.NotFoundHandler())
+	port := s.Listener.Addr().(interface{ String() string }).String()
+	port = port[strings.LastIndex(port, ":")+1:]
+	f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{}}}, s)
+	for _, spec := range []v1alpha1.ChartSource{
+		{Repo: "https://localhost:" + port + "/", Name: "demo"},
+		{URL: "https://localhost:" + port + "/demo.tgz"},
+		{URL: s.URL + "/demo.tgz"},
+	} {
+		_, err := f.Chart(context.Background(), spec, nil)
+		if !netguard.IsRefused(err) {
+			t.Fatalf("%+v: want a refusal, got %v", spec, err)
+		}
+		if !strings.Contains(err.Error(), "loopback") || !strings.Contains(err.Error(), "fetch guard") {
+			t.Fatalf("the refusal must say why: %v", err)
+		}
+	}
+	if n := ln.accepted.Load(); n != 0 {
+		t.Fatalf("the server accepted %d connections", n)
+	}
+}
+
+// TestGuardRefusesRedirectTo127002: the allow-listed repository on 127.0.0.1
+// redirects the archive to 127.0.0.2, which is refused before any connection.
+func TestGuardRefusesRedirectTo127002(t *testing.T) {
+	target, targetLn := tlsServerOn(t, "127.0.0.2:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write(chartArchive(t, "demo", "1.0.0"))
+	}))
+	r := newChartRepo(t)
+	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
+	redirect := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, target.URL+"/demo-1.0.0.tgz", http.StatusFound)
+	})
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path == "/index.yaml" {
+			_, _ = w.Write(r.files["/index.yaml"])
+			return
+		}
+		redirect(w, req)
+	})
+	f := newTestFetcher(t, Options{}, r.Server, target)
+	_, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}, nil)
+	if !netguard.IsRefused(err) || !strings.Contains(err.Error(), "127.0.0.2") {
+		t.Fatalf("want a refusal of 127.0.0.2, got %v", err)
+	}
+	if n := targetLn.accepted.Load(); n != 0 {
+		t.Fatalf("127.0.0.2 accepted %d connections", n)
+	}
+	if n, _ := f.charts.stats(); n != 0 {
+		t.Fatal("something was cached")
+	}
+}
+
+func TestLoadChart(t *testing.T) {
+	dir := t.TempDir()
+	data := chartArchive(t, "demo", "1.2.3")
+	if err := writeFile(dir+"/demo-1.2.3.tgz", data); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChart(dir + "/demo-1.2.3.tgz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "demo" || c.Version != "1.2.3" || c.Digest != Digest(data) {
+		t.Fatalf("got %+v", c)
+	}
+
+	chartDir := dir + "/demo"
+	for _, e := range chartEntries("demo", "1.2.3") {
+		if err := writeFile(dir+"/"+e.name, []byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c1, err := LoadChart(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c1.Name != "demo" || len(c1.Chart.Templates) != 1 || !strings.HasPrefix(c1.Digest, "sha256:") {
+		t.Fatalf("got %+v", c1)
+	}
+	if err := writeFile(chartDir+"/values.yaml", []byte("replicas: 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	c2, err := LoadChart(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Digest == c1.Digest {
+		t.Fatal("a folder's digest must change with its files")
+	}
+
+	if err := symlink("/etc/passwd", chartDir+"/templates/passwd.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChart(chartDir); err == nil || !strings.Contains(err.Error(), "leaves the chart folder") {
+		t.Fatalf("want a refusal of the link, got %v", err)
+	}
+
+	if err := writeFile(dir+"/bad.tgz", tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/../x", "x"))...)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChart(dir + "/bad.tgz"); err == nil || !strings.Contains(err.Error(), `contains ".."`) {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if _, err := LoadChart(dir + "/missing"); err == nil {
+		t.Fatal("want an error")
+	}
+}
+
+func TestSubchartsLoad(t *testing.T) {
+	sub := chartArchive(t, "sub", "0.1.0")
+	parent := tgz(t,
+		file("app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 1.0.0\ndependencies:\n- name: sub\n  version: 0.1.0\n"),
+		file("app/values.yaml", ""),
+		entry{name: "app/charts/sub-0.1.0.tgz", typeflag: tar.TypeReg, body: string(sub)},
+	)
+	c, err := loadArchive(parent, DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Dependencies()) != 1 || c.Dependencies()[0].Name() != "sub" {
+		t.Fatalf("dependencies: %v", c.Dependencies())
+	}
+	// The subchart's files count against the parent's budget.
+	if _, err := loadArchive(parent, Limits{MaxFiles: 4}.withDefaults()); err == nil || !strings.Contains(err.Error(), "more than 4 files") {
+		t.Fatalf("want the file limit to count subchart files, got %v", err)
+	}
+	_ = bytes.MinRead
+}

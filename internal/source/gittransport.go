@@ -1,0 +1,210 @@
+package source
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/client"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+// NOTE: go-git picks its transport from a process-wide table by URL scheme,
+// with no per-call option. The table's http, https and ssh entries are
+// replaced once, at package init (before any goroutine can read the table),
+// by a dispatcher that sends a fetch carrying a *guardedAuth through that
+// auth's guarded transport. Fetches without one, from code outside this
+// package, keep go-git's own transports.
+func init() {
+	for _, scheme := range []string{"http", "https", "ssh"} {
+		client.InstallProtocol(scheme, &dispatcher{fallback: client.Protocols[scheme]})
+	}
+}
+
+// guardedAuth carries the transport a fetch must use, and the real auth method.
+type guardedAuth struct {
+	transport transport.Transport
+	inner     transport.AuthMethod
+}
+
+func (a *guardedAuth) Name() string { return "capstan-guarded" }
+
+func (a *guardedAuth) String() string {
+	if a.inner == nil {
+		return "capstan-guarded (anonymous)"
+	}
+	// go-git's auth methods print without secrets.
+	return "capstan-guarded (" + a.inner.Name() + ")"
+}
+
+type dispatcher struct {
+	fallback transport.Transport
+}
+
+func (d *dispatcher) NewUploadPackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
+	if g, ok := auth.(*guardedAuth); ok {
+		return g.transport.NewUploadPackSession(ep, g.inner)
+	}
+	return d.fallback.NewUploadPackSession(ep, auth)
+}
+
+func (d *dispatcher) NewReceivePackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.ReceivePackSession, error) {
+	if _, ok := auth.(*guardedAuth); ok {
+		return nil, fmt.Errorf("capstan never pushes through the fetch transport")
+	}
+	return d.fallback.NewReceivePackSession(ep, auth)
+}
+
+// gitTransports are a Fetcher's guarded git transports.
+type gitTransports struct {
+	http transport.Transport
+	ssh  *sshGuard
+}
+
+func newGitTransports(c *http.Client, g *netguard.Guard) gitTransports {
+	return gitTransports{
+		http: githttp.NewClientWithOptions(c, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
+		ssh:  &sshGuard{guard: g, next: gitssh.DefaultClient},
+	}
+}
+
+// sshGuard resolves an ssh endpoint's host, checks every address with the
+// guard, and pins the connection to the first allowed address, so the name
+// cannot resolve to another address between the check and the dial.
+type sshGuard struct {
+	guard *netguard.Guard
+	next  transport.Transport
+}
+
+func (s *sshGuard) NewUploadPackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
+	pinned, err := s.pin(ep)
+	if err != nil {
+		return nil, err
+	}
+	return s.next.NewUploadPackSession(pinned, auth)
+}
+
+func (s *sshGuard) NewReceivePackSession(*transport.Endpoint, transport.AuthMethod) (transport.ReceivePackSession, error) {
+	return nil, fmt.Errorf("capstan never pushes through the fetch transport")
+}
+
+func (s *sshGuard) pin(ep *transport.Endpoint) (*transport.Endpoint, error) {
+	port := ep.Port
+	if port == 0 {
+		port = 22
+	}
+	addrs, err := s.resolve(ep.Host)
+	if err != nil {
+		return nil, err
+	}
+	var firstErr error
+	for _, a := range addrs {
+		if err := s.guard.AllowedHost(ep.Host, a, port); err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		pinned := *ep
+		pinned.Host = a.String()
+		pinned.Port = port
+		return &pinned, nil
+	}
+	return nil, firstErr
+}
+
+func (s *sshGuard) resolve(host string) ([]netip.Addr, error) {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a}, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.guard.Config().DialTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("%s resolves to no address", host)
+	}
+	return addrs, nil
+}
+
+// sshKeyAuth is an SSH key whose host key check uses the name from the URL
+// (the connection is pinned to an IP) and whose dial has a timeout.
+type sshKeyAuth struct {
+	*gitssh.PublicKeys
+	timeout time.Duration
+}
+
+func (a *sshKeyAuth) ClientConfig() (*ssh.ClientConfig, error) {
+	c, err := a.PublicKeys.ClientConfig()
+	if err != nil {
+		return nil, err
+	}
+	c.Timeout = a.timeout
+	return c, nil
+}
+
+// newSSHAuth builds SSH key auth whose host keys come from known_hosts only.
+func newSSHAuth(ep *transport.Endpoint, creds *Credentials, timeout time.Duration) (*sshKeyAuth, error) {
+	user := ep.User
+	if user == "" {
+		user = creds.Username
+	}
+	if user == "" {
+		user = "git"
+	}
+	keys, err := gitssh.NewPublicKeys(user, creds.Identity, creds.Password)
+	if err != nil {
+		return nil, fmt.Errorf("key %s of the credentials Secret is not a usable SSH private key (%v); check its format and passphrase", SecretKeyIdentity, err)
+	}
+	check, err := knownHostsCallback(creds.KnownHosts)
+	if err != nil {
+		return nil, err
+	}
+	port := ep.Port
+	if port == 0 {
+		port = 22
+	}
+	hostPort := net.JoinHostPort(ep.Host, strconv.Itoa(port))
+	keys.HostKeyCallback = func(_ string, remote net.Addr, key ssh.PublicKey) error {
+		if err := check(hostPort, remote, key); err != nil {
+			return fmt.Errorf("the SSH host key of %s is not in known_hosts of the credentials Secret: %w", hostPort, err)
+		}
+		return nil
+	}
+	return &sshKeyAuth{PublicKeys: keys, timeout: timeout}, nil
+}
+
+// knownHostsCallback parses known_hosts content. x/crypto's parser reads
+// files only, so the content goes through a private temporary file.
+func knownHostsCallback(content []byte) (ssh.HostKeyCallback, error) {
+	f, err := os.CreateTemp("", "capstan-known-hosts-*")
+	if err != nil {
+		return nil, fmt.Errorf("cannot write known_hosts: %w", err)
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(content); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cannot write known_hosts: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return nil, fmt.Errorf("cannot write known_hosts: %w", err)
+	}
+	cb, err := knownhosts.New(f.Name())
+	if err != nil {
+		return nil, fmt.Errorf("key %s of the credentials Secret is not valid known_hosts content: %v", SecretKeyKnownHosts, err)
+	}
+	return cb, nil
+}

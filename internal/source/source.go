@@ -1,0 +1,344 @@
+// Package source fetches what an Addon installs: Helm charts from chart
+// repositories, OCI registries and https archives, and git trees, through one
+// guarded HTTP transport, with bounded in-memory caches.
+package source
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+// Default cache settings.
+const (
+	DefaultIndexTTL         = 5 * time.Minute
+	DefaultChartCacheSize   = 128
+	DefaultChartCacheBytes  = 512 << 20
+	DefaultGitCacheSize     = 32
+	DefaultGitCacheBytes    = 512 << 20
+	DefaultIndexCacheSize   = 64
+	DefaultIndexCacheBytesF = 4 // index cache bytes = this many times Limits.MaxIndexBytes
+)
+
+// Options configure a Fetcher. Zero values take the defaults.
+type Options struct {
+	// Guard is the fetch guard: allow-list, deny-list, timeouts, response cap.
+	Guard netguard.Config
+	// CABundle is PEM certificates trusted in addition to the system's, for
+	// private mirrors and for tests.
+	CABundle []byte
+	// Limits bound archives, trees and indexes.
+	Limits Limits
+	// IndexTTL is how long a chart repository's index.yaml is reused.
+	IndexTTL time.Duration
+	// ChartCacheSize and ChartCacheBytes bound the chart cache.
+	ChartCacheSize  int
+	ChartCacheBytes int64
+	// GitCacheSize and GitCacheBytes bound the git tree cache.
+	GitCacheSize  int
+	GitCacheBytes int64
+	// AllowFileGit allows file:// git URLs, which read the controller's own
+	// filesystem: for tests and `capstan render` only.
+	AllowFileGit bool
+	// Now is the clock, for tests; nil means time.Now.
+	Now func() time.Time
+}
+
+// Fetcher fetches charts and git trees through one guarded HTTP transport,
+// with caches. It is safe for concurrent use.
+type Fetcher struct {
+	opts   Options
+	limits Limits
+	guard  *netguard.Guard
+	client *http.Client
+	// ociClient caps responses at the archive limit: a registry's blobs are
+	// read whole into memory by Helm's client.
+	ociClient *http.Client
+	now       func() time.Time
+
+	charts  *lru[*cachedChart]
+	indexes *lru[*cachedIndex]
+	trees   *lru[*Tree]
+	flight  singleflight.Group
+
+	gitHTTP gitTransports
+	// githubApps keeps one installation transport per App credentials, so
+	// its token is reused until it nears expiry.
+	githubApps sync.Map
+	stats      Stats
+}
+
+// Stats counts what a Fetcher did, for tests and metrics.
+type Stats struct {
+	IndexFetches   atomic.Int64
+	ArchiveFetches atomic.Int64
+	ChartCacheHits atomic.Int64
+	GitFetches     atomic.Int64
+	GitCacheHits   atomic.Int64
+}
+
+// NewFetcher builds a Fetcher.
+func NewFetcher(opts Options) (*Fetcher, error) {
+	if len(opts.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(opts.CABundle) {
+			return nil, errors.New("the CA bundle holds no PEM certificate; check the file given for it")
+		}
+		opts.Guard.RootCAs = pool
+	}
+	g, err := netguard.New(opts.Guard)
+	if err != nil {
+		return nil, err
+	}
+	if opts.IndexTTL <= 0 {
+		opts.IndexTTL = DefaultIndexTTL
+	}
+	if opts.ChartCacheSize <= 0 {
+		opts.ChartCacheSize = DefaultChartCacheSize
+	}
+	if opts.ChartCacheBytes <= 0 {
+		opts.ChartCacheBytes = DefaultChartCacheBytes
+	}
+	if opts.GitCacheSize <= 0 {
+		opts.GitCacheSize = DefaultGitCacheSize
+	}
+	if opts.GitCacheBytes <= 0 {
+		opts.GitCacheBytes = DefaultGitCacheBytes
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	lim := opts.Limits.withDefaults()
+	ociCfg := opts.Guard
+	ociCfg.MaxResponseBytes = lim.MaxArchiveBytes + 1<<20
+	og, err := netguard.New(ociCfg)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fetcher{
+		opts:      opts,
+		limits:    lim,
+		guard:     g,
+		client:    g.Client(),
+		ociClient: og.Client(),
+		now:       now,
+		charts:    newLRU[*cachedChart](opts.ChartCacheSize, opts.ChartCacheBytes),
+		indexes:   newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytesF*lim.MaxIndexBytes),
+		trees:     newLRU[*Tree](opts.GitCacheSize, opts.GitCacheBytes),
+	}
+	f.gitHTTP = newGitTransports(f.client, g)
+	return f, nil
+}
+
+// Guard returns the fetch guard, for other fetchers in the process.
+func (f *Fetcher) Guard() *netguard.Guard { return f.guard }
+
+// HTTPClient returns the guarded HTTP client.
+func (f *Fetcher) HTTPClient() *http.Client { return f.client }
+
+// Stats returns the Fetcher's counters.
+func (f *Fetcher) Stats() *Stats { return &f.stats }
+
+// Chart is a loaded Helm chart and where it came from.
+type Chart struct {
+	// Chart is the chart, with its dependencies from charts/. Every call
+	// returns a fresh copy, so a caller may change it.
+	Chart *chartv2.Chart
+	// Name and Version are the chart's, from Chart.yaml.
+	Name, Version string
+	// Digest is "sha256:<hex>" of the archive bytes.
+	Digest string
+	// URL is where it came from: the archive URL, or the OCI reference.
+	URL string
+}
+
+// Tree is one commit of a git repository.
+type Tree struct {
+	// Commit is the full commit hash.
+	Commit string
+	// FS is the whole tree at Commit, read-only and in memory. Symlinks are
+	// followed inside the tree; one that leaves it is refused when read.
+	FS fs.FS
+	// URL is the repository.
+	URL string
+
+	size int64
+}
+
+// cachedChart is a verified archive, unpacked. A fresh *chartv2.Chart is
+// loaded from files for every caller, because Helm's rendering changes charts.
+type cachedChart struct {
+	files   []*archive.BufferedFile
+	name    string
+	version string
+	digest  string
+	url     string
+	size    int64
+	// manifest is the OCI manifest digest, which a pin may name instead.
+	manifest string
+}
+
+// matches reports whether the chart satisfies a digest pin.
+func (c *cachedChart) matches(pinned string) bool {
+	return pinned == "" || pinned == c.digest || pinned == c.manifest
+}
+
+func (c *cachedChart) chart() (*Chart, error) {
+	ch, err := loadFiles(c.files)
+	if err != nil {
+		return nil, err
+	}
+	return &Chart{Chart: ch, Name: c.name, Version: c.version, Digest: c.digest, URL: c.url}, nil
+}
+
+// FetchError is a failed fetch from a source. It never holds credentials.
+type FetchError struct {
+	URL    string
+	Status int
+	Err    error
+	Hint   string
+}
+
+func (e *FetchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cannot fetch %s", e.URL)
+	if e.Status != 0 {
+		fmt.Fprintf(&b, ": HTTP %d %s", e.Status, http.StatusText(e.Status))
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, ": %v", e.Err)
+	}
+	if e.Hint != "" {
+		b.WriteString("; ")
+		b.WriteString(e.Hint)
+	}
+	return b.String()
+}
+
+func (e *FetchError) Unwrap() error { return e.Err }
+
+// DigestMismatchError is an archive whose sha256 is not the pinned digest.
+type DigestMismatchError struct {
+	Source   string
+	Expected string
+	Actual   string
+}
+
+func (e *DigestMismatchError) Error() string {
+	return fmt.Sprintf("chart archive from %s has digest %s, but spec.chart.digest pins %s; nothing was applied: update the digest if the new chart is trusted",
+		e.Source, e.Actual, e.Expected)
+}
+
+// httpAuth says how a request is authenticated.
+type httpAuth struct {
+	creds *Credentials
+	// host limits the credentials to one host, so an index that points to
+	// another host does not receive them.
+	host string
+}
+
+func (a httpAuth) apply(req *http.Request) error {
+	if a.creds == nil || !strings.EqualFold(req.URL.Host, a.host) {
+		return nil
+	}
+	if req.URL.Scheme != "https" {
+		return fmt.Errorf("credentials are only sent over https, and %s is not https", netguard.Redact(req.URL.String()))
+	}
+	switch {
+	case a.creds.hasBasic():
+		req.SetBasicAuth(a.creds.Username, a.creds.Password)
+	case a.creds.Token != "":
+		req.Header.Set("Authorization", "Bearer "+a.creds.Token)
+	default:
+		return errors.New("a chart source takes username and password, or a token; the Secret holds another kind of credentials")
+	}
+	return nil
+}
+
+// get downloads a URL into memory, refusing more than limit bytes.
+func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
+	shown := netguard.Redact(rawURL)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, &FetchError{URL: shown, Err: errors.New("invalid URL"), Hint: "check " + what}
+	}
+	if err := auth.apply(req); err != nil {
+		return nil, &FetchError{URL: shown, Err: err}
+	}
+	req.Header.Set("User-Agent", "capstan")
+	resp, err := f.client.Do(req)
+	if err != nil {
+		hint := "check " + what + " and that the server is up"
+		if netguard.IsRefused(err) {
+			hint = "the fetch guard protects the cluster from requests to internal addresses"
+		}
+		return nil, &FetchError{URL: shown, Err: unwrapURLError(err), Hint: hint}
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		hint := "check " + what
+		switch resp.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			hint = "the server refused the credentials; check the Secret named in secretRef"
+		case http.StatusNotFound:
+			hint = "check " + what + "; the server has no such file"
+		}
+		return nil, &FetchError{URL: shown, Status: resp.StatusCode, Hint: hint}
+	}
+	if resp.ContentLength > limit {
+		return nil, &FetchError{URL: shown, Err: fmt.Errorf("%s is %d bytes, over the limit of %d", what, resp.ContentLength, limit)}
+	}
+	var buf bytes.Buffer
+	n, err := io.Copy(&buf, io.LimitReader(resp.Body, limit+1))
+	if err != nil {
+		return nil, &FetchError{URL: shown, Err: fmt.Errorf("reading the response: %w", err), Hint: "the download broke off; it is retried"}
+	}
+	if n > limit {
+		return nil, &FetchError{URL: shown, Err: fmt.Errorf("%s is over the limit of %d bytes", what, limit)}
+	}
+	return buf.Bytes(), nil
+}
+
+// unwrapURLError drops net/http's "Get <url>:" prefix, which repeats the URL
+// (with credentials, were there any in it).
+func unwrapURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// checkDigest compares an archive with a pinned digest.
+func checkDigest(source string, data []byte, pinned string, alsoAccepted ...string) (string, error) {
+	actual := Digest(data)
+	if pinned == "" || pinned == actual {
+		return actual, nil
+	}
+	for _, a := range alsoAccepted {
+		if a != "" && a == pinned {
+			return actual, nil
+		}
+	}
+	return "", &DigestMismatchError{Source: source, Expected: pinned, Actual: actual}
+}
