@@ -1,0 +1,355 @@
+package guard
+
+import (
+	"fmt"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// controlPlaneKeys are the node labels and taints that mark the control plane.
+var controlPlaneKeys = map[string]bool{
+	"node-role.kubernetes.io/control-plane": true,
+	"node-role.kubernetes.io/master":        true,
+}
+
+// allowedVolumeSources are the volume types a restricted pod may mount, by
+// their JSON names.
+var allowedVolumeSources = map[string]bool{
+	"configMap": true, "secret": true, "emptyDir": true,
+	"projected": true, "downwardAPI": true, "persistentVolumeClaim": true,
+}
+
+// allowedProjections are the sources a projected volume may combine.
+var allowedProjections = map[string]bool{"configMap": true, "secret": true, "downwardAPI": true}
+
+// allowedSELinuxTypes are the SELinux types that keep a container confined,
+// as in the baseline Pod Security Standard.
+var allowedSELinuxTypes = map[string]bool{
+	"": true, "container_t": true, "container_init_t": true, "container_kvm_t": true, "container_engine_t": true,
+}
+
+// Legacy annotations that set security profiles before the fields existed.
+const (
+	seccompPodAnnotation       = "seccomp.security.alpha.kubernetes.io/pod"
+	seccompContainerAnnotation = "container.seccomp.security.alpha.kubernetes.io/"
+	appArmorAnnotation         = "container.apparmor.security.beta.kubernetes.io/"
+)
+
+// checkPodTemplate applies the pod rules to a pod template at path base.
+func (ck *checker) checkPodTemplate(ref v1alpha1.ObjectRef, base string, t *corev1.PodTemplateSpec) {
+	for i, or := range t.OwnerReferences {
+		ck.add(ref, fmt.Sprintf("%s.metadata.ownerReferences[%d]", base, i), RuleOwnerReference,
+			fmt.Sprintf("the pod template sets an owner reference to %s %q; remove it", or.Kind, or.Name))
+	}
+	ck.checkLegacyAnnotations(ref, base+".metadata.annotations", t.Annotations)
+	ck.checkPodSpec(ref, base+".spec", &t.Spec)
+}
+
+// checkLegacyAnnotations refuses the seccomp and AppArmor annotations unless
+// they name the runtime's default or a profile on the node.
+func (ck *checker) checkLegacyAnnotations(ref v1alpha1.ObjectRef, path string, ann map[string]string) {
+	for _, k := range sortedKeys(ann) {
+		v := strings.ToLower(strings.TrimSpace(ann[k]))
+		p := fmt.Sprintf("%s[%s]", path, k)
+		switch {
+		case k == seccompPodAnnotation || strings.HasPrefix(k, seccompContainerAnnotation):
+			if v != "runtime/default" && v != "docker/default" && !strings.HasPrefix(v, "localhost/") {
+				ck.add(ref, p, RuleSeccompUnconfined,
+					fmt.Sprintf("annotation %s: %q leaves the container without the runtime's seccomp filter; remove the annotation (Capstan sets seccompProfile RuntimeDefault)", k, ann[k]))
+			}
+		case strings.HasPrefix(k, appArmorAnnotation):
+			if v != "runtime/default" && !strings.HasPrefix(v, "localhost/") {
+				ck.add(ref, p, RuleAppArmorUnconfined,
+					fmt.Sprintf("annotation %s: %q runs the container without the runtime's AppArmor profile; remove the annotation", k, ann[k]))
+			}
+		}
+	}
+}
+
+// checkPodSpec applies the pod rules to one pod spec at path spec.
+func (ck *checker) checkPodSpec(ref v1alpha1.ObjectRef, spec string, ps *corev1.PodSpec) {
+	for _, h := range []struct {
+		on   bool
+		name string
+	}{{ps.HostNetwork, "hostNetwork"}, {ps.HostPID, "hostPID"}, {ps.HostIPC, "hostIPC"}} {
+		if h.on {
+			ck.add(ref, spec+"."+h.name, RuleHostNamespace,
+				fmt.Sprintf("%s: true shares the node's namespace with the pod; remove it", h.name))
+		}
+	}
+	if ps.AutomountServiceAccountToken != nil && *ps.AutomountServiceAccountToken {
+		ck.add(ref, spec+".automountServiceAccountToken", RuleServiceAccountToken,
+			"automountServiceAccountToken: true mounts an API token into the pod; remove it (Capstan sets it to false)")
+	}
+	if ps.NodeName != "" {
+		ck.add(ref, spec+".nodeName", RuleNodeName,
+			"nodeName places the pod on a node of the chart's choice past the scheduler and its taints, the control plane's included; remove it")
+	}
+	if psc := ps.SecurityContext; psc != nil {
+		ck.checkIdentity(ref, spec+".securityContext", "the pod", psc.RunAsUser, psc.RunAsNonRoot)
+		ck.checkProfiles(ref, spec+".securityContext", psc.SeccompProfile, psc.AppArmorProfile, psc.SELinuxOptions, psc.WindowsOptions)
+		if len(psc.Sysctls) > 0 {
+			ck.add(ref, spec+".securityContext.sysctls", RuleSysctls,
+				"sysctls change kernel settings for the pod; remove spec.securityContext.sysctls")
+		}
+	}
+	if len(ps.Containers) == 0 {
+		ck.add(ref, spec+".containers", RuleMalformedObject,
+			"the pod template has no containers, or they are not where a pod spec keeps them; render spec.template.spec.containers")
+	}
+	ck.checkPlacement(ref, spec, ps)
+	for i := range ps.Volumes {
+		ck.checkVolume(ref, fmt.Sprintf("%s.volumes[%d]", spec, i), &ps.Volumes[i])
+	}
+	if len(ps.ResourceClaims) > 0 {
+		ck.add(ref, spec+".resourceClaims", RuleResourceClaims,
+			"resourceClaims give the pod devices through claims the chart cannot render; remove them")
+	}
+	for _, f := range []struct{ path, name string }{
+		{spec + ".serviceAccountName", ps.ServiceAccountName},
+		{spec + ".serviceAccount", ps.DeprecatedServiceAccount},
+	} {
+		// NOTE: the namespace's "default" account is allowed: it exists in
+		// every namespace, the pod mounts no token, and a chart that renders a
+		// ServiceAccount named default is refused by the ownership rule.
+		if f.name != "" && f.name != "default" && !ck.rendered[kindName{"ServiceAccount", f.name}] {
+			ck.add(ref, f.path, RuleReferenceNotRendered,
+				fmt.Sprintf("ServiceAccount %q is not rendered by the chart; render it, or leave the field empty to use the namespace's default account", f.name))
+		}
+	}
+	for i, s := range ps.ImagePullSecrets {
+		ck.checkRef(ref, fmt.Sprintf("%s.imagePullSecrets[%d].name", spec, i), "Secret", s.Name)
+	}
+	for _, c := range containersOf(spec, ps) {
+		ck.checkContainer(ref, c)
+	}
+}
+
+// checkIdentity refuses running as root: user 0, or runAsNonRoot: false.
+func (ck *checker) checkIdentity(ref v1alpha1.ObjectRef, path, who string, user *int64, nonRoot *bool) {
+	if user != nil && *user == 0 {
+		ck.add(ref, path+".runAsUser", RuleRunAsRoot,
+			fmt.Sprintf("runAsUser: 0 runs %s as root; use a non-zero user, such as 1000", who))
+	}
+	if nonRoot != nil && !*nonRoot {
+		ck.add(ref, path+".runAsNonRoot", RuleRunAsRoot,
+			fmt.Sprintf("runAsNonRoot: false lets %s run as root; remove it (Capstan sets runAsNonRoot: true)", who))
+	}
+}
+
+// checkProfiles refuses unconfined seccomp, AppArmor and SELinux settings, and
+// Windows host processes.
+func (ck *checker) checkProfiles(ref v1alpha1.ObjectRef, path string, sp *corev1.SeccompProfile, ap *corev1.AppArmorProfile, se *corev1.SELinuxOptions, win *corev1.WindowsSecurityContextOptions) {
+	if sp != nil && sp.Type != corev1.SeccompProfileTypeRuntimeDefault && sp.Type != corev1.SeccompProfileTypeLocalhost {
+		ck.add(ref, path+".seccompProfile.type", RuleSeccompUnconfined,
+			fmt.Sprintf("seccompProfile type %q leaves the container without a seccomp filter; use RuntimeDefault or remove it", sp.Type))
+	}
+	if ap != nil && ap.Type != corev1.AppArmorProfileTypeRuntimeDefault && ap.Type != corev1.AppArmorProfileTypeLocalhost {
+		ck.add(ref, path+".appArmorProfile.type", RuleAppArmorUnconfined,
+			fmt.Sprintf("appArmorProfile type %q runs the container without AppArmor; use RuntimeDefault or remove it", ap.Type))
+	}
+	if se != nil && (!allowedSELinuxTypes[se.Type] || se.User != "" || se.Role != "") {
+		ck.add(ref, path+".seLinuxOptions", RuleSELinuxOptions,
+			"seLinuxOptions may set only level, and type to container_t, container_init_t, container_kvm_t or container_engine_t; other types and any user or role can lift the container's confinement")
+	}
+	if win != nil && win.HostProcess != nil && *win.HostProcess {
+		ck.add(ref, path+".windowsOptions.hostProcess", RuleHostProcess,
+			"hostProcess: true runs the container as a process on the Windows node; remove it")
+	}
+}
+
+// checkPlacement refuses placing pods on the control plane: by nodeSelector,
+// by node affinity, or by tolerating its taints.
+func (ck *checker) checkPlacement(ref v1alpha1.ObjectRef, spec string, ps *corev1.PodSpec) {
+	for _, k := range sortedKeys(ps.NodeSelector) {
+		if controlPlaneKeys[k] {
+			ck.add(ref, fmt.Sprintf("%s.nodeSelector[%s]", spec, k), RuleControlPlane,
+				fmt.Sprintf("nodeSelector %s places the pod on the control plane; remove it", k))
+		}
+	}
+	if a := ps.Affinity; a != nil && a.NodeAffinity != nil {
+		na := a.NodeAffinity
+		if r := na.RequiredDuringSchedulingIgnoredDuringExecution; r != nil {
+			for i, t := range r.NodeSelectorTerms {
+				ck.checkNodeTerm(ref, fmt.Sprintf("%s.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[%d]", spec, i), t)
+			}
+		}
+		for i, p := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+			ck.checkNodeTerm(ref, fmt.Sprintf("%s.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].preference", spec, i), p.Preference)
+		}
+	}
+	for i, t := range ps.Tolerations {
+		path := fmt.Sprintf("%s.tolerations[%d]", spec, i)
+		switch {
+		case controlPlaneKeys[t.Key]:
+			ck.add(ref, path, RuleControlPlane,
+				fmt.Sprintf("a toleration of %s lets the pod onto the control plane; remove it", t.Key))
+		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
+			ck.add(ref, path, RuleControlPlane,
+				"a toleration with no key and operator Exists tolerates every taint, the control plane's included; name the taint it is for")
+		}
+	}
+}
+
+// checkNodeTerm refuses a node selector term that selects control-plane
+// nodes. NotIn and DoesNotExist keep pods off them, and are allowed.
+func (ck *checker) checkNodeTerm(ref v1alpha1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
+	for j, e := range t.MatchExpressions {
+		if controlPlaneKeys[e.Key] && e.Operator != corev1.NodeSelectorOpNotIn && e.Operator != corev1.NodeSelectorOpDoesNotExist {
+			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
+				fmt.Sprintf("node affinity %s %s places the pod on the control plane; remove it (NotIn and DoesNotExist are allowed)", e.Key, e.Operator))
+		}
+	}
+}
+
+// checkVolume allows only the listed volume types, refuses service-account
+// token projections, and checks what the volume references.
+func (ck *checker) checkVolume(ref v1alpha1.ObjectRef, path string, v *corev1.Volume) {
+	for _, src := range setPointerFields(&v.VolumeSource) {
+		switch {
+		case src == "hostPath":
+			ck.add(ref, path+".hostPath", RuleHostPath,
+				fmt.Sprintf("volume %q mounts a path of the node; use an emptyDir, a configMap or a persistentVolumeClaim instead", v.Name))
+		case !allowedVolumeSources[src]:
+			ck.add(ref, path+"."+src, RuleVolumeTypeNotAllowed,
+				fmt.Sprintf("volume %q is of type %s; a restricted pod may mount only configMap, secret, emptyDir, projected, downwardAPI and persistentVolumeClaim volumes (ephemeral inline volumes included)", v.Name, src))
+		}
+	}
+	if s := v.Secret; s != nil {
+		ck.checkRef(ref, path+".secret.secretName", "Secret", s.SecretName)
+	}
+	if c := v.ConfigMap; c != nil {
+		ck.checkRef(ref, path+".configMap.name", "ConfigMap", c.Name)
+	}
+	if c := v.PersistentVolumeClaim; c != nil {
+		ck.checkRef(ref, path+".persistentVolumeClaim.claimName", "PersistentVolumeClaim", c.ClaimName)
+	}
+	if p := v.Projected; p != nil {
+		for i := range p.Sources {
+			sp := fmt.Sprintf("%s.projected.sources[%d]", path, i)
+			s := &p.Sources[i]
+			for _, src := range setPointerFields(s) {
+				switch {
+				case src == "serviceAccountToken":
+					ck.add(ref, sp+".serviceAccountToken", RuleServiceAccountToken,
+						fmt.Sprintf("volume %q projects a service-account token into the pod; restricted Addons get no API access: remove the source", v.Name))
+				case !allowedProjections[src]:
+					ck.add(ref, sp+"."+src, RuleVolumeTypeNotAllowed,
+						fmt.Sprintf("volume %q projects a %s source; a projected volume may combine only configMap, secret and downwardAPI sources", v.Name, src))
+				}
+			}
+			if s.Secret != nil {
+				ck.checkRef(ref, sp+".secret.name", "Secret", s.Secret.Name)
+			}
+			if s.ConfigMap != nil {
+				ck.checkRef(ref, sp+".configMap.name", "ConfigMap", s.ConfigMap.Name)
+			}
+		}
+	}
+}
+
+// setPointerFields returns the JSON names of the pointer fields that are set
+// in the struct p points to. A volume source is one such field, so a type
+// k8s.io/api adds later is refused until it is listed as allowed.
+func setPointerFields(p any) []string {
+	v := reflect.ValueOf(p).Elem()
+	t := v.Type()
+	var out []string
+	for i := 0; i < t.NumField(); i++ {
+		f := v.Field(i)
+		if f.Kind() != reflect.Pointer || f.IsNil() {
+			continue
+		}
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		out = append(out, name)
+	}
+	return out
+}
+
+// containerView is what the rules read of a container, init container or
+// ephemeral container.
+type containerView struct {
+	path    string
+	name    string
+	sc      *corev1.SecurityContext
+	ports   []corev1.ContainerPort
+	env     []corev1.EnvVar
+	envFrom []corev1.EnvFromSource
+}
+
+func containersOf(spec string, ps *corev1.PodSpec) []containerView {
+	var out []containerView
+	for i, c := range ps.InitContainers {
+		out = append(out, containerView{fmt.Sprintf("%s.initContainers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+	}
+	for i, c := range ps.Containers {
+		out = append(out, containerView{fmt.Sprintf("%s.containers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+	}
+	for i, c := range ps.EphemeralContainers {
+		out = append(out, containerView{fmt.Sprintf("%s.ephemeralContainers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+	}
+	return out
+}
+
+// checkContainer applies the container rules.
+func (ck *checker) checkContainer(ref v1alpha1.ObjectRef, c containerView) {
+	who := fmt.Sprintf("container %q", c.name)
+	for i, p := range c.ports {
+		if p.HostPort != 0 {
+			ck.add(ref, fmt.Sprintf("%s.ports[%d].hostPort", c.path, i), RuleHostPort,
+				fmt.Sprintf("%s opens port %d on the node; remove hostPort and reach the pod through a ClusterIP Service", who, p.HostPort))
+		}
+	}
+	if sc := c.sc; sc != nil {
+		path := c.path + ".securityContext"
+		if sc.Privileged != nil && *sc.Privileged {
+			ck.add(ref, path+".privileged", RulePrivileged,
+				fmt.Sprintf("%s is privileged, with full access to the node; remove privileged: true", who))
+		}
+		ck.checkIdentity(ref, path, who, sc.RunAsUser, sc.RunAsNonRoot)
+		if sc.AllowPrivilegeEscalation != nil && *sc.AllowPrivilegeEscalation {
+			ck.add(ref, path+".allowPrivilegeEscalation", RulePrivilegeEscalation,
+				fmt.Sprintf("%s allows privilege escalation; remove allowPrivilegeEscalation: true (Capstan sets it to false)", who))
+		}
+		if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
+			caps := make([]string, len(sc.Capabilities.Add))
+			for i, cp := range sc.Capabilities.Add {
+				caps[i] = string(cp)
+			}
+			sort.Strings(caps)
+			ck.add(ref, path+".capabilities.add", RuleCapabilitiesAdded,
+				fmt.Sprintf("%s adds capabilities %s; remove capabilities.add (Capstan drops ALL)", who, strings.Join(caps, ", ")))
+		}
+		ck.checkProfiles(ref, path, sc.SeccompProfile, sc.AppArmorProfile, sc.SELinuxOptions, sc.WindowsOptions)
+		if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+			ck.add(ref, path+".procMount", RuleProcMount,
+				fmt.Sprintf("%s asks for an unmasked /proc; remove procMount", who))
+		}
+	}
+	for i, e := range c.env {
+		if e.ValueFrom == nil {
+			continue
+		}
+		p := fmt.Sprintf("%s.env[%d].valueFrom", c.path, i)
+		if r := e.ValueFrom.SecretKeyRef; r != nil {
+			ck.checkRef(ref, p+".secretKeyRef.name", "Secret", r.Name)
+		}
+		if r := e.ValueFrom.ConfigMapKeyRef; r != nil {
+			ck.checkRef(ref, p+".configMapKeyRef.name", "ConfigMap", r.Name)
+		}
+	}
+	for i, e := range c.envFrom {
+		p := fmt.Sprintf("%s.envFrom[%d]", c.path, i)
+		if r := e.SecretRef; r != nil {
+			ck.checkRef(ref, p+".secretRef.name", "Secret", r.Name)
+		}
+		if r := e.ConfigMapRef; r != nil {
+			ck.checkRef(ref, p+".configMapRef.name", "ConfigMap", r.Name)
+		}
+	}
+}
