@@ -1,0 +1,259 @@
+package values
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	chart "helm.sh/helm/v4/pkg/chart"
+	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// DefaultPlatformKey is the reserved top-level values key the controller sets
+// last, with the platform's facts.
+const DefaultPlatformKey = "capstan"
+
+// Sources are an add-on's own values inputs, as Read found them: spec.values
+// and one Layer per spec.valuesFrom entry, in order.
+type Sources struct {
+	// Spec is spec.values.
+	Spec map[string]any
+	// From holds the valuesFrom entries, in the order of spec.valuesFrom.
+	From []Layer
+}
+
+// Layer is the content of one valuesFrom entry.
+type Layer struct {
+	// Index is the entry's position in spec.valuesFrom.
+	Index int
+	// Ref is the entry, with valuesKey defaulted.
+	Ref v1alpha1.ValuesReference
+	// Missing is true when the object or key is absent and the entry is
+	// optional; such a layer adds nothing.
+	Missing bool
+	// Doc is the key's YAML, when the entry has no targetPath.
+	Doc map[string]any
+	// Raw is the key's string, when the entry has a targetPath. It is set
+	// as it is, never parsed.
+	Raw string
+
+	path targetPath
+}
+
+// FromSecret reports whether the layer's values come from a Secret.
+func (l Layer) FromSecret() bool { return l.Ref.Kind == "Secret" }
+
+// Name describes the layer for messages, such as
+// "spec.valuesFrom[1] (Secret app-values-x7k2p, key values.yaml)".
+func (l Layer) Name() string {
+	return fmt.Sprintf("%s (%s %s, key %s)", l.field(), l.Ref.Kind, l.Ref.Name, l.Ref.ValuesKey)
+}
+
+func (l Layer) field() string { return fmt.Sprintf("spec.valuesFrom[%d]", l.Index) }
+
+// tree returns the layer as a values map: the document, or the raw string
+// set at the targetPath.
+func (l Layer) tree() map[string]any {
+	if l.Missing {
+		return nil
+	}
+	if l.path != nil {
+		m := map[string]any{}
+		l.path.set(m, l.Raw)
+		return m
+	}
+	return copyMap(l.Doc)
+}
+
+// Inputs is everything Compose merges.
+type Inputs struct {
+	// Chart gives the defaults (values.yaml of the chart and its subcharts).
+	// Nil means no defaults.
+	Chart chart.Charter
+	// Schema validates the result; nil means the chart has none.
+	Schema *Schema
+	// Generated are the generated-once values from EnsureGenerated.
+	Generated map[string]any
+	// Sources are spec.values and valuesFrom, from Read.
+	Sources Sources
+	// Platform is the platform key's content, from Platform.Values.
+	Platform map[string]any
+	// PlatformKey is the reserved key; empty means DefaultPlatformKey.
+	PlatformKey string
+}
+
+// Notice is something the plan should show that does not block it, such as
+// a user value under the platform key being overwritten.
+type Notice struct {
+	// Path is the JSON path the notice is about.
+	Path string `json:"path"`
+	// Message says what happened. It never holds a value.
+	Message string `json:"message"`
+}
+
+// Result is the outcome of Compose.
+type Result struct {
+	// Values are the user-supplied values, every source but the chart's
+	// defaults merged in precedence order: what `helm template -f` would be
+	// given. Pass these to Helm's rendering, which coalesces them with the
+	// chart's defaults itself.
+	Values map[string]any
+	// Effective are Values coalesced with the chart's defaults: what the
+	// templates see, and what the schema validated.
+	Effective map[string]any
+	// Errors are the values that break the schema or Capstan's rules. Any
+	// error blocks the add-on.
+	Errors []v1alpha1.ValuesError
+	// Notices are shown in the plan and block nothing.
+	Notices []Notice
+	// SecretPaths are the JSON paths of Effective whose values must never be
+	// shown: writeOnly and generated properties, and everything that came
+	// from a Secret. Redact masks them.
+	SecretPaths []string
+}
+
+// Redacted returns Effective with every secret value masked, for the plan,
+// events and logs.
+func (r *Result) Redacted() map[string]any { return Redact(r.Effective, r.SecretPaths) }
+
+// SecretValues returns the string forms of the values at SecretPaths, so a
+// log or event can be checked for them. Never log what it returns.
+func (r *Result) SecretValues() []string {
+	var out []string
+	for _, p := range r.SecretPaths {
+		v, ok := lookup(r.Effective, splitPointer(p))
+		if !ok {
+			continue
+		}
+		leaves(v, nil, func(_ []string, leaf any) {
+			switch leaf.(type) {
+			case nil, map[string]any, []any:
+			default:
+				if s := fmt.Sprint(leaf); s != "" {
+					out = append(out, s)
+				}
+			}
+		})
+	}
+	return out
+}
+
+// Compose merges an add-on's values in the seeds' precedence, lowest first:
+// the chart's defaults, generated values, spec.values, each valuesFrom entry
+// in order, and the platform key, which is set last and replaces whatever a
+// user put under it (a Notice says so).
+//
+// The merge is Helm's: maps merge, lists and scalars replace, and null
+// deletes a key. Helm itself deletes a key on null only where the chart has a
+// default and otherwise leaves a null; Compose drops those nulls too, so that
+// null always deletes, and Values stay exactly what Helm should be given.
+//
+// Compose reports secret inputs outside Secrets and schema violations as
+// Result.Errors; it returns an error only when the chart itself is broken.
+func Compose(in Inputs) (*Result, error) {
+	key := in.PlatformKey
+	if key == "" {
+		key = DefaultPlatformKey
+	}
+	res := &Result{}
+
+	var errs errorList
+	if in.Schema != nil {
+		errs = append(errs, in.Schema.checkWriteOnly(in.Sources)...)
+	}
+
+	// Helm's own merge of values files: later wins, maps merge, nulls stay
+	// until the chart's defaults are coalesced.
+	user := copyMap(in.Generated)
+	var platformSetters []string
+	layer := func(name string, m map[string]any) {
+		if m == nil {
+			return
+		}
+		if _, ok := m[key]; ok {
+			platformSetters = append(platformSetters, name)
+		}
+		user = loader.MergeMaps(user, m)
+	}
+	layer("spec.values", copyMap(in.Sources.Spec))
+	for _, l := range in.Sources.From {
+		if l.Missing {
+			res.Notices = append(res.Notices, Notice{
+				Path:    "/",
+				Message: fmt.Sprintf("%s is optional and missing, so it adds no values", l.Name()),
+			})
+			continue
+		}
+		layer(l.Name(), l.tree())
+	}
+	if len(platformSetters) > 0 {
+		res.Notices = append(res.Notices, Notice{
+			Path: pointer([]string{key}),
+			Message: fmt.Sprintf("%s set values under %q, the key the platform reserves: they are overwritten by the platform's facts",
+				strings.Join(platformSetters, ", "), key),
+		})
+	}
+	delete(user, key)
+	if in.Platform != nil {
+		user[key] = copyMap(in.Platform)
+	}
+
+	defaults := map[string]any{}
+	if in.Chart != nil {
+		d, err := chartutil.CoalesceValues(in.Chart, map[string]any{})
+		if err != nil {
+			return nil, fmt.Errorf("coalesce the chart's default values: %w", err)
+		}
+		defaults = d
+	}
+	pruneNulls(user, defaults)
+	res.Values = user
+
+	if in.Chart != nil {
+		eff, err := chartutil.CoalesceValues(in.Chart, user)
+		if err != nil {
+			return nil, fmt.Errorf("coalesce values with the chart's defaults: %w", err)
+		}
+		res.Effective = eff
+	} else {
+		res.Effective = copyMap(user)
+	}
+
+	if in.Schema != nil {
+		errs = append(errs, in.Schema.Validate(res.Effective)...)
+	}
+	sortErrors(errs)
+	res.Errors = errs
+	res.SecretPaths = secretPaths(in, res.Effective)
+	return res, nil
+}
+
+// pruneNulls removes the nulls of user values that delete nothing: those
+// where the chart's defaults have no value. The nulls that remain delete a
+// default when Helm coalesces.
+func pruneNulls(user, defaults map[string]any) {
+	for k, v := range user {
+		d, hasDefault := defaults[k]
+		switch t := v.(type) {
+		case nil:
+			if !hasDefault || d == nil {
+				delete(user, k)
+			}
+		case map[string]any:
+			dm, _ := d.(map[string]any)
+			pruneNulls(t, dm)
+		}
+	}
+}
+
+func sortErrors(errs []v1alpha1.ValuesError) {
+	sort.SliceStable(errs, func(i, j int) bool {
+		if errs[i].Path != errs[j].Path {
+			return errs[i].Path < errs[j].Path
+		}
+		return errs[i].Rule < errs[j].Rule
+	})
+}

@@ -1,0 +1,210 @@
+package values
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+func TestComposePrecedence(t *testing.T) {
+	defaults := `
+replicas: 1
+image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}
+ports: [80, 443]
+persistence: {enabled: true, size: 8Gi}
+auth: {username: admin}
+`
+	tests := []struct {
+		name      string
+		generated string
+		spec      string
+		from      []Layer
+		want      string // the effective values, as YAML
+		wantValues string // the user values passed to Helm, when checked
+	}{
+		{
+			name: "defaults only",
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+		},
+		{
+			name:      "each layer wins over the ones before it",
+			generated: `{auth: {password: gen}, replicas: 2}`,
+			spec:      `{replicas: 3, image: {tag: "1.26"}}`,
+			from: []Layer{
+				docLayer("Secret", "a", `{replicas: 4, auth: {password: fromSecret}}`),
+				docLayer("ConfigMap", "b", `{replicas: 5}`),
+			},
+			want: `{replicas: 5, image: {repository: nginx, tag: "1.26", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin, password: fromSecret}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "lists replace, they do not merge",
+			spec: `{ports: [8080]}`,
+			from: []Layer{docLayer("ConfigMap", "b", `{ports: [9090, 9091]}`)},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [9090, 9091], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "null deletes a chart default",
+			spec: `{persistence: {size: null}, auth: null}`,
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "null in a later layer deletes a value an earlier layer set",
+			spec: `{extra: {a: 1, b: 2}}`,
+			from: []Layer{docLayer("Secret", "a", `{extra: {a: null}}`)},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, extra: {b: 2}, capstan: {namespace: platform}}`,
+			wantValues: `{extra: {b: 2}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "null deleting a default stays in the values Helm gets",
+			spec: `{image: {pullPolicy: null}}`,
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25"}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+			wantValues: `{image: {pullPolicy: null}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "a map replaces a scalar and a scalar replaces a map",
+			spec: `{extra: "s", other: {k: v}}`,
+			from: []Layer{docLayer("ConfigMap", "b", `{extra: {k: v}, other: "s"}`)},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, extra: {k: v}, other: s, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath keeps strings that look like other types",
+			from: []Layer{
+				pathLayer("Secret", "a", "auth.pin", "0123"),
+				pathLayer("Secret", "a", "flags.enabled", "true"),
+				pathLayer("Secret", "a", "flags.list", "[a]"),
+				pathLayer("Secret", "a", "flags.nothing", "null"),
+				pathLayer("Secret", "a", "flags.number", "1e3"),
+			},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin, pin: "0123"}, flags: {enabled: "true", list: "[a]", nothing: "null", number: "1e3"}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath into a list replaces the chart's list",
+			from: []Layer{pathLayer("Secret", "a", "ports[1]", "8443")},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [null, "8443"], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath wins over an earlier document and keeps its siblings",
+			spec: `{auth: {password: old, email: a@b.c}}`,
+			from: []Layer{pathLayer("Secret", "a", "auth.password", "new")},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin, password: new, email: a@b.c}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "an optional missing entry adds nothing",
+			spec: `{replicas: 2}`,
+			from: []Layer{{Ref: docLayer("Secret", "gone", "").Ref, Missing: true}},
+			want: `{replicas: 2, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+		},
+		{
+			name: "the platform key is set last",
+			spec: `{capstan: {namespace: mine, hostname: evil.example}}`,
+			from: []Layer{docLayer("Secret", "a", `{capstan: {issuer: x}}`)},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			in := Inputs{
+				Chart:     testChart(t, "demo", defaults, ""),
+				Generated: ymap(t, tt.generated),
+				Sources:   Sources{Spec: ymap(t, tt.spec), From: indexed(tt.from...)},
+				Platform:  Platform{Namespace: "platform"}.Values(),
+			}
+			res, err := Compose(in)
+			if err != nil {
+				t.Fatalf("Compose: %v", err)
+			}
+			assertYAML(t, "effective values", res.Effective, tt.want)
+			if tt.wantValues != "" {
+				assertYAML(t, "values for Helm", res.Values, tt.wantValues)
+			}
+			if len(res.Errors) > 0 {
+				t.Fatalf("unexpected values errors: %v", res.Errors)
+			}
+		})
+	}
+}
+
+func assertYAML(t *testing.T, what string, got map[string]any, want string) {
+	t.Helper()
+	w := ymap(t, want)
+	// Round-trip got through YAML so number types compare equal.
+	b, err := yaml.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := ymap(t, string(b))
+	if !reflect.DeepEqual(g, w) {
+		wb, _ := yaml.Marshal(w)
+		t.Fatalf("%s:\ngot:\n%s\nwant:\n%s", what, b, wb)
+	}
+}
+
+func TestComposeNotices(t *testing.T) {
+	res, err := Compose(Inputs{
+		Sources: Sources{
+			Spec: map[string]any{"capstan": map[string]any{"hostname": "mine"}},
+			From: indexed(
+				docLayer("Secret", "app-values-1", `{capstan: {issuer: x}}`),
+				Layer{Ref: docLayer("ConfigMap", "app-values-opt", "").Ref, Missing: true},
+			),
+		},
+		Platform: Platform{Namespace: "platform", Hostname: "apps.example.com"}.Values(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platform, optional bool
+	for _, n := range res.Notices {
+		if n.Path == "/capstan" && strings.Contains(n.Message, "spec.values") && strings.Contains(n.Message, "spec.valuesFrom[0]") && strings.Contains(n.Message, "overwritten") {
+			platform = true
+		}
+		if strings.Contains(n.Message, "app-values-opt") && strings.Contains(n.Message, "missing") {
+			optional = true
+		}
+		if strings.Contains(n.Message, "mine") {
+			t.Errorf("a notice shows a value: %q", n.Message)
+		}
+	}
+	if !platform || !optional {
+		t.Fatalf("notices = %+v; want one for the overwritten platform key naming both sources and one for the missing optional entry", res.Notices)
+	}
+	if got := res.Effective["capstan"].(map[string]any)["hostname"]; got != "apps.example.com" {
+		t.Fatalf("capstan.hostname = %v, want the platform's", got)
+	}
+}
+
+func TestComposeDoesNotChangeItsInputs(t *testing.T) {
+	spec := map[string]any{"a": map[string]any{"b": []any{"x"}}}
+	layerDoc := map[string]any{"a": map[string]any{"c": "y"}}
+	gen := map[string]any{"g": "z"}
+	in := Inputs{
+		Generated: gen,
+		Sources: Sources{Spec: spec, From: indexed(
+			Layer{Ref: docLayer("Secret", "s", "").Ref, Doc: layerDoc},
+			pathLayer("Secret", "s", "a.b[0]", "changed"),
+		)},
+	}
+	if _, err := Compose(in); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(spec, map[string]any{"a": map[string]any{"b": []any{"x"}}}) ||
+		!reflect.DeepEqual(layerDoc, map[string]any{"a": map[string]any{"c": "y"}}) ||
+		!reflect.DeepEqual(gen, map[string]any{"g": "z"}) {
+		t.Fatalf("Compose changed its inputs: spec=%v layer=%v generated=%v", spec, layerDoc, gen)
+	}
+}
+
+func TestComposeSubchartDefaultsAndNull(t *testing.T) {
+	sub := testChart(t, "postgresql", `{auth: {database: app, username: app}, primary: {persistence: {size: 8Gi}}}`, "")
+	parent := testChart(t, "app", `{postgresql: {auth: {username: parent}}}`, "", sub)
+	res, err := Compose(Inputs{
+		Chart:   parent,
+		Sources: Sources{Spec: ymap(t, `{postgresql: {primary: {persistence: {size: null}}}}`)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertYAML(t, "effective", res.Effective, `{postgresql: {auth: {database: app, username: parent}, primary: {persistence: {}}, global: {}}}`)
+}

@@ -1,0 +1,139 @@
+package values
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// Names, keys and annotations of an add-on's values objects.
+const (
+	// DefaultValuesKey is the key a valuesFrom entry reads when it names none.
+	DefaultValuesKey = "values.yaml"
+	// GeneratedKey is the key of the generated Secret that holds the
+	// generated values, as a YAML document.
+	GeneratedKey = "values.yaml"
+	// ReleasedAnnotation names the add-on that kept a values Secret when it
+	// was removed. A new add-on of that name adopts the Secret; no other may.
+	ReleasedAnnotation = "capstan.dev/released-from"
+	// MaxDocumentBytes caps one values document: spec.values, or one key of
+	// a values Secret or ConfigMap. Kubernetes caps a whole object near
+	// this size anyway; the cap keeps a huge document from reaching the parser.
+	MaxDocumentBytes = 1 << 20
+)
+
+// ValuesPrefix is the name prefix of an add-on's values objects:
+// "<addon>-values-".
+func ValuesPrefix(addon string) string { return addon + "-values-" }
+
+// GeneratedName is the name of an add-on's generated Secret:
+// "<addon>-generated".
+func GeneratedName(addon string) string { return addon + "-generated" }
+
+// isValuesName reports whether name is one of the add-on's values objects.
+func isValuesName(addon, name string) bool {
+	if name == GeneratedName(addon) {
+		return true
+	}
+	rest, ok := strings.CutPrefix(name, ValuesPrefix(addon))
+	return ok && rest != ""
+}
+
+// valuesLabels are the labels of an add-on's values objects.
+func valuesLabels(addon *v1alpha1.Addon) map[string]string {
+	return map[string]string{
+		v1alpha1.AddonLabel:          addon.Name,
+		v1alpha1.AddonNamespaceLabel: addon.Namespace,
+	}
+}
+
+// ownerRef is the owner reference a restricted add-on puts on its values
+// objects, so they go with it when the garbage collector runs.
+func ownerRef(addon *v1alpha1.Addon) metav1.OwnerReference {
+	return metav1.OwnerReference{
+		APIVersion: v1alpha1.GroupVersion.String(),
+		Kind:       "Addon",
+		Name:       addon.Name,
+		UID:        addon.UID,
+		Controller: ptr.To(false),
+	}
+}
+
+func ownedBy(obj metav1.Object, addon *v1alpha1.Addon) bool {
+	for _, o := range obj.GetOwnerReferences() {
+		if addon.UID != "" && o.UID == addon.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// claim decides whether a values object belongs to the add-on. It does when
+// it is labelled for the add-on, or when it is unlabelled and a removal of an
+// add-on of the same name kept it (ReleasedAnnotation). adopt is true when
+// the controller should label it (and, in the restricted profile, own it).
+func claim(obj metav1.Object, addon *v1alpha1.Addon, what string) (adopt bool, err error) {
+	label, labelled := obj.GetLabels()[v1alpha1.AddonLabel]
+	switch {
+	case labelled && label == addon.Name:
+		return false, nil
+	case labelled:
+		return false, fmt.Errorf("%s is labelled %s=%s: it belongs to the add-on %s, and an add-on reads only its own values objects",
+			what, v1alpha1.AddonLabel, label, label)
+	case obj.GetAnnotations()[ReleasedAnnotation] == addon.Name:
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s is not labelled %s=%s: a restricted add-on reads only values objects labelled for it; label it, or write secret inputs through Capstan, which labels them",
+			what, v1alpha1.AddonLabel, addon.Name)
+	}
+}
+
+// adoptMeta labels obj for the add-on, drops the released mark and, in the
+// restricted profile, makes the add-on an owner. It reports whether anything
+// changed.
+func adoptMeta(obj metav1.Object, addon *v1alpha1.Addon, profile v1alpha1.Profile) bool {
+	changed := false
+	labels := obj.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	for k, v := range valuesLabels(addon) {
+		if labels[k] != v {
+			labels[k] = v
+			changed = true
+		}
+	}
+	obj.SetLabels(labels)
+	if ann := obj.GetAnnotations(); ann != nil {
+		if _, ok := ann[ReleasedAnnotation]; ok {
+			delete(ann, ReleasedAnnotation)
+			obj.SetAnnotations(ann)
+			changed = true
+		}
+	}
+	if profile == v1alpha1.ProfileRestricted && addon.UID != "" && !ownedBy(obj, addon) {
+		obj.SetOwnerReferences(append(obj.GetOwnerReferences(), ownerRef(addon)))
+		changed = true
+	}
+	return changed
+}
+
+// secretData returns a key of a Secret, or false when it is absent.
+func secretData(s *corev1.Secret, key string) ([]byte, bool) {
+	b, ok := s.Data[key]
+	return b, ok
+}
+
+// configMapData returns a key of a ConfigMap, text or binary.
+func configMapData(cm *corev1.ConfigMap, key string) ([]byte, bool) {
+	if s, ok := cm.Data[key]; ok {
+		return []byte(s), true
+	}
+	b, ok := cm.BinaryData[key]
+	return b, ok
+}

@@ -1,0 +1,169 @@
+package values
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// Read reads an add-on's values inputs: spec.values and, in order, the key
+// of each Secret or ConfigMap that spec.valuesFrom names, from the Addon's
+// namespace.
+//
+// In the restricted profile it reads only the add-on's own values objects:
+// "<addon>-values-*" labelled capstan.dev/addon=<addon>, and
+// "<addon>-generated". An entry naming any other object is refused before
+// anything is read. In the cluster profile any Secret or ConfigMap of the
+// namespace may be named.
+//
+// Problems a person must fix come back together as an *InvalidError; an
+// error from the API server is returned as it is, to be retried.
+func Read(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile) (Sources, error) {
+	var src Sources
+	var errs errorList
+	if addon.Spec.Values != nil && len(addon.Spec.Values.Raw) > 0 {
+		doc, err := parseDocument(addon.Spec.Values.Raw, "spec.values")
+		if err != nil {
+			errs = append(errs, err.Errors...)
+		} else {
+			src.Spec = doc
+		}
+	}
+	for i, ref := range addon.Spec.ValuesFrom {
+		if ref.ValuesKey == "" {
+			ref.ValuesKey = DefaultValuesKey
+		}
+		l := Layer{Index: i, Ref: ref}
+		field := l.field()
+		if ref.TargetPath != "" {
+			p, err := parseTargetPath(ref.TargetPath)
+			if err != nil {
+				errs.add(field, "valuesFrom.targetPath", "%s: %v", l.Name(), err)
+				continue
+			}
+			l.path = p
+		}
+		if profile != v1alpha1.ProfileCluster && !isValuesName(addon.Name, ref.Name) {
+			errs.add(field, "valuesFrom.restricted",
+				"%s: a restricted add-on reads only its own values objects, named %s* or %s and labelled %s=%s; write secret inputs through Capstan, or create a values object with such a name and label",
+				l.Name(), ValuesPrefix(addon.Name), GeneratedName(addon.Name), v1alpha1.AddonLabel, addon.Name)
+			continue
+		}
+		data, missing, err := readKey(ctx, r, addon, profile, l)
+		if err != nil {
+			if ie, ok := err.(*InvalidError); ok {
+				errs = append(errs, ie.Errors...)
+				continue
+			}
+			return Sources{}, err
+		}
+		if missing != "" {
+			if ref.Optional {
+				l.Missing = true
+				src.From = append(src.From, l)
+				continue
+			}
+			errs.add(field, "valuesFrom.missing", "%s: %s; create it, or mark the entry optional", l.Name(), missing)
+			continue
+		}
+		if len(data) > MaxDocumentBytes {
+			errs.add(field, "valuesFrom.tooLarge", "%s is %d bytes; a values document may be at most %d bytes (1 MiB)",
+				l.Name(), len(data), MaxDocumentBytes)
+			continue
+		}
+		if l.path != nil {
+			l.Raw = string(data)
+		} else {
+			doc, perr := parseDocument(data, l.Name())
+			if perr != nil {
+				for _, e := range perr.Errors {
+					e.Path = field
+					errs = append(errs, e)
+				}
+				continue
+			}
+			l.Doc = doc
+		}
+		src.From = append(src.From, l)
+	}
+	if err := errs.err(); err != nil {
+		return Sources{}, err
+	}
+	return src, nil
+}
+
+// readKey reads the entry's key. missing says what is absent, the object
+// or its key, and is empty when the key was read.
+func readKey(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile, l Layer) (data []byte, missing string, err error) {
+	key := types.NamespacedName{Namespace: addon.Namespace, Name: l.Ref.Name}
+	var obj client.Object
+	switch l.Ref.Kind {
+	case "Secret":
+		obj = &corev1.Secret{}
+	case "ConfigMap":
+		obj = &corev1.ConfigMap{}
+	default:
+		return nil, "", invalid(l.field(), "valuesFrom.kind", "%s: kind must be Secret or ConfigMap", l.Name())
+	}
+	if err := r.Get(ctx, key, obj); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Sprintf("the %s does not exist", l.Ref.Kind), nil
+		}
+		return nil, "", fmt.Errorf("read %s %s/%s for %s: %w", l.Ref.Kind, key.Namespace, key.Name, l.field(), err)
+	}
+	if profile != v1alpha1.ProfileCluster {
+		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", l.Ref.Kind, l.Ref.Name)); err != nil {
+			return nil, "", invalid(l.field(), "valuesFrom.restricted", "%s: %v", l.field(), err)
+		}
+	}
+	var ok bool
+	switch o := obj.(type) {
+	case *corev1.Secret:
+		data, ok = secretData(o, l.Ref.ValuesKey)
+	case *corev1.ConfigMap:
+		data, ok = configMapData(o, l.Ref.ValuesKey)
+	}
+	if !ok {
+		return nil, fmt.Sprintf("the %s has no key %s", l.Ref.Kind, l.Ref.ValuesKey), nil
+	}
+	return data, "", nil
+}
+
+// lineRE finds the line number in a YAML parser's message.
+var lineRE = regexp.MustCompile(`line (\d+)`)
+
+// parseDocument parses a values document: YAML (or JSON) that must be a map.
+// Its errors name the document and, where the parser gave one, the line,
+// and never quote the parser's message, which can hold the content.
+func parseDocument(data []byte, what string) (map[string]any, *InvalidError) {
+	if len(data) > MaxDocumentBytes {
+		return nil, invalid(what, "values.tooLarge", "%s is %d bytes; a values document may be at most %d bytes (1 MiB)",
+			what, len(data), MaxDocumentBytes)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return map[string]any{}, nil
+	}
+	doc, err := loader.LoadValues(bytes.NewReader(data))
+	if err != nil {
+		msg := err.Error()
+		if strings.Contains(msg, "cannot unmarshal") {
+			return nil, invalid(what, "values.notMap", "%s is not a map of values: it must be a YAML map, such as \"key: value\"; use targetPath to set a single string", what)
+		}
+		where := ""
+		if m := lineRE.FindStringSubmatch(msg); m != nil {
+			where = " at line " + m[1]
+		}
+		return nil, invalid(what, "values.notYAML", "%s is not valid YAML%s; fix the document (its content is not shown because it may be secret)", what, where)
+	}
+	return doc, nil
+}

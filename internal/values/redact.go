@@ -1,0 +1,188 @@
+package values
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// Redacted replaces a secret value wherever values are shown.
+const Redacted = "(redacted)"
+
+// matches reports whether a schema path pattern matches concrete path
+// segments exactly.
+func matches(pat []patSeg, segs []string) bool {
+	if len(pat) != len(segs) {
+		return false
+	}
+	for i, p := range pat {
+		if !p.any && p.name != segs[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// writeOnlyPatterns returns the writeOnly patterns of every part, rooted at
+// the values' root.
+func (s *Schema) writeOnlyPatterns() [][]patSeg {
+	var out [][]patSeg
+	for _, p := range s.parts {
+		for _, w := range p.writeOnly {
+			full := make([]patSeg, 0, len(p.prefix)+len(w))
+			for _, seg := range p.prefix {
+				full = append(full, patSeg{name: seg})
+			}
+			out = append(out, append(full, w...))
+		}
+	}
+	return out
+}
+
+// findPatterns calls fn with the path of every non-null value of v that a
+// pattern matches, without looking below a match.
+func findPatterns(v any, path []string, pats [][]patSeg, fn func(path []string)) {
+	if v == nil || len(pats) == 0 {
+		return
+	}
+	for _, p := range pats {
+		if matches(p, path) {
+			fn(path)
+			return
+		}
+	}
+	// Only descend where some pattern is longer and agrees so far.
+	var deeper [][]patSeg
+	for _, p := range pats {
+		if len(p) > len(path) && matches(p[:len(path)], path) {
+			deeper = append(deeper, p)
+		}
+	}
+	if len(deeper) == 0 {
+		return
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			findPatterns(t[k], append(path[:len(path):len(path)], k), deeper, fn)
+		}
+	case []any:
+		for i, e := range t {
+			findPatterns(e, append(path[:len(path):len(path)], strconv.Itoa(i)), deeper, fn)
+		}
+	}
+}
+
+// checkWriteOnly reports every writeOnly value that spec.values or a
+// ConfigMap supplies: secret inputs are accepted only from Secrets.
+func (s *Schema) checkWriteOnly(src Sources) []v1alpha1.ValuesError {
+	pats := s.writeOnlyPatterns()
+	if len(pats) == 0 {
+		return nil
+	}
+	var errs errorList
+	findPatterns(src.Spec, nil, pats, func(p []string) {
+		errs.add(pointer(p), "writeOnly",
+			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", dotted(p))
+	})
+	for _, l := range src.From {
+		if l.FromSecret() || l.Missing {
+			continue
+		}
+		findPatterns(l.tree(), nil, pats, func(p []string) {
+			errs.add(pointer(p), "writeOnly",
+				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", dotted(p), l.Name())
+		})
+	}
+	return errs
+}
+
+// secretPaths lists the paths of effective values that must never be shown:
+// writeOnly and generated properties, the generated values, and every value
+// a Secret supplied.
+func secretPaths(in Inputs, effective map[string]any) []string {
+	set := map[string]bool{}
+	addTree := func(m map[string]any) {
+		leaves(m, nil, func(p []string, _ any) {
+			if len(p) > 0 {
+				set[pointer(p)] = true
+			}
+		})
+	}
+	if in.Schema != nil {
+		pats := in.Schema.writeOnlyPatterns()
+		for _, g := range in.Schema.Generated() {
+			pat := make([]patSeg, len(g.Path))
+			for i, s := range g.Path {
+				pat[i] = patSeg{name: s}
+			}
+			pats = append(pats, pat)
+		}
+		findPatterns(effective, nil, pats, func(p []string) { set[pointer(p)] = true })
+	}
+	addTree(in.Generated)
+	for _, l := range in.Sources.From {
+		if l.FromSecret() && !l.Missing {
+			addTree(l.tree())
+		}
+	}
+	// Keep only paths that exist in the effective values, and drop those
+	// below another: masking the parent masks them.
+	var out []string
+	for p := range set {
+		if _, ok := lookup(effective, splitPointer(p)); ok {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	kept := out[:0]
+	for _, p := range out {
+		if len(kept) > 0 && strings.HasPrefix(p, kept[len(kept)-1]+"/") {
+			continue
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
+
+// Redact returns a deep copy of values with the value at each JSON path
+// replaced by Redacted. Paths that do not exist are ignored. Use it for
+// anything that shows values: the plan, status, events and logs.
+func Redact(values map[string]any, paths []string) map[string]any {
+	out := copyMap(values)
+	for _, p := range paths {
+		segs := splitPointer(p)
+		if len(segs) == 0 {
+			return map[string]any{}
+		}
+		parent, ok := lookup(out, segs[:len(segs)-1])
+		if !ok {
+			continue
+		}
+		last := segs[len(segs)-1]
+		switch t := parent.(type) {
+		case map[string]any:
+			if _, ok := t[last]; ok {
+				t[last] = Redacted
+			}
+		case []any:
+			if i, err := strconv.Atoi(last); err == nil && i >= 0 && i < len(t) {
+				t[i] = Redacted
+			}
+		}
+	}
+	return out
+}
+
+// SecretPaths returns the JSON paths of values whose content the schema
+// marks secret (writeOnly or x-capstan-generate). Compose's
+// Result.SecretPaths adds what came from Secrets; use this one when only a
+// schema and values are at hand, such as in a form that shows values back.
+func (s *Schema) SecretPaths(values map[string]any) []string {
+	if s == nil {
+		return nil
+	}
+	return secretPaths(Inputs{Schema: s}, values)
+}

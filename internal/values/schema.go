@@ -1,0 +1,527 @@
+package values
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net/url"
+	"path"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	chart "helm.sh/helm/v4/pkg/chart"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// GenerateKeyword marks a property whose value the controller generates once
+// and keeps in the add-on's generated Secret.
+const GenerateKeyword = "x-capstan-generate"
+
+// schemaURL is where a chart's values.schema.json is placed for the compiler;
+// a relative $ref resolves against it to another file of the same chart.
+const schemaURL = "file:///values.schema.json"
+
+// maxSchemaDepth bounds how deep the walk for writeOnly and generated
+// properties follows nested and recursive schemas.
+const maxSchemaDepth = 32
+
+// Schema is a chart's values.schema.json and those of its subcharts, each
+// applying to the values under the subchart's key, as Helm validates them.
+type Schema struct {
+	parts []*schemaPart
+}
+
+// schemaPart is the schema of one chart.
+type schemaPart struct {
+	chart     string
+	prefix    []string
+	compiled  *jsonschema.Schema
+	writeOnly [][]patSeg
+	generate  []Generate
+}
+
+// patSeg is one step of a schema path: a property name, or any key or index
+// (under additionalProperties, patternProperties or items).
+type patSeg struct {
+	name string
+	any  bool
+}
+
+// Generate is one property marked x-capstan-generate.
+type Generate struct {
+	// Path is where the value goes, from the root of the values.
+	Path []string
+	// Length is how many characters are generated.
+	Length int
+	// Alphabet names the characters drawn from; see Alphabets.
+	Alphabet string
+}
+
+// SchemaForChart compiles the values.schema.json of a chart and of every
+// subchart it holds. It returns nil when none of them has a schema. A schema
+// that is not JSON, not a valid JSON Schema, that refers to anything outside
+// the chart, or that misuses x-capstan-generate is an error.
+func SchemaForChart(ch chart.Charter) (*Schema, error) {
+	s := &Schema{}
+	if err := s.addChart(ch, nil); err != nil {
+		return nil, err
+	}
+	if len(s.parts) == 0 {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// ParseSchema compiles one values.schema.json. files are the other files of
+// the chart, by their path in it, that a relative $ref may name.
+func ParseSchema(chartName string, doc []byte, files map[string][]byte) (*Schema, error) {
+	p, err := compilePart(chartName, nil, doc, files)
+	if err != nil {
+		return nil, err
+	}
+	return &Schema{parts: []*schemaPart{p}}, nil
+}
+
+func (s *Schema) addChart(ch chart.Charter, prefix []string) error {
+	acc, err := chart.NewAccessor(ch)
+	if err != nil {
+		return fmt.Errorf("read the chart: %w", err)
+	}
+	if doc := acc.Schema(); len(doc) > 0 {
+		files := map[string][]byte{}
+		for _, f := range acc.Files() {
+			files[f.Name] = f.Data
+		}
+		p, err := compilePart(acc.Name(), prefix, doc, files)
+		if err != nil {
+			return err
+		}
+		s.parts = append(s.parts, p)
+	}
+	for _, dep := range acc.Dependencies() {
+		sub, err := chart.NewAccessor(dep)
+		if err != nil {
+			return fmt.Errorf("read a subchart of %s: %w", acc.Name(), err)
+		}
+		if err := s.addChart(dep, append(prefix[:len(prefix):len(prefix)], sub.Name())); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chartLoader serves a $ref from the chart's own files and refuses every
+// other URL, so compiling a schema never reads the network or the disk.
+type chartLoader map[string][]byte
+
+func (l chartLoader) Load(u string) (any, error) {
+	parsed, err := url.Parse(u)
+	if err == nil && parsed.Scheme == "file" && parsed.Host == "" {
+		name := strings.TrimPrefix(path.Clean(parsed.Path), "/")
+		if data, ok := l[name]; ok {
+			return jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		}
+		return nil, fmt.Errorf("the chart has no file %q for this $ref", name)
+	}
+	return nil, errors.New("a $ref outside the chart is refused: a values schema may refer only to itself and the chart's own files")
+}
+
+func compilePart(chartName string, prefix []string, doc []byte, files map[string][]byte) (p *schemaPart, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			p, err = nil, fmt.Errorf("the values.schema.json of chart %s could not be compiled: %v", chartName, r)
+		}
+	}()
+	where := fmt.Sprintf("the values.schema.json of chart %s", chartName)
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(doc))
+	if err != nil {
+		return nil, fmt.Errorf("%s is not JSON: %w; fix the chart's schema", where, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(chartLoader(files))
+	if err := c.AddResource(schemaURL, raw); err != nil {
+		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
+	}
+	compiled, err := c.Compile(schemaURL)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
+	}
+	p = &schemaPart{chart: chartName, prefix: prefix, compiled: compiled}
+	w := &schemaWalker{root: raw, part: p, seen: map[string]int{}}
+	if err := w.walk(raw, nil, 0); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return p, nil
+}
+
+// schemaWalker finds the writeOnly and x-capstan-generate properties of a
+// schema, following properties, items, combinators and local $refs.
+type schemaWalker struct {
+	root any
+	part *schemaPart
+	seen map[string]int
+}
+
+func (w *schemaWalker) walk(node any, pat []patSeg, depth int) error {
+	obj, ok := node.(map[string]any)
+	if !ok || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
+		return nil
+	}
+	if wo, _ := obj["writeOnly"].(bool); wo {
+		w.part.writeOnly = append(w.part.writeOnly, append([]patSeg(nil), pat...))
+	}
+	if g, ok := obj[GenerateKeyword]; ok {
+		if err := w.addGenerate(g, pat); err != nil {
+			return err
+		}
+	}
+	if ref, ok := obj["$ref"].(string); ok && strings.HasPrefix(ref, "#/") {
+		key := ref + "@" + strconv.Itoa(len(pat))
+		if w.seen[key] < 2 {
+			w.seen[key]++
+			if target, ok := lookup(w.root, splitPointer(strings.TrimPrefix(ref, "#"))); ok {
+				if err := w.walk(target, pat, depth+1); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	child := func(sub any, seg patSeg) error {
+		return w.walk(sub, append(pat[:len(pat):len(pat)], seg), depth+1)
+	}
+	if props, ok := obj["properties"].(map[string]any); ok {
+		for _, name := range sortedKeys(props) {
+			if err := child(props[name], patSeg{name: name}); err != nil {
+				return err
+			}
+		}
+	}
+	if pp, ok := obj["patternProperties"].(map[string]any); ok {
+		for _, name := range sortedKeys(pp) {
+			if err := child(pp[name], patSeg{any: true}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, kw := range []string{"additionalProperties", "additionalItems", "items", "contains"} {
+		switch sub := obj[kw].(type) {
+		case map[string]any:
+			if err := child(sub, patSeg{any: true}); err != nil {
+				return err
+			}
+		case []any: // the tuple form of items before draft 2020-12
+			for _, e := range sub {
+				if err := child(e, patSeg{any: true}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if items, ok := obj["prefixItems"].([]any); ok {
+		for _, e := range items {
+			if err := child(e, patSeg{any: true}); err != nil {
+				return err
+			}
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		subs, _ := obj[kw].([]any)
+		for _, sub := range subs {
+			if err := w.walk(sub, pat, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	for _, kw := range []string{"then", "else"} {
+		if err := w.walk(obj[kw], pat, depth+1); err != nil {
+			return err
+		}
+	}
+	if ds, ok := obj["dependentSchemas"].(map[string]any); ok {
+		for _, name := range sortedKeys(ds) {
+			if err := w.walk(ds[name], pat, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// The defaults of x-capstan-generate.
+const (
+	DefaultGenerateLength   = 32
+	DefaultGenerateAlphabet = "alphanumeric"
+	maxGenerateLength       = 1024
+)
+
+func (w *schemaWalker) addGenerate(opt any, pat []patSeg) error {
+	segs := make([]string, 0, len(w.part.prefix)+len(pat))
+	segs = append(segs, w.part.prefix...)
+	for _, s := range pat {
+		if s.any {
+			return fmt.Errorf("%s at %s is under a map or list of any size; it must be on a property with a fixed path", GenerateKeyword, dotted(segs))
+		}
+		segs = append(segs, s.name)
+	}
+	if len(pat) == 0 {
+		return fmt.Errorf("%s is on the schema's root; it must be on a property", GenerateKeyword)
+	}
+	g := Generate{Path: segs, Length: DefaultGenerateLength, Alphabet: DefaultGenerateAlphabet}
+	switch o := opt.(type) {
+	case bool:
+		if !o {
+			return nil
+		}
+	case map[string]any:
+		for k, v := range o {
+			switch k {
+			case "length":
+				n, ok := v.(json.Number)
+				i, err := n.Int64()
+				if !ok || err != nil || i < 1 || i > maxGenerateLength {
+					return fmt.Errorf("%s at %s: length must be a whole number from 1 to %d", GenerateKeyword, dotted(segs), maxGenerateLength)
+				}
+				g.Length = int(i)
+			case "alphabet":
+				a, ok := v.(string)
+				if _, known := Alphabets[a]; !ok || !known {
+					return fmt.Errorf("%s at %s: alphabet must be one of %s", GenerateKeyword, dotted(segs), strings.Join(alphabetNames(), ", "))
+				}
+				g.Alphabet = a
+			default:
+				return fmt.Errorf("%s at %s: unknown option %q; the options are length and alphabet", GenerateKeyword, dotted(segs), k)
+			}
+		}
+	default:
+		return fmt.Errorf("%s at %s must be true or an object with length and alphabet", GenerateKeyword, dotted(segs))
+	}
+	for _, existing := range w.part.generate {
+		if pointer(existing.Path) == pointer(g.Path) {
+			return nil // reached again through a $ref or a combinator
+		}
+	}
+	w.part.generate = append(w.part.generate, g)
+	return nil
+}
+
+// Generated lists the properties marked x-capstan-generate, across the chart
+// and its subcharts.
+func (s *Schema) Generated() []Generate {
+	if s == nil {
+		return nil
+	}
+	var out []Generate
+	for _, p := range s.parts {
+		out = append(out, p.generate...)
+	}
+	return out
+}
+
+// Validate checks values against the schemas of the chart and its subcharts.
+// Each error carries the JSON path of the value and the keyword that failed,
+// with a message built here, never the validator's, which can quote the value.
+func (s *Schema) Validate(values map[string]any) []v1alpha1.ValuesError {
+	if s == nil {
+		return nil
+	}
+	var out []v1alpha1.ValuesError
+	for _, p := range s.parts {
+		v := any(values)
+		if len(p.prefix) > 0 {
+			sub, ok := lookup(values, p.prefix)
+			if !ok || sub == nil {
+				continue // no values for this subchart: nothing to validate, as in Helm
+			}
+			if _, isMap := sub.(map[string]any); !isMap {
+				out = append(out, v1alpha1.ValuesError{Path: pointer(p.prefix), Rule: "type",
+					Message: fmt.Sprintf("%s holds the values of subchart %s and must be a map", dotted(p.prefix), p.chart)})
+				continue
+			}
+			v = sub
+		}
+		out = append(out, p.validate(v)...)
+	}
+	return out
+}
+
+func (p *schemaPart) validate(v any) (out []v1alpha1.ValuesError) {
+	defer func() {
+		if r := recover(); r != nil {
+			out = append(out, v1alpha1.ValuesError{Path: pointer(p.prefix), Rule: "schema",
+				Message: fmt.Sprintf("the values could not be checked against the schema of chart %s", p.chart)})
+		}
+	}()
+	err := p.compiled.Validate(v)
+	if err == nil {
+		return nil
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []v1alpha1.ValuesError{{Path: pointer(p.prefix), Rule: "schema",
+			Message: fmt.Sprintf("the values could not be checked against the schema of chart %s", p.chart)}}
+	}
+	collectErrors(ve, p.prefix, &out)
+	return out
+}
+
+// collectErrors turns the leaves of a validation error tree into
+// ValuesErrors. anyOf and oneOf report once, at the value, rather than once
+// per alternative.
+func collectErrors(e *jsonschema.ValidationError, prefix []string, out *[]v1alpha1.ValuesError) {
+	at := append(prefix[:len(prefix):len(prefix)], e.InstanceLocation...)
+	add := func(segs []string, rule, msg string) {
+		*out = append(*out, v1alpha1.ValuesError{Path: pointer(segs), Rule: rule, Message: msg})
+	}
+	switch k := e.ErrorKind.(type) {
+	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				collectErrors(c, prefix, out)
+			}
+			return
+		}
+		add(at, keyword(e), describe(at, "breaks the schema"))
+	case *kind.AnyOf:
+		add(at, "anyOf", describe(at, "matches none of the alternatives the schema allows"))
+	case *kind.OneOf:
+		if len(k.Subschemas) > 1 {
+			add(at, "oneOf", describe(at, "matches more than one of the alternatives, and the schema allows exactly one"))
+		} else {
+			add(at, "oneOf", describe(at, "matches none of the alternatives the schema allows"))
+		}
+	case *kind.Required:
+		for _, m := range k.Missing {
+			p := append(at[:len(at):len(at)], m)
+			add(p, "required", describe(p, "is required"))
+		}
+	case *kind.AdditionalProperties:
+		for _, m := range k.Properties {
+			p := append(at[:len(at):len(at)], m)
+			add(p, "additionalProperties", describe(p, "is not a property the schema allows here"))
+		}
+	case *kind.PropertyNames:
+		p := append(at[:len(at):len(at)], k.Property)
+		add(p, "propertyNames", describe(p, "has a name the schema does not allow"))
+	case *kind.Dependency:
+		add(at, "dependencies", describe(at, fmt.Sprintf("needs %s when %s is set", strings.Join(k.Missing, ", "), k.Prop)))
+	case *kind.DependentRequired:
+		add(at, "dependentRequired", describe(at, fmt.Sprintf("needs %s when %s is set", strings.Join(k.Missing, ", "), k.Prop)))
+	default:
+		add(at, keyword(e), describe(at, leafMessage(e.ErrorKind)))
+	}
+}
+
+// keyword names the rule of an error: its keyword, such as minLength.
+func keyword(e *jsonschema.ValidationError) string {
+	if kp := e.ErrorKind.KeywordPath(); len(kp) > 0 {
+		return kp[0]
+	}
+	if i := strings.LastIndex(e.SchemaURL, "/"); i >= 0 && i+1 < len(e.SchemaURL) {
+		return e.SchemaURL[i+1:]
+	}
+	return "schema"
+}
+
+func describe(at []string, what string) string {
+	if len(at) == 0 {
+		return "the values " + what
+	}
+	return dotted(at) + " " + what
+}
+
+// leafMessage says what a failed keyword wants. It uses only what the schema
+// says (types, bounds, patterns, allowed values), never the value itself.
+func leafMessage(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Type:
+		return fmt.Sprintf("must be %s, not %s", strings.Join(k.Want, " or "), k.Got)
+	case *kind.Enum:
+		if want, ok := primitives(k.Want); ok {
+			return "must be one of: " + want
+		}
+		return "must be one of the values the schema lists"
+	case *kind.Const:
+		if want, ok := primitives([]any{k.Want}); ok {
+			return "must be " + want
+		}
+		return "must be the value the schema requires"
+	case *kind.Format:
+		return fmt.Sprintf("must be a valid %s", k.Want)
+	case *kind.MinLength:
+		return fmt.Sprintf("must be at least %d characters long", k.Want)
+	case *kind.MaxLength:
+		return fmt.Sprintf("must be at most %d characters long", k.Want)
+	case *kind.Pattern:
+		return fmt.Sprintf("must match the pattern %s", k.Want)
+	case *kind.Minimum:
+		return "must be at least " + ratString(k.Want)
+	case *kind.Maximum:
+		return "must be at most " + ratString(k.Want)
+	case *kind.ExclusiveMinimum:
+		return "must be more than " + ratString(k.Want)
+	case *kind.ExclusiveMaximum:
+		return "must be less than " + ratString(k.Want)
+	case *kind.MultipleOf:
+		return "must be a multiple of " + ratString(k.Want)
+	case *kind.MinItems:
+		return fmt.Sprintf("must have at least %d items", k.Want)
+	case *kind.MaxItems:
+		return fmt.Sprintf("must have at most %d items", k.Want)
+	case *kind.UniqueItems:
+		return fmt.Sprintf("must not repeat items (items %d and %d are equal)", k.Duplicates[0], k.Duplicates[1])
+	case *kind.MinProperties:
+		return fmt.Sprintf("must have at least %d properties", k.Want)
+	case *kind.MaxProperties:
+		return fmt.Sprintf("must have at most %d properties", k.Want)
+	case *kind.AdditionalItems:
+		return "has more items than the schema allows"
+	case *kind.Contains, *kind.MinContains, *kind.MaxContains:
+		return "does not have the number of matching items the schema asks for"
+	case *kind.ContentEncoding:
+		return fmt.Sprintf("must be %s encoded", k.Want)
+	case *kind.ContentMediaType:
+		return fmt.Sprintf("must be of media type %s", k.Want)
+	case *kind.FalseSchema:
+		return "is not allowed here"
+	case *kind.Not:
+		return "matches a schema it must not match"
+	case *kind.InvalidJsonValue:
+		return "has a type that JSON cannot hold"
+	default:
+		return "breaks the schema"
+	}
+}
+
+// primitives lists allowed values from the schema, when all are scalars.
+func primitives(vals []any) (string, bool) {
+	parts := make([]string, 0, len(vals))
+	for _, v := range vals {
+		switch t := v.(type) {
+		case string:
+			parts = append(parts, strconv.Quote(t))
+		case nil:
+			parts = append(parts, "null")
+		case bool, json.Number, float64, int, int64:
+			parts = append(parts, fmt.Sprint(t))
+		default:
+			return "", false
+		}
+	}
+	return strings.Join(parts, ", "), len(parts) > 0
+}
+
+func ratString(r *big.Rat) string {
+	if r == nil {
+		return "the schema's bound"
+	}
+	if r.IsInt() {
+		return r.Num().String()
+	}
+	f, _ := r.Float64()
+	return strconv.FormatFloat(f, 'g', -1, 64)
+}

@@ -1,0 +1,264 @@
+package values
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// UnreferencedGrace is how long Cleanup leaves a values Secret that the
+// add-on never adopted and nothing references. A writer creates the Secret
+// first and points the Addon at it after; the grace covers that gap.
+const UnreferencedGrace = time.Hour
+
+// secretKeyRE is what a Secret's data key may be.
+var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+
+// WriteSecretInputs stores secret inputs in a new Secret
+// "<addon>-values-<random suffix>", labelled for the add-on, and returns the
+// valuesFrom entries that point each input's targetPath at it. inputs maps a
+// targetPath (such as auth.password) to the raw string.
+//
+// It only creates: it never reads, updates or deletes a Secret, so the
+// caller needs the create verb on Secrets and nothing else. Every write is a
+// new Secret, which is immutable; the controller deletes the old ones once
+// nothing references them. The caller replaces the add-on's valuesFrom
+// entries for these targetPaths with the returned ones.
+func WriteSecretInputs(ctx context.Context, c client.Client, addon *v1alpha1.Addon, inputs map[string]string) ([]v1alpha1.ValuesReference, error) {
+	if len(inputs) == 0 {
+		return nil, errors.New("no secret inputs to write")
+	}
+	paths := make([]string, 0, len(inputs))
+	for p := range inputs {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+
+	var errs errorList
+	data := map[string][]byte{}
+	keys := map[string]string{}
+	total := 0
+	for i, p := range paths {
+		if _, err := parseTargetPath(p); err != nil {
+			errs.add(p, "valuesFrom.targetPath", "secret input %d: %v", i, err)
+			continue
+		}
+		total += len(inputs[p])
+		key := p
+		if !secretKeyRE.MatchString(key) || len(key) > 253 {
+			key = "input-" + strconv.Itoa(i)
+		}
+		for _, taken := data[key]; taken; _, taken = data[key] {
+			key += "-"
+		}
+		data[key] = []byte(inputs[p])
+		keys[p] = key
+	}
+	if total > MaxDocumentBytes {
+		errs.add("/", "values.tooLarge", "the secret inputs are %d bytes together; at most %d bytes (1 MiB) fit in a Secret", total, MaxDocumentBytes)
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: ValuesPrefix(addon.Name),
+			Namespace:    addon.Namespace,
+			Labels:       valuesLabels(addon),
+		},
+		Type:      corev1.SecretTypeOpaque,
+		Immutable: ptr.To(true),
+		Data:      data,
+	}
+	// NOTE: no owner reference: the writer may run before the Addon exists,
+	// and an owned Secret that nothing references yet would look unused to
+	// Cleanup. The controller adopts it once the Addon names it.
+	if err := c.Create(ctx, secret); err != nil {
+		return nil, fmt.Errorf("create the values Secret for add-on %s/%s: %w", addon.Namespace, addon.Name, err)
+	}
+	refs := make([]v1alpha1.ValuesReference, 0, len(paths))
+	for _, p := range paths {
+		refs = append(refs, v1alpha1.ValuesReference{
+			Kind:       "Secret",
+			Name:       secret.Name,
+			ValuesKey:  keys[p],
+			TargetPath: p,
+		})
+	}
+	return refs, nil
+}
+
+// Adopt labels and, in the restricted profile, owns the values objects that
+// spec.valuesFrom names and that belong to the add-on by the rules of Read,
+// including Secrets kept by the removal of an add-on of the same name. It
+// changes only labels, annotations and owner references, and returns the
+// names of the objects it changed. Call it after Read succeeded.
+func Adopt(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile v1alpha1.Profile) ([]string, error) {
+	var changed []string
+	for i, ref := range addon.Spec.ValuesFrom {
+		if !isValuesName(addon.Name, ref.Name) {
+			continue // the cluster profile may read other objects; they are not adopted
+		}
+		var obj client.Object
+		switch ref.Kind {
+		case "Secret":
+			obj = &corev1.Secret{}
+		case "ConfigMap":
+			obj = &corev1.ConfigMap{}
+		default:
+			continue
+		}
+		key := types.NamespacedName{Namespace: addon.Namespace, Name: ref.Name}
+		if err := c.Get(ctx, key, obj); err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return changed, fmt.Errorf("read %s %s to adopt it: %w", ref.Kind, key, err)
+		}
+		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", ref.Kind, ref.Name)); err != nil {
+			if profile == v1alpha1.ProfileCluster {
+				continue
+			}
+			return changed, invalid(fmt.Sprintf("spec.valuesFrom[%d]", i), "valuesFrom.restricted", "%v", err)
+		}
+		if !adoptMeta(obj, addon, profile) {
+			continue
+		}
+		if err := c.Update(ctx, obj); err != nil {
+			return changed, fmt.Errorf("adopt %s %s: %w", ref.Kind, key, err)
+		}
+		changed = append(changed, obj.GetName())
+	}
+	return changed, nil
+}
+
+// listValuesSecrets lists the Secrets labelled for the add-on whose names
+// are values names. Objects the add-on's chart applied carry the same label
+// but also the managed-by label, and are left out.
+func listValuesSecrets(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]corev1.Secret, error) {
+	var list corev1.SecretList
+	if err := c.List(ctx, &list, client.InNamespace(addon.Namespace), client.MatchingLabels{v1alpha1.AddonLabel: addon.Name}); err != nil {
+		return nil, fmt.Errorf("list the values Secrets of add-on %s/%s: %w", addon.Namespace, addon.Name, err)
+	}
+	var out []corev1.Secret
+	for _, s := range list.Items {
+		if !isValuesName(addon.Name, s.Name) || s.Labels[v1alpha1.ManagedByLabel] == "capstan" {
+			continue
+		}
+		if ns, ok := s.Labels[v1alpha1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// Cleanup deletes the add-on's values Secrets that spec.valuesFrom no longer
+// names. It deletes a Secret the add-on owns (it adopted it, so it was
+// referenced once) at once, and an unowned one only after
+// UnreferencedGrace, so a Secret written for an Addon that is not yet
+// updated survives. The generated Secret is never cleaned up. It returns the
+// names it deleted. Call it in the restricted profile, after a successful
+// apply of the current spec.
+func Cleanup(ctx context.Context, c client.Client, addon *v1alpha1.Addon, now time.Time) ([]string, error) {
+	referenced := map[string]bool{}
+	for _, ref := range addon.Spec.ValuesFrom {
+		if ref.Kind == "Secret" {
+			referenced[ref.Name] = true
+		}
+	}
+	secrets, err := listValuesSecrets(ctx, c, addon)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	for i := range secrets {
+		s := &secrets[i]
+		if s.Name == GeneratedName(addon.Name) || referenced[s.Name] {
+			continue
+		}
+		if !ownedBy(s, addon) && now.Sub(s.CreationTimestamp.Time) < UnreferencedGrace {
+			continue
+		}
+		// The preconditions make sure the Secret deleted is the one judged
+		// unreferenced, not one recreated or adopted since.
+		err := c.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) {
+			if apierrors.IsConflict(err) {
+				continue // changed since the list; the next cleanup judges it again
+			}
+			return deleted, fmt.Errorf("delete unreferenced values Secret %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		deleted = append(deleted, s.Name)
+	}
+	return deleted, nil
+}
+
+// Release hands the add-on's values Secrets and its generated Secret back
+// when a removal keeps values: it drops their labels and the add-on's owner
+// reference, so neither the garbage collector nor a cleanup deletes them,
+// and marks them with ReleasedAnnotation, so a later add-on of the same name
+// adopts them and no other add-on may. It returns the names it released.
+// Call it from the finalizer, before the Addon goes.
+func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
+	secrets, err := listValuesSecrets(ctx, c, addon)
+	if err != nil {
+		return nil, err
+	}
+	var released []string
+	for i := range secrets {
+		s := &secrets[i]
+		delete(s.Labels, v1alpha1.AddonLabel)
+		delete(s.Labels, v1alpha1.AddonNamespaceLabel)
+		if s.Annotations == nil {
+			s.Annotations = map[string]string{}
+		}
+		s.Annotations[ReleasedAnnotation] = addon.Name
+		owners := s.OwnerReferences[:0]
+		for _, o := range s.OwnerReferences {
+			if !(o.Kind == "Addon" && strings.HasPrefix(o.APIVersion, v1alpha1.GroupVersion.Group+"/") && o.Name == addon.Name) {
+				owners = append(owners, o)
+			}
+		}
+		s.OwnerReferences = owners
+		if err := c.Update(ctx, s); err != nil {
+			return released, fmt.Errorf("release values Secret %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		released = append(released, s.Name)
+	}
+	return released, nil
+}
+
+// DeleteAll deletes the add-on's values Secrets and its generated Secret,
+// for a removal that does not keep values. The owner references would let
+// the garbage collector do it; this does not depend on one running.
+func DeleteAll(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
+	secrets, err := listValuesSecrets(ctx, c, addon)
+	if err != nil {
+		return nil, err
+	}
+	var deleted []string
+	for i := range secrets {
+		s := &secrets[i]
+		if err := c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("delete values Secret %s/%s: %w", s.Namespace, s.Name, err)
+		}
+		deleted = append(deleted, s.Name)
+	}
+	return deleted, nil
+}
