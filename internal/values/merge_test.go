@@ -17,11 +17,11 @@ persistence: {enabled: true, size: 8Gi}
 auth: {username: admin}
 `
 	tests := []struct {
-		name      string
-		generated string
-		spec      string
-		from      []Layer
-		want      string // the effective values, as YAML
+		name       string
+		generated  string
+		spec       string
+		from       []Layer
+		want       string // the effective values, as YAML
 		wantValues string // the user values passed to Helm, when checked
 	}{
 		{
@@ -50,16 +50,16 @@ auth: {username: admin}
 			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true}, capstan: {namespace: platform}}`,
 		},
 		{
-			name: "null in a later layer deletes a value an earlier layer set",
-			spec: `{extra: {a: 1, b: 2}}`,
-			from: []Layer{docLayer("Secret", "a", `{extra: {a: null}}`)},
-			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, extra: {b: 2}, capstan: {namespace: platform}}`,
+			name:       "null in a later layer deletes a value an earlier layer set",
+			spec:       `{extra: {a: 1, b: 2}}`,
+			from:       []Layer{docLayer("Secret", "a", `{extra: {a: null}}`)},
+			want:       `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, extra: {b: 2}, capstan: {namespace: platform}}`,
 			wantValues: `{extra: {b: 2}, capstan: {namespace: platform}}`,
 		},
 		{
-			name: "null deleting a default stays in the values Helm gets",
-			spec: `{image: {pullPolicy: null}}`,
-			want: `{replicas: 1, image: {repository: nginx, tag: "1.25"}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
+			name:       "null deleting a default stays in the values Helm gets",
+			spec:       `{image: {pullPolicy: null}}`,
+			want:       `{replicas: 1, image: {repository: nginx, tag: "1.25"}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, capstan: {namespace: platform}}`,
 			wantValues: `{image: {pullPolicy: null}, capstan: {namespace: platform}}`,
 		},
 		{

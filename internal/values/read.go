@@ -7,10 +7,10 @@ import (
 	"regexp"
 	"strings"
 
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/api/v1alpha1"
