@@ -134,6 +134,9 @@ type Snapshot struct {
 	// Claimed holds every add-on name a file claims, valid or not: the syncer
 	// never deletes those Addons.
 	Claimed map[string]bool
+
+	// cacheKey says which commit, folder and URL the snapshot was read from.
+	cacheKey string
 }
 
 // ReadSnapshot parses every definition file of a folder at a commit. A

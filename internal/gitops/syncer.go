@@ -1,0 +1,356 @@
+package gitops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// DefaultInterval is how often a repository is read when no webhook arrives.
+const DefaultInterval = 3 * time.Minute
+
+// Reasons of the AddonRepository conditions.
+const (
+	ReasonSynced       = "Synced"
+	ReasonInvalidFiles = "InvalidFiles"
+	ReasonUnreadable   = "RepositoryUnreadable"
+	ReasonAuthFailed   = "AuthFailed"
+	ReasonApplyFailed  = "ApplyFailed"
+)
+
+// SyncerReconciler makes the Addons of each AddonRepository's namespace match
+// the definition files at the head of its branch: on a change of the
+// AddonRepository, on a push webhook (Trigger) and every spec.interval.
+//
+// +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+type SyncerReconciler struct {
+	// Client reads and writes AddonRepositories and Addons.
+	Client client.Client
+	// APIReader reads Secrets without a cache; Client when nil.
+	APIReader client.Reader
+	// Auth turns a repository's credentials Secret into git auth; BasicAuth when nil.
+	Auth AuthFunc
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu       sync.Mutex
+	cache    map[types.NamespacedName]*Snapshot
+	triggers chan event.GenericEvent
+}
+
+// SetupWithManager registers the syncer: it watches AddonRepositories (their
+// spec, not their status) and the triggers of the push webhook.
+func (r *SyncerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	r.init()
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("gitops-syncer").
+		For(&v1alpha1.AddonRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesRawSource(source.Channel(r.triggers, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		Complete(r)
+}
+
+func (r *SyncerReconciler) init() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cache == nil {
+		r.cache = map[types.NamespacedName]*Snapshot{}
+	}
+	if r.triggers == nil {
+		r.triggers = make(chan event.GenericEvent, 256)
+	}
+}
+
+// Trigger asks for a sync of one repository now. Triggers that arrive while
+// the repository waits for its sync are coalesced into that one sync.
+func (r *SyncerReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
+	r.init()
+	obj := &v1alpha1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	select {
+	case r.triggers <- event.GenericEvent{Object: obj}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("the syncer did not take the trigger for %s: %w", key, ctx.Err())
+	}
+}
+
+func (r *SyncerReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Reconcile syncs one repository. It reads the head of the branch, applies
+// every valid definition, deletes the Addons whose files are gone, and
+// reports the rest in status. A repository that cannot be read changes nothing.
+func (r *SyncerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	r.init()
+	repo := &v1alpha1.AddonRepository{}
+	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.mu.Lock()
+			delete(r.cache, req.NamespacedName)
+			r.mu.Unlock()
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	interval := DefaultInterval
+	if repo.Spec.Interval != nil && repo.Spec.Interval.Duration > 0 {
+		interval = repo.Spec.Interval.Duration
+	}
+	before := repo.DeepCopy()
+	res, syncErr := r.sync(ctx, repo)
+	if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
+	}
+	if syncErr != nil {
+		return ctrl.Result{}, syncErr
+	}
+	if res.RequeueAfter == 0 || res.RequeueAfter > interval {
+		res.RequeueAfter = interval
+	}
+	return res, nil
+}
+
+// sync does the work of Reconcile and records the outcome in repo's status.
+// Only a transient error of the API server is returned: an unreadable
+// repository is a status, retried at the next interval.
+func (r *SyncerReconciler) sync(ctx context.Context, repo *v1alpha1.AddonRepository) (ctrl.Result, error) {
+	logger := log.FromContext(ctx)
+	key := client.ObjectKeyFromObject(repo)
+	repo.Status.ObservedGeneration = repo.Generation
+
+	auth, err := r.auth(ctx, repo)
+	if err != nil {
+		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
+		return ctrl.Result{}, nil
+	}
+	remote := Repo{URL: repo.Spec.URL, Auth: auth}
+	folder := repo.Spec.Folder
+	if folder == "" {
+		folder = DefaultFolder
+	}
+	branch, head, err := remote.Head(ctx, repo.Spec.Branch)
+	if err != nil {
+		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
+		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
+		return ctrl.Result{}, nil
+	}
+	repo.Status.Branch = branch
+
+	r.mu.Lock()
+	snap := r.cache[key]
+	r.mu.Unlock()
+	cacheKey := head.String() + "\x00" + folder + "\x00" + repo.Spec.URL
+	if snap == nil || snap.cacheKey != cacheKey {
+		g, commit, err := remote.Clone(ctx, branch)
+		if err == nil {
+			snap, err = ReadSnapshot(g.Storer, commit, folder)
+		}
+		if err != nil {
+			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
+			return ctrl.Result{}, nil
+		}
+		snap.cacheKey = cacheKey
+		r.mu.Lock()
+		r.cache[key] = snap
+		r.mu.Unlock()
+	}
+
+	invalid, applied, err := r.apply(ctx, repo, snap)
+	repo.Status.InvalidFiles = invalid
+	repo.Status.InvalidFileCount = int32(len(invalid))
+	repo.Status.Addons = int32(applied)
+	if err != nil {
+		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
+		return ctrl.Result{}, err
+	}
+	repo.Status.LastSyncedCommit = snap.Commit
+	now := metav1.NewTime(r.now())
+	repo.Status.LastSyncTime = &now
+	if len(invalid) > 0 {
+		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
+			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git", short(snap.Commit), len(invalid)))
+	} else {
+		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", short(snap.Commit), applied))
+	}
+	return ctrl.Result{}, nil
+}
+
+// setCondition sets Ready, and Stalled when the repository cannot be used
+// until someone changes something (credentials, URL, branch, files).
+func (r *SyncerReconciler) setCondition(repo *v1alpha1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
+	gen := repo.Generation
+	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: ready, Reason: reason, Message: message, ObservedGeneration: gen})
+	stalled := metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionFalse, Reason: reason, Message: "", ObservedGeneration: gen}
+	if reason == ReasonAuthFailed || reason == ReasonUnreadable {
+		stalled.Status, stalled.Message = metav1.ConditionTrue, message
+	}
+	meta.SetStatusCondition(&repo.Status.Conditions, stalled)
+}
+
+func (r *SyncerReconciler) auth(ctx context.Context, repo *v1alpha1.AddonRepository) (transport.AuthMethod, error) {
+	if repo.Spec.SecretRef == nil {
+		return nil, nil
+	}
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.SecretRef.Name}
+	if err := reader.Get(ctx, key, secret); err != nil {
+		return nil, fmt.Errorf("cannot read the credentials Secret %s named by spec.secretRef: %w", key, err)
+	}
+	auth := r.Auth
+	if auth == nil {
+		auth = BasicAuth
+	}
+	return auth(ctx, repo.Spec.URL, secret)
+}
+
+// apply makes the Addons match a snapshot. It returns the invalid files, with
+// the files that the API server refused or that name another's Addon, and
+// how many Addons match their definitions.
+func (r *SyncerReconciler) apply(ctx context.Context, repo *v1alpha1.AddonRepository, snap *Snapshot) ([]v1alpha1.InvalidFile, int, error) {
+	invalid := append([]v1alpha1.InvalidFile(nil), snap.Invalid...)
+	var live v1alpha1.AddonList
+	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
+		return invalid, 0, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
+	}
+	byName := map[string]*v1alpha1.Addon{}
+	for i := range live.Items {
+		byName[live.Items[i].Name] = &live.Items[i]
+	}
+	var errs []error
+	applied := 0
+	for _, p := range snap.Definitions {
+		want, err := p.Definition.Addon(Origin{
+			Namespace: repo.Namespace, Repository: repo.Name, URL: repo.Spec.URL,
+			Commit: snap.Commit, File: p.File, SecretRef: repo.Spec.SecretRef,
+		})
+		if err != nil {
+			invalid = append(invalid, invalidFile(p.File, err))
+			continue
+		}
+		have := byName[want.Name]
+		if have != nil {
+			if owner := have.Labels[ManagedByGitLabel]; owner != repo.Name {
+				invalid = append(invalid, v1alpha1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
+				continue
+			}
+			if upToDate(have, want) {
+				applied++
+				continue
+			}
+		}
+		obj, err := applyObject(want)
+		if err == nil {
+			err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership)
+		}
+		switch {
+		case err == nil:
+			applied++
+		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+			invalid = append(invalid, v1alpha1.InvalidFile{Path: p.File, Message: fmt.Sprintf("%s: the API server refused the Addon: %s", p.File, errMessage(err))})
+		default:
+			errs = append(errs, fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, p.File, err))
+		}
+	}
+	for _, a := range live.Items {
+		if a.Labels[ManagedByGitLabel] != repo.Name || snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
+			continue
+		}
+		// NOTE: the Addon's deletion policy decides what happens to the
+		// software; the cluster profile's default, Orphan, keeps it running.
+		err := r.Client.Delete(ctx, &a, client.Preconditions{UID: &a.UID})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("cannot delete Addon %s/%s, whose file was deleted: %w", a.Namespace, a.Name, err))
+		}
+	}
+	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
+	return invalid, applied, errors.Join(errs...)
+}
+
+func notOurs(file string, a *v1alpha1.Addon, owner string) string {
+	if owner == "" {
+		return fmt.Sprintf("%s: an Addon %s/%s exists and is not managed by git: delete it, or label it %s=<this repository> to hand it over", file, a.Namespace, a.Name, ManagedByGitLabel)
+	}
+	return fmt.Sprintf("%s: the Addon %s/%s is managed by the AddonRepository %q: keep the add-on in one repository", file, a.Namespace, a.Name, owner)
+}
+
+func errMessage(err error) string {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return status.Status().Message
+	}
+	return err.Error()
+}
+
+// upToDate reports whether a live Addon already has everything the syncer
+// would apply, so a resync with no change writes nothing.
+func upToDate(have, want *v1alpha1.Addon) bool {
+	if have.Labels[ManagedByGitLabel] != want.Labels[ManagedByGitLabel] ||
+		have.Annotations[GitFileAnnotation] != want.Annotations[GitFileAnnotation] ||
+		have.Annotations[GitCommitAnnotation] == "" {
+		return false
+	}
+	h, w := have.Spec.DeepCopy(), want.Spec.DeepCopy()
+	h.SyncRequest, h.ApprovedPlan = w.SyncRequest, w.ApprovedPlan
+	if !sameJSON(h.Values, w.Values) {
+		return false
+	}
+	h.Values, w.Values = nil, nil
+	return equality.Semantic.DeepEqual(h, w)
+}
+
+func sameJSON(a, b *apiextensionsv1.JSON) bool {
+	decode := func(x *apiextensionsv1.JSON) any {
+		if x == nil || len(x.Raw) == 0 {
+			return nil
+		}
+		var v any
+		if err := json.Unmarshal(x.Raw, &v); err != nil {
+			return string(x.Raw)
+		}
+		return v
+	}
+	return equality.Semantic.DeepEqual(decode(a), decode(b))
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return strings.TrimSpace(commit)
+}

@@ -1,0 +1,193 @@
+package gitops
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// WebhookPattern is where the webhook handler answers: one URL per
+// AddonRepository, given to the git host as the push webhook's URL.
+const WebhookPattern = "POST /hooks/git/{namespace}/{name}"
+
+// WebhookSecretKey is the key of the webhook Secret that holds the secret.
+const WebhookSecretKey = "token"
+
+// MaxWebhookBody caps the body of a push webhook. Pushes with many commits
+// are a few hundred KiB at most.
+const MaxWebhookBody = 1 << 20
+
+// Triggerer starts a sync of one repository; the SyncerReconciler is one.
+type Triggerer interface {
+	Trigger(ctx context.Context, key types.NamespacedName) error
+}
+
+// Webhook is the push webhook of GitHub, GitLab, Gitea and Forgejo. A push
+// with a valid signature to the repository's branch triggers a sync; a bad or
+// missing signature gets 401 and triggers nothing.
+type Webhook struct {
+	// Client reads AddonRepositories and their webhook Secrets.
+	Client client.Reader
+	// Syncer is triggered by valid pushes.
+	Syncer Triggerer
+
+	mux *http.ServeMux
+}
+
+// ServeHTTP implements http.Handler. Mount it on the controller's server so
+// that WebhookPattern's path reaches it unchanged.
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.mux == nil {
+		mux := http.NewServeMux()
+		mux.HandleFunc(WebhookPattern, h.push)
+		h.mux = mux
+	}
+	h.mux.ServeHTTP(w, r)
+}
+
+func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	logger := log.FromContext(ctx).WithValues("addonRepository", key.String())
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("the body is larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read the body", http.StatusBadRequest)
+		return
+	}
+
+	repo := &v1alpha1.AddonRepository{}
+	secret := &corev1.Secret{}
+	var token []byte
+	if err := h.Client.Get(ctx, key, repo); err == nil && repo.Spec.WebhookSecretRef != nil {
+		sk := types.NamespacedName{Namespace: key.Namespace, Name: repo.Spec.WebhookSecretRef.Name}
+		if err := h.Client.Get(ctx, sk, secret); err == nil {
+			token = secret.Data[WebhookSecretKey]
+		} else {
+			logger.Info("Cannot read the webhook Secret", "secret", sk.String(), "error", err.Error())
+		}
+	}
+	// NOTE: a missing repository, a missing Secret and a bad signature get
+	// the same answer, so the endpoint tells an unauthenticated caller nothing.
+	if err := Verify(r.Header, body, token); err != nil {
+		logger.Info("Refused a push webhook", "reason", err.Error())
+		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		return
+	}
+
+	switch event := eventName(r.Header); event {
+	case "ping":
+		fmt.Fprintln(w, "pong")
+		return
+	case "", "push", "Push Hook":
+	default:
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "ignored: the event %q is not a push\n", event)
+		return
+	}
+	ref, err := ParsePush(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	branch := repo.Spec.Branch
+	if branch == "" {
+		branch = repo.Status.Branch
+	}
+	if branch != "" && ref != "refs/heads/"+branch {
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprintf(w, "ignored: the push is to %s, and the repository follows refs/heads/%s\n", ref, branch)
+		return
+	}
+	if err := h.Syncer.Trigger(ctx, key); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
+	fmt.Fprintf(w, "sync of %s queued\n", key)
+}
+
+// Verify checks a webhook's signature against the secret: GitHub's
+// X-Hub-Signature-256, Gitea's and Forgejo's X-Gitea-Signature and
+// X-Forgejo-Signature (HMAC-SHA256 of the body), or GitLab's X-Gitlab-Token.
+// An empty secret verifies nothing.
+func Verify(h http.Header, body, secret []byte) error {
+	if len(secret) == 0 {
+		return errors.New("the signature does not match, or the repository has no webhook secret (spec.webhookSecretRef)")
+	}
+	mac := hmac.New(sha256.New, secret)
+	mac.Write(body)
+	sum := mac.Sum(nil)
+	checkHex := func(got string) error {
+		want, err := hex.DecodeString(strings.TrimSpace(got))
+		if err != nil || !hmac.Equal(want, sum) {
+			return errors.New("the signature does not match the webhook secret")
+		}
+		return nil
+	}
+	switch {
+	case h.Get("X-Hub-Signature-256") != "":
+		sig, ok := strings.CutPrefix(h.Get("X-Hub-Signature-256"), "sha256=")
+		if !ok {
+			return errors.New("X-Hub-Signature-256 must start with sha256=")
+		}
+		return checkHex(sig)
+	case h.Get("X-Gitea-Signature") != "":
+		return checkHex(h.Get("X-Gitea-Signature"))
+	case h.Get("X-Forgejo-Signature") != "":
+		return checkHex(h.Get("X-Forgejo-Signature"))
+	case h.Get("X-Gitlab-Token") != "":
+		if subtle.ConstantTimeCompare([]byte(h.Get("X-Gitlab-Token")), secret) != 1 {
+			return errors.New("the signature does not match the webhook secret")
+		}
+		return nil
+	default:
+		return errors.New("the request has no signature: set the webhook's secret in the git host")
+	}
+}
+
+func eventName(h http.Header) string {
+	for _, k := range []string{"X-GitHub-Event", "X-Gitea-Event", "X-Forgejo-Event", "X-Gitlab-Event"} {
+		if v := h.Get(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// ParsePush reads the pushed ref, such as refs/heads/main, from the body of
+// a push event. GitHub, GitLab, Gitea and Forgejo all send it as "ref".
+func ParsePush(body []byte) (string, error) {
+	var push struct {
+		Ref string `json:"ref"`
+	}
+	if err := json.Unmarshal(body, &push); err != nil {
+		return "", fmt.Errorf("the body is not a push event in JSON: %v", err)
+	}
+	if !strings.HasPrefix(push.Ref, "refs/") || len(push.Ref) > 1024 {
+		return "", errors.New("the push event has no ref such as refs/heads/main")
+	}
+	return push.Ref, nil
+}

@@ -1,0 +1,355 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"time"
+
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/memfs"
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/storage/memory"
+	"go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// DefaultAttempts bounds how often a writer retries a push that lost a race.
+const DefaultAttempts = 5
+
+// ErrNoChange is returned when a change leaves the file as it is, such as
+// suspending a suspended add-on. Nothing is committed.
+var ErrNoChange = errors.New("the definition already says so: nothing to commit")
+
+// ConflictError is returned when the definition file changed in the
+// repository after the writer read it. Nothing was overwritten.
+type ConflictError struct {
+	// File is the definition's path.
+	File string
+	// Base is the commit the writer read the file at.
+	Base string
+	// Head is the commit where the file differs.
+	Head string
+}
+
+// Error says what happened and what to do.
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("conflict: %s changed in commit %s after it was read at %s; nothing was overwritten: read the new version and make the change again", e.File, short(e.Head), short(e.Base))
+}
+
+// Writer commits add-on changes to a gitops repository: one commit per
+// change, to one definition file, pushed to the branch.
+type Writer struct {
+	// URL is the gitops repository.
+	URL string
+	// Branch is the branch to commit to; the remote's default when empty.
+	Branch string
+	// Folder holds the definitions; DefaultFolder when empty.
+	Folder string
+	// Auth authenticates to the repository; nil for none.
+	Auth transport.AuthMethod
+	// AuthorName and AuthorEmail sign the commits.
+	AuthorName, AuthorEmail string
+	// Attempts bounds the pushes of one change; DefaultAttempts when zero.
+	Attempts int
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	// beforePush runs before each push; tests use it to lose a race.
+	beforePush func()
+}
+
+// Install commits a new definition file. It is a conflict when the file exists.
+func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
+	name, err := definitionName(content)
+	if err != nil {
+		return "", err
+	}
+	file := w.file(name)
+	if _, err := Parse(file, content); err != nil {
+		return "", err
+	}
+	return w.change(ctx, name, "Install", func(cur []byte, exists bool) ([]byte, bool, error) {
+		if exists {
+			return nil, false, fmt.Errorf("%s exists already: use edit to change the add-on", file)
+		}
+		return content, true, nil
+	})
+}
+
+// Edit replaces an existing definition file with new content.
+func (w *Writer) Edit(ctx context.Context, name string, content []byte) (string, error) {
+	file := w.file(name)
+	if _, err := Parse(file, content); err != nil {
+		return "", err
+	}
+	return w.change(ctx, name, "Edit", func(cur []byte, exists bool) ([]byte, bool, error) {
+		if !exists {
+			return nil, false, fmt.Errorf("%s does not exist: use install to add the add-on", file)
+		}
+		return content, true, nil
+	})
+}
+
+// Suspend sets suspend: true in a definition, keeping its comments.
+func (w *Writer) Suspend(ctx context.Context, name string) (string, error) {
+	return w.change(ctx, name, "Suspend", w.setSuspend(name, true))
+}
+
+// Resume removes suspend: true from a definition, keeping its comments.
+func (w *Writer) Resume(ctx context.Context, name string) (string, error) {
+	return w.change(ctx, name, "Resume", w.setSuspend(name, false))
+}
+
+// Remove deletes a definition file. The syncer then deletes the Addon, and
+// the Addon's deletion policy decides whether the software goes: call
+// MarkUninstall first to remove it.
+func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
+	return w.change(ctx, name, "Remove", func(cur []byte, exists bool) ([]byte, bool, error) {
+		if !exists {
+			return nil, false, fmt.Errorf("%s does not exist", w.file(name))
+		}
+		return nil, false, nil
+	})
+}
+
+// MarkUninstall sets the uninstall annotation on a live Addon, so that
+// deleting it removes its software whatever its deletion policy says.
+func MarkUninstall(ctx context.Context, c client.Client, key types.NamespacedName) error {
+	a := &v1alpha1.Addon{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return fmt.Errorf("cannot read Addon %s to mark it for uninstall: %w", key, err)
+	}
+	patch := client.MergeFrom(a.DeepCopy())
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	a.Annotations[v1alpha1.UninstallAnnotation] = "true"
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return fmt.Errorf("cannot mark Addon %s for uninstall: %w", key, err)
+	}
+	return nil
+}
+
+func (w *Writer) file(name string) string {
+	folder := w.Folder
+	if folder == "" {
+		folder = DefaultFolder
+	}
+	return path.Join(folder, name+".yaml")
+}
+
+func (w *Writer) setSuspend(name string, suspend bool) editFunc {
+	file := w.file(name)
+	return func(cur []byte, exists bool) ([]byte, bool, error) {
+		if !exists {
+			return nil, false, fmt.Errorf("%s does not exist", file)
+		}
+		if _, err := Parse(file, cur); err != nil {
+			return nil, false, fmt.Errorf("the definition in git is invalid, fix it first: %w", err)
+		}
+		var doc yaml.Node
+		if err := yaml.Unmarshal(cur, &doc); err != nil {
+			return nil, false, err
+		}
+		m := doc.Content[0]
+		found := -1
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == "suspend" {
+				found = i
+			}
+		}
+		switch {
+		case suspend && found >= 0:
+			m.Content[found+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
+		case suspend:
+			m.Content = append(m.Content,
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "suspend"},
+				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		case found >= 0:
+			m.Content = append(m.Content[:found], m.Content[found+2:]...)
+		default:
+			return cur, true, nil
+		}
+		var b bytes.Buffer
+		enc := yaml.NewEncoder(&b)
+		enc.SetIndent(2)
+		if err := enc.Encode(&doc); err != nil {
+			return nil, false, err
+		}
+		if err := enc.Close(); err != nil {
+			return nil, false, err
+		}
+		if _, err := Parse(file, b.Bytes()); err != nil {
+			return nil, false, err
+		}
+		return b.Bytes(), true, nil
+	}
+}
+
+// editFunc computes a file's new content from its current one; keep false
+// deletes the file.
+type editFunc func(cur []byte, exists bool) (next []byte, keep bool, err error)
+
+// change commits one edit of one file and pushes it. A push that loses a
+// race is retried on the new head, unless the file itself changed there.
+func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (string, error) {
+	if !dnsLabel.MatchString(name) || len(name) > maxAddonName {
+		return "", fmt.Errorf("%q is not a valid add-on name", name)
+	}
+	file := w.file(name)
+	remote := Repo{URL: w.URL, Auth: w.Auth}
+	branch := w.Branch
+	if branch == "" {
+		b, _, err := remote.Head(ctx, "")
+		if err != nil {
+			return "", err
+		}
+		branch = b
+	}
+	attempts := w.Attempts
+	if attempts <= 0 {
+		attempts = DefaultAttempts
+	}
+	var base []byte
+	var baseExists bool
+	var baseCommit string
+	for attempt := 1; attempt <= attempts; attempt++ {
+		repo, err := git.CloneContext(ctx, memory.NewStorage(), memfs.New(), &git.CloneOptions{
+			URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
+			SingleBranch: true, Depth: 1, Tags: git.NoTags,
+		})
+		if err != nil {
+			return "", fmt.Errorf("cannot fetch branch %q of %s: %w", branch, w.URL, err)
+		}
+		head, err := repo.Head()
+		if err != nil {
+			return "", err
+		}
+		wt, err := repo.Worktree()
+		if err != nil {
+			return "", err
+		}
+		cur, exists, err := readFile(wt.Filesystem, file)
+		if err != nil {
+			return "", err
+		}
+		if attempt == 1 {
+			base, baseExists, baseCommit = cur, exists, head.Hash().String()
+		} else if exists != baseExists || !bytes.Equal(cur, base) {
+			return "", &ConflictError{File: file, Base: baseCommit, Head: head.Hash().String()}
+		}
+		next, keep, err := edit(cur, exists)
+		if err != nil {
+			return "", err
+		}
+		if keep && exists && bytes.Equal(next, cur) {
+			return "", ErrNoChange
+		}
+		if keep {
+			if err := writeFile(wt.Filesystem, file, next); err != nil {
+				return "", err
+			}
+			if _, err := wt.Add(file); err != nil {
+				return "", err
+			}
+		} else if _, err := wt.Remove(file); err != nil {
+			return "", err
+		}
+		commit, err := wt.Commit(fmt.Sprintf("%s add-on %s\n\nMade with capstan addon %s, one change to %s.\n", verb, name, lower(verb), file), &git.CommitOptions{
+			Author: w.signature(),
+		})
+		if err != nil {
+			return "", fmt.Errorf("cannot commit %s: %w", file, err)
+		}
+		if w.beforePush != nil {
+			w.beforePush()
+		}
+		refspec := config.RefSpec(fmt.Sprintf("%s:%s", plumbing.NewBranchReferenceName(branch), plumbing.NewBranchReferenceName(branch)))
+		pushErr := repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{refspec}, Auth: w.Auth})
+		if pushErr == nil {
+			return commit.String(), nil
+		}
+		// NOTE: a push can fail because another writer pushed first. Only
+		// then is it retried: a head that did not move means a real failure.
+		_, now, err := remote.Head(ctx, branch)
+		if err != nil || now == head.Hash() {
+			return "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, w.URL, pushErr)
+		}
+	}
+	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, w.URL, attempts)
+}
+
+func (w *Writer) signature() *object.Signature {
+	name, email := w.AuthorName, w.AuthorEmail
+	if name == "" {
+		name = "Capstan"
+	}
+	if email == "" {
+		email = "capstan@localhost"
+	}
+	now := time.Now
+	if w.Now != nil {
+		now = w.Now
+	}
+	return &object.Signature{Name: name, Email: email, When: now()}
+}
+
+func lower(s string) string { return string(bytes.ToLower([]byte(s))) }
+
+func readFile(fs billy.Filesystem, name string) ([]byte, bool, error) {
+	f, err := fs.Open(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	return data, true, err
+}
+
+func writeFile(fs billy.Filesystem, name string, data []byte) error {
+	if err := fs.MkdirAll(path.Dir(name), 0o755); err != nil {
+		return err
+	}
+	f, err := fs.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// definitionName reads the name of a definition before it is checked in full.
+func definitionName(content []byte) (string, error) {
+	if len(content) > MaxFileSize {
+		return "", tooLarge("the definition", int64(len(content)))
+	}
+	// A node tree, unlike a decoded struct, never expands aliases.
+	var doc yaml.Node
+	if err := yaml.Unmarshal(content, &doc); err == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
+		m := doc.Content[0]
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			if m.Content[i].Value == "name" && m.Content[i+1].Kind == yaml.ScalarNode && m.Content[i+1].Value != "" {
+				return m.Content[i+1].Value, nil
+			}
+		}
+	}
+	return "", errors.New("the definition has no name: field; add name: <add-on name>")
+}

@@ -1,0 +1,136 @@
+package gitops
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"capstan.dev/capstan/internal/gitops/gitserver"
+)
+
+func def(name, extra string) []byte {
+	return []byte("# " + name + " keeps this comment\nname: " + name + "\nhelm:\n  repo: https://charts.example.com/\n  chart: " + name + "\n  version: 1.0.0\n" + extra)
+}
+
+func TestWriter(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("README.md", "gitops\n").CommitAndPush("start")
+
+	writer := &Writer{URL: url, AuthorName: "Ada", AuthorEmail: "ada@example.com"}
+	if _, err := writer.Install(ctx, def("grafana", "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Install(ctx, def("grafana", "")); err == nil || !strings.Contains(err.Error(), "exists already") {
+		t.Fatalf("second install: %v", err)
+	}
+	if _, err := writer.Install(ctx, []byte("name: bad\nhelm: {repo: http://x, chart: c}\n")); err == nil || !strings.Contains(err.Error(), "addons/bad.yaml:2: helm.repo") {
+		t.Fatalf("an invalid definition must not be committed: %v", err)
+	}
+	if _, err := writer.Suspend(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Suspend(ctx, "grafana"); !errors.Is(err, ErrNoChange) {
+		t.Fatalf("suspending twice: %v", err)
+	}
+	w.Pull()
+	got := w.Git("show", "HEAD:addons/grafana.yaml")
+	if !strings.Contains(got, "suspend: true") || !strings.Contains(got, "# grafana keeps this comment") {
+		t.Fatalf("suspended definition:\n%s", got)
+	}
+	if log := w.Git("log", "-1", "--format=%an <%ae>|%s"); strings.TrimSpace(log) != "Ada <ada@example.com>|Suspend add-on grafana" {
+		t.Fatalf("commit: %q", log)
+	}
+	if _, err := writer.Resume(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Edit(ctx, "grafana", def("grafana", "prune: true\n")); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	if got := w.Git("show", "HEAD:addons/grafana.yaml"); strings.Contains(got, "suspend") || !strings.Contains(got, "prune: true") {
+		t.Fatalf("edited definition:\n%s", got)
+	}
+	if _, err := writer.Remove(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	if out := w.Git("ls-files", "addons"); strings.TrimSpace(out) != "" {
+		t.Fatalf("files left: %s", out)
+	}
+	if n := strings.Count(w.Git("log", "--format=%s"), "\n"); n != 6 {
+		t.Fatalf("want 6 commits (start and one per change), got %d:\n%s", n, w.Git("log", "--oneline"))
+	}
+}
+
+func TestWriterRaces(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	gitserver.Clone(t, url).Write("addons/shared.yaml", string(def("shared", ""))).CommitAndPush("start")
+
+	// Another file lands between our read and our push: the push is retried
+	// on the new head and both changes land.
+	other := &Writer{URL: url}
+	a := &Writer{URL: url}
+	once := sync.Once{}
+	a.beforePush = func() {
+		once.Do(func() {
+			if _, err := other.Install(ctx, def("other", "")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if _, err := a.Install(ctx, def("mine", "")); err != nil {
+		t.Fatal(err)
+	}
+
+	// The same file changes between our read and our push: a conflict, and
+	// the other change stays.
+	b := &Writer{URL: url}
+	once2 := sync.Once{}
+	b.beforePush = func() {
+		once2.Do(func() {
+			if _, err := other.Edit(ctx, "shared", def("shared", "prune: true\n")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	_, err := b.Suspend(ctx, "shared")
+	var conflict *ConflictError
+	if !errors.As(err, &conflict) || conflict.File != "addons/shared.yaml" {
+		t.Fatalf("want a conflict on addons/shared.yaml, got %v", err)
+	}
+
+	// Real concurrency: writers on different files all land.
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for _, name := range []string{"p1", "p2", "p3", "p4"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := (&Writer{URL: url, Attempts: 10}).Install(ctx, def(name, ""))
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+
+	w := gitserver.Clone(t, url)
+	files := strings.Fields(w.Git("ls-files", "addons"))
+	if strings.Join(files, " ") != "addons/mine.yaml addons/other.yaml addons/p1.yaml addons/p2.yaml addons/p3.yaml addons/p4.yaml addons/shared.yaml" {
+		t.Fatalf("files: %v", files)
+	}
+	if got := w.Git("show", "HEAD:addons/shared.yaml"); !strings.Contains(got, "prune: true") || strings.Contains(got, "suspend") {
+		t.Fatalf("the conflicting change overwrote the other:\n%s", got)
+	}
+}
