@@ -140,7 +140,7 @@ func ociError(ref, doing string, err error) error {
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
-	case strings.Contains(msg, "401") || strings.Contains(msg, "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied"):
+	case strings.Contains(msg, "401") || strings.Contains(msg, "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential"):
 		hint = "the registry refused the credentials; check the Secret named in spec.chart.secretRef"
 	case strings.Contains(msg, "not found") || strings.Contains(msg, "404"):
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"
