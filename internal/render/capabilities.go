@@ -1,0 +1,88 @@
+package render
+
+import (
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+
+	"k8s.io/client-go/discovery"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+)
+
+// Capabilities are what a chart sees as .Capabilities: the cluster's
+// Kubernetes version and the API versions it serves.
+type Capabilities struct {
+	// KubeVersion is the Kubernetes version, such as "v1.33.4" or "1.33".
+	KubeVersion string
+	// APIVersions are group versions ("apps/v1") and group versions with a
+	// kind ("apps/v1/Deployment"), as .Capabilities.APIVersions.Has takes them.
+	APIVersions []string
+	// ExactAPIVersions makes APIVersions the whole list. Otherwise they are
+	// added to Helm's default list, as `helm template --api-versions` does.
+	// CapabilitiesFromDiscovery sets it: a cluster serves what it lists.
+	ExactAPIVersions bool
+}
+
+// DefaultCapabilities are the capabilities `helm template` uses when it is
+// given none: the Kubernetes version of the client-go that Helm was built
+// with, and every API version client-go knows.
+func DefaultCapabilities() *Capabilities {
+	d := common.DefaultCapabilities
+	return &Capabilities{KubeVersion: d.KubeVersion.Version, APIVersions: slices.Clone(d.APIVersions)}
+}
+
+// CapabilitiesFromDiscovery reads the capabilities of a cluster from its
+// discovery API, as `helm install` does: the server's version, and every
+// group version and group version with a kind that it serves. A group that
+// fails discovery (an aggregated API that is down) is left out, as in Helm.
+func CapabilitiesFromDiscovery(dc discovery.DiscoveryInterface) (*Capabilities, error) {
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return nil, fmt.Errorf("read the cluster's Kubernetes version from discovery: %w", err)
+	}
+	groups, resources, err := dc.ServerGroupsAndResources()
+	if err != nil && !discovery.IsGroupDiscoveryFailedError(err) {
+		return nil, fmt.Errorf("read the cluster's API versions from discovery: %w", err)
+	}
+	// NOTE: this is Helm's action.GetVersionSet, written out so that the
+	// render package does not link Helm's release storage and its SQL drivers.
+	seen := map[string]bool{}
+	for _, g := range groups {
+		for _, gv := range g.Versions {
+			seen[gv.GroupVersion] = true
+		}
+	}
+	for _, r := range resources {
+		for _, res := range r.APIResources {
+			seen[path.Join(r.GroupVersion, res.Kind)] = true
+		}
+	}
+	apis := slices.Sorted(maps.Keys(seen))
+	return &Capabilities{KubeVersion: v.GitVersion, APIVersions: apis, ExactAPIVersions: true}, nil
+}
+
+// helm turns the capabilities into Helm's. Unless ExactAPIVersions is set,
+// the API versions are added to Helm's default list, as `helm template
+// --api-versions` does, so a chart that checks for "apps/v1" still finds it
+// when only extra APIs are given. The Kubernetes version replaces the default.
+func (c *Capabilities) helm() (*common.Capabilities, error) {
+	caps := common.DefaultCapabilities.Copy()
+	if c == nil {
+		return caps, nil
+	}
+	if c.KubeVersion != "" {
+		kv, err := common.ParseKubeVersion(c.KubeVersion)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes version %q is not a version such as v1.33.4: %w", c.KubeVersion, err)
+		}
+		caps.KubeVersion = *kv
+	}
+	if c.ExactAPIVersions {
+		caps.APIVersions = slices.Clone(c.APIVersions)
+	} else {
+		caps.APIVersions = append(slices.Clone(caps.APIVersions), c.APIVersions...)
+	}
+	return caps, nil
+}

@@ -1,0 +1,189 @@
+package render
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/kustomize/api/konfig"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// Folder renders a folder of a git checkout. A folder with a kustomization
+// (kustomization.yaml, kustomization.yml or Kustomization) is built with
+// kustomize's krusty, as `kustomize build` does, over an in-memory copy of
+// fsys, so that bases in sibling folders work; a remote base, resource or
+// file is refused before the build, because krusty would fetch it without
+// the fetch guard. Any other folder yields every .yaml and .yml file in it
+// and its subfolders, taken as is: files in path order (byte-wise, slash
+// separated), documents in file order, List kinds expanded into their
+// items, empty documents skipped; files and folders whose names start with
+// "." are skipped.
+//
+// dir is a slash-separated path in fsys; "" and "." are its root. src
+// identifies the folder (commit and path) for the render hash. A folder has
+// no hooks: a helm.sh/hook annotation on a plain object means nothing.
+func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
+	dir = path.Clean("/" + dir)[1:]
+	if dir == "" {
+		dir = "."
+	}
+	info, err := fs.Stat(fsys, dir)
+	if err != nil {
+		return nil, fmt.Errorf("render: folder %q: %w: check the source's path", dir, err)
+	}
+	if !info.IsDir() {
+		return nil, fmt.Errorf("render: %q is a file, not a folder: set the source's path to its folder", dir)
+	}
+	var objs []*unstructured.Unstructured
+	if kustomizationFile(fsys, dir) != "" {
+		objs, err = kustomize(fsys, dir)
+	} else {
+		objs, err = plainYAML(fsys, dir)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if src.Path == "" {
+		src.Path = dir
+	}
+	hash, err := Hash(src, nil, "", "")
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Objects: objs, Hash: hash}, nil
+}
+
+// kustomizationFile names the kustomization file of dir, or "" if it has none.
+func kustomizationFile(fsys fs.FS, dir string) string {
+	for _, name := range konfig.RecognizedKustomizationFileNames() {
+		p := path.Join(dir, name)
+		if info, err := fs.Stat(fsys, p); err == nil && !info.IsDir() {
+			return p
+		}
+	}
+	return ""
+}
+
+// kustomize builds dir with krusty over an in-memory copy of fsys.
+func kustomize(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
+	mem := filesys.MakeFsInMemory()
+	// NOTE: the whole tree is copied, not only dir, because overlays name
+	// bases in sibling folders (../base); krusty's root-only load restriction
+	// still keeps each kustomization's files inside its own folder.
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return mem.MkdirAll("/" + p)
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		return mem.WriteFile("/"+p, data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render: read the folder: %w", err)
+	}
+	root := path.Join("/", dir)
+	if err := refuseRemote(mem, root, map[string]bool{}); err != nil {
+		return nil, err
+	}
+	opts := krusty.MakeDefaultOptions()
+	// As `kustomize build`: a kustomization's sortOptions decide the order,
+	// and without them kustomize's legacy order (namespaces and CRDs first).
+	opts.Reorder = krusty.ReorderOptionUnspecified
+	k := krusty.MakeKustomizer(opts)
+	m, err := k.Run(mem, root)
+	if err != nil {
+		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+	}
+	out := make([]*unstructured.Unstructured, 0, m.Size())
+	for _, r := range m.Resources() {
+		obj, err := r.Map()
+		if err != nil {
+			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+		}
+		u := &unstructured.Unstructured{}
+		// NOTE: kyaml's maps hold ints as int, which the API machinery's
+		// deep copy refuses; a JSON round trip makes them int64.
+		data, err := r.MarshalJSON()
+		if err != nil {
+			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+		}
+		if err := u.UnmarshalJSON(data); err != nil {
+			return nil, fmt.Errorf("render: kustomize build %s: %s %s is not a Kubernetes object: %w", dir, obj["kind"], r.GetName(), err)
+		}
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+// plainYAML reads every YAML file of dir and its subfolders, in path order.
+func plainYAML(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
+	var files []string
+	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p != dir && strings.HasPrefix(d.Name(), ".") {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if d.IsDir() {
+			if p != dir && kustomizationFile(fsys, p) != "" {
+				return fmt.Errorf("subfolder %s holds a kustomization, and %s has none: point the source's path at %s, "+
+					"or add a kustomization.yaml to %s that lists it", p, dir, p, dir)
+			}
+			return nil
+		}
+		if ext := path.Ext(p); d.Type().IsRegular() && (ext == ".yaml" || ext == ".yml") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
+	}
+	slices.Sort(files)
+	var out []*unstructured.Unstructured
+	for _, f := range files {
+		data, err := fs.ReadFile(fsys, f)
+		if err != nil {
+			return nil, fmt.Errorf("render: read %s: %w", f, err)
+		}
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for doc := 1; ; doc++ {
+			raw, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, fmt.Errorf("render: %s document %d is not YAML: %w", f, doc, err)
+			}
+			objs, err := decodeDocument(raw)
+			if err != nil {
+				return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
+					f, doc, err)
+			}
+			out = append(out, objs...)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,233 @@
+package render
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(strings.TrimLeft(s, "\n"))} }
+
+func names(objs []*unstructured.Unstructured) []string {
+	out := make([]string, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName())
+	}
+	return out
+}
+
+// repo is a git checkout in memory: a base, an overlay on it, and a folder of plain YAML.
+func repo() fstest.MapFS {
+	return fstest.MapFS{
+		"apps/base/kustomization.yaml": file(`
+resources:
+  - deployment.yaml
+  - service.yaml
+labels:
+  - pairs:
+      app: demo
+    includeSelectors: true
+`),
+		"apps/base/deployment.yaml": file(`
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: demo
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+        - name: demo
+          image: registry.example/demo:1.0.0
+`),
+		"apps/base/service.yaml": file(`
+apiVersion: v1
+kind: Service
+metadata:
+  name: demo
+spec:
+  ports:
+    - port: 80
+`),
+		"apps/prod/kustomization.yaml": file(`
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: prod
+namePrefix: prod-
+resources:
+  - ../base
+images:
+  - name: registry.example/demo
+    newTag: 1.1.0
+patches:
+  - path: replicas.yaml
+configMapGenerator:
+  - name: settings
+    literals:
+      - URL=https://demo.example/api
+`),
+		"apps/prod/replicas.yaml": file(`
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: demo
+spec:
+  replicas: 3
+`),
+		"plain/b.yaml": file(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: b1
+---
+# only a comment
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: b2
+`),
+		"plain/a.yml": file(`
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: ServiceAccount
+    metadata:
+      name: a-sa
+  - apiVersion: v1
+    kind: Secret
+    metadata:
+      name: a-secret
+`),
+		"plain/sub/c.yaml": file(`
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: c
+`),
+		"plain/README.md":               file("not yaml: [\n"),
+		"plain/.github/ci.yaml":         file("on: push\n"),
+		"plain/.hidden.yaml":            file("not: an object\n"),
+		"broken/notk8s.yaml":            file("just: values\n"),
+		"nested/sub/kustomization.yaml": file("resources: []\n"),
+	}
+}
+
+func TestFolderKustomizeOverlay(t *testing.T) {
+	res, err := Folder(repo(), "apps/prod", SourceIdentity{Commit: "0123abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kustomize's legacy order; the generated ConfigMap's name ends in a
+	// hash of its content, so only its prefix is checked.
+	want := []string{"ConfigMap/prod/prod-settings-…", "Service/prod/prod-demo", "Deployment/prod/prod-demo"}
+	got := names(res.Objects)
+	if len(got) != 3 || !strings.HasPrefix(got[0], "ConfigMap/prod/prod-settings-") || got[1] != want[1] || got[2] != want[2] {
+		t.Fatalf("objects = %v, want like %v", got, want)
+	}
+	deploy := res.Objects[2]
+	replicas, _, _ := unstructured.NestedInt64(deploy.Object, "spec", "replicas")
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	image := containers[0].(map[string]any)["image"]
+	selector, _, _ := unstructured.NestedStringMap(deploy.Object, "spec", "selector", "matchLabels")
+	if replicas != 3 || image != "registry.example/demo:1.1.0" || selector["app"] != "demo" {
+		t.Errorf("deployment = replicas %d, image %v, selector %v; want the overlay's patch, image and the base's labels", replicas, image, selector)
+	}
+	if res.Hash == "" || len(res.Hooks) != 0 {
+		t.Errorf("hash %q, %d hooks; want a hash and no hooks", res.Hash, len(res.Hooks))
+	}
+}
+
+func TestFolderKustomizeRefusesRemote(t *testing.T) {
+	cases := []struct {
+		name, field, ref, wantRef string
+	}{
+		{name: "https git base", field: "resources", ref: "https://github.com/org/repo//deploy?ref=v1"},
+		{name: "github shorthand", field: "resources", ref: "github.com/org/repo/deploy?ref=v1"},
+		{name: "scp style", field: "resources", ref: "git@gitlab.example:org/repo.git//deploy"},
+		{name: "git:: prefix", field: "resources", ref: "git::https://gitlab.example/org/repo"},
+		{name: "remote file", field: "resources", ref: "https://raw.example/deploy.yaml"},
+		{name: "scp style with a password", field: "resources", ref: "me:pa55@git.example:org/repo", wantRef: "git.example:org/repo"},
+		{name: "credentials are not shown", field: "resources", ref: "https://user:tok3n@git.example/org/repo", wantRef: "https://git.example/org/repo"},
+		{name: "remote component", field: "components", ref: "https://github.com/org/components//probe"},
+		{name: "remote patch file", field: "patches", ref: "https://raw.example/patch.yaml"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := repo()
+			// The remote sits in the base, one level below the folder built.
+			body := "resources:\n  - deployment.yaml\n" + tc.field + ":\n  - " + tc.ref + "\n"
+			if tc.field == "patches" {
+				body = "resources:\n  - deployment.yaml\npatches:\n  - path: " + tc.ref + "\n"
+			}
+			fsys["apps/base/kustomization.yaml"] = file(body)
+			_, err := Folder(fsys, "apps/prod", SourceIdentity{})
+			var re *RemoteError
+			if !errors.As(err, &re) {
+				t.Fatalf("error = %v, want a *RemoteError", err)
+			}
+			wantRef := tc.ref
+			if tc.wantRef != "" {
+				wantRef = tc.wantRef
+			}
+			if re.Field != tc.field || re.Kustomization != "apps/base/kustomization.yaml" || re.Reference != wantRef {
+				t.Errorf("refused %s in %s naming %q; want %s in apps/base/kustomization.yaml naming %q", re.Field, re.Kustomization, re.Reference, tc.field, wantRef)
+			}
+			if strings.Contains(err.Error(), "tok3n") || strings.Contains(err.Error(), "pa55") {
+				t.Errorf("the error carries a password: %v", err)
+			}
+		})
+	}
+
+	t.Run("helm chart inflation", func(t *testing.T) {
+		fsys := repo()
+		fsys["apps/prod/kustomization.yaml"] = file("helmCharts:\n  - name: x\n    repo: https://charts.example\n")
+		_, err := Folder(fsys, "apps/prod", SourceIdentity{})
+		if err == nil || !strings.Contains(err.Error(), "helmCharts") {
+			t.Errorf("error = %v, want a refusal of helmCharts", err)
+		}
+	})
+}
+
+func TestFolderPlainYAML(t *testing.T) {
+	res, err := Folder(repo(), "plain", SourceIdentity{Commit: "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// a.yml before b.yaml before sub/c.yaml; the List expanded; the comment
+	// document, README.md and dot files skipped.
+	want := []string{"ServiceAccount//a-sa", "Secret//a-secret", "ConfigMap//b1", "ConfigMap//b2", "Namespace//c"}
+	if diff := cmp.Diff(want, names(res.Objects)); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	other, err := Folder(repo(), "plain", SourceIdentity{Commit: "abd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Hash == res.Hash {
+		t.Error("another commit gives the same hash")
+	}
+}
+
+func TestFolderErrors(t *testing.T) {
+	cases := []struct{ dir, want string }{
+		{dir: "broken", want: "broken/notk8s.yaml document 1"},
+		{dir: "nested", want: "subfolder nested/sub holds a kustomization"},
+		{dir: "missing", want: "check the source's path"},
+		{dir: "plain/b.yaml", want: "is a file"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.dir, func(t *testing.T) {
+			_, err := Folder(repo(), tc.dir, SourceIdentity{})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one that says %q", err, tc.want)
+			}
+		})
+	}
+}

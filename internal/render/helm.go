@@ -1,0 +1,259 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+)
+
+// notesSuffix names the files Helm renders as release notes and never applies.
+const notesSuffix = "NOTES.txt"
+
+// Helm renders a chart as `helm template --include-crds --skip-tests` does,
+// client-only and in memory: values are the user's final values, which Helm
+// coalesces over the chart's defaults; lookup returns nothing; NOTES.txt is
+// dropped; hooks come back apart, and test hooks not at all. The chart is not
+// changed, so one loaded chart can be rendered many times, also at once.
+//
+// Helm's own values.schema.json check does not run here: the values package
+// validates values against the same schema before they get here, and Helm's
+// check would fetch the schema's http(s) and file:// references without the
+// fetch guard. A template error is a *TemplateError, which holds the template
+// file, line and column but never the message.
+func Helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options) (*Result, error) {
+	if ch == nil || ch.Metadata == nil {
+		return nil, errors.New("render: the chart is empty: load it with its Chart.yaml")
+	}
+	if err := chartutil.ValidateReleaseName(opts.ReleaseName); err != nil {
+		return nil, fmt.Errorf("render: release name %q: %w", opts.ReleaseName, err)
+	}
+	if opts.Namespace == "" {
+		return nil, errors.New("render: no namespace given: a chart is rendered for a release namespace")
+	}
+	if t := ch.Metadata.Type; t != "" && t != "application" {
+		return nil, fmt.Errorf("render: chart %s is a %s chart, which cannot be installed: render the chart that depends on it", ch.Name(), t)
+	}
+	caps, err := opts.Capabilities.helm()
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	if kv := ch.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
+		return nil, fmt.Errorf("render: chart %s requires Kubernetes %s, and the cluster runs %s: pick a chart version for this cluster",
+			ch.Name(), kv, caps.KubeVersion.Version)
+	}
+	if missing := missingDependencies(ch); len(missing) > 0 {
+		return nil, fmt.Errorf("render: chart %s lists dependencies that are not in its charts/ folder: %s: package the chart with them (helm dependency build)",
+			ch.Name(), strings.Join(missing, ", "))
+	}
+	if values == nil {
+		values = map[string]any{}
+	}
+
+	// NOTE: Helm's dependency processing disables subcharts, renames aliased
+	// ones and imports values by changing the chart in place; it works on a
+	// copy so that a cached chart stays as it was loaded.
+	c := cloneChart(ch)
+	if err := chartutil.ProcessDependencies(c, values); err != nil {
+		return nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
+	}
+	release := common.ReleaseOptions{
+		Name:      opts.ReleaseName,
+		Namespace: opts.Namespace,
+		Revision:  1,
+		IsInstall: !opts.Upgrade,
+		IsUpgrade: opts.Upgrade,
+	}
+	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, values, release, caps, true)
+	if err != nil {
+		return nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
+	}
+	var e engine.Engine
+	files, err := e.RenderWithContext(ctx, c, top)
+	if err != nil {
+		return nil, redactTemplateError(err, templateNames(c))
+	}
+
+	res := &Result{}
+	for _, crd := range c.CRDObjects() {
+		objs, err := decodeFile(crd.Filename, string(crd.File.Data))
+		if err != nil {
+			return nil, err
+		}
+		res.Objects = append(res.Objects, objs...)
+	}
+	var manifests []*unstructured.Unstructured
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		content := files[name]
+		if strings.HasSuffix(name, notesSuffix) || strings.HasPrefix(path.Base(name), "_") || strings.TrimSpace(content) == "" {
+			continue
+		}
+		objs, err := decodeFile(name, content)
+		if err != nil {
+			return nil, err
+		}
+		for _, obj := range objs {
+			h, ok := parseHook(obj, name)
+			switch {
+			case !ok:
+				manifests = append(manifests, obj)
+			case !h.isTest():
+				res.Hooks = append(res.Hooks, h)
+			}
+		}
+	}
+	rank := kindRank(releaseutil.InstallOrder)
+	slices.SortStableFunc(manifests, func(a, b *unstructured.Unstructured) int {
+		return compareKinds(rank, a.GetKind(), b.GetKind())
+	})
+	slices.SortStableFunc(res.Hooks, func(a, b Hook) int {
+		return compareKinds(rank, a.Object.GetKind(), b.Object.GetKind())
+	})
+	res.Objects = append(res.Objects, manifests...)
+
+	id := opts.Source
+	if id == (SourceIdentity{}) {
+		id = SourceIdentity{Name: ch.Name(), Version: ch.Metadata.Version}
+	}
+	res.Hash, err = Hash(id, values, opts.ReleaseName, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ChartValues resolves a chart's dependencies for vals (conditions, tags,
+// aliases and import-values) and returns the resolved chart and the values
+// its templates would see as .Values: vals coalesced over the chart's
+// defaults. It is what Helm checks against the values.schema.json of the
+// chart and of each enabled subchart. ch is not changed.
+func ChartValues(ch *chartv2.Chart, vals map[string]any) (*chartv2.Chart, map[string]any, error) {
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	c := cloneChart(ch)
+	if err := chartutil.ProcessDependencies(c, vals); err != nil {
+		return nil, nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
+	}
+	coalesced, err := commonutil.CoalesceValues(c, vals)
+	if err != nil {
+		return nil, nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
+	}
+	return c, coalesced, nil
+}
+
+// decodeFile decodes every document of a rendered file, in order.
+func decodeFile(name, content string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for i, doc := range helmDocuments(content) {
+		objs, err := decodeDocument([]byte(doc))
+		if err != nil {
+			return nil, yamlError(name, i+1, err)
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// missingDependencies lists the dependencies of Chart.yaml that the chart
+// does not carry, as Helm's action.CheckDependencies does before `helm template`.
+func missingDependencies(c *chartv2.Chart) []string {
+	var missing []string
+	for _, d := range c.Metadata.Dependencies {
+		if d == nil {
+			continue
+		}
+		if !slices.ContainsFunc(c.Dependencies(), func(sub *chartv2.Chart) bool { return sub.Name() == d.Name }) {
+			missing = append(missing, d.Name)
+		}
+	}
+	return missing
+}
+
+// templateNames lists every template of the chart and its subcharts as
+// Helm's engine names them, and every CRD file: the only names a redacted
+// error may carry.
+func templateNames(c *chartv2.Chart) map[string]bool {
+	names := map[string]bool{}
+	var walk func(*chartv2.Chart)
+	walk = func(c *chartv2.Chart) {
+		for _, t := range c.Templates {
+			if t != nil {
+				names[path.Join(c.ChartFullPath(), t.Name)] = true
+			}
+		}
+		for _, d := range c.Dependencies() {
+			walk(d)
+		}
+	}
+	walk(c)
+	return names
+}
+
+// cloneChart copies what Helm's dependency processing changes: the chart
+// tree, each chart's metadata and its dependency list, and the default
+// values. Templates and files are shared; nothing writes to them.
+func cloneChart(c *chartv2.Chart) *chartv2.Chart {
+	out := *c
+	if c.Metadata != nil {
+		md := *c.Metadata
+		md.Dependencies = make([]*chartv2.Dependency, len(c.Metadata.Dependencies))
+		for i, d := range c.Metadata.Dependencies {
+			if d != nil {
+				dc := *d
+				md.Dependencies[i] = &dc
+			}
+		}
+		if c.Metadata.Dependencies == nil {
+			md.Dependencies = nil
+		}
+		out.Metadata = &md
+	}
+	out.Values = deepCopyMap(c.Values)
+	deps := make([]*chartv2.Chart, 0, len(c.Dependencies()))
+	for _, d := range c.Dependencies() {
+		deps = append(deps, cloneChart(d))
+	}
+	out.SetDependencies(deps...)
+	return &out
+}
+
+// deepCopyMap copies a values tree of maps, slices and scalars.
+func deepCopyMap(m map[string]any) map[string]any {
+	if m == nil {
+		return nil
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = deepCopyValue(v)
+	}
+	return out
+}
+
+func deepCopyValue(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		return deepCopyMap(v)
+	case common.Values:
+		return common.Values(deepCopyMap(v))
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = deepCopyValue(e)
+		}
+		return out
+	}
+	return v
+}

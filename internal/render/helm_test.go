@@ -1,0 +1,343 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/golden from the current renders")
+
+// testCaps are fixed capabilities, so renders do not depend on the
+// client-go version or on Helm's test-only defaults.
+var testCaps = &Capabilities{KubeVersion: "v1.33.2", APIVersions: []string{"example.com/v1"}}
+
+func loadChart(t testing.TB, name string) *chartv2.Chart {
+	t.Helper()
+	ch, err := loader.Load(filepath.Join("testdata", "charts", name))
+	if err != nil {
+		t.Fatalf("load chart %s: %v", name, err)
+	}
+	return ch
+}
+
+// golden is what a golden file records of a render.
+type golden struct {
+	Hash    string           `json:"hash"`
+	Objects []map[string]any `json:"objects"`
+	Hooks   []goldenHook     `json:"hooks,omitempty"`
+}
+
+type goldenHook struct {
+	Template       string         `json:"template"`
+	Events         []string       `json:"events"`
+	UnknownEvents  []string       `json:"unknownEvents,omitempty"`
+	Weight         int            `json:"weight"`
+	DeletePolicies []string       `json:"deletePolicies,omitempty"`
+	Object         map[string]any `json:"object"`
+}
+
+func toGolden(res *Result) golden {
+	g := golden{Hash: res.Hash}
+	for _, o := range res.Objects {
+		g.Objects = append(g.Objects, o.Object)
+	}
+	for _, h := range res.Hooks {
+		g.Hooks = append(g.Hooks, goldenHook{h.Template, h.Events, h.UnknownEvents, h.Weight, h.DeletePolicies, h.Object.Object})
+	}
+	return g
+}
+
+// checkGolden compares got with testdata/golden/name.yaml, or rewrites it with -update.
+func checkGolden(t *testing.T, name string, got golden) {
+	t.Helper()
+	data, err := yaml.Marshal(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join("testdata", "golden", name+".yaml")
+	if *update {
+		if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("read golden file (run go test ./internal/render -update to write it): %v", err)
+	}
+	if diff := cmp.Diff(string(want), string(data)); diff != "" {
+		t.Errorf("render of %s differs from %s (-want +got); if the change is right, run go test ./internal/render -update:\n%s", name, file, diff)
+	}
+}
+
+func TestHelmGolden(t *testing.T) {
+	cases := []struct {
+		name   string
+		chart  string
+		values map[string]any
+		opts   Options
+	}{
+		{name: "web", chart: "web", opts: Options{ReleaseName: "shop", Namespace: "apps"}},
+		{name: "web-values", chart: "web", values: map[string]any{
+			"replicaCount": 5, "image": map[string]any{"tag": "2.1.0"}, "extraLabels": map[string]any{"team": "payments"},
+		}, opts: Options{ReleaseName: "shop", Namespace: "apps"}},
+		{name: "umbrella", chart: "umbrella", opts: Options{ReleaseName: "stack", Namespace: "stack"}},
+		{name: "umbrella-worker-no-extras", chart: "umbrella", values: map[string]any{
+			"worker": map[string]any{"enabled": true}, "tags": map[string]any{"extras": false},
+		}, opts: Options{ReleaseName: "stack", Namespace: "stack"}},
+		{name: "withlib", chart: "withlib", opts: Options{ReleaseName: "lib", Namespace: "default"}},
+		{name: "operator", chart: "operator", opts: Options{ReleaseName: "op", Namespace: "operators"}},
+		{name: "hooks-install", chart: "hooks", opts: Options{ReleaseName: "h", Namespace: "jobs"}},
+		{name: "hooks-upgrade", chart: "hooks", opts: Options{ReleaseName: "h", Namespace: "jobs", Upgrade: true}},
+		{name: "caps", chart: "caps", opts: Options{ReleaseName: "c", Namespace: "default",
+			Capabilities: &Capabilities{KubeVersion: "v1.33.2", APIVersions: []string{"monitoring.coreos.com/v1"}}}},
+		{name: "caps-old-cluster", chart: "caps", opts: Options{ReleaseName: "c", Namespace: "default",
+			Capabilities: &Capabilities{KubeVersion: "v1.27.4", APIVersions: []string{"v1"}, ExactAPIVersions: true}}},
+		{name: "secured", chart: "secured", values: map[string]any{
+			"auth": map[string]any{"password": "not-a-real-password"},
+		}, opts: Options{ReleaseName: "s", Namespace: "secure"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.opts.Capabilities == nil {
+				tc.opts.Capabilities = testCaps
+			}
+			res, err := Helm(context.Background(), loadChart(t, tc.chart), tc.values, tc.opts)
+			if err != nil {
+				t.Fatalf("render: %v", err)
+			}
+			checkGolden(t, tc.name, toGolden(res))
+		})
+	}
+}
+
+func TestHelmOrderAndHooks(t *testing.T) {
+	res, err := Helm(context.Background(), loadChart(t, "operator"), nil, Options{ReleaseName: "op", Namespace: "ops", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range res.Objects {
+		kinds = append(kinds, o.GetKind()+"/"+o.GetName())
+	}
+	// crds/ first in file order, then Helm's install order (ServiceAccount
+	// before ClusterRole before ClusterRoleBinding), unknown kinds last.
+	want := []string{
+		"CustomResourceDefinition/gadgets.example.com", "CustomResourceDefinition/widgets.example.com",
+		"ServiceAccount/op-operator", "ClusterRole/op-operator", "ClusterRoleBinding/op-operator", "Widget/default",
+	}
+	if diff := cmp.Diff(want, kinds); diff != "" {
+		t.Errorf("object order (-want +got):\n%s", diff)
+	}
+
+	res, err = Helm(context.Background(), loadChart(t, "hooks"), nil, Options{ReleaseName: "h", Namespace: "jobs", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].GetName() != "h-app" {
+		t.Errorf("objects = %v, want only the ConfigMap h-app: hooks must not be objects", res.Objects)
+	}
+	hooks := map[string]Hook{}
+	for _, h := range res.Hooks {
+		hooks[h.Object.GetName()] = h
+	}
+	if _, ok := hooks["h-test"]; ok {
+		t.Error("the test hook h-test was returned; test hooks are dropped")
+	}
+	job := hooks["h-migrate"]
+	if diff := cmp.Diff([]string{"pre-install", "pre-upgrade"}, job.Events); diff != "" {
+		t.Errorf("migrate events (-want +got):\n%s", diff)
+	}
+	if job.Weight != -5 || !cmp.Equal(job.DeletePolicies, []string{"before-hook-creation", "hook-succeeded"}) || !job.Runnable() {
+		t.Errorf("migrate hook = weight %d, policies %v, runnable %v", job.Weight, job.DeletePolicies, job.Runnable())
+	}
+	if typo := hooks["h-typo"]; typo.Runnable() || !cmp.Equal(typo.UnknownEvents, []string{"pre-instal"}) {
+		t.Errorf("typo hook = events %v, unknown %v; want it kept, flagged and not runnable", typo.Events, typo.UnknownEvents)
+	}
+	if w := hooks["h-hook-config"].Weight; w != 0 {
+		t.Errorf("weight of \"1.5\" = %d, want 0 as Helm reads it", w)
+	}
+}
+
+func TestParseHook(t *testing.T) {
+	cases := []struct {
+		name        string
+		annotations map[string]string
+		isHook      bool
+		want        Hook
+	}{
+		{name: "no annotations"},
+		{name: "other annotations", annotations: map[string]string{"a": "b"}},
+		{name: "one event", annotations: map[string]string{"helm.sh/hook": "post-install"}, isHook: true,
+			want: Hook{Events: []string{"post-install"}}},
+		{name: "spaces and case", annotations: map[string]string{"helm.sh/hook": " Pre-Install ,POST-upgrade"}, isHook: true,
+			want: Hook{Events: []string{"pre-install", "post-upgrade"}}},
+		{name: "helm 2 test name", annotations: map[string]string{"helm.sh/hook": "test-success"}, isHook: true,
+			want: Hook{Events: []string{"test"}}},
+		{name: "unknown event kept", annotations: map[string]string{"helm.sh/hook": "pre-install,post-sync"}, isHook: true,
+			want: Hook{Events: []string{"pre-install"}, UnknownEvents: []string{"post-sync"}}},
+		{name: "empty value", annotations: map[string]string{"helm.sh/hook": ""}, isHook: true,
+			want: Hook{Events: []string{}, UnknownEvents: []string{""}}},
+		{name: "weight", annotations: map[string]string{"helm.sh/hook": "pre-delete", "helm.sh/hook-weight": "-10"}, isHook: true,
+			want: Hook{Events: []string{"pre-delete"}, Weight: -10}},
+		{name: "weight not an integer", annotations: map[string]string{"helm.sh/hook": "pre-delete", "helm.sh/hook-weight": "2.5"}, isHook: true,
+			want: Hook{Events: []string{"pre-delete"}}},
+		{name: "weight with a space", annotations: map[string]string{"helm.sh/hook": "pre-delete", "helm.sh/hook-weight": " 3"}, isHook: true,
+			want: Hook{Events: []string{"pre-delete"}}},
+		{name: "delete policies", annotations: map[string]string{"helm.sh/hook": "post-install",
+			"helm.sh/hook-delete-policy": "Hook-Succeeded, hook-failed,"}, isHook: true,
+			want: Hook{Events: []string{"post-install"}, DeletePolicies: []string{"hook-succeeded", "hook-failed"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := newObject("v1", "ConfigMap", "x")
+			obj.SetAnnotations(tc.annotations)
+			got, ok := parseHook(obj, "c/templates/x.yaml")
+			if ok != tc.isHook {
+				t.Fatalf("isHook = %v, want %v", ok, tc.isHook)
+			}
+			if !ok {
+				return
+			}
+			got.Object, got.Template = nil, ""
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("hook (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestHelmDoesNotChangeTheChart(t *testing.T) {
+	ch := loadChart(t, "umbrella")
+	opts := Options{ReleaseName: "stack", Namespace: "stack", Capabilities: testCaps}
+	before, err := Helm(context.Background(), ch, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// An alias enabled, a tag turned off: Helm's dependency processing would
+	// drop the cache subchart and rename the worker in place.
+	other, err := Helm(context.Background(), ch, map[string]any{
+		"worker": map[string]any{"enabled": true}, "tags": map[string]any{"extras": false},
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	after, err := Helm(context.Background(), ch, nil, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(toGolden(before), toGolden(after)); diff != "" {
+		t.Errorf("a render changed the chart: the same render differs afterwards (-before +after):\n%s", diff)
+	}
+	wantOther := []string{"ConfigMap//stack-summary", "Deployment//stack-backend", "Deployment//stack-worker"}
+	if diff := cmp.Diff(wantOther, names(other.Objects)); diff != "" {
+		t.Errorf("with the worker alias on and the extras tag off (-want +got):\n%s", diff)
+	}
+	if len(ch.Dependencies()) != 2 || ch.Metadata.Dependencies[1].Name != "backend" {
+		t.Errorf("the chart's dependencies changed: %d charts, second dependency named %q", len(ch.Dependencies()), ch.Metadata.Dependencies[1].Name)
+	}
+}
+
+// TestTemplateErrorsAreRedacted renders failing templates whose messages
+// carry a secret, and checks that the error names the place and not the secret.
+func TestTemplateErrorsAreRedacted(t *testing.T) {
+	const secret = "hunter2-do-not-print"
+	opts := Options{ReleaseName: "s", Namespace: "secure", Capabilities: testCaps}
+	inline := func(tpl string) *chartv2.Chart {
+		return &chartv2.Chart{
+			Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "inline", Version: "0.1.0"},
+			Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(tpl)}},
+		}
+	}
+	cases := []struct {
+		name     string
+		chart    *chartv2.Chart
+		values   map[string]any
+		stage    string
+		template string
+		line     int
+	}{
+		{name: "required prints a value", chart: loadChart(t, "secured"),
+			values: map[string]any{"auth": map[string]any{"username": secret}},
+			stage:  "execute", template: "secured/templates/secret.yaml", line: 8},
+		{name: "fail prints a value", chart: loadChart(t, "secured"),
+			values: map[string]any{"mode": "broken", "auth": map[string]any{"password": secret}},
+			stage:  "execute", template: "secured/templates/check.yaml", line: 2},
+		{name: "tpl of a value", chart: inline("a: {{ tpl .Values.t . }}\n"),
+			values: map[string]any{"t": "{{ fail \"" + secret + "\" }}"},
+			stage:  "execute", template: "inline/templates/cm.yaml", line: 1},
+		{name: "bad function call on a value", chart: inline("apiVersion: v1\nkind: ConfigMap\ndata:\n  a: {{ .Values.t | b64dec | int | div 0 }}\n"),
+			values: map[string]any{"t": secret},
+			stage:  "execute", template: "inline/templates/cm.yaml", line: 4},
+		{name: "output is not YAML", chart: inline("apiVersion: v1\nkind: ConfigMap\ndata:\n  a: {{ .Values.t }}\n"),
+			values: map[string]any{"t": secret + ": [x"},
+			stage:  "yaml", template: "inline/templates/cm.yaml", line: 4},
+		{name: "parse error", chart: inline("a: {{ nosuchfunction .Values.t }}\n"),
+			stage: "parse", template: "inline/templates/cm.yaml", line: 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Helm(context.Background(), tc.chart, tc.values, opts)
+			if err == nil {
+				t.Fatal("render succeeded, want a template error")
+			}
+			if strings.Contains(err.Error(), secret) {
+				t.Fatalf("the error carries the secret: %v", err)
+			}
+			var te *TemplateError
+			if !errors.As(err, &te) {
+				t.Fatalf("error is %T (%v), want a *TemplateError", err, err)
+			}
+			if te.Stage != tc.stage || te.Template != tc.template || te.Line != tc.line {
+				t.Errorf("error = stage %q, %s line %d; want stage %q, %s line %d (%v)", te.Stage, te.Template, te.Line, tc.stage, tc.template, tc.line, err)
+			}
+			if !strings.Contains(err.Error(), tc.template) {
+				t.Errorf("message %q does not name the template %s", err, tc.template)
+			}
+		})
+	}
+}
+
+func TestHelmRefusals(t *testing.T) {
+	lib := loadChart(t, "withlib").Dependencies()[0]
+	missing := loadChart(t, "umbrella")
+	missing.SetDependencies(missing.Dependencies()[:1]...)
+	cases := []struct {
+		name  string
+		chart *chartv2.Chart
+		opts  Options
+		want  string
+	}{
+		{name: "library chart", chart: lib, opts: Options{ReleaseName: "x", Namespace: "x"}, want: "library chart"},
+		{name: "bad release name", chart: loadChart(t, "web"), opts: Options{ReleaseName: "Not_Valid", Namespace: "x"}, want: "release name"},
+		{name: "no namespace", chart: loadChart(t, "web"), opts: Options{ReleaseName: "x"}, want: "namespace"},
+		{name: "kubeVersion too old", chart: loadChart(t, "caps"),
+			opts: Options{ReleaseName: "x", Namespace: "x", Capabilities: &Capabilities{KubeVersion: "v1.24.0"}}, want: "requires Kubernetes >=1.25.0-0"},
+		{name: "bad kube version", chart: loadChart(t, "web"),
+			opts: Options{ReleaseName: "x", Namespace: "x", Capabilities: &Capabilities{KubeVersion: "one.two"}}, want: "not a version"},
+		{name: "missing dependency", chart: missing, opts: Options{ReleaseName: "x", Namespace: "x"}, want: "not in its charts/ folder: cache"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Helm(context.Background(), tc.chart, nil, tc.opts)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error = %v, want one that says %q", err, tc.want)
+			}
+		})
+	}
+}

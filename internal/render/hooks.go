@@ -1,0 +1,79 @@
+package render
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	release "helm.sh/helm/v4/pkg/release/v1"
+)
+
+// knownEvents maps the spellings of the hook events Helm accepts to the event.
+// "test-success" is Helm 2's name for a test hook, which Helm still accepts.
+var knownEvents = map[string]release.HookEvent{
+	string(release.HookPreInstall):   release.HookPreInstall,
+	string(release.HookPostInstall):  release.HookPostInstall,
+	string(release.HookPreDelete):    release.HookPreDelete,
+	string(release.HookPostDelete):   release.HookPostDelete,
+	string(release.HookPreUpgrade):   release.HookPreUpgrade,
+	string(release.HookPostUpgrade):  release.HookPostUpgrade,
+	string(release.HookPreRollback):  release.HookPreRollback,
+	string(release.HookPostRollback): release.HookPostRollback,
+	string(release.HookTest):         release.HookTest,
+	"test-success":                   release.HookTest,
+}
+
+// parseHook reads the Helm hook annotations of obj. It reports false when obj
+// is not a hook: it has no helm.sh/hook annotation. It parses as Helm's
+// manifest sorter does: events and delete policies are comma-separated,
+// trimmed and lowercased, and a weight that strconv.Atoi refuses (such as
+// "1.5" or " 5") is 0. Unlike Helm, which drops a hook with an unknown event
+// without a word, it keeps the hook and lists the unknown events; an empty
+// item (helm.sh/hook: "" or a trailing comma) is the unknown event "", as it
+// is for Helm.
+func parseHook(obj *unstructured.Unstructured, template string) (Hook, bool) {
+	annotations := obj.GetAnnotations()
+	events, ok := annotations[release.HookAnnotation]
+	if !ok {
+		return Hook{}, false
+	}
+	h := Hook{Object: obj, Template: template, Events: []string{}}
+	for e := range strings.SplitSeq(events, ",") {
+		e = strings.ToLower(strings.TrimSpace(e))
+		if known, ok := knownEvents[e]; ok {
+			if !slices.Contains(h.Events, string(known)) {
+				h.Events = append(h.Events, string(known))
+			}
+			continue
+		}
+		h.UnknownEvents = append(h.UnknownEvents, e)
+	}
+	if w, err := strconv.Atoi(annotations[release.HookWeightAnnotation]); err == nil {
+		h.Weight = w
+	}
+	if policies, ok := annotations[release.HookDeleteAnnotation]; ok {
+		h.DeletePolicies = splitAnnotation(policies)
+	}
+	return h, true
+}
+
+// isTest reports whether the hook is a test hook, which `helm template
+// --skip-tests` and Capstan leave out.
+func (h Hook) isTest() bool {
+	return slices.Contains(h.Events, string(release.HookTest))
+}
+
+// splitAnnotation splits a comma-separated annotation as Helm does, and
+// leaves out empty items, which mean nothing as delete policies.
+func splitAnnotation(v string) []string {
+	var out []string
+	for part := range strings.SplitSeq(v, ",") {
+		part = strings.ToLower(strings.TrimSpace(part))
+		if part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+)
+
+// errNotObject is a document that is YAML but not a Kubernetes object.
+var errNotObject = errors.New("document has no apiVersion or kind")
+
+// decodeDocument turns one YAML document into objects: none for an empty
+// document (only comments, or null), the items of a List kind, or the object.
+// Integers stay int64, as the API machinery expects.
+func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, err
+	}
+	j = bytes.TrimSpace(j)
+	if len(j) == 0 || bytes.Equal(j, []byte("null")) {
+		return nil, nil
+	}
+	if j[0] != '{' {
+		return nil, errNotObject
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(j); err != nil {
+		return nil, errNotObject
+	}
+	if u.GetAPIVersion() == "" || u.GetKind() == "" {
+		return nil, errNotObject
+	}
+	if !isList(u) {
+		return []*unstructured.Unstructured{u}, nil
+	}
+	list := &unstructured.UnstructuredList{}
+	if err := list.UnmarshalJSON(j); err != nil {
+		return nil, errNotObject
+	}
+	out := make([]*unstructured.Unstructured, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
+}
+
+// isList reports whether u is a list to expand, as kubectl and Helm's
+// resource builder expand one: its kind ends in "List" and it has items.
+func isList(u *unstructured.Unstructured) bool {
+	if !strings.HasSuffix(u.GetKind(), "List") {
+		return false
+	}
+	_, ok := u.Object["items"].([]any)
+	return ok
+}
+
+// helmDocuments splits a rendered template as Helm's manifest sorter does,
+// in document order.
+func helmDocuments(content string) []string {
+	entries := releaseutil.SplitManifests(content)
+	keys := make([]string, 0, len(entries))
+	for k := range entries {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int {
+		s := releaseutil.BySplitManifestsOrder{a, b}
+		switch {
+		case s.Less(0, 1):
+			return -1
+		case s.Less(1, 0):
+			return 1
+		}
+		return 0
+	})
+	docs := make([]string, 0, len(keys))
+	for _, k := range keys {
+		docs = append(docs, entries[k])
+	}
+	return docs
+}
+
+// kindRank orders kinds as Helm's install order does; kinds it does not list
+// come after, by name.
+func kindRank(order releaseutil.KindSortOrder) map[string]int {
+	rank := make(map[string]int, len(order))
+	for i, k := range order {
+		rank[k] = i
+	}
+	return rank
+}
+
+// compareKinds is Helm's lessByKind as a comparison: listed kinds by their
+// place in the order, unlisted kinds after them by name, equal kinds equal.
+func compareKinds(rank map[string]int, a, b string) int {
+	ra, aok := rank[a]
+	rb, bok := rank[b]
+	switch {
+	case aok && bok:
+		return ra - rb
+	case aok:
+		return -1
+	case bok:
+		return 1
+	}
+	return strings.Compare(a, b)
+}
+
+// objectName names an object for an error message: kind, namespace and name.
+func objectName(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return fmt.Sprintf("%s %s/%s", u.GetKind(), ns, u.GetName())
+	}
+	return fmt.Sprintf("%s %s", u.GetKind(), u.GetName())
+}
