@@ -156,7 +156,7 @@ func parseDocument(data []byte, what string) (map[string]any, *InvalidError) {
 	doc, err := loader.LoadValues(bytes.NewReader(data))
 	if err != nil {
 		msg := err.Error()
-		if strings.Contains(msg, "cannot unmarshal") {
+		if !strings.Contains(msg, "converting YAML to JSON") && strings.Contains(msg, "cannot unmarshal") {
 			return nil, invalid(what, "values.notMap", "%s is not a map of values: it must be a YAML map, such as \"key: value\"; use targetPath to set a single string", what)
 		}
 		where := ""

@@ -1,0 +1,218 @@
+package values
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+// These tests check Read's decisions: which objects it may read and how it
+// reports problems. The reads themselves are plain gets, so a fake reader
+// stands in for the API server here; the integration tests use a real one.
+
+const ns = "tenant"
+
+func secret(name string, labels map[string]string, data map[string]string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: map[string][]byte{}}
+	for k, v := range data {
+		s.Data[k] = []byte(v)
+	}
+	return s
+}
+
+func configMap(name string, labels map[string]string, data map[string]string) *corev1.ConfigMap {
+	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: data}
+}
+
+func addonWith(name string, values string, refs ...v1alpha1.ValuesReference) *v1alpha1.Addon {
+	a := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "uid-" + "1"}}
+	if values != "" {
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(values)}
+	}
+	a.Spec.ValuesFrom = refs
+	return a
+}
+
+func mine(addon string) map[string]string { return map[string]string{v1alpha1.AddonLabel: addon} }
+
+func TestReadRules(t *testing.T) {
+	big := strings.Repeat("a: b\n", MaxDocumentBytes/5+10) // just over 1 MiB
+	objects := []client.Object{
+		secret("app-values-ok", mine("app"), map[string]string{"values.yaml": "auth: {password: p4ss}", "pin": "0123"}),
+		secret("app-values-unlabelled", nil, map[string]string{"values.yaml": "a: 1"}),
+		secret("app-values-released", nil, map[string]string{"values.yaml": "a: 1"}),
+		secret("app-values-other", mine("app-values"), map[string]string{"values.yaml": "a: 1"}),
+		secret("app-values-notyaml", mine("app"), map[string]string{"values.yaml": "a: [unclosed\n  b: hunter2"}),
+		secret("app-values-scalar", mine("app"), map[string]string{"values.yaml": "hunter2"}),
+		secret("app-values-big", mine("app"), map[string]string{"values.yaml": big}),
+		secret("app-generated", mine("app"), map[string]string{"values.yaml": "g: x"}),
+		secret("db-credentials", nil, map[string]string{"values.yaml": "a: 1"}),
+		configMap("app-values-cm", mine("app"), map[string]string{"values.yaml": "replicas: 2"}),
+		configMap("shared-config", nil, map[string]string{"values.yaml": "replicas: 3"}),
+	}
+	released := objects[2].(*corev1.Secret)
+	released.Annotations = map[string]string{ReleasedAnnotation: "app"}
+	r := fake.NewClientBuilder().WithObjects(objects...).Build()
+
+	ref := func(kind, name string, mods ...func(*v1alpha1.ValuesReference)) v1alpha1.ValuesReference {
+		v := v1alpha1.ValuesReference{Kind: kind, Name: name}
+		for _, m := range mods {
+			m(&v)
+		}
+		return v
+	}
+	key := func(k string) func(*v1alpha1.ValuesReference) { return func(v *v1alpha1.ValuesReference) { v.ValuesKey = k } }
+	target := func(p string) func(*v1alpha1.ValuesReference) { return func(v *v1alpha1.ValuesReference) { v.TargetPath = p } }
+	optional := func(v *v1alpha1.ValuesReference) { v.Optional = true }
+
+	tests := []struct {
+		name     string
+		profile  v1alpha1.Profile
+		ref      v1alpha1.ValuesReference
+		wantRule string // empty: no error
+		wantMsg  string
+	}{
+		{name: "own labelled Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok")},
+		{name: "own Secret, targetPath", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth.pin"))},
+		{name: "own ConfigMap", profile: v1alpha1.ProfileRestricted, ref: ref("ConfigMap", "app-values-cm")},
+		{name: "generated Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-generated")},
+		{name: "released by an add-on of the same name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-released")},
+		{name: "another Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "db-credentials"),
+			wantRule: "valuesFrom.restricted", wantMsg: "reads only its own values objects, named app-values-*"},
+		{name: "another add-on's Secret with a prefix that matches", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-other"),
+			wantRule: "valuesFrom.restricted", wantMsg: "belongs to the add-on app-values"},
+		{name: "unlabelled Secret with the right name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-unlabelled"),
+			wantRule: "valuesFrom.restricted", wantMsg: "is not labelled capstan.dev/addon=app"},
+		{name: "another ConfigMap", profile: v1alpha1.ProfileRestricted, ref: ref("ConfigMap", "shared-config"),
+			wantRule: "valuesFrom.restricted"},
+		{name: "the bare prefix is no values name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-"),
+			wantRule: "valuesFrom.restricted"},
+		{name: "cluster profile reads any Secret", profile: v1alpha1.ProfileCluster, ref: ref("Secret", "db-credentials")},
+		{name: "cluster profile reads any ConfigMap", profile: v1alpha1.ProfileCluster, ref: ref("ConfigMap", "shared-config")},
+		{name: "missing object", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-nope"),
+			wantRule: "valuesFrom.missing", wantMsg: "the Secret does not exist"},
+		{name: "missing key", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("nokey")),
+			wantRule: "valuesFrom.missing", wantMsg: "has no key nokey"},
+		{name: "optional missing object", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-nope", optional)},
+		{name: "optional missing key", profile: v1alpha1.ProfileCluster, ref: ref("ConfigMap", "shared-config", key("nokey"), optional)},
+		{name: "not YAML", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-notyaml"),
+			wantRule: "values.notYAML", wantMsg: "Secret app-values-notyaml, key values.yaml) is not valid YAML"},
+		{name: "YAML but not a map", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-scalar"),
+			wantRule: "values.notMap", wantMsg: "is not a map of values"},
+		{name: "10 MiB is too large", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-big"),
+			wantRule: "valuesFrom.tooLarge", wantMsg: "at most 1048576 bytes"},
+		{name: "empty targetPath segment", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth..pin")),
+			wantRule: "valuesFrom.targetPath", wantMsg: "spec.valuesFrom[0] (Secret app-values-ok, key pin): targetPath \"auth..pin\" has an empty segment"},
+		{name: "unclosed bracket", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("hosts[0")),
+			wantRule: "valuesFrom.targetPath", wantMsg: "unclosed '['"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, err := Read(context.Background(), r, addonWith("app", "", tt.ref), tt.profile)
+			if tt.wantRule == "" {
+				if err != nil {
+					t.Fatalf("Read: %v", err)
+				}
+				if len(src.From) != 1 {
+					t.Fatalf("got %d layers, want 1", len(src.From))
+				}
+				return
+			}
+			var ie *InvalidError
+			if !errors.As(err, &ie) {
+				t.Fatalf("Read error = %v, want an *InvalidError", err)
+			}
+			if len(ie.Errors) != 1 || ie.Errors[0].Rule != tt.wantRule || ie.Errors[0].Path != "spec.valuesFrom[0]" ||
+				!strings.Contains(ie.Errors[0].Message, tt.wantMsg) {
+				t.Fatalf("errors = %+v, want one at spec.valuesFrom[0] with rule %s and a message containing %q", ie.Errors, tt.wantRule, tt.wantMsg)
+			}
+			for _, secretish := range []string{"hunter2", "p4ss", "[unclosed"} {
+				if strings.Contains(ie.Error(), secretish) {
+					t.Errorf("error %q shows the content %q", ie.Error(), secretish)
+				}
+			}
+		})
+	}
+}
+
+func TestReadKeepsRawStringsAndOrder(t *testing.T) {
+	r := fake.NewClientBuilder().WithObjects(
+		secret("app-values-1", mine("app"), map[string]string{"pin": "0123", "flag": "true", "list": "[a]", "values.yaml": "a: 1"}),
+	).Build()
+	addon := addonWith("app", `{"a": 0, "b": "x"}`,
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "pin", TargetPath: "auth.pin"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "flag", TargetPath: "feature.enabled"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "list", TargetPath: "hosts"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-gone", Optional: true},
+	)
+	src, err := Read(context.Background(), r, addon, v1alpha1.ProfileRestricted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Compose(Inputs{Sources: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertYAML(t, "effective", res.Effective, `{a: 1, b: x, auth: {pin: "0123"}, feature: {enabled: "true"}, hosts: "[a]"}`)
+	if !src.From[4].Missing {
+		t.Fatalf("the optional missing entry is not marked missing: %+v", src.From[4])
+	}
+}
+
+func TestReadReportsEveryProblemAtOnce(t *testing.T) {
+	r := fake.NewClientBuilder().Build()
+	addon := addonWith("app", `{"a": 1}`,
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "other"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-x", TargetPath: "a..b"},
+		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-gone"},
+	)
+	_, err := Read(context.Background(), r, addon, v1alpha1.ProfileRestricted)
+	var ie *InvalidError
+	if !errors.As(err, &ie) || len(ie.Errors) != 3 {
+		t.Fatalf("error = %v, want three problems", err)
+	}
+	for i, e := range ie.Errors {
+		if want := "spec.valuesFrom[" + string(rune('0'+i)) + "]"; e.Path != want {
+			t.Errorf("problem %d at %s, want %s", i, e.Path, want)
+		}
+	}
+}
+
+func TestParseDocument(t *testing.T) {
+	if _, err := parseDocument(bytes.Repeat([]byte("x"), 10<<20), "big"); err == nil || err.Errors[0].Rule != "values.tooLarge" {
+		t.Fatalf("a 10 MiB document: error = %v, want values.tooLarge", err)
+	}
+	doc, err := parseDocument([]byte("a: 1\n---\nb: 2\n---\na: 3\n"), "multi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertYAML(t, "multi-document", doc, `{a: 3, b: 2}`)
+	if doc, err := parseDocument([]byte("  \n"), "blank"); err != nil || len(doc) != 0 {
+		t.Fatalf("a blank document: %v, %v; want an empty map", doc, err)
+	}
+	// A YAML bomb: the parser's alias limits must stop it quickly.
+	bomb := `a: &a ["x","x","x","x","x","x","x","x","x"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
+`
+	if _, err := parseDocument([]byte(bomb), "bomb"); err == nil {
+		t.Fatal("a YAML alias bomb parsed; want an error")
+	}
+}

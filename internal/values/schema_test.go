@@ -1,0 +1,303 @@
+package values
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"capstan.dev/capstan/api/v1alpha1"
+)
+
+func loadSchema(t *testing.T, file string) *Schema {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := ParseSchema(strings.TrimSuffix(file, ".schema.json"), doc, nil)
+	if err != nil {
+		t.Fatalf("ParseSchema(%s): %v", file, err)
+	}
+	return s
+}
+
+func TestSchemaValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		schema string
+		values string
+		want   []v1alpha1.ValuesError // Path and Rule are compared; Message must name the path
+		secret string                 // a value that no message may contain
+	}{
+		{name: "postgresql: valid", schema: "postgresql.schema.json",
+			values: `{architecture: replication, auth: {username: app, database: app, password: s3cretpassw0rd}, primary: {persistence: {size: 8Gi}, resources: {requests: {cpu: 100m, memory: 128}}}, readReplicas: {replicaCount: 2}}`},
+		{name: "postgresql: pattern, enum, bounds, required", schema: "postgresql.schema.json",
+			values: `{architecture: cluster-of-doom, auth: {username: "Robert'); DROP TABLE", password: hunter2}, primary: {persistence: {size: lots}}, readReplicas: {replicaCount: 17}, metrics: {port: 0}}`,
+			secret: "hunter2",
+			want: []v1alpha1.ValuesError{
+				{Path: "/architecture", Rule: "enum"},
+				{Path: "/auth/database", Rule: "required"},
+				{Path: "/auth/password", Rule: "minLength"},
+				{Path: "/auth/username", Rule: "pattern"},
+				{Path: "/metrics/port", Rule: "exclusiveMinimum"},
+				{Path: "/primary/persistence/size", Rule: "pattern"},
+				{Path: "/readReplicas/replicaCount", Rule: "maximum"},
+			}},
+		{name: "postgresql: types and list items", schema: "postgresql.schema.json",
+			values: `{auth: {username: app, database: app, enablePostgresUser: "yes"}, primary: {extraEnv: [{value: topsecretvalue}], resources: {limits: {cpu: [1]}}}}`,
+			secret: "topsecretvalue",
+			want: []v1alpha1.ValuesError{
+				{Path: "/auth/enablePostgresUser", Rule: "type"},
+				{Path: "/primary/extraEnv/0/name", Rule: "required"},
+				{Path: "/primary/resources/limits/cpu", Rule: "type"},
+			}},
+		{name: "grafana: valid", schema: "grafana.schema.json",
+			values: `{replicas: 2, image: {repository: grafana/grafana, tag: "11.0.0", pullPolicy: Always}, ingress: {enabled: true, hosts: [grafana.example.com]}, persistence: {type: pvc, size: 10Gi}, capstan: {namespace: platform}}`},
+		{name: "grafana: additionalProperties, oneOf, if/then, uniqueItems", schema: "grafana.schema.json",
+			values: `{replicas: 0, image: {repository: "", registry: docker.io}, ingress: {enabled: true}, persistence: {type: nfs}, unknownTop: s3cr3t-top}`,
+			secret: "s3cr3t-top",
+			want: []v1alpha1.ValuesError{
+				{Path: "/image/registry", Rule: "additionalProperties"},
+				{Path: "/image/repository", Rule: "minLength"},
+				{Path: "/ingress/hosts", Rule: "required"},
+				{Path: "/persistence", Rule: "oneOf"},
+				{Path: "/replicas", Rule: "minimum"},
+				{Path: "/unknownTop", Rule: "additionalProperties"},
+			}},
+		{name: "grafana: duplicate hosts and too many", schema: "grafana.schema.json",
+			values: `{ingress: {enabled: true, hosts: [a.example, a.example, b.example, c.example, d.example]}}`,
+			want: []v1alpha1.ValuesError{
+				{Path: "/ingress/hosts", Rule: "maxItems"},
+				{Path: "/ingress/hosts", Rule: "uniqueItems"},
+			}},
+		{name: "traefik draft-04: patternProperties and required", schema: "traefik-draft4.schema.json",
+			values: `{deployment: {}, ports: {web: {port: 70000}}, logs: {level: TRACE}}`,
+			want: []v1alpha1.ValuesError{
+				{Path: "/deployment/replicas", Rule: "required"},
+				{Path: "/logs/level", Rule: "enum"},
+				{Path: "/ports/web/port", Rule: "maximum"},
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := loadSchema(t, tt.schema)
+			got := s.Validate(ymap(t, tt.values))
+			sortErrors(got)
+			var gotPR []v1alpha1.ValuesError
+			for _, e := range got {
+				gotPR = append(gotPR, v1alpha1.ValuesError{Path: e.Path, Rule: e.Rule})
+				if tt.secret != "" && strings.Contains(e.Message, tt.secret) {
+					t.Errorf("message %q shows the value", e.Message)
+				}
+				if e.Message == "" || !strings.Contains(e.Message, dotted(splitPointer(e.Path))) {
+					t.Errorf("message %q does not name the path %s", e.Message, e.Path)
+				}
+			}
+			if !reflect.DeepEqual(gotPR, tt.want) {
+				t.Fatalf("errors:\n got  %v\n want %v\n(full: %+v)", gotPR, tt.want, got)
+			}
+		})
+	}
+}
+
+func TestSchemaMessagesNeverCarryTheValue(t *testing.T) {
+	// Every keyword whose validator message quotes the value (pattern,
+	// enum, const, format) gets a message of ours.
+	s, err := ParseSchema("secrets", []byte(`{
+		"type": "object",
+		"properties": {
+			"p": {"type": "string", "pattern": "^x+$"},
+			"e": {"enum": ["a", "b"]},
+			"c": {"const": "fixed"},
+			"f": {"type": "string", "format": "email"},
+			"n": {"not": {"type": "string"}}
+		}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const secret = "Sup3r-Secret-Value"
+	errs := s.Validate(map[string]any{"p": secret, "e": secret, "c": secret, "f": secret, "n": secret})
+	if len(errs) < 4 {
+		t.Fatalf("want an error for p, e, c and n at least, got %v", errs)
+	}
+	for _, e := range errs {
+		if strings.Contains(e.Message, secret) || strings.Contains(e.Path, secret) {
+			t.Errorf("%+v shows the value", e)
+		}
+	}
+}
+
+func TestSchemaRefusesBadSchemas(t *testing.T) {
+	tests := []struct {
+		name, file, doc string
+		files           map[string][]byte
+		wantErr         string
+	}{
+		{name: "remote $ref", file: "remote-ref.schema.json", wantErr: "outside the chart is refused"},
+		{name: "not a JSON Schema", file: "not-a-schema.schema.json", wantErr: "not a valid JSON Schema"},
+		{name: "not JSON", doc: `{"type": "object",`, wantErr: "is not JSON"},
+		{name: "file $ref outside the chart", doc: `{"properties": {"a": {"$ref": "file:///etc/passwd"}}}`, wantErr: "no file"},
+		{name: "relative $ref to a missing chart file", doc: `{"properties": {"a": {"$ref": "schemas/image.json"}}}`, wantErr: "no file \"schemas/image.json\""},
+		{name: "generate under additionalProperties", doc: `{"additionalProperties": {"x-capstan-generate": true}}`, wantErr: "fixed path"},
+		{name: "generate with an unknown alphabet", doc: `{"properties": {"a": {"x-capstan-generate": {"alphabet": "emoji"}}}}`, wantErr: "alphabet must be one of"},
+		{name: "generate with a bad length", doc: `{"properties": {"a": {"x-capstan-generate": {"length": 0}}}}`, wantErr: "length must be"},
+		{name: "generate with an unknown option", doc: `{"properties": {"a": {"x-capstan-generate": {"size": 3}}}}`, wantErr: "unknown option"},
+		{name: "generate as a string", doc: `{"properties": {"a": {"x-capstan-generate": "yes"}}}`, wantErr: "must be true or an object"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := []byte(tt.doc)
+			if tt.file != "" {
+				var err error
+				if doc, err = os.ReadFile(filepath.Join("testdata", tt.file)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, err := ParseSchema("demo", doc, tt.files)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParseSchema error = %v, want one containing %q", err, tt.wantErr)
+			}
+			if !strings.Contains(err.Error(), "chart demo") {
+				t.Errorf("error %q does not name the chart", err)
+			}
+		})
+	}
+}
+
+func TestSchemaRefToChartFile(t *testing.T) {
+	files := map[string][]byte{"schemas/image.json": []byte(`{"type": "object", "properties": {"tag": {"type": "string"}}, "required": ["tag"]}`)}
+	s, err := ParseSchema("demo", []byte(`{"properties": {"image": {"$ref": "schemas/image.json"}}}`), files)
+	if err != nil {
+		t.Fatalf("ParseSchema: %v", err)
+	}
+	errs := s.Validate(map[string]any{"image": map[string]any{}})
+	if len(errs) != 1 || errs[0].Path != "/image/tag" || errs[0].Rule != "required" {
+		t.Fatalf("errors = %+v, want /image/tag required", errs)
+	}
+}
+
+func TestSchemaFindsWriteOnlyAndGenerated(t *testing.T) {
+	pg := loadSchema(t, "postgresql.schema.json")
+	var wo []string
+	for _, p := range pg.writeOnlyPatterns() {
+		var segs []string
+		for _, s := range p {
+			if s.any {
+				segs = append(segs, "*")
+			} else {
+				segs = append(segs, s.name)
+			}
+		}
+		wo = append(wo, strings.Join(segs, "."))
+	}
+	sort.Strings(wo)
+	if want := []string{"auth.password", "auth.postgresPassword", "primary.extraEnv.*.value"}; !reflect.DeepEqual(wo, want) {
+		t.Errorf("writeOnly = %v, want %v", wo, want)
+	}
+	gen := pg.Generated()
+	want := []Generate{
+		{Path: []string{"auth", "postgresPassword"}, Length: 24, Alphabet: "alphanumeric"},
+		{Path: []string{"auth", "replicationPassword"}, Length: DefaultGenerateLength, Alphabet: DefaultGenerateAlphabet},
+	}
+	if !reflect.DeepEqual(gen, want) {
+		t.Errorf("generated = %+v, want %+v", gen, want)
+	}
+
+	gf := loadSchema(t, "grafana.schema.json")
+	if got := gf.Generated(); len(got) != 1 || pointer(got[0].Path) != "/admin/password" || got[0].Length != 40 || got[0].Alphabet != "base64url" {
+		t.Errorf("grafana generated = %+v, want admin.password through $ref, 40 base64url", got)
+	}
+}
+
+func TestSchemaRecursiveRefTerminates(t *testing.T) {
+	s, err := ParseSchema("tree", []byte(`{
+		"$defs": {"node": {"type": "object", "properties": {"secret": {"writeOnly": true}, "children": {"type": "array", "items": {"$ref": "#/$defs/node"}}}}},
+		"$ref": "#/$defs/node"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.writeOnlyPatterns()) == 0 {
+		t.Fatal("found no writeOnly property in a recursive schema")
+	}
+	v := ymap(t, `{secret: a, children: [{secret: b, children: [{secret: c}]}]}`)
+	paths := s.SecretPaths(v)
+	want := []string{"/children/0/children/0/secret", "/children/0/secret", "/secret"}
+	if !reflect.DeepEqual(paths, want) {
+		t.Fatalf("SecretPaths = %v, want %v", paths, want)
+	}
+}
+
+func TestSchemaForChartValidatesSubchartsUnderTheirKey(t *testing.T) {
+	pgSchema, err := os.ReadFile("testdata/postgresql.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := testChart(t, "postgresql", `{auth: {username: app, database: app}}`, string(pgSchema))
+	parent := testChart(t, "app", `{}`, `{"type": "object", "properties": {"replicas": {"type": "integer"}}}`, sub)
+	s, err := SchemaForChart(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errs := s.Validate(ymap(t, `{replicas: two, postgresql: {auth: {username: "Bad Name", database: app}}}`))
+	sortErrors(errs)
+	got := []string{}
+	for _, e := range errs {
+		got = append(got, e.Path+" "+e.Rule)
+	}
+	if want := []string{"/postgresql/auth/username pattern", "/replicas type"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("errors = %v, want %v", got, want)
+	}
+	if gen := s.Generated(); len(gen) != 2 || pointer(gen[0].Path) != "/postgresql/auth/postgresPassword" {
+		t.Fatalf("subchart generated = %+v, want paths under postgresql", gen)
+	}
+	if errs := s.Validate(ymap(t, `{postgresql: "off"}`)); len(errs) != 1 || errs[0].Path != "/postgresql" {
+		t.Fatalf("a subchart's values that are not a map: errors = %+v", errs)
+	}
+	none, err := SchemaForChart(testChart(t, "plain", `{}`, ""))
+	if err != nil || none != nil {
+		t.Fatalf("a chart without schema: got %v, %v; want nil, nil", none, err)
+	}
+}
+
+func TestComposeRefusesWriteOnlyOutsideSecrets(t *testing.T) {
+	s := loadSchema(t, "postgresql.schema.json")
+	tests := []struct {
+		name     string
+		src      Sources
+		wantPath []string
+	}{
+		{name: "in a Secret it is fine", src: Sources{From: indexed(
+			docLayer("Secret", "pg-values-a", `{auth: {password: longenoughpw}}`),
+			pathLayer("Secret", "pg-values-a", "auth.postgresPassword", "longenoughpw"),
+		)}},
+		{name: "in spec.values", src: Sources{Spec: ymapNoT(`{auth: {password: longenoughpw, username: app}}`)}, wantPath: []string{"/auth/password"}},
+		{name: "a null in spec.values is no secret", src: Sources{Spec: ymapNoT(`{auth: {password: null}}`)}},
+		{name: "in a list item in spec.values", src: Sources{Spec: ymapNoT(`{primary: {extraEnv: [{name: A, value: x}, {name: B}]}}`)}, wantPath: []string{"/primary/extraEnv/0/value"}},
+		{name: "in a ConfigMap document", src: Sources{From: indexed(docLayer("ConfigMap", "pg-values-c", `{auth: {postgresPassword: longenoughpw}}`))}, wantPath: []string{"/auth/postgresPassword"}},
+		{name: "through a ConfigMap targetPath", src: Sources{From: indexed(pathLayer("ConfigMap", "pg-values-c", "auth.password", "longenoughpw"))}, wantPath: []string{"/auth/password"}},
+		{name: "a whole object holding one", src: Sources{Spec: ymapNoT(`{auth: {username: app, database: app, password: longenoughpw}}`)}, wantPath: []string{"/auth/password"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Compose(Inputs{Schema: s, Sources: tt.src})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range res.Errors {
+				if e.Rule == "writeOnly" {
+					got = append(got, e.Path)
+					if !strings.Contains(e.Message, "Secret") || strings.Contains(e.Message, "longenoughpw") {
+						t.Errorf("message %q must say to use a Secret and never show the value", e.Message)
+					}
+				}
+			}
+			if !reflect.DeepEqual(got, tt.wantPath) {
+				t.Fatalf("writeOnly errors at %v, want %v", got, tt.wantPath)
+			}
+		})
+	}
+}
