@@ -2,7 +2,6 @@ package source
 
 import (
 	"archive/tar"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -423,5 +422,4 @@ func TestSubchartsLoad(t *testing.T) {
 	if _, err := loadArchive(parent, Limits{MaxFiles: 4}.withDefaults()); err == nil || !strings.Contains(err.Error(), "more than 4 files") {
 		t.Fatalf("want the file limit to count subchart files, got %v", err)
 	}
-	_ = bytes.MinRead
 }

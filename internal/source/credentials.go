@@ -104,7 +104,7 @@ func CredentialsFromSecret(s *corev1.Secret) (*Credentials, error) {
 	case kinds > 1:
 		return nil, fmt.Errorf("%s mixes kinds of credentials: set only one of %s, %s, %s or the GitHub App keys",
 			ref, SecretKeyPassword, SecretKeyToken, SecretKeyIdentity)
-	case c.Password != "" && c.Username == "":
+	case c.Password != "" && c.Username == "" && len(c.Identity) == 0:
 		return nil, fmt.Errorf("%s: key %s needs key %s", ref, SecretKeyPassword, SecretKeyUsername)
 	case len(c.Identity) > 0 && len(c.KnownHosts) == 0:
 		return nil, fmt.Errorf("%s: key %s needs key %s with the server's host keys (host keys are never trusted on first use)",

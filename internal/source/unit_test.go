@@ -1,0 +1,283 @@
+package source
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"io/fs"
+	"net"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+func TestLRU(t *testing.T) {
+	tests := []struct {
+		name       string
+		maxEntries int
+		maxBytes   int64
+		adds       []struct {
+			key  string
+			size int64
+		}
+		touch    string // read between the adds and the check
+		wantKeys []string
+		wantGone []string
+	}{
+		{name: "count bound evicts the oldest", maxEntries: 2, maxBytes: 100,
+			adds: []struct {
+				key  string
+				size int64
+			}{{"a", 1}, {"b", 1}, {"c", 1}}, wantKeys: []string{"b", "c"}, wantGone: []string{"a"}},
+		{name: "byte bound evicts until it fits", maxEntries: 10, maxBytes: 10,
+			adds: []struct {
+				key  string
+				size int64
+			}{{"a", 4}, {"b", 4}, {"c", 4}}, wantKeys: []string{"b", "c"}, wantGone: []string{"a"}},
+		{name: "too large is not kept", maxEntries: 10, maxBytes: 10,
+			adds: []struct {
+				key  string
+				size int64
+			}{{"a", 4}, {"big", 11}}, wantKeys: []string{"a"}, wantGone: []string{"big"}},
+		{name: "replacing a key keeps one entry", maxEntries: 2, maxBytes: 100,
+			adds: []struct {
+				key  string
+				size int64
+			}{{"a", 1}, {"a", 5}, {"b", 1}}, wantKeys: []string{"a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newLRU[string](tt.maxEntries, tt.maxBytes)
+			for _, a := range tt.adds {
+				c.add(a.key, a.key, a.size)
+			}
+			for _, k := range tt.wantKeys {
+				if v, ok := c.get(k); !ok || v != k {
+					t.Errorf("%s missing", k)
+				}
+			}
+			for _, k := range tt.wantGone {
+				if _, ok := c.get(k); ok {
+					t.Errorf("%s still cached", k)
+				}
+			}
+			if n, _ := c.stats(); n != len(tt.wantKeys) {
+				t.Errorf("%d entries, want %d", n, len(tt.wantKeys))
+			}
+		})
+	}
+	// Reading refreshes recency.
+	c := newLRU[int](2, 100)
+	c.add("a", 1, 1)
+	c.add("b", 2, 1)
+	c.get("a")
+	c.add("c", 3, 1)
+	if _, ok := c.get("b"); ok {
+		t.Fatal("b was used least recently and must be gone")
+	}
+	if _, ok := c.get("a"); !ok {
+		t.Fatal("a was read and must stay")
+	}
+}
+
+func TestCredentialsFromSecret(t *testing.T) {
+	secret := func(data map[string]string) *corev1.Secret {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "creds"}, Data: map[string][]byte{}}
+		for k, v := range data {
+			s.Data[k] = []byte(v)
+		}
+		return s
+	}
+	tests := []struct {
+		name    string
+		data    map[string]string
+		wantErr string
+		check   func(*Credentials) bool
+	}{
+		{name: "basic", data: map[string]string{"username": "u", "password": "p4ss"}, check: func(c *Credentials) bool { return c.Username == "u" && c.Password == "p4ss" }},
+		{name: "token", data: map[string]string{"token": " t0k \n"}, check: func(c *Credentials) bool { return c.Token == "t0k" }},
+		{name: "ssh", data: map[string]string{"identity": "KEY", "known_hosts": "HOSTS"}, check: func(c *Credentials) bool { return string(c.Identity) == "KEY" }},
+		{name: "ssh with passphrase", data: map[string]string{"identity": "KEY", "known_hosts": "HOSTS", "password": "pp"}, check: func(c *Credentials) bool { return c.Password == "pp" }},
+		{name: "github app", data: map[string]string{"githubAppID": "7", "githubAppInstallationID": "42", "githubAppPrivateKey": "PEM"},
+			check: func(c *Credentials) bool { return c.GitHubAppID == 7 && c.GitHubAppInstallationID == 42 }},
+		{name: "empty", data: map[string]string{}, wantErr: "holds no credentials"},
+		{name: "password without username", data: map[string]string{"password": "p4ss"}, wantErr: "key password needs key username"},
+		{name: "ssh without known_hosts", data: map[string]string{"identity": "KEY"}, wantErr: "never trusted on first use"},
+		{name: "mixed", data: map[string]string{"token": "t0k", "username": "u", "password": "p4ss"}, wantErr: "mixes kinds"},
+		{name: "partial app", data: map[string]string{"githubAppID": "7", "githubAppPrivateKey": "PEM"}, wantErr: "needs all of"},
+		{name: "app id not a number", data: map[string]string{"githubAppID": "seven"}, wantErr: "githubAppID must be a positive number"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := CredentialsFromSecret(secret(tt.data))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "Secret ns/creds") {
+					t.Fatalf("want %q naming the Secret, got %v", tt.wantErr, err)
+				}
+				for _, v := range []string{"p4ss", "t0k", "KEY", "PEM"} {
+					if strings.Contains(err.Error(), v) {
+						t.Fatalf("the error shows a value: %v", err)
+					}
+				}
+				return
+			}
+			if err != nil || !tt.check(c) {
+				t.Fatalf("got %+v, %v", c, err)
+			}
+		})
+	}
+	if c, err := CredentialsFromSecret(nil); c != nil || err != nil {
+		t.Fatal("no Secret means no credentials")
+	}
+	a, b := &Credentials{Token: "a"}, &Credentials{Token: "b"}
+	if a.cacheKey() == b.cacheKey() || a.cacheKey() == (*Credentials)(nil).cacheKey() {
+		t.Fatal("different credentials must have different cache keys")
+	}
+	if strings.Contains(a.cacheKey(), "a") && len(a.cacheKey()) != 32 {
+		t.Fatal("the cache key must be a hash")
+	}
+}
+
+func testMemFS() *memFS {
+	m := newMemFS()
+	m.addFile("a/b/c.yaml", []byte("c"), 0o444)
+	m.addFile("a/d.yaml", []byte("d"), 0o444)
+	m.addFile("top.txt", []byte("top"), 0o555)
+	m.addDir("empty")
+	m.finish()
+	return m
+}
+
+func TestMemFS(t *testing.T) {
+	if err := fstest.TestFS(testMemFS(), "a/b/c.yaml", "a/d.yaml", "top.txt", "empty"); err != nil {
+		t.Fatal(err)
+	}
+	m := newMemFS()
+	m.addFile("dir/file", []byte("x"), 0o444)
+	m.addLink("rel", "dir/file")
+	m.addLink("dirlink", "dir")
+	m.addLink("chain", "rel")
+	m.addLink("abs", "/etc/passwd")
+	m.addLink("up", "../outside")
+	m.addLink("dir/up2", "../../x")
+	m.addLink("loop1", "loop2")
+	m.addLink("loop2", "loop1")
+	m.addLink("dir/self", "../dir/file")
+	m.finish()
+	tests := []struct {
+		path    string
+		want    string
+		wantErr error
+	}{
+		{"rel", "x", nil},
+		{"chain", "x", nil},
+		{"dirlink/file", "x", nil},
+		{"dir/self", "x", nil},
+		{"abs", "", ErrLinkLeavesTree},
+		{"up", "", ErrLinkLeavesTree},
+		{"dir/up2", "", ErrLinkLeavesTree},
+		{"missing", "", fs.ErrNotExist},
+		{"dir/file/x", "", fs.ErrNotExist},
+		{"../x", "", fs.ErrInvalid},
+		{"loop1", "", nil}, // any error
+	}
+	for _, tt := range tests {
+		got, err := fs.ReadFile(m, tt.path)
+		switch {
+		case tt.want != "":
+			if err != nil || string(got) != tt.want {
+				t.Errorf("%s: got %q, %v", tt.path, got, err)
+			}
+		case tt.wantErr != nil:
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("%s: want %v, got %v", tt.path, tt.wantErr, err)
+			}
+		default:
+			if err == nil {
+				t.Errorf("%s: want an error", tt.path)
+			}
+		}
+	}
+}
+
+// TestSSHAuth builds SSH key auth and checks the host key check against
+// known_hosts by the URL's name, and the guard's pinning, without dialling.
+func TestSSHAuth(t *testing.T) {
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	hostKey, _ := ssh.NewPublicKey(hostPub)
+	otherPub, _, _ := ed25519.GenerateKey(rand.Reader)
+	otherKey, _ := ssh.NewPublicKey(otherPub)
+	creds := &Credentials{Identity: pem.EncodeToMemory(block), KnownHosts: []byte(knownhosts.Line([]string{"git.example.com"}, hostKey) + "\n")}
+
+	ep, err := transport.NewEndpoint("git@git.example.com:org/repo.git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newSSHAuth(ep, creds, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := a.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.User != "git" {
+		t.Fatalf("user %q", cfg.User)
+	}
+	// The connection is pinned to an IP; the check still uses the name.
+	remote := &net.TCPAddr{IP: net.ParseIP("203.0.113.7"), Port: 22}
+	if err := cfg.HostKeyCallback("203.0.113.7:22", remote, hostKey); err != nil {
+		t.Fatalf("the known host key must pass: %v", err)
+	}
+	if err := cfg.HostKeyCallback("203.0.113.7:22", remote, otherKey); err == nil || !strings.Contains(err.Error(), "not in known_hosts") {
+		t.Fatalf("an unknown host key must fail, got %v", err)
+	}
+
+	if _, err := newSSHAuth(ep, &Credentials{Identity: []byte("nope"), KnownHosts: creds.KnownHosts}, 0); err == nil || !strings.Contains(err.Error(), "not a usable SSH private key") {
+		t.Fatalf("want a key error, got %v", err)
+	}
+	if _, err := newSSHAuth(ep, &Credentials{Identity: creds.Identity, KnownHosts: []byte("@@@ not known hosts")}, 0); err == nil {
+		t.Fatal("want a known_hosts error")
+	}
+
+	g, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.1/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &sshGuard{guard: g}
+	for _, tt := range []struct {
+		host   string
+		want   string
+		refuse bool
+	}{
+		{host: "169.254.169.254", refuse: true},
+		{host: "fd00:ec2::254", refuse: true},
+		{host: "127.0.0.2", refuse: true},
+		{host: "127.0.0.1", want: "127.0.0.1"},
+	} {
+		pinned, err := s.pin(&transport.Endpoint{Protocol: "ssh", Host: tt.host})
+		if tt.refuse {
+			if !netguard.IsRefused(err) {
+				t.Errorf("%s: want a refusal, got %v", tt.host, err)
+			}
+			continue
+		}
+		if err != nil || pinned.Host != tt.want || pinned.Port != 22 {
+			t.Errorf("%s: got %+v, %v", tt.host, pinned, err)
+		}
+	}
+}
