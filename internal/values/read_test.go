@@ -71,8 +71,12 @@ func TestReadRules(t *testing.T) {
 		}
 		return v
 	}
-	key := func(k string) func(*v1alpha1.ValuesReference) { return func(v *v1alpha1.ValuesReference) { v.ValuesKey = k } }
-	target := func(p string) func(*v1alpha1.ValuesReference) { return func(v *v1alpha1.ValuesReference) { v.TargetPath = p } }
+	key := func(k string) func(*v1alpha1.ValuesReference) {
+		return func(v *v1alpha1.ValuesReference) { v.ValuesKey = k }
+	}
+	target := func(p string) func(*v1alpha1.ValuesReference) {
+		return func(v *v1alpha1.ValuesReference) { v.TargetPath = p }
+	}
 	optional := func(v *v1alpha1.ValuesReference) { v.Optional = true }
 
 	tests := []struct {
