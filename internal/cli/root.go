@@ -28,6 +28,7 @@ func NewRootCommand() *cobra.Command {
 	}
 	root.AddCommand(
 		newVersionCommand(),
+		newValidateCommand(),
 		newRenderCommand(),
 	)
 	return root

@@ -164,19 +164,55 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 			return nil, fmt.Errorf("cannot read folder %q at commit %s: %w", folder, commit.Hash, err)
 		}
 	}
-	tree := gitTree{root: root, objects: objects}
+	var entries []folderEntry
+	for _, e := range dir.Entries {
+		if e.Mode == filemode.Dir || e.Mode == filemode.Submodule {
+			continue
+		}
+		e := e
+		entries = append(entries, folderEntry{
+			name:    e.Name,
+			symlink: e.Mode == filemode.Symlink,
+			open: func() (int64, io.ReadCloser, error) {
+				f, err := dir.TreeEntryFile(&e)
+				if err != nil {
+					return 0, nil, err
+				}
+				if f.Size > MaxFileSize {
+					return f.Size, nil, nil
+				}
+				rd, err := f.Reader()
+				return f.Size, rd, err
+			},
+		})
+	}
+	collect(s, folder, entries, gitTree{root: root, objects: objects})
+	return s, nil
+}
+
+// folderEntry is one file of the definitions folder, in git or on disk.
+type folderEntry struct {
+	name    string
+	symlink bool
+	// open returns the file's size and, when it is at most MaxFileSize, its content.
+	open func() (int64, io.ReadCloser, error)
+}
+
+// collect parses the definition files of a folder into a snapshot, the same
+// way for the syncer and for `capstan validate`.
+func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 	byName := map[string][]string{}
 	var parsed []Parsed
 	invalid := map[string]v1alpha1.InvalidFile{}
-	for _, e := range dir.Entries {
-		if !IsDefinitionFile(e.Name) || e.Mode == filemode.Dir || e.Mode == filemode.Submodule {
+	for _, e := range entries {
+		if !IsDefinitionFile(e.name) {
 			continue
 		}
-		file := path.Join(folder, e.Name)
-		name := NameFromFile(e.Name)
+		file := path.Join(folder, e.name)
+		name := NameFromFile(e.name)
 		byName[name] = append(byName[name], file)
 		s.Claimed[name] = true
-		def, err := readDefinition(dir, e, file, tree)
+		def, err := readDefinition(e, file, tree)
 		if err != nil {
 			invalid[file] = invalidFile(file, err)
 			continue
@@ -197,27 +233,23 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 			s.Definitions = append(s.Definitions, p)
 		}
 	}
+	sort.Slice(s.Definitions, func(i, j int) bool { return s.Definitions[i].File < s.Definitions[j].File })
 	for _, f := range invalid {
 		s.Invalid = append(s.Invalid, f)
 	}
 	sort.Slice(s.Invalid, func(i, j int) bool { return s.Invalid[i].Path < s.Invalid[j].Path })
-	return s, nil
 }
 
-func readDefinition(dir *object.Tree, e object.TreeEntry, file string, tree Tree) (*Definition, error) {
-	if e.Mode == filemode.Symlink {
+func readDefinition(e folderEntry, file string, tree Tree) (*Definition, error) {
+	if e.symlink {
 		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "the file is a symbolic link: commit the definition itself"}}}
 	}
-	f, err := dir.TreeEntryFile(&e)
+	size, rd, err := e.open()
 	if err != nil {
 		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
 	}
-	if f.Size > MaxFileSize {
-		return nil, tooLarge(file, f.Size)
-	}
-	rd, err := f.Reader()
-	if err != nil {
-		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+	if rd == nil {
+		return nil, tooLarge(file, size)
 	}
 	defer rd.Close()
 	data, err := io.ReadAll(io.LimitReader(rd, MaxFileSize+1))

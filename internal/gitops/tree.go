@@ -3,6 +3,7 @@ package gitops
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -135,4 +136,46 @@ func (d DirTree) Links(dir string) (map[string]string, error) {
 		return nil
 	})
 	return links, err
+}
+
+// ReadDir parses the definitions folder of a checkout on disk exactly as the
+// syncer parses it at a commit. root is the repository's root, which git.path
+// folders are checked against; folder is relative to it.
+func ReadDir(root, folder string) (*Snapshot, error) {
+	folder = path.Clean(filepath.ToSlash(folder))
+	s := &Snapshot{Claimed: map[string]bool{}}
+	dir := filepath.Join(root, filepath.FromSlash(folder))
+	list, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the definitions folder: %w", err)
+	}
+	var entries []folderEntry
+	for _, e := range list {
+		if e.IsDir() {
+			continue
+		}
+		full := filepath.Join(dir, e.Name())
+		entries = append(entries, folderEntry{
+			name:    e.Name(),
+			symlink: e.Type()&fs.ModeSymlink != 0,
+			open: func() (int64, io.ReadCloser, error) {
+				f, err := os.Open(full)
+				if err != nil {
+					return 0, nil, err
+				}
+				fi, err := f.Stat()
+				if err != nil {
+					f.Close()
+					return 0, nil, err
+				}
+				if fi.Size() > MaxFileSize {
+					f.Close()
+					return fi.Size(), nil, nil
+				}
+				return fi.Size(), f, nil
+			},
+		})
+	}
+	collect(s, folder, entries, DirTree(root))
+	return s, nil
 }

@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runValidate(t *testing.T, args ...string) (string, string, error) {
+	t.Helper()
+	cmd := newValidateCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	return out.String(), errOut.String(), err
+}
+
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		p := filepath.Join(root, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"addons/longhorn.yaml": "name: longhorn\nnamespace: longhorn-system\nhelm:\n  repo: https://charts.longhorn.io/\n  chart: longhorn\n  version: v1.10.2\n",
+		"addons/umami.yaml":    "name: umami\ngit:\n  path: umami\n",
+		"umami/deploy.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+	})
+	out, summary, err := runValidate(t, "--root", root, filepath.Join(root, "addons"))
+	if err != nil || out != "" || !strings.Contains(summary, "2 definitions are valid") {
+		t.Fatalf("valid folder: err=%v out=%q summary=%q", err, out, summary)
+	}
+
+	writeFiles(t, root, map[string]string{
+		"addons/bad.yaml":   "name: bad\nhelm:\n  repo: https://x\n  chart: c\n  versoin: 1\n",
+		"addons/other.yaml": "name: wrong\nhelm: {repo: https://x, chart: c}\n",
+		"addons/away.yaml":  "name: away\ngit:\n  path: ../outside\n",
+	})
+	out, summary, err = runValidate(t, "--root", root, filepath.Join(root, "addons"))
+	var ee exitError
+	if !errors.As(err, &ee) || ee.code != 1 {
+		t.Fatalf("want exit status 1, got %v", err)
+	}
+	for _, want := range []string{
+		"addons/bad.yaml:5: helm.versoin: unknown field",
+		`addons/other.yaml:1: name: "wrong" differs from the file's name "other"`,
+		`addons/away.yaml:3: git.path: "../outside" leaves the repository`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(summary, "3 of 5 definitions are invalid") {
+		t.Errorf("summary: %q", summary)
+	}
+
+	// The default root is DIR's parent outside a git checkout, and the
+	// git.path folder is checked there.
+	if err := os.RemoveAll(filepath.Join(root, "umami")); err != nil {
+		t.Fatal(err)
+	}
+	out, _, _ = runValidate(t, filepath.Join(root, "addons"))
+	if !strings.Contains(out, `addons/umami.yaml:3: git.path: the folder "umami" does not exist`) {
+		t.Fatalf("missing folder not reported:\n%s", out)
+	}
+
+	if _, _, err := runValidate(t, filepath.Join(root, "nope")); err == nil || !strings.Contains(err.Error(), "is not a folder of definitions") {
+		t.Fatalf("missing folder: %v", err)
+	}
+}
