@@ -29,6 +29,8 @@ func NewRootCommand() *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(),
 		newValidateCommand(),
+		newControllerCommand(),
+		newDevCommand(),
 		newRenderCommand(),
 	)
 	return root

@@ -1,0 +1,56 @@
+# Everything a person runs is a target here. `make help` lists them.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+GO ?= go
+TOOLS := $(GO) tool -modfile=hack/tools/go.mod
+# Packages run in parallel, each with its own local control plane; two at a
+# time fits CI's two cores.
+TEST_PARALLEL ?= 2
+TEST_TIMEOUT ?= 30m
+
+.PHONY: help
+help: ## List the targets.
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: bin
+bin: ## Build the local control plane (etcd, kube-*, kwok) and helm into bin/, once per pinned version.
+	hack/build-controlplane.sh
+	@if [ -x hack/helm/build.sh ]; then hack/helm/build.sh; fi
+
+.PHONY: build
+build: ## Build bin/capstan.
+	$(GO) build -o bin/capstan ./cmd/capstan
+
+.PHONY: test
+test: bin build ## Run go vet and every test, on the local control plane.
+	$(GO) vet ./...
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -count=1 ./...
+
+.PHONY: dev
+dev: bin build ## Run Capstan on a local control plane with sample add-ons (Ctrl-C stops everything).
+	bin/capstan dev --bin-dir $(CURDIR)/bin
+
+.PHONY: generate
+generate: ## Generate deepcopy code, CRDs and RBAC from the markers.
+	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(TOOLS) controller-gen crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(TOOLS) controller-gen rbac:roleName=controller paths=./internal/... output:rbac:artifacts:config=config/rbac
+
+.PHONY: verify-generate
+verify-generate: generate ## Fail when `make generate` changes the tree (CI runs this).
+	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+		echo "make generate changed these files; run it and commit the result:"; \
+		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
+
+.PHONY: lint
+lint: ## Run golangci-lint.
+	$(TOOLS) golangci-lint run ./...
+
+.PHONY: bench
+bench: bin ## Run the benchmarks and print their figures.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+
+.PHONY: clean
+clean: ## Remove bin/ (the next make bin builds the control plane cold).
+	rm -rf bin

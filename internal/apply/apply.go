@@ -1,0 +1,225 @@
+// Package apply changes the cluster: server-side dry runs and applies with
+// one field manager, in order (CRDs, then Namespaces, then the rest), and
+// pruning from an inventory that never deletes stateful kinds.
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Applier applies and deletes objects as one identity: the impersonated
+// add-ons account for the cluster profile, the controller for the
+// restricted profile.
+type Applier struct {
+	// Client writes as the applying identity. It must not cache: every Get
+	// reads the API server.
+	Client client.Client
+	// CRDTimeout bounds the wait for new CRDs to become Established.
+	CRDTimeout time.Duration
+	// Poll is the interval of waits. Default one second.
+	Poll time.Duration
+}
+
+// DryRun returns what the API server would store if obj were applied, with
+// force and Capstan's field manager, without storing it.
+func (a *Applier) DryRun(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out := obj.DeepCopy()
+	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
+		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager), client.DryRunAll)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Get reads the live object, or returns nil when it does not exist.
+func (a *Applier) Get(ctx context.Context, ref capstanv1.ObjectRef) (*unstructured.Unstructured, error) {
+	live := &unstructured.Unstructured{}
+	live.SetAPIVersion(ref.APIVersion)
+	live.SetKind(ref.Kind)
+	err := a.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return live, nil
+}
+
+// Apply applies one object with force and Capstan's field manager. A Job
+// whose pod template changed is deleted and created anew, since the
+// template is immutable.
+func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
+	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
+	if err != nil && IsImmutableJob(obj, err) {
+		return a.replace(ctx, obj)
+	}
+	return err
+}
+
+// IsImmutableJob reports whether err is the API server refusing a change to
+// a Job's pod template.
+func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {
+	return obj.GetKind() == "Job" && strings.HasPrefix(obj.GetAPIVersion(), "batch/") &&
+		apierrors.IsInvalid(err) && strings.Contains(err.Error(), "spec.template") && strings.Contains(err.Error(), "immutable")
+}
+
+// replace deletes an object, waits until it is gone, and applies it anew.
+func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) error {
+	ref := Ref(obj)
+	if err := a.deleteAndWait(ctx, ref, metav1.DeletePropagationForeground, a.CRDTimeout); err != nil {
+		return fmt.Errorf("re-creating %s, whose template changed: %w", refString(ref), err)
+	}
+	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
+}
+
+// Ordered applies objects in Capstan's order: CustomResourceDefinitions,
+// then a wait until they are Established, then Namespaces, then everything
+// else. It stops at the first error, which names the object. onApplied, if
+// set, is called after each object is applied.
+func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, onApplied func(*unstructured.Unstructured)) error {
+	crds, namespaces, rest := Split(objs)
+	apply := func(list []*unstructured.Unstructured) error {
+		for _, obj := range list {
+			if err := a.Apply(ctx, obj); err != nil {
+				return fmt.Errorf("applying %s: %w", refString(Ref(obj)), err)
+			}
+			if onApplied != nil {
+				onApplied(obj)
+			}
+		}
+		return nil
+	}
+	if err := apply(crds); err != nil {
+		return err
+	}
+	for _, crd := range crds {
+		if err := a.WaitEstablished(ctx, crd.GetName()); err != nil {
+			return err
+		}
+	}
+	if err := apply(namespaces); err != nil {
+		return err
+	}
+	return apply(rest)
+}
+
+// Split sorts objects into CRDs, Namespaces and the rest, keeping their order.
+func Split(objs []*unstructured.Unstructured) (crds, namespaces, rest []*unstructured.Unstructured) {
+	for _, obj := range objs {
+		gk := obj.GroupVersionKind().GroupKind()
+		switch gk {
+		case crdGK:
+			crds = append(crds, obj)
+		case namespaceGK:
+			namespaces = append(namespaces, obj)
+		default:
+			rest = append(rest, obj)
+		}
+	}
+	return crds, namespaces, rest
+}
+
+// WaitEstablished waits until a CustomResourceDefinition is Established,
+// within the Applier's CRD timeout.
+func (a *Applier) WaitEstablished(ctx context.Context, name string) error {
+	timeout := a.CRDTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	var last string
+	err := wait.PollUntilContextTimeout(ctx, a.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		for _, c := range crd.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+			if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
+				last = "names not accepted: " + c.Message
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		msg := fmt.Sprintf("CustomResourceDefinition %s did not become Established within %s", name, timeout)
+		if last != "" {
+			msg += " (" + last + ")"
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+func (a *Applier) poll() time.Duration {
+	if a.Poll > 0 {
+		return a.Poll
+	}
+	return time.Second
+}
+
+// deleteAndWait deletes an object and waits until it is gone.
+func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	if err := a.Delete(ctx, ref, propagation); err != nil {
+		return err
+	}
+	return wait.PollUntilContextTimeout(ctx, a.poll()/4, timeout, true, func(ctx context.Context) (bool, error) {
+		live, err := a.Get(ctx, ref)
+		return live == nil && err == nil, nil
+	})
+}
+
+// Delete deletes one object; one that is gone already is no error.
+func (a *Applier) Delete(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(ref.APIVersion)
+	obj.SetKind(ref.Kind)
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	err := a.Client.Delete(ctx, obj, client.PropagationPolicy(propagation))
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil
+	}
+	return err
+}
+
+var (
+	crdGK       = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+	namespaceGK = schema.GroupKind{Kind: "Namespace"}
+)
+
+// Ref returns the reference of an object.
+func Ref(obj *unstructured.Unstructured) capstanv1.ObjectRef {
+	return capstanv1.ObjectRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}
+}
+
+func refString(r capstanv1.ObjectRef) string {
+	if r.Namespace != "" {
+		return r.Kind + " " + r.Namespace + "/" + r.Name
+	}
+	return r.Kind + " " + r.Name
+}

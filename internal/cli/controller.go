@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
+)
+
+// controllerOptions are the flags of `capstan controller`.
+type controllerOptions struct {
+	config         controller.Config
+	guard          netguard.Config
+	caFile         string
+	metricsAddr    string
+	probeAddr      string
+	leaderElect    bool
+	allowFileGit   bool
+	kubeconfig     string
+	maxConcurrency int
+}
+
+func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.config.Namespace, "namespace", envOr("POD_NAMESPACE", "capstan-system"), "The controller's own namespace.")
+	fs.StringSliceVar(&o.config.TrustedNamespaces, "trusted-namespaces", nil, "Namespaces whose Addons use the cluster profile. Default: the controller's own namespace.")
+	fs.StringVar(&o.config.AddonsServiceAccount, "addons-service-account", "capstan-addons", "The service account, in the controller's namespace, that cluster-profile add-ons are applied as.")
+	fs.StringVar(&o.config.PlatformKey, "platform-key", "capstan", "The reserved values key the controller sets last.")
+	fs.StringVar(&o.config.PlatformConfigMap, "platform-configmap", "", "A ConfigMap in the controller's namespace whose data are the platform's facts.")
+	fs.DurationVar(&o.config.ResyncInterval, "resync-interval", 5*time.Minute, "How often an add-on is reconciled without a change.")
+	fs.DurationVar(&o.config.HookTimeout, "hook-timeout", 10*time.Minute, "Default bound of one Helm hook.")
+	fs.StringVar(&o.caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git, besides the system's.")
+	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, for more than one replica.")
+	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
+	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 4, "Addons reconciled at once.")
+	o.guard.AddFlags(fs)
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func newControllerCommand() *cobra.Command {
+	o := &controllerOptions{}
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the Addon controller",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctrl.SetLogger(zap.New(zap.UseDevMode(false)))
+			cfg, err := restConfig(o.kubeconfig)
+			if err != nil {
+				return err
+			}
+			return runController(cmd.Context(), cfg, o)
+		},
+	}
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		os.Setenv("KUBECONFIG", kubeconfig)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no cluster to talk to: %w (set --kubeconfig or KUBECONFIG)", err)
+	}
+	return cfg, nil
+}
+
+// Scheme knows the types the controller reads and writes.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := capstanv1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// runController runs the manager until ctx ends.
+func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) error {
+	mgr, err := newManager(cfg, o)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+// newManager builds the manager with every controller registered.
+func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "capstan-controller",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("starting the manager: %w", err)
+	}
+	fopts := source.Options{Guard: o.guard, AllowFileGit: o.allowFileGit}
+	fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)
+	if o.caFile != "" {
+		fopts.CABundle, err = os.ReadFile(o.caFile)
+		if err != nil {
+			return nil, fmt.Errorf("reading --ca-file: %w", err)
+		}
+	}
+	fetcher, err := source.NewFetcher(fopts)
+	if err != nil {
+		return nil, fmt.Errorf("the fetch guard's settings: %w", err)
+	}
+	r := &controller.AddonReconciler{
+		Client:     mgr.GetClient(),
+		APIReader:  mgr.GetAPIReader(),
+		RestConfig: cfg,
+		Fetcher:    fetcher,
+		Hooks:      hookRunner(),
+		Recorder:   mgr.GetEventRecorder("capstan"),
+		Config:     o.config,
+	}
+	if err := r.SetupWithManager(mgr, o.maxConcurrency); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}

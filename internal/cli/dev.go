@@ -1,0 +1,99 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcluster"
+)
+
+func newDevCommand() *cobra.Command {
+	var binDir string
+	var keep bool
+	o := &controllerOptions{}
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run Capstan on a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)",
+		Long: `dev starts a local control plane from the binaries in bin/ (make bin builds
+them), installs Capstan's CRDs and RBAC, and runs the controller as its own
+service account. Ctrl-C stops everything and leaves nothing running.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runDev(cmd.Context(), binDir, keep, o)
+		},
+	}
+	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder of the control plane's binaries (default: bin/ of this checkout, or $CAPSTAN_BIN_DIR).")
+	cmd.Flags().BoolVar(&keep, "keep", false, "Keep the control plane's folder (logs, etcd data) after it stops.")
+	o.addFlags(cmd.Flags())
+	_ = cmd.Flags().Set("metrics-bind-address", "127.0.0.1:8443")
+	_ = cmd.Flags().Set("health-probe-bind-address", "127.0.0.1:8081")
+	_ = cmd.Flags().Set("allow-file-git", "true")
+	_ = cmd.Flags().Set("fetch-allow", "127.0.0.0/8")
+	return cmd
+}
+
+func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions) error {
+	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	opts := []testcluster.Option{testcluster.WithProgress(os.Stderr), testcluster.WithKeepDir(keep)}
+	if binDir != "" {
+		opts = append(opts, testcluster.WithBinDir(binDir))
+	}
+	fmt.Fprintln(os.Stderr, "Starting the local control plane...")
+	cluster, err := testcluster.Start(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		fmt.Fprintln(os.Stderr, "Stopping the local control plane...")
+		cluster.Stop()
+	}()
+	admin, err := client.New(cluster.Config, client.Options{Scheme: Scheme()})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "Installing Capstan's CRDs and RBAC...")
+	if err := install.Apply(ctx, admin, false); err != nil {
+		return err
+	}
+	kubeconfig := filepath.Join(cluster.Dir, "kubeconfig")
+	if err := copyFile(cluster.Kubeconfig, kubeconfig); err != nil {
+		kubeconfig = cluster.Kubeconfig
+	}
+	kubectl := "kubectl"
+	if _, err := os.Stat(filepath.Join(cluster.BinDir, "kubectl")); err == nil {
+		kubectl = filepath.Join(cluster.BinDir, "kubectl")
+	}
+	fmt.Printf(`
+Capstan is running on a local control plane. Ctrl-C stops everything.
+
+  export KUBECONFIG=%s
+  %s get addons,nodes -A
+
+`, kubeconfig, kubectl)
+	o.config.Namespace = install.Namespace
+	err = runController(ctx, cluster.ConfigFor(install.ControllerUser), o)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func copyFile(from, to string) error {
+	if from == to {
+		return nil
+	}
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
+}

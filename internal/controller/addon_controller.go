@@ -1,0 +1,280 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
+)
+
+// +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=capstan.dev,resources=addons/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=capstan.dev,resources=addons/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups="",resources=secrets;configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=services;serviceaccounts;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=apiextensions.k8s.io,resources=customresourcedefinitions,verbs=get;list;watch
+
+// AddonReconciler reconciles Addons.
+type AddonReconciler struct {
+	// Client is the manager's client: cached reads of Addons, and the
+	// controller's own identity for writes.
+	Client client.Client
+	// APIReader reads the API server directly, for Secrets and ConfigMaps
+	// that are not cached.
+	APIReader client.Reader
+	// RestConfig is the controller's own connection, from which the
+	// impersonating client is made.
+	RestConfig *rest.Config
+	// Fetcher fetches charts and git trees.
+	Fetcher *source.Fetcher
+	// Hooks runs Helm hooks. Nil means hooks cannot run, and a sync that
+	// needs them fails with a clear message.
+	Hooks HookRunner
+	// Recorder emits events on transitions.
+	Recorder events.EventRecorder
+	Config   Config
+
+	// BeforeApplyStep, when set, is called between apply steps with the
+	// step's name; tests use it to stop a reconcile half-way.
+	BeforeApplyStep func(ctx context.Context, step string) error
+
+	once       sync.Once
+	setupErr   error
+	appliers   map[capstanv1.Profile]*apply.Applier
+	capsMu     sync.Mutex
+	caps       *render.Capabilities
+	capsAt     time.Time
+	discoverer discovery.DiscoveryInterface
+}
+
+// valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
+// valuesFrom names, so a change to one reconciles its Addons at once.
+const valuesRefIndex = "capstan.dev/values-ref"
+
+// SetupWithManager registers the reconciler, with up to maxConcurrent
+// reconciles at once. Addons are watched, and so is
+// the metadata of Secrets and ConfigMaps (only metadata: the controller
+// never caches Secret data), to reconcile the Addons that read them.
+func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
+	r.Config = r.Config.WithDefaults()
+	if err := r.init(); err != nil {
+		return err
+	}
+	err := mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
+		addon := obj.(*capstanv1.Addon)
+		var keys []string
+		for _, ref := range addon.Spec.ValuesFrom {
+			keys = append(keys, ref.Kind+"/"+ref.Name)
+		}
+		return keys
+	})
+	if err != nil {
+		return err
+	}
+	enqueueReaders := func(kind string) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+			var list capstanv1.AddonList
+			if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
+				client.MatchingFields{valuesRefIndex: kind + "/" + obj.GetName()}); err != nil {
+				return nil
+			}
+			out := make([]reconcile.Request, 0, len(list.Items))
+			for _, a := range list.Items {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: a.Namespace, Name: a.Name}})
+			}
+			return out
+		})
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&capstanv1.Addon{}).
+		Watches(&corev1.Secret{}, enqueueReaders("Secret"), builder.OnlyMetadata).
+		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
+		Named("addon").
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent)}).
+		Complete(r)
+}
+
+// init builds the two appliers: the controller's own identity for the
+// restricted profile, and the impersonated add-ons account for the cluster
+// profile.
+func (r *AddonReconciler) init() error {
+	r.once.Do(func() {
+		r.Config = r.Config.WithDefaults()
+		own, err := client.New(r.RestConfig, client.Options{Scheme: r.Client.Scheme(), Mapper: r.Client.RESTMapper()})
+		if err != nil {
+			r.setupErr = err
+			return
+		}
+		cfg := rest.CopyConfig(r.RestConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: r.Config.AddonsUser()}
+		imp, err := client.New(cfg, client.Options{Scheme: r.Client.Scheme(), Mapper: r.Client.RESTMapper()})
+		if err != nil {
+			r.setupErr = err
+			return
+		}
+		r.appliers = map[capstanv1.Profile]*apply.Applier{
+			capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout},
+			capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout},
+		}
+		r.discoverer, r.setupErr = discovery.NewDiscoveryClientForConfig(r.RestConfig)
+	})
+	return r.setupErr
+}
+
+// Reconcile brings one Addon towards its spec. It reads the Addon, defers
+// one status patch, handles pause and deletion, then runs the pipeline.
+func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	start := time.Now()
+	log := logf.FromContext(ctx)
+	if err := r.init(); err != nil {
+		return ctrl.Result{}, err
+	}
+	addon := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, req.NamespacedName, addon); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetPhase(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	s := r.newScope(addon)
+	before := addon.DeepCopy()
+	defer func() {
+		observeReconcile(s, time.Since(start))
+		if err := r.patchStatus(ctx, before, s); err != nil {
+			log.Error(err, "Patching status failed")
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+
+	if addon.Annotations[capstanv1.PausedAnnotation] == "true" {
+		s.outcome = outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
+			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
+		return ctrl.Result{}, nil
+	}
+	if !addon.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(addon, capstanv1.Finalizer) {
+		patch := client.MergeFrom(addon.DeepCopy())
+		controllerutil.AddFinalizer(addon, capstanv1.Finalizer)
+		if err := r.Client.Patch(ctx, addon, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+		before.Finalizers = addon.Finalizers
+		before.ResourceVersion = addon.ResourceVersion
+	}
+	return r.reconcileNormal(ctx, s)
+}
+
+// patchStatus writes the scope's status once, at the end of a reconcile,
+// and emits an event when the phase or reason changed.
+func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Addon, s *scope) error {
+	if s.outcome.Phase == "" || s.deleted {
+		return nil
+	}
+	addon := s.addon
+	setConditions(&addon.Status, addon.Generation, s.outcome)
+	addon.Status.Profile = s.profile
+	r.emitTransition(before, s)
+	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
+	err := r.Client.Status().Patch(ctx, addon, client.MergeFrom(before))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// emitTransition emits one event when the phase or the reason changes, never
+// on every loop. Messages carry no secret values: they come from plans,
+// gates and errors that are redacted where they are made.
+func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
+	if r.Recorder == nil {
+		return
+	}
+	old := readyReason(before)
+	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
+		return
+	}
+	kind := corev1.EventTypeNormal
+	switch s.outcome.Phase {
+	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked:
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
+}
+
+func readyReason(a *capstanv1.Addon) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == capstanv1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// terminal marks an error a person must fix: the add-on is Stalled and is
+// not retried with backoff, only on the next change or resync.
+type terminal struct{ error }
+
+func (t terminal) Unwrap() error { return t.error }
+
+// result maps a reconcile's error to its result in one place: a terminal
+// error stalls and waits for a change, a transient one is retried with
+// backoff, and no error resyncs after the interval or sooner.
+func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
+	var t terminal
+	switch {
+	case errors.As(err, &t):
+		s.outcome = outcome{Phase: capstanv1.PhaseFailed, Reason: s.failReason(), Message: err.Error(), Stalled: true}
+		return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
+	case err != nil:
+		s.outcome = outcome{Phase: capstanv1.PhaseFailed, Reason: s.failReason(), Message: err.Error()}
+		return ctrl.Result{}, err
+	case s.requeueAfter > 0:
+		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
+}
+
+// capabilities returns the cluster's Kubernetes version and API list, read
+// by discovery at most once a minute, or at once after CRDs were applied.
+func (r *AddonReconciler) capabilities(force bool) (*render.Capabilities, error) {
+	r.capsMu.Lock()
+	defer r.capsMu.Unlock()
+	if r.caps != nil && !force && time.Since(r.capsAt) < time.Minute {
+		return r.caps, nil
+	}
+	caps, err := render.CapabilitiesFromDiscovery(r.discoverer)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's API list: %w", err)
+	}
+	r.caps, r.capsAt = caps, time.Now()
+	return caps, nil
+}

@@ -1,0 +1,78 @@
+// Package controller reconciles Addons. The reconciler is a thin pipeline:
+// it reads the Addon, defers one status patch, handles pause and deletion,
+// then runs small steps over a scope. The work itself lives in the source,
+// render, values, guard, plan, apply and hooks packages.
+package controller
+
+import (
+	"slices"
+	"time"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Config is the controller's configuration, from the command line.
+type Config struct {
+	// Namespace is the controller's own namespace.
+	Namespace string
+	// TrustedNamespaces use the cluster profile; every other namespace the
+	// restricted profile. Empty means the controller's own namespace.
+	TrustedNamespaces []string
+	// AddonsServiceAccount is the account cluster-profile add-ons are applied
+	// as, by impersonation, in the controller's namespace.
+	AddonsServiceAccount string
+	// PlatformKey is the reserved values key; empty means "capstan".
+	PlatformKey string
+	// PlatformConfigMap names a ConfigMap in the controller's namespace whose
+	// data are the platform's facts. Empty means none.
+	PlatformConfigMap string
+	// ResyncInterval is how often an add-on is reconciled without a change.
+	ResyncInterval time.Duration
+	// HookTimeout is the default bound of one Helm hook.
+	HookTimeout time.Duration
+	// CRDTimeout bounds the wait for new CRDs to become Established.
+	CRDTimeout time.Duration
+	// HealthPoll is how soon an add-on whose workloads are not yet ready is
+	// looked at again.
+	HealthPoll time.Duration
+}
+
+// WithDefaults fills in what was left empty.
+func (c Config) WithDefaults() Config {
+	if c.Namespace == "" {
+		c.Namespace = "capstan-system"
+	}
+	if len(c.TrustedNamespaces) == 0 {
+		c.TrustedNamespaces = []string{c.Namespace}
+	}
+	if c.AddonsServiceAccount == "" {
+		c.AddonsServiceAccount = "capstan-addons"
+	}
+	if c.ResyncInterval <= 0 {
+		c.ResyncInterval = 5 * time.Minute
+	}
+	if c.HookTimeout <= 0 {
+		c.HookTimeout = 10 * time.Minute
+	}
+	if c.CRDTimeout <= 0 {
+		c.CRDTimeout = time.Minute
+	}
+	if c.HealthPoll <= 0 {
+		c.HealthPoll = 5 * time.Second
+	}
+	return c
+}
+
+// Profile decides an Addon's profile from its namespace. The Addon's author
+// never chooses it.
+func (c Config) Profile(addon *capstanv1.Addon) capstanv1.Profile {
+	if slices.Contains(c.TrustedNamespaces, addon.Namespace) {
+		return capstanv1.ProfileCluster
+	}
+	return capstanv1.ProfileRestricted
+}
+
+// AddonsUser is the user name of the impersonated add-ons service account.
+func (c Config) AddonsUser() string {
+	return "system:serviceaccount:" + c.Namespace + ":" + c.AddonsServiceAccount
+}

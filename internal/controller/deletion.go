@@ -1,0 +1,128 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/values"
+)
+
+// reconcileDelete runs the deletion policy, then lets the Addon go.
+//
+// Orphan leaves everything running; restricted objects lose their owner
+// reference first, so the garbage collector does not delete them. Delete
+// runs the pre-delete hooks (a failure stops the uninstall), deletes the
+// inventory except the never-delete kinds, and runs the post-delete hooks.
+// Either way the values Secrets of a restricted add-on are deleted, or
+// handed back when the removal keeps values.
+func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.addon, capstanv1.Finalizer) {
+		s.deleted = true
+		return ctrl.Result{}, nil
+	}
+	s.stage = "Delete"
+	policy := s.deletionPolicy()
+	switch policy {
+	case capstanv1.DeletionOrphan:
+		if s.profile == capstanv1.ProfileRestricted {
+			if err := r.disown(ctx, s); err != nil {
+				return r.result(s, err)
+			}
+		}
+	case capstanv1.DeletionDelete:
+		if err := r.uninstall(ctx, s); err != nil {
+			return r.result(s, err)
+		}
+	}
+	if s.profile == capstanv1.ProfileRestricted {
+		var err error
+		if s.addon.Annotations[capstanv1.KeepValuesAnnotation] == "true" {
+			_, err = values.Release(ctx, r.Client, s.addon)
+		} else {
+			_, err = values.DeleteAll(ctx, r.Client, s.addon)
+		}
+		if err != nil {
+			return r.result(s, err)
+		}
+	}
+	patch := client.MergeFrom(s.addon.DeepCopy())
+	controllerutil.RemoveFinalizer(s.addon, capstanv1.Finalizer)
+	if err := r.Client.Patch(ctx, s.addon, patch); err != nil {
+		return r.result(s, client.IgnoreNotFound(err))
+	}
+	s.deleted = true
+	forgetPhase(types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name})
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, "Normal", "Deleted", "Delete", "The Addon was deleted with policy %s.", policy)
+	}
+	return ctrl.Result{}, nil
+}
+
+// uninstall removes the add-on's software.
+func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
+	s.outcome = outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
+	if err := r.deleteHooks(ctx, s); err != nil {
+		return err
+	}
+	if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
+		return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+	}
+	deleted, err := s.applier.DeleteAll(ctx, s.addon.Status.Inventory)
+	objectsPruned.Add(float64(len(deleted)))
+	if err != nil {
+		return err
+	}
+	return r.runHooks(ctx, s, "post-delete")
+}
+
+// deleteHooks renders the add-on once more to find its delete hooks. A
+// source that cannot be fetched or rendered any more has none to run; that
+// must not keep the Addon for ever.
+func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
+	for _, st := range []step{{"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}} {
+		if _, err := st.run(ctx, s); err != nil {
+			s.hooks = nil
+			return nil
+		}
+	}
+	if len(s.valuesErrors) > 0 {
+		s.hooks = nil
+	}
+	return nil
+}
+
+// disown removes the owner references to the Addon from the objects it
+// applied, so the garbage collector leaves them running.
+func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
+	for _, ref := range s.addon.Status.Inventory {
+		live, err := s.applier.Get(ctx, ref)
+		if err != nil || live == nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		var kept []metav1.OwnerReference
+		for _, o := range live.GetOwnerReferences() {
+			if o.UID != s.addon.UID {
+				kept = append(kept, o)
+			}
+		}
+		if len(kept) == len(live.GetOwnerReferences()) {
+			continue
+		}
+		patch := client.MergeFrom(live.DeepCopy())
+		live.SetOwnerReferences(kept)
+		if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
+			return fmt.Errorf("removing the owner reference from %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package controller
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
+)
+
+// Lifecycle is which Helm hooks a sync runs.
+type Lifecycle string
+
+// The lifecycles of seed 000's hook table.
+const (
+	// LifecycleNone runs no hooks: adopting what already runs, or a resync
+	// with nothing new.
+	LifecycleNone Lifecycle = ""
+	// LifecycleInstall is the first sync of a new add-on.
+	LifecycleInstall Lifecycle = "install"
+	// LifecycleUpgrade is a sync after the chart, version, values or release
+	// name changed since the last apply.
+	LifecycleUpgrade Lifecycle = "upgrade"
+	// LifecycleDelete is an uninstall.
+	LifecycleDelete Lifecycle = "delete"
+)
+
+// scope carries everything one reconcile has read and decided, from step
+// to step.
+type scope struct {
+	addon     *capstanv1.Addon
+	profile   capstanv1.Profile
+	namespace string // where namespaced objects go
+	applier   *apply.Applier
+
+	chart    *source.Chart
+	tree     *source.Tree
+	values   *values.Result
+	platform values.Platform
+	render   *render.Result
+	upgrade  bool // rendered for an upgrade
+
+	// objects are the prepared objects to apply, Namespaces and CRDs included.
+	objects      []*unstructured.Unstructured
+	violations   []capstanv1.Violation
+	valuesErrors []capstanv1.ValuesError
+	previews     []plan.ObjectResult
+	prune        []capstanv1.ObjectRef
+	hooks        []render.Hook
+	lifecycle    Lifecycle
+	plan         *capstanv1.Plan
+	verdict      plan.Verdict
+
+	stage        string // the step that runs, for failure reasons
+	outcome      outcome
+	requeueAfter time.Duration
+	deleted      bool // the Addon is gone; there is no status to write
+}
+
+func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
+	s := &scope{addon: addon, profile: r.Config.Profile(addon)}
+	s.applier = r.appliers[s.profile]
+	s.namespace = addon.Namespace
+	if s.profile == capstanv1.ProfileCluster && addon.Spec.TargetNamespace != "" {
+		s.namespace = addon.Spec.TargetNamespace
+	}
+	return s
+}
+
+// failReason names a failure after the step it happened in.
+func (s *scope) failReason() string {
+	if s.stage == "" {
+		return "Failed"
+	}
+	return s.stage + "Failed"
+}
+
+// releaseName is the Helm release name: spec.releaseName or the Addon's name.
+func (s *scope) releaseName() string {
+	if s.addon.Spec.ReleaseName != "" {
+		return s.addon.Spec.ReleaseName
+	}
+	return s.addon.Name
+}
+
+// deletionPolicy is what deleting the Addon does: the uninstall annotation
+// means Delete, then spec.deletionPolicy, then the profile's default.
+func (s *scope) deletionPolicy() capstanv1.DeletionPolicy {
+	if s.addon.Annotations[capstanv1.UninstallAnnotation] == "true" {
+		return capstanv1.DeletionDelete
+	}
+	if p := s.addon.Spec.DeletionPolicy; p != "" {
+		return p
+	}
+	if s.profile == capstanv1.ProfileRestricted {
+		return capstanv1.DeletionDelete
+	}
+	return capstanv1.DeletionOrphan
+}
+
+// hookTimeout is spec.hookTimeout or the controller's default.
+func (r *AddonReconciler) hookTimeout(s *scope) time.Duration {
+	if t := s.addon.Spec.HookTimeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return r.Config.HookTimeout
+}

@@ -1,0 +1,682 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/guard"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// step is one stage of the pipeline. It returns done when the reconcile
+// ends here without error.
+type step struct {
+	name string
+	run  func(ctx context.Context, s *scope) (done bool, err error)
+}
+
+// reconcileNormal runs the pipeline for an Addon that is not being deleted.
+func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
+	steps := []step{
+		{"Fetch", r.fetch},
+		{"Values", r.resolveValues},
+		{"Render", r.renderObjects},
+		{"Prepare", r.prepare},
+		{"Guard", r.checkGuardrails},
+		{"Preview", r.preview},
+		{"Gate", r.gate},
+		{"Apply", r.applyPlan},
+		{"Health", r.checkHealth},
+	}
+	for _, st := range steps {
+		s.stage = st.name
+		done, err := st.run(ctx, s)
+		if err != nil || done {
+			return r.result(s, err)
+		}
+	}
+	return r.result(s, nil)
+}
+
+// fetch fetches the chart or the git tree. It guarantees s.chart or s.tree.
+func (r *AddonReconciler) fetch(ctx context.Context, s *scope) (bool, error) {
+	spec := s.addon.Spec
+	switch {
+	case spec.Chart != nil:
+		creds, err := r.credentials(ctx, s, spec.Chart.SecretRef)
+		if err != nil {
+			return false, err
+		}
+		ch, err := r.Fetcher.Chart(ctx, *spec.Chart, creds)
+		if err != nil {
+			return false, classifyFetch(err)
+		}
+		s.chart = ch
+		s.addon.Status.Source = chartSourceString(spec.Chart, ch)
+		s.addon.Status.Version = ch.Version
+	case spec.Git != nil:
+		creds, err := r.credentials(ctx, s, spec.Git.SecretRef)
+		if err != nil {
+			return false, err
+		}
+		tree, err := r.Fetcher.Git(ctx, *spec.Git, creds)
+		if err != nil {
+			return false, classifyFetch(err)
+		}
+		s.tree = tree
+		s.addon.Status.Source = strings.TrimSuffix(spec.Git.URL+"//"+spec.Git.Path, "//")
+		s.addon.Status.Version = shortCommit(tree.Commit)
+	default:
+		return false, terminal{errors.New("spec has no source: set spec.chart or spec.git")}
+	}
+	return false, nil
+}
+
+// classifyFetch makes fetch errors a person must fix terminal: a wrong
+// digest, an unknown version, a refused address, a broken archive. Network
+// trouble stays transient.
+func classifyFetch(err error) error {
+	var mismatch *source.DigestMismatchError
+	var archive *source.ArchiveError
+	if errors.As(err, &mismatch) || errors.As(err, &archive) {
+		return terminal{err}
+	}
+	var fe *source.FetchError
+	if errors.As(err, &fe) && fe.Status >= 400 && fe.Status < 500 && fe.Status != 408 && fe.Status != 429 {
+		return terminal{err}
+	}
+	return err
+}
+
+func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capstanv1.LocalObjectReference) (*source.Credentials, error) {
+	if ref == nil {
+		return nil, nil
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: ref.Name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, terminal{fmt.Errorf("the credentials Secret %s/%s does not exist; create it or remove secretRef", s.addon.Namespace, ref.Name)}
+		}
+		return nil, err
+	}
+	creds, err := source.CredentialsFromSecret(secret)
+	if err != nil {
+		return nil, terminal{err}
+	}
+	return creds, nil
+}
+
+// resolveValues merges the add-on's values in the seeds' precedence and
+// validates them. Values problems do not stop the reconcile: they go into
+// the plan, which blocks.
+func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, error) {
+	if s.chart == nil {
+		if s.addon.Spec.Values != nil || len(s.addon.Spec.ValuesFrom) > 0 {
+			s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.values", Rule: "git-source",
+				Message: "values and valuesFrom apply to Helm charts only; a git folder is used as it is"})
+		}
+		return false, nil
+	}
+	schema, err := values.SchemaForChart(s.chart.Chart)
+	if err != nil {
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "values.schema.json", Rule: "schema", Message: err.Error()})
+		return false, nil
+	}
+	generated, err := values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
+	if err != nil {
+		return false, err
+	}
+	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
+	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
+		return false, err
+	}
+	if r.Config.PlatformConfigMap != "" {
+		s.platform, err = values.LoadPlatform(ctx, r.APIReader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, s.namespace)
+		if err != nil {
+			return false, err
+		}
+	} else {
+		s.platform = values.Platform{Namespace: s.namespace}
+	}
+	res, err := values.Compose(values.Inputs{
+		Chart: s.chart.Chart, Schema: schema, Generated: generated, Sources: sources,
+		Platform: s.platform.Values(), PlatformKey: r.Config.PlatformKey,
+	})
+	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
+		return false, err
+	}
+	s.values = res
+	s.valuesErrors = append(s.valuesErrors, res.Errors...)
+	return false, nil
+}
+
+// renderObjects renders the chart or the folder. A chart is rendered for an
+// upgrade once the add-on has been applied, so .Release.IsUpgrade matches
+// the hooks that run.
+func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
+	if len(s.valuesErrors) > 0 && s.values == nil && s.chart != nil {
+		// Without values there is nothing to render; the plan shows why.
+		return false, nil
+	}
+	var err error
+	switch {
+	case s.chart != nil:
+		caps, cerr := r.capabilities(false)
+		if cerr != nil {
+			return false, cerr
+		}
+		s.upgrade = s.addon.Status.AppliedHash != ""
+		s.render, err = render.Helm(ctx, s.chart.Chart, s.values.Values, render.Options{
+			ReleaseName: s.releaseName(), Namespace: s.namespace, Capabilities: caps, Upgrade: s.upgrade,
+			Source: render.SourceIdentity{Digest: s.chart.Digest, URL: s.chart.URL, Name: s.chart.Name, Version: s.chart.Version},
+		})
+	case s.tree != nil:
+		s.render, err = render.Folder(s.tree.FS, s.addon.Spec.Git.Path, render.SourceIdentity{URL: s.addon.Spec.Git.URL, Commit: s.tree.Commit, Path: s.addon.Spec.Git.Path})
+	}
+	if err != nil {
+		return false, terminal{err}
+	}
+	return false, nil
+}
+
+// prepare puts every object into the target namespace, labels it, and, for
+// restricted add-ons, hardens pod specs and adds owner references. Jobs
+// that are not hooks lose ttlSecondsAfterFinished, since a Job the TTL
+// controller deleted would run again on the next sync.
+func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
+	if s.render == nil {
+		return false, nil
+	}
+	spec := s.addon.Spec
+	if s.profile == capstanv1.ProfileRestricted {
+		addonRef := capstanv1.ObjectRef{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name}
+		if spec.TargetNamespace != "" && spec.TargetNamespace != s.addon.Namespace {
+			s.violations = append(s.violations, capstanv1.Violation{Object: addonRef, Path: "spec.targetNamespace", Rule: "target-namespace",
+				Message: "a restricted add-on installs into its own namespace; remove spec.targetNamespace"})
+		}
+		if spec.CreateNamespace {
+			s.violations = append(s.violations, capstanv1.Violation{Object: addonRef, Path: "spec.createNamespace", Rule: "create-namespace",
+				Message: "a restricted add-on cannot create namespaces; remove spec.createNamespace"})
+		}
+	}
+	crdScopes := renderedCRDScopes(s.render.Objects)
+	objs := make([]*unstructured.Unstructured, 0, len(s.render.Objects)+1)
+	if spec.CreateNamespace && s.profile == capstanv1.ProfileCluster && !renders(s.render.Objects, "Namespace", s.namespace) {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(s.namespace)
+		objs = append(objs, ns)
+	}
+	for _, o := range s.render.Objects {
+		objs = append(objs, o.DeepCopy())
+	}
+	s.hooks = make([]render.Hook, 0, len(s.render.Hooks))
+	for _, h := range s.render.Hooks {
+		h.Object = h.Object.DeepCopy()
+		s.hooks = append(s.hooks, h)
+	}
+	all := make([]*unstructured.Unstructured, 0, len(objs)+len(s.hooks))
+	all = append(all, objs...)
+	for _, h := range s.hooks {
+		all = append(all, h.Object)
+	}
+	for _, o := range all {
+		if err := r.setNamespace(o, s, crdScopes); err != nil {
+			return false, err
+		}
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[capstanv1.AddonLabel] = s.addon.Name
+		labels[capstanv1.AddonNamespaceLabel] = s.addon.Namespace
+		labels[capstanv1.ManagedByLabel] = "capstan"
+		o.SetLabels(labels)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Job" && strings.HasPrefix(o.GetAPIVersion(), "batch/") {
+			unstructured.RemoveNestedField(o.Object, "spec", "ttlSecondsAfterFinished")
+		}
+	}
+	if s.profile == capstanv1.ProfileRestricted {
+		if err := guard.Harden(all); err != nil {
+			return false, terminal{err}
+		}
+		for _, o := range objs {
+			if apply.Deletable(plan.Ref(o)) {
+				o.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s.addon)})
+			}
+		}
+	}
+	s.objects = objs
+	return false, nil
+}
+
+// ownerRef is the owner reference of restricted objects to their Addon.
+// It does not block the owner's deletion: Capstan deletes in its own order.
+func ownerRef(addon *capstanv1.Addon) metav1.OwnerReference {
+	f := false
+	return metav1.OwnerReference{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Name: addon.Name, UID: addon.UID, BlockOwnerDeletion: &f}
+}
+
+// setNamespace puts a namespaced object without a namespace into the target
+// namespace. Scope comes from the API server, or from a CRD in the render.
+func (r *AddonReconciler) setNamespace(o *unstructured.Unstructured, s *scope, crdScopes map[schema.GroupKind]bool) error {
+	gvk := o.GroupVersionKind()
+	namespaced, known := crdScopes[gvk.GroupKind()]
+	if !known {
+		var err error
+		namespaced, err = apiutilIsNamespaced(r.Client.RESTMapper(), gvk)
+		if err != nil {
+			if apimeta.IsNoMatchError(err) {
+				// The dry run names the unknown kind in the plan.
+				return nil
+			}
+			return err
+		}
+	}
+	switch {
+	case !namespaced:
+		o.SetNamespace("")
+	case o.GetNamespace() == "":
+		o.SetNamespace(s.namespace)
+	}
+	return nil
+}
+
+func apiutilIsNamespaced(m apimeta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
+	mapping, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return false, err
+	}
+	return mapping.Scope.Name() == apimeta.RESTScopeNameNamespace, nil
+}
+
+// renderedCRDScopes returns, for each kind a rendered CRD defines, whether it
+// is namespaced.
+func renderedCRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		out[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
+	}
+	return out
+}
+
+func renders(objs []*unstructured.Unstructured, kind, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkGuardrails runs the guardrails on restricted add-ons, hooks included.
+func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, error) {
+	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
+		return false, nil
+	}
+	all := append([]*unstructured.Unstructured{}, s.objects...)
+	for _, h := range s.hooks {
+		all = append(all, h.Object)
+	}
+	s.violations = append(s.violations, guard.Check(ctx, all, guard.Context{
+		Namespace: s.addon.Namespace,
+		AddonName: s.addon.Name,
+		Platform:  guard.PlatformRefs{Secrets: s.platform.HandedOverSecrets()},
+		Lookup:    guard.ClientLookup(r.APIReader, s.addon),
+	})...)
+	return false, nil
+}
+
+// preview dry-runs every object and compares it with what runs. It
+// guarantees s.plan. Nothing is previewed when the guardrails or the values
+// already block: the plan shows why.
+func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
+	in := plan.Input{
+		Generation:   s.addon.Generation,
+		Source:       s.planSource(),
+		Violations:   s.violations,
+		ValuesErrors: s.valuesErrors,
+	}
+	if s.render != nil && len(s.violations) == 0 && len(s.valuesErrors) == 0 {
+		if err := r.previewObjects(ctx, s); err != nil {
+			return false, err
+		}
+		in.Rendered = s.objects
+		in.Objects = s.previews
+		if s.addon.Spec.Prune {
+			s.prune = apply.PruneSet(s.addon.Status.Inventory, refs(s.objects))
+			in.Prune = s.prune
+		}
+		s.lifecycle = r.lifecycle(s)
+		for _, event := range hookEvents[s.lifecycle] {
+			for _, h := range hooksFor(s.hooks, event) {
+				in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: plannedHook(h, event), Digest: manifestDigest(h.Object)})
+			}
+		}
+		for _, h := range s.hooks {
+			if !h.Runnable() {
+				in.ValuesErrors = append(in.ValuesErrors, capstanv1.ValuesError{
+					Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(), Rule: "hook-event",
+					Message: fmt.Sprintf("the hook names event(s) Helm does not know (%s), so it never runs; fix the helm.sh/hook annotation in %s", strings.Join(h.UnknownEvents, ", "), h.Template)})
+			}
+		}
+		s.valuesErrors = in.ValuesErrors
+	}
+	s.plan = plan.Build(in)
+	s.addon.Status.Plan = s.plan
+	return false, nil
+}
+
+// lifecycle decides which hooks a sync runs, from seed 000's table.
+func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
+	applied := s.addon.Status.AppliedHash
+	switch {
+	case applied == "" && s.addon.Spec.Adopt && anyAdopted(s.previews):
+		return LifecycleNone
+	case applied == "":
+		return LifecycleInstall
+	case applied != s.render.Hash:
+		return LifecycleUpgrade
+	}
+	return LifecycleNone
+}
+
+func anyAdopted(previews []plan.ObjectResult) bool {
+	for _, p := range previews {
+		if p.Adopted {
+			return true
+		}
+	}
+	return false
+}
+
+// previewObjects runs one server-side dry-run apply and one read per object.
+func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
+	inventory := map[string]bool{}
+	for _, ref := range s.addon.Status.Inventory {
+		inventory[refKey(ref)] = true
+	}
+	crdKinds := renderedCRDScopes(s.objects)
+	s.previews = make([]plan.ObjectResult, 0, len(s.objects))
+	for _, obj := range s.objects {
+		ref := plan.Ref(obj)
+		live, err := s.applier.Get(ctx, ref)
+		if err != nil && !apimeta.IsNoMatchError(err) {
+			return fmt.Errorf("reading %s: %w", refKey(ref), err)
+		}
+		res := plan.ObjectResult{Ref: ref}
+		res.Adopted = live != nil && !inventory[refKey(ref)] && !labelledFor(live, s.addon)
+		dry, err := s.applier.DryRun(ctx, obj)
+		switch {
+		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
+			// Its CRD is created first in this very sync, so the API
+			// server cannot dry-run it yet.
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: manifestDigest(obj),
+				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
+		case err != nil && apply.IsImmutableJob(obj, err):
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: manifestDigest(obj),
+				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
+		case err != nil:
+			res.Action = capstanv1.ActionCreate
+			if live != nil {
+				res.Action = capstanv1.ActionUpdate
+			}
+			res.Error = redactAPIError(obj, err)
+		default:
+			res.Comparison, err = plan.Compare(obj, live, dry)
+			if err != nil {
+				return err
+			}
+		}
+		s.previews = append(s.previews, res)
+	}
+	return nil
+}
+
+// redactAPIError keeps the API server's message, except for Secrets, whose
+// messages can quote a value.
+func redactAPIError(obj *unstructured.Unstructured, err error) string {
+	if obj.GetKind() == "Secret" {
+		if apierrors.IsInvalid(err) {
+			return "the API server refused the Secret as invalid (its message is withheld because it can quote a value)"
+		}
+		return "the API server refused the Secret: " + string(apierrors.ReasonForError(err))
+	}
+	return err.Error()
+}
+
+func definedBy(crdKinds map[schema.GroupKind]bool, obj *unstructured.Unstructured) bool {
+	_, ok := crdKinds[obj.GroupVersionKind().GroupKind()]
+	return ok
+}
+
+// labelledFor reports whether Capstan applied obj for this add-on before.
+func labelledFor(obj *unstructured.Unstructured, addon *capstanv1.Addon) bool {
+	l := obj.GetLabels()
+	return l[capstanv1.AddonLabel] == addon.Name && l[capstanv1.AddonNamespaceLabel] == addon.Namespace
+}
+
+// gate runs the gates. A plan that may not be applied ends the reconcile
+// with the gate's phase.
+func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
+	s.verdict = plan.Decide(plan.State{
+		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
+		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
+		LastSyncRequest: s.addon.Status.LastSyncRequest,
+	})
+	if s.verdict.Apply {
+		return false, nil
+	}
+	s.outcome = outcome{Phase: s.verdict.Phase, Reason: s.verdict.Reason, Message: s.verdict.Message,
+		Stalled: s.verdict.Phase == capstanv1.PhaseBlocked || s.verdict.Phase == capstanv1.PhaseFailed}
+	return true, nil
+}
+
+// applyPlan applies an approved plan in order: the inventory first (so a
+// crash orphans nothing), pre hooks, CRDs and Namespaces, the rest, prune,
+// post hooks.
+func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
+	log := logf.FromContext(ctx)
+	rendered := refs(s.objects)
+	s.addon.Status.Inventory = apply.Union(s.addon.Status.Inventory, rendered)
+	if err := r.writeStatusNow(ctx, s); err != nil {
+		return false, err
+	}
+	events := hookEvents[s.lifecycle]
+	if err := r.stepHook(ctx, "pre-hooks"); err != nil {
+		return false, err
+	}
+	if s.lifecycle != LifecycleNone {
+		if err := r.runHooks(ctx, s, events[0]); err != nil {
+			return false, fmt.Errorf("%s hook failed, so nothing was applied: %w", events[0], err)
+		}
+	}
+	var changed []*unstructured.Unstructured
+	for i, obj := range s.objects {
+		if s.previews[i].Action != capstanv1.ActionUnchanged {
+			changed = append(changed, obj)
+		}
+	}
+	applied := 0
+	if err := r.stepHook(ctx, "apply"); err != nil {
+		return false, err
+	}
+	err := s.applier.Ordered(ctx, changed, func(*unstructured.Unstructured) { applied++ })
+	objectsApplied.Add(float64(applied))
+	if err != nil {
+		return false, err
+	}
+	if crds, _, _ := apply.Split(changed); len(crds) > 0 {
+		// New API versions change .Capabilities for the next render.
+		_, _ = r.capabilities(true)
+	}
+	if err := r.stepHook(ctx, "prune"); err != nil {
+		return false, err
+	}
+	pruned, err := s.applier.DeleteAll(ctx, s.prune)
+	objectsPruned.Add(float64(len(pruned)))
+	s.addon.Status.Inventory = apply.Subtract(s.addon.Status.Inventory, pruned)
+	if err != nil {
+		return false, err
+	}
+	if len(pruned) > 0 {
+		log.Info("Pruned objects", "count", len(pruned))
+	}
+	if err := r.stepHook(ctx, "post-hooks"); err != nil {
+		return false, err
+	}
+	s.addon.Status.AppliedHash = s.render.Hash
+	if s.verdict.HandledSyncRequest {
+		s.addon.Status.LastSyncRequest = s.addon.Spec.SyncRequest
+	}
+	if applied > 0 || len(pruned) > 0 {
+		now := metav1.Now()
+		s.addon.Status.LastAppliedTime = &now
+	}
+	if s.lifecycle != LifecycleNone {
+		if err := r.runHooks(ctx, s, events[1]); err != nil {
+			// NOTE: the objects stay applied and appliedHash stays as it
+			// was, so the next sync is an upgrade again and retries the
+			// post hook.
+			s.addon.Status.AppliedHash = ""
+			if s.lifecycle == LifecycleUpgrade {
+				s.addon.Status.AppliedHash = "retry:" + s.render.Hash
+			}
+			return false, fmt.Errorf("%s hook failed; the objects are applied and the hook runs again on the next sync: %w", events[1], err)
+		}
+	}
+	if s.profile == capstanv1.ProfileRestricted {
+		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
+			log.Error(err, "Cleaning up unreferenced values Secrets failed")
+		}
+	}
+	s.plan = nil
+	return false, nil
+}
+
+// stepHook lets tests stop a reconcile between apply steps.
+func (r *AddonReconciler) stepHook(ctx context.Context, name string) error {
+	if r.BeforeApplyStep == nil {
+		return nil
+	}
+	return r.BeforeApplyStep(ctx, name)
+}
+
+// writeStatusNow patches status in the middle of a reconcile, for the
+// inventory before an apply and for hook progress.
+func (r *AddonReconciler) writeStatusNow(ctx context.Context, s *scope) error {
+	latest := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), latest); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(latest.DeepCopy())
+	latest.Status.Inventory = s.addon.Status.Inventory
+	latest.Status.Hook = s.addon.Status.Hook
+	latest.Status.Plan = s.addon.Status.Plan
+	return r.Client.Status().Patch(ctx, latest, patch)
+}
+
+// checkHealth waits, by requeueing, until the applied workloads are ready.
+func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
+	for _, obj := range s.objects {
+		ready, why, err := workloadReady(ctx, s.applier, obj)
+		if err != nil {
+			return false, err
+		}
+		if !ready {
+			s.outcome = outcome{Phase: capstanv1.PhaseProgressing, Reason: "WaitingForWorkloads", Message: why}
+			s.requeueAfter = r.Config.HealthPoll
+			return true, nil
+		}
+	}
+	msg := "Applied and healthy."
+	if s.plan != nil {
+		msg = "In sync: nothing to change."
+	}
+	s.outcome = outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: msg}
+	return true, nil
+}
+
+func refs(objs []*unstructured.Unstructured) []capstanv1.ObjectRef {
+	out := make([]capstanv1.ObjectRef, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, plan.Ref(o))
+	}
+	return out
+}
+
+func refKey(r capstanv1.ObjectRef) string {
+	gv, _ := schema.ParseGroupVersion(r.APIVersion)
+	return gv.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+func plannedHook(h render.Hook, event string) capstanv1.PlannedHook {
+	return capstanv1.PlannedHook{ObjectRef: plan.Ref(h.Object), Events: []string{event}, Weight: h.Weight, DeletePolicies: h.DeletePolicies}
+}
+
+func (s *scope) planSource() capstanv1.PlanSource {
+	switch {
+	case s.chart != nil:
+		return capstanv1.PlanSource{Chart: s.chart.Name, Version: s.chart.Version, Digest: s.chart.Digest, URL: s.chart.URL}
+	case s.tree != nil:
+		return capstanv1.PlanSource{URL: s.addon.Spec.Git.URL, Commit: s.tree.Commit, Path: s.addon.Spec.Git.Path}
+	}
+	return capstanv1.PlanSource{}
+}
+
+func chartSourceString(spec *capstanv1.ChartSource, ch *source.Chart) string {
+	switch {
+	case spec.Repo != "":
+		return strings.TrimSuffix(spec.Repo, "/") + "/" + spec.Name
+	case spec.OCI != "":
+		return spec.OCI
+	}
+	return ch.URL
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
