@@ -101,4 +101,3 @@ func Apply(ctx context.Context, c client.Client, withDeployment bool) error {
 	}
 	return nil
 }
-
