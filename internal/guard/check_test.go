@@ -42,7 +42,7 @@ func TestKindMessages(t *testing.T) {
 		t.Errorf("an old Deployment version should say to use apps/v1: %+v", got)
 	}
 	got = Check(context.Background(), parse(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: x}"), testContext())
-	if len(got) != 1 || !strings.Contains(got[0].Message, "apps/v1 Deployment") || got[0].Object.Kind != "ClusterRole" || got[0].Object.Name != "x" {
+	if len(got) != 1 || !strings.Contains(got[0].Message, "Deployments (apps/v1)") || got[0].Object.Kind != "ClusterRole" || got[0].Object.Name != "x" {
 		t.Errorf("a refused kind should name the object and list the allowed kinds: %+v", got)
 	}
 }

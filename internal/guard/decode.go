@@ -144,12 +144,8 @@ func kindMessage(gvk schema.GroupVersionKind, u *unstructured.Unstructured) stri
 			return fmt.Sprintf("%s is allowed only as %s, not %s; render it with apiVersion: %s", gvk.Kind, k.GroupVersion(), gvk.GroupVersion(), k.GroupVersion())
 		}
 	}
-	allowed := make([]string, 0, len(AllowedKinds()))
-	for _, k := range AllowedKinds() {
-		allowed = append(allowed, k.GroupVersion().String()+" "+k.Kind)
-	}
-	return fmt.Sprintf("%s %s may not be created by a restricted Addon; it may create only %s (no RBAC, CRDs, cluster-scoped objects, Routes or Ingresses): remove the object or disable it in the chart's values",
-		gvk.GroupVersion(), gvk.Kind, strings.Join(allowed, ", "))
+	return fmt.Sprintf("%s %s may not be created by a restricted Addon, which may create only Deployments (apps/v1), Jobs (batch/v1), and Services, ConfigMaps, Secrets, ServiceAccounts and PersistentVolumeClaims (v1); remove the object or disable it in the chart's values",
+		gvk.GroupVersion(), gvk.Kind)
 }
 
 // typeErrorRE takes the field and the Go type out of a JSON type error, and

@@ -33,8 +33,8 @@ func testContext() Context {
 	}
 }
 
-// parse reads a multi-document YAML manifest into unstructured objects. An
-// empty document becomes a nil object, as a careless renderer might pass it.
+// parse reads a multi-document YAML manifest into unstructured objects. It
+// skips documents that hold only comments, as Helm's renderer does.
 func parse(t testing.TB, manifest string) []*unstructured.Unstructured {
 	t.Helper()
 	var out []*unstructured.Unstructured
@@ -47,7 +47,6 @@ func parse(t testing.TB, manifest string) []*unstructured.Unstructured {
 			t.Fatalf("test manifest does not parse: %v\n%s", err, doc)
 		}
 		if m == nil {
-			out = append(out, nil)
 			continue
 		}
 		out = append(out, &unstructured.Unstructured{Object: m})
