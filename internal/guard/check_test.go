@@ -90,6 +90,17 @@ spec:
     spec:
       containers: [{name: app, image: nginx}]`,
 			[]string{"owner-reference@spec.template.metadata.ownerReferences[0]"}},
+		{"owner reference to another Addon", `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: c
+  ownerReferences: [{apiVersion: capstan.dev/v1alpha1, kind: Addon, name: wiki, uid: 6d1c9c0e-0000-4000-8000-000000000003}]`,
+			[]string{"owner-reference@metadata.ownerReferences[0]"}},
+		{"near-miss: the owner reference Capstan sets to this Addon", `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: c
+  ownerReferences: [{apiVersion: capstan.dev/v1alpha1, kind: Addon, name: blog, uid: 6d1c9c0e-0000-4000-8000-000000000004, controller: true}]`, nil},
 		{"near-miss: labels and annotations", `apiVersion: v1
 kind: ConfigMap
 metadata:

@@ -2,8 +2,10 @@ package guard
 
 import (
 	"fmt"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"capstan.dev/capstan/api/v1alpha1"
 )
@@ -38,9 +40,20 @@ func (ck *checker) checkMetadata(d *decodedObject) {
 			fmt.Sprintf("PersistentVolumeClaim %q is handed over by the platform; reference it from the platform values key instead of rendering it", m.Name))
 	}
 	for i, or := range m.OwnerReferences {
+		if ck.isThisAddon(or) {
+			continue
+		}
 		ck.add(d.ref, fmt.Sprintf("metadata.ownerReferences[%d]", i), RuleOwnerReference,
 			fmt.Sprintf("the chart sets an owner reference to %s %q; remove it: Capstan makes the Addon the owner of every object it applies", or.Kind, or.Name))
 	}
+}
+
+// isThisAddon reports whether an owner reference points at the Addon being
+// checked. That is the one owner reference Capstan sets itself, so it may be
+// present when Check runs after the controller prepared the objects.
+func (ck *checker) isThisAddon(or metav1.OwnerReference) bool {
+	group, _, _ := strings.Cut(or.APIVersion, "/")
+	return group == v1alpha1.GroupVersion.Group && or.Kind == "Addon" && or.Name == ck.c.AddonName && ck.c.AddonName != ""
 }
 
 func describeReserved(r ReservedNames) string {
