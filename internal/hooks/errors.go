@@ -1,0 +1,94 @@
+package hooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Error is a hook that failed or did not finish in time. Its message names
+// the hook (kind, namespace and name, event, weight and template), says
+// what went wrong, and how to run it again. It never quotes a hook's
+// output.
+type Error struct {
+	// Event is the hook event, such as pre-upgrade.
+	Event string
+	// Hook is the hook's object.
+	Hook capstanv1.ObjectRef
+	// Weight is the hook's weight.
+	Weight int
+	// Template is the chart template that rendered the hook.
+	Template string
+	// Reason is a CamelCase reason: the Job's Failed condition reason (such
+	// as BackoffLimitExceeded or DeadlineExceeded), the pod's reason,
+	// Timeout, or CreateFailed.
+	Reason string
+	// Message is the detail: the Job's condition message and how its pods
+	// ended, or the API server's answer.
+	Message string
+	// Timeout is the per-hook limit, set when Reason is Timeout.
+	Timeout time.Duration
+	// Kept is set when the hook's object from an earlier run was kept,
+	// because its delete policies lack before-hook-creation, so the earlier
+	// result was read again.
+	Kept bool
+	// Err is the underlying error, if any.
+	Err error
+}
+
+// ReasonTimeout is the Reason of a hook that did not finish in time.
+const ReasonTimeout = "Timeout"
+
+// ReasonCreateFailed is the Reason of a hook whose object could not be
+// created, or whose earlier object could not be deleted.
+const ReasonCreateFailed = "CreateFailed"
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, refString(e.Hook), e.Weight)
+	if e.Template != "" {
+		fmt.Fprintf(&b, ", from %s", e.Template)
+	}
+	b.WriteString(") ")
+	switch e.Reason {
+	case ReasonTimeout:
+		fmt.Fprintf(&b, "did not finish within the hook timeout of %s", e.Timeout)
+		if e.Message != "" {
+			b.WriteString(" (" + e.Message + ")")
+		}
+		b.WriteString("; make the hook finish sooner or raise spec.hookTimeout. ")
+	case ReasonCreateFailed:
+		b.WriteString("could not be run: " + e.Message + ". ")
+	default:
+		b.WriteString("failed: " + e.Reason)
+		if e.Message != "" {
+			b.WriteString(": " + e.Message)
+		}
+		b.WriteString(". Fix the chart or its values. ")
+	}
+	if e.Kept {
+		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, refString(e.Hook))
+	}
+	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest.")
+	return b.String()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// IsHookError reports whether err is, or wraps, a hook that failed or
+// timed out. The controller can treat it as a failure a person must look
+// at, rather than retrying it at once.
+func IsHookError(err error) bool {
+	var he *Error
+	return errors.As(err, &he)
+}
+
+func refString(r capstanv1.ObjectRef) string {
+	if r.Namespace != "" {
+		return r.Kind + " " + r.Namespace + "/" + r.Name
+	}
+	return r.Kind + " " + r.Name
+}

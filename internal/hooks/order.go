@@ -1,0 +1,87 @@
+package hooks
+
+import (
+	"cmp"
+	"slices"
+
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+
+	"capstan.dev/capstan/internal/render"
+)
+
+// The delete policies Helm knows.
+const (
+	// BeforeHookCreation deletes the previous object of a hook before the
+	// hook is created again. It is the default when a hook names no policy.
+	BeforeHookCreation = "before-hook-creation"
+	// HookSucceeded deletes a hook's object once every hook of the event
+	// has succeeded.
+	HookSucceeded = "hook-succeeded"
+	// HookFailed deletes a hook's object when it fails.
+	HookFailed = "hook-failed"
+)
+
+// Select returns the hooks that run for event, in the order Helm runs them.
+//
+// A hook runs for event when it names it and names no event Helm does not
+// know (render.Hook.Runnable). The order is Helm v4's (pkg/action/hooks.go):
+// Helm first sorts hooks by kind in its install order, then sorts them
+// stably by weight and, for equal weights, by name. So the order is weight
+// (lowest, that is most negative, first), then name, then kind in Helm's
+// install order, then the order of the render. A weight that is not an
+// integer was already made 0 by the renderer, as Helm does.
+func Select(hooks []render.Hook, event string) []render.Hook {
+	var out []render.Hook
+	for _, h := range hooks {
+		if h.Runnable() && slices.Contains(h.Events, event) {
+			out = append(out, h)
+		}
+	}
+	rank := make(map[string]int, len(releaseutil.InstallOrder))
+	for i, k := range releaseutil.InstallOrder {
+		rank[k] = i
+	}
+	slices.SortStableFunc(out, func(a, b render.Hook) int {
+		return cmp.Or(
+			cmp.Compare(a.Weight, b.Weight),
+			cmp.Compare(a.Object.GetName(), b.Object.GetName()),
+			compareKinds(rank, a.Object.GetKind(), b.Object.GetKind()),
+		)
+	})
+	return out
+}
+
+// compareKinds orders kinds as Helm's install order does: listed kinds by
+// their place in the list, unlisted kinds after them by name.
+func compareKinds(rank map[string]int, a, b string) int {
+	ra, aok := rank[a]
+	rb, bok := rank[b]
+	switch {
+	case aok && bok:
+		return cmp.Compare(ra, rb)
+	case aok:
+		return -1
+	case bok:
+		return 1
+	}
+	return cmp.Compare(a, b)
+}
+
+// DeletePolicies returns a hook's delete policies, with Helm's default,
+// before-hook-creation, when it names none.
+func DeletePolicies(h render.Hook) []string {
+	if len(h.DeletePolicies) == 0 {
+		return []string{BeforeHookCreation}
+	}
+	return h.DeletePolicies
+}
+
+// hasPolicy reports whether a hook's object is deleted on policy. Helm never
+// deletes a CustomResourceDefinition hook: that would delete every object
+// of its kind.
+func hasPolicy(h render.Hook, policy string) bool {
+	if h.Object.GetKind() == "CustomResourceDefinition" {
+		return false
+	}
+	return slices.Contains(DeletePolicies(h), policy)
+}

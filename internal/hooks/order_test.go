@@ -1,0 +1,125 @@
+package hooks
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"capstan.dev/capstan/internal/render"
+)
+
+// hook builds a render.Hook of kind/name for events, with a weight.
+func hook(kindName string, weight int, events ...string) render.Hook {
+	kind, name, _ := strings.Cut(kindName, "/")
+	o := &unstructured.Unstructured{}
+	o.SetAPIVersion("v1")
+	o.SetKind(kind)
+	o.SetName(name)
+	return render.Hook{Object: o, Events: events, Weight: weight}
+}
+
+func names(hs []render.Hook) []string {
+	out := []string{}
+	for _, h := range hs {
+		out = append(out, h.Object.GetKind()+"/"+h.Object.GetName())
+	}
+	return out
+}
+
+func TestSelect(t *testing.T) {
+	unknown := hook("ConfigMap/typo", -100, "pre-install")
+	unknown.UnknownEvents = []string{"pre-instal"}
+	tests := []struct {
+		name  string
+		hooks []render.Hook
+		event string
+		want  []string
+	}{
+		{
+			name:  "only the event's hooks",
+			hooks: []render.Hook{hook("Job/a", 0, "pre-install"), hook("Job/b", 0, "post-install"), hook("Job/c", 0, "pre-upgrade", "pre-install")},
+			event: "pre-install",
+			want:  []string{"Job/a", "Job/c"},
+		},
+		{
+			name:  "weight first, negative weights before zero",
+			hooks: []render.Hook{hook("Job/a", 5, "pre-install"), hook("Job/b", 0, "pre-install"), hook("Job/c", -10, "pre-install"), hook("Job/d", -1, "pre-install")},
+			event: "pre-install",
+			want:  []string{"Job/c", "Job/d", "Job/b", "Job/a"},
+		},
+		{
+			name:  "equal weights by name, not by kind",
+			hooks: []render.Hook{hook("ServiceAccount/zeta", 0, "pre-install"), hook("Job/alpha", 0, "pre-install"), hook("ConfigMap/mid", 0, "pre-install")},
+			event: "pre-install",
+			want:  []string{"Job/alpha", "ConfigMap/mid", "ServiceAccount/zeta"},
+		},
+		{
+			name:  "equal weights and names by Helm's install order of kinds",
+			hooks: []render.Hook{hook("Job/same", 0, "pre-install"), hook("ConfigMap/same", 0, "pre-install"), hook("ServiceAccount/same", 0, "pre-install"), hook("Widget/same", 0, "pre-install"), hook("Gadget/same", 0, "pre-install")},
+			event: "pre-install",
+			want:  []string{"ServiceAccount/same", "ConfigMap/same", "Job/same", "Gadget/same", "Widget/same"},
+		},
+		{
+			name:  "a hook naming an unknown event never runs",
+			hooks: []render.Hook{unknown, hook("Job/a", 0, "pre-install")},
+			event: "pre-install",
+			want:  []string{"Job/a"},
+		},
+		{
+			name:  "no hooks for the event",
+			hooks: []render.Hook{hook("Job/a", 0, "pre-delete")},
+			event: "post-delete",
+			want:  []string{},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, names(Select(tt.hooks, tt.event))); diff != "" {
+				t.Errorf("order (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSelectKeepsRenderOrderForFullTies(t *testing.T) {
+	a := hook("ConfigMap/same", 0, "post-install")
+	a.Template = "c/templates/a.yaml"
+	b := hook("ConfigMap/same", 0, "post-install")
+	b.Template = "c/templates/b.yaml"
+	got := Select([]render.Hook{b, a}, "post-install")
+	if got[0].Template != b.Template || got[1].Template != a.Template {
+		t.Errorf("full ties were reordered: %s, %s", got[0].Template, got[1].Template)
+	}
+}
+
+func TestDeletePolicies(t *testing.T) {
+	crd := hook("CustomResourceDefinition/widgets.example.com", 0, "pre-install")
+	crd.DeletePolicies = []string{HookSucceeded}
+	tests := []struct {
+		name     string
+		policies []string
+		check    string
+		want     bool
+	}{
+		{"no policy means before-hook-creation", nil, BeforeHookCreation, true},
+		{"no policy does not delete on success", nil, HookSucceeded, false},
+		{"no policy does not delete on failure", nil, HookFailed, false},
+		{"hook-succeeded only", []string{HookSucceeded}, HookSucceeded, true},
+		{"hook-succeeded only is not before-hook-creation", []string{HookSucceeded}, BeforeHookCreation, false},
+		{"hook-failed", []string{HookFailed, BeforeHookCreation}, HookFailed, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := hook("Job/x", 0, "pre-install")
+			h.DeletePolicies = tt.policies
+			if got := hasPolicy(h, tt.check); got != tt.want {
+				t.Errorf("hasPolicy(%v, %s) = %v, want %v", tt.policies, tt.check, got, tt.want)
+			}
+		})
+	}
+	if hasPolicy(crd, HookSucceeded) {
+		t.Error("a CustomResourceDefinition hook would be deleted; Helm never deletes one")
+	}
+}

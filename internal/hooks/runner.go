@@ -1,0 +1,381 @@
+// Package hooks runs a chart's Helm hooks with Helm's own semantics: the
+// hooks of one event in Helm's order (weight, then name, then kind), each
+// created after its delete policy allows, Jobs and Pods waited for until
+// they finish within the hook timeout, and delete policies honoured.
+package hooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/render"
+)
+
+// DefaultTimeout bounds one hook when the request names no timeout.
+const DefaultTimeout = 10 * time.Minute
+
+// Runner runs the hooks of one event the way Helm v4 does. It implements
+// controller.HookRunner. The zero value is ready to use.
+type Runner struct {
+	// Poll is how often a running hook, or a hook being deleted, is read.
+	// Default one second.
+	Poll time.Duration
+}
+
+var _ controller.HookRunner = (*Runner)(nil)
+
+// Run runs the runnable hooks of req.Event in Helm's order, one at a time:
+//
+//  1. it reports the hook through req.Progress;
+//  2. it makes sure the hook's namespace exists, creating the target
+//     namespace when the Addon asks for it (pre-install hooks run before
+//     the controller applies Namespaces);
+//  3. with before-hook-creation (the default), it deletes the hook's object
+//     from an earlier run and waits until it is gone;
+//  4. it applies the hook by server-side apply, and waits until a Job is
+//     Complete or Failed and a Pod Succeeded or Failed, within req.Timeout;
+//     other kinds only need to exist.
+//
+// When a hook fails or times out, Run deletes it if it has hook-failed,
+// deletes the hooks that succeeded before it if they have hook-succeeded,
+// and returns an *Error that names it. When every hook succeeds, Run
+// deletes those with hook-succeeded, in reverse order. Hooks of unknown
+// events are never run.
+func (r *Runner) Run(ctx context.Context, req controller.HookRequest) error {
+	if req.Applier == nil || req.Addon == nil {
+		return errors.New("hooks: a hook request needs an Applier and an Addon")
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	selected := Select(req.Hooks, req.Event)
+	checked := map[string]bool{}
+	for i, h := range selected {
+		if err := r.runOne(ctx, req, h, timeout, checked); err != nil {
+			r.cleanUp(ctx, req.Applier, []render.Hook{h}, HookFailed, timeout)
+			r.cleanUp(ctx, req.Applier, selected[:i], HookSucceeded, timeout)
+			return err
+		}
+	}
+	done := slices.Clone(selected)
+	slices.Reverse(done)
+	for _, h := range done {
+		if !hasPolicy(h, HookSucceeded) {
+			continue
+		}
+		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
+			return fmt.Errorf("%s hook %s succeeded, but deleting it (policy %s) failed: %w; the next sync runs the %s hooks again",
+				req.Event, refString(apply.Ref(h.Object)), HookSucceeded, err, req.Event)
+		}
+	}
+	return nil
+}
+
+// runOne runs one hook and waits for it.
+func (r *Runner) runOne(ctx context.Context, req controller.HookRequest, h render.Hook, timeout time.Duration, checked map[string]bool) error {
+	obj := h.Object.DeepCopy()
+	ref := apply.Ref(obj)
+	fail := func(reason, msg string, err error) *Error {
+		return &Error{Event: req.Event, Hook: ref, Weight: h.Weight, Template: h.Template, Reason: reason, Message: msg, Timeout: timeout, Err: err}
+	}
+	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
+	log.Info("Running hook")
+	if req.Progress != nil {
+		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.Now()})
+	}
+	if ns := obj.GetNamespace(); ns != "" && !checked[ns] {
+		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns); err != nil {
+			return fail(ReasonCreateFailed, err.Error(), err)
+		}
+		checked[ns] = true
+	}
+	if hasPolicy(h, BeforeHookCreation) {
+		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
+			return fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
+		}
+	}
+	existed := false
+	if !hasPolicy(h, BeforeHookCreation) {
+		prev, err := req.Applier.Get(ctx, ref)
+		if err != nil && !apimeta.IsNoMatchError(err) {
+			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+		}
+		existed = prev != nil
+	}
+	if err := req.Applier.Apply(ctx, obj); err != nil {
+		msg := "the API server refused it: " + err.Error()
+		if apimeta.IsNoMatchError(err) {
+			msg = fmt.Sprintf("the cluster does not serve %s %s; a hook's kind must exist before the hook runs", ref.APIVersion, ref.Kind)
+		}
+		if obj.GetKind() == "Secret" {
+			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
+		}
+		return fail(ReasonCreateFailed, msg, err)
+	}
+	if !waitsFor(ref.APIVersion, ref.Kind) {
+		log.Info("Hook created")
+		return nil
+	}
+	out, err := r.wait(ctx, req.Applier, ref, timeout)
+	switch {
+	case wait.Interrupted(err) && ctx.Err() == nil:
+		e := fail(ReasonTimeout, out.message, err)
+		e.Kept = existed
+		return e
+	case err != nil:
+		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, refString(ref), err)
+	case out.state == failed:
+		e := fail(out.reason, out.message, nil)
+		e.Kept = existed
+		log.Info("Hook failed", "reason", out.reason)
+		return e
+	}
+	log.Info("Hook succeeded")
+	return nil
+}
+
+// wait polls a Job or Pod hook until it finishes, within timeout. On a
+// timeout, the outcome's message says what the hook was doing.
+func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.ObjectRef, timeout time.Duration) (outcome, error) {
+	var out outcome
+	err := wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+		live, err := a.Get(ctx, ref)
+		if err != nil {
+			return false, err
+		}
+		if live == nil {
+			return false, fmt.Errorf("the hook %s was deleted while it ran", refString(ref))
+		}
+		out, err = r.read(ctx, a, live)
+		if err != nil {
+			return false, err
+		}
+		return out.state != running, nil
+	})
+	if wait.Interrupted(err) {
+		out.message = r.progressOf(ctx, a, ref)
+	}
+	return out, err
+}
+
+// read decides a live Job's or Pod's outcome. For a failed Job, it adds how
+// the Job's pods ended.
+func (r *Runner) read(ctx context.Context, a *apply.Applier, live *unstructured.Unstructured) (outcome, error) {
+	switch live.GetKind() {
+	case "Job":
+		job := &batchv1.Job{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job); err != nil {
+			return outcome{}, err
+		}
+		out := jobOutcome(job)
+		if out.state == failed {
+			if pods := jobPodFailures(ctx, a, job); pods != "" {
+				out.message = joinMessage(out.message, pods)
+			}
+		}
+		return out, nil
+	default:
+		pod := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, pod); err != nil {
+			return outcome{}, err
+		}
+		return podOutcome(pod), nil
+	}
+}
+
+// progressOf says where a hook that timed out stands: a Job's active,
+// succeeded and failed pods and its pods' phases, or a Pod's phase. It is
+// best effort: a read that fails says nothing.
+func (r *Runner) progressOf(ctx context.Context, a *apply.Applier, ref capstanv1.ObjectRef) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	live, err := a.Get(ctx, ref)
+	if err != nil || live == nil {
+		return ""
+	}
+	if live.GetKind() == "Pod" {
+		phase, _, _ := unstructured.NestedString(live.Object, "status", "phase")
+		return "the pod is " + phase
+	}
+	job := &batchv1.Job{}
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job) != nil {
+		return ""
+	}
+	msg := fmt.Sprintf("the Job has %d active, %d succeeded and %d failed pods", job.Status.Active, job.Status.Succeeded, job.Status.Failed)
+	pods, err := listJobPods(ctx, a, job)
+	if err == nil && len(pods) > 0 {
+		phases := map[corev1.PodPhase]int{}
+		for _, p := range pods {
+			phases[p.Status.Phase]++
+		}
+		msg += "; pods by phase:"
+		for _, phase := range []corev1.PodPhase{corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed, corev1.PodUnknown} {
+			if n := phases[phase]; n > 0 {
+				msg += fmt.Sprintf(" %s %d", phase, n)
+			}
+		}
+	}
+	return msg
+}
+
+// jobPodFailures says how a failed Job's pods ended, best effort.
+func jobPodFailures(ctx context.Context, a *apply.Applier, job *batchv1.Job) string {
+	pods, err := listJobPods(ctx, a, job)
+	if err != nil {
+		return ""
+	}
+	var msg string
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodFailed {
+			continue
+		}
+		if c := containerFailures(&p); c != "" {
+			msg = joinMessage(msg, "pod "+p.Name+": "+c)
+		}
+	}
+	return msg
+}
+
+// listJobPods lists the pods of one Job, by the controller-uid label that
+// the Job controller sets and that no other Job's pods carry.
+func listJobPods(ctx context.Context, a *apply.Applier, job *batchv1.Job) ([]corev1.Pod, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion("v1")
+	list.SetKind("PodList")
+	if err := a.Client.List(ctx, list, client.InNamespace(job.Namespace),
+		client.MatchingLabels{batchv1.ControllerUidLabel: string(job.UID)}); err != nil {
+		return nil, err
+	}
+	pods := make([]corev1.Pod, 0, len(list.Items))
+	for _, item := range list.Items {
+		var p corev1.Pod
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(item.Object, &p); err != nil {
+			return nil, err
+		}
+		pods = append(pods, p)
+	}
+	slices.SortFunc(pods, func(x, y corev1.Pod) int { return x.CreationTimestamp.Compare(y.CreationTimestamp.Time) })
+	return pods, nil
+}
+
+func joinMessage(a, b string) string {
+	switch {
+	case a == "":
+		return b
+	case b == "":
+		return a
+	}
+	return a + "; " + b
+}
+
+// cleanUp deletes the hooks that have policy, best effort: the hook's own
+// failure is what the caller reports.
+func (r *Runner) cleanUp(ctx context.Context, a *apply.Applier, hooks []render.Hook, policy string, timeout time.Duration) {
+	ctx = context.WithoutCancel(ctx)
+	for _, h := range hooks {
+		if !hasPolicy(h, policy) {
+			continue
+		}
+		if err := r.deleteAndWait(ctx, a, h, timeout); err != nil {
+			logf.FromContext(ctx).Error(err, "Deleting a hook failed", "policy", policy, "kind", h.Object.GetKind(), "name", h.Object.GetName())
+		}
+	}
+}
+
+// deleteAndWait deletes a hook's object, and waits until it is gone. Pods
+// of a Job go with it: the deletion propagates in the background, as in
+// Helm, so the Job is gone at once and the garbage collector deletes its
+// pods.
+func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.Hook, timeout time.Duration) error {
+	ref := apply.Ref(h.Object)
+	live, err := a.Get(ctx, ref)
+	if apimeta.IsNoMatchError(err) || (err == nil && live == nil) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	uid := live.GetUID()
+	if err := a.Client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid}); err != nil {
+		// NOTE: a conflict on the UID precondition means another object
+		// of the same name replaced the one read: the one meant is gone.
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return err
+	}
+	err = wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+		cur, err := a.Get(ctx, ref)
+		if err != nil {
+			return false, err
+		}
+		return cur == nil || cur.GetUID() != uid, nil
+	})
+	if wait.Interrupted(err) && ctx.Err() == nil {
+		return fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", refString(ref), timeout)
+	}
+	return err
+}
+
+// ensureNamespace makes sure a hook's namespace exists. Pre-install hooks
+// run before the controller applies Namespaces, so the target namespace of
+// an Addon with createNamespace is created here, with Capstan's labels and
+// field manager, exactly as the controller would apply it.
+func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Addon, name string) error {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: name}
+	live, err := a.Get(ctx, ref)
+	if err != nil {
+		return fmt.Errorf("reading the hook's namespace %s: %w", name, err)
+	}
+	if live != nil {
+		return nil
+	}
+	target := addon.Namespace
+	if addon.Spec.TargetNamespace != "" {
+		target = addon.Spec.TargetNamespace
+	}
+	if name != target || !addon.Spec.CreateNamespace {
+		if name == target {
+			return fmt.Errorf("the hook's namespace %s does not exist; create it, or set spec.createNamespace: true", name)
+		}
+		return fmt.Errorf("the hook's namespace %s does not exist and is not the add-on's target namespace; create it, or fix the namespace in the chart", name)
+	}
+	ns := &unstructured.Unstructured{}
+	ns.SetAPIVersion("v1")
+	ns.SetKind("Namespace")
+	ns.SetName(name)
+	ns.SetLabels(map[string]string{
+		capstanv1.AddonLabel:          addon.Name,
+		capstanv1.AddonNamespaceLabel: addon.Namespace,
+		capstanv1.ManagedByLabel:      "capstan",
+	})
+	if err := a.Apply(ctx, ns); err != nil {
+		return fmt.Errorf("creating the target namespace %s for the hook: %w", name, err)
+	}
+	return nil
+}
+
+func (r *Runner) poll() time.Duration {
+	if r.Poll > 0 {
+		return r.Poll
+	}
+	return time.Second
+}
