@@ -1,0 +1,316 @@
+package gitops
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops/gitserver"
+)
+
+const approved = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+
+func TestSyncerLifecycle(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-sync")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+
+	// A hand-made Addon with the name of a definition is not taken over.
+	manual := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "manual"},
+		Spec: v1alpha1.AddonSpec{Chart: &v1alpha1.ChartSource{URL: "https://example.com/manual-1.0.0.tgz"}}}
+	if err := env.client.Create(ctx, manual); err != nil {
+		t.Fatal(err)
+	}
+
+	c1 := w.Write("addons/longhorn.yaml", longhorn).
+		Write("addons/umami.yaml", umami).
+		Write("umami/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: umami}\n").
+		Write("addons/broken.yaml", "name: broken\nhelm: {repo: https://x, chart: c}\ncolour: red\n").
+		Write("addons/dup.yaml", "name: dup\nhelm: {repo: https://x, chart: c}\n").
+		Write("addons/dup.yml", "name: dup\nhelm: {repo: https://x, chart: c}\n").
+		Write("addons/manual.yaml", "name: manual\nhelm: {repo: https://x, chart: c}\n").
+		CommitAndPush("first definitions")
+	createRepo(t, ns, "gitops", url)
+	repo := waitSynced(t, ns, "gitops", c1)
+
+	if repo.Status.Branch != "main" || repo.Status.Addons != 2 || repo.Status.InvalidFileCount != 4 {
+		t.Fatalf("status: %+v", repo.Status)
+	}
+	wantInvalid := map[string]string{
+		"addons/broken.yaml": "addons/broken.yaml:3: colour: unknown field",
+		"addons/dup.yaml":    "keep one file",
+		"addons/dup.yml":     "keep one file",
+		"addons/manual.yaml": "is not managed by git",
+	}
+	for _, f := range repo.Status.InvalidFiles {
+		if !strings.Contains(f.Message, wantInvalid[f.Path]) {
+			t.Errorf("%s: %q lacks %q", f.Path, f.Message, wantInvalid[f.Path])
+		}
+	}
+	if c := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonInvalidFiles {
+		t.Fatalf("Ready: %+v", c)
+	}
+	if _, err := getAddon(t, ns, "dup"); !apierrors.IsNotFound(err) {
+		t.Fatalf("two files for dup: neither may win, got %v", err)
+	}
+	if got := mustAddon(t, ns, "manual"); got.Spec.Chart.URL != "https://example.com/manual-1.0.0.tgz" || got.Labels[ManagedByGitLabel] != "" {
+		t.Fatalf("the hand-made Addon was changed: %+v", got)
+	}
+	lh := mustAddon(t, ns, "longhorn")
+	if lh.Spec.Chart.Version != "v1.10.2" || lh.Labels[ManagedByGitLabel] != "gitops" ||
+		lh.Annotations[GitFileAnnotation] != "addons/longhorn.yaml" || lh.Annotations[GitCommitAnnotation] != c1 {
+		t.Fatalf("longhorn: %+v %+v", lh.ObjectMeta, lh.Spec)
+	}
+	um := mustAddon(t, ns, "umami")
+	if um.Spec.Git == nil || um.Spec.Git.URL != url || um.Spec.Git.Revision != c1 || um.Spec.Git.Path != "umami" {
+		t.Fatalf("umami is not pinned to %s: %+v", c1, um.Spec.Git)
+	}
+
+	// What is not configuration, written by others: an approval, a counter,
+	// annotations, a finalizer and status.
+	lh.Spec.SyncRequest, lh.Spec.ApprovedPlan = 3, approved
+	lh.Annotations[v1alpha1.PausedAnnotation] = "true"
+	lh.Annotations["example.com/note"] = "keep me"
+	lh.Finalizers = append(lh.Finalizers, "example.com/keep")
+	if err := env.client.Update(ctx, lh, client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	lh.Status.Phase, lh.Status.LastSyncRequest = v1alpha1.PhaseOutOfSync, 2
+	if err := env.client.Status().Update(ctx, lh, client.FieldOwner("capstan")); err != nil {
+		t.Fatal(err)
+	}
+
+	// An edit in git; umami becomes invalid and must stay as it was.
+	c2 := w.Write("addons/longhorn.yaml", strings.NewReplacer("v1.10.2", "v1.11.0", "manualSync: true", "manualSync: false").Replace(longhorn)).
+		Write("addons/umami.yaml", umami+"colour: red\n").
+		CommitAndPush("upgrade longhorn, break umami")
+	trigger(t, ns, "gitops")
+	repo = waitSynced(t, ns, "gitops", c2)
+	lh = mustAddon(t, ns, "longhorn")
+	switch {
+	case lh.Spec.Chart.Version != "v1.11.0" || lh.Spec.ManualSync:
+		t.Errorf("the edit did not land: %+v", lh.Spec)
+	case lh.Spec.SyncRequest != 3 || lh.Spec.ApprovedPlan != approved:
+		t.Errorf("the approval was lost: %d %q", lh.Spec.SyncRequest, lh.Spec.ApprovedPlan)
+	case lh.Annotations[v1alpha1.PausedAnnotation] != "true" || lh.Annotations["example.com/note"] != "keep me" || lh.Annotations[GitCommitAnnotation] != c2:
+		t.Errorf("annotations: %v", lh.Annotations)
+	case len(lh.Finalizers) != 1 || lh.Status.Phase != v1alpha1.PhaseOutOfSync || lh.Status.LastSyncRequest != 2:
+		t.Errorf("finalizers %v, status %+v", lh.Finalizers, lh.Status)
+	}
+	if got := mustAddon(t, ns, "umami"); got.Spec.Git.Revision != c1 || got.ResourceVersion != um.ResourceVersion {
+		t.Errorf("the invalid file's Addon changed: revision %s", got.Spec.Git.Revision)
+	}
+	if !hasInvalid(repo, "addons/umami.yaml") {
+		t.Errorf("umami is not reported: %+v", repo.Status.InvalidFiles)
+	}
+
+	// A resync with no change writes nothing.
+	before := mustAddon(t, ns, "longhorn").ResourceVersion
+	trigger(t, ns, "gitops")
+	time.Sleep(500 * time.Millisecond)
+	if after := mustAddon(t, ns, "longhorn").ResourceVersion; after != before {
+		t.Errorf("a no-change resync wrote the Addon: %s -> %s", before, after)
+	}
+
+	// A branch that does not exist: nothing changes, and it is reported.
+	setBranch(t, ns, "gitops", "nope")
+	eventually(t, 20*time.Second, "unreadable branch reported", func() error {
+		r := getRepo(t, ns, "gitops")
+		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionStalled)
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, `no branch "nope"`) {
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		}
+		return nil
+	})
+	if _, err := getAddon(t, ns, "longhorn"); err != nil {
+		t.Fatalf("an unreadable repository deleted an Addon: %v", err)
+	}
+	setBranch(t, ns, "gitops", "")
+
+	// Remove with uninstall: the annotation first, then the deletion commit.
+	if err := MarkUninstall(ctx, env.client, client.ObjectKey{Namespace: ns, Name: "longhorn"}); err != nil {
+		t.Fatal(err)
+	}
+	c3, err := (&Writer{URL: url}).Remove(ctx, "longhorn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trigger(t, ns, "gitops")
+	waitSynced(t, ns, "gitops", c3)
+	lh = mustAddon(t, ns, "longhorn") // The example.com/keep finalizer holds it.
+	if lh.DeletionTimestamp == nil || lh.Annotations[v1alpha1.UninstallAnnotation] != "true" {
+		t.Fatalf("longhorn: deletion %v, annotations %v", lh.DeletionTimestamp, lh.Annotations)
+	}
+	lh.Finalizers = nil
+	if err := env.client.Update(ctx, lh); err != nil {
+		t.Fatal(err)
+	}
+
+	// A force-push to an unrelated history just syncs the new head.
+	w.Pull()
+	c4 := w.ReplaceHistory(map[string]string{
+		"addons/fresh.yaml":  "name: fresh\nhelm:\n  oci: oci://ghcr.io/example/fresh\n  version: 1.0.0\n",
+		"addons/umami.yaml":  umami,
+		"umami/cm.yaml":      "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: umami}\n",
+		"addons/manual.yaml": "name: manual\nhelm: {repo: https://x, chart: c}\n",
+	}, "a new history")
+	trigger(t, ns, "gitops")
+	repo = waitSynced(t, ns, "gitops", c4)
+	if got := mustAddon(t, ns, "umami"); got.Spec.Git.Revision != c4 {
+		t.Errorf("umami not pinned to the new head: %s", got.Spec.Git.Revision)
+	}
+	if _, err := getAddon(t, ns, "fresh"); err != nil {
+		t.Errorf("fresh: %v", err)
+	}
+	if repo.Status.InvalidFileCount != 1 {
+		t.Errorf("invalid files: %+v", repo.Status.InvalidFiles)
+	}
+}
+
+func hasInvalid(r *v1alpha1.AddonRepository, path string) bool {
+	for _, f := range r.Status.InvalidFiles {
+		if f.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
+func setBranch(t *testing.T, ns, name, branch string) {
+	t.Helper()
+	r := getRepo(t, ns, name)
+	patch := client.MergeFrom(r.DeepCopy())
+	r.Spec.Branch = branch
+	if err := env.client.Patch(context.Background(), r, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSyncerEmptiedRepository shows that emptying the repository deletes the
+// Addons, and that their Orphan policy leaves the software running: no
+// controller runs here, and the "software", a ConfigMap, stays.
+func TestSyncerEmptiedRepository(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-empty")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nnamespace: "+ns+"\ndeletionPolicy: Orphan\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+	software := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kuma-config",
+		Labels: map[string]string{v1alpha1.AddonLabel: "kuma", v1alpha1.AddonNamespaceLabel: ns, v1alpha1.ManagedByLabel: "capstan"}}}
+	if err := env.client.Create(ctx, software); err != nil {
+		t.Fatal(err)
+	}
+
+	c2 := w.Remove("addons").CommitAndPush("oops, everything deleted")
+	trigger(t, ns, "gitops")
+	waitSynced(t, ns, "gitops", c2)
+	eventually(t, 10*time.Second, "Addons deleted", func() error {
+		var list v1alpha1.AddonList
+		if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if len(list.Items) != 0 {
+			return fmt.Errorf("%d Addons left", len(list.Items))
+		}
+		return nil
+	})
+	if err := env.client.Get(ctx, client.ObjectKeyFromObject(software), &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the running software was removed: %v", err)
+	}
+}
+
+func signedPush(t testing.TB, url, secret, ref string) *http.Response {
+	t.Helper()
+	body := fmt.Sprintf(`{"ref":%q,"after":"x"}`, ref)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+sign(secret, body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func TestWebhookTriggersSync(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-hook")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/app.yaml", "name: app\nhelm: {repo: https://x, chart: app, version: 1.0.0}\n").CommitAndPush("app 1.0.0")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{WebhookSecretKey: []byte("s3cret")}}
+	if err := env.client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	createRepo(t, ns, "gitops", url, func(r *v1alpha1.AddonRepository) {
+		r.Spec.WebhookSecretRef = &v1alpha1.LocalObjectReference{Name: "hook"}
+	})
+	waitSynced(t, ns, "gitops", c1)
+	hook := httptest.NewServer(&Webhook{Client: env.client, Syncer: env.syncer})
+	t.Cleanup(hook.Close)
+	endpoint := hook.URL + "/hooks/git/" + ns + "/gitops"
+
+	w.Write("addons/app.yaml", "name: app\nhelm: {repo: https://x, chart: app, version: 2.0.0}\n").CommitAndPush("app 2.0.0")
+	// A bad signature, a push to another branch: nothing happens.
+	if resp := signedPush(t, endpoint, "wrong", "refs/heads/main"); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("bad signature: %d", resp.StatusCode)
+	}
+	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"ref":"refs/heads/main"}`))
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("missing signature: %v %v", resp, err)
+	}
+	if resp := signedPush(t, endpoint, "s3cret", "refs/heads/other"); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("other branch: %d", resp.StatusCode)
+	}
+	big := bytes.Repeat([]byte("x"), MaxWebhookBody+1)
+	if resp, err := http.Post(endpoint, "application/json", bytes.NewReader(big)); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("huge body: %v %v", resp, err)
+	}
+	time.Sleep(time.Second)
+	if v := mustAddon(t, ns, "app").Spec.Chart.Version; v != "1.0.0" {
+		t.Fatalf("a refused webhook synced: version %s", v)
+	}
+
+	// A good signature syncs in under a second, and a burst is one sync.
+	start := time.Now()
+	for range 5 {
+		if resp := signedPush(t, endpoint, "s3cret", "refs/heads/main"); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("good signature: %d", resp.StatusCode)
+		}
+	}
+	eventually(t, 5*time.Second, "webhook sync", func() error {
+		if v := mustAddon(t, ns, "app").Spec.Chart.Version; v != "2.0.0" {
+			return fmt.Errorf("version %s", v)
+		}
+		return nil
+	})
+	took := time.Since(start)
+	t.Logf("webhook to Addon updated: %v", took)
+	if took > time.Second {
+		t.Errorf("the webhook sync took %v, more than a second", took)
+	}
+}
