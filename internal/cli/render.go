@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -18,7 +19,11 @@ import (
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
 
+	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
+	addonvalues "capstan.dev/capstan/internal/values"
 )
 
 // renderOptions are the flags of `capstan render`.
@@ -59,7 +64,7 @@ message, because the message can carry a value.`,
 			case 2:
 				return o.runChart(cmd, args[0], args[1])
 			case 0:
-				return o.runAddon()
+				return o.runAddon(cmd)
 			}
 			return errors.New("give a release name and a chart (capstan render NAME CHART), or an Addon file (capstan render -f addon.yaml)")
 		},
@@ -80,13 +85,11 @@ message, because the message can carry a value.`,
 
 // runChart renders a local chart folder or archive.
 func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) error {
-	if o.restricted {
-		return errors.New("--restricted is not available yet: the guardrails package is not wired into capstan render")
-	}
-	ch, err := loader.Load(chartPath)
+	loaded, err := source.LoadChart(chartPath)
 	if err != nil {
-		return fmt.Errorf("load chart %s: %w", chartPath, err)
+		return err
 	}
+	ch := loaded.Chart
 	// NOTE: values files and --set are merged by Helm's own code; with no
 	// getters, a values file given as a URL is refused instead of fetched.
 	vals, err := o.values.MergeValues(getter.Providers{})
@@ -104,11 +107,43 @@ func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) err
 		Namespace:    o.namespace,
 		Capabilities: caps,
 		Upgrade:      o.upgrade,
+		Source:       render.SourceIdentity{Digest: loaded.Digest},
 	})
 	if err != nil {
 		return err
 	}
-	return o.print(res)
+	return o.finish(cmd, res, name)
+}
+
+// finish checks the render with the guardrails when --restricted asks for
+// it, then prints it. Violations are printed after the objects, on stderr,
+// and make the command fail.
+func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName string) error {
+	if !o.restricted {
+		return o.print(res)
+	}
+	objs := slices.Clone(res.Objects)
+	for _, h := range res.Hooks {
+		objs = append(objs, h.Object)
+	}
+	// NOTE: Harden's error names templates of an unexpected shape, which
+	// Check reports as violations too; the violations are what is shown.
+	_ = guard.Harden(objs)
+	violations := guard.Check(cmd.Context(), objs, guard.Context{Namespace: o.namespace, AddonName: addonName})
+	if err := o.print(res); err != nil {
+		return err
+	}
+	if len(violations) == 0 {
+		return nil
+	}
+	for _, v := range violations {
+		ref := v.Object.Kind + " " + v.Object.Name
+		if v.Path != "" {
+			ref += " " + v.Path
+		}
+		fmt.Fprintf(o.stderr, "Violation: %s: %s (%s)\n", ref, v.Message, v.Rule)
+	}
+	return fmt.Errorf("the render breaks %d guardrails of the restricted profile; a restricted Addon of it would be Blocked", len(violations))
 }
 
 // validateValues checks the values against the chart's schemas, over the
@@ -124,24 +159,112 @@ func (o *renderOptions) validateValues(ch *chartv2.Chart, vals map[string]any) e
 	return nil
 }
 
-// runAddon renders an Addon file.
-func (o *renderOptions) runAddon() error {
+// runAddon renders an Addon file: its chart or git folder is fetched through
+// the fetch guard, its spec.values are validated against the chart's schema,
+// and --set values go over them. valuesFrom names objects in a cluster,
+// which capstan render does not read: their values are missing, and a
+// warning says so.
+func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if len(o.values.ValueFiles) != 1 {
 		return errors.New("give a release name and a chart (capstan render NAME CHART), or one Addon file (capstan render -f addon.yaml)")
 	}
-	data, err := os.ReadFile(o.values.ValueFiles[0])
+	file := o.values.ValueFiles[0]
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	var head struct {
-		Kind string `json:"kind"`
+	var addon v1alpha1.Addon
+	if err := yaml.Unmarshal(data, &addon); err != nil || addon.Kind != "Addon" {
+		return fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
 	}
-	if err := yaml.Unmarshal(data, &head); err != nil || head.Kind != "Addon" {
-		return fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s",
-			o.values.ValueFiles[0], o.values.ValueFiles[0])
+	spec := addon.Spec
+	if (spec.Chart == nil) == (spec.Git == nil) {
+		return fmt.Errorf("%s: set exactly one source, spec.chart or spec.git", file)
 	}
-	return errors.New("rendering an Addon file needs the chart and git fetcher (internal/source), which capstan render does not use yet: " +
-		"render its chart with capstan render NAME CHART")
+	if (spec.Chart != nil && spec.Chart.SecretRef != nil) || (spec.Git != nil && spec.Git.SecretRef != nil) {
+		return fmt.Errorf("%s names credentials in a Secret, which capstan render does not read: render a copy of the chart with capstan render NAME CHART", file)
+	}
+	// The namespace: --namespace when given, else the Addon's target
+	// namespace, else its own, else default.
+	if !cmd.Flags().Changed("namespace") {
+		for _, ns := range []string{spec.TargetNamespace, addon.Namespace} {
+			if ns != "" {
+				o.namespace = ns
+				break
+			}
+		}
+	}
+	ns := o.namespace
+	release := spec.ReleaseName
+	if release == "" {
+		release = addon.Name
+	}
+	fetcher, err := source.NewFetcher(source.Options{AllowFileGit: true})
+	if err != nil {
+		return err
+	}
+	if spec.Git != nil {
+		tree, err := fetcher.Git(cmd.Context(), *spec.Git, nil)
+		if err != nil {
+			return err
+		}
+		res, err := render.Folder(tree.FS, spec.Git.Path, render.SourceIdentity{Commit: tree.Commit, Path: spec.Git.Path})
+		if err != nil {
+			return err
+		}
+		return o.finish(cmd, res, addon.Name)
+	}
+
+	fetched, err := fetcher.Chart(cmd.Context(), *spec.Chart, nil)
+	if err != nil {
+		return err
+	}
+	for i, ref := range spec.ValuesFrom {
+		fmt.Fprintf(o.stderr, "Warning: spec.valuesFrom[%d] (%s %s) is in a cluster, which capstan render does not read; its values are missing\n", i, ref.Kind, ref.Name)
+	}
+	specValues := map[string]any{}
+	if spec.Values != nil && len(spec.Values.Raw) > 0 {
+		if err := yaml.Unmarshal(spec.Values.Raw, &specValues); err != nil {
+			return fmt.Errorf("%s: spec.values is not an object: %w", file, err)
+		}
+	}
+	// --set and --set-string go over spec.values, and are validated with them.
+	extra := values.Options{Values: o.values.Values, StringValues: o.values.StringValues}
+	set, err := extra.MergeValues(getter.Providers{})
+	if err != nil {
+		return err
+	}
+	specValues = loader.MergeMaps(specValues, set)
+	schema, err := addonvalues.SchemaForChart(fetched.Chart)
+	if err != nil {
+		return err
+	}
+	composed, err := addonvalues.Compose(addonvalues.Inputs{
+		Chart:   fetched.Chart,
+		Schema:  schema,
+		Sources: addonvalues.Sources{Spec: specValues, From: nil},
+	})
+	if err != nil {
+		return err
+	}
+	vals := composed.Values
+	if len(composed.Errors) > 0 && !o.skipSchema {
+		for _, e := range composed.Errors {
+			fmt.Fprintf(o.stderr, "Values error: %s: %s (%s)\n", e.Path, e.Message, e.Rule)
+		}
+		return fmt.Errorf("%s: %d values break the chart's schema or Capstan's rules; an Addon with them would be Blocked", file, len(composed.Errors))
+	}
+	res, err := render.Helm(cmd.Context(), fetched.Chart, vals, render.Options{
+		ReleaseName:  release,
+		Namespace:    ns,
+		Capabilities: &render.Capabilities{KubeVersion: o.kubeVersion, APIVersions: o.apiVersions},
+		Upgrade:      o.upgrade,
+		Source:       render.SourceIdentity{Digest: fetched.Digest, URL: fetched.URL, Name: fetched.Name, Version: fetched.Version},
+	})
+	if err != nil {
+		return err
+	}
+	return o.finish(cmd, res, addon.Name)
 }
 
 // print writes the objects, then the hooks if asked, as helm template does.

@@ -158,7 +158,7 @@ func ChartValues(ch *chartv2.Chart, vals map[string]any) (*chartv2.Chart, map[st
 func decodeFile(name, content string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for i, doc := range helmDocuments(content) {
-		objs, err := decodeDocument([]byte(doc))
+		objs, err := decodeCached([]byte(doc))
 		if err != nil {
 			return nil, yamlError(name, i+1, err)
 		}

@@ -2,12 +2,14 @@ package render
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/yaml"
 
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
@@ -15,6 +17,42 @@ import (
 
 // errNotObject is a document that is YAML but not a Kubernetes object.
 var errNotObject = errors.New("document has no apiVersion or kind")
+
+// documentCacheSize bounds the decoded-document cache: enough for the
+// renders of a few hundred add-ons of a few dozen objects each.
+const documentCacheSize = 16384
+
+// documents caches decoded documents by the sha256 of their text. Decoding
+// YAML is most of a render's work once a chart is loaded, and a resync
+// renders the same text again; keyed by content, a hit is exact.
+var documents = lru.New(documentCacheSize)
+
+// cachedDocument is a decoded document, or the error it gave.
+type cachedDocument struct {
+	objs []*unstructured.Unstructured
+	err  error
+}
+
+// decodeCached is decodeDocument through the document cache. It returns
+// copies, so callers may change the objects.
+func decodeCached(doc []byte) ([]*unstructured.Unstructured, error) {
+	key := sha256.Sum256(doc)
+	v, ok := documents.Get(key)
+	if !ok {
+		objs, err := decodeDocument(doc)
+		v = cachedDocument{objs: objs, err: err}
+		documents.Add(key, v)
+	}
+	c := v.(cachedDocument)
+	if c.err != nil {
+		return nil, c.err
+	}
+	out := make([]*unstructured.Unstructured, len(c.objs))
+	for i, o := range c.objs {
+		out[i] = o.DeepCopy()
+	}
+	return out, nil
+}
 
 // decodeDocument turns one YAML document into objects: none for an empty
 // document (only comments, or null), the items of a List kind, or the object.
