@@ -1,0 +1,85 @@
+package testcluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestWithServiceAccountGroups(t *testing.T) {
+	tests := []struct {
+		name   string
+		user   string
+		groups []string
+		want   []string
+	}{
+		{"plain user keeps its groups", "alice", []string{"dev"}, []string{"dev"}},
+		{"plain user without groups", "alice", nil, nil},
+		{"service account gets both groups", "system:serviceaccount:apps:deployer", nil,
+			[]string{"system:serviceaccounts", "system:serviceaccounts:apps"}},
+		{"service account keeps extra groups", "system:serviceaccount:apps:deployer", []string{"extra"},
+			[]string{"extra", "system:serviceaccounts", "system:serviceaccounts:apps"}},
+		{"groups given already are not repeated", "system:serviceaccount:apps:deployer", []string{"system:serviceaccounts:apps"},
+			[]string{"system:serviceaccounts:apps", "system:serviceaccounts"}},
+		{"malformed service account name is a plain user", "system:serviceaccount:apps", nil, nil},
+		{"empty namespace is a plain user", "system:serviceaccount::deployer", nil, nil},
+		{"extra colon is a plain user", "system:serviceaccount:apps:a:b", nil, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := withServiceAccountGroups(tt.user, tt.groups); !slices.Equal(got, tt.want) {
+				t.Errorf("withServiceAccountGroups(%q, %q) = %q, want %q", tt.user, tt.groups, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDeclaresCapstanModule(t *testing.T) {
+	tests := []struct {
+		goMod string
+		want  bool
+	}{
+		{"module capstan.dev/capstan\n\ngo 1.26.0\n", true},
+		{"// comment\nmodule capstan.dev/capstan\r\n", true},
+		{"module capstan.dev/hack/controlplane/etcd\n", false},
+		{"module capstan.dev/capstanx\n", false},
+		{"", false},
+	}
+	for _, tt := range tests {
+		if got := declaresCapstanModule([]byte(tt.goMod)); got != tt.want {
+			t.Errorf("declaresCapstanModule(%q) = %v, want %v", tt.goMod, got, tt.want)
+		}
+	}
+}
+
+func TestTail(t *testing.T) {
+	dir := t.TempDir()
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, strings.Repeat("x", i))
+	}
+	path := filepath.Join(dir, "log")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tail(path, 20), strings.Join(lines[10:], "\n"); got != want {
+		t.Errorf("tail = %q, want the last 20 lines %q", got, want)
+	}
+	if got := tail(filepath.Join(dir, "missing"), 20); got != "" {
+		t.Errorf("tail of a missing file = %q, want empty", got)
+	}
+}
+
+func TestStagesYAMLHoldsEveryStage(t *testing.T) {
+	data, err := stagesYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"node-initialize", "node-heartbeat-with-lease", "pod-ready", "pod-complete", "pod-fail", "pod-delete"} {
+		if !strings.Contains(string(data), "name: "+name+"\n") {
+			t.Errorf("kwok's stages lack %s", name)
+		}
+	}
+}
