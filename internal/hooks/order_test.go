@@ -94,7 +94,7 @@ func TestSelectKeepsRenderOrderForFullTies(t *testing.T) {
 	}
 }
 
-func TestDeletePolicies(t *testing.T) {
+func TestHasPolicy(t *testing.T) {
 	crd := hook("CustomResourceDefinition/widgets.example.com", 0, "pre-install")
 	crd.DeletePolicies = []string{HookSucceeded}
 	tests := []struct {

@@ -156,10 +156,19 @@ func (r *Runner) runOne(ctx context.Context, req controller.HookRequest, h rende
 // timeout, the outcome's message says what the hook was doing.
 func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.ObjectRef, timeout time.Duration) (outcome, error) {
 	var out outcome
+	var lastErr error
 	err := wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
 		live, err := a.Get(ctx, ref)
-		if err != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, ctx.Err()
+		case err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)):
 			return false, err
+		case err != nil:
+			// NOTE: a read that fails for a moment must not fail a hook
+			// that may run for minutes; the timeout bounds the retries.
+			lastErr = err
+			return false, nil
 		}
 		if live == nil {
 			return false, fmt.Errorf("the hook %s was deleted while it ran", refString(ref))
@@ -172,6 +181,9 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 	})
 	if wait.Interrupted(err) {
 		out.message = r.progressOf(ctx, a, ref)
+		if lastErr != nil {
+			out.message = joinMessage(out.message, "the last read failed: "+lastErr.Error())
+		}
 	}
 	return out, err
 }
@@ -324,6 +336,9 @@ func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.H
 	}
 	err = wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
 		cur, err := a.Get(ctx, ref)
+		if err != nil && ctx.Err() != nil {
+			return false, ctx.Err()
+		}
 		if err != nil {
 			return false, err
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -40,6 +42,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	logf.SetLogger(logr.Discard())
 	testcluster.Main(m, func(c *testcluster.Cluster) {
 		cluster = c
 		s := runtime.NewScheme()
@@ -278,7 +281,7 @@ func (r *recorder) created(t *testing.T) []*creation {
 	defer r.mu.Unlock()
 	var out []*creation
 	for _, c := range r.order {
-		if !strings.HasPrefix(c.key, "Pod/") {
+		if !strings.HasPrefix(c.key, "Pod/") && strings.Contains(c.key, "/"+release+"-") {
 			cp := *c
 			out = append(out, &cp)
 		}
