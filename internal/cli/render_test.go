@@ -242,3 +242,59 @@ func TestRenderRestricted(t *testing.T) {
 		t.Errorf("the hardened Deployment has no runAsNonRoot:\n%s", out)
 	}
 }
+
+// gitRepo makes a git repository on disk with a base and an overlay, and
+// returns its file:// URL.
+func gitRepo(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"deploy/base/kustomization.yaml": "resources: [cm.yaml]\n",
+		"deploy/base/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  level: info\n",
+		"deploy/prod/kustomization.yaml": "namespace: prod\nnamePrefix: prod-\nresources: [../base]\n",
+	}
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "."},
+		{"-c", "user.name=t", "-c", "user.email=t@example.test", "commit", "-q", "-m", "init"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	return "file://" + dir
+}
+
+func TestRenderAddonFile(t *testing.T) {
+	url := gitRepo(t)
+	addon := filepath.Join(t.TempDir(), "addon.yaml")
+	content := "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: settings\n  namespace: team\nspec:\n  git:\n    url: " +
+		url + "\n    path: deploy/prod\n"
+	if err := os.WriteFile(addon, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCapstan(t, "render", "-f", addon)
+	if err != nil {
+		t.Fatalf("capstan render -f addon.yaml: %v\n%s", err, stderr)
+	}
+	got := objectsOf(t, out)
+	if _, ok := got["v1/ConfigMap/prod/prod-settings"]; !ok || len(got) != 1 {
+		t.Errorf("objects = %v, want the overlay's ConfigMap prod/prod-settings", got)
+	}
+
+	notAddon := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(notAddon, []byte("replicas: 2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runCapstan(t, "render", "-f", notAddon); err == nil || !strings.Contains(err.Error(), "is not an Addon") {
+		t.Errorf("error = %v, want one that says the file is not an Addon", err)
+	}
+}
