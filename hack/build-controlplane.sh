@@ -13,32 +13,34 @@
 # A cold build takes about 10 minutes on 2 cores; kube-apiserver is most of it.
 set -euo pipefail
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+script="${BASH_SOURCE[0]}"
+[[ "$script" == */* ]] || script="./$script"
+root="$(cd "${script%/*}/.." && pwd)"
 bin="${CAPSTAN_BIN_DIR:-$root/bin}"
 modules="$root/hack/controlplane"
 stamp="$bin/.controlplane-stamp"
 binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 
-mkdir -p "$bin"
+[[ -d "$bin" ]] || mkdir -p "$bin"
 
 # NOTE: two builds at once (two terminals, or make -j) would race on the same
 # outputs; the second waits for the first and then finds the stamp current.
 exec 9>"$bin/.controlplane.lock"
 flock 9
 
-want="$(
+# The no-op path runs on every `make bin`, so it forks little: one go, one
+# cat, one sha256sum.
+read -r want _ < <(
 	{
 		go version
-		for m in etcd kubernetes kwok; do
-			echo "== $m"
-			cat "$modules/$m/go.mod" "$modules/$m/go.sum"
-		done
-		cat "${BASH_SOURCE[0]}"
-	} | sha256sum | cut -d' ' -f1
-)"
+		cat "$modules"/{etcd,kubernetes,kwok}/go.{mod,sum} "$script"
+	} | sha256sum
+)
 
 up_to_date() {
-	[[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] || return 1
+	local have=""
+	[[ -f "$stamp" ]] && read -r have <"$stamp"
+	[[ "$have" == "$want" ]] || return 1
 	local b
 	for b in "${binaries[@]}"; do
 		[[ -x "$bin/$b" ]] || return 1
@@ -52,7 +54,14 @@ fi
 
 rm -f "$stamp"
 staging="$(mktemp -d "$bin/.build.XXXXXX")"
-trap 'rm -rf "$staging"' EXIT
+finish() {
+	local rc=$?
+	rm -rf "$staging"
+	if ((rc != 0)); then
+		echo "control plane: build failed (exit $rc); no stamp was written, so the next run builds again" >&2
+	fi
+}
+trap finish EXIT
 
 started=$SECONDS
 step() {

@@ -1,6 +1,8 @@
 package testcluster
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -81,5 +83,24 @@ func TestStagesYAMLHoldsEveryStage(t *testing.T) {
 		if !strings.Contains(string(data), "name: "+name+"\n") {
 			t.Errorf("kwok's stages lack %s", name)
 		}
+	}
+}
+
+func TestIsPortClash(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"component could not bind", fmt.Errorf("wrapped: %w", &ComponentError{Component: Etcd, LogTail: "listen tcp 127.0.0.1:2379: bind: address already in use"}), true},
+		{"component failed otherwise", &ComponentError{Component: Etcd, LogTail: "permission denied"}, false},
+		{"not a component's failure", errors.New("address already in use"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isPortClash(tt.err); got != tt.want {
+				t.Errorf("isPortClash(%v) = %v, want %v", tt.err, got, tt.want)
+			}
+		})
 	}
 }
