@@ -85,11 +85,11 @@ type AddonRepositoryStatus struct {
 
 	// Addons counts the definitions that were applied at the last sync.
 	// +optional
-	Addons int32 `json:"addons,omitempty"`
+	Addons int32 `json:"addons"`
 
 	// InvalidFileCount counts the invalid files, for kubectl's columns.
 	// +optional
-	InvalidFileCount int32 `json:"invalidFileCount,omitempty"`
+	InvalidFileCount int32 `json:"invalidFileCount"`
 
 	// InvalidFiles are the files the last sync skipped, each with its error.
 	// +listType=atomic

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -42,22 +43,23 @@ type Triggerer interface {
 // with a valid signature to the repository's branch triggers a sync; a bad or
 // missing signature gets 401 and triggers nothing.
 type Webhook struct {
-	// Client reads AddonRepositories and their webhook Secrets.
+	// Client reads AddonRepositories and their webhook Secrets. Give it the
+	// manager's API reader, so that no cache of every Secret is started.
 	Client client.Reader
 	// Syncer is triggered by valid pushes.
 	Syncer Triggerer
 
-	mux *http.ServeMux
+	once sync.Once
+	mux  *http.ServeMux
 }
 
 // ServeHTTP implements http.Handler. Mount it on the controller's server so
 // that WebhookPattern's path reaches it unchanged.
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if h.mux == nil {
-		mux := http.NewServeMux()
-		mux.HandleFunc(WebhookPattern, h.push)
-		h.mux = mux
-	}
+	h.once.Do(func() {
+		h.mux = http.NewServeMux()
+		h.mux.HandleFunc(WebhookPattern, h.push)
+	})
 	h.mux.ServeHTTP(w, r)
 }
 
