@@ -97,16 +97,14 @@ func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 	stored := map[string]any{}
 	changed := false
 	if exists {
-		adopt, err := claim(secret, addon, what)
+		_, err := claim(secret, addon, what)
 		if err != nil && profile == v1alpha1.ProfileCluster && secret.Labels[v1alpha1.AddonLabel] == "" {
-			adopt, err = true, nil // the cluster profile trusts what its namespace holds
+			err = nil // the cluster profile trusts what its namespace holds
 		}
 		if err != nil {
-			return nil, invalid("/", "generated.owner", "%v", err)
+			return nil, invalid(GeneratedName(addon.Name), "generated.owner", "%v", err)
 		}
-		if adopt {
-			changed = adoptMeta(secret, addon, profile) || changed
-		}
+		changed = adoptMeta(secret, addon, profile)
 		if b, ok := secret.Data[GeneratedKey]; ok {
 			doc, perr := parseDocument(b, what)
 			if perr != nil {

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/api/v1alpha1"
