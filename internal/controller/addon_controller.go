@@ -63,7 +63,7 @@ type AddonReconciler struct {
 
 	// BeforeApplyStep, when set, is called between apply steps with the
 	// step's name; tests use it to stop a reconcile half-way.
-	BeforeApplyStep func(ctx context.Context, step string) error
+	BeforeApplyStep func(ctx context.Context, addon *capstanv1.Addon, step string) error
 
 	once       sync.Once
 	setupErr   error

@@ -523,7 +523,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return false, err
 	}
 	events := hookEvents[s.lifecycle]
-	if err := r.stepHook(ctx, "pre-hooks"); err != nil {
+	if err := r.stepHook(ctx, s, "pre-hooks"); err != nil {
 		return false, err
 	}
 	if s.lifecycle != LifecycleNone {
@@ -538,7 +538,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		}
 	}
 	applied := 0
-	if err := r.stepHook(ctx, "apply"); err != nil {
+	if err := r.stepHook(ctx, s, "apply"); err != nil {
 		return false, err
 	}
 	err := s.applier.Ordered(ctx, changed, func(*unstructured.Unstructured) { applied++ })
@@ -550,7 +550,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		// New API versions change .Capabilities for the next render.
 		_, _ = r.capabilities(true)
 	}
-	if err := r.stepHook(ctx, "prune"); err != nil {
+	if err := r.stepHook(ctx, s, "prune"); err != nil {
 		return false, err
 	}
 	pruned, err := s.applier.DeleteAll(ctx, s.prune)
@@ -562,7 +562,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if len(pruned) > 0 {
 		log.Info("Pruned objects", "count", len(pruned))
 	}
-	if err := r.stepHook(ctx, "post-hooks"); err != nil {
+	if err := r.stepHook(ctx, s, "post-hooks"); err != nil {
 		return false, err
 	}
 	s.addon.Status.AppliedHash = s.render.Hash
@@ -595,11 +595,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 }
 
 // stepHook lets tests stop a reconcile between apply steps.
-func (r *AddonReconciler) stepHook(ctx context.Context, name string) error {
+func (r *AddonReconciler) stepHook(ctx context.Context, s *scope, name string) error {
 	if r.BeforeApplyStep == nil {
 		return nil
 	}
-	return r.BeforeApplyStep(ctx, name)
+	return r.BeforeApplyStep(ctx, s.addon, name)
 }
 
 // writeStatusNow patches status in the middle of a reconcile, for the

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -74,6 +75,17 @@ func Apply(ctx context.Context, c client.Client, withDeployment bool) error {
 	if err != nil {
 		return err
 	}
+	// Namespaces and CRDs first: the rest lives in them or uses them.
+	rank := func(o *unstructured.Unstructured) int {
+		switch o.GetKind() {
+		case "Namespace":
+			return 0
+		case "CustomResourceDefinition":
+			return 1
+		}
+		return 2
+	}
+	sort.SliceStable(objs, func(i, j int) bool { return rank(objs[i]) < rank(objs[j]) })
 	for _, obj := range objs {
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.ForceOwnership, client.FieldOwner("capstan-install")); err != nil {
 			return fmt.Errorf("installing %s %s: %w", obj.GetKind(), obj.GetName(), err)

@@ -1,0 +1,96 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func cmChart(version string, names ...string) chart {
+	files := map[string]string{}
+	for _, n := range names {
+		files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + n + "\n"
+	}
+	return chart{name: "cms", version: version, files: files}
+}
+
+// TestCrashBetweenApplyStepsOrphansNothing stops a reconcile after the new
+// objects are applied and before the prune, as a crash would, then lets the
+// controller go on: nothing is orphaned and the inventory ends up exact.
+func TestCrashBetweenApplyStepsOrphansNothing(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, cmChart("1.0.0", "alpha", "beta"))
+	a := create(t, newAddon(controllerNS, "crash-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	var crashes atomic.Int32
+	stepHooks.Store(a.Namespace+"/"+a.Name, func(step string) error {
+		if step == "prune" && crashes.Load() == 0 {
+			crashes.Add(1)
+			return errors.New("simulated crash before prune")
+		}
+		return nil
+	})
+	defer stepHooks.Delete(a.Namespace + "/" + a.Name)
+
+	url2, _ := charts.publish(t, cmChart("2.0.0", "beta", "gamma"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	got := waitFor(t, a, 60*time.Second, "the crash", func(cur *capstanv1.Addon) bool { return crashes.Load() > 0 })
+	// Right after the crash, the inventory holds the old and the new objects.
+	if crashes.Load() == 0 {
+		t.Fatal("the reconcile never reached the prune step")
+	}
+	got = waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "v1", "ConfigMap", ns, "alpha") != nil {
+		t.Fatal("the object dropped before the crash was not pruned after it")
+	}
+	var names []string
+	for _, r := range got.Status.Inventory {
+		names = append(names, r.Name)
+	}
+	sort.Strings(names)
+	if len(names) != 2 || names[0] != "beta" || names[1] != "gamma" {
+		t.Fatalf("inventory = %v, want [beta gamma]", names)
+	}
+	// No orphan: every object labelled for the add-on is in the inventory.
+	var cms corev1.ConfigMapList
+	if err := admin.List(context.Background(), &cms, client.InNamespace(ns), client.MatchingLabels{capstanv1.AddonLabel: a.Name}); err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 2 {
+		t.Fatalf("%d labelled ConfigMaps, want 2", len(cms.Items))
+	}
+}
+
+// TestInventoryWrittenBeforeApply stops a reconcile before anything is
+// applied and finds the new objects already in the inventory.
+func TestInventoryWrittenBeforeApply(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, cmChart("3.0.0", "delta"))
+	name := "early-" + ns
+	stepHooks.Store(controllerNS+"/"+name, func(step string) error {
+		if step == "apply" {
+			return errors.New("simulated crash before apply")
+		}
+		return nil
+	})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns)))
+	got := waitFor(t, a, 60*time.Second, "the inventory", func(cur *capstanv1.Addon) bool { return len(cur.Status.Inventory) == 1 })
+	if got.Status.Inventory[0].Name != "delta" || live(t, "v1", "ConfigMap", ns, "delta") != nil {
+		t.Fatalf("inventory %v; the object must not exist yet", got.Status.Inventory)
+	}
+	stepHooks.Delete(controllerNS + "/" + name)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Title = "go on" })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "v1", "ConfigMap", ns, "delta") == nil {
+		t.Fatal("the object was not applied after the restart")
+	}
+}

@@ -1,0 +1,296 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/install"
+)
+
+func TestAdoptIdenticalChangesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	name := "adopt-" + ns
+	// What already runs: created by someone else, exactly as the chart renders it.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"greeting": "hello"}}
+	if err := admin.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	before := cm.ResourceVersion
+	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.0", files: map[string]string{
+		"values.yaml": "greeting: hello\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if after := live(t, "v1", "ConfigMap", ns, name).GetResourceVersion(); after != before {
+		t.Fatalf("adopting an identical object changed it: resourceVersion %s -> %s", before, after)
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Fatalf("the adopted object belongs in the inventory: %v", got.Status.Inventory)
+	}
+	if !got.Status.Plan.Objects[0].Adopted && got.Status.Plan != nil {
+		// The last plan may be a resync plan; adoption is recorded in the first.
+		t.Logf("last plan: %+v", got.Status.Plan.Objects)
+	}
+}
+
+func TestAdoptWithChangesBlocksUntilAllowed(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	name := "adoptchg-" + ns
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"greeting": "hi"}}
+	if err := admin.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.1", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: hello\n",
+	}})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
+	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	o := got.Status.Plan.Objects[0]
+	if !o.Adopted || o.Action != capstanv1.ActionUpdate || !strings.Contains(o.Diff, "-  greeting: hi") || !strings.Contains(o.Diff, "+  greeting: hello") {
+		t.Fatalf("the plan should show the adoption's diff: %+v", o)
+	}
+	if live(t, "v1", "ConfigMap", ns, name).Object["data"].(map[string]any)["greeting"] != "hi" {
+		t.Fatal("a blocked adoption changed the object")
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.AllowAdoptChanges = true })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "v1", "ConfigMap", ns, name).Object["data"].(map[string]any)["greeting"] != "hello" {
+		t.Fatal("allowAdoptChanges did not apply the change")
+	}
+}
+
+func TestExistingObjectWithoutAdoptBlocks(t *testing.T) {
+	ns := newNamespace(t)
+	name := "noadopt-" + ns
+	if err := admin.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.2", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns)))
+	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	if !strings.Contains(condition(got, capstanv1.ConditionReady).Message, "spec.adopt") {
+		t.Fatalf("the message should say how to adopt: %s", condition(got, capstanv1.ConditionReady).Message)
+	}
+}
+
+func pruneChart(version string, withExtra bool) chart {
+	files := map[string]string{
+		"templates/keep.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n",
+	}
+	if withExtra {
+		files["templates/extra.yaml"] = `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dropped
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: {{ .Release.Name }}-extra
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets{{ .Values.suffix }}.example.com
+spec:
+  group: example.com
+  names: {kind: Widget{{ .Values.suffix }}, plural: widgets{{ .Values.suffix }}}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
+	}
+	return chart{name: "prune", version: version, files: files}
+}
+
+func TestPruneNeverDeletesStatefulKinds(t *testing.T) {
+	ns := newNamespace(t)
+	suffix := strings.ReplaceAll(ns[len(ns)-5:], "-", "")
+	url1, _ := charts.publish(t, pruneChart("1.0.0", true))
+	name := "prune-" + ns
+	a := create(t, newAddon(controllerNS, name, url1, withTarget(ns), withValues("suffix: x"+suffix),
+		withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if len(got.Status.Inventory) != 5 {
+		t.Fatalf("inventory %v", got.Status.Inventory)
+	}
+	crdName := "widgetsx" + suffix + ".example.com"
+	url2, _ := charts.publish(t, pruneChart("2.0.0", false))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	got = waitFor(t, a, 90*time.Second, "the prune", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && live(t, "v1", "ConfigMap", ns, "dropped") == nil
+	})
+	if live(t, "v1", "PersistentVolumeClaim", ns, "data") == nil {
+		t.Fatal("a PersistentVolumeClaim was pruned")
+	}
+	if live(t, "v1", "Namespace", "", name+"-extra") == nil {
+		t.Fatal("a Namespace was pruned")
+	}
+	if live(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", crdName) == nil {
+		t.Fatal("a CustomResourceDefinition was pruned")
+	}
+	if live(t, "v1", "ConfigMap", ns, "keep") == nil {
+		t.Fatal("a rendered object was pruned")
+	}
+}
+
+func TestEmptyRenderPrunesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, chart{name: "empty", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "{{ if .Values.enabled }}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: only\n{{ end }}\n",
+		"values.yaml":       "enabled: true\n",
+	}})
+	a := create(t, newAddon(controllerNS, "empty-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("enabled: false") })
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "v1", "ConfigMap", ns, "only") == nil {
+		t.Fatal("an empty render pruned everything")
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Fatalf("the inventory should keep what was not pruned: %v", got.Status.Inventory)
+	}
+}
+
+func deleteAddon(t *testing.T, a *capstanv1.Addon) {
+	t.Helper()
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{})
+		return apierrors.IsNotFound(err)
+	})
+}
+
+func TestDeletionPolicies(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		policy    capstanv1.DeletionPolicy
+		uninstall bool
+		wantGone  bool
+	}{
+		{name: "orphan-default", wantGone: false},
+		{name: "delete", policy: capstanv1.DeletionDelete, wantGone: true},
+		{name: "annotation", uninstall: true, wantGone: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			url, _ := charts.publish(t, webChart("1.0.0", nil))
+			a := create(t, newAddon(controllerNS, "del-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = tc.policy })))
+			waitPhase(t, a, capstanv1.PhaseSynced)
+			if tc.uninstall {
+				update(t, a, func(cur *capstanv1.Addon) {
+					cur.Annotations = map[string]string{capstanv1.UninstallAnnotation: "true"}
+				})
+			}
+			deleteAddon(t, a)
+			gone := live(t, "apps/v1", "Deployment", ns, a.Name) == nil && live(t, "v1", "ConfigMap", ns, a.Name+"-config") == nil
+			if gone != tc.wantGone {
+				t.Fatalf("software gone = %v, want %v", gone, tc.wantGone)
+			}
+		})
+	}
+}
+
+func TestRestrictedAddonIsOwnedAndGarbageCollected(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(ns, "web", url))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s", got.Status.Profile)
+	}
+	dep := live(t, "apps/v1", "Deployment", ns, "web")
+	if refs := dep.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != got.UID {
+		t.Fatalf("owner references %v", refs)
+	}
+	sc, _, _ := unstructuredBool(dep.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+	if !sc {
+		t.Fatalf("restricted pods are hardened: runAsNonRoot not set")
+	}
+	// Remove the finalizer's work from the picture: delete the Addon and
+	// see its objects go, by Capstan or by the garbage collector.
+	deleteAddon(t, a)
+	eventually(t, 60*time.Second, "the objects to be garbage-collected", func() bool {
+		return live(t, "apps/v1", "Deployment", ns, "web") == nil && live(t, "v1", "Service", ns, "web") == nil
+	})
+}
+
+func TestRestrictedViolationsBlock(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{
+		"templates/role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {{ .Release.Namespace }}-grab\nrules: []\n",
+	}))
+	a := create(t, newAddon(ns, "web", url))
+	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	if len(got.Status.Plan.Violations) == 0 || got.Status.Plan.Violations[0].Object.Kind != "ClusterRole" {
+		t.Fatalf("violations %+v", got.Status.Plan.Violations)
+	}
+	if live(t, "v1", "ConfigMap", ns, "web-config") != nil {
+		t.Fatal("a blocked add-on applied something")
+	}
+}
+
+func TestImpersonation(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	roleName := "imp-" + ns
+	own, err := client.New(cluster.ConfigFor(install.ControllerUser), client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = own.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: roleName + "-direct"}})
+	if !apierrors.IsForbidden(err) {
+		t.Fatalf("the controller's own account must not create a ClusterRole: %v", err)
+	}
+	url, _ := charts.publish(t, chart{name: "rbac", version: "1.0.0", files: map[string]string{
+		"templates/role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: " + roleName + "\nrules: []\n",
+	}})
+	a := create(t, newAddon(controllerNS, roleName, url, withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "rbac.authorization.k8s.io/v1", "ClusterRole", "", roleName) == nil {
+		t.Fatal("the cluster add-on did not create its ClusterRole")
+	}
+	checkAuditAttribution(t, roleName)
+}
+
+// unstructuredBool reads a nested bool.
+func unstructuredBool(obj map[string]any, fields ...string) (bool, bool, error) {
+	cur := any(obj)
+	for _, f := range fields {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false, false, errors.New("not a map")
+		}
+		cur = m[f]
+	}
+	b, ok := cur.(bool)
+	return b, ok, nil
+}
