@@ -28,7 +28,7 @@ func TestAdoptIdenticalChangesNothing(t *testing.T) {
 	}
 	before := cm.ResourceVersion
 	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.0", files: map[string]string{
-		"values.yaml": "greeting: hello\n",
+		"values.yaml":       "greeting: hello\n",
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
 	}})
 	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
