@@ -1,0 +1,119 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestSecretInputsNeverShown puts a write-only input in a Secret and looks
+// for it, plain and base64, in the Addon's status, in the events, and in
+// the controller's log, across an install and an update of the value.
+func TestSecretInputsNeverShown(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	name := "secret-" + ns
+	const first, second = "s3cr3t-first-Kx9", "s3cr3t-second-Qw7"
+	values := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-in"},
+		StringData: map[string]string{"password": first}}
+	if err := admin.Create(ctx, values); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "secretive", version: "1.0.0", files: map[string]string{
+		"values.schema.json": `{"type":"object","properties":{"password":{"type":"string","writeOnly":true,"minLength":8}},"required":["password"]}`,
+		"templates/secret.yaml": `apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-db
+stringData:
+  password: {{ .Values.password | quote }}
+`,
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  length: "{{ len .Values.password }}"
+`,
+	}})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ManualSync = true
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: name + "-in", ValuesKey: "password", TargetPath: "password"}}
+	})))
+	got := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	assertNotShown(t, got, first)
+	got = update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
+	waitPhase(t, got, capstanv1.PhaseSynced)
+
+	// A new value: the plan shows the Secret's key as changed, no value.
+	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
+		cur := &corev1.Secret{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(values), cur); err != nil {
+			return false
+		}
+		cur.StringData = map[string]string{"password": second}
+		return admin.Update(ctx, cur) == nil
+	})
+	got = waitFor(t, a, 60*time.Second, "a plan for the new value", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Summary.Update > 0
+	})
+	var diff string
+	for _, o := range got.Status.Plan.Objects {
+		if o.Kind == "Secret" {
+			diff = o.Diff
+		}
+	}
+	if !strings.Contains(diff, "+  password: '(hidden: new value)'") {
+		t.Fatalf("the Secret's changed key should be shown as changed:\n%s", diff)
+	}
+	assertNotShown(t, got, first)
+	assertNotShown(t, got, second)
+}
+
+func assertNotShown(t *testing.T, a *capstanv1.Addon, secret string) {
+	t.Helper()
+	needles := []string{secret, base64.StdEncoding.EncodeToString([]byte(secret))}
+	status, err := json.Marshal(a.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events eventsv1.EventList
+	if err := admin.List(context.Background(), &events, client.InNamespace(a.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var notes strings.Builder
+	for _, e := range events.Items {
+		notes.WriteString(e.Note + "\n")
+	}
+	var coreEvents corev1.EventList
+	if err := admin.List(context.Background(), &coreEvents, client.InNamespace(a.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range coreEvents.Items {
+		notes.WriteString(e.Message + "\n")
+	}
+	for _, n := range needles {
+		if strings.Contains(string(status), n) {
+			t.Fatalf("the status shows a secret input")
+		}
+		if strings.Contains(notes.String(), n) {
+			t.Fatalf("an event shows a secret input")
+		}
+		if strings.Contains(logSink.String(), n) {
+			t.Fatalf("the controller's log shows a secret input")
+		}
+	}
+	if notes.Len() == 0 || logSink.String() == "" {
+		t.Fatalf("no events or no log were found; the check would prove nothing")
+	}
+}
