@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +23,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
 	"capstan.dev/capstan/api/v1alpha1"
@@ -36,6 +39,7 @@ var (
 
 func TestMain(m *testing.M) {
 	testcluster.Main(m, func(c *testcluster.Cluster) {
+		log.SetLogger(logr.Discard())
 		cluster = c
 		var err error
 		admin, err = client.New(c.Config, client.Options{Scheme: scheme()})
@@ -52,6 +56,9 @@ func TestMain(m *testing.M) {
 func scheme() *runtime.Scheme {
 	s := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	if err := v1alpha1.AddToScheme(s); err != nil {
