@@ -1,0 +1,519 @@
+package controller_test
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
+)
+
+// NOTE: init runs before TestMain, so the suite's controller starts with
+// the real hook runner.
+func init() { HookRunner = &hooks.Runner{Poll: 200 * time.Millisecond} }
+
+// dbappChart is internal/hooks' test chart: an app with an initdb
+// pre-install Job (weight -10), a migrate pre-upgrade Job (weight -5), a
+// seed post-install Job and a backup pre-delete Job. Values make any of
+// them fail or hang; see its values.yaml.
+func dbappChart(t *testing.T, version string) string {
+	t.Helper()
+	dir := filepath.Join("..", "hooks", "testdata", "charts", "dbapp")
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if rel == "Chart.yaml" {
+			return nil // publish writes it, with this version
+		}
+		data, err := os.ReadFile(p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "dbapp", version: version, files: files})
+	return url
+}
+
+// dbapp creates a cluster-profile Addon of the dbapp chart, release "db",
+// installing into ns.
+func dbapp(t *testing.T, ns, values string, opts ...addonOpt) *capstanv1.Addon {
+	t.Helper()
+	opts = append([]addonOpt{withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.ReleaseName = "db" })}, opts...)
+	if values != "" {
+		opts = append(opts, withValues(values))
+	}
+	return create(t, newAddon(controllerNS, "hooks-"+ns, dbappChart(t, "1.0.0"), opts...))
+}
+
+// job reads a Job, or nil when it does not exist.
+func job(t *testing.T, ns, name string) *batchv1.Job {
+	t.Helper()
+	u := live(t, "batch/v1", "Job", ns, name)
+	if u == nil {
+		return nil
+	}
+	j := &batchv1.Job{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func configData(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "db-config"}, cm); err != nil {
+		t.Fatalf("reading db-config: %v", err)
+	}
+	return cm.Data
+}
+
+// readyMessage is the Ready condition's message.
+func readyMessage(a *capstanv1.Addon) string {
+	if c := condition(a, capstanv1.ConditionReady); c != nil {
+		return c.Message
+	}
+	return ""
+}
+
+// synced waits until the Addon is Synced for its current generation.
+func synced(t *testing.T, a *capstanv1.Addon) *capstanv1.Addon {
+	t.Helper()
+	gen := getAddon(t, a).Generation
+	return waitFor(t, a, 90*time.Second, "Synced", func(cur *capstanv1.Addon) bool {
+		return cur.Generation >= gen && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+}
+
+// failedWith waits until the Addon's current generation failed with a
+// Ready message that holds every part of want.
+func failedWith(t *testing.T, a *capstanv1.Addon, want ...string) *capstanv1.Addon {
+	t.Helper()
+	gen := getAddon(t, a).Generation
+	return waitFor(t, a, 90*time.Second, "a failure that says "+strings.Join(want, " … "), func(cur *capstanv1.Addon) bool {
+		if cur.Generation < gen || cur.Status.ObservedGeneration != cur.Generation || cur.Status.Phase != capstanv1.PhaseFailed {
+			return false
+		}
+		msg := readyMessage(cur)
+		for _, w := range want {
+			if !strings.Contains(msg, w) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// TestHookLifecycle drives one add-on through install, a resync with
+// nothing new, an upgrade and an uninstall, and observes from the API
+// server's resourceVersions that each hook ran at its place.
+func TestHookLifecycle(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	a := dbapp(t, ns, "", withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+
+	// Install: pre-install, apply, post-install.
+	got := synced(t, a)
+	initdb, seed := job(t, ns, "db-initdb"), job(t, ns, "db-seed")
+	if initdb == nil || seed == nil || initdb.Status.Succeeded != 1 || seed.Status.Succeeded != 1 {
+		t.Fatalf("install: initdb %v, seed %v; want both run", initdb, seed)
+	}
+	rec.before(t, rec.finished("db-initdb", initdb.UID), rec.added("ConfigMap/db-config"), "the pre-install Job finished", "the objects were applied")
+	rec.before(t, rec.added("Deployment/db-app"), rec.added("Job/db-seed"), "the objects were applied", "the post-install Job was created")
+	if job(t, ns, "db-migrate") != nil || job(t, ns, "db-backup") != nil {
+		t.Error("install ran an upgrade or delete hook")
+	}
+	rec.before(t, rec.where("ConfigMap/db-config", watch.Added, func(o client.Object) bool { return o.(*corev1.ConfigMap).Data["installedBy"] == "install" }),
+		rec.added("Job/db-seed"), "db-config was created rendered for an install (.Release.IsInstall)", "the post-install Job was created")
+	if got.Status.Hook != nil {
+		t.Errorf("status.hook = %+v after the hooks finished", got.Status.Hook)
+	}
+
+	// A resync with nothing new runs no hook.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	if j := job(t, ns, "db-initdb"); j == nil || j.UID != initdb.UID {
+		t.Error("the resync ran the pre-install hook again")
+	}
+	if j := job(t, ns, "db-seed"); j == nil || j.UID != seed.UID {
+		t.Error("the resync ran the post-install hook again")
+	}
+	if job(t, ns, "db-migrate") != nil {
+		t.Error("the resync ran the pre-upgrade hook")
+	}
+	if rv := rec.where("ConfigMap/db-config", watch.Modified, nil)(); rv != "" {
+		t.Errorf("db-config was changed (resourceVersion %s) though nothing new was synced; a resync must render the chart as the last apply did", rv)
+	}
+
+	// Upgrade: the migration runs before the new version is applied.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`appVersion: "2.0"`) })
+	synced(t, a)
+	migrate := job(t, ns, "db-migrate")
+	if migrate == nil || migrate.Status.Succeeded != 1 || !slices.Equal(migrate.Spec.Template.Spec.Containers[0].Args, []string{"migrate", "--to", "2.0"}) {
+		t.Fatalf("upgrade: migrate = %v; want it run for 2.0", migrate)
+	}
+	rec.before(t, rec.finished("db-migrate", migrate.UID),
+		rec.where("ConfigMap/db-config", watch.Modified, func(o client.Object) bool { return o.(*corev1.ConfigMap).Data["appVersion"] == "2.0" }),
+		"the pre-upgrade Job finished", "db-config was updated to 2.0")
+	if d := configData(t, ns); d["installedBy"] != "upgrade" {
+		t.Errorf("db-config installedBy = %q; .Release.IsUpgrade must hold on upgrade", d["installedBy"])
+	}
+	if j := job(t, ns, "db-initdb"); j == nil || j.UID != initdb.UID {
+		t.Error("the upgrade ran the pre-install hook")
+	}
+	if j := job(t, ns, "db-seed"); j == nil || j.UID != seed.UID {
+		t.Error("the upgrade ran the post-install hook")
+	}
+
+	// Uninstall: the backup runs before anything is deleted.
+	deleteAddon(t, a)
+	backup := job(t, ns, "db-backup")
+	if backup == nil || backup.Status.Succeeded != 1 {
+		t.Fatalf("uninstall: backup = %v; want it run and kept (before-hook-creation, as Helm)", backup)
+	}
+	rec.before(t, rec.finished("db-backup", backup.UID), rec.where("ConfigMap/db-config", watch.Deleted, nil), "the pre-delete Job finished", "db-config was deleted")
+	if live(t, "apps/v1", "Deployment", ns, "db-app") != nil {
+		t.Error("the uninstall left the Deployment")
+	}
+}
+
+// TestFailedPreUpgradeAppliesNothing fails the migration: nothing of the
+// new version is applied, status names the hook, its Job's failure reason
+// and how to retry, and fixing the values lets the upgrade through.
+func TestFailedPreUpgradeAppliesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, "")
+	before := synced(t, a).Status.AppliedHash
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues(`{appVersion: "2.0", hooks: {migrate: {fail: true, exitCode: 4}}}`)
+	})
+	got := failedWith(t, a, "pre-upgrade hook failed, so nothing was applied",
+		"pre-upgrade hook Job "+ns+"/db-migrate (weight -5", "BackoffLimitExceeded", "container migrate exited with code 4", "The next sync runs the hook again")
+	if d := configData(t, ns); d["appVersion"] != "1.0" {
+		t.Errorf("db-config appVersion = %q after a failed pre-upgrade hook; nothing may be applied", d["appVersion"])
+	}
+	dep := &appsv1.Deployment{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "db-app"}, dep); err != nil || dep.Spec.Template.Spec.Containers[0].Image != "registry.example/dbapp:1.0" {
+		t.Errorf("Deployment image = %s (%v); want 1.0 still", dep.Spec.Template.Spec.Containers[0].Image, err)
+	}
+	if got.Status.AppliedHash != before {
+		t.Errorf("appliedHash changed from %s to %s though nothing was applied", before, got.Status.AppliedHash)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`appVersion: "2.0"`) })
+	synced(t, a)
+	if d := configData(t, ns); d["appVersion"] != "2.0" {
+		t.Errorf("after the fix db-config appVersion = %q, want 2.0", d["appVersion"])
+	}
+}
+
+// TestFailedPostInstallIsRetried fails the seed Job: the objects stay
+// applied, and the next sync runs the hook again without anyone asking.
+func TestFailedPostInstallIsRetried(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{hooks: {seed: {fail: true}}}`)
+	failedWith(t, a, "post-install hook failed; the objects are applied and the hook runs again on the next sync", "Job "+ns+"/db-seed", "BackoffLimitExceeded")
+	if live(t, "v1", "ConfigMap", ns, "db-config") == nil || live(t, "apps/v1", "Deployment", ns, "db-app") == nil {
+		t.Fatal("a failed post-install hook must leave the objects applied")
+	}
+	first := job(t, ns, "db-seed")
+	if first == nil {
+		t.Fatal("the seed Job is gone")
+	}
+	eventually(t, 60*time.Second, "the next sync to run the seed hook again", func() bool {
+		j := job(t, ns, "db-seed")
+		return j != nil && j.UID != first.UID
+	})
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	synced(t, a)
+	if j := job(t, ns, "db-seed"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("after the fix the seed Job is %v; want it run", j)
+	}
+}
+
+// TestFailedPreDeleteStopsRemoval fails the backup: the uninstall stops,
+// the software keeps running, and fixing the hook lets the removal finish.
+func TestFailedPreDeleteStopsRemoval(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{hooks: {backup: {fail: true}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	synced(t, a)
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	got := failedWith(t, a, "the pre-delete hook failed, so the uninstall stopped and everything still runs", "Job "+ns+"/db-backup", "BackoffLimitExceeded")
+	if got.DeletionTimestamp == nil {
+		t.Fatal("the Addon is not being deleted")
+	}
+	time.Sleep(2 * time.Second)
+	if live(t, "v1", "ConfigMap", ns, "db-config") == nil || live(t, "apps/v1", "Deployment", ns, "db-app") == nil {
+		t.Fatal("a failed pre-delete hook must stop the uninstall, but objects were deleted")
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	eventually(t, 90*time.Second, "the Addon to go once the backup succeeds", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	if live(t, "apps/v1", "Deployment", ns, "db-app") != nil {
+		t.Error("the uninstall left the Deployment")
+	}
+}
+
+// TestHookTimeoutShowsProgress runs a pre-install Job that never finishes:
+// status shows the hook while it runs, the sync fails at spec.hookTimeout
+// with nothing applied, and the next sync, with the chart fixed, succeeds.
+func TestHookTimeoutShowsProgress(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{hooks: {initdb: {hang: true}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 6 * time.Second} }))
+	got := waitFor(t, a, 60*time.Second, "status.hook to show the running hook", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Hook != nil
+	})
+	h := got.Status.Hook
+	if h.Kind != "Job" || h.Name != "db-initdb" || h.Namespace != ns || h.Event != "pre-install" || h.Since.IsZero() || time.Since(h.Since.Time) > time.Minute {
+		t.Errorf("status.hook = %+v; want the pre-install Job db-initdb and when it started", h)
+	}
+	failedWith(t, a, "pre-install hook failed, so nothing was applied", "pre-install hook Job "+ns+"/db-initdb (weight -10", "did not finish within the hook timeout of 6s", "raise spec.hookTimeout")
+	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
+		t.Error("an object was applied though the pre-install hook timed out")
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	synced(t, a)
+	if j := job(t, ns, "db-initdb"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("after the fix initdb is %v; want it run", j)
+	}
+}
+
+// TestPlainJobs checks the rules for Jobs that are not hooks: the TTL is
+// removed, so a finished Job stays and is not run again by a resync; a
+// changed template deletes the Job and creates it anew.
+func TestPlainJobs(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{job: {enabled: true, ttl: 2}}`)
+	synced(t, a)
+	var first *batchv1.Job
+	eventually(t, 60*time.Second, "the reindex Job to complete", func() bool {
+		first = job(t, ns, "db-reindex")
+		return first != nil && first.Status.Succeeded == 1
+	})
+	if first.Spec.TTLSecondsAfterFinished != nil {
+		t.Fatalf("ttlSecondsAfterFinished = %d; it must be removed from Jobs that are not hooks", *first.Spec.TTLSecondsAfterFinished)
+	}
+	time.Sleep(4 * time.Second) // twice the TTL the chart asked for
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	if j := job(t, ns, "db-reindex"); j == nil || j.UID != first.UID {
+		t.Fatalf("after the TTL and a resync the Job is %v; want the same Job, not run again", j)
+	}
+	pods := &corev1.PodList{}
+	if err := admin.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: "db-reindex"}); err != nil || len(pods.Items) != 1 {
+		t.Errorf("the Job has %d pods (%v); want 1: it must not run again", len(pods.Items), err)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues(`{job: {enabled: true, ttl: 2, version: "2"}}`)
+	})
+	synced(t, a)
+	var second *batchv1.Job
+	eventually(t, 60*time.Second, "the new reindex Job to complete", func() bool {
+		second = job(t, ns, "db-reindex")
+		return second != nil && second.UID != first.UID && second.Status.Succeeded == 1
+	})
+	if args := second.Spec.Template.Spec.Containers[0].Args; !slices.Equal(args, []string{"reindex", "--version", "2"}) {
+		t.Errorf("new Job args = %v", args)
+	}
+}
+
+// TestUnknownHookEventIsReportedAndNotRun gives a hook the event
+// "pre-instal": the plan reports it, and it never runs.
+func TestUnknownHookEventIsReportedAndNotRun(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{extraHooks: [{name: typo, kind: ConfigMap, events: pre-instal}]}`)
+	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	found := false
+	for _, e := range got.Status.Plan.ValuesErrors {
+		found = found || (e.Rule == "hook-event" && strings.Contains(e.Message, "pre-instal"))
+	}
+	if !found {
+		t.Errorf("the plan does not report the unknown hook event: %+v", got.Status.Plan.ValuesErrors)
+	}
+	if live(t, "v1", "ConfigMap", ns, "db-typo") != nil {
+		t.Error("the hook with an unknown event ran")
+	}
+}
+
+// TestPlanListsHooks checks that a manual-sync plan lists the hooks the
+// sync would run, with their weights, and counts them.
+func TestPlanListsHooks(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, "", withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true }))
+	got := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	p := got.Status.Plan
+	var listed []string
+	for _, h := range p.Hooks {
+		listed = append(listed, strings.Join(h.Events, ",")+" "+h.Kind+"/"+h.Name+" "+strconv.Itoa(h.Weight))
+	}
+	slices.Sort(listed)
+	want := []string{"post-install Job/db-seed 0", "pre-install Job/db-initdb -10"}
+	if !slices.Equal(listed, want) || p.Summary.Hooks != 2 {
+		t.Errorf("plan hooks = %v (count %d), want %v", listed, p.Summary.Hooks, want)
+	}
+	if job(t, ns, "db-initdb") != nil {
+		t.Error("a hook ran before the plan was approved")
+	}
+}
+
+// TestRestrictedHooks runs the hooks of a restricted add-on: they are
+// hardened like its other pods, and the uninstall runs the pre-delete hook.
+func TestRestrictedHooks(t *testing.T) {
+	ns := newNamespace(t)
+	a := create(t, newAddon(ns, "db", dbappChart(t, "1.0.0")))
+	got := synced(t, a)
+	if got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s", got.Status.Profile)
+	}
+	initdb := job(t, ns, "db-initdb")
+	if initdb == nil || initdb.Status.Succeeded != 1 {
+		t.Fatalf("initdb = %v; want it run", initdb)
+	}
+	if sc := initdb.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Errorf("the hook's pod is not hardened: %+v", sc)
+	}
+	deleteAddon(t, a)
+	if b := job(t, ns, "db-backup"); b == nil || b.Status.Succeeded != 1 {
+		t.Errorf("the restricted uninstall did not run the pre-delete hook: %v", b)
+	}
+}
+
+// --- observing order ------------------------------------------------------
+
+// event is one change a watch saw.
+type event struct {
+	typ watch.EventType
+	key string // Kind/name
+	uid types.UID
+	rv  string
+	obj client.Object
+}
+
+// eventLog watches ConfigMaps, Jobs and Deployments in a namespace and
+// keeps every change, with the resourceVersion the API server gave it.
+type eventLog struct {
+	mu     sync.Mutex
+	events []event
+}
+
+func recordEvents(t *testing.T, ns string) *eventLog {
+	t.Helper()
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &eventLog{}
+	for _, list := range []client.ObjectList{&corev1.ConfigMapList{}, &batchv1.JobList{}, &appsv1.DeploymentList{}} {
+		w, err := wc.Watch(context.Background(), list, client.InNamespace(ns))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(w.Stop)
+		go func() {
+			for ev := range w.ResultChan() {
+				obj, ok := ev.Object.(client.Object)
+				if !ok {
+					continue
+				}
+				l.mu.Lock()
+				l.events = append(l.events, event{typ: ev.Type, key: typeName(obj) + "/" + obj.GetName(), uid: obj.GetUID(), rv: obj.GetResourceVersion(), obj: obj})
+				l.mu.Unlock()
+			}
+		}()
+	}
+	return l
+}
+
+func typeName(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.ConfigMap:
+		return "ConfigMap"
+	case *batchv1.Job:
+		return "Job"
+	case *appsv1.Deployment:
+		return "Deployment"
+	}
+	return "Unknown"
+}
+
+// where returns a lookup of the first event of key and type that match
+// holds for (nil matches any).
+func (l *eventLog) where(key string, typ watch.EventType, match func(client.Object) bool) func() string {
+	return func() string {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, e := range l.events {
+			if e.key == key && e.typ == typ && (match == nil || match(e.obj)) {
+				return e.rv
+			}
+		}
+		return ""
+	}
+}
+
+// added returns a lookup of an object's creation.
+func (l *eventLog) added(key string) func() string { return l.where(key, watch.Added, nil) }
+
+// finished returns a lookup of when one Job, by UID, became Complete or
+// Failed.
+func (l *eventLog) finished(name string, uid types.UID) func() string {
+	return l.where("Job/"+name, watch.Modified, func(o client.Object) bool {
+		if o.GetUID() != uid {
+			return false
+		}
+		for _, c := range o.(*batchv1.Job).Status.Conditions {
+			if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// before checks that the change first happened before the change then,
+// waiting briefly for the watch to deliver both.
+func (l *eventLog) before(t *testing.T, first, then func() string, firstWhat, thenWhat string) {
+	t.Helper()
+	var a, b string
+	eventually(t, 10*time.Second, "the watch to see that "+firstWhat+" and "+thenWhat, func() bool {
+		a, b = first(), then()
+		return a != "" && b != ""
+	})
+	n, err := resourceversion.CompareResourceVersion(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n >= 0 {
+		t.Errorf("%s (resourceVersion %s) did not happen before %s (resourceVersion %s)", firstWhat, a, thenWhat, b)
+	}
+}
