@@ -63,12 +63,15 @@ func TestMessagesCarryNoValues(t *testing.T) {
 		deployment("containers: [{name: app, image: nginx, env: [{name: TOKEN, value: {v: \"" + secret + "\"}}], ports: [{containerPort: " + secret + "}]}]"),
 		deployment("containers: [{name: app, image: nginx, env: [{name: TOKEN, value: " + secret + "}]}]"),
 		deployment("containers: [{name: app, image: nginx, resources: {limits: {cpu: \"" + secret + "x\"}}}]"),
+		"apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80, targetPort: " + secret + "}]}",
+		"apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {ports: [{port: 80, targetPort: [" + secret + "]}]}",
 	}
 	for _, m := range manifests {
 		vs := Check(context.Background(), parse(t, m), testContext())
 		if len(vs) == 0 {
 			t.Errorf("expected a violation for:\n%s", m)
 		}
+		t.Log(messages(vs))
 		for _, v := range vs {
 			if strings.Contains(v.Message, secret) || strings.Contains(v.Path, secret) {
 				t.Errorf("violation repeats a value: %+v", v)

@@ -152,19 +152,32 @@ func kindMessage(gvk schema.GroupVersionKind, u *unstructured.Unstructured) stri
 // leaves out the value it quotes: a value may be a secret.
 var typeErrorRE = regexp.MustCompile(`^json: cannot unmarshal (string|number|bool|array|object|null)\b.* into Go struct field (\S+) of type (.+)$`)
 
+// valueErrorRE is a JSON type error without a field.
+var valueErrorRE = regexp.MustCompile(`cannot unmarshal (string|number|bool|array|object|null)\b.* into Go value of type (.+)$`)
+
 // describeDecodeError turns a decode error into a path and a message that
 // carry no value from the object.
 func describeDecodeError(err error, gvk schema.GroupVersionKind) (path, msg string) {
 	if m := typeErrorRE.FindStringSubmatch(err.Error()); m != nil {
 		path = jsonPath(m[2])
+		if m[1] == "number" && goTypeName(m[3]) == "a number" {
+			return path, fmt.Sprintf("%s holds a number out of range for %s %s (%s); fix the chart's template for this field",
+				fieldName(path), gvk.GroupVersion(), gvk.Kind, m[3])
+		}
 		return path, fmt.Sprintf("%s is a JSON %s but %s %s needs %s there; fix the chart's template for this field",
 			fieldName(path), m[1], gvk.GroupVersion(), gvk.Kind, goTypeName(m[3]))
+	}
+	if m := valueErrorRE.FindStringSubmatch(err.Error()); m != nil {
+		// A custom decoder (IntOrString, Quantity) passed on a type error
+		// without its field.
+		return "", fmt.Sprintf("a field is a JSON %s but %s %s needs %s there; fix the chart's template for this field",
+			m[1], gvk.GroupVersion(), gvk.Kind, goTypeName(m[2]))
 	}
 	if gvk == gvkSecret {
 		// Custom decoders may quote the value they refuse.
 		return "", fmt.Sprintf("the object does not decode as %s %s; check that data holds base64 strings and stringData plain strings", gvk.GroupVersion(), gvk.Kind)
 	}
-	return "", fmt.Sprintf("the object does not decode as %s %s (%v); fix the field the error names", gvk.GroupVersion(), gvk.Kind, err)
+	return "", fmt.Sprintf("the object does not decode as %s %s (%v); fix the value this describes", gvk.GroupVersion(), gvk.Kind, err)
 }
 
 // jsonPath turns the field of a type error, "Deployment.spec.template.spec.
