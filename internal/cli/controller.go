@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 
 	"time"
@@ -16,10 +17,12 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/source"
 )
@@ -35,6 +38,7 @@ type controllerOptions struct {
 	allowFileGit   bool
 	kubeconfig     string
 	maxConcurrency int
+	httpAddr       string
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -52,7 +56,25 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 4, "Addons reconciled at once.")
+	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTP endpoint for git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
 	o.guard.AddFlags(fs)
+}
+
+// httpServer runs an HTTP server as a manager runnable, until the manager stops.
+func httpServer(addr string, h http.Handler) manager.RunnableFunc {
+	return func(ctx context.Context) error {
+		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
+		errc := make(chan error, 1)
+		go func() { errc <- srv.ListenAndServe() }()
+		select {
+		case err := <-errc:
+			return fmt.Errorf("the HTTP endpoint on %s: %w", addr, err)
+		case <-ctx.Done():
+			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return srv.Shutdown(shutdown)
+		}
+	}
 }
 
 func envOr(key, def string) string {
@@ -151,6 +173,17 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	}
 	if err := r.SetupWithManager(mgr, o.maxConcurrency); err != nil {
 		return nil, err
+	}
+	syncer := &gitops.SyncerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth}
+	if err := syncer.SetupWithManager(mgr); err != nil {
+		return nil, err
+	}
+	if o.httpAddr != "0" {
+		mux := http.NewServeMux()
+		mux.Handle("/hooks/git/", &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer})
+		if err := mgr.Add(httpServer(o.httpAddr, mux)); err != nil {
+			return nil, err
+		}
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err

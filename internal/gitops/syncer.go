@@ -221,6 +221,12 @@ func (r *SyncerReconciler) setCondition(repo *v1alpha1.AddonRepository, ready me
 
 func (r *SyncerReconciler) auth(ctx context.Context, repo *v1alpha1.AddonRepository) (transport.AuthMethod, error) {
 	if repo.Spec.SecretRef == nil {
+		if r.Auth != nil {
+			// NOTE: Auth is called without a Secret too, so a guarded
+			// AuthFunc (source's) routes even anonymous fetches through the
+			// fetch guard.
+			return r.Auth(ctx, repo.Spec.URL, nil)
+		}
 		return nil, nil
 	}
 	reader := r.APIReader

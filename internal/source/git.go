@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	corev1 "k8s.io/api/core/v1"
 	"sort"
 	"strings"
 
@@ -398,4 +399,22 @@ func (f *Fetcher) githubAppTransport(creds *Credentials) (*ghinstallation.Transp
 	}
 	v, _ := f.githubApps.LoadOrStore(key, itr)
 	return v.(*ghinstallation.Transport), nil
+}
+
+// GitAuth turns a credentials Secret into go-git auth for url, with every
+// form Fetcher.Git takes (https token or basic, SSH key with known_hosts,
+// GitHub App), wrapped so go-git dials through the Fetcher's guarded
+// transport. The gitops syncer and writer use it for the gitops repository.
+func (f *Fetcher) GitAuth(ctx context.Context, url string, secret *corev1.Secret) (transport.AuthMethod, error) {
+	ep, err := transport.NewEndpoint(url)
+	if err != nil {
+		return nil, fmt.Errorf("git URL %q: %w", url, err)
+	}
+	var creds *Credentials
+	if secret != nil {
+		if creds, err = CredentialsFromSecret(secret); err != nil {
+			return nil, err
+		}
+	}
+	return f.gitAuth(ctx, ep, creds)
 }

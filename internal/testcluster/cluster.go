@@ -176,35 +176,39 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 	}
 	o.report("etcd is healthy (%s)", since(began))
 
-	apiserver, err := c.run(KubeAPIServer,
-		"--etcd-servers="+etcdURL,
+	auditFlags, err := c.auditFiles()
+	if err != nil {
+		return nil, err
+	}
+	apiserver, err := c.run(KubeAPIServer, append([]string{
+		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(dir, "pki"),
-		"--tls-cert-file="+files.apiserverCert,
-		"--tls-private-key-file="+files.apiserverKey,
-		"--client-ca-file="+files.caCert,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(dir, "pki"),
+		"--tls-cert-file=" + files.apiserverCert,
+		"--tls-private-key-file=" + files.apiserverKey,
+		"--client-ca-file=" + files.caCert,
 		// The aggregation layer, for charts that register an APIService,
 		// with a CA of its own as a real cluster has.
-		"--requestheader-client-ca-file="+files.frontProxyCACert,
-		"--requestheader-allowed-names="+frontProxyUser,
+		"--requestheader-client-ca-file=" + files.frontProxyCACert,
+		"--requestheader-allowed-names=" + frontProxyUser,
 		"--requestheader-username-headers=X-Remote-User",
 		"--requestheader-group-headers=X-Remote-Group",
 		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+files.frontProxyCert,
-		"--proxy-client-key-file="+files.frontProxyKey,
+		"--proxy-client-cert-file=" + files.frontProxyCert,
+		"--proxy-client-key-file=" + files.frontProxyKey,
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+files.saPublic,
-		"--service-account-signing-key-file="+files.saPrivate,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-account-key-file=" + files.saPublic,
+		"--service-account-signing-key-file=" + files.saPrivate,
+		"--service-cluster-ip-range=" + ServiceCIDR,
 		// NOTE: the API server refuses to publish a loopback address as the
 		// endpoint of the kubernetes Service, and no pod runs to call it.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
-	)
+	}, auditFlags...)...)
 	if err != nil {
 		return nil, err
 	}
