@@ -85,7 +85,11 @@ func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
-		out = append(out, &list.Items[i])
+		item := &list.Items[i]
+		if item.GetAPIVersion() == "" || item.GetKind() == "" {
+			return nil, errNotObject
+		}
+		out = append(out, item)
 	}
 	return out, nil
 }

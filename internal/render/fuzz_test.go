@@ -1,0 +1,49 @@
+package render
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// FuzzDecodeDocument feeds rendered documents of any shape to the decoder:
+// it must not panic, and what it returns must be objects with a kind.
+func FuzzDecodeDocument(f *testing.F) {
+	f.Add("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n")
+	f.Add("apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n")
+	f.Add("# only a comment\n")
+	f.Add("- a\n- b\n")
+	f.Add("kind: x\napiVersion: 1\nitems: 3\n")
+	f.Fuzz(func(t *testing.T, doc string) {
+		objs, err := decodeDocument([]byte(doc))
+		if err != nil {
+			return
+		}
+		for _, o := range objs {
+			if o.GetKind() == "" || o.GetAPIVersion() == "" {
+				t.Errorf("decoded an object without kind or apiVersion from %q", doc)
+			}
+		}
+	})
+}
+
+// FuzzRedactTemplateError checks that a redacted error is made of the fixed
+// wording, a known template name and numbers, whatever Helm's message holds.
+func FuzzRedactTemplateError(f *testing.F) {
+	f.Add("execution error at (c/templates/a.yaml:3:4): s3cret")
+	f.Add("parse error at (c/templates/a.yaml:3): s3cret")
+	f.Add("template: c/templates/_h.tpl:1:2: executing \"x\" at <s3cret>: s3cret")
+	f.Add("s3cret (c/templates/a.yaml) s3cret")
+	templates := map[string]bool{"c/templates/a.yaml": true, "c/templates/_h.tpl": true}
+	f.Fuzz(func(t *testing.T, msg string) {
+		te := redactTemplateError(errors.New(msg), templates)
+		if te.Template != "" && !templates[te.Template] {
+			t.Fatalf("template %q is not one of the chart's", te.Template)
+		}
+		// Rebuild the error with the location alone: it must be the same text.
+		clean := &TemplateError{Stage: te.Stage, Template: te.Template, Line: te.Line, Column: te.Column}
+		if te.Error() != clean.Error() || strings.Contains(te.Error(), "s3cret") {
+			t.Fatalf("the error carries more than its location: %q", te.Error())
+		}
+	})
+}
