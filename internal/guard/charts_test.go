@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/charts")
@@ -87,4 +89,29 @@ func TestCharts(t *testing.T) {
 
 func keys(m map[string]bool) []string {
 	return sortedKeys(m)
+}
+
+// BenchmarkCheckCharts hardens and checks every chart fixture at once, about
+// sixty objects, as one render.
+func BenchmarkCheckCharts(b *testing.B) {
+	files, _ := filepath.Glob("testdata/charts/*.yaml")
+	var all string
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		all += "\n---\n" + string(data)
+	}
+	base := parse(b, all)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		objs := make([]*unstructured.Unstructured, len(base))
+		for j, o := range base {
+			objs[j] = o.DeepCopy()
+		}
+		_ = Harden(objs)
+		Check(context.Background(), objs, Context{Namespace: "apps", AddonName: "bench"})
+	}
+	b.ReportMetric(float64(len(base)), "objects")
 }
