@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -139,7 +140,7 @@ func TestHookLifecycle(t *testing.T) {
 	got := synced(t, a)
 	initdb, seed := job(t, ns, "db-initdb"), job(t, ns, "db-seed")
 	if initdb == nil || seed == nil || initdb.Status.Succeeded != 1 || seed.Status.Succeeded != 1 {
-		t.Fatalf("install: initdb %v, seed %v; want both run", initdb, seed)
+		t.Fatalf("install: initdb %s, seed %s; want both run", jobString(initdb), jobString(seed))
 	}
 	rec.before(t, rec.finished("db-initdb", initdb.UID), rec.added("ConfigMap/db-config"), "the pre-install Job finished", "the objects were applied")
 	rec.before(t, rec.added("Deployment/db-app"), rec.added("Job/db-seed"), "the objects were applied", "the post-install Job was created")
@@ -173,7 +174,7 @@ func TestHookLifecycle(t *testing.T) {
 	synced(t, a)
 	migrate := job(t, ns, "db-migrate")
 	if migrate == nil || migrate.Status.Succeeded != 1 || !slices.Equal(migrate.Spec.Template.Spec.Containers[0].Args, []string{"migrate", "--to", "2.0"}) {
-		t.Fatalf("upgrade: migrate = %v; want it run for 2.0", migrate)
+		t.Fatalf("upgrade: migrate %s; want it run for 2.0", jobString(migrate))
 	}
 	rec.before(t, rec.finished("db-migrate", migrate.UID),
 		rec.where("ConfigMap/db-config", watch.Modified, func(o client.Object) bool { return o.(*corev1.ConfigMap).Data["appVersion"] == "2.0" }),
@@ -192,7 +193,7 @@ func TestHookLifecycle(t *testing.T) {
 	deleteAddon(t, a)
 	backup := job(t, ns, "db-backup")
 	if backup == nil || backup.Status.Succeeded != 1 {
-		t.Fatalf("uninstall: backup = %v; want it run and kept (before-hook-creation, as Helm)", backup)
+		t.Fatalf("uninstall: backup %s; want it run and kept (before-hook-creation, as Helm)", jobString(backup))
 	}
 	rec.before(t, rec.finished("db-backup", backup.UID), rec.where("ConfigMap/db-config", watch.Deleted, nil), "the pre-delete Job finished", "db-config was deleted")
 	if live(t, "apps/v1", "Deployment", ns, "db-app") != nil {
@@ -252,7 +253,7 @@ func TestFailedPostInstallIsRetried(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
 	synced(t, a)
 	if j := job(t, ns, "db-seed"); j == nil || j.Status.Succeeded != 1 {
-		t.Errorf("after the fix the seed Job is %v; want it run", j)
+		t.Errorf("after the fix: %s; want it run", jobString(j))
 	}
 }
 
@@ -303,7 +304,7 @@ func TestHookTimeoutShowsProgress(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
 	synced(t, a)
 	if j := job(t, ns, "db-initdb"); j == nil || j.Status.Succeeded != 1 {
-		t.Errorf("after the fix initdb is %v; want it run", j)
+		t.Errorf("after the fix: %s; want it run", jobString(j))
 	}
 }
 
@@ -326,7 +327,7 @@ func TestPlainJobs(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
 	synced(t, a)
 	if j := job(t, ns, "db-reindex"); j == nil || j.UID != first.UID {
-		t.Fatalf("after the TTL and a resync the Job is %v; want the same Job, not run again", j)
+		t.Fatalf("after the TTL and a resync: %s; want the same Job %s, not run again", jobString(j), first.UID)
 	}
 	pods := &corev1.PodList{}
 	if err := admin.List(context.Background(), pods, client.InNamespace(ns), client.MatchingLabels{batchv1.JobNameLabel: "db-reindex"}); err != nil || len(pods.Items) != 1 {
@@ -397,14 +398,14 @@ func TestRestrictedHooks(t *testing.T) {
 	}
 	initdb := job(t, ns, "db-initdb")
 	if initdb == nil || initdb.Status.Succeeded != 1 {
-		t.Fatalf("initdb = %v; want it run", initdb)
+		t.Fatalf("initdb: %s; want it run", jobString(initdb))
 	}
 	if sc := initdb.Spec.Template.Spec.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Errorf("the hook's pod is not hardened: %+v", sc)
 	}
 	deleteAddon(t, a)
 	if b := job(t, ns, "db-backup"); b == nil || b.Status.Succeeded != 1 {
-		t.Errorf("the restricted uninstall did not run the pre-delete hook: %v", b)
+		t.Errorf("the restricted uninstall did not run the pre-delete hook: %s", jobString(b))
 	}
 }
 
@@ -516,4 +517,18 @@ func (l *eventLog) before(t *testing.T, first, then func() string, firstWhat, th
 	if n >= 0 {
 		t.Errorf("%s (resourceVersion %s) did not happen before %s (resourceVersion %s)", firstWhat, a, thenWhat, b)
 	}
+}
+
+// jobString describes a Job in one line for a failure message.
+func jobString(j *batchv1.Job) string {
+	if j == nil {
+		return "absent"
+	}
+	conds := []string{}
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue {
+			conds = append(conds, string(c.Type)+"/"+c.Reason)
+		}
+	}
+	return fmt.Sprintf("Job %s (uid %s): active %d, succeeded %d, failed %d, conditions %v", j.Name, j.UID, j.Status.Active, j.Status.Succeeded, j.Status.Failed, conds)
 }

@@ -2,6 +2,7 @@ package hooks_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -58,7 +59,7 @@ extraHooks:
 	for _, name := range []string{"db-initdb", "db-aaa"} {
 		j := f.job(name)
 		if j == nil || j.Status.Succeeded != 1 {
-			t.Errorf("Job %s = %v, want it kept (before-hook-creation) and succeeded", name, j)
+			t.Errorf("%s, want it kept (before-hook-creation) and succeeded", jobString(j))
 		}
 	}
 	if f.configMap("db-typo") != nil {
@@ -261,7 +262,7 @@ func TestHookTimeout(t *testing.T) {
 		t.Fatalf("the next run: %v", err)
 	}
 	if j := f.job("db-initdb"); j == nil || j.UID == stuck.UID || j.Status.Succeeded != 1 {
-		t.Errorf("after the next run the Job is %v; want a new Job that succeeded", j)
+		t.Errorf("after the next run: %s; want a new Job that succeeded", jobString(j))
 	}
 }
 
@@ -362,7 +363,7 @@ func TestUpgradeRunsTheMigration(t *testing.T) {
 	}
 	j := f.job("db-migrate")
 	if j == nil || j.Status.Succeeded != 1 {
-		t.Fatalf("migrate Job = %v, want it run", j)
+		t.Fatalf("migrate: %s, want it run", jobString(j))
 	}
 	if got := j.Spec.Template.Spec.Containers[0].Args; !cmp.Equal(got, []string{"migrate", "--to", "2.0"}) {
 		t.Errorf("migrate args = %v", got)
@@ -372,4 +373,18 @@ func TestUpgradeRunsTheMigration(t *testing.T) {
 			t.Errorf("Job %s ran on upgrade", name)
 		}
 	}
+}
+
+// jobString describes a Job in one line for a failure message.
+func jobString(j *batchv1.Job) string {
+	if j == nil {
+		return "absent"
+	}
+	conds := []string{}
+	for _, c := range j.Status.Conditions {
+		if c.Status == corev1.ConditionTrue {
+			conds = append(conds, string(c.Type)+"/"+c.Reason)
+		}
+	}
+	return fmt.Sprintf("Job %s (uid %s): active %d, succeeded %d, failed %d, conditions %v", j.Name, j.UID, j.Status.Active, j.Status.Succeeded, j.Status.Failed, conds)
 }
