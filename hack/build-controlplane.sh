@@ -19,7 +19,7 @@ root="$(cd "${script%/*}/.." && pwd)"
 bin="${CAPSTAN_BIN_DIR:-$root/bin}"
 modules="$root/hack/controlplane"
 stamp="$bin/.controlplane-stamp"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok)
 
 [[ -d "$bin" ]] || mkdir -p "$bin"
 
@@ -97,11 +97,12 @@ done
 step "building etcd $etcd_version"
 (cd "$modules/etcd" && go build -ldflags="-s -w" -o "$staging/etcd" .)
 
-step "building kube-apiserver, kube-controller-manager, kube-scheduler $kube_version (about 10 minutes cold)"
+step "building kube-apiserver, kube-controller-manager, kube-scheduler, kubectl $kube_version (about 10 minutes cold)"
 (cd "$modules/kubernetes" && go build -ldflags="$kube_ldflags" -o "$staging/" \
 	k8s.io/kubernetes/cmd/kube-apiserver \
 	k8s.io/kubernetes/cmd/kube-controller-manager \
-	k8s.io/kubernetes/cmd/kube-scheduler)
+	k8s.io/kubernetes/cmd/kube-scheduler \
+	k8s.io/kubernetes/cmd/kubectl)
 
 step "building kwok $kwok_version"
 (cd "$modules/kwok" && go build -ldflags="-s -w" -o "$staging/kwok" sigs.k8s.io/kwok/cmd/kwok)

@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
+	stdlog "log"
 	"net/http"
 	"os"
 
@@ -92,6 +94,7 @@ func newControllerCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseDevMode(false)))
+			silenceHelmLog()
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -113,6 +116,11 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	}
 	return cfg, nil
 }
+
+// silenceHelmLog discards the standard library's log, which Helm's values
+// merge writes type conflicts to, values included. Capstan itself logs
+// through controller-runtime's structured logger only.
+func silenceHelmLog() { stdlog.SetOutput(io.Discard) }
 
 // Scheme knows the types the controller reads and writes.
 func Scheme() *runtime.Scheme {

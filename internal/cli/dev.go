@@ -43,6 +43,7 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 
 func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
+	silenceHelmLog()
 	opts := []testcluster.Option{testcluster.WithProgress(os.Stderr), testcluster.WithKeepDir(keep)}
 	if binDir != "" {
 		opts = append(opts, testcluster.WithBinDir(binDir))

@@ -31,6 +31,8 @@ func NewRootCommand() *cobra.Command {
 		newValidateCommand(),
 		newControllerCommand(),
 		newDevCommand(),
+		newAddonCommand(),
+		newPlanCommand(),
 		newRenderCommand(),
 	)
 	return root

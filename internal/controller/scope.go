@@ -56,6 +56,7 @@ type scope struct {
 	plan         *capstanv1.Plan
 	verdict      plan.Verdict
 
+	fullDiffs    bool   // keep whole diffs, for `capstan plan`
 	stage        string // the step that runs, for failure reasons
 	outcome      outcome
 	requeueAfter time.Duration

@@ -145,6 +145,11 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 	}
 	generated, err := values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
 	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
 		return false, err
 	}
 	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
@@ -155,6 +160,13 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 			return false, nil
 		}
 		return false, err
+	}
+	if s.profile == capstanv1.ProfileRestricted {
+		// Label and own the values objects this add-on reads, so cleanup
+		// and keep-on-remove find them.
+		if _, err := values.Adopt(ctx, r.Client, s.addon, s.profile); err != nil {
+			return false, err
+		}
 	}
 	if r.Config.PlatformConfigMap != "" {
 		s.platform, err = values.LoadPlatform(ctx, r.APIReader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, s.namespace)
@@ -271,12 +283,14 @@ func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
 		}
 	}
 	if s.profile == capstanv1.ProfileRestricted {
-		if err := guard.Harden(all); err != nil {
-			return false, terminal{err}
-		}
+		// NOTE: Harden's errors are malformed pod templates, which the
+		// guard's Check reports as violations in the plan.
+		_ = guard.Harden(all)
 		for _, o := range objs {
 			if apply.Deletable(plan.Ref(o)) {
-				o.SetOwnerReferences([]metav1.OwnerReference{ownerRef(s.addon)})
+				// Appended, not replaced: owner references the chart sets
+				// itself stay, and the guard refuses them.
+				o.SetOwnerReferences(append(o.GetOwnerReferences(), ownerRef(s.addon)))
 			}
 		}
 	}
@@ -372,6 +386,7 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 // already block: the plan shows why.
 func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	in := plan.Input{
+		Full:         s.fullDiffs,
 		Generation:   s.addon.Generation,
 		Source:       s.planSource(),
 		Violations:   s.violations,

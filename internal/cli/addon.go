@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// clusterFlags are the flags of commands that talk to a cluster.
+type clusterFlags struct {
+	kubeconfig string
+	namespace  string
+}
+
+func (f *clusterFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG or in-cluster.")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "capstan-system", "The Addon's namespace.")
+}
+
+func (f *clusterFlags) client() (client.Client, error) {
+	cfg, err := restConfig(f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return client.New(cfg, client.Options{Scheme: Scheme()})
+}
+
+func newAddonCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "addon",
+		Short: "List, inspect and approve Addons; change git-managed ones by committing",
+	}
+	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonSyncCommand())
+	cmd.AddCommand(newAddonGitopsCommands()...)
+	return cmd
+}
+
+func newAddonListCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List Addons with their phase, source, version and readiness",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			var list capstanv1.AddonList
+			opts := []client.ListOption{}
+			if !all {
+				opts = append(opts, client.InNamespace(f.namespace))
+			}
+			if err := c.List(cmd.Context(), &list, opts...); err != nil {
+				return err
+			}
+			return printAddonList(cmd.OutOrStdout(), list.Items)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the Addons of every namespace.")
+	return cmd
+}
+
+func printAddonList(w io.Writer, items []capstanv1.Addon) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tSOURCE\tVERSION\tREADY\tMESSAGE")
+	for _, a := range items {
+		ready, msg := "Unknown", ""
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
+			ready, msg = string(c.Status), c.Message
+		}
+		if len(msg) > 80 {
+			msg = msg[:77] + "..."
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Source, a.Status.Version, ready, msg)
+	}
+	return tw.Flush()
+}
+
+func newAddonGetCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var diffs bool
+	cmd := &cobra.Command{
+		Use:   "get NAME",
+		Short: "Show an Addon's status and plan: objects and actions, hooks, violations, values errors",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			a := &capstanv1.Addon{}
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
+				return err
+			}
+			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVar(&diffs, "diff", false, "Print every object's diff.")
+	return cmd
+}
+
+// printAddon prints an Addon and a plan for a person.
+func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) {
+	fmt.Fprintf(w, "Addon %s/%s: %s (%s profile)\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Profile)
+	for _, c := range a.Status.Conditions {
+		fmt.Fprintf(w, "  %s=%s %s: %s\n", c.Type, c.Status, c.Reason, c.Message)
+	}
+	if h := a.Status.Hook; h != nil {
+		fmt.Fprintf(w, "  running hook %s %s/%s since %s\n", h.Event, h.Kind, h.Name, h.Since.Format("15:04:05"))
+	}
+	fmt.Fprintf(w, "Inventory: %d objects; applied %s\n", len(a.Status.Inventory), a.Status.AppliedHash)
+	if p == nil {
+		fmt.Fprintln(w, "No pending plan: the last sync applied everything.")
+		return
+	}
+	src := p.Source
+	fmt.Fprintf(w, "Plan %s (generation %d): %s\n", p.Hash, p.Generation, plan.String(p))
+	fmt.Fprintf(w, "  source: %s %s %s %s %s\n", src.URL, src.Chart, src.Version, src.Digest, strings.TrimSpace(src.Commit+" "+src.Path))
+	for _, wl := range p.Workloads {
+		fmt.Fprintf(w, "  workload %s/%s images=%s\n", wl.Kind, wl.Name, strings.Join(wl.Images, ","))
+	}
+	for _, o := range p.Objects {
+		if o.Action == capstanv1.ActionUnchanged && !diffs {
+			continue
+		}
+		line := fmt.Sprintf("  %-9s %s %s", o.Action, o.APIVersion+"/"+o.Kind, strings.TrimPrefix(o.Namespace+"/"+o.Name, "/"))
+		if o.Adopted {
+			line += " (adopted)"
+		}
+		if o.Error != "" {
+			line += ": " + o.Error
+		}
+		fmt.Fprintln(w, line)
+		if diffs && o.Diff != "" {
+			fmt.Fprintln(w, indent(o.Diff, "      "))
+		}
+	}
+	for _, h := range p.Hooks {
+		fmt.Fprintf(w, "  hook %s %s/%s weight %d\n", strings.Join(h.Events, ","), h.Kind, h.Name, h.Weight)
+	}
+	for _, v := range p.Violations {
+		fmt.Fprintf(w, "  VIOLATION %s %s/%s %s: %s\n", v.Rule, v.Object.Kind, v.Object.Name, v.Path, v.Message)
+	}
+	for _, e := range p.ValuesErrors {
+		fmt.Fprintf(w, "  VALUES %s %s: %s\n", e.Path, e.Rule, e.Message)
+	}
+	if p.DiffsTruncated {
+		fmt.Fprintln(w, "Some diffs were cut to keep the Addon small: `capstan plan NAME` computes the whole plan.")
+	}
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = prefix + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+func newAddonSyncCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var hash string
+	cmd := &cobra.Command{
+		Use:   "sync NAME",
+		Short: "Approve the Addon's current plan (manual sync): it applies exactly that plan",
+		Long: `sync approves the plan in the Addon's status by its hash and raises
+spec.syncRequest. If the plan changes before the controller applies it,
+nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			return approve(cmd.Context(), cmd.OutOrStdout(), c, client.ObjectKey{Namespace: f.namespace, Name: args[0]}, hash)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed; default: the plan in status now.")
+	return cmd
+}
+
+func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash string) error {
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return err
+	}
+	if hash == "" {
+		if a.Status.Plan == nil {
+			return fmt.Errorf("addon %s has no plan in status yet; wait for the controller, or check its phase with `capstan addon get %s`", key, key.Name)
+		}
+		if a.Status.Plan.Generation != a.Generation {
+			return fmt.Errorf("the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", a.Status.Plan.Generation, a.Generation)
+		}
+		hash = a.Status.Plan.Hash
+		fmt.Fprintf(w, "Approving plan %s: %s\n", hash, plan.String(a.Status.Plan))
+	}
+	patch := client.MergeFrom(a.DeepCopy())
+	a.Spec.ApprovedPlan = hash
+	a.Spec.SyncRequest++
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.Spec.SyncRequest, key)
+	return nil
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
+)
+
+func newPlanCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var controllerNS, caFile string
+	var guard netguard.Config
+	cmd := &cobra.Command{
+		Use:   "plan NAME",
+		Short: "Compute an Addon's whole plan against the cluster now, every diff uncut, changing nothing",
+		Long: `plan runs the controller's pipeline up to the preview for one Addon: it
+fetches and renders the source, resolves the values, checks the guardrails,
+dry-runs every object on the API server and diffs it with what runs. Nothing
+is applied and no status is written. Cluster-profile add-ons are previewed by
+impersonating the add-ons service account, so your account needs the right
+to impersonate it (or use restricted add-ons, previewed as you).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := restConfig(f.kubeconfig)
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: Scheme()})
+			if err != nil {
+				return err
+			}
+			a := &capstanv1.Addon{}
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
+				return err
+			}
+			fopts := source.Options{Guard: guard}
+			fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)
+			if caFile != "" {
+				if fopts.CABundle, err = os.ReadFile(caFile); err != nil {
+					return err
+				}
+			}
+			fetcher, err := source.NewFetcher(fopts)
+			if err != nil {
+				return err
+			}
+			r := &controller.AddonReconciler{Client: c, APIReader: c, RestConfig: cfg, Fetcher: fetcher,
+				Config: controller.Config{Namespace: controllerNS}.WithDefaults()}
+			p, err := r.Plan(cmd.Context(), a)
+			if err != nil {
+				return fmt.Errorf("planning %s/%s: %w", a.Namespace, a.Name, err)
+			}
+			printAddon(cmd.OutOrStdout(), a, p, true)
+			return nil
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().StringVar(&controllerNS, "controller-namespace", "capstan-system", "The controller's namespace: its Addons use the cluster profile.")
+	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git.")
+	guard.AddFlags(cmd.Flags())
+	return cmd
+}

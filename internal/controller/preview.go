@@ -1,0 +1,33 @@
+package controller
+
+import (
+	"context"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Plan computes an Addon's whole plan on demand, with every diff uncut, and
+// changes nothing: no status is written and nothing is applied. It runs the
+// pipeline's steps up to the preview, with the reconciler's identities.
+// `capstan plan` uses it when the plan in status had its diffs cut.
+func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*capstanv1.Plan, error) {
+	if err := r.init(); err != nil {
+		return nil, err
+	}
+	s := r.newScope(addon.DeepCopy())
+	s.fullDiffs = true
+	for _, st := range []step{
+		{"Fetch", r.fetch},
+		{"Values", r.resolveValues},
+		{"Render", r.renderObjects},
+		{"Prepare", r.prepare},
+		{"Guard", r.checkGuardrails},
+		{"Preview", r.preview},
+	} {
+		s.stage = st.name
+		if _, err := st.run(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	return s.plan, nil
+}
