@@ -43,14 +43,14 @@ const (
 	ReasonApplyFailed  = "ApplyFailed"
 )
 
-// SyncerReconciler makes the Addons of each AddonRepository's namespace match
-// the definition files at the head of its branch: on a change of the
-// AddonRepository, on a push webhook (Trigger) and every spec.interval.
-//
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+
+// SyncerReconciler makes the Addons of each AddonRepository's namespace match
+// the definition files at the head of its branch: on a change of the
+// AddonRepository, on a push webhook (Trigger) and every spec.interval.
 type SyncerReconciler struct {
 	// Client reads and writes AddonRepositories and Addons.
 	Client client.Client
