@@ -70,8 +70,12 @@ func (r *Runner) Run(ctx context.Context, req controller.HookRequest) error {
 	checked := map[string]bool{}
 	for i, h := range selected {
 		if err := r.runOne(ctx, req, h, timeout, checked); err != nil {
-			r.cleanUp(ctx, req.Applier, []render.Hook{h}, HookFailed, timeout)
-			r.cleanUp(ctx, req.Applier, selected[:i], HookSucceeded, timeout)
+			if ctx.Err() == nil {
+				// A cancelled context is a controller that stops: it
+				// must not wait for deletions.
+				r.cleanUp(ctx, req.Applier, []render.Hook{h}, HookFailed, timeout)
+				r.cleanUp(ctx, req.Applier, selected[:i], HookSucceeded, timeout)
+			}
 			return err
 		}
 	}
