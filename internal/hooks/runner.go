@@ -168,6 +168,10 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 			return false, ctx.Err()
 		case err != nil && (apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)):
 			return false, err
+		case err != nil && nearDeadline(ctx, r.poll()):
+			// The client refuses a read that cannot finish in time; that
+			// says nothing about the hook.
+			return false, nil
 		case err != nil:
 			// NOTE: a read that fails for a moment must not fail a hook
 			// that may run for minutes; the timeout bounds the retries.
@@ -390,6 +394,12 @@ func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Add
 		return fmt.Errorf("creating the target namespace %s for the hook: %w", name, err)
 	}
 	return nil
+}
+
+// nearDeadline reports whether ctx ends within d.
+func nearDeadline(ctx context.Context, d time.Duration) bool {
+	dl, ok := ctx.Deadline()
+	return ok && time.Until(dl) < d
 }
 
 func (r *Runner) poll() time.Duration {
