@@ -355,6 +355,12 @@ type AddonStatus struct {
 	// +optional
 	AppliedHash string `json:"appliedHash,omitempty"`
 
+	// AppliedAsUpgrade is true when the last apply rendered the chart for an
+	// upgrade (.Release.IsUpgrade); a resync with nothing new renders it the
+	// same way, so it changes nothing.
+	// +optional
+	AppliedAsUpgrade bool `json:"appliedAsUpgrade,omitempty"`
+
 	// LastSyncRequest is the spec.syncRequest that was last handled.
 	// +optional
 	LastSyncRequest int64 `json:"lastSyncRequest,omitempty"`

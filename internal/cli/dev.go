@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -65,6 +66,11 @@ func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions)
 	if err := install.Apply(ctx, admin, false); err != nil {
 		return err
 	}
+	names, err := installSamples(ctx, admin, cluster.Dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "Created the sample Addons %s, from a local git repository in %s.\n", strings.Join(names, " and "), filepath.Join(cluster.Dir, "gitops"))
 	kubeconfig := filepath.Join(cluster.Dir, "kubeconfig")
 	if err := copyFile(cluster.Kubeconfig, kubeconfig); err != nil {
 		kubeconfig = cluster.Kubeconfig
@@ -78,8 +84,11 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
 
   export KUBECONFIG=%s
   %s get addons,nodes -A
+  %s wait --for=condition=Ready addon/hello -n capstan-system
+  bin/capstan addon get hello-kustomize --diff    # waits for approval
+  bin/capstan addon sync hello-kustomize          # approves exactly that plan
 
-`, kubeconfig, kubectl)
+`, kubeconfig, kubectl, kubectl)
 	o.config.Namespace = install.Namespace
 	err = runController(ctx, cluster.ConfigFor(install.ControllerUser), o)
 	if errors.Is(err, context.Canceled) {

@@ -56,11 +56,14 @@ type scope struct {
 	plan         *capstanv1.Plan
 	verdict      plan.Verdict
 
-	fullDiffs    bool   // keep whole diffs, for `capstan plan`
-	stage        string // the step that runs, for failure reasons
-	outcome      outcome
-	requeueAfter time.Duration
-	deleted      bool // the Addon is gone; there is no status to write
+	fullDiffs bool // keep whole diffs, for `capstan plan`
+	// createNamespace is the namespace added for spec.createNamespace: it
+	// is created when missing and never counts as adopted.
+	createNamespace string
+	stage           string // the step that runs, for failure reasons
+	outcome         outcome
+	requeueAfter    time.Duration
+	deleted         bool // the Addon is gone; there is no status to write
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {

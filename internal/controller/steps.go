@@ -208,10 +208,25 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 		if cerr != nil {
 			return false, cerr
 		}
-		s.upgrade = s.addon.Status.AppliedHash != ""
+		identity := render.SourceIdentity{Digest: s.chart.Digest, URL: s.chart.URL, Name: s.chart.Name, Version: s.chart.Version}
+		hash, herr := render.Hash(identity, s.values.Values, s.releaseName(), s.namespace)
+		if herr != nil {
+			return false, terminal{herr}
+		}
+		// .Release.IsUpgrade follows the hook lifecycle: an install before
+		// the first apply, an upgrade when the render changed since, and
+		// a resync with nothing new renders as the last apply did.
+		applied := s.addon.Status.AppliedHash
+		switch {
+		case applied == "":
+			s.upgrade = false
+		case applied != hash:
+			s.upgrade = true
+		default:
+			s.upgrade = s.addon.Status.AppliedAsUpgrade
+		}
 		s.render, err = render.Helm(ctx, s.chart.Chart, s.values.Values, render.Options{
-			ReleaseName: s.releaseName(), Namespace: s.namespace, Capabilities: caps, Upgrade: s.upgrade,
-			Source: render.SourceIdentity{Digest: s.chart.Digest, URL: s.chart.URL, Name: s.chart.Name, Version: s.chart.Version},
+			ReleaseName: s.releaseName(), Namespace: s.namespace, Capabilities: caps, Upgrade: s.upgrade, Source: identity,
 		})
 	case s.tree != nil:
 		s.render, err = render.Folder(s.tree.FS, s.addon.Spec.Git.Path, render.SourceIdentity{URL: s.addon.Spec.Git.URL, Commit: s.tree.Commit, Path: s.addon.Spec.Git.Path})
@@ -250,6 +265,7 @@ func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
 		ns.SetKind("Namespace")
 		ns.SetName(s.namespace)
 		objs = append(objs, ns)
+		s.createNamespace = s.namespace
 	}
 	for _, o := range s.render.Objects {
 		objs = append(objs, o.DeepCopy())
@@ -460,7 +476,10 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			return fmt.Errorf("reading %s: %w", refKey(ref), err)
 		}
 		res := plan.ObjectResult{Ref: ref}
-		res.Adopted = live != nil && !inventory[refKey(ref)] && !labelledFor(live, s.addon)
+		// NOTE: the namespace of createNamespace is created when missing,
+		// as helm --create-namespace does; one that exists is not adopted.
+		res.Adopted = live != nil && !inventory[refKey(ref)] && !labelledFor(live, s.addon) &&
+			!(ref.Kind == "Namespace" && ref.Name == s.createNamespace)
 		dry, err := s.applier.DryRun(ctx, obj)
 		switch {
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
@@ -468,6 +487,10 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			// server cannot dry-run it yet.
 			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: manifestDigest(obj),
 				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
+		case err != nil && apierrors.IsNotFound(err) && renders(s.objects, "Namespace", obj.GetNamespace()):
+			// Its namespace is created first in this very sync.
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: manifestDigest(obj),
+				Diff: "(previewed after its Namespace is created)\n"}
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: manifestDigest(obj),
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
@@ -581,6 +604,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return false, err
 	}
 	s.addon.Status.AppliedHash = s.render.Hash
+	s.addon.Status.AppliedAsUpgrade = s.upgrade
 	if s.verdict.HandledSyncRequest {
 		s.addon.Status.LastSyncRequest = s.addon.Spec.SyncRequest
 	}

@@ -62,14 +62,14 @@ func WithKeepDir(keep bool) Option { return func(o *options) { o.keepDir = keep 
 // to w.
 func WithProgress(w io.Writer) Option { return func(o *options) { o.progress = w } }
 
-// resolveOptions applies the defaults, then opts, then the environment.
+// resolveOptions applies the defaults, then the environment, then opts: an
+// explicit option wins over the environment, so a test that points at a
+// broken bin folder gets it even when `make test` sets CAPSTAN_BIN_DIR.
 func resolveOptions(opts []Option) (options, error) {
 	o := options{nodes: 1}
+	o.binDir = os.Getenv(EnvBinDir)
 	for _, opt := range opts {
 		opt(&o)
-	}
-	if d := os.Getenv(EnvBinDir); d != "" {
-		o.binDir = d
 	}
 	if isTrue(os.Getenv(EnvKeep)) {
 		o.keepDir = true
