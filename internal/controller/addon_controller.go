@@ -157,7 +157,10 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		return ctrl.Result{}, err
 	}
 	addon := &capstanv1.Addon{}
-	if err := r.Client.Get(ctx, req.NamespacedName, addon); err != nil {
+	// NOTE: read from the API server, not the cache: the reconcile that
+	// the controller's own status write queues could otherwise see an
+	// Addon without its new appliedHash and run the install hooks again.
+	if err := r.APIReader.Get(ctx, req.NamespacedName, addon); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetPhase(req.NamespacedName)
 		}
