@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -328,7 +329,7 @@ func (r *AddonReconciler) setNamespace(o *unstructured.Unstructured, s *scope, c
 	namespaced, known := crdScopes[gvk.GroupKind()]
 	if !known {
 		var err error
-		namespaced, err = apiutilIsNamespaced(r.Client.RESTMapper(), gvk)
+		namespaced, err = apiutil.IsGVKNamespaced(gvk, r.Client.RESTMapper())
 		if err != nil {
 			if apimeta.IsNoMatchError(err) {
 				// The dry run names the unknown kind in the plan.
@@ -344,14 +345,6 @@ func (r *AddonReconciler) setNamespace(o *unstructured.Unstructured, s *scope, c
 		o.SetNamespace(s.namespace)
 	}
 	return nil
-}
-
-func apiutilIsNamespaced(m apimeta.RESTMapper, gvk schema.GroupVersionKind) (bool, error) {
-	mapping, err := m.RESTMapping(gvk.GroupKind(), gvk.Version)
-	if err != nil {
-		return false, err
-	}
-	return mapping.Scope.Name() == apimeta.RESTScopeNameNamespace, nil
 }
 
 // renderedCRDScopes returns, for each kind a rendered CRD defines, whether it
