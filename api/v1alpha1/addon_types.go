@@ -369,6 +369,12 @@ type AddonStatus struct {
 	// +optional
 	Hook *HookProgress `json:"hook,omitempty"`
 
+	// PendingHook is a post-install or post-upgrade event whose hooks failed
+	// after the objects were applied. The next sync of the same render runs
+	// that event's hooks again, and nothing before them.
+	// +optional
+	PendingHook *PendingHook `json:"pendingHook,omitempty"`
+
 	// LastAppliedTime is when the add-on was last applied.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
@@ -438,6 +444,13 @@ type Plan struct {
 	// +listType=atomic
 	// +optional
 	ValuesErrors []ValuesError `json:"valuesErrors,omitempty"`
+
+	// Notices are worth knowing and block nothing: a hook of an event Helm
+	// does not know, which never runs, or an optional values source that is
+	// missing.
+	// +listType=atomic
+	// +optional
+	Notices []Notice `json:"notices,omitempty"`
 
 	// Summary counts the objects by action.
 	Summary PlanSummary `json:"summary"`
@@ -561,6 +574,23 @@ type PlanSummary struct {
 	Unchanged int `json:"unchanged"`
 	Delete    int `json:"delete"`
 	Hooks     int `json:"hooks"`
+}
+
+// Notice is a plan remark that blocks nothing.
+type Notice struct {
+	// Path is what the notice is about: a values path, or hooks/KIND/NAME.
+	Path string `json:"path"`
+	// Message says what happened and what to do. It never holds a value.
+	Message string `json:"message"`
+}
+
+// PendingHook is a post hook event to run again.
+type PendingHook struct {
+	// Event is post-install or post-upgrade.
+	Event string `json:"event"`
+	// Hash is the appliedHash of the render whose post hooks failed. A
+	// different render is an upgrade, with its own hooks, instead.
+	Hash string `json:"hash"`
 }
 
 // HookProgress is the Helm hook that runs now.

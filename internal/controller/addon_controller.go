@@ -20,10 +20,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 )
@@ -54,8 +56,7 @@ type AddonReconciler struct {
 	RestConfig *rest.Config
 	// Fetcher fetches charts and git trees.
 	Fetcher *source.Fetcher
-	// Hooks runs Helm hooks. Nil means hooks cannot run, and a sync that
-	// needs them fails with a clear message.
+	// Hooks runs Helm hooks. Nil means a hooks.Runner.
 	Hooks HookRunner
 	// Recorder emits events on transitions.
 	Recorder events.EventRecorder
@@ -113,7 +114,10 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		})
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&capstanv1.Addon{}).
+		// NOTE: only spec (generation) and annotation changes reconcile:
+		// the controller's own status writes must not, or a failed hook
+		// would run again at once instead of waiting for the next sync.
+		For(&capstanv1.Addon{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Secret{}, enqueueReaders("Secret"), builder.OnlyMetadata).
 		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
 		Named("addon").
@@ -127,6 +131,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 func (r *AddonReconciler) init() error {
 	r.once.Do(func() {
 		r.Config = r.Config.WithDefaults()
+		if r.Hooks == nil {
+			r.Hooks = &hooks.Runner{}
+		}
 		own, err := client.New(r.RestConfig, client.Options{Scheme: r.Client.Scheme(), Mapper: r.Client.RESTMapper()})
 		if err != nil {
 			r.setupErr = err

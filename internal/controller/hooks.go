@@ -2,35 +2,20 @@ package controller
 
 import (
 	"context"
-	"time"
+	"fmt"
+	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 )
 
 // HookRunner runs the Helm hooks of one event the way Helm does: in weight
-// order, waiting for Jobs and Pods, honouring delete policies. The hooks
-// package implements it.
+// order, waiting for Jobs and Pods, honouring delete policies. hooks.Runner
+// implements it; tests may give another.
 type HookRunner interface {
-	Run(ctx context.Context, req HookRequest) error
-}
-
-// HookRequest is one event's hooks to run.
-type HookRequest struct {
-	// Applier applies and deletes as the add-on's identity.
-	Applier *apply.Applier
-	// Addon is the add-on the hooks belong to.
-	Addon *capstanv1.Addon
-	// Event is the hook event, such as pre-install.
-	Event string
-	// Hooks are every hook of the render, prepared like the other objects
-	// (namespace, labels); the runner runs those of Event.
-	Hooks []render.Hook
-	// Timeout bounds each hook.
-	Timeout time.Duration
-	// Progress is called when a hook starts, so status can show it.
-	Progress func(capstanv1.HookProgress)
+	Run(ctx context.Context, req hooks.Request) error
 }
 
 // The hook events of each lifecycle, before and after the apply.
@@ -40,37 +25,65 @@ var hookEvents = map[Lifecycle][2]string{
 	LifecycleDelete:  {"pre-delete", "post-delete"},
 }
 
-// hooksFor returns the runnable hooks of an event.
-func hooksFor(hooks []render.Hook, event string) []render.Hook {
-	var out []render.Hook
-	for _, h := range hooks {
-		if !h.Runnable() {
+// events returns the hook events this sync runs before and after the
+// apply; either may be empty. A retry runs only the post event that failed.
+func (s *scope) events() (pre, post string) {
+	if s.lifecycle == LifecycleRetryPost {
+		return "", s.addon.Status.PendingHook.Event
+	}
+	e := hookEvents[s.lifecycle]
+	return e[0], e[1]
+}
+
+// plannedHooks lists the hooks this sync would run, in the order they run.
+func (s *scope) plannedHooks() []capstanv1.PlannedHook {
+	var out []capstanv1.PlannedHook
+	pre, post := s.events()
+	for _, event := range []string{pre, post} {
+		if event == "" {
 			continue
 		}
-		for _, e := range h.Events {
-			if e == event {
-				out = append(out, h)
-				break
-			}
+		for _, h := range hooks.Select(s.hooks, event) {
+			out = append(out, capstanv1.PlannedHook{ObjectRef: plan.Ref(h.Object), Events: []string{event}, Weight: h.Weight, DeletePolicies: h.DeletePolicies})
 		}
 	}
 	return out
 }
 
-// runHooks runs the hooks of one event, if there are any.
+// hookNotices reports the hooks of events Helm does not know: Helm never
+// runs them, and neither does Capstan, but the chart author should know.
+func hookNotices(hs []render.Hook) []capstanv1.Notice {
+	var out []capstanv1.Notice
+	for _, h := range hs {
+		if len(h.UnknownEvents) == 0 {
+			continue
+		}
+		out = append(out, capstanv1.Notice{
+			Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(),
+			Message: fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
+				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(knownEvents, ", ")),
+		})
+	}
+	return out
+}
+
+var knownEvents = []string{"pre-install", "post-install", "pre-upgrade", "post-upgrade", "pre-delete", "post-delete", "pre-rollback", "post-rollback", "test"}
+
+// runHooks runs the hooks of one event, if there are any. A hook that
+// fails is terminal: the add-on is Stalled until the next change or resync,
+// not retried at once.
 func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) error {
-	hooks := hooksFor(s.hooks, event)
-	if len(hooks) == 0 {
+	if event == "" || len(hooks.Select(s.hooks, event)) == 0 {
 		return nil
 	}
-	if r.Hooks == nil {
-		return terminal{errorf("the chart has %d %s hook(s), and this controller was built without a hook runner", len(hooks), event)}
-	}
-	err := r.Hooks.Run(ctx, HookRequest{
+	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: s.hooks, Timeout: r.hookTimeout(s),
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
 	})
 	r.showHook(ctx, s, nil)
+	if hooks.IsHookError(err) {
+		return terminal{err}
+	}
 	return err
 }
 

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -212,7 +213,7 @@ func TestFailedPreUpgradeAppliesNothing(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) {
 		cur.Spec.Values = jsonValues(`{appVersion: "2.0", hooks: {migrate: {fail: true, exitCode: 4}}}`)
 	})
-	got := failedWith(t, a, "pre-upgrade hook failed, so nothing was applied",
+	got := failedWith(t, a, "the pre-upgrade hook failed, so nothing but CRDs and Namespaces was applied",
 		"pre-upgrade hook Job "+ns+"/db-migrate (weight -5", "BackoffLimitExceeded", "container migrate exited with code 4", "The next sync runs the hook again")
 	if d := configData(t, ns); d["appVersion"] != "1.0" {
 		t.Errorf("db-config appVersion = %q after a failed pre-upgrade hook; nothing may be applied", d["appVersion"])
@@ -232,29 +233,80 @@ func TestFailedPreUpgradeAppliesNothing(t *testing.T) {
 	}
 }
 
-// TestFailedPostInstallIsRetried fails the seed Job: the objects stay
-// applied, and the next sync runs the hook again without anyone asking.
+// TestFailedPostInstallIsRetried makes the seed Job wait for a node that
+// does not exist yet, past spec.hookTimeout: the objects stay applied,
+// status records the post-install event as pending, and once a node
+// appears the next sync (a resync, nobody asks) runs only the seed hook
+// again: not the pre-install hook, and not an upgrade.
 func TestFailedPostInstallIsRetried(t *testing.T) {
 	ns := newNamespace(t)
-	a := dbapp(t, ns, `{hooks: {seed: {fail: true}}}`)
-	failedWith(t, a, "post-install hook failed; the objects are applied and the hook runs again on the next sync", "Job "+ns+"/db-seed", "BackoffLimitExceeded")
+	label := "capstan.dev/" + ns
+	a := dbapp(t, ns, `{hooks: {seed: {nodeLabel: "`+label+`"}}}`,
+		withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 5 * time.Second} }))
+	got := failedWith(t, a, "the post-install hook failed; the objects are applied, and the next sync runs the post-install hooks again",
+		"Job "+ns+"/db-seed", "did not finish within the hook timeout of 5s")
 	if live(t, "v1", "ConfigMap", ns, "db-config") == nil || live(t, "apps/v1", "Deployment", ns, "db-app") == nil {
 		t.Fatal("a failed post-install hook must leave the objects applied")
 	}
-	first := job(t, ns, "db-seed")
-	if first == nil {
-		t.Fatal("the seed Job is gone")
+	if p := got.Status.PendingHook; p == nil || p.Event != "post-install" || p.Hash != got.Status.AppliedHash || p.Hash == "" {
+		t.Fatalf("status.pendingHook = %+v, appliedHash %q; want post-install for the applied render", p, got.Status.AppliedHash)
 	}
-	eventually(t, 60*time.Second, "the next sync to run the seed hook again", func() bool {
-		j := job(t, ns, "db-seed")
-		return j != nil && j.UID != first.UID
-	})
+	if !isStalled(got) {
+		t.Error("a failed hook must stall the add-on until the next sync, not retry at once")
+	}
+	initdb, first := job(t, ns, "db-initdb"), job(t, ns, "db-seed")
+	if initdb == nil || first == nil {
+		t.Fatalf("initdb %s, seed %s; want both", jobString(initdb), jobString(first))
+	}
 
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
-	synced(t, a)
-	if j := job(t, ns, "db-seed"); j == nil || j.Status.Succeeded != 1 {
-		t.Errorf("after the fix: %s; want it run", jobString(j))
+	labelNode(t, label)
+	got = synced(t, a)
+	seed := job(t, ns, "db-seed")
+	if seed == nil || seed.UID == first.UID || seed.Status.Succeeded != 1 {
+		t.Errorf("after the node appeared, seed %s; want a new Job that succeeded", jobString(seed))
 	}
+	if j := job(t, ns, "db-initdb"); j == nil || j.UID != initdb.UID {
+		t.Error("the retry ran the pre-install hook again")
+	}
+	if job(t, ns, "db-migrate") != nil {
+		t.Error("the retry ran the pre-upgrade hook")
+	}
+	if got.Status.PendingHook != nil {
+		t.Errorf("status.pendingHook = %+v after the retry succeeded", got.Status.PendingHook)
+	}
+	if d := configData(t, ns); d["installedBy"] != "install" {
+		t.Errorf("db-config installedBy = %q; the retry must render as the install did", d["installedBy"])
+	}
+}
+
+func isStalled(a *capstanv1.Addon) bool {
+	c := condition(a, capstanv1.ConditionStalled)
+	return c != nil && c.Status == metav1.ConditionTrue
+}
+
+// labelNode puts label: "true" on one of the cluster's nodes until the test
+// ends, so pods that select it can be scheduled.
+func labelNode(t *testing.T, label string) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := &corev1.NodeList{}
+	if err := admin.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("listing nodes: %v (%d)", err, len(nodes.Items))
+	}
+	name := nodes.Items[0].Name
+	setLabel := func(value *string) error {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{label: value}}})
+		return admin.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch))
+	}
+	v := "true"
+	if err := setLabel(&v); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := setLabel(nil); err != nil {
+			t.Errorf("removing the node label: %v", err)
+		}
+	})
 }
 
 // TestFailedPreDeleteStopsRemoval fails the backup: the uninstall stops,
@@ -297,7 +349,7 @@ func TestHookTimeoutShowsProgress(t *testing.T) {
 	if h.Kind != "Job" || h.Name != "db-initdb" || h.Namespace != ns || h.Event != "pre-install" || h.Since.IsZero() || time.Since(h.Since.Time) > time.Minute {
 		t.Errorf("status.hook = %+v; want the pre-install Job db-initdb and when it started", h)
 	}
-	failedWith(t, a, "pre-install hook failed, so nothing was applied", "pre-install hook Job "+ns+"/db-initdb (weight -10", "did not finish within the hook timeout of 6s", "raise spec.hookTimeout")
+	failedWith(t, a, "the pre-install hook failed, so nothing but CRDs and Namespaces was applied", "pre-install hook Job "+ns+"/db-initdb (weight -10", "did not finish within the hook timeout of 6s", "raise spec.hookTimeout")
 	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
 		t.Error("an object was applied though the pre-install hook timed out")
 	}
@@ -349,17 +401,18 @@ func TestPlainJobs(t *testing.T) {
 }
 
 // TestUnknownHookEventIsReportedAndNotRun gives a hook the event
-// "pre-instal": the plan reports it, and it never runs.
+// "pre-instal": as in Helm, it never runs, and the plan reports it as a
+// notice that blocks nothing.
 func TestUnknownHookEventIsReportedAndNotRun(t *testing.T) {
 	ns := newNamespace(t)
 	a := dbapp(t, ns, `{extraHooks: [{name: typo, kind: ConfigMap, events: pre-instal}]}`)
-	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	got := synced(t, a)
 	found := false
-	for _, e := range got.Status.Plan.ValuesErrors {
-		found = found || (e.Rule == "hook-event" && strings.Contains(e.Message, "pre-instal"))
+	for _, n := range got.Status.Plan.Notices {
+		found = found || (n.Path == "hooks/ConfigMap/db-typo" && strings.Contains(n.Message, "pre-instal") && strings.Contains(n.Message, "never runs"))
 	}
 	if !found {
-		t.Errorf("the plan does not report the unknown hook event: %+v", got.Status.Plan.ValuesErrors)
+		t.Errorf("the plan does not report the unknown hook event: %+v", got.Status.Plan.Notices)
 	}
 	if live(t, "v1", "ConfigMap", ns, "db-typo") != nil {
 		t.Error("the hook with an unknown event ran")
@@ -367,19 +420,20 @@ func TestUnknownHookEventIsReportedAndNotRun(t *testing.T) {
 }
 
 // TestPlanListsHooks checks that a manual-sync plan lists the hooks the
-// sync would run, with their weights, and counts them.
+// sync would run in the order they run (event, then weight, then name),
+// with their weights, and counts them as pending changes.
 func TestPlanListsHooks(t *testing.T) {
 	ns := newNamespace(t)
-	a := dbapp(t, ns, "", withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true }))
+	a := dbapp(t, ns, `{extraHooks: [{name: late, kind: ConfigMap, events: pre-install, weight: "5"}, {name: b-early, kind: ConfigMap, events: pre-install, weight: "-10"}]}`,
+		withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true }))
 	got := waitPhase(t, a, capstanv1.PhaseOutOfSync)
 	p := got.Status.Plan
 	var listed []string
 	for _, h := range p.Hooks {
 		listed = append(listed, strings.Join(h.Events, ",")+" "+h.Kind+"/"+h.Name+" "+strconv.Itoa(h.Weight))
 	}
-	slices.Sort(listed)
-	want := []string{"post-install Job/db-seed 0", "pre-install Job/db-initdb -10"}
-	if !slices.Equal(listed, want) || p.Summary.Hooks != 2 {
+	want := []string{"pre-install ConfigMap/db-b-early -10", "pre-install Job/db-initdb -10", "pre-install ConfigMap/db-late 5", "post-install Job/db-seed 0"}
+	if !slices.Equal(listed, want) || p.Summary.Hooks != 4 {
 		t.Errorf("plan hooks = %v (count %d), want %v", listed, p.Summary.Hooks, want)
 	}
 	if job(t, ns, "db-initdb") != nil {

@@ -28,6 +28,9 @@ const (
 	LifecycleUpgrade Lifecycle = "upgrade"
 	// LifecycleDelete is an uninstall.
 	LifecycleDelete Lifecycle = "delete"
+	// LifecycleRetryPost runs again the post hooks that failed after the
+	// same render was applied (status.pendingHook), and no pre hooks.
+	LifecycleRetryPost Lifecycle = "retry-post"
 )
 
 // scope carries everything one reconcile has read and decided, from step

@@ -412,19 +412,15 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)
-		for _, event := range hookEvents[s.lifecycle] {
-			for _, h := range hooksFor(s.hooks, event) {
-				in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: plannedHook(h, event), Digest: manifestDigest(h.Object)})
-			}
+		for _, h := range s.plannedHooks() {
+			in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: h, Digest: hookDigest(s.hooks, h.ObjectRef)})
 		}
-		for _, h := range s.hooks {
-			if !h.Runnable() {
-				in.ValuesErrors = append(in.ValuesErrors, capstanv1.ValuesError{
-					Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(), Rule: "hook-event",
-					Message: fmt.Sprintf("the hook names event(s) Helm does not know (%s), so it never runs; fix the helm.sh/hook annotation in %s", strings.Join(h.UnknownEvents, ", "), h.Template)})
-			}
+		in.Notices = hookNotices(s.hooks)
+	}
+	if s.values != nil {
+		for _, n := range s.values.Notices {
+			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
-		s.valuesErrors = in.ValuesErrors
 	}
 	s.plan = plan.Build(in)
 	s.addon.Status.Plan = s.plan
@@ -441,6 +437,8 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 		return LifecycleInstall
 	case applied != s.render.Hash:
 		return LifecycleUpgrade
+	case s.addon.Status.PendingHook != nil && s.addon.Status.PendingHook.Hash == applied:
+		return LifecycleRetryPost
 	}
 	return LifecycleNone
 }
@@ -544,8 +542,8 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 }
 
 // applyPlan applies an approved plan in order: the inventory first (so a
-// crash orphans nothing), pre hooks, CRDs and Namespaces, the rest, prune,
-// post hooks.
+// crash orphans nothing), CRDs and Namespaces (hooks may need them), pre
+// hooks, the rest, prune, post hooks.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
 	rendered := refs(s.objects)
@@ -553,33 +551,37 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if err := r.writeStatusNow(ctx, s); err != nil {
 		return false, err
 	}
-	events := hookEvents[s.lifecycle]
-	if err := r.stepHook(ctx, s, "pre-hooks"); err != nil {
-		return false, err
-	}
-	if s.lifecycle != LifecycleNone {
-		if err := r.runHooks(ctx, s, events[0]); err != nil {
-			return false, fmt.Errorf("%s hook failed, so nothing was applied: %w", events[0], err)
-		}
-	}
 	var changed []*unstructured.Unstructured
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
 		}
 	}
+	crds, namespaces, rest := apply.Split(changed)
 	applied := 0
+	count := func(*unstructured.Unstructured) { applied++ }
+	defer func() { objectsApplied.Add(float64(applied)) }()
+	// NOTE: as in Helm, CRDs exist before the pre-install hooks run; so do
+	// the Namespaces, which hooks are created in.
+	if err := s.applier.Ordered(ctx, append(crds, namespaces...), count); err != nil {
+		return false, err
+	}
+	if len(crds) > 0 {
+		// New API versions change .Capabilities for the next render.
+		_, _ = r.capabilities(true)
+	}
+	pre, post := s.events()
+	if err := r.stepHook(ctx, s, "pre-hooks"); err != nil {
+		return false, err
+	}
+	if err := r.runHooks(ctx, s, pre); err != nil {
+		return false, fmt.Errorf("the %s hook failed, so nothing but CRDs and Namespaces was applied: %w", pre, err)
+	}
 	if err := r.stepHook(ctx, s, "apply"); err != nil {
 		return false, err
 	}
-	err := s.applier.Ordered(ctx, changed, func(*unstructured.Unstructured) { applied++ })
-	objectsApplied.Add(float64(applied))
-	if err != nil {
+	if err := s.applier.Ordered(ctx, rest, count); err != nil {
 		return false, err
-	}
-	if crds, _, _ := apply.Split(changed); len(crds) > 0 {
-		// New API versions change .Capabilities for the next render.
-		_, _ = r.capabilities(true)
 	}
 	if err := r.stepHook(ctx, s, "prune"); err != nil {
 		return false, err
@@ -605,17 +607,12 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		now := metav1.Now()
 		s.addon.Status.LastAppliedTime = &now
 	}
-	if s.lifecycle != LifecycleNone {
-		if err := r.runHooks(ctx, s, events[1]); err != nil {
-			// NOTE: the objects stay applied and appliedHash stays as it
-			// was, so the next sync is an upgrade again and retries the
-			// post hook.
-			s.addon.Status.AppliedHash = ""
-			if s.lifecycle == LifecycleUpgrade {
-				s.addon.Status.AppliedHash = "retry:" + s.render.Hash
-			}
-			return false, fmt.Errorf("%s hook failed; the objects are applied and the hook runs again on the next sync: %w", events[1], err)
-		}
+	s.addon.Status.PendingHook = nil
+	if err := r.runHooks(ctx, s, post); err != nil {
+		// NOTE: the objects stay applied. The next sync of this render
+		// runs only this event's hooks again; a new render is an upgrade.
+		s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
+		return false, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", post, post, err)
 	}
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
@@ -682,8 +679,15 @@ func refKey(r capstanv1.ObjectRef) string {
 	return gv.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
-func plannedHook(h render.Hook, event string) capstanv1.PlannedHook {
-	return capstanv1.PlannedHook{ObjectRef: plan.Ref(h.Object), Events: []string{event}, Weight: h.Weight, DeletePolicies: h.DeletePolicies}
+// hookDigest is the digest of a hook's manifest, so a changed hook changes
+// the plan's hash.
+func hookDigest(hs []render.Hook, ref capstanv1.ObjectRef) string {
+	for _, h := range hs {
+		if plan.Ref(h.Object) == ref {
+			return manifestDigest(h.Object)
+		}
+	}
+	return ""
 }
 
 func (s *scope) planSource() capstanv1.PlanSource {

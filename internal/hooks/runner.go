@@ -24,7 +24,6 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
-	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -32,14 +31,12 @@ import (
 const DefaultTimeout = 10 * time.Minute
 
 // Runner runs the hooks of one event the way Helm v4 does. It implements
-// controller.HookRunner. The zero value is ready to use.
+// the controller's HookRunner seam. The zero value is ready to use.
 type Runner struct {
 	// Poll is how often a running hook, or a hook being deleted, is read.
 	// Default one second.
 	Poll time.Duration
 }
-
-var _ controller.HookRunner = (*Runner)(nil)
 
 // Run runs the runnable hooks of req.Event in Helm's order, one at a time:
 //
@@ -58,7 +55,7 @@ var _ controller.HookRunner = (*Runner)(nil)
 // and returns an *Error that names it. When every hook succeeds, Run
 // deletes those with hook-succeeded, in reverse order. Hooks of unknown
 // events are never run.
-func (r *Runner) Run(ctx context.Context, req controller.HookRequest) error {
+func (r *Runner) Run(ctx context.Context, req Request) error {
 	if req.Applier == nil || req.Addon == nil {
 		return errors.New("hooks: a hook request needs an Applier and an Addon")
 	}
@@ -94,7 +91,7 @@ func (r *Runner) Run(ctx context.Context, req controller.HookRequest) error {
 }
 
 // runOne runs one hook and waits for it.
-func (r *Runner) runOne(ctx context.Context, req controller.HookRequest, h render.Hook, timeout time.Duration, checked map[string]bool) error {
+func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout time.Duration, checked map[string]bool) error {
 	obj := h.Object.DeepCopy()
 	ref := apply.Ref(obj)
 	fail := func(reason, msg string, err error) *Error {

@@ -28,7 +28,6 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
-	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/testcluster"
@@ -132,7 +131,7 @@ func (f *fixture) hooksOf(valuesYAML string, upgrade bool) []render.Hook {
 
 // run runs the hooks of one event with a per-hook timeout.
 func (f *fixture) run(event string, hs []render.Hook, timeout time.Duration) error {
-	return f.runner.Run(context.Background(), controller.HookRequest{
+	return f.runner.Run(context.Background(), hooks.Request{
 		Applier: f.applier, Addon: f.addon, Event: event, Hooks: hs, Timeout: timeout,
 		Progress: func(p capstanv1.HookProgress) {
 			f.mu.Lock()

@@ -48,6 +48,8 @@ type Input struct {
 	Hooks        []HookResult
 	Violations   []capstanv1.Violation
 	ValuesErrors []capstanv1.ValuesError
+	// Notices block nothing and are not part of the hash.
+	Notices []capstanv1.Notice
 	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
 	Full bool
 }
@@ -62,6 +64,7 @@ func Build(in Input) *capstanv1.Plan {
 		Workloads:    Workloads(in.Rendered),
 		Violations:   in.Violations,
 		ValuesErrors: in.ValuesErrors,
+		Notices:      in.Notices,
 	}
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	budget := MaxTotalDiffBytes

@@ -7,6 +7,9 @@ restartPolicy: Never
 {{- if .cfg.hang }}
 nodeSelector:
   capstan.dev/no-such-node: "true"
+{{- else if .cfg.nodeLabel }}
+nodeSelector:
+  {{ .cfg.nodeLabel }}: "true"
 {{- end }}
 containers:
   - name: {{ .name }}
