@@ -73,6 +73,7 @@ type AddonReconciler struct {
 	caps       *render.Capabilities
 	capsAt     time.Time
 	discoverer discovery.DiscoveryInterface
+	verified   verifiedObjects
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -170,6 +171,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err := r.APIReader.Get(ctx, req.NamespacedName, addon); err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetPhase(req.NamespacedName)
+			r.verified.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -214,7 +216,11 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	addon.Status.Profile = s.profile
 	r.emitTransition(before, s)
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
-	err := r.Client.Status().Patch(ctx, addon, client.MergeFrom(before))
+	patch := client.MergeFrom(before)
+	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
+		return nil // nothing changed: a resync with nothing new writes nothing
+	}
+	err := r.Client.Status().Patch(ctx, addon, patch)
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

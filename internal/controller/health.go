@@ -17,16 +17,19 @@ import (
 // healthKinds are the kinds whose readiness decides an add-on's: what runs.
 var healthKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "Job": false}
 
-// workloadReady reads a workload and computes its health with kstatus. Other
-// kinds are ready once they exist.
-func workloadReady(ctx context.Context, a *apply.Applier, obj *unstructured.Unstructured) (bool, string, error) {
+// workloadReady computes a workload's health with kstatus, from live when
+// it was read just now, else from a fresh read. Other kinds are ready once
+// they exist.
+func workloadReady(ctx context.Context, a *apply.Applier, obj, live *unstructured.Unstructured) (bool, string, error) {
 	if !healthKinds[obj.GetKind()] {
 		return true, "", nil
 	}
 	ref := plan.Ref(obj)
-	live, err := a.Get(ctx, ref)
-	if err != nil {
-		return false, "", err
+	if live == nil {
+		var err error
+		if live, err = a.Get(ctx, ref); err != nil {
+			return false, "", err
+		}
 	}
 	if live == nil {
 		return false, fmt.Sprintf("%s %s/%s does not exist yet", ref.Kind, ref.Namespace, ref.Name), nil

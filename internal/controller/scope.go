@@ -53,6 +53,7 @@ type scope struct {
 	violations   []capstanv1.Violation
 	valuesErrors []capstanv1.ValuesError
 	previews     []plan.ObjectResult
+	live         map[string]*unstructured.Unstructured // by refKey, as the preview read them
 	prune        []capstanv1.ObjectRef
 	hooks        []render.Hook
 	lifecycle    Lifecycle

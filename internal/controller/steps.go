@@ -452,21 +452,44 @@ func anyAdopted(previews []plan.ObjectResult) bool {
 	return false
 }
 
-// previewObjects runs one server-side dry-run apply and one read per object.
+// previewObjects reads every object's live state and runs a server-side
+// dry-run apply of it. Objects a dry run found unchanged before, whose
+// manifest and live resourceVersion are the same since, are unchanged
+// without another dry run (see verifiedObjects); objects the add-on applied
+// before are read by label-selected Lists rather than one by one.
 func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	inventory := map[string]bool{}
 	for _, ref := range s.addon.Status.Inventory {
 		inventory[refKey(ref)] = true
 	}
 	crdKinds := renderedCRDScopes(s.objects)
+	listed := readLabelled(ctx, s)
+	known := r.verified.lookup(s.addon)
+	verified := map[string]verifiedObject{}
+	defer func() { r.verified.store(s.addon, verified) }()
+	now := time.Now()
 	s.previews = make([]plan.ObjectResult, 0, len(s.objects))
+	s.live = make(map[string]*unstructured.Unstructured, len(s.objects))
 	for _, obj := range s.objects {
 		ref := plan.Ref(obj)
-		live, err := s.applier.Get(ctx, ref)
-		if err != nil && !apimeta.IsNoMatchError(err) {
-			return fmt.Errorf("reading %s: %w", refKey(ref), err)
+		key := refKey(ref)
+		live, ok := listed[key]
+		if !ok {
+			var err error
+			live, err = s.applier.Get(ctx, ref)
+			if err != nil && !apimeta.IsNoMatchError(err) {
+				return fmt.Errorf("reading %s: %w", key, err)
+			}
 		}
+		s.live[key] = live
 		res := plan.ObjectResult{Ref: ref}
+		digest := manifestDigest(obj)
+		if v, ok := known[key]; ok && v.stillUnchanged(digest, live, now) && labelledFor(live, s.addon) {
+			res.Action = capstanv1.ActionUnchanged
+			verified[key] = v
+			s.previews = append(s.previews, res)
+			continue
+		}
 		// NOTE: the namespace of createNamespace is created when missing,
 		// as helm --create-namespace does; one that exists is not adopted.
 		res.Adopted = live != nil && !inventory[refKey(ref)] && !labelledFor(live, s.addon) &&
@@ -495,6 +518,9 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			res.Comparison, err = plan.Compare(obj, live, dry)
 			if err != nil {
 				return err
+			}
+			if res.Action == capstanv1.ActionUnchanged && live != nil {
+				verified[key] = verifiedObject{digest: digest, resourceVersion: live.GetResourceVersion(), at: now}
 			}
 		}
 		s.previews = append(s.previews, res)
@@ -646,9 +672,14 @@ func (r *AddonReconciler) writeStatusNow(ctx context.Context, s *scope) error {
 }
 
 // checkHealth waits, by requeueing, until the applied workloads are ready.
+// An object the sync did not change was read by the preview just now.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
-	for _, obj := range s.objects {
-		ready, why, err := workloadReady(ctx, s.applier, obj)
+	for i, obj := range s.objects {
+		var live *unstructured.Unstructured
+		if s.previews[i].Action == capstanv1.ActionUnchanged {
+			live = s.live[refKey(s.previews[i].Ref)]
+		}
+		ready, why, err := workloadReady(ctx, s.applier, obj, live)
 		if err != nil {
 			return false, err
 		}

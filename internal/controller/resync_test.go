@@ -1,0 +1,71 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestNoOpResyncSkipsDryRunsButCatchesDrift checks the cheap resync: once a
+// dry run found an object unchanged, a resync with nothing new sends it no
+// dry run (the audit log shows none), yet a change someone makes to the
+// live object is seen and undone on the next sync.
+func TestResyncSkipsDryRunsCatchesDrift(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{
+		"templates/more.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-more\ndata:\n  k: v\n",
+	}))
+	a := create(t, newAddon(controllerNS, "rs-"+ns, url, withTarget(ns)))
+	cm := a.Name + "-config"
+	synced(t, a)
+	// One resync dry-runs what the install applied, and finds it unchanged.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+
+	before := dryRuns(t, ns, cm)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	if after := dryRuns(t, ns, cm); after != before {
+		t.Errorf("a resync with nothing new dry-ran %s %d time(s); want none", cm, after-before)
+	}
+
+	// Drift: someone edits the ConfigMap behind Capstan's back.
+	patch := []byte(`{"data":{"greeting":"tampered"}}`)
+	if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm}},
+		client.RawPatch(types.MergePatchType, patch), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	if got := live(t, "v1", "ConfigMap", ns, cm).Object["data"].(map[string]any)["greeting"]; got != "hello" {
+		t.Errorf("greeting = %v after the sync; the drift was not undone", got)
+	}
+	if after := dryRuns(t, ns, cm); after == before {
+		t.Error("the drifted ConfigMap was not dry-run again")
+	}
+}
+
+// dryRuns counts the server-side dry-run applies of one ConfigMap in the
+// API server's audit log.
+func dryRuns(t *testing.T, ns, name string) int {
+	t.Helper()
+	entries, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range entries {
+		if e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Namespace == ns && e.ObjectRef.Name == name &&
+			e.Verb == "patch" && strings.Contains(e.RequestURI, "dryRun=All") {
+			n++
+		}
+	}
+	return n
+}

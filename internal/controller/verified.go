@@ -1,0 +1,114 @@
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// verifyTTL bounds how long a dry run's "unchanged" is trusted. Past it,
+// the object is dry-run again, so what a resourceVersion cannot show (a
+// CRD that gained a default, a new admission webhook) is caught too.
+const verifyTTL = 30 * time.Minute
+
+// verifiedObjects remembers, per add-on, the objects a server-side dry run
+// last found unchanged: the digest of the manifest that was dry-run and the
+// resourceVersion of the live object it was compared with. While both hold,
+// the object is still unchanged, and a resync need not dry-run it again:
+// any change to the live object, drift included, gives it a new
+// resourceVersion. It lives in memory only; a restarted controller dry-runs
+// everything once.
+type verifiedObjects struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]verifiedAddon
+}
+
+type verifiedAddon struct {
+	uid     types.UID
+	objects map[string]verifiedObject
+}
+
+type verifiedObject struct {
+	digest, resourceVersion string
+	at                      time.Time
+}
+
+// lookup returns what was verified for an add-on: nothing when the Addon
+// is a new one of the same name.
+func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]verifiedObject {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[client.ObjectKeyFromObject(addon)]
+	if !ok || got.uid != addon.UID {
+		return nil
+	}
+	return got.objects
+}
+
+// store replaces what is verified for an add-on.
+func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]verifiedObject) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[types.NamespacedName]verifiedAddon{}
+	}
+	v.m[client.ObjectKeyFromObject(addon)] = verifiedAddon{uid: addon.UID, objects: objects}
+}
+
+func (v *verifiedObjects) forget(key types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.m, key)
+}
+
+// stillUnchanged reports whether an object verified unchanged still is.
+func (o verifiedObject) stillUnchanged(digest string, live *unstructured.Unstructured, now time.Time) bool {
+	return live != nil && o.digest == digest && o.resourceVersion == live.GetResourceVersion() && now.Sub(o.at) < verifyTTL
+}
+
+// readLabelled reads, with one label-selected List per kind and namespace,
+// the live objects this add-on applied before, keyed by refKey. Only kinds
+// with two or more rendered objects in a namespace are listed: for one, a
+// Get costs the same. A List that fails (an unknown kind, a forbidden list)
+// leaves its objects to be read one by one.
+func readLabelled(ctx context.Context, s *scope) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	if len(s.addon.Status.Inventory) == 0 {
+		return out // a first install: nothing of ours runs yet
+	}
+	type group struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	counts := map[group]int{}
+	for _, o := range s.objects {
+		counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
+	}
+	for g, n := range counts {
+		if n < 2 {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
+		err := s.applier.Client.List(ctx, list, client.InNamespace(g.namespace), client.MatchingLabels{
+			capstanv1.AddonLabel: s.addon.Name, capstanv1.AddonNamespaceLabel: s.addon.Namespace,
+		})
+		if err != nil {
+			continue
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(g.gvk)
+			out[refKey(plan.Ref(item))] = item
+		}
+	}
+	return out
+}
