@@ -66,12 +66,23 @@ func (a *Applier) Get(ctx context.Context, ref capstanv1.ObjectRef) (*unstructur
 // whose pod template changed is deleted and created anew, since the
 // template is immutable.
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
-	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
+	_, err := a.ApplyLive(ctx, obj)
+	return err
+}
+
+// ApplyLive is Apply, and returns the object as the API server answered:
+// the live object right after the apply.
+func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out := obj.DeepCopy()
+	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
 	if err != nil && IsImmutableJob(obj, err) {
 		return a.replace(ctx, obj)
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // IsImmutableJob reports whether err is the API server refusing a change to
@@ -82,28 +93,34 @@ func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {
 }
 
 // replace deletes an object, waits until it is gone, and applies it anew.
-func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) error {
+func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ref := Ref(obj)
 	if err := a.deleteAndWait(ctx, ref, metav1.DeletePropagationForeground, a.CRDTimeout); err != nil {
-		return fmt.Errorf("re-creating %s, whose template changed: %w", refString(ref), err)
+		return nil, fmt.Errorf("re-creating %s, whose template changed: %w", refString(ref), err)
 	}
-	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj.DeepCopy()),
-		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
+	out := obj.DeepCopy()
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
+		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Ordered applies objects in Capstan's order: CustomResourceDefinitions,
 // then a wait until they are Established, then Namespaces, then everything
 // else. It stops at the first error, which names the object. onApplied, if
-// set, is called after each object is applied.
-func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, onApplied func(*unstructured.Unstructured)) error {
+// set, is called after each object is applied, with the object and the
+// API server's answer.
+func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, onApplied func(obj, live *unstructured.Unstructured)) error {
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
-			if err := a.Apply(ctx, obj); err != nil {
+			live, err := a.ApplyLive(ctx, obj)
+			if err != nil {
 				return fmt.Errorf("applying %s: %w", refString(Ref(obj)), err)
 			}
 			if onApplied != nil {
-				onApplied(obj)
+				onApplied(obj, live)
 			}
 		}
 		return nil

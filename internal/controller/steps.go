@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -464,6 +465,27 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	}
 	crdKinds := renderedCRDScopes(s.objects)
 	listed := readLabelled(ctx, s)
+	// A rendered Namespace that does not exist yet holds nothing yet: its
+	// objects are creates, with no read and no dry run (which would only
+	// answer that the namespace is missing).
+	newNamespaces := map[string]bool{}
+	for _, obj := range s.objects {
+		if obj.GroupVersionKind().GroupKind() != (schema.GroupKind{Kind: "Namespace"}) {
+			continue
+		}
+		key := refKey(plan.Ref(obj))
+		live, ok := listed[key]
+		if !ok {
+			var err error
+			if live, err = s.applier.Get(ctx, plan.Ref(obj)); err != nil {
+				return fmt.Errorf("reading %s: %w", key, err)
+			}
+			listed[key] = live
+		}
+		if live == nil {
+			newNamespaces[obj.GetName()] = true
+		}
+	}
 	known := r.verified.lookup(s.addon)
 	verified := map[string]verifiedObject{}
 	defer func() { r.verified.store(s.addon, verified) }()
@@ -473,6 +495,11 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	for _, obj := range s.objects {
 		ref := plan.Ref(obj)
 		key := refKey(ref)
+		if newNamespaces[obj.GetNamespace()] {
+			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionCreate,
+				Digest: manifestDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
+			continue
+		}
 		live, ok := listed[key]
 		if !ok {
 			var err error
@@ -573,9 +600,11 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
 	rendered := refs(s.objects)
-	s.addon.Status.Inventory = apply.Union(s.addon.Status.Inventory, rendered)
-	if err := r.writeStatusNow(ctx, s); err != nil {
-		return false, err
+	if union := apply.Union(s.addon.Status.Inventory, rendered); !slices.Equal(union, s.addon.Status.Inventory) {
+		s.addon.Status.Inventory = union
+		if err := r.writeStatusNow(ctx, s); err != nil {
+			return false, err
+		}
 	}
 	var changed []*unstructured.Unstructured
 	for i, obj := range s.objects {
@@ -585,7 +614,15 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	}
 	crds, namespaces, rest := apply.Split(changed)
 	applied := 0
-	count := func(*unstructured.Unstructured) { applied++ }
+	now := time.Now()
+	count := func(obj, live *unstructured.Unstructured) {
+		applied++
+		// The API server's answer is the live object: a dry run of the
+		// same manifest against it would find it unchanged.
+		key := refKey(plan.Ref(obj))
+		s.live[key] = live
+		r.verified.note(s.addon, key, verifiedObject{digest: manifestDigest(obj), resourceVersion: live.GetResourceVersion(), at: now})
+	}
 	defer func() { objectsApplied.Add(float64(applied)) }()
 	// NOTE: as in Helm, CRDs exist before the pre-install hooks run; so do
 	// the Namespaces, which hooks are created in.
@@ -672,14 +709,10 @@ func (r *AddonReconciler) writeStatusNow(ctx context.Context, s *scope) error {
 }
 
 // checkHealth waits, by requeueing, until the applied workloads are ready.
-// An object the sync did not change was read by the preview just now.
+// It reads what the preview read, or the API server's answer to the apply.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
-	for i, obj := range s.objects {
-		var live *unstructured.Unstructured
-		if s.previews[i].Action == capstanv1.ActionUnchanged {
-			live = s.live[refKey(s.previews[i].Ref)]
-		}
-		ready, why, err := workloadReady(ctx, s.applier, obj, live)
+	for _, obj := range s.objects {
+		ready, why, err := workloadReady(ctx, s.applier, obj, s.live[refKey(plan.Ref(obj))])
 		if err != nil {
 			return false, err
 		}

@@ -63,6 +63,22 @@ func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]verif
 	v.m[client.ObjectKeyFromObject(addon)] = verifiedAddon{uid: addon.UID, objects: objects}
 }
 
+// note records one object as verified, after it was applied.
+func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o verifiedObject) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[types.NamespacedName]verifiedAddon{}
+	}
+	k := client.ObjectKeyFromObject(addon)
+	got, ok := v.m[k]
+	if !ok || got.uid != addon.UID || got.objects == nil {
+		got = verifiedAddon{uid: addon.UID, objects: map[string]verifiedObject{}}
+		v.m[k] = got
+	}
+	got.objects[key] = o
+}
+
 func (v *verifiedObjects) forget(key types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
