@@ -51,6 +51,10 @@ lint: ## Run golangci-lint.
 bench: bin ## Run the benchmarks and print their figures.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
+.PHONY: bench-converge
+bench-converge: bin ## Issue 6: converge 200 add-ons from cold, once (CAPSTAN_BENCH_ADDONS sets the count).
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
+
 .PHONY: clean
 clean: ## Remove bin/ (the next make bin builds the control plane cold).
 	rm -rf bin

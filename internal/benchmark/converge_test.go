@@ -1,0 +1,437 @@
+package benchmark_test
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcluster"
+)
+
+// Settings of BenchmarkConverge, from the environment so that
+// `go test ./...` passes no unknown flag to other packages.
+const (
+	// envAddons is how many add-ons to converge; default 200.
+	envAddons = "CAPSTAN_BENCH_ADDONS"
+	// envConcurrency is the controller's --max-concurrent-reconciles; default 8.
+	envConcurrency = "CAPSTAN_BENCH_CONCURRENCY"
+	// envTimeout bounds the wait for every add-on to be ready; default 30m.
+	envTimeout = "CAPSTAN_BENCH_TIMEOUT"
+)
+
+var cluster *testcluster.Cluster
+
+// TestMain starts the local control plane only when -bench selects
+// BenchmarkConverge: `go test ./...` (make test) starts nothing and takes
+// no time here.
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if !benchSelected("BenchmarkConverge") {
+		os.Exit(m.Run())
+	}
+	testcluster.Main(m, func(c *testcluster.Cluster) { cluster = c })
+}
+
+// benchSelected reports whether -test.bench selects the top-level
+// benchmark name, as the testing package matches it.
+func benchSelected(name string) bool {
+	f := flag.Lookup("test.bench")
+	if f == nil || f.Value.String() == "" {
+		return false
+	}
+	first, _, _ := strings.Cut(f.Value.String(), "/")
+	re, err := regexp.Compile(first)
+	return err == nil && re.MatchString(name)
+}
+
+// converged holds the figures of the one run in this process.
+var converged *figures
+
+// BenchmarkConverge is issue 6: converge 200 add-ons of 20 objects each from
+// cold on the local control plane, with the controller as a process of its
+// own. It reports the wall time until every Addon is Ready, the controller's
+// API requests per add-on for the install and for one no-op resync, and its
+// peak RSS.
+//
+// The scenario runs once per process, whatever b.N is: run it with
+// -benchtime=1x (make bench-converge). Under the default -benchtime=1s it
+// also runs once, since one run takes far more than a second; a larger b.N
+// reports the same figures again rather than converge another 200 add-ons.
+func BenchmarkConverge(b *testing.B) {
+	b.StopTimer()
+	if converged == nil {
+		f := runConverge(b)
+		converged = &f
+		converged.log(b)
+	} else {
+		b.Logf("the scenario ran once in this process; b.N=%d reports its figures again", b.N)
+	}
+	converged.report(b)
+}
+
+// figures are what one run measured.
+type figures struct {
+	addons, concurrency int
+	converge            time.Duration // first Addon created → all Ready
+	resyncTime          time.Duration // first annotation → all reconciled once
+	install, resync     phase
+	peakRSSKiB          int64
+	cpu                 time.Duration // the controller's CPU time, all of its life
+	logErrors           []string
+	throttled           int
+}
+
+// phase is what the controller did between two snapshots.
+type phase struct {
+	requests   float64
+	byMethod   map[string]float64 // rest_client_requests_total by method
+	byCode     map[string]float64 // ... by HTTP status code
+	reconciles float64            // controller_runtime_reconcile_total{controller="addon"}
+	errors     float64            // ... with result="error"
+	writes     map[string]int     // the controller's writes, from the API server's audit log
+}
+
+func runConverge(b *testing.B) figures {
+	n := envInt(b, envAddons, 200)
+	conc := envInt(b, envConcurrency, 8)
+	timeout := 30 * time.Minute
+	if v := os.Getenv(envTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("%s=%q: %v", envTimeout, v, err)
+		}
+		timeout = d
+	}
+	if cluster == nil {
+		b.Fatal("no control plane: TestMain starts it only when -bench selects BenchmarkConverge")
+	}
+	ctx := b.Context()
+	dir := b.TempDir()
+
+	admin, err := client.New(cluster.Config, client.Options{Scheme: scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := install.Apply(ctx, admin, false); err != nil {
+		b.Fatalf("installing Capstan's CRDs and RBAC: %v", err)
+	}
+	url, commit, err := writeRepository(dir, n)
+	if err != nil {
+		b.Fatalf("writing the add-ons' git repository: %v", err)
+	}
+	buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+	bin, err := buildCapstan(buildCtx, dir)
+	cancel()
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctrl := startController(b, cluster, bin, dir,
+		// Long enough that no periodic resync falls inside the run: the
+		// resync is asked for explicitly, once.
+		"--resync-interval=1h",
+		"--max-concurrent-reconciles="+strconv.Itoa(conc),
+	)
+
+	base := mustQuiet(b, ctrl, "the controller to settle after its start")
+	baseWrites := mustWrites(b)
+
+	// Install: from the first Addon's creation until every one is ready.
+	b.StartTimer()
+	began := time.Now()
+	for i := range n {
+		if err := admin.Create(ctx, newAddon(i, url, commit)); err != nil {
+			b.Fatalf("creating Addon %s: %v", addonName(i), err)
+		}
+	}
+	readyAt, err := waitAllReady(ctx, admin, n, timeout, ctrl.alive, b.Logf)
+	b.StopTimer()
+	if err != nil {
+		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.logTail(20))
+	}
+	f := figures{addons: n, concurrency: conc, converge: readyAt.Sub(began)}
+	// The reconciles that the last status writes queue are part of the
+	// install: wait until the controller is idle.
+	installed := mustQuiet(b, ctrl, "the controller to go idle after the install")
+	installedWrites := mustWrites(b)
+	f.install = diff(base, installed, baseWrites, installedWrites)
+
+	// One no-op resync of every add-on.
+	began = time.Now()
+	if err := touchAddons(ctx, admin, n); err != nil {
+		b.Fatal(err)
+	}
+	target := installed.reconciles + float64(n)
+	for i := 0; ; i++ {
+		s, err := ctrl.snapshot(ctx)
+		if err == nil && s.reconciles >= target {
+			f.resyncTime = time.Since(began)
+			break
+		}
+		if err := ctrl.alive(); err != nil {
+			b.Fatal(err)
+		}
+		if i >= 4*int(timeout/time.Second) {
+			b.Fatalf("the resync did not reconcile %d add-ons within %s (last error %v)", n, timeout, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	resynced := mustQuiet(b, ctrl, "the controller to go idle after the resync")
+	f.resync = diff(installed, resynced, installedWrites, mustWrites(b))
+	if c, err := census(ctx, admin); err != nil || c.ready != n {
+		b.Errorf("after the resync: %v %v", c, err)
+	}
+
+	f.peakRSSKiB, f.cpu, err = ctrl.procStatus()
+	if err != nil {
+		b.Fatalf("reading the controller's /proc status: %v", err)
+	}
+	ctrl.stop()
+	f.logErrors, f.throttled = ctrl.logProblems()
+	return f
+}
+
+func scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, capstanv1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+func envInt(b *testing.B, key string, def int) int {
+	v := os.Getenv(key)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("%s=%q: want a positive number", key, v)
+	}
+	return n
+}
+
+// snapshot is the controller's counters at one moment.
+type snapshot struct {
+	requests   float64
+	byMethod   map[string]float64
+	byCode     map[string]float64
+	reconciles float64
+	errors     float64
+	busy       float64 // queued plus running reconciles of Addons
+}
+
+func (p *controllerProcess) snapshot(ctx context.Context) (snapshot, error) {
+	samples, err := p.scrapeMetrics(ctx)
+	if err != nil {
+		return snapshot{}, err
+	}
+	s := snapshot{byMethod: map[string]float64{}, byCode: map[string]float64{}}
+	for _, m := range samples {
+		switch {
+		case m.name == "rest_client_requests_total":
+			s.requests += m.value
+			s.byMethod[m.labels["method"]] += m.value
+			s.byCode[m.labels["code"]] += m.value
+		case m.name == "controller_runtime_reconcile_total" && m.labels["controller"] == "addon":
+			s.reconciles += m.value
+			if m.labels["result"] == "error" {
+				s.errors += m.value
+			}
+		case m.name == "workqueue_depth" && m.labels["name"] == "addon",
+			m.name == "controller_runtime_active_workers" && m.labels["controller"] == "addon":
+			s.busy += m.value
+		}
+	}
+	return s, nil
+}
+
+// mustQuiet waits until no Addon is queued or reconciling and the request
+// count has not moved for three scrapes a second apart, up to 5 minutes.
+func mustQuiet(b *testing.B, p *controllerProcess, what string) snapshot {
+	b.Helper()
+	var last snapshot
+	var lastErr error
+	stable := 0
+	for range 300 {
+		s, err := p.snapshot(b.Context())
+		switch {
+		case err != nil:
+			lastErr, stable = err, 0
+		case s.busy == 0 && s.requests == last.requests:
+			stable++
+		default:
+			stable = 0
+		}
+		if err == nil {
+			last = s
+		}
+		if stable >= 3 {
+			return last
+		}
+		if err := p.alive(); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(time.Second)
+	}
+	b.Fatalf("waited 5 minutes for %s; last scrape error: %v", what, lastErr)
+	return last
+}
+
+// mustWrites counts the controller's writes so far by kind, from the API
+// server's audit log, which records every write (reads are not recorded).
+func mustWrites(b *testing.B) map[string]int {
+	b.Helper()
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		b.Fatalf("reading the audit log: %v", err)
+	}
+	out := map[string]int{}
+	for _, e := range events {
+		if e.Stage != auditv1.StageResponseComplete || e.User.Username != install.ControllerUser {
+			continue
+		}
+		out[writeKind(e)]++
+	}
+	return out
+}
+
+// writeKind names what a write of the controller was for.
+func writeKind(e auditv1.Event) string {
+	resource := ""
+	if e.ObjectRef != nil {
+		resource = e.ObjectRef.Resource
+		if e.ObjectRef.Subresource != "" {
+			resource += "/" + e.ObjectRef.Subresource
+		}
+	}
+	switch {
+	case strings.Contains(e.RequestURI, "dryRun="):
+		return e.Verb + " dry-run apply (preview)"
+	case resource == "addons/status":
+		return e.Verb + " addons/status"
+	case resource == "addons":
+		return e.Verb + " addons (finalizer)"
+	case e.ImpersonatedUser != nil && e.Verb == "patch":
+		return "patch apply"
+	}
+	return e.Verb + " " + resource
+}
+
+func diff(a, b snapshot, wa, wb map[string]int) phase {
+	p := phase{
+		requests:   b.requests - a.requests,
+		byMethod:   map[string]float64{},
+		byCode:     map[string]float64{},
+		reconciles: b.reconciles - a.reconciles,
+		errors:     b.errors - a.errors,
+		writes:     map[string]int{},
+	}
+	for k, v := range b.byMethod {
+		if d := v - a.byMethod[k]; d != 0 {
+			p.byMethod[k] = d
+		}
+	}
+	for k, v := range b.byCode {
+		if d := v - a.byCode[k]; d != 0 {
+			p.byCode[k] = d
+		}
+	}
+	for k, v := range wb {
+		if d := v - wa[k]; d != 0 {
+			p.writes[k] = d
+		}
+	}
+	return p
+}
+
+func (f *figures) report(b *testing.B) {
+	n := float64(f.addons)
+	b.ReportMetric(float64(f.converge.Nanoseconds()), "ns/op")
+	b.ReportMetric(f.converge.Seconds(), "s/converge")
+	b.ReportMetric(f.install.requests/n, "req/addon-install")
+	b.ReportMetric(f.resync.requests/n, "req/addon-resync")
+	b.ReportMetric(float64(f.peakRSSKiB)/1024, "MiB-peak-rss")
+	b.ReportMetric(f.cpu.Seconds(), "s-controller-cpu")
+}
+
+func (f *figures) log(b *testing.B) {
+	n := float64(f.addons)
+	var s strings.Builder
+	fmt.Fprintf(&s, "%d add-ons of %d objects (+1 namespace from createNamespace), --max-concurrent-reconciles=%d\n",
+		f.addons, objectsPerAddon, f.concurrency)
+	fmt.Fprintf(&s, "  %-44s %10s\n", "wall time, first Addon created → all Ready", f.converge.Round(100*time.Millisecond))
+	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
+	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)
+	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "controller CPU time (whole life)", f.cpu.Seconds())
+	fmt.Fprintf(&s, "  %-44s %10s %10s\n", "API requests of the controller", "install", "resync")
+	row := func(label string, install, resync float64) {
+		fmt.Fprintf(&s, "  %-44s %10.1f %10.1f   (%.0f / %.0f in all)\n", label, install/n, resync/n, install, resync)
+	}
+	row("per add-on, all", f.install.requests, f.resync.requests)
+	for _, k := range union(keys(f.install.byMethod), keys(f.resync.byMethod)) {
+		row("  method "+k, f.install.byMethod[k], f.resync.byMethod[k])
+	}
+	for _, k := range union(keys(f.install.byCode), keys(f.resync.byCode)) {
+		row("  code "+k, f.install.byCode[k], f.resync.byCode[k])
+	}
+	fmt.Fprintf(&s, "  writes by kind (audit log), per add-on\n")
+	for _, k := range union(keys(f.install.writes), keys(f.resync.writes)) {
+		row("  "+k, float64(f.install.writes[k]), float64(f.resync.writes[k]))
+	}
+	row("reconciles of Addons", f.install.reconciles, f.resync.reconciles)
+	row("  with an error", f.install.errors, f.resync.errors)
+	fmt.Fprintf(&s, "  controller log: %d error line(s), %d client-side throttling line(s)\n", len(f.logErrors), f.throttled)
+	for i, line := range f.logErrors {
+		if i == 5 {
+			fmt.Fprintf(&s, "    ... and %d more\n", len(f.logErrors)-5)
+			break
+		}
+		fmt.Fprintf(&s, "    %s\n", truncate(line, 400))
+	}
+	b.Log("\n" + s.String())
+}
+
+func keys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func union(a, b []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, k := range append(a, b...) {
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
