@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -74,6 +75,9 @@ type AddonReconciler struct {
 	capsAt     time.Time
 	discoverer discovery.DiscoveryInterface
 	verified   verifiedObjects
+	// watched caches the metadata of the objects Capstan applied; nil
+	// outside a manager (`capstan plan`).
+	watched cache.Cache
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -89,7 +93,15 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	if err := r.init(); err != nil {
 		return err
 	}
-	err := mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
+	watched, err := newWatchedCache(mgr, r.RestConfig, r.Config.AddonsUser())
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(watched); err != nil {
+		return err
+	}
+	r.watched = watched
+	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
 		addon := obj.(*capstanv1.Addon)
 		var keys []string
 		for _, ref := range addon.Spec.ValuesFrom {

@@ -54,6 +54,7 @@ type scope struct {
 	valuesErrors []capstanv1.ValuesError
 	previews     []plan.ObjectResult
 	live         map[string]*unstructured.Unstructured // by refKey, as the preview read them
+	quiet        map[string]bool                       // by refKey: unchanged by the watch cache, not read
 	prune        []capstanv1.ObjectRef
 	hooks        []render.Hook
 	lifecycle    Lifecycle

@@ -29,8 +29,6 @@ import (
 	"capstan.dev/capstan/internal/values"
 )
 
-func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
-
 // step is one stage of the pipeline. It returns done when the reconcile
 // ends here without error.
 type step struct {
@@ -464,7 +462,23 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		inventory[refKey(ref)] = true
 	}
 	crdKinds := renderedCRDScopes(s.objects)
-	listed := readLabelled(ctx, s)
+	known := r.verified.lookup(s.addon)
+	now := time.Now()
+	// quiet are the objects a dry run found unchanged, or an apply wrote,
+	// whose resourceVersion in the watch cache is still the one then: they
+	// are unchanged with no request at all.
+	quiet := map[string]bool{}
+	s.quiet = quiet
+	if watched := r.watchedVersions(ctx, s); len(watched) > 0 {
+		for _, obj := range s.objects {
+			key := refKey(plan.Ref(obj))
+			if v, ok := known[key]; ok {
+				rv, ok := watched[key]
+				quiet[key] = ok && v.stillUnchanged(manifestDigest(obj), rv, now)
+			}
+		}
+	}
+	listed := readLabelled(ctx, s, quiet)
 	// A rendered Namespace that does not exist yet holds nothing yet: its
 	// objects are creates, with no read and no dry run (which would only
 	// answer that the namespace is missing).
@@ -474,6 +488,9 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			continue
 		}
 		key := refKey(plan.Ref(obj))
+		if quiet[key] {
+			continue // it exists
+		}
 		live, ok := listed[key]
 		if !ok {
 			var err error
@@ -486,10 +503,8 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			newNamespaces[obj.GetName()] = true
 		}
 	}
-	known := r.verified.lookup(s.addon)
 	verified := map[string]verifiedObject{}
 	defer func() { r.verified.store(s.addon, verified) }()
-	now := time.Now()
 	s.previews = make([]plan.ObjectResult, 0, len(s.objects))
 	s.live = make(map[string]*unstructured.Unstructured, len(s.objects))
 	for _, obj := range s.objects {
@@ -498,6 +513,11 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		if newNamespaces[obj.GetNamespace()] {
 			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionCreate,
 				Digest: manifestDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
+			continue
+		}
+		if s.quiet[key] {
+			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionUnchanged}})
+			verified[key] = known[key]
 			continue
 		}
 		live, ok := listed[key]
@@ -511,7 +531,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		s.live[key] = live
 		res := plan.ObjectResult{Ref: ref}
 		digest := manifestDigest(obj)
-		if v, ok := known[key]; ok && v.stillUnchanged(digest, live, now) && labelledFor(live, s.addon) {
+		if v, ok := known[key]; ok && live != nil && v.stillUnchanged(digest, live.GetResourceVersion(), now) && labelledFor(live, s.addon) {
 			res.Action = capstanv1.ActionUnchanged
 			verified[key] = v
 			s.previews = append(s.previews, res)
@@ -711,10 +731,29 @@ func (r *AddonReconciler) writeStatusNow(ctx context.Context, s *scope) error {
 // checkHealth waits, by requeueing, until the applied workloads are ready.
 // It reads what the preview read, or the API server's answer to the apply.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
+	known := r.verified.lookup(s.addon)
 	for _, obj := range s.objects {
-		ready, why, err := workloadReady(ctx, s.applier, obj, s.live[refKey(plan.Ref(obj))])
+		if !healthKinds[obj.GetKind()] {
+			continue
+		}
+		key := refKey(plan.Ref(obj))
+		if s.quiet[key] && known[key].healthy {
+			// Healthy when verified, and not written since.
+			continue
+		}
+		live := s.live[key]
+		if live == nil {
+			var err error
+			if live, err = s.applier.Get(ctx, plan.Ref(obj)); err != nil {
+				return false, err
+			}
+		}
+		ready, why, err := workloadReady(obj, live)
 		if err != nil {
 			return false, err
+		}
+		if ready {
+			r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
 		}
 		if !ready {
 			s.outcome = outcome{Phase: capstanv1.PhaseProgressing, Reason: "WaitingForWorkloads", Message: why}

@@ -39,6 +39,8 @@ type verifiedAddon struct {
 type verifiedObject struct {
 	digest, resourceVersion string
 	at                      time.Time
+	// healthy is set when a workload was found ready at resourceVersion.
+	healthy bool
 }
 
 // lookup returns what was verified for an add-on: nothing when the Addon
@@ -79,23 +81,41 @@ func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o verifiedObj
 	got.objects[key] = o
 }
 
+// markHealthy records that a verified workload was ready at
+// resourceVersion. A workload whose status moves gets a new
+// resourceVersion, and is read again.
+func (v *verifiedObjects) markHealthy(addon *capstanv1.Addon, key, resourceVersion string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[client.ObjectKeyFromObject(addon)]
+	if !ok || got.uid != addon.UID {
+		return
+	}
+	if o, ok := got.objects[key]; ok && o.resourceVersion == resourceVersion {
+		o.healthy = true
+		got.objects[key] = o
+	}
+}
+
 func (v *verifiedObjects) forget(key types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.m, key)
 }
 
-// stillUnchanged reports whether an object verified unchanged still is.
-func (o verifiedObject) stillUnchanged(digest string, live *unstructured.Unstructured, now time.Time) bool {
-	return live != nil && o.digest == digest && o.resourceVersion == live.GetResourceVersion() && now.Sub(o.at) < verifyTTL
+// stillUnchanged reports whether an object verified unchanged still is:
+// the manifest and the live resourceVersion are the same, and the check is
+// recent enough.
+func (o verifiedObject) stillUnchanged(digest, resourceVersion string, now time.Time) bool {
+	return o.digest == digest && o.resourceVersion == resourceVersion && now.Sub(o.at) < verifyTTL
 }
 
 // readLabelled reads, with one label-selected List per kind and namespace,
 // the live objects this add-on applied before, keyed by refKey. Only kinds
 // with two or more rendered objects in a namespace are listed: for one, a
 // Get costs the same. A List that fails (an unknown kind, a forbidden list)
-// leaves its objects to be read one by one.
-func readLabelled(ctx context.Context, s *scope) map[string]*unstructured.Unstructured {
+// leaves its objects to be read one by one. Objects in skip need no read.
+func readLabelled(ctx context.Context, s *scope, skip map[string]bool) map[string]*unstructured.Unstructured {
 	out := map[string]*unstructured.Unstructured{}
 	if len(s.addon.Status.Inventory) == 0 {
 		return out // a first install: nothing of ours runs yet
@@ -106,7 +126,9 @@ func readLabelled(ctx context.Context, s *scope) map[string]*unstructured.Unstru
 	}
 	counts := map[group]int{}
 	for _, o := range s.objects {
-		counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
+		if !skip[refKey(plan.Ref(o))] {
+			counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
+		}
 	}
 	for g, n := range counts {
 		if n < 2 {

@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// newWatchedCache is a cache of the metadata (managed fields stripped) of
+// every object Capstan applied, by its managed-by label. Informers start
+// per kind the first time a kind is asked for. It watches as the add-ons
+// account, which may read every kind an add-on renders. Secret data is
+// never cached: the cache holds metadata only.
+func newWatchedCache(mgr ctrl.Manager, cfg *rest.Config, user string) (cache.Cache, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return cache.New(cfg, cache.Options{
+		Scheme:                      mgr.GetScheme(),
+		Mapper:                      mgr.GetRESTMapper(),
+		DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
+		DefaultTransform:            cache.TransformStripManagedFields(),
+		ReaderFailOnMissingInformer: true,
+	})
+}
+
+// watchedVersions returns, from the watch cache, the resourceVersion of
+// every object of this add-on of the rendered kinds, keyed by refKey. A
+// kind whose informer has not synced yet (the first sync after a start, or
+// a kind the account cannot watch) is left out, and so read from the API
+// server. It never waits for an informer.
+func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[string]string {
+	if r.watched == nil || len(s.addon.Status.Inventory) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, o := range s.objects {
+		gvk := o.GroupVersionKind()
+		if seen[gvk] {
+			continue
+		}
+		seen[gvk] = true
+		probe := &metav1.PartialObjectMetadata{}
+		probe.SetGroupVersionKind(gvk)
+		inf, err := r.watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
+		if err != nil || !inf.HasSynced() {
+			continue
+		}
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.watched.List(ctx, list, client.MatchingLabels{
+			capstanv1.AddonLabel: s.addon.Name, capstanv1.AddonNamespaceLabel: s.addon.Namespace,
+		}); err != nil {
+			continue
+		}
+		for _, item := range list.Items {
+			ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: item.Namespace, Name: item.Name}
+			out[refKey(ref)] = item.ResourceVersion
+		}
+	}
+	return out
+}
