@@ -154,6 +154,15 @@ func TestPruneNeverDeletesStatefulKinds(t *testing.T) {
 	if live(t, "v1", "ConfigMap", ns, "keep") == nil {
 		t.Fatal("a rendered object was pruned")
 	}
+	// The inventory forgets what was pruned, and keeps what is never
+	// deleted, so an uninstall still knows about it.
+	inv := map[string]bool{}
+	for _, r := range got.Status.Inventory {
+		inv[r.Kind+"/"+r.Name] = true
+	}
+	if inv["ConfigMap/dropped"] || !inv["PersistentVolumeClaim/data"] || !inv["ConfigMap/keep"] {
+		t.Errorf("inventory after the prune: %v", got.Status.Inventory)
+	}
 }
 
 func TestEmptyRenderPrunesNothing(t *testing.T) {

@@ -33,6 +33,6 @@ func BasicAuth(_ context.Context, _ string, secret *corev1.Secret) (transport.Au
 	case password != "" && token == "" && user != "":
 		return &githttp.BasicAuth{Username: user, Password: password}, nil
 	default:
-		return nil, fmt.Errorf("Secret %s/%s holds no https token (key token) or username and password (keys username and password); SSH keys and GitHub Apps need the controller's full git auth", secret.Namespace, secret.Name)
+		return nil, fmt.Errorf("the Secret %s/%s holds no https token (key token) or username and password (keys username and password); SSH keys and GitHub Apps need the controller's full git auth", secret.Namespace, secret.Name)
 	}
 }

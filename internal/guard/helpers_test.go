@@ -127,16 +127,6 @@ spec:
 ` + indent(podSpec, 6) + "\n"
 }
 
-// violationKeys renders violations as "Kind/name rule@path", sorted.
-func violationKeys(vs []v1alpha1.Violation) []string {
-	out := make([]string, 0, len(vs))
-	for _, v := range vs {
-		out = append(out, fmt.Sprintf("%s/%s %s@%s", v.Object.Kind, v.Object.Name, v.Rule, v.Path))
-	}
-	sort.Strings(out)
-	return out
-}
-
 // ruleKeys renders violations as "rule@path", sorted.
 func ruleKeys(vs []v1alpha1.Violation) []string {
 	out := make([]string, 0, len(vs))

@@ -106,7 +106,7 @@ hooks:
 			rec := f.record()
 			err := f.run("pre-install", hs, minute)
 			if tt.fail {
-				hookError(t, err)
+				_ = hookError(t, err)
 			} else if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -153,12 +152,4 @@ func compareKinds(rank map[string]int, a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
-}
-
-// objectName names an object for an error message: kind, namespace and name.
-func objectName(u *unstructured.Unstructured) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return fmt.Sprintf("%s %s/%s", u.GetKind(), ns, u.GetName())
-	}
-	return fmt.Sprintf("%s %s", u.GetKind(), u.GetName())
 }

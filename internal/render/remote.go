@@ -108,10 +108,11 @@ func refuseRemote(fsys filesys.FileSystem, dir string, seen map[string]bool) err
 	for _, p := range k.Patches {
 		refs["patches"] = append(refs["patches"], p.Path)
 	}
-	for _, p := range k.PatchesJson6902 {
+	// Deprecated fields still work in kustomize, so their paths are checked too.
+	for _, p := range k.PatchesJson6902 { //nolint:staticcheck // see above
 		refs["patchesJson6902"] = append(refs["patchesJson6902"], p.Path)
 	}
-	for _, p := range k.PatchesStrategicMerge {
+	for _, p := range k.PatchesStrategicMerge { //nolint:staticcheck // see above
 		refs["patchesStrategicMerge"] = append(refs["patchesStrategicMerge"], string(p))
 	}
 	for _, r := range k.Replacements {
