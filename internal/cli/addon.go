@@ -122,6 +122,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	if h := a.Status.Hook; h != nil {
 		fmt.Fprintf(w, "  running hook %s %s/%s since %s\n", h.Event, h.Kind, h.Name, h.Since.Format("15:04:05"))
 	}
+	if h := a.Status.PendingHook; h != nil {
+		fmt.Fprintf(w, "  the %s hooks failed after the apply; the next sync of this render runs them again\n", h.Event)
+	}
 	fmt.Fprintf(w, "Inventory: %d objects; applied %s\n", len(a.Status.Inventory), a.Status.AppliedHash)
 	if p == nil {
 		fmt.Fprintln(w, "No pending plan: the last sync applied everything.")
@@ -157,6 +160,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	}
 	for _, e := range p.ValuesErrors {
 		fmt.Fprintf(w, "  VALUES %s %s: %s\n", e.Path, e.Rule, e.Message)
+	}
+	for _, n := range p.Notices {
+		fmt.Fprintf(w, "  note %s: %s\n", n.Path, n.Message)
 	}
 	if p.DiffsTruncated {
 		fmt.Fprintln(w, "Some diffs were cut to keep the Addon small: `capstan plan NAME` computes the whole plan.")

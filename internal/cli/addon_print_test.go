@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestPrintAddonShowsHooksAndNotices checks that `capstan addon get` shows
+// the hooks in their order, a pending post hook and the plan's notices.
+func TestPrintAddonShowsHooksAndNotices(t *testing.T) {
+	a := &capstanv1.Addon{}
+	a.Namespace, a.Name = "team", "db"
+	a.Status.Phase = capstanv1.PhaseFailed
+	a.Status.PendingHook = &capstanv1.PendingHook{Event: "post-install", Hash: "h1"}
+	p := &capstanv1.Plan{
+		Hash: "p1",
+		Hooks: []capstanv1.PlannedHook{
+			{ObjectRef: capstanv1.ObjectRef{Kind: "Job", Name: "db-initdb"}, Events: []string{"pre-install"}, Weight: -10},
+			{ObjectRef: capstanv1.ObjectRef{Kind: "Job", Name: "db-seed"}, Events: []string{"post-install"}},
+		},
+		Notices: []capstanv1.Notice{{Path: "hooks/ConfigMap/db-typo", Message: "never runs"}},
+	}
+	var b bytes.Buffer
+	printAddon(&b, a, p, false)
+	out := b.String()
+	for _, want := range []string{
+		"the post-install hooks failed after the apply; the next sync of this render runs them again",
+		"hook pre-install Job/db-initdb weight -10\n  hook post-install Job/db-seed weight 0",
+		"note hooks/ConfigMap/db-typo: never runs",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
