@@ -191,7 +191,10 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	before := addon.DeepCopy()
 	defer func() {
 		observeReconcile(s, time.Since(start))
-		if err := r.patchStatus(ctx, before, s); err != nil {
+		// NOTE: a controller that stops still records how far it got.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if err := r.patchStatus(pctx, before, s); err != nil {
 			log.Error(err, "Patching status failed")
 			retErr = errors.Join(retErr, err)
 		}

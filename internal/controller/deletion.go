@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -71,15 +72,28 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	if err := r.deleteHooks(ctx, s); err != nil {
 		return err
 	}
-	if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
-		return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+	// NOTE: once the inventory is deleted, only the post-delete hooks are
+	// left: a retry after they failed must not run pre-delete again.
+	if p := s.addon.Status.PendingHook; p == nil || p.Event != "post-delete" {
+		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
+			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+		}
+		deleted, err := s.applier.DeleteAll(ctx, s.addon.Status.Inventory)
+		objectsPruned.Add(float64(len(deleted)))
+		if err != nil {
+			return err
+		}
+		if len(hooks.Select(s.hooks, "post-delete")) > 0 {
+			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
+			if err := r.writeStatusNow(ctx, s); err != nil {
+				return err
+			}
+		}
 	}
-	deleted, err := s.applier.DeleteAll(ctx, s.addon.Status.Inventory)
-	objectsPruned.Add(float64(len(deleted)))
-	if err != nil {
-		return err
+	if err := r.runHooks(ctx, s, "post-delete"); err != nil {
+		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
 	}
-	return r.runHooks(ctx, s, "post-delete")
+	return nil
 }
 
 // deleteHooks renders the add-on once more to find its delete hooks. A

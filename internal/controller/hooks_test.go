@@ -213,7 +213,7 @@ func TestFailedPreUpgradeAppliesNothing(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) {
 		cur.Spec.Values = jsonValues(`{appVersion: "2.0", hooks: {migrate: {fail: true, exitCode: 4}}}`)
 	})
-	got := failedWith(t, a, "the pre-upgrade hook failed, so nothing but CRDs and Namespaces was applied",
+	got := failedWith(t, a, "the pre-upgrade hook failed, so nothing was applied",
 		"pre-upgrade hook Job "+ns+"/db-migrate (weight -5", "BackoffLimitExceeded", "container migrate exited with code 4", "The next sync runs the hook again")
 	if d := configData(t, ns); d["appVersion"] != "1.0" {
 		t.Errorf("db-config appVersion = %q after a failed pre-upgrade hook; nothing may be applied", d["appVersion"])
@@ -243,6 +243,14 @@ func TestFailedPostInstallIsRetried(t *testing.T) {
 	label := "capstan.dev/" + ns
 	a := dbapp(t, ns, `{hooks: {seed: {nodeLabel: "`+label+`"}}}`,
 		withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 5 * time.Second} }))
+	// While the hook runs, the apply is already recorded, with the hook
+	// pending: a controller that stops now runs only the hook next time.
+	running := waitFor(t, a, 60*time.Second, "status.hook to show the seed hook", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Hook != nil && cur.Status.Hook.Event == "post-install"
+	})
+	if p := running.Status.PendingHook; p == nil || p.Event != "post-install" || running.Status.AppliedHash == "" || p.Hash != running.Status.AppliedHash {
+		t.Errorf("while the post-install hook runs: pendingHook %+v, appliedHash %q; want both recorded", p, running.Status.AppliedHash)
+	}
 	got := failedWith(t, a, "the post-install hook failed; the objects are applied, and the next sync runs the post-install hooks again",
 		"Job "+ns+"/db-seed", "did not finish within the hook timeout of 5s")
 	if live(t, "v1", "ConfigMap", ns, "db-config") == nil || live(t, "apps/v1", "Deployment", ns, "db-app") == nil {
@@ -336,6 +344,38 @@ func TestFailedPreDeleteStopsRemoval(t *testing.T) {
 	}
 }
 
+// TestFailedPostDeleteRetriesOnlyItself fails a post-delete hook: the
+// inventory is deleted already, and the retry runs only the post-delete
+// hook, not the pre-delete backup again.
+func TestFailedPostDeleteRetriesOnlyItself(t *testing.T) {
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{extraHooks: [{name: cleanup, kind: Job, events: post-delete, fail: true}]}`,
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	synced(t, a)
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	got := failedWith(t, a, "the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again", "Job "+ns+"/db-cleanup")
+	if p := got.Status.PendingHook; p == nil || p.Event != "post-delete" {
+		t.Fatalf("status.pendingHook = %+v, want post-delete", p)
+	}
+	if live(t, "apps/v1", "Deployment", ns, "db-app") != nil {
+		t.Fatal("the inventory was not deleted before the post-delete hook")
+	}
+	backup := job(t, ns, "db-backup")
+	if backup == nil {
+		t.Fatal("the pre-delete backup did not run")
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	eventually(t, 90*time.Second, "the Addon to go once the cleanup succeeds", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	if j := job(t, ns, "db-backup"); j == nil || j.UID != backup.UID {
+		t.Error("the retry ran the pre-delete backup again")
+	}
+}
+
 // TestHookTimeoutShowsProgress runs a pre-install Job that never finishes:
 // status shows the hook while it runs, the sync fails at spec.hookTimeout
 // with nothing applied, and the next sync, with the chart fixed, succeeds.
@@ -349,7 +389,7 @@ func TestHookTimeoutShowsProgress(t *testing.T) {
 	if h.Kind != "Job" || h.Name != "db-initdb" || h.Namespace != ns || h.Event != "pre-install" || h.Since.IsZero() || time.Since(h.Since.Time) > time.Minute {
 		t.Errorf("status.hook = %+v; want the pre-install Job db-initdb and when it started", h)
 	}
-	failedWith(t, a, "the pre-install hook failed, so nothing but CRDs and Namespaces was applied", "pre-install hook Job "+ns+"/db-initdb (weight -10", "did not finish within the hook timeout of 6s", "raise spec.hookTimeout")
+	failedWith(t, a, "the pre-install hook failed, so nothing was applied", "pre-install hook Job "+ns+"/db-initdb (weight -10", "did not finish within the hook timeout of 6s", "raise spec.hookTimeout")
 	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
 		t.Error("an object was applied though the pre-install hook timed out")
 	}

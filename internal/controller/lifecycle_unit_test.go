@@ -1,9 +1,17 @@
 package controller
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 )
@@ -45,5 +53,47 @@ func TestLifecycleDecision(t *testing.T) {
 				t.Errorf("lifecycle %q (%q, %q), want %q (%q, %q)", s.lifecycle, pre, post, c.want, c.pre, c.post)
 			}
 		})
+	}
+}
+
+// TestTransientHookErrors: a hook the API server could not take for a
+// moment is retried with backoff; a hook that failed or timed out stalls.
+func TestTransientHookErrors(t *testing.T) {
+	gr := schema.GroupResource{Group: "batch", Resource: "jobs"}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"too many requests", &hooks.Error{Reason: hooks.ReasonCreateFailed, Err: apierrors.NewTooManyRequests("slow down", 1)}, true},
+		{"server timeout", &hooks.Error{Reason: hooks.ReasonCreateFailed, Err: apierrors.NewServerTimeout(gr, "create", 1)}, true},
+		{"conflict", &hooks.Error{Reason: hooks.ReasonCreateFailed, Err: apierrors.NewConflict(gr, "db-seed", errors.New("terminating"))}, true},
+		{"forbidden", &hooks.Error{Reason: hooks.ReasonCreateFailed, Err: apierrors.NewForbidden(gr, "db-seed", errors.New("no"))}, false},
+		{"job failed", &hooks.Error{Reason: "BackoffLimitExceeded"}, false},
+		{"timeout", &hooks.Error{Reason: hooks.ReasonTimeout, Err: context.DeadlineExceeded}, false},
+		{"not a hook error", errors.New("boom"), false},
+	}
+	for _, c := range cases {
+		if got := transientHookError(fmt.Errorf("wrapped: %w", c.err)); got != c.want {
+			t.Errorf("%s: transient = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// TestKeepIdentity: the watch cache keeps no annotation (a Secret's
+// last-applied-configuration can hold its data) and only Capstan's labels.
+func TestKeepIdentity(t *testing.T) {
+	o := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "s", Namespace: "n", ResourceVersion: "7",
+		Labels:      map[string]string{capstanv1.AddonLabel: "a", capstanv1.ManagedByLabel: "capstan", "team": "x"},
+		Annotations: map[string]string{"kubectl.kubernetes.io/last-applied-configuration": `{"data":{"password":"c2VjcmV0"}}`},
+	}}
+	out, err := keepIdentity(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := out.(*metav1.PartialObjectMetadata)
+	if m.Annotations != nil || len(m.Labels) != 2 || m.Labels["team"] != "" || m.ResourceVersion != "7" || m.Name != "s" {
+		t.Errorf("kept %+v", m.ObjectMeta)
 	}
 }

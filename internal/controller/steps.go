@@ -23,6 +23,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/guard"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
@@ -512,7 +513,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		key := refKey(ref)
 		if newNamespaces[obj.GetNamespace()] {
 			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionCreate,
-				Digest: manifestDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
+				Digest: plan.CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
 			continue
 		}
 		if s.quiet[key] {
@@ -546,11 +547,11 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
-			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: manifestDigest(obj),
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: plan.CreateDigest(obj),
 				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
 		case err != nil && apierrors.IsNotFound(err) && renders(s.objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
-			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: manifestDigest(obj),
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: plan.CreateDigest(obj),
 				Diff: "(previewed after its Namespace is created)\n"}
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: manifestDigest(obj),
@@ -632,7 +633,17 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			changed = append(changed, obj)
 		}
 	}
-	crds, namespaces, rest := apply.Split(changed)
+	// NOTE: on an install, as in Helm, CRDs exist before the pre-install
+	// hooks run; so do the Namespaces, which hooks are created in. On an
+	// upgrade they wait for the pre-upgrade hooks, like everything else: a
+	// migration hook may need the old CRD.
+	var first, rest []*unstructured.Unstructured
+	if s.lifecycle == LifecycleInstall {
+		crds, namespaces, others := apply.Split(changed)
+		first, rest = append(crds, namespaces...), others
+	} else {
+		rest = changed
+	}
 	applied := 0
 	now := time.Now()
 	count := func(obj, live *unstructured.Unstructured) {
@@ -644,27 +655,29 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		r.verified.note(s.addon, key, verifiedObject{digest: manifestDigest(obj), resourceVersion: live.GetResourceVersion(), at: now})
 	}
 	defer func() { objectsApplied.Add(float64(applied)) }()
-	// NOTE: as in Helm, CRDs exist before the pre-install hooks run; so do
-	// the Namespaces, which hooks are created in.
-	if err := s.applier.Ordered(ctx, append(crds, namespaces...), count); err != nil {
+	if err := s.applier.Ordered(ctx, first, count); err != nil {
 		return false, err
-	}
-	if len(crds) > 0 {
-		// New API versions change .Capabilities for the next render.
-		_, _ = r.capabilities(true)
 	}
 	pre, post := s.events()
 	if err := r.stepHook(ctx, s, "pre-hooks"); err != nil {
 		return false, err
 	}
 	if err := r.runHooks(ctx, s, pre); err != nil {
-		return false, fmt.Errorf("the %s hook failed, so nothing but CRDs and Namespaces was applied: %w", pre, err)
+		what := "nothing was applied"
+		if len(first) > 0 {
+			what = "nothing but CRDs and Namespaces was applied"
+		}
+		return false, fmt.Errorf("the %s hook failed, so %s: %w", pre, what, err)
 	}
 	if err := r.stepHook(ctx, s, "apply"); err != nil {
 		return false, err
 	}
 	if err := s.applier.Ordered(ctx, rest, count); err != nil {
 		return false, err
+	}
+	if crds, _, _ := apply.Split(changed); len(crds) > 0 {
+		// New API versions change .Capabilities for the next render.
+		_, _ = r.capabilities(true)
 	}
 	if err := r.stepHook(ctx, s, "prune"); err != nil {
 		return false, err
@@ -690,13 +703,27 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		now := metav1.Now()
 		s.addon.Status.LastAppliedTime = &now
 	}
+	if applied > 0 || len(pruned) > 0 || pre != "" || post != "" {
+		// The plan in status is what was just applied; a prompt resync
+		// replaces it with what runs now.
+		s.requeueAfter = r.Config.HealthPoll
+	}
 	s.addon.Status.PendingHook = nil
+	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
+		// NOTE: the apply is recorded before the post hooks run, with the
+		// hooks pending: if the controller stops while they run, the next
+		// sync runs only them, not the pre hooks again.
+		s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
+		if err := r.writeStatusNow(ctx, s); err != nil {
+			return false, err
+		}
+	}
 	if err := r.runHooks(ctx, s, post); err != nil {
 		// NOTE: the objects stay applied. The next sync of this render
 		// runs only this event's hooks again; a new render is an upgrade.
-		s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
 		return false, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", post, post, err)
 	}
+	s.addon.Status.PendingHook = nil
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
 			log.Error(err, "Cleaning up unreferenced values Secrets failed")
@@ -714,17 +741,25 @@ func (r *AddonReconciler) stepHook(ctx context.Context, s *scope, name string) e
 	return r.BeforeApplyStep(ctx, s.addon, name)
 }
 
-// writeStatusNow patches status in the middle of a reconcile, for the
-// inventory before an apply and for hook progress.
+// writeStatusNow patches status in the middle of a reconcile: the
+// inventory before an apply, hook progress, and what was applied before the
+// post hooks run. It reads the Addon from the API server, so the patch is
+// computed against what is stored.
 func (r *AddonReconciler) writeStatusNow(ctx context.Context, s *scope) error {
 	latest := &capstanv1.Addon{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), latest); err != nil {
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.addon), latest); err != nil {
 		return err
 	}
 	patch := client.MergeFrom(latest.DeepCopy())
-	latest.Status.Inventory = s.addon.Status.Inventory
-	latest.Status.Hook = s.addon.Status.Hook
-	latest.Status.Plan = s.addon.Status.Plan
+	st := &latest.Status
+	st.Inventory = s.addon.Status.Inventory
+	st.Hook = s.addon.Status.Hook
+	st.Plan = s.addon.Status.Plan
+	st.AppliedHash = s.addon.Status.AppliedHash
+	st.AppliedAsUpgrade = s.addon.Status.AppliedAsUpgrade
+	st.LastSyncRequest = s.addon.Status.LastSyncRequest
+	st.LastAppliedTime = s.addon.Status.LastAppliedTime
+	st.PendingHook = s.addon.Status.PendingHook
 	return r.Client.Status().Patch(ctx, latest, patch)
 }
 

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,8 +15,9 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// newWatchedCache is a cache of the metadata (managed fields stripped) of
-// every object Capstan applied, by its managed-by label. Informers start
+// newWatchedCache is a cache of the identity (name, namespace,
+// resourceVersion and Capstan's labels; see keepIdentity) of every object
+// Capstan applied, by its managed-by label. Informers start
 // per kind the first time a kind is asked for. It watches as the add-ons
 // account, which may read every kind an add-on renders. Secret data is
 // never cached: the cache holds metadata only.
@@ -26,9 +28,32 @@ func newWatchedCache(mgr ctrl.Manager, cfg *rest.Config, user string) (cache.Cac
 		Scheme:                      mgr.GetScheme(),
 		Mapper:                      mgr.GetRESTMapper(),
 		DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
-		DefaultTransform:            cache.TransformStripManagedFields(),
+		DefaultTransform:            keepIdentity,
 		ReaderFailOnMissingInformer: true,
 	})
+}
+
+// keepIdentity strips a cached object to what deciding Unchanged needs:
+// its name, namespace, resourceVersion and Capstan's labels. Annotations go,
+// so a Secret's last-applied-configuration, which can hold its data, is
+// never cached.
+func keepIdentity(obj any) (any, error) {
+	m, err := apimeta.Accessor(obj)
+	if err != nil {
+		return obj, nil
+	}
+	kept := map[string]string{}
+	for _, k := range []string{capstanv1.AddonLabel, capstanv1.AddonNamespaceLabel, capstanv1.ManagedByLabel} {
+		if v, ok := m.GetLabels()[k]; ok {
+			kept[k] = v
+		}
+	}
+	m.SetLabels(kept)
+	m.SetAnnotations(nil)
+	m.SetManagedFields(nil)
+	m.SetOwnerReferences(nil)
+	m.SetFinalizers(nil)
+	return obj, nil
 }
 
 // watchedVersions returns, from the watch cache, the resourceVersion of

@@ -37,16 +37,12 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 		// a dry-run create allocates values such as a Service's clusterIP
 		// afresh each time, which would change the plan's hash on every
 		// reconcile and make every approval stale.
-		raw, err := json.Marshal(manifest.Object)
-		if err != nil {
-			return Comparison{}, fmt.Errorf("encoding %s: %w", describe(manifest), err)
-		}
 		_, shown := RedactSecretPair(nil, desired)
 		text, err := unified(nil, shown, dryRun)
 		if err != nil {
 			return Comparison{}, err
 		}
-		return Comparison{Action: capstanv1.ActionCreate, Diff: text, Digest: digest("create", raw)}, nil
+		return Comparison{Action: capstanv1.ActionCreate, Diff: text, Digest: CreateDigest(manifest)}, nil
 	}
 	current := Normalize(live)
 	if equality.Semantic.DeepEqual(current.Object, desired.Object) {
@@ -103,6 +99,14 @@ func describe(obj *unstructured.Unstructured) string {
 		return obj.GetKind() + "/" + ns + "/" + obj.GetName()
 	}
 	return obj.GetKind() + "/" + obj.GetName()
+}
+
+// CreateDigest identifies the creation of manifest, for a plan's hash. A
+// create planned without a dry run (its namespace or CRD does not exist yet)
+// uses it too, so the hash stays the same once the dry run can be made.
+func CreateDigest(manifest *unstructured.Unstructured) string {
+	raw, _ := json.Marshal(manifest.Object)
+	return digest("create", raw)
 }
 
 func digest(parts ...any) string {
