@@ -395,11 +395,12 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 // already block: the plan shows why.
 func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	in := plan.Input{
-		Full:         s.fullDiffs,
-		Generation:   s.addon.Generation,
-		Source:       s.planSource(),
-		Violations:   s.violations,
-		ValuesErrors: s.valuesErrors,
+		Full:             s.fullDiffs,
+		Generation:       s.addon.Generation,
+		Source:           s.planSource(),
+		Violations:       s.violations,
+		ValuesErrors:     s.valuesErrors,
+		EnsuredNamespace: s.createNamespace,
 	}
 	if s.render != nil && len(s.violations) == 0 && len(s.valuesErrors) == 0 {
 		if err := r.previewObjects(ctx, s); err != nil {

@@ -169,3 +169,23 @@ func TestWorkloads(t *testing.T) {
 		t.Fatalf("workloads = %+v", w)
 	}
 }
+
+// TestEnsuredNamespaceIsOutsideTheHash: whether the namespace of
+// createNamespace exists yet (another add-on may create it first) does not
+// make an approval stale; every other object's action does.
+func TestEnsuredNamespaceIsOutsideTheHash(t *testing.T) {
+	ns := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: "samples"}
+	cm := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "samples", Name: "hello"}
+	build := func(nsAction capstanv1.Action, ensured string) string {
+		return Build(Input{EnsuredNamespace: ensured, Objects: []ObjectResult{
+			{Ref: ns, Comparison: Comparison{Action: nsAction, Digest: "d-ns"}},
+			{Ref: cm, Comparison: Comparison{Action: capstanv1.ActionCreate, Digest: "d-cm"}},
+		}}).Hash
+	}
+	if build(capstanv1.ActionCreate, "samples") != build(capstanv1.ActionUnchanged, "samples") {
+		t.Error("the ensured namespace's existence changed the hash")
+	}
+	if build(capstanv1.ActionCreate, "") == build(capstanv1.ActionUnchanged, "") {
+		t.Error("a rendered Namespace's action must change the hash")
+	}
+}

@@ -50,6 +50,11 @@ type Input struct {
 	ValuesErrors []capstanv1.ValuesError
 	// Notices block nothing and are not part of the hash.
 	Notices []capstanv1.Notice
+	// EnsuredNamespace is the namespace of spec.createNamespace. It is
+	// created when missing and never changed, so whether it exists yet is
+	// not part of the hash: an approval stays valid when another add-on
+	// creates it first.
+	EnsuredNamespace string
 	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
 	Full bool
 }
@@ -78,6 +83,9 @@ func Build(in Input) *capstanv1.Plan {
 		}
 		p.Objects = append(p.Objects, po)
 		count(&p.Summary, o.Action)
+		if o.Ref.Kind == "Namespace" && o.Ref.APIVersion == "v1" && o.Ref.Name == in.EnsuredNamespace && o.Error == "" {
+			continue
+		}
 		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
 	}
 	for _, r := range in.Prune {
