@@ -1,9 +1,6 @@
 package controller
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -33,11 +30,4 @@ func workloadReady(obj, live *unstructured.Unstructured) (bool, string, error) {
 		return false, fmt.Sprintf("%s %s/%s failed: %s", ref.Kind, ref.Namespace, ref.Name, res.Message), nil
 	}
 	return false, fmt.Sprintf("waiting for %s %s/%s: %s", ref.Kind, ref.Namespace, ref.Name, res.Message), nil
-}
-
-// manifestDigest identifies an object's manifest, for plan hashes.
-func manifestDigest(obj *unstructured.Unstructured) string {
-	b, _ := json.Marshal(obj.Object)
-	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }

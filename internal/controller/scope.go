@@ -55,6 +55,7 @@ type scope struct {
 	previews     []plan.ObjectResult
 	live         map[string]*unstructured.Unstructured // by refKey, as the preview read them
 	quiet        map[string]bool                       // by refKey: unchanged by the watch cache, not read
+	digests      map[string]string                     // by refKey: each object's manifestDigest
 	prune        []capstanv1.ObjectRef
 	hooks        []render.Hook
 	lifecycle    Lifecycle

@@ -2,6 +2,9 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -466,6 +469,10 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	crdKinds := renderedCRDScopes(s.objects)
 	known := r.verified.lookup(s.addon)
 	now := time.Now()
+	s.digests = make(map[string]string, len(s.objects))
+	for _, obj := range s.objects {
+		s.digests[refKey(plan.Ref(obj))] = manifestDigest(obj)
+	}
 	// quiet are the objects a dry run found unchanged, or an apply wrote,
 	// whose resourceVersion in the watch cache is still the one then: they
 	// are unchanged with no request at all.
@@ -476,7 +483,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			key := refKey(plan.Ref(obj))
 			if v, ok := known[key]; ok {
 				rv, ok := watched[key]
-				quiet[key] = ok && v.stillUnchanged(manifestDigest(obj), rv, now)
+				quiet[key] = ok && v.stillUnchanged(s.digests[key], rv, now)
 			}
 		}
 	}
@@ -517,7 +524,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 				Digest: plan.CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
 			continue
 		}
-		if s.quiet[key] {
+		if quiet[key] {
 			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionUnchanged}})
 			verified[key] = known[key]
 			continue
@@ -532,7 +539,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		}
 		s.live[key] = live
 		res := plan.ObjectResult{Ref: ref}
-		digest := manifestDigest(obj)
+		digest := s.digests[key]
 		if v, ok := known[key]; ok && live != nil && v.stillUnchanged(digest, live.GetResourceVersion(), now) && labelledFor(live, s.addon) {
 			res.Action = capstanv1.ActionUnchanged
 			verified[key] = v
@@ -541,7 +548,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		}
 		// NOTE: the namespace of createNamespace is created when missing,
 		// as helm --create-namespace does; one that exists is not adopted.
-		res.Adopted = live != nil && !inventory[refKey(ref)] && !labelledFor(live, s.addon) &&
+		res.Adopted = live != nil && !inventory[key] && !labelledFor(live, s.addon) &&
 			!(ref.Kind == "Namespace" && ref.Name == s.createNamespace)
 		dry, err := s.applier.DryRun(ctx, obj)
 		switch {
@@ -555,7 +562,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			res.Comparison = plan.Comparison{Action: capstanv1.ActionCreate, Digest: plan.CreateDigest(obj),
 				Diff: "(previewed after its Namespace is created)\n"}
 		case err != nil && apply.IsImmutableJob(obj, err):
-			res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: manifestDigest(obj),
+			res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
 		case err != nil:
 			res.Action = capstanv1.ActionCreate
@@ -653,7 +660,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		// same manifest against it would find it unchanged.
 		key := refKey(plan.Ref(obj))
 		s.live[key] = live
-		r.verified.note(s.addon, key, verifiedObject{digest: manifestDigest(obj), resourceVersion: live.GetResourceVersion(), at: now})
+		r.verified.note(s.addon, key, verifiedObject{digest: s.digests[key], resourceVersion: live.GetResourceVersion(), at: now})
 	}
 	defer func() { objectsApplied.Add(float64(applied)) }()
 	if err := s.applier.Ordered(ctx, first, count); err != nil {
@@ -816,6 +823,14 @@ func refs(objs []*unstructured.Unstructured) []capstanv1.ObjectRef {
 func refKey(r capstanv1.ObjectRef) string {
 	gv, _ := schema.ParseGroupVersion(r.APIVersion)
 	return gv.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// manifestDigest identifies an object's manifest, for plan hashes
+// and for what a dry run verified.
+func manifestDigest(obj *unstructured.Unstructured) string {
+	b, _ := json.Marshal(obj.Object)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // hookDigest is the digest of a hook's manifest, so a changed hook changes
