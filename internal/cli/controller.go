@@ -150,6 +150,7 @@ func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) 
 func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
+		Client:                 controller.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,

@@ -8,6 +8,9 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
@@ -75,4 +78,12 @@ func (c Config) Profile(addon *capstanv1.Addon) capstanv1.Profile {
 // AddonsUser is the user name of the impersonated add-ons service account.
 func (c Config) AddonsUser() string {
 	return "system:serviceaccount:" + c.Namespace + ":" + c.AddonsServiceAccount
+}
+
+// ClientOptions are the options the manager's client needs: Secrets and
+// ConfigMaps are read from the API server, never from a cache, so no Secret
+// data is held in the controller's memory. (The watches that map a values
+// object to its Addons read metadata only.)
+func ClientOptions() client.Options {
+	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
 }

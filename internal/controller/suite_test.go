@@ -78,6 +78,7 @@ func setupSuite() error {
 	cfg := cluster.ConfigFor(install.ControllerUser)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme(),
+		Client:                 controller.ClientOptions(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
