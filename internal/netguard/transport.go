@@ -195,10 +195,6 @@ func (g *Guard) Transport() http.RoundTripper {
 	return &roundTripper{g: g, next: g.transport}
 }
 
-// HTTPTransport returns the underlying *http.Transport, for libraries that
-// insist on one. Prefer Transport, which also checks URLs and caps bodies.
-func (g *Guard) HTTPTransport() *http.Transport { return g.transport }
-
 // Client returns an HTTP client that uses the guarded transport, the total
 // timeout, and a redirect policy that checks every hop before it is followed.
 func (g *Guard) Client() *http.Client {

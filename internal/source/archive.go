@@ -288,7 +288,9 @@ func checkChartDir(root string, lim Limits) (string, error) {
 	}
 	var names []string
 	contents := map[string][]byte{}
-	var total int64
+	// NOTE: one budget for the folder and the subchart archives in it, as
+	// for a chart archive: what subcharts unpack to counts too.
+	b := &budget{lim: lim}
 	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -324,15 +326,16 @@ func checkChartDir(root string, lim Limits) (string, error) {
 		if err != nil {
 			return err
 		}
-		total += int64(len(data))
-		if len(names)+1 > lim.MaxFiles {
+		b.files++
+		b.bytes += int64(len(data))
+		if b.files > lim.MaxFiles {
 			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d files, the limit", lim.MaxFiles)}
 		}
-		if total > lim.MaxUncompressedBytes {
+		if b.bytes > lim.MaxUncompressedBytes {
 			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d bytes, the limit", lim.MaxUncompressedBytes)}
 		}
 		if isSubchartArchive(rel) {
-			if _, err := readArchive(data, &budget{lim: lim, files: len(names), bytes: total}); err != nil {
+			if _, err := readArchive(data, b); err != nil {
 				return fmt.Errorf("subchart %s: %w", rel, err)
 			}
 		}

@@ -40,10 +40,6 @@ func (f *Fetcher) Git(ctx context.Context, spec v1alpha1.GitSource, creds *Crede
 	if ep.Password != "" {
 		return nil, errors.New("spec.git.url must not hold credentials; put them in a Secret and name it in spec.git.secretRef")
 	}
-	auth, err := f.gitAuth(ctx, ep, creds)
-	if err != nil {
-		return nil, err
-	}
 	prefix := "git\x00" + spec.URL + "\x00" + creds.cacheKey() + "\x00"
 	rev := strings.TrimSpace(spec.Revision)
 	if isCommitHash(rev) {
@@ -51,6 +47,11 @@ func (f *Fetcher) Git(ctx context.Context, spec v1alpha1.GitSource, creds *Crede
 			f.stats.GitCacheHits.Add(1)
 			return t, nil
 		}
+	}
+	// NOTE: after the cache: SSH auth parses a key and writes known_hosts.
+	auth, err := f.gitAuth(ctx, ep, creds)
+	if err != nil {
+		return nil, err
 	}
 	refs, err := f.listRefs(ctx, spec.URL, auth)
 	if err != nil {

@@ -150,12 +150,6 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 	return f, nil
 }
 
-// Guard returns the fetch guard, for other fetchers in the process.
-func (f *Fetcher) Guard() *netguard.Guard { return f.guard }
-
-// HTTPClient returns the guarded HTTP client.
-func (f *Fetcher) HTTPClient() *http.Client { return f.client }
-
 // Stats returns the Fetcher's counters.
 func (f *Fetcher) Stats() *Stats { return &f.stats }
 

@@ -7,6 +7,9 @@ import (
 	"errors"
 	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -138,12 +141,12 @@ func TestCredentialsFromSecret(t *testing.T) {
 	if c, err := CredentialsFromSecret(nil); c != nil || err != nil {
 		t.Fatal("no Secret means no credentials")
 	}
-	a, b := &Credentials{Token: "a"}, &Credentials{Token: "b"}
+	a, b := &Credentials{Token: "t0k3n-zz"}, &Credentials{Token: "other"}
 	if a.cacheKey() == b.cacheKey() || a.cacheKey() == (*Credentials)(nil).cacheKey() {
 		t.Fatal("different credentials must have different cache keys")
 	}
-	if strings.Contains(a.cacheKey(), "a") && len(a.cacheKey()) != 32 {
-		t.Fatal("the cache key must be a hash")
+	if k := a.cacheKey(); strings.Contains(k, "t0k3n-zz") || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(k) {
+		t.Fatalf("the cache key %q must be a hash that does not hold the token", k)
 	}
 }
 
@@ -279,5 +282,33 @@ func TestSSHAuth(t *testing.T) {
 		if err != nil || pinned.Host != tt.want || pinned.Port != 22 {
 			t.Errorf("%s: got %+v, %v", tt.host, pinned, err)
 		}
+	}
+}
+
+// TestChartDirBudgetCountsSubcharts: in a chart folder, what a subchart
+// archive unpacks to counts against the same limit as the folder's files,
+// as it does inside a chart archive.
+func TestChartDirBudgetCountsSubcharts(t *testing.T) {
+	dir := t.TempDir()
+	sub := tgz(t, file("sub/Chart.yaml", "apiVersion: v2\nname: sub\nversion: 0.1.0\n"), file("sub/big", strings.Repeat("s", 40<<10)))
+	for name, body := range map[string][]byte{
+		"Chart.yaml":           []byte("apiVersion: v2\nname: demo\nversion: 1.0.0\n"),
+		"charts/sub-0.1.0.tgz": sub,
+		"zbig":                 []byte(strings.Repeat("z", 40<<10)),
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := Limits{MaxUncompressedBytes: 64 << 10}.withDefaults()
+	if _, err := checkChartDir(dir, lim); err == nil || !strings.Contains(err.Error(), "more than 65536 bytes") {
+		t.Errorf("80 KiB in all under a 64 KiB limit: error %v", err)
+	}
+	lim.MaxUncompressedBytes = 128 << 10
+	if _, err := checkChartDir(dir, lim); err != nil {
+		t.Errorf("under the limit: %v", err)
 	}
 }
