@@ -42,8 +42,9 @@ type Runner struct {
 //
 //  1. it reports the hook through req.Progress;
 //  2. it makes sure the hook's namespace exists, creating the target
-//     namespace when the Addon asks for it (pre-install hooks run before
-//     the controller applies Namespaces);
+//     namespace when the Addon asks for it (the controller applies it
+//     before pre-install hooks, but not before pre-upgrade ones, and
+//     someone may have deleted it since);
 //  3. with before-hook-creation (the default), it deletes the hook's object
 //     from an earlier run and waits until it is gone;
 //  4. it applies the hook by server-side apply, and waits until a Job is
@@ -355,10 +356,11 @@ func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.H
 	return err
 }
 
-// ensureNamespace makes sure a hook's namespace exists. Pre-install hooks
-// run before the controller applies Namespaces, so the target namespace of
-// an Addon with createNamespace is created here, with Capstan's labels and
-// field manager, exactly as the controller would apply it.
+// ensureNamespace makes sure a hook's namespace exists. The controller
+// applies the target namespace before pre-install hooks; before pre-upgrade
+// and delete hooks it may be gone, so the target namespace of an Addon with
+// createNamespace is created here, with Capstan's labels and field manager,
+// exactly as the controller would apply it.
 func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Addon, name string) error {
 	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: name}
 	live, err := a.Get(ctx, ref)
