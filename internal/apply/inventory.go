@@ -87,14 +87,14 @@ func PruneSet(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 	return out
 }
 
-// Sort orders references by kind, namespace and name.
+// Sort orders references by group, kind, namespace and name.
 func Sort(refs []capstanv1.ObjectRef) {
 	sort.SliceStable(refs, func(i, j int) bool { return key(refs[i]) < key(refs[j]) })
 }
 
-// DeleteAll deletes objects in reverse apply order (the rest, then
-// Namespaces, then CRDs are never deleted anyway), skipping the never-delete
-// kinds. It returns the references it deleted or found gone.
+// DeleteAll deletes objects in the order given, skipping the never-delete
+// kinds (CRDs and Namespaces among them, so nothing they hold goes first).
+// It returns the references it deleted or found gone.
 func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef) ([]capstanv1.ObjectRef, error) {
 	var done []capstanv1.ObjectRef
 	for _, r := range refs {

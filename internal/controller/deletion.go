@@ -69,9 +69,7 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 // uninstall removes the add-on's software.
 func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	s.outcome = outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
-	if err := r.deleteHooks(ctx, s); err != nil {
-		return err
-	}
+	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
 	// left: a retry after they failed must not run pre-delete again.
 	if p := s.addon.Status.PendingHook; p == nil || p.Event != "post-delete" {
@@ -99,17 +97,16 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // deleteHooks renders the add-on once more to find its delete hooks. A
 // source that cannot be fetched or rendered any more has none to run; that
 // must not keep the Addon for ever.
-func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
+func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) {
 	for _, st := range []step{{"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}} {
 		if _, err := st.run(ctx, s); err != nil {
 			s.hooks = nil
-			return nil
+			return
 		}
 	}
 	if len(s.valuesErrors) > 0 {
 		s.hooks = nil
 	}
-	return nil
 }
 
 // disown removes the owner references to the Addon from the objects it

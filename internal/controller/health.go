@@ -10,7 +10,7 @@ import (
 )
 
 // healthKinds are the kinds whose readiness decides an add-on's: what runs.
-var healthKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true, "Job": false}
+var healthKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "DaemonSet": true}
 
 // workloadReady computes a workload's health with kstatus from its live
 // object, nil when it does not exist.

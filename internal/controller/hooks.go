@@ -65,13 +65,11 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 		out = append(out, capstanv1.Notice{
 			Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(),
 			Message: fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
-				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(knownEvents, ", ")),
+				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", ")),
 		})
 	}
 	return out
 }
-
-var knownEvents = []string{"pre-install", "post-install", "pre-upgrade", "post-upgrade", "pre-delete", "post-delete", "pre-rollback", "post-rollback", "test"}
 
 // runHooks runs the hooks of one event, if there are any. A hook that
 // fails is terminal: the add-on is Stalled until the next change or resync,

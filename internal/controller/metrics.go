@@ -29,7 +29,7 @@ var (
 	})
 	objectsPruned = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "capstan_objects_pruned_total",
-		Help: "Objects deleted by pruning.",
+		Help: "Objects deleted by pruning or by an uninstall.",
 	})
 )
 

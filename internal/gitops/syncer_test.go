@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/api/v1alpha1"
@@ -119,10 +120,12 @@ func TestSyncerLifecycle(t *testing.T) {
 		t.Errorf("umami is not reported: %+v", repo.Status.InvalidFiles)
 	}
 
-	// A resync with no change writes nothing.
+	// A resync with no change writes nothing. The sync runs here, not in
+	// the background, so the check cannot come before it.
 	before := mustAddon(t, ns, "longhorn").ResourceVersion
-	trigger(t, ns, "gitops")
-	time.Sleep(500 * time.Millisecond)
+	if _, err := env.syncer.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
 	if after := mustAddon(t, ns, "longhorn").ResourceVersion; after != before {
 		t.Errorf("a no-change resync wrote the Addon: %s -> %s", before, after)
 	}

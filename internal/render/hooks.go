@@ -1,6 +1,7 @@
 package render
 
 import (
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -9,6 +10,9 @@ import (
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 )
+
+// KnownHookEvents lists, sorted, the hook event spellings Helm accepts.
+func KnownHookEvents() []string { return slices.Sorted(maps.Keys(knownEvents)) }
 
 // knownEvents maps the spellings of the hook events Helm accepts to the event.
 // "test-success" is Helm 2's name for a test hook, which Helm still accepts.
