@@ -155,29 +155,53 @@ func Split(objs []*unstructured.Unstructured) (crds, namespaces, rest []*unstruc
 	return crds, namespaces, rest
 }
 
-// WaitEstablished waits until a CustomResourceDefinition is Established,
-// within the Applier's CRD timeout.
+// WaitEstablished waits until a CustomResourceDefinition is Established
+// and the client's REST mapper serves each of its versions, within the
+// Applier's CRD timeout. Established alone is not enough: discovery can lag
+// it, and a custom resource applied in that gap fails with "no matches for
+// kind".
 func (a *Applier) WaitEstablished(ctx context.Context, name string) error {
 	timeout := a.CRDTimeout
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
+	return WaitForCRD(ctx, a.Client, name, a.poll(), timeout)
+}
+
+// WaitForCRD waits until the CustomResourceDefinition name is Established
+// and c's REST mapper maps every served version of its kind. The error
+// names the CRD, the timeout and the last thing that was missing.
+func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout time.Duration) error {
 	var last string
-	err := wait.PollUntilContextTimeout(ctx, a.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := a.Client.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		for _, c := range crd.Status.Conditions {
-			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-				return true, nil
+		established := false
+		for _, cond := range crd.Status.Conditions {
+			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
+				established = true
 			}
-			if c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse {
-				last = "names not accepted: " + c.Message
+			if cond.Type == apiextensionsv1.NamesAccepted && cond.Status == apiextensionsv1.ConditionFalse {
+				last = "names not accepted: " + cond.Message
 			}
 		}
-		return false, nil
+		if !established {
+			return false, nil
+		}
+		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			if _, err := c.RESTMapper().RESTMapping(gk, v.Name); err != nil {
+				last = "not yet served by discovery: " + err.Error()
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil {
 		msg := fmt.Sprintf("CustomResourceDefinition %s did not become Established within %s", name, timeout)

@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -236,7 +236,7 @@ func TestRestrictedAddonIsOwnedAndGarbageCollected(t *testing.T) {
 	if refs := dep.GetOwnerReferences(); len(refs) != 1 || refs[0].UID != got.UID {
 		t.Fatalf("owner references %v", refs)
 	}
-	sc, _, _ := unstructuredBool(dep.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
+	sc, _, _ := unstructured.NestedBool(dep.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot")
 	if !sc {
 		t.Fatalf("restricted pods are hardened: runAsNonRoot not set")
 	}
@@ -286,16 +286,63 @@ func TestImpersonation(t *testing.T) {
 	checkAuditAttribution(t, roleName)
 }
 
-// unstructuredBool reads a nested bool.
-func unstructuredBool(obj map[string]any, fields ...string) (bool, bool, error) {
-	cur := any(obj)
-	for _, f := range fields {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return false, false, errors.New("not a map")
+// TestCRDAndItsResourcesInOneSync installs an operator-style chart: a CRD in
+// crds/ and a resource of it in templates/. The plan cannot dry-run the
+// resource before its CRD exists, so it says so; the sync then creates the
+// CRD, waits until it is Established and served, and applies the resource.
+func TestCRDAndItsResourcesInOneSync(t *testing.T) {
+	ns := newNamespace(t)
+	suffix := strings.ReplaceAll(ns[len(ns)-5:], "-", "")
+	kind, plural := "Gizmo"+suffix, "gizmos"+suffix
+	url, _ := charts.publish(t, chart{name: "operator", version: "1.0.0", files: map[string]string{
+		"crds/gizmos.yaml": `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ` + plural + `.example.com
+spec:
+  group: example.com
+  names: {kind: ` + kind + `, plural: ` + plural + `}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`,
+		"templates/gizmo.yaml": "apiVersion: example.com/v1\nkind: " + kind + "\nmetadata:\n  name: first\nspec:\n  size: 3\n",
+	}})
+	a := create(t, newAddon(controllerNS, "operator-"+ns, url, withTarget(ns),
+		withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true })))
+	got := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	var planned *capstanv1.PlannedObject
+	for i, o := range got.Status.Plan.Objects {
+		if o.Kind == kind {
+			planned = &got.Status.Plan.Objects[i]
 		}
-		cur = m[f]
 	}
-	b, ok := cur.(bool)
-	return b, ok, nil
+	if planned == nil || planned.Action != capstanv1.ActionCreate || planned.Error != "" || planned.Namespace != ns ||
+		!strings.Contains(planned.Diff, "after its CustomResourceDefinition is created") {
+		t.Fatalf("the plan's entry for the custom resource: %+v", planned)
+	}
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 90*time.Second, "the sync", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != ""
+	})
+	cr := live(t, "example.com/v1", kind, ns, "first")
+	if cr == nil {
+		t.Fatalf("the custom resource was not created: %s", describeStatus(got))
+	}
+	if size, _, _ := unstructured.NestedInt64(cr.Object, "spec", "size"); size != 3 {
+		t.Errorf("spec.size = %d, want 3", size)
+	}
+	// Once the CRD exists, the resource is dry-run like any other object.
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 60*time.Second, "a second plan", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Plan != nil && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	for _, o := range got.Status.Plan.Objects {
+		if o.Kind == kind && (o.Action != capstanv1.ActionUnchanged || o.Diff != "") {
+			t.Errorf("after the sync the custom resource plans %s %q", o.Action, o.Diff)
+		}
+	}
 }

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -121,28 +122,11 @@ func installCRDs(ctx context.Context, c client.Client) error {
 		if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("cannot create CRD %s: %w", crd.Name, err)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			got := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKeyFromObject(crd), got); err == nil && established(got) {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("CRD %s did not become Established", crd.Name)
-			}
-			time.Sleep(50 * time.Millisecond)
+		if err := apply.WaitForCRD(ctx, c, crd.Name, 50*time.Millisecond, 30*time.Second); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-func established(crd *apiextensionsv1.CustomResourceDefinition) bool {
-	for _, c := range crd.Status.Conditions {
-		if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 func needCluster(t testing.TB) {

@@ -12,14 +12,13 @@ import (
 	"sort"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"capstan.dev/capstan/config"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // Namespace is where config/default installs Capstan.
@@ -69,7 +68,7 @@ func Objects(withDeployment bool) ([]*unstructured.Unstructured, error) {
 }
 
 // Apply applies Capstan's manifests with server-side apply and waits until
-// the CRDs are Established.
+// the CRDs are Established and served.
 func Apply(ctx context.Context, c client.Client, withDeployment bool) error {
 	objs, err := Objects(withDeployment)
 	if err != nil {
@@ -95,20 +94,8 @@ func Apply(ctx context.Context, c client.Client, withDeployment bool) error {
 		if obj.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			crd := &apiextensionsv1.CustomResourceDefinition{}
-			if err := c.Get(ctx, client.ObjectKey{Name: obj.GetName()}, crd); err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s did not become Established: %w", obj.GetName(), err)
+		if err := apply.WaitForCRD(ctx, c, obj.GetName(), 100*time.Millisecond, 30*time.Second); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -27,6 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -72,7 +73,7 @@ func admin(t *testing.T) client.Client {
 }
 
 // installCRD applies config/crd/bases/capstan.dev_addons.yaml and waits
-// until it is Established.
+// until it is Established and c maps its kind.
 func installCRD(ctx context.Context, c client.Client) error {
 	data, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "crd", "bases", "capstan.dev_addons.yaml"))
 	if err != nil {
@@ -85,19 +86,7 @@ func installCRD(ctx context.Context, c client.Client) error {
 	if err := c.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	deadline := time.Now().Add(waitTimeout)
-	for time.Now().Before(deadline) {
-		got := &apiextensionsv1.CustomResourceDefinition{}
-		if err := c.Get(ctx, types.NamespacedName{Name: crd.Name}, got); err == nil {
-			for _, cond := range got.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return nil
-				}
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("the Addon CRD was not Established within %s", waitTimeout)
+	return apply.WaitForCRD(ctx, c, crd.Name, 100*time.Millisecond, waitTimeout)
 }
 
 // namespace creates a namespace of the test's own.
