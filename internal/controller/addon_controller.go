@@ -23,6 +23,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	crsource "sigs.k8s.io/controller-runtime/pkg/source"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -78,6 +79,9 @@ type AddonReconciler struct {
 	// watched caches the metadata of the objects Capstan applied; nil
 	// outside a manager (`capstan plan`).
 	watched cache.Cache
+	// drift queues a reconcile when an applied object changes; nil
+	// outside a manager.
+	drift *driftWatch
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -87,7 +91,8 @@ const valuesRefIndex = "capstan.dev/values-ref"
 // SetupWithManager registers the reconciler, with up to maxConcurrent
 // reconciles at once. Addons are watched, and so is
 // the metadata of Secrets and ConfigMaps (only metadata: the controller
-// never caches Secret data), to reconcile the Addons that read them.
+// never caches Secret data), to reconcile the Addons that read them, and
+// the metadata of applied objects, to undo drift soon (see driftWatch).
 func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
 	r.Config = r.Config.WithDefaults()
 	if err := r.init(); err != nil {
@@ -101,6 +106,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		return err
 	}
 	r.watched = watched
+	r.drift = &driftWatch{Delay: r.Config.DriftDelay, IsDrift: func(addon types.NamespacedName, key, rv string, deleted bool) bool {
+		return r.isDrift(context.Background(), addon, key, rv, deleted)
+	}}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
 		addon := obj.(*capstanv1.Addon)
 		var keys []string
@@ -133,6 +141,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		For(&capstanv1.Addon{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&corev1.Secret{}, enqueueReaders("Secret"), builder.OnlyMetadata).
 		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
+		WatchesRawSource(crsource.Func(r.drift.start)).
 		Named("addon").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent)}).
 		Complete(r)

@@ -35,6 +35,10 @@ type Config struct {
 	HookTimeout time.Duration
 	// CRDTimeout bounds the wait for new CRDs to become Established.
 	CRDTimeout time.Duration
+	// DriftDelay is how long after an applied object is changed or deleted
+	// behind Capstan's back its add-on is reconciled. Zero means 5 seconds;
+	// a negative value leaves drift to the resync.
+	DriftDelay time.Duration
 	// HealthPoll is how soon an add-on whose workloads are not yet ready is
 	// looked at again.
 	HealthPoll time.Duration
@@ -56,6 +60,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HookTimeout <= 0 {
 		c.HookTimeout = 10 * time.Minute
+	}
+	if c.DriftDelay == 0 {
+		c.DriftDelay = 5 * time.Second
 	}
 	if c.CRDTimeout <= 0 {
 		c.CRDTimeout = time.Minute

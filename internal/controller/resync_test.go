@@ -71,3 +71,46 @@ func dryRuns(t *testing.T, ns, name string) int {
 	}
 	return n
 }
+
+// TestDriftIsUndoneSoon checks that an edit or a delete made behind
+// Capstan's back is undone within seconds (the suite's drift delay is 2 s),
+// well before the resync (20 s here): the watch on applied objects queues
+// the add-on.
+func TestDriftIsUndoneSoon(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{
+		"templates/more.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-more\ndata:\n  k: v\n",
+	}))
+	a := create(t, newAddon(controllerNS, "drift-"+ns, url, withTarget(ns)))
+	cm, more := a.Name+"-config", a.Name+"-more"
+	synced(t, a)
+	// A sync with nothing new: the next resync is 20 s away from here.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	waitFor(t, a, 30*time.Second, "the sync request to be handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest
+	})
+
+	patch := []byte(`{"data":{"greeting":"tampered"}}`)
+	if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm}},
+		client.RawPatch(types.MergePatchType, patch), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	eventually(t, 12*time.Second, "the edit to be undone before the resync", func() bool {
+		return live(t, "v1", "ConfigMap", ns, cm).Object["data"].(map[string]any)["greeting"] == "hello"
+	})
+	t.Logf("edit undone after %s", time.Since(start).Round(100*time.Millisecond))
+	// NOTE: a sync that changed something is followed by a prompt one;
+	// let it pass, so what recreates the ConfigMap below is the watch.
+	time.Sleep(3 * time.Second)
+
+	if err := admin.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: more}}); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	eventually(t, 12*time.Second, "the deleted ConfigMap to be created again before the resync", func() bool {
+		return live(t, "v1", "ConfigMap", ns, more) != nil
+	})
+	t.Logf("delete undone after %s", time.Since(start).Round(100*time.Millisecond))
+}

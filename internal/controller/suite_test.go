@@ -103,6 +103,7 @@ func setupSuite() error {
 		Config: controller.Config{
 			Namespace:      controllerNS,
 			ResyncInterval: 20 * time.Second,
+			DriftDelay:     2 * time.Second,
 			HealthPoll:     500 * time.Millisecond,
 			HookTimeout:    time.Minute,
 		},

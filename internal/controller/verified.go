@@ -55,6 +55,14 @@ func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]verifiedObje
 	return got.objects
 }
 
+// object returns what was verified of one object of an add-on.
+func (v *verifiedObjects) object(addon types.NamespacedName, key string) (verifiedObject, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	o, ok := v.m[addon].objects[key]
+	return o, ok
+}
+
 // store replaces what is verified for an add-on.
 func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]verifiedObject) {
 	v.mu.Lock()

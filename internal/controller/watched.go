@@ -76,7 +76,11 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		probe := &metav1.PartialObjectMetadata{}
 		probe.SetGroupVersionKind(gvk)
 		inf, err := r.watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
-		if err != nil || !inf.HasSynced() {
+		if err != nil {
+			continue
+		}
+		r.drift.hook(gvk, inf)
+		if !inf.HasSynced() {
 			continue
 		}
 		list := &metav1.PartialObjectMetadataList{}
