@@ -94,9 +94,9 @@ func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {
 
 // replace deletes an object, waits until it is gone, and applies it anew.
 func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	ref := Ref(obj)
+	ref := capstanv1.RefOf(obj)
 	if err := a.deleteAndWait(ctx, ref, metav1.DeletePropagationForeground, a.CRDTimeout); err != nil {
-		return nil, fmt.Errorf("re-creating %s, whose template changed: %w", refString(ref), err)
+		return nil, fmt.Errorf("re-creating %s, whose template changed: %w", ref.Describe(), err)
 	}
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
@@ -117,7 +117,7 @@ func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured
 		for _, obj := range list {
 			live, err := a.ApplyLive(ctx, obj)
 			if err != nil {
-				return fmt.Errorf("applying %s: %w", refString(Ref(obj)), err)
+				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)
 			}
 			if onApplied != nil {
 				onApplied(obj, live)
@@ -252,15 +252,3 @@ var (
 	crdGK       = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 	namespaceGK = schema.GroupKind{Kind: "Namespace"}
 )
-
-// Ref returns the reference of an object.
-func Ref(obj *unstructured.Unstructured) capstanv1.ObjectRef {
-	return capstanv1.ObjectRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}
-}
-
-func refString(r capstanv1.ObjectRef) string {
-	if r.Namespace != "" {
-		return r.Kind + " " + r.Namespace + "/" + r.Name
-	}
-	return r.Kind + " " + r.Name
-}

@@ -31,12 +31,6 @@ func Deletable(ref capstanv1.ObjectRef) bool {
 	return !neverDelete[schema.GroupKind{Group: gv.Group, Kind: ref.Kind}]
 }
 
-// key identifies an object across API versions of the same group.
-func key(r capstanv1.ObjectRef) string {
-	gv, _ := schema.ParseGroupVersion(r.APIVersion)
-	return gv.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
-}
-
 // Union returns the references in a or b, once each, in a stable order. It is
 // the inventory written before an apply, so a crash mid-apply orphans nothing.
 func Union(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
@@ -45,7 +39,7 @@ func Union(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 	// The newer reference (b) wins, so a changed API version is recorded.
 	for _, list := range [][]capstanv1.ObjectRef{b, a} {
 		for _, r := range list {
-			if k := key(r); !seen[k] {
+			if k := r.Key(); !seen[k] {
 				seen[k] = true
 				out = append(out, r)
 			}
@@ -59,11 +53,11 @@ func Union(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 func Subtract(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 	in := map[string]bool{}
 	for _, r := range b {
-		in[key(r)] = true
+		in[r.Key()] = true
 	}
 	var out []capstanv1.ObjectRef
 	for _, r := range a {
-		if !in[key(r)] {
+		if !in[r.Key()] {
 			out = append(out, r)
 		}
 	}
@@ -89,7 +83,7 @@ func PruneSet(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 
 // Sort orders references by group, kind, namespace and name.
 func Sort(refs []capstanv1.ObjectRef) {
-	sort.SliceStable(refs, func(i, j int) bool { return key(refs[i]) < key(refs[j]) })
+	sort.SliceStable(refs, func(i, j int) bool { return refs[i].Key() < refs[j].Key() })
 }
 
 // DeleteAll deletes objects in the order given, skipping the never-delete
@@ -102,7 +96,7 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef) ([]
 			continue
 		}
 		if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
-			return done, fmt.Errorf("deleting %s: %w", refString(r), err)
+			return done, fmt.Errorf("deleting %s: %w", r.Describe(), err)
 		}
 		done = append(done, r)
 	}

@@ -111,7 +111,7 @@ func (d *driftWatch) seen(gvk schema.GroupVersionKind, obj any, deleted bool) {
 		return
 	}
 	addon := types.NamespacedName{Namespace: ns, Name: name}
-	key := refKey(capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+	key := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()}.Key()
 	rv := m.GetResourceVersion()
 	time.AfterFunc(d.Delay, func() {
 		if !d.IsDrift(addon, key, rv, deleted) {

@@ -6,7 +6,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"capstan.dev/capstan/internal/plan"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // healthKinds are the kinds whose readiness decides an add-on's: what runs.
@@ -15,9 +15,9 @@ var healthKinds = map[string]bool{"Deployment": true, "StatefulSet": true, "Daem
 // workloadReady computes a workload's health with kstatus from its live
 // object, nil when it does not exist.
 func workloadReady(obj, live *unstructured.Unstructured) (bool, string, error) {
-	ref := plan.Ref(obj)
+	ref := capstanv1.RefOf(obj)
 	if live == nil {
-		return false, fmt.Sprintf("%s %s/%s does not exist yet", ref.Kind, ref.Namespace, ref.Name), nil
+		return false, ref.Describe() + " does not exist yet", nil
 	}
 	res, err := status.Compute(live)
 	if err != nil {
@@ -27,7 +27,7 @@ func workloadReady(obj, live *unstructured.Unstructured) (bool, string, error) {
 	case status.CurrentStatus:
 		return true, "", nil
 	case status.FailedStatus:
-		return false, fmt.Sprintf("%s %s/%s failed: %s", ref.Kind, ref.Namespace, ref.Name, res.Message), nil
+		return false, fmt.Sprintf("%s failed: %s", ref.Describe(), res.Message), nil
 	}
-	return false, fmt.Sprintf("waiting for %s %s/%s: %s", ref.Kind, ref.Namespace, ref.Name, res.Message), nil
+	return false, fmt.Sprintf("waiting for %s: %s", ref.Describe(), res.Message), nil
 }

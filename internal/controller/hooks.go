@@ -11,7 +11,6 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
-	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -48,7 +47,7 @@ func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 			continue
 		}
 		for _, h := range hooks.Select(s.hooks, event) {
-			out = append(out, capstanv1.PlannedHook{ObjectRef: plan.Ref(h.Object), Events: []string{event}, Weight: h.Weight, DeletePolicies: h.DeletePolicies})
+			out = append(out, capstanv1.PlannedHook{ObjectRef: capstanv1.RefOf(h.Object), Events: []string{event}, Weight: h.Weight, DeletePolicies: h.DeletePolicies})
 		}
 	}
 	return out

@@ -53,9 +53,9 @@ type scope struct {
 	violations   []capstanv1.Violation
 	valuesErrors []capstanv1.ValuesError
 	previews     []plan.ObjectResult
-	live         map[string]*unstructured.Unstructured // by refKey, as the preview read them
-	quiet        map[string]bool                       // by refKey: unchanged by the watch cache, not read
-	digests      map[string]string                     // by refKey: each object's manifestDigest
+	live         map[string]*unstructured.Unstructured // by ObjectRef.Key, as the preview read them
+	quiet        map[string]bool                       // by ObjectRef.Key: unchanged by the watch cache, not read
+	digests      map[string]string                     // by ObjectRef.Key: each object's manifestDigest
 	prune        []capstanv1.ObjectRef
 	hooks        []render.Hook
 	lifecycle    Lifecycle

@@ -307,7 +307,7 @@ func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
 		// guard's Check reports as violations in the plan.
 		_ = guard.Harden(all)
 		for _, o := range objs {
-			if apply.Deletable(plan.Ref(o)) {
+			if apply.Deletable(capstanv1.RefOf(o)) {
 				// Appended, not replaced: owner references the chart sets
 				// itself stay, and the guard refuses them.
 				o.SetOwnerReferences(append(o.GetOwnerReferences(), ownerRef(s.addon)))
@@ -464,14 +464,14 @@ func anyAdopted(previews []plan.ObjectResult) bool {
 func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	inventory := map[string]bool{}
 	for _, ref := range s.addon.Status.Inventory {
-		inventory[refKey(ref)] = true
+		inventory[ref.Key()] = true
 	}
 	crdKinds := renderedCRDScopes(s.objects)
 	known := r.verified.lookup(s.addon)
 	now := time.Now()
 	s.digests = make(map[string]string, len(s.objects))
 	for _, obj := range s.objects {
-		s.digests[refKey(plan.Ref(obj))] = manifestDigest(obj)
+		s.digests[capstanv1.RefOf(obj).Key()] = manifestDigest(obj)
 	}
 	// quiet are the objects a dry run found unchanged, or an apply wrote,
 	// whose resourceVersion in the watch cache is still the one then: they
@@ -480,7 +480,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	s.quiet = quiet
 	if watched := r.watchedVersions(ctx, s); len(watched) > 0 {
 		for _, obj := range s.objects {
-			key := refKey(plan.Ref(obj))
+			key := capstanv1.RefOf(obj).Key()
 			if v, ok := known[key]; ok {
 				rv, ok := watched[key]
 				quiet[key] = ok && v.stillUnchanged(s.digests[key], rv, now)
@@ -496,14 +496,14 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		if obj.GroupVersionKind().GroupKind() != (schema.GroupKind{Kind: "Namespace"}) {
 			continue
 		}
-		key := refKey(plan.Ref(obj))
+		key := capstanv1.RefOf(obj).Key()
 		if quiet[key] {
 			continue // it exists
 		}
 		live, ok := listed[key]
 		if !ok {
 			var err error
-			if live, err = s.applier.Get(ctx, plan.Ref(obj)); err != nil {
+			if live, err = s.applier.Get(ctx, capstanv1.RefOf(obj)); err != nil {
 				return fmt.Errorf("reading %s: %w", key, err)
 			}
 			listed[key] = live
@@ -517,8 +517,8 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	s.previews = make([]plan.ObjectResult, 0, len(s.objects))
 	s.live = make(map[string]*unstructured.Unstructured, len(s.objects))
 	for _, obj := range s.objects {
-		ref := plan.Ref(obj)
-		key := refKey(ref)
+		ref := capstanv1.RefOf(obj)
+		key := ref.Key()
 		if newNamespaces[obj.GetNamespace()] {
 			s.previews = append(s.previews, plan.ObjectResult{Ref: ref, Comparison: plan.Comparison{Action: capstanv1.ActionCreate,
 				Digest: plan.CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
@@ -658,7 +658,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		applied++
 		// The API server's answer is the live object: a dry run of the
 		// same manifest against it would find it unchanged.
-		key := refKey(plan.Ref(obj))
+		key := capstanv1.RefOf(obj).Key()
 		s.live[key] = live
 		r.verified.note(s.addon, key, verifiedObject{digest: s.digests[key], resourceVersion: live.GetResourceVersion(), at: now})
 	}
@@ -779,7 +779,7 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 		if !healthKinds[obj.GetKind()] {
 			continue
 		}
-		key := refKey(plan.Ref(obj))
+		key := capstanv1.RefOf(obj).Key()
 		if s.quiet[key] && known[key].healthy {
 			// Healthy when verified, and not written since.
 			continue
@@ -787,7 +787,7 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 		live := s.live[key]
 		if live == nil {
 			var err error
-			if live, err = s.applier.Get(ctx, plan.Ref(obj)); err != nil {
+			if live, err = s.applier.Get(ctx, capstanv1.RefOf(obj)); err != nil {
 				return false, err
 			}
 		}
@@ -815,14 +815,9 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 func refs(objs []*unstructured.Unstructured) []capstanv1.ObjectRef {
 	out := make([]capstanv1.ObjectRef, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, plan.Ref(o))
+		out = append(out, capstanv1.RefOf(o))
 	}
 	return out
-}
-
-func refKey(r capstanv1.ObjectRef) string {
-	gv, _ := schema.ParseGroupVersion(r.APIVersion)
-	return gv.Group + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
 }
 
 // manifestDigest identifies an object's manifest, for plan hashes
@@ -837,7 +832,7 @@ func manifestDigest(obj *unstructured.Unstructured) string {
 // the plan's hash.
 func hookDigest(hs []render.Hook, ref capstanv1.ObjectRef) string {
 	for _, h := range hs {
-		if plan.Ref(h.Object) == ref {
+		if capstanv1.RefOf(h.Object) == ref {
 			return manifestDigest(h.Object)
 		}
 	}

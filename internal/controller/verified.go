@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/plan"
 )
 
 // verifyTTL bounds how long a dry run's "unchanged" is trusted. Past it,
@@ -119,7 +118,7 @@ func (o verifiedObject) stillUnchanged(digest, resourceVersion string, now time.
 }
 
 // readLabelled reads, with one label-selected List per kind and namespace,
-// the live objects this add-on applied before, keyed by refKey. Only kinds
+// the live objects this add-on applied before, keyed by ObjectRef.Key. Only kinds
 // with two or more rendered objects in a namespace are listed: for one, a
 // Get costs the same. A List that fails (an unknown kind, a forbidden list)
 // leaves its objects to be read one by one. Objects in skip need no read.
@@ -134,7 +133,7 @@ func readLabelled(ctx context.Context, s *scope, skip map[string]bool) map[strin
 	}
 	counts := map[group]int{}
 	for _, o := range s.objects {
-		if !skip[refKey(plan.Ref(o))] {
+		if !skip[capstanv1.RefOf(o).Key()] {
 			counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
 		}
 	}
@@ -153,7 +152,7 @@ func readLabelled(ctx context.Context, s *scope, skip map[string]bool) map[strin
 		for i := range list.Items {
 			item := &list.Items[i]
 			item.SetGroupVersionKind(g.gvk)
-			out[refKey(plan.Ref(item))] = item
+			out[capstanv1.RefOf(item).Key()] = item
 		}
 	}
 	return out

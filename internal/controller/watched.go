@@ -57,7 +57,7 @@ func keepIdentity(obj any) (any, error) {
 }
 
 // watchedVersions returns, from the watch cache, the resourceVersion of
-// every object of this add-on of the rendered kinds, keyed by refKey. A
+// every object of this add-on of the rendered kinds, keyed by ObjectRef.Key. A
 // kind whose informer has not synced yet (the first sync after a start, or
 // a kind the account cannot watch) is left out, and so read from the API
 // server. It never waits for an informer.
@@ -92,7 +92,7 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		}
 		for _, item := range list.Items {
 			ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: item.Namespace, Name: item.Name}
-			out[refKey(ref)] = item.ResourceVersion
+			out[ref.Key()] = item.ResourceVersion
 		}
 	}
 	return out

@@ -48,7 +48,7 @@ const ReasonCreateFailed = "CreateFailed"
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, refString(e.Hook), e.Weight)
+	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, e.Hook.Describe(), e.Weight)
 	if e.Template != "" {
 		fmt.Fprintf(&b, ", from %s", e.Template)
 	}
@@ -70,7 +70,7 @@ func (e *Error) Error() string {
 		b.WriteString(". Fix the chart or its values. ")
 	}
 	if e.Kept {
-		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, refString(e.Hook))
+		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, e.Hook.Describe())
 	}
 	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest.")
 	return b.String()
@@ -84,11 +84,4 @@ func (e *Error) Unwrap() error { return e.Err }
 func IsHookError(err error) bool {
 	var he *Error
 	return errors.As(err, &he)
-}
-
-func refString(r capstanv1.ObjectRef) string {
-	if r.Namespace != "" {
-		return r.Kind + " " + r.Namespace + "/" + r.Name
-	}
-	return r.Kind + " " + r.Name
 }

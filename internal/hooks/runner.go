@@ -85,7 +85,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 		}
 		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
 			return fmt.Errorf("%s hook %s succeeded, but deleting it (policy %s) failed: %w; the next sync runs the %s hooks again",
-				req.Event, refString(apply.Ref(h.Object)), HookSucceeded, err, req.Event)
+				req.Event, capstanv1.RefOf(h.Object).Describe(), HookSucceeded, err, req.Event)
 		}
 	}
 	return nil
@@ -94,7 +94,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 // runOne runs one hook and waits for it.
 func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout time.Duration, checked map[string]bool) error {
 	obj := h.Object.DeepCopy()
-	ref := apply.Ref(obj)
+	ref := capstanv1.RefOf(obj)
 	fail := func(reason, msg string, err error) *Error {
 		return &Error{Event: req.Event, Hook: ref, Weight: h.Weight, Template: h.Template, Reason: reason, Message: msg, Timeout: timeout, Err: err}
 	}
@@ -143,7 +143,7 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		e.Kept = existed
 		return e
 	case err != nil:
-		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, refString(ref), err)
+		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, ref.Describe(), err)
 	case out.state == failed:
 		e := fail(out.reason, out.message, nil)
 		e.Kept = existed
@@ -177,7 +177,7 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 			return false, nil
 		}
 		if live == nil {
-			return false, fmt.Errorf("the hook %s was deleted while it ran", refString(ref))
+			return false, fmt.Errorf("the hook %s was deleted while it ran", ref.Describe())
 		}
 		out, err = r.read(ctx, a, live)
 		if err != nil {
@@ -323,7 +323,7 @@ func (r *Runner) cleanUp(ctx context.Context, a *apply.Applier, hooks []render.H
 // Helm, so the Job is gone at once and the garbage collector deletes its
 // pods.
 func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.Hook, timeout time.Duration) error {
-	ref := apply.Ref(h.Object)
+	ref := capstanv1.RefOf(h.Object)
 	live, err := a.Get(ctx, ref)
 	if apimeta.IsNoMatchError(err) || (err == nil && live == nil) {
 		return nil
@@ -351,7 +351,7 @@ func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.H
 		return cur == nil || cur.GetUID() != uid, nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
-		return fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", refString(ref), timeout)
+		return fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", ref.Describe(), timeout)
 	}
 	return err
 }

@@ -67,7 +67,7 @@ func Problems(s State) (Verdict, bool) {
 	p := s.Plan
 	if n := len(p.Violations); n > 0 {
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonViolations,
-			Message: fmt.Sprintf("%d guardrail violation(s), first: %s %s: %s", n, refString(p.Violations[0].Object), p.Violations[0].Rule, p.Violations[0].Message)}, true
+			Message: fmt.Sprintf("%d guardrail violation(s), first: %s %s: %s", n, p.Violations[0].Object.Describe(), p.Violations[0].Rule, p.Violations[0].Message)}, true
 	}
 	if n := len(p.ValuesErrors); n > 0 {
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonValuesErrors,
@@ -76,7 +76,7 @@ func Problems(s State) (Verdict, bool) {
 	for _, o := range p.Objects {
 		if o.Error != "" {
 			return Verdict{Phase: capstanv1.PhaseFailed, Reason: ReasonDryRunFailed,
-				Message: fmt.Sprintf("the API server refused %s in a dry run, so nothing was applied: %s", refString(o.ObjectRef), o.Error)}, true
+				Message: fmt.Sprintf("the API server refused %s in a dry run, so nothing was applied: %s", o.Describe(), o.Error)}, true
 		}
 	}
 	return Verdict{}, false
@@ -108,10 +108,10 @@ func Adoption(s State) (Verdict, bool) {
 	switch {
 	case len(existing) > 0 && !s.Adopt:
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonExists,
-			Message: fmt.Sprintf("%d object(s) already exist and this add-on did not create them, first %s; set spec.adopt: true to take them over", len(existing), refString(existing[0].ObjectRef))}, true
+			Message: fmt.Sprintf("%d object(s) already exist and this add-on did not create them, first %s; set spec.adopt: true to take them over", len(existing), existing[0].Describe())}, true
 	case len(changing) > 0 && !s.AllowAdoptChanges:
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonAdoptChanges,
-			Message: fmt.Sprintf("adopting would change %d running object(s), first %s; see the diffs in the plan, then fix the values or set spec.allowAdoptChanges: true", len(changing), refString(changing[0].ObjectRef))}, true
+			Message: fmt.Sprintf("adopting would change %d running object(s), first %s; see the diffs in the plan, then fix the values or set spec.allowAdoptChanges: true", len(changing), changing[0].Describe())}, true
 	}
 	return Verdict{}, false
 }
@@ -136,11 +136,4 @@ func ManualSync(s State) (Verdict, bool) {
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale,
 			Message: "the plan changed since it was approved, so nothing was applied: approved " + s.ApprovedPlan + ", now " + s.Plan.Hash + "; review the plan and approve it again"}, true
 	}
-}
-
-func refString(r capstanv1.ObjectRef) string {
-	if r.Namespace != "" {
-		return r.Kind + "/" + r.Namespace + "/" + r.Name
-	}
-	return r.Kind + "/" + r.Name
 }

@@ -152,14 +152,9 @@ func capDiff(diff string, budget int, full bool) (string, int) {
 	return out, budget - len(out)
 }
 
-// refKey names an object uniquely.
+// refKey names an object exactly, with its API version, for the plan's hash.
 func refKey(r capstanv1.ObjectRef) string {
 	return r.APIVersion + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
-}
-
-// Ref returns the reference of an object.
-func Ref(obj *unstructured.Unstructured) capstanv1.ObjectRef {
-	return capstanv1.ObjectRef{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}
 }
 
 // workloadKinds are the kinds whose pod templates a plan lists.
