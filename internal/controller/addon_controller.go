@@ -91,7 +91,8 @@ const valuesRefIndex = "capstan.dev/values-ref"
 // SetupWithManager registers the reconciler, with up to maxConcurrent
 // reconciles at once. Addons are watched, and so is
 // the metadata of Secrets and ConfigMaps (only metadata: the controller
-// never caches Secret data), to reconcile the Addons that read them, and
+// never caches Secret data), to reconcile the Addons that read them (all of
+// them for the platform ConfigMap), and
 // the metadata of applied objects, to undo drift soon (see driftWatch).
 func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) error {
 	r.Config = r.Config.WithDefaults()
@@ -123,8 +124,12 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	enqueueReaders := func(kind string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 			var list capstanv1.AddonList
-			if err := r.Client.List(ctx, &list, client.InNamespace(obj.GetNamespace()),
-				client.MatchingFields{valuesRefIndex: kind + "/" + obj.GetName()}); err != nil {
+			opts := []client.ListOption{client.InNamespace(obj.GetNamespace()), client.MatchingFields{valuesRefIndex: kind + "/" + obj.GetName()}}
+			if r.isPlatformConfigMap(kind, obj) {
+				// Every add-on reads the platform's facts.
+				opts = nil
+			}
+			if err := r.Client.List(ctx, &list, opts...); err != nil {
 				return nil
 			}
 			out := make([]reconcile.Request, 0, len(list.Items))
@@ -145,6 +150,13 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		Named("addon").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent)}).
 		Complete(r)
+}
+
+// isPlatformConfigMap reports whether obj is the ConfigMap of the
+// platform's facts, which every add-on reads.
+func (r *AddonReconciler) isPlatformConfigMap(kind string, obj client.Object) bool {
+	return kind == "ConfigMap" && r.Config.PlatformConfigMap != "" &&
+		obj.GetNamespace() == r.Config.Namespace && obj.GetName() == r.Config.PlatformConfigMap
 }
 
 // init builds the two appliers: the controller's own identity for the

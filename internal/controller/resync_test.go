@@ -114,3 +114,37 @@ func TestDriftIsUndoneSoon(t *testing.T) {
 	})
 	t.Logf("delete undone after %s", time.Since(start).Round(100*time.Millisecond))
 }
+
+// TestPlatformChangeReconcilesAtOnce checks that a change to the platform
+// ConfigMap, which every add-on reads, reaches the add-ons within seconds,
+// not at the next resync (20 s here).
+func TestPlatformChangeReconcilesAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "platform", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: facts\ndata:\n  host: {{ .Values.capstan.hostname | quote }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "platform-"+ns, url, withTarget(ns)))
+	synced(t, a)
+	host := func() any { return live(t, "v1", "ConfigMap", ns, "facts").Object["data"].(map[string]any)["host"] }
+	if got := host(); got != "apps.example.com" {
+		t.Fatalf("host = %v, want the platform's hostname", got)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	waitFor(t, a, 30*time.Second, "the sync request to be handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+
+	setHost := func(h string) {
+		t.Helper()
+		patch := []byte(`{"data":{"hostname":"` + h + `"}}`)
+		if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: platformConfigMap}},
+			client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setHost("apps.example.org")
+	t.Cleanup(func() { setHost("apps.example.com") })
+	eventually(t, 12*time.Second, "the new hostname to be applied before the resync", func() bool {
+		return host() == "apps.example.org"
+	})
+}

@@ -50,6 +50,9 @@ var (
 
 const controllerNS = install.Namespace
 
+// platformConfigMap holds the suite's platform facts, in controllerNS.
+const platformConfigMap = "capstan-platform"
+
 func TestMain(m *testing.M) {
 	testcluster.Main(m, func(c *testcluster.Cluster) {
 		cluster = c
@@ -72,6 +75,11 @@ func setupSuite() error {
 		return err
 	}
 	if err := install.Apply(ctx, admin, false); err != nil {
+		return err
+	}
+	// The platform's facts, which every add-on of the suite reads.
+	if err := admin.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: platformConfigMap},
+		Data: map[string]string{"hostname": "apps.example.com"}}); err != nil {
 		return err
 	}
 	charts = newChartServer()
@@ -101,11 +109,12 @@ func setupSuite() error {
 		Hooks:      HookRunner,
 		Recorder:   mgr.GetEventRecorder("capstan"),
 		Config: controller.Config{
-			Namespace:      controllerNS,
-			ResyncInterval: 20 * time.Second,
-			DriftDelay:     2 * time.Second,
-			HealthPoll:     500 * time.Millisecond,
-			HookTimeout:    time.Minute,
+			Namespace:         controllerNS,
+			PlatformConfigMap: platformConfigMap,
+			ResyncInterval:    20 * time.Second,
+			DriftDelay:        2 * time.Second,
+			HealthPoll:        500 * time.Millisecond,
+			HookTimeout:       time.Minute,
 		},
 		BeforeApplyStep: func(ctx context.Context, addon *capstanv1.Addon, step string) error {
 			if f, ok := stepHooks.Load(addon.Namespace + "/" + addon.Name); ok {
