@@ -147,118 +147,141 @@ func Adopt(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile 
 	return changed, nil
 }
 
-// listValuesSecrets lists the Secrets labelled for the add-on whose names
-// are values names. Objects the add-on's chart applied carry the same label
-// but also the managed-by label, and are left out.
-func listValuesSecrets(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]corev1.Secret, error) {
-	var list corev1.SecretList
-	if err := c.List(ctx, &list, client.InNamespace(addon.Namespace), client.MatchingLabels{v1alpha1.AddonLabel: addon.Name}); err != nil {
+// listValuesObjects lists the Secrets and ConfigMaps labelled for the
+// add-on whose names are values names. Objects the add-on's chart applied
+// carry the same label but also the managed-by label, and are left out.
+func listValuesObjects(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]client.Object, error) {
+	opts := []client.ListOption{client.InNamespace(addon.Namespace), client.MatchingLabels{v1alpha1.AddonLabel: addon.Name}}
+	var secrets corev1.SecretList
+	if err := c.List(ctx, &secrets, opts...); err != nil {
 		return nil, fmt.Errorf("list the values Secrets of add-on %s/%s: %w", addon.Namespace, addon.Name, err)
 	}
-	var out []corev1.Secret
-	for _, s := range list.Items {
-		if !isValuesName(addon.Name, s.Name) || s.Labels[v1alpha1.ManagedByLabel] == "capstan" {
+	var configMaps corev1.ConfigMapList
+	if err := c.List(ctx, &configMaps, opts...); err != nil {
+		return nil, fmt.Errorf("list the values ConfigMaps of add-on %s/%s: %w", addon.Namespace, addon.Name, err)
+	}
+	var all []client.Object
+	for i := range secrets.Items {
+		all = append(all, &secrets.Items[i])
+	}
+	for i := range configMaps.Items {
+		all = append(all, &configMaps.Items[i])
+	}
+	var out []client.Object
+	for _, o := range all {
+		if !isValuesName(addon.Name, o.GetName()) || o.GetLabels()[v1alpha1.ManagedByLabel] == "capstan" {
 			continue
 		}
-		if ns, ok := s.Labels[v1alpha1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
+		if ns, ok := o.GetLabels()[v1alpha1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
 			continue
 		}
-		out = append(out, s)
+		out = append(out, o)
 	}
 	return out, nil
 }
 
-// Cleanup deletes the add-on's values Secrets that spec.valuesFrom no longer
-// names. It deletes a Secret the add-on owns (it adopted it, so it was
-// referenced once) at once, and an unowned one only after
-// UnreferencedGrace, so a Secret written for an Addon that is not yet
-// updated survives. The generated Secret is never cleaned up. It returns the
-// names it deleted. Call it in the restricted profile, after a successful
-// apply of the current spec.
+// kindName names a values object as "Secret/<name>" or "ConfigMap/<name>".
+func kindName(o client.Object) string {
+	if _, ok := o.(*corev1.Secret); ok {
+		return "Secret/" + o.GetName()
+	}
+	return "ConfigMap/" + o.GetName()
+}
+
+// Cleanup deletes the add-on's values Secrets and ConfigMaps that
+// spec.valuesFrom no longer names. It deletes one the add-on owns (it
+// adopted it, so it was referenced once) at once, and an unowned one only
+// after UnreferencedGrace, so a Secret written for an Addon that is not yet
+// updated survives. The generated Secret is never cleaned up. It returns
+// what it deleted, as "Kind/name". Call it in the restricted profile, after
+// a successful apply of the current spec.
 func Cleanup(ctx context.Context, c client.Client, addon *v1alpha1.Addon, now time.Time) ([]string, error) {
 	referenced := map[string]bool{}
 	for _, ref := range addon.Spec.ValuesFrom {
-		if ref.Kind == "Secret" {
-			referenced[ref.Name] = true
-		}
+		referenced[ref.Kind+"/"+ref.Name] = true
 	}
-	secrets, err := listValuesSecrets(ctx, c, addon)
+	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
-	for i := range secrets {
-		s := &secrets[i]
-		if s.Name == GeneratedName(addon.Name) || referenced[s.Name] {
+	for _, o := range objs {
+		if o.GetName() == GeneratedName(addon.Name) || referenced[kindName(o)] {
 			continue
 		}
-		if !ownedBy(s, addon) && now.Sub(s.CreationTimestamp.Time) < UnreferencedGrace {
+		if !ownedBy(o, addon) && now.Sub(o.GetCreationTimestamp().Time) < UnreferencedGrace {
 			continue
 		}
-		// The preconditions make sure the Secret deleted is the one judged
+		// The preconditions make sure the object deleted is the one judged
 		// unreferenced, not one recreated or adopted since.
-		err := c.Delete(ctx, s, client.Preconditions{UID: &s.UID, ResourceVersion: &s.ResourceVersion})
+		uid, rv := o.GetUID(), o.GetResourceVersion()
+		err := c.Delete(ctx, o, client.Preconditions{UID: &uid, ResourceVersion: &rv})
 		if err != nil && !apierrors.IsNotFound(err) {
 			if apierrors.IsConflict(err) {
 				continue // changed since the list; the next cleanup judges it again
 			}
-			return deleted, fmt.Errorf("delete unreferenced values Secret %s/%s: %w", s.Namespace, s.Name, err)
+			return deleted, fmt.Errorf("delete unreferenced values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}
-		deleted = append(deleted, s.Name)
+		deleted = append(deleted, kindName(o))
 	}
 	return deleted, nil
 }
 
-// Release hands the add-on's values Secrets and its generated Secret back
-// when a removal keeps values: it drops their labels and the add-on's owner
-// reference, so neither the garbage collector nor a cleanup deletes them,
-// and marks them with ReleasedAnnotation, so a later add-on of the same name
-// adopts them and no other add-on may. It returns the names it released.
-// Call it from the finalizer, before the Addon goes.
+// Release hands the add-on's values Secrets and ConfigMaps and its
+// generated Secret back when a removal keeps values: it drops their labels
+// and the add-on's owner reference, so neither the garbage collector nor a
+// cleanup deletes them, and marks them with ReleasedAnnotation, so a later
+// add-on of the same name adopts them and no other add-on may. It returns
+// what it released, as "Kind/name". Call it from the finalizer, before the
+// Addon goes.
 func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
-	secrets, err := listValuesSecrets(ctx, c, addon)
+	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err
 	}
 	var released []string
-	for i := range secrets {
-		s := &secrets[i]
-		delete(s.Labels, v1alpha1.AddonLabel)
-		delete(s.Labels, v1alpha1.AddonNamespaceLabel)
-		if s.Annotations == nil {
-			s.Annotations = map[string]string{}
+	for _, o := range objs {
+		labels := o.GetLabels()
+		delete(labels, v1alpha1.AddonLabel)
+		delete(labels, v1alpha1.AddonNamespaceLabel)
+		o.SetLabels(labels)
+		ann := o.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
 		}
-		s.Annotations[ReleasedAnnotation] = addon.Name
-		owners := s.OwnerReferences[:0]
-		for _, o := range s.OwnerReferences {
-			if !(o.Kind == "Addon" && strings.HasPrefix(o.APIVersion, v1alpha1.GroupVersion.Group+"/") && o.Name == addon.Name) {
-				owners = append(owners, o)
+		ann[ReleasedAnnotation] = addon.Name
+		o.SetAnnotations(ann)
+		var owners []metav1.OwnerReference
+		for _, ref := range o.GetOwnerReferences() {
+			if !(ref.Kind == "Addon" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") && ref.Name == addon.Name) {
+				owners = append(owners, ref)
 			}
 		}
-		s.OwnerReferences = owners
-		if err := c.Update(ctx, s); err != nil {
-			return released, fmt.Errorf("release values Secret %s/%s: %w", s.Namespace, s.Name, err)
+		o.SetOwnerReferences(owners)
+		if err := c.Update(ctx, o); err != nil {
+			return released, fmt.Errorf("release values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}
-		released = append(released, s.Name)
+		released = append(released, kindName(o))
 	}
 	return released, nil
 }
 
-// DeleteAll deletes the add-on's values Secrets and its generated Secret,
-// for a removal that does not keep values. The owner references would let
-// the garbage collector do it; this does not depend on one running.
+// DeleteAll deletes the add-on's values Secrets and ConfigMaps and its
+// generated Secret, for a removal that does not keep values. The owner
+// references would let the garbage collector do it in the restricted
+// profile; this does not depend on one running. It returns what it deleted,
+// as "Kind/name".
 func DeleteAll(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
-	secrets, err := listValuesSecrets(ctx, c, addon)
+	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
-	for i := range secrets {
-		s := &secrets[i]
-		if err := c.Delete(ctx, s); err != nil && !apierrors.IsNotFound(err) {
-			return deleted, fmt.Errorf("delete values Secret %s/%s: %w", s.Namespace, s.Name, err)
+	for _, o := range objs {
+		if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("delete values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}
-		deleted = append(deleted, s.Name)
+		deleted = append(deleted, kindName(o))
 	}
 	return deleted, nil
 }

@@ -134,6 +134,20 @@ func getSecret(t *testing.T, c client.Client, ns, name string) (*corev1.Secret, 
 	return s, true
 }
 
+// getConfigMap reads a ConfigMap as admin, or nil when it is gone.
+func getConfigMap(t *testing.T, c client.Client, ns, name string) *corev1.ConfigMap {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	err := c.Get(t.Context(), types.NamespacedName{Namespace: ns, Name: name}, cm)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get ConfigMap %s/%s: %v", ns, name, err)
+	}
+	return cm
+}
+
 // eventually polls cond until it holds or waitTimeout passes.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()

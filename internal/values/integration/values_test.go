@@ -320,7 +320,7 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted, err = values.Cleanup(t.Context(), c, a, time.Now())
-	if err != nil || !slices.Equal(deleted, []string{old[0].Name}) {
+	if err != nil || !slices.Equal(deleted, []string{"Secret/" + old[0].Name}) {
 		t.Fatalf("Cleanup = %v, %v; want only %s", deleted, err, old[0].Name)
 	}
 	if _, ok := getSecret(t, c, ns, old[0].Name); ok {
@@ -333,7 +333,7 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 	deleted, err = values.Cleanup(t.Context(), c, a, time.Now().Add(values.UnreferencedGrace+time.Minute))
-	if err != nil || !slices.Equal(deleted, []string{orphan[0].Name}) {
+	if err != nil || !slices.Equal(deleted, []string{"Secret/" + orphan[0].Name}) {
 		t.Fatalf("Cleanup after the grace = %v, %v; want only the orphan %s", deleted, err, orphan[0].Name)
 	}
 	for _, name := range []string{fresh[0].Name, applied.Name, tls.Name} {
@@ -348,10 +348,17 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	ns := namespace(t, c)
 	first := addon(t, c, ns, "app")
 	writer := createOnlyUser(t, c, ns, "portal-api")
-	refs, err := values.WriteSecretInputs(t.Context(), writer, first, map[string]string{"auth.apiKey": "kept-key"})
+	secretRefs, err := values.WriteSecretInputs(t.Context(), writer, first, map[string]string{"auth.apiKey": "kept-key"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A plain values ConfigMap is kept the same way.
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-values-plain", Namespace: ns, Labels: map[string]string{v1alpha1.AddonLabel: "app"}},
+		Data: map[string]string{"values.yaml": "replicas: 3\n"}}
+	if err := c.Create(t.Context(), cm); err != nil {
+		t.Fatal(err)
+	}
+	refs := append(secretRefs, v1alpha1.ValuesReference{Kind: "ConfigMap", Name: cm.Name})
 	first.Spec.ValuesFrom = refs
 	if err := c.Update(t.Context(), first); err != nil {
 		t.Fatal(err)
@@ -368,16 +375,20 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	slices.Sort(released)
-	want := []string{values.GeneratedName("app"), refs[0].Name}
+	want := []string{"Secret/" + values.GeneratedName("app"), "Secret/" + secretRefs[0].Name}
 	slices.Sort(want)
-	if !slices.Equal(released, want) {
-		t.Fatalf("Release = %v, want %v", released, want)
+	wantAll := append([]string{"ConfigMap/" + cm.Name}, want...)
+	if !slices.Equal(released, wantAll) {
+		t.Fatalf("Release = %v, want %v", released, wantAll)
 	}
 	for _, name := range want {
-		sec, _ := getSecret(t, c, ns, name)
+		sec, _ := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/"))
 		if _, labelled := sec.Labels[v1alpha1.AddonLabel]; labelled || len(sec.OwnerReferences) != 0 || sec.Annotations[values.ReleasedAnnotation] != "app" {
 			t.Fatalf("released %s: labels %v owners %v annotations %v", name, sec.Labels, sec.OwnerReferences, sec.Annotations)
 		}
+	}
+	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[v1alpha1.AddonLabel] != "" || len(got.OwnerReferences) != 0 || got.Annotations[values.ReleasedAnnotation] != "app" {
+		t.Fatalf("released ConfigMap: %+v", got)
 	}
 
 	// The Addon goes; the garbage collector runs, and the Secrets stay.
@@ -399,9 +410,12 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 		return !ok
 	})
 	for _, name := range want {
-		if _, ok := getSecret(t, c, ns, name); !ok {
+		if _, ok := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/")); !ok {
 			t.Fatalf("kept Secret %s was deleted", name)
 		}
+	}
+	if getConfigMap(t, c, ns, cm.Name) == nil {
+		t.Fatal("the kept values ConfigMap was deleted")
 	}
 
 	// Another add-on cannot take them: app-values-* belongs to "app" by name,
@@ -424,7 +438,7 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range want {
-		sec, _ := getSecret(t, c, ns, name)
+		sec, _ := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/"))
 		if sec.Labels[v1alpha1.AddonLabel] != "app" || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != second.UID {
 			t.Fatalf("%s not adopted by the new add-on: labels %v owners %v", name, sec.Labels, sec.OwnerReferences)
 		}
@@ -434,14 +448,21 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	}
 
 	// Without keep, DeleteAll removes them, collector or not.
+	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[v1alpha1.AddonLabel] != "app" || len(got.OwnerReferences) != 1 {
+		t.Fatalf("the values ConfigMap was not adopted by the new add-on: %+v", got)
+	}
 	deleted, err := values.DeleteAll(t.Context(), c, second)
-	if err != nil || len(deleted) != 2 {
-		t.Fatalf("DeleteAll = %v, %v; want both Secrets", deleted, err)
+	slices.Sort(deleted)
+	if err != nil || !slices.Equal(deleted, wantAll) {
+		t.Fatalf("DeleteAll = %v, %v; want %v", deleted, err, wantAll)
 	}
 	for _, name := range want {
-		if _, ok := getSecret(t, c, ns, name); ok {
+		if _, ok := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/")); ok {
 			t.Fatalf("%s survived DeleteAll", name)
 		}
+	}
+	if getConfigMap(t, c, ns, cm.Name) != nil {
+		t.Fatal("the values ConfigMap survived DeleteAll")
 	}
 }
 
