@@ -460,7 +460,7 @@ func TestUnknownHookEventIsReportedAndNotRun(t *testing.T) {
 }
 
 // TestPlanListsHooks checks that a manual-sync plan lists the hooks the
-// sync would run in the order they run (event, then weight, then name),
+// sync would run in the order they run (event, then weight, kind and name),
 // with their weights, and counts them as pending changes.
 func TestPlanListsHooks(t *testing.T) {
 	ns := newNamespace(t)

@@ -21,15 +21,15 @@ const (
 	HookFailed = "hook-failed"
 )
 
-// Select returns the hooks that run for event, in the order Helm runs them.
+// Select returns the hooks that run for event, in the order they run.
 //
 // A hook runs for event when it names it and names no event Helm does not
-// know (render.Hook.Runnable). The order is Helm v4's (pkg/action/hooks.go):
-// Helm first sorts hooks by kind in its install order, then sorts them
-// stably by weight and, for equal weights, by name. So the order is weight
-// (lowest, that is most negative, first), then name, then kind in Helm's
-// install order, then the order of the render. A weight that is not an
-// integer was already made 0 by the renderer, as Helm does.
+// know (render.Hook.Runnable). The order is issue 7's, which is also what
+// Helm's documentation promises: weight (lowest, that is most negative,
+// first), then kind in Helm's install order, then name, then the order of
+// the render. Helm v4's code puts name before kind (see docs/hooks.md for
+// when the two differ). A weight that is not an integer was already made 0
+// by the renderer, as Helm does.
 func Select(hooks []render.Hook, event string) []render.Hook {
 	var out []render.Hook
 	for _, h := range hooks {
@@ -44,8 +44,8 @@ func Select(hooks []render.Hook, event string) []render.Hook {
 	slices.SortStableFunc(out, func(a, b render.Hook) int {
 		return cmp.Or(
 			cmp.Compare(a.Weight, b.Weight),
-			cmp.Compare(a.Object.GetName(), b.Object.GetName()),
 			compareKinds(rank, a.Object.GetKind(), b.Object.GetKind()),
+			cmp.Compare(a.Object.GetName(), b.Object.GetName()),
 		)
 	})
 	return out

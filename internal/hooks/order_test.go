@@ -50,13 +50,19 @@ func TestSelect(t *testing.T) {
 			want:  []string{"Job/c", "Job/d", "Job/b", "Job/a"},
 		},
 		{
-			name:  "equal weights by name, not by kind",
-			hooks: []render.Hook{hook("ServiceAccount/zeta", 0, "pre-install"), hook("Job/alpha", 0, "pre-install"), hook("ConfigMap/mid", 0, "pre-install")},
+			name:  "equal weights by kind, before name",
+			hooks: []render.Hook{hook("Job/alpha", 0, "pre-install"), hook("ConfigMap/mid", 0, "pre-install"), hook("ServiceAccount/zeta", 0, "pre-install")},
 			event: "pre-install",
-			want:  []string{"Job/alpha", "ConfigMap/mid", "ServiceAccount/zeta"},
+			want:  []string{"ServiceAccount/zeta", "ConfigMap/mid", "Job/alpha"},
 		},
 		{
-			name:  "equal weights and names by Helm's install order of kinds",
+			name:  "equal weights and kinds by name",
+			hooks: []render.Hook{hook("Job/migrate", 0, "pre-install"), hook("Job/backup", 0, "pre-install"), hook("Job/check", -1, "pre-install")},
+			event: "pre-install",
+			want:  []string{"Job/check", "Job/backup", "Job/migrate"},
+		},
+		{
+			name:  "equal weights, by Helm's install order of kinds, unlisted kinds last by name",
 			hooks: []render.Hook{hook("Job/same", 0, "pre-install"), hook("ConfigMap/same", 0, "pre-install"), hook("ServiceAccount/same", 0, "pre-install"), hook("Widget/same", 0, "pre-install"), hook("Gadget/same", 0, "pre-install")},
 			event: "pre-install",
 			want:  []string{"ServiceAccount/same", "ConfigMap/same", "Job/same", "Gadget/same", "Widget/same"},

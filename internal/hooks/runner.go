@@ -1,5 +1,5 @@
 // Package hooks runs a chart's Helm hooks with Helm's own semantics: the
-// hooks of one event in Helm's order (weight, then name, then kind), each
+// hooks of one event in order (weight, then kind, then name), each
 // created after its delete policy allows, Jobs and Pods waited for until
 // they finish within the hook timeout, and delete policies honoured.
 package hooks

@@ -20,8 +20,8 @@ const minute = time.Minute
 
 // TestOrderAndWaiting runs the pre-install hooks of weights -20, -10, 0, a
 // non-numeric weight, and 5, with Jobs among them, and observes from the
-// API server's resourceVersions that each was created in Helm's order and
-// only after the Job before it had finished.
+// API server's resourceVersions that each was created in order (weight,
+// kind, name) and only after the Job before it had finished.
 func TestOrderAndWaiting(t *testing.T) {
 	f := newFixture(t)
 	hs := f.hooksOf(`
@@ -38,7 +38,8 @@ extraHooks:
 	if err := f.run("pre-install", hs, minute); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"ConfigMap/db-first", "Job/db-initdb", "Job/db-aaa", "ConfigMap/db-nonnumeric", "ConfigMap/db-zzz", "ConfigMap/db-late"}
+	// Weight 0 ties go by kind (ConfigMaps before Jobs), then by name.
+	want := []string{"ConfigMap/db-first", "Job/db-initdb", "ConfigMap/db-nonnumeric", "ConfigMap/db-zzz", "Job/db-aaa", "ConfigMap/db-late"}
 	var created []*creation
 	eventually(t, 10*time.Second, "the watch to see every creation", func() bool {
 		created = rec.created(t)
