@@ -6,17 +6,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -65,7 +70,7 @@ func startController(tb testing.TB, c *testcluster.Cluster, bin, dir string, arg
 	if err := writeKubeconfig(kubeconfig, c.ConfigFor(install.ControllerUser)); err != nil {
 		tb.Fatal(err)
 	}
-	ports, err := freePorts(2)
+	ports, err := testcluster.FreePorts(2)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -198,42 +203,22 @@ func (p *controllerProcess) logProblems() (errs []string, throttled int) {
 // procStatus reads the controller's peak resident set (VmHWM) and its CPU
 // time so far from /proc.
 func (p *controllerProcess) procStatus() (peakRSSKiB int64, cpu time.Duration, err error) {
-	pid := strconv.Itoa(p.cmd.Process.Pid)
-	status, err := os.ReadFile(filepath.Join("/proc", pid, "status"))
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
 	if err != nil {
 		return 0, 0, err
 	}
-	for line := range strings.Lines(string(status)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			peakRSSKiB, err = strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			if err != nil {
-				return 0, 0, fmt.Errorf("parsing VmHWM %q: %w", rest, err)
-			}
-		}
-	}
-	if peakRSSKiB == 0 {
-		return 0, 0, errors.New("no VmHWM in /proc/" + pid + "/status")
-	}
-	stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat"))
+	status, err := proc.NewStatus()
 	if err != nil {
 		return 0, 0, err
 	}
-	// Fields after the command name, which is in parentheses: state is
-	// field 3, utime 14 and stime 15, in clock ticks (USER_HZ, 100 on Linux).
-	_, after, ok := strings.Cut(string(stat), ") ")
-	fields := strings.Fields(after)
-	if !ok || len(fields) < 13 {
-		return 0, 0, fmt.Errorf("unexpected /proc/%s/stat: %q", pid, stat)
+	if status.VmHWM == 0 {
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
 	}
-	var ticks int64
-	for _, f := range fields[11:13] {
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("parsing /proc/%s/stat: %w", pid, err)
-		}
-		ticks += n
+	stat, err := proc.Stat()
+	if err != nil {
+		return 0, 0, err
 	}
-	return peakRSSKiB, time.Duration(ticks) * 10 * time.Millisecond, nil
+	return int64(status.VmHWM / 1024), time.Duration(stat.CPUTime() * float64(time.Second)), nil
 }
 
 // writeKubeconfig writes cfg (a client certificate from testcluster) as a
@@ -245,26 +230,6 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
 	kc.CurrentContext = "bench"
 	return clientcmd.WriteToFile(*kc, path)
-}
-
-// freePorts returns n loopback ports that were free a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			_ = l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // sample is one line of the Prometheus text format.
@@ -297,70 +262,33 @@ func (p *controllerProcess) scrapeMetrics(ctx context.Context) ([]sample, error)
 	return parseMetrics(string(body))
 }
 
-// parseMetrics parses the Prometheus text exposition format, enough for
-// counters and gauges: name{label="value",...} value [timestamp].
+// parseMetrics parses the Prometheus text exposition format into one
+// sample per counter, gauge or untyped series.
 func parseMetrics(text string) ([]sample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return nil, err
+	}
 	var out []sample
-	for line := range strings.Lines(text) {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		s := sample{labels: map[string]string{}}
-		i := strings.IndexAny(line, "{ ")
-		if i < 0 {
-			return nil, fmt.Errorf("metrics line %q has no value", line)
-		}
-		s.name, line = line[:i], line[i:]
-		if strings.HasPrefix(line, "{") {
-			line = line[1:]
-			for {
-				line = strings.TrimLeft(line, ", ")
-				if strings.HasPrefix(line, "}") {
-					line = line[1:]
-					break
-				}
-				eq := strings.Index(line, `="`)
-				if eq < 0 {
-					return nil, fmt.Errorf("metrics line of %s: bad labels %q", s.name, line)
-				}
-				key := line[:eq]
-				line = line[eq+2:]
-				var val strings.Builder
-				for {
-					if line == "" {
-						return nil, fmt.Errorf("metrics line of %s: unterminated label %s", s.name, key)
-					}
-					ch := line[0]
-					line = line[1:]
-					if ch == '"' {
-						break
-					}
-					if ch == '\\' && line != "" {
-						switch line[0] {
-						case 'n':
-							val.WriteByte('\n')
-						default:
-							val.WriteByte(line[0])
-						}
-						line = line[1:]
-						continue
-					}
-					val.WriteByte(ch)
-				}
-				s.labels[key] = val.String()
+	for _, name := range slices.Sorted(maps.Keys(families)) {
+		for _, m := range families[name].GetMetric() {
+			s := sample{name: name, labels: map[string]string{}}
+			for _, l := range m.GetLabel() {
+				s.labels[l.GetName()] = l.GetValue()
 			}
+			switch {
+			case m.Counter != nil:
+				s.value = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				s.value = m.GetGauge().GetValue()
+			case m.Untyped != nil:
+				s.value = m.GetUntyped().GetValue()
+			default:
+				continue // histograms and summaries are not used
+			}
+			out = append(out, s)
 		}
-		fields := strings.Fields(line)
-		if len(fields) == 0 {
-			return nil, fmt.Errorf("metrics line of %s has no value", s.name)
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metrics line of %s: %w", s.name, err)
-		}
-		s.value = v
-		out = append(out, s)
 	}
 	return out, nil
 }

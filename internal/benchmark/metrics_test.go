@@ -13,10 +13,11 @@ workqueue_depth 0
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Samples come by metric name, each metric's series in their order.
 	want := []sample{
+		{"odd", map[string]string{"a": `x"y,z}`, "b": `\`}, 1.5e6},
 		{"rest_client_requests_total", map[string]string{"code": "200", "host": "127.0.0.1:6443", "method": "GET"}, 42},
 		{"rest_client_requests_total", map[string]string{"code": "404", "host": "127.0.0.1:6443", "method": "GET"}, 3},
-		{"odd", map[string]string{"a": `x"y,z}`, "b": `\`}, 1.5e6},
 		{"workqueue_depth", map[string]string{}, 0},
 	}
 	if len(got) != len(want) {

@@ -135,7 +135,7 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("testcluster: creating %s: %w", sub, err)
 		}
 	}
-	ports, err := freePorts(5)
+	ports, err := FreePorts(5)
 	if err != nil {
 		return nil, err
 	}
@@ -535,9 +535,9 @@ func getOK(ctx context.Context, client *http.Client, url string) error {
 	return nil
 }
 
-// freePorts returns n distinct free loopback ports. It holds every listener
+// FreePorts returns n distinct free loopback ports. It holds every listener
 // until all are chosen, so the ports differ from each other.
-func freePorts(n int) ([]int, error) {
+func FreePorts(n int) ([]int, error) {
 	ports := make([]int, 0, n)
 	for range n {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
