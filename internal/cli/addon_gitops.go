@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/api/v1alpha1"
@@ -176,7 +175,7 @@ that deleting it removes the software.`,
 	removeOpts.register(remove)
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too: set the uninstall annotation on its Addon before committing")
 	remove.Flags().StringVarP(&namespace, "namespace", "n", "capstan-system", "the Addon's namespace, for --uninstall")
-	remove.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig, for --uninstall (default: $KUBECONFIG or ~/.kube/config)")
+	remove.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig, for --uninstall (default: $KUBECONFIG, in-cluster, or ~/.kube/config)")
 
 	return []*cobra.Command{
 		install, edit,
@@ -210,13 +209,9 @@ func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {
 
 // gitopsKubeClient connects to the cluster of a kubeconfig with the Addon types.
 func gitopsKubeClient(kubeconfig string) (client.Client, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules.ExplicitPath = kubeconfig
-	}
-	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("cannot load the kubeconfig: %w", err)
+		return nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(scheme); err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -107,13 +108,27 @@ func newControllerCommand() *cobra.Command {
 	return cmd
 }
 
+// restConfig is every command's connection: the kubeconfig file when one
+// is named, or else controller-runtime's search ($KUBECONFIG, in-cluster,
+// ~/.kube/config). Either way no client-side rate limit is set, as
+// controller-runtime does: the API server's priority and fairness decides.
 func restConfig(kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if kubeconfig != "" {
-		os.Setenv("KUBECONFIG", kubeconfig)
+		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
+		if err != nil {
+			return nil, fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
+		}
+	} else {
+		cfg, err = ctrl.GetConfig()
 	}
-	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return nil, fmt.Errorf("no cluster to talk to: %w (set --kubeconfig or KUBECONFIG)", err)
+	}
+	if cfg.QPS == 0 {
+		cfg.QPS = -1
 	}
 	return cfg, nil
 }
