@@ -3,10 +3,10 @@ package cli
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
+	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
 	"capstan.dev/capstan/internal/gitops"
@@ -67,6 +67,10 @@ can run it on every change.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "%d of %d definitions are invalid\n", len(snap.Invalid), total)
 				return exitError{code: 1}
 			}
+			if total == 1 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "1 definition is valid")
+				return nil
+			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "%d definitions are valid\n", total)
 			return nil
 		},
@@ -77,9 +81,10 @@ can run it on every change.`,
 
 // repositoryRoot finds the git checkout that holds dir, or else dir's parent.
 func repositoryRoot(dir string) string {
-	out, err := exec.Command("git", "-C", dir, "rev-parse", "--show-toplevel").Output()
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if err == nil {
-		if top := strings.TrimSpace(string(out)); top != "" {
+		if wt, err := repo.Worktree(); err == nil {
+			top := wt.Filesystem.Root()
 			if resolved, err := filepath.EvalSymlinks(top); err == nil {
 				return resolved
 			}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-git/go-git/v5"
 )
 
 func runValidate(t *testing.T, args ...string) (string, string, error) {
@@ -81,4 +83,33 @@ func TestValidate(t *testing.T) {
 	if _, _, err := runValidate(t, filepath.Join(root, "nope")); err == nil || !strings.Contains(err.Error(), "is not a folder of definitions") {
 		t.Fatalf("missing folder: %v", err)
 	}
+}
+
+// TestValidateFindsTheGitRoot checks that the default root is the top of the
+// git checkout that holds DIR, however deep DIR is, and not DIR's parent.
+func TestValidateFindsTheGitRoot(t *testing.T) {
+	root := t.TempDir()
+	if _, err := git.PlainInit(root, false); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, root, map[string]string{
+		"clusters/prod/addons/umami.yaml": "name: umami\ngit:\n  path: apps/umami\n",
+		"apps/umami/kustomization.yaml":   "resources: []\n",
+	})
+	out, summary, err := runValidate(t, filepath.Join(root, "clusters", "prod", "addons"))
+	if err != nil || out != "" || !strings.Contains(summary, "1 definition is valid") {
+		t.Fatalf("validate inside a checkout: err %v\nout:\n%s\nsummary: %s", err, out, summary)
+	}
+	if got, want := repositoryRoot(filepath.Join(root, "clusters", "prod")), mustEvalSymlinks(t, root); got != want {
+		t.Errorf("repositoryRoot = %s, want %s", got, want)
+	}
+}
+
+func mustEvalSymlinks(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
