@@ -14,7 +14,7 @@ const (
 	// its software, whatever spec.deletionPolicy says.
 	UninstallAnnotation = "capstan.dev/uninstall"
 	// KeepValuesAnnotation set to "true" before an Addon is deleted hands its
-	// values Secrets and generated values back instead of deleting them.
+	// values Secrets and ConfigMaps and generated values back instead of deleting them.
 	KeepValuesAnnotation = "capstan.dev/keep-values"
 
 	// AddonLabel names the Addon that applied an object ("<namespace>.<name>"

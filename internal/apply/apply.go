@@ -173,6 +173,7 @@ func (a *Applier) WaitEstablished(ctx context.Context, name string) error {
 // names the CRD, the timeout and the last thing that was missing.
 func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout time.Duration) error {
 	var last string
+	wasEstablished := false // then only discovery is waited for
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
@@ -191,6 +192,7 @@ func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout
 		if !established {
 			return false, nil
 		}
+		wasEstablished = true
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		for _, v := range crd.Spec.Versions {
 			if !v.Served {
@@ -203,14 +205,19 @@ func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout
 		}
 		return true, nil
 	})
-	if err != nil {
-		msg := fmt.Sprintf("CustomResourceDefinition %s did not become Established within %s", name, timeout)
-		if last != "" {
-			msg += " (" + last + ")"
-		}
-		return errors.New(msg)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return fmt.Errorf("waiting for CustomResourceDefinition %s: %w", name, ctx.Err())
+	case wasEstablished:
+		return fmt.Errorf("CustomResourceDefinition %s was Established, but API discovery did not serve it within %s (%s)", name, timeout, last)
 	}
-	return nil
+	msg := fmt.Sprintf("CustomResourceDefinition %s did not become Established within %s", name, timeout)
+	if last != "" {
+		msg += " (" + last + ")"
+	}
+	return errors.New(msg)
 }
 
 func (a *Applier) poll() time.Duration {

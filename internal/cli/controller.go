@@ -51,7 +51,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.config.PlatformKey, "platform-key", "capstan", "The reserved values key the controller sets last.")
 	fs.StringVar(&o.config.PlatformConfigMap, "platform-configmap", "", "A ConfigMap in the controller's namespace whose data are the platform's facts.")
 	fs.DurationVar(&o.config.ResyncInterval, "resync-interval", 5*time.Minute, "How often an add-on is reconciled without a change.")
-	fs.DurationVar(&o.config.DriftDelay, "drift-delay", 5*time.Second, "How soon after an applied object is changed or deleted behind Capstan's back its add-on is reconciled; negative leaves drift to the resync.")
+	fs.DurationVar(&o.config.DriftDelay, "drift-delay", 5*time.Second, "How soon after an applied object is changed or deleted behind Capstan's back its add-on is reconciled (0 means 5s; a negative duration, such as -1s, leaves drift to the resync).")
 	fs.DurationVar(&o.config.HookTimeout, "hook-timeout", 10*time.Minute, "Default bound of one Helm hook.")
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git, besides the system's.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")

@@ -82,6 +82,11 @@ type AddonReconciler struct {
 	// drift queues a reconcile when an applied object changes; nil
 	// outside a manager.
 	drift *driftWatch
+	// inflight holds the add-ons being reconciled now, by
+	// types.NamespacedName.
+	inflight sync.Map
+	// pacer slows down the undoing of drift that keeps coming back.
+	pacer driftPacer
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -107,9 +112,14 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		return err
 	}
 	r.watched = watched
-	r.drift = &driftWatch{Delay: r.Config.DriftDelay, IsDrift: func(addon types.NamespacedName, key, rv string, deleted bool) bool {
-		return r.isDrift(context.Background(), addon, key, rv, deleted)
-	}}
+	r.drift = &driftWatch{
+		Delay: r.Config.DriftDelay,
+		Busy: func(addon types.NamespacedName) bool {
+			_, busy := r.inflight.Load(addon)
+			return busy
+		},
+		IsDrift: func(addon types.NamespacedName, c change) bool { return r.isDrift(context.Background(), addon, c) },
+	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
 		addon := obj.(*capstanv1.Addon)
 		var keys []string
@@ -165,6 +175,10 @@ func (r *AddonReconciler) isPlatformConfigMap(kind string, obj client.Object) bo
 func (r *AddonReconciler) init() error {
 	r.once.Do(func() {
 		r.Config = r.Config.WithDefaults()
+		r.pacer.Delay, r.pacer.MaxDelay = r.Config.DriftDelay, r.Config.ResyncInterval
+		if r.pacer.Delay <= 0 {
+			r.pacer.Delay = r.Config.HealthPoll
+		}
 		if r.Hooks == nil {
 			r.Hooks = &hooks.Runner{}
 		}
@@ -197,6 +211,8 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err := r.init(); err != nil {
 		return ctrl.Result{}, err
 	}
+	r.inflight.Store(req.NamespacedName, true)
+	defer r.inflight.Delete(req.NamespacedName)
 	addon := &capstanv1.Addon{}
 	// NOTE: read from the API server, not the cache: the reconcile that
 	// the controller's own status write queues could otherwise see an
@@ -205,6 +221,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if apierrors.IsNotFound(err) {
 			forgetPhase(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
+			r.pacer.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -21,7 +21,7 @@ import (
 // reference first, so the garbage collector does not delete them. Delete
 // runs the pre-delete hooks (a failure stops the uninstall), deletes the
 // inventory except the never-delete kinds, and runs the post-delete hooks.
-// Either way the values Secrets of a restricted add-on are deleted, or
+// Either way the values Secrets and ConfigMaps of a restricted add-on are deleted, or
 // handed back when the removal keeps values.
 func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.addon, capstanv1.Finalizer) {

@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,32 +15,52 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
+// maxPendingChanges bounds the changes remembered for one add-on between
+// two drift checks; one drifted object is enough to queue it.
+const maxPendingChanges = 256
+
 // driftWatch queues an add-on's reconcile soon after an object it applied
 // is changed or deleted behind its back, as Argo CD's self-heal does,
 // instead of at the next resync. It hangs a handler on each informer of the
-// metadata watch cache. A change is drift when the object is one the add-on
-// verified (applied, or found unchanged by a dry run) and its new
-// resourceVersion is not the one the controller recorded: the controller's
-// own writes are recorded, and status-only updates of objects with a
-// generation do not count. The check runs Delay after the event, so the
-// controller has recorded its own write by then, and a burst of edits
-// queues one reconcile.
+// metadata watch cache.
+//
+// Changes are gathered per add-on, and checked once when Delay is over: by
+// then the controller has recorded its own writes, and a burst of edits
+// queues one reconcile. While the add-on is being reconciled the check waits,
+// so it sees the status that reconcile leaves (a failed hook, say). How
+// often drift that keeps coming back is undone is the reconcile's business
+// (driftPacer).
 type driftWatch struct {
 	// Delay is how long after a change its add-on is looked at.
 	Delay time.Duration
-	// IsDrift decides, when the delay is over, whether the change still
-	// calls for a reconcile.
-	IsDrift func(addon types.NamespacedName, key, resourceVersion string, deleted bool) bool
+	// Busy reports whether the add-on is being reconciled now.
+	Busy func(addon types.NamespacedName) bool
+	// IsDrift decides whether one change calls for a reconcile.
+	IsDrift func(addon types.NamespacedName, c change) bool
 
-	mu     sync.Mutex
-	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
-	hooked map[schema.GroupVersionKind]bool
+	mu      sync.Mutex
+	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
+	hooked  map[schema.GroupVersionKind]bool
+	pending map[types.NamespacedName][]change
+}
+
+// change is one event on an object an add-on applied.
+type change struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+	resourceVersion string
+	deleted         bool
+}
+
+func (c change) ref() capstanv1.ObjectRef {
+	return capstanv1.ObjectRef{APIVersion: c.gvk.GroupVersion().String(), Kind: c.gvk.Kind, Namespace: c.namespace, Name: c.name}
 }
 
 // start records the controller's queue; it is the Start of a source.Func.
@@ -63,15 +85,23 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer) {
 		// NOTE: no AddFunc. An informer's first list adds every object,
 		// and objects the controller creates are its own.
 		UpdateFunc: func(oldObj, newObj any) {
-			if changed(oldObj, newObj) {
-				d.seen(gvk, newObj, false)
+			if !changed(oldObj, newObj) {
+				return
+			}
+			// Both owners hear of a relabelled object. (An object whose
+			// labels are removed leaves the label-selected watch, and
+			// comes as a delete.)
+			for _, addon := range owners(oldObj, newObj) {
+				d.seen(addon, gvk, newObj, false)
 			}
 		},
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
 			}
-			d.seen(gvk, obj, true)
+			for _, addon := range owners(obj) {
+				d.seen(addon, gvk, obj, true)
+			}
 		},
 	})
 	if err != nil {
@@ -100,40 +130,89 @@ func changed(oldObj, newObj any) bool {
 	return o.GetGeneration() != n.GetGeneration() || !maps.Equal(o.GetLabels(), n.GetLabels())
 }
 
-// seen schedules the drift check of one event.
-func (d *driftWatch) seen(gvk schema.GroupVersionKind, obj any, deleted bool) {
+// owners returns the add-ons that Capstan's labels on objs name, once each.
+func owners(objs ...any) []types.NamespacedName {
+	var out []types.NamespacedName
+	for _, obj := range objs {
+		m, err := apimeta.Accessor(obj)
+		if err != nil {
+			continue
+		}
+		addon := types.NamespacedName{Namespace: m.GetLabels()[capstanv1.AddonNamespaceLabel], Name: m.GetLabels()[capstanv1.AddonLabel]}
+		if addon.Name != "" && addon.Namespace != "" && (len(out) == 0 || out[0] != addon) {
+			out = append(out, addon)
+		}
+	}
+	return out
+}
+
+// seen remembers one change for an add-on, and starts its check when none
+// is waiting.
+func (d *driftWatch) seen(addon types.NamespacedName, gvk schema.GroupVersionKind, obj any, deleted bool) {
 	m, err := apimeta.Accessor(obj)
 	if err != nil {
 		return
 	}
-	name, ns := m.GetLabels()[capstanv1.AddonLabel], m.GetLabels()[capstanv1.AddonNamespaceLabel]
-	if name == "" || ns == "" {
-		return
+	c := change{gvk: gvk, namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion(), deleted: deleted}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.pending == nil {
+		d.pending = map[types.NamespacedName][]change{}
 	}
-	addon := types.NamespacedName{Namespace: ns, Name: name}
-	key := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()}.Key()
-	rv := m.GetResourceVersion()
-	time.AfterFunc(d.Delay, func() {
-		if !d.IsDrift(addon, key, rv, deleted) {
-			return
-		}
-		d.mu.Lock()
-		q := d.queue
-		d.mu.Unlock()
-		if q != nil {
-			q.Add(reconcile.Request{NamespacedName: addon})
-		}
-	})
+	waiting, ok := d.pending[addon]
+	if len(waiting) < maxPendingChanges {
+		d.pending[addon] = append(waiting, c)
+	}
+	if !ok {
+		time.AfterFunc(d.Delay, func() { d.fire(addon) })
+	}
 }
 
-// isDrift is the reconciler's drift decision: the object is one the add-on
-// verified, at another resourceVersion (or gone), and the add-on is not
-// paused or waiting on a failed hook, which only a change, a sync request
-// or the resync retries.
-func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, objKey, resourceVersion string, deleted bool) bool {
-	known, ok := r.verified.object(key, objKey)
-	if !ok || (!deleted && known.resourceVersion == resourceVersion) {
+// fire checks the changes gathered for an add-on and queues it when one of
+// them is drift. While the add-on is being reconciled it waits another
+// Delay.
+func (d *driftWatch) fire(addon types.NamespacedName) {
+	if d.Busy != nil && d.Busy(addon) {
+		time.AfterFunc(d.Delay, func() { d.fire(addon) })
+		return
+	}
+	d.mu.Lock()
+	changes := d.pending[addon]
+	delete(d.pending, addon)
+	d.mu.Unlock()
+	for _, c := range changes {
+		if d.IsDrift(addon, c) {
+			d.mu.Lock()
+			q := d.queue
+			d.mu.Unlock()
+			if q != nil {
+				q.Add(reconcile.Request{NamespacedName: addon})
+			}
+			return
+		}
+	}
+}
+
+// isDrift is the reconciler's drift decision for one change: the object is
+// one the add-on verified, changed to a resourceVersion the controller did
+// not record, or deleted and not since created again by the controller (as
+// it re-creates a Job whose template changed); and the add-on is one drift
+// may reconcile (driftWanted).
+func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, c change) bool {
+	known, ok := r.verified.object(key, c.ref().Key())
+	if !ok {
 		return false
+	}
+	if !c.deleted && known.resourceVersion == c.resourceVersion {
+		return false
+	}
+	if c.deleted && r.watched != nil {
+		now := &metav1.PartialObjectMetadata{}
+		now.SetGroupVersionKind(c.gvk)
+		err := r.watched.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
+		if err == nil && now.ResourceVersion == known.resourceVersion {
+			return false
+		}
 	}
 	addon := &capstanv1.Addon{}
 	if err := r.Client.Get(ctx, key, addon); err != nil {
@@ -142,7 +221,10 @@ func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName,
 	return driftWanted(addon)
 }
 
-// driftWanted reports whether drift should reconcile an add-on now.
+// driftWanted reports whether drift should reconcile an add-on now. Not a
+// paused or deleting one, and not one Stalled: a failed hook is retried by
+// a change, a sync request or the resync, never by drift, and a Blocked
+// add-on would apply nothing.
 func driftWanted(addon *capstanv1.Addon) bool {
 	if addon.DeletionTimestamp != nil || addon.Annotations[capstanv1.PausedAnnotation] == "true" {
 		return false
@@ -152,4 +234,118 @@ func driftWanted(addon *capstanv1.Addon) bool {
 	}
 	stalled := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionStalled)
 	return stalled == nil || stalled.Status != metav1.ConditionTrue
+}
+
+// driftPacer paces the undoing of drift. An object whose drift keeps
+// coming back, because another controller owns a field the chart also sets
+// (an autoscaler's replicas, an injected caBundle), would otherwise be
+// undone every few seconds, each time with a render, dry runs and an apply.
+// Each undo of the same object soon after the last doubles the wait before
+// the next, from Delay up to MaxDelay (the resync interval), where it stays
+// while the fight goes on; a quiet spell of twice MaxDelay starts again.
+type driftPacer struct {
+	Delay, MaxDelay time.Duration
+
+	mu      sync.Mutex
+	history map[string]undoHistory // by add-on and ObjectRef.Key
+}
+
+// undoHistory counts the undos of one object's drift that came soon one
+// after the other.
+type undoHistory struct {
+	times int
+	last  time.Time
+}
+
+// undo decides whether the drift of keys, objects of addon, may be undone
+// now. When it may, it records the undo and returns how many times in a row
+// the most fought of them has now been undone. When it may not, it returns
+// how long to wait.
+func (p *driftPacer) undo(addon types.NamespacedName, keys []string, now time.Time) (wait time.Duration, times int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	window := 2 * max(p.MaxDelay, p.Delay)
+	for _, k := range keys {
+		h := p.history[addon.String()+"|"+k]
+		if h.times == 0 || now.Sub(h.last) > window {
+			continue
+		}
+		pause := p.Delay
+		for range min(h.times, 16) {
+			pause *= 2
+		}
+		pause = min(pause, max(p.MaxDelay, p.Delay))
+		if next := h.last.Add(pause); next.After(now) {
+			wait = max(wait, next.Sub(now))
+		}
+	}
+	if wait > 0 {
+		return wait, 0
+	}
+	if p.history == nil {
+		p.history = map[string]undoHistory{}
+	}
+	for k, h := range p.history {
+		if now.Sub(h.last) > window {
+			delete(p.history, k)
+		}
+	}
+	for _, k := range keys {
+		h := p.history[addon.String()+"|"+k]
+		h.times++
+		h.last = now
+		p.history[addon.String()+"|"+k] = h
+		times = max(times, h.times)
+	}
+	return 0, times
+}
+
+// forget drops what the pacer knows of an add-on that is gone.
+func (p *driftPacer) forget(addon types.NamespacedName) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prefix := addon.String() + "|"
+	for k := range p.history {
+		if strings.HasPrefix(k, prefix) {
+			delete(p.history, k)
+		}
+	}
+}
+
+// paceDrift is the pipeline step that paces a sync which only undoes drift:
+// the render is the one applied, no hook is pending, and no sync request
+// asks for it. Drift fought for the third time in a row is reported with a
+// DriftFought event; a sync that must wait ends OutOfSync, saying when it
+// runs.
+func (r *AddonReconciler) paceDrift(ctx context.Context, s *scope) (bool, error) {
+	if s.lifecycle != LifecycleNone || s.addon.Status.AppliedHash != s.render.Hash || s.verdict.HandledSyncRequest {
+		return false, nil
+	}
+	var keys []string
+	var first capstanv1.ObjectRef
+	for _, p := range s.previews {
+		if p.Action == capstanv1.ActionCreate || p.Action == capstanv1.ActionUpdate {
+			if keys == nil {
+				first = p.Ref
+			}
+			keys = append(keys, p.Ref.Key())
+		}
+	}
+	if len(keys) == 0 {
+		return false, nil
+	}
+	wait, times := r.pacer.undo(client.ObjectKeyFromObject(s.addon), keys, time.Now())
+	if wait > 0 {
+		s.outcome = outcome{Phase: capstanv1.PhaseOutOfSync, Reason: "DriftFought",
+			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s; to stop the fight, leave that field out of the chart (or set syncRequest to undo it now).",
+				first.Describe(), wait.Round(time.Second))}
+		s.requeueAfter = wait
+		return true, nil
+	}
+	if times == 3 {
+		r.Recorder.Eventf(s.addon, nil, "Warning", "DriftFought", "Reconciling",
+			"%s changed behind Capstan's back %d times in a row; another controller may own a field the chart sets (an autoscaler's replicas, an injected caBundle). Capstan now undoes it ever more slowly, up to every %s.",
+			first.Describe(), times, max(r.Config.ResyncInterval, r.Config.DriftDelay))
+	}
+	return false, nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,8 +73,9 @@ func dryRuns(t *testing.T, ns, name string) int {
 	return n
 }
 
-// TestDriftIsUndoneSoon checks that an edit or a delete made behind
-// Capstan's back is undone within seconds (the suite's drift delay is 2 s),
+// TestDriftIsUndoneSoon checks that an edit, a delete or the removal of
+// Capstan's labels made behind Capstan's back is undone within seconds (the
+// suite's drift delay is 2 s),
 // well before the resync (20 s here): the watch on applied objects queues
 // the add-on.
 func TestDriftIsUndoneSoon(t *testing.T) {
@@ -113,6 +115,20 @@ func TestDriftIsUndoneSoon(t *testing.T) {
 		return live(t, "v1", "ConfigMap", ns, more) != nil
 	})
 	t.Logf("delete undone after %s", time.Since(start).Round(100*time.Millisecond))
+
+	// Capstan's labels removed: the object leaves the label-selected watch,
+	// and a sync puts them back.
+	time.Sleep(3 * time.Second)
+	unlabel := []byte(`{"metadata":{"labels":{"` + capstanv1.AddonLabel + `":null,"` + capstanv1.AddonNamespaceLabel + `":null}}}`)
+	if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: more}},
+		client.RawPatch(types.MergePatchType, unlabel)); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	eventually(t, 12*time.Second, "Capstan's labels to be put back before the resync", func() bool {
+		return live(t, "v1", "ConfigMap", ns, more).GetLabels()[capstanv1.AddonLabel] == a.Name
+	})
+	t.Logf("labels put back after %s", time.Since(start).Round(100*time.Millisecond))
 }
 
 // TestPlatformChangeReconcilesAtOnce checks that a change to the platform
@@ -146,5 +162,56 @@ func TestPlatformChangeReconcilesAtOnce(t *testing.T) {
 	t.Cleanup(func() { setHost("apps.example.com") })
 	eventually(t, 12*time.Second, "the new hostname to be applied before the resync", func() bool {
 		return host() == "apps.example.org"
+	})
+}
+
+// TestFoughtDriftBacksOff plays another controller that keeps rewriting a
+// field the chart sets. Capstan undoes it ever more slowly instead of every
+// few seconds, and warns on the Addon with a DriftFought event.
+func TestFoughtDriftBacksOff(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "fight-"+ns, url, withTarget(ns)))
+	cm := a.Name + "-config"
+	synced(t, a)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+
+	// The rival rewrites the field every 500 ms for 20 s, whenever it is
+	// not already its value.
+	patch := []byte(`{"data":{"greeting":"rival"}}`)
+	undone := 0
+	for range 40 {
+		cur := live(t, "v1", "ConfigMap", ns, cm)
+		if cur.Object["data"].(map[string]any)["greeting"] != "rival" {
+			undone++
+			if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm}},
+				client.RawPatch(types.MergePatchType, patch), client.FieldOwner("rival")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	// The first write is the rival's own. Undos 2 s after the drift, then
+	// 4 and 8 s after the last undo, fit three in 20 s, where undoing at
+	// every prompt resync after an apply fitted about thirteen.
+	t.Logf("Capstan undid the rival's edit %d times in 20 s", undone-1)
+	if undone-1 > 4 {
+		t.Errorf("Capstan undid the fought drift %d times in 20 s; it should back off", undone-1)
+	}
+	if undone-1 < 3 {
+		t.Errorf("Capstan undid the fought drift only %d times in 20 s", undone-1)
+	}
+	eventually(t, 30*time.Second, "a DriftFought event on the Addon", func() bool {
+		var events eventsv1.EventList
+		if err := admin.List(context.Background(), &events, client.InNamespace(controllerNS)); err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == a.Name && e.Reason == "DriftFought" && strings.Contains(e.Note, "ConfigMap "+ns+"/"+cm) {
+				return true
+			}
+		}
+		return false
 	})
 }

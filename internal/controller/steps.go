@@ -50,6 +50,7 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		{"Guard", r.checkGuardrails},
 		{"Preview", r.preview},
 		{"Gate", r.gate},
+		{"Drift", r.paceDrift},
 		{"Apply", r.applyPlan},
 		{"Health", r.checkHealth},
 	}
@@ -574,6 +575,14 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			res.Comparison, err = plan.Compare(obj, live, dry)
 			if err != nil {
 				return err
+			}
+			if res.Action == capstanv1.ActionUnchanged && live != nil && inventory[key] && !labelledFor(live, s.addon) {
+				// Someone removed Capstan's labels from an object this
+				// add-on applied: without them the object drops out of the
+				// watch and the label-selected reads, so a sync puts them
+				// back. (An object to adopt is never changed for them.)
+				res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+					Diff: "(Capstan's labels " + capstanv1.AddonLabel + " and " + capstanv1.AddonNamespaceLabel + " were removed; the sync puts them back)\n"}
 			}
 			if res.Action == capstanv1.ActionUnchanged && live != nil {
 				verified[key] = verifiedObject{digest: digest, resourceVersion: live.GetResourceVersion(), at: now}
