@@ -98,7 +98,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // source that cannot be fetched or rendered any more has none to run; that
 // must not keep the Addon for ever.
 func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) {
-	for _, st := range []step{{"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}} {
+	for _, st := range r.renderSteps() {
 		if _, err := st.run(ctx, s); err != nil {
 			s.hooks = nil
 			return

@@ -16,14 +16,7 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	}
 	s := r.newScope(addon.DeepCopy())
 	s.fullDiffs = true
-	for _, st := range []step{
-		{"Fetch", r.fetch},
-		{"Values", r.resolveValues},
-		{"Render", r.renderObjects},
-		{"Prepare", r.prepare},
-		{"Guard", r.checkGuardrails},
-		{"Preview", r.preview},
-	} {
+	for _, st := range r.planSteps() {
 		s.stage = st.name
 		if _, err := st.run(ctx, s); err != nil {
 			return nil, err
