@@ -337,7 +337,7 @@ func (r *AddonReconciler) paceDrift(ctx context.Context, s *scope) (bool, error)
 	wait, times := r.pacer.undo(client.ObjectKeyFromObject(s.addon), keys, time.Now())
 	if wait > 0 {
 		s.outcome = outcome{Phase: capstanv1.PhaseOutOfSync, Reason: "DriftFought",
-			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s; to stop the fight, leave that field out of the chart (or set syncRequest to undo it now).",
+			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
 				first.Describe(), wait.Round(time.Second))}
 		s.requeueAfter = wait
 		return true, nil
