@@ -137,10 +137,15 @@ func (e *InvalidError) Error() string {
 // Encode writes a definition as the YAML of a definition file, with the
 // two-space indent people use.
 func Encode(def *Definition) ([]byte, error) {
+	return encodeYAML(def)
+}
+
+// encodeYAML writes v as YAML indented by two spaces, as definitions are.
+func encodeYAML(v any) ([]byte, error) {
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
-	if err := enc.Encode(def); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	if err := enc.Close(); err != nil {

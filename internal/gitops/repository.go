@@ -335,11 +335,7 @@ func (t gitTree) Links(dir string) (map[string]string, error) {
 		if e.Mode != filemode.Symlink {
 			continue
 		}
-		b, err := object.GetBlob(t.objects, e.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("cannot read the symbolic link %q: %w", name, err)
-		}
-		target, err := object.NewFile(name, e.Mode, b).Contents()
+		target, err := t.linkTarget(path.Join(dir, name), &e)
 		if err != nil {
 			return nil, err
 		}

@@ -182,19 +182,14 @@ func (w *Writer) setSuspend(name string, suspend bool) editFunc {
 		default:
 			return cur, true, nil
 		}
-		var b bytes.Buffer
-		enc := yaml.NewEncoder(&b)
-		enc.SetIndent(2)
-		if err := enc.Encode(&doc); err != nil {
+		out, err := encodeYAML(&doc)
+		if err != nil {
 			return nil, false, err
 		}
-		if err := enc.Close(); err != nil {
+		if _, err := Parse(file, out); err != nil {
 			return nil, false, err
 		}
-		if _, err := Parse(file, b.Bytes()); err != nil {
-			return nil, false, err
-		}
-		return b.Bytes(), true, nil
+		return out, true, nil
 	}
 }
 
