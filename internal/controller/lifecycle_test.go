@@ -107,20 +107,7 @@ kind: Namespace
 metadata:
   name: {{ .Release.Name }}-extra
 ---
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets{{ .Values.suffix }}.example.com
-spec:
-  group: example.com
-  names: {kind: Widget{{ .Values.suffix }}, plural: widgets{{ .Values.suffix }}}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
+` + crdYAML("Widget{{ .Values.suffix }}", "widgets{{ .Values.suffix }}")
 	}
 	return chart{name: "prune", version: version, files: files}
 }
@@ -295,20 +282,7 @@ func TestCRDAndItsResourcesInOneSync(t *testing.T) {
 	suffix := strings.ReplaceAll(ns[len(ns)-5:], "-", "")
 	kind, plural := "Gizmo"+suffix, "gizmos"+suffix
 	url, _ := charts.publish(t, chart{name: "operator", version: "1.0.0", files: map[string]string{
-		"crds/gizmos.yaml": `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: ` + plural + `.example.com
-spec:
-  group: example.com
-  names: {kind: ` + kind + `, plural: ` + plural + `}
-  scope: Namespaced
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`,
+		"crds/gizmos.yaml":     crdYAML(kind, plural),
 		"templates/gizmo.yaml": "apiVersion: example.com/v1\nkind: " + kind + "\nmetadata:\n  name: first\nspec:\n  size: 3\n",
 	}})
 	a := create(t, newAddon(controllerNS, "operator-"+ns, url, withTarget(ns),
@@ -345,4 +319,23 @@ spec:
 			t.Errorf("after the sync the custom resource plans %s %q", o.Action, o.Diff)
 		}
 	}
+}
+
+// crdYAML is a namespaced CustomResourceDefinition of group example.com
+// that keeps any field.
+func crdYAML(kind, plural string) string {
+	return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: ` + plural + `.example.com
+spec:
+  group: example.com
+  names: {kind: ` + kind + `, plural: ` + plural + `}
+  scope: Namespaced
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`
 }
