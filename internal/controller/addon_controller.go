@@ -118,7 +118,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 			_, busy := r.inflight.Load(addon)
 			return busy
 		},
-		IsDrift: func(addon types.NamespacedName, c change) bool { return r.isDrift(context.Background(), addon, c) },
+		IsDrift: func(addon types.NamespacedName, changes []change) bool {
+			return r.isDrift(context.Background(), addon, changes)
+		},
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
 		addon := obj.(*capstanv1.Addon)
@@ -289,6 +291,11 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
 	}
 	old := readyReason(before)
 	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
+		return
+	}
+	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
+		// NOTE: a fight flips between these every cycle; recordUndo warns
+		// once instead.
 		return
 	}
 	kind := corev1.EventTypeNormal

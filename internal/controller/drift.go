@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -21,10 +23,6 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
-
-// maxPendingChanges bounds the changes remembered for one add-on between
-// two drift checks; one drifted object is enough to queue it.
-const maxPendingChanges = 256
 
 // driftWatch queues an add-on's reconcile soon after an object it applied
 // is changed or deleted behind its back, as Argo CD's self-heal does,
@@ -42,13 +40,16 @@ type driftWatch struct {
 	Delay time.Duration
 	// Busy reports whether the add-on is being reconciled now.
 	Busy func(addon types.NamespacedName) bool
-	// IsDrift decides whether one change calls for a reconcile.
-	IsDrift func(addon types.NamespacedName, c change) bool
+	// IsDrift decides whether the changes gathered for an add-on call for
+	// a reconcile.
+	IsDrift func(addon types.NamespacedName, changes []change) bool
 
-	mu      sync.Mutex
-	queue   workqueue.TypedRateLimitingInterface[reconcile.Request]
-	hooked  map[schema.GroupVersionKind]bool
-	pending map[types.NamespacedName][]change
+	mu     sync.Mutex
+	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
+	hooked map[schema.GroupVersionKind]bool
+	// pending holds, per add-on, the latest change of each object (by
+	// ObjectRef.Key) since its check was started.
+	pending map[types.NamespacedName]map[string]change
 }
 
 // change is one event on an object an add-on applied.
@@ -157,15 +158,15 @@ func (d *driftWatch) seen(addon types.NamespacedName, gvk schema.GroupVersionKin
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.pending == nil {
-		d.pending = map[types.NamespacedName][]change{}
+		d.pending = map[types.NamespacedName]map[string]change{}
 	}
 	waiting, ok := d.pending[addon]
-	if len(waiting) < maxPendingChanges {
-		d.pending[addon] = append(waiting, c)
-	}
 	if !ok {
+		waiting = map[string]change{}
+		d.pending[addon] = waiting
 		time.AfterFunc(d.Delay, func() { d.fire(addon) })
 	}
+	waiting[c.ref().Key()] = c
 }
 
 // fire checks the changes gathered for an add-on and queues it when one of
@@ -177,48 +178,55 @@ func (d *driftWatch) fire(addon types.NamespacedName) {
 		return
 	}
 	d.mu.Lock()
-	changes := d.pending[addon]
+	changes := slices.Collect(maps.Values(d.pending[addon]))
 	delete(d.pending, addon)
+	q := d.queue
 	d.mu.Unlock()
-	for _, c := range changes {
-		if d.IsDrift(addon, c) {
-			d.mu.Lock()
-			q := d.queue
-			d.mu.Unlock()
-			if q != nil {
-				q.Add(reconcile.Request{NamespacedName: addon})
-			}
-			return
-		}
+	if q != nil && d.IsDrift(addon, changes) {
+		q.Add(reconcile.Request{NamespacedName: addon})
 	}
 }
 
-// isDrift is the reconciler's drift decision for one change: the object is
-// one the add-on verified, changed to a resourceVersion the controller did
-// not record, or deleted and not since created again by the controller (as
-// it re-creates a Job whose template changed); and the add-on is one drift
-// may reconcile (driftWanted).
-func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, c change) bool {
-	known, ok := r.verified.object(key, c.ref().Key())
-	if !ok {
-		return false
-	}
-	if !c.deleted && known.resourceVersion == c.resourceVersion {
-		return false
-	}
-	if c.deleted && r.watched != nil {
-		now := &metav1.PartialObjectMetadata{}
-		now.SetGroupVersionKind(c.gvk)
-		err := r.watched.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
-		if err == nil && now.ResourceVersion == known.resourceVersion {
-			return false
+// isDrift is the reconciler's drift decision. One of the changes must be
+// to an object the add-on verified: to a resourceVersion the controller did
+// not record, or a delete of an object the controller has not since created
+// again (as it re-creates a Job whose template changed). And the add-on,
+// read from the API server so that the status a reconcile just wrote
+// counts, must be one drift may reconcile (driftWanted).
+func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, changes []change) bool {
+	drifted := false
+	for _, c := range changes {
+		if r.objectDrifted(ctx, key, c) {
+			drifted = true
+			break
 		}
 	}
+	if !drifted {
+		return false
+	}
 	addon := &capstanv1.Addon{}
-	if err := r.Client.Get(ctx, key, addon); err != nil {
+	if err := r.APIReader.Get(ctx, key, addon); err != nil {
 		return false
 	}
 	return driftWanted(addon)
+}
+
+// objectDrifted reports whether one change is drift of an object the
+// add-on verified.
+func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
+	known, ok := r.verified.object(key, c.ref().Key())
+	switch {
+	case !ok:
+		return false
+	case !c.deleted:
+		return known.resourceVersion != c.resourceVersion
+	case r.watched == nil:
+		return true
+	}
+	now := &metav1.PartialObjectMetadata{}
+	now.SetGroupVersionKind(c.gvk)
+	err := r.watched.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
+	return err != nil || now.ResourceVersion != known.resourceVersion
 }
 
 // driftWanted reports whether drift should reconcile an add-on now. Not a
@@ -236,13 +244,18 @@ func driftWanted(addon *capstanv1.Addon) bool {
 	return stalled == nil || stalled.Status != metav1.ConditionTrue
 }
 
+// reasonDriftFought is the Ready reason, and the event reason, of drift that
+// keeps coming back.
+const reasonDriftFought = "DriftFought"
+
 // driftPacer paces the undoing of drift. An object whose drift keeps
 // coming back, because another controller owns a field the chart also sets
 // (an autoscaler's replicas, an injected caBundle), would otherwise be
 // undone every few seconds, each time with a render, dry runs and an apply.
-// Each undo of the same object soon after the last doubles the wait before
-// the next, from Delay up to MaxDelay (the resync interval), where it stays
-// while the fight goes on; a quiet spell of twice MaxDelay starts again.
+// After each undo of an object, the next undo of that object waits twice
+// as long as the last pause, from twice Delay up to MaxDelay (the resync
+// interval), where it stays while the fight goes on. Twice MaxDelay after
+// its last undo an object starts afresh.
 type driftPacer struct {
 	Delay, MaxDelay time.Duration
 
@@ -257,36 +270,48 @@ type undoHistory struct {
 	last  time.Time
 }
 
-// undo decides whether the drift of keys, objects of addon, may be undone
-// now. When it may, it records the undo and returns how many times in a row
-// the most fought of them has now been undone. When it may not, it returns
-// how long to wait.
-func (p *driftPacer) undo(addon types.NamespacedName, keys []string, now time.Time) (wait time.Duration, times int) {
+func (p *driftPacer) window() time.Duration { return 2 * max(p.MaxDelay, p.Delay) }
+
+// wait returns how long the drift of keys, objects of addon, must wait
+// before it is undone, and the key that waits least. It waits only when
+// every one of them is paced: drift of an object not fought is undone at
+// once, and the fought ones with it.
+func (p *driftPacer) wait(addon types.NamespacedName, keys []string, now time.Time) (time.Duration, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	window := 2 * max(p.MaxDelay, p.Delay)
+	var least time.Duration
+	var which string
 	for _, k := range keys {
 		h := p.history[addon.String()+"|"+k]
-		if h.times == 0 || now.Sub(h.last) > window {
-			continue
+		if h.times == 0 || now.Sub(h.last) > p.window() {
+			return 0, ""
 		}
 		pause := p.Delay
 		for range min(h.times, 16) {
 			pause *= 2
 		}
 		pause = min(pause, max(p.MaxDelay, p.Delay))
-		if next := h.last.Add(pause); next.After(now) {
-			wait = max(wait, next.Sub(now))
+		w := h.last.Add(pause).Sub(now)
+		if w <= 0 {
+			return 0, ""
+		}
+		if which == "" || w < least {
+			least, which = w, k
 		}
 	}
-	if wait > 0 {
-		return wait, 0
-	}
+	return least, which
+}
+
+// record notes that the drift of keys was undone, and returns how many
+// times in a row the most fought of them has now been undone, and which.
+func (p *driftPacer) record(addon types.NamespacedName, keys []string, now time.Time) (times int, which string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.history == nil {
 		p.history = map[string]undoHistory{}
 	}
 	for k, h := range p.history {
-		if now.Sub(h.last) > window {
+		if now.Sub(h.last) > p.window() {
 			delete(p.history, k)
 		}
 	}
@@ -295,9 +320,11 @@ func (p *driftPacer) undo(addon types.NamespacedName, keys []string, now time.Ti
 		h.times++
 		h.last = now
 		p.history[addon.String()+"|"+k] = h
-		times = max(times, h.times)
+		if h.times > times {
+			times, which = h.times, k
+		}
 	}
-	return 0, times
+	return times, which
 }
 
 // forget drops what the pacer knows of an add-on that is gone.
@@ -314,38 +341,54 @@ func (p *driftPacer) forget(addon types.NamespacedName) {
 
 // paceDrift is the pipeline step that paces a sync which only undoes drift:
 // the render is the one applied, no hook is pending, and no sync request
-// asks for it. Drift fought for the third time in a row is reported with a
-// DriftFought event; a sync that must wait ends OutOfSync, saying when it
-// runs.
+// asks for it. A sync that must wait ends OutOfSync with reason
+// DriftFought, saying which object and when.
 func (r *AddonReconciler) paceDrift(ctx context.Context, s *scope) (bool, error) {
 	if s.lifecycle != LifecycleNone || s.addon.Status.AppliedHash != s.render.Hash || s.verdict.HandledSyncRequest {
 		return false, nil
 	}
+	refs := map[string]capstanv1.ObjectRef{}
 	var keys []string
-	var first capstanv1.ObjectRef
 	for _, p := range s.previews {
 		if p.Action == capstanv1.ActionCreate || p.Action == capstanv1.ActionUpdate {
-			if keys == nil {
-				first = p.Ref
-			}
 			keys = append(keys, p.Ref.Key())
+			refs[p.Ref.Key()] = p.Ref
 		}
 	}
 	if len(keys) == 0 {
 		return false, nil
 	}
-	wait, times := r.pacer.undo(client.ObjectKeyFromObject(s.addon), keys, time.Now())
-	if wait > 0 {
-		s.outcome = outcome{Phase: capstanv1.PhaseOutOfSync, Reason: "DriftFought",
-			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
-				first.Describe(), wait.Round(time.Second))}
-		s.requeueAfter = wait
-		return true, nil
+	wait, which := r.pacer.wait(client.ObjectKeyFromObject(s.addon), keys, time.Now())
+	if wait <= 0 {
+		s.driftUndo = keys
+		return false, nil
 	}
-	if times == 3 {
-		r.Recorder.Eventf(s.addon, nil, "Warning", "DriftFought", "Reconciling",
+	wait = max(wait.Round(time.Second), time.Second)
+	s.outcome = outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
+		Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
+			refs[which].Describe(), wait)}
+	s.requeueAfter = wait
+	return true, nil
+}
+
+// recordUndo is the pipeline step after a successful apply that undid
+// drift: it counts the undo, and warns once, on the third undo in a row of
+// the same object, with a DriftFought event.
+func (r *AddonReconciler) recordUndo(ctx context.Context, s *scope) (bool, error) {
+	if len(s.driftUndo) == 0 {
+		return false, nil
+	}
+	times, which := r.pacer.record(client.ObjectKeyFromObject(s.addon), s.driftUndo, time.Now())
+	if times == 3 && r.Recorder != nil {
+		var ref capstanv1.ObjectRef
+		for _, p := range s.previews {
+			if p.Ref.Key() == which {
+				ref = p.Ref
+			}
+		}
+		r.Recorder.Eventf(s.addon, nil, corev1.EventTypeWarning, reasonDriftFought, "Reconciling",
 			"%s changed behind Capstan's back %d times in a row; another controller may own a field the chart sets (an autoscaler's replicas, an injected caBundle). Capstan now undoes it ever more slowly, up to every %s.",
-			first.Describe(), times, max(r.Config.ResyncInterval, r.Config.DriftDelay))
+			ref.Describe(), times, max(r.pacer.MaxDelay, r.pacer.Delay))
 	}
 	return false, nil
 }

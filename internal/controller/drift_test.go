@@ -1,14 +1,19 @@
 package controller
 
 import (
+	"context"
+	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -83,21 +88,29 @@ func TestDriftOwners(t *testing.T) {
 
 // TestDriftPacer checks that an object whose drift keeps coming back is
 // undone ever more slowly, up to MaxDelay, counting the undos in a row; that
-// a quiet spell starts again; and that other objects are not slowed down.
+// a quiet spell starts again; that drift of an object not fought is undone
+// at once, with the fought one; and that only an undo that was applied
+// counts.
 func TestDriftPacer(t *testing.T) {
 	addon := types.NamespacedName{Namespace: "apps", Name: "web"}
 	p := &driftPacer{Delay: 5 * time.Second, MaxDelay: time.Minute}
-	cm := []string{"/ConfigMap/apps/web-config"}
+	cm, svc := "/ConfigMap/apps/web-config", "/Service/apps/web"
 	now := time.Unix(1_000_000, 0)
 	// The rival re-drifts 1 s after each undo; the reconcile comes back
 	// when it is told to wait.
 	var undos []time.Time
 	var counts []int
 	for len(undos) < 6 {
-		wait, times := p.undo(addon, cm, now)
-		if wait > 0 {
+		if wait, which := p.wait(addon, []string{cm}, now); wait > 0 {
+			if which != cm {
+				t.Fatalf("waits for %q", which)
+			}
 			now = now.Add(wait)
 			continue
+		}
+		times, which := p.record(addon, []string{cm}, now)
+		if which != cm {
+			t.Fatalf("recorded %q", which)
 		}
 		undos = append(undos, now)
 		counts = append(counts, times)
@@ -114,11 +127,23 @@ func TestDriftPacer(t *testing.T) {
 	if !slices.Equal(counts, []int{1, 2, 3, 4, 5, 6}) {
 		t.Errorf("undos in a row %v", counts)
 	}
-	if wait, _ := p.undo(addon, []string{"/Service/apps/web"}, now); wait != 0 {
+	// A waiting (not applied) check counts nothing.
+	wait, _ := p.wait(addon, []string{cm}, now)
+	again, _ := p.wait(addon, []string{cm}, now)
+	if wait == 0 || again != wait {
+		t.Errorf("checking twice: %s then %s, want the same wait", wait, again)
+	}
+	if wait, _ := p.wait(addon, []string{svc}, now); wait != 0 {
 		t.Errorf("another object waits %s: only the fought one slows down", wait)
 	}
-	if wait, times := p.undo(addon, cm, now.Add(3*time.Minute)); wait != 0 || times != 1 {
-		t.Errorf("after a quiet spell: wait %s, times %d; want 0 and 1", wait, times)
+	if wait, _ := p.wait(addon, []string{cm, svc}, now); wait != 0 {
+		t.Errorf("fresh drift of another object waits %s behind the fought one", wait)
+	}
+	if wait, _ := p.wait(addon, []string{cm}, now.Add(3*time.Minute)); wait != 0 {
+		t.Errorf("after a quiet spell the fought object waits %s", wait)
+	}
+	if times, _ := p.record(addon, []string{cm}, now.Add(3*time.Minute)); times != 1 {
+		t.Errorf("after a quiet spell the undo is number %d, want 1", times)
 	}
 	p.forget(addon)
 	if len(p.history) != 0 {
@@ -127,8 +152,8 @@ func TestDriftPacer(t *testing.T) {
 }
 
 // TestDriftWaitsForTheRunningReconcile checks that a check that comes due
-// while its add-on is being reconciled waits, and is then decided once for
-// every change gathered.
+// while its add-on is being reconciled waits, and is then decided once, on
+// the latest change of each object gathered.
 func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	addon := types.NamespacedName{Namespace: "apps", Name: "web"}
 	var busy atomic.Bool
@@ -137,28 +162,66 @@ func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	d := &driftWatch{
 		Delay: 20 * time.Millisecond,
 		Busy:  func(types.NamespacedName) bool { return busy.Load() },
-		IsDrift: func(_ types.NamespacedName, c change) bool {
-			decided <- len(c.name)
+		IsDrift: func(_ types.NamespacedName, changes []change) bool {
+			decided <- len(changes)
 			return false
 		},
 	}
-	cm := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "a", ResourceVersion: "1"}}
-	d.seen(addon, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, cm, false)
-	d.seen(addon, schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, cm, false)
+	_ = d.start(context.Background(), workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()))
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	for _, o := range []struct{ name, rv string }{{"a", "1"}, {"a", "2"}, {"b", "3"}} {
+		d.seen(addon, gvk, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: o.name, ResourceVersion: o.rv}}, false)
+	}
 	select {
 	case <-decided:
 		t.Fatal("decided while the add-on was being reconciled")
 	case <-time.After(200 * time.Millisecond):
 	}
 	busy.Store(false)
-	n := 0
-	deadline := time.After(5 * time.Second)
-	for n < 2 {
-		select {
-		case <-decided:
-			n++
-		case <-deadline:
-			t.Fatalf("decided %d of 2 changes", n)
+	select {
+	case n := <-decided:
+		if n != 2 {
+			t.Errorf("decided on %d changes, want the latest of each of 2 objects", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never decided")
+	}
+	select {
+	case <-decided:
+		t.Error("decided twice: the changes of one add-on are one check")
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestLostLabels(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	ours := map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: "capstan-system", capstanv1.ManagedByLabel: "capstan"}
+	without := func(keys ...string) map[string]string {
+		l := maps.Clone(ours)
+		for _, k := range keys {
+			delete(l, k)
+		}
+		return l
+	}
+	applied := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}, {Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		manager []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		{"all there", ours, applied, false},
+		{"all removed", nil, applied, true},
+		{"managed-by removed", without(capstanv1.ManagedByLabel), applied, true},
+		{"the namespace label removed", without(capstanv1.AddonNamespaceLabel), applied, true},
+		{"another add-on's labels", map[string]string{capstanv1.AddonLabel: "db", capstanv1.AddonNamespaceLabel: "capstan-system"}, applied, false},
+		{"adopted without a change: never applied", nil, []metav1.ManagedFieldsEntry{{Manager: "helm"}}, false},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetLabels(tc.labels)
+		u.SetManagedFields(tc.manager)
+		if got := lostLabels(u, addon); got != tc.want {
+			t.Errorf("%s: lostLabels = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

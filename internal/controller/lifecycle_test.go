@@ -39,6 +39,15 @@ func TestAdoptIdenticalChangesNothing(t *testing.T) {
 	if len(got.Status.Inventory) != 1 {
 		t.Fatalf("the adopted object belongs in the inventory: %v", got.Status.Inventory)
 	}
+	// Later syncs leave it alone too: it lacks Capstan's labels because
+	// Capstan never applied it, not because someone removed them.
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 60*time.Second, "a later sync", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if after := live(t, "v1", "ConfigMap", ns, name).GetResourceVersion(); after != before {
+		t.Fatalf("a sync after the adoption changed the object: resourceVersion %s -> %s; plan %+v", before, after, got.Status.Plan.Objects)
+	}
 }
 
 func TestAdoptWithChangesBlocksUntilAllowed(t *testing.T) {

@@ -116,17 +116,19 @@ func TestDriftIsUndoneSoon(t *testing.T) {
 	})
 	t.Logf("delete undone after %s", time.Since(start).Round(100*time.Millisecond))
 
-	// Capstan's labels removed: the object leaves the label-selected watch,
-	// and a sync puts them back.
+	// Capstan's labels removed, managed-by too: the object leaves the
+	// label-selected watch (a delete there), and a sync puts them back.
 	time.Sleep(3 * time.Second)
-	unlabel := []byte(`{"metadata":{"labels":{"` + capstanv1.AddonLabel + `":null,"` + capstanv1.AddonNamespaceLabel + `":null}}}`)
+	unlabel := []byte(`{"metadata":{"labels":{"` + capstanv1.AddonLabel + `":null,"` + capstanv1.AddonNamespaceLabel + `":null,"` +
+		capstanv1.ManagedByLabel + `":null}}}`)
 	if err := admin.Patch(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: more}},
 		client.RawPatch(types.MergePatchType, unlabel)); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
 	eventually(t, 12*time.Second, "Capstan's labels to be put back before the resync", func() bool {
-		return live(t, "v1", "ConfigMap", ns, more).GetLabels()[capstanv1.AddonLabel] == a.Name
+		l := live(t, "v1", "ConfigMap", ns, more).GetLabels()
+		return l[capstanv1.AddonLabel] == a.Name && l[capstanv1.ManagedByLabel] == "capstan"
 	})
 	t.Logf("labels put back after %s", time.Since(start).Round(100*time.Millisecond))
 }
@@ -215,7 +217,7 @@ func TestFoughtDriftBacksOff(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, e := range events.Items {
-			if e.Regarding.Name == a.Name && e.Reason == "DriftFought" && strings.Contains(e.Note, "ConfigMap "+ns+"/"+cm) {
+			if e.Regarding.Name == a.Name && e.Type == corev1.EventTypeWarning && e.Reason == "DriftFought" && strings.Contains(e.Note, "ConfigMap "+ns+"/"+cm) {
 				return true
 			}
 		}

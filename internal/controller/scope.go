@@ -69,7 +69,10 @@ type scope struct {
 	stage           string // the step that runs, for failure reasons
 	outcome         outcome
 	requeueAfter    time.Duration
-	deleted         bool // the Addon is gone; there is no status to write
+	// driftUndo are the objects whose drift this sync undoes (by
+	// ObjectRef.Key), counted by the drift pacer once the apply succeeded.
+	driftUndo []string
+	deleted   bool // the Addon is gone; there is no status to write
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {

@@ -58,6 +58,7 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Gate", r.gate},
 		step{"Drift", r.paceDrift},
 		step{"Apply", r.applyPlan},
+		step{"Paced", r.recordUndo},
 		step{"Health", r.checkHealth},
 	)
 	for _, st := range steps {
@@ -582,11 +583,11 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 			if err != nil {
 				return err
 			}
-			if res.Action == capstanv1.ActionUnchanged && live != nil && inventory[key] && !labelledFor(live, s.addon) {
+			if res.Action == capstanv1.ActionUnchanged && live != nil && inventory[key] && lostLabels(live, s.addon) {
 				// Someone removed Capstan's labels from an object this
 				// add-on applied: without them the object drops out of the
 				// watch and the label-selected reads, so a sync puts them
-				// back. (An object to adopt is never changed for them.)
+				// back.
 				res.Comparison = plan.Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 					Diff: "(Capstan's labels " + capstanv1.AddonLabel + " and " + capstanv1.AddonNamespaceLabel + " were removed; the sync puts them back)\n"}
 			}
@@ -614,6 +615,29 @@ func redactAPIError(obj *unstructured.Unstructured, err error) string {
 func definedBy(crdKinds map[schema.GroupKind]bool, obj *unstructured.Unstructured) bool {
 	_, ok := crdKinds[obj.GroupVersionKind().GroupKind()]
 	return ok
+}
+
+// lostLabels reports whether an object that Capstan applied for this
+// add-on (its field manager owns fields of it) has lost some of Capstan's
+// labels, with no other add-on's in their place. An object adopted without
+// a change was never applied, and has none to lose.
+func lostLabels(live *unstructured.Unstructured, addon *capstanv1.Addon) bool {
+	l := live.GetLabels()
+	if name, ok := l[capstanv1.AddonLabel]; ok && name != addon.Name {
+		return false
+	}
+	if ns, ok := l[capstanv1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
+		return false
+	}
+	if labelledFor(live, addon) && l[capstanv1.ManagedByLabel] == "capstan" {
+		return false
+	}
+	for _, f := range live.GetManagedFields() {
+		if f.Manager == capstanv1.FieldManager {
+			return true
+		}
+	}
+	return false
 }
 
 // labelledFor reports whether Capstan applied obj for this add-on before.
