@@ -272,19 +272,24 @@ type undoHistory struct {
 
 func (p *driftPacer) window() time.Duration { return 2 * max(p.MaxDelay, p.Delay) }
 
-// wait returns how long the drift of keys, objects of addon, must wait
-// before it is undone, and the key that waits least. It waits only when
+// historyKey names one object of one add-on in the pacer's history.
+func historyKey(addon types.NamespacedName, ref capstanv1.ObjectRef) string {
+	return addon.String() + "|" + ref.Key()
+}
+
+// wait returns how long the drift of refs, objects of addon, must wait
+// before it is undone, and the object that waits least. It waits only when
 // every one of them is paced: drift of an object not fought is undone at
 // once, and the fought ones with it.
-func (p *driftPacer) wait(addon types.NamespacedName, keys []string, now time.Time) (time.Duration, string) {
+func (p *driftPacer) wait(addon types.NamespacedName, refs []capstanv1.ObjectRef, now time.Time) (time.Duration, capstanv1.ObjectRef) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var least time.Duration
-	var which string
-	for _, k := range keys {
-		h := p.history[addon.String()+"|"+k]
+	var which capstanv1.ObjectRef
+	for _, ref := range refs {
+		h := p.history[historyKey(addon, ref)]
 		if h.times == 0 || now.Sub(h.last) > p.window() {
-			return 0, ""
+			return 0, capstanv1.ObjectRef{}
 		}
 		pause := p.Delay
 		for range min(h.times, 16) {
@@ -293,18 +298,18 @@ func (p *driftPacer) wait(addon types.NamespacedName, keys []string, now time.Ti
 		pause = min(pause, max(p.MaxDelay, p.Delay))
 		w := h.last.Add(pause).Sub(now)
 		if w <= 0 {
-			return 0, ""
+			return 0, capstanv1.ObjectRef{}
 		}
-		if which == "" || w < least {
-			least, which = w, k
+		if least == 0 || w < least {
+			least, which = w, ref
 		}
 	}
 	return least, which
 }
 
-// record notes that the drift of keys was undone, and returns how many
+// record notes that the drift of refs was undone, and returns how many
 // times in a row the most fought of them has now been undone, and which.
-func (p *driftPacer) record(addon types.NamespacedName, keys []string, now time.Time) (times int, which string) {
+func (p *driftPacer) record(addon types.NamespacedName, refs []capstanv1.ObjectRef, now time.Time) (times int, which capstanv1.ObjectRef) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.history == nil {
@@ -315,13 +320,14 @@ func (p *driftPacer) record(addon types.NamespacedName, keys []string, now time.
 			delete(p.history, k)
 		}
 	}
-	for _, k := range keys {
-		h := p.history[addon.String()+"|"+k]
+	for _, ref := range refs {
+		k := historyKey(addon, ref)
+		h := p.history[k]
 		h.times++
 		h.last = now
-		p.history[addon.String()+"|"+k] = h
+		p.history[k] = h
 		if h.times > times {
-			times, which = h.times, k
+			times, which = h.times, ref
 		}
 	}
 	return times, which
@@ -347,26 +353,24 @@ func (r *AddonReconciler) paceDrift(ctx context.Context, s *scope) (bool, error)
 	if s.lifecycle != LifecycleNone || s.addon.Status.AppliedHash != s.render.Hash || s.verdict.HandledSyncRequest {
 		return false, nil
 	}
-	refs := map[string]capstanv1.ObjectRef{}
-	var keys []string
+	var refs []capstanv1.ObjectRef
 	for _, p := range s.previews {
 		if p.Action == capstanv1.ActionCreate || p.Action == capstanv1.ActionUpdate {
-			keys = append(keys, p.Ref.Key())
-			refs[p.Ref.Key()] = p.Ref
+			refs = append(refs, p.Ref)
 		}
 	}
-	if len(keys) == 0 {
+	if len(refs) == 0 {
 		return false, nil
 	}
-	wait, which := r.pacer.wait(client.ObjectKeyFromObject(s.addon), keys, time.Now())
+	wait, which := r.pacer.wait(client.ObjectKeyFromObject(s.addon), refs, time.Now())
 	if wait <= 0 {
-		s.driftUndo = keys
+		s.driftUndo = refs
 		return false, nil
 	}
 	wait = max(wait.Round(time.Second), time.Second)
 	s.outcome = outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
 		Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
-			refs[which].Describe(), wait)}
+			which.Describe(), wait)}
 	s.requeueAfter = wait
 	return true, nil
 }
@@ -380,15 +384,9 @@ func (r *AddonReconciler) recordUndo(ctx context.Context, s *scope) (bool, error
 	}
 	times, which := r.pacer.record(client.ObjectKeyFromObject(s.addon), s.driftUndo, time.Now())
 	if times == 3 && r.Recorder != nil {
-		var ref capstanv1.ObjectRef
-		for _, p := range s.previews {
-			if p.Ref.Key() == which {
-				ref = p.Ref
-			}
-		}
 		r.Recorder.Eventf(s.addon, nil, corev1.EventTypeWarning, reasonDriftFought, "Reconciling",
 			"%s changed behind Capstan's back %d times in a row; another controller may own a field the chart sets (an autoscaler's replicas, an injected caBundle). Capstan now undoes it ever more slowly, up to every %s.",
-			ref.Describe(), times, max(r.pacer.MaxDelay, r.pacer.Delay))
+			which.Describe(), times, max(r.pacer.MaxDelay, r.pacer.Delay))
 	}
 	return false, nil
 }

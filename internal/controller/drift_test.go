@@ -94,23 +94,24 @@ func TestDriftOwners(t *testing.T) {
 func TestDriftPacer(t *testing.T) {
 	addon := types.NamespacedName{Namespace: "apps", Name: "web"}
 	p := &driftPacer{Delay: 5 * time.Second, MaxDelay: time.Minute}
-	cm, svc := "/ConfigMap/apps/web-config", "/Service/apps/web"
+	cm := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "web-config"}
+	svc := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: "apps", Name: "web"}
 	now := time.Unix(1_000_000, 0)
 	// The rival re-drifts 1 s after each undo; the reconcile comes back
 	// when it is told to wait.
 	var undos []time.Time
 	var counts []int
 	for len(undos) < 6 {
-		if wait, which := p.wait(addon, []string{cm}, now); wait > 0 {
+		if wait, which := p.wait(addon, []capstanv1.ObjectRef{cm}, now); wait > 0 {
 			if which != cm {
-				t.Fatalf("waits for %q", which)
+				t.Fatalf("waits for %v", which)
 			}
 			now = now.Add(wait)
 			continue
 		}
-		times, which := p.record(addon, []string{cm}, now)
+		times, which := p.record(addon, []capstanv1.ObjectRef{cm}, now)
 		if which != cm {
-			t.Fatalf("recorded %q", which)
+			t.Fatalf("recorded %v", which)
 		}
 		undos = append(undos, now)
 		counts = append(counts, times)
@@ -128,21 +129,21 @@ func TestDriftPacer(t *testing.T) {
 		t.Errorf("undos in a row %v", counts)
 	}
 	// A waiting (not applied) check counts nothing.
-	wait, _ := p.wait(addon, []string{cm}, now)
-	again, _ := p.wait(addon, []string{cm}, now)
+	wait, _ := p.wait(addon, []capstanv1.ObjectRef{cm}, now)
+	again, _ := p.wait(addon, []capstanv1.ObjectRef{cm}, now)
 	if wait == 0 || again != wait {
 		t.Errorf("checking twice: %s then %s, want the same wait", wait, again)
 	}
-	if wait, _ := p.wait(addon, []string{svc}, now); wait != 0 {
+	if wait, _ := p.wait(addon, []capstanv1.ObjectRef{svc}, now); wait != 0 {
 		t.Errorf("another object waits %s: only the fought one slows down", wait)
 	}
-	if wait, _ := p.wait(addon, []string{cm, svc}, now); wait != 0 {
+	if wait, _ := p.wait(addon, []capstanv1.ObjectRef{cm, svc}, now); wait != 0 {
 		t.Errorf("fresh drift of another object waits %s behind the fought one", wait)
 	}
-	if wait, _ := p.wait(addon, []string{cm}, now.Add(3*time.Minute)); wait != 0 {
+	if wait, _ := p.wait(addon, []capstanv1.ObjectRef{cm}, now.Add(3*time.Minute)); wait != 0 {
 		t.Errorf("after a quiet spell the fought object waits %s", wait)
 	}
-	if times, _ := p.record(addon, []string{cm}, now.Add(3*time.Minute)); times != 1 {
+	if times, _ := p.record(addon, []capstanv1.ObjectRef{cm}, now.Add(3*time.Minute)); times != 1 {
 		t.Errorf("after a quiet spell the undo is number %d, want 1", times)
 	}
 	p.forget(addon)

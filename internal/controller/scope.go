@@ -69,9 +69,9 @@ type scope struct {
 	stage           string // the step that runs, for failure reasons
 	outcome         outcome
 	requeueAfter    time.Duration
-	// driftUndo are the objects whose drift this sync undoes (by
-	// ObjectRef.Key), counted by the drift pacer once the apply succeeded.
-	driftUndo []string
+	// driftUndo are the objects whose drift this sync undoes, counted by
+	// the drift pacer once the apply succeeded.
+	driftUndo []capstanv1.ObjectRef
 	deleted   bool // the Addon is gone; there is no status to write
 }
 
