@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -45,7 +46,11 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	silenceHelmLog()
-	opts := []testcluster.Option{testcluster.WithProgress(os.Stderr), testcluster.WithKeepDir(keep)}
+	opts := []testcluster.Option{
+		testcluster.WithProgress(os.Stderr),
+		testcluster.WithKeepDir(keep),
+		testcluster.WithEgressReport(egressReporter(os.Stderr)),
+	}
 	if binDir != "" {
 		opts = append(opts, testcluster.WithBinDir(binDir))
 	}
@@ -95,6 +100,16 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
 		return nil
 	}
 	return err
+}
+
+// egressReporter prints the egress guard's first refusal of each
+// destination in a short form. Without it, a chart's webhook or APIService
+// would only fail with the API server's "failed calling webhook", and a
+// person would not see that the local control plane has no pod to answer.
+func egressReporter(w io.Writer) func(testcluster.Refusal) {
+	return func(r testcluster.Refusal) {
+		fmt.Fprintf(w, "egress guard: %s (later refusals of it go to logs/egress.log only)\n", r)
+	}
 }
 
 func copyFile(from, to string) error {

@@ -78,12 +78,19 @@ type Cluster struct {
 	BinDir string
 	// Nodes names the fake nodes that kwok plays.
 	Nodes []string
+	// Egress is the guard that every connection kube-apiserver makes
+	// toward the cluster passes through; see egress.go.
+	Egress *Egress
 
 	opts     options
 	ca       *authority
 	host     string
+	procsMu  sync.Mutex
 	procs    []*process
 	stopOnce sync.Once
+	// egressDir is a folder of the egress socket's own, when the cluster's
+	// folder is too deep for a socket path.
+	egressDir string
 }
 
 // Start runs a control plane on free loopback ports in a new temporary
@@ -180,6 +187,10 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 	if err != nil {
 		return nil, err
 	}
+	egressFlag, err := c.startEgress()
+	if err != nil {
+		return nil, err
+	}
 	apiserver, err := c.run(KubeAPIServer, append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
@@ -208,6 +219,10 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
+		egressFlag,
+		// kwok gives a node its name as its Hostname address, which the
+		// egress guard would not resolve; its InternalIP is loopback.
+		"--kubelet-preferred-address-types=InternalIP",
 	}, auditFlags...)...)
 	if err != nil {
 		return nil, err
@@ -325,6 +340,7 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 // kept. It is safe to call more than once.
 func (c *Cluster) Stop() {
 	c.stopOnce.Do(func() {
+		defer c.stopEgress()
 		// The clients of the API server go first, together; then the API
 		// server, so that it does not spend its shutdown retrying etcd.
 		var wg sync.WaitGroup
@@ -417,7 +433,9 @@ func (c *Cluster) run(component string, args ...string) (*process, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.procsMu.Lock()
 	c.procs = append(c.procs, p)
+	c.procsMu.Unlock()
 	return p, nil
 }
 

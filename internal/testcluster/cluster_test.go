@@ -57,7 +57,7 @@ var namespaceCounter atomic.Int32
 // namespace creates a namespace of the test's own.
 func namespace(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("t%d-%s", namespaceCounter.Add(1), strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")))
+	name := fmt.Sprintf("t%d-%s", namespaceCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
 	if len(name) > 63 {
 		name = name[:63]
 	}

@@ -39,6 +39,7 @@ type options struct {
 	nodes         int
 	keepDir       bool
 	progress      io.Writer
+	egressReport  func(Refusal)
 }
 
 // WithBinDir runs the binaries in dir instead of the repository's bin/.
@@ -61,6 +62,13 @@ func WithKeepDir(keep bool) Option { return func(o *options) { o.keepDir = keep 
 // WithProgress writes one line per start step, and where the kubeconfig is,
 // to w.
 func WithProgress(w io.Writer) Option { return func(o *options) { o.progress = w } }
+
+// WithEgressReport calls report for the first refusal of each destination
+// by the egress guard, so that a person sees why a webhook or an aggregated
+// API cannot be reached. Every refusal is also in logs/egress.log.
+func WithEgressReport(report func(Refusal)) Option {
+	return func(o *options) { o.egressReport = report }
+}
 
 // resolveOptions applies the defaults, then the environment, then opts: an
 // explicit option wins over the environment, so a test that points at a
