@@ -7,7 +7,8 @@ import (
 )
 
 // Plan computes an Addon's whole plan on demand, with every diff uncut, and
-// changes nothing: no status is written and nothing is applied. It runs the
+// changes nothing: no status is written, nothing is applied, generated
+// values are not kept and values objects are not adopted. It runs the
 // pipeline's steps up to the preview, with the reconciler's identities.
 // `capstan plan` uses it when the plan in status had its diffs cut.
 func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*capstanv1.Plan, error) {
@@ -16,6 +17,7 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	}
 	s := r.newScope(addon.DeepCopy())
 	s.fullDiffs = true
+	s.readOnly = true
 	for _, st := range r.planSteps() {
 		s.stage = st.name
 		if _, err := st.run(ctx, s); err != nil {

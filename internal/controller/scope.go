@@ -63,6 +63,7 @@ type scope struct {
 	verdict      plan.Verdict
 
 	fullDiffs bool // keep whole diffs, for `capstan plan`
+	readOnly  bool // write nothing, not even values objects, for `capstan plan`
 	// createNamespace is the namespace added for spec.createNamespace: it
 	// is created when missing and never counts as adopted.
 	createNamespace string

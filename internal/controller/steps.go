@@ -155,7 +155,15 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "values.schema.json", Rule: "schema", Message: err.Error()})
 		return false, nil
 	}
-	generated, err := values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
+	// NOTE: a plan on demand writes nothing: generated values not kept yet
+	// are drawn in memory, and the values objects are adopted by the next
+	// sync instead.
+	var generated map[string]any
+	if s.readOnly {
+		generated, err = values.PreviewGenerated(ctx, r.APIReader, s.addon, s.profile, schema)
+	} else {
+		generated, err = values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
+	}
 	if err != nil {
 		var inv *values.InvalidError
 		if errors.As(err, &inv) {
@@ -173,7 +181,7 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		}
 		return false, err
 	}
-	if s.profile == capstanv1.ProfileRestricted {
+	if s.profile == capstanv1.ProfileRestricted && !s.readOnly {
 		// Label and own the values objects this add-on reads, so cleanup
 		// and keep-on-remove find them.
 		if _, err := values.Adopt(ctx, r.Client, s.addon, s.profile); err != nil {

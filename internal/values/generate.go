@@ -77,10 +77,22 @@ func randomString(r io.Reader, length int, alphabet string) (string, error) {
 // owned by it. A Secret kept by the removal of an add-on of the same name is
 // adopted and reused.
 func EnsureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema) (map[string]any, error) {
-	return ensureGenerated(ctx, c, addon, profile, schema, rand.Reader)
+	return ensureGenerated(ctx, c, c, addon, profile, schema, rand.Reader)
 }
 
-func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema, random io.Reader) (map[string]any, error) {
+// PreviewGenerated returns the generated values that EnsureGenerated would
+// return, and writes nothing: the values already kept are read back, and a
+// value not generated yet is drawn in memory only. A plan made with it
+// therefore shows the change the first sync will make, but a Secret's new
+// value is never the one the sync keeps; Secret values never appear in a
+// plan, so nothing shows the difference.
+func PreviewGenerated(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema) (map[string]any, error) {
+	return ensureGenerated(ctx, r, nil, addon, profile, schema, rand.Reader)
+}
+
+// ensureGenerated reads the kept values with r and, when w is not nil,
+// writes what it generated with w.
+func ensureGenerated(ctx context.Context, r client.Reader, w client.Writer, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema, random io.Reader) (map[string]any, error) {
 	specs := schema.Generated()
 	if len(specs) == 0 {
 		return nil, nil
@@ -88,7 +100,7 @@ func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 	name := GeneratedName(addon.Name)
 	what := fmt.Sprintf("the generated values Secret %s/%s", addon.Namespace, name)
 	secret := &corev1.Secret{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: addon.Namespace, Name: name}, secret)
+	err := r.Get(ctx, types.NamespacedName{Namespace: addon.Namespace, Name: name}, secret)
 	exists := err == nil
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("read %s: %w", what, err)
@@ -130,7 +142,7 @@ func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 		setStrings(out, g.Path, v)
 	}
 
-	if !changed {
+	if !changed || w == nil {
 		return out, nil
 	}
 	doc, err := yaml.Marshal(stored)
@@ -153,7 +165,7 @@ func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 		// NOTE: two reconciles racing here both generate; the API server lets
 		// one create win, and the loser must not keep its own values, so it
 		// returns the conflict and the next reconcile reads the winner's.
-		if err := c.Create(ctx, secret); err != nil {
+		if err := w.Create(ctx, secret); err != nil {
 			return nil, fmt.Errorf("create %s: %w", what, err)
 		}
 		return out, nil
@@ -164,7 +176,7 @@ func ensureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 	secret.Data[GeneratedKey] = doc
 	// The update carries the resourceVersion that was read, so a concurrent
 	// change is a conflict rather than lost values.
-	if err := c.Update(ctx, secret); err != nil {
+	if err := w.Update(ctx, secret); err != nil {
 		return nil, fmt.Errorf("update %s: %w", what, err)
 	}
 	return out, nil

@@ -2,9 +2,16 @@ package values
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"capstan.dev/capstan/api/v1alpha1"
 )
 
 func TestRandomString(t *testing.T) {
@@ -38,5 +45,33 @@ func TestRandomString(t *testing.T) {
 	}
 	if _, err := randomString(bytes.NewReader(nil), 8, "ab"); err == nil {
 		t.Fatal("want an error when the random source fails")
+	}
+}
+
+func TestPreviewGeneratedWritesNothing(t *testing.T) {
+	schema, err := ParseSchema("demo", []byte(`{"type":"object","properties":{"token":{"type":"string","x-capstan-generate":{"length":12}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addon := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "demo"}}
+	c := fake.NewClientBuilder().Build()
+	got, err := PreviewGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok, _ := got["token"].(string); len(tok) != 12 {
+		t.Fatalf("previewed values %v; want a 12-character token drawn in memory", got)
+	}
+	var secrets corev1.SecretList
+	if err := c.List(context.Background(), &secrets); err != nil || len(secrets.Items) != 0 {
+		t.Fatalf("the preview left %d Secrets (%v); want none", len(secrets.Items), err)
+	}
+	kept, err := EnsureGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := PreviewGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	if err != nil || again["token"] != kept["token"] {
+		t.Fatalf("after a sync kept %v, the preview gave %v (%v); want the kept value", kept, again, err)
 	}
 }
