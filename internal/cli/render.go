@@ -19,7 +19,7 @@ import (
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
@@ -173,7 +173,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var addon v1alpha1.Addon
+	var addon capstanv1.Addon
 	if err := yaml.Unmarshal(data, &addon); err != nil || addon.Kind != "Addon" {
 		return fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
 	}
@@ -203,22 +203,24 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	if spec.Git != nil {
-		tree, err := fetcher.Git(cmd.Context(), *spec.Git, nil)
-		if err != nil {
-			return err
-		}
-		res, err := render.Folder(tree.FS, spec.Git.Path, render.SourceIdentity{Commit: tree.Commit, Path: spec.Git.Path})
+	art, err := fetcher.Fetch(cmd.Context(), spec, nil)
+	if err != nil {
+		return err
+	}
+	opts := render.Options{
+		ReleaseName:  release,
+		Namespace:    ns,
+		Capabilities: &render.Capabilities{KubeVersion: o.kubeVersion, APIVersions: o.apiVersions},
+		Upgrade:      o.upgrade,
+	}
+	if !art.IsChart() {
+		res, err := render.Render(cmd.Context(), art, nil, opts)
 		if err != nil {
 			return err
 		}
 		return o.finish(cmd, res, addon.Name)
 	}
-
-	fetched, err := fetcher.Chart(cmd.Context(), *spec.Chart, nil)
-	if err != nil {
-		return err
-	}
+	fetched := art.Chart
 	for i, ref := range spec.ValuesFrom {
 		fmt.Fprintf(o.stderr, "Warning: spec.valuesFrom[%d] (%s %s) is in a cluster, which capstan render does not read; its values are missing\n", i, ref.Kind, ref.Name)
 	}
@@ -254,13 +256,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		}
 		return fmt.Errorf("%s: %d values break the chart's schema or Capstan's rules; an Addon with them would be Blocked", file, len(composed.Errors))
 	}
-	res, err := render.Helm(cmd.Context(), fetched.Chart, vals, render.Options{
-		ReleaseName:  release,
-		Namespace:    ns,
-		Capabilities: &render.Capabilities{KubeVersion: o.kubeVersion, APIVersions: o.apiVersions},
-		Upgrade:      o.upgrade,
-		Source:       render.SourceIdentity{Digest: fetched.Digest, URL: fetched.URL, Name: fetched.Name, Version: fetched.Version},
-	})
+	res, err := render.Render(cmd.Context(), art, vals, opts)
 	if err != nil {
 		return err
 	}

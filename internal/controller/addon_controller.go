@@ -241,8 +241,8 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}()
 
 	if addon.Annotations[capstanv1.PausedAnnotation] == "true" {
-		s.outcome = outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
-			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
+		s.found.paused = true
+		s.outcome = outcomeOf(s.found, "", nil)
 		return ctrl.Result{}, nil
 	}
 	if !addon.DeletionTimestamp.IsZero() {
@@ -258,85 +258,6 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		before.ResourceVersion = addon.ResourceVersion
 	}
 	return r.reconcileNormal(ctx, s)
-}
-
-// patchStatus writes the scope's status once, at the end of a reconcile,
-// and emits an event when the phase or reason changed.
-func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Addon, s *scope) error {
-	if s.outcome.Phase == "" || s.deleted {
-		return nil
-	}
-	addon := s.addon
-	setConditions(&addon.Status, addon.Generation, s.outcome)
-	addon.Status.Profile = s.profile
-	r.emitTransition(before, s)
-	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
-	patch := client.MergeFrom(before)
-	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
-		return nil // nothing changed: a resync with nothing new writes nothing
-	}
-	err := r.Client.Status().Patch(ctx, addon, patch)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// emitTransition emits one event when the phase or the reason changes, never
-// on every loop. Messages carry no secret values: they come from plans,
-// gates and errors that are redacted where they are made.
-func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
-	if r.Recorder == nil {
-		return
-	}
-	old := readyReason(before)
-	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
-		return
-	}
-	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
-		// NOTE: a fight flips between these every cycle; recordUndo warns
-		// once instead.
-		return
-	}
-	kind := corev1.EventTypeNormal
-	switch s.outcome.Phase {
-	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked:
-		kind = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
-}
-
-func readyReason(a *capstanv1.Addon) string {
-	for _, c := range a.Status.Conditions {
-		if c.Type == capstanv1.ConditionReady {
-			return c.Reason
-		}
-	}
-	return ""
-}
-
-// terminal marks an error a person must fix: the add-on is Stalled and is
-// not retried with backoff, only on the next change or resync.
-type terminal struct{ error }
-
-func (t terminal) Unwrap() error { return t.error }
-
-// result maps a reconcile's error to its result in one place: a terminal
-// error stalls and waits for a change, a transient one is retried with
-// backoff, and no error resyncs after the interval or sooner.
-func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
-	var t terminal
-	switch {
-	case errors.As(err, &t):
-		s.outcome = outcome{Phase: capstanv1.PhaseFailed, Reason: s.failReason(), Message: err.Error(), Stalled: true}
-		return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
-	case err != nil:
-		s.outcome = outcome{Phase: capstanv1.PhaseFailed, Reason: s.failReason(), Message: err.Error()}
-		return ctrl.Result{}, err
-	case s.requeueAfter > 0:
-		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
-	}
-	return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
 }
 
 // capabilities returns the cluster's Kubernetes version and API list, read

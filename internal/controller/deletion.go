@@ -68,7 +68,7 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 
 // uninstall removes the add-on's software.
 func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
-	s.outcome = outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
+	s.found.uninstalling = true
 	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
 	// left: a retry after they failed must not run pre-delete again.
@@ -83,7 +83,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		}
 		if len(hooks.Select(s.hooks, "post-delete")) > 0 {
 			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
-			if err := r.writeStatusNow(ctx, s); err != nil {
+			if err := r.checkpointStatus(ctx, s); err != nil {
 				return err
 			}
 		}

@@ -2,12 +2,8 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
 	"strings"
-
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -82,26 +78,7 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) 
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
 	})
 	r.showHook(ctx, s, nil)
-	if hooks.IsHookError(err) && !transientHookError(err) {
-		return terminal{err}
-	}
 	return err
-}
-
-// transientHookError reports whether a hook failed only because the API
-// server could not take it for a moment (overloaded, timing out, a
-// conflict, the connection): that is retried with backoff, not stalled.
-func transientHookError(err error) bool {
-	var he *hooks.Error
-	if !errors.As(err, &he) || he.Reason != hooks.ReasonCreateFailed || he.Err == nil {
-		return false
-	}
-	e := he.Err
-	var netErr net.Error
-	return apierrors.IsServerTimeout(e) || apierrors.IsTimeout(e) || apierrors.IsTooManyRequests(e) ||
-		apierrors.IsInternalError(e) || apierrors.IsServiceUnavailable(e) || apierrors.IsConflict(e) ||
-		apierrors.IsUnexpectedServerError(e) || errors.As(e, &netErr) ||
-		errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled)
 }
 
 // showHook writes the running hook into status at once, so a long hook is
@@ -111,5 +88,5 @@ func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.H
 		return
 	}
 	s.addon.Status.Hook = p
-	_ = r.writeStatusNow(ctx, s)
+	_ = r.checkpointStatus(ctx, s)
 }

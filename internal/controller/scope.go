@@ -41,8 +41,7 @@ type scope struct {
 	namespace string // where namespaced objects go
 	applier   *apply.Applier
 
-	chart    *source.Chart
-	tree     *source.Tree
+	artifact *source.Artifact
 	values   *values.Result
 	platform values.Platform
 	render   *render.Result
@@ -68,6 +67,7 @@ type scope struct {
 	// is created when missing and never counts as adopted.
 	createNamespace string
 	stage           string // the step that runs, for failure reasons
+	found           findings
 	outcome         outcome
 	requeueAfter    time.Duration
 	// driftUndo are the objects whose drift this sync undoes, counted by
@@ -84,14 +84,6 @@ func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
 		s.namespace = addon.Spec.TargetNamespace
 	}
 	return s
-}
-
-// failReason names a failure after the step it happened in.
-func (s *scope) failReason() string {
-	if s.stage == "" {
-		return "Failed"
-	}
-	return s.stage + "Failed"
 }
 
 // releaseName is the Helm release name: spec.releaseName or the Addon's name.

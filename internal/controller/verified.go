@@ -143,9 +143,7 @@ func readLabelled(ctx context.Context, s *scope, skip map[string]bool) map[strin
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
-		err := s.applier.Client.List(ctx, list, client.InNamespace(g.namespace), client.MatchingLabels{
-			capstanv1.AddonLabel: s.addon.Name, capstanv1.AddonNamespaceLabel: s.addon.Namespace,
-		})
+		err := s.applier.Client.List(ctx, list, client.InNamespace(g.namespace), client.MatchingLabels(s.addon.OwnerLabels()))
 		if err != nil {
 			continue
 		}

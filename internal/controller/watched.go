@@ -85,9 +85,7 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.watched.List(ctx, list, client.MatchingLabels{
-			capstanv1.AddonLabel: s.addon.Name, capstanv1.AddonNamespaceLabel: s.addon.Namespace,
-		}); err != nil {
+		if err := r.watched.List(ctx, list, client.MatchingLabels(s.addon.OwnerLabels())); err != nil {
 			continue
 		}
 		for _, item := range list.Items {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func TestKinds(t *testing.T) {
@@ -353,7 +353,7 @@ func TestDuplicateObjects(t *testing.T) {
 
 func TestViolationNamesTheObject(t *testing.T) {
 	got := Check(context.Background(), parse(t, deployment("hostNetwork: true\ncontainers: [{name: app, image: nginx}]")), testContext())
-	want := v1alpha1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
+	want := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Name: "web"}
 	if len(got) != 1 || got[0].Object != want {
 		t.Fatalf("want one violation naming %+v, got %+v", want, got)
 	}

@@ -15,12 +15,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	sigsjson "sigs.k8s.io/json"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // decodedObject is one rendered object, decoded into its typed API struct.
 type decodedObject struct {
-	ref  v1alpha1.ObjectRef
+	ref  capstanv1.ObjectRef
 	gvk  schema.GroupVersionKind
 	obj  any                // *appsv1.Deployment, *corev1.Secret, ...; nil when it did not decode
 	meta *metav1.ObjectMeta // obj's metadata; nil when obj is nil
@@ -64,13 +64,13 @@ func newTyped(gvk schema.GroupVersionKind) (any, *metav1.ObjectMeta) {
 // purpose: a field the guard cannot read is a field it cannot vouch for.
 func (ck *checker) decode(i int, u *unstructured.Unstructured) *decodedObject {
 	if u == nil || u.Object == nil {
-		ck.add(v1alpha1.ObjectRef{}, "", RuleMalformedObject,
+		ck.add(capstanv1.ObjectRef{}, "", RuleMalformedObject,
 			fmt.Sprintf("object %d of the render is empty; remove the empty document from the chart", i+1))
 		return nil
 	}
 	// The unstructured getters return "" for a missing field or one of the
 	// wrong type, and never panic.
-	d := &decodedObject{ref: v1alpha1.ObjectRef{
+	d := &decodedObject{ref: capstanv1.ObjectRef{
 		APIVersion: u.GetAPIVersion(),
 		Kind:       u.GetKind(),
 		Namespace:  u.GetNamespace(),

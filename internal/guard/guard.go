@@ -4,7 +4,7 @@
 //
 // Check refuses every object that breaks a rule of seed 004 ("Any image may
 // run; its pods may not do anything") and reports each break as a
-// v1alpha1.Violation. Harden sets the pod defaults. The controller runs
+// capstanv1.Violation. Harden sets the pod defaults. The controller runs
 // Harden, then Check, on every rendered object, hooks included, before any
 // preview or apply. docs/guardrails.md lists every rule with an example.
 package guard
@@ -21,7 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // The rules a Violation can name. They are stable: the web page, the CLI and
@@ -166,7 +166,7 @@ func IsAllowedKind(gvk schema.GroupVersionKind) bool {
 // are checked like every other object, so pass them in objs too. It never
 // panics on malformed objects: they are violations. Check does not change
 // objs; run Harden first so the pod defaults are in place.
-func Check(ctx context.Context, objs []*unstructured.Unstructured, c Context) []v1alpha1.Violation {
+func Check(ctx context.Context, objs []*unstructured.Unstructured, c Context) []capstanv1.Violation {
 	if c.ReservedNames.isZero() {
 		c.ReservedNames = DefaultReservedNames(c.AddonName)
 	}
@@ -225,11 +225,11 @@ type kindName struct{ kind, name string }
 type checker struct {
 	c        Context
 	rendered map[kindName]bool
-	out      []v1alpha1.Violation
+	out      []capstanv1.Violation
 }
 
-func (ck *checker) add(ref v1alpha1.ObjectRef, path, rule, msg string) {
-	ck.out = append(ck.out, v1alpha1.Violation{Object: ref, Path: path, Rule: rule, Message: msg})
+func (ck *checker) add(ref capstanv1.ObjectRef, path, rule, msg string) {
+	ck.out = append(ck.out, capstanv1.Violation{Object: ref, Path: path, Rule: rule, Message: msg})
 }
 
 // inNamespace reports whether an object with namespace ns lands in the

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // testNamespace and testAddon are the Addon every table test checks for.
@@ -128,7 +128,7 @@ spec:
 }
 
 // ruleKeys renders violations as "rule@path", sorted.
-func ruleKeys(vs []v1alpha1.Violation) []string {
+func ruleKeys(vs []capstanv1.Violation) []string {
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
 		out = append(out, v.Rule+"@"+v.Path)
@@ -177,7 +177,7 @@ func runClause(t *testing.T, cases []clauseCase) {
 	}
 }
 
-func messages(vs []v1alpha1.Violation) string {
+func messages(vs []capstanv1.Violation) string {
 	var b strings.Builder
 	for _, v := range vs {
 		fmt.Fprintf(&b, "  %s %s: %s\n", v.Rule, v.Path, v.Message)

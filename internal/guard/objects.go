@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // checkMetadata applies the metadata rules: the Addon's namespace, a fixed
@@ -53,7 +53,7 @@ func (ck *checker) checkMetadata(d *decodedObject) {
 // present when Check runs after the controller prepared the objects.
 func (ck *checker) isThisAddon(or metav1.OwnerReference) bool {
 	group, _, _ := strings.Cut(or.APIVersion, "/")
-	return group == v1alpha1.GroupVersion.Group && or.Kind == "Addon" && or.Name == ck.c.AddonName && ck.c.AddonName != ""
+	return group == capstanv1.GroupVersion.Group && or.Kind == "Addon" && or.Name == ck.c.AddonName && ck.c.AddonName != ""
 }
 
 func describeReserved(r ReservedNames) string {
@@ -75,7 +75,7 @@ func describeReserved(r ReservedNames) string {
 
 // checkSecret refuses service-account token Secrets: the token controller
 // would fill them with a token of an account of the namespace.
-func (ck *checker) checkSecret(ref v1alpha1.ObjectRef, s *corev1.Secret) {
+func (ck *checker) checkSecret(ref capstanv1.ObjectRef, s *corev1.Secret) {
 	if s.Type == corev1.SecretTypeServiceAccountToken {
 		ck.add(ref, "type", RuleServiceAccountToken,
 			"a Secret of type kubernetes.io/service-account-token would receive an API token of a service account; restricted Addons get no API access: remove the Secret")
@@ -84,7 +84,7 @@ func (ck *checker) checkSecret(ref v1alpha1.ObjectRef, s *corev1.Secret) {
 
 // checkServiceAccount refuses accounts that mount their token into pods, and
 // Secrets the account names that the chart does not render.
-func (ck *checker) checkServiceAccount(ref v1alpha1.ObjectRef, sa *corev1.ServiceAccount) {
+func (ck *checker) checkServiceAccount(ref capstanv1.ObjectRef, sa *corev1.ServiceAccount) {
 	if sa.AutomountServiceAccountToken != nil && *sa.AutomountServiceAccountToken {
 		ck.add(ref, "automountServiceAccountToken", RuleServiceAccountToken,
 			"automountServiceAccountToken: true gives pods an API token; remove it or set it to false")
@@ -105,7 +105,7 @@ func (ck *checker) checkServiceAccount(ref v1alpha1.ObjectRef, sa *corev1.Servic
 
 // checkService allows only ClusterIP Services (headless included), without
 // external IPs or node ports.
-func (ck *checker) checkService(ref v1alpha1.ObjectRef, s *corev1.Service) {
+func (ck *checker) checkService(ref capstanv1.ObjectRef, s *corev1.Service) {
 	switch s.Spec.Type {
 	case "", corev1.ServiceTypeClusterIP:
 	default:
@@ -132,7 +132,7 @@ func (ck *checker) checkService(ref v1alpha1.ObjectRef, s *corev1.Service) {
 // volumeName, by a selector over existing volumes, or by a data source the
 // chart does not render. A data source may only be another claim of the
 // chart, which the provisioner clones.
-func (ck *checker) checkClaim(ref v1alpha1.ObjectRef, c *corev1.PersistentVolumeClaim) {
+func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolumeClaim) {
 	if c.Spec.VolumeName != "" {
 		ck.add(ref, "spec.volumeName", RuleClaimBinding,
 			"volumeName binds the claim to an existing volume, with the data of whoever used it; remove it and let the storage class provision a new volume")
@@ -149,7 +149,7 @@ func (ck *checker) checkClaim(ref v1alpha1.ObjectRef, c *corev1.PersistentVolume
 	}
 }
 
-func (ck *checker) checkDataSource(ref v1alpha1.ObjectRef, path string, group *string, kind, name string, namespace *string) {
+func (ck *checker) checkDataSource(ref capstanv1.ObjectRef, path string, group *string, kind, name string, namespace *string) {
 	outside := (group != nil && *group != "") || kind != "PersistentVolumeClaim" ||
 		(namespace != nil && *namespace != "" && *namespace != ck.c.Namespace) ||
 		!ck.rendered[kindName{"PersistentVolumeClaim", name}]
@@ -161,7 +161,7 @@ func (ck *checker) checkDataSource(ref v1alpha1.ObjectRef, path string, group *s
 
 // checkRef refuses a reference to an object of kind the chart does not render
 // and the platform does not hand over.
-func (ck *checker) checkRef(ref v1alpha1.ObjectRef, path, kind, name string) {
+func (ck *checker) checkRef(ref capstanv1.ObjectRef, path, kind, name string) {
 	if name == "" {
 		ck.add(ref, path, RuleReferenceNotRendered,
 			fmt.Sprintf("the reference names no %s; name a %s the chart renders", kind, kind))

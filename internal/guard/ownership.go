@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // checkOwnership refuses every rendered object that already exists and that
@@ -45,7 +45,7 @@ func (ck *checker) checkOwnership(ctx context.Context, decoded []*decodedObject)
 // metadata only (never a Secret's data). Pass an uncached reader, such as the
 // manager's APIReader, so that no cache of every Secret in the cluster is
 // started for it.
-func ClientLookup(r client.Reader, addon *v1alpha1.Addon) LookupFunc {
+func ClientLookup(r client.Reader, addon *capstanv1.Addon) LookupFunc {
 	return func(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (bool, bool, error) {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(gvk)
@@ -64,18 +64,16 @@ func ClientLookup(r client.Reader, addon *v1alpha1.Addon) LookupFunc {
 // owner reference to the Addon (same name and, when both are known, the same
 // UID), or when it carries both Capstan labels naming the Addon and its
 // namespace, as every object Capstan applies does.
-func OwnedBy(obj metav1.Object, addon *v1alpha1.Addon) bool {
+func OwnedBy(obj metav1.Object, addon *capstanv1.Addon) bool {
 	if addon == nil {
 		return false
 	}
 	for _, or := range obj.GetOwnerReferences() {
 		group, _, _ := strings.Cut(or.APIVersion, "/")
-		if group == v1alpha1.GroupVersion.Group && or.Kind == "Addon" && or.Name == addon.Name &&
+		if group == capstanv1.GroupVersion.Group && or.Kind == "Addon" && or.Name == addon.Name &&
 			(addon.UID == "" || or.UID == "" || or.UID == addon.UID) {
 			return true
 		}
 	}
-	labels := obj.GetLabels()
-	return addon.Name != "" && labels[v1alpha1.AddonLabel] == addon.Name &&
-		labels[v1alpha1.AddonNamespaceLabel] == addon.Namespace
+	return addon.LabelledFor(obj.GetLabels())
 }

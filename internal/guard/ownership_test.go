@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // liveState is a lookup over a fixed set of live objects, keyed "Kind/name".
@@ -77,7 +77,7 @@ func TestOwnershipAsksOncePerObjectAndSkipsRefused(t *testing.T) {
 }
 
 func TestOwnedBy(t *testing.T) {
-	addon := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "apps", UID: types.UID("uid-1")}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "apps", UID: types.UID("uid-1")}}
 	ref := func(apiVersion, kind, name, uid string) metav1.OwnerReference {
 		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: types.UID(uid)}
 	}
@@ -89,13 +89,13 @@ func TestOwnedBy(t *testing.T) {
 	}{
 		{"owner reference to the Addon", nil, []metav1.OwnerReference{ref("capstan.dev/v1alpha1", "Addon", "blog", "uid-1")}, true},
 		{"owner reference in a later version", nil, []metav1.OwnerReference{ref("capstan.dev/v1", "Addon", "blog", "uid-1")}, true},
-		{"both labels", map[string]string{v1alpha1.AddonLabel: "blog", v1alpha1.AddonNamespaceLabel: "apps"}, nil, true},
+		{"both labels", map[string]string{capstanv1.AddonLabel: "blog", capstanv1.AddonNamespaceLabel: "apps"}, nil, true},
 		{"owner reference to another Addon", nil, []metav1.OwnerReference{ref("capstan.dev/v1alpha1", "Addon", "wiki", "uid-2")}, false},
 		{"owner reference to a former Addon of the name", nil, []metav1.OwnerReference{ref("capstan.dev/v1alpha1", "Addon", "blog", "uid-0")}, false},
 		{"owner reference to another kind named blog", nil, []metav1.OwnerReference{ref("apps/v1", "Deployment", "blog", "uid-1")}, false},
 		{"owner reference to another group's Addon", nil, []metav1.OwnerReference{ref("example.com/v1", "Addon", "blog", "uid-1")}, false},
-		{"the name label alone", map[string]string{v1alpha1.AddonLabel: "blog"}, nil, false},
-		{"labels of the same name in another namespace", map[string]string{v1alpha1.AddonLabel: "blog", v1alpha1.AddonNamespaceLabel: "other"}, nil, false},
+		{"the name label alone", map[string]string{capstanv1.AddonLabel: "blog"}, nil, false},
+		{"labels of the same name in another namespace", map[string]string{capstanv1.AddonLabel: "blog", capstanv1.AddonNamespaceLabel: "other"}, nil, false},
 		{"nothing", nil, nil, false},
 	}
 	for _, tc := range cases {

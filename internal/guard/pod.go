@@ -8,7 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // controlPlaneKeys are the node labels and taints that mark the control plane.
@@ -41,7 +41,7 @@ const (
 )
 
 // checkPodTemplate applies the pod rules to a pod template at path base.
-func (ck *checker) checkPodTemplate(ref v1alpha1.ObjectRef, base string, t *corev1.PodTemplateSpec) {
+func (ck *checker) checkPodTemplate(ref capstanv1.ObjectRef, base string, t *corev1.PodTemplateSpec) {
 	for i, or := range t.OwnerReferences {
 		ck.add(ref, fmt.Sprintf("%s.metadata.ownerReferences[%d]", base, i), RuleOwnerReference,
 			fmt.Sprintf("the pod template sets an owner reference to %s %q; remove it", or.Kind, or.Name))
@@ -52,7 +52,7 @@ func (ck *checker) checkPodTemplate(ref v1alpha1.ObjectRef, base string, t *core
 
 // checkLegacyAnnotations refuses the seccomp and AppArmor annotations unless
 // they name the runtime's default or a profile on the node.
-func (ck *checker) checkLegacyAnnotations(ref v1alpha1.ObjectRef, path string, ann map[string]string) {
+func (ck *checker) checkLegacyAnnotations(ref capstanv1.ObjectRef, path string, ann map[string]string) {
 	for _, k := range sortedKeys(ann) {
 		v := strings.ToLower(strings.TrimSpace(ann[k]))
 		p := fmt.Sprintf("%s[%s]", path, k)
@@ -72,7 +72,7 @@ func (ck *checker) checkLegacyAnnotations(ref v1alpha1.ObjectRef, path string, a
 }
 
 // checkPodSpec applies the pod rules to one pod spec at path spec.
-func (ck *checker) checkPodSpec(ref v1alpha1.ObjectRef, spec string, ps *corev1.PodSpec) {
+func (ck *checker) checkPodSpec(ref capstanv1.ObjectRef, spec string, ps *corev1.PodSpec) {
 	for _, h := range []struct {
 		on   bool
 		name string
@@ -131,7 +131,7 @@ func (ck *checker) checkPodSpec(ref v1alpha1.ObjectRef, spec string, ps *corev1.
 }
 
 // checkIdentity refuses running as root: user 0, or runAsNonRoot: false.
-func (ck *checker) checkIdentity(ref v1alpha1.ObjectRef, path, who string, user *int64, nonRoot *bool) {
+func (ck *checker) checkIdentity(ref capstanv1.ObjectRef, path, who string, user *int64, nonRoot *bool) {
 	if user != nil && *user == 0 {
 		ck.add(ref, path+".runAsUser", RuleRunAsRoot,
 			fmt.Sprintf("runAsUser: 0 runs %s as root; use a non-zero user, such as 1000", who))
@@ -144,7 +144,7 @@ func (ck *checker) checkIdentity(ref v1alpha1.ObjectRef, path, who string, user 
 
 // checkProfiles refuses unconfined seccomp, AppArmor and SELinux settings, and
 // Windows host processes.
-func (ck *checker) checkProfiles(ref v1alpha1.ObjectRef, path string, sp *corev1.SeccompProfile, ap *corev1.AppArmorProfile, se *corev1.SELinuxOptions, win *corev1.WindowsSecurityContextOptions) {
+func (ck *checker) checkProfiles(ref capstanv1.ObjectRef, path string, sp *corev1.SeccompProfile, ap *corev1.AppArmorProfile, se *corev1.SELinuxOptions, win *corev1.WindowsSecurityContextOptions) {
 	if sp != nil && sp.Type != corev1.SeccompProfileTypeRuntimeDefault && sp.Type != corev1.SeccompProfileTypeLocalhost {
 		ck.add(ref, path+".seccompProfile.type", RuleSeccompUnconfined,
 			fmt.Sprintf("seccompProfile type %q leaves the container without a seccomp filter; use RuntimeDefault or remove it", sp.Type))
@@ -165,7 +165,7 @@ func (ck *checker) checkProfiles(ref v1alpha1.ObjectRef, path string, sp *corev1
 
 // checkPlacement refuses placing pods on the control plane: by nodeSelector,
 // by node affinity, or by tolerating its taints.
-func (ck *checker) checkPlacement(ref v1alpha1.ObjectRef, spec string, ps *corev1.PodSpec) {
+func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *corev1.PodSpec) {
 	for _, k := range sortedKeys(ps.NodeSelector) {
 		if controlPlaneKeys[k] {
 			ck.add(ref, fmt.Sprintf("%s.nodeSelector[%s]", spec, k), RuleControlPlane,
@@ -198,7 +198,7 @@ func (ck *checker) checkPlacement(ref v1alpha1.ObjectRef, spec string, ps *corev
 
 // checkNodeTerm refuses a node selector term that selects control-plane
 // nodes. NotIn and DoesNotExist keep pods off them, and are allowed.
-func (ck *checker) checkNodeTerm(ref v1alpha1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
+func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
 	for j, e := range t.MatchExpressions {
 		if controlPlaneKeys[e.Key] && e.Operator != corev1.NodeSelectorOpNotIn && e.Operator != corev1.NodeSelectorOpDoesNotExist {
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
@@ -209,7 +209,7 @@ func (ck *checker) checkNodeTerm(ref v1alpha1.ObjectRef, path string, t corev1.N
 
 // checkVolume allows only the listed volume types, refuses service-account
 // token projections, and checks what the volume references.
-func (ck *checker) checkVolume(ref v1alpha1.ObjectRef, path string, v *corev1.Volume) {
+func (ck *checker) checkVolume(ref capstanv1.ObjectRef, path string, v *corev1.Volume) {
 	for _, src := range setPointerFields(&v.VolumeSource) {
 		switch {
 		case src == "hostPath":
@@ -297,7 +297,7 @@ func containersOf(spec string, ps *corev1.PodSpec) []containerView {
 }
 
 // checkContainer applies the container rules.
-func (ck *checker) checkContainer(ref v1alpha1.ObjectRef, c containerView) {
+func (ck *checker) checkContainer(ref capstanv1.ObjectRef, c containerView) {
 	who := fmt.Sprintf("container %q", c.name)
 	for i, p := range c.ports {
 		if p.HostPort != 0 {

@@ -384,11 +384,7 @@ func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Add
 	ns.SetAPIVersion("v1")
 	ns.SetKind("Namespace")
 	ns.SetName(name)
-	ns.SetLabels(map[string]string{
-		capstanv1.AddonLabel:          addon.Name,
-		capstanv1.AddonNamespaceLabel: addon.Namespace,
-		capstanv1.ManagedByLabel:      "capstan",
-	})
+	ns.SetLabels(addon.AppliedLabels())
 	if err := a.Apply(ctx, ns); err != nil {
 		return fmt.Errorf("creating the target namespace %s for the hook: %w", name, err)
 	}

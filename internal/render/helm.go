@@ -34,6 +34,24 @@ const notesSuffix = "NOTES.txt"
 // fetch guard. A template error is a *TemplateError, which holds the template
 // file, line and column but never the message.
 func Helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options) (*Result, error) {
+	res, err := helm(ctx, ch, values, opts)
+	if err != nil {
+		return nil, err
+	}
+	id := opts.Source
+	if id == (SourceIdentity{}) && ch.Metadata != nil {
+		id = SourceIdentity{Name: ch.Name(), Version: ch.Metadata.Version}
+	}
+	res.Hash, err = Hash(id, values, opts.ReleaseName, opts.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	res.Upgrade = opts.Upgrade
+	return res, nil
+}
+
+// helm renders a chart, without the hash.
+func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options) (*Result, error) {
 	if ch == nil || ch.Metadata == nil {
 		return nil, errors.New("render: the chart is empty: load it with its Chart.yaml")
 	}
@@ -122,15 +140,6 @@ func Helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 		return compareKinds(rank, a.Object.GetKind(), b.Object.GetKind())
 	})
 	res.Objects = append(res.Objects, manifests...)
-
-	id := opts.Source
-	if id == (SourceIdentity{}) {
-		id = SourceIdentity{Name: ch.Name(), Version: ch.Metadata.Version}
-	}
-	res.Hash, err = Hash(id, values, opts.ReleaseName, opts.Namespace)
-	if err != nil {
-		return nil, err
-	}
 	return res, nil
 }
 

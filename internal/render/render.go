@@ -6,7 +6,12 @@
 package render
 
 import (
+	"context"
+	"errors"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"capstan.dev/capstan/internal/source"
 )
 
 // Options say how a chart is rendered.
@@ -23,27 +28,45 @@ type Options struct {
 	Upgrade bool
 	// Source identifies the chart for the render hash. When it has no
 	// digest, no name and no version, the chart's own name and version are used.
+	// Render takes it from the artifact.
 	Source SourceIdentity
+	// UpgradeFor, when set, decides Upgrade from the render hash: Render
+	// computes the hash first, so that a chart renders as an install or an
+	// upgrade by whether that exact render was applied before.
+	UpgradeFor func(hash string) bool
 }
 
-// SourceIdentity is what the render hash knows of a source: a chart by its
-// digest (or, without one, by URL, name and version), or a git folder by its
-// commit and path.
-type SourceIdentity struct {
-	// Digest is the chart archive's "sha256:" digest.
-	Digest string `json:"digest,omitempty"`
-	// URL is the chart repository, registry reference or archive URL. It is
-	// left out of the hash when a digest is set: a mirror serves the same archive.
-	URL string `json:"url,omitempty"`
-	// Name is the chart's name.
-	Name string `json:"name,omitempty"`
-	// Version is the chart's version.
-	Version string `json:"version,omitempty"`
-	// Commit is the git commit of a folder.
-	Commit string `json:"commit,omitempty"`
-	// Path is the folder in the git repository.
-	Path string `json:"path,omitempty"`
+// Render renders an artifact: a chart with values, as Helm would, or a git
+// folder as kustomize would (a folder takes no values). It computes the
+// render hash once, before rendering, and returns it in the result.
+func Render(ctx context.Context, art *source.Artifact, values map[string]any, opts Options) (*Result, error) {
+	switch {
+	case art == nil:
+		return nil, errors.New("render: nothing was fetched")
+	case art.Chart != nil:
+		opts.Source = art.Identity
+		hash, err := Hash(opts.Source, values, opts.ReleaseName, opts.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		if opts.UpgradeFor != nil {
+			opts.Upgrade = opts.UpgradeFor(hash)
+		}
+		res, err := helm(ctx, art.Chart.Chart, values, opts)
+		if err != nil {
+			return nil, err
+		}
+		res.Hash, res.Upgrade = hash, opts.Upgrade
+		return res, nil
+	case art.Tree != nil:
+		return Folder(art.Tree.FS, art.Path, art.Identity)
+	}
+	return nil, errors.New("render: the artifact holds neither a chart nor a folder")
 }
+
+// SourceIdentity is what the render hash knows of a source; see
+// source.Identity.
+type SourceIdentity = source.Identity
 
 // Result is one render.
 type Result struct {
@@ -57,6 +80,8 @@ type Result struct {
 	Hooks []Hook
 	// Hash identifies the render's inputs: "sha256:" and 64 hex digits.
 	Hash string
+	// Upgrade is true when a chart was rendered for an upgrade.
+	Upgrade bool
 }
 
 // Hook is a rendered object that Helm runs as a hook instead of applying it

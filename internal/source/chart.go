@@ -14,7 +14,7 @@ import (
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -22,7 +22,7 @@ import (
 // repository, an OCI registry or an https archive. creds may be nil. A chart
 // is fetched once and then served from the cache, keyed by source, name and
 // version (or digest) and by the credentials used. Nothing is cached on error.
-func (f *Fetcher) Chart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) Chart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
 	set := 0
 	for _, s := range []string{spec.Repo, spec.OCI, spec.URL} {
 		if s != "" {
@@ -114,7 +114,7 @@ func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted
 }
 
 // archiveChart fetches an https .tgz.
-func (f *Fetcher) archiveChart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
 	u, err := parseHTTPS(spec.URL, "spec.chart.url")
 	if err != nil {
 		return nil, err
@@ -132,7 +132,7 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec v1alpha1.ChartSource, c
 }
 
 // repoChart resolves a version in a chart repository's index and fetches it.
-func (f *Fetcher) repoChart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
 	base, err := parseHTTPS(spec.Repo, "spec.chart.repo")
 	if err != nil {
 		return nil, err

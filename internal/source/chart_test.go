@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -34,7 +34,7 @@ func TestRepoChartResolvesVersions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.version, func(t *testing.T) {
-			c, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version}, nil)
+			c, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -60,7 +60,7 @@ func TestRepoChartIsCachedAndIndexExpires(t *testing.T) {
 	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
 	now := time.Unix(1700000000, 0)
 	f := newTestFetcher(t, Options{IndexTTL: time.Minute, Now: func() time.Time { return now }}, r.Server)
-	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
 	ctx := context.Background()
 
 	first, err := f.Chart(ctx, spec, nil)
@@ -104,7 +104,7 @@ func TestRepoChartAbsoluteURLAndCredentialsStayOnRepoHost(t *testing.T) {
 	r.index("demo", map[string]string{"1.0.0": other.URL + "/elsewhere/demo-1.0.0.tgz"})
 	r.auth = [2]string{"alice", "s3cret"}
 	f := newTestFetcher(t, Options{}, r.Server, other.Server)
-	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo"}
 
 	_, err := f.Chart(context.Background(), spec, nil)
 	if err == nil || !strings.Contains(err.Error(), "HTTP 401") || !strings.Contains(err.Error(), "secretRef") {
@@ -128,7 +128,7 @@ func TestCachedChartIsNotServedToOtherCredentials(t *testing.T) {
 	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
 	r.auth = [2]string{"alice", "s3cret"}
 	f := newTestFetcher(t, Options{}, r.Server)
-	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
 	if _, err := f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "s3cret"}); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestArchiveURLWithDigest(t *testing.T) {
 	data := chartArchive(t, "demo", "3.2.1")
 	r.put("/demo.tgz", data)
 	f := newTestFetcher(t, Options{}, r.Server)
-	spec := v1alpha1.ChartSource{URL: r.URL + "/demo.tgz", Digest: Digest(data)}
+	spec := capstanv1.ChartSource{URL: r.URL + "/demo.tgz", Digest: Digest(data)}
 	for i := 0; i < 2; i++ {
 		c, err := f.Chart(context.Background(), spec, nil)
 		if err != nil {
@@ -202,7 +202,7 @@ func TestBadInput(t *testing.T) {
 			r.put("/demo-1.0.0.tgz", tt.archive)
 			r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
 			f := newTestFetcher(t, Options{Limits: tt.limits}, r.Server)
-			c, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version, Digest: tt.digest}, nil)
+			c, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: tt.version, Digest: tt.digest}, nil)
 			if err == nil {
 				t.Fatalf("want an error, got chart %s %s", c.Name, c.Version)
 			}
@@ -225,7 +225,7 @@ func TestWrongDigestCachesNothingThenRightDigestWorks(t *testing.T) {
 	r.put("/demo-1.0.0.tgz", data)
 	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
 	f := newTestFetcher(t, Options{}, r.Server)
-	spec := v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0", Digest: "sha256:" + strings.Repeat("a", 64)}
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0", Digest: "sha256:" + strings.Repeat("a", 64)}
 	_, err := f.Chart(context.Background(), spec, nil)
 	var mm *DigestMismatchError
 	if !errors.As(err, &mm) || mm.Actual != Digest(data) {
@@ -254,20 +254,20 @@ func TestRepoErrors(t *testing.T) {
 	port := closedPort(t)
 	tests := []struct {
 		name string
-		spec v1alpha1.ChartSource
+		spec capstanv1.ChartSource
 		want []string
 	}{
-		{"unreachable repository", v1alpha1.ChartSource{Repo: fmt.Sprintf("https://127.0.0.1:%d/charts", port), Name: "demo"},
+		{"unreachable repository", capstanv1.ChartSource{Repo: fmt.Sprintf("https://127.0.0.1:%d/charts", port), Name: "demo"},
 			[]string{fmt.Sprintf("cannot fetch https://127.0.0.1:%d/charts/index.yaml", port), "connection refused", "check spec.chart.repo"}},
-		{"unknown chart", v1alpha1.ChartSource{Repo: r.URL, Name: "nope"}, []string{`chart "nope" is not in the repository`}},
-		{"archive missing", v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}, []string{"HTTP 404"}},
-		{"no index", v1alpha1.ChartSource{Repo: empty.URL, Name: "demo"}, []string{"index.yaml: HTTP 404"}},
-		{"broken index", v1alpha1.ChartSource{Repo: broken.URL, Name: "demo"}, []string{"index.yaml of", "not valid YAML"}},
-		{"invalid range", v1alpha1.ChartSource{Repo: r.URL, Name: "demo", Version: ">>1"}, []string{"neither a version nor a semver range"}},
-		{"plain http", v1alpha1.ChartSource{Repo: "http://127.0.0.1/", Name: "demo"}, []string{"must be an https URL"}},
-		{"credentials in URL", v1alpha1.ChartSource{URL: "https://u:hunter2@127.0.0.1/x.tgz"}, []string{"must not hold credentials"}},
-		{"two sources", v1alpha1.ChartSource{URL: "https://127.0.0.1/x.tgz", OCI: "oci://127.0.0.1/x"}, []string{"exactly one"}},
-		{"bad digest", v1alpha1.ChartSource{URL: "https://127.0.0.1/x.tgz", Digest: "md5:abc"}, []string{"not \"sha256:\""}},
+		{"unknown chart", capstanv1.ChartSource{Repo: r.URL, Name: "nope"}, []string{`chart "nope" is not in the repository`}},
+		{"archive missing", capstanv1.ChartSource{Repo: r.URL, Name: "demo"}, []string{"HTTP 404"}},
+		{"no index", capstanv1.ChartSource{Repo: empty.URL, Name: "demo"}, []string{"index.yaml: HTTP 404"}},
+		{"broken index", capstanv1.ChartSource{Repo: broken.URL, Name: "demo"}, []string{"index.yaml of", "not valid YAML"}},
+		{"invalid range", capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: ">>1"}, []string{"neither a version nor a semver range"}},
+		{"plain http", capstanv1.ChartSource{Repo: "http://127.0.0.1/", Name: "demo"}, []string{"must be an https URL"}},
+		{"credentials in URL", capstanv1.ChartSource{URL: "https://u:hunter2@127.0.0.1/x.tgz"}, []string{"must not hold credentials"}},
+		{"two sources", capstanv1.ChartSource{URL: "https://127.0.0.1/x.tgz", OCI: "oci://127.0.0.1/x"}, []string{"exactly one"}},
+		{"bad digest", capstanv1.ChartSource{URL: "https://127.0.0.1/x.tgz", Digest: "md5:abc"}, []string{"not \"sha256:\""}},
 	}
 	f := newTestFetcher(t, Options{}, r.Server, empty.Server, broken.Server)
 	for _, tt := range tests {
@@ -299,7 +299,7 @@ func TestGuardRefusesLocalhost(t *testing.T) {
 	port := s.Listener.Addr().(interface{ String() string }).String()
 	port = port[strings.LastIndex(port, ":")+1:]
 	f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{}}}, s)
-	for _, spec := range []v1alpha1.ChartSource{
+	for _, spec := range []capstanv1.ChartSource{
 		{Repo: "https://localhost:" + port + "/", Name: "demo"},
 		{URL: "https://localhost:" + port + "/demo.tgz"},
 		{URL: s.URL + "/demo.tgz"},
@@ -336,7 +336,7 @@ func TestGuardRefusesRedirectTo127002(t *testing.T) {
 		redirect(w, req)
 	})
 	f := newTestFetcher(t, Options{}, r.Server, target)
-	_, err := f.Chart(context.Background(), v1alpha1.ChartSource{Repo: r.URL, Name: "demo"}, nil)
+	_, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: r.URL, Name: "demo"}, nil)
 	if !netguard.IsRefused(err) || !strings.Contains(err.Error(), "127.0.0.2") {
 		t.Fatalf("want a refusal of 127.0.0.2, got %v", err)
 	}

@@ -19,7 +19,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -31,7 +31,7 @@ const wantRef = "refs/capstan/want"
 // with depth 1 where the server allows it. The tree is cached by repository,
 // commit and credentials; a commit hash that is cached is served without any
 // request. Nothing is cached on error.
-func (f *Fetcher) Git(ctx context.Context, spec v1alpha1.GitSource, creds *Credentials) (*Tree, error) {
+func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Credentials) (*Tree, error) {
 	ep, err := transport.NewEndpoint(spec.URL)
 	if err != nil {
 		return nil, fmt.Errorf("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), err)

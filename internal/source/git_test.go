@@ -23,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -162,7 +162,7 @@ func TestGitOverSmartHTTP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tr, err := f.Git(ctx, v1alpha1.GitSource{URL: u, Revision: tt.revision}, nil)
+			tr, err := f.Git(ctx, capstanv1.GitSource{URL: u, Revision: tt.revision}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -184,7 +184,7 @@ func TestGitOverSmartHTTP(t *testing.T) {
 
 	// A cached commit is served without any request.
 	before, _ := srv.counts()
-	tr, err := f.Git(ctx, v1alpha1.GitSource{URL: u, Revision: repo.second}, nil)
+	tr, err := f.Git(ctx, capstanv1.GitSource{URL: u, Revision: repo.second}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestGitCommitNotAtATip(t *testing.T) {
 			}
 			srv := newGitServer(t, repo.root)
 			f := newTestFetcher(t, Options{}, srv.Server)
-			tr, err := f.Git(context.Background(), v1alpha1.GitSource{URL: srv.URL + "/repo.git", Revision: repo.first}, nil)
+			tr, err := f.Git(context.Background(), capstanv1.GitSource{URL: srv.URL + "/repo.git", Revision: repo.first}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -244,21 +244,21 @@ func TestGitErrors(t *testing.T) {
 	f := newTestFetcher(t, Options{}, srv.Server)
 	tests := []struct {
 		name  string
-		spec  v1alpha1.GitSource
+		spec  capstanv1.GitSource
 		creds *Credentials
 		want  []string
 	}{
-		{"unknown revision", v1alpha1.GitSource{URL: srv.URL + "/repo.git", Revision: "nope"}, nil,
+		{"unknown revision", capstanv1.GitSource{URL: srv.URL + "/repo.git", Revision: "nope"}, nil,
 			[]string{`revision "nope" is neither a branch`, "branches: main, old", "tags: v1.0.0"}},
-		{"unknown commit", v1alpha1.GitSource{URL: srv.URL + "/repo.git", Revision: strings.Repeat("a", 40)}, nil,
+		{"unknown commit", capstanv1.GitSource{URL: srv.URL + "/repo.git", Revision: strings.Repeat("a", 40)}, nil,
 			[]string{"commit aaaa", "is not in"}},
-		{"unknown repository", v1alpha1.GitSource{URL: srv.URL + "/nope.git"}, nil, []string{"cannot fetch", "nope.git"}},
-		{"unreachable", v1alpha1.GitSource{URL: "https://127.0.0.1:" + itoa(port) + "/repo.git"}, nil, []string{"connection refused"}},
-		{"file not allowed", v1alpha1.GitSource{URL: "file://" + repo.bare}, nil, []string{"file:// repositories are not allowed"}},
-		{"credentials over http", v1alpha1.GitSource{URL: "http://127.0.0.1:1/repo.git"}, &Credentials{Token: "t"}, []string{"only sent over https or ssh"}},
-		{"credentials in URL", v1alpha1.GitSource{URL: "https://u:hunter2@127.0.0.1/repo.git"}, nil, []string{"must not hold credentials"}},
-		{"ssh without key", v1alpha1.GitSource{URL: "ssh://git@127.0.0.1/repo.git"}, nil, []string{"needs a Secret with an SSH key"}},
-		{"key over https", v1alpha1.GitSource{URL: srv.URL + "/repo.git"}, &Credentials{Identity: []byte("k"), KnownHosts: []byte("h")}, []string{"needs an ssh:// URL"}},
+		{"unknown repository", capstanv1.GitSource{URL: srv.URL + "/nope.git"}, nil, []string{"cannot fetch", "nope.git"}},
+		{"unreachable", capstanv1.GitSource{URL: "https://127.0.0.1:" + itoa(port) + "/repo.git"}, nil, []string{"connection refused"}},
+		{"file not allowed", capstanv1.GitSource{URL: "file://" + repo.bare}, nil, []string{"file:// repositories are not allowed"}},
+		{"credentials over http", capstanv1.GitSource{URL: "http://127.0.0.1:1/repo.git"}, &Credentials{Token: "t"}, []string{"only sent over https or ssh"}},
+		{"credentials in URL", capstanv1.GitSource{URL: "https://u:hunter2@127.0.0.1/repo.git"}, nil, []string{"must not hold credentials"}},
+		{"ssh without key", capstanv1.GitSource{URL: "ssh://git@127.0.0.1/repo.git"}, nil, []string{"needs a Secret with an SSH key"}},
+		{"key over https", capstanv1.GitSource{URL: srv.URL + "/repo.git"}, &Credentials{Identity: []byte("k"), KnownHosts: []byte("h")}, []string{"needs an ssh:// URL"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -290,7 +290,7 @@ func TestGitGuard(t *testing.T) {
 	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{}}}, srv.Server)
 	for _, u := range []string{srv.URL + "/repo.git", "https://localhost:" + port + "/repo.git"} {
-		_, err := f.Git(context.Background(), v1alpha1.GitSource{URL: u}, nil)
+		_, err := f.Git(context.Background(), capstanv1.GitSource{URL: u}, nil)
 		if !netguard.IsRefused(err) {
 			t.Fatalf("%s: want a refusal, got %v", u, err)
 		}
@@ -305,7 +305,7 @@ func TestGitBasicAndTokenAuth(t *testing.T) {
 	srv := newGitServer(t, repo.root)
 	srv.auth = [2]string{"x-access-token", "tok3n"}
 	f := newTestFetcher(t, Options{}, srv.Server)
-	spec := v1alpha1.GitSource{URL: srv.URL + "/repo.git", Revision: "main"}
+	spec := capstanv1.GitSource{URL: srv.URL + "/repo.git", Revision: "main"}
 	_, err := f.Git(context.Background(), spec, nil)
 	if err == nil || !strings.Contains(err.Error(), "secretRef") {
 		t.Fatalf("want an auth error naming secretRef, got %v", err)
@@ -351,7 +351,7 @@ func TestGitHubAppAuth(t *testing.T) {
 	f := newTestFetcher(t, Options{}, srv.Server, api)
 	creds := &Credentials{GitHubAppID: 7, GitHubAppInstallationID: 42, GitHubAppPrivateKey: keyPEM, GitHubAppBaseURL: api.URL}
 	for i := 0; i < 2; i++ {
-		tr, err := f.Git(context.Background(), v1alpha1.GitSource{URL: srv.URL + "/repo.git"}, creds)
+		tr, err := f.Git(context.Background(), capstanv1.GitSource{URL: srv.URL + "/repo.git"}, creds)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -365,7 +365,7 @@ func TestGitHubAppAuth(t *testing.T) {
 
 	bad := *creds
 	bad.GitHubAppPrivateKey = []byte("not a key")
-	if _, err := f.Git(context.Background(), v1alpha1.GitSource{URL: srv.URL + "/repo.git"}, &bad); err == nil || !strings.Contains(err.Error(), "not a usable GitHub App private key") {
+	if _, err := f.Git(context.Background(), capstanv1.GitSource{URL: srv.URL + "/repo.git"}, &bad); err == nil || !strings.Contains(err.Error(), "not a usable GitHub App private key") {
 		t.Fatalf("want a key error, got %v", err)
 	}
 }
@@ -376,14 +376,14 @@ func TestGitFileURL(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := f.Git(context.Background(), v1alpha1.GitSource{URL: "file://" + repo.bare, Revision: "v1.0.0"}, nil)
+	tr, err := f.Git(context.Background(), capstanv1.GitSource{URL: "file://" + repo.bare, Revision: "v1.0.0"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tr.Commit != repo.second || !strings.Contains(readTreeFile(t, tr, "deploy/base/cm.yaml"), "two") {
 		t.Fatalf("got %s", tr.Commit)
 	}
-	tr, err = f.Git(context.Background(), v1alpha1.GitSource{URL: "file://" + repo.bare, Revision: repo.first}, nil)
+	tr, err = f.Git(context.Background(), capstanv1.GitSource{URL: "file://" + repo.bare, Revision: repo.first}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +398,7 @@ func TestGitTreeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = f.Git(context.Background(), v1alpha1.GitSource{URL: "file://" + repo.bare}, nil)
+	_, err = f.Git(context.Background(), capstanv1.GitSource{URL: "file://" + repo.bare}, nil)
 	if err == nil || !strings.Contains(err.Error(), "more than 2 files") {
 		t.Fatalf("want the file limit, got %v", err)
 	}

@@ -13,7 +13,7 @@ import (
 	orasregistry "oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -23,7 +23,7 @@ import (
 // spec.chart.digest pins either the chart archive (the chart layer's digest)
 // or the manifest; with no version and no tag or digest in the reference, it
 // is the manifest digest to pull, as `helm pull oci://…@sha256:…` takes it.
-func (f *Fetcher) ociChart(ctx context.Context, spec v1alpha1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
 	raw, ok := strings.CutPrefix(spec.OCI, "oci://")
 	if !ok {
 		return nil, fmt.Errorf("spec.chart.oci %q must start with oci://", spec.OCI)

@@ -16,7 +16,7 @@ import (
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v4/pkg/registry"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -82,16 +82,16 @@ func TestOCIChart(t *testing.T) {
 
 	tests := []struct {
 		name        string
-		spec        v1alpha1.ChartSource
+		spec        capstanv1.ChartSource
 		wantVersion string
 		wantDigest  string
 	}{
-		{"by tag", v1alpha1.ChartSource{OCI: oci, Version: "1.0.0"}, "1.0.0", Digest(v1)},
-		{"by tag in the reference", v1alpha1.ChartSource{OCI: oci + ":1.0.0"}, "1.0.0", Digest(v1)},
-		{"by range", v1alpha1.ChartSource{OCI: oci, Version: "^1.0.0"}, "1.1.0+build.7", Digest(v11)},
-		{"by tag with + and archive digest pin", v1alpha1.ChartSource{OCI: oci, Version: "1.1.0+build.7", Digest: Digest(v11)}, "1.1.0+build.7", Digest(v11)},
-		{"by manifest digest", v1alpha1.ChartSource{OCI: oci, Digest: pushed.Manifest.Digest}, "1.1.0+build.7", Digest(v11)},
-		{"by manifest digest in the reference", v1alpha1.ChartSource{OCI: oci + "@" + pushed.Manifest.Digest}, "1.1.0+build.7", Digest(v11)},
+		{"by tag", capstanv1.ChartSource{OCI: oci, Version: "1.0.0"}, "1.0.0", Digest(v1)},
+		{"by tag in the reference", capstanv1.ChartSource{OCI: oci + ":1.0.0"}, "1.0.0", Digest(v1)},
+		{"by range", capstanv1.ChartSource{OCI: oci, Version: "^1.0.0"}, "1.1.0+build.7", Digest(v11)},
+		{"by tag with + and archive digest pin", capstanv1.ChartSource{OCI: oci, Version: "1.1.0+build.7", Digest: Digest(v11)}, "1.1.0+build.7", Digest(v11)},
+		{"by manifest digest", capstanv1.ChartSource{OCI: oci, Digest: pushed.Manifest.Digest}, "1.1.0+build.7", Digest(v11)},
+		{"by manifest digest in the reference", capstanv1.ChartSource{OCI: oci + "@" + pushed.Manifest.Digest}, "1.1.0+build.7", Digest(v11)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -131,16 +131,16 @@ func TestOCIErrors(t *testing.T) {
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
 		name string
-		spec v1alpha1.ChartSource
+		spec capstanv1.ChartSource
 		want []string
 	}{
-		{"wrong digest", v1alpha1.ChartSource{OCI: oci, Version: "1.0.0", Digest: "sha256:" + strings.Repeat("1", 64)}, []string{"has digest " + Digest(data), "pins sha256:1111"}},
-		{"unknown tag", v1alpha1.ChartSource{OCI: oci, Version: "9.9.9"}, []string{"pulling the chart", "no such chart, tag or digest"}},
-		{"no tag in range", v1alpha1.ChartSource{OCI: oci, Version: "^2"}, []string{"no tag matching ^2", "newest tags: 1.0.0"}},
-		{"unknown repository", v1alpha1.ChartSource{OCI: "oci://" + r.host + "/charts/nope", Version: "1.0.0"}, []string{"cannot fetch oci://"}},
-		{"tag conflict", v1alpha1.ChartSource{OCI: oci + ":1.0.0", Version: "2.0.0"}, []string{"set the version in one place"}},
-		{"no version", v1alpha1.ChartSource{OCI: oci}, []string{"needs a version"}},
-		{"not a reference", v1alpha1.ChartSource{OCI: "oci://"}, []string{"not an OCI reference"}},
+		{"wrong digest", capstanv1.ChartSource{OCI: oci, Version: "1.0.0", Digest: "sha256:" + strings.Repeat("1", 64)}, []string{"has digest " + Digest(data), "pins sha256:1111"}},
+		{"unknown tag", capstanv1.ChartSource{OCI: oci, Version: "9.9.9"}, []string{"pulling the chart", "no such chart, tag or digest"}},
+		{"no tag in range", capstanv1.ChartSource{OCI: oci, Version: "^2"}, []string{"no tag matching ^2", "newest tags: 1.0.0"}},
+		{"unknown repository", capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/nope", Version: "1.0.0"}, []string{"cannot fetch oci://"}},
+		{"tag conflict", capstanv1.ChartSource{OCI: oci + ":1.0.0", Version: "2.0.0"}, []string{"set the version in one place"}},
+		{"no version", capstanv1.ChartSource{OCI: oci}, []string{"needs a version"}},
+		{"not a reference", capstanv1.ChartSource{OCI: "oci://"}, []string{"not an OCI reference"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,7 +166,7 @@ func TestOCICredentials(t *testing.T) {
 	data := chartArchive(t, "demo", "1.0.0")
 	r.push(t, data, "charts/demo:1.0.0", "robot", "s3cret")
 	f := newTestFetcher(t, Options{}, r.Server)
-	spec := v1alpha1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "1.0.0"}
+	spec := capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "1.0.0"}
 	_, err := f.Chart(context.Background(), spec, nil)
 	var fe *FetchError
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "refused the credentials") {
@@ -197,7 +197,7 @@ func TestOCIGuard(t *testing.T) {
 	port := r.host[strings.LastIndex(r.host, ":")+1:]
 	f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{}}}, r.Server)
 	before := r.requests.Load()
-	_, err := f.Chart(context.Background(), v1alpha1.ChartSource{OCI: "oci://localhost:" + port + "/charts/demo", Version: "1.0.0"}, nil)
+	_, err := f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://localhost:" + port + "/charts/demo", Version: "1.0.0"}, nil)
 	if err == nil || !strings.Contains(err.Error(), "fetch guard refused") {
 		t.Fatalf("want a refusal, got %v", err)
 	}

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"strings"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // InvalidError is a problem with an add-on's values that a person must fix,
@@ -13,7 +13,7 @@ import (
 // does not parse. The controller reports its Errors in the plan and stops
 // until the Addon or its values objects change. It never holds a value.
 type InvalidError struct {
-	Errors []v1alpha1.ValuesError
+	Errors []capstanv1.ValuesError
 }
 
 // Error joins the messages of every problem.
@@ -33,14 +33,14 @@ func IsInvalid(err error) bool {
 
 // invalid builds an *InvalidError with one problem.
 func invalid(path, rule, format string, args ...any) *InvalidError {
-	return &InvalidError{Errors: []v1alpha1.ValuesError{{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)}}}
+	return &InvalidError{Errors: []capstanv1.ValuesError{{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)}}}
 }
 
 // errorList collects problems and returns them as one *InvalidError.
-type errorList []v1alpha1.ValuesError
+type errorList []capstanv1.ValuesError
 
 func (l *errorList) add(path, rule, format string, args ...any) {
-	*l = append(*l, v1alpha1.ValuesError{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)})
+	*l = append(*l, capstanv1.ValuesError{Path: path, Rule: rule, Message: fmt.Sprintf(format, args...)})
 }
 
 func (l errorList) err() error {

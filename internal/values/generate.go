@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // Alphabets are the character sets x-capstan-generate draws from, by name.
@@ -76,7 +76,7 @@ func randomString(r io.Reader, length int, alphabet string) (string, error) {
 // The Secret is labelled for the add-on and, in the restricted profile,
 // owned by it. A Secret kept by the removal of an add-on of the same name is
 // adopted and reused.
-func EnsureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema) (map[string]any, error) {
+func EnsureGenerated(ctx context.Context, c client.Client, addon *capstanv1.Addon, profile capstanv1.Profile, schema *Schema) (map[string]any, error) {
 	return ensureGenerated(ctx, c, c, addon, profile, schema, rand.Reader)
 }
 
@@ -86,13 +86,13 @@ func EnsureGenerated(ctx context.Context, c client.Client, addon *v1alpha1.Addon
 // therefore shows the change the first sync will make, but a Secret's new
 // value is never the one the sync keeps; Secret values never appear in a
 // plan, so nothing shows the difference.
-func PreviewGenerated(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema) (map[string]any, error) {
+func PreviewGenerated(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, schema *Schema) (map[string]any, error) {
 	return ensureGenerated(ctx, r, nil, addon, profile, schema, rand.Reader)
 }
 
 // ensureGenerated reads the kept values with r and, when w is not nil,
 // writes what it generated with w.
-func ensureGenerated(ctx context.Context, r client.Reader, w client.Writer, addon *v1alpha1.Addon, profile v1alpha1.Profile, schema *Schema, random io.Reader) (map[string]any, error) {
+func ensureGenerated(ctx context.Context, r client.Reader, w client.Writer, addon *capstanv1.Addon, profile capstanv1.Profile, schema *Schema, random io.Reader) (map[string]any, error) {
 	specs := schema.Generated()
 	if len(specs) == 0 {
 		return nil, nil
@@ -110,7 +110,7 @@ func ensureGenerated(ctx context.Context, r client.Reader, w client.Writer, addo
 	changed := false
 	if exists {
 		_, err := claim(secret, addon, what)
-		if err != nil && profile == v1alpha1.ProfileCluster && secret.Labels[v1alpha1.AddonLabel] == "" {
+		if err != nil && profile == capstanv1.ProfileCluster && secret.Labels[capstanv1.AddonLabel] == "" {
 			err = nil // the cluster profile trusts what its namespace holds
 		}
 		if err != nil {
@@ -154,13 +154,13 @@ func ensureGenerated(ctx context.Context, r client.Reader, w client.Writer, addo
 			ObjectMeta: metav1.ObjectMeta{
 				Name:      name,
 				Namespace: addon.Namespace,
-				Labels:    valuesLabels(addon),
+				Labels:    addon.OwnerLabels(),
 			},
 			Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{GeneratedKey: doc},
 		}
-		if profile == v1alpha1.ProfileRestricted && addon.UID != "" {
-			secret.OwnerReferences = []metav1.OwnerReference{ownerRef(addon)}
+		if profile == capstanv1.ProfileRestricted && addon.UID != "" {
+			secret.OwnerReferences = []metav1.OwnerReference{addon.OwnerReference()}
 		}
 		// NOTE: two reconciles racing here both generate; the API server lets
 		// one create win, and the loser must not keep its own values, so it

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func TestRandomString(t *testing.T) {
@@ -53,9 +53,9 @@ func TestPreviewGeneratedWritesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addon := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "demo"}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "demo"}}
 	c := fake.NewClientBuilder().Build()
-	got, err := PreviewGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	got, err := PreviewGenerated(context.Background(), c, addon, capstanv1.ProfileRestricted, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,11 @@ func TestPreviewGeneratedWritesNothing(t *testing.T) {
 	if err := c.List(context.Background(), &secrets); err != nil || len(secrets.Items) != 0 {
 		t.Fatalf("the preview left %d Secrets (%v); want none", len(secrets.Items), err)
 	}
-	kept, err := EnsureGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	kept, err := EnsureGenerated(context.Background(), c, addon, capstanv1.ProfileRestricted, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := PreviewGenerated(context.Background(), c, addon, v1alpha1.ProfileRestricted, schema)
+	again, err := PreviewGenerated(context.Background(), c, addon, capstanv1.ProfileRestricted, schema)
 	if err != nil || again["token"] != kept["token"] {
 		t.Fatalf("after a sync kept %v, the preview gave %v (%v); want the kept value", kept, again, err)
 	}

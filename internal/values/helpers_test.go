@@ -6,7 +6,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // testChart builds an in-memory chart with defaults (YAML) and a schema.
@@ -32,7 +32,7 @@ func ymap(t testing.TB, s string) map[string]any {
 
 // docLayer is a valuesFrom layer merged as a document.
 func docLayer(kind, name, doc string) Layer {
-	return Layer{Ref: v1alpha1.ValuesReference{Kind: kind, Name: name, ValuesKey: DefaultValuesKey}, Doc: ymapNoT(doc)}
+	return Layer{Ref: capstanv1.ValuesReference{Kind: kind, Name: name, ValuesKey: DefaultValuesKey}, Doc: ymapNoT(doc)}
 }
 
 // pathLayer is a valuesFrom layer with a targetPath.
@@ -41,7 +41,7 @@ func pathLayer(kind, name, path, raw string) Layer {
 	if err != nil {
 		panic(err)
 	}
-	return Layer{Ref: v1alpha1.ValuesReference{Kind: kind, Name: name, ValuesKey: "v", TargetPath: path}, Raw: raw, path: p}
+	return Layer{Ref: capstanv1.ValuesReference{Kind: kind, Name: name, ValuesKey: "v", TargetPath: path}, Raw: raw, path: p}
 }
 
 func ymapNoT(s string) map[string]any {

@@ -9,7 +9,7 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // DefaultPlatformKey is the reserved top-level values key the controller sets
@@ -30,7 +30,7 @@ type Layer struct {
 	// Index is the entry's position in spec.valuesFrom.
 	Index int
 	// Ref is the entry, with valuesKey defaulted.
-	Ref v1alpha1.ValuesReference
+	Ref capstanv1.ValuesReference
 	// Missing is true when the object or key is absent and the entry is
 	// optional; such a layer adds nothing.
 	Missing bool
@@ -106,7 +106,7 @@ type Result struct {
 	Effective map[string]any
 	// Errors are the values that break the schema or Capstan's rules. Any
 	// error blocks the add-on.
-	Errors []v1alpha1.ValuesError
+	Errors []capstanv1.ValuesError
 	// Notices are shown in the plan and block nothing.
 	Notices []Notice
 	// SecretPaths are the JSON paths of Effective whose values must never be
@@ -249,7 +249,7 @@ func pruneNulls(user, defaults map[string]any) {
 	}
 }
 
-func sortErrors(errs []v1alpha1.ValuesError) {
+func sortErrors(errs []capstanv1.ValuesError) {
 	sort.SliceStable(errs, func(i, j int) bool {
 		if errs[i].Path != errs[j].Path {
 			return errs[i].Path < errs[j].Path

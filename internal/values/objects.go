@@ -6,9 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // Names, keys and annotations of an add-on's values objects.
@@ -44,27 +43,7 @@ func isValuesName(addon, name string) bool {
 	return ok && rest != ""
 }
 
-// valuesLabels are the labels of an add-on's values objects.
-func valuesLabels(addon *v1alpha1.Addon) map[string]string {
-	return map[string]string{
-		v1alpha1.AddonLabel:          addon.Name,
-		v1alpha1.AddonNamespaceLabel: addon.Namespace,
-	}
-}
-
-// ownerRef is the owner reference a restricted add-on puts on its values
-// objects, so they go with it when the garbage collector runs.
-func ownerRef(addon *v1alpha1.Addon) metav1.OwnerReference {
-	return metav1.OwnerReference{
-		APIVersion: v1alpha1.GroupVersion.String(),
-		Kind:       "Addon",
-		Name:       addon.Name,
-		UID:        addon.UID,
-		Controller: ptr.To(false),
-	}
-}
-
-func ownedBy(obj metav1.Object, addon *v1alpha1.Addon) bool {
+func ownedBy(obj metav1.Object, addon *capstanv1.Addon) bool {
 	for _, o := range obj.GetOwnerReferences() {
 		if addon.UID != "" && o.UID == addon.UID {
 			return true
@@ -77,32 +56,32 @@ func ownedBy(obj metav1.Object, addon *v1alpha1.Addon) bool {
 // it is labelled for the add-on, or when it is unlabelled and a removal of an
 // add-on of the same name kept it (ReleasedAnnotation). adopt is true when
 // the controller should label it (and, in the restricted profile, own it).
-func claim(obj metav1.Object, addon *v1alpha1.Addon, what string) (adopt bool, err error) {
-	label, labelled := obj.GetLabels()[v1alpha1.AddonLabel]
+func claim(obj metav1.Object, addon *capstanv1.Addon, what string) (adopt bool, err error) {
+	label, labelled := obj.GetLabels()[capstanv1.AddonLabel]
 	switch {
 	case labelled && label == addon.Name:
 		return false, nil
 	case labelled:
 		return false, fmt.Errorf("%s is labelled %s=%s: it belongs to the add-on %s, and an add-on reads only its own values objects",
-			what, v1alpha1.AddonLabel, label, label)
+			what, capstanv1.AddonLabel, label, label)
 	case obj.GetAnnotations()[ReleasedAnnotation] == addon.Name:
 		return true, nil
 	default:
 		return false, fmt.Errorf("%s is not labelled %s=%s: a restricted add-on reads only values objects labelled for it; label it, or write secret inputs through Capstan, which labels them",
-			what, v1alpha1.AddonLabel, addon.Name)
+			what, capstanv1.AddonLabel, addon.Name)
 	}
 }
 
 // adoptMeta labels obj for the add-on, drops the released mark and, in the
 // restricted profile, makes the add-on an owner. It reports whether anything
 // changed.
-func adoptMeta(obj metav1.Object, addon *v1alpha1.Addon, profile v1alpha1.Profile) bool {
+func adoptMeta(obj metav1.Object, addon *capstanv1.Addon, profile capstanv1.Profile) bool {
 	changed := false
 	labels := obj.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	for k, v := range valuesLabels(addon) {
+	for k, v := range addon.OwnerLabels() {
 		if labels[k] != v {
 			labels[k] = v
 			changed = true
@@ -116,8 +95,8 @@ func adoptMeta(obj metav1.Object, addon *v1alpha1.Addon, profile v1alpha1.Profil
 			changed = true
 		}
 	}
-	if profile == v1alpha1.ProfileRestricted && addon.UID != "" && !ownedBy(obj, addon) {
-		obj.SetOwnerReferences(append(obj.GetOwnerReferences(), ownerRef(addon)))
+	if profile == capstanv1.ProfileRestricted && addon.UID != "" && !ownedBy(obj, addon) {
+		obj.SetOwnerReferences(append(obj.GetOwnerReferences(), addon.OwnerReference()))
 		changed = true
 	}
 	return changed

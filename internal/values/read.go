@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // Read reads an add-on's values inputs: spec.values and, in order, the key
@@ -28,7 +28,7 @@ import (
 //
 // Problems a person must fix come back together as an *InvalidError; an
 // error from the API server is returned as it is, to be retried.
-func Read(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile) (Sources, error) {
+func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile) (Sources, error) {
 	var src Sources
 	var errs errorList
 	if addon.Spec.Values != nil && len(addon.Spec.Values.Raw) > 0 {
@@ -53,10 +53,10 @@ func Read(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v
 			}
 			l.path = p
 		}
-		if profile != v1alpha1.ProfileCluster && !isValuesName(addon.Name, ref.Name) {
+		if profile != capstanv1.ProfileCluster && !isValuesName(addon.Name, ref.Name) {
 			errs.add(field, "valuesFrom.restricted",
 				"%s: a restricted add-on reads only its own values objects, named %s* or %s and labelled %s=%s; write secret inputs through Capstan, or create a values object with such a name and label",
-				l.Name(), ValuesPrefix(addon.Name), GeneratedName(addon.Name), v1alpha1.AddonLabel, addon.Name)
+				l.Name(), ValuesPrefix(addon.Name), GeneratedName(addon.Name), capstanv1.AddonLabel, addon.Name)
 			continue
 		}
 		data, missing, err := readKey(ctx, r, addon, profile, l)
@@ -104,7 +104,7 @@ func Read(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v
 
 // readKey reads the entry's key. missing says what is absent, the object
 // or its key, and is empty when the key was read.
-func readKey(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profile v1alpha1.Profile, l Layer) (data []byte, missing string, err error) {
+func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, l Layer) (data []byte, missing string, err error) {
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: l.Ref.Name}
 	var obj client.Object
 	switch l.Ref.Kind {
@@ -121,7 +121,7 @@ func readKey(ctx context.Context, r client.Reader, addon *v1alpha1.Addon, profil
 		}
 		return nil, "", fmt.Errorf("read %s %s/%s for %s: %w", l.Ref.Kind, key.Namespace, key.Name, l.field(), err)
 	}
-	if profile != v1alpha1.ProfileCluster {
+	if profile != capstanv1.ProfileCluster {
 		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", l.Ref.Kind, l.Ref.Name)); err != nil {
 			return nil, "", invalid(l.field(), "valuesFrom.restricted", "%s: %v", l.field(), err)
 		}

@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // These tests check Read's decisions: which objects it may read and how it
@@ -34,8 +34,8 @@ func configMap(name string, labels map[string]string, data map[string]string) *c
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: labels}, Data: data}
 }
 
-func addonWith(name string, values string, refs ...v1alpha1.ValuesReference) *v1alpha1.Addon {
-	a := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "uid-" + "1"}}
+func addonWith(name string, values string, refs ...capstanv1.ValuesReference) *capstanv1.Addon {
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: "uid-" + "1"}}
 	if values != "" {
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(values)}
 	}
@@ -43,7 +43,7 @@ func addonWith(name string, values string, refs ...v1alpha1.ValuesReference) *v1
 	return a
 }
 
-func mine(addon string) map[string]string { return map[string]string{v1alpha1.AddonLabel: addon} }
+func mine(addon string) map[string]string { return map[string]string{capstanv1.AddonLabel: addon} }
 
 func TestReadRules(t *testing.T) {
 	big := strings.Repeat("a: b\n", MaxDocumentBytes/5+10) // just over 1 MiB
@@ -64,60 +64,60 @@ func TestReadRules(t *testing.T) {
 	released.Annotations = map[string]string{ReleasedAnnotation: "app"}
 	r := fake.NewClientBuilder().WithObjects(objects...).Build()
 
-	ref := func(kind, name string, mods ...func(*v1alpha1.ValuesReference)) v1alpha1.ValuesReference {
-		v := v1alpha1.ValuesReference{Kind: kind, Name: name}
+	ref := func(kind, name string, mods ...func(*capstanv1.ValuesReference)) capstanv1.ValuesReference {
+		v := capstanv1.ValuesReference{Kind: kind, Name: name}
 		for _, m := range mods {
 			m(&v)
 		}
 		return v
 	}
-	key := func(k string) func(*v1alpha1.ValuesReference) {
-		return func(v *v1alpha1.ValuesReference) { v.ValuesKey = k }
+	key := func(k string) func(*capstanv1.ValuesReference) {
+		return func(v *capstanv1.ValuesReference) { v.ValuesKey = k }
 	}
-	target := func(p string) func(*v1alpha1.ValuesReference) {
-		return func(v *v1alpha1.ValuesReference) { v.TargetPath = p }
+	target := func(p string) func(*capstanv1.ValuesReference) {
+		return func(v *capstanv1.ValuesReference) { v.TargetPath = p }
 	}
-	optional := func(v *v1alpha1.ValuesReference) { v.Optional = true }
+	optional := func(v *capstanv1.ValuesReference) { v.Optional = true }
 
 	tests := []struct {
 		name     string
-		profile  v1alpha1.Profile
-		ref      v1alpha1.ValuesReference
+		profile  capstanv1.Profile
+		ref      capstanv1.ValuesReference
 		wantRule string // empty: no error
 		wantMsg  string
 	}{
-		{name: "own labelled Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok")},
-		{name: "own Secret, targetPath", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth.pin"))},
-		{name: "own ConfigMap", profile: v1alpha1.ProfileRestricted, ref: ref("ConfigMap", "app-values-cm")},
-		{name: "generated Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-generated")},
-		{name: "released by an add-on of the same name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-released")},
-		{name: "another Secret", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "db-credentials"),
+		{name: "own labelled Secret", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok")},
+		{name: "own Secret, targetPath", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth.pin"))},
+		{name: "own ConfigMap", profile: capstanv1.ProfileRestricted, ref: ref("ConfigMap", "app-values-cm")},
+		{name: "generated Secret", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-generated")},
+		{name: "released by an add-on of the same name", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-released")},
+		{name: "another Secret", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "db-credentials"),
 			wantRule: "valuesFrom.restricted", wantMsg: "reads only its own values objects, named app-values-*"},
-		{name: "another add-on's Secret with a prefix that matches", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-other"),
+		{name: "another add-on's Secret with a prefix that matches", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-other"),
 			wantRule: "valuesFrom.restricted", wantMsg: "belongs to the add-on app-values"},
-		{name: "unlabelled Secret with the right name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-unlabelled"),
+		{name: "unlabelled Secret with the right name", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-unlabelled"),
 			wantRule: "valuesFrom.restricted", wantMsg: "is not labelled capstan.dev/addon=app"},
-		{name: "another ConfigMap", profile: v1alpha1.ProfileRestricted, ref: ref("ConfigMap", "shared-config"),
+		{name: "another ConfigMap", profile: capstanv1.ProfileRestricted, ref: ref("ConfigMap", "shared-config"),
 			wantRule: "valuesFrom.restricted"},
-		{name: "the bare prefix is no values name", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-"),
+		{name: "the bare prefix is no values name", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-"),
 			wantRule: "valuesFrom.restricted"},
-		{name: "cluster profile reads any Secret", profile: v1alpha1.ProfileCluster, ref: ref("Secret", "db-credentials")},
-		{name: "cluster profile reads any ConfigMap", profile: v1alpha1.ProfileCluster, ref: ref("ConfigMap", "shared-config")},
-		{name: "missing object", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-nope"),
+		{name: "cluster profile reads any Secret", profile: capstanv1.ProfileCluster, ref: ref("Secret", "db-credentials")},
+		{name: "cluster profile reads any ConfigMap", profile: capstanv1.ProfileCluster, ref: ref("ConfigMap", "shared-config")},
+		{name: "missing object", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-nope"),
 			wantRule: "valuesFrom.missing", wantMsg: "the Secret does not exist"},
-		{name: "missing key", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("nokey")),
+		{name: "missing key", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("nokey")),
 			wantRule: "valuesFrom.missing", wantMsg: "has no key nokey"},
-		{name: "optional missing object", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-nope", optional)},
-		{name: "optional missing key", profile: v1alpha1.ProfileCluster, ref: ref("ConfigMap", "shared-config", key("nokey"), optional)},
-		{name: "not YAML", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-notyaml"),
+		{name: "optional missing object", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-nope", optional)},
+		{name: "optional missing key", profile: capstanv1.ProfileCluster, ref: ref("ConfigMap", "shared-config", key("nokey"), optional)},
+		{name: "not YAML", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-notyaml"),
 			wantRule: "values.notYAML", wantMsg: "Secret app-values-notyaml, key values.yaml) is not valid YAML"},
-		{name: "YAML but not a map", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-scalar"),
+		{name: "YAML but not a map", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-scalar"),
 			wantRule: "values.notMap", wantMsg: "is not a map of values"},
-		{name: "10 MiB is too large", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-big"),
+		{name: "10 MiB is too large", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-big"),
 			wantRule: "valuesFrom.tooLarge", wantMsg: "at most 1048576 bytes"},
-		{name: "empty targetPath segment", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth..pin")),
+		{name: "empty targetPath segment", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("auth..pin")),
 			wantRule: "valuesFrom.targetPath", wantMsg: "spec.valuesFrom[0] (Secret app-values-ok, key pin): targetPath \"auth..pin\" has an empty segment"},
-		{name: "unclosed bracket", profile: v1alpha1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("hosts[0")),
+		{name: "unclosed bracket", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pin"), target("hosts[0")),
 			wantRule: "valuesFrom.targetPath", wantMsg: "unclosed '['"},
 	}
 	for _, tt := range tests {
@@ -154,13 +154,13 @@ func TestReadKeepsRawStringsAndOrder(t *testing.T) {
 		secret("app-values-1", mine("app"), map[string]string{"pin": "0123", "flag": "true", "list": "[a]", "values.yaml": "a: 1"}),
 	).Build()
 	addon := addonWith("app", `{"a": 0, "b": "x"}`,
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "pin", TargetPath: "auth.pin"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "flag", TargetPath: "feature.enabled"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "list", TargetPath: "hosts"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-gone", Optional: true},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-1"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "pin", TargetPath: "auth.pin"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "flag", TargetPath: "feature.enabled"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-1", ValuesKey: "list", TargetPath: "hosts"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-gone", Optional: true},
 	)
-	src, err := Read(context.Background(), r, addon, v1alpha1.ProfileRestricted)
+	src, err := Read(context.Background(), r, addon, capstanv1.ProfileRestricted)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,11 +177,11 @@ func TestReadKeepsRawStringsAndOrder(t *testing.T) {
 func TestReadReportsEveryProblemAtOnce(t *testing.T) {
 	r := fake.NewClientBuilder().Build()
 	addon := addonWith("app", `{"a": 1}`,
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "other"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-x", TargetPath: "a..b"},
-		v1alpha1.ValuesReference{Kind: "Secret", Name: "app-values-gone"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "other"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-x", TargetPath: "a..b"},
+		capstanv1.ValuesReference{Kind: "Secret", Name: "app-values-gone"},
 	)
-	_, err := Read(context.Background(), r, addon, v1alpha1.ProfileRestricted)
+	_, err := Read(context.Background(), r, addon, capstanv1.ProfileRestricted)
 	var ie *InvalidError
 	if !errors.As(err, &ie) || len(ie.Errors) != 3 {
 		t.Fatalf("error = %v, want three problems", err)

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // Redacted replaces a secret value wherever values are shown.
@@ -77,7 +77,7 @@ func findPatterns(v any, path []string, pats [][]patSeg, fn func(path []string))
 
 // checkWriteOnly reports every writeOnly value that spec.values or a
 // ConfigMap supplies: secret inputs are accepted only from Secrets.
-func (s *Schema) checkWriteOnly(src Sources) []v1alpha1.ValuesError {
+func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 	pats := s.writeOnlyPatterns()
 	if len(pats) == 0 {
 		return nil

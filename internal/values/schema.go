@@ -15,7 +15,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	chart "helm.sh/helm/v4/pkg/chart"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // GenerateKeyword marks a property whose value the controller generates once
@@ -325,11 +325,11 @@ func (s *Schema) Generated() []Generate {
 // Validate checks values against the schemas of the chart and its subcharts.
 // Each error carries the JSON path of the value and the keyword that failed,
 // with a message built here, never the validator's, which can quote the value.
-func (s *Schema) Validate(values map[string]any) []v1alpha1.ValuesError {
+func (s *Schema) Validate(values map[string]any) []capstanv1.ValuesError {
 	if s == nil {
 		return nil
 	}
-	var out []v1alpha1.ValuesError
+	var out []capstanv1.ValuesError
 	for _, p := range s.parts {
 		v := any(values)
 		if len(p.prefix) > 0 {
@@ -338,7 +338,7 @@ func (s *Schema) Validate(values map[string]any) []v1alpha1.ValuesError {
 				continue // no values for this subchart: nothing to validate, as in Helm
 			}
 			if _, isMap := sub.(map[string]any); !isMap {
-				out = append(out, v1alpha1.ValuesError{Path: pointer(p.prefix), Rule: "type",
+				out = append(out, capstanv1.ValuesError{Path: pointer(p.prefix), Rule: "type",
 					Message: fmt.Sprintf("%s holds the values of subchart %s and must be a map", dotted(p.prefix), p.chart)})
 				continue
 			}
@@ -349,10 +349,10 @@ func (s *Schema) Validate(values map[string]any) []v1alpha1.ValuesError {
 	return out
 }
 
-func (p *schemaPart) validate(v any) (out []v1alpha1.ValuesError) {
+func (p *schemaPart) validate(v any) (out []capstanv1.ValuesError) {
 	defer func() {
 		if r := recover(); r != nil {
-			out = append(out, v1alpha1.ValuesError{Path: pointer(p.prefix), Rule: "schema",
+			out = append(out, capstanv1.ValuesError{Path: pointer(p.prefix), Rule: "schema",
 				Message: fmt.Sprintf("the values could not be checked against the schema of chart %s", p.chart)})
 		}
 	}()
@@ -362,7 +362,7 @@ func (p *schemaPart) validate(v any) (out []v1alpha1.ValuesError) {
 	}
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return []v1alpha1.ValuesError{{Path: pointer(p.prefix), Rule: "schema",
+		return []capstanv1.ValuesError{{Path: pointer(p.prefix), Rule: "schema",
 			Message: fmt.Sprintf("the values could not be checked against the schema of chart %s", p.chart)}}
 	}
 	collectErrors(ve, p.prefix, &out)
@@ -372,10 +372,10 @@ func (p *schemaPart) validate(v any) (out []v1alpha1.ValuesError) {
 // collectErrors turns the leaves of a validation error tree into
 // ValuesErrors. anyOf and oneOf report once, at the value, rather than once
 // per alternative.
-func collectErrors(e *jsonschema.ValidationError, prefix []string, out *[]v1alpha1.ValuesError) {
+func collectErrors(e *jsonschema.ValidationError, prefix []string, out *[]capstanv1.ValuesError) {
 	at := append(prefix[:len(prefix):len(prefix)], e.InstanceLocation...)
 	add := func(segs []string, rule, msg string) {
-		*out = append(*out, v1alpha1.ValuesError{Path: pointer(segs), Rule: rule, Message: msg})
+		*out = append(*out, capstanv1.ValuesError{Path: pointer(segs), Rule: rule, Message: msg})
 	}
 	switch k := e.ErrorKind.(type) {
 	case *kind.Schema, *kind.Group, *kind.AllOf, *kind.Reference:

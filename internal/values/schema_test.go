@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func loadSchema(t *testing.T, file string) *Schema {
@@ -29,15 +29,15 @@ func TestSchemaValidate(t *testing.T) {
 		name   string
 		schema string
 		values string
-		want   []v1alpha1.ValuesError // Path and Rule are compared; Message must name the path
-		secret string                 // a value that no message may contain
+		want   []capstanv1.ValuesError // Path and Rule are compared; Message must name the path
+		secret string                  // a value that no message may contain
 	}{
 		{name: "postgresql: valid", schema: "postgresql.schema.json",
 			values: `{architecture: replication, auth: {username: app, database: app, password: s3cretpassw0rd}, primary: {persistence: {size: 8Gi}, resources: {requests: {cpu: 100m, memory: 128}}}, readReplicas: {replicaCount: 2}}`},
 		{name: "postgresql: pattern, enum, bounds, required", schema: "postgresql.schema.json",
 			values: `{architecture: cluster-of-doom, auth: {username: "Robert'); DROP TABLE", password: hunter2}, primary: {persistence: {size: lots}}, readReplicas: {replicaCount: 17}, metrics: {port: 0}}`,
 			secret: "hunter2",
-			want: []v1alpha1.ValuesError{
+			want: []capstanv1.ValuesError{
 				{Path: "/architecture", Rule: "enum"},
 				{Path: "/auth/database", Rule: "required"},
 				{Path: "/auth/password", Rule: "minLength"},
@@ -49,7 +49,7 @@ func TestSchemaValidate(t *testing.T) {
 		{name: "postgresql: types and list items", schema: "postgresql.schema.json",
 			values: `{auth: {username: app, database: app, enablePostgresUser: "yes"}, primary: {extraEnv: [{value: topsecretvalue}], resources: {limits: {cpu: [1]}}}}`,
 			secret: "topsecretvalue",
-			want: []v1alpha1.ValuesError{
+			want: []capstanv1.ValuesError{
 				{Path: "/auth/enablePostgresUser", Rule: "type"},
 				{Path: "/primary/extraEnv/0/name", Rule: "required"},
 				{Path: "/primary/resources/limits/cpu", Rule: "type"},
@@ -59,7 +59,7 @@ func TestSchemaValidate(t *testing.T) {
 		{name: "grafana: additionalProperties, oneOf, if/then, uniqueItems", schema: "grafana.schema.json",
 			values: `{replicas: 0, image: {repository: "", registry: docker.io}, ingress: {enabled: true}, persistence: {type: nfs}, unknownTop: s3cr3t-top}`,
 			secret: "s3cr3t-top",
-			want: []v1alpha1.ValuesError{
+			want: []capstanv1.ValuesError{
 				{Path: "/image/registry", Rule: "additionalProperties"},
 				{Path: "/image/repository", Rule: "minLength"},
 				{Path: "/ingress/hosts", Rule: "required"},
@@ -69,13 +69,13 @@ func TestSchemaValidate(t *testing.T) {
 			}},
 		{name: "grafana: duplicate hosts and too many", schema: "grafana.schema.json",
 			values: `{ingress: {enabled: true, hosts: [a.example, a.example, b.example, c.example, d.example]}}`,
-			want: []v1alpha1.ValuesError{
+			want: []capstanv1.ValuesError{
 				{Path: "/ingress/hosts", Rule: "maxItems"},
 				{Path: "/ingress/hosts", Rule: "uniqueItems"},
 			}},
 		{name: "traefik draft-04: patternProperties and required", schema: "traefik-draft4.schema.json",
 			values: `{deployment: {}, ports: {web: {port: 70000}}, logs: {level: TRACE}}`,
-			want: []v1alpha1.ValuesError{
+			want: []capstanv1.ValuesError{
 				{Path: "/deployment/replicas", Rule: "required"},
 				{Path: "/logs/level", Rule: "enum"},
 				{Path: "/ports/web/port", Rule: "maximum"},
@@ -86,9 +86,9 @@ func TestSchemaValidate(t *testing.T) {
 			s := loadSchema(t, tt.schema)
 			got := s.Validate(ymap(t, tt.values))
 			sortErrors(got)
-			var gotPR []v1alpha1.ValuesError
+			var gotPR []capstanv1.ValuesError
 			for _, e := range got {
-				gotPR = append(gotPR, v1alpha1.ValuesError{Path: e.Path, Rule: e.Rule})
+				gotPR = append(gotPR, capstanv1.ValuesError{Path: e.Path, Rule: e.Rule})
 				if tt.secret != "" && strings.Contains(e.Message, tt.secret) {
 					t.Errorf("message %q shows the value", e.Message)
 				}

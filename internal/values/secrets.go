@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // UnreferencedGrace is how long Cleanup leaves a values Secret that the
@@ -38,7 +38,7 @@ var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 // new Secret, which is immutable; the controller deletes the old ones once
 // nothing references them. The caller replaces the add-on's valuesFrom
 // entries for these targetPaths with the returned ones.
-func WriteSecretInputs(ctx context.Context, c client.Client, addon *v1alpha1.Addon, inputs map[string]string) ([]v1alpha1.ValuesReference, error) {
+func WriteSecretInputs(ctx context.Context, c client.Client, addon *capstanv1.Addon, inputs map[string]string) ([]capstanv1.ValuesReference, error) {
 	if len(inputs) == 0 {
 		return nil, errors.New("no secret inputs to write")
 	}
@@ -79,7 +79,7 @@ func WriteSecretInputs(ctx context.Context, c client.Client, addon *v1alpha1.Add
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: ValuesPrefix(addon.Name),
 			Namespace:    addon.Namespace,
-			Labels:       valuesLabels(addon),
+			Labels:       addon.OwnerLabels(),
 		},
 		Type:      corev1.SecretTypeOpaque,
 		Immutable: ptr.To(true),
@@ -91,9 +91,9 @@ func WriteSecretInputs(ctx context.Context, c client.Client, addon *v1alpha1.Add
 	if err := c.Create(ctx, secret); err != nil {
 		return nil, fmt.Errorf("create the values Secret for add-on %s/%s: %w", addon.Namespace, addon.Name, err)
 	}
-	refs := make([]v1alpha1.ValuesReference, 0, len(paths))
+	refs := make([]capstanv1.ValuesReference, 0, len(paths))
 	for _, p := range paths {
-		refs = append(refs, v1alpha1.ValuesReference{
+		refs = append(refs, capstanv1.ValuesReference{
 			Kind:       "Secret",
 			Name:       secret.Name,
 			ValuesKey:  keys[p],
@@ -108,7 +108,7 @@ func WriteSecretInputs(ctx context.Context, c client.Client, addon *v1alpha1.Add
 // including Secrets kept by the removal of an add-on of the same name. It
 // changes only labels, annotations and owner references, and returns the
 // names of the objects it changed. Call it after Read succeeded.
-func Adopt(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile v1alpha1.Profile) ([]string, error) {
+func Adopt(ctx context.Context, c client.Client, addon *capstanv1.Addon, profile capstanv1.Profile) ([]string, error) {
 	var changed []string
 	for i, ref := range addon.Spec.ValuesFrom {
 		if !isValuesName(addon.Name, ref.Name) {
@@ -131,7 +131,7 @@ func Adopt(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile 
 			return changed, fmt.Errorf("read %s %s to adopt it: %w", ref.Kind, key, err)
 		}
 		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", ref.Kind, ref.Name)); err != nil {
-			if profile == v1alpha1.ProfileCluster {
+			if profile == capstanv1.ProfileCluster {
 				continue
 			}
 			return changed, invalid(fmt.Sprintf("spec.valuesFrom[%d]", i), "valuesFrom.restricted", "%v", err)
@@ -150,8 +150,8 @@ func Adopt(ctx context.Context, c client.Client, addon *v1alpha1.Addon, profile 
 // listValuesObjects lists the Secrets and ConfigMaps labelled for the
 // add-on whose names are values names. Objects the add-on's chart applied
 // carry the same label but also the managed-by label, and are left out.
-func listValuesObjects(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]client.Object, error) {
-	opts := []client.ListOption{client.InNamespace(addon.Namespace), client.MatchingLabels{v1alpha1.AddonLabel: addon.Name}}
+func listValuesObjects(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]client.Object, error) {
+	opts := []client.ListOption{client.InNamespace(addon.Namespace), client.MatchingLabels{capstanv1.AddonLabel: addon.Name}}
 	var secrets corev1.SecretList
 	if err := c.List(ctx, &secrets, opts...); err != nil {
 		return nil, fmt.Errorf("list the values Secrets of add-on %s/%s: %w", addon.Namespace, addon.Name, err)
@@ -169,10 +169,10 @@ func listValuesObjects(ctx context.Context, c client.Client, addon *v1alpha1.Add
 	}
 	var out []client.Object
 	for _, o := range all {
-		if !isValuesName(addon.Name, o.GetName()) || o.GetLabels()[v1alpha1.ManagedByLabel] == "capstan" {
+		if !isValuesName(addon.Name, o.GetName()) || o.GetLabels()[capstanv1.ManagedByLabel] == "capstan" {
 			continue
 		}
-		if ns, ok := o.GetLabels()[v1alpha1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
+		if ns, ok := o.GetLabels()[capstanv1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
 			continue
 		}
 		out = append(out, o)
@@ -195,7 +195,7 @@ func kindName(o client.Object) string {
 // updated survives. The generated Secret is never cleaned up. It returns
 // what it deleted, as "Kind/name". Call it in the restricted profile, after
 // a successful apply of the current spec.
-func Cleanup(ctx context.Context, c client.Client, addon *v1alpha1.Addon, now time.Time) ([]string, error) {
+func Cleanup(ctx context.Context, c client.Client, addon *capstanv1.Addon, now time.Time) ([]string, error) {
 	referenced := map[string]bool{}
 	for _, ref := range addon.Spec.ValuesFrom {
 		referenced[ref.Kind+"/"+ref.Name] = true
@@ -234,7 +234,7 @@ func Cleanup(ctx context.Context, c client.Client, addon *v1alpha1.Addon, now ti
 // add-on of the same name adopts them and no other add-on may. It returns
 // what it released, as "Kind/name". Call it from the finalizer, before the
 // Addon goes.
-func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
+func Release(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]string, error) {
 	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err
@@ -242,8 +242,8 @@ func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]str
 	var released []string
 	for _, o := range objs {
 		labels := o.GetLabels()
-		delete(labels, v1alpha1.AddonLabel)
-		delete(labels, v1alpha1.AddonNamespaceLabel)
+		delete(labels, capstanv1.AddonLabel)
+		delete(labels, capstanv1.AddonNamespaceLabel)
 		o.SetLabels(labels)
 		ann := o.GetAnnotations()
 		if ann == nil {
@@ -253,7 +253,7 @@ func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]str
 		o.SetAnnotations(ann)
 		var owners []metav1.OwnerReference
 		for _, ref := range o.GetOwnerReferences() {
-			if !(ref.Kind == "Addon" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") && ref.Name == addon.Name) {
+			if !(ref.Kind == "Addon" && strings.HasPrefix(ref.APIVersion, capstanv1.GroupVersion.Group+"/") && ref.Name == addon.Name) {
 				owners = append(owners, ref)
 			}
 		}
@@ -271,7 +271,7 @@ func Release(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]str
 // references would let the garbage collector do it in the restricted
 // profile; this does not depend on one running. It returns what it deleted,
 // as "Kind/name".
-func DeleteAll(ctx context.Context, c client.Client, addon *v1alpha1.Addon) ([]string, error) {
+func DeleteAll(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]string, error) {
 	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err

@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/testcluster"
@@ -61,7 +61,7 @@ func scheme() *runtime.Scheme {
 	if err := apiextensionsv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
+	if err := capstanv1.AddToScheme(s); err != nil {
 		panic(err)
 	}
 	return s
@@ -124,9 +124,9 @@ func TestClientLookupOnTheAPIServer(t *testing.T) {
 	ns := "guard-owned"
 	mustCreate(t, ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 
-	blog := &v1alpha1.Addon{
+	blog := &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: ns},
-		Spec:       v1alpha1.AddonSpec{Chart: &v1alpha1.ChartSource{URL: "https://charts.example.com/blog-1.0.0.tgz"}, Suspend: true},
+		Spec:       capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://charts.example.com/blog-1.0.0.tgz"}, Suspend: true},
 	}
 	mustCreate(t, ctx, blog)
 	if blog.UID == "" {
@@ -137,12 +137,12 @@ func TestClientLookupOnTheAPIServer(t *testing.T) {
 	mustCreate(t, ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "platform-db", Namespace: ns}, StringData: map[string]string{"password": "platform-value"}})
 	// Owned through an owner reference to the Addon.
 	mustCreate(t, ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "blog-conf", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-		APIVersion: v1alpha1.GroupVersion.String(), Kind: "Addon", Name: blog.Name, UID: blog.UID, Controller: ptr.To(true),
+		APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Name: blog.Name, UID: blog.UID, Controller: ptr.To(true),
 	}}}})
 	// Owned through Capstan's labels.
 	mustCreate(t, ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "blog-web", Namespace: ns, Labels: map[string]string{
-			v1alpha1.AddonLabel: "blog", v1alpha1.AddonNamespaceLabel: ns, v1alpha1.ManagedByLabel: "capstan",
+			capstanv1.AddonLabel: "blog", capstanv1.AddonNamespaceLabel: ns, capstanv1.ManagedByLabel: "capstan",
 		}},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To[int32](0),
@@ -156,7 +156,7 @@ func TestClientLookupOnTheAPIServer(t *testing.T) {
 	// Another Addon's Service in the same namespace.
 	mustCreate(t, ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "wiki-web", Namespace: ns, Labels: map[string]string{
-			v1alpha1.AddonLabel: "wiki", v1alpha1.AddonNamespaceLabel: ns,
+			capstanv1.AddonLabel: "wiki", capstanv1.AddonNamespaceLabel: ns,
 		}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
 	})
@@ -208,7 +208,7 @@ func TestClientLookupWithoutAccess(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addon := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "default", UID: "00000000-0000-4000-8000-000000000001"}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "default", UID: "00000000-0000-4000-8000-000000000001"}}
 	objs := parse(t, render)
 	vs := guard.Check(ctx, objs, guard.Context{Namespace: "default", AddonName: "blog", Lookup: guard.ClientLookup(nobody, addon)})
 	if len(vs) != len(objs) {
@@ -221,7 +221,7 @@ func TestClientLookupWithoutAccess(t *testing.T) {
 	}
 }
 
-func keys(vs []v1alpha1.Violation) []string {
+func keys(vs []capstanv1.Violation) []string {
 	out := make([]string, 0, len(vs))
 	for _, v := range vs {
 		out = append(out, v.Rule+" "+v.Object.Kind+"/"+v.Object.Name)

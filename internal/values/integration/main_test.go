@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/testcluster"
 )
@@ -43,7 +43,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, capstanv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			panic(err)
 		}
@@ -105,12 +105,12 @@ func namespace(t *testing.T, c client.Client) string {
 }
 
 // addon creates an Addon, so its values objects can carry a real owner.
-func addon(t *testing.T, c client.Client, ns, name string, refs ...v1alpha1.ValuesReference) *v1alpha1.Addon {
+func addon(t *testing.T, c client.Client, ns, name string, refs ...capstanv1.ValuesReference) *capstanv1.Addon {
 	t.Helper()
-	a := &v1alpha1.Addon{
+	a := &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: v1alpha1.AddonSpec{
-			Chart:      &v1alpha1.ChartSource{URL: "https://charts.example/app-1.0.0.tgz"},
+		Spec: capstanv1.AddonSpec{
+			Chart:      &capstanv1.ChartSource{URL: "https://charts.example/app-1.0.0.tgz"},
 			ValuesFrom: refs,
 		},
 	}

@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -60,13 +60,13 @@ func chartWith(t *testing.T, version, schema string) (*chartv2.Chart, *values.Sc
 
 // render runs the values pipeline the controller runs, and returns the
 // effective values.
-func render(t *testing.T, c client.Client, a *v1alpha1.Addon, ch *chartv2.Chart, s *values.Schema) *values.Result {
+func render(t *testing.T, c client.Client, a *capstanv1.Addon, ch *chartv2.Chart, s *values.Schema) *values.Result {
 	t.Helper()
-	gen, err := values.EnsureGenerated(t.Context(), c, a, v1alpha1.ProfileRestricted, s)
+	gen, err := values.EnsureGenerated(t.Context(), c, a, capstanv1.ProfileRestricted, s)
 	if err != nil {
 		t.Fatalf("EnsureGenerated: %v", err)
 	}
-	src, err := values.Read(t.Context(), c, a, v1alpha1.ProfileRestricted)
+	src, err := values.Read(t.Context(), c, a, capstanv1.ProfileRestricted)
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
@@ -108,7 +108,7 @@ func TestGeneratedValueSurvivesRerendersAndAChartUpgrade(t *testing.T) {
 	if !ok {
 		t.Fatal("no generated Secret")
 	}
-	if sec.Labels[v1alpha1.AddonLabel] != "app" || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != a.UID {
+	if sec.Labels[capstanv1.AddonLabel] != "app" || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != a.UID {
 		t.Fatalf("generated Secret labels %v owners %v: want labelled for and owned by the Addon", sec.Labels, sec.OwnerReferences)
 	}
 	rv := sec.ResourceVersion
@@ -206,7 +206,7 @@ func TestWriteSecretInputsUnderACreateOnlyUser(t *testing.T) {
 	if !ok {
 		t.Fatal("the written Secret does not exist")
 	}
-	if sec.Labels[v1alpha1.AddonLabel] != "app" || sec.Immutable == nil || !*sec.Immutable || len(sec.OwnerReferences) != 0 {
+	if sec.Labels[capstanv1.AddonLabel] != "app" || sec.Immutable == nil || !*sec.Immutable || len(sec.OwnerReferences) != 0 {
 		t.Fatalf("written Secret: labels %v immutable %v owners %v; want labelled, immutable, unowned", sec.Labels, sec.Immutable, sec.OwnerReferences)
 	}
 
@@ -281,10 +281,10 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 	if err := c.Update(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := values.Read(t.Context(), c, a, v1alpha1.ProfileRestricted); err != nil {
+	if _, err := values.Read(t.Context(), c, a, capstanv1.ProfileRestricted); err != nil {
 		t.Fatal(err)
 	}
-	adopted, err := values.Adopt(t.Context(), c, a, v1alpha1.ProfileRestricted)
+	adopted, err := values.Adopt(t.Context(), c, a, capstanv1.ProfileRestricted)
 	if err != nil || len(adopted) != 1 {
 		t.Fatalf("Adopt = %v, %v; want the referenced Secret adopted", adopted, err)
 	}
@@ -299,8 +299,8 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 	}
 	// Objects that are not values Secrets are never touched, even labelled.
 	applied := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-values-rendered", Namespace: ns, Labels: map[string]string{
-		v1alpha1.AddonLabel: "app", v1alpha1.ManagedByLabel: "capstan"}}}
-	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-tls", Namespace: ns, Labels: map[string]string{v1alpha1.AddonLabel: "app"}}}
+		capstanv1.AddonLabel: "app", capstanv1.ManagedByLabel: "capstan"}}}
+	tls := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "app-tls", Namespace: ns, Labels: map[string]string{capstanv1.AddonLabel: "app"}}}
 	for _, o := range []client.Object{applied, tls} {
 		if err := c.Create(t.Context(), o); err != nil {
 			t.Fatal(err)
@@ -316,7 +316,7 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 	if err := c.Update(t.Context(), a); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := values.Adopt(t.Context(), c, a, v1alpha1.ProfileRestricted); err != nil {
+	if _, err := values.Adopt(t.Context(), c, a, capstanv1.ProfileRestricted); err != nil {
 		t.Fatal(err)
 	}
 	deleted, err = values.Cleanup(t.Context(), c, a, time.Now())
@@ -353,19 +353,19 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A plain values ConfigMap is kept the same way.
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-values-plain", Namespace: ns, Labels: map[string]string{v1alpha1.AddonLabel: "app"}},
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app-values-plain", Namespace: ns, Labels: map[string]string{capstanv1.AddonLabel: "app"}},
 		Data: map[string]string{"values.yaml": "replicas: 3\n"}}
 	if err := c.Create(t.Context(), cm); err != nil {
 		t.Fatal(err)
 	}
-	refs := append(secretRefs, v1alpha1.ValuesReference{Kind: "ConfigMap", Name: cm.Name})
+	refs := append(secretRefs, capstanv1.ValuesReference{Kind: "ConfigMap", Name: cm.Name})
 	first.Spec.ValuesFrom = refs
 	if err := c.Update(t.Context(), first); err != nil {
 		t.Fatal(err)
 	}
 	ch, s := chartWith(t, "1.0.0", schemaV1)
 	before := render(t, c, first, ch, s)
-	if _, err := values.Adopt(t.Context(), c, first, v1alpha1.ProfileRestricted); err != nil {
+	if _, err := values.Adopt(t.Context(), c, first, capstanv1.ProfileRestricted); err != nil {
 		t.Fatal(err)
 	}
 	password := at(before.Effective, "auth", "password")
@@ -383,11 +383,11 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	}
 	for _, name := range want {
 		sec, _ := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/"))
-		if _, labelled := sec.Labels[v1alpha1.AddonLabel]; labelled || len(sec.OwnerReferences) != 0 || sec.Annotations[values.ReleasedAnnotation] != "app" {
+		if _, labelled := sec.Labels[capstanv1.AddonLabel]; labelled || len(sec.OwnerReferences) != 0 || sec.Annotations[values.ReleasedAnnotation] != "app" {
 			t.Fatalf("released %s: labels %v owners %v annotations %v", name, sec.Labels, sec.OwnerReferences, sec.Annotations)
 		}
 	}
-	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[v1alpha1.AddonLabel] != "" || len(got.OwnerReferences) != 0 || got.Annotations[values.ReleasedAnnotation] != "app" {
+	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[capstanv1.AddonLabel] != "" || len(got.OwnerReferences) != 0 || got.Annotations[values.ReleasedAnnotation] != "app" {
 		t.Fatalf("released ConfigMap: %+v", got)
 	}
 
@@ -396,12 +396,12 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the Addon is gone", func() bool {
-		err := c.Get(t.Context(), client.ObjectKeyFromObject(first), &v1alpha1.Addon{})
+		err := c.Get(t.Context(), client.ObjectKeyFromObject(first), &capstanv1.Addon{})
 		return apierrors.IsNotFound(err)
 	})
 	// A control Secret owned by the deleted Addon shows the collector ran.
 	control := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gc-control", Namespace: ns, OwnerReferences: []metav1.OwnerReference{{
-		APIVersion: v1alpha1.GroupVersion.String(), Kind: "Addon", Name: "app", UID: first.UID}}}}
+		APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Name: "app", UID: first.UID}}}}
 	if err := c.Create(t.Context(), control); err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +421,7 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	// Another add-on cannot take them: app-values-* belongs to "app" by name,
 	// and an add-on named like the prefix is refused by the released mark.
 	other := addon(t, c, ns, "other", refs...)
-	if _, err := values.Read(t.Context(), c, other, v1alpha1.ProfileRestricted); !values.IsInvalid(err) {
+	if _, err := values.Read(t.Context(), c, other, capstanv1.ProfileRestricted); !values.IsInvalid(err) {
 		t.Fatalf("another add-on read the kept Secret: %v", err)
 	}
 
@@ -434,12 +434,12 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	if got := at(after.Effective, "auth", "apiKey"); got != "kept-key" {
 		t.Fatalf("auth.apiKey = %#v, want the kept input", got)
 	}
-	if _, err := values.Adopt(t.Context(), c, second, v1alpha1.ProfileRestricted); err != nil {
+	if _, err := values.Adopt(t.Context(), c, second, capstanv1.ProfileRestricted); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range want {
 		sec, _ := getSecret(t, c, ns, strings.TrimPrefix(name, "Secret/"))
-		if sec.Labels[v1alpha1.AddonLabel] != "app" || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != second.UID {
+		if sec.Labels[capstanv1.AddonLabel] != "app" || len(sec.OwnerReferences) != 1 || sec.OwnerReferences[0].UID != second.UID {
 			t.Fatalf("%s not adopted by the new add-on: labels %v owners %v", name, sec.Labels, sec.OwnerReferences)
 		}
 		if _, ok := sec.Annotations[values.ReleasedAnnotation]; ok {
@@ -448,7 +448,7 @@ func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	}
 
 	// Without keep, DeleteAll removes them, collector or not.
-	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[v1alpha1.AddonLabel] != "app" || len(got.OwnerReferences) != 1 {
+	if got := getConfigMap(t, c, ns, cm.Name); got == nil || got.Labels[capstanv1.AddonLabel] != "app" || len(got.OwnerReferences) != 1 {
 		t.Fatalf("the values ConfigMap was not adopted by the new add-on: %+v", got)
 	}
 	deleted, err := values.DeleteAll(t.Context(), c, second)

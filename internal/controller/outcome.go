@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/source"
+)
+
+// findings are the facts the steps found that decide how a reconcile ends.
+// Steps record facts here and never set the phase themselves: outcomeOf
+// turns the findings and the error into the one outcome.
+type findings struct {
+	// paused: the paused annotation froze the add-on.
+	paused bool
+	// uninstalling: the Delete policy is removing the software.
+	uninstalling bool
+	// gated: the gates stopped the plan; verdict says why.
+	gated   bool
+	verdict plan.Verdict
+	// driftWait is how long a fought drift of driftFought waits.
+	driftWait   time.Duration
+	driftFought capstanv1.ObjectRef
+	// waitingFor says which workload is not ready yet.
+	waitingFor string
+	// healthy: every workload is ready. applied says whether this sync
+	// applied the plan, or found nothing to change.
+	healthy bool
+	applied bool
+}
+
+// outcomeOf decides how a reconcile ended, in one place: an error first,
+// then what the steps found, in the order the pipeline finds it. stage is
+// the step that ran last, for a failure's reason. An empty outcome writes
+// no status (an Addon that is gone).
+func outcomeOf(f findings, stage string, err error) outcome {
+	if err != nil {
+		reason := "Failed"
+		if stage != "" {
+			reason = stage + "Failed"
+		}
+		return outcome{Phase: capstanv1.PhaseFailed, Reason: reason, Message: err.Error(), Stalled: classify(err) == classTerminal}
+	}
+	switch {
+	case f.paused:
+		return outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
+			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
+	case f.uninstalling:
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
+	case f.gated:
+		return outcome{Phase: f.verdict.Phase, Reason: f.verdict.Reason, Message: f.verdict.Message,
+			Stalled: f.verdict.Phase == capstanv1.PhaseBlocked || f.verdict.Phase == capstanv1.PhaseFailed}
+	case f.driftWait > 0:
+		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
+			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
+				f.driftFought.Describe(), f.driftWait)}
+	case f.waitingFor != "":
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: "WaitingForWorkloads", Message: f.waitingFor}
+	case f.healthy && f.applied:
+		return outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: "Applied and healthy."}
+	case f.healthy:
+		return outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: "In sync: nothing to change."}
+	}
+	return outcome{}
+}
+
+// errClass is how a reconcile's error is handled.
+type errClass int
+
+const (
+	// classTransient is retried with backoff.
+	classTransient errClass = iota
+	// classTerminal is for a person to fix: the add-on is Stalled and
+	// waits for a change or the resync, without backoff.
+	classTerminal
+)
+
+// terminal marks an error that a step judged a person must fix, where the
+// error's type alone cannot say so (a credentials Secret that is missing).
+type terminal struct{ error }
+
+func (t terminal) Unwrap() error { return t.error }
+
+// terminalErrors are, in one table, the errors only a person can fix. Any
+// other error is transient.
+var terminalErrors = []struct {
+	what string
+	is   func(error) bool
+}{
+	{"marked terminal by its step", func(err error) bool { var t terminal; return errors.As(err, &t) }},
+	{"a chart archive that does not match its digest pin", func(err error) bool { var e *source.DigestMismatchError; return errors.As(err, &e) }},
+	{"a broken or oversized archive", func(err error) bool { var e *source.ArchiveError; return errors.As(err, &e) }},
+	{"a source that answers a client error (not 408 or 429)", func(err error) bool {
+		var e *source.FetchError
+		return errors.As(err, &e) && e.Status >= 400 && e.Status < 500 && e.Status != 408 && e.Status != 429
+	}},
+	{"a hook that failed, unless the API server only could not take it for a moment", func(err error) bool {
+		return hooks.IsHookError(err) && !transientHookError(err)
+	}},
+}
+
+// classify says how err is handled.
+func classify(err error) errClass {
+	for _, t := range terminalErrors {
+		if t.is(err) {
+			return classTerminal
+		}
+	}
+	return classTransient
+}
+
+// transientHookError reports whether a hook failed only because the API
+// server could not take it for a moment (overloaded, timing out, a
+// conflict, the connection): that is retried with backoff, not stalled.
+func transientHookError(err error) bool {
+	var he *hooks.Error
+	if !errors.As(err, &he) || he.Reason != hooks.ReasonCreateFailed || he.Err == nil {
+		return false
+	}
+	e := he.Err
+	var netErr net.Error
+	return apierrors.IsServerTimeout(e) || apierrors.IsTimeout(e) || apierrors.IsTooManyRequests(e) ||
+		apierrors.IsInternalError(e) || apierrors.IsServiceUnavailable(e) || apierrors.IsConflict(e) ||
+		apierrors.IsUnexpectedServerError(e) || errors.As(e, &netErr) ||
+		errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled)
+}
+
+// result ends a reconcile: it decides the outcome and maps the error to a
+// result. A terminal error stalls and waits for a change or the resync, a
+// transient one is retried with backoff, and no error resyncs after the
+// interval or sooner when a step asked to.
+func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
+	s.outcome = outcomeOf(s.found, s.stage, err)
+	switch {
+	case err != nil && classify(err) == classTerminal:
+		return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
+	case err != nil:
+		return ctrl.Result{}, err
+	case s.requeueAfter > 0:
+		return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+	}
+	return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
+}

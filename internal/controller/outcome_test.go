@@ -1,0 +1,107 @@
+package controller
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/source"
+)
+
+// TestOutcomeOf covers every phase and reason a reconcile can end with,
+// from the findings and the error alone, with no client.
+func TestOutcomeOf(t *testing.T) {
+	verdict := func(st plan.State) plan.Verdict { return plan.Decide(st) }
+	withPlan := func(p *capstanv1.Plan) plan.State { return plan.State{Plan: p} }
+	changes := &capstanv1.Plan{Hash: "sha256:1", Summary: capstanv1.PlanSummary{Create: 1},
+		Objects: []capstanv1.PlannedObject{{Action: capstanv1.ActionCreate}}}
+	adopting := &capstanv1.Plan{Hash: "sha256:2", Summary: capstanv1.PlanSummary{Update: 1},
+		Objects: []capstanv1.PlannedObject{{Action: capstanv1.ActionUpdate, Adopted: true}}}
+	hookFailed := &hooks.Error{Event: "pre-install", Reason: "Failed", Message: "exit 1"}
+	hookNotTaken := &hooks.Error{Event: "pre-install", Reason: hooks.ReasonCreateFailed, Message: "busy",
+		Err: apierrors.NewServiceUnavailable("busy")}
+	drifted := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}
+
+	cases := []struct {
+		name    string
+		f       findings
+		stage   string
+		err     error
+		phase   capstanv1.Phase
+		reason  string
+		stalled bool
+		says    string
+	}{
+		{name: "an Addon that is gone writes nothing"},
+		{name: "paused", f: findings{paused: true}, phase: capstanv1.PhasePaused, reason: "Paused", says: capstanv1.PausedAnnotation},
+		{name: "uninstalling", f: findings{uninstalling: true}, phase: capstanv1.PhaseDeleting, reason: "Uninstalling"},
+		{name: "violations block", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{Violations: []capstanv1.Violation{{Rule: "kind"}}}))},
+			phase: capstanv1.PhaseBlocked, reason: plan.ReasonViolations, stalled: true},
+		{name: "values errors block", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{ValuesErrors: []capstanv1.ValuesError{{Rule: "schema"}}}))},
+			phase: capstanv1.PhaseBlocked, reason: plan.ReasonValuesErrors, stalled: true},
+		{name: "a dry run failed", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{Objects: []capstanv1.PlannedObject{{Action: capstanv1.ActionCreate, Error: "refused"}}}))},
+			phase: capstanv1.PhaseFailed, reason: plan.ReasonDryRunFailed, stalled: true},
+		{name: "suspended", f: findings{gated: true, verdict: verdict(plan.State{Plan: changes, Suspend: true})},
+			phase: capstanv1.PhaseSuspended, reason: plan.ReasonSuspended},
+		{name: "adoption would change", f: findings{gated: true, verdict: verdict(plan.State{Plan: adopting, Adopt: true})},
+			phase: capstanv1.PhaseBlocked, reason: plan.ReasonAdoptChanges, stalled: true},
+		{name: "running objects not adopted", f: findings{gated: true, verdict: verdict(plan.State{Plan: adopting})},
+			phase: capstanv1.PhaseBlocked, reason: plan.ReasonExists, stalled: true},
+		{name: "a sync request without an approved plan waits", f: findings{gated: true, verdict: verdict(plan.State{Plan: changes, ManualSync: true, SyncRequest: 1})},
+			phase: capstanv1.PhaseOutOfSync, reason: plan.ReasonApprovalNoPlan},
+		{name: "manual sync waits", f: findings{gated: true, verdict: verdict(plan.State{Plan: changes, ManualSync: true})},
+			phase: capstanv1.PhaseOutOfSync, reason: plan.ReasonAwaitApproval},
+		{name: "a stale approval waits", f: findings{gated: true, verdict: verdict(plan.State{Plan: changes, ManualSync: true, SyncRequest: 1, ApprovedPlan: "sha256:old"})},
+			phase: capstanv1.PhaseOutOfSync, reason: plan.ReasonApprovalStale},
+		{name: "fought drift waits", f: findings{driftWait: 4 * time.Second, driftFought: drifted},
+			phase: capstanv1.PhaseOutOfSync, reason: reasonDriftFought, says: "Deployment apps/web"},
+		{name: "workloads not ready", f: findings{waitingFor: "waiting for Deployment apps/web: Replicas: 0/2"},
+			phase: capstanv1.PhaseProgressing, reason: "WaitingForWorkloads", says: "0/2"},
+		{name: "applied and healthy", f: findings{healthy: true, applied: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "Applied"},
+		{name: "nothing to change", f: findings{healthy: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "nothing to change"},
+		{name: "an error wins over what was found", f: findings{healthy: true, uninstalling: true}, stage: "Apply", err: errors.New("connection reset"),
+			phase: capstanv1.PhaseFailed, reason: "ApplyFailed"},
+		{name: "an error before any step", err: errors.New("boom"), phase: capstanv1.PhaseFailed, reason: "Failed"},
+		{name: "a step's terminal judgement stalls", stage: "Fetch", err: terminal{errors.New("the credentials Secret is missing")},
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed", stalled: true},
+		{name: "a digest mismatch stalls", stage: "Fetch", err: fmt.Errorf("fetch: %w", &source.DigestMismatchError{Source: "x", Expected: "a", Actual: "b"}),
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed", stalled: true},
+		{name: "a broken archive stalls", stage: "Fetch", err: &source.ArchiveError{Problem: "not gzip"},
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed", stalled: true},
+		{name: "a 404 stalls", stage: "Fetch", err: &source.FetchError{URL: "https://x", Status: 404},
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed", stalled: true},
+		{name: "a 429 is retried", stage: "Fetch", err: &source.FetchError{URL: "https://x", Status: 429},
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed"},
+		{name: "a 503 is retried", stage: "Fetch", err: &source.FetchError{URL: "https://x", Status: 503},
+			phase: capstanv1.PhaseFailed, reason: "FetchFailed"},
+		{name: "a failed hook stalls", stage: "Apply", err: hookFailed, phase: capstanv1.PhaseFailed, reason: "ApplyFailed", stalled: true},
+		{name: "a hook the API server could not take is retried", stage: "Apply", err: hookNotTaken, phase: capstanv1.PhaseFailed, reason: "ApplyFailed"},
+		{name: "an API conflict is retried", stage: "Apply", err: apierrors.NewConflict(schema.GroupResource{Resource: "addons"}, "x", errors.New("changed")),
+			phase: capstanv1.PhaseFailed, reason: "ApplyFailed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.f.gated && tc.f.verdict.Apply {
+				t.Fatalf("the case's verdict applies; it must wait")
+			}
+			got := outcomeOf(tc.f, tc.stage, tc.err)
+			if got.Phase != tc.phase || got.Reason != tc.reason || got.Stalled != tc.stalled {
+				t.Errorf("outcomeOf = %s/%s stalled=%v; want %s/%s stalled=%v (%s)", got.Phase, got.Reason, got.Stalled, tc.phase, tc.reason, tc.stalled, got.Message)
+			}
+			if tc.phase != "" && got.Message == "" {
+				t.Error("the outcome has no message")
+			}
+			if !strings.Contains(got.Message, tc.says) {
+				t.Errorf("the message %q does not say %q", got.Message, tc.says)
+			}
+		})
+	}
+}

@@ -1,0 +1,95 @@
+package controller
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// The Addon's status has one writer, this file: the patch at the end of
+// every reconcile (patchStatus), and the checkpoints a sync writes while it
+// runs (checkpointStatus), for what must survive the controller stopping
+// half-way: the inventory before an apply, hook progress, and the apply
+// recorded before the post hooks run.
+
+// patchStatus writes the scope's status once, at the end of a reconcile,
+// and emits an event when the phase or reason changed.
+func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Addon, s *scope) error {
+	if s.outcome.Phase == "" || s.deleted {
+		return nil
+	}
+	addon := s.addon
+	setConditions(&addon.Status, addon.Generation, s.outcome)
+	addon.Status.Profile = s.profile
+	r.emitTransition(before, s)
+	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
+	patch := client.MergeFrom(before)
+	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
+		return nil // nothing changed: a resync with nothing new writes nothing
+	}
+	err := r.Client.Status().Patch(ctx, addon, patch)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// emitTransition emits one event when the phase or the reason changes, never
+// on every loop. Messages carry no secret values: they come from plans,
+// gates and errors that are redacted where they are made.
+func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
+	if r.Recorder == nil {
+		return
+	}
+	old := readyReason(before)
+	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
+		return
+	}
+	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
+		// NOTE: a fight flips between these every cycle; recordUndo warns
+		// once instead.
+		return
+	}
+	kind := corev1.EventTypeNormal
+	switch s.outcome.Phase {
+	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked:
+		kind = corev1.EventTypeWarning
+	}
+	r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
+}
+
+func readyReason(a *capstanv1.Addon) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == capstanv1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// checkpointStatus patches status in the middle of a reconcile: the
+// inventory before an apply, hook progress, and what was applied before the
+// post hooks run. It reads the Addon from the API server, so the patch is
+// computed against what is stored.
+func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error {
+	latest := &capstanv1.Addon{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.addon), latest); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(latest.DeepCopy())
+	st := &latest.Status
+	st.Inventory = s.addon.Status.Inventory
+	st.Hook = s.addon.Status.Hook
+	st.Plan = s.addon.Status.Plan
+	st.AppliedHash = s.addon.Status.AppliedHash
+	st.AppliedAsUpgrade = s.addon.Status.AppliedAsUpgrade
+	st.LastSyncRequest = s.addon.Status.LastSyncRequest
+	st.LastAppliedTime = s.addon.Status.LastAppliedTime
+	st.PendingHook = s.addon.Status.PendingHook
+	return r.Client.Status().Patch(ctx, latest, patch)
+}

@@ -1,0 +1,44 @@
+package controller
+
+import (
+	"context"
+
+	"capstan.dev/capstan/internal/render"
+)
+
+// renderObjects renders the artifact. A chart is rendered for an upgrade
+// once the add-on has been applied, so .Release.IsUpgrade matches the hooks
+// that run: an install before the first apply, an upgrade when the render
+// changed since, and a resync with nothing new renders as the last apply
+// did.
+func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
+	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace}
+	var vals map[string]any
+	if s.artifact.IsChart() {
+		if s.values == nil {
+			// Without values there is nothing to render; the plan shows why.
+			return false, nil
+		}
+		vals = s.values.Values
+		caps, err := r.capabilities(false)
+		if err != nil {
+			return false, err
+		}
+		opts.Capabilities = caps
+		opts.UpgradeFor = func(hash string) bool {
+			switch applied := s.addon.Status.AppliedHash; {
+			case applied == "":
+				return false
+			case applied != hash:
+				return true
+			}
+			return s.addon.Status.AppliedAsUpgrade
+		}
+	}
+	res, err := render.Render(ctx, s.artifact, vals, opts)
+	if err != nil {
+		return false, terminal{err}
+	}
+	s.render, s.upgrade = res, res.Upgrade
+	return false, nil
+}

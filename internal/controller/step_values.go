@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"errors"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/values"
+)
+
+// resolveValues merges the add-on's values in the seeds' precedence and
+// validates them. Values problems do not stop the reconcile: they go into
+// the plan, which blocks.
+func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, error) {
+	if !s.artifact.IsChart() {
+		if s.addon.Spec.Values != nil || len(s.addon.Spec.ValuesFrom) > 0 {
+			s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.values", Rule: "git-source",
+				Message: "values and valuesFrom apply to Helm charts only; a git folder is used as it is"})
+		}
+		return false, nil
+	}
+	schema, err := values.SchemaForChart(s.artifact.Chart.Chart)
+	if err != nil {
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "values.schema.json", Rule: "schema", Message: err.Error()})
+		return false, nil
+	}
+	// NOTE: a plan on demand writes nothing: generated values not kept yet
+	// are drawn in memory, and the values objects are adopted by the next
+	// sync instead.
+	var generated map[string]any
+	if s.readOnly {
+		generated, err = values.PreviewGenerated(ctx, r.APIReader, s.addon, s.profile, schema)
+	} else {
+		generated, err = values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
+	}
+	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
+		return false, err
+	}
+	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
+	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
+		return false, err
+	}
+	if s.profile == capstanv1.ProfileRestricted && !s.readOnly {
+		// Label and own the values objects this add-on reads, so cleanup
+		// and keep-on-remove find them.
+		if _, err := values.Adopt(ctx, r.Client, s.addon, s.profile); err != nil {
+			return false, err
+		}
+	}
+	if r.Config.PlatformConfigMap != "" {
+		s.platform, err = values.LoadPlatform(ctx, r.APIReader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, s.namespace)
+		if err != nil {
+			return false, err
+		}
+	} else {
+		s.platform = values.Platform{Namespace: s.namespace}
+	}
+	res, err := values.Compose(values.Inputs{
+		Chart: s.artifact.Chart.Chart, Schema: schema, Generated: generated, Sources: sources,
+		Platform: s.platform.Values(), PlatformKey: r.Config.PlatformKey,
+	})
+	if err != nil {
+		var inv *values.InvalidError
+		if errors.As(err, &inv) {
+			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+			return false, nil
+		}
+		return false, err
+	}
+	s.values = res
+	s.valuesErrors = append(s.valuesErrors, res.Errors...)
+	return false, nil
+}

@@ -1,0 +1,121 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Artifact is what a fetch gives, whatever the kind of source: a Helm chart
+// or a folder of a git tree, with its identity. The rest of the pipeline
+// works on an Artifact, so adding a kind of source touches this package,
+// render.Render and the API types, and nothing else.
+type Artifact struct {
+	// Chart is set for a Helm chart.
+	Chart *Chart
+	// Tree is set for a git folder; Path is the folder in it.
+	Tree *Tree
+	Path string
+
+	// Identity is what the render hash knows of the source.
+	Identity Identity
+	// Display names the source for people: a chart repository and chart,
+	// an OCI reference, an archive URL, or a git repository and folder.
+	Display string
+	// Version is the chart's version or the commit, shortened.
+	Version string
+}
+
+// Identity is what the render hash knows of a source: a chart by its digest
+// (or, without one, by URL, name and version), or a git folder by its
+// repository, commit and path.
+type Identity struct {
+	// Digest is the chart archive's "sha256:" digest.
+	Digest string `json:"digest,omitempty"`
+	// URL is the chart repository, registry reference, archive URL or git
+	// repository. It is left out of the hash when a digest is set: a mirror
+	// serves the same archive.
+	URL string `json:"url,omitempty"`
+	// Name is the chart's name.
+	Name string `json:"name,omitempty"`
+	// Version is the chart's version.
+	Version string `json:"version,omitempty"`
+	// Commit is the git commit of a folder.
+	Commit string `json:"commit,omitempty"`
+	// Path is the folder in the git repository.
+	Path string `json:"path,omitempty"`
+}
+
+// PlanSource is the source as a plan shows it.
+func (a *Artifact) PlanSource() capstanv1.PlanSource {
+	id := a.Identity
+	return capstanv1.PlanSource{Chart: id.Name, Version: id.Version, Digest: id.Digest, URL: id.URL, Commit: id.Commit, Path: id.Path}
+}
+
+// IsChart reports whether the artifact is a Helm chart, which takes values.
+func (a *Artifact) IsChart() bool { return a.Chart != nil }
+
+// ErrNoSource is the error of a spec that names no source.
+var ErrNoSource = errors.New("spec has no source: set spec.chart or spec.git")
+
+// SecretRef names the Secret with the credentials of spec's source, if any.
+func SecretRef(spec capstanv1.AddonSpec) *capstanv1.LocalObjectReference {
+	switch {
+	case spec.Chart != nil:
+		return spec.Chart.SecretRef
+	case spec.Git != nil:
+		return spec.Git.SecretRef
+	}
+	return nil
+}
+
+// Fetch fetches the source spec names, with creds if it needs them.
+func (f *Fetcher) Fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Credentials) (*Artifact, error) {
+	switch {
+	case spec.Chart != nil:
+		ch, err := f.Chart(ctx, *spec.Chart, creds)
+		if err != nil {
+			return nil, err
+		}
+		return ChartArtifact(spec.Chart, ch), nil
+	case spec.Git != nil:
+		tree, err := f.Git(ctx, *spec.Git, creds)
+		if err != nil {
+			return nil, err
+		}
+		return &Artifact{
+			Tree: tree, Path: spec.Git.Path,
+			Identity: Identity{URL: spec.Git.URL, Commit: tree.Commit, Path: spec.Git.Path},
+			Display:  strings.TrimSuffix(spec.Git.URL+"//"+spec.Git.Path, "//"),
+			Version:  shortCommit(tree.Commit),
+		}, nil
+	}
+	return nil, ErrNoSource
+}
+
+// ChartArtifact makes an artifact of a chart fetched for spec, or loaded
+// from a file when spec is nil.
+func ChartArtifact(spec *capstanv1.ChartSource, ch *Chart) *Artifact {
+	display := ch.URL
+	switch {
+	case spec != nil && spec.Repo != "":
+		display = strings.TrimSuffix(spec.Repo, "/") + "/" + spec.Name
+	case spec != nil && spec.OCI != "":
+		display = spec.OCI
+	}
+	return &Artifact{
+		Chart:    ch,
+		Identity: Identity{Digest: ch.Digest, URL: ch.URL, Name: ch.Name, Version: ch.Version},
+		Display:  display,
+		Version:  ch.Version,
+	}
+}
+
+func shortCommit(c string) string {
+	if len(c) > 12 {
+		return c[:12]
+	}
+	return c
+}
