@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -201,26 +202,13 @@ nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
 }
 
 func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash string) error {
-	a := &capstanv1.Addon{}
-	if err := c.Get(ctx, key, a); err != nil {
+	a, err := addons.Approve(ctx, c, key, hash)
+	if err != nil {
 		return err
 	}
-	if hash == "" {
-		if a.Status.Plan == nil {
-			return fmt.Errorf("addon %s has no plan in status yet; wait for the controller, or check its phase with `capstan addon get %s`", key, key.Name)
-		}
-		if a.Status.Plan.Generation != a.Generation {
-			return fmt.Errorf("the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", a.Status.Plan.Generation, a.Generation)
-		}
-		hash = a.Status.Plan.Hash
-		fmt.Fprintf(w, "Approving plan %s: %s\n", hash, plan.String(a.Status.Plan))
+	if a.Summary != "" {
+		fmt.Fprintf(w, "Approving plan %s: %s\n", a.Hash, a.Summary)
 	}
-	patch := client.MergeFrom(a.DeepCopy())
-	a.Spec.ApprovedPlan = hash
-	a.Spec.SyncRequest++
-	if err := c.Patch(ctx, a, patch); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.Spec.SyncRequest, key)
+	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.SyncRequest, key)
 	return nil
 }

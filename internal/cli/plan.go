@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/netguard"
-	"capstan.dev/capstan/internal/source"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -36,26 +33,20 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 			if err != nil {
 				return err
 			}
-			a := &capstanv1.Addon{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
-				return err
-			}
-			fopts := source.Options{Guard: guard}
-			fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)
+			fopts := addons.FetcherOptions{Guard: guard}
 			if caFile != "" {
 				if fopts.CABundle, err = os.ReadFile(caFile); err != nil {
 					return err
 				}
 			}
-			fetcher, err := source.NewFetcher(fopts)
+			fetcher, err := addons.NewFetcher(cfg, fopts)
 			if err != nil {
 				return err
 			}
-			r := &controller.AddonReconciler{Client: c, APIReader: c, RestConfig: cfg, Fetcher: fetcher,
-				Config: controller.Config{Namespace: controllerNS}.WithDefaults()}
-			p, err := r.Plan(cmd.Context(), a)
+			planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+			a, p, err := planner.Plan(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]})
 			if err != nil {
-				return fmt.Errorf("planning %s/%s: %w", a.Namespace, a.Name, err)
+				return err
 			}
 			printAddon(cmd.OutOrStdout(), a, p, true)
 			return nil

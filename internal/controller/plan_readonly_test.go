@@ -11,14 +11,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/netguard"
-	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
 
 // TestPlanWritesNothing computes a restricted add-on's plan on demand, as
-// `capstan plan` does, with a generated value that was never kept and a
+// `capstan plan` does (through the operations layer), with a generated value that was never kept and a
 // values Secret that was never adopted. The API server's audit log must
 // show no write by the planning user, only its dry runs.
 func TestPlanWritesNothing(t *testing.T) {
@@ -69,13 +68,12 @@ data:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &controller.AddonReconciler{Client: c, APIReader: c, RestConfig: cfg, Fetcher: fetcher,
-		Config: controller.Config{Namespace: controllerNS}.WithDefaults()}
-	p, err := r.Plan(ctx, a)
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+	_, p, err := planner.Plan(ctx, client.ObjectKeyFromObject(a))
 	if err != nil {
 		t.Fatalf("planning: %v", err)
 	}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // The label and annotations the syncer owns on the Addons it manages.
@@ -39,23 +39,23 @@ type Origin struct {
 	// File is the definition's path in the repository.
 	File string
 	// SecretRef is the gitops repository's credentials, for a git.path source.
-	SecretRef *v1alpha1.LocalObjectReference
+	SecretRef *capstanv1.LocalObjectReference
 }
 
 // Addon converts a definition into the Addon the syncer applies. It holds
 // only what the definition configures, so that a server-side apply owns
 // exactly those fields: spec.syncRequest, spec.approvedPlan, other
 // annotations, finalizers and status stay as they are.
-func (def *Definition) Addon(o Origin) (*v1alpha1.Addon, error) {
-	a := &v1alpha1.Addon{
-		TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Addon"},
+func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
+	a := &capstanv1.Addon{
+		TypeMeta: metav1.TypeMeta{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon"},
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        def.Name,
 			Namespace:   o.Namespace,
 			Labels:      map[string]string{ManagedByGitLabel: o.Repository},
 			Annotations: map[string]string{GitFileAnnotation: o.File, GitCommitAnnotation: o.Commit},
 		},
-		Spec: v1alpha1.AddonSpec{
+		Spec: capstanv1.AddonSpec{
 			TargetNamespace:   def.Namespace,
 			CreateNamespace:   def.CreateNamespace,
 			ReleaseName:       def.ReleaseName,
@@ -64,19 +64,19 @@ func (def *Definition) Addon(o Origin) (*v1alpha1.Addon, error) {
 			ManualSync:        def.ManualSync,
 			Prune:             def.Prune,
 			Suspend:           def.Suspend,
-			DeletionPolicy:    v1alpha1.DeletionPolicy(def.DeletionPolicy),
+			DeletionPolicy:    capstanv1.DeletionPolicy(def.DeletionPolicy),
 			Title:             def.Title,
 			Category:          def.Category,
 		},
 	}
 	if h := def.Helm; h != nil {
-		a.Spec.Chart = &v1alpha1.ChartSource{
+		a.Spec.Chart = &capstanv1.ChartSource{
 			Repo: h.Repo, Name: h.Chart, OCI: h.OCI, URL: h.URL,
 			Version: h.Version, Digest: h.Digest, SecretRef: localRef(h.SecretRef),
 		}
 	}
 	if g := def.Git; g != nil {
-		a.Spec.Git = &v1alpha1.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path, SecretRef: localRef(g.SecretRef)}
+		a.Spec.Git = &capstanv1.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path, SecretRef: localRef(g.SecretRef)}
 		if g.URL == "" {
 			// NOTE: a folder of the gitops repository is pinned to the commit
 			// of its definition, so that definitions and manifests change together.
@@ -91,7 +91,7 @@ func (def *Definition) Addon(o Origin) (*v1alpha1.Addon, error) {
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
 	for _, ref := range def.ValuesFrom {
-		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, v1alpha1.ValuesReference(ref))
+		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}
 	if def.HookTimeout != "" {
 		d, err := time.ParseDuration(def.HookTimeout)
@@ -103,24 +103,24 @@ func (def *Definition) Addon(o Origin) (*v1alpha1.Addon, error) {
 	return a, nil
 }
 
-func localRef(r *SecretRef) *v1alpha1.LocalObjectReference {
+func localRef(r *SecretRef) *capstanv1.LocalObjectReference {
 	if r == nil {
 		return nil
 	}
-	return &v1alpha1.LocalObjectReference{Name: r.Name}
+	return &capstanv1.LocalObjectReference{Name: r.Name}
 }
 
 // applyObject turns an Addon into the unstructured object of a server-side
 // apply: metadata name, namespace, labels and annotations, and the spec.
 // Status and the empty creationTimestamp are left out, so the apply owns no
 // field it does not mean to set.
-func applyObject(a *v1alpha1.Addon) (*unstructured.Unstructured, error) {
+func applyObject(a *capstanv1.Addon) (*unstructured.Unstructured, error) {
 	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&a.Spec)
 	if err != nil {
 		return nil, err
 	}
 	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
-	u.SetAPIVersion(v1alpha1.GroupVersion.String())
+	u.SetAPIVersion(capstanv1.GroupVersion.String())
 	u.SetKind("Addon")
 	u.SetName(a.Name)
 	u.SetNamespace(a.Namespace)

@@ -12,7 +12,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -71,7 +71,7 @@ func BenchmarkSync1000(b *testing.B) {
 	}
 }
 
-var addonListGVK = v1alpha1.GroupVersion.WithKind("AddonList")
+var addonListGVK = capstanv1.GroupVersion.WithKind("AddonList")
 
 // BenchmarkWebhookToAddon measures from a push webhook's request to the
 // Addon holding the pushed change.
@@ -86,8 +86,8 @@ func BenchmarkWebhookToAddon(b *testing.B) {
 	if err := env.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{WebhookSecretKey: []byte("s3cret")}}); err != nil {
 		b.Fatal(err)
 	}
-	createRepo(b, ns, "gitops", url, func(r *v1alpha1.AddonRepository) {
-		r.Spec.WebhookSecretRef = &v1alpha1.LocalObjectReference{Name: "hook"}
+	createRepo(b, ns, "gitops", url, func(r *capstanv1.AddonRepository) {
+		r.Spec.WebhookSecretRef = &capstanv1.LocalObjectReference{Name: "hook"}
 	})
 	waitSynced(b, ns, "gitops", c)
 	hook := httptest.NewServer(&Webhook{Client: env.client, Syncer: env.syncer})

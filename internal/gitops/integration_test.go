@@ -26,7 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/testcluster"
 )
@@ -74,7 +74,7 @@ func setupEnv(ctx context.Context, cfg *rest.Config) error {
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 500, 1000
 	scheme := k8sruntime.NewScheme()
-	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+	for _, add := range []func(*k8sruntime.Scheme) error{clientgoscheme.AddToScheme, capstanv1.AddToScheme, apiextensionsv1.AddToScheme} {
 		if err := add(scheme); err != nil {
 			return err
 		}
@@ -161,18 +161,18 @@ func eventually(t testing.TB, timeout time.Duration, what string, check func() e
 	}
 }
 
-func getRepo(t testing.TB, ns, name string) *v1alpha1.AddonRepository {
+func getRepo(t testing.TB, ns, name string) *capstanv1.AddonRepository {
 	t.Helper()
-	r := &v1alpha1.AddonRepository{}
+	r := &capstanv1.AddonRepository{}
 	if err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, r); err != nil {
 		t.Fatal(err)
 	}
 	return r
 }
 
-func waitSynced(t testing.TB, ns, name, commit string) *v1alpha1.AddonRepository {
+func waitSynced(t testing.TB, ns, name, commit string) *capstanv1.AddonRepository {
 	t.Helper()
-	var r *v1alpha1.AddonRepository
+	var r *capstanv1.AddonRepository
 	eventually(t, 20*time.Second, "repository synced to "+commit, func() error {
 		r = getRepo(t, ns, name)
 		if r.Status.LastSyncedCommit != commit {
@@ -183,14 +183,14 @@ func waitSynced(t testing.TB, ns, name, commit string) *v1alpha1.AddonRepository
 	return r
 }
 
-func getAddon(t testing.TB, ns, name string) (*v1alpha1.Addon, error) {
+func getAddon(t testing.TB, ns, name string) (*capstanv1.Addon, error) {
 	t.Helper()
-	a := &v1alpha1.Addon{}
+	a := &capstanv1.Addon{}
 	err := env.client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, a)
 	return a, err
 }
 
-func mustAddon(t testing.TB, ns, name string) *v1alpha1.Addon {
+func mustAddon(t testing.TB, ns, name string) *capstanv1.Addon {
 	t.Helper()
 	a, err := getAddon(t, ns, name)
 	if err != nil {
@@ -199,11 +199,11 @@ func mustAddon(t testing.TB, ns, name string) *v1alpha1.Addon {
 	return a
 }
 
-func createRepo(t testing.TB, ns, name, url string, mutate ...func(*v1alpha1.AddonRepository)) {
+func createRepo(t testing.TB, ns, name, url string, mutate ...func(*capstanv1.AddonRepository)) {
 	t.Helper()
-	r := &v1alpha1.AddonRepository{
+	r := &capstanv1.AddonRepository{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.AddonRepositorySpec{URL: url, Interval: &metav1.Duration{Duration: time.Hour}},
+		Spec:       capstanv1.AddonRepositorySpec{URL: url, Interval: &metav1.Duration{Duration: time.Hour}},
 	}
 	for _, m := range mutate {
 		m(r)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 const longhorn = `# addons/longhorn.yaml
@@ -66,7 +66,7 @@ func TestParseSeedExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := &v1alpha1.LocalObjectReference{Name: "gitops-auth"}
+	ref := &capstanv1.LocalObjectReference{Name: "gitops-auth"}
 	a, err = def.Addon(Origin{Namespace: "capstan-system", Repository: "gitops", URL: "https://git.example/gitops.git", Commit: "0123abcd", File: "addons/umami.yaml", SecretRef: ref})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ deletionPolicy: Delete
 	s := a.Spec
 	if s.Chart.OCI != "oci://ghcr.io/org/charts/full" || s.Chart.Digest == "" || s.Chart.SecretRef.Name != "registry" ||
 		len(s.ValuesFrom) != 2 || s.ValuesFrom[1].TargetPath != "image.tag" || !s.ValuesFrom[1].Optional ||
-		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != v1alpha1.DeletionDelete {
+		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != capstanv1.DeletionDelete {
 		t.Fatalf("unexpected spec: %+v", s)
 	}
 

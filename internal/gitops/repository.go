@@ -19,7 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/storage/memory"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // DefaultFolder is the folder of definition files when none is configured.
@@ -130,7 +130,7 @@ type Snapshot struct {
 	// Definitions are the valid definitions, by file name.
 	Definitions []Parsed
 	// Invalid are the files that were skipped, with their problems.
-	Invalid []v1alpha1.InvalidFile
+	Invalid []capstanv1.InvalidFile
 	// Claimed holds every add-on name a file claims, valid or not: the syncer
 	// never deletes those Addons.
 	Claimed map[string]bool
@@ -203,7 +203,7 @@ type folderEntry struct {
 func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 	byName := map[string][]string{}
 	var parsed []Parsed
-	invalid := map[string]v1alpha1.InvalidFile{}
+	invalid := map[string]capstanv1.InvalidFile{}
 	for _, e := range entries {
 		if !IsDefinitionFile(e.name) {
 			continue
@@ -225,7 +225,7 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 			continue
 		}
 		for _, f := range files {
-			invalid[f] = v1alpha1.InvalidFile{Path: f, Message: fmt.Sprintf("%s: the add-on %q is defined by %s: keep one file", f, name, strings.Join(files, " and "))}
+			invalid[f] = capstanv1.InvalidFile{Path: f, Message: fmt.Sprintf("%s: the add-on %q is defined by %s: keep one file", f, name, strings.Join(files, " and "))}
 		}
 	}
 	for _, p := range parsed {
@@ -271,8 +271,8 @@ func tooLarge(file string, size int64) error {
 }
 
 // invalidFile turns a parse error into the status entry of a skipped file.
-func invalidFile(file string, err error) v1alpha1.InvalidFile {
-	f := v1alpha1.InvalidFile{Path: file, Message: err.Error()}
+func invalidFile(file string, err error) capstanv1.InvalidFile {
+	f := capstanv1.InvalidFile{Path: file, Message: err.Error()}
 	var inv *InvalidError
 	if errors.As(err, &inv) && len(inv.Problems) > 0 {
 		f.Line = int32(inv.Problems[0].Line)

@@ -28,7 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // DefaultInterval is how often a repository is read when no webhook arrives.
@@ -72,7 +72,7 @@ func (r *SyncerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gitops-syncer").
-		For(&v1alpha1.AddonRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&capstanv1.AddonRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WatchesRawSource(source.Channel(r.triggers, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
@@ -93,7 +93,7 @@ func (r *SyncerReconciler) init() {
 // the repository waits for its sync are coalesced into that one sync.
 func (r *SyncerReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
 	r.init()
-	obj := &v1alpha1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+	obj := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case r.triggers <- event.GenericEvent{Object: obj}:
 		return nil
@@ -114,7 +114,7 @@ func (r *SyncerReconciler) now() time.Time {
 // reports the rest in status. A repository that cannot be read changes nothing.
 func (r *SyncerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.init()
-	repo := &v1alpha1.AddonRepository{}
+	repo := &capstanv1.AddonRepository{}
 	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.mu.Lock()
@@ -145,7 +145,7 @@ func (r *SyncerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // sync does the work of Reconcile and records the outcome in repo's status.
 // Only a transient error of the API server is returned: an unreadable
 // repository is a status, retried at the next interval.
-func (r *SyncerReconciler) sync(ctx context.Context, repo *v1alpha1.AddonRepository) (ctrl.Result, error) {
+func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonRepository) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	key := client.ObjectKeyFromObject(repo)
 	repo.Status.ObservedGeneration = repo.Generation
@@ -209,17 +209,17 @@ func (r *SyncerReconciler) sync(ctx context.Context, repo *v1alpha1.AddonReposit
 
 // setCondition sets Ready, and Stalled when the repository cannot be used
 // until someone changes something (credentials, URL, branch, files).
-func (r *SyncerReconciler) setCondition(repo *v1alpha1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
+func (r *SyncerReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
 	gen := repo.Generation
-	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: v1alpha1.ConditionReady, Status: ready, Reason: reason, Message: message, ObservedGeneration: gen})
-	stalled := metav1.Condition{Type: v1alpha1.ConditionStalled, Status: metav1.ConditionFalse, Reason: reason, Message: "", ObservedGeneration: gen}
+	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionReady, Status: ready, Reason: reason, Message: message, ObservedGeneration: gen})
+	stalled := metav1.Condition{Type: capstanv1.ConditionStalled, Status: metav1.ConditionFalse, Reason: reason, Message: "", ObservedGeneration: gen}
 	if reason == ReasonAuthFailed || reason == ReasonUnreadable {
 		stalled.Status, stalled.Message = metav1.ConditionTrue, message
 	}
 	meta.SetStatusCondition(&repo.Status.Conditions, stalled)
 }
 
-func (r *SyncerReconciler) auth(ctx context.Context, repo *v1alpha1.AddonRepository) (transport.AuthMethod, error) {
+func (r *SyncerReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {
 	if repo.Spec.SecretRef == nil {
 		if r.Auth != nil {
 			// NOTE: Auth is called without a Secret too, so a guarded
@@ -248,13 +248,13 @@ func (r *SyncerReconciler) auth(ctx context.Context, repo *v1alpha1.AddonReposit
 // apply makes the Addons match a snapshot. It returns the invalid files, with
 // the files that the API server refused or that name another's Addon, and
 // how many Addons match their definitions.
-func (r *SyncerReconciler) apply(ctx context.Context, repo *v1alpha1.AddonRepository, snap *Snapshot) ([]v1alpha1.InvalidFile, int, error) {
-	invalid := append([]v1alpha1.InvalidFile(nil), snap.Invalid...)
-	var live v1alpha1.AddonList
+func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *Snapshot) ([]capstanv1.InvalidFile, int, error) {
+	invalid := append([]capstanv1.InvalidFile(nil), snap.Invalid...)
+	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
 		return invalid, 0, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
 	}
-	byName := map[string]*v1alpha1.Addon{}
+	byName := map[string]*capstanv1.Addon{}
 	for i := range live.Items {
 		byName[live.Items[i].Name] = &live.Items[i]
 	}
@@ -272,7 +272,7 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *v1alpha1.AddonReposi
 		have := byName[want.Name]
 		if have != nil {
 			if owner := have.Labels[ManagedByGitLabel]; owner != repo.Name {
-				invalid = append(invalid, v1alpha1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
+				invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
 				continue
 			}
 			if upToDate(have, want) {
@@ -288,7 +288,7 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *v1alpha1.AddonReposi
 		case err == nil:
 			applied++
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-			invalid = append(invalid, v1alpha1.InvalidFile{Path: p.File, Message: fmt.Sprintf("%s: the API server refused the Addon: %s", p.File, errMessage(err))})
+			invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: fmt.Sprintf("%s: the API server refused the Addon: %s", p.File, errMessage(err))})
 		default:
 			errs = append(errs, fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, p.File, err))
 		}
@@ -308,7 +308,7 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *v1alpha1.AddonReposi
 	return invalid, applied, errors.Join(errs...)
 }
 
-func notOurs(file string, a *v1alpha1.Addon, owner string) string {
+func notOurs(file string, a *capstanv1.Addon, owner string) string {
 	if owner == "" {
 		return fmt.Sprintf("%s: an Addon %s/%s exists and is not managed by git: delete it, or label it %s=<this repository> to hand it over", file, a.Namespace, a.Name, ManagedByGitLabel)
 	}
@@ -325,7 +325,7 @@ func errMessage(err error) string {
 
 // upToDate reports whether a live Addon already has everything the syncer
 // would apply, so a resync with no change writes nothing.
-func upToDate(have, want *v1alpha1.Addon) bool {
+func upToDate(have, want *capstanv1.Addon) bool {
 	if have.Labels[ManagedByGitLabel] != want.Labels[ManagedByGitLabel] ||
 		have.Annotations[GitFileAnnotation] != want.Annotations[GitFileAnnotation] ||
 		have.Annotations[GitCommitAnnotation] == "" {

@@ -17,7 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -32,8 +32,8 @@ func TestSyncerLifecycle(t *testing.T) {
 	w := gitserver.Clone(t, url)
 
 	// A hand-made Addon with the name of a definition is not taken over.
-	manual := &v1alpha1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "manual"},
-		Spec: v1alpha1.AddonSpec{Chart: &v1alpha1.ChartSource{URL: "https://example.com/manual-1.0.0.tgz"}}}
+	manual := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "manual"},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://example.com/manual-1.0.0.tgz"}}}
 	if err := env.client.Create(ctx, manual); err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +63,7 @@ func TestSyncerLifecycle(t *testing.T) {
 			t.Errorf("%s: %q lacks %q", f.Path, f.Message, wantInvalid[f.Path])
 		}
 	}
-	if c := meta.FindStatusCondition(repo.Status.Conditions, v1alpha1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonInvalidFiles {
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonInvalidFiles {
 		t.Fatalf("Ready: %+v", c)
 	}
 	if _, err := getAddon(t, ns, "dup"); !apierrors.IsNotFound(err) {
@@ -85,13 +85,13 @@ func TestSyncerLifecycle(t *testing.T) {
 	// What is not configuration, written by others: an approval, a counter,
 	// annotations, a finalizer and status.
 	lh.Spec.SyncRequest, lh.Spec.ApprovedPlan = 3, approved
-	lh.Annotations[v1alpha1.PausedAnnotation] = "true"
+	lh.Annotations[capstanv1.PausedAnnotation] = "true"
 	lh.Annotations["example.com/note"] = "keep me"
 	lh.Finalizers = append(lh.Finalizers, "example.com/keep")
 	if err := env.client.Update(ctx, lh, client.FieldOwner("someone")); err != nil {
 		t.Fatal(err)
 	}
-	lh.Status.Phase, lh.Status.LastSyncRequest = v1alpha1.PhaseOutOfSync, 2
+	lh.Status.Phase, lh.Status.LastSyncRequest = capstanv1.PhaseOutOfSync, 2
 	if err := env.client.Status().Update(ctx, lh, client.FieldOwner("capstan")); err != nil {
 		t.Fatal(err)
 	}
@@ -108,9 +108,9 @@ func TestSyncerLifecycle(t *testing.T) {
 		t.Errorf("the edit did not land: %+v", lh.Spec)
 	case lh.Spec.SyncRequest != 3 || lh.Spec.ApprovedPlan != approved:
 		t.Errorf("the approval was lost: %d %q", lh.Spec.SyncRequest, lh.Spec.ApprovedPlan)
-	case lh.Annotations[v1alpha1.PausedAnnotation] != "true" || lh.Annotations["example.com/note"] != "keep me" || lh.Annotations[GitCommitAnnotation] != c2:
+	case lh.Annotations[capstanv1.PausedAnnotation] != "true" || lh.Annotations["example.com/note"] != "keep me" || lh.Annotations[GitCommitAnnotation] != c2:
 		t.Errorf("annotations: %v", lh.Annotations)
-	case len(lh.Finalizers) != 1 || lh.Status.Phase != v1alpha1.PhaseOutOfSync || lh.Status.LastSyncRequest != 2:
+	case len(lh.Finalizers) != 1 || lh.Status.Phase != capstanv1.PhaseOutOfSync || lh.Status.LastSyncRequest != 2:
 		t.Errorf("finalizers %v, status %+v", lh.Finalizers, lh.Status)
 	}
 	if got := mustAddon(t, ns, "umami"); got.Spec.Git.Revision != c1 || got.ResourceVersion != um.ResourceVersion {
@@ -134,7 +134,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	setBranch(t, ns, "gitops", "nope")
 	eventually(t, 20*time.Second, "unreadable branch reported", func() error {
 		r := getRepo(t, ns, "gitops")
-		c := meta.FindStatusCondition(r.Status.Conditions, v1alpha1.ConditionStalled)
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled)
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, `no branch "nope"`) {
 			return fmt.Errorf("conditions %+v", r.Status.Conditions)
 		}
@@ -156,7 +156,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	trigger(t, ns, "gitops")
 	waitSynced(t, ns, "gitops", c3)
 	lh = mustAddon(t, ns, "longhorn") // The example.com/keep finalizer holds it.
-	if lh.DeletionTimestamp == nil || lh.Annotations[v1alpha1.UninstallAnnotation] != "true" {
+	if lh.DeletionTimestamp == nil || lh.Annotations[capstanv1.UninstallAnnotation] != "true" {
 		t.Fatalf("longhorn: deletion %v, annotations %v", lh.DeletionTimestamp, lh.Annotations)
 	}
 	lh.Finalizers = nil
@@ -185,7 +185,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	}
 }
 
-func hasInvalid(r *v1alpha1.AddonRepository, path string) bool {
+func hasInvalid(r *capstanv1.AddonRepository, path string) bool {
 	for _, f := range r.Status.InvalidFiles {
 		if f.Path == path {
 			return true
@@ -220,7 +220,7 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 	createRepo(t, ns, "gitops", url)
 	waitSynced(t, ns, "gitops", c1)
 	software := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kuma-config",
-		Labels: map[string]string{v1alpha1.AddonLabel: "kuma", v1alpha1.AddonNamespaceLabel: ns, v1alpha1.ManagedByLabel: "capstan"}}}
+		Labels: map[string]string{capstanv1.AddonLabel: "kuma", capstanv1.AddonNamespaceLabel: ns, capstanv1.ManagedByLabel: "capstan"}}}
 	if err := env.client.Create(ctx, software); err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,7 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 	trigger(t, ns, "gitops")
 	waitSynced(t, ns, "gitops", c2)
 	eventually(t, 10*time.Second, "Addons deleted", func() error {
-		var list v1alpha1.AddonList
+		var list capstanv1.AddonList
 		if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return err
 		}
@@ -269,8 +269,8 @@ func TestWebhookTriggersSync(t *testing.T) {
 	if err := env.client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
-	createRepo(t, ns, "gitops", url, func(r *v1alpha1.AddonRepository) {
-		r.Spec.WebhookSecretRef = &v1alpha1.LocalObjectReference{Name: "hook"}
+	createRepo(t, ns, "gitops", url, func(r *capstanv1.AddonRepository) {
+		r.Spec.WebhookSecretRef = &capstanv1.LocalObjectReference{Name: "hook"}
 	})
 	waitSynced(t, ns, "gitops", c1)
 	hook := httptest.NewServer(&Webhook{Client: env.client, Syncer: env.syncer})

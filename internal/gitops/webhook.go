@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // WebhookPattern is where the webhook handler answers: one URL per
@@ -80,7 +80,7 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	repo := &v1alpha1.AddonRepository{}
+	repo := &capstanv1.AddonRepository{}
 	secret := &corev1.Secret{}
 	var token []byte
 	if err := h.Client.Get(ctx, key, repo); err == nil && repo.Spec.WebhookSecretRef != nil {

@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"capstan.dev/capstan/api/v1alpha1"
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // DefaultAttempts bounds how often a writer retries a push that lost a race.
@@ -127,7 +127,7 @@ func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
 // MarkUninstall sets the uninstall annotation on a live Addon, so that
 // deleting it removes its software whatever its deletion policy says.
 func MarkUninstall(ctx context.Context, c client.Client, key types.NamespacedName) error {
-	a := &v1alpha1.Addon{}
+	a := &capstanv1.Addon{}
 	if err := c.Get(ctx, key, a); err != nil {
 		return fmt.Errorf("cannot read Addon %s to mark it for uninstall: %w", key, err)
 	}
@@ -135,7 +135,7 @@ func MarkUninstall(ctx context.Context, c client.Client, key types.NamespacedNam
 	if a.Annotations == nil {
 		a.Annotations = map[string]string{}
 	}
-	a.Annotations[v1alpha1.UninstallAnnotation] = "true"
+	a.Annotations[capstanv1.UninstallAnnotation] = "true"
 	if err := c.Patch(ctx, a, patch); err != nil {
 		return fmt.Errorf("cannot mark Addon %s for uninstall: %w", key, err)
 	}

@@ -1,0 +1,225 @@
+// Package addons holds what a person does to an add-on: read its plan,
+// approve it, suspend and resume it, write its secret inputs and remove it.
+// The CLI calls it, and so will the HTTP API and the web page, so that each
+// operation has one implementation and one set of rules whatever surface a
+// person uses. It never applies anything itself: it changes the Addon, and
+// the controller does the rest.
+package addons
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
+)
+
+// Get reads an Addon.
+func Get(ctx context.Context, c client.Reader, key client.ObjectKey) (*capstanv1.Addon, error) {
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return nil, fmt.Errorf("reading addon %s: %w", key, err)
+	}
+	return a, nil
+}
+
+// FetcherOptions say how a plan fetches sources.
+type FetcherOptions struct {
+	// Guard is the fetch guard. The API server of Config is always added to
+	// its deny-list.
+	Guard netguard.Config
+	// CABundle is PEM certificates to trust for chart repositories,
+	// registries and git, besides the system's.
+	CABundle []byte
+}
+
+// NewFetcher builds the fetcher a plan uses: guarded as the controller's
+// is, and never toward the cluster's API server.
+func NewFetcher(cfg *rest.Config, o FetcherOptions) (*source.Fetcher, error) {
+	g := o.Guard
+	g.Deny = append(append([]string(nil), g.Deny...), netguard.APIServerDenyEntries(cfg.Host)...)
+	return source.NewFetcher(source.Options{Guard: g, CABundle: o.CABundle})
+}
+
+// Planner computes plans on demand with the identities of the person who
+// asks: their client reads and dry-runs.
+type Planner struct {
+	Client     client.Client
+	RestConfig *rest.Config
+	Fetcher    *source.Fetcher
+	// ControllerNamespace is the controller's namespace: its Addons use the
+	// cluster profile.
+	ControllerNamespace string
+}
+
+// Plan computes an Addon's whole plan now, with every diff uncut, and
+// writes nothing: no status, no apply, no generated values, no adoption of
+// values objects; only dry runs reach the API server.
+func (p Planner) Plan(ctx context.Context, key client.ObjectKey) (*capstanv1.Addon, *capstanv1.Plan, error) {
+	a, err := Get(ctx, p.Client, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, RestConfig: p.RestConfig, Fetcher: p.Fetcher,
+		Config: controller.Config{Namespace: p.ControllerNamespace}.WithDefaults()}
+	pl, err := r.Plan(ctx, a)
+	if err != nil {
+		return a, nil, fmt.Errorf("planning %s: %w", key, err)
+	}
+	return a, pl, nil
+}
+
+// Approval is a sync request that approves one plan.
+type Approval struct {
+	// Hash is the approved plan's hash.
+	Hash string
+	// SyncRequest is the raised spec.syncRequest.
+	SyncRequest int64
+	// Summary says what the plan in status changes, when the approval took
+	// the hash from status.
+	Summary string
+}
+
+// ErrNoPlan says that an Addon has no plan in status to approve yet.
+var ErrNoPlan = errors.New("no plan in status yet")
+
+// Approve approves exactly the plan with hash and raises spec.syncRequest.
+// With an empty hash it approves the plan in status, and refuses one that
+// was written for an older generation: the person has not seen the plan
+// that would apply. If the plan changes before the controller applies it,
+// nothing is applied and the Addon says why.
+func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return Approval{}, err
+	}
+	var out Approval
+	if hash == "" {
+		p := a.Status.Plan
+		if p == nil {
+			return Approval{}, fmt.Errorf("addon %s: %w; wait for the controller, or check its phase with `capstan addon get %s`", key, ErrNoPlan, key.Name)
+		}
+		if p.Generation != a.Generation {
+			return Approval{}, fmt.Errorf("addon %s: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", key, p.Generation, a.Generation)
+		}
+		hash, out.Summary = p.Hash, plan.String(p)
+	}
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	a.Spec.ApprovedPlan = hash
+	a.Spec.SyncRequest++
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return Approval{}, fmt.Errorf("approving the plan of addon %s: %w", key, err)
+	}
+	out.Hash, out.SyncRequest = hash, a.Spec.SyncRequest
+	return out, nil
+}
+
+// SetSuspend suspends an Addon (plan only: it is fetched, rendered and
+// previewed, and nothing is applied) or resumes it. An Addon that git
+// manages is suspended by a commit instead (gitops.Writer), or the syncer
+// would undo this.
+func SetSuspend(ctx context.Context, c client.Client, key client.ObjectKey, suspend bool) error {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if a.Spec.Suspend == suspend {
+		return nil
+	}
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	a.Spec.Suspend = suspend
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return fmt.Errorf("setting suspend to %v on addon %s: %w", suspend, key, err)
+	}
+	return nil
+}
+
+// RemoveOptions say what removing an Addon does besides deleting it.
+type RemoveOptions struct {
+	// Uninstall removes the software too (the Delete policy), whatever the
+	// Addon's deletion policy says.
+	Uninstall bool
+	// KeepValues hands a restricted add-on's values Secrets and generated
+	// values back instead of deleting them, for a later add-on of the same
+	// name.
+	KeepValues bool
+}
+
+// Remove deletes an Addon. The annotations that Uninstall and KeepValues
+// set are written before the delete, so the controller's deletion sees
+// them; the deletion policy then decides what happens to the software.
+func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o RemoveOptions) error {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if o.Uninstall || o.KeepValues {
+		patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if a.Annotations == nil {
+			a.Annotations = map[string]string{}
+		}
+		if o.Uninstall {
+			a.Annotations[capstanv1.UninstallAnnotation] = "true"
+		}
+		if o.KeepValues {
+			a.Annotations[capstanv1.KeepValuesAnnotation] = "true"
+		}
+		if err := c.Patch(ctx, a, patch); err != nil {
+			return fmt.Errorf("marking addon %s for removal: %w", key, err)
+		}
+	}
+	// NOTE: the delete is bound to the object just read, so a removal never
+	// deletes a newer Addon of the same name.
+	if err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID}); err != nil {
+		return fmt.Errorf("deleting addon %s: %w", key, err)
+	}
+	return nil
+}
+
+// WriteSecretInputs stores secret inputs (targetPath to raw string) in a
+// new, immutable values Secret, and points the Addon's valuesFrom entries
+// for those targetPaths at it: existing entries are replaced where they
+// stand, new ones are appended. The caller needs only to create Secrets
+// and patch Addons; the values are never read back.
+func WriteSecretInputs(ctx context.Context, c client.Client, key client.ObjectKey, inputs map[string]string) error {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	refs, err := values.WriteSecretInputs(ctx, c, a, inputs)
+	if err != nil {
+		return err
+	}
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return fmt.Errorf("pointing addon %s at its new values Secret: %w", key, err)
+	}
+	return nil
+}
+
+// replaceTargets puts each of refs in place of the entry with its
+// targetPath, or at the end.
+func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesReference {
+	out := append([]capstanv1.ValuesReference(nil), from...)
+	for _, r := range refs {
+		replaced := false
+		for i := range out {
+			if out[i].TargetPath != "" && out[i].TargetPath == r.TargetPath {
+				out[i], replaced = r, true
+			}
+		}
+		if !replaced {
+			out = append(out, r)
+		}
+	}
+	return out
+}

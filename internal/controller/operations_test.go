@@ -1,0 +1,104 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/values"
+)
+
+// TestOperations drives a restricted add-on through what a person does to
+// it, with the operations layer that the CLI and the API share, against the
+// running controller: approve the plan, write a secret input, suspend and
+// resume, and remove it keeping its values.
+func TestOperations(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	name := "ops"
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	url, _ := charts.publish(t, chart{name: "ops", version: "1.0.0", files: map[string]string{
+		"values.schema.json": `{"type":"object","properties":{"token":{"type":"string","writeOnly":true}}}`,
+		"templates/secret.yaml": `apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .Release.Name }}-token
+stringData:
+  token: {{ .Values.token | default "unset" | quote }}
+`,
+	}})
+	a := create(t, newAddon(ns, name, url, withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true })))
+	a = waitPhase(t, a, capstanv1.PhaseOutOfSync)
+
+	approval, err := addons.Approve(ctx, admin, key, "")
+	if err != nil {
+		t.Fatalf("approving: %v", err)
+	}
+	if approval.Hash != a.Status.Plan.Hash || approval.SyncRequest != 1 || !strings.Contains(approval.Summary, "1 to create") {
+		t.Errorf("approval = %+v; want the plan in status, %s, as sync request 1", approval, a.Status.Plan.Hash)
+	}
+	a = waitPhase(t, a, capstanv1.PhaseSynced)
+
+	const token = "s3cret-ops-token-7Q"
+	if err := addons.WriteSecretInputs(ctx, admin, key, map[string]string{"token": token}); err != nil {
+		t.Fatalf("writing a secret input: %v", err)
+	}
+	a = getAddon(t, a)
+	if len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "token" || !strings.HasPrefix(a.Spec.ValuesFrom[0].Name, values.ValuesPrefix(name)) {
+		t.Fatalf("valuesFrom = %+v; want one entry for token, in a new values Secret", a.Spec.ValuesFrom)
+	}
+	valuesSecret := a.Spec.ValuesFrom[0].Name
+	a = waitFor(t, a, 60*time.Second, "a plan for the secret input", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation
+	})
+	assertNotShown(t, a, token)
+	if _, err := addons.Approve(ctx, admin, key, a.Status.Plan.Hash); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	rendered := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-token"}, rendered); err != nil {
+		t.Fatal(err)
+	}
+	if string(rendered.Data["token"]) != token {
+		t.Error("the rendered Secret does not carry the secret input")
+	}
+
+	if err := addons.SetSuspend(ctx, admin, key, true); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, a, capstanv1.PhaseSuspended)
+	if err := addons.SetSuspend(ctx, admin, key, false); err != nil {
+		t.Fatal(err)
+	}
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	if err := addons.Remove(ctx, admin, key, addons.RemoveOptions{KeepValues: true}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the Addon to be gone", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, key, &capstanv1.Addon{}))
+	})
+	kept := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: valuesSecret}, kept); err != nil {
+		t.Fatalf("the values Secret was not kept: %v", err)
+	}
+	for _, o := range kept.OwnerReferences {
+		if o.Kind == "Addon" {
+			t.Errorf("the kept values Secret is still owned by the Addon: %+v", o)
+		}
+	}
+	eventually(t, 60*time.Second, "the rendered Secret to be removed with the add-on", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-token"}, &corev1.Secret{}))
+	})
+	if err := addons.Remove(ctx, admin, key, addons.RemoveOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("removing a removed add-on: %v; want not found", err)
+	}
+}
