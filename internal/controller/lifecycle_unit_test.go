@@ -16,7 +16,7 @@ import (
 	"capstan.dev/capstan/internal/render"
 )
 
-// TestLifecycleDecision is seed 000's hook table, with the retry of a
+// TestLifecycleDecision is Helm's hook table as Capstan runs it, with the retry of a
 // failed post hook.
 func TestLifecycleDecision(t *testing.T) {
 	pending := func(event, hash string) *capstanv1.PendingHook {

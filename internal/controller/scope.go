@@ -16,7 +16,7 @@ import (
 // Lifecycle is which Helm hooks a sync runs.
 type Lifecycle string
 
-// The lifecycles of seed 000's hook table.
+// The lifecycles of Helm's hook table, as Capstan runs it.
 const (
 	// LifecycleNone runs no hooks: adopting what already runs, or a resync
 	// with nothing new.

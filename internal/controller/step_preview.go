@@ -57,7 +57,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	return false, nil
 }
 
-// lifecycle decides which hooks a sync runs, from seed 000's table.
+// lifecycle decides which hooks a sync runs, from Helm's hook table.
 func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 	applied := s.addon.Status.AppliedHash
 	switch {

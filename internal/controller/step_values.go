@@ -10,7 +10,7 @@ import (
 	"capstan.dev/capstan/internal/values"
 )
 
-// resolveValues merges the add-on's values in the seeds' precedence and
+// resolveValues merges the add-on's values in Capstan's precedence and
 // validates them. Values problems do not stop the reconcile: they go into
 // the plan, which blocks.
 func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, error) {

@@ -40,7 +40,7 @@ adopt: true
 prune: true
 `
 
-func TestParseSeedExamples(t *testing.T) {
+func TestParseLonghornExample(t *testing.T) {
 	def, err := Parse("addons/longhorn.yaml", []byte(longhorn))
 	if err != nil {
 		t.Fatal(err)

@@ -2,8 +2,8 @@
 // untrusted chart may create in its Addon's namespace, and the defaults its
 // pods get where they say nothing.
 //
-// Check refuses every object that breaks a rule of seed 004 ("Any image may
-// run; its pods may not do anything") and reports each break as a
+// Check refuses every object that breaks a rule of the restricted profile
+// ("any image may run; its pods may not do anything") and reports each break as a
 // capstanv1.Violation. Harden sets the pod defaults. The controller runs
 // Harden, then Check, on every rendered object, hooks included, before any
 // preview or apply. docs/guardrails.md lists every rule with an example.

@@ -1,6 +1,6 @@
 // Package values computes an add-on's chart values: it reads spec.values and
 // the Secrets and ConfigMaps that spec.valuesFrom names, merges them over the
-// generated values and the chart's defaults in the seeds' precedence, sets the
+// generated values and the chart's defaults in Capstan's precedence, sets the
 // reserved platform key, validates the result against the chart's
 // values.schema.json, and keeps secret inputs out of everything that is shown.
 //

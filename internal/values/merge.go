@@ -141,7 +141,7 @@ func (r *Result) SecretValues() []string {
 	return out
 }
 
-// Compose merges an add-on's values in the seeds' precedence, lowest first:
+// Compose merges an add-on's values in Capstan's precedence, lowest first:
 // the chart's defaults, generated values, spec.values, each valuesFrom entry
 // in order, and the platform key, which is set last and replaces whatever a
 // user put under it (a Notice says so).
