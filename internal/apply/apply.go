@@ -62,6 +62,11 @@ func (a *Applier) Get(ctx context.Context, ref capstanv1.ObjectRef) (*unstructur
 	return live, nil
 }
 
+// List lists objects as the applying identity.
+func (a *Applier) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	return a.Client.List(ctx, list, opts...)
+}
+
 // Apply applies one object with force and Capstan's field manager. A Job
 // whose pod template changed is deleted and created anew, since the
 // template is immutable.

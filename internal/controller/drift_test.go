@@ -2,14 +2,12 @@ package controller
 
 import (
 	"context"
-	"maps"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -191,38 +189,5 @@ func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	case <-decided:
 		t.Error("decided twice: the changes of one add-on are one check")
 	case <-time.After(200 * time.Millisecond):
-	}
-}
-
-func TestLostLabels(t *testing.T) {
-	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
-	ours := map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: "capstan-system", capstanv1.ManagedByLabel: "capstan"}
-	without := func(keys ...string) map[string]string {
-		l := maps.Clone(ours)
-		for _, k := range keys {
-			delete(l, k)
-		}
-		return l
-	}
-	applied := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}, {Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
-	for _, tc := range []struct {
-		name    string
-		labels  map[string]string
-		manager []metav1.ManagedFieldsEntry
-		want    bool
-	}{
-		{"all there", ours, applied, false},
-		{"all removed", nil, applied, true},
-		{"managed-by removed", without(capstanv1.ManagedByLabel), applied, true},
-		{"the namespace label removed", without(capstanv1.AddonNamespaceLabel), applied, true},
-		{"another add-on's labels", map[string]string{capstanv1.AddonLabel: "db", capstanv1.AddonNamespaceLabel: "capstan-system"}, applied, false},
-		{"adopted without a change: never applied", nil, []metav1.ManagedFieldsEntry{{Manager: "helm"}}, false},
-	} {
-		u := &unstructured.Unstructured{}
-		u.SetLabels(tc.labels)
-		u.SetManagedFields(tc.manager)
-		if got := lostLabels(u, addon); got != tc.want {
-			t.Errorf("%s: lostLabels = %v, want %v", tc.name, got, tc.want)
-		}
 	}
 }

@@ -216,14 +216,14 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 	case !ok:
 		return false
 	case !c.deleted:
-		return known.resourceVersion != c.resourceVersion
+		return known.ResourceVersion != c.resourceVersion
 	case r.watched == nil:
 		return true
 	}
 	now := &metav1.PartialObjectMetadata{}
 	now.SetGroupVersionKind(c.gvk)
 	err := r.watched.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
-	return err != nil || now.ResourceVersion != known.resourceVersion
+	return err != nil || now.ResourceVersion != known.ResourceVersion
 }
 
 // driftWanted reports whether drift should reconcile an add-on now. Not a

@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"fmt"
-	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,116 +11,55 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/values"
 )
 
-// applyPlan applies an approved plan in order: the inventory first (so a
-// crash orphans nothing), CRDs and Namespaces (hooks may need them), pre
-// hooks, the rest, prune, post hooks.
+// applyPlan applies an approved plan with apply.Sequence: the inventory
+// first (so a crash orphans nothing), CRDs and Namespaces on an install
+// (hooks may need them), pre hooks, the rest, prune, post hooks. It runs the
+// hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
-	rendered := refs(s.objects)
-	if union := apply.Union(s.addon.Status.Inventory, rendered); !slices.Equal(union, s.addon.Status.Inventory) {
-		s.addon.Status.Inventory = union
-		if err := r.checkpointStatus(ctx, s); err != nil {
-			return false, err
-		}
-	}
 	var changed []*unstructured.Unstructured
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
 		}
 	}
-	// NOTE: on an install, as in Helm, CRDs exist before the pre-install
-	// hooks run; so do the Namespaces, which hooks are created in. On an
-	// upgrade they wait for the pre-upgrade hooks, like everything else: a
-	// migration hook may need the old CRD.
-	var first, rest []*unstructured.Unstructured
-	if s.lifecycle == LifecycleInstall {
-		crds, namespaces, others := apply.Split(changed)
-		first, rest = append(crds, namespaces...), others
-	} else {
-		rest = changed
-	}
-	applied := 0
-	now := time.Now()
-	count := func(obj, live *unstructured.Unstructured) {
-		applied++
-		// The API server's answer is the live object: a dry run of the
-		// same manifest against it would find it unchanged.
-		key := capstanv1.RefOf(obj).Key()
-		s.live[key] = live
-		r.verified.note(s.addon, key, verifiedObject{digest: s.digests[key], resourceVersion: live.GetResourceVersion(), at: now})
-	}
-	defer func() { objectsApplied.Add(float64(applied)) }()
-	if err := s.applier.Ordered(ctx, first, count); err != nil {
-		return false, err
-	}
 	pre, post := s.events()
-	if err := r.stepHook(ctx, s, "pre-hooks"); err != nil {
-		return false, err
+	now := time.Now()
+	seq := apply.Sequence{
+		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
+		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
+		PreHooks:  func(ctx context.Context) error { return r.runHooks(ctx, s, pre) },
+		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post) },
+		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
+			s.addon.Status.Inventory = inventory
+			return r.checkpointStatus(ctx, s)
+		},
+		OnApplied: func(obj, live *unstructured.Unstructured) {
+			// The API server's answer is the live object: a dry run of the
+			// same manifest against it would find it unchanged.
+			key := capstanv1.RefOf(obj).Key()
+			s.live[key] = live
+			r.verified.note(s.addon, key, plan.Verified{Digest: s.digests[key], ResourceVersion: live.GetResourceVersion(), At: now})
+		},
+		CRDsApplied: func() { _, _ = r.capabilities(true) },
+		Applied: func(ctx context.Context, res apply.Result) error {
+			return r.recordApply(ctx, s, res, pre, post)
+		},
+		Step: func(ctx context.Context, name string) error { return r.stepHook(ctx, s, name) },
 	}
-	if err := r.runHooks(ctx, s, pre); err != nil {
-		what := "nothing was applied"
-		if len(first) > 0 {
-			what = "nothing but CRDs and Namespaces was applied"
-		}
-		return false, fmt.Errorf("the %s hook failed, so %s: %w", pre, what, err)
+	res, err := seq.Run(ctx)
+	objectsApplied.Add(float64(res.Applied))
+	objectsPruned.Add(float64(len(res.Pruned)))
+	s.addon.Status.Inventory = res.Inventory
+	if len(res.Pruned) > 0 {
+		log.Info("Pruned objects", "count", len(res.Pruned))
 	}
-	if err := r.stepHook(ctx, s, "apply"); err != nil {
-		return false, err
-	}
-	if err := s.applier.Ordered(ctx, rest, count); err != nil {
-		return false, err
-	}
-	if crds, _, _ := apply.Split(changed); len(crds) > 0 {
-		// New API versions change .Capabilities for the next render.
-		_, _ = r.capabilities(true)
-	}
-	if err := r.stepHook(ctx, s, "prune"); err != nil {
-		return false, err
-	}
-	pruned, err := s.applier.DeleteAll(ctx, s.prune)
-	objectsPruned.Add(float64(len(pruned)))
-	s.addon.Status.Inventory = apply.Subtract(s.addon.Status.Inventory, pruned)
 	if err != nil {
 		return false, err
-	}
-	if len(pruned) > 0 {
-		log.Info("Pruned objects", "count", len(pruned))
-	}
-	if err := r.stepHook(ctx, s, "post-hooks"); err != nil {
-		return false, err
-	}
-	s.addon.Status.AppliedHash = s.render.Hash
-	s.addon.Status.AppliedAsUpgrade = s.upgrade
-	if s.verdict.HandledSyncRequest {
-		s.addon.Status.LastSyncRequest = s.addon.Spec.SyncRequest
-	}
-	if applied > 0 || len(pruned) > 0 {
-		now := metav1.Now()
-		s.addon.Status.LastAppliedTime = &now
-	}
-	if applied > 0 || len(pruned) > 0 || pre != "" || post != "" {
-		// The plan in status is what was just applied; a prompt resync
-		// replaces it with what runs now.
-		s.requeueAfter = r.Config.HealthPoll
-	}
-	s.addon.Status.PendingHook = nil
-	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
-		// NOTE: the apply is recorded before the post hooks run, with the
-		// hooks pending: if the controller stops while they run, the next
-		// sync runs only them, not the pre hooks again.
-		s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
-		if err := r.checkpointStatus(ctx, s); err != nil {
-			return false, err
-		}
-	}
-	if err := r.runHooks(ctx, s, post); err != nil {
-		// NOTE: the objects stay applied. The next sync of this render
-		// runs only this event's hooks again; a new render is an upgrade.
-		return false, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", post, post, err)
 	}
 	s.addon.Status.PendingHook = nil
 	if s.profile == capstanv1.ProfileRestricted {
@@ -132,6 +69,35 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	}
 	s.plan = nil
 	return false, nil
+}
+
+// recordApply records in status what was applied, before the post hooks
+// run. With post hooks to run, it writes a checkpoint with the hooks
+// pending: if the controller stops while they run, the next sync runs only
+// them, not the pre hooks again.
+func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.Result, pre, post string) error {
+	st := &s.addon.Status
+	st.Inventory = res.Inventory
+	st.AppliedHash = s.render.Hash
+	st.AppliedAsUpgrade = s.upgrade
+	if s.verdict.HandledSyncRequest {
+		st.LastSyncRequest = s.addon.Spec.SyncRequest
+	}
+	if res.Applied > 0 || len(res.Pruned) > 0 {
+		now := metav1.Now()
+		st.LastAppliedTime = &now
+	}
+	if res.Applied > 0 || len(res.Pruned) > 0 || pre != "" || post != "" {
+		// The plan in status is what was just applied; a prompt resync
+		// replaces it with what runs now.
+		s.requeueAfter = r.Config.HealthPoll
+	}
+	st.PendingHook = nil
+	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
+		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
+		return r.checkpointStatus(ctx, s)
+	}
+	return nil
 }
 
 // stepHook lets tests stop a reconcile between apply steps.

@@ -15,7 +15,7 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 			continue
 		}
 		key := capstanv1.RefOf(obj).Key()
-		if s.quiet[key] && known[key].healthy {
+		if s.quiet[key] && known[key].Healthy {
 			// Healthy when verified, and not written since.
 			continue
 		}

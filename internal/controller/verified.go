@@ -1,22 +1,14 @@
 package controller
 
 import (
-	"context"
 	"sync"
-	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
 )
-
-// verifyTTL bounds how long a dry run's "unchanged" is trusted. Past it,
-// the object is dry-run again, so what a resourceVersion cannot show (a
-// CRD that gained a default, a new admission webhook) is caught too.
-const verifyTTL = 30 * time.Minute
 
 // verifiedObjects remembers, per add-on, the objects a server-side dry run
 // last found unchanged: the digest of the manifest that was dry-run and the
@@ -32,19 +24,12 @@ type verifiedObjects struct {
 
 type verifiedAddon struct {
 	uid     types.UID
-	objects map[string]verifiedObject
-}
-
-type verifiedObject struct {
-	digest, resourceVersion string
-	at                      time.Time
-	// healthy is set when a workload was found ready at resourceVersion.
-	healthy bool
+	objects map[string]plan.Verified
 }
 
 // lookup returns what was verified for an add-on: nothing when the Addon
 // is a new one of the same name.
-func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]verifiedObject {
+func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]plan.Verified {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	got, ok := v.m[client.ObjectKeyFromObject(addon)]
@@ -55,7 +40,7 @@ func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]verifiedObje
 }
 
 // object returns what was verified of one object of an add-on.
-func (v *verifiedObjects) object(addon types.NamespacedName, key string) (verifiedObject, bool) {
+func (v *verifiedObjects) object(addon types.NamespacedName, key string) (plan.Verified, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	o, ok := v.m[addon].objects[key]
@@ -63,7 +48,7 @@ func (v *verifiedObjects) object(addon types.NamespacedName, key string) (verifi
 }
 
 // store replaces what is verified for an add-on.
-func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]verifiedObject) {
+func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]plan.Verified) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil {
@@ -73,7 +58,7 @@ func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]verif
 }
 
 // note records one object as verified, after it was applied.
-func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o verifiedObject) {
+func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o plan.Verified) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if v.m == nil {
@@ -82,7 +67,7 @@ func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o verifiedObj
 	k := client.ObjectKeyFromObject(addon)
 	got, ok := v.m[k]
 	if !ok || got.uid != addon.UID || got.objects == nil {
-		got = verifiedAddon{uid: addon.UID, objects: map[string]verifiedObject{}}
+		got = verifiedAddon{uid: addon.UID, objects: map[string]plan.Verified{}}
 		v.m[k] = got
 	}
 	got.objects[key] = o
@@ -98,8 +83,8 @@ func (v *verifiedObjects) markHealthy(addon *capstanv1.Addon, key, resourceVersi
 	if !ok || got.uid != addon.UID {
 		return
 	}
-	if o, ok := got.objects[key]; ok && o.resourceVersion == resourceVersion {
-		o.healthy = true
+	if o, ok := got.objects[key]; ok && o.ResourceVersion == resourceVersion {
+		o.Healthy = true
 		got.objects[key] = o
 	}
 }
@@ -108,50 +93,4 @@ func (v *verifiedObjects) forget(key types.NamespacedName) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	delete(v.m, key)
-}
-
-// stillUnchanged reports whether an object verified unchanged still is:
-// the manifest and the live resourceVersion are the same, and the check is
-// recent enough.
-func (o verifiedObject) stillUnchanged(digest, resourceVersion string, now time.Time) bool {
-	return o.digest == digest && o.resourceVersion == resourceVersion && now.Sub(o.at) < verifyTTL
-}
-
-// readLabelled reads, with one label-selected List per kind and namespace,
-// the live objects this add-on applied before, keyed by ObjectRef.Key. Only kinds
-// with two or more rendered objects in a namespace are listed: for one, a
-// Get costs the same. A List that fails (an unknown kind, a forbidden list)
-// leaves its objects to be read one by one. Objects in skip need no read.
-func readLabelled(ctx context.Context, s *scope, skip map[string]bool) map[string]*unstructured.Unstructured {
-	out := map[string]*unstructured.Unstructured{}
-	if len(s.addon.Status.Inventory) == 0 {
-		return out // a first install: nothing of ours runs yet
-	}
-	type group struct {
-		gvk       schema.GroupVersionKind
-		namespace string
-	}
-	counts := map[group]int{}
-	for _, o := range s.objects {
-		if !skip[capstanv1.RefOf(o).Key()] {
-			counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
-		}
-	}
-	for g, n := range counts {
-		if n < 2 {
-			continue
-		}
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
-		err := s.applier.Client.List(ctx, list, client.InNamespace(g.namespace), client.MatchingLabels(s.addon.OwnerLabels()))
-		if err != nil {
-			continue
-		}
-		for i := range list.Items {
-			item := &list.Items[i]
-			item.SetGroupVersionKind(g.gvk)
-			out[capstanv1.RefOf(item).Key()] = item
-		}
-	}
-	return out
 }

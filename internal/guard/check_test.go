@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
@@ -359,5 +361,21 @@ func TestViolationNamesTheObject(t *testing.T) {
 	}
 	if !strings.Contains(got[0].Message, "remove") {
 		t.Errorf("the message should say what to change: %q", got[0].Message)
+	}
+}
+
+func TestCheckSpec(t *testing.T) {
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "tenant"}}
+	if v := CheckSpec(a); len(v) != 0 {
+		t.Errorf("a plain restricted Addon: %v", v)
+	}
+	a.Spec.TargetNamespace = "tenant"
+	if v := CheckSpec(a); len(v) != 0 {
+		t.Errorf("its own namespace as target: %v", v)
+	}
+	a.Spec.TargetNamespace, a.Spec.CreateNamespace = "kube-system", true
+	v := CheckSpec(a)
+	if len(v) != 2 || v[0].Rule != "target-namespace" || v[1].Rule != "create-namespace" || v[0].Object.Name != "blog" {
+		t.Errorf("CheckSpec = %+v; want target-namespace and create-namespace on Addon blog", v)
 	}
 }

@@ -1,0 +1,158 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Sequence is one apply of an approved plan, in Capstan's order:
+//
+//  1. the inventory grows to hold every rendered object, and is saved
+//     before anything is applied, so that a crash orphans nothing;
+//  2. on an install, CRDs (waited for until Established and served) and
+//     Namespaces, which the pre-install hooks may need, as Helm does;
+//  3. the pre hooks;
+//  4. every other changed object, by server-side apply;
+//  5. the prune, which never deletes the never-delete kinds;
+//  6. the apply is recorded, then the post hooks run.
+//
+// On an upgrade CRDs and Namespaces wait for the pre-upgrade hooks like
+// everything else: a migration hook may need the old CRD. The hooks and
+// the status checkpoints are the caller's callbacks.
+type Sequence struct {
+	Applier *Applier
+	// Inventory is the add-on's inventory before this apply.
+	Inventory []capstanv1.ObjectRef
+	// Objects are every object to apply; Changed are those the plan
+	// creates or updates.
+	Objects, Changed []*unstructured.Unstructured
+	// Install puts CRDs and Namespaces before the pre hooks.
+	Install bool
+	// Prune are the objects to delete.
+	Prune []capstanv1.ObjectRef
+	// PreEvent and PostEvent name the hook events, for errors.
+	PreEvent, PostEvent string
+	// PreHooks and PostHooks run the hooks of those events.
+	PreHooks, PostHooks func(ctx context.Context) error
+	// SaveInventory saves the grown inventory before anything is applied.
+	SaveInventory func(ctx context.Context, inventory []capstanv1.ObjectRef) error
+	// OnApplied is called with each applied object and the API server's
+	// answer, the live object.
+	OnApplied func(obj, live *unstructured.Unstructured)
+	// CRDsApplied is called once changed CRDs are applied: new API
+	// versions change what the next render sees.
+	CRDsApplied func()
+	// Applied records the apply before the post hooks run, so that a
+	// controller that stops while they run does not run the pre hooks
+	// again.
+	Applied func(ctx context.Context, r Result) error
+	// Step, when set, is called before each step by name ("pre-hooks",
+	// "apply", "prune", "post-hooks"); an error stops the sequence. Tests
+	// use it to stop between steps.
+	Step func(ctx context.Context, name string) error
+}
+
+// Result is what a sequence did, also when it stopped with an error.
+type Result struct {
+	// Applied counts the objects applied.
+	Applied int
+	// Pruned are the objects deleted.
+	Pruned []capstanv1.ObjectRef
+	// Inventory is the add-on's inventory now.
+	Inventory []capstanv1.ObjectRef
+}
+
+// Run applies the sequence.
+func (q Sequence) Run(ctx context.Context) (Result, error) {
+	res := Result{Inventory: q.Inventory}
+	rendered := make([]capstanv1.ObjectRef, 0, len(q.Objects))
+	for _, o := range q.Objects {
+		rendered = append(rendered, capstanv1.RefOf(o))
+	}
+	if union := Union(q.Inventory, rendered); !slices.Equal(union, q.Inventory) {
+		res.Inventory = union
+		if q.SaveInventory != nil {
+			if err := q.SaveInventory(ctx, union); err != nil {
+				return res, err
+			}
+		}
+	}
+	var first, rest []*unstructured.Unstructured
+	if q.Install {
+		crds, namespaces, others := Split(q.Changed)
+		first, rest = append(crds, namespaces...), others
+	} else {
+		rest = q.Changed
+	}
+	onApplied := func(obj, live *unstructured.Unstructured) {
+		res.Applied++
+		if q.OnApplied != nil {
+			q.OnApplied(obj, live)
+		}
+	}
+	if err := q.Applier.Ordered(ctx, first, onApplied); err != nil {
+		return res, err
+	}
+	if err := q.step(ctx, "pre-hooks"); err != nil {
+		return res, err
+	}
+	if err := run(ctx, q.PreHooks); err != nil {
+		what := "nothing was applied"
+		if len(first) > 0 {
+			what = "nothing but CRDs and Namespaces was applied"
+		}
+		return res, fmt.Errorf("the %s hook failed, so %s: %w", q.PreEvent, what, err)
+	}
+	if err := q.step(ctx, "apply"); err != nil {
+		return res, err
+	}
+	if err := q.Applier.Ordered(ctx, rest, onApplied); err != nil {
+		return res, err
+	}
+	if crds, _, _ := Split(q.Changed); len(crds) > 0 && q.CRDsApplied != nil {
+		q.CRDsApplied()
+	}
+	if err := q.step(ctx, "prune"); err != nil {
+		return res, err
+	}
+	pruned, err := q.Applier.DeleteAll(ctx, q.Prune)
+	res.Pruned = pruned
+	res.Inventory = Subtract(res.Inventory, pruned)
+	if err != nil {
+		return res, err
+	}
+	if err := q.step(ctx, "post-hooks"); err != nil {
+		return res, err
+	}
+	if q.Applied != nil {
+		if err := q.Applied(ctx, res); err != nil {
+			return res, err
+		}
+	}
+	if err := run(ctx, q.PostHooks); err != nil {
+		// NOTE: the objects stay applied. The next sync of this render
+		// runs only this event's hooks again; a new render is an upgrade.
+		return res, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", q.PostEvent, q.PostEvent, err)
+	}
+	return res, nil
+}
+
+func (q Sequence) step(ctx context.Context, name string) error {
+	if q.Step == nil {
+		return nil
+	}
+	return q.Step(ctx, name)
+}
+
+// run runs an optional callback.
+func run(ctx context.Context, f func(context.Context) error) error {
+	if f == nil {
+		return nil
+	}
+	return f(ctx)
+}

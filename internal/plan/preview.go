@@ -1,0 +1,331 @@
+package plan
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+)
+
+// VerifyTTL bounds how long a dry run's "unchanged" is trusted. Past it,
+// the object is dry-run again, so what a resourceVersion cannot show (a
+// CRD that gained a default, a new admission webhook) is caught too.
+const VerifyTTL = 30 * time.Minute
+
+// Verified is what a server-side dry run found of one object: unchanged,
+// for the manifest with Digest, compared with the live object at
+// ResourceVersion. While both hold, the object is still unchanged: any
+// change to the live object, drift included, gives it a new
+// resourceVersion.
+type Verified struct {
+	Digest, ResourceVersion string
+	At                      time.Time
+	// Healthy is set when a workload was found ready at ResourceVersion.
+	Healthy bool
+}
+
+// StillUnchanged reports whether an object verified unchanged still is:
+// the manifest and the live resourceVersion are the same, and the check is
+// recent enough.
+func (v Verified) StillUnchanged(digest, resourceVersion string, now time.Time) bool {
+	return v.Digest == digest && v.ResourceVersion == resourceVersion && now.Sub(v.At) < VerifyTTL
+}
+
+// Cluster is what a preview needs of the cluster, as the identity that
+// applies: reads, label-selected lists and dry runs. *apply.Applier is one.
+type Cluster interface {
+	Get(ctx context.Context, ref capstanv1.ObjectRef) (*unstructured.Unstructured, error)
+	DryRun(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error
+}
+
+// PreviewInput is what a preview compares.
+type PreviewInput struct {
+	// Addon is the add-on: its inventory and its labels.
+	Addon *capstanv1.Addon
+	// Objects are the prepared objects to apply.
+	Objects []*unstructured.Unstructured
+	// CreatedNamespace is the Namespace that spec.createNamespace adds: it
+	// is created when missing, and one that exists is not adopted.
+	CreatedNamespace string
+	// Known is what earlier dry runs verified, by ObjectRef.Key.
+	Known map[string]Verified
+	// Watched are the resourceVersions in the controller's watch cache, by
+	// ObjectRef.Key, for the kinds whose informers have synced.
+	Watched map[string]string
+	// Now is the time of the preview.
+	Now time.Time
+}
+
+// Preview is the result of previewing every object.
+type Preview struct {
+	// Objects are the comparisons, in the order of the input's objects.
+	Objects []ObjectResult
+	// Live are the live objects read, by ObjectRef.Key; nil for one that
+	// does not exist. Objects that were Quiet were not read.
+	Live map[string]*unstructured.Unstructured
+	// Quiet are the objects unchanged by the watch cache alone: verified
+	// before, and at the same resourceVersion since. They cost no request.
+	Quiet map[string]bool
+	// Digests are the manifests' digests, by ObjectRef.Key.
+	Digests map[string]string
+	// Verified is what this preview verified, to remember until the next.
+	Verified map[string]Verified
+}
+
+// PreviewObjects reads every object's live state and runs a server-side
+// dry-run apply of it, then compares the two. It saves what it can:
+//   - an object verified unchanged before, whose manifest and live
+//     resourceVersion (in the watch cache) are the same since, is unchanged
+//     with no request at all;
+//   - objects the add-on applied before are read by label-selected Lists
+//     rather than one by one;
+//   - an object verified before and found at the same resourceVersion is
+//     unchanged without another dry run;
+//   - objects in a Namespace this sync creates are creates, with no read
+//     and no dry run.
+//
+// A dry run the API server refuses is reported in the object's result,
+// with a Secret's message withheld; only a failed read is an error, and then
+// the Preview holds what was verified before it.
+func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, error) {
+	inventory := map[string]bool{}
+	for _, ref := range in.Addon.Status.Inventory {
+		inventory[ref.Key()] = true
+	}
+	crdKinds := crdKinds(in.Objects)
+	out := &Preview{
+		Objects:  make([]ObjectResult, 0, len(in.Objects)),
+		Live:     make(map[string]*unstructured.Unstructured, len(in.Objects)),
+		Quiet:    map[string]bool{},
+		Digests:  make(map[string]string, len(in.Objects)),
+		Verified: map[string]Verified{},
+	}
+	for _, obj := range in.Objects {
+		out.Digests[capstanv1.RefOf(obj).Key()] = ManifestDigest(obj)
+	}
+	if len(in.Watched) > 0 {
+		for _, obj := range in.Objects {
+			key := capstanv1.RefOf(obj).Key()
+			if v, ok := in.Known[key]; ok {
+				rv, ok := in.Watched[key]
+				out.Quiet[key] = ok && v.StillUnchanged(out.Digests[key], rv, in.Now)
+			}
+		}
+	}
+	listed := readLabelled(ctx, c, in, out.Quiet)
+	// A rendered Namespace that does not exist yet holds nothing yet: its
+	// objects are creates, with no read and no dry run (which would only
+	// answer that the namespace is missing).
+	newNamespaces := map[string]bool{}
+	for _, obj := range in.Objects {
+		if obj.GroupVersionKind().GroupKind() != (schema.GroupKind{Kind: "Namespace"}) {
+			continue
+		}
+		key := capstanv1.RefOf(obj).Key()
+		if out.Quiet[key] {
+			continue // it exists
+		}
+		live, ok := listed[key]
+		if !ok {
+			var err error
+			if live, err = c.Get(ctx, capstanv1.RefOf(obj)); err != nil {
+				return out, fmt.Errorf("reading %s: %w", key, err)
+			}
+			listed[key] = live
+		}
+		if live == nil {
+			newNamespaces[obj.GetName()] = true
+		}
+	}
+	for _, obj := range in.Objects {
+		ref := capstanv1.RefOf(obj)
+		key := ref.Key()
+		if newNamespaces[obj.GetNamespace()] {
+			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Comparison: Comparison{Action: capstanv1.ActionCreate,
+				Digest: CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
+			continue
+		}
+		if out.Quiet[key] {
+			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Comparison: Comparison{Action: capstanv1.ActionUnchanged}})
+			out.Verified[key] = in.Known[key]
+			continue
+		}
+		live, ok := listed[key]
+		if !ok {
+			var err error
+			live, err = c.Get(ctx, ref)
+			if err != nil && !apimeta.IsNoMatchError(err) {
+				return out, fmt.Errorf("reading %s: %w", key, err)
+			}
+		}
+		out.Live[key] = live
+		res := ObjectResult{Ref: ref}
+		digest := out.Digests[key]
+		if v, ok := in.Known[key]; ok && live != nil && v.StillUnchanged(digest, live.GetResourceVersion(), in.Now) && in.Addon.LabelledFor(live.GetLabels()) {
+			res.Action = capstanv1.ActionUnchanged
+			out.Verified[key] = v
+			out.Objects = append(out.Objects, res)
+			continue
+		}
+		// NOTE: the namespace of createNamespace is created when missing,
+		// as helm --create-namespace does; one that exists is not adopted.
+		res.Adopted = live != nil && !inventory[key] && !in.Addon.LabelledFor(live.GetLabels()) &&
+			!(ref.Kind == "Namespace" && ref.Name == in.CreatedNamespace)
+		dry, err := c.DryRun(ctx, obj)
+		switch {
+		case err != nil && apimeta.IsNoMatchError(err) && crdKinds[obj.GroupVersionKind().GroupKind()]:
+			// Its CRD is created first in this very sync, so the API
+			// server cannot dry-run it yet.
+			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
+				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
+		case err != nil && apierrors.IsNotFound(err) && rendersNamespace(in.Objects, obj.GetNamespace()):
+			// Its namespace is created first in this very sync.
+			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
+				Diff: "(previewed after its Namespace is created)\n"}
+		case err != nil && apply.IsImmutableJob(obj, err):
+			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
+		case err != nil:
+			res.Action = capstanv1.ActionCreate
+			if live != nil {
+				res.Action = capstanv1.ActionUpdate
+			}
+			res.Error = RedactAPIError(obj, err)
+		default:
+			res.Comparison, err = Compare(obj, live, dry)
+			if err != nil {
+				return out, err
+			}
+			if res.Action == capstanv1.ActionUnchanged && live != nil && inventory[key] && lostLabels(live, in.Addon) {
+				// Someone removed Capstan's labels from an object this
+				// add-on applied: without them the object drops out of the
+				// watch and the label-selected reads, so a sync puts them
+				// back.
+				res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+					Diff: "(Capstan's labels " + capstanv1.AddonLabel + " and " + capstanv1.AddonNamespaceLabel + " were removed; the sync puts them back)\n"}
+			}
+			if res.Action == capstanv1.ActionUnchanged && live != nil {
+				out.Verified[key] = Verified{Digest: digest, ResourceVersion: live.GetResourceVersion(), At: in.Now}
+			}
+		}
+		out.Objects = append(out.Objects, res)
+	}
+	return out, nil
+}
+
+// readLabelled reads, with one label-selected List per kind and namespace,
+// the live objects this add-on applied before, keyed by ObjectRef.Key. Only
+// kinds with two or more rendered objects in a namespace are listed: for
+// one, a Get costs the same. A List that fails (an unknown kind, a forbidden
+// list) leaves its objects to be read one by one. Objects in skip need no
+// read.
+func readLabelled(ctx context.Context, c Cluster, in PreviewInput, skip map[string]bool) map[string]*unstructured.Unstructured {
+	out := map[string]*unstructured.Unstructured{}
+	if len(in.Addon.Status.Inventory) == 0 {
+		return out // a first install: nothing of ours runs yet
+	}
+	type group struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	counts := map[group]int{}
+	for _, o := range in.Objects {
+		if !skip[capstanv1.RefOf(o).Key()] {
+			counts[group{o.GroupVersionKind(), o.GetNamespace()}]++
+		}
+	}
+	for g, n := range counts {
+		if n < 2 {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(g.gvk.GroupVersion().WithKind(g.gvk.Kind + "List"))
+		if err := c.List(ctx, list, client.InNamespace(g.namespace), client.MatchingLabels(in.Addon.OwnerLabels())); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			item.SetGroupVersionKind(g.gvk)
+			out[capstanv1.RefOf(item).Key()] = item
+		}
+	}
+	return out
+}
+
+// RedactAPIError keeps the API server's message, except for Secrets, whose
+// messages can quote a value.
+func RedactAPIError(obj *unstructured.Unstructured, err error) string {
+	if obj.GetKind() == "Secret" {
+		if apierrors.IsInvalid(err) {
+			return "the API server refused the Secret as invalid (its message is withheld because it can quote a value)"
+		}
+		return "the API server refused the Secret: " + string(apierrors.ReasonForError(err))
+	}
+	return err.Error()
+}
+
+// crdKinds are the kinds that CRDs among objs define.
+func crdKinds(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		out[schema.GroupKind{Group: group, Kind: kind}] = true
+	}
+	return out
+}
+
+func rendersNamespace(objs []*unstructured.Unstructured, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == "Namespace" && o.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// lostLabels reports whether an object that Capstan applied for this
+// add-on (its field manager owns fields of it) has lost some of Capstan's
+// labels, with no other add-on's in their place. An object adopted without
+// a change was never applied, and has none to lose.
+func lostLabels(live *unstructured.Unstructured, addon *capstanv1.Addon) bool {
+	l := live.GetLabels()
+	if name, ok := l[capstanv1.AddonLabel]; ok && name != addon.Name {
+		return false
+	}
+	if ns, ok := l[capstanv1.AddonNamespaceLabel]; ok && ns != addon.Namespace {
+		return false
+	}
+	if addon.LabelledFor(l) && l[capstanv1.ManagedByLabel] == "capstan" {
+		return false
+	}
+	for _, f := range live.GetManagedFields() {
+		if f.Manager == capstanv1.FieldManager {
+			return true
+		}
+	}
+	return false
+}
+
+// ManifestDigest identifies an object's manifest, for plan hashes and for
+// what a dry run verified.
+func ManifestDigest(obj *unstructured.Unstructured) string {
+	b, _ := json.Marshal(obj.Object)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

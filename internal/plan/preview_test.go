@@ -1,0 +1,128 @@
+package plan
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func TestLostLabels(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	ours := map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: "capstan-system", capstanv1.ManagedByLabel: "capstan"}
+	without := func(keys ...string) map[string]string {
+		l := maps.Clone(ours)
+		for _, k := range keys {
+			delete(l, k)
+		}
+		return l
+	}
+	applied := []metav1.ManagedFieldsEntry{{Manager: "kubectl"}, {Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}}
+	for _, tc := range []struct {
+		name    string
+		labels  map[string]string
+		manager []metav1.ManagedFieldsEntry
+		want    bool
+	}{
+		{"all there", ours, applied, false},
+		{"all removed", nil, applied, true},
+		{"managed-by removed", without(capstanv1.ManagedByLabel), applied, true},
+		{"the namespace label removed", without(capstanv1.AddonNamespaceLabel), applied, true},
+		{"another add-on's labels", map[string]string{capstanv1.AddonLabel: "db", capstanv1.AddonNamespaceLabel: "capstan-system"}, applied, false},
+		{"adopted without a change: never applied", nil, []metav1.ManagedFieldsEntry{{Manager: "helm"}}, false},
+	} {
+		u := &unstructured.Unstructured{}
+		u.SetLabels(tc.labels)
+		u.SetManagedFields(tc.manager)
+		if got := lostLabels(u, addon); got != tc.want {
+			t.Errorf("%s: lostLabels = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// countingCluster answers reads and dry runs from a map, and counts them.
+type countingCluster struct {
+	live         map[string]*unstructured.Unstructured
+	dryRunErr    map[string]error
+	gets, dryRun int
+}
+
+func (c *countingCluster) Get(_ context.Context, ref capstanv1.ObjectRef) (*unstructured.Unstructured, error) {
+	c.gets++
+	return c.live[ref.Key()], nil
+}
+
+func (c *countingCluster) DryRun(_ context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	c.dryRun++
+	if err := c.dryRunErr[capstanv1.RefOf(obj).Key()]; err != nil {
+		return nil, err
+	}
+	return obj.DeepCopy(), nil
+}
+
+func (c *countingCluster) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("lists are not served here")
+}
+
+func TestPreviewObjectsSavesRequests(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	mk := func(kind, ns, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind(kind)
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetLabels(addon.AppliedLabels())
+		return u
+	}
+	quiet := mk("ConfigMap", "apps", "quiet")
+	fresh := mk("Namespace", "", "fresh")
+	inFresh := mk("ConfigMap", "fresh", "inside")
+	secret := mk("Secret", "apps", "creds")
+	addon.Status.Inventory = []capstanv1.ObjectRef{capstanv1.RefOf(quiet)}
+	now := time.Now()
+	known := map[string]Verified{capstanv1.RefOf(quiet).Key(): {Digest: ManifestDigest(quiet), ResourceVersion: "7", At: now.Add(-time.Minute)}}
+	c := &countingCluster{live: map[string]*unstructured.Unstructured{},
+		dryRunErr: map[string]error{capstanv1.RefOf(secret).Key(): apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "creds", nil)}}
+	p, err := PreviewObjects(context.Background(), c, PreviewInput{
+		Addon: addon, Objects: []*unstructured.Unstructured{quiet, fresh, inFresh, secret},
+		Known: known, Watched: map[string]string{capstanv1.RefOf(quiet).Key(): "7"}, Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := []capstanv1.Action{}
+	for _, o := range p.Objects {
+		actions = append(actions, o.Action)
+	}
+	want := []capstanv1.Action{capstanv1.ActionUnchanged, capstanv1.ActionCreate, capstanv1.ActionCreate, capstanv1.ActionCreate}
+	if !slices.Equal(actions, want) {
+		t.Fatalf("actions = %v; want %v", actions, want)
+	}
+	if !p.Quiet[capstanv1.RefOf(quiet).Key()] || p.Verified[capstanv1.RefOf(quiet).Key()] != known[capstanv1.RefOf(quiet).Key()] {
+		t.Error("the object unchanged in the watch cache is not quiet, or its verification was not kept")
+	}
+	// One read each for the new Namespace and the Secret; one dry run for
+	// the Namespace and one for the Secret. The quiet object and the one
+	// in the new Namespace cost nothing.
+	if c.gets != 2 || c.dryRun != 2 {
+		t.Errorf("%d reads and %d dry runs; want 2 and 2", c.gets, c.dryRun)
+	}
+	if e := p.Objects[3].Error; !strings.Contains(e, "withheld") {
+		t.Errorf("the Secret's dry-run error = %q; want its message withheld", e)
+	}
+	if !strings.Contains(p.Objects[2].Diff, "after its Namespace is created") {
+		t.Errorf("the object in the new Namespace: %q", p.Objects[2].Diff)
+	}
+}

@@ -1,0 +1,167 @@
+// Package prepare turns a render into the objects Capstan applies: each in
+// its namespace, labelled for its add-on, and, for a restricted add-on,
+// hardened and owned by the Addon. It is pure: what it needs of the cluster
+// (whether a kind is namespaced) is a lookup the caller injects.
+package prepare
+
+import (
+	"maps"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/guard"
+	"capstan.dev/capstan/internal/render"
+)
+
+// ScopeLookup says whether a kind is namespaced. known is false for a kind
+// the cluster does not serve: its object is left as it is, and the dry run
+// names the unknown kind in the plan.
+type ScopeLookup func(gvk schema.GroupVersionKind) (namespaced, known bool, err error)
+
+// Input is what Prepare works on.
+type Input struct {
+	// Addon is the add-on the objects are applied for.
+	Addon *capstanv1.Addon
+	// Profile is the add-on's profile.
+	Profile capstanv1.Profile
+	// Namespace is the target namespace of namespaced objects that name
+	// none.
+	Namespace string
+	// Render is what the source rendered to. Prepare never changes it.
+	Render *render.Result
+	// Scope is the lookup of kinds the render does not define itself.
+	Scope ScopeLookup
+}
+
+// Result is the prepared objects.
+type Result struct {
+	// Objects are the objects to apply, in the render's order, after the
+	// Namespace that spec.createNamespace adds, if any.
+	Objects []*unstructured.Unstructured
+	// Hooks are the render's hooks, prepared as the objects are.
+	Hooks []render.Hook
+	// CreatedNamespace is the Namespace added for spec.createNamespace: it
+	// is created when missing and never counts as adopted.
+	CreatedNamespace string
+}
+
+// Prepare copies the render's objects and hooks and:
+//   - adds the target Namespace for spec.createNamespace (cluster profile),
+//     unless the render has it;
+//   - puts every namespaced object without a namespace into the target
+//     namespace, and takes the namespace off cluster-scoped ones;
+//   - labels every object for its add-on (api/v1alpha1 AppliedLabels);
+//   - removes ttlSecondsAfterFinished from Jobs that are not hooks, since a
+//     Job the TTL controller deleted would run again on the next sync;
+//   - for a restricted add-on, hardens pod specs (guard.Harden) and makes
+//     the Addon an owner of every object it may delete.
+func Prepare(in Input) (Result, error) {
+	var out Result
+	if in.Render == nil {
+		return out, nil
+	}
+	crdScopes := CRDScopes(in.Render.Objects)
+	objs := make([]*unstructured.Unstructured, 0, len(in.Render.Objects)+1)
+	if in.Addon.Spec.CreateNamespace && in.Profile == capstanv1.ProfileCluster && !Renders(in.Render.Objects, "Namespace", in.Namespace) {
+		ns := &unstructured.Unstructured{}
+		ns.SetAPIVersion("v1")
+		ns.SetKind("Namespace")
+		ns.SetName(in.Namespace)
+		objs = append(objs, ns)
+		out.CreatedNamespace = in.Namespace
+	}
+	for _, o := range in.Render.Objects {
+		objs = append(objs, o.DeepCopy())
+	}
+	out.Hooks = make([]render.Hook, 0, len(in.Render.Hooks))
+	for _, h := range in.Render.Hooks {
+		h.Object = h.Object.DeepCopy()
+		out.Hooks = append(out.Hooks, h)
+	}
+	all := make([]*unstructured.Unstructured, 0, len(objs)+len(out.Hooks))
+	all = append(all, objs...)
+	for _, h := range out.Hooks {
+		all = append(all, h.Object)
+	}
+	for _, o := range all {
+		if err := setNamespace(o, in, crdScopes); err != nil {
+			return Result{}, err
+		}
+		labels := o.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		maps.Copy(labels, in.Addon.AppliedLabels())
+		o.SetLabels(labels)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Job" && strings.HasPrefix(o.GetAPIVersion(), "batch/") {
+			unstructured.RemoveNestedField(o.Object, "spec", "ttlSecondsAfterFinished")
+		}
+	}
+	if in.Profile == capstanv1.ProfileRestricted {
+		// NOTE: Harden's errors are malformed pod templates, which the
+		// guard's Check reports as violations in the plan.
+		_ = guard.Harden(all)
+		for _, o := range objs {
+			if apply.Deletable(capstanv1.RefOf(o)) {
+				// Appended, not replaced: owner references the chart sets
+				// itself stay, and the guard refuses them.
+				o.SetOwnerReferences(append(o.GetOwnerReferences(), in.Addon.OwnerReference()))
+			}
+		}
+	}
+	out.Objects = objs
+	return out, nil
+}
+
+func setNamespace(o *unstructured.Unstructured, in Input, crdScopes map[schema.GroupKind]bool) error {
+	gvk := o.GroupVersionKind()
+	namespaced, known := crdScopes[gvk.GroupKind()]
+	if !known && in.Scope != nil {
+		var err error
+		namespaced, known, err = in.Scope(gvk)
+		if err != nil {
+			return err
+		}
+	}
+	switch {
+	case !known:
+		// The dry run names the unknown kind in the plan.
+	case !namespaced:
+		o.SetNamespace("")
+	case o.GetNamespace() == "":
+		o.SetNamespace(in.Namespace)
+	}
+	return nil
+}
+
+// CRDScopes returns, for each kind that a CRD among objs defines, whether it
+// is namespaced.
+func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, o := range objs {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
+		out[schema.GroupKind{Group: group, Kind: kind}] = scope != "Cluster"
+	}
+	return out
+}
+
+// Renders reports whether objs hold an object of kind and name.
+func Renders(objs []*unstructured.Unstructured, kind, name string) bool {
+	for _, o := range objs {
+		if o.GetKind() == kind && o.GetName() == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,126 @@
+package prepare
+
+import (
+	"errors"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
+)
+
+func obj(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// scopes is the lookup of a cluster that serves ConfigMaps, Jobs and
+// ClusterRoles, and nothing else.
+func scopes(gvk schema.GroupVersionKind) (bool, bool, error) {
+	switch gvk.Kind {
+	case "ConfigMap", "Job", "Deployment":
+		return true, true, nil
+	case "ClusterRole", "Namespace":
+		return false, true, nil
+	}
+	return false, false, nil
+}
+
+func testRender(t *testing.T) *render.Result {
+	return &render.Result{
+		Objects: []*unstructured.Unstructured{
+			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}"),
+			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: elsewhere, namespace: other}"),
+			obj(t, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: reader, namespace: wrong}"),
+			obj(t, "apiVersion: batch/v1\nkind: Job\nmetadata: {name: migrate}\nspec: {ttlSecondsAfterFinished: 60, template: {spec: {containers: [{name: m, image: m}]}}}"),
+			obj(t, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}"),
+			obj(t, "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: gadgets.example.com}\nspec: {group: example.com, scope: Namespaced, names: {kind: Gadget}}"),
+			obj(t, "apiVersion: example.com/v1\nkind: Gadget\nmetadata: {name: g}"),
+		},
+		Hooks: []render.Hook{{Object: obj(t, "apiVersion: batch/v1\nkind: Job\nmetadata: {name: hook}\nspec: {ttlSecondsAfterFinished: 5, template: {spec: {containers: [{name: h, image: h}]}}}")}},
+	}
+}
+
+func TestPrepareClusterProfile(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system", UID: "u1"},
+		Spec: capstanv1.AddonSpec{CreateNamespace: true}}
+	rendered := testRender(t)
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CreatedNamespace != "apps" || res.Objects[0].GetKind() != "Namespace" || res.Objects[0].GetName() != "apps" {
+		t.Fatalf("the first object is %s %s; want the Namespace apps that createNamespace adds", res.Objects[0].GetKind(), res.Objects[0].GetName())
+	}
+	wantNS := map[string]string{"apps": "", "settings": "apps", "elsewhere": "other", "reader": "", "migrate": "apps", "w": "", "gadgets.example.com": "", "g": "apps"}
+	for _, o := range res.Objects {
+		if want, ok := wantNS[o.GetName()]; ok && o.GetNamespace() != want && o.GetKind() != "CustomResourceDefinition" {
+			t.Errorf("%s %s is in namespace %q; want %q", o.GetKind(), o.GetName(), o.GetNamespace(), want)
+		}
+		l := o.GetLabels()
+		if l[capstanv1.AddonLabel] != "demo" || l[capstanv1.AddonNamespaceLabel] != "capstan-system" || l[capstanv1.ManagedByLabel] != "capstan" {
+			t.Errorf("%s %s has labels %v; want Capstan's", o.GetKind(), o.GetName(), l)
+		}
+		if len(o.GetOwnerReferences()) > 0 {
+			t.Errorf("%s %s has owner references in the cluster profile", o.GetKind(), o.GetName())
+		}
+	}
+	job := res.Objects[4]
+	if _, found, _ := unstructured.NestedFieldNoCopy(job.Object, "spec", "ttlSecondsAfterFinished"); found || job.GetName() != "migrate" {
+		t.Errorf("the Job %s keeps ttlSecondsAfterFinished", job.GetName())
+	}
+	hook := res.Hooks[0].Object
+	if ttl, found, _ := unstructured.NestedFieldNoCopy(hook.Object, "spec", "ttlSecondsAfterFinished"); !found || ttl != float64(5) || hook.GetNamespace() != "apps" {
+		t.Errorf("the hook Job: ttl %v (found %v), namespace %q; a hook keeps its TTL and gets the namespace", ttl, found, hook.GetNamespace())
+	}
+	// The render is left as it was.
+	if rendered.Objects[0].GetNamespace() != "" || rendered.Objects[0].GetLabels() != nil || rendered.Hooks[0].Object.GetNamespace() != "" {
+		t.Error("Prepare changed the render")
+	}
+}
+
+func TestPrepareRestrictedProfile(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenant", UID: "u1"}}
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileRestricted, Namespace: "tenant", Render: testRender(t), Scope: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.CreatedNamespace != "" {
+		t.Error("a restricted add-on got a Namespace")
+	}
+	for _, o := range res.Objects {
+		owned := false
+		for _, ref := range o.GetOwnerReferences() {
+			owned = owned || ref.UID == "u1"
+		}
+		neverDeleted := o.GetKind() == "CustomResourceDefinition"
+		if owned == neverDeleted {
+			t.Errorf("%s %s: owned by the Addon = %v", o.GetKind(), o.GetName(), owned)
+		}
+	}
+	job := res.Objects[3]
+	if v, _, _ := unstructured.NestedBool(job.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); !v {
+		t.Errorf("the Job's pod was not hardened: %v", job.Object["spec"])
+	}
+}
+
+func TestPrepareReturnsLookupErrors(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "apps"}}
+	boom := errors.New("discovery is down")
+	_, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: testRender(t),
+		Scope: func(schema.GroupVersionKind) (bool, bool, error) { return false, false, boom }})
+	if !errors.Is(err, boom) {
+		t.Errorf("Prepare = %v; want the lookup's error", err)
+	}
+	if res, err := Prepare(Input{Addon: addon}); err != nil || res.Objects != nil {
+		t.Errorf("Prepare of no render = %v, %v; want nothing", res, err)
+	}
+}
