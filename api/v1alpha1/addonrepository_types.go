@@ -64,7 +64,7 @@ type AddonRepositoryStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions are Ready and Stalled.
+	// Conditions are Ready, Reconciling and Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

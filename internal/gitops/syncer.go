@@ -15,7 +15,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/conditions"
 )
 
 // DefaultInterval is how often a repository is read when no webhook arrives.
@@ -210,13 +210,11 @@ func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonReposi
 // setCondition sets Ready, and Stalled when the repository cannot be used
 // until someone changes something (credentials, URL, branch, files).
 func (r *SyncerReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
-	gen := repo.Generation
-	meta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionReady, Status: ready, Reason: reason, Message: message, ObservedGeneration: gen})
-	stalled := metav1.Condition{Type: capstanv1.ConditionStalled, Status: metav1.ConditionFalse, Reason: reason, Message: "", ObservedGeneration: gen}
-	if reason == ReasonAuthFailed || reason == ReasonUnreadable {
-		stalled.Status, stalled.Message = metav1.ConditionTrue, message
-	}
-	meta.SetStatusCondition(&repo.Status.Conditions, stalled)
+	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{
+		Ready:   ready == metav1.ConditionTrue,
+		Stalled: reason == ReasonAuthFailed || reason == ReasonUnreadable,
+		Reason:  reason, Message: message,
+	})
 }
 
 func (r *SyncerReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {

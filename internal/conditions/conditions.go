@@ -1,0 +1,70 @@
+// Package conditions writes the kstatus conditions that every Capstan
+// object reports (Ready, Reconciling and Stalled, with observedGeneration),
+// in one way for the Addon and the AddonRepository controllers, so that
+// `kubectl wait --for=condition=Ready` and kstatus read them alike.
+package conditions
+
+import (
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The condition types Capstan owns. Any other condition on an object is
+// kept as it is.
+const (
+	Ready       = "Ready"
+	Reconciling = "Reconciling"
+	Stalled     = "Stalled"
+)
+
+// Owned lists the condition types Set writes.
+var Owned = []string{Ready, Reconciling, Stalled}
+
+// Summary is how one reconcile of an object ended.
+type Summary struct {
+	// Ready is true when the object is what its spec asks for.
+	Ready bool
+	// Reconciling is true while the controller is still working on it.
+	Reconciling bool
+	// Stalled is true when only a person can move it on.
+	Stalled bool
+	// Reason and Message say why, for every condition that is true, and
+	// for Ready.
+	Reason, Message string
+}
+
+// maxMessage bounds a condition's message, which the API server limits to
+// 32 KiB.
+const maxMessage = 32 << 10
+
+// Set writes Ready, Reconciling and Stalled from s, each with
+// observedGeneration. A transition time changes only when a condition's
+// status changes. Conditions of other types are kept.
+func Set(conds *[]metav1.Condition, generation int64, s Summary) {
+	set := func(t string, status bool, reason, msg string) {
+		c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: Truncate(msg, maxMessage), ObservedGeneration: generation}
+		if status {
+			c.Status = metav1.ConditionTrue
+		}
+		apimeta.SetStatusCondition(conds, c)
+	}
+	set(Ready, s.Ready, s.Reason, s.Message)
+	if s.Reconciling {
+		set(Reconciling, true, s.Reason, s.Message)
+	} else {
+		set(Reconciling, false, "Idle", "The controller is not working on this object.")
+	}
+	if s.Stalled {
+		set(Stalled, true, s.Reason, s.Message)
+	} else {
+		set(Stalled, false, "Progressing", "Nothing stops the controller.")
+	}
+}
+
+// Truncate shortens s to at most n bytes, marking the cut.
+func Truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}

@@ -1,0 +1,34 @@
+package conditions
+
+import (
+	"strings"
+	"testing"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestSet(t *testing.T) {
+	conds := []metav1.Condition{{Type: "Foreign", Status: metav1.ConditionTrue, Reason: "Theirs"}}
+	Set(&conds, 3, Summary{Stalled: true, Reason: "AuthFailed", Message: strings.Repeat("x", 40<<10)})
+	ready := apimeta.FindStatusCondition(conds, Ready)
+	stalled := apimeta.FindStatusCondition(conds, Stalled)
+	rec := apimeta.FindStatusCondition(conds, Reconciling)
+	if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "AuthFailed" || ready.ObservedGeneration != 3 {
+		t.Errorf("Ready = %+v", ready)
+	}
+	if stalled == nil || stalled.Status != metav1.ConditionTrue || len(stalled.Message) != 32<<10 || !strings.HasSuffix(stalled.Message, "...") {
+		t.Errorf("Stalled = %s/%s with a %d-byte message; want True, cut to 32 KiB", stalled.Status, stalled.Reason, len(stalled.Message))
+	}
+	if rec == nil || rec.Status != metav1.ConditionFalse || rec.Reason != "Idle" {
+		t.Errorf("Reconciling = %+v", rec)
+	}
+	if apimeta.FindStatusCondition(conds, "Foreign") == nil {
+		t.Error("a condition Capstan does not own was dropped")
+	}
+	since := stalled.LastTransitionTime
+	Set(&conds, 4, Summary{Stalled: true, Reason: "AuthFailed", Message: "again"})
+	if got := apimeta.FindStatusCondition(conds, Stalled); !got.LastTransitionTime.Equal(&since) || got.ObservedGeneration != 4 {
+		t.Errorf("an unchanged status moved its transition time, or kept the old generation: %+v", got)
+	}
+}
