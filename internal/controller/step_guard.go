@@ -10,9 +10,15 @@ import (
 )
 
 // checkGuardrails runs the guardrails on restricted add-ons, hooks included.
+// The platform's Secrets count as handed over only when the chart was given
+// the platform's facts.
 func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, error) {
 	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
 		return false, nil
+	}
+	var handedOver []string
+	if s.values == nil || !s.values.PlatformWithheld {
+		handedOver = s.platform.HandedOverSecrets()
 	}
 	all := append([]*unstructured.Unstructured{}, s.objects...)
 	for _, h := range s.hooks {
@@ -21,7 +27,7 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	s.violations = append(s.violations, guard.Check(ctx, all, guard.Context{
 		Namespace: s.addon.Namespace,
 		AddonName: s.addon.Name,
-		Platform:  guard.PlatformRefs{Secrets: s.platform.HandedOverSecrets()},
+		Platform:  guard.PlatformRefs{Secrets: handedOver},
 		Lookup:    guard.ClientLookup(r.APIReader, s.addon),
 	})...)
 	return false, nil

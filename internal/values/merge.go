@@ -113,6 +113,9 @@ type Result struct {
 	// shown: writeOnly and generated properties, and everything that came
 	// from a Secret. Redact masks them.
 	SecretPaths []string
+	// PlatformWithheld is true when the chart's schema does not allow the
+	// platform key, so its facts were left out (a Notice says so).
+	PlatformWithheld bool
 }
 
 // Redacted returns Effective with every secret value masked, for the plan,
@@ -145,6 +148,13 @@ func (r *Result) SecretValues() []string {
 // the chart's defaults, generated values, spec.values, each valuesFrom entry
 // in order, and the platform key, which is set last and replaces whatever a
 // user put under it (a Notice says so).
+//
+// The platform key is for charts written for Capstan. A chart whose
+// values.schema.json does not allow it (a strict schema with
+// additionalProperties: false, as cert-manager's) is rendered without it,
+// exactly as helm install would render it, and a Notice says that the
+// platform's facts were withheld. What users put under the key is dropped
+// either way: only the platform sets it.
 //
 // The merge is Helm's: maps merge, lists and scalars replace, and null
 // deletes a key. Helm itself deletes a key on null only where the chart has a
@@ -212,23 +222,68 @@ func Compose(in Inputs) (*Result, error) {
 	pruneNulls(user, defaults)
 	res.Values = user
 
-	if in.Chart != nil {
-		eff, err := chartutil.CoalesceValues(in.Chart, user)
-		if err != nil {
-			return nil, fmt.Errorf("coalesce values with the chart's defaults: %w", err)
-		}
-		res.Effective = eff
-	} else {
-		res.Effective = copyMap(user)
+	eff, err := coalesce(in.Chart, user)
+	if err != nil {
+		return nil, err
 	}
+	res.Effective = eff
 
 	if in.Schema != nil {
-		errs = append(errs, in.Schema.Validate(res.Effective)...)
+		schemaErrs := in.Schema.Validate(res.Effective)
+		if _, set := user[key]; set && len(schemaErrs) > 0 {
+			// NOTE: a chart that does not know the platform key must render
+			// as helm install renders it. If the key alone adds schema
+			// errors, the key goes.
+			without := copyMap(user)
+			delete(without, key)
+			effWithout, err := coalesce(in.Chart, without)
+			if err != nil {
+				return nil, err
+			}
+			errsWithout := in.Schema.Validate(effWithout)
+			if addsErrors(schemaErrs, errsWithout) {
+				res.Values, res.Effective, schemaErrs = without, effWithout, errsWithout
+				res.PlatformWithheld = true
+				res.Notices = append(res.Notices, Notice{
+					Path: pointer([]string{key}),
+					Message: fmt.Sprintf("the chart's values.schema.json does not allow the key %q, so the platform's facts were withheld from it; a chart that reads them declares the property %q in its schema",
+						key, key),
+				})
+			}
+		}
+		errs = append(errs, schemaErrs...)
 	}
 	sortErrors(errs)
 	res.Errors = errs
 	res.SecretPaths = secretPaths(in, res.Effective)
 	return res, nil
+}
+
+// coalesce returns values coalesced with the chart's defaults, as the
+// templates see them.
+func coalesce(ch chart.Charter, values map[string]any) (map[string]any, error) {
+	if ch == nil {
+		return copyMap(values), nil
+	}
+	eff, err := chartutil.CoalesceValues(ch, values)
+	if err != nil {
+		return nil, fmt.Errorf("coalesce values with the chart's defaults: %w", err)
+	}
+	return eff, nil
+}
+
+// addsErrors reports whether with holds an error that without does not.
+func addsErrors(with, without []capstanv1.ValuesError) bool {
+	seen := map[string]bool{}
+	for _, e := range without {
+		seen[e.Path+"\x00"+e.Rule] = true
+	}
+	for _, e := range with {
+		if !seen[e.Path+"\x00"+e.Rule] {
+			return true
+		}
+	}
+	return false
 }
 
 // pruneNulls removes the nulls of user values that delete nothing: those

@@ -208,3 +208,75 @@ func TestComposeSubchartDefaultsAndNull(t *testing.T) {
 	}
 	assertYAML(t, "effective", res.Effective, `{postgresql: {auth: {database: app, username: parent}, primary: {persistence: {}}, global: {}}}`)
 }
+
+// TestComposePlatformKeyAndStrictSchemas checks the platform key's rule: a
+// chart whose schema does not allow the key renders without it, as helm
+// install would render it, and says so; a chart that declares it gets it;
+// users never set it.
+func TestComposePlatformKeyAndStrictSchemas(t *testing.T) {
+	// Like cert-manager's schema: nothing but its own properties at the root.
+	strict := `{"type":"object","additionalProperties":false,"properties":{"crds":{"type":"object","properties":{"enabled":{"type":"boolean"}}},"replicaCount":{"type":"integer"}}}`
+	declares := `{"type":"object","additionalProperties":false,"properties":{"crds":{"type":"object"},"replicaCount":{"type":"integer"},"capstan":{"type":"object"}}}`
+	platform := map[string]any{"namespace": "platform", "hostname": "apps.example.com"}
+	compose := func(t *testing.T, schemaDoc, spec string) *Result {
+		t.Helper()
+		ch := testChart(t, "strict", `{crds: {enabled: false}, replicaCount: 1}`, schemaDoc)
+		s, err := SchemaForChart(ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Compose(Inputs{Chart: ch, Schema: s, Sources: Sources{Spec: ymap(t, spec)}, Platform: platform})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	notices := func(r *Result) string {
+		var b strings.Builder
+		for _, n := range r.Notices {
+			b.WriteString(n.Path + ": " + n.Message + "\n")
+		}
+		return b.String()
+	}
+
+	res := compose(t, strict, `{crds: {enabled: true}}`)
+	if len(res.Errors) > 0 || !res.PlatformWithheld {
+		t.Fatalf("a strict schema: errors %v, withheld %v; want no error and the facts withheld", res.Errors, res.PlatformWithheld)
+	}
+	if _, ok := res.Values["capstan"]; ok {
+		t.Errorf("the values Helm gets still hold the platform key: %v", res.Values)
+	}
+	assertYAML(t, "effective", res.Effective, `{crds: {enabled: true}, replicaCount: 1}`)
+	if n := notices(res); !strings.Contains(n, "/capstan: the chart's values.schema.json does not allow the key \"capstan\"") {
+		t.Errorf("notices = %q; want one that says the facts were withheld", n)
+	}
+
+	// A user value under the key is dropped, not an error, and still noted.
+	res = compose(t, strict, `{capstan: {hostname: evil.example.com}}`)
+	if len(res.Errors) > 0 || res.PlatformWithheld != true {
+		t.Errorf("a user's platform key with a strict schema: errors %v, withheld %v", res.Errors, res.PlatformWithheld)
+	}
+	if n := notices(res); !strings.Contains(n, "the key the platform reserves") {
+		t.Errorf("notices = %q; want the user's values under the key noted as overwritten", n)
+	}
+
+	// A real error of the user's stays, and only it.
+	res = compose(t, strict, `{replicaCount: many}`)
+	if len(res.Errors) != 1 || res.Errors[0].Path != "/replicaCount" || !res.PlatformWithheld {
+		t.Errorf("a wrong value under a strict schema: errors %v, withheld %v; want the one error", res.Errors, res.PlatformWithheld)
+	}
+
+	// A chart that declares the key gets the facts.
+	res = compose(t, declares, `{capstan: {hostname: evil.example.com}}`)
+	if len(res.Errors) > 0 || res.PlatformWithheld {
+		t.Fatalf("a schema that declares the key: errors %v, withheld %v", res.Errors, res.PlatformWithheld)
+	}
+	assertYAML(t, "values", res.Values, `{capstan: {namespace: platform, hostname: apps.example.com}}`)
+
+	// No schema: nothing to refuse the key.
+	ch := testChart(t, "plain", `{replicaCount: 1}`, "")
+	plain, err := Compose(Inputs{Chart: ch, Platform: platform})
+	if err != nil || plain.PlatformWithheld || plain.Values["capstan"] == nil {
+		t.Errorf("a chart without a schema: %v, withheld %v, values %v", err, plain.PlatformWithheld, plain.Values)
+	}
+}
