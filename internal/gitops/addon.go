@@ -110,11 +110,11 @@ func localRef(r *SecretRef) *capstanv1.LocalObjectReference {
 	return &capstanv1.LocalObjectReference{Name: r.Name}
 }
 
-// applyObject turns an Addon into the unstructured object of a server-side
+// ApplyObject turns an Addon into the unstructured object of a server-side
 // apply: metadata name, namespace, labels and annotations, and the spec.
 // Status and the empty creationTimestamp are left out, so the apply owns no
 // field it does not mean to set.
-func applyObject(a *capstanv1.Addon) (*unstructured.Unstructured, error) {
+func ApplyObject(a *capstanv1.Addon) (*unstructured.Unstructured, error) {
 	spec, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&a.Spec)
 	if err != nil {
 		return nil, err

@@ -15,7 +15,7 @@ type AuthFunc func(ctx context.Context, url string, secret *corev1.Secret) (tran
 // BasicAuth is the AuthFunc for an https token, or a username and password,
 // with the keys of the source package's credentials Secrets (token, username,
 // password). SSH keys and GitHub Apps need the source package's git auth, set
-// as SyncerReconciler.Auth and Writer.Auth.
+// as controller.AddonRepositoryReconciler.Auth and Writer.Auth.
 func BasicAuth(_ context.Context, _ string, secret *corev1.Secret) (transport.AuthMethod, error) {
 	get := func(k string) string {
 		if v, ok := secret.Data[k]; ok {

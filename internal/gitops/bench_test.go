@@ -1,4 +1,4 @@
-package gitops
+package gitops_test
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -58,7 +60,7 @@ func BenchmarkSync1000(b *testing.B) {
 	})
 	b.Run("resync-no-change-cold-cache", func(b *testing.B) {
 		for range b.N {
-			fresh := &SyncerReconciler{Client: env.client}
+			fresh := &controller.AddonRepositoryReconciler{Client: env.client}
 			if _, err := fresh.Reconcile(ctx, req); err != nil {
 				b.Fatal(err)
 			}
@@ -83,14 +85,14 @@ func BenchmarkWebhookToAddon(b *testing.B) {
 	url := srv.Create(b, "gitops")
 	w := gitserver.Clone(b, url)
 	c := w.Write("addons/app.yaml", "name: app\nhelm: {repo: https://x, chart: app, version: 0.0.0}\n").CommitAndPush("app")
-	if err := env.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{WebhookSecretKey: []byte("s3cret")}}); err != nil {
+	if err := env.client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{gitops.WebhookSecretKey: []byte("s3cret")}}); err != nil {
 		b.Fatal(err)
 	}
 	createRepo(b, ns, "gitops", url, func(r *capstanv1.AddonRepository) {
 		r.Spec.WebhookSecretRef = &capstanv1.LocalObjectReference{Name: "hook"}
 	})
 	waitSynced(b, ns, "gitops", c)
-	hook := httptest.NewServer(&Webhook{Client: env.client, Syncer: env.syncer})
+	hook := httptest.NewServer(&gitops.Webhook{Client: env.client, Syncer: env.syncer})
 	b.Cleanup(hook.Close)
 	endpoint := hook.URL + "/hooks/git/" + ns + "/gitops"
 

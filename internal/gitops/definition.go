@@ -1,6 +1,8 @@
-// Package gitops keeps Addons in step with a gitops repository: it parses the
-// definition files, syncs them into Addons, triggers syncs from push webhooks
-// and commits the changes that the CLI and the web page make.
+// Package gitops is git as the source of truth: it parses the definition
+// files and turns them into Addons, reads a repository's snapshot, verifies
+// push webhooks, and commits the changes that the CLI and the web page make.
+// The controller that syncs AddonRepositories with it is
+// internal/controller/addonrepository_controller.go.
 package gitops
 
 import (

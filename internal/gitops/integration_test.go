@@ -1,4 +1,4 @@
-package gitops
+package gitops_test
 
 import (
 	"context"
@@ -28,6 +28,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -36,7 +37,7 @@ var env struct {
 	skip   string
 	cfg    *rest.Config
 	client client.Client
-	syncer *SyncerReconciler
+	syncer *controller.AddonRepositoryReconciler
 }
 
 func TestMain(m *testing.M) {
@@ -91,7 +92,7 @@ func setupEnv(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	syncer := &SyncerReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
 	if err := syncer.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -13,32 +13,19 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-const longhorn = `# addons/longhorn.yaml
-name: longhorn
-title: Longhorn
-category: storage
-namespace: longhorn-system
-createNamespace: true
-helm:
-  repo: https://charts.longhorn.io/
-  chart: longhorn
-  version: v1.10.2
-releaseName: longhorn        # keep a migrated release's name
-values:
-  preUpgradeChecker:
-    jobEnabled: false
-adopt: true                  # take over what is running (only if nothing changes)
-manualSync: true             # changes wait for a Sync after review
-prune: false
-`
+// longhorn is the Longhorn definition of the docs' examples.
+var longhorn = readTestdata("longhorn.yaml")
 
-const umami = `name: umami
-namespace: umami
-git:
-  path: umami                # a kustomization, or plain YAML files
-adopt: true
-prune: true
-`
+// readTestdata reads a file of testdata/; a missing one is a broken checkout.
+func readTestdata(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+var umami = readTestdata("umami.yaml")
 
 func TestParseLonghornExample(t *testing.T) {
 	def, err := Parse("addons/longhorn.yaml", []byte(longhorn))

@@ -134,9 +134,6 @@ type Snapshot struct {
 	// Claimed holds every add-on name a file claims, valid or not: the syncer
 	// never deletes those Addons.
 	Claimed map[string]bool
-
-	// cacheKey says which commit, folder and URL the snapshot was read from.
-	cacheKey string
 }
 
 // ReadSnapshot parses every definition file of a folder at a commit. A
@@ -214,7 +211,7 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 		s.Claimed[name] = true
 		def, err := readDefinition(e, file, tree)
 		if err != nil {
-			invalid[file] = invalidFile(file, err)
+			invalid[file] = InvalidFile(file, err)
 			continue
 		}
 		parsed = append(parsed, Parsed{File: file, Definition: def})
@@ -270,8 +267,8 @@ func tooLarge(file string, size int64) error {
 	return &InvalidError{File: file, Problems: []Problem{{Message: fmt.Sprintf("the file is %d bytes, more than the limit of %d: a definition is a short YAML file", size, MaxFileSize)}}}
 }
 
-// invalidFile turns a parse error into the status entry of a skipped file.
-func invalidFile(file string, err error) capstanv1.InvalidFile {
+// InvalidFile turns a parse error into the status entry of a skipped file.
+func InvalidFile(file string, err error) capstanv1.InvalidFile {
 	f := capstanv1.InvalidFile{Path: file, Message: err.Error()}
 	var inv *InvalidError
 	if errors.As(err, &inv) && len(inv.Problems) > 0 {

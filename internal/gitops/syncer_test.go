@@ -1,11 +1,16 @@
-package gitops
+package gitops_test
 
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,10 +23,31 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
 const approved = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
+
+// longhorn and umami are the definitions of the docs' examples.
+var longhorn, umami = readTestdata("longhorn.yaml"), readTestdata("umami.yaml")
+
+// readTestdata reads a file of testdata/; a missing one is a broken checkout.
+func readTestdata(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// sign is the hex HMAC-SHA256 of body, as GitHub and Gitea sign a push.
+func sign(secret, body string) string {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write([]byte(body))
+	return hex.EncodeToString(m.Sum(nil))
+}
 
 func TestSyncerLifecycle(t *testing.T) {
 	needCluster(t)
@@ -63,18 +89,18 @@ func TestSyncerLifecycle(t *testing.T) {
 			t.Errorf("%s: %q lacks %q", f.Path, f.Message, wantInvalid[f.Path])
 		}
 	}
-	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonInvalidFiles {
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue || c.Reason != controller.ReasonInvalidFiles {
 		t.Fatalf("Ready: %+v", c)
 	}
 	if _, err := getAddon(t, ns, "dup"); !apierrors.IsNotFound(err) {
 		t.Fatalf("two files for dup: neither may win, got %v", err)
 	}
-	if got := mustAddon(t, ns, "manual"); got.Spec.Chart.URL != "https://example.com/manual-1.0.0.tgz" || got.Labels[ManagedByGitLabel] != "" {
+	if got := mustAddon(t, ns, "manual"); got.Spec.Chart.URL != "https://example.com/manual-1.0.0.tgz" || got.Labels[gitops.ManagedByGitLabel] != "" {
 		t.Fatalf("the hand-made Addon was changed: %+v", got)
 	}
 	lh := mustAddon(t, ns, "longhorn")
-	if lh.Spec.Chart.Version != "v1.10.2" || lh.Labels[ManagedByGitLabel] != "gitops" ||
-		lh.Annotations[GitFileAnnotation] != "addons/longhorn.yaml" || lh.Annotations[GitCommitAnnotation] != c1 {
+	if lh.Spec.Chart.Version != "v1.10.2" || lh.Labels[gitops.ManagedByGitLabel] != "gitops" ||
+		lh.Annotations[gitops.GitFileAnnotation] != "addons/longhorn.yaml" || lh.Annotations[gitops.GitCommitAnnotation] != c1 {
 		t.Fatalf("longhorn: %+v %+v", lh.ObjectMeta, lh.Spec)
 	}
 	um := mustAddon(t, ns, "umami")
@@ -108,7 +134,7 @@ func TestSyncerLifecycle(t *testing.T) {
 		t.Errorf("the edit did not land: %+v", lh.Spec)
 	case lh.Spec.SyncRequest != 3 || lh.Spec.ApprovedPlan != approved:
 		t.Errorf("the approval was lost: %d %q", lh.Spec.SyncRequest, lh.Spec.ApprovedPlan)
-	case lh.Annotations[capstanv1.PausedAnnotation] != "true" || lh.Annotations["example.com/note"] != "keep me" || lh.Annotations[GitCommitAnnotation] != c2:
+	case lh.Annotations[capstanv1.PausedAnnotation] != "true" || lh.Annotations["example.com/note"] != "keep me" || lh.Annotations[gitops.GitCommitAnnotation] != c2:
 		t.Errorf("annotations: %v", lh.Annotations)
 	case len(lh.Finalizers) != 1 || lh.Status.Phase != capstanv1.PhaseOutOfSync || lh.Status.LastSyncRequest != 2:
 		t.Errorf("finalizers %v, status %+v", lh.Finalizers, lh.Status)
@@ -135,7 +161,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	eventually(t, 20*time.Second, "unreadable branch reported", func() error {
 		r := getRepo(t, ns, "gitops")
 		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled)
-		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, `no branch "nope"`) {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, `no branch "nope"`) {
 			return fmt.Errorf("conditions %+v", r.Status.Conditions)
 		}
 		return nil
@@ -146,10 +172,10 @@ func TestSyncerLifecycle(t *testing.T) {
 	setBranch(t, ns, "gitops", "")
 
 	// Remove with uninstall: the annotation first, then the deletion commit.
-	if err := MarkUninstall(ctx, env.client, client.ObjectKey{Namespace: ns, Name: "longhorn"}); err != nil {
+	if err := gitops.MarkUninstall(ctx, env.client, client.ObjectKey{Namespace: ns, Name: "longhorn"}); err != nil {
 		t.Fatal(err)
 	}
-	c3, err := (&Writer{URL: url}).Remove(ctx, "longhorn")
+	c3, err := (&gitops.Writer{URL: url}).Remove(ctx, "longhorn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +291,7 @@ func TestWebhookTriggersSync(t *testing.T) {
 	url := srv.Create(t, "gitops")
 	w := gitserver.Clone(t, url)
 	c1 := w.Write("addons/app.yaml", "name: app\nhelm: {repo: https://x, chart: app, version: 1.0.0}\n").CommitAndPush("app 1.0.0")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{WebhookSecretKey: []byte("s3cret")}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{gitops.WebhookSecretKey: []byte("s3cret")}}
 	if err := env.client.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +299,7 @@ func TestWebhookTriggersSync(t *testing.T) {
 		r.Spec.WebhookSecretRef = &capstanv1.LocalObjectReference{Name: "hook"}
 	})
 	waitSynced(t, ns, "gitops", c1)
-	hook := httptest.NewServer(&Webhook{Client: env.client, Syncer: env.syncer})
+	hook := httptest.NewServer(&gitops.Webhook{Client: env.client, Syncer: env.syncer})
 	t.Cleanup(hook.Close)
 	endpoint := hook.URL + "/hooks/git/" + ns + "/gitops"
 
@@ -289,7 +315,7 @@ func TestWebhookTriggersSync(t *testing.T) {
 	if resp := signedPush(t, endpoint, "s3cret", "refs/heads/other"); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("other branch: %d", resp.StatusCode)
 	}
-	big := bytes.Repeat([]byte("x"), MaxWebhookBody+1)
+	big := bytes.Repeat([]byte("x"), gitops.MaxWebhookBody+1)
 	if resp, err := http.Post(endpoint, "application/json", bytes.NewReader(big)); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("huge body: %v %v", resp, err)
 	}

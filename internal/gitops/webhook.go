@@ -34,7 +34,8 @@ const WebhookSecretKey = "token"
 // are a few hundred KiB at most.
 const MaxWebhookBody = 1 << 20
 
-// Triggerer starts a sync of one repository; the SyncerReconciler is one.
+// Triggerer starts a sync of one repository; the AddonRepository controller
+// (controller.AddonRepositoryReconciler) is one.
 type Triggerer interface {
 	Trigger(ctx context.Context, key types.NamespacedName) error
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-billy/v5"
@@ -45,7 +46,7 @@ type ConflictError struct {
 
 // Error says what happened and what to do.
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("conflict: %s changed in commit %s after it was read at %s; nothing was overwritten: read the new version and make the change again", e.File, short(e.Head), short(e.Base))
+	return fmt.Sprintf("conflict: %s changed in commit %s after it was read at %s; nothing was overwritten: read the new version and make the change again", e.File, ShortCommit(e.Head), ShortCommit(e.Base))
 }
 
 // Writer commits add-on changes to a gitops repository: one commit per
@@ -347,4 +348,12 @@ func definitionName(content []byte) (string, error) {
 		}
 	}
 	return "", errors.New("the definition has no name: field; add name: <add-on name>")
+}
+
+// ShortCommit is a commit hash as people read it: its first 12 digits.
+func ShortCommit(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return strings.TrimSpace(commit)
 }

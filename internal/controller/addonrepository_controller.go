@@ -1,4 +1,4 @@
-package gitops
+package controller
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/conditions"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 // DefaultInterval is how often a repository is read when no webhook arrives.
@@ -48,27 +48,34 @@ const (
 // +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// SyncerReconciler makes the Addons of each AddonRepository's namespace match
+// AddonRepositoryReconciler is the gitops syncer. It makes the Addons of each AddonRepository's namespace match
 // the definition files at the head of its branch: on a change of the
 // AddonRepository, on a push webhook (Trigger) and every spec.interval.
-type SyncerReconciler struct {
+type AddonRepositoryReconciler struct {
 	// Client reads and writes AddonRepositories and Addons.
 	Client client.Client
 	// APIReader reads Secrets without a cache; Client when nil.
 	APIReader client.Reader
-	// Auth turns a repository's credentials Secret into git auth; BasicAuth when nil.
-	Auth AuthFunc
+	// Auth turns a repository's credentials Secret into git auth; gitops.BasicAuth when nil.
+	Auth gitops.AuthFunc
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
 	mu       sync.Mutex
-	cache    map[types.NamespacedName]*Snapshot
+	cache    map[types.NamespacedName]cachedSnapshot
 	triggers chan event.GenericEvent
+}
+
+// cachedSnapshot is the definitions of a repository, read at the commit,
+// folder and URL that key names.
+type cachedSnapshot struct {
+	key  string
+	snap *gitops.Snapshot
 }
 
 // SetupWithManager registers the syncer: it watches AddonRepositories (their
 // spec, not their status) and the triggers of the push webhook.
-func (r *SyncerReconciler) SetupWithManager(mgr ctrl.Manager) error {
+func (r *AddonRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gitops-syncer").
@@ -78,11 +85,11 @@ func (r *SyncerReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-func (r *SyncerReconciler) init() {
+func (r *AddonRepositoryReconciler) init() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cache == nil {
-		r.cache = map[types.NamespacedName]*Snapshot{}
+		r.cache = map[types.NamespacedName]cachedSnapshot{}
 	}
 	if r.triggers == nil {
 		r.triggers = make(chan event.GenericEvent, 256)
@@ -91,7 +98,7 @@ func (r *SyncerReconciler) init() {
 
 // Trigger asks for a sync of one repository now. Triggers that arrive while
 // the repository waits for its sync are coalesced into that one sync.
-func (r *SyncerReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
+func (r *AddonRepositoryReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
 	r.init()
 	obj := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
@@ -102,7 +109,7 @@ func (r *SyncerReconciler) Trigger(ctx context.Context, key types.NamespacedName
 	}
 }
 
-func (r *SyncerReconciler) now() time.Time {
+func (r *AddonRepositoryReconciler) now() time.Time {
 	if r.Now != nil {
 		return r.Now()
 	}
@@ -112,7 +119,7 @@ func (r *SyncerReconciler) now() time.Time {
 // Reconcile syncs one repository. It reads the head of the branch, applies
 // every valid definition, deletes the Addons whose files are gone, and
 // reports the rest in status. A repository that cannot be read changes nothing.
-func (r *SyncerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	r.init()
 	repo := &capstanv1.AddonRepository{}
 	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
@@ -145,7 +152,7 @@ func (r *SyncerReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // sync does the work of Reconcile and records the outcome in repo's status.
 // Only a transient error of the API server is returned: an unreadable
 // repository is a status, retried at the next interval.
-func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonRepository) (ctrl.Result, error) {
+func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.AddonRepository) (ctrl.Result, error) {
 	logger := log.FromContext(ctx)
 	key := client.ObjectKeyFromObject(repo)
 	repo.Status.ObservedGeneration = repo.Generation
@@ -155,10 +162,10 @@ func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonReposi
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
 		return ctrl.Result{}, nil
 	}
-	remote := Repo{URL: repo.Spec.URL, Auth: auth}
+	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
 	folder := repo.Spec.Folder
 	if folder == "" {
-		folder = DefaultFolder
+		folder = gitops.DefaultFolder
 	}
 	branch, head, err := remote.Head(ctx, repo.Spec.Branch)
 	if err != nil {
@@ -169,21 +176,21 @@ func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonReposi
 	repo.Status.Branch = branch
 
 	r.mu.Lock()
-	snap := r.cache[key]
+	cached := r.cache[key]
 	r.mu.Unlock()
+	snap := cached.snap
 	cacheKey := head.String() + "\x00" + folder + "\x00" + repo.Spec.URL
-	if snap == nil || snap.cacheKey != cacheKey {
+	if snap == nil || cached.key != cacheKey {
 		g, commit, err := remote.Clone(ctx, branch)
 		if err == nil {
-			snap, err = ReadSnapshot(g.Storer, commit, folder)
+			snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
 		}
 		if err != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 			return ctrl.Result{}, nil
 		}
-		snap.cacheKey = cacheKey
 		r.mu.Lock()
-		r.cache[key] = snap
+		r.cache[key] = cachedSnapshot{key: cacheKey, snap: snap}
 		r.mu.Unlock()
 	}
 
@@ -200,16 +207,16 @@ func (r *SyncerReconciler) sync(ctx context.Context, repo *capstanv1.AddonReposi
 	repo.Status.LastSyncTime = &now
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
-			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git", short(snap.Commit), len(invalid)))
+			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git", gitops.ShortCommit(snap.Commit), len(invalid)))
 	} else {
-		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", short(snap.Commit), applied))
+		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", gitops.ShortCommit(snap.Commit), applied))
 	}
 	return ctrl.Result{}, nil
 }
 
 // setCondition sets Ready, and Stalled when the repository cannot be used
 // until someone changes something (credentials, URL, branch, files).
-func (r *SyncerReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
+func (r *AddonRepositoryReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
 	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{
 		Ready:   ready == metav1.ConditionTrue,
 		Stalled: reason == ReasonAuthFailed || reason == ReasonUnreadable,
@@ -217,11 +224,11 @@ func (r *SyncerReconciler) setCondition(repo *capstanv1.AddonRepository, ready m
 	})
 }
 
-func (r *SyncerReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {
+func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {
 	if repo.Spec.SecretRef == nil {
 		if r.Auth != nil {
 			// NOTE: Auth is called without a Secret too, so a guarded
-			// AuthFunc (source's) routes even anonymous fetches through the
+			// gitops.AuthFunc (source's) routes even anonymous fetches through the
 			// fetch guard.
 			return r.Auth(ctx, repo.Spec.URL, nil)
 		}
@@ -238,7 +245,7 @@ func (r *SyncerReconciler) auth(ctx context.Context, repo *capstanv1.AddonReposi
 	}
 	auth := r.Auth
 	if auth == nil {
-		auth = BasicAuth
+		auth = gitops.BasicAuth
 	}
 	return auth(ctx, repo.Spec.URL, secret)
 }
@@ -246,7 +253,7 @@ func (r *SyncerReconciler) auth(ctx context.Context, repo *capstanv1.AddonReposi
 // apply makes the Addons match a snapshot. It returns the invalid files, with
 // the files that the API server refused or that name another's Addon, and
 // how many Addons match their definitions.
-func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *Snapshot) ([]capstanv1.InvalidFile, int, error) {
+func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot) ([]capstanv1.InvalidFile, int, error) {
 	invalid := append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
@@ -259,17 +266,17 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepos
 	var errs []error
 	applied := 0
 	for _, p := range snap.Definitions {
-		want, err := p.Definition.Addon(Origin{
+		want, err := p.Definition.Addon(gitops.Origin{
 			Namespace: repo.Namespace, Repository: repo.Name, URL: repo.Spec.URL,
 			Commit: snap.Commit, File: p.File, SecretRef: repo.Spec.SecretRef,
 		})
 		if err != nil {
-			invalid = append(invalid, invalidFile(p.File, err))
+			invalid = append(invalid, gitops.InvalidFile(p.File, err))
 			continue
 		}
 		have := byName[want.Name]
 		if have != nil {
-			if owner := have.Labels[ManagedByGitLabel]; owner != repo.Name {
+			if owner := have.Labels[gitops.ManagedByGitLabel]; owner != repo.Name {
 				invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
 				continue
 			}
@@ -278,9 +285,9 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepos
 				continue
 			}
 		}
-		obj, err := applyObject(want)
+		obj, err := gitops.ApplyObject(want)
 		if err == nil {
-			err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(FieldManager), client.ForceOwnership)
+			err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(gitops.FieldManager), client.ForceOwnership)
 		}
 		switch {
 		case err == nil:
@@ -292,7 +299,7 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepos
 		}
 	}
 	for _, a := range live.Items {
-		if a.Labels[ManagedByGitLabel] != repo.Name || snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
+		if a.Labels[gitops.ManagedByGitLabel] != repo.Name || snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
 			continue
 		}
 		// NOTE: the Addon's deletion policy decides what happens to the
@@ -308,7 +315,7 @@ func (r *SyncerReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepos
 
 func notOurs(file string, a *capstanv1.Addon, owner string) string {
 	if owner == "" {
-		return fmt.Sprintf("%s: an Addon %s/%s exists and is not managed by git: delete it, or label it %s=<this repository> to hand it over", file, a.Namespace, a.Name, ManagedByGitLabel)
+		return fmt.Sprintf("%s: an Addon %s/%s exists and is not managed by git: delete it, or label it %s=<this repository> to hand it over", file, a.Namespace, a.Name, gitops.ManagedByGitLabel)
 	}
 	return fmt.Sprintf("%s: the Addon %s/%s is managed by the AddonRepository %q: keep the add-on in one repository", file, a.Namespace, a.Name, owner)
 }
@@ -324,9 +331,9 @@ func errMessage(err error) string {
 // upToDate reports whether a live Addon already has everything the syncer
 // would apply, so a resync with no change writes nothing.
 func upToDate(have, want *capstanv1.Addon) bool {
-	if have.Labels[ManagedByGitLabel] != want.Labels[ManagedByGitLabel] ||
-		have.Annotations[GitFileAnnotation] != want.Annotations[GitFileAnnotation] ||
-		have.Annotations[GitCommitAnnotation] == "" {
+	if have.Labels[gitops.ManagedByGitLabel] != want.Labels[gitops.ManagedByGitLabel] ||
+		have.Annotations[gitops.GitFileAnnotation] != want.Annotations[gitops.GitFileAnnotation] ||
+		have.Annotations[gitops.GitCommitAnnotation] == "" {
 		return false
 	}
 	h, w := have.Spec.DeepCopy(), want.Spec.DeepCopy()
@@ -350,11 +357,4 @@ func sameJSON(a, b *apiextensionsv1.JSON) bool {
 		return v
 	}
 	return equality.Semantic.DeepEqual(decode(a), decode(b))
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return strings.TrimSpace(commit)
 }
