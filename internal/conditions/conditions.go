@@ -7,14 +7,16 @@ package conditions
 import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // The condition types Capstan owns. Any other condition on an object is
 // kept as it is.
 const (
-	Ready       = "Ready"
-	Reconciling = "Reconciling"
-	Stalled     = "Stalled"
+	Ready       = capstanv1.ConditionReady
+	Reconciling = capstanv1.ConditionReconciling
+	Stalled     = capstanv1.ConditionStalled
 )
 
 // Owned lists the condition types Set writes.

@@ -36,21 +36,11 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		generated, err = values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
 	}
 	if err != nil {
-		var inv *values.InvalidError
-		if errors.As(err, &inv) {
-			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
-			return false, nil
-		}
-		return false, err
+		return false, s.valuesProblem(err)
 	}
 	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
 	if err != nil {
-		var inv *values.InvalidError
-		if errors.As(err, &inv) {
-			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
-			return false, nil
-		}
-		return false, err
+		return false, s.valuesProblem(err)
 	}
 	if s.profile == capstanv1.ProfileRestricted && !s.readOnly {
 		// Label and own the values objects this add-on reads, so cleanup
@@ -72,14 +62,20 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		Platform: s.platform.Values(), PlatformKey: r.Config.PlatformKey,
 	})
 	if err != nil {
-		var inv *values.InvalidError
-		if errors.As(err, &inv) {
-			s.valuesErrors = append(s.valuesErrors, inv.Errors...)
-			return false, nil
-		}
-		return false, err
+		return false, s.valuesProblem(err)
 	}
 	s.values = res
 	s.valuesErrors = append(s.valuesErrors, res.Errors...)
 	return false, nil
+}
+
+// valuesProblem records a person's values problem in the plan, which then
+// blocks, and returns any other error.
+func (s *scope) valuesProblem(err error) error {
+	var inv *values.InvalidError
+	if errors.As(err, &inv) {
+		s.valuesErrors = append(s.valuesErrors, inv.Errors...)
+		return nil
+	}
+	return err
 }

@@ -16,6 +16,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/prepare"
 )
 
 // VerifyTTL bounds how long a dry run's "unchanged" is trusted. Past it,
@@ -104,7 +105,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 	for _, ref := range in.Addon.Status.Inventory {
 		inventory[ref.Key()] = true
 	}
-	crdKinds := crdKinds(in.Objects)
+	crdKinds := prepare.CRDScopes(in.Objects)
 	out := &Preview{
 		Objects:  make([]ObjectResult, 0, len(in.Objects)),
 		Live:     make(map[string]*unstructured.Unstructured, len(in.Objects)),
@@ -185,12 +186,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			!(ref.Kind == "Namespace" && ref.Name == in.CreatedNamespace)
 		dry, err := c.DryRun(ctx, obj)
 		switch {
-		case err != nil && apimeta.IsNoMatchError(err) && crdKinds[obj.GroupVersionKind().GroupKind()]:
+		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
 			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
 				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
-		case err != nil && apierrors.IsNotFound(err) && rendersNamespace(in.Objects, obj.GetNamespace()):
+		case err != nil && apierrors.IsNotFound(err) && prepare.Renders(in.Objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
 			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
 				Diff: "(previewed after its Namespace is created)\n"}
@@ -276,27 +277,11 @@ func RedactAPIError(obj *unstructured.Unstructured, err error) string {
 	return err.Error()
 }
 
-// crdKinds are the kinds that CRDs among objs define.
-func crdKinds(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
-	out := map[schema.GroupKind]bool{}
-	for _, o := range objs {
-		if o.GetKind() != "CustomResourceDefinition" {
-			continue
-		}
-		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-		out[schema.GroupKind{Group: group, Kind: kind}] = true
-	}
-	return out
-}
-
-func rendersNamespace(objs []*unstructured.Unstructured, name string) bool {
-	for _, o := range objs {
-		if o.GetKind() == "Namespace" && o.GetName() == name {
-			return true
-		}
-	}
-	return false
+// definedBy reports whether obj's kind is one that a CRD among the
+// rendered objects defines.
+func definedBy(crdKinds map[schema.GroupKind]bool, obj *unstructured.Unstructured) bool {
+	_, ok := crdKinds[obj.GroupVersionKind().GroupKind()]
+	return ok
 }
 
 // lostLabels reports whether an object that Capstan applied for this
