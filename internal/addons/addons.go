@@ -88,38 +88,74 @@ type Approval struct {
 	Summary string
 }
 
-// ErrNoPlan says that an Addon has no plan in status to approve yet.
-var ErrNoPlan = errors.New("no plan in status yet")
+// Errors of an approval that the person must resolve by reviewing again.
+var (
+	// ErrNoPlan says that an Addon has no plan in status to approve yet.
+	ErrNoPlan = errors.New("no plan in status yet")
+	// ErrStalePlan says that the reviewed plan is no longer the Addon's:
+	// the spec or what runs changed since.
+	ErrStalePlan = errors.New("the reviewed plan is not the current plan")
+	// ErrPlanBlocked says that the plan has guardrail violations or values
+	// errors, which no approval can override.
+	ErrPlanBlocked = errors.New("the plan is blocked")
+)
 
 // Approve approves exactly the plan with hash and raises spec.syncRequest.
-// With an empty hash it approves the plan in status, and refuses one that
-// was written for an older generation: the person has not seen the plan
-// that would apply. If the plan changes before the controller applies it,
-// nothing is applied and the Addon says why.
+// With an empty hash it approves the plan in status. It refuses a plan that
+// was written for an older generation (the person has not seen the plan
+// that would apply), a hash that is not the current plan's, and a plan
+// with violations or values errors. If the plan still changes before the
+// controller applies it, nothing is applied and the Addon says why.
 func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
+	return approve(ctx, c, key, hash, nil)
+}
+
+// Install installs a suspended add-on with exactly the reviewed plan: in one
+// write it clears spec.suspend and approves hash, so that the controller
+// applies that plan and no other. It is refused as Approve is.
+func Install(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
+	return approve(ctx, c, key, hash, func(a *capstanv1.Addon) { a.Spec.Suspend = false })
+}
+
+func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string, change func(*capstanv1.Addon)) (Approval, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
 		return Approval{}, err
 	}
-	var out Approval
-	if hash == "" {
-		p := a.Status.Plan
-		if p == nil {
-			return Approval{}, fmt.Errorf("addon %s: %w; wait for the controller, or check its phase with `capstan addon get %s`", key, ErrNoPlan, key.Name)
-		}
-		if p.Generation != a.Generation {
-			return Approval{}, fmt.Errorf("addon %s: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", key, p.Generation, a.Generation)
-		}
-		hash, out.Summary = p.Hash, plan.String(p)
+	p, err := reviewable(a, hash)
+	if err != nil {
+		return Approval{}, fmt.Errorf("addon %s: %w", key, err)
 	}
+	out := Approval{Hash: p.Hash, Summary: plan.String(p)}
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	a.Spec.ApprovedPlan = hash
+	if change != nil {
+		change(a)
+	}
+	a.Spec.ApprovedPlan = p.Hash
 	a.Spec.SyncRequest++
 	if err := c.Patch(ctx, a, patch); err != nil {
 		return Approval{}, fmt.Errorf("approving the plan of addon %s: %w", key, err)
 	}
-	out.Hash, out.SyncRequest = hash, a.Spec.SyncRequest
+	out.SyncRequest = a.Spec.SyncRequest
 	return out, nil
+}
+
+// reviewable returns the plan in status if hash may approve it: it was
+// written for the current generation, it is hash (or hash is empty), and
+// nothing blocks it.
+func reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
+	p := a.Status.Plan
+	switch {
+	case p == nil:
+		return nil, fmt.Errorf("%w; wait for the controller, or check its phase with `capstan addon get %s`", ErrNoPlan, a.Name)
+	case p.Generation != a.Generation:
+		return nil, fmt.Errorf("%w: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", ErrStalePlan, p.Generation, a.Generation)
+	case hash != "" && hash != p.Hash:
+		return nil, fmt.Errorf("%w: you reviewed %s, and the plan is now %s; review the new plan", ErrStalePlan, hash, p.Hash)
+	case len(p.Violations) > 0 || len(p.ValuesErrors) > 0:
+		return nil, fmt.Errorf("%w by %d guardrail violation(s) and %d values error(s); fix them, then review the new plan", ErrPlanBlocked, len(p.Violations), len(p.ValuesErrors))
+	}
+	return p, nil
 }
 
 // SetSuspend suspends an Addon (plan only: it is fetched, rendered and

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,50 @@ stringData:
 	})
 	if err := addons.Remove(ctx, admin, key, addons.RemoveOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("removing a removed add-on: %v; want not found", err)
+	}
+}
+
+// TestInstallBindsTheReviewedPlan installs suspended add-ons the way the
+// restricted flow does (create suspended, review the plan, install): only
+// the reviewed, current, unblocked plan is installed, in one write.
+func TestInstallBindsTheReviewedPlan(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "bound", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-settings\ndata:\n  a: b\n",
+	}})
+	a := create(t, newAddon(ns, "bound", url, withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	key := client.ObjectKeyFromObject(a)
+	a = waitPhase(t, a, capstanv1.PhaseSuspended)
+	if _, err := addons.Install(ctx, admin, key, "sha256:not-the-plan"); !errors.Is(err, addons.ErrStalePlan) {
+		t.Fatalf("installing with another hash: %v; want ErrStalePlan", err)
+	}
+	if got := getAddon(t, a); !got.Spec.Suspend || got.Spec.SyncRequest != 0 {
+		t.Fatalf("a refused install changed the Addon: suspend %v, syncRequest %d", got.Spec.Suspend, got.Spec.SyncRequest)
+	}
+	approval, err := addons.Install(ctx, admin, key, a.Status.Plan.Hash)
+	if err != nil {
+		t.Fatalf("installing the reviewed plan: %v", err)
+	}
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if got.Spec.Suspend || got.Spec.ApprovedPlan != approval.Hash || got.Status.LastSyncRequest != approval.SyncRequest {
+		t.Errorf("after the install: suspend %v, approvedPlan %s (want %s), lastSyncRequest %d (want %d)",
+			got.Spec.Suspend, got.Spec.ApprovedPlan, approval.Hash, got.Status.LastSyncRequest, approval.SyncRequest)
+	}
+	if live(t, "v1", "ConfigMap", ns, "bound-settings") == nil {
+		t.Error("the reviewed plan's ConfigMap was not applied")
+	}
+
+	// A plan the guardrails block is never installed.
+	bad, _ := charts.publish(t, chart{name: "blocked", version: "1.0.0", files: map[string]string{
+		"templates/role.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {{ .Release.Name }}-everything\nrules: []\n",
+	}})
+	b := create(t, newAddon(ns, "blocked", bad, withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	b = waitPhase(t, b, capstanv1.PhaseBlocked)
+	if _, err := addons.Install(ctx, admin, client.ObjectKeyFromObject(b), b.Status.Plan.Hash); !errors.Is(err, addons.ErrPlanBlocked) {
+		t.Errorf("installing a blocked plan: %v; want ErrPlanBlocked", err)
+	}
+	if got := getAddon(t, b); !got.Spec.Suspend {
+		t.Error("a refused install cleared suspend")
 	}
 }

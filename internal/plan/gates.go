@@ -117,9 +117,13 @@ func Adoption(s State) (Verdict, bool) {
 }
 
 // ManualSync holds a plan with pending changes until a sync request approves
-// exactly its hash.
+// exactly its hash. An approval binds without manualSync too: a pending sync
+// request that names a plan hash (as installing a suspended add-on writes
+// it) applies that plan and no other, so an approval always applies exactly
+// the plan the approver saw.
 func ManualSync(s State) (Verdict, bool) {
-	if !s.ManualSync || !Pending(s.Plan) {
+	approving := s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan != ""
+	if !Pending(s.Plan) || (!s.ManualSync && !approving) {
 		return Verdict{}, false
 	}
 	if s.SyncRequest <= s.LastSyncRequest {
@@ -134,6 +138,6 @@ func ManualSync(s State) (Verdict, bool) {
 			Message: "a sync was requested without spec.approvedPlan, so nothing was applied; approve the plan " + s.Plan.Hash}, true
 	default:
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale,
-			Message: "the plan changed since it was approved, so nothing was applied: approved " + s.ApprovedPlan + ", now " + s.Plan.Hash + "; review the plan and approve it again"}, true
+			Message: "the plan changed since it was approved, so nothing was applied: approved " + s.ApprovedPlan + ", now " + s.Plan.Hash + "; review the plan and approve it again, or clear spec.approvedPlan to let it apply"}, true
 	}
 }

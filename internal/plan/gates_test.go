@@ -66,6 +66,10 @@ func TestDecide(t *testing.T) {
 		{name: "an old request does not approve", state: State{Plan: create, ManualSync: true, SyncRequest: 2, LastSyncRequest: 2, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},
 		{name: "approval of this plan applies", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:aaa"}, apply: true, handledReq: true},
 		{name: "approval of another plan applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:bbb"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalStale},
+		{name: "without manual sync, a pending approval of this plan applies", state: State{Plan: create, SyncRequest: 1, ApprovedPlan: "sha256:aaa"}, apply: true, handledReq: true},
+		{name: "without manual sync, a pending approval of another plan applies nothing", state: State{Plan: create, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalStale},
+		{name: "without manual sync, an approval already used binds nothing", state: State{Plan: create, SyncRequest: 1, LastSyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},
+		{name: "without manual sync, a request without a hash applies", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
 		{name: "a request without a hash applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 1}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalNoPlan},
 		{name: "a sync request is used up by an automatic sync", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
 	}
