@@ -220,6 +220,27 @@ func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o Remove
 	return nil
 }
 
+// Add creates an Addon suspended, so that it is planned and nothing is
+// applied until someone installs the reviewed plan. Secret inputs
+// (targetPath to raw string) go first into a new, create-only values Secret
+// that the Addon's valuesFrom then names: if the caller may not create
+// Secrets, nothing is created at all.
+func Add(ctx context.Context, c client.Client, a *capstanv1.Addon, inputs map[string]string) (*capstanv1.Addon, error) {
+	a = a.DeepCopy()
+	a.Spec.Suspend = true
+	if len(inputs) > 0 {
+		refs, err := values.WriteSecretInputs(ctx, c, a, inputs)
+		if err != nil {
+			return nil, err
+		}
+		a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
+	}
+	if err := c.Create(ctx, a); err != nil {
+		return nil, fmt.Errorf("creating addon %s/%s: %w", a.Namespace, a.Name, err)
+	}
+	return a, nil
+}
+
 // WriteSecretInputs stores secret inputs (targetPath to raw string) in a
 // new, immutable values Secret, and points the Addon's valuesFrom entries
 // for those targetPaths at it: existing entries are replaced where they

@@ -5,15 +5,14 @@ import (
 	"fmt"
 	"io"
 	stdlog "log"
-	"net/http"
 	"os"
-
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -27,6 +26,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/server"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -42,6 +42,8 @@ type controllerOptions struct {
 	kubeconfig     string
 	maxConcurrency int
 	httpAddr       string
+	tlsCertFile    string
+	tlsKeyFile     string
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -60,25 +62,10 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 4, "Addons reconciled at once.")
-	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTP endpoint for git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
+	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTPS endpoint: the API (/api/v1/) and git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
+	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
+	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
 	o.guard.AddFlags(fs)
-}
-
-// httpServer runs an HTTP server as a manager runnable, until the manager stops.
-func httpServer(addr string, h http.Handler) manager.RunnableFunc {
-	return func(ctx context.Context) error {
-		srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 10 * time.Second}
-		errc := make(chan error, 1)
-		go func() { errc <- srv.ListenAndServe() }()
-		select {
-		case err := <-errc:
-			return fmt.Errorf("the HTTP endpoint on %s: %w", addr, err)
-		case <-ctx.Done():
-			shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			return srv.Shutdown(shutdown)
-		}
-	}
 }
 
 func envOr(key, def string) string {
@@ -204,9 +191,23 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if o.httpAddr != "0" {
-		mux := http.NewServeMux()
-		mux.Handle("/hooks/git/", &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer})
-		if err := mgr.Add(httpServer(o.httpAddr, mux)); err != nil {
+		tlsConfig, err := server.TLSConfig(o.tlsCertFile, o.tlsKeyFile)
+		if err != nil {
+			return nil, err
+		}
+		reviewer, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		srv := &server.Server{
+			Base: cfg, Reviewer: reviewer, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			Fetcher: fetcher, ControllerNamespace: o.config.Namespace,
+			Webhook: &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
+			Log:     ctrl.Log.WithName("api"),
+		}
+		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+			return srv.Run(ctx, o.httpAddr, tlsConfig)
+		})); err != nil {
 			return nil, err
 		}
 	}

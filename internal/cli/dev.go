@@ -38,6 +38,7 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 	o.addFlags(cmd.Flags())
 	_ = cmd.Flags().Set("metrics-bind-address", "127.0.0.1:8443")
 	_ = cmd.Flags().Set("health-probe-bind-address", "127.0.0.1:8081")
+	_ = cmd.Flags().Set("http-bind-address", "127.0.0.1:8080")
 	_ = cmd.Flags().Set("allow-file-git", "true")
 	_ = cmd.Flags().Set("fetch-allow", "127.0.0.0/8")
 	return cmd

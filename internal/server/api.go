@@ -1,0 +1,313 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/values"
+)
+
+// apiError is the body of every error the API answers.
+type apiError struct {
+	Code    int    `json:"code"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// Field names the request field at fault, when one is.
+	Field string `json:"field,omitempty"`
+}
+
+func (e apiError) Error() string { return e.Message }
+
+func badRequest(field, format string, args ...any) apiError {
+	return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: fmt.Sprintf(format, args...), Field: field}
+}
+
+// errorFor maps an operation's error to the API's answer: the API server's
+// own status for its refusals (403 for RBAC, 404, 409 for a conflict), 409
+// for a stale or missing plan, 422 for a blocked plan or invalid values,
+// 413 for a body over the limit.
+func errorFor(err error) apiError {
+	var ae apiError
+	var tooLarge *http.MaxBytesError
+	var status apierrors.APIStatus
+	var invalid *values.InvalidError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.As(err, &tooLarge):
+		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
+	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan):
+		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, addons.ErrPlanBlocked):
+		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
+	case errors.As(err, &invalid):
+		out := apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
+		if len(invalid.Errors) > 0 {
+			out.Field = invalid.Errors[0].Path
+		}
+		return out
+	case errors.As(err, &status):
+		st := status.Status()
+		out := apiError{Code: int(st.Code), Reason: string(st.Reason), Message: st.Message}
+		if out.Code == 0 {
+			out.Code = http.StatusInternalServerError
+		}
+		if st.Details != nil && len(st.Details.Causes) > 0 {
+			out.Field = st.Details.Causes[0].Field
+		}
+		return out
+	}
+	return apiError{Code: http.StatusInternalServerError, Reason: "InternalError", Message: err.Error()}
+}
+
+func writeError(w http.ResponseWriter, e apiError) {
+	writeJSON(w, e.Code, e)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// target reads and checks the namespace and name of a request's path,
+// before anything reaches the API server.
+func target(r *http.Request) (client.ObjectKey, error) {
+	key := client.ObjectKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
+	if errs := validation.IsDNS1123Label(key.Namespace); key.Namespace != "" && len(errs) > 0 {
+		return key, badRequest("namespace", "namespace %q: %s", key.Namespace, strings.Join(errs, "; "))
+	}
+	if errs := validation.IsDNS1123Subdomain(key.Name); key.Name != "" && len(errs) > 0 {
+		return key, badRequest("name", "name %q: %s", key.Name, strings.Join(errs, "; "))
+	}
+	return key, nil
+}
+
+// decode reads a JSON body into v; an empty body leaves v as it is.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return badRequest("", "the request body is not the JSON this endpoint takes: %v", err)
+	}
+	return nil
+}
+
+// audit logs one write: who, what, which Addon and which plan. It never
+// logs a value.
+func (s *Server) audit(r *http.Request, verb string, key client.ObjectKey, hash string) {
+	s.Log.Info("API write", "user", userOf(r).Name, "verb", verb, "addon", key.String(), "plan", hash)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	list := &capstanv1.AddonList{}
+	var opts []client.ListOption
+	if key.Namespace != "" {
+		opts = append(opts, client.InNamespace(key.Namespace))
+	}
+	if err := c.List(r.Context(), list, opts...); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err == nil {
+		var c client.Client
+		if c, _, err = s.userClient(userOf(r)); err == nil {
+			var a *capstanv1.Addon
+			if a, err = addons.Get(r.Context(), c, key); err == nil {
+				writeJSON(w, http.StatusOK, a)
+				return
+			}
+		}
+	}
+	writeError(w, errorFor(err))
+}
+
+// addRequest is the body of an add.
+type addRequest struct {
+	Name string              `json:"name"`
+	Spec capstanv1.AddonSpec `json:"spec"`
+	// SecretInputs are the values of writeOnly inputs by targetPath. They go
+	// into a new values Secret and are never shown back.
+	SecretInputs map[string]string `json:"secretInputs,omitempty"`
+}
+
+func (s *Server) add(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	var req addRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	key.Name = req.Name
+	if errs := validation.IsDNS1123Subdomain(req.Name); len(errs) > 0 {
+		writeError(w, badRequest("name", "name %q: %s", req.Name, strings.Join(errs, "; ")))
+		return
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
+	created, err := addons.Add(r.Context(), c, a, req.SecretInputs)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, "add", key, "")
+	writeJSON(w, http.StatusCreated, created)
+}
+
+func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	c, cfg, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, ControllerNamespace: s.ControllerNamespace}
+	_, p, err := planner.Plan(r.Context(), key)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}
+
+// approval is the body of an approve or an install: the reviewed plan.
+type approval struct {
+	Hash string `json:"hash"`
+}
+
+func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
+	s.approval(w, r, "approve", addons.Approve)
+}
+
+func (s *Server) install(w http.ResponseWriter, r *http.Request) {
+	s.approval(w, r, "install", addons.Install)
+}
+
+func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
+	op func(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (addons.Approval, error)) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	var req approval
+	if err := decode(r, &req); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if req.Hash == "" {
+		writeError(w, badRequest("hash", "name the plan you reviewed: {\"hash\": \"sha256:...\"}"))
+		return
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	a, err := op(r.Context(), c, key, req.Hash)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, verb, key, a.Hash)
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (s *Server) suspend(suspend bool) http.HandlerFunc {
+	verb := "resume"
+	if suspend {
+		verb = "suspend"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, err := target(r)
+		if err == nil {
+			var c client.Client
+			if c, _, err = s.userClient(userOf(r)); err == nil {
+				if err = addons.SetSuspend(r.Context(), c, key, suspend); err == nil {
+					s.audit(r, verb, key, "")
+					w.WriteHeader(http.StatusNoContent)
+					return
+				}
+			}
+		}
+		writeError(w, errorFor(err))
+	}
+}
+
+func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	var o addons.RemoveOptions
+	for name, dst := range map[string]*bool{"uninstall": &o.Uninstall, "keepValues": &o.KeepValues} {
+		if v := r.URL.Query().Get(name); v != "" {
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				writeError(w, badRequest(name, "%s=%q is not true or false", name, v))
+				return
+			}
+			*dst = b
+		}
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if err := addons.Remove(r.Context(), c, key, o); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, "remove", key, "")
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,102 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Tokens are reviewed once a minute at most: a revoked token keeps working
+// through the API for up to that long, and each API call is then made with
+// the token itself, which the API server checks anyway.
+const (
+	tokenTTL       = time.Minute
+	tokenCacheSize = 4096
+)
+
+// User is the person behind a request, as the API server's TokenReview
+// names them.
+type User struct {
+	Name   string
+	Groups []string
+	token  string
+}
+
+// errUnauthenticated is a request without a valid token.
+var errUnauthenticated = errors.New("a valid Kubernetes bearer token is required (Authorization: Bearer <token>)")
+
+// tokenReviewer authenticates bearer tokens with TokenReviews and keeps the
+// answers for tokenTTL in a bounded cache. Failures are never cached.
+type tokenReviewer struct {
+	client kubernetes.Interface
+	now    func() time.Time
+
+	mu    sync.Mutex
+	cache map[[sha256.Size]byte]cachedUser
+}
+
+type cachedUser struct {
+	user    User
+	expires time.Time
+}
+
+// bearerToken reads the token of an Authorization header.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// review returns the user a token belongs to, or errUnauthenticated.
+func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) {
+	key := sha256.Sum256([]byte(token))
+	now := t.now()
+	t.mu.Lock()
+	if c, ok := t.cache[key]; ok && now.Before(c.expires) {
+		t.mu.Unlock()
+		return c.user, nil
+	}
+	t.mu.Unlock()
+	tr, err := t.client.AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return User{}, err
+	}
+	if !tr.Status.Authenticated {
+		return User{}, errUnauthenticated
+	}
+	u := User{Name: tr.Status.User.Username, Groups: tr.Status.User.Groups, token: token}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cache == nil {
+		t.cache = map[[sha256.Size]byte]cachedUser{}
+	}
+	if len(t.cache) >= tokenCacheSize {
+		for k, c := range t.cache {
+			if !now.Before(c.expires) {
+				delete(t.cache, k)
+			}
+		}
+		// NOTE: still full of live entries: drop any one, so the cache stays
+		// bounded whatever the load.
+		for k := range t.cache {
+			if len(t.cache) < tokenCacheSize {
+				break
+			}
+			delete(t.cache, k)
+		}
+	}
+	t.cache[key] = cachedUser{user: u, expires: now.Add(tokenTTL)}
+	return u, nil
+}

@@ -1,0 +1,168 @@
+// Package server is Capstan's one HTTP server: the git push webhooks under
+// /hooks/git/ and the JSON API under /api/v1/, over HTTPS. The API is a thin
+// layer over internal/addons: it authenticates a Kubernetes bearer token
+// with a TokenReview and then makes every call to the API server with that
+// token, so nobody gets more through it than kubectl would give them.
+// docs/api.md documents it.
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"capstan.dev/capstan/internal/source"
+)
+
+// MaxBody is the largest request body the API reads: an Addon with its
+// values and secret inputs fits many times over.
+const MaxBody = 1 << 20
+
+// Server serves the API and the webhooks.
+type Server struct {
+	// Base is the API server's address and CA, without credentials: every
+	// API call is made with the requesting user's own token.
+	Base *rest.Config
+	// Reviewer creates TokenReviews; the controller's client.
+	Reviewer kubernetes.Interface
+	// Scheme and Mapper build the users' clients.
+	Scheme *runtime.Scheme
+	Mapper meta.RESTMapper
+	// Fetcher fetches sources for plans on demand, through the fetch guard.
+	Fetcher *source.Fetcher
+	// ControllerNamespace is the controller's namespace: its Addons use the
+	// cluster profile.
+	ControllerNamespace string
+	// Webhook serves /hooks/git/; nil leaves it out.
+	Webhook http.Handler
+	// Log receives one line per write: who, what, which Addon, which plan.
+	Log logr.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	tokens *tokenReviewer
+}
+
+// Handler is the server's one mux.
+func (s *Server) Handler() http.Handler {
+	now := s.Now
+	if now == nil {
+		now = time.Now
+	}
+	s.tokens = &tokenReviewer{client: s.Reviewer, now: now}
+	mux := http.NewServeMux()
+	if s.Webhook != nil {
+		mux.Handle("/hooks/git/", s.Webhook)
+	}
+	api := http.NewServeMux()
+	api.HandleFunc("GET /api/v1/addons", s.list)
+	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons", s.list)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons", s.add)
+	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}", s.get)
+	api.HandleFunc("DELETE /api/v1/namespaces/{namespace}/addons/{name}", s.remove)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/plan", s.plan)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.approve)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.install)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/suspend", s.suspend(true))
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/resume", s.suspend(false))
+	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such API path: " + r.URL.Path})
+	})
+	mux.Handle("/api/", s.authenticate(api))
+	return mux
+}
+
+// Run serves the handler on addr with TLS until ctx ends, then shuts down
+// gracefully.
+func (s *Server) Run(ctx context.Context, addr string, tlsConfig *tls.Config) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("the HTTPS endpoint on %s: %w", addr, err)
+	}
+	return s.serve(ctx, tls.NewListener(ln, tlsConfig))
+}
+
+func (s *Server) serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// NOTE: a plan on demand fetches and dry-runs a whole chart.
+		WriteTimeout:   2 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       nil,
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("the HTTPS endpoint on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return srv.Shutdown(shutdown)
+	}
+}
+
+type userKey struct{}
+
+// authenticate lets a request through with a valid bearer token only, and
+// puts its user in the request's context.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearerToken(r)
+		if !ok {
+			writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: errUnauthenticated.Error()})
+			return
+		}
+		u, err := s.tokens.review(r.Context(), token)
+		if err != nil {
+			if errors.Is(err, errUnauthenticated) {
+				writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the token was not accepted by the Kubernetes API server"})
+				return
+			}
+			writeError(w, apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable", Message: "the Kubernetes API server could not review the token; try again"})
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
+	})
+}
+
+func userOf(r *http.Request) User {
+	u, _ := r.Context().Value(userKey{}).(User)
+	return u
+}
+
+// userConfig is the API server's config with the user's token and nothing
+// of the controller's.
+func (s *Server) userConfig(u User) *rest.Config {
+	cfg := rest.AnonymousClientConfig(s.Base)
+	cfg.BearerToken = u.token
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg
+}
+
+// userClient is a client that acts as the user.
+func (s *Server) userClient(u User) (client.Client, *rest.Config, error) {
+	cfg := s.userConfig(u)
+	c, err := client.New(cfg, client.Options{Scheme: s.Scheme, Mapper: s.Mapper})
+	if err != nil {
+		return nil, nil, fmt.Errorf("building a client for %s: %w", u.Name, err)
+	}
+	return c, cfg, nil
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create

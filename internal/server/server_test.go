@@ -1,0 +1,357 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/server"
+	"capstan.dev/capstan/internal/testcluster"
+)
+
+var (
+	cluster *testcluster.Cluster
+	admin   client.Client
+	kube    kubernetes.Interface
+	api     *httptest.Server
+	apiLog  = &syncBuffer{}
+)
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestMain(m *testing.M) {
+	testcluster.Main(m, func(c *testcluster.Cluster) {
+		cluster = c
+		if err := setup(); err != nil {
+			panic(err)
+		}
+	})
+}
+
+// setup installs Capstan's CRDs and RBAC and serves the API as the
+// controller's account, over TLS on loopback.
+func setup() error {
+	ctx := context.Background()
+	var err error
+	if admin, err = client.New(cluster.Config, client.Options{Scheme: cli.Scheme()}); err != nil {
+		return err
+	}
+	if kube, err = kubernetes.NewForConfig(cluster.Config); err != nil {
+		return err
+	}
+	if err := install.Apply(ctx, admin, false); err != nil {
+		return err
+	}
+	controllerCfg := cluster.ConfigFor(install.ControllerUser)
+	reviewer, err := kubernetes.NewForConfig(controllerCfg)
+	if err != nil {
+		return err
+	}
+	httpClient, err := rest.HTTPClientFor(controllerCfg)
+	if err != nil {
+		return err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(controllerCfg, httpClient)
+	if err != nil {
+		return err
+	}
+	srv := &server.Server{
+		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper,
+		ControllerNamespace: install.Namespace,
+		Log: funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
+	}
+	api = httptest.NewUnstartedServer(srv.Handler())
+	api.StartTLS()
+	return nil
+}
+
+// user is a ServiceAccount of ns with a Role of rules, and a token for it
+// from the TokenRequest API: a real user of the cluster.
+func user(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(rules) > 0 {
+		if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+// hashOf is a plan hash of one repeated hex digit.
+func hashOf(digit string) string { return "sha256:" + strings.Repeat(digit, 64) }
+
+func addonRule(verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{"capstan.dev"}, Resources: []string{"addons"}, Verbs: verbs}
+}
+
+// call makes one API request as token and returns the status and body.
+func call(t *testing.T, token, method, path string, body any) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		data, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, api.URL+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: api.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12}}}
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out
+}
+
+func expect(t *testing.T, what string, code int, body []byte, want int) {
+	t.Helper()
+	if code != want {
+		t.Errorf("%s: %d %s; want %d", what, code, body, want)
+	}
+}
+
+func namespace(t *testing.T) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "api-"}}
+	if err := admin.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// addonWithPlan creates an Addon and writes a plan into its status, as the
+// controller would: the API's approvals are checked against it.
+func addonWithPlan(t *testing.T, ns, name, hash string, violations ...capstanv1.Violation) *capstanv1.Addon {
+	t.Helper()
+	ctx := context.Background()
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: a.Generation, Violations: violations}
+	if err := admin.Status().Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestAuthentication(t *testing.T) {
+	code, body := call(t, "", http.MethodGet, "/api/v1/addons", nil)
+	expect(t, "no token", code, body, http.StatusUnauthorized)
+	code, body = call(t, "not-a-token", http.MethodGet, "/api/v1/addons", nil)
+	expect(t, "a bad token", code, body, http.StatusUnauthorized)
+	var e struct{ Code int }
+	if json.Unmarshal(body, &e) != nil || e.Code != http.StatusUnauthorized {
+		t.Errorf("the error body %s is not {code, reason, message}", body)
+	}
+}
+
+// TestTheUsersOwnRBAC checks that the API gives each user what kubectl
+// would: a viewer reads its namespace only and approves nothing; an editor
+// approves exactly the current, unblocked plan.
+func TestTheUsersOwnRBAC(t *testing.T) {
+	ns, other := namespace(t), namespace(t)
+	viewer := user(t, ns, "viewer", addonRule("get", "list", "watch"))
+	editor := user(t, ns, "editor", addonRule("get", "list", "watch", "create", "update", "patch", "delete"), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	addonWithPlan(t, other, "elsewhere", hashOf("b"))
+
+	code, body := call(t, viewer, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons", nil)
+	expect(t, "a viewer lists its namespace", code, body, http.StatusOK)
+	if !strings.Contains(string(body), `"name":"demo"`) {
+		t.Errorf("the list does not hold demo: %s", body)
+	}
+	code, body = call(t, viewer, http.MethodGet, "/api/v1/namespaces/"+other+"/addons", nil)
+	expect(t, "a viewer lists another namespace", code, body, http.StatusForbidden)
+	if strings.Contains(string(body), "elsewhere") {
+		t.Errorf("a refused list shows another namespace's Addon: %s", body)
+	}
+	code, body = call(t, viewer, http.MethodGet, "/api/v1/addons", nil)
+	expect(t, "a viewer lists every namespace", code, body, http.StatusForbidden)
+	code, body = call(t, viewer, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons/demo", nil)
+	expect(t, "a viewer gets an Addon", code, body, http.StatusOK)
+	code, body = call(t, viewer, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/install", map[string]string{"hash": hashOf("a")})
+	expect(t, "a viewer installs", code, body, http.StatusForbidden)
+
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/install", map[string]string{"hash": hashOf("0")})
+	expect(t, "an editor installs a stale hash", code, body, http.StatusConflict)
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/install", map[string]string{})
+	expect(t, "an install without a hash", code, body, http.StatusBadRequest)
+	got := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); err != nil || !got.Spec.Suspend || got.Spec.SyncRequest != 0 {
+		t.Fatalf("refused installs changed the Addon: %v, suspend %v, syncRequest %d", err, got.Spec.Suspend, got.Spec.SyncRequest)
+	}
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/install", map[string]string{"hash": hashOf("a")})
+	expect(t, "an editor installs the reviewed plan", code, body, http.StatusOK)
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); err != nil || got.Spec.Suspend || got.Spec.ApprovedPlan != hashOf("a") || got.Spec.SyncRequest != 1 {
+		t.Errorf("after the install: suspend %v, approvedPlan %q, syncRequest %d", got.Spec.Suspend, got.Spec.ApprovedPlan, got.Spec.SyncRequest)
+	}
+	if !strings.Contains(apiLog.String(), `"verb"="install"`) || !strings.Contains(apiLog.String(), "system:serviceaccount:"+ns+":editor") {
+		t.Errorf("the install left no audit line naming the editor: %s", apiLog.String())
+	}
+
+	addonWithPlan(t, ns, "blocked", hashOf("c"), capstanv1.Violation{Rule: "kind", Message: "ClusterRole is not allowed"})
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/blocked/install", map[string]string{"hash": hashOf("c")})
+	expect(t, "installing a blocked plan", code, body, http.StatusUnprocessableEntity)
+
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/suspend", nil)
+	expect(t, "suspend", code, body, http.StatusNoContent)
+	code, body = call(t, editor, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true", nil)
+	expect(t, "remove", code, body, http.StatusNoContent)
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); !apierrors.IsNotFound(err) {
+		t.Errorf("the removed Addon: %v", err)
+	}
+}
+
+// TestBadInput checks the refusals that happen before the API server is
+// asked anything.
+func TestBadInput(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "patch"))
+	code, body := call(t, editor, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons/Bad_Name", nil)
+	expect(t, "a malformed name", code, body, http.StatusBadRequest)
+	code, body = call(t, editor, http.MethodGet, "/api/v1/namespaces/NS!/addons", nil)
+	expect(t, "a malformed namespace", code, body, http.StatusBadRequest)
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", bytes.Repeat([]byte(" "), server.MaxBody+10))
+	expect(t, "a body over the limit", code, body, http.StatusRequestEntityTooLarge)
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", []byte(`{"name": "x", "surprise": 1}`))
+	expect(t, "an unknown field", code, body, http.StatusBadRequest)
+	code, body = call(t, editor, http.MethodGet, "/api/v1/nowhere", nil)
+	expect(t, "an unknown path", code, body, http.StatusNotFound)
+}
+
+// TestAddWithSecretInputs adds a suspended Addon with a secret input, and
+// checks that the input is in a new Secret and nowhere else.
+func TestAddWithSecretInputs(t *testing.T) {
+	ns := namespace(t)
+	const marker = "s3cret-marker-Zq81"
+	editor := user(t, ns, "editor", addonRule("get", "create", "patch"), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	noSecrets := user(t, ns, "nosecrets", addonRule("get", "create", "patch"))
+	req := map[string]any{
+		"name":         "blog",
+		"spec":         map[string]any{"chart": map[string]any{"url": "https://charts.example/blog-1.0.0.tgz"}},
+		"secretInputs": map[string]string{"auth.password": marker},
+	}
+	code, body := call(t, noSecrets, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", req)
+	expect(t, "secret inputs without the right to create Secrets", code, body, http.StatusForbidden)
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused add left an Addon: %v", err)
+	}
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", req)
+	expect(t, "add", code, body, http.StatusCreated)
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "blog"}, a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Spec.Suspend || len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
+		t.Fatalf("the added Addon: suspend %v, valuesFrom %+v; want suspended, the input in a values Secret", a.Spec.Suspend, a.Spec.ValuesFrom)
+	}
+	secret := &corev1.Secret{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: a.Spec.ValuesFrom[0].Name}, secret); err != nil || !ptr.Deref(secret.Immutable, false) {
+		t.Fatalf("the values Secret: %v (immutable %v)", err, secret.Immutable)
+	}
+	code, got := call(t, editor, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons/blog", nil)
+	expect(t, "get", code, got, http.StatusOK)
+	for what, text := range map[string]string{"the add's answer": string(body), "the get's answer": string(got), "the API's log": apiLog.String()} {
+		if strings.Contains(text, marker) {
+			t.Errorf("%s shows the secret input", what)
+		}
+	}
+}
+
+// TestTokenReviewsAreCached counts, in the API server's audit log, the
+// TokenReviews that many requests with one token cost.
+func TestTokenReviewsAreCached(t *testing.T) {
+	ns := namespace(t)
+	token := user(t, ns, "reader", addonRule("list"))
+	reviews := func() int {
+		events, err := cluster.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range events {
+			if e.ObjectRef != nil && e.ObjectRef.Resource == "tokenreviews" && e.User.Username == install.ControllerUser {
+				n++
+			}
+		}
+		return n
+	}
+	before := reviews()
+	for range 5 {
+		code, body := call(t, token, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons", nil)
+		expect(t, "list", code, body, http.StatusOK)
+	}
+	if got := reviews() - before; got != 1 {
+		t.Errorf("five requests with one token cost %d TokenReviews; want 1", got)
+	}
+}
