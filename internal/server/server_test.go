@@ -97,7 +97,7 @@ func setup() error {
 	srv := &server.Server{
 		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper,
 		ControllerNamespace: install.Namespace,
-		Log: funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
+		Log:                 funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 	}
 	api = httptest.NewUnstartedServer(srv.Handler())
 	api.StartTLS()
