@@ -7,10 +7,13 @@
 package addons
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 
+	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -75,6 +78,86 @@ func (p Planner) Plan(ctx context.Context, key client.ObjectKey) (*capstanv1.Add
 		return a, nil, fmt.Errorf("planning %s: %w", key, err)
 	}
 	return a, pl, nil
+}
+
+// PlanChange computes the plan that a change to an Addon's spec would
+// produce, and saves nothing: specPatch is a JSON merge patch of the spec
+// (new values, a version, another source). A form shows with it what a
+// change would do before anything is written. An empty patch plans the
+// spec as it is.
+func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch []byte) (*capstanv1.Addon, *capstanv1.Plan, error) {
+	a, err := Get(ctx, p.Client, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	changed, err := patchSpec(a, specPatch)
+	if err != nil {
+		return a, nil, err
+	}
+	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, RestConfig: p.RestConfig, Fetcher: p.Fetcher,
+		Config: controller.Config{Namespace: p.ControllerNamespace}.WithDefaults()}
+	pl, err := r.Plan(ctx, changed)
+	if err != nil {
+		return a, nil, fmt.Errorf("planning %s: %w", key, err)
+	}
+	return changed, pl, nil
+}
+
+// ErrBadPatch says that a spec patch is not a JSON merge patch of a valid
+// spec.
+var ErrBadPatch = errors.New("the spec patch is not valid")
+
+// patchSpec returns a copy of a with the JSON merge patch applied to its
+// spec.
+func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
+	out := a.DeepCopy()
+	if len(bytes.TrimSpace(specPatch)) == 0 {
+		return out, nil
+	}
+	orig, err := json.Marshal(a.Spec)
+	if err != nil {
+		return nil, err
+	}
+	merged, err := jsonpatch.MergePatch(orig, specPatch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	}
+	var spec capstanv1.AddonSpec
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&spec); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrBadPatch, err)
+	}
+	out.Spec = spec
+	return out, nil
+}
+
+// Edit changes an Addon's spec with a JSON merge patch and, when given,
+// writes secret inputs into a new create-only values Secret that replaces
+// the valuesFrom entries of their targetPaths. The write carries the
+// resourceVersion that was read, so a concurrent change is a conflict, not
+// a lost edit. Like every spec change, it makes a new plan, which a
+// manual-sync add-on waits to have approved.
+func Edit(ctx context.Context, c client.Client, key client.ObjectKey, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	changed, err := patchSpec(a, specPatch)
+	if err != nil {
+		return nil, err
+	}
+	if len(inputs) > 0 {
+		refs, err := values.WriteSecretInputs(ctx, c, a, inputs)
+		if err != nil {
+			return nil, err
+		}
+		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	}
+	if err := c.Patch(ctx, changed, client.MergeFromWithOptions(a, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, fmt.Errorf("editing addon %s: %w", key, err)
+	}
+	return changed, nil
 }
 
 // Approval is a sync request that approves one plan.
@@ -167,9 +250,8 @@ func SetSuspend(ctx context.Context, c client.Client, key client.ObjectKey, susp
 	if err != nil {
 		return err
 	}
-	if a.Spec.Suspend == suspend {
-		return nil
-	}
+	// NOTE: the patch is sent even when nothing changes, so that the API
+	// server checks the caller's right to change the Addon every time.
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	a.Spec.Suspend = suspend
 	if err := c.Patch(ctx, a, patch); err != nil {

@@ -10,9 +10,11 @@ import (
 	"strconv"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -51,6 +53,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, addons.ErrBadPatch):
+		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
 	case errors.Is(err, addons.ErrPlanBlocked):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
 	case errors.As(err, &invalid):
@@ -198,10 +202,28 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, created)
 }
 
+// change is the body of a plan of a proposed change and of an edit: a
+// JSON merge patch of the spec, and secret inputs by targetPath.
+type change struct {
+	Spec         json.RawMessage   `json:"spec,omitempty"`
+	SecretInputs map[string]string `json:"secretInputs,omitempty"`
+}
+
+// plan answers the plan of the Addon's spec, or of the change in the body,
+// computed now and saved nowhere.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	key, err := target(r)
 	if err != nil {
 		writeError(w, errorFor(err))
+		return
+	}
+	var req change
+	if err := decode(r, &req); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if len(req.SecretInputs) > 0 {
+		writeError(w, badRequest("secretInputs", "a plan saves nothing, so it takes no secret inputs; edit the add-on to set them"))
 		return
 	}
 	c, cfg, err := s.userClient(userOf(r))
@@ -210,12 +232,77 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, ControllerNamespace: s.ControllerNamespace}
-	_, p, err := planner.Plan(r.Context(), key)
+	_, p, err := planner.PlanChange(r.Context(), key, req.Spec)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
+}
+
+// edit changes an Addon's spec and secret inputs.
+func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	var req change
+	if err := decode(r, &req); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	a, err := addons.Edit(r.Context(), c, key, req.Spec, req.SecretInputs)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, "edit", key, "")
+	writeJSON(w, http.StatusOK, a)
+}
+
+// capabilities answers which actions the user may take on the Addons of a
+// namespace, or on one Addon, as the API server's SelfSubjectAccessReviews
+// say, so that a page shows only the buttons that would work.
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	cs, err := kubernetes.NewForConfig(s.userConfig(userOf(r)))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	checks := map[string]authorizationv1.ResourceAttributes{
+		"list":            {Namespace: key.Namespace, Verb: "list", Group: capstanv1.GroupVersion.Group, Resource: "addons"},
+		"create":          {Namespace: key.Namespace, Verb: "create", Group: capstanv1.GroupVersion.Group, Resource: "addons"},
+		"setSecretInputs": {Namespace: key.Namespace, Verb: "create", Resource: "secrets"},
+	}
+	if key.Name != "" {
+		for _, verb := range []string{"get", "update", "delete"} {
+			checks[verb] = authorizationv1.ResourceAttributes{Namespace: key.Namespace, Name: key.Name, Verb: verb, Group: capstanv1.GroupVersion.Group, Resource: "addons"}
+		}
+		// Approving, installing, suspending and editing are updates.
+		checks["approve"] = checks["update"]
+	}
+	out := map[string]bool{}
+	for name, attrs := range checks {
+		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(r.Context(),
+			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		out[name] = review.Status.Allowed
+	}
+	writeJSON(w, http.StatusOK, out)
 }
 
 // approval is the body of an approve or an install: the reviewed plan.

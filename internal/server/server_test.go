@@ -28,8 +28,11 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/server"
+	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -94,8 +97,13 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	// Plans fetch from the loopback git server of the tests only.
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}}})
+	if err != nil {
+		return err
+	}
 	srv := &server.Server{
-		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper,
+		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
 		ControllerNamespace: install.Namespace,
 		Log:                 funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 	}
@@ -353,5 +361,108 @@ func TestTokenReviewsAreCached(t *testing.T) {
 	}
 	if got := reviews() - before; got != 1 {
 		t.Errorf("five requests with one token cost %d TokenReviews; want 1", got)
+	}
+}
+
+// bindClusterRole binds a ServiceAccount to a ClusterRole in its namespace
+// and returns its token.
+func bindClusterRole(t *testing.T, ns, name, clusterRole string) string {
+	t.Helper()
+	token := user(t, ns, name)
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: clusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+// TestAggregatedRoles checks that Kubernetes' own view and edit roles
+// carry Capstan's: the capstan-view and capstan-edit ClusterRoles
+// aggregate into them.
+func TestAggregatedRoles(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	viewer := bindClusterRole(t, ns, "viewer", "view")
+	editor := bindClusterRole(t, ns, "editor", "edit")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body := call(t, viewer, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons/demo", nil)
+		if code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a namespace viewer still cannot read Addons: %d %s", code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	code, body := call(t, viewer, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/suspend", nil)
+	expect(t, "a namespace viewer suspends", code, body, http.StatusForbidden)
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/install", map[string]string{"hash": hashOf("a")})
+	expect(t, "a namespace editor installs", code, body, http.StatusOK)
+}
+
+// TestEditPlanAndCapabilities plans a proposed change without saving it,
+// then makes it, and asks which actions each user may take.
+func TestEditPlanAndCapabilities(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	git := gitserver.Start(t)
+	url := git.Create(t, "demo")
+	gitserver.Clone(t, url).
+		Write("a/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-a\ndata: {k: v}\n").
+		Write("b/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-b\ndata: {k: v}\n").
+		CommitAndPush("two folders")
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Git: &capstanv1.GitSource{URL: url, Path: "a"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"),
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	path := "/api/v1/namespaces/" + ns + "/addons/demo"
+
+	code, body := call(t, editor, http.MethodPost, path+"/plan", map[string]any{"spec": map[string]any{"git": map[string]any{"path": "b"}}})
+	expect(t, "a plan of a proposed change", code, body, http.StatusOK)
+	var p capstanv1.Plan
+	if err := json.Unmarshal(body, &p); err != nil || len(p.Objects) != 1 || p.Objects[0].Name != "from-b" || p.Objects[0].Action != capstanv1.ActionCreate {
+		t.Fatalf("the proposed plan %s; want one create of from-b", body)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil || a.Spec.Git.Path != "a" {
+		t.Fatalf("planning a change saved it: %v, path %q", err, a.Spec.Git.Path)
+	}
+
+	code, body = call(t, viewer, http.MethodPatch, path, map[string]any{"spec": map[string]any{"git": map[string]any{"path": "b"}}})
+	expect(t, "a viewer edits", code, body, http.StatusForbidden)
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"spec": map[string]any{"nope": 1}})
+	expect(t, "an edit of a field the spec does not have", code, body, http.StatusBadRequest)
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"spec": map[string]any{"git": map[string]any{"path": "b"}}})
+	expect(t, "an editor edits", code, body, http.StatusOK)
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil || a.Spec.Git.Path != "b" || a.Spec.Git.URL != url {
+		t.Errorf("after the edit: %v, git %+v; want the path changed and the URL kept", err, a.Spec.Git)
+	}
+
+	caps := func(token, path string) map[string]bool {
+		t.Helper()
+		code, body := call(t, token, http.MethodGet, path, nil)
+		expect(t, "capabilities", code, body, http.StatusOK)
+		out := map[string]bool{}
+		if err := json.Unmarshal(body, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if c := caps(viewer, path+"/capabilities"); !c["get"] || c["update"] || c["approve"] || c["delete"] || c["setSecretInputs"] {
+		t.Errorf("a viewer's capabilities: %v", c)
+	}
+	if c := caps(editor, path+"/capabilities"); !c["get"] || !c["update"] || !c["approve"] || c["delete"] || !c["setSecretInputs"] {
+		t.Errorf("an editor's capabilities: %v", c)
+	}
+	if c := caps(viewer, "/api/v1/namespaces/"+ns+"/capabilities"); !c["list"] || c["create"] {
+		t.Errorf("a viewer's capabilities in the namespace: %v", c)
 	}
 }
