@@ -55,6 +55,10 @@ bench: bin ## Run the benchmarks and print their figures.
 bench-converge: bin ## Issue 6: converge 200 add-ons from cold, once (CAPSTAN_BENCH_ADDONS sets the count).
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
+.PHONY: bench-api
+bench-api: bin ## The API's p50 and p99 latency of get and list with 200 add-ons.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench APILatency -benchtime=1x -timeout 20m ./internal/server/
+
 .PHONY: clean
 clean: ## Remove bin/ (the next make bin builds the control plane cold).
 	rm -rf bin

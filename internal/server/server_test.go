@@ -114,7 +114,7 @@ func setup() error {
 
 // user is a ServiceAccount of ns with a Role of rules, and a token for it
 // from the TokenRequest API: a real user of the cluster.
-func user(t *testing.T, ns, name string, rules ...rbacv1.PolicyRule) string {
+func user(t testing.TB, ns, name string, rules ...rbacv1.PolicyRule) string {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
@@ -147,8 +147,24 @@ func addonRule(verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{"capstan.dev"}, Resources: []string{"addons"}, Verbs: verbs}
 }
 
+var (
+	apiClientOnce sync.Once
+	apiHTTP       *http.Client
+)
+
+// apiClient trusts the test server's certificate and keeps its
+// connections, as a browser or the CLI would.
+func apiClient() *http.Client {
+	apiClientOnce.Do(func() {
+		apiHTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: api.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12},
+		}}
+	})
+	return apiHTTP
+}
+
 // call makes one API request as token and returns the status and body.
-func call(t *testing.T, token, method, path string, body any) (int, []byte) {
+func call(t testing.TB, token, method, path string, body any) (int, []byte) {
 	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
@@ -169,8 +185,7 @@ func call(t *testing.T, token, method, path string, body any) (int, []byte) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	c := &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: api.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs, MinVersion: tls.VersionTLS12}}}
-	resp, err := c.Do(req)
+	resp, err := apiClient().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +194,14 @@ func call(t *testing.T, token, method, path string, body any) (int, []byte) {
 	return resp.StatusCode, out
 }
 
-func expect(t *testing.T, what string, code int, body []byte, want int) {
+func expect(t testing.TB, what string, code int, body []byte, want int) {
 	t.Helper()
 	if code != want {
 		t.Errorf("%s: %d %s; want %d", what, code, body, want)
 	}
 }
 
-func namespace(t *testing.T) string {
+func namespace(t testing.TB) string {
 	t.Helper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "api-"}}
 	if err := admin.Create(context.Background(), ns); err != nil {
@@ -197,7 +212,7 @@ func namespace(t *testing.T) string {
 
 // addonWithPlan creates an Addon and writes a plan into its status, as the
 // controller would: the API's approvals are checked against it.
-func addonWithPlan(t *testing.T, ns, name, hash string, violations ...capstanv1.Violation) *capstanv1.Addon {
+func addonWithPlan(t testing.TB, ns, name, hash string, violations ...capstanv1.Violation) *capstanv1.Addon {
 	t.Helper()
 	ctx := context.Background()
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
@@ -366,7 +381,7 @@ func TestTokenReviewsAreCached(t *testing.T) {
 
 // bindClusterRole binds a ServiceAccount to a ClusterRole in its namespace
 // and returns its token.
-func bindClusterRole(t *testing.T, ns, name, clusterRole string) string {
+func bindClusterRole(t testing.TB, ns, name, clusterRole string) string {
 	t.Helper()
 	token := user(t, ns, name)
 	if _, err := kube.RbacV1().RoleBindings(ns).Create(context.Background(), &rbacv1.RoleBinding{
