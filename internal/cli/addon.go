@@ -38,9 +38,9 @@ func (f *clusterFlags) client() (client.Client, error) {
 func newAddonCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "addon",
-		Short: "List, inspect and approve Addons; change git-managed ones by committing",
+		Short: "List, add, plan, install, edit, sync, suspend, resume and remove Addons; git-managed ones by committing (--gitops)",
 	}
-	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonSyncCommand())
+	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand())
 	cmd.AddCommand(newAddonGitopsCommands()...)
 	return cmd
 }
@@ -181,22 +181,30 @@ func indent(s, prefix string) string {
 func newAddonSyncCommand() *cobra.Command {
 	f := &clusterFlags{}
 	var hash string
+	var w waitFlags
 	cmd := &cobra.Command{
 		Use:   "sync NAME",
 		Short: "Approve the Addon's current plan (manual sync): it applies exactly that plan",
 		Long: `sync approves the plan in the Addon's status by its hash and raises
 spec.syncRequest. If the plan changes before the controller applies it,
 nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
+		Example: `  capstan addon get hello-kustomize --diff
+  capstan addon sync hello-kustomize --plan sha256:…`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
 				return err
 			}
-			return approve(cmd.Context(), cmd.OutOrStdout(), c, client.ObjectKey{Namespace: f.namespace, Name: args[0]}, hash)
+			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash); err != nil {
+				return err
+			}
+			return waitSynced(cmd, c, key, w)
 		},
 	}
 	f.add(cmd)
+	w.add(cmd, true)
 	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed; default: the plan in status now.")
 	return cmd
 }

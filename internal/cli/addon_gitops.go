@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 )
 
@@ -30,11 +31,10 @@ type gitopsOptions struct {
 }
 
 func (o *gitopsOptions) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&o.url, "gitops", "", "the gitops repository to commit to (required)")
+	cmd.Flags().StringVar(&o.url, "gitops", "", "the gitops repository to commit to, for an add-on that git manages")
 	cmd.Flags().StringVar(&o.branch, "branch", "", "the branch to commit to (default: the repository's default branch)")
 	cmd.Flags().StringVar(&o.folder, "folder", gitops.DefaultFolder, "the repository's folder of definitions")
 	cmd.Flags().StringVar(&o.author, "author", "Capstan <capstan@localhost>", `the commits' author, as "Name <email>"`)
-	_ = cmd.MarkFlagRequired("gitops")
 }
 
 func (o *gitopsOptions) writer() (*gitops.Writer, error) {
@@ -70,12 +70,26 @@ func newAddonGitopsCommands() []*cobra.Command {
 	}
 
 	var installOpts gitopsOptions
-	var installFile string
+	var installFile, installHash string
+	installCF := &clusterFlags{}
+	var installWait waitFlags
 	install := &cobra.Command{
-		Use:   "install --gitops URL -f FILE",
-		Short: "Commit a new add-on definition to the gitops repository",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use:   "install NAME [--plan HASH] | install --gitops URL -f FILE",
+		Short: "Install a suspended add-on with exactly its reviewed plan; with --gitops, commit a new definition",
+		Example: `  capstan addon install blog -n tenant                 # the plan in status, waiting until Synced
+  capstan addon install blog -n tenant --plan sha256:…  # refuse unless that is still the plan
+  capstan addon install --gitops https://git.example/ops.git -f longhorn.yaml`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if installOpts.url == "" {
+				if len(args) != 1 {
+					return errors.New("name the add-on to install, or give --gitops and -f to commit a definition")
+				}
+				return installCluster(cmd, installCF, args[0], installHash, installWait)
+			}
+			if installFile == "" || len(args) > 0 {
+				return errors.New("with --gitops, give the definition with -f FILE and no name")
+			}
 			w, err := installOpts.writer()
 			if err != nil {
 				return err
@@ -89,16 +103,32 @@ func newAddonGitopsCommands() []*cobra.Command {
 		},
 	}
 	installOpts.register(install)
-	install.Flags().StringVarP(&installFile, "file", "f", "", "the definition file, or - for standard input (required)")
-	_ = install.MarkFlagRequired("file")
+	installCF.add(install)
+	installWait.add(install, true)
+	install.Flags().StringVarP(&installFile, "file", "f", "", "with --gitops: the definition file, or - for standard input")
+	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (default: the plan in status)")
 
 	var editOpts gitopsOptions
-	var editFile string
+	var editFile, editVersion string
+	editCF := &clusterFlags{}
+	editValues := &valuesFlags{}
 	edit := &cobra.Command{
-		Use:   "edit NAME --gitops URL -f FILE",
-		Short: "Commit a new version of an add-on's definition to the gitops repository",
-		Args:  cobra.ExactArgs(1),
+		Use:   "edit NAME [-f values.yaml] [--set k=v] [--secret-input path=@file] [--version V] | edit NAME --gitops URL -f FILE",
+		Short: "Change an add-on's values, version or secret inputs; with --gitops, commit a new definition",
+		Example: `  capstan addon edit blog -n tenant --set replicas=3 --secret-input auth.password=@new-password.txt
+  capstan addon edit blog -n tenant --version 1.3.0
+  capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if editOpts.url == "" {
+				if editFile != "" {
+					editValues.values.ValueFiles = append(editValues.values.ValueFiles, editFile)
+				}
+				return editCluster(cmd, editCF, args[0], editValues, editVersion)
+			}
+			if editFile == "" {
+				return errors.New("with --gitops, give the new definition with -f FILE")
+			}
 			w, err := editOpts.writer()
 			if err != nil {
 				return err
@@ -112,16 +142,34 @@ func newAddonGitopsCommands() []*cobra.Command {
 		},
 	}
 	editOpts.register(edit)
-	edit.Flags().StringVarP(&editFile, "file", "f", "", "the new definition file, or - for standard input (required)")
-	_ = edit.MarkFlagRequired("file")
+	editCF.add(edit)
+	editValues.add(edit, false)
+	edit.Flags().StringVarP(&editFile, "file", "f", "", "a values file merged over spec.values; with --gitops, the new definition file (- for standard input)")
+	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
 
 	toggle := func(use, short string, suspend bool) *cobra.Command {
 		var opts gitopsOptions
+		cf := &clusterFlags{}
 		cmd := &cobra.Command{
-			Use:   use + " NAME --gitops URL",
+			Use:   use + " NAME [--gitops URL]",
 			Short: short,
 			Args:  cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if opts.url == "" {
+					c, err := cf.client()
+					if err != nil {
+						return err
+					}
+					key := client.ObjectKey{Namespace: cf.namespace, Name: args[0]}
+					if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+						return err
+					}
+					if err := addons.SetSuspend(cmd.Context(), c, key, suspend); err != nil {
+						return err
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", use, key)
+					return nil
+				}
 				w, err := opts.writer()
 				if err != nil {
 					return err
@@ -136,23 +184,41 @@ func newAddonGitopsCommands() []*cobra.Command {
 			},
 		}
 		opts.register(cmd)
+		cf.add(cmd)
 		return cmd
 	}
 
 	var removeOpts gitopsOptions
-	var uninstall bool
+	var uninstall, keepValues bool
+	var removeWait waitFlags
 	var namespace, kubeconfig string
 	remove := &cobra.Command{
-		Use:   "remove NAME --gitops URL [--uninstall]",
-		Short: "Commit the deletion of an add-on's definition; with --uninstall, mark its Addon so its software is removed too",
-		Long: `Commit the deletion of addons/NAME.yaml. The syncer then deletes the Addon,
-and its deletion policy decides what happens to the software: the cluster
-profile's default, Orphan, keeps it running.
+		Use:   "remove NAME [--uninstall] [--keep-values] [--gitops URL]",
+		Short: "Delete an add-on; with --gitops, commit the deletion of its definition",
+		Long: `Without --gitops, delete the Addon, waiting until it is gone. Its deletion
+policy decides what happens to the software: the cluster profile's default,
+Orphan, keeps it running; the restricted profile's, Delete, removes it.
+--uninstall removes the software whatever the policy; --keep-values hands a
+restricted add-on's values Secrets back for a later add-on of the name.
 
-With --uninstall, the Addon is first annotated capstan.dev/uninstall=true, so
-that deleting it removes the software.`,
+With --gitops, commit the deletion of addons/NAME.yaml. The syncer then
+deletes the Addon. With --uninstall, the Addon is first annotated
+capstan.dev/uninstall=true, so that deleting it removes the software.`,
+		Example: `  capstan addon remove blog -n tenant --uninstall
+  capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if removeOpts.url == "" {
+				c, err := gitopsKubeClient(kubeconfig)
+				if err != nil {
+					return err
+				}
+				return removeCluster(cmd, c, types.NamespacedName{Namespace: namespace, Name: args[0]},
+					addons.RemoveOptions{Uninstall: uninstall, KeepValues: keepValues}, removeWait)
+			}
+			if keepValues {
+				return errors.New("--keep-values is for add-ons in the cluster; a git-managed add-on is in the cluster profile, which keeps no values objects")
+			}
 			w, err := removeOpts.writer()
 			if err != nil {
 				return err
@@ -174,13 +240,15 @@ that deleting it removes the software.`,
 	}
 	removeOpts.register(remove)
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too: set the uninstall annotation on its Addon before committing")
-	remove.Flags().StringVarP(&namespace, "namespace", "n", "capstan-system", "the Addon's namespace, for --uninstall")
-	remove.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig, for --uninstall (default: $KUBECONFIG, in-cluster, or ~/.kube/config)")
+	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
+	remove.Flags().StringVarP(&namespace, "namespace", "n", "capstan-system", "the Addon's namespace")
+	remove.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig (default: $KUBECONFIG, in-cluster, or ~/.kube/config)")
+	removeWait.add(remove, true)
 
 	return []*cobra.Command{
 		install, edit,
-		toggle("suspend", "Commit suspend: true to an add-on's definition: it is planned, never applied", true),
-		toggle("resume", "Commit the removal of suspend: true from an add-on's definition", false),
+		toggle("suspend", "Suspend an add-on: it is planned, never applied (with --gitops, by a commit)", true),
+		toggle("resume", "Resume a suspended add-on (with --gitops, by a commit); to apply exactly a reviewed plan, use install", false),
 		remove,
 	}
 }

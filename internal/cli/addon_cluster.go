@@ -1,0 +1,333 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"helm.sh/helm/v4/pkg/cli/values"
+	"helm.sh/helm/v4/pkg/getter"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// The cluster side of `capstan addon`: commands that change an Addon in the
+// cluster through the operations layer, as the HTTP API does. Git-managed
+// add-ons are changed with --gitops instead, by a commit.
+
+// valuesFlags are -f, --set, --set-string and --secret-input.
+type valuesFlags struct {
+	values       values.Options
+	secretInputs []string
+}
+
+func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
+	f := cmd.Flags()
+	if withFiles {
+		f.StringArrayVarP(&v.values.ValueFiles, "values", "f", nil, "a values file merged over spec.values (repeatable; later files win)")
+	}
+	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable)")
+	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
+	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown (repeatable)")
+}
+
+// read returns the values and the secret inputs of the flags.
+func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
+	vals, err := v.values.MergeValues(getter.Providers{})
+	if err != nil {
+		return nil, nil, err
+	}
+	inputs := map[string]string{}
+	for _, s := range v.secretInputs {
+		path, file, ok := strings.Cut(s, "=@")
+		if !ok || path == "" || file == "" {
+			return nil, nil, fmt.Errorf("--secret-input %q: write path=@file, so that a secret never stands in a command line", strings.SplitN(s, "=", 2)[0]+"=…")
+		}
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--secret-input %s: %w", path, err)
+		}
+		inputs[path] = strings.TrimRight(string(data), "\r\n")
+	}
+	return vals, inputs, nil
+}
+
+// waitFlags are --wait and --timeout.
+type waitFlags struct {
+	wait    bool
+	timeout time.Duration
+}
+
+func (w *waitFlags) add(cmd *cobra.Command, def bool) {
+	cmd.Flags().BoolVar(&w.wait, "wait", def, "wait until the add-on is Synced (or gone, for remove), showing progress")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+}
+
+func newAddonAddCommand() *cobra.Command {
+	f := &clusterFlags{}
+	v := &valuesFlags{}
+	var src capstanv1.ChartSource
+	var git capstanv1.GitSource
+	var target string
+	var manualSync bool
+	cmd := &cobra.Command{
+		Use:   "add NAME (--chart-url URL | --repo URL --chart NAME | --oci REF | --git URL --path DIR) [flags]",
+		Short: "Create an Addon, suspended: it is planned and nothing is applied until you install the plan",
+		Example: `  capstan addon add blog -n tenant --oci oci://registry.example/charts/blog --version 1.2.0 \
+      --set replicas=2 --secret-input auth.password=@password.txt
+  capstan addon get blog -n tenant --diff
+  capstan addon install blog -n tenant`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			spec := capstanv1.AddonSpec{TargetNamespace: target, ManualSync: manualSync}
+			switch {
+			case git.URL != "" && (src.URL != "" || src.Repo != "" || src.OCI != ""):
+				return errors.New("give one source: a chart (--chart-url, --repo with --chart, --oci) or --git")
+			case git.URL != "":
+				spec.Git = &git
+			case src.URL != "" || src.Repo != "" || src.OCI != "":
+				spec.Chart = &src
+			default:
+				return errors.New("give a source: --chart-url, --repo with --chart, --oci, or --git with --path")
+			}
+			vals, inputs, err := v.read()
+			if err != nil {
+				return err
+			}
+			if len(vals) > 0 {
+				raw, err := json.Marshal(vals)
+				if err != nil {
+					return err
+				}
+				spec.Values = &apiextensionsv1.JSON{Raw: raw}
+			}
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: args[0]}, Spec: spec}
+			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Created Addon %s/%s, suspended. Review its plan with `capstan addon get %s -n %s --diff`, then `capstan addon install %s -n %s`.\n",
+				f.namespace, args[0], args[0], f.namespace, args[0], f.namespace)
+			return nil
+		},
+	}
+	f.add(cmd)
+	v.add(cmd, true)
+	fl := cmd.Flags()
+	fl.StringVar(&src.URL, "chart-url", "", "an https chart archive (.tgz)")
+	fl.StringVar(&src.Repo, "repo", "", "an https chart repository (with --chart)")
+	fl.StringVar(&src.Name, "chart", "", "the chart's name in --repo")
+	fl.StringVar(&src.OCI, "oci", "", "an OCI chart reference, oci://…")
+	fl.StringVar(&src.Version, "version", "", "the chart's version")
+	fl.StringVar(&src.Digest, "digest", "", "pin the archive: sha256:…")
+	fl.StringVar(&git.URL, "git", "", "a git repository")
+	fl.StringVar(&git.Path, "path", "", "the folder in --git")
+	fl.StringVar(&git.Revision, "revision", "", "the branch, tag or commit of --git")
+	fl.StringVar(&target, "target-namespace", "", "where a cluster-profile add-on installs (default: its own namespace)")
+	fl.BoolVar(&manualSync, "manual-sync", false, "after the install, every change waits for `capstan addon sync`")
+	return cmd
+}
+
+// refuseGitManaged refuses to change in the cluster an Addon that git
+// manages: the syncer would undo the change, and git is its truth.
+func refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	a, err := addons.Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
+		return fmt.Errorf("addon %s is managed by git (AddonRepository %s): change it with --gitops, by a commit", key, repo)
+	}
+	return nil
+}
+
+// installCluster installs a suspended add-on with exactly the plan in
+// status, or the one --plan names.
+func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, w waitFlags) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: f.namespace, Name: name}
+	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+		return err
+	}
+	a, err := addons.Install(cmd.Context(), c, key, hash)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Installing plan %s: %s\n", a.Hash, a.Summary)
+	return waitSynced(cmd, c, key, w)
+}
+
+// editCluster changes an Addon's values, version and secret inputs.
+func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version string) error {
+	vals, inputs, err := v.read()
+	if err != nil {
+		return err
+	}
+	patch := map[string]any{}
+	if len(vals) > 0 {
+		patch["values"] = vals
+	}
+	if version != "" {
+		patch["chart"] = map[string]any{"version": version}
+	}
+	if len(patch) == 0 && len(inputs) == 0 {
+		return errors.New("nothing to change: give -f, --set, --secret-input or --version")
+	}
+	raw, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: f.namespace, Name: name}
+	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+		return err
+	}
+	a, err := addons.Edit(cmd.Context(), c, key, raw, inputs)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Edited Addon %s/%s (generation %d); a new plan follows.\n", a.Namespace, a.Name, a.Generation)
+	return nil
+}
+
+// waitSynced waits, with w, until the Addon is Synced at its generation,
+// printing each change of phase, hook and progress on one line. A Blocked,
+// Failed or stale-approval add-on ends the wait with an error.
+func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
+	if !w.wait {
+		return nil
+	}
+	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
+		a := &capstanv1.Addon{}
+		if err := c.Get(ctx, key, a); err != nil {
+			return false, "", err
+		}
+		line := progressLine(a)
+		if a.Status.ObservedGeneration != a.Generation {
+			return false, line, nil
+		}
+		switch a.Status.Phase {
+		case capstanv1.PhaseSynced:
+			return true, line, nil
+		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed:
+			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
+		case capstanv1.PhaseOutOfSync:
+			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
+				return false, line, fmt.Errorf("addon %s waits for approval: %s", key, readyMessage(a))
+			}
+		}
+		return false, line, nil
+	})
+}
+
+// waitGone waits until the Addon is deleted.
+func waitGone(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
+	if !w.wait {
+		return nil
+	}
+	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
+		a := &capstanv1.Addon{}
+		err := c.Get(ctx, key, a)
+		if apierrors.IsNotFound(err) {
+			return true, "removed", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return false, progressLine(a), nil
+	})
+}
+
+// poll calls check every second until it is done, fails, or the timeout
+// ends, printing its line whenever the line changes: the same plain lines
+// on a terminal and in a log.
+func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context) (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+	defer cancel()
+	out := cmd.OutOrStdout()
+	last := ""
+	for {
+		done, line, err := check(ctx)
+		if line != "" && line != last {
+			fmt.Fprintln(out, line)
+			last = line
+		}
+		if done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("gave up after %s; the last state: %s", timeout, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// progressLine is one line of an Addon's progress: phase, reason, the hook
+// that runs, and the plan's size.
+func progressLine(a *capstanv1.Addon) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", a.Status.Phase)
+	if r := readyReason(a); r != "" {
+		fmt.Fprintf(&b, " (%s)", r)
+	}
+	if h := a.Status.Hook; h != nil {
+		fmt.Fprintf(&b, ", hook %s %s/%s", h.Event, h.Kind, h.Name)
+	}
+	if p := a.Status.Plan; p != nil {
+		fmt.Fprintf(&b, ", plan %s", plan.String(p))
+	}
+	fmt.Fprintf(&b, ", %d objects in the inventory", len(a.Status.Inventory))
+	return b.String()
+}
+
+func readyReason(a *capstanv1.Addon) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == capstanv1.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+func readyMessage(a *capstanv1.Addon) string {
+	for _, c := range a.Status.Conditions {
+		if c.Type == capstanv1.ConditionReady {
+			return c.Message
+		}
+	}
+	return string(a.Status.Phase)
+}
+
+// removeCluster deletes an Addon, with --uninstall and --keep-values.
+func removeCluster(cmd *cobra.Command, c client.Client, key client.ObjectKey, o addons.RemoveOptions, w waitFlags) error {
+	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+		return err
+	}
+	if err := addons.Remove(cmd.Context(), c, key, o); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "Deleting Addon %s.\n", key)
+	return waitGone(cmd, c, key, w)
+}
