@@ -202,8 +202,9 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 		srv := &server.Server{
 			Base: cfg, Reviewer: reviewer, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 			Fetcher: fetcher, ControllerNamespace: o.config.Namespace,
-			Webhook: &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
-			Log:     ctrl.Log.WithName("api"),
+			Webhook:    &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
+			Controller: mgr.GetAPIReader(), GitAuth: fetcher.GitAuth, Syncer: syncer,
+			Log: ctrl.Log.WithName("api"),
 		}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			return srv.Run(ctx, o.httpAddr, tlsConfig)

@@ -16,7 +16,11 @@ type AuthFunc func(ctx context.Context, url string, secret *corev1.Secret) (tran
 // with the keys of the source package's credentials Secrets (token, username,
 // password). SSH keys and GitHub Apps need the source package's git auth, set
 // as controller.AddonRepositoryReconciler.Auth and Writer.Auth.
+// Without a Secret it is anonymous.
 func BasicAuth(_ context.Context, _ string, secret *corev1.Secret) (transport.AuthMethod, error) {
+	if secret == nil {
+		return nil, nil
+	}
 	get := func(k string) string {
 		if v, ok := secret.Data[k]; ok {
 			return string(v)

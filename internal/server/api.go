@@ -19,6 +19,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -257,6 +258,10 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	if err := refuseGitManaged(r.Context(), c, key, "change its definition in git (capstan addon edit --gitops)"); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	a, err := addons.Edit(r.Context(), c, key, req.Spec, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -339,6 +344,12 @@ func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 		writeError(w, errorFor(err))
 		return
 	}
+	if verb == "install" {
+		if err := refuseGitManaged(r.Context(), c, key, "resume it by a commit, then approve its plan"); err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+	}
 	a, err := op(r.Context(), c, key, req.Hash)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -355,18 +366,50 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		key, err := target(r)
-		if err == nil {
-			var c client.Client
-			if c, _, err = s.userClient(userOf(r)); err == nil {
-				if err = addons.SetSuspend(r.Context(), c, key, suspend); err == nil {
-					s.audit(r, verb, key, "")
-					w.WriteHeader(http.StatusNoContent)
-					return
-				}
-			}
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
 		}
-		writeError(w, errorFor(err))
+		c, _, err := s.userClient(userOf(r))
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		a, err := addons.Get(r.Context(), c, key)
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		if gitManaged(a) != "" {
+			s.commit(w, r, a, verb, "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+				if suspend {
+					return wr.Suspend(ctx, name)
+				}
+				return wr.Resume(ctx, name)
+			})
+			return
+		}
+		if err := addons.SetSuspend(r.Context(), c, key, suspend); err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		s.audit(r, verb, key, "")
+		w.WriteHeader(http.StatusNoContent)
 	}
+}
+
+// refuseGitManaged answers 409 for a change that an Addon managed by git
+// cannot take in the cluster.
+func refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey, what string) error {
+	a, err := addons.Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if repo := gitManaged(a); repo != "" {
+		return apiError{Code: http.StatusConflict, Reason: "Conflict",
+			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s", key, repo, what)}
+	}
+	return nil
 }
 
 func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
@@ -389,6 +432,29 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	c, _, err := s.userClient(userOf(r))
 	if err != nil {
 		writeError(w, errorFor(err))
+		return
+	}
+	a, err := addons.Get(r.Context(), c, key)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if gitManaged(a) != "" {
+		if o.KeepValues {
+			writeError(w, badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects"))
+			return
+		}
+		if o.Uninstall {
+			// NOTE: the annotation is not configuration, so the syncer keeps
+			// it; it must be on the Addon before the commit deletes it.
+			if err := gitops.MarkUninstall(r.Context(), c, key); err != nil {
+				writeError(w, errorFor(err))
+				return
+			}
+		}
+		s.commit(w, r, a, "remove", "delete", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+			return wr.Remove(ctx, name)
+		})
 		return
 	}
 	if err := addons.Remove(r.Context(), c, key, o); err != nil {

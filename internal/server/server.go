@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -46,6 +47,14 @@ type Server struct {
 	ControllerNamespace string
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
+	// Controller is the controller's own client. It reads AddonRepositories
+	// and their credentials for commits to git-managed Addons, and nothing
+	// else; nil makes those changes unavailable.
+	Controller client.Reader
+	// GitAuth turns a repository's credentials Secret into git auth.
+	GitAuth gitops.AuthFunc
+	// Syncer is asked to sync a repository at once after a commit.
+	Syncer gitops.Triggerer
 	// Log receives one line per write: who, what, which Addon, which plan.
 	Log logr.Logger
 	// Now is the clock; time.Now when nil.

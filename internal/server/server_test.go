@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +30,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
@@ -102,8 +105,13 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	controllerClient, err := client.New(controllerCfg, client.Options{Scheme: cli.Scheme(), Mapper: mapper})
+	if err != nil {
+		return err
+	}
 	srv := &server.Server{
 		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
+		Controller: controllerClient, GitAuth: gitops.BasicAuth,
 		ControllerNamespace: install.Namespace,
 		Log:                 funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 	}
@@ -480,4 +488,57 @@ func TestEditPlanAndCapabilities(t *testing.T) {
 	if c := caps(viewer, "/api/v1/namespaces/"+ns+"/capabilities"); !c["list"] || c["create"] {
 		t.Errorf("a viewer's capabilities in the namespace: %v", c)
 	}
+}
+
+// TestGitManagedChangesAreCommits changes an Addon that git manages: never
+// in the cluster, always by a commit that names the person, and only after
+// the API server says the person may make that change.
+func TestGitManagedChangesAreCommits(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	git := gitserver.Start(t)
+	url := git.Create(t, "ops")
+	def, err := os.ReadFile(filepath.Join("..", "gitops", "testdata", "longhorn.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitserver.Clone(t, url).Write("addons/longhorn.yaml", string(def)).CommitAndPush("longhorn")
+	if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: url}}); err != nil {
+		t.Fatal(err)
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "longhorn", Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://charts.longhorn.io/", Name: "longhorn", Version: "v1.10.2"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"))
+	path := "/api/v1/namespaces/" + ns + "/addons/longhorn"
+	log := func() string { return gitserver.Clone(t, url).Git("log", "--format=%an|%s") }
+
+	code, body := call(t, viewer, http.MethodPost, path+"/suspend", nil)
+	expect(t, "a viewer suspends a git-managed add-on", code, body, http.StatusForbidden)
+	if l := log(); strings.Count(l, "\n") != 1 {
+		t.Errorf("a refused change made a commit:\n%s", l)
+	}
+	code, body = call(t, editor, http.MethodPost, path+"/suspend", nil)
+	expect(t, "an editor suspends a git-managed add-on", code, body, http.StatusAccepted)
+	if l := log(); !strings.Contains(l, "system:serviceaccount:"+ns+":editor|") || !strings.Contains(l, "longhorn") {
+		t.Errorf("the commit does not name the editor:\n%s", l)
+	}
+	if !strings.Contains(string(body), `"commit"`) {
+		t.Errorf("the answer %s does not name the commit", body)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil || a.Spec.Suspend {
+		t.Errorf("the Addon was changed in the cluster: %v, suspend %v", err, a.Spec.Suspend)
+	}
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"spec": map[string]any{"suspend": true}})
+	expect(t, "an edit of a git-managed add-on in the cluster", code, body, http.StatusConflict)
+	code, body = call(t, editor, http.MethodPost, path+"/install", map[string]string{"hash": hashOf("a")})
+	expect(t, "an install of a git-managed add-on in the cluster", code, body, http.StatusConflict)
+	code, body = call(t, editor, http.MethodDelete, path+"?keepValues=true", nil)
+	expect(t, "keep-values for a git-managed add-on", code, body, http.StatusBadRequest)
+	code, body = call(t, editor, http.MethodDelete, path, nil)
+	expect(t, "an editor without delete removes a git-managed add-on", code, body, http.StatusForbidden)
 }

@@ -1,0 +1,112 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
+)
+
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+
+// An Addon that git manages is never changed in the cluster: the syncer
+// would undo it, and git is its truth. The API changes it by a commit to its
+// AddonRepository, made with the repository's own credentials and naming
+// the person as the author. Because the commit is Capstan's, not the
+// person's, the server first asks the API server with a SubjectAccessReview
+// whether the person may make that change to the Addon.
+
+// gitManaged is the AddonRepository that manages a, or "".
+func gitManaged(a *capstanv1.Addon) string { return a.Labels[gitops.ManagedByGitLabel] }
+
+// commitAnswer is the answer to a change made by a commit.
+type commitAnswer struct {
+	// Commit is the commit that makes the change; the syncer applies it.
+	Commit string `json:"commit"`
+	// Repository is the AddonRepository committed to.
+	Repository string `json:"repository"`
+}
+
+// mayChange asks whether the user may verb the Addon, as a
+// SubjectAccessReview of the user's name and groups.
+func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.ObjectKey) error {
+	review, err := s.Reviewer.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: u.Name, Groups: u.Groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: key.Namespace, Name: key.Name, Verb: verb, Group: capstanv1.GroupVersion.Group, Resource: "addons",
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return err
+	}
+	if !review.Status.Allowed {
+		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
+			Message: fmt.Sprintf("%s may not %s Addon %s, so no commit was made", u.Name, verb, key)}
+	}
+	return nil
+}
+
+// gitWriter is the writer of the AddonRepository that manages a, with the
+// repository's credentials and the user as the author.
+func (s *Server) gitWriter(ctx context.Context, u User, a *capstanv1.Addon) (*gitops.Writer, error) {
+	if s.Controller == nil {
+		return nil, apiError{Code: http.StatusNotImplemented, Reason: "NotImplemented", Message: "this server does not commit to gitops repositories"}
+	}
+	repo := &capstanv1.AddonRepository{}
+	if err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)}, repo); err != nil {
+		return nil, fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", gitManaged(a), a.Name, err)
+	}
+	w := &gitops.Writer{URL: repo.Spec.URL, Branch: repo.Spec.Branch, Folder: repo.Spec.Folder,
+		AuthorName: u.Name, AuthorEmail: "capstan@localhost"}
+	if s.GitAuth != nil {
+		var secret *corev1.Secret
+		if ref := repo.Spec.SecretRef; ref != nil {
+			secret = &corev1.Secret{}
+			if err := s.Controller.Get(ctx, client.ObjectKey{Namespace: repo.Namespace, Name: ref.Name}, secret); err != nil {
+				return nil, fmt.Errorf("reading the credentials of AddonRepository %s: %w", repo.Name, err)
+			}
+		}
+		auth, err := s.GitAuth(ctx, repo.Spec.URL, secret)
+		if err != nil {
+			return nil, err
+		}
+		w.Auth = auth
+	}
+	return w, nil
+}
+
+// commit makes a change to a git-managed Addon by a commit, after the
+// user's access review, and asks the syncer to apply it at once.
+func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Addon, verb, rbacVerb string,
+	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) {
+	u := userOf(r)
+	key := client.ObjectKeyFromObject(a)
+	if err := s.mayChange(r.Context(), u, rbacVerb, key); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	wr, err := s.gitWriter(r.Context(), u, a)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	commit, err := change(r.Context(), wr, a.Name)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.Log.Info("API write", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
+	if s.Syncer != nil {
+		_ = s.Syncer.Trigger(r.Context(), client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)})
+	}
+	writeJSON(w, http.StatusAccepted, commitAnswer{Commit: commit, Repository: gitManaged(a)})
+}
