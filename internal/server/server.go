@@ -9,6 +9,7 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	_ "embed"
 	"errors"
 	"fmt"
 	"net"
@@ -25,6 +26,11 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 )
+
+// openAPI describes the API: every path, its body and its errors.
+//
+//go:embed openapi.json
+var openAPI []byte
 
 // MaxBody is the largest request body the API reads: an Addon with its
 // values and secret inputs fits many times over.
@@ -92,6 +98,10 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such API path: " + r.URL.Path})
 	})
 	mux.Handle("/api/", s.authenticate(api))
+	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPI)
+	})
 	return mux
 }
 

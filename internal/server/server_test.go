@@ -542,3 +542,42 @@ func TestGitManagedChangesAreCommits(t *testing.T) {
 	code, body = call(t, editor, http.MethodDelete, path, nil)
 	expect(t, "an editor without delete removes a git-managed add-on", code, body, http.StatusForbidden)
 }
+
+// TestOpenAPIDescribesEveryPath reads the OpenAPI document, which needs no
+// token, and checks that it describes every path the API serves.
+func TestOpenAPIDescribesEveryPath(t *testing.T) {
+	resp, err := apiClient().Get(api.URL + "/api/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		OpenAPI string                    `json:"openapi"`
+		Paths   map[string]map[string]any `json:"paths"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil || resp.StatusCode != http.StatusOK || doc.OpenAPI == "" {
+		t.Fatalf("the OpenAPI document: %d, %v", resp.StatusCode, err)
+	}
+	served := map[string][]string{
+		"/api/v1/addons":                                            {"get"},
+		"/api/v1/namespaces/{namespace}/addons":                     {"get", "post"},
+		"/api/v1/namespaces/{namespace}/capabilities":               {"get"},
+		"/api/v1/namespaces/{namespace}/addons/{name}":              {"get", "patch", "delete"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/plan":         {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/install":      {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/approve":      {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/suspend":      {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/resume":       {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/capabilities": {"get"},
+	}
+	for path, methods := range served {
+		for _, m := range methods {
+			if _, ok := doc.Paths[path][m]; !ok {
+				t.Errorf("the OpenAPI document lacks %s %s", strings.ToUpper(m), path)
+			}
+		}
+	}
+	if len(doc.Paths) != len(served) {
+		t.Errorf("the OpenAPI document has %d paths; the API serves %d", len(doc.Paths), len(served))
+	}
+}
