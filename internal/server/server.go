@@ -66,16 +66,20 @@ type Server struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	tokens *tokenReviewer
+	tokens   *tokenReviewer
+	sessions sessions
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Handler is the server's one mux.
 func (s *Server) Handler() http.Handler {
-	now := s.Now
-	if now == nil {
-		now = time.Now
-	}
-	s.tokens = &tokenReviewer{client: s.Reviewer, now: now}
+	s.tokens = &tokenReviewer{client: s.Reviewer, now: s.now}
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)
@@ -98,6 +102,8 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such API path: " + r.URL.Path})
 	})
 	mux.Handle("/api/", s.authenticate(api))
+	mux.HandleFunc("POST /api/v1/session", s.signIn)
+	mux.HandleFunc("DELETE /api/v1/session", s.signOut)
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write(openAPI)
@@ -146,7 +152,14 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		token, ok := bearerToken(r)
 		if !ok {
-			writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: errUnauthenticated.Error()})
+			// A signed-in page: its session cookie, and a CSRF token on writes.
+			u, refused := s.sessionUser(r)
+			if refused != nil {
+				writeError(w, *refused)
+				return
+			}
+			r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 			return
 		}
 		u, err := s.tokens.review(r.Context(), token)

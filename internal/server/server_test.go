@@ -581,3 +581,71 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 		t.Errorf("the OpenAPI document has %d paths; the API serves %d", len(doc.Paths), len(served))
 	}
 }
+
+// TestPageSession signs a page in with a token, and checks the session
+// cookie's attributes and that every write needs the session's CSRF token.
+func TestPageSession(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	token := user(t, ns, "editor", addonRule("get", "list", "patch", "update"))
+	send := func(method, path, cookie, csrf string, body any) (int, []byte, *http.Response) {
+		t.Helper()
+		var r io.Reader
+		if body != nil {
+			data, _ := json.Marshal(body)
+			r = bytes.NewReader(data)
+		}
+		req, err := http.NewRequest(method, api.URL+path, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cookie != "" {
+			req.AddCookie(&http.Cookie{Name: "capstan_session", Value: cookie})
+		}
+		if csrf != "" {
+			req.Header.Set("X-CSRF-Token", csrf)
+		}
+		resp, err := apiClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, out, resp
+	}
+
+	code, body, _ := send(http.MethodPost, "/api/v1/session", "", "", map[string]string{"token": "not-a-token"})
+	expect(t, "sign in with a bad token", code, body, http.StatusUnauthorized)
+	code, body, resp := send(http.MethodPost, "/api/v1/session", "", "", map[string]string{"token": token})
+	expect(t, "sign in", code, body, http.StatusOK)
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "capstan_session" {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.HttpOnly || !cookie.Secure || cookie.SameSite != http.SameSiteStrictMode || strings.Contains(cookie.Value, token) {
+		t.Fatalf("the session cookie %+v must be HttpOnly, Secure, SameSite=Strict, and not the token", cookie)
+	}
+	var signedIn struct{ User, CSRFToken string }
+	if err := json.Unmarshal(body, &signedIn); err != nil || signedIn.CSRFToken == "" || signedIn.User != "system:serviceaccount:"+ns+":editor" {
+		t.Fatalf("the sign-in answer %s; want the user and a CSRF token", body)
+	}
+	path := "/api/v1/namespaces/" + ns + "/addons/demo"
+	code, body, _ = send(http.MethodGet, path, cookie.Value, "", nil)
+	expect(t, "a read with the session", code, body, http.StatusOK)
+	code, body, _ = send(http.MethodPost, path+"/resume", cookie.Value, "", nil)
+	expect(t, "a write without the CSRF token", code, body, http.StatusForbidden)
+	code, body, _ = send(http.MethodPost, path+"/resume", cookie.Value, "wrong", nil)
+	expect(t, "a write with another CSRF token", code, body, http.StatusForbidden)
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, a); err != nil || !a.Spec.Suspend {
+		t.Fatalf("a refused write changed the Addon: %v, suspend %v", err, a.Spec.Suspend)
+	}
+	code, body, _ = send(http.MethodPost, path+"/resume", cookie.Value, signedIn.CSRFToken, nil)
+	expect(t, "a write with the CSRF token", code, body, http.StatusNoContent)
+	code, body, _ = send(http.MethodDelete, "/api/v1/session", cookie.Value, "", nil)
+	expect(t, "sign out", code, body, http.StatusNoContent)
+	code, body, _ = send(http.MethodGet, path, cookie.Value, "", nil)
+	expect(t, "a read after signing out", code, body, http.StatusUnauthorized)
+}

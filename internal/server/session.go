@@ -1,0 +1,141 @@
+package server
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The web page signs in with a Kubernetes token too. The server keeps the
+// token, never the browser: the browser holds only a random session id in
+// an HttpOnly, Secure, SameSite=Strict cookie, and sends the session's CSRF
+// token in a header with every write.
+const (
+	sessionCookie   = "capstan_session"
+	csrfHeader      = "X-CSRF-Token"
+	sessionTTL      = 8 * time.Hour
+	maxSessions     = 10000
+	sessionIDLength = 32
+)
+
+type session struct {
+	user    User
+	csrf    string
+	expires time.Time
+}
+
+// sessions are the signed-in browsers, in memory: a restarted server signs
+// everyone out, which costs a sign-in and leaks nothing.
+type sessions struct {
+	mu sync.Mutex
+	m  map[string]session
+}
+
+func randomToken() string {
+	b := make([]byte, sessionIDLength)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func (s *sessions) create(u User, now time.Time) (id string, sess session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]session{}
+	}
+	if len(s.m) >= maxSessions {
+		for k, v := range s.m {
+			if !now.Before(v.expires) {
+				delete(s.m, k)
+			}
+		}
+		for k := range s.m {
+			if len(s.m) < maxSessions {
+				break
+			}
+			delete(s.m, k)
+		}
+	}
+	id = randomToken()
+	sess = session{user: u, csrf: randomToken(), expires: now.Add(sessionTTL)}
+	s.m[id] = sess
+	return id, sess
+}
+
+func (s *sessions) get(id string, now time.Time) (session, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.m[id]
+	if !ok || !now.Before(sess.expires) {
+		delete(s.m, id)
+		return session{}, false
+	}
+	return sess, true
+}
+
+func (s *sessions) remove(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, id)
+}
+
+// signIn takes a token in the body, reviews it, and answers with a session
+// cookie and the CSRF token.
+func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	var req struct {
+		Token string `json:"token"`
+	}
+	if err := decode(r, &req); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if req.Token == "" {
+		writeError(w, badRequest("token", "sign in with a Kubernetes token: {\"token\": \"...\"}"))
+		return
+	}
+	u, err := s.tokens.review(r.Context(), req.Token)
+	if err != nil {
+		writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the token was not accepted by the Kubernetes API server"})
+		return
+	}
+	id, sess := s.sessions.create(u, s.now())
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteStrictMode, Expires: sess.expires})
+	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "csrfToken": sess.csrf})
+}
+
+// signOut forgets the session.
+func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		s.sessions.remove(c.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// sessionUser returns the user of a request's session cookie. A write must
+// carry the session's CSRF token; ok is false, with the answer to give,
+// otherwise.
+func (s *Server) sessionUser(r *http.Request) (User, *apiError) {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil {
+		return User{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: errUnauthenticated.Error()}
+	}
+	sess, ok := s.sessions.get(c.Value, s.now())
+	if !ok {
+		return User{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the session has ended: sign in again"}
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	default:
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(csrfHeader)), []byte(sess.csrf)) != 1 {
+			return User{}, &apiError{Code: http.StatusForbidden, Reason: "Forbidden", Message: "a write from a signed-in page must carry the session's " + csrfHeader + " header"}
+		}
+	}
+	return sess.user, nil
+}
