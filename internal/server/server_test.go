@@ -560,6 +560,7 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 	}
 	served := map[string][]string{
 		"/api/v1/addons":                                            {"get"},
+		"/api/v1/session":                                           {"post", "delete"},
 		"/api/v1/namespaces/{namespace}/addons":                     {"get", "post"},
 		"/api/v1/namespaces/{namespace}/capabilities":               {"get"},
 		"/api/v1/namespaces/{namespace}/addons/{name}":              {"get", "patch", "delete"},
