@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -463,4 +466,50 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r, "remove", key, "")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// maxEvents is how many of an Addon's events the API answers, newest first.
+const maxEvents = 50
+
+// events answers an Addon's recent events, newest first, read with the
+// user's token (Kubernetes' view role may list events).
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	list := &eventsv1.EventList{}
+	if err := c.List(r.Context(), list, client.InNamespace(key.Namespace)); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	out := []eventsv1.Event{}
+	for _, e := range list.Items {
+		if e.Regarding.Kind == "Addon" && e.Regarding.Name == key.Name {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b eventsv1.Event) int { return eventTime(b).Compare(eventTime(a)) })
+	if len(out) > maxEvents {
+		out = out[:maxEvents]
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+}
+
+func eventTime(e eventsv1.Event) time.Time {
+	switch {
+	case e.Series != nil:
+		return e.Series.LastObservedTime.Time
+	case !e.EventTime.IsZero():
+		return e.EventTime.Time
+	case !e.DeprecatedLastTimestamp.IsZero():
+		return e.DeprecatedLastTimestamp.Time
+	}
+	return e.CreationTimestamp.Time
 }

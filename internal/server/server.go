@@ -93,6 +93,7 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("PATCH /api/v1/namespaces/{namespace}/addons/{name}", s.edit)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/capabilities", s.capabilities)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/capabilities", s.capabilities)
+	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/events", s.events)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/plan", s.plan)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.approve)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.install)

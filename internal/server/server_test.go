@@ -19,6 +19,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -570,6 +571,7 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 		"/api/v1/namespaces/{namespace}/addons/{name}/suspend":      {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/resume":       {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/capabilities": {"get"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/events":       {"get"},
 	}
 	for path, methods := range served {
 		for _, m := range methods {
@@ -649,4 +651,34 @@ func TestPageSession(t *testing.T) {
 	expect(t, "sign out", code, body, http.StatusNoContent)
 	code, body, _ = send(http.MethodGet, path, cookie.Value, "", nil)
 	expect(t, "a read after signing out", code, body, http.StatusUnauthorized)
+}
+
+// TestEvents reads an Addon's events through the API, with the user's own
+// right to list events.
+func TestEvents(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	reader := user(t, ns, "reader", addonRule("get"), rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"list"}})
+	blind := user(t, ns, "blind", addonRule("get"))
+	for i, note := range []string{"first note", "second note"} {
+		e := &eventsv1.Event{
+			ObjectMeta:          metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("demo.%d", i)},
+			EventTime:           metav1.NewMicroTime(time.Now().Add(time.Duration(i) * time.Second)),
+			ReportingController: "capstan.dev/controller", ReportingInstance: "test",
+			Action: "Synced", Reason: "Synced", Type: corev1.EventTypeNormal, Note: note,
+			Regarding: corev1.ObjectReference{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: ns, Name: "demo"},
+		}
+		if err := admin.Create(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := "/api/v1/namespaces/" + ns + "/addons/demo/events"
+	code, body := call(t, blind, http.MethodGet, path, nil)
+	expect(t, "events without the right to list them", code, body, http.StatusForbidden)
+	code, body = call(t, reader, http.MethodGet, path, nil)
+	expect(t, "events", code, body, http.StatusOK)
+	var got struct{ Items []eventsv1.Event }
+	if err := json.Unmarshal(body, &got); err != nil || len(got.Items) != 2 || got.Items[0].Note != "second note" {
+		t.Errorf("events = %s; want both, newest first", body)
+	}
 }
