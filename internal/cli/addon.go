@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
@@ -51,7 +53,9 @@ func newAddonListCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List Addons with their phase, source, version and readiness",
-		Args:  cobra.NoArgs,
+		Example: `  capstan addon list -n tenant
+  capstan addon list -A`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := f.client()
 			if err != nil {
@@ -92,10 +96,13 @@ func printAddonList(w io.Writer, items []capstanv1.Addon) error {
 func newAddonGetCommand() *cobra.Command {
 	f := &clusterFlags{}
 	var diffs bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "get NAME",
 		Short: "Show an Addon's status and plan: objects and actions, hooks, violations, values errors",
-		Args:  cobra.ExactArgs(1),
+		Example: `  capstan addon get blog -n tenant --diff
+  capstan addon get blog -n tenant -o json | jq .status.plan.hash`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := f.client()
 			if err != nil {
@@ -105,12 +112,16 @@ func newAddonGetCommand() *cobra.Command {
 			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
 				return err
 			}
+			if output != "" {
+				return printObject(cmd.OutOrStdout(), output, a)
+			}
 			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
 			return nil
 		},
 	}
 	f.add(cmd)
 	cmd.Flags().BoolVar(&diffs, "diff", false, "Print every object's diff.")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the whole Addon")
 	return cmd
 }
 
@@ -219,4 +230,22 @@ func approve(ctx context.Context, w io.Writer, c client.Client, key client.Objec
 	}
 	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.SyncRequest, key)
 	return nil
+}
+
+// printObject prints v as yaml or json, for scripts.
+func printObject(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	}
+	return fmt.Errorf("-o %q: give yaml or json", format)
 }

@@ -151,9 +151,10 @@ func newAddonGitopsCommands() []*cobra.Command {
 		var opts gitopsOptions
 		cf := &clusterFlags{}
 		cmd := &cobra.Command{
-			Use:   use + " NAME [--gitops URL]",
-			Short: short,
-			Args:  cobra.ExactArgs(1),
+			Use:     use + " NAME [--gitops URL]",
+			Short:   short,
+			Example: "  capstan addon " + use + " blog -n tenant\n  capstan addon " + use + " longhorn --gitops https://git.example/ops.git",
+			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
 				if opts.url == "" {
 					c, err := cf.client()

@@ -12,7 +12,7 @@ import (
 
 func newPlanCommand() *cobra.Command {
 	f := &clusterFlags{}
-	var controllerNS, caFile string
+	var controllerNS, caFile, output string
 	var guard netguard.Config
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
@@ -23,6 +23,8 @@ dry-runs every object on the API server and diffs it with what runs. Nothing
 is applied and no status is written. Cluster-profile add-ons are previewed by
 impersonating the add-ons service account, so your account needs the right
 to impersonate it (or use restricted add-ons, previewed as you).`,
+		Example: `  capstan plan blog -n tenant
+  capstan addon plan blog -n tenant -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := restConfig(f.kubeconfig)
@@ -48,6 +50,9 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 			if err != nil {
 				return err
 			}
+			if output != "" {
+				return printObject(cmd.OutOrStdout(), output, p)
+			}
 			printAddon(cmd.OutOrStdout(), a, p, true)
 			return nil
 		},
@@ -55,6 +60,7 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 	f.add(cmd)
 	cmd.Flags().StringVar(&controllerNS, "controller-namespace", "capstan-system", "The controller's namespace: its Addons use the cluster profile.")
 	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git.")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the plan")
 	guard.AddFlags(cmd.Flags())
 	return cmd
 }
