@@ -57,6 +57,12 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.As(err, new(*gitops.InvalidError)):
+		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
+	case errors.As(err, new(*gitops.ConflictError)):
+		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, gitops.ErrNoChange):
+		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, addons.ErrBadPatch):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
 	case errors.Is(err, addons.ErrPlanBlocked):
@@ -211,6 +217,9 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 type change struct {
 	Spec         json.RawMessage   `json:"spec,omitempty"`
 	SecretInputs map[string]string `json:"secretInputs,omitempty"`
+	// Definition is the whole new definition file of an Addon that git
+	// manages (the format of addons/*.yaml); an edit of one is a commit.
+	Definition string `json:"definition,omitempty"`
 }
 
 // plan answers the plan of the Addon's spec, or of the change in the body,
@@ -226,8 +235,8 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if len(req.SecretInputs) > 0 {
-		writeError(w, badRequest("secretInputs", "a plan saves nothing, so it takes no secret inputs; edit the add-on to set them"))
+	if len(req.SecretInputs) > 0 || req.Definition != "" {
+		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
 		return
 	}
 	c, cfg, err := s.userClient(userOf(r))
@@ -261,8 +270,24 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if err := refuseGitManaged(r.Context(), c, key, "change its definition in git (capstan addon edit --gitops)"); err != nil {
+	current, err := addons.Get(r.Context(), c, key)
+	if err != nil {
 		writeError(w, errorFor(err))
+		return
+	}
+	if gitManaged(current) != "" {
+		if req.Definition == "" || len(req.Spec) > 0 || len(req.SecretInputs) > 0 {
+			writeError(w, apiError{Code: http.StatusConflict, Reason: "Conflict", Field: "definition",
+				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, gitManaged(current))})
+			return
+		}
+		s.commit(w, r, current, "edit", "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+			return wr.Edit(ctx, name, []byte(req.Definition))
+		})
+		return
+	}
+	if req.Definition != "" {
+		writeError(w, badRequest("definition", "Addon %s is not managed by git: edit its spec instead", key))
 		return
 	}
 	a, err := addons.Edit(r.Context(), c, key, req.Spec, req.SecretInputs)

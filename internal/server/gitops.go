@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,7 +33,13 @@ type commitAnswer struct {
 	Commit string `json:"commit"`
 	// Repository is the AddonRepository committed to.
 	Repository string `json:"repository"`
+	// Addon is the Addon once the syncer has applied the commit, when it
+	// did so within syncWait; absent otherwise (and for a removal).
+	Addon *capstanv1.Addon `json:"addon,omitempty"`
 }
+
+// syncWait is how long a commit's answer waits for the syncer to apply it.
+const syncWait = 10 * time.Second
 
 // mayChange asks whether the user may verb the Addon, as a
 // SubjectAccessReview of the user's name and groups.
@@ -105,8 +112,34 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Add
 		return
 	}
 	s.Log.Info("API write", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
+	answer := commitAnswer{Commit: commit, Repository: gitManaged(a)}
 	if s.Syncer != nil {
 		_ = s.Syncer.Trigger(r.Context(), client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)})
+		if verb != "remove" {
+			answer.Addon = s.awaitSync(r.Context(), u, key, commit)
+		}
 	}
-	writeJSON(w, http.StatusAccepted, commitAnswer{Commit: commit, Repository: gitManaged(a)})
+	writeJSON(w, http.StatusAccepted, answer)
+}
+
+// awaitSync waits up to syncWait for the syncer to write the Addon from
+// commit, and returns it, read with the user's token; nil when it did not.
+func (s *Server) awaitSync(ctx context.Context, u User, key client.ObjectKey, commit string) *capstanv1.Addon {
+	c, _, err := s.userClient(u)
+	if err != nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, syncWait)
+	defer cancel()
+	for {
+		a := &capstanv1.Addon{}
+		if err := c.Get(ctx, key, a); err == nil && a.Annotations[gitops.GitCommitAnnotation] == commit {
+			return a
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
 }

@@ -23,14 +23,17 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
@@ -113,12 +116,24 @@ func setup() error {
 	srv := &server.Server{
 		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
 		Controller: controllerClient, GitAuth: gitops.BasicAuth,
+		Syncer:              syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
 		ControllerNamespace: install.Namespace,
 		Log:                 funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 	}
 	api = httptest.NewUnstartedServer(srv.Handler())
 	api.StartTLS()
 	return nil
+}
+
+// syncNow syncs a repository at once when the server asks, with the real
+// AddonRepository reconciler: no manager runs in these tests.
+type syncNow struct {
+	r *controller.AddonRepositoryReconciler
+}
+
+func (s syncNow) Trigger(ctx context.Context, key types.NamespacedName) error {
+	_, err := s.r.Reconcile(ctx, ctrl.Request{NamespacedName: key})
+	return err
 }
 
 // user is a ServiceAccount of ns with a Role of rules, and a token for it
@@ -528,11 +543,29 @@ func TestGitManagedChangesAreCommits(t *testing.T) {
 	if l := log(); !strings.Contains(l, "system:serviceaccount:"+ns+":editor|") || !strings.Contains(l, "longhorn") {
 		t.Errorf("the commit does not name the editor:\n%s", l)
 	}
-	if !strings.Contains(string(body), `"commit"`) {
-		t.Errorf("the answer %s does not name the commit", body)
+	var answer struct {
+		Commit string
+		Addon  *capstanv1.Addon
 	}
-	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil || a.Spec.Suspend {
-		t.Errorf("the Addon was changed in the cluster: %v, suspend %v", err, a.Spec.Suspend)
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Commit == "" || answer.Addon == nil {
+		t.Fatalf("the answer %s should name the commit and hold the Addon the syncer wrote from it", body)
+	}
+	if !answer.Addon.Spec.Suspend || answer.Addon.Annotations[gitops.GitCommitAnnotation] != answer.Commit {
+		t.Errorf("the synced Addon: suspend %v, from commit %q; want suspended, from %s", answer.Addon.Spec.Suspend, answer.Addon.Annotations[gitops.GitCommitAnnotation], answer.Commit)
+	}
+
+	edited := strings.Replace(string(def), "version: v1.10.2", "version: v1.10.3", 1)
+	code, body = call(t, viewer, http.MethodPatch, path, map[string]any{"definition": edited})
+	expect(t, "a viewer edits a git-managed definition", code, body, http.StatusForbidden)
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": "name: longhorn\nhelm: {repo: 12}\n"})
+	expect(t, "an invalid definition", code, body, http.StatusUnprocessableEntity)
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": edited})
+	expect(t, "an editor edits a git-managed definition", code, body, http.StatusAccepted)
+	if err := json.Unmarshal(body, &answer); err != nil || answer.Addon == nil || answer.Addon.Spec.Chart.Version != "v1.10.3" {
+		t.Errorf("after the edit: %s; want the Addon synced at v1.10.3", body)
+	}
+	if l := log(); !strings.Contains(l, "Edit add-on longhorn") {
+		t.Errorf("no edit commit:\n%s", l)
 	}
 	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"spec": map[string]any{"suspend": true}})
 	expect(t, "an edit of a git-managed add-on in the cluster", code, body, http.StatusConflict)
