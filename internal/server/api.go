@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -128,6 +129,24 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// request reads what every handler starts with: the Addon's key from the
+// path, the JSON body into body (when not nil), and a client that acts as
+// the user. On a problem it answers, and ok is false.
+func (s *Server) request(w http.ResponseWriter, r *http.Request, body any) (key client.ObjectKey, c client.Client, cfg *rest.Config, ok bool) {
+	key, err := target(r)
+	if err == nil && body != nil {
+		err = decode(r, body)
+	}
+	if err == nil {
+		c, cfg, err = s.userClient(userOf(r))
+	}
+	if err != nil {
+		writeError(w, errorFor(err))
+		return key, nil, nil, false
+	}
+	return key, c, cfg, true
+}
+
 // audit logs one write: who, what, which Addon and which plan. It never
 // logs a value.
 func (s *Server) audit(r *http.Request, verb string, key client.ObjectKey, hash string) {
@@ -135,14 +154,8 @@ func (s *Server) audit(r *http.Request, verb string, key client.ObjectKey, hash 
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	c, _, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
+	key, c, _, ok := s.request(w, r, nil)
+	if !ok {
 		return
 	}
 	list := &capstanv1.AddonList{}
@@ -158,18 +171,16 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err == nil {
-		var c client.Client
-		if c, _, err = s.userClient(userOf(r)); err == nil {
-			var a *capstanv1.Addon
-			if a, err = addons.Get(r.Context(), c, key); err == nil {
-				writeJSON(w, http.StatusOK, a)
-				return
-			}
-		}
+	key, c, _, ok := s.request(w, r, nil)
+	if !ok {
+		return
 	}
-	writeError(w, errorFor(err))
+	a, err := addons.Get(r.Context(), c, key)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
 }
 
 // addRequest is the body of an add.
@@ -182,24 +193,14 @@ type addRequest struct {
 }
 
 func (s *Server) add(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
 	var req addRequest
-	if err := decode(r, &req); err != nil {
-		writeError(w, errorFor(err))
+	key, c, _, ok := s.request(w, r, &req)
+	if !ok {
 		return
 	}
 	key.Name = req.Name
 	if errs := validation.IsDNS1123Subdomain(req.Name); len(errs) > 0 {
 		writeError(w, badRequest("name", "name %q: %s", req.Name, strings.Join(errs, "; ")))
-		return
-	}
-	c, _, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
 		return
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
@@ -225,23 +226,13 @@ type change struct {
 // plan answers the plan of the Addon's spec, or of the change in the body,
 // computed now and saved nowhere.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
 	var req change
-	if err := decode(r, &req); err != nil {
-		writeError(w, errorFor(err))
+	key, c, cfg, ok := s.request(w, r, &req)
+	if !ok {
 		return
 	}
 	if len(req.SecretInputs) > 0 || req.Definition != "" {
 		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
-		return
-	}
-	c, cfg, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
 		return
 	}
 	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, ControllerNamespace: s.ControllerNamespace}
@@ -255,19 +246,9 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 
 // edit changes an Addon's spec and secret inputs.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
 	var req change
-	if err := decode(r, &req); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	c, _, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
+	key, c, _, ok := s.request(w, r, &req)
+	if !ok {
 		return
 	}
 	current, err := addons.Get(r.Context(), c, key)
@@ -353,23 +334,13 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 	op func(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (addons.Approval, error)) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
 	var req approval
-	if err := decode(r, &req); err != nil {
-		writeError(w, errorFor(err))
+	key, c, _, ok := s.request(w, r, &req)
+	if !ok {
 		return
 	}
 	if req.Hash == "" {
 		writeError(w, badRequest("hash", "name the plan you reviewed: {\"hash\": \"sha256:...\"}"))
-		return
-	}
-	c, _, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
 		return
 	}
 	if verb == "install" {
@@ -393,14 +364,8 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 		verb = "suspend"
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
-		key, err := target(r)
-		if err != nil {
-			writeError(w, errorFor(err))
-			return
-		}
-		c, _, err := s.userClient(userOf(r))
-		if err != nil {
-			writeError(w, errorFor(err))
+		key, c, _, ok := s.request(w, r, nil)
+		if !ok {
 			return
 		}
 		a, err := addons.Get(r.Context(), c, key)
@@ -499,14 +464,8 @@ const maxEvents = 50
 // events answers an Addon's recent events, newest first, read with the
 // user's token (Kubernetes' view role may list events).
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
-	key, err := target(r)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	c, _, err := s.userClient(userOf(r))
-	if err != nil {
-		writeError(w, errorFor(err))
+	key, c, _, ok := s.request(w, r, nil)
+	if !ok {
 		return
 	}
 	list := &eventsv1.EventList{}

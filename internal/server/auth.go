@@ -82,21 +82,27 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) 
 	if t.cache == nil {
 		t.cache = map[[sha256.Size]byte]cachedUser{}
 	}
-	if len(t.cache) >= tokenCacheSize {
-		for k, c := range t.cache {
-			if !now.Before(c.expires) {
-				delete(t.cache, k)
-			}
-		}
-		// NOTE: still full of live entries: drop any one, so the cache stays
-		// bounded whatever the load.
-		for k := range t.cache {
-			if len(t.cache) < tokenCacheSize {
-				break
-			}
-			delete(t.cache, k)
-		}
-	}
+	makeRoom(t.cache, tokenCacheSize, func(c cachedUser) bool { return !now.Before(c.expires) })
 	t.cache[key] = cachedUser{user: u, expires: now.Add(tokenTTL)}
 	return u, nil
+}
+
+// makeRoom keeps a cache map under max entries: the expired go first and,
+// when all are live, any one, so that memory stays bounded whatever the
+// load.
+func makeRoom[K comparable, V any](m map[K]V, max int, expired func(V) bool) {
+	if len(m) < max {
+		return
+	}
+	for k, v := range m {
+		if expired(v) {
+			delete(m, k)
+		}
+	}
+	for k := range m {
+		if len(m) < max {
+			return
+		}
+		delete(m, k)
+	}
 }

@@ -46,19 +46,7 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 	if s.m == nil {
 		s.m = map[string]session{}
 	}
-	if len(s.m) >= maxSessions {
-		for k, v := range s.m {
-			if !now.Before(v.expires) {
-				delete(s.m, k)
-			}
-		}
-		for k := range s.m {
-			if len(s.m) < maxSessions {
-				break
-			}
-			delete(s.m, k)
-		}
-	}
+	makeRoom(s.m, maxSessions, func(v session) bool { return !now.Before(v.expires) })
 	id = randomToken()
 	sess = session{user: u, csrf: randomToken(), expires: now.Add(sessionTTL)}
 	s.m[id] = sess
