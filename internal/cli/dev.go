@@ -94,7 +94,12 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
   bin/capstan addon get hello-kustomize --diff    # waits for approval
   bin/capstan addon sync hello-kustomize          # approves exactly that plan
 
-`, kubeconfig, kubectl, kubectl)
+  The API (docs/api.md), as a namespace viewer:
+  %s create sa alice -n capstan-system
+  %s create rolebinding alice -n capstan-system --clusterrole=view --serviceaccount=capstan-system:alice
+  curl -sk -H "Authorization: Bearer $(%s create token alice -n capstan-system)" https://127.0.0.1:8080/api/v1/namespaces/capstan-system/addons
+
+`, kubeconfig, kubectl, kubectl, kubectl, kubectl, kubectl)
 	o.config.Namespace = install.Namespace
 	err = runController(ctx, cluster.ConfigFor(install.ControllerUser), o)
 	if errors.Is(err, context.Canceled) {
