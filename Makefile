@@ -18,12 +18,19 @@ bin: ## Build the local control plane (etcd, kube-*, kwok) and helm into bin/, o
 	hack/build-controlplane.sh
 	@if [ -x hack/helm/build.sh ]; then hack/helm/build.sh; fi
 
+.PHONY: chromium
+chromium: ## Install Debian's headless Chromium for the web page's tests, when it is missing.
+	@if ! command -v chromium >/dev/null 2>&1; then \
+		echo "Installing Debian's chromium for the web page's tests..."; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	fi
+
 .PHONY: build
 build: ## Build bin/capstan.
 	$(GO) build -o bin/capstan ./cmd/capstan
 
 .PHONY: test
-test: bin build ## Run go vet and every test, on the local control plane.
+test: bin build chromium ## Run go vet and every test, on the local control plane.
 	$(GO) vet ./...
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -count=1 ./...
 

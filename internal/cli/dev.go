@@ -10,6 +10,11 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -85,8 +90,17 @@ func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions)
 	if _, err := os.Stat(filepath.Join(cluster.BinDir, "kubectl")); err == nil {
 		kubectl = filepath.Join(cluster.BinDir, "kubectl")
 	}
+	tokenFile, err := devAdminToken(ctx, cluster)
+	if err != nil {
+		return err
+	}
 	fmt.Printf(`
 Capstan is running on a local control plane. Ctrl-C stops everything.
+
+  The web page: https://127.0.0.1:8080/ (a self-signed certificate)
+  Sign in with the cluster-admin token in %s
+`, tokenFile)
+	fmt.Printf(`
 
   export KUBECONFIG=%s
   %s get addons,nodes -A
@@ -116,6 +130,40 @@ func egressReporter(w io.Writer) func(testcluster.Refusal) {
 	return func(r testcluster.Refusal) {
 		fmt.Fprintf(w, "egress guard: %s (later refusals of it go to logs/egress.log only)\n", r)
 	}
+}
+
+// devAdminToken makes a ServiceAccount bound to cluster-admin and writes a
+// token of it, valid for a day, to a file only the owner reads: the sign-in
+// of the page of capstan dev. The token never goes into a URL or the terminal.
+func devAdminToken(ctx context.Context, cluster *testcluster.Cluster) (string, error) {
+	cs, err := kubernetes.NewForConfig(cluster.Config)
+	if err != nil {
+		return "", err
+	}
+	const name = "capstan-dev-admin"
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: install.Namespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(install.Namespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating the dev admin account: %w", err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: install.Namespace}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("binding the dev admin account: %w", err)
+	}
+	day := int64(24 * 60 * 60)
+	tr, err := cs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, name,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &day}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("issuing the dev admin token: %w", err)
+	}
+	path := filepath.Join(cluster.Dir, "admin-token")
+	if err := os.WriteFile(path, []byte(tr.Status.Token+"\n"), 0o600); err != nil {
+		return "", err
+	}
+	return path, nil
 }
 
 func copyFile(from, to string) error {

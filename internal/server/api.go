@@ -289,10 +289,20 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	cs, err := kubernetes.NewForConfig(s.userConfig(userOf(r)))
+	can, err := s.can(r.Context(), userOf(r), key)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
+	}
+	writeJSON(w, http.StatusOK, can)
+}
+
+// can asks the API server, with the user's token, which actions the user
+// may take on a namespace's Addons, or on one when key names it.
+func (s *Server) can(ctx context.Context, u User, key client.ObjectKey) (map[string]bool, error) {
+	cs, err := kubernetes.NewForConfig(s.userConfig(u))
+	if err != nil {
+		return nil, err
 	}
 	checks := map[string]authorizationv1.ResourceAttributes{
 		"list":            {Namespace: key.Namespace, Verb: "list", Group: capstanv1.GroupVersion.Group, Resource: "addons"},
@@ -308,15 +318,14 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	}
 	out := map[string]bool{}
 	for name, attrs := range checks {
-		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(r.Context(),
+		review, err := cs.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
 			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attrs}}, metav1.CreateOptions{})
 		if err != nil {
-			writeError(w, errorFor(err))
-			return
+			return nil, err
 		}
 		out[name] = review.Status.Allowed
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // approval is the body of an approve or an install: the reviewed plan.
@@ -468,10 +477,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	list := &eventsv1.EventList{}
-	if err := c.List(r.Context(), list, client.InNamespace(key.Namespace)); err != nil {
+	events, err := s.addonEvents(r.Context(), c, key)
+	if err != nil {
 		writeError(w, errorFor(err))
 		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": events})
+}
+
+// addonEvents lists an Addon's recent events, newest first.
+func (s *Server) addonEvents(ctx context.Context, c client.Client, key client.ObjectKey) ([]eventsv1.Event, error) {
+	list := &eventsv1.EventList{}
+	if err := c.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+		return nil, err
 	}
 	out := []eventsv1.Event{}
 	for _, e := range list.Items {
@@ -483,7 +501,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if len(out) > maxEvents {
 		out = out[:maxEvents]
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": out})
+	return out, nil
 }
 
 func eventTime(e eventsv1.Event) time.Time {

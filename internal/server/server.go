@@ -103,6 +103,7 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such API path: " + r.URL.Path})
 	})
 	mux.Handle("/api/", s.authenticate(api))
+	s.pageRoutes(mux)
 	mux.HandleFunc("POST /api/v1/session", s.signIn)
 	mux.HandleFunc("DELETE /api/v1/session", s.signOut)
 	mux.HandleFunc("GET /api/v1/openapi.json", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,343 @@
+package server
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strings"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// The web page is server-rendered HTML over the same operations as the API,
+// with the signed-in user's own token. Every flow works without JavaScript;
+// live.js only refreshes an add-on's status while a sync runs.
+
+//go:embed web
+var webFS embed.FS
+
+var pageFuncs = template.FuncMap{
+	"phaseLabel": func(p capstanv1.Phase) string {
+		if p == "" {
+			return "Pending"
+		}
+		return string(p)
+	},
+	"ready": func(a capstanv1.Addon) string {
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
+			return string(c.Status)
+		}
+		return "Unknown"
+	},
+	"readyMessage": func(a *capstanv1.Addon) string {
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
+			return c.Message
+		}
+		return "The controller has not reported on this add-on yet."
+	},
+	"planSummary": plan.String,
+	"short":       gitops.ShortCommit,
+	"join":        strings.Join,
+	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
+	"diffLines":   diffLines,
+}
+
+// pages are parsed once: each is the layout with one page's content.
+var pages = func() map[string]*template.Template {
+	out := map[string]*template.Template{}
+	for _, name := range []string{"signin", "list", "addon"} {
+		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name+".html"))
+	}
+	return out
+}()
+
+// diffLine is one line of a unified diff, with its class for colour. The
+// sign at the start of the line says the same, so colour is never the only
+// signal.
+type diffLine struct{ Class, Text string }
+
+func diffLines(diff string) []diffLine {
+	var out []diffLine
+	for _, l := range strings.Split(strings.TrimRight(diff, "\n"), "\n") {
+		class := ""
+		switch {
+		case strings.HasPrefix(l, "+++"), strings.HasPrefix(l, "---"):
+		case strings.HasPrefix(l, "+"):
+			class = "add"
+		case strings.HasPrefix(l, "-"):
+			class = "del"
+		case strings.HasPrefix(l, "@@"):
+			class = "hunk"
+		}
+		out = append(out, diffLine{Class: class, Text: l})
+	}
+	return out
+}
+
+// pageData is what every page's layout reads.
+type pageData struct {
+	Title, User, CSRF, Flash, Error string
+	Live                            bool
+
+	// The list.
+	Addons           []capstanv1.Addon
+	Repositories     []capstanv1.AddonRepository
+	Namespace, Phase string
+	Phases           []capstanv1.Phase
+	// An add-on.
+	Addon   *capstanv1.Addon
+	Can     map[string]bool
+	Actions bool
+	Events  []eventsv1.Event
+}
+
+// flashes are the only messages a redirect may ask a page to show, so that
+// no text from a link is ever shown back.
+var flashes = map[string]string{
+	"install": "Installing exactly the reviewed plan.",
+	"approve": "Approved exactly the reviewed plan.",
+	"suspend": "Suspended: the add-on is planned, nothing is applied.",
+	"resume":  "Resumed.",
+	"edit":    "Values changed; a new plan follows.",
+	"remove":  "Removing the add-on.",
+}
+
+func (s *Server) render(w http.ResponseWriter, name string, code int, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if err := pages[name].ExecuteTemplate(w, "layout", d); err != nil {
+		s.Log.Error(err, "Rendering a page failed", "page", name)
+	}
+}
+
+// pageSession returns the signed-in user, or redirects to the sign-in page.
+func (s *Server) pageSession(w http.ResponseWriter, r *http.Request) (session, bool) {
+	c, err := r.Cookie(sessionCookie)
+	if err == nil {
+		if sess, ok := s.sessions.get(c.Value, s.now()); ok {
+			return sess, true
+		}
+	}
+	http.Redirect(w, r, "/signin", http.StatusSeeOther)
+	return session{}, false
+}
+
+// pageWrite checks a form's CSRF token against the session.
+func pageWrite(r *http.Request, sess session) bool {
+	return r.PostFormValue("csrf") != "" && r.PostFormValue("csrf") == sess.csrf
+}
+
+func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		s.render(w, "signin", http.StatusOK, pageData{Title: "Sign in"})
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	token := strings.TrimSpace(r.PostFormValue("token"))
+	u, err := s.tokens.review(r.Context(), token)
+	if token == "" || err != nil {
+		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "The Kubernetes API server did not accept that token."})
+		return
+	}
+	id, sess := s.sessions.create(u, s.now())
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: true,
+		SameSite: http.SameSiteStrictMode, Expires: sess.expires})
+	http.Redirect(w, r, "/addons", http.StatusSeeOther)
+}
+
+func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	if pageWrite(r, sess) {
+		s.signOut(w, r)
+		return
+	}
+	http.Redirect(w, r, "/addons", http.StatusSeeOther)
+}
+
+func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	d := pageData{Title: "Add-ons", User: sess.user.Name, CSRF: sess.csrf,
+		Namespace: r.URL.Query().Get("namespace"), Phase: r.URL.Query().Get("phase"),
+		Phases: []capstanv1.Phase{capstanv1.PhaseProgressing, capstanv1.PhaseSynced, capstanv1.PhaseOutOfSync, capstanv1.PhaseBlocked,
+			capstanv1.PhaseSuspended, capstanv1.PhasePaused, capstanv1.PhaseFailed, capstanv1.PhaseDeleting}}
+	c, _, err := s.userClient(sess.user)
+	if err != nil {
+		d.Error = err.Error()
+		s.render(w, "list", http.StatusInternalServerError, d)
+		return
+	}
+	var opts []client.ListOption
+	if d.Namespace != "" {
+		opts = append(opts, client.InNamespace(d.Namespace))
+	}
+	list := &capstanv1.AddonList{}
+	if err := c.List(r.Context(), list, opts...); err != nil {
+		d.Error = strings.TrimSuffix(errorFor(err).Message, ".") + "."
+		if d.Namespace == "" {
+			d.Error += " Pick a namespace you may read."
+		}
+		s.render(w, "list", errorFor(err).Code, d)
+		return
+	}
+	for _, a := range list.Items {
+		if d.Phase == "" || string(a.Status.Phase) == d.Phase {
+			d.Addons = append(d.Addons, a)
+		}
+	}
+	repos := &capstanv1.AddonRepositoryList{}
+	if err := c.List(r.Context(), repos, opts...); err == nil {
+		d.Repositories = repos.Items
+	}
+	s.render(w, "list", http.StatusOK, d)
+}
+
+func (s *Server) addonPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	d := pageData{User: sess.user.Name, CSRF: sess.csrf, Flash: flashes[r.URL.Query().Get("done")]}
+	s.showAddon(w, r, sess, d, http.StatusOK)
+}
+
+// showAddon renders an add-on's page with what the user may do.
+func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session, d pageData, code int) {
+	key, err := target(r)
+	if err == nil {
+		var c client.Client
+		if c, _, err = s.userClient(sess.user); err == nil {
+			d.Addon, err = addons.Get(r.Context(), c, key)
+			if err == nil {
+				d.Can, err = s.can(r.Context(), sess.user, key)
+			}
+			if err == nil {
+				d.Events, _ = s.addonEvents(r.Context(), c, key)
+			}
+		}
+	}
+	if err != nil {
+		e := errorFor(err)
+		d.Title, d.Error = key.Name, e.Message
+		s.render(w, "list", e.Code, d)
+		return
+	}
+	d.Title, d.Live = key.Name, true
+	d.Actions = gitManaged(d.Addon) == "" && (d.Can["approve"] || d.Can["update"] || d.Can["delete"])
+	if gitManaged(d.Addon) != "" && d.Flash == "" && d.Error == "" {
+		d.Flash = "This add-on is managed by git (AddonRepository " + gitManaged(d.Addon) + "): change it with a commit."
+	}
+	s.render(w, "addon", code, d)
+}
+
+// action runs one form of an add-on's page, then shows the page again.
+func (s *Server) action(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	d := pageData{User: sess.user.Name, CSRF: sess.csrf}
+	if !pageWrite(r, sess) {
+		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
+		s.showAddon(w, r, sess, d, http.StatusForbidden)
+		return
+	}
+	key, err := target(r)
+	var c client.Client
+	if err == nil {
+		c, _, err = s.userClient(sess.user)
+	}
+	verb := r.PathValue("action")
+	if err == nil {
+		err = s.pageAction(r.Context(), r, c, key, verb)
+	}
+	if err != nil {
+		e := errorFor(err)
+		d.Error = e.Message
+		s.showAddon(w, r, sess, d, e.Code)
+		return
+	}
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", verb, "addon", key.String(), "plan", r.PostFormValue("hash"))
+	if verb == "remove" {
+		http.Redirect(w, r, "/addons?namespace="+url.QueryEscape(key.Namespace), http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/addons/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+verb, http.StatusSeeOther)
+}
+
+func (s *Server) pageAction(ctx context.Context, r *http.Request, c client.Client, key client.ObjectKey, verb string) error {
+	a, err := addons.Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	if repo := gitManaged(a); repo != "" {
+		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): change it with a commit", key, repo)}
+	}
+	switch verb {
+	case "install", "approve":
+		hash := r.PostFormValue("hash")
+		if hash == "" {
+			return badRequest("hash", "the form names no plan")
+		}
+		op := addons.Approve
+		if verb == "install" {
+			op = addons.Install
+		}
+		_, err = op(ctx, c, key, hash)
+		return err
+	case "suspend", "resume":
+		return addons.SetSuspend(ctx, c, key, verb == "suspend")
+	case "edit":
+		vals := map[string]any{}
+		if err := yaml.Unmarshal([]byte(r.PostFormValue("values")), &vals); err != nil {
+			return badRequest("values", "the values are not a YAML map: %v", err)
+		}
+		if len(vals) == 0 {
+			return badRequest("values", "give the values to change, as YAML")
+		}
+		patch, err := yaml.YAMLToJSON([]byte(r.PostFormValue("values")))
+		if err != nil {
+			return badRequest("values", "the values are not a YAML map: %v", err)
+		}
+		_, err = addons.Edit(ctx, c, key, []byte(`{"values":`+string(patch)+`}`), nil)
+		return err
+	case "remove":
+		return addons.Remove(ctx, c, key, addons.RemoveOptions{
+			Uninstall: r.PostFormValue("uninstall") == "true", KeepValues: r.PostFormValue("keepValues") == "true"})
+	}
+	return apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such action: " + verb}
+}
+
+// pageRoutes adds the page to mux.
+func (s *Server) pageRoutes(mux *http.ServeMux) {
+	static, _ := fs.Sub(webFS, "web")
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/addons", http.StatusSeeOther) })
+	mux.HandleFunc("GET /signin", s.signInPage)
+	mux.HandleFunc("POST /signin", s.signInPage)
+	mux.HandleFunc("POST /signout", s.signOutPage)
+	mux.HandleFunc("GET /addons", s.listPage)
+	mux.HandleFunc("GET /addons/{namespace}/{name}", s.addonPage)
+	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)
+}
