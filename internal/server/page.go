@@ -57,7 +57,7 @@ var pageFuncs = template.FuncMap{
 // pages are parsed once: each is the layout with one page's content.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"signin", "list", "addon"} {
+	for _, name := range []string{"signin", "list", "addon", "new"} {
 		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name+".html"))
 	}
 	return out
@@ -101,11 +101,14 @@ type pageData struct {
 	Can     map[string]bool
 	Actions bool
 	Events  []eventsv1.Event
+	// The form from a chart's schema.
+	Form *newForm
 }
 
 // flashes are the only messages a redirect may ask a page to show, so that
 // no text from a link is ever shown back.
 var flashes = map[string]string{
+	"add":     "Added, suspended: review its plan, then install it.",
 	"install": "Installing exactly the reviewed plan.",
 	"approve": "Approved exactly the reviewed plan.",
 	"suspend": "Suspended: the add-on is planned, nothing is applied.",
@@ -339,5 +342,7 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signout", s.signOutPage)
 	mux.HandleFunc("GET /addons", s.listPage)
 	mux.HandleFunc("GET /addons/{namespace}/{name}", s.addonPage)
+	mux.HandleFunc("GET /new", s.newAddonPage)
+	mux.HandleFunc("POST /new", s.newAddonPage)
 	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)
 }

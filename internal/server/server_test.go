@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
@@ -104,8 +105,10 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	// Plans fetch from the loopback git server of the tests only.
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}}})
+	// Plans and the chart form fetch from the tests' loopback servers only.
+	chartServer = serveCharts()
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}},
+		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: chartServer.Certificate().Raw})})
 	if err != nil {
 		return err
 	}
@@ -166,6 +169,10 @@ func user(t testing.TB, ns, name string, rules ...rbacv1.PolicyRule) string {
 
 // hashOf is a plan hash of one repeated hex digit.
 func hashOf(digit string) string { return "sha256:" + strings.Repeat(digit, 64) }
+
+func rbacPolicy(group, resource string, verbs ...string) rbacv1.PolicyRule {
+	return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}
+}
 
 func addonRule(verbs ...string) rbacv1.PolicyRule {
 	return rbacv1.PolicyRule{APIGroups: []string{"capstan.dev"}, Resources: []string{"addons"}, Verbs: verbs}

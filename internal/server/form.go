@@ -1,0 +1,396 @@
+package server
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
+)
+
+// The form from a chart's schema: given a chart link, the server fetches the
+// chart through the fetch guard and renders a form from its
+// values.schema.json. What the form cannot express ($ref, oneOf, arrays of
+// objects) is left to the YAML editor under it, which every chart gets.
+
+// maxFormDepth bounds how deep nested objects become nested fieldsets.
+const maxFormDepth = 6
+
+// formField is one input of the form, or a fieldset of them.
+type formField struct {
+	Path, Label, Kind, Description, Pattern string
+	Enum                                    []string
+	Default, Value, Error                   string
+	Required, WriteOnly, Generated          bool
+	Min, Max                                *float64
+	Children                                []formField
+}
+
+// Input is the name of the field's input.
+func (f formField) Input() string { return "v." + f.Path }
+
+// ID is the id of the field's input, for its label.
+func (f formField) ID() string { return "f-" + strings.ReplaceAll(f.Path, ".", "-") }
+
+// schemaNode is the part of a JSON Schema the form reads.
+type schemaNode struct {
+	Type        any                    `json:"type"`
+	Title       string                 `json:"title"`
+	Description string                 `json:"description"`
+	Properties  map[string]*schemaNode `json:"properties"`
+	Required    []string               `json:"required"`
+	Enum        []any                  `json:"enum"`
+	Default     any                    `json:"default"`
+	Minimum     *float64               `json:"minimum"`
+	Maximum     *float64               `json:"maximum"`
+	Pattern     string                 `json:"pattern"`
+	WriteOnly   bool                   `json:"writeOnly"`
+	Generate    any                    `json:"x-capstan-generate"`
+	Items       *schemaNode            `json:"items"`
+	Ref         string                 `json:"$ref"`
+}
+
+func (n *schemaNode) kind() string {
+	switch t := n.Type.(type) {
+	case string:
+		return t
+	case []any:
+		for _, v := range t {
+			if s, ok := v.(string); ok && s != "null" {
+				return s
+			}
+		}
+	}
+	if len(n.Properties) > 0 {
+		return "object"
+	}
+	return ""
+}
+
+// schemaForm turns a values.schema.json into form fields, in the order of
+// the property names.
+func schemaForm(doc []byte) ([]formField, error) {
+	var root schemaNode
+	if err := json.Unmarshal(doc, &root); err != nil {
+		return nil, fmt.Errorf("the chart's values.schema.json is not JSON: %v", err)
+	}
+	return fieldsOf(&root, "", 0), nil
+}
+
+func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
+	names := make([]string, 0, len(n.Properties))
+	for name := range n.Properties {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var out []formField
+	for _, name := range names {
+		p := n.Properties[name]
+		if p == nil || p.Ref != "" {
+			continue
+		}
+		f := formField{Path: strings.TrimPrefix(prefix+"."+name, "."), Label: name, Description: p.Description,
+			Pattern: p.Pattern, Min: p.Minimum, Max: p.Maximum, WriteOnly: p.WriteOnly, Generated: p.Generate != nil}
+		if p.Title != "" {
+			f.Label = p.Title
+		}
+		for _, r := range n.Required {
+			f.Required = f.Required || r == name
+		}
+		if p.Default != nil {
+			f.Default = scalar(p.Default)
+		}
+		for _, e := range p.Enum {
+			f.Enum = append(f.Enum, scalar(e))
+		}
+		switch k := p.kind(); {
+		case len(f.Enum) > 0:
+			f.Kind = "enum"
+		case k == "object" && depth < maxFormDepth:
+			f.Kind, f.Children = "object", fieldsOf(p, f.Path, depth+1)
+			if len(f.Children) == 0 {
+				continue
+			}
+		case k == "array" && p.Items != nil && scalarKind(p.Items.kind()):
+			f.Kind = "array"
+		case scalarKind(k):
+			f.Kind = k
+		default:
+			continue // the YAML editor sets it
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func scalarKind(k string) bool {
+	return k == "string" || k == "integer" || k == "number" || k == "boolean"
+}
+
+func scalar(v any) string {
+	switch t := v.(type) {
+	case string:
+		return t
+	case []any:
+		parts := make([]string, 0, len(t))
+		for _, e := range t {
+			parts = append(parts, scalar(e))
+		}
+		return strings.Join(parts, ", ")
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// formValues builds values and secret inputs from a posted form: typed
+// from the schema, empty fields left out, writeOnly fields as secret inputs.
+// It fills each field's Value (never a secret's) and its conversion error.
+func formValues(fields []formField, r *http.Request, vals map[string]any, inputs map[string]string) bool {
+	ok := true
+	for i := range fields {
+		f := &fields[i]
+		if f.Kind == "object" {
+			ok = formValues(f.Children, r, vals, inputs) && ok
+			continue
+		}
+		if f.Generated {
+			continue
+		}
+		raw := strings.TrimSpace(r.PostFormValue(f.Input()))
+		if f.Kind == "boolean" {
+			raw = map[bool]string{true: "true", false: ""}[r.PostFormValue(f.Input()) == "true"]
+			if raw == "" && f.Default == "true" {
+				raw = "false"
+			}
+		}
+		if raw == "" {
+			continue
+		}
+		if f.WriteOnly {
+			inputs[f.Path] = raw
+			continue
+		}
+		f.Value = raw
+		var v any
+		var err error
+		switch f.Kind {
+		case "integer":
+			v, err = strconv.ParseInt(raw, 10, 64)
+		case "number":
+			v, err = strconv.ParseFloat(raw, 64)
+		case "boolean":
+			v = raw == "true"
+		case "array":
+			var items []any
+			for _, part := range strings.Split(raw, ",") {
+				items = append(items, strings.TrimSpace(part))
+			}
+			v = items
+		default:
+			v = raw
+		}
+		if err != nil {
+			f.Error, ok = "not a "+f.Kind, false
+			continue
+		}
+		setPath(vals, strings.Split(f.Path, "."), v)
+	}
+	return ok
+}
+
+func setPath(m map[string]any, path []string, v any) {
+	for _, k := range path[:len(path)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = v
+}
+
+// markErrors puts each values error next to its field; it returns the
+// errors no field shows.
+func markErrors(fields []formField, errs []capstanv1.ValuesError) []capstanv1.ValuesError {
+	var rest []capstanv1.ValuesError
+	for _, e := range errs {
+		if !markError(fields, "/"+strings.TrimPrefix(e.Path, "/"), e.Message) {
+			rest = append(rest, e)
+		}
+	}
+	return rest
+}
+
+func markError(fields []formField, path, msg string) bool {
+	for i := range fields {
+		f := &fields[i]
+		if "/"+strings.ReplaceAll(f.Path, ".", "/") == path {
+			f.Error = msg
+			return true
+		}
+		if f.Kind == "object" && markError(f.Children, path, msg) {
+			return true
+		}
+	}
+	return false
+}
+
+// newForm is the data of the form page.
+type newForm struct {
+	Chart, Namespace, Name, YAML string
+	Fields                       []formField
+	Fetched, HasSchema           bool
+	Problems                     []capstanv1.ValuesError
+}
+
+// newAddonPage shows, and takes, the form that adds an add-on from a chart
+// link.
+func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	d := pageData{Title: "Add from a chart link", User: sess.user.Name, CSRF: sess.csrf}
+	form := &newForm{}
+	d.Form = form
+	get := r.URL.Query().Get
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		get = r.PostFormValue
+		if !pageWrite(r, sess) {
+			d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was created."
+			s.render(w, "new", http.StatusForbidden, d)
+			return
+		}
+	}
+	form.Chart, form.Namespace, form.Name, form.YAML = strings.TrimSpace(get("chart")), strings.TrimSpace(get("namespace")), strings.TrimSpace(get("name")), get("yaml")
+	if form.Chart == "" {
+		s.render(w, "new", http.StatusOK, d)
+		return
+	}
+	spec := capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: form.Chart}}
+	if strings.HasPrefix(form.Chart, "oci://") {
+		spec.Chart = &capstanv1.ChartSource{OCI: form.Chart}
+	}
+	art, err := s.Fetcher.Fetch(r.Context(), spec, nil)
+	if err != nil {
+		d.Error = "The chart could not be fetched: " + err.Error()
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	}
+	form.Fetched = true
+	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
+		form.HasSchema = true
+		if form.Fields, err = schemaForm(doc); err != nil {
+			d.Error = err.Error()
+			s.render(w, "new", http.StatusUnprocessableEntity, d)
+			return
+		}
+	}
+	if r.Method != http.MethodPost {
+		s.render(w, "new", http.StatusOK, d)
+		return
+	}
+	s.createFromForm(w, r, sess, d, form, spec, art)
+}
+
+// createFromForm checks the form's values against the chart's schema, on
+// the server, and creates the Addon suspended when they pass.
+func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess session, d pageData, form *newForm, spec capstanv1.AddonSpec, art *source.Artifact) {
+	if errs := validation.IsDNS1123Label(form.Namespace); len(errs) > 0 {
+		d.Error = "Namespace: " + strings.Join(errs, "; ")
+	} else if errs := validation.IsDNS1123Subdomain(form.Name); len(errs) > 0 {
+		d.Error = "Name: " + strings.Join(errs, "; ")
+	}
+	vals, inputs := map[string]any{}, map[string]string{}
+	typed := formValues(form.Fields, r, vals, inputs)
+	if strings.TrimSpace(form.YAML) != "" {
+		extra := map[string]any{}
+		if err := yaml.Unmarshal([]byte(form.YAML), &extra); err != nil {
+			d.Error = "The additional values are not a YAML map: " + err.Error()
+		} else {
+			vals = mergeMaps(vals, extra)
+		}
+	}
+	if d.Error != "" || !typed {
+		if d.Error == "" {
+			d.Error = "Some values are not of their field's type."
+		}
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	}
+	schema, err := values.SchemaForChart(art.Chart.Chart)
+	if err == nil && schema != nil {
+		// The secret inputs are checked as the controller will read them:
+		// from a Secret, a layer over spec.values.
+		secret := map[string]any{}
+		for p, v := range inputs {
+			setPath(secret, strings.Split(p, "."), v)
+		}
+		src := values.Sources{Spec: vals}
+		if len(secret) > 0 {
+			src.From = []values.Layer{{Ref: capstanv1.ValuesReference{Kind: "Secret", Name: values.ValuesPrefix(form.Name) + "form"}, Doc: secret}}
+		}
+		var res *values.Result
+		res, err = values.Compose(values.Inputs{Chart: art.Chart.Chart, Schema: schema, Sources: src})
+		if err == nil && len(res.Errors) > 0 {
+			form.Problems = markErrors(form.Fields, res.Errors)
+			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was created.", len(res.Errors))
+			s.render(w, "new", http.StatusUnprocessableEntity, d)
+			return
+		}
+	}
+	if err != nil {
+		d.Error = err.Error()
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	}
+	c, _, err := s.userClient(sess.user)
+	if err == nil {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: form.Namespace, Name: form.Name},
+			Spec: spec}
+		if len(vals) > 0 {
+			raw, _ := json.Marshal(vals)
+			a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+		}
+		_, err = addons.Add(r.Context(), c, a, inputs)
+	}
+	if err != nil {
+		d.Error = errorFor(err).Message
+		s.render(w, "new", errorFor(err).Code, d)
+		return
+	}
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", "add", "addon", form.Namespace+"/"+form.Name)
+	http.Redirect(w, r, "/addons/"+url.PathEscape(form.Namespace)+"/"+url.PathEscape(form.Name)+"?done=add", http.StatusSeeOther)
+}
+
+// mergeMaps merges b over a, maps recursively, as Helm merges values.
+func mergeMaps(a, b map[string]any) map[string]any {
+	out := make(map[string]any, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		if bm, ok := v.(map[string]any); ok {
+			if am, ok := out[k].(map[string]any); ok {
+				out[k] = mergeMaps(am, bm)
+				continue
+			}
+		}
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package server_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/chromedp/chromedp"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// chartServer serves form-1.0.0.tgz over TLS on loopback.
+var chartServer *httptest.Server
+
+// formSchema has every kind of field the form renders.
+const formSchema = `{
+  "type": "object",
+  "required": ["greeting"],
+  "properties": {
+    "greeting": {"type": "string", "default": "hello", "description": "What the page says."},
+    "replicas": {"type": "integer", "minimum": 1, "maximum": 5},
+    "mode": {"type": "string", "enum": ["fast", "safe"]},
+    "debug": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "auth": {"type": "object", "properties": {
+      "password": {"type": "string", "writeOnly": true},
+      "token": {"type": "string", "x-capstan-generate": {"length": 16}}
+    }}
+  }
+}`
+
+func serveCharts() *httptest.Server {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range map[string]string{
+		"form/Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\n",
+		"form/values.yaml":        "greeting: hello\nreplicas: 1\n",
+		"form/values.schema.json": formSchema,
+		"form/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+	} {
+		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		_, _ = tw.Write([]byte(body))
+	}
+	_ = tw.Close()
+	_ = gz.Close()
+	archive := buf.Bytes()
+	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/form-1.0.0.tgz" {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(archive)
+	}))
+}
+
+// TestSchemaFormInAChromium adds an add-on from a chart link through the
+// form the page renders from the chart's values.schema.json: a wrong value
+// is refused next to its field, a secret input never appears in the page,
+// and the Addon is created suspended.
+func TestSchemaFormInAChromium(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"),
+		rbacPolicy("", "secrets", "create"))
+	const password = "s3cret-form-password-Xy"
+	ctx := browser(t)
+	signIn(t, ctx, editor)
+	run(t, ctx, "opening the form",
+		chromedp.Navigate(api.URL+"/new"),
+		chromedp.SetValue(chromedp.ID("chart"), chartServer.URL+"/form-1.0.0.tgz"),
+		chromedp.SetValue(chromedp.ID("namespace"), ns),
+		chromedp.SetValue(chromedp.ID("name"), "form"),
+		chromedp.Submit(chromedp.ID("chart")),
+		chromedp.WaitVisible(chromedp.ID("f-replicas")),
+	)
+	labels := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("form.schema-form input:not([type=hidden]), form.schema-form select, form.schema-form textarea").length`))
+	unlabelled := value(t, ctx, chromedp.Evaluate[int](`[...document.querySelectorAll("form.schema-form input:not([type=hidden]), form.schema-form select, form.schema-form textarea")].filter(e => !document.querySelector('label[for="'+e.id+'"]')).length`))
+	kinds := value(t, ctx, chromedp.Evaluate[string](`document.getElementById("f-auth-password").type + " " + document.getElementById("f-mode").tagName + " " + document.getElementById("f-debug").type`))
+	if labels < 7 || unlabelled != 0 || kinds != "password SELECT checkbox" {
+		t.Errorf("the form has %d inputs, %d without a label, kinds %q; want every field, all labelled, a password, a select and a checkbox", labels, unlabelled, kinds)
+	}
+	screenshot(t, ctx, "schema-form.png")
+
+	run(t, ctx, "sending a value over its maximum",
+		chromedp.SetValue(chromedp.ID("f-replicas"), "9"),
+		chromedp.SetValue(chromedp.ID("f-auth-password"), password),
+		chromedp.SetValue(chromedp.ID("f-tags"), "a, b"),
+		chromedp.Click(`//button[text()="Add, suspended"]`),
+		chromedp.WaitVisible(`//div[contains(@class,"invalid")]//p[contains(@class,"error")]`),
+	)
+	html := value(t, ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`))
+	if strings.Contains(html, password) {
+		t.Fatal("the page shows the secret input back")
+	}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "form"}, &capstanv1.Addon{}); err == nil {
+		t.Fatal("a refused form created the Addon")
+	}
+
+	run(t, ctx, "fixing it",
+		chromedp.SetValue(chromedp.ID("f-replicas"), "3"),
+		chromedp.SetValue(chromedp.ID("f-auth-password"), password),
+		chromedp.Click(`//button[text()="Add, suspended"]`),
+		chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Added")] | //p[@role="alert" and not(ancestor::div)]`),
+	)
+	if msg := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(msg, "Added") {
+		t.Fatalf("the fixed form was not accepted:\n%s", msg)
+	}
+	if html := value(t, ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`)); strings.Contains(html, password) {
+		t.Fatal("the add-on's page shows the secret input")
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "form"}, a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Spec.Suspend || !strings.Contains(string(a.Spec.Values.Raw), `"replicas":3`) || !strings.Contains(string(a.Spec.Values.Raw), `"tags":["a","b"]`) ||
+		strings.Contains(string(a.Spec.Values.Raw), password) || len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
+		t.Errorf("the added Addon: suspend %v, values %s, valuesFrom %+v", a.Spec.Suspend, a.Spec.Values.Raw, a.Spec.ValuesFrom)
+	}
+}
