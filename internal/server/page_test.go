@@ -74,7 +74,8 @@ func signIn(t *testing.T, ctx context.Context, token string) {
 		chromedp.Navigate(api.URL+"/signin"),
 		chromedp.SetValue(chromedp.ID("token"), token),
 		chromedp.Submit(chromedp.ID("token")),
-		chromedp.WaitVisible(chromedp.CSS("main h1")),
+		// The sign-in page has an h1 too: wait for the list's.
+		chromedp.WaitVisible(`//h1[text()="Add-ons"]`),
 	)
 }
 

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
@@ -140,12 +142,26 @@ func ociError(ref, doing string, err error) error {
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
-	case strings.Contains(msg, "401") || strings.Contains(msg, "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential"):
+	case statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential"):
 		hint = "the registry refused the credentials; check the Secret named in spec.chart.secretRef"
-	case strings.Contains(msg, "not found") || strings.Contains(msg, "404"):
+	case strings.Contains(msg, "not found") || statusCode(msg, "404"):
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"
 	}
 	return &FetchError{URL: ref, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
+}
+
+// statusRE finds a three-digit HTTP status standing alone in a message, not
+// inside a port or an address: a registry on port 40165 is not a 401.
+var statusRE = regexp.MustCompile(`(?:^|[^0-9.:])([1-5][0-9][0-9])(?:[^0-9]|$)`)
+
+// statusCode reports whether msg names one of the HTTP statuses.
+func statusCode(msg string, codes ...string) bool {
+	for _, m := range statusRE.FindAllStringSubmatch(msg, -1) {
+		if slices.Contains(codes, m[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // isExactVersion reports whether a version is a plain tag rather than a range.

@@ -205,3 +205,19 @@ func TestOCIGuard(t *testing.T) {
 		t.Fatal("the registry was reached")
 	}
 }
+
+func TestOCIErrorHints(t *testing.T) {
+	for _, tc := range []struct{ msg, want string }{
+		{`127.0.0.1:40165/charts/demo:9.9.9: not found`, "no such chart"},
+		{`127.0.0.1:40365/charts/demo: not found`, "no such chart"},
+		{`GET https://registry.example/v2/: 401 Unauthorized`, "refused the credentials"},
+		{`unexpected status code 403: forbidden`, "refused the credentials"},
+		{`response status code 404: name unknown`, "no such chart"},
+		{`dial tcp 10.0.0.1:4011: connection refused`, "registry is up"},
+	} {
+		err := ociError("oci://x", "pulling the chart", errors.New(tc.msg))
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v; want a hint that says %q", tc.msg, err, tc.want)
+		}
+	}
+}
