@@ -12,9 +12,12 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/install"
 )
 
 // chartServer serves form-1.0.0.tgz over TLS on loopback.
@@ -126,5 +129,51 @@ func TestSchemaFormInAChromium(t *testing.T) {
 	if !a.Spec.Suspend || !strings.Contains(string(a.Spec.Values.Raw), `"replicas":3`) || !strings.Contains(string(a.Spec.Values.Raw), `"tags":["a","b"]`) ||
 		strings.Contains(string(a.Spec.Values.Raw), password) || len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
 		t.Errorf("the added Addon: suspend %v, values %s, valuesFrom %+v", a.Spec.Suspend, a.Spec.Values.Raw, a.Spec.ValuesFrom)
+	}
+}
+
+// TestCatalogInAChromium adds Longhorn from the built-in catalog, with a
+// typed field and YAML merged over it on the server, and sees an operator's
+// entry from a ConfigMap offered beside the built-in ones.
+func TestCatalogInAChromium(t *testing.T) {
+	ns := namespace(t)
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-grafana", Labels: map[string]string{"capstan.dev/catalog": "true"}},
+		Data:       map[string]string{"entry.yaml": "id: grafana\ntitle: Grafana\ndescription: Dashboards.\nchart: {repo: 'https://grafana.github.io/helm-charts', name: grafana, version: 10.1.0}\n"},
+	}
+	if err := admin.Create(context.Background(), entry); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), entry) })
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"))
+	ctx := browser(t)
+	signIn(t, ctx, editor)
+	run(t, ctx, "opening the catalog",
+		chromedp.Navigate(api.URL+"/catalog"),
+		chromedp.WaitVisible(`//h2[text()="Grafana"]`),
+		chromedp.WaitVisible(`//h2[text()="Longhorn"]`),
+	)
+	screenshot(t, ctx, "catalog.png")
+	run(t, ctx, "adding Longhorn",
+		chromedp.Click(`//a[text()="Add Longhorn"]`),
+		chromedp.WaitVisible(chromedp.ID("f-persistence-defaultClassReplicaCount")),
+		chromedp.SetValue(chromedp.ID("namespace"), ns),
+		chromedp.SetValue(chromedp.ID("f-persistence-defaultClassReplicaCount"), "2"),
+		chromedp.SetValue(chromedp.ID("yaml"), "persistence:\n  reclaimPolicy: Retain\n"),
+		chromedp.Click(`//button[text()="Add, suspended"]`),
+	)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Added")]`)); err != nil {
+		t.Fatalf("the catalog form did not lead to the added add-on's page: %v", err)
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "longhorn"}, a); err != nil {
+		t.Fatal(err)
+	}
+	vals := string(a.Spec.Values.Raw)
+	if !a.Spec.Suspend || a.Spec.Chart.Repo != "https://charts.longhorn.io/" ||
+		!strings.Contains(vals, `"defaultClassReplicaCount":2`) || !strings.Contains(vals, `"reclaimPolicy":"Retain"`) {
+		t.Errorf("the added Addon: suspend %v, chart %+v, values %s; want the typed field and the YAML merged", a.Spec.Suspend, a.Spec.Chart, vals)
 	}
 }

@@ -57,8 +57,8 @@ var pageFuncs = template.FuncMap{
 // pages are parsed once: each is the layout with one page's content.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"signin", "list", "addon", "new"} {
-		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/"+name+".html"))
+	for _, name := range []string{"signin", "list", "addon", "new", "catalog"} {
+		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/field.html", "web/"+name+".html"))
 	}
 	return out
 }()
@@ -101,8 +101,9 @@ type pageData struct {
 	Can     map[string]bool
 	Actions bool
 	Events  []eventsv1.Event
-	// The form from a chart's schema.
-	Form *newForm
+	// The form from a chart's schema, and the catalog.
+	Form    *newForm
+	Catalog *catalogView
 }
 
 // flashes are the only messages a redirect may ask a page to show, so that
@@ -342,6 +343,9 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /signout", s.signOutPage)
 	mux.HandleFunc("GET /addons", s.listPage)
 	mux.HandleFunc("GET /addons/{namespace}/{name}", s.addonPage)
+	mux.HandleFunc("GET /catalog", s.catalogPage)
+	mux.HandleFunc("GET /catalog/{entry}", s.catalogPage)
+	mux.HandleFunc("POST /catalog/{entry}", s.catalogPage)
 	mux.HandleFunc("GET /new", s.newAddonPage)
 	mux.HandleFunc("POST /new", s.newAddonPage)
 	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)

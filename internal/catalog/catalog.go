@@ -1,0 +1,154 @@
+// Package catalog is what "Add from the catalog" offers: a few well-known
+// add-ons with their chart, a default namespace and typed fields at dotted
+// value paths, and the entries an operator adds without rebuilding Capstan,
+// as ConfigMaps.
+package catalog
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Label marks a ConfigMap, in the controller's namespace, whose key
+// EntryKey holds one catalog entry as YAML.
+const (
+	Label    = "capstan.dev/catalog"
+	EntryKey = "entry.yaml"
+)
+
+// Entry is one add-on the catalog offers.
+type Entry struct {
+	// ID names the entry in links: lower-case letters, digits and dashes.
+	ID string `json:"id"`
+	// Title and Description are shown on the card.
+	Title       string `json:"title"`
+	Description string `json:"description,omitempty"`
+	// Chart is the chart to install; empty for "any Helm chart" and for a
+	// git folder, which the person names.
+	Chart *capstanv1.ChartSource `json:"chart,omitempty"`
+	// Kind is "chart" (the default), "any-chart" or "git-folder".
+	Kind string `json:"kind,omitempty"`
+	// Namespace is the namespace the form suggests.
+	Namespace string `json:"namespace,omitempty"`
+	// Fields are the typed values the form asks for.
+	Fields []Field `json:"fields,omitempty"`
+	// Source says where the entry comes from: "built-in" or the ConfigMap.
+	Source string `json:"-"`
+}
+
+// Field is one typed value of an entry, at a dotted values path.
+type Field struct {
+	Path        string `json:"path"`
+	Label       string `json:"label"`
+	Type        string `json:"type"` // string, integer, number or boolean
+	Default     string `json:"default,omitempty"`
+	Description string `json:"description,omitempty"`
+}
+
+// BuiltIn are the entries every Capstan offers.
+var BuiltIn = []Entry{
+	{ID: "longhorn", Title: "Longhorn", Description: "Distributed block storage for Kubernetes.",
+		Chart: &capstanv1.ChartSource{Repo: "https://charts.longhorn.io/", Name: "longhorn", Version: "1.10.2"}, Namespace: "longhorn-system",
+		Fields: []Field{
+			{Path: "persistence.defaultClassReplicaCount", Label: "Replicas of each volume", Type: "integer", Default: "3"},
+			{Path: "persistence.defaultClass", Label: "Make it the default StorageClass", Type: "boolean", Default: "true"},
+			{Path: "defaultSettings.defaultDataPath", Label: "Data path on each node", Type: "string", Default: "/var/lib/longhorn/"},
+		}},
+	{ID: "hajimari", Title: "Hajimari", Description: "A start page that lists the cluster's apps.",
+		Chart: &capstanv1.ChartSource{Repo: "https://hajimari.io/", Name: "hajimari", Version: "2.0.2"}, Namespace: "hajimari",
+		Fields: []Field{
+			{Path: "hajimari.title", Label: "Title", Type: "string", Default: "Hajimari"},
+			{Path: "hajimari.defaultEnable", Label: "Show every Ingress by default", Type: "boolean", Default: "false"},
+		}},
+	{ID: "uptime-kuma", Title: "Uptime Kuma", Description: "Status checks and a status page.",
+		Chart: &capstanv1.ChartSource{Repo: "https://helm.irsigler.cloud/", Name: "uptime-kuma", Version: "2.21.2"}, Namespace: "uptime-kuma",
+		Fields: []Field{
+			{Path: "volume.size", Label: "Volume size", Type: "string", Default: "4Gi"},
+			{Path: "image.tag", Label: "Image tag", Type: "string"},
+		}},
+	{ID: "cloudnative-pg", Title: "CloudNativePG", Description: "The PostgreSQL operator.",
+		Chart: &capstanv1.ChartSource{Repo: "https://cloudnative-pg.github.io/charts/", Name: "cloudnative-pg", Version: "0.26.0"}, Namespace: "cnpg-system",
+		Fields: []Field{
+			{Path: "replicaCount", Label: "Operator replicas", Type: "integer", Default: "1"},
+			{Path: "monitoring.podMonitorEnabled", Label: "PodMonitor for Prometheus", Type: "boolean", Default: "false"},
+		}},
+	{ID: "any-chart", Kind: "any-chart", Title: "Any Helm chart", Description: "A chart from a link: its form is built from its values.schema.json."},
+	{ID: "git-folder", Kind: "git-folder", Title: "Manifests from a git folder", Description: "A kustomization, or plain YAML files, from a folder of a git repository."},
+}
+
+var idRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+var fieldTypes = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true}
+
+// Validate says what is wrong with an entry, for the operator who wrote it.
+func (e Entry) Validate() error {
+	if !idRE.MatchString(e.ID) {
+		return fmt.Errorf("id %q: use lower-case letters, digits and dashes", e.ID)
+	}
+	if e.Title == "" {
+		return fmt.Errorf("entry %s: give it a title", e.ID)
+	}
+	switch e.Kind {
+	case "", "chart":
+		if e.Chart == nil || (e.Chart.Repo == "" && e.Chart.OCI == "" && e.Chart.URL == "") {
+			return fmt.Errorf("entry %s: name its chart (chart.repo with chart.name, chart.oci or chart.url)", e.ID)
+		}
+	case "any-chart", "git-folder":
+	default:
+		return fmt.Errorf("entry %s: kind %q is not chart, any-chart or git-folder", e.ID, e.Kind)
+	}
+	for _, f := range e.Fields {
+		if f.Path == "" || !fieldTypes[f.Type] {
+			return fmt.Errorf("entry %s: field %q needs a path and a type of string, integer, number or boolean", e.ID, f.Label)
+		}
+	}
+	return nil
+}
+
+// Problem is an operator's entry that could not be read.
+type Problem struct{ ConfigMap, Message string }
+
+// Entries are the built-in entries and those of the ConfigMaps labelled
+// Label in namespace, sorted by title. An entry that cannot be read is
+// reported, not offered; one that reuses an ID replaces the built-in one.
+func Entries(ctx context.Context, c client.Reader, namespace string) ([]Entry, []Problem, error) {
+	byID := map[string]Entry{}
+	for _, e := range BuiltIn {
+		e.Source = "built-in"
+		byID[e.ID] = e
+	}
+	var problems []Problem
+	if c != nil {
+		list := &corev1.ConfigMapList{}
+		if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{Label: "true"}); err != nil {
+			return nil, nil, fmt.Errorf("listing the catalog's ConfigMaps in %s: %w", namespace, err)
+		}
+		for _, cm := range list.Items {
+			var e Entry
+			if err := yaml.UnmarshalStrict([]byte(cm.Data[EntryKey]), &e); err != nil {
+				problems = append(problems, Problem{ConfigMap: cm.Name, Message: "its " + EntryKey + " is not an entry: " + err.Error()})
+				continue
+			}
+			if err := e.Validate(); err != nil {
+				problems = append(problems, Problem{ConfigMap: cm.Name, Message: err.Error()})
+				continue
+			}
+			e.Source = "ConfigMap " + cm.Name
+			byID[e.ID] = e
+		}
+	}
+	out := make([]Entry, 0, len(byID))
+	for _, e := range byID {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Title < out[j].Title })
+	return out, problems, nil
+}

@@ -1,0 +1,136 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/catalog"
+)
+
+// catalogView is the data of the catalog pages.
+type catalogView struct {
+	Entries         []catalog.Entry
+	Problems        []catalog.Problem
+	Entry           *catalog.Entry
+	Fields          []formField
+	Namespace, Name string
+	YAML            string
+}
+
+// catalogFields are an entry's typed fields as the form renders them.
+func catalogFields(e catalog.Entry) []formField {
+	out := make([]formField, 0, len(e.Fields))
+	for _, f := range e.Fields {
+		out = append(out, formField{Path: f.Path, Label: f.Label, Kind: f.Type, Default: f.Default, Description: f.Description})
+	}
+	return out
+}
+
+// catalogPage lists the entries, or shows and takes one entry's form. The
+// form builds values from the typed fields and merges the YAML over them on
+// the server, then creates the Addon suspended.
+func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	v := &catalogView{}
+	d := pageData{Title: "Add from the catalog", User: sess.user.Name, CSRF: sess.csrf, Catalog: v}
+	entries, problems, err := catalog.Entries(r.Context(), s.Controller, s.ControllerNamespace)
+	if err != nil {
+		d.Error = err.Error()
+	}
+	v.Entries, v.Problems = entries, problems
+	id := r.PathValue("entry")
+	if id == "" {
+		s.render(w, "catalog", http.StatusOK, d)
+		return
+	}
+	for i := range entries {
+		if entries[i].ID == id {
+			v.Entry = &entries[i]
+		}
+	}
+	if v.Entry == nil || v.Entry.Kind == "any-chart" {
+		http.Redirect(w, r, "/new", http.StatusSeeOther)
+		return
+	}
+	v.Fields, v.Namespace, v.Name = catalogFields(*v.Entry), v.Entry.Namespace, v.Entry.ID
+	if r.Method != http.MethodPost {
+		s.render(w, "catalog", http.StatusOK, d)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if !pageWrite(r, sess) {
+		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was created."
+		s.render(w, "catalog", http.StatusForbidden, d)
+		return
+	}
+	v.Namespace, v.Name, v.YAML = strings.TrimSpace(r.PostFormValue("namespace")), strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("yaml")
+	a, msg := catalogAddon(r, v)
+	if msg != "" {
+		d.Error = msg
+		s.render(w, "catalog", http.StatusUnprocessableEntity, d)
+		return
+	}
+	c, _, err := s.userClient(sess.user)
+	if err == nil {
+		_, err = addons.Add(r.Context(), c, a, nil)
+	}
+	if err != nil {
+		d.Error = errorFor(err).Message
+		s.render(w, "catalog", errorFor(err).Code, d)
+		return
+	}
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", "add", "addon", a.Namespace+"/"+a.Name, "catalog", v.Entry.ID)
+	http.Redirect(w, r, "/addons/"+url.PathEscape(a.Namespace)+"/"+url.PathEscape(a.Name)+"?done=add", http.StatusSeeOther)
+}
+
+// catalogAddon builds the Addon of a posted entry form, or says what to fix.
+func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
+	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
+		return nil, "Namespace: " + strings.Join(errs, "; ")
+	}
+	if errs := validation.IsDNS1123Subdomain(v.Name); len(errs) > 0 {
+		return nil, "Name: " + strings.Join(errs, "; ")
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
+	if v.Entry.Kind == "git-folder" {
+		a.Spec.Git = &capstanv1.GitSource{URL: strings.TrimSpace(r.PostFormValue("git")), Path: strings.TrimSpace(r.PostFormValue("path")),
+			Revision: strings.TrimSpace(r.PostFormValue("revision"))}
+		if a.Spec.Git.URL == "" {
+			return nil, "Give the git repository."
+		}
+		return a, ""
+	}
+	chart := *v.Entry.Chart
+	if version := strings.TrimSpace(r.PostFormValue("version")); version != "" {
+		chart.Version = version
+	}
+	a.Spec.Chart = &chart
+	vals := map[string]any{}
+	if !formValues(v.Fields, r, vals, map[string]string{}) {
+		return nil, "Some values are not of their field's type."
+	}
+	if strings.TrimSpace(v.YAML) != "" {
+		extra := map[string]any{}
+		if err := yaml.Unmarshal([]byte(v.YAML), &extra); err != nil {
+			return nil, "The more values are not a YAML map: " + err.Error()
+		}
+		vals = mergeMaps(vals, extra)
+	}
+	if len(vals) > 0 {
+		raw, _ := json.Marshal(vals)
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	}
+	return a, ""
+}
