@@ -67,17 +67,7 @@ type Planner struct {
 // writes nothing: no status, no apply, no generated values, no adoption of
 // values objects; only dry runs reach the API server.
 func (p Planner) Plan(ctx context.Context, key client.ObjectKey) (*capstanv1.Addon, *capstanv1.Plan, error) {
-	a, err := Get(ctx, p.Client, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, RestConfig: p.RestConfig, Fetcher: p.Fetcher,
-		Config: controller.Config{Namespace: p.ControllerNamespace}.WithDefaults()}
-	pl, err := r.Plan(ctx, a)
-	if err != nil {
-		return a, nil, fmt.Errorf("planning %s: %w", key, err)
-	}
-	return a, pl, nil
+	return p.PlanChange(ctx, key, nil)
 }
 
 // PlanChange computes the plan that a change to an Addon's spec would

@@ -14,6 +14,7 @@ import (
 	"helm.sh/helm/v4/pkg/getter"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -303,19 +304,15 @@ func progressLine(a *capstanv1.Addon) string {
 }
 
 func readyReason(a *capstanv1.Addon) string {
-	for _, c := range a.Status.Conditions {
-		if c.Type == capstanv1.ConditionReady {
-			return c.Reason
-		}
+	if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
+		return c.Reason
 	}
 	return ""
 }
 
 func readyMessage(a *capstanv1.Addon) string {
-	for _, c := range a.Status.Conditions {
-		if c.Type == capstanv1.ConditionReady {
-			return c.Message
-		}
+	if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
+		return c.Message
 	}
 	return string(a.Status.Phase)
 }

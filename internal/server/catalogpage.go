@@ -9,7 +9,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
@@ -121,12 +120,9 @@ func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
 	if !formValues(v.Fields, r, vals, map[string]string{}) {
 		return nil, "Some values are not of their field's type."
 	}
-	if strings.TrimSpace(v.YAML) != "" {
-		extra := map[string]any{}
-		if err := yaml.Unmarshal([]byte(v.YAML), &extra); err != nil {
-			return nil, "The more values are not a YAML map: " + err.Error()
-		}
-		vals = mergeMaps(vals, extra)
+	vals, err := mergeYAML(vals, v.YAML)
+	if err != nil {
+		return nil, "More values: " + err.Error()
 	}
 	if len(vals) > 0 {
 		raw, _ := json.Marshal(vals)

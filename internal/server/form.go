@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -169,9 +170,11 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			continue
 		}
 		raw := strings.TrimSpace(r.PostFormValue(f.Input()))
-		if f.Kind == "boolean" {
-			raw = map[bool]string{true: "true", false: ""}[r.PostFormValue(f.Input()) == "true"]
-			if raw == "" && f.Default == "true" {
+		if f.Kind == "boolean" && raw != "true" {
+			// An unticked box sends nothing: it says false only where the
+			// chart's default is true, and is left out otherwise.
+			raw = ""
+			if f.Default == "true" {
 				raw = "false"
 			}
 		}
@@ -317,13 +320,10 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	}
 	vals, inputs := map[string]any{}, map[string]string{}
 	typed := formValues(form.Fields, r, vals, inputs)
-	if strings.TrimSpace(form.YAML) != "" {
-		extra := map[string]any{}
-		if err := yaml.Unmarshal([]byte(form.YAML), &extra); err != nil {
-			d.Error = "The additional values are not a YAML map: " + err.Error()
-		} else {
-			vals = mergeMaps(vals, extra)
-		}
+	if merged, err := mergeYAML(vals, form.YAML); err != nil {
+		d.Error = "Additional values: " + err.Error()
+	} else {
+		vals = merged
 	}
 	if d.Error != "" || !typed {
 		if d.Error == "" {
@@ -377,20 +377,15 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	http.Redirect(w, r, "/addons/"+url.PathEscape(form.Namespace)+"/"+url.PathEscape(form.Name)+"?done=add", http.StatusSeeOther)
 }
 
-// mergeMaps merges b over a, maps recursively, as Helm merges values.
-func mergeMaps(a, b map[string]any) map[string]any {
-	out := make(map[string]any, len(a))
-	for k, v := range a {
-		out[k] = v
+// mergeYAML merges a YAML map over vals, as Helm merges values files, and
+// says what is wrong with text that is not a map.
+func mergeYAML(vals map[string]any, text string) (map[string]any, error) {
+	if strings.TrimSpace(text) == "" {
+		return vals, nil
 	}
-	for k, v := range b {
-		if bm, ok := v.(map[string]any); ok {
-			if am, ok := out[k].(map[string]any); ok {
-				out[k] = mergeMaps(am, bm)
-				continue
-			}
-		}
-		out[k] = v
+	extra := map[string]any{}
+	if err := yaml.Unmarshal([]byte(text), &extra); err != nil {
+		return nil, fmt.Errorf("the values are not a YAML map: %v", err)
 	}
-	return out
+	return loader.MergeMaps(vals, extra), nil
 }

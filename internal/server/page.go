@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"embed"
+	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -13,7 +14,6 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
@@ -313,18 +313,18 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, c client.Clien
 	case "suspend", "resume":
 		return addons.SetSuspend(ctx, c, key, verb == "suspend")
 	case "edit":
-		vals := map[string]any{}
-		if err := yaml.Unmarshal([]byte(r.PostFormValue("values")), &vals); err != nil {
-			return badRequest("values", "the values are not a YAML map: %v", err)
+		vals, err := mergeYAML(map[string]any{}, r.PostFormValue("values"))
+		if err != nil {
+			return badRequest("values", "%v", err)
 		}
 		if len(vals) == 0 {
 			return badRequest("values", "give the values to change, as YAML")
 		}
-		patch, err := yaml.YAMLToJSON([]byte(r.PostFormValue("values")))
+		patch, err := json.Marshal(map[string]any{"values": vals})
 		if err != nil {
-			return badRequest("values", "the values are not a YAML map: %v", err)
+			return err
 		}
-		_, err = addons.Edit(ctx, c, key, []byte(`{"values":`+string(patch)+`}`), nil)
+		_, err = addons.Edit(ctx, c, key, patch, nil)
 		return err
 	case "remove":
 		return addons.Remove(ctx, c, key, addons.RemoveOptions{
