@@ -36,7 +36,12 @@ const (
 // scope carries everything one reconcile has read and decided, from step
 // to step.
 type scope struct {
-	addon     *capstanv1.Addon
+	addon *capstanv1.Addon
+	// stored is the status a checkpoint last wrote, when one did: the end
+	// of the reconcile patches against it, not against the status read at
+	// the start, so that what a checkpoint set and the sync then cleared
+	// (a pending post hook, hook progress) is cleared in the API too.
+	stored    *capstanv1.AddonStatus
 	profile   capstanv1.Profile
 	namespace string // where namespaced objects go
 	applier   *apply.Applier

@@ -28,7 +28,12 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	addon.Status.Profile = s.profile
 	r.emitTransition(before, s)
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
-	patch := client.MergeFrom(before)
+	base := before
+	if s.stored != nil {
+		base = before.DeepCopy()
+		base.Status = *s.stored
+	}
+	patch := client.MergeFrom(base)
 	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
 		return nil // nothing changed: a resync with nothing new writes nothing
 	}
@@ -91,5 +96,9 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastSyncRequest = s.addon.Status.LastSyncRequest
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
-	return r.Client.Status().Patch(ctx, latest, patch)
+	if err := r.Client.Status().Patch(ctx, latest, patch); err != nil {
+		return err
+	}
+	s.stored = latest.Status.DeepCopy()
+	return nil
 }
