@@ -21,6 +21,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/testcluster"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // Settings of BenchmarkConverge, from the environment so that
@@ -135,12 +136,12 @@ func runConverge(b *testing.B) figures {
 		b.Fatalf("writing the add-ons' git repository: %v", err)
 	}
 	buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-	bin, err := buildCapstan(buildCtx, dir)
+	bin, err := testcontroller.Build(buildCtx, dir)
 	cancel()
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctrl := startController(b, cluster, bin, dir,
+	ctrl := testcontroller.Start(b, cluster, bin, dir,
 		// Long enough that no periodic resync falls inside the run: the
 		// resync is asked for explicitly, once.
 		"--resync-interval=1h",
@@ -158,10 +159,10 @@ func runConverge(b *testing.B) figures {
 			b.Fatalf("creating Addon %s: %v", addonName(i), err)
 		}
 	}
-	readyAt, err := waitAllReady(ctx, admin, n, timeout, ctrl.alive, b.Logf)
+	readyAt, err := waitAllReady(ctx, admin, n, timeout, ctrl.Alive, b.Logf)
 	b.StopTimer()
 	if err != nil {
-		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.logTail(20))
+		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
 	}
 	f := figures{addons: n, concurrency: conc, converge: readyAt.Sub(began)}
 	// The reconciles that the last status writes queue are part of the
@@ -177,12 +178,12 @@ func runConverge(b *testing.B) figures {
 	}
 	target := installed.reconciles + float64(n)
 	for i := 0; ; i++ {
-		s, err := ctrl.snapshot(ctx)
+		s, err := snapshotOf(ctx, ctrl)
 		if err == nil && s.reconciles >= target {
 			f.resyncTime = time.Since(began)
 			break
 		}
-		if err := ctrl.alive(); err != nil {
+		if err := ctrl.Alive(); err != nil {
 			b.Fatal(err)
 		}
 		if i >= 4*int(timeout/time.Second) {
@@ -196,12 +197,12 @@ func runConverge(b *testing.B) figures {
 		b.Errorf("after the resync: %v %v", c, err)
 	}
 
-	f.peakRSSKiB, f.cpu, err = ctrl.procStatus()
+	f.peakRSSKiB, f.cpu, err = ctrl.ProcStatus()
 	if err != nil {
 		b.Fatalf("reading the controller's /proc status: %v", err)
 	}
-	ctrl.stop()
-	f.logErrors, f.throttled = ctrl.logProblems()
+	ctrl.Stop()
+	f.logErrors, f.throttled = ctrl.LogProblems()
 	return f
 }
 
@@ -237,8 +238,8 @@ type snapshot struct {
 	busy       float64 // queued plus running reconciles of Addons
 }
 
-func (p *controllerProcess) snapshot(ctx context.Context) (snapshot, error) {
-	samples, err := p.scrapeMetrics(ctx)
+func snapshotOf(ctx context.Context, p *testcontroller.Process) (snapshot, error) {
+	samples, err := scrapeMetrics(ctx, p)
 	if err != nil {
 		return snapshot{}, err
 	}
@@ -264,13 +265,13 @@ func (p *controllerProcess) snapshot(ctx context.Context) (snapshot, error) {
 
 // mustQuiet waits until no Addon is queued or reconciling and the request
 // count has not moved for three scrapes a second apart, up to 5 minutes.
-func mustQuiet(b *testing.B, p *controllerProcess, what string) snapshot {
+func mustQuiet(b *testing.B, p *testcontroller.Process, what string) snapshot {
 	b.Helper()
 	var last snapshot
 	var lastErr error
 	stable := 0
 	for range 300 {
-		s, err := p.snapshot(b.Context())
+		s, err := snapshotOf(b.Context(), p)
 		switch {
 		case err != nil:
 			lastErr, stable = err, 0
@@ -285,7 +286,7 @@ func mustQuiet(b *testing.B, p *controllerProcess, what string) snapshot {
 		if stable >= 3 {
 			return last
 		}
-		if err := p.alive(); err != nil {
+		if err := p.Alive(); err != nil {
 			b.Fatal(err)
 		}
 		time.Sleep(time.Second)

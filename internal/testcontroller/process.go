@@ -1,0 +1,257 @@
+// Package testcontroller runs `capstan controller` as a process of its own
+// against a local control plane (internal/testcluster), for the tests and
+// benchmarks that need the controller exactly as it ships: its own
+// binary, flags, identity, memory and log, and a process that can be
+// stopped or killed.
+package testcontroller
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/procfs"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcluster"
+)
+
+// Build builds cmd/capstan from this checkout into dir, so a test runs the
+// code as it is, not a stale bin/capstan.
+func Build(ctx context.Context, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("finding the module root with `go env GOMOD`: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("`go env GOMOD` names no go.mod; run the test from the checkout")
+	}
+	bin := filepath.Join(dir, "capstan")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/capstan")
+	cmd.Dir = filepath.Dir(gomod)
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/capstan: %w\n%s", err, msg)
+	}
+	return bin, nil
+}
+
+// Process is `capstan controller` running in a process group of its own,
+// with plain-HTTP metrics and probes on loopback.
+type Process struct {
+	// LogPath is the controller's log (stdout and stderr).
+	LogPath string
+	// MetricsURL is its Prometheus endpoint.
+	MetricsURL string
+
+	cmd      *exec.Cmd
+	readyURL string
+	done     chan struct{} // closed when the process has exited
+	waitErr  error         // set before done is closed
+}
+
+// Start runs bin as the controller's user, as `capstan dev` does, so it
+// impersonates capstan-addons with its real rights. args are added to the
+// flags Start sets. It returns once /readyz answers; Cleanup stops it.
+func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...string) *Process {
+	tb.Helper()
+	kubeconfig := filepath.Join(dir, "controller.kubeconfig")
+	if err := WriteKubeconfig(kubeconfig, c.ConfigFor(install.ControllerUser)); err != nil {
+		tb.Fatal(err)
+	}
+	ports, err := testcluster.FreePorts(2)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	// The log sits with the control plane's, so CAPSTAN_TESTCLUSTER_KEEP=1
+	// keeps it.
+	p := &Process{
+		LogPath:    c.LogPath("capstan-controller"),
+		MetricsURL: "http://" + metricsAddr + "/metrics",
+		readyURL:   "http://" + probeAddr + "/readyz",
+		done:       make(chan struct{}),
+	}
+	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	home := filepath.Join(dir, "home")
+	if err := os.MkdirAll(home, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	all := append([]string{"controller",
+		"--kubeconfig=" + kubeconfig,
+		"--namespace=" + install.Namespace,
+		"--metrics-bind-address=" + metricsAddr,
+		"--health-probe-bind-address=" + probeAddr,
+		"--http-bind-address=0",
+		"--allow-file-git",
+	}, args...)
+	p.cmd = exec.Command(bin, all...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid: true,
+		// NOTE: as in testcluster, the controller dies with the test binary
+		// when `go test` times out or is interrupted.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		tb.Fatalf("starting %s: %v", bin, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(p.Stop)
+	tb.Logf("controller: pid %d, %s; log %s", p.cmd.Process.Pid, strings.Join(all[1:], " "), p.LogPath)
+
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for i := 0; ; i++ {
+		if err := p.Alive(); err != nil {
+			tb.Fatal(err)
+		}
+		resp, err := hc.Get(p.readyURL)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if i >= 600 { // 60 s
+			tb.Fatalf("the controller did not answer %s within 60 s (last: %v)\n%s", p.readyURL, err, p.LogTail(20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// Alive returns an error, with the end of the log, once the process exited.
+func (p *Process) Alive() error {
+	select {
+	case <-p.done:
+		return fmt.Errorf("the controller exited: %v\n%s", p.waitErr, p.LogTail(30))
+	default:
+		return nil
+	}
+}
+
+// Stop sends SIGTERM to the process group, and SIGKILL after 10 s.
+func (p *Process) Stop() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	pgid := -p.cmd.Process.Pid
+	_ = syscall.Kill(pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = syscall.Kill(pgid, syscall.SIGKILL)
+		<-p.done
+	}
+}
+
+// LogTail returns the last n lines of the controller's log.
+func (p *Process) LogTail(n int) string {
+	data, err := os.ReadFile(p.LogPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// LogProblems returns the log lines at level error, and the count of
+// those that mention client-side throttling.
+func (p *Process) LogProblems() (errs []string, throttled int) {
+	f, err := os.Open(p.LogPath)
+	if err != nil {
+		return nil, 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.Contains(line, `"level":"error"`) {
+			errs = append(errs, line)
+		}
+		if strings.Contains(line, "client-side throttling") {
+			throttled++
+		}
+	}
+	return errs, throttled
+}
+
+// ProcStatus reads the controller's peak resident set (VmHWM) and its CPU
+// time so far from /proc.
+func (p *Process) ProcStatus() (peakRSSKiB int64, cpu time.Duration, err error) {
+	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, err
+	}
+	status, err := proc.NewStatus()
+	if err != nil {
+		return 0, 0, err
+	}
+	if status.VmHWM == 0 {
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+	}
+	stat, err := proc.Stat()
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(status.VmHWM / 1024), time.Duration(stat.CPUTime() * float64(time.Second)), nil
+}
+
+// Metrics reads the controller's /metrics, in the Prometheus text format.
+func (p *Process) Metrics(ctx context.Context) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.MetricsURL, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s", p.MetricsURL, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 32<<20))
+	return string(body), err
+}
+
+// WriteKubeconfig writes cfg (a client certificate from testcluster) as a
+// kubeconfig file.
+func WriteKubeconfig(path string, cfg *rest.Config) error {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["local"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
+	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local"}
+	kc.CurrentContext = "local"
+	return clientcmd.WriteToFile(*kc, path)
+}
