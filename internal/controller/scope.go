@@ -50,7 +50,10 @@ type scope struct {
 	values   *values.Result
 	platform values.Platform
 	render   *render.Result
-	upgrade  bool // rendered for an upgrade
+	// generatedNotices say which fields the chart generates at random and
+	// how the sync treats them (keepGenerated).
+	generatedNotices []capstanv1.Notice
+	upgrade          bool // rendered for an upgrade
 
 	// objects are the prepared objects to apply, Namespaces and CRDs included.
 	objects      []*unstructured.Unstructured

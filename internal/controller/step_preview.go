@@ -43,6 +43,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
 	}
+	in.Notices = append(in.Notices, s.generatedNotices...)
 	s.plan = plan.Build(in)
 	s.addon.Status.Plan = s.plan
 	return false, nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -118,17 +119,23 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 		if strings.HasSuffix(name, notesSuffix) || strings.HasPrefix(path.Base(name), "_") || strings.TrimSpace(content) == "" {
 			continue
 		}
-		objs, err := decodeFile(name, content)
-		if err != nil {
-			return nil, err
-		}
-		for _, obj := range objs {
-			h, ok := parseHook(obj, name)
-			switch {
-			case !ok:
-				manifests = append(manifests, obj)
-			case !h.isTest():
-				res.Hooks = append(res.Hooks, h)
+		for i, doc := range helmDocuments(content) {
+			objs, err := decodeCached([]byte(doc))
+			if err != nil {
+				return nil, yamlError(name, i+1, err)
+			}
+			installed, err := asInstalled(doc, objs)
+			if err != nil {
+				return nil, yamlError(name, i+1, err)
+			}
+			for j, obj := range objs {
+				h, ok := parseHook(obj, name)
+				switch {
+				case !ok:
+					manifests = append(manifests, installed[j])
+				case !h.isTest():
+					res.Hooks = append(res.Hooks, h)
+				}
 			}
 		}
 	}
@@ -161,6 +168,30 @@ func ChartValues(ch *chartv2.Chart, vals map[string]any) (*chartv2.Chart, map[st
 		return nil, nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
 	}
 	return c, coalesced, nil
+}
+
+// keepChomping finds a YAML block scalar that keeps its final line
+// breaks (|+ or >+, with or without an indentation indicator).
+var keepChomping = regexp.MustCompile(`[|>][1-9]?\+[ \t]*(#.*)?\n`)
+
+// asInstalled returns the objects of a template's document as helm install
+// applies them. Helm joins the documents into the release manifest, each
+// followed by a line break, and parses that: a block scalar that keeps its
+// final line breaks (|+) at the end of a document gains one. Hooks are
+// parsed from the document alone, and keep what it has. Only a document
+// with such a scalar is parsed again.
+func asInstalled(doc string, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	if !keepChomping.MatchString(doc) {
+		return objs, nil
+	}
+	installed, err := decodeCached([]byte(doc + "\n"))
+	if err != nil {
+		return nil, err
+	}
+	if len(installed) != len(objs) {
+		return objs, nil
+	}
+	return installed, nil
 }
 
 // decodeFile decodes every document of a rendered file, in order.

@@ -57,6 +57,11 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 			return nil, err
 		}
 		res.Hash, res.Upgrade = hash, opts.Upgrade
+		if mayGenerate(art.Chart.Chart) {
+			if res.Generated, err = findGenerated(ctx, art.Chart.Chart, values, opts, res); err != nil {
+				return nil, err
+			}
+		}
 		return res, nil
 	case art.Tree != nil:
 		return Folder(art.Tree.FS, art.Path, art.Identity)
@@ -82,6 +87,10 @@ type Result struct {
 	Hash string
 	// Upgrade is true when a chart was rendered for an upgrade.
 	Upgrade bool
+	// Generated lists the objects' fields that the chart generates at
+	// random, found by rendering it twice. Hooks are not compared: they
+	// are created anew each time they run.
+	Generated []Generated
 }
 
 // Hook is a rendered object that Helm runs as a hook instead of applying it

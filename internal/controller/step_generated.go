@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
+)
+
+// keepGenerated leaves as they run the fields a chart generates at random
+// (a certificate from genCA, a password from randAlphaNum): a field that
+// differs between two renders with the same inputs takes the live
+// object's value, so a sync with nothing new changes nothing, as a second
+// `helm install` would never happen. A new object gets the value of this
+// render, as helm install gives it. The plan says which fields are kept.
+func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, error) {
+	if s.render == nil || len(s.render.Generated) == 0 {
+		return false, nil
+	}
+	s.generatedNotices = nil
+	for _, g := range s.render.Generated {
+		obj := s.renderedObject(g)
+		if obj == nil {
+			continue
+		}
+		ref := capstanv1.RefOf(obj)
+		live, err := s.applier.Get(ctx, ref)
+		if err != nil {
+			return false, fmt.Errorf("reading %s to keep the fields its chart generates: %w", ref, err)
+		}
+		kept := 0
+		if live != nil {
+			for _, p := range g.Paths {
+				if v, ok := render.FieldAt(live.Object, p); ok && render.SetFieldAt(obj.Object, p, v) {
+					kept++
+				}
+			}
+		}
+		fields := make([]string, 0, len(g.Paths))
+		for _, p := range g.Paths {
+			fields = append(fields, strings.Join(p, "."))
+		}
+		what := "are kept as they run"
+		if kept == 0 {
+			what = "are set by this render, as the object is new"
+		}
+		s.generatedNotices = append(s.generatedNotices, capstanv1.Notice{
+			Path: "objects/" + obj.GetKind() + "/" + obj.GetName(),
+			Message: fmt.Sprintf("the chart generates %s at random (genCA, randAlphaNum, now), so each render differs; they %s, "+
+				"and change only when the object is created anew", strings.Join(fields, ", "), what),
+		})
+	}
+	return false, nil
+}
+
+// renderedObject finds the prepared object that a render's Generated
+// names; a namespaced object rendered without a namespace is in the
+// add-on's.
+func (s *scope) renderedObject(g render.Generated) *unstructured.Unstructured {
+	group := schema.FromAPIVersionAndKind(g.APIVersion, g.Kind).Group
+	for _, o := range s.objects {
+		if o.GetName() != g.Name || o.GetKind() != g.Kind || o.GroupVersionKind().Group != group {
+			continue
+		}
+		if g.Namespace == "" || o.GetNamespace() == g.Namespace {
+			return o
+		}
+	}
+	return nil
+}

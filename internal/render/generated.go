@@ -1,0 +1,162 @@
+package render
+
+import (
+	"context"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Generated is what a chart renders differently each time from the same
+// inputs: certificates from genCA, passwords from randAlphaNum, times
+// from now. Helm renders once per install or upgrade, so such a value is
+// fixed when it runs; a controller that renders on every sync would
+// change it on every sync. Capstan renders such a chart twice and reports
+// the fields that differ, so the sync can leave them as they run.
+type Generated struct {
+	// APIVersion, Kind, Namespace (as rendered, often empty) and Name name
+	// the object.
+	APIVersion, Kind, Namespace, Name string
+	// Paths are the fields that differ; a number indexes a list. A list
+	// whose length differs is one path.
+	Paths [][]string
+}
+
+// generators are the template functions whose result differs from one
+// call to the next. A chart whose templates name none of them renders the
+// same every time, and is rendered once.
+var generators = regexp.MustCompile(`\b(genCA|genCAWithKey|genPrivateKey|genSelfSignedCert|genSelfSignedCertWithKey|genSignedCert|genSignedCertWithKey|randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|randInt|uuidv4|now|shuffle)\b`)
+
+// mayGenerate reports whether a template of the chart or of a subchart
+// names a generator.
+func mayGenerate(c *chartv2.Chart) bool {
+	for _, t := range c.Templates {
+		if t != nil && generators.Match(t.Data) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(c.Dependencies(), mayGenerate)
+}
+
+// findGenerated renders the chart a second time with the same inputs and
+// compares the objects with first's. An object the second render does not
+// name the same (a random name) is not compared.
+func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options, first *Result) ([]Generated, error) {
+	second, err := helm(ctx, ch, values, opts)
+	if err != nil {
+		return nil, err
+	}
+	type key struct{ apiVersion, kind, namespace, name string }
+	keyOf := func(o *unstructured.Unstructured) key {
+		return key{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}
+	}
+	again := make(map[key]*unstructured.Unstructured, len(second.Objects))
+	for _, o := range second.Objects {
+		again[keyOf(o)] = o
+	}
+	var out []Generated
+	for _, o := range first.Objects {
+		other, ok := again[keyOf(o)]
+		if !ok {
+			continue
+		}
+		var paths [][]string
+		differences(o.Object, other.Object, nil, &paths)
+		if len(paths) > 0 {
+			out = append(out, Generated{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Paths: paths})
+		}
+	}
+	return out, nil
+}
+
+// differences appends the paths at which a and b differ, as deep as both
+// have the same shape.
+func differences(a, b any, path []string, out *[][]string) {
+	switch av := a.(type) {
+	case map[string]any:
+		bv, ok := b.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := make([]string, 0, len(av))
+		for k := range av {
+			keys = append(keys, k)
+		}
+		for k := range bv {
+			if _, ok := av[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			differences(av[k], bv[k], append(slices.Clip(path), k), out)
+		}
+		return
+	case []any:
+		bv, ok := b.([]any)
+		if !ok || len(av) != len(bv) {
+			break
+		}
+		for i := range av {
+			differences(av[i], bv[i], append(slices.Clip(path), strconv.Itoa(i)), out)
+		}
+		return
+	}
+	if !reflect.DeepEqual(a, b) {
+		*out = append(*out, slices.Clone(path))
+	}
+}
+
+// FieldAt returns the value at path in obj; a number indexes a list.
+func FieldAt(obj map[string]any, path []string) (any, bool) {
+	var cur any = obj
+	for _, p := range path {
+		switch c := cur.(type) {
+		case map[string]any:
+			v, ok := c[p]
+			if !ok {
+				return nil, false
+			}
+			cur = v
+		case []any:
+			i, err := strconv.Atoi(p)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			cur = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// SetFieldAt sets the value at path in obj, where everything above it
+// exists, and reports whether it did.
+func SetFieldAt(obj map[string]any, path []string, v any) bool {
+	if len(path) == 0 {
+		return false
+	}
+	parent, ok := FieldAt(obj, path[:len(path)-1])
+	if !ok {
+		return false
+	}
+	last := path[len(path)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		p[last] = v
+		return true
+	case []any:
+		i, err := strconv.Atoi(last)
+		if err != nil || i < 0 || i >= len(p) {
+			return false
+		}
+		p[i] = v
+		return true
+	}
+	return false
+}
