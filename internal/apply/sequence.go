@@ -16,6 +16,9 @@ import (
 //     before anything is applied, so that a crash orphans nothing;
 //  2. on an install, CRDs (waited for until Established and served) and
 //     Namespaces, which the pre-install hooks may need, as Helm does;
+//     then the objects the plan could not dry-run before those existed
+//     are dry-run, and one the API server refuses stops the sequence
+//     before anything else is applied;
 //  3. the pre hooks;
 //  4. every other changed object, by server-side apply;
 //  5. the prune, which never deletes the never-delete kinds;
@@ -33,6 +36,13 @@ type Sequence struct {
 	Objects, Changed []*unstructured.Unstructured
 	// Install puts CRDs and Namespaces before the pre hooks.
 	Install bool
+	// Unverified are the changed objects that the plan could not dry-run:
+	// their Namespace or CRD is among the changed objects. On an install
+	// they are dry-run once those are applied.
+	Unverified []*unstructured.Unstructured
+	// Refused words a dry-run error for the message, withholding what may
+	// quote a value; nil uses the error as it is.
+	Refused func(obj *unstructured.Unstructured, err error) string
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
 	// PreEvent and PostEvent name the hook events, for errors.
@@ -98,6 +108,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.Applier.Ordered(ctx, first, onApplied); err != nil {
 		return res, err
 	}
+	if q.Install {
+		if err := q.verify(ctx, len(first) > 0); err != nil {
+			return res, err
+		}
+	}
 	if err := q.step(ctx, "pre-hooks"); err != nil {
 		return res, err
 	}
@@ -140,6 +155,33 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", q.PostEvent, q.PostEvent, err)
 	}
 	return res, nil
+}
+
+// verify dry-runs the objects the plan could not, now that their
+// Namespaces and CRDs exist: an object the API server refuses would fail
+// half-way through the apply, with the rest of the add-on applied.
+func (q Sequence) verify(ctx context.Context, firstApplied bool) error {
+	for _, obj := range q.Unverified {
+		if _, err := q.Applier.DryRun(ctx, obj); err != nil {
+			msg := err.Error()
+			if q.Refused != nil {
+				msg = q.Refused(obj, err)
+			}
+			what := "nothing was applied"
+			if firstApplied {
+				what = "nothing but CRDs and Namespaces was applied"
+			}
+			return fmt.Errorf("the API server refused %s %s in a dry run, so %s: %s", obj.GetKind(), objectName(obj), what, msg)
+		}
+	}
+	return nil
+}
+
+func objectName(obj *unstructured.Unstructured) string {
+	if ns := obj.GetNamespace(); ns != "" {
+		return ns + "/" + obj.GetName()
+	}
+	return obj.GetName()
 }
 
 func (q Sequence) step(ctx context.Context, name string) error {

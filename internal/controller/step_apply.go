@@ -21,10 +21,13 @@ import (
 // hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
-	var changed []*unstructured.Unstructured
+	var changed, unverified []*unstructured.Unstructured
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
+		}
+		if s.previews[i].Unverified {
+			unverified = append(unverified, obj)
 		}
 	}
 	pre, post := s.events()
@@ -32,6 +35,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
+		Unverified: unverified, Refused: plan.RedactAPIError,
 		PreHooks:  func(ctx context.Context) error { return r.runHooks(ctx, s, pre) },
 		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post) },
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {

@@ -29,6 +29,11 @@ type ObjectResult struct {
 	Adopted bool
 	// Error is the API server's message when the dry run failed.
 	Error string
+	// Unverified is true for a create the API server could not dry-run
+	// yet: its Namespace or its CRD is created first in the same sync.
+	// The sync dry-runs it once they exist, before it applies anything
+	// else.
+	Unverified bool
 }
 
 // HookResult is one hook a sync would run.

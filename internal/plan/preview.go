@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -154,7 +155,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		ref := capstanv1.RefOf(obj)
 		key := ref.Key()
 		if newNamespaces[obj.GetNamespace()] {
-			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Comparison: Comparison{Action: capstanv1.ActionCreate,
+			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Unverified: true, Comparison: Comparison{Action: capstanv1.ActionCreate,
 				Digest: CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
 			continue
 		}
@@ -189,10 +190,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
+			res.Unverified = true
 			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
 				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
 		case err != nil && apierrors.IsNotFound(err) && prepare.Renders(in.Objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
+			res.Unverified = true
 			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
 				Diff: "(previewed after its Namespace is created)\n"}
 		case err != nil && apply.IsImmutableJob(obj, err):
@@ -268,6 +271,9 @@ func readLabelled(ctx context.Context, c Cluster, in PreviewInput, skip map[stri
 // RedactAPIError keeps the API server's message, except for Secrets, whose
 // messages can quote a value.
 func RedactAPIError(obj *unstructured.Unstructured, err error) string {
+	if ns := missingNamespace(err); ns != "" {
+		return fmt.Sprintf("namespace %s does not exist: create it, or set spec.createNamespace: true so the sync creates it", ns)
+	}
 	if obj.GetKind() == "Secret" {
 		if apierrors.IsInvalid(err) {
 			return "the API server refused the Secret as invalid (its message is withheld because it can quote a value)"
@@ -275,6 +281,19 @@ func RedactAPIError(obj *unstructured.Unstructured, err error) string {
 		return "the API server refused the Secret: " + string(apierrors.ReasonForError(err))
 	}
 	return err.Error()
+}
+
+// missingNamespace returns the namespace that a NotFound error says is
+// missing, or "".
+func missingNamespace(err error) string {
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return ""
+	}
+	if d := status.Status().Details; d != nil && d.Kind == "namespaces" {
+		return d.Name
+	}
+	return ""
 }
 
 // definedBy reports whether obj's kind is one that a CRD among the
