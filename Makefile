@@ -18,6 +18,10 @@ bin: ## Build the local control plane (etcd, kube-*, kwok) and helm into bin/, o
 	hack/build-controlplane.sh
 	@if [ -x hack/helm/build.sh ]; then hack/helm/build.sh; fi
 
+.PHONY: charts
+charts: ## Fetch the chart corpus (hack/charts/corpus.txt) from the Go module proxy into bin/charts, once per pinned list.
+	hack/charts/fetch.sh
+
 .PHONY: chromium
 chromium: ## Install Debian's headless Chromium for the web page's tests, when it is missing.
 	@if ! command -v chromium >/dev/null 2>&1; then \
@@ -30,7 +34,7 @@ build: ## Build bin/capstan.
 	$(GO) build -o bin/capstan ./cmd/capstan
 
 .PHONY: test
-test: bin build chromium ## Run go vet and every test, on the local control plane.
+test: bin build chromium charts ## Run go vet and every test, on the local control plane.
 	$(GO) vet ./...
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
