@@ -153,6 +153,64 @@ type AddonSpec struct {
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Category string `json:"category,omitempty"`
+
+	// Registration reads the add-on's manifest from this address instead
+	// of from its primary Service. Only the cluster profile may set it: it
+	// is for a primary outside the cluster, and for tests.
+	// +optional
+	Registration *RegistrationSource `json:"registration,omitempty"`
+}
+
+// RegistrationSource is where an add-on's manifest is read from.
+type RegistrationSource struct {
+	// URL is an http or https address of the manifest (JSON).
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.registration.url must be an http:// or https:// URL"
+	URL string `json:"url"`
+}
+
+// The annotations of Chart.yaml that make a chart an add-on that registers.
+const (
+	// ChartAddonAnnotation set to "true" marks a chart written for Capstan.
+	ChartAddonAnnotation = "capstan.dev/addon"
+	// ChartPrimaryAnnotation names the add-on's primary Service, as NAME or
+	// NAME:PORT, in the add-on's namespace; the manifest is read from it.
+	ChartPrimaryAnnotation = "capstan.dev/primary"
+	// ConditionRegistered is True when the add-on's manifest was read and
+	// recorded in status.registration.
+	ConditionRegistered = "Registered"
+)
+
+// Registration is an add-on's manifest, as read from its primary: what
+// the page shows of it.
+type Registration struct {
+	// Name is the name the add-on registered, its own.
+	Name string `json:"name"`
+	// ConsoleURL is the add-on's own console.
+	// +optional
+	ConsoleURL string `json:"consoleURL,omitempty"`
+	// Tiles are links the page shows for the add-on.
+	// +optional
+	Tiles []Tile `json:"tiles,omitempty"`
+	// Setup are the steps left to set the add-on up, in order.
+	// +optional
+	Setup []string `json:"setup,omitempty"`
+	// Source is the address the manifest was read from.
+	Source string `json:"source"`
+	// AppliedHash is the render the add-on ran when it was read; a new
+	// apply reads it again.
+	AppliedHash string `json:"appliedHash,omitempty"`
+	// ReadAt is when it was read.
+	ReadAt metav1.Time `json:"readAt"`
+}
+
+// Tile is one link of an add-on's manifest.
+type Tile struct {
+	Title string `json:"title"`
+	// Icon is a short text, such as an emoji, shown before the title.
+	// +optional
+	Icon string `json:"icon,omitempty"`
+	Link string `json:"link"`
 }
 
 // ChartSource is a Helm chart from exactly one of: a chart repository (repo
@@ -378,6 +436,11 @@ type AddonStatus struct {
 	// LastAppliedTime is when the add-on was last applied.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+
+	// Registration is the manifest the add-on's primary serves, once it is
+	// Ready; the Registered condition says why there is none.
+	// +optional
+	Registration *Registration `json:"registration,omitempty"`
 }
 
 // ObjectRef names one Kubernetes object.

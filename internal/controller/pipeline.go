@@ -33,6 +33,7 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Apply", r.applyPlan},
 		step{"Paced", r.recordUndo},
 		step{"Health", r.checkHealth},
+		step{"Register", r.register},
 	)
 	for _, st := range steps {
 		s.stage = st.name

@@ -124,3 +124,10 @@ func (r *AddonReconciler) hookTimeout(s *scope) time.Duration {
 	}
 	return r.Config.HookTimeout
 }
+
+// requeueSoon asks for the next reconcile within d, keeping a sooner one.
+func (s *scope) requeueSoon(d time.Duration) {
+	if s.requeueAfter == 0 || d < s.requeueAfter {
+		s.requeueAfter = d
+	}
+}

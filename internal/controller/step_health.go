@@ -6,7 +6,8 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// checkHealth waits, by requeueing, until the applied workloads are ready.
+// checkHealth waits, by requeueing, until the applied workloads are ready;
+// once they are, the sync goes on to register the add-on.
 // It reads what the preview read, or the API server's answer to the apply.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	known := r.verified.lookup(s.addon)
@@ -41,5 +42,5 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 	}
 	s.found.healthy = true
 	s.found.applied = s.plan == nil
-	return true, nil
+	return false, nil
 }

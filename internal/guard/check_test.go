@@ -374,8 +374,9 @@ func TestCheckSpec(t *testing.T) {
 		t.Errorf("its own namespace as target: %v", v)
 	}
 	a.Spec.TargetNamespace, a.Spec.CreateNamespace = "kube-system", true
+	a.Spec.Registration = &capstanv1.RegistrationSource{URL: "https://primary.example/addon.json"}
 	v := CheckSpec(a)
-	if len(v) != 2 || v[0].Rule != "target-namespace" || v[1].Rule != "create-namespace" || v[0].Object.Name != "blog" {
-		t.Errorf("CheckSpec = %+v; want target-namespace and create-namespace on Addon blog", v)
+	if len(v) != 3 || v[0].Rule != "target-namespace" || v[1].Rule != "create-namespace" || v[2].Rule != "registration-source" || v[0].Object.Name != "blog" {
+		t.Errorf("CheckSpec = %+v; want target-namespace, create-namespace and registration-source on Addon blog", v)
 	}
 }

@@ -18,5 +18,9 @@ func CheckSpec(addon *capstanv1.Addon) []capstanv1.Violation {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.createNamespace", Rule: "create-namespace",
 			Message: "a restricted add-on cannot create namespaces; remove spec.createNamespace"})
 	}
+	if addon.Spec.Registration != nil {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.registration", Rule: "registration-source",
+			Message: "a restricted add-on registers from its primary Service only; remove spec.registration"})
+	}
 	return out
 }

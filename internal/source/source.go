@@ -336,3 +336,10 @@ func checkDigest(source string, data []byte, pinned string, alsoAccepted ...stri
 	}
 	return "", &DigestMismatchError{Source: source, Expected: pinned, Actual: actual}
 }
+
+// Document reads a small document, such as an add-on's manifest, through
+// the fetch guard, refusing more than limit bytes. what names the address
+// in errors, to say what to check.
+func (f *Fetcher) Document(ctx context.Context, rawURL string, limit int64, what string) ([]byte, error) {
+	return f.get(ctx, rawURL, httpAuth{}, limit, what)
+}

@@ -1,0 +1,105 @@
+package controller
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"strings"
+	"unicode/utf8"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// An add-on written for Capstan marks itself in Chart.yaml
+// (capstan.dev/addon: "true") and names its primary Service
+// (capstan.dev/primary: NAME or NAME:PORT). Once the add-on is Ready, the
+// controller reads the add-on's manifest from the primary, through the fetch
+// guard, and records it in status.registration: the console's address, the
+// tiles the page shows, and the setup steps left. See docs/registration.md.
+
+// ManifestPath is where a primary serves the add-on's manifest.
+const ManifestPath = "/.well-known/capstan/addon.json"
+
+// Limits of a manifest: it is read into the Addon's status, and shown on
+// the page.
+const (
+	maxManifestBytes = 64 << 10
+	maxTiles         = 24
+	maxSetupSteps    = 24
+	maxTitleRunes    = 80
+	maxIconRunes     = 4
+	maxStepRunes     = 500
+	maxURLBytes      = 2048
+)
+
+// manifest is the document a primary serves.
+type manifest struct {
+	Name       string `json:"name"`
+	ConsoleURL string `json:"consoleURL"`
+	Tiles      []struct {
+		Title string `json:"title"`
+		Icon  string `json:"icon"`
+		Link  string `json:"link"`
+	} `json:"tiles"`
+	Setup []string `json:"setup"`
+}
+
+// parseManifest reads a manifest for the add-on named name, or says what is
+// wrong with it. Every link must be http or https, so that the page never
+// carries a script: or data: link from an add-on.
+func parseManifest(data []byte, name string) (*capstanv1.Registration, error) {
+	var m manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("the manifest is not the JSON Capstan reads: %v", err)
+	}
+	if m.Name != name {
+		return nil, fmt.Errorf("the manifest names the add-on %q, not %q; an add-on registers its own name only", truncate(m.Name, 63), name)
+	}
+	reg := &capstanv1.Registration{Name: m.Name}
+	if m.ConsoleURL != "" {
+		if err := webURL(m.ConsoleURL); err != nil {
+			return nil, fmt.Errorf("consoleURL: %v", err)
+		}
+		reg.ConsoleURL = m.ConsoleURL
+	}
+	if len(m.Tiles) > maxTiles {
+		return nil, fmt.Errorf("the manifest has %d tiles; at most %d are shown", len(m.Tiles), maxTiles)
+	}
+	for i, t := range m.Tiles {
+		switch {
+		case strings.TrimSpace(t.Title) == "" || utf8.RuneCountInString(t.Title) > maxTitleRunes:
+			return nil, fmt.Errorf("tiles[%d].title must have 1 to %d characters", i, maxTitleRunes)
+		case utf8.RuneCountInString(t.Icon) > maxIconRunes:
+			return nil, fmt.Errorf("tiles[%d].icon must be a short text, such as an emoji, of at most %d characters", i, maxIconRunes)
+		}
+		if err := webURL(t.Link); err != nil {
+			return nil, fmt.Errorf("tiles[%d].link: %v", i, err)
+		}
+		reg.Tiles = append(reg.Tiles, capstanv1.Tile{Title: t.Title, Icon: t.Icon, Link: t.Link})
+	}
+	if len(m.Setup) > maxSetupSteps {
+		return nil, fmt.Errorf("the manifest has %d setup steps; at most %d are shown", len(m.Setup), maxSetupSteps)
+	}
+	for i, step := range m.Setup {
+		if strings.TrimSpace(step) == "" || utf8.RuneCountInString(step) > maxStepRunes {
+			return nil, fmt.Errorf("setup[%d] must have 1 to %d characters", i, maxStepRunes)
+		}
+	}
+	reg.Setup = m.Setup
+	return reg, nil
+}
+
+// webURL accepts an absolute http or https URL.
+func webURL(s string) error {
+	if len(s) > maxURLBytes {
+		return fmt.Errorf("longer than %d bytes", maxURLBytes)
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http:// or https:// URL", truncate(s, 80))
+	}
+	return nil
+}

@@ -1,0 +1,121 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// registeringChart marks itself an add-on with a primary Service, as a
+// chart written for Capstan does.
+func registeringChart(version string) chart {
+	return chart{name: "wiki", version: version, files: map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: wiki\nversion: " + version + "\nannotations:\n  capstan.dev/addon: \"true\"\n  capstan.dev/primary: wiki:http\n",
+		"templates/svc.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: wiki
+spec:
+  selector: {app: wiki}
+  ports:
+    - {name: http, port: 8080}
+`,
+	}}
+}
+
+// serveManifest serves a manifest from the suite's loopback chart server,
+// which the suite's fetch guard allows, and returns its address.
+func serveManifest(path, doc string) string {
+	charts.mu.Lock()
+	charts.files[path] = []byte(doc)
+	charts.mu.Unlock()
+	return charts.srv.URL + path
+}
+
+func registeredCondition(a *capstanv1.Addon) *metav1.Condition {
+	return apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionRegistered)
+}
+
+// TestRegistrationFromThePrimary installs an add-on whose chart marks
+// itself an add-on. Kwok runs no containers, so the manifest comes from a
+// loopback server named by spec.registration (the cluster profile's
+// override); the controller reads it once the add-on is Ready, through the
+// fetch guard, and records its tiles. A manifest under another name, and a
+// name another add-on registered first, are refused with a condition.
+func TestRegistrationFromThePrimary(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, registeringChart("1.0.0"))
+	manifest := serveManifest("/manifests/"+ns+"/wiki.json",
+		`{"name":"wiki","consoleURL":"https://wiki.example/admin","tiles":[{"title":"Wiki","icon":"W","link":"https://wiki.example/"}],"setup":["Create the first page."]}`)
+
+	// Another add-on of the name holds it already: here a suspended one
+	// whose status says it registered it first.
+	other := newNamespace(t)
+	rival := create(t, newAddon(other, "wiki", url, withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	t.Cleanup(func() { deleteAddon(t, rival) })
+	waitPhase(t, rival, capstanv1.PhaseSuspended)
+	claim := func(reg *capstanv1.Registration) {
+		t.Helper()
+		cur := getAddon(t, rival)
+		cur.Status.Registration = reg
+		if err := admin.Status().Update(context.Background(), cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(&capstanv1.Registration{Name: "wiki", Source: "https://elsewhere.example/", ReadAt: metav1.Now()})
+
+	a := create(t, newAddon(controllerNS, "wiki", url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Registration = &capstanv1.RegistrationSource{URL: manifest}
+	})))
+	t.Cleanup(func() { deleteAddon(t, a) })
+	got := waitFor(t, a, 90*time.Second, "the name refused as taken", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "NameTaken"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, other+"/wiki") || got.Status.Registration != nil {
+		t.Errorf("condition %q, registration %+v; want the holder named and nothing recorded", c.Message, got.Status.Registration)
+	}
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("a refused registration must not stop the add-on: phase %s", got.Status.Phase)
+	}
+
+	// Once the name is free, a sync registers it.
+	claim(nil)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 90*time.Second, "Registered", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Status == metav1.ConditionTrue
+	})
+	reg := got.Status.Registration
+	if reg == nil || reg.Name != "wiki" || len(reg.Tiles) != 1 || reg.Tiles[0].Link != "https://wiki.example/" ||
+		reg.ConsoleURL != "https://wiki.example/admin" || reg.Source != manifest || reg.AppliedHash != got.Status.AppliedHash {
+		t.Fatalf("status.registration = %+v", reg)
+	}
+	// The first keeps its name when another claims it later.
+	claim(&capstanv1.Registration{Name: "wiki", Source: "https://elsewhere.example/", ReadAt: metav1.Now()})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 90*time.Second, "the sync request handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if c := registeredCondition(got); c == nil || c.Status != metav1.ConditionTrue {
+		t.Errorf("the add-on that registered first lost its name: %+v", c)
+	}
+	claim(nil)
+
+	// A manifest that names another add-on is refused.
+	serveManifest("/manifests/"+ns+"/wiki.json", `{"name":"blog"}`)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 90*time.Second, "the manifest refused", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "ManifestInvalid"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, `names the add-on "blog", not "wiki"`) || got.Status.Registration != nil {
+		t.Errorf("the condition says %q, registration %+v", c.Message, got.Status.Registration)
+	}
+}

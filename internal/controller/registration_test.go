@@ -1,0 +1,31 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestParseManifest(t *testing.T) {
+	good := `{"name":"wiki","consoleURL":"https://wiki.example/admin","tiles":[{"title":"Wiki","icon":"📚","link":"https://wiki.example/"}],"setup":["Create the first page."]}`
+	reg, err := parseManifest([]byte(good), "wiki")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reg.Name != "wiki" || reg.ConsoleURL != "https://wiki.example/admin" || len(reg.Tiles) != 1 || reg.Tiles[0].Icon != "📚" || len(reg.Setup) != 1 {
+		t.Errorf("parsed %+v", reg)
+	}
+	for _, tc := range []struct{ doc, want string }{
+		{`{"name":"blog"}`, `names the add-on "blog", not "wiki"`},
+		{`{"name":"wiki","consoleURL":"javascript:alert(1)"}`, "consoleURL"},
+		{`{"name":"wiki","tiles":[{"title":"x","link":"data:text/html,hi"}]}`, "tiles[0].link"},
+		{`{"name":"wiki","tiles":[{"title":"","link":"https://a.example/"}]}`, "tiles[0].title"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"<script>","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","setup":[""]}`, "setup[0]"},
+		{`{"name":"wiki","extra":1}`, "not the JSON Capstan reads"},
+		{`not json`, "not the JSON Capstan reads"},
+	} {
+		if _, err := parseManifest([]byte(tc.doc), "wiki"); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want one that says %q", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/conditions"
+)
+
+// registrationRetry is how soon a manifest that could not be read is read
+// again.
+const registrationRetry = 30 * time.Second
+
+// register reads the manifest of a Ready add-on whose chart asks for it,
+// once per applied render (and on a sync request), and records it in
+// status.registration with the Registered condition.
+func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) {
+	st := &s.addon.Status
+	src, err := r.registrationSource(ctx, s)
+	if src == "" && err == nil {
+		st.Registration = nil
+		apimeta.RemoveStatusCondition(&st.Conditions, capstanv1.ConditionRegistered)
+		return true, nil
+	}
+	if err != nil {
+		r.registered(s, false, "PrimaryNotFound", err.Error())
+		return true, nil
+	}
+	if reg := st.Registration; reg != nil && reg.Source == src && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
+		return true, nil
+	}
+	if r.Fetcher == nil {
+		return true, nil
+	}
+	data, err := r.Fetcher.Document(ctx, src, maxManifestBytes, "the add-on's primary and "+capstanv1.ChartPrimaryAnnotation)
+	if err != nil {
+		r.registered(s, false, "ManifestUnreadable", "the add-on's manifest could not be read: "+err.Error())
+		s.requeueSoon(registrationRetry)
+		return true, nil
+	}
+	reg, err := parseManifest(data, s.addon.Name)
+	if err != nil {
+		st.Registration = nil
+		r.registered(s, false, "ManifestInvalid", err.Error()+"; fix the manifest its primary serves")
+		return true, nil
+	}
+	// The add-on that registered a name first keeps it.
+	if held := st.Registration; held == nil || held.Name != reg.Name {
+		if other, err := r.registeredBy(ctx, s.addon, reg.Name); err != nil {
+			return false, err
+		} else if other != "" {
+			st.Registration = nil
+			r.registered(s, false, "NameTaken", fmt.Sprintf("Addon %s registered the name %q first; two add-ons cannot register one name", other, reg.Name))
+			return true, nil
+		}
+	}
+	reg.Source, reg.AppliedHash, reg.ReadAt = src, st.AppliedHash, metav1.Now()
+	st.Registration = reg
+	r.registered(s, true, "Registered", fmt.Sprintf("read from %s", src))
+	return true, nil
+}
+
+// registered sets the Registered condition.
+func (r *AddonReconciler) registered(s *scope, ok bool, reason, msg string) {
+	c := metav1.Condition{Type: capstanv1.ConditionRegistered, Status: metav1.ConditionFalse, Reason: reason,
+		Message: conditions.Truncate(msg, 4096), ObservedGeneration: s.addon.Generation}
+	if ok {
+		c.Status = metav1.ConditionTrue
+	}
+	apimeta.SetStatusCondition(&s.addon.Status.Conditions, c)
+}
+
+// registrationSource is the address of the add-on's manifest: "" for a
+// chart that is not marked an add-on; spec.registration.url in the cluster
+// profile; otherwise the manifest path on the primary Service.
+func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, error) {
+	if s.artifact == nil || !s.artifact.IsChart() || s.artifact.Chart.Chart.Metadata == nil {
+		return "", nil
+	}
+	ann := s.artifact.Chart.Chart.Metadata.Annotations
+	if ann[capstanv1.ChartAddonAnnotation] != "true" {
+		return "", nil
+	}
+	if reg := s.addon.Spec.Registration; reg != nil && s.profile == capstanv1.ProfileCluster {
+		return reg.URL, nil
+	}
+	primary := strings.TrimSpace(ann[capstanv1.ChartPrimaryAnnotation])
+	if primary == "" {
+		return "", fmt.Errorf("Chart.yaml marks the chart an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
+			capstanv1.ChartAddonAnnotation, capstanv1.ChartPrimaryAnnotation)
+	}
+	name, port, _ := strings.Cut(primary, ":")
+	live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: s.namespace, Name: name})
+	if err != nil {
+		return "", fmt.Errorf("reading the primary Service %s/%s: %v", s.namespace, name, err)
+	}
+	if live == nil {
+		return "", fmt.Errorf("the primary Service %s/%s that Chart.yaml names does not exist", s.namespace, name)
+	}
+	svc := &corev1.Service{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, svc); err != nil {
+		return "", err
+	}
+	number, err := servicePort(svc, port)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("http://%s.%s.svc:%d%s", name, s.namespace, number, ManifestPath), nil
+}
+
+// servicePort finds a Service's port by name or number; none given means
+// its first.
+func servicePort(svc *corev1.Service, port string) (int32, error) {
+	if len(svc.Spec.Ports) == 0 {
+		return 0, fmt.Errorf("the primary Service %s has no port", svc.Name)
+	}
+	if port == "" {
+		return svc.Spec.Ports[0].Port, nil
+	}
+	for _, p := range svc.Spec.Ports {
+		if p.Name == port || strconv.Itoa(int(p.Port)) == port {
+			return p.Port, nil
+		}
+	}
+	return 0, fmt.Errorf("the primary Service %s has no port %q", svc.Name, port)
+}
+
+// registeredBy names another Addon that has registered name, or "".
+func (r *AddonReconciler) registeredBy(ctx context.Context, self *capstanv1.Addon, name string) (string, error) {
+	list := &capstanv1.AddonList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return "", fmt.Errorf("listing Addons to check that the name %q is free: %w", name, err)
+	}
+	for _, a := range list.Items {
+		if a.UID != self.UID && a.Status.Registration != nil && a.Status.Registration.Name == name {
+			return a.Namespace + "/" + a.Name, nil
+		}
+	}
+	return "", nil
+}
