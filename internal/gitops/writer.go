@@ -152,6 +152,28 @@ func (w *Writer) file(name string) string {
 }
 
 func (w *Writer) setSuspend(name string, suspend bool) editFunc {
+	if !suspend {
+		return w.setKey(name, "suspend", nil)
+	}
+	return w.setKey(name, "suspend", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+}
+
+// SetValues replaces the values of a definition, keeping its comments and
+// every other key; empty values remove the key.
+func (w *Writer) SetValues(ctx context.Context, name string, values map[string]any) (string, error) {
+	var node *yaml.Node
+	if len(values) > 0 {
+		node = &yaml.Node{}
+		if err := node.Encode(values); err != nil {
+			return "", fmt.Errorf("the values cannot be written as YAML: %w", err)
+		}
+	}
+	return w.change(ctx, name, "Set values of", w.setKey(name, "values", node))
+}
+
+// setKey sets a top-level key of a definition to value, or removes it when
+// value is nil, keeping the rest of the file and its comments.
+func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
 	file := w.file(name)
 	return func(cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
@@ -167,17 +189,15 @@ func (w *Writer) setSuspend(name string, suspend bool) editFunc {
 		m := doc.Content[0]
 		found := -1
 		for i := 0; i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == "suspend" {
+			if m.Content[i].Value == key {
 				found = i
 			}
 		}
 		switch {
-		case suspend && found >= 0:
-			m.Content[found+1] = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"}
-		case suspend:
-			m.Content = append(m.Content,
-				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "suspend"},
-				&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+		case value != nil && found >= 0:
+			m.Content[found+1] = value
+		case value != nil:
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
 		case found >= 0:
 			m.Content = append(m.Content[:found], m.Content[found+2:]...)
 		default:

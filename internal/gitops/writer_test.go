@@ -55,6 +55,14 @@ func TestWriter(t *testing.T) {
 	if got := w.Git("show", "HEAD:addons/grafana.yaml"); strings.Contains(got, "suspend") || !strings.Contains(got, "prune: true") {
 		t.Fatalf("edited definition:\n%s", got)
 	}
+	if _, err := writer.SetValues(ctx, "grafana", map[string]any{"replicas": 3, "ingress": map[string]any{"enabled": true}}); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	got = w.Git("show", "HEAD:addons/grafana.yaml")
+	if !strings.Contains(got, "values:\n  ingress:\n    enabled: true\n  replicas: 3\n") || !strings.Contains(got, "# grafana keeps this comment") || !strings.Contains(got, "prune: true") {
+		t.Fatalf("definition with values:\n%s", got)
+	}
 	if _, err := writer.Remove(ctx, "grafana"); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +70,8 @@ func TestWriter(t *testing.T) {
 	if out := w.Git("ls-files", "addons"); strings.TrimSpace(out) != "" {
 		t.Fatalf("files left: %s", out)
 	}
-	if n := strings.Count(w.Git("log", "--format=%s"), "\n"); n != 6 {
-		t.Fatalf("want 6 commits (start and one per change), got %d:\n%s", n, w.Git("log", "--oneline"))
+	if n := strings.Count(w.Git("log", "--format=%s"), "\n"); n != 7 {
+		t.Fatalf("want 7 commits (start and one per change), got %d:\n%s", n, w.Git("log", "--oneline"))
 	}
 }
 

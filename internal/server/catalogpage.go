@@ -9,10 +9,12 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/catalog"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 // catalogView is the data of the catalog pages.
@@ -81,17 +83,46 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "catalog", http.StatusUnprocessableEntity, d)
 		return
 	}
-	c, _, err := s.userClient(sess.user)
-	if err == nil {
-		_, err = addons.Add(r.Context(), c, a, nil)
+	done := "add"
+	repo, err := s.gitopsRepository(r.Context(), a.Namespace)
+	if err == nil && repo != nil {
+		// A trusted namespace with a gitops repository: git is the truth,
+		// so the add-on is committed there, to install, and the syncer
+		// creates the Addon.
+		done = "commit"
+		_, err = s.commitNew(r.Context(), sess.user, repo, definitionOf(a, v.Entry.Namespace))
+	} else if err == nil {
+		var c client.Client
+		if c, _, err = s.userClient(sess.user); err == nil {
+			_, err = addons.Add(r.Context(), c, a, nil)
+		}
 	}
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "catalog", errorFor(err).Code, d)
 		return
 	}
-	s.Log.Info("Page write", "user", sess.user.Name, "verb", "add", "addon", a.Namespace+"/"+a.Name, "catalog", v.Entry.ID)
-	http.Redirect(w, r, "/addons/"+url.PathEscape(a.Namespace)+"/"+url.PathEscape(a.Name)+"?done=add", http.StatusSeeOther)
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", done, "addon", a.Namespace+"/"+a.Name, "catalog", v.Entry.ID)
+	http.Redirect(w, r, "/addons/"+url.PathEscape(a.Namespace)+"/"+url.PathEscape(a.Name)+"?done="+done, http.StatusSeeOther)
+}
+
+// definitionOf is the gitops definition of a catalog form's Addon, whose
+// objects go to the entry's namespace, created when missing.
+func definitionOf(a *capstanv1.Addon, target string) *gitops.Definition {
+	def := &gitops.Definition{Name: a.Name, ManualSync: a.Spec.ManualSync}
+	if target != "" {
+		def.Namespace, def.CreateNamespace = target, true
+	}
+	if c := a.Spec.Chart; c != nil {
+		def.Helm = &gitops.HelmSource{Repo: c.Repo, Chart: c.Name, OCI: c.OCI, URL: c.URL, Version: c.Version, Digest: c.Digest}
+	}
+	if g := a.Spec.Git; g != nil {
+		def.Git = &gitops.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path}
+	}
+	if a.Spec.Values != nil {
+		_ = json.Unmarshal(a.Spec.Values.Raw, &def.Values)
+	}
+	return def
 }
 
 // catalogAddon builds the Addon of a posted entry form, or says what to fix.
@@ -103,6 +134,7 @@ func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
 		return nil, "Name: " + strings.Join(errs, "; ")
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
+	a.Spec.ManualSync = r.PostFormValue("manualSync") == "true"
 	if v.Entry.Kind == "git-folder" {
 		a.Spec.Git = &capstanv1.GitSource{URL: strings.TrimSpace(r.PostFormValue("git")), Path: strings.TrimSpace(r.PostFormValue("path")),
 			Revision: strings.TrimSpace(r.PostFormValue("revision"))}

@@ -332,26 +332,12 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
-	schema, err := values.SchemaForChart(art.Chart.Chart)
-	if err == nil && schema != nil {
-		// The secret inputs are checked as the controller will read them:
-		// from a Secret, a layer over spec.values.
-		secret := map[string]any{}
-		for p, v := range inputs {
-			setPath(secret, strings.Split(p, "."), v)
-		}
-		src := values.Sources{Spec: vals}
-		if len(secret) > 0 {
-			src.From = []values.Layer{{Ref: capstanv1.ValuesReference{Kind: "Secret", Name: values.ValuesPrefix(form.Name) + "form"}, Doc: secret}}
-		}
-		var res *values.Result
-		res, err = values.Compose(values.Inputs{Chart: art.Chart.Chart, Schema: schema, Sources: src})
-		if err == nil && len(res.Errors) > 0 {
-			form.Problems = markErrors(form.Fields, res.Errors)
-			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was created.", len(res.Errors))
-			s.render(w, "new", http.StatusUnprocessableEntity, d)
-			return
-		}
+	errs, err := checkFormValues(art, form.Name, vals, inputs, nil)
+	if err == nil && len(errs) > 0 {
+		form.Problems = markErrors(form.Fields, errs)
+		d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was created.", len(errs))
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
 	}
 	if err != nil {
 		d.Error = err.Error()
@@ -362,6 +348,7 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	if err == nil {
 		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: form.Namespace, Name: form.Name},
 			Spec: spec}
+		a.Spec.ManualSync = r.PostFormValue("manualSync") == "true"
 		if len(vals) > 0 {
 			raw, _ := json.Marshal(vals)
 			a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
@@ -375,6 +362,45 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	}
 	s.Log.Info("Page write", "user", sess.user.Name, "verb", "add", "addon", form.Namespace+"/"+form.Name)
 	http.Redirect(w, r, "/addons/"+url.PathEscape(form.Namespace)+"/"+url.PathEscape(form.Name)+"?done=add", http.StatusSeeOther)
+}
+
+// checkFormValues checks a form's values and secret inputs against the
+// chart's values.schema.json on the server, as the controller will read
+// them: the secret inputs from a Secret, a layer over spec.values. kept are
+// the paths of secret inputs the add-on has already and the form left
+// empty: they are checked with a stand-in, and their errors are left out,
+// since the form cannot know their value.
+func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string) ([]capstanv1.ValuesError, error) {
+	schema, err := values.SchemaForChart(art.Chart.Chart)
+	if err != nil || schema == nil {
+		return nil, err
+	}
+	secret := map[string]any{}
+	for p, v := range inputs {
+		setPath(secret, strings.Split(p, "."), v)
+	}
+	standIn := map[string]bool{}
+	for _, p := range kept {
+		if _, given := inputs[p]; !given {
+			setPath(secret, strings.Split(p, "."), "kept")
+			standIn["/"+strings.ReplaceAll(p, ".", "/")] = true
+		}
+	}
+	src := values.Sources{Spec: vals}
+	if len(secret) > 0 {
+		src.From = []values.Layer{{Ref: capstanv1.ValuesReference{Kind: "Secret", Name: values.ValuesPrefix(name) + "form"}, Doc: secret}}
+	}
+	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Schema: schema, Sources: src})
+	if err != nil {
+		return nil, err
+	}
+	var errs []capstanv1.ValuesError
+	for _, e := range res.Errors {
+		if !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
+			errs = append(errs, e)
+		}
+	}
+	return errs, nil
 }
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -72,6 +74,66 @@ func (s *Server) gitWriter(ctx context.Context, u User, a *capstanv1.Addon) (*gi
 	if err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)}, repo); err != nil {
 		return nil, fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", gitManaged(a), a.Name, err)
 	}
+	return s.repoWriter(ctx, u, repo)
+}
+
+// gitopsRepository is the AddonRepository that new add-ons of a trusted
+// namespace are committed to: the first by name, when the namespace has
+// any; nil otherwise, and for a namespace that is not trusted, whose
+// add-ons are created in the cluster.
+func (s *Server) gitopsRepository(ctx context.Context, namespace string) (*capstanv1.AddonRepository, error) {
+	if s.Controller == nil || !slices.Contains(s.trusted(), namespace) {
+		return nil, nil
+	}
+	list := &capstanv1.AddonRepositoryList{}
+	if err := s.Controller.List(ctx, list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("listing the AddonRepositories of %s: %w", namespace, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	slices.SortFunc(list.Items, func(a, b capstanv1.AddonRepository) int { return strings.Compare(a.Name, b.Name) })
+	return &list.Items[0], nil
+}
+
+// trusted lists the namespaces whose add-ons use the cluster profile.
+func (s *Server) trusted() []string {
+	if len(s.TrustedNamespaces) > 0 {
+		return s.TrustedNamespaces
+	}
+	return []string{s.ControllerNamespace}
+}
+
+// commitNew commits a new add-on's definition to a gitops repository,
+// after the user's access review of creating the Addon.
+func (s *Server) commitNew(ctx context.Context, u User, repo *capstanv1.AddonRepository, def *gitops.Definition) (string, error) {
+	key := client.ObjectKey{Namespace: repo.Namespace, Name: def.Name}
+	if err := s.mayChange(ctx, u, "create", key); err != nil {
+		return "", err
+	}
+	w, err := s.repoWriter(ctx, u, repo)
+	if err != nil {
+		return "", err
+	}
+	content, err := gitops.Encode(def)
+	if err != nil {
+		return "", err
+	}
+	commit, err := w.Install(ctx, content)
+	if err != nil {
+		return "", err
+	}
+	s.Log.Info("Commit", "user", u.Name, "verb", "add", "addon", key.String(), "commit", commit)
+	if s.Syncer != nil {
+		_ = s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo))
+		s.awaitSync(ctx, u, key, commit)
+	}
+	return commit, nil
+}
+
+// repoWriter is the writer of a repository, with its credentials and the
+// user as the author.
+func (s *Server) repoWriter(ctx context.Context, u User, repo *capstanv1.AddonRepository) (*gitops.Writer, error) {
 	w := &gitops.Writer{URL: repo.Spec.URL, Branch: repo.Spec.Branch, Folder: repo.Spec.Folder,
 		AuthorName: u.Name, AuthorEmail: "capstan@localhost"}
 	if s.GitAuth != nil {
@@ -92,34 +154,43 @@ func (s *Server) gitWriter(ctx context.Context, u User, a *capstanv1.Addon) (*gi
 }
 
 // commit makes a change to a git-managed Addon by a commit, after the
-// user's access review, and asks the syncer to apply it at once.
+// user's access review, and answers the commit.
 func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Addon, verb, rbacVerb string,
 	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) {
-	u := userOf(r)
-	key := client.ObjectKeyFromObject(a)
-	if err := s.mayChange(r.Context(), u, rbacVerb, key); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	wr, err := s.gitWriter(r.Context(), u, a)
+	answer, err := s.commitChange(r.Context(), userOf(r), a, verb, rbacVerb, change)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
-	}
-	commit, err := change(r.Context(), wr, a.Name)
-	if err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	s.Log.Info("API write", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
-	answer := commitAnswer{Commit: commit, Repository: gitManaged(a)}
-	if s.Syncer != nil {
-		_ = s.Syncer.Trigger(r.Context(), client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)})
-		if verb != "remove" {
-			answer.Addon = s.awaitSync(r.Context(), u, key, commit)
-		}
 	}
 	writeJSON(w, http.StatusAccepted, answer)
+}
+
+// commitChange commits one change to a git-managed Addon's definition,
+// after the user's access review, and asks the syncer to apply it at
+// once. The API and the page both change such an Addon through it.
+func (s *Server) commitChange(ctx context.Context, u User, a *capstanv1.Addon, verb, rbacVerb string,
+	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) (commitAnswer, error) {
+	key := client.ObjectKeyFromObject(a)
+	if err := s.mayChange(ctx, u, rbacVerb, key); err != nil {
+		return commitAnswer{}, err
+	}
+	wr, err := s.gitWriter(ctx, u, a)
+	if err != nil {
+		return commitAnswer{}, err
+	}
+	commit, err := change(ctx, wr, a.Name)
+	if err != nil {
+		return commitAnswer{}, err
+	}
+	s.Log.Info("Commit", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
+	answer := commitAnswer{Commit: commit, Repository: gitManaged(a)}
+	if s.Syncer != nil {
+		_ = s.Syncer.Trigger(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)})
+		if verb != "remove" {
+			answer.Addon = s.awaitSync(ctx, u, key, commit)
+		}
+	}
+	return answer, nil
 }
 
 // awaitSync waits up to syncWait for the syncer to write the Addon from

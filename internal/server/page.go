@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"embed"
-	"encoding/json"
 	"fmt"
 	"html/template"
 	"io/fs"
@@ -57,7 +56,7 @@ var pageFuncs = template.FuncMap{
 // pages are parsed once: each is the layout with one page's content.
 var pages = func() map[string]*template.Template {
 	out := map[string]*template.Template{}
-	for _, name := range []string{"signin", "list", "addon", "new", "catalog"} {
+	for _, name := range []string{"signin", "list", "addon", "new", "catalog", "edit"} {
 		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/field.html", "web/"+name+".html"))
 	}
 	return out
@@ -101,9 +100,12 @@ type pageData struct {
 	Can     map[string]bool
 	Actions bool
 	Events  []eventsv1.Event
+	// GitManaged names the AddonRepository that manages the add-on, if any.
+	GitManaged string
 	// The form from a chart's schema, and the catalog.
 	Form    *newForm
 	Catalog *catalogView
+	Edit    *editForm
 }
 
 // flashes are the only messages a redirect may ask a page to show, so that
@@ -115,6 +117,7 @@ var flashes = map[string]string{
 	"suspend": "Suspended: the add-on is planned, nothing is applied.",
 	"resume":  "Resumed.",
 	"edit":    "Values changed; a new plan follows.",
+	"commit":  "Committed to the add-on's git repository; the syncer applies the commit.",
 	"remove":  "Removing the add-on.",
 }
 
@@ -247,9 +250,10 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 		return
 	}
 	d.Title, d.Live = key.Name, true
-	d.Actions = gitManaged(d.Addon) == "" && (d.Can["approve"] || d.Can["update"] || d.Can["delete"])
+	d.Actions = d.Can["approve"] || d.Can["update"] || d.Can["delete"]
+	d.GitManaged = gitManaged(d.Addon)
 	if gitManaged(d.Addon) != "" && d.Flash == "" && d.Error == "" {
-		d.Flash = "This add-on is managed by git (AddonRepository " + gitManaged(d.Addon) + "): change it with a commit."
+		d.Flash = "This add-on is managed by git (AddonRepository " + gitManaged(d.Addon) + "): each change below is made by a commit to it."
 	}
 	s.render(w, "addon", code, d)
 }
@@ -273,8 +277,9 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		c, _, err = s.userClient(sess.user)
 	}
 	verb := r.PathValue("action")
+	done := verb
 	if err == nil {
-		err = s.pageAction(r.Context(), r, c, key, verb)
+		done, err = s.pageAction(r.Context(), r, sess.user, c, key, verb)
 	}
 	if err != nil {
 		e := errorFor(err)
@@ -287,50 +292,81 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/addons?namespace="+url.QueryEscape(key.Namespace), http.StatusSeeOther)
 		return
 	}
-	http.Redirect(w, r, "/addons/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+verb, http.StatusSeeOther)
+	http.Redirect(w, r, "/addons/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+done, http.StatusSeeOther)
 }
 
-func (s *Server) pageAction(ctx context.Context, r *http.Request, c client.Client, key client.ObjectKey, verb string) error {
+func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c client.Client, key client.ObjectKey, verb string) (string, error) {
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {
-		return err
+		return "", err
 	}
-	if repo := gitManaged(a); repo != "" {
-		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): change it with a commit", key, repo)}
+	if gitManaged(a) != "" {
+		return s.pageCommit(ctx, r, u, c, a, verb)
 	}
 	switch verb {
 	case "install", "approve":
 		hash := r.PostFormValue("hash")
 		if hash == "" {
-			return badRequest("hash", "the form names no plan")
+			return "", badRequest("hash", "the form names no plan")
 		}
 		op := addons.Approve
 		if verb == "install" {
 			op = addons.Install
 		}
 		_, err = op(ctx, c, key, hash)
-		return err
+		return verb, err
 	case "suspend", "resume":
-		return addons.SetSuspend(ctx, c, key, verb == "suspend")
-	case "edit":
-		vals, err := mergeYAML(map[string]any{}, r.PostFormValue("values"))
-		if err != nil {
-			return badRequest("values", "%v", err)
-		}
-		if len(vals) == 0 {
-			return badRequest("values", "give the values to change, as YAML")
-		}
-		patch, err := json.Marshal(map[string]any{"values": vals})
-		if err != nil {
-			return err
-		}
-		_, err = addons.Edit(ctx, c, key, patch, nil)
-		return err
+		return verb, addons.SetSuspend(ctx, c, key, verb == "suspend")
 	case "remove":
-		return addons.Remove(ctx, c, key, addons.RemoveOptions{
+		return verb, addons.Remove(ctx, c, key, addons.RemoveOptions{
 			Uninstall: r.PostFormValue("uninstall") == "true", KeepValues: r.PostFormValue("keepValues") == "true"})
 	}
-	return apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such action: " + verb}
+	return "", apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such action: " + verb}
+}
+
+// pageCommit takes an action on an add-on that git manages: approving its
+// plan is done in the cluster, as the API does it; suspending, resuming and
+// removing are commits of its definition.
+func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c client.Client, a *capstanv1.Addon, verb string) (string, error) {
+	key := client.ObjectKeyFromObject(a)
+	var change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)
+	rbacVerb := "update"
+	switch verb {
+	case "approve":
+		hash := r.PostFormValue("hash")
+		if hash == "" {
+			return "", badRequest("hash", "the form names no plan")
+		}
+		_, err := addons.Approve(ctx, c, key, hash)
+		return verb, err
+	case "suspend":
+		change = func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+			return wr.Suspend(ctx, name)
+		}
+	case "resume":
+		change = func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Resume(ctx, name) }
+	case "remove":
+		if r.PostFormValue("keepValues") == "true" {
+			return "", badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects")
+		}
+		if r.PostFormValue("uninstall") == "true" {
+			if err := gitops.MarkUninstall(ctx, c, key); err != nil {
+				return "", err
+			}
+		}
+		rbacVerb = "delete"
+		change = func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Remove(ctx, name) }
+	default:
+		return "", apiError{Code: http.StatusConflict, Reason: "Conflict",
+			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s it by a commit", key, gitManaged(a), verb)}
+	}
+	if _, err := s.commitChange(ctx, u, a, verb, rbacVerb, change); err != nil {
+		return "", err
+	}
+	if verb == "remove" {
+		return verb, nil
+	}
+	return "commit", nil
 }
 
 // pageRoutes adds the page to mux.
@@ -348,5 +384,7 @@ func (s *Server) pageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /catalog/{entry}", s.catalogPage)
 	mux.HandleFunc("GET /new", s.newAddonPage)
 	mux.HandleFunc("POST /new", s.newAddonPage)
+	mux.HandleFunc("GET /addons/{namespace}/{name}/edit", s.editPage)
+	mux.HandleFunc("POST /addons/{namespace}/{name}/edit", s.editPage)
 	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)
 }

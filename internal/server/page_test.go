@@ -46,7 +46,7 @@ func browser(t *testing.T) context.Context {
 	t.Cleanup(cancel)
 	ctx, cancel2 := chromedp.NewContext(actx)
 	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 2*time.Minute)
+	ctx, cancel3 := context.WithTimeout(ctx, 5*time.Minute)
 	t.Cleanup(cancel3)
 	return ctx
 }
@@ -100,7 +100,7 @@ func pageAddon(t *testing.T, ns string) *capstanv1.Addon {
 	ctx := context.Background()
 	a := &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "blog", Annotations: map[string]string{"note": hostile}},
-		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/blog-1.2.0.tgz"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/blog-1.2.0.tgz"},
 			Values: jsonValues(`{"replicas": 1}`)},
 	}
 	if err := admin.Create(ctx, a); err != nil {
@@ -122,6 +122,11 @@ func pageAddon(t *testing.T, ns string) *capstanv1.Addon {
 		},
 		Notices: []capstanv1.Notice{{Path: "/capstan", Message: "the platform's facts were withheld"}},
 	}
+	// A registration as a hostile primary would have it, had the
+	// controller not refused it: the page must still keep it inert.
+	a.Status.Registration = &capstanv1.Registration{Name: "blog", Source: "https://blog.example/.well-known/capstan/addon.json",
+		ReadAt: metav1.Now(), Tiles: []capstanv1.Tile{{Title: "Blog " + hostile, Icon: "B", Link: "javascript:document.title='pwned'"},
+			{Title: "Writing", Link: "https://blog.example/write"}}}
 	if err := admin.Status().Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +153,11 @@ func TestPageInAChromium(t *testing.T) {
 		actions := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("section.actions").length`))
 		scripts := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("script").length`))
 		imgs := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("img").length`))
+		tiles := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("ul.tiles a").length`))
+		scriptLinks := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("a[href^='javascript']").length`))
+		if tiles != 2 || scriptLinks != 0 {
+			t.Errorf("the page shows %d tiles, %d of them javascript: links; want 2 tiles and no such link", tiles, scriptLinks)
+		}
 		title := value(t, ctx, chromedp.Title())
 		text := value(t, ctx, chromedp.Text(chromedp.CSS("main")))
 		if rows != 1 || actions != 0 {
@@ -193,9 +203,18 @@ func TestPageInAChromium(t *testing.T) {
 		run(t, ctx, "waiting for the live status",
 			chromedp.WaitVisible(`//span[@data-field="phase" and text()="Synced"]`))
 
+		// The chart is not served, so the edit page offers the values as
+		// YAML, filled with what the add-on has now.
 		run(t, ctx, "editing values",
-			chromedp.SetValue(chromedp.ID("values"), "replicas: 3\n"),
-			chromedp.Click(`//button[text()="Edit values"]`),
+			chromedp.Click(`//a[text()="Edit values"]`),
+			chromedp.WaitVisible(chromedp.ID("yaml")),
+		)
+		if shown := value(t, ctx, chromedp.Evaluate[string](`document.getElementById("yaml").value`)); shown != "replicas: 1\n" {
+			t.Errorf("the edit page shows the values %q; want the current ones", shown)
+		}
+		run(t, ctx, "saving values",
+			chromedp.SetValue(chromedp.ID("yaml"), "replicas: 3\n"),
+			chromedp.Click(`//button[text()="Save values"]`),
 			chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Values changed")]`),
 		)
 		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), got); err != nil || !strings.Contains(string(got.Spec.Values.Raw), `"replicas":3`) {

@@ -51,6 +51,10 @@ type Server struct {
 	// ControllerNamespace is the controller's namespace: its Addons use the
 	// cluster profile.
 	ControllerNamespace string
+	// TrustedNamespaces are the namespaces whose Addons use the cluster
+	// profile; empty means the controller's own. A new add-on of such a
+	// namespace that holds an AddonRepository is committed to it.
+	TrustedNamespaces []string
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
+)
+
+// The edit page changes an add-on's values through the form of its
+// chart's values.schema.json, filled with the values it has now, and a YAML
+// editor for the rest: the same form, and the same server-side check, as
+// adding it. What the form sends replaces the values. An add-on that git
+// manages is changed by a commit of its definition.
+
+// editForm is the data of the edit page.
+type editForm struct {
+	YAML        string
+	Fields      []formField
+	HasSchema   bool
+	NoValues    bool   // a git folder, which takes no values
+	FetchError  string // why the chart's form is not shown
+	Problems    []capstanv1.ValuesError
+	GitManaged  string
+	SecretPaths []string // writeOnly fields that have a value now
+}
+
+// editPage shows the edit form (GET) and takes it (POST).
+func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
+	sess, ok := s.pageSession(w, r)
+	if !ok {
+		return
+	}
+	d := pageData{User: sess.user.Name, CSRF: sess.csrf}
+	key, err := target(r)
+	var c client.Client
+	if err == nil {
+		c, _, err = s.userClient(sess.user)
+	}
+	if err == nil {
+		d.Addon, err = addons.Get(r.Context(), c, key)
+	}
+	if err != nil {
+		e := errorFor(err)
+		d.Title, d.Error = key.Name, e.Message
+		s.render(w, "list", e.Code, d)
+		return
+	}
+	d.Title = "Edit " + key.Name
+	form := &editForm{GitManaged: gitManaged(d.Addon)}
+	d.Edit = form
+	current, err := specValues(d.Addon)
+	if err != nil {
+		d.Error = err.Error()
+		s.render(w, "edit", http.StatusUnprocessableEntity, d)
+		return
+	}
+	art := s.editArtifact(r.Context(), d.Addon, form)
+	if r.Method == http.MethodGet {
+		form.SecretPaths = secretPaths(d.Addon)
+		rest := fillFields(form.Fields, current)
+		if len(rest) > 0 {
+			out, _ := yaml.Marshal(rest)
+			form.YAML = string(out)
+		}
+		s.render(w, "edit", http.StatusOK, d)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if !pageWrite(r, sess) {
+		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
+		s.render(w, "edit", http.StatusForbidden, d)
+		return
+	}
+	form.YAML = r.PostFormValue("yaml")
+	vals, inputs := map[string]any{}, map[string]string{}
+	typed := formValues(form.Fields, r, vals, inputs)
+	vals, err = mergeYAML(vals, form.YAML)
+	switch {
+	case err != nil:
+		d.Error = "Values: " + err.Error()
+	case !typed:
+		d.Error = "Some values are not of their field's type."
+	case form.NoValues && len(vals)+len(inputs) > 0:
+		d.Error = "This add-on renders a git folder, which takes no values."
+	case form.GitManaged != "" && len(inputs) > 0:
+		d.Error = "A secret input cannot be committed to git: leave its field empty, and name a Secret in the definition's valuesFrom."
+	}
+	if d.Error == "" && art != nil {
+		var errs []capstanv1.ValuesError
+		if errs, err = checkFormValues(art, d.Addon.Name, vals, inputs, secretPaths(d.Addon)); err != nil {
+			d.Error = err.Error()
+		} else if len(errs) > 0 {
+			form.Problems = markErrors(form.Fields, errs)
+			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))
+		}
+	}
+	if d.Error != "" {
+		s.render(w, "edit", http.StatusUnprocessableEntity, d)
+		return
+	}
+	done, err := s.saveValues(r.Context(), sess.user, c, d.Addon, current, vals, inputs)
+	if err != nil {
+		e := errorFor(err)
+		d.Error = e.Message
+		s.render(w, "edit", e.Code, d)
+		return
+	}
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", "edit", "addon", key.String())
+	http.Redirect(w, r, "/addons/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+done, http.StatusSeeOther)
+}
+
+// editArtifact fetches the add-on's chart for its form. A chart that
+// cannot be fetched leaves the YAML editor, and says why.
+func (s *Server) editArtifact(ctx context.Context, a *capstanv1.Addon, form *editForm) *source.Artifact {
+	if a.Spec.Chart == nil {
+		form.NoValues = true
+		return nil
+	}
+	if s.Fetcher == nil {
+		form.FetchError = "this server fetches no charts"
+		return nil
+	}
+	// NOTE: a chart behind credentials is not fetched here: the page has
+	// no right to the add-on's Secrets. Its values are edited as YAML.
+	art, err := s.Fetcher.Fetch(ctx, a.Spec, nil)
+	if err != nil {
+		form.FetchError = err.Error()
+		return nil
+	}
+	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
+		fields, err := schemaForm(doc)
+		if err != nil {
+			form.FetchError = err.Error()
+			return art
+		}
+		form.HasSchema, form.Fields = true, fields
+	}
+	return art
+}
+
+// saveValues replaces the add-on's values: by a merge patch of its spec,
+// with the secret inputs written first, or, for an add-on that git
+// manages, by a commit. It returns the flash to show.
+func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, current, next map[string]any, inputs map[string]string) (string, error) {
+	if repo := gitManaged(a); repo != "" {
+		_, err := s.commitChange(ctx, u, a, "edit", "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+			return wr.SetValues(ctx, name, next)
+		})
+		return "commit", err
+	}
+	patch, err := json.Marshal(map[string]any{"values": replacement(current, next)})
+	if err != nil {
+		return "", err
+	}
+	_, err = addons.Edit(ctx, c, client.ObjectKeyFromObject(a), patch, inputs)
+	return "edit", err
+}
+
+// replacement is the JSON merge patch that turns current into next: what
+// next leaves out is set to null, so that the values are replaced, not
+// merged.
+func replacement(current, next map[string]any) any {
+	if len(next) == 0 {
+		return nil
+	}
+	out := maps.Clone(next)
+	for k, cur := range current {
+		n, ok := next[k]
+		switch {
+		case !ok:
+			out[k] = nil
+		case isMap(cur) && isMap(n):
+			out[k] = replacement(cur.(map[string]any), n.(map[string]any))
+		}
+	}
+	return out
+}
+
+func isMap(v any) bool { _, ok := v.(map[string]any); return ok }
+
+// specValues reads spec.values as a map.
+func specValues(a *capstanv1.Addon) (map[string]any, error) {
+	out := map[string]any{}
+	if a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
+		return out, nil
+	}
+	if err := json.Unmarshal(a.Spec.Values.Raw, &out); err != nil {
+		return nil, fmt.Errorf("spec.values is not a JSON object: %v", err)
+	}
+	return out, nil
+}
+
+// fillFields sets each field's Value from vals and returns the values no
+// field shows, for the YAML editor. A secret's or a generated value's
+// field stays empty.
+func fillFields(fields []formField, vals map[string]any) map[string]any {
+	rest := deepCopyMap(vals)
+	var fill func(fields []formField)
+	fill = func(fields []formField) {
+		for i := range fields {
+			f := &fields[i]
+			if f.Kind == "object" {
+				fill(f.Children)
+				continue
+			}
+			path := strings.Split(f.Path, ".")
+			v, ok := lookupPath(vals, path)
+			if !ok {
+				continue
+			}
+			if !f.WriteOnly && !f.Generated {
+				f.Value = scalar(v)
+			}
+			deletePath(rest, path)
+		}
+	}
+	fill(fields)
+	return rest
+}
+
+// secretPaths lists the value paths that the add-on's secret inputs set,
+// so the form can say that they have a value without showing it.
+func secretPaths(a *capstanv1.Addon) []string {
+	var out []string
+	for _, ref := range a.Spec.ValuesFrom {
+		if ref.TargetPath != "" && strings.HasPrefix(ref.Name, values.ValuesPrefix(a.Name)) {
+			out = append(out, ref.TargetPath)
+		}
+	}
+	return out
+}
+
+func lookupPath(m map[string]any, path []string) (any, bool) {
+	var cur any = m
+	for _, k := range path {
+		mm, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = mm[k]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// deletePath removes the value at path, and the maps it leaves empty.
+func deletePath(m map[string]any, path []string) {
+	if len(path) == 1 {
+		delete(m, path[0])
+		return
+	}
+	next, ok := m[path[0]].(map[string]any)
+	if !ok {
+		return
+	}
+	deletePath(next, path[1:])
+	if len(next) == 0 {
+		delete(m, path[0])
+	}
+}
+
+func deepCopyMap(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if mm, ok := v.(map[string]any); ok {
+			out[k] = deepCopyMap(mm)
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
