@@ -33,6 +33,15 @@ chromium: ## Install Debian's headless Chromium for the web page's tests, when i
 build: ## Build bin/capstan.
 	$(GO) build -o bin/capstan ./cmd/capstan
 
+.PHONY: image
+image: ## Build the multi-arch (amd64, arm64) non-root image, with labels and an SBOM, into the OCI layout bin/image; no Docker needed.
+	$(GO) run ./hack/image -out bin/image
+
+.PHONY: image-push
+image-push: ## Build the image and push it: IMAGE=registry/name:tag make image-push (credentials from ~/.docker/config.json).
+	@if [ -z "$(IMAGE)" ]; then echo "IMAGE is not set: IMAGE=registry/name:tag make image-push"; exit 1; fi
+	$(GO) run ./hack/image -out bin/image -push "$(IMAGE)"
+
 .PHONY: test
 test: bin build chromium charts ## Run go vet and every test, on the local control plane.
 	$(GO) vet ./...
@@ -43,16 +52,19 @@ dev: bin build ## Run Capstan on a local control plane with sample add-ons (Ctrl
 	bin/capstan dev --bin-dir $(CURDIR)/bin
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs and RBAC from the markers.
+generate: ## Generate deepcopy code, CRDs and RBAC from the markers, for config/ and charts/capstan.
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(TOOLS) controller-gen crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=config/crd/bases
 	$(TOOLS) controller-gen rbac:roleName=controller paths=./internal/... output:rbac:artifacts:config=config/rbac
+	cp config/crd/bases/*.yaml charts/capstan/crds/
+	cp config/rbac/role.yaml charts/capstan/files/controller-role.yaml
+	cp config/rbac/addon_roles.yaml charts/capstan/files/addon-roles.yaml
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when `make generate` changes the tree (CI runs this).
-	@if [ -n "$$(git status --porcelain -- api config)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api config charts/capstan)" ]; then \
 		echo "make generate changed these files; run it and commit the result:"; \
-		git status --porcelain -- api config; git diff --stat -- api config; exit 1; fi
+		git status --porcelain -- api config charts/capstan; git diff --stat -- api config charts/capstan; exit 1; fi
 
 .PHONY: lint
 lint: ## Run golangci-lint.

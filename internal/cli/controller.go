@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -11,12 +13,15 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -44,6 +49,7 @@ type controllerOptions struct {
 	httpAddr       string
 	tlsCertFile    string
 	tlsKeyFile     string
+	watchSelector  string
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -65,6 +71,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTPS endpoint: the API (/api/v1/) and git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
+	fs.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Addons and AddonRepositories whose labels match, to run shards, such as capstan.dev/shard=a (and !capstan.dev/shard for the main controller).")
 	o.guard.AddFlags(fs)
 }
 
@@ -149,15 +156,53 @@ func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) 
 	return mgr.Start(ctx)
 }
 
+// shard is what --watch-label-selector changes: the cache sees only the
+// shard's Addons and AddonRepositories, so only they are reconciled, and
+// each shard elects its own leader.
+type shard struct {
+	cache            cache.Options
+	leaderElectionID string
+}
+
+func shardOptions(selector string) (shard, error) {
+	s := shard{leaderElectionID: "capstan-controller"}
+	if selector == "" {
+		return s, nil
+	}
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return s, fmt.Errorf("--watch-label-selector %q is not a label selector: %w", selector, err)
+	}
+	s.cache.ByObject = map[client.Object]cache.ByObject{
+		&capstanv1.Addon{}:           {Label: sel},
+		&capstanv1.AddonRepository{}: {Label: sel},
+	}
+	sum := sha256.Sum256([]byte(sel.String()))
+	s.leaderElectionID = "capstan-controller-" + hex.EncodeToString(sum[:])[:10]
+	return s, nil
+}
+
+// Leader election (--leader-elect) holds a Lease in the controller's
+// namespace.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+
 // newManager builds the manager with every controller registered.
 func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
+	shard, err := shardOptions(o.watchSelector)
+	if err != nil {
+		return nil, err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Client:                 controller.ClientOptions(),
+		Cache:                  shard.cache,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       "capstan-controller",
+		LeaderElectionID:       shard.leaderElectionID,
+		// NOTE: the Lease lives in the controller's namespace; left empty,
+		// controller-runtime finds it only when running in a pod.
+		LeaderElectionNamespace: o.config.Namespace,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)

@@ -268,7 +268,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	for _, p := range snap.Definitions {
 		want, err := p.Definition.Addon(gitops.Origin{
 			Namespace: repo.Namespace, Repository: repo.Name, URL: repo.Spec.URL,
-			Commit: snap.Commit, File: p.File, SecretRef: repo.Spec.SecretRef,
+			Commit: snap.Commit, File: p.File, SecretRef: repo.Spec.SecretRef, Shard: repo.Labels[gitops.ShardLabel],
 		})
 		if err != nil {
 			invalid = append(invalid, gitops.InvalidFile(p.File, err))

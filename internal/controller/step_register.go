@@ -95,7 +95,7 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	}
 	primary := strings.TrimSpace(ann[capstanv1.ChartPrimaryAnnotation])
 	if primary == "" {
-		return "", fmt.Errorf("Chart.yaml marks the chart an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
+		return "", fmt.Errorf("the chart's Chart.yaml marks it an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
 			capstanv1.ChartAddonAnnotation, capstanv1.ChartPrimaryAnnotation)
 	}
 	name, port, _ := strings.Cut(primary, ":")

@@ -17,6 +17,10 @@ import (
 const (
 	// ManagedByGitLabel names the AddonRepository whose definition made the Addon.
 	ManagedByGitLabel = "capstan.dev/managed-by-git"
+	// ShardLabel puts an Addon in a shard: the controller started with
+	// --watch-label-selector=capstan.dev/shard=NAME reconciles it. A
+	// repository's Addons carry the repository's shard.
+	ShardLabel = "capstan.dev/shard"
 	// GitFileAnnotation is the definition's path in the repository.
 	GitFileAnnotation = "capstan.dev/git-file"
 	// GitCommitAnnotation is the commit the Addon was last written from.
@@ -40,6 +44,8 @@ type Origin struct {
 	File string
 	// SecretRef is the gitops repository's credentials, for a git.path source.
 	SecretRef *capstanv1.LocalObjectReference
+	// Shard is the AddonRepository's shard label, which its Addons carry.
+	Shard string
 }
 
 // Addon converts a definition into the Addon the syncer applies. It holds
@@ -99,6 +105,9 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 			return nil, fmt.Errorf("%s: hookTimeout %q: %w", o.File, def.HookTimeout, err)
 		}
 		a.Spec.HookTimeout = &metav1.Duration{Duration: d}
+	}
+	if o.Shard != "" {
+		a.Labels[ShardLabel] = o.Shard
 	}
 	return a, nil
 }

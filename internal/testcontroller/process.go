@@ -81,9 +81,13 @@ func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...strin
 	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	// The log sits with the control plane's, so CAPSTAN_TESTCLUSTER_KEEP=1
-	// keeps it.
+	// keeps it; each binary's name has a log of its own.
+	logName := "capstan-controller"
+	if base := filepath.Base(bin); base != "capstan" {
+		logName = base
+	}
 	p := &Process{
-		LogPath:    c.LogPath("capstan-controller"),
+		LogPath:    c.LogPath(logName),
 		MetricsURL: "http://" + metricsAddr + "/metrics",
 		readyURL:   "http://" + probeAddr + "/readyz",
 		done:       make(chan struct{}),
@@ -167,6 +171,28 @@ func (p *Process) Stop() {
 		_ = syscall.Kill(pgid, syscall.SIGKILL)
 		<-p.done
 	}
+}
+
+// Kill sends SIGKILL to the process group and waits for the exit: the
+// controller gets no chance to finish what it was doing.
+func (p *Process) Kill() {
+	if p.cmd == nil || p.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Named copies bin to dir under name, so that a test can run several
+// controllers and tell them apart: the name is each one's log and, as the
+// client's default user agent, its name in the API server's audit log.
+func Named(bin, dir, name string) (string, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	return out, os.WriteFile(out, data, 0o755)
 }
 
 // LogTail returns the last n lines of the controller's log.

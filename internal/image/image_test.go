@@ -1,0 +1,174 @@
+package image
+
+import (
+	"archive/tar"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+)
+
+// TestImageLayout builds the image for amd64 and arm64 into an OCI layout
+// and reads it back as a registry would: an index of both platforms, each
+// image with the static binary as its entrypoint, the non-root user, the
+// OCI labels and an SBOM, which is also attached to the index.
+func TestImageLayout(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	module := filepath.Dir(strings.TrimSpace(string(out)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	o := Options{Module: module, Platforms: []string{"linux/amd64", "linux/arm64"}, Version: "v0.0.0-test", Revision: "abc123",
+		Source: "https://github.com/capstan-dev/capstan", WorkDir: t.TempDir()}
+	idx, err := Build(ctx, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sbom, err := SBOM(filepath.Join(o.WorkDir, "capstan-linux-amd64"), o.Version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "layout")
+	if _, err := WriteLayout(dir, idx, sbom); err != nil {
+		t.Fatal(err)
+	}
+
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := p.ImageIndex()
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := root.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Manifests) != 2 {
+		t.Fatalf("the layout holds %d manifests; want the image index and its SBOM", len(top.Manifests))
+	}
+	built, err := root.ImageIndex(top.Manifests[0].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	manifest, err := built.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if manifest.Annotations["org.opencontainers.image.revision"] != "abc123" {
+		t.Errorf("the index's annotations %v lack the revision", manifest.Annotations)
+	}
+	var archs []string
+	for _, d := range manifest.Manifests {
+		archs = append(archs, d.Platform.OS+"/"+d.Platform.Architecture)
+		img, err := built.Image(d.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := cfg.Config
+		if !slices.Equal(c.Entrypoint, []string{Entrypoint}) || c.User != User || cfg.Architecture != d.Platform.Architecture {
+			t.Errorf("%s: entrypoint %v, user %q, architecture %s", d.Platform.Architecture, c.Entrypoint, c.User, cfg.Architecture)
+		}
+		for _, l := range []string{"org.opencontainers.image.source", "org.opencontainers.image.version", "org.opencontainers.image.revision", "org.opencontainers.image.licenses"} {
+			if c.Labels[l] == "" {
+				t.Errorf("%s: the label %s is missing", d.Platform.Architecture, l)
+			}
+		}
+		files := layerFiles(t, img)
+		for _, want := range []string{"capstan", "etc/passwd", "etc/ssl/certs/ca-certificates.crt", strings.TrimPrefix(SBOMPath, "/")} {
+			if _, ok := files[want]; !ok {
+				t.Errorf("%s: the image has no %s", d.Platform.Architecture, want)
+			}
+		}
+		if bin := files["capstan"]; len(bin) < 4 || string(bin[1:4]) != "ELF" {
+			t.Errorf("%s: /capstan is not an ELF binary", d.Platform.Architecture)
+		}
+	}
+	slices.Sort(archs)
+	if !slices.Equal(archs, []string{"linux/amd64", "linux/arm64"}) {
+		t.Errorf("the index holds %v", archs)
+	}
+
+	art, err := root.Image(top.Manifests[1].Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := art.Manifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if am.Subject == nil || am.Subject.Digest != top.Manifests[0].Digest || string(am.Config.MediaType) != SBOMArtifactType {
+		t.Errorf("the SBOM artifact: subject %+v, config %s; want the index, %s", am.Subject, am.Config.MediaType, SBOMArtifactType)
+	}
+	var doc struct {
+		SPDXVersion string `json:"spdxVersion"`
+		Packages    []struct{ Name, VersionInfo string }
+	}
+	if err := json.Unmarshal(sbom, &doc); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]string{}
+	for _, p := range doc.Packages {
+		names[p.Name] = p.VersionInfo
+	}
+	if doc.SPDXVersion != "SPDX-2.3" || names["capstan.dev/capstan"] != "v0.0.0-test" || names["helm.sh/helm/v4"] == "" {
+		t.Errorf("the SBOM: %s, capstan %q, helm %q", doc.SPDXVersion, names["capstan.dev/capstan"], names["helm.sh/helm/v4"])
+	}
+	_ = os.RemoveAll(dir)
+}
+
+// layerFiles reads every regular file of an image's layers.
+func layerFiles(t *testing.T, img v1.Image) map[string][]byte {
+	t.Helper()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, l := range layers {
+		rc, err := l.Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		readTar(t, rc, out)
+		rc.Close()
+	}
+	return out
+}
+
+func readTar(t *testing.T, r io.Reader, out map[string][]byte) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[h.Name] = data
+		}
+	}
+}

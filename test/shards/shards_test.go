@@ -1,0 +1,255 @@
+package shards_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcluster"
+	"capstan.dev/capstan/internal/testcontroller"
+)
+
+var cluster *testcluster.Cluster
+
+func TestMain(m *testing.M) {
+	testcluster.Main(m, func(c *testcluster.Cluster) { cluster = c })
+}
+
+// fixture is what both tests share: an admin client, the controller binary,
+// and a chart of one ConfigMap served over https on loopback.
+type fixture struct {
+	admin     client.Client
+	bin, dir  string
+	chartURL  string
+	hookedURL string
+	caFile    string
+	host      string
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	ctx := t.Context()
+	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Apply(ctx, admin, false); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{admin: admin, dir: t.TempDir()}
+	if f.bin, err = testcontroller.Build(ctx, f.dir); err != nil {
+		t.Fatal(err)
+	}
+	archives := map[string][]byte{"/note-1.0.0.tgz": chartArchive(t, false), "/hooked-1.0.0.tgz": chartArchive(t, true)}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		data, ok := archives[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+	f.chartURL, f.hookedURL, f.host = srv.URL+"/note-1.0.0.tgz", srv.URL+"/hooked-1.0.0.tgz", srv.Listener.Addr().String()
+	f.caFile = filepath.Join(f.dir, "ca.pem")
+	if err := os.WriteFile(f.caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// start runs one controller under name, with args added.
+func (f *fixture) start(t *testing.T, name string, args ...string) *testcontroller.Process {
+	t.Helper()
+	bin, err := testcontroller.Named(f.bin, f.dir, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testcontroller.Start(t, cluster, bin, f.dir, append([]string{"--ca-file=" + f.caFile, "--fetch-allow=" + f.host,
+		"--resync-interval=1h"}, args...)...)
+}
+
+// chartArchive is a chart of one ConfigMap named after the release, and
+// with hook a post-install Job too.
+func chartArchive(t *testing.T, hook bool) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	name := "note"
+	files := map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  note: hello\n",
+	}
+	if hook {
+		name = "hooked"
+		files["templates/hook.yaml"] = `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {{ .Release.Name }}-seed
+  annotations:
+    helm.sh/hook: post-install
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: seed
+          image: busybox:1.36
+`
+	}
+	files["Chart.yaml"] = "apiVersion: v2\nname: " + name + "\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n"
+	for file, body := range files {
+		name := name + "/" + file
+		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func newNamespace(t *testing.T, admin client.Client, name string) string {
+	t.Helper()
+	if err := admin.Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// waitSynced waits until every Addon of ns is Synced for its generation.
+func waitSynced(t *testing.T, admin client.Client, ns string, n int, limit time.Duration, alive ...*testcontroller.Process) {
+	t.Helper()
+	var synced int
+	err := wait.PollUntilContextTimeout(t.Context(), time.Second, limit, true, func(ctx context.Context) (bool, error) {
+		for _, p := range alive {
+			if err := p.Alive(); err != nil {
+				return false, err
+			}
+		}
+		list := &capstanv1.AddonList{}
+		if err := admin.List(ctx, list, client.InNamespace(ns)); err != nil {
+			return false, nil
+		}
+		synced = 0
+		for _, a := range list.Items {
+			if a.Status.Phase == capstanv1.PhaseSynced && a.Status.ObservedGeneration == a.Generation {
+				synced++
+			}
+		}
+		return synced == n, nil
+	})
+	if err != nil {
+		t.Fatalf("%d of %d add-ons Synced within %s: %v", synced, n, limit, err)
+	}
+}
+
+// reconciles reads controller_runtime_reconcile_total of the addon
+// controller from a process's metrics.
+func reconciles(t *testing.T, p *testcontroller.Process) float64 {
+	t.Helper()
+	text, err := p.Metrics(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total float64
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="addon"`) {
+			var v float64
+			if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); err == nil {
+				total += v
+			}
+		}
+	}
+	return total
+}
+
+// TestShardsSplitTheAddons runs two shards and a main controller over 200
+// add-ons, a third in each shard and a third in none. Each add-on is
+// reconciled by exactly one controller, the one of its shard: the API
+// server's audit log names, for every status write of an Addon, the
+// controller that made it (each runs under its own name, its user agent),
+// and each controller's metrics count its reconciles.
+func TestShardsSplitTheAddons(t *testing.T) {
+	f := setup(t)
+	ns := newNamespace(t, f.admin, "shards")
+	procs := map[string]*testcontroller.Process{
+		"capstan-shard-a": f.start(t, "capstan-shard-a", "--watch-label-selector="+gitops.ShardLabel+"=a"),
+		"capstan-shard-b": f.start(t, "capstan-shard-b", "--watch-label-selector="+gitops.ShardLabel+"=b"),
+		"capstan-main":    f.start(t, "capstan-main", "--watch-label-selector=!"+gitops.ShardLabel),
+	}
+	const n = 200
+	shardOf := func(i int) string { return []string{"a", "b", ""}[i%3] }
+	began := time.Now()
+	for i := range n {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("note-%03d", i)},
+			Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: f.chartURL}}}
+		if s := shardOf(i); s != "" {
+			a.Labels = map[string]string{gitops.ShardLabel: s}
+		}
+		if err := f.admin.Create(t.Context(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alive := []*testcontroller.Process{procs["capstan-shard-a"], procs["capstan-shard-b"], procs["capstan-main"]}
+	waitSynced(t, f.admin, ns, n, 5*time.Minute, alive...)
+	t.Logf("%d add-ons in 3 controllers Synced in %s", n, time.Since(began).Round(time.Second))
+
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	writers := map[string]map[string]bool{} // Addon -> the controllers that wrote its status
+	for _, e := range events {
+		o := e.ObjectRef
+		if o == nil || o.Resource != "addons" || o.Subresource != "status" || o.Namespace != ns || e.User.Username != install.ControllerUser {
+			continue
+		}
+		agent, _, _ := strings.Cut(e.UserAgent, "/")
+		if writers[o.Name] == nil {
+			writers[o.Name] = map[string]bool{}
+		}
+		writers[o.Name][agent] = true
+	}
+	for i := range n {
+		name := fmt.Sprintf("note-%03d", i)
+		want := "capstan-main"
+		if s := shardOf(i); s != "" {
+			want = "capstan-shard-" + s
+		}
+		if got := writers[name]; len(got) != 1 || !got[want] {
+			t.Errorf("Addon %s (shard %q) was written by %v; want %s alone", name, shardOf(i), got, want)
+		}
+	}
+	for name, p := range procs {
+		if r := reconciles(t, p); r < n/3 {
+			t.Errorf("%s reconciled %g times; want at least once per add-on of its shard (%d)", name, r, n/3)
+		}
+	}
+}
