@@ -94,9 +94,10 @@ func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
 	return s
 }
 
-// releaseName is the Helm release name: spec.releaseName or the Addon's name.
+// releaseName is the Helm release name: spec.releaseName or the Addon's
+// name; a restricted add-on's is always its name.
 func (s *scope) releaseName() string {
-	if s.addon.Spec.ReleaseName != "" {
+	if s.addon.Spec.ReleaseName != "" && s.profile != capstanv1.ProfileRestricted {
 		return s.addon.Spec.ReleaseName
 	}
 	return s.addon.Name

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -23,6 +24,19 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	all := append([]*unstructured.Unstructured{}, s.objects...)
 	for _, h := range s.hooks {
 		all = append(all, h.Object)
+	}
+	// A tenant's chart must render the same every time: a value it makes
+	// at random (genCA, randAlphaNum, now) would change on every sync.
+	for _, g := range s.render.Generated {
+		ref := capstanv1.ObjectRef{APIVersion: g.APIVersion, Kind: g.Kind, Namespace: s.namespace, Name: g.Name}
+		for _, p := range g.Paths {
+			s.violations = append(s.violations, capstanv1.Violation{Object: ref, Path: strings.Join(p, "."), Rule: "random-values",
+				Message: "the chart renders this field differently each time (genCA, randAlphaNum, now…); declare the value in values.schema.json with x-capstan-generate, which Capstan generates once and keeps"})
+		}
+	}
+	if s.artifact != nil && s.artifact.IsChart() && s.artifact.Chart.Chart.Metadata != nil {
+		md := s.artifact.Chart.Chart.Metadata
+		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)
 	}
 	s.violations = append(s.violations, guard.Check(ctx, all, guard.Context{
 		Namespace: s.addon.Namespace,

@@ -28,7 +28,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 		in.Rendered = s.objects
 		in.Objects = s.previews
-		if s.addon.Spec.Prune {
+		// A restricted add-on always prunes: what a new render no longer
+		// holds goes, as the tenant's chart decides.
+		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
 			s.prune = apply.PruneSet(s.addon.Status.Inventory, refs(s.objects))
 			in.Prune = s.prune
 		}

@@ -193,7 +193,8 @@ func (cs *chartServer) publish(t testing.TB, c chart) (url, digest string) {
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
-	files := map[string]string{"Chart.yaml": fmt.Sprintf("apiVersion: v2\nname: %s\nversion: %s\n", c.name, c.version)}
+	// NOTE: a chart written for Capstan, as a restricted add-on needs.
+	files := map[string]string{"Chart.yaml": fmt.Sprintf("apiVersion: v2\nname: %s\nversion: %s\nannotations:\n  capstan.dev/addon: \"true\"\n", c.name, c.version)}
 	for k, v := range c.files {
 		files[k] = v
 	}

@@ -380,3 +380,15 @@ func TestCheckSpec(t *testing.T) {
 		t.Errorf("CheckSpec = %+v; want target-namespace, create-namespace and registration-source on Addon blog", v)
 	}
 }
+
+func TestCheckChart(t *testing.T) {
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "tenant"}}
+	ok := ChartMetadata{APIVersion: "v2", Type: "application", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "true"}}
+	if v := CheckChart(a, ok); len(v) != 0 {
+		t.Errorf("a chart written for Capstan: %v", v)
+	}
+	v := CheckChart(a, ChartMetadata{APIVersion: "v1", Type: "library", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "yes"}})
+	if len(v) != 3 || v[0].Rule != "chart-for-capstan" || v[1].Rule != "chart-api-version" || v[2].Rule != "chart-type" {
+		t.Errorf("CheckChart = %+v; want chart-for-capstan, chart-api-version and chart-type", v)
+	}
+}

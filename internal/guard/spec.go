@@ -18,9 +18,47 @@ func CheckSpec(addon *capstanv1.Addon) []capstanv1.Violation {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.createNamespace", Rule: "create-namespace",
 			Message: "a restricted add-on cannot create namespaces; remove spec.createNamespace"})
 	}
+	if addon.Spec.ReleaseName != "" {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.releaseName", Rule: "release-name",
+			Message: "a restricted add-on's release name is its own name; remove spec.releaseName"})
+	}
 	if addon.Spec.Registration != nil {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.registration", Rule: "registration-source",
 			Message: "a restricted add-on registers from its primary Service only; remove spec.registration"})
 	}
 	return out
+}
+
+// ChartMetadata is what CheckChart reads of a chart's Chart.yaml.
+type ChartMetadata struct {
+	APIVersion, Type string
+	Annotations      map[string]string
+}
+
+// CheckChart returns the violations of a restricted add-on's chart: a
+// tenant installs only charts written for Capstan (Chart.yaml's
+// capstan.dev/addon: "true"), of apiVersion v2 and type application.
+func CheckChart(addon *capstanv1.Addon, meta ChartMetadata) []capstanv1.Violation {
+	ref := capstanv1.ObjectRef{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: addon.Namespace, Name: addon.Name}
+	var out []capstanv1.Violation
+	if meta.Annotations[capstanv1.ChartAddonAnnotation] != "true" {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "Chart.yaml annotations", Rule: "chart-for-capstan",
+			Message: "a restricted add-on installs only a chart written for Capstan: its Chart.yaml needs the annotation " + capstanv1.ChartAddonAnnotation + `: "true"`})
+	}
+	if meta.APIVersion != "v2" {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "Chart.yaml apiVersion", Rule: "chart-api-version",
+			Message: "a restricted add-on's chart must be apiVersion v2; this one is " + quoteOr(meta.APIVersion, "missing")})
+	}
+	if meta.Type != "" && meta.Type != "application" {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "Chart.yaml type", Rule: "chart-type",
+			Message: "a " + meta.Type + " chart cannot be installed: install the application chart that depends on it"})
+	}
+	return out
+}
+
+func quoteOr(s, empty string) string {
+	if s == "" {
+		return empty
+	}
+	return `"` + s + `"`
 }

@@ -45,7 +45,7 @@ func serveCharts() *httptest.Server {
 	gz := gzip.NewWriter(&buf)
 	tw := tar.NewWriter(gz)
 	for name, body := range map[string]string{
-		"form/Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\n",
+		"form/Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
 		"form/values.yaml":        "greeting: hello\nreplicas: 1\n",
 		"form/values.schema.json": formSchema,
 		"form/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",

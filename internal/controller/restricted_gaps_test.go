@@ -1,0 +1,90 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func violationRule(rule string) func(*capstanv1.Addon) bool {
+	return func(cur *capstanv1.Addon) bool {
+		if cur.Status.Phase != capstanv1.PhaseBlocked || cur.Status.Plan == nil {
+			return false
+		}
+		for _, v := range cur.Status.Plan.Violations {
+			if v.Rule == rule {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// TestRestrictedChartMustBeWrittenForCapstan installs, in the restricted
+// profile, a chart whose Chart.yaml does not say it was written for
+// Capstan, and an Addon that sets its own release name: both are Blocked
+// with the rule that says what to fix, and nothing is applied.
+func TestRestrictedChartMustBeWrittenForCapstan(t *testing.T) {
+	ns := newNamespace(t)
+	plain, _ := charts.publish(t, chart{name: "plain", version: "1.0.0", files: map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: plain\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata: {k: v}\n",
+	}})
+	a := create(t, newAddon(ns, "plain", plain))
+	waitFor(t, a, 90*time.Second, "Blocked by chart-for-capstan", violationRule("chart-for-capstan"))
+	if live(t, "v1", "ConfigMap", ns, "plain") != nil {
+		t.Error("a Blocked add-on applied its ConfigMap")
+	}
+
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	named := create(t, newAddon(ns, "named", url, withSpec(func(s *capstanv1.AddonSpec) { s.ReleaseName = "other" })))
+	waitFor(t, named, 90*time.Second, "Blocked by release-name", violationRule("release-name"))
+}
+
+// TestRestrictedAddonAlwaysPrunes upgrades a restricted add-on to a render
+// without one of its ConfigMaps, with spec.prune unset: the ConfigMap goes.
+func TestRestrictedAddonAlwaysPrunes(t *testing.T) {
+	ns := newNamespace(t)
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata: {k: v}\n"
+	}
+	v1, _ := charts.publish(t, chart{name: "pair", version: "1.0.0", files: map[string]string{"templates/a.yaml": cm("keep"), "templates/b.yaml": cm("drop")}})
+	a := create(t, newAddon(ns, "pair", v1))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if live(t, "v1", "ConfigMap", ns, "drop") == nil {
+		t.Fatal("the first render's ConfigMap was not applied")
+	}
+	v2, _ := charts.publish(t, chart{name: "pair", version: "2.0.0", files: map[string]string{"templates/a.yaml": cm("keep")}})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = v2 })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	eventually(t, 30*time.Second, "the dropped ConfigMap to be pruned", func() bool {
+		return live(t, "v1", "ConfigMap", ns, "drop") == nil
+	})
+	if live(t, "v1", "ConfigMap", ns, "keep") == nil {
+		t.Error("the ConfigMap the new render keeps was deleted")
+	}
+}
+
+// TestRestrictedRandomValuesAreViolations installs, in the restricted
+// profile, a chart that makes a password with randAlphaNum: the field is a
+// violation that names the object and the path, and says to use
+// x-capstan-generate.
+func TestRestrictedRandomValuesAreViolations(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "random", version: "1.0.0", files: map[string]string{
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: {{ randAlphaNum 16 | quote }}\n",
+	}})
+	a := create(t, newAddon(ns, "random", url))
+	got := waitFor(t, a, 90*time.Second, "Blocked by random-values", violationRule("random-values"))
+	for _, v := range got.Status.Plan.Violations {
+		if v.Rule == "random-values" && (v.Object.Kind != "Secret" || v.Object.Name != "db" || v.Path != "stringData.password" ||
+			!strings.Contains(v.Message, "x-capstan-generate")) {
+			t.Errorf("violation %+v; want Secret db, stringData.password, and the way out", v)
+		}
+	}
+	if live(t, "v1", "Secret", ns, "db") != nil {
+		t.Error("a Blocked add-on applied its Secret")
+	}
+}
