@@ -154,11 +154,45 @@ type AddonSpec struct {
 	// +optional
 	Category string `json:"category,omitempty"`
 
+	// AllowUnsafeCRDChanges lets a chart upgrade change a CRD in a way that
+	// can break the objects stored under it: drop a stored version, change
+	// the storage version with no conversion, or make existing objects
+	// invalid. Without it such an upgrade is a violation in the plan.
+	// +optional
+	AllowUnsafeCRDChanges bool `json:"allowUnsafeCRDChanges,omitempty"`
+
+	// HealthTimeout is how long after an apply every applied object may
+	// take to be Current (kstatus): past it, the add-on is Failed with the
+	// objects that are not. Unset waits as long as it takes.
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.healthTimeout must be more than 0s and at most 24h"
+	// +optional
+	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
+
+	// DependsOn names add-ons that must be Ready, for their current
+	// generation, before this one installs or changes anything. A cycle, or
+	// an add-on that does not exist, is a condition that says so.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
+
 	// Registration reads the add-on's manifest from this address instead
 	// of from its primary Service. Only the cluster profile may set it: it
 	// is for a primary outside the cluster, and for tests.
 	// +optional
 	Registration *RegistrationSource `json:"registration,omitempty"`
+}
+
+// DependencyReference names another Addon.
+type DependencyReference struct {
+	// Name is the Addon's name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+	// Namespace is the Addon's namespace; the dependent's own by default.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
 }
 
 // RegistrationSource is where an add-on's manifest is read from.

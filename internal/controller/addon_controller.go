@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -133,6 +135,32 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	if err != nil {
 		return err
 	}
+	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, dependsOnIndex, func(obj client.Object) []string {
+		return dependencyKeys(obj.(*capstanv1.Addon))
+	})
+	if err != nil {
+		return err
+	}
+	// A dependency that changes (Ready, or gone) wakes its dependents, and
+	// a removal waiting for its dependents wakes when one goes.
+	enqueueRelated := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
+		a, ok := obj.(*capstanv1.Addon)
+		if !ok {
+			return nil
+		}
+		var out []reconcile.Request
+		list := &capstanv1.AddonList{}
+		if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: a.Namespace + "/" + a.Name}); err == nil {
+			for _, d := range list.Items {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
+			}
+		}
+		for _, k := range dependencyKeys(a) {
+			ns, name, _ := strings.Cut(k, "/")
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+		return out
+	})
 	enqueueReaders := func(kind string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 			var list capstanv1.AddonList
@@ -156,6 +184,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		// the controller's own status writes must not, or a failed hook
 		// would run again at once instead of waiting for the next sync.
 		For(&capstanv1.Addon{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&capstanv1.Addon{}, enqueueRelated, builder.WithPredicates(readyOrGone{})).
 		Watches(&corev1.Secret{}, enqueueReaders("Secret"), builder.OnlyMetadata).
 		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
 		WatchesRawSource(crsource.Func(r.drift.start)).
@@ -163,6 +192,24 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent)}).
 		Complete(r)
 }
+
+// readyOrGone passes an Addon's creation and deletion, and an update that
+// changes its Ready condition: what its dependents and dependencies wait
+// for. Other status writes wake no one.
+type readyOrGone struct{ predicate.Funcs }
+
+func (readyOrGone) Update(e event.UpdateEvent) bool {
+	o, ok1 := e.ObjectOld.(*capstanv1.Addon)
+	n, ok2 := e.ObjectNew.(*capstanv1.Addon)
+	if !ok1 || !ok2 {
+		return false
+	}
+	return notReady(o) != notReady(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+func (readyOrGone) Create(event.CreateEvent) bool   { return true }
+func (readyOrGone) Delete(event.DeleteEvent) bool   { return true }
+func (readyOrGone) Generic(event.GenericEvent) bool { return false }
 
 // isPlatformConfigMap reports whether obj is the ConfigMap of the
 // platform's facts, which every add-on reads.

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -93,6 +94,26 @@ func TestExistingObjectWithoutAdoptBlocks(t *testing.T) {
 	}
 }
 
+// bindVolume creates a PersistentVolume reserved for the claim ns/name, as
+// an admin provisions one by hand, so the claim binds with no provisioner.
+func bindVolume(t *testing.T, ns, name string) {
+	t.Helper()
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-" + ns + "-" + name},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			ClaimRef:                      &corev1.ObjectReference{Namespace: ns, Name: name},
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/nonexistent/" + ns}},
+		},
+	}
+	if err := admin.Create(context.Background(), pv); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), pv) })
+}
+
 func pruneChart(version string, withExtra bool) chart {
 	files := map[string]string{
 		"templates/keep.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n",
@@ -124,6 +145,9 @@ metadata:
 func TestPruneNeverDeletesStatefulKinds(t *testing.T) {
 	ns := newNamespace(t)
 	suffix := strings.ReplaceAll(ns[len(ns)-5:], "-", "")
+	// The chart's claim is Current (Bound) once a volume takes it: no
+	// provisioner runs here, so a volume waits for it, bound ahead to it.
+	bindVolume(t, ns, "data")
 	url1, _ := charts.publish(t, pruneChart("1.0.0", true))
 	name := "prune-" + ns
 	a := create(t, newAddon(controllerNS, name, url1, withTarget(ns), withValues("suffix: x"+suffix),

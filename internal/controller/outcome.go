@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,6 +33,10 @@ type findings struct {
 	driftFought capstanv1.ObjectRef
 	// waitingFor says which workload is not ready yet.
 	waitingFor string
+	// dependency says why the add-on waits on spec.dependsOn.
+	dependency *dependencyFinding
+	// dependents names the add-ons a removal with uninstall waits for.
+	dependents []string
 	// healthy: every workload is ready. applied says whether this sync
 	// applied the plan, or found nothing to change.
 	healthy bool
@@ -54,11 +59,18 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case f.paused:
 		return outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
 			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
+	case len(f.dependents) > 0:
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "WaitingForDependents",
+			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
 	case f.uninstalling:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
 	case f.gated:
 		return outcome{Phase: f.verdict.Phase, Reason: f.verdict.Reason, Message: f.verdict.Message,
 			Stalled: f.verdict.Phase == capstanv1.PhaseBlocked || f.verdict.Phase == capstanv1.PhaseFailed}
+	case f.dependency != nil && f.dependency.blocked:
+		return outcome{Phase: capstanv1.PhaseBlocked, Reason: f.dependency.reason, Message: f.dependency.message, Stalled: true}
+	case f.dependency != nil:
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: f.dependency.reason, Message: f.dependency.message}
 	case f.driftWait > 0:
 		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
 			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",

@@ -28,6 +28,7 @@ func (r *AddonReconciler) planSteps() []step {
 // reconcileNormal runs the pipeline for an Addon that is not being deleted.
 func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.Result, error) {
 	steps := append(r.planSteps(),
+		step{"Depends", r.checkDependencies},
 		step{"Gate", r.gate},
 		step{"Drift", r.paceDrift},
 		step{"Apply", r.applyPlan},

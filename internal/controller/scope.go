@@ -53,7 +53,10 @@ type scope struct {
 	// generatedNotices say which fields the chart generates at random and
 	// how the sync treats them (keepGenerated).
 	generatedNotices []capstanv1.Notice
-	upgrade          bool // rendered for an upgrade
+	// crdNotices say how many existing objects a CRD's new schema was
+	// checked against (crdsafety.go).
+	crdNotices []capstanv1.Notice
+	upgrade    bool // rendered for an upgrade
 
 	// objects are the prepared objects to apply, Namespaces and CRDs included.
 	objects      []*unstructured.Unstructured

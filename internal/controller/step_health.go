@@ -2,22 +2,24 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// checkHealth waits, by requeueing, until the applied workloads are ready;
-// once they are, the sync goes on to register the add-on.
-// It reads what the preview read, or the API server's answer to the apply.
+// checkHealth waits, by requeueing, until every applied object is Current;
+// once they are, the sync goes on to register the add-on. It reads what the
+// preview read, or the API server's answer to the apply; an object found
+// Current and not written since is not read again. Past spec.healthTimeout
+// after the last apply, the add-on is Failed with the objects that are not.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	known := r.verified.lookup(s.addon)
+	var waiting []string
 	for _, obj := range s.objects {
-		if !healthKinds[obj.GetKind()] {
-			continue
-		}
 		key := capstanv1.RefOf(obj).Key()
 		if s.quiet[key] && known[key].Healthy {
-			// Healthy when verified, and not written since.
+			// Current when verified, and not written since.
 			continue
 		}
 		live := s.live[key]
@@ -27,18 +29,27 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 				return false, err
 			}
 		}
-		ready, why, err := workloadReady(obj, live)
+		current, why, err := objectHealth(obj, live)
 		if err != nil {
 			return false, err
 		}
-		if ready {
+		if current {
 			r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
+			continue
 		}
-		if !ready {
-			s.found.waitingFor = why
-			s.requeueAfter = r.Config.HealthPoll
-			return true, nil
+		waiting = append(waiting, why)
+	}
+	if len(waiting) > 0 {
+		list := notCurrentList(waiting)
+		if t := s.addon.Spec.HealthTimeout; t != nil && s.addon.Status.LastAppliedTime != nil {
+			if since := time.Since(s.addon.Status.LastAppliedTime.Time); since > t.Duration {
+				return false, terminal{fmt.Errorf("not healthy %s after the last apply (spec.healthTimeout %s): %s",
+					since.Round(time.Second), t.Duration, list)}
+			}
 		}
+		s.found.waitingFor = "waiting for " + list
+		s.requeueAfter = r.Config.HealthPoll
+		return true, nil
 	}
 	s.found.healthy = true
 	s.found.applied = s.plan == nil

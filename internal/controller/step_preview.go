@@ -26,6 +26,15 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		if err := r.previewObjects(ctx, s); err != nil {
 			return false, err
 		}
+		v, n, err := r.crdSafety(ctx, s)
+		if err != nil {
+			return false, err
+		}
+		if !s.addon.Spec.AllowUnsafeCRDChanges {
+			s.violations = append(s.violations, v...)
+			in.Violations = s.violations
+		}
+		s.crdNotices = n
 		in.Rendered = s.objects
 		in.Objects = s.previews
 		// A restricted add-on always prunes: what a new render no longer
@@ -46,6 +55,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
+	in.Notices = append(in.Notices, s.crdNotices...)
 	s.plan = plan.Build(in)
 	s.addon.Status.Plan = s.plan
 	return false, nil

@@ -96,6 +96,9 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 		}
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
+	for _, d := range def.DependsOn {
+		a.Spec.DependsOn = append(a.Spec.DependsOn, capstanv1.DependencyReference(d))
+	}
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}

@@ -45,6 +45,8 @@ type Definition struct {
 	AllowAdoptChanges bool `yaml:"allowAdoptChanges,omitempty"`
 	// ManualSync makes every change wait for an approval.
 	ManualSync bool `yaml:"manualSync,omitempty"`
+	// DependsOn names add-ons that must be Ready first.
+	DependsOn []DependencyReference `yaml:"dependsOn,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Suspend makes the add-on plan-only.
@@ -77,6 +79,13 @@ type GitSource struct {
 	Revision  string     `yaml:"revision,omitempty"`
 	Path      string     `yaml:"path,omitempty"`
 	SecretRef *SecretRef `yaml:"secretRef,omitempty"`
+}
+
+// DependencyReference names another add-on, in this repository's
+// namespace unless namespace is given.
+type DependencyReference struct {
+	Name      string `yaml:"name"`
+	Namespace string `yaml:"namespace,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

@@ -1,0 +1,166 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"encoding/json"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/kube-openapi/pkg/validation/spec"
+	"k8s.io/kube-openapi/pkg/validation/strfmt"
+	"k8s.io/kube-openapi/pkg/validation/validate"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// A chart upgrade that changes a CRD can break the data stored under it,
+// and the API server takes some of those changes without a word. Before
+// such a change is applied, Capstan compares the rendered CRD with the live
+// one and refuses, as violations in the plan, unless
+// spec.allowUnsafeCRDChanges is set:
+//   - a version that status.storedVersions still lists is dropped;
+//   - the storage version changes with no conversion webhook;
+//   - existing objects no longer validate against the new schema of their
+//     version: a sample of them is validated, in the controller, with the
+//     OpenAPI schema validator the API server builds on
+//     (k8s.io/kube-openapi). The API server's own validator would bring in
+//     its CEL engine, a seventh of the binary; the rules of
+//     x-kubernetes-validations are therefore not checked here, and the API
+//     server still refuses what breaks them when the objects are written.
+
+// crdSampleSize bounds how many existing objects of each version are
+// validated against a new schema.
+const crdSampleSize = 50
+
+// crdSafety returns the violations of the rendered CRDs against the live
+// ones, and notices of what was checked.
+func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope) ([]capstanv1.Violation, []capstanv1.Notice, error) {
+	var violations []capstanv1.Violation
+	var notices []capstanv1.Notice
+	for _, obj := range s.objects {
+		if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
+			continue
+		}
+		ref := capstanv1.RefOf(obj)
+		live := s.live[ref.Key()]
+		if live == nil {
+			continue // new, or unchanged since it was verified
+		}
+		next, cur := &apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinition{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, next); err != nil {
+			return nil, nil, fmt.Errorf("reading the rendered %s: %w", ref.Describe(), err)
+		}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, cur); err != nil {
+			return nil, nil, fmt.Errorf("reading the live %s: %w", ref.Describe(), err)
+		}
+		v, n, err := r.crdChanges(ctx, s, ref, cur, next)
+		if err != nil {
+			return nil, nil, err
+		}
+		violations, notices = append(violations, v...), append(notices, n...)
+	}
+	return violations, notices, nil
+}
+
+func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv1.ObjectRef, cur, next *apiextensionsv1.CustomResourceDefinition) ([]capstanv1.Violation, []capstanv1.Notice, error) {
+	var out []capstanv1.Violation
+	const fix = "; migrate the stored objects first, or set spec.allowUnsafeCRDChanges"
+	names := map[string]*apiextensionsv1.CustomResourceDefinitionVersion{}
+	for i := range next.Spec.Versions {
+		names[next.Spec.Versions[i].Name] = &next.Spec.Versions[i]
+	}
+	for _, stored := range cur.Status.StoredVersions {
+		if names[stored] == nil {
+			out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions", Rule: "crd-stored-version-dropped",
+				Message: fmt.Sprintf("the chart drops version %s, in which objects are still stored (status.storedVersions)%s", stored, fix)})
+		}
+	}
+	from, to := storageVersion(cur), storageVersion(next)
+	if from != "" && to != "" && from != to && (next.Spec.Conversion == nil || next.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter) {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions", Rule: "crd-storage-version-changed",
+			Message: fmt.Sprintf("the storage version changes from %s to %s with no conversion webhook: stored objects are read as %s unchanged%s", from, to, to, fix)})
+	}
+	var notices []capstanv1.Notice
+	for _, v := range next.Spec.Versions {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !served(cur, v.Name) {
+			continue
+		}
+		checked, invalid, first, err := r.validateExisting(ctx, s, cur, v)
+		if err != nil {
+			return nil, nil, err
+		}
+		if checked > 0 {
+			notices = append(notices, capstanv1.Notice{Path: "objects/CustomResourceDefinition/" + cur.Name,
+				Message: fmt.Sprintf("validated %d existing %s of version %s against the new schema (at most %d are sampled)", checked, cur.Spec.Names.Plural, v.Name, crdSampleSize)})
+		}
+		if invalid > 0 {
+			out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions[" + v.Name + "].schema", Rule: "crd-schema-invalidates-objects",
+				Message: fmt.Sprintf("%d of %d existing %s (sampled) no longer validate against the new schema of %s, first %s%s", invalid, checked, cur.Spec.Names.Plural, v.Name, first, fix)})
+		}
+	}
+	return out, notices, nil
+}
+
+func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {
+	for _, v := range crd.Spec.Versions {
+		if v.Storage {
+			return v.Name
+		}
+	}
+	return ""
+}
+
+func served(crd *apiextensionsv1.CustomResourceDefinition, version string) bool {
+	return slices.ContainsFunc(crd.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool {
+		return v.Name == version && v.Served
+	})
+}
+
+// validateExisting validates a sample of the live objects of a version
+// against the version's new schema.
+func (r *AddonReconciler) validateExisting(ctx context.Context, s *scope, crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) (checked, invalid int, first string, err error) {
+	// NOTE: a CRD's schema is an OpenAPI v3 schema, which kube-openapi's
+	// spec.Schema reads as it is; the x-kubernetes-* extensions are kept
+	// as extensions and not enforced.
+	raw, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	schema := &spec.Schema{}
+	if err := json.Unmarshal(raw, schema); err != nil {
+		return 0, 0, "", fmt.Errorf("reading the new schema of %s %s: %w", crd.Name, v.Name, err)
+	}
+	validator := validate.NewSchemaValidator(schema, nil, "", strfmt.Default)
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(crd.Spec.Group + "/" + v.Name)
+	list.SetKind(crd.Spec.Names.Kind + "List")
+	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
+		return 0, 0, "", fmt.Errorf("listing existing %s to check the new schema: %w", crd.Spec.Names.Plural, err)
+	}
+	for _, item := range list.Items {
+		checked++
+		// The object's own bookkeeping is not the schema's to judge.
+		obj := item.DeepCopy().Object
+		delete(obj, "metadata")
+		delete(obj, "apiVersion")
+		delete(obj, "kind")
+		errs := validator.Validate(obj).Errors
+		if len(errs) == 0 {
+			continue
+		}
+		invalid++
+		if first == "" {
+			name := item.GetName()
+			if ns := item.GetNamespace(); ns != "" {
+				name = ns + "/" + name
+			}
+			first = name + ": " + errs[0].Error()
+		}
+	}
+	return checked, invalid, first, nil
+}

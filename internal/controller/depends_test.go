@@ -1,0 +1,124 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func readyReason(a *capstanv1.Addon) string {
+	if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil && c.ObservedGeneration == a.Generation {
+		return c.Reason
+	}
+	return ""
+}
+
+func dependsOn(names ...string) addonOpt {
+	return withSpec(func(s *capstanv1.AddonSpec) {
+		for _, n := range names {
+			s.DependsOn = append(s.DependsOn, capstanv1.DependencyReference{Name: n})
+		}
+	})
+}
+
+// TestDependsOn installs an app that depends on a database add-on: the
+// app plans, applies nothing, and says what it waits for, until the
+// database is Ready; then it installs at once. A removal of the database
+// with uninstall waits until the app is gone.
+func TestDependsOn(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	db := create(t, newAddon(ns, "db", url, withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	app := create(t, newAddon(ns, "app", url, dependsOn("db")))
+	got := waitFor(t, app, 90*time.Second, "the app to wait for db", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady"
+	})
+	if got.Status.Phase != capstanv1.PhaseProgressing || !strings.Contains(readyMessage(got), ns+"/db") {
+		t.Errorf("phase %s, message %q; want Progressing, naming %s/db", got.Status.Phase, readyMessage(got), ns)
+	}
+	if live(t, "v1", "ConfigMap", ns, "app-config") != nil {
+		t.Fatal("the app applied its objects before its dependency was Ready")
+	}
+	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.dependsOn") {
+		t.Errorf("the plan does not say what the app waits for: %+v", p)
+	}
+
+	began := time.Now()
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	waitPhase(t, app, capstanv1.PhaseSynced)
+	// Woken by the dependency's change, not by the 30 s recheck.
+	if took := time.Since(began); took > 25*time.Second {
+		t.Errorf("the app took %s to install after db was Ready", took)
+	}
+	if live(t, "v1", "ConfigMap", ns, "app-config") == nil {
+		t.Fatal("the app's objects were not applied")
+	}
+
+	// Removing db with uninstall waits for its dependent.
+	for _, a := range []*capstanv1.Addon{db, app} {
+		cur := getAddon(t, a)
+		cur.Spec.DeletionPolicy = capstanv1.DeletionDelete
+		if err := admin.Update(context.Background(), cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.Delete(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, db, 60*time.Second, "db to wait for its dependent", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "WaitingForDependents"
+	})
+	if !strings.Contains(readyMessage(got), ns+"/app") || live(t, "v1", "ConfigMap", ns, "db-config") == nil {
+		t.Errorf("message %q; db's objects must stay while %s/app depends on it", readyMessage(got), ns)
+	}
+	deleteAddon(t, app)
+	eventually(t, 60*time.Second, "db to go once app is gone", func() bool {
+		return admin.Get(context.Background(), client.ObjectKeyFromObject(db), &capstanv1.Addon{}) != nil
+	})
+	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
+		t.Error("db's uninstall left its ConfigMap")
+	}
+}
+
+// TestDependsOnBadInput checks a missing dependency and a cycle: each is
+// Blocked with a condition that says what to fix, and nothing is applied.
+func TestDependsOnBadInput(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	lonely := create(t, newAddon(ns, "lonely", url, dependsOn("ghost")))
+	got := waitFor(t, lonely, 90*time.Second, "a missing dependency", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotFound"
+	})
+	if got.Status.Phase != capstanv1.PhaseBlocked || !strings.Contains(readyMessage(got), ns+"/ghost") {
+		t.Errorf("phase %s, message %q", got.Status.Phase, readyMessage(got))
+	}
+	ping := create(t, newAddon(ns, "ping", url, dependsOn("pong")))
+	create(t, newAddon(ns, "pong", url, dependsOn("ping")))
+	got = waitFor(t, ping, 90*time.Second, "a cycle", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyCycle"
+	})
+	if msg := readyMessage(got); !strings.Contains(msg, ns+"/ping → "+ns+"/pong → "+ns+"/ping") {
+		t.Errorf("the cycle's message %q does not show the cycle", msg)
+	}
+	for _, name := range []string{"lonely-config", "ping-config", "pong-config"} {
+		if live(t, "v1", "ConfigMap", ns, name) != nil {
+			t.Errorf("%s was applied", name)
+		}
+	}
+}
+
+func hasNotice(p *capstanv1.Plan, path string) bool {
+	for _, n := range p.Notices {
+		if n.Path == path {
+			return true
+		}
+	}
+	return false
+}

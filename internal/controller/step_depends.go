@@ -1,0 +1,184 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// An add-on with spec.dependsOn waits, planned but applying nothing, until
+// every add-on it names is Ready for its current generation. A dependency
+// that becomes Ready wakes its dependents (the dependsOn index). A cycle
+// and a missing dependency are conditions, never a crash; a removal with
+// uninstall waits until no other add-on depends on the one removed.
+
+// dependsOnIndex indexes Addons by the "namespace/name" of each add-on
+// they depend on.
+const dependsOnIndex = "spec.dependsOn"
+
+// dependencyRecheck is how soon an add-on that waits for a dependency
+// looks again, besides the wake-up when a dependency changes.
+const dependencyRecheck = 30 * time.Second
+
+// maxDependencyDepth bounds the walk that looks for a cycle.
+const maxDependencyDepth = 64
+
+// dependencyKeys are the keys an Addon is indexed under.
+func dependencyKeys(a *capstanv1.Addon) []string {
+	keys := make([]string, 0, len(a.Spec.DependsOn))
+	for _, d := range a.Spec.DependsOn {
+		keys = append(keys, dependencyKey(a, d).String())
+	}
+	return keys
+}
+
+func dependencyKey(a *capstanv1.Addon, d capstanv1.DependencyReference) types.NamespacedName {
+	ns := d.Namespace
+	if ns == "" {
+		ns = a.Namespace
+	}
+	return types.NamespacedName{Namespace: ns, Name: d.Name}
+}
+
+// dependencyFinding is why an add-on waits on its dependencies.
+type dependencyFinding struct {
+	reason, message string
+	blocked         bool // a cycle or a missing add-on: a person must act
+}
+
+// checkDependencies stops the sync before the gate while a dependency is
+// not Ready. The plan is made first, so it shows what would change, and
+// says what the add-on waits for.
+func (r *AddonReconciler) checkDependencies(ctx context.Context, s *scope) (bool, error) {
+	if len(s.addon.Spec.DependsOn) == 0 {
+		return false, nil
+	}
+	f, err := r.dependencyState(ctx, s.addon)
+	if err != nil {
+		return false, err
+	}
+	if f == nil {
+		return false, nil
+	}
+	s.found.dependency = f
+	if s.plan != nil {
+		s.plan.Notices = append(s.plan.Notices, capstanv1.Notice{Path: "spec.dependsOn", Message: f.message})
+	}
+	if !f.blocked {
+		s.requeueSoon(dependencyRecheck)
+	}
+	return true, nil
+}
+
+// dependencyState reads the dependencies: nil when every one is Ready.
+func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addon) (*dependencyFinding, error) {
+	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
+	if cycle := r.dependencyCycle(ctx, a, self); cycle != nil {
+		names := make([]string, len(cycle))
+		for i, k := range cycle {
+			names[i] = k.String()
+		}
+		return &dependencyFinding{reason: "DependencyCycle", blocked: true,
+			message: "spec.dependsOn makes a cycle (" + strings.Join(names, " → ") + "): remove one of these dependencies"}, nil
+	}
+	var missing, waiting []string
+	for _, d := range a.Spec.DependsOn {
+		key := dependencyKey(a, d)
+		dep := &capstanv1.Addon{}
+		err := r.Client.Get(ctx, key, dep)
+		switch {
+		case apierrors.IsNotFound(err):
+			missing = append(missing, key.String())
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("reading the dependency %s: %w", key, err)
+		}
+		if why := notReady(dep); why != "" {
+			waiting = append(waiting, key.String()+" ("+why+")")
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return &dependencyFinding{reason: "DependencyNotFound", blocked: true,
+			message: "spec.dependsOn names add-ons that do not exist: " + strings.Join(missing, ", ") + "; create them, or remove them from spec.dependsOn"}, nil
+	case len(waiting) > 0:
+		return &dependencyFinding{reason: "DependencyNotReady",
+			message: "waits, applying nothing, until these add-ons are Ready: " + strings.Join(waiting, ", ")}, nil
+	}
+	return nil, nil
+}
+
+// notReady says why an add-on is not Ready for its current generation, or
+// "" when it is.
+func notReady(a *capstanv1.Addon) string {
+	c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady)
+	switch {
+	case a.DeletionTimestamp != nil:
+		return "being removed"
+	case c == nil:
+		return "not reconciled yet"
+	case c.ObservedGeneration != a.Generation:
+		return "its latest change is not synced yet"
+	case c.Status != metav1.ConditionTrue:
+		return string(a.Status.Phase) + ": " + c.Reason
+	}
+	return ""
+}
+
+// dependencyCycle walks the dependencies depth first and returns the path
+// back to self, if there is one.
+func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addon, self types.NamespacedName) []types.NamespacedName {
+	seen := map[types.NamespacedName]bool{}
+	var walk func(a *capstanv1.Addon, path []types.NamespacedName) []types.NamespacedName
+	walk = func(a *capstanv1.Addon, path []types.NamespacedName) []types.NamespacedName {
+		if len(path) > maxDependencyDepth {
+			return nil
+		}
+		for _, d := range a.Spec.DependsOn {
+			key := dependencyKey(a, d)
+			next := append(slices.Clip(path), key)
+			if key == self {
+				return next
+			}
+			if seen[key] {
+				continue
+			}
+			seen[key] = true
+			dep := &capstanv1.Addon{}
+			if err := r.Client.Get(ctx, key, dep); err != nil {
+				continue
+			}
+			if cycle := walk(dep, next); cycle != nil {
+				return cycle
+			}
+		}
+		return nil
+	}
+	return walk(a, []types.NamespacedName{self})
+}
+
+// dependents lists the Addons that depend on a, those being removed too:
+// a dependent must be gone before a is uninstalled.
+func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([]string, error) {
+	list := &capstanv1.AddonList{}
+	key := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}.String()
+	if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: key}); err != nil {
+		return nil, fmt.Errorf("listing the add-ons that depend on %s: %w", key, err)
+	}
+	var out []string
+	for _, d := range list.Items {
+		out = append(out, d.Namespace+"/"+d.Name)
+	}
+	slices.Sort(out)
+	return out, nil
+}
