@@ -296,6 +296,30 @@ type ChartSource struct {
 	// the repository or registry: username and password, or a token.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
+
+	// Verify checks the chart's signature before anything is rendered: a
+	// signature that is missing or wrong Blocks the add-on.
+	// +optional
+	Verify *ChartVerification `json:"verify,omitempty"`
+}
+
+// ChartVerification says how a chart's signature is checked.
+type ChartVerification struct {
+	// Provenance checks the Helm provenance file (the archive's URL with
+	// .prov) against a keyring of PGP public keys: for charts from a chart
+	// repository or an https archive.
+	// +optional
+	Provenance *ProvenanceVerification `json:"provenance,omitempty"`
+}
+
+// ProvenanceVerification names the keyring a provenance file must be signed with.
+type ProvenanceVerification struct {
+	// SecretRef names a Secret in the Addon's namespace whose key holds the
+	// ASCII-armored public keys (gpg --export --armor) that may sign.
+	SecretRef LocalObjectReference `json:"secretRef"`
+	// Key is the Secret's key; "keyring" by default.
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // GitSource is a folder of a git repository.

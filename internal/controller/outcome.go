@@ -33,8 +33,10 @@ type findings struct {
 	driftFought capstanv1.ObjectRef
 	// waitingFor says which workload is not ready yet.
 	waitingFor string
+	// signature says why the chart's signature stopped the sync.
+	signature *hold
 	// dependency says why the add-on waits on spec.dependsOn.
-	dependency *dependencyFinding
+	dependency *hold
 	// dependents names the add-ons a removal with uninstall waits for.
 	dependents []string
 	// healthy: every workload is ready. applied says whether this sync
@@ -67,6 +69,8 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case f.gated:
 		return outcome{Phase: f.verdict.Phase, Reason: f.verdict.Reason, Message: f.verdict.Message,
 			Stalled: f.verdict.Phase == capstanv1.PhaseBlocked || f.verdict.Phase == capstanv1.PhaseFailed}
+	case f.signature != nil:
+		return outcome{Phase: capstanv1.PhaseBlocked, Reason: f.signature.reason, Message: f.signature.message, Stalled: true}
 	case f.dependency != nil && f.dependency.blocked:
 		return outcome{Phase: capstanv1.PhaseBlocked, Reason: f.dependency.reason, Message: f.dependency.message, Stalled: true}
 	case f.dependency != nil:

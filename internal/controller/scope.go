@@ -53,6 +53,8 @@ type scope struct {
 	// generatedNotices say which fields the chart generates at random and
 	// how the sync treats them (keepGenerated).
 	generatedNotices []capstanv1.Notice
+	// signedBy is who signed the chart, when spec.chart.verify checked it.
+	signedBy string
 	// crdNotices say how many existing objects a CRD's new schema was
 	// checked against (crdsafety.go).
 	crdNotices []capstanv1.Notice

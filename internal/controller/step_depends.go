@@ -50,8 +50,9 @@ func dependencyKey(a *capstanv1.Addon, d capstanv1.DependencyReference) types.Na
 	return types.NamespacedName{Namespace: ns, Name: d.Name}
 }
 
-// dependencyFinding is why an add-on waits on its dependencies.
-type dependencyFinding struct {
+// hold is why a sync stops before it applies anything: a dependency not
+// Ready, or a chart whose signature is missing or wrong.
+type hold struct {
 	reason, message string
 	blocked         bool // a cycle or a missing add-on: a person must act
 }
@@ -81,14 +82,14 @@ func (r *AddonReconciler) checkDependencies(ctx context.Context, s *scope) (bool
 }
 
 // dependencyState reads the dependencies: nil when every one is Ready.
-func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addon) (*dependencyFinding, error) {
+func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addon) (*hold, error) {
 	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
 	if cycle := r.dependencyCycle(ctx, a, self); cycle != nil {
 		names := make([]string, len(cycle))
 		for i, k := range cycle {
 			names[i] = k.String()
 		}
-		return &dependencyFinding{reason: "DependencyCycle", blocked: true,
+		return &hold{reason: "DependencyCycle", blocked: true,
 			message: "spec.dependsOn makes a cycle (" + strings.Join(names, " → ") + "): remove one of these dependencies"}, nil
 	}
 	var missing, waiting []string
@@ -109,10 +110,10 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 	}
 	switch {
 	case len(missing) > 0:
-		return &dependencyFinding{reason: "DependencyNotFound", blocked: true,
+		return &hold{reason: "DependencyNotFound", blocked: true,
 			message: "spec.dependsOn names add-ons that do not exist: " + strings.Join(missing, ", ") + "; create them, or remove them from spec.dependsOn"}, nil
 	case len(waiting) > 0:
-		return &dependencyFinding{reason: "DependencyNotReady",
+		return &hold{reason: "DependencyNotReady",
 			message: "waits, applying nothing, until these add-ons are Ready: " + strings.Join(waiting, ", ")}, nil
 	}
 	return nil, nil
