@@ -42,6 +42,9 @@ type Config struct {
 	// HealthPoll is how soon an add-on whose workloads are not yet ready is
 	// looked at again.
 	HealthPoll time.Duration
+	// PruneApprovalThreshold is the share of an add-on's inventory one sync
+	// may prune without an approval. Zero means 0.5; 1 turns the gate off.
+	PruneApprovalThreshold float64
 }
 
 // WithDefaults fills in what was left empty.
@@ -69,6 +72,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HealthPoll <= 0 {
 		c.HealthPoll = 5 * time.Second
+	}
+	if c.PruneApprovalThreshold <= 0 {
+		c.PruneApprovalThreshold = 0.5
 	}
 	return c
 }

@@ -88,3 +88,37 @@ func TestRestrictedRandomValuesAreViolations(t *testing.T) {
 		t.Error("a Blocked add-on applied its Secret")
 	}
 }
+
+// TestMassPruneWaitsForApproval upgrades an add-on to a render that drops
+// three of its four objects: the plan waits for an approval, nothing is
+// deleted, and once exactly that plan is approved the three are pruned.
+func TestMassPruneWaitsForApproval(t *testing.T) {
+	ns := newNamespace(t)
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata: {k: v}\n"
+	}
+	v1, _ := charts.publish(t, chart{name: "four", version: "1.0.0", files: map[string]string{
+		"templates/a.yaml": cm("a"), "templates/b.yaml": cm("b"), "templates/c.yaml": cm("c"), "templates/d.yaml": cm("d")}})
+	a := create(t, newAddon(controllerNS, "four-"+ns, v1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	v2, _ := charts.publish(t, chart{name: "four", version: "2.0.0", files: map[string]string{"templates/a.yaml": cm("a")}})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = v2 })
+	got := waitFor(t, a, 90*time.Second, "the mass prune held", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "PruneNeedsApproval"
+	})
+	if msg := readyMessage(got); got.Status.Phase != capstanv1.PhaseOutOfSync || !strings.Contains(msg, "deletes 3 of the 4") {
+		t.Errorf("phase %s, message %q", got.Status.Phase, msg)
+	}
+	for _, name := range []string{"b", "c", "d"} {
+		if live(t, "v1", "ConfigMap", ns, name) == nil {
+			t.Fatalf("ConfigMap %s was pruned before the approval", name)
+		}
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan, cur.Spec.SyncRequest = got.Status.Plan.Hash, cur.Spec.SyncRequest+1
+	})
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	eventually(t, 30*time.Second, "the approved prune", func() bool {
+		return live(t, "v1", "ConfigMap", ns, "b") == nil && live(t, "v1", "ConfigMap", ns, "d") == nil
+	})
+}

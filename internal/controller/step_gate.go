@@ -13,6 +13,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
+		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold,
 	})
 	if s.verdict.Apply {
 		return false, nil

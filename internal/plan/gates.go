@@ -17,6 +17,11 @@ type State struct {
 	SyncRequest       int64
 	ApprovedPlan      string
 	LastSyncRequest   int64
+	// Inventory counts the objects the add-on applied before.
+	Inventory int
+	// PruneThreshold is the share of the inventory a plan may delete
+	// without an approval; 0 turns the gate off.
+	PruneThreshold float64
 }
 
 // Verdict is the gates' decision.
@@ -35,8 +40,9 @@ type Verdict struct {
 // A Gate either decides (true) or passes the plan on to the next gate.
 type Gate func(State) (Verdict, bool)
 
-// Gates are the gates in order: problems, suspend, adoption, manual sync.
-var Gates = []Gate{Problems, Suspended, Adoption, ManualSync}
+// Gates are the gates in order: problems, suspend, adoption, mass prune,
+// manual sync.
+var Gates = []Gate{Problems, Suspended, Adoption, MassPrune, ManualSync}
 
 // Decide runs the gates in order. A plan that passes them all is applied.
 func Decide(s State) Verdict {
@@ -57,6 +63,7 @@ const (
 	ReasonAdoptChanges   = "AdoptionWouldChange"
 	ReasonExists         = "ObjectsExist"
 	ReasonAwaitApproval  = "AwaitingApproval"
+	ReasonPruneApproval  = "PruneNeedsApproval"
 	ReasonApprovalStale  = "ApprovalStale"
 	ReasonApprovalNoPlan = "ApprovalWithoutPlan"
 )
@@ -114,6 +121,27 @@ func Adoption(s State) (Verdict, bool) {
 			Message: fmt.Sprintf("adopting would change %d running object(s), first %s; see the diffs in the plan, then fix the values or set spec.allowAdoptChanges: true", len(changing), changing[0].Describe())}, true
 	}
 	return Verdict{}, false
+}
+
+// MassPrune holds a plan that deletes more than the threshold's share of
+// what the add-on applied until a sync request approves exactly its hash.
+// A render that suddenly lost half its objects is more often a mistake (a
+// values typo, a broken template) than an intent; Flux and Argo CD have
+// both deleted clusters' software that way.
+func MassPrune(s State) (Verdict, bool) {
+	if s.Plan == nil || s.PruneThreshold <= 0 || s.Inventory == 0 {
+		return Verdict{}, false
+	}
+	del := s.Plan.Summary.Delete
+	if float64(del) <= s.PruneThreshold*float64(s.Inventory) {
+		return Verdict{}, false
+	}
+	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
+		return Verdict{}, false // approved: the manual-sync gate applies it
+	}
+	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
+		Message: fmt.Sprintf("this plan deletes %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: set spec.approvedPlan to %s and raise spec.syncRequest, or run `capstan addon sync`",
+			del, s.Inventory, s.PruneThreshold*100, s.Plan.Hash)}, true
 }
 
 // ManualSync holds a plan with pending changes until a sync request approves

@@ -85,3 +85,29 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+func TestMassPrune(t *testing.T) {
+	p := &capstanv1.Plan{Hash: "sha256:bbb", Summary: capstanv1.PlanSummary{Delete: 3, Unchanged: 1}}
+	for _, tc := range []struct {
+		name           string
+		s              State
+		apply          bool
+		reason         string
+		decidedByPrune bool
+	}{
+		{name: "3 of 4 held", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5}, reason: ReasonPruneApproval, decidedByPrune: true},
+		{name: "3 of 10 passes", s: State{Plan: p, Inventory: 10, PruneThreshold: 0.5}, apply: true},
+		{name: "exactly half passes", s: State{Plan: p, Inventory: 6, PruneThreshold: 0.5}, apply: true},
+		{name: "off", s: State{Plan: p, Inventory: 4}, apply: true},
+		{name: "approved", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},
+		{name: "another plan approved", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 1, ApprovedPlan: "sha256:ccc"}, reason: ReasonPruneApproval, decidedByPrune: true},
+	} {
+		v := Decide(tc.s)
+		if v.Apply != tc.apply || (tc.reason != "" && v.Reason != tc.reason) {
+			t.Errorf("%s: verdict %+v", tc.name, v)
+		}
+		if _, decided := MassPrune(tc.s); decided != tc.decidedByPrune {
+			t.Errorf("%s: the mass-prune gate decided %v", tc.name, decided)
+		}
+	}
+}
