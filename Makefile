@@ -70,6 +70,10 @@ verify-generate: generate ## Fail when `make generate` changes the tree (CI runs
 lint: ## Run golangci-lint.
 	$(TOOLS) golangci-lint run ./...
 
+.PHONY: chaos
+chaos: bin ## The full kill test: 100 SIGKILLs of the controller (make test runs 10); CAPSTAN_CHAOS_SEED replays one run.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} $(GO) test -count=1 -v -timeout 60m -run TestKillTheController ./test/chaos/
+
 .PHONY: bench
 bench: bin ## Run the benchmarks and print their figures.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
