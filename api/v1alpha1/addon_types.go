@@ -495,6 +495,13 @@ type AddonStatus struct {
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
 
+	// PreHooksDone is the pre event (pre-install or pre-upgrade) whose
+	// hooks succeeded for a render whose apply is not recorded yet: a sync
+	// of that render stopped half-way (the controller killed) does not run
+	// them again.
+	// +optional
+	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
+
 	// Registration is the manifest the add-on's primary serves, once it is
 	// Ready; the Registered condition says why there is none.
 	// +optional

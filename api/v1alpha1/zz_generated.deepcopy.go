@@ -278,6 +278,11 @@ func (in *AddonStatus) DeepCopyInto(out *AddonStatus) {
 		in, out := &in.LastAppliedTime, &out.LastAppliedTime
 		*out = (*in).DeepCopy()
 	}
+	if in.PreHooksDone != nil {
+		in, out := &in.PreHooksDone, &out.PreHooksDone
+		*out = new(PendingHook)
+		**out = **in
+	}
 	if in.Registration != nil {
 		in, out := &in.Registration, &out.Registration
 		*out = new(Registration)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -91,5 +92,34 @@ func TestInventoryWrittenBeforeApply(t *testing.T) {
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	if live(t, "v1", "ConfigMap", ns, "delta") == nil {
 		t.Fatal("the object was not applied after the restart")
+	}
+}
+
+// TestStopAfterPreHooksRunsThemOnce stops an install once its pre-install
+// hooks have run, before its main apply, as a controller killed there
+// would: the next sync applies the objects without running the pre-install
+// hook again.
+func TestStopAfterPreHooksRunsThemOnce(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	var stops atomic.Int32
+	stepHooks.Store(controllerNS+"/hooks-"+ns, func(step string) error {
+		if step == "apply" && stops.Load() == 0 {
+			stops.Add(1)
+			return errors.New("simulated stop after the pre hooks")
+		}
+		return nil
+	})
+	defer stepHooks.Delete(controllerNS + "/hooks-" + ns)
+	a := dbapp(t, ns, "")
+	got := synced(t, a)
+	if stops.Load() == 0 {
+		t.Fatal("the sync was never stopped")
+	}
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the pre-install Job was created %d times; want once, before the stop", n)
+	}
+	if got.Status.PreHooksDone != nil {
+		t.Errorf("status.preHooksDone = %+v after the apply was recorded", got.Status.PreHooksDone)
 	}
 }

@@ -31,6 +31,9 @@ func (s *scope) events() (pre, post string) {
 		return "", s.addon.Status.PendingHook.Event
 	}
 	e := hookEvents[s.lifecycle]
+	if d := s.addon.Status.PreHooksDone; d != nil && s.render != nil && d.Event == e[0] && d.Hash == s.render.Hash {
+		return "", e[1] // the pre hooks of this render ran before a stop
+	}
 	return e[0], e[1]
 }
 

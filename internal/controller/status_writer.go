@@ -96,6 +96,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastSyncRequest = s.addon.Status.LastSyncRequest
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
+	st.PreHooksDone = s.addon.Status.PreHooksDone
 	if err := r.Client.Status().Patch(ctx, latest, patch); err != nil {
 		return err
 	}

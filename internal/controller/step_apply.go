@@ -36,7 +36,15 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
 		Unverified: unverified, Refused: plan.RedactAPIError,
-		PreHooks:  func(ctx context.Context) error { return r.runHooks(ctx, s, pre) },
+		PreHooks: func(ctx context.Context) error {
+			if err := r.runHooks(ctx, s, pre); err != nil || pre == "" {
+				return err
+			}
+			// Recorded at once: a sync stopped before the apply is
+			// recorded must not run these hooks again.
+			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: pre, Hash: s.render.Hash}
+			return r.checkpointStatus(ctx, s)
+		},
 		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post) },
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
 			s.addon.Status.Inventory = inventory
@@ -96,7 +104,7 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		// replaces it with what runs now.
 		s.requeueAfter = r.Config.HealthPoll
 	}
-	st.PendingHook = nil
+	st.PendingHook, st.PreHooksDone = nil, nil
 	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
 		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
 		return r.checkpointStatus(ctx, s)
