@@ -1,9 +1,6 @@
 package server_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +15,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // chartServer serves form-1.0.0.tgz over TLS on loopback.
@@ -41,28 +39,56 @@ const formSchema = `{
 }`
 
 func serveCharts() *httptest.Server {
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range map[string]string{
-		"form/Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
-		"form/values.yaml":        "greeting: hello\nreplicas: 1\n",
-		"form/values.schema.json": formSchema,
-		"form/templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
-	} {
-		_ = tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg})
-		_, _ = tw.Write([]byte(body))
-	}
-	_ = tw.Close()
-	_ = gz.Close()
-	archive := buf.Bytes()
+	form, _ := testcontroller.ChartArchive("form", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"values.yaml":        "greeting: hello\nreplicas: 1\n",
+		"values.schema.json": formSchema,
+		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+	})
+	// A chart whose schema is not JSON, for the bad-input test.
+	broken, _ := testcontroller.ChartArchive("broken", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: broken\nversion: 1.0.0\n",
+		"values.schema.json": "{not json",
+	})
+	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken}
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/form-1.0.0.tgz" {
+		data, ok := archives[r.URL.Path]
+		if !ok {
 			http.NotFound(w, r)
 			return
 		}
-		_, _ = w.Write(archive)
+		_, _ = w.Write(data)
 	}))
+}
+
+// TestFormBadInput opens the chart form with a link the fetch guard
+// refuses (a loopback address it does not allow, so nothing can leave the
+// machine) and with a chart whose schema is broken: each shows a clear
+// message on the page, and nothing is created.
+func TestFormBadInput(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"))
+	ctx := browser(t)
+	signIn(t, ctx, editor)
+	for _, tc := range []struct{ link, says string }{
+		{"https://127.0.0.2:9/blog-1.0.0.tgz", "fetch guard"},
+		{chartServer.URL + "/broken-1.0.0.tgz", "values.schema.json is not JSON"},
+	} {
+		run(t, ctx, "opening the form of "+tc.link,
+			chromedp.Navigate(api.URL+"/new"),
+			chromedp.SetValue(chromedp.ID("chart"), tc.link),
+			chromedp.SetValue(chromedp.ID("namespace"), ns),
+			chromedp.SetValue(chromedp.ID("name"), "bad"),
+			chromedp.Submit(chromedp.ID("chart")),
+			chromedp.WaitVisible(`//*[contains(@class,"error")]`),
+		)
+		if text := value(t, ctx, chromedp.Text(chromedp.CSS("main"))); !strings.Contains(text, tc.says) {
+			t.Errorf("%s: the page says %q; want %q", tc.link, text, tc.says)
+		}
+	}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "bad"}, &capstanv1.Addon{}); err == nil {
+		t.Error("a refused form created the Addon")
+	}
 }
 
 // TestSchemaFormInAChromium adds an add-on from a chart link through the

@@ -1,13 +1,9 @@
 package chaos_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/pem"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -51,35 +47,11 @@ func envInt(name string, def int64) int64 {
 // pre-install, a pre-upgrade, a post-install and a pre-delete hook.
 func dbappArchive(t *testing.T) []byte {
 	t.Helper()
-	dir := filepath.Join("..", "..", "internal", "hooks", "testdata", "charts", "dbapp")
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if err := tw.WriteHeader(&tar.Header{Name: "dbapp/" + filepath.ToSlash(rel), Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		_, err = tw.Write(data)
-		return err
-	})
+	data, err := testcontroller.ChartFolderArchive(filepath.Join("..", "..", "internal", "hooks", "testdata", "charts", "dbapp"), "dbapp")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return data
 }
 
 // TestKillTheController kills the controller with SIGKILL at random

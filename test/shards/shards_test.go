@@ -1,9 +1,6 @@
 package shards_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/pem"
 	"fmt"
@@ -92,9 +89,6 @@ func (f *fixture) start(t *testing.T, name string, args ...string) *testcontroll
 // with hook a post-install Job too.
 func chartArchive(t *testing.T, hook bool) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
 	name := "note"
 	files := map[string]string{
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  note: hello\n",
@@ -117,22 +111,11 @@ spec:
 `
 	}
 	files["Chart.yaml"] = "apiVersion: v2\nname: " + name + "\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n"
-	for file, body := range files {
-		name := name + "/" + file
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := tw.Write([]byte(body)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.Close(); err != nil {
+	data, err := testcontroller.ChartArchive(name, files)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := gz.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return data
 }
 
 func newNamespace(t *testing.T, admin client.Client, name string) string {
