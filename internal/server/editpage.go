@@ -9,12 +9,14 @@ import (
 	"net/url"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
@@ -207,7 +209,7 @@ func specValues(a *capstanv1.Addon) (map[string]any, error) {
 // field shows, for the YAML editor. A secret's or a generated value's
 // field stays empty.
 func fillFields(fields []formField, vals map[string]any) map[string]any {
-	rest := deepCopyMap(vals)
+	rest := runtime.DeepCopyJSON(vals)
 	var fill func(fields []formField)
 	fill = func(fields []formField) {
 		for i := range fields {
@@ -217,7 +219,7 @@ func fillFields(fields []formField, vals map[string]any) map[string]any {
 				continue
 			}
 			path := strings.Split(f.Path, ".")
-			v, ok := lookupPath(vals, path)
+			v, ok := render.FieldAt(vals, path)
 			if !ok {
 				continue
 			}
@@ -243,20 +245,6 @@ func secretPaths(a *capstanv1.Addon) []string {
 	return out
 }
 
-func lookupPath(m map[string]any, path []string) (any, bool) {
-	var cur any = m
-	for _, k := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if cur, ok = mm[k]; !ok {
-			return nil, false
-		}
-	}
-	return cur, true
-}
-
 // deletePath removes the value at path, and the maps it leaves empty.
 func deletePath(m map[string]any, path []string) {
 	if len(path) == 1 {
@@ -271,16 +259,4 @@ func deletePath(m map[string]any, path []string) {
 	if len(next) == 0 {
 		delete(m, path[0])
 	}
-}
-
-func deepCopyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if mm, ok := v.(map[string]any); ok {
-			out[k] = deepCopyMap(mm)
-			continue
-		}
-		out[k] = v
-	}
-	return out
 }

@@ -64,9 +64,8 @@ func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.
 	return nil
 }
 
-// gitWriter is the writer of the AddonRepository that manages a, with the
-// repository's credentials and the user as the author.
-func (s *Server) gitWriter(ctx context.Context, u User, a *capstanv1.Addon) (*gitops.Writer, error) {
+// managingRepository reads the AddonRepository that manages a.
+func (s *Server) managingRepository(ctx context.Context, a *capstanv1.Addon) (*capstanv1.AddonRepository, error) {
 	if s.Controller == nil {
 		return nil, apiError{Code: http.StatusNotImplemented, Reason: "NotImplemented", Message: "this server does not commit to gitops repositories"}
 	}
@@ -74,7 +73,7 @@ func (s *Server) gitWriter(ctx context.Context, u User, a *capstanv1.Addon) (*gi
 	if err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)}, repo); err != nil {
 		return nil, fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", gitManaged(a), a.Name, err)
 	}
-	return s.repoWriter(ctx, u, repo)
+	return repo, nil
 }
 
 // gitopsRepository is the AddonRepository that new add-ons of a trusted
@@ -107,28 +106,13 @@ func (s *Server) trusted() []string {
 // commitNew commits a new add-on's definition to a gitops repository,
 // after the user's access review of creating the Addon.
 func (s *Server) commitNew(ctx context.Context, u User, repo *capstanv1.AddonRepository, def *gitops.Definition) (string, error) {
-	key := client.ObjectKey{Namespace: repo.Namespace, Name: def.Name}
-	if err := s.mayChange(ctx, u, "create", key); err != nil {
-		return "", err
-	}
-	w, err := s.repoWriter(ctx, u, repo)
-	if err != nil {
-		return "", err
-	}
 	content, err := gitops.Encode(def)
 	if err != nil {
 		return "", err
 	}
-	commit, err := w.Install(ctx, content)
-	if err != nil {
-		return "", err
-	}
-	s.Log.Info("Commit", "user", u.Name, "verb", "add", "addon", key.String(), "commit", commit)
-	if s.Syncer != nil {
-		_ = s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo))
-		s.awaitSync(ctx, u, key, commit)
-	}
-	return commit, nil
+	answer, err := s.commitTo(ctx, u, repo, client.ObjectKey{Namespace: repo.Namespace, Name: def.Name}, "add", "create",
+		func(ctx context.Context, wr *gitops.Writer) (string, error) { return wr.Install(ctx, content) })
+	return answer.Commit, err
 }
 
 // repoWriter is the writer of a repository, with its credentials and the
@@ -165,27 +149,38 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Add
 	writeJSON(w, http.StatusAccepted, answer)
 }
 
-// commitChange commits one change to a git-managed Addon's definition,
-// after the user's access review, and asks the syncer to apply it at
-// once. The API and the page both change such an Addon through it.
+// commitChange commits one change to a git-managed Addon's definition.
+// The API and the page both change such an Addon through it.
 func (s *Server) commitChange(ctx context.Context, u User, a *capstanv1.Addon, verb, rbacVerb string,
 	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) (commitAnswer, error) {
-	key := client.ObjectKeyFromObject(a)
-	if err := s.mayChange(ctx, u, rbacVerb, key); err != nil {
-		return commitAnswer{}, err
-	}
-	wr, err := s.gitWriter(ctx, u, a)
+	repo, err := s.managingRepository(ctx, a)
 	if err != nil {
 		return commitAnswer{}, err
 	}
-	commit, err := change(ctx, wr, a.Name)
+	return s.commitTo(ctx, u, repo, client.ObjectKeyFromObject(a), verb, rbacVerb,
+		func(ctx context.Context, wr *gitops.Writer) (string, error) { return change(ctx, wr, a.Name) })
+}
+
+// commitTo makes one commit to repo for the Addon key, after the user's
+// access review of rbacVerb on it, and asks the syncer to apply it at once;
+// the answer holds the Addon the syncer wrote, unless it was removed.
+func (s *Server) commitTo(ctx context.Context, u User, repo *capstanv1.AddonRepository, key client.ObjectKey, verb, rbacVerb string,
+	change func(ctx context.Context, wr *gitops.Writer) (string, error)) (commitAnswer, error) {
+	if err := s.mayChange(ctx, u, rbacVerb, key); err != nil {
+		return commitAnswer{}, err
+	}
+	wr, err := s.repoWriter(ctx, u, repo)
+	if err != nil {
+		return commitAnswer{}, err
+	}
+	commit, err := change(ctx, wr)
 	if err != nil {
 		return commitAnswer{}, err
 	}
 	s.Log.Info("Commit", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
-	answer := commitAnswer{Commit: commit, Repository: gitManaged(a)}
+	answer := commitAnswer{Commit: commit, Repository: repo.Name}
 	if s.Syncer != nil {
-		_ = s.Syncer.Trigger(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)})
+		_ = s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo))
 		if verb != "remove" {
 			answer.Addon = s.awaitSync(ctx, u, key, commit)
 		}
