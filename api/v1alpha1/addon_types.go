@@ -303,13 +303,30 @@ type ChartSource struct {
 	Verify *ChartVerification `json:"verify,omitempty"`
 }
 
-// ChartVerification says how a chart's signature is checked.
+// ChartVerification says how a chart's signature is checked: one of
+// provenance (chart repositories and https archives) or cosign (OCI).
+// +kubebuilder:validation:XValidation:rule="has(self.provenance) != has(self.cosign)",message="spec.chart.verify takes one of provenance (a chart repository or https archive) or cosign (an OCI registry)"
 type ChartVerification struct {
 	// Provenance checks the Helm provenance file (the archive's URL with
 	// .prov) against a keyring of PGP public keys: for charts from a chart
 	// repository or an https archive.
 	// +optional
 	Provenance *ProvenanceVerification `json:"provenance,omitempty"`
+	// Cosign checks the cosign signature of an OCI chart's manifest (the
+	// tag sha256-<hex>.sig in the chart's repository) against public keys.
+	// +optional
+	Cosign *CosignVerification `json:"cosign,omitempty"`
+}
+
+// CosignVerification names the public keys a cosign signature must be made with.
+type CosignVerification struct {
+	// SecretRef names a Secret in the Addon's namespace whose key holds
+	// the PEM public keys (cosign.pub, from cosign generate-key-pair) that
+	// may sign.
+	SecretRef LocalObjectReference `json:"secretRef"`
+	// Key is the Secret's key; "cosign.pub" by default.
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // ProvenanceVerification names the keyring a provenance file must be signed with.

@@ -3,6 +3,14 @@ package controller_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
@@ -10,6 +18,12 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"helm.sh/helm/v4/pkg/provenance"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,5 +126,109 @@ func TestChartProvenance(t *testing.T) {
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
 	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
 		t.Errorf("the plan does not say who signed the chart: %+v", p)
+	}
+}
+
+// cosignSign signs an OCI chart's manifest as `cosign sign --key` does: a
+// simple-signing payload that names signedDigest, signed with key, pushed
+// as the manifest tagged sha256-<hex>.sig beside the chart.
+func cosignSign(t *testing.T, key *ecdsa.PrivateKey, ref, manifest, signedDigest string) {
+	t.Helper()
+	repo := strings.TrimPrefix(ref, "oci://")
+	payload := fmt.Sprintf(`{"critical":{"identity":{"docker-reference":%q},"image":{"docker-manifest-digest":%q},"type":"cosign container image signature"},"optional":null}`, repo, signedDigest)
+	sum := sha256.Sum256([]byte(payload))
+	sig, err := ecdsa.SignASN1(rand.Reader, key, sum[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.Append(empty.Image, mutate.Addendum{
+		Layer:       static.NewLayer([]byte(payload), "application/vnd.dev.cosign.simplesigning.v1+json"),
+		Annotations: map[string]string{"dev.cosignproject.cosign/signature": base64.StdEncoding.EncodeToString(sig)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img = mutate.ConfigMediaType(mutate.MediaType(img, types.OCIManifestSchema1), types.OCIConfigJSON)
+	tag, err := name.NewTag(repo + ":" + strings.Replace(manifest, ":", "-", 1) + ".sig")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img, remote.WithTransport(charts.srv.Client().Transport)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cosignKey makes an ECDSA P-256 key, as cosign generate-key-pair does, and
+// its PEM public key.
+func cosignKey(t *testing.T) (*ecdsa.PrivateKey, []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return key, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+}
+
+// TestChartCosign installs OCI charts whose spec.chart.verify names cosign
+// public keys: an unsigned chart, one signed by a key not in the Secret,
+// and one whose signature names another manifest are each Blocked with the
+// reason and apply nothing; a chart signed by the Secret's key installs,
+// and the plan says which key signed it. Setting both provenance and
+// cosign is refused by the API server.
+func TestChartCosign(t *testing.T) {
+	ns := newNamespace(t)
+	trusted, pub := cosignKey(t)
+	stranger, _ := cosignKey(t)
+	if err := admin.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
+		Data: map[string][]byte{"cosign.pub": pub}}); err != nil {
+		t.Fatal(err)
+	}
+	fromOCI := func(ref string) addonOpt {
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.Chart = &capstanv1.ChartSource{OCI: ref, Version: "1.0.0",
+				Verify: &capstanv1.ChartVerification{Cosign: &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}}
+		})
+	}
+	cases := []struct {
+		name, reason, says string
+		prepare            func(ref, manifest string)
+	}{
+		{"unsigned", "SignatureMissing", "no cosign signature", func(string, string) {}},
+		{"stranger", "SignatureInvalid", "no signature is made by a key", func(ref, m string) { cosignSign(t, stranger, ref, m, m) }},
+		{"other-manifest", "SignatureInvalid", "changed after it was signed",
+			func(ref, m string) { cosignSign(t, trusted, ref, m, "sha256:"+strings.Repeat("ab", 32)) }},
+	}
+	for _, tc := range cases {
+		ref, manifest := charts.publishOCI(t, webChart("1.0.0", nil))
+		tc.prepare(ref, manifest)
+		a := create(t, newAddon(ns, tc.name, "", fromOCI(ref)))
+		got := waitFor(t, a, 90*time.Second, tc.name+" Blocked", func(cur *capstanv1.Addon) bool {
+			return cur.Status.Phase == capstanv1.PhaseBlocked && readyReason(cur) == tc.reason
+		})
+		if msg := readyMessage(got); !strings.Contains(msg, tc.says) {
+			t.Errorf("%s: the message %q does not say %q", tc.name, msg, tc.says)
+		}
+		if live(t, "v1", "ConfigMap", ns, tc.name+"-config") != nil {
+			t.Errorf("%s: the chart's ConfigMap was applied", tc.name)
+		}
+	}
+
+	ref, manifest := charts.publishOCI(t, webChart("1.0.0", nil))
+	cosignSign(t, trusted, ref, manifest, manifest)
+	a := create(t, newAddon(ns, "signed", "", fromOCI(ref)))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
+		t.Errorf("the plan does not say which key signed the chart: %+v", p)
+	}
+
+	both := newAddon(ns, "both", "", fromOCI(ref))
+	both.Spec.Chart.Verify.Provenance = &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}
+	err := admin.Create(context.Background(), both)
+	if err == nil || !strings.Contains(err.Error(), "takes one of provenance") {
+		t.Errorf("an Addon with both provenance and cosign was not refused clearly: %v", err)
 	}
 }

@@ -35,46 +35,59 @@ func (r *AddonReconciler) fetch(ctx context.Context, s *scope) (bool, error) {
 	return r.verifySignature(ctx, s, creds)
 }
 
-// verifySignature checks the chart's provenance file when
-// spec.chart.verify asks for it. A signature that is missing or wrong
-// Blocks the add-on before anything is rendered.
+// verifySignature checks the chart's signature when spec.chart.verify asks
+// for it: the provenance file of a chart from a repository or an https
+// archive, or the cosign signature of an OCI chart. A signature that is
+// missing or wrong Blocks the add-on before anything is rendered.
 func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *source.Credentials) (bool, error) {
 	c := s.addon.Spec.Chart
-	if c == nil || c.Verify == nil || c.Verify.Provenance == nil || !s.artifact.IsChart() {
+	if c == nil || c.Verify == nil || !s.artifact.IsChart() {
 		return false, nil
 	}
-	p := c.Verify.Provenance
-	key := p.Key
-	if key == "" {
-		key = "keyring"
-	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: p.SecretRef.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, terminal{fmt.Errorf("the keyring Secret %s/%s that spec.chart.verify names does not exist; create it", s.addon.Namespace, p.SecretRef.Name)}
-		}
-		return false, err
-	}
-	keyring, ok := secret.Data[key]
-	if !ok {
-		return false, terminal{fmt.Errorf("the keyring Secret %s/%s has no key %q", s.addon.Namespace, p.SecretRef.Name, key)}
-	}
 	chart := s.artifact.Chart
-	prov, err := r.Fetcher.Provenance(ctx, chart, creds)
-	if err == nil {
-		filename := path.Base(chart.URL)
-		if u, perr := url.Parse(chart.URL); perr == nil {
-			filename = path.Base(u.Path)
+	var signer string
+	var err error
+	switch v := c.Verify; {
+	case v.Provenance != nil:
+		var keyring, prov []byte
+		keyring, err = r.secretKey(ctx, s, v.Provenance.SecretRef.Name, v.Provenance.Key, "keyring")
+		if err != nil {
+			return false, err
 		}
-		var signer string
-		signer, err = source.VerifyProvenance(prov, keyring, filename, chart.Digest)
+		prov, err = r.Fetcher.Provenance(ctx, chart, creds)
 		if err == nil {
-			s.signedBy = signer
-			return false, nil
+			filename := path.Base(chart.URL)
+			if u, perr := url.Parse(chart.URL); perr == nil {
+				filename = path.Base(u.Path)
+			}
+			signer, err = source.VerifyProvenance(prov, keyring, filename, chart.Digest)
 		}
+	case v.Cosign != nil:
+		var keys []byte
+		var sigs []source.CosignSignature
+		keys, err = r.secretKey(ctx, s, v.Cosign.SecretRef.Name, v.Cosign.Key, "cosign.pub")
+		if err != nil {
+			return false, err
+		}
+		sigs, err = r.Fetcher.CosignSignatures(ctx, chart, creds)
+		if err == nil {
+			signer, err = source.VerifyCosign(sigs, keys, chart.Manifest)
+		}
+	default:
+		return false, nil
+	}
+	if err == nil {
+		s.signedBy = signer
+		return false, nil
 	}
 	var sig *source.SignatureError
 	if !errors.As(err, &sig) {
+		var fe *source.FetchError
+		if errors.As(err, &fe) {
+			// NOTE: a registry or server that is down is retried; only a
+			// person can fix a bad key.
+			return false, err
+		}
 		return false, terminal{err}
 	}
 	reason := "SignatureInvalid"
@@ -83,6 +96,26 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	}
 	s.found.signature = &hold{reason: reason, blocked: true, message: sig.Error() + "; nothing from this chart is applied"}
 	return true, nil
+}
+
+// secretKey reads one key of a Secret in the add-on's namespace that
+// spec.chart.verify names.
+func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, defaultKey string) ([]byte, error) {
+	if key == "" {
+		key = defaultKey
+	}
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, terminal{fmt.Errorf("the key Secret %s/%s that spec.chart.verify names does not exist; create it", s.addon.Namespace, name)}
+		}
+		return nil, err
+	}
+	data, ok := secret.Data[key]
+	if !ok {
+		return nil, terminal{fmt.Errorf("the key Secret %s/%s has no key %q; set spec.chart.verify's key or add it", s.addon.Namespace, name, key)}
+	}
+	return data, nil
 }
 
 func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capstanv1.LocalObjectReference) (*source.Credentials, error) {

@@ -57,7 +57,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
 	if s.signedBy != "" {
-		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.chart.verify", Message: "the chart's provenance file is signed by " + s.signedBy + " and names this archive"})
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.chart.verify", Message: "the chart's signature is made by " + s.signedBy + " and names this chart"})
 	}
 	s.plan = plan.Build(in)
 	s.addon.Status.Plan = s.plan

@@ -9,6 +9,8 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -17,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	helmregistry "helm.sh/helm/v4/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -154,7 +158,8 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// chartServer serves chart archives over https on loopback.
+// chartServer serves chart archives over https on loopback, and is an OCI
+// registry at /v2/ (go-containerregistry's).
 type chartServer struct {
 	srv   *httptest.Server
 	addr  string
@@ -166,7 +171,12 @@ type chartServer struct {
 
 func newChartServer() *chartServer {
 	cs := &chartServer{files: map[string][]byte{}}
+	oci := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	cs.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v2") {
+			oci.ServeHTTP(w, r)
+			return
+		}
 		cs.mu.Lock()
 		data, ok := cs.files[r.URL.Path]
 		cs.mu.Unlock()
@@ -189,6 +199,42 @@ type chart struct {
 
 // publish packages a chart and serves it, returning its URL and digest.
 func (cs *chartServer) publish(t testing.TB, c chart) (url, digest string) {
+	t.Helper()
+	data := pack(t, c)
+	cs.mu.Lock()
+	// NOTE: every publish gets a path of its own: the controller caches an
+	// archive by its URL, as it should for immutable chart versions.
+	cs.seq++
+	path := fmt.Sprintf("/charts/%d/%s-%s.tgz", cs.seq, c.name, c.version)
+	cs.files[path] = data
+	cs.mu.Unlock()
+	sum := sha256.Sum256(data)
+	return cs.srv.URL + path, "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// publishOCI pushes a chart to the registry with Helm's registry client,
+// into a repository of its own, and returns its oci:// reference (with no
+// tag) and the manifest's digest.
+func (cs *chartServer) publishOCI(t testing.TB, c chart) (ref, manifest string) {
+	t.Helper()
+	cs.mu.Lock()
+	cs.seq++
+	repo := fmt.Sprintf("%s/charts/%d/%s", cs.addr, cs.seq, c.name)
+	cs.mu.Unlock()
+	client, err := helmregistry.NewClient(helmregistry.ClientOptHTTPClient(cs.srv.Client()),
+		helmregistry.ClientOptCredentialsFile(t.TempDir()+"/config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := client.Push(pack(t, c), repo+":"+c.version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "oci://" + repo, res.Manifest.Digest
+}
+
+// pack makes a chart archive.
+func pack(t testing.TB, c chart) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	gz := gzip.NewWriter(&buf)
@@ -218,15 +264,7 @@ func (cs *chartServer) publish(t testing.TB, c chart) (url, digest string) {
 	if err := gz.Close(); err != nil {
 		t.Fatal(err)
 	}
-	cs.mu.Lock()
-	// NOTE: every publish gets a path of its own: the controller caches an
-	// archive by its URL, as it should for immutable chart versions.
-	cs.seq++
-	path := fmt.Sprintf("/charts/%d/%s-%s.tgz", cs.seq, c.name, c.version)
-	cs.files[path] = buf.Bytes()
-	cs.mu.Unlock()
-	sum := sha256.Sum256(buf.Bytes())
-	return cs.srv.URL + path, "sha256:" + hex.EncodeToString(sum[:])
+	return buf.Bytes()
 }
 
 // --- builders -------------------------------------------------------------

@@ -106,7 +106,23 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 // the Secret's credentials for the registry host only and no credentials
 // from the controller's files.
 func (f *Fetcher) registryClient(host string, creds *Credentials) (*registry.Client, error) {
-	authClient := auth.Client{
+	c, err := registry.NewClient(
+		registry.ClientOptHTTPClient(f.ociClient),
+		registry.ClientOptAuthorizer(*f.registryAuth(host, creds)),
+		// NOTE: a file that does not exist, so no credentials of the
+		// controller's own user (Helm's or Docker's) are ever read for an Addon.
+		registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "capstan-no-registry-credentials", "config.json")),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("cannot set up the OCI registry client: %w", err)
+	}
+	return c, nil
+}
+
+// registryAuth authenticates to one registry host with the Secret's
+// credentials, on the guarded transport.
+func (f *Fetcher) registryAuth(host string, creds *Credentials) *auth.Client {
+	authClient := &auth.Client{
 		Client: f.ociClient,
 		Cache:  auth.NewCache(),
 		Credential: func(_ context.Context, hostport string) (auth.Credential, error) {
@@ -123,17 +139,7 @@ func (f *Fetcher) registryClient(host string, creds *Credentials) (*registry.Cli
 		},
 	}
 	authClient.SetUserAgent("capstan")
-	c, err := registry.NewClient(
-		registry.ClientOptHTTPClient(f.ociClient),
-		registry.ClientOptAuthorizer(authClient),
-		// NOTE: a file that does not exist, so no credentials of the
-		// controller's own user (Helm's or Docker's) are ever read for an Addon.
-		registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "capstan-no-registry-credentials", "config.json")),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("cannot set up the OCI registry client: %w", err)
-	}
-	return c, nil
+	return authClient
 }
 
 func ociError(ref, doing string, err error) error {

@@ -42,7 +42,7 @@ func (e *SignatureError) Unwrap() error { return e.Err }
 // repository or an https archive, with the same credentials.
 func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) ([]byte, error) {
 	if strings.HasPrefix(c.URL, "oci://") || c.URL == "" {
-		return nil, &SignatureError{Err: errors.New("a provenance file is checked for charts from a chart repository or an https archive; this chart comes from an OCI registry")}
+		return nil, &SignatureError{Err: errors.New("a provenance file is checked for charts from a chart repository or an https archive; this chart comes from an OCI registry: use verify.cosign")}
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil {

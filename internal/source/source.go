@@ -164,6 +164,9 @@ type Chart struct {
 	Digest string
 	// URL is where it came from: the archive URL, or the OCI reference.
 	URL string
+	// Manifest is the OCI manifest's digest, for a chart from a registry:
+	// what a cosign signature signs.
+	Manifest string
 }
 
 // Tree is one commit of a git repository.
@@ -202,7 +205,7 @@ func (c *cachedChart) chart() (*Chart, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Chart{Chart: ch, Name: c.name, Version: c.version, Digest: c.digest, URL: c.url}, nil
+	return &Chart{Chart: ch, Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest}, nil
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
