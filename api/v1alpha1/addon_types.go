@@ -176,6 +176,14 @@ type AddonSpec struct {
 	// +optional
 	DependsOn []DependencyReference `json:"dependsOn,omitempty"`
 
+	// KubeConfig installs the add-on into another cluster, from a
+	// kubeconfig in a Secret of the Addon's namespace. Capstan acts there
+	// as the account the kubeconfig's user names with as:, and dials the
+	// server through the egress guard (--remote-cluster-allow). Only the
+	// cluster profile may set it.
+	// +optional
+	KubeConfig *KubeConfigReference `json:"kubeConfig,omitempty"`
+
 	// Registration reads the add-on's manifest from this address instead
 	// of from its primary Service. Only the cluster profile may set it: it
 	// is for a primary outside the cluster, and for tests.
@@ -301,6 +309,16 @@ type ChartSource struct {
 	// signature that is missing or wrong Blocks the add-on.
 	// +optional
 	Verify *ChartVerification `json:"verify,omitempty"`
+}
+
+// KubeConfigReference names the Secret key that holds a kubeconfig.
+type KubeConfigReference struct {
+	// SecretRef names a Secret in the Addon's namespace.
+	SecretRef LocalObjectReference `json:"secretRef"`
+	// Key is the Secret's key; "value" by default, as Flux and Cluster API
+	// write it.
+	// +optional
+	Key string `json:"key,omitempty"`
 }
 
 // ChartVerification says how a chart's signature is checked: one of

@@ -74,6 +74,8 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
 	fs.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Addons and AddonRepositories whose labels match, to run shards, such as capstan.dev/shard=a (and !capstan.dev/shard for the main controller).")
 	o.guard.AddFlags(fs)
+	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
+		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
 }
 
 func envOr(key, def string) string {
@@ -219,6 +221,14 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	fetcher, err := source.NewFetcher(fopts)
 	if err != nil {
 		return nil, fmt.Errorf("the fetch guard's settings: %w", err)
+	}
+	// NOTE: a remote cluster is another cluster: never this one's API
+	// server, which an Addon would otherwise reach with the kubeconfig's
+	// credentials instead of the add-ons account's.
+	o.config.RemoteGuard.Deny = fopts.Guard.Deny
+	o.config.RemoteGuard.DenyPrivate = o.guard.DenyPrivate
+	if _, err := netguard.New(o.config.RemoteGuard); err != nil {
+		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)
 	}
 	r := &controller.AddonReconciler{
 		Client:     mgr.GetClient(),

@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -30,7 +28,6 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
-	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -70,17 +67,13 @@ type AddonReconciler struct {
 	// step's name; tests use it to stop a reconcile half-way.
 	BeforeApplyStep func(ctx context.Context, addon *capstanv1.Addon, step string) error
 
-	once       sync.Once
-	setupErr   error
-	appliers   map[capstanv1.Profile]*apply.Applier
-	capsMu     sync.Mutex
-	caps       *render.Capabilities
-	capsAt     time.Time
-	discoverer discovery.DiscoveryInterface
-	verified   verifiedObjects
-	// watched caches the metadata of the objects Capstan applied; nil
-	// outside a manager (`capstan plan`).
-	watched cache.Cache
+	once     sync.Once
+	setupErr error
+	// local is the controller's own cluster; remotes are those that
+	// spec.kubeConfig names.
+	local    *targetCluster
+	remotes  remoteClusters
+	verified verifiedObjects
 	// drift queues a reconcile when an applied object changes; nil
 	// outside a manager.
 	drift *driftWatch
@@ -113,7 +106,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	if err := mgr.Add(watched); err != nil {
 		return err
 	}
-	r.watched = watched
+	r.local.watched = watched
 	r.drift = &driftWatch{
 		Delay: r.Config.DriftDelay,
 		Busy: func(addon types.NamespacedName) bool {
@@ -243,11 +236,14 @@ func (r *AddonReconciler) init() error {
 			r.setupErr = err
 			return
 		}
-		r.appliers = map[capstanv1.Profile]*apply.Applier{
-			capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout},
-			capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout},
+		r.local = &targetCluster{
+			appliers: map[capstanv1.Profile]*apply.Applier{
+				capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout},
+				capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout},
+			},
+			mapper: r.Client.RESTMapper(),
 		}
-		r.discoverer, r.setupErr = discovery.NewDiscoveryClientForConfig(r.RestConfig)
+		r.local.discoverer, r.setupErr = discovery.NewDiscoveryClientForConfig(r.RestConfig)
 	})
 	return r.setupErr
 }
@@ -305,20 +301,4 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		before.ResourceVersion = addon.ResourceVersion
 	}
 	return r.reconcileNormal(ctx, s)
-}
-
-// capabilities returns the cluster's Kubernetes version and API list, read
-// by discovery at most once a minute, or at once after CRDs were applied.
-func (r *AddonReconciler) capabilities(force bool) (*render.Capabilities, error) {
-	r.capsMu.Lock()
-	defer r.capsMu.Unlock()
-	if r.caps != nil && !force && time.Since(r.capsAt) < time.Minute {
-		return r.caps, nil
-	}
-	caps, err := render.CapabilitiesFromDiscovery(r.discoverer)
-	if err != nil {
-		return nil, fmt.Errorf("reading the cluster's API list: %w", err)
-	}
-	r.caps, r.capsAt = caps, time.Now()
-	return caps, nil
 }

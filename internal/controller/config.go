@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // Config is the controller's configuration, from the command line.
@@ -45,6 +46,9 @@ type Config struct {
 	// PruneApprovalThreshold is the share of an add-on's inventory one sync
 	// may prune without an approval. Zero means 0.5; 1 turns the gate off.
 	PruneApprovalThreshold float64
+	// RemoteGuard is the egress guard of remote clusters' API servers:
+	// spec.kubeConfig may only reach what it lets through.
+	RemoteGuard netguard.Config
 }
 
 // WithDefaults fills in what was left empty.

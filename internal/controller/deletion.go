@@ -79,6 +79,11 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 // uninstall removes the add-on's software.
 func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	s.found.uninstalling = true
+	// NOTE: the inventory is deleted in the cluster it was applied to;
+	// when that cluster cannot be reached, the uninstall waits.
+	if _, err := r.selectCluster(ctx, s); err != nil {
+		return err
+	}
 	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
 	// left: a retry after they failed must not run pre-delete again.

@@ -169,7 +169,7 @@ func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	_ = d.start(context.Background(), workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()))
 	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
 	for _, o := range []struct{ name, rv string }{{"a", "1"}, {"a", "2"}, {"b", "3"}} {
-		d.seen(addon, gvk, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: o.name, ResourceVersion: o.rv}}, false)
+		d.seen(addon, gvk, nil, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: o.name, ResourceVersion: o.rv}}, false)
 	}
 	select {
 	case <-decided:

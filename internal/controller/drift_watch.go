@@ -41,9 +41,11 @@ type driftWatch struct {
 	// a reconcile.
 	IsDrift func(addon types.NamespacedName, changes []change) bool
 
-	mu     sync.Mutex
-	queue  workqueue.TypedRateLimitingInterface[reconcile.Request]
-	hooked map[schema.GroupVersionKind]bool
+	mu    sync.Mutex
+	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
+	// hooked holds the informers with the handler, of every cluster's
+	// watch cache.
+	hooked map[cache.Informer]bool
 	// pending holds, per add-on, the latest change of each object (by
 	// ObjectRef.Key) since its check was started.
 	pending map[types.NamespacedName]map[string]change
@@ -55,6 +57,9 @@ type change struct {
 	namespace, name string
 	resourceVersion string
 	deleted         bool
+	// reader is the watch cache the change came from: the cluster the
+	// object lives in.
+	reader client.Reader
 }
 
 func (c change) ref() capstanv1.ObjectRef {
@@ -69,14 +74,15 @@ func (d *driftWatch) start(_ context.Context, q workqueue.TypedRateLimitingInter
 	return nil
 }
 
-// hook adds the drift handler to the informer of gvk, once.
-func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer) {
+// hook adds the drift handler to an informer of gvk in the watch cache
+// reader, once.
+func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reader client.Reader) {
 	if d == nil || d.Delay <= 0 {
 		return
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.hooked[gvk] {
+	if d.hooked[inf] {
 		return
 	}
 	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -90,7 +96,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer) {
 			// labels are removed leaves the label-selected watch, and
 			// comes as a delete.)
 			for _, addon := range owners(oldObj, newObj) {
-				d.seen(addon, gvk, newObj, false)
+				d.seen(addon, gvk, reader, newObj, false)
 			}
 		},
 		DeleteFunc: func(obj any) {
@@ -98,7 +104,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer) {
 				obj = t.Obj
 			}
 			for _, addon := range owners(obj) {
-				d.seen(addon, gvk, obj, true)
+				d.seen(addon, gvk, reader, obj, true)
 			}
 		},
 	})
@@ -107,9 +113,9 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer) {
 		return
 	}
 	if d.hooked == nil {
-		d.hooked = map[schema.GroupVersionKind]bool{}
+		d.hooked = map[cache.Informer]bool{}
 	}
-	d.hooked[gvk] = true
+	d.hooked[inf] = true
 }
 
 // changed reports whether an update may be drift. Objects with a
@@ -146,12 +152,12 @@ func owners(objs ...any) []types.NamespacedName {
 
 // seen remembers one change for an add-on, and starts its check when none
 // is waiting.
-func (d *driftWatch) seen(addon types.NamespacedName, gvk schema.GroupVersionKind, obj any, deleted bool) {
+func (d *driftWatch) seen(addon types.NamespacedName, gvk schema.GroupVersionKind, reader client.Reader, obj any, deleted bool) {
 	m, err := apimeta.Accessor(obj)
 	if err != nil {
 		return
 	}
-	c := change{gvk: gvk, namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion(), deleted: deleted}
+	c := change{gvk: gvk, namespace: m.GetNamespace(), name: m.GetName(), resourceVersion: m.GetResourceVersion(), deleted: deleted, reader: reader}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.pending == nil {
@@ -217,12 +223,12 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 		return false
 	case !c.deleted:
 		return known.ResourceVersion != c.resourceVersion
-	case r.watched == nil:
+	case c.reader == nil:
 		return true
 	}
 	now := &metav1.PartialObjectMetadata{}
 	now.SetGroupVersionKind(c.gvk)
-	err := r.watched.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
+	err := c.reader.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
 	return err != nil || now.ResourceVersion != known.ResourceVersion
 }
 

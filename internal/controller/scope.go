@@ -45,6 +45,8 @@ type scope struct {
 	profile   capstanv1.Profile
 	namespace string // where namespaced objects go
 	applier   *apply.Applier
+	// cluster is where the objects go: this cluster, or spec.kubeConfig's.
+	cluster *targetCluster
 
 	artifact *source.Artifact
 	values   *values.Result
@@ -90,8 +92,8 @@ type scope struct {
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
-	s := &scope{addon: addon, profile: r.Config.Profile(addon)}
-	s.applier = r.appliers[s.profile]
+	s := &scope{addon: addon, profile: r.Config.Profile(addon), cluster: r.local}
+	s.applier = r.local.appliers[s.profile]
 	s.namespace = addon.Namespace
 	if s.profile == capstanv1.ProfileCluster && addon.Spec.TargetNamespace != "" {
 		s.namespace = addon.Spec.TargetNamespace

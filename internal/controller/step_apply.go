@@ -57,7 +57,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			s.live[key] = live
 			r.verified.note(s.addon, key, plan.Verified{Digest: s.digests[key], ResourceVersion: live.GetResourceVersion(), At: now})
 		},
-		CRDsApplied: func() { _, _ = r.capabilities(true) },
+		CRDsApplied: func() { _, _ = s.cluster.capabilities(true) },
 		Applied: func(ctx context.Context, res apply.Result) error {
 			return r.recordApply(ctx, s, res, pre, post)
 		},

@@ -50,7 +50,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	switch v := c.Verify; {
 	case v.Provenance != nil:
 		var keyring, prov []byte
-		keyring, err = r.secretKey(ctx, s, v.Provenance.SecretRef.Name, v.Provenance.Key, "keyring")
+		keyring, err = r.secretKey(ctx, s, v.Provenance.SecretRef.Name, v.Provenance.Key, "keyring", "spec.chart.verify.provenance")
 		if err != nil {
 			return false, err
 		}
@@ -65,7 +65,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	case v.Cosign != nil:
 		var keys []byte
 		var sigs []source.CosignSignature
-		keys, err = r.secretKey(ctx, s, v.Cosign.SecretRef.Name, v.Cosign.Key, "cosign.pub")
+		keys, err = r.secretKey(ctx, s, v.Cosign.SecretRef.Name, v.Cosign.Key, "cosign.pub", "spec.chart.verify.cosign")
 		if err != nil {
 			return false, err
 		}
@@ -98,22 +98,22 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	return true, nil
 }
 
-// secretKey reads one key of a Secret in the add-on's namespace that
-// spec.chart.verify names.
-func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, defaultKey string) ([]byte, error) {
+// secretKey reads one key of a Secret in the add-on's namespace that the
+// spec's field names.
+func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, defaultKey, field string) ([]byte, error) {
 	if key == "" {
 		key = defaultKey
 	}
 	secret := &corev1.Secret{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: name}, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, terminal{fmt.Errorf("the key Secret %s/%s that spec.chart.verify names does not exist; create it", s.addon.Namespace, name)}
+			return nil, terminal{fmt.Errorf("the Secret %s/%s that %s names does not exist; create it", s.addon.Namespace, name, field)}
 		}
 		return nil, err
 	}
 	data, ok := secret.Data[key]
 	if !ok {
-		return nil, terminal{fmt.Errorf("the key Secret %s/%s has no key %q; set spec.chart.verify's key or add it", s.addon.Namespace, name, key)}
+		return nil, terminal{fmt.Errorf("the Secret %s/%s has no key %q; set %s.key or add it", s.addon.Namespace, name, key, field)}
 	}
 	return data, nil
 }

@@ -3,10 +3,6 @@ package controller
 import (
 	"context"
 
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
-
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/prepare"
@@ -25,21 +21,11 @@ func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
 		s.violations = append(s.violations, guard.CheckSpec(s.addon)...)
 	}
 	res, err := prepare.Prepare(prepare.Input{
-		Addon: s.addon, Profile: s.profile, Namespace: s.namespace, Render: s.render, Scope: r.kindScope,
+		Addon: s.addon, Profile: s.profile, Namespace: s.namespace, Render: s.render, Scope: s.cluster.kindScope,
 	})
 	if err != nil {
 		return false, err
 	}
 	s.objects, s.hooks, s.createNamespace = res.Objects, res.Hooks, res.CreatedNamespace
 	return false, nil
-}
-
-// kindScope looks up whether a kind is namespaced with the client's REST
-// mapper.
-func (r *AddonReconciler) kindScope(gvk schema.GroupVersionKind) (namespaced, known bool, err error) {
-	namespaced, err = apiutil.IsGVKNamespaced(gvk, r.Client.RESTMapper())
-	if apimeta.IsNoMatchError(err) {
-		return false, false, nil
-	}
-	return namespaced, err == nil, err
 }

@@ -59,6 +59,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	if s.signedBy != "" {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.chart.verify", Message: "the chart's signature is made by " + s.signedBy + " and names this chart"})
 	}
+	if s.cluster.server != "" {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.kubeConfig", Message: "installs into the remote cluster " + s.cluster.server + " as " + s.cluster.as})
+	}
 	s.plan = plan.Build(in)
 	s.addon.Status.Plan = s.plan
 	return false, nil

@@ -20,7 +20,7 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 			return false, nil
 		}
 		vals = s.values.Values
-		caps, err := r.capabilities(false)
+		caps, err := s.cluster.capabilities(false)
 		if err != nil {
 			return false, err
 		}

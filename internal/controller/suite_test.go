@@ -119,6 +119,9 @@ func setupSuite() error {
 			DriftDelay:        2 * time.Second,
 			HealthPoll:        500 * time.Millisecond,
 			HookTimeout:       time.Minute,
+			// Remote clusters are other local control planes on loopback;
+			// this cluster's own API server stays refused.
+			RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)},
 		},
 		BeforeApplyStep: func(ctx context.Context, addon *capstanv1.Addon, step string) error {
 			if f, ok := stepHooks.Load(addon.Namespace + "/" + addon.Name); ok {

@@ -62,7 +62,8 @@ func keepIdentity(obj any) (any, error) {
 // a kind the account cannot watch) is left out, and so read from the API
 // server. It never waits for an informer.
 func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[string]string {
-	if r.watched == nil || len(s.addon.Status.Inventory) == 0 {
+	watched := s.cluster.watched
+	if watched == nil || len(s.addon.Status.Inventory) == 0 {
 		return nil
 	}
 	out := map[string]string{}
@@ -75,17 +76,17 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		seen[gvk] = true
 		probe := &metav1.PartialObjectMetadata{}
 		probe.SetGroupVersionKind(gvk)
-		inf, err := r.watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
+		inf, err := watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
 		if err != nil {
 			continue
 		}
-		r.drift.hook(gvk, inf)
+		r.drift.hook(gvk, inf, watched)
 		if !inf.HasSynced() {
 			continue
 		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.watched.List(ctx, list, client.MatchingLabels(s.addon.OwnerLabels())); err != nil {
+		if err := watched.List(ctx, list, client.MatchingLabels(s.addon.OwnerLabels())); err != nil {
 			continue
 		}
 		for _, item := range list.Items {

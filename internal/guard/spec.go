@@ -22,6 +22,10 @@ func CheckSpec(addon *capstanv1.Addon) []capstanv1.Violation {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.releaseName", Rule: "release-name",
 			Message: "a restricted add-on's release name is its own name; remove spec.releaseName"})
 	}
+	if addon.Spec.KubeConfig != nil {
+		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.kubeConfig", Rule: "remote-cluster",
+			Message: "a restricted add-on installs into this cluster only; remove spec.kubeConfig"})
+	}
 	if addon.Spec.Registration != nil {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.registration", Rule: "registration-source",
 			Message: "a restricted add-on registers from its primary Service only; remove spec.registration"})

@@ -1,0 +1,198 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/remote"
+	"capstan.dev/capstan/internal/render"
+)
+
+// targetCluster is a cluster an add-on's objects go to: the controller's
+// own, or another one that spec.kubeConfig names. Everything that touches
+// the objects goes through it (preview, apply, prune, hooks, health, the
+// watch cache that finds drift), so an add-on works the same in either.
+type targetCluster struct {
+	appliers map[capstanv1.Profile]*apply.Applier
+	mapper   apimeta.RESTMapper
+	// watched caches the metadata of the objects Capstan applied there;
+	// nil outside a manager (`capstan plan`).
+	watched    cache.Cache
+	discoverer discovery.DiscoveryInterface
+
+	capsMu sync.Mutex
+	caps   *render.Capabilities
+	capsAt time.Time
+
+	// server and as are a remote cluster's API server and the account
+	// Capstan acts as there; empty for the controller's own cluster.
+	server, as string
+	// hash is the kubeconfig's, so a changed Secret builds a new client.
+	hash   string
+	cancel context.CancelFunc
+}
+
+// capabilities returns the cluster's Kubernetes version and API list, read
+// by discovery at most once a minute, or at once after CRDs were applied.
+func (c *targetCluster) capabilities(force bool) (*render.Capabilities, error) {
+	c.capsMu.Lock()
+	defer c.capsMu.Unlock()
+	if c.caps != nil && !force && time.Since(c.capsAt) < time.Minute {
+		return c.caps, nil
+	}
+	caps, err := render.CapabilitiesFromDiscovery(c.discoverer)
+	if err != nil {
+		return nil, fmt.Errorf("reading the cluster's API list: %w", err)
+	}
+	c.caps, c.capsAt = caps, time.Now()
+	return caps, nil
+}
+
+// kindScope looks up whether a kind is namespaced in the cluster.
+func (c *targetCluster) kindScope(gvk schema.GroupVersionKind) (namespaced, known bool, err error) {
+	namespaced, err = apiutil.IsGVKNamespaced(gvk, c.mapper)
+	if apimeta.IsNoMatchError(err) {
+		return false, false, nil
+	}
+	return namespaced, err == nil, err
+}
+
+// remoteClusters keeps one targetCluster per kubeconfig Secret, rebuilt
+// when the Secret's kubeconfig changes.
+type remoteClusters struct {
+	mu sync.Mutex
+	by map[types.NamespacedName]*targetCluster
+}
+
+// selectCluster points the scope at the cluster spec.kubeConfig names, and
+// checks that it answers. It is the pipeline's first step, so nothing is
+// read from or written to the wrong cluster. A restricted add-on stays in
+// this cluster; the guardrails refuse its spec.kubeConfig.
+func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, error) {
+	ref := s.addon.Spec.KubeConfig
+	if ref == nil || s.profile != capstanv1.ProfileCluster || s.cluster.server != "" {
+		return false, nil
+	}
+	data, err := r.secretKey(ctx, s, ref.SecretRef.Name, ref.Key, "value", "spec.kubeConfig")
+	if err != nil {
+		return false, err
+	}
+	c, err := r.remoteCluster(types.NamespacedName{Namespace: s.addon.Namespace, Name: ref.SecretRef.Name}, data)
+	if err != nil {
+		return false, terminal{fmt.Errorf("the kubeconfig in Secret %s/%s: %w", s.addon.Namespace, ref.SecretRef.Name, err)}
+	}
+	// NOTE: one small request each time, so an unreachable cluster is
+	// named as such, not as the step that happened to fail first.
+	_, err = c.discoverer.ServerVersion()
+	if err == nil {
+		_, err = c.capabilities(false)
+	}
+	if err != nil {
+		msg := err.Error()
+		if netguard.IsRefused(err) {
+			msg = strings.ReplaceAll(msg, "--fetch-allow", "--remote-cluster-allow")
+		}
+		return false, fmt.Errorf("cannot reach the remote cluster %s that spec.kubeConfig names: %s; Capstan retries, and changes and deletes nothing there or here meanwhile", c.server, msg)
+	}
+	s.cluster = c
+	s.applier = c.appliers[capstanv1.ProfileCluster]
+	return false, nil
+}
+
+// remoteCluster returns the remote cluster of a kubeconfig Secret, building
+// its clients and metadata cache the first time and whenever the kubeconfig
+// changes.
+func (r *AddonReconciler) remoteCluster(key types.NamespacedName, kubeconfig []byte) (*targetCluster, error) {
+	sum := sha256.Sum256(kubeconfig)
+	hash := hex.EncodeToString(sum[:])
+	r.remotes.mu.Lock()
+	defer r.remotes.mu.Unlock()
+	if c := r.remotes.by[key]; c != nil && c.hash == hash {
+		return c, nil
+	}
+	guard, err := netguard.New(r.Config.RemoteGuard)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := remote.Load(kubeconfig, guard)
+	if err != nil {
+		return nil, err
+	}
+	c, err := r.newTargetCluster(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	c.server, c.as, c.hash = cfg.Server, cfg.As, hash
+	if old := r.remotes.by[key]; old != nil && old.cancel != nil {
+		old.cancel()
+	}
+	if r.remotes.by == nil {
+		r.remotes.by = map[types.NamespacedName]*targetCluster{}
+	}
+	r.remotes.by[key] = c
+	return c, nil
+}
+
+// newTargetCluster builds a remote cluster's clients, and a metadata cache
+// of what Capstan applied there when the controller runs in a manager (the
+// drift watch hangs on it as on the local one). cfg already impersonates
+// the account the kubeconfig names, so one applier serves.
+func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: r.Client.Scheme(), Mapper: mapper})
+	if err != nil {
+		return nil, err
+	}
+	disc, err := discovery.NewDiscoveryClientForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	applier := &apply.Applier{Client: cl, CRDTimeout: r.Config.CRDTimeout}
+	c := &targetCluster{
+		appliers:   map[capstanv1.Profile]*apply.Applier{capstanv1.ProfileCluster: applier},
+		mapper:     mapper,
+		discoverer: disc,
+	}
+	if r.drift != nil {
+		c.watched, err = cache.New(cfg, cache.Options{
+			HTTPClient:                  httpClient,
+			Scheme:                      r.Client.Scheme(),
+			Mapper:                      mapper,
+			DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
+			DefaultTransform:            keepIdentity,
+			ReaderFailOnMissingInformer: true,
+		})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		c.cancel = cancel
+		go func() { _ = c.watched.Start(ctx) }()
+	}
+	return c, nil
+}

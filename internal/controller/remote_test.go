@@ -1,0 +1,260 @@
+package controller_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/testcluster"
+)
+
+// tcpProxy forwards a loopback port to another, and can be cut and
+// restored on the same port: a remote cluster that goes away and comes back.
+type tcpProxy struct {
+	addr, target string
+	mu           sync.Mutex
+	ln           net.Listener
+	conns        map[net.Conn]bool
+}
+
+func (p *tcpProxy) up(t *testing.T) {
+	t.Helper()
+	ln, err := net.Listen("tcp", p.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.mu.Lock()
+	p.ln, p.addr = ln, ln.Addr().String()
+	if p.conns == nil {
+		p.conns = map[net.Conn]bool{}
+	}
+	p.mu.Unlock()
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", p.target)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns[in], p.conns[out] = true, true
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+}
+
+// down closes the listener and every open connection.
+func (p *tcpProxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ln.Close()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+}
+
+// remoteKubeconfig is a kubeconfig for server with the remote cluster's
+// admin credentials, acting as the account as; everything is embedded.
+func remoteKubeconfig(t *testing.T, remote *testcluster.Cluster, server, as string) []byte {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["edge"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: remote.Config.CAData}
+	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: remote.Config.CertData, ClientKeyData: remote.Config.KeyData, Impersonate: as}
+	kc.Contexts["edge"] = &clientcmdapi.Context{Cluster: "edge", AuthInfo: "admin"}
+	kc.CurrentContext = "edge"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestRemoteCluster runs a second local control plane and installs an
+// add-on into it from the first, through a kubeconfig Secret: the objects,
+// a hook, drift, pruning and the impersonated account all happen there and
+// nothing here, and uninstalling deletes them there. Cutting the connection leaves the remote software as it
+// runs, with a condition that says the cluster cannot be reached, and the
+// add-on recovers by itself once it is back. Bad kubeconfigs and a
+// restricted add-on that names one are refused clearly.
+func TestRemoteCluster(t *testing.T) {
+	ctx := context.Background()
+	remote, err := testcluster.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer remote.Stop()
+	rc, err := client.New(remote.Config, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The account Capstan acts as there, with the rights the remote
+	// cluster's admin gives it.
+	installer := "system:serviceaccount:capstan-remote:installer"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "capstan-remote"}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-remote", Name: "installer"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "capstan-installer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "capstan-remote", Name: "installer"}}},
+	} {
+		if err := rc.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	proxy := &tcpProxy{addr: "127.0.0.1:0", target: strings.TrimPrefix(remote.Config.Host, "https://")}
+	proxy.up(t)
+	defer proxy.down()
+
+	ns := newNamespace(t) // the target namespace, created there only
+	name := "remote-" + ns
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	hook := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-hook
+  annotations: {"helm.sh/hook": post-install}
+data: {ran: "yes"}
+`
+	extra := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"
+	url1, _ := charts.publish(t, webChart("1.0.0", map[string]string{"templates/hook.yaml": hook, "templates/extra.yaml": extra}))
+	a := create(t, newAddon(controllerNS, name, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.CreateNamespace, s.Prune = true, true
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	// Synced is applied and healthy: the Deployment is Available there.
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.kubeConfig") {
+		t.Errorf("the plan does not say which cluster it installs into: %+v", p)
+	}
+	remoteCM := func(suffix string) *corev1.ConfigMap {
+		cm := &corev1.ConfigMap{}
+		err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + suffix}, cm)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm
+	}
+	for _, suffix := range []string{"-config", "-extra", "-hook"} {
+		if remoteCM(suffix) == nil {
+			t.Fatalf("ConfigMap %s%s is not in the remote cluster", name, suffix)
+		}
+	}
+	if live(t, "v1", "ConfigMap", ns, name+"-config") != nil {
+		t.Error("the add-on's ConfigMap was applied in the controller's own cluster")
+	}
+
+	// The remote API server attributes the writes to the account the
+	// kubeconfig names.
+	eventually(t, 20*time.Second, "the remote audit log to name the installer", func() bool {
+		events, err := remote.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			if e.ObjectRef != nil && e.ObjectRef.Resource == "configmaps" && e.ObjectRef.Name == name+"-config" &&
+				e.ImpersonatedUser != nil && e.ImpersonatedUser.Username == installer && e.ResponseStatus != nil && e.ResponseStatus.Code < 300 {
+				return true
+			}
+		}
+		return false
+	})
+
+	// Drift there is undone.
+	if err := rc.Delete(ctx, remoteCM("-config")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the deleted remote ConfigMap to come back", func() bool { return remoteCM("-config") != nil })
+
+	// An upgrade without the extra ConfigMap prunes it there.
+	url2, _ := charts.publish(t, webChart("1.0.1", map[string]string{"templates/hook.yaml": hook}))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	eventually(t, 60*time.Second, "the extra ConfigMap to be pruned there", func() bool { return remoteCM("-extra") == nil })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	// The remote cluster goes away: a change waits, with a condition that
+	// says so, and what runs there is left as it is.
+	proxy.down()
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: hi") })
+	got = waitFor(t, a, 90*time.Second, "a condition for the unreachable cluster", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "cannot reach the remote cluster")
+	})
+	t.Logf("unreachable: %s: %s", readyReason(got), readyMessage(got))
+	if cm := remoteCM("-config"); cm == nil || cm.Data["greeting"] != "hello" {
+		t.Errorf("the remote ConfigMap changed while the cluster was away: %+v", cm)
+	}
+	proxy.up(t)
+	waitFor(t, a, 120*time.Second, "the add-on to recover by itself", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if cm := remoteCM("-config"); cm == nil || cm.Data["greeting"] != "hi" {
+		t.Errorf("the change was not applied once the cluster came back: %+v", cm)
+	}
+
+	// Uninstalling deletes the inventory there.
+	update(t, a, func(cur *capstanv1.Addon) {
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[capstanv1.UninstallAnnotation] = "true"
+	})
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the uninstall to delete the remote objects", func() bool { return remoteCM("-config") == nil })
+
+	// Bad kubeconfigs say what to fix and apply nothing.
+	bad := map[string][]byte{
+		"exec": []byte(strings.Replace(string(secret.Data["value"]), "    as: "+installer, "    as: "+installer+"\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}", 1)),
+		"here": remoteKubeconfig(t, remote, cluster.Config.Host, installer), // this cluster's own API server
+	}
+	for what, data := range bad {
+		sname := name + "-" + what
+		if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: sname}, Data: map[string][]byte{"value": data}}); err != nil {
+			t.Fatal(err)
+		}
+		b := create(t, newAddon(controllerNS, sname, url2, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+			s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: sname}}
+		})))
+		says := map[string]string{"exec": "exec credential plugin", "here": "cannot reach the remote cluster"}[what]
+		got := waitFor(t, b, 60*time.Second, what+" refused", func(cur *capstanv1.Addon) bool { return strings.Contains(readyMessage(cur), says) })
+		if what == "here" && !strings.Contains(readyMessage(got), "fetch guard") {
+			t.Errorf("a kubeconfig for this cluster's own API server was not refused by the guard: %s", readyMessage(got))
+		}
+	}
+
+	// A restricted add-on installs into its own cluster only.
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kc"}, Data: secret.Data}); err != nil {
+		t.Fatal(err)
+	}
+	r := create(t, newAddon(ns, "tenant", url2, withSpec(func(s *capstanv1.AddonSpec) {
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "kc"}}
+	})))
+	waitFor(t, r, 90*time.Second, "the restricted add-on Blocked", violationRule("remote-cluster"))
+}

@@ -1,0 +1,128 @@
+// Package remote turns a kubeconfig from a Secret into a client
+// configuration for another cluster, safely. A kubeconfig is outside input:
+// whoever writes the Secret must not be able to make the controller run a
+// program, read its own files, skip TLS, go through a proxy, or reach an
+// address the egress guard refuses. And Capstan never acts there as the
+// kubeconfig's own user: it impersonates the account the kubeconfig names
+// (`as:`), whose RBAC on that cluster bounds what the add-on may do, as the
+// add-ons account does on the controller's own cluster.
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+// MaxKubeconfigBytes bounds a kubeconfig read from a Secret.
+const MaxKubeconfigBytes = 256 << 10
+
+// Config is what Load returns: the client configuration, and the facts a
+// message names.
+type Config struct {
+	*rest.Config
+	// Server is the remote API server's URL.
+	Server string
+	// As is the account Capstan impersonates there.
+	As string
+}
+
+// Load reads a kubeconfig and returns a client configuration for its current
+// context, dialling only through guard. It refuses what the kubeconfig may
+// not do, with a message that says what to change.
+func Load(data []byte, guard *netguard.Guard) (*Config, error) {
+	if len(data) == 0 {
+		return nil, errors.New("the kubeconfig is empty")
+	}
+	if len(data) > MaxKubeconfigBytes {
+		return nil, fmt.Errorf("the kubeconfig is %d bytes, over the limit of %d", len(data), MaxKubeconfigBytes)
+	}
+	kc, err := clientcmd.Load(data)
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig cannot be read: %v", err)
+	}
+	if err := Check(kc); err != nil {
+		return nil, err
+	}
+	cfg, err := clientcmd.NewDefaultClientConfig(*kc, &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("the kubeconfig cannot be used: %v", err)
+	}
+	ctx := kc.Contexts[kc.CurrentContext]
+	out := &Config{Config: cfg, Server: kc.Clusters[ctx.Cluster].Server, As: cfg.Impersonate.UserName}
+	// NOTE: every connection is dialled by the guard, and never through a
+	// proxy, so the guard checks the API server's own address.
+	cfg.Dial = guard.DialContext
+	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
+	cfg.Timeout = 30 * time.Second
+	cfg.UserAgent = "capstan"
+	if cfg.QPS == 0 {
+		cfg.QPS, cfg.Burst = 50, 100
+	}
+	return out, nil
+}
+
+// Check refuses what a kubeconfig from a Secret may not do. It is the
+// decision alone: nothing is read or dialled.
+func Check(kc *clientcmdapi.Config) error {
+	if kc.CurrentContext == "" {
+		return errors.New("the kubeconfig has no current-context; set it to the context to use")
+	}
+	ctx, ok := kc.Contexts[kc.CurrentContext]
+	if !ok {
+		return fmt.Errorf("the kubeconfig's current-context %q is not one of its contexts", kc.CurrentContext)
+	}
+	cluster, ok := kc.Clusters[ctx.Cluster]
+	if !ok {
+		return fmt.Errorf("the kubeconfig's context %q names cluster %q, which it does not hold", kc.CurrentContext, ctx.Cluster)
+	}
+	user, ok := kc.AuthInfos[ctx.AuthInfo]
+	if !ok {
+		return fmt.Errorf("the kubeconfig's context %q names user %q, which it does not hold", kc.CurrentContext, ctx.AuthInfo)
+	}
+	var refused []string
+	u, err := url.Parse(cluster.Server)
+	switch {
+	case err != nil || u.Host == "":
+		refused = append(refused, fmt.Sprintf("server %q is not an https:// URL", cluster.Server))
+	case u.Scheme != "https":
+		refused = append(refused, "server "+cluster.Server+" is not https: credentials are only sent over TLS")
+	}
+	if cluster.InsecureSkipTLSVerify {
+		refused = append(refused, "insecure-skip-tls-verify: give certificate-authority-data instead")
+	}
+	if cluster.CertificateAuthority != "" {
+		refused = append(refused, "certificate-authority names a file: embed it as certificate-authority-data")
+	}
+	if cluster.ProxyURL != "" {
+		refused = append(refused, "proxy-url: the remote API server is dialled directly, through the egress guard")
+	}
+	if user.Exec != nil {
+		refused = append(refused, "an exec credential plugin: the controller runs no program a Secret names; use a token or a client certificate")
+	}
+	if user.AuthProvider != nil {
+		refused = append(refused, "an auth-provider: use a token or a client certificate")
+	}
+	if user.TokenFile != "" {
+		refused = append(refused, "tokenFile names a file: embed the token")
+	}
+	if user.ClientCertificate != "" || user.ClientKey != "" {
+		refused = append(refused, "client-certificate or client-key names a file: embed them as client-certificate-data and client-key-data")
+	}
+	if user.Impersonate == "" {
+		refused = append(refused, "the user names no account to act as: add as: (for example system:serviceaccount:capstan:installer), the account whose RBAC bounds what the add-on may do there")
+	}
+	if len(refused) > 0 {
+		return fmt.Errorf("the kubeconfig cannot be used by Capstan: %s", strings.Join(refused, "; "))
+	}
+	return nil
+}

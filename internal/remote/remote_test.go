@@ -1,0 +1,90 @@
+package remote
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+const good = `apiVersion: v1
+kind: Config
+current-context: edge
+contexts:
+- name: edge
+  context: {cluster: edge, user: installer}
+clusters:
+- name: edge
+  cluster:
+    server: https://edge.example.com:6443
+    certificate-authority-data: ""
+users:
+- name: installer
+  user:
+    token: abc
+    as: system:serviceaccount:capstan:installer
+`
+
+// TestCheckRefuses covers each thing a kubeconfig from a Secret may not
+// do, on the decision alone: nothing is read or dialled.
+func TestCheckRefuses(t *testing.T) {
+	guard, err := netguard.New(netguard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]byte(good), guard)
+	if err != nil {
+		t.Fatalf("a good kubeconfig was refused: %v", err)
+	}
+	if cfg.As != "system:serviceaccount:capstan:installer" || cfg.Server != "https://edge.example.com:6443" || cfg.Impersonate.UserName != cfg.As {
+		t.Errorf("Load read %+v", cfg)
+	}
+	cases := []struct{ name, from, to, says string }{
+		{"exec plugin", "    token: abc\n", "    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}\n", "exec credential plugin"},
+		{"token file", "    token: abc\n", "    tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token\n", "tokenFile names a file"},
+		{"client cert file", "    token: abc\n", "    client-certificate: /etc/cert.pem\n    client-key: /etc/key.pem\n", "client-certificate or client-key names a file"},
+		{"CA file", `    certificate-authority-data: ""`, "    certificate-authority: /etc/ca.pem", "certificate-authority names a file"},
+		{"insecure", `    certificate-authority-data: ""`, "    insecure-skip-tls-verify: true", "insecure-skip-tls-verify"},
+		{"proxy", `    certificate-authority-data: ""`, "    proxy-url: http://proxy:3128", "proxy-url"},
+		{"plain http", "https://edge", "http://edge", "is not https"},
+		{"no account", "    as: system:serviceaccount:capstan:installer\n", "", "names no account to act as"},
+		{"no context", "current-context: edge", "current-context: other", "not one of its contexts"},
+		{"auth provider", "    token: abc\n", "    auth-provider: {name: oidc}\n", "auth-provider"},
+	}
+	for _, tc := range cases {
+		bad := strings.Replace(good, tc.from, tc.to, 1)
+		if bad == good {
+			t.Fatalf("%s: the case changes nothing", tc.name)
+		}
+		_, err := Load([]byte(bad), guard)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.says)
+		}
+	}
+	for _, bad := range []string{"", "{", strings.Repeat("#", MaxKubeconfigBytes+1)} {
+		if _, err := Load([]byte(bad), guard); err == nil {
+			t.Errorf("Load(%.20q) was accepted", bad)
+		}
+	}
+}
+
+// TestDialsThroughTheGuard checks that the configuration dials through the
+// guard: an address it refuses (here a loopback one, as a test may only
+// dial loopback) is refused before any connection is made.
+func TestDialsThroughTheGuard(t *testing.T) {
+	guard, err := netguard.New(netguard.Config{Deny: []string{"127.0.0.1:6443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]byte(good), guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = cfg.Dial(context.Background(), "tcp", "127.0.0.1:6443"); !netguard.IsRefused(err) {
+		t.Errorf("dialling a denied address: got %v, want the guard's refusal", err)
+	}
+	if p, _ := cfg.Proxy(nil); p != nil {
+		t.Errorf("the configuration uses a proxy: %v", p)
+	}
+}
