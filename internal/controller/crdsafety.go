@@ -13,7 +13,6 @@ import (
 	"k8s.io/kube-openapi/pkg/validation/spec"
 	"k8s.io/kube-openapi/pkg/validation/strfmt"
 	"k8s.io/kube-openapi/pkg/validation/validate"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -26,12 +25,13 @@ import (
 //   - a version that status.storedVersions still lists is dropped;
 //   - the storage version changes with no conversion webhook;
 //   - existing objects no longer validate against the new schema of their
-//     version: a sample of them is validated, in the controller, with the
-//     OpenAPI schema validator the API server builds on
-//     (k8s.io/kube-openapi). The API server's own validator would bring in
-//     its CEL engine, a seventh of the binary; the rules of
-//     x-kubernetes-validations are therefore not checked here, and the API
-//     server still refuses what breaks them when the objects are written.
+//     version: a sample of them is dry-run created, by the API server
+//     itself, against a shadow of the new CRD (see crdshadow.go), so its
+//     schema, formats, defaults and x-kubernetes-validations rules all
+//     judge. When no shadow can be made (a conversion webhook, or an
+//     account that may not create CRDs), the sample is validated in the
+//     controller with kube-openapi's schema validator instead, without the
+//     CEL rules, and the notice says so.
 
 // crdSampleSize bounds how many existing objects of each version are
 // validated against a new schema.
@@ -90,13 +90,13 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !served(cur, v.Name) {
 			continue
 		}
-		checked, invalid, first, err := r.validateExisting(ctx, s, cur, v)
+		checked, invalid, first, how, err := r.checkExisting(ctx, s, cur, next, v)
 		if err != nil {
 			return nil, nil, err
 		}
 		if checked > 0 {
 			notices = append(notices, capstanv1.Notice{Path: "objects/CustomResourceDefinition/" + cur.Name,
-				Message: fmt.Sprintf("validated %d existing %s of version %s against the new schema (at most %d are sampled)", checked, cur.Spec.Names.Plural, v.Name, crdSampleSize)})
+				Message: fmt.Sprintf("validated %d existing %s of version %s against the new schema, %s (at most %d are sampled)", checked, cur.Spec.Names.Plural, v.Name, how, crdSampleSize)})
 		}
 		if invalid > 0 {
 			out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions[" + v.Name + "].schema", Rule: "crd-schema-invalidates-objects",
@@ -121,9 +121,10 @@ func served(crd *apiextensionsv1.CustomResourceDefinition, version string) bool 
 	})
 }
 
-// validateExisting validates a sample of the live objects of a version
-// against the version's new schema.
-func (r *AddonReconciler) validateExisting(ctx context.Context, s *scope, crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) (checked, invalid int, first string, err error) {
+// validateInController validates the sampled objects against the version's
+// new schema in the controller, with kube-openapi: the fallback when the API
+// server cannot judge through a shadow CRD.
+func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
 	// NOTE: a CRD's schema is an OpenAPI v3 schema, which kube-openapi's
 	// spec.Schema reads as it is; the x-kubernetes-* extensions are kept
 	// as extensions and not enforced.
@@ -136,13 +137,7 @@ func (r *AddonReconciler) validateExisting(ctx context.Context, s *scope, crd *a
 		return 0, 0, "", fmt.Errorf("reading the new schema of %s %s: %w", crd.Name, v.Name, err)
 	}
 	validator := validate.NewSchemaValidator(schema, nil, "", strfmt.Default)
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion(crd.Spec.Group + "/" + v.Name)
-	list.SetKind(crd.Spec.Names.Kind + "List")
-	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
-		return 0, 0, "", fmt.Errorf("listing existing %s to check the new schema: %w", crd.Spec.Names.Plural, err)
-	}
-	for _, item := range list.Items {
+	for _, item := range items {
 		checked++
 		// The object's own bookkeeping is not the schema's to judge.
 		obj := item.DeepCopy().Object

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // gadgetsCRD is a CRD of group safety.example.com with the given versions,
-// each "name:storage:sizeType".
+// each "name:storage:sizeType", or "name:storage:sizeType:celRule" with a
+// CEL rule on spec.
 func gadgetsCRD(group string, versions ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: apiextensions.k8s.io/v1
@@ -40,6 +42,9 @@ spec:
               properties:
                 size: {type: %s}
 `, parts[0], parts[1], parts[2])
+		if len(parts) > 3 {
+			fmt.Fprintf(&b, "              x-kubernetes-validations: [{rule: %q}]\n", parts[3])
+		}
 	}
 	return b.String()
 }
@@ -67,6 +72,8 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 		rules     []string
 	}{
 		{"a schema the stored Gadget breaks", gadgetsCRD(group, "v1:true:string"), []string{"crd-schema-invalidates-objects"}},
+		// Only the API server runs CEL rules: the shadow CRD's dry run finds it.
+		{"a CEL rule the stored Gadget breaks", gadgetsCRD(group, "v1:true:integer:self.size < 2"), []string{"crd-schema-invalidates-objects"}},
 		{"a dropped stored version", gadgetsCRD(group, "v2:true:integer"), []string{"crd-stored-version-dropped", "crd-storage-version-changed"}},
 	} {
 		url := publish("2.0.0-"+strings.ReplaceAll(tc.name, " ", ""), tc.crd)
@@ -85,6 +92,9 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 			if !strings.Contains(msg, "1 of 1") || !strings.Contains(msg, ns+"/g1") {
 				t.Errorf("the violation %q does not count and name the object", msg)
 			}
+			if !hasNoticeSaying(got.Status.Plan, "by the API server") {
+				t.Errorf("%s: the plan does not say the API server judged the objects: %+v", tc.name, got.Status.Plan.Notices)
+			}
 		}
 	}
 	// Allowed: the schema change is applied, and the stored Gadget stays.
@@ -100,4 +110,20 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 	if live(t, group+"/v1", "Gadget", ns, "g1") == nil {
 		t.Error("the stored Gadget is gone")
 	}
+	// No shadow CRD is left behind.
+	shadows := &unstructured.UnstructuredList{}
+	shadows.SetAPIVersion("apiextensions.k8s.io/v1")
+	shadows.SetKind("CustomResourceDefinitionList")
+	eventually(t, 30*time.Second, "the shadow CRDs to be deleted", func() bool {
+		return admin.List(context.Background(), shadows, client.MatchingLabels{"capstan.dev/crd-check": "true"}) == nil && len(shadows.Items) == 0
+	})
+}
+
+func hasNoticeSaying(p *capstanv1.Plan, says string) bool {
+	for _, n := range p.Notices {
+		if strings.Contains(n.Message, says) {
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	apply "capstan.dev/capstan/internal/apply"
+)
+
+// Whether stored objects still validate against a changed CRD is a question
+// for the API server: only it runs the schema, the formats, the defaults
+// and the CEL rules exactly as it will when the objects are next written.
+// It cannot be asked of the new CRD before it is applied, so Capstan
+// creates a shadow: a copy of the new CRD under a group of its own
+// (<hash>.crdcheck.capstan.dev), and dry-run creates the sampled objects
+// against it. Nothing is stored under the shadow, and it is deleted at once
+// after; a shadow that a crash left behind is deleted by the next check.
+
+const (
+	// shadowLabel marks shadow CRDs, so leftovers can be found.
+	shadowLabel = "capstan.dev/crd-check"
+	// shadowGroupSuffix ends every shadow's group.
+	shadowGroupSuffix = ".crdcheck.capstan.dev"
+	// shadowMaxAge is how old a shadow must be to count as left behind.
+	shadowMaxAge = 10 * time.Minute
+)
+
+// errNoShadow says that the check cannot use a shadow CRD, and why.
+var errNoShadow = errors.New("no shadow CRD")
+
+// checkExisting validates a sample of the live objects of a version against
+// the version's new schema: on the API server through a shadow CRD, or in
+// the controller when no shadow can be made. how says which, for the notice.
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) (checked, invalid int, first, how string, err error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetAPIVersion(cur.Spec.Group + "/" + v.Name)
+	list.SetKind(cur.Spec.Names.Kind + "List")
+	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
+		return 0, 0, "", "", fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
+	}
+	if len(list.Items) == 0 {
+		return 0, 0, "", "", nil
+	}
+	checked, invalid, first, err = dryRunOnShadow(ctx, s.applier, next, v.Name, list.Items)
+	if errors.Is(err, errNoShadow) {
+		why := err.Error()
+		checked, invalid, first, err = validateInController(cur, v, list.Items)
+		return checked, invalid, first, "in the controller, without the CEL rules (" + why + ")", err
+	}
+	return checked, invalid, first, "by the API server (a dry run against a shadow of the new CRD)", err
+}
+
+// dryRunOnShadow creates a shadow of crd, dry-run creates each item as
+// version against it, and deletes the shadow. It returns errNoShadow when
+// the CRD converts with a webhook (the shadow would call it) or the account
+// may not create CRDs.
+func dryRunOnShadow(ctx context.Context, a *apply.Applier, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return 0, 0, "", fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
+	}
+	cleanShadows(ctx, a.Client)
+	shadow, err := newShadow(crd)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if err := a.Client.Create(ctx, shadow); err != nil && !apierrors.IsAlreadyExists(err) {
+		if apierrors.IsForbidden(err) {
+			return 0, 0, "", fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
+		}
+		return 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = a.Client.Delete(dctx, shadow)
+	}()
+	if err := a.WaitEstablished(ctx, shadow.Name); err != nil {
+		return 0, 0, "", fmt.Errorf("waiting for a shadow of %s: %w", crd.Name, err)
+	}
+	for _, item := range items {
+		checked++
+		obj := &unstructured.Unstructured{Object: map[string]any{}}
+		for k, val := range item.Object {
+			if k != "metadata" && k != "status" {
+				obj.Object[k] = val
+			}
+		}
+		obj.SetAPIVersion(shadow.Spec.Group + "/" + version)
+		obj.SetName(item.GetName())
+		obj.SetNamespace(item.GetNamespace())
+		obj.SetLabels(item.GetLabels())
+		obj.SetAnnotations(item.GetAnnotations())
+		err := a.Client.Create(ctx, obj, client.DryRunAll)
+		switch {
+		case err == nil:
+			continue
+		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+			invalid++
+			if first == "" {
+				name := item.GetName()
+				if ns := item.GetNamespace(); ns != "" {
+					name = ns + "/" + name
+				}
+				first = name + ": " + err.Error()
+			}
+		default:
+			return 0, 0, "", fmt.Errorf("dry-running %s against a shadow of %s: %w", item.GetName(), crd.Name, err)
+		}
+	}
+	return checked, invalid, first, nil
+}
+
+// newShadow copies crd under a group of its own, named after the CRD and
+// its new spec, with the names that could clash with other kinds removed.
+func newShadow(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+	raw, err := crd.Spec.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(append([]byte(crd.Name+"\x00"), raw...))
+	group := "c" + hex.EncodeToString(sum[:])[:12] + shadowGroupSuffix
+	spec := *crd.Spec.DeepCopy()
+	spec.Group = group
+	spec.Names.ShortNames, spec.Names.Categories = nil, nil
+	spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Names.Plural + "." + group, Labels: map[string]string{shadowLabel: "true"}},
+		Spec:       spec,
+	}, nil
+}
+
+// cleanShadows deletes shadows that a stopped controller left behind.
+func cleanShadows(ctx context.Context, c client.Client) {
+	list := &apiextensionsv1.CustomResourceDefinitionList{}
+	if err := c.List(ctx, list, client.MatchingLabels{shadowLabel: "true"}); err != nil {
+		return
+	}
+	for i := range list.Items {
+		if time.Since(list.Items[i].CreationTimestamp.Time) > shadowMaxAge {
+			_ = c.Delete(ctx, &list.Items[i])
+		}
+	}
+}
