@@ -156,7 +156,11 @@ func transientHookError(err error) bool {
 // interval or sooner when a step asked to.
 func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
 	s.outcome = outcomeOf(s.found, s.stage, err)
+	var later *source.RetryAfterError
 	switch {
+	case errors.As(err, &later) && later.After > 0:
+		// A server that asked for time gets it, not the backoff's next try.
+		return ctrl.Result{RequeueAfter: later.After}, nil
 	case err != nil && classify(err) == classTerminal:
 		return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
 	case err != nil:

@@ -170,12 +170,59 @@ type chartServer struct {
 	mu    sync.Mutex
 	files map[string][]byte
 	seq   int
+	// faults answer the paths under a prefix with a status of their own,
+	// and count the requests they answered.
+	faults map[string]*fault
+}
+
+// fault is a server that misbehaves: an HTTP status, with a Retry-After
+// header when retryAfter is set.
+type fault struct {
+	status     int
+	retryAfter string
+	hits       int
+}
+
+// breakPath makes the server answer the paths under prefix with status
+// until the returned function mends it; hits counts the answers.
+func (cs *chartServer) breakPath(prefix string, status int, retryAfter string) (hits func() int, mend func()) {
+	f := &fault{status: status, retryAfter: retryAfter}
+	cs.mu.Lock()
+	if cs.faults == nil {
+		cs.faults = map[string]*fault{}
+	}
+	cs.faults[prefix] = f
+	cs.mu.Unlock()
+	hits = func() int {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		return f.hits
+	}
+	mend = func() {
+		cs.mu.Lock()
+		delete(cs.faults, prefix)
+		cs.mu.Unlock()
+	}
+	return hits, mend
 }
 
 func newChartServer() *chartServer {
 	cs := &chartServer{files: map[string][]byte{}}
 	oci := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	cs.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cs.mu.Lock()
+		for prefix, f := range cs.faults {
+			if strings.HasPrefix(r.URL.Path, prefix) {
+				f.hits++
+				cs.mu.Unlock()
+				if f.retryAfter != "" {
+					w.Header().Set("Retry-After", f.retryAfter)
+				}
+				http.Error(w, "the test broke this path", f.status)
+				return
+			}
+		}
+		cs.mu.Unlock()
 		if strings.HasPrefix(r.URL.Path, "/v2") {
 			oci.ServeHTTP(w, r)
 			return

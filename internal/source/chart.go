@@ -171,6 +171,12 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		if err != nil {
 			return nil, err
 		}
+		// NOTE: index.yaml names each archive's sha256; an archive that
+		// differs was changed behind the index, or the mirror is broken.
+		if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" && "sha256:"+want != c.digest {
+			return nil, fmt.Errorf("the archive at %s has digest %s, but index.yaml lists sha256:%s; the repository is broken or the archive was changed after it was indexed, and nothing was applied",
+				netguard.Redact(au.String()), c.digest, want)
+		}
 		if c.name != spec.Name || c.version != cv.Version {
 			return nil, fmt.Errorf("the archive at %s holds chart %s %s, but index.yaml lists it as %s %s; the repository is broken",
 				netguard.Redact(au.String()), c.name, c.version, spec.Name, cv.Version)

@@ -135,12 +135,15 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 	if err != nil {
 		return nil, err
 	}
+	client, ociClient := g.Client(), og.Client()
+	client.Transport = retryAfterTransport{next: client.Transport, now: now}
+	ociClient.Transport = retryAfterTransport{next: ociClient.Transport, now: now}
 	f := &Fetcher{
 		opts:      opts,
 		limits:    lim,
 		guard:     g,
-		client:    g.Client(),
-		ociClient: og.Client(),
+		client:    client,
+		ociClient: ociClient,
 		now:       now,
 		charts:    newLRU[*cachedChart](opts.ChartCacheSize, opts.ChartCacheBytes),
 		indexes:   newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytesF*lim.MaxIndexBytes),

@@ -1,0 +1,92 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func TestRetryAfter(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	for h, want := range map[string]time.Duration{
+		"":      0,
+		"7":     7 * time.Second,
+		"0":     0,
+		"-5":    0,
+		"soon":  0,
+		"86400": MaxRetryAfter,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
+		now.Add(-time.Hour).Format(http.TimeFormat):       0,
+	} {
+		if got := retryAfter(h, now); got != want {
+			t.Errorf("retryAfter(%q) = %s, want %s", h, got, want)
+		}
+	}
+}
+
+// TestServersThatAskToWait checks that a chart repository answering 429,
+// or 503 with Retry-After, gives a RetryAfterError with the time asked,
+// and that a 503 without it stays a plain failure.
+func TestServersThatAskToWait(t *testing.T) {
+	status, after := 0, ""
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if after != "" {
+			w.Header().Set("Retry-After", after)
+		}
+		w.WriteHeader(status)
+	}))
+	defer srv.Close()
+	f := newTestFetcher(t, Options{}, srv)
+	for _, tc := range []struct {
+		status int
+		after  string
+		want   time.Duration // -1: no RetryAfterError
+	}{
+		{429, "12", 12 * time.Second},
+		{429, "", 0},
+		{503, "3", 3 * time.Second},
+		{503, "", -1},
+	} {
+		status, after = tc.status, tc.after
+		_, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: srv.URL, Name: "demo"}, nil)
+		var ra *RetryAfterError
+		switch got := errors.As(err, &ra); {
+		case tc.want < 0 && got:
+			t.Errorf("%d without Retry-After gave %v", tc.status, err)
+		case tc.want >= 0 && (!got || ra.After != tc.want):
+			t.Errorf("%d Retry-After %q: got %v, want a RetryAfterError of %s", tc.status, tc.after, err, tc.want)
+		case err == nil || !strings.Contains(err.Error(), fmt.Sprint(tc.status)):
+			t.Errorf("%d: the error %v does not name the status", tc.status, err)
+		}
+	}
+}
+
+// TestIndexDigestMismatch serves an index.yaml whose digest does not match
+// the archive: the fetch fails and says the repository is broken.
+func TestIndexDigestMismatch(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.put("/index.yaml", []byte("apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    digest: "+
+		strings.Repeat("ab", 32)+"\n    urls: [demo-1.0.0.tgz]\n"))
+	f := newTestFetcher(t, Options{}, r.Server)
+	_, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: r.URL, Name: "demo"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "index.yaml lists sha256:abab") || !strings.Contains(err.Error(), "nothing was applied") {
+		t.Fatalf("got %v, want the digest mismatch named", err)
+	}
+	if n, _ := f.charts.stats(); n != 0 {
+		t.Error("a mismatched archive was cached")
+	}
+	r.put("/index.yaml", []byte("apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    digest: "+
+		strings.TrimPrefix(Digest(chartArchive(t, "demo", "1.0.0")), "sha256:")+"\n    urls: [demo-1.0.0.tgz]\n"))
+	f = newTestFetcher(t, Options{}, r.Server)
+	if _, err := f.Chart(context.Background(), capstanv1.ChartSource{Repo: r.URL, Name: "demo"}, nil); err != nil {
+		t.Fatalf("the right digest was refused: %v", err)
+	}
+}
