@@ -7,12 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -182,7 +184,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
 		WatchesRawSource(crsource.Func(r.drift.start)).
 		Named("addon").
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent)}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent), RateLimiter: retryLimiter()}).
 		Complete(r)
 }
 
@@ -301,4 +303,20 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		before.ResourceVersion = addon.ResourceVersion
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// maxRetryDelay bounds the wait before a failed reconcile is tried again.
+// controller-runtime's default grows to 16 minutes, so an add-on that
+// failed through a 30-second API server outage would sit idle long after
+// the server was back; a minute keeps recovery prompt while a server that
+// stays down is asked at most once a minute per add-on.
+const maxRetryDelay = time.Minute
+
+// retryLimiter is controller-runtime's default rate limiter with the
+// per-add-on backoff capped at maxRetryDelay.
+func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
