@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -53,14 +54,17 @@ var pageFuncs = template.FuncMap{
 	"diffLines":   diffLines,
 }
 
-// pages are parsed once: each is the layout with one page's content.
-var pages = func() map[string]*template.Template {
+// pages are parsed once, when the server builds its handler: each is the
+// layout with one page's content. NOTE: not at package init, because every
+// capstan command links this package, and `capstan render` has no use for
+// pages.
+var pages = sync.OnceValue(func() map[string]*template.Template {
 	out := map[string]*template.Template{}
 	for _, name := range []string{"signin", "list", "addon", "new", "catalog", "edit"} {
 		out[name] = template.Must(template.New(name).Funcs(pageFuncs).ParseFS(webFS, "web/layout.html", "web/field.html", "web/"+name+".html"))
 	}
 	return out
-}()
+})
 
 // diffLine is one line of a unified diff, with its class for colour. The
 // sign at the start of the line says the same, so colour is never the only
@@ -127,7 +131,7 @@ func (s *Server) render(w http.ResponseWriter, name string, code int, d pageData
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	if err := pages[name].ExecuteTemplate(w, "layout", d); err != nil {
+	if err := pages()[name].ExecuteTemplate(w, "layout", d); err != nil {
 		s.Log.Error(err, "Rendering a page failed", "page", name)
 	}
 }

@@ -83,6 +83,9 @@ func (s *Server) now() time.Time {
 
 // Handler is the server's one mux.
 func (s *Server) Handler() http.Handler {
+	// The pages are parsed here, so that a broken one stops the server as
+	// it starts rather than failing its first request.
+	pages()
 	s.tokens = &tokenReviewer{client: s.Reviewer, now: s.now}
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
