@@ -82,6 +82,10 @@ bench: bin ## Run the benchmarks and print their figures.
 bench-converge: bin ## Issue 6: converge 200 add-ons from cold, once (CAPSTAN_BENCH_ADDONS sets the count).
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
+.PHONY: bench-render
+bench-render: bin ## Issue 19: capstan render against helm template of a 330-object chart, 10 paired runs.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench ColdRender -benchtime=1x -timeout 30m -v ./internal/benchmark/
+
 .PHONY: bench-api
 bench-api: bin ## The API's p50 and p99 latency of get and list with 200 add-ons.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench APILatency -benchtime=1x -timeout 20m ./internal/server/
