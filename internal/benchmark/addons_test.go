@@ -40,6 +40,21 @@ func addonName(i int) string { return fmt.Sprintf("bench-%03d", i) }
 // 7 ConfigMaps, 4 Secrets, 3 ServiceAccounts, 3 Services, 1 Deployment
 // (kwok runs its pod, so it becomes Available), 1 Role and 1 RoleBinding.
 func addonManifest(name string) string {
+	return manifestWith(name, func(i int) string {
+		return base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-secret-%d", name, i))
+	})
+}
+
+// chartTemplate is addonManifest as a chart template: the same objects,
+// with the release name (the add-on's name) where addonManifest has name.
+func chartTemplate() string {
+	return manifestWith("{{ .Release.Name }}", func(i int) string {
+		return fmt.Sprintf(`{{ printf "%%s-secret-%d" .Release.Name | b64enc }}`, i)
+	})
+}
+
+// manifestWith writes the objects with name and each Secret's data.
+func manifestWith(name string, secret func(i int) string) string {
 	var b strings.Builder
 	doc := func(format string, args ...any) {
 		if b.Len() > 0 {
@@ -68,7 +83,7 @@ metadata:
 type: Opaque
 data:
   password: %s
-`, i, base64.StdEncoding.EncodeToString(fmt.Appendf(nil, "%s-secret-%d", name, i)))
+`, i, secret(i))
 	}
 	for i := range 3 {
 		doc(`apiVersion: v1

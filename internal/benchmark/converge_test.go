@@ -33,6 +33,12 @@ const (
 	envConcurrency = "CAPSTAN_BENCH_CONCURRENCY"
 	// envTimeout bounds the wait for every add-on to be ready; default 30m.
 	envTimeout = "CAPSTAN_BENCH_TIMEOUT"
+	// envSource is where the add-ons come from: "git" (a folder each in a
+	// local git repository, the default) or "chart" (one chart from an
+	// https chart repository on loopback).
+	envSource = "CAPSTAN_BENCH_SOURCE"
+	// envFloor, set to 0, skips the floor (see floor_test.go).
+	envFloor = "CAPSTAN_BENCH_FLOOR"
 )
 
 var cluster *testcluster.Cluster
@@ -87,7 +93,9 @@ func BenchmarkConverge(b *testing.B) {
 
 // figures are what one run measured.
 type figures struct {
+	source              string
 	addons, concurrency int
+	floor               time.Duration // the bare server-side-apply client, same objects
 	converge            time.Duration // first Addon created → all Ready
 	resyncTime          time.Duration // first annotation → all reconciled once
 	install, resync     phase
@@ -131,9 +139,34 @@ func runConverge(b *testing.B) figures {
 	if err := install.Apply(ctx, admin, false); err != nil {
 		b.Fatalf("installing Capstan's CRDs and RBAC: %v", err)
 	}
-	url, commit, err := writeRepository(dir, n)
-	if err != nil {
-		b.Fatalf("writing the add-ons' git repository: %v", err)
+	src := os.Getenv(envSource)
+	if src == "" {
+		src = "git"
+	}
+	args := []string{
+		// Long enough that no periodic resync falls inside the run: the
+		// resync is asked for explicitly, once.
+		"--resync-interval=1h",
+		"--max-concurrent-reconciles=" + strconv.Itoa(conc),
+	}
+	var addon func(i int) *capstanv1.Addon
+	switch src {
+	case "git":
+		url, commit, err := writeRepository(dir, n)
+		if err != nil {
+			b.Fatalf("writing the add-ons' git repository: %v", err)
+		}
+		addon = func(i int) *capstanv1.Addon { return newAddon(i, url, commit) }
+	case "chart":
+		repo, err := newChartRepo(dir)
+		if err != nil {
+			b.Fatalf("serving the chart repository: %v", err)
+		}
+		defer repo.srv.Close()
+		args = append(args, "--ca-file="+repo.caFile, "--fetch-allow="+repo.srv.Listener.Addr().String())
+		addon = func(i int) *capstanv1.Addon { return newChartAddon(i, repo.srv.URL) }
+	default:
+		b.Fatalf("%s=%q: want git or chart", envSource, src)
 	}
 	buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	bin, err := testcontroller.Build(buildCtx, dir)
@@ -141,12 +174,7 @@ func runConverge(b *testing.B) figures {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctrl := testcontroller.Start(b, cluster, bin, dir,
-		// Long enough that no periodic resync falls inside the run: the
-		// resync is asked for explicitly, once.
-		"--resync-interval=1h",
-		"--max-concurrent-reconciles="+strconv.Itoa(conc),
-	)
+	ctrl := testcontroller.Start(b, cluster, bin, dir, args...)
 
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := mustWrites(b)
@@ -155,7 +183,7 @@ func runConverge(b *testing.B) figures {
 	b.StartTimer()
 	began := time.Now()
 	for i := range n {
-		if err := admin.Create(ctx, newAddon(i, url, commit)); err != nil {
+		if err := admin.Create(ctx, addon(i)); err != nil {
 			b.Fatalf("creating Addon %s: %v", addonName(i), err)
 		}
 	}
@@ -164,7 +192,7 @@ func runConverge(b *testing.B) figures {
 	if err != nil {
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
 	}
-	f := figures{addons: n, concurrency: conc, converge: readyAt.Sub(began)}
+	f := figures{source: src, addons: n, concurrency: conc, converge: readyAt.Sub(began)}
 	// The reconciles that the last status writes queue are part of the
 	// install: wait until the controller is idle.
 	installed := mustQuiet(b, ctrl, "the controller to go idle after the install")
@@ -203,6 +231,12 @@ func runConverge(b *testing.B) figures {
 	}
 	ctrl.Stop()
 	f.logErrors, f.throttled = ctrl.LogProblems()
+	if os.Getenv(envFloor) != "0" {
+		f.floor, err = runFloor(ctx, admin, n, timeout)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	return f
 }
 
@@ -370,14 +404,22 @@ func (f *figures) report(b *testing.B) {
 	b.ReportMetric(f.resync.requests/n, "req/addon-resync")
 	b.ReportMetric(float64(f.peakRSSKiB)/1024, "MiB-peak-rss")
 	b.ReportMetric(f.cpu.Seconds(), "s-controller-cpu")
+	if f.floor > 0 {
+		b.ReportMetric(f.floor.Seconds(), "s/floor")
+		b.ReportMetric(f.converge.Seconds()/f.floor.Seconds(), "x-floor")
+	}
 }
 
 func (f *figures) log(b *testing.B) {
 	n := float64(f.addons)
 	var s strings.Builder
-	fmt.Fprintf(&s, "%d add-ons of %d objects (+1 namespace from createNamespace), --max-concurrent-reconciles=%d\n",
-		f.addons, objectsPerAddon, f.concurrency)
+	fmt.Fprintf(&s, "%d add-ons of %d objects (+1 namespace from createNamespace) from %s, --max-concurrent-reconciles=%d\n",
+		f.addons, objectsPerAddon, f.source, f.concurrency)
 	fmt.Fprintf(&s, "  %-44s %10s\n", "wall time, first Addon created → all Ready", f.converge.Round(100*time.Millisecond))
+	if f.floor > 0 {
+		fmt.Fprintf(&s, "  %-44s %10s\n", fmt.Sprintf("the floor (bare SSA, %d workers) → all Available", floorWorkers), f.floor.Round(100*time.Millisecond))
+		fmt.Fprintf(&s, "  %-44s %10.2f\n", "Capstan's time / the floor's", f.converge.Seconds()/f.floor.Seconds())
+	}
 	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
 	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)
 	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "controller CPU time (whole life)", f.cpu.Seconds())

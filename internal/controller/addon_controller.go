@@ -84,6 +84,9 @@ type AddonReconciler struct {
 	inflight sync.Map
 	// pacer slows down the undoing of drift that keeps coming back.
 	pacer driftPacer
+	// awaiting holds the add-ons waiting for their objects to become
+	// healthy, by types.NamespacedName (see driftWatch.nudge).
+	awaiting sync.Map
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -117,6 +120,10 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		},
 		IsDrift: func(addon types.NamespacedName, changes []change) bool {
 			return r.isDrift(context.Background(), addon, changes)
+		},
+		Awaiting: func(addon types.NamespacedName) bool {
+			_, ok := r.awaiting.Load(addon)
+			return ok
 		},
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
@@ -269,6 +276,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			forgetPhase(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
+			r.awaiting.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}

@@ -40,6 +40,10 @@ type driftWatch struct {
 	// IsDrift decides whether the changes gathered for an add-on call for
 	// a reconcile.
 	IsDrift func(addon types.NamespacedName, changes []change) bool
+	// Awaiting reports whether an add-on waits for its objects to become
+	// healthy: any change to one of them, status included, looks again at
+	// once instead of at the next health poll.
+	Awaiting func(addon types.NamespacedName) bool
 
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -90,6 +94,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 		// and objects the controller creates are its own.
 		UpdateFunc: func(oldObj, newObj any) {
 			if !changed(oldObj, newObj) {
+				d.nudge(oldObj, newObj)
 				return
 			}
 			// Both owners hear of a relabelled object. (An object whose
@@ -148,6 +153,31 @@ func owners(objs ...any) []types.NamespacedName {
 		}
 	}
 	return out
+}
+
+// nudgeDelay gathers the status updates of a rollout into one look.
+const nudgeDelay = 200 * time.Millisecond
+
+// nudge queues, soon, the add-ons that wait for an object whose status
+// just changed: a Deployment that became Available is seen in a fraction
+// of a second, not at the next health poll.
+func (d *driftWatch) nudge(oldObj, newObj any) {
+	o, err1 := apimeta.Accessor(oldObj)
+	n, err2 := apimeta.Accessor(newObj)
+	if err1 != nil || err2 != nil || o.GetResourceVersion() == n.GetResourceVersion() || d.Awaiting == nil {
+		return
+	}
+	d.mu.Lock()
+	q := d.queue
+	d.mu.Unlock()
+	if q == nil {
+		return
+	}
+	for _, addon := range owners(newObj) {
+		if d.Awaiting(addon) {
+			q.AddAfter(reconcile.Request{NamespacedName: addon}, nudgeDelay)
+		}
+	}
 }
 
 // seen remembers one change for an add-on, and starts its check when none

@@ -3,9 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // checkHealth waits, by requeueing, until every applied object is Current;
@@ -16,6 +21,7 @@ import (
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	known := r.verified.lookup(s.addon)
 	var waiting []string
+	var waitingKinds []schema.GroupVersionKind
 	for _, obj := range s.objects {
 		key := capstanv1.RefOf(obj).Key()
 		if s.quiet[key] && known[key].Healthy {
@@ -38,8 +44,12 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 			continue
 		}
 		waiting = append(waiting, why)
+		waitingKinds = append(waitingKinds, obj.GroupVersionKind())
 	}
+	key := client.ObjectKeyFromObject(s.addon)
 	if len(waiting) > 0 {
+		r.awaiting.Store(key, true)
+		r.watchKinds(ctx, s, waitingKinds)
 		list := notCurrentList(waiting)
 		if t := s.addon.Spec.HealthTimeout; t != nil && s.addon.Status.LastAppliedTime != nil {
 			if since := time.Since(s.addon.Status.LastAppliedTime.Time); since > t.Duration {
@@ -51,7 +61,26 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 		s.requeueAfter = r.Config.HealthPoll
 		return true, nil
 	}
+	r.awaiting.Delete(key)
 	s.found.healthy = true
 	s.found.applied = s.plan == nil
 	return false, nil
+}
+
+// watchKinds starts, without waiting, the watch cache's informers of the
+// kinds an add-on waits for, with the drift handler on them, so that their
+// status changes reach driftWatch.nudge. The first sync of an add-on has
+// started none yet.
+func (r *AddonReconciler) watchKinds(ctx context.Context, s *scope, gvks []schema.GroupVersionKind) {
+	watched := s.cluster.watched
+	if watched == nil || r.drift == nil {
+		return
+	}
+	for _, gvk := range slices.Compact(gvks) {
+		probe := &metav1.PartialObjectMetadata{}
+		probe.SetGroupVersionKind(gvk)
+		if inf, err := watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false)); err == nil {
+			r.drift.hook(gvk, inf, watched)
+		}
+	}
 }

@@ -1,0 +1,120 @@
+package benchmark_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The floor is what applying the same objects costs with no engine at
+// all: a bare server-side-apply client with floorWorkers workers, each
+// taking one add-on at a time, creating its namespace and applying its 20
+// objects, with no preview, status or inventory. It runs in the same
+// process and on the same control plane as the benchmark, into namespaces
+// of its own, and its time is from the first apply until every Deployment
+// is Available, as Capstan's is until every Addon is Ready.
+
+const (
+	floorWorkers = 16
+	floorManager = "capstan-bench-floor"
+	floorLabel   = "capstan.dev/bench-floor"
+)
+
+func floorName(i int) string { return fmt.Sprintf("floor-%03d", i) }
+
+// runFloor applies n add-ons' objects and waits until every Deployment is
+// Available.
+func runFloor(ctx context.Context, c client.Client, n int, timeout time.Duration) (time.Duration, error) {
+	objects := make([][]*unstructured.Unstructured, n)
+	for i := range n {
+		objs, err := parseManifest(addonManifest(floorName(i)))
+		if err != nil {
+			return 0, err
+		}
+		objects[i] = objs
+	}
+	began := time.Now()
+	jobs := make(chan int)
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range floorWorkers {
+		wg.Go(func() {
+			for i := range jobs {
+				errs <- applyFloor(ctx, c, floorName(i), objects[i])
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return 0, err
+		}
+	}
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		list := &appsv1.DeploymentList{}
+		if err := c.List(ctx, list, client.MatchingLabels{floorLabel: "true"}); err != nil {
+			return false, nil
+		}
+		available := 0
+		for _, d := range list.Items {
+			for _, cond := range d.Status.Conditions {
+				if cond.Type == appsv1.DeploymentAvailable && cond.Status == corev1.ConditionTrue {
+					available++
+				}
+			}
+		}
+		return available == n, nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("the floor's Deployments were not all Available within %s: %w", timeout, err)
+	}
+	return time.Since(began), nil
+}
+
+// applyFloor creates one add-on's namespace and applies its objects there.
+func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstructured.Unstructured) error {
+	nsObj := &unstructured.Unstructured{}
+	nsObj.SetAPIVersion("v1")
+	nsObj.SetKind("Namespace")
+	nsObj.SetName(ns)
+	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(nsObj), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("floor: namespace %s: %w", ns, err)
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		o.SetLabels(map[string]string{floorLabel: "true"})
+		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("floor: %s %s/%s: %w", o.GetKind(), ns, o.GetName(), err)
+		}
+	}
+	return nil
+}
+
+// parseManifest splits a multi-document manifest into objects.
+func parseManifest(manifest string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, doc := range strings.Split(manifest, "\n---\n") {
+		m := map[string]any{}
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			return nil, err
+		}
+		if len(m) > 0 {
+			out = append(out, &unstructured.Unstructured{Object: m})
+		}
+	}
+	return out, nil
+}
