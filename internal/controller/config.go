@@ -46,10 +46,20 @@ type Config struct {
 	// PruneApprovalThreshold is the share of an add-on's inventory one sync
 	// may prune without an approval. Zero means 0.5; 1 turns the gate off.
 	PruneApprovalThreshold float64
+	// MaxObjects bounds the objects (hooks included) one add-on may
+	// render. Zero means DefaultMaxObjects.
+	MaxObjects int
 	// RemoteGuard is the egress guard of remote clusters' API servers:
 	// spec.kubeConfig may only reach what it lets through.
 	RemoteGuard netguard.Config
 }
+
+// DefaultMaxObjects is how many objects one add-on may render by default.
+// Every object costs a dry run, an apply, an inventory entry and status
+// space; an add-on past this is a chart gone wrong (a values typo in a
+// range) or one that should be several add-ons, and the bound keeps one
+// such chart from starving the controller and the API server.
+const DefaultMaxObjects = 5000
 
 // WithDefaults fills in what was left empty.
 func (c Config) WithDefaults() Config {
@@ -79,6 +89,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.PruneApprovalThreshold <= 0 {
 		c.PruneApprovalThreshold = 0.5
+	}
+	if c.MaxObjects <= 0 {
+		c.MaxObjects = DefaultMaxObjects
 	}
 	return c
 }

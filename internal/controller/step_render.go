@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	"capstan.dev/capstan/internal/render"
 )
@@ -38,6 +39,9 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 	res, err := render.Render(ctx, s.artifact, vals, opts)
 	if err != nil {
 		return false, terminal{err}
+	}
+	if n := len(res.Objects) + len(res.Hooks); n > r.Config.MaxObjects {
+		return false, terminal{fmt.Errorf("the source renders %d objects, more than the limit of %d per add-on (--max-objects-per-addon); nothing was applied: check the values that drive its loops, split it into several add-ons, or raise the limit", n, r.Config.MaxObjects)}
 	}
 	s.render, s.upgrade = res, res.Upgrade
 	return false, nil

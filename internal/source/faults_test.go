@@ -90,3 +90,41 @@ func TestIndexDigestMismatch(t *testing.T) {
 		t.Fatalf("the right digest was refused: %v", err)
 	}
 }
+
+// TestHostileValuesFiles loads charts whose values.yaml is nested past the
+// YAML decoder's depth of 10,000: each ends with an error that names it,
+// within a second or so, never a crash or a stack overflow.
+func TestHostileValuesFiles(t *testing.T) {
+	f := newTestFetcher(t, Options{})
+	deep := strings.Repeat("[", 50000) + strings.Repeat("]", 50000)
+	// NOTE: block style nested this deep is quadratic in size, and the size
+	// limit refuses it first; flow style reaches the depth in a few bytes.
+	mapping := strings.Repeat("{a: ", 12000) + "1" + strings.Repeat("}", 12000)
+	for name, values := range map[string]string{"deep lists": deep, "deep mappings": mapping} {
+		began := time.Now()
+		archive := tgz(t, file("demo/Chart.yaml", "apiVersion: v2\nname: demo\nversion: 1.0.0\n"), file("demo/values.yaml", values))
+		_, _, err := f.verify("test", archive, "")
+		t.Logf("%s: %v in %s", name, err, time.Since(began).Round(time.Millisecond))
+		if err == nil || !strings.Contains(err.Error(), "exceeded max depth") {
+			t.Errorf("%s: got %v, want the depth named", name, err)
+		}
+	}
+}
+
+// TestLargeValuesFile loads a chart whose values.yaml is 50 MiB (5 MiB
+// compressed, within the archive limits): it is refused before it is
+// parsed, which would take some 2 GiB.
+func TestLargeValuesFile(t *testing.T) {
+	var b strings.Builder
+	for i := 0; b.Len() < 50<<20; i++ {
+		fmt.Fprintf(&b, "key%d: value number %d of a large values file\n", i, i)
+	}
+	archive := tgz(t, file("demo/Chart.yaml", "apiVersion: v2\nname: demo\nversion: 1.0.0\n"), file("demo/values.yaml", b.String()))
+	f := newTestFetcher(t, Options{})
+	began := time.Now()
+	_, _, err := f.verify("test", archive, "")
+	t.Logf("%d bytes of archive: %v in %s", len(archive), err, time.Since(began).Round(time.Millisecond))
+	if err == nil || !strings.Contains(err.Error(), "over the limit of 8388608 for a values file") {
+		t.Fatalf("got %v, want the values file refused", err)
+	}
+}
