@@ -14,6 +14,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/conditions"
+	"capstan.dev/capstan/internal/registration"
 )
 
 // registrationRetry is how soon a manifest that could not be read is read
@@ -41,13 +42,13 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	if r.Fetcher == nil {
 		return true, nil
 	}
-	data, err := r.Fetcher.Document(ctx, src, maxManifestBytes, "the add-on's primary and "+capstanv1.ChartPrimaryAnnotation)
+	data, err := r.Fetcher.Document(ctx, src, registration.MaxManifestBytes, "the add-on's primary and "+capstanv1.ChartPrimaryAnnotation)
 	if err != nil {
 		r.registered(s, false, "ManifestUnreadable", "the add-on's manifest could not be read: "+err.Error())
 		s.requeueSoon(registrationRetry)
 		return true, nil
 	}
-	reg, err := parseManifest(data, s.addon.Name)
+	reg, err := registration.Parse(data, s.addon.Name)
 	if err != nil {
 		st.Registration = nil
 		r.registered(s, false, "ManifestInvalid", err.Error()+"; fix the manifest its primary serves")
@@ -114,7 +115,7 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("http://%s.%s.svc:%d%s", name, s.namespace, number, ManifestPath), nil
+	return fmt.Sprintf("http://%s.%s.svc:%d%s", name, s.namespace, number, registration.ManifestPath), nil
 }
 
 // servicePort finds a Service's port by name or number; none given means

@@ -1,13 +1,13 @@
-package controller
+package registration
 
 import (
 	"strings"
 	"testing"
 )
 
-func TestParseManifest(t *testing.T) {
+func TestParse(t *testing.T) {
 	good := `{"name":"wiki","consoleURL":"https://wiki.example/admin","tiles":[{"title":"Wiki","icon":"📚","link":"https://wiki.example/"}],"setup":["Create the first page."]}`
-	reg, err := parseManifest([]byte(good), "wiki")
+	reg, err := Parse([]byte(good), "wiki")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -24,7 +24,7 @@ func TestParseManifest(t *testing.T) {
 		{`{"name":"wiki","extra":1}`, "not the JSON Capstan reads"},
 		{`not json`, "not the JSON Capstan reads"},
 	} {
-		if _, err := parseManifest([]byte(tc.doc), "wiki"); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := Parse([]byte(tc.doc), "wiki"); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v; want one that says %q", tc.doc, err, tc.want)
 		}
 	}

@@ -1,14 +1,21 @@
-package controller
+// Package registration reads the manifest an add-on's primary serves: the
+// console's address, the tiles the page shows and the setup steps left. It
+// is apart from the controller so that this parser of outside input is
+// tested, and fuzzed, with no control plane.
+package registration
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"strings"
 	"unicode/utf8"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/conditions"
 )
 
 // An add-on written for Capstan marks itself in Chart.yaml
@@ -22,9 +29,9 @@ import (
 const ManifestPath = "/.well-known/capstan/addon.json"
 
 // Limits of a manifest: it is read into the Addon's status, and shown on
-// the page.
+// the page. MaxManifestBytes bounds what is fetched.
 const (
-	maxManifestBytes = 64 << 10
+	MaxManifestBytes = 64 << 10
 	maxTiles         = 24
 	maxSetupSteps    = 24
 	maxTitleRunes    = 80
@@ -45,18 +52,23 @@ type manifest struct {
 	Setup []string `json:"setup"`
 }
 
-// parseManifest reads a manifest for the add-on named name, or says what is
+// Parse reads a manifest for the add-on named name, or says what is
 // wrong with it. Every link must be http or https, so that the page never
 // carries a script: or data: link from an add-on.
-func parseManifest(data []byte, name string) (*capstanv1.Registration, error) {
+func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 	var m manifest
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
 		return nil, fmt.Errorf("the manifest is not the JSON Capstan reads: %v", err)
 	}
+	// NOTE: Decode stops after the first value; a manifest followed by
+	// anything else is not the document the primary meant to serve.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, errors.New("the manifest is not the JSON Capstan reads: it holds more than one JSON value")
+	}
 	if m.Name != name {
-		return nil, fmt.Errorf("the manifest names the add-on %q, not %q; an add-on registers its own name only", truncate(m.Name, 63), name)
+		return nil, fmt.Errorf("the manifest names the add-on %q, not %q; an add-on registers its own name only", conditions.Truncate(m.Name, 63), name)
 	}
 	reg := &capstanv1.Registration{Name: m.Name}
 	if m.ConsoleURL != "" {
@@ -99,7 +111,7 @@ func webURL(s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http:// or https:// URL", truncate(s, 80))
+		return fmt.Errorf("%q is not an http:// or https:// URL", conditions.Truncate(s, 80))
 	}
 	return nil
 }

@@ -1,0 +1,81 @@
+package registration
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/url"
+	"reflect"
+	"testing"
+	"unicode/utf8"
+)
+
+// FuzzParse feeds any document to the manifest parser. An accepted manifest
+// is one JSON value, registers the add-on's own name, holds only http and
+// https links and stays within the limits; serialised again, it parses to
+// the same registration.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`{"name":"wiki","consoleURL":"https://wiki.example/admin","tiles":[{"title":"Wiki","icon":"📚","link":"https://wiki.example/"}],"setup":["Create the first page."]}`,
+		`{"name":"wiki","tiles":[{"title":"x","link":"data:text/html,hi"}]}`,
+		`{"name":"wiki","consoleURL":"javascript:alert(1)"}`,
+		`{"name":"wiki","setup":[""]}`,
+		`{"name":"wiki"} {"name":"blog"}`,
+		`{"name":"wiki","tiles":null,"setup":null}`,
+		`not json`,
+	} {
+		f.Add([]byte(s), "wiki")
+	}
+	f.Fuzz(func(t *testing.T, data []byte, name string) {
+		reg, err := Parse(data, name)
+		if err != nil {
+			if reg != nil {
+				t.Fatalf("an error with a registration: %v", err)
+			}
+			return
+		}
+		if !json.Valid(bytes.TrimSpace(data)) {
+			t.Fatalf("accepted a manifest that is not one JSON value: %q", data)
+		}
+		if reg.Name != name {
+			t.Fatalf("registered %q for the add-on %q", reg.Name, name)
+		}
+		links := []string{}
+		if reg.ConsoleURL != "" {
+			links = append(links, reg.ConsoleURL)
+		}
+		for _, tile := range reg.Tiles {
+			links = append(links, tile.Link)
+			if utf8.RuneCountInString(tile.Title) > maxTitleRunes || utf8.RuneCountInString(tile.Icon) > maxIconRunes {
+				t.Fatalf("a tile over the limits: %+v", tile)
+			}
+		}
+		for _, l := range links {
+			u, err := url.Parse(l)
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || len(l) > maxURLBytes {
+				t.Fatalf("accepted the link %q", l)
+			}
+		}
+		if len(reg.Tiles) > maxTiles || len(reg.Setup) > maxSetupSteps {
+			t.Fatalf("%d tiles and %d setup steps are over the limits", len(reg.Tiles), len(reg.Setup))
+		}
+		m := manifest{Name: reg.Name, ConsoleURL: reg.ConsoleURL, Setup: reg.Setup}
+		for _, tile := range reg.Tiles {
+			m.Tiles = append(m.Tiles, struct {
+				Title string `json:"title"`
+				Icon  string `json:"icon"`
+				Link  string `json:"link"`
+			}{tile.Title, tile.Icon, tile.Link})
+		}
+		out, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := Parse(out, name)
+		if err != nil {
+			t.Fatalf("the serialised manifest %s is refused: %v", out, err)
+		}
+		if !reflect.DeepEqual(reg, again) {
+			t.Fatalf("serialise and parse changed the registration:\n%+v\n%+v", reg, again)
+		}
+	})
+}
