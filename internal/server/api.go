@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -48,12 +48,15 @@ func badRequest(field, format string, args ...any) apiError {
 // 413 for a body over the limit.
 func errorFor(err error) apiError {
 	var ae apiError
+	var bad *body.Error
 	var tooLarge *http.MaxBytesError
 	var status apierrors.APIStatus
 	var invalid *values.InvalidError
 	switch {
 	case errors.As(err, &ae):
 		return ae
+	case errors.As(err, &bad):
+		return badRequest(bad.Field, "%s", bad.Message)
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan):
@@ -112,30 +115,13 @@ func target(r *http.Request) (client.ObjectKey, error) {
 	return key, nil
 }
 
-// decode reads a JSON body into v; an empty body leaves v as it is.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		return badRequest("", "the request body is not the JSON this endpoint takes: %v", err)
-	}
-	return nil
-}
-
 // request reads what every handler starts with: the Addon's key from the
 // path, the JSON body into body (when not nil), and a client that acts as
 // the user. On a problem it answers, and ok is false.
-func (s *Server) request(w http.ResponseWriter, r *http.Request, body any) (key client.ObjectKey, c client.Client, cfg *rest.Config, ok bool) {
+func (s *Server) request(w http.ResponseWriter, r *http.Request, into any) (key client.ObjectKey, c client.Client, cfg *rest.Config, ok bool) {
 	key, err := target(r)
-	if err == nil && body != nil {
-		err = decode(r, body)
+	if err == nil && into != nil {
+		err = body.Decode(r.Body, into)
 	}
 	if err == nil {
 		c, cfg, err = s.userClient(userOf(r))
@@ -183,24 +169,15 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, a)
 }
 
-// addRequest is the body of an add.
-type addRequest struct {
-	Name string              `json:"name"`
-	Spec capstanv1.AddonSpec `json:"spec"`
-	// SecretInputs are the values of writeOnly inputs by targetPath. They go
-	// into a new values Secret and are never shown back.
-	SecretInputs map[string]string `json:"secretInputs,omitempty"`
-}
-
 func (s *Server) add(w http.ResponseWriter, r *http.Request) {
-	var req addRequest
+	var req body.Add
 	key, c, _, ok := s.request(w, r, &req)
 	if !ok {
 		return
 	}
 	key.Name = req.Name
-	if errs := validation.IsDNS1123Subdomain(req.Name); len(errs) > 0 {
-		writeError(w, badRequest("name", "name %q: %s", req.Name, strings.Join(errs, "; ")))
+	if err := req.Check(); err != nil {
+		writeError(w, errorFor(err))
 		return
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
@@ -213,20 +190,10 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, created)
 }
 
-// change is the body of a plan of a proposed change and of an edit: a
-// JSON merge patch of the spec, and secret inputs by targetPath.
-type change struct {
-	Spec         json.RawMessage   `json:"spec,omitempty"`
-	SecretInputs map[string]string `json:"secretInputs,omitempty"`
-	// Definition is the whole new definition file of an Addon that git
-	// manages (the format of addons/*.yaml); an edit of one is a commit.
-	Definition string `json:"definition,omitempty"`
-}
-
 // plan answers the plan of the Addon's spec, or of the change in the body,
 // computed now and saved nowhere.
 func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
-	var req change
+	var req body.Change
 	key, c, cfg, ok := s.request(w, r, &req)
 	if !ok {
 		return
@@ -246,7 +213,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 
 // edit changes an Addon's spec and secret inputs.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
-	var req change
+	var req body.Change
 	key, c, _, ok := s.request(w, r, &req)
 	if !ok {
 		return
@@ -328,11 +295,6 @@ func (s *Server) can(ctx context.Context, u User, key client.ObjectKey) (map[str
 	return out, nil
 }
 
-// approval is the body of an approve or an install: the reviewed plan.
-type approval struct {
-	Hash string `json:"hash"`
-}
-
 func (s *Server) approve(w http.ResponseWriter, r *http.Request) {
 	s.approval(w, r, "approve", addons.Approve)
 }
@@ -343,13 +305,13 @@ func (s *Server) install(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 	op func(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (addons.Approval, error)) {
-	var req approval
+	var req body.Approval
 	key, c, _, ok := s.request(w, r, &req)
 	if !ok {
 		return
 	}
-	if req.Hash == "" {
-		writeError(w, badRequest("hash", "name the plan you reviewed: {\"hash\": \"sha256:...\"}"))
+	if err := req.Check(); err != nil {
+		writeError(w, errorFor(err))
 		return
 	}
 	if verb == "install" {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"capstan.dev/capstan/internal/server/body"
 )
 
 // The web page signs in with a Kubernetes token too. The server keeps the
@@ -74,15 +76,13 @@ func (s *sessions) remove(id string) {
 // cookie and the CSRF token.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
-	var req struct {
-		Token string `json:"token"`
+	var req body.SignIn
+	err := body.Decode(r.Body, &req)
+	if err == nil {
+		err = req.Check()
 	}
-	if err := decode(r, &req); err != nil {
+	if err != nil {
 		writeError(w, errorFor(err))
-		return
-	}
-	if req.Token == "" {
-		writeError(w, badRequest("token", "sign in with a Kubernetes token: {\"token\": \"...\"}"))
 		return
 	}
 	u, err := s.tokens.review(r.Context(), req.Token)

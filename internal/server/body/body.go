@@ -1,0 +1,112 @@
+// Package body reads and checks the JSON bodies of the HTTP API's requests.
+// It needs no client, so that this parser of outside input is tested, and
+// fuzzed, with no control plane.
+package body
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Error is a body the API refuses as a bad request.
+type Error struct {
+	// Field names the request field at fault, when one is.
+	Field   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+func refuse(field, format string, args ...any) *Error {
+	return &Error{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// Add is the body of an add.
+type Add struct {
+	Name string              `json:"name"`
+	Spec capstanv1.AddonSpec `json:"spec"`
+	// SecretInputs are the values of writeOnly inputs by targetPath. They go
+	// into a new values Secret and are never shown back.
+	SecretInputs map[string]string `json:"secretInputs,omitempty"`
+}
+
+// Check refuses an add whose name cannot name an Addon.
+func (a *Add) Check() error {
+	if errs := validation.IsDNS1123Subdomain(a.Name); len(errs) > 0 {
+		return refuse("name", "name %q: %s", a.Name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// Change is the body of a plan of a proposed change and of an edit: a
+// JSON merge patch of the spec, and secret inputs by targetPath.
+type Change struct {
+	Spec         json.RawMessage   `json:"spec,omitempty"`
+	SecretInputs map[string]string `json:"secretInputs,omitempty"`
+	// Definition is the whole new definition file of an Addon that git
+	// manages (the format of addons/*.yaml); an edit of one is a commit.
+	Definition string `json:"definition,omitempty"`
+}
+
+// Approval is the body of an approve or an install: the reviewed plan.
+type Approval struct {
+	Hash string `json:"hash"`
+}
+
+// Check refuses an approval that names no plan.
+func (a *Approval) Check() error {
+	if a.Hash == "" {
+		return refuse("hash", "name the plan you reviewed: {\"hash\": \"sha256:...\"}")
+	}
+	return nil
+}
+
+// SignIn is the body of a sign-in: a Kubernetes token.
+type SignIn struct {
+	Token string `json:"token"`
+}
+
+// Check refuses a sign-in without a token.
+func (s *SignIn) Check() error {
+	if s.Token == "" {
+		return refuse("token", "sign in with a Kubernetes token: {\"token\": \"...\"}")
+	}
+	return nil
+}
+
+// Decode reads a JSON body into v; an empty body leaves v as it is. A body
+// over the server's limit is the reader's *http.MaxBytesError; any other
+// problem is an *Error.
+func Decode(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		return refuse("", "the request body is not the JSON this endpoint takes: %v", err)
+	}
+	// NOTE: Decode stops after the first value; without reading on to the
+	// end, a body such as {"hash":"a"}{"hash":"b"} or {}0 was taken as its
+	// first part.
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return err
+		}
+		return refuse("", "the request body holds more than one JSON value; send one JSON object")
+	}
+	return nil
+}
