@@ -139,7 +139,7 @@ func caPEM(servers ...*httptest.Server) []byte {
 }
 
 // newTestFetcher trusts the servers' certificates and allow-lists 127.0.0.1 only.
-func newTestFetcher(t *testing.T, opts Options, servers ...*httptest.Server) *Fetcher {
+func newTestFetcher(t testing.TB, opts Options, servers ...*httptest.Server) *Fetcher {
 	t.Helper()
 	if opts.Guard.Allow == nil {
 		opts.Guard.Allow = []string{"127.0.0.1/32"}
