@@ -1,8 +1,13 @@
 package values
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/yaml"
 )
@@ -109,4 +114,110 @@ func equalYAML(a, b any) bool {
 	x, err1 := yaml.Marshal(a)
 	y, err2 := yaml.Marshal(b)
 	return err1 == nil && err2 == nil && string(x) == string(y)
+}
+
+// FuzzParseDocument feeds any document to the values parser. A document is
+// either refused with a message that never quotes it (it may be a Secret's)
+// or is a map that survives serialising and parsing again.
+func FuzzParseDocument(f *testing.F) {
+	for _, s := range []string{
+		"replicas: 2\nimage: {repository: nginx, tag: \"1.25\"}\n",
+		`{"auth": {"password": "s3cret"}, "list": [1, null, "x"]}`,
+		"a: &a [*a, *a]\nb: *a\n", "- 1\n- 2\n", "just text", "a: 1\na: 2\n", "a: !!binary aGk=\n", "? [a]\n: b\n", "\t", "",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defer watchdog(10 * time.Second)()
+		doc, ie := parseDocument(data, "fuzz")
+		if ie != nil {
+			if doc != nil || len(ie.Errors) != 1 {
+				t.Fatalf("a refusal with values or without one problem: %v", ie)
+			}
+			msg := lineRE.ReplaceAllString(ie.Errors[0].Message, "line N")
+			switch {
+			case strings.HasPrefix(msg, "fuzz is not a map of values: "), strings.HasPrefix(msg, "fuzz is not valid YAML; "),
+				strings.HasPrefix(msg, "fuzz is not valid YAML at line N; "), strings.HasPrefix(msg, "fuzz is ") && ie.Errors[0].Rule == "values.tooLarge":
+			default:
+				t.Fatalf("a message that is not one of the fixed ones: %q", msg)
+			}
+			return
+		}
+		if doc == nil {
+			t.Fatal("no values and no error")
+		}
+		out, err := yaml.Marshal(doc)
+		if err != nil {
+			t.Fatalf("accepted values do not serialise: %v", err)
+		}
+		again, ie := parseDocument(out, "fuzz")
+		if ie != nil {
+			t.Fatalf("the serialised values are refused: %v\n%s", ie, out)
+		}
+		if !equalYAML(doc, again) {
+			t.Fatalf("serialise and parse changed the values:\n%#v\n%#v", doc, again)
+		}
+	})
+}
+
+// FuzzParseSchema compiles any values.schema.json, with a second file that
+// a $ref may name, and validates any values document with what it accepts.
+// Compiling ends in bounded time without a panic; every validation error
+// has a message; every generated field names a known alphabet and a length.
+func FuzzParseSchema(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*.schema.json")
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data, []byte(`{}`), []byte("replicas: 1\n"))
+	}
+	for _, s := range [][3]string{
+		{`{"type":"object","properties":{"password":{"type":"string","writeOnly":true,"x-capstan-generate":{"length":32,"alphabet":"alphanumeric"}}}}`, `{}`, "password: x\n"},
+		{`{"$ref":"defs.json#/definitions/a"}`, `{"definitions":{"a":{"type":"object","required":["x"]}}}`, "y: 1\n"},
+		{`{"$ref":"#"}`, `{}`, "a: 1\n"},
+		{`{"definitions":{"a":{"items":{"$ref":"#/definitions/a"}}},"properties":{"l":{"$ref":"#/definitions/a"}}}`, `{}`, "l: [[[[]]]]\n"},
+		{`{"$ref":"https://example.com/s.json"}`, `{}`, ""},
+		{`{"properties":{"a":{"oneOf":[{"type":"string"},{"type":"integer","minimum":3}]}}}`, `{}`, "a: 2\n"},
+		{`{"properties":{"n":{"multipleOf":0.1,"enum":[1,"a",null]}}}`, `{}`, "n: 0.3\n"},
+		{`[]`, `{}`, ""},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]), []byte(s[2]))
+	}
+	f.Fuzz(func(t *testing.T, doc, defs, values []byte) {
+		defer watchdog(10 * time.Second)()
+		s, err := ParseSchema("fuzz", doc, map[string][]byte{"defs.json": defs})
+		if err != nil {
+			if s != nil {
+				t.Fatalf("a schema with an error: %v", err)
+			}
+			return
+		}
+		for _, g := range s.Generated() {
+			if _, ok := Alphabets[g.Alphabet]; !ok || g.Length <= 0 || len(g.Path) == 0 {
+				t.Fatalf("generates %+v", g)
+			}
+		}
+		vals, ie := parseDocument(values, "fuzz")
+		if ie != nil {
+			return
+		}
+		for _, ve := range s.Validate(vals) {
+			if ve.Message == "" {
+				t.Fatalf("a validation error without a message: %+v", ve)
+			}
+		}
+	})
+}
+
+// watchdog crashes the process, with every goroutine's stack, when one
+// input takes longer than d: the fuzzer then keeps the input as a failure,
+// where a hang would only stall it.
+func watchdog(d time.Duration) (stop func()) {
+	timer := time.AfterFunc(d, func() {
+		buf := make([]byte, 1<<20)
+		panic(fmt.Sprintf("one input took over %s:\n%s", d, buf[:runtime.Stack(buf, true)]))
+	})
+	return func() { timer.Stop() }
 }
