@@ -230,6 +230,9 @@ func TestEncodeRoundTrip(t *testing.T) {
 	}
 }
 
+// FuzzParse feeds any file to the definition parser. A definition is
+// refused with its problems listed, or it is named after its file, converts
+// to an Addon, and encodes to a file that parses to the same definition.
 func FuzzParse(f *testing.F) {
 	f.Add("addons/longhorn.yaml", []byte(longhorn))
 	f.Add("addons/umami.yaml", []byte(umami))
@@ -243,6 +246,19 @@ func FuzzParse(f *testing.F) {
 			}
 			if _, err := def.Addon(Origin{File: file}); err != nil {
 				t.Fatalf("a parsed definition must convert: %v", err)
+			}
+			out, err := Encode(def)
+			if err != nil {
+				t.Fatalf("a parsed definition must encode: %v", err)
+			}
+			again, err := Parse(file, out)
+			if err != nil {
+				t.Fatalf("the encoded definition is refused: %v\n%s", err, out)
+			}
+			a, _ := json.Marshal(def)
+			b, _ := json.Marshal(again)
+			if !bytes.Equal(a, b) {
+				t.Fatalf("encode and parse changed the definition:\n%s\n%s", a, b)
 			}
 			return
 		}

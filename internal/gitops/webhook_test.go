@@ -72,6 +72,8 @@ func TestParsePush(t *testing.T) {
 	}
 }
 
+// FuzzParsePush feeds any body to the push event parser: it returns a ref
+// under refs/ or an error, never both.
 func FuzzParsePush(f *testing.F) {
 	f.Add([]byte(`{"ref":"refs/heads/main"}`))
 	f.Add([]byte(`{"ref":1}`))
@@ -83,6 +85,58 @@ func FuzzParsePush(f *testing.F) {
 		}
 		if err != nil && ref != "" {
 			t.Fatalf("ref %q with error %v", ref, err)
+		}
+	})
+}
+
+// FuzzVerify feeds any signature header, body and secret to the webhook
+// check. It accepts a request only when the header holds the body's
+// HMAC-SHA256 under the secret (or, for GitLab, the secret itself).
+func FuzzVerify(f *testing.F) {
+	body := []byte(`{"ref":"refs/heads/main"}`)
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write(body)
+	sig := hex.EncodeToString(mac.Sum(nil))
+	headers := []string{"X-Hub-Signature-256", "X-Gitea-Signature", "X-Forgejo-Signature", "X-Gitlab-Token", "X-Other"}
+	for i := range headers {
+		v := sig
+		switch i {
+		case 0:
+			v = "sha256=" + sig
+		case 3:
+			v = "s3cret"
+		}
+		f.Add(uint8(i), v, body, []byte("s3cret"))
+		f.Add(uint8(i), v, body, []byte{})
+		f.Add(uint8(i), v+" ", append(body, ' '), []byte("s3cret"))
+	}
+	f.Fuzz(func(t *testing.T, which uint8, value string, body, secret []byte) {
+		h := http.Header{}
+		name := headers[int(which)%len(headers)]
+		h.Set(name, value)
+		if Verify(h, body, secret) != nil {
+			return
+		}
+		mac := hmac.New(sha256.New, secret)
+		mac.Write(body)
+		want := mac.Sum(nil)
+		got := h.Get(name)
+		switch name {
+		case "X-Gitlab-Token":
+			if got != string(secret) {
+				t.Fatalf("accepted the GitLab token %q for the secret %q", got, secret)
+			}
+		case "X-Hub-Signature-256":
+			got = strings.TrimPrefix(got, "sha256=")
+			fallthrough
+		default:
+			sum, err := hex.DecodeString(strings.TrimSpace(got))
+			if err != nil || !hmac.Equal(sum, want) {
+				t.Fatalf("accepted %s: %q for the body %q", name, h.Get(name), body)
+			}
+		}
+		if len(secret) == 0 {
+			t.Fatal("accepted a request with no secret")
 		}
 	})
 }
