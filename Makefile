@@ -74,6 +74,10 @@ lint: ## Run golangci-lint.
 chaos: bin ## The full kill test: 100 SIGKILLs of the controller (make test runs 10); CAPSTAN_CHAOS_SEED replays one run.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} $(GO) test -count=1 -v -timeout 60m -run TestKillTheController ./test/chaos/
 
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each, one after the other, and print their executions.
+	FUZZTIME=$${FUZZTIME:-60s} hack/fuzz.sh
+
 .PHONY: bench
 bench: bin ## Run the benchmarks and print their figures.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
