@@ -87,6 +87,10 @@ func (e *ArchiveError) Error() string {
 	return "chart archive refused: " + e.Problem
 }
 
+// maxPrealloc bounds the buffer reserved for one archive entry before its
+// bytes are read.
+const maxPrealloc = 1 << 20
+
 // budget counts what one chart, subcharts included, has used of the limits.
 type budget struct {
 	lim   Limits
@@ -149,7 +153,10 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 		if hd.Size > left {
 			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
 		}
-		buf := bytes.NewBuffer(make([]byte, 0, hd.Size))
+		// NOTE: the header's size is only a claim until the bytes arrive: a
+		// few bytes of archive could otherwise make this allocate up to the
+		// whole uncompressed limit at once. The buffer grows as they come.
+		buf := bytes.NewBuffer(make([]byte, 0, min(hd.Size, maxPrealloc)))
 		n, err := io.Copy(buf, io.LimitReader(tr, left+1))
 		if err != nil {
 			return nil, corrupt(err)

@@ -1,6 +1,9 @@
 package source
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -10,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -310,5 +314,31 @@ func TestChartDirBudgetCountsSubcharts(t *testing.T) {
 	lim.MaxUncompressedBytes = 128 << 10
 	if _, err := checkChartDir(dir, lim); err != nil {
 		t.Errorf("under the limit: %v", err)
+	}
+}
+
+// TestArchiveSizeClaimIsNotAllocated checks that an entry's header, which
+// says 90 MiB but is followed by nothing, does not make the unpacker
+// allocate 90 MiB: the tiny archive is refused as truncated.
+func TestArchiveSizeClaimIsNotAllocated(t *testing.T) {
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	if err := tw.WriteHeader(&tar.Header{Name: "demo/values.yaml", Typeflag: tar.TypeReg, Mode: 0o644, Size: 90 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(tarBuf.Bytes())
+	_ = zw.Close()
+
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	_, err := readArchive(gz.Bytes(), &budget{lim: DefaultLimits})
+	runtime.ReadMemStats(&after)
+	if err == nil || !strings.Contains(err.Error(), "truncated") {
+		t.Fatalf("a %d-byte archive claiming 90 MiB: %v; want it refused as truncated", gz.Len(), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
+		t.Errorf("a %d-byte archive made the unpacker allocate %d bytes", gz.Len(), grew)
 	}
 }
