@@ -116,8 +116,8 @@ func target(r *http.Request) (client.ObjectKey, error) {
 }
 
 // request reads what every handler starts with: the Addon's key from the
-// path, the JSON body into body (when not nil), and a client that acts as
-// the user. On a problem it answers, and ok is false.
+// path, the JSON body decoded into into (when not nil), and a client that
+// acts as the user. On a problem it answers, and ok is false.
 func (s *Server) request(w http.ResponseWriter, r *http.Request, into any) (key client.ObjectKey, c client.Client, cfg *rest.Config, ok bool) {
 	key, err := target(r)
 	if err == nil && into != nil {
