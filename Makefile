@@ -71,8 +71,8 @@ lint: ## Run golangci-lint.
 	$(TOOLS) golangci-lint run ./...
 
 .PHONY: chaos
-chaos: bin ## The full kill test: 100 SIGKILLs of the controller (make test runs 10); CAPSTAN_CHAOS_SEED replays one run.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} $(GO) test -count=1 -v -timeout 60m -run TestKillTheController ./test/chaos/
+chaos: bin ## The full chaos run: 100 SIGKILLs of the controller and 30 of the git syncer (make test runs 10 and 6), and the control plane outages; CAPSTAN_CHAOS_SEED replays one run.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} CAPSTAN_CHAOS_SYNCER_KILLS=$${CAPSTAN_CHAOS_SYNCER_KILLS:-30} $(GO) test -count=1 -v -timeout 90m ./test/chaos/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each, one after the other, and print their executions.

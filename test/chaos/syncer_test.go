@@ -1,0 +1,305 @@
+package chaos_test
+
+import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcontroller"
+)
+
+// tenantNS is where the restricted add-ons of TestKillTheSyncer live.
+const tenantNS = "chaos-tenant"
+
+// TestKillTheSyncer kills the controller while the git syncer applies
+// commits of definitions (an add-on added, changed or removed with
+// uninstall) and while restricted add-ons, whose objects carry owner
+// references to their Addon, are installed, upgraded and uninstalled.
+// CAPSTAN_CHAOS_SYNCER_KILLS sets the count (6 by default, for make test).
+// After the last kill: every definition of the last commit has its Addon,
+// Synced with that commit's content; no other Addon of the repository is
+// left; every applied object is in an inventory; every restricted object is
+// owned by its live Addon.
+func TestKillTheSyncer(t *testing.T) {
+	seed := envInt("CAPSTAN_CHAOS_SEED", time.Now().UnixNano())
+	kills := int(envInt("CAPSTAN_CHAOS_SYNCER_KILLS", 6))
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	t.Logf("seed %d, %d kills", seed, kills)
+	ctx := t.Context()
+	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Apply(ctx, admin, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+
+	git := gitserver.Start(t)
+	repoURL := git.Create(t, "ops")
+	work := gitserver.Clone(t, repoURL)
+	work.Write("README.md", "the chaos test's gitops repository\n").CommitAndPush("start")
+	tenantChart, err := testcontroller.ChartArchive("tenant", map[string]string{
+		"Chart.yaml":  "apiVersion: v2\nname: tenant\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"values.yaml": "version: \"0\"\n",
+		"templates/config.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  version: {{ .Values.version | quote }}
+`,
+		"templates/more.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-more
+`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(tenantChart) }))
+	t.Cleanup(charts.Close)
+	dir := t.TempDir()
+	caFile := writeCA(t, dir, charts)
+	bin, err := testcontroller.Build(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gitHost := strings.TrimPrefix(git.URL, "http://")
+	start := func() *testcontroller.Process {
+		return testcontroller.Start(t, cluster, bin, dir, "--ca-file="+caFile, "--fetch-allow="+gitHost+","+charts.Listener.Addr().String(),
+			"--resync-interval=1h", "--trusted-namespaces="+install.Namespace)
+	}
+	ctrl := start()
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "chaos-ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: repoURL, Interval: &metav1.Duration{Duration: time.Second}}}
+	if err := admin.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+
+	synced := []string{"sierra", "tango", "uniform"}
+	tenants := []string{"romeo", "quebec"}
+	version := map[string]int{} // the content each present add-on should end with
+	points := map[string]int{}
+	for k := 1; k <= kills; k++ {
+		var point string
+		if rng.IntN(3) > 0 {
+			name := synced[rng.IntN(len(synced))]
+			switch _, present := version[name]; {
+			case !present:
+				point = "git add"
+				work.Write("addons/"+name+".yaml", definition(name)).Write("apps/"+name+"/config.yaml", appConfig(name, k))
+				version[name] = k
+			case rng.IntN(2) == 0:
+				point = "git change"
+				work.Write("apps/"+name+"/config.yaml", appConfig(name, k))
+				version[name] = k
+			default:
+				point = "git remove"
+				work.Remove("addons/" + name + ".yaml").Remove("apps/" + name)
+				delete(version, name)
+			}
+			work.CommitAndPush(fmt.Sprintf("%s %d", point, k))
+		} else {
+			name := tenants[rng.IntN(len(tenants))]
+			key := client.ObjectKey{Namespace: tenantNS, Name: name}
+			switch _, present := version[name]; {
+			case !present:
+				point = "restricted install"
+				waitGone(t, admin, key)
+				a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name},
+					Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: charts.URL + "/tenant-1.0.0.tgz"},
+						Values: jsonValues(t, fmt.Sprintf(`{"version":"%d"}`, k))}}
+				if err := admin.Create(ctx, a); err != nil {
+					t.Fatal(err)
+				}
+				version[name] = k
+			case rng.IntN(2) == 0:
+				point = "restricted upgrade"
+				patch := fmt.Appendf(nil, `{"spec":{"values":{"version":"%d"}}}`, k)
+				if err := admin.Patch(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name}},
+					client.RawPatch("application/merge-patch+json", patch)); err != nil {
+					t.Fatal(err)
+				}
+				version[name] = k
+			default:
+				point = "restricted uninstall"
+				if err := admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name}}); err != nil {
+					t.Fatal(err)
+				}
+				delete(version, name)
+			}
+		}
+		points[point]++
+		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		ctrl.Kill()
+		ctrl = start()
+	}
+
+	began := time.Now()
+	var last string
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		if err := ctrl.Alive(); err != nil {
+			return false, err
+		}
+		last = converged(ctx, admin, synced, tenants, version)
+		return last == "", nil
+	})
+	if err != nil {
+		t.Fatalf("not converged 5 minutes after the last kill: %s (%v)\n%s", last, err, ctrl.LogTail(20))
+	}
+	t.Logf("converged %s after the last kill", time.Since(began).Round(time.Second))
+	orphans := checkOwned(t, admin, synced, tenants)
+	t.Logf("figures: %d kills at %v; %d orphans or objects without their owner", kills, points, orphans)
+}
+
+func definition(name string) string {
+	return fmt.Sprintf("name: %s\nnamespace: chaos-%s\ncreateNamespace: true\ngit:\n  path: apps/%s\nprune: true\ndeletionPolicy: Delete\n", name, name, name)
+}
+
+func appConfig(name string, version int) string {
+	return fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: %s-config\ndata:\n  version: %q\n", name, fmt.Sprint(version))
+}
+
+func jsonValues(t *testing.T, s string) *apiextensionsv1.JSON {
+	t.Helper()
+	return &apiextensionsv1.JSON{Raw: []byte(s)}
+}
+
+// writeCA writes a test server's certificate for the controller's --ca-file.
+func writeCA(t *testing.T, dir string, srv *httptest.Server) string {
+	t.Helper()
+	p := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// converged says what is not yet as the last change left it; "" when all is.
+func converged(ctx context.Context, admin client.Client, synced, tenants []string, version map[string]int) string {
+	for _, name := range append(append([]string{}, synced...), tenants...) {
+		ns, target := install.Namespace, "chaos-"+name
+		if !contains(synced, name) {
+			ns, target = tenantNS, tenantNS
+		}
+		a := &capstanv1.Addon{}
+		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, a)
+		want, present := version[name]
+		switch {
+		case !present && !apierrors.IsNotFound(err):
+			return name + ": the Addon is still there"
+		case !present:
+			cm := &corev1.ConfigMap{}
+			if err := admin.Get(ctx, client.ObjectKey{Namespace: target, Name: name + "-config"}, cm); !apierrors.IsNotFound(err) {
+				return name + ": its ConfigMap outlived the uninstall"
+			}
+			continue
+		case err != nil:
+			return name + ": " + err.Error()
+		case a.Status.Phase != capstanv1.PhaseSynced || a.Status.ObservedGeneration != a.Generation:
+			return fmt.Sprintf("%s: phase %s, observed %d of %d", name, a.Status.Phase, a.Status.ObservedGeneration, a.Generation)
+		}
+		cm := &corev1.ConfigMap{}
+		if err := admin.Get(ctx, client.ObjectKey{Namespace: target, Name: name + "-config"}, cm); err != nil {
+			return name + ": " + err.Error()
+		}
+		if cm.Data["version"] != fmt.Sprint(want) {
+			return fmt.Sprintf("%s: version %s, want %d", name, cm.Data["version"], want)
+		}
+	}
+	list := &capstanv1.AddonList{}
+	if err := admin.List(ctx, list, client.InNamespace(install.Namespace), client.MatchingLabels{gitops.ManagedByGitLabel: "chaos-ops"}); err != nil {
+		return err.Error()
+	}
+	for _, a := range list.Items {
+		if _, ok := version[a.Name]; !ok {
+			return a.Name + ": an Addon of a removed definition is left"
+		}
+	}
+	return ""
+}
+
+// checkOwned counts applied ConfigMaps that no live Addon's inventory
+// holds, and restricted ones without an owner reference to their live
+// Addon.
+func checkOwned(t *testing.T, admin client.Client, synced, tenants []string) int {
+	t.Helper()
+	bad := 0
+	inventories := map[string]bool{}
+	uids := map[string]string{}
+	for _, ns := range []string{install.Namespace, tenantNS} {
+		list := &capstanv1.AddonList{}
+		if err := admin.List(t.Context(), list, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range list.Items {
+			uids[a.Namespace+"/"+a.Name] = string(a.UID)
+			for _, r := range a.Status.Inventory {
+				inventories[r.Kind+"/"+r.Namespace+"/"+r.Name] = true
+			}
+		}
+	}
+	namespaces := []string{tenantNS}
+	for _, name := range synced {
+		namespaces = append(namespaces, "chaos-"+name)
+	}
+	for _, ns := range namespaces {
+		cms := &corev1.ConfigMapList{}
+		if err := admin.List(t.Context(), cms, client.InNamespace(ns), client.HasLabels{capstanv1.AddonLabel}); err != nil {
+			t.Fatal(err)
+		}
+		for _, cm := range cms.Items {
+			if !inventories["ConfigMap/"+cm.Namespace+"/"+cm.Name] {
+				bad++
+				t.Errorf("orphan: ConfigMap %s/%s", cm.Namespace, cm.Name)
+			}
+			if ns != tenantNS {
+				continue
+			}
+			owner := cm.Labels[capstanv1.AddonLabel]
+			owned := false
+			for _, o := range cm.OwnerReferences {
+				owned = owned || (o.Kind == "Addon" && o.Name == owner && string(o.UID) == uids[tenantNS+"/"+owner])
+			}
+			if !owned {
+				bad++
+				t.Errorf("restricted ConfigMap %s/%s is not owned by its live Addon", cm.Namespace, cm.Name)
+			}
+		}
+	}
+	_ = tenants
+	return bad
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
