@@ -1,9 +1,6 @@
 package benchmark_test
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/pem"
@@ -18,6 +15,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // chartRepo is an https chart repository on loopback serving one chart,
@@ -66,29 +64,11 @@ generated: %s
 
 // benchChart packages the chart.
 func benchChart() ([]byte, error) {
-	files := []struct{ name, body string }{
-		{"bench/Chart.yaml", "apiVersion: v2\nname: bench\nversion: 1.0.0\n"},
-		{"bench/values.yaml", "{}\n"},
-		{"bench/templates/objects.yaml", chartTemplate()},
-	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for _, f := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: f.name, Mode: 0o644, Size: int64(len(f.body)), ModTime: time.Unix(0, 0)}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write([]byte(f.body)); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := gz.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return testcontroller.ChartArchive("bench", map[string]string{
+		"Chart.yaml":             "apiVersion: v2\nname: bench\nversion: 1.0.0\n",
+		"values.yaml":            "{}\n",
+		"templates/objects.yaml": chartTemplate(),
+	})
 }
 
 // newChartAddon is the i-th Addon of the chart variant: the same target

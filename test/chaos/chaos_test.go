@@ -64,29 +64,9 @@ func TestKillTheController(t *testing.T) {
 	t.Logf("seed %d (replay with CAPSTAN_CHAOS_SEED=%d), %d kills", seed, seed, kills)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	ctx := t.Context()
-	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := install.Apply(ctx, admin, false); err != nil {
-		t.Fatal(err)
-	}
-	archive := dbappArchive(t)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testcontroller.Build(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	start := func() *testcontroller.Process {
-		return testcontroller.Start(t, cluster, bin, dir, "--ca-file="+caFile, "--fetch-allow="+srv.Listener.Addr().String(),
-			"--resync-interval=1h", "--hook-timeout=2m")
-	}
+	env := newChaosEnv(t, dbappArchive(t))
+	admin, srv := env.admin, env.charts
+	start := func() *testcontroller.Process { return env.start("--resync-interval=1h", "--hook-timeout=2m") }
 	ctrl := start()
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
@@ -131,7 +111,7 @@ func TestKillTheController(t *testing.T) {
 
 	// Converge: every add-on installed is Synced; every other one is gone.
 	began := time.Now()
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		if err := ctrl.Alive(); err != nil {
 			return false, err
 		}
@@ -160,6 +140,47 @@ func TestKillTheController(t *testing.T) {
 	if hooks == 0 {
 		t.Error("no hook ran: the test exercised nothing")
 	}
+}
+
+// chaosEnv is what each chaos test sets up: an admin client with Capstan's
+// CRDs and RBAC installed, a loopback https server of one chart archive,
+// and a controller binary built from the checkout.
+type chaosEnv struct {
+	t      *testing.T
+	admin  client.Client
+	charts *httptest.Server
+	dir    string
+	caFile string
+	bin    string
+}
+
+func newChaosEnv(t *testing.T, archive []byte) *chaosEnv {
+	t.Helper()
+	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Apply(t.Context(), admin, false); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(srv.Close)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := testcontroller.Build(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &chaosEnv{t: t, admin: admin, charts: srv, dir: dir, caFile: caFile, bin: bin}
+}
+
+// start runs the controller, trusting and allowing the chart server, and
+// allowing the extra addresses in allow.
+func (e *chaosEnv) start(args ...string) *testcontroller.Process {
+	return testcontroller.Start(e.t, cluster, e.bin, e.dir, append([]string{"--ca-file=" + e.caFile, "--fetch-allow=" + e.charts.Listener.Addr().String()}, args...)...)
 }
 
 // waitGone waits until an Addon is gone.

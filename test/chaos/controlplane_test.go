@@ -2,13 +2,8 @@ package chaos_test
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/cli"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/testcluster"
 	"capstan.dev/capstan/internal/testcontroller"
@@ -37,27 +31,9 @@ func TestControlPlaneGoesAway(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 	t.Logf("seed %d; the API server goes away for %s", seed, down)
 	ctx := t.Context()
-	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := install.Apply(ctx, admin, false); err != nil {
-		t.Fatal(err)
-	}
-	archive := dbappArchive(t)
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(archive) }))
-	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := testcontroller.Build(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctrl := testcontroller.Start(t, cluster, bin, dir, "--ca-file="+caFile, "--fetch-allow="+srv.Listener.Addr().String(),
-		"--resync-interval=1h", "--hook-timeout=3m")
+	env := newChaosEnv(t, dbappArchive(t))
+	admin, srv := env.admin, env.charts
+	ctrl := env.start("--resync-interval=1h", "--hook-timeout=3m")
 
 	names := []string{"echo", "foxtrot", "golf", "hotel"}
 	installed := map[string]bool{}

@@ -2,13 +2,8 @@ package chaos_test
 
 import (
 	"context"
-	"encoding/pem"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/cli"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
@@ -30,6 +24,25 @@ import (
 
 // tenantNS is where the restricted add-ons of TestKillTheSyncer live.
 const tenantNS = "chaos-tenant"
+
+// tenantChartFiles is a chart written for Capstan, as a restricted add-on
+// needs: two ConfigMaps, one with the version from the values.
+var tenantChartFiles = map[string]string{
+	"Chart.yaml":  "apiVersion: v2\nname: tenant\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+	"values.yaml": "version: \"0\"\n",
+	"templates/config.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-config
+data:
+  version: {{ .Values.version | quote }}
+`,
+	"templates/more.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-more
+`,
+}
 
 // TestKillTheSyncer kills the controller while the git syncer applies
 // commits of definitions (an add-on added, changed or removed with
@@ -46,13 +59,12 @@ func TestKillTheSyncer(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 2))
 	t.Logf("seed %d, %d kills", seed, kills)
 	ctx := t.Context()
-	admin, err := client.New(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	tenantChart, err := testcontroller.ChartArchive("tenant", tenantChartFiles)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := install.Apply(ctx, admin, false); err != nil {
-		t.Fatal(err)
-	}
+	env := newChaosEnv(t, tenantChart)
+	admin, charts := env.admin, env.charts
 	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNS}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -61,37 +73,9 @@ func TestKillTheSyncer(t *testing.T) {
 	repoURL := git.Create(t, "ops")
 	work := gitserver.Clone(t, repoURL)
 	work.Write("README.md", "the chaos test's gitops repository\n").CommitAndPush("start")
-	tenantChart, err := testcontroller.ChartArchive("tenant", map[string]string{
-		"Chart.yaml":  "apiVersion: v2\nname: tenant\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
-		"values.yaml": "version: \"0\"\n",
-		"templates/config.yaml": `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-config
-data:
-  version: {{ .Values.version | quote }}
-`,
-		"templates/more.yaml": `apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: {{ .Release.Name }}-more
-`,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	charts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(tenantChart) }))
-	t.Cleanup(charts.Close)
-	dir := t.TempDir()
-	caFile := writeCA(t, dir, charts)
-	bin, err := testcontroller.Build(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	gitHost := strings.TrimPrefix(git.URL, "http://")
 	start := func() *testcontroller.Process {
-		return testcontroller.Start(t, cluster, bin, dir, "--ca-file="+caFile, "--fetch-allow="+gitHost+","+charts.Listener.Addr().String(),
-			"--resync-interval=1h", "--trusted-namespaces="+install.Namespace)
+		return env.start("--fetch-allow="+gitHost, "--resync-interval=1h", "--trusted-namespaces="+install.Namespace)
 	}
 	ctrl := start()
 	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "chaos-ops"},
@@ -187,16 +171,6 @@ func appConfig(name string, version int) string {
 func jsonValues(t *testing.T, s string) *apiextensionsv1.JSON {
 	t.Helper()
 	return &apiextensionsv1.JSON{Raw: []byte(s)}
-}
-
-// writeCA writes a test server's certificate for the controller's --ca-file.
-func writeCA(t *testing.T, dir string, srv *httptest.Server) string {
-	t.Helper()
-	p := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
 }
 
 // converged says what is not yet as the last change left it; "" when all is.
