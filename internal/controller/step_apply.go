@@ -37,7 +37,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
 		Unverified: unverified, Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
-			if err := r.runHooks(ctx, s, pre); err != nil || pre == "" {
+			if err := r.runHooks(ctx, s, pre); err != nil || pre == "" || len(hooks.Select(s.hooks, pre)) == 0 {
+				// NOTE: with no pre hooks there is nothing a restart could
+				// run twice, and so no checkpoint to write.
 				return err
 			}
 			// Recorded at once: a sync stopped before the apply is
