@@ -83,7 +83,7 @@ bench: bin ## Run the benchmarks and print their figures.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 .PHONY: bench-converge
-bench-converge: bin ## Issue 6: converge 200 add-ons from cold, once (CAPSTAN_BENCH_ADDONS sets the count).
+bench-converge: bin ## Converge 200 add-ons from cold, once, with the floor beside it (CAPSTAN_BENCH_ADDONS sets the count, CAPSTAN_BENCH_SOURCE=chart the chart variant).
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
 .PHONY: bench-render
