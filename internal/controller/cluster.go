@@ -10,7 +10,6 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
@@ -164,7 +163,7 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 	if err != nil {
 		return nil, err
 	}
-	cl, err := client.NewWithWatch(cfg, client.Options{HTTPClient: httpClient, Scheme: r.Client.Scheme(), Mapper: mapper})
+	cl, err := client.New(cfg, client.Options{HTTPClient: httpClient, Scheme: r.Client.Scheme(), Mapper: mapper})
 	if err != nil {
 		return nil, err
 	}
@@ -179,14 +178,9 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 		discoverer: disc,
 	}
 	if r.drift != nil {
-		c.watched, err = cache.New(cfg, cache.Options{
-			HTTPClient:                  httpClient,
-			Scheme:                      r.Client.Scheme(),
-			Mapper:                      mapper,
-			DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
-			DefaultTransform:            keepIdentity,
-			ReaderFailOnMissingInformer: true,
-		})
+		opts := watchedCacheOptions(r.Client.Scheme(), mapper)
+		opts.HTTPClient = httpClient
+		c.watched, err = cache.New(cfg, opts)
 		if err != nil {
 			return nil, err
 		}

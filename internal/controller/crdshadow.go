@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	apply "capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // Whether stored objects still validate against a changed CRD is a question

@@ -98,17 +98,28 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	return true, nil
 }
 
+// addonSecret reads a Secret of the add-on's namespace from the API server;
+// a missing one is terminal, with the message missing (formatted with the
+// namespace and name) that says what to fix.
+func (r *AddonReconciler) addonSecret(ctx context.Context, s *scope, name, missing string) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: name}, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, terminal{fmt.Errorf(missing, s.addon.Namespace, name)}
+		}
+		return nil, err
+	}
+	return secret, nil
+}
+
 // secretKey reads one key of a Secret in the add-on's namespace that the
 // spec's field names.
 func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, defaultKey, field string) ([]byte, error) {
 	if key == "" {
 		key = defaultKey
 	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, terminal{fmt.Errorf("the Secret %s/%s that %s names does not exist; create it", s.addon.Namespace, name, field)}
-		}
+	secret, err := r.addonSecret(ctx, s, name, "the Secret %s/%s that "+field+" names does not exist; create it")
+	if err != nil {
 		return nil, err
 	}
 	data, ok := secret.Data[key]
@@ -122,11 +133,8 @@ func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capsta
 	if ref == nil {
 		return nil, nil
 	}
-	secret := &corev1.Secret{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: s.addon.Namespace, Name: ref.Name}, secret); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil, terminal{fmt.Errorf("the credentials Secret %s/%s does not exist; create it or remove secretRef", s.addon.Namespace, ref.Name)}
-		}
+	secret, err := r.addonSecret(ctx, s, ref.Name, "the credentials Secret %s/%s does not exist; create it or remove secretRef")
+	if err != nil {
 		return nil, err
 	}
 	creds, err := source.CredentialsFromSecret(secret)

@@ -6,6 +6,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -24,13 +25,20 @@ import (
 func newWatchedCache(mgr ctrl.Manager, cfg *rest.Config, user string) (cache.Cache, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	return cache.New(cfg, cache.Options{
-		Scheme:                      mgr.GetScheme(),
-		Mapper:                      mgr.GetRESTMapper(),
+	return cache.New(cfg, watchedCacheOptions(mgr.GetScheme(), mgr.GetRESTMapper()))
+}
+
+// watchedCacheOptions are the watch cache's options, for this cluster's and
+// each remote cluster's: what Capstan applied, metadata only, stripped to
+// its identity.
+func watchedCacheOptions(scheme *runtime.Scheme, mapper apimeta.RESTMapper) cache.Options {
+	return cache.Options{
+		Scheme:                      scheme,
+		Mapper:                      mapper,
 		DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
 		DefaultTransform:            keepIdentity,
 		ReaderFailOnMissingInformer: true,
-	})
+	}
 }
 
 // keepIdentity strips a cached object to what deciding Unchanged needs:

@@ -17,16 +17,16 @@ import (
 func (c *Cluster) StopComponent(name string) (start func(context.Context) error, err error) {
 	c.procsMu.Lock()
 	idx := -1
+	var old *process
 	for i, p := range c.procs {
 		if p.name == name {
-			idx = i
+			idx, old = i, p
 		}
 	}
 	c.procsMu.Unlock()
-	if idx < 0 {
+	if old == nil {
 		return nil, fmt.Errorf("testcluster: no component %q runs", name)
 	}
-	old := c.procs[idx]
 	old.stop()
 	return func(ctx context.Context) error {
 		p, err := startProcess(name, old.cmd.Path, old.logPath, old.cmd.Args[1:], old.cmd.Env)
