@@ -87,6 +87,9 @@ type AddonReconciler struct {
 	// awaiting holds the add-ons waiting for their objects to become
 	// healthy, by types.NamespacedName (see driftWatch.nudge).
 	awaiting sync.Map
+	// verifiedSignatures holds the chart signatures that verified, by
+	// signatureKey, with who signed.
+	verifiedSignatures sync.Map
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -45,7 +47,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 		return false, nil
 	}
 	chart := s.artifact.Chart
-	var signer string
+	var signer, seen string
 	var err error
 	switch v := c.Verify; {
 	case v.Provenance != nil:
@@ -53,6 +55,9 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 		keyring, err = r.secretKey(ctx, s, v.Provenance.SecretRef.Name, v.Provenance.Key, "keyring", "spec.chart.verify.provenance")
 		if err != nil {
 			return false, err
+		}
+		if seen = signatureKey("provenance", chart.Digest, keyring); r.signedBy(seen, s) {
+			return false, nil
 		}
 		prov, err = r.Fetcher.Provenance(ctx, chart, creds)
 		if err == nil {
@@ -69,6 +74,9 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 		if err != nil {
 			return false, err
 		}
+		if seen = signatureKey("cosign", chart.Manifest, keys); r.signedBy(seen, s) {
+			return false, nil
+		}
 		sigs, err = r.Fetcher.CosignSignatures(ctx, chart, creds)
 		if err == nil {
 			signer, err = source.VerifyCosign(sigs, keys, chart.Manifest)
@@ -78,6 +86,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	}
 	if err == nil {
 		s.signedBy = signer
+		r.verifiedSignatures.Store(seen, signer)
 		return false, nil
 	}
 	var sig *source.SignatureError
@@ -96,6 +105,25 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	}
 	s.found.signature = &hold{reason: reason, blocked: true, message: sig.Error() + "; nothing from this chart is applied"}
 	return true, nil
+}
+
+// signatureKey names one verification: the method, the signed archive or
+// manifest digest, and the keys it was checked against. A chart version's
+// digest and its signature do not change, so a verification that passed
+// holds until the keys do; a resync does not fetch the signature again.
+func signatureKey(method, digest string, keys []byte) string {
+	sum := sha256.Sum256(keys)
+	return method + "\x00" + digest + "\x00" + hex.EncodeToString(sum[:])
+}
+
+// signedBy reports whether a verification passed before, and if so
+// records who signed.
+func (r *AddonReconciler) signedBy(key string, s *scope) bool {
+	signer, ok := r.verifiedSignatures.Load(key)
+	if ok {
+		s.signedBy = signer.(string)
+	}
+	return ok
 }
 
 // addonSecret reads a Secret of the add-on's namespace from the API server;
