@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -76,7 +75,8 @@ func (r *AddonReconciler) watchKinds(ctx context.Context, s *scope, gvks []schem
 	if watched == nil || r.drift == nil {
 		return
 	}
-	for _, gvk := range slices.Compact(gvks) {
+	for _, gvk := range gvks {
+		// NOTE: GetInformer and hook are idempotent: a kind seen twice costs a map lookup.
 		probe := &metav1.PartialObjectMetadata{}
 		probe.SetGroupVersionKind(gvk)
 		if inf, err := watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false)); err == nil {
