@@ -6,8 +6,11 @@ import (
 	"os"
 
 	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/render"
 )
 
 func main() {
+	// The controller runs chart templates in copies of this binary.
+	render.ServeWorkerIfAsked()
 	os.Exit(cli.Execute())
 }

@@ -101,6 +101,7 @@ type figures struct {
 	install, resync     phase
 	peakRSSKiB          int64
 	cpu                 time.Duration // the controller's CPU time, all of its life
+	workers             snapshot      // the render workers' figures, at the end
 	logErrors           []string
 	throttled           int
 }
@@ -229,6 +230,9 @@ func runConverge(b *testing.B) figures {
 	if err != nil {
 		b.Fatalf("reading the controller's /proc status: %v", err)
 	}
+	if f.workers, err = snapshotOf(ctx, ctrl); err != nil {
+		b.Fatalf("reading the render workers' figures: %v", err)
+	}
 	ctrl.Stop()
 	f.logErrors, f.throttled = ctrl.LogProblems()
 	if os.Getenv(envFloor) != "0" {
@@ -270,6 +274,8 @@ type snapshot struct {
 	reconciles float64
 	errors     float64
 	busy       float64 // queued plus running reconciles of Addons
+	// The render workers' CPU time (s), largest peak RSS (bytes), and count.
+	workerCPU, workerPeak, workers float64
 }
 
 func snapshotOf(ctx context.Context, p *testcontroller.Process) (snapshot, error) {
@@ -292,6 +298,12 @@ func snapshotOf(ctx context.Context, p *testcontroller.Process) (snapshot, error
 		case m.name == "workqueue_depth" && m.labels["name"] == "addon",
 			m.name == "controller_runtime_active_workers" && m.labels["controller"] == "addon":
 			s.busy += m.value
+		case m.name == "capstan_render_sandbox_cpu_seconds_total":
+			s.workerCPU = m.value
+		case m.name == "capstan_render_sandbox_peak_rss_bytes":
+			s.workerPeak = m.value
+		case m.name == "capstan_render_sandbox_workers_started_total":
+			s.workers = m.value
 		}
 	}
 	return s, nil
@@ -415,6 +427,8 @@ func (f *figures) report(b *testing.B) {
 	b.ReportMetric(f.resync.requests/n, "req/addon-resync")
 	b.ReportMetric(float64(f.peakRSSKiB)/1024, "MiB-peak-rss")
 	b.ReportMetric(f.cpu.Seconds(), "s-controller-cpu")
+	b.ReportMetric(f.workers.workerCPU, "s-render-worker-cpu")
+	b.ReportMetric(f.workers.workerPeak/(1<<20), "MiB-render-worker-peak-rss")
 	if f.floor > 0 {
 		b.ReportMetric(f.floor.Seconds(), "s/floor")
 		b.ReportMetric(f.converge.Seconds()/f.floor.Seconds(), "x-floor")
@@ -434,6 +448,9 @@ func (f *figures) log(b *testing.B) {
 	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
 	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)
 	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "controller CPU time (whole life)", f.cpu.Seconds())
+	fmt.Fprintf(&s, "  %-44s %10.0f\n", "render workers started", f.workers.workers)
+	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "render worker peak RSS, largest", f.workers.workerPeak/(1<<20))
+	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "render workers' CPU time", f.workers.workerCPU)
 	fmt.Fprintf(&s, "  %-44s %10s %10s\n", "API requests of the controller", "install", "resync")
 	row := func(label string, install, resync float64) {
 		fmt.Fprintf(&s, "  %-44s %10.1f %10.1f   (%.0f / %.0f in all)\n", label, install/n, resync/n, install, resync)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +32,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server"
 	"capstan.dev/capstan/internal/source"
 )
@@ -50,6 +52,10 @@ type controllerOptions struct {
 	tlsCertFile    string
 	tlsKeyFile     string
 	watchSelector  string
+	renderTimeout  time.Duration
+	renderMemory   string
+	renderWorkers  int
+	renderInline   bool
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -74,6 +80,10 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
 	fs.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Addons and AddonRepositories whose labels match, to run shards, such as capstan.dev/shard=a (and !capstan.dev/shard for the main controller).")
+	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest one chart's templates may run; past it the render is stopped and the add-on fails.")
+	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi", "The most memory one render worker may use, as a Kubernetes quantity; past it the render is stopped and the add-on fails.")
+	fs.IntVar(&o.renderWorkers, "render-workers", 0, "Renders that run at once, each in a worker process; 0 means the number of CPUs (at least 2).")
+	fs.BoolVar(&o.renderInline, "render-in-process", false, "Render in the controller's own process, with no time or memory bound (debugging only: a chart that loops for ever then stalls a worker for good).")
 	o.guard.AddFlags(fs)
 	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
 		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
@@ -230,6 +240,19 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	o.config.RemoteGuard.DenyPrivate = o.guard.DenyPrivate
 	if _, err := netguard.New(o.config.RemoteGuard); err != nil {
 		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)
+	}
+	if !o.renderInline {
+		mem, err := resource.ParseQuantity(o.renderMemory)
+		if err != nil {
+			return nil, fmt.Errorf("--render-memory-limit %q is not a quantity such as 512Mi: %w", o.renderMemory, err)
+		}
+		o.config.Sandbox, err = render.NewSandbox(render.SandboxConfig{Timeout: o.renderTimeout, Memory: mem.Value(), Workers: o.renderWorkers})
+		if err != nil {
+			return nil, fmt.Errorf("--render-memory-limit: %w", err)
+		}
+		if err := controller.RegisterSandboxMetrics(o.config.Sandbox); err != nil {
+			return nil, err
+		}
 	}
 	r := &controller.AddonReconciler{
 		Client:     mgr.GetClient(),

@@ -13,6 +13,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/render"
 )
 
 // Config is the controller's configuration, from the command line.
@@ -52,6 +53,10 @@ type Config struct {
 	// RemoteGuard is the egress guard of remote clusters' API servers:
 	// spec.kubeConfig may only reach what it lets through.
 	RemoteGuard netguard.Config
+	// Sandbox runs chart templates in worker processes bounded in time and
+	// memory, since a template can loop for ever. Nil renders in the
+	// controller's process, unbounded.
+	Sandbox *render.Sandbox
 }
 
 // DefaultMaxObjects is how many objects one add-on may render by default.

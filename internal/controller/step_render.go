@@ -13,7 +13,7 @@ import (
 // changed since, and a resync with nothing new renders as the last apply
 // did.
 func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
-	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace}
+	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox}
 	var vals map[string]any
 	if s.artifact.IsChart() {
 		if s.values == nil {

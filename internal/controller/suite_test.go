@@ -37,6 +37,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
 )
@@ -58,6 +59,8 @@ const controllerNS = install.Namespace
 const platformConfigMap = "capstan-platform"
 
 func TestMain(m *testing.M) {
+	// This test binary is the render worker of the suite's sandbox.
+	render.ServeWorkerIfAsked()
 	testcluster.Main(m, func(c *testcluster.Cluster) {
 		cluster = c
 		if err := setupSuite(); err != nil {
@@ -105,6 +108,13 @@ func setupSuite() error {
 	if err != nil {
 		return err
 	}
+	// NOTE: a shorter time bound than the default, so that the test of a
+	// render that never ends takes seconds; every test chart renders in
+	// well under a second.
+	sandbox, err := render.NewSandbox(render.SandboxConfig{Timeout: 10 * time.Second})
+	if err != nil {
+		return err
+	}
 	reconciler = &controller.AddonReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -122,6 +132,7 @@ func setupSuite() error {
 			// Remote clusters are other local control planes on loopback;
 			// this cluster's own API server stays refused.
 			RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)},
+			Sandbox:     sandbox,
 		},
 		BeforeApplyStep: func(ctx context.Context, addon *capstanv1.Addon, step string) error {
 			if f, ok := stepHooks.Load(addon.Namespace + "/" + addon.Name); ok {

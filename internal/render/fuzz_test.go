@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -44,6 +45,40 @@ func FuzzRedactTemplateError(f *testing.F) {
 		clean := &TemplateError{Stage: te.Stage, Template: te.Template, Line: te.Line, Column: te.Column}
 		if te.Error() != clean.Error() || strings.Contains(te.Error(), "s3cret") {
 			t.Fatalf("the error carries more than its location: %q", te.Error())
+		}
+	})
+}
+
+// FuzzRenderWire feeds any bytes to the worker's request and response
+// decoders: they must not panic or allocate past the message, and a
+// request that decodes must encode to a request that decodes the same.
+func FuzzRenderWire(f *testing.F) {
+	req, err := encodeRequest(inlineChart(configMap), map[string]any{"a": int64(1), "b": []any{1.5, "x"}},
+		Options{ReleaseName: "r", Namespace: "n", Capabilities: testCaps})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(req)
+	f.Add(encodeResponse(&templateOutput{Files: map[string]string{"a": "b"}}, nil))
+	f.Add(encodeResponse(nil, &TemplateError{Stage: "execute", Template: "t", Line: 3}))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _ = decodeResponse(data)
+		ch, values, opts, err := decodeRequest(data)
+		if err != nil {
+			return
+		}
+		again, err := encodeRequest(ch, values, opts)
+		if err != nil {
+			t.Fatalf("a decoded request does not encode: %v", err)
+		}
+		// NOTE: compared as bytes, since a NaN is not equal to itself.
+		ch2, values2, opts2, err := decodeRequest(again)
+		if err != nil {
+			t.Fatalf("a re-encoded request does not decode: %v", err)
+		}
+		third, err := encodeRequest(ch2, values2, opts2)
+		if err != nil || !bytes.Equal(again, third) {
+			t.Errorf("a request changed on its way through the wire (%v)", err)
 		}
 	})
 }

@@ -81,33 +81,20 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 		values = map[string]any{}
 	}
 
-	// NOTE: Helm's dependency processing disables subcharts, renames aliased
-	// ones and imports values by changing the chart in place; it works on a
-	// copy so that a cached chart stays as it was loaded.
-	c := cloneChart(ch)
-	if err := chartutil.ProcessDependencies(c, values); err != nil {
-		return nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
+	var out *templateOutput
+	if opts.Sandbox != nil {
+		out, err = opts.Sandbox.execute(ctx, ch, values, opts)
+	} else {
+		out, err = executeTemplates(ctx, ch, values, opts)
 	}
-	release := common.ReleaseOptions{
-		Name:      opts.ReleaseName,
-		Namespace: opts.Namespace,
-		Revision:  1,
-		IsInstall: !opts.Upgrade,
-		IsUpgrade: opts.Upgrade,
-	}
-	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, values, release, caps, true)
 	if err != nil {
-		return nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
+		return nil, err
 	}
-	var e engine.Engine
-	files, err := e.RenderWithContext(ctx, c, top)
-	if err != nil {
-		return nil, redactTemplateError(err, templateNames(c))
-	}
+	files := out.Files
 
 	res := &Result{}
-	for _, crd := range c.CRDObjects() {
-		objs, err := decodeFile(crd.Filename, string(crd.File.Data))
+	for _, crd := range out.CRDs {
+		objs, err := decodeFile(crd.Name, string(crd.Data))
 		if err != nil {
 			return nil, err
 		}
@@ -148,6 +135,53 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	})
 	res.Objects = append(res.Objects, manifests...)
 	return res, nil
+}
+
+// templateOutput is what a chart's templates produce: each template's
+// output by its name, and the CRD files of the chart and of its enabled
+// subcharts, each named as Helm names it.
+type templateOutput struct {
+	Files map[string]string
+	CRDs  []*common.File
+}
+
+// executeTemplates runs a chart's templates for values, in this process.
+// It is the part of a render whose time and memory the chart decides, so a
+// Sandbox runs it in a worker process instead; everything before and after
+// it is bounded by the chart's size.
+func executeTemplates(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options) (*templateOutput, error) {
+	caps, err := opts.Capabilities.helm()
+	if err != nil {
+		return nil, fmt.Errorf("render: %w", err)
+	}
+	// NOTE: Helm's dependency processing disables subcharts, renames aliased
+	// ones and imports values by changing the chart in place; it works on a
+	// copy so that a cached chart stays as it was loaded.
+	c := cloneChart(ch)
+	if err := chartutil.ProcessDependencies(c, values); err != nil {
+		return nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
+	}
+	release := common.ReleaseOptions{
+		Name:      opts.ReleaseName,
+		Namespace: opts.Namespace,
+		Revision:  1,
+		IsInstall: !opts.Upgrade,
+		IsUpgrade: opts.Upgrade,
+	}
+	top, err := commonutil.ToRenderValuesWithSchemaValidation(c, values, release, caps, true)
+	if err != nil {
+		return nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
+	}
+	var e engine.Engine
+	files, err := e.RenderWithContext(ctx, c, top)
+	if err != nil {
+		return nil, redactTemplateError(err, templateNames(c))
+	}
+	out := &templateOutput{Files: files}
+	for _, crd := range c.CRDObjects() {
+		out.CRDs = append(out.CRDs, &common.File{Name: crd.Filename, Data: crd.File.Data})
+	}
+	return out, nil
 }
 
 // ChartValues resolves a chart's dependencies for vals (conditions, tags,

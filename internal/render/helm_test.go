@@ -122,6 +122,15 @@ func TestHelmGolden(t *testing.T) {
 				t.Fatalf("render: %v", err)
 			}
 			checkGolden(t, tc.name, toGolden(res))
+
+			tc.opts.Sandbox = sharedSandbox(t)
+			isolated, err := Helm(context.Background(), loadChart(t, tc.chart), tc.values, tc.opts)
+			if err != nil {
+				t.Fatalf("render in the sandbox: %v", err)
+			}
+			if diff := cmp.Diff(toGolden(res), toGolden(isolated)); diff != "" {
+				t.Errorf("the sandbox renders otherwise than this process (-here +sandbox):\n%s", diff)
+			}
 		})
 	}
 }
@@ -291,25 +300,37 @@ func TestTemplateErrorsAreRedacted(t *testing.T) {
 			stage: "parse", template: "inline/templates/cm.yaml", line: 1},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := Helm(context.Background(), tc.chart, tc.values, opts)
-			if err == nil {
-				t.Fatal("render succeeded, want a template error")
+		for _, sandbox := range []*Sandbox{nil, sharedSandbox(t)} {
+			opts.Sandbox = sandbox
+			name := tc.name
+			if sandbox != nil {
+				name += " (sandbox)"
 			}
-			if strings.Contains(err.Error(), secret) {
-				t.Fatalf("the error carries the secret: %v", err)
-			}
-			var te *TemplateError
-			if !errors.As(err, &te) {
-				t.Fatalf("error is %T (%v), want a *TemplateError", err, err)
-			}
-			if te.Stage != tc.stage || te.Template != tc.template || te.Line != tc.line {
-				t.Errorf("error = stage %q, %s line %d; want stage %q, %s line %d (%v)", te.Stage, te.Template, te.Line, tc.stage, tc.template, tc.line, err)
-			}
-			if !strings.Contains(err.Error(), tc.template) {
-				t.Errorf("message %q does not name the template %s", err, tc.template)
-			}
-		})
+			t.Run(name, func(t *testing.T) {
+				checkTemplateError(t, tc.chart, tc.values, opts, secret, tc.stage, tc.template, tc.line)
+			})
+		}
+	}
+}
+
+func checkTemplateError(t *testing.T, ch *chartv2.Chart, values map[string]any, opts Options, secret, stage, template string, line int) {
+	t.Helper()
+	_, err := Helm(context.Background(), ch, values, opts)
+	if err == nil {
+		t.Fatal("render succeeded, want a template error")
+	}
+	if strings.Contains(err.Error(), secret) {
+		t.Fatalf("the error carries the secret: %v", err)
+	}
+	var te *TemplateError
+	if !errors.As(err, &te) {
+		t.Fatalf("error is %T (%v), want a *TemplateError", err, err)
+	}
+	if te.Stage != stage || te.Template != template || te.Line != line {
+		t.Errorf("error = stage %q, %s line %d; want stage %q, %s line %d (%v)", te.Stage, te.Template, te.Line, stage, template, line, err)
+	}
+	if !strings.Contains(err.Error(), template) {
+		t.Errorf("message %q does not name the template %s", err, template)
 	}
 }
 

@@ -34,6 +34,11 @@ type Options struct {
 	// computes the hash first, so that a chart renders as an install or an
 	// upgrade by whether that exact render was applied before.
 	UpgradeFor func(hash string) bool
+	// Sandbox, when set, runs the chart's templates in a worker process
+	// bounded in time and memory. Nil runs them in this process, unbounded:
+	// fit for a command a person runs and can interrupt, not for a
+	// controller that renders charts and values others wrote.
+	Sandbox *Sandbox
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git
