@@ -123,3 +123,41 @@ func TestStopAfterPreHooksRunsThemOnce(t *testing.T) {
 		t.Errorf("status.preHooksDone = %+v after the apply was recorded", got.Status.PreHooksDone)
 	}
 }
+
+// TestStopAfterMainApplyThenNewValues stops an install after its main
+// apply, before the apply is recorded, as a controller killed there would,
+// and changes the values before the next sync. The objects are live, so
+// the next sync is an upgrade: the pre-install hook never runs again after
+// its main apply, and the pre-upgrade migration runs once.
+func TestStopAfterMainApplyThenNewValues(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	key := controllerNS + "/hooks-" + ns
+	var stopped atomic.Bool
+	// NOTE: every sync of the first generation stops before the prune, so
+	// the install is never recorded; the second generation goes through.
+	stepHooks.Store(key, func(addon *capstanv1.Addon, step string) error {
+		if step == "prune" && addon.Generation == 1 {
+			stopped.Store(true)
+			return errors.New("simulated stop after the main apply")
+		}
+		return nil
+	})
+	defer stepHooks.Delete(key)
+	a := dbapp(t, ns, "")
+	waitFor(t, a, 90*time.Second, "the stop after the main apply", func(*capstanv1.Addon) bool { return stopped.Load() })
+	if live(t, "v1", "ConfigMap", ns, "db-config") == nil {
+		t.Fatal("the main apply did not create the ConfigMap before the stop")
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"appVersion": "2.0"}`) })
+	got := synced(t, a)
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the pre-install Job was created %d times; want once, before the main apply", n)
+	}
+	if n := rec.count("Job/db-migrate", watch.Added); n != 1 {
+		t.Errorf("the pre-upgrade Job was created %d times; want once", n)
+	}
+	if !got.Status.AppliedAsUpgrade || got.Status.PreHooksDone != nil {
+		t.Errorf("status: appliedAsUpgrade %v, preHooksDone %+v; want an upgrade recorded", got.Status.AppliedAsUpgrade, got.Status.PreHooksDone)
+	}
+}

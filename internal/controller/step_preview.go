@@ -73,6 +73,8 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 	switch {
 	case applied == "" && s.addon.Spec.Adopt && anyAdopted(s.previews):
 		return LifecycleNone
+	case installBegun(&s.addon.Status, s.render.Hash):
+		return LifecycleUpgrade
 	case applied == "":
 		return LifecycleInstall
 	case applied != s.render.Hash:
@@ -81,6 +83,16 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 		return LifecycleRetryPost
 	}
 	return LifecycleNone
+}
+
+// installBegun reports whether an install of another render ran its
+// pre-install hooks and then stopped before its apply was recorded: its
+// objects may be live. The release exists, as Helm would say, so a render
+// with new values is an upgrade, and the pre-install hooks, which must not
+// run after their main apply, never run again.
+func installBegun(st *capstanv1.AddonStatus, hash string) bool {
+	d := st.PreHooksDone
+	return st.AppliedHash == "" && d != nil && d.Event == hookEvents[LifecycleInstall][0] && d.Hash != hash
 }
 
 func anyAdopted(previews []plan.ObjectResult) bool {

@@ -29,7 +29,7 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 		opts.UpgradeFor = func(hash string) bool {
 			switch applied := s.addon.Status.AppliedHash; {
 			case applied == "":
-				return false
+				return installBegun(&s.addon.Status, hash)
 			case applied != hash:
 				return true
 			}

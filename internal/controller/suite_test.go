@@ -50,7 +50,7 @@ var (
 	charts     *chartServer
 	reconciler *controller.AddonReconciler
 	// stepHooks lets a test stop a reconcile between apply steps, per Addon.
-	stepHooks sync.Map // types.NamespacedName.String() -> func(step string) error
+	stepHooks sync.Map // types.NamespacedName.String() -> func(step string) error, or func(addon, step) error
 )
 
 const controllerNS = install.Namespace
@@ -135,8 +135,12 @@ func setupSuite() error {
 			Sandbox:     sandbox,
 		},
 		BeforeApplyStep: func(ctx context.Context, addon *capstanv1.Addon, step string) error {
-			if f, ok := stepHooks.Load(addon.Namespace + "/" + addon.Name); ok {
-				return f.(func(string) error)(step)
+			f, _ := stepHooks.Load(addon.Namespace + "/" + addon.Name)
+			switch f := f.(type) {
+			case func(string) error:
+				return f(step)
+			case func(*capstanv1.Addon, string) error:
+				return f(addon, step)
 			}
 			return nil
 		},
