@@ -32,23 +32,31 @@ func newChartRepo(dir string) (*chartRepo, error) {
 	if err != nil {
 		return nil, err
 	}
+	return serveChart(dir, "bench", "1.0.0", archive)
+}
+
+// serveChart serves one packaged chart at version, with its index.yaml,
+// from an https server on loopback, and writes the server's certificate to
+// dir.
+func serveChart(dir, name, version string, archive []byte) (*chartRepo, error) {
 	sum := sha256.Sum256(archive)
+	file := name + "-" + version + ".tgz"
 	index := fmt.Sprintf(`apiVersion: v1
 entries:
-  bench:
+  %s:
   - apiVersion: v2
-    name: bench
-    version: 1.0.0
+    name: %s
+    version: %s
     digest: %s
     created: %s
-    urls: [bench-1.0.0.tgz]
+    urls: [%s]
 generated: %s
-`, hex.EncodeToString(sum[:]), time.Now().UTC().Format(time.RFC3339), time.Now().UTC().Format(time.RFC3339))
+`, name, name, version, hex.EncodeToString(sum[:]), time.Now().UTC().Format(time.RFC3339), file, time.Now().UTC().Format(time.RFC3339))
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/index.yaml":
 			_, _ = w.Write([]byte(index))
-		case "/bench-1.0.0.tgz":
+		case "/" + file:
 			_, _ = w.Write(archive)
 		default:
 			http.NotFound(w, r)

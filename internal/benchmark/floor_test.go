@@ -34,9 +34,15 @@ func floorName(i int) string { return fmt.Sprintf("floor-%03d", i) }
 // runFloor applies n add-ons' objects and waits until every Deployment is
 // Available.
 func runFloor(ctx context.Context, c client.Client, n int, timeout time.Duration) (time.Duration, error) {
+	return runFloorOf(ctx, c, n, timeout, addonManifest, 1)
+}
+
+// runFloorOf is runFloor with other objects: manifest(name) is one
+// add-on's, with deployments Deployments among them.
+func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Duration, manifest func(name string) string, deployments int) (time.Duration, error) {
 	objects := make([][]*unstructured.Unstructured, n)
 	for i := range n {
-		objs, err := parseManifest(addonManifest(floorName(i)))
+		objs, err := parseManifest(manifest(floorName(i)))
 		if err != nil {
 			return 0, err
 		}
@@ -77,7 +83,7 @@ func runFloor(ctx context.Context, c client.Client, n int, timeout time.Duration
 				}
 			}
 		}
-		return available == n, nil
+		return available == n*deployments, nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("the floor's Deployments were not all Available within %s: %w", timeout, err)

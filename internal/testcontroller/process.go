@@ -233,7 +233,14 @@ func (p *Process) LogProblems() (errs []string, throttled int) {
 // ProcStatus reads the controller's peak resident set (VmHWM) and its CPU
 // time so far from /proc.
 func (p *Process) ProcStatus() (peakRSSKiB int64, cpu time.Duration, err error) {
-	proc, err := procfs.NewProc(p.cmd.Process.Pid)
+	return ProcStatusOf(p.cmd.Process.Pid)
+}
+
+// ProcStatusOf reads the peak resident set (VmHWM) and the CPU time so far
+// of the process pid from /proc, for any process a benchmark runs beside
+// the controller.
+func ProcStatusOf(pid int) (peakRSSKiB int64, cpu time.Duration, err error) {
+	proc, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -242,7 +249,7 @@ func (p *Process) ProcStatus() (peakRSSKiB int64, cpu time.Duration, err error) 
 		return 0, 0, err
 	}
 	if status.VmHWM == 0 {
-		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", p.cmd.Process.Pid)
+		return 0, 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 	}
 	stat, err := proc.Stat()
 	if err != nil {
