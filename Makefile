@@ -86,6 +86,14 @@ bench: bin ## Run the benchmarks and print their figures.
 bench-converge: bin ## Converge 200 add-ons from cold, once, with the floor beside it (CAPSTAN_BENCH_ADDONS sets the count, CAPSTAN_BENCH_SOURCE=chart the chart variant).
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
+.PHONY: flux
+flux: ## Build Flux's helm-controller and source-controller (pinned in hack/flux) and their CRDs into bin/flux, once per pinned version.
+	hack/flux/build.sh
+
+.PHONY: bench-flux
+bench-flux: bin flux ## Issue 19: 100 add-ons of a 21-object chart by Capstan, the floor and Flux, one after the other on one control plane.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench AgainstFlux -benchtime=1x -timeout 90m -v ./internal/benchmark/
+
 .PHONY: bench-render
 bench-render: bin ## Issue 19: capstan render against helm template of a 330-object chart, 10 paired runs.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench ColdRender -benchtime=1x -timeout 30m -v ./internal/benchmark/
