@@ -23,4 +23,22 @@ type Request struct {
 	Timeout time.Duration
 	// Progress is called when a hook starts, so status can show it.
 	Progress func(capstanv1.HookProgress)
+	// Run names this run of the event's hooks. Every hook object is
+	// stamped with it (RunAnnotation), so that a run that goes on from a
+	// stopped one tells its own objects from those of earlier runs.
+	Run string
+	// Resume is set when this run goes on from one that stopped before its
+	// end was recorded, such as a controller killed while a post event
+	// ran: a hook whose object carries Run and succeeded is not run again,
+	// and the hook the stopped run was waiting for (Waiting), if its object
+	// carries Run and still runs, is waited for again rather than started
+	// anew. Any other hook runs as usual.
+	Resume bool
+	// Waiting is the hook the stopped run was waiting for when it stopped,
+	// as status.hook showed it; nil when none.
+	Waiting *capstanv1.ObjectRef
 }
+
+// RunAnnotation, on a hook's object, is the Run of the request that made
+// it.
+const RunAnnotation = "capstan.dev/hook-run"

@@ -56,6 +56,10 @@ type Runner struct {
 // and returns an *Error that names it. When every hook succeeds, Run
 // deletes those with hook-succeeded, in reverse order. Hooks of unknown
 // events are never run.
+//
+// Every hook object carries req.Run. With req.Resume, a hook whose object
+// carries it and succeeded is not run again, and the hook the stopped run
+// was waiting for, req.Waiting, is waited for again while it still runs.
 func (r *Runner) Run(ctx context.Context, req Request) error {
 	if req.Applier == nil || req.Addon == nil {
 		return errors.New("hooks: a hook request needs an Applier and an Addon")
@@ -94,47 +98,55 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 // runOne runs one hook and waits for it.
 func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout time.Duration, checked map[string]bool) error {
 	obj := h.Object.DeepCopy()
+	if req.Run != "" {
+		annotations := obj.GetAnnotations()
+		if annotations == nil {
+			annotations = map[string]string{}
+		}
+		annotations[RunAnnotation] = req.Run
+		obj.SetAnnotations(annotations)
+	}
 	ref := capstanv1.RefOf(obj)
 	fail := func(reason, msg string, err error) *Error {
 		return &Error{Event: req.Event, Hook: ref, Weight: h.Weight, Template: h.Template, Reason: reason, Message: msg, Timeout: timeout, Err: err}
 	}
 	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
-	log.Info("Running hook")
+	resumed := false
+	if req.Resume {
+		ours, st, err := r.fromStoppedRun(ctx, req, ref)
+		if err != nil {
+			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+		}
+		switch {
+		case ours && st == succeeded:
+			// NOTE: the run that stopped made this object and it
+			// succeeded, though the stopped controller never recorded
+			// it: running it again would repeat a step that finished,
+			// such as a post-install data load.
+			log.Info("Hook succeeded before the run stopped; not run again")
+			return nil
+		case ours && st == running && req.Waiting != nil && *req.Waiting == ref:
+			resumed = true
+		}
+	}
+	if resumed {
+		log.Info("Waiting again for the hook the stopped run waited for")
+	} else {
+		log.Info("Running hook")
+	}
 	if req.Progress != nil {
 		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.Now()})
 	}
-	if ns := obj.GetNamespace(); ns != "" && !checked[ns] {
-		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns); err != nil {
-			return fail(ReasonCreateFailed, err.Error(), err)
-		}
-		checked[ns] = true
-	}
-	if hasPolicy(h, BeforeHookCreation) {
-		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
-			return fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
-		}
-	}
 	existed := false
-	if !hasPolicy(h, BeforeHookCreation) {
-		prev, err := req.Applier.Get(ctx, ref)
-		if err != nil && !apimeta.IsNoMatchError(err) {
-			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+	if !resumed {
+		var err error
+		if existed, err = r.create(ctx, req, h, obj, timeout, checked, fail); err != nil {
+			return err
 		}
-		existed = prev != nil
-	}
-	if err := req.Applier.Apply(ctx, obj); err != nil {
-		msg := "the API server refused it: " + err.Error()
-		if apimeta.IsNoMatchError(err) {
-			msg = fmt.Sprintf("the cluster does not serve %s %s; a hook's kind must exist before the hook runs", ref.APIVersion, ref.Kind)
+		if !waitsFor(ref.APIVersion, ref.Kind) {
+			log.Info("Hook created")
+			return nil
 		}
-		if obj.GetKind() == "Secret" {
-			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
-		}
-		return fail(ReasonCreateFailed, msg, err)
-	}
-	if !waitsFor(ref.APIVersion, ref.Kind) {
-		log.Info("Hook created")
-		return nil
 	}
 	out, err := r.wait(ctx, req.Applier, ref, timeout)
 	switch {
@@ -152,6 +164,65 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	}
 	log.Info("Hook succeeded")
 	return nil
+}
+
+// create makes a hook's object: it makes sure the hook's namespace exists,
+// deletes the object of an earlier run when the hook has
+// before-hook-creation, and applies the hook. It reports whether an object
+// of an earlier run was kept and applied in place.
+func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *unstructured.Unstructured, timeout time.Duration, checked map[string]bool, fail func(reason, msg string, err error) *Error) (bool, error) {
+	ref := capstanv1.RefOf(obj)
+	if ns := obj.GetNamespace(); ns != "" && !checked[ns] {
+		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns); err != nil {
+			return false, fail(ReasonCreateFailed, err.Error(), err)
+		}
+		checked[ns] = true
+	}
+	if hasPolicy(h, BeforeHookCreation) {
+		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
+			return false, fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
+		}
+	}
+	existed := false
+	if !hasPolicy(h, BeforeHookCreation) {
+		prev, err := req.Applier.Get(ctx, ref)
+		if err != nil && !apimeta.IsNoMatchError(err) {
+			return false, fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+		}
+		existed = prev != nil
+	}
+	if err := req.Applier.Apply(ctx, obj); err != nil {
+		msg := "the API server refused it: " + err.Error()
+		if apimeta.IsNoMatchError(err) {
+			msg = fmt.Sprintf("the cluster does not serve %s %s; a hook's kind must exist before the hook runs", ref.APIVersion, ref.Kind)
+		}
+		if obj.GetKind() == "Secret" {
+			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
+		}
+		return existed, fail(ReasonCreateFailed, msg, err)
+	}
+	return existed, nil
+}
+
+// fromStoppedRun reads a hook's object and reports whether the stopped run
+// that this one goes on from made it (it carries req.Run), and if so where
+// it stands. A kind that is not waited for has succeeded once it exists.
+func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.ObjectRef) (bool, state, error) {
+	live, err := req.Applier.Get(ctx, ref)
+	if apimeta.IsNoMatchError(err) {
+		return false, running, nil
+	}
+	if err != nil {
+		return false, running, err
+	}
+	if live == nil || live.GetDeletionTimestamp() != nil || req.Run == "" || live.GetAnnotations()[RunAnnotation] != req.Run {
+		return false, running, nil
+	}
+	if !waitsFor(ref.APIVersion, ref.Kind) {
+		return true, succeeded, nil
+	}
+	out, err := r.read(ctx, req.Applier, live)
+	return true, out.state, err
 }
 
 // wait polls a Job or Pod hook until it finishes, within timeout. On a
