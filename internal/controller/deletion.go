@@ -87,7 +87,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
 	// left: a retry after they failed must not run pre-delete again.
-	if p := s.addon.Status.PendingHook; p == nil || p.Event != "post-delete" {
+	p := s.addon.Status.PendingHook
+	retry := p != nil && p.Event == "post-delete"
+	if !retry {
 		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 		}
@@ -103,7 +105,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			}
 		}
 	}
-	if err := r.runHooks(ctx, s, "post-delete"); err != nil {
+	// A retry goes on from the post-delete run that stopped: the hooks that
+	// succeeded in it are not run again.
+	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {
 		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
 	}
 	return nil

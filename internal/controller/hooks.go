@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -71,17 +74,62 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 
 // runHooks runs the hooks of one event, if there are any. A hook that
 // fails is terminal: the add-on is Stalled until the next change or resync,
-// not retried at once.
+// not retried at once. A retry of a pending post event goes on from the
+// run that stopped (runEvent).
 func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) error {
+	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost)
+}
+
+// runEvent runs the hooks of one event. With resume, this sync goes on
+// from a run of the same event whose end was never recorded
+// (status.pendingHook): a controller killed after a post hook's Job
+// completed, or while it ran, or a post hook that failed. The hooks that
+// succeeded in that run are not run again, and the one it was waiting for
+// (status.hook) is waited for again; the others run as usual.
+func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool) error {
 	if event == "" || len(hooks.Select(s.hooks, event)) == 0 {
 		return nil
+	}
+	var waiting *capstanv1.ObjectRef
+	if h := s.addon.Status.Hook; resume && h != nil && h.Event == event {
+		ref := h.ObjectRef
+		waiting = &ref
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: s.hooks, Timeout: r.hookTimeout(s),
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
+		Run:      hookRun(s, event), Resume: resume, Waiting: waiting,
 	})
+	if err == nil {
+		// Tests stop here, as a controller killed after the hooks
+		// succeeded and before it recorded that would: status.hook still
+		// names the last hook.
+		if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
+			return err
+		}
+	}
 	r.showHook(ctx, s, nil)
 	return err
+}
+
+// hookRun names one run of an event's hooks, for the runner to stamp on
+// the hook objects. It holds the Addon's UID (an Addon made again under
+// the same name is another release, whose post-install hooks run anew),
+// the event, the render, and the last apply (status.lastAppliedTime, which
+// the apply before the post hooks sets): the same render applied again
+// later, as when a failed upgrade is rolled back to the values before it,
+// is another run.
+func hookRun(s *scope, event string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\n%s\n", s.addon.UID, event)
+	if s.render != nil {
+		h.Write([]byte(s.render.Hash))
+	}
+	if t := s.addon.Status.LastAppliedTime; t != nil {
+		// NOTE: status keeps whole seconds; so does the name.
+		fmt.Fprintf(h, "\n%s", t.UTC().Format(time.RFC3339))
+	}
+	return event + "/" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // showHook writes the running hook into status at once, so a long hook is
