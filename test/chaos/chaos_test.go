@@ -58,6 +58,11 @@ func dbappArchive(t *testing.T) []byte {
 // moments while four add-ons are installed, upgraded and uninstalled, each
 // with Helm hooks, and restarts it each time. The seed it prints replays
 // the same choices (CAPSTAN_CHAOS_SEED); CAPSTAN_CHAOS_KILLS sets the count.
+// After the last kill every add-on converges, and docs/reliability.md's
+// invariants hold: no orphans, no never-delete kind deleted, no object
+// applied twice with different content, no pre hook run again after its
+// main apply, no post hook run again after it succeeded. It prints each
+// kill's point: the change, and where the Addon's status stood.
 func TestKillTheController(t *testing.T) {
 	seed := envInt("CAPSTAN_CHAOS_SEED", time.Now().UnixNano())
 	kills := int(envInt("CAPSTAN_CHAOS_KILLS", 10))
@@ -67,11 +72,14 @@ func TestKillTheController(t *testing.T) {
 	env := newChaosEnv(t, dbappArchive(t))
 	admin, srv := env.admin, env.charts
 	start := func() *testcontroller.Process { return env.start("--resync-interval=1h", "--hook-timeout=2m") }
+	rec := watchHistory(t)
 	ctrl := start()
 
 	names := []string{"alpha", "bravo", "charlie", "delta"}
 	installed := map[string]bool{}
-	points := map[string]int{}
+	points, phases := map[string]int{}, map[string]int{}
+	asks := renders{}                 // every render asked for, by Addon
+	installs := map[string][]string{} // each Addon's creations, by resourceVersion
 	for k := range kills {
 		name := names[rng.IntN(len(names))]
 		key := client.ObjectKey{Namespace: install.Namespace, Name: "chaos-" + name}
@@ -81,13 +89,18 @@ func TestKillTheController(t *testing.T) {
 			point = "install"
 			// A removal may still be finishing: wait until the Addon is gone.
 			waitGone(t, admin, key)
+			// NOTE: every render of the run has a version of its own,
+			// the round's number, so each content applied tells its render.
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
 				Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: srv.URL + "/dbapp-1.0.0.tgz"}, TargetNamespace: "chaos-" + name,
-					CreateNamespace: true, Prune: true, DeletionPolicy: capstanv1.DeletionDelete, ReleaseName: name}}
+					CreateNamespace: true, Prune: true, DeletionPolicy: capstanv1.DeletionDelete, ReleaseName: name,
+					Values: jsonValues(t, fmt.Sprintf(`{"appVersion":"%d"}`, k))}}
 			if err := admin.Create(ctx, a); err != nil {
 				t.Fatal(err)
 			}
 			installed[name] = true
+			asks.add(key, fmt.Sprint(k), true)
+			installs[key.String()] = append(installs[key.String()], a.ResourceVersion)
 		case rng.IntN(2) == 0:
 			point = "upgrade"
 			patch := fmt.Appendf(nil, `{"spec":{"values":{"appVersion":"%d"}}}`, k)
@@ -95,6 +108,7 @@ func TestKillTheController(t *testing.T) {
 				client.RawPatch("application/merge-patch+json", patch)); err != nil {
 				t.Fatal(err)
 			}
+			asks.add(key, fmt.Sprint(k), false)
 		default:
 			point = "uninstall"
 			if err := admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}); err != nil {
@@ -105,6 +119,7 @@ func TestKillTheController(t *testing.T) {
 		points[point]++
 		// Kill while the controller works on it: within the first 3 s.
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		phases[point+": "+killPoint(ctx, admin, key)]++
 		ctrl.Kill()
 		ctrl = start()
 	}
@@ -135,10 +150,14 @@ func TestKillTheController(t *testing.T) {
 	orphans := checkOrphans(t, admin, names, installed)
 	deleted := checkNeverDelete(t, admin, names)
 	reruns, hooks := checkPreHooks(t, names)
-	t.Logf("figures: %d kills at %v; %d hook Jobs run; %d orphans, %d never-delete objects deleted, %d pre hooks run again after their main apply",
-		kills, points, hooks, orphans, deleted, reruns)
-	if hooks == 0 {
-		t.Error("no hook ran: the test exercised nothing")
+	objects, contents, twice := rec.checkContents(t, asks)
+	posts, postReruns, postRetries := rec.checkPostHooks(t, "seed", installs)
+	t.Logf("figures: %d kills at %v; phases at the kills: %v", kills, points, phases)
+	t.Logf("figures: %d hook Jobs run; %d orphans, %d never-delete objects deleted, %d pre hooks run again after their main apply; "+
+		"%d objects with %d contents, %d applied twice with different content; %d post-install Jobs, %d run again after they succeeded, %d retried when they had not; %d Jobs deleted while the watch was away",
+		hooks, orphans, deleted, reruns, objects, contents, twice, posts, postReruns, postRetries, rec.lostEnds())
+	if hooks == 0 || objects == 0 {
+		t.Error("no hook ran or nothing was applied: the test exercised nothing")
 	}
 }
 

@@ -24,7 +24,8 @@ import (
 // install, and restarts etcd while they upgrade. The controller recovers by
 // itself: its process never exits, every add-on ends Synced, and nothing is
 // deleted (the Deployments keep their UIDs, no namespace is deleted, no
-// object is orphaned, no pre hook runs again).
+// object is orphaned, no pre hook runs again, no object is applied twice
+// with different content, no post hook that succeeded runs again).
 func TestControlPlaneGoesAway(t *testing.T) {
 	down := time.Duration(envInt("CAPSTAN_CHAOS_APISERVER_DOWN", 30)) * time.Second
 	seed := envInt("CAPSTAN_CHAOS_SEED", time.Now().UnixNano())
@@ -33,10 +34,12 @@ func TestControlPlaneGoesAway(t *testing.T) {
 	ctx := t.Context()
 	env := newChaosEnv(t, dbappArchive(t))
 	admin, srv := env.admin, env.charts
+	rec := watchHistory(t)
 	ctrl := env.start("--resync-interval=1h", "--hook-timeout=3m")
 
 	names := []string{"echo", "foxtrot", "golf", "hotel"}
 	installed := map[string]bool{}
+	asks, installs := renders{}, map[string][]string{}
 	for _, name := range names {
 		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "chaos-" + name},
 			Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: srv.URL + "/dbapp-1.0.0.tgz"}, TargetNamespace: "chaos-" + name,
@@ -45,9 +48,15 @@ func TestControlPlaneGoesAway(t *testing.T) {
 			t.Fatal(err)
 		}
 		installed[name] = true
+		asks.add(client.ObjectKeyFromObject(a), "1.0", true) // the chart's default
+		installs[client.ObjectKeyFromObject(a).String()] = []string{a.ResourceVersion}
 	}
 	// Mid-sync: within the first 2 s of the installs.
 	time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+	phases := map[string]int{}
+	for _, name := range names {
+		phases["API server stopped: "+killPoint(ctx, admin, client.ObjectKey{Namespace: install.Namespace, Name: "chaos-" + name})]++
+	}
 	outage(t, testcluster.KubeAPIServer, down)
 	converge(t, admin, ctrl, names, "after the API server came back")
 
@@ -65,8 +74,12 @@ func TestControlPlaneGoesAway(t *testing.T) {
 			client.RawPatch("application/merge-patch+json", patch)); err != nil {
 			t.Fatal(err)
 		}
+		asks.add(client.ObjectKey{Namespace: install.Namespace, Name: "chaos-" + name}, fmt.Sprint(100+i), false)
 	}
 	time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+	for _, name := range names {
+		phases["etcd restarted: "+killPoint(ctx, admin, client.ObjectKey{Namespace: install.Namespace, Name: "chaos-" + name})]++
+	}
 	outage(t, testcluster.Etcd, 10*time.Second)
 	converge(t, admin, ctrl, names, "after etcd restarted")
 
@@ -82,8 +95,12 @@ func TestControlPlaneGoesAway(t *testing.T) {
 	orphans := checkOrphans(t, admin, names, installed)
 	deleted := checkNeverDelete(t, admin, names)
 	reruns, hooks := checkPreHooks(t, names)
-	t.Logf("figures: API server away %s, etcd restarted; %d hook Jobs; %d orphans, %d never-delete objects deleted, %d pre hooks run again",
-		down, hooks, orphans, deleted, reruns)
+	objects, contents, twice := rec.checkContents(t, asks)
+	posts, postReruns, postRetries := rec.checkPostHooks(t, "seed", installs)
+	t.Logf("figures: API server away %s, etcd restarted; phases then: %v", down, phases)
+	t.Logf("figures: %d hook Jobs; %d orphans, %d never-delete objects deleted, %d pre hooks run again; "+
+		"%d objects with %d contents, %d applied twice with different content; %d post-install Jobs, %d run again after they succeeded, %d retried when they had not; %d Jobs deleted while the watch was away",
+		hooks, orphans, deleted, reruns, objects, contents, twice, posts, postReruns, postRetries, rec.lostEnds())
 }
 
 // outage stops a component for a while and starts it again.

@@ -52,7 +52,8 @@ metadata:
 // After the last kill: every definition of the last commit has its Addon,
 // Synced with that commit's content; no other Addon of the repository is
 // left; every applied object is in an inventory; every restricted object is
-// owned by its live Addon.
+// owned by its live Addon; no object was applied twice with different
+// content, nor an older content after a newer one.
 func TestKillTheSyncer(t *testing.T) {
 	seed := envInt("CAPSTAN_CHAOS_SEED", time.Now().UnixNano())
 	kills := int(envInt("CAPSTAN_CHAOS_SYNCER_KILLS", 6))
@@ -77,6 +78,7 @@ func TestKillTheSyncer(t *testing.T) {
 	start := func() *testcontroller.Process {
 		return env.start("--fetch-allow="+gitHost, "--resync-interval=1h", "--trusted-namespaces="+install.Namespace)
 	}
+	rec := watchHistory(t)
 	ctrl := start()
 	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "chaos-ops"},
 		Spec: capstanv1.AddonRepositorySpec{URL: repoURL, Interval: &metav1.Duration{Duration: time.Second}}}
@@ -87,20 +89,25 @@ func TestKillTheSyncer(t *testing.T) {
 	synced := []string{"sierra", "tango", "uniform"}
 	tenants := []string{"romeo", "quebec"}
 	version := map[string]int{} // the content each present add-on should end with
-	points := map[string]int{}
+	points, phases := map[string]int{}, map[string]int{}
+	asks := renders{} // every content asked for, by Addon
 	for k := 1; k <= kills; k++ {
 		var point string
+		var key client.ObjectKey
 		if rng.IntN(3) > 0 {
 			name := synced[rng.IntN(len(synced))]
+			key = client.ObjectKey{Namespace: install.Namespace, Name: name}
 			switch _, present := version[name]; {
 			case !present:
 				point = "git add"
 				work.Write("addons/"+name+".yaml", definition(name)).Write("apps/"+name+"/config.yaml", appConfig(name, k))
 				version[name] = k
+				asks.add(key, fmt.Sprint(k), true)
 			case rng.IntN(2) == 0:
 				point = "git change"
 				work.Write("apps/"+name+"/config.yaml", appConfig(name, k))
 				version[name] = k
+				asks.add(key, fmt.Sprint(k), false)
 			default:
 				point = "git remove"
 				work.Remove("addons/" + name + ".yaml").Remove("apps/" + name)
@@ -109,7 +116,7 @@ func TestKillTheSyncer(t *testing.T) {
 			work.CommitAndPush(fmt.Sprintf("%s %d", point, k))
 		} else {
 			name := tenants[rng.IntN(len(tenants))]
-			key := client.ObjectKey{Namespace: tenantNS, Name: name}
+			key = client.ObjectKey{Namespace: tenantNS, Name: name}
 			switch _, present := version[name]; {
 			case !present:
 				point = "restricted install"
@@ -121,6 +128,7 @@ func TestKillTheSyncer(t *testing.T) {
 					t.Fatal(err)
 				}
 				version[name] = k
+				asks.add(key, fmt.Sprint(k), true)
 			case rng.IntN(2) == 0:
 				point = "restricted upgrade"
 				patch := fmt.Appendf(nil, `{"spec":{"values":{"version":"%d"}}}`, k)
@@ -129,6 +137,7 @@ func TestKillTheSyncer(t *testing.T) {
 					t.Fatal(err)
 				}
 				version[name] = k
+				asks.add(key, fmt.Sprint(k), false)
 			default:
 				point = "restricted uninstall"
 				if err := admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: name}}); err != nil {
@@ -139,6 +148,7 @@ func TestKillTheSyncer(t *testing.T) {
 		}
 		points[point]++
 		time.Sleep(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		phases[point+": "+killPoint(ctx, admin, key)]++
 		ctrl.Kill()
 		ctrl = start()
 	}
@@ -157,7 +167,13 @@ func TestKillTheSyncer(t *testing.T) {
 	}
 	t.Logf("converged %s after the last kill", time.Since(began).Round(time.Second))
 	orphans := checkOwned(t, admin, synced, tenants)
-	t.Logf("figures: %d kills at %v; %d orphans or objects without their owner", kills, points, orphans)
+	objects, contents, twice := rec.checkContents(t, asks)
+	t.Logf("figures: %d kills at %v; phases at the kills: %v", kills, points, phases)
+	t.Logf("figures: %d orphans or objects without their owner; %d objects with %d contents, %d applied twice with different content",
+		orphans, objects, contents, twice)
+	if objects == 0 {
+		t.Error("nothing was applied: the test exercised nothing")
+	}
 }
 
 func definition(name string) string {
