@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/procfs"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,6 +28,10 @@ const (
 	// envOrder is the order the three tools run in, comma-separated;
 	// default "capstan,floor,flux".
 	envOrder = "CAPSTAN_BENCH_ORDER"
+	// envControllerBin is a capstan binary to run as the controller
+	// instead of one built from the checkout, such as one built from a
+	// commit, so that a run measures a known controller.
+	envControllerBin = "CAPSTAN_BENCH_CONTROLLER_BIN"
 )
 
 // The identities of Flux's controllers. Both are in system:masters, so
@@ -82,6 +87,93 @@ type toolFigures struct {
 	requests float64
 	writes   map[string]int // the tool's writes by kind, and the API server's µs on them
 	load     [2]string      // /proc/loadavg before and after
+	busy     cpuWindow      // the machine's CPU while the tool's time ran
+}
+
+// cpuWindow is how busy the machine's cores were between two readings of
+// /proc/stat, and how much of that this benchmark's own processes were:
+// the test binary (the floor runs in it) and everything it started, the
+// control plane and the tool. The rest is other work sharing the cores.
+type cpuWindow struct {
+	busy, total time.Duration            // the machine's, summed over the cores
+	ours        map[string]time.Duration // by command name
+}
+
+// machineCPU reads the machine's busy and total CPU time so far, and this
+// process's and its descendants'.
+func machineCPU() cpuWindow {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return cpuWindow{}
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return cpuWindow{}
+	}
+	c := st.CPUTotal
+	total := c.User + c.Nice + c.System + c.Idle + c.Iowait + c.IRQ + c.SoftIRQ + c.Steal
+	sec := func(v float64) time.Duration { return time.Duration(v * float64(time.Second)) }
+	w := cpuWindow{busy: sec(total - c.Idle - c.Iowait), total: sec(total), ours: map[string]time.Duration{}}
+	procs, err := fs.AllProcs()
+	if err != nil {
+		return w
+	}
+	stats := map[int]procfs.ProcStat{}
+	for _, p := range procs {
+		if ps, err := p.Stat(); err == nil {
+			stats[p.PID] = ps
+		}
+	}
+	self := os.Getpid()
+	ours := func(pid int) bool {
+		for range 64 { // deeper than any tree here
+			if pid == self {
+				return true
+			}
+			ps, ok := stats[pid]
+			if !ok || ps.PPID == pid {
+				return false
+			}
+			pid = ps.PPID
+		}
+		return false
+	}
+	for pid, ps := range stats {
+		if ours(pid) {
+			name := ps.Comm
+			if pid == self {
+				name = "benchmark"
+			}
+			w.ours[name] += sec(ps.CPUTime())
+		}
+	}
+	return w
+}
+
+func (w cpuWindow) since(before cpuWindow) cpuWindow {
+	out := cpuWindow{busy: w.busy - before.busy, total: w.total - before.total, ours: map[string]time.Duration{}}
+	for k, v := range w.ours {
+		if d := v - before.ours[k]; d > 0 {
+			out.ours[k] = d
+		}
+	}
+	return out
+}
+
+func (w cpuWindow) String() string {
+	if w.total <= 0 {
+		return "?"
+	}
+	var ours time.Duration
+	names := keys(w.ours)
+	slices.SortFunc(names, func(a, b string) int { return int(w.ours[b] - w.ours[a]) })
+	parts := make([]string, 0, len(names))
+	for _, k := range names {
+		ours += w.ours[k]
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, w.ours[k].Seconds()))
+	}
+	return fmt.Sprintf("%.0f%% busy, %.1f s of CPU: this run's %.1f s (%s), other work's %.1f s",
+		100*w.busy.Seconds()/w.total.Seconds(), w.busy.Seconds(), ours.Seconds(), strings.Join(parts, ", "), (w.busy - ours).Seconds())
 }
 
 // procFigures are one process's figures at the end of its tool's run.
@@ -166,10 +258,17 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 		b.Fatalf("serving the chart repository: %v", err)
 	}
 	defer repo.srv.Close()
-	buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
-	capstanBin, err := testcontroller.Build(buildCtx, dir)
-	cancel()
-	if err != nil {
+	capstanBin := os.Getenv(envControllerBin)
+	if capstanBin == "" {
+		buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
+		capstanBin, err = testcontroller.Build(buildCtx, dir)
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+	} else if capstanBin, err = testcontroller.Named(capstanBin, dir, "capstan"); err != nil {
+		// NOTE: a copy named capstan, as testcontroller.Start names the
+		// controller's log after the binary.
 		b.Fatal(err)
 	}
 
@@ -186,10 +285,12 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 			f.runCapstan(b, c, admin, capstanBin, dir, repo, timeout)
 		case "floor":
 			f.floor.load[0] = loadAverage()
+			cpu0 := machineCPU()
 			f.floor.wall, err = runFloorOf(ctx, admin, n, timeout, sevenManifest, sevenDeployments)
 			if err != nil {
 				b.Fatal(err)
 			}
+			f.floor.busy = machineCPU().since(cpu0)
 			f.floor.load[1] = loadAverage()
 		case "flux":
 			f.runFlux(b, c, admin, fluxDir, dir, repo, timeout)
@@ -232,6 +333,7 @@ func (f *fluxFigures) runCapstan(b *testing.B, c *testcluster.Cluster, admin cli
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := writesBy(b, install.ControllerUser)
 	f.capstan.load[0] = loadAverage()
+	cpu0 := machineCPU()
 	b.StartTimer()
 	began := time.Now()
 	for i := range f.addons {
@@ -245,6 +347,7 @@ func (f *fluxFigures) runCapstan(b *testing.B, c *testcluster.Cluster, admin cli
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
 	}
 	f.capstan.wall = readyAt.Sub(began)
+	f.capstan.busy = machineCPU().since(cpu0)
 	installed := mustQuiet(b, ctrl, "the controller to go idle after the install")
 	f.capstan.load[1] = loadAverage()
 	f.capstanInstall = diff(base, installed, baseWrites, writesBy(b, install.ControllerUser))
@@ -300,6 +403,7 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	before := fluxQuiet(b, procs, "Flux to settle after the HelmRepository")
 	beforeWrites := writesBy(b, helmControllerUser, sourceControllerUser)
 	f.flux.load[0] = loadAverage()
+	cpu0 := machineCPU()
 	began := time.Now()
 	for i := range f.addons {
 		hr, err := newHelmRelease(i)
@@ -315,6 +419,7 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 		b.Fatalf("%v\nhelm-controller log:\n%s", err, helm.logTail(20))
 	}
 	f.flux.wall = readyAt.Sub(began)
+	f.flux.busy = machineCPU().since(cpu0)
 	after := fluxQuiet(b, procs, "Flux to go idle after the install")
 	f.flux.load[1] = loadAverage()
 	f.flux.requests = after - before
@@ -483,6 +588,7 @@ func (f *fluxFigures) log(b *testing.B) {
 		strings.Join(f.order, ", "), f.helmVersion, f.srcVer)
 	tool := func(name, goal string, t toolFigures) {
 		fmt.Fprintf(&s, "  %-9s %-44s %10s   load %s → %s\n", name, goal, t.wall.Round(100*time.Millisecond), t.load[0], t.load[1])
+		fmt.Fprintf(&s, "  %-9s   the machine's cores meanwhile: %s\n", "", t.busy)
 		if len(t.latency) > 0 {
 			fmt.Fprintf(&s, "  %-9s   each add-on, created → Ready: %s\n", "", t.latency)
 			fmt.Fprintf(&s, "  %-9s     queued, until its tool wrote its namespace: %s\n", "", t.phases.queued)
