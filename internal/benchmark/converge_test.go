@@ -2,6 +2,7 @@ package benchmark_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -39,6 +40,9 @@ const (
 	envSource = "CAPSTAN_BENCH_SOURCE"
 	// envFloor, set to 0, skips the floor (see floor_test.go).
 	envFloor = "CAPSTAN_BENCH_FLOOR"
+	// envControllerArgs are more flags for the controller, separated by
+	// spaces, such as --pprof-bind-address=127.0.0.1:6060 to profile it.
+	envControllerArgs = "CAPSTAN_BENCH_CONTROLLER_ARGS"
 )
 
 var cluster *testcluster.Cluster
@@ -102,6 +106,9 @@ type figures struct {
 	peakRSSKiB          int64
 	cpu                 time.Duration // the controller's CPU time, all of its life
 	workers             snapshot      // the render workers' figures, at the end
+	capstanCPU          cpuUse        // the control plane's CPU during the install, and the controller's
+	floorCPU            cpuUse        // the control plane's CPU during the floor
+	addonBytes          [2]int        // one Addon's JSON after the install, whole and its status
 	logErrors           []string
 	throttled           int
 }
@@ -169,6 +176,7 @@ func runConverge(b *testing.B) figures {
 	default:
 		b.Fatalf("%s=%q: want git or chart", envSource, src)
 	}
+	args = append(args, strings.Fields(os.Getenv(envControllerArgs))...)
 	buildCtx, cancel := context.WithTimeout(ctx, 20*time.Minute)
 	bin, err := testcontroller.Build(buildCtx, dir)
 	cancel()
@@ -181,6 +189,12 @@ func runConverge(b *testing.B) figures {
 	baseWrites := mustWrites(b)
 
 	// Install: from the first Addon's creation until every one is ready.
+	cpuBefore := mustCPU(b)
+	_, ctrlCPUBefore, err := ctrl.ProcStatus()
+	if err != nil {
+		b.Fatal(err)
+	}
+	profiled := startProfile(ctx, cluster.Config, "apiserver-capstan")
 	b.StartTimer()
 	began := time.Now()
 	for i := range n {
@@ -194,11 +208,22 @@ func runConverge(b *testing.B) figures {
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
 	}
 	f := figures{source: src, addons: n, concurrency: conc, converge: readyAt.Sub(began)}
+	f.capstanCPU = mustCPU(b).since(cpuBefore)
+	if _, ctrlCPU, err := ctrl.ProcStatus(); err == nil {
+		f.capstanCPU["capstan"] = ctrlCPU - ctrlCPUBefore
+	}
+	if err := profiled(); err != nil {
+		b.Error(err)
+	}
 	// The reconciles that the last status writes queue are part of the
 	// install: wait until the controller is idle.
 	installed := mustQuiet(b, ctrl, "the controller to go idle after the install")
 	installedWrites := mustWrites(b)
 	f.install = diff(base, installed, baseWrites, installedWrites)
+	f.addonBytes, err = addonSize(ctx, admin, addonName(0))
+	if err != nil {
+		b.Fatal(err)
+	}
 
 	// One no-op resync of every add-on.
 	began = time.Now()
@@ -236,9 +261,15 @@ func runConverge(b *testing.B) figures {
 	ctrl.Stop()
 	f.logErrors, f.throttled = ctrl.LogProblems()
 	if os.Getenv(envFloor) != "0" {
+		cpuBefore := mustCPU(b)
+		profiled := startProfile(ctx, cluster.Config, "apiserver-floor")
 		f.floor, err = runFloor(ctx, admin, n, timeout)
 		if err != nil {
 			b.Fatal(err)
+		}
+		f.floorCPU = mustCPU(b).since(cpuBefore)
+		if err := profiled(); err != nil {
+			b.Error(err)
 		}
 	}
 	return f
@@ -339,6 +370,32 @@ func mustQuiet(b *testing.B, p *testcontroller.Process, what string) snapshot {
 	}
 	b.Fatalf("waited 5 minutes for %s; last scrape error: %v", what, lastErr)
 	return last
+}
+
+// addonSize is the size of one Addon's JSON as the API server stores it,
+// whole and its status alone: every status write costs the API server in
+// proportion to it.
+func addonSize(ctx context.Context, c client.Client, name string) ([2]int, error) {
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: name}, a); err != nil {
+		return [2]int{}, err
+	}
+	whole, err := json.Marshal(a)
+	if err != nil {
+		return [2]int{}, err
+	}
+	status, err := json.Marshal(a.Status)
+	return [2]int{len(whole), len(status)}, err
+}
+
+// mustCPU reads the control plane's CPU times.
+func mustCPU(b *testing.B) cpuUse {
+	b.Helper()
+	u, err := controlPlaneCPU()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return u
 }
 
 // mustWrites counts the controller's writes so far by kind, from the API
@@ -444,6 +501,11 @@ func (f *figures) log(b *testing.B) {
 	if f.floor > 0 {
 		fmt.Fprintf(&s, "  %-44s %10s\n", fmt.Sprintf("the floor (bare SSA, %d workers) → all Available", floorWorkers), f.floor.Round(100*time.Millisecond))
 		fmt.Fprintf(&s, "  %-44s %10.2f\n", "Capstan's time / the floor's", f.converge.Seconds()/f.floor.Seconds())
+	}
+	fmt.Fprintf(&s, "  %-44s %10d B (status %d B)\n", "one Addon after the install, as JSON", f.addonBytes[0], f.addonBytes[1])
+	fmt.Fprintf(&s, "  CPU during Capstan's install: %s\n", f.capstanCPU)
+	if f.floor > 0 {
+		fmt.Fprintf(&s, "  CPU during the floor:         %s\n", f.floorCPU)
 	}
 	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
 	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)

@@ -44,6 +44,7 @@ type controllerOptions struct {
 	caFile         string
 	metricsAddr    string
 	probeAddr      string
+	pprofAddr      string
 	leaderElect    bool
 	allowFileGit   bool
 	kubeconfig     string
@@ -72,6 +73,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git, besides the system's.")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof profiles, for finding where time and memory go; 0 (the default) disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, for more than one replica.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
@@ -212,6 +214,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 		Cache:                  shard.cache,
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       shard.leaderElectionID,
 		// NOTE: the Lease lives in the controller's namespace; left empty,

@@ -218,7 +218,7 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 		// endpoint of the kubernetes Service, and no pod runs to call it.
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-		"--profiling=false",
+		"--profiling=" + strconv.FormatBool(o.profiling),
 		egressFlag,
 		// kwok gives a node its name as its Hostname address, which the
 		// egress guard would not resolve; its InternalIP is loopback.

@@ -21,6 +21,10 @@ const (
 	EnvKeep = "CAPSTAN_TESTCLUSTER_KEEP"
 	// EnvVerbose, when "1" or "true", prints progress lines to stderr.
 	EnvVerbose = "CAPSTAN_TESTCLUSTER_VERBOSE"
+	// EnvProfiling, when "1" or "true", serves kube-apiserver's
+	// /debug/pprof, to see where the API server spends its time under a
+	// benchmark's load. It is off by default, as in a hardened cluster.
+	EnvProfiling = "CAPSTAN_TESTCLUSTER_PROFILING"
 )
 
 // moduleLine is the go.mod line that marks the root of the Capstan module.
@@ -38,6 +42,7 @@ type options struct {
 	apiServerPort int
 	nodes         int
 	keepDir       bool
+	profiling     bool
 	progress      io.Writer
 	egressReport  func(Refusal)
 }
@@ -81,6 +86,9 @@ func resolveOptions(opts []Option) (options, error) {
 	}
 	if isTrue(os.Getenv(EnvKeep)) {
 		o.keepDir = true
+	}
+	if isTrue(os.Getenv(EnvProfiling)) {
+		o.profiling = true
 	}
 	if isTrue(os.Getenv(EnvVerbose)) && o.progress == nil {
 		o.progress = os.Stderr

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // logTailLines is how many lines of a component's log an error shows.
@@ -155,4 +157,29 @@ func tail(path string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// CPUTimes returns the CPU time (user and system) that each running
+// component has used so far, by component name. A benchmark takes it before
+// and after a phase to see which part of the control plane did the work.
+func (c *Cluster) CPUTimes() (map[string]time.Duration, error) {
+	c.procsMu.Lock()
+	procs := append([]*process(nil), c.procs...)
+	c.procsMu.Unlock()
+	out := make(map[string]time.Duration, len(procs))
+	for _, p := range procs {
+		if p.cmd.Process == nil || p.exited() {
+			continue
+		}
+		proc, err := procfs.NewProc(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("testcluster: reading %s's /proc: %w", p.name, err)
+		}
+		stat, err := proc.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("testcluster: reading %s's /proc stat: %w", p.name, err)
+		}
+		out[p.name] += time.Duration(stat.CPUTime() * float64(time.Second))
+	}
+	return out, nil
 }
