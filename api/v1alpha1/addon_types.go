@@ -586,8 +586,12 @@ type Plan struct {
 	// +optional
 	Workloads []Workload `json:"workloads,omitempty"`
 
-	// Objects are the rendered objects and those to prune, each with its
-	// action and, for an update, its diff.
+	// Objects are the rendered objects a sync would create, update or
+	// delete, each with its action and, for an update, its diff; adopted
+	// objects and objects the API server refused in a dry run are listed
+	// even when unchanged. The objects a sync would leave as they are are
+	// only counted, in Summary.Unchanged: the inventory names every applied
+	// object, and `capstan plan` lists them all.
 	// +listType=atomic
 	// +optional
 	Objects []PlannedObject `json:"objects,omitempty"`

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -327,9 +328,13 @@ func TestCRDAndItsResourcesInOneSync(t *testing.T) {
 			planned = &got.Status.Plan.Objects[i]
 		}
 	}
-	if planned == nil || planned.Action != capstanv1.ActionCreate || planned.Error != "" || planned.Namespace != ns ||
-		!strings.Contains(planned.Diff, "after its CustomResourceDefinition is created") {
+	if planned == nil || planned.Action != capstanv1.ActionCreate || planned.Error != "" || planned.Namespace != ns || planned.Diff != "" {
 		t.Fatalf("the plan's entry for the custom resource: %+v", planned)
+	}
+	if !slices.ContainsFunc(got.Status.Plan.Notices, func(n capstanv1.Notice) bool {
+		return strings.Contains(n.Message, "1 object(s) to create wait for a Namespace or CustomResourceDefinition")
+	}) {
+		t.Errorf("no notice says the custom resource is checked once its CRD exists: %+v", got.Status.Plan.Notices)
 	}
 	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
 	got = waitFor(t, a, 90*time.Second, "the sync", func(cur *capstanv1.Addon) bool {

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -187,5 +188,42 @@ func TestEnsuredNamespaceIsOutsideTheHash(t *testing.T) {
 	}
 	if build(capstanv1.ActionCreate, "") == build(capstanv1.ActionUnchanged, "") {
 		t.Error("a rendered Namespace's action must change the hash")
+	}
+}
+
+// TestBuildListsOnlyWhatChanges: status names the objects a sync would
+// change, adopt or could not dry-run, and only counts those it would leave
+// as they are; the hash still covers every object, and a full plan lists
+// them all.
+func TestBuildListsOnlyWhatChanges(t *testing.T) {
+	ref := func(name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}
+	}
+	objs := []ObjectResult{
+		{Ref: ref("same"), Comparison: Comparison{Action: capstanv1.ActionUnchanged, Digest: "d1"}},
+		{Ref: ref("adopted"), Adopted: true, Comparison: Comparison{Action: capstanv1.ActionUnchanged, Digest: "d2"}},
+		{Ref: ref("refused"), Error: "invalid", Comparison: Comparison{Action: capstanv1.ActionUnchanged, Digest: "d3"}},
+		{Ref: ref("new"), Unverified: true, Comparison: Comparison{Action: capstanv1.ActionCreate, Digest: "d4"}},
+	}
+	p := Build(Input{Objects: objs})
+	var names []string
+	for _, o := range p.Objects {
+		names = append(names, o.Name)
+	}
+	if !slices.Equal(names, []string{"adopted", "refused", "new"}) {
+		t.Errorf("status lists %v; want the adopted, the refused and the new object", names)
+	}
+	if p.Summary.Unchanged != 3 || p.Summary.Create != 1 {
+		t.Errorf("summary %+v; want 3 unchanged and 1 create", p.Summary)
+	}
+	if len(p.Notices) != 1 || !strings.Contains(p.Notices[0].Message, "1 object(s) to create wait for a Namespace") {
+		t.Errorf("notices %+v; want one about the object the API server checks later", p.Notices)
+	}
+	objs[0].Digest = "changed"
+	if Build(Input{Objects: objs}).Hash == p.Hash {
+		t.Error("an unchanged object left out of status must still be in the hash")
+	}
+	if full := Build(Input{Objects: objs, Full: true}); len(full.Objects) != 4 {
+		t.Errorf("a full plan lists %d objects; want all 4", len(full.Objects))
 	}
 }

@@ -86,12 +86,23 @@ func Build(in Input) *capstanv1.Plan {
 				p.DiffsTruncated = true
 			}
 		}
-		p.Objects = append(p.Objects, po)
 		count(&p.Summary, o.Action)
+		// NOTE: status lists what a sync would do; an object it would
+		// leave as it is, not adopted and not refused, is only counted.
+		// The inventory names every applied object, and the Addon stays
+		// small: every status write costs the API server in proportion to
+		// its size. `capstan plan` (Full) lists every object.
+		if in.Full || o.Action != capstanv1.ActionUnchanged || o.Adopted || o.Error != "" {
+			p.Objects = append(p.Objects, po)
+		}
 		if o.Ref.Kind == "Namespace" && o.Ref.APIVersion == "v1" && o.Ref.Name == in.EnsuredNamespace && o.Error == "" {
 			continue
 		}
 		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
+	}
+	if n := unverified(in.Objects); n > 0 {
+		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d object(s) to create wait for a Namespace or CustomResourceDefinition that this sync creates first, so the API server checks them only once those exist; if it refuses one, the sync stops with nothing applied but the CRDs and Namespaces", n)})
 	}
 	for _, r := range in.Prune {
 		p.Objects = append(p.Objects, capstanv1.PlannedObject{ObjectRef: r, Action: capstanv1.ActionDelete})
@@ -111,6 +122,17 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	p.Hash = digest(material...)
 	return p
+}
+
+// unverified counts the objects the API server could not dry-run yet.
+func unverified(objs []ObjectResult) int {
+	n := 0
+	for _, o := range objs {
+		if o.Unverified {
+			n++
+		}
+	}
+	return n
 }
 
 // Pending reports whether applying the plan would change anything: objects

@@ -156,7 +156,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		key := ref.Key()
 		if newNamespaces[obj.GetNamespace()] {
 			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Unverified: true, Comparison: Comparison{Action: capstanv1.ActionCreate,
-				Digest: CreateDigest(obj), Diff: "(previewed after its Namespace is created)\n"}})
+				Digest: CreateDigest(obj)}})
 			continue
 		}
 		if out.Quiet[key] {
@@ -191,13 +191,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
 			res.Unverified = true
-			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
-				Diff: "(previewed after its CustomResourceDefinition is created)\n"}
+			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
 		case err != nil && apierrors.IsNotFound(err) && prepare.Renders(in.Objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
 			res.Unverified = true
-			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj),
-				Diff: "(previewed after its Namespace is created)\n"}
+			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}

@@ -122,7 +122,7 @@ func TestPreviewObjectsSavesRequests(t *testing.T) {
 	if e := p.Objects[3].Error; !strings.Contains(e, "withheld") {
 		t.Errorf("the Secret's dry-run error = %q; want its message withheld", e)
 	}
-	if !strings.Contains(p.Objects[2].Diff, "after its Namespace is created") {
-		t.Errorf("the object in the new Namespace: %q", p.Objects[2].Diff)
+	if o := p.Objects[2]; !o.Unverified || o.Diff != "" {
+		t.Errorf("the object in the new Namespace: unverified %v, diff %q; want unverified with no diff", o.Unverified, o.Diff)
 	}
 }
