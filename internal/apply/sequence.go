@@ -17,8 +17,8 @@ import (
 //  2. on an install, CRDs (waited for until Established and served) and
 //     Namespaces, which the pre-install hooks may need, as Helm does;
 //     then the objects the plan could not dry-run before those existed
-//     are dry-run, and one the API server refuses stops the sequence
-//     before anything else is applied;
+//     are checked, and one the API server refuses stops the sequence
+//     with nothing else applied (see verify);
 //  3. the pre hooks;
 //  4. every other changed object, by server-side apply;
 //  5. the prune, which never deletes the never-delete kinds;
@@ -38,8 +38,12 @@ type Sequence struct {
 	Install bool
 	// Unverified are the changed objects that the plan could not dry-run:
 	// their Namespace or CRD is among the changed objects. On an install
-	// they are dry-run once those are applied.
+	// they are checked once those are applied (see verify).
 	Unverified []*unstructured.Unstructured
+	// HasPreHooks says the pre hooks have hooks to run. They must run
+	// before anything but CRDs and Namespaces is applied, as Helm runs
+	// them, so then every unverified object is dry-run.
+	HasPreHooks bool
 	// Refused words a dry-run error for the message, withholding what may
 	// quote a value; nil uses the error as it is.
 	Refused func(obj *unstructured.Unstructured, err error) string
@@ -109,9 +113,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if q.Install {
-		if err := q.verify(ctx, len(first) > 0); err != nil {
+		early, err := q.verify(ctx, len(first) > 0, &res, onApplied)
+		if err != nil {
 			return res, err
 		}
+		rest = without(rest, early)
 	}
 	if err := q.step(ctx, "pre-hooks"); err != nil {
 		return res, err
@@ -157,24 +163,83 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
-// verify dry-runs the objects the plan could not, now that their
-// Namespaces and CRDs exist: an object the API server refuses would fail
-// half-way through the apply, with the rest of the add-on applied.
-func (q Sequence) verify(ctx context.Context, firstApplied bool) error {
+// verify makes sure the API server takes every object the plan could not
+// dry-run, now that their Namespaces and CRDs exist, before anything else is
+// applied: an object refused half-way through the apply would leave the
+// rest of the add-on running without it.
+//
+// With no pre hooks to run first, the inert objects among them (see Inert)
+// are applied at once, with no dry run: in a Namespace created a moment
+// ago they do nothing until the rest of the add-on arrives, and an apply
+// costs the API server what a dry run would, so the dry run would double
+// the work. If one is refused, those this install created are deleted
+// again. Every other object is dry-run. It returns the objects it applied.
+func (q Sequence) verify(ctx context.Context, firstApplied bool, res *Result, onApplied func(obj, live *unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
+	var early, dry []*unstructured.Unstructured
 	for _, obj := range q.Unverified {
-		if _, err := q.Applier.DryRun(ctx, obj); err != nil {
-			msg := err.Error()
-			if q.Refused != nil {
-				msg = q.Refused(obj, err)
-			}
-			what := "nothing was applied"
-			if firstApplied {
-				what = "nothing but CRDs and Namespaces was applied"
-			}
-			return fmt.Errorf("the API server refused %s %s in a dry run, so %s: %s", obj.GetKind(), objectName(obj), what, msg)
+		if !q.HasPreHooks && Inert(obj) {
+			early = append(early, obj)
+		} else {
+			dry = append(dry, obj)
 		}
 	}
-	return nil
+	var made []created
+	refused := func(obj *unstructured.Unstructured, how string, err error) error {
+		msg := err.Error()
+		if q.Refused != nil {
+			msg = q.Refused(obj, err)
+		}
+		what := "nothing was applied"
+		if firstApplied {
+			what = "nothing but CRDs and Namespaces was applied"
+		}
+		if len(made) > 0 {
+			gone, uerr := q.Applier.undo(ctx, made)
+			res.Inventory = Subtract(res.Inventory, gone)
+			res.Applied -= len(gone)
+			if uerr != nil {
+				// NOTE: they stay in the inventory, so nothing is orphaned;
+				// the next sync applies or prunes them.
+				return fmt.Errorf("the API server refused %s %s %s: %s; deleting what this install had created of the add-on failed, so some of it stays applied: %w",
+					obj.GetKind(), objectName(obj), how, msg, uerr)
+			}
+		}
+		return fmt.Errorf("the API server refused %s %s %s, so %s: %s", obj.GetKind(), objectName(obj), how, what, msg)
+	}
+	for _, obj := range early {
+		live, err := q.Applier.ApplyLive(ctx, obj)
+		if err != nil {
+			return nil, refused(obj, "when it was applied", err)
+		}
+		if createdNow(live) {
+			made = append(made, created{ref: capstanv1.RefOf(obj), uid: live.GetUID()})
+		}
+		onApplied(obj, live)
+	}
+	for _, obj := range dry {
+		if _, err := q.Applier.DryRun(ctx, obj); err != nil {
+			return nil, refused(obj, "in a dry run", err)
+		}
+	}
+	return early, nil
+}
+
+// without returns objs without those in drop, which are the same pointers.
+func without(objs, drop []*unstructured.Unstructured) []*unstructured.Unstructured {
+	if len(drop) == 0 {
+		return objs
+	}
+	skip := make(map[*unstructured.Unstructured]bool, len(drop))
+	for _, o := range drop {
+		skip[o] = true
+	}
+	out := make([]*unstructured.Unstructured, 0, len(objs))
+	for _, o := range objs {
+		if !skip[o] {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 func objectName(obj *unstructured.Unstructured) string {

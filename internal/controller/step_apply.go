@@ -35,7 +35,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
-		Unverified: unverified, Refused: plan.RedactAPIError,
+		Unverified: unverified, HasPreHooks: pre != "" && len(hooks.Select(s.hooks, pre)) > 0, Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || pre == "" || len(hooks.Select(s.hooks, pre)) == 0 {
 				// NOTE: with no pre hooks there is nothing a restart could

@@ -2,39 +2,118 @@ package controller_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// TestInstallIntoNewNamespaceDryRunsFirst installs a chart whose objects
-// go into a namespace the sync creates, so the plan could not dry-run them,
-// and one of which the API server refuses. Once the namespace exists, every
-// such object is dry-run before any is applied: the add-on fails with the
-// API server's reason, and nothing but the namespace is created.
-func TestInstallIntoNewNamespaceDryRunsFirst(t *testing.T) {
-	ns := fmt.Sprintf("verify-%d", time.Now().UnixNano()%100000)
-	url, _ := charts.publish(t, chart{name: "refused", version: "1.0.0", files: map[string]string{
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: first\ndata:\n  k: v\n",
-		"templates/svc.yaml": `apiVersion: v1
-kind: Service
+// TestInstallIntoNewNamespaceChecksFirst installs charts whose objects go
+// into a namespace the sync creates, so the plan could not dry-run them,
+// and one of which the API server refuses. Once the namespace exists, the
+// install stops with nothing but the namespace left, whichever object is
+// refused:
+//   - an inert object (a Service) refused when it is applied: the inert
+//     objects this install created (a ConfigMap) are deleted again;
+//   - a workload (a Deployment) refused in its dry run: it is never
+//     created, and the inert objects applied before it are deleted again;
+//   - with a pre-install hook, which must run before anything but the
+//     namespace exists, every object is dry-run, and nothing is created at
+//     all, the hook included.
+//
+// What was created and deleted is read from the API server's audit log.
+func TestInstallIntoNewNamespaceChecksFirst(t *testing.T) {
+	configMap := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: first\ndata:\n  k: v\n"
+	badService := "apiVersion: v1\nkind: Service\nmetadata:\n  name: refused\nspec:\n  selector: {app: x}\n  ports:\n    - port: 99999\n"
+	badDeployment := `apiVersion: apps/v1
+kind: Deployment
 metadata:
   name: refused
 spec:
-  selector: {app: x}
-  ports:
-    - port: 99999
-`,
-	}})
-	a := create(t, newAddon(controllerNS, ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.CreateNamespace = true })))
-	// NOTE: the first sync says "nothing but CRDs and Namespaces was
-	// applied"; the next finds the namespace and refuses in its plan.
-	failedWith(t, a, "refused Service "+ns+"/refused in a dry run", "99999")
-	if live(t, "v1", "Namespace", "", ns) == nil {
-		t.Error("the namespace of spec.createNamespace was not created")
+  replicas: -1
+  selector:
+    matchLabels: {app: x}
+  template:
+    metadata:
+      labels: {app: x}
+    spec:
+      containers: [{name: x, image: registry.example/x:1}]
+`
+	hook := `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: hook
+  annotations:
+    helm.sh/hook: pre-install
+data:
+  k: v
+`
+	for i, tc := range []struct {
+		name     string
+		files    map[string]string
+		refused  string // the kind and name the failure names
+		reason   string // a word of the API server's reason
+		creates  []string
+		noCreate []string // objects never created, not even for a moment
+	}{
+		{name: "an inert object refused", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService},
+			refused: "Service", reason: "99999", creates: []string{"configmaps/first"}},
+		{name: "a workload refused in its dry run", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment},
+			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused"}},
+		{name: "with a pre-install hook, everything dry-run", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService, "templates/hook.yaml": hook},
+			refused: "Service", reason: "99999", noCreate: []string{"configmaps/first", "configmaps/hook"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := fmt.Sprintf("verify-%d-%d", i, time.Now().UnixNano()%100000)
+			url, _ := charts.publish(t, chart{name: fmt.Sprintf("refused%d", i), version: "1.0.0", files: tc.files})
+			a := create(t, newAddon(controllerNS, ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.CreateNamespace = true })))
+			// NOTE: the first sync stops while it installs; the next finds
+			// the namespace and refuses in its plan. Both name the object.
+			failedWith(t, a, "refused "+tc.refused+" "+ns+"/refused", tc.reason)
+			if live(t, "v1", "Namespace", "", ns) == nil {
+				t.Error("the namespace of spec.createNamespace was not created")
+			}
+			if live(t, "v1", "ConfigMap", ns, "first") != nil {
+				t.Error("the ConfigMap is left applied though another object of the install was refused")
+			}
+			writes := auditedWrites(t, ns)
+			for _, o := range tc.creates {
+				if !strings.Contains(writes[o], "create") || !strings.Contains(writes[o], "delete") {
+					t.Errorf("%s: %q; want it created by the install and deleted again", o, writes[o])
+				}
+			}
+			for _, o := range tc.noCreate {
+				if strings.Contains(writes[o], "create") {
+					t.Errorf("%s: %q; want it never created", o, writes[o])
+				}
+			}
+		})
 	}
-	if live(t, "v1", "ConfigMap", ns, "first") != nil {
-		t.Error("the ConfigMap was applied though another object of the install was refused")
+}
+
+// auditedWrites lists, from the API server's audit log, the writes that
+// were not dry runs in namespace ns, by resource/name: "create" for a
+// write that created the object, "delete" for a deletion, in order.
+func auditedWrites(t *testing.T, ns string) map[string]string {
+	t.Helper()
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
 	}
+	out := map[string]string{}
+	for _, e := range events {
+		o := e.ObjectRef
+		if o == nil || o.Namespace != ns || o.Subresource != "" || strings.Contains(e.RequestURI, "dryRun") || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+			continue
+		}
+		key := o.Resource + "/" + o.Name
+		switch {
+		case e.ResponseStatus.Code == 201:
+			out[key] += "create "
+		case e.Verb == "delete":
+			out[key] += "delete "
+		}
+	}
+	return out
 }
