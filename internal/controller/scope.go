@@ -41,7 +41,9 @@ type scope struct {
 	// of the reconcile patches against it, not against the status read at
 	// the start, so that what a checkpoint set and the sync then cleared
 	// (a pending post hook, hook progress) is cleared in the API too.
-	stored    *capstanv1.AddonStatus
+	stored *capstanv1.AddonStatus
+	// read is the status as the reconcile read it from the API server.
+	read      *capstanv1.AddonStatus
 	profile   capstanv1.Profile
 	namespace string // where namespaced objects go
 	applier   *apply.Applier
@@ -92,7 +94,7 @@ type scope struct {
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
-	s := &scope{addon: addon, profile: r.Config.Profile(addon), cluster: r.local}
+	s := &scope{addon: addon, read: addon.Status.DeepCopy(), profile: r.Config.Profile(addon), cluster: r.local}
 	s.applier = r.local.appliers[s.profile]
 	s.namespace = addon.Namespace
 	if s.profile == capstanv1.ProfileCluster && addon.Spec.TargetNamespace != "" {

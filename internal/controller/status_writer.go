@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,15 +80,18 @@ func readyReason(a *capstanv1.Addon) string {
 
 // checkpointStatus patches status in the middle of a reconcile: the
 // inventory before an apply, hook progress, and what was applied before the
-// post hooks run. It reads the Addon from the API server, so the patch is
-// computed against what is stored.
+// post hooks run. The patch is computed against the status this reconcile
+// knows is stored, the one it read or the last checkpoint's: the controller
+// is the only writer of an Addon's status, and reconciles of one Addon never
+// overlap, so reading it again would cost a request and tell nothing new.
 func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error {
-	latest := &capstanv1.Addon{}
-	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.addon), latest); err != nil {
-		return err
+	stored := s.stored
+	if stored == nil {
+		stored = s.read
 	}
-	patch := client.MergeFrom(latest.DeepCopy())
-	st := &latest.Status
+	base := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: s.addon.Namespace, Name: s.addon.Name}, Status: *stored.DeepCopy()}
+	next := base.DeepCopy()
+	st := &next.Status
 	st.Inventory = s.addon.Status.Inventory
 	st.Hook = s.addon.Status.Hook
 	st.Plan = s.addon.Status.Plan
@@ -97,9 +101,10 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone
-	if err := r.Client.Status().Patch(ctx, latest, patch); err != nil {
+	if err := r.Client.Status().Patch(ctx, next, client.MergeFrom(base)); err != nil {
 		return err
 	}
-	s.stored = latest.Status.DeepCopy()
+	// The answer is the Addon as stored now.
+	s.stored = next.Status.DeepCopy()
 	return nil
 }
