@@ -57,7 +57,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			// same manifest against it would find it unchanged.
 			key := capstanv1.RefOf(obj).Key()
 			s.live[key] = live
-			r.verified.note(s.addon, key, plan.Verified{Digest: s.digests[key], ResourceVersion: live.GetResourceVersion(), At: now})
+			r.verified.note(s.addon, key, plan.VerifiedAt(s.digests[key], live, now))
 		},
 		CRDsApplied: func() { _, _ = s.cluster.capabilities(true) },
 		Applied: func(ctx context.Context, res apply.Result) error {

@@ -7,10 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,9 +35,73 @@ const VerifyTTL = 30 * time.Minute
 type Verified struct {
 	Digest, ResourceVersion string
 	At                      time.Time
+	// Generation is the live object's metadata.generation at
+	// ResourceVersion (see SameSpec).
+	Generation int64
 	// Healthy is set when a workload was found ready at ResourceVersion.
 	Healthy bool
 }
+
+// VerifiedAt is what a dry run or an apply found unchanged: the manifest
+// with digest, as live is now.
+func VerifiedAt(digest string, live *unstructured.Unstructured, at time.Time) Verified {
+	return Verified{Digest: digest, ResourceVersion: live.GetResourceVersion(), Generation: live.GetGeneration(), At: at}
+}
+
+// specKinds are the kinds whose metadata.generation the API server raises
+// on every change of their spec, and whose status moves often: a workload
+// rolling out, an autoscaler or a disruption budget counting pods.
+var specKinds = map[schema.GroupKind]bool{
+	{Group: "apps", Kind: "Deployment"}:                     true,
+	{Group: "apps", Kind: "StatefulSet"}:                    true,
+	{Group: "apps", Kind: "DaemonSet"}:                      true,
+	{Group: "apps", Kind: "ReplicaSet"}:                     true,
+	{Group: "batch", Kind: "Job"}:                           true,
+	{Group: "batch", Kind: "CronJob"}:                       true,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: true,
+	{Group: "policy", Kind: "PodDisruptionBudget"}:          true,
+}
+
+// SameSpec reports whether an object verified unchanged still is, although
+// its resourceVersion moved: for the kinds in specKinds, the same
+// generation means the same spec, so only its status or metadata changed,
+// and every label and annotation the manifest sets still has its value.
+// A rollout's status updates then cost no dry run. The check stays as
+// recent as the dry run or apply that verified it.
+func (v Verified) SameSpec(obj, live *unstructured.Unstructured, digest string, now time.Time) bool {
+	if v.Digest != digest || now.Sub(v.At) >= VerifyTTL || v.Generation == 0 || live.GetGeneration() != v.Generation ||
+		!specKinds[obj.GroupVersionKind().GroupKind()] || live.GetDeletionTimestamp() != nil {
+		return false
+	}
+	return subset(obj.GetLabels(), live.GetLabels()) && subset(obj.GetAnnotations(), live.GetAnnotations()) &&
+		sameOwners(obj.GetOwnerReferences(), live.GetOwnerReferences())
+}
+
+// subset reports whether every key of want is in have with the same value.
+func subset(want, have map[string]string) bool {
+	for k, v := range want {
+		if got, ok := have[k]; !ok || got != v {
+			return false
+		}
+	}
+	return true
+}
+
+// sameOwners reports whether every owner reference the manifest sets is on
+// the live object.
+func sameOwners(want, have []metav1.OwnerReference) bool {
+	for _, w := range want {
+		if !slices.ContainsFunc(have, func(h metav1.OwnerReference) bool {
+			return h.UID == w.UID && h.Kind == w.Kind && h.Name == w.Name && h.APIVersion == w.APIVersion &&
+				ptrEqual(h.Controller, w.Controller) && ptrEqual(h.BlockOwnerDeletion, w.BlockOwnerDeletion)
+		}) {
+			return false
+		}
+	}
+	return true
+}
+
+func ptrEqual(a, b *bool) bool { return (a == nil) == (b == nil) && (a == nil || *a == *b) }
 
 // StillUnchanged reports whether an object verified unchanged still is:
 // the manifest and the live resourceVersion are the same, and the check is
@@ -175,11 +241,22 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		out.Live[key] = live
 		res := ObjectResult{Ref: ref}
 		digest := out.Digests[key]
-		if v, ok := in.Known[key]; ok && live != nil && v.StillUnchanged(digest, live.GetResourceVersion(), in.Now) && in.Addon.LabelledFor(live.GetLabels()) {
-			res.Action = capstanv1.ActionUnchanged
-			out.Verified[key] = v
-			out.Objects = append(out.Objects, res)
-			continue
+		if v, ok := in.Known[key]; ok && live != nil && in.Addon.LabelledFor(live.GetLabels()) {
+			if v.StillUnchanged(digest, live.GetResourceVersion(), in.Now) {
+				res.Action = capstanv1.ActionUnchanged
+				out.Verified[key] = v
+				out.Objects = append(out.Objects, res)
+				continue
+			}
+			if v.SameSpec(obj, live, digest, in.Now) {
+				// NOTE: only the live status or others' metadata moved;
+				// health is judged from the object read here.
+				res.Action = capstanv1.ActionUnchanged
+				v.ResourceVersion, v.Healthy = live.GetResourceVersion(), false
+				out.Verified[key] = v
+				out.Objects = append(out.Objects, res)
+				continue
+			}
 		}
 		// NOTE: the namespace of createNamespace is created when missing,
 		// as helm --create-namespace does; one that exists is not adopted.
@@ -219,7 +296,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 					Diff: "(Capstan's labels " + capstanv1.AddonLabel + " and " + capstanv1.AddonNamespaceLabel + " were removed; the sync puts them back)\n"}
 			}
 			if res.Action == capstanv1.ActionUnchanged && live != nil {
-				out.Verified[key] = Verified{Digest: digest, ResourceVersion: live.GetResourceVersion(), At: in.Now}
+				out.Verified[key] = VerifiedAt(digest, live, in.Now)
 			}
 		}
 		out.Objects = append(out.Objects, res)

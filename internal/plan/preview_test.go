@@ -126,3 +126,76 @@ func TestPreviewObjectsSavesRequests(t *testing.T) {
 		t.Errorf("the object in the new Namespace: unverified %v, diff %q; want unverified with no diff", o.Unverified, o.Diff)
 	}
 }
+
+// TestPreviewTrustsTheGeneration: a workload whose resourceVersion moved
+// while its generation stayed (its status changed, or another writer's
+// annotation came) needs no dry run; a new generation, a label the manifest
+// sets that changed, a kind whose generation does not follow its spec, or
+// an old verification does.
+func TestPreviewTrustsTheGeneration(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	manifest := func(apiVersion, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": int64(1)}}}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetNamespace("apps")
+		u.SetName("web")
+		u.SetLabels(addon.AppliedLabels())
+		u.SetAnnotations(map[string]string{"team": "a"})
+		return u
+	}
+	liveOf := func(obj *unstructured.Unstructured, rv string, generation int64, change func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		l := obj.DeepCopy()
+		l.SetResourceVersion(rv)
+		l.SetGeneration(generation)
+		l.SetAnnotations(map[string]string{"team": "a", "deployment.kubernetes.io/revision": "1"})
+		if change != nil {
+			change(l)
+		}
+		return l
+	}
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		obj        *unstructured.Unstructured
+		generation int64
+		age        time.Duration
+		change     func(*unstructured.Unstructured)
+		wantDryRun bool
+	}{
+		{name: "status moved", obj: manifest("apps/v1", "Deployment"), generation: 1},
+		{name: "spec changed", obj: manifest("apps/v1", "Deployment"), generation: 2, wantDryRun: true},
+		{name: "an annotation of the manifest changed", obj: manifest("apps/v1", "Deployment"), generation: 1, wantDryRun: true,
+			change: func(l *unstructured.Unstructured) { l.SetAnnotations(map[string]string{"team": "b"}) }},
+		{name: "a label of the manifest removed", obj: manifest("apps/v1", "Deployment"), generation: 1, wantDryRun: true,
+			change: func(l *unstructured.Unstructured) {
+				l.SetLabels(map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: "capstan-system"})
+			}},
+		{name: "a kind whose generation does not follow its spec", obj: manifest("v1", "Service"), generation: 1, wantDryRun: true},
+		{name: "verified too long ago", obj: manifest("apps/v1", "Deployment"), generation: 1, age: VerifyTTL, wantDryRun: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key := capstanv1.RefOf(tc.obj).Key()
+			addon := addon.DeepCopy()
+			addon.Status.Inventory = []capstanv1.ObjectRef{capstanv1.RefOf(tc.obj)}
+			known := map[string]Verified{key: {Digest: ManifestDigest(tc.obj), ResourceVersion: "5", Generation: 1, At: now.Add(-time.Minute - tc.age)}}
+			c := &countingCluster{live: map[string]*unstructured.Unstructured{key: liveOf(tc.obj, "9", tc.generation, tc.change)}}
+			p, err := PreviewObjects(context.Background(), c, PreviewInput{
+				Addon: addon, Objects: []*unstructured.Unstructured{tc.obj},
+				Known: known, Watched: map[string]string{key: "9"}, Now: now,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.dryRun > 0; got != tc.wantDryRun {
+				t.Errorf("dry runs: %d; want a dry run: %v", c.dryRun, tc.wantDryRun)
+			}
+			if !tc.wantDryRun {
+				v := p.Verified[key]
+				if p.Objects[0].Action != capstanv1.ActionUnchanged || v.ResourceVersion != "9" || !v.At.Equal(known[key].At) {
+					t.Errorf("action %s, verified %+v; want unchanged, at the new resourceVersion, as old as the last dry run", p.Objects[0].Action, v)
+				}
+			}
+		})
+	}
+}
