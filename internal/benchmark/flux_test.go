@@ -624,8 +624,8 @@ func (f *fluxFigures) log(b *testing.B) {
 	fmt.Fprintf(&s, "  %-54s %10.2f\n", "Capstan's time / the floor's", f.capstan.wall.Seconds()/f.floor.wall.Seconds())
 	fmt.Fprintf(&s, "  %-54s %10.2f\n", "Flux's time / the floor's", f.flux.wall.Seconds()/f.floor.wall.Seconds())
 	// NOTE: with the cores busy throughout, a tool's time follows the CPU
-	// spent while it runs; this run's share of it does not depend on what
-	// else shares the machine.
+	// spent while it runs, other work's included; this run's own share of
+	// it moves less with what else shares the machine.
 	fmt.Fprintf(&s, "  %-54s %10.2f\n", "Capstan's CPU / Flux's (this run's processes)", f.capstan.busy.oursTotal().Seconds()/f.flux.busy.oursTotal().Seconds())
 	fmt.Fprintf(&s, "  %-54s %10.2f\n", "Capstan's CPU / the floor's (this run's processes)", f.capstan.busy.oursTotal().Seconds()/f.floor.busy.oursTotal().Seconds())
 	for _, k := range union(keys(f.capstanInstall.byMethod), nil) {
