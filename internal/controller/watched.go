@@ -75,13 +75,22 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		return nil
 	}
 	out := map[string]string{}
-	seen := map[schema.GroupVersionKind]bool{}
+	type slice struct {
+		gvk       schema.GroupVersionKind
+		namespace string
+	}
+	seen := map[slice]bool{}
 	for _, o := range s.objects {
 		gvk := o.GroupVersionKind()
-		if seen[gvk] {
+		// NOTE: listed per namespace, the cache answers from its namespace
+		// index, from the objects of that namespace; listed by labels
+		// alone, it would go through every object of the kind that
+		// Capstan applied, for every add-on, on every sync.
+		at := slice{gvk, o.GetNamespace()}
+		if seen[at] {
 			continue
 		}
-		seen[gvk] = true
+		seen[at] = true
 		probe := &metav1.PartialObjectMetadata{}
 		probe.SetGroupVersionKind(gvk)
 		inf, err := watched.GetInformer(ctx, probe, cache.BlockUntilSynced(false))
@@ -94,7 +103,12 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := watched.List(ctx, list, client.MatchingLabels(s.addon.OwnerLabels())); err != nil {
+		// The items are only read: no copy of them is needed.
+		opts := []client.ListOption{client.MatchingLabels(s.addon.OwnerLabels()), client.UnsafeDisableDeepCopy}
+		if at.namespace != "" {
+			opts = append(opts, client.InNamespace(at.namespace))
+		}
+		if err := watched.List(ctx, list, opts...); err != nil {
 			continue
 		}
 		for _, item := range list.Items {
