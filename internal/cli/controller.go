@@ -181,7 +181,7 @@ type shard struct {
 }
 
 func shardOptions(selector string) (shard, error) {
-	s := shard{leaderElectionID: "capstan-controller"}
+	s := shard{leaderElectionID: "capstan-controller", cache: cache.Options{DefaultTransform: controller.CacheTransform}}
 	if selector == "" {
 		return s, nil
 	}

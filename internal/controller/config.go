@@ -9,6 +9,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -121,4 +123,23 @@ func (c Config) AddonsUser() string {
 // object to its Addons read metadata only.)
 func ClientOptions() client.Options {
 	return client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}}
+}
+
+// CacheTransform trims what the manager's cache keeps of every object:
+// managed fields, which nothing reads from the cache, and, of the Secrets
+// and ConfigMaps it watches by metadata only, their annotations too. The
+// cache is there to map a values object to the Addons that read it, by name;
+// a Secret's annotations can hold its data (kubectl's
+// last-applied-configuration), and at a thousand add-ons the metadata of
+// every Secret and ConfigMap in the cluster is most of what it holds.
+func CacheTransform(obj any) (any, error) {
+	m, err := apimeta.Accessor(obj)
+	if err != nil {
+		return obj, nil
+	}
+	m.SetManagedFields(nil)
+	if _, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		m.SetAnnotations(nil)
+	}
+	return obj, nil
 }
