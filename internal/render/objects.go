@@ -17,9 +17,14 @@ import (
 // errNotObject is a document that is YAML but not a Kubernetes object.
 var errNotObject = errors.New("document has no apiVersion or kind")
 
-// documentCacheSize bounds the decoded-document cache: enough for the
-// renders of a few hundred add-ons of a few dozen objects each.
-const documentCacheSize = 16384
+// documentCacheSize bounds the decoded-document cache: enough for a warm
+// render of a chart of a thousand objects, or for the resyncs of about a
+// hundred add-ons of twenty. Past that, add-ons resync in a cycle longer
+// than the cache, so an LRU of any size short of every document hits
+// nothing, and a larger one only holds memory (16,384 documents were 22 MiB
+// of the controller's heap at a thousand add-ons): decoding them again
+// costs a resync of a thousand add-ons a few seconds of CPU in 5 minutes.
+const documentCacheSize = 2048
 
 // documents caches decoded documents by the sha256 of their text. Decoding
 // YAML is most of a render's work once a chart is loaded, and a resync
