@@ -94,6 +94,10 @@ flux: ## Build Flux's helm-controller and source-controller (pinned in hack/flux
 bench-flux: bin flux ## Issue 19: 100 add-ons of a 21-object chart by Capstan, the floor and Flux, one after the other on one control plane.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench AgainstFlux -benchtime=1x -timeout 90m -v ./internal/benchmark/
 
+.PHONY: bench-requests
+bench-requests: bin ## What one request of each kind an install sends costs the API server's CPU.
+	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench RequestCosts -benchtime=1x -timeout 20m -v ./internal/benchmark/
+
 .PHONY: bench-render
 bench-render: bin ## Issue 19: capstan render against helm template of a 330-object chart, 10 paired runs.
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench ColdRender -benchtime=1x -timeout 30m -v ./internal/benchmark/

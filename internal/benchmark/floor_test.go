@@ -3,6 +3,7 @@ package benchmark_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -11,8 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
+
+	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcluster"
 )
 
 // The floor is what applying the same objects costs with no engine at
@@ -22,6 +27,31 @@ import (
 // process and on the same control plane as the benchmark, into namespaces
 // of its own, and its time is from the first apply until every Deployment
 // is Available, as Capstan's is until every Addon is Ready.
+
+// envFloorAs chooses the floor's identity: "addons" (the default) applies
+// as Capstan does, as the controller's account impersonating
+// capstan-addons, so that the floor pays the same authentication and RBAC
+// on every request; "admin" applies as the cluster's admin, in
+// system:masters, which the API server lets through without RBAC, as the
+// figures before 2026-12-02 were measured.
+const envFloorAs = "CAPSTAN_BENCH_FLOOR_AS"
+
+// floorClient is the floor's client, as envFloorAs says, and its identity
+// in words.
+func floorClient(c *testcluster.Cluster) (client.Client, string, error) {
+	switch as := os.Getenv(envFloorAs); as {
+	case "", "addons":
+		cfg := c.ConfigFor(install.ControllerUser)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + install.Namespace + ":capstan-addons"}
+		cl, err := client.New(cfg, client.Options{Scheme: scheme()})
+		return cl, "as Capstan: the controller's account impersonating capstan-addons", err
+	case "admin":
+		cl, err := client.New(c.Config, client.Options{Scheme: scheme()})
+		return cl, "as the cluster's admin (system:masters, no RBAC)", err
+	default:
+		return nil, "", fmt.Errorf("%s=%q: want addons or admin", envFloorAs, as)
+	}
+}
 
 const (
 	floorWorkers = 16

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -179,17 +180,36 @@ func fluxObject(doc string) (*unstructured.Unstructured, error) {
 	return &unstructured.Unstructured{Object: m}, nil
 }
 
-// createFluxRepository creates flux-system, the loopback chart repository's
-// CA as the Secret that the HelmRepository's certSecretRef names, and the
+// fluxAccounts creates flux-system and the service accounts of Flux's
+// controllers, bound to cluster-admin as Flux's own install binds them.
+func fluxAccounts(ctx context.Context, c client.Client) error {
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}); err != nil {
+		return fmt.Errorf("creating namespace %s: %w", fluxNamespace, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "flux-reconcilers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+	}
+	for _, user := range []string{helmControllerUser, sourceControllerUser} {
+		name := user[strings.LastIndex(user, ":")+1:]
+		if err := c.Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: fluxNamespace}}); err != nil {
+			return fmt.Errorf("creating service account %s: %w", name, err)
+		}
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: fluxNamespace})
+	}
+	if err := c.Create(ctx, binding); err != nil {
+		return fmt.Errorf("binding Flux's service accounts to cluster-admin: %w", err)
+	}
+	return nil
+}
+
+// createFluxRepository creates the loopback chart repository's CA as the
+// Secret that the HelmRepository's certSecretRef names, and the
 // HelmRepository, and waits until source-controller has fetched its index.
 func createFluxRepository(ctx context.Context, c client.Client, repoURL, caFile string) error {
 	ca, err := os.ReadFile(caFile)
 	if err != nil {
 		return err
-	}
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: fluxNamespace}}
-	if err := c.Create(ctx, ns); err != nil {
-		return fmt.Errorf("creating namespace %s: %w", fluxNamespace, err)
 	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: fluxRepoCASecret, Namespace: fluxNamespace},

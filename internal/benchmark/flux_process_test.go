@@ -31,14 +31,14 @@ type fluxProcess struct {
 	waitErr    error         // set before done is closed
 }
 
-// startFlux runs bin/flux/<name> with args, authenticated as user in
-// system:masters (cluster-admin, so no RBAC of Flux's is needed), with
+// startFlux runs bin/flux/<name> with args, authenticated as user (a
+// service account that fluxAccounts binds to cluster-admin), with
 // leader election off and its metrics and health endpoints on free loopback
 // ports. It returns once /readyz answers; Cleanup stops it.
 func startFlux(tb testing.TB, c *testcluster.Cluster, fluxDir, dir, name, user string, args ...string) *fluxProcess {
 	tb.Helper()
 	kubeconfig := filepath.Join(dir, name+".kubeconfig")
-	if err := testcontroller.WriteKubeconfig(kubeconfig, c.ConfigFor(user, "system:masters")); err != nil {
+	if err := testcontroller.WriteKubeconfig(kubeconfig, c.ConfigFor(user)); err != nil {
 		tb.Fatal(err)
 	}
 	ports, err := testcluster.FreePorts(2)

@@ -34,12 +34,13 @@ const (
 	envControllerBin = "CAPSTAN_BENCH_CONTROLLER_BIN"
 )
 
-// The identities of Flux's controllers. Both are in system:masters, so
-// they may do anything without RBAC of their own, and the audit log tells
-// their writes apart from everyone else's.
+// The identities of Flux's controllers: service accounts bound to
+// cluster-admin, as Flux's own install binds its controllers, so that the
+// API server authorizes their requests with RBAC as it does Capstan's, and
+// the audit log tells their writes apart from everyone else's.
 const (
-	helmControllerUser   = "flux-helm-controller"
-	sourceControllerUser = "flux-source-controller"
+	helmControllerUser   = "system:serviceaccount:" + fluxNamespace + ":helm-controller"
+	sourceControllerUser = "system:serviceaccount:" + fluxNamespace + ":source-controller"
 )
 
 // settleBetween is the pause between two tools, so that the control
@@ -88,6 +89,7 @@ type toolFigures struct {
 	writes   map[string]int // the tool's writes by kind, and the API server's µs on them
 	load     [2]string      // /proc/loadavg before and after
 	busy     cpuWindow      // the machine's CPU while the tool's time ran
+	as       string         // the floor's identity
 }
 
 // cpuWindow is how busy the machine's cores were between two readings of
@@ -293,9 +295,14 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 		case "capstan":
 			f.runCapstan(b, c, admin, capstanBin, dir, repo, timeout)
 		case "floor":
+			floor, as, err := floorClient(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			f.floor.as = as
 			f.floor.load[0] = loadAverage()
 			cpu0 := machineCPU()
-			f.floor.wall, err = runFloorOf(ctx, admin, n, timeout, sevenManifest, sevenDeployments)
+			f.floor.wall, err = runFloorOf(ctx, floor, n, timeout, sevenManifest, sevenDeployments)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -391,6 +398,9 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	storage := filepath.Join(dir, "flux-storage")
 	if err := os.MkdirAll(storage, 0o700); err != nil {
 		b.Fatal(err)
+	}
+	if err := fluxAccounts(ctx, admin); err != nil {
+		b.Fatalf("creating Flux's service accounts: %v", err)
 	}
 	// helm-controller fetches each chart's artifact from source-controller's
 	// file server, at the address it advertises.
@@ -598,6 +608,9 @@ func (f *fluxFigures) log(b *testing.B) {
 		strings.Join(f.order, ", "), f.helmVersion, f.srcVer)
 	tool := func(name, goal string, t toolFigures) {
 		fmt.Fprintf(&s, "  %-9s %-44s %10s   load %s → %s\n", name, goal, t.wall.Round(100*time.Millisecond), t.load[0], t.load[1])
+		if t.as != "" {
+			fmt.Fprintf(&s, "  %-9s   applying %s\n", "", t.as)
+		}
 		fmt.Fprintf(&s, "  %-9s   the machine's cores meanwhile: %s\n", "", t.busy)
 		if len(t.latency) > 0 {
 			fmt.Fprintf(&s, "  %-9s   each add-on, created → Ready: %s\n", "", t.latency)
