@@ -259,18 +259,29 @@ func census(ctx context.Context, c client.Client) (addonCensus, error) {
 // waitAllReady polls every second until n Addons are ready, the controller
 // exits, or timeout passes; it logs progress every 30 s.
 func waitAllReady(ctx context.Context, c client.Client, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
+	return pollReady(ctx, "Addon", "waiting", n, timeout, func(ctx context.Context) (int, fmt.Stringer, string, error) {
+		got, err := census(ctx, c)
+		return got.ready, got, got.example, err
+	}, alive, logf)
+}
+
+// pollReady polls look every second until it counts n ready, alive fails,
+// or timeout passes, and logs what look says every 30 s. kind names the
+// objects counted, and prefix the progress lines.
+func pollReady(ctx context.Context, kind, prefix string, n int, timeout time.Duration,
+	look func(context.Context) (ready int, summary fmt.Stringer, example string, err error), alive func() error, logf func(string, ...any)) (time.Time, error) {
 	const interval = time.Second
 	deadline := time.Now().Add(timeout)
 	lastLog := time.Now()
-	maxPolls := int(timeout/interval) + 1
-	var last addonCensus
-	for range maxPolls {
-		got, err := census(ctx, c)
+	var last fmt.Stringer = stringer("nothing read yet")
+	lastExample := ""
+	for range int(timeout/interval) + 1 {
+		ready, summary, example, err := look(ctx)
 		if err != nil {
-			logf("listing the Addons: %v", err)
+			logf("listing the %ss: %v", kind, err)
 		} else {
-			last = got
-			if got.ready == n {
+			last, lastExample = summary, example
+			if ready == n {
 				return time.Now(), nil
 			}
 		}
@@ -281,13 +292,18 @@ func waitAllReady(ctx context.Context, c client.Client, n int, timeout time.Dura
 			break
 		}
 		if time.Since(lastLog) >= 30*time.Second {
-			logf("waiting: %s", last)
+			logf("%s: %s", prefix, last)
 			lastLog = time.Now()
 		}
 		time.Sleep(interval)
 	}
-	return time.Time{}, fmt.Errorf("not every Addon was ready after %s: %s; for example %s", timeout, last, last.example)
+	return time.Time{}, fmt.Errorf("not every %s was ready after %s: %s; for example %s", kind, timeout, last, lastExample)
 }
+
+// stringer is a fixed fmt.Stringer.
+type stringer string
+
+func (s stringer) String() string { return string(s) }
 
 // touchAddons sets an annotation on each Addon, which queues exactly one
 // reconcile of it with nothing new, as a periodic resync does: the

@@ -352,33 +352,10 @@ func releaseCensusOf(ctx context.Context, c client.Client) (releaseCensus, error
 // Flux controller exits, or timeout passes, as waitAllReady does for
 // Addons.
 func waitReleasesReady(ctx context.Context, c client.Client, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
-	const interval = time.Second
-	deadline := time.Now().Add(timeout)
-	lastLog := time.Now()
-	var last releaseCensus
-	for range int(timeout/interval) + 1 {
+	return pollReady(ctx, "HelmRelease", "waiting for Flux", n, timeout, func(ctx context.Context) (int, fmt.Stringer, string, error) {
 		got, err := releaseCensusOf(ctx, c)
-		if err != nil {
-			logf("listing the HelmReleases: %v", err)
-		} else {
-			last = got
-			if got.ready == n {
-				return time.Now(), nil
-			}
-		}
-		if err := alive(); err != nil {
-			return time.Time{}, err
-		}
-		if time.Now().After(deadline) {
-			break
-		}
-		if time.Since(lastLog) >= 30*time.Second {
-			logf("waiting for Flux: %s", last)
-			lastLog = time.Now()
-		}
-		time.Sleep(interval)
-	}
-	return time.Time{}, fmt.Errorf("not every HelmRelease was Ready after %s: %s; for example %s", timeout, last, last.example)
+		return got.ready, got, got.example, err
+	}, alive, logf)
 }
 
 // latencies are how long each add-on took from its creation until its

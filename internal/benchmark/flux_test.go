@@ -407,17 +407,17 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	src := startFlux(b, c, fluxDir, dir, "source-controller", sourceControllerUser,
 		"--storage-path="+storage, "--storage-addr="+storageAddr, "--storage-adv-addr="+storageAddr)
 	helm := startFlux(b, c, fluxDir, dir, "helm-controller", helmControllerUser)
-	procs := []*fluxProcess{src, helm}
+	procs := []*testcontroller.Process{src, helm}
 	alive := func() error {
 		for _, p := range procs {
-			if err := p.alive(); err != nil {
+			if err := p.Alive(); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if err := createFluxRepository(ctx, admin, repo.srv.URL, repo.caFile); err != nil {
-		b.Fatalf("%v\nsource-controller log:\n%s", err, src.logTail(20))
+		b.Fatalf("%v\nsource-controller log:\n%s", err, src.LogTail(20))
 	}
 	before := fluxQuiet(b, procs, "Flux to settle after the HelmRepository")
 	beforeWrites := writesBy(b, helmControllerUser, sourceControllerUser)
@@ -435,7 +435,7 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	}
 	readyAt, err := waitReleasesReady(ctx, admin, f.addons, timeout, alive, b.Logf)
 	if err != nil {
-		b.Fatalf("%v\nhelm-controller log:\n%s", err, helm.logTail(20))
+		b.Fatalf("%v\nhelm-controller log:\n%s", err, helm.LogTail(20))
 	}
 	f.flux.wall = readyAt.Sub(began)
 	f.flux.busy = machineCPU().since(cpu0)
@@ -448,31 +448,32 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	}
 	f.flux.phases = mustPhases(b, admin, "HelmRelease", "helmreleases", helmControllerUser, sourceControllerUser)
 	for _, p := range procs {
-		peak, cpu, err := p.procStatus()
+		peak, cpu, err := p.ProcStatus()
 		if err != nil {
-			b.Fatalf("reading %s's /proc status: %v", p.name, err)
+			b.Fatalf("reading %s's /proc status: %v", p.Name(), err)
 		}
-		f.flux.procs = append(f.flux.procs, procFigures{name: p.name, peakRSSKiB: peak, cpu: cpu})
+		f.flux.procs = append(f.flux.procs, procFigures{name: p.Name(), peakRSSKiB: peak, cpu: cpu})
 	}
 	for i := len(procs) - 1; i >= 0; i-- {
-		procs[i].stop()
-		f.flux.procs[i].logErrors = procs[i].logErrors()
+		procs[i].Stop()
+		errs, _ := procs[i].LogProblems()
+		f.flux.procs[i].logErrors = len(errs)
 	}
 }
 
 // fluxQuiet waits until the Flux controllers' request count has not moved
 // for three scrapes a second apart, up to 5 minutes, and returns it.
-func fluxQuiet(b *testing.B, procs []*fluxProcess, what string) float64 {
+func fluxQuiet(b *testing.B, procs []*testcontroller.Process, what string) float64 {
 	b.Helper()
 	last, stable := -1.0, 0
 	var lastErr error
 	for range 300 {
 		total := 0.0
 		for _, p := range procs {
-			if err := p.alive(); err != nil {
+			if err := p.Alive(); err != nil {
 				b.Fatal(err)
 			}
-			r, err := p.requests(b.Context())
+			r, err := requestsOf(b.Context(), p)
 			if err != nil {
 				lastErr, total = err, -1
 				break
@@ -629,7 +630,7 @@ func (f *fluxFigures) log(b *testing.B) {
 	tool("Capstan", "first Addon created → all Synced and Ready", f.capstan)
 	fmt.Fprintf(&s, "  %-9s   render workers: %.0f started, %.1f s CPU, largest peak RSS %.1f MiB; %.0f reconciles; %d throttling line(s)\n",
 		"", f.workers.workers, f.workers.workerCPU, f.workers.workerPeak/(1<<20), f.capstanReconciles, f.capstanThrottledLines)
-	fmt.Fprintf(&s, "  %-9s   controller and the largest render worker: peak RSS %.1f MiB, CPU %.1f s (with every worker's)\n",
+	fmt.Fprintf(&s, "  %-9s   controller and the largest render worker: peak RSS %.1f MiB summed (the binary's pages they share counted twice), CPU %.1f s (with every worker's)\n",
 		"", f.capstan.peakRSSMiB()+f.workers.workerPeak/(1<<20), f.capstan.cpu().Seconds()+f.workers.workerCPU)
 	tool("floor", fmt.Sprintf("bare SSA, %d workers → all Available", floorWorkers), f.floor)
 	tool("Flux", "first HelmRelease created → all Ready", f.flux)

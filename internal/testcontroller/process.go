@@ -51,18 +51,83 @@ func Build(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// Process is `capstan controller` running in a process group of its own,
-// with plain-HTTP metrics and probes on loopback.
+// Process is `capstan controller`, or another controller a benchmark runs
+// beside it, running in a process group of its own, with plain-HTTP
+// metrics and probes on loopback.
 type Process struct {
-	// LogPath is the controller's log (stdout and stderr).
+	// LogPath is the process's log (stdout and stderr).
 	LogPath string
 	// MetricsURL is its Prometheus endpoint.
 	MetricsURL string
 
+	name     string
 	cmd      *exec.Cmd
 	readyURL string
 	done     chan struct{} // closed when the process has exited
 	waitErr  error         // set before done is closed
+}
+
+// Command is a process for StartCommand to run.
+type Command struct {
+	// Name names the process in messages.
+	Name string
+	// Path is the binary; Args its arguments; Env its whole environment.
+	Path       string
+	Args, Env  []string
+	LogPath    string
+	MetricsURL string
+	// ReadyURL answers 200 once the process is ready.
+	ReadyURL string
+}
+
+// StartCommand runs c in a process group of its own that dies with the
+// test binary, and returns once c.ReadyURL answers, within 60 s; Cleanup
+// stops it.
+func StartCommand(tb testing.TB, c Command) *Process {
+	tb.Helper()
+	p := &Process{name: c.Name, LogPath: c.LogPath, MetricsURL: c.MetricsURL, readyURL: c.ReadyURL, done: make(chan struct{})}
+	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.cmd = exec.Command(c.Path, c.Args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	p.cmd.Env = c.Env
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid: true,
+		// NOTE: as in testcluster, the process dies with the test binary
+		// when `go test` times out or is interrupted.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		tb.Fatalf("starting %s: %v", c.Path, err)
+	}
+	go func() {
+		p.waitErr = p.cmd.Wait()
+		_ = logFile.Close()
+		close(p.done)
+	}()
+	tb.Cleanup(p.Stop)
+	tb.Logf("%s: pid %d, %s; log %s", c.Name, p.cmd.Process.Pid, strings.Join(c.Args, " "), p.LogPath)
+
+	hc := &http.Client{Timeout: 2 * time.Second}
+	for i := 0; ; i++ {
+		if err := p.Alive(); err != nil {
+			tb.Fatal(err)
+		}
+		resp, err := hc.Get(p.readyURL)
+		if err == nil {
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return p
+			}
+		}
+		if i >= 600 { // 60 s
+			tb.Fatalf("%s did not answer %s within 60 s (last: %v)\n%s", c.Name, p.readyURL, err, p.LogTail(20))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // Start runs bin as the controller's user, as `capstan dev` does, so it
@@ -86,73 +151,33 @@ func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...strin
 	if base := filepath.Base(bin); base != "capstan" {
 		logName = base
 	}
-	p := &Process{
-		LogPath:    c.LogPath(logName),
-		MetricsURL: "http://" + metricsAddr + "/metrics",
-		readyURL:   "http://" + probeAddr + "/readyz",
-		done:       make(chan struct{}),
-	}
-	logFile, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
-	if err != nil {
-		tb.Fatal(err)
-	}
 	home := filepath.Join(dir, "home")
 	if err := os.MkdirAll(home, 0o700); err != nil {
 		tb.Fatal(err)
 	}
-	all := append([]string{"controller",
-		"--kubeconfig=" + kubeconfig,
-		"--namespace=" + install.Namespace,
-		"--metrics-bind-address=" + metricsAddr,
-		"--health-probe-bind-address=" + probeAddr,
-		"--http-bind-address=0",
-		"--allow-file-git",
-	}, args...)
-	p.cmd = exec.Command(bin, all...)
-	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
-	p.cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{
-		Setpgid: true,
-		// NOTE: as in testcluster, the controller dies with the test binary
-		// when `go test` times out or is interrupted.
-		Pdeathsig: syscall.SIGKILL,
-	}
-	if err := p.cmd.Start(); err != nil {
-		_ = logFile.Close()
-		tb.Fatalf("starting %s: %v", bin, err)
-	}
-	go func() {
-		p.waitErr = p.cmd.Wait()
-		_ = logFile.Close()
-		close(p.done)
-	}()
-	tb.Cleanup(p.Stop)
-	tb.Logf("controller: pid %d, %s; log %s", p.cmd.Process.Pid, strings.Join(all[1:], " "), p.LogPath)
-
-	hc := &http.Client{Timeout: 2 * time.Second}
-	for i := 0; ; i++ {
-		if err := p.Alive(); err != nil {
-			tb.Fatal(err)
-		}
-		resp, err := hc.Get(p.readyURL)
-		if err == nil {
-			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return p
-			}
-		}
-		if i >= 600 { // 60 s
-			tb.Fatalf("the controller did not answer %s within 60 s (last: %v)\n%s", p.readyURL, err, p.LogTail(20))
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return StartCommand(tb, Command{
+		Name: "controller",
+		Path: bin,
+		Args: append([]string{"controller",
+			"--kubeconfig=" + kubeconfig,
+			"--namespace=" + install.Namespace,
+			"--metrics-bind-address=" + metricsAddr,
+			"--health-probe-bind-address=" + probeAddr,
+			"--http-bind-address=0",
+			"--allow-file-git",
+		}, args...),
+		Env:        []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()},
+		LogPath:    c.LogPath(logName),
+		MetricsURL: "http://" + metricsAddr + "/metrics",
+		ReadyURL:   "http://" + probeAddr + "/readyz",
+	})
 }
 
 // Alive returns an error, with the end of the log, once the process exited.
 func (p *Process) Alive() error {
 	select {
 	case <-p.done:
-		return fmt.Errorf("the controller exited: %v\n%s", p.waitErr, p.LogTail(30))
+		return fmt.Errorf("%s exited: %v\n%s", p.name, p.waitErr, p.LogTail(30))
 	default:
 		return nil
 	}
@@ -195,7 +220,7 @@ func Named(bin, dir, name string) (string, error) {
 	return out, os.WriteFile(out, data, 0o755)
 }
 
-// LogTail returns the last n lines of the controller's log.
+// LogTail returns the last n lines of the process's log.
 func (p *Process) LogTail(n int) string {
 	data, err := os.ReadFile(p.LogPath)
 	if err != nil {
@@ -230,7 +255,7 @@ func (p *Process) LogProblems() (errs []string, throttled int) {
 	return errs, throttled
 }
 
-// ProcStatus reads the controller's peak resident set (VmHWM) and its CPU
+// ProcStatus reads the process's peak resident set (VmHWM) and its CPU
 // time so far from /proc.
 func (p *Process) ProcStatus() (peakRSSKiB int64, cpu time.Duration, err error) {
 	return ProcStatusOf(p.cmd.Process.Pid)
@@ -258,7 +283,7 @@ func ProcStatusOf(pid int) (peakRSSKiB int64, cpu time.Duration, err error) {
 	return int64(status.VmHWM / 1024), time.Duration(stat.CPUTime() * float64(time.Second)), nil
 }
 
-// Metrics reads the controller's /metrics, in the Prometheus text format.
+// Metrics reads the process's /metrics, in the Prometheus text format.
 func (p *Process) Metrics(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -288,3 +313,6 @@ func WriteKubeconfig(path string, cfg *rest.Config) error {
 	kc.CurrentContext = "local"
 	return clientcmd.WriteToFile(*kc, path)
 }
+
+// Name is the process's name in messages.
+func (p *Process) Name() string { return p.name }
