@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/client-go/rest"
@@ -103,6 +104,12 @@ func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 	out := a.DeepCopy()
 	if len(bytes.TrimSpace(specPatch)) == 0 {
 		return out, nil
+	}
+	// NOTE: JSON is UTF-8. A key or value with other bytes would be kept
+	// raw in spec.values and read back replaced, so that the same edit
+	// gives another spec each time it is applied.
+	if !utf8.Valid(specPatch) {
+		return nil, fmt.Errorf("%w: the patch is not valid UTF-8; send its text encoded as UTF-8", ErrBadPatch)
 	}
 	orig, err := json.Marshal(a.Spec)
 	if err != nil {
