@@ -59,16 +59,50 @@ func documents(t *testing.T, out string) []map[string]any {
 	return docs
 }
 
+// everyOption sets every value of charts/capstan away from its default.
+const everyOption = `
+image: {repository: registry.example/capstan, tag: v9.9.9, pullPolicy: Always}
+imagePullSecrets: [{name: pull}]
+replicas: 2
+leaderElect: false
+trustedNamespaces: [platform, infra]
+platformConfigMap: facts
+resyncInterval: 10m
+driftDelay: 15s
+hookTimeout: 20m
+maxConcurrentReconciles: 16
+watchLabelSelector: capstan.dev/tier=a
+shard: a
+pruneApprovalThreshold: 0.25
+maxObjectsPerAddon: 800
+extraArgs: [--fetch-timeout=90s, --pprof-bind-address=127.0.0.1:6060]
+render: {timeout: 10s, memoryLimit: 256Mi, workers: 4}
+fetch: {allow: [10.0.0.0/8], deny: [charts.internal], denyPrivate: true, caConfigMap: ca}
+remoteClusters: {allow: [192.0.2.10/32]}
+api: {enabled: true, port: 9443, service: {type: NodePort, port: 8443}, tlsSecretName: capstan-tls}
+metrics: {enabled: true, port: 9090, serviceMonitor: {enabled: true, interval: 1m}}
+resources: {requests: {cpu: 200m, memory: 256Mi}, limits: {memory: 2Gi}}
+nodeSelector: {kubernetes.io/os: linux}
+tolerations: [{key: dedicated, operator: Equal, value: platform, effect: NoSchedule}]
+affinity: {nodeAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: [{matchExpressions: [{key: tier, operator: In, values: [platform]}]}]}}}
+podAnnotations: {example.com/team: platform}
+priorityClassName: system-cluster-critical
+networkPolicy: {enabled: true}
+podDisruptionBudget: {enabled: true, minAvailable: 1}
+`
+
 // TestChartRendersAsHelmTemplate renders charts/capstan with capstan
-// render and with helm template, with the default values and with every
-// option on, and compares them.
+// render and with helm template, with the default values, with every
+// option set, and with the API and metrics off, and compares them.
 func TestChartRendersAsHelmTemplate(t *testing.T) {
+	every := filepath.Join(t.TempDir(), "every.yaml")
+	if err := os.WriteFile(every, []byte(everyOption), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for name, set := range map[string][]string{
-		"defaults": nil,
-		"every option": {"--set", "replicas=2,trustedNamespaces={platform,infra},watchLabelSelector=capstan.dev/shard=a," +
-			"fetch.allow={10.0.0.0/8},fetch.denyPrivate=true,fetch.caConfigMap=ca,api.tlsSecretName=capstan-tls," +
-			"metrics.serviceMonitor.enabled=true,networkPolicy.enabled=true,podDisruptionBudget.enabled=true,platformConfigMap=facts",
-			"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"},
+		"defaults":     nil,
+		"every option": {"-f", every, "--api-versions", "monitoring.coreos.com/v1/ServiceMonitor"},
+		"no endpoints": {"--set", "api.enabled=false,metrics.enabled=false,networkPolicy.enabled=true"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := append([]string{"capstan", chart, "-n", "capstan-system", "--kube-version", "v1.33.2"}, set...)
@@ -85,7 +119,7 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 				t.Fatalf("capstan render: %v\n%s", err, stderr.String())
 			}
 			h, c := documents(t, want), documents(t, stdout.String())
-			if len(h) < 12 {
+			if len(h) < 10 {
 				t.Fatalf("helm template rendered %d objects; the chart has more", len(h))
 			}
 			if diff := cmp.Diff(h, c); diff != "" {
@@ -93,11 +127,55 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 			}
 		})
 	}
+	for _, bad := range []struct{ set, want string }{
+		{"replicas=0", "replicas"},
+		{"unknownKey=1", "unknownKey"},
+		{"shard=Shard_A", "shard"},
+		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
+		{"extraArgs={leader-elect}", "extraArgs"},
+	} {
+		if out, err := helm(t, "template", "capstan", chart, "--set", bad.set); err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("%s must be refused by the schema, naming %s: %v\n%s", bad.set, bad.want, err, out)
+		}
+	}
 	if out, err := helm(t, "template", "capstan", chart, "--set", "metrics.serviceMonitor.enabled=true"); err == nil || !strings.Contains(out, "Prometheus Operator") {
 		t.Errorf("a ServiceMonitor without its CRD must fail with a reason: %v\n%s", err, out)
 	}
-	if out, err := helm(t, "template", "capstan", chart, "--set", "replicas=0"); err == nil || !strings.Contains(out, "replicas") {
-		t.Errorf("replicas=0 must be refused by the schema: %v\n%s", err, out)
+}
+
+// TestChartShardsDoNotCollide renders the chart as the main release and as
+// a shard: the shard's cluster-wide objects carry its name, and it leaves
+// the user roles to the main release, so both install side by side.
+func TestChartShardsDoNotCollide(t *testing.T) {
+	clusterScoped := func(out string) map[string]bool {
+		names := map[string]bool{}
+		for _, obj := range documents(t, out) {
+			kind, _ := obj["kind"].(string)
+			if kind == "ClusterRole" || kind == "ClusterRoleBinding" {
+				names[kind+"/"+obj["metadata"].(map[string]any)["name"].(string)] = true
+			}
+		}
+		return names
+	}
+	main, err := helm(t, "template", "capstan", chart, "-n", "capstan-system")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, main)
+	}
+	shard, err := helm(t, "template", "capstan", chart, "-n", "capstan-shard-a", "--set", "shard=a")
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, shard)
+	}
+	m, s := clusterScoped(main), clusterScoped(shard)
+	if len(m) < 6 || len(s) < 3 {
+		t.Fatalf("cluster-wide RBAC: main %v, shard %v", m, s)
+	}
+	for name := range s {
+		if m[name] {
+			t.Errorf("the shard's %s collides with the main release's", name)
+		}
+	}
+	if !strings.Contains(shard, "--watch-label-selector=capstan.dev/shard=a") {
+		t.Errorf("the shard does not select its Addons:\n%s", shard)
 	}
 }
 
@@ -131,7 +209,21 @@ func TestChartInstalls(t *testing.T) {
 	if !strings.Contains(args, "controller --leader-elect") || d.Spec.Template.Spec.SecurityContext.RunAsNonRoot == nil {
 		t.Errorf("the controller runs with %q and %+v", args, d.Spec.Template.Spec.SecurityContext)
 	}
-	if out, err := helm(t, "uninstall", "capstan", "-n", "capstan-system", "--wait"); err != nil {
-		t.Errorf("helm uninstall: %v\n%s", err, out)
+	// A shard installs beside it, in a namespace of its own, and its pod
+	// runs too.
+	if out, err := helm(t, "install", "capstan-shard-a", chart, "-n", "capstan-shard-a", "--create-namespace", "--set", "shard=a", "--wait", "--timeout", "3m"); err != nil {
+		t.Fatalf("helm install of a shard beside the main release: %v\n%s", err, out)
+	}
+	shard := &appsv1.Deployment{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "capstan-shard-a", Name: "capstan-controller"}, shard); err != nil {
+		t.Fatal(err)
+	}
+	if args := strings.Join(shard.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--watch-label-selector=capstan.dev/shard=a") {
+		t.Errorf("the shard runs with %q", args)
+	}
+	for _, rel := range []struct{ name, ns string }{{"capstan-shard-a", "capstan-shard-a"}, {"capstan", "capstan-system"}} {
+		if out, err := helm(t, "uninstall", rel.name, "-n", rel.ns, "--wait"); err != nil {
+			t.Errorf("helm uninstall %s: %v\n%s", rel.name, err, out)
+		}
 	}
 }

@@ -1,7 +1,25 @@
-{{/* Capstan is one per cluster: its CRDs and ClusterRoles are cluster-wide,
-and the controller impersonates the service account capstan-addons by
-name. So every name is fixed, with the capstan- prefix that
-`kubectl apply -k config/default` gives too. */}}
+{{/* Capstan is one per cluster, or one per shard: its CRDs are
+cluster-wide, and the controller impersonates the service account
+capstan-addons of its own namespace by name. So every name is fixed, with the
+capstan- prefix that `kubectl apply -k config/default` gives too; a shard's
+cluster-wide RBAC adds the shard's name (capstan.clusterName), so that shards
+in namespaces of their own can be installed side by side. */}}
+
+{{- define "capstan.clusterName" -}}
+{{- if .root.Values.shard -}}
+{{ .name }}-{{ .root.Values.shard }}
+{{- else -}}
+{{ .name }}
+{{- end -}}
+{{- end -}}
+
+{{- define "capstan.watchLabelSelector" -}}
+{{- if .Values.watchLabelSelector -}}
+{{ .Values.watchLabelSelector }}
+{{- else if .Values.shard -}}
+capstan.dev/shard={{ .Values.shard }}
+{{- end -}}
+{{- end -}}
 
 {{- define "capstan.labels" -}}
 app.kubernetes.io/name: capstan
