@@ -153,9 +153,9 @@ func waitSynced(t *testing.T, admin client.Client, ns string, n int, limit time.
 	}
 }
 
-// reconciles reads controller_runtime_reconcile_total of the addon
-// controller from a process's metrics.
-func reconciles(t *testing.T, p *testcontroller.Process) float64 {
+// metricSum sums the samples of one metric in a process's metrics whose
+// labels contain every one of labels.
+func metricSum(t *testing.T, p *testcontroller.Process, name string, labels ...string) float64 {
 	t.Helper()
 	text, err := p.Metrics(t.Context())
 	if err != nil {
@@ -163,11 +163,16 @@ func reconciles(t *testing.T, p *testcontroller.Process) float64 {
 	}
 	var total float64
 	for _, line := range strings.Split(text, "\n") {
-		if strings.HasPrefix(line, "controller_runtime_reconcile_total{") && strings.Contains(line, `controller="addon"`) {
-			var v float64
-			if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); err == nil {
-				total += v
-			}
+		if !strings.HasPrefix(line, name+"{") {
+			continue
+		}
+		matches := true
+		for _, l := range labels {
+			matches = matches && strings.Contains(line, l)
+		}
+		var v float64
+		if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); matches && err == nil {
+			total += v
 		}
 	}
 	return total
@@ -177,8 +182,10 @@ func reconciles(t *testing.T, p *testcontroller.Process) float64 {
 // add-ons, a third in each shard and a third in none. Each add-on is
 // reconciled by exactly one controller, the one of its shard: the API
 // server's audit log names, for every status write of an Addon, the
-// controller that made it (each runs under its own name, its user agent),
-// and each controller's metrics count its reconciles.
+// controller that made it (each runs under its own name, its user agent);
+// each controller's capstan_addons gauge, which counts every add-on it
+// reconciled once, counts exactly its shard's; and its reconciles count at
+// least that many.
 func TestShardsSplitTheAddons(t *testing.T) {
 	f := setup(t)
 	ns := newNamespace(t, f.admin, "shards")
@@ -230,9 +237,20 @@ func TestShardsSplitTheAddons(t *testing.T) {
 			t.Errorf("Addon %s (shard %q) was written by %v; want %s alone", name, shardOf(i), got, want)
 		}
 	}
+	size := map[string]float64{}
+	for i := range n {
+		if s := shardOf(i); s != "" {
+			size["capstan-shard-"+s]++
+		} else {
+			size["capstan-main"]++
+		}
+	}
 	for name, p := range procs {
-		if r := reconciles(t, p); r < n/3 {
-			t.Errorf("%s reconciled %g times; want at least once per add-on of its shard (%d)", name, r, n/3)
+		if got := metricSum(t, p, "capstan_addons"); got != size[name] {
+			t.Errorf("%s's capstan_addons counts %g add-ons; its shard has %g", name, got, size[name])
+		}
+		if r := metricSum(t, p, "controller_runtime_reconcile_total", `controller="addon"`); r < size[name] {
+			t.Errorf("%s reconciled %g times; want at least once per add-on of its shard (%g)", name, r, size[name])
 		}
 	}
 }
