@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 
@@ -86,5 +87,45 @@ func TestDialsThroughTheGuard(t *testing.T) {
 	}
 	if p, _ := cfg.Proxy(nil); p != nil {
 		t.Errorf("the configuration uses a proxy: %v", p)
+	}
+}
+
+// TestLoopbackNeedsTheAllowList checks that a remote API server on
+// loopback is refused by the guard's defaults and reached only once
+// --remote-cluster-allow names it, as the local control plane tests do.
+func TestLoopbackNeedsTheAllowList(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	for _, tc := range []struct {
+		allow   []string
+		refused bool
+	}{{nil, true}, {[]string{"127.0.0.0/8"}, false}} {
+		guard, err := netguard.New(netguard.Config{Allow: tc.allow})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := Load([]byte(good), guard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := cfg.Dial(context.Background(), "tcp", l.Addr().String())
+		if conn != nil {
+			conn.Close()
+		}
+		if netguard.IsRefused(err) != tc.refused || (!tc.refused && err != nil) {
+			t.Errorf("allow %v: dialling %s gave %v; refused by the guard: want %v", tc.allow, l.Addr(), err, tc.refused)
+		}
 	}
 }
