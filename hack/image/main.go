@@ -64,10 +64,10 @@ func run(out string, platforms []string, version, push string) error {
 	if err != nil {
 		return fmt.Errorf("IMAGE=%q is not an image reference: %w", push, err)
 	}
-	if err := remote.WriteIndex(ref, idx, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
-		return fmt.Errorf("pushing to %s: %w", ref, err)
+	if _, err := image.Push(ref, idx, sbom, remote.WithContext(ctx), remote.WithAuthFromKeychain(authn.DefaultKeychain)); err != nil {
+		return err
 	}
-	fmt.Printf("image: pushed %s@%s\n", ref.Context(), digest)
+	fmt.Printf("image: pushed %s@%s, with its SBOM as a referrer\n", ref.Context(), digest)
 	return nil
 }
 

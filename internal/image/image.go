@@ -21,10 +21,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -259,6 +261,33 @@ func describe(idx v1.ImageIndex) (v1.Descriptor, error) {
 		return v1.Descriptor{}, err
 	}
 	return v1.Descriptor{MediaType: mt, Digest: digest, Size: size}, nil
+}
+
+// Push pushes the index to ref and then its SBOM, as the OCI artifact that
+// refers to the index: a registry with the referrers API lists it there, and
+// for one without, go-containerregistry keeps the referrers tag
+// (sha256-<digest>) that the OCI distribution spec defines as the fallback.
+// It returns the index's digest.
+func Push(ref name.Reference, idx v1.ImageIndex, sbom []byte, opts ...remote.Option) (v1.Hash, error) {
+	desc, err := describe(idx)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := remote.WriteIndex(ref, idx, opts...); err != nil {
+		return v1.Hash{}, fmt.Errorf("pushing the image index to %s: %w", ref, err)
+	}
+	art, err := SBOMArtifact(sbom, desc)
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	d, err := art.Digest()
+	if err != nil {
+		return v1.Hash{}, err
+	}
+	if err := remote.Write(ref.Context().Digest(d.String()), art, opts...); err != nil {
+		return v1.Hash{}, fmt.Errorf("pushing the SBOM of %s: %w", ref, err)
+	}
+	return desc.Digest, nil
 }
 
 // SBOMArtifact is the SBOM as an OCI artifact that refers to subject.

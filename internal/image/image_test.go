@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,8 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // TestImageLayout builds the image for amd64 and arm64 into an OCI layout
@@ -131,6 +136,47 @@ func TestImageLayout(t *testing.T) {
 		t.Errorf("the SBOM: %s, capstan %q, helm %q", doc.SPDXVersion, names["capstan.dev/capstan"], names["helm.sh/helm/v4"])
 	}
 	_ = os.RemoveAll(dir)
+
+	// make image-push: to a registry on loopback, with and without the
+	// referrers API; either way the SBOM is found as the index's referrer.
+	for _, referrersAPI := range []bool{true, false} {
+		srv := httptest.NewServer(registry.New(registry.WithReferrersSupport(referrersAPI), registry.Logger(log.New(io.Discard, "", 0))))
+		ref, err := name.ParseReference(strings.TrimPrefix(srv.URL, "http://") + "/capstan:v0.0.0-test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		digest, err := Push(ref, idx, sbom)
+		if err != nil {
+			t.Fatalf("referrers API %v: %v", referrersAPI, err)
+		}
+		pulled, err := remote.Index(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := pulled.Digest(); d != digest {
+			t.Errorf("pulled %s by tag; pushed %s", d, digest)
+		}
+		refs, err := remote.Referrers(ref.Context().Digest(digest.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rm, err := refs.IndexManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rm.Manifests) != 1 || rm.Manifests[0].ArtifactType != SBOMArtifactType {
+			t.Errorf("referrers API %v: the index's referrers are %+v; want its SBOM", referrersAPI, rm.Manifests)
+		} else if art, err := remote.Image(ref.Context().Digest(rm.Manifests[0].Digest.String())); err != nil {
+			t.Error(err)
+		} else if layers, _ := art.Layers(); len(layers) != 1 {
+			t.Errorf("the pushed SBOM artifact has %d layers", len(layers))
+		} else if rc, err := layers[0].Uncompressed(); err != nil {
+			t.Error(err)
+		} else if got, _ := io.ReadAll(rc); string(got) != string(sbom) {
+			t.Errorf("the pushed SBOM differs from the built one (%d and %d bytes)", len(got), len(sbom))
+		}
+		srv.Close()
+	}
 }
 
 // layerFiles reads every regular file of an image's layers.
