@@ -6,9 +6,16 @@
 #   FUZZ=regexp        only the targets whose name matches
 #   FUZZ_PARALLEL=1    fuzz workers per target; the machine is shared
 #   FUZZMINIMIZETIME   how long an input is minimised (default 5s)
+#   FUZZ_KEEP=1        copy the corpus each target grew into its testdata
 #
 # It fails when a target fails; a crasher is written to the package's
 # testdata/fuzz/FuzzName/ and replays with go test -run FuzzName/<file>.
+#
+# The corpus a target grows (the inputs that reached new code) lands in Go's
+# cache. With FUZZ_KEEP=1, the default, each target that passed has it copied
+# into its package's testdata/fuzz/FuzzName/, next to the seeds: committed,
+# it makes the next run start where this one stopped, on any machine, and
+# `go test` (so make test) replays every kept input as a regression case.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,7 +23,10 @@ FUZZTIME=${FUZZTIME:-60s}
 FUZZ=${FUZZ:-.}
 FUZZ_PARALLEL=${FUZZ_PARALLEL:-1}
 FUZZMINIMIZETIME=${FUZZMINIMIZETIME:-5s}
+FUZZ_KEEP=${FUZZ_KEEP:-1}
 GO=${GO:-go}
+module=$($GO list -m)
+cache=$($GO env GOCACHE)/fuzz
 # gitops's TestMain starts a control plane unless told not to; no fuzz
 # target needs one.
 export CAPSTAN_SKIP_INTEGRATION=1
@@ -57,6 +67,15 @@ for t in "${targets[@]}"; do
 	else
 		result="FAIL: see the output above"
 		failed=1
+	fi
+	kept=0
+	if [ "$FUZZ_KEEP" = 1 ] && [ "$rc" -eq 0 ] && [ -d "$cache/$module/$dir/$name" ]; then
+		mkdir -p "$corpus"
+		for f in "$cache/$module/$dir/$name"/*; do
+			[ -e "$corpus/${f##*/}" ] && continue
+			cp "$f" "$corpus/" && kept=$((kept + 1))
+		done
+		result="$result, $kept inputs kept"
 	fi
 	echo "--- $name: ${execs:-0} executions, $result"
 	rows+=("$(printf '%-24s %-26s %12s  %s' "$name" "$dir" "${execs:-0}" "$result")")
