@@ -42,7 +42,7 @@ func floorClient(c *testcluster.Cluster) (client.Client, string, error) {
 	switch as := os.Getenv(envFloorAs); as {
 	case "", "addons":
 		cfg := c.ConfigFor(install.ControllerUser)
-		cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + install.Namespace + ":capstan-addons"}
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: install.AddonsUser}
 		cl, err := client.New(cfg, client.Options{Scheme: scheme()})
 		return cl, "as Capstan: the controller's account impersonating capstan-addons", err
 	case "admin":
@@ -79,28 +79,13 @@ func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Durati
 		objects[i] = objs
 	}
 	began := time.Now()
-	jobs := make(chan int)
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range floorWorkers {
-		wg.Go(func() {
-			for i := range jobs {
-				errs <- applyFloor(ctx, c, floorName(i), objects[i])
-			}
-		})
+	err := concurrently(ctx, floorWorkers, n, func(ctx context.Context, i int) error {
+		return applyFloor(ctx, c, floorName(i), objects[i])
+	})
+	if err != nil {
+		return 0, err
 	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			return 0, err
-		}
-	}
-	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list := &appsv1.DeploymentList{}
 		if err := c.List(ctx, list, client.MatchingLabels{floorLabel: "true"}); err != nil {
 			return false, nil
@@ -119,6 +104,34 @@ func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Durati
 		return 0, fmt.Errorf("the floor's Deployments were not all Available within %s: %w", timeout, err)
 	}
 	return time.Since(began), nil
+}
+
+// concurrently runs op(i) for i in [0, n) from workers goroutines, and
+// returns the first error.
+func concurrently(ctx context.Context, workers, n int, op func(context.Context, int) error) error {
+	jobs := make(chan int)
+	var mu sync.Mutex
+	var first error
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for i := range jobs {
+				if err := op(ctx, i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	return first
 }
 
 // applyFloor creates one add-on's namespace and applies its objects there.

@@ -2,10 +2,7 @@ package benchmark_test
 
 import (
 	"context"
-	"net"
-	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 
 	"capstan.dev/capstan/internal/testcluster"
@@ -20,35 +17,22 @@ import (
 // /readyz answers; Cleanup stops it.
 func startFlux(tb testing.TB, c *testcluster.Cluster, fluxDir, dir, name, user string, args ...string) *testcontroller.Process {
 	tb.Helper()
-	kubeconfig := filepath.Join(dir, name+".kubeconfig")
-	if err := testcontroller.WriteKubeconfig(kubeconfig, c.ConfigFor(user)); err != nil {
-		tb.Fatal(err)
-	}
-	ports, err := testcluster.FreePorts(2)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	healthAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
-	home := filepath.Join(dir, name+"-home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		tb.Fatal(err)
-	}
+	p := testcontroller.Prepare(tb, c, dir, name, user)
 	return testcontroller.StartCommand(tb, testcontroller.Command{
 		Name: name,
 		Path: filepath.Join(fluxDir, name),
 		Args: append([]string{
-			"--metrics-addr=" + metricsAddr,
-			"--health-addr=" + healthAddr,
+			"--metrics-addr=" + p.MetricsAddr,
+			"--health-addr=" + p.ProbeAddr,
 			"--enable-leader-election=false",
 		}, args...),
 		// NOTE: Flux parses its flags with pflag, so controller-runtime's
 		// --kubeconfig (a flag of the standard library's) is not among
 		// them; the environment is how it finds the cluster outside of one.
-		Env:        []string{"KUBECONFIG=" + kubeconfig, "HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()},
+		Env:        append(p.Env(), "KUBECONFIG="+p.Kubeconfig),
 		LogPath:    c.LogPath(name),
-		MetricsURL: "http://" + metricsAddr + "/metrics",
-		ReadyURL:   "http://" + healthAddr + "/readyz",
+		MetricsURL: "http://" + p.MetricsAddr + "/metrics",
+		ReadyURL:   "http://" + p.ProbeAddr + "/readyz",
 	})
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func BenchmarkRequestCosts(b *testing.B) {
 		b.Fatal(err)
 	}
 	addonsCfg := rest.CopyConfig(controllerCfg)
-	addonsCfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + install.Namespace + ":capstan-addons"}
+	addonsCfg.Impersonate = rest.ImpersonationConfig{UserName: install.AddonsUser}
 	asAddons, err := client.New(addonsCfg, client.Options{Scheme: scheme()})
 	if err != nil {
 		b.Fatal(err)
@@ -95,7 +94,7 @@ func BenchmarkRequestCosts(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := concurrently(ctx, requestsPerKind, op); err != nil {
+		if err := concurrently(ctx, requestClients, requestsPerKind, op); err != nil {
 			b.Fatalf("%s: %v", what, err)
 		}
 		after, err := c.CPUTimes()
@@ -137,34 +136,6 @@ func BenchmarkRequestCosts(b *testing.B) {
 	})
 	b.Logf("\nwhat one request costs, over %d of each from %d clients at once:\n  %-62s %9s %10s\n%s",
 		requestsPerKind, requestClients, "request", "apiserver", "etcd", strings.Join(results, "\n"))
-}
-
-// concurrently runs op(i) for i in [0, n) from requestClients goroutines,
-// and returns the first error.
-func concurrently(ctx context.Context, n int, op func(context.Context, int) error) error {
-	jobs := make(chan int)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range requestClients {
-		wg.Go(func() {
-			for i := range jobs {
-				if err := op(ctx, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		jobs <- i
-	}
-	close(jobs)
-	wg.Wait()
-	return first
 }
 
 // installedStatus is an installed add-on's status before the plan lists

@@ -31,6 +31,13 @@ const ControllerServiceAccount = "capstan-controller"
 // cluster with its real rights.
 const ControllerUser = "system:serviceaccount:" + Namespace + ":" + ControllerServiceAccount
 
+// AddonsServiceAccount is the account cluster-profile add-ons are applied
+// as, which the controller impersonates.
+const AddonsServiceAccount = "capstan-addons"
+
+// AddonsUser is AddonsServiceAccount's user name.
+const AddonsUser = "system:serviceaccount:" + Namespace + ":" + AddonsServiceAccount
+
 // Objects builds config/default and returns its objects; withDeployment
 // keeps the controller Deployment.
 func Objects(withDeployment bool) ([]*unstructured.Unstructured, error) {

@@ -135,42 +135,63 @@ func StartCommand(tb testing.TB, c Command) *Process {
 // flags Start sets. It returns once /readyz answers; Cleanup stops it.
 func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...string) *Process {
 	tb.Helper()
-	kubeconfig := filepath.Join(dir, "controller.kubeconfig")
-	if err := WriteKubeconfig(kubeconfig, c.ConfigFor(install.ControllerUser)); err != nil {
-		tb.Fatal(err)
-	}
-	ports, err := testcluster.FreePorts(2)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	metricsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
-	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	// The log sits with the control plane's, so CAPSTAN_TESTCLUSTER_KEEP=1
 	// keeps it; each binary's name has a log of its own.
 	logName := "capstan-controller"
 	if base := filepath.Base(bin); base != "capstan" {
 		logName = base
 	}
-	home := filepath.Join(dir, "home")
-	if err := os.MkdirAll(home, 0o700); err != nil {
-		tb.Fatal(err)
-	}
+	p := Prepare(tb, c, dir, "controller", install.ControllerUser)
 	return StartCommand(tb, Command{
 		Name: "controller",
 		Path: bin,
 		Args: append([]string{"controller",
-			"--kubeconfig=" + kubeconfig,
+			"--kubeconfig=" + p.Kubeconfig,
 			"--namespace=" + install.Namespace,
-			"--metrics-bind-address=" + metricsAddr,
-			"--health-probe-bind-address=" + probeAddr,
+			"--metrics-bind-address=" + p.MetricsAddr,
+			"--health-probe-bind-address=" + p.ProbeAddr,
 			"--http-bind-address=0",
 			"--allow-file-git",
 		}, args...),
-		Env:        []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()},
+		Env:        p.Env(),
 		LogPath:    c.LogPath(logName),
-		MetricsURL: "http://" + metricsAddr + "/metrics",
-		ReadyURL:   "http://" + probeAddr + "/readyz",
+		MetricsURL: "http://" + p.MetricsAddr + "/metrics",
+		ReadyURL:   "http://" + p.ProbeAddr + "/readyz",
 	})
+}
+
+// Prepared is what a controller process needs before it starts: a
+// kubeconfig, a home folder and two free loopback addresses.
+type Prepared struct {
+	Kubeconfig, Home       string
+	MetricsAddr, ProbeAddr string
+}
+
+// Env is the process's environment: its home, and this process's PATH and
+// temporary folder.
+func (p Prepared) Env() []string {
+	return []string{"HOME=" + p.Home, "PATH=" + os.Getenv("PATH"), "TMPDIR=" + os.TempDir()}
+}
+
+// Prepare writes name's kubeconfig in dir, authenticating as user, makes
+// its home folder there, and picks two free loopback ports for its metrics
+// and its health probes.
+func Prepare(tb testing.TB, c *testcluster.Cluster, dir, name, user string) Prepared {
+	tb.Helper()
+	p := Prepared{Kubeconfig: filepath.Join(dir, name+".kubeconfig"), Home: filepath.Join(dir, name+"-home")}
+	if err := WriteKubeconfig(p.Kubeconfig, c.ConfigFor(user)); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.MkdirAll(p.Home, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	ports, err := testcluster.FreePorts(2)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p.MetricsAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
+	p.ProbeAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
+	return p
 }
 
 // Alive returns an error, with the end of the log, once the process exited.
