@@ -113,7 +113,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if q.Install {
-		early, err := q.verify(ctx, len(first) > 0, &res, onApplied)
+		early, err := q.verify(ctx, len(first) > 0, rest, &res, onApplied)
 		if err != nil {
 			return res, err
 		}
@@ -173,8 +173,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 // ago they do nothing until the rest of the add-on arrives, and an apply
 // costs the API server what a dry run would, so the dry run would double
 // the work. If one is refused, those this install created are deleted
-// again. Every other object is dry-run. It returns the objects it applied.
-func (q Sequence) verify(ctx context.Context, firstApplied bool, res *Result, onApplied func(obj, live *unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
+// again. Every other object is dry-run, but for one: when a single object
+// that is not inert is all the apply has left to do, it is applied at
+// once, last, with no dry run; if it is refused, nothing ran, and the inert
+// objects are deleted again as above. It returns the objects it applied.
+func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
 	var early, dry []*unstructured.Unstructured
 	for _, obj := range q.Unverified {
 		if !q.HasPreHooks && Inert(obj) {
@@ -182,6 +185,10 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, res *Result, on
 		} else {
 			dry = append(dry, obj)
 		}
+	}
+	var last *unstructured.Unstructured
+	if left := without(rest, early); !q.HasPreHooks && len(dry) == 1 && len(left) == 1 && left[0] == dry[0] {
+		last, dry = dry[0], nil
 	}
 	var made []created
 	refused := func(obj *unstructured.Unstructured, how string, err error) error {
@@ -220,6 +227,14 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, res *Result, on
 		if _, err := q.Applier.DryRun(ctx, obj); err != nil {
 			return nil, refused(obj, "in a dry run", err)
 		}
+	}
+	if last != nil {
+		live, err := q.Applier.ApplyLive(ctx, last)
+		if err != nil {
+			return nil, refused(last, "when it was applied", err)
+		}
+		onApplied(last, live)
+		early = append(early, last)
 	}
 	return early, nil
 }

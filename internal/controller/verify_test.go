@@ -16,8 +16,11 @@ import (
 // refused:
 //   - an inert object (a Service) refused when it is applied: the inert
 //     objects this install created (a ConfigMap) are deleted again;
-//   - a workload (a Deployment) refused in its dry run: it is never
-//     created, and the inert objects applied before it are deleted again;
+//   - a workload (a Deployment), the one object that is not inert, refused
+//     when it is applied last, with no dry run: it is never created, and
+//     the inert objects applied before it are deleted again;
+//   - two workloads, one refused in its dry run: neither is ever created,
+//     and the inert objects are deleted again;
 //   - with a pre-install hook, which must run before anything but the
 //     namespace exists, every object is dry-run, and nothing is created at
 //     all, the hook included.
@@ -40,6 +43,7 @@ spec:
     spec:
       containers: [{name: x, image: registry.example/x:1}]
 `
+	goodDeployment := strings.NewReplacer("name: refused", "name: good", "replicas: -1", "replicas: 1").Replace(badDeployment)
 	hook := `apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -59,8 +63,10 @@ data:
 	}{
 		{name: "an inert object refused", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService},
 			refused: "Service", reason: "99999", creates: []string{"configmaps/first"}},
-		{name: "a workload refused in its dry run", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment},
+		{name: "a workload refused when it is applied last", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment},
 			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused"}},
+		{name: "two workloads, one refused in its dry run", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment, "templates/good.yaml": goodDeployment},
+			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused", "deployments/good"}},
 		{name: "with a pre-install hook, everything dry-run", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService, "templates/hook.yaml": hook},
 			refused: "Service", reason: "99999", noCreate: []string{"configmaps/first", "configmaps/hook"}},
 	} {
