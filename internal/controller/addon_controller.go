@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
@@ -90,6 +91,12 @@ type AddonReconciler struct {
 	// verifiedSignatures holds the chart signatures that verified, by
 	// signatureKey, with who signed.
 	verifiedSignatures sync.Map
+	// written holds the resourceVersion of the controller's last write to
+	// each Addon, by types.NamespacedName (see readAddon).
+	written sync.Map
+	// held holds, by types.NamespacedName, the status of a hookless apply
+	// that waits for its workloads and is not written yet (heldStatus).
+	held sync.Map
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -270,21 +277,21 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	}
 	r.inflight.Store(req.NamespacedName, true)
 	defer r.inflight.Delete(req.NamespacedName)
-	addon := &capstanv1.Addon{}
-	// NOTE: read from the API server, not the cache: the reconcile that
-	// the controller's own status write queues could otherwise see an
-	// Addon without its new appliedHash and run the install hooks again.
-	if err := r.APIReader.Get(ctx, req.NamespacedName, addon); err != nil {
+	addon, err := r.readAddon(ctx, req.NamespacedName)
+	if err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetPhase(req.NamespacedName)
 			r.verified.forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
 			r.awaiting.Delete(req.NamespacedName)
+			r.written.Delete(req.NamespacedName)
+			r.held.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := r.newScope(addon)
 	before := addon.DeepCopy()
+	r.resumeApplyRecord(s)
 	defer func() {
 		observeReconcile(s, time.Since(start))
 		// NOTE: a controller that stops still records how far it got.
@@ -310,10 +317,61 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		if err := r.Client.Patch(ctx, addon, patch); err != nil {
 			return ctrl.Result{}, err
 		}
+		r.wrote(addon)
 		before.Finalizers = addon.Finalizers
 		before.ResourceVersion = addon.ResourceVersion
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// readAddon reads the Addon to reconcile. The manager's cache answers
+// when it can be trusted: when it holds the controller's own last write to
+// this Addon or a later version (the resourceVersions of one resource
+// compare as numbers, resourceversion.CompareResourceVersion), or when the
+// controller has not written it since it started (the cache was listed
+// after every earlier write). Otherwise the API server answers: when the
+// cache has not caught up with the controller's last write (a reconcile
+// that saw an Addon without the appliedHash it just recorded would run the
+// install hooks again), and for an Addon being deleted, whose finalizer the
+// controller may have just removed. A resync costs no request at all, and
+// an install two reads less.
+func (r *AddonReconciler) readAddon(ctx context.Context, key types.NamespacedName) (*capstanv1.Addon, error) {
+	addon := &capstanv1.Addon{}
+	err := r.Client.Get(ctx, key, addon)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if err == nil {
+		last, wrote := r.written.Load(key)
+		if lastWrite, _ := last.(string); cacheCurrent(addon, lastWrite, wrote) {
+			return addon, nil
+		}
+	}
+	addon = &capstanv1.Addon{}
+	if err := r.APIReader.Get(ctx, key, addon); err != nil {
+		return nil, err
+	}
+	return addon, nil
+}
+
+// cacheCurrent decides whether a cached Addon may be reconciled: one not
+// being deleted, when the controller has not written it (wrote false) or
+// the cache holds its last write (lastWrite) or a later version.
+func cacheCurrent(cached *capstanv1.Addon, lastWrite string, wrote bool) bool {
+	switch {
+	case !cached.DeletionTimestamp.IsZero():
+		return false
+	case !wrote || cached.ResourceVersion == lastWrite:
+		return true
+	}
+	order, err := resourceversion.CompareResourceVersion(cached.ResourceVersion, lastWrite)
+	return err == nil && order > 0
+}
+
+// wrote remembers the resourceVersion of the controller's write to an
+// Addon, from the API server's answer.
+func (r *AddonReconciler) wrote(addon *capstanv1.Addon) {
+	r.written.Store(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.ResourceVersion)
 }
 
 // maxRetryDelay bounds the wait before a failed reconcile is tried again.

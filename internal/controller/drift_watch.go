@@ -224,8 +224,8 @@ func (d *driftWatch) fire(addon types.NamespacedName) {
 // to an object the add-on verified: to a resourceVersion the controller did
 // not record, or a delete of an object the controller has not since created
 // again (as it re-creates a Job whose template changed). And the add-on,
-// read from the API server so that the status a reconcile just wrote
-// counts, must be one drift may reconcile (driftWanted).
+// read so that the status a reconcile just wrote
+// counts (readAddon), must be one drift may reconcile (driftWanted).
 func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, changes []change) bool {
 	drifted := false
 	for _, c := range changes {
@@ -237,8 +237,8 @@ func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName,
 	if !drifted {
 		return false
 	}
-	addon := &capstanv1.Addon{}
-	if err := r.APIReader.Get(ctx, key, addon); err != nil {
+	addon, err := r.readAddon(ctx, key)
+	if err != nil {
 		return false
 	}
 	return driftWanted(addon)

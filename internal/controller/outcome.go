@@ -80,7 +80,7 @@ func outcomeOf(f findings, stage string, err error) outcome {
 			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
 				f.driftFought.Describe(), f.driftWait)}
 	case f.waitingFor != "":
-		return outcome{Phase: capstanv1.PhaseProgressing, Reason: "WaitingForWorkloads", Message: f.waitingFor}
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForWorkloads, Message: f.waitingFor}
 	case f.healthy && f.applied:
 		return outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: "Applied and healthy."}
 	case f.healthy:
@@ -88,6 +88,10 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	}
 	return outcome{}
 }
+
+// reasonWaitingForWorkloads is the Reconciling reason while applied
+// workloads roll out.
+const reasonWaitingForWorkloads = "WaitingForWorkloads"
 
 // errClass is how a reconcile's error is handled.
 type errClass int

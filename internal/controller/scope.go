@@ -91,6 +91,12 @@ type scope struct {
 	// the drift pacer once the apply succeeded.
 	driftUndo []capstanv1.ObjectRef
 	deleted   bool // the Addon is gone; there is no status to write
+	// hooklessApply: this reconcile recorded an apply that ran no hooks,
+	// and so has nothing a restart could run twice (holdApplyRecord).
+	hooklessApply bool
+	// resumed: the status began from an apply record this process held
+	// back (resumeApplyRecord), not from the Addon as stored.
+	resumed bool
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {

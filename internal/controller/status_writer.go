@@ -27,8 +27,11 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	addon := s.addon
 	setConditions(&addon.Status, addon.Generation, s.outcome)
 	addon.Status.Profile = s.profile
-	r.emitTransition(before, s)
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
+	if r.holdApplyRecord(s) {
+		return nil
+	}
+	r.emitTransition(before, s)
 	base := before
 	if s.stored != nil {
 		base = before.DeepCopy()
@@ -41,6 +44,9 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	err := r.Client.Status().Patch(ctx, addon, patch)
 	if apierrors.IsNotFound(err) {
 		return nil
+	}
+	if err == nil {
+		r.wrote(addon)
 	}
 	return err
 }
@@ -70,8 +76,13 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
 }
 
 func readyReason(a *capstanv1.Addon) string {
-	for _, c := range a.Status.Conditions {
-		if c.Type == capstanv1.ConditionReady {
+	return conditionReason(&a.Status, capstanv1.ConditionReady)
+}
+
+// conditionReason is the reason of one condition of a status, or "".
+func conditionReason(st *capstanv1.AddonStatus, conditionType string) string {
+	for _, c := range st.Conditions {
+		if c.Type == conditionType {
 			return c.Reason
 		}
 	}
@@ -101,10 +112,68 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone
+	if st.Phase == "" {
+		// The first write of a new add-on: say what it does meanwhile.
+		setConditions(st, s.addon.Generation, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying,
+			Message: "Applying the objects, then waiting for them to become ready."})
+		st.Profile = s.profile
+	}
 	if err := r.Client.Status().Patch(ctx, next, client.MergeFrom(base)); err != nil {
 		return err
 	}
+	r.wrote(next)
 	// The answer is the Addon as stored now.
 	s.stored = next.Status.DeepCopy()
+	s.addon.ResourceVersion = next.ResourceVersion
 	return nil
+}
+
+// reasonApplying is the Reconciling reason of a new add-on while its
+// first apply runs.
+const reasonApplying = "Applying"
+
+// heldStatus is the status a reconcile held back (holdApplyRecord): the
+// Addon it belongs to, by UID and the resourceVersion stored when it was
+// held, and the status itself.
+type heldStatus struct {
+	uid     types.UID
+	version string
+	status  *capstanv1.AddonStatus
+}
+
+// holdApplyRecord decides whether the status that ends this reconcile
+// waits for the next one. It does when a new add-on's first apply, of a
+// render with no hooks, now waits for its workloads: the next reconcile
+// comes as soon as one of them changes, and most of the time finds them
+// ready, so the add-on goes from Applying to Synced with one status write,
+// not two. Nothing is lost if the controller stops in between: the
+// inventory was written before the apply, and a render without hooks is
+// applied again with nothing run twice. A wait that lasts is written by
+// the next reconcile, which never holds back again. An upgrade is always
+// written at once: its stored status still says what ran before.
+func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
+	if !s.hooklessApply || s.resumed || s.found.waitingFor == "" || s.outcome.Reason != reasonWaitingForWorkloads ||
+		s.stored == nil || conditionReason(s.stored, capstanv1.ConditionReady) != reasonApplying {
+		return false
+	}
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	r.held.Store(key, heldStatus{uid: s.addon.UID, version: s.addon.ResourceVersion, status: s.addon.Status.DeepCopy()})
+	return true
+}
+
+// resumeApplyRecord starts the reconcile from the status the last one held
+// back, when the Addon is still the one stored then (same UID, no write
+// since). Its end writes that status with whatever this reconcile adds.
+func (r *AddonReconciler) resumeApplyRecord(s *scope) {
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	v, ok := r.held.LoadAndDelete(key)
+	if !ok {
+		return
+	}
+	held := v.(heldStatus)
+	if held.uid != s.addon.UID || held.version != s.addon.ResourceVersion {
+		return
+	}
+	s.addon.Status = *held.status.DeepCopy()
+	s.resumed = true
 }

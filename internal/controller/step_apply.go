@@ -107,6 +107,7 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		s.requeueAfter = r.Config.HealthPoll
 	}
 	st.PendingHook, st.PreHooksDone = nil, nil
+	s.hooklessApply = (pre == "" || len(hooks.Select(s.hooks, pre)) == 0) && (post == "" || len(hooks.Select(s.hooks, post)) == 0)
 	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
 		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
 		return r.checkpointStatus(ctx, s)

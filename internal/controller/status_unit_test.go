@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestCacheCurrent is when a reconcile may start from the cached Addon
+// instead of reading it from the API server.
+func TestCacheCurrent(t *testing.T) {
+	deleting := metav1.Now()
+	cases := []struct {
+		name      string
+		cached    string
+		deleting  bool
+		lastWrite string
+		wrote     bool
+		want      bool
+	}{
+		{"never written by this process", "120", false, "", false, true},
+		{"the cache holds the last write", "120", false, "120", true, true},
+		{"the cache holds a later write, someone else's", "130", false, "120", true, true},
+		{"the cache has not caught up with the last write", "119", false, "120", true, false},
+		{"a longer version is later", "1000", false, "999", true, true},
+		{"a shorter version is earlier", "999", false, "1000", true, false},
+		{"being deleted, though the cache holds the last write", "120", true, "120", true, false},
+		{"being deleted, never written", "120", true, "", false, false},
+		{"versions that do not compare as numbers, and differ", "b", false, "a", true, false},
+		{"versions that do not compare as numbers, and are equal", "a", false, "a", true, true},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{ResourceVersion: c.cached}}
+			if c.deleting {
+				a.DeletionTimestamp = &deleting
+			}
+			if got := cacheCurrent(a, c.lastWrite, c.wrote); got != c.want {
+				t.Errorf("cacheCurrent(cached %s, last write %q, wrote %v) = %v; want %v", c.cached, c.lastWrite, c.wrote, got, c.want)
+			}
+		})
+	}
+}
+
+// TestHoldApplyRecord is when the status that ends a reconcile waits for
+// the next one, and when the next one starts from it.
+func TestHoldApplyRecord(t *testing.T) {
+	applying := &capstanv1.AddonStatus{}
+	setConditions(applying, 1, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying})
+	synced := &capstanv1.AddonStatus{}
+	setConditions(synced, 1, outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced"})
+	waiting := outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForWorkloads, Message: "waiting for Deployment a/web"}
+	scopeFor := func(mod func(s *scope)) *scope {
+		s := &scope{
+			addon:  &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web", UID: "u1", ResourceVersion: "7"}},
+			stored: applying.DeepCopy(), hooklessApply: true, outcome: waiting,
+		}
+		s.found.waitingFor = waiting.Message
+		s.addon.Status.AppliedHash = "sha256:new"
+		if mod != nil {
+			mod(s)
+		}
+		return s
+	}
+	cases := []struct {
+		name string
+		mod  func(s *scope)
+		want bool
+	}{
+		{"a new add-on's first apply, without hooks, waiting for its workloads", nil, true},
+		{"an apply that ran hooks", func(s *scope) { s.hooklessApply = false }, false},
+		{"healthy at once", func(s *scope) {
+			s.found.waitingFor, s.outcome = "", outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced"}
+		}, false},
+		{"an upgrade: the stored status tells of the render before", func(s *scope) { s.stored = synced.DeepCopy() }, false},
+		{"no checkpoint written", func(s *scope) { s.stored = nil }, false},
+		{"the reconcile that resumed a held status", func(s *scope) { s.resumed = true }, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &AddonReconciler{}
+			s := scopeFor(c.mod)
+			if got := r.holdApplyRecord(s); got != c.want {
+				t.Fatalf("holdApplyRecord = %v; want %v", got, c.want)
+			}
+			_, held := r.held.Load(types.NamespacedName{Namespace: "a", Name: "web"})
+			if held != c.want {
+				t.Errorf("a status held: %v; want %v", held, c.want)
+			}
+		})
+	}
+
+	t.Run("the next reconcile resumes it only for the same Addon, unwritten since", func(t *testing.T) {
+		for _, next := range []struct {
+			name          string
+			uid, version  string
+			wantResumed   bool
+			wantAppliedAs string
+		}{
+			{"same Addon, no write since", "u1", "7", true, "sha256:new"},
+			{"written since", "u1", "8", false, ""},
+			{"another Addon of the same name", "u2", "7", false, ""},
+		} {
+			r := &AddonReconciler{}
+			if !r.holdApplyRecord(scopeFor(nil)) {
+				t.Fatal("nothing held")
+			}
+			s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web",
+				UID: types.UID(next.uid), ResourceVersion: next.version}}}
+			s.addon.Status = *applying.DeepCopy()
+			r.resumeApplyRecord(s)
+			if s.resumed != next.wantResumed || s.addon.Status.AppliedHash != next.wantAppliedAs {
+				t.Errorf("%s: resumed %v, appliedHash %q; want %v, %q", next.name, s.resumed, s.addon.Status.AppliedHash, next.wantResumed, next.wantAppliedAs)
+			}
+			if _, still := r.held.Load(types.NamespacedName{Namespace: "a", Name: "web"}); still {
+				t.Errorf("%s: the held status is kept after the next reconcile", next.name)
+			}
+		}
+	})
+}
