@@ -260,8 +260,17 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		}
 		// NOTE: the namespace of createNamespace is created when missing,
 		// as helm --create-namespace does; one that exists is not adopted.
-		res.Adopted = live != nil && !inventory[key] && !in.Addon.LabelledFor(live.GetLabels()) &&
-			!(ref.Kind == "Namespace" && ref.Name == in.CreatedNamespace)
+		ensured := ref.Kind == "Namespace" && ref.APIVersion == "v1" && ref.Name == in.CreatedNamespace
+		res.Adopted = live != nil && !inventory[key] && !in.Addon.LabelledFor(live.GetLabels()) && !ensured
+		if ensured && live == nil {
+			// The Namespace Capstan makes for createNamespace, from a
+			// validated name, and applied before anything else of the
+			// add-on: its own apply is its check, so a dry run would only
+			// double it.
+			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
+			out.Objects = append(out.Objects, res)
+			continue
+		}
 		dry, err := c.DryRun(ctx, obj)
 		switch {
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):

@@ -125,6 +125,22 @@ func TestPreviewObjectsSavesRequests(t *testing.T) {
 	if o := p.Objects[2]; !o.Unverified || o.Diff != "" {
 		t.Errorf("the object in the new Namespace: unverified %v, diff %q; want unverified with no diff", o.Unverified, o.Diff)
 	}
+
+	// The Namespace that createNamespace adds is read, to know it is
+	// missing, and not dry-run: it is applied before anything else.
+	c = &countingCluster{live: map[string]*unstructured.Unstructured{}}
+	p, err = PreviewObjects(context.Background(), c, PreviewInput{
+		Addon: addon, Objects: []*unstructured.Unstructured{fresh, inFresh}, CreatedNamespace: "fresh", Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.gets != 1 || c.dryRun != 0 {
+		t.Errorf("with createNamespace: %d reads and %d dry runs; want 1 and 0", c.gets, c.dryRun)
+	}
+	if o := p.Objects[0]; o.Action != capstanv1.ActionCreate || o.Unverified || o.Error != "" {
+		t.Errorf("the Namespace of createNamespace: %+v; want a create, not left unverified", o)
+	}
 }
 
 // TestPreviewTrustsTheGeneration: a workload whose resourceVersion moved
