@@ -264,9 +264,9 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		res.Adopted = live != nil && !inventory[key] && !in.Addon.LabelledFor(live.GetLabels()) && !ensured
 		if ensured && live == nil {
 			// The Namespace Capstan makes for createNamespace, from a
-			// validated name, and applied before anything else of the
-			// add-on: its own apply is its check, so a dry run would only
-			// double it.
+			// validated name, and applied first (only the add-on's CRDs
+			// come before it): its own apply is its check, so a dry run
+			// would only double it.
 			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
 			out.Objects = append(out.Objects, res)
 			continue
