@@ -83,6 +83,7 @@ func TestHoldApplyRecord(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := &AddonReconciler{}
 			s := scopeFor(c.mod)
+			r.wrote(s.addon) // the checkpoint's answer
 			if got := r.holdApplyRecord(s); got != c.want {
 				t.Fatalf("holdApplyRecord = %v; want %v", got, c.want)
 			}
@@ -105,7 +106,9 @@ func TestHoldApplyRecord(t *testing.T) {
 			{"another Addon of the same name", "u2", "7", false, ""},
 		} {
 			r := &AddonReconciler{}
-			if !r.holdApplyRecord(scopeFor(nil)) {
+			first := scopeFor(nil)
+			r.wrote(first.addon) // the checkpoint's answer
+			if !r.holdApplyRecord(first) {
 				t.Fatal("nothing held")
 			}
 			s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "web",

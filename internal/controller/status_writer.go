@@ -124,7 +124,6 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	r.wrote(next)
 	// The answer is the Addon as stored now.
 	s.stored = next.Status.DeepCopy()
-	s.addon.ResourceVersion = next.ResourceVersion
 	return nil
 }
 
@@ -157,7 +156,9 @@ func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 		return false
 	}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
-	r.held.Store(key, heldStatus{uid: s.addon.UID, version: s.addon.ResourceVersion, status: s.addon.Status.DeepCopy()})
+	// The checkpoint this reconcile wrote (s.stored) is its last write.
+	version, _ := r.written.Load(key)
+	r.held.Store(key, heldStatus{uid: s.addon.UID, version: version.(string), status: s.addon.Status.DeepCopy()})
 	return true
 }
 
