@@ -291,6 +291,7 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 			time.Sleep(settleBetween)
 		}
 		b.Logf("%s: installing %d add-ons", tool, n)
+		profiled := startProfile(ctx, c.Config, "apiserver-"+tool)
 		switch tool {
 		case "capstan":
 			f.runCapstan(b, c, admin, capstanBin, dir, repo, timeout)
@@ -310,6 +311,9 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 			f.floor.load[1] = loadAverage()
 		case "flux":
 			f.runFlux(b, c, admin, fluxDir, dir, repo, timeout)
+		}
+		if err := profiled(); err != nil {
+			b.Logf("%s: %v", tool, err)
 		}
 	}
 	return f
@@ -339,13 +343,14 @@ func clusterFor(b *testing.B) *testcluster.Cluster {
 // --max-concurrent-reconciles) and installs the cluster-profile Addons.
 func (f *fluxFigures) runCapstan(b *testing.B, c *testcluster.Cluster, admin client.Client, bin, dir string, repo *chartRepo, timeout time.Duration) {
 	ctx := b.Context()
-	ctrl := testcontroller.Start(b, c, bin, dir,
+	args := []string{
 		// Long enough that no periodic resync falls inside the run, as
 		// the HelmReleases' interval is.
 		"--resync-interval=1h",
-		"--ca-file="+repo.caFile,
-		"--fetch-allow="+repo.srv.Listener.Addr().String(),
-	)
+		"--ca-file=" + repo.caFile,
+		"--fetch-allow=" + repo.srv.Listener.Addr().String(),
+	}
+	ctrl := testcontroller.Start(b, c, bin, dir, append(args, strings.Fields(os.Getenv(envControllerArgs))...)...)
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := writesBy(b, install.ControllerUser)
 	f.capstan.load[0] = loadAverage()
