@@ -31,6 +31,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server"
@@ -62,7 +63,7 @@ type controllerOptions struct {
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.config.Namespace, "namespace", envOr("POD_NAMESPACE", "capstan-system"), "The controller's own namespace.")
 	fs.StringSliceVar(&o.config.TrustedNamespaces, "trusted-namespaces", nil, "Namespaces whose Addons use the cluster profile. Default: the controller's own namespace.")
-	fs.StringVar(&o.config.AddonsServiceAccount, "addons-service-account", "capstan-addons", "The service account, in the controller's namespace, that cluster-profile add-ons are applied as.")
+	fs.StringVar(&o.config.AddonsServiceAccount, "addons-service-account", install.AddonsServiceAccount, "The service account, in the controller's namespace, that cluster-profile add-ons are applied as.")
 	fs.StringVar(&o.config.PlatformKey, "platform-key", "capstan", "The reserved values key the controller sets last.")
 	fs.StringVar(&o.config.PlatformConfigMap, "platform-configmap", "", "A ConfigMap in the controller's namespace whose data are the platform's facts.")
 	fs.DurationVar(&o.config.ResyncInterval, "resync-interval", 5*time.Minute, "How often an add-on is reconciled without a change.")

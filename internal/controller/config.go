@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/render"
 )
@@ -77,7 +78,7 @@ func (c Config) WithDefaults() Config {
 		c.TrustedNamespaces = []string{c.Namespace}
 	}
 	if c.AddonsServiceAccount == "" {
-		c.AddonsServiceAccount = "capstan-addons"
+		c.AddonsServiceAccount = install.AddonsServiceAccount
 	}
 	if c.ResyncInterval <= 0 {
 		c.ResyncInterval = 5 * time.Minute
