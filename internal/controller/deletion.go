@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -98,7 +97,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if err != nil {
 			return err
 		}
-		if len(hooks.Select(s.hooks, "post-delete")) > 0 {
+		if s.hasHooks("post-delete") {
 			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
 			if err := r.checkpointStatus(ctx, s); err != nil {
 				return err

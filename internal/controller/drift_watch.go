@@ -224,8 +224,8 @@ func (d *driftWatch) fire(addon types.NamespacedName) {
 // to an object the add-on verified: to a resourceVersion the controller did
 // not record, or a delete of an object the controller has not since created
 // again (as it re-creates a Job whose template changed). And the add-on,
-// read so that the status a reconcile just wrote
-// counts (readAddon), must be one drift may reconcile (driftWanted).
+// read so that the status a reconcile just wrote counts (readAddon), must
+// be one drift may reconcile (driftWanted).
 func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, changes []change) bool {
 	drifted := false
 	for _, c := range changes {

@@ -87,7 +87,7 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) 
 // succeeded in that run are not run again, and the one it was waiting for
 // (status.hook) is waited for again; the others run as usual.
 func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool) error {
-	if event == "" || len(hooks.Select(s.hooks, event)) == 0 {
+	if !s.hasHooks(event) {
 		return nil
 	}
 	var waiting *capstanv1.ObjectRef

@@ -7,6 +7,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
@@ -107,6 +108,11 @@ func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
 		s.namespace = addon.Spec.TargetNamespace
 	}
 	return s
+}
+
+// hasHooks reports whether the render has hooks of event ("" has none).
+func (s *scope) hasHooks(event string) bool {
+	return event != "" && len(hooks.Select(s.hooks, event)) > 0
 }
 
 // releaseName is the Helm release name: spec.releaseName or the Addon's

@@ -10,7 +10,6 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
-	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/values"
 )
@@ -35,9 +34,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
-		Unverified: unverified, HasPreHooks: pre != "" && len(hooks.Select(s.hooks, pre)) > 0, Refused: plan.RedactAPIError,
+		Unverified: unverified, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
-			if err := r.runHooks(ctx, s, pre); err != nil || pre == "" || len(hooks.Select(s.hooks, pre)) == 0 {
+			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
 				// NOTE: with no pre hooks there is nothing a restart could
 				// run twice, and so no checkpoint to write.
 				return err
@@ -107,8 +106,8 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		s.requeueAfter = r.Config.HealthPoll
 	}
 	st.PendingHook, st.PreHooksDone = nil, nil
-	s.hooklessApply = (pre == "" || len(hooks.Select(s.hooks, pre)) == 0) && (post == "" || len(hooks.Select(s.hooks, post)) == 0)
-	if post != "" && len(hooks.Select(s.hooks, post)) > 0 {
+	s.hooklessApply = !s.hasHooks(pre) && !s.hasHooks(post)
+	if s.hasHooks(post) {
 		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
 		return r.checkpointStatus(ctx, s)
 	}
