@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -106,32 +106,15 @@ func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Durati
 	return time.Since(began), nil
 }
 
-// concurrently runs op(i) for i in [0, n) from workers goroutines, and
-// returns the first error.
+// concurrently runs op(i) for i in [0, n) with at most workers at once,
+// and returns the first error, after which the others' context is done.
 func concurrently(ctx context.Context, workers, n int, op func(context.Context, int) error) error {
-	jobs := make(chan int)
-	var mu sync.Mutex
-	var first error
-	var wg sync.WaitGroup
-	for range workers {
-		wg.Go(func() {
-			for i := range jobs {
-				if err := op(ctx, i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
 	for i := range n {
-		jobs <- i
+		g.Go(func() error { return op(ctx, i) })
 	}
-	close(jobs)
-	wg.Wait()
-	return first
+	return g.Wait()
 }
 
 // applyFloor creates one add-on's namespace and applies its objects there.
