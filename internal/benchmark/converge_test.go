@@ -321,31 +321,31 @@ type snapshot struct {
 }
 
 func snapshotOf(ctx context.Context, p *testcontroller.Process) (snapshot, error) {
-	samples, err := scrapeMetrics(ctx, p)
+	samples, err := p.Samples(ctx)
 	if err != nil {
 		return snapshot{}, err
 	}
 	s := snapshot{byMethod: map[string]float64{}, byCode: map[string]float64{}}
 	for _, m := range samples {
 		switch {
-		case m.name == "rest_client_requests_total":
-			s.requests += m.value
-			s.byMethod[m.labels["method"]] += m.value
-			s.byCode[m.labels["code"]] += m.value
-		case m.name == "controller_runtime_reconcile_total" && m.labels["controller"] == "addon":
-			s.reconciles += m.value
-			if m.labels["result"] == "error" {
-				s.errors += m.value
+		case m.Name == "rest_client_requests_total":
+			s.requests += m.Value
+			s.byMethod[m.Labels["method"]] += m.Value
+			s.byCode[m.Labels["code"]] += m.Value
+		case m.Name == "controller_runtime_reconcile_total" && m.Labels["controller"] == "addon":
+			s.reconciles += m.Value
+			if m.Labels["result"] == "error" {
+				s.errors += m.Value
 			}
-		case m.name == "workqueue_depth" && m.labels["name"] == "addon",
-			m.name == "controller_runtime_active_workers" && m.labels["controller"] == "addon":
-			s.busy += m.value
-		case m.name == "capstan_render_sandbox_cpu_seconds_total":
-			s.workerCPU = m.value
-		case m.name == "capstan_render_sandbox_peak_rss_bytes":
-			s.workerPeak = m.value
-		case m.name == "capstan_render_sandbox_workers_started_total":
-			s.workers = m.value
+		case m.Name == "workqueue_depth" && m.Labels["name"] == "addon",
+			m.Name == "controller_runtime_active_workers" && m.Labels["controller"] == "addon":
+			s.busy += m.Value
+		case m.Name == "capstan_render_sandbox_cpu_seconds_total":
+			s.workerCPU = m.Value
+		case m.Name == "capstan_render_sandbox_peak_rss_bytes":
+			s.workerPeak = m.Value
+		case m.Name == "capstan_render_sandbox_workers_started_total":
+			s.workers = m.Value
 		}
 	}
 	return s, nil

@@ -39,19 +39,9 @@ func startFlux(tb testing.TB, c *testcluster.Cluster, fluxDir, dir, name, user s
 // requestsOf sums a process's rest_client_requests_total, every client of
 // it, from its /metrics.
 func requestsOf(ctx context.Context, p *testcontroller.Process) (float64, error) {
-	text, err := p.Metrics(ctx)
+	samples, err := p.Samples(ctx)
 	if err != nil {
 		return 0, err
 	}
-	samples, err := parseMetrics(text)
-	if err != nil {
-		return 0, err
-	}
-	total := 0.0
-	for _, s := range samples {
-		if s.name == "rest_client_requests_total" {
-			total += s.value
-		}
-	}
-	return total, nil
+	return testcontroller.Sum(samples, "rest_client_requests_total", nil), nil
 }

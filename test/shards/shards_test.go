@@ -154,28 +154,14 @@ func waitSynced(t *testing.T, admin client.Client, ns string, n int, limit time.
 }
 
 // metricSum sums the samples of one metric in a process's metrics whose
-// labels contain every one of labels.
-func metricSum(t *testing.T, p *testcontroller.Process, name string, labels ...string) float64 {
+// labels include every one of labels.
+func metricSum(t *testing.T, p *testcontroller.Process, name string, labels map[string]string) float64 {
 	t.Helper()
-	text, err := p.Metrics(t.Context())
+	samples, err := p.Samples(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var total float64
-	for _, line := range strings.Split(text, "\n") {
-		if !strings.HasPrefix(line, name+"{") {
-			continue
-		}
-		matches := true
-		for _, l := range labels {
-			matches = matches && strings.Contains(line, l)
-		}
-		var v float64
-		if _, err := fmt.Sscanf(line[strings.LastIndex(line, " ")+1:], "%g", &v); matches && err == nil {
-			total += v
-		}
-	}
-	return total
+	return testcontroller.Sum(samples, name, labels)
 }
 
 // TestShardsSplitTheAddons runs two shards and a main controller over 200
@@ -261,13 +247,13 @@ func TestShardsSplitTheAddons(t *testing.T) {
 		// NOTE: polled, as another test's leftover Addons may still be
 		// queued behind this test's.
 		_ = wait.PollUntilContextTimeout(t.Context(), 500*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-			got = metricSum(t, p, "capstan_addons")
+			got = metricSum(t, p, "capstan_addons", nil)
 			return got == size[name], nil
 		})
 		if got != size[name] {
 			t.Errorf("%s's capstan_addons counts %g add-ons; its shard has %g", name, got, size[name])
 		}
-		if r := metricSum(t, p, "controller_runtime_reconcile_total", `controller="addon"`); r < size[name] {
+		if r := metricSum(t, p, "controller_runtime_reconcile_total", map[string]string{"controller": "addon"}); r < size[name] {
 			t.Errorf("%s reconciled %g times; want at least once per add-on of its shard (%g)", name, r, size[name])
 		}
 	}
