@@ -418,8 +418,23 @@ func (w *worker) exited() bool {
 // outOfMemory reports whether the worker died of its memory bound: the Go
 // runtime says so on stderr when the kernel refuses it more memory.
 func (w *worker) outOfMemory() bool {
-	t := w.stderr.bytes()
-	return bytes.Contains(t, []byte("out of memory")) || bytes.Contains(t, []byte("cannot allocate memory"))
+	return diedOfMemory(w.stderr.bytes())
+}
+
+// memoryDeaths are the first words of what the Go runtime writes when the
+// kernel refuses it memory. A new thread's stack is data memory too, so
+// past the bound the runtime can die starting a thread for the collector,
+// before it ever fails a heap allocation; on a busy machine that is common.
+var memoryDeaths = [][]byte{
+	[]byte("out of memory"),
+	[]byte("cannot allocate memory"),
+	[]byte("pthread_create failed"),          // a thread started through cgo
+	[]byte("failed to create new OS thread"), // a thread started by the runtime
+}
+
+// diedOfMemory reports whether a worker's stderr says it died for memory.
+func diedOfMemory(stderr []byte) bool {
+	return slices.ContainsFunc(memoryDeaths, func(m []byte) bool { return bytes.Contains(stderr, m) })
 }
 
 // head keeps the first max bytes written to it: a worker's stderr, whose

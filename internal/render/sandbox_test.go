@@ -240,3 +240,22 @@ func TestSandboxWorkerKilledFromOutside(t *testing.T) {
 		t.Fatalf("the next render: %v", err)
 	}
 }
+
+// TestDiedOfMemory: the runtime's ways of dying for memory are told from
+// its other deaths. The thread cases were seen under load: past its bound,
+// a worker died starting a thread for the collector.
+func TestDiedOfMemory(t *testing.T) {
+	for stderr, want := range map[string]bool{
+		"fatal error: runtime: out of memory\n":                                            true,
+		"runtime: mmap(0x1000, 8192) failed: cannot allocate memory\n":                     true,
+		"runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT":    true,
+		"runtime: failed to create new OS thread (have 7 already; errno=11)\nfatal error:": true,
+		"panic: runtime error: index out of range [3] with length 3\n":                     false,
+		"render worker: read a request: unexpected EOF\n":                                  false,
+		"": false,
+	} {
+		if got := diedOfMemory([]byte(stderr)); got != want {
+			t.Errorf("diedOfMemory(%q) = %v, want %v", stderr, got, want)
+		}
+	}
+}
