@@ -157,8 +157,9 @@ func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 	}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
 	// The checkpoint this reconcile wrote (s.stored) is its last write.
-	version, _ := r.written.Load(key)
-	r.held.Store(key, heldStatus{uid: s.addon.UID, version: version.(string), status: s.addon.Status.DeepCopy()})
+	last, _ := r.written.Load(key)
+	version, _ := last.(string)
+	r.held.Store(key, heldStatus{uid: s.addon.UID, version: version, status: s.addon.Status.DeepCopy()})
 	return true
 }
 

@@ -267,7 +267,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// validated name, and applied first (only the add-on's CRDs
 			// come before it): its own apply is its check, so a dry run
 			// would only double it.
-			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
+			res.Comparison = createComparison(obj)
 			out.Objects = append(out.Objects, res)
 			continue
 		}
@@ -277,11 +277,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
 			res.Unverified = true
-			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
+			res.Comparison = createComparison(obj)
 		case err != nil && apierrors.IsNotFound(err) && prepare.Renders(in.Objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
 			res.Unverified = true
-			res.Comparison = Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
+			res.Comparison = createComparison(obj)
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
@@ -311,6 +311,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		out.Objects = append(out.Objects, res)
 	}
 	return out, nil
+}
+
+// createComparison is the comparison of an object that does not exist yet
+// and is not dry-run: a create, with the digest of what is rendered.
+func createComparison(obj *unstructured.Unstructured) Comparison {
+	return Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
 }
 
 // readLabelled reads, with one label-selected List per kind and namespace,

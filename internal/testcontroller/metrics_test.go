@@ -1,6 +1,10 @@
 package testcontroller
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
 
 func TestParseMetrics(t *testing.T) {
 	got, err := ParseMetrics(`# HELP rest_client_requests_total Number of HTTP requests.
@@ -20,19 +24,8 @@ workqueue_depth 0
 		{"rest_client_requests_total", map[string]string{"code": "404", "host": "127.0.0.1:6443", "method": "GET"}, 3},
 		{"workqueue_depth", map[string]string{}, 0},
 	}
-	if len(got) != len(want) {
-		t.Fatalf("got %d samples %+v, want %d", len(got), got, len(want))
-	}
-	for i := range want {
-		if got[i].Name != want[i].Name || got[i].Value != want[i].Value || len(got[i].Labels) != len(want[i].Labels) {
-			t.Errorf("sample %d = %+v, want %+v", i, got[i], want[i])
-			continue
-		}
-		for k, v := range want[i].Labels {
-			if got[i].Labels[k] != v {
-				t.Errorf("sample %d label %s = %q, want %q", i, k, got[i].Labels[k], v)
-			}
-		}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("samples (-want +got):\n%s", diff)
 	}
 }
 
