@@ -199,6 +199,18 @@ func shardOptions(selector string) (shard, error) {
 	return s, nil
 }
 
+// uncompressed is the controller's connection without gzip. The controller
+// runs beside its API server, where gzip only costs CPU at both ends: the
+// API server compresses every flush of a watch that an informer opened with
+// a streaming list, one or a few events at a time, and the controller
+// inflates each again. A remote cluster's connection keeps compression, as
+// it may cross a slow link.
+func uncompressed(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.DisableCompression = true
+	return cfg
+}
+
 // Leader election (--leader-elect) holds a Lease in the controller's
 // namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
@@ -209,6 +221,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg = uncompressed(cfg)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),
 		Client:                 controller.ClientOptions(),
