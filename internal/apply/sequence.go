@@ -173,10 +173,12 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 // ago they do nothing until the rest of the add-on arrives, and an apply
 // costs the API server what a dry run would, so the dry run would double
 // the work. If one is refused, those this install created are deleted
-// again. Every other object is dry-run, but for one: when a single object
-// that is not inert is all the apply has left to do, it is applied at
-// once, last, with no dry run; if it is refused, nothing ran, and the inert
-// objects are deleted again as above. It returns the objects it applied.
+// again. Every other object is dry-run, but for one: when such objects are
+// all the apply has left to do, the first of them in the apply's order is
+// applied with no dry run, once the others have passed theirs; its apply is
+// its own check, as nothing of the add-on that runs was applied before it.
+// If it is refused, nothing ran, and the inert objects are deleted again as
+// above. It returns the objects it applied.
 func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
 	var early, dry []*unstructured.Unstructured
 	for _, obj := range q.Unverified {
@@ -186,9 +188,9 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 			dry = append(dry, obj)
 		}
 	}
-	var last *unstructured.Unstructured
-	if left := without(rest, early); !q.HasPreHooks && len(dry) == 1 && len(left) == 1 && left[0] == dry[0] {
-		last, dry = dry[0], nil
+	var first *unstructured.Unstructured
+	if left := without(rest, early); !q.HasPreHooks && len(dry) > 0 && sameObjects(left, dry) {
+		first, dry = left[0], without(dry, left[:1])
 	}
 	var made []created
 	refused := func(obj *unstructured.Unstructured, how string, err error) error {
@@ -228,15 +230,20 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 			return nil, refused(obj, "in a dry run", err)
 		}
 	}
-	if last != nil {
-		live, err := q.Applier.ApplyLive(ctx, last)
+	if first != nil {
+		live, err := q.Applier.ApplyLive(ctx, first)
 		if err != nil {
-			return nil, refused(last, "when it was applied", err)
+			return nil, refused(first, "when it was applied", err)
 		}
-		onApplied(last, live)
-		early = append(early, last)
+		onApplied(first, live)
+		early = append(early, first)
 	}
 	return early, nil
+}
+
+// sameObjects reports whether a and b hold the same pointers, in any order.
+func sameObjects(a, b []*unstructured.Unstructured) bool {
+	return len(a) == len(b) && len(without(a, b)) == 0
 }
 
 // without returns objs without those in drop, which are the same pointers.

@@ -19,8 +19,10 @@ import (
 //   - a workload (a Deployment), the one object that is not inert, refused
 //     when it is applied last, with no dry run: it is never created, and
 //     the inert objects applied before it are deleted again;
-//   - two workloads, one refused in its dry run: neither is ever created,
-//     and the inert objects are deleted again;
+//   - two workloads: the first in the apply's order is applied with no dry
+//     run, once the other passed its dry run. Whether the first is refused
+//     when it is applied or the second in its dry run, neither is ever
+//     created, and the inert objects are deleted again;
 //   - with a pre-install hook, which must run before anything but the
 //     namespace exists, every object is dry-run, and nothing is created at
 //     all, the hook included.
@@ -44,6 +46,8 @@ spec:
       containers: [{name: x, image: registry.example/x:1}]
 `
 	goodDeployment := strings.NewReplacer("name: refused", "name: good", "replicas: -1", "replicas: 1").Replace(badDeployment)
+	// NOTE: a chart's templates of one kind apply in the order of their
+	// file names.
 	hook := `apiVersion: v1
 kind: ConfigMap
 metadata:
@@ -60,13 +64,19 @@ data:
 		reason   string // a word of the API server's reason
 		creates  []string
 		noCreate []string // objects never created, not even for a moment
+		dryRun   []string // objects dry-run before any workload was applied
+		noDryRun []string // objects applied with no dry run
 	}{
 		{name: "an inert object refused", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService},
 			refused: "Service", reason: "99999", creates: []string{"configmaps/first"}},
 		{name: "a workload refused when it is applied last", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment},
 			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused"}},
-		{name: "two workloads, one refused in its dry run", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment, "templates/good.yaml": goodDeployment},
-			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused", "deployments/good"}},
+		{name: "two workloads, the first refused when it is applied", files: map[string]string{"templates/cm.yaml": configMap, "templates/deploy.yaml": badDeployment, "templates/good.yaml": goodDeployment},
+			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused", "deployments/good"},
+			dryRun: []string{"deployments/good"}, noDryRun: []string{"deployments/refused"}},
+		{name: "two workloads, the second refused in its dry run", files: map[string]string{"templates/cm.yaml": configMap, "templates/a-good.yaml": goodDeployment, "templates/deploy.yaml": badDeployment},
+			refused: "Deployment", reason: "replicas", creates: []string{"configmaps/first"}, noCreate: []string{"deployments/refused", "deployments/good"},
+			dryRun: []string{"deployments/refused"}, noDryRun: []string{"deployments/good"}},
 		{name: "with a pre-install hook, everything dry-run", files: map[string]string{"templates/cm.yaml": configMap, "templates/svc.yaml": badService, "templates/hook.yaml": hook},
 			refused: "Service", reason: "99999", noCreate: []string{"configmaps/first", "configmaps/hook"}},
 	} {
@@ -94,6 +104,19 @@ data:
 					t.Errorf("%s: %q; want it never created", o, writes[o])
 				}
 			}
+			// NOTE: the first sync's requests only: the next one plans
+			// with the namespace there, and dry-runs everything.
+			dry := firstDryRuns(t, ns)
+			for _, o := range tc.dryRun {
+				if dry[o] == 0 {
+					t.Errorf("%s was not dry-run in the install; want it dry-run before any workload was applied", o)
+				}
+			}
+			for _, o := range tc.noDryRun {
+				if dry[o] != 0 {
+					t.Errorf("%s was dry-run %d times in the install; want it applied with no dry run", o, dry[o])
+				}
+			}
 		})
 	}
 }
@@ -119,6 +142,31 @@ func auditedWrites(t *testing.T, ns string) map[string]string {
 			out[key] += "create "
 		case e.Verb == "delete":
 			out[key] += "delete "
+		}
+	}
+	return out
+}
+
+// firstDryRuns counts, by resource/name, the dry-run applies in namespace ns
+// from the API server's audit log until the install deleted its inert
+// objects again: the dry runs of the install's first sync.
+func firstDryRuns(t *testing.T, ns string) map[string]int {
+	t.Helper()
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, e := range events {
+		o := e.ObjectRef
+		if o == nil || o.Namespace != ns || o.Subresource != "" {
+			continue
+		}
+		if e.Verb == "delete" {
+			break
+		}
+		if e.Verb == "patch" && strings.Contains(e.RequestURI, "dryRun") {
+			out[o.Resource+"/"+o.Name]++
 		}
 	}
 	return out
