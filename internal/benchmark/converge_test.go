@@ -267,6 +267,11 @@ func runConverge(b *testing.B) figures {
 	ctrl.Stop()
 	f.logErrors, f.throttled = ctrl.LogProblems()
 	if os.Getenv(envFloor) != "0" {
+		// The floor starts on a control plane as empty as Capstan's was.
+		if err := clearTurn(ctx, admin, "capstan", addonName, n, timeout); err != nil {
+			b.Fatal(err)
+		}
+		time.Sleep(settleBetween)
 		floor, as, err := floorClient(cluster)
 		if err != nil {
 			b.Fatal(err)
