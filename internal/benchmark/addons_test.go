@@ -230,7 +230,7 @@ func (c addonCensus) String() string {
 	return fmt.Sprintf("%d/%d ready (%s)", c.ready, c.total, strings.Join(parts, " "))
 }
 
-func census(ctx context.Context, c client.Client) (addonCensus, error) {
+func census(ctx context.Context, c client.Reader) (addonCensus, error) {
 	var list capstanv1.AddonList
 	if err := c.List(ctx, &list, client.InNamespace(install.Namespace), client.MatchingLabels{runLabel: "converge"}); err != nil {
 		return addonCensus{}, err
@@ -256,21 +256,22 @@ func census(ctx context.Context, c client.Client) (addonCensus, error) {
 	return out, nil
 }
 
-// waitAllReady polls every second until n Addons are ready, the controller
-// exits, or timeout passes; it logs progress every 30 s.
-func waitAllReady(ctx context.Context, c client.Client, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
+// waitAllReady looks every lookEvery until n Addons are ready, the
+// controller exits, or timeout passes; it logs progress every 30 s. c is
+// best a watchFor cache.
+func waitAllReady(ctx context.Context, c client.Reader, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
 	return pollReady(ctx, "Addon", "waiting", n, timeout, func(ctx context.Context) (int, fmt.Stringer, string, error) {
 		got, err := census(ctx, c)
 		return got.ready, got, got.example, err
 	}, alive, logf)
 }
 
-// pollReady polls look every second until it counts n ready, alive fails,
-// or timeout passes, and logs what look says every 30 s. kind names the
-// objects counted, and prefix the progress lines.
+// pollReady calls look every lookEvery until it counts n ready, alive
+// fails, or timeout passes, and logs what look says every 30 s. kind names
+// the objects counted, and prefix the progress lines.
 func pollReady(ctx context.Context, kind, prefix string, n int, timeout time.Duration,
 	look func(context.Context) (ready int, summary fmt.Stringer, example string, err error), alive func() error, logf func(string, ...any)) (time.Time, error) {
-	const interval = time.Second
+	const interval = lookEvery
 	deadline := time.Now().Add(timeout)
 	lastLog := time.Now()
 	var last fmt.Stringer = stringer("nothing read yet")

@@ -194,6 +194,12 @@ func runConverge(b *testing.B) figures {
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := mustWrites(b)
 
+	watched, stopWatch, err := watchFor(ctx, cluster.Config, &capstanv1.Addon{}, install.Namespace, map[string]string{runLabel: "converge"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stopWatch()
+
 	// Install: from the first Addon's creation until every one is ready.
 	cpuBefore := mustCPU(b)
 	_, ctrlCPUBefore, err := ctrl.ProcStatus()
@@ -208,7 +214,7 @@ func runConverge(b *testing.B) figures {
 			b.Fatalf("creating Addon %s: %v", addonName(i), err)
 		}
 	}
-	readyAt, err := waitAllReady(ctx, admin, n, timeout, ctrl.Alive, b.Logf)
+	readyAt, err := waitAllReady(ctx, watched, n, timeout, ctrl.Alive, b.Logf)
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
@@ -279,7 +285,7 @@ func runConverge(b *testing.B) figures {
 		f.floorAs = as
 		cpuBefore := mustCPU(b)
 		profiled := startProfile(ctx, cluster.Config, "apiserver-floor")
-		f.floor, err = runFloor(ctx, floor, n, timeout)
+		f.floor, err = runFloor(ctx, floor, cluster.Config, n, timeout)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -62,14 +62,14 @@ const (
 func floorName(i int) string { return fmt.Sprintf("floor-%03d", i) }
 
 // runFloor applies n add-ons' objects and waits until every Deployment is
-// Available.
-func runFloor(ctx context.Context, c client.Client, n int, timeout time.Duration) (time.Duration, error) {
-	return runFloorOf(ctx, c, n, timeout, addonManifest, 1)
+// Available, watching them through watchCfg.
+func runFloor(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration) (time.Duration, error) {
+	return runFloorOf(ctx, c, watchCfg, n, timeout, addonManifest, 1)
 }
 
 // runFloorOf is runFloor with other objects: manifest(name) is one
 // add-on's, with deployments Deployments among them.
-func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Duration, manifest func(name string) string, deployments int) (time.Duration, error) {
+func runFloorOf(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration, manifest func(name string) string, deployments int) (time.Duration, error) {
 	objects := make([][]*unstructured.Unstructured, n)
 	for i := range n {
 		objs, err := parseManifest(manifest(floorName(i)))
@@ -78,16 +78,21 @@ func runFloorOf(ctx context.Context, c client.Client, n int, timeout time.Durati
 		}
 		objects[i] = objs
 	}
+	watched, stop, err := watchFor(ctx, watchCfg, &appsv1.Deployment{}, "", map[string]string{floorLabel: "true"})
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
 	began := time.Now()
-	err := concurrently(ctx, floorWorkers, n, func(ctx context.Context, i int) error {
+	err = concurrently(ctx, floorWorkers, n, func(ctx context.Context, i int) error {
 		return applyFloor(ctx, c, floorName(i), objects[i])
 	})
 	if err != nil {
 		return 0, err
 	}
-	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextTimeout(ctx, lookEvery, timeout, true, func(ctx context.Context) (bool, error) {
 		list := &appsv1.DeploymentList{}
-		if err := c.List(ctx, list, client.MatchingLabels{floorLabel: "true"}); err != nil {
+		if err := watched.List(ctx, list); err != nil {
 			return false, nil
 		}
 		available := 0

@@ -320,7 +320,7 @@ func (c releaseCensus) String() string {
 	return fmt.Sprintf("%d/%d ready (%s)", c.ready, c.total, strings.Join(parts, " "))
 }
 
-func helmReleases(ctx context.Context, c client.Client) (*unstructured.UnstructuredList, error) {
+func helmReleases(ctx context.Context, c client.Reader) (*unstructured.UnstructuredList, error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion("helm.toolkit.fluxcd.io/v2")
 	list.SetKind("HelmReleaseList")
@@ -328,7 +328,7 @@ func helmReleases(ctx context.Context, c client.Client) (*unstructured.Unstructu
 	return list, err
 }
 
-func releaseCensusOf(ctx context.Context, c client.Client) (releaseCensus, error) {
+func releaseCensusOf(ctx context.Context, c client.Reader) (releaseCensus, error) {
 	list, err := helmReleases(ctx, c)
 	if err != nil {
 		return releaseCensus{}, err
@@ -348,10 +348,10 @@ func releaseCensusOf(ctx context.Context, c client.Client) (releaseCensus, error
 	return out, nil
 }
 
-// waitReleasesReady polls every second until n HelmReleases are Ready, a
-// Flux controller exits, or timeout passes, as waitAllReady does for
+// waitReleasesReady looks every lookEvery until n HelmReleases are Ready,
+// a Flux controller exits, or timeout passes, as waitAllReady does for
 // Addons.
-func waitReleasesReady(ctx context.Context, c client.Client, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
+func waitReleasesReady(ctx context.Context, c client.Reader, n int, timeout time.Duration, alive func() error, logf func(string, ...any)) (time.Time, error) {
 	return pollReady(ctx, "HelmRelease", "waiting for Flux", n, timeout, func(ctx context.Context) (int, fmt.Stringer, string, error) {
 		got, err := releaseCensusOf(ctx, c)
 		return got.ready, got, got.example, err

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -309,7 +310,7 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 			f.floor.as = as
 			f.floor.load[0] = loadAverage()
 			cpu0 := machineCPU()
-			f.floor.wall, err = runFloorOf(ctx, floor, n, timeout, sevenManifest, sevenDeployments)
+			f.floor.wall, err = runFloorOf(ctx, floor, c.Config, n, timeout, sevenManifest, sevenDeployments)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -405,6 +406,11 @@ func (f *fluxFigures) runCapstan(b *testing.B, c *testcluster.Cluster, admin cli
 	ctrl := testcontroller.Start(b, c, bin, dir, append(args, strings.Fields(os.Getenv(envControllerArgs))...)...)
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := writesBy(b, install.ControllerUser)
+	watched, stopWatch, err := watchFor(ctx, c.Config, &capstanv1.Addon{}, install.Namespace, map[string]string{runLabel: "converge"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stopWatch()
 	f.capstan.load[0] = loadAverage()
 	cpu0 := machineCPU()
 	b.StartTimer()
@@ -414,7 +420,7 @@ func (f *fluxFigures) runCapstan(b *testing.B, c *testcluster.Cluster, admin cli
 			b.Fatalf("creating Addon %s: %v", capstanSevenName(i), err)
 		}
 	}
-	readyAt, err := waitAllReady(ctx, admin, f.addons, timeout, ctrl.Alive, b.Logf)
+	readyAt, err := waitAllReady(ctx, watched, f.addons, timeout, ctrl.Alive, b.Logf)
 	b.StopTimer()
 	if err != nil {
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
@@ -478,6 +484,14 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	}
 	before := fluxQuiet(b, procs, "Flux to settle after the HelmRepository")
 	beforeWrites := writesBy(b, helmControllerUser, sourceControllerUser)
+	release := &unstructured.Unstructured{}
+	release.SetAPIVersion("helm.toolkit.fluxcd.io/v2")
+	release.SetKind("HelmRelease")
+	watched, stopWatch, err := watchFor(ctx, c.Config, release, fluxNamespace, map[string]string{runLabel: fluxRunLabelValue})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stopWatch()
 	f.flux.load[0] = loadAverage()
 	cpu0 := machineCPU()
 	began := time.Now()
@@ -490,7 +504,7 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 			b.Fatalf("creating HelmRelease %s: %v", hr.GetName(), err)
 		}
 	}
-	readyAt, err := waitReleasesReady(ctx, admin, f.addons, timeout, alive, b.Logf)
+	readyAt, err := waitReleasesReady(ctx, watched, f.addons, timeout, alive, b.Logf)
 	if err != nil {
 		b.Fatalf("%v\nhelm-controller log:\n%s", err, helm.LogTail(20))
 	}
