@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
@@ -126,17 +128,12 @@ data:
 // write that created the object, "delete" for a deletion, in order.
 func auditedWrites(t *testing.T, ns string) map[string]string {
 	t.Helper()
-	events, err := cluster.AuditEvents()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]string{}
-	for _, e := range events {
-		o := e.ObjectRef
-		if o == nil || o.Namespace != ns || o.Subresource != "" || strings.Contains(e.RequestURI, "dryRun") || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
+	for _, e := range auditedIn(t, ns) {
+		if strings.Contains(e.RequestURI, "dryRun") || e.ResponseStatus == nil || e.ResponseStatus.Code >= 300 {
 			continue
 		}
-		key := o.Resource + "/" + o.Name
+		key := e.ObjectRef.Resource + "/" + e.ObjectRef.Name
 		switch {
 		case e.ResponseStatus.Code == 201:
 			out[key] += "create "
@@ -152,21 +149,30 @@ func auditedWrites(t *testing.T, ns string) map[string]string {
 // objects again: the dry runs of the install's first sync.
 func firstDryRuns(t *testing.T, ns string) map[string]int {
 	t.Helper()
-	events, err := cluster.AuditEvents()
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string]int{}
-	for _, e := range events {
-		o := e.ObjectRef
-		if o == nil || o.Namespace != ns || o.Subresource != "" {
-			continue
-		}
+	for _, e := range auditedIn(t, ns) {
 		if e.Verb == "delete" {
 			break
 		}
 		if e.Verb == "patch" && strings.Contains(e.RequestURI, "dryRun") {
-			out[o.Resource+"/"+o.Name]++
+			out[e.ObjectRef.Resource+"/"+e.ObjectRef.Name]++
+		}
+	}
+	return out
+}
+
+// auditedIn is the API server's audit log of the objects in namespace ns,
+// their subresources left out, in order.
+func auditedIn(t *testing.T, ns string) []auditv1.Event {
+	t.Helper()
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []auditv1.Event
+	for _, e := range events {
+		if o := e.ObjectRef; o != nil && o.Namespace == ns && o.Subresource == "" {
+			out = append(out, e)
 		}
 	}
 	return out
