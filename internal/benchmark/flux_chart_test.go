@@ -38,6 +38,8 @@ const (
 	fluxRepoCASecret  = "bench-repo-ca"
 	fluxRunLabelValue = "flux"
 	fluxManager       = "capstan-bench-flux"
+	// helmReleaseAPI is the HelmRelease's group and version.
+	helmReleaseAPI = "helm.toolkit.fluxcd.io/v2"
 )
 
 // The names of each tool's add-ons, which are also their target
@@ -322,7 +324,7 @@ func (c releaseCensus) String() string {
 
 func helmReleases(ctx context.Context, c client.Reader) (*unstructured.UnstructuredList, error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion("helm.toolkit.fluxcd.io/v2")
+	list.SetAPIVersion(helmReleaseAPI)
 	list.SetKind("HelmReleaseList")
 	err := c.List(ctx, list, client.InNamespace(fluxNamespace), client.MatchingLabels{runLabel: fluxRunLabelValue})
 	return list, err

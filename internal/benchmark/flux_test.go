@@ -485,7 +485,7 @@ func (f *fluxFigures) runFlux(b *testing.B, c *testcluster.Cluster, admin client
 	before := fluxQuiet(b, procs, "Flux to settle after the HelmRepository")
 	beforeWrites := writesBy(b, helmControllerUser, sourceControllerUser)
 	release := &unstructured.Unstructured{}
-	release.SetAPIVersion("helm.toolkit.fluxcd.io/v2")
+	release.SetAPIVersion(helmReleaseAPI)
 	release.SetKind("HelmRelease")
 	watched, stopWatch, err := watchFor(ctx, c.Config, release, fluxNamespace, map[string]string{runLabel: fluxRunLabelValue})
 	if err != nil {

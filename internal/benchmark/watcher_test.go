@@ -40,6 +40,8 @@ func watchFor(ctx context.Context, cfg *rest.Config, obj client.Object, ns strin
 		cancel()
 		return nil, nil, fmt.Errorf("watching %T: %w", obj, err)
 	}
+	// NOTE: GetInformer waits for the sync only once the cache has
+	// started, which the goroutine above may not have done yet.
 	if !c.WaitForCacheSync(syncCtx) {
 		cancel()
 		return nil, nil, fmt.Errorf("watching %T: the cache did not fill within 2 minutes", obj)
