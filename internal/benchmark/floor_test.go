@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/testcluster"
 )
@@ -62,14 +63,15 @@ const (
 func floorName(i int) string { return fmt.Sprintf("floor-%03d", i) }
 
 // runFloor applies n add-ons' objects and waits until every Deployment is
-// Available, watching them through watchCfg.
-func runFloor(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration) (time.Duration, error) {
-	return runFloorOf(ctx, c, watchCfg, n, timeout, addonManifest, 1)
+// Available, watching them through watchCfg. With keep, it also sends
+// Capstan's bookkeeping around each add-on's applies.
+func runFloor(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration, keep *bookkeeping) (time.Duration, error) {
+	return runFloorOf(ctx, c, watchCfg, n, timeout, addonManifest, 1, keep)
 }
 
 // runFloorOf is runFloor with other objects: manifest(name) is one
 // add-on's, with deployments Deployments among them.
-func runFloorOf(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration, manifest func(name string) string, deployments int) (time.Duration, error) {
+func runFloorOf(ctx context.Context, c client.Client, watchCfg *rest.Config, n int, timeout time.Duration, manifest func(name string) string, deployments int, keep *bookkeeping) (time.Duration, error) {
 	objects := make([][]*unstructured.Unstructured, n)
 	for i := range n {
 		objs, err := parseManifest(manifest(floorName(i)))
@@ -83,9 +85,16 @@ func runFloorOf(ctx context.Context, c client.Client, watchCfg *rest.Config, n i
 		return 0, err
 	}
 	defer stop()
+	if keep != nil {
+		stopKeep, err := keep.watch(ctx, watchCfg)
+		if err != nil {
+			return 0, err
+		}
+		defer stopKeep()
+	}
 	began := time.Now()
 	err = concurrently(ctx, floorWorkers, n, func(ctx context.Context, i int) error {
-		return applyFloor(ctx, c, floorName(i), objects[i])
+		return applyFloor(ctx, c, floorName(i), objects[i], keep)
 	})
 	if err != nil {
 		return 0, err
@@ -122,8 +131,14 @@ func concurrently(ctx context.Context, workers, n int, op func(context.Context, 
 	return g.Wait()
 }
 
-// applyFloor creates one add-on's namespace and applies its objects there.
-func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstructured.Unstructured) error {
+// applyFloor creates one add-on's namespace and applies its objects there,
+// with keep's requests around them when keep is set.
+func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstructured.Unstructured, keep *bookkeeping) error {
+	if keep != nil {
+		if err := keep.beforeNamespace(ctx, ns); err != nil {
+			return err
+		}
+	}
 	nsObj := &unstructured.Unstructured{}
 	nsObj.SetAPIVersion("v1")
 	nsObj.SetKind("Namespace")
@@ -131,12 +146,32 @@ func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstruc
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(nsObj), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("floor: namespace %s: %w", ns, err)
 	}
+	var addon *capstanv1.Addon
+	deployment := ""
+	if keep != nil {
+		refs := make([]capstanv1.ObjectRef, 0, len(objs)+1)
+		refs = append(refs, capstanv1.RefOf(nsObj))
+		for _, o := range objs {
+			o.SetNamespace(ns)
+			refs = append(refs, capstanv1.RefOf(o))
+			if o.GetKind() == "Deployment" && deployment == "" {
+				deployment = o.GetName()
+			}
+		}
+		var err error
+		if addon, err = keep.beforeApply(ctx, ns, refs); err != nil {
+			return err
+		}
+	}
 	for _, o := range objs {
 		o.SetNamespace(ns)
 		o.SetLabels(map[string]string{floorLabel: "true"})
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("floor: %s %s/%s: %w", o.GetKind(), ns, o.GetName(), err)
 		}
+	}
+	if keep != nil {
+		return keep.afterApply(ctx, addon, deployment)
 	}
 	return nil
 }

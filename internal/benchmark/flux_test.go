@@ -310,7 +310,7 @@ func runAgainstFlux(b *testing.B) fluxFigures {
 			f.floor.as = as
 			f.floor.load[0] = loadAverage()
 			cpu0 := machineCPU()
-			f.floor.wall, err = runFloorOf(ctx, floor, c.Config, n, timeout, sevenManifest, sevenDeployments)
+			f.floor.wall, err = runFloorOf(ctx, floor, c.Config, n, timeout, sevenManifest, sevenDeployments, nil)
 			if err != nil {
 				b.Fatal(err)
 			}
