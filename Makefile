@@ -86,6 +86,10 @@ bench: bin ## Run the benchmarks and print their figures.
 bench-converge: bin ## Converge 200 add-ons from cold, once, with the floor beside it (CAPSTAN_BENCH_ADDONS sets the count, CAPSTAN_BENCH_SOURCE=chart the chart variant).
 	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
+.PHONY: bench-converge-series
+bench-converge-series: bin ## BenchmarkConverge CAPSTAN_BENCH_RUNS times (default 5), with each run's ratio to the floor and the median.
+	GO=$(GO) hack/bench-series.sh
+
 .PHONY: flux
 flux: ## Build Flux's helm-controller and source-controller (pinned in hack/flux) and their CRDs into bin/flux, once per pinned version.
 	hack/flux/build.sh
