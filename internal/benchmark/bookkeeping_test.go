@@ -25,7 +25,8 @@ import (
 const envBookkeeping = "CAPSTAN_BENCH_BOOKKEEPING"
 
 // bookkeeping sends, around one add-on's applies, the requests Capstan's
-// install sends beyond them, from the same accounts and in the same order:
+// install sends beyond them, from the same accounts and in the same order,
+// but for the Addon's creation, which waits for the namespace it lives in:
 //
 //   - a GET of the target Namespace, missing (the controller's);
 //   - the Addon's creation (the user's, as the cluster's admin);

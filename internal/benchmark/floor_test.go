@@ -146,13 +146,15 @@ func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstruc
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(nsObj), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("floor: namespace %s: %w", ns, err)
 	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		o.SetLabels(map[string]string{floorLabel: "true"})
+	}
 	var addon *capstanv1.Addon
 	deployment := ""
 	if keep != nil {
-		refs := make([]capstanv1.ObjectRef, 0, len(objs)+1)
-		refs = append(refs, capstanv1.RefOf(nsObj))
+		refs := append(make([]capstanv1.ObjectRef, 0, len(objs)+1), capstanv1.RefOf(nsObj))
 		for _, o := range objs {
-			o.SetNamespace(ns)
 			refs = append(refs, capstanv1.RefOf(o))
 			if o.GetKind() == "Deployment" && deployment == "" {
 				deployment = o.GetName()
@@ -164,8 +166,6 @@ func applyFloor(ctx context.Context, c client.Client, ns string, objs []*unstruc
 		}
 	}
 	for _, o := range objs {
-		o.SetNamespace(ns)
-		o.SetLabels(map[string]string{floorLabel: "true"})
 		if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(o), client.FieldOwner(floorManager), client.ForceOwnership); err != nil {
 			return fmt.Errorf("floor: %s %s/%s: %w", o.GetKind(), ns, o.GetName(), err)
 		}
