@@ -494,12 +494,14 @@ type AddonStatus struct {
 	// +optional
 	Plan *Plan `json:"plan,omitempty"`
 
-	// Inventory lists every object the add-on applied. It is written before
-	// an apply as the union of the old inventory and the new render, so a
-	// crash never orphans an object.
+	// Inventory lists every object the add-on applied, one string each:
+	// "apiVersion Kind namespace/name", or "apiVersion Kind name" for a
+	// cluster-scoped object. It is written before an apply as the union of
+	// the old inventory and the new render, so a crash never orphans an
+	// object.
 	// +listType=atomic
 	// +optional
-	Inventory []ObjectRef `json:"inventory,omitempty"`
+	Inventory []ObjectID `json:"inventory,omitempty"`
 
 	// AppliedHash identifies the last render that was applied: chart,
 	// version, values and release name. A change runs the upgrade hooks.

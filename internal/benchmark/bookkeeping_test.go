@@ -93,7 +93,7 @@ func (k *bookkeeping) beforeApply(ctx context.Context, ns string, refs []capstan
 	base = a.DeepCopy()
 	st := &a.Status
 	st.Phase = capstanv1.PhaseProgressing
-	st.Inventory = refs
+	st.Inventory = capstanv1.IDsOf(refs)
 	st.Plan = &capstanv1.Plan{Hash: "sha256:" + strings.Repeat("0", 64), Generation: a.Generation}
 	for _, ref := range refs {
 		st.Plan.Objects = append(st.Plan.Objects, capstanv1.PlannedObject{ObjectRef: ref, Action: capstanv1.ActionCreate})

@@ -134,6 +134,16 @@ func BenchmarkRequestCosts(b *testing.B) {
 	measure("Addon: get, with a plan and inventory of 21 objects", func(ctx context.Context, i int) error {
 		return asController.Get(ctx, client.ObjectKeyFromObject(addons[i]), &capstanv1.Addon{})
 	})
+	// The status that says Ready is written on an Addon that holds the
+	// checkpoint's plan and inventory: the API server reads, checks and
+	// compares all of it.
+	measure("Addon: status patch of conditions, with a plan and inventory", func(ctx context.Context, i int) error {
+		a := addons[i].DeepCopy()
+		installedStatus(&a.Status)
+		base := a.DeepCopy()
+		a.Status.Conditions[0].Message = "Applied and healthy, again."
+		return asController.Status().Patch(ctx, a, client.MergeFrom(base))
+	})
 	measure("Event: create", func(ctx context.Context, i int) error {
 		now := metav1.Now()
 		return asController.Create(ctx, &corev1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: addonNS, GenerateName: "a."},
@@ -153,7 +163,7 @@ func installedStatus(st *capstanv1.AddonStatus) {
 	st.Plan = &capstanv1.Plan{Hash: st.AppliedHash, Generation: 1}
 	for j := range 21 {
 		ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "x", Name: fmt.Sprintf("config-%d", j)}
-		st.Inventory = append(st.Inventory, ref)
+		st.Inventory = append(st.Inventory, capstanv1.ObjectID{ObjectRef: ref})
 		st.Plan.Objects = append(st.Plan.Objects, capstanv1.PlannedObject{ObjectRef: ref, Action: capstanv1.ActionUnchanged})
 	}
 	st.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Synced", Message: "Applied and healthy.", LastTransitionTime: metav1.Now(), ObservedGeneration: 1}}

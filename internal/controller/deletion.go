@@ -92,7 +92,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 		}
-		deleted, err := s.applier.DeleteAll(ctx, s.addon.Status.Inventory)
+		deleted, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory))
 		objectsPruned.Add(float64(len(deleted)))
 		if err != nil {
 			return err
@@ -131,7 +131,7 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) {
 // applied, so the garbage collector leaves them running.
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, ref := range s.addon.Status.Inventory {
-		live, err := s.applier.Get(ctx, ref)
+		live, err := s.applier.Get(ctx, ref.ObjectRef)
 		if err != nil || live == nil {
 			if err != nil {
 				return err

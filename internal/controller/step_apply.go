@@ -32,7 +32,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	pre, post := s.events()
 	now := time.Now()
 	seq := apply.Sequence{
-		Applier: s.applier, Inventory: s.addon.Status.Inventory, Objects: s.objects, Changed: changed,
+		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
 		Unverified: unverified, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
@@ -48,7 +48,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		},
 		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post) },
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
-			s.addon.Status.Inventory = inventory
+			s.addon.Status.Inventory = capstanv1.IDsOf(inventory)
 			return r.checkpointStatus(ctx, s)
 		},
 		OnApplied: func(obj, live *unstructured.Unstructured) {
@@ -67,7 +67,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	res, err := seq.Run(ctx)
 	objectsApplied.Add(float64(res.Applied))
 	objectsPruned.Add(float64(len(res.Pruned)))
-	s.addon.Status.Inventory = res.Inventory
+	s.addon.Status.Inventory = capstanv1.IDsOf(res.Inventory)
 	if len(res.Pruned) > 0 {
 		log.Info("Pruned objects", "count", len(res.Pruned))
 	}
@@ -90,7 +90,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 // them, not the pre hooks again.
 func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.Result, pre, post string) error {
 	st := &s.addon.Status
-	st.Inventory = res.Inventory
+	st.Inventory = capstanv1.IDsOf(res.Inventory)
 	st.AppliedHash = s.render.Hash
 	st.AppliedAsUpgrade = s.upgrade
 	if s.verdict.HandledSyncRequest {

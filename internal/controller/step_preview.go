@@ -40,7 +40,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
-			s.prune = apply.PruneSet(s.addon.Status.Inventory, refs(s.objects))
+			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)

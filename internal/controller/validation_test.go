@@ -2,11 +2,14 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -34,5 +37,37 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 				t.Fatalf("got %v, want an Invalid error naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestAPIServerRefusesABadInventoryEntry checks the inventory's one-string
+// form on the real API server: an entry that names no object is refused,
+// so a hand-edited status cannot leave an Addon the controller cannot read.
+func TestAPIServerRefusesABadInventoryEntry(t *testing.T) {
+	ctx := context.Background()
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-inventory",
+		Annotations: map[string]string{capstanv1.PausedAnnotation: "true"}},
+		Spec: capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: "https://git.example/repo.git", Path: "web"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), a) })
+	good := []byte(`{"status":{"inventory":["apps/v1 Deployment web/frontend","rbac.authorization.k8s.io/v1 ClusterRole system:web"]}}`)
+	if err := admin.Status().Patch(ctx, a, client.RawPatch(types.MergePatchType, good)); err != nil {
+		t.Fatalf("a good inventory was refused: %v", err)
+	}
+	if got := capstanv1.RefsOf(a.Status.Inventory); len(got) != 2 || got[0].Namespace != "web" || got[1].Name != "system:web" {
+		t.Fatalf("read back as %v", got)
+	}
+	for _, entry := range []string{"Deployment frontend", "apps/v1 Deployment web/front/end", `{"kind":"Deployment"}`} {
+		raw, _ := json.Marshal(entry)
+		if strings.HasPrefix(entry, "{") {
+			raw = []byte(entry)
+		}
+		patch := []byte(`{"status":{"inventory":[` + string(raw) + `]}}`)
+		err := admin.Status().Patch(ctx, a.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.inventory") {
+			t.Errorf("%s: got %v, want an Invalid error naming status.inventory", entry, err)
+		}
 	}
 }

@@ -90,7 +90,7 @@ func TestPreviewObjectsSavesRequests(t *testing.T) {
 	fresh := mk("Namespace", "", "fresh")
 	inFresh := mk("ConfigMap", "fresh", "inside")
 	secret := mk("Secret", "apps", "creds")
-	addon.Status.Inventory = []capstanv1.ObjectRef{capstanv1.RefOf(quiet)}
+	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(quiet)})
 	now := time.Now()
 	known := map[string]Verified{capstanv1.RefOf(quiet).Key(): {Digest: ManifestDigest(quiet), ResourceVersion: "7", At: now.Add(-time.Minute)}}
 	c := &countingCluster{live: map[string]*unstructured.Unstructured{},
@@ -193,7 +193,7 @@ func TestPreviewTrustsTheGeneration(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			key := capstanv1.RefOf(tc.obj).Key()
 			addon := addon.DeepCopy()
-			addon.Status.Inventory = []capstanv1.ObjectRef{capstanv1.RefOf(tc.obj)}
+			addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(tc.obj)})
 			known := map[string]Verified{key: {Digest: ManifestDigest(tc.obj), ResourceVersion: "5", Generation: 1, At: now.Add(-time.Minute - tc.age)}}
 			c := &countingCluster{live: map[string]*unstructured.Unstructured{key: liveOf(tc.obj, "9", tc.generation, tc.change)}}
 			p, err := PreviewObjects(context.Background(), c, PreviewInput{

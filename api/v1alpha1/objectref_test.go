@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestObjectIDRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		ref  ObjectRef
+		text string
+	}{
+		{ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "web", Name: "frontend"}, "apps/v1 Deployment web/frontend"},
+		{ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "web", Name: "settings"}, "v1 ConfigMap web/settings"},
+		{ObjectRef{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRole", Name: "system:web-reader"}, "rbac.authorization.k8s.io/v1 ClusterRole system:web-reader"},
+	} {
+		data, err := json.Marshal(ObjectID{ObjectRef: tc.ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want, _ := json.Marshal(tc.text); string(data) != string(want) {
+			t.Errorf("%v is written %s; want %s", tc.ref, data, want)
+		}
+		if !inventoryPattern.MatchString(tc.text) {
+			t.Errorf("the CRD's pattern refuses %q", tc.text)
+		}
+		var back ObjectID
+		if err := json.Unmarshal(data, &back); err != nil || back.ObjectRef != tc.ref {
+			t.Errorf("%s reads as %v, %v; want %v", data, back.ObjectRef, err, tc.ref)
+		}
+	}
+}
+
+// An Addon stored with the four-field inventory keeps it.
+func TestObjectIDReadsTheFourFields(t *testing.T) {
+	var st AddonStatus
+	old := `{"inventory":[{"apiVersion":"apps/v1","kind":"Deployment","namespace":"web","name":"frontend"},"v1 ConfigMap web/settings"]}`
+	if err := json.Unmarshal([]byte(old), &st); err != nil {
+		t.Fatal(err)
+	}
+	want := []ObjectRef{
+		{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "web", Name: "frontend"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "web", Name: "settings"},
+	}
+	got := RefsOf(st.Inventory)
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("read %v; want %v", got, want)
+	}
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"inventory":["apps/v1 Deployment web/frontend","v1 ConfigMap web/settings"]`) {
+		t.Errorf("written again as %s", data)
+	}
+}
+
+func TestObjectIDRefusesWhatNamesNoObject(t *testing.T) {
+	for _, text := range []string{
+		"", "v1", "v1 ConfigMap", "v1 ConfigMap web/", "v1 ConfigMap /settings",
+		"v1 ConfigMap web/settings/x", "v1  ConfigMap web/settings", "v1 ConfigMap web/settings extra",
+	} {
+		var id ObjectID
+		data, _ := json.Marshal(text)
+		err := json.Unmarshal(data, &id)
+		if err == nil {
+			t.Errorf("%q read as %v; want an error", text, id.ObjectRef)
+		} else if !strings.Contains(err.Error(), "apiVersion Kind") && !strings.Contains(err.Error(), "namespace/name") {
+			t.Errorf("%q: the error %q does not say what an entry looks like", text, err)
+		}
+		if inventoryPattern.MatchString(text) {
+			t.Errorf("the CRD's pattern accepts %q", text)
+		}
+	}
+}
+
+// inventoryPattern is the CRD's pattern for one inventory entry, as the
+// marker on ObjectID writes it.
+var inventoryPattern = regexp.MustCompile(`^[^ /]+(/[^ /]+)? [^ /]+ ([^ /]+/)?[^ /]+$`)
+
+// The pattern above is the one the CRD carries.
+func TestInventoryPatternIsTheCRDs(t *testing.T) {
+	crd, err := os.ReadFile("../../config/crd/bases/capstan.dev_addons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(crd), "pattern: "+inventoryPattern.String()+"\n") {
+		t.Errorf("the CRD has no inventory pattern %s: run make generate", inventoryPattern)
+	}
+}
