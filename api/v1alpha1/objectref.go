@@ -1,7 +1,6 @@
 package v1alpha1
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -46,9 +45,6 @@ func (r ObjectRef) Describe() string {
 // and one string per object keeps an Addon of hundreds of objects small,
 // and cheap for the API server to check, store and send to its watchers,
 // where four fields per object cost it about twice as much.
-//
-// An inventory written as four fields per object, as Addons were before,
-// still reads.
 // +kubebuilder:validation:Pattern=`^[^ /]+(/[^ /]+)? [^ /]+ ([^ /]+/)?[^ /]+$`
 // +kubebuilder:validation:MaxLength=1024
 type ObjectID struct {
@@ -57,12 +53,7 @@ type ObjectID struct {
 
 // MarshalText writes the one string.
 func (id ObjectID) MarshalText() ([]byte, error) {
-	r := id.ObjectRef
-	s := r.APIVersion + " " + r.Kind + " " + r.Name
-	if r.Namespace != "" {
-		s = r.APIVersion + " " + r.Kind + " " + r.Namespace + "/" + r.Name
-	}
-	return []byte(s), nil
+	return []byte(id.APIVersion + " " + id.Describe()), nil
 }
 
 // UnmarshalText reads the one string.
@@ -80,19 +71,6 @@ func (id *ObjectID) UnmarshalText(text []byte) error {
 	}
 	id.ObjectRef = ref
 	return nil
-}
-
-// UnmarshalJSON reads the one string, or the four fields an Addon's
-// inventory held before, so that an Addon stored then keeps its inventory.
-func (id *ObjectID) UnmarshalJSON(data []byte) error {
-	if len(data) > 0 && data[0] == '{' {
-		return json.Unmarshal(data, &id.ObjectRef)
-	}
-	var s string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return err
-	}
-	return id.UnmarshalText([]byte(s))
 }
 
 // IDsOf names each reference as an ObjectID.
