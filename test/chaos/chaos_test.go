@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/pem"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -156,8 +158,11 @@ func TestKillTheController(t *testing.T) {
 	t.Logf("figures: %d hook Jobs run; %d orphans, %d never-delete objects deleted, %d pre hooks run again after their main apply; "+
 		"%d objects with %d contents, %d applied twice with different content; %d post-install Jobs, %d run again after they succeeded, %d retried when they had not; %d Jobs deleted while the watch was away",
 		hooks, orphans, deleted, reruns, objects, contents, twice, posts, postReruns, postRetries, rec.lostEnds())
-	if hooks == 0 || objects == 0 {
-		t.Error("no hook ran or nothing was applied: the test exercised nothing")
+	// A run whose every install was killed in its pre-install hooks and
+	// then uninstalled applies nothing, rightly; an add-on installed at the
+	// end is Synced, so its objects were applied and must have been seen.
+	if hooks == 0 || (slices.Contains(slices.Collect(maps.Values(installed)), true) && objects == 0) {
+		t.Error("no hook ran, or an add-on is installed and nothing was applied: the test exercised nothing")
 	}
 }
 
