@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -49,11 +51,50 @@ func (r ObjectRef) Describe() string {
 // +kubebuilder:validation:MaxLength=1024
 type ObjectID struct {
 	ObjectRef `json:",inline"`
+	// Unreadable holds, as stored, an entry that names no object: an
+	// entry of an older form, which the API server hands back as {}.
+	// UnmarshalJSON keeps it here instead of failing, because one such
+	// Addon would otherwise fail the decoding of every Addon listed with
+	// it, and stall the controller for all of them. The controller
+	// refuses to act on an inventory that holds one (UnreadableEntries).
+	Unreadable string `json:"-"`
 }
 
-// MarshalText writes the one string.
+// MarshalText writes the one string, or an unreadable entry as it was
+// read, so that a status written back unchanged stays unchanged.
 func (id ObjectID) MarshalText() ([]byte, error) {
+	if id.Unreadable != "" {
+		return []byte(id.Unreadable), nil
+	}
 	return []byte(id.APIVersion + " " + id.Describe()), nil
+}
+
+// UnmarshalJSON reads the one string. An entry that is not one, or not
+// in the form, is kept in Unreadable as its JSON rather than refused; see
+// there.
+func (id *ObjectID) UnmarshalJSON(data []byte) error {
+	var text string
+	if err := json.Unmarshal(data, &text); err == nil && id.UnmarshalText([]byte(text)) == nil {
+		return nil
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return err
+	}
+	*id = ObjectID{Unreadable: compact.String()}
+	return nil
+}
+
+// UnreadableEntries returns the inventory's entries that name no object,
+// as they were stored, with their index: "[3] {}".
+func UnreadableEntries(ids []ObjectID) []string {
+	var bad []string
+	for i, id := range ids {
+		if id.Unreadable != "" {
+			bad = append(bad, fmt.Sprintf("[%d] %s", i, id.Unreadable))
+		}
+	}
+	return bad
 }
 
 // UnmarshalText reads the one string.

@@ -34,15 +34,39 @@ func TestObjectIDRoundTrip(t *testing.T) {
 	}
 }
 
-// An entry of the four fields an inventory held before this form is
-// refused, not read as an empty reference: the API server, pruning by the
-// string schema, hands such an entry back as {}, and an empty reference
-// would leave the object it named out of every prune and uninstall.
-func TestObjectIDRefusesTheFourFields(t *testing.T) {
-	for _, old := range []string{`{"inventory":[{}]}`, `{"inventory":[{"apiVersion":"apps/v1","kind":"Deployment","namespace":"web","name":"frontend"}]}`} {
+// An entry of the four fields an inventory held before this form is kept
+// as unreadable, not read as an empty reference: the API server, pruning by
+// the string schema, hands such an entry back as {}, and an empty reference
+// would leave the object it named out of every prune and uninstall. Nor is
+// it an error: one such Addon would fail the decoding of a whole list.
+func TestObjectIDKeepsTheFourFieldsUnreadable(t *testing.T) {
+	for _, tc := range []struct{ stored, kept string }{
+		{`{"inventory":["v1 ConfigMap web/a",{}]}`, `[1] {}`},
+		{`{"inventory":["v1 ConfigMap web/a", {"apiVersion": "apps/v1","kind":"Deployment","namespace":"web","name":"frontend"}]}`,
+			`[1] {"apiVersion":"apps/v1","kind":"Deployment","namespace":"web","name":"frontend"}`},
+		{`{"inventory":["v1 ConfigMap web/a",""]}`, `[1] ""`},
+		{`{"inventory":["v1 ConfigMap web/a",null]}`, `[1] null`},
+	} {
 		var st AddonStatus
-		if err := json.Unmarshal([]byte(old), &st); err == nil {
-			t.Errorf("%s read as %v; want an error", old, RefsOf(st.Inventory))
+		if err := json.Unmarshal([]byte(tc.stored), &st); err != nil {
+			t.Errorf("%s: %v; want it read, with the entry kept as unreadable", tc.stored, err)
+			continue
+		}
+		if bad := UnreadableEntries(st.Inventory); len(bad) != 1 || bad[0] != tc.kept {
+			t.Errorf("%s: unreadable entries %q; want [%s]", tc.stored, bad, tc.kept)
+		}
+		if st.Inventory[1].ObjectRef != (ObjectRef{}) || st.Inventory[0].Name != "a" {
+			t.Errorf("%s read as %v", tc.stored, RefsOf(st.Inventory))
+		}
+		// Written back unchanged, so that a patch computed from it leaves
+		// the entry alone.
+		again, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st2 AddonStatus
+		if err := json.Unmarshal(again, &st2); err != nil || UnreadableEntries(st2.Inventory)[0] == "" {
+			t.Errorf("%s: written back as %s (%v)", tc.stored, again, err)
 		}
 	}
 }
@@ -53,8 +77,7 @@ func TestObjectIDRefusesWhatNamesNoObject(t *testing.T) {
 		"v1 ConfigMap web/settings/x", "v1  ConfigMap web/settings", "v1 ConfigMap web/settings extra",
 	} {
 		var id ObjectID
-		data, _ := json.Marshal(text)
-		err := json.Unmarshal(data, &id)
+		err := id.UnmarshalText([]byte(text))
 		if err == nil {
 			t.Errorf("%q read as %v; want an error", text, id.ObjectRef)
 		} else if !strings.Contains(err.Error(), "apiVersion Kind") && !strings.Contains(err.Error(), "namespace/name") {
@@ -62,6 +85,10 @@ func TestObjectIDRefusesWhatNamesNoObject(t *testing.T) {
 		}
 		if inventoryPattern.MatchString(text) {
 			t.Errorf("the CRD's pattern accepts %q", text)
+		}
+		data, _ := json.Marshal(text)
+		if err := json.Unmarshal(data, &id); err != nil || id.Unreadable != string(data) {
+			t.Errorf("%q is kept as %q (%v); want it unreadable", text, id.Unreadable, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -308,6 +309,12 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		s.outcome = outcomeOf(s.found, "", nil)
 		return ctrl.Result{}, nil
 	}
+	if err := readableInventory(addon); err != nil {
+		// NOTE: before the deletion too: an uninstall from an inventory
+		// it cannot read would leave out the very objects it must delete.
+		s.stage = "Inventory"
+		return r.result(s, terminal{err})
+	}
 	if !addon.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, s)
 	}
@@ -322,6 +329,28 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		before.ResourceVersion = addon.ResourceVersion
 	}
 	return r.reconcileNormal(ctx, s)
+}
+
+// readableInventory refuses an Addon whose inventory holds entries that
+// name no object, as an Addon applied by a Capstan from before the
+// inventory's one-string form reads: a prune or an uninstall from it would
+// miss the objects those entries named, and a new inventory written over
+// it would forget them. The error says how to go on.
+func readableInventory(addon *capstanv1.Addon) error {
+	bad := capstanv1.UnreadableEntries(addon.Status.Inventory)
+	if len(bad) == 0 {
+		return nil
+	}
+	shown := bad
+	if len(shown) > 3 {
+		shown = append(shown[:3:3], fmt.Sprintf("and %d more", len(bad)-3))
+	}
+	return fmt.Errorf("status.inventory has %d of %d entries that name no object (%s), so Capstan cannot tell what this add-on applied; "+
+		"an Addon applied by a Capstan from before the inventory named each object as \"apiVersion Kind namespace/name\" reads this way. "+
+		"Nothing was applied, pruned or deleted. Uninstall it with the Capstan that applied it; or, to keep its software, remove the inventory "+
+		"(kubectl patch addon %s -n %s --subresource=status --type=json -p '[{\"op\":\"remove\",\"path\":\"/status/inventory\"}]'): "+
+		"the next sync applies the add-on again and records what it applies, and objects it no longer renders stay in place, unmanaged",
+		len(bad), len(addon.Status.Inventory), strings.Join(shown, ", "), addon.Name, addon.Namespace)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

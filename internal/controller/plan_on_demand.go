@@ -15,6 +15,9 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	if err := r.init(); err != nil {
 		return nil, err
 	}
+	if err := readableInventory(addon); err != nil {
+		return nil, err
+	}
 	s := r.newScope(addon.DeepCopy())
 	s.fullDiffs = true
 	s.readOnly = true

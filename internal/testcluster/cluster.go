@@ -76,6 +76,10 @@ type Cluster struct {
 	Dir string
 	// BinDir is the folder the binaries ran from.
 	BinDir string
+	// EtcdURL is etcd's client address, plain HTTP on loopback: a test
+	// writes there what the API server would refuse, such as an object
+	// stored under an older schema.
+	EtcdURL string
 	// Nodes names the fake nodes that kwok plays.
 	Nodes []string
 	// Egress is the guard that every connection kube-apiserver makes
@@ -158,6 +162,7 @@ func start(ctx context.Context, o options) (_ *Cluster, err error) {
 	}
 
 	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
+	c.EtcdURL = etcdURL
 	etcdPeerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPeerPort))
 	etcd, err := c.run(Etcd,
 		"--name=capstan",
