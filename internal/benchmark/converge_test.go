@@ -53,6 +53,10 @@ var cluster *testcluster.Cluster
 // BenchmarkConverge: `go test ./...` (make test) starts nothing and takes
 // no time here.
 func TestMain(m *testing.M) {
+	if os.Getenv(envProbeChild) == "1" {
+		runSpeedProbe()
+		return
+	}
 	flag.Parse()
 	// The benchmark's own clients log nothing worth reading; without a
 	// logger controller-runtime prints a warning with a stack instead.
@@ -74,6 +78,9 @@ func benchSelected(name string) bool {
 	re, err := regexp.Compile(first)
 	return err == nil && re.MatchString(name)
 }
+
+// speed measures the machine's speed through the run.
+var speed *speedProbe
 
 // converged holds the figures of the one run in this process.
 var converged *figures
@@ -114,6 +121,7 @@ type figures struct {
 	cpu                 time.Duration // the controller's CPU time, all of its life
 	workers             snapshot      // the render workers' figures, at the end
 	capstanCPU          cpuUse        // the CPU of the control plane, the controller and the benchmark during the install
+	capstanSpeed        time.Duration // the speed probe's median during the install
 	addonBytes          [2]int        // one Addon's JSON after the install, whole and its status
 	logErrors           []string
 	throttled           int
@@ -122,15 +130,18 @@ type figures struct {
 // floorRun is one run of the floor: its time to all Available, and the CPU
 // of the control plane and the benchmark (the floor's client) meanwhile.
 type floorRun struct {
-	took time.Duration
-	cpu  cpuUse
+	took  time.Duration
+	cpu   cpuUse
+	speed time.Duration // the speed probe's median meanwhile
 }
 
 // floor is the floor's time for the ratio: the mean of its run before
-// Capstan's install and its run after. The machine's speed drifts over
-// minutes (the API server's CPU for the floor's same requests ranged from
-// 31.6 to 43.1 s in four runs of one afternoon), so the two runs bracket
-// Capstan's window, and a drift between them weighs on both sides alike.
+// Capstan's install and its run after. The floor's time varies from run
+// to run by a fifth or more (the API server's CPU for the floor's same
+// requests ranged from 31.6 to 43.1 s in four runs of one afternoon, and
+// the speed probe shows that the machine's own speed moves less), so the
+// two runs bracket Capstan's window, and a drift between them weighs on
+// both sides alike.
 func (f *figures) floor() time.Duration {
 	if f.floors[0].took == 0 || f.floors[1].took == 0 {
 		return 0
@@ -209,6 +220,11 @@ func runConverge(b *testing.B) figures {
 		b.Fatal(err)
 	}
 	withFloor := os.Getenv(envFloor) != "0"
+	speed, err = startSpeedProbe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer speed.Stop()
 	var floors [2]floorRun
 	var floorAs string
 	if withFloor {
@@ -251,6 +267,7 @@ func runConverge(b *testing.B) figures {
 		b.Fatalf("%v\ncontroller log:\n%s", err, ctrl.LogTail(20))
 	}
 	f := figures{source: src, addons: n, concurrency: conc, converge: readyAt.Sub(began), floors: floors, floorAs: floorAs}
+	f.capstanSpeed, _ = speed.median(began, readyAt)
 	f.capstanCPU = mustCPU(b).since(cpuBefore)
 	if _, ctrlCPU, err := ctrl.ProcStatus(); err == nil {
 		f.capstanCPU["capstan"] = ctrlCPU - ctrlCPUBefore
@@ -337,11 +354,13 @@ func mustFloor(ctx context.Context, b *testing.B, n int, timeout time.Duration, 
 	}
 	cpuBefore := mustCPU(b)
 	profiled := startProfile(ctx, cluster.Config, profileName)
+	began := time.Now()
 	took, err := runFloor(ctx, floor, cluster.Config, n, timeout, keep)
 	if err != nil {
 		b.Fatal(err)
 	}
 	run := floorRun{took: took, cpu: mustCPU(b).since(cpuBefore)}
+	run.speed, _ = speed.median(began, time.Now())
 	if err := profiled(); err != nil {
 		b.Error(err)
 	}
@@ -564,6 +583,11 @@ func (f *figures) report(b *testing.B) {
 		b.ReportMetric(f.floors[1].took.Seconds(), "s/floor-after")
 		b.ReportMetric(f.converge.Seconds()/floor.Seconds(), "x-floor")
 	}
+	b.ReportMetric(float64(f.capstanSpeed.Microseconds())/1000, "ms-probe-capstan")
+	if f.floor() > 0 {
+		b.ReportMetric(float64(f.floors[0].speed.Microseconds())/1000, "ms-probe-floor-before")
+		b.ReportMetric(float64(f.floors[1].speed.Microseconds())/1000, "ms-probe-floor-after")
+	}
 	if f.bookkept.took > 0 {
 		b.ReportMetric(f.bookkept.took.Seconds(), "s/floor-bookkept")
 		b.ReportMetric(f.converge.Seconds()/f.bookkept.took.Seconds(), "x-floor-bookkept")
@@ -595,6 +619,16 @@ func (f *figures) log(b *testing.B) {
 	if f.bookkept.took > 0 {
 		fmt.Fprintf(&s, "  CPU during the bookkept floor: %s\n", f.bookkept.cpu)
 	}
+	// NOTE: on a loaded machine the probe's work takes longer than alone
+	// (BenchmarkSpeedProbe); what matters is how the turns compare.
+	fmt.Fprintf(&s, "  %-44s %10s", "speed probe, CPU for its fixed work: Capstan", ms(f.capstanSpeed))
+	if f.floor() > 0 {
+		fmt.Fprintf(&s, "   floor before %s, after %s", ms(f.floors[0].speed), ms(f.floors[1].speed))
+	}
+	if f.bookkept.took > 0 {
+		fmt.Fprintf(&s, ", bookkept %s", ms(f.bookkept.speed))
+	}
+	fmt.Fprintf(&s, "\n")
 	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
 	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)
 	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "controller CPU time (whole life)", f.cpu.Seconds())
@@ -658,6 +692,9 @@ func union(a, b []string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// ms writes a duration in milliseconds, to a tenth.
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
 
 func truncate(s string, n int) string {
 	if len(s) <= n {
