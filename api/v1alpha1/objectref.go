@@ -110,7 +110,9 @@ func (id *ObjectID) UnmarshalText(text []byte) error {
 		}
 		ref.Namespace, ref.Name = ns, name
 	}
-	id.ObjectRef = ref
+	// NOTE: the whole ID: a decoder that reuses an element must not keep
+	// an Unreadable it held before.
+	*id = ObjectID{ObjectRef: ref}
 	return nil
 }
 

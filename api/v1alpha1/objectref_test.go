@@ -27,9 +27,11 @@ func TestObjectIDRoundTrip(t *testing.T) {
 		if !inventoryPattern.MatchString(tc.text) {
 			t.Errorf("the CRD's pattern refuses %q", tc.text)
 		}
-		var back ObjectID
-		if err := json.Unmarshal(data, &back); err != nil || back.ObjectRef != tc.ref {
-			t.Errorf("%s reads as %v, %v; want %v", data, back.ObjectRef, err, tc.ref)
+		// Read into an ID that held an unreadable entry, as a decoder that
+		// reuses a slice's elements does: nothing of it may stay.
+		back := ObjectID{Unreadable: "{}"}
+		if err := json.Unmarshal(data, &back); err != nil || back != (ObjectID{ObjectRef: tc.ref}) {
+			t.Errorf("%s reads as %+v, %v; want %v", data, back, err, tc.ref)
 		}
 	}
 }
@@ -65,7 +67,7 @@ func TestObjectIDKeepsTheFourFieldsUnreadable(t *testing.T) {
 			t.Fatal(err)
 		}
 		var st2 AddonStatus
-		if err := json.Unmarshal(again, &st2); err != nil || UnreadableEntries(st2.Inventory)[0] == "" {
+		if err := json.Unmarshal(again, &st2); err != nil || len(UnreadableEntries(st2.Inventory)) != 1 {
 			t.Errorf("%s: written back as %s (%v)", tc.stored, again, err)
 		}
 	}

@@ -11,9 +11,10 @@ import (
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The machine's own speed, measured through a run. The ratio to the floor
@@ -122,6 +123,9 @@ func runSpeedProbe() {
 // median is the median CPU time of the work done between from and to, and
 // the number of samples; 0 when there were none.
 func (p *speedProbe) median(from, to time.Time) (time.Duration, int) {
+	if p == nil {
+		return 0, 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var in []time.Duration
@@ -140,6 +144,7 @@ func (p *speedProbe) median(from, to time.Time) (time.Duration, int) {
 // probeOnce does the fixed work and returns the CPU time it took on this
 // thread.
 func probeOnce() time.Duration {
+	probeDocument, probeBytes := probeInput()
 	before := threadCPU()
 	for range 10 {
 		var v any
@@ -159,19 +164,16 @@ var probeSum [32]byte
 
 // threadCPU is the calling thread's CPU time.
 func threadCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// rusageThread is Linux's RUSAGE_THREAD, which package syscall does not name.
-const rusageThread = 1
-
-// probeDocument is 300 ConfigMaps as a JSON list, about 100 KB; probeBytes
-// 4 MiB to hash.
-var probeDocument, probeBytes = func() ([]byte, []byte) {
+// probeInput is the probe's fixed input, made once, when the probe first
+// works: 300 ConfigMaps as a JSON list, about 100 KB, and 4 MiB to hash.
+var probeInput = sync.OnceValues(func() ([]byte, []byte) {
 	items := make([]map[string]any, 300)
 	for i := range items {
 		items[i] = map[string]any{
@@ -190,7 +192,7 @@ var probeDocument, probeBytes = func() ([]byte, []byte) {
 		raw[i] = byte(i * 7)
 	}
 	return doc, raw
-}()
+})
 
 // BenchmarkSpeedProbe times the probe's work alone, on an idle machine:
 // the reference its readings in a run compare with.
