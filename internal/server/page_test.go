@@ -32,6 +32,14 @@ func browser(t *testing.T) context.Context {
 	if err != nil {
 		t.Fatal("chromium is not installed: run `make chromium` (the page's tests need a real browser)")
 	}
+	// Chromium makes its singleton socket's folder under TMPDIR and leaves
+	// it behind when it is killed: give it a folder of its own, removed
+	// after the browser. t.TempDir's path is too long for a socket's.
+	tmp, err := os.MkdirTemp("", "capstan-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(tmp) })
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(path),
 		chromedp.NoSandbox,
@@ -41,6 +49,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("no-pings", true),
 		chromedp.WindowSize(1280, 900),
+		chromedp.Env("TMPDIR="+tmp),
 	)
 	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
 	t.Cleanup(cancel)
