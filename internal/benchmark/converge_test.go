@@ -122,6 +122,7 @@ type figures struct {
 	workers             snapshot      // the render workers' figures, at the end
 	capstanCPU          cpuUse        // the CPU of the control plane, the controller and the benchmark during the install
 	capstanSpeed        time.Duration // the speed probe's median during the install
+	capstanWrites       writeCensus   // every writer's writes during the install
 	addonBytes          [2]int        // one Addon's JSON after the install, whole and its status
 	logErrors           []string
 	throttled           int
@@ -130,9 +131,10 @@ type figures struct {
 // floorRun is one run of the floor: its time to all Available, and the CPU
 // of the control plane and the benchmark (the floor's client) meanwhile.
 type floorRun struct {
-	took  time.Duration
-	cpu   cpuUse
-	speed time.Duration // the speed probe's median meanwhile
+	took   time.Duration
+	cpu    cpuUse
+	speed  time.Duration // the speed probe's median meanwhile
+	writes writeCensus   // every writer's writes meanwhile
 }
 
 // floor is the floor's time for the ratio: the mean of its run before
@@ -268,6 +270,7 @@ func runConverge(b *testing.B) figures {
 	}
 	f := figures{source: src, addons: n, concurrency: conc, converge: readyAt.Sub(began), floors: floors, floorAs: floorAs}
 	f.capstanSpeed, _ = speed.median(began, readyAt)
+	f.capstanWrites = mustCensus(b, began, readyAt)
 	f.capstanCPU = mustCPU(b).since(cpuBefore)
 	if _, ctrlCPU, err := ctrl.ProcStatus(); err == nil {
 		f.capstanCPU["capstan"] = ctrlCPU - ctrlCPUBefore
@@ -360,7 +363,9 @@ func mustFloor(ctx context.Context, b *testing.B, n int, timeout time.Duration, 
 		b.Fatal(err)
 	}
 	run := floorRun{took: took, cpu: mustCPU(b).since(cpuBefore)}
-	run.speed, _ = speed.median(began, time.Now())
+	ended := time.Now()
+	run.speed, _ = speed.median(began, ended)
+	run.writes = mustCensus(b, began, ended)
 	if err := profiled(); err != nil {
 		b.Error(err)
 	}
@@ -629,6 +634,14 @@ func (f *figures) log(b *testing.B) {
 		fmt.Fprintf(&s, ", bookkept %s", ms(f.bookkept.speed))
 	}
 	fmt.Fprintf(&s, "\n")
+	if f.floor() > 0 {
+		names := []string{"floor before", "Capstan", "floor after"}
+		turns := []writeCensus{f.floors[0].writes, f.capstanWrites, f.floors[1].writes}
+		if f.bookkept.took > 0 {
+			names, turns = append(names, "bookkept"), append(turns, f.bookkept.writes)
+		}
+		logCensus(&s, f.addons, names, turns)
+	}
 	fmt.Fprintf(&s, "  %-44s %10s\n", "no-op resync of all, first touch → all done", f.resyncTime.Round(100*time.Millisecond))
 	fmt.Fprintf(&s, "  %-44s %10.1f MiB\n", "controller peak RSS (VmHWM)", float64(f.peakRSSKiB)/1024)
 	fmt.Fprintf(&s, "  %-44s %10.1f s\n", "controller CPU time (whole life)", f.cpu.Seconds())

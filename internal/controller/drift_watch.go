@@ -13,8 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -158,9 +160,21 @@ func owners(objs ...any) []types.NamespacedName {
 // nudgeDelay gathers the status updates of a rollout into one look.
 const nudgeDelay = 200 * time.Millisecond
 
+// nudgePriority puts a nudged add-on ahead of the add-ons queued for a
+// sync. Looking again at an add-on whose objects just became healthy is
+// one read and one status write, and it finishes a sync that has applied
+// everything; at the back of the queue it would wait behind every queued
+// sync, so that with 200 add-ons created at once an add-on whose
+// Deployment was Available said Ready 11 s later in the median. Argo CD
+// keeps its status refresh apart from its syncs for the same reason. A
+// nudge comes only from a status change of an object its add-on waits
+// for, so it cannot keep the queued syncs waiting for long.
+const nudgePriority = 1
+
 // nudge queues, soon, the add-ons that wait for an object whose status
 // just changed: a Deployment that became Available is seen in a fraction
-// of a second, not at the next health poll.
+// of a second, not at the next health poll, and not behind the queued
+// syncs (nudgePriority).
 func (d *driftWatch) nudge(oldObj, newObj any) {
 	o, err1 := apimeta.Accessor(oldObj)
 	n, err2 := apimeta.Accessor(newObj)
@@ -174,9 +188,15 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 		return
 	}
 	for _, addon := range owners(newObj) {
-		if d.Awaiting(addon) {
-			q.AddAfter(reconcile.Request{NamespacedName: addon}, nudgeDelay)
+		if !d.Awaiting(addon) {
+			continue
 		}
+		req := reconcile.Request{NamespacedName: addon}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+			pq.AddWithOpts(priorityqueue.AddOpts{After: nudgeDelay, Priority: ptr.To(nudgePriority)}, req)
+			continue
+		}
+		q.AddAfter(req, nudgeDelay)
 	}
 }
 

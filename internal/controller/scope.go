@@ -96,8 +96,10 @@ type scope struct {
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool
 	// resumed: the status began from an apply record this process held
-	// back (resumeApplyRecord), not from the Addon as stored.
-	resumed bool
+	// back (resumeApplyRecord), not from the Addon as stored; heldSince is
+	// when that record was first held.
+	resumed   bool
+	heldSince time.Time
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -77,7 +78,16 @@ func TestHoldApplyRecord(t *testing.T) {
 		}, false},
 		{"an upgrade: the stored status tells of the render before", func(s *scope) { s.stored = synced.DeepCopy() }, false},
 		{"no checkpoint written", func(s *scope) { s.stored = nil }, false},
-		{"the reconcile that resumed a held status", func(s *scope) { s.resumed = true }, false},
+		{"a look soon after, that resumed a held status and still waits", func(s *scope) {
+			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-time.Second)
+		}, true},
+		{"a look that resumed a status held for the health poll's length", func(s *scope) {
+			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-heldAtMost)
+		}, false},
+		{"a look that resumed a held status and finds the workloads ready", func(s *scope) {
+			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now()
+			s.found.waitingFor, s.outcome = "", outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced"}
+		}, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,6 +125,9 @@ func TestHoldApplyRecord(t *testing.T) {
 				UID: types.UID(next.uid), ResourceVersion: next.version}}}
 			s.addon.Status = *applying.DeepCopy()
 			r.resumeApplyRecord(s)
+			if next.wantResumed && s.heldSince.IsZero() {
+				t.Errorf("%s: resumed without the time it was first held", next.name)
+			}
 			if s.resumed != next.wantResumed || s.addon.Status.AppliedHash != next.wantAppliedAs {
 				t.Errorf("%s: resumed %v, appliedHash %q; want %v, %q", next.name, s.resumed, s.addon.Status.AppliedHash, next.wantResumed, next.wantAppliedAs)
 			}

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -133,33 +134,54 @@ const reasonApplying = "Applying"
 
 // heldStatus is the status a reconcile held back (holdApplyRecord): the
 // Addon it belongs to, by UID and the resourceVersion stored when it was
-// held, and the status itself.
+// held, the status itself, and when it was first held.
 type heldStatus struct {
 	uid     types.UID
 	version string
 	status  *capstanv1.AddonStatus
+	since   time.Time
 }
+
+// heldAtMost is how long after a new add-on's first apply its status may
+// stay held back: as long as the health poll, so that a wait that lasts is
+// written by the poll's look at the latest.
+const heldAtMost = 5 * time.Second
 
 // holdApplyRecord decides whether the status that ends this reconcile
 // waits for the next one. It does when a new add-on's first apply, of a
 // render with no hooks, now waits for its workloads: the next reconcile
 // comes as soon as one of them changes, and most of the time finds them
 // ready, so the add-on goes from Applying to Synced with one status write,
-// not two. Nothing is lost if the controller stops in between: the
-// inventory was written before the apply, and a render without hooks is
-// applied again with nothing run twice. A wait that lasts is written by
-// the next reconcile, which never holds back again. An upgrade is always
-// written at once: its stored status still says what ran before.
+// not two. A look that comes while the rollout goes on (an add-on with
+// several Deployments is looked at after each one's update) holds the
+// status again, up to heldAtMost after the first hold; a wait that lasts
+// longer is written by the next look. Nothing is lost if the controller
+// stops in between: the inventory was written before the apply, and a
+// render without hooks is applied again with nothing run twice. An upgrade
+// is always written at once: its stored status still says what ran
+// before.
 func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
-	if !s.hooklessApply || s.resumed || s.found.waitingFor == "" || s.outcome.Reason != reasonWaitingForWorkloads ||
-		s.stored == nil || conditionReason(s.stored, capstanv1.ConditionReady) != reasonApplying {
+	if s.found.waitingFor == "" || s.outcome.Reason != reasonWaitingForWorkloads {
+		return false
+	}
+	since := time.Now()
+	switch {
+	case s.resumed:
+		// The Addon as stored is still the checkpoint before the apply
+		// (resumeApplyRecord checked that nothing was written since).
+		if since.Sub(s.heldSince) >= heldAtMost {
+			return false
+		}
+		since = s.heldSince
+	case !s.hooklessApply || s.stored == nil || conditionReason(s.stored, capstanv1.ConditionReady) != reasonApplying:
 		return false
 	}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
-	// The checkpoint this reconcile wrote (s.stored) is its last write.
+	// The checkpoint (s.stored, or the Addon a resumed look read) is the
+	// last write.
 	last, _ := r.written.Load(key)
 	version, _ := last.(string)
-	r.held.Store(key, heldStatus{uid: s.addon.UID, version: version, status: s.addon.Status.DeepCopy()})
+	r.held.Store(key, heldStatus{uid: s.addon.UID, version: version, status: s.addon.Status.DeepCopy(), since: since})
 	return true
 }
 
@@ -177,5 +199,5 @@ func (r *AddonReconciler) resumeApplyRecord(s *scope) {
 		return
 	}
 	s.addon.Status = *held.status.DeepCopy()
-	s.resumed = true
+	s.resumed, s.heldSince = true, held.since
 }
