@@ -69,13 +69,7 @@ func censusOf(events []auditv1.Event, from, to time.Time) writeCensus {
 		if at.Before(from) || at.After(to) {
 			continue
 		}
-		resource := ""
-		if e.ObjectRef != nil {
-			resource = e.ObjectRef.Resource
-			if e.ObjectRef.Subresource != "" {
-				resource += "/" + e.ObjectRef.Subresource
-			}
-		}
+		resource := resourceOf(e)
 		verb := e.Verb
 		if strings.Contains(e.RequestURI, "dryRun=") {
 			verb += " (dry run)"
@@ -147,8 +141,8 @@ func writerOf(e auditv1.Event) string {
 	return strings.TrimPrefix(u, "system:")
 }
 
-// logCensus writes the turns' censuses side by side, per add-on, with the
-// rows that differ by more than a twentieth first.
+// logCensus writes the turns' censuses side by side, per add-on, and marks
+// the rows whose turns differ by more than a twentieth.
 func logCensus(s *strings.Builder, n int, names []string, turns []writeCensus) {
 	var rows []string
 	for _, t := range turns {

@@ -526,13 +526,7 @@ const serverTimePrefix = "server µs: "
 
 // writeKind names what a write of the controller was for.
 func writeKind(e auditv1.Event) string {
-	resource := ""
-	if e.ObjectRef != nil {
-		resource = e.ObjectRef.Resource
-		if e.ObjectRef.Subresource != "" {
-			resource += "/" + e.ObjectRef.Subresource
-		}
-	}
+	resource := resourceOf(e)
 	switch {
 	case strings.Contains(e.RequestURI, "dryRun="):
 		return e.Verb + " dry-run apply (preview)"
@@ -544,6 +538,18 @@ func writeKind(e auditv1.Event) string {
 		return "patch apply"
 	}
 	return e.Verb + " " + resource
+}
+
+// resourceOf is the resource an audited request wrote, with its
+// subresource: "addons/status".
+func resourceOf(e auditv1.Event) string {
+	if e.ObjectRef == nil {
+		return ""
+	}
+	if e.ObjectRef.Subresource != "" {
+		return e.ObjectRef.Resource + "/" + e.ObjectRef.Subresource
+	}
+	return e.ObjectRef.Resource
 }
 
 func diff(a, b snapshot, wa, wb map[string]int) phase {

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,7 +50,7 @@ func TestANudgedAddonGoesAheadOfTheQueuedSyncs(t *testing.T) {
 		order = append(order, req.Name)
 		q.Done(req)
 	}
-	if want := []string{"waiting", "new-1", "new-2", "new-3"}; len(order) != len(want) || order[0] != want[0] || order[3] != want[3] {
+	if want := []string{"waiting", "new-1", "new-2", "new-3"}; !slices.Equal(order, want) {
 		t.Errorf("the queue gave %v; want %v", order, want)
 	}
 }
