@@ -45,7 +45,7 @@ type Config struct {
 	// a negative value leaves drift to the resync.
 	DriftDelay time.Duration
 	// HealthPoll is how soon an add-on whose workloads are not yet ready is
-	// looked at again.
+	// looked at again. Zero means defaultHealthPoll.
 	HealthPoll time.Duration
 	// PruneApprovalThreshold is the share of an add-on's inventory one sync
 	// may prune without an approval. Zero means 0.5; 1 turns the gate off.
@@ -68,6 +68,9 @@ type Config struct {
 // range) or one that should be several add-ons, and the bound keeps one
 // such chart from starving the controller and the API server.
 const DefaultMaxObjects = 5000
+
+// defaultHealthPoll is the health poll when the Config sets none.
+const defaultHealthPoll = 5 * time.Second
 
 // WithDefaults fills in what was left empty.
 func (c Config) WithDefaults() Config {
@@ -93,7 +96,7 @@ func (c Config) WithDefaults() Config {
 		c.CRDTimeout = time.Minute
 	}
 	if c.HealthPoll <= 0 {
-		c.HealthPoll = 5 * time.Second
+		c.HealthPoll = defaultHealthPoll
 	}
 	if c.PruneApprovalThreshold <= 0 {
 		c.PruneApprovalThreshold = 0.5

@@ -82,7 +82,7 @@ func TestHoldApplyRecord(t *testing.T) {
 			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-time.Second)
 		}, true},
 		{"a look that resumed a status held for the health poll's length", func(s *scope) {
-			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-heldAtMost)
+			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-defaultHealthPoll)
 		}, false},
 		{"a look that resumed a held status and finds the workloads ready", func(s *scope) {
 			s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now()
@@ -103,6 +103,26 @@ func TestHoldApplyRecord(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a shorter health poll holds a status for less", func(t *testing.T) {
+		for _, c := range []struct {
+			poll, held time.Duration
+			want       bool
+		}{
+			{2 * time.Second, time.Second, true},
+			{2 * time.Second, 3 * time.Second, false},
+			{0, 3 * time.Second, true}, // the default, 5 s
+		} {
+			r := &AddonReconciler{Config: Config{HealthPoll: c.poll}}
+			s := scopeFor(func(s *scope) {
+				s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-c.held)
+			})
+			r.wrote(s.addon)
+			if got := r.holdApplyRecord(s); got != c.want {
+				t.Errorf("health poll %s, held %s ago: holdApplyRecord = %v; want %v", c.poll, c.held, got, c.want)
+			}
+		}
+	})
 
 	t.Run("the next reconcile resumes it only for the same Addon, unwritten since", func(t *testing.T) {
 		for _, next := range []struct {

@@ -145,7 +145,12 @@ type heldStatus struct {
 // heldAtMost is how long after a new add-on's first apply its status may
 // stay held back: as long as the health poll, so that a wait that lasts is
 // written by the poll's look at the latest.
-const heldAtMost = 5 * time.Second
+func (r *AddonReconciler) heldAtMost() time.Duration {
+	if r.Config.HealthPoll > 0 {
+		return r.Config.HealthPoll
+	}
+	return defaultHealthPoll
+}
 
 // holdApplyRecord decides whether the status that ends this reconcile
 // waits for the next one. It does when a new add-on's first apply, of a
@@ -169,7 +174,7 @@ func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 	case s.resumed:
 		// The Addon as stored is still the checkpoint before the apply
 		// (resumeApplyRecord checked that nothing was written since).
-		if since.Sub(s.heldSince) >= heldAtMost {
+		if since.Sub(s.heldSince) >= r.heldAtMost() {
 			return false
 		}
 		since = s.heldSince
