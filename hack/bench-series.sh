@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs BenchmarkConverge several times, one after the other, and prints each
 # run's ratio to the floor and the median, with the speed probe's readings
-# (the CPU of a fixed piece of work, in Capstan's window and the floors').
+# (the CPU of a fixed piece of work in the caches, and of a walk through
+# memory, in Capstan's window and the floors').
 # The floor's time varies from run to run by as much as the margin of the
 # 1.3x target, so one run cannot decide it; the median of several can. The benchmark's own variables
 # (CAPSTAN_BENCH_ADDONS, CAPSTAN_BENCH_SOURCE, CAPSTAN_BENCH_BOOKKEEPING, ...)
@@ -32,7 +33,7 @@ value() {
 }
 
 ratios=()
-printf '%-4s %10s %14s %13s %8s %17s %24s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after"
+printf '%-4s %10s %14s %13s %8s %17s %24s %26s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "memory walk: C / bef / aft"
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
 	if ! (cd "$root/internal/benchmark" && CAPSTAN_BIN_DIR="$root/bin" "$bin" -test.run '^$' -test.bench Converge \
@@ -41,9 +42,10 @@ for i in $(seq 1 "$runs"); do
 		exit 1
 	fi
 	x=$(value x-floor "$log")
-	printf '%-4s %9ss %13ss %12ss %8s %17s %24s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
+	printf '%-4s %9ss %13ss %12ss %8s %17s %24s %26s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
 		"$(value s/floor-after "$log")" "$x" "$(value x-floor-bookkept "$log")" \
-		"$(value ms-probe-capstan "$log") / $(value ms-probe-floor-before "$log") / $(value ms-probe-floor-after "$log")"
+		"$(value ms-probe-capstan "$log") / $(value ms-probe-floor-before "$log") / $(value ms-probe-floor-after "$log")" \
+		"$(value ms-probe-mem-capstan "$log") / $(value ms-probe-mem-floor-before "$log") / $(value ms-probe-mem-floor-after "$log")"
 	if [[ $x != - ]]; then
 		ratios+=("$x")
 	fi

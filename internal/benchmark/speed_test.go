@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"runtime"
@@ -13,6 +14,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,18 +31,26 @@ import (
 // physical core, or a lower clock, which the guest cannot see otherwise (it
 // has no steal time and no performance counters).
 //
+// That work stays in the core's caches, while the control plane's does
+// not: its heaps are hundreds of MiB, and a neighbour that takes the
+// memory system's bandwidth slows it down without slowing the first kind
+// of work. So the probe also walks a random cycle through 64 MiB, one
+// dependent load after the other, which takes as long as the memory's
+// latency: its CPU time is the second reading.
+//
 // The probe is a process of its own, this test binary started again: in
 // the benchmark's process its allocations would pay for the garbage the
 // floor's client makes there (the Go runtime charges collection work to
 // the goroutines that allocate), and it read the floor's turns as 40% slower
 // than Capstan's for that reason alone.
 
-// probeEvery is how often the probe works: its work takes about 20 ms,
-// so about 1% of one core.
+// probeEvery is how often the probe works: its two pieces of work take
+// about 30 ms alone, so about 1.5% of one core.
 const probeEvery = 2 * time.Second
 
 // envProbeChild makes this test binary the probe: it works every
-// probeEvery and writes "unix-nanoseconds cpu-nanoseconds" per line until
+// probeEvery and writes "unix-nanoseconds work-cpu-nanoseconds
+// memory-cpu-nanoseconds" per line until
 // its standard input closes.
 const envProbeChild = "CAPSTAN_BENCH_SPEED_PROBE"
 
@@ -53,8 +63,15 @@ type speedProbe struct {
 }
 
 type probeSample struct {
-	at  time.Time
-	cpu time.Duration
+	at time.Time
+	probeReading
+}
+
+// probeReading is the CPU time of the probe's two pieces of work: work,
+// the JSON and the hash in the caches, and memory, the walk through
+// memory.
+type probeReading struct {
+	work, memory time.Duration
 }
 
 // startSpeedProbe starts the probe process; Stop ends it.
@@ -78,12 +95,12 @@ func startSpeedProbe() (*speedProbe, error) {
 		defer close(p.read)
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
-			var at, cpu int64
-			if _, err := fmt.Sscan(sc.Text(), &at, &cpu); err != nil {
+			var at, work, memory int64
+			if _, err := fmt.Sscan(sc.Text(), &at, &work, &memory); err != nil {
 				continue
 			}
 			p.mu.Lock()
-			p.samples = append(p.samples, probeSample{at: time.Unix(0, at), cpu: time.Duration(cpu)})
+			p.samples = append(p.samples, probeSample{at: time.Unix(0, at), probeReading: probeReading{time.Duration(work), time.Duration(memory)}})
 			p.mu.Unlock()
 		}
 	}()
@@ -111,7 +128,7 @@ func runSpeedProbe() {
 	defer tick.Stop()
 	for {
 		took := probeOnce()
-		fmt.Printf("%d %d\n", time.Now().UnixNano(), took.Nanoseconds())
+		fmt.Printf("%d %d %d\n", time.Now().UnixNano(), took.work.Nanoseconds(), took.memory.Nanoseconds())
 		select {
 		case <-done:
 			return
@@ -120,31 +137,33 @@ func runSpeedProbe() {
 	}
 }
 
-// median is the median CPU time of the work done between from and to, and
-// the number of samples; 0 when there were none.
-func (p *speedProbe) median(from, to time.Time) (time.Duration, int) {
+// median is the median of each reading over the work done between from
+// and to, and the number of samples; zero when there were none.
+func (p *speedProbe) median(from, to time.Time) (probeReading, int) {
 	if p == nil {
-		return 0, 0
+		return probeReading{}, 0
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var in []time.Duration
+	var work, memory []time.Duration
 	for _, s := range p.samples {
 		if !s.at.Before(from) && !s.at.After(to) {
-			in = append(in, s.cpu)
+			work, memory = append(work, s.work), append(memory, s.memory)
 		}
 	}
-	if len(in) == 0 {
-		return 0, 0
+	if len(work) == 0 {
+		return probeReading{}, 0
 	}
-	slices.Sort(in)
-	return in[len(in)/2], len(in)
+	slices.Sort(work)
+	slices.Sort(memory)
+	return probeReading{work[len(work)/2], memory[len(memory)/2]}, len(work)
 }
 
-// probeOnce does the fixed work and returns the CPU time it took on this
-// thread.
-func probeOnce() time.Duration {
+// probeOnce does the fixed work and returns the CPU time each piece took
+// on this thread.
+func probeOnce() probeReading {
 	probeDocument, probeBytes := probeInput()
+	cycle := probeCycle()
 	before := threadCPU()
 	for range 10 {
 		var v any
@@ -156,11 +175,52 @@ func probeOnce() time.Duration {
 		}
 	}
 	probeSum = sha256.Sum256(probeBytes)
-	return threadCPU() - before
+	worked := threadCPU()
+	at := uint32(0)
+	for range probeSteps {
+		at = cycle[at]
+	}
+	probeAt = at
+	return probeReading{work: worked - before, memory: threadCPU() - worked}
 }
 
-// probeSum keeps the hash, so that the compiler keeps the work.
-var probeSum [32]byte
+// probeSum and probeAt keep the hash and the walk's end, so that the
+// compiler keeps the work.
+var (
+	probeSum [32]byte
+	probeAt  uint32
+)
+
+// probeSteps is the walk's length: 2^16 loads that each miss the caches,
+// about 13 ms alone (some 200 ns a load).
+const probeSteps = 1 << 16
+
+// probeCycle is one random cycle through 16 Mi entries (64 MiB), made once
+// by Sattolo's shuffle with a fixed seed: every load depends on the one
+// before, and the next address is nowhere near the last.
+//
+// It lives outside Go's heap. In the heap, its 64 MiB would let the heap
+// grow that much more before each collection, so the JSON work would
+// touch fresh pages, and pay the kernel's page faults, for the first
+// minute or so of the probe's life: a first run of the probe read 50 ms
+// for that work during the floor's first turn, and 16 ms after it.
+var probeCycle = sync.OnceValue(func() []uint32 {
+	const n = 16 << 20
+	mem, err := unix.Mmap(-1, 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		panic(fmt.Sprintf("mapping the probe's memory: %v", err))
+	}
+	next := unsafe.Slice((*uint32)(unsafe.Pointer(&mem[0])), n)
+	for i := range next {
+		next[i] = uint32(i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := n - 1; i > 0; i-- {
+		j := rng.IntN(i)
+		next[i], next[j] = next[j], next[i]
+	}
+	return next
+})
 
 // threadCPU is the calling thread's CPU time.
 func threadCPU() time.Duration {
@@ -199,9 +259,12 @@ var probeInput = sync.OnceValues(func() ([]byte, []byte) {
 func BenchmarkSpeedProbe(b *testing.B) {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var cpu time.Duration
+	var work, memory time.Duration
 	for b.Loop() {
-		cpu += probeOnce()
+		r := probeOnce()
+		work += r.work
+		memory += r.memory
 	}
-	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(b.N), "ms-cpu/op")
+	b.ReportMetric(float64(work.Microseconds())/1000/float64(b.N), "ms-cpu/op")
+	b.ReportMetric(float64(memory.Microseconds())/1000/float64(b.N), "ms-memory-cpu/op")
 }
