@@ -33,7 +33,7 @@ value() {
 }
 
 ratios=()
-printf '%-4s %10s %14s %13s %8s %17s %24s %26s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "memory walk: C / bef / aft"
+printf '%-4s %10s %14s %13s %8s %17s %28s %28s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "walk ms: C / before / after"
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
 	if ! (cd "$root/internal/benchmark" && CAPSTAN_BIN_DIR="$root/bin" "$bin" -test.run '^$' -test.bench Converge \
@@ -42,7 +42,7 @@ for i in $(seq 1 "$runs"); do
 		exit 1
 	fi
 	x=$(value x-floor "$log")
-	printf '%-4s %9ss %13ss %12ss %8s %17s %24s %26s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
+	printf '%-4s %9ss %13ss %12ss %8s %17s %28s %28s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
 		"$(value s/floor-after "$log")" "$x" "$(value x-floor-bookkept "$log")" \
 		"$(value ms-probe-capstan "$log") / $(value ms-probe-floor-before "$log") / $(value ms-probe-floor-after "$log")" \
 		"$(value ms-probe-mem-capstan "$log") / $(value ms-probe-mem-floor-before "$log") / $(value ms-probe-mem-floor-after "$log")"

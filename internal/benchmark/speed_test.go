@@ -31,8 +31,8 @@ import (
 // physical core, or a lower clock, which the guest cannot see otherwise (it
 // has no steal time and no performance counters).
 //
-// That work stays in the core's caches, while the control plane's does
-// not: its heaps are hundreds of MiB, and a neighbour that takes the
+// That work stays mostly in the core's caches, while the control plane's
+// does not: its heaps are hundreds of MiB, and a neighbour that takes the
 // memory system's bandwidth slows it down without slowing the first kind
 // of work. So the probe also walks a random cycle through 64 MiB, one
 // dependent load after the other, which takes as long as the memory's
@@ -49,9 +49,9 @@ import (
 const probeEvery = 2 * time.Second
 
 // envProbeChild makes this test binary the probe: it works every
-// probeEvery and writes "unix-nanoseconds work-cpu-nanoseconds
-// memory-cpu-nanoseconds" per line until
-// its standard input closes.
+// probeEvery and writes one line per piece of work, "unix-nanoseconds
+// work-cpu-nanoseconds memory-cpu-nanoseconds", until its standard input
+// closes.
 const envProbeChild = "CAPSTAN_BENCH_SPEED_PROBE"
 
 type speedProbe struct {
@@ -91,10 +91,14 @@ func startSpeedProbe() (*speedProbe, error) {
 		return nil, fmt.Errorf("starting the speed probe: %w", err)
 	}
 	p := &speedProbe{cmd: cmd, stdin: stdin, read: make(chan struct{})}
+	first := make(chan struct{})
 	go func() {
 		defer close(p.read)
 		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
+		for n := 0; sc.Scan(); n++ {
+			if n == 0 {
+				close(first)
+			}
 			var at, work, memory int64
 			if _, err := fmt.Sscan(sc.Text(), &at, &work, &memory); err != nil {
 				continue
@@ -104,7 +108,24 @@ func startSpeedProbe() (*speedProbe, error) {
 			p.mu.Unlock()
 		}
 	}()
-	return p, nil
+	// The first sample comes once the walk's memory is built, a second or
+	// so of one core: before the floor's first turn starts, not in it.
+	select {
+	case <-first:
+		return p, nil
+	case <-p.read:
+		_ = cmd.Wait()
+		select {
+		case <-first:
+			return nil, fmt.Errorf("the speed probe exited after its first sample")
+		default:
+			return nil, fmt.Errorf("the speed probe exited before its first sample")
+		}
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		p.Stop()
+		return nil, fmt.Errorf("the speed probe gave no sample within a minute")
+	}
 }
 
 // Stop ends the probe process.
@@ -176,7 +197,9 @@ func probeOnce() probeReading {
 	}
 	probeSum = sha256.Sum256(probeBytes)
 	worked := threadCPU()
-	at := uint32(0)
+	// Each walk goes on where the last one ended, so no entry is read
+	// twice for 256 walks (8.5 minutes): none is in a cache from before.
+	at := probeAt
 	for range probeSteps {
 		at = cycle[at]
 	}
@@ -201,9 +224,9 @@ const probeSteps = 1 << 16
 //
 // It lives outside Go's heap. In the heap, its 64 MiB would let the heap
 // grow that much more before each collection, so the JSON work would
-// touch fresh pages, and pay the kernel's page faults, for the first
-// minute or so of the probe's life: a first run of the probe read 50 ms
-// for that work during the floor's first turn, and 16 ms after it.
+// touch fresh pages, and pay the kernel's page faults, early in the
+// probe's life: alone, it read 40 ms for that work for the first 15 s and
+// 13 ms after; in a run, 46-53 ms through the floor's whole first turn.
 var probeCycle = sync.OnceValue(func() []uint32 {
 	const n = 16 << 20
 	mem, err := unix.Mmap(-1, 0, 4*n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_ANON|unix.MAP_PRIVATE)

@@ -45,7 +45,7 @@ type Config struct {
 	// a negative value leaves drift to the resync.
 	DriftDelay time.Duration
 	// HealthPoll is how soon an add-on whose workloads are not yet ready is
-	// looked at again. Zero means defaultHealthPoll.
+	// looked at again. Zero or less means 5 seconds (defaultHealthPoll).
 	HealthPoll time.Duration
 	// PruneApprovalThreshold is the share of an add-on's inventory one sync
 	// may prune without an approval. Zero means 0.5; 1 turns the gate off.
