@@ -115,12 +115,7 @@ func startSpeedProbe() (*speedProbe, error) {
 		return p, nil
 	case <-p.read:
 		_ = cmd.Wait()
-		select {
-		case <-first:
-			return nil, fmt.Errorf("the speed probe exited after its first sample")
-		default:
-			return nil, fmt.Errorf("the speed probe exited before its first sample")
-		}
+		return nil, fmt.Errorf("the speed probe exited at its start")
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
 		p.Stop()

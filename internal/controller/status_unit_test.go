@@ -91,7 +91,7 @@ func TestHoldApplyRecord(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := &AddonReconciler{}
+			r := &AddonReconciler{Config: Config{}.WithDefaults()}
 			s := scopeFor(c.mod)
 			r.wrote(s.addon) // the checkpoint's answer
 			if got := r.holdApplyRecord(s); got != c.want {
@@ -113,7 +113,7 @@ func TestHoldApplyRecord(t *testing.T) {
 			{2 * time.Second, 3 * time.Second, false},
 			{0, 3 * time.Second, true}, // the default, 5 s
 		} {
-			r := &AddonReconciler{Config: Config{HealthPoll: c.poll}}
+			r := &AddonReconciler{Config: Config{HealthPoll: c.poll}.WithDefaults()}
 			s := scopeFor(func(s *scope) {
 				s.resumed, s.hooklessApply, s.stored, s.heldSince = true, false, nil, time.Now().Add(-c.held)
 			})
@@ -135,7 +135,7 @@ func TestHoldApplyRecord(t *testing.T) {
 			{"written since", "u1", "8", false, ""},
 			{"another Addon of the same name", "u2", "7", false, ""},
 		} {
-			r := &AddonReconciler{}
+			r := &AddonReconciler{Config: Config{}.WithDefaults()}
 			first := scopeFor(nil)
 			r.wrote(first.addon) // the checkpoint's answer
 			if !r.holdApplyRecord(first) {

@@ -142,16 +142,6 @@ type heldStatus struct {
 	since   time.Time
 }
 
-// heldAtMost is how long after a new add-on's first apply its status may
-// stay held back: as long as the health poll, so that a wait that lasts is
-// written by the poll's look at the latest.
-func (r *AddonReconciler) heldAtMost() time.Duration {
-	if r.Config.HealthPoll > 0 {
-		return r.Config.HealthPoll
-	}
-	return defaultHealthPoll
-}
-
 // holdApplyRecord decides whether the status that ends this reconcile
 // waits for the next one. It does when a new add-on's first apply, of a
 // render with no hooks, now waits for its workloads: the next reconcile
@@ -159,8 +149,8 @@ func (r *AddonReconciler) heldAtMost() time.Duration {
 // ready, so the add-on goes from Applying to Synced with one status write,
 // not two. A look that comes while the rollout goes on (an add-on with
 // several Deployments is looked at after each one's update) holds the
-// status again, up to heldAtMost after the first hold; a wait that lasts
-// longer is written by the next look. Nothing is lost if the controller
+// status again, up to one health poll after the first hold, so that a wait
+// that lasts is written by the poll's look at the latest. Nothing is lost if the controller
 // stops in between: the inventory was written before the apply, and a
 // render without hooks is applied again with nothing run twice. An upgrade
 // is always written at once: its stored status still says what ran
@@ -174,7 +164,7 @@ func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 	case s.resumed:
 		// The Addon as stored is still the checkpoint before the apply
 		// (resumeApplyRecord checked that nothing was written since).
-		if since.Sub(s.heldSince) >= r.heldAtMost() {
+		if since.Sub(s.heldSince) >= r.Config.HealthPoll {
 			return false
 		}
 		since = s.heldSince
