@@ -2,7 +2,10 @@
 # Runs BenchmarkConverge several times, one after the other, and prints each
 # run's ratio to the floor and the median, with the speed probe's readings
 # (the CPU of a fixed piece of work in the caches, and of a walk through
-# memory, in Capstan's window and the floors').
+# memory, in Capstan's window and the floors') and how much more CPU the
+# scheduler and the controller manager spent on the same work in Capstan's
+# window than in the floors' (the machine's speed then), with the medians
+# of the ratio divided by each.
 # The floor's time varies from run to run by as much as the margin of the
 # 1.3x target, so one run cannot decide it; the median of several can. The benchmark's own variables
 # (CAPSTAN_BENCH_ADDONS, CAPSTAN_BENCH_SOURCE, CAPSTAN_BENCH_BOOKKEEPING, ...)
@@ -32,8 +35,25 @@ value() {
 	awk -v unit="$1" '/^BenchmarkConverge/ { for (i = 2; i <= NF; i++) if ($i == unit) { print $(i-1); found = 1 } } END { if (!found) print "-" }' "$2"
 }
 
+# median LABEL prints the median of the numbers on standard input.
+median() {
+	sort -g | awk -v label="$1" '{ v[NR] = $1 } END {
+		if (NR == 0) exit
+		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+		printf "median %s over %d runs: %.2f (%.2f to %.2f)\n", label, NR, m, v[1], v[NR] }'
+}
+
+# ratio A B prints A / B, or nothing when either is "-".
+ratio() {
+	if [[ $1 != - && $2 != - ]]; then
+		awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3f\n", a / b }'
+	fi
+}
+
 ratios=()
-printf '%-4s %10s %14s %13s %8s %17s %28s %28s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "walk ms: C / before / after"
+by_scheduler=()
+by_manager=()
+printf '%-4s %10s %14s %13s %8s %17s %28s %28s %16s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "walk ms: C / before / after" "CPU x: sch / cm"
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
 	if ! (cd "$root/internal/benchmark" && CAPSTAN_BIN_DIR="$root/bin" "$bin" -test.run '^$' -test.bench Converge \
@@ -42,18 +62,27 @@ for i in $(seq 1 "$runs"); do
 		exit 1
 	fi
 	x=$(value x-floor "$log")
-	printf '%-4s %9ss %13ss %12ss %8s %17s %28s %28s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
+	sch=$(value x-cpu-scheduler "$log")
+	cm=$(value x-cpu-controller-manager "$log")
+	printf '%-4s %9ss %13ss %12ss %8s %17s %28s %28s %16s\n' "$i" "$(value s/converge "$log")" "$(value s/floor-before "$log")" \
 		"$(value s/floor-after "$log")" "$x" "$(value x-floor-bookkept "$log")" \
 		"$(value ms-probe-capstan "$log") / $(value ms-probe-floor-before "$log") / $(value ms-probe-floor-after "$log")" \
-		"$(value ms-probe-mem-capstan "$log") / $(value ms-probe-mem-floor-before "$log") / $(value ms-probe-mem-floor-after "$log")"
+		"$(value ms-probe-mem-capstan "$log") / $(value ms-probe-mem-floor-before "$log") / $(value ms-probe-mem-floor-after "$log")" \
+		"$sch / $cm"
 	if [[ $x != - ]]; then
 		ratios+=("$x")
+		by_scheduler+=("$(ratio "$x" "$sch")")
+		by_manager+=("$(ratio "$x" "$cm")")
 	fi
 done
 
+# The first median is the target's. The two after it divide each run's ratio
+# by how much more CPU the scheduler, or the controller manager, spent on the
+# same work in Capstan's window than in the floors': the machine's speed in
+# that window (see sameWork in internal/benchmark).
 if ((${#ratios[@]} > 0)); then
-	printf '%s\n' "${ratios[@]}" | sort -g | awk '{ v[NR] = $1 } END {
-		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
-		printf "median ratio to the floor over %d runs: %.2f (%.2f to %.2f)\n", NR, m, v[1], v[NR] }'
+	printf '%s\n' "${ratios[@]}" | median "ratio to the floor"
+	printf '%s\n' "${by_scheduler[@]}" | grep . | median "ratio at the scheduler's speed" || true
+	printf '%s\n' "${by_manager[@]}" | grep . | median "ratio at the controller manager's speed" || true
 fi
 echo "each run's output: $logs"
