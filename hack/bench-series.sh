@@ -4,8 +4,8 @@
 # (the CPU of a fixed piece of work in the caches, and of a walk through
 # memory, in Capstan's window and the floors') and how much more CPU the
 # scheduler and the controller manager spent on the same work in Capstan's
-# window than in the floors' (the machine's speed then), with the medians
-# of the ratio divided by each.
+# window than in the floors' (a reading of the machine's speed then), with
+# the medians of the ratio divided by each.
 # The floor's time varies from run to run by as much as the margin of the
 # 1.3x target, so one run cannot decide it; the median of several can. The benchmark's own variables
 # (CAPSTAN_BENCH_ADDONS, CAPSTAN_BENCH_SOURCE, CAPSTAN_BENCH_BOOKKEEPING, ...)
@@ -37,7 +37,7 @@ value() {
 
 # median LABEL prints the median of the numbers on standard input.
 median() {
-	sort -g | awk -v label="$1" '{ v[NR] = $1 } END {
+	awk NF | sort -g | awk -v label="$1" '{ v[NR] = $1 } END {
 		if (NR == 0) exit
 		m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
 		printf "median %s over %d runs: %.2f (%.2f to %.2f)\n", label, NR, m, v[1], v[NR] }'
@@ -78,11 +78,12 @@ done
 
 # The first median is the target's. The two after it divide each run's ratio
 # by how much more CPU the scheduler, or the controller manager, spent on the
-# same work in Capstan's window than in the floors': the machine's speed in
-# that window (see sameWork in internal/benchmark).
+# same work in Capstan's window than in the floors': a reading of the
+# machine's speed in that window, which may take some of Capstan's own cost
+# for the machine's (see sameWork in internal/benchmark).
 if ((${#ratios[@]} > 0)); then
 	printf '%s\n' "${ratios[@]}" | median "ratio to the floor"
-	printf '%s\n' "${by_scheduler[@]}" | grep . | median "ratio at the scheduler's speed" || true
-	printf '%s\n' "${by_manager[@]}" | grep . | median "ratio at the controller manager's speed" || true
+	printf '%s\n' "${by_scheduler[@]}" | median "ratio at the scheduler's speed"
+	printf '%s\n' "${by_manager[@]}" | median "ratio at the controller manager's speed"
 fi
 echo "each run's output: $logs"

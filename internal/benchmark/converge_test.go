@@ -157,14 +157,18 @@ func (f *figures) floor() time.Duration {
 // sameWork names the parts of the control plane whose work is the same in
 // every turn: each turn's pods are scheduled, and its Deployments,
 // ReplicaSets, pods and endpoints made, by the same requests (the audit
-// log's census shows it). What they spend on it in a window is the
-// machine's speed then, as the host's load moves it: the speed probe, a
-// few milliseconds of fixed work a second, does not follow that drift, and
-// these seconds of work do. Their idle work is taken out (see idleSample).
-// The controller manager also handles Capstan's own objects (its garbage
-// collector sees every Addon write and event), so it reads Capstan's
-// window a few percent slower than the machine was; the scheduler does
-// not, but with fewer seconds of work it reads it less precisely.
+// log's census shows it). What they spend on it in a window is taken as a
+// reading of the machine's speed then, as the host's load moves it: the
+// speed probe, a few milliseconds of fixed work a second, does not follow
+// that drift, and these seconds of work do. It is a reading, not a
+// measure: Capstan's own load shares the cores in its window, and what
+// that costs every process is read as the machine's slowness, so the
+// ratio divided by it may read low. The controller manager also handles
+// Capstan's own objects (its garbage collector sees every Addon write and
+// event), and reads Capstan's window a few percent slower than the
+// scheduler does; the scheduler handles none of them, but with fewer
+// seconds of work it reads less precisely. Their idle work is taken out
+// (see idleSample).
 var sameWork = []struct{ part, label, metric string }{
 	{"kube-scheduler", "the scheduler's", "x-cpu-scheduler"},
 	{"kube-controller-manager", "the controller manager's", "x-cpu-controller-manager"},
@@ -174,8 +178,9 @@ var sameWork = []struct{ part, label, metric string }{
 // with nothing to do, before the first floor. That idle work (leases,
 // resyncs) lasts as long as a window does, and Capstan's is the longer:
 // the gauge takes it out, or the parts of the control plane would read
-// Capstan's window slower than the machine was.
-const idleSample = 5 * time.Second
+// Capstan's window slower than the machine was. The kernel counts CPU in
+// 10 ms ticks, so 15 s reads the idle rate to within 0.7 ms a second.
+const idleSample = 15 * time.Second
 
 // mustIdle reads the CPU of every part over idleSample.
 func mustIdle(b *testing.B) cpuUse {
@@ -196,10 +201,11 @@ func (f *figures) gauge(part string) float64 {
 		return u[part].Seconds() - f.idle[part].Seconds()*window.Seconds()/idleSample.Seconds()
 	}
 	mean := (busy(f.floors[0].cpu, f.floors[0].window) + busy(f.floors[1].cpu, f.floors[1].window)) / 2
-	if mean <= 0 {
+	capstan := busy(f.capstanCPU, f.capstanWindow)
+	if mean <= 0 || capstan <= 0 {
 		return 0
 	}
-	return busy(f.capstanCPU, f.capstanWindow) / mean
+	return capstan / mean
 }
 
 // phase is what the controller did between two snapshots.
@@ -699,17 +705,18 @@ func (f *figures) log(b *testing.B) {
 	}
 	if floor := f.floor(); floor > 0 {
 		// NOTE: a reading of the machine's speed, beside the ratio and not
-		// in place of it: the target is the wall-time ratio above.
+		// in place of it: the target is the wall-time ratio above, and
+		// this reading may take some of Capstan's cost for the machine's.
 		var idle, read, adjusted []string
 		for _, w := range sameWork {
-			idle = append(idle, fmt.Sprintf("%s %.1f ms/s", w.part, float64(f.idle[w.part].Microseconds())/1000/idleSample.Seconds()))
+			idle = append(idle, fmt.Sprintf("%s %.2f s", w.part, f.idle[w.part].Seconds()))
 			if g := f.gauge(w.part); g > 0 {
 				read = append(read, fmt.Sprintf("%s %.2f", w.part, g))
 				adjusted = append(adjusted, fmt.Sprintf("at %s speed %.2f", w.label, f.converge.Seconds()/floor.Seconds()/g))
 			}
 		}
 		if len(read) > 0 {
-			fmt.Fprintf(&s, "  idle before the first floor, CPU a second: %s\n", strings.Join(idle, ", "))
+			fmt.Fprintf(&s, "  idle for %s before the first floor, CPU: %s\n", idleSample, strings.Join(idle, ", "))
 			fmt.Fprintf(&s, "  the same work in each turn, CPU in Capstan's window / the floors' (idle taken out): %s\n", strings.Join(read, ", "))
 			fmt.Fprintf(&s, "    so Capstan's time / the floor's, %s\n", strings.Join(adjusted, ", "))
 		}

@@ -28,6 +28,10 @@ func TestGaugeReadsTheSameWorkWithoutItsIdle(t *testing.T) {
 	if got := f.gauge("kube-controller-manager"); got != 0 {
 		t.Errorf("gauge of a part with no readings = %v, want 0", got)
 	}
+	f.capstanCPU[part] = s(0.1)
+	if got := f.gauge(part); got != 0 {
+		t.Errorf("gauge when Capstan's window spent less than its idle = %v, want 0", got)
+	}
 	f.floors[1] = floorRun{}
 	if got := f.gauge(part); got != 0 {
 		t.Errorf("gauge without the floor after = %v, want 0", got)
