@@ -13,7 +13,6 @@ func TestGaugeReadsTheSameWorkWithoutItsIdle(t *testing.T) {
 	// 1.08 and 1.12 s (1.0 s of work each); Capstan's lasts 40 s and spends
 	// 1.36 s (1.2 s of work): the machine was 1.2 times slower then.
 	f := figures{
-		converge:      s(40),
 		capstanWindow: s(40),
 		capstanCPU:    cpuUse{part: s(1.36)},
 		idle:          cpuUse{part: s(0.004 * idleSample.Seconds())},

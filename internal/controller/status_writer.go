@@ -150,11 +150,11 @@ type heldStatus struct {
 // not two. A look that comes while the rollout goes on (an add-on with
 // several Deployments is looked at after each one's update) holds the
 // status again, up to one health poll after the first hold, so that a wait
-// that lasts is written by the poll's look at the latest. Nothing is lost if the controller
-// stops in between: the inventory was written before the apply, and a
-// render without hooks is applied again with nothing run twice. An upgrade
-// is always written at once: its stored status still says what ran
-// before.
+// that lasts is written by the poll's look at the latest. Nothing is lost
+// if the controller stops in between: the inventory was written before the
+// apply, and a render without hooks is applied again with nothing run
+// twice. An upgrade is always written at once: its stored status still
+// says what ran before.
 func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 	if s.found.waitingFor == "" || s.outcome.Reason != reasonWaitingForWorkloads {
 		return false
