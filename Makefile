@@ -49,7 +49,7 @@ test: bin build chromium charts ## Run go vet and every test, on the local contr
 
 .PHONY: dev
 dev: bin build ## Run Capstan on a local control plane with sample add-ons (Ctrl-C stops everything).
-	bin/capstan dev --bin-dir $(CURDIR)/bin
+	bin/capstan dev --bin-dir $(CURDIR)/bin $(DEV_ARGS)
 
 .PHONY: generate
 generate: ## Generate deepcopy code, CRDs and RBAC from the markers, for config/ and charts/capstan.

@@ -137,7 +137,11 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	if h := a.Status.PendingHook; h != nil {
 		fmt.Fprintf(w, "  the %s hooks failed after the apply; the next sync of this render runs them again\n", h.Event)
 	}
-	fmt.Fprintf(w, "Inventory: %d objects; applied %s\n", len(a.Status.Inventory), a.Status.AppliedHash)
+	if a.Status.AppliedHash == "" {
+		fmt.Fprintf(w, "Inventory: %d objects; nothing applied yet\n", len(a.Status.Inventory))
+	} else {
+		fmt.Fprintf(w, "Inventory: %d objects; applied %s\n", len(a.Status.Inventory), a.Status.AppliedHash)
+	}
 	if p == nil {
 		fmt.Fprintln(w, "No pending plan: the last sync applied everything.")
 		return

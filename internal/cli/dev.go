@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -52,6 +54,9 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	silenceHelmLog()
+	if err := checkDevAddresses(o); err != nil {
+		return err
+	}
 	opts := []testcluster.Option{
 		testcluster.WithProgress(os.Stderr),
 		testcluster.WithKeepDir(keep),
@@ -120,6 +125,46 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
 		return nil
 	}
 	return err
+}
+
+// checkDevAddresses listens on each address the controller will serve on,
+// and lets go again, before anything starts. A port another program holds
+// (8080 often is) would otherwise end the run only after the control plane
+// has started and the walkthrough has been printed, with a bare "address
+// already in use". The check cannot hold the port for the controller, so a
+// program that takes it in the seconds between still ends the run then.
+func checkDevAddresses(o *controllerOptions) error {
+	for _, a := range []struct{ flag, addr string }{
+		{"--http-bind-address", o.httpAddr},
+		{"--metrics-bind-address", o.metricsAddr},
+		{"--health-probe-bind-address", o.probeAddr},
+		{"--pprof-bind-address", o.pprofAddr},
+	} {
+		if a.addr == "" || a.addr == "0" {
+			continue
+		}
+		l, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			return fmt.Errorf("capstan dev serves on %s (%s), and cannot listen there: %w; "+
+				"stop the program that holds it, or choose another address: make dev DEV_ARGS=%s=%s",
+				a.addr, a.flag, err, a.flag, otherPort(a.addr))
+		}
+		_ = l.Close()
+	}
+	return nil
+}
+
+// otherPort suggests an address beside addr: the same host, the port
+// 10000 higher when that is a port, else a free one the system picks.
+func otherPort(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "127.0.0.1:0"
+	}
+	if n, err := strconv.Atoi(port); err == nil && n+10000 <= 65535 {
+		return net.JoinHostPort(host, strconv.Itoa(n+10000))
+	}
+	return net.JoinHostPort(host, "0")
 }
 
 // egressReporter prints the egress guard's first refusal of each

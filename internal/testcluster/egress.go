@@ -478,12 +478,18 @@ func (c *Cluster) RouteService(ctx context.Context, namespace, name string, port
 
 // egressSocketDir is the cluster's folder, or a short folder of the
 // sockets' own when a socket path there would be too long (108 bytes on
-// Linux).
+// Linux): in the temporary folder, or in /tmp when $TMPDIR is itself too
+// long, as a test's own temporary folder can be.
 func egressSocketDir(dir string) (socketDir, ownDir string, err error) {
-	if len(filepath.Join(dir, "egress-controlplane.sock")) < 100 {
+	fits := func(dir string) bool { return len(filepath.Join(dir, "egress-controlplane.sock")) < 100 }
+	if fits(dir) {
 		return dir, "", nil
 	}
-	ownDir, err = os.MkdirTemp("", "capstan-egress-")
+	base := ""
+	if !fits(filepath.Join(os.TempDir(), "capstan-egress-0123456789")) {
+		base = "/tmp"
+	}
+	ownDir, err = os.MkdirTemp(base, "capstan-egress-")
 	if err != nil {
 		return "", "", fmt.Errorf("testcluster: creating a folder for the egress sockets: %w", err)
 	}

@@ -104,3 +104,29 @@ func TestIsPortClash(t *testing.T) {
 		})
 	}
 }
+
+// TestEgressSocketDirFitsWithALongTempDir gives the cluster a folder, and
+// $TMPDIR a path, too long for a Unix socket: the sockets go to a folder
+// of their own under /tmp, where the path fits.
+func TestEgressSocketDirFitsWithALongTempDir(t *testing.T) {
+	long := filepath.Join(t.TempDir(), strings.Repeat("x", 60), strings.Repeat("y", 40))
+	if err := os.MkdirAll(long, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", long)
+	socketDir, ownDir, err := egressSocketDir(long)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(ownDir)
+	if ownDir == "" || socketDir != ownDir || !strings.HasPrefix(ownDir, "/tmp/capstan-egress-") {
+		t.Fatalf("socket folder %q (own %q); want a folder of its own under /tmp", socketDir, ownDir)
+	}
+	if n := len(filepath.Join(socketDir, "egress-controlplane.sock")); n >= 100 {
+		t.Errorf("the socket path is %d bytes; a Unix socket's must stay under 108", n)
+	}
+	short := t.TempDir()
+	if socketDir, ownDir, err := egressSocketDir(short); err != nil || socketDir != short || ownDir != "" {
+		t.Errorf("a short cluster folder: got %q, %q, %v; want the folder itself", socketDir, ownDir, err)
+	}
+}
