@@ -299,7 +299,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := r.patchStatus(pctx, before, s); err != nil {
-			log.Error(err, "Patching status failed")
+			log.Error(s.mask().Error(err), "Patching status failed")
 			retErr = errors.Join(retErr, err)
 		}
 	}()

@@ -159,6 +159,9 @@ func transientHookError(err error) bool {
 // transient one is retried with backoff, and no error resyncs after the
 // interval or sooner when a step asked to.
 func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
+	// The error becomes the status's message and, when it is returned,
+	// controller-runtime's log line: neither may quote a secret value.
+	err = s.mask().Error(err)
 	s.outcome = outcomeOf(s.found, s.stage, err)
 	var later *source.RetryAfterError
 	switch {

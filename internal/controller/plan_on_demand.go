@@ -24,8 +24,9 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	for _, st := range r.planSteps() {
 		s.stage = st.name
 		if _, err := st.run(ctx, s); err != nil {
-			return nil, err
+			return nil, s.mask().Error(err)
 		}
 	}
+	s.mask().Plan(s.plan)
 	return s.plan, nil
 }

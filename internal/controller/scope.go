@@ -53,8 +53,12 @@ type scope struct {
 
 	artifact *source.Artifact
 	values   *values.Result
-	platform values.Platform
-	render   *render.Result
+	// masker hides the secret values of maskedValues, the values it was
+	// made for (secret_mask.go).
+	masker       *masker
+	maskedValues *values.Result
+	platform     values.Platform
+	render       *render.Result
 	// generatedNotices say which fields the chart generates at random and
 	// how the sync treats them (keepGenerated).
 	generatedNotices []capstanv1.Notice

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -116,4 +117,85 @@ func assertNotShown(t *testing.T, a *capstanv1.Addon, secret string) {
 	if notes.Len() == 0 || logSink.String() == "" {
 		t.Fatalf("no events or no log were found; the check would prove nothing")
 	}
+}
+
+// TestSecretValuesInOtherKindsHidden puts values from a Secret where the
+// plan's per-key hiding of Secrets cannot reach them: into a ConfigMap's
+// data, whose diff shows it, and into a label value the API server refuses,
+// whose message quotes it. Neither value, nor the old one, may appear in
+// the status, the events or the log; "(hidden)" stands in its place.
+func TestSecretValuesInOtherKindsHidden(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const first, second, badLabel = "s3cr3t-cm-Jd8", "s3cr3t-cm-Zt4", "s3cr3t label Wq2"
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "leaky-" + ns + "-in"},
+		StringData: map[string]string{"message": first, "note": badLabel}}
+	if err := admin.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "leaky", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  message: {{ .Values.message | quote }}
+`,
+	}})
+	fromSecret := func(key string) capstanv1.ValuesReference {
+		return capstanv1.ValuesReference{Kind: "Secret", Name: in.Name, ValuesKey: key, TargetPath: key}
+	}
+
+	// Into a ConfigMap's data: installed, then the value changes, and the
+	// plan's diff of the ConfigMap shows a change of hidden values.
+	data := create(t, newAddon(controllerNS, "leaky-data-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ManualSync = true
+		s.ValuesFrom = []capstanv1.ValuesReference{fromSecret("message")}
+	})))
+	got := waitPhase(t, data, capstanv1.PhaseOutOfSync)
+	got = update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
+	waitPhase(t, got, capstanv1.PhaseSynced)
+	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
+		cur := &corev1.Secret{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
+			return false
+		}
+		cur.StringData = map[string]string{"message": second}
+		return admin.Update(ctx, cur) == nil
+	})
+	got = waitFor(t, data, 60*time.Second, "a plan for the new value", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Summary.Update > 0
+	})
+	var diff string
+	for _, o := range got.Status.Plan.Objects {
+		if o.Kind == "ConfigMap" {
+			diff = o.Diff
+		}
+	}
+	if !strings.Contains(diff, "-  message: '(hidden: old value)'") || !strings.Contains(diff, "+  message: '(hidden: new value)'") {
+		t.Fatalf("the ConfigMap's diff should show the message changed, both values hidden:\n%s", diff)
+	}
+	assertNotShown(t, got, first)
+	assertNotShown(t, got, second)
+
+	// Into a label value the API server refuses: its message, in the
+	// status, the event and the log, has the value hidden.
+	labelURL, _ := charts.publish(t, chart{name: "leaky-label", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-noted
+  labels:
+    note: {{ .Values.note | quote }}
+`,
+	}})
+	label := create(t, newAddon(controllerNS, "leaky-label-"+ns, labelURL, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ValuesFrom = []capstanv1.ValuesReference{fromSecret("note")}
+	})))
+	got = waitPhase(t, label, capstanv1.PhaseFailed)
+	ready := apimeta.FindStatusCondition(got.Status.Conditions, capstanv1.ConditionReady)
+	if ready == nil || !strings.Contains(ready.Message, "(hidden)") {
+		t.Fatalf("the refusal should quote the label's value hidden; Ready is %+v", ready)
+	}
+	assertNotShown(t, got, badLabel)
 }

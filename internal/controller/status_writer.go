@@ -26,7 +26,9 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		return nil
 	}
 	addon := s.addon
+	s.outcome.Message = s.mask().String(s.outcome.Message)
 	setConditions(&addon.Status, addon.Generation, s.outcome)
+	s.mask().Status(&addon.Status)
 	addon.Status.Profile = s.profile
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
 	if r.holdApplyRecord(s) {
@@ -54,7 +56,8 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 
 // emitTransition emits one event when the phase or the reason changes, never
 // on every loop. Messages carry no secret values: they come from plans,
-// gates and errors that are redacted where they are made.
+// gates and errors that are redacted where they are made, and patchStatus
+// masks the known secret values in the outcome before it comes here.
 func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
 	if r.Recorder == nil {
 		return
@@ -113,6 +116,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone
+	s.mask().Plan(st.Plan)
 	if st.Phase == "" {
 		// The first write of a new add-on: say what it does meanwhile.
 		setConditions(st, s.addon.Generation, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying,

@@ -31,6 +31,13 @@ type Comparison struct {
 // Capstan applies, dryRun the API server's server-side dry-run result of
 // applying it, and live the object as it is, or nil when it does not exist.
 func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, error) {
+	return CompareHiding(manifest, live, dryRun, nil)
+}
+
+// CompareHiding is Compare, with the diff also hiding every string that
+// hides reports as holding a value never to be shown (HideValuesPair).
+// hides may be nil.
+func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool) (Comparison, error) {
 	desired := Normalize(dryRun)
 	if live == nil {
 		// NOTE: the digest of a create is the manifest's, not the dry run's:
@@ -38,6 +45,7 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 		// afresh each time, which would change the plan's hash on every
 		// reconcile and make every approval stale.
 		_, shown := RedactSecretPair(nil, desired)
+		_, shown = HideValuesPair(nil, shown, hides)
 		text, err := unified(nil, shown, dryRun)
 		if err != nil {
 			return Comparison{}, err
@@ -53,6 +61,7 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 		return Comparison{}, err
 	}
 	shownLive, shownDesired := RedactSecretPair(current, desired)
+	shownLive, shownDesired = HideValuesPair(shownLive, shownDesired, hides)
 	text, err := unified(shownLive, shownDesired, dryRun)
 	if err != nil {
 		return Comparison{}, err

@@ -134,6 +134,10 @@ type PreviewInput struct {
 	Watched map[string]string
 	// Now is the time of the preview.
 	Now time.Time
+	// Hides reports whether a string holds a value never to be shown, for
+	// the diffs of objects of every kind (HideValuesPair); nil hides
+	// nothing beyond Secrets' data.
+	Hides func(string) bool
 }
 
 // Preview is the result of previewing every object.
@@ -292,7 +296,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			}
 			res.Error = RedactAPIError(obj, err)
 		default:
-			res.Comparison, err = Compare(obj, live, dry)
+			res.Comparison, err = CompareHiding(obj, live, dry, in.Hides)
 			if err != nil {
 				return out, err
 			}

@@ -120,3 +120,111 @@ func redactAnnotation(key string, live, desired *unstructured.Unstructured) {
 		set(desired, hiddenUnchanged)
 	}
 }
+
+// HideValuesPair hides, in an object of any kind, the strings that hides
+// reports as holding a value never to be shown: a value from a Secret, or a
+// writeOnly or generated one, that a chart put into a ConfigMap or an
+// argument. Each such string of desired, and the string at the same path of
+// live, is shown as a Secret's key is: "(hidden)" when the two are equal,
+// else "(hidden: old value)" and "(hidden: new value)". So a diff still
+// says that the field changes, and shows neither the new value nor the old
+// one, which hides cannot know (the Secret held another value then). A
+// string of live that holds a value where desired has none is hidden too.
+// Either side may be nil; with a nil hides both are returned as they are.
+// The arguments are not modified.
+func HideValuesPair(live, desired *unstructured.Unstructured, hides func(string) bool) (*unstructured.Unstructured, *unstructured.Unstructured) {
+	if hides == nil {
+		return live, desired
+	}
+	var l, d any
+	if live != nil {
+		live = live.DeepCopy()
+		l = live.Object
+	}
+	if desired != nil {
+		desired = desired.DeepCopy()
+		d = desired.Object
+	}
+	hidePair(l, d, hides)
+	return live, desired
+}
+
+// hidePair hides in place what HideValuesPair hides, in the maps and lists
+// of l and d, matched by key and index. It returns the two values to store
+// in their parents: a string is replaced, a map or list is changed in place.
+func hidePair(l, d any, hides func(string) bool) (any, any) {
+	switch dv := d.(type) {
+	case map[string]any:
+		lm, _ := l.(map[string]any)
+		for k, v := range dv {
+			lv, inLive := lm[k]
+			nl, nd := hidePair(lv, v, hides)
+			dv[k] = nd
+			if inLive {
+				lm[k] = nl
+			}
+		}
+		for k, v := range lm {
+			if _, ok := dv[k]; !ok {
+				lm[k] = hideAlone(v, hides)
+			}
+		}
+		if lm == nil {
+			return hideAlone(l, hides), d
+		}
+		return l, d
+	case []any:
+		ll, _ := l.([]any)
+		for i, v := range dv {
+			var lv any
+			if i < len(ll) {
+				lv = ll[i]
+			}
+			nl, nd := hidePair(lv, v, hides)
+			dv[i] = nd
+			if i < len(ll) {
+				ll[i] = nl
+			}
+		}
+		for i := len(dv); i < len(ll); i++ {
+			ll[i] = hideAlone(ll[i], hides)
+		}
+		if ll == nil {
+			return hideAlone(l, hides), d
+		}
+		return l, d
+	case string:
+		if !hides(dv) {
+			return hideAlone(l, hides), d
+		}
+		switch ls, ok := l.(string); {
+		case l == nil:
+			return nil, hiddenUnchanged
+		case ok && ls == dv:
+			return hiddenUnchanged, hiddenUnchanged
+		default:
+			return hiddenOld, hiddenNew
+		}
+	default:
+		return hideAlone(l, hides), d
+	}
+}
+
+// hideAlone hides, in v alone, every string that holds a value.
+func hideAlone(v any, hides func(string) bool) any {
+	switch t := v.(type) {
+	case string:
+		if hides(t) {
+			return hiddenUnchanged
+		}
+	case map[string]any:
+		for k, e := range t {
+			t[k] = hideAlone(e, hides)
+		}
+	case []any:
+		for i, e := range t {
+			t[i] = hideAlone(e, hides)
+		}
+	}
+	return v
+}

@@ -27,3 +27,44 @@ func TestRedactAPIErrorSaysHowToCreateTheNamespace(t *testing.T) {
 		t.Errorf("a missing ConfigMap is not a missing namespace: %q", got)
 	}
 }
+
+func TestHideValuesPairHidesAnyKindByPath(t *testing.T) {
+	hides := func(s string) bool { return strings.Contains(s, "hunter") }
+	live := &unstructured.Unstructured{Object: map[string]any{
+		"kind": "ConfigMap",
+		"data": map[string]any{"same": "hunter2", "changed": "hunter1-old", "plain": "a", "gone": "hunter9", "cleared": "hunter3"},
+		"args": []any{"--password=hunter1-old", "--v=1"},
+	}}
+	desired := &unstructured.Unstructured{Object: map[string]any{
+		"kind": "ConfigMap",
+		"data": map[string]any{"same": "hunter2", "changed": "hunter2-new", "plain": "b", "added": "hunter4", "cleared": "open"},
+		"args": []any{"--password=hunter2-new", "--v=1", "--extra=hunter5"},
+	}}
+	l, d := HideValuesPair(live, desired, hides)
+	want := map[string][2]any{
+		"same":    {hiddenUnchanged, hiddenUnchanged},
+		"changed": {hiddenOld, hiddenNew},
+		"plain":   {"a", "b"},
+		"gone":    {hiddenUnchanged, nil},
+		"added":   {nil, hiddenUnchanged},
+		// The old value is not known to be one, but it is hidden where it
+		// shows beside a value that is not.
+		"cleared": {hiddenUnchanged, "open"},
+	}
+	ld, dd := l.Object["data"].(map[string]any), d.Object["data"].(map[string]any)
+	for k, w := range want {
+		if ld[k] != w[0] || dd[k] != w[1] {
+			t.Errorf("data.%s: live %v, desired %v; want %v, %v", k, ld[k], dd[k], w[0], w[1])
+		}
+	}
+	la, da := l.Object["args"].([]any), d.Object["args"].([]any)
+	if la[0] != hiddenOld || da[0] != hiddenNew || la[1] != "--v=1" || da[2] != hiddenUnchanged {
+		t.Errorf("args: live %v, desired %v", la, da)
+	}
+	if live.Object["data"].(map[string]any)["same"] != "hunter2" || desired.Object["args"].([]any)[0] != "--password=hunter2-new" {
+		t.Error("HideValuesPair changed its arguments")
+	}
+	if gl, gd := HideValuesPair(live, desired, nil); gl != live || gd != desired {
+		t.Error("with nil hides, the objects should come back as they are")
+	}
+}
