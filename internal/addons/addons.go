@@ -212,7 +212,10 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 		change(a)
 	}
 	a.Spec.ApprovedPlan = p.Hash
-	a.Spec.SyncRequest++
+	// NOTE: above the last request handled, not one above the spec's: an
+	// older manifest applied again (as GitOps does) can leave the spec's
+	// below it, and one more would still not be a new request.
+	a.Spec.SyncRequest = max(a.Spec.SyncRequest, a.Status.LastSyncRequest) + 1
 	if err := c.Patch(ctx, a, patch); err != nil {
 		return Approval{}, fmt.Errorf("approving the plan of addon %s: %w", key, err)
 	}

@@ -154,7 +154,7 @@ func TestManualSyncApproval(t *testing.T) {
 	if live(t, "v1", "ConfigMap", ns, a.Name+"-config") != nil || got.Status.Phase != capstanv1.PhaseOutOfSync {
 		t.Fatal("a stale approval applied the plan")
 	}
-	if !strings.Contains(condition(got, capstanv1.ConditionReady).Message, "changed since it was approved") {
+	if !strings.Contains(condition(got, capstanv1.ConditionReady).Message, "the plan changed since it was approved") {
 		t.Fatalf("status should say the plan changed: %s", condition(got, capstanv1.ConditionReady).Message)
 	}
 	got = update(t, got, func(cur *capstanv1.Addon) {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"errors"
 	"strings"
 	"testing"
@@ -147,4 +148,52 @@ func TestInstallBindsTheReviewedPlan(t *testing.T) {
 	if got := getAddon(t, b); !got.Spec.Suspend {
 		t.Error("a refused install cleared suspend")
 	}
+}
+
+// TestApproveAfterAnOlderSyncRequest applies an older manifest again, as
+// GitOps does, so that spec.syncRequest falls below the last request the
+// controller handled. The wait names the number to pass, and an approval
+// from the CLI or the API still applies: it raises the request above the
+// last one handled, not merely one above the spec's.
+func TestApproveAfterAnOlderSyncRequest(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "behind"}
+	url, _ := charts.publish(t, chart{name: "behind", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  v: {{ .Values.v | default \"a\" | quote }}\n",
+	}})
+	a := create(t, newAddon(ns, key.Name, url, withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true })))
+	for i, v := range []string{"", "b"} {
+		if v != "" {
+			a = update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("v: " + v) })
+		}
+		a = waitFor(t, a, 60*time.Second, "a plan to approve", func(cur *capstanv1.Addon) bool {
+			return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation
+		})
+		if _, err := addons.Approve(ctx, admin, key, a.Status.Plan.Hash); err != nil {
+			t.Fatal(err)
+		}
+		a = waitFor(t, a, 60*time.Second, fmt.Sprintf("sync request %d handled", i+1), func(cur *capstanv1.Addon) bool {
+			return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.LastSyncRequest == int64(i+1)
+		})
+	}
+
+	// The older manifest: sync request 1 again, with a change.
+	a = update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest = 1; cur.Spec.Values = jsonValues("v: c") })
+	a = waitFor(t, a, 60*time.Second, "the change to wait for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation
+	})
+	if msg := condition(a, capstanv1.ConditionReady).Message; !strings.Contains(msg, "raise spec.syncRequest above 2 (it is 1") {
+		t.Errorf("the wait should name the request to pass: %q", msg)
+	}
+	approval, err := addons.Approve(ctx, admin, key, a.Status.Plan.Hash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if approval.SyncRequest != 3 {
+		t.Errorf("the approval wrote sync request %d; want 3, above the last handled", approval.SyncRequest)
+	}
+	waitFor(t, a, 60*time.Second, "the approved change applied", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.LastSyncRequest == 3
+	})
 }

@@ -156,16 +156,32 @@ func ManualSync(s State) (Verdict, bool) {
 	}
 	if s.SyncRequest <= s.LastSyncRequest {
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonAwaitApproval,
-			Message: "changes wait for approval (" + String(s.Plan) + "): set spec.approvedPlan to " + s.Plan.Hash + " and raise spec.syncRequest, or run `capstan addon sync`"}, true
+			Message: "changes wait for approval (" + String(s.Plan) + "): " + approveHow(s)}, true
 	}
 	switch s.ApprovedPlan {
 	case s.Plan.Hash:
 		return Verdict{Apply: true, HandledSyncRequest: true}, true
 	case "":
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalNoPlan,
-			Message: "a sync was requested without spec.approvedPlan, so nothing was applied; approve the plan " + s.Plan.Hash}, true
+			Message: "a sync was requested without spec.approvedPlan, so nothing was applied; to apply the plan, " + approveHow(s)}, true
 	default:
-		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale,
-			Message: "the plan changed since it was approved, so nothing was applied: approved " + s.ApprovedPlan + ", now " + s.Plan.Hash + "; review the plan and approve it again, or clear spec.approvedPlan to let it apply"}, true
+		msg := "spec.approvedPlan " + s.ApprovedPlan + " is not the current plan " + s.Plan.Hash +
+			" (the plan changed since it was approved, or the hash was never a plan's), so nothing was applied; review the plan, then " + approveHow(s)
+		if !s.ManualSync {
+			msg += "; or clear spec.approvedPlan to let changes apply as they come"
+		}
+		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale, Message: msg}, true
 	}
+}
+
+// approveHow says how to approve the current plan: by hand, with the
+// sync request raised above the last one handled, or with the CLI. A
+// spec.syncRequest below the last one (an older manifest applied again,
+// as GitOps does) is named, since raising it by one would not be enough.
+func approveHow(s State) string {
+	raise := "raise spec.syncRequest"
+	if s.SyncRequest < s.LastSyncRequest {
+		raise = fmt.Sprintf("raise spec.syncRequest above %d (it is %d, below the last sync request handled)", s.LastSyncRequest, s.SyncRequest)
+	}
+	return "set spec.approvedPlan to " + s.Plan.Hash + " and " + raise + ", or run `capstan addon sync`"
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"strings"
 	"testing"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -109,5 +110,31 @@ func TestMassPrune(t *testing.T) {
 		if _, decided := MassPrune(tc.s); decided != tc.decidedByPrune {
 			t.Errorf("%s: the mass-prune gate decided %v", tc.name, decided)
 		}
+	}
+}
+
+// TestApprovalMessagesSayWhatToDo checks the messages of a manual sync's
+// waits: a request number below the last one handled is named with the
+// number to pass, and a stale approval under manualSync does not advise
+// clearing spec.approvedPlan, which would apply nothing there.
+func TestApprovalMessagesSayWhatToDo(t *testing.T) {
+	p := &capstanv1.Plan{Hash: "sha256:aaa", Summary: capstanv1.PlanSummary{Create: 1},
+		Objects: []capstanv1.PlannedObject{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Name: "cm"}, Action: capstanv1.ActionCreate}}}
+	behind := Decide(State{Plan: p, ManualSync: true, SyncRequest: 3, LastSyncRequest: 7})
+	if !strings.Contains(behind.Message, "raise spec.syncRequest above 7 (it is 3") {
+		t.Errorf("a request below the last one: %q", behind.Message)
+	}
+	stale := Decide(State{Plan: p, ManualSync: true, SyncRequest: 8, LastSyncRequest: 7, ApprovedPlan: "sha256:000"})
+	if stale.Reason != ReasonApprovalStale || strings.Contains(stale.Message, "clear spec.approvedPlan") ||
+		!strings.Contains(stale.Message, "set spec.approvedPlan to sha256:aaa") {
+		t.Errorf("a stale approval under manualSync: %s %q", stale.Reason, stale.Message)
+	}
+	auto := Decide(State{Plan: p, SyncRequest: 8, LastSyncRequest: 7, ApprovedPlan: "sha256:000"})
+	if !strings.Contains(auto.Message, "clear spec.approvedPlan") {
+		t.Errorf("a stale approval without manualSync should offer clearing it: %q", auto.Message)
+	}
+	noPlan := Decide(State{Plan: p, ManualSync: true, SyncRequest: 8, LastSyncRequest: 7})
+	if !strings.Contains(noPlan.Message, "set spec.approvedPlan to sha256:aaa") {
+		t.Errorf("a request without a plan should say how to approve one: %q", noPlan.Message)
 	}
 }
