@@ -142,7 +142,11 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	} else {
 		fmt.Fprintf(w, "Inventory: %d objects; applied %s\n", len(a.Status.Inventory), a.Status.AppliedHash)
 	}
-	if p == nil {
+	switch {
+	case p == nil && a.Status.AppliedHash == "":
+		fmt.Fprintln(w, "No plan yet: the controller has not planned this add-on; its conditions say why.")
+		return
+	case p == nil:
 		fmt.Fprintln(w, "No pending plan: the last sync applied everything.")
 		return
 	}

@@ -97,8 +97,14 @@ func newAddonAddCommand() *cobra.Command {
 			case git.URL != "" && (src.URL != "" || src.Repo != "" || src.OCI != ""):
 				return errors.New("give one source: a chart (--chart-url, --repo with --chart, --oci) or --git")
 			case git.URL != "":
+				if err := onlyWith(cmd, "--git", "chart", "version", "digest"); err != nil {
+					return err
+				}
 				spec.Git = &git
 			case src.URL != "" || src.Repo != "" || src.OCI != "":
+				if err := onlyWith(cmd, "a chart source", "path", "revision"); err != nil {
+					return err
+				}
 				spec.Chart = &src
 			default:
 				return errors.New("give a source: --chart-url, --repo with --chart, --oci, or --git with --path")
@@ -279,10 +285,25 @@ func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context)
 		}
 		select {
 		case <-ctx.Done():
+			if cmd.Context().Err() != nil {
+				// Interrupted: the request stands, only the wait ends.
+				return fmt.Errorf("stopped waiting when interrupted; the request stands, and the controller goes on (the last state: %s)", last)
+			}
 			return fmt.Errorf("gave up after %s; the last state: %s", timeout, last)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// onlyWith refuses flags that belong to the other kind of source, which
+// the Addon would silently leave out.
+func onlyWith(cmd *cobra.Command, source string, other ...string) error {
+	for _, name := range other {
+		if cmd.Flags().Changed(name) {
+			return fmt.Errorf("--%s does not go with %s; leave it out, or give the source it belongs to", name, source)
+		}
+	}
+	return nil
 }
 
 // progressLine is one line of an Addon's progress: phase, reason, the hook

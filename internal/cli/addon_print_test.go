@@ -44,14 +44,14 @@ func TestPrintAddonSaysWhenNothingIsApplied(t *testing.T) {
 	a.Namespace, a.Name = "capstan-system", "hello-kustomize"
 	var b bytes.Buffer
 	printAddon(&b, a, nil, false)
-	if want := "Inventory: 0 objects; nothing applied yet\n"; !strings.Contains(b.String(), want) {
+	if want := "Inventory: 0 objects; nothing applied yet\nNo plan yet: "; !strings.Contains(b.String(), want) {
 		t.Errorf("before the first apply, output lacks %q:\n%s", want, b.String())
 	}
 	a.Status.AppliedHash = "sha256:93bf"
 	a.Status.Inventory = make([]capstanv1.ObjectID, 2)
 	b.Reset()
 	printAddon(&b, a, nil, false)
-	if want := "Inventory: 2 objects; applied sha256:93bf\n"; !strings.Contains(b.String(), want) {
+	if want := "Inventory: 2 objects; applied sha256:93bf\nNo pending plan: "; !strings.Contains(b.String(), want) {
 		t.Errorf("after an apply, output lacks %q:\n%s", want, b.String())
 	}
 }

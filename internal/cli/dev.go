@@ -43,11 +43,19 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder of the control plane's binaries (default: bin/ of this checkout, or $CAPSTAN_BIN_DIR).")
 	cmd.Flags().BoolVar(&keep, "keep", false, "Keep the control plane's folder (logs, etcd data) after it stops.")
 	o.addFlags(cmd.Flags())
-	_ = cmd.Flags().Set("metrics-bind-address", "127.0.0.1:8443")
-	_ = cmd.Flags().Set("health-probe-bind-address", "127.0.0.1:8081")
-	_ = cmd.Flags().Set("http-bind-address", "127.0.0.1:8080")
-	_ = cmd.Flags().Set("allow-file-git", "true")
-	_ = cmd.Flags().Set("fetch-allow", "127.0.0.0/8")
+	// capstan dev's own defaults: loopback only, and file:// git for the
+	// samples. Each is the default --help shows, too.
+	for flag, value := range map[string]string{
+		"metrics-bind-address":      "127.0.0.1:8443",
+		"health-probe-bind-address": "127.0.0.1:8081",
+		"http-bind-address":         "127.0.0.1:8080",
+		"allow-file-git":            "true",
+		"fetch-allow":               "127.0.0.0/8",
+	} {
+		_ = cmd.Flags().Set(flag, value)
+		f := cmd.Flags().Lookup(flag)
+		f.DefValue, f.Changed = f.Value.String(), false
+	}
 	return cmd
 }
 
@@ -99,12 +107,16 @@ func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions)
 	if err != nil {
 		return err
 	}
-	fmt.Printf(`
+	web := devWebURL(o.httpAddr)
+	fmt.Print(`
 Capstan is running on a local control plane. Ctrl-C stops everything.
-
-  The web page: https://127.0.0.1:8080/ (a self-signed certificate)
+`)
+	if web != "" {
+		fmt.Printf(`
+  The web page: %s/ (a self-signed certificate)
   Sign in with the cluster-admin token in %s
-`, tokenFile)
+`, web, tokenFile)
+	}
 	fmt.Printf(`
 
   export KUBECONFIG=%s
@@ -113,18 +125,38 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
   bin/capstan addon get hello-kustomize --diff    # waits for approval
   bin/capstan addon sync hello-kustomize          # approves exactly that plan
 
-  The API (docs/api.md), as a namespace viewer:
+`, kubeconfig, kubectl, kubectl)
+	if web != "" {
+		fmt.Printf(`  The API (docs/api.md), as a namespace viewer:
   %s create sa alice -n capstan-system
   %s create rolebinding alice -n capstan-system --clusterrole=view --serviceaccount=capstan-system:alice
-  curl -sk -H "Authorization: Bearer $(%s create token alice -n capstan-system)" https://127.0.0.1:8080/api/v1/namespaces/capstan-system/addons
+  curl -sk -H "Authorization: Bearer $(%s create token alice -n capstan-system)" %s/api/v1/namespaces/capstan-system/addons
 
-`, kubeconfig, kubectl, kubectl, kubectl, kubectl, kubectl)
+`, kubectl, kubectl, kubectl, web)
+	}
 	o.config.Namespace = install.Namespace
 	err = runController(ctx, cluster.ConfigFor(install.ControllerUser), o)
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// devWebURL is the address of the page and the API for a person: the
+// host of --http-bind-address, or 127.0.0.1 when it names none; "" when
+// the endpoint is off.
+func devWebURL(addr string) string {
+	if addr == "" || addr == "0" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "https://" + addr
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "https://" + net.JoinHostPort(host, port)
 }
 
 // checkDevAddresses listens on each address the controller will serve on,

@@ -43,3 +43,30 @@ func TestOtherPort(t *testing.T) {
 		}
 	}
 }
+
+func TestDevWebURL(t *testing.T) {
+	for addr, want := range map[string]string{
+		"127.0.0.1:28080": "https://127.0.0.1:28080",
+		":8080":           "https://127.0.0.1:8080",
+		"0.0.0.0:9000":    "https://127.0.0.1:9000",
+		"[::1]:8080":      "https://[::1]:8080",
+		"0":               "",
+		"":                "",
+	} {
+		if got := devWebURL(addr); got != want {
+			t.Errorf("devWebURL(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// TestDevHelpShowsItsOwnDefaults checks that capstan dev --help shows the
+// loopback addresses it serves on, not the controller's defaults.
+func TestDevHelpShowsItsOwnDefaults(t *testing.T) {
+	cmd := newDevCommand()
+	for flag, want := range map[string]string{"http-bind-address": "127.0.0.1:8080", "metrics-bind-address": "127.0.0.1:8443", "health-probe-bind-address": "127.0.0.1:8081"} {
+		f := cmd.Flags().Lookup(flag)
+		if f.DefValue != want || f.Value.String() != want || f.Changed {
+			t.Errorf("--%s: default %q, value %q, changed %v; want %q as the default", flag, f.DefValue, f.Value, f.Changed, want)
+		}
+	}
+}

@@ -200,6 +200,11 @@ func TestDevRunsTheWalkthroughAndStopsClean(t *testing.T) {
 		"--metrics-bind-address="+net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1])),
 		"--health-probe-bind-address="+net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[2])))
 	kubeconfig := r.printed(t, kubeconfigLine)
+	for _, want := range []string{"The web page: https://" + web + "/ ", "https://" + web + "/api/v1/namespaces/capstan-system/addons"} {
+		if !strings.Contains(r.stdout.String(), want) {
+			t.Errorf("the walkthrough should name the address given, %s: it lacks %q", web, want)
+		}
+	}
 	tokenFile := r.printed(t, tokenLine)
 	if !strings.HasPrefix(kubeconfig, r.tmp) || !strings.HasPrefix(tokenFile, r.tmp) {
 		t.Fatalf("the kubeconfig %s and the token %s should be in the control plane's folder under %s", kubeconfig, tokenFile, r.tmp)
