@@ -693,6 +693,11 @@ type PlannedObject struct {
 	// applied it before.
 	// +optional
 	Adopted bool `json:"adopted,omitempty"`
+	// ManagedBy names another Addon, "namespace/name", that applied the
+	// object and still holds it in its inventory. Two add-ons cannot manage
+	// one object, so such an object blocks the plan even with spec.adopt.
+	// +optional
+	ManagedBy string `json:"managedBy,omitempty"`
 	// Error is the API server's message when the object fails its dry run.
 	// +optional
 	Error string `json:"error,omitempty"`

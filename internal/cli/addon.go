@@ -164,6 +164,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 		if o.Adopted {
 			line += " (adopted)"
 		}
+		if o.ManagedBy != "" {
+			line += " (belongs to Addon " + o.ManagedBy + ")"
+		}
 		if o.Error != "" {
 			line += ": " + o.Error
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/plan"
@@ -120,7 +122,40 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.previews, s.live, s.quiet, s.digests = p.Objects, p.Live, p.Quiet, p.Digests
+	r.markOtherAddons(ctx, s)
 	return nil
+}
+
+// markOtherAddons names, on each object the preview read, another Addon
+// that applied it (its owner labels say so) and still holds it in its
+// inventory, for the OtherAddons gate: an object to adopt, or one of this
+// add-on's own that the other's apply took since (two add-ons created at
+// once can both create it). An Addon that is gone, or that let the object
+// go, holds nothing: the object can be adopted as any other. The Addons
+// are read from the manager's cache.
+func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
+	for i := range s.previews {
+		p := &s.previews[i]
+		live := s.live[p.Ref.Key()]
+		if live == nil {
+			continue
+		}
+		labels := live.GetLabels()
+		key := client.ObjectKey{Namespace: labels[capstanv1.AddonNamespaceLabel], Name: labels[capstanv1.AddonLabel]}
+		if key.Name == "" || key.Namespace == "" || key == client.ObjectKeyFromObject(s.addon) {
+			continue
+		}
+		other := &capstanv1.Addon{}
+		if err := r.Client.Get(ctx, key, other); err != nil {
+			continue // gone, or not readable: nothing holds the object
+		}
+		for _, ref := range capstanv1.RefsOf(other.Status.Inventory) {
+			if ref.Key() == p.Ref.Key() {
+				p.ManagedBy = key.String()
+				break
+			}
+		}
+	}
 }
 
 // hookDigest is the digest of a hook's manifest, so a changed hook changes

@@ -40,9 +40,9 @@ type Verdict struct {
 // A Gate either decides (true) or passes the plan on to the next gate.
 type Gate func(State) (Verdict, bool)
 
-// Gates are the gates in order: problems, suspend, adoption, mass prune,
-// manual sync.
-var Gates = []Gate{Problems, Suspended, Adoption, MassPrune, ManualSync}
+// Gates are the gates in order: problems, suspend, another add-on's
+// objects, adoption, mass prune, manual sync.
+var Gates = []Gate{Problems, Suspended, OtherAddons, Adoption, MassPrune, ManualSync}
 
 // Decide runs the gates in order. A plan that passes them all is applied.
 func Decide(s State) Verdict {
@@ -62,6 +62,7 @@ const (
 	ReasonSuspended      = "Suspended"
 	ReasonAdoptChanges   = "AdoptionWouldChange"
 	ReasonExists         = "ObjectsExist"
+	ReasonOtherAddon     = "ManagedByAnotherAddon"
 	ReasonAwaitApproval  = "AwaitingApproval"
 	ReasonPruneApproval  = "PruneNeedsApproval"
 	ReasonApprovalStale  = "ApprovalStale"
@@ -96,6 +97,26 @@ func Suspended(s State) (Verdict, bool) {
 	}
 	return Verdict{Phase: capstanv1.PhaseSuspended, Reason: ReasonSuspended,
 		Message: "spec.suspend is true: the plan is written and nothing is applied (" + String(s.Plan) + ")"}, true
+}
+
+// OtherAddons blocks a plan that would take over objects another Addon
+// applied and still holds in its inventory, whatever spec.adopt says: two
+// add-ons that apply one object undo each other's changes on every sync,
+// and an uninstall of either deletes what the other still runs. Helm
+// refuses the same with its release's ownership metadata.
+func OtherAddons(s State) (Verdict, bool) {
+	var taken []capstanv1.PlannedObject
+	for _, o := range s.Plan.Objects {
+		if o.ManagedBy != "" {
+			taken = append(taken, o)
+		}
+	}
+	if len(taken) == 0 {
+		return Verdict{}, false
+	}
+	return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
+		Message: fmt.Sprintf("%d object(s) belong to another add-on, first %s of Addon %s; two add-ons cannot manage one object: give this one another spec.releaseName or spec.targetNamespace, or remove the object from the other add-on first",
+			len(taken), taken[0].Describe(), taken[0].ManagedBy)}, true
 }
 
 // Adoption blocks taking over objects that already run when that would

@@ -37,6 +37,10 @@ func TestDecide(t *testing.T) {
 	valuesErr := withPlan(func(p *capstanv1.Plan) {
 		p.ValuesErrors = []capstanv1.ValuesError{{Path: "/a", Rule: "type", Message: "want string"}}
 	})
+	otherAddon := withPlan(func(p *capstanv1.Plan) {
+		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionUpdate, Adopted: true, ManagedBy: "team/first"}}
+		p.Summary.Update = 1
+	})
 	dryRunErr := withPlan(func(p *capstanv1.Plan) {
 		p.Objects = []capstanv1.PlannedObject{{ObjectRef: ref, Action: capstanv1.ActionCreate, Error: "invalid"}}
 		p.Summary.Create = 1
@@ -61,6 +65,8 @@ func TestDecide(t *testing.T) {
 		{name: "adopting unchanged objects applies", state: State{Plan: adoptSame, Adopt: true}, apply: true},
 		{name: "adopting with changes blocks", state: State{Plan: adoptChange, Adopt: true}, phase: capstanv1.PhaseBlocked, reason: ReasonAdoptChanges},
 		{name: "allowAdoptChanges lets it through", state: State{Plan: adoptChange, Adopt: true, AllowAdoptChanges: true}, apply: true},
+		{name: "another add-on's object blocks even with adopt and allowAdoptChanges", state: State{Plan: otherAddon, Adopt: true, AllowAdoptChanges: true, ManualSync: true, SyncRequest: 1, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseBlocked, reason: ReasonOtherAddon},
+		{name: "suspend comes before another add-on's objects", state: State{Plan: otherAddon, Suspend: true}, phase: capstanv1.PhaseSuspended, reason: ReasonSuspended},
 		{name: "adoption comes before manual sync", state: State{Plan: adoptChange, Adopt: true, ManualSync: true, SyncRequest: 1, ApprovedPlan: "sha256:aaa"}, phase: capstanv1.PhaseBlocked, reason: ReasonAdoptChanges},
 		{name: "manual sync waits", state: State{Plan: create, ManualSync: true}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},
 		{name: "hooks alone are a pending change", state: State{Plan: hooksOnly, ManualSync: true}, phase: capstanv1.PhaseOutOfSync, reason: ReasonAwaitApproval},

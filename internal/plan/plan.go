@@ -27,6 +27,9 @@ type ObjectResult struct {
 	// Adopted is true when the object runs already and the add-on has not
 	// applied it before.
 	Adopted bool
+	// ManagedBy names another Addon that applied the object and still holds
+	// it in its inventory: "namespace/name".
+	ManagedBy string
 	// Error is the API server's message when the dry run failed.
 	Error string
 	// Unverified is true for a create the API server could not dry-run
@@ -79,7 +82,7 @@ func Build(in Input) *capstanv1.Plan {
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	budget := MaxTotalDiffBytes
 	for _, o := range in.Objects {
-		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, Error: o.Error}
+		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, ManagedBy: o.ManagedBy, Error: o.Error}
 		if o.Diff != "" {
 			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
 			if po.Diff != o.Diff {
@@ -98,7 +101,7 @@ func Build(in Input) *capstanv1.Plan {
 		if o.Ref.Kind == "Namespace" && o.Ref.APIVersion == "v1" && o.Ref.Name == in.EnsuredNamespace && o.Error == "" {
 			continue
 		}
-		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
+		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.ManagedBy, o.Error)
 	}
 	if n := unverified(in.Objects); n > 0 {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(

@@ -1,0 +1,62 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// TestAnotherAddonsObjectsAreNotTaken installs one chart as Addon first,
+// then the same chart, release name and namespace as Addon second, with
+// spec.adopt and allowAdoptChanges: second is Blocked, naming first, and
+// changes nothing. Once first is deleted (its objects left running, the
+// cluster profile's Orphan), nothing holds them, and second adopts them.
+func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "shared", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cm\ndata:\n  from: {{ .Values.from | default \"first\" | quote }}\n",
+	}})
+	same := func(s *capstanv1.AddonSpec) { s.ReleaseName = "same" }
+	first := create(t, newAddon(controllerNS, "first-"+ns, url, withTarget(ns), withSpec(same)))
+	waitPhase(t, first, capstanv1.PhaseSynced)
+
+	second := create(t, newAddon(controllerNS, "second-"+ns, url, withTarget(ns), withValues("from: second"), withSpec(func(s *capstanv1.AddonSpec) {
+		same(s)
+		s.Adopt, s.AllowAdoptChanges = true, true
+	})))
+	got := waitPhase(t, second, capstanv1.PhaseBlocked)
+	ready := condition(got, capstanv1.ConditionReady)
+	if ready.Reason != plan.ReasonOtherAddon || !strings.Contains(ready.Message, "Addon "+controllerNS+"/first-"+ns) {
+		t.Fatalf("second should be Blocked naming first; Ready is %s: %s", ready.Reason, ready.Message)
+	}
+	if o := got.Status.Plan.Objects; len(o) == 0 || o[0].ManagedBy != controllerNS+"/first-"+ns {
+		t.Errorf("the plan should name first on the object: %+v", o)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-cm"}, cm); err != nil || cm.Data["from"] != "first" {
+		t.Fatalf("first's ConfigMap changed while second was blocked: %v %v", cm.Data, err)
+	}
+
+	if err := admin.Delete(ctx, getAddon(t, first)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "first to be gone", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(first), &capstanv1.Addon{}))
+	})
+	// Nothing else changes second: its next look (the resync, or an edit)
+	// finds the objects free.
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	waitPhase(t, second, capstanv1.PhaseSynced)
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-cm"}, cm); err != nil || cm.Data["from"] != "second" {
+		t.Fatalf("second should have adopted the ConfigMap: %v %v", cm.Data, err)
+	}
+}
