@@ -43,6 +43,10 @@ type FetcherOptions struct {
 	// CABundle is PEM certificates to trust for chart repositories,
 	// registries and git, besides the system's.
 	CABundle []byte
+	// AllowFileGit allows file:// git URLs. A controller refuses them
+	// unless told, since they read its own disk; a person's CLI reads the
+	// person's own disk, as capstan render does.
+	AllowFileGit bool
 }
 
 // NewFetcher builds the fetcher a plan uses: guarded as the controller's
@@ -50,7 +54,7 @@ type FetcherOptions struct {
 func NewFetcher(cfg *rest.Config, o FetcherOptions) (*source.Fetcher, error) {
 	g := o.Guard
 	g.Deny = append(append([]string(nil), g.Deny...), netguard.APIServerDenyEntries(cfg.Host)...)
-	return source.NewFetcher(source.Options{Guard: g, CABundle: o.CABundle})
+	return source.NewFetcher(source.Options{Guard: g, CABundle: o.CABundle, AllowFileGit: o.AllowFileGit})
 }
 
 // Planner computes plans on demand with the identities of the person who

@@ -35,7 +35,9 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 			if err != nil {
 				return err
 			}
-			fopts := addons.FetcherOptions{Guard: guard}
+			// NOTE: file:// git reads this person's own disk, as capstan
+			// render does: the local git repository of capstan dev's samples.
+			fopts := addons.FetcherOptions{Guard: guard, AllowFileGit: true}
 			if caFile != "" {
 				if fopts.CABundle, err = os.ReadFile(caFile); err != nil {
 					return err

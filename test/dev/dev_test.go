@@ -246,6 +246,11 @@ func TestDevRunsTheWalkthroughAndStopsClean(t *testing.T) {
 		!strings.Contains(out, "nothing applied yet") {
 		t.Errorf("capstan addon get hello-kustomize --diff should show the ConfigMap to create and nothing applied yet:\n%s", out)
 	}
+	// capstan plan reads the samples' local git repository, as the
+	// controller of capstan dev does.
+	if out := capstan("plan", "hello"); !strings.Contains(out, "Plan sha256:") || !strings.Contains(out, "unchanged") {
+		t.Errorf("capstan plan hello should print the whole plan, nothing to change:\n%s", out)
+	}
 	capstan("addon", "sync", "hello-kustomize")
 	waitAddon(t, c, "hello-kustomize", "Ready after the sync", func(a *capstanv1.Addon) bool {
 		return a.Status.Phase == capstanv1.PhaseSynced && apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionReady)
