@@ -132,9 +132,13 @@ type AddonSpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 
 	// HookTimeout bounds how long one Helm hook may run. Default 10m.
+	// The rule checks the form before it reads the duration, so that a
+	// value such as 1d or 99999999999h gets the rule's message, not CEL's
+	// conversion error; at most 16 characters and 6 digits a part keep the
+	// sum of the parts within a duration's range.
 	// +kubebuilder:validation:Type=string
-	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.hookTimeout must be more than 0s and at most 24h"
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}(\\\\.[0-9]{1,9})?(ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.hookTimeout must be a duration such as 90s, 10m or 1h30m: more than 0s and at most 24h"
 	// +optional
 	HookTimeout *metav1.Duration `json:"hookTimeout,omitempty"`
 
@@ -164,7 +168,10 @@ type AddonSpec struct {
 	// HealthTimeout is how long after an apply every applied object may
 	// take to be Current (kstatus): past it, the add-on is Failed with the
 	// objects that are not. Unset waits as long as it takes.
-	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.healthTimeout must be more than 0s and at most 24h"
+	// The rule reads as HookTimeout's.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]{1,6}(\\\\.[0-9]{1,9})?(ms|s|m|h))+$') && duration(self) > duration('0s') && duration(self) <= duration('24h')",message="spec.healthTimeout must be a duration such as 90s, 10m or 1h30m: more than 0s and at most 24h"
 	// +optional
 	HealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 

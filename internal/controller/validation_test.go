@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,6 +69,33 @@ func TestAPIServerRefusesABadInventoryEntry(t *testing.T) {
 		err := admin.Status().Patch(ctx, a.DeepCopy(), client.RawPatch(types.MergePatchType, patch))
 		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "status.inventory") {
 			t.Errorf("%s: got %v, want an Invalid error naming status.inventory", entry, err)
+		}
+	}
+}
+
+// TestAPIServerExplainsBadDurations sends durations the CRD must refuse,
+// and ones it must take, for spec.hookTimeout and spec.healthTimeout: each
+// refusal carries the rule's message, never CEL's conversion error (which
+// a value such as 1d, or one past a duration's range, used to give).
+func TestAPIServerExplainsBadDurations(t *testing.T) {
+	for _, field := range []string{"hookTimeout", "healthTimeout"} {
+		for value, ok := range map[string]bool{
+			"1d": false, "99999999999h": false, "9999999h": false, "-1s": false, "0s": false, "25h": false, "10 m": false,
+			"90s": true, "1h30m": true, "1.5h": true, "24h": true, "500ms": true,
+		} {
+			a := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": capstanv1.GroupVersion.String(), "kind": "Addon",
+				"metadata": map[string]any{"namespace": "default", "name": "durations"},
+				"spec":     map[string]any{"git": map[string]any{"url": "https://git.example/repo.git", "path": "web"}, field: value},
+			}}
+			err := admin.Create(context.Background(), a, client.DryRunAll)
+			switch {
+			case ok && err != nil:
+				t.Errorf("%s %q was refused: %v", field, value, err)
+			case !ok && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec."+field+" must be a duration such as 90s") ||
+				strings.Contains(err.Error(), "conversion")):
+				t.Errorf("%s %q: %v; want the rule's message alone", field, value, err)
+			}
 		}
 	}
 }
