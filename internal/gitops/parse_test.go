@@ -132,6 +132,8 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"two sources", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ngit: {path: a}\n", "addons/a.yaml:3: git: set exactly one source"},
 		{"http chart repo", "addons/a.yaml", "name: a\nhelm:\n  repo: http://x\n  chart: c\n", "addons/a.yaml:3: helm.repo"},
 		{"url with version", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  version: 1.0.0\n", "addons/a.yaml:4: helm.version: cannot be set with helm.url"},
+		{"bad version range", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: \">=1.0.0 <<2\"\n", "addons/a.yaml:5: helm.version: \">=1.0.0 <<2\" is neither a version nor a semver range"},
+		{"not a version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: not-a-version\n", "addons/a.yaml:4: helm.version: \"not-a-version\" is neither"},
 		{"oci without version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n", "addons/a.yaml:3: helm.oci: an oci chart needs a version"},
 		{"bad digest", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  digest: md5:1\n", "addons/a.yaml:4: helm.digest"},
 		{"bad deletion policy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndeletionPolicy: Keep\n", "addons/a.yaml:3: deletionPolicy: must be Orphan or Delete"},

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -196,6 +197,13 @@ func (r *rules) helm(h *HelmSource) {
 	}
 	if len(h.Version) > maxVersion {
 		r.fail(fmt.Sprintf("is longer than %d characters", maxVersion), "helm", "version")
+	} else if h.Version != "" && h.URL == "" {
+		// The controller resolves a repository's or a registry's version
+		// as a semver constraint; what it cannot parse fails there, so it
+		// fails here first.
+		if _, err := semver.NewConstraint(h.Version); err != nil {
+			r.fail(fmt.Sprintf("%q is neither a version nor a semver range, such as 1.2.3 or \">=1.2.0 <2.0.0\" (%v)", h.Version, err), "helm", "version")
+		}
 	}
 	if h.Digest != "" && !sha256Digest.MatchString(h.Digest) {
 		r.fail("must be sha256: followed by 64 lowercase hex digits", "helm", "digest")
