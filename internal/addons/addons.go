@@ -242,6 +242,11 @@ func reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
 	case len(p.Violations) > 0 || len(p.ValuesErrors) > 0:
 		return nil, fmt.Errorf("%w by %d guardrail violation(s) and %d values error(s); fix them, then review the new plan", ErrPlanBlocked, len(p.Violations), len(p.ValuesErrors))
 	}
+	for _, o := range p.Objects {
+		if o.ManagedBy != "" {
+			return nil, fmt.Errorf("%w: %s belongs to Addon %s; see the Addon's Ready condition for what to do", ErrPlanBlocked, o.Describe(), o.ManagedBy)
+		}
+	}
 	return p, nil
 }
 

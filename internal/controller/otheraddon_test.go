@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -40,6 +42,9 @@ func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
 	}
 	if o := got.Status.Plan.Objects; len(o) == 0 || o[0].ManagedBy != controllerNS+"/first-"+ns {
 		t.Errorf("the plan should name first on the object: %+v", o)
+	}
+	if _, err := addons.Approve(ctx, admin, client.ObjectKeyFromObject(second), ""); !errors.Is(err, addons.ErrPlanBlocked) {
+		t.Errorf("approving second's plan: %v; want it refused as blocked", err)
 	}
 	cm := &corev1.ConfigMap{}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-cm"}, cm); err != nil || cm.Data["from"] != "first" {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -127,17 +129,22 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 }
 
 // markOtherAddons names, on each object the preview read, another Addon
-// that applied it (its owner labels say so) and still holds it in its
-// inventory, for the OtherAddons gate: an object to adopt, or one of this
-// add-on's own that the other's apply took since (two add-ons created at
-// once can both create it). An Addon that is gone, or that let the object
-// go, holds nothing: the object can be adopted as any other. The Addons
-// are read from the manager's cache.
+// that applied it (its owner labels say so), targets the same cluster and
+// still holds it in its inventory, for the OtherAddons gate: an object to
+// adopt, or one of this add-on's own that the other's apply took since
+// (two add-ons created at once can both create it; the one whose labels
+// the object no longer carries is blocked). An Addon that is gone, or that
+// let the object go, holds nothing: the object can be adopted as any
+// other. Kinds an uninstall never deletes (CRDs, Namespaces, volumes) are
+// left out: two add-ons may share them without either deleting them, and
+// a CRD moved to an add-on of its own stays in the first one's inventory.
+// The Addons are read from the manager's cache, and from the API server
+// when the cache has not one (a shard's cache holds only its own).
 func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
 	for i := range s.previews {
 		p := &s.previews[i]
 		live := s.live[p.Ref.Key()]
-		if live == nil {
+		if live == nil || !apply.Deletable(p.Ref) {
 			continue
 		}
 		labels := live.GetLabels()
@@ -146,8 +153,12 @@ func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
 			continue
 		}
 		other := &capstanv1.Addon{}
-		if err := r.Client.Get(ctx, key, other); err != nil {
-			continue // gone, or not readable: nothing holds the object
+		err := r.Client.Get(ctx, key, other)
+		if apierrors.IsNotFound(err) && r.APIReader != nil {
+			err = r.APIReader.Get(ctx, key, other)
+		}
+		if err != nil || !equality.Semantic.DeepEqual(other.Spec.KubeConfig, s.addon.Spec.KubeConfig) {
+			continue // gone, or another cluster's: nothing here holds the object
 		}
 		for _, ref := range capstanv1.RefsOf(other.Status.Inventory) {
 			if ref.Key() == p.Ref.Key() {

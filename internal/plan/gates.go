@@ -115,7 +115,7 @@ func OtherAddons(s State) (Verdict, bool) {
 		return Verdict{}, false
 	}
 	return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonOtherAddon,
-		Message: fmt.Sprintf("%d object(s) belong to another add-on, first %s of Addon %s; two add-ons cannot manage one object: give this one another spec.releaseName or spec.targetNamespace, or remove the object from the other add-on first",
+		Message: fmt.Sprintf("%d object(s) belong to another add-on, first %s of Addon %s, which holds it in its inventory; two add-ons cannot manage one object, and an uninstall of that one would delete it. Give this add-on another spec.releaseName or spec.targetNamespace; or, to move the object here, first take it out of the other add-on: leave it out of its render with spec.prune: true there (which deletes it; this add-on then creates it anew), or delete that Addon with deletionPolicy Orphan",
 			len(taken), taken[0].Describe(), taken[0].ManagedBy)}, true
 }
 
@@ -161,8 +161,8 @@ func MassPrune(s State) (Verdict, bool) {
 		return Verdict{}, false // approved: the manual-sync gate applies it
 	}
 	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
-		Message: fmt.Sprintf("this plan deletes %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: set spec.approvedPlan to %s and raise spec.syncRequest, or run `capstan addon sync`",
-			del, s.Inventory, s.PruneThreshold*100, s.Plan.Hash)}, true
+		Message: fmt.Sprintf("this plan deletes %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
+			del, s.Inventory, s.PruneThreshold*100, approveHow(s))}, true
 }
 
 // ManualSync holds a plan with pending changes until a sync request approves

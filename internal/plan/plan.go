@@ -95,13 +95,15 @@ func Build(in Input) *capstanv1.Plan {
 		// The inventory names every applied object, and the Addon stays
 		// small: every status write costs the API server in proportion to
 		// its size. `capstan plan` (Full) lists every object.
-		if in.Full || o.Action != capstanv1.ActionUnchanged || o.Adopted || o.Error != "" {
+		if in.Full || o.Action != capstanv1.ActionUnchanged || o.Adopted || o.ManagedBy != "" || o.Error != "" {
 			p.Objects = append(p.Objects, po)
 		}
 		if o.Ref.Kind == "Namespace" && o.Ref.APIVersion == "v1" && o.Ref.Name == in.EnsuredNamespace && o.Error == "" {
 			continue
 		}
-		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.ManagedBy, o.Error)
+		// NOTE: ManagedBy is left out: who holds an object depends on who
+		// may read the other Addon, and the gate blocks such a plan anyway.
+		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
 	}
 	if n := unverified(in.Objects); n > 0 {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
