@@ -2,7 +2,10 @@ package controller
 
 import (
 	"cmp"
+	"encoding/json"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -38,14 +41,30 @@ type masker struct {
 }
 
 // newMasker hides values, the longest first, so that a value that holds
-// another is hidden whole.
+// another is hidden whole. Each value is searched for as it is and in the
+// forms a message quotes it in: Go's %q and JSON escape quotes,
+// backslashes and control characters (the API server quotes an invalid
+// value with %q), and each line of a value of several lines (a key in PEM)
+// may show alone.
 func newMasker(secrets []string) *masker {
 	var keep []string
-	for _, v := range secrets {
-		if len(v) < minMaskedLen || v == "true" || v == "false" {
-			continue
+	add := func(v string) {
+		if len(v) >= minMaskedLen && v != "true" && v != "false" {
+			keep = append(keep, v)
 		}
-		keep = append(keep, v)
+	}
+	for _, v := range secrets {
+		add(v)
+		quoted := strconv.Quote(v)
+		add(quoted[1 : len(quoted)-1])
+		if j, err := json.Marshal(v); err == nil {
+			add(string(j[1 : len(j)-1]))
+		}
+		if strings.Contains(v, "\n") {
+			for line := range strings.SplitSeq(v, "\n") {
+				add(strings.TrimSpace(line))
+			}
+		}
 	}
 	if len(keep) == 0 {
 		return nil
@@ -59,17 +78,34 @@ func newMasker(secrets []string) *masker {
 	return &masker{r: strings.NewReplacer(pairs...)}
 }
 
-// String returns text with every secret value hidden.
+// String returns text with every secret value hidden. A plan's hash
+// (sha256: and 64 hex digits) is left whole, whatever digits a value
+// shares with it: a person copies it to approve the plan.
 func (m *masker) String(text string) string {
 	if m == nil {
 		return text
 	}
-	return m.r.Replace(text)
+	hashes := planHash.FindAllStringIndex(text, -1)
+	if hashes == nil {
+		return m.r.Replace(text)
+	}
+	var b strings.Builder
+	last := 0
+	for _, h := range hashes {
+		b.WriteString(m.r.Replace(text[last:h[0]]))
+		b.WriteString(text[h[0]:h[1]])
+		last = h[1]
+	}
+	b.WriteString(m.r.Replace(text[last:]))
+	return b.String()
 }
+
+// planHash is a plan's or a digest's hash in a message.
+var planHash = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 
 // Holds reports whether text holds a secret value.
 func (m *masker) Holds(text string) bool {
-	return m != nil && m.r.Replace(text) != text
+	return m != nil && m.String(text) != text
 }
 
 // holder is Holds, or nil for a nil masker, so that a diff with nothing to
