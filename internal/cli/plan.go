@@ -13,6 +13,7 @@ import (
 func newPlanCommand() *cobra.Command {
 	f := &clusterFlags{}
 	var controllerNS, caFile, output string
+	var allowFileGit bool
 	var guard netguard.Config
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
@@ -35,9 +36,7 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 			if err != nil {
 				return err
 			}
-			// NOTE: file:// git reads this person's own disk, as capstan
-			// render does: the local git repository of capstan dev's samples.
-			fopts := addons.FetcherOptions{Guard: guard, AllowFileGit: true}
+			fopts := addons.FetcherOptions{Guard: guard, AllowFileGit: allowFileGit}
 			if caFile != "" {
 				if fopts.CABundle, err = os.ReadFile(caFile); err != nil {
 					return err
@@ -63,6 +62,9 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 	cmd.Flags().StringVar(&controllerNS, "controller-namespace", "capstan-system", "The controller's namespace: its Addons use the cluster profile.")
 	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the plan")
+	// NOTE: off by default: whoever wrote the Addon chose its URL, and a
+	// file:// one would read the disk of the person who plans it.
+	cmd.Flags().BoolVar(&allowFileGit, "allow-file-git", false, "Read file:// git repositories from this machine's disk, such as capstan dev's samples.")
 	guard.AddFlags(cmd.Flags())
 	return cmd
 }

@@ -133,7 +133,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"http chart repo", "addons/a.yaml", "name: a\nhelm:\n  repo: http://x\n  chart: c\n", "addons/a.yaml:3: helm.repo"},
 		{"url with version", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  version: 1.0.0\n", "addons/a.yaml:4: helm.version: cannot be set with helm.url"},
 		{"bad version range", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: \">=1.0.0 <<2\"\n", "addons/a.yaml:5: helm.version: \">=1.0.0 <<2\" is neither a version nor a semver range"},
-		{"not a version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: not-a-version\n", "addons/a.yaml:4: helm.version: \"not-a-version\" is neither"},
+		{"not a version", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: not-a-version\n", "addons/a.yaml:5: helm.version: \"not-a-version\" is neither"},
+		{"oci bad range", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: \">=1 <<2\"\n", "addons/a.yaml:4: helm.version: \">=1 <<2\" is neither"},
+		{"hook timeout past its digits", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 0000001h\n", "addons/a.yaml:3: hookTimeout"},
 		{"oci without version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n", "addons/a.yaml:3: helm.oci: an oci chart needs a version"},
 		{"bad digest", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  digest: md5:1\n", "addons/a.yaml:4: helm.digest"},
 		{"bad deletion policy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndeletionPolicy: Keep\n", "addons/a.yaml:3: deletionPolicy: must be Orphan or Delete"},
@@ -269,4 +271,20 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error without problems: %v", err)
 		}
 	})
+}
+
+// TestParseTakesWhatTheControllerTakes checks versions and timeouts the
+// controller accepts: an OCI chart's plain tag, pulled as it is, a range,
+// and the longest hook timeout the CRD allows.
+func TestParseTakesWhatTheControllerTakes(t *testing.T) {
+	for _, src := range []string{
+		"name: a\nhelm:\n  oci: oci://r/c\n  version: latest\n",
+		"name: a\nhelm:\n  oci: oci://r/c\n  version: \">=1.0.0 <2.0.0\"\n",
+		"name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: v1.10.2\n",
+		"name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 23h59m59.5s\n",
+	} {
+		if _, err := Parse("addons/a.yaml", []byte(src)); err != nil {
+			t.Errorf("refused:\n%s\n%v", src, err)
+		}
+	}
 }

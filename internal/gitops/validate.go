@@ -9,18 +9,22 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
+
+	"capstan.dev/capstan/internal/source"
 )
 
 // The rules below mirror the Addon CRD's validation, so that a definition the
 // parser accepts is one the API server accepts too, and every mistake is
 // reported with its line instead of as a failed apply.
 var (
-	dnsLabel       = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	chartName      = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
-	ociReference   = regexp.MustCompile(`^oci://[^/]+/.+`)
-	sha256Digest   = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
-	valuesKey      = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	durationSyntax = regexp.MustCompile(`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`)
+	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	chartName    = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
+	ociReference = regexp.MustCompile(`^oci://[^/]+/.+`)
+	sha256Digest = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	valuesKey    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	// durationSyntax and maxDurationLen are the CRD's rule for the
+	// timeouts: at most 6 digits a part and 16 characters.
+	durationSyntax = regexp.MustCompile(`^([0-9]{1,6}(\.[0-9]{1,9})?(ms|s|m|h))+$`)
 	scpLikeGitURL  = regexp.MustCompile(`^[A-Za-z0-9._-]+@[^:]+:.+$`)
 )
 
@@ -32,6 +36,7 @@ const (
 	maxCategory    = 63
 	maxURL         = 2048
 	maxVersion     = 128
+	maxDurationLen = 16
 	maxRevision    = 255
 	maxGitPath     = 1024
 	maxValuesFrom  = 64
@@ -144,7 +149,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 	}
 	if def.HookTimeout != "" {
 		d, err := time.ParseDuration(def.HookTimeout)
-		if err != nil || !durationSyntax.MatchString(def.HookTimeout) || d <= 0 || d > maxHookTimeout {
+		if err != nil || len(def.HookTimeout) > maxDurationLen || !durationSyntax.MatchString(def.HookTimeout) || d <= 0 || d > maxHookTimeout {
 			r.fail(fmt.Sprintf("%q is not a duration between 0s and 24h such as 10m or 1h30m", def.HookTimeout), "hookTimeout")
 		}
 	}
@@ -197,10 +202,10 @@ func (r *rules) helm(h *HelmSource) {
 	}
 	if len(h.Version) > maxVersion {
 		r.fail(fmt.Sprintf("is longer than %d characters", maxVersion), "helm", "version")
-	} else if h.Version != "" && h.URL == "" {
-		// The controller resolves a repository's or a registry's version
-		// as a semver constraint; what it cannot parse fails there, so it
-		// fails here first.
+	} else if h.Version != "" && h.URL == "" && (h.OCI == "" || !source.IsOCITag(h.Version)) {
+		// The controller resolves a repository's version, and a registry's
+		// that is not a plain tag, as a semver constraint; what it cannot
+		// parse fails there, so it fails here first.
 		if _, err := semver.NewConstraint(h.Version); err != nil {
 			r.fail(fmt.Sprintf("%q is neither a version nor a semver range, such as 1.2.3 or \">=1.2.0 <2.0.0\" (%v)", h.Version, err), "helm", "version")
 		}

@@ -321,7 +321,7 @@ func (f *Fetcher) gitAuth(ctx context.Context, ep *transport.Endpoint, creds *Cr
 	switch ep.Protocol {
 	case "file":
 		if !f.opts.AllowFileGit {
-			return nil, errors.New("spec.git.url: file:// repositories are not allowed here; they read the controller's own disk (a controller run with --allow-file-git, for development, allows them)")
+			return nil, errors.New("spec.git.url: file:// repositories are not allowed here; they read the controller's own disk (--allow-file-git, for development, allows them)")
 		}
 		if creds != nil {
 			return nil, errors.New("spec.git.secretRef: a file:// repository takes no credentials")

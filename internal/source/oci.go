@@ -170,6 +170,11 @@ func statusCode(msg string, codes ...string) bool {
 	return false
 }
 
+// IsOCITag reports whether an OCI chart's spec.chart.version is a plain
+// tag, pulled as it is, rather than a semver range resolved against the
+// registry's tags.
+func IsOCITag(v string) bool { return isExactVersion(v) }
+
 // isExactVersion reports whether a version is a plain tag rather than a range.
 func isExactVersion(v string) bool {
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil {
