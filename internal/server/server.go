@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -107,6 +108,12 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/suspend", s.suspend(true))
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/resume", s.suspend(false))
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(r, api, mux); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			writeError(w, apiError{Code: http.StatusMethodNotAllowed, Reason: "MethodNotAllowed",
+				Message: fmt.Sprintf("%s is not allowed on %s; it takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+			return
+		}
 		writeError(w, apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such API path: " + r.URL.Path})
 	})
 	mux.Handle("/api/", s.authenticate(api))
@@ -118,6 +125,31 @@ func (s *Server) Handler() http.Handler {
 		_, _ = w.Write(openAPI)
 	})
 	return mux
+}
+
+// apiMethods are the methods the API's routes use.
+var apiMethods = []string{http.MethodGet, http.MethodPost, http.MethodPatch, http.MethodDelete}
+
+// allowedMethods lists the methods that some route of muxes takes for r's
+// path, other than the catch-all "/api/": a path the API has, asked with a
+// method it does not take, is answered 405 with them, not 404. The
+// catch-all, which matches every method, would otherwise hide them.
+func allowedMethods(r *http.Request, muxes ...*http.ServeMux) []string {
+	var allow []string
+	for _, m := range apiMethods {
+		if m == r.Method {
+			continue
+		}
+		probe := r.Clone(r.Context())
+		probe.Method = m
+		for _, mux := range muxes {
+			if _, pattern := mux.Handler(probe); pattern != "" && pattern != "/api/" {
+				allow = append(allow, m)
+				break
+			}
+		}
+	}
+	return allow
 }
 
 // Run serves the handler on addr with TLS until ctx ends, then shuts down
