@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -234,6 +235,11 @@ func reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
 	p := a.Status.Plan
 	switch {
 	case p == nil:
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil && a.Status.Phase == capstanv1.PhaseFailed {
+			// A failure before the plan (a fetch, a render) leaves none to
+			// come: waiting would not help.
+			return nil, fmt.Errorf("%w: the add-on failed before it could be planned (%s: %s); fix that, and a plan follows", ErrNoPlan, c.Reason, c.Message)
+		}
 		return nil, fmt.Errorf("%w; wait for the controller, or check its phase with `capstan addon get %s`", ErrNoPlan, a.Name)
 	case p.Generation != a.Generation:
 		return nil, fmt.Errorf("%w: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", ErrStalePlan, p.Generation, a.Generation)

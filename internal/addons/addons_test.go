@@ -1,8 +1,12 @@
 package addons
 
 import (
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -19,5 +23,21 @@ func TestReplaceTargets(t *testing.T) {
 	}
 	if from[1].Name != "old" {
 		t.Error("replaceTargets changed its input")
+	}
+}
+
+// TestReviewableSaysWhyNoPlanComes checks that an approval of an add-on
+// that failed before its plan says why, rather than to wait.
+func TestReviewableSaysWhyNoPlanComes(t *testing.T) {
+	a := &capstanv1.Addon{}
+	a.Name = "y"
+	if _, err := reviewable(a, ""); !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "wait for the controller") {
+		t.Errorf("a new add-on: %v; want to wait", err)
+	}
+	a.Status.Phase = capstanv1.PhaseFailed
+	a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "RenderFailed", Message: "template: bad"}}
+	_, err := reviewable(a, "")
+	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "RenderFailed: template: bad") || strings.Contains(err.Error(), "wait for the controller") {
+		t.Errorf("a failed add-on: %v; want the failure named", err)
 	}
 }

@@ -69,6 +69,10 @@ func newAddonListCommand() *cobra.Command {
 			if err := c.List(cmd.Context(), &list, opts...); err != nil {
 				return err
 			}
+			if len(list.Items) == 0 && !all {
+				fmt.Fprintf(cmd.OutOrStdout(), "No Addons in namespace %s.\n", f.namespace)
+				return nil
+			}
 			return printAddonList(cmd.OutOrStdout(), list.Items)
 		},
 	}
@@ -78,6 +82,12 @@ func newAddonListCommand() *cobra.Command {
 }
 
 func printAddonList(w io.Writer, items []capstanv1.Addon) error {
+	if len(items) == 0 {
+		// NOTE: a bare header would leave a person to wonder whether the
+		// namespace was the one meant.
+		_, err := fmt.Fprintln(w, "No Addons found.")
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tSOURCE\tVERSION\tREADY\tMESSAGE")
 	for _, a := range items {

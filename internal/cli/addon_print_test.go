@@ -55,3 +55,15 @@ func TestPrintAddonSaysWhenNothingIsApplied(t *testing.T) {
 		t.Errorf("after an apply, output lacks %q:\n%s", want, b.String())
 	}
 }
+
+// TestPrintAddonListSaysWhenEmpty checks that an empty list is said, not
+// shown as a bare header.
+func TestPrintAddonListSaysWhenEmpty(t *testing.T) {
+	var b bytes.Buffer
+	if err := printAddonList(&b, nil); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != "No Addons found.\n" {
+		t.Errorf("printed %q", b.String())
+	}
+}

@@ -40,6 +40,9 @@ type Add struct {
 
 // Check refuses an add whose name cannot name an Addon.
 func (a *Add) Check() error {
+	if a.Name == "" {
+		return refuse("name", `the body names no add-on: send {"name": "...", "spec": {...}}, with the Addon's name and spec`)
+	}
 	if errs := validation.IsDNS1123Subdomain(a.Name); len(errs) > 0 {
 		return refuse("name", "name %q: %s", a.Name, strings.Join(errs, "; "))
 	}
