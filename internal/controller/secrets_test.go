@@ -57,28 +57,38 @@ data:
 	waitPhase(t, got, capstanv1.PhaseSynced)
 
 	// A new value: the plan shows the Secret's key as changed, no value.
-	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
-		cur := &corev1.Secret{}
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(values), cur); err != nil {
-			return false
-		}
-		cur.StringData = map[string]string{"password": second}
-		return admin.Update(ctx, cur) == nil
-	})
-	got = waitFor(t, a, 60*time.Second, "a plan for the new value", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Summary.Update > 0
-	})
-	var diff string
-	for _, o := range got.Status.Plan.Objects {
-		if o.Kind == "Secret" {
-			diff = o.Diff
-		}
-	}
+	got, diff := planNewValue(t, a, values, "password", second, "Secret")
 	if !strings.Contains(diff, "+  password: '(hidden: new value)'") {
 		t.Fatalf("the Secret's changed key should be shown as changed:\n%s", diff)
 	}
 	assertNotShown(t, got, first)
 	assertNotShown(t, got, second)
+}
+
+// planNewValue sets key of the values Secret to value, waits for the
+// Addon's plan of the change, and returns the Addon and the diff of its
+// object of kind.
+func planNewValue(t *testing.T, a *capstanv1.Addon, values *corev1.Secret, key, value, kind string) (*capstanv1.Addon, string) {
+	t.Helper()
+	ctx := context.Background()
+	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
+		cur := &corev1.Secret{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(values), cur); err != nil {
+			return false
+		}
+		cur.StringData = map[string]string{key: value}
+		return admin.Update(ctx, cur) == nil
+	})
+	got := waitFor(t, a, 60*time.Second, "a plan for the new value", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Summary.Update > 0
+	})
+	var diff string
+	for _, o := range got.Status.Plan.Objects {
+		if o.Kind == kind {
+			diff = o.Diff
+		}
+	}
+	return got, diff
 }
 
 func assertNotShown(t *testing.T, a *capstanv1.Addon, secret string) {
@@ -155,23 +165,7 @@ data:
 	got := waitPhase(t, data, capstanv1.PhaseOutOfSync)
 	got = update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
 	waitPhase(t, got, capstanv1.PhaseSynced)
-	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
-		cur := &corev1.Secret{}
-		if err := admin.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
-			return false
-		}
-		cur.StringData = map[string]string{"message": second}
-		return admin.Update(ctx, cur) == nil
-	})
-	got = waitFor(t, data, 60*time.Second, "a plan for the new value", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Summary.Update > 0
-	})
-	var diff string
-	for _, o := range got.Status.Plan.Objects {
-		if o.Kind == "ConfigMap" {
-			diff = o.Diff
-		}
-	}
+	got, diff := planNewValue(t, data, in, "message", second, "ConfigMap")
 	if !strings.Contains(diff, "-  message: '(hidden: old value)'") || !strings.Contains(diff, "+  message: '(hidden: new value)'") {
 		t.Fatalf("the ConfigMap's diff should show the message changed, both values hidden:\n%s", diff)
 	}

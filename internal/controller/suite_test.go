@@ -40,6 +40,7 @@ import (
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // The shared fixtures of this package's integration tests: one control
@@ -157,24 +158,7 @@ func setupSuite() error {
 }
 
 // logSink keeps the controller's log, so tests can search it for secrets.
-var logSink = &syncBuffer{}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+var logSink = &testcontroller.SyncBuffer{}
 
 // chartServer serves chart archives over https on loopback, and is an OCI
 // registry at /v2/ (go-containerregistry's).

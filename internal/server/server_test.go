@@ -42,6 +42,7 @@ import (
 	"capstan.dev/capstan/internal/server"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 var (
@@ -49,25 +50,8 @@ var (
 	admin   client.Client
 	kube    kubernetes.Interface
 	api     *httptest.Server
-	apiLog  = &syncBuffer{}
+	apiLog  = &testcontroller.SyncBuffer{}
 )
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func TestMain(m *testing.M) {
 	testcluster.Main(m, func(c *testcluster.Cluster) {

@@ -15,7 +15,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,7 +72,7 @@ type devRun struct {
 	tmp            string // its TMPDIR, where the control plane's folder goes
 	bin            string
 	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
+	stdout, stderr *testcontroller.SyncBuffer
 	done           chan struct{}
 	waitErr        error
 }
@@ -88,7 +87,7 @@ func startDev(t *testing.T, args ...string) *devRun {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	r := &devRun{root: root, tmp: filepath.Join(root, "tmp"), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	r := &devRun{root: root, tmp: filepath.Join(root, "tmp"), stdout: &testcontroller.SyncBuffer{}, stderr: &testcontroller.SyncBuffer{}, done: make(chan struct{})}
 	for _, d := range []string{r.tmp, filepath.Join(root, "home")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			t.Fatal(err)
@@ -397,22 +396,4 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// syncBuffer is a bytes.Buffer that a process writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
