@@ -69,11 +69,11 @@ func newAddonListCommand() *cobra.Command {
 			if err := c.List(cmd.Context(), &list, opts...); err != nil {
 				return err
 			}
-			if len(list.Items) == 0 && !all {
-				fmt.Fprintf(cmd.OutOrStdout(), "No Addons in namespace %s.\n", f.namespace)
-				return nil
+			where := ""
+			if !all {
+				where = " in namespace " + f.namespace
 			}
-			return printAddonList(cmd.OutOrStdout(), list.Items)
+			return printAddonList(cmd.OutOrStdout(), list.Items, where)
 		},
 	}
 	f.add(cmd)
@@ -81,11 +81,12 @@ func newAddonListCommand() *cobra.Command {
 	return cmd
 }
 
-func printAddonList(w io.Writer, items []capstanv1.Addon) error {
+// printAddonList prints items as a table, or says that there are none
+// where they were looked for ("" for everywhere): a bare header would leave
+// a person to wonder whether the namespace was the one meant.
+func printAddonList(w io.Writer, items []capstanv1.Addon, where string) error {
 	if len(items) == 0 {
-		// NOTE: a bare header would leave a person to wonder whether the
-		// namespace was the one meant.
-		_, err := fmt.Fprintln(w, "No Addons found.")
+		_, err := fmt.Fprintf(w, "No Addons found%s.\n", where)
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

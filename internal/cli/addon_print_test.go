@@ -60,7 +60,7 @@ func TestPrintAddonSaysWhenNothingIsApplied(t *testing.T) {
 // shown as a bare header.
 func TestPrintAddonListSaysWhenEmpty(t *testing.T) {
 	var b bytes.Buffer
-	if err := printAddonList(&b, nil); err != nil {
+	if err := printAddonList(&b, nil, ""); err != nil {
 		t.Fatal(err)
 	}
 	if b.String() != "No Addons found.\n" {

@@ -27,6 +27,5 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 			return nil, s.mask().Error(err)
 		}
 	}
-	s.mask().Plan(s.plan)
 	return s.plan, nil
 }

@@ -139,18 +139,6 @@ type maskedError struct {
 func (e *maskedError) Error() string { return e.msg }
 func (e *maskedError) Unwrap() error { return e.err }
 
-// Status hides secret values in the free text of st: condition messages,
-// and the plan's diffs, errors, violations, values errors and notices.
-func (m *masker) Status(st *capstanv1.AddonStatus) {
-	if m == nil || st == nil {
-		return
-	}
-	for i := range st.Conditions {
-		st.Conditions[i].Message = m.String(st.Conditions[i].Message)
-	}
-	m.Plan(st.Plan)
-}
-
 // Plan hides secret values in the free text of p.
 func (m *masker) Plan(p *capstanv1.Plan) {
 	if m == nil || p == nil {

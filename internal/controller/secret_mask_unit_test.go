@@ -40,7 +40,8 @@ func TestMaskerHidesLongValuesWhole(t *testing.T) {
 			Notices:      []capstanv1.Notice{{Message: "saw hunter2"}},
 		},
 	}
-	m.Status(st)
+	st.Conditions[0].Message = m.String(st.Conditions[0].Message)
+	m.Plan(st.Plan)
 	p := st.Plan
 	for _, got := range []string{st.Conditions[0].Message, p.Objects[0].Diff, p.Objects[0].Error, p.Violations[0].Message, p.ValuesErrors[0].Message, p.Notices[0].Message} {
 		if m.Holds(got) {

@@ -26,9 +26,10 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		return nil
 	}
 	addon := s.addon
+	// Every condition's message is the outcome's; the plan was masked
+	// where it was built.
 	s.outcome.Message = s.mask().String(s.outcome.Message)
 	setConditions(&addon.Status, addon.Generation, s.outcome)
-	s.mask().Status(&addon.Status)
 	addon.Status.Profile = s.profile
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
 	if r.holdApplyRecord(s) {
@@ -116,7 +117,6 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone
-	s.mask().Plan(st.Plan)
 	if st.Phase == "" {
 		// The first write of a new add-on: say what it does meanwhile.
 		setConditions(st, s.addon.Generation, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying,

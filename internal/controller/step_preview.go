@@ -67,6 +67,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.kubeConfig", Message: "installs into the remote cluster " + s.cluster.server + " as " + s.cluster.as})
 	}
 	s.plan = plan.Build(in)
+	// The plan's text is masked once, here: the status, its checkpoints
+	// and the plan on demand all carry this plan.
+	s.mask().Plan(s.plan)
 	s.addon.Status.Plan = s.plan
 	return false, nil
 }

@@ -63,7 +63,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	switch {
 	case manifest != "":
 		pullRef = repoRef + "@" + manifest
-	case isExactVersion(version):
+	case IsOCITag(version):
 		pullRef = repoRef + ":" + strings.ReplaceAll(version, "+", "_")
 	default:
 		if _, err := semver.NewConstraint(version); err != nil {
@@ -173,10 +173,7 @@ func statusCode(msg string, codes ...string) bool {
 // IsOCITag reports whether an OCI chart's spec.chart.version is a plain
 // tag, pulled as it is, rather than a semver range resolved against the
 // registry's tags.
-func IsOCITag(v string) bool { return isExactVersion(v) }
-
-// isExactVersion reports whether a version is a plain tag rather than a range.
-func isExactVersion(v string) bool {
+func IsOCITag(v string) bool {
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil {
 		return true
 	}

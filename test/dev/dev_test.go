@@ -70,7 +70,6 @@ func run(m *testing.M) int {
 type devRun struct {
 	root           string // the test's folder: TMPDIR and HOME
 	tmp            string // its TMPDIR, where the control plane's folder goes
-	bin            string
 	cmd            *exec.Cmd
 	stdout, stderr *testcontroller.SyncBuffer
 	done           chan struct{}
@@ -93,8 +92,7 @@ func startDev(t *testing.T, args ...string) *devRun {
 			t.Fatal(err)
 		}
 	}
-	r.bin = capstanBin
-	r.cmd = exec.Command(r.bin, append([]string{"dev"}, args...)...)
+	r.cmd = exec.Command(capstanBin, append([]string{"dev"}, args...)...)
 	r.cmd.Env = []string{"HOME=" + filepath.Join(root, "home"), "PATH=" + os.Getenv("PATH"), "TMPDIR=" + r.tmp}
 	if dir := os.Getenv(testcluster.EnvBinDir); dir != "" {
 		r.cmd.Env = append(r.cmd.Env, testcluster.EnvBinDir+"="+dir)
@@ -239,7 +237,7 @@ func TestDevRunsTheWalkthroughAndStopsClean(t *testing.T) {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(t.Context(), readyWithin)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, r.bin, args...)
+		cmd := exec.CommandContext(ctx, capstanBin, args...)
 		cmd.Env = []string{"HOME=" + filepath.Join(r.root, "home"), "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
 		out, err := cmd.CombinedOutput()
 		if err != nil {
