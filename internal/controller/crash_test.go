@@ -161,3 +161,42 @@ func TestStopAfterMainApplyThenNewValues(t *testing.T) {
 		t.Errorf("status: appliedAsUpgrade %v, preHooksDone %+v; want an upgrade recorded", got.Status.AppliedAsUpgrade, got.Status.PreHooksDone)
 	}
 }
+
+// TestStopAfterPreUpgradeOfABegunInstall stops an install after its main
+// apply, before the apply is recorded; then, with new values, stops the
+// upgrade that follows once its pre-upgrade hooks have run. The next sync
+// finishes that upgrade: the pre-install hook never runs again after its
+// main apply, though the pre-upgrade checkpoint replaced the pre-install
+// one, and the pre-upgrade migration is not run twice.
+func TestStopAfterPreUpgradeOfABegunInstall(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	key := controllerNS + "/hooks-" + ns
+	var installStopped, upgradeStopped atomic.Bool
+	stepHooks.Store(key, func(addon *capstanv1.Addon, step string) error {
+		switch {
+		case step == "prune" && addon.Generation == 1:
+			installStopped.Store(true)
+			return errors.New("simulated stop after the main apply")
+		case step == "apply" && addon.Generation == 2 && !upgradeStopped.Load():
+			upgradeStopped.Store(true)
+			return errors.New("simulated stop after the pre-upgrade hooks")
+		}
+		return nil
+	})
+	defer stepHooks.Delete(key)
+	a := dbapp(t, ns, "")
+	waitFor(t, a, 90*time.Second, "the stop after the main apply", func(*capstanv1.Addon) bool { return installStopped.Load() })
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"appVersion": "2.0"}`) })
+	waitFor(t, a, 90*time.Second, "the stop after the pre-upgrade hooks", func(*capstanv1.Addon) bool { return upgradeStopped.Load() })
+	got := synced(t, a)
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the pre-install Job was created %d times; want once, before the main apply", n)
+	}
+	if n := rec.count("Job/db-migrate", watch.Added); n != 1 {
+		t.Errorf("the pre-upgrade Job was created %d times; want once, before the stop", n)
+	}
+	if !got.Status.AppliedAsUpgrade || got.Status.PreHooksDone != nil {
+		t.Errorf("status: appliedAsUpgrade %v, preHooksDone %+v; want an upgrade recorded", got.Status.AppliedAsUpgrade, got.Status.PreHooksDone)
+	}
+}

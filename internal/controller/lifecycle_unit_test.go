@@ -26,6 +26,7 @@ func TestLifecycleDecision(t *testing.T) {
 		name      string
 		applied   string
 		pending   *capstanv1.PendingHook
+		preDone   *capstanv1.PendingHook
 		adopt     bool
 		adopted   bool
 		want      Lifecycle
@@ -39,6 +40,12 @@ func TestLifecycleDecision(t *testing.T) {
 		{name: "failed post-install, same render", applied: "new", pending: pending("post-install", "new"), want: LifecycleRetryPost, post: "post-install"},
 		{name: "failed post-upgrade, same render", applied: "new", pending: pending("post-upgrade", "new"), want: LifecycleRetryPost, post: "post-upgrade"},
 		{name: "failed post-install, then a new render", applied: "old", pending: pending("post-install", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		{name: "stopped after pre-install, same render", preDone: pending("pre-install", "new"), want: LifecycleInstall, post: "post-install"},
+		{name: "stopped after pre-install, then a new render", preDone: pending("pre-install", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		// The install began before the pre-upgrade hooks: it never
+		// becomes an install again.
+		{name: "stopped after pre-upgrade of a begun install, same render", preDone: pending("pre-upgrade", "new"), want: LifecycleUpgrade, post: "post-upgrade"},
+		{name: "stopped after pre-upgrade of a begun install, then a new render", preDone: pending("pre-upgrade", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,6 +53,7 @@ func TestLifecycleDecision(t *testing.T) {
 			s.addon.Spec.Adopt = c.adopt
 			s.addon.Status.AppliedHash = c.applied
 			s.addon.Status.PendingHook = c.pending
+			s.addon.Status.PreHooksDone = c.preDone
 			s.previews = []plan.ObjectResult{{Adopted: c.adopted}}
 			s.lifecycle = (&AddonReconciler{}).lifecycle(s)
 			pre, post := s.events()

@@ -92,14 +92,27 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 	return LifecycleNone
 }
 
-// installBegun reports whether an install of another render ran its
-// pre-install hooks and then stopped before its apply was recorded: its
-// objects may be live. The release exists, as Helm would say, so a render
-// with new values is an upgrade, and the pre-install hooks, which must not
-// run after their main apply, never run again.
+// installBegun reports whether an install ran its pre-install hooks and
+// then stopped before its apply was recorded, and the render is no longer
+// the one it began with: its objects may be live. The release exists, as
+// Helm would say, so the render is an upgrade, and the pre-install hooks,
+// which must not run after their main apply, never run again.
+//
+// Pre-upgrade hooks done with nothing recorded as applied can only follow
+// such an install, and the checkpoint that says so replaced the
+// pre-install one: that install has begun too, whatever the render.
 func installBegun(st *capstanv1.AddonStatus, hash string) bool {
 	d := st.PreHooksDone
-	return st.AppliedHash == "" && d != nil && d.Event == hookEvents[LifecycleInstall][0] && d.Hash != hash
+	if st.AppliedHash != "" || d == nil {
+		return false
+	}
+	switch d.Event {
+	case hookEvents[LifecycleInstall][0]:
+		return d.Hash != hash
+	case hookEvents[LifecycleUpgrade][0]:
+		return true
+	}
+	return false
 }
 
 func anyAdopted(previews []plan.ObjectResult) bool {
