@@ -24,6 +24,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/guard"
+	"capstan.dev/capstan/internal/mask"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	addonvalues "capstan.dev/capstan/internal/values"
@@ -123,6 +124,7 @@ func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) err
 		Capabilities: caps,
 		Upgrade:      o.upgrade,
 		Source:       render.SourceIdentity{Digest: loaded.Digest},
+		Mask:         givenValuesHidden(vals),
 	})
 	if err != nil {
 		return err
@@ -265,6 +267,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		return err
 	}
 	vals := composed.Values
+	opts.Mask = givenValuesHidden(specValues)
 	if len(composed.Errors) > 0 && !o.skipSchema {
 		for _, e := range composed.Errors {
 			fmt.Fprintf(o.stderr, "Values error: %s: %s (%s)\n", e.Path, e.Message, e.Rule)
@@ -369,4 +372,12 @@ func quoteAll(s []string) []string {
 		out[i] = fmt.Sprintf("%q", v)
 	}
 	return out
+}
+
+// givenValuesHidden masks, in a chart's required and fail messages, every
+// string the user gave: capstan render knows no Secret and no schema may
+// mark them all, and its output often lands in a CI log. The chart's own
+// words, and its defaults, still show.
+func givenValuesHidden(given map[string]any) func(string) string {
+	return mask.New(mask.Strings(given)).String
 }

@@ -166,7 +166,8 @@ func TestRenderMatchesHelmTemplate(t *testing.T) {
 }
 
 // TestRenderFailsWhereHelmFails checks that bad values fail both, and that
-// capstan's error names the template but not the value.
+// capstan's error names the template and gives the chart's own message,
+// the values the user gave hidden in it.
 func TestRenderFailsWhereHelmFails(t *testing.T) {
 	helmBinary(t)
 	const secret = "topsecret-user-name"
@@ -179,9 +180,9 @@ func TestRenderFailsWhereHelmFails(t *testing.T) {
 			args: []string{"s", charts + "/secured", "--set", "replicas=20,auth.password=x"}},
 		{name: "schema: mode outside the enum", want: "values don't meet the specifications of the schema",
 			args: []string{"s", charts + "/secured", "--set", "mode=loose,auth.password=x"}},
-		{name: "required value missing", want: "secured/templates/secret.yaml line 8",
+		{name: "required value missing", want: "secured/templates/secret.yaml line 8 column 15: auth.password is required for user (hidden)",
 			args: []string{"s", charts + "/secured", "--set", "auth.username=" + secret}, noSecret: true},
-		{name: "fail with a value", want: "secured/templates/check.yaml line 2",
+		{name: "fail with a value", want: "secured/templates/check.yaml line 2 column 4: mode (hidden) cannot be used with password (hidden)",
 			args: []string{"s", charts + "/secured", "--set", "mode=broken,auth.password=" + secret}, noSecret: true},
 		{name: "chart needs a newer cluster", want: "requires Kubernetes >=1.25.0-0",
 			args: []string{"c", charts + "/caps", "--kube-version", "v1.24.0"}},

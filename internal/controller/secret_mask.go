@@ -1,14 +1,8 @@
 package controller
 
 import (
-	"cmp"
-	"encoding/json"
-	"regexp"
-	"slices"
-	"strconv"
-	"strings"
-
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/mask"
 )
 
 // A chart may put a value that must never be shown (one that came from a
@@ -18,94 +12,43 @@ import (
 // and the API server's messages quote what they were given. So whatever
 // the controller says about an add-on (the status's messages, the plan's
 // diffs, errors and notices, its events and the errors it logs) has each
-// such value replaced by "(hidden)" before it leaves the reconcile.
+// such value replaced by "(hidden)" before it leaves the reconcile. The
+// chart's own required and fail messages are masked the same way.
 //
-// Values shorter than minMaskedLen, and true and false, are left as they
-// are: hiding every "1" or "true" would garble every message while hiding
-// nothing a reader could not guess.
+// Values shorter than mask.MinLen, and true and false, are left as they
+// are (see internal/mask).
 //
 // Names stay as they are in the inventory and in each planned object's
 // reference: the controller finds objects by them, and the API server shows
 // a name to anyone who may list its kind. A value that must stay secret has
 // no place in a name.
 
-// minMaskedLen is the shortest value the mask hides.
-const minMaskedLen = 4
-
-// hiddenValue replaces a secret value in what the controller says.
-const hiddenValue = "(hidden)"
-
-// masker hides a fixed set of values in text. A nil masker hides nothing.
+// masker hides the secret values of one reconcile. A nil masker hides
+// nothing.
 type masker struct {
-	r *strings.Replacer
+	m *mask.Mask
 }
 
-// newMasker hides values, the longest first, so that a value that holds
-// another is hidden whole. Each value is searched for as it is and in the
-// forms a message quotes it in: Go's %q and JSON escape quotes,
-// backslashes and control characters (the API server quotes an invalid
-// value with %q), and each line of a value of several lines (a key in PEM)
-// may show alone.
+// newMasker is the masker of secrets, or nil when none is worth hiding.
 func newMasker(secrets []string) *masker {
-	var keep []string
-	add := func(v string) {
-		if len(v) >= minMaskedLen && v != "true" && v != "false" {
-			keep = append(keep, v)
-		}
-	}
-	for _, v := range secrets {
-		add(v)
-		quoted := strconv.Quote(v)
-		add(quoted[1 : len(quoted)-1])
-		if j, err := json.Marshal(v); err == nil {
-			add(string(j[1 : len(j)-1]))
-		}
-		if strings.Contains(v, "\n") {
-			for line := range strings.SplitSeq(v, "\n") {
-				add(strings.TrimSpace(line))
-			}
-		}
-	}
-	if len(keep) == 0 {
+	m := mask.New(secrets)
+	if m == nil {
 		return nil
 	}
-	slices.SortFunc(keep, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
-	keep = slices.Compact(keep)
-	pairs := make([]string, 0, 2*len(keep))
-	for _, v := range keep {
-		pairs = append(pairs, v, hiddenValue)
-	}
-	return &masker{r: strings.NewReplacer(pairs...)}
+	return &masker{m: m}
 }
 
-// String returns text with every secret value hidden. A plan's hash
-// (sha256: and 64 hex digits) is left whole, whatever digits a value
-// shares with it: a person copies it to approve the plan.
+// String returns text with every secret value hidden, a plan's hash whole.
 func (m *masker) String(text string) string {
 	if m == nil {
 		return text
 	}
-	hashes := planHash.FindAllStringIndex(text, -1)
-	if hashes == nil {
-		return m.r.Replace(text)
-	}
-	var b strings.Builder
-	last := 0
-	for _, h := range hashes {
-		b.WriteString(m.r.Replace(text[last:h[0]]))
-		b.WriteString(text[h[0]:h[1]])
-		last = h[1]
-	}
-	b.WriteString(m.r.Replace(text[last:]))
-	return b.String()
+	return m.m.String(text)
 }
-
-// planHash is a plan's or a digest's hash in a message.
-var planHash = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
 
 // Holds reports whether text holds a secret value.
 func (m *masker) Holds(text string) bool {
-	return m != nil && m.String(text) != text
+	return m != nil && m.m.Holds(text)
 }
 
 // holder is Holds, or nil for a nil masker, so that a diff with nothing to

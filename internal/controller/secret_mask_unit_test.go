@@ -1,11 +1,9 @@
 package controller
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
-	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -51,35 +49,4 @@ func TestMaskerHidesLongValuesWhole(t *testing.T) {
 	if p.Objects[0].Name != "hunter2" {
 		t.Errorf("the object's name became %q; names stay, the controller finds objects by them", p.Objects[0].Name)
 	}
-}
-
-// TestMaskerHidesQuotedFormsAndKeepsHashes hides a value with a quote and
-// a line break as a message quotes it, each line of a PEM-like value, and
-// leaves a plan's hash whole although a value's digits are in it.
-func TestMaskerHidesQuotedFormsAndKeepsHashes(t *testing.T) {
-	secret := "pa\"ss\nw0rd-line-two"
-	hash := "sha256:" + strings.Repeat("5432", 16)
-	m := newMasker([]string{secret, "5432"})
-	for _, text := range []string{
-		fmt.Sprintf("Invalid value: %q: a label must", secret),
-		"in JSON: " + mustJSON(t, secret),
-		"the second line alone: w0rd-line-two",
-	} {
-		if got := m.String(text); strings.Contains(got, "w0rd") || strings.Contains(got, "ss\\n") {
-			t.Errorf("String(%q) = %q; the value shows", text, got)
-		}
-	}
-	msg := "set spec.approvedPlan to " + hash + " on port 5432"
-	if got, want := m.String(msg), "set spec.approvedPlan to "+hash+" on port (hidden)"; got != want {
-		t.Errorf("String = %q, want %q", got, want)
-	}
-}
-
-func mustJSON(t *testing.T, v string) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

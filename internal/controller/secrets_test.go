@@ -193,3 +193,37 @@ metadata:
 	}
 	assertNotShown(t, got, badLabel)
 }
+
+// TestChartsRequiredMessageShownMasked installs a chart whose required
+// call says which value to set and quotes a value from a Secret: the Ready
+// condition carries the chart's message, the Secret's value hidden in it,
+// and the status, events and log never show that value.
+func TestChartsRequiredMessageShownMasked(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	const user = "s3cr3t-user-Kq7"
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "required-" + ns + "-in"},
+		StringData: map[string]string{"username": user}}
+	if err := admin.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "needs-password", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-auth
+data:
+  password: {{ required (printf "auth.password is required for user %s" .Values.auth.username) .Values.auth.password | quote }}
+`,
+	}})
+	a := create(t, newAddon(controllerNS, "required-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: in.Name, ValuesKey: "username", TargetPath: "auth.username"}}
+	})))
+	got := waitPhase(t, a, capstanv1.PhaseFailed)
+	ready := apimeta.FindStatusCondition(got.Status.Conditions, capstanv1.ConditionReady)
+	const want = "needs-password/templates/cm.yaml line 6 column 15: auth.password is required for user (hidden)"
+	if ready == nil || !strings.Contains(ready.Message, want) {
+		t.Fatalf("Ready should carry the chart's message, the user hidden (%q); it is %+v", want, ready)
+	}
+	assertNotShown(t, got, user)
+}

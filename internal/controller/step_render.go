@@ -13,7 +13,9 @@ import (
 // changed since, and a resync with nothing new renders as the last apply
 // did.
 func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
-	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox}
+	// The chart's own required and fail messages say which value to set;
+	// the values that must stay hidden are masked in them, as everywhere.
+	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String}
 	var vals map[string]any
 	if s.artifact.IsChart() {
 		if s.values == nil {

@@ -1,15 +1,20 @@
 package render
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
 )
 
-// TemplateError is a chart that failed to render. It holds where, never what:
-// a template's message (from required, fail, or a YAML error) can carry a
-// value, and values can be secrets, so the message is dropped.
+// TemplateError is a chart that failed to render. It holds where, and what
+// only when the chart itself said it: a template's message can carry a
+// value, and values can be secrets. Helm's own messages (a bad call, a YAML
+// error) are dropped. The message a chart gives required or fail is written
+// for the person who sets the values ("ingress.host is required"), so it
+// is kept when the caller can hide the values it must not show
+// (Options.Mask), and dropped otherwise.
 type TemplateError struct {
 	// Stage is "parse" for a template that does not parse, "execute" for one
 	// that fails while it runs (required and fail included), and "yaml" for
@@ -23,6 +28,10 @@ type TemplateError struct {
 	Line, Column int
 	// Document is the 1-based YAML document of Template, for the "yaml" stage.
 	Document int
+	// Message is the chart's own message, from its required or fail call,
+	// already passed through Options.Mask; empty when there was no such
+	// message or no Mask.
+	Message string
 }
 
 // Error says where the chart failed and what to do, without the message.
@@ -40,6 +49,9 @@ func (e *TemplateError) Error() string {
 			}
 		}
 	}
+	if e.Message != "" {
+		return fmt.Sprintf("render: the chart stopped in %s: %s", where, e.Message)
+	}
 	what := "template failed"
 	switch e.Stage {
 	case "parse":
@@ -51,6 +63,11 @@ func (e *TemplateError) Error() string {
 		"check that template and the values it reads (a required value may be missing)", what, where)
 }
 
+// chartMessagePattern is how Helm words the error of a chart's own required
+// or fail call, and no other: "execution error at (file:line:column): the
+// chart's message".
+var chartMessagePattern = regexp.MustCompile(`^execution error at \([^()]+\): (?s:(.+))$`)
+
 // locationPattern finds "file:line" and "file:line:column" in Helm's errors.
 var locationPattern = regexp.MustCompile(`([^\s():"<>]+):(\d+)(?::(\d+))?`)
 
@@ -58,14 +75,19 @@ var locationPattern = regexp.MustCompile(`([^\s():"<>]+):(\d+)(?::(\d+))?`)
 var yamlLinePattern = regexp.MustCompile(`\byaml: line (\d+):`)
 
 // redactTemplateError turns an error of Helm's engine into a TemplateError
-// built only from the names of the chart's templates and numbers: nothing of
-// the message is copied, so no value can leak through it. templates is the
-// set of the chart's template names, as the engine names them.
+// built only from the names of the chart's templates and numbers, and the
+// chart's own message from required or fail, unmasked: helm masks or drops
+// it before the error leaves the package. Nothing else of Helm's message is
+// copied. templates is the set of the chart's template names, as the
+// engine names them.
 func redactTemplateError(err error, templates map[string]bool) *TemplateError {
 	msg := err.Error()
 	te := &TemplateError{Stage: "execute"}
 	if strings.HasPrefix(msg, "parse error") {
 		te.Stage = "parse"
+	}
+	if m := chartMessagePattern.FindStringSubmatch(msg); m != nil {
+		te.Message = m[1]
 	}
 	for _, m := range locationPattern.FindAllStringSubmatch(msg, -1) {
 		if !templates[m[1]] {
@@ -97,4 +119,27 @@ func yamlError(template string, document int, err error) *TemplateError {
 		te.Line, _ = strconv.Atoi(m[1])
 	}
 	return te
+}
+
+// maxChartMessage bounds the chart's message in an error: a status
+// condition, an event and a terminal line each hold one.
+const maxChartMessage = 512
+
+// maskChartMessage passes a template error's chart message through mask,
+// or drops it when there is no mask. Every other error is returned as it is.
+func maskChartMessage(err error, mask func(string) string) error {
+	var te *TemplateError
+	if !errors.As(err, &te) || te.Message == "" {
+		return err
+	}
+	out := *te
+	out.Message = ""
+	if mask != nil {
+		m := strings.TrimSpace(mask(te.Message))
+		if len(m) > maxChartMessage {
+			m = strings.ToValidUTF8(m[:maxChartMessage], "") + "…"
+		}
+		out.Message = m
+	}
+	return &out
 }

@@ -29,7 +29,8 @@ func FuzzDecodeDocument(f *testing.F) {
 }
 
 // FuzzRedactTemplateError checks that a redacted error is made of the fixed
-// wording, a known template name and numbers, whatever Helm's message holds.
+// wording, a known template name and numbers, whatever Helm's message
+// holds; and that with a mask it adds only the chart's message, masked.
 func FuzzRedactTemplateError(f *testing.F) {
 	f.Add("execution error at (c/templates/a.yaml:3:4): s3cret")
 	f.Add("parse error at (c/templates/a.yaml:3): s3cret")
@@ -41,10 +42,20 @@ func FuzzRedactTemplateError(f *testing.F) {
 		if te.Template != "" && !templates[te.Template] {
 			t.Fatalf("template %q is not one of the chart's", te.Template)
 		}
-		// Rebuild the error with the location alone: it must be the same text.
+		// Without a mask, rebuild the error with the location alone: it
+		// must be the same text.
 		clean := &TemplateError{Stage: te.Stage, Template: te.Template, Line: te.Line, Column: te.Column}
-		if te.Error() != clean.Error() || strings.Contains(te.Error(), "s3cret") {
-			t.Fatalf("the error carries more than its location: %q", te.Error())
+		if dropped := maskChartMessage(te, nil); dropped.Error() != clean.Error() || strings.Contains(dropped.Error(), "s3cret") {
+			t.Fatalf("the error carries more than its location: %q", dropped.Error())
+		}
+		hide := func(s string) string { return strings.ReplaceAll(s, "s3cret", "(hidden)") }
+		masked := maskChartMessage(te, hide)
+		if strings.Contains(masked.Error(), "s3cret") {
+			t.Fatalf("the masked error shows the value: %q", masked.Error())
+		}
+		var mte *TemplateError
+		if !errors.As(masked, &mte) || mte.Message == "" && masked.Error() != clean.Error() {
+			t.Fatalf("with no chart message, the masked error carries more than its location: %q", masked.Error())
 		}
 	})
 }

@@ -33,7 +33,8 @@ const notesSuffix = "NOTES.txt"
 // validates values against the same schema before they get here, and Helm's
 // check would fetch the schema's http(s) and file:// references without the
 // fetch guard. A template error is a *TemplateError, which holds the template
-// file, line and column but never the message.
+// file, line and column, and the chart's own message only through
+// opts.Mask.
 func Helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options) (*Result, error) {
 	res, err := helm(ctx, ch, values, opts)
 	if err != nil {
@@ -88,7 +89,7 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 		out, err = executeTemplates(ctx, ch, values, opts)
 	}
 	if err != nil {
-		return nil, err
+		return nil, maskChartMessage(err, opts.Mask)
 	}
 	files := out.Files
 

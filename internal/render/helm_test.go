@@ -313,6 +313,58 @@ func TestTemplateErrorsAreRedacted(t *testing.T) {
 	}
 }
 
+// TestTemplateErrorsKeepTheChartsMessage renders charts whose required and
+// fail calls quote a secret: with a Mask, the error carries the chart's own
+// message with the secret hidden; without one, no message at all; and
+// Helm's own messages never.
+func TestTemplateErrorsKeepTheChartsMessage(t *testing.T) {
+	const secret = "hunter2-do-not-print"
+	hide := func(s string) string { return strings.ReplaceAll(s, secret, "(hidden)") }
+	bad := &chartv2.Chart{
+		Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "inline", Version: "0.1.0"},
+		Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte("a: {{ .Values.t | b64dec | int | div 0 }}\n")}},
+	}
+	cases := []struct {
+		name   string
+		chart  *chartv2.Chart
+		values map[string]any
+		mask   func(string) string
+		want   string
+	}{
+		{name: "required, masked", chart: loadChart(t, "secured"), values: map[string]any{"auth": map[string]any{"username": secret}},
+			mask: hide, want: "render: the chart stopped in secured/templates/secret.yaml line 8 column 15: auth.password is required for user (hidden)"},
+		{name: "fail, masked", chart: loadChart(t, "secured"), values: map[string]any{"mode": "broken", "auth": map[string]any{"password": secret}},
+			mask: hide, want: "render: the chart stopped in secured/templates/check.yaml line 2 column 4: mode broken cannot be used with password (hidden)"},
+		{name: "required, no mask", chart: loadChart(t, "secured"), values: map[string]any{"auth": map[string]any{"username": secret}}},
+		{name: "Helm's own message, masked", chart: bad, values: map[string]any{"t": secret}, mask: hide},
+	}
+	for _, tc := range cases {
+		for _, sandbox := range []*Sandbox{nil, sharedSandbox(t)} {
+			name := tc.name
+			if sandbox != nil {
+				name += " (sandbox)"
+			}
+			t.Run(name, func(t *testing.T) {
+				opts := Options{ReleaseName: "s", Namespace: "secure", Capabilities: testCaps, Sandbox: sandbox, Mask: tc.mask}
+				_, err := Helm(context.Background(), tc.chart, tc.values, opts)
+				var te *TemplateError
+				if !errors.As(err, &te) {
+					t.Fatalf("error is %T (%v), want a *TemplateError", err, err)
+				}
+				if strings.Contains(err.Error(), secret) {
+					t.Fatalf("the error carries the secret: %v", err)
+				}
+				switch {
+				case tc.want != "" && err.Error() != tc.want:
+					t.Errorf("error = %q\nwant    %q", err, tc.want)
+				case tc.want == "" && (te.Message != "" || !strings.Contains(err.Error(), "withheld")):
+					t.Errorf("error = %q; want no message of the chart's or Helm's", err)
+				}
+			})
+		}
+	}
+}
+
 func checkTemplateError(t *testing.T, ch *chartv2.Chart, values map[string]any, opts Options, secret, stage, template string, line int) {
 	t.Helper()
 	_, err := Helm(context.Background(), ch, values, opts)

@@ -39,6 +39,11 @@ type Options struct {
 	// fit for a command a person runs and can interrupt, not for a
 	// controller that renders charts and values others wrote.
 	Sandbox *Sandbox
+	// Mask, when set, lets a template error carry the chart's own message
+	// from a required or fail call, passed through Mask first: the chart
+	// may quote any value in it, so Mask hides those the caller must not
+	// show. Nil drops the message and keeps the template and line.
+	Mask func(string) string
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git

@@ -153,6 +153,9 @@ func encodeResponse(out *templateOutput, err error) []byte {
 		w.uvarint(uint64(te.Line))
 		w.uvarint(uint64(te.Column))
 		w.uvarint(uint64(te.Document))
+		// NOTE: the chart's message goes to the parent unmasked, over the
+		// worker's own pipe; helm masks or drops it there.
+		w.string(te.Message)
 	case err != nil:
 		w.buf = append(w.buf, respError)
 		w.string(err.Error())
@@ -190,6 +193,9 @@ func decodeResponse(data []byte) (*templateOutput, error) {
 			}
 		}
 		te.Line, te.Column, te.Document = int(n[0]), int(n[1]), int(n[2])
+		if te.Message, err = r.string(); err != nil {
+			return nil, err
+		}
 		return nil, te
 	case respError:
 		msg, err := r.string()

@@ -1,0 +1,121 @@
+// Package mask hides known secret values in text that Capstan shows: a
+// status message, a diff, an error, a chart's own message. It knows the
+// values, not where they came from; the caller decides which values must
+// not be shown.
+//
+// Values shorter than MinLen, and true and false, are left as they are:
+// hiding every "1" or "true" would garble every message while hiding
+// nothing a reader could not guess.
+package mask
+
+import (
+	"cmp"
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// MinLen is the shortest value a Mask hides.
+const MinLen = 4
+
+// Hidden replaces a secret value in text.
+const Hidden = "(hidden)"
+
+// Mask hides a fixed set of values in text. A nil Mask hides nothing.
+type Mask struct {
+	r *strings.Replacer
+}
+
+// New hides values, the longest first, so that a value that holds another
+// is hidden whole. Each value is searched for as it is and in the forms a
+// message quotes it in: Go's %q and JSON escape quotes, backslashes and
+// control characters (the API server quotes an invalid value with %q), and
+// each line of a value of several lines (a key in PEM) may show alone. New
+// returns nil when no value is worth hiding.
+func New(secrets []string) *Mask {
+	var keep []string
+	add := func(v string) {
+		if len(v) >= MinLen && v != "true" && v != "false" {
+			keep = append(keep, v)
+		}
+	}
+	for _, v := range secrets {
+		add(v)
+		quoted := strconv.Quote(v)
+		add(quoted[1 : len(quoted)-1])
+		if j, err := json.Marshal(v); err == nil {
+			add(string(j[1 : len(j)-1]))
+		}
+		if strings.Contains(v, "\n") {
+			for line := range strings.SplitSeq(v, "\n") {
+				add(strings.TrimSpace(line))
+			}
+		}
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	slices.SortFunc(keep, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
+	keep = slices.Compact(keep)
+	pairs := make([]string, 0, 2*len(keep))
+	for _, v := range keep {
+		pairs = append(pairs, v, Hidden)
+	}
+	return &Mask{r: strings.NewReplacer(pairs...)}
+}
+
+// String returns text with every value hidden. A plan's hash (sha256: and
+// 64 hex digits) is left whole, whatever digits a value shares with it: a
+// person copies it to approve the plan.
+func (m *Mask) String(text string) string {
+	if m == nil {
+		return text
+	}
+	hashes := planHash.FindAllStringIndex(text, -1)
+	if hashes == nil {
+		return m.r.Replace(text)
+	}
+	var b strings.Builder
+	last := 0
+	for _, h := range hashes {
+		b.WriteString(m.r.Replace(text[last:h[0]]))
+		b.WriteString(text[h[0]:h[1]])
+		last = h[1]
+	}
+	b.WriteString(m.r.Replace(text[last:]))
+	return b.String()
+}
+
+// planHash is a plan's or a digest's hash in a message.
+var planHash = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+// Holds reports whether text holds a value.
+func (m *Mask) Holds(text string) bool {
+	return m != nil && m.String(text) != text
+}
+
+// Strings returns the strings of a values tree (maps and lists of YAML or
+// JSON), each once: the values a person gave, for a mask over all of them.
+func Strings(v any) []string {
+	var out []string
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case string:
+			out = append(out, v)
+		case map[string]any:
+			for _, e := range v {
+				walk(e)
+			}
+		case []any:
+			for _, e := range v {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
