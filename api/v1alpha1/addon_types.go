@@ -795,6 +795,7 @@ type HookProgress struct {
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name: an Addon's name is at most 53 characters, Helm's limit for a release name"
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d.name == self.metadata.name && (!has(d.namespace) || d.namespace.size() == 0))",message="spec.dependsOn names this Addon itself, which would wait for ever: remove it"
 type Addon struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

@@ -99,3 +99,31 @@ func TestAPIServerExplainsBadDurations(t *testing.T) {
 		}
 	}
 }
+
+// TestAPIServerRefusesADependencyOnItself: an Addon that names itself in
+// spec.dependsOn, without a namespace, is refused when it is written; one
+// that names another Addon of its own name in another namespace is not.
+func TestAPIServerRefusesADependencyOnItself(t *testing.T) {
+	for _, c := range []struct {
+		dep map[string]any
+		ok  bool
+	}{
+		{map[string]any{"name": "waits"}, false},
+		{map[string]any{"name": "waits", "namespace": ""}, false},
+		{map[string]any{"name": "waits", "namespace": "other"}, true},
+		{map[string]any{"name": "another"}, true},
+	} {
+		a := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": capstanv1.GroupVersion.String(), "kind": "Addon",
+			"metadata": map[string]any{"namespace": "default", "name": "waits"},
+			"spec":     map[string]any{"git": map[string]any{"url": "https://git.example/repo.git", "path": "web"}, "dependsOn": []any{c.dep}},
+		}}
+		err := admin.Create(context.Background(), a, client.DryRunAll)
+		switch {
+		case c.ok && err != nil:
+			t.Errorf("dependsOn %v was refused: %v", c.dep, err)
+		case !c.ok && (!apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.dependsOn names this Addon itself")):
+			t.Errorf("dependsOn %v: %v; want the rule's message", c.dep, err)
+		}
+	}
+}

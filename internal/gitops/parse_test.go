@@ -141,6 +141,8 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"bad deletion policy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndeletionPolicy: Keep\n", "addons/a.yaml:3: deletionPolicy: must be Orphan or Delete"},
 		{"bad hook timeout", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 48h\n", "addons/a.yaml:3: hookTimeout"},
 		{"allowAdoptChanges alone", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nallowAdoptChanges: true\n", "addons/a.yaml:3: allowAdoptChanges: needs adopt: true"},
+		{"depends on itself", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndependsOn:\n  - name: b\n  - name: a\n", "addons/a.yaml:5: dependsOn[1].name: \"a\" is this add-on itself"},
+		{"dependency without a name", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndependsOn:\n  - namespace: x\n", "addons/a.yaml:4: dependsOn[0].name: name is required"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},

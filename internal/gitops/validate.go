@@ -40,6 +40,7 @@ const (
 	maxRevision    = 255
 	maxGitPath     = 1024
 	maxValuesFrom  = 64
+	maxDependsOn   = 32
 	maxHookTimeout = 24 * time.Hour
 )
 
@@ -142,6 +143,17 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		}
 		if len(ref.TargetPath) > 250 {
 			r.fail("is longer than 250 characters", "valuesFrom", i, "targetPath")
+		}
+	}
+	if len(def.DependsOn) > maxDependsOn {
+		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.DependsOn), maxDependsOn), "dependsOn")
+	}
+	for i, d := range def.DependsOn {
+		switch {
+		case d.Name == "" || len(d.Name) > 253:
+			r.fail("name is required (at most 253 characters): the name of the add-on to wait for", "dependsOn", i, "name")
+		case d.Name == def.Name && d.Namespace == "":
+			r.fail(fmt.Sprintf("%q is this add-on itself, which would wait for ever: remove it", d.Name), "dependsOn", i, "name")
 		}
 	}
 	if def.AllowAdoptChanges && !def.Adopt {
