@@ -286,13 +286,23 @@ type RemoveOptions struct {
 	KeepValues bool
 }
 
+// ErrNoValuesToKeep is a removal with KeepValues of an add-on of the
+// cluster profile: its values Secrets, generated ones included, stay when
+// it is removed, so there is nothing to hand back.
+var ErrNoValuesToKeep = errors.New("keepValues is for restricted add-ons: this add-on is in the cluster profile, whose values Secrets (generated ones too) stay when it is removed; remove it without keepValues")
+
 // Remove deletes an Addon. The annotations that Uninstall and KeepValues
 // set are written before the delete, so the controller's deletion sees
 // them; the deletion policy then decides what happens to the software.
+// KeepValues on an add-on the controller placed in the cluster profile is
+// refused before anything is written.
 func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o RemoveOptions) error {
 	a, err := Get(ctx, c, key)
 	if err != nil {
 		return err
+	}
+	if o.KeepValues && a.Status.Profile == capstanv1.ProfileCluster {
+		return fmt.Errorf("addon %s: %w", key, ErrNoValuesToKeep)
 	}
 	if o.Uninstall || o.KeepValues {
 		patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})

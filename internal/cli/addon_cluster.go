@@ -343,7 +343,9 @@ func removeCluster(cmd *cobra.Command, c client.Client, key client.ObjectKey, o 
 	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
 		return err
 	}
-	if err := addons.Remove(cmd.Context(), c, key, o); err != nil {
+	if err := addons.Remove(cmd.Context(), c, key, o); errors.Is(err, addons.ErrNoValuesToKeep) {
+		return fmt.Errorf("addon %s is in the cluster profile, whose values Secrets (generated ones too) stay when it is removed: run it again without --keep-values", key)
+	} else if err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Deleting Addon %s.\n", key)

@@ -67,6 +67,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, addons.ErrNoValuesToKeep):
+		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
 	case errors.Is(err, addons.ErrPlanBlocked):

@@ -303,6 +303,23 @@ func TestTheUsersOwnRBAC(t *testing.T) {
 
 	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/demo/suspend", nil)
 	expect(t, "suspend", code, body, http.StatusNoContent)
+	// keepValues of an add-on the controller placed in the cluster profile:
+	// refused, and nothing written.
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); err != nil {
+		t.Fatal(err)
+	}
+	got.Status.Profile = capstanv1.ProfileCluster
+	if err := admin.Status().Update(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	code, body = call(t, editor, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true&keepValues=true", nil)
+	expect(t, "keepValues of a cluster-profile add-on", code, body, http.StatusBadRequest)
+	if !strings.Contains(string(body), "remove it without keepValues") {
+		t.Errorf("the refusal %s does not say what to do", body)
+	}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); err != nil || got.DeletionTimestamp != nil || len(got.Annotations) > 0 {
+		t.Fatalf("a refused removal touched the Addon: %v, deleting %v, annotations %v", err, got.DeletionTimestamp, got.Annotations)
+	}
 	code, body = call(t, editor, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true", nil)
 	expect(t, "remove", code, body, http.StatusNoContent)
 	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, got); !apierrors.IsNotFound(err) {
