@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -30,6 +31,11 @@ func (f *clusterFlags) add(cmd *cobra.Command) {
 }
 
 func (f *clusterFlags) client() (client.Client, error) {
+	// NOTE: the API server answers a read in a namespace that cannot
+	// exist with "not found", which sends a person looking for the Addon.
+	if len(validation.IsDNS1123Label(f.namespace)) > 0 {
+		return nil, fmt.Errorf("--namespace %q is not a namespace name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", f.namespace)
+	}
 	cfg, err := restConfig(f.kubeconfig)
 	if err != nil {
 		return nil, err
