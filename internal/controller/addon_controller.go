@@ -154,8 +154,16 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	if err != nil {
 		return err
 	}
+	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, managedByIndex, func(obj client.Object) []string {
+		return managedByKeys(obj.(*capstanv1.Addon))
+	})
+	if err != nil {
+		return err
+	}
 	// A dependency that changes (Ready, or gone) wakes its dependents, and
-	// a removal waiting for its dependents wakes when one goes.
+	// a removal waiting for its dependents wakes when one goes. An Addon
+	// removed wakes those its objects blocked (ManagedByAnotherAddon): they
+	// are free now.
 	enqueueRelated := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		a, ok := obj.(*capstanv1.Addon)
 		if !ok {
@@ -171,6 +179,12 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		for _, k := range dependencyKeys(a) {
 			ns, name, _ := strings.Cut(k, "/")
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		}
+		blocked := &capstanv1.AddonList{}
+		if err := r.Client.List(ctx, blocked, client.MatchingFields{managedByIndex: a.Namespace + "/" + a.Name}); err == nil {
+			for _, b := range blocked.Items {
+				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: b.Namespace, Name: b.Name}})
+			}
 		}
 		return out
 	})

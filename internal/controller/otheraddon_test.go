@@ -20,7 +20,8 @@ import (
 // then the same chart, release name and namespace as Addon second, with
 // spec.adopt and allowAdoptChanges: second is Blocked, naming first, and
 // changes nothing. Once first is deleted (its objects left running, the
-// cluster profile's Orphan), nothing holds them, and second adopts them.
+// cluster profile's Orphan), nothing holds them, and second, woken by the
+// removal, adopts them.
 func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -57,10 +58,14 @@ func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
 	eventually(t, 60*time.Second, "first to be gone", func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(first), &capstanv1.Addon{}))
 	})
-	// Nothing else changes second: its next look (the resync, or an edit)
-	// finds the objects free.
-	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	// Nothing changes second: first's removal wakes it, and it finds the
+	// objects free. Its resync is 20 s after it was Blocked, well after
+	// the bound below.
+	gone := time.Now()
 	waitPhase(t, second, capstanv1.PhaseSynced)
+	if took := time.Since(gone); took > 12*time.Second {
+		t.Errorf("second took %s to adopt the objects after first was gone; want it woken, not resynced", took.Round(time.Second))
+	}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-cm"}, cm); err != nil || cm.Data["from"] != "second" {
 		t.Fatalf("second should have adopted the ConfigMap: %v %v", cm.Data, err)
 	}

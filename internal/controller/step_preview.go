@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -140,8 +142,26 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		return err
 	}
 	s.previews, s.live, s.quiet, s.digests = p.Objects, p.Live, p.Quiet, p.Digests
-	r.markOtherAddons(ctx, s)
-	return nil
+	return r.markOtherAddons(ctx, s)
+}
+
+// managedByIndex indexes Addons by the "namespace/name" of each other
+// Addon their plan names on an object (plan.objects[].managedBy), so that
+// the removal of that Addon wakes them.
+const managedByIndex = "status.plan.objects.managedBy"
+
+// managedByKeys are the keys an Addon is indexed under in managedByIndex.
+func managedByKeys(a *capstanv1.Addon) []string {
+	if a.Status.Plan == nil {
+		return nil
+	}
+	var keys []string
+	for _, o := range a.Status.Plan.Objects {
+		if o.ManagedBy != "" && !slices.Contains(keys, o.ManagedBy) {
+			keys = append(keys, o.ManagedBy)
+		}
+	}
+	return keys
 }
 
 // markOtherAddons names, on each object the preview read, another Addon
@@ -155,8 +175,10 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // left out: two add-ons may share them without either deleting them, and
 // a CRD moved to an add-on of its own stays in the first one's inventory.
 // The Addons are read from the manager's cache, and from the API server
-// when the cache has not one (a shard's cache holds only its own).
-func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
+// when the cache has not one (a shard's cache holds only its own). An
+// Addon that cannot be read is an error, not an Addon that is gone: the
+// object is not free until its owner is known to have let it go.
+func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) error {
 	for i := range s.previews {
 		p := &s.previews[i]
 		live := s.live[p.Ref.Key()]
@@ -173,6 +195,9 @@ func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
 		if apierrors.IsNotFound(err) && r.APIReader != nil {
 			err = r.APIReader.Get(ctx, key, other)
 		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("reading Addon %s, whose labels are on %s: %w", key, p.Ref.Describe(), err)
+		}
 		if err != nil || !equality.Semantic.DeepEqual(other.Spec.KubeConfig, s.addon.Spec.KubeConfig) {
 			continue // gone, or another cluster's: nothing here holds the object
 		}
@@ -183,6 +208,7 @@ func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) {
 			}
 		}
 	}
+	return nil
 }
 
 // hookDigest is the digest of a hook's manifest, so a changed hook changes
