@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"sort"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -86,19 +89,79 @@ func Sort(refs []capstanv1.ObjectRef) {
 	sort.SliceStable(refs, func(i, j int) bool { return refs[i].Key() < refs[j].Key() })
 }
 
+// Holder names another owner that holds a live object now, from its
+// reference and metadata, or "" when no one else does.
+type Holder func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (string, error)
+
+// Spared is an object DeleteAll left running because another owner holds
+// it.
+type Spared struct {
+	Ref    capstanv1.ObjectRef
+	Holder string
+}
+
+// maxDeleteTries bounds the reads and deletes of one object whose metadata
+// keeps changing between the two.
+const maxDeleteTries = 3
+
 // DeleteAll deletes objects in the order given, skipping the never-delete
 // kinds (CRDs and Namespaces among them, so nothing they hold goes first).
-// It returns the references it deleted or found gone.
-func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef) ([]capstanv1.ObjectRef, error) {
-	var done []capstanv1.ObjectRef
+// With a holder, each object's metadata is read first, and an object that
+// holder says another owner holds is left running (spared); the delete is
+// bound to the resourceVersion read, so an object taken over meanwhile is
+// read again, not deleted. It returns the references it deleted or found
+// gone, and those it spared.
+func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder) (done []capstanv1.ObjectRef, spared []Spared, err error) {
 	for _, r := range refs {
 		if !Deletable(r) {
 			continue
 		}
-		if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
-			return done, fmt.Errorf("deleting %s: %w", r.Describe(), err)
+		if holder == nil {
+			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
+				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
+			}
+			done = append(done, r)
+			continue
 		}
-		done = append(done, r)
+		by, err := a.deleteUnlessHeld(ctx, r, holder)
+		switch {
+		case err != nil:
+			return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
+		case by != "":
+			spared = append(spared, Spared{Ref: r, Holder: by})
+		default:
+			done = append(done, r)
+		}
 	}
-	return done, nil
+	return done, spared, nil
+}
+
+// deleteUnlessHeld deletes one object unless holder names another owner,
+// whom it returns.
+func (a *Applier) deleteUnlessHeld(ctx context.Context, r capstanv1.ObjectRef, holder Holder) (string, error) {
+	for range maxDeleteTries {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+		err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		by, err := holder(ctx, r, m)
+		if err != nil || by != "" {
+			return by, err
+		}
+		uid, rv := m.GetUID(), m.GetResourceVersion()
+		err = a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", nil
+		case apierrors.IsConflict(err):
+			continue // changed since it was read: read it again
+		}
+		return "", err
+	}
+	return "", fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
 }

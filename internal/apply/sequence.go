@@ -49,6 +49,10 @@ type Sequence struct {
 	Refused func(obj *unstructured.Unstructured, err error) string
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
+	// Holder, when set, names another owner that holds an object to
+	// prune: the prune leaves that object running and drops it from the
+	// inventory.
+	Holder Holder
 	// PreEvent and PostEvent name the hook events, for errors.
 	PreEvent, PostEvent string
 	// PreHooks and PostHooks run the hooks of those events.
@@ -77,6 +81,8 @@ type Result struct {
 	Applied int
 	// Pruned are the objects deleted.
 	Pruned []capstanv1.ObjectRef
+	// Spared are the objects the prune left to the owner that holds them.
+	Spared []Spared
 	// Inventory is the add-on's inventory now.
 	Inventory []capstanv1.ObjectRef
 }
@@ -141,9 +147,12 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "prune"); err != nil {
 		return res, err
 	}
-	pruned, err := q.Applier.DeleteAll(ctx, q.Prune)
-	res.Pruned = pruned
+	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, q.Holder)
+	res.Pruned, res.Spared = pruned, spared
 	res.Inventory = Subtract(res.Inventory, pruned)
+	for _, sp := range spared {
+		res.Inventory = Subtract(res.Inventory, []capstanv1.ObjectRef{sp.Ref})
+	}
 	if err != nil {
 		return res, err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -68,5 +69,107 @@ func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
 	}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-cm"}, cm); err != nil || cm.Data["from"] != "second" {
 		t.Fatalf("second should have adopted the ConfigMap: %v %v", cm.Data, err)
+	}
+}
+
+// TestPruneLeavesAnotherAddonsObjects: two add-ons created at
+// once can both have applied an object, which then carries the labels of
+// the one that applied it last. A prune and an uninstall of the other
+// leave such an object running, and say so, instead of deleting what the
+// first runs.
+func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	cms := func(version string, names ...string) chart {
+		files := map[string]string{}
+		for _, n := range names {
+			files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\n"
+		}
+		return chart{name: "held", version: version, files: files}
+	}
+	url1, _ := charts.publish(t, cms("1.0.0", "a1", "a2", "a3", "a4", "shared", "taken"))
+	url2, _ := charts.publish(t, cms("2.0.0", "a1", "a2", "a3", "a4"))
+	first := create(t, newAddon(controllerNS, "first-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName, s.Prune, s.DeletionPolicy = "same", true, capstanv1.DeletionDelete
+	})))
+	waitPhase(t, first, capstanv1.PhaseSynced)
+	second := create(t, newAddon(controllerNS, "second-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName, s.Suspend = "same", true
+	})))
+	waitPhase(t, second, capstanv1.PhaseSuspended)
+
+	// As the race leaves them: the objects carry second's labels, and
+	// second's inventory holds them. first is suspended meanwhile, so that
+	// it does not take them back.
+	update(t, first, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitPhase(t, first, capstanv1.PhaseSuspended)
+	giveToSecond := func(names ...string) {
+		t.Helper()
+		cur := getAddon(t, second)
+		for _, n := range names {
+			cm := &corev1.ConfigMap{}
+			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-" + n}, cm); err != nil {
+				t.Fatal(err)
+			}
+			cm.Labels[capstanv1.AddonLabel] = second.Name
+			if err := admin.Update(ctx, cm); err != nil {
+				t.Fatal(err)
+			}
+			cur.Status.Inventory = append(cur.Status.Inventory, capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "same-" + n}})
+		}
+		if err := admin.Status().Update(ctx, cur); err != nil {
+			t.Fatal(err)
+		}
+	}
+	giveToSecond("shared", "taken")
+
+	// The prune: first's new version drops both.
+	update(t, first, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL, cur.Spec.Suspend = url2, false })
+	got := waitFor(t, first, 90*time.Second, "first's upgrade", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.Version == "2.0.0"
+	})
+	for _, n := range []string{"shared", "taken"} {
+		if live(t, "v1", "ConfigMap", ns, "same-"+n) == nil {
+			t.Errorf("first's prune deleted same-%s, which second holds", n)
+		}
+		for _, ref := range got.Status.Inventory {
+			if ref.Name == "same-"+n {
+				t.Errorf("first's inventory still holds same-%s after leaving it to second", n)
+			}
+		}
+	}
+
+	// The uninstall: one of first's own objects is second's too by now.
+	update(t, first, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitPhase(t, first, capstanv1.PhaseSuspended)
+	giveToSecond("a1")
+	if err := admin.Delete(ctx, getAddon(t, first)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "first to be gone", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(first), &capstanv1.Addon{}))
+	})
+	if live(t, "v1", "ConfigMap", ns, "same-a1") == nil {
+		t.Error("first's uninstall deleted same-a1, which second holds")
+	}
+	for _, n := range []string{"a2", "a3", "a4"} {
+		if live(t, "v1", "ConfigMap", ns, "same-"+n) != nil {
+			t.Errorf("first's uninstall left same-%s, its own", n)
+		}
+	}
+	var events eventsv1.EventList
+	if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+		t.Fatal(err)
+	}
+	var notes strings.Builder
+	for _, e := range events.Items {
+		if e.Regarding.Name == first.Name && e.Reason == "LeftToAnotherAddon" {
+			notes.WriteString(e.Action + ": " + e.Note + "\n")
+		}
+	}
+	for _, want := range []string{"Prune: ", "same-shared (Addon " + controllerNS + "/" + second.Name + ")", "same-taken", "Uninstall: ", "same-a1"} {
+		if !strings.Contains(notes.String(), want) {
+			t.Errorf("the LeftToAnotherAddon events do not say %q:\n%s", want, notes.String())
+		}
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	now := time.Now()
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
-		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, PreEvent: pre, PostEvent: post,
+		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Unverified: unverified, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
@@ -71,6 +72,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if len(res.Pruned) > 0 {
 		log.Info("Pruned objects", "count", len(res.Pruned))
 	}
+	r.reportSpared(ctx, s, "Prune", res.Spared)
 	if err != nil {
 		return false, err
 	}
@@ -112,6 +114,32 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		return r.checkpointStatus(ctx, s)
 	}
 	return nil
+}
+
+// holder lets a prune or an uninstall leave an object that another Addon
+// holds now: two add-ons created at once can both have applied it, and
+// the one whose labels it carries runs it.
+func (r *AddonReconciler) holder(s *scope) apply.Holder {
+	return func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (string, error) {
+		return r.heldBy(ctx, s, ref, obj)
+	}
+}
+
+// reportSpared says which objects a prune or an uninstall (action) left
+// running to the Addon that holds them: one log line each, and one event
+// for them all, since events of one reason and action fold into one.
+func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action string, spared []apply.Spared) {
+	if len(spared) == 0 {
+		return
+	}
+	var which []string
+	for _, sp := range spared {
+		logf.FromContext(ctx).Info("Left an object to the Addon that holds it", "object", sp.Ref.Describe(), "addon", sp.Holder)
+		which = append(which, sp.Ref.Describe()+" (Addon "+sp.Holder+")")
+	}
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, "Normal", "LeftToAnotherAddon", action, "Left running, not deleted, what another Addon holds: %s.", truncate(strings.Join(which, ", "), 900))
+	}
 }
 
 // stepHook lets tests stop a reconcile between apply steps.

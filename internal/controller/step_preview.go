@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -182,33 +183,50 @@ func (r *AddonReconciler) markOtherAddons(ctx context.Context, s *scope) error {
 	for i := range s.previews {
 		p := &s.previews[i]
 		live := s.live[p.Ref.Key()]
-		if live == nil || !apply.Deletable(p.Ref) {
+		if live == nil {
 			continue
 		}
-		labels := live.GetLabels()
-		key := client.ObjectKey{Namespace: labels[capstanv1.AddonNamespaceLabel], Name: labels[capstanv1.AddonLabel]}
-		if key.Name == "" || key.Namespace == "" || key == client.ObjectKeyFromObject(s.addon) {
-			continue
+		by, err := r.heldBy(ctx, s, p.Ref, live)
+		if err != nil {
+			return err
 		}
-		other := &capstanv1.Addon{}
-		err := r.Client.Get(ctx, key, other)
-		if apierrors.IsNotFound(err) && r.APIReader != nil {
-			err = r.APIReader.Get(ctx, key, other)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("reading Addon %s, whose labels are on %s: %w", key, p.Ref.Describe(), err)
-		}
-		if err != nil || !equality.Semantic.DeepEqual(other.Spec.KubeConfig, s.addon.Spec.KubeConfig) {
-			continue // gone, or another cluster's: nothing here holds the object
-		}
-		for _, ref := range capstanv1.RefsOf(other.Status.Inventory) {
-			if ref.Key() == p.Ref.Key() {
-				p.ManagedBy = key.String()
-				break
-			}
-		}
+		p.ManagedBy = by
 	}
 	return nil
+}
+
+// heldBy names, as "namespace/name", another Addon that an object's owner
+// labels name, that targets the same cluster and that still holds the
+// object in its inventory; "" when none does, or the object is of a kind
+// an uninstall never deletes.
+func (r *AddonReconciler) heldBy(ctx context.Context, s *scope, ref capstanv1.ObjectRef, obj metav1.Object) (string, error) {
+	if !apply.Deletable(ref) {
+		return "", nil
+	}
+	labels := obj.GetLabels()
+	key := client.ObjectKey{Namespace: labels[capstanv1.AddonNamespaceLabel], Name: labels[capstanv1.AddonLabel]}
+	if key.Name == "" || key.Namespace == "" || key == client.ObjectKeyFromObject(s.addon) {
+		return "", nil
+	}
+	other := &capstanv1.Addon{}
+	err := r.Client.Get(ctx, key, other)
+	if apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, other)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil // gone: nothing holds the object
+	case err != nil:
+		return "", fmt.Errorf("reading Addon %s, whose labels are on %s: %w", key, ref.Describe(), err)
+	case !equality.Semantic.DeepEqual(other.Spec.KubeConfig, s.addon.Spec.KubeConfig):
+		return "", nil // another cluster's
+	}
+	for _, held := range capstanv1.RefsOf(other.Status.Inventory) {
+		if held.Key() == ref.Key() {
+			return key.String(), nil
+		}
+	}
+	return "", nil
 }
 
 // hookDigest is the digest of a hook's manifest, so a changed hook changes
