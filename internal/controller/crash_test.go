@@ -150,7 +150,14 @@ func TestStopAfterMainApplyThenNewValues(t *testing.T) {
 		t.Fatal("the main apply did not create the ConfigMap before the stop")
 	}
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"appVersion": "2.0"}`) })
-	got := synced(t, a)
+	upgradedOnce(t, rec, synced(t, a))
+}
+
+// upgradedOnce checks that an install stopped before its apply was
+// recorded ended as an upgrade: the pre-install and pre-upgrade Jobs each
+// created once, and the upgrade recorded.
+func upgradedOnce(t *testing.T, rec *eventLog, got *capstanv1.Addon) {
+	t.Helper()
 	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
 		t.Errorf("the pre-install Job was created %d times; want once, before the main apply", n)
 	}
@@ -189,14 +196,5 @@ func TestStopAfterPreUpgradeOfABegunInstall(t *testing.T) {
 	waitFor(t, a, 90*time.Second, "the stop after the main apply", func(*capstanv1.Addon) bool { return installStopped.Load() })
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"appVersion": "2.0"}`) })
 	waitFor(t, a, 90*time.Second, "the stop after the pre-upgrade hooks", func(*capstanv1.Addon) bool { return upgradeStopped.Load() })
-	got := synced(t, a)
-	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
-		t.Errorf("the pre-install Job was created %d times; want once, before the main apply", n)
-	}
-	if n := rec.count("Job/db-migrate", watch.Added); n != 1 {
-		t.Errorf("the pre-upgrade Job was created %d times; want once, before the stop", n)
-	}
-	if !got.Status.AppliedAsUpgrade || got.Status.PreHooksDone != nil {
-		t.Errorf("status: appliedAsUpgrade %v, preHooksDone %+v; want an upgrade recorded", got.Status.AppliedAsUpgrade, got.Status.PreHooksDone)
-	}
+	upgradedOnce(t, rec, synced(t, a))
 }

@@ -21,15 +21,10 @@ import (
 // for it, plain and base64, in the Addon's status, in the events, and in
 // the controller's log, across an install and an update of the value.
 func TestSecretInputsNeverShown(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	name := "secret-" + ns
 	const first, second = "s3cr3t-first-Kx9", "s3cr3t-second-Qw7"
-	values := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-in"},
-		StringData: map[string]string{"password": first}}
-	if err := admin.Create(ctx, values); err != nil {
-		t.Fatal(err)
-	}
+	values := inputSecret(t, name+"-in", map[string]string{"password": first})
 	url, _ := charts.publish(t, chart{name: "secretive", version: "1.0.0", files: map[string]string{
 		"values.schema.json": `{"type":"object","properties":{"password":{"type":"string","writeOnly":true,"minLength":8}},"required":["password"]}`,
 		"templates/secret.yaml": `apiVersion: v1
@@ -135,14 +130,9 @@ func assertNotShown(t *testing.T, a *capstanv1.Addon, secret string) {
 // whose message quotes it. Neither value, nor the old one, may appear in
 // the status, the events or the log; "(hidden)" stands in its place.
 func TestSecretValuesInOtherKindsHidden(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	const first, second, badLabel = "s3cr3t-cm-Jd8", "s3cr3t-cm-Zt4", "s3cr3t label Wq2"
-	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "leaky-" + ns + "-in"},
-		StringData: map[string]string{"message": first, "note": badLabel}}
-	if err := admin.Create(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	in := inputSecret(t, "leaky-"+ns+"-in", map[string]string{"message": first, "note": badLabel})
 	url, _ := charts.publish(t, chart{name: "leaky", version: "1.0.0", files: map[string]string{
 		"templates/cm.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -199,14 +189,9 @@ metadata:
 // condition carries the chart's message, the Secret's value hidden in it,
 // and the status, events and log never show that value.
 func TestChartsRequiredMessageShownMasked(t *testing.T) {
-	ctx := context.Background()
 	ns := newNamespace(t)
 	const user = "s3cr3t-user-Kq7"
-	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "required-" + ns + "-in"},
-		StringData: map[string]string{"username": user}}
-	if err := admin.Create(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	in := inputSecret(t, "required-"+ns+"-in", map[string]string{"username": user})
 	url, _ := charts.publish(t, chart{name: "needs-password", version: "1.0.0", files: map[string]string{
 		"templates/cm.yaml": `apiVersion: v1
 kind: ConfigMap
@@ -226,4 +211,14 @@ data:
 		t.Fatalf("Ready should carry the chart's message, the user hidden (%q); it is %+v", want, ready)
 	}
 	assertNotShown(t, got, user)
+}
+
+// inputSecret creates a values Secret in the controller's namespace.
+func inputSecret(t *testing.T, name string, data map[string]string) *corev1.Secret {
+	t.Helper()
+	in := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name}, StringData: data}
+	if err := admin.Create(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
