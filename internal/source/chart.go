@@ -140,11 +140,19 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if spec.Name == "" {
 		return nil, errors.New("spec.chart.name is required with spec.chart.repo")
 	}
-	idx, err := f.index(ctx, base, creds)
+	idx, age, err := f.index(ctx, base, creds, false)
 	if err != nil {
 		return nil, err
 	}
 	cv, err := resolveVersion(idx, base, spec.Name, spec.Version)
+	if errors.Is(err, errNotInIndex) && age >= minIndexRefresh {
+		// A chart or version published since the index was read shows
+		// at once, not when the cached index expires: read it again.
+		if idx, _, err = f.index(ctx, base, creds, true); err != nil {
+			return nil, err
+		}
+		cv, err = resolveVersion(idx, base, spec.Name, spec.Version)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -185,12 +193,22 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	})
 }
 
+// errNotInIndex is a chart or version that the repository's index does not
+// list.
+var errNotInIndex = errors.New("not in the index")
+
+// minIndexRefresh is how old a cached index must be before a chart or
+// version it does not list has it read again before IndexTTL: an index
+// read a moment ago is the repository's answer.
+const minIndexRefresh = 10 * time.Second
+
 // resolveVersion picks the chart version: an exact version, a semver range,
-// or, when empty, the newest stable version.
+// or, when empty, the newest stable version. A chart or version the index
+// does not list is errNotInIndex.
 func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*repo.ChartVersion, error) {
 	versions, ok := idx.Entries[name]
 	if !ok || len(versions) == 0 {
-		return nil, fmt.Errorf("chart %q is not in the repository %s; check spec.chart.name", name, base)
+		return nil, fmt.Errorf("chart %q is not in the repository %s; check spec.chart.name: %w", name, base, errNotInIndex)
 	}
 	if version != "" {
 		if _, err := semver.NewConstraint(version); err != nil {
@@ -211,8 +229,8 @@ func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*
 		if want == "" {
 			want = "a stable version"
 		}
-		return nil, fmt.Errorf("chart %q in %s has no version matching %s; newest versions: %s; check spec.chart.version",
-			name, base, want, strings.Join(shown, ", "))
+		return nil, fmt.Errorf("chart %q in %s has no version matching %s; newest versions: %s; check spec.chart.version: %w",
+			name, base, want, strings.Join(shown, ", "), errNotInIndex)
 	}
 	return cv, nil
 }
@@ -223,15 +241,16 @@ type cachedIndex struct {
 	fetched time.Time
 }
 
-// index returns a repository's index, reusing it for IndexTTL.
-func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials) (*repo.IndexFile, error) {
+// index returns a repository's index and how long ago it was read,
+// reusing it for IndexTTL unless fresh asks to read it again.
+func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, fresh bool) (*repo.IndexFile, time.Duration, error) {
 	key := base.String() + "\x00" + creds.cacheKey()
-	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < f.opts.IndexTTL {
-		return c.index, nil
+	if c, ok := f.indexes.get(key); ok && !fresh && f.now().Sub(c.fetched) < f.opts.IndexTTL {
+		return c.index, f.now().Sub(c.fetched), nil
 	}
 	v, err, _ := f.flight.Do("index\x00"+key, func() (any, error) {
-		if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < f.opts.IndexTTL {
-			return c.index, nil
+		if c, ok := f.indexes.get(key); ok && (fresh && f.now().Sub(c.fetched) < minIndexRefresh || !fresh && f.now().Sub(c.fetched) < f.opts.IndexTTL) {
+			return c, nil
 		}
 		f.stats.IndexFetches.Add(1)
 		u := base.JoinPath("index.yaml")
@@ -243,13 +262,15 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials) 
 		if err != nil {
 			return nil, fmt.Errorf("index.yaml of %s: %w; check that spec.chart.repo is a Helm chart repository", base, err)
 		}
-		f.indexes.add(key, &cachedIndex{index: idx, fetched: f.now()}, int64(len(data)))
-		return idx, nil
+		c := &cachedIndex{index: idx, fetched: f.now()}
+		f.indexes.add(key, c, int64(len(data)))
+		return c, nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return v.(*repo.IndexFile), nil
+	c := v.(*cachedIndex)
+	return c.index, f.now().Sub(c.fetched), nil
 }
 
 // parseIndex reads index.yaml as Helm does: entries that fail validation are

@@ -96,6 +96,48 @@ func TestRepoChartIsCachedAndIndexExpires(t *testing.T) {
 	}
 }
 
+// TestRepoChartRereadsTheIndexForANewVersion: a version published after
+// the index was cached is found once the index is 10 s old, without
+// waiting for IndexTTL; an index read a moment ago is the answer.
+func TestRepoChartRereadsTheIndexForANewVersion(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	now := time.Unix(1700000000, 0)
+	f := newTestFetcher(t, Options{IndexTTL: 5 * time.Minute, Now: func() time.Time { return now }}, r.Server)
+	ctx := context.Background()
+	if _, err := f.Chart(ctx, capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	r.put("/charts/demo-1.1.0.tgz", chartArchive(t, "demo", "1.1.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz", "1.1.0": "charts/demo-1.1.0.tgz"})
+	newer := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.1.0"}
+	now = now.Add(5 * time.Second)
+	if _, err := f.Chart(ctx, newer, nil); err == nil || !strings.Contains(err.Error(), "no version matching 1.1.0") {
+		t.Fatalf("5 s after the index was read: %v; want the version not found", err)
+	}
+	if got := r.count("/index.yaml"); got != 1 {
+		t.Fatalf("the index was read %d times within 10 s, want once", got)
+	}
+	now = now.Add(10 * time.Second)
+	c, err := f.Chart(ctx, newer, nil)
+	if err != nil || c.Version != "1.1.0" {
+		t.Fatalf("15 s after the index was read: %v; want 1.1.0 found", err)
+	}
+	if got := r.count("/index.yaml"); got != 2 {
+		t.Fatalf("the index was read %d times, want twice", got)
+	}
+	// What the cached index lists needs no new read.
+	now = now.Add(time.Minute)
+	if _, err := f.Chart(ctx, capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "^1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.count("/index.yaml"); got != 2 {
+		t.Fatalf("the index was read %d times for a version it lists, want twice", got)
+	}
+}
+
 func TestRepoChartAbsoluteURLAndCredentialsStayOnRepoHost(t *testing.T) {
 	r := newChartRepo(t)
 	other := newChartRepo(t)
