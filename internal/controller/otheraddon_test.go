@@ -173,3 +173,47 @@ func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestABlockedAddonWakesWhenTheOtherLetsGo: second is Blocked by an object
+// first holds; first's new version no longer renders it and prunes it.
+// first's sync (its Ready condition changes) wakes second, which creates
+// the object: no edit of second, and no wait for its resync.
+func TestABlockedAddonWakesWhenTheOtherLetsGo(t *testing.T) {
+	ns := newNamespace(t)
+	cms := func(version string, names ...string) chart {
+		files := map[string]string{}
+		for _, n := range names {
+			files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\n"
+		}
+		return chart{name: "letgo", version: version, files: files}
+	}
+	url1, _ := charts.publish(t, cms("1.0.0", "a", "b", "c", "shared"))
+	url2, _ := charts.publish(t, cms("2.0.0", "a", "b", "c"))
+	shared, _ := charts.publish(t, cms("1.0.0-shared", "shared"))
+	first := create(t, newAddon(controllerNS, "first-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName, s.Prune = "same", true
+	})))
+	waitPhase(t, first, capstanv1.PhaseSynced)
+	second := create(t, newAddon(controllerNS, "second-"+ns, shared, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName, s.Adopt, s.AllowAdoptChanges = "same", true, true
+	})))
+	if got := waitPhase(t, second, capstanv1.PhaseBlocked); condition(got, capstanv1.ConditionReady).Reason != plan.ReasonOtherAddon {
+		t.Fatalf("second should be Blocked by first's object: %+v", condition(got, capstanv1.ConditionReady))
+	}
+
+	update(t, first, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	waitFor(t, first, 90*time.Second, "first's upgrade", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.Version == "2.0.0"
+	})
+	let := time.Now()
+	got := waitPhase(t, second, capstanv1.PhaseSynced)
+	if took := time.Since(let); took > 12*time.Second {
+		t.Errorf("second took %s to go on after first let the object go; want it woken, not resynced", took.Round(time.Second))
+	}
+	if cm := live(t, "v1", "ConfigMap", ns, "same-shared"); cm == nil || cm.GetLabels()[capstanv1.AddonLabel] != second.Name {
+		t.Errorf("same-shared should be second's now: %v", cm)
+	}
+	if len(got.Status.Inventory) != 1 {
+		t.Errorf("second's inventory = %v; want same-shared alone", got.Status.Inventory)
+	}
+}
