@@ -80,15 +80,8 @@ func TestAnotherAddonsObjectsAreNotTaken(t *testing.T) {
 func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	cms := func(version string, names ...string) chart {
-		files := map[string]string{}
-		for _, n := range names {
-			files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\n"
-		}
-		return chart{name: "held", version: version, files: files}
-	}
-	url1, _ := charts.publish(t, cms("1.0.0", "a1", "a2", "a3", "a4", "shared", "taken"))
-	url2, _ := charts.publish(t, cms("2.0.0", "a1", "a2", "a3", "a4"))
+	url1, _ := charts.publish(t, releaseConfigMaps("held", "1.0.0", "a1", "a2", "a3", "a4", "shared", "taken"))
+	url2, _ := charts.publish(t, releaseConfigMaps("held", "2.0.0", "a1", "a2", "a3", "a4"))
 	first := create(t, newAddon(controllerNS, "first-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.ReleaseName, s.Prune, s.DeletionPolicy = "same", true, capstanv1.DeletionDelete
 	})))
@@ -180,16 +173,9 @@ func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 // the object: no edit of second, and no wait for its resync.
 func TestABlockedAddonWakesWhenTheOtherLetsGo(t *testing.T) {
 	ns := newNamespace(t)
-	cms := func(version string, names ...string) chart {
-		files := map[string]string{}
-		for _, n := range names {
-			files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\n"
-		}
-		return chart{name: "letgo", version: version, files: files}
-	}
-	url1, _ := charts.publish(t, cms("1.0.0", "a", "b", "c", "shared"))
-	url2, _ := charts.publish(t, cms("2.0.0", "a", "b", "c"))
-	shared, _ := charts.publish(t, cms("1.0.0-shared", "shared"))
+	url1, _ := charts.publish(t, releaseConfigMaps("letgo", "1.0.0", "a", "b", "c", "shared"))
+	url2, _ := charts.publish(t, releaseConfigMaps("letgo", "2.0.0", "a", "b", "c"))
+	shared, _ := charts.publish(t, releaseConfigMaps("letgo", "1.0.0-shared", "shared"))
 	first := create(t, newAddon(controllerNS, "first-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.ReleaseName, s.Prune = "same", true
 	})))
@@ -216,4 +202,14 @@ func TestABlockedAddonWakesWhenTheOtherLetsGo(t *testing.T) {
 	if len(got.Status.Inventory) != 1 {
 		t.Errorf("second's inventory = %v; want same-shared alone", got.Status.Inventory)
 	}
+}
+
+// releaseConfigMaps is a chart of one ConfigMap per name, each named after
+// the release: "<release>-<name>".
+func releaseConfigMaps(name, version string, names ...string) chart {
+	files := map[string]string{}
+	for _, n := range names {
+		files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\n"
+	}
+	return chart{name: name, version: version, files: files}
 }
