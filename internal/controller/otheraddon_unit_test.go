@@ -1,0 +1,75 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestHeldByDecides is heldBy's decision, with the Addons read from a fake
+// client: another Addon of the same cluster that holds the object holds it;
+// one that is gone, of another cluster, or that let it go does not; a
+// never-delete kind is held by no one; and an Addon that cannot be read is
+// an error, never an Addon that is gone.
+func TestHeldByDecides(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	cm := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "same-cm"}
+	ns := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: "apps"}
+	holder := func(name string, kubeConfig *capstanv1.KubeConfigReference, inventory ...capstanv1.ObjectRef) *capstanv1.Addon {
+		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
+			Spec:   capstanv1.AddonSpec{KubeConfig: kubeConfig},
+			Status: capstanv1.AddonStatus{Inventory: capstanv1.IDsOf(inventory)}}
+	}
+	remote := &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "remote"}}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&capstanv1.Addon{}).WithObjects(
+		holder("holds", nil, cm), holder("let-go", nil), holder("remote", remote, cm),
+	).Build()
+	self := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "self"}}
+	labelled := func(name string) metav1.Object {
+		return &metav1.ObjectMeta{Labels: map[string]string{capstanv1.AddonLabel: name, capstanv1.AddonNamespaceLabel: "capstan-system"}}
+	}
+	for _, tc := range []struct {
+		name string
+		ref  capstanv1.ObjectRef
+		obj  metav1.Object
+		want string
+	}{
+		{"another Addon holds it", cm, labelled("holds"), "capstan-system/holds"},
+		{"its own", cm, labelled("self"), ""},
+		{"the other let it go", cm, labelled("let-go"), ""},
+		{"the other is gone", cm, labelled("gone"), ""},
+		{"the other targets another cluster", cm, labelled("remote"), ""},
+		{"no labels", cm, &metav1.ObjectMeta{}, ""},
+		{"a never-delete kind", ns, labelled("holds"), ""},
+	} {
+		r := &AddonReconciler{Client: c}
+		got, err := r.heldBy(context.Background(), &scope{addon: self}, tc.ref, tc.obj)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: heldBy = %q, %v; want %q", tc.name, got, err, tc.want)
+		}
+	}
+
+	// The cache cannot answer: not gone, an error.
+	failing := interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, _ client.WithWatch, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+		return apierrors.NewServiceUnavailable("the cache is not ready")
+	}})
+	r := &AddonReconciler{Client: failing}
+	got, err := r.heldBy(context.Background(), &scope{addon: self}, cm, labelled("holds"))
+	var status apierrors.APIStatus
+	if err == nil || got != "" || !errors.As(err, &status) || !strings.Contains(err.Error(), "reading Addon capstan-system/holds") {
+		t.Errorf("heldBy with a failing read = %q, %v; want an error that names the Addon", got, err)
+	}
+}
