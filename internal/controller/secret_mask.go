@@ -23,33 +23,18 @@ import (
 // a name to anyone who may list its kind. A value that must stay secret has
 // no place in a name.
 
-// masker hides the secret values of one reconcile. A nil masker hides
-// nothing.
-type masker struct {
-	m *mask.Mask
-}
+// masker hides the secret values of one reconcile: a mask.Mask with the
+// controller's own uses. A nil masker hides nothing.
+type masker mask.Mask
 
 // newMasker is the masker of secrets, or nil when none is worth hiding.
-func newMasker(secrets []string) *masker {
-	m := mask.New(secrets)
-	if m == nil {
-		return nil
-	}
-	return &masker{m: m}
-}
+func newMasker(secrets []string) *masker { return (*masker)(mask.New(secrets)) }
 
 // String returns text with every secret value hidden, a plan's hash whole.
-func (m *masker) String(text string) string {
-	if m == nil {
-		return text
-	}
-	return m.m.String(text)
-}
+func (m *masker) String(text string) string { return (*mask.Mask)(m).String(text) }
 
 // Holds reports whether text holds a secret value.
-func (m *masker) Holds(text string) bool {
-	return m != nil && m.m.Holds(text)
-}
+func (m *masker) Holds(text string) bool { return (*mask.Mask)(m).Holds(text) }
 
 // holder is Holds, or nil for a nil masker, so that a diff with nothing to
 // hide is not copied to be searched.

@@ -34,7 +34,8 @@ type TemplateError struct {
 	Message string
 }
 
-// Error says where the chart failed and what to do, without the message.
+// Error says where the chart failed, and the chart's own message when it
+// has one; otherwise what to check, without Helm's message.
 func (e *TemplateError) Error() string {
 	where := "the chart"
 	if e.Template != "" {

@@ -245,11 +245,15 @@ type cachedIndex struct {
 // reusing it for IndexTTL unless fresh asks to read it again.
 func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, fresh bool) (*repo.IndexFile, time.Duration, error) {
 	key := base.String() + "\x00" + creds.cacheKey()
-	if c, ok := f.indexes.get(key); ok && !fresh && f.now().Sub(c.fetched) < f.opts.IndexTTL {
+	maxAge := f.opts.IndexTTL
+	if fresh {
+		maxAge = minIndexRefresh // read a moment ago: fresh enough
+	}
+	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
 		return c.index, f.now().Sub(c.fetched), nil
 	}
 	v, err, _ := f.flight.Do("index\x00"+key, func() (any, error) {
-		if c, ok := f.indexes.get(key); ok && (fresh && f.now().Sub(c.fetched) < minIndexRefresh || !fresh && f.now().Sub(c.fetched) < f.opts.IndexTTL) {
+		if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
 			return c, nil
 		}
 		f.stats.IndexFetches.Add(1)
