@@ -73,9 +73,23 @@ func SecretRef(spec capstanv1.AddonSpec) *capstanv1.LocalObjectReference {
 
 // Fetch fetches the source spec names, with creds if it needs them.
 func (f *Fetcher) Fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Credentials) (*Artifact, error) {
+	return f.fetch(ctx, spec, creds, false)
+}
+
+// Refetch fetches the source spec names as Fetch does, but reads again what
+// a cache may hold from before a change at the source: a chart
+// repository's index (a version range's newest version), a chart named by
+// an OCI tag or an https URL (pushed again under the same name), and the
+// chart a repository's index names. A git branch or tag is resolved afresh
+// on every fetch anyway, and a commit's tree never changes.
+func (f *Fetcher) Refetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Credentials) (*Artifact, error) {
+	return f.fetch(ctx, spec, creds, true)
+}
+
+func (f *Fetcher) fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Credentials, refresh bool) (*Artifact, error) {
 	switch {
 	case spec.Chart != nil:
-		ch, err := f.Chart(ctx, *spec.Chart, creds)
+		ch, err := f.chart(ctx, *spec.Chart, creds, refresh)
 		if err != nil {
 			return nil, err
 		}

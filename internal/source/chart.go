@@ -23,6 +23,12 @@ import (
 // is fetched once and then served from the cache, keyed by source, name and
 // version (or digest) and by the credentials used. Nothing is cached on error.
 func (f *Fetcher) Chart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
+	return f.chart(ctx, spec, creds, false)
+}
+
+// chart fetches a chart; refresh reads again, past the caches, whatever a
+// name may point to anew: the repository's index, and the chart itself.
+func (f *Fetcher) chart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	set := 0
 	for _, s := range []string{spec.Repo, spec.OCI, spec.URL} {
 		if s != "" {
@@ -37,11 +43,11 @@ func (f *Fetcher) Chart(ctx context.Context, spec capstanv1.ChartSource, creds *
 	}
 	switch {
 	case spec.Repo != "":
-		return f.repoChart(ctx, spec, creds)
+		return f.repoChart(ctx, spec, creds, refresh)
 	case spec.OCI != "":
-		return f.ociChart(ctx, spec, creds)
+		return f.ociChart(ctx, spec, creds, refresh)
 	default:
-		return f.archiveChart(ctx, spec, creds)
+		return f.archiveChart(ctx, spec, creds, refresh)
 	}
 }
 
@@ -69,13 +75,18 @@ func (f *Fetcher) cached(key, pinned string) (*Chart, bool, error) {
 	return ch, true, err
 }
 
-// fetchChart runs one fetch per key at a time and caches only a verified result.
-func (f *Fetcher) fetchChart(key, pinned string, fetch func() (*cachedChart, error)) (*Chart, error) {
-	if ch, ok, err := f.cached(key, pinned); ok {
+// fetchChart runs one fetch per key at a time and caches only a verified
+// result. refresh fetches even when the cache holds the key, and replaces
+// what it holds.
+func (f *Fetcher) fetchChart(key, pinned string, refresh bool, fetch func() (*cachedChart, error)) (*Chart, error) {
+	flight := "chart\x00" + key + "\x00" + pinned
+	if refresh {
+		flight = "refresh\x00" + flight
+	} else if ch, ok, err := f.cached(key, pinned); ok {
 		return ch, err
 	}
-	v, err, _ := f.flight.Do("chart\x00"+key+"\x00"+pinned, func() (any, error) {
-		if c, ok := f.charts.get(key); ok && c.matches(pinned) {
+	v, err, _ := f.flight.Do(flight, func() (any, error) {
+		if c, ok := f.charts.get(key); ok && c.matches(pinned) && !refresh {
 			return c, nil
 		}
 		c, err := fetch()
@@ -114,13 +125,13 @@ func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted
 }
 
 // archiveChart fetches an https .tgz.
-func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	u, err := parseHTTPS(spec.URL, "spec.chart.url")
 	if err != nil {
 		return nil, err
 	}
 	key := "url\x00" + u.String() + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, func() (*cachedChart, error) {
+	return f.fetchChart(key, spec.Digest, refresh, func() (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: u.Host}, f.limits.MaxArchiveBytes, "spec.chart.url")
 		if err != nil {
@@ -132,7 +143,7 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 }
 
 // repoChart resolves a version in a chart repository's index and fetches it.
-func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	base, err := parseHTTPS(spec.Repo, "spec.chart.repo")
 	if err != nil {
 		return nil, err
@@ -140,7 +151,11 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if spec.Name == "" {
 		return nil, errors.New("spec.chart.name is required with spec.chart.repo")
 	}
-	idx, age, err := f.index(ctx, base, creds, false)
+	maxAge := f.opts.IndexTTL
+	if refresh {
+		maxAge = 0
+	}
+	idx, age, err := f.index(ctx, base, creds, maxAge)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +163,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if errors.Is(err, errNotInIndex) && age >= minIndexRefresh {
 		// A chart or version published since the index was read shows
 		// at once, not when the cached index expires: read it again.
-		if idx, _, err = f.index(ctx, base, creds, true); err != nil {
+		if idx, _, err = f.index(ctx, base, creds, minIndexRefresh); err != nil {
 			return nil, err
 		}
 		cv, err = resolveVersion(idx, base, spec.Name, spec.Version)
@@ -168,7 +183,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		return nil, err
 	}
 	key := "repo\x00" + base.String() + "\x00" + spec.Name + "\x00" + cv.Version + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, func() (*cachedChart, error) {
+	return f.fetchChart(key, spec.Digest, refresh, func() (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		// Credentials go to the repository's host only, as Helm does by default.
 		data, err := f.get(ctx, au.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
@@ -242,13 +257,9 @@ type cachedIndex struct {
 }
 
 // index returns a repository's index and how long ago it was read,
-// reusing it for IndexTTL unless fresh asks to read it again.
-func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, fresh bool) (*repo.IndexFile, time.Duration, error) {
+// reusing a cached one younger than maxAge.
+func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, maxAge time.Duration) (*repo.IndexFile, time.Duration, error) {
 	key := base.String() + "\x00" + creds.cacheKey()
-	maxAge := f.opts.IndexTTL
-	if fresh {
-		maxAge = minIndexRefresh // read a moment ago: fresh enough
-	}
 	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
 		return c.index, f.now().Sub(c.fetched), nil
 	}

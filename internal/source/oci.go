@@ -25,7 +25,7 @@ import (
 // spec.chart.digest pins either the chart archive (the chart layer's digest)
 // or the manifest; with no version and no tag or digest in the reference, it
 // is the manifest digest to pull, as `helm pull oci://…@sha256:…` takes it.
-func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
+func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	raw, ok := strings.CutPrefix(spec.OCI, "oci://")
 	if !ok {
 		return nil, fmt.Errorf("spec.chart.oci %q must start with oci://", spec.OCI)
@@ -82,7 +82,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	}
 
 	key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, func() (*cachedChart, error) {
+	return f.fetchChart(key, spec.Digest, refresh && manifest == "", func() (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		res, err := runCtx(ctx, func() (*registry.PullResult, error) {
 			return client.Pull(pullRef, registry.PullOptWithChart(true))
