@@ -16,6 +16,14 @@ const (
 	// KeepValuesAnnotation set to "true" before an Addon is deleted hands its
 	// values Secrets and ConfigMaps and generated values back instead of deleting them.
 	KeepValuesAnnotation = "capstan.dev/keep-values"
+	// RefreshAnnotation asks for one refresh: a new value (any string, such
+	// as a time) reconciles the Addon at once and reads its source again,
+	// past every cache: the chart repository's index, an OCI tag, an https
+	// archive. status.lastHandledRefresh echoes the value once it is handled.
+	// A value is at most MaxRefreshLength characters.
+	RefreshAnnotation = "capstan.dev/refresh"
+	// MaxRefreshLength bounds the value of RefreshAnnotation.
+	MaxRefreshLength = 128
 
 	// AddonLabel names the Addon that applied an object ("<namespace>.<name>"
 	// would exceed a label's length, so the namespace is a label of its own).
@@ -524,6 +532,12 @@ type AddonStatus struct {
 	// LastSyncRequest is the spec.syncRequest that was last handled.
 	// +optional
 	LastSyncRequest int64 `json:"lastSyncRequest,omitempty"`
+
+	// LastHandledRefresh is the value of the capstan.dev/refresh annotation
+	// that a reconcile last handled: it read the source again then.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	LastHandledRefresh string `json:"lastHandledRefresh,omitempty"`
 
 	// Hook is the Helm hook that runs now, if any.
 	// +optional

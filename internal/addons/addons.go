@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 	"unicode/utf8"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
@@ -273,6 +274,47 @@ func SetSuspend(ctx context.Context, c client.Client, key client.ObjectKey, susp
 		return fmt.Errorf("setting suspend to %v on addon %s: %w", suspend, key, err)
 	}
 	return nil
+}
+
+// ErrPaused is a refresh of a paused Addon: it fetches nothing while the
+// capstan.dev/paused annotation is "true".
+var ErrPaused = errors.New("the Addon is paused (annotation capstan.dev/paused=true), and a paused Addon fetches nothing; remove the annotation, then refresh")
+
+// ErrBeingRemoved is a refresh of an Addon that is being deleted.
+var ErrBeingRemoved = errors.New("the Addon is being removed: there is nothing to refresh")
+
+// Refresh asks the controller to reconcile an Addon at once and to read its
+// source again past every cache: a chart repository's index (a version
+// range's newest version), a chart pushed again under the same OCI tag or
+// URL, a git branch. It writes the capstan.dev/refresh annotation with
+// now's time, which it returns: status.lastHandledRefresh holds that value
+// once a reconcile handled the request, and that reconcile's outcome is the
+// refresh's. A refresh changes no gate: a manual-sync add-on still waits for
+// its new plan's approval, and a suspended one only plans.
+func Refresh(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) (string, error) {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case !a.DeletionTimestamp.IsZero():
+		return "", fmt.Errorf("addon %s: %w", key, ErrBeingRemoved)
+	case a.Annotations[capstanv1.PausedAnnotation] == "true":
+		return "", fmt.Errorf("addon %s: %w", key, ErrPaused)
+	}
+	req := now.UTC().Format(time.RFC3339Nano)
+	if req == a.Annotations[capstanv1.RefreshAnnotation] || req == a.Status.LastHandledRefresh {
+		req += "+1" // NOTE: the same instant twice would not be a new request.
+	}
+	patch := client.MergeFrom(a.DeepCopy())
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	a.Annotations[capstanv1.RefreshAnnotation] = req
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return "", fmt.Errorf("requesting a refresh of addon %s: %w", key, err)
+	}
+	return req, nil
 }
 
 // RemoveOptions say what removing an Addon does besides deleting it.

@@ -46,9 +46,9 @@ func (f *clusterFlags) client() (client.Client, error) {
 func newAddonCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "addon",
-		Short: "List, add, plan, install, edit, sync, suspend, resume and remove Addons; git-managed ones by committing (--gitops)",
+		Short: "List, add, plan, install, edit, sync, refresh, suspend, resume and remove Addons; git-managed ones by committing (--gitops)",
 	}
-	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand())
+	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand(), newAddonRefreshCommand())
 	cmd.AddCommand(newAddonGitopsCommands()...)
 	return cmd
 }

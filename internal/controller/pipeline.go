@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // step is one stage of the pipeline. It returns done when the reconcile
@@ -36,6 +39,10 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Health", r.checkHealth},
 		step{"Register", r.register},
 	)
+	if err := refreshRequest(s); err != nil {
+		s.stage = "Refresh"
+		return r.result(s, err)
+	}
 	for _, st := range steps {
 		s.stage = st.name
 		done, err := st.run(ctx, s)
@@ -44,4 +51,23 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		}
 	}
 	return r.result(s, nil)
+}
+
+// refreshRequest takes up a new value of the capstan.dev/refresh
+// annotation: this reconcile fetches past the caches, and its status
+// records the value as handled, whatever the reconcile's outcome, so that
+// who asked can read that outcome. A paused Addon fetches nothing and
+// leaves the request for when it resumes.
+func refreshRequest(s *scope) error {
+	req := s.addon.Annotations[capstanv1.RefreshAnnotation]
+	if req == "" || req == s.addon.Status.LastHandledRefresh {
+		return nil
+	}
+	if len(req) > capstanv1.MaxRefreshLength {
+		return terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon refresh writes one)",
+			capstanv1.RefreshAnnotation, len(req), capstanv1.MaxRefreshLength)}
+	}
+	s.refresh = true
+	s.addon.Status.LastHandledRefresh = req
+	return nil
 }

@@ -17,14 +17,18 @@ import (
 	"capstan.dev/capstan/internal/source"
 )
 
-// fetch fetches the source. It guarantees s.artifact, and the source and
-// version in status.
+// fetch fetches the source, past the caches when a refresh asked for it.
+// It guarantees s.artifact, and the source and version in status.
 func (r *AddonReconciler) fetch(ctx context.Context, s *scope) (bool, error) {
 	creds, err := r.credentials(ctx, s, source.SecretRef(s.addon.Spec))
 	if err != nil {
 		return false, err
 	}
-	art, err := r.Fetcher.Fetch(ctx, s.addon.Spec, creds)
+	fetch := r.Fetcher.Fetch
+	if s.refresh {
+		fetch = r.Fetcher.Refetch
+	}
+	art, err := fetch(ctx, s.addon.Spec, creds)
 	if errors.Is(err, source.ErrNoSource) {
 		return false, terminal{err}
 	}

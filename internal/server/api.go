@@ -67,6 +67,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
+		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
@@ -329,6 +331,25 @@ func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 	}
 	s.audit(r, verb, key, a.Hash)
 	writeJSON(w, http.StatusOK, a)
+}
+
+// refresh asks the controller to reconcile an Addon now and read its
+// source again past every cache. It answers 202 with the request's value,
+// which the Addon's status.lastHandledRefresh holds once it is handled. A
+// git-managed Addon is refreshed in the cluster too: the request is no
+// change to its definition.
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
+	key, c, _, ok := s.request(w, r, nil)
+	if !ok {
+		return
+	}
+	req, err := addons.Refresh(r.Context(), c, key, time.Now())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, "refresh", key, req)
+	writeJSON(w, http.StatusAccepted, map[string]string{"refresh": req})
 }
 
 func (s *Server) suspend(suspend bool) http.HandlerFunc {

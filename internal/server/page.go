@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -120,6 +121,7 @@ var flashes = map[string]string{
 	"approve": "Approved exactly the reviewed plan.",
 	"suspend": "Suspended: the add-on is planned, nothing is applied.",
 	"resume":  "Resumed.",
+	"refresh": "Refresh requested: the add-on is reconciled now, and its source read again.",
 	"edit":    "Values changed; a new plan follows.",
 	"commit":  "Committed to the add-on's git repository; the syncer applies the commit.",
 	"remove":  "Removing the add-on.",
@@ -303,6 +305,11 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {
 		return "", err
+	}
+	if verb == "refresh" {
+		// NOTE: a git-managed Addon too: the request changes no definition.
+		_, err := addons.Refresh(ctx, c, key, time.Now())
+		return verb, err
 	}
 	if gitManaged(a) != "" {
 		return s.pageCommit(ctx, r, u, c, a, verb)

@@ -211,6 +211,13 @@ func TestPageInAChromium(t *testing.T) {
 		}
 		run(t, ctx, "waiting for the live status",
 			chromedp.WaitVisible(`//span[@data-field="phase" and text()="Synced"]`))
+		run(t, ctx, "refreshing",
+			chromedp.Click(`//button[text()="Refresh"]`),
+			chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Refresh requested")]`),
+		)
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), got); err != nil || got.Annotations[capstanv1.RefreshAnnotation] == "" {
+			t.Fatalf("after Refresh: %v, annotations %v", err, got.Annotations)
+		}
 
 		// The chart is not served, so the edit page offers the values as
 		// YAML, filled with what the add-on has now.

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+)
+
+func newAddonRefreshCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var w waitFlags
+	cmd := &cobra.Command{
+		Use:   "refresh NAME",
+		Short: "Reconcile the Addon now and read its source again past every cache (a new chart version, a tag pushed again)",
+		Long: `refresh asks the controller to reconcile the Addon at once and to fetch
+its source afresh: the chart repository's index (so a version range takes
+the newest version published), a chart pushed again under the same OCI tag
+or URL, the git branch. It writes the capstan.dev/refresh annotation and
+waits until a reconcile has handled it, then for the outcome.
+
+A refresh passes the same gates as any sync: a manual-sync add-on shows its
+new plan and waits for 'capstan addon sync', and a suspended one only plans.`,
+		Example: `  capstan addon refresh ingress -n platform
+  capstan addon refresh ingress --wait=false`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			req, err := addons.Refresh(cmd.Context(), c, key, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Requested refresh %s of %s.\n", req, key)
+			return waitRefreshed(cmd, c, key, req, w)
+		},
+	}
+	f.add(cmd)
+	w.add(cmd, true)
+	return cmd
+}
+
+// waitRefreshed waits until a reconcile handled the refresh request req,
+// then for its outcome: Synced, a plan that waits for a person (approval,
+// or spec.suspend), or an error for Blocked and Failed.
+func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, req string, w waitFlags) error {
+	if !w.wait {
+		return nil
+	}
+	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
+		a := &capstanv1.Addon{}
+		if err := c.Get(ctx, key, a); err != nil {
+			return false, "", err
+		}
+		if a.Status.LastHandledRefresh != req {
+			if a.Annotations[capstanv1.RefreshAnnotation] != req {
+				return false, "", fmt.Errorf("addon %s: the refresh request was replaced by %q before it was handled; its outcome is that request's", key, a.Annotations[capstanv1.RefreshAnnotation])
+			}
+			return false, "waiting for the controller to take up the refresh", nil
+		}
+		line := fmt.Sprintf("%s %s: %s", a.Status.Source, a.Status.Version, progressLine(a))
+		switch a.Status.Phase {
+		case capstanv1.PhaseSynced:
+			return true, line, nil
+		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed:
+			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
+		case capstanv1.PhaseSuspended:
+			return true, line + "; suspended: the plan is not applied (capstan addon install)", nil
+		case capstanv1.PhasePaused:
+			return true, line + "; paused: nothing is fetched until the capstan.dev/paused annotation goes", nil
+		case capstanv1.PhaseOutOfSync:
+			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
+				return true, line + "; the plan waits for approval: " + readyMessage(a), nil
+			}
+		}
+		return false, line, nil
+	})
+}

@@ -1,0 +1,160 @@
+package controller_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/cli"
+)
+
+// chartRepository is a Helm chart repository on the suite's chart server:
+// an index.yaml under a path of its own, listing published archives.
+type chartRepository struct {
+	cs       *chartServer
+	path     string
+	name     string
+	versions map[string]string // version: archive URL
+}
+
+func newChartRepository(cs *chartServer, name string) *chartRepository {
+	cs.mu.Lock()
+	cs.seq++
+	path := fmt.Sprintf("/repos/%d", cs.seq)
+	cs.mu.Unlock()
+	return &chartRepository{cs: cs, path: path, name: name, versions: map[string]string{}}
+}
+
+func (r *chartRepository) url() string { return r.cs.srv.URL + r.path }
+
+// add publishes a version of the chart and lists it in index.yaml.
+func (r *chartRepository) add(t *testing.T, version string, files map[string]string) {
+	t.Helper()
+	r.versions[version], _ = r.cs.publish(t, chart{name: r.name, version: version, files: files})
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "apiVersion: v1\nentries:\n  %s:\n", r.name)
+	vs := make([]string, 0, len(r.versions))
+	for v := range r.versions {
+		vs = append(vs, v)
+	}
+	sort.Strings(vs)
+	for _, v := range vs {
+		fmt.Fprintf(&b, "  - apiVersion: v2\n    name: %s\n    version: %s\n    urls: [%q]\n", r.name, v, r.versions[v])
+	}
+	r.cs.mu.Lock()
+	r.cs.files[r.path+"/index.yaml"] = b.Bytes()
+	r.cs.mu.Unlock()
+}
+
+// capstanFails runs the capstan command line as capstan does, and returns
+// what it printed and its error.
+func capstanFails(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	root := cli.NewRootCommand()
+	root.SetArgs(append(args, "--kubeconfig", cluster.Kubeconfig))
+	root.SetOut(&out)
+	root.SetErr(&out)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
+}
+
+// TestRefreshReadsTheSourceAgain: a version range takes a version
+// published after the chart repository's index was cached when someone
+// asks: `capstan addon refresh` reconciles at once and reads the index
+// again (the fetcher keeps an index for 5 minutes), and the Addon says
+// which request it handled. A request the controller cannot take is
+// refused with what to do, and nothing running changes.
+func TestRefreshReadsTheSourceAgain(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	files := map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-version\ndata:\n  version: {{ .Chart.Version | quote }}\n",
+	}
+	repo := newChartRepository(charts, "refreshed")
+	repo.add(t, "1.0.0", files)
+	a := &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "refreshed"},
+		Spec:       capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: repo.url(), Name: "refreshed", Version: ">=1.0.0"}},
+	}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Version != "1.0.0" {
+		t.Fatalf("installed version %q, want 1.0.0", got.Status.Version)
+	}
+	running := func() string {
+		cm := live(t, "v1", "ConfigMap", ns, "refreshed-version")
+		if cm == nil {
+			return ""
+		}
+		v, _, _ := unstructured.NestedString(cm.Object, "data", "version")
+		return v
+	}
+
+	repo.add(t, "1.1.0", files)
+	out := capstan(t, "addon", "refresh", "refreshed", "-n", ns, "--timeout", "60s")
+	got := getAddon(t, a)
+	if got.Status.Version != "1.1.0" || running() != "1.1.0" {
+		t.Fatalf("after the refresh: status version %q, running %q; want 1.1.0\n%s\n%s", got.Status.Version, running(), out, describeStatus(got))
+	}
+	req := got.Annotations[capstanv1.RefreshAnnotation]
+	if req == "" || got.Status.LastHandledRefresh != req || !strings.Contains(out, "Requested refresh "+req) || !strings.Contains(out, "Synced") {
+		t.Fatalf("request %q, handled %q; the command said:\n%s", req, got.Status.LastHandledRefresh, out)
+	}
+
+	// An annotation too long to echo in status is refused, and what runs
+	// stays; a good value goes on.
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, strings.Repeat("x", 200))
+	failed := waitFor(t, a, 30*time.Second, "the long request refused", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return c != nil && strings.Contains(c.Message, "capstan.dev/refresh annotation is 200 characters long")
+	})
+	if failed.Status.LastHandledRefresh != req || running() != "1.1.0" {
+		t.Fatalf("after a refused request: handled %q, running %q", failed.Status.LastHandledRefresh, running())
+	}
+	out = capstan(t, "addon", "refresh", "refreshed", "-n", ns, "--timeout", "60s")
+	if got := getAddon(t, a); got.Status.Phase != capstanv1.PhaseSynced || got.Status.LastHandledRefresh != got.Annotations[capstanv1.RefreshAnnotation] {
+		t.Fatalf("a good request after a refused one: %s\n%s", describeStatus(got), out)
+	}
+
+	// A paused add-on fetches nothing: the command says so, and writes nothing.
+	patchAnnotation(t, a, capstanv1.PausedAnnotation, "true")
+	before := getAddon(t, a).Annotations[capstanv1.RefreshAnnotation]
+	out, err := capstanFails(t, "addon", "refresh", "refreshed", "-n", ns)
+	if err == nil || !strings.Contains(err.Error(), "paused") || !strings.Contains(err.Error(), "remove the annotation") {
+		t.Fatalf("refreshing a paused add-on: %v\n%s", err, out)
+	}
+	if got := getAddon(t, a).Annotations[capstanv1.RefreshAnnotation]; got != before {
+		t.Fatalf("a refused refresh wrote %q over %q", got, before)
+	}
+	out, err = capstanFails(t, "addon", "refresh", "missing", "-n", ns)
+	if err == nil || !strings.Contains(err.Error(), "not found") {
+		t.Fatalf("refreshing an add-on that does not exist: %v\n%s", err, out)
+	}
+}
+
+// patchAnnotation sets one annotation of the Addon as the admin.
+func patchAnnotation(t *testing.T, a *capstanv1.Addon, key, value string) {
+	t.Helper()
+	cur := getAddon(t, a)
+	patch := client.MergeFrom(cur.DeepCopy())
+	if cur.Annotations == nil {
+		cur.Annotations = map[string]string{}
+	}
+	cur.Annotations[key] = value
+	if err := admin.Patch(context.Background(), cur, patch); err != nil {
+		t.Fatal(err)
+	}
+}
