@@ -564,6 +564,44 @@ type AddonStatus struct {
 	// Ready; the Registered condition says why there is none.
 	// +optional
 	Registration *Registration `json:"registration,omitempty"`
+
+	// History lists the renders that were applied, newest first: the
+	// install, each upgrade and each change of values, at most
+	// MaxHistory of them. Undoing drift applies the same render and adds
+	// no revision.
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	History []Revision `json:"history,omitempty"`
+}
+
+// MaxHistory is how many revisions status.history keeps.
+const MaxHistory = 10
+
+// Revision is one render that was applied.
+type Revision struct {
+	// Number counts the add-on's revisions from 1, as Helm's do.
+	Number int64 `json:"number"`
+	// AppliedAt is when its apply finished (before any post hooks ran).
+	AppliedAt metav1.Time `json:"appliedAt"`
+	// Generation is the Addon's generation it was applied for.
+	Generation int64 `json:"generation,omitempty"`
+	// Source and Version say what was rendered: the chart and its
+	// version, or the git folder and its short commit.
+	// +optional
+	Source string `json:"source,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// AppliedHash identifies the render: chart, version, values and
+	// release name (status.appliedHash while it is the newest).
+	AppliedHash string `json:"appliedHash"`
+	// PlanHash is the plan that was applied; with manualSync, the one a
+	// person approved.
+	// +optional
+	PlanHash string `json:"planHash,omitempty"`
+	// Changes counts what the plan created, updated and deleted, and its hooks.
+	// +optional
+	Changes PlanSummary `json:"changes,omitempty"`
 }
 
 // ObjectRef names one Kubernetes object.

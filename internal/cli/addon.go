@@ -48,7 +48,7 @@ func newAddonCommand() *cobra.Command {
 		Use:   "addon",
 		Short: "List, add, plan, install, edit, sync, refresh, suspend, resume and remove Addons; git-managed ones by committing (--gitops)",
 	}
-	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand(), newAddonRefreshCommand())
+	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand(), newAddonRefreshCommand(), newAddonHistoryCommand())
 	cmd.AddCommand(newAddonGitopsCommands()...)
 	return cmd
 }

@@ -112,6 +112,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.Hook = s.addon.Status.Hook
 	st.Plan = s.addon.Status.Plan
 	st.AppliedHash = s.addon.Status.AppliedHash
+	st.History = s.addon.Status.History
 	st.AppliedAsUpgrade = s.addon.Status.AppliedAsUpgrade
 	st.LastSyncRequest = s.addon.Status.LastSyncRequest
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime

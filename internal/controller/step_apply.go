@@ -93,6 +93,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.Result, pre, post string) error {
 	st := &s.addon.Status
 	st.Inventory = capstanv1.IDsOf(res.Inventory)
+	if st.AppliedHash != s.render.Hash {
+		st.History = addRevision(st.History, s.revision(metav1.Now()))
+	}
 	st.AppliedHash = s.render.Hash
 	st.AppliedAsUpgrade = s.upgrade
 	if s.verdict.HandledSyncRequest {
@@ -114,6 +117,36 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		return r.checkpointStatus(ctx, s)
 	}
 	return nil
+}
+
+// revision describes the render this sync applies, applied at.
+func (s *scope) revision(at metav1.Time) capstanv1.Revision {
+	rev := capstanv1.Revision{
+		AppliedAt: at, Generation: s.addon.Generation,
+		Source: s.addon.Status.Source, Version: s.addon.Status.Version, AppliedHash: s.render.Hash,
+	}
+	if p := s.plan; p != nil {
+		rev.PlanHash, rev.Changes = p.Hash, p.Summary
+	}
+	return rev
+}
+
+// addRevision puts rev at the head of history, numbered one above the
+// newest, and keeps at most capstanv1.MaxHistory revisions.
+func addRevision(history []capstanv1.Revision, rev capstanv1.Revision) []capstanv1.Revision {
+	rev.Number = 1
+	if len(history) > 0 {
+		rev.Number = history[0].Number + 1
+	}
+	out := make([]capstanv1.Revision, 0, min(len(history)+1, capstanv1.MaxHistory))
+	out = append(out, rev)
+	for _, r := range history {
+		if len(out) == capstanv1.MaxHistory {
+			break
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // holder lets a prune or an uninstall leave an object that another Addon

@@ -136,6 +136,10 @@ func pageAddon(t *testing.T, ns string) *capstanv1.Addon {
 	a.Status.Registration = &capstanv1.Registration{Name: "blog", Source: "https://blog.example/.well-known/capstan/addon.json",
 		ReadAt: metav1.Now(), Tiles: []capstanv1.Tile{{Title: "Blog " + hostile, Icon: "B", Link: "javascript:document.title='pwned'"},
 			{Title: "Writing", Link: "https://blog.example/write"}}}
+	a.Status.History = []capstanv1.Revision{
+		{Number: 2, AppliedAt: metav1.Now(), Version: "1.1.0", AppliedHash: hashOf("e"), PlanHash: hashOf("c"), Changes: capstanv1.PlanSummary{Update: 2}},
+		{Number: 1, AppliedAt: metav1.Now(), Version: "1.0.0 " + hostile, AppliedHash: hashOf("f"), PlanHash: hashOf("b"), Changes: capstanv1.PlanSummary{Create: 3, Hooks: 1}},
+	}
 	if err := admin.Status().Update(ctx, a); err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +179,7 @@ func TestPageInAChromium(t *testing.T) {
 		if scripts != 1 || imgs != 0 || strings.Contains(title, "pwned") {
 			t.Errorf("markup from the Addon ran or rendered: %d scripts (want only live.js), %d images, title %q", scripts, imgs, title)
 		}
-		for _, want := range []string{"Suspended", "+  title: <script>", "ghcr.io/example/blog:1.2.0", "withheld"} {
+		for _, want := range []string{"Suspended", "+  title: <script>", "ghcr.io/example/blog:1.2.0", "withheld", "0 created, 2 updated, 0 deleted", "3 created, 0 updated, 0 deleted, 1 hooks"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the add-on page does not show %q as text", want)
 			}
