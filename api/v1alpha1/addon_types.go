@@ -204,6 +204,48 @@ type AddonSpec struct {
 	// is for a primary outside the cluster, and for tests.
 	// +optional
 	Registration *RegistrationSource `json:"registration,omitempty"`
+
+	// Ignore leaves fields of objects that exist to whoever else manages
+	// them: an autoscaler's replicas, an injected caBundle. Capstan applies
+	// such a field as it runs (or leaves it out when it is not set), so it
+	// is neither drift nor changed by an upgrade; an object that does not
+	// exist yet is created whole.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Ignore []IgnoreRule `json:"ignore,omitempty"`
+}
+
+// IgnoreRule names fields of the objects a target selects.
+type IgnoreRule struct {
+	// Paths are JSON pointers (RFC 6901) into the object, such as
+	// /spec/replicas or /spec/template/spec/containers/0/resources. Not the
+	// object's identity (apiVersion, kind, metadata other than annotations
+	// and labels) nor Capstan's own labels.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:Pattern=`^(/([^/~]|~[01])*)+$`
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=atomic
+	Paths []string `json:"paths"`
+
+	// Target selects objects; a field left empty matches any.
+	// +optional
+	Target IgnoreTarget `json:"target,omitempty"`
+}
+
+// IgnoreTarget selects objects by API group, kind, namespace and name.
+type IgnoreTarget struct {
+	// Group is the API group: "" for the core group, "apps" for a
+	// Deployment. Left out, any group.
+	// +optional
+	Group *string `json:"group,omitempty"`
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// +optional
+	Name string `json:"name,omitempty"`
 }
 
 // DependencyReference names another Addon.

@@ -22,10 +22,11 @@ func (r *AddonReconciler) renderSteps() []step {
 	return []step{{"Cluster", r.selectCluster}, {"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}, {"Generated", r.keepGenerated}}
 }
 
-// planSteps are the render steps, then the guardrails and the preview: what
-// the sync and `capstan plan` share.
+// planSteps are the render steps, then the fields spec.ignore leaves as
+// they run, the guardrails and the preview: what the sync and `capstan
+// plan` share.
 func (r *AddonReconciler) planSteps() []step {
-	return append(r.renderSteps(), step{"Guard", r.checkGuardrails}, step{"Preview", r.preview})
+	return append(r.renderSteps(), step{"Ignore", r.keepIgnored}, step{"Guard", r.checkGuardrails}, step{"Preview", r.preview})
 }
 
 // reconcileNormal runs the pipeline for an Addon that is not being deleted.

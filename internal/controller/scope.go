@@ -67,7 +67,9 @@ type scope struct {
 	// crdNotices say how many existing objects a CRD's new schema was
 	// checked against (crdsafety.go).
 	crdNotices []capstanv1.Notice
-	upgrade    bool // rendered for an upgrade
+	// ignoreNotices name the fields spec.ignore left as they run (keepIgnored).
+	ignoreNotices []capstanv1.Notice
+	upgrade       bool // rendered for an upgrade
 
 	// objects are the prepared objects to apply, Namespaces and CRDs included.
 	objects      []*unstructured.Unstructured

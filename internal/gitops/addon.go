@@ -99,6 +99,11 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 	for _, d := range def.DependsOn {
 		a.Spec.DependsOn = append(a.Spec.DependsOn, capstanv1.DependencyReference(d))
 	}
+	for _, rule := range def.Ignore {
+		t := rule.Target
+		a.Spec.Ignore = append(a.Spec.Ignore, capstanv1.IgnoreRule{Paths: rule.Paths,
+			Target: capstanv1.IgnoreTarget{Group: t.Group, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}})
+	}
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}

@@ -47,6 +47,8 @@ type Definition struct {
 	ManualSync bool `yaml:"manualSync,omitempty"`
 	// DependsOn names add-ons that must be Ready first.
 	DependsOn []DependencyReference `yaml:"dependsOn,omitempty"`
+	// Ignore leaves fields of running objects to whoever else manages them.
+	Ignore []IgnoreRule `yaml:"ignore,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Suspend makes the add-on plan-only.
@@ -86,6 +88,21 @@ type GitSource struct {
 type DependencyReference struct {
 	Name      string `yaml:"name"`
 	Namespace string `yaml:"namespace,omitempty"`
+}
+
+// IgnoreRule names fields, as JSON pointers, of the objects its target
+// selects (spec.ignore).
+type IgnoreRule struct {
+	Paths  []string     `yaml:"paths"`
+	Target IgnoreTarget `yaml:"target,omitempty"`
+}
+
+// IgnoreTarget selects objects; a field left out matches any.
+type IgnoreTarget struct {
+	Group     *string `yaml:"group,omitempty"`
+	Kind      string  `yaml:"kind,omitempty"`
+	Namespace string  `yaml:"namespace,omitempty"`
+	Name      string  `yaml:"name,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

@@ -83,6 +83,10 @@ allowAdoptChanges: true
 suspend: true
 hookTimeout: 15m
 deletionPolicy: Delete
+ignore:
+  - paths: [/spec/replicas]
+    target: {group: apps, kind: Deployment, name: full}
+  - paths: [/metadata/annotations/example.com~1hash]
 `
 	def, err := Parse("addons/full.yaml", []byte(src))
 	if err != nil {
@@ -95,7 +99,9 @@ deletionPolicy: Delete
 	s := a.Spec
 	if s.Chart.OCI != "oci://ghcr.io/org/charts/full" || s.Chart.Digest == "" || s.Chart.SecretRef.Name != "registry" ||
 		len(s.ValuesFrom) != 2 || s.ValuesFrom[1].TargetPath != "image.tag" || !s.ValuesFrom[1].Optional ||
-		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != capstanv1.DeletionDelete {
+		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != capstanv1.DeletionDelete ||
+		len(s.Ignore) != 2 || s.Ignore[0].Paths[0] != "/spec/replicas" || s.Ignore[0].Target.Group == nil || *s.Ignore[0].Target.Group != "apps" ||
+		s.Ignore[0].Target.Kind != "Deployment" || s.Ignore[0].Target.Name != "full" || s.Ignore[1].Target.Group != nil {
 		t.Fatalf("unexpected spec: %+v", s)
 	}
 
@@ -143,6 +149,10 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"allowAdoptChanges alone", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nallowAdoptChanges: true\n", "addons/a.yaml:3: allowAdoptChanges: needs adopt: true"},
 		{"depends on itself", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndependsOn:\n  - name: b\n  - name: a\n", "addons/a.yaml:5: dependsOn[1].name: \"a\" is this add-on itself"},
 		{"dependency without a name", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndependsOn:\n  - namespace: x\n", "addons/a.yaml:4: dependsOn[0].name: name is required"},
+		{"ignore an object's name", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths: [/spec/replicas, /metadata/name]\n", "addons/a.yaml:4: ignore[0].paths[1]: \"/metadata/name\": of metadata, only one annotation or label"},
+		{"ignore not a pointer", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths:\n      - spec/replicas\n", "addons/a.yaml:5: ignore[0].paths[0]: \"spec/replicas\" is not a JSON pointer"},
+		{"ignore without paths", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - target: {kind: Deployment}\n", "addons/a.yaml:4: ignore[0].paths: name 1 to 16 fields"},
+		{"ignore an unknown target field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths: [/spec/replicas]\n    target: {kinds: Deployment}\n", "addons/a.yaml:5: ignore[0].target.kinds: unknown field"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},

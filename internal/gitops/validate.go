@@ -10,6 +10,7 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
 
+	"capstan.dev/capstan/internal/ignore"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -41,6 +42,9 @@ const (
 	maxGitPath     = 1024
 	maxValuesFrom  = 64
 	maxDependsOn   = 32
+	maxIgnoreRules = 32
+	maxIgnorePaths = 16
+	maxIgnorePath  = 256
 	maxHookTimeout = 24 * time.Hour
 )
 
@@ -154,6 +158,21 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 			r.fail("name is required (at most 253 characters): the name of the add-on to wait for", "dependsOn", i, "name")
 		case d.Name == def.Name && d.Namespace == "":
 			r.fail(fmt.Sprintf("%q is this add-on itself, which would wait for ever: remove it", d.Name), "dependsOn", i, "name")
+		}
+	}
+	if len(def.Ignore) > maxIgnoreRules {
+		r.fail(fmt.Sprintf("has %d rules, more than %d", len(def.Ignore), maxIgnoreRules), "ignore")
+	}
+	for i, rule := range def.Ignore {
+		if len(rule.Paths) == 0 || len(rule.Paths) > maxIgnorePaths {
+			r.fail(fmt.Sprintf("name 1 to %d fields as JSON pointers, such as /spec/replicas", maxIgnorePaths), "ignore", i, "paths")
+		}
+		for j, p := range rule.Paths {
+			if len(p) > maxIgnorePath {
+				r.fail(fmt.Sprintf("is longer than %d characters", maxIgnorePath), "ignore", i, "paths", j)
+			} else if err := ignore.CheckPath(p); err != nil {
+				r.fail(err.Error(), "ignore", i, "paths", j)
+			}
 		}
 	}
 	if def.AllowAdoptChanges && !def.Adopt {

@@ -1,0 +1,86 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestIgnoredFieldsAreLeftAsTheyRun: a Deployment's replicas, scaled by
+// someone else as an autoscaler does, stay as they run through drift
+// checks, a refresh and an upgrade, when spec.ignore names them; the
+// plan says so. A rule that names what Capstan must set is refused, and
+// nothing is applied.
+func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "ignore-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/spec/replicas"}, Target: capstanv1.IgnoreTarget{Kind: "Deployment"}}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	replicas := func() int64 {
+		r, _, _ := unstructured.NestedInt64(live(t, "apps/v1", "Deployment", ns, a.Name).Object, "spec", "replicas")
+		return r
+	}
+	if r := replicas(); r != 1 {
+		t.Fatalf("installed with %d replicas, want the chart's 1", r)
+	}
+
+	// Scaled as an autoscaler does: another field manager's update.
+	dep := live(t, "apps/v1", "Deployment", ns, a.Name)
+	if err := admin.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":3}}`)), client.FieldOwner("autoscaler")); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "after-scaling")
+	got := waitFor(t, a, 60*time.Second, "the refresh handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-scaling" && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if r := replicas(); r != 3 {
+		t.Fatalf("after a sync: %d replicas, want the 3 it was scaled to\n%s", r, describeStatus(got))
+	}
+	noticed := false
+	for _, n := range got.Status.Plan.Notices {
+		noticed = noticed || (strings.HasPrefix(n.Path, "spec.ignore/Deployment/") && strings.Contains(n.Message, "/spec/replicas"))
+	}
+	if !noticed {
+		t.Errorf("the plan does not say the replicas were left as they run: %+v", got.Status.Plan.Notices)
+	}
+
+	// An upgrade changes what the chart sets, and not the replicas.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"greeting":"hi"}`) })
+	waitFor(t, a, 60*time.Second, "the upgrade", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && len(cur.Status.History) == 2
+	})
+	cm := live(t, "v1", "ConfigMap", ns, a.Name+"-config")
+	if g, _, _ := unstructured.NestedString(cm.Object, "data", "greeting"); g != "hi" || replicas() != 3 {
+		t.Fatalf("after the upgrade: greeting %q, %d replicas; want hi and 3", g, replicas())
+	}
+
+	// A rule that names an object's identity is refused before anything
+	// is applied; one that is not a JSON pointer, when it is written.
+	bad := create(t, newAddon(controllerNS, "ignore-bad-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName = "bad"
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/metadata/name"}}}
+	})))
+	failed := waitPhase(t, bad, capstanv1.PhaseFailed)
+	if c := condition(failed, capstanv1.ConditionReady); c == nil || !strings.Contains(c.Message, "spec.ignore[0].paths[0]") || !strings.Contains(c.Message, "only one annotation or label") {
+		t.Fatalf("a rule on metadata.name: %s", describeStatus(failed))
+	}
+	if live(t, "apps/v1", "Deployment", ns, "bad") != nil || len(failed.Status.Inventory) != 0 {
+		t.Fatal("an add-on with a refused rule applied something")
+	}
+	err := admin.Create(ctx, newAddon(controllerNS, "ignore-worse-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"spec/replicas"}}}
+	})))
+	if err == nil || !strings.Contains(err.Error(), "spec.ignore[0].paths[0]") {
+		t.Fatalf("a path that is not a JSON pointer: %v", err)
+	}
+}

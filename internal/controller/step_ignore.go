@@ -1,0 +1,54 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/ignore"
+)
+
+// keepIgnored leaves the fields spec.ignore names to whoever else manages
+// them: each object that exists and that a rule selects is read, and each
+// of its ignored paths takes the value it runs with, or is left out when it
+// runs with none (ignore.Keep). An object that does not exist yet is
+// created whole. It guarantees that the guardrails and the preview see the
+// objects as they would be applied, so an ignored field is neither drift
+// nor changed by an upgrade; a plan notice names the fields it kept.
+func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, error) {
+	rules := s.addon.Spec.Ignore
+	if len(rules) == 0 || len(s.objects) == 0 {
+		return false, nil
+	}
+	if err := ignore.Check(rules); err != nil {
+		return false, terminal{err}
+	}
+	for _, obj := range s.objects {
+		paths := ignore.Paths(rules, obj)
+		if len(paths) == 0 {
+			continue
+		}
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(obj.GroupVersionKind())
+		err := s.applier.Client.Get(ctx, client.ObjectKeyFromObject(obj), live)
+		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+			continue // created whole; a kind whose CRD comes with the add-on has none yet
+		}
+		if err != nil {
+			return false, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+		}
+		if kept := ignore.Keep(obj, live, paths); len(kept) > 0 {
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{
+				Path:    "spec.ignore/" + obj.GetKind() + "/" + strings.TrimPrefix(obj.GetNamespace()+"/"+obj.GetName(), "/"),
+				Message: strings.Join(kept, ", ") + " left as the object runs, not as the chart renders it",
+			})
+		}
+	}
+	return false, nil
+}

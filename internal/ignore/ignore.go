@@ -1,0 +1,210 @@
+// Package ignore leaves fields of applied objects to whoever else manages
+// them (spec.ignore): an autoscaler's replicas, an injected caBundle. For an
+// object that exists, each ignored path takes the value the object runs
+// with, or is left out when the object has none, so that applying the
+// manifest changes nothing there. It is pure: the caller reads the live
+// object.
+package ignore
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// ownLabels are the labels Capstan finds its objects by: a rule may not
+// leave them to anyone else.
+var ownLabels = map[string]bool{
+	capstanv1.AddonLabel:          true,
+	capstanv1.AddonNamespaceLabel: true,
+	capstanv1.ManagedByLabel:      true,
+}
+
+// Check refuses rules whose paths are not JSON pointers, or name what
+// Capstan must set itself: the object's identity (apiVersion, kind,
+// metadata other than annotations and labels) and Capstan's own labels.
+func Check(rules []capstanv1.IgnoreRule) error {
+	for i, r := range rules {
+		if len(r.Paths) == 0 {
+			return fmt.Errorf("spec.ignore[%d].paths is empty: name at least one field, such as /spec/replicas", i)
+		}
+		for j, p := range r.Paths {
+			if err := CheckPath(p); err != nil {
+				return fmt.Errorf("spec.ignore[%d].paths[%d]: %w", i, j, err)
+			}
+		}
+	}
+	return nil
+}
+
+// CheckPath refuses one path as Check does.
+func CheckPath(p string) error {
+	tokens, err := Parse(p)
+	if err != nil {
+		return err
+	}
+	if err := checkTokens(tokens); err != nil {
+		return fmt.Errorf("%q: %w", p, err)
+	}
+	return nil
+}
+
+func checkTokens(t []string) error {
+	switch t[0] {
+	case "apiVersion", "kind":
+		return fmt.Errorf("an object's %s is what it is, and cannot be left to anyone else", t[0])
+	case "metadata":
+		if len(t) < 3 || (t[1] != "annotations" && t[1] != "labels") {
+			return fmt.Errorf("of metadata, only one annotation or label can be ignored, such as /metadata/annotations/example.com~1hash")
+		}
+		if t[1] == "labels" && ownLabels[t[2]] {
+			return fmt.Errorf("the label %s is how Capstan finds its objects, so it is never ignored", t[2])
+		}
+	}
+	return nil
+}
+
+// Parse splits a JSON pointer (RFC 6901) into its tokens, unescaped.
+func Parse(p string) ([]string, error) {
+	if !strings.HasPrefix(p, "/") || p == "/" {
+		return nil, fmt.Errorf("%q is not a JSON pointer to a field: write it as /spec/replicas", p)
+	}
+	parts := strings.Split(p[1:], "/")
+	for i, s := range parts {
+		if s == "" {
+			return nil, fmt.Errorf("%q has an empty step: write it as /spec/replicas", p)
+		}
+		if strings.Contains(strings.NewReplacer("~0", "", "~1", "").Replace(s), "~") {
+			return nil, fmt.Errorf("%q: a ~ is written ~0 and a / is written ~1", p)
+		}
+		parts[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+	}
+	return parts, nil
+}
+
+// Paths returns the paths of every rule whose target selects obj.
+func Paths(rules []capstanv1.IgnoreRule, obj *unstructured.Unstructured) []string {
+	gvk := obj.GroupVersionKind()
+	var out []string
+	for _, r := range rules {
+		t := r.Target
+		if (t.Group != nil && *t.Group != gvk.Group) || (t.Kind != "" && t.Kind != gvk.Kind) ||
+			(t.Namespace != "" && t.Namespace != obj.GetNamespace()) || (t.Name != "" && t.Name != obj.GetName()) {
+			continue
+		}
+		out = append(out, r.Paths...)
+	}
+	return out
+}
+
+// Keep sets each path of manifest to live's value there, or removes it
+// when live has none, and returns the paths where the manifest differed
+// from what runs. Paths must have passed Check. A path whose place the
+// manifest cannot hold (a list shorter than its index, a value that is
+// not an object) is left as the manifest has it.
+func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
+	var kept []string
+	for _, p := range paths {
+		tokens, err := Parse(p)
+		if err != nil {
+			continue
+		}
+		want, has := get(live.Object, tokens)
+		was, had := get(manifest.Object, tokens)
+		switch {
+		case has && had && reflect.DeepEqual(want, was):
+			continue
+		case has:
+			if !set(manifest.Object, tokens, runtime.DeepCopyJSONValue(want)) {
+				continue
+			}
+		case !had:
+			continue
+		default:
+			remove(manifest.Object, tokens)
+		}
+		kept = append(kept, p)
+	}
+	return kept
+}
+
+func get(v any, tokens []string) (any, bool) {
+	for _, t := range tokens {
+		switch c := v.(type) {
+		case map[string]any:
+			next, ok := c[t]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, ok := index(t, len(c))
+			if !ok {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// set puts value at tokens, making the objects on the way that are
+// missing; it reports false when the way passes a list too short or a
+// value that holds no fields.
+func set(obj map[string]any, tokens []string, value any) bool {
+	var cur any = obj
+	for i, t := range tokens {
+		last := i == len(tokens)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[t] = value
+				return true
+			}
+			next, ok := c[t]
+			if !ok || next == nil {
+				next = map[string]any{}
+				c[t] = next
+			}
+			cur = next
+		case []any:
+			j, ok := index(t, len(c))
+			if !ok {
+				return false
+			}
+			if last {
+				c[j] = value
+				return true
+			}
+			cur = c[j]
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// remove deletes the field at tokens; a list item is not removed, so
+// that the items after it keep their places.
+func remove(obj map[string]any, tokens []string) {
+	parent, ok := get(obj, tokens[:len(tokens)-1])
+	if m, isMap := parent.(map[string]any); ok && isMap {
+		delete(m, tokens[len(tokens)-1])
+	}
+}
+
+func index(t string, n int) (int, bool) {
+	i, err := strconv.Atoi(t)
+	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != t {
+		return 0, false
+	}
+	return i, true
+}

@@ -1,0 +1,137 @@
+package ignore
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func object(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	data, err := yaml.YAMLToJSON([]byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		path, err string
+	}{
+		{"/spec/replicas", ""},
+		{"/spec/template/spec/containers/0/resources", ""},
+		{"/metadata/annotations/example.com~1hash", ""},
+		{"/metadata/labels/team", ""},
+		{"spec/replicas", "not a JSON pointer"},
+		{"/", "not a JSON pointer"},
+		{"/spec//replicas", "empty step"},
+		{"/spec/a~2b", "a ~ is written ~0"},
+		{"/kind", "cannot be left"},
+		{"/apiVersion", "cannot be left"},
+		{"/metadata/name", "only one annotation or label"},
+		{"/metadata/labels", "only one annotation or label"},
+		{"/metadata/labels/capstan.dev~1addon", "how Capstan finds its objects"},
+		{"/metadata/labels/app.kubernetes.io~1managed-by", "how Capstan finds its objects"},
+	}
+	for _, tt := range tests {
+		err := Check([]capstanv1.IgnoreRule{{Paths: []string{tt.path}}})
+		switch {
+		case tt.err == "" && err != nil:
+			t.Errorf("%s: %v", tt.path, err)
+		case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || !strings.Contains(err.Error(), "spec.ignore[0].paths[0]")):
+			t.Errorf("%s: %v; want an error naming the field and saying %q", tt.path, err, tt.err)
+		}
+	}
+	if err := Check([]capstanv1.IgnoreRule{{}}); err == nil || !strings.Contains(err.Error(), "spec.ignore[0].paths is empty") {
+		t.Errorf("a rule without paths: %v", err)
+	}
+}
+
+func TestPaths(t *testing.T) {
+	core, apps := "", "apps"
+	dep := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: shop}\n")
+	rules := []capstanv1.IgnoreRule{
+		{Paths: []string{"/a"}},
+		{Paths: []string{"/b"}, Target: capstanv1.IgnoreTarget{Group: &apps, Kind: "Deployment"}},
+		{Paths: []string{"/c"}, Target: capstanv1.IgnoreTarget{Group: &core, Kind: "Deployment"}},
+		{Paths: []string{"/d"}, Target: capstanv1.IgnoreTarget{Name: "web", Namespace: "shop"}},
+		{Paths: []string{"/e"}, Target: capstanv1.IgnoreTarget{Name: "api"}},
+		{Paths: []string{"/f"}, Target: capstanv1.IgnoreTarget{Kind: "StatefulSet"}},
+	}
+	if got, want := Paths(rules, dep), []string{"/a", "/b", "/d"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("paths %v, want %v", got, want)
+	}
+}
+
+func TestKeep(t *testing.T) {
+	manifest := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations: {example.com/hash: from-chart}
+spec:
+  replicas: 1
+  template:
+    spec:
+      containers:
+      - name: web
+        resources: {limits: {cpu: "1"}}
+      - name: sidecar
+`)
+	live := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 5
+  strategy: {type: Recreate}
+  template:
+    spec:
+      containers:
+      - name: web
+        resources: {limits: {cpu: "1"}}
+`)
+	kept := Keep(manifest, live, []string{
+		"/spec/replicas", // runs with 5: kept
+		"/metadata/annotations/example.com~1hash",    // runs without: left out
+		"/spec/template/spec/containers/0/resources", // the same: nothing to do
+		"/spec/template/spec/containers/1/image",     // neither has it
+		"/spec/strategy/type",                        // runs with it, the manifest has no strategy: made
+		"/spec/paused",                               // neither
+	})
+	if want := []string{"/spec/replicas", "/metadata/annotations/example.com~1hash", "/spec/strategy/type"}; !reflect.DeepEqual(kept, want) {
+		t.Fatalf("kept %v, want %v", kept, want)
+	}
+	if r, _, _ := unstructured.NestedInt64(manifest.Object, "spec", "replicas"); r != 5 {
+		t.Errorf("replicas %d, want the live 5", r)
+	}
+	if _, ok := manifest.GetAnnotations()["example.com/hash"]; ok {
+		t.Error("an annotation the object runs without is still in the manifest")
+	}
+	if s, _, _ := unstructured.NestedString(manifest.Object, "spec", "strategy", "type"); s != "Recreate" {
+		t.Errorf("strategy %q, want the live Recreate", s)
+	}
+	// The live object is never changed, and what Keep copied is its own.
+	live.Object["spec"].(map[string]any)["replicas"] = int64(7)
+	if r, _, _ := unstructured.NestedInt64(manifest.Object, "spec", "replicas"); r != 5 {
+		t.Errorf("the manifest shares the live object's values")
+	}
+	// A list the manifest holds fewer items of is left as it is.
+	short := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}]}")
+	long := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b, image: x}]}")
+	if kept := Keep(short, long, []string{"/spec/containers/1/image"}); len(kept) != 0 {
+		t.Errorf("kept %v in a list too short for it", kept)
+	}
+}
