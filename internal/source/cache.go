@@ -53,6 +53,15 @@ func (c *lru[V]) add(key string, value V, size int64) {
 	}
 }
 
+// remove drops key, if it is cached.
+func (c *lru[V]) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.items[key]; ok {
+		c.removeElement(e)
+	}
+}
+
 func (c *lru[V]) removeElement(e *list.Element) {
 	ent := e.Value.(*lruEntry[V])
 	c.order.Remove(e)

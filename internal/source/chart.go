@@ -93,7 +93,17 @@ func (f *Fetcher) fetchChart(key, pinned string, refresh bool, fetch func() (*ca
 		if err != nil {
 			return nil, err
 		}
-		f.charts.add(key, c, c.size)
+		switch old, held := f.charts.get(key); {
+		case refresh:
+			// NOTE: what the cache held is from before the refresh, even
+			// when the new chart is too large to be cached in its place.
+			f.charts.remove(key)
+			f.charts.add(key, c, c.size)
+		case !held || !old.matches(pinned):
+			// NOTE: a refresh that finished while this fetch ran stored
+			// the newer chart; this one must not replace it.
+			f.charts.add(key, c, c.size)
+		}
 		return c, nil
 	})
 	if err != nil {
