@@ -61,8 +61,15 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 			return false, "", err
 		}
 		if a.Status.LastHandledRefresh != req {
-			if a.Annotations[capstanv1.RefreshAnnotation] != req {
-				return false, "", fmt.Errorf("addon %s: the refresh request was replaced by %q before it was handled; its outcome is that request's", key, a.Annotations[capstanv1.RefreshAnnotation])
+			switch now := a.Annotations[capstanv1.RefreshAnnotation]; {
+			case !a.DeletionTimestamp.IsZero():
+				return false, "", fmt.Errorf("addon %s is being removed: the refresh will not be handled", key)
+			case a.Annotations[capstanv1.PausedAnnotation] == "true":
+				return false, "", fmt.Errorf("addon %s was paused before the refresh was handled; it is handled when the capstan.dev/paused annotation goes", key)
+			case now == "":
+				return false, "", fmt.Errorf("addon %s: the refresh request was removed before it was handled", key)
+			case now != req:
+				return false, "", fmt.Errorf("addon %s: the refresh request was replaced by %q before it was handled; its outcome is that request's", key, now)
 			}
 			return false, "waiting for the controller to take up the refresh", nil
 		}

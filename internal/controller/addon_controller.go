@@ -323,19 +323,29 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		s.outcome = outcomeOf(s.found, "", nil)
 		return ctrl.Result{}, nil
 	}
+	if !addon.DeletionTimestamp.IsZero() {
+		if err := readableInventory(addon); err != nil {
+			// NOTE: an uninstall from an inventory it cannot read would
+			// leave out the very objects it must delete.
+			s.stage = "Inventory"
+			return r.result(s, terminal{err})
+		}
+		return r.reconcileDelete(ctx, s)
+	}
+	defer refreshHandled(s)
+	if err := refreshRequest(s); err != nil {
+		s.stage = "Refresh"
+		return r.result(s, err)
+	}
 	if err := readableInventory(addon); err != nil {
-		// NOTE: before the deletion too: an uninstall from an inventory
-		// it cannot read would leave out the very objects it must delete.
 		s.stage = "Inventory"
 		return r.result(s, terminal{err})
-	}
-	if !addon.DeletionTimestamp.IsZero() {
-		return r.reconcileDelete(ctx, s)
 	}
 	if !controllerutil.ContainsFinalizer(addon, capstanv1.Finalizer) {
 		patch := client.MergeFrom(addon.DeepCopy())
 		controllerutil.AddFinalizer(addon, capstanv1.Finalizer)
 		if err := r.Client.Patch(ctx, addon, patch); err != nil {
+			s.err = err
 			return ctrl.Result{}, err
 		}
 		r.wrote(addon)

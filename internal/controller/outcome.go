@@ -162,6 +162,7 @@ func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
 	// The error becomes the status's message and, when it is returned,
 	// controller-runtime's log line: neither may quote a secret value.
 	err = s.mask().Error(err)
+	s.err = err
 	s.outcome = outcomeOf(s.found, s.stage, err)
 	var later *source.RetryAfterError
 	switch {

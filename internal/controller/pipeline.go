@@ -40,10 +40,6 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Health", r.checkHealth},
 		step{"Register", r.register},
 	)
-	if err := refreshRequest(s); err != nil {
-		s.stage = "Refresh"
-		return r.result(s, err)
-	}
 	for _, st := range steps {
 		s.stage = st.name
 		done, err := st.run(ctx, s)
@@ -55,20 +51,28 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 }
 
 // refreshRequest takes up a new value of the capstan.dev/refresh
-// annotation: this reconcile fetches past the caches, and its status
-// records the value as handled, whatever the reconcile's outcome, so that
-// who asked can read that outcome. A paused Addon fetches nothing and
-// leaves the request for when it resumes.
+// annotation: this reconcile fetches past the caches. A paused Addon
+// fetches nothing and leaves the request for when it resumes.
 func refreshRequest(s *scope) error {
 	req := s.addon.Annotations[capstanv1.RefreshAnnotation]
 	if req == "" || req == s.addon.Status.LastHandledRefresh {
 		return nil
 	}
+	s.refresh = req
 	if len(req) > capstanv1.MaxRefreshLength {
 		return terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon refresh writes one)",
 			capstanv1.RefreshAnnotation, len(req), capstanv1.MaxRefreshLength)}
 	}
-	s.refresh = true
-	s.addon.Status.LastHandledRefresh = req
 	return nil
+}
+
+// refreshHandled records a refresh request as handled in the status this
+// reconcile writes, once its outcome is one to report: done, or stopped
+// for a person to fix. A reconcile that ends in an error it retries leaves
+// the request open, and the retry reads past the caches again. A value too
+// long for status is never recorded: its refusal is the outcome.
+func refreshHandled(s *scope) {
+	if s.refresh != "" && len(s.refresh) <= capstanv1.MaxRefreshLength && (s.err == nil || classify(s.err) == classTerminal) {
+		s.addon.Status.LastHandledRefresh = s.refresh
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -114,6 +115,25 @@ func TestRefreshReadsTheSourceAgain(t *testing.T) {
 		t.Fatalf("request %q, handled %q; the command said:\n%s", req, got.Status.LastHandledRefresh, out)
 	}
 
+	// A refresh whose fetch fails for a while stays open, and the retry
+	// reads past the caches again.
+	repo.add(t, "1.2.0", files)
+	hits, mend := charts.breakPath(repo.path+"/index.yaml", http.StatusServiceUnavailable, "")
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "while-broken")
+	eventually(t, 30*time.Second, "two failed reads of the index", func() bool { return hits() >= 2 })
+	if got := getAddon(t, a); got.Status.LastHandledRefresh == "while-broken" {
+		mend()
+		t.Fatalf("a refresh whose fetch failed was marked handled: %s", describeStatus(got))
+	}
+	mend()
+	got = waitFor(t, a, 60*time.Second, "the refresh handled once the repository answers", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "while-broken" && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if got.Status.Version != "1.2.0" || running() != "1.2.0" {
+		t.Fatalf("after a refresh retried: version %q, running %q; want 1.2.0", got.Status.Version, running())
+	}
+	req = "while-broken"
+
 	// An annotation too long to echo in status is refused, and what runs
 	// stays; a good value goes on.
 	patchAnnotation(t, a, capstanv1.RefreshAnnotation, strings.Repeat("x", 200))
@@ -121,7 +141,7 @@ func TestRefreshReadsTheSourceAgain(t *testing.T) {
 		c := condition(cur, capstanv1.ConditionReady)
 		return c != nil && strings.Contains(c.Message, "capstan.dev/refresh annotation is 200 characters long")
 	})
-	if failed.Status.LastHandledRefresh != req || running() != "1.1.0" {
+	if failed.Status.LastHandledRefresh != req || running() != "1.2.0" {
 		t.Fatalf("after a refused request: handled %q, running %q", failed.Status.LastHandledRefresh, running())
 	}
 	out = capstan(t, "addon", "refresh", "refreshed", "-n", ns, "--timeout", "60s")

@@ -87,9 +87,11 @@ type scope struct {
 
 	fullDiffs bool // keep whole diffs, for `capstan plan`
 	readOnly  bool // write nothing, not even values objects, for `capstan plan`
-	// refresh reads the source again past the fetcher's caches: the
-	// capstan.dev/refresh annotation asked for it (refreshRequest).
-	refresh bool
+	// err is the error the reconcile ended with, if any (result).
+	err error
+	// refresh is the capstan.dev/refresh request this reconcile takes up:
+	// it reads the source again past the fetcher's caches (refreshRequest).
+	refresh string
 	// createNamespace is the namespace added for spec.createNamespace: it
 	// is created when missing and never counts as adopted.
 	createNamespace string

@@ -25,7 +25,7 @@ func (r *AddonReconciler) fetch(ctx context.Context, s *scope) (bool, error) {
 		return false, err
 	}
 	fetch := r.Fetcher.Fetch
-	if s.refresh {
+	if s.refresh != "" {
 		fetch = r.Fetcher.Refetch
 	}
 	art, err := fetch(ctx, s.addon.Spec, creds)
