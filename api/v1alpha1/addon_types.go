@@ -224,7 +224,7 @@ type IgnoreRule struct {
 	// and labels) nor Capstan's own labels.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=16
-	// +kubebuilder:validation:items:Pattern=`^(/([^/~]|~[01])*)+$`
+	// +kubebuilder:validation:items:Pattern=`^(/([^/~]|~[01])+)+$`
 	// +kubebuilder:validation:items:MaxLength=256
 	// +listType=atomic
 	Paths []string `json:"paths"`

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,5 +84,38 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	})))
 	if err == nil || !strings.Contains(err.Error(), "spec.ignore[0].paths[0]") {
 		t.Fatalf("a path that is not a JSON pointer: %v", err)
+	}
+}
+
+// TestARestrictedRuleReadsOnlyWhatTheAddonApplied: the read for spec.ignore
+// is the controller's own and comes before the guardrails, so a tenant's
+// rule never reads an object its add-on has not applied: an object of the
+// namespace that someone else made is not read, and the plan says nothing
+// of it. What the add-on applied is kept as it runs.
+func TestARestrictedRuleReadsOnlyWhatTheAddonApplied(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, Data: map[string]string{"a": "runs"}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "tenant", version: "1.0.0", files: map[string]string{
+		"templates/mine.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: mine\ndata:\n  a: chart\n",
+		"templates/theirs.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: theirs\ndata:\n  a: chart\n",
+	}})
+	a := create(t, newAddon(ns, "tenant", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/data/a"}, Target: capstanv1.IgnoreTarget{Kind: "ConfigMap"}}}
+	})))
+	got := waitFor(t, a, 60*time.Second, "a plan", func(cur *capstanv1.Addon) bool { return cur.Status.Plan != nil })
+	if got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s, want restricted", got.Status.Profile)
+	}
+	for _, n := range got.Status.Plan.Notices {
+		if strings.HasPrefix(n.Path, "spec.ignore/") {
+			t.Fatalf("the rule read an object the add-on never applied: %+v", n)
+		}
+	}
+	if cm := live(t, "v1", "ConfigMap", ns, "theirs"); cm.GetLabels()[capstanv1.AddonLabel] != "" {
+		t.Fatalf("another's ConfigMap was taken: %v", cm.GetLabels())
 	}
 }

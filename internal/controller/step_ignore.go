@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/ignore"
 )
 
@@ -21,6 +22,12 @@ import (
 // created whole. It guarantees that the guardrails and the preview see the
 // objects as they would be applied, so an ignored field is neither drift
 // nor changed by an upgrade; a plan notice names the fields it kept.
+//
+// A restricted add-on reads only objects it applied before (its
+// inventory): the read is the controller's own, and the guardrails have
+// not yet judged what the render names, so a tenant's chart must not make
+// it read anything else. Its pod defaults (guard.Harden) are set again on
+// what it kept: an ignored path never undoes them.
 func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, error) {
 	rules := s.addon.Spec.Ignore
 	if len(rules) == 0 || len(s.objects) == 0 {
@@ -29,9 +36,15 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 	if err := ignore.Check(rules); err != nil {
 		return false, terminal{err}
 	}
+	restricted := s.profile == capstanv1.ProfileRestricted
+	applied := map[string]bool{}
+	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
+		applied[ref.Key()] = true
+	}
+	var changed []*unstructured.Unstructured
 	for _, obj := range s.objects {
 		paths := ignore.Paths(rules, obj)
-		if len(paths) == 0 {
+		if len(paths) == 0 || (restricted && !applied[capstanv1.RefOf(obj).Key()]) {
 			continue
 		}
 		live := &unstructured.Unstructured{}
@@ -40,15 +53,25 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			continue // created whole; a kind whose CRD comes with the add-on has none yet
 		}
+		if apierrors.IsForbidden(err) {
+			return false, terminal{fmt.Errorf("reading %s %s for spec.ignore was refused (%w): let Capstan's account get %s objects, or narrow the rule's target",
+				obj.GetKind(), client.ObjectKeyFromObject(obj), err, obj.GetKind())}
+		}
 		if err != nil {
 			return false, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
 		}
 		if kept := ignore.Keep(obj, live, paths); len(kept) > 0 {
+			changed = append(changed, obj)
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{
 				Path:    "spec.ignore/" + obj.GetKind() + "/" + strings.TrimPrefix(obj.GetNamespace()+"/"+obj.GetName(), "/"),
 				Message: strings.Join(kept, ", ") + " left as the object runs, not as the chart renders it",
 			})
 		}
+	}
+	if restricted && len(changed) > 0 {
+		// NOTE: Harden's errors are malformed pod templates, which the
+		// guard's Check reports as violations in the plan.
+		_ = guard.Harden(changed)
 	}
 	return false, nil
 }

@@ -121,13 +121,11 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
 		case has && had && reflect.DeepEqual(want, was):
 			continue
 		case has:
-			if !set(manifest.Object, tokens, runtime.DeepCopyJSONValue(want)) {
+			if !set(manifest.Object, live.Object, tokens, runtime.DeepCopyJSONValue(want)) {
 				continue
 			}
-		case !had:
+		case !had || !remove(manifest.Object, tokens):
 			continue
-		default:
-			remove(manifest.Object, tokens)
 		}
 		kept = append(kept, p)
 	}
@@ -157,9 +155,10 @@ func get(v any, tokens []string) (any, bool) {
 }
 
 // set puts value at tokens, making the objects on the way that are
-// missing; it reports false when the way passes a list too short or a
-// value that holds no fields.
-func set(obj map[string]any, tokens []string, value any) bool {
+// missing where live has objects; it reports false when the way passes a
+// list the manifest lacks or holds too few items of, or a value that holds
+// no fields.
+func set(obj, live map[string]any, tokens []string, value any) bool {
 	var cur any = obj
 	for i, t := range tokens {
 		last := i == len(tokens)-1
@@ -171,6 +170,9 @@ func set(obj map[string]any, tokens []string, value any) bool {
 			}
 			next, ok := c[t]
 			if !ok || next == nil {
+				if shape, _ := get(live, tokens[:i+1]); !isObject(shape) {
+					return false
+				}
 				next = map[string]any{}
 				c[t] = next
 			}
@@ -192,13 +194,21 @@ func set(obj map[string]any, tokens []string, value any) bool {
 	return false
 }
 
-// remove deletes the field at tokens; a list item is not removed, so
-// that the items after it keep their places.
-func remove(obj map[string]any, tokens []string) {
+func isObject(v any) bool {
+	_, ok := v.(map[string]any)
+	return ok
+}
+
+// remove deletes the field at tokens and reports whether it did; a list
+// item is not removed, so that the items after it keep their places.
+func remove(obj map[string]any, tokens []string) bool {
 	parent, ok := get(obj, tokens[:len(tokens)-1])
-	if m, isMap := parent.(map[string]any); ok && isMap {
-		delete(m, tokens[len(tokens)-1])
+	m, isMap := parent.(map[string]any)
+	if !ok || !isMap {
+		return false
 	}
+	delete(m, tokens[len(tokens)-1])
+	return true
 }
 
 func index(t string, n int) (int, bool) {

@@ -134,4 +134,13 @@ spec:
 	if kept := Keep(short, long, []string{"/spec/containers/1/image"}); len(kept) != 0 {
 		t.Errorf("kept %v in a list too short for it", kept)
 	}
+	// A list the manifest lacks is not made up as an object.
+	bare := object(t, "kind: Pod\napiVersion: v1\nspec: {}")
+	if kept := Keep(bare, long, []string{"/spec/containers/0/name"}); len(kept) != 0 || len(bare.Object["spec"].(map[string]any)) != 0 {
+		t.Errorf("kept %v through a list the manifest lacks: %v", kept, bare.Object)
+	}
+	// A list item the object runs without is not removed.
+	if kept := Keep(object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b}]}"), short, []string{"/spec/containers/1"}); len(kept) != 0 {
+		t.Errorf("reported %v as left out, where a list item stays", kept)
+	}
 }
