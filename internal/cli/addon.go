@@ -43,6 +43,19 @@ func (f *clusterFlags) client() (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: Scheme()})
 }
 
+// addon reads the Addon name of the flags' namespace.
+func (f *clusterFlags) addon(ctx context.Context, name string) (*capstanv1.Addon, error) {
+	c, err := f.client()
+	if err != nil {
+		return nil, err
+	}
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: f.namespace, Name: name}, a); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
 func newAddonCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "addon",
@@ -121,12 +134,8 @@ func newAddonGetCommand() *cobra.Command {
   capstan addon get blog -n tenant -o json | jq .status.plan.hash`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			a, err := f.addon(cmd.Context(), args[0])
 			if err != nil {
-				return err
-			}
-			a := &capstanv1.Addon{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
 				return err
 			}
 			if output != "" {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -29,12 +28,8 @@ To go back, set the version or values of an earlier revision again
   capstan addon history ingress -o json | jq '.[1].version'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			a, err := f.addon(cmd.Context(), args[0])
 			if err != nil {
-				return err
-			}
-			a := &capstanv1.Addon{}
-			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]}, a); err != nil {
 				return err
 			}
 			if output != "" {

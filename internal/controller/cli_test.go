@@ -12,7 +12,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -23,6 +22,17 @@ import (
 // cluster, and returns what it printed.
 func capstan(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := capstanFails(t, args...)
+	if err != nil {
+		t.Fatalf("capstan %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// capstanFails runs the capstan command line as capstan does, and returns
+// what it printed and its error.
+func capstanFails(t *testing.T, args ...string) (string, error) {
+	t.Helper()
 	var out bytes.Buffer
 	root := cli.NewRootCommand()
 	root.SetArgs(append(args, "--kubeconfig", cluster.Kubeconfig))
@@ -30,10 +40,8 @@ func capstan(t *testing.T, args ...string) string {
 	root.SetErr(&out)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := root.ExecuteContext(ctx); err != nil {
-		t.Fatalf("capstan %s: %v\n%s", strings.Join(args, " "), err, out.String())
-	}
-	return out.String()
+	err := root.ExecuteContext(ctx)
+	return out.String(), err
 }
 
 // TestCLILifecycle drives a restricted add-on through the CLI as a person
@@ -53,14 +61,7 @@ func TestCLILifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := client.ObjectKey{Namespace: ns, Name: "cli"}
-	greeting := func() string {
-		cm := live(t, "v1", "ConfigMap", ns, "cli-greeting")
-		if cm == nil {
-			return ""
-		}
-		g, _, _ := unstructured.NestedString(cm.Object, "data", "greeting")
-		return g
-	}
+	greeting := func() string { return configMapKey(t, ns, "cli-greeting", "greeting") }
 
 	out := capstan(t, "addon", "add", "cli", "-n", ns, "--chart-url", url, "--set", "greeting=hello", "--secret-input", "password=@"+pwFile, "--manual-sync")
 	if !strings.Contains(out, "suspended") {

@@ -63,11 +63,9 @@ func TestDependsOn(t *testing.T) {
 
 	// Removing db with uninstall waits for its dependent.
 	for _, a := range []*capstanv1.Addon{db, app} {
-		cur := getAddon(t, a)
-		cur.Spec.DeletionPolicy = capstanv1.DeletionDelete
-		if err := admin.Update(context.Background(), cur); err != nil {
-			t.Fatal(err)
-		}
+		// NOTE: update retries on a conflict with the controller's status
+		// writes, which go on for a moment after Synced.
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.DeletionPolicy = capstanv1.DeletionDelete })
 	}
 	if err := admin.Delete(context.Background(), db); err != nil {
 		t.Fatal(err)

@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/cli"
 )
 
 // chartRepository is a Helm chart repository on the suite's chart server:
@@ -56,21 +55,6 @@ func (r *chartRepository) add(t *testing.T, version string, files map[string]str
 	r.cs.mu.Unlock()
 }
 
-// capstanFails runs the capstan command line as capstan does, and returns
-// what it printed and its error.
-func capstanFails(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	var out bytes.Buffer
-	root := cli.NewRootCommand()
-	root.SetArgs(append(args, "--kubeconfig", cluster.Kubeconfig))
-	root.SetOut(&out)
-	root.SetErr(&out)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := root.ExecuteContext(ctx)
-	return out.String(), err
-}
-
 // TestRefreshReadsTheSourceAgain: a version range takes a version
 // published after the chart repository's index was cached when someone
 // asks: `capstan addon refresh` reconciles at once and reads the index
@@ -95,14 +79,7 @@ func TestRefreshReadsTheSourceAgain(t *testing.T) {
 	if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Version != "1.0.0" {
 		t.Fatalf("installed version %q, want 1.0.0", got.Status.Version)
 	}
-	running := func() string {
-		cm := live(t, "v1", "ConfigMap", ns, "refreshed-version")
-		if cm == nil {
-			return ""
-		}
-		v, _, _ := unstructured.NestedString(cm.Object, "data", "version")
-		return v
-	}
+	running := func() string { return configMapKey(t, ns, "refreshed-version", "version") }
 
 	repo.add(t, "1.1.0", files)
 	out := capstan(t, "addon", "refresh", "refreshed", "-n", ns, "--timeout", "60s")
@@ -163,6 +140,18 @@ func TestRefreshReadsTheSourceAgain(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Fatalf("refreshing an add-on that does not exist: %v\n%s", err, out)
 	}
+}
+
+// configMapKey reads one key of a ConfigMap as the admin, or "" when the
+// ConfigMap does not exist.
+func configMapKey(t *testing.T, namespace, name, key string) string {
+	t.Helper()
+	cm := live(t, "v1", "ConfigMap", namespace, name)
+	if cm == nil {
+		return ""
+	}
+	v, _, _ := unstructured.NestedString(cm.Object, "data", key)
+	return v
 }
 
 // patchAnnotation sets one annotation of the Addon as the admin.
