@@ -220,9 +220,12 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		Complete(r)
 }
 
-// readyOrGone passes an Addon's creation and deletion, and an update that
-// changes its Ready condition: what its dependents and dependencies wait
-// for. Other status writes wake no one.
+// readyOrGone passes an Addon's creation and deletion, an update that
+// changes its Ready condition (what its dependents and dependencies wait
+// for), and one whose inventory lets an object go (what an add-on Blocked
+// by that object waits for: an upgrade that drops an object without a
+// workload to wait for stays Ready throughout). Other status writes wake
+// no one.
 type readyOrGone struct{ predicate.Funcs }
 
 func (readyOrGone) Update(e event.UpdateEvent) bool {
@@ -231,7 +234,24 @@ func (readyOrGone) Update(e event.UpdateEvent) bool {
 	if !ok1 || !ok2 {
 		return false
 	}
-	return notReady(o) != notReady(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+	return notReady(o) != notReady(n) || (o.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil) || letGo(o.Status.Inventory, n.Status.Inventory)
+}
+
+// letGo reports whether the new inventory lacks an object the old one held.
+func letGo(old, now []capstanv1.ObjectID) bool {
+	if len(old) == 0 {
+		return false
+	}
+	held := make(map[capstanv1.ObjectID]bool, len(now))
+	for _, id := range now {
+		held[id] = true
+	}
+	for _, id := range old {
+		if !held[id] {
+			return true
+		}
+	}
+	return false
 }
 
 func (readyOrGone) Create(event.CreateEvent) bool   { return true }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -71,5 +72,35 @@ func TestHeldByDecides(t *testing.T) {
 	var status apierrors.APIStatus
 	if err == nil || got != "" || !errors.As(err, &status) || !strings.Contains(err.Error(), "reading Addon capstan-system/holds") {
 		t.Errorf("heldBy with a failing read = %q, %v; want an error that names the Addon", got, err)
+	}
+}
+
+// TestReadyOrGoneWakesOnAnObjectLetGo: an Addon whose inventory drops an
+// object wakes the add-ons that object blocked, though it stays Ready (an
+// upgrade that drops a ConfigMap has no workload to wait for); an
+// inventory that only grows, or a write that changes neither, wakes no one.
+func TestReadyOrGoneWakesOnAnObjectLetGo(t *testing.T) {
+	id := func(name string) capstanv1.ObjectID {
+		return capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}}
+	}
+	ready := []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionTrue, Reason: "Synced", ObservedGeneration: 1}}
+	addon := func(inv ...capstanv1.ObjectID) *capstanv1.Addon {
+		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "a", Namespace: "ns", Generation: 1},
+			Status: capstanv1.AddonStatus{Conditions: ready, Inventory: inv}}
+	}
+	tests := []struct {
+		name     string
+		old, new *capstanv1.Addon
+		want     bool
+	}{
+		{"an object let go", addon(id("a"), id("shared")), addon(id("a")), true},
+		{"an object added", addon(id("a")), addon(id("a"), id("b")), false},
+		{"nothing changed", addon(id("a")), addon(id("a")), false},
+		{"the first inventory", addon(), addon(id("a")), false},
+	}
+	for _, tt := range tests {
+		if got := (readyOrGone{}).Update(event.UpdateEvent{ObjectOld: tt.old, ObjectNew: tt.new}); got != tt.want {
+			t.Errorf("%s: woke %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }
