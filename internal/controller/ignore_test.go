@@ -55,6 +55,20 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	if !noticed {
 		t.Errorf("the plan does not say the replicas were left as they run: %+v", got.Status.Plan.Notices)
 	}
+	// A rule that selects nothing the chart renders says so.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Ignore = append(cur.Spec.Ignore, capstanv1.IgnoreRule{Paths: []string{"/data"}, Target: capstanv1.IgnoreTarget{Kind: "configmap"}})
+	})
+	got = waitFor(t, a, 60*time.Second, "the plan of the new rules", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	unmatched := false
+	for _, n := range got.Status.Plan.Notices {
+		unmatched = unmatched || (n.Path == "spec.ignore[1]" && strings.Contains(n.Message, "selects none"))
+	}
+	if !unmatched || replicas() != 3 {
+		t.Errorf("a rule on kind configmap: notices %+v, %d replicas", got.Status.Plan.Notices, replicas())
+	}
 
 	// An upgrade changes what the chart sets, and not the replicas.
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"greeting":"hi"}`) })

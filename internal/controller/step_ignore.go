@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -40,6 +41,15 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 	applied := map[string]bool{}
 	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
 		applied[ref.Key()] = true
+	}
+	for i, rule := range rules {
+		if !slices.ContainsFunc(s.objects, func(o *unstructured.Unstructured) bool { return ignore.Selects(rule.Target, o) }) {
+			// NOTE: a kind written in lower case, or a name the chart
+			// does not render, would otherwise be a rule that silently
+			// does nothing.
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: fmt.Sprintf("spec.ignore[%d]", i),
+				Message: "selects none of the objects the chart renders: check its target's group, kind, namespace and name"})
+		}
 	}
 	var changed []*unstructured.Unstructured
 	for _, obj := range s.objects {

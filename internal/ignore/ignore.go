@@ -90,17 +90,20 @@ func Parse(p string) ([]string, error) {
 
 // Paths returns the paths of every rule whose target selects obj.
 func Paths(rules []capstanv1.IgnoreRule, obj *unstructured.Unstructured) []string {
-	gvk := obj.GroupVersionKind()
 	var out []string
 	for _, r := range rules {
-		t := r.Target
-		if (t.Group != nil && *t.Group != gvk.Group) || (t.Kind != "" && t.Kind != gvk.Kind) ||
-			(t.Namespace != "" && t.Namespace != obj.GetNamespace()) || (t.Name != "" && t.Name != obj.GetName()) {
-			continue
+		if Selects(r.Target, obj) {
+			out = append(out, r.Paths...)
 		}
-		out = append(out, r.Paths...)
 	}
 	return out
+}
+
+// Selects reports whether a target selects obj.
+func Selects(t capstanv1.IgnoreTarget, obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return (t.Group == nil || *t.Group == gvk.Group) && (t.Kind == "" || t.Kind == gvk.Kind) &&
+		(t.Namespace == "" || t.Namespace == obj.GetNamespace()) && (t.Name == "" || t.Name == obj.GetName())
 }
 
 // Keep sets each path of manifest to live's value there, or removes it
