@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,7 +24,25 @@ import (
 func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	// NOTE: the greeting is on the Deployment too, so that each upgrade
+	// applies it, replicas and all.
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{"templates/deployment.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {{ .Release.Name }}
+  annotations: {greeting: {{ .Values.greeting | quote }}}
+spec:
+  replicas: {{ .Values.replicas }}
+  selector:
+    matchLabels: {app: {{ .Release.Name }}}
+  template:
+    metadata:
+      labels: {app: {{ .Release.Name }}}
+    spec:
+      containers:
+        - name: web
+          image: nginx:1.27
+`}))
 	a := create(t, newAddon(controllerNS, "ignore-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/spec/replicas"}, Target: capstanv1.IgnoreTarget{Kind: "Deployment"}}}
 	})))
@@ -78,6 +97,29 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	cm := live(t, "v1", "ConfigMap", ns, a.Name+"-config")
 	if g, _, _ := unstructured.NestedString(cm.Object, "data", "greeting"); g != "hi" || replicas() != 3 {
 		t.Fatalf("after the upgrade: greeting %q, %d replicas; want hi and 3", g, replicas())
+	}
+
+	// Scaled again between the plan and the apply, as while pre hooks
+	// run: the apply keeps what runs then, not what the plan read.
+	var scaled sync.Once
+	stepHooks.Store(controllerNS+"/"+a.Name, func(step string) error {
+		if step == "apply" {
+			scaled.Do(func() {
+				dep := live(t, "apps/v1", "Deployment", ns, a.Name)
+				if err := admin.Patch(ctx, dep, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"replicas":5}}`)), client.FieldOwner("autoscaler")); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		return nil
+	})
+	defer stepHooks.Delete(controllerNS + "/" + a.Name)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"greeting":"hey"}`) })
+	waitFor(t, a, 60*time.Second, "the second upgrade", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && len(cur.Status.History) == 3
+	})
+	if r := replicas(); r != 5 {
+		t.Fatalf("scaled to 5 just before the apply: %d replicas after it", r)
 	}
 
 	// A rule that names an object's identity is refused before anything

@@ -63,7 +63,15 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Applied: func(ctx context.Context, res apply.Result) error {
 			return r.recordApply(ctx, s, res, pre, post)
 		},
-		Step: func(ctx context.Context, name string) error { return r.stepHook(ctx, s, name) },
+		Step: func(ctx context.Context, name string) error {
+			if err := r.stepHook(ctx, s, name); err != nil || name != "apply" || len(s.addon.Spec.Ignore) == 0 {
+				return err
+			}
+			// NOTE: the running values were read when the sync planned;
+			// its pre hooks may have run for minutes since.
+			_, err := r.keepRunning(ctx, s)
+			return err
+		},
 	}
 	res, err := seq.Run(ctx)
 	objectsApplied.Add(float64(res.Applied))

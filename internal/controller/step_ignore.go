@@ -37,11 +37,6 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 	if err := ignore.Check(rules); err != nil {
 		return false, terminal{err}
 	}
-	restricted := s.profile == capstanv1.ProfileRestricted
-	applied := map[string]bool{}
-	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
-		applied[ref.Key()] = true
-	}
 	for i, rule := range rules {
 		if !slices.ContainsFunc(s.objects, func(o *unstructured.Unstructured) bool { return ignore.Selects(rule.Target, o) }) {
 			// NOTE: a kind written in lower case, or a name the chart
@@ -51,6 +46,36 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 				Message: "selects none of the objects the chart renders: check its target's group, kind, namespace and name"})
 		}
 	}
+	kept, err := r.keepRunning(ctx, s)
+	for _, k := range kept {
+		s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{
+			Path:    "spec.ignore/" + k.obj.GetKind() + "/" + strings.TrimPrefix(k.obj.GetNamespace()+"/"+k.obj.GetName(), "/"),
+			Message: strings.Join(k.paths, ", ") + " left as the object runs, not as the chart renders it",
+		})
+	}
+	return false, err
+}
+
+// keptFields are the paths of one object that keepRunning set to what
+// the object runs with.
+type keptFields struct {
+	obj   *unstructured.Unstructured
+	paths []string
+}
+
+// keepRunning reads each object that exists and that a rule of
+// spec.ignore selects, and sets its ignored paths in s.objects to what it
+// runs with (ignore.Keep). The preview's step calls it, and the apply
+// calls it again just before it applies, since pre hooks may have run for
+// minutes in between while an autoscaler went on scaling.
+func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFields, error) {
+	rules := s.addon.Spec.Ignore
+	restricted := s.profile == capstanv1.ProfileRestricted
+	applied := map[string]bool{}
+	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
+		applied[ref.Key()] = true
+	}
+	var out []keptFields
 	var changed []*unstructured.Unstructured
 	for _, obj := range s.objects {
 		paths := ignore.Paths(rules, obj)
@@ -64,18 +89,15 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 			continue // created whole; a kind whose CRD comes with the add-on has none yet
 		}
 		if apierrors.IsForbidden(err) {
-			return false, terminal{fmt.Errorf("reading %s %s for spec.ignore was refused (%w): let Capstan's account get %s objects, or narrow the rule's target",
+			return out, terminal{fmt.Errorf("reading %s %s for spec.ignore was refused (%w): let Capstan's account get %s objects, or narrow the rule's target",
 				obj.GetKind(), client.ObjectKeyFromObject(obj), err, obj.GetKind())}
 		}
 		if err != nil {
-			return false, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+			return out, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
 		}
 		if kept := ignore.Keep(obj, live, paths); len(kept) > 0 {
 			changed = append(changed, obj)
-			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{
-				Path:    "spec.ignore/" + obj.GetKind() + "/" + strings.TrimPrefix(obj.GetNamespace()+"/"+obj.GetName(), "/"),
-				Message: strings.Join(kept, ", ") + " left as the object runs, not as the chart renders it",
-			})
+			out = append(out, keptFields{obj: obj, paths: kept})
 		}
 	}
 	if restricted && len(changed) > 0 {
@@ -83,5 +105,5 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 		// guard's Check reports as violations in the plan.
 		_ = guard.Harden(changed)
 	}
-	return false, nil
+	return out, nil
 }
