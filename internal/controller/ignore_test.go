@@ -26,23 +26,10 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	ns := newNamespace(t)
 	// NOTE: the greeting is on the Deployment too, so that each upgrade
 	// applies it, replicas and all.
-	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{"templates/deployment.yaml": `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: {{ .Release.Name }}
-  annotations: {greeting: {{ .Values.greeting | quote }}}
-spec:
-  replicas: {{ .Values.replicas }}
-  selector:
-    matchLabels: {app: {{ .Release.Name }}}
-  template:
-    metadata:
-      labels: {app: {{ .Release.Name }}}
-    spec:
-      containers:
-        - name: web
-          image: nginx:1.27
-`}))
+	web := webChart("1.0.0", nil)
+	web.files["templates/deployment.yaml"] = strings.Replace(web.files["templates/deployment.yaml"],
+		"  name: {{ .Release.Name }}\nspec:", "  name: {{ .Release.Name }}\n  annotations: {greeting: {{ .Values.greeting | quote }}}\nspec:", 1)
+	url, _ := charts.publish(t, web)
 	a := create(t, newAddon(controllerNS, "ignore-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/spec/replicas"}, Target: capstanv1.IgnoreTarget{Kind: "Deployment"}}}
 	})))
