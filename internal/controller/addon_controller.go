@@ -162,8 +162,8 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	}
 	// A dependency that changes (Ready, or gone) wakes its dependents, and
 	// a removal waiting for its dependents wakes when one goes. An Addon
-	// removed, or whose Ready condition changes (a sync that let an object
-	// go), wakes those its objects blocked (ManagedByAnotherAddon).
+	// removed, whose Ready condition changes, or whose inventory lets an
+	// object go wakes those its objects blocked (ManagedByAnotherAddon).
 	enqueueRelated := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, obj client.Object) []reconcile.Request {
 		a, ok := obj.(*capstanv1.Addon)
 		if !ok {

@@ -58,21 +58,21 @@ func refreshRequest(s *scope) error {
 	if req == "" || req == s.addon.Status.LastHandledRefresh {
 		return nil
 	}
-	s.refresh = req
 	if len(req) > capstanv1.MaxRefreshLength {
+		// NOTE: not taken up, so never recorded: status could not hold it.
 		return terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon refresh writes one)",
 			capstanv1.RefreshAnnotation, len(req), capstanv1.MaxRefreshLength)}
 	}
+	s.refresh = req
 	return nil
 }
 
 // refreshHandled records a refresh request as handled in the status this
 // reconcile writes, once its outcome is one to report: done, or stopped
 // for a person to fix. A reconcile that ends in an error it retries leaves
-// the request open, and the retry reads past the caches again. A value too
-// long for status is never recorded: its refusal is the outcome.
+// the request open, and the retry reads past the caches again.
 func refreshHandled(s *scope) {
-	if s.refresh != "" && len(s.refresh) <= capstanv1.MaxRefreshLength && (s.err == nil || classify(s.err) == classTerminal) {
+	if s.refresh != "" && (s.err == nil || classify(s.err) == classTerminal) {
 		s.addon.Status.LastHandledRefresh = s.refresh
 	}
 }

@@ -146,15 +146,8 @@ func addRevision(history []capstanv1.Revision, rev capstanv1.Revision) []capstan
 	if len(history) > 0 {
 		rev.Number = history[0].Number + 1
 	}
-	out := make([]capstanv1.Revision, 0, min(len(history)+1, capstanv1.MaxHistory))
-	out = append(out, rev)
-	for _, r := range history {
-		if len(out) == capstanv1.MaxHistory {
-			break
-		}
-		out = append(out, r)
-	}
-	return out
+	out := append([]capstanv1.Revision{rev}, history...)
+	return out[:min(len(out), capstanv1.MaxHistory)]
 }
 
 // holder lets a prune or an uninstall leave an object that another Addon

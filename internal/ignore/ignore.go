@@ -9,13 +9,13 @@ package ignore
 import (
 	"fmt"
 	"reflect"
-	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
 )
 
 // ownLabels are the labels Capstan finds its objects by: a rule may not
@@ -118,8 +118,8 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
 		if err != nil {
 			continue
 		}
-		want, has := get(live.Object, tokens)
-		was, had := get(manifest.Object, tokens)
+		want, has := render.FieldAt(live.Object, tokens)
+		was, had := render.FieldAt(manifest.Object, tokens)
 		switch {
 		case has && had && reflect.DeepEqual(want, was):
 			continue
@@ -135,66 +135,20 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
 	return kept
 }
 
-func get(v any, tokens []string) (any, bool) {
-	for _, t := range tokens {
-		switch c := v.(type) {
-		case map[string]any:
-			next, ok := c[t]
-			if !ok {
-				return nil, false
-			}
-			v = next
-		case []any:
-			i, ok := index(t, len(c))
-			if !ok {
-				return nil, false
-			}
-			v = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
-}
-
 // set puts value at tokens, making the objects on the way that are
 // missing where live has objects; it reports false when the way passes a
 // list the manifest lacks or holds too few items of, or a value that holds
 // no fields.
 func set(obj, live map[string]any, tokens []string, value any) bool {
-	var cur any = obj
-	for i, t := range tokens {
-		last := i == len(tokens)-1
-		switch c := cur.(type) {
-		case map[string]any:
-			if last {
-				c[t] = value
-				return true
-			}
-			next, ok := c[t]
-			if !ok || next == nil {
-				if shape, _ := get(live, tokens[:i+1]); !isObject(shape) {
-					return false
-				}
-				next = map[string]any{}
-				c[t] = next
-			}
-			cur = next
-		case []any:
-			j, ok := index(t, len(c))
-			if !ok {
-				return false
-			}
-			if last {
-				c[j] = value
-				return true
-			}
-			cur = c[j]
-		default:
+	for i := 1; i < len(tokens); i++ {
+		if v, ok := render.FieldAt(obj, tokens[:i]); ok && v != nil {
+			continue
+		}
+		if shape, _ := render.FieldAt(live, tokens[:i]); !isObject(shape) || !render.SetFieldAt(obj, tokens[:i], map[string]any{}) {
 			return false
 		}
 	}
-	return false
+	return render.SetFieldAt(obj, tokens, value)
 }
 
 func isObject(v any) bool {
@@ -205,19 +159,11 @@ func isObject(v any) bool {
 // remove deletes the field at tokens and reports whether it did; a list
 // item is not removed, so that the items after it keep their places.
 func remove(obj map[string]any, tokens []string) bool {
-	parent, ok := get(obj, tokens[:len(tokens)-1])
+	parent, ok := render.FieldAt(obj, tokens[:len(tokens)-1])
 	m, isMap := parent.(map[string]any)
 	if !ok || !isMap {
 		return false
 	}
 	delete(m, tokens[len(tokens)-1])
 	return true
-}
-
-func index(t string, n int) (int, bool) {
-	i, err := strconv.Atoi(t)
-	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != t {
-		return 0, false
-	}
-	return i, true
 }

@@ -65,9 +65,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
 	case errors.As(err, new(*gitops.ConflictError)):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
-	case errors.Is(err, gitops.ErrNoChange):
-		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
-	case errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
+	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
