@@ -214,6 +214,94 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	Ignore []IgnoreRule `json:"ignore,omitempty"`
+
+	// Patches change the rendered objects and hooks, in order, before
+	// anything else reads them, as kustomize's patches do: each is a
+	// strategic merge patch or a JSON 6902 patch, applied to the objects
+	// its target selects (or, without a target, to the one object the
+	// patch names). Capstan's labels, the guardrails and the preview come
+	// after them. All patches together are at most 64 KiB.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Patches []Patch `json:"patches,omitempty"`
+
+	// Images replace container images by name in the rendered objects and
+	// hooks, after the patches, as kustomize's images do: a mirror, a tag
+	// or a digest.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Images []Image `json:"images,omitempty"`
+}
+
+// Patch is one kustomize patch of the rendered objects.
+type Patch struct {
+	// Patch is a strategic merge patch (a partial object, in YAML or
+	// JSON) or a JSON 6902 patch (a list of operations). A copy
+	// operation is refused: each can double an object.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Patch string `json:"patch"`
+
+	// Target selects the objects the patch applies to. Left out, a
+	// strategic merge patch applies to the object it names by kind and
+	// name, and a JSON 6902 patch needs a target.
+	// +optional
+	Target *PatchTarget `json:"target,omitempty"`
+}
+
+// PatchTarget selects objects as kustomize's patch targets do: each field
+// set must match, and name and namespace may be regular expressions.
+type PatchTarget struct {
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Group string `json:"group,omitempty"`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Name string `json:"name,omitempty"`
+	// Namespace matches the namespace the render wrote; an object the
+	// chart leaves without one has none yet.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// LabelSelector is a label selector, such as app=web,tier!=cache.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	LabelSelector string `json:"labelSelector,omitempty"`
+	// AnnotationSelector is a selector of annotations, written as a label selector.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	AnnotationSelector string `json:"annotationSelector,omitempty"`
+}
+
+// Image replaces the container images with one name.
+// +kubebuilder:validation:XValidation:rule="has(self.newName) || has(self.newTag) || has(self.digest)",message="spec.images: set newName, newTag or digest"
+type Image struct {
+	// Name is the image's name as the render writes it, without a tag or
+	// digest, such as nginx or ghcr.io/org/app.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Name string `json:"name"`
+	// NewName replaces the name, such as a mirror's.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	NewName string `json:"newName,omitempty"`
+	// NewTag replaces the tag.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
+	// +optional
+	NewTag string `json:"newTag,omitempty"`
+	// Digest pins the image, "sha256:" and 64 hex digits.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // IgnoreRule names fields of the objects a target selects.

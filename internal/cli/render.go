@@ -136,6 +136,9 @@ func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) err
 // it, then prints it. Violations are printed after the objects, on stderr,
 // and make the command fail.
 func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName string) error {
+	for _, n := range res.Notices {
+		fmt.Fprintf(o.stderr, "Warning: %s %s\n", n.Path, n.Message)
+	}
 	if !o.restricted {
 		return o.print(res)
 	}
@@ -229,6 +232,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		Namespace:    ns,
 		Capabilities: &render.Capabilities{KubeVersion: o.kubeVersion, APIVersions: o.apiVersions},
 		Upgrade:      o.upgrade,
+		PostRender:   render.PostRenderFor(&spec),
 	}
 	if !art.IsChart() {
 		res, err := render.Render(cmd.Context(), art, nil, opts)

@@ -61,6 +61,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
 	}
+	if s.render != nil {
+		for _, n := range s.render.Notices {
+			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
+		}
+	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
 	in.Notices = append(in.Notices, s.ignoreNotices...)

@@ -15,7 +15,8 @@ import (
 func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
 	// The chart's own required and fail messages say which value to set;
 	// the values that must stay hidden are masked in them, as everywhere.
-	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String}
+	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String,
+		PostRender: render.PostRenderFor(&s.addon.Spec)}
 	var vals map[string]any
 	if s.artifact.IsChart() {
 		if s.values == nil {

@@ -104,6 +104,16 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 		a.Spec.Ignore = append(a.Spec.Ignore, capstanv1.IgnoreRule{Paths: rule.Paths,
 			Target: capstanv1.IgnoreTarget{Group: t.Group, Kind: t.Kind, Namespace: t.Namespace, Name: t.Name}})
 	}
+	for _, pt := range def.Patches {
+		patch := capstanv1.Patch{Patch: pt.Patch}
+		if pt.Target != nil {
+			patch.Target = (*capstanv1.PatchTarget)(pt.Target)
+		}
+		a.Spec.Patches = append(a.Spec.Patches, patch)
+	}
+	for _, img := range def.Images {
+		a.Spec.Images = append(a.Spec.Images, capstanv1.Image(img))
+	}
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}

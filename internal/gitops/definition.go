@@ -49,6 +49,11 @@ type Definition struct {
 	DependsOn []DependencyReference `yaml:"dependsOn,omitempty"`
 	// Ignore leaves fields of running objects to whoever else manages them.
 	Ignore []IgnoreRule `yaml:"ignore,omitempty"`
+	// Patches change the rendered objects and hooks, as kustomize's
+	// patches do (spec.patches).
+	Patches []Patch `yaml:"patches,omitempty"`
+	// Images replace container images by name (spec.images).
+	Images []Image `yaml:"images,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Suspend makes the add-on plan-only.
@@ -103,6 +108,32 @@ type IgnoreTarget struct {
 	Kind      string  `yaml:"kind,omitempty"`
 	Namespace string  `yaml:"namespace,omitempty"`
 	Name      string  `yaml:"name,omitempty"`
+}
+
+// Patch is a strategic merge or JSON 6902 patch of the objects its target
+// selects (spec.patches).
+type Patch struct {
+	Patch  string       `yaml:"patch"`
+	Target *PatchTarget `yaml:"target,omitempty"`
+}
+
+// PatchTarget selects objects as kustomize's patch targets do.
+type PatchTarget struct {
+	Group              string `yaml:"group,omitempty"`
+	Version            string `yaml:"version,omitempty"`
+	Kind               string `yaml:"kind,omitempty"`
+	Name               string `yaml:"name,omitempty"`
+	Namespace          string `yaml:"namespace,omitempty"`
+	LabelSelector      string `yaml:"labelSelector,omitempty"`
+	AnnotationSelector string `yaml:"annotationSelector,omitempty"`
+}
+
+// Image replaces the container images with one name (spec.images).
+type Image struct {
+	Name    string `yaml:"name"`
+	NewName string `yaml:"newName,omitempty"`
+	NewTag  string `yaml:"newTag,omitempty"`
+	Digest  string `yaml:"digest,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

@@ -87,6 +87,16 @@ ignore:
   - paths: [/spec/replicas]
     target: {group: apps, kind: Deployment, name: full}
   - paths: [/metadata/annotations/example.com~1hash]
+patches:
+  - patch: |
+      apiVersion: apps/v1
+      kind: Deployment
+      metadata: {name: full}
+      spec: {replicas: 2}
+  - patch: '[{"op": "add", "path": "/metadata/labels/team", "value": "a"}]'
+    target: {kind: ConfigMap, labelSelector: "app=full"}
+images:
+  - {name: nginx, newName: mirror.example/nginx, newTag: "1.27"}
 `
 	def, err := Parse("addons/full.yaml", []byte(src))
 	if err != nil {
@@ -101,7 +111,10 @@ ignore:
 		len(s.ValuesFrom) != 2 || s.ValuesFrom[1].TargetPath != "image.tag" || !s.ValuesFrom[1].Optional ||
 		!s.AllowAdoptChanges || !s.Suspend || s.HookTimeout.Duration != 15*time.Minute || s.DeletionPolicy != capstanv1.DeletionDelete ||
 		len(s.Ignore) != 2 || s.Ignore[0].Paths[0] != "/spec/replicas" || s.Ignore[0].Target.Group == nil || *s.Ignore[0].Target.Group != "apps" ||
-		s.Ignore[0].Target.Kind != "Deployment" || s.Ignore[0].Target.Name != "full" || s.Ignore[1].Target.Group != nil {
+		s.Ignore[0].Target.Kind != "Deployment" || s.Ignore[0].Target.Name != "full" || s.Ignore[1].Target.Group != nil ||
+		len(s.Patches) != 2 || !strings.Contains(s.Patches[0].Patch, "replicas: 2") || s.Patches[0].Target != nil ||
+		s.Patches[1].Target == nil || s.Patches[1].Target.LabelSelector != "app=full" || s.Patches[1].Target.Kind != "ConfigMap" ||
+		len(s.Images) != 1 || s.Images[0].NewName != "mirror.example/nginx" || s.Images[0].NewTag != "1.27" {
 		t.Fatalf("unexpected spec: %+v", s)
 	}
 
@@ -153,6 +166,11 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"ignore not a pointer", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths:\n      - spec/replicas\n", "addons/a.yaml:5: ignore[0].paths[0]: \"spec/replicas\" is not a JSON pointer"},
 		{"ignore without paths", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - target: {kind: Deployment}\n", "addons/a.yaml:4: ignore[0].paths: name 1 to 16 fields"},
 		{"ignore an unknown target field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths: [/spec/replicas]\n    target: {kinds: Deployment}\n", "addons/a.yaml:5: ignore[0].target.kinds: unknown field"},
+		{"patch with a copy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\npatches:\n  - patch: '[{\"op\": \"copy\", \"from\": \"/spec\", \"path\": \"/x\"}]'\n    target: {kind: Deployment}\n", "addons/a.yaml:4: patches[0].patch: operation 0 is a JSON 6902 copy"},
+		{"patch empty", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\npatches:\n  - target: {kind: Deployment}\n", "addons/a.yaml:4: patches[0].patch: is required"},
+		{"patch target unknown field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\npatches:\n  - patch: '{}'\n    target: {selector: x}\n", "addons/a.yaml:5: patches[0].target.selector: unknown field"},
+		{"image without a change", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nimages:\n  - name: nginx\n", "addons/a.yaml:4: images[0]: set newName, newTag or digest"},
+		{"image bad tag", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nimages:\n  - name: nginx\n    newTag: 'a b'\n", "addons/a.yaml:5: images[0].newTag: \"a b\" is not an image tag"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"capstan.dev/capstan/internal/ignore"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -27,6 +28,7 @@ var (
 	// timeouts: at most 6 digits a part and 16 characters.
 	durationSyntax = regexp.MustCompile(`^([0-9]{1,6}(\.[0-9]{1,9})?(ms|s|m|h))+$`)
 	scpLikeGitURL  = regexp.MustCompile(`^[A-Za-z0-9._-]+@[^:]+:.+$`)
+	imageTag       = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`)
 )
 
 // Limits taken from the Addon CRD.
@@ -45,6 +47,10 @@ const (
 	maxIgnoreRules = 32
 	maxIgnorePaths = 16
 	maxIgnorePath  = 256
+	maxPatches     = 32
+	maxImages      = 64
+	maxImageName   = 512
+	maxImageTag    = 128
 	maxHookTimeout = 24 * time.Hour
 )
 
@@ -175,6 +181,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 			}
 		}
 	}
+	r.postRender(def)
 	if def.AllowAdoptChanges && !def.Adopt {
 		r.fail("needs adopt: true", "allowAdoptChanges")
 	}
@@ -188,6 +195,50 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		r.fail(fmt.Sprintf("must be Orphan or Delete, not %q", def.DeletionPolicy), "deletionPolicy")
 	}
 	return r.problems
+}
+
+// postRender checks patches and images as the CRD and the render do.
+func (r *rules) postRender(def *Definition) {
+	if len(def.Patches) > maxPatches {
+		r.fail(fmt.Sprintf("has %d patches, more than %d", len(def.Patches), maxPatches), "patches")
+	}
+	size := 0
+	for i, pt := range def.Patches {
+		size += len(pt.Patch)
+		switch {
+		case strings.TrimSpace(pt.Patch) == "":
+			r.fail("is required: a strategic merge patch (a partial object) or a JSON 6902 patch (a list of operations), as a string", "patches", i, "patch")
+		case len(pt.Patch) > render.MaxPatchBytes:
+			r.fail(fmt.Sprintf("is longer than %d bytes", render.MaxPatchBytes), "patches", i, "patch")
+		default:
+			if err := render.CheckPatch(pt.Patch); err != nil {
+				r.fail(err.Error(), "patches", i, "patch")
+			}
+		}
+	}
+	if size > render.MaxPatchBytes && len(def.Patches) > 1 {
+		r.fail(fmt.Sprintf("are %d bytes together, more than %d", size, render.MaxPatchBytes), "patches")
+	}
+	if len(def.Images) > maxImages {
+		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.Images), maxImages), "images")
+	}
+	for i, img := range def.Images {
+		switch {
+		case img.Name == "" || len(img.Name) > maxImageName:
+			r.fail(fmt.Sprintf("is required (at most %d characters): the image as the render writes it, without its tag", maxImageName), "images", i, "name")
+		case img.NewName == "" && img.NewTag == "" && img.Digest == "":
+			r.fail("set newName, newTag or digest", "images", i)
+		}
+		if len(img.NewName) > maxImageName {
+			r.fail(fmt.Sprintf("is longer than %d characters", maxImageName), "images", i, "newName")
+		}
+		if img.NewTag != "" && (len(img.NewTag) > maxImageTag || !imageTag.MatchString(img.NewTag)) {
+			r.fail(fmt.Sprintf("%q is not an image tag", img.NewTag), "images", i, "newTag")
+		}
+		if img.Digest != "" && !sha256Digest.MatchString(img.Digest) {
+			r.fail(fmt.Sprintf("%q is not sha256: and 64 hex digits", img.Digest), "images", i, "digest")
+		}
+	}
 }
 
 func (r *rules) helm(h *HelmSource) {

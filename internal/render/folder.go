@@ -15,6 +15,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
@@ -112,21 +113,26 @@ func kustomize(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
+	out, err := resMapObjects(m)
+	if err != nil {
+		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+	}
+	return out, nil
+}
+
+// resMapObjects turns what krusty built into objects, in its order.
+func resMapObjects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, m.Size())
 	for _, r := range m.Resources() {
-		obj, err := r.Map()
-		if err != nil {
-			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
-		}
 		u := &unstructured.Unstructured{}
 		// NOTE: kyaml's maps hold ints as int, which the API machinery's
 		// deep copy refuses; a JSON round trip makes them int64.
 		data, err := r.MarshalJSON()
 		if err != nil {
-			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+			return nil, err
 		}
 		if err := u.UnmarshalJSON(data); err != nil {
-			return nil, fmt.Errorf("render: kustomize build %s: %s %s is not a Kubernetes object: %w", dir, obj["kind"], r.GetName(), err)
+			return nil, fmt.Errorf("%s %s is not a Kubernetes object: %w", r.GetKind(), r.GetName(), err)
 		}
 		out = append(out, u)
 	}

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
 )
 
 // FuzzDecodeDocument feeds rendered documents of any shape to the decoder:
@@ -90,6 +93,58 @@ func FuzzRenderWire(f *testing.F) {
 		third, err := encodeRequest(ch2, values2, opts2)
 		if err != nil || !bytes.Equal(again, third) {
 			t.Errorf("a request changed on its way through the wire (%v)", err)
+		}
+	})
+}
+
+// FuzzPostRender: any patch, with or without a target, is refused with
+// the field it came from, or changes the render within the growth bound:
+// no object or hook added, each grown by at most the patch's size, and
+// no marker of Capstan's own left on a hook.
+func FuzzPostRender(f *testing.F) {
+	f.Add("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 3\n", "")
+	f.Add(`[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]`, "ConfigMap")
+	f.Add(`[{"op":"move","from":"/spec","path":"/metadata/annotations/x"}]`, "Job")
+	f.Add("$patch: delete\nkind: Pod\nmetadata:\n  name: smoke\n", "")
+	f.Add(`[{"op":"copy","from":"/spec","path":"/spec/x"}]`, "Deployment")
+	f.Add("kind: Job\nmetadata:\n  name: migrate\n  annotations:\n    helm.sh/hook: post-install\n", "")
+	f.Fuzz(func(t *testing.T, patch, kind string) {
+		if len(patch) > 4096 {
+			return
+		}
+		res := postRenderFixture(t)
+		size := func(objs []*unstructured.Unstructured) int {
+			n := 0
+			for _, o := range objs {
+				data, _ := o.MarshalJSON()
+				n += len(data)
+			}
+			return n
+		}
+		objects, hooks := res.Objects, res.Hooks
+		before := size(objects)
+		pt := types.Patch{Patch: patch}
+		if kind != "" {
+			pt.Target = selectorOf(kind, "")
+		}
+		err := (&PostRender{Patches: []types.Patch{pt}}).apply(res, nil)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "spec.patches") {
+				t.Fatalf("error %q does not name spec.patches", err)
+			}
+			return
+		}
+		if len(res.Objects) > len(objects) || len(res.Hooks) > len(hooks) {
+			t.Fatalf("a patch added objects: %d → %d, hooks %d → %d", len(objects), len(res.Objects), len(hooks), len(res.Hooks))
+		}
+		// NOTE: JSON escapes can make a value up to six times its text.
+		if after := size(res.Objects); after > before+6*len(patch)*len(objects)+64*len(objects) {
+			t.Fatalf("the objects grew from %d to %d bytes with a patch of %d", before, after, len(patch))
+		}
+		for _, h := range res.Hooks {
+			if _, ok := h.Object.GetAnnotations()[hookIndex]; ok {
+				t.Fatal("a hook kept Capstan's post-render marker")
+			}
 		}
 	})
 }

@@ -44,6 +44,9 @@ type Options struct {
 	// may quote any value in it, so Mask hides those the caller must not
 	// show. Nil drops the message and keeps the template and line.
 	Mask func(string) string
+	// PostRender, when set, patches the render and replaces its images
+	// after the chart or folder wrote it; the render hash covers it.
+	PostRender *PostRender
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git
@@ -59,6 +62,9 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		if err != nil {
 			return nil, err
 		}
+		if hash, err = opts.PostRender.hash(hash); err != nil {
+			return nil, err
+		}
 		if opts.UpgradeFor != nil {
 			opts.Upgrade = opts.UpgradeFor(hash)
 		}
@@ -72,9 +78,24 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 				return nil, err
 			}
 		}
+		// NOTE: after the generated fields were found, which compares two
+		// renders of the chart alone.
+		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
+			return nil, err
+		}
 		return res, nil
 	case art.Tree != nil:
-		return Folder(art.Tree.FS, art.Path, art.Identity)
+		res, err := Folder(art.Tree.FS, art.Path, art.Identity)
+		if err != nil {
+			return nil, err
+		}
+		if res.Hash, err = opts.PostRender.hash(res.Hash); err != nil {
+			return nil, err
+		}
+		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
+			return nil, err
+		}
+		return res, nil
 	}
 	return nil, errors.New("render: the artifact holds neither a chart nor a folder")
 }
@@ -101,6 +122,16 @@ type Result struct {
 	// random, found by rendering it twice. Hooks are not compared: they
 	// are created anew each time they run.
 	Generated []Generated
+	// Notices are worth knowing and change nothing, such as a patch that
+	// selects no object.
+	Notices []Notice
+}
+
+// Notice is one thing worth knowing about a render, by the spec field it
+// concerns.
+type Notice struct {
+	Path    string
+	Message string
 }
 
 // Hook is a rendered object that Helm runs as a hook instead of applying it

@@ -1,0 +1,208 @@
+package render
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
+)
+
+// postRenderFixture is a render with three objects and two hooks; a hook
+// Job shares its name with an object Job, as Helm 4's two streams allow.
+func postRenderFixture(t *testing.T) *Result {
+	t.Helper()
+	docs := []string{
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","labels":{"tier":"web"}},"data":{"a":"1"}}`,
+		`{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},"spec":{"replicas":1,"template":{"spec":{"containers":[{"name":"web","image":"nginx:1.25"},{"name":"side","image":"busybox"}]}}}}`,
+		`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"migrate"},"spec":{"template":{"spec":{"containers":[{"name":"m","image":"nginx:1.25"}]}}}}`,
+	}
+	hooks := []string{
+		`{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"migrate","annotations":{"helm.sh/hook":"pre-install","helm.sh/hook-weight":"1"}},"spec":{"template":{"spec":{"containers":[{"name":"m","image":"nginx:1.25"}]}}}}`,
+		`{"apiVersion":"v1","kind":"Pod","metadata":{"name":"smoke","annotations":{"helm.sh/hook":"post-install"}},"spec":{"containers":[{"name":"s","image":"busybox"}]}}`,
+	}
+	res := &Result{}
+	for _, d := range docs {
+		res.Objects = append(res.Objects, decodeJSON(t, d))
+	}
+	for i, d := range hooks {
+		h, ok := parseHook(decodeJSON(t, d), "chart/templates/hook"+string(rune('a'+i))+".yaml")
+		if !ok {
+			t.Fatal("fixture hook is not a hook")
+		}
+		res.Hooks = append(res.Hooks, h)
+	}
+	return res
+}
+
+func decodeJSON(t *testing.T, doc string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON([]byte(doc)); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+func field(t *testing.T, obj *unstructured.Unstructured, path ...string) any {
+	t.Helper()
+	v, _, err := unstructured.NestedFieldNoCopy(obj.Object, path...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestPostRenderPatchesBothStreams(t *testing.T) {
+	res := postRenderFixture(t)
+	p := &PostRender{
+		Patches: []types.Patch{
+			// A strategic merge patch that names its object: the object
+			// Job and the hook Job of that name are both patched.
+			{Patch: "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  backoffLimit: 2\n"},
+			{Patch: `[{"op":"replace","path":"/spec/replicas","value":3}]`, Target: selectorOf("Deployment", "web")},
+			{Patch: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: any\n  labels:\n    patched: \"yes\"\n", Target: &types.Selector{LabelSelector: "tier=web"}},
+			{Patch: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations:\n    helm.sh/hook-weight: \"7\"\n"},
+		},
+		Images: []types.Image{{Name: "nginx", NewName: "mirror.example/nginx", NewTag: "1.27"}},
+	}
+	if err := p.apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 3 || len(res.Hooks) != 2 {
+		t.Fatalf("objects %d, hooks %d; want 3 and 2", len(res.Objects), len(res.Hooks))
+	}
+	for i, want := range []string{"settings", "web", "migrate"} {
+		if got := res.Objects[i].GetName(); got != want {
+			t.Errorf("object %d is %s, want %s: the render's order must stay", i, got, want)
+		}
+	}
+	if got := field(t, res.Objects[1], "spec", "replicas"); got != int64(3) {
+		t.Errorf("replicas = %v (%T), want 3", got, got)
+	}
+	if got := res.Objects[0].GetLabels()["patched"]; got != "yes" {
+		t.Errorf("ConfigMap label patched = %q", got)
+	}
+	if got := field(t, res.Objects[2], "spec", "backoffLimit"); got != int64(2) {
+		t.Errorf("object Job backoffLimit = %v", got)
+	}
+	hook := res.Hooks[0]
+	if got := field(t, hook.Object, "spec", "backoffLimit"); got != int64(2) {
+		t.Errorf("hook Job backoffLimit = %v", got)
+	}
+	if hook.Template != "chart/templates/hooka.yaml" || hook.Weight != 1 || hook.Events[0] != "pre-install" {
+		t.Errorf("hook Job = %+v; its template, weight and events must stay", hook)
+	}
+	if _, ok := hook.Object.GetAnnotations()[hookIndex]; ok {
+		t.Error("the hook keeps Capstan's post-render marker")
+	}
+	if res.Hooks[1].Weight != 7 {
+		t.Errorf("the smoke hook's weight = %d, want 7: a patched hook annotation is read again", res.Hooks[1].Weight)
+	}
+	containers := field(t, res.Objects[1], "spec", "template", "spec", "containers").([]any)
+	if got := containers[0].(map[string]any)["image"]; got != "mirror.example/nginx:1.27" {
+		t.Errorf("web image = %v", got)
+	}
+	if got := containers[1].(map[string]any)["image"]; got != "busybox" {
+		t.Errorf("side image = %v; images replace only the name they give", got)
+	}
+	hookContainers := field(t, hook.Object, "spec", "template", "spec", "containers").([]any)
+	if got := hookContainers[0].(map[string]any)["image"]; got != "mirror.example/nginx:1.27" {
+		t.Errorf("hook image = %v; hooks go through the images too", got)
+	}
+	if len(res.Notices) != 0 {
+		t.Errorf("notices %v, want none", res.Notices)
+	}
+}
+
+func selectorOf(kind, name string) *types.Selector {
+	sel := &types.Selector{}
+	sel.Kind, sel.Name = kind, name
+	return sel
+}
+
+func TestPostRenderDeletesAndNotices(t *testing.T) {
+	res := postRenderFixture(t)
+	p := &PostRender{
+		Patches: []types.Patch{
+			{Patch: "$patch: delete\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"},
+			{Patch: `[{"op":"add","path":"/metadata/labels","value":{"x":"y"}}]`, Target: &types.Selector{LabelSelector: "nothing=here"}},
+		},
+		Images: []types.Image{{Name: "redis", NewTag: "7"}},
+	}
+	if err := p.apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 2 || res.Objects[0].GetName() != "web" {
+		t.Fatalf("objects %v; want the ConfigMap deleted", names(res.Objects))
+	}
+	var paths []string
+	for _, n := range res.Notices {
+		paths = append(paths, n.Path)
+	}
+	if strings.Join(paths, ",") != "spec.patches[1],spec.images" {
+		t.Errorf("notices %v; want one for the patch that selects nothing and one for the image", res.Notices)
+	}
+}
+
+func TestPostRenderRefusals(t *testing.T) {
+	cases := []struct {
+		name  string
+		patch types.Patch
+		want  string
+	}{
+		{"copy", types.Patch{Patch: `[{"op":"copy","from":"/spec","path":"/spec/x"}]`, Target: &types.Selector{}}, "spec.patches[0]: operation 0 is a JSON 6902 copy"},
+		{"not yaml", types.Patch{Patch: "a: [b"}, "spec.patches[0]: the patch is neither YAML nor JSON"},
+		{"scalar", types.Patch{Patch: "hello"}, "neither a partial object"},
+		{"path", types.Patch{Path: "/etc/passwd", Patch: "{}"}, "written inline, not read from a path"},
+		{"json6902 without target", types.Patch{Patch: `[{"op":"remove","path":"/spec"}]`}, "a JSON 6902 patch needs a target"},
+		{"names nothing", types.Patch{Patch: "kind: Secret\nmetadata:\n  name: settings\n"}, "names Secret settings, which the render does not have"},
+		{"no name", types.Patch{Patch: "kind: Secret\n"}, "names its object with kind and metadata.name"},
+		{"bad operation", types.Patch{Patch: `[{"op":"replace","path":"/spec/nothing/there","value":1}]`, Target: &types.Selector{LabelSelector: "tier=web"}}, "spec.patches[0]: "},
+		{"removes a hook's annotations", types.Patch{Patch: `[{"op":"remove","path":"/metadata/annotations"}]`, Target: selectorOf("Pod", "smoke")}, "removed the annotations of hook Pod smoke"},
+		{"makes a hook no hook", types.Patch{Patch: `[{"op":"remove","path":"/metadata/annotations/helm.sh~1hook"}]`, Target: selectorOf("Pod", "smoke")}, "removed the helm.sh/hook annotation of hook Pod smoke"},
+		{"too large", types.Patch{Patch: "kind: Job\nmetadata:\n  name: migrate\n  annotations:\n    a: " + strings.Repeat("x", MaxPatchBytes)}, "more than 65536"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := postRenderFixture(t)
+			before := len(res.Objects)
+			err := (&PostRender{Patches: []types.Patch{tc.patch}}).apply(res, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one that says %q", err, tc.want)
+			}
+			if len(res.Objects) != before {
+				t.Error("a refused patch changed the render")
+			}
+		})
+	}
+}
+
+func TestPostRenderBoundsGrowth(t *testing.T) {
+	res := &Result{}
+	for i := range 1200 {
+		res.Objects = append(res.Objects, decodeJSON(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c`+strings.Repeat("x", i%7)+string(rune('a'+i%26))+`-`+strconv.Itoa(i)+`"}}`))
+	}
+	big := "kind: ConfigMap\nmetadata:\n  name: any\n  annotations:\n    a: " + strings.Repeat("x", 60<<10) + "\n"
+	err := (&PostRender{Patches: []types.Patch{{Patch: big, Target: selectorOf("ConfigMap", "")}}}).apply(res, nil)
+	if err == nil || !strings.Contains(err.Error(), "more than the limit of 64 MiB") {
+		t.Fatalf("error %v; a patch of 60 KiB over 1,200 objects must be refused before it runs", err)
+	}
+}
+
+func TestPostRenderHash(t *testing.T) {
+	const h = "sha256:0000000000000000000000000000000000000000000000000000000000000000"
+	var none *PostRender
+	if got, _ := none.hash(h); got != h {
+		t.Error("no post-render changed the hash")
+	}
+	if got, _ := (&PostRender{}).hash(h); got != h {
+		t.Error("an empty post-render changed the hash")
+	}
+	a, _ := (&PostRender{Images: []types.Image{{Name: "nginx", NewTag: "1"}}}).hash(h)
+	b, _ := (&PostRender{Images: []types.Image{{Name: "nginx", NewTag: "2"}}}).hash(h)
+	if a == h || b == h || a == b {
+		t.Errorf("hashes %s and %s: each post-render must be a render of its own", a, b)
+	}
+}
