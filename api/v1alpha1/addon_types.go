@@ -233,6 +233,53 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	Images []Image `json:"images,omitempty"`
+
+	// SyncWindows say when changes may apply, as Argo CD's sync windows
+	// do: while a deny window is active, or while allow windows exist and
+	// none is, a plan with changes waits (OutOfSync) and the add-on is
+	// planned, not applied; drift is not undone either. A person's sync
+	// applies then only in windows that say manualSync. Uninstalls are not
+	// held.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+}
+
+// SyncWindowKind is allow or deny.
+// +kubebuilder:validation:Enum=allow;deny
+type SyncWindowKind string
+
+const (
+	// SyncWindowAllow lets changes apply while it is active; with one or
+	// more, changes apply only then.
+	SyncWindowAllow SyncWindowKind = "allow"
+	// SyncWindowDeny holds changes while it is active, whatever else.
+	SyncWindowDeny SyncWindowKind = "deny"
+)
+
+// SyncWindow is a time when changes may, or may not, apply.
+type SyncWindow struct {
+	// Kind is allow or deny.
+	Kind SyncWindowKind `json:"kind"`
+	// Schedule is when the window opens: a cron expression of five fields
+	// (minute hour day-of-month month day-of-week), such as "0 22 * * 1-5",
+	// or a descriptor such as @daily.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Schedule string `json:"schedule"`
+	// Duration is how long it stays open from each opening: more than 0s,
+	// at most 168h.
+	Duration metav1.Duration `json:"duration"`
+	// TimeZone is the IANA time zone of the schedule, such as
+	// Europe/Amsterdam; UTC when left out.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// ManualSync lets a person's sync (an approval, or a raised
+	// spec.syncRequest) apply while this window holds changes.
+	// +optional
+	ManualSync bool `json:"manualSync,omitempty"`
 }
 
 // Patch is one kustomize patch of the rendered objects.

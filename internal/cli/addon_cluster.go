@@ -240,6 +240,10 @@ func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w wai
 		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed:
 			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
 		case capstanv1.PhaseOutOfSync:
+			if readyReason(a) == plan.ReasonSyncWindow {
+				// NOTE: the request stands; the windows may open in days.
+				return false, line, fmt.Errorf("addon %s is held by its sync windows, and applies when they open: %s", key, readyMessage(a))
+			}
 			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
 				return false, line, fmt.Errorf("addon %s waits for approval: %s", key, readyMessage(a))
 			}

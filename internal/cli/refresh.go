@@ -10,6 +10,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/plan"
 )
 
 func newAddonRefreshCommand() *cobra.Command {
@@ -84,6 +85,9 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 		case capstanv1.PhasePaused:
 			return true, line + "; paused: nothing is fetched until the capstan.dev/paused annotation goes", nil
 		case capstanv1.PhaseOutOfSync:
+			if readyReason(a) == plan.ReasonSyncWindow {
+				return true, line + "; held by its sync windows: " + readyMessage(a), nil
+			}
 			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
 				return true, line + "; the plan waits for approval: " + readyMessage(a), nil
 			}

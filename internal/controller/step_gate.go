@@ -2,22 +2,44 @@ package controller
 
 import (
 	"context"
+	"time"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/plan"
 )
 
 // gate runs the gates. A plan that may not be applied ends the reconcile
 // with the gate's phase.
+//
+// Sync windows are read first: one the controller cannot read holds every
+// change until it is fixed. While they hold a change, the add-on is looked
+// at again when they may open, or at the resync if that is sooner.
 func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
+	var windows *plan.Windows
+	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
+		w, err := plan.EvaluateWindows(ws, time.Now())
+		if err != nil {
+			s.verdict = plan.Verdict{Phase: capstanv1.PhaseFailed, Reason: plan.ReasonWindowInvalid,
+				Message: err.Error() + "; nothing is applied until it is fixed"}
+			s.found.gated, s.found.verdict = true, s.verdict
+			return true, nil
+		}
+		windows = &w
+	}
 	s.verdict = plan.Decide(plan.State{
 		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
 		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold,
+		Windows: windows,
 	})
 	if s.verdict.Apply {
 		return false, nil
 	}
 	s.found.gated, s.found.verdict = true, s.verdict
+	if s.verdict.Reason == plan.ReasonSyncWindow && !windows.Change.IsZero() {
+		// NOTE: a second late, so that the window has changed by then.
+		s.requeueSoon(min(time.Until(windows.Change)+time.Second, r.Config.ResyncInterval))
+	}
 	return true, nil
 }

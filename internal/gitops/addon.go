@@ -114,6 +114,14 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 	for _, img := range def.Images {
 		a.Spec.Images = append(a.Spec.Images, capstanv1.Image(img))
 	}
+	for i, w := range def.SyncWindows {
+		d, err := time.ParseDuration(w.Duration)
+		if err != nil {
+			return nil, fmt.Errorf("%s: syncWindows[%d].duration %q: %w", o.File, i, w.Duration, err)
+		}
+		a.Spec.SyncWindows = append(a.Spec.SyncWindows, capstanv1.SyncWindow{Kind: capstanv1.SyncWindowKind(w.Kind), Schedule: w.Schedule,
+			Duration: metav1.Duration{Duration: d}, TimeZone: w.TimeZone, ManualSync: w.ManualSync})
+	}
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}

@@ -54,6 +54,8 @@ type Definition struct {
 	Patches []Patch `yaml:"patches,omitempty"`
 	// Images replace container images by name (spec.images).
 	Images []Image `yaml:"images,omitempty"`
+	// SyncWindows say when changes may apply (spec.syncWindows).
+	SyncWindows []SyncWindow `yaml:"syncWindows,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Suspend makes the add-on plan-only.
@@ -134,6 +136,16 @@ type Image struct {
 	NewName string `yaml:"newName,omitempty"`
 	NewTag  string `yaml:"newTag,omitempty"`
 	Digest  string `yaml:"digest,omitempty"`
+}
+
+// SyncWindow is a time when changes may, or may not, apply
+// (spec.syncWindows).
+type SyncWindow struct {
+	Kind       string `yaml:"kind"`
+	Schedule   string `yaml:"schedule"`
+	Duration   string `yaml:"duration"`
+	TimeZone   string `yaml:"timeZone,omitempty"`
+	ManualSync bool   `yaml:"manualSync,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

@@ -97,6 +97,9 @@ patches:
     target: {kind: ConfigMap, labelSelector: "app=full"}
 images:
   - {name: nginx, newName: mirror.example/nginx, newTag: "1.27"}
+syncWindows:
+  - {kind: allow, schedule: "0 22 * * 1-5", duration: 2h, timeZone: Europe/Amsterdam}
+  - {kind: deny, schedule: "0 0 24 12 *", duration: 72h, manualSync: true}
 `
 	def, err := Parse("addons/full.yaml", []byte(src))
 	if err != nil {
@@ -114,7 +117,9 @@ images:
 		s.Ignore[0].Target.Kind != "Deployment" || s.Ignore[0].Target.Name != "full" || s.Ignore[1].Target.Group != nil ||
 		len(s.Patches) != 2 || !strings.Contains(s.Patches[0].Patch, "replicas: 2") || s.Patches[0].Target != nil ||
 		s.Patches[1].Target == nil || s.Patches[1].Target.LabelSelector != "app=full" || s.Patches[1].Target.Kind != "ConfigMap" ||
-		len(s.Images) != 1 || s.Images[0].NewName != "mirror.example/nginx" || s.Images[0].NewTag != "1.27" {
+		len(s.Images) != 1 || s.Images[0].NewName != "mirror.example/nginx" || s.Images[0].NewTag != "1.27" ||
+		len(s.SyncWindows) != 2 || s.SyncWindows[0].Kind != capstanv1.SyncWindowAllow || s.SyncWindows[0].Duration.Duration != 2*time.Hour ||
+		s.SyncWindows[0].TimeZone != "Europe/Amsterdam" || s.SyncWindows[1].Schedule != "0 0 24 12 *" || !s.SyncWindows[1].ManualSync {
 		t.Fatalf("unexpected spec: %+v", s)
 	}
 
@@ -171,6 +176,11 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"patch target unknown field", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\npatches:\n  - patch: '{}'\n    target: {selector: x}\n", "addons/a.yaml:5: patches[0].target.selector: unknown field"},
 		{"image without a change", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nimages:\n  - name: nginx\n", "addons/a.yaml:4: images[0]: set newName, newTag or digest"},
 		{"image bad tag", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nimages:\n  - name: nginx\n    newTag: 'a b'\n", "addons/a.yaml:5: images[0].newTag: \"a b\" is not an image tag"},
+		{"window bad schedule", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - kind: allow\n    schedule: 0 22 * *\n    duration: 1h\n", "addons/a.yaml:5: syncWindows[0].schedule: \"0 22 * *\" is not a cron schedule"},
+		{"window bad kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - {kind: sometimes, schedule: '@daily', duration: 1h}\n", "addons/a.yaml:4: syncWindows[0].kind: \"sometimes\" is neither allow nor deny"},
+		{"window bad duration", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - kind: deny\n    schedule: '@daily'\n    duration: forever\n", "addons/a.yaml:6: syncWindows[0].duration: \"forever\" is not a duration"},
+		{"window long", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - {kind: deny, schedule: '@daily', duration: 200h}\n", "addons/a.yaml:4: syncWindows[0].duration: 200h0m0s is not more than 0s and at most 168h"},
+		{"window zone", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - kind: deny\n    schedule: '@daily'\n    duration: 1h\n    timeZone: Mars/Olympus\n", "addons/a.yaml:7: syncWindows[0].timeZone"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},
@@ -270,6 +280,8 @@ func TestEncodeRoundTrip(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add("addons/longhorn.yaml", []byte(longhorn))
 	f.Add("addons/umami.yaml", []byte(umami))
+	f.Add("addons/w.yaml", []byte("name: w\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - {kind: deny, schedule: '0 0 24 12 *', duration: 72h, timeZone: Europe/Amsterdam, manualSync: true}\n"+
+		"patches:\n  - patch: '{}'\n    target: {kind: Secret}\nimages:\n  - {name: nginx, newTag: '1'}\n"))
 	f.Add("addons/a.yaml", []byte("a: &a [*a]"))
 	f.Add("addons/a.yaml", []byte("- 1\n- 2"))
 	f.Fuzz(func(t *testing.T, file string, data []byte) {

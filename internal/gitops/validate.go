@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"regexp"
@@ -9,8 +10,11 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"go.yaml.in/yaml/v3"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/ignore"
+	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 )
@@ -51,6 +55,8 @@ const (
 	maxImages      = 64
 	maxImageName   = 512
 	maxImageTag    = 128
+	maxSyncWindows = 16
+	maxSchedule    = 128
 	maxHookTimeout = 24 * time.Hour
 )
 
@@ -182,6 +188,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		}
 	}
 	r.postRender(def)
+	r.syncWindows(def)
 	if def.AllowAdoptChanges && !def.Adopt {
 		r.fail("needs adopt: true", "allowAdoptChanges")
 	}
@@ -237,6 +244,31 @@ func (r *rules) postRender(def *Definition) {
 		}
 		if img.Digest != "" && !sha256Digest.MatchString(img.Digest) {
 			r.fail(fmt.Sprintf("%q is not sha256: and 64 hex digits", img.Digest), "images", i, "digest")
+		}
+	}
+}
+
+// syncWindows checks each window as the controller reads it.
+func (r *rules) syncWindows(def *Definition) {
+	if len(def.SyncWindows) > maxSyncWindows {
+		r.fail(fmt.Sprintf("has %d windows, more than %d", len(def.SyncWindows), maxSyncWindows), "syncWindows")
+	}
+	for i, w := range def.SyncWindows {
+		d, err := time.ParseDuration(w.Duration)
+		if err != nil || len(w.Duration) > maxDurationLen || !durationSyntax.MatchString(w.Duration) {
+			r.fail(fmt.Sprintf("%q is not a duration such as 2h or 30m", w.Duration), "syncWindows", i, "duration")
+			continue
+		}
+		if len(w.Schedule) > maxSchedule {
+			r.fail(fmt.Sprintf("is longer than %d characters", maxSchedule), "syncWindows", i, "schedule")
+			continue
+		}
+		spec := capstanv1.SyncWindow{Kind: capstanv1.SyncWindowKind(w.Kind), Schedule: w.Schedule, Duration: metav1.Duration{Duration: d}, TimeZone: w.TimeZone}
+		if _, _, err := plan.ParseWindow("", spec); err != nil {
+			var we *plan.WindowError
+			if errors.As(err, &we) {
+				r.fail(we.Message, "syncWindows", i, strings.TrimPrefix(we.Field, "."))
+			}
 		}
 	}
 }

@@ -22,6 +22,8 @@ type State struct {
 	// PruneThreshold is the share of the inventory a plan may delete
 	// without an approval; 0 turns the gate off.
 	PruneThreshold float64
+	// Windows is what spec.syncWindows say now; nil when there are none.
+	Windows *Windows
 }
 
 // Verdict is the gates' decision.
@@ -44,14 +46,32 @@ type Gate func(State) (Verdict, bool)
 // objects, adoption, mass prune, manual sync.
 var Gates = []Gate{Problems, Suspended, OtherAddons, Adoption, MassPrune, ManualSync}
 
-// Decide runs the gates in order. A plan that passes them all is applied.
+// Decide runs the gates in order. A plan that passes them all is applied
+// when the sync windows let it (Window).
 func Decide(s State) Verdict {
 	for _, g := range Gates {
 		if v, decided := g(s); decided {
-			return v
+			return Window(s, v)
 		}
 	}
-	return Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest}
+	return Window(s, Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest})
+}
+
+// Window is the last gate: a plan the others let through waits while the
+// sync windows are closed, if it changes anything. A person's sync (an
+// approval, a raised spec.syncRequest) applies then only where every
+// window that holds it says manualSync; otherwise it stays pending, and
+// applies when they open.
+func Window(s State, v Verdict) Verdict {
+	w := s.Windows
+	if !v.Apply || w == nil || w.Open || !Pending(s.Plan) || v.HandledSyncRequest && w.Manual {
+		return v
+	}
+	msg := "changes wait for a sync window (" + String(s.Plan) + "): " + w.Why
+	if v.HandledSyncRequest {
+		msg += "; the sync requested stays pending and applies then (a window with manualSync: true would let it apply now)"
+	}
+	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonSyncWindow, Message: msg}
 }
 
 // Reasons of the verdicts, used in conditions and events.
@@ -67,6 +87,8 @@ const (
 	ReasonPruneApproval  = "PruneNeedsApproval"
 	ReasonApprovalStale  = "ApprovalStale"
 	ReasonApprovalNoPlan = "ApprovalWithoutPlan"
+	ReasonSyncWindow     = "SyncWindowClosed"
+	ReasonWindowInvalid  = "SyncWindowInvalid"
 )
 
 // Problems blocks a plan with guardrail violations or values errors, for

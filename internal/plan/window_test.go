@@ -1,0 +1,141 @@
+package plan
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func win(kind capstanv1.SyncWindowKind, schedule string, d time.Duration, manual bool) capstanv1.SyncWindow {
+	return capstanv1.SyncWindow{Kind: kind, Schedule: schedule, Duration: metav1.Duration{Duration: d}, ManualSync: manual}
+}
+
+func at(s string) time.Time {
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestEvaluateWindows(t *testing.T) {
+	nightly := win(capstanv1.SyncWindowAllow, "0 22 * * *", 2*time.Hour, false)
+	freeze := win(capstanv1.SyncWindowDeny, "0 0 24 12 *", 72*time.Hour, true)
+	cases := []struct {
+		name    string
+		windows []capstanv1.SyncWindow
+		now     string
+		open    bool
+		manual  bool
+		change  string
+		why     string
+	}{
+		{"no windows", nil, "2026-12-03T12:00:00Z", true, true, "", ""},
+		{"inside the allow window", []capstanv1.SyncWindow{nightly}, "2026-12-03T23:30:00Z", true, true, "2026-12-04T00:00:00Z", ""},
+		{"at its first minute", []capstanv1.SyncWindow{nightly}, "2026-12-03T22:00:00Z", true, true, "2026-12-04T00:00:00Z", ""},
+		{"at its end, closed", []capstanv1.SyncWindow{nightly}, "2026-12-04T00:00:00Z", false, false, "2026-12-04T22:00:00Z",
+			"the next, spec.syncWindows[0], opens at 2026-12-04T22:00:00Z; changes may apply from 2026-12-04T22:00:00Z"},
+		{"outside it", []capstanv1.SyncWindow{nightly}, "2026-12-03T12:00:00Z", false, false, "2026-12-03T22:00:00Z", "opens at 2026-12-03T22:00:00Z"},
+		{"the freeze wins over the allow window", []capstanv1.SyncWindow{nightly, freeze}, "2026-12-25T23:00:00Z", false, true, "2026-12-26T00:00:00Z",
+			"the deny window spec.syncWindows[1] is active until 2026-12-27T00:00:00Z; changes may apply from 2026-12-27T22:00:00Z"},
+		{"a freeze alone lets a person sync", []capstanv1.SyncWindow{freeze}, "2026-12-25T10:00:00Z", false, true, "2026-12-27T00:00:00Z", "active until 2026-12-27T00:00:00Z"},
+		{"after the freeze", []capstanv1.SyncWindow{freeze}, "2026-12-27T00:00:00Z", true, true, "2027-12-24T00:00:00Z", ""},
+		{"always denied", []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "* * * * *", time.Minute, false)}, "2026-12-03T12:00:30Z", false, false, "2026-12-03T12:01:00Z",
+			"no window opens within a year of now"},
+		{"a schedule that never comes", []capstanv1.SyncWindow{win(capstanv1.SyncWindowAllow, "0 0 30 2 *", time.Hour, false)}, "2026-12-03T12:00:00Z", false, false, "",
+			"none is active or ever opens; no window opens within a year of now"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := EvaluateWindows(tc.windows, at(tc.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Open != tc.open || got.Manual != tc.manual {
+				t.Errorf("open %v manual %v, want %v and %v (%s)", got.Open, got.Manual, tc.open, tc.manual, got.Why)
+			}
+			if change := ""; tc.change != "" || !got.Change.IsZero() {
+				change = got.Change.UTC().Format(time.RFC3339)
+				if change != tc.change {
+					t.Errorf("change %s, want %s", change, tc.change)
+				}
+			}
+			if !strings.Contains(got.Why, tc.why) || (tc.open && got.Why != "") {
+				t.Errorf("why %q, want it to say %q", got.Why, tc.why)
+			}
+		})
+	}
+}
+
+func TestWindowTimeZone(t *testing.T) {
+	// 22:00 in Amsterdam is 21:00 UTC in winter.
+	w := win(capstanv1.SyncWindowAllow, "0 22 * * *", time.Hour, false)
+	w.TimeZone = "Europe/Amsterdam"
+	got, err := EvaluateWindows([]capstanv1.SyncWindow{w}, at("2026-12-03T21:30:00Z"))
+	if err != nil || !got.Open {
+		t.Fatalf("at 22:30 in Amsterdam: %+v, %v", got, err)
+	}
+	if got.Change.UTC().Format(time.RFC3339) != "2026-12-03T22:00:00Z" {
+		t.Errorf("closes at %s", got.Change.UTC())
+	}
+}
+
+func TestParseWindowRefusals(t *testing.T) {
+	cases := []struct {
+		w     capstanv1.SyncWindow
+		field string
+		want  string
+	}{
+		{win("sometimes", "@daily", time.Hour, false), "spec.syncWindows[0].kind", "neither allow nor deny"},
+		{win(capstanv1.SyncWindowAllow, "0 22 * *", time.Hour, false), "spec.syncWindows[0].schedule", "is not a cron schedule of five fields"},
+		{win(capstanv1.SyncWindowAllow, "CRON_TZ=Asia/Tokyo 0 22 * * *", time.Hour, false), "spec.syncWindows[0].schedule", "in timeZone"},
+		{win(capstanv1.SyncWindowAllow, "@daily", 0, false), "spec.syncWindows[0].duration", "more than 0s"},
+		{win(capstanv1.SyncWindowAllow, "@daily", 200*time.Hour, false), "spec.syncWindows[0].duration", "at most 168h"},
+		{capstanv1.SyncWindow{Kind: capstanv1.SyncWindowDeny, Schedule: "@daily", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Mars/Olympus"}, "spec.syncWindows[0].timeZone", "not an IANA time zone"},
+		{capstanv1.SyncWindow{Kind: capstanv1.SyncWindowDeny, Schedule: "@daily", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Local"}, "spec.syncWindows[0].timeZone", "not an IANA time zone"},
+	}
+	for _, tc := range cases {
+		_, err := EvaluateWindows([]capstanv1.SyncWindow{tc.w}, time.Now())
+		var we *WindowError
+		if !errors.As(err, &we) || we.Field != tc.field || !strings.Contains(we.Message, tc.want) {
+			t.Errorf("%+v: error %v, want %s: ...%s", tc.w, err, tc.field, tc.want)
+		}
+	}
+}
+
+func TestWindowGate(t *testing.T) {
+	pending := &capstanv1.Plan{Hash: "sha256:p", Summary: capstanv1.PlanSummary{Update: 1}}
+	closed := &Windows{Why: "the deny window spec.syncWindows[0] is active until then"}
+	closedManual := &Windows{Manual: true, Why: "x"}
+	cases := []struct {
+		name  string
+		s     State
+		apply bool
+		why   string
+	}{
+		{"open", State{Plan: pending, Windows: &Windows{Open: true}}, true, ""},
+		{"no windows", State{Plan: pending}, true, ""},
+		{"closed", State{Plan: pending, Windows: closed}, false, "changes wait for a sync window"},
+		{"closed, nothing to change", State{Plan: &capstanv1.Plan{Hash: "sha256:n"}, Windows: closed}, true, ""},
+		{"closed, a sync requested", State{Plan: pending, Windows: closed, SyncRequest: 2, LastSyncRequest: 1}, false, "stays pending"},
+		{"closed with manualSync, a sync requested", State{Plan: pending, Windows: closedManual, SyncRequest: 2, LastSyncRequest: 1}, true, ""},
+		{"closed with manualSync, no request", State{Plan: pending, Windows: closedManual}, false, "changes wait"},
+		{"closed, an approval", State{Plan: pending, Windows: closed, ManualSync: true, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:p"}, false, "stays pending"},
+		{"closed with manualSync, an approval", State{Plan: pending, Windows: closedManual, ManualSync: true, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:p"}, true, ""},
+		{"suspended first", State{Plan: pending, Windows: closed, Suspend: true}, false, "spec.suspend"},
+	}
+	for _, tc := range cases {
+		v := Decide(tc.s)
+		if v.Apply != tc.apply || !strings.Contains(v.Message, tc.why) {
+			t.Errorf("%s: %+v; want apply %v and a message with %q", tc.name, v, tc.apply, tc.why)
+		}
+		if !v.Apply && v.Reason == ReasonSyncWindow && v.HandledSyncRequest {
+			t.Errorf("%s: a held sync request was used up", tc.name)
+		}
+	}
+}
