@@ -244,6 +244,45 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+
+	// HealthChecks judge objects of a kind by CEL expressions over their
+	// fields (apiVersion, kind, metadata, spec, status, data), as Flux's
+	// healthCheckExprs do: for custom resources whose readiness kstatus
+	// cannot read, such as one that reports only status.phase. A kind with
+	// a check is judged by it alone.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
+}
+
+// HealthCheck says when the objects of one kind are ready, still in
+// progress, or failed. inProgress is evaluated first, then failed, then
+// current; an object none of them is true of is in progress.
+type HealthCheck struct {
+	// APIVersion is group/version, such as postgresql.cnpg.io/v1.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	APIVersion string `json:"apiVersion"`
+	// Kind is the kind the check judges.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Kind string `json:"kind"`
+	// Current is true when the object is ready, such as
+	// "status.phase == 'Ready'".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Current string `json:"current"`
+	// InProgress, when true, says the object is still working, whatever
+	// the others say.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	InProgress string `json:"inProgress,omitempty"`
+	// Failed, when true, says the object has failed; the add-on waits
+	// for it, naming it, up to spec.healthTimeout.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Failed string `json:"failed,omitempty"`
 }
 
 // SyncWindowKind is allow or deny.

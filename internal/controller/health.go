@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
 )
 
 // An add-on is Ready when every object it applied is Current by kstatus:
@@ -22,10 +23,22 @@ const maxNotCurrent = 5
 
 // objectHealth computes an object's health with kstatus from its live
 // object, nil when it does not exist: Current, or why not.
-func objectHealth(obj, live *unstructured.Unstructured) (current bool, why string, err error) {
+//
+// A kind that spec.healthChecks names is judged by its check alone.
+func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (current bool, why string, err error) {
 	ref := capstanv1.RefOf(obj)
 	if live == nil {
 		return false, ref.Describe() + ": does not exist yet", nil
+	}
+	if checks.Judges(live) {
+		switch st, msg := checks.Evaluate(live); st {
+		case health.Current:
+			return true, "", nil
+		case health.Failed:
+			return false, fmt.Sprintf("%s: failed: %s", ref.Describe(), msg), nil
+		default:
+			return false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+		}
 	}
 	res, err := status.Compute(live)
 	if err != nil {

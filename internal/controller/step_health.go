@@ -6,6 +6,7 @@ import (
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -18,13 +19,19 @@ import (
 // Current and not written since is not read again. Past spec.healthTimeout
 // after the last apply, the add-on is Failed with the objects that are not.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
+	checks, err := health.Compile(s.addon.Spec.HealthChecks)
+	if err != nil {
+		return false, terminal{err}
+	}
 	known := r.verified.lookup(s.addon)
 	var waiting []string
 	var waitingKinds []schema.GroupVersionKind
 	for _, obj := range s.objects {
 		key := capstanv1.RefOf(obj).Key()
-		if s.quiet[key] && known[key].Healthy {
-			// Current when verified, and not written since.
+		if s.quiet[key] && known[key].Healthy && !checks.Judges(obj) {
+			// Current when verified, and not written since. A kind with a
+			// check is judged again: the check may have changed, and the
+			// object not.
 			continue
 		}
 		live := s.live[key]
@@ -34,7 +41,7 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 				return false, err
 			}
 		}
-		current, why, err := objectHealth(obj, live)
+		current, why, err := objectHealth(obj, live, checks)
 		if err != nil {
 			return false, err
 		}

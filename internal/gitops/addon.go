@@ -122,6 +122,9 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 		a.Spec.SyncWindows = append(a.Spec.SyncWindows, capstanv1.SyncWindow{Kind: capstanv1.SyncWindowKind(w.Kind), Schedule: w.Schedule,
 			Duration: metav1.Duration{Duration: d}, TimeZone: w.TimeZone, ManualSync: w.ManualSync})
 	}
+	for _, hc := range def.HealthChecks {
+		a.Spec.HealthChecks = append(a.Spec.HealthChecks, capstanv1.HealthCheck(hc))
+	}
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}

@@ -56,6 +56,9 @@ type Definition struct {
 	Images []Image `yaml:"images,omitempty"`
 	// SyncWindows say when changes may apply (spec.syncWindows).
 	SyncWindows []SyncWindow `yaml:"syncWindows,omitempty"`
+	// HealthChecks judge objects of a kind by CEL expressions
+	// (spec.healthChecks).
+	HealthChecks []HealthCheck `yaml:"healthChecks,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Suspend makes the add-on plan-only.
@@ -146,6 +149,16 @@ type SyncWindow struct {
 	Duration   string `yaml:"duration"`
 	TimeZone   string `yaml:"timeZone,omitempty"`
 	ManualSync bool   `yaml:"manualSync,omitempty"`
+}
+
+// HealthCheck says by CEL expressions when objects of one kind are ready
+// (spec.healthChecks).
+type HealthCheck struct {
+	APIVersion string `yaml:"apiVersion"`
+	Kind       string `yaml:"kind"`
+	Current    string `yaml:"current"`
+	InProgress string `yaml:"inProgress,omitempty"`
+	Failed     string `yaml:"failed,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

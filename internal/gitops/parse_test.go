@@ -100,6 +100,11 @@ images:
 syncWindows:
   - {kind: allow, schedule: "0 22 * * 1-5", duration: 2h, timeZone: Europe/Amsterdam}
   - {kind: deny, schedule: "0 0 24 12 *", duration: 72h, manualSync: true}
+healthChecks:
+  - apiVersion: postgresql.cnpg.io/v1
+    kind: Cluster
+    current: status.phase == 'Cluster in healthy state'
+    failed: has(status.phase) && status.phase.startsWith('Failed')
 `
 	def, err := Parse("addons/full.yaml", []byte(src))
 	if err != nil {
@@ -119,7 +124,8 @@ syncWindows:
 		s.Patches[1].Target == nil || s.Patches[1].Target.LabelSelector != "app=full" || s.Patches[1].Target.Kind != "ConfigMap" ||
 		len(s.Images) != 1 || s.Images[0].NewName != "mirror.example/nginx" || s.Images[0].NewTag != "1.27" ||
 		len(s.SyncWindows) != 2 || s.SyncWindows[0].Kind != capstanv1.SyncWindowAllow || s.SyncWindows[0].Duration.Duration != 2*time.Hour ||
-		s.SyncWindows[0].TimeZone != "Europe/Amsterdam" || s.SyncWindows[1].Schedule != "0 0 24 12 *" || !s.SyncWindows[1].ManualSync {
+		s.SyncWindows[0].TimeZone != "Europe/Amsterdam" || s.SyncWindows[1].Schedule != "0 0 24 12 *" || !s.SyncWindows[1].ManualSync ||
+		len(s.HealthChecks) != 1 || s.HealthChecks[0].Kind != "Cluster" || !strings.HasPrefix(s.HealthChecks[0].Failed, "has(") {
 		t.Fatalf("unexpected spec: %+v", s)
 	}
 
@@ -181,6 +187,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"window bad duration", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - kind: deny\n    schedule: '@daily'\n    duration: forever\n", "addons/a.yaml:6: syncWindows[0].duration: \"forever\" is not a duration"},
 		{"window long", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - {kind: deny, schedule: '@daily', duration: 200h}\n", "addons/a.yaml:4: syncWindows[0].duration: 200h0m0s is not more than 0s and at most 168h"},
 		{"window zone", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - kind: deny\n    schedule: '@daily'\n    duration: 1h\n    timeZone: Mars/Olympus\n", "addons/a.yaml:7: syncWindows[0].timeZone"},
+		{"health check that does not compile", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhealthChecks:\n  - apiVersion: example.com/v1\n    kind: DB\n    current: status.phase ==\n", "addons/a.yaml:6: healthChecks[0].current: ERROR: <input>:1:16: Syntax error"},
+		{"health check twice", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhealthChecks:\n  - {apiVersion: example.com/v1, kind: DB, current: 'true'}\n  - {apiVersion: example.com/v1, kind: DB, current: 'false'}\n", "addons/a.yaml:5: healthChecks[1]: example.com/v1 DB has a check already, healthChecks[0]"},
+		{"health check without current", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhealthChecks:\n  - {apiVersion: example.com/v1, kind: DB}\n", "addons/a.yaml:4: healthChecks[0].current: is required"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
 	"capstan.dev/capstan/internal/ignore"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
@@ -37,27 +38,29 @@ var (
 
 // Limits taken from the Addon CRD.
 const (
-	maxAddonName   = 53
-	maxReleaseName = 53
-	maxTitle       = 128
-	maxCategory    = 63
-	maxURL         = 2048
-	maxVersion     = 128
-	maxDurationLen = 16
-	maxRevision    = 255
-	maxGitPath     = 1024
-	maxValuesFrom  = 64
-	maxDependsOn   = 32
-	maxIgnoreRules = 32
-	maxIgnorePaths = 16
-	maxIgnorePath  = 256
-	maxPatches     = 32
-	maxImages      = 64
-	maxImageName   = 512
-	maxImageTag    = 128
-	maxSyncWindows = 16
-	maxSchedule    = 128
-	maxHookTimeout = 24 * time.Hour
+	maxAddonName    = 53
+	maxReleaseName  = 53
+	maxTitle        = 128
+	maxCategory     = 63
+	maxURL          = 2048
+	maxVersion      = 128
+	maxDurationLen  = 16
+	maxRevision     = 255
+	maxGitPath      = 1024
+	maxValuesFrom   = 64
+	maxDependsOn    = 32
+	maxIgnoreRules  = 32
+	maxIgnorePaths  = 16
+	maxIgnorePath   = 256
+	maxPatches      = 32
+	maxImages       = 64
+	maxImageName    = 512
+	maxImageTag     = 128
+	maxSyncWindows  = 16
+	maxSchedule     = 128
+	maxHealthChecks = 32
+	maxExpression   = 1024
+	maxHookTimeout  = 24 * time.Hour
 )
 
 type rules struct {
@@ -189,6 +192,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 	}
 	r.postRender(def)
 	r.syncWindows(def)
+	r.healthChecks(def)
 	if def.AllowAdoptChanges && !def.Adopt {
 		r.fail("needs adopt: true", "allowAdoptChanges")
 	}
@@ -268,6 +272,43 @@ func (r *rules) syncWindows(def *Definition) {
 			var we *plan.WindowError
 			if errors.As(err, &we) {
 				r.fail(we.Message, "syncWindows", i, strings.TrimPrefix(we.Field, "."))
+			}
+		}
+	}
+}
+
+// healthChecks compiles each check's expressions as the controller does.
+func (r *rules) healthChecks(def *Definition) {
+	if len(def.HealthChecks) > maxHealthChecks {
+		r.fail(fmt.Sprintf("has %d checks, more than %d", len(def.HealthChecks), maxHealthChecks), "healthChecks")
+	}
+	seen := map[string]int{}
+	for i, hc := range def.HealthChecks {
+		switch {
+		case hc.APIVersion == "" || len(hc.APIVersion) > 253:
+			r.fail("is required (at most 253 characters): the group/version of the kind it judges", "healthChecks", i, "apiVersion")
+			continue
+		case hc.Kind == "" || len(hc.Kind) > 63:
+			r.fail("is required (at most 63 characters)", "healthChecks", i, "kind")
+			continue
+		}
+		if j, ok := seen[hc.APIVersion+" "+hc.Kind]; ok {
+			r.fail(fmt.Sprintf("%s %s has a check already, healthChecks[%d]: give each kind one", hc.APIVersion, hc.Kind, j), "healthChecks", i)
+			continue
+		}
+		seen[hc.APIVersion+" "+hc.Kind] = i
+		for _, x := range []struct{ name, src string }{{"current", hc.Current}, {"inProgress", hc.InProgress}, {"failed", hc.Failed}} {
+			if len(x.src) > maxExpression {
+				r.fail(fmt.Sprintf("is longer than %d characters", maxExpression), "healthChecks", i, x.name)
+			}
+		}
+		_, err := health.Compile([]capstanv1.HealthCheck{capstanv1.HealthCheck(hc)})
+		var ce *health.CheckError
+		if errors.As(err, &ce) {
+			if ce.Expr == "" {
+				r.fail(ce.Message, "healthChecks", i)
+			} else {
+				r.fail(ce.Message, "healthChecks", i, ce.Expr)
 			}
 		}
 	}

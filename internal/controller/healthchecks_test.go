@@ -1,0 +1,67 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestHealthChecksJudgeACustomResource: a custom resource that reports
+// only status.phase is Current to kstatus at once; with spec.healthChecks
+// the add-on waits for it, names it while it fails, and is Ready once the
+// expression is true. An expression that does not compile is refused
+// before anything is applied.
+func TestHealthChecksJudgeACustomResource(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "healthdb", version: "1.0.0", files: map[string]string{
+		"crds/healthdbs.yaml": crdYAML("HealthDB", "healthdbs"),
+		"templates/db.yaml":   "apiVersion: example.com/v1\nkind: HealthDB\nmetadata:\n  name: db\nspec:\n  size: 1\n",
+	}})
+	check := capstanv1.HealthCheck{APIVersion: "example.com/v1", Kind: "HealthDB",
+		Current: "status.phase == 'Ready'", Failed: "has(status.phase) && status.phase.startsWith('Error')"}
+	a := create(t, newAddon(controllerNS, "hc-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{check}
+	})))
+	waiting := func(what, want string) {
+		t.Helper()
+		waitFor(t, a, 60*time.Second, what, func(cur *capstanv1.Addon) bool {
+			return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), want)
+		})
+	}
+	waiting("the wait for the database", "HealthDB "+ns+"/db: spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current: no such attribute(s): status)")
+
+	// Its operator reports a failure, then readiness.
+	setPhase := func(phase string) {
+		t.Helper()
+		db := live(t, "example.com/v1", "HealthDB", ns, "db")
+		if err := admin.Patch(ctx, db, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"`+phase+`"}}`)), client.FieldOwner("operator")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPhase("ErrorNoDisk")
+	waiting("the failure named", "HealthDB "+ns+"/db: failed: spec.healthChecks[0].failed is true")
+	setPhase("Ready")
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if c := condition(got, capstanv1.ConditionReady); c == nil || c.Status != "True" {
+		t.Fatalf("Ready = %+v", c)
+	}
+
+	bad := create(t, newAddon(controllerNS, "hcbad-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName = "bad"
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "HealthDB", Current: "status.phase =="}}
+	})))
+	failed := waitPhase(t, bad, capstanv1.PhaseFailed)
+	if msg := readyMessage(failed); !strings.Contains(msg, "spec.healthChecks[0].current: ERROR: <input>:1:16: Syntax error") || strings.Contains(msg, "\n") {
+		t.Fatalf("an expression that does not compile: %q", msg)
+	}
+	if len(failed.Status.Inventory) != 0 || failed.Status.LastAppliedTime != nil {
+		t.Fatalf("an add-on with a broken check applied something: %s", describeStatus(failed))
+	}
+}

@@ -1,0 +1,178 @@
+// Package health judges custom resources that kstatus cannot, with the
+// CEL expressions of an add-on's spec.healthChecks: each says, from the
+// live object's fields, when an object of one kind is in progress, has
+// failed, or is current, as Flux's healthCheckExprs do.
+package health
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/cel-go/cel"
+	"github.com/google/cel-go/common/types"
+	"github.com/google/cel-go/ext"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// Status is what a check says of one object.
+type Status string
+
+const (
+	Current    Status = "Current"
+	InProgress Status = "InProgress"
+	Failed     Status = "Failed"
+)
+
+// costLimit bounds one evaluation: an expression a tenant wrote runs in
+// the controller, over objects whose size the tenant's chart decides.
+const costLimit = 1_000_000
+
+// fields are the variables an expression may name: the object's
+// top-level fields.
+var fields = []string{"apiVersion", "kind", "metadata", "spec", "status", "data"}
+
+var env = sync.OnceValues(func() (*cel.Env, error) {
+	opts := []cel.EnvOption{ext.Strings()}
+	for _, f := range fields {
+		opts = append(opts, cel.Variable(f, cel.DynType))
+	}
+	return cel.NewEnv(opts...)
+})
+
+// Checks are an add-on's health checks, compiled, by apiVersion and kind.
+type Checks struct {
+	byKind map[string]*check
+}
+
+type check struct {
+	field                                string
+	current, inProgress, failed          cel.Program
+	currentSrc, inProgressSrc, failedSrc string
+}
+
+// CheckError is a check that does not compile: Expr names its
+// expression (current, inProgress, failed), or is empty for the check.
+type CheckError struct {
+	Index   int
+	Expr    string
+	Message string
+}
+
+func (e *CheckError) Error() string {
+	if e.Expr == "" {
+		return fmt.Sprintf("spec.healthChecks[%d]: %s", e.Index, e.Message)
+	}
+	return fmt.Sprintf("spec.healthChecks[%d].%s: %s", e.Index, e.Expr, e.Message)
+}
+
+// Compile compiles the checks. An expression that does not compile is an
+// error that names its field, such as spec.healthChecks[0].current, and a
+// second check of one kind names both.
+func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
+	if len(specs) == 0 {
+		return nil, nil
+	}
+	e, err := env()
+	if err != nil {
+		return nil, err
+	}
+	cs := &Checks{byKind: map[string]*check{}}
+	for i, spec := range specs {
+		field := fmt.Sprintf("spec.healthChecks[%d]", i)
+		key := spec.APIVersion + " " + spec.Kind
+		if prev, ok := cs.byKind[key]; ok {
+			return nil, &CheckError{i, "", fmt.Sprintf("%s %s has a check already, %s: give each kind one", spec.APIVersion, spec.Kind, prev.field)}
+		}
+		c := &check{field: field, currentSrc: spec.Current, inProgressSrc: spec.InProgress, failedSrc: spec.Failed}
+		for _, x := range []struct {
+			name string
+			src  string
+			prg  *cel.Program
+		}{{"current", spec.Current, &c.current}, {"inProgress", spec.InProgress, &c.inProgress}, {"failed", spec.Failed, &c.failed}} {
+			if x.src == "" {
+				if x.name == "current" {
+					return nil, &CheckError{i, "current", "is required: an expression that is true when the object is ready"}
+				}
+				continue
+			}
+			ast, iss := e.Compile(x.src)
+			if iss.Err() != nil {
+				// NOTE: CEL's message goes on to quote the expression with
+				// a caret under the place; its first line says it all.
+				msg, _, _ := strings.Cut(iss.Err().Error(), "\n")
+				return nil, &CheckError{i, x.name, msg}
+			}
+			if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
+				return nil, &CheckError{i, x.name, fmt.Sprintf("gives a %s, not a bool", t)}
+			}
+			prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100))
+			if err != nil {
+				return nil, &CheckError{i, x.name, err.Error()}
+			}
+			*x.prg = prg
+		}
+		cs.byKind[key] = c
+	}
+	return cs, nil
+}
+
+// Judges reports whether a check covers obj's apiVersion and kind.
+func (cs *Checks) Judges(obj *unstructured.Unstructured) bool {
+	if cs == nil {
+		return false
+	}
+	_, ok := cs.byKind[obj.GetAPIVersion()+" "+obj.GetKind()]
+	return ok
+}
+
+// Evaluate judges the live object with its kind's check: inProgress
+// first, then failed, then current, as Flux does; an object that none
+// of them says anything of is in progress. An expression that cannot be
+// evaluated on it, such as one that names a field the object does not
+// have yet, counts as false, and the message says why.
+func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
+	c := cs.byKind[live.GetAPIVersion()+" "+live.GetKind()]
+	vars := map[string]any{}
+	for _, f := range fields {
+		if v, ok := live.Object[f]; ok {
+			vars[f] = v
+		}
+	}
+	var notes []string
+	eval := func(name, src string, prg cel.Program) bool {
+		if prg == nil {
+			return false
+		}
+		out, _, err := prg.Eval(vars)
+		if err != nil {
+			// NOTE: inProgress and failed name fields an object has only
+			// then; that they are absent the rest of the time is no news.
+			if name == "current" || !strings.HasPrefix(err.Error(), "no such ") {
+				notes = append(notes, fmt.Sprintf("%s.%s: %v", c.field, name, err))
+			}
+			return false
+		}
+		b, ok := out.(types.Bool)
+		if !ok {
+			notes = append(notes, fmt.Sprintf("%s.%s gives a %s, not a bool", c.field, name, out.Type()))
+			return false
+		}
+		return bool(b)
+	}
+	switch {
+	case eval("inProgress", c.inProgressSrc, c.inProgress):
+		return InProgress, c.field + ".inProgress is true"
+	case eval("failed", c.failedSrc, c.failed):
+		return Failed, c.field + ".failed is true"
+	case eval("current", c.currentSrc, c.current):
+		return Current, ""
+	}
+	msg := c.field + ".current is not true yet"
+	if len(notes) > 0 {
+		msg += " (" + strings.Join(notes, "; ") + ")"
+	}
+	return InProgress, msg
+}

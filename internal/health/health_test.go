@@ -1,0 +1,99 @@
+package health
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+func database(status map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Database",
+		"metadata": map[string]any{"name": "db", "generation": int64(2)},
+		"spec":     map[string]any{"replicas": int64(3)},
+	}}
+	if status != nil {
+		u.Object["status"] = status
+	}
+	return u
+}
+
+func TestEvaluate(t *testing.T) {
+	checks, err := Compile([]capstanv1.HealthCheck{{
+		APIVersion: "example.com/v1", Kind: "Database",
+		Current:    "status.phase == 'Ready' && status.observedGeneration == metadata.generation",
+		InProgress: "has(status.migrating) && status.migrating",
+		Failed:     "status.phase.startsWith('Error')",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name   string
+		status map[string]any
+		want   Status
+		msg    string
+	}{
+		{"no status yet", nil, InProgress, "spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current: no such attribute(s): status)"},
+		{"ready", map[string]any{"phase": "Ready", "observedGeneration": int64(2)}, Current, ""},
+		{"ready for an older generation", map[string]any{"phase": "Ready", "observedGeneration": int64(1)}, InProgress, "current is not true yet"},
+		{"failed", map[string]any{"phase": "ErrorNoDisk"}, Failed, "spec.healthChecks[0].failed is true"},
+		{"in progress wins", map[string]any{"phase": "ErrorNoDisk", "migrating": true}, InProgress, "spec.healthChecks[0].inProgress is true"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := database(tc.status)
+			if !checks.Judges(obj) {
+				t.Fatal("the check does not judge its kind")
+			}
+			got, msg := checks.Evaluate(obj)
+			if got != tc.want || !strings.Contains(msg, tc.msg) || (tc.msg == "" && msg != "") {
+				t.Errorf("%s %q, want %s and a message with %q", got, msg, tc.want, tc.msg)
+			}
+		})
+	}
+	other := database(nil)
+	other.SetAPIVersion("example.com/v2")
+	if checks.Judges(other) {
+		t.Error("a check of v1 judges v2")
+	}
+}
+
+func TestCompileRefusals(t *testing.T) {
+	ok := capstanv1.HealthCheck{APIVersion: "example.com/v1", Kind: "Database", Current: "true"}
+	cases := []struct {
+		checks []capstanv1.HealthCheck
+		want   string
+	}{
+		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database", Current: "status.phase =="}}, "spec.healthChecks[0].current: ERROR"},
+		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database", Current: "'ready'"}}, "spec.healthChecks[0].current: gives a string, not a bool"},
+		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database", Current: "true", Failed: "nosuch(1)"}}, "spec.healthChecks[0].failed: ERROR"},
+		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database"}}, "spec.healthChecks[0].current: is required"},
+		{[]capstanv1.HealthCheck{ok, ok}, "spec.healthChecks[1]: example.com/v1 Database has a check already, spec.healthChecks[0]"},
+	}
+	for _, tc := range cases {
+		_, err := Compile(tc.checks)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: error %v, want %q", tc.checks, err, tc.want)
+		}
+	}
+}
+
+func TestCostLimit(t *testing.T) {
+	checks, err := Compile([]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database",
+		Current: "status.items.all(a, status.items.all(b, status.items.all(c, a + b + c >= 0)))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 2000)
+	for i := range items {
+		items[i] = int64(i)
+	}
+	got, msg := checks.Evaluate(database(map[string]any{"items": items}))
+	if got != InProgress || !strings.Contains(msg, "cost") {
+		t.Fatalf("%s %q: an expression past its cost must stop, and say so", got, msg)
+	}
+}
