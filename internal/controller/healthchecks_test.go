@@ -35,7 +35,7 @@ func TestHealthChecksJudgeACustomResource(t *testing.T) {
 			return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), want)
 		})
 	}
-	waiting("the wait for the database", "HealthDB "+ns+"/db: spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current: no such attribute(s): status)")
+	waiting("the wait for the database", "HealthDB "+ns+"/db: spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current names a field the object does not have (yet))")
 
 	// Its operator reports a failure, then readiness.
 	setPhase := func(phase string) {

@@ -86,7 +86,7 @@ func TestPatchesAndImagesChangeWhatIsApplied(t *testing.T) {
 	}
 	noticed := false
 	for _, n := range got.Status.Plan.Notices {
-		noticed = noticed || n.Path == "spec.patches[3]" && strings.Contains(n.Message, "changes nothing")
+		noticed = noticed || n.Path == "spec.patches[3]" && strings.Contains(n.Message, "selects no object")
 	}
 	if !noticed {
 		t.Errorf("a patch of kind Secret, which the chart has none of: notices %+v", got.Status.Plan.Notices)

@@ -5,16 +5,23 @@ import (
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
 	"capstan.dev/capstan/internal/plan"
 )
 
 // gate runs the gates. A plan that may not be applied ends the reconcile
 // with the gate's phase.
 //
-// Sync windows are read first: one the controller cannot read holds every
-// change until it is fixed. While they hold a change, the add-on is looked
+// spec.healthChecks are compiled first: an expression that does not
+// compile would otherwise show only once everything was applied. It is
+// here, not with the render, so that an uninstall, which renders to find
+// its delete hooks, never stops at it. Sync windows are read next: one
+// the controller cannot read holds every change until it is fixed. While they hold a change, the add-on is looked
 // at again when they may open, or at the resync if that is sooner.
 func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
+	if _, err := health.Compile(s.addon.Spec.HealthChecks); err != nil {
+		return false, terminal{err}
+	}
 	var windows *plan.Windows
 	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
 		w, err := plan.EvaluateWindows(ws, time.Now())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"capstan.dev/capstan/internal/health"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -13,13 +12,7 @@ import (
 // that run: an install before the first apply, an upgrade when the render
 // changed since, and a resync with nothing new renders as the last apply
 // did.
-//
-// spec.healthChecks are compiled first: an expression that does not
-// compile would only show once everything was applied.
 func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
-	if _, err := health.Compile(s.addon.Spec.HealthChecks); err != nil {
-		return false, terminal{err}
-	}
 	// The chart's own required and fail messages say which value to set;
 	// the values that must stay hidden are masked in them, as everywhere.
 	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String,

@@ -32,7 +32,7 @@ func TestSyncWindowsHoldChanges(t *testing.T) {
 			c := condition(cur, capstanv1.ConditionReady)
 			return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation && c != nil && c.Reason == "SyncWindowClosed"
 		})
-		for _, w := range append(want, "changes wait for a sync window", "the deny window spec.syncWindows[0] is active until") {
+		for _, w := range append(want, "changes wait for a sync window", "the deny window spec.syncWindows[0] is active") {
 			if !strings.Contains(readyMessage(got), w) {
 				t.Errorf("%s: the message does not say %q: %s", what, w, readyMessage(got))
 			}

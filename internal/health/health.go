@@ -28,11 +28,18 @@ const (
 
 // costLimit bounds one evaluation: an expression a tenant wrote runs in
 // the controller, over objects whose size the tenant's chart decides.
-const costLimit = 1_000_000
+const costLimit = 100_000
 
 // fields are the variables an expression may name: the object's
-// top-level fields.
-var fields = []string{"apiVersion", "kind", "metadata", "spec", "status", "data"}
+// top-level fields. Not data: a Secret's would be read, and its values
+// told one guess at a time.
+var fields = []string{"apiVersion", "kind", "metadata", "spec", "status"}
+
+// lookBudget bounds the cost of every evaluation in one look at an
+// add-on, twenty times the most an evaluation may cost: a check over
+// thousands of objects must not hold the controller for minutes at each
+// health poll.
+const lookBudget = 20 * costLimit
 
 var env = sync.OnceValues(func() (*cel.Env, error) {
 	opts := []cel.EnvOption{ext.Strings()}
@@ -42,9 +49,11 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 	return cel.NewEnv(opts...)
 })
 
-// Checks are an add-on's health checks, compiled, by apiVersion and kind.
+// Checks are an add-on's health checks, compiled, by apiVersion and kind,
+// for one look: they count what their evaluations cost.
 type Checks struct {
 	byKind map[string]*check
+	spent  uint64
 }
 
 type check struct {
@@ -83,6 +92,9 @@ func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
 	for i, spec := range specs {
 		field := fmt.Sprintf("spec.healthChecks[%d]", i)
 		key := spec.APIVersion + " " + spec.Kind
+		if spec.APIVersion == "v1" && spec.Kind == "Secret" {
+			return nil, &CheckError{i, "", "a Secret is judged as it exists: its values are not for an expression to read"}
+		}
 		if prev, ok := cs.byKind[key]; ok {
 			return nil, &CheckError{i, "", fmt.Sprintf("%s %s has a check already, %s: give each kind one", spec.APIVersion, spec.Kind, prev.field)}
 		}
@@ -108,7 +120,7 @@ func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
 			if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 				return nil, &CheckError{i, x.name, fmt.Sprintf("gives a %s, not a bool", t)}
 			}
-			prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100))
+			prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptTrackCost))
 			if err != nil {
 				return nil, &CheckError{i, x.name, err.Error()}
 			}
@@ -141,17 +153,24 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 			vars[f] = v
 		}
 	}
+	if cs.spent > lookBudget {
+		return InProgress, c.field + ": the checks of this look cost more than its budget; the object is judged at the next look"
+	}
 	var notes []string
 	eval := func(name, src string, prg cel.Program) bool {
 		if prg == nil {
 			return false
 		}
-		out, _, err := prg.Eval(vars)
+		out, details, err := prg.Eval(vars)
+		if details != nil && details.ActualCost() != nil {
+			cs.spent += *details.ActualCost()
+		}
 		if err != nil {
+			absent := strings.HasPrefix(err.Error(), "no such key") || strings.HasPrefix(err.Error(), "no such attribute")
 			// NOTE: inProgress and failed name fields an object has only
 			// then; that they are absent the rest of the time is no news.
-			if name == "current" || !strings.HasPrefix(err.Error(), "no such ") {
-				notes = append(notes, fmt.Sprintf("%s.%s: %v", c.field, name, err))
+			if name == "current" || !absent {
+				notes = append(notes, fmt.Sprintf("%s.%s %s", c.field, name, evalError(err, absent)))
 			}
 			return false
 		}
@@ -175,4 +194,18 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 		msg += " (" + strings.Join(notes, "; ") + ")"
 	}
 	return InProgress, msg
+}
+
+// evalError says why an expression could not be evaluated, in words of
+// its own: CEL's message may quote the values it was given.
+func evalError(err error, absent bool) string {
+	switch msg := err.Error(); {
+	case absent:
+		return "names a field the object does not have (yet)"
+	case strings.HasPrefix(msg, "no such overload"):
+		return "applies a function or an operator to values of a type it does not take"
+	case strings.Contains(msg, "cost limit"):
+		return "costs more than the limit of one evaluation"
+	}
+	return "cannot be evaluated on the object"
 }

@@ -37,7 +37,7 @@ func TestEvaluate(t *testing.T) {
 		want   Status
 		msg    string
 	}{
-		{"no status yet", nil, InProgress, "spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current: no such attribute(s): status)"},
+		{"no status yet", nil, InProgress, "spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current names a field the object does not have (yet))"},
 		{"ready", map[string]any{"phase": "Ready", "observedGeneration": int64(2)}, Current, ""},
 		{"ready for an older generation", map[string]any{"phase": "Ready", "observedGeneration": int64(1)}, InProgress, "current is not true yet"},
 		{"failed", map[string]any{"phase": "ErrorNoDisk"}, Failed, "spec.healthChecks[0].failed is true"},
@@ -73,6 +73,7 @@ func TestCompileRefusals(t *testing.T) {
 		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database", Current: "true", Failed: "nosuch(1)"}}, "spec.healthChecks[0].failed: ERROR"},
 		{[]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database"}}, "spec.healthChecks[0].current: is required"},
 		{[]capstanv1.HealthCheck{ok, ok}, "spec.healthChecks[1]: example.com/v1 Database has a check already, spec.healthChecks[0]"},
+		{[]capstanv1.HealthCheck{{APIVersion: "v1", Kind: "Secret", Current: "true"}}, "spec.healthChecks[0]: a Secret is judged as it exists"},
 	}
 	for _, tc := range cases {
 		_, err := Compile(tc.checks)
@@ -93,7 +94,48 @@ func TestCostLimit(t *testing.T) {
 		items[i] = int64(i)
 	}
 	got, msg := checks.Evaluate(database(map[string]any{"items": items}))
-	if got != InProgress || !strings.Contains(msg, "cost") {
+	if got != InProgress || !strings.Contains(msg, "costs more than the limit of one evaluation") {
 		t.Fatalf("%s %q: an expression past its cost must stop, and say so", got, msg)
 	}
+}
+
+// TestNoValueInMessages: a message never quotes what the object holds,
+// whatever the expression does with it.
+func TestNoValueInMessages(t *testing.T) {
+	checks, err := Compile([]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database",
+		Current: "status.token.matches(status.token + '(')", Failed: "int(status.token) > 1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, msg := checks.Evaluate(database(map[string]any{"token": "c3VwZXJzZWNyZXQ"}))
+	if strings.Contains(msg, "c3VwZXJzZWNyZXQ") {
+		t.Fatalf("the message quotes a value: %s", msg)
+	}
+	if _, err := Compile([]capstanv1.HealthCheck{{APIVersion: "v1", Kind: "ConfigMap", Current: "data.a == 'x'"}}); err == nil || !strings.Contains(err.Error(), "undeclared reference to 'data'") {
+		t.Fatalf("an expression over data: %v", err)
+	}
+}
+
+// TestLookBudget: once a look has spent its budget, the objects left are
+// not evaluated, and say so.
+func TestLookBudget(t *testing.T) {
+	checks, err := Compile([]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database",
+		Current: "status.items.all(a, status.items.all(b, a + b >= 0))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 280)
+	for i := range items {
+		items[i] = int64(i)
+	}
+	obj := database(map[string]any{"items": items})
+	for i := range 300 {
+		if _, msg := checks.Evaluate(obj); strings.Contains(msg, "more than its budget") {
+			if i < 10 {
+				t.Fatalf("the budget ran out after %d objects", i)
+			}
+			return
+		}
+	}
+	t.Fatal("300 evaluations of a costly check never ran out of the look's budget")
 }

@@ -49,6 +49,11 @@ func ParseWindow(field string, w capstanv1.SyncWindow) (cron.Schedule, *time.Loc
 	if err != nil {
 		return nil, nil, &WindowError{field + ".schedule", fmt.Sprintf("%q is not a cron schedule of five fields (minute hour day-of-month month day-of-week), such as \"0 2 * * 1-5\": %v", w.Schedule, err)}
 	}
+	if _, ok := sched.(*cron.SpecSchedule); !ok {
+		// NOTE: @every counts from whenever it is read, so a window of it
+		// would move with each look.
+		return nil, nil, &WindowError{field + ".schedule", fmt.Sprintf("%q counts from whenever the controller reads it: give the times it opens, such as \"0 */2 * * *\"", w.Schedule)}
+	}
 	if d := w.Duration.Duration; d <= 0 || d > MaxWindowDuration {
 		return nil, nil, &WindowError{field + ".duration", fmt.Sprintf("%s is not more than 0s and at most 168h", d)}
 	}
@@ -61,18 +66,31 @@ func ParseWindow(field string, w capstanv1.SyncWindow) (cron.Schedule, *time.Loc
 	return sched, loc, nil
 }
 
+// maxChain bounds how many overlapping openings activeAt joins: two
+// weeks of a window that opens every minute.
+const maxChain = 14 * 24 * 60
+
 // activeAt reports whether the window is open at t, and when that opening
-// ends: it opened at its last activation no later than t, and is open for
-// its duration from there.
+// ends. Openings that overlap or touch are one: a window of two hours
+// that opens every hour never ends. The end is zero when it does not end
+// within maxChain openings.
 func (w window) activeAt(t time.Time) (bool, time.Time) {
 	d := w.spec.Duration.Duration
-	// NOTE: Next gives the first activation strictly after its argument,
-	// so the one in (t-d, t] is the last that can still be open at t.
+	// NOTE: Next gives the first opening strictly after its argument, so
+	// this is the first opening in (t-d, t], and t is inside it.
 	start := w.schedule.Next(t.In(w.loc).Add(-d))
 	if start.IsZero() || start.After(t) {
 		return false, time.Time{}
 	}
-	return true, start.Add(d)
+	end := start.Add(d)
+	for range maxChain {
+		next := w.schedule.Next(start)
+		if next.IsZero() || next.After(end) {
+			return true, end
+		}
+		start, end = next, next.Add(d)
+	}
+	return true, time.Time{}
 }
 
 // Windows is what an add-on's sync windows say at one moment.
@@ -89,6 +107,8 @@ type Windows struct {
 	// Why says, when they are closed, which window closes them and until
 	// when.
 	Why string
+	// endless is true when a deny window is active with no end found.
+	endless bool
 }
 
 // maxWindowSteps bounds the search for the next opening.
@@ -109,25 +129,32 @@ func EvaluateWindows(specs []capstanv1.SyncWindow, now time.Time) (Windows, erro
 		ws[i] = window{index: i, spec: spec, schedule: sched, loc: loc}
 	}
 	st := evaluate(ws, now)
-	if st.Open {
+	if st.Open || st.endless {
 		return st, nil
 	}
 	// When do they open? Step from change to change; a set of windows
 	// that never opens stops the search at its bound.
 	opens := time.Time{}
+	searched := now
 	for t, steps := st.Change, 0; !t.IsZero() && steps < maxWindowSteps && t.Sub(now) < 366*24*time.Hour; steps++ {
+		searched = t
 		next := evaluate(ws, t)
 		if next.Open {
 			opens = t
 			break
 		}
+		if next.endless {
+			break
+		}
 		t = next.Change
 	}
 	switch {
-	case opens.IsZero():
-		st.Why += "; no window opens within a year of now"
-	default:
+	case !opens.IsZero():
 		st.Why += "; changes may apply from " + opens.UTC().Format(time.RFC3339)
+	case st.Change.IsZero() && searched.Equal(now):
+		st.Why += "; the windows never open"
+	default:
+		st.Why += "; no opening was found up to " + searched.UTC().Format(time.RFC3339)
 	}
 	return st, nil
 }
@@ -151,14 +178,19 @@ func evaluate(ws []window, t time.Time) Windows {
 	for _, w := range ws {
 		active, end := w.activeAt(t)
 		next := w.schedule.Next(t.In(w.loc))
-		later(end)
-		later(next)
+		// NOTE: an opening that comes while the window is open changes
+		// nothing; its end does.
+		if active {
+			later(end)
+		} else {
+			later(next)
+		}
 		switch w.spec.Kind {
 		case capstanv1.SyncWindowDeny:
 			if active {
 				st.Open = false
 				st.Manual = st.Manual && w.spec.ManualSync
-				if firstDeny < 0 || end.After(denyEnds) {
+				if firstDeny < 0 || !denyEnds.IsZero() && (end.IsZero() || end.After(denyEnds)) {
 					firstDeny, denyEnds = w.index, end
 				}
 			}
@@ -178,6 +210,9 @@ func evaluate(ws []window, t time.Time) Windows {
 	switch {
 	case st.Open:
 		st.Manual = true
+	case firstDeny >= 0 && denyEnds.IsZero():
+		st.endless = true
+		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active, and its openings overlap with no end in two weeks", firstDeny)
 	case firstDeny >= 0:
 		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active until %s", firstDeny, denyEnds.UTC().Format(time.RFC3339))
 	case nextAllowIndex >= 0:

@@ -45,10 +45,14 @@ func TestEvaluateWindows(t *testing.T) {
 			"the deny window spec.syncWindows[1] is active until 2026-12-27T00:00:00Z; changes may apply from 2026-12-27T22:00:00Z"},
 		{"a freeze alone lets a person sync", []capstanv1.SyncWindow{freeze}, "2026-12-25T10:00:00Z", false, true, "2026-12-27T00:00:00Z", "active until 2026-12-27T00:00:00Z"},
 		{"after the freeze", []capstanv1.SyncWindow{freeze}, "2026-12-27T00:00:00Z", true, true, "2027-12-24T00:00:00Z", ""},
-		{"always denied", []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "* * * * *", time.Minute, false)}, "2026-12-03T12:00:30Z", false, false, "2026-12-03T12:01:00Z",
-			"no window opens within a year of now"},
+		{"always denied", []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "* * * * *", time.Minute, false)}, "2026-12-03T12:00:30Z", false, false, "",
+			"is active, and its openings overlap with no end in two weeks"},
+		{"a deny of weekdays, every minute", []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "* * * * 1-5", time.Minute, false)}, "2026-12-03T12:00:30Z", false, false, "2026-12-05T00:00:00Z",
+			"active until 2026-12-05T00:00:00Z; changes may apply from 2026-12-05T00:00:00Z"},
+		{"two hours every hour", []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "0 * * * *", 2*time.Hour, false)}, "2026-12-03T12:30:00Z", false, false, "",
+			"no end in two weeks"},
 		{"a schedule that never comes", []capstanv1.SyncWindow{win(capstanv1.SyncWindowAllow, "0 0 30 2 *", time.Hour, false)}, "2026-12-03T12:00:00Z", false, false, "",
-			"none is active or ever opens; no window opens within a year of now"},
+			"none is active or ever opens; the windows never open"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -95,6 +99,7 @@ func TestParseWindowRefusals(t *testing.T) {
 		{win(capstanv1.SyncWindowAllow, "0 22 * *", time.Hour, false), "spec.syncWindows[0].schedule", "is not a cron schedule of five fields"},
 		{win(capstanv1.SyncWindowAllow, "CRON_TZ=Asia/Tokyo 0 22 * * *", time.Hour, false), "spec.syncWindows[0].schedule", "in timeZone"},
 		{win(capstanv1.SyncWindowAllow, "@daily", 0, false), "spec.syncWindows[0].duration", "more than 0s"},
+		{win(capstanv1.SyncWindowAllow, "@every 1h", time.Hour, false), "spec.syncWindows[0].schedule", "counts from whenever the controller reads it"},
 		{win(capstanv1.SyncWindowAllow, "@daily", 200*time.Hour, false), "spec.syncWindows[0].duration", "at most 168h"},
 		{capstanv1.SyncWindow{Kind: capstanv1.SyncWindowDeny, Schedule: "@daily", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Mars/Olympus"}, "spec.syncWindows[0].timeZone", "not an IANA time zone"},
 		{capstanv1.SyncWindow{Kind: capstanv1.SyncWindowDeny, Schedule: "@daily", Duration: metav1.Duration{Duration: time.Hour}, TimeZone: "Local"}, "spec.syncWindows[0].timeZone", "not an IANA time zone"},

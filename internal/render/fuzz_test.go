@@ -142,7 +142,7 @@ func FuzzPostRender(f *testing.F) {
 			t.Fatalf("the objects grew from %d to %d bytes with a patch of %d", before, after, len(patch))
 		}
 		for _, h := range res.Hooks {
-			if _, ok := h.Object.GetAnnotations()[hookIndex]; ok {
+			if _, ok := h.Object.GetAnnotations()[markObject]; ok {
 				t.Fatal("a hook kept Capstan's post-render marker")
 			}
 		}

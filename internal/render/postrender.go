@@ -7,15 +7,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
+	yamlv3 "go.yaml.in/yaml/v3"
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
@@ -62,9 +63,19 @@ func (p *PostRender) Empty() bool {
 	return p == nil || len(p.Patches) == 0 && len(p.Images) == 0
 }
 
-// hookIndex marks each hook while it goes through kustomize, so that the
-// hook's template and order come back with it.
-const hookIndex = "capstan.dev/post-render-hook"
+// The marks Capstan puts on objects while they go through kustomize, and
+// takes off after: which object of which stream each one was (so that a
+// hook's template, and the render's order, come back with it), and which
+// objects a patch without a target names.
+const (
+	markObject = "capstan.dev/post-render-object"
+	markTarget = "capstan.dev/post-render-target"
+)
+
+// postRenderBudget bounds the bytes kustomize reads in one post-render.
+// kustomize reads a few MiB a second, so it keeps a large render from
+// holding the controller for minutes at each sync.
+const postRenderBudget = 64 << 20
 
 // Check refuses what kustomize would take but Capstan does not: patches
 // over the size bound, a patch read from a path, and each patch CheckPatch
@@ -94,6 +105,15 @@ func (p *PostRender) Check() error {
 // copy operation, which can double an object with each use and so grow a
 // render without bound.
 func CheckPatch(patch string) error {
+	// NOTE: before anything unmarshals it: a few KiB of anchors and
+	// aliases expand to gigabytes.
+	var node yamlv3.Node
+	if err := yamlv3.Unmarshal([]byte(patch), &node); err != nil {
+		return fmt.Errorf("the patch is neither YAML nor JSON: %v", err)
+	}
+	if hasAlias(&node) {
+		return errors.New("the patch uses YAML anchors or aliases, which Capstan refuses because a few of them can expand to gigabytes: write it out in full")
+	}
 	var doc any
 	if err := yaml.Unmarshal([]byte(patch), &doc); err != nil {
 		return fmt.Errorf("the patch is neither YAML nor JSON: %v", err)
@@ -114,6 +134,14 @@ func CheckPatch(patch string) error {
 		return errors.New("the patch is neither a partial object (a strategic merge patch) nor a list of operations (a JSON 6902 patch)")
 	}
 	return nil
+}
+
+// hasAlias reports whether a YAML document has an anchor or an alias.
+func hasAlias(n *yamlv3.Node) bool {
+	if n.Kind == yamlv3.AliasNode || n.Anchor != "" {
+		return true
+	}
+	return slices.ContainsFunc(n.Content, hasAlias)
 }
 
 // hash folds the post-render into a render hash, so that a change of a
@@ -137,7 +165,8 @@ func (p *PostRender) hash(render string) (string, error) {
 
 // apply runs the patches, then the images, over res's objects and hooks.
 // mask, when set, hides values in kustomize's messages, which may quote
-// an object.
+// an object. An object without a name (a hook with generateName) passes
+// through untouched: kustomize cannot take it.
 func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	if p.Empty() {
 		return nil
@@ -145,93 +174,284 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	if err := p.Check(); err != nil {
 		return err
 	}
-	hooks := make([]*unstructured.Unstructured, len(res.Hooks))
+	hookObjects := make([]*unstructured.Unstructured, len(res.Hooks))
 	for i, h := range res.Hooks {
-		obj := h.Object.DeepCopy()
-		ann := obj.GetAnnotations()
-		ann[hookIndex] = strconv.Itoa(i)
-		obj.SetAnnotations(ann)
-		hooks[i] = obj
+		hookObjects[i] = h.Object
 	}
-	objects := res.Objects
-	run := func(what string, k types.Kustomization, grow int) error {
-		for _, stream := range []*[]*unstructured.Unstructured{&objects, &hooks} {
-			out, err := kustomizeObjects(*stream, k, grow)
-			if err != nil {
-				return fmt.Errorf("%s: %s", what, oneLine(err.Error(), mask))
-			}
-			*stream = out
-		}
-		return nil
+	objects, nameless := markStream(res.Objects, "o")
+	hooks, namelessHooks := markStream(hookObjects, "h")
+	// NOTE: kustomize reads each stream twice: once as it is, to find
+	// what each target selects, then once with every patch and image.
+	if size := streamSize(objects) + streamSize(hooks); 2*size > postRenderBudget {
+		return fmt.Errorf("spec.patches: the render is %d MiB, and patching it would have kustomize read %d MiB, more than %d MiB: change the chart's values instead, or split the add-on",
+			size>>20, 2*size>>20, postRenderBudget>>20)
 	}
+	patches := make([]types.Patch, len(p.Patches))
 	for i, pt := range p.Patches {
-		what := fmt.Sprintf("spec.patches[%d]", i)
 		if pt.Target == nil {
 			// NOTE: kustomize takes a strategic merge patch's target from
 			// the object it names, and fails in a stream without that
-			// object; with the target written out, each stream patches
-			// what it has.
+			// object, and reads a core apiVersion as any group. The
+			// objects it names exactly are marked, and the mark is the
+			// target.
 			target, err := namedTarget(pt.Patch)
 			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
+				return fmt.Errorf("spec.patches[%d]: %w", i, err)
 			}
-			if !slices.ContainsFunc(slices.Concat(objects, hooks), target.selects) {
-				return fmt.Errorf("%s names %s, which the render does not have: check its apiVersion, kind, name and namespace, or give it a target", what, target)
+			mark := markTarget + "-" + strconv.Itoa(i)
+			targeted := false
+			for _, obj := range slices.Concat(objects, hooks) {
+				if target.selects(obj) {
+					setAnnotation(obj, mark, "yes")
+					targeted = true
+				}
 			}
-			pt.Target = target.selector()
+			if !targeted {
+				return fmt.Errorf("spec.patches[%d] names %s, which the render does not have: check its apiVersion, kind, name and namespace, or give it a target", i, target)
+			}
+			pt.Target = &types.Selector{AnnotationSelector: mark + "=yes"}
 		}
-		beforeObjects, beforeHooks := objects, hooks
-		k := types.Kustomization{Patches: []types.Patch{pt}}
-		if err := run(what, k, len(pt.Patch)); err != nil {
-			return err
+		patches[i] = pt
+	}
+	notices, err := selectsNothing(p.Patches, objects, hooks)
+	if err != nil {
+		return fmt.Errorf("spec.patches: %s", oneLine(err.Error(), mask))
+	}
+	res.Notices = append(res.Notices, notices...)
+	if unused := unusedImages(p.Images, slices.Concat(objects, hooks)); len(unused) > 0 {
+		res.Notices = append(res.Notices, Notice{Path: "spec.images",
+			Message: "no container of the render runs " + strings.Join(unused, ", ") + ": each name is the image as the render writes it, without its tag"})
+	}
+	grow, growImage := 0, 0
+	for _, pt := range patches {
+		grow += len(pt.Patch)
+	}
+	for _, img := range p.Images {
+		// NOTE: each entry may rewrite an image an entry before it wrote.
+		growImage += len(img.NewName) + len(img.NewTag) + len(img.Digest) + 2
+	}
+	all := types.Kustomization{Patches: patches, Images: p.Images}
+	for _, stream := range []*[]*unstructured.Unstructured{&objects, &hooks} {
+		out, err := kustomizeObjects(*stream, all, grow, growImage)
+		if err != nil {
+			return attribute(err, *stream, patches, p.Images, mask)
 		}
-		if sameObjects(beforeObjects, objects) && sameObjects(beforeHooks, hooks) {
-			res.Notices = append(res.Notices, Notice{Path: what,
-				Message: "changes nothing the render has: check its target's group, version, kind, name, namespace and selectors"})
+		*stream = out
+	}
+	for _, obj := range slices.Concat(objects, hooks) {
+		if _, ok := obj.GetAnnotations()[markObject]; !ok {
+			return fmt.Errorf("spec.patches removed the annotations of %s %s: patch the annotations they mean to, not all of them", obj.GetKind(), obj.GetName())
 		}
-		for _, h := range hooks {
-			if _, ok := h.GetAnnotations()[hookIndex]; !ok {
-				return fmt.Errorf("spec.patches[%d] removed the annotations of hook %s %s: patch the annotations it needs, not all of them", i, h.GetKind(), h.GetName())
+		for i, pt := range p.Patches {
+			if pt.Target == nil {
+				setAnnotation(obj, markTarget+"-"+strconv.Itoa(i), "")
 			}
 		}
 	}
-	if len(p.Images) > 0 {
-		beforeObjects, beforeHooks := objects, hooks
-		if err := run("spec.images", types.Kustomization{Images: p.Images}, 0); err != nil {
-			return err
-		}
-		if sameObjects(beforeObjects, objects) && sameObjects(beforeHooks, hooks) {
-			res.Notices = append(res.Notices, Notice{Path: "spec.images",
-				Message: "replace no image the render has: each name is the image as the render writes it, without its tag"})
-		}
+	outObjects, err := unmarkStream(objects, nameless, "o", len(res.Objects))
+	if err != nil {
+		return err
 	}
-	patchedHooks := make([]Hook, 0, len(hooks))
-	for _, obj := range hooks {
-		ann := obj.GetAnnotations()
-		i, _ := strconv.Atoi(ann[hookIndex])
-		delete(ann, hookIndex)
-		obj.SetAnnotations(ann)
-		h, ok := parseHook(obj, res.Hooks[i].Template)
+	outHooks, err := unmarkStream(hooks, namelessHooks, "h", len(res.Hooks))
+	if err != nil {
+		return err
+	}
+	patchedObjects := make([]*unstructured.Unstructured, 0, len(outObjects))
+	for _, o := range outObjects {
+		if _, isHook := o.obj.GetAnnotations()[release.HookAnnotation]; isHook {
+			if _, was := res.Objects[o.index].GetAnnotations()[release.HookAnnotation]; !was {
+				return fmt.Errorf("spec.patches gave %s %s a helm.sh/hook annotation: a chart's hooks are its templates' to say; an object stays an object", o.obj.GetKind(), o.obj.GetName())
+			}
+		}
+		patchedObjects = append(patchedObjects, o.obj)
+	}
+	patchedHooks := make([]Hook, 0, len(outHooks))
+	for _, o := range outHooks {
+		h, ok := parseHook(o.obj, res.Hooks[o.index].Template)
 		if !ok {
-			return fmt.Errorf("spec.patches removed the helm.sh/hook annotation of hook %s %s: a hook stays a hook; change its events instead", obj.GetKind(), obj.GetName())
+			return fmt.Errorf("spec.patches removed the helm.sh/hook annotation of hook %s %s: a hook stays a hook; change its events instead", o.obj.GetKind(), o.obj.GetName())
 		}
 		if h.isTest() {
-			continue
+			return fmt.Errorf("spec.patches made hook %s %s a test hook, which Capstan never runs: a hook stays a hook of the events it can run", o.obj.GetKind(), o.obj.GetName())
 		}
 		patchedHooks = append(patchedHooks, h)
 	}
-	res.Objects, res.Hooks = objects, patchedHooks
+	res.Objects, res.Hooks = patchedObjects, patchedHooks
 	return nil
 }
 
-// kustomizeObjects runs one kustomization over objs, in memory, keeping
-// their order. grow is how much the kustomization may add to each object
-// at most: with the objects' own size it must stay under the bound a
-// chart's render has.
-func kustomizeObjects(objs []*unstructured.Unstructured, k types.Kustomization, grow int) ([]*unstructured.Unstructured, error) {
+// selectsNothing finds the patches whose target selects no object of
+// either stream, with kustomize's own selection.
+func selectsNothing(patches []types.Patch, streams ...[]*unstructured.Unstructured) ([]Notice, error) {
+	var maps []resmap.ResMap
+	for _, objs := range streams {
+		if len(objs) == 0 {
+			continue
+		}
+		m, err := kustomizeResMap(objs, types.Kustomization{})
+		if err != nil {
+			return nil, err
+		}
+		maps = append(maps, m)
+	}
+	var notices []Notice
+	for i, pt := range patches {
+		if pt.Target == nil {
+			continue // it names its object, which was found
+		}
+		found := false
+		for _, m := range maps {
+			sel, err := m.Select(*pt.Target)
+			if err != nil {
+				return nil, fmt.Errorf("spec.patches[%d].target: %w", i, err)
+			}
+			found = found || len(sel) > 0
+		}
+		if !found {
+			notices = append(notices, Notice{Path: fmt.Sprintf("spec.patches[%d]", i),
+				Message: "selects no object the render has: check its target's group, version, kind, name, namespace and selectors"})
+		}
+	}
+	return notices, nil
+}
+
+// unusedImages names the images of spec.images that no container runs.
+func unusedImages(images []types.Image, objs []*unstructured.Unstructured) []string {
+	var text []byte
+	for _, obj := range objs {
+		data, _ := obj.MarshalJSON()
+		text = append(text, data...)
+	}
+	var unused []string
+	for _, img := range images {
+		quoted, _ := json.Marshal(img.Name)
+		prefix := append([]byte(`"image":`), quoted[:len(quoted)-1]...)
+		used := false
+		for _, end := range []string{`"`, `:`, `@`} {
+			used = used || bytes.Contains(text, append(slices.Clip(prefix), end...))
+		}
+		if !used {
+			unused = append(unused, img.Name)
+		}
+	}
+	return unused
+}
+
+// attribute finds which patch, or the images, a failed post-render
+// failed on, by applying them one by one.
+func attribute(err error, objs []*unstructured.Unstructured, patches []types.Patch, images []types.Image, mask func(string) string) error {
+	for i, pt := range patches {
+		out, perr := kustomizeObjects(objs, types.Kustomization{Patches: []types.Patch{pt}}, len(pt.Patch), 0)
+		if perr != nil {
+			return fmt.Errorf("spec.patches[%d]: %s", i, oneLine(perr.Error(), mask))
+		}
+		objs = out
+	}
+	if len(images) > 0 {
+		if _, ierr := kustomizeObjects(objs, types.Kustomization{Images: images}, 0, 0); ierr != nil {
+			return fmt.Errorf("spec.images: %s", oneLine(ierr.Error(), mask))
+		}
+	}
+	return fmt.Errorf("spec.patches: %s", oneLine(err.Error(), mask))
+}
+
+// markStream copies the named objects of a stream, each marked with its
+// place in it, for kustomize; the objects without a name stay apart, by
+// their place.
+func markStream(objs []*unstructured.Unstructured, prefix string) ([]*unstructured.Unstructured, map[int]*unstructured.Unstructured) {
+	var named []*unstructured.Unstructured
+	nameless := map[int]*unstructured.Unstructured{}
+	for i, obj := range objs {
+		if obj.GetName() == "" {
+			nameless[i] = obj
+			continue
+		}
+		obj = obj.DeepCopy()
+		setAnnotation(obj, markObject, prefix+strconv.Itoa(i))
+		named = append(named, obj)
+	}
+	return named, nameless
+}
+
+// placed is an object of a stream after the post-render, and its place
+// in the render.
+type placed struct {
+	index int
+	obj   *unstructured.Unstructured
+}
+
+// unmarkStream takes the marks off, refuses marks a patch changed, and
+// puts the objects without a name back: all in the render's order, less
+// what a patch deleted.
+func unmarkStream(objs []*unstructured.Unstructured, nameless map[int]*unstructured.Unstructured, prefix string, n int) ([]placed, error) {
+	byIndex := make([]*unstructured.Unstructured, n)
+	for _, obj := range objs {
+		mark := obj.GetAnnotations()[markObject]
+		i, err := strconv.Atoi(strings.TrimPrefix(mark, prefix))
+		if err != nil || !strings.HasPrefix(mark, prefix) || i < 0 || i >= n || byIndex[i] != nil || nameless[i] != nil {
+			return nil, fmt.Errorf("spec.patches changed the annotation %s of %s %s, which Capstan sets while it patches: leave it alone", markObject, obj.GetKind(), obj.GetName())
+		}
+		setAnnotation(obj, markObject, "")
+		byIndex[i] = obj
+	}
+	for i, obj := range nameless {
+		byIndex[i] = obj
+	}
+	out := make([]placed, 0, n)
+	for i, obj := range byIndex {
+		if obj != nil {
+			out = append(out, placed{i, obj})
+		}
+	}
+	return out, nil
+}
+
+// setAnnotation sets an annotation, or removes it when value is empty.
+func setAnnotation(obj *unstructured.Unstructured, key, value string) {
+	ann := obj.GetAnnotations()
+	if value == "" {
+		if _, ok := ann[key]; !ok {
+			return
+		}
+		delete(ann, key)
+	} else {
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[key] = value
+	}
+	obj.SetAnnotations(ann)
+}
+
+// streamSize is the size of a stream as kustomize reads it.
+func streamSize(objs []*unstructured.Unstructured) int {
+	n := 0
+	for _, obj := range objs {
+		data, _ := obj.MarshalJSON()
+		n += len(data) + 5
+	}
+	return n
+}
+
+// kustomizeObjects runs one kustomization over objs, in memory. grow is
+// how much the kustomization may add to each object at most, and
+// growImage to each image: with the objects' own size it must stay under
+// the bound a chart's render has.
+func kustomizeObjects(objs []*unstructured.Unstructured, k types.Kustomization, grow, growImage int) ([]*unstructured.Unstructured, error) {
 	if len(objs) == 0 {
 		return objs, nil
 	}
+	m, err := kustomizeResMap(objs, k, grow, growImage)
+	if err != nil {
+		return nil, err
+	}
+	return resMapObjects(m)
+}
+
+// kustomizeResMap runs one kustomization over objs, in memory, and keeps
+// kustomize's own result; grow and growImage bound it as
+// kustomizeObjects says.
+func kustomizeResMap(objs []*unstructured.Unstructured, k types.Kustomization, grow ...int) (resmap.ResMap, error) {
 	var buf bytes.Buffer
 	for _, obj := range objs {
 		data, err := obj.MarshalJSON()
@@ -243,7 +463,11 @@ func kustomizeObjects(objs []*unstructured.Unstructured, k types.Kustomization, 
 		buf.Write(data)
 		buf.WriteByte('\n')
 	}
-	if size := buf.Len() + grow*len(objs); size > maxTemplateOutput {
+	size := buf.Len()
+	if len(grow) == 2 {
+		size += grow[0]*len(objs) + grow[1]*bytes.Count(buf.Bytes(), []byte(`"image":`))
+	}
+	if size > maxTemplateOutput {
 		return nil, fmt.Errorf("it could make the render %d MiB, more than the limit of %d MiB: patch fewer objects, or with less", size>>20, maxTemplateOutput>>20)
 	}
 	k.APIVersion, k.Kind = types.KustomizationVersion, types.KustomizationKind
@@ -264,16 +488,12 @@ func kustomizeObjects(objs []*unstructured.Unstructured, k types.Kustomization, 
 	opts.Reorder = krusty.ReorderOptionUnspecified
 	m, err := krusty.MakeKustomizer(opts).Run(mem, "/post-render")
 	if err != nil {
-		return nil, err
+		// NOTE: kustomize goes on to say it then tried the file as a
+		// folder, which is no news.
+		msg, _, _ := strings.Cut(err.Error(), ": must build at directory")
+		return nil, errors.New(msg)
 	}
-	return resMapObjects(m)
-}
-
-// sameObjects reports whether two lists hold equal objects in one order.
-func sameObjects(a, b []*unstructured.Unstructured) bool {
-	return slices.EqualFunc(a, b, func(x, y *unstructured.Unstructured) bool {
-		return equality.Semantic.DeepEqual(x.Object, y.Object)
-	})
+	return m, nil
 }
 
 // patchTarget is the object a strategic merge patch without a target
@@ -323,20 +543,6 @@ func (t patchTarget) selects(obj *unstructured.Unstructured) bool {
 	return gvk.Kind == t.kind && obj.GetName() == t.name &&
 		(t.namespace == "" || obj.GetNamespace() == t.namespace) &&
 		(!t.hasAPIVersion || gvk.Group == t.group && gvk.Version == t.version)
-}
-
-// selector is the kustomize target that selects exactly that object; its
-// name and namespace are regular expressions there, so they are quoted.
-func (t patchTarget) selector() *types.Selector {
-	sel := &types.Selector{}
-	sel.Kind, sel.Name = t.kind, regexp.QuoteMeta(t.name)
-	if t.namespace != "" {
-		sel.Namespace = regexp.QuoteMeta(t.namespace)
-	}
-	if t.hasAPIVersion {
-		sel.Group, sel.Version = t.group, t.version
-	}
-	return sel
 }
 
 // oneLine makes kustomize's message fit a condition: one line, at most

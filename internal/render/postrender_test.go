@@ -94,7 +94,7 @@ func TestPostRenderPatchesBothStreams(t *testing.T) {
 	if hook.Template != "chart/templates/hooka.yaml" || hook.Weight != 1 || hook.Events[0] != "pre-install" {
 		t.Errorf("hook Job = %+v; its template, weight and events must stay", hook)
 	}
-	if _, ok := hook.Object.GetAnnotations()[hookIndex]; ok {
+	if _, ok := hook.Object.GetAnnotations()[markObject]; ok {
 		t.Error("the hook keeps Capstan's post-render marker")
 	}
 	if res.Hooks[1].Weight != 7 {
@@ -141,7 +141,7 @@ func TestPostRenderDeletesAndNotices(t *testing.T) {
 	for _, n := range res.Notices {
 		paths = append(paths, n.Path)
 	}
-	if strings.Join(paths, ",") != "spec.patches[1],spec.images" {
+	if strings.Join(paths, ",") != "spec.patches[1],spec.images" || !strings.Contains(res.Notices[1].Message, "no container of the render runs redis") {
 		t.Errorf("notices %v; want one for the patch that selects nothing and one for the image", res.Notices)
 	}
 }
@@ -160,8 +160,13 @@ func TestPostRenderRefusals(t *testing.T) {
 		{"names nothing", types.Patch{Patch: "kind: Secret\nmetadata:\n  name: settings\n"}, "names Secret settings, which the render does not have"},
 		{"no name", types.Patch{Patch: "kind: Secret\n"}, "names its object with kind and metadata.name"},
 		{"bad operation", types.Patch{Patch: `[{"op":"replace","path":"/spec/nothing/there","value":1}]`, Target: &types.Selector{LabelSelector: "tier=web"}}, "spec.patches[0]: "},
-		{"removes a hook's annotations", types.Patch{Patch: `[{"op":"remove","path":"/metadata/annotations"}]`, Target: selectorOf("Pod", "smoke")}, "removed the annotations of hook Pod smoke"},
+		{"removes a hook's annotations", types.Patch{Patch: `[{"op":"remove","path":"/metadata/annotations"}]`, Target: selectorOf("Pod", "smoke")}, "removed the annotations of Pod smoke"},
 		{"makes a hook no hook", types.Patch{Patch: `[{"op":"remove","path":"/metadata/annotations/helm.sh~1hook"}]`, Target: selectorOf("Pod", "smoke")}, "removed the helm.sh/hook annotation of hook Pod smoke"},
+		{"aliases", types.Patch{Patch: "a: &a [x, x]\nb: [*a, *a]\n"}, "YAML anchors or aliases, which Capstan refuses"},
+		{"the mark changed", types.Patch{Patch: `[{"op":"replace","path":"/metadata/annotations/capstan.dev~1post-render-object","value":"h99"}]`, Target: selectorOf("Pod", "smoke")}, "changed the annotation capstan.dev/post-render-object of Pod smoke"},
+		{"the mark given to an object", types.Patch{Patch: `[{"op":"replace","path":"/metadata/annotations","value":{"capstan.dev/post-render-object":"h0"}}]`, Target: selectorOf("Deployment", "web")}, "changed the annotation capstan.dev/post-render-object of Deployment web"},
+		{"a hook made a test", types.Patch{Patch: `[{"op":"replace","path":"/metadata/annotations/helm.sh~1hook","value":"test"}]`, Target: selectorOf("Pod", "smoke")}, "made hook Pod smoke a test hook"},
+		{"an object made a hook", types.Patch{Patch: `[{"op":"add","path":"/metadata/annotations/helm.sh~1hook","value":"pre-install"}]`, Target: selectorOf("Deployment", "web")}, "gave Deployment web a helm.sh/hook annotation"},
 		{"too large", types.Patch{Patch: "kind: Job\nmetadata:\n  name: migrate\n  annotations:\n    a: " + strings.Repeat("x", MaxPatchBytes)}, "more than 65536"},
 	}
 	for _, tc := range cases {
@@ -204,5 +209,47 @@ func TestPostRenderHash(t *testing.T) {
 	b, _ := (&PostRender{Images: []types.Image{{Name: "nginx", NewTag: "2"}}}).hash(h)
 	if a == h || b == h || a == b {
 		t.Errorf("hashes %s and %s: each post-render must be a render of its own", a, b)
+	}
+}
+
+// TestPostRenderKeepsWhatKustomizeCannotTake: an object without a name
+// passes through in its place, and a patch that names its object by a
+// core apiVersion patches that object only, not a kind of the same name
+// in another group.
+func TestPostRenderKeepsWhatKustomizeCannotTake(t *testing.T) {
+	res := postRenderFixture(t)
+	res.Objects = append(res.Objects[:1], append([]*unstructured.Unstructured{
+		decodeJSON(t, `{"apiVersion":"batch/v1","kind":"Job","metadata":{"generateName":"once-"}}`),
+		decodeJSON(t, `{"apiVersion":"example.com/v1","kind":"ConfigMap","metadata":{"name":"settings"}}`),
+	}, res.Objects[1:]...)...)
+	p := &PostRender{Patches: []types.Patch{{Patch: "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  labels: {patched: \"yes\"}\n"}}}
+	if err := p.apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(res.Objects), ","); got != "ConfigMap//settings,Job//,ConfigMap//settings,Deployment//web,Job//migrate" {
+		t.Fatalf("objects %s: the nameless Job must keep its place", got)
+	}
+	if res.Objects[0].GetLabels()["patched"] != "yes" || res.Objects[2].GetLabels()["patched"] != "" {
+		t.Errorf("labels %v and %v: only the core ConfigMap is named by apiVersion v1", res.Objects[0].GetLabels(), res.Objects[2].GetLabels())
+	}
+	for _, obj := range res.Objects {
+		for k := range obj.GetAnnotations() {
+			if strings.HasPrefix(k, "capstan.dev/post-render") {
+				t.Errorf("%s %s keeps the mark %s", obj.GetKind(), obj.GetName(), k)
+			}
+		}
+	}
+}
+
+// TestPostRenderBudget: a large render with many patches is refused
+// before kustomize reads it over and over.
+func TestPostRenderBudget(t *testing.T) {
+	res := &Result{}
+	for i := range 4500 {
+		res.Objects = append(res.Objects, decodeJSON(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c`+strconv.Itoa(i)+`"},"data":{"a":"`+strings.Repeat("x", 8<<10)+`"}}`))
+	}
+	err := (&PostRender{Patches: []types.Patch{{Patch: "{}", Target: selectorOf("Secret", "")}}}).apply(res, nil)
+	if err == nil || !strings.Contains(err.Error(), "would have kustomize read") {
+		t.Fatalf("error %v; a render of 36 MiB must be refused before kustomize reads it twice", err)
 	}
 }
