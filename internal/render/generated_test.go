@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/kustomize/api/types"
 
 	"capstan.dev/capstan/internal/source"
 )
@@ -22,6 +23,25 @@ func TestRenderFindsGeneratedFields(t *testing.T) {
 	want := []Generated{
 		{APIVersion: "v1", Kind: "Secret", Name: "g-tls", Paths: [][]string{{"data", "ca.crt"}, {"data", "tls.crt"}, {"data", "tls.key"}}},
 		{APIVersion: "apps/v1", Kind: "Deployment", Name: "g", Paths: [][]string{{"spec", "template", "metadata", "annotations", "rollme"}}},
+	}
+	if diff := cmp.Diff(want, res.Generated); diff != "" {
+		t.Errorf("generated fields (-want +got):\n%s", diff)
+	}
+}
+
+// TestAPatchedFieldIsNotGenerated: a patch that sets a field the chart
+// generates makes it the patch's: the second render is patched too, so
+// the field is no longer reported, and the sync keeps the patch's value.
+func TestAPatchedFieldIsNotGenerated(t *testing.T) {
+	ch := loadChart(t, "generated")
+	art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "generated", Version: "1.0.0"}}
+	patch := &PostRender{Patches: []types.Patch{{Patch: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: g\nspec:\n  template:\n    metadata:\n      annotations:\n        rollme: fixed\n"}}}
+	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "g", Namespace: "apps", Capabilities: testCaps, PostRender: patch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Generated{
+		{APIVersion: "v1", Kind: "Secret", Name: "g-tls", Paths: [][]string{{"data", "ca.crt"}, {"data", "tls.crt"}, {"data", "tls.key"}}},
 	}
 	if diff := cmp.Diff(want, res.Generated); diff != "" {
 		t.Errorf("generated fields (-want +got):\n%s", diff)

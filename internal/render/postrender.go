@@ -232,9 +232,13 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	}
 	all := types.Kustomization{Patches: patches, Images: p.Images}
 	for _, stream := range []*[]*unstructured.Unstructured{&objects, &hooks} {
-		out, err := kustomizeObjects(*stream, all, grow, growImage)
-		if err != nil {
-			return attribute(err, *stream, patches, p.Images, mask)
+		var out []*unstructured.Unstructured
+		for _, layer := range layers(*stream) {
+			patched, err := kustomizeObjects(layer, all, grow, growImage)
+			if err != nil {
+				return attribute(err, layer, patches, p.Images, mask)
+			}
+			out = append(out, patched...)
 		}
 		*stream = out
 	}
@@ -285,14 +289,13 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 func selectsNothing(patches []types.Patch, streams ...[]*unstructured.Unstructured) ([]Notice, error) {
 	var maps []resmap.ResMap
 	for _, objs := range streams {
-		if len(objs) == 0 {
-			continue
+		for _, layer := range layers(objs) {
+			m, err := kustomizeResMap(layer, types.Kustomization{})
+			if err != nil {
+				return nil, err
+			}
+			maps = append(maps, m)
 		}
-		m, err := kustomizeResMap(objs, types.Kustomization{})
-		if err != nil {
-			return nil, err
-		}
-		maps = append(maps, m)
 	}
 	var notices []Notice
 	for i, pt := range patches {
@@ -353,6 +356,34 @@ func attribute(err error, objs []*unstructured.Unstructured, patches []types.Pat
 		}
 	}
 	return fmt.Errorf("spec.patches: %s", oneLine(err.Error(), mask))
+}
+
+// layers splits a stream so that no part holds two objects kustomize
+// would take for one (the same group, kind, name and namespace, with no
+// namespace read as default): it refuses such a pair, and Helm renders
+// them, as two hooks of one name for different events. Each object goes
+// to the first part that does not hold its twin; a stream without twins
+// is one part.
+func layers(objs []*unstructured.Unstructured) [][]*unstructured.Unstructured {
+	var parts [][]*unstructured.Unstructured
+	var seen []map[string]bool
+	for _, obj := range objs {
+		gvk := obj.GroupVersionKind()
+		ns := obj.GetNamespace()
+		if ns == "" {
+			ns = "default"
+		}
+		id := gvk.Group + "/" + gvk.Kind + "/" + ns + "/" + obj.GetName()
+		i := 0
+		for i < len(parts) && seen[i][id] {
+			i++
+		}
+		if i == len(parts) {
+			parts, seen = append(parts, nil), append(seen, map[string]bool{})
+		}
+		parts[i], seen[i][id] = append(parts[i], obj), true
+	}
+	return parts
 }
 
 // markStream copies the named objects of a stream, each marked with its

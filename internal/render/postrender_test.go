@@ -1,6 +1,7 @@
 package render
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -252,4 +253,44 @@ func TestPostRenderBudget(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "would have kustomize read") {
 		t.Fatalf("error %v; a render of 36 MiB must be refused before kustomize reads it twice", err)
 	}
+}
+
+// TestPostRenderTwins: two hooks of one kind and name (one per event, as
+// Helm renders them), and a namespaced object written with no namespace
+// beside its twin in default, are each patched, not refused.
+func TestPostRenderTwins(t *testing.T) {
+	res := postRenderFixture(t)
+	twin, ok := parseHook(decodeJSON(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"smoke","annotations":{"helm.sh/hook":"post-delete"}},"spec":{"containers":[{"name":"s","image":"busybox"}]}}`), "chart/templates/again.yaml")
+	if !ok {
+		t.Fatal("not a hook")
+	}
+	res.Hooks = append(res.Hooks, twin)
+	res.Objects = append(res.Objects, decodeJSON(t, `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"default","labels":{"tier":"web"}}}`))
+	p := &PostRender{
+		Patches: []types.Patch{{Patch: `[{"op":"add","path":"/metadata/labels","value":{"patched":"yes"}}]`, Target: selectorOf("", "")}},
+		Images:  []types.Image{{Name: "busybox", NewTag: "1.37"}},
+	}
+	if err := p.apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hooks) != 3 || res.Hooks[2].Template != "chart/templates/again.yaml" || res.Hooks[2].Events[0] != "post-delete" {
+		t.Fatalf("hooks %+v", res.Hooks)
+	}
+	for _, obj := range append(slices.Clone(res.Objects), hookObjectsOf(res.Hooks)...) {
+		if obj.GetLabels()["patched"] != "yes" {
+			t.Errorf("%s %s/%s was not patched", obj.GetKind(), obj.GetNamespace(), obj.GetName())
+		}
+	}
+	containers := field(t, res.Hooks[2].Object, "spec", "containers").([]any)
+	if got := containers[0].(map[string]any)["image"]; got != "busybox:1.37" {
+		t.Errorf("the second smoke hook's image = %v", got)
+	}
+}
+
+func hookObjectsOf(hooks []Hook) []*unstructured.Unstructured {
+	out := make([]*unstructured.Unstructured, len(hooks))
+	for i, h := range hooks {
+		out[i] = h.Object
+	}
+	return out
 }

@@ -73,15 +73,13 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 			return nil, err
 		}
 		res.Hash, res.Upgrade = hash, opts.Upgrade
+		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
+			return nil, err
+		}
 		if mayGenerate(art.Chart.Chart) {
 			if res.Generated, err = findGenerated(ctx, art.Chart.Chart, values, opts, res); err != nil {
 				return nil, err
 			}
-		}
-		// NOTE: after the generated fields were found, which compares two
-		// renders of the chart alone.
-		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
-			return nil, err
 		}
 		return res, nil
 	case art.Tree != nil:
