@@ -63,17 +63,19 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	}
 	// A rule that selects nothing the chart renders says so.
 	update(t, a, func(cur *capstanv1.Addon) {
-		cur.Spec.Ignore = append(cur.Spec.Ignore, capstanv1.IgnoreRule{Paths: []string{"/data"}, Target: capstanv1.IgnoreTarget{Kind: "configmap"}})
+		cur.Spec.Ignore = append(cur.Spec.Ignore, capstanv1.IgnoreRule{Paths: []string{"/data"}, Target: capstanv1.IgnoreTarget{Kind: "configmap"}},
+			capstanv1.IgnoreRule{Paths: []string{"/spec/replica"}, Target: capstanv1.IgnoreTarget{Kind: "Deployment"}})
 	})
 	got = waitFor(t, a, 60*time.Second, "the plan of the new rules", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
 	})
-	unmatched := false
+	unmatched, misspelt := false, false
 	for _, n := range got.Status.Plan.Notices {
 		unmatched = unmatched || (n.Path == "spec.ignore[1]" && strings.Contains(n.Message, "selects none"))
+		misspelt = misspelt || (strings.HasPrefix(n.Path, "spec.ignore/Deployment/") && strings.HasPrefix(n.Message, "/spec/replica is in neither"))
 	}
-	if !unmatched || replicas() != 3 {
-		t.Errorf("a rule on kind configmap: notices %+v, %d replicas", got.Status.Plan.Notices, replicas())
+	if !unmatched || !misspelt || replicas() != 3 {
+		t.Errorf("a rule on kind configmap, and a path written wrong: notices %+v, %d replicas", got.Status.Plan.Notices, replicas())
 	}
 
 	// An upgrade changes what the chart sets, and not the replicas.

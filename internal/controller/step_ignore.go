@@ -48,10 +48,15 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 	}
 	kept, err := r.keepRunning(ctx, s)
 	for _, k := range kept {
-		s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{
-			Path:    "spec.ignore/" + k.obj.GetKind() + "/" + strings.TrimPrefix(k.obj.GetNamespace()+"/"+k.obj.GetName(), "/"),
-			Message: strings.Join(k.paths, ", ") + " left as the object runs, not as the chart renders it",
-		})
+		path := "spec.ignore/" + k.obj.GetKind() + "/" + strings.TrimPrefix(k.obj.GetNamespace()+"/"+k.obj.GetName(), "/")
+		if len(k.paths) > 0 {
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
+				Message: strings.Join(k.paths, ", ") + " left as the object runs, not as the chart renders it"})
+		}
+		if len(k.absent) > 0 {
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
+				Message: strings.Join(k.absent, ", ") + " is in neither the object as it runs nor as the chart renders it: check the path"})
+		}
 	}
 	return false, err
 }
@@ -61,6 +66,8 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 type keptFields struct {
 	obj   *unstructured.Unstructured
 	paths []string
+	// absent are the ignored paths neither the object nor the chart has.
+	absent []string
 }
 
 // keepRunning reads each object that exists and that a rule of
@@ -95,9 +102,13 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 		if err != nil {
 			return out, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
 		}
-		if kept := ignore.Keep(obj, live, paths); len(kept) > 0 {
+		absent := ignore.Absent(obj, live, paths)
+		kept := ignore.Keep(obj, live, paths)
+		if len(kept) > 0 {
 			changed = append(changed, obj)
-			out = append(out, keptFields{obj: obj, paths: kept})
+		}
+		if len(kept) > 0 || len(absent) > 0 {
+			out = append(out, keptFields{obj: obj, paths: kept, absent: absent})
 		}
 	}
 	if restricted && len(changed) > 0 {

@@ -135,6 +135,25 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
 	return kept
 }
 
+// Absent returns the paths that neither the manifest nor live has: a
+// path written wrong, such as /spec/replica, would otherwise keep
+// nothing without a word.
+func Absent(manifest, live *unstructured.Unstructured, paths []string) []string {
+	var absent []string
+	for _, p := range paths {
+		tokens, err := Parse(p)
+		if err != nil {
+			continue
+		}
+		_, has := render.FieldAt(live.Object, tokens)
+		_, had := render.FieldAt(manifest.Object, tokens)
+		if !has && !had {
+			absent = append(absent, p)
+		}
+	}
+	return absent
+}
+
 // set puts value at tokens, making the objects on the way that are
 // missing where live has objects; it reports false when the way passes a
 // list the manifest lacks or holds too few items of, or a value that holds

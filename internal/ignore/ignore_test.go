@@ -144,3 +144,13 @@ spec:
 		t.Errorf("reported %v as left out, where a list item stays", kept)
 	}
 }
+
+func TestAbsent(t *testing.T) {
+	manifest := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n")
+	live := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, annotations: {injected: \"yes\"}}\nspec: {replicas: 3}\n")
+	got := Absent(manifest, live, []string{"/spec/replicas", "/spec/replica", "/metadata/annotations/injected", "/spec/template/spec/containers/0/image"})
+	want := []string{"/spec/replica", "/spec/template/spec/containers/0/image"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("absent %v, want %v: a path either side has is not absent", got, want)
+	}
+}
