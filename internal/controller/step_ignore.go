@@ -102,8 +102,7 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 		if err != nil {
 			return out, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
 		}
-		absent := ignore.Absent(obj, live, paths)
-		kept := ignore.Keep(obj, live, paths)
+		kept, absent := ignore.Keep(obj, live, paths)
 		if len(kept) > 0 {
 			changed = append(changed, obj)
 		}

@@ -57,9 +57,8 @@ type Checks struct {
 }
 
 type check struct {
-	field                                string
-	current, inProgress, failed          cel.Program
-	currentSrc, inProgressSrc, failedSrc string
+	field                       string
+	current, inProgress, failed cel.Program
 }
 
 // CheckError is a check that does not compile: Expr names its
@@ -98,7 +97,7 @@ func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
 		if prev, ok := cs.byKind[key]; ok {
 			return nil, &CheckError{i, "", fmt.Sprintf("%s %s has a check already, %s: give each kind one", spec.APIVersion, spec.Kind, prev.field)}
 		}
-		c := &check{field: field, currentSrc: spec.Current, inProgressSrc: spec.InProgress, failedSrc: spec.Failed}
+		c := &check{field: field}
 		for _, x := range []struct {
 			name string
 			src  string
@@ -157,7 +156,7 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 		return InProgress, c.field + ": the checks of this look cost more than its budget; the object is judged at the next look"
 	}
 	var notes []string
-	eval := func(name, src string, prg cel.Program) bool {
+	eval := func(name string, prg cel.Program) bool {
 		if prg == nil {
 			return false
 		}
@@ -182,11 +181,11 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 		return bool(b)
 	}
 	switch {
-	case eval("inProgress", c.inProgressSrc, c.inProgress):
+	case eval("inProgress", c.inProgress):
 		return InProgress, c.field + ".inProgress is true"
-	case eval("failed", c.failedSrc, c.failed):
+	case eval("failed", c.failed):
 		return Failed, c.field + ".failed is true"
-	case eval("current", c.currentSrc, c.current):
+	case eval("current", c.current):
 		return Current, ""
 	}
 	msg := c.field + ".current is not true yet"

@@ -108,11 +108,12 @@ func Selects(t capstanv1.IgnoreTarget, obj *unstructured.Unstructured) bool {
 
 // Keep sets each path of manifest to live's value there, or removes it
 // when live has none, and returns the paths where the manifest differed
-// from what runs. Paths must have passed Check. A path whose place the
-// manifest cannot hold (a list shorter than its index, a value that is
-// not an object) is left as the manifest has it.
-func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
-	var kept []string
+// from what runs. It also returns the paths neither has: a path written
+// wrong, such as /spec/replica, would otherwise keep nothing without a
+// word. Paths must have passed Check. A path whose place the manifest
+// cannot hold (a list shorter than its index, a value that is not an
+// object) is left as the manifest has it.
+func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, absent []string) {
 	for _, p := range paths {
 		tokens, err := Parse(p)
 		if err != nil {
@@ -121,37 +122,21 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) []string {
 		want, has := render.FieldAt(live.Object, tokens)
 		was, had := render.FieldAt(manifest.Object, tokens)
 		switch {
+		case !has && !had:
+			absent = append(absent, p)
+			continue
 		case has && had && reflect.DeepEqual(want, was):
 			continue
 		case has:
 			if !set(manifest.Object, live.Object, tokens, runtime.DeepCopyJSONValue(want)) {
 				continue
 			}
-		case !had || !remove(manifest.Object, tokens):
+		case !remove(manifest.Object, tokens):
 			continue
 		}
 		kept = append(kept, p)
 	}
-	return kept
-}
-
-// Absent returns the paths that neither the manifest nor live has: a
-// path written wrong, such as /spec/replica, would otherwise keep
-// nothing without a word.
-func Absent(manifest, live *unstructured.Unstructured, paths []string) []string {
-	var absent []string
-	for _, p := range paths {
-		tokens, err := Parse(p)
-		if err != nil {
-			continue
-		}
-		_, has := render.FieldAt(live.Object, tokens)
-		_, had := render.FieldAt(manifest.Object, tokens)
-		if !has && !had {
-			absent = append(absent, p)
-		}
-	}
-	return absent
+	return kept, absent
 }
 
 // set puts value at tokens, making the objects on the way that are
