@@ -653,19 +653,24 @@ type ValuesReference struct {
 }
 
 // Phase is a one-word summary of an add-on's state.
-// +kubebuilder:validation:Enum=Progressing;Synced;OutOfSync;Blocked;Suspended;Paused;Failed;Deleting
+// +kubebuilder:validation:Enum=Progressing;Synced;Degraded;OutOfSync;Blocked;Suspended;Paused;Failed;Deleting
 type Phase string
 
 // The phases of an add-on.
 const (
 	PhaseProgressing Phase = "Progressing"
 	PhaseSynced      Phase = "Synced"
-	PhaseOutOfSync   Phase = "OutOfSync"
-	PhaseBlocked     Phase = "Blocked"
-	PhaseSuspended   Phase = "Suspended"
-	PhasePaused      Phase = "Paused"
-	PhaseFailed      Phase = "Failed"
-	PhaseDeleting    Phase = "Deleting"
+	// PhaseDegraded is an add-on that was Synced and healthy, with nothing
+	// applied since, whose objects are no longer all Current: a
+	// Deployment that lost its pods, a custom resource that reports a
+	// failure.
+	PhaseDegraded  Phase = "Degraded"
+	PhaseOutOfSync Phase = "OutOfSync"
+	PhaseBlocked   Phase = "Blocked"
+	PhaseSuspended Phase = "Suspended"
+	PhasePaused    Phase = "Paused"
+	PhaseFailed    Phase = "Failed"
+	PhaseDeleting  Phase = "Deleting"
 )
 
 // Profile is how much an add-on is trusted. The controller decides it from the
@@ -688,10 +693,15 @@ const (
 	ConditionReconciling = "Reconciling"
 	// ConditionStalled is True when progress needs a person to change something.
 	ConditionStalled = "Stalled"
+	// ConditionHealthy says whether the objects the add-on runs are all
+	// Current, judged apart from whether its plan may be applied: an add-on
+	// held by a gate or a sync window still reports it. It is Unknown
+	// before anything was applied.
+	ConditionHealthy = "Healthy"
 )
 
 // OwnedConditions lists every condition type the controller sets on an Addon.
-var OwnedConditions = []string{ConditionReady, ConditionReconciling, ConditionStalled}
+var OwnedConditions = []string{ConditionReady, ConditionReconciling, ConditionStalled, ConditionHealthy}
 
 // AddonStatus is what the controller last saw, planned and applied.
 type AddonStatus struct {
@@ -768,6 +778,13 @@ type AddonStatus struct {
 	// LastAppliedTime is when the add-on was last applied.
 	// +optional
 	LastAppliedTime *metav1.Time `json:"lastAppliedTime,omitempty"`
+
+	// FirstHealthyTime is when every object of the last apply was first
+	// found Current: the wait after that apply is over, and an object that
+	// stops being Current later makes the add-on Degraded, not Failed. An
+	// apply clears it.
+	// +optional
+	FirstHealthyTime *metav1.Time `json:"firstHealthyTime,omitempty"`
 
 	// PreHooksDone is the pre event (pre-install or pre-upgrade) whose
 	// hooks succeeded for a render whose apply is not recorded yet: a sync
@@ -1061,6 +1078,7 @@ type HookProgress struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.source`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="Healthy")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="metadata.name: an Addon's name is at most 53 characters, Helm's limit for a release name"
 // +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.dependsOn) || !self.spec.dependsOn.exists(d, d.name == self.metadata.name && (!has(d.namespace) || d.namespace.size() == 0))",message="spec.dependsOn names this Addon itself, which would wait for ever: remove it"

@@ -312,6 +312,10 @@ func (in *AddonStatus) DeepCopyInto(out *AddonStatus) {
 		in, out := &in.LastAppliedTime, &out.LastAppliedTime
 		*out = (*in).DeepCopy()
 	}
+	if in.FirstHealthyTime != nil {
+		in, out := &in.FirstHealthyTime, &out.FirstHealthyTime
+		*out = (*in).DeepCopy()
+	}
 	if in.PreHooksDone != nil {
 		in, out := &in.PreHooksDone, &out.PreHooksDone
 		*out = new(PendingHook)

@@ -109,16 +109,19 @@ func printAddonList(w io.Writer, items []capstanv1.Addon, where string) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tSOURCE\tVERSION\tREADY\tMESSAGE")
+	fmt.Fprintln(tw, "NAMESPACE\tNAME\tPHASE\tSOURCE\tVERSION\tREADY\tHEALTHY\tMESSAGE")
 	for _, a := range items {
-		ready, msg := "Unknown", ""
+		ready, healthy, msg := "Unknown", "Unknown", ""
 		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
 			ready, msg = string(c.Status), c.Message
+		}
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy); c != nil {
+			healthy = string(c.Status)
 		}
 		if len(msg) > 80 {
 			msg = msg[:77] + "..."
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Source, a.Status.Version, ready, msg)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Source, a.Status.Version, ready, healthy, msg)
 	}
 	return tw.Flush()
 }

@@ -220,7 +220,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 
 // waitSynced waits, with w, until the Addon is Synced at its generation,
 // printing each change of phase, hook and progress on one line. A Blocked,
-// Failed or stale-approval add-on ends the wait with an error.
+// Failed, Degraded or stale-approval add-on ends the wait with an error.
 func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
 	if !w.wait {
 		return nil
@@ -237,7 +237,7 @@ func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w wai
 		switch a.Status.Phase {
 		case capstanv1.PhaseSynced:
 			return true, line, nil
-		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed:
+		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
 			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
 		case capstanv1.PhaseOutOfSync:
 			if readyReason(a) == plan.ReasonSyncWindow {

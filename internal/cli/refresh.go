@@ -78,7 +78,7 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 		switch a.Status.Phase {
 		case capstanv1.PhaseSynced:
 			return true, line, nil
-		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed:
+		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
 			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
 		case capstanv1.PhaseSuspended:
 			return true, line + "; suspended: the plan is not applied (capstan addon install)", nil

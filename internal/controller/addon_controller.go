@@ -89,6 +89,11 @@ type AddonReconciler struct {
 	// awaiting holds the add-ons waiting for their objects to become
 	// healthy, by types.NamespacedName (see driftWatch.nudge).
 	awaiting sync.Map
+	// settled holds the add-ons whose last look found them Synced, or
+	// held by a gate with something applied: a status change of one of
+	// their objects looks at them again, for Degraded and the Healthy
+	// condition (see driftWatch.nudge).
+	settled sync.Map
 	// verifiedSignatures holds the chart signatures that verified, by
 	// signatureKey, with who signed.
 	verifiedSignatures sync.Map
@@ -134,6 +139,10 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		},
 		Awaiting: func(addon types.NamespacedName) bool {
 			_, ok := r.awaiting.Load(addon)
+			return ok
+		},
+		Settled: func(addon types.NamespacedName) bool {
+			_, ok := r.settled.Load(addon)
 			return ok
 		},
 	}
@@ -319,6 +328,8 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			r.verified.forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
 			r.awaiting.Delete(req.NamespacedName)
+			r.settled.Delete(req.NamespacedName)
+			r.drift.forget(req.NamespacedName)
 			r.written.Delete(req.NamespacedName)
 			r.held.Delete(req.NamespacedName)
 		}
@@ -341,6 +352,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if addon.Annotations[capstanv1.PausedAnnotation] == "true" {
 		s.found.paused = true
 		s.outcome = outcomeOf(s.found, "", nil)
+		r.settled.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if !addon.DeletionTimestamp.IsZero() {

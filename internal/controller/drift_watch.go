@@ -46,6 +46,11 @@ type driftWatch struct {
 	// healthy: any change to one of them, status included, looks again at
 	// once instead of at the next health poll.
 	Awaiting func(addon types.NamespacedName) bool
+	// Settled reports whether an add-on was last found Synced, or held by
+	// a gate: a status change of one of its objects looks again after
+	// healthLookDelay, so that an object that stops being Current shows
+	// (Degraded, and the Healthy condition) without waiting for the resync.
+	Settled func(addon types.NamespacedName) bool
 
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -55,6 +60,9 @@ type driftWatch struct {
 	// pending holds, per add-on, the latest change of each object (by
 	// ObjectRef.Key) since its check was started.
 	pending map[types.NamespacedName]map[string]change
+	// looks holds, per settled add-on, when its last look was due
+	// (lookSettled).
+	looks map[types.NamespacedName]time.Time
 }
 
 // change is one event on an object an add-on applied.
@@ -171,10 +179,21 @@ const nudgeDelay = 200 * time.Millisecond
 // for, so it cannot keep the queued syncs waiting for long.
 const nudgePriority = 1
 
+// healthLookDelay gathers the status updates of an object of a settled
+// add-on into one look: a Deployment's rollout or a scale writes several.
+const healthLookDelay = 2 * time.Second
+
+// settledLookEvery bounds how often status changes look at one settled
+// add-on: each look renders and previews it again, and an object whose
+// status changes all the time (a heartbeat, an autoscaled workload) would
+// otherwise keep the add-on in the queue.
+const settledLookEvery = 10 * time.Second
+
 // nudge queues, soon, the add-ons that wait for an object whose status
 // just changed: a Deployment that became Available is seen in a fraction
 // of a second, not at the next health poll, and not behind the queued
-// syncs (nudgePriority).
+// syncs (nudgePriority). A settled add-on is looked at again too, in its
+// turn: one of its objects may no longer be Current.
 func (d *driftWatch) nudge(oldObj, newObj any) {
 	o, err1 := apimeta.Accessor(oldObj)
 	n, err2 := apimeta.Accessor(newObj)
@@ -188,16 +207,53 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 		return
 	}
 	for _, addon := range owners(newObj) {
+		req := reconcile.Request{NamespacedName: addon}
 		if !d.Awaiting(addon) {
+			if d.Settled != nil && d.Settled(addon) {
+				if after, ok := d.lookSettled(addon, time.Now()); ok {
+					q.AddAfter(req, after)
+				}
+			}
 			continue
 		}
-		req := reconcile.Request{NamespacedName: addon}
 		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
 			pq.AddWithOpts(priorityqueue.AddOpts{After: nudgeDelay, Priority: ptr.To(nudgePriority)}, req)
 			continue
 		}
 		q.AddAfter(req, nudgeDelay)
 	}
+}
+
+// lookSettled decides when a status change looks at a settled add-on:
+// healthLookDelay from now, and settledLookEvery after the last look it
+// queued; not at all when one is queued already.
+func (d *driftWatch) lookSettled(addon types.NamespacedName, now time.Time) (time.Duration, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	due := now.Add(healthLookDelay)
+	if last, ok := d.looks[addon]; ok {
+		if last.After(now) {
+			return 0, false
+		}
+		if next := last.Add(settledLookEvery); next.After(due) {
+			due = next
+		}
+	}
+	if d.looks == nil {
+		d.looks = map[types.NamespacedName]time.Time{}
+	}
+	d.looks[addon] = due
+	return due.Sub(now), true
+}
+
+// forget drops what the watch remembers of an add-on that is gone.
+func (d *driftWatch) forget(addon types.NamespacedName) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	delete(d.looks, addon)
 }
 
 // seen remembers one change for an add-on, and starts its check when none

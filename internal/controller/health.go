@@ -5,7 +5,9 @@ import (
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/health"
@@ -22,39 +24,77 @@ import (
 const maxNotCurrent = 5
 
 // objectHealth computes an object's health with kstatus from its live
-// object, nil when it does not exist: Current, or why not.
+// object, nil when it does not exist: Current, or why not, and whether it
+// failed (kstatus's Failed, or a check's failed expression).
 //
 // A kind that spec.healthChecks names is judged by its check alone.
-func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (current bool, why string, err error) {
+func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (current, failed bool, why string, err error) {
 	ref := capstanv1.RefOf(obj)
 	if live == nil {
-		return false, ref.Describe() + ": does not exist yet", nil
+		return false, false, ref.Describe() + ": does not exist yet", nil
 	}
 	if checks.Judges(live) {
 		switch st, msg := checks.Evaluate(live); st {
 		case health.Current:
-			return true, "", nil
+			return true, false, "", nil
 		case health.Failed:
-			return false, fmt.Sprintf("%s: failed: %s", ref.Describe(), msg), nil
+			return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), msg), nil
 		default:
-			return false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+			return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
 		}
 	}
 	res, err := status.Compute(live)
 	if err != nil {
-		return false, "", fmt.Errorf("computing the health of %s: %w", ref.Describe(), err)
+		return false, false, "", fmt.Errorf("computing the health of %s: %w", ref.Describe(), err)
 	}
 	switch res.Status {
 	case status.CurrentStatus:
-		return true, "", nil
+		return true, false, "", nil
 	case status.FailedStatus:
-		return false, fmt.Sprintf("%s: failed: %s", ref.Describe(), res.Message), nil
+		return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), res.Message), nil
 	}
 	msg := res.Message
 	if msg == "" {
 		msg = string(res.Status)
 	}
-	return false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+	return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+}
+
+// judgement is one look at the health of an add-on's objects, for the
+// Healthy condition and the phase.
+type judgement struct {
+	// nothing: nothing the add-on runs was there to judge (nothing is
+	// applied yet).
+	nothing bool
+	// notCurrent says why each object that is not Current is not, and
+	// kinds are their kinds; failed is true when one of them failed.
+	notCurrent []string
+	kinds      []schema.GroupVersionKind
+	failed     bool
+}
+
+// The reasons of the Healthy condition.
+const (
+	reasonHealthCurrent    = "Current"
+	reasonHealthNotCurrent = "NotCurrent"
+	reasonHealthFailed     = "Failed"
+	reasonHealthNothing    = "NothingApplied"
+)
+
+// condition is the Healthy condition a judgement gives.
+func (j *judgement) condition(generation int64) metav1.Condition {
+	c := metav1.Condition{Type: capstanv1.ConditionHealthy, ObservedGeneration: generation}
+	switch {
+	case j.nothing:
+		c.Status, c.Reason, c.Message = metav1.ConditionUnknown, reasonHealthNothing, "Nothing is applied yet."
+	case len(j.notCurrent) == 0:
+		c.Status, c.Reason, c.Message = metav1.ConditionTrue, reasonHealthCurrent, "Every object the add-on runs is Current."
+	case j.failed:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonHealthFailed, notCurrentList(j.notCurrent)
+	default:
+		c.Status, c.Reason, c.Message = metav1.ConditionFalse, reasonHealthNotCurrent, notCurrentList(j.notCurrent)
+	}
+	return c
 }
 
 // notCurrentList is a short list of the objects that are not Current.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -33,6 +34,12 @@ type findings struct {
 	driftFought capstanv1.ObjectRef
 	// waitingFor says which workload is not ready yet.
 	waitingFor string
+	// degraded names the objects that are no longer Current, of an
+	// add-on that was Synced with nothing applied since (checkHealth).
+	degraded string
+	// health is this reconcile's look at the health of what the add-on
+	// runs, for the Healthy condition; nil when it made none.
+	health *judgement
 	// signature says why the chart's signature stopped the sync.
 	signature *hold
 	// dependency says why the add-on waits on spec.dependsOn.
@@ -79,6 +86,9 @@ func outcomeOf(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
 			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
 				f.driftFought.Describe(), f.driftWait)}
+	case f.degraded != "":
+		return outcome{Phase: capstanv1.PhaseDegraded, Reason: reasonDegraded,
+			Message: "Applied, and healthy until now: " + f.degraded + ". Nothing was changed by Capstan since; the objects are as the render asks."}
 	case f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForWorkloads, Message: f.waitingFor}
 	case f.healthy && f.applied:
@@ -92,6 +102,9 @@ func outcomeOf(f findings, stage string, err error) outcome {
 // reasonWaitingForWorkloads is the Reconciling reason while applied
 // workloads roll out.
 const reasonWaitingForWorkloads = "WaitingForWorkloads"
+
+// reasonDegraded is the Ready reason of a Degraded add-on.
+const reasonDegraded = "Degraded"
 
 // errClass is how a reconcile's error is handled.
 type errClass int
@@ -154,6 +167,23 @@ func transientHookError(err error) bool {
 		errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled)
 }
 
+// noteSettled records whether the add-on is settled (driftWatch.Settled):
+// Synced, Degraded, or held by a gate with something applied that was
+// judged. Only an add-on waiting for its rollout stays awaiting.
+func (r *AddonReconciler) noteSettled(s *scope) {
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	if s.outcome.Reason != reasonWaitingForWorkloads {
+		r.awaiting.Delete(key)
+	}
+	switch {
+	case s.outcome.Phase == capstanv1.PhaseSynced, s.outcome.Phase == capstanv1.PhaseDegraded,
+		s.found.gated && s.found.health != nil && !s.found.health.nothing:
+		r.settled.Store(key, true)
+	default:
+		r.settled.Delete(key)
+	}
+}
+
 // result ends a reconcile: it decides the outcome and maps the error to a
 // result. A terminal error stalls and waits for a change or the resync, a
 // transient one is retried with backoff, and no error resyncs after the
@@ -164,6 +194,7 @@ func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
 	err = s.mask().Error(err)
 	s.err = err
 	s.outcome = outcomeOf(s.found, s.stage, err)
+	r.noteSettled(s)
 	var later *source.RetryAfterError
 	switch {
 	case errors.As(err, &later) && later.After > 0:

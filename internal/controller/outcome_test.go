@@ -65,6 +65,8 @@ func TestOutcomeOf(t *testing.T) {
 			phase: capstanv1.PhaseOutOfSync, reason: reasonDriftFought, says: "Deployment apps/web"},
 		{name: "workloads not ready", f: findings{waitingFor: "waiting for Deployment apps/web: Replicas: 0/2"},
 			phase: capstanv1.PhaseProgressing, reason: "WaitingForWorkloads", says: "0/2"},
+		{name: "healthy before, not now, nothing applied", f: findings{degraded: "Deployment apps/web: Available: 0/2"},
+			phase: capstanv1.PhaseDegraded, reason: "Degraded", says: "0/2"},
 		{name: "applied and healthy", f: findings{healthy: true, applied: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "Applied"},
 		{name: "nothing to change", f: findings{healthy: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "nothing to change"},
 		{name: "an error wins over what was found", f: findings{healthy: true, uninstalling: true}, stage: "Apply", err: errors.New("connection reset"),
@@ -103,5 +105,28 @@ func TestOutcomeOf(t *testing.T) {
 				t.Errorf("the message %q does not say %q", got.Message, tc.says)
 			}
 		})
+	}
+}
+
+// TestHealthyCondition: the Healthy condition of each judgement.
+func TestHealthyCondition(t *testing.T) {
+	cases := []struct {
+		name         string
+		j            judgement
+		status       string
+		reason, says string
+	}{
+		{"nothing applied", judgement{nothing: true}, "Unknown", "NothingApplied", "Nothing is applied yet"},
+		{"all current", judgement{}, "True", "Current", "Every object"},
+		{"one rolling out", judgement{notCurrent: []string{"Deployment a/web: Available: 0/1"}}, "False", "NotCurrent", "0/1"},
+		{"one failed", judgement{notCurrent: []string{"Job a/x: failed: BackoffLimitExceeded", "Deployment a/web: 0/1"}, failed: true},
+			"False", "Failed", "BackoffLimitExceeded; Deployment"},
+	}
+	for _, c := range cases {
+		got := c.j.condition(7)
+		if string(got.Status) != c.status || got.Reason != c.reason || !strings.Contains(got.Message, c.says) ||
+			got.Type != capstanv1.ConditionHealthy || got.ObservedGeneration != 7 {
+			t.Errorf("%s: %+v", c.name, got)
+		}
 	}
 }

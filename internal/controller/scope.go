@@ -103,6 +103,8 @@ type scope struct {
 	// the drift pacer once the apply succeeded.
 	driftUndo []capstanv1.ObjectRef
 	deleted   bool // the Addon is gone; there is no status to write
+	// appliedNow: this reconcile applied or pruned objects, or ran hooks.
+	appliedNow bool
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool

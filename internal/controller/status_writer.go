@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +31,11 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	// where it was built.
 	s.outcome.Message = s.mask().String(s.outcome.Message)
 	setConditions(&addon.Status, addon.Generation, s.outcome)
+	if j := s.found.health; j != nil {
+		c := j.condition(addon.Generation)
+		c.Message = s.mask().String(c.Message)
+		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
+	}
 	addon.Status.Profile = s.profile
 	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
 	if r.holdApplyRecord(s) {
@@ -74,7 +80,7 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
 	}
 	kind := corev1.EventTypeNormal
 	switch s.outcome.Phase {
-	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked:
+	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked, capstanv1.PhaseDegraded:
 		kind = corev1.EventTypeWarning
 	}
 	r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))

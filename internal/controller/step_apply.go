@@ -112,11 +112,14 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 	if res.Applied > 0 || len(res.Pruned) > 0 {
 		now := metav1.Now()
 		st.LastAppliedTime = &now
+		// What this apply changed has not been found Current yet.
+		st.FirstHealthyTime = nil
 	}
 	if res.Applied > 0 || len(res.Pruned) > 0 || pre != "" || post != "" {
 		// The plan in status is what was just applied; a prompt resync
 		// replaces it with what runs now.
 		s.requeueAfter = r.Config.HealthPoll
+		s.appliedNow = true
 	}
 	st.PendingHook, st.PreHooksDone = nil, nil
 	s.hooklessApply = !s.hasHooks(pre) && !s.hasHooks(post)

@@ -120,7 +120,10 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 }
 
 // notReady says why an add-on is not Ready for its current generation, or
-// "" when it is.
+// "" when it is. A Degraded add-on counts as Ready: its latest spec is
+// applied and was healthy, and an object of it that stopped being Current
+// since is for its own status to report, not a reason to hold every add-on
+// that depends on it, and theirs in turn.
 func notReady(a *capstanv1.Addon) string {
 	c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady)
 	switch {
@@ -130,7 +133,7 @@ func notReady(a *capstanv1.Addon) string {
 		return "not reconciled yet"
 	case c.ObservedGeneration != a.Generation:
 		return "its latest change is not synced yet"
-	case c.Status != metav1.ConditionTrue:
+	case c.Status != metav1.ConditionTrue && a.Status.Phase != capstanv1.PhaseDegraded:
 		return string(a.Status.Phase) + ": " + c.Reason
 	}
 	return ""

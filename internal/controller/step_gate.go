@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/health"
 	"capstan.dev/capstan/internal/plan"
@@ -16,10 +18,15 @@ import (
 // compile would otherwise show only once everything was applied. It is
 // here, not with the render, so that an uninstall, which renders to find
 // its delete hooks, never stops at it. Sync windows are read next: one
-// the controller cannot read holds every change until it is fixed. While they hold a change, the add-on is looked
-// at again when they may open, or at the resync if that is sooner.
+// the controller cannot read holds every change until it is fixed. While
+// they hold a change, the add-on is looked at again when they may open, or
+// at the resync if that is sooner.
+//
+// A gate holds changes, not the report of what runs: a held add-on's
+// objects are still judged for the Healthy condition (judgeHeld).
 func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
-	if _, err := health.Compile(s.addon.Spec.HealthChecks); err != nil {
+	checks, err := health.Compile(s.addon.Spec.HealthChecks)
+	if err != nil {
 		return false, terminal{err}
 	}
 	var windows *plan.Windows
@@ -29,6 +36,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 			s.verdict = plan.Verdict{Phase: capstanv1.PhaseFailed, Reason: plan.ReasonWindowInvalid,
 				Message: err.Error() + "; nothing is applied until it is fixed"}
 			s.found.gated, s.found.verdict = true, s.verdict
+			r.judgeHeld(ctx, s, checks)
 			return true, nil
 		}
 		windows = &w
@@ -44,9 +52,28 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	s.found.gated, s.found.verdict = true, s.verdict
+	r.judgeHeld(ctx, s, checks)
 	if s.verdict.Reason == plan.ReasonSyncWindow && !windows.Change.IsZero() {
 		// NOTE: a second late, so that the window has changed by then.
 		s.requeueSoon(min(time.Until(windows.Change)+time.Second, r.Config.ResyncInterval))
 	}
 	return true, nil
+}
+
+// judgeHeld judges the health of what an add-on whose plan is held runs
+// now, for the Healthy condition, as Argo CD reports health apart from
+// sync. A read that fails, or a plan that was not previewed, leaves the
+// condition as it was: the gate's verdict is the reconcile's outcome, and
+// the next look judges again.
+func (r *AddonReconciler) judgeHeld(ctx context.Context, s *scope, checks *health.Checks) {
+	j, err := r.judgeRunning(ctx, s, checks)
+	if err != nil {
+		logf.FromContext(ctx).Error(s.mask().Error(err), "Judging the health of a held add-on failed")
+		return
+	}
+	if j == nil {
+		return
+	}
+	s.found.health = j
+	r.watchKinds(ctx, s, j.kinds)
 }

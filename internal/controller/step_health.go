@@ -5,12 +5,15 @@ import (
 	"fmt"
 	"time"
 
-	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/health"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
+	"capstan.dev/capstan/internal/plan"
 )
 
 // checkHealth waits, by requeueing, until every applied object is Current;
@@ -18,47 +21,41 @@ import (
 // preview read, or the API server's answer to the apply; an object found
 // Current and not written since is not read again. Past spec.healthTimeout
 // after the last apply, the add-on is Failed with the objects that are not.
+//
+// Once every object of the last apply has been found Current
+// (status.firstHealthyTime), an object that stops being Current with
+// nothing applied makes the add-on Degraded: there is no rollout of
+// Capstan's to wait for, and no timeout bounds it.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	checks, err := health.Compile(s.addon.Spec.HealthChecks)
 	if err != nil {
 		return false, terminal{err}
 	}
 	known := r.verified.lookup(s.addon)
-	var waiting []string
-	var waitingKinds []schema.GroupVersionKind
+	j := &judgement{}
 	for _, obj := range s.objects {
 		key := capstanv1.RefOf(obj).Key()
-		if s.quiet[key] && known[key].Healthy && !checks.Judges(obj) {
-			// Current when verified, and not written since. A kind with a
-			// check is judged again: the check may have changed, and the
-			// object not.
-			continue
-		}
-		live := s.live[key]
-		if live == nil {
-			var err error
-			if live, err = s.applier.Get(ctx, capstanv1.RefOf(obj)); err != nil {
-				return false, err
-			}
-		}
-		current, why, err := objectHealth(obj, live, checks)
-		if err != nil {
+		if err := r.judgeObject(ctx, s, checks, known, j, obj, s.live[key], s.quiet[key], true); err != nil {
 			return false, err
 		}
-		if current {
-			r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
-			continue
-		}
-		waiting = append(waiting, why)
-		waitingKinds = append(waitingKinds, obj.GroupVersionKind())
 	}
+	s.found.health = j
 	key := client.ObjectKeyFromObject(s.addon)
-	if len(waiting) > 0 {
+	st := &s.addon.Status
+	if len(j.notCurrent) > 0 {
+		r.watchKinds(ctx, s, j.kinds)
+		list := notCurrentList(j.notCurrent)
+		if !s.appliedNow && st.FirstHealthyTime != nil {
+			// NOTE: looked at in its turn (settled), not ahead of the
+			// queued syncs as a rollout is: it may stay down for hours.
+			r.awaiting.Delete(key)
+			s.found.degraded = list
+			s.requeueSoon(min(degradedPoll, r.Config.ResyncInterval))
+			return true, nil
+		}
 		r.awaiting.Store(key, true)
-		r.watchKinds(ctx, s, waitingKinds)
-		list := notCurrentList(waiting)
-		if t := s.addon.Spec.HealthTimeout; t != nil && s.addon.Status.LastAppliedTime != nil {
-			if since := time.Since(s.addon.Status.LastAppliedTime.Time); since > t.Duration {
+		if t := s.addon.Spec.HealthTimeout; t != nil && st.LastAppliedTime != nil {
+			if since := time.Since(st.LastAppliedTime.Time); since > t.Duration {
 				return false, terminal{fmt.Errorf("not healthy %s after the last apply (spec.healthTimeout %s): %s",
 					since.Round(time.Second), t.Duration, list)}
 			}
@@ -67,10 +64,88 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 		s.requeueAfter = r.Config.HealthPoll
 		return true, nil
 	}
+	if st.FirstHealthyTime == nil {
+		now := metav1.Now()
+		st.FirstHealthyTime = &now
+	}
+	// NOTE: settled before it stops awaiting, so that no status change
+	// in between goes unseen.
+	r.settled.Store(key, true)
 	r.awaiting.Delete(key)
 	s.found.healthy = true
 	s.found.applied = s.plan == nil
 	return false, nil
+}
+
+// degradedPoll is how often a Degraded add-on is looked at when no status
+// change of its objects wakes it first: a workload may stay down for
+// hours, and each look renders and previews the add-on again.
+const degradedPoll = time.Minute
+
+// judgeRunning judges the health of what an add-on runs now, whose plan a
+// gate holds: the objects of its inventory, not the render it may not
+// apply. It reads what the preview read, the objects found Current and not
+// written since not at all, and the rest (an object the plan would prune)
+// from the API server; an inventory object the preview found missing is not
+// Current. Nil when the preview did not run (violations, values errors):
+// nothing was read to judge by.
+func (r *AddonReconciler) judgeRunning(ctx context.Context, s *scope, checks *health.Checks) (*judgement, error) {
+	if s.quiet == nil {
+		return nil, nil
+	}
+	rendered := make(map[string]bool, len(s.objects))
+	for _, obj := range s.objects {
+		rendered[capstanv1.RefOf(obj).Key()] = true
+	}
+	known := r.verified.lookup(s.addon)
+	j := &judgement{nothing: len(s.addon.Status.Inventory) == 0}
+	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
+		key := ref.Key()
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion(ref.APIVersion)
+		obj.SetKind(ref.Kind)
+		obj.SetNamespace(ref.Namespace)
+		obj.SetName(ref.Name)
+		// NOTE: a rendered object the preview read and found missing is
+		// missing; one it did not read (quiet, or not rendered) is read.
+		read := s.quiet[key] || !rendered[key]
+		if err := r.judgeObject(ctx, s, checks, known, j, obj, s.live[key], s.quiet[key], read); err != nil {
+			return nil, err
+		}
+	}
+	return j, nil
+}
+
+// judgeObject judges one object into j, from live when the preview read it.
+// An object quiet in the watch cache (unchanged since it was verified) and
+// known Current is Current with no read, unless a health check judges its
+// kind: the check may have changed, and the object not. With read, an
+// object not read yet is read from the API server. An object that turns
+// Current is remembered so, at its resourceVersion.
+func (r *AddonReconciler) judgeObject(ctx context.Context, s *scope, checks *health.Checks, known map[string]plan.Verified,
+	j *judgement, obj, live *unstructured.Unstructured, quiet, read bool) error {
+	key := capstanv1.RefOf(obj).Key()
+	if quiet && known[key].Healthy && !checks.Judges(obj) {
+		return nil
+	}
+	if live == nil && read {
+		var err error
+		if live, err = s.applier.Get(ctx, capstanv1.RefOf(obj)); err != nil {
+			return err
+		}
+	}
+	current, failed, why, err := objectHealth(obj, live, checks)
+	if err != nil {
+		return err
+	}
+	if current {
+		r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
+		return nil
+	}
+	j.notCurrent = append(j.notCurrent, why)
+	j.kinds = append(j.kinds, obj.GroupVersionKind())
+	j.failed = j.failed || failed
+	return nil
 }
 
 // watchKinds starts, without waiting, the watch cache's informers of the

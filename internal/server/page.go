@@ -42,6 +42,12 @@ var pageFuncs = template.FuncMap{
 		}
 		return "Unknown"
 	},
+	"healthy": func(a capstanv1.Addon) string {
+		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy); c != nil {
+			return string(c.Status)
+		}
+		return "Unknown"
+	},
 	"readyMessage": func(a *capstanv1.Addon) string {
 		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady); c != nil {
 			return c.Message
@@ -192,7 +198,7 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d := pageData{Title: "Add-ons", User: sess.user.Name, CSRF: sess.csrf,
 		Namespace: r.URL.Query().Get("namespace"), Phase: r.URL.Query().Get("phase"),
-		Phases: []capstanv1.Phase{capstanv1.PhaseProgressing, capstanv1.PhaseSynced, capstanv1.PhaseOutOfSync, capstanv1.PhaseBlocked,
+		Phases: []capstanv1.Phase{capstanv1.PhaseProgressing, capstanv1.PhaseSynced, capstanv1.PhaseDegraded, capstanv1.PhaseOutOfSync, capstanv1.PhaseBlocked,
 			capstanv1.PhaseSuspended, capstanv1.PhasePaused, capstanv1.PhaseFailed, capstanv1.PhaseDeleting}}
 	c, _, err := s.userClient(sess.user)
 	if err != nil {

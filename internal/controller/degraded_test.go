@@ -1,0 +1,143 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// statusCRDYAML is a CRD of example.com whose status is a subresource, as
+// an operator's is: writing it leaves the generation alone.
+func statusCRDYAML(kind, plural string) string {
+	return crdYAML(kind, plural) + "      subresources: {status: {}}\n"
+}
+
+// TestAnAddonThatStopsBeingHealthyIsDegraded: a Synced add-on whose custom
+// resource reports a failure afterwards, with nothing applied, turns
+// Degraded (Ready False, Healthy False) from the status change, not at the
+// resync; spec.healthTimeout does not turn it Failed, not even after a
+// gate held it for a while; it is Synced again when the resource recovers.
+// An add-on held by manualSync reports the health of what runs in its
+// Healthy condition, from the status changes too, while its phase stays
+// the gate's.
+func TestAnAddonThatStopsBeingHealthyIsDegraded(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "degradeapp", version: "1.0.0", files: map[string]string{
+		"crds/degradeapps.yaml": statusCRDYAML("DegradeApp", "degradeapps"),
+		"templates/app.yaml":    "apiVersion: example.com/v1\nkind: DegradeApp\nmetadata:\n  name: app\nspec:\n  size: {{ .Values.size | default 1 }}\n",
+	}})
+	check := capstanv1.HealthCheck{APIVersion: "example.com/v1", Kind: "DegradeApp",
+		Current: "has(status.phase) && status.phase == 'Ready'", Failed: "has(status.phase) && status.phase.startsWith('Error')"}
+	a := create(t, newAddon(controllerNS, "dg-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{check}
+	})))
+	// The operator, through the status subresource.
+	setPhase := func(phase string) {
+		t.Helper()
+		app := live(t, "example.com/v1", "DegradeApp", ns, "app")
+		if err := admin.Status().Patch(ctx, app, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"`+phase+`"}}`)), client.FieldOwner("operator")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy := func(cur *capstanv1.Addon, status metav1.ConditionStatus, reason string) bool {
+		c := condition(cur, capstanv1.ConditionHealthy)
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == cur.Generation
+	}
+	// The look a status change queues comes within seconds; the test's
+	// resync is 20 s after the last look, so a wait of 15 s sees the
+	// former only.
+	const soon = 15 * time.Second
+	waitFor(t, a, 60*time.Second, "the wait for the resource", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), "DegradeApp "+ns+"/app")
+	})
+	setPhase("Ready")
+	synced := waitFor(t, a, 90*time.Second, "Synced and Healthy", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && healthy(cur, metav1.ConditionTrue, "Current")
+	})
+	applied := synced.Status.LastAppliedTime
+	if synced.Status.FirstHealthyTime == nil || synced.Status.FirstHealthyTime.Before(applied) {
+		t.Fatalf("firstHealthyTime %v, last applied %v", synced.Status.FirstHealthyTime, applied)
+	}
+
+	// The resource fails.
+	setPhase("ErrorDiskFull")
+	got := waitFor(t, a, soon, "Degraded soon after the failure", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseDegraded
+	})
+	want := "DegradeApp " + ns + "/app: failed: spec.healthChecks[0].failed is true"
+	degraded := func(got *capstanv1.Addon) {
+		t.Helper()
+		ready := condition(got, capstanv1.ConditionReady)
+		if ready == nil || ready.Status != metav1.ConditionFalse || ready.Reason != "Degraded" || !strings.Contains(ready.Message, want) {
+			t.Fatalf("Ready of a Degraded add-on: %s", describeStatus(got))
+		}
+		if !healthy(got, metav1.ConditionFalse, "Failed") || !strings.Contains(condition(got, capstanv1.ConditionHealthy).Message, want) {
+			t.Fatalf("Healthy of a Degraded add-on: %s", describeStatus(got))
+		}
+		for _, typ := range []string{capstanv1.ConditionStalled, capstanv1.ConditionReconciling} {
+			if c := condition(got, typ); c == nil || c.Status != metav1.ConditionFalse {
+				t.Fatalf("a Degraded add-on is %s: %s", typ, describeStatus(got))
+			}
+		}
+		if !got.Status.LastAppliedTime.Equal(applied) {
+			t.Fatalf("Degraded applied something: last applied %v, then %v", applied, got.Status.LastAppliedTime)
+		}
+	}
+	degraded(got)
+	// spec.healthTimeout bounds the wait after an apply, not a failure
+	// long after it.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: time.Second} })
+	time.Sleep(2 * time.Second)
+	degraded(waitPhase(t, a, capstanv1.PhaseDegraded))
+
+	// A gate holds a change for a while: the phase is the gate's, Healthy
+	// still says what runs. Once the change is taken back, nothing is
+	// applied, and the add-on is Degraded again, not Failed.
+	held := func(what string, status metav1.ConditionStatus, reason string) *capstanv1.Addon {
+		t.Helper()
+		return waitFor(t, a, soon, what, func(cur *capstanv1.Addon) bool {
+			return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation && healthy(cur, status, reason)
+		})
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Values = jsonValues("size: 2")
+	})
+	got = held("held for approval, and failing", metav1.ConditionFalse, "Failed")
+	if r := condition(got, capstanv1.ConditionReady); r == nil || r.Reason != "AwaitingApproval" {
+		t.Fatalf("a held add-on whose objects fail: Ready should stay the gate's: %s", describeStatus(got))
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = false
+		cur.Spec.Values = nil
+	})
+	degraded(waitPhase(t, a, capstanv1.PhaseDegraded))
+
+	setPhase("Ready")
+	waitFor(t, a, soon, "Synced again once it recovers", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && healthy(cur, metav1.ConditionTrue, "Current")
+	})
+
+	// Held again, healthy: a failure shows in Healthy from the status
+	// change alone, and so does the recovery.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Values = jsonValues("size: 2")
+	})
+	held("held for approval, and healthy", metav1.ConditionTrue, "Current")
+	setPhase("ErrorDiskFull")
+	held("held for approval, and failing again", metav1.ConditionFalse, "Failed")
+	if spec := live(t, "example.com/v1", "DegradeApp", ns, "app").Object["spec"].(map[string]any); spec["size"] != int64(1) {
+		t.Fatalf("the held change was applied: spec %v", spec)
+	}
+	setPhase("Ready")
+	held("held for approval, and healthy again", metav1.ConditionTrue, "Current")
+}
