@@ -8,6 +8,7 @@ import (
 	"io"
 	stdlog "log"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -33,6 +35,7 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server"
 	"capstan.dev/capstan/internal/source"
@@ -58,6 +61,7 @@ type controllerOptions struct {
 	renderMemory   string
 	renderWorkers  int
 	renderInline   bool
+	notifySecrets  []string
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -82,6 +86,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTPS endpoint: the API (/api/v1/) and git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
+	fs.StringSliceVar(&o.notifySecrets, "notify-secret", nil, "A Secret in the controller's namespace that names a webhook to post each add-on's transitions to (keys url, and format, severity, token, hmacKey; see docs/notifications.md). Repeat it for more receivers.")
 	fs.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Addons and AddonRepositories whose labels match, to run shards, such as capstan.dev/shard=a (and !capstan.dev/shard for the main controller).")
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest one chart's templates may run; past it the render is stopped and the add-on fails.")
 	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi", "The most memory one render worker may use, as a Kubernetes quantity; past it the render is stopped and the add-on fails.")
@@ -108,6 +113,9 @@ func newControllerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseDevMode(false)))
 			silenceHelmLog()
+			if err := checkNotifySecrets(o.notifySecrets); err != nil {
+				return err
+			}
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -162,6 +170,23 @@ func Scheme() *runtime.Scheme {
 		panic(err)
 	}
 	return s
+}
+
+// checkNotifySecrets refuses a --notify-secret that cannot name a Secret,
+// or that names one twice (each event would be posted twice), before
+// anything starts.
+func checkNotifySecrets(names []string) error {
+	seen := map[string]bool{}
+	for _, name := range names {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return fmt.Errorf("--notify-secret %q is not a Secret's name: %s", name, strings.Join(errs, "; "))
+		}
+		if seen[name] {
+			return fmt.Errorf("--notify-secret %q is given twice; each receiver once", name)
+		}
+		seen[name] = true
+	}
+	return nil
 }
 
 // runController runs the manager until ctx ends.
@@ -279,6 +304,16 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 		Hooks:      hookRunner(),
 		Recorder:   mgr.GetEventRecorder("capstan"),
 		Config:     o.config,
+	}
+	if len(o.notifySecrets) > 0 {
+		r.Notifier = &notify.Notifier{
+			Client:    fetcher.Guard().Client(),
+			Receivers: notify.FromSecrets(mgr.GetAPIReader(), o.config.Namespace, o.notifySecrets),
+			Log:       ctrl.Log.WithName("notify"),
+		}
+		if err := mgr.Add(r.Notifier); err != nil {
+			return nil, err
+		}
 	}
 	if err := r.SetupWithManager(mgr, o.maxConcurrency); err != nil {
 		return nil, err

@@ -5,6 +5,8 @@
 package conditions
 
 import (
+	"unicode/utf8"
+
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -63,10 +65,15 @@ func Set(conds *[]metav1.Condition, generation int64, s Summary) {
 	}
 }
 
-// Truncate shortens s to at most n bytes, marking the cut.
+// Truncate shortens s to at most n bytes, marking the cut, which falls
+// between characters.
 func Truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n-3] + "..."
+	cut := n - 3
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
 }

@@ -3,6 +3,7 @@ package conditions
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,5 +31,18 @@ func TestSet(t *testing.T) {
 	Set(&conds, 4, Summary{Stalled: true, Reason: "AuthFailed", Message: "again"})
 	if got := apimeta.FindStatusCondition(conds, Stalled); !got.LastTransitionTime.Equal(&since) || got.ObservedGeneration != 4 {
 		t.Errorf("an unchanged status moved its transition time, or kept the old generation: %+v", got)
+	}
+}
+
+func TestTruncateCutsBetweenCharacters(t *testing.T) {
+	if got := Truncate("abcdef", 10); got != "abcdef" {
+		t.Fatal(got)
+	}
+	if got := Truncate("abcdef", 5); got != "ab..." {
+		t.Fatal(got)
+	}
+	// "é" is two bytes: a cut at byte 3 would split the second one.
+	if got := Truncate("éééé", 6); got != "é..." || !utf8.ValidString(got) {
+		t.Fatalf("%q", got)
 	}
 }

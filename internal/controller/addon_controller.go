@@ -32,6 +32,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -65,6 +66,8 @@ type AddonReconciler struct {
 	Hooks HookRunner
 	// Recorder emits events on transitions.
 	Recorder events.EventRecorder
+	// Notifier posts the same transitions to webhooks; nil sends none.
+	Notifier *notify.Notifier
 	Config   Config
 
 	// BeforeApplyStep, when set, is called between apply steps with the

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/notify"
 )
 
 // The Addon's status has one writer, this file: the patch at the end of
@@ -21,7 +22,8 @@ import (
 // recorded before the post hooks run.
 
 // patchStatus writes the scope's status once, at the end of a reconcile,
-// and emits an event when the phase or reason changed.
+// and emits an event when the phase or reason changed; the notifier hears
+// of the change once the status that says so is written.
 func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Addon, s *scope) error {
 	if s.outcome.Phase == "" || s.deleted {
 		return nil
@@ -41,7 +43,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	if r.holdApplyRecord(s) {
 		return nil
 	}
-	r.emitTransition(before, s)
+	notice := r.emitTransition(before, s)
 	base := before
 	if s.stored != nil {
 		base = before.DeepCopy()
@@ -49,7 +51,12 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	}
 	patch := client.MergeFrom(base)
 	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
-		return nil // nothing changed: a resync with nothing new writes nothing
+		// Nothing changed: a resync with nothing new writes nothing. A
+		// transition here was written by a checkpoint.
+		if notice != nil {
+			r.Notifier.Notify(*notice)
+		}
+		return nil
 	}
 	err := r.Client.Status().Patch(ctx, addon, patch)
 	if apierrors.IsNotFound(err) {
@@ -57,33 +64,53 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	}
 	if err == nil {
 		r.wrote(addon)
+		if notice != nil {
+			// NOTE: after the write: a status that failed to be written
+			// is decided again by the next reconcile, and would be
+			// posted twice.
+			r.Notifier.Notify(*notice)
+		}
 	}
 	return err
 }
 
 // emitTransition emits one event when the phase or the reason changes, never
-// on every loop. Messages carry no secret values: they come from plans,
-// gates and errors that are redacted where they are made, and patchStatus
-// masks the known secret values in the outcome before it comes here.
-func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) {
-	if r.Recorder == nil {
-		return
+// on every loop, and returns the same transition for the notifier. Messages
+// carry no secret values: they come from plans, gates and errors that are
+// redacted where they are made, and patchStatus masks the known secret
+// values in the outcome before it comes here.
+func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *notify.Event {
+	if r.Recorder == nil && r.Notifier == nil {
+		return nil
 	}
 	old := readyReason(before)
 	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
-		return
+		return nil
 	}
 	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
 		// NOTE: a fight flips between these every cycle; recordUndo warns
 		// once instead.
-		return
+		return nil
 	}
-	kind := corev1.EventTypeNormal
+	kind, severity := corev1.EventTypeNormal, notify.SeverityInfo
 	switch s.outcome.Phase {
 	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked, capstanv1.PhaseDegraded:
-		kind = corev1.EventTypeWarning
+		kind, severity = corev1.EventTypeWarning, notify.SeverityWarning
 	}
-	r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
+	}
+	if r.Notifier != nil {
+		st := &s.addon.Status
+		e := notify.Event{Time: time.Now().UTC(), Namespace: s.addon.Namespace, Name: s.addon.Name,
+			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
+			Severity: severity, Source: st.Source, Version: st.Version}
+		if len(st.History) > 0 {
+			e.Revision = st.History[0].Number
+		}
+		return &e
+	}
+	return nil
 }
 
 func readyReason(a *capstanv1.Addon) string {

@@ -37,6 +37,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
@@ -145,6 +146,18 @@ func setupSuite() error {
 			}
 			return nil
 		},
+	}
+	// Notifications go to the receiver a test names in notifySecret, on
+	// loopback; this cluster's own API server stays refused.
+	notifyGuard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)})
+	if err != nil {
+		return err
+	}
+	reconciler.Notifier = &notify.Notifier{Client: notifyGuard.Client(), ReceiversTTL: time.Second, Backoff: 100 * time.Millisecond,
+		Receivers: notify.FromSecrets(mgr.GetAPIReader(), controllerNS, []string{notifySecret, notifySecret + "-warnings", notifySecret + "-broken"}),
+		Log:       ctrl.Log.WithName("notify")}
+	if err := mgr.Add(reconciler.Notifier); err != nil {
+		return err
 	}
 	if err := reconciler.SetupWithManager(mgr, 4); err != nil {
 		return err

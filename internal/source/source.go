@@ -156,6 +156,10 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 // Stats returns the Fetcher's counters.
 func (f *Fetcher) Stats() *Stats { return &f.stats }
 
+// Guard is the fetch guard every request of the Fetcher goes through, for
+// other requests Capstan makes on an add-on's behalf (notifications).
+func (f *Fetcher) Guard() *netguard.Guard { return f.guard }
+
 // Chart is a loaded Helm chart and where it came from.
 type Chart struct {
 	// Chart is the chart, with its dependencies from charts/. Every call

@@ -79,6 +79,7 @@ extraArgs: [--fetch-timeout=90s, --pprof-bind-address=127.0.0.1:6060]
 render: {timeout: 10s, memoryLimit: 256Mi, workers: 4}
 fetch: {allow: [10.0.0.0/8], deny: [charts.internal], denyPrivate: true, caConfigMap: ca}
 remoteClusters: {allow: [192.0.2.10/32]}
+notifications: {secrets: [capstan-notify-platform, capstan-notify-audit]}
 api: {enabled: true, port: 9443, service: {type: NodePort, port: 8443}, tlsSecretName: capstan-tls}
 metrics: {enabled: true, port: 9090, serviceMonitor: {enabled: true, interval: 1m}}
 resources: {requests: {cpu: 200m, memory: 256Mi}, limits: {memory: 2Gi}}
@@ -125,6 +126,9 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 			if diff := cmp.Diff(h, c); diff != "" {
 				t.Errorf("capstan render and helm template differ (-helm +capstan):\n%s", diff)
 			}
+			if name == "every option" && !strings.Contains(want, "--notify-secret=capstan-notify-audit") {
+				t.Errorf("every option: the notification Secrets are not the controller's flags")
+			}
 		})
 	}
 	for _, bad := range []struct{ set, want string }{
@@ -133,6 +137,9 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		{"shard=Shard_A", "shard"},
 		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
 		{"extraArgs={leader-elect}", "extraArgs"},
+		{"notifications.secrets={Team_Hook}", "notifications"},
+		{"notifications.secrets={a..b}", "notifications"},
+		{"notifications.secrets={a,a}", "notifications"},
 	} {
 		if out, err := helm(t, "template", "capstan", chart, "--set", bad.set); err == nil || !strings.Contains(out, bad.want) {
 			t.Errorf("%s must be refused by the schema, naming %s: %v\n%s", bad.set, bad.want, err, out)

@@ -1,0 +1,167 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/notify"
+)
+
+// notifySecret is the receiver Secret the suite's controller reads, with
+// notifySecret + "-warnings" and notifySecret + "-broken"; a test that
+// creates them gets every add-on's transitions while they exist.
+const notifySecret = "capstan-notify"
+
+// webhook records what is posted to it, by path.
+type webhook struct {
+	mu    sync.Mutex
+	posts map[string][]webhookPost
+	srv   *httptest.Server
+}
+
+type webhookPost struct {
+	header http.Header
+	body   []byte
+}
+
+func newWebhook(t *testing.T) *webhook {
+	w := &webhook{posts: map[string][]webhookPost{}}
+	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		w.mu.Lock()
+		w.posts[r.URL.Path] = append(w.posts[r.URL.Path], webhookPost{header: r.Header.Clone(), body: body})
+		w.mu.Unlock()
+		rw.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(w.srv.Close)
+	return w
+}
+
+// events are the JSON events posted to path about the add-on name.
+func (w *webhook) events(t *testing.T, path, name string) ([]notify.Event, []webhookPost) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var events []notify.Event
+	var posts []webhookPost
+	for _, p := range w.posts[path] {
+		var e notify.Event
+		if err := json.Unmarshal(p.body, &e); err != nil {
+			t.Fatalf("a post that is not an event: %s", p.body)
+		}
+		if e.Name == name {
+			events, posts = append(events, e), append(posts, p)
+		}
+	}
+	return events, posts
+}
+
+// texts are the Slack texts posted to path that name the add-on.
+func (w *webhook) texts(path, name string) []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, p := range w.posts[path] {
+		var m map[string]string
+		if json.Unmarshal(p.body, &m) == nil && strings.Contains(m["text"], "/"+name+" ") {
+			out = append(out, m["text"])
+		}
+	}
+	return out
+}
+
+// TestTransitionsAreNotified: with receiver Secrets that point at a
+// webhook on loopback, an add-on's install posts Synced, signed, with its
+// source, version and revision; a failure posts Failed as a warning; a
+// receiver that takes warnings only gets only that, as a Slack text; and a
+// receiver that is gone is logged by its Secret's name, never its URL or
+// token.
+func TestTransitionsAreNotified(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	hook := newWebhook(t)
+	gone := newWebhook(t)
+	gone.srv.Close()
+	key := "the-test's-signing-key"
+	for name, data := range map[string]map[string]string{
+		notifySecret:               {"url": hook.srv.URL + "/all/T0/s3cretpath", "hmacKey": key},
+		notifySecret + "-warnings": {"url": hook.srv.URL + "/warn", "format": "slack", "severity": "warning"},
+		notifySecret + "-broken":   {"url": gone.srv.URL + "/gone/T0/l0stpath?token=qu3ry", "token": "b3arer-token"},
+	} {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name}, StringData: data}
+		if err := admin.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), sec) })
+	}
+	// NOTE: the controller reads the Secrets again at most every second.
+	time.Sleep(1500 * time.Millisecond)
+
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "notify-"+ns[len(ns)-5:], url, withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	var synced notify.Event
+	eventually(t, 30*time.Second, "the Synced notification", func() bool {
+		events, posts := hook.events(t, "/all/T0/s3cretpath", a.Name)
+		for i, e := range events {
+			if e.Phase == "Synced" {
+				synced = e
+				h := posts[i].header
+				if got, want := h.Get("X-Capstan-Signature"), notify.Sign([]byte(key), h.Get("X-Capstan-Timestamp"), posts[i].body); got != want {
+					t.Fatalf("signature %q; want %q", got, want)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	if synced.Namespace != controllerNS || synced.Reason != "Synced" || synced.Severity != notify.SeverityInfo ||
+		synced.Version != "1.0.0" || synced.Source == "" || synced.Revision != 1 || synced.Time.IsZero() {
+		t.Fatalf("the Synced event: %+v", synced)
+	}
+
+	// The chart goes missing: Failed, a warning, to both receivers.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url + "-gone.tgz" })
+	waitPhase(t, a, capstanv1.PhaseFailed)
+	eventually(t, 30*time.Second, "the Failed notification", func() bool {
+		events, _ := hook.events(t, "/all/T0/s3cretpath", a.Name)
+		for _, e := range events {
+			if e.Phase == "Failed" && e.Severity == notify.SeverityWarning && e.Reason == "FetchFailed" && strings.Contains(e.Message, "404") {
+				return true
+			}
+		}
+		return false
+	})
+	eventually(t, 30*time.Second, "the Slack text of the failure", func() bool {
+		for _, text := range hook.texts("/warn", a.Name) {
+			if strings.HasPrefix(text, ":warning: Addon "+controllerNS+"/"+a.Name+" is Failed (FetchFailed)") {
+				return true
+			}
+		}
+		return false
+	})
+	for _, text := range hook.texts("/warn", a.Name) {
+		if strings.Contains(text, "is Synced") {
+			t.Fatalf("the warnings receiver got an info event: %q", text)
+		}
+	}
+	eventually(t, 30*time.Second, "the broken receiver in the log", func() bool {
+		return strings.Contains(logSink.String(), "<"+controllerNS+"/"+notifySecret+"-broken url>")
+	})
+	for _, secret := range []string{"s3cretpath", "l0stpath", "qu3ry", "b3arer-token", key} {
+		if strings.Contains(logSink.String(), secret) {
+			t.Fatalf("the controller's log shows %q from a receiver's Secret", secret)
+		}
+	}
+}

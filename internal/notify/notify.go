@@ -1,0 +1,550 @@
+// Package notify sends an add-on's transitions to webhooks: each change of
+// its phase or reason, once the status that says so is written, as a JSON
+// document or a Slack-style message. Flux has its notification-controller
+// and Argo CD its notifications for this; a cluster admin who watched
+// Synced and Failed arrive in a channel there expects the same here.
+//
+// Delivery never holds a reconcile: events wait in a bounded queue and one
+// worker posts them, each receiver in turn, through the fetch guard (a
+// receiver on a private or metadata address is refused unless allowed),
+// never following a redirect. A receiver that fails is retried a few times
+// with backoff, then the event is dropped and counted; one that keeps
+// failing is paused, so that it cannot hold the others' events. A
+// receiver's URL, token and key live in a Secret, since a Slack webhook's
+// URL is its password; none of them is ever logged.
+package notify
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http/httpguts"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"capstan.dev/capstan/internal/netguard"
+)
+
+// Severity orders events: a receiver gets those at its severity or above.
+type Severity string
+
+// The severities: info for every transition, warning for a phase that
+// needs a look (Failed, Blocked, Degraded).
+const (
+	SeverityInfo    Severity = "info"
+	SeverityWarning Severity = "warning"
+)
+
+func (s Severity) rank() int {
+	if s == SeverityWarning {
+		return 1
+	}
+	return 0
+}
+
+// Event is one transition of an add-on.
+type Event struct {
+	Time      time.Time `json:"time"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Phase     string    `json:"phase"`
+	Reason    string    `json:"reason"`
+	Message   string    `json:"message"`
+	Severity  Severity  `json:"severity"`
+	// Source and Version say what the add-on runs: the chart and its
+	// version, or the git folder and its commit.
+	Source  string `json:"source,omitempty"`
+	Version string `json:"version,omitempty"`
+	// Revision is the newest entry of the add-on's history.
+	Revision int64 `json:"revision,omitempty"`
+}
+
+// The formats a receiver takes.
+const (
+	// FormatJSON posts the Event as it is.
+	FormatJSON = "json"
+	// FormatSlack posts {"text": "..."}, which Slack's incoming webhooks
+	// take, and Mattermost's and Rocket.Chat's.
+	FormatSlack = "slack"
+)
+
+// Receiver is one webhook, as its Secret describes it.
+type Receiver struct {
+	// Name is the Secret's, for messages: never the URL.
+	Name   string
+	URL    *url.URL
+	Format string
+	// Token, when set, is sent as "Authorization: Bearer <token>".
+	Token string
+	// HMACKey, when set, signs each post (Sign).
+	HMACKey     []byte
+	MinSeverity Severity
+}
+
+// maxField bounds each value of a receiver's Secret.
+const maxField = 4096
+
+// ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
+// http), and optionally format (json or slack), token, hmacKey and
+// severity (info or warning). The errors name the key to fix and never
+// quote a secret value.
+func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
+	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
+	for _, k := range []string{"url", "format", "severity", "token", "hmacKey"} {
+		if v := data[k]; len(v) > maxField {
+			return r, fmt.Errorf("the notification Secret %s: key %s is %d bytes; at most %d", name, k, len(v), maxField)
+		}
+	}
+	raw := strings.TrimSpace(string(data["url"]))
+	if raw == "" {
+		return r, fmt.Errorf("the notification Secret %s has no key url: set it to the webhook's address, such as https://hooks.slack.com/services/T000/B000/XXXX", name)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Hostname() == "" {
+		return r, fmt.Errorf("the notification Secret %s: key url is not an http or https address with a host", name)
+	}
+	if u.User != nil {
+		return r, fmt.Errorf("the notification Secret %s: key url carries a user and password; put a token in the key token instead", name)
+	}
+	r.URL = u
+	switch f := strings.TrimSpace(string(data["format"])); f {
+	case "", FormatJSON:
+	case FormatSlack:
+		r.Format = FormatSlack
+	default:
+		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json or slack", name, truncate(f, 20))
+	}
+	switch s := Severity(strings.TrimSpace(string(data["severity"]))); s {
+	case "", SeverityInfo:
+	case SeverityWarning:
+		r.MinSeverity = SeverityWarning
+	default:
+		return r, fmt.Errorf("the notification Secret %s: key severity is %q; use info or warning", name, truncate(string(s), 20))
+	}
+	r.Token = strings.TrimSpace(string(data["token"]))
+	if !httpguts.ValidHeaderFieldValue(r.Token) {
+		return r, fmt.Errorf("the notification Secret %s: key token holds characters a header cannot carry (a line break, a control character)", name)
+	}
+	r.HMACKey = data["hmacKey"]
+	return r, nil
+}
+
+// truncate shortens s to at most n bytes and a mark, cutting between
+// characters.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "..."
+}
+
+// Body is what r is sent for e.
+func (r Receiver) Body(e Event) ([]byte, error) {
+	if r.Format == FormatSlack {
+		return json.Marshal(map[string]string{"text": SlackText(e)})
+	}
+	return json.Marshal(e)
+}
+
+// SlackText is one event as a line of chat.
+func SlackText(e Event) string {
+	mark := ":white_check_mark:"
+	switch {
+	case e.Severity == SeverityWarning:
+		mark = ":warning:"
+	case e.Phase != "Synced":
+		mark = ":arrows_counterclockwise:"
+	}
+	what := e.Source
+	if e.Version != "" {
+		what += " " + e.Version
+	}
+	text := fmt.Sprintf("%s Addon %s/%s is %s (%s)", mark, e.Namespace, e.Name, e.Phase, e.Reason)
+	if what != "" {
+		text += " · " + slackEscape(what)
+	}
+	if e.Message != "" {
+		text += "\n" + slackEscape(truncate(e.Message, 1000))
+	}
+	return text
+}
+
+// slackEscape keeps Slack from reading text as markup: a chart's message
+// could otherwise ping a whole channel (<!channel>) or dress a link up as
+// something else (<https://...|Approve>).
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+
+// Notifier queues events and delivers them in the background.
+type Notifier struct {
+	// Client posts; it should be the fetch guard's. The Notifier follows
+	// no redirect, whatever the client would.
+	Client *http.Client
+	// Receivers reads the receivers now: those it could read, and an
+	// error that says which it could not. It is called when an event is
+	// to be delivered and the last read is ReceiversTTL old.
+	Receivers    func(ctx context.Context) ([]Receiver, error)
+	ReceiversTTL time.Duration
+	Log          logr.Logger
+	// Attempts bounds the posts of one event to one receiver, and Backoff
+	// is the wait before the second, doubling after, each wait at most
+	// maxWait. Timeout bounds one post: a receiver that hangs holds every
+	// notification behind it.
+	Attempts int
+	Backoff  time.Duration
+	Timeout  time.Duration
+
+	once     sync.Once
+	client   *http.Client
+	queue    chan Event
+	mu       sync.Mutex
+	cached   []Receiver
+	cachedAt time.Time
+	// failing counts, per receiver, the events in a row it failed, and
+	// paused says until when it is skipped. Only the worker uses them.
+	failing map[string]int
+	paused  map[string]time.Time
+}
+
+const (
+	// QueueSize bounds the events that wait for delivery.
+	QueueSize = 1024
+	// maxWait bounds one wait between posts, whatever Retry-After asks.
+	maxWait = time.Minute
+	// pauseAfter failed events in a row pause a receiver for pauseFor:
+	// with one worker, a receiver that hangs would otherwise cost every
+	// event its timeouts and backoff, and the queue would fill and drop
+	// the other receivers' events too.
+	pauseAfter = 3
+	pauseFor   = time.Minute
+	// readTimeout bounds one read of the receivers' Secrets.
+	readTimeout = 10 * time.Second
+)
+
+func (n *Notifier) init() {
+	n.once.Do(func() {
+		n.queue = make(chan Event, QueueSize)
+		if n.ReceiversTTL <= 0 {
+			n.ReceiversTTL = 30 * time.Second
+		}
+		if n.Attempts <= 0 {
+			n.Attempts = 4
+		}
+		if n.Backoff <= 0 {
+			n.Backoff = time.Second
+		}
+		if n.Timeout <= 0 {
+			n.Timeout = 10 * time.Second
+		}
+		c := http.Client{}
+		if n.Client != nil {
+			c = *n.Client
+		}
+		// NOTE: a 301 to 303 would turn the post into a GET without its
+		// body, and a 307 would send the body and its signature to
+		// another address: a webhook's address is its final one.
+		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+		n.client = &c
+		n.failing, n.paused = map[string]int{}, map[string]time.Time{}
+	})
+}
+
+// Notify queues e without waiting. When the queue is full, e is dropped
+// and counted: a receiver that is down must not hold a reconcile.
+func (n *Notifier) Notify(e Event) bool {
+	if n == nil {
+		return false
+	}
+	n.init()
+	select {
+	case n.queue <- e:
+		return true
+	default:
+		notifications.WithLabelValues("dropped").Inc()
+		return false
+	}
+}
+
+// Start delivers queued events until ctx ends. It is a manager Runnable,
+// run by the leader only, as the reconciles that feed it are.
+func (n *Notifier) Start(ctx context.Context) error {
+	n.init()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e := <-n.queue:
+			n.deliverAll(ctx, e)
+		}
+	}
+}
+
+// deliverAll sends e to every receiver whose severity it meets, but those
+// paused.
+func (n *Notifier) deliverAll(ctx context.Context, e Event) {
+	for _, r := range n.receivers(ctx) {
+		if ctx.Err() != nil {
+			return
+		}
+		if e.Severity.rank() < r.MinSeverity.rank() {
+			continue
+		}
+		if until := n.paused[r.Name]; time.Now().Before(until) {
+			notifications.WithLabelValues("skipped").Inc()
+			continue
+		}
+		err := n.Deliver(ctx, r, e)
+		switch {
+		case err == nil:
+			n.failing[r.Name] = 0
+			notifications.WithLabelValues("sent").Inc()
+		case ctx.Err() != nil:
+			return // shutting down: not the receiver's failure
+		default:
+			notifications.WithLabelValues("failed").Inc()
+			n.failing[r.Name]++
+			if n.failing[r.Name] >= pauseAfter {
+				n.failing[r.Name] = 0
+				n.paused[r.Name] = time.Now().Add(pauseFor)
+				n.Log.Error(err, "A notification was not delivered; the receiver failed for several in a row, and is skipped for a while",
+					"receiver", r.Name, "addon", e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", pauseFor.String())
+				continue
+			}
+			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "addon", e.Namespace+"/"+e.Name, "phase", e.Phase)
+		}
+	}
+}
+
+// receivers are the receivers, read again once they are ReceiversTTL old.
+// Those that could not be read are left out, and said so once per read.
+func (n *Notifier) receivers(ctx context.Context) []Receiver {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cachedAt.IsZero() || time.Since(n.cachedAt) >= n.ReceiversTTL {
+		rctx, cancel := context.WithTimeout(ctx, readTimeout)
+		rs, err := n.Receivers(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			n.Log.Error(err, "Some notification receivers could not be read; until they can, notifications go to the others only")
+		}
+		n.cached, n.cachedAt = rs, time.Now()
+	}
+	return n.cached
+}
+
+// Deliver posts e to r, and again after a failure that may pass (a
+// connection error, 408, 429 and 5xx) up to Attempts times, waiting as
+// wait says. Every post of one delivery carries the same
+// X-Capstan-Delivery, so that a receiver can tell a retry from a new event.
+func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
+	n.init()
+	body, err := r.Body(e)
+	if err != nil {
+		return err
+	}
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	delivery := hex.EncodeToString(id[:])
+	for attempt := 1; ; attempt++ {
+		after, err := n.post(ctx, r, body, delivery)
+		if err == nil {
+			return nil
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) || attempt >= n.Attempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(err, ctx.Err())
+		case <-time.After(wait(n.Backoff, attempt, after)):
+		}
+	}
+}
+
+// wait is how long to wait after the attempt-th post failed: what the
+// receiver asked for (Retry-After), or base doubled for each post before;
+// at most maxWait either way.
+func wait(base time.Duration, attempt int, asked time.Duration) time.Duration {
+	if asked > 0 {
+		return min(asked, maxWait)
+	}
+	d := base
+	for i := 1; i < attempt && d < maxWait; i++ {
+		d *= 2
+	}
+	return min(d, maxWait)
+}
+
+// permanentError is a refusal that a retry would not change.
+type permanentError struct{ error }
+
+func (p *permanentError) Unwrap() error { return p.error }
+
+// post sends one request. It returns the Retry-After the receiver asked
+// for, if any.
+func (n *Notifier) post(ctx context.Context, r Receiver, body []byte, delivery string) (time.Duration, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL.String(), bytes.NewReader(body))
+	if err != nil {
+		return 0, &permanentError{fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "capstan-notify")
+	req.Header.Set("X-Capstan-Delivery", delivery)
+	if r.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.Token)
+	}
+	if len(r.HMACKey) > 0 {
+		ts := strconv.FormatInt(time.Now().Unix(), 10)
+		req.Header.Set("X-Capstan-Timestamp", ts)
+		req.Header.Set("X-Capstan-Signature", Sign(r.HMACKey, ts, body))
+	}
+	resp, err := n.client.Do(req)
+	if err != nil {
+		err = fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))
+		if netguard.IsRefused(err) {
+			return 0, &permanentError{err}
+		}
+		return 0, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return 0, nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400:
+		return 0, &permanentError{fmt.Errorf("receiver %s answered %s: a webhook is posted to its address and not followed elsewhere; give its final address in the key url", r.Name, resp.Status)}
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
+	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
+		return 0, fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
+	}
+	return 0, &permanentError{fmt.Errorf("receiver %s answered %s; check its url and token", r.Name, resp.Status)}
+}
+
+// retryAfter reads a Retry-After of seconds; an HTTP date, or nothing,
+// gives 0.
+func retryAfter(v string) time.Duration {
+	s, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || s <= 0 {
+		return 0
+	}
+	return time.Duration(s) * time.Second
+}
+
+// scrub takes the receiver's URL and token out of an error: Go's HTTP
+// client quotes the URL, and a webhook's URL is its password. The URL of a
+// *url.Error is replaced whole, however it would be quoted; the strings
+// after are a second net.
+func scrub(err error, r Receiver) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		ue.URL = "<" + r.Name + " url>"
+	}
+	msg := err.Error()
+	secrets := []string{r.URL.String(), r.URL.Redacted(), r.URL.RawQuery}
+	if p := r.URL.EscapedPath(); len(p) > 1 {
+		secrets = append(secrets, p, r.URL.Path)
+	}
+	if len(r.Token) >= 4 {
+		secrets = append(secrets, r.Token)
+	}
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "<"+r.Name+" url>")
+		}
+	}
+	return &scrubbed{msg: msg, err: err}
+}
+
+// scrubbed is an error with its text cleaned that still answers errors.Is
+// and errors.As as the original did.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s *scrubbed) Error() string { return s.msg }
+func (s *scrubbed) Unwrap() error { return s.err }
+
+// Sign is the X-Capstan-Signature of body sent at timestamp (the
+// X-Capstan-Timestamp header, Unix seconds) with key: "sha256=" and the hex
+// HMAC-SHA256 of timestamp, ".", and body. A receiver checks it, and that
+// the timestamp is recent, so that a post seen once cannot be sent again
+// later as Capstan's.
+func Sign(key []byte, timestamp string, body []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(timestamp))
+	m.Write([]byte("."))
+	m.Write(body)
+	return "sha256=" + hex.EncodeToString(m.Sum(nil))
+}
+
+var notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "capstan_notifications_total",
+	Help: "Notifications of add-on transitions, by result: sent (one per receiver), failed (after the retries), skipped (the receiver was paused after failing several in a row), dropped (the queue was full).",
+}, []string{"result"})
+
+func init() {
+	metrics.Registry.MustRegister(notifications)
+}
+
+// FromSecrets reads the receivers from the Secrets names in namespace, for
+// Notifier.Receivers. A Secret that is missing or wrong is left out, and
+// the error names it and says what to fix; one that could not be read for
+// a moment (the API server) stays as it was last read.
+func FromSecrets(reader client.Reader, namespace string, names []string) func(ctx context.Context) ([]Receiver, error) {
+	last := map[string]Receiver{}
+	return func(ctx context.Context) ([]Receiver, error) {
+		var out []Receiver
+		var errs []error
+		for _, name := range names {
+			sec := &corev1.Secret{}
+			err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, sec)
+			switch {
+			case apierrors.IsNotFound(err):
+				delete(last, name)
+				errs = append(errs, fmt.Errorf("the notification Secret %s/%s does not exist: create it with the key url (see docs/notifications.md), or leave it out of --notify-secret", namespace, name))
+				continue
+			case err != nil:
+				errs = append(errs, fmt.Errorf("reading the notification Secret %s/%s: %w", namespace, name, err))
+				if r, ok := last[name]; ok {
+					out = append(out, r)
+				}
+				continue
+			}
+			r, err := ReceiverFromSecret(namespace+"/"+name, sec.Data)
+			if err != nil {
+				delete(last, name)
+				errs = append(errs, err)
+				continue
+			}
+			last[name] = r
+			out = append(out, r)
+		}
+		return out, errors.Join(errs...)
+	}
+}

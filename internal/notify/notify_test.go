@@ -1,0 +1,306 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+)
+
+func TestReceiverFromSecret(t *testing.T) {
+	good, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte(" https://hooks.example.com/services/T0/B0/secret \n"),
+		"format": []byte("slack"), "severity": []byte("warning"), "token": []byte("tok"), "hmacKey": []byte("k")})
+	if err != nil || good.URL.Path != "/services/T0/B0/secret" || good.Format != FormatSlack || good.MinSeverity != SeverityWarning ||
+		good.Token != "tok" || string(good.HMACKey) != "k" {
+		t.Fatalf("%+v, %v", good, err)
+	}
+	if d, err := ReceiverFromSecret("d", map[string][]byte{"url": []byte("http://127.0.0.1:9/x")}); err != nil || d.Format != FormatJSON || d.MinSeverity != SeverityInfo {
+		t.Fatalf("defaults: %+v, %v", d, err)
+	}
+	for _, c := range []struct {
+		name string
+		data map[string][]byte
+		says string
+	}{
+		{"no url", map[string][]byte{}, "has no key url"},
+		{"not http", map[string][]byte{"url": []byte("ftp://h/x")}, "key url is not an http or https address"},
+		{"no host", map[string][]byte{"url": []byte("https:///x")}, "key url is not an http or https address"},
+		{"a password in the url", map[string][]byte{"url": []byte("https://u:hunter2@h/x")}, "carries a user and password"},
+		{"a format", map[string][]byte{"url": []byte("https://h/x"), "format": []byte("teams")}, `key format is "teams"; use json or slack`},
+		{"a severity", map[string][]byte{"url": []byte("https://h/x"), "severity": []byte("error")}, "key severity"},
+		{"a token over lines", map[string][]byte{"url": []byte("https://h/x"), "token": []byte("a\nb")}, "key token holds characters a header cannot carry"},
+		{"a huge value", map[string][]byte{"url": []byte("https://h/" + strings.Repeat("x", maxField))}, "bytes; at most"},
+	} {
+		_, err := ReceiverFromSecret("s", c.data)
+		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+var event = Event{Time: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), Namespace: "capstan-system", Name: "web",
+	Phase: "Degraded", Reason: "Degraded", Message: "Deployment apps/web: Available: 0/1", Severity: SeverityWarning,
+	Source: "web", Version: "1.2.0", Revision: 3}
+
+func TestBodies(t *testing.T) {
+	b, err := Receiver{Format: FormatJSON}.Body(event)
+	var back Event
+	if err != nil || json.Unmarshal(b, &back) != nil || back != event {
+		t.Fatalf("json: %s, %v", b, err)
+	}
+	b, err = Receiver{Format: FormatSlack}.Body(event)
+	var slack map[string]string
+	if err != nil || json.Unmarshal(b, &slack) != nil ||
+		slack["text"] != ":warning: Addon capstan-system/web is Degraded (Degraded) · web 1.2.0\nDeployment apps/web: Available: 0/1" {
+		t.Fatalf("slack: %s, %v", b, err)
+	}
+	if got := SlackText(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo}); got != ":white_check_mark: Addon a/b is Synced (Synced)" {
+		t.Fatalf("synced: %q", got)
+	}
+	// The signature a receiver checks: HMAC-SHA256 of the timestamp, a
+	// dot and the body, as `printf '1764763200.{"a":1}' | openssl dgst
+	// -sha256 -hmac key` computes it.
+	if got := Sign([]byte("key"), "1764763200", []byte(`{"a":1}`)); got != "sha256=163aa04e37e0ac81bcb1c78b4e3bc87df6058488a086cce7174e07b7f8e3bf0e" {
+		t.Fatalf("Sign: %s", got)
+	}
+	// Slack's markup in a message is shown, not followed.
+	text := SlackText(Event{Namespace: "a", Name: "b", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
+		Message: "<!channel> see <https://evil.example|Approve> & more"})
+	if strings.Contains(text, "<!channel>") || !strings.Contains(text, "&lt;!channel&gt; see &lt;https://evil.example|Approve&gt; &amp; more") {
+		t.Fatalf("slack markup: %q", text)
+	}
+	// A long message is cut between characters.
+	long := strings.Repeat("é", 600)
+	if got := SlackText(Event{Message: long}); !utf8.ValidString(got) || !strings.HasSuffix(got, "é...") {
+		t.Fatalf("a long message cut inside a character: %q", got[len(got)-10:])
+	}
+}
+
+// receiver is a webhook on loopback that answers with codes, in turn,
+// and then 204.
+type receiver struct {
+	mu      sync.Mutex
+	codes   []int
+	headers []http.Header
+	bodies  [][]byte
+	srv     *httptest.Server
+}
+
+func newReceiver(t *testing.T, codes ...int) *receiver {
+	r := &receiver{codes: codes}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.headers = append(r.headers, req.Header.Clone())
+		r.bodies = append(r.bodies, body)
+		code := http.StatusNoContent
+		if len(r.codes) > 0 {
+			code, r.codes = r.codes[0], r.codes[1:]
+		}
+		r.mu.Unlock()
+		if code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", "1")
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) receiver(t *testing.T, path string) Receiver {
+	u, err := url.Parse(r.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Receiver{Name: "team", URL: u, Format: FormatJSON, Token: "tok", HMACKey: []byte("key")}
+}
+
+func (r *receiver) calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.bodies)
+}
+
+func TestDeliverRetriesWhatMayPass(t *testing.T) {
+	n := &Notifier{Client: http.DefaultClient, Backoff: 10 * time.Millisecond, Attempts: 4}
+	ctx := context.Background()
+
+	rcv := newReceiver(t, 500, 503, 204)
+	r := rcv.receiver(t, "/hook")
+	if err := n.Deliver(ctx, r, event); err != nil || rcv.calls() != 3 {
+		t.Fatalf("after 500 and 503: %v, %d calls", err, rcv.calls())
+	}
+	h := rcv.headers[2]
+	if h.Get("Authorization") != "Bearer tok" || h.Get("Content-Type") != "application/json" ||
+		h.Get("X-Capstan-Signature") != Sign([]byte("key"), h.Get("X-Capstan-Timestamp"), rcv.bodies[2]) {
+		t.Fatalf("headers: %v", h)
+	}
+	if ts, err := strconv.ParseInt(h.Get("X-Capstan-Timestamp"), 10, 64); err != nil || time.Since(time.Unix(ts, 0)) > time.Minute {
+		t.Fatalf("timestamp %q", h.Get("X-Capstan-Timestamp"))
+	}
+	if d := h.Get("X-Capstan-Delivery"); len(d) != 24 || rcv.headers[0].Get("X-Capstan-Delivery") != d {
+		t.Fatalf("the retries of one delivery carry different ids: %q, %q", rcv.headers[0].Get("X-Capstan-Delivery"), d)
+	}
+
+	// A refusal is not retried, and the error says what to check but not
+	// the URL, a webhook's password.
+	rcv = newReceiver(t, 404)
+	err := n.Deliver(ctx, rcv.receiver(t, "/services/T0/B0/s3cret"), event)
+	if err == nil || rcv.calls() != 1 || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "check its url and token") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("a 404: %v, %d calls", err, rcv.calls())
+	}
+	// Failures that may pass end after Attempts.
+	rcv = newReceiver(t, 500, 500, 500, 500, 500)
+	if err := n.Deliver(ctx, rcv.receiver(t, "/x"), event); err == nil || rcv.calls() != 4 {
+		t.Fatalf("five 500s: %v, %d calls", err, rcv.calls())
+	}
+	// 408 is retried.
+	rcv = newReceiver(t, 408)
+	if err := n.Deliver(ctx, rcv.receiver(t, "/x"), event); err != nil || rcv.calls() != 2 {
+		t.Fatalf("a 408: %v, %d calls", err, rcv.calls())
+	}
+	// A redirect is not followed: the body and its signature stay with
+	// the address the Secret names.
+	for _, code := range []int{http.StatusFound, http.StatusTemporaryRedirect} {
+		rcv = newReceiver(t, code)
+		err := n.Deliver(ctx, rcv.receiver(t, "/x"), event)
+		if err == nil || rcv.calls() != 1 || !strings.Contains(err.Error(), "not followed elsewhere") {
+			t.Fatalf("a %d: %v, %d calls", code, err, rcv.calls())
+		}
+	}
+	// A 429 waits what Retry-After says.
+	rcv = newReceiver(t, 429)
+	began := time.Now()
+	if err := n.Deliver(ctx, rcv.receiver(t, "/x"), event); err != nil || rcv.calls() != 2 || time.Since(began) < time.Second {
+		t.Fatalf("a 429: %v, %d calls after %s", err, rcv.calls(), time.Since(began))
+	}
+	// A receiver that is not there: the error quotes neither the URL,
+	// with a query that Go would quote otherwise, nor the token.
+	gone := newReceiver(t)
+	r = gone.receiver(t, `/services/T0/B0/s3cret?k=a"b\c`)
+	r.Token = "tok-0123456789"
+	gone.srv.Close()
+	err = n.Deliver(ctx, r, event)
+	if err == nil || strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "0123456789") || !strings.Contains(err.Error(), "<team url>") {
+		t.Fatalf("a receiver that is gone: %v", err)
+	}
+	// A cancelled context ends the retries at once.
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	rcv = newReceiver(t, 500, 500, 500, 500)
+	slow := &Notifier{Client: http.DefaultClient, Backoff: time.Hour, Attempts: 4}
+	if err := slow.Deliver(cctx, rcv.receiver(t, "/x"), event); err == nil || rcv.calls() > 1 {
+		t.Fatalf("cancelled: %v, %d calls", err, rcv.calls())
+	}
+}
+
+func TestWaits(t *testing.T) {
+	for _, c := range []struct {
+		attempt int
+		asked   time.Duration
+		want    time.Duration
+	}{
+		{1, 0, time.Second}, {2, 0, 2 * time.Second}, {3, 0, 4 * time.Second}, {7, 0, maxWait}, {60, 0, maxWait},
+		{1, 5 * time.Second, 5 * time.Second}, {3, time.Hour, maxWait},
+	} {
+		if got := wait(time.Second, c.attempt, c.asked); got != c.want {
+			t.Errorf("after post %d, asked %s: %s; want %s", c.attempt, c.asked, got, c.want)
+		}
+	}
+	// A Retry-After once does not stretch the waits after it: each is
+	// worked out on its own.
+	if got := wait(time.Second, 3, 0); got != 4*time.Second {
+		t.Errorf("%s", got)
+	}
+}
+
+// TestAFailingReceiverIsPaused: a receiver that fails several events in a
+// row is skipped for a while, and the others keep getting every event.
+func TestAFailingReceiverIsPaused(t *testing.T) {
+	bad := newReceiver(t, 500, 500, 500, 500, 500, 500, 500, 500, 500, 500)
+	good := newReceiver(t)
+	b, g := bad.receiver(t, "/bad"), good.receiver(t, "/good")
+	b.Name = "bad"
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), Backoff: time.Millisecond, Attempts: 2,
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{b, g}, nil }}
+	n.init()
+	for range pauseAfter + 2 {
+		n.deliverAll(context.Background(), event)
+	}
+	if bad.calls() != 2*pauseAfter || good.calls() != pauseAfter+2 {
+		t.Fatalf("the failing receiver got %d posts, want %d; the other %d events, want %d", bad.calls(), 2*pauseAfter, good.calls(), pauseAfter+2)
+	}
+}
+
+func TestNotifierDeliversInTheBackground(t *testing.T) {
+	warn := newReceiver(t)
+	all := newReceiver(t)
+	var reads atomic.Int32
+	w, a := warn.receiver(t, "/w"), all.receiver(t, "/a")
+	w.MinSeverity = SeverityWarning
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), ReceiversTTL: time.Hour,
+		Receivers: func(context.Context) ([]Receiver, error) { reads.Add(1); return []Receiver{w, a}, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(done) }()
+	synced := event
+	synced.Phase, synced.Reason, synced.Severity = "Synced", "Synced", SeverityInfo
+	if !n.Notify(synced) || !n.Notify(event) {
+		t.Fatal("Notify refused with room in the queue")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for all.calls() < 2 || warn.calls() < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10 s: %d and %d deliveries", all.calls(), warn.calls())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if warn.calls() != 1 || reads.Load() != 1 {
+		t.Fatalf("the warning receiver got %d events; the receivers were read %d times", warn.calls(), reads.Load())
+	}
+	cancel()
+	<-done
+
+	// With nobody delivering, a full queue drops and says so, never waits.
+	idle := &Notifier{}
+	for i := range QueueSize {
+		if !idle.Notify(event) {
+			t.Fatalf("event %d dropped", i)
+		}
+	}
+	if idle.Notify(event) {
+		t.Fatal("a full queue took one more")
+	}
+	var nilNotifier *Notifier
+	if nilNotifier.Notify(event) {
+		t.Fatal("a nil Notifier took an event")
+	}
+}
+
+func TestFromSecrets(t *testing.T) {
+	good := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "team"}, Data: map[string][]byte{"url": []byte("https://h/x")}}
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "bad"}, Data: map[string][]byte{"url": []byte("ftp://h/s3cret")}}
+	c := fake.NewClientBuilder().WithObjects(good, bad).Build()
+	rs, err := FromSecrets(c, "capstan-system", []string{"team", "bad", "gone"})(context.Background())
+	if len(rs) != 1 || rs[0].Name != "capstan-system/team" {
+		t.Fatalf("receivers %+v", rs)
+	}
+	if err == nil || !strings.Contains(err.Error(), "capstan-system/gone does not exist") || !strings.Contains(err.Error(), "capstan-system/bad: key url") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("error: %v", err)
+	}
+}
