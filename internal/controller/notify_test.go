@@ -95,9 +95,11 @@ func TestTransitionsAreNotified(t *testing.T) {
 	gone.srv.Close()
 	key := "the-test's-signing-key"
 	for name, data := range map[string]map[string]string{
-		notifySecret:               {"url": hook.srv.URL + "/all/T0/s3cretpath", "hmacKey": key},
-		notifySecret + "-warnings": {"url": hook.srv.URL + "/warn", "format": "slack", "severity": "warning"},
-		notifySecret + "-broken":   {"url": gone.srv.URL + "/gone/T0/l0stpath?token=qu3ry", "token": "b3arer-token"},
+		notifySecret:                {"url": hook.srv.URL + "/all/T0/s3cretpath", "hmacKey": key},
+		notifySecret + "-warnings":  {"url": hook.srv.URL + "/warn", "format": "slack", "severity": "warning"},
+		notifySecret + "-broken":    {"url": gone.srv.URL + "/gone/T0/l0stpath?token=qu3ry", "token": "b3arer-token"},
+		notifySecret + "-team":      {"url": hook.srv.URL + "/team", "namespaces": controllerNS + ",elsewhere", "selector": "team=" + ns},
+		notifySecret + "-elsewhere": {"url": hook.srv.URL + "/elsewhere", "namespaces": "elsewhere"},
 	} {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name}, StringData: data}
 		if err := admin.Create(ctx, sec); err != nil {
@@ -109,7 +111,9 @@ func TestTransitionsAreNotified(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond)
 
 	url, _ := charts.publish(t, webChart("1.0.0", nil))
-	a := create(t, newAddon(controllerNS, "notify-"+ns[len(ns)-5:], url, withTarget(ns)))
+	a := newAddon(controllerNS, "notify-"+ns[len(ns)-5:], url, withTarget(ns))
+	a.Labels = map[string]string{"team": ns}
+	a = create(t, a)
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	var synced notify.Event
 	eventually(t, 30*time.Second, "the Synced notification", func() bool {
@@ -127,9 +131,14 @@ func TestTransitionsAreNotified(t *testing.T) {
 		return false
 	})
 	if synced.Namespace != controllerNS || synced.Reason != "Synced" || synced.Severity != notify.SeverityInfo ||
-		synced.Version != "1.0.0" || synced.Source == "" || synced.Revision != 1 || synced.Time.IsZero() {
+		synced.Version != "1.0.0" || synced.Source == "" || synced.Revision != 1 || synced.Time.IsZero() || synced.Labels["team"] != ns {
 		t.Fatalf("the Synced event: %+v", synced)
 	}
+	// The receiver that selects this add-on by its label gets it too.
+	eventually(t, 30*time.Second, "the selected receiver's notification", func() bool {
+		events, _ := hook.events(t, "/team", a.Name)
+		return len(events) > 0
+	})
 
 	// The chart goes missing: Failed, a warning, to both receivers.
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url + "-gone.tgz" })
@@ -155,6 +164,9 @@ func TestTransitionsAreNotified(t *testing.T) {
 		if strings.Contains(text, "is Synced") {
 			t.Fatalf("the warnings receiver got an info event: %q", text)
 		}
+	}
+	if events, _ := hook.events(t, "/elsewhere", a.Name); len(events) > 0 {
+		t.Fatalf("a receiver of another namespace got %+v", events)
 	}
 	eventually(t, 30*time.Second, "the broken receiver in the log", func() bool {
 		return strings.Contains(logSink.String(), "<"+controllerNS+"/"+notifySecret+"-broken url>")

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -104,7 +105,7 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		st := &s.addon.Status
 		e := notify.Event{Time: time.Now().UTC(), Namespace: s.addon.Namespace, Name: s.addon.Name,
 			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
-			Severity: severity, Source: st.Source, Version: st.Version}
+			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels)}
 		if len(st.History) > 0 {
 			e.Revision = st.History[0].Number
 		}

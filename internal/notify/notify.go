@@ -27,6 +27,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -76,6 +79,8 @@ type Event struct {
 	Version string `json:"version,omitempty"`
 	// Revision is the newest entry of the add-on's history.
 	Revision int64 `json:"revision,omitempty"`
+	// Labels are the Addon's, which a receiver's selector reads.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // The formats a receiver takes.
@@ -98,18 +103,35 @@ type Receiver struct {
 	// HMACKey, when set, signs each post (Sign).
 	HMACKey     []byte
 	MinSeverity Severity
+	// Namespaces, when set, are the only Addon namespaces whose events
+	// the receiver gets, and Selector, when set, selects the Addons by
+	// their labels.
+	Namespaces []string
+	Selector   labels.Selector
+}
+
+// Wants reports whether r takes e: its severity, namespace and labels.
+func (r Receiver) Wants(e Event) bool {
+	if e.Severity.rank() < r.MinSeverity.rank() {
+		return false
+	}
+	if len(r.Namespaces) > 0 && !slices.Contains(r.Namespaces, e.Namespace) {
+		return false
+	}
+	return r.Selector == nil || r.Selector.Matches(labels.Set(e.Labels))
 }
 
 // maxField bounds each value of a receiver's Secret.
 const maxField = 4096
 
 // ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
-// http), and optionally format (json or slack), token, hmacKey and
-// severity (info or warning). The errors name the key to fix and never
+// http), and optionally format (json or slack), token, hmacKey, severity
+// (info or warning), namespaces (of the Addons, by commas) and selector (a
+// label selector of the Addons). The errors name the key to fix and never
 // quote a secret value.
 func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
-	for _, k := range []string{"url", "format", "severity", "token", "hmacKey"} {
+	for _, k := range []string{"url", "format", "severity", "token", "hmacKey", "namespaces", "selector"} {
 		if v := data[k]; len(v) > maxField {
 			return r, fmt.Errorf("the notification Secret %s: key %s is %d bytes; at most %d", name, k, len(v), maxField)
 		}
@@ -145,6 +167,19 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		return r, fmt.Errorf("the notification Secret %s: key token holds characters a header cannot carry (a line break, a control character)", name)
 	}
 	r.HMACKey = data["hmacKey"]
+	for _, ns := range strings.FieldsFunc(string(data["namespaces"]), func(c rune) bool { return c == ',' || c == ' ' || c == '\n' }) {
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return r, fmt.Errorf("the notification Secret %s: key namespaces names %q, which is not a namespace: give namespaces separated by commas", name, truncate(ns, 63))
+		}
+		r.Namespaces = append(r.Namespaces, ns)
+	}
+	if sel := strings.TrimSpace(string(data["selector"])); sel != "" {
+		s, err := labels.Parse(sel)
+		if err != nil {
+			return r, fmt.Errorf("the notification Secret %s: key selector is not a label selector such as team=web or tier in (a,b): %w", name, err)
+		}
+		r.Selector = s
+	}
 	return r, nil
 }
 
@@ -307,7 +342,7 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 		if ctx.Err() != nil {
 			return
 		}
-		if e.Severity.rank() < r.MinSeverity.rank() {
+		if !r.Wants(e) {
 			continue
 		}
 		if until := n.paused[r.Name]; time.Now().Before(until) {

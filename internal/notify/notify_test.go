@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,6 +46,8 @@ func TestReceiverFromSecret(t *testing.T) {
 		{"a severity", map[string][]byte{"url": []byte("https://h/x"), "severity": []byte("error")}, "key severity"},
 		{"a token over lines", map[string][]byte{"url": []byte("https://h/x"), "token": []byte("a\nb")}, "key token holds characters a header cannot carry"},
 		{"a huge value", map[string][]byte{"url": []byte("https://h/" + strings.Repeat("x", maxField))}, "bytes; at most"},
+		{"a namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte("team-a, Team_B")}, `key namespaces names "Team_B", which is not a namespace`},
+		{"a selector", map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team in (a")}, "key selector is not a label selector"},
 	} {
 		_, err := ReceiverFromSecret("s", c.data)
 		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "hunter2") {
@@ -54,12 +58,12 @@ func TestReceiverFromSecret(t *testing.T) {
 
 var event = Event{Time: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC), Namespace: "capstan-system", Name: "web",
 	Phase: "Degraded", Reason: "Degraded", Message: "Deployment apps/web: Available: 0/1", Severity: SeverityWarning,
-	Source: "web", Version: "1.2.0", Revision: 3}
+	Source: "web", Version: "1.2.0", Revision: 3, Labels: map[string]string{"team": "web"}}
 
 func TestBodies(t *testing.T) {
 	b, err := Receiver{Format: FormatJSON}.Body(event)
 	var back Event
-	if err != nil || json.Unmarshal(b, &back) != nil || back != event {
+	if err != nil || json.Unmarshal(b, &back) != nil || !reflect.DeepEqual(back, event) {
 		t.Fatalf("json: %s, %v", b, err)
 	}
 	b, err = Receiver{Format: FormatSlack}.Body(event)
@@ -302,5 +306,37 @@ func TestFromSecrets(t *testing.T) {
 	}
 	if err == nil || !strings.Contains(err.Error(), "capstan-system/gone does not exist") || !strings.Contains(err.Error(), "capstan-system/bad: key url") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("error: %v", err)
+	}
+}
+
+// TestWhatAReceiverWants: severity, namespaces and the Addon's labels.
+func TestWhatAReceiverWants(t *testing.T) {
+	r, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"),
+		"namespaces": []byte("tenant-a,tenant-b\ntenant-c"), "selector": []byte("team=web,tier!=test")})
+	if err != nil || !slices.Equal(r.Namespaces, []string{"tenant-a", "tenant-b", "tenant-c"}) || r.Selector == nil {
+		t.Fatalf("%+v, %v", r, err)
+	}
+	at := func(ns string, lbls map[string]string, sev Severity) Event {
+		return Event{Namespace: ns, Name: "x", Labels: lbls, Severity: sev}
+	}
+	web := map[string]string{"team": "web"}
+	for _, c := range []struct {
+		e    Event
+		want bool
+	}{
+		{at("tenant-a", web, SeverityInfo), true},
+		{at("tenant-c", web, SeverityWarning), true},
+		{at("capstan-system", web, SeverityWarning), false},
+		{at("tenant-a", map[string]string{"team": "db"}, SeverityWarning), false},
+		{at("tenant-a", map[string]string{"team": "web", "tier": "test"}, SeverityWarning), false},
+		{at("tenant-a", nil, SeverityWarning), false},
+	} {
+		if got := r.Wants(c.e); got != c.want {
+			t.Errorf("%+v: %v", c.e, got)
+		}
+	}
+	all := Receiver{MinSeverity: SeverityWarning}
+	if all.Wants(at("any", nil, SeverityInfo)) || !all.Wants(at("any", nil, SeverityWarning)) {
+		t.Error("a receiver of warnings from everywhere")
 	}
 }
