@@ -318,7 +318,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr, o.maxConcurrency); err != nil {
 		return nil, err
 	}
-	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth}
+	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth, Notifier: r.Notifier}
 	if err := syncer.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

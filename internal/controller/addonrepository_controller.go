@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -29,6 +31,8 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/conditions"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/notify"
 )
 
 // DefaultInterval is how often a repository is read when no webhook arrives.
@@ -60,6 +64,9 @@ type AddonRepositoryReconciler struct {
 	Auth gitops.AuthFunc
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// Notifier posts the repository's transitions to webhooks; nil sends
+	// none.
+	Notifier *notify.Notifier
 
 	mu       sync.Mutex
 	cache    map[types.NamespacedName]cachedSnapshot
@@ -137,7 +144,10 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	before := repo.DeepCopy()
 	res, syncErr := r.sync(ctx, repo)
-	if err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); err != nil && !apierrors.IsNotFound(err) {
+	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); {
+	case err == nil:
+		r.notifyTransition(before, repo)
+	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
 	}
 	if syncErr != nil {
@@ -212,6 +222,35 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", gitops.ShortCommit(snap.Commit), applied))
 	}
 	return ctrl.Result{}, nil
+}
+
+// notifyTransition hands the notifier a change of the repository's Ready
+// condition, once its status is written: a repository that cannot be read,
+// or whose files are skipped as invalid, changes nothing in the cluster,
+// and would otherwise go unseen as git moves on. A repository synced with
+// invalid files is a warning.
+func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.AddonRepository) {
+	if r.Notifier == nil {
+		return
+	}
+	was := apimeta.FindStatusCondition(before.Status.Conditions, capstanv1.ConditionReady)
+	now := apimeta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+		return
+	}
+	e := notify.Event{Time: time.Now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
+		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notify.SeverityInfo,
+		Source: netguard.Redact(repo.Spec.URL), Labels: maps.Clone(repo.Labels)}
+	if now.Status != metav1.ConditionTrue {
+		e.Phase, e.Severity = "Failed", notify.SeverityWarning
+	}
+	if now.Reason == ReasonInvalidFiles {
+		e.Severity = notify.SeverityWarning
+	}
+	if c := repo.Status.LastSyncedCommit; c != "" {
+		e.Version = gitops.ShortCommit(c)
+	}
+	r.Notifier.Notify(e)
 }
 
 // setCondition sets Ready, and Stalled when the repository cannot be used

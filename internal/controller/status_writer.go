@@ -103,7 +103,7 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 	}
 	if r.Notifier != nil {
 		st := &s.addon.Status
-		e := notify.Event{Time: time.Now().UTC(), Namespace: s.addon.Namespace, Name: s.addon.Name,
+		e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
 			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
 			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels)}
 		if len(st.History) > 0 {

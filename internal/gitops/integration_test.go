@@ -5,9 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +31,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -38,6 +41,9 @@ var env struct {
 	cfg    *rest.Config
 	client client.Client
 	syncer *controller.AddonRepositoryReconciler
+	// receivers are where the syncer's notifications go.
+	mu        sync.Mutex
+	receivers []notify.Receiver
 }
 
 func TestMain(m *testing.M) {
@@ -92,7 +98,18 @@ func setupEnv(ctx context.Context, cfg *rest.Config) error {
 	if err != nil {
 		return err
 	}
-	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader()}
+	// Notifications go to the receivers a test sets in env.receivers, on
+	// loopback.
+	notifier := &notify.Notifier{Client: http.DefaultClient, ReceiversTTL: time.Millisecond, Log: log.Log.WithName("notify"),
+		Receivers: func(context.Context) ([]notify.Receiver, error) {
+			env.mu.Lock()
+			defer env.mu.Unlock()
+			return env.receivers, nil
+		}}
+	if err := mgr.Add(notifier); err != nil {
+		return err
+	}
+	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Notifier: notifier}
 	if err := syncer.SetupWithManager(mgr); err != nil {
 		return err
 	}

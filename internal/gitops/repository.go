@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/storage/memory"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // DefaultFolder is the folder of definition files when none is configured.
@@ -33,6 +34,11 @@ type Repo struct {
 	Auth transport.AuthMethod
 }
 
+// shown is the URL as messages and the status give it: without the user
+// and password a URL may carry, which the status would show to every
+// reader and a notification would post.
+func (r Repo) shown() string { return netguard.Redact(r.URL) }
+
 // Head returns the branch to read, the remote's default when branch is
 // empty, and the commit at its head, without fetching anything else.
 func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, error) {
@@ -40,9 +46,9 @@ func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, e
 	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: r.Auth})
 	if err != nil {
 		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
-			return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no commits yet: push a first commit", r.URL)
+			return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no commits yet: push a first commit", r.shown())
 		}
-		return "", plumbing.ZeroHash, fmt.Errorf("cannot list the branches of %s: %w", r.URL, err)
+		return "", plumbing.ZeroHash, fmt.Errorf("cannot list the branches of %s: %w", r.shown(), err)
 	}
 	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
 	for _, ref := range refs {
@@ -51,12 +57,12 @@ func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, e
 	if branch == "" {
 		branch, err = defaultBranch(byName)
 		if err != nil {
-			return "", plumbing.ZeroHash, fmt.Errorf("%s: %w", r.URL, err)
+			return "", plumbing.ZeroHash, fmt.Errorf("%s: %w", r.shown(), err)
 		}
 	}
 	ref, ok := byName[plumbing.NewBranchReferenceName(branch)]
 	if !ok || ref.Type() != plumbing.HashReference {
-		return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no branch %q: create it or set spec.branch to an existing branch", r.URL, branch)
+		return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no branch %q: create it or set spec.branch to an existing branch", r.shown(), branch)
 	}
 	return branch, ref.Hash(), nil
 }
@@ -104,15 +110,15 @@ func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *objec
 		Tags:          git.NoTags,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.URL, err)
+		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.shown(), err)
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.URL, err)
+		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.shown(), err)
 	}
 	commit, err := repo.CommitObject(head.Hash())
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.URL, err)
+		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), err)
 	}
 	return repo, commit, nil
 }

@@ -64,15 +64,18 @@ func (s Severity) rank() int {
 	return 0
 }
 
-// Event is one transition of an add-on.
+// Event is one transition of an add-on, or of a repository of add-on
+// definitions.
 type Event struct {
-	Time      time.Time `json:"time"`
-	Namespace string    `json:"namespace"`
-	Name      string    `json:"name"`
-	Phase     string    `json:"phase"`
-	Reason    string    `json:"reason"`
-	Message   string    `json:"message"`
-	Severity  Severity  `json:"severity"`
+	Time time.Time `json:"time"`
+	// Kind is Addon or AddonRepository.
+	Kind      string   `json:"kind"`
+	Namespace string   `json:"namespace"`
+	Name      string   `json:"name"`
+	Phase     string   `json:"phase"`
+	Reason    string   `json:"reason"`
+	Message   string   `json:"message"`
+	Severity  Severity `json:"severity"`
 	// Source and Version say what the add-on runs: the chart and its
 	// version, or the git folder and its commit.
 	Source  string `json:"source,omitempty"`
@@ -216,7 +219,11 @@ func SlackText(e Event) string {
 	if e.Version != "" {
 		what += " " + e.Version
 	}
-	text := fmt.Sprintf("%s Addon %s/%s is %s (%s)", mark, e.Namespace, e.Name, e.Phase, e.Reason)
+	kind := e.Kind
+	if kind == "" {
+		kind = "Addon"
+	}
+	text := fmt.Sprintf("%s %s %s/%s is %s (%s)", mark, kind, e.Namespace, e.Name, e.Phase, e.Reason)
 	if what != "" {
 		text += " · " + slackEscape(what)
 	}

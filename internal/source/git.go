@@ -409,7 +409,7 @@ func (f *Fetcher) githubAppTransport(creds *Credentials) (*ghinstallation.Transp
 func (f *Fetcher) GitAuth(ctx context.Context, url string, secret *corev1.Secret) (transport.AuthMethod, error) {
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
-		return nil, fmt.Errorf("git URL %q: %w", url, err)
+		return nil, fmt.Errorf("git URL %q: %w", netguard.Redact(url), err)
 	}
 	var creds *Credentials
 	if secret != nil {

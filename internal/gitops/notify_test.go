@@ -1,0 +1,113 @@
+package gitops_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/notify"
+)
+
+// TestRepositoryTransitionsAreNotified: a repository whose files are
+// skipped as invalid is a warning to the receivers, one synced clean
+// again is news, and one that cannot be read is a failure, each once, with
+// the commit and the repository's address without its credentials.
+func TestRepositoryTransitionsAreNotified(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-notify")
+	var mu sync.Mutex
+	var got []notify.Event
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e notify.Event
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &e) == nil && e.Namespace == ns {
+			mu.Lock()
+			got = append(got, e)
+			mu.Unlock()
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hook.Close()
+	u, _ := url.Parse(hook.URL + "/repos")
+	env.mu.Lock()
+	env.receivers = []notify.Receiver{{Name: "test", URL: u, Format: notify.FormatJSON, MinSeverity: notify.SeverityInfo}}
+	env.mu.Unlock()
+	t.Cleanup(func() { env.mu.Lock(); env.receivers = nil; env.mu.Unlock() })
+	seen := func(what, reason string, severity notify.Severity) notify.Event {
+		t.Helper()
+		var found notify.Event
+		eventually(t, 20*time.Second, what, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, e := range got {
+				if e.Kind == "AddonRepository" && e.Name == "gitops" && e.Reason == reason && e.Severity == severity {
+					found = e
+					return nil
+				}
+			}
+			return fmt.Errorf("posted so far: %+v", got)
+		})
+		return found
+	}
+
+	srv := gitserver.Start(t)
+	repoURL := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, repoURL)
+	c1 := w.Write("addons/ok.yaml", "name: ok\nhelm: {repo: https://x, chart: c}\n").
+		Write("addons/broken.yaml", "name: broken\nhelm: {repo: https://x, chart: c}\ncolour: red\n").
+		CommitAndPush("one good, one broken")
+	createRepo(t, ns, "gitops", repoURL)
+	waitSynced(t, ns, "gitops", c1)
+	e := seen("the invalid files", "InvalidFiles", notify.SeverityWarning)
+	if e.Phase != "Synced" || e.Version != gitops.ShortCommit(c1) || e.Source != repoURL || !strings.Contains(e.Message, "1 invalid files") {
+		t.Fatalf("the invalid files' event: %+v", e)
+	}
+
+	c2 := w.Remove("addons/broken.yaml").CommitAndPush("fixed")
+	trigger(t, ns, "gitops")
+	waitSynced(t, ns, "gitops", c2)
+	if e := seen("synced clean", "Synced", notify.SeverityInfo); e.Version != gitops.ShortCommit(c2) {
+		t.Fatalf("the clean sync's event: %+v", e)
+	}
+
+	// Moved to an address that is not there, with credentials in it.
+	repo := getRepo(t, ns, "gitops")
+	gone := strings.Replace(repoURL, "://", "://someone:pa55word@", 1) + "-gone"
+	repo.Spec.URL = gone
+	if err := env.client.Update(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	e = seen("the unreadable repository", "RepositoryUnreadable", notify.SeverityWarning)
+	if e.Phase != "Failed" || strings.Contains(e.Source, "pa55word") || strings.Contains(e.Message, "pa55word") || !strings.Contains(e.Message, "-gone") {
+		t.Fatalf("the failure's event: %+v", e)
+	}
+	// Nor does the status show the password to every reader.
+	if c := meta.FindStatusCondition(getRepo(t, ns, "gitops").Status.Conditions, "Ready"); c == nil || strings.Contains(c.Message, "pa55word") {
+		t.Fatalf("the repository's Ready condition: %+v", c)
+	}
+	// Each transition once: a resync that finds the same does not post.
+	trigger(t, ns, "gitops")
+	time.Sleep(2 * time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	count := map[string]int{}
+	for _, e := range got {
+		count[e.Reason]++
+	}
+	if count["InvalidFiles"] != 1 || count["Synced"] != 1 || count["RepositoryUnreadable"] != 1 {
+		t.Fatalf("transitions posted: %v", count)
+	}
+}
