@@ -68,8 +68,11 @@ type AddonRepositoryReconciler struct {
 	// none.
 	Notifier *notify.Notifier
 
-	mu       sync.Mutex
-	cache    map[types.NamespacedName]cachedSnapshot
+	mu    sync.Mutex
+	cache map[types.NamespacedName]cachedSnapshot
+	// notified holds, per repository, the Ready status, reason and count
+	// of invalid files last posted (notifyTransition).
+	notified map[types.NamespacedName]string
 	triggers chan event.GenericEvent
 }
 
@@ -133,6 +136,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.mu.Lock()
 			delete(r.cache, req.NamespacedName)
+			delete(r.notified, req.NamespacedName)
 			r.mu.Unlock()
 			return ctrl.Result{}, nil
 		}
@@ -228,17 +232,39 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 // condition, once its status is written: a repository that cannot be read,
 // or whose files are skipped as invalid, changes nothing in the cluster,
 // and would otherwise go unseen as git moves on. A repository synced with
-// invalid files is a warning.
+// invalid files is a warning, and so is one more or fewer of them.
 func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.AddonRepository) {
 	if r.Notifier == nil {
 		return
 	}
-	was := apimeta.FindStatusCondition(before.Status.Conditions, capstanv1.ConditionReady)
+	state := func(st *capstanv1.AddonRepositoryStatus) string {
+		c := apimeta.FindStatusCondition(st.Conditions, capstanv1.ConditionReady)
+		if c == nil {
+			return ""
+		}
+		return fmt.Sprintf("%s/%s/%d", c.Status, c.Reason, st.InvalidFileCount)
+	}
 	now := apimeta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
-	if now == nil || (was != nil && was.Status == now.Status && was.Reason == now.Reason) {
+	key := client.ObjectKeyFromObject(repo)
+	r.mu.Lock()
+	// NOTE: what this process posted last, before the cache's Addon: a
+	// retry that comes before the cache has the status just written
+	// would otherwise post the same transition again.
+	was, ok := r.notified[key]
+	if !ok {
+		was = state(&before.Status)
+	}
+	is := state(&repo.Status)
+	if now == nil || was == is {
+		r.mu.Unlock()
 		return
 	}
-	e := notify.Event{Time: time.Now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
+	if r.notified == nil {
+		r.notified = map[types.NamespacedName]string{}
+	}
+	r.notified[key] = is
+	r.mu.Unlock()
+	e := notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
 		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notify.SeverityInfo,
 		Source: netguard.Redact(repo.Spec.URL), Labels: maps.Clone(repo.Labels)}
 	if now.Status != metav1.ConditionTrue {

@@ -100,6 +100,7 @@ func TestTransitionsAreNotified(t *testing.T) {
 		notifySecret + "-broken":    {"url": gone.srv.URL + "/gone/T0/l0stpath?token=qu3ry", "token": "b3arer-token"},
 		notifySecret + "-team":      {"url": hook.srv.URL + "/team", "namespaces": controllerNS + ",elsewhere", "selector": "team=" + ns},
 		notifySecret + "-elsewhere": {"url": hook.srv.URL + "/elsewhere", "namespaces": "elsewhere"},
+		notifySecret + "-other":     {"url": hook.srv.URL + "/other", "selector": "team=other"},
 	} {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name}, StringData: data}
 		if err := admin.Create(ctx, sec); err != nil {
@@ -167,6 +168,9 @@ func TestTransitionsAreNotified(t *testing.T) {
 	}
 	if events, _ := hook.events(t, "/elsewhere", a.Name); len(events) > 0 {
 		t.Fatalf("a receiver of another namespace got %+v", events)
+	}
+	if events, _ := hook.events(t, "/other", a.Name); len(events) > 0 {
+		t.Fatalf("a receiver that selects another team got %+v", events)
 	}
 	eventually(t, 30*time.Second, "the broken receiver in the log", func() bool {
 		return strings.Contains(logSink.String(), "<"+controllerNS+"/"+notifySecret+"-broken url>")

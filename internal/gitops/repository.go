@@ -39,6 +39,10 @@ type Repo struct {
 // reader and a notification would post.
 func (r Repo) shown() string { return netguard.Redact(r.URL) }
 
+// clean takes the URL's user and password out of an error of go-git's or
+// Go's, which may quote it.
+func (r Repo) clean(err error) error { return netguard.RedactError(err, r.URL) }
+
 // Head returns the branch to read, the remote's default when branch is
 // empty, and the commit at its head, without fetching anything else.
 func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, error) {
@@ -48,7 +52,7 @@ func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, e
 		if errors.Is(err, transport.ErrEmptyRemoteRepository) {
 			return "", plumbing.ZeroHash, fmt.Errorf("the repository %s has no commits yet: push a first commit", r.shown())
 		}
-		return "", plumbing.ZeroHash, fmt.Errorf("cannot list the branches of %s: %w", r.shown(), err)
+		return "", plumbing.ZeroHash, fmt.Errorf("cannot list the branches of %s: %w", r.shown(), r.clean(err))
 	}
 	byName := map[plumbing.ReferenceName]*plumbing.Reference{}
 	for _, ref := range refs {
@@ -57,7 +61,7 @@ func (r Repo) Head(ctx context.Context, branch string) (string, plumbing.Hash, e
 	if branch == "" {
 		branch, err = defaultBranch(byName)
 		if err != nil {
-			return "", plumbing.ZeroHash, fmt.Errorf("%s: %w", r.shown(), err)
+			return "", plumbing.ZeroHash, fmt.Errorf("%s: %w", r.shown(), r.clean(err))
 		}
 	}
 	ref, ok := byName[plumbing.NewBranchReferenceName(branch)]
@@ -110,15 +114,15 @@ func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *objec
 		Tags:          git.NoTags,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.shown(), err)
+		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.shown(), r.clean(err))
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.shown(), err)
+		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.shown(), r.clean(err))
 	}
 	commit, err := repo.CommitObject(head.Hash())
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), err)
+		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), r.clean(err))
 	}
 	return repo, commit, nil
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // DefaultAttempts bounds how often a writer retries a push that lost a race.
@@ -247,7 +248,7 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			SingleBranch: true, Depth: 1, Tags: git.NoTags,
 		})
 		if err != nil {
-			return "", fmt.Errorf("cannot fetch branch %q of %s: %w", branch, w.URL, err)
+			return "", fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
 		}
 		head, err := repo.Head()
 		if err != nil {
@@ -301,10 +302,10 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		// then is it retried: a head that did not move means a real failure.
 		_, now, err := remote.Head(ctx, branch)
 		if err != nil || now == head.Hash() {
-			return "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, w.URL, pushErr)
+			return "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, netguard.Redact(w.URL), netguard.RedactError(pushErr, w.URL))
 		}
 	}
-	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, w.URL, attempts)
+	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
 }
 
 func (w *Writer) signature() *object.Signature {

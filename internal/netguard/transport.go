@@ -11,7 +11,9 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -292,14 +294,68 @@ func redact(u *url.URL) string {
 	return c.String()
 }
 
-// Redact prints a URL string without its user information, or "<invalid URL>".
+// Redact prints a URL string without its user information. A string Go
+// cannot parse as a URL (a password with a bare %, a git address such as
+// git@host:org/repo) loses, as text, whatever comes before the last @ of
+// its authority; a git address with no scheme names only a user.
 func Redact(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "<invalid URL>"
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+		return redact(u)
 	}
-	return redact(u)
+	if _, userinfo := splitUserinfo(raw); userinfo != "" {
+		return strings.Replace(raw, userinfo+"@", "", 1)
+	}
+	return raw
 }
+
+// splitUserinfo finds, as text, the user information of a URL string with
+// a scheme: what comes between "://" and the last "@" of the authority.
+func splitUserinfo(raw string) (scheme, userinfo string) {
+	i := strings.Index(raw, "://")
+	if i < 0 {
+		return "", ""
+	}
+	rest := raw[i+3:]
+	end := strings.IndexAny(rest, "/?#")
+	if end < 0 {
+		end = len(rest)
+	}
+	at := strings.LastIndex(rest[:end], "@")
+	if at < 0 {
+		return raw[:i], ""
+	}
+	return raw[:i], rest[:at]
+}
+
+// RedactError is err with the user information of raw taken out of its
+// text, wherever it appears: a *url.Error quotes the whole URL it could not
+// parse, password and all, and go-git and net/http keep a URL's user,
+// which may be a token. It still answers errors.Is and errors.As as err
+// does.
+func RedactError(err error, raw string) error {
+	if err == nil {
+		return nil
+	}
+	_, userinfo := splitUserinfo(raw)
+	if userinfo == "" {
+		return err
+	}
+	msg := strings.ReplaceAll(err.Error(), userinfo+"@", "")
+	if user, _, _ := strings.Cut(userinfo, ":"); user != "" {
+		// NOTE: a client that hid the password kept the user, which may be
+		// a token: https://token@host, or user:xxxxx@host.
+		msg = regexp.MustCompile(regexp.QuoteMeta(user)+`(:[^@/\s]*)?@`).ReplaceAllString(msg, "")
+	}
+	return &redactedError{msg: msg, err: err}
+}
+
+type redactedError struct {
+	msg string
+	err error
+}
+
+func (e *redactedError) Error() string { return e.msg }
+func (e *redactedError) Unwrap() error { return e.err }
 
 // ErrRefused can be matched with errors.Is against any *RefusedError.
 var ErrRefused = errors.New("fetch guard refused the address")

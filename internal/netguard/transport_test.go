@@ -255,3 +255,36 @@ func TestDialRefusesNonTCPAndLiterals(t *testing.T) {
 		t.Fatalf("want a refusal without the password, got %v", err)
 	}
 }
+
+// TestRedact: a URL's user information goes, in every form people write,
+// and from the errors that quote it.
+func TestRedact(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://user:pa55@git.example.com/org/repo.git": "https://git.example.com/org/repo.git",
+		"https://tok3n@github.com/org/repo":              "https://github.com/org/repo",
+		"https://someone:pa55%word@host/x":               "https://host/x", // Go cannot parse it
+		"oci://user:pa55@registry.example.com/charts/a":  "oci://registry.example.com/charts/a",
+		"git@github.com:org/repo.git":                    "git@github.com:org/repo.git", // a user, no password
+		"https://charts.example.com/a-1.0.0.tgz":         "https://charts.example.com/a-1.0.0.tgz",
+		"https://host/x?next=a@b":                        "https://host/x?next=a@b",
+	} {
+		if got := Redact(raw); got != want {
+			t.Errorf("Redact(%q) = %q; want %q", raw, got, want)
+		}
+	}
+	raw := "https://someone:pa55%word@host/x"
+	_, parseErr := url.Parse(raw) //nolint:staticcheck // a URL Go cannot parse, on purpose
+	for _, err := range []error{
+		parseErr,
+		fmt.Errorf("cannot list the branches: %w", errors.New(`Get "https://someone:xxxxx@host/x/info/refs": EOF`)),
+		errors.New("authentication required for https://someone@host/x"),
+	} {
+		got := RedactError(err, raw)
+		if strings.Contains(got.Error(), "pa55") || strings.Contains(got.Error(), "someone") || !errors.Is(got, err) {
+			t.Errorf("RedactError(%q) = %q", err, got)
+		}
+	}
+	if err := errors.New("x"); RedactError(err, "https://host/x") != err || RedactError(nil, raw) != nil {
+		t.Error("an error with nothing to take out is kept as it is")
+	}
+}

@@ -32,6 +32,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/go-logr/logr"
@@ -50,8 +51,9 @@ import (
 // Severity orders events: a receiver gets those at its severity or above.
 type Severity string
 
-// The severities: info for every transition, warning for a phase that
-// needs a look (Failed, Blocked, Degraded).
+// The severities: info for every transition, warning for one that needs a
+// look (an add-on Failed, Blocked or Degraded; a repository that failed or
+// skips invalid files).
 const (
 	SeverityInfo    Severity = "info"
 	SeverityWarning Severity = "warning"
@@ -82,7 +84,7 @@ type Event struct {
 	Version string `json:"version,omitempty"`
 	// Revision is the newest entry of the add-on's history.
 	Revision int64 `json:"revision,omitempty"`
-	// Labels are the Addon's, which a receiver's selector reads.
+	// Labels are the object's, which a receiver's selector reads.
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -106,9 +108,9 @@ type Receiver struct {
 	// HMACKey, when set, signs each post (Sign).
 	HMACKey     []byte
 	MinSeverity Severity
-	// Namespaces, when set, are the only Addon namespaces whose events
-	// the receiver gets, and Selector, when set, selects the Addons by
-	// their labels.
+	// Namespaces, when set, are the only namespaces whose Addons' and
+	// AddonRepositories' events the receiver gets, and Selector, when
+	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
 }
@@ -170,11 +172,15 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		return r, fmt.Errorf("the notification Secret %s: key token holds characters a header cannot carry (a line break, a control character)", name)
 	}
 	r.HMACKey = data["hmacKey"]
-	for _, ns := range strings.FieldsFunc(string(data["namespaces"]), func(c rune) bool { return c == ',' || c == ' ' || c == '\n' }) {
+	nss := strings.TrimSpace(string(data["namespaces"]))
+	for _, ns := range strings.FieldsFunc(nss, func(c rune) bool { return c == ',' || unicode.IsSpace(c) }) {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
 			return r, fmt.Errorf("the notification Secret %s: key namespaces names %q, which is not a namespace: give namespaces separated by commas", name, truncate(ns, 63))
 		}
 		r.Namespaces = append(r.Namespaces, ns)
+	}
+	if nss != "" && len(r.Namespaces) == 0 {
+		return r, fmt.Errorf("the notification Secret %s: key namespaces names no namespace; give some, separated by commas, or leave the key out for all", name)
 	}
 	if sel := strings.TrimSpace(string(data["selector"])); sel != "" {
 		s, err := labels.Parse(sel)
@@ -370,10 +376,10 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 				n.failing[r.Name] = 0
 				n.paused[r.Name] = time.Now().Add(pauseFor)
 				n.Log.Error(err, "A notification was not delivered; the receiver failed for several in a row, and is skipped for a while",
-					"receiver", r.Name, "addon", e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", pauseFor.String())
+					"receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", pauseFor.String())
 				continue
 			}
-			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "addon", e.Namespace+"/"+e.Name, "phase", e.Phase)
+			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase)
 		}
 	}
 }
@@ -547,7 +553,7 @@ func Sign(key []byte, timestamp string, body []byte) string {
 
 var notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "capstan_notifications_total",
-	Help: "Notifications of add-on transitions, by result: sent (one per receiver), failed (after the retries), skipped (the receiver was paused after failing several in a row), dropped (the queue was full).",
+	Help: "Notifications of Addon and AddonRepository transitions, by result: sent (one per receiver), failed (after the retries), skipped (the receiver was paused after failing several in a row), dropped (the queue was full).",
 }, []string{"result"})
 
 func init() {

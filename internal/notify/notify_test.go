@@ -48,6 +48,7 @@ func TestReceiverFromSecret(t *testing.T) {
 		{"a huge value", map[string][]byte{"url": []byte("https://h/" + strings.Repeat("x", maxField))}, "bytes; at most"},
 		{"a namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte("team-a, Team_B")}, `key namespaces names "Team_B", which is not a namespace`},
 		{"a selector", map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team in (a")}, "key selector is not a label selector"},
+		{"no namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte(" , ")}, "key namespaces names no namespace"},
 	} {
 		_, err := ReceiverFromSecret("s", c.data)
 		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "hunter2") {
@@ -74,6 +75,11 @@ func TestBodies(t *testing.T) {
 	}
 	if got := SlackText(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo}); got != ":white_check_mark: Addon a/b is Synced (Synced)" {
 		t.Fatalf("synced: %q", got)
+	}
+	repo := Event{Kind: "AddonRepository", Namespace: "a", Name: "defs", Phase: "Synced", Reason: "InvalidFiles", Severity: SeverityWarning,
+		Source: "https://git.example.com/defs.git", Version: "0123456789ab", Message: "Synced commit 0123456789ab; 2 invalid files"}
+	if got := SlackText(repo); got != ":warning: AddonRepository a/defs is Synced (InvalidFiles) · https://git.example.com/defs.git 0123456789ab\nSynced commit 0123456789ab; 2 invalid files" {
+		t.Fatalf("a repository: %q", got)
 	}
 	// The signature a receiver checks: HMAC-SHA256 of the timestamp, a
 	// dot and the body, as `printf '1764763200.{"a":1}' | openssl dgst

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // Artifact is what a fetch gives, whatever the kind of source: a Helm chart
@@ -102,7 +103,7 @@ func (f *Fetcher) fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Cr
 		return &Artifact{
 			Tree: tree, Path: spec.Git.Path,
 			Identity: Identity{URL: spec.Git.URL, Commit: tree.Commit, Path: spec.Git.Path},
-			Display:  strings.TrimSuffix(spec.Git.URL+"//"+spec.Git.Path, "//"),
+			Display:  strings.TrimSuffix(netguard.Redact(spec.Git.URL)+"//"+spec.Git.Path, "//"),
 			Version:  shortCommit(tree.Commit),
 		}, nil
 	}

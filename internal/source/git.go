@@ -34,7 +34,7 @@ const wantRef = "refs/capstan/want"
 func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Credentials) (*Tree, error) {
 	ep, err := transport.NewEndpoint(spec.URL)
 	if err != nil {
-		return nil, fmt.Errorf("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), err)
+		return nil, fmt.Errorf("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), netguard.RedactError(err, spec.URL))
 	}
 	shown := netguard.Redact(spec.URL)
 	if ep.Password != "" {
@@ -409,7 +409,7 @@ func (f *Fetcher) githubAppTransport(creds *Credentials) (*ghinstallation.Transp
 func (f *Fetcher) GitAuth(ctx context.Context, url string, secret *corev1.Secret) (transport.AuthMethod, error) {
 	ep, err := transport.NewEndpoint(url)
 	if err != nil {
-		return nil, fmt.Errorf("git URL %q: %w", netguard.Redact(url), err)
+		return nil, fmt.Errorf("git URL %q: %w", netguard.Redact(url), netguard.RedactError(err, url))
 	}
 	var creds *Credentials
 	if secret != nil {

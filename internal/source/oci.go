@@ -28,11 +28,11 @@ import (
 func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	raw, ok := strings.CutPrefix(spec.OCI, "oci://")
 	if !ok {
-		return nil, fmt.Errorf("spec.chart.oci %q must start with oci://", spec.OCI)
+		return nil, fmt.Errorf("spec.chart.oci %q must start with oci://", netguard.Redact(spec.OCI))
 	}
 	ref, err := orasregistry.ParseReference(raw)
 	if err != nil {
-		return nil, fmt.Errorf("spec.chart.oci %q is not an OCI reference such as oci://registry.example.com/charts/name: %v", spec.OCI, err)
+		return nil, fmt.Errorf("spec.chart.oci %q is not an OCI reference such as oci://registry.example.com/charts/name: %v", netguard.Redact(spec.OCI), netguard.RedactError(err, spec.OCI))
 	}
 	repoRef := ref.Registry + "/" + ref.Repository
 	var tag, manifest string
