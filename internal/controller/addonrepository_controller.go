@@ -247,7 +247,7 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	now := apimeta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
-	// NOTE: what this process posted last, before the cache's Addon: a
+	// NOTE: what this process posted last, before the cached repository: a
 	// retry that comes before the cache has the status just written
 	// would otherwise post the same transition again.
 	was, ok := r.notified[key]

@@ -172,15 +172,17 @@ func transientHookError(err error) bool {
 // judged. Only an add-on waiting for its rollout stays awaiting.
 func (r *AddonReconciler) noteSettled(s *scope) {
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
-	if s.outcome.Reason != reasonWaitingForWorkloads {
-		r.awaiting.Delete(key)
-	}
 	switch {
 	case s.outcome.Phase == capstanv1.PhaseSynced, s.outcome.Phase == capstanv1.PhaseDegraded,
 		s.found.gated && s.found.health != nil && !s.found.health.nothing:
 		r.settled.Store(key, true)
 	default:
 		r.settled.Delete(key)
+	}
+	// NOTE: after settled is stored, so that no status change in between
+	// goes unseen.
+	if s.outcome.Reason != reasonWaitingForWorkloads {
+		r.awaiting.Delete(key)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/health"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
@@ -103,8 +104,9 @@ type scope struct {
 	// the drift pacer once the apply succeeded.
 	driftUndo []capstanv1.ObjectRef
 	deleted   bool // the Addon is gone; there is no status to write
-	// appliedNow: this reconcile applied or pruned objects, or ran hooks.
-	appliedNow bool
+	// checks are spec.healthChecks, compiled once by the gate for the
+	// health step and for a held add-on's judgement.
+	checks *health.Checks
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool

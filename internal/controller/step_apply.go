@@ -119,7 +119,6 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		// The plan in status is what was just applied; a prompt resync
 		// replaces it with what runs now.
 		s.requeueAfter = r.Config.HealthPoll
-		s.appliedNow = true
 	}
 	st.PendingHook, st.PreHooksDone = nil, nil
 	s.hooklessApply = !s.hasHooks(pre) && !s.hasHooks(post)

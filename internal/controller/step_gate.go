@@ -29,6 +29,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, terminal{err}
 	}
+	s.checks = checks
 	var windows *plan.Windows
 	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
 		w, err := plan.EvaluateWindows(ws, time.Now())

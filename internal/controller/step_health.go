@@ -23,14 +23,11 @@ import (
 // after the last apply, the add-on is Failed with the objects that are not.
 //
 // Once every object of the last apply has been found Current
-// (status.firstHealthyTime), an object that stops being Current with
-// nothing applied makes the add-on Degraded: there is no rollout of
+// (status.firstHealthyTime, which the next apply clears), an object that
+// stops being Current makes the add-on Degraded: there is no rollout of
 // Capstan's to wait for, and no timeout bounds it.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
-	checks, err := health.Compile(s.addon.Spec.HealthChecks)
-	if err != nil {
-		return false, terminal{err}
-	}
+	checks := s.checks
 	known := r.verified.lookup(s.addon)
 	j := &judgement{}
 	for _, obj := range s.objects {
@@ -45,10 +42,10 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 	if len(j.notCurrent) > 0 {
 		r.watchKinds(ctx, s, j.kinds)
 		list := notCurrentList(j.notCurrent)
-		if !s.appliedNow && st.FirstHealthyTime != nil {
-			// NOTE: looked at in its turn (settled), not ahead of the
-			// queued syncs as a rollout is: it may stay down for hours.
-			r.awaiting.Delete(key)
+		if st.FirstHealthyTime != nil {
+			// NOTE: looked at in its turn (settled, noteSettled), not ahead
+			// of the queued syncs as a rollout is: it may stay down for
+			// hours.
 			s.found.degraded = list
 			s.requeueSoon(min(degradedPoll, r.Config.ResyncInterval))
 			return true, nil

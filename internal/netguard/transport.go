@@ -346,8 +346,12 @@ func RedactError(err error, raw string) error {
 		// a token: https://token@host, or user:xxxxx@host.
 		msg = regexp.MustCompile(regexp.QuoteMeta(user)+`(:[^@/\s]*)?@`).ReplaceAllString(msg, "")
 	}
-	return &redactedError{msg: msg, err: err}
+	return Retext(err, msg)
 }
+
+// Retext is err reading msg, its text with what must not be shown taken
+// out, that still answers errors.Is and errors.As as err does.
+func Retext(err error, msg string) error { return &redactedError{msg: msg, err: err} }
 
 type redactedError struct {
 	msg string

@@ -525,18 +525,8 @@ func scrub(err error, r Receiver) error {
 			msg = strings.ReplaceAll(msg, s, "<"+r.Name+" url>")
 		}
 	}
-	return &scrubbed{msg: msg, err: err}
+	return netguard.Retext(err, msg)
 }
-
-// scrubbed is an error with its text cleaned that still answers errors.Is
-// and errors.As as the original did.
-type scrubbed struct {
-	msg string
-	err error
-}
-
-func (s *scrubbed) Error() string { return s.msg }
-func (s *scrubbed) Unwrap() error { return s.err }
 
 // Sign is the X-Capstan-Signature of body sent at timestamp (the
 // X-Capstan-Timestamp header, Unix seconds) with key: "sha256=" and the hex
