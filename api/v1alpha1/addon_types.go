@@ -257,8 +257,10 @@ type AddonSpec struct {
 }
 
 // HealthCheck says when the objects of one kind are ready, still in
-// progress, or failed. inProgress is evaluated first, then failed, then
-// current; an object none of them is true of is in progress.
+// progress, or failed. An object whose status.observedGeneration is not
+// its metadata.generation is in progress, with no expression evaluated.
+// Otherwise inProgress is evaluated first, then failed, then current; an
+// object none of them is true of is in progress.
 type HealthCheck struct {
 	// APIVersion is group/version, such as postgresql.cnpg.io/v1.
 	// +kubebuilder:validation:MinLength=1

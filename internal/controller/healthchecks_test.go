@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,4 +65,46 @@ func TestHealthChecksJudgeACustomResource(t *testing.T) {
 	if len(failed.Status.Inventory) != 0 || failed.Status.LastAppliedTime != nil {
 		t.Fatalf("an add-on with a broken check applied something: %s", describeStatus(failed))
 	}
+}
+
+// TestAStatusOfAnOlderGenerationIsNotCurrent: after an upgrade changes a
+// custom resource's spec, a status that still reports the previous
+// generation ready does not make the add-on Synced: it waits, and says
+// why, until the resource's controller reports the new generation.
+func TestAStatusOfAnOlderGenerationIsNotCurrent(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "genapp", version: "1.0.0", files: map[string]string{
+		"crds/genapps.yaml":  statusCRDYAML("GenApp", "genapps"),
+		"templates/app.yaml": "apiVersion: example.com/v1\nkind: GenApp\nmetadata:\n  name: app\nspec:\n  size: {{ .Values.size | default 1 }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "gen-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "GenApp", Current: "has(status.phase) && status.phase == 'Ready'"}}
+	})))
+	// The operator reports the generation it acted on.
+	report := func() int64 {
+		t.Helper()
+		app := live(t, "example.com/v1", "GenApp", ns, "app")
+		patch := fmt.Sprintf(`{"status":{"phase":"Ready","observedGeneration":%d}}`, app.GetGeneration())
+		if err := admin.Status().Patch(ctx, app, client.RawPatch(types.MergePatchType, []byte(patch)), client.FieldOwner("operator")); err != nil {
+			t.Fatal(err)
+		}
+		return app.GetGeneration()
+	}
+	waitFor(t, a, 60*time.Second, "the wait for the resource", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), "GenApp "+ns+"/app")
+	})
+	first := report()
+	synced := waitPhase(t, a, capstanv1.PhaseSynced)
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("size: 2") })
+	want := fmt.Sprintf("GenApp %s/app: status.observedGeneration is %d and metadata.generation %d: its controller has not acted on the latest change yet", ns, first, first+1)
+	waitFor(t, a, 60*time.Second, "the upgrade waiting for the resource's controller", func(cur *capstanv1.Addon) bool {
+		return cur.Status.AppliedHash != synced.Status.AppliedHash && cur.Status.Phase == capstanv1.PhaseProgressing &&
+			strings.Contains(readyMessage(cur), want)
+	})
+	if report() != first+1 {
+		t.Fatal("the upgrade did not change the resource's spec")
+	}
+	waitPhase(t, a, capstanv1.PhaseSynced)
 }

@@ -144,8 +144,18 @@ func (cs *Checks) Judges(obj *unstructured.Unstructured) bool {
 // of them says anything of is in progress. An expression that cannot be
 // evaluated on it, such as one that names a field the object does not
 // have yet, counts as false, and the message says why.
+//
+// An object whose status.observedGeneration is not its
+// metadata.generation is in progress, and no expression is evaluated:
+// its status describes a spec older than the one just applied, so a
+// Ready it reports is the previous version's, and an error may be what
+// the change fixes. Right after an upgrade, an operator's resource would
+// otherwise pass its check before the operator has even seen the change.
 func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 	c := cs.byKind[live.GetAPIVersion()+" "+live.GetKind()]
+	if observed, ok := observedGeneration(live); ok && observed != live.GetGeneration() {
+		return InProgress, fmt.Sprintf("status.observedGeneration is %d and metadata.generation %d: its controller has not acted on the latest change yet", observed, live.GetGeneration())
+	}
 	vars := map[string]any{}
 	for _, f := range fields {
 		if v, ok := live.Object[f]; ok {
@@ -193,6 +203,23 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 		msg += " (" + strings.Join(notes, "; ") + ")"
 	}
 	return InProgress, msg
+}
+
+// observedGeneration is the object's status.observedGeneration, when it
+// has one that is a whole number.
+func observedGeneration(live *unstructured.Unstructured) (int64, bool) {
+	st, _ := live.Object["status"].(map[string]any)
+	switch v := st["observedGeneration"].(type) {
+	case int64:
+		return v, true
+	case int:
+		return int64(v), true
+	case float64:
+		if v == float64(int64(v)) {
+			return int64(v), true
+		}
+	}
+	return 0, false
 }
 
 // evalError says why an expression could not be evaluated, in words of

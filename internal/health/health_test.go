@@ -24,7 +24,7 @@ func database(status map[string]any) *unstructured.Unstructured {
 func TestEvaluate(t *testing.T) {
 	checks, err := Compile([]capstanv1.HealthCheck{{
 		APIVersion: "example.com/v1", Kind: "Database",
-		Current:    "status.phase == 'Ready' && status.observedGeneration == metadata.generation",
+		Current:    "status.phase == 'Ready'",
 		InProgress: "has(status.migrating) && status.migrating",
 		Failed:     "status.phase.startsWith('Error')",
 	}})
@@ -39,7 +39,12 @@ func TestEvaluate(t *testing.T) {
 	}{
 		{"no status yet", nil, InProgress, "spec.healthChecks[0].current is not true yet (spec.healthChecks[0].current names a field the object does not have (yet))"},
 		{"ready", map[string]any{"phase": "Ready", "observedGeneration": int64(2)}, Current, ""},
-		{"ready for an older generation", map[string]any{"phase": "Ready", "observedGeneration": int64(1)}, InProgress, "current is not true yet"},
+		{"ready for an older generation", map[string]any{"phase": "Ready", "observedGeneration": int64(1)}, InProgress,
+			"status.observedGeneration is 1 and metadata.generation 2: its controller has not acted on the latest change yet"},
+		{"failed for an older generation", map[string]any{"phase": "ErrorNoDisk", "observedGeneration": int64(1)}, InProgress, "metadata.generation 2"},
+		{"failed for this generation", map[string]any{"phase": "ErrorNoDisk", "observedGeneration": int64(2)}, Failed, "failed is true"},
+		{"ready, observedGeneration decoded as a float", map[string]any{"phase": "Ready", "observedGeneration": float64(2)}, Current, ""},
+		{"an observedGeneration that is not a number is not one", map[string]any{"phase": "ErrorNoDisk", "observedGeneration": "1"}, Failed, "failed is true"},
 		{"failed", map[string]any{"phase": "ErrorNoDisk"}, Failed, "spec.healthChecks[0].failed is true"},
 		{"in progress wins", map[string]any{"phase": "ErrorNoDisk", "migrating": true}, InProgress, "spec.healthChecks[0].inProgress is true"},
 	}
