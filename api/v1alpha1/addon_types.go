@@ -134,6 +134,17 @@ type AddonSpec struct {
 	// +optional
 	Prune bool `json:"prune,omitempty"`
 
+	// Recreate deletes and creates anew an object whose change the API
+	// server refuses to make in place: a Deployment's selector, a
+	// StatefulSet's serviceName or volumeClaimTemplates, a Service's
+	// clusterIP, a RoleBinding's roleRef, an immutable Secret's data. Only
+	// objects this add-on applied, never CustomResourceDefinitions,
+	// Namespaces, PersistentVolumeClaims, PersistentVolumes or
+	// StorageClasses. The plan marks each such object. Without it, such a
+	// change fails the plan and nothing is applied.
+	// +optional
+	Recreate bool `json:"recreate,omitempty"`
+
 	// Suspend makes the add-on plan-only: it is fetched, rendered, validated
 	// and previewed, and the plan is written to status, but nothing is applied.
 	// +optional
@@ -995,6 +1006,10 @@ type PlannedObject struct {
 	// Error is the API server's message when the object fails its dry run.
 	// +optional
 	Error string `json:"error,omitempty"`
+	// Recreate is true when the API server refuses to change the object in
+	// place, and the sync deletes it and creates it anew (spec.recreate).
+	// +optional
+	Recreate bool `json:"recreate,omitempty"`
 }
 
 // PlannedHook is a Helm hook a sync would run.

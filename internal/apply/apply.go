@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,7 +83,7 @@ func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured)
 	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
 	if err != nil && IsImmutableJob(obj, err) {
-		return a.replace(ctx, obj)
+		return a.replace(ctx, obj, metav1.DeletePropagationForeground)
 	}
 	if err != nil {
 		return nil, err
@@ -97,11 +98,82 @@ func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {
 		apierrors.IsInvalid(err) && strings.Contains(err.Error(), "spec.template") && strings.Contains(err.Error(), "immutable")
 }
 
-// replace deletes an object, waits until it is gone, and applies it anew.
-func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// RefusedInPlace reports whether err is the API server refusing to make a
+// change in place, and for nothing else: each cause is an immutable field
+// (a field's own validation, or a CEL rule such as self == oldSelf), a
+// Service's clusterIP ("may not change once set"), a RoleBinding's roleRef
+// ("cannot change roleRef"), or a StatefulSet's spec beyond the fields it
+// may change. A refusal with any other cause is not one: the object
+// created anew would be refused as well, and deleting it first would only
+// take it away.
+func RefusedInPlace(err error) bool {
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	if st.Details == nil || len(st.Details.Causes) == 0 {
+		return inPlaceOnly(st.Message)
+	}
+	for _, c := range st.Details.Causes {
+		if !inPlaceOnly(c.Message) {
+			return false
+		}
+	}
+	return true
+}
+
+// inPlaceWords are the API server's words for a change it makes only to a
+// new object.
+var inPlaceWords = []string{"immutable", "may not change once set", "cannot change", "updates to statefulset spec for fields other than"}
+
+func inPlaceOnly(msg string) bool {
+	for _, w := range inPlaceWords {
+		if strings.Contains(msg, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// Recreate deletes an object that the API server refuses to change in
+// place, waits until it is gone, and applies it anew. A StatefulSet whose
+// selector stays the same is deleted with its pods orphaned: the new one
+// adopts them as they run, and their claims with them. Anything else goes
+// with its dependents deleted in the background, while the new object
+// starts its own: a Deployment whose selector changed would otherwise
+// leave the old ReplicaSet's pods running for ever. The never-delete
+// kinds are refused.
+func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ref := capstanv1.RefOf(obj)
-	if err := a.deleteAndWait(ctx, ref, metav1.DeletePropagationForeground, a.CRDTimeout); err != nil {
-		return nil, fmt.Errorf("re-creating %s, whose template changed: %w", ref.Describe(), err)
+	if !Deletable(ref) {
+		return nil, fmt.Errorf("the API server refuses to change %s in place, and Capstan never deletes a %s: make this change by hand", ref.Describe(), ref.Kind)
+	}
+	propagation := metav1.DeletePropagationBackground
+	if obj.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: "apps", Kind: "StatefulSet"}) {
+		live, err := a.Get(ctx, ref)
+		if err != nil {
+			return nil, err
+		}
+		if live != nil && sameSelector(live, obj) {
+			propagation = metav1.DeletePropagationOrphan
+		}
+	}
+	return a.replace(ctx, obj, propagation)
+}
+
+// sameSelector reports whether two objects have the same spec.selector.
+func sameSelector(a, b *unstructured.Unstructured) bool {
+	sa, _, _ := unstructured.NestedFieldNoCopy(a.Object, "spec", "selector")
+	sb, _, _ := unstructured.NestedFieldNoCopy(b.Object, "spec", "selector")
+	return sa != nil && equality.Semantic.DeepEqual(sa, sb)
+}
+
+// replace deletes an object, waits until it is gone, and applies it anew.
+func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, propagation metav1.DeletionPropagation) (*unstructured.Unstructured, error) {
+	ref := capstanv1.RefOf(obj)
+	if err := a.deleteAndWait(ctx, ref, propagation, a.CRDTimeout); err != nil {
+		return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), err)
 	}
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
@@ -113,14 +185,18 @@ func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured) (
 
 // Ordered applies objects in Capstan's order: CustomResourceDefinitions,
 // then a wait until they are Established, then Namespaces, then everything
-// else. It stops at the first error, which names the object. onApplied, if
-// set, is called after each object is applied, with the object and the
-// API server's answer.
-func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, onApplied func(obj, live *unstructured.Unstructured)) error {
+// else. It stops at the first error, which names the object. An object in
+// recreate that the API server refuses to change in place is deleted and
+// created anew (Recreate). onApplied, if set, is called after each object
+// is applied, with the object and the API server's answer.
+func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]bool, onApplied func(obj, live *unstructured.Unstructured)) error {
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
 			live, err := a.ApplyLive(ctx, obj)
+			if err != nil && recreate[obj] && RefusedInPlace(err) {
+				live, err = a.Recreate(ctx, obj)
+			}
 			if err != nil {
 				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)
 			}

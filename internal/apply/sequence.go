@@ -44,6 +44,10 @@ type Sequence struct {
 	// before anything but CRDs and Namespaces is applied, as Helm runs
 	// them, so then every unverified object is dry-run.
 	HasPreHooks bool
+	// Recreate are the changed objects the plan deletes and creates anew,
+	// since the API server refuses to change them in place
+	// (spec.recreate).
+	Recreate []*unstructured.Unstructured
 	// Refused words a dry-run error for the message, withholding what may
 	// quote a value; nil uses the error as it is.
 	Refused func(obj *unstructured.Unstructured, err error) string
@@ -115,7 +119,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 			q.OnApplied(obj, live)
 		}
 	}
-	if err := q.Applier.Ordered(ctx, first, onApplied); err != nil {
+	recreate := map[*unstructured.Unstructured]bool{}
+	for _, obj := range q.Recreate {
+		recreate[obj] = true
+	}
+	if err := q.Applier.Ordered(ctx, first, recreate, onApplied); err != nil {
 		return res, err
 	}
 	if q.Install {
@@ -138,7 +146,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "apply"); err != nil {
 		return res, err
 	}
-	if err := q.Applier.Ordered(ctx, rest, onApplied); err != nil {
+	if err := q.Applier.Ordered(ctx, rest, recreate, onApplied); err != nil {
 		return res, err
 	}
 	if crds, _, _ := Split(q.Changed); len(crds) > 0 && q.CRDsApplied != nil {

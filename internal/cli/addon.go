@@ -193,6 +193,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 		if o.Adopted {
 			line += " (adopted)"
 		}
+		if o.Recreate {
+			line += " (deleted and created anew)"
+		}
 		if o.ManagedBy != "" {
 			line += " (belongs to Addon " + o.ManagedBy + ")"
 		}

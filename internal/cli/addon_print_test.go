@@ -67,3 +67,20 @@ func TestPrintAddonListSaysWhenEmpty(t *testing.T) {
 		t.Errorf("printed %q", b.String())
 	}
 }
+
+// TestPrintAddonMarksWhatIsCreatedAnew checks that `capstan addon get`
+// tells an update in place from one that deletes the object first.
+func TestPrintAddonMarksWhatIsCreatedAnew(t *testing.T) {
+	a := &capstanv1.Addon{}
+	a.Namespace, a.Name = "apps", "web"
+	p := &capstanv1.Plan{Hash: "p1", Objects: []capstanv1.PlannedObject{
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}, Action: capstanv1.ActionUpdate, Recreate: true},
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "web"}, Action: capstanv1.ActionUpdate},
+	}}
+	var b bytes.Buffer
+	printAddon(&b, a, p, false)
+	out := b.String()
+	if !strings.Contains(out, "apps/v1/Deployment apps/web (deleted and created anew)\n") || strings.Contains(out, "ConfigMap apps/web (deleted") {
+		t.Errorf("the output should mark the Deployment alone:\n%s", out)
+	}
+}

@@ -21,7 +21,7 @@ import (
 // hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
-	var changed, unverified []*unstructured.Unstructured
+	var changed, unverified, recreate []*unstructured.Unstructured
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
@@ -29,13 +29,16 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
 		}
+		if s.previews[i].Recreate {
+			recreate = append(recreate, obj)
+		}
 	}
 	pre, post := s.events()
 	now := time.Now()
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
-		Unverified: unverified, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
+		Unverified: unverified, Recreate: recreate, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
 				// NOTE: with no pre hooks there is nothing a restart could

@@ -69,6 +69,7 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 			AllowAdoptChanges: def.AllowAdoptChanges,
 			ManualSync:        def.ManualSync,
 			Prune:             def.Prune,
+			Recreate:          def.Recreate,
 			Suspend:           def.Suspend,
 			DeletionPolicy:    capstanv1.DeletionPolicy(def.DeletionPolicy),
 			Title:             def.Title,

@@ -61,6 +61,9 @@ type Definition struct {
 	HealthChecks []HealthCheck `yaml:"healthChecks,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
+	// Recreate deletes and creates anew an object whose change the API
+	// server refuses to make in place (spec.recreate).
+	Recreate bool `yaml:"recreate,omitempty"`
 	// Suspend makes the add-on plan-only.
 	Suspend bool `yaml:"suspend,omitempty"`
 	// HookTimeout bounds one Helm hook, such as 10m.

@@ -227,3 +227,24 @@ func TestBuildListsOnlyWhatChanges(t *testing.T) {
 		t.Errorf("a full plan lists %d objects; want all 4", len(full.Objects))
 	}
 }
+
+// TestRecreateIsInTheHash: an approval of a plan that updates an object
+// in place does not approve deleting it and creating it anew, and a plan
+// with nothing to recreate hashes as it did before spec.recreate was.
+func TestRecreateIsInTheHash(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}
+	update := ObjectResult{Ref: ref, Comparison: Comparison{Action: capstanv1.ActionUpdate, Digest: "sha256:1"}}
+	recreate := update
+	recreate.Recreate = true
+	inPlace, anew := Build(Input{Objects: []ObjectResult{update}}), Build(Input{Objects: []ObjectResult{recreate}})
+	if inPlace.Hash == anew.Hash {
+		t.Fatal("recreating an object hashes as updating it in place")
+	}
+	if !anew.Objects[0].Recreate || inPlace.Objects[0].Recreate {
+		t.Fatalf("the plan's rows: %+v, %+v", inPlace.Objects, anew.Objects)
+	}
+	before := digest("source", "", "", "", "", "", "", "object", refKey(ref), capstanv1.ActionUpdate, "sha256:1", false, "")
+	if inPlace.Hash != before {
+		t.Fatalf("a plan with nothing to recreate hashes %s, where it hashed %s", inPlace.Hash, before)
+	}
+}

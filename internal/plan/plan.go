@@ -37,6 +37,9 @@ type ObjectResult struct {
 	// The sync dry-runs it once they exist, before it applies anything
 	// else.
 	Unverified bool
+	// Recreate is true for an object the API server refuses to change in
+	// place, which the sync deletes and creates anew (spec.recreate).
+	Recreate bool
 }
 
 // HookResult is one hook a sync would run.
@@ -82,7 +85,7 @@ func Build(in Input) *capstanv1.Plan {
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	budget := MaxTotalDiffBytes
 	for _, o := range in.Objects {
-		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, ManagedBy: o.ManagedBy, Error: o.Error}
+		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, ManagedBy: o.ManagedBy, Error: o.Error, Recreate: o.Recreate}
 		if o.Diff != "" {
 			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
 			if po.Diff != o.Diff {
@@ -104,6 +107,11 @@ func Build(in Input) *capstanv1.Plan {
 		// NOTE: ManagedBy is left out: who holds an object depends on who
 		// may read the other Addon, and the gate blocks such a plan anyway.
 		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
+		if o.Recreate {
+			// NOTE: only when set, so that the hashes of plans without it,
+			// and the approvals of them, stay as they were.
+			material = append(material, "recreate")
+		}
 	}
 	if n := unverified(in.Objects); n > 0 {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(

@@ -138,6 +138,10 @@ type PreviewInput struct {
 	// the diffs of objects of every kind (HideValuesPair); nil hides
 	// nothing beyond Secrets' data.
 	Hides func(string) bool
+	// Recreate plans an object the add-on applied, whose change the API
+	// server refuses to make in place, as deleted and created anew
+	// (spec.recreate).
+	Recreate bool
 }
 
 // Preview is the result of previewing every object.
@@ -289,12 +293,16 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
+		case err != nil && in.Recreate && live != nil && !res.Adopted && apply.RefusedInPlace(err) && apply.Deletable(ref):
+			res.Recreate = true
+			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew: " + RedactAPIError(obj, err) + ")\n"}
 		case err != nil:
 			res.Action = capstanv1.ActionCreate
 			if live != nil {
 				res.Action = capstanv1.ActionUpdate
 			}
-			res.Error = RedactAPIError(obj, err)
+			res.Error = RedactAPIError(obj, err) + inPlaceHint(ref, live, res.Adopted, err)
 		default:
 			res.Comparison, err = CompareHiding(obj, live, dry, in.Hides)
 			if err != nil {
@@ -315,6 +323,20 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		out.Objects = append(out.Objects, res)
 	}
 	return out, nil
+}
+
+// inPlaceHint says how to go on with a change the API server refuses to
+// make in place, or "" for any other refusal.
+func inPlaceHint(ref capstanv1.ObjectRef, live *unstructured.Unstructured, adopted bool, err error) string {
+	switch {
+	case live == nil || !apply.RefusedInPlace(err):
+		return ""
+	case !apply.Deletable(ref):
+		return fmt.Sprintf("; Capstan never deletes a %s, so this change is one to make by hand", ref.Kind)
+	case adopted:
+		return "; the object runs already and this add-on did not apply it, so it is not deleted for the change: delete it by hand for the sync to create it"
+	}
+	return "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that"
 }
 
 // createComparison is the comparison of an object that does not exist yet
