@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -83,7 +85,7 @@ func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured)
 	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
 	if err != nil && IsImmutableJob(obj, err) {
-		return a.replace(ctx, obj, metav1.DeletePropagationForeground)
+		return a.replace(ctx, obj, "", metav1.DeletePropagationForeground)
 	}
 	if err != nil {
 		return nil, err
@@ -99,67 +101,115 @@ func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {
 }
 
 // RefusedInPlace reports whether err is the API server refusing to make a
-// change in place, and for nothing else: each cause is an immutable field
-// (a field's own validation, or a CEL rule such as self == oldSelf), a
+// change in place, and for nothing else: each cause names a field, and its
+// detail, which ends the cause's message after any value it quotes, is an
+// immutable field ("field is immutable", an immutable Secret's data), a
 // Service's clusterIP ("may not change once set"), a RoleBinding's roleRef
 // ("cannot change roleRef"), or a StatefulSet's spec beyond the fields it
-// may change. A refusal with any other cause is not one: the object
-// created anew would be refused as well, and deleting it first would only
-// take it away.
+// may change. A refusal with any other cause is not one, nor is one an
+// admission webhook or policy made: the object created anew would be
+// refused as well, and deleting it first would only take it away.
 func RefusedInPlace(err error) bool {
 	var status apierrors.APIStatus
 	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
 		return false
 	}
 	st := status.Status()
-	if st.Details == nil || len(st.Details.Causes) == 0 {
-		return inPlaceOnly(st.Message)
+	if st.Details == nil || len(st.Details.Causes) == 0 || fromAdmission(st.Message) {
+		return false
 	}
 	for _, c := range st.Details.Causes {
-		if !inPlaceOnly(c.Message) {
+		if c.Field == "" || !inPlaceOnly(c) {
 			return false
 		}
 	}
 	return true
 }
 
-// inPlaceWords are the API server's words for a change it makes only to a
-// new object.
-var inPlaceWords = []string{"immutable", "may not change once set", "cannot change", "updates to statefulset spec for fields other than"}
+// inPlaceEnds are the details the API server gives a change it makes only
+// to a new object.
+var inPlaceEnds = []string{"field is immutable", "immutable when `immutable` is set", "may not change once set", "cannot change roleRef"}
 
-func inPlaceOnly(msg string) bool {
-	for _, w := range inPlaceWords {
-		if strings.Contains(msg, w) {
+func inPlaceOnly(c metav1.StatusCause) bool {
+	if c.Type != metav1.CauseTypeFieldValueInvalid && c.Type != metav1.CauseTypeForbidden {
+		return false
+	}
+	if c.Type == metav1.CauseTypeForbidden && strings.HasPrefix(c.Message, "Forbidden: updates to statefulset spec for fields other than ") {
+		return true
+	}
+	for _, end := range inPlaceEnds {
+		if strings.HasSuffix(c.Message, end) {
 			return true
 		}
 	}
 	return false
 }
 
-// Recreate deletes an object that the API server refuses to change in
-// place, waits until it is gone, and applies it anew. A StatefulSet whose
-// selector stays the same is deleted with its pods orphaned: the new one
-// adopts them as they run, and their claims with them. Anything else goes
-// with its dependents deleted in the background, while the new object
-// starts its own: a Deployment whose selector changed would otherwise
-// leave the old ReplicaSet's pods running for ever. The never-delete
-// kinds are refused.
-func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// fromAdmission reports whether a refusal's message is an admission
+// webhook's or a ValidatingAdmissionPolicy's: a policy may refuse an
+// update in the words of an immutable field, and deleting the object would
+// only step around it.
+func fromAdmission(msg string) bool {
+	return strings.Contains(msg, "admission webhook") || strings.Contains(msg, "ValidatingAdmissionPolicy")
+}
+
+// CannotRecreate says why an object that the API server refuses to change
+// in place must not be deleted and created anew for it, or "" when it may
+// be:
+//   - the never-delete kinds, which hold data or everything of their kind;
+//   - custom resources: their controller may take down what they run, a
+//     database or a cloud resource, when one is deleted;
+//   - a StatefulSet whose selector changes and whose claims go with it
+//     (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete): its pods
+//     cannot be kept for the new one, and the claims would be deleted.
+func CannotRecreate(obj, live *unstructured.Unstructured) string {
 	ref := capstanv1.RefOf(obj)
-	if !Deletable(ref) {
-		return nil, fmt.Errorf("the API server refuses to change %s in place, and Capstan never deletes a %s: make this change by hand", ref.Describe(), ref.Kind)
+	switch {
+	case !Deletable(ref):
+		return fmt.Sprintf("Capstan never deletes a %s, so this change is one to make by hand", ref.Kind)
+	case !scheme.Scheme.Recognizes(obj.GroupVersionKind()):
+		return "Capstan does not delete a custom resource to change it, since its controller may take down what it runs when it is deleted: make this change by hand"
+	case isStatefulSet(obj) && !sameSelector(live, obj):
+		if p, _, _ := unstructured.NestedString(live.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"); p == "Delete" {
+			return "its selector changes, so its pods cannot be kept for the new one, and deleting it would delete its claims (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete): make this change by hand"
+		}
+	}
+	return ""
+}
+
+func isStatefulSet(obj *unstructured.Unstructured) bool {
+	return obj.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "apps", Kind: "StatefulSet"}
+}
+
+// Recreate deletes an object that the API server refuses to change in
+// place, waits until it is gone, and applies it anew. The delete is bound
+// to uid, the object the plan saw, when it is given: one created again by
+// someone else since is not deleted. A StatefulSet whose selector stays the
+// same is deleted with its pods orphaned: the new one adopts them as they
+// run, and their claims with them. Anything else goes with its dependents
+// deleted in the background, while the new object starts its own: a
+// Deployment whose selector changed would otherwise leave the old
+// ReplicaSet's pods running for ever. What CannotRecreate refuses is
+// refused.
+func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error) {
+	ref := capstanv1.RefOf(obj)
+	live, err := a.Get(ctx, ref)
+	switch {
+	case err != nil:
+		return nil, err
+	case live == nil:
+		return a.ApplyLive(ctx, obj)
+	case uid != "" && live.GetUID() != uid:
+		return nil, fmt.Errorf("%s was deleted and created again since the plan, so it is not deleted to change it; the next sync plans it again", ref.Describe())
+	}
+	if why := CannotRecreate(obj, live); why != "" {
+		return nil, fmt.Errorf("the API server refuses to change %s in place; %s", ref.Describe(), why)
 	}
 	propagation := metav1.DeletePropagationBackground
-	if obj.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: "apps", Kind: "StatefulSet"}) {
-		live, err := a.Get(ctx, ref)
-		if err != nil {
-			return nil, err
-		}
-		if live != nil && sameSelector(live, obj) {
-			propagation = metav1.DeletePropagationOrphan
-		}
+	if isStatefulSet(obj) && sameSelector(live, obj) {
+		propagation = metav1.DeletePropagationOrphan
 	}
-	return a.replace(ctx, obj, propagation)
+	return a.replace(ctx, obj, live.GetUID(), propagation)
 }
 
 // sameSelector reports whether two objects have the same spec.selector.
@@ -169,16 +219,18 @@ func sameSelector(a, b *unstructured.Unstructured) bool {
 	return sa != nil && equality.Semantic.DeepEqual(sa, sb)
 }
 
-// replace deletes an object, waits until it is gone, and applies it anew.
-func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, propagation metav1.DeletionPropagation) (*unstructured.Unstructured, error) {
+// replace deletes an object, bound to uid when it is given, waits until it
+// is gone, and applies it anew. An apply refused after the delete says
+// that the object is gone.
+func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, propagation metav1.DeletionPropagation) (*unstructured.Unstructured, error) {
 	ref := capstanv1.RefOf(obj)
-	if err := a.deleteAndWait(ctx, ref, propagation, a.CRDTimeout); err != nil {
+	if err := a.deleteAndWait(ctx, ref, uid, propagation, a.CRDTimeout); err != nil {
 		return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), err)
 	}
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s was deleted to be created anew, and creating it failed, so it is missing until a sync creates it: %w", ref.Describe(), err)
 	}
 	return out, nil
 }
@@ -187,15 +239,16 @@ func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, p
 // then a wait until they are Established, then Namespaces, then everything
 // else. It stops at the first error, which names the object. An object in
 // recreate that the API server refuses to change in place is deleted and
-// created anew (Recreate). onApplied, if set, is called after each object
-// is applied, with the object and the API server's answer.
-func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]bool, onApplied func(obj, live *unstructured.Unstructured)) error {
+// created anew (Recreate, bound to the UID recreate gives). onApplied, if
+// set, is called after each object is applied, with the object and the
+// API server's answer.
+func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]types.UID, onApplied func(obj, live *unstructured.Unstructured)) error {
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
 			live, err := a.ApplyLive(ctx, obj)
-			if err != nil && recreate[obj] && RefusedInPlace(err) {
-				live, err = a.Recreate(ctx, obj)
+			if uid, ok := recreate[obj]; ok && err != nil && RefusedInPlace(err) {
+				live, err = a.Recreate(ctx, obj, uid)
 			}
 			if err != nil {
 				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)
@@ -308,12 +361,22 @@ func (a *Applier) poll() time.Duration {
 	return time.Second
 }
 
-// deleteAndWait deletes an object and waits until it is gone.
-func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation, timeout time.Duration) error {
+// deleteAndWait deletes an object, bound to uid when it is given, and waits
+// until it is gone.
+func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, uid types.UID, propagation metav1.DeletionPropagation, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	if err := a.Delete(ctx, ref, propagation); err != nil {
+	opts := []client.DeleteOption{client.PropagationPolicy(propagation)}
+	if uid != "" {
+		opts = append(opts, client.Preconditions{UID: &uid})
+	}
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(ref.APIVersion)
+	obj.SetKind(ref.Kind)
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	if err := a.Client.Delete(ctx, obj, opts...); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return wait.PollUntilContextTimeout(ctx, a.poll()/4, timeout, true, func(ctx context.Context) (bool, error) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -46,8 +47,8 @@ type Sequence struct {
 	HasPreHooks bool
 	// Recreate are the changed objects the plan deletes and creates anew,
 	// since the API server refuses to change them in place
-	// (spec.recreate).
-	Recreate []*unstructured.Unstructured
+	// (spec.recreate), each with the UID of the object the plan saw.
+	Recreate map[*unstructured.Unstructured]types.UID
 	// Refused words a dry-run error for the message, withholding what may
 	// quote a value; nil uses the error as it is.
 	Refused func(obj *unstructured.Unstructured, err error) string
@@ -119,11 +120,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 			q.OnApplied(obj, live)
 		}
 	}
-	recreate := map[*unstructured.Unstructured]bool{}
-	for _, obj := range q.Recreate {
-		recreate[obj] = true
-	}
-	if err := q.Applier.Ordered(ctx, first, recreate, onApplied); err != nil {
+	if err := q.Applier.Ordered(ctx, first, q.Recreate, onApplied); err != nil {
 		return res, err
 	}
 	if q.Install {
@@ -146,7 +143,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "apply"); err != nil {
 		return res, err
 	}
-	if err := q.Applier.Ordered(ctx, rest, recreate, onApplied); err != nil {
+	if err := q.Applier.Ordered(ctx, rest, q.Recreate, onApplied); err != nil {
 		return res, err
 	}
 	if crds, _, _ := Split(q.Changed); len(crds) > 0 && q.CRDsApplied != nil {

@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -21,7 +22,8 @@ import (
 // hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
-	var changed, unverified, recreate []*unstructured.Unstructured
+	var changed, unverified []*unstructured.Unstructured
+	recreate := map[*unstructured.Unstructured]types.UID{}
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
@@ -29,8 +31,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
 		}
-		if s.previews[i].Recreate {
-			recreate = append(recreate, obj)
+		if live := s.live[capstanv1.RefOf(obj).Key()]; s.previews[i].Recreate && live != nil {
+			// NOTE: the delete is bound to the object the plan saw.
+			recreate[obj] = live.GetUID()
 		}
 	}
 	pre, post := s.events()

@@ -151,10 +151,15 @@ func (cs *Checks) Judges(obj *unstructured.Unstructured) bool {
 // Ready it reports is the previous version's, and an error may be what
 // the change fixes. Right after an upgrade, an operator's resource would
 // otherwise pass its check before the operator has even seen the change.
+// An object without a metadata.generation is judged by the expressions
+// alone, as kstatus judges one.
 func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 	c := cs.byKind[live.GetAPIVersion()+" "+live.GetKind()]
-	if observed, ok := observedGeneration(live); ok && observed != live.GetGeneration() {
-		return InProgress, fmt.Sprintf("status.observedGeneration is %d and metadata.generation %d: its controller has not acted on the latest change yet", observed, live.GetGeneration())
+	metadata, _ := live.Object["metadata"].(map[string]any)
+	status, _ := live.Object["status"].(map[string]any)
+	generation, hasGeneration := wholeNumber(metadata["generation"])
+	if observed, ok := wholeNumber(status["observedGeneration"]); ok && hasGeneration && generation > 0 && observed != generation {
+		return InProgress, fmt.Sprintf("status.observedGeneration is %d and metadata.generation %d: its controller has not acted on the latest change yet", observed, generation)
 	}
 	vars := map[string]any{}
 	for _, f := range fields {
@@ -205,11 +210,11 @@ func (cs *Checks) Evaluate(live *unstructured.Unstructured) (Status, string) {
 	return InProgress, msg
 }
 
-// observedGeneration is the object's status.observedGeneration, when it
-// has one that is a whole number.
-func observedGeneration(live *unstructured.Unstructured) (int64, bool) {
-	st, _ := live.Object["status"].(map[string]any)
-	switch v := st["observedGeneration"].(type) {
+// wholeNumber is v as a whole number, when it is one: a generation is an
+// int64 as the API server's JSON is decoded, and a float64 as other
+// decoders give it.
+func wholeNumber(v any) (int64, bool) {
+	switch v := v.(type) {
 	case int64:
 		return v, true
 	case int:

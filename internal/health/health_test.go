@@ -45,12 +45,16 @@ func TestEvaluate(t *testing.T) {
 		{"failed for this generation", map[string]any{"phase": "ErrorNoDisk", "observedGeneration": int64(2)}, Failed, "failed is true"},
 		{"ready, observedGeneration decoded as a float", map[string]any{"phase": "Ready", "observedGeneration": float64(2)}, Current, ""},
 		{"an observedGeneration that is not a number is not one", map[string]any{"phase": "ErrorNoDisk", "observedGeneration": "1"}, Failed, "failed is true"},
+		{"no generation to compare with", map[string]any{"phase": "Ready", "observedGeneration": int64(7), "noGeneration": true}, Current, ""},
 		{"failed", map[string]any{"phase": "ErrorNoDisk"}, Failed, "spec.healthChecks[0].failed is true"},
 		{"in progress wins", map[string]any{"phase": "ErrorNoDisk", "migrating": true}, InProgress, "spec.healthChecks[0].inProgress is true"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := database(tc.status)
+			if tc.status["noGeneration"] == true {
+				delete(obj.Object["metadata"].(map[string]any), "generation")
+			}
 			if !checks.Judges(obj) {
 				t.Fatal("the check does not judge its kind")
 			}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -293,7 +294,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
-		case err != nil && in.Recreate && live != nil && !res.Adopted && apply.RefusedInPlace(err) && apply.Deletable(ref):
+		case err != nil && in.Recreate && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
 			res.Recreate = true
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew: " + RedactAPIError(obj, err) + ")\n"}
@@ -302,7 +303,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			if live != nil {
 				res.Action = capstanv1.ActionUpdate
 			}
-			res.Error = RedactAPIError(obj, err) + inPlaceHint(ref, live, res.Adopted, err)
+			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, inventory[key], err)
 		default:
 			res.Comparison, err = CompareHiding(obj, live, dry, in.Hides)
 			if err != nil {
@@ -326,15 +327,21 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 }
 
 // inPlaceHint says how to go on with a change the API server refuses to
-// make in place, or "" for any other refusal.
-func inPlaceHint(ref capstanv1.ObjectRef, live *unstructured.Unstructured, adopted bool, err error) string {
+// make in place, or "" for any other refusal. Only an object in the
+// add-on's inventory is ever deleted for it: one it did not apply is
+// someone else's, whatever labels it carries.
+func inPlaceHint(obj, live *unstructured.Unstructured, inInventory bool, err error) string {
 	switch {
+	case live != nil && !apply.Deletable(capstanv1.RefOf(obj)) && apierrors.IsInvalid(err) && strings.Contains(err.Error(), "immutable"):
+		// NOTE: a hint alone, whose words may be loose: nothing is
+		// deleted for it.
+		return "; " + apply.CannotRecreate(obj, live)
 	case live == nil || !apply.RefusedInPlace(err):
 		return ""
-	case !apply.Deletable(ref):
-		return fmt.Sprintf("; Capstan never deletes a %s, so this change is one to make by hand", ref.Kind)
-	case adopted:
-		return "; the object runs already and this add-on did not apply it, so it is not deleted for the change: delete it by hand for the sync to create it"
+	case apply.CannotRecreate(obj, live) != "":
+		return "; " + apply.CannotRecreate(obj, live)
+	case !inInventory:
+		return "; this add-on did not apply the object, so it is not deleted for the change: delete it by hand for the sync to create it"
 	}
 	return "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that"
 }
