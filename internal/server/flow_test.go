@@ -79,6 +79,10 @@ func TestPageFlowsWithTheController(t *testing.T) {
 	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(`//span[@data-field="phase" and text()="Synced"]`)); err != nil {
 		t.Fatalf("the page did not show Synced: %v", err)
 	}
+	// The conditions follow too: the page was drawn while the plan waited.
+	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(`//tbody[@data-field="conditions"]/tr[td[1]="Ready" and td[2]="True" and td[3]="Synced"]`)); err != nil {
+		t.Fatalf("the page's conditions did not follow the sync: %v", err)
+	}
 	if got := greeting(t, ns); got != "hi" {
 		t.Fatalf("the live ConfigMap says %q; want the form's value", got)
 	}
