@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -93,11 +94,24 @@ func Sort(refs []capstanv1.ObjectRef) {
 // reference and metadata, or "" when no one else does.
 type Holder func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (string, error)
 
-// Spared is an object DeleteAll left running because another owner holds
-// it.
+// ResourcePolicyAnnotation is Helm's resource policy: an object whose
+// policy is "keep" is left running when an upgrade or an uninstall would
+// delete it, and leaves the release. It is the chart author's word for
+// what must outlive the chart: a generated password, a certificate, data.
+const ResourcePolicyAnnotation = "helm.sh/resource-policy"
+
+// KeptByPolicy reports whether an object's Helm resource policy keeps it,
+// read as Helm reads it: "keep" in any case, spaces around it ignored.
+func KeptByPolicy(obj metav1.Object) bool {
+	return strings.EqualFold(strings.TrimSpace(obj.GetAnnotations()[ResourcePolicyAnnotation]), "keep")
+}
+
+// Spared is an object DeleteAll left running: another owner holds it
+// (Holder), or its Helm resource policy keeps it (Kept).
 type Spared struct {
 	Ref    capstanv1.ObjectRef
 	Holder string
+	Kept   bool
 }
 
 // maxDeleteTries bounds the reads and deletes of one object whose metadata
@@ -106,29 +120,30 @@ const maxDeleteTries = 3
 
 // DeleteAll deletes objects in the order given, skipping the never-delete
 // kinds (CRDs and Namespaces among them, so nothing they hold goes first).
-// With a holder, each object's metadata is read first, and an object that
-// holder says another owner holds is left running (spared); the delete is
-// bound to the resourceVersion read, so an object taken over meanwhile is
-// read again, not deleted. It returns the references it deleted or found
-// gone, and those it spared.
-func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+// With a holder, or with keep, each object's metadata is read first: an
+// object that holder says another owner holds, or, with keep, whose Helm
+// resource policy keeps it, is left running (spared). The delete is bound
+// to the resourceVersion read, so an object taken over or marked to keep
+// meanwhile is read again, not deleted. It returns the references it
+// deleted or found gone, and those it spared.
+func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder, keep bool) (done []capstanv1.ObjectRef, spared []Spared, err error) {
 	for _, r := range refs {
 		if !Deletable(r) {
 			continue
 		}
-		if holder == nil {
+		if holder == nil && !keep {
 			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
 				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
 			}
 			done = append(done, r)
 			continue
 		}
-		by, err := a.deleteUnlessHeld(ctx, r, holder)
+		sp, err := a.deleteUnlessSpared(ctx, r, holder, keep)
 		switch {
 		case err != nil:
 			return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
-		case by != "":
-			spared = append(spared, Spared{Ref: r, Holder: by})
+		case sp != nil:
+			spared = append(spared, *sp)
 		default:
 			done = append(done, r)
 		}
@@ -136,32 +151,40 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, hol
 	return done, spared, nil
 }
 
-// deleteUnlessHeld deletes one object unless holder names another owner,
-// whom it returns.
-func (a *Applier) deleteUnlessHeld(ctx context.Context, r capstanv1.ObjectRef, holder Holder) (string, error) {
+// deleteUnlessSpared deletes one object unless holder names another owner
+// or, with keep, its Helm resource policy keeps it, and says which.
+func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, holder Holder, keep bool) (*Spared, error) {
 	for range maxDeleteTries {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
 		err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return "", nil
+			return nil, nil
 		}
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		by, err := holder(ctx, r, m)
-		if err != nil || by != "" {
-			return by, err
+		if keep && KeptByPolicy(m) {
+			return &Spared{Ref: r, Kept: true}, nil
+		}
+		if holder != nil {
+			by, err := holder(ctx, r, m)
+			if err != nil {
+				return nil, err
+			}
+			if by != "" {
+				return &Spared{Ref: r, Holder: by}, nil
+			}
 		}
 		uid, rv := m.GetUID(), m.GetResourceVersion()
 		err = a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		switch {
 		case apierrors.IsNotFound(err):
-			return "", nil
+			return nil, nil
 		case apierrors.IsConflict(err):
 			continue // changed since it was read: read it again
 		}
-		return "", err
+		return nil, err
 	}
-	return "", fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
+	return nil, fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
 }

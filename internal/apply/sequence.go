@@ -54,6 +54,11 @@ type Sequence struct {
 	Refused func(obj *unstructured.Unstructured, err error) string
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
+	// Keep honours Helm's resource policy in the prune: an object marked
+	// to keep is left running and leaves the inventory. Kept are those the
+	// plan found marked already: they leave the inventory with no delete.
+	Keep bool
+	Kept []capstanv1.ObjectRef
 	// Holder, when set, names another owner that holds an object to
 	// prune: the prune leaves that object running and drops it from the
 	// inventory.
@@ -152,9 +157,10 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "prune"); err != nil {
 		return res, err
 	}
-	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, q.Holder)
+	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, q.Holder, q.Keep)
 	res.Pruned, res.Spared = pruned, spared
 	res.Inventory = Subtract(res.Inventory, pruned)
+	res.Inventory = Subtract(res.Inventory, q.Kept)
 	for _, sp := range spared {
 		res.Inventory = Subtract(res.Inventory, []capstanv1.ObjectRef{sp.Ref})
 	}

@@ -41,6 +41,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
+		Keep: s.profile == capstanv1.ProfileCluster, Kept: s.kept,
 		Unverified: unverified, Recreate: recreate, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
@@ -90,6 +91,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if err != nil {
 		return false, err
 	}
+	var kept []apply.Spared
+	for _, ref := range s.kept {
+		kept = append(kept, apply.Spared{Ref: ref, Kept: true})
+	}
+	r.reportSpared(ctx, s, "Prune", kept)
 	s.addon.Status.PendingHook = nil
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
@@ -168,19 +174,29 @@ func (r *AddonReconciler) holder(s *scope) apply.Holder {
 }
 
 // reportSpared says which objects a prune or an uninstall (action) left
-// running to the Addon that holds them: one log line each, and one event
-// for them all, since events of one reason and action fold into one.
+// running, to the Addon that holds them or kept by their Helm resource
+// policy: one log line each, and one event for each reason, since events
+// of one reason and action fold into one.
 func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action string, spared []apply.Spared) {
-	if len(spared) == 0 {
+	var held, kept []string
+	for _, sp := range spared {
+		if sp.Kept {
+			logf.FromContext(ctx).Info("Left an object its Helm resource policy keeps", "object", sp.Ref.Describe())
+			kept = append(kept, sp.Ref.Describe())
+			continue
+		}
+		logf.FromContext(ctx).Info("Left an object to the Addon that holds it", "object", sp.Ref.Describe(), "addon", sp.Holder)
+		held = append(held, sp.Ref.Describe()+" (Addon "+sp.Holder+")")
+	}
+	if r.Recorder == nil {
 		return
 	}
-	var which []string
-	for _, sp := range spared {
-		logf.FromContext(ctx).Info("Left an object to the Addon that holds it", "object", sp.Ref.Describe(), "addon", sp.Holder)
-		which = append(which, sp.Ref.Describe()+" (Addon "+sp.Holder+")")
+	if len(held) > 0 {
+		r.Recorder.Eventf(s.addon, nil, "Normal", "LeftToAnotherAddon", action, "Left running, not deleted, what another Addon holds: %s.", truncate(strings.Join(held, ", "), 900))
 	}
-	if r.Recorder != nil {
-		r.Recorder.Eventf(s.addon, nil, "Normal", "LeftToAnotherAddon", action, "Left running, not deleted, what another Addon holds: %s.", truncate(strings.Join(which, ", "), 900))
+	if len(kept) > 0 {
+		r.Recorder.Eventf(s.addon, nil, "Normal", "KeptByResourcePolicy", action, "Left running, not deleted, and dropped from the inventory, what the chart marks %s: keep: %s.",
+			apply.ResourcePolicyAnnotation, truncate(strings.Join(kept, ", "), 900))
 	}
 }
 

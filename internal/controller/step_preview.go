@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -48,6 +51,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
 			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
+			if err := r.keptByPolicy(ctx, s); err != nil {
+				return false, err
+			}
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)
@@ -65,6 +71,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		for _, n := range s.render.Notices {
 			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
+	}
+	if len(s.kept) > 0 {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d object(s) the render no longer holds carry %s: keep, so the sync leaves them running and drops them from the inventory, as Helm does: %s",
+			len(s.kept), apply.ResourcePolicyAnnotation, describeRefs(s.kept, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
@@ -150,6 +161,48 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	}
 	s.previews, s.live, s.quiet, s.digests = p.Objects, p.Live, p.Quiet, p.Digests
 	return r.markOtherAddons(ctx, s)
+}
+
+// keptByPolicy moves out of the prune the objects whose Helm resource
+// policy keeps them (helm.sh/resource-policy: keep), reading each one's
+// metadata as the applying identity: the chart's author marked them to
+// outlive the chart. Only in the cluster profile: a restricted add-on's
+// objects are all owned by its Addon and go with it, so a tenant's chart
+// cannot leave objects behind in the namespace.
+func (r *AddonReconciler) keptByPolicy(ctx context.Context, s *scope) error {
+	s.kept = nil
+	if s.profile != capstanv1.ProfileCluster || len(s.prune) == 0 {
+		return nil
+	}
+	var prune []capstanv1.ObjectRef
+	for _, ref := range s.prune {
+		m := &metav1.PartialObjectMetadata{}
+		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+		err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+		switch {
+		case err == nil && apply.KeptByPolicy(m):
+			s.kept = append(s.kept, ref)
+			continue
+		case err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
+			return fmt.Errorf("reading %s, which the render no longer holds: %w", ref.Describe(), err)
+		}
+		prune = append(prune, ref)
+	}
+	s.prune = prune
+	return nil
+}
+
+// describeRefs names at most n objects, and counts the rest.
+func describeRefs(refs []capstanv1.ObjectRef, n int) string {
+	var names []string
+	for i, ref := range refs {
+		if i == n {
+			names = append(names, fmt.Sprintf("and %d more", len(refs)-n))
+			break
+		}
+		names = append(names, ref.Describe())
+	}
+	return strings.Join(names, ", ")
 }
 
 // managedByIndex indexes Addons by the "namespace/name" of each other
