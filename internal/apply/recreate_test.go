@@ -75,6 +75,11 @@ func TestCannotRecreate(t *testing.T) {
 		{"a Deployment", object("apps/v1", "Deployment", nil), object("apps/v1", "Deployment", nil), ""},
 		{"a claim", object("v1", "PersistentVolumeClaim", nil), object("v1", "PersistentVolumeClaim", nil), "never deletes a PersistentVolumeClaim"},
 		{"a custom resource", object("example.com/v1", "Database", nil), object("example.com/v1", "Database", nil), "does not delete a custom resource"},
+		{"what its chart keeps", object("v1", "Secret", nil), func() *unstructured.Unstructured {
+			s := object("v1", "Secret", nil)
+			s.SetAnnotations(map[string]string{ResourcePolicyAnnotation: "keep"})
+			return s
+		}(), "marks it helm.sh/resource-policy: keep"},
 		{"a StatefulSet that keeps its selector, whose claims go with it", sts("db", ""), sts("db", "Delete"), ""},
 		{"a StatefulSet whose selector changes, whose claims stay", sts("db2", ""), sts("db", "Retain"), ""},
 		{"a StatefulSet whose selector changes, whose claims go with it", sts("db2", ""), sts("db", "Delete"), "would delete its claims"},

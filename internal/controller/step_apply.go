@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,9 +32,10 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
 		}
-		if live := s.live[capstanv1.RefOf(obj).Key()]; s.previews[i].Recreate && live != nil {
-			// NOTE: the delete is bound to the object the plan saw.
-			recreate[obj] = live.GetUID()
+		if s.previews[i].Recreate {
+			// NOTE: the delete is bound to the object the plan saw, whose
+			// UID the plan's hash covers.
+			recreate[obj] = s.previews[i].RecreateUID
 		}
 	}
 	pre, post := s.events()
@@ -87,15 +89,18 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if len(res.Pruned) > 0 {
 		log.Info("Pruned objects", "count", len(res.Pruned))
 	}
-	r.reportSpared(ctx, s, "Prune", res.Spared)
+	spared := res.Spared
+	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Key() }) {
+		// NOTE: the sequence reached the prune, where the kept objects
+		// left the inventory, even if a delete failed after.
+		for _, ref := range s.kept {
+			spared = append(spared, apply.Spared{Ref: ref, Kept: true})
+		}
+	}
+	r.reportSpared(ctx, s, "Prune", spared)
 	if err != nil {
 		return false, err
 	}
-	var kept []apply.Spared
-	for _, ref := range s.kept {
-		kept = append(kept, apply.Spared{Ref: ref, Kept: true})
-	}
-	r.reportSpared(ctx, s, "Prune", kept)
 	s.addon.Status.PendingHook = nil
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {

@@ -46,7 +46,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
-		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold,
+		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
 		Windows: windows,
 	})
 	if s.verdict.Apply {

@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,9 +50,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
 			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
-			if err := r.keptByPolicy(ctx, s); err != nil {
-				return false, err
-			}
+			r.keptByPolicy(ctx, s)
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)
@@ -168,28 +165,25 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // metadata as the applying identity: the chart's author marked them to
 // outlive the chart. Only in the cluster profile: a restricted add-on's
 // objects are all owned by its Addon and go with it, so a tenant's chart
-// cannot leave objects behind in the namespace.
-func (r *AddonReconciler) keptByPolicy(ctx context.Context, s *scope) error {
+// cannot leave objects behind in the namespace. An object that cannot be
+// read stays in the prune: the prune reads it again before any delete,
+// and keeps it if it is marked then.
+func (r *AddonReconciler) keptByPolicy(ctx context.Context, s *scope) {
 	s.kept = nil
 	if s.profile != capstanv1.ProfileCluster || len(s.prune) == 0 {
-		return nil
+		return
 	}
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
-		switch {
-		case err == nil && apply.KeptByPolicy(m):
+		if err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m); err == nil && apply.KeptByPolicy(m) {
 			s.kept = append(s.kept, ref)
 			continue
-		case err != nil && !apierrors.IsNotFound(err) && !apimeta.IsNoMatchError(err):
-			return fmt.Errorf("reading %s, which the render no longer holds: %w", ref.Describe(), err)
 		}
 		prune = append(prune, ref)
 	}
 	s.prune = prune
-	return nil
 }
 
 // describeRefs names at most n objects, and counts the rest.

@@ -240,6 +240,11 @@ func TestRecreateIsInTheHash(t *testing.T) {
 	if inPlace.Hash == anew.Hash {
 		t.Fatal("recreating an object hashes as updating it in place")
 	}
+	other := recreate
+	other.RecreateUID = "another"
+	if Build(Input{Objects: []ObjectResult{other}}).Hash == anew.Hash {
+		t.Fatal("an approval of recreating one object would delete another created in its place")
+	}
 	if !anew.Objects[0].Recreate || inPlace.Objects[0].Recreate {
 		t.Fatalf("the plan's rows: %+v, %+v", inPlace.Objects, anew.Objects)
 	}

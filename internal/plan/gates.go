@@ -22,6 +22,10 @@ type State struct {
 	// PruneThreshold is the share of the inventory a plan may delete
 	// without an approval; 0 turns the gate off.
 	PruneThreshold float64
+	// Kept counts what the render no longer holds but the prune leaves
+	// running (Helm's resource policy): it leaves the inventory all the
+	// same, so the mass-prune gate counts it with the deletes.
+	Kept int
 	// Windows is what spec.syncWindows say now; nil when there are none.
 	Windows *Windows
 }
@@ -175,7 +179,7 @@ func MassPrune(s State) (Verdict, bool) {
 	if s.Plan == nil || s.PruneThreshold <= 0 || s.Inventory == 0 {
 		return Verdict{}, false
 	}
-	del := s.Plan.Summary.Delete
+	del := s.Plan.Summary.Delete + s.Kept
 	if float64(del) <= s.PruneThreshold*float64(s.Inventory) {
 		return Verdict{}, false
 	}
@@ -183,7 +187,7 @@ func MassPrune(s State) (Verdict, bool) {
 		return Verdict{}, false // approved: the manual-sync gate applies it
 	}
 	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
-		Message: fmt.Sprintf("this plan deletes %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
+		Message: fmt.Sprintf("this plan deletes or drops %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
 			del, s.Inventory, s.PruneThreshold*100, approveHow(s))}, true
 }
 

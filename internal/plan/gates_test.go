@@ -104,6 +104,7 @@ func TestMassPrune(t *testing.T) {
 	}{
 		{name: "3 of 4 held", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5}, reason: ReasonPruneApproval, decidedByPrune: true},
 		{name: "3 of 10 passes", s: State{Plan: p, Inventory: 10, PruneThreshold: 0.5}, apply: true},
+		{name: "3 of 10 and 3 kept held", s: State{Plan: p, Inventory: 10, PruneThreshold: 0.5, Kept: 3}, reason: ReasonPruneApproval, decidedByPrune: true},
 		{name: "exactly half passes", s: State{Plan: p, Inventory: 6, PruneThreshold: 0.5}, apply: true},
 		{name: "off", s: State{Plan: p, Inventory: 4}, apply: true},
 		{name: "approved", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -39,7 +40,10 @@ type ObjectResult struct {
 	Unverified bool
 	// Recreate is true for an object the API server refuses to change in
 	// place, which the sync deletes and creates anew (spec.recreate).
-	Recreate bool
+	// RecreateUID is the UID of the object the preview saw, which the
+	// delete is bound to and the plan's hash covers.
+	Recreate    bool
+	RecreateUID types.UID
 }
 
 // HookResult is one hook a sync would run.
@@ -109,8 +113,9 @@ func Build(in Input) *capstanv1.Plan {
 		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
 		if o.Recreate {
 			// NOTE: only when set, so that the hashes of plans without it,
-			// and the approvals of them, stay as they were.
-			material = append(material, "recreate")
+			// and the approvals of them, stay as they were. The UID makes
+			// an approval delete only the object its approver saw.
+			material = append(material, "recreate", string(o.RecreateUID))
 		}
 	}
 	if n := unverified(in.Objects); n > 0 {

@@ -295,7 +295,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
 		case err != nil && in.Recreate && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
-			res.Recreate = true
+			res.Recreate, res.RecreateUID = true, live.GetUID()
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew: " + RedactAPIError(obj, err) + ")\n"}
 		case err != nil:
