@@ -186,9 +186,13 @@ func MassPrune(s State) (Verdict, bool) {
 	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
 		return Verdict{}, false // approved: the manual-sync gate applies it
 	}
+	what := fmt.Sprintf("deletes %d", del)
+	if s.Kept > 0 {
+		what = fmt.Sprintf("deletes %d and leaves %d running outside the inventory (helm.sh/resource-policy: keep), together %d", s.Plan.Summary.Delete, s.Kept, del)
+	}
 	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
-		Message: fmt.Sprintf("this plan deletes or drops %d of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
-			del, s.Inventory, s.PruneThreshold*100, approveHow(s))}, true
+		Message: fmt.Sprintf("this plan %s of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
+			what, s.Inventory, s.PruneThreshold*100, approveHow(s))}, true
 }
 
 // ManualSync holds a plan with pending changes until a sync request approves
