@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -77,6 +78,17 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	eventually(t, 30*time.Second, "the unmarked ConfigMap pruned", func() bool { return live(t, "v1", "ConfigMap", ns, "plain") == nil })
 	if inInventory(upgraded, "kept") || inInventory(upgraded, "plain") {
 		t.Fatalf("the kept object should leave the inventory: %v", upgraded.Status.Inventory)
+	}
+	var events eventsv1.EventList
+	if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+		t.Fatal(err)
+	}
+	told := false
+	for _, e := range events.Items {
+		told = told || e.Regarding.Name == a.Name && e.Reason == "KeptByResourcePolicy" && e.Action == "Prune" && strings.Contains(e.Note, "ConfigMap "+ns+"/kept")
+	}
+	if !told {
+		t.Error("no KeptByResourcePolicy event names the kept ConfigMap")
 	}
 
 	// The uninstall leaves the marked Secret running.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -160,6 +161,19 @@ func TestRecreateReplacesWhatCannotChangeInPlace(t *testing.T) {
 	if uid("apps/v1", "Deployment", "web") == web || uid("apps/v1", "StatefulSet", "db") == db ||
 		uid("rbac.authorization.k8s.io/v1", "RoleBinding", "binding") == binding {
 		t.Fatal("an object refused in place was not created anew")
+	}
+	var events eventsv1.EventList
+	if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+		t.Fatal(err)
+	}
+	recreated := ""
+	for _, e := range events.Items {
+		if e.Regarding.Name == a.Name && e.Reason == "Recreated" {
+			recreated = e.Note
+		}
+	}
+	if want := "(spec.recreate): Deployment " + ns + "/web, RoleBinding " + ns + "/binding, StatefulSet " + ns + "/db."; !strings.Contains(recreated, want) {
+		t.Errorf("the Recreated event says %q; want %q", recreated, want)
 	}
 	if got := live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding").Object["roleRef"].(map[string]any)["name"]; got != "writer" {
 		t.Fatalf("roleRef %v", got)

@@ -83,6 +83,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		},
 	}
 	res, err := seq.Run(ctx)
+	r.reportRecreated(s, recreate)
 	objectsApplied.Add(float64(res.Applied))
 	objectsPruned.Add(float64(len(res.Pruned)))
 	s.addon.Status.Inventory = capstanv1.IDsOf(res.Inventory)
@@ -203,6 +204,25 @@ func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action str
 		r.Recorder.Eventf(s.addon, nil, "Normal", "KeptByResourcePolicy", action, "Left running, not deleted, and dropped from the inventory, what the chart marks %s: keep: %s.",
 			apply.ResourcePolicyAnnotation, truncate(strings.Join(kept, ", "), 900))
 	}
+}
+
+// reportRecreated says which objects the apply deleted and created anew
+// (spec.recreate), in one event: those whose live UID is no longer the
+// one the plan saw. An audit of who deleted what finds the controller's
+// delete in the API server's log; the event says why.
+func (r *AddonReconciler) reportRecreated(s *scope, planned map[*unstructured.Unstructured]types.UID) {
+	var which []string
+	for obj, uid := range planned {
+		if live := s.live[capstanv1.RefOf(obj).Key()]; live != nil && live.GetUID() != uid {
+			which = append(which, capstanv1.RefOf(obj).Describe())
+		}
+	}
+	if len(which) == 0 || r.Recorder == nil {
+		return
+	}
+	slices.Sort(which)
+	r.Recorder.Eventf(s.addon, nil, "Normal", "Recreated", "Apply", "Deleted and created anew, since the API server refuses to change them in place (spec.recreate): %s.",
+		truncate(strings.Join(which, ", "), 900))
 }
 
 // stepHook lets tests stop a reconcile between apply steps.
