@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -214,4 +217,79 @@ func TestPreviewTrustsTheGeneration(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestPreviewDecidesWhatToRecreate: with spec.recreate, only an object of
+// the add-on's inventory whose change the API server refuses in place is
+// planned to be deleted and created anew, bound to the UID read; every
+// other refusal stays an error that says how to go on.
+func TestPreviewDecidesWhatToRecreate(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	mk := func(apiVersion, kind, name string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetNamespace("apps")
+		u.SetName(name)
+		u.SetLabels(addon.AppliedLabels())
+		return u
+	}
+	ours, left := mk("apps/v1", "Deployment", "web"), mk("apps/v1", "Deployment", "left")
+	database, claim, password := mk("example.com/v1", "Database", "db"), mk("v1", "PersistentVolumeClaim", "data"), mk("v1", "Secret", "password")
+	immutable := func(kind, path string, forbidden bool) error {
+		e := fieldInvalid(path)
+		if forbidden {
+			e = fieldForbidden(path)
+		}
+		return apierrors.NewInvalid(schema.GroupKind{Kind: kind}, "x", field.ErrorList{e})
+	}
+	c := &countingCluster{live: map[string]*unstructured.Unstructured{}, dryRunErr: map[string]error{
+		capstanv1.RefOf(ours).Key():     immutable("Deployment", "spec.selector", false),
+		capstanv1.RefOf(left).Key():     immutable("Deployment", "spec.selector", false),
+		capstanv1.RefOf(database).Key(): immutable("Database", "spec.size", false),
+		capstanv1.RefOf(claim).Key():    immutable("PersistentVolumeClaim", "spec.storageClassName", false),
+		capstanv1.RefOf(password).Key(): immutable("Secret", "data", true),
+	}}
+	for i, obj := range []*unstructured.Unstructured{ours, left, database, claim, password} {
+		l := obj.DeepCopy()
+		l.SetUID(types.UID(fmt.Sprintf("uid-%d", i)))
+		if obj == password {
+			l.SetAnnotations(map[string]string{"helm.sh/resource-policy": "keep"})
+		}
+		c.live[capstanv1.RefOf(obj).Key()] = l
+	}
+	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(ours), capstanv1.RefOf(database), capstanv1.RefOf(claim), capstanv1.RefOf(password)})
+	objs := []*unstructured.Unstructured{ours, left, database, claim, password}
+	for _, recreate := range []bool{false, true} {
+		p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: objs, Now: time.Now(), Recreate: recreate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{
+			"left":     "this add-on did not apply the object, so it is not deleted for the change",
+			"db":       "Capstan does not delete a custom resource to change it",
+			"data":     "Capstan never deletes a PersistentVolumeClaim",
+			"password": "its chart marks it helm.sh/resource-policy: keep",
+			"web":      "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that",
+		}
+		for _, o := range p.Objects {
+			if recreate && o.Ref.Name == "web" {
+				if !o.Recreate || o.RecreateUID != "uid-0" || o.Error != "" || o.Action != capstanv1.ActionUpdate {
+					t.Errorf("with spec.recreate, web should be recreated, bound to uid-0: %+v", o)
+				}
+				continue
+			}
+			if o.Recreate || !strings.Contains(o.Error, want[o.Ref.Name]) {
+				t.Errorf("recreate %v, %s: recreate %v, error %q; want one that says %q", recreate, o.Ref.Name, o.Recreate, o.Error, want[o.Ref.Name])
+			}
+		}
+	}
+}
+
+func fieldInvalid(path string) *field.Error {
+	return field.Invalid(field.NewPath(path), "x", "field is immutable")
+}
+
+func fieldForbidden(path string) *field.Error {
+	return field.Forbidden(field.NewPath(path), "field is immutable when `immutable` is set")
 }
