@@ -782,6 +782,11 @@ type AddonStatus struct {
 	// +optional
 	Hook *HookProgress `json:"hook,omitempty"`
 
+	// Wave is the sync wave that waits now, if any: the objects of the
+	// waves before it are not all Current yet (capstan.dev/sync-wave).
+	// +optional
+	Wave *WaveProgress `json:"wave,omitempty"`
+
 	// PendingHook is a post-install or post-upgrade event whose hooks failed
 	// after the objects were applied. The next sync of the same render runs
 	// that event's hooks again, and nothing before them.
@@ -1010,6 +1015,9 @@ type PlannedObject struct {
 	// place, and the sync deletes it and creates it anew (spec.recreate).
 	// +optional
 	Recreate bool `json:"recreate,omitempty"`
+	// Wave is the object's sync wave (capstan.dev/sync-wave), when not 0.
+	// +optional
+	Wave int32 `json:"wave,omitempty"`
 }
 
 // PlannedHook is a Helm hook a sync would run.
@@ -1082,6 +1090,19 @@ type HookProgress struct {
 	// Event is the hook event, such as pre-upgrade.
 	Event string `json:"event"`
 	// Since is when it started.
+	Since metav1.Time `json:"since"`
+}
+
+// WaveProgress is the sync wave a sync waits to apply.
+type WaveProgress struct {
+	// Wave is the wave that waits.
+	Wave int32 `json:"wave"`
+	// Waiting names the objects of the waves before it that are not
+	// Current yet, and why, at the first look.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Waiting string `json:"waiting,omitempty"`
+	// Since is when the wait started.
 	Since metav1.Time `json:"since"`
 }
 

@@ -21,7 +21,9 @@ import (
 //     are checked, and one the API server refuses stops the sequence
 //     with nothing else applied (see verify);
 //  3. the pre hooks;
-//  4. every other changed object, by server-side apply;
+//  4. every other changed object, by server-side apply, wave by wave
+//     (capstan.dev/sync-wave): before a wave, every object of the waves
+//     before it, changed or not, is awaited until it is Current;
 //  5. the prune, which never deletes the never-delete kinds;
 //  6. the apply is recorded, then the post hooks run.
 //
@@ -79,6 +81,9 @@ type Sequence struct {
 	// controller that stops while they run does not run the pre hooks
 	// again.
 	Applied func(ctx context.Context, r Result) error
+	// AwaitWave waits until every one of objs, the objects of the waves
+	// before wave, is Current, or returns why not. Nil does not wait.
+	AwaitWave func(ctx context.Context, wave int32, objs []*unstructured.Unstructured) error
 	// Step, when set, is called before each step by name ("pre-hooks",
 	// "apply", "prune", "post-hooks"); an error stops the sequence. Tests
 	// use it to stop between steps.
@@ -114,11 +119,15 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	}
 	var first, rest []*unstructured.Unstructured
 	if q.Install {
+		// NOTE: CRDs and Namespaces run nothing, so they go first on an
+		// install whatever their wave: the pre hooks and the dry runs of
+		// the objects in them need them.
 		crds, namespaces, others := Split(q.Changed)
 		first, rest = append(crds, namespaces...), others
 	} else {
 		rest = q.Changed
 	}
+	rest = ByWave(rest)
 	onApplied := func(obj, live *unstructured.Unstructured) {
 		res.Applied++
 		if q.OnApplied != nil {
@@ -148,7 +157,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "apply"); err != nil {
 		return res, err
 	}
-	if err := q.Applier.Ordered(ctx, rest, q.Recreate, onApplied); err != nil {
+	if err := q.applyWaves(ctx, rest, onApplied); err != nil {
 		return res, err
 	}
 	if crds, _, _ := Split(q.Changed); len(crds) > 0 && q.CRDsApplied != nil {
@@ -183,6 +192,22 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	return res, nil
 }
 
+// applyWaves applies the changed objects, sorted by ByWave, wave by wave,
+// awaiting before each wave what waveSteps says.
+func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstructured, onApplied func(obj, live *unstructured.Unstructured)) error {
+	for _, w := range waveSteps(sorted, q.Objects) {
+		if len(w.await) > 0 && q.AwaitWave != nil {
+			if err := q.AwaitWave(ctx, w.number, w.await); err != nil {
+				return err
+			}
+		}
+		if err := q.Applier.Ordered(ctx, w.objects, q.Recreate, onApplied); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // verify makes sure the API server takes every object the plan could not
 // dry-run, now that their Namespaces and CRDs exist, before anything else is
 // applied: an object refused half-way through the apply would leave the
@@ -200,16 +225,29 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 // If it is refused, nothing ran, and the inert objects are deleted again as
 // above. It returns the objects it applied.
 func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) ([]*unstructured.Unstructured, error) {
+	// NOTE: only objects of the lowest wave may go ahead of the rest; a
+	// later wave waits for the waves before it. CRDs and Namespaces are
+	// applied by now, whatever their wave.
+	lowest, waves := int32(0), false
+	for _, obj := range q.Objects {
+		if gk := obj.GroupVersionKind().GroupKind(); gk == crdGK || gk == namespaceGK {
+			continue
+		}
+		if w := Wave(obj); !waves || w < lowest {
+			lowest, waves = w, true
+		}
+	}
+	firstWave := func(obj *unstructured.Unstructured) bool { return Wave(obj) == lowest }
 	var early, dry []*unstructured.Unstructured
 	for _, obj := range q.Unverified {
-		if !q.HasPreHooks && Inert(obj) {
+		if !q.HasPreHooks && Inert(obj) && firstWave(obj) {
 			early = append(early, obj)
 		} else {
 			dry = append(dry, obj)
 		}
 	}
 	var first *unstructured.Unstructured
-	if left := without(rest, early); !q.HasPreHooks && len(dry) > 0 && sameObjects(left, dry) {
+	if left := without(rest, early); !q.HasPreHooks && len(dry) > 0 && sameObjects(left, dry) && firstWave(left[0]) {
 		first, dry = left[0], without(dry, left[:1])
 	}
 	var made []created

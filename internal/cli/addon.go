@@ -163,6 +163,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	if h := a.Status.Hook; h != nil {
 		fmt.Fprintf(w, "  running hook %s %s/%s since %s\n", h.Event, h.Kind, h.Name, h.Since.Format("15:04:05"))
 	}
+	if wv := a.Status.Wave; wv != nil {
+		fmt.Fprintf(w, "  wave %d waits since %s for the waves before it: %s\n", wv.Wave, wv.Since.Format("15:04:05"), wv.Waiting)
+	}
 	if h := a.Status.PendingHook; h != nil {
 		fmt.Fprintf(w, "  the %s hooks failed after the apply; the next sync of this render runs them again\n", h.Event)
 	}
@@ -195,6 +198,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 		}
 		if o.Recreate {
 			line += " (deleted and created anew)"
+		}
+		if o.Wave != 0 {
+			line += fmt.Sprintf(" (wave %d)", o.Wave)
 		}
 		if o.ManagedBy != "" {
 			line += " (belongs to Addon " + o.ManagedBy + ")"

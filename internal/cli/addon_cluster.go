@@ -321,6 +321,9 @@ func progressLine(a *capstanv1.Addon) string {
 	if h := a.Status.Hook; h != nil {
 		fmt.Fprintf(&b, ", hook %s %s/%s", h.Event, h.Kind, h.Name)
 	}
+	if wv := a.Status.Wave; wv != nil {
+		fmt.Fprintf(&b, ", wave %d waits", wv.Wave)
+	}
 	if p := a.Status.Plan; p != nil {
 		fmt.Fprintf(&b, ", plan %s", plan.String(p))
 	}

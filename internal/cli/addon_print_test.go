@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -82,5 +85,31 @@ func TestPrintAddonMarksWhatIsCreatedAnew(t *testing.T) {
 	out := b.String()
 	if !strings.Contains(out, "apps/v1/Deployment apps/web (deleted and created anew)\n") || strings.Contains(out, "ConfigMap apps/web (deleted") {
 		t.Errorf("the output should mark the Deployment alone:\n%s", out)
+	}
+}
+
+func TestPrintAddonShowsWaves(t *testing.T) {
+	a := &capstanv1.Addon{}
+	a.Namespace, a.Name = "apps", "db"
+	a.Status.Wave = &capstanv1.WaveProgress{Wave: 1, Waiting: "waiting for Deployment apps/operator: 0 of 1 replicas available",
+		Since: metav1.NewTime(time.Date(2026, 12, 4, 11, 30, 5, 0, time.UTC))}
+	p := &capstanv1.Plan{Hash: "p1", Objects: []capstanv1.PlannedObject{
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "example.com/v1", Kind: "Database", Namespace: "apps", Name: "main"}, Action: capstanv1.ActionCreate, Wave: 1},
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "operator"}, Action: capstanv1.ActionCreate},
+	}}
+	var b bytes.Buffer
+	printAddon(&b, a, p, false)
+	out := b.String()
+	for _, want := range []string{
+		"example.com/v1/Database apps/main (wave 1)\n",
+		"apps/v1/Deployment apps/operator\n",
+		"wave 1 waits since " + a.Status.Wave.Since.Format("15:04:05") + " for the waves before it: waiting for Deployment apps/operator",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if got := progressLine(a); !strings.Contains(got, ", wave 1 waits") {
+		t.Errorf("progress line %q does not say the wave waits", got)
 	}
 }

@@ -144,6 +144,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st := &next.Status
 	st.Inventory = s.addon.Status.Inventory
 	st.Hook = s.addon.Status.Hook
+	st.Wave = s.addon.Status.Wave
 	st.Plan = s.addon.Status.Plan
 	st.AppliedHash = s.addon.Status.AppliedHash
 	st.History = s.addon.Status.History

@@ -69,6 +69,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			r.verified.note(s.addon, key, plan.VerifiedAt(s.digests[key], live, now))
 		},
 		CRDsApplied: func() { _, _ = s.cluster.capabilities(true) },
+		AwaitWave: func(ctx context.Context, wave int32, objs []*unstructured.Unstructured) error {
+			return r.awaitWave(ctx, s, wave, objs)
+		},
 		Applied: func(ctx context.Context, res apply.Result) error {
 			return r.recordApply(ctx, s, res, pre, post)
 		},

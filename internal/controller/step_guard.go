@@ -10,10 +10,12 @@ import (
 	"capstan.dev/capstan/internal/guard"
 )
 
-// checkGuardrails runs the guardrails on restricted add-ons, hooks included.
+// checkGuardrails refuses sync waves that are not numbers, and runs the
+// guardrails on restricted add-ons, hooks included.
 // The platform's Secrets count as handed over only when the chart was given
 // the platform's facts.
 func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, error) {
+	s.violations = append(s.violations, waveViolations(s.objects)...)
 	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
 		return false, nil
 	}

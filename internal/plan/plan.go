@@ -2,14 +2,18 @@ package plan
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // Limits that keep a plan in status far below etcd's object size limit,
@@ -88,8 +92,10 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	budget := MaxTotalDiffBytes
+	waves := wavesOf(in.Rendered)
 	for _, o := range in.Objects {
-		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, ManagedBy: o.ManagedBy, Error: o.Error, Recreate: o.Recreate}
+		po := capstanv1.PlannedObject{ObjectRef: o.Ref, Action: o.Action, Adopted: o.Adopted, ManagedBy: o.ManagedBy, Error: o.Error, Recreate: o.Recreate,
+			Wave: waves[o.Ref.Key()]}
 		if o.Diff != "" {
 			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
 			if po.Diff != o.Diff {
@@ -117,6 +123,9 @@ func Build(in Input) *capstanv1.Plan {
 			// an approval delete only the object its approver saw.
 			material = append(material, "recreate", string(o.RecreateUID))
 		}
+	}
+	if notice, ok := waveNotice(waves, len(in.Rendered)); ok {
+		p.Notices = append(p.Notices, notice)
 	}
 	if n := unverified(in.Objects); n > 0 {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
@@ -266,3 +275,47 @@ func String(p *capstanv1.Plan) string {
 	s := p.Summary
 	return fmt.Sprintf("%d to create, %d to update, %d to delete, %d unchanged, %d hooks", s.Create, s.Update, s.Delete, s.Unchanged, s.Hooks)
 }
+
+// wavesOf maps each rendered object in a wave other than 0 to its wave.
+// The wave is in the object's manifest, and so in the plan's hash already.
+func wavesOf(objs []*unstructured.Unstructured) map[string]int32 {
+	var out map[string]int32
+	for _, obj := range objs {
+		if w := apply.Wave(obj); w != 0 {
+			if out == nil {
+				out = map[string]int32{}
+			}
+			out[capstanv1.RefOf(obj).Key()] = w
+		}
+	}
+	return out
+}
+
+// waveNotice says, when the objects are in more than one wave, in which
+// order they are applied and what each wave waits for. Of total rendered
+// objects, those not in waves are in wave 0.
+func waveNotice(waves map[string]int32, total int) (capstanv1.Notice, bool) {
+	seen := map[int32]bool{}
+	if len(waves) < total {
+		seen[0] = true
+	}
+	for _, w := range waves {
+		seen[w] = true
+	}
+	if len(seen) < 2 {
+		return capstanv1.Notice{}, false
+	}
+	order := slices.Sorted(maps.Keys(seen))
+	names := make([]string, len(order))
+	for i, w := range order {
+		names[i] = strconv.Itoa(int(w))
+	}
+	return capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+		"the objects are applied in sync waves %s (%s): each wave is applied once every object of the waves before it is Current, up to spec.healthTimeout (%s when unset); wave 0 holds the objects without the annotation",
+		strings.Join(names, ", "), apply.WaveAnnotation, DefaultWaveTimeout)}, true
+}
+
+// DefaultWaveTimeout bounds the wait for a wave when spec.healthTimeout is
+// unset. A sync that waits holds one of the controller's workers, as a
+// running hook does.
+const DefaultWaveTimeout = 10 * time.Minute

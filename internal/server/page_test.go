@@ -127,7 +127,7 @@ func pageAddon(t *testing.T, ns string) *capstanv1.Addon {
 			{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: ns, Name: "blog"}, Action: capstanv1.ActionCreate,
 				Diff: "--- live\n+++ planned\n@@ -0,0 +1,3 @@\n+kind: Deployment\n+metadata:\n+  name: blog\n"},
 			{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "blog-settings"}, Action: capstanv1.ActionUpdate,
-				Diff: "--- live\n+++ planned\n@@ -1,2 +1,2 @@\n data:\n-  title: old\n+  title: " + hostile + "\n"},
+				Diff: "--- live\n+++ planned\n@@ -1,2 +1,2 @@\n data:\n-  title: old\n+  title: " + hostile + "\n", Wave: 2},
 		},
 		Notices: []capstanv1.Notice{{Path: "/capstan", Message: "the platform's facts were withheld"}},
 	}
@@ -179,7 +179,7 @@ func TestPageInAChromium(t *testing.T) {
 		if scripts != 1 || imgs != 0 || strings.Contains(title, "pwned") {
 			t.Errorf("markup from the Addon ran or rendered: %d scripts (want only live.js), %d images, title %q", scripts, imgs, title)
 		}
-		for _, want := range []string{"Suspended", "+  title: <script>", "ghcr.io/example/blog:1.2.0", "withheld", "0 created, 2 updated, 0 deleted", "3 created, 0 updated, 0 deleted, 1 hooks"} {
+		for _, want := range []string{"Suspended", "+  title: <script>", "ghcr.io/example/blog:1.2.0", "withheld", "0 created, 2 updated, 0 deleted", "3 created, 0 updated, 0 deleted, 1 hooks", "blog-settings · wave 2"} {
 			if !strings.Contains(text, want) {
 				t.Errorf("the add-on page does not show %q as text", want)
 			}
@@ -208,13 +208,26 @@ func TestPageInAChromium(t *testing.T) {
 			t.Fatalf("after Install: suspend %v, approvedPlan %q, syncRequest %d", got.Spec.Suspend, got.Spec.ApprovedPlan, got.Spec.SyncRequest)
 		}
 		// The controller's part, written by hand: the page must show it
-		// without a reload.
-		got.Status.Phase = capstanv1.PhaseSynced
+		// without a reload, as text. A wave that waits, then the sync.
+		got.Status.Phase = capstanv1.PhaseProgressing
+		got.Status.Wave = &capstanv1.WaveProgress{Wave: 1, Waiting: "Deployment " + ns + "/blog: " + hostile, Since: metav1.Now()}
+		if err := admin.Status().Update(context.Background(), got); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ctx, "waiting for the wave in the live status",
+			chromedp.WaitVisible(`//p[@data-field="wave" and starts-with(text(),"Wave 1 waits since ") and contains(text(),"for the waves before it: Deployment")]`))
+		if imgs := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("img").length`)); imgs != 0 || strings.Contains(value(t, ctx, chromedp.Title()), "pwned") {
+			t.Errorf("markup in status.wave rendered: %d images", imgs)
+		}
+		got.Status.Phase, got.Status.Wave = capstanv1.PhaseSynced, nil
 		if err := admin.Status().Update(context.Background(), got); err != nil {
 			t.Fatal(err)
 		}
 		run(t, ctx, "waiting for the live status",
 			chromedp.WaitVisible(`//span[@data-field="phase" and text()="Synced"]`))
+		if w := value(t, ctx, chromedp.Evaluate[string](`document.querySelector('[data-field="wave"]').textContent`)); w != "" {
+			t.Errorf("the wave line still says %q once the sync is over", w)
+		}
 		run(t, ctx, "refreshing",
 			chromedp.Click(`//button[text()="Refresh"]`),
 			chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Refresh requested")]`),

@@ -1,6 +1,6 @@
 // Keeps an add-on page's status current while a sync runs, without a
 // reload. The page works without it: it only refreshes the phase, the
-// message, the running hook and the conditions from the API, with the
+// message, the running hook, the waiting wave and the conditions from the API, with the
 // session cookie, and writes them as text, never as markup.
 (function () {
   var card = document.querySelector("[data-live]");
@@ -42,6 +42,8 @@
       if (ready) { set("message", ready.message); }
       var h = a.status.hook;
       set("hook", h ? "Running hook " + h.event + " " + h.kind + " " + h.name + since(h.since) : "");
+      var w = a.status.wave;
+      set("wave", w ? "Wave " + w.wave + " waits" + since(w.since) + " for the waves before it: " + (w.waiting || "") : "");
       conditions(list);
     }).catch(function () {}).then(function () { setTimeout(tick, 2000); });
   }

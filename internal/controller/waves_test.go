@@ -1,0 +1,137 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestSyncWavesApplyInOrder: objects annotated with sync waves are applied
+// lowest wave first, and a wave only once every object of the waves before
+// it is Current. The sync shows the wave that waits in status.wave, and
+// the plan says in which order the waves go. An object of an earlier wave
+// that fails stops the sync before the later waves, changing nothing of
+// them, and the sync goes on once it recovers. A wave that is not a number
+// blocks the plan with nothing applied.
+func TestSyncWavesApplyInOrder(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	files := func(kind, plural string) map[string]string {
+		return map[string]string{
+			"crds/" + plural + ".yaml": statusCRDYAML(kind, plural),
+			"templates/db.yaml":        "apiVersion: example.com/v1\nkind: " + kind + "\nmetadata:\n  name: db\nspec:\n  size: 1\n",
+			"templates/early.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: early\n  annotations:\n    capstan.dev/sync-wave: \"-1\"\n" +
+				"data:\n  a: b\n",
+			// Argo CD's name for the annotation, as a manifest written for it has.
+			"templates/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  annotations:\n    argocd.argoproj.io/sync-wave: \"1\"\n" +
+				"data:\n  greeting: {{ .Values.greeting | default \"hello\" }}\n",
+			"templates/late.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: late\n  annotations:\n    capstan.dev/sync-wave: {{ .Values.lateWave | default \"2\" | quote }}\n" +
+				"data:\n  a: b\n",
+		}
+	}
+	url, _ := charts.publish(t, chart{name: "waveapp", version: "1.0.0", files: files("WaveDB", "wavedbs")})
+	check := capstanv1.HealthCheck{APIVersion: "example.com/v1", Kind: "WaveDB",
+		Current: "has(status.phase) && status.phase == 'Ready'", Failed: "has(status.phase) && status.phase.startsWith('Error')"}
+	a := create(t, newAddon(controllerNS, "wv-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{check}
+	})))
+	cm := func(name string) *unstructured.Unstructured { return live(t, "v1", "ConfigMap", ns, name) }
+	setPhase := func(phase string) {
+		t.Helper()
+		db := live(t, "example.com/v1", "WaveDB", ns, "db")
+		if err := admin.Status().Patch(ctx, db, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"`+phase+`"}}`)), client.FieldOwner("operator")); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Waves -1 and 0 are applied; wave 1 waits for the database.
+	waiting := waitFor(t, a, 60*time.Second, "wave 1 waiting for the database", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Wave == 1
+	})
+	if w := waiting.Status.Wave.Waiting; !strings.Contains(w, "WaveDB "+ns+"/db") {
+		t.Errorf("status.wave.waiting = %q; want it to name the database", w)
+	}
+	if !hasNoticeSaying(waiting.Status.Plan, "the objects are applied in sync waves -1, 0, 1, 2 (capstan.dev/sync-wave)") {
+		t.Errorf("the plan does not tell the waves: %+v", waiting.Status.Plan.Notices)
+	}
+	if cm("early") == nil || live(t, "example.com/v1", "WaveDB", ns, "db") == nil {
+		t.Fatal("waves -1 and 0 are not applied")
+	}
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cm("app") != nil || cm("late") != nil {
+			t.Fatal("a later wave was applied before the database was Current")
+		}
+	}
+	readyAt := time.Now().Truncate(time.Second)
+	setPhase("Ready")
+	synced := waitPhase(t, a, capstanv1.PhaseSynced)
+	app, late := cm("app"), cm("late")
+	if app == nil || late == nil || app.GetCreationTimestamp().Time.Before(readyAt) {
+		t.Fatalf("waves 1 and 2 after the database: app %v, late %v", app != nil, late != nil)
+	}
+	if synced.Status.Wave != nil {
+		t.Errorf("status.wave = %+v after the sync", synced.Status.Wave)
+	}
+
+	// The database fails; an upgrade of wave 1 stops before it.
+	setPhase("ErrorNoDisk")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: bonjour") })
+	failed := waitFor(t, a, 60*time.Second, "the upgrade stopped by the failed database", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseFailed && strings.Contains(readyMessage(cur),
+			"wave 1 and the waves after it are not applied, since an object of a wave before it failed: WaveDB "+ns+"/db: failed")
+	})
+	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "hello" {
+		t.Fatalf("wave 1 changed while the database failed: greeting %q", got)
+	}
+	if failed.Status.Wave != nil {
+		t.Errorf("status.wave = %+v after the sync stopped", failed.Status.Wave)
+	}
+	setPhase("Ready")
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "db-recovered")
+	waitFor(t, a, 60*time.Second, "the upgrade once the database recovered", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash
+	})
+	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "bonjour" {
+		t.Fatalf("greeting %q after the recovery", got)
+	}
+
+	// A wave that is not a number blocks the plan.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: bonjour\nlateWave: soon") })
+	blocked := waitPhase(t, a, capstanv1.PhaseBlocked)
+	if msg := readyMessage(blocked); !strings.Contains(msg, `ConfigMap `+ns+`/late sync-wave: the capstan.dev/sync-wave annotation is "soon"; give a whole number`) {
+		t.Fatalf("blocked: %q", msg)
+	}
+	if got := cm("late").GetAnnotations()["capstan.dev/sync-wave"]; got != "2" {
+		t.Fatalf("the blocked plan changed the object: wave %q", got)
+	}
+
+	// An install into a Namespace it creates: the objects of later waves
+	// wait too, though they could go ahead of the rest as inert objects.
+	// Deleting the Addon while it waits ends the wait at once.
+	ns2 := ns + "-new"
+	url2, _ := charts.publish(t, chart{name: "waveapp2", version: "1.0.0", files: files("WaveDBTwo", "wavedbtwos")})
+	b := create(t, newAddon(controllerNS, "wvn-"+ns[len(ns)-5:], url2, withTarget(ns2), withSpec(func(s *capstanv1.AddonSpec) {
+		s.CreateNamespace = true
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "WaveDBTwo", Current: check.Current}}
+	})))
+	waitFor(t, b, 60*time.Second, "wave 1 of the new namespace waiting", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Wave == 1
+	})
+	if live(t, "v1", "ConfigMap", ns2, "early") == nil || live(t, "v1", "ConfigMap", ns2, "app") != nil || live(t, "v1", "ConfigMap", ns2, "late") != nil {
+		t.Fatal("in a new namespace, the waves are not applied in order")
+	}
+	if err := admin.Delete(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Addon that waited to go", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(b), &capstanv1.Addon{}))
+	})
+}
