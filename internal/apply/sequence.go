@@ -82,8 +82,11 @@ type Sequence struct {
 	// again.
 	Applied func(ctx context.Context, r Result) error
 	// AwaitWave waits until every one of objs, the objects of the waves
-	// before wave, is Current, or returns why not. Nil does not wait.
-	AwaitWave func(ctx context.Context, wave int32, objs []*unstructured.Unstructured) error
+	// before wave, is Current, or returns why not. nothingApplied says
+	// that this sequence has applied nothing yet, so a wait may end the
+	// sync instead, to be taken up by the next one: its plan is the same.
+	// Nil does not wait.
+	AwaitWave func(ctx context.Context, wave int32, objs []*unstructured.Unstructured, nothingApplied bool) error
 	// Step, when set, is called before each step by name ("pre-hooks",
 	// "apply", "prune", "post-hooks"); an error stops the sequence. Tests
 	// use it to stop between steps.
@@ -157,7 +160,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "apply"); err != nil {
 		return res, err
 	}
-	if err := q.applyWaves(ctx, rest, onApplied); err != nil {
+	if err := q.applyWaves(ctx, rest, &res, onApplied); err != nil {
 		return res, err
 	}
 	if crds, _, _ := Split(q.Changed); len(crds) > 0 && q.CRDsApplied != nil {
@@ -194,10 +197,10 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 
 // applyWaves applies the changed objects, sorted by ByWave, wave by wave,
 // awaiting before each wave what waveSteps says.
-func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstructured, onApplied func(obj, live *unstructured.Unstructured)) error {
+func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) error {
 	for _, w := range waveSteps(sorted, q.Objects) {
 		if len(w.await) > 0 && q.AwaitWave != nil {
-			if err := q.AwaitWave(ctx, w.number, w.await); err != nil {
+			if err := q.AwaitWave(ctx, w.number, w.await, res.Applied == 0); err != nil {
 				return err
 			}
 		}

@@ -1,6 +1,7 @@
 package apply
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -58,7 +59,7 @@ func ByWave(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 		return objs
 	}
 	out := slices.Clone(objs)
-	slices.SortStableFunc(out, func(a, b *unstructured.Unstructured) int { return int(Wave(a)) - int(Wave(b)) })
+	slices.SortStableFunc(out, func(a, b *unstructured.Unstructured) int { return cmp.Compare(Wave(a), Wave(b)) })
 	return out
 }
 

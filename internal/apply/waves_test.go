@@ -1,11 +1,16 @@
 package apply
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 func waved(kind, name string, ann map[string]string) *unstructured.Unstructured {
@@ -95,5 +100,108 @@ func TestWaveSteps(t *testing.T) {
 				t.Errorf("waveSteps = %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// recorder is a client that records the applies and dry runs it is sent
+// and answers each as stored: the order of a sequence is pure logic, and
+// what the API server does with each object is the controller suite's
+// business.
+type recorder struct {
+	client.Client
+	log []string
+}
+
+func (r *recorder) Apply(_ context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var m struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return err
+	}
+	o := &client.ApplyOptions{}
+	o.ApplyOptions(opts)
+	what := "apply "
+	if len(o.DryRun) > 0 {
+		what = "dry-run "
+	}
+	r.log = append(r.log, what+m.Metadata.Name)
+	return nil
+}
+
+// TestSequenceAppliesWaveByWave checks, on an install of objects in three
+// waves, that each wave is applied only after its wait, that only the
+// lowest wave goes ahead of the waits, and that a wait that fails applies
+// nothing more.
+func TestSequenceAppliesWaveByWave(t *testing.T) {
+	w := func(n string) map[string]string { return map[string]string{WaveAnnotation: n} }
+	secret := waved("Secret", "secret", nil)                                        // inert, wave 0
+	deploy := waved("Deployment", "deploy", nil)                                    // wave 0
+	settings := waved("ConfigMap", "settings", w("1"))                              // inert, wave 1
+	worker := waved("Deployment", "worker", w("1"))                                 // wave 1
+	last := waved("Deployment", "last", map[string]string{ArgoWaveAnnotation: "2"}) // wave 2
+	objs := []*unstructured.Unstructured{secret, deploy, settings, worker, last}
+	for _, o := range objs {
+		o.SetNamespace("apps") // a Namespace this install creates
+	}
+	// The inert Secret goes ahead, with no dry run, and so does the first
+	// Deployment once the rest passed theirs; the inert ConfigMap of wave 1
+	// does not.
+	ahead := "apply secret, dry-run settings, dry-run worker, dry-run last, apply deploy, await 1 (secret deploy) with deploy applied"
+	for _, tc := range []struct {
+		name   string
+		failAt int32
+		want   string
+	}{
+		{name: "every wave", want: ahead + ", apply settings, apply worker, await 2 (settings worker) with worker applied, apply last"},
+		{name: "a wait that fails", failAt: 1, want: ahead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			stop := errors.New("not Current")
+			q := Sequence{
+				Applier: &Applier{Client: rec}, Install: true, Objects: objs, Changed: objs, Unverified: objs,
+				AwaitWave: func(_ context.Context, wave int32, await []*unstructured.Unstructured, nothingApplied bool) error {
+					line := fmt.Sprintf("await %d (%s)", wave, strings.ReplaceAll(names(await), ",", " "))
+					if !nothingApplied {
+						line += " with " + rec.log[len(rec.log)-1][len("apply "):] + " applied"
+					}
+					rec.log = append(rec.log, line)
+					if wave == tc.failAt {
+						return stop
+					}
+					return nil
+				},
+			}
+			_, err := q.Run(context.Background())
+			if got := strings.Join(rec.log, ", "); got != tc.want {
+				t.Errorf("the sequence did:\n  %s\nwant:\n  %s", got, tc.want)
+			}
+			if (tc.failAt != 0) != errors.Is(err, stop) {
+				t.Errorf("Run = %v", err)
+			}
+		})
+	}
+
+	// An upgrade of wave 2 alone: its wait comes before anything of this
+	// sync is applied, so the caller may end the sync there instead.
+	rec := &recorder{}
+	var gotNothingApplied bool
+	q := Sequence{Applier: &Applier{Client: rec}, Objects: objs, Changed: []*unstructured.Unstructured{last},
+		AwaitWave: func(_ context.Context, wave int32, await []*unstructured.Unstructured, nothingApplied bool) error {
+			rec.log = append(rec.log, fmt.Sprintf("await %d (%s)", wave, strings.ReplaceAll(names(await), ",", " ")))
+			gotNothingApplied = nothingApplied
+			return nil
+		},
+	}
+	if _, err := q.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.log, ", "); got != "await 2 (secret deploy settings worker), apply last" || !gotNothingApplied {
+		t.Errorf("an upgrade of wave 2: %s (nothing applied: %v)", got, gotNothingApplied)
 	}
 }

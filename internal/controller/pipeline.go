@@ -40,9 +40,6 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Health", r.checkHealth},
 		step{"Register", r.register},
 	)
-	// NOTE: a wave that status shows waiting was left there by a sync that
-	// never finished; this reconcile's status clears it.
-	s.addon.Status.Wave = nil
 	for _, st := range steps {
 		s.stage = st.name
 		done, err := st.run(ctx, s)

@@ -199,6 +199,10 @@ func (r *AddonReconciler) holdApplyRecord(s *scope) bool {
 	if s.found.waitingFor == "" || s.outcome.Reason != reasonWaitingForWorkloads {
 		return false
 	}
+	if s.stored != nil && s.stored.Wave != nil {
+		// NOTE: the stored status says a wave waits, which is over.
+		return false
+	}
 	since := time.Now()
 	switch {
 	case s.resumed:

@@ -24,10 +24,12 @@ import (
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
 	var changed, unverified []*unstructured.Unstructured
+	changedNow := map[*unstructured.Unstructured]bool{}
 	recreate := map[*unstructured.Unstructured]types.UID{}
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
+			changedNow[obj] = true
 		}
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
@@ -69,8 +71,8 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			r.verified.note(s.addon, key, plan.VerifiedAt(s.digests[key], live, now))
 		},
 		CRDsApplied: func() { _, _ = s.cluster.capabilities(true) },
-		AwaitWave: func(ctx context.Context, wave int32, objs []*unstructured.Unstructured) error {
-			return r.awaitWave(ctx, s, wave, objs)
+		AwaitWave: func(ctx context.Context, wave int32, objs []*unstructured.Unstructured, nothingApplied bool) error {
+			return r.awaitWave(ctx, s, wave, objs, changedNow, nothingApplied)
 		},
 		Applied: func(ctx context.Context, res apply.Result) error {
 			return r.recordApply(ctx, s, res, pre, post)
@@ -102,6 +104,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		}
 	}
 	r.reportSpared(ctx, s, "Prune", spared)
+	if r.endedByWave(ctx, s, err) {
+		return true, nil
+	}
 	if err != nil {
 		return false, err
 	}

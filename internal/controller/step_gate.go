@@ -52,6 +52,11 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 	if s.verdict.Apply {
 		return false, nil
 	}
+	if s.verdict.Reason == plan.ReasonDryRunFailed {
+		if wait, err := r.dryRunWaitsForWave(ctx, s); err != nil || wait {
+			return true, err
+		}
+	}
 	s.found.gated, s.found.verdict = true, s.verdict
 	r.judgeHeld(ctx, s, checks)
 	if s.verdict.Reason == plan.ReasonSyncWindow && !windows.Change.IsZero() {

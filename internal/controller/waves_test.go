@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,8 +104,28 @@ func TestSyncWavesApplyInOrder(t *testing.T) {
 		t.Fatalf("greeting %q after the recovery", got)
 	}
 
+	// Wave 0 is not Current (not failed) when a change comes to wave 1
+	// alone: the sync ends waiting, with nothing applied and no worker
+	// held, and applies it once wave 0 is Current.
+	setPhase("Starting")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: hola") })
+	deferred := waitFor(t, a, 60*time.Second, "the change to wave 1 waiting for wave 0", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur),
+			"wave 1 waits for the waves before it, with nothing of this sync applied yet: waiting for WaveDB "+ns+"/db")
+	})
+	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "bonjour" || deferred.Status.Wave != nil {
+		t.Fatalf("a deferred wave applied %q, or shows status.wave %+v", got, deferred.Status.Wave)
+	}
+	setPhase("Ready")
+	waitFor(t, a, 60*time.Second, "the deferred wave applied once wave 0 is Current", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Generation == cur.Status.ObservedGeneration
+	})
+	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "hola" {
+		t.Fatalf("greeting %q once wave 0 is Current", got)
+	}
+
 	// A wave that is not a number blocks the plan.
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: bonjour\nlateWave: soon") })
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: hola\nlateWave: soon") })
 	blocked := waitPhase(t, a, capstanv1.PhaseBlocked)
 	if msg := readyMessage(blocked); !strings.Contains(msg, `ConfigMap `+ns+`/late sync-wave: the capstan.dev/sync-wave annotation is "soon"; give a whole number`) {
 		t.Fatalf("blocked: %q", msg)
@@ -133,5 +154,65 @@ func TestSyncWavesApplyInOrder(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the Addon that waited to go", func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(b), &capstanv1.Addon{}))
+	})
+}
+
+// TestADryRunWaitsForTheWaveThatServesItsWebhook: an operator's webhook is
+// in wave 0 and its custom resource in wave 1. Once the webhook is
+// registered and the operator is not running yet, the dry run of the
+// custom resource cannot reach the webhook; the add-on waits for wave 0,
+// Progressing, instead of failing. Once wave 0 is Current and the webhook
+// still does not answer, the dry run's error stands. (The webhook names a
+// Service, which the local control plane's egress guard never lets the
+// API server reach: nothing leaves loopback.)
+func TestADryRunWaitsForTheWaveThatServesItsWebhook(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	hook := "hookeddbs-" + ns
+	url, _ := charts.publish(t, chart{name: "hookedapp", version: "1.0.0", files: map[string]string{
+		"crds/hookedops.yaml": statusCRDYAML("HookedOp", "hookedops"),
+		"crds/hookeddbs.yaml": crdYAML("HookedDB", "hookeddbs"),
+		"templates/operator.yaml": "apiVersion: example.com/v1\nkind: HookedOp\nmetadata:\n  name: operator\nspec:\n  size: 1\n" +
+			"---\napiVersion: v1\nkind: Service\nmetadata:\n  name: operator\nspec:\n  ports: [{port: 443}]\n" +
+			"---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata:\n  name: " + hook + "\nwebhooks:\n" +
+			"  - name: validate.hookeddbs.example.com\n    admissionReviewVersions: [v1]\n    sideEffects: None\n    failurePolicy: Fail\n    timeoutSeconds: 2\n" +
+			"    namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: {{ .Release.Namespace }}}}\n" +
+			"    rules: [{apiGroups: [example.com], apiVersions: [v1], operations: [CREATE, UPDATE], resources: [hookeddbs]}]\n" +
+			"    clientConfig: {service: {namespace: {{ .Release.Namespace }}, name: operator, path: /validate}}\n",
+		"templates/db.yaml": "apiVersion: example.com/v1\nkind: HookedDB\nmetadata:\n  name: main\n  annotations:\n    capstan.dev/sync-wave: \"1\"\nspec:\n  size: 1\n",
+	}})
+	t.Cleanup(func() {
+		whc := &unstructured.Unstructured{}
+		whc.SetAPIVersion("admissionregistration.k8s.io/v1")
+		whc.SetKind("ValidatingWebhookConfiguration")
+		whc.SetName(hook)
+		_ = client.IgnoreNotFound(admin.Delete(context.Background(), whc))
+	})
+	a := create(t, newAddon(controllerNS, "wh-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "HookedOp", Current: "has(status.phase) && status.phase == 'Ready'"}}
+		s.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})))
+	// The install: the custom resource passed its check before the webhook
+	// was registered; wave 0 never turns Current, and the wait ends.
+	waitFor(t, a, 60*time.Second, "the install's wait for wave 0 to end", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseFailed && strings.Contains(readyMessage(cur), "wave 1 and the waves after it are not applied: the waves before it are not Current after")
+	})
+	if live(t, "example.com/v1", "HookedDB", ns, "main") != nil {
+		t.Fatal("wave 1 was applied")
+	}
+	// The next sync: the dry run cannot reach the webhook, and waits.
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "retry")
+	waitFor(t, a, 60*time.Second, "the dry run waiting for wave 0", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur),
+			"the dry run of wave 1 calls a webhook that does not answer yet, so it waits for the waves before it: waiting for HookedOp "+ns+"/operator")
+	})
+	// Wave 0 is Current; the webhook still does not answer: that error stands.
+	op := live(t, "example.com/v1", "HookedOp", ns, "operator")
+	if err := admin.Status().Patch(ctx, op, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"Ready"}}`)), client.FieldOwner("operator")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, a, 60*time.Second, "the dry run's error once wave 0 is Current", func(cur *capstanv1.Addon) bool {
+		msg := readyMessage(cur)
+		return cur.Status.Phase == capstanv1.PhaseFailed && strings.Contains(msg, "refused HookedDB "+ns+"/main in a dry run") && strings.Contains(msg, "failed calling webhook")
 	})
 }

@@ -58,3 +58,18 @@ func TestPlanShowsWaves(t *testing.T) {
 		}
 	}
 }
+
+// TestAWaveIsInTheDigest: a change of wave alone changes what a create's
+// digest covers, and so the plan's hash and what an approval approves.
+func TestAWaveIsInTheDigest(t *testing.T) {
+	o := &unstructured.Unstructured{}
+	o.SetAPIVersion("v1")
+	o.SetKind("ConfigMap")
+	o.SetName("a")
+	o.SetAnnotations(map[string]string{apply.WaveAnnotation: "1"})
+	before := CreateDigest(o)
+	o.SetAnnotations(map[string]string{apply.WaveAnnotation: "2"})
+	if CreateDigest(o) == before {
+		t.Error("a change of wave leaves the digest as it was")
+	}
+}
