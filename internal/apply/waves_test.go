@@ -146,7 +146,9 @@ func TestSequenceAppliesWaveByWave(t *testing.T) {
 	last := waved("Deployment", "last", map[string]string{ArgoWaveAnnotation: "2"}) // wave 2
 	objs := []*unstructured.Unstructured{secret, deploy, settings, worker, last}
 	for _, o := range objs {
-		o.SetNamespace("apps") // a Namespace this install creates
+		// In a Namespace this install creates: the plan could dry-run
+		// none of them (Unverified).
+		o.SetNamespace("apps")
 	}
 	// The inert Secret goes ahead, with no dry run, and so does the first
 	// Deployment once the rest passed theirs; the inert ConfigMap of wave 1
@@ -203,5 +205,15 @@ func TestSequenceAppliesWaveByWave(t *testing.T) {
 	}
 	if got := strings.Join(rec.log, ", "); got != "await 2 (secret deploy settings worker), apply last" || !gotNothingApplied {
 		t.Errorf("an upgrade of wave 2: %s (nothing applied: %v)", got, gotNothingApplied)
+	}
+	// With pre hooks, which ran before the wait, it may not.
+	rec.log = nil
+	q.HasPreHooks = true
+	q.PreHooks = func(context.Context) error { rec.log = append(rec.log, "pre hooks"); return nil }
+	if _, err := q.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.log, ", "); got != "pre hooks, await 2 (secret deploy settings worker), apply last" || gotNothingApplied {
+		t.Errorf("an upgrade of wave 2 with pre hooks: %s (nothing applied: %v)", got, gotNothingApplied)
 	}
 }

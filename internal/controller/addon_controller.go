@@ -341,10 +341,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	s := r.newScope(addon)
 	before := addon.DeepCopy()
 	r.resumeApplyRecord(s)
-	// NOTE: a wave that status shows waiting was left there by a sync that
-	// never finished; this reconcile's status clears it, whatever path it
-	// takes.
-	s.addon.Status.Wave = nil
+	// NOTE: a wave that status shows waiting is over unless this reconcile
+	// finds it waiting still; its status clears it, whatever path it takes.
+	s.priorWave, s.addon.Status.Wave = s.addon.Status.Wave, nil
 	defer func() {
 		observeReconcile(s, time.Since(start))
 		// NOTE: a controller that stops still records how far it got.

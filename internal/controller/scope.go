@@ -39,6 +39,9 @@ const (
 // to step.
 type scope struct {
 	addon *capstanv1.Addon
+	// priorWave is the wave the stored status showed waiting when this
+	// reconcile began: a wave that still waits keeps its start.
+	priorWave *capstanv1.WaveProgress
 	// stored is the status a checkpoint last wrote, when one did: the end
 	// of the reconcile patches against it, not against the status read at
 	// the start, so that what a checkpoint set and the sync then cleared

@@ -42,20 +42,24 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		}
 		windows = &w
 	}
-	s.verdict = plan.Decide(plan.State{
+	state := plan.State{
 		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
 		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
 		Windows: windows,
-	})
+	}
+	s.verdict = plan.Decide(state)
 	if s.verdict.Apply {
 		return false, nil
 	}
-	if s.verdict.Reason == plan.ReasonDryRunFailed {
-		if wait, err := r.dryRunWaitsForWave(ctx, s); err != nil || wait {
-			return true, err
-		}
+	wouldApply := func(p *capstanv1.Plan) bool {
+		st := state
+		st.Plan = p
+		return plan.Decide(st).Apply
+	}
+	if s.verdict.Reason == plan.ReasonDryRunFailed && r.dryRunWaitsForWave(ctx, s, wouldApply) {
+		return true, nil
 	}
 	s.found.gated, s.found.verdict = true, s.verdict
 	r.judgeHeld(ctx, s, checks)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -88,31 +89,34 @@ func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unst
 // judges them. It reads each object from the API server until it is
 // Current, and shows a wait that lasts in status.wave.
 //
-// When the sync has applied nothing yet (nothingApplied), one look is all:
-// if the objects are not all Current, the sync ends waiting for them
-// (waveDeferred), holding no worker, and the next one plans again, to the
-// same plan. Otherwise the sync waits within itself, as for a running
-// hook, since the plan was approved whole and a later sync would plan only
-// what is left: up to spec.healthTimeout, or plan.DefaultWaveTimeout when
-// unset, for each wave. An object that failed, the timeout, or a change to
-// the Addon (a new generation, a pause, its deletion) ends the wait with
-// the waves from this one on not applied. The next sync waits again for
-// the objects that are still not Current, changed or not.
+// When the sync has applied nothing and run no hook yet (nothingApplied),
+// one look is all: if the objects are not all Current, the sync ends
+// waiting for them (deferWave), holding no worker, and the next one plans
+// again, to the same plan. Otherwise the sync waits within itself, as for
+// a running hook, since the plan was approved whole and a later sync would
+// plan only what is left. Either way a wave waits up to spec.healthTimeout,
+// or plan.DefaultWaveTimeout when unset. An object that failed, the
+// timeout, or a change to the Addon (a new generation, a pause, its
+// deletion) ends the wait with the waves from this one on not applied. The
+// next sync waits again for the objects that are still not Current,
+// changed or not.
 func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, objs []*unstructured.Unstructured,
 	changed map[*unstructured.Unstructured]bool, nothingApplied bool) error {
-	timeout := plan.DefaultWaveTimeout
-	if t := s.addon.Spec.HealthTimeout; t != nil && t.Duration > 0 {
-		timeout = t.Duration
-	}
+	timeout := waveTimeout(s)
 	start := time.Now()
-	// NOTE: cleared in the status the reconcile writes at its end, or at
-	// its next checkpoint; a write of its own would cost a request for a
-	// field that is gone a moment later.
-	defer func() { s.addon.Status.Wave = nil }()
+	deferred := false
+	defer func() {
+		if !deferred {
+			// NOTE: cleared in the status the reconcile writes at its end,
+			// or at its next checkpoint; a write of its own would cost a
+			// request for a field that is gone a moment later.
+			s.addon.Status.Wave = nil
+		}
+	}()
 	poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
 	left := objs
 	for {
-		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < failedGrace)
+		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < min(failedGrace, timeout))
 		if err != nil {
 			return err
 		}
@@ -125,6 +129,7 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 		}
 		list := notCurrentList(look.notCurrent)
 		if nothingApplied {
+			deferred = true
 			return r.deferWave(s, wave, look)
 		}
 		if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
@@ -133,8 +138,7 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 			r.showWave(ctx, s, &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)})
 		}
 		if waited := time.Since(start); waited > timeout {
-			return terminal{fmt.Errorf("wave %d and the waves after it are not applied: the waves before it are not Current after %s (spec.healthTimeout, %s when unset, for each wave): %s",
-				wave, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
+			return waveTimedOut(wave, waited, list)
 		}
 		if err := r.addonUnchanged(ctx, s); err != nil {
 			return err
@@ -148,6 +152,33 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 	}
 }
 
+// waveTimeout is how long a wave may wait: spec.healthTimeout, or
+// plan.DefaultWaveTimeout when unset.
+func waveTimeout(s *scope) time.Duration {
+	if t := s.addon.Spec.HealthTimeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return plan.DefaultWaveTimeout
+}
+
+func waveTimedOut(wave int32, waited time.Duration, list string) error {
+	return terminal{fmt.Errorf("wave %d and the waves after it are not applied: the waves before it are not Current after %s (spec.healthTimeout, %s when unset, for each wave): %s",
+		wave, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
+}
+
+// waitsSince shows in status that wave waits for what list names, and
+// returns since when: since the wait a reconcile before found, when it
+// was the same wave's, else now. Reconciles that each look once, and
+// requeue, so share one timeout.
+func waitsSince(s *scope, wave int32, list string) time.Time {
+	since := metav1.Now()
+	if p := s.priorWave; p != nil && p.Wave == wave {
+		since = p.Since
+	}
+	s.addon.Status.Wave = &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: since}
+	return since.Time
+}
+
 // waveDeferred ends a sync that applied nothing, to wait for the waves
 // before wave, as the health step waits: by requeueing.
 type waveDeferred struct {
@@ -158,15 +189,13 @@ type waveDeferred struct {
 
 func (d *waveDeferred) Error() string { return d.what }
 
-// deferWave ends a sync whose first wave to apply waits, unless
-// spec.healthTimeout has passed since the last apply.
+// deferWave ends a sync whose first wave to apply waits, unless the wave
+// has waited past its timeout, over the reconciles that looked at it.
 func (r *AddonReconciler) deferWave(s *scope, wave int32, look waveLook) error {
 	list := notCurrentList(look.notCurrent)
-	if t, at := s.addon.Spec.HealthTimeout, s.addon.Status.LastAppliedTime; t != nil && at != nil {
-		if since := time.Since(at.Time); since > t.Duration {
-			return terminal{fmt.Errorf("wave %d and the waves after it are not applied: the waves before it are not Current %s after the last apply (spec.healthTimeout %s): %s",
-				wave, since.Round(time.Second), t.Duration, list)}
-		}
+	if waited := time.Since(waitsSince(s, wave, list)); waited > waveTimeout(s) {
+		s.addon.Status.Wave = nil
+		return waveTimedOut(wave, waited, list)
 	}
 	return &waveDeferred{wave: wave, kinds: look.kinds,
 		what: fmt.Sprintf("wave %d waits for the waves before it, with nothing of this sync applied yet: waiting for %s", wave, list)}
@@ -174,7 +203,7 @@ func (r *AddonReconciler) deferWave(s *scope, wave int32, look waveLook) error {
 
 // errAddonChanged ends a wait whose sync the Addon has outgrown: the next
 // reconcile, which the change queued, plans again or removes it.
-var errAddonChanged = errors.New("the Addon changed, was paused or is being deleted while the sync waited for a wave")
+var errAddonChanged = errors.New("the Addon changed, was paused or is being deleted while the sync waited for a wave; the next look plans again")
 
 // addonUnchanged reads the Addon from the controller's cache, at no cost
 // to the API server, and fails when its spec is newer than this sync's,
@@ -203,72 +232,152 @@ func (r *AddonReconciler) showWave(ctx context.Context, s *scope, p *capstanv1.W
 }
 
 // endedByWave turns the ends of a sync that waits for a wave into what the
-// reconcile reports: a deferred wave waits as workloads do, and a sync
-// the Addon outgrew ends with no status of its own, since the reconcile
-// the change queued writes one. It reports false for any other error.
+// reconcile reports, both Progressing: a deferred wave waits as workloads
+// do, woken by its objects' changes, and a sync the Addon outgrew says so
+// until the reconcile the change queued. It reports false for any other
+// error.
 func (r *AddonReconciler) endedByWave(ctx context.Context, s *scope, err error) bool {
 	var d *waveDeferred
 	switch {
 	case errors.As(err, &d):
-		s.found.waitingFor = d.what
-		s.requeueSoon(r.Config.HealthPoll)
-		r.watchKinds(ctx, s, d.kinds)
+		r.awaitWith(ctx, s, d.what, d.kinds)
 		return true
 	case errors.Is(err, errAddonChanged):
+		s.found.waitingFor = errAddonChanged.Error()
+		s.requeueSoon(time.Second)
 		return true
 	}
 	return false
 }
 
-// dryRunWaitsForWave reports whether a plan fails only because objects of
-// a later wave call webhooks that do not answer yet, while the objects of
-// the waves before them are not Current: an operator's webhook, in wave 0,
-// whose custom resources are in wave 1. Such a plan waits for the earlier
-// waves, as the apply would, instead of failing. Once they are Current,
-// or when one of them failed, the dry run's error stands.
-func (r *AddonReconciler) dryRunWaitsForWave(ctx context.Context, s *scope) (bool, error) {
-	first, refused := int32(0), false
-	for i, obj := range s.objects {
-		msg := s.previews[i].Error
+// awaitWith ends a reconcile waiting for objects of kinds, as checkHealth
+// does: a status change of one of them queues the next look, and the
+// health poll bounds it.
+func (r *AddonReconciler) awaitWith(ctx context.Context, s *scope, what string, kinds []schema.GroupVersionKind) {
+	s.found.waitingFor = what
+	s.requeueSoon(r.Config.HealthPoll)
+	r.watchKinds(ctx, s, kinds)
+	r.awaiting.Store(client.ObjectKeyFromObject(s.addon), true)
+}
+
+// dryRunWaitsForWave reports whether a plan that failed its dry run waits
+// instead for the waves before it: an operator whose validating webhook
+// is registered in wave 0 and is not running yet, and whose custom
+// resource in wave 1 the webhook must check (see webhookWait). It waits
+// only while the plan would apply but for those refusals (wouldApply),
+// the earlier waves are not all Current and none failed, and not past
+// their timeout. A read that fails leaves the dry run's error to stand.
+func (r *AddonReconciler) dryRunWaitsForWave(ctx context.Context, s *scope, wouldApply func(*capstanv1.Plan) bool) bool {
+	wave, before, refused, ok := webhookWait(s.objects, s.previews)
+	if !ok || !wouldApply(withoutErrors(s.plan, refused)) {
+		return false
+	}
+	look, err := r.lookAtWave(ctx, s, before, nil, false)
+	if err != nil {
+		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the earlier waves for a refused dry run failed")
+		return false
+	}
+	if look.failed != "" || len(look.left) == 0 {
+		return false
+	}
+	list := notCurrentList(look.notCurrent)
+	if time.Since(waitsSince(s, wave, list)) > waveTimeout(s) {
+		s.addon.Status.Wave = nil
+		return false
+	}
+	r.awaitWith(ctx, s, fmt.Sprintf("the dry run of wave %d calls a webhook of a wave before it that does not answer yet, so it waits for those waves: waiting for %s", wave, list), look.kinds)
+	return true
+}
+
+// webhookWait decides whether a plan's refusals may wait for earlier
+// waves: every refusal is the API server failing to call an admission
+// webhook that a ValidatingWebhookConfiguration or
+// MutatingWebhookConfiguration of an earlier wave registers, and the plan
+// changes nothing of those earlier waves, which would otherwise never
+// turn Current while the plan is refused. It returns the lowest refused
+// wave, the objects of the waves before it, and the refused objects.
+func webhookWait(objs []*unstructured.Unstructured, previews []plan.ObjectResult) (int32, []*unstructured.Unstructured, []capstanv1.ObjectRef, bool) {
+	var first int32
+	var refused []capstanv1.ObjectRef
+	var called []string
+	for i, obj := range objs {
+		msg := previews[i].Error
 		if msg == "" {
 			continue
 		}
-		if !webhookUnreachable(msg) {
-			return false, nil
+		name := webhookCalled(msg)
+		if name == "" {
+			return 0, nil, nil, false
 		}
-		if w := apply.Wave(obj); !refused || w < first {
-			first, refused = w, true
+		if w := apply.Wave(obj); len(refused) == 0 || w < first {
+			first = w
 		}
+		refused = append(refused, previews[i].Ref)
+		called = append(called, name)
 	}
-	if !refused {
-		return false, nil
+	if len(refused) == 0 {
+		return 0, nil, nil, false
 	}
+	registered := map[string]bool{}
 	var before []*unstructured.Unstructured
-	for _, obj := range s.objects {
-		if apply.Wave(obj) < first {
-			before = append(before, obj)
+	for i, obj := range objs {
+		if apply.Wave(obj) >= first {
+			continue
+		}
+		if previews[i].Action != capstanv1.ActionUnchanged {
+			return 0, nil, nil, false
+		}
+		before = append(before, obj)
+		if gk := obj.GroupVersionKind().GroupKind(); gk.Group == "admissionregistration.k8s.io" &&
+			(gk.Kind == "ValidatingWebhookConfiguration" || gk.Kind == "MutatingWebhookConfiguration") {
+			hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+			for _, h := range hooks {
+				if m, ok := h.(map[string]any); ok {
+					name, _ := m["name"].(string)
+					registered[name] = true
+				}
+			}
 		}
 	}
-	if len(before) == 0 {
-		return false, nil
+	for _, name := range called {
+		if !registered[name] {
+			return 0, nil, nil, false
+		}
 	}
-	if t, at := s.addon.Spec.HealthTimeout, s.addon.Status.LastAppliedTime; t != nil && at != nil && time.Since(at.Time) > t.Duration {
-		return false, nil
-	}
-	look, err := r.lookAtWave(ctx, s, before, nil, false)
-	if err != nil || look.failed != "" || len(look.left) == 0 {
-		return false, err
-	}
-	s.found.waitingFor = fmt.Sprintf("the dry run of wave %d calls a webhook that does not answer yet, so it waits for the waves before it: waiting for %s",
-		first, notCurrentList(look.notCurrent))
-	s.requeueSoon(r.Config.HealthPoll)
-	r.watchKinds(ctx, s, look.kinds)
-	return true, nil
+	return first, before, refused, true
 }
 
-// webhookUnreachable reports whether a dry run's error is the API server
-// failing to call an admission or conversion webhook, as opposed to a
-// webhook that answered and refused.
-func webhookUnreachable(msg string) bool {
-	return strings.Contains(msg, "failed calling webhook") || strings.Contains(msg, "conversion webhook for")
+// webhookCalled returns the name of the admission webhook a dry run's
+// error says the API server failed to call, or "" when the error is
+// another: a webhook that answered and refused is a refusal like any.
+func webhookCalled(msg string) string {
+	const prefix = `failed calling webhook "`
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return ""
+	}
+	rest := msg[i+len(prefix):]
+	end := strings.IndexByte(rest, '"')
+	if end <= 0 {
+		return ""
+	}
+	return rest[:end]
+}
+
+// withoutErrors returns a copy of p whose objects in refs carry no dry-run
+// error, to ask the other gates what they would decide.
+func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Plan {
+	skip := map[string]bool{}
+	for _, ref := range refs {
+		skip[ref.Key()] = true
+	}
+	out := *p
+	out.Objects = make([]capstanv1.PlannedObject, len(p.Objects))
+	for i, o := range p.Objects {
+		if skip[o.Key()] {
+			o.Error = ""
+		}
+		out.Objects[i] = o
+	}
+	return &out
 }

@@ -106,17 +106,30 @@ func TestSyncWavesApplyInOrder(t *testing.T) {
 
 	// Wave 0 is not Current (not failed) when a change comes to wave 1
 	// alone: the sync ends waiting, with nothing applied and no worker
-	// held, and applies it once wave 0 is Current.
+	// held, showing the wave; the wait keeps its start over the looks, and
+	// ends at spec.healthTimeout. Once wave 0 is Current the change goes.
 	setPhase("Starting")
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: hola") })
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues("greeting: hola")
+		cur.Spec.HealthTimeout = &metav1.Duration{Duration: 6 * time.Second}
+	})
 	deferred := waitFor(t, a, 60*time.Second, "the change to wave 1 waiting for wave 0", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur),
+		return cur.Status.Phase == capstanv1.PhaseProgressing && cur.Status.Wave != nil && cur.Status.Wave.Wave == 1 && strings.Contains(readyMessage(cur),
 			"wave 1 waits for the waves before it, with nothing of this sync applied yet: waiting for WaveDB "+ns+"/db")
 	})
-	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "bonjour" || deferred.Status.Wave != nil {
-		t.Fatalf("a deferred wave applied %q, or shows status.wave %+v", got, deferred.Status.Wave)
+	if got, _, _ := unstructured.NestedString(cm("app").Object, "data", "greeting"); got != "bonjour" {
+		t.Fatalf("a deferred wave applied %q", got)
+	}
+	timedOut := waitFor(t, a, 60*time.Second, "the deferred wave past spec.healthTimeout", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseFailed && strings.Contains(readyMessage(cur),
+			"wave 1 and the waves after it are not applied: the waves before it are not Current after")
+	})
+	// NOTE: each look requeues; only a start kept over the looks ends it.
+	if timedOut.Status.Wave != nil || time.Since(deferred.Status.Wave.Since.Time) < 6*time.Second {
+		t.Errorf("the deferred wave ended at once, or still shows: began %s, status.wave %+v", deferred.Status.Wave.Since, timedOut.Status.Wave)
 	}
 	setPhase("Ready")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = nil })
 	waitFor(t, a, 60*time.Second, "the deferred wave applied once wave 0 is Current", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Generation == cur.Status.ObservedGeneration
 	})
@@ -201,10 +214,10 @@ func TestADryRunWaitsForTheWaveThatServesItsWebhook(t *testing.T) {
 		t.Fatal("wave 1 was applied")
 	}
 	// The next sync: the dry run cannot reach the webhook, and waits.
-	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "retry")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: time.Minute} })
 	waitFor(t, a, 60*time.Second, "the dry run waiting for wave 0", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur),
-			"the dry run of wave 1 calls a webhook that does not answer yet, so it waits for the waves before it: waiting for HookedOp "+ns+"/operator")
+		return cur.Status.Phase == capstanv1.PhaseProgressing && cur.Status.Wave != nil && cur.Status.Wave.Wave == 1 && strings.Contains(readyMessage(cur),
+			"the dry run of wave 1 calls a webhook of a wave before it that does not answer yet, so it waits for those waves: waiting for HookedOp "+ns+"/operator")
 	})
 	// Wave 0 is Current; the webhook still does not answer: that error stands.
 	op := live(t, "example.com/v1", "HookedOp", ns, "operator")

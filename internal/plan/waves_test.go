@@ -59,8 +59,9 @@ func TestPlanShowsWaves(t *testing.T) {
 	}
 }
 
-// TestAWaveIsInTheDigest: a change of wave alone changes what a create's
-// digest covers, and so the plan's hash and what an approval approves.
+// TestAWaveIsInTheDigest: a create's digest, which the plan's hash
+// covers, is of the whole manifest, the wave's annotation included. (An
+// update's digest is of its diff, which shows the annotation's change.)
 func TestAWaveIsInTheDigest(t *testing.T) {
 	o := &unstructured.Unstructured{}
 	o.SetAPIVersion("v1")
