@@ -54,12 +54,19 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		return false, nil
 	}
 	wouldApply := func(p *capstanv1.Plan) bool {
+		if state.ApprovedPlan != "" && state.ApprovedPlan == s.plan.Hash {
+			// NOTE: an approval of the refused plan would not hold once
+			// the dry run passes: the hash covers each object's result.
+			return false
+		}
 		st := state
 		st.Plan = p
 		return plan.Decide(st).Apply
 	}
-	if s.verdict.Reason == plan.ReasonDryRunFailed && r.dryRunWaitsForWave(ctx, s, wouldApply) {
-		return true, nil
+	if s.verdict.Reason == plan.ReasonDryRunFailed {
+		if wait, err := r.dryRunWaitsForWave(ctx, s, wouldApply); wait || err != nil {
+			return true, err
+		}
 	}
 	s.found.gated, s.found.verdict = true, s.verdict
 	r.judgeHeld(ctx, s, checks)

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -104,9 +103,9 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 	changed map[*unstructured.Unstructured]bool, nothingApplied bool) error {
 	timeout := waveTimeout(s)
 	start := time.Now()
-	deferred := false
+	keep := false
 	defer func() {
-		if !deferred {
+		if !keep {
 			// NOTE: cleared in the status the reconcile writes at its end,
 			// or at its next checkpoint; a write of its own would cost a
 			// request for a field that is gone a moment later.
@@ -118,6 +117,11 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 	for {
 		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < min(failedGrace, timeout))
 		if err != nil {
+			if nothingApplied {
+				// NOTE: a read that failed says nothing of the wait: the
+				// retry goes on from its start.
+				s.addon.Status.Wave, keep = s.priorWave, true
+			}
 			return err
 		}
 		if look.failed != "" {
@@ -129,7 +133,7 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 		}
 		list := notCurrentList(look.notCurrent)
 		if nothingApplied {
-			deferred = true
+			keep = true
 			return r.deferWave(s, wave, look)
 		}
 		if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
@@ -138,6 +142,12 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 			r.showWave(ctx, s, &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)})
 		}
 		if waited := time.Since(start); waited > timeout {
+			// NOTE: status keeps the wave, so that the next sync that finds
+			// it waiting still fails at once, not after another timeout.
+			if s.addon.Status.Wave == nil {
+				s.addon.Status.Wave = &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)}
+			}
+			keep = true
 			return waveTimedOut(wave, waited, list)
 		}
 		if err := r.addonUnchanged(ctx, s); err != nil {
@@ -169,7 +179,10 @@ func waveTimedOut(wave int32, waited time.Duration, list string) error {
 // waitsSince shows in status that wave waits for what list names, and
 // returns since when: since the wait a reconcile before found, when it
 // was the same wave's, else now. Reconciles that each look once, and
-// requeue, so share one timeout.
+// requeue, so share one timeout, and a wave that timed out, whose status
+// keeps it, fails at once until it is Current or the sync applies
+// something before it. A wait a controller was killed in keeps its start
+// too: the time it was down counts.
 func waitsSince(s *scope, wave int32, list string) time.Time {
 	since := metav1.Now()
 	if p := s.priorWave; p != nil && p.Wave == wave {
@@ -194,7 +207,6 @@ func (d *waveDeferred) Error() string { return d.what }
 func (r *AddonReconciler) deferWave(s *scope, wave int32, look waveLook) error {
 	list := notCurrentList(look.notCurrent)
 	if waited := time.Since(waitsSince(s, wave, list)); waited > waveTimeout(s) {
-		s.addon.Status.Wave = nil
 		return waveTimedOut(wave, waited, list)
 	}
 	return &waveDeferred{wave: wave, kinds: look.kinds,
@@ -266,27 +278,28 @@ func (r *AddonReconciler) awaitWith(ctx context.Context, s *scope, what string, 
 // resource in wave 1 the webhook must check (see webhookWait). It waits
 // only while the plan would apply but for those refusals (wouldApply),
 // the earlier waves are not all Current and none failed, and not past
-// their timeout. A read that fails leaves the dry run's error to stand.
-func (r *AddonReconciler) dryRunWaitsForWave(ctx context.Context, s *scope, wouldApply func(*capstanv1.Plan) bool) bool {
+// their timeout. A read that fails is returned, to be retried.
+func (r *AddonReconciler) dryRunWaitsForWave(ctx context.Context, s *scope, wouldApply func(*capstanv1.Plan) bool) (bool, error) {
 	wave, before, refused, ok := webhookWait(s.objects, s.previews)
 	if !ok || !wouldApply(withoutErrors(s.plan, refused)) {
-		return false
+		return false, nil
 	}
 	look, err := r.lookAtWave(ctx, s, before, nil, false)
 	if err != nil {
-		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the earlier waves for a refused dry run failed")
-		return false
+		// NOTE: retried with backoff, from the wait's start.
+		s.addon.Status.Wave = s.priorWave
+		return true, err
 	}
 	if look.failed != "" || len(look.left) == 0 {
-		return false
+		return false, nil
 	}
 	list := notCurrentList(look.notCurrent)
 	if time.Since(waitsSince(s, wave, list)) > waveTimeout(s) {
-		s.addon.Status.Wave = nil
-		return false
+		// NOTE: status keeps the wave, as for a deferred one.
+		return false, nil
 	}
 	r.awaitWith(ctx, s, fmt.Sprintf("the dry run of wave %d calls a webhook of a wave before it that does not answer yet, so it waits for those waves: waiting for %s", wave, list), look.kinds)
-	return true
+	return true, nil
 }
 
 // webhookWait decides whether a plan's refusals may wait for earlier

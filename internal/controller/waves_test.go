@@ -125,8 +125,15 @@ func TestSyncWavesApplyInOrder(t *testing.T) {
 			"wave 1 and the waves after it are not applied: the waves before it are not Current after")
 	})
 	// NOTE: each look requeues; only a start kept over the looks ends it.
-	if timedOut.Status.Wave != nil || time.Since(deferred.Status.Wave.Since.Time) < 6*time.Second {
-		t.Errorf("the deferred wave ended at once, or still shows: began %s, status.wave %+v", deferred.Status.Wave.Since, timedOut.Status.Wave)
+	// Status keeps it, so that the next look fails at once again.
+	if w := timedOut.Status.Wave; w == nil || !w.Since.Equal(&deferred.Status.Wave.Since) || time.Since(w.Since.Time) < 6*time.Second {
+		t.Errorf("the deferred wave's start: began %s, status.wave %+v after the timeout", deferred.Status.Wave.Since, w)
+	}
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "still-starting")
+	if again := waitFor(t, a, 30*time.Second, "the refreshed look", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "still-starting"
+	}); again.Status.Phase != capstanv1.PhaseFailed {
+		t.Errorf("a wave that timed out waits anew on the next look: %s", describeStatus(again))
 	}
 	setPhase("Ready")
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = nil })
