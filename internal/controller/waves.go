@@ -30,14 +30,14 @@ func waveViolations(objs []*unstructured.Unstructured) []capstanv1.Violation {
 			if _, ok := obj.GetAnnotations()[key]; !ok {
 				key = apply.ArgoWaveAnnotation
 			}
-			out = append(out, capstanv1.Violation{Object: capstanv1.RefOf(obj), Path: "metadata.annotations." + key, Rule: RuleSyncWave, Message: err.Error()})
+			out = append(out, capstanv1.Violation{Object: capstanv1.RefOf(obj), Path: "metadata.annotations." + key, Rule: ruleSyncWave, Message: err.Error()})
 		}
 	}
 	return out
 }
 
-// RuleSyncWave names the violation of a sync wave that is not a number.
-const RuleSyncWave = "sync-wave"
+// ruleSyncWave names the violation of a sync wave that is not a number.
+const ruleSyncWave = "sync-wave"
 
 // waveLook is one look at the objects a wave waits for.
 type waveLook struct {
@@ -195,7 +195,6 @@ func waitsSince(s *scope, wave int32, list string) time.Time {
 // waveDeferred ends a sync that applied nothing, to wait for the waves
 // before wave, as the health step waits: by requeueing.
 type waveDeferred struct {
-	wave  int32
 	what  string
 	kinds []schema.GroupVersionKind
 }
@@ -209,7 +208,7 @@ func (r *AddonReconciler) deferWave(s *scope, wave int32, look waveLook) error {
 	if waited := time.Since(waitsSince(s, wave, list)); waited > waveTimeout(s) {
 		return waveTimedOut(wave, waited, list)
 	}
-	return &waveDeferred{wave: wave, kinds: look.kinds,
+	return &waveDeferred{kinds: look.kinds,
 		what: fmt.Sprintf("wave %d waits for the waves before it, with nothing of this sync applied yet: waiting for %s", wave, list)}
 }
 
