@@ -157,8 +157,8 @@ func fromAdmission(msg string) bool {
 // in place must not be deleted and created anew for it, or "" when it may
 // be:
 //   - the never-delete kinds, which hold data or everything of their kind;
-//   - what its chart marks helm.sh/resource-policy: keep, such as a
-//     Secret with a password generated once;
+//   - what its manifests mark to be kept (KeptBy), such as a Secret with
+//     a password generated once that carries helm.sh/resource-policy: keep;
 //   - custom resources: their controller may take down what they run, a
 //     database or a cloud resource, when one is deleted;
 //   - a StatefulSet whose selector changes and whose claims go with it
@@ -169,8 +169,8 @@ func CannotRecreate(obj, live *unstructured.Unstructured) string {
 	switch {
 	case !Deletable(ref):
 		return fmt.Sprintf("Capstan never deletes a %s, so this change is one to make by hand", ref.Kind)
-	case KeptByPolicy(live):
-		return "its chart marks it " + ResourcePolicyAnnotation + ": keep, so Capstan does not delete it to change it: make this change by hand"
+	case KeptBy(live, Recreating) != "":
+		return "it is marked " + KeptBy(live, Recreating) + ", so Capstan does not delete it to change it: make this change by hand"
 	case !scheme.Scheme.Recognizes(obj.GroupVersionKind()):
 		return "Capstan does not delete a custom resource to change it, since its controller may take down what it runs when it is deleted: make this change by hand"
 	case isStatefulSet(obj) && !sameSelector(live, obj):

@@ -100,18 +100,70 @@ type Holder func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object
 // what must outlive the chart: a generated password, a certificate, data.
 const ResourcePolicyAnnotation = "helm.sh/resource-policy"
 
-// KeptByPolicy reports whether an object's Helm resource policy keeps it,
-// read as Helm reads it: "keep" in any case, spaces around it ignored.
-func KeptByPolicy(obj metav1.Object) bool {
-	return strings.EqualFold(strings.TrimSpace(obj.GetAnnotations()[ResourcePolicyAnnotation]), "keep")
+// FluxPruneAnnotation set to "disabled" keeps an object from Flux's garbage
+// collection, both when it leaves the source and when its Kustomization is
+// deleted. Manifests written for Flux carry it on what must outlive them.
+const FluxPruneAnnotation = "kustomize.toolkit.fluxcd.io/prune"
+
+// ArgoSyncOptionsAnnotation is Argo CD's per-object list of sync options:
+// Prune=false keeps an object when it leaves the source, Delete=false when
+// its Application is deleted.
+const ArgoSyncOptionsAnnotation = "argocd.argoproj.io/sync-options"
+
+// Deletion is why Capstan would delete an object, which decides what in
+// its annotations keeps it.
+type Deletion int
+
+const (
+	// NoKeep keeps nothing: a restricted add-on's objects all go with it,
+	// so a tenant's manifests cannot leave objects behind.
+	NoKeep Deletion = iota
+	// Pruning deletes what the render no longer holds.
+	Pruning
+	// Uninstalling deletes what the inventory holds, as the Addon goes.
+	Uninstalling
+	// Recreating deletes an object to create it anew with a change the
+	// API server refuses in place; whatever keeps it from either of the
+	// others keeps it from this too.
+	Recreating
+)
+
+// KeptBy names the annotation, with its value, that keeps obj from the
+// deletion d, or "" when nothing does. Each is read as its own tool reads
+// it, the value in any case and with spaces around it ignored, so that
+// manifests written for Helm, Flux or Argo CD keep what they meant to:
+//   - helm.sh/resource-policy: keep keeps it from every deletion;
+//   - kustomize.toolkit.fluxcd.io/prune: disabled keeps it from every
+//     deletion;
+//   - argocd.argoproj.io/sync-options: Prune=false keeps it from a prune,
+//     and Delete=false from an uninstall.
+func KeptBy(obj metav1.Object, d Deletion) string {
+	if d == NoKeep {
+		return ""
+	}
+	a := obj.GetAnnotations()
+	if v := strings.TrimSpace(a[ResourcePolicyAnnotation]); strings.EqualFold(v, "keep") {
+		return ResourcePolicyAnnotation + ": " + v
+	}
+	if v := strings.TrimSpace(a[FluxPruneAnnotation]); strings.EqualFold(v, "disabled") {
+		return FluxPruneAnnotation + ": " + v
+	}
+	for _, o := range strings.Split(a[ArgoSyncOptionsAnnotation], ",") {
+		o = strings.TrimSpace(o)
+		prune, del := strings.EqualFold(o, "Prune=false"), strings.EqualFold(o, "Delete=false")
+		if (prune && d != Uninstalling) || (del && d != Pruning) {
+			return ArgoSyncOptionsAnnotation + ": " + o
+		}
+	}
+	return ""
 }
 
 // Spared is an object DeleteAll left running: another owner holds it
-// (Holder), or its Helm resource policy keeps it (Kept).
+// (Holder), or an annotation keeps it (KeptBy, as KeptBy names it).
 type Spared struct {
 	Ref    capstanv1.ObjectRef
 	Holder string
-	Kept   bool
+	KeptBy string
 }
 
 // maxDeleteTries bounds the reads and deletes of one object whose metadata
@@ -120,18 +172,18 @@ const maxDeleteTries = 3
 
 // DeleteAll deletes objects in the order given, skipping the never-delete
 // kinds (CRDs and Namespaces among them, so nothing they hold goes first).
-// With a holder, or with keep, each object's metadata is read first: an
-// object that holder says another owner holds, or, with keep, whose Helm
-// resource policy keeps it, is left running (spared). The delete is bound
-// to the resourceVersion read, so an object taken over or marked to keep
-// meanwhile is read again, not deleted. It returns the references it
-// deleted or found gone, and those it spared.
-func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder, keep bool) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+// With a holder, or with a deletion that annotations may keep objects
+// from, each object's metadata is read first: an object that holder says
+// another owner holds, or that KeptBy keeps from keep, is left running
+// (spared). The delete is bound to the resourceVersion read, so an object
+// taken over or marked to keep meanwhile is read again, not deleted. It
+// returns the references it deleted or found gone, and those it spared.
+func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder, keep Deletion) (done []capstanv1.ObjectRef, spared []Spared, err error) {
 	for _, r := range refs {
 		if !Deletable(r) {
 			continue
 		}
-		if holder == nil && !keep {
+		if holder == nil && keep == NoKeep {
 			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
 				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
 			}
@@ -152,8 +204,8 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, hol
 }
 
 // deleteUnlessSpared deletes one object unless holder names another owner
-// or, with keep, its Helm resource policy keeps it, and says which.
-func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, holder Holder, keep bool) (*Spared, error) {
+// or an annotation keeps it from keep, and says which.
+func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, holder Holder, keep Deletion) (*Spared, error) {
 	for range maxDeleteTries {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
@@ -164,8 +216,8 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 		if err != nil {
 			return nil, err
 		}
-		if keep && KeptByPolicy(m) {
-			return &Spared{Ref: r, Kept: true}, nil
+		if by := KeptBy(m, keep); by != "" {
+			return &Spared{Ref: r, KeptBy: by}, nil
 		}
 		if holder != nil {
 			by, err := holder(ctx, r, m)

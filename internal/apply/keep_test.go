@@ -6,15 +6,38 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestKeptByPolicy reads Helm's resource policy as Helm does.
-func TestKeptByPolicy(t *testing.T) {
-	for value, want := range map[string]bool{"keep": true, " Keep ": true, "KEEP": true, "delete": false, "": false, "keep-me": false} {
-		m := &metav1.ObjectMeta{Annotations: map[string]string{ResourcePolicyAnnotation: value}}
-		if got := KeptByPolicy(m); got != want {
-			t.Errorf("%q: %v, want %v", value, got, want)
+// TestKeptBy reads each tool's keep annotation as that tool reads it, and
+// keeps an object only from the deletions its annotation names.
+func TestKeptBy(t *testing.T) {
+	type kept struct{ prune, uninstall, recreate string }
+	for _, tc := range []struct {
+		key, value string
+		want       kept
+	}{
+		{ResourcePolicyAnnotation, "keep", kept{"helm.sh/resource-policy: keep", "helm.sh/resource-policy: keep", "helm.sh/resource-policy: keep"}},
+		{ResourcePolicyAnnotation, " Keep ", kept{"helm.sh/resource-policy: Keep", "helm.sh/resource-policy: Keep", "helm.sh/resource-policy: Keep"}},
+		{ResourcePolicyAnnotation, "KEEP", kept{"helm.sh/resource-policy: KEEP", "helm.sh/resource-policy: KEEP", "helm.sh/resource-policy: KEEP"}},
+		{ResourcePolicyAnnotation, "delete", kept{}},
+		{ResourcePolicyAnnotation, "keep-me", kept{}},
+		{FluxPruneAnnotation, "disabled", kept{"kustomize.toolkit.fluxcd.io/prune: disabled", "kustomize.toolkit.fluxcd.io/prune: disabled", "kustomize.toolkit.fluxcd.io/prune: disabled"}},
+		{FluxPruneAnnotation, "enabled", kept{}},
+		{ArgoSyncOptionsAnnotation, "Prune=false", kept{"argocd.argoproj.io/sync-options: Prune=false", "", "argocd.argoproj.io/sync-options: Prune=false"}},
+		{ArgoSyncOptionsAnnotation, "ServerSideApply=true, Delete=false", kept{"", "argocd.argoproj.io/sync-options: Delete=false", "argocd.argoproj.io/sync-options: Delete=false"}},
+		{ArgoSyncOptionsAnnotation, "Prune=false,Delete=false", kept{"argocd.argoproj.io/sync-options: Prune=false", "argocd.argoproj.io/sync-options: Delete=false", "argocd.argoproj.io/sync-options: Prune=false"}},
+		{ArgoSyncOptionsAnnotation, "Prune=confirm", kept{}},
+		{ArgoSyncOptionsAnnotation, "PruneLast=false", kept{}},
+		{"example.com/prune", "disabled", kept{}},
+	} {
+		m := &metav1.ObjectMeta{Annotations: map[string]string{tc.key: tc.value}}
+		got := kept{KeptBy(m, Pruning), KeptBy(m, Uninstalling), KeptBy(m, Recreating)}
+		if got != tc.want {
+			t.Errorf("%s: %q: %+v, want %+v", tc.key, tc.value, got, tc.want)
+		}
+		if by := KeptBy(m, NoKeep); by != "" {
+			t.Errorf("%s: %q: kept by %q where nothing may be kept", tc.key, tc.value, by)
 		}
 	}
-	if KeptByPolicy(&metav1.ObjectMeta{}) {
-		t.Error("an object without the annotation is kept")
+	if by := KeptBy(&metav1.ObjectMeta{}, Uninstalling); by != "" {
+		t.Errorf("an object without annotations is kept by %q", by)
 	}
 }

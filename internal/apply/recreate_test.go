@@ -79,7 +79,12 @@ func TestCannotRecreate(t *testing.T) {
 			s := object("v1", "Secret", nil)
 			s.SetAnnotations(map[string]string{ResourcePolicyAnnotation: "keep"})
 			return s
-		}(), "marks it helm.sh/resource-policy: keep"},
+		}(), "marked helm.sh/resource-policy: keep"},
+		{"what Argo CD keeps from an uninstall only", object("v1", "Secret", nil), func() *unstructured.Unstructured {
+			s := object("v1", "Secret", nil)
+			s.SetAnnotations(map[string]string{ArgoSyncOptionsAnnotation: "ServerSideApply=true, Delete=false"})
+			return s
+		}(), "marked argocd.argoproj.io/sync-options: Delete=false"},
 		{"a StatefulSet that keeps its selector, whose claims go with it", sts("db", ""), sts("db", "Delete"), ""},
 		{"a StatefulSet whose selector changes, whose claims stay", sts("db2", ""), sts("db", "Retain"), ""},
 		{"a StatefulSet whose selector changes, whose claims go with it", sts("db2", ""), sts("db", "Delete"), "would delete its claims"},

@@ -56,10 +56,11 @@ type Sequence struct {
 	Refused func(obj *unstructured.Unstructured, err error) string
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
-	// Keep honours Helm's resource policy in the prune: an object marked
-	// to keep is left running and leaves the inventory. Kept are those the
-	// plan found marked already: they leave the inventory with no delete.
-	Keep bool
+	// Keep is Pruning to honour what keeps an object from a prune (KeptBy):
+	// an object marked to keep is left running and leaves the inventory.
+	// Kept are those the plan found marked already: they leave the
+	// inventory with no delete.
+	Keep Deletion
 	Kept []capstanv1.ObjectRef
 	// Holder, when set, names another owner that holds an object to
 	// prune: the prune leaves that object running and drops it from the

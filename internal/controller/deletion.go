@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -92,7 +93,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 		}
-		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory), r.holder(s), s.profile == capstanv1.ProfileCluster)
+		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory), r.holder(s), s.keepFrom(apply.Uninstalling))
 		objectsPruned.Add(float64(len(deleted)))
 		r.reportSpared(ctx, s, "Uninstall", spared)
 		if err != nil {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,20 +14,31 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// TestHelmResourcePolicyKeepsObjects: an object its chart marks
-// helm.sh/resource-policy: keep is left running, and leaves the inventory,
-// when an upgrade no longer renders it (the plan says so before) and when
-// the add-on is uninstalled, as Helm leaves it; an object without the mark
-// goes both times.
+// TestHelmResourcePolicyKeepsObjects: an object its manifests mark to be
+// kept is left running, and leaves the inventory, when an upgrade no
+// longer renders it (the plan says so before) and when the add-on is
+// uninstalled, as Helm leaves it; an object without the mark goes both
+// times. Flux's and Argo CD's marks are read as those tools read them:
+// Flux's prune: disabled keeps from both, Argo CD's Prune=false from the
+// prune alone and Delete=false from the uninstall alone.
 func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
-	keep := "  annotations:\n    helm.sh/resource-policy: keep\n"
+	annotated := func(key, value string) string { return "  annotations:\n    " + key + ": " + value + "\n" }
+	keep := annotated("helm.sh/resource-policy", "keep")
+	configMap := func(name, meta string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" + meta + "data: {a: b}\n"
+	}
 	url, _ := charts.publish(t, chart{name: "keepapp", version: "1.0.0", files: map[string]string{
 		"templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stays\ndata: {a: b}\n" +
-			"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: password\n" + keep + "stringData: {password: generated}\n",
-		"templates/dropped.yaml": "{{ if .Values.all }}apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kept\n" + keep + "data: {a: b}\n" +
-			"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata: {a: b}\n{{ end }}",
+			"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: password\n" + keep + "stringData: {password: generated}\n" +
+			configMap("stays-too", "") + configMap("stays-three", "") +
+			configMap("argo-no-delete", annotated("argocd.argoproj.io/sync-options", "ServerSideApply=true,Delete=false")) +
+			configMap("argo-no-prune", annotated("argocd.argoproj.io/sync-options", "Prune=false")),
+		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("kept", keep) + configMap("plain", "") +
+			configMap("flux-kept", annotated("kustomize.toolkit.fluxcd.io/prune", "disabled")) +
+			configMap("argo-kept", annotated("argocd.argoproj.io/sync-options", "Prune=false")) +
+			configMap("argo-pruned", annotated("argocd.argoproj.io/sync-options", "Delete=false")) + "{{ end }}",
 	}})
 	a := create(t, newAddon(controllerNS, "keep-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.Prune = true
@@ -61,23 +73,34 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 			deletes = append(deletes, o.Name)
 		}
 	}
+	slices.Sort(deletes)
 	noticed := false
 	for _, n := range held.Status.Plan.Notices {
-		noticed = noticed || strings.Contains(n.Message, "1 object(s) the render no longer holds carry helm.sh/resource-policy: keep") && strings.Contains(n.Message, "ConfigMap "+ns+"/kept")
+		noticed = noticed || strings.Contains(n.Message, "3 object(s) the render no longer holds are marked to be kept") &&
+			strings.Contains(n.Message, "ConfigMap "+ns+"/kept (helm.sh/resource-policy: keep)") &&
+			strings.Contains(n.Message, "ConfigMap "+ns+"/flux-kept (kustomize.toolkit.fluxcd.io/prune: disabled)") &&
+			strings.Contains(n.Message, "ConfigMap "+ns+"/argo-kept (argocd.argoproj.io/sync-options: Prune=false)")
 	}
-	if len(deletes) != 1 || deletes[0] != "plain" || !noticed {
-		t.Fatalf("the plan should delete plain alone and say that kept stays: deletes %v: %s", deletes, describeStatus(held))
+	if !slices.Equal(deletes, []string{"argo-pruned", "plain"}) || !noticed {
+		t.Fatalf("the plan should delete plain and argo-pruned alone and say what keeps the rest: deletes %v: %s", deletes, describeStatus(held))
 	}
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ManualSync = false })
 	upgraded := waitFor(t, a, 60*time.Second, "the upgrade applied", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash
 	})
-	if live(t, "v1", "ConfigMap", ns, "kept") == nil {
-		t.Fatal("the prune deleted an object its chart marks to keep")
+	for _, name := range []string{"kept", "flux-kept", "argo-kept"} {
+		if live(t, "v1", "ConfigMap", ns, name) == nil {
+			t.Fatalf("the prune deleted %s, which its manifests mark to keep", name)
+		}
+		if inInventory(upgraded, name) {
+			t.Fatalf("the kept object %s should leave the inventory: %v", name, upgraded.Status.Inventory)
+		}
 	}
-	eventually(t, 30*time.Second, "the unmarked ConfigMap pruned", func() bool { return live(t, "v1", "ConfigMap", ns, "plain") == nil })
-	if inInventory(upgraded, "kept") || inInventory(upgraded, "plain") {
-		t.Fatalf("the kept object should leave the inventory: %v", upgraded.Status.Inventory)
+	for _, name := range []string{"plain", "argo-pruned"} {
+		eventually(t, 30*time.Second, name+" pruned", func() bool { return live(t, "v1", "ConfigMap", ns, name) == nil })
+		if inInventory(upgraded, name) {
+			t.Fatalf("the pruned %s should leave the inventory: %v", name, upgraded.Status.Inventory)
+		}
 	}
 	var events eventsv1.EventList
 	if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
@@ -85,7 +108,8 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	}
 	told := false
 	for _, e := range events.Items {
-		told = told || e.Regarding.Name == a.Name && e.Reason == "KeptByResourcePolicy" && e.Action == "Prune" && strings.Contains(e.Note, "ConfigMap "+ns+"/kept")
+		told = told || e.Regarding.Name == a.Name && e.Reason == "KeptByResourcePolicy" && e.Action == "Prune" &&
+			strings.Contains(e.Note, "ConfigMap "+ns+"/kept (helm.sh/resource-policy: keep)") && strings.Contains(e.Note, "ConfigMap "+ns+"/argo-kept (argocd.argoproj.io/sync-options: Prune=false)")
 	}
 	if !told {
 		t.Error("no KeptByResourcePolicy event names the kept ConfigMap")
@@ -98,13 +122,20 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	eventually(t, 60*time.Second, "the Addon uninstalled", func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
 	})
-	if live(t, "v1", "ConfigMap", ns, "stays") != nil {
-		t.Fatal("the uninstall left an object without the mark")
+	for _, name := range []string{"stays", "stays-too", "stays-three", "argo-no-prune"} {
+		if live(t, "v1", "ConfigMap", ns, name) != nil {
+			t.Fatalf("the uninstall left %s, which nothing keeps from an uninstall", name)
+		}
+	}
+	if live(t, "v1", "ConfigMap", ns, "argo-no-delete") == nil {
+		t.Fatal("the uninstall deleted a ConfigMap Argo CD's Delete=false keeps")
 	}
 	if live(t, "v1", "Secret", ns, "password") == nil {
 		t.Fatal("the uninstall deleted a Secret its chart marks to keep")
 	}
-	if live(t, "v1", "ConfigMap", ns, "kept") == nil {
-		t.Fatal("the uninstall deleted what an earlier prune kept")
+	for _, name := range []string{"kept", "flux-kept", "argo-kept"} {
+		if live(t, "v1", "ConfigMap", ns, name) == nil {
+			t.Fatalf("the uninstall deleted %s, which an earlier prune kept", name)
+		}
 	}
 }

@@ -84,7 +84,7 @@ type scope struct {
 	quiet        map[string]bool                       // by ObjectRef.Key: unchanged by the watch cache, not read
 	digests      map[string]string                     // by ObjectRef.Key: each object's manifestDigest
 	prune        []capstanv1.ObjectRef
-	kept         []capstanv1.ObjectRef // what the prune would delete but Helm's resource policy keeps
+	kept         []apply.Spared // what the prune would delete but an annotation keeps (apply.KeptBy)
 	hooks        []render.Hook
 	lifecycle    Lifecycle
 	plan         *capstanv1.Plan

@@ -45,7 +45,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
-		Keep: s.profile == capstanv1.ProfileCluster, Kept: s.kept,
+		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(s.kept),
 		Unverified: unverified, Recreate: recreate, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
@@ -96,12 +96,10 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		log.Info("Pruned objects", "count", len(res.Pruned))
 	}
 	spared := res.Spared
-	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Key() }) {
+	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Ref.Key() }) {
 		// NOTE: the sequence reached the prune, where the kept objects
 		// left the inventory, even if a delete failed after.
-		for _, ref := range s.kept {
-			spared = append(spared, apply.Spared{Ref: ref, Kept: true})
-		}
+		spared = append(spared, s.kept...)
 	}
 	r.reportSpared(ctx, s, "Prune", spared)
 	if r.endedByWave(ctx, s, err) {
@@ -188,15 +186,15 @@ func (r *AddonReconciler) holder(s *scope) apply.Holder {
 }
 
 // reportSpared says which objects a prune or an uninstall (action) left
-// running, to the Addon that holds them or kept by their Helm resource
-// policy: one log line each, and one event for each reason, since events
-// of one reason and action fold into one.
+// running, to the Addon that holds them or kept by an annotation: one log
+// line each, and one event for each reason, since events of one reason
+// and action fold into one.
 func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action string, spared []apply.Spared) {
 	var held, kept []string
 	for _, sp := range spared {
-		if sp.Kept {
-			logf.FromContext(ctx).Info("Left an object its Helm resource policy keeps", "object", sp.Ref.Describe())
-			kept = append(kept, sp.Ref.Describe())
+		if sp.KeptBy != "" {
+			logf.FromContext(ctx).Info("Left an object an annotation keeps", "object", sp.Ref.Describe(), "annotation", sp.KeptBy)
+			kept = append(kept, sp.Ref.Describe()+" ("+sp.KeptBy+")")
 			continue
 		}
 		logf.FromContext(ctx).Info("Left an object to the Addon that holds it", "object", sp.Ref.Describe(), "addon", sp.Holder)
@@ -209,8 +207,8 @@ func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action str
 		r.Recorder.Eventf(s.addon, nil, "Normal", "LeftToAnotherAddon", action, "Left running, not deleted, what another Addon holds: %s.", truncate(strings.Join(held, ", "), 900))
 	}
 	if len(kept) > 0 {
-		r.Recorder.Eventf(s.addon, nil, "Normal", "KeptByResourcePolicy", action, "Left running, not deleted, and dropped from the inventory, what the chart marks %s: keep: %s.",
-			apply.ResourcePolicyAnnotation, truncate(strings.Join(kept, ", "), 900))
+		r.Recorder.Eventf(s.addon, nil, "Normal", "KeptByResourcePolicy", action, "Left running, not deleted, and dropped from the inventory, what the manifests mark to be kept: %s.",
+			truncate(strings.Join(kept, ", "), 900))
 	}
 }
 

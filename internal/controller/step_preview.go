@@ -50,7 +50,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
 			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
-			r.keptByPolicy(ctx, s)
+			r.keptFromPrune(ctx, s)
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)
@@ -71,8 +71,8 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	}
 	if len(s.kept) > 0 {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
-			"%d object(s) the render no longer holds carry %s: keep, so the sync leaves them running and drops them from the inventory, as Helm does: %s",
-			len(s.kept), apply.ResourcePolicyAnnotation, describeRefs(s.kept, 5))})
+			"%d object(s) the render no longer holds are marked to be kept, so the sync leaves them running and drops them from the inventory, as Helm, Flux and Argo CD do: %s",
+			len(s.kept), describeKept(s.kept, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
@@ -160,30 +160,66 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	return r.markOtherAddons(ctx, s)
 }
 
-// keptByPolicy moves out of the prune the objects whose Helm resource
-// policy keeps them (helm.sh/resource-policy: keep), reading each one's
-// metadata as the applying identity: the chart's author marked them to
-// outlive the chart. Only in the cluster profile: a restricted add-on's
-// objects are all owned by its Addon and go with it, so a tenant's chart
-// cannot leave objects behind in the namespace. An object that cannot be
-// read stays in the prune: the prune reads it again before any delete,
-// and keeps it if it is marked then.
-func (r *AddonReconciler) keptByPolicy(ctx context.Context, s *scope) {
+// keptFromPrune takes out of s.prune the objects an annotation keeps from a
+// prune (apply.KeptBy: Helm's resource policy, Flux's prune: disabled,
+// Argo CD's Prune=false), reading each one's metadata as the applying
+// identity: the author marked them to outlive the manifests. Only in the
+// cluster profile (keepFrom). An object that cannot be read stays in the
+// prune: the prune reads it again before any delete, and keeps it if it
+// is marked then.
+func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) {
 	s.kept = nil
-	if s.profile != capstanv1.ProfileCluster || len(s.prune) == 0 {
+	keep := s.keepFrom(apply.Pruning)
+	if keep == apply.NoKeep || len(s.prune) == 0 {
 		return
 	}
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m); err == nil && apply.KeptByPolicy(m) {
-			s.kept = append(s.kept, ref)
-			continue
+		if err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m); err == nil {
+			if by := apply.KeptBy(m, keep); by != "" {
+				s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
+				continue
+			}
 		}
 		prune = append(prune, ref)
 	}
 	s.prune = prune
+}
+
+// keepFrom is what annotations may keep this add-on's objects from: the
+// deletion d in the cluster profile, nothing in the restricted one. A
+// restricted add-on's objects are all owned by its Addon and go with it,
+// so a tenant's manifests cannot leave objects behind in the namespace.
+func (s *scope) keepFrom(d apply.Deletion) apply.Deletion {
+	if s.profile != capstanv1.ProfileCluster {
+		return apply.NoKeep
+	}
+	return d
+}
+
+// sparedRefs are the references of spared objects.
+func sparedRefs(spared []apply.Spared) []capstanv1.ObjectRef {
+	refs := make([]capstanv1.ObjectRef, 0, len(spared))
+	for _, sp := range spared {
+		refs = append(refs, sp.Ref)
+	}
+	return refs
+}
+
+// describeKept names at most n kept objects, each with what keeps it, and
+// counts the rest.
+func describeKept(kept []apply.Spared, n int) string {
+	var names []string
+	for i, k := range kept {
+		if i == n {
+			names = append(names, fmt.Sprintf("and %d more", len(kept)-n))
+			break
+		}
+		names = append(names, k.Ref.Describe()+" ("+k.KeptBy+")")
+	}
+	return strings.Join(names, ", ")
 }
 
 // describeRefs names at most n objects, and counts the rest.

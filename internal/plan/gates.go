@@ -188,7 +188,7 @@ func MassPrune(s State) (Verdict, bool) {
 	}
 	what := fmt.Sprintf("deletes %d", del)
 	if s.Kept > 0 {
-		what = fmt.Sprintf("deletes %d and leaves %d running outside the inventory (helm.sh/resource-policy: keep), together %d", s.Plan.Summary.Delete, s.Kept, del)
+		what = fmt.Sprintf("deletes %d and leaves %d running outside the inventory (marked to be kept), together %d", s.Plan.Summary.Delete, s.Kept, del)
 	}
 	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
 		Message: fmt.Sprintf("this plan %s of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",

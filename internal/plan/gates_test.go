@@ -117,7 +117,7 @@ func TestMassPrune(t *testing.T) {
 		if _, decided := MassPrune(tc.s); decided != tc.decidedByPrune {
 			t.Errorf("%s: the mass-prune gate decided %v", tc.name, decided)
 		}
-		if tc.s.Kept > 0 && !strings.Contains(v.Message, "this plan deletes 3 and leaves 3 running outside the inventory (helm.sh/resource-policy: keep), together 6 of the 10 objects") {
+		if tc.s.Kept > 0 && !strings.Contains(v.Message, "this plan deletes 3 and leaves 3 running outside the inventory (marked to be kept), together 6 of the 10 objects") {
 			t.Errorf("%s: %q", tc.name, v.Message)
 		}
 	}

@@ -269,7 +269,7 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 			"left":     "this add-on did not apply the object, so it is not deleted for the change",
 			"db":       "Capstan does not delete a custom resource to change it",
 			"data":     "Capstan never deletes a PersistentVolumeClaim",
-			"password": "its chart marks it helm.sh/resource-policy: keep",
+			"password": "it is marked helm.sh/resource-policy: keep",
 			"web":      "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that",
 		}
 		for _, o := range p.Objects {
