@@ -1093,12 +1093,19 @@ type HookProgress struct {
 	Since metav1.Time `json:"since"`
 }
 
-// WaveProgress is the sync wave a sync waits to apply.
+// WaveProgress is the sync wave a sync waits to apply, or a prune or an
+// uninstall waits to delete.
 type WaveProgress struct {
 	// Wave is the wave that waits.
 	Wave int32 `json:"wave"`
+	// Deleting is true when the wave waits to be deleted: a prune or an
+	// uninstall goes in reverse waves, and this wave waits until what the
+	// waves after it deleted is gone.
+	// +optional
+	Deleting bool `json:"deleting,omitempty"`
 	// Waiting names the objects of the waves before it that are not
-	// Current yet, and why, at the first look.
+	// Current yet, and why, at the first look; or, when Deleting, the
+	// objects of the waves after it that are not gone yet.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Waiting string `json:"waiting,omitempty"`

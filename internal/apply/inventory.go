@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -170,27 +171,112 @@ type Spared struct {
 // keeps changing between the two.
 const maxDeleteTries = 3
 
+// Deleting says how DeleteAll deletes.
+type Deleting struct {
+	// Holder, when set, names another owner that holds an object: it is
+	// left running (spared).
+	Holder Holder
+	// Keep is the deletion whose marks (KeptBy) leave an object running.
+	Keep Deletion
+	// AwaitGone, when set, makes the deletes go in reverse sync waves,
+	// highest first, as the waves were applied lowest first: after the
+	// objects of a wave are deleted, AwaitGone returns once they are gone
+	// (their finalizers done), and only then does the next wave go. The
+	// custom resources of wave 1 are then finalized while the operator of
+	// wave 0 still runs to do it. It is called with the wave next to go,
+	// and the references deleted. Objects all in one wave, the most
+	// common case, go at once, with no wait.
+	AwaitGone func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error
+}
+
 // DeleteAll deletes objects in the order given, skipping the never-delete
-// kinds (CRDs and Namespaces among them, so nothing they hold goes first).
-// With a holder, or with a deletion that annotations may keep objects
-// from, each object's metadata is read first: an object that holder says
-// another owner holds, or that KeptBy keeps from keep, is left running
-// (spared). The delete is bound to the resourceVersion read, so an object
-// taken over or marked to keep meanwhile is read again, not deleted. It
-// returns the references it deleted or found gone, and those it spared.
-func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, holder Holder, keep Deletion) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+// kinds (CRDs and Namespaces among them, so nothing they hold goes first),
+// in reverse waves with d.AwaitGone. With a holder, or with a deletion
+// that annotations may keep objects from, each object's metadata is read
+// first: an object that holder says another owner holds, or that KeptBy
+// keeps from d.Keep, is left running (spared). The delete is bound to the
+// resourceVersion read, so an object taken over or marked to keep
+// meanwhile is read again, not deleted. It returns the references it
+// deleted or found gone, and those it spared.
+func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d Deleting) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+	refs = slices.DeleteFunc(slices.Clone(refs), func(r capstanv1.ObjectRef) bool { return !Deletable(r) })
+	if d.AwaitGone == nil || len(refs) < 2 {
+		return a.deleteEach(ctx, refs, nil, d)
+	}
+	// NOTE: each object's metadata is read once, for its wave, and the
+	// delete binds to that read; the deletes without waves read it too.
+	read := make(map[string]*metav1.PartialObjectMetadata, len(refs))
+	var present []capstanv1.ObjectRef
+	for _, r := range refs {
+		m, err := a.readMetadata(ctx, r)
+		if err != nil {
+			return done, spared, fmt.Errorf("reading %s: %w", r.Describe(), err)
+		}
+		if m == nil {
+			done = append(done, r)
+			continue
+		}
+		read[r.Key()] = m
+		present = append(present, r)
+	}
+	waves := reverseWaves(present, read)
+	for i, w := range waves {
+		deleted, sp, err := a.deleteEach(ctx, w.refs, read, d)
+		done, spared = append(done, deleted...), append(spared, sp...)
+		if err != nil {
+			return done, spared, err
+		}
+		if i+1 < len(waves) && len(deleted) > 0 {
+			if err := d.AwaitGone(ctx, waves[i+1].number, deleted); err != nil {
+				return done, spared, err
+			}
+		}
+	}
+	return done, spared, nil
+}
+
+// deleteWave is the objects of one wave, to delete together.
+type deleteWave struct {
+	number int32
+	refs   []capstanv1.ObjectRef
+}
+
+// reverseWaves groups refs by the wave their live metadata puts them in,
+// highest first, keeping the order within a wave.
+func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata) []deleteWave {
+	byWave := map[int32][]capstanv1.ObjectRef{}
+	var numbers []int32
+	for _, r := range refs {
+		w := Wave(read[r.Key()])
+		if _, ok := byWave[w]; !ok {
+			numbers = append(numbers, w)
+		}
+		byWave[w] = append(byWave[w], r)
+	}
+	slices.Sort(numbers)
+	slices.Reverse(numbers)
+	out := make([]deleteWave, 0, len(numbers))
+	for _, n := range numbers {
+		out = append(out, deleteWave{number: n, refs: byWave[n]})
+	}
+	return out
+}
+
+// deleteEach deletes refs one by one, with the metadata read already when
+// read holds it.
+func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting) (done []capstanv1.ObjectRef, spared []Spared, err error) {
 	for _, r := range refs {
 		if !Deletable(r) {
 			continue
 		}
-		if holder == nil && keep == NoKeep {
+		if d.Holder == nil && d.Keep == NoKeep && read == nil {
 			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
 				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
 			}
 			done = append(done, r)
 			continue
 		}
-		sp, err := a.deleteUnlessSpared(ctx, r, holder, keep)
+		sp, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d)
 		switch {
 		case err != nil:
 			return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
@@ -203,24 +289,36 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, hol
 	return done, spared, nil
 }
 
-// deleteUnlessSpared deletes one object unless holder names another owner
-// or an annotation keeps it from keep, and says which.
-func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, holder Holder, keep Deletion) (*Spared, error) {
+// readMetadata reads an object's metadata, or nil when it is gone.
+func (a *Applier) readMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+	err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// deleteUnlessSpared deletes one object unless d's holder names another
+// owner or an annotation keeps it from d.Keep, and says which. m is its
+// metadata when read already, or nil.
+func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata, d Deleting) (*Spared, error) {
 	for range maxDeleteTries {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
-		err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-			return nil, nil
+		if m == nil {
+			var err error
+			if m, err = a.readMetadata(ctx, r); err != nil || m == nil {
+				return nil, err
+			}
 		}
-		if err != nil {
-			return nil, err
-		}
-		if by := KeptBy(m, keep); by != "" {
+		if by := KeptBy(m, d.Keep); by != "" {
 			return &Spared{Ref: r, KeptBy: by}, nil
 		}
-		if holder != nil {
-			by, err := holder(ctx, r, m)
+		if d.Holder != nil {
+			by, err := d.Holder(ctx, r, m)
 			if err != nil {
 				return nil, err
 			}
@@ -229,12 +327,13 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			}
 		}
 		uid, rv := m.GetUID(), m.GetResourceVersion()
-		err = a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, nil
 		case apierrors.IsConflict(err):
-			continue // changed since it was read: read it again
+			m = nil // changed since it was read: read it again
+			continue
 		}
 		return nil, err
 	}

@@ -66,6 +66,8 @@ type Sequence struct {
 	// prune: the prune leaves that object running and drops it from the
 	// inventory.
 	Holder Holder
+	// AwaitGone, when set, prunes in reverse sync waves (Deleting).
+	AwaitGone func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error
 	// PreEvent and PostEvent name the hook events, for errors.
 	PreEvent, PostEvent string
 	// PreHooks and PostHooks run the hooks of those events.
@@ -171,7 +173,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "prune"); err != nil {
 		return res, err
 	}
-	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, q.Holder, q.Keep)
+	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone})
 	res.Pruned, res.Spared = pruned, spared
 	res.Inventory = Subtract(res.Inventory, pruned)
 	res.Inventory = Subtract(res.Inventory, q.Kept)

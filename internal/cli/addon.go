@@ -163,7 +163,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	if h := a.Status.Hook; h != nil {
 		fmt.Fprintf(w, "  running hook %s %s/%s since %s\n", h.Event, h.Kind, h.Name, h.Since.Format("15:04:05"))
 	}
-	if wv := a.Status.Wave; wv != nil {
+	if wv := a.Status.Wave; wv != nil && wv.Deleting {
+		fmt.Fprintf(w, "  wave %d waits since %s to be deleted, until the waves after it are gone: %s\n", wv.Wave, wv.Since.Format("15:04:05"), wv.Waiting)
+	} else if wv != nil {
 		fmt.Fprintf(w, "  wave %d waits since %s for the waves before it: %s\n", wv.Wave, wv.Since.Format("15:04:05"), wv.Waiting)
 	}
 	if h := a.Status.PendingHook; h != nil {

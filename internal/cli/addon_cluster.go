@@ -321,7 +321,9 @@ func progressLine(a *capstanv1.Addon) string {
 	if h := a.Status.Hook; h != nil {
 		fmt.Fprintf(&b, ", hook %s %s/%s", h.Event, h.Kind, h.Name)
 	}
-	if wv := a.Status.Wave; wv != nil {
+	if wv := a.Status.Wave; wv != nil && wv.Deleting {
+		fmt.Fprintf(&b, ", wave %d waits to be deleted", wv.Wave)
+	} else if wv != nil {
 		fmt.Fprintf(&b, ", wave %d waits", wv.Wave)
 	}
 	if p := a.Status.Plan; p != nil {

@@ -112,4 +112,16 @@ func TestPrintAddonShowsWaves(t *testing.T) {
 	if got := progressLine(a); !strings.Contains(got, ", wave 1 waits") {
 		t.Errorf("progress line %q does not say the wave waits", got)
 	}
+
+	// A prune or an uninstall waits for the waves after it to be gone.
+	a.Status.Wave = &capstanv1.WaveProgress{Wave: 0, Deleting: true, Waiting: "Database apps/main is being deleted (finalizers: example.com/db)",
+		Since: a.Status.Wave.Since}
+	b.Reset()
+	printAddon(&b, a, p, false)
+	if want := "wave 0 waits since " + a.Status.Wave.Since.Format("15:04:05") + " to be deleted, until the waves after it are gone: Database apps/main is being deleted"; !strings.Contains(b.String(), want) {
+		t.Errorf("the output lacks %q:\n%s", want, b.String())
+	}
+	if got := progressLine(a); !strings.Contains(got, ", wave 0 waits to be deleted") {
+		t.Errorf("progress line %q does not say the wave waits to be deleted", got)
+	}
 }

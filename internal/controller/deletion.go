@@ -93,7 +93,8 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 		}
-		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory), r.holder(s), s.keepFrom(apply.Uninstalling))
+		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),
+			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})
 		objectsPruned.Add(float64(len(deleted)))
 		r.reportSpared(ctx, s, "Uninstall", spared)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -185,7 +186,7 @@ func waveTimedOut(wave int32, waited time.Duration, list string) error {
 // too: the time it was down counts.
 func waitsSince(s *scope, wave int32, list string) time.Time {
 	since := metav1.Now()
-	if p := s.priorWave; p != nil && p.Wave == wave {
+	if p := s.priorWave; p != nil && !p.Deleting && p.Wave == wave {
 		since = p.Since
 	}
 	s.addon.Status.Wave = &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: since}
@@ -392,4 +393,82 @@ func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Pla
 		out.Objects[i] = o
 	}
 	return &out
+}
+
+// awaitGone makes a prune or an uninstall go in reverse sync waves (see
+// apply.Deleting): it holds the deletes of the wave next until every
+// object the waves after it deleted is gone, read from the API server,
+// polled as awaitWave polls. An object found again without a deletion
+// timestamp was created anew by someone else since, and is not waited for.
+// A wait that lasts shows in status.wave, with Deleting set. It is bounded
+// as a wave of the apply is (waveTimeout); the start of a wait that timed
+// out, which status keeps, holds over the retries, so that a finalizer
+// that never finishes fails the retry at once, until it is gone. A prune
+// also ends its wait when the Addon changes (addonUnchanged); an
+// uninstall's Addon is being deleted, so only the timeout ends it.
+func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
+	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
+		start := time.Now()
+		if p := s.priorWave; p != nil && p.Deleting && p.Wave == next {
+			start = p.Since.Time
+		}
+		keep := false
+		defer func() {
+			if !keep {
+				s.addon.Status.Wave = nil
+			}
+		}()
+		poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
+		left := deleted
+		for {
+			var still []capstanv1.ObjectRef
+			var why []string
+			for _, ref := range left {
+				m := &metav1.PartialObjectMetadata{}
+				m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+				err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+				switch {
+				case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+					continue
+				case err != nil:
+					return err
+				case m.DeletionTimestamp.IsZero():
+					continue
+				}
+				still = append(still, ref)
+				w := ref.Describe() + " is being deleted"
+				if f := m.GetFinalizers(); len(f) > 0 {
+					w += " (finalizers: " + strings.Join(f, ", ") + ")"
+				}
+				why = append(why, w)
+			}
+			if len(still) == 0 {
+				return nil
+			}
+			left = still
+			list := notCurrentList(why)
+			progress := &capstanv1.WaveProgress{Wave: next, Deleting: true, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)}
+			if waited := time.Since(start); waited > waveTimeout(s) {
+				// NOTE: status keeps the wave, so that a retry that finds
+				// the objects still there fails at once.
+				s.addon.Status.Wave, keep = progress, true
+				return terminal{fmt.Errorf("wave %d and the waves before it are not deleted and still run: what the waves after it deleted is not gone after %s (spec.healthTimeout, %s when unset, for each wave); finish or remove what holds it, and the next look goes on: %s",
+					next, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
+			}
+			if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
+				r.showWave(ctx, s, progress)
+			}
+			if !uninstalling {
+				if err := r.addonUnchanged(ctx, s); err != nil {
+					return err
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(poll):
+			}
+			poll = min(poll*2, most)
+		}
+	}
 }

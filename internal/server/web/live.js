@@ -43,7 +43,7 @@
       var h = a.status.hook;
       set("hook", h ? "Running hook " + h.event + " " + h.kind + " " + h.name + since(h.since) : "");
       var w = a.status.wave;
-      set("wave", w ? "Wave " + w.wave + " waits" + since(w.since) + " for the waves before it: " + (w.waiting || "") : "");
+      set("wave", w ? "Wave " + w.wave + " waits" + since(w.since) + (w.deleting ? " to be deleted, until the waves after it are gone: " : " for the waves before it: ") + (w.waiting || "") : "");
       conditions(list);
     }).catch(function () {}).then(function () { setTimeout(tick, 2000); });
   }

@@ -1,0 +1,126 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// deleteRecorder is a client that answers reads of metadata from a map of
+// annotations by name and records the deletes it is sent: the order of
+// the deletes is pure logic, and what the API server does with each is
+// the controller suite's business.
+type deleteRecorder struct {
+	client.Client
+	annotations map[string]map[string]string
+	log         []string
+}
+
+func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	ann, ok := r.annotations[key.Name]
+	if !ok {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, key.Name)
+	}
+	obj.SetName(key.Name)
+	obj.SetAnnotations(ann)
+	obj.SetUID(types.UID("uid-" + key.Name))
+	obj.SetResourceVersion("1")
+	return nil
+}
+
+func (r *deleteRecorder) Delete(_ context.Context, obj client.Object, _ ...client.DeleteOption) error {
+	r.log = append(r.log, "delete "+obj.GetName())
+	return nil
+}
+
+// TestDeleteAllGoesInReverseWaves: with AwaitGone, the deletes go highest
+// wave first, each wave awaited before the next; a wave whose objects
+// were all spared is not awaited; objects in one wave, or without
+// AwaitGone, go in the order given with no wait; and a wait that fails
+// deletes nothing more.
+func TestDeleteAllGoesInReverseWaves(t *testing.T) {
+	ref := func(kind, name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: kind, Namespace: "apps", Name: name}
+	}
+	refs := []capstanv1.ObjectRef{ref("ConfigMap", "a"), ref("ConfigMap", "b"), ref("PersistentVolumeClaim", "claim"),
+		ref("ConfigMap", "c"), ref("ConfigMap", "d"), ref("ConfigMap", "gone"), ref("ConfigMap", "kept")}
+	wave := func(n string) map[string]string { return map[string]string{WaveAnnotation: n} }
+	annotations := map[string]map[string]string{
+		"a": nil, "b": wave("1"), "c": {ArgoWaveAnnotation: "1"}, "d": wave("-1"), "claim": wave("5"),
+		"kept": {WaveAnnotation: "2", ResourcePolicyAnnotation: "keep"},
+	}
+	run := func(refs []capstanv1.ObjectRef, annotations map[string]map[string]string, await bool, fail string) (*deleteRecorder, []capstanv1.ObjectRef, []Spared, error) {
+		rec := &deleteRecorder{annotations: annotations}
+		d := Deleting{Keep: Uninstalling}
+		if await {
+			d.AwaitGone = func(_ context.Context, next int32, deleted []capstanv1.ObjectRef) error {
+				var names []string
+				for _, r := range deleted {
+					names = append(names, r.Name)
+				}
+				rec.log = append(rec.log, fmt.Sprintf("await %d (%s)", next, strings.Join(names, " ")))
+				if fmt.Sprint(next) == fail {
+					return errors.New("not gone")
+				}
+				return nil
+			}
+		}
+		done, spared, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, d)
+		return rec, done, spared, err
+	}
+	names := func(refs []capstanv1.ObjectRef) string {
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.Name)
+		}
+		return strings.Join(out, " ")
+	}
+
+	rec, done, spared, err := run(refs, annotations, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(rec.log, ", "), "delete b, delete c, await 0 (b c), delete a, await -1 (a), delete d"; got != want {
+		t.Errorf("in reverse waves: %s; want %s", got, want)
+	}
+	if got := names(done); got != "gone b c a d" {
+		t.Errorf("done: %s", got)
+	}
+	if len(spared) != 1 || spared[0].Ref.Name != "kept" || spared[0].KeptBy != "helm.sh/resource-policy: keep" {
+		t.Errorf("spared: %+v", spared)
+	}
+
+	rec, _, _, err = run(refs, annotations, false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(rec.log, ", "), "delete a, delete b, delete c, delete d"; got != want {
+		t.Errorf("without AwaitGone: %s; want %s", got, want)
+	}
+
+	one := map[string]map[string]string{"a": wave("3"), "b": {ArgoWaveAnnotation: "3"}}
+	rec, _, _, err = run(refs[:2], one, true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(rec.log, ", "), "delete a, delete b"; got != want {
+		t.Errorf("in one wave: %s; want %s", got, want)
+	}
+
+	rec, done, _, err = run(refs, annotations, true, "0")
+	if err == nil {
+		t.Fatal("a wait that failed should fail the deletes")
+	}
+	if got, want := strings.Join(rec.log, ", "), "delete b, delete c, await 0 (b c)"; got != want || names(done) != "gone b c" {
+		t.Errorf("after a failed wait: %s, done %s; want %s, done gone b c", got, names(done), want)
+	}
+}

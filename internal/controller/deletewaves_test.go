@@ -1,0 +1,113 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestPruneAndUninstallGoInReverseWaves: what a prune or an uninstall
+// deletes goes highest wave first, and a wave goes only once what the
+// waves after it deleted is gone. A ConfigMap with a finalizer stands for
+// a custom resource that its operator, a wave before it, must finalize:
+// the operator is not deleted while it is being deleted. The prune shows
+// the wait in status.wave and goes on once the finalizer is done; the
+// uninstall's wait times out at spec.healthTimeout with the operator still
+// running, and the uninstall ends by itself once the finalizer is done.
+func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	configMap := func(name, wave string, hold bool) string {
+		out := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"
+		if wave != "" {
+			out += "  annotations:\n    capstan.dev/sync-wave: \"" + wave + "\"\n"
+		}
+		if hold {
+			out += "  finalizers: [example.com/hold]\n"
+		}
+		return out + "data: {a: b}\n"
+	}
+	url, _ := charts.publish(t, chart{name: "gonewaves", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml": configMap("operator", "", false) + configMap("cr", "1", true) +
+			configMap("one", "", false) + configMap("two", "", false) + configMap("three", "", false),
+		"templates/old.yaml": "{{ if .Values.old }}" + configMap("old-operator", "0", false) + configMap("old-cr", "1", true) + "{{ end }}",
+	}})
+	a := create(t, newAddon(controllerNS, "gw-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.DeletionPolicy = capstanv1.DeletionDelete
+		s.Values = jsonValues("old: true")
+	})))
+	synced := waitPhase(t, a, capstanv1.PhaseSynced)
+	cm := func(name string) bool { return live(t, "v1", "ConfigMap", ns, name) != nil }
+	release := func(name string) {
+		t.Helper()
+		obj := live(t, "v1", "ConfigMap", ns, name)
+		if obj == nil {
+			t.Fatalf("%s is gone before its finalizer was done", name)
+		}
+		if err := admin.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The prune deletes old-cr, and keeps old-operator until it is gone.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("old: false") })
+	waiting := waitFor(t, a, 60*time.Second, "the prune's wave 0 waiting", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && cur.Status.Wave.Wave == 0
+	})
+	if w := waiting.Status.Wave.Waiting; !strings.Contains(w, "ConfigMap "+ns+"/old-cr is being deleted (finalizers: example.com/hold)") {
+		t.Errorf("status.wave.waiting = %q; want it to name old-cr and its finalizer", w)
+	}
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !cm("old-operator") {
+			t.Fatal("the prune deleted wave 0 while wave 1 was still being deleted")
+		}
+	}
+	release("old-cr")
+	pruned := waitFor(t, a, 60*time.Second, "the prune done", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash && cur.Status.ObservedGeneration == cur.Generation
+	})
+	eventually(t, 30*time.Second, "old-operator pruned", func() bool { return !cm("old-operator") && !cm("old-cr") })
+	if pruned.Status.Wave != nil {
+		t.Errorf("status.wave = %+v after the prune", pruned.Status.Wave)
+	}
+	if len(pruned.Status.Inventory) != 5 {
+		t.Errorf("inventory %v; want the five rendered objects", pruned.Status.Inventory)
+	}
+
+	// The uninstall's wave 0 waits for cr, times out, and goes on by
+	// itself once cr is gone.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second} })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	stuck := waitFor(t, a, 60*time.Second, "the uninstall's wait timed out", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "is not gone after")
+	})
+	if !strings.Contains(describeStatus(stuck), "ConfigMap "+ns+"/cr is being deleted (finalizers: example.com/hold)") {
+		t.Errorf("the uninstall's error should name cr and its finalizer: %s", describeStatus(stuck))
+	}
+	for _, name := range []string{"operator", "one", "two", "three"} {
+		if !cm(name) {
+			t.Fatalf("the uninstall deleted %s, of wave 0, while wave 1 was still being deleted", name)
+		}
+	}
+	release("cr")
+	eventually(t, 60*time.Second, "the Addon uninstalled", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	for _, name := range []string{"operator", "cr", "one", "two", "three"} {
+		if cm(name) {
+			t.Errorf("the uninstall left %s", name)
+		}
+	}
+}
