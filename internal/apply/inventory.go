@@ -221,6 +221,12 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 	}
 	waves := reverseWaves(present, read)
 	for i, w := range waves {
+		if i > 0 {
+			// NOTE: a wave after a wait is read again before its deletes:
+			// what was read before the wait has mostly changed since, and a
+			// delete bound to it would only conflict and read again.
+			read = nil
+		}
 		deleted, sp, err := a.deleteEach(ctx, w.refs, read, d)
 		done, spared = append(done, deleted...), append(spared, sp...)
 		if err != nil {
@@ -228,7 +234,11 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 		}
 		if i+1 < len(waves) && len(deleted) > 0 {
 			if err := d.AwaitGone(ctx, waves[i+1].number, deleted); err != nil {
-				return done, spared, err
+				// NOTE: what is not gone yet is not done: it stays in the
+				// inventory, so that the next prune or uninstall waits for
+				// it again before the waves below it, not deleting them at
+				// once as the only wave left.
+				return done[:len(done)-len(deleted)], spared, err
 			}
 		}
 	}

@@ -21,7 +21,10 @@ import (
 // the operator is not deleted while it is being deleted. The prune shows
 // the wait in status.wave and goes on once the finalizer is done; the
 // uninstall's wait times out at spec.healthTimeout with the operator still
-// running, and the uninstall ends by itself once the finalizer is done.
+// running, and the uninstall ends by itself once the finalizer is done. A
+// change to the Addon during the prune's wait, and a retry of the stalled
+// uninstall, delete no lower wave early, and the retry runs no pre-delete
+// hook again.
 func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -39,6 +42,8 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 		"templates/all.yaml": configMap("operator", "", false) + configMap("cr", "1", true) +
 			configMap("one", "", false) + configMap("two", "", false) + configMap("three", "", false),
 		"templates/old.yaml": "{{ if .Values.old }}" + configMap("old-operator", "0", false) + configMap("old-cr", "1", true) + "{{ end }}",
+		"templates/backup.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: backup\n  annotations:\n    helm.sh/hook: pre-delete\n" +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: backup\n          image: registry.example/tools:1.0\n",
 	}})
 	a := create(t, newAddon(controllerNS, "gw-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.Prune = true
@@ -71,6 +76,25 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 			t.Fatal("the prune deleted wave 0 while wave 1 was still being deleted")
 		}
 	}
+	// A change to the Addon ends the wait; old-cr, not gone yet, stays in
+	// the inventory, so the next sync waits for it again.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: time.Minute} })
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if !cm("old-operator") {
+			t.Fatal("the sync after the change deleted wave 0 while wave 1 was still being deleted")
+		}
+	}
+	cur := &capstanv1.Addon{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), cur); err != nil {
+		t.Fatal(err)
+	}
+	held := map[string]bool{}
+	for _, ref := range capstanv1.RefsOf(cur.Status.Inventory) {
+		held[ref.Name] = true
+	}
+	if !held["old-cr"] || !held["old-operator"] {
+		t.Fatalf("the inventory lost what is not deleted yet: %v", cur.Status.Inventory)
+	}
 	release("old-cr")
 	pruned := waitFor(t, a, 60*time.Second, "the prune done", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash && cur.Status.ObservedGeneration == cur.Generation
@@ -96,9 +120,21 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 	if !strings.Contains(describeStatus(stuck), "ConfigMap "+ns+"/cr is being deleted (finalizers: example.com/hold)") {
 		t.Errorf("the uninstall's error should name cr and its finalizer: %s", describeStatus(stuck))
 	}
-	for _, name := range []string{"operator", "one", "two", "three"} {
-		if !cm(name) {
-			t.Fatalf("the uninstall deleted %s, of wave 0, while wave 1 was still being deleted", name)
+	backup := job(t, ns, "backup")
+	if backup == nil {
+		t.Fatal("the pre-delete hook did not run")
+	}
+	// A retry of the stalled uninstall does not run the pre-delete hook
+	// again: part of the add-on is deleted already.
+	update(t, a, func(cur *capstanv1.Addon) { cur.SetAnnotations(map[string]string{"example.com/poke": "1"}) })
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		for _, name := range []string{"operator", "one", "two", "three"} {
+			if !cm(name) {
+				t.Fatalf("the uninstall deleted %s, of wave 0, while wave 1 was still being deleted", name)
+			}
+		}
+		if j := job(t, ns, "backup"); j == nil || j.UID != backup.UID {
+			t.Fatal("the retry of the uninstall ran the pre-delete hook again")
 		}
 	}
 	release("cr")

@@ -86,12 +86,16 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	}
 	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
-	// left: a retry after they failed must not run pre-delete again.
+	// left: a retry after they failed must not run pre-delete again. Nor
+	// must a retry after the deletes of the inventory waited for a wave
+	// and stopped (status.wave, deleting): part of it is deleted already.
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
-		if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
-			return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+		if !deletingWave(s.priorWave) {
+			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
+				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+			}
 		}
 		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),
 			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})
@@ -100,6 +104,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if err != nil {
 			return err
 		}
+		s.addon.Status.Wave = nil
 		if s.hasHooks("post-delete") {
 			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
 			if err := r.checkpointStatus(ctx, s); err != nil {

@@ -203,6 +203,9 @@ func (r *AddonReconciler) result(s *scope, err error) (ctrl.Result, error) {
 		// A server that asked for time gets it, not the backoff's next try.
 		return ctrl.Result{RequeueAfter: later.After}, nil
 	case err != nil && classify(err) == classTerminal:
+		if s.retryStalled > 0 && s.retryStalled < r.Config.ResyncInterval {
+			return ctrl.Result{RequeueAfter: s.retryStalled}, nil
+		}
 		return ctrl.Result{RequeueAfter: r.Config.ResyncInterval}, nil
 	case err != nil:
 		return ctrl.Result{}, err

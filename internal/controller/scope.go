@@ -42,6 +42,9 @@ type scope struct {
 	// priorWave is the wave the stored status showed waiting when this
 	// reconcile began: a wave that still waits keeps its start.
 	priorWave *capstanv1.WaveProgress
+	// retryStalled, when set, is how soon a reconcile that stalls looks
+	// again, sooner than the resync: for a wait that nothing wakes.
+	retryStalled time.Duration
 	// stored is the status a checkpoint last wrote, when one did: the end
 	// of the reconcile patches against it, not against the status read at
 	// the start, so that what a checkpoint set and the sync then cleared
@@ -148,13 +151,20 @@ func (s *scope) releaseName() string {
 // deletionPolicy is what deleting the Addon does: the uninstall annotation
 // means Delete, then spec.deletionPolicy, then the profile's default.
 func (s *scope) deletionPolicy() capstanv1.DeletionPolicy {
-	if s.addon.Annotations[capstanv1.UninstallAnnotation] == "true" {
+	return deletionPolicyOf(s.addon, s.profile)
+}
+
+// deletionPolicyOf is an Addon's deletion policy in its profile: the
+// uninstall annotation, else spec.deletionPolicy, else the profile's
+// default.
+func deletionPolicyOf(a *capstanv1.Addon, profile capstanv1.Profile) capstanv1.DeletionPolicy {
+	if a.Annotations[capstanv1.UninstallAnnotation] == "true" {
 		return capstanv1.DeletionDelete
 	}
-	if p := s.addon.Spec.DeletionPolicy; p != "" {
+	if p := a.Spec.DeletionPolicy; p != "" {
 		return p
 	}
-	if s.profile == capstanv1.ProfileRestricted {
+	if profile == capstanv1.ProfileRestricted {
 		return capstanv1.DeletionDelete
 	}
 	return capstanv1.DeletionOrphan

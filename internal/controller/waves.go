@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -118,7 +119,7 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 	for {
 		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < min(failedGrace, timeout))
 		if err != nil {
-			if nothingApplied {
+			if nothingApplied && !deletingWave(s.priorWave) {
 				// NOTE: a read that failed says nothing of the wait: the
 				// retry goes on from its start.
 				s.addon.Status.Wave, keep = s.priorWave, true
@@ -287,7 +288,9 @@ func (r *AddonReconciler) dryRunWaitsForWave(ctx context.Context, s *scope, woul
 	look, err := r.lookAtWave(ctx, s, before, nil, false)
 	if err != nil {
 		// NOTE: retried with backoff, from the wait's start.
-		s.addon.Status.Wave = s.priorWave
+		if !deletingWave(s.priorWave) {
+			s.addon.Status.Wave = s.priorWave
+		}
 		return true, err
 	}
 	if look.failed != "" || len(look.left) == 0 {
@@ -399,27 +402,35 @@ func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Pla
 // apply.Deleting): it holds the deletes of the wave next until every
 // object the waves after it deleted is gone, read from the API server,
 // polled as awaitWave polls. An object found again without a deletion
-// timestamp was created anew by someone else since, and is not waited for.
-// A wait that lasts shows in status.wave, with Deleting set. It is bounded
-// as a wave of the apply is (waveTimeout); the start of a wait that timed
-// out, which status keeps, holds over the retries, so that a finalizer
-// that never finishes fails the retry at once, until it is gone. A prune
-// also ends its wait when the Addon changes (addonUnchanged); an
-// uninstall's Addon is being deleted, so only the timeout ends it.
+// timestamp, or with another UID, was created anew by someone else since,
+// and is not waited for. A wait that lasts shows in status.wave, with
+// Deleting set. It is bounded as a wave of the apply is (waveTimeout); the
+// start of a wait that timed out, which status keeps, holds over the
+// retries, so that a finalizer that never finishes fails the retry after
+// one look, until it is gone; a stalled wait is looked at again every
+// stalledDeletionRetry, since nothing else wakes it. A prune ends its wait
+// when the Addon changes (addonUnchanged), an uninstall when the Addon is
+// paused or its deletion policy is no longer Delete (stillUninstalling).
+// An uninstall's wait that ends keeps status.wave, the sign for the retry
+// that its pre-delete hooks are done (see uninstall).
 func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
-	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
+	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) (err error) {
 		start := time.Now()
-		if p := s.priorWave; p != nil && p.Deleting && p.Wave == next {
+		if p := s.priorWave; deletingWave(p) && p.Wave == next {
 			start = p.Since.Time
 		}
-		keep := false
+		progress := &capstanv1.WaveProgress{Wave: next, Deleting: true, Since: metav1.NewTime(start)}
 		defer func() {
-			if !keep {
+			switch {
+			case err == nil:
 				s.addon.Status.Wave = nil
+			case uninstalling || s.addon.Status.Wave != nil:
+				s.addon.Status.Wave = progress
 			}
 		}()
 		poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
 		left := deleted
+		uids := map[string]types.UID{}
 		for {
 			var still []capstanv1.ObjectRef
 			var why []string
@@ -435,6 +446,10 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 				case m.DeletionTimestamp.IsZero():
 					continue
 				}
+				if uid, seen := uids[ref.Key()]; seen && uid != m.GetUID() {
+					continue
+				}
+				uids[ref.Key()] = m.GetUID()
 				still = append(still, ref)
 				w := ref.Describe() + " is being deleted"
 				if f := m.GetFinalizers(); len(f) > 0 {
@@ -447,21 +462,24 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 			}
 			left = still
 			list := notCurrentList(why)
-			progress := &capstanv1.WaveProgress{Wave: next, Deleting: true, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)}
+			progress.Waiting = truncate(s.mask().String(list), 1000)
 			if waited := time.Since(start); waited > waveTimeout(s) {
-				// NOTE: status keeps the wave, so that a retry that finds
-				// the objects still there fails at once.
-				s.addon.Status.Wave, keep = progress, true
-				return terminal{fmt.Errorf("wave %d and the waves before it are not deleted and still run: what the waves after it deleted is not gone after %s (spec.healthTimeout, %s when unset, for each wave); finish or remove what holds it, and the next look goes on: %s",
-					next, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
+				// NOTE: status keeps the wave (the deferred func), so that
+				// a retry that finds the objects still there fails at once.
+				s.addon.Status.Wave = progress
+				s.retryStalled = stalledDeletionRetry
+				return terminal{fmt.Errorf("wave %d and the waves before it are not deleted and still run: what the waves after it deleted is not gone after %s (spec.healthTimeout, %s when unset, for each wave); finish or remove what holds it, and the %s goes on within %s of its end: %s",
+					next, waited.Round(time.Second), plan.DefaultWaveTimeout, deletionName(uninstalling), stalledDeletionRetry, list)}
 			}
 			if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
 				r.showWave(ctx, s, progress)
 			}
-			if !uninstalling {
-				if err := r.addonUnchanged(ctx, s); err != nil {
-					return err
-				}
+			check := r.addonUnchanged
+			if uninstalling {
+				check = r.stillUninstalling
+			}
+			if err := check(ctx, s); err != nil {
+				return err
 			}
 			select {
 			case <-ctx.Done():
@@ -471,4 +489,40 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 			poll = min(poll*2, most)
 		}
 	}
+}
+
+// deletingWave reports whether p is a prune's or an uninstall's wait.
+func deletingWave(p *capstanv1.WaveProgress) bool { return p != nil && p.Deleting }
+
+// stalledDeletionRetry is how soon a prune or an uninstall whose wave
+// timed out waiting for what the waves after it deleted looks again: the
+// finalizer that held it may finish at any time, and its end queues
+// nothing for a stalled or deleted Addon.
+const stalledDeletionRetry = 30 * time.Second
+
+func deletionName(uninstalling bool) string {
+	if uninstalling {
+		return "uninstall"
+	}
+	return "prune"
+}
+
+// errUninstallChanged ends an uninstall's wait for a wave when the Addon
+// was paused, or its deletion policy is no longer Delete: the retry
+// freezes, or leaves the rest running.
+var errUninstallChanged = errors.New("the Addon was paused, or its deletion policy changed, while the uninstall waited for a wave; the next look goes on from there")
+
+// stillUninstalling reads the Addon from the controller's cache and fails
+// when it is paused, or its deletion policy is no longer Delete.
+func (r *AddonReconciler) stillUninstalling(ctx context.Context, s *scope) error {
+	now := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), now); apierrors.IsNotFound(err) {
+		return errUninstallChanged
+	} else if err != nil {
+		return err
+	}
+	if now.UID != s.addon.UID || now.Annotations[capstanv1.PausedAnnotation] == "true" || deletionPolicyOf(now, s.profile) != capstanv1.DeletionDelete {
+		return errUninstallChanged
+	}
+	return nil
 }
