@@ -159,6 +159,19 @@ func KeptBy(obj metav1.Object, d Deletion) string {
 	return ""
 }
 
+// ConfirmPrune reports whether obj's manifests ask for a person's
+// confirmation before a prune deletes it: Argo CD's sync option
+// Prune=confirm, read as KeptBy reads the others. The plan waits for an
+// approval of its hash then (plan.ConfirmPrune).
+func ConfirmPrune(obj metav1.Object) bool {
+	for _, o := range strings.Split(obj.GetAnnotations()[ArgoSyncOptionsAnnotation], ",") {
+		if strings.EqualFold(strings.TrimSpace(o), "Prune=confirm") {
+			return true
+		}
+	}
+	return false
+}
+
 // Spared is an object DeleteAll left running: another owner holds it
 // (Holder), or an annotation keeps it (KeptBy, as KeptBy names it).
 type Spared struct {

@@ -139,3 +139,40 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneConfirmWaitsForApproval: a prune of an object its manifests
+// mark Prune=confirm (Argo CD's sync option) waits, OutOfSync, until that
+// plan is approved, with the object running meanwhile; the approval
+// applies it.
+func TestPruneConfirmWaitsForApproval(t *testing.T) {
+	ns := newNamespace(t)
+	configMap := func(name, meta string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" + meta + "data: {a: b}\n"
+	}
+	url, _ := charts.publish(t, chart{name: "confirmapp", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml": configMap("one", "") + configMap("two", "") + configMap("three", ""),
+		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("precious", "  annotations:\n    argocd.argoproj.io/sync-options: Prune=confirm\n") +
+			"{{ end }}",
+	}})
+	a := create(t, newAddon(controllerNS, "confirm-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.Values = jsonValues("all: true")
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("all: false") })
+	held := waitFor(t, a, 60*time.Second, "the prune held for a confirmation", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if !strings.Contains(describeStatus(held), "PruneNeedsApproval: this plan deletes 1 object(s) whose manifests ask for a confirmation first (argocd.argoproj.io/sync-options: Prune=confirm): ConfigMap "+ns+"/precious") {
+		t.Fatalf("the plan should wait for a confirmation of the prune: %s", describeStatus(held))
+	}
+	if live(t, "v1", "ConfigMap", ns, "precious") == nil {
+		t.Fatal("the object to confirm was deleted before the approval")
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan = cur.Status.Plan.Hash
+		cur.Spec.SyncRequest++
+	})
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	eventually(t, 30*time.Second, "the confirmed prune", func() bool { return live(t, "v1", "ConfigMap", ns, "precious") == nil })
+}

@@ -87,7 +87,8 @@ type scope struct {
 	quiet        map[string]bool                       // by ObjectRef.Key: unchanged by the watch cache, not read
 	digests      map[string]string                     // by ObjectRef.Key: each object's manifestDigest
 	prune        []capstanv1.ObjectRef
-	kept         []apply.Spared // what the prune would delete but an annotation keeps (apply.KeptBy)
+	kept         []apply.Spared        // what the prune would delete but an annotation keeps (apply.KeptBy)
+	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
 	hooks        []render.Hook
 	lifecycle    Lifecycle
 	plan         *capstanv1.Plan

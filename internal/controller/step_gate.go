@@ -47,6 +47,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
 		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
+		Confirm: describeAll(s.confirm),
 		Windows: windows,
 	}
 	s.verdict = plan.Decide(state)

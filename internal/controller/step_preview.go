@@ -164,15 +164,16 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // prune (apply.KeptBy: Helm's resource policy, Flux's prune: disabled,
 // Argo CD's Prune=false), reading each one's metadata as the applying
 // identity: the author marked them to outlive the manifests. Only in the
-// cluster profile (keepFrom). An object that cannot be read stays in the
-// prune: the prune reads it again before any delete, and keeps it if it
-// is marked then.
+// cluster profile (keepFrom). It also finds those the prune deletes only
+// with a person's confirmation (apply.ConfirmPrune), in both profiles. An
+// object that cannot be read stays in the prune: the prune reads it again
+// before any delete, and keeps it if it is marked then.
 func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) {
-	s.kept = nil
-	keep := s.keepFrom(apply.Pruning)
-	if keep == apply.NoKeep || len(s.prune) == 0 {
+	s.kept, s.confirm = nil, nil
+	if len(s.prune) == 0 {
 		return
 	}
+	keep := s.keepFrom(apply.Pruning)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
 		m := &metav1.PartialObjectMetadata{}
@@ -181,6 +182,9 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) {
 			if by := apply.KeptBy(m, keep); by != "" {
 				s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
 				continue
+			}
+			if apply.ConfirmPrune(m) {
+				s.confirm = append(s.confirm, ref)
 			}
 		}
 		prune = append(prune, ref)
@@ -206,6 +210,15 @@ func sparedRefs(spared []apply.Spared) []capstanv1.ObjectRef {
 		refs = append(refs, sp.Ref)
 	}
 	return refs
+}
+
+// describeAll names each of refs.
+func describeAll(refs []capstanv1.ObjectRef) []string {
+	var out []string
+	for _, ref := range refs {
+		out = append(out, ref.Describe())
+	}
+	return out
 }
 
 // describeKept names at most n kept objects, each with what keeps it, and

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -26,6 +27,10 @@ type State struct {
 	// running (Helm's resource policy): it leaves the inventory all the
 	// same, so the mass-prune gate counts it with the deletes.
 	Kept int
+	// Confirm names the objects the prune would delete that their
+	// manifests mark to be pruned only with a person's confirmation
+	// (Argo CD's Prune=confirm).
+	Confirm []string
 	// Windows is what spec.syncWindows say now; nil when there are none.
 	Windows *Windows
 }
@@ -47,8 +52,8 @@ type Verdict struct {
 type Gate func(State) (Verdict, bool)
 
 // Gates are the gates in order: problems, suspend, another add-on's
-// objects, adoption, mass prune, manual sync.
-var Gates = []Gate{Problems, Suspended, OtherAddons, Adoption, MassPrune, ManualSync}
+// objects, adoption, mass prune, a prune to confirm, manual sync.
+var Gates = []Gate{Problems, Suspended, OtherAddons, Adoption, MassPrune, ConfirmPrune, ManualSync}
 
 // Decide runs the gates in order. A plan that passes them all is applied
 // when the sync windows let it (Window).
@@ -193,6 +198,27 @@ func MassPrune(s State) (Verdict, bool) {
 	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
 		Message: fmt.Sprintf("this plan %s of the %d objects the add-on applied, more than %.0f%%: a render that lost so much is more often a mistake than an intent; check the values and the plan, then approve it: %s",
 			what, s.Inventory, s.PruneThreshold*100, approveHow(s))}, true
+}
+
+// ConfirmPrune holds a plan that deletes an object marked to be pruned only
+// with a person's confirmation (Argo CD's sync option Prune=confirm, which
+// manifests written for Argo CD put on what is costly to lose) until a sync
+// request approves exactly its hash, as the mass-prune gate does.
+func ConfirmPrune(s State) (Verdict, bool) {
+	if s.Plan == nil || len(s.Confirm) == 0 {
+		return Verdict{}, false
+	}
+	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
+		return Verdict{}, false // approved: the manual-sync gate applies it
+	}
+	names := s.Confirm
+	more := ""
+	if len(names) > 5 {
+		names, more = names[:5], fmt.Sprintf(" and %d more", len(s.Confirm)-5)
+	}
+	return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonPruneApproval,
+		Message: fmt.Sprintf("this plan deletes %d object(s) whose manifests ask for a confirmation first (argocd.argoproj.io/sync-options: Prune=confirm): %s%s; check the plan, then approve it: %s",
+			len(s.Confirm), strings.Join(names, ", "), more, approveHow(s))}, true
 }
 
 // ManualSync holds a plan with pending changes until a sync request approves

@@ -123,6 +123,32 @@ func TestMassPrune(t *testing.T) {
 	}
 }
 
+// TestConfirmPrune holds a plan that prunes an object marked Prune=confirm
+// until exactly that plan is approved.
+func TestConfirmPrune(t *testing.T) {
+	p := &capstanv1.Plan{Hash: "sha256:bbb", Summary: capstanv1.PlanSummary{Delete: 1, Unchanged: 9}}
+	confirm := []string{"ConfigMap apps/a", "ConfigMap apps/b", "ConfigMap apps/c", "ConfigMap apps/d", "ConfigMap apps/e", "ConfigMap apps/f"}
+	for _, tc := range []struct {
+		name  string
+		s     State
+		apply bool
+		says  string
+	}{
+		{name: "nothing to confirm", s: State{Plan: p, Inventory: 10, PruneThreshold: 0.5}, apply: true},
+		{name: "held", s: State{Plan: p, Inventory: 10, PruneThreshold: 0.5, Confirm: confirm[:1]},
+			says: "this plan deletes 1 object(s) whose manifests ask for a confirmation first (argocd.argoproj.io/sync-options: Prune=confirm): ConfigMap apps/a; check the plan, then approve it"},
+		{name: "six held, five named", s: State{Plan: p, Inventory: 10, Confirm: confirm},
+			says: "ConfigMap apps/e and 1 more; check the plan"},
+		{name: "approved", s: State{Plan: p, Inventory: 10, Confirm: confirm, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},
+		{name: "another plan approved", s: State{Plan: p, Inventory: 10, Confirm: confirm, SyncRequest: 1, ApprovedPlan: "sha256:ccc"}, says: "Prune=confirm"},
+	} {
+		v := Decide(tc.s)
+		if v.Apply != tc.apply || !tc.apply && (v.Reason != ReasonPruneApproval || !strings.Contains(v.Message, tc.says)) {
+			t.Errorf("%s: verdict %+v", tc.name, v)
+		}
+	}
+}
+
 // TestApprovalMessagesSayWhatToDo checks the messages of a manual sync's
 // waits: a request number below the last one handled is named with the
 // number to pass, and a stale approval under manualSync does not advise
