@@ -343,12 +343,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	r.resumeApplyRecord(s)
 	// NOTE: a wave that status shows waiting is over unless this reconcile
 	// finds it waiting still; its status clears it, whatever path it takes.
-	// An uninstall's wait is kept until the uninstall clears it: it says
-	// that the pre-delete hooks are done, also to a paused reconcile.
-	s.priorWave = s.addon.Status.Wave
-	if !deletingWave(s.priorWave) || addon.DeletionTimestamp.IsZero() {
-		s.addon.Status.Wave = nil
-	}
+	s.priorWave, s.addon.Status.Wave = s.addon.Status.Wave, nil
 	defer func() {
 		observeReconcile(s, time.Since(start))
 		// NOTE: a controller that stops still records how far it got.

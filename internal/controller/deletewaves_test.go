@@ -24,7 +24,7 @@ import (
 // running, and the uninstall ends by itself once the finalizer is done. A
 // change to the Addon during the prune's wait, and a retry of the stalled
 // uninstall, delete no lower wave early, and the retry runs no pre-delete
-// hook again.
+// hook again; the uninstall of an add-on whose prune stalled runs it.
 func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -107,15 +107,29 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 		t.Errorf("inventory %v; want the five rendered objects", pruned.Status.Inventory)
 	}
 
-	// The uninstall's wave 0 waits for cr, times out, and goes on by
-	// itself once cr is gone.
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second} })
+	// A prune that stalls: old-cr is not gone within spec.healthTimeout.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second}
+		cur.Spec.Values = jsonValues("old: true")
+	})
 	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("old: false") })
+	waitFor(t, a, 60*time.Second, "the prune stalled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "is not gone after")
+	})
+	if !cm("old-operator") {
+		t.Fatal("the stalled prune deleted wave 0")
+	}
+
+	// The uninstall of the stalled add-on runs its pre-delete hook; its
+	// wave 0 waits for cr and old-cr, times out, and goes on by itself
+	// once they are gone.
 	if err := admin.Delete(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	stuck := waitFor(t, a, 60*time.Second, "the uninstall's wait timed out", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "is not gone after")
+		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "DeleteFailed") &&
+			strings.Contains(describeStatus(cur), "is not gone after")
 	})
 	if !strings.Contains(describeStatus(stuck), "ConfigMap "+ns+"/cr is being deleted (finalizers: example.com/hold)") {
 		t.Errorf("the uninstall's error should name cr and its finalizer: %s", describeStatus(stuck))
@@ -128,7 +142,7 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 	// again: part of the add-on is deleted already.
 	update(t, a, func(cur *capstanv1.Addon) { cur.SetAnnotations(map[string]string{"example.com/poke": "1"}) })
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
-		for _, name := range []string{"operator", "one", "two", "three"} {
+		for _, name := range []string{"operator", "one", "two", "three", "old-operator"} {
 			if !cm(name) {
 				t.Fatalf("the uninstall deleted %s, of wave 0, while wave 1 was still being deleted", name)
 			}
@@ -138,10 +152,11 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 		}
 	}
 	release("cr")
+	release("old-cr")
 	eventually(t, 60*time.Second, "the Addon uninstalled", func() bool {
 		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
 	})
-	for _, name := range []string{"operator", "cr", "one", "two", "three"} {
+	for _, name := range []string{"operator", "cr", "one", "two", "three", "old-operator", "old-cr"} {
 		if cm(name) {
 			t.Errorf("the uninstall left %s", name)
 		}

@@ -87,14 +87,22 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	r.deleteHooks(ctx, s)
 	// NOTE: once the inventory is deleted, only the post-delete hooks are
 	// left: a retry after they failed must not run pre-delete again. Nor
-	// must a retry after the deletes of the inventory waited for a wave
-	// and stopped (status.wave, deleting): part of it is deleted already.
+	// must a retry after the deletes of the inventory stopped (a wave that
+	// waited too long, a refused delete): part of it may be deleted
+	// already, so the pre-delete hooks that succeeded are recorded at once
+	// (status.preHooksDone), as an apply's pre hooks are.
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
-		if !deletingWave(s.priorWave) {
+		if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
 			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+			}
+			if s.hasHooks("pre-delete") {
+				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
+				if err := r.checkpointStatus(ctx, s); err != nil {
+					return err
+				}
 			}
 		}
 		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),

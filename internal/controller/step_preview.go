@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,7 +51,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
 			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
-			r.keptFromPrune(ctx, s)
+			if err := r.keptFromPrune(ctx, s); err != nil {
+				return false, err
+			}
 			in.Prune = s.prune
 		}
 		s.lifecycle = r.lifecycle(s)
@@ -165,31 +168,34 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // Argo CD's Prune=false), reading each one's metadata as the applying
 // identity: the author marked them to outlive the manifests. Only in the
 // cluster profile (keepFrom). It also finds those the prune deletes only
-// with a person's confirmation (apply.ConfirmPrune), in both profiles. An
-// object that cannot be read stays in the prune: the prune reads it again
-// before any delete, and keeps it if it is marked then.
-func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) {
+// with a person's confirmation (apply.ConfirmPrune), in both profiles. A
+// read that fails fails the preview, to be retried: an object whose mark
+// was not read must not be pruned without its confirmation.
+func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	s.kept, s.confirm = nil, nil
 	if len(s.prune) == 0 {
-		return
+		return nil
 	}
 	keep := s.keepFrom(apply.Pruning)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
 		m := &metav1.PartialObjectMetadata{}
 		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		if err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m); err == nil {
-			if by := apply.KeptBy(m, keep); by != "" {
-				s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
-				continue
-			}
-			if apply.ConfirmPrune(m) {
-				s.confirm = append(s.confirm, ref)
-			}
+		err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+		switch {
+		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		case err != nil:
+			return fmt.Errorf("reading %s, which the prune would delete: %w", ref.Describe(), err)
+		case apply.KeptBy(m, keep) != "":
+			s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: apply.KeptBy(m, keep)})
+			continue
+		case apply.ConfirmPrune(m):
+			s.confirm = append(s.confirm, ref)
 		}
 		prune = append(prune, ref)
 	}
 	s.prune = prune
+	return nil
 }
 
 // keepFrom is what annotations may keep this add-on's objects from: the

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -222,11 +223,9 @@ var errAddonChanged = errors.New("the Addon changed, was paused or is being dele
 // to the API server, and fails when its spec is newer than this sync's,
 // it is paused, or it is being deleted.
 func (r *AddonReconciler) addonUnchanged(ctx context.Context, s *scope) error {
-	now := &capstanv1.Addon{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), now); apierrors.IsNotFound(err) {
-		return errAddonChanged
-	} else if err != nil {
-		return err
+	now, err := r.addonNow(ctx, s)
+	if err != nil || now == nil {
+		return cmp.Or(err, errAddonChanged)
 	}
 	// NOTE: newer, not other: a cache that lags behind the read this sync
 	// started from holds an older generation.
@@ -411,12 +410,11 @@ func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Pla
 // stalledDeletionRetry, since nothing else wakes it. A prune ends its wait
 // when the Addon changes (addonUnchanged), an uninstall when the Addon is
 // paused or its deletion policy is no longer Delete (stillUninstalling).
-// An uninstall's wait that ends keeps status.wave, the sign for the retry
-// that its pre-delete hooks are done (see uninstall).
+// A wait that stops keeps status.wave, so that the retry keeps its start.
 func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
 	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) (err error) {
 		start := time.Now()
-		if p := s.priorWave; deletingWave(p) && p.Wave == next {
+		if p := s.priorWave; deletingWave(p) && p.Wave == next && sameDeletion(s, p, uninstalling) {
 			start = p.Since.Time
 		}
 		progress := &capstanv1.WaveProgress{Wave: next, Deleting: true, Since: metav1.NewTime(start)}
@@ -494,6 +492,15 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 // deletingWave reports whether p is a prune's or an uninstall's wait.
 func deletingWave(p *capstanv1.WaveProgress) bool { return p != nil && p.Deleting }
 
+// sameDeletion reports whether a stored deleting wave p was a wait of the
+// same kind as this one: an uninstall's began once the Addon was being
+// deleted, a prune's before. The uninstall of an Addon whose prune stalled
+// does not inherit the prune's start.
+func sameDeletion(s *scope, p *capstanv1.WaveProgress, uninstalling bool) bool {
+	d := s.addon.DeletionTimestamp
+	return uninstalling == (d != nil && !p.Since.Before(d))
+}
+
 // stalledDeletionRetry is how soon a prune or an uninstall whose wave
 // timed out waiting for what the waves after it deleted looks again: the
 // finalizer that held it may finish at any time, and its end queues
@@ -513,16 +520,28 @@ func deletionName(uninstalling bool) string {
 var errUninstallChanged = errors.New("the Addon was paused, or its deletion policy changed, while the uninstall waited for a wave; the next look goes on from there")
 
 // stillUninstalling reads the Addon from the controller's cache and fails
-// when it is paused, or its deletion policy is no longer Delete.
+// when it is paused, or its deletion policy is no longer Delete. A cache
+// that lags behind a policy set just before the deletion ends the wait
+// early: harmless, since the retry reads it again.
 func (r *AddonReconciler) stillUninstalling(ctx context.Context, s *scope) error {
-	now := &capstanv1.Addon{}
-	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), now); apierrors.IsNotFound(err) {
-		return errUninstallChanged
-	} else if err != nil {
-		return err
+	now, err := r.addonNow(ctx, s)
+	if err != nil || now == nil {
+		return cmp.Or(err, errUninstallChanged)
 	}
 	if now.UID != s.addon.UID || now.Annotations[capstanv1.PausedAnnotation] == "true" || deletionPolicyOf(now, s.profile) != capstanv1.DeletionDelete {
 		return errUninstallChanged
 	}
 	return nil
+}
+
+// addonNow reads the Addon from the controller's cache, at no cost to the
+// API server: nil when it is gone.
+func (r *AddonReconciler) addonNow(ctx context.Context, s *scope) (*capstanv1.Addon, error) {
+	now := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, client.ObjectKeyFromObject(s.addon), now); apierrors.IsNotFound(err) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	return now, nil
 }
