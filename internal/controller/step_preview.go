@@ -241,19 +241,6 @@ func describeKept(kept []apply.Spared, n int) string {
 	return strings.Join(names, ", ")
 }
 
-// describeRefs names at most n objects, and counts the rest.
-func describeRefs(refs []capstanv1.ObjectRef, n int) string {
-	var names []string
-	for i, ref := range refs {
-		if i == n {
-			names = append(names, fmt.Sprintf("and %d more", len(refs)-n))
-			break
-		}
-		names = append(names, ref.Describe())
-	}
-	return strings.Join(names, ", ")
-}
-
 // managedByIndex indexes Addons by the "namespace/name" of each other
 // Addon their plan names on an object (plan.objects[].managedBy), so that
 // the removal of that Addon wakes them.
