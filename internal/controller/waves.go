@@ -156,13 +156,21 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 		if err := r.addonUnchanged(ctx, s); err != nil {
 			return err
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(poll):
+		if poll, err = nextPoll(ctx, poll, most); err != nil {
+			return err
 		}
-		poll = min(poll*2, most)
 	}
+}
+
+// nextPoll waits poll, or until ctx ends, and returns the poll after it:
+// twice as long, up to most.
+func nextPoll(ctx context.Context, poll, most time.Duration) (time.Duration, error) {
+	select {
+	case <-ctx.Done():
+		return poll, ctx.Err()
+	case <-time.After(poll):
+	}
+	return min(poll*2, most), nil
 }
 
 // waveTimeout is how long a wave may wait: spec.healthTimeout, or
@@ -479,12 +487,10 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 			if err := check(ctx, s); err != nil {
 				return err
 			}
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(poll):
+			var waitErr error
+			if poll, waitErr = nextPoll(ctx, poll, most); waitErr != nil {
+				return waitErr
 			}
-			poll = min(poll*2, most)
 		}
 	}
 }
