@@ -149,12 +149,15 @@ func KeptBy(obj metav1.Object, d Deletion) string {
 	if v := strings.TrimSpace(a[FluxPruneAnnotation]); strings.EqualFold(v, "disabled") {
 		return FluxPruneAnnotation + ": " + v
 	}
-	for _, o := range strings.Split(a[ArgoSyncOptionsAnnotation], ",") {
-		o = strings.TrimSpace(o)
-		prune, del := strings.EqualFold(o, "Prune=false"), strings.EqualFold(o, "Delete=false")
-		if (prune && d != Uninstalling) || (del && d != Pruning) {
-			return ArgoSyncOptionsAnnotation + ": " + o
-		}
+	var options []string
+	if d != Uninstalling {
+		options = append(options, "Prune=false")
+	}
+	if d != Pruning {
+		options = append(options, "Delete=false")
+	}
+	if o := argoSyncOption(obj, options...); o != "" {
+		return ArgoSyncOptionsAnnotation + ": " + o
 	}
 	return ""
 }
@@ -164,12 +167,21 @@ func KeptBy(obj metav1.Object, d Deletion) string {
 // Prune=confirm, read as KeptBy reads the others. The plan waits for an
 // approval of its hash then (plan.ConfirmPrune).
 func ConfirmPrune(obj metav1.Object) bool {
+	return argoSyncOption(obj, "Prune=confirm") != ""
+}
+
+// argoSyncOption returns the first of obj's Argo CD sync options that is
+// one of want, in any case and with spaces around it ignored, or "".
+func argoSyncOption(obj metav1.Object, want ...string) string {
 	for _, o := range strings.Split(obj.GetAnnotations()[ArgoSyncOptionsAnnotation], ",") {
-		if strings.EqualFold(strings.TrimSpace(o), "Prune=confirm") {
-			return true
+		o = strings.TrimSpace(o)
+		for _, w := range want {
+			if strings.EqualFold(o, w) {
+				return o
+			}
 		}
 	}
-	return false
+	return ""
 }
 
 // Spared is an object DeleteAll left running: another owner holds it
@@ -221,7 +233,7 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 	read := make(map[string]*metav1.PartialObjectMetadata, len(refs))
 	var present []capstanv1.ObjectRef
 	for _, r := range refs {
-		m, err := a.readMetadata(ctx, r)
+		m, err := a.ReadMetadata(ctx, r)
 		if err != nil {
 			return done, spared, fmt.Errorf("reading %s: %w", r.Describe(), err)
 		}
@@ -285,13 +297,10 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 	return out
 }
 
-// deleteEach deletes refs one by one, with the metadata read already when
-// read holds it.
+// deleteEach deletes refs, all of deletable kinds, one by one, with the
+// metadata read already when read holds it.
 func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting) (done []capstanv1.ObjectRef, spared []Spared, err error) {
 	for _, r := range refs {
-		if !Deletable(r) {
-			continue
-		}
 		if d.Holder == nil && d.Keep == NoKeep && read == nil {
 			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
 				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
@@ -312,8 +321,9 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 	return done, spared, nil
 }
 
-// readMetadata reads an object's metadata, or nil when it is gone.
-func (a *Applier) readMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
+// ReadMetadata reads an object's metadata, or nil when it is gone (or its
+// kind is).
+func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
 	m := &metav1.PartialObjectMetadata{}
 	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
 	err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
@@ -333,7 +343,7 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 	for range maxDeleteTries {
 		if m == nil {
 			var err error
-			if m, err = a.readMetadata(ctx, r); err != nil || m == nil {
+			if m, err = a.ReadMetadata(ctx, r); err != nil || m == nil {
 				return nil, err
 			}
 		}

@@ -9,9 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -179,18 +177,18 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	keep := s.keepFrom(apply.Pruning)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
-		m := &metav1.PartialObjectMetadata{}
-		m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-		err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
-		switch {
-		case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-		case err != nil:
+		m, err := s.applier.ReadMetadata(ctx, ref)
+		if err != nil {
 			return fmt.Errorf("reading %s, which the prune would delete: %w", ref.Describe(), err)
-		case apply.KeptBy(m, keep) != "":
-			s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: apply.KeptBy(m, keep)})
-			continue
-		case apply.ConfirmPrune(m):
-			s.confirm = append(s.confirm, ref)
+		}
+		if m != nil {
+			if by := apply.KeptBy(m, keep); by != "" {
+				s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
+				continue
+			}
+			if apply.ConfirmPrune(m) {
+				s.confirm = append(s.confirm, ref)
+			}
 		}
 		prune = append(prune, ref)
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -441,15 +440,11 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 			var still []capstanv1.ObjectRef
 			var why []string
 			for _, ref := range left {
-				m := &metav1.PartialObjectMetadata{}
-				m.SetGroupVersionKind(schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
-				err := s.applier.Client.Get(ctx, client.ObjectKey{Namespace: ref.Namespace, Name: ref.Name}, m)
+				m, err := s.applier.ReadMetadata(ctx, ref)
 				switch {
-				case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-					continue
 				case err != nil:
 					return err
-				case m.DeletionTimestamp.IsZero():
+				case m == nil || m.DeletionTimestamp.IsZero():
 					continue
 				}
 				if uid, seen := uids[ref.Key()]; seen && uid != m.GetUID() {
