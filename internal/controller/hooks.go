@@ -57,17 +57,21 @@ func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 
 // hookNotices reports the hooks of events Helm does not know: Helm never
 // runs them, and neither does Capstan, but the chart author should know.
+// A folder's Argo CD hook of a phase Capstan does not run, such as
+// SyncFail, never runs either.
 func hookNotices(hs []render.Hook) []capstanv1.Notice {
 	var out []capstanv1.Notice
 	for _, h := range hs {
 		if len(h.UnknownEvents) == 0 {
 			continue
 		}
-		out = append(out, capstanv1.Notice{
-			Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(),
-			Message: fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
-				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", ")),
-		})
+		msg := fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
+			h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", "))
+		if h.Annotation == render.ArgoHookAnnotation {
+			msg = fmt.Sprintf("the %s annotation in %s names phase(s) Capstan does not run (%s), so the hook never runs: Capstan runs %s hooks, runs no hook when a sync fails, and leaves out an object marked Skip",
+				h.Annotation, h.Template, strings.Join(h.UnknownEvents, ", "), render.ArgoPhases)
+		}
+		out = append(out, capstanv1.Notice{Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(), Message: msg})
 	}
 	return out
 }
@@ -99,6 +103,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: s.hooks, Timeout: r.hookTimeout(s),
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
 		Run:      hookRun(s, event), Resume: resume, Waiting: waiting,
+		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
 	if err == nil {
 		// Tests stop here, as a controller killed after the hooks

@@ -92,7 +92,22 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	return false, nil
 }
 
-// lifecycle decides which hooks a sync runs, from Helm's hook table.
+// objectsChange reports whether the plan creates, updates or deletes an
+// object.
+func (s *scope) objectsChange() bool {
+	if len(s.prune) > 0 {
+		return true
+	}
+	for _, p := range s.previews {
+		if p.Action != capstanv1.ActionUnchanged {
+			return true
+		}
+	}
+	return false
+}
+
+// lifecycle decides which hooks a sync runs, from Helm's hook table. A
+// folder's new render that changes no object runs none.
 func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 	applied := s.addon.Status.AppliedHash
 	switch {
@@ -102,6 +117,11 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 		return LifecycleUpgrade
 	case applied == "":
 		return LifecycleInstall
+	case applied != s.render.Hash && !s.artifact.IsChart() && !s.objectsChange():
+		// NOTE: a folder's render changes with every commit of its
+		// repository, and its hooks are Argo CD's, which run only on a
+		// sync that changes something.
+		return LifecycleNone
 	case applied != s.render.Hash:
 		return LifecycleUpgrade
 	case s.addon.Status.PendingHook != nil && s.addon.Status.PendingHook.Hash == applied:

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -151,6 +152,55 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 			}
 			keep = true
 			return waveTimedOut(wave, waited, list)
+		}
+		if err := r.addonUnchanged(ctx, s); err != nil {
+			return err
+		}
+		if poll, err = nextPoll(ctx, poll, most); err != nil {
+			return err
+		}
+	}
+}
+
+// awaitCurrent holds a folder's Argo CD PostSync hooks until every object
+// the add-on applies is Current, as the health step judges them: Argo CD
+// runs them once the sync's resources are Healthy, and a smoke test or a
+// notice written for that must not run against a rollout half done. It
+// reads and polls as awaitWave does, within the same bound (spec.
+// healthTimeout, or plan.DefaultWaveTimeout); a status from before the
+// apply may say Failed for failedGrace. An object that failed, or the
+// bound, ends it with a terminal error, and the post hooks stay pending
+// (status.pendingHook) for the next sync; a change to the Addon ends it as
+// it ends a wave's wait.
+func (r *AddonReconciler) awaitCurrent(ctx context.Context, s *scope, event string) error {
+	timeout := waveTimeout(s)
+	start := time.Now()
+	applied := make(map[*unstructured.Unstructured]bool, len(s.objects))
+	for _, obj := range s.objects {
+		applied[obj] = true
+	}
+	poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
+	left := s.objects
+	logged := false
+	for {
+		look, err := r.lookAtWave(ctx, s, left, applied, time.Since(start) < min(failedGrace, timeout))
+		if err != nil {
+			return err
+		}
+		if look.failed != "" {
+			return terminal{fmt.Errorf("the %s hooks marked PostSync run once every object is Current, and one failed: %s", event, look.failed)}
+		}
+		if left = look.left; len(left) == 0 {
+			return nil
+		}
+		list := notCurrentList(look.notCurrent)
+		if waited := time.Since(start); waited > timeout {
+			return terminal{fmt.Errorf("the %s hooks marked PostSync run once every object is Current, and these are not after %s (spec.healthTimeout, %s when unset): %s",
+				event, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
+		}
+		if !logged {
+			logf.FromContext(ctx).Info("PostSync hooks wait for every object to be Current", "event", event, "waiting", s.mask().String(list))
+			logged = true
 		}
 		if err := r.addonUnchanged(ctx, s); err != nil {
 			return err

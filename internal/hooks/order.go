@@ -29,7 +29,9 @@ const (
 // first), then kind in Helm's install order, then name, then the order of
 // the render. Helm v4's code puts name before kind (see docs/hooks.md for
 // when the two differ). A weight that is not an integer was already made 0
-// by the renderer, as Helm does.
+// by the renderer, as Helm does. Hooks that wait for the applied objects to
+// be Current (a folder's Argo CD PostSync hooks) come after all the others,
+// as Argo CD runs PostSync after Sync.
 func Select(hooks []render.Hook, event string) []render.Hook {
 	var out []render.Hook
 	for _, h := range hooks {
@@ -43,12 +45,24 @@ func Select(hooks []render.Hook, event string) []render.Hook {
 	}
 	slices.SortStableFunc(out, func(a, b render.Hook) int {
 		return cmp.Or(
+			compareBools(a.AfterHealthy, b.AfterHealthy),
 			cmp.Compare(a.Weight, b.Weight),
 			compareKinds(rank, a.Object.GetKind(), b.Object.GetKind()),
 			cmp.Compare(a.Object.GetName(), b.Object.GetName()),
 		)
 	})
 	return out
+}
+
+// compareBools orders false before true.
+func compareBools(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // compareKinds orders kinds as Helm's install order does: listed kinds by

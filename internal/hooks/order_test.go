@@ -129,3 +129,18 @@ func TestHasPolicy(t *testing.T) {
 		t.Error("a CustomResourceDefinition hook would be deleted; Helm never deletes one")
 	}
 }
+
+// TestSelectRunsPostSyncLast: a folder's Argo CD PostSync hooks, which wait
+// for the applied objects, run after the event's other hooks (its Sync
+// hooks, and Helm's), whatever their weights.
+func TestSelectRunsPostSyncLast(t *testing.T) {
+	smoke := hook("Job/smoke", -5, "post-install")
+	smoke.AfterHealthy = true
+	notify := hook("Job/notify", 0, "post-install")
+	notify.AfterHealthy = true
+	got := names(Select([]render.Hook{notify, smoke, hook("Job/warm", 10, "post-install"), hook("ConfigMap/seed", 0, "post-install")}, "post-install"))
+	want := []string{"ConfigMap/seed", "Job/warm", "Job/smoke", "Job/notify"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+}

@@ -1,6 +1,7 @@
 package hooks
 
 import (
+	"context"
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -37,6 +38,11 @@ type Request struct {
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.
 	Waiting *capstanv1.ObjectRef
+	// AwaitHealthy, when set, is called once, before the first hook that
+	// waits for the applied objects (render.Hook.AfterHealthy), and returns
+	// when they are all Current; its error ends the run, with no hook of
+	// the rest run.
+	AwaitHealthy func(context.Context) error
 }
 
 // RunAnnotation, on a hook's object, is the Run of the request that made

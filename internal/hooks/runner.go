@@ -51,6 +51,9 @@ type Runner struct {
 //     Complete or Failed and a Pod Succeeded or Failed, within req.Timeout;
 //     other kinds only need to exist.
 //
+// Hooks that wait for the applied objects (a folder's Argo CD PostSync
+// hooks) run once req.AwaitHealthy returns, when it is set.
+//
 // When a hook fails or times out, Run deletes it if it has hook-failed,
 // deletes the hooks that succeeded before it if they have hook-succeeded,
 // and returns an *Error that names it. When every hook succeeds, Run
@@ -70,7 +73,16 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	}
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
+	awaited := req.AwaitHealthy == nil
 	for i, h := range selected {
+		if h.AfterHealthy && !awaited {
+			// NOTE: the hooks before it stay as they are: each succeeded,
+			// and the next sync runs the event again.
+			if err := req.AwaitHealthy(ctx); err != nil {
+				return err
+			}
+			awaited = true
+		}
 		if err := r.runOne(ctx, req, h, timeout, checked); err != nil {
 			if ctx.Err() == nil {
 				// A cancelled context is a controller that stops: it

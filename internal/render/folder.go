@@ -31,8 +31,9 @@ import (
 // "." are skipped.
 //
 // dir is a slash-separated path in fsys; "" and "." are its root. src
-// identifies the folder (commit and path) for the render hash. A folder has
-// no hooks: a helm.sh/hook annotation on a plain object means nothing.
+// identifies the folder (commit and path) for the render hash. Objects
+// that Argo CD's or Helm's hook annotations make hooks are the render's
+// hooks (see folderHooks).
 func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	dir = path.Clean("/" + dir)[1:]
 	if dir == "" {
@@ -61,7 +62,11 @@ func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Objects: objs, Hash: hash}, nil
+	objs, hooks, notices, err := folderHooks(objs, dir, hash)
+	if err != nil {
+		return nil, err
+	}
+	return &Result{Objects: objs, Hooks: hooks, Hash: hash, Notices: notices, folder: true}, nil
 }
 
 // kustomizationFile names the kustomization file of dir, or "" if it has none.

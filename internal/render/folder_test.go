@@ -2,12 +2,14 @@ package render
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
 )
 
 func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(strings.TrimLeft(s, "\n"))} }
@@ -229,5 +231,120 @@ func TestFolderErrors(t *testing.T) {
 				t.Errorf("error = %v, want one that says %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// hooksRepo is a folder written for Argo CD, with a chart's hook rendered
+// into it.
+func hooksRepo() fstest.MapFS {
+	job := func(name, annotations string) string {
+		return "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  " + name + "\n  annotations:\n" + annotations +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: x, image: registry.example/x:1}]\n"
+	}
+	return fstest.MapFS{
+		"app/objects.yaml": file(`
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings
+  annotations:
+    argocd.argoproj.io/sync-wave: "1"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: local-only
+  annotations:
+    argocd.argoproj.io/hook: Skip
+`),
+		"app/hooks.yaml": file(job("name: migrate", "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/hook-delete-policy: HookSucceeded, BeforeHookCreation\n    argocd.argoproj.io/sync-wave: \"-2\"\n") +
+			job("name: smoke", "    argocd.argoproj.io/hook: postsync\n") +
+			job("name: warm", "    argocd.argoproj.io/hook: Sync\n    capstan.dev/sync-wave: \"3\"\n    argocd.argoproj.io/sync-wave: \"9\"\n") +
+			job("name: alert", "    argocd.argoproj.io/hook: SyncFail\n") +
+			job("generateName: cleanup-", "    argocd.argoproj.io/hook: PostDelete\n") +
+			job("name: both", "    argocd.argoproj.io/hook: PreDelete\n    helm.sh/hook: post-install\n") +
+			job("name: seed", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"\n") +
+			job("name: test", "    helm.sh/hook: test\n")),
+		"bad/job.yaml": file(job("name: migrate", "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/sync-wave: first\n")),
+	}
+}
+
+func TestFolderHooks(t *testing.T) {
+	res, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"ConfigMap//settings"}, names(res.Objects)); diff != "" {
+		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	type hook struct {
+		Name, Annotation string
+		Events, Unknown  []string
+		Weight           int
+		Policies         []string
+		AfterHealthy     bool
+	}
+	var got []hook
+	for _, h := range res.Hooks {
+		got = append(got, hook{h.Object.GetName(), h.Annotation, h.Events, h.UnknownEvents, h.Weight, h.DeletePolicies, h.AfterHealthy})
+	}
+	generated := "cleanup-" + strings.TrimPrefix(res.Hash, "sha256:")[:10]
+	want := []hook{
+		{Name: "migrate", Annotation: ArgoHookAnnotation, Events: []string{"pre-install", "pre-upgrade"}, Weight: -2, Policies: []string{"hook-succeeded", "before-hook-creation"}},
+		{Name: "smoke", Annotation: ArgoHookAnnotation, Events: []string{"post-install", "post-upgrade"}, AfterHealthy: true},
+		{Name: "warm", Annotation: ArgoHookAnnotation, Events: []string{"post-install", "post-upgrade"}, Weight: 3},
+		{Name: "alert", Annotation: ArgoHookAnnotation, Events: []string{}, Unknown: []string{"SyncFail"}},
+		{Name: generated, Annotation: ArgoHookAnnotation, Events: []string{"post-delete"}},
+		{Name: "both", Annotation: ArgoHookAnnotation, Events: []string{"pre-delete"}},
+		{Name: "seed", Annotation: "helm.sh/hook", Events: []string{"post-install"}, Weight: 5},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("hooks (-want +got):\n%s", diff)
+	}
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Message, "ConfigMap local-only is marked argocd.argoproj.io/hook: Skip") {
+		t.Errorf("notices %+v; want one that says local-only is left out", res.Notices)
+	}
+	other, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abd"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Hooks[4].Object.GetName() == generated {
+		t.Error("a new render names a generateName hook as the one before")
+	}
+
+	_, err = Folder(hooksRepo(), "bad", SourceIdentity{Commit: "abc"})
+	if err == nil || !strings.Contains(err.Error(), `Job migrate: the argocd.argoproj.io/sync-wave annotation is "first"; give a whole number`) {
+		t.Errorf("error %v; want one that names the hook and its wave", err)
+	}
+}
+
+func TestPostRenderKeepsFolderHooks(t *testing.T) {
+	cases := []struct{ name, patch, target, want string }{
+		{"an object made a hook", `[{"op":"add","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"PreSync"}]`, "settings", "gave ConfigMap settings a argocd.argoproj.io/hook annotation"},
+		{"a hook skipped", `[{"op":"replace","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"Skip"}]`, "migrate", "marked hook Job migrate Skip"},
+		{"a hook made no hook", `[{"op":"remove","path":"/metadata/annotations/argocd.argoproj.io~1hook"}]`, "migrate", "removed the argocd.argoproj.io/hook annotation of hook Job migrate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abc"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = (&PostRender{Patches: []types.Patch{{Patch: tc.patch, Target: selectorOf("", tc.target)}}}).apply(res, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one that says %q", err, tc.want)
+			}
+		})
+	}
+	res, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := `[{"op":"replace","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"PostSync"}]`
+	if err := (&PostRender{Patches: []types.Patch{{Patch: patch, Target: selectorOf("Job", "migrate")}}}).apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if h := res.Hooks[0]; h.Object.GetName() != "migrate" || !h.AfterHealthy || !slices.Equal(h.Events, []string{"post-install", "post-upgrade"}) {
+		t.Errorf("the patched hook is %s %v (after healthy %v); want migrate, PostSync", h.Object.GetName(), h.Events, h.AfterHealthy)
 	}
 }

@@ -223,7 +223,10 @@ func TestParseHook(t *testing.T) {
 			if !ok {
 				return
 			}
-			got.Object, got.Template = nil, ""
+			if got.Annotation != "helm.sh/hook" {
+				t.Errorf("annotation %q, want helm.sh/hook", got.Annotation)
+			}
+			got.Object, got.Template, got.Annotation = nil, "", ""
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("hook (-want +got):\n%s", diff)
 			}

@@ -43,7 +43,7 @@ func parseHook(obj *unstructured.Unstructured, template string) (Hook, bool) {
 	if !ok {
 		return Hook{}, false
 	}
-	h := Hook{Object: obj, Template: template, Events: []string{}}
+	h := Hook{Object: obj, Template: template, Events: []string{}, Annotation: release.HookAnnotation}
 	for e := range strings.SplitSeq(events, ",") {
 		e = strings.ToLower(strings.TrimSpace(e))
 		if known, ok := knownEvents[e]; ok {

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -262,21 +261,16 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	}
 	patchedObjects := make([]*unstructured.Unstructured, 0, len(outObjects))
 	for _, o := range outObjects {
-		if _, isHook := o.obj.GetAnnotations()[release.HookAnnotation]; isHook {
-			if _, was := res.Objects[o.index].GetAnnotations()[release.HookAnnotation]; !was {
-				return fmt.Errorf("spec.patches gave %s %s a helm.sh/hook annotation: a chart's hooks are its templates' to say; an object stays an object", o.obj.GetKind(), o.obj.GetName())
-			}
+		if key := madeHook(o.obj, res.Objects[o.index], res.folder); key != "" {
+			return fmt.Errorf("spec.patches gave %s %s a %s annotation: the hooks are the render's to say; an object stays an object", o.obj.GetKind(), o.obj.GetName(), key)
 		}
 		patchedObjects = append(patchedObjects, o.obj)
 	}
 	patchedHooks := make([]Hook, 0, len(outHooks))
 	for _, o := range outHooks {
-		h, ok := parseHook(o.obj, res.Hooks[o.index].Template)
-		if !ok {
-			return fmt.Errorf("spec.patches removed the helm.sh/hook annotation of hook %s %s: a hook stays a hook; change its events instead", o.obj.GetKind(), o.obj.GetName())
-		}
-		if h.isTest() {
-			return fmt.Errorf("spec.patches made hook %s %s a test hook, which Capstan never runs: a hook stays a hook of the events it can run", o.obj.GetKind(), o.obj.GetName())
+		h, err := reparseHook(o.obj, res.Hooks[o.index])
+		if err != nil {
+			return err
 		}
 		patchedHooks = append(patchedHooks, h)
 	}

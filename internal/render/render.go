@@ -110,7 +110,8 @@ type Result struct {
 	// folder, they are in kustomize's order, or in file and document order.
 	Objects []*unstructured.Unstructured
 	// Hooks are the chart's Helm hooks, in the order `helm template` prints
-	// them. Test hooks are left out.
+	// them, or a folder's hooks (see folderHooks), in its order. Test hooks
+	// are left out.
 	Hooks []Hook
 	// Hash identifies the render's inputs: "sha256:" and 64 hex digits.
 	Hash string
@@ -123,6 +124,9 @@ type Result struct {
 	// Notices are worth knowing and change nothing, such as a patch that
 	// selects no object.
 	Notices []Notice
+	// folder is true for a folder's render, whose objects Argo CD's hook
+	// annotation makes hooks too.
+	folder bool
 }
 
 // Notice is one thing worth knowing about a render, by the spec field it
@@ -149,8 +153,15 @@ type Hook struct {
 	// Empty means Helm's default, before-hook-creation.
 	DeletePolicies []string
 	// Template is the template file that rendered the hook, such as
-	// mychart/templates/job.yaml.
+	// mychart/templates/job.yaml, or the folder of a folder's hook.
 	Template string
+	// Annotation is the annotation that makes the object a hook:
+	// helm.sh/hook, or Argo CD's ArgoHookAnnotation on a folder's object.
+	Annotation string
+	// AfterHealthy holds the hook until every object the sync applied is
+	// Current, as Argo CD holds its PostSync hooks. Within one event such
+	// hooks run after the others.
+	AfterHealthy bool
 }
 
 // Runnable reports whether the hook can run: it names at least one event,

@@ -1,0 +1,210 @@
+package controller_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// folderRepo is a git repository on disk, read by the controller over
+// file://, which commits files as they are written.
+type folderRepo struct {
+	t    *testing.T
+	dir  string
+	repo *git.Repository
+}
+
+func newFolderRepo(t *testing.T) *folderRepo {
+	t.Helper()
+	dir := t.TempDir()
+	repo, err := git.PlainInit(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &folderRepo{t: t, dir: dir, repo: repo}
+}
+
+func (r *folderRepo) url() string { return "file://" + r.dir }
+
+// commit writes files and commits them, returning the commit.
+func (r *folderRepo) commit(files map[string]string) string {
+	r.t.Helper()
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for name, content := range files {
+		p := filepath.Join(r.dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			r.t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			r.t.Fatal(err)
+		}
+		if _, err := wt.Add(name); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	hash, err := wt.Commit("test", &git.CommitOptions{Author: &object.Signature{Name: "test", Email: "test@capstan.invalid", When: time.Now()}})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return hash.String()
+}
+
+// TestFolderRunsArgoCDHooks: a git folder written for Argo CD runs its
+// hooks at Argo CD's phases. The PreSync hook (and a Helm pre-install hook
+// rendered into the folder) exists before the Deployment is applied; the
+// Sync hook runs after the apply, before the Deployment is Available (its
+// minReadySeconds holds it back for seconds); the PostSync hook runs only
+// once it is. Skip and SyncFail objects never reach the cluster, and the
+// plan says why; none of the hooks is in the inventory. A commit that
+// changes nothing of the folder runs no hook again; one that changes an
+// object runs the PreSync hook anew. The PostDelete hook runs only at the
+// uninstall, and stays after it.
+func TestFolderRunsArgoCDHooks(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	hook := func(name, annotations string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  annotations:\n" + annotations + "data: {a: b}\n"
+	}
+	deployment := func(image string) string {
+		return `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  minReadySeconds: 4
+  selector:
+    matchLabels: {app: web}
+  template:
+    metadata:
+      labels: {app: web}
+    spec:
+      containers:
+        - name: web
+          image: ` + image + "\n"
+	}
+	hooks := hook("pre", "    argocd.argoproj.io/hook: PreSync\n") +
+		hook("helm-pre", "    helm.sh/hook: pre-install\n") +
+		hook("warm", "    argocd.argoproj.io/hook: Sync\n") +
+		hook("post", "    argocd.argoproj.io/hook: PostSync\n") +
+		hook("local", "    argocd.argoproj.io/hook: Skip\n") +
+		hook("alert", "    argocd.argoproj.io/hook: SyncFail\n") +
+		hook("bye", "    argocd.argoproj.io/hook: PostDelete\n")
+	repo := newFolderRepo(t)
+	first := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.27"), "app/hooks.yaml": hooks, "README.md": "one\n"})
+
+	a := create(t, &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "argo-" + ns[len(ns)-5:]},
+		Spec: capstanv1.AddonSpec{
+			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: first, Path: "app"},
+			TargetNamespace: ns, Prune: true, DeletionPolicy: capstanv1.DeletionDelete,
+		},
+	})
+	installed := waitPhase(t, a, capstanv1.PhaseSynced)
+
+	web := &appsv1.Deployment{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "web"}, web); err != nil {
+		t.Fatal(err)
+	}
+	var available time.Time
+	for _, c := range web.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+			available = c.LastTransitionTime.Time
+		}
+	}
+	if available.IsZero() {
+		t.Fatalf("web is not Available once the add-on is Synced: %+v", web.Status)
+	}
+	created := func(name string) time.Time {
+		t.Helper()
+		cm := live(t, "v1", "ConfigMap", ns, name)
+		if cm == nil {
+			t.Fatalf("hook %s did not run", name)
+		}
+		return cm.GetCreationTimestamp().Time
+	}
+	for _, name := range []string{"pre", "helm-pre"} {
+		if at := created(name); at.After(web.CreationTimestamp.Time) {
+			t.Errorf("%s was created at %s, after the Deployment (%s)", name, at, web.CreationTimestamp)
+		}
+	}
+	if at := created("warm"); !at.Before(available) {
+		t.Errorf("the Sync hook was created at %s, not before web was Available (%s)", at, available)
+	}
+	if at := created("post"); at.Before(available) {
+		t.Errorf("the PostSync hook was created at %s, before web was Available (%s)", at, available)
+	}
+	for _, name := range []string{"local", "alert", "bye"} {
+		if live(t, "v1", "ConfigMap", ns, name) != nil {
+			t.Errorf("ConfigMap %s exists after the install", name)
+		}
+	}
+	for _, ref := range capstanv1.RefsOf(installed.Status.Inventory) {
+		if ref.Kind == "ConfigMap" {
+			t.Errorf("the inventory holds %s", ref.Describe())
+		}
+	}
+	notices := ""
+	if p := installed.Status.Plan; p != nil {
+		for _, n := range p.Notices {
+			notices += n.Message + "\n"
+		}
+	}
+	for _, want := range []string{"ConfigMap local is marked argocd.argoproj.io/hook: Skip", "names phase(s) Capstan does not run (SyncFail)"} {
+		if !strings.Contains(notices, want) {
+			t.Errorf("the plan's notices do not say %q:\n%s", want, notices)
+		}
+	}
+
+	// A commit that changes nothing of the folder: no hook runs again.
+	preUID := live(t, "v1", "ConfigMap", ns, "pre").GetUID()
+	second := repo.commit(map[string]string{"README.md": "two\n"})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = second })
+	same := synced(t, a)
+	if same.Status.AppliedHash == installed.Status.AppliedHash {
+		t.Fatal("the new commit was not recorded")
+	}
+	if uid := live(t, "v1", "ConfigMap", ns, "pre").GetUID(); uid != preUID {
+		t.Error("a commit that changed nothing of the folder ran the PreSync hook again")
+	}
+
+	// A commit that changes the Deployment runs it anew.
+	third := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.28")})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = third })
+	synced(t, a)
+	if uid := live(t, "v1", "ConfigMap", ns, "pre").GetUID(); uid == preUID {
+		t.Error("a commit that changed the Deployment did not run the PreSync hook again")
+	}
+
+	// The uninstall runs the PostDelete hook, which stays.
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon gone", func() bool {
+		err := admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{})
+		return err != nil
+	})
+	if live(t, "apps/v1", "Deployment", ns, "web") != nil {
+		if d := live(t, "apps/v1", "Deployment", ns, "web"); d.GetDeletionTimestamp() == nil {
+			t.Error("the uninstall left web")
+		}
+	}
+	if live(t, "v1", "ConfigMap", ns, "bye") == nil {
+		t.Error("the PostDelete hook did not run at the uninstall")
+	}
+}
