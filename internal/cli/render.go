@@ -295,12 +295,12 @@ func (o *renderOptions) print(res *render.Result) error {
 	}
 	for _, h := range res.Hooks {
 		if !h.Runnable() {
-			what := "hook events Helm does not know"
-			if h.Annotation == render.ArgoHookAnnotation {
-				what = "Argo CD hook phases Capstan does not run"
+			// NOTE: a folder's hook of no phase Capstan runs is in the
+			// render's notices, printed first.
+			if len(h.UnknownEvents) > 0 {
+				fmt.Fprintf(o.stderr, "Warning: hook %s %s (%s) names hook events Helm does not know (%s); it is left out and never run\n",
+					h.Object.GetKind(), h.Object.GetName(), h.Template, strings.Join(quoteAll(h.UnknownEvents), ", "))
 			}
-			fmt.Fprintf(o.stderr, "Warning: hook %s %s (%s) names %s (%s); it is left out and never run\n",
-				h.Object.GetKind(), h.Object.GetName(), h.Template, what, strings.Join(quoteAll(h.UnknownEvents), ", "))
 			continue
 		}
 		if o.showHooks {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,10 +71,12 @@ func (r *folderRepo) commit(files map[string]string) string {
 // Sync hook runs after the apply, before the Deployment is Available (its
 // minReadySeconds holds it back for seconds); the PostSync hook runs only
 // once it is. Skip and SyncFail objects never reach the cluster, and the
-// plan says why; none of the hooks is in the inventory. A commit that
-// changes nothing of the folder runs no hook again; one that changes an
-// object runs the PreSync hook anew. The PostDelete hook runs only at the
-// uninstall, and stays after it.
+// plan says why; none of the hooks is in the inventory. (etcd's revisions
+// order the PreSync hooks before the apply.) A commit that changes nothing
+// of the folder runs no hook again; one that changes an object runs the
+// PreSync hook anew, and an object it marks Skip leaves the inventory
+// without being deleted. The PostDelete hook runs only at the uninstall,
+// and stays after it.
 func TestFolderRunsArgoCDHooks(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -98,6 +101,10 @@ spec:
         - name: web
           image: ` + image + "\n"
 	}
+	settings := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n"
+	wasPlain := func(annotations string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: was-plain\n" + annotations + "data: {a: b}\n"
+	}
 	hooks := hook("pre", "    argocd.argoproj.io/hook: PreSync\n") +
 		hook("helm-pre", "    helm.sh/hook: pre-install\n") +
 		hook("warm", "    argocd.argoproj.io/hook: Sync\n") +
@@ -106,7 +113,7 @@ spec:
 		hook("alert", "    argocd.argoproj.io/hook: SyncFail\n") +
 		hook("bye", "    argocd.argoproj.io/hook: PostDelete\n")
 	repo := newFolderRepo(t)
-	first := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.27"), "app/hooks.yaml": hooks, "README.md": "one\n"})
+	first := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.27") + settings + wasPlain(""), "app/hooks.yaml": hooks, "README.md": "one\n"})
 
 	a := create(t, &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "argo-" + ns[len(ns)-5:]},
@@ -138,10 +145,26 @@ spec:
 		}
 		return cm.GetCreationTimestamp().Time
 	}
-	for _, name := range []string{"pre", "helm-pre"} {
-		if at := created(name); at.After(web.CreationTimestamp.Time) {
-			t.Errorf("%s was created at %s, after the Deployment (%s)", name, at, web.CreationTimestamp)
+	// NOTE: etcd's revisions order the writes; creation times have
+	// whole seconds only. settings, never changed, was created with the
+	// apply.
+	revision := func(name string) int64 {
+		t.Helper()
+		created(name)
+		n, err := strconv.ParseInt(live(t, "v1", "ConfigMap", ns, name).GetResourceVersion(), 10, 64)
+		if err != nil {
+			t.Fatal(err)
 		}
+		return n
+	}
+	applied := revision("settings")
+	for _, name := range []string{"pre", "helm-pre"} {
+		if revision(name) > applied {
+			t.Errorf("%s was created after the apply", name)
+		}
+	}
+	if revision("warm") < applied {
+		t.Error("the Sync hook was created before the apply")
 	}
 	if at := created("warm"); !at.Before(available) {
 		t.Errorf("the Sync hook was created at %s, not before web was Available (%s)", at, available)
@@ -155,7 +178,7 @@ spec:
 		}
 	}
 	for _, ref := range capstanv1.RefsOf(installed.Status.Inventory) {
-		if ref.Kind == "ConfigMap" {
+		if ref.Kind == "ConfigMap" && ref.Name != "settings" && ref.Name != "was-plain" {
 			t.Errorf("the inventory holds %s", ref.Describe())
 		}
 	}
@@ -165,7 +188,7 @@ spec:
 			notices += n.Message + "\n"
 		}
 	}
-	for _, want := range []string{"ConfigMap local is marked argocd.argoproj.io/hook: Skip", "names phase(s) Capstan does not run (SyncFail)"} {
+	for _, want := range []string{"ConfigMap local is marked argocd.argoproj.io/hook: Skip", "hook ConfigMap alert names SyncFail, which Capstan does not run"} {
 		if !strings.Contains(notices, want) {
 			t.Errorf("the plan's notices do not say %q:\n%s", want, notices)
 		}
@@ -183,12 +206,22 @@ spec:
 		t.Error("a commit that changed nothing of the folder ran the PreSync hook again")
 	}
 
-	// A commit that changes the Deployment runs it anew.
-	third := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.28")})
+	// A commit that changes the Deployment runs it anew. An object the
+	// add-on applied, now marked Skip, leaves the inventory and runs on.
+	third := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.28") + settings +
+		wasPlain("  annotations:\n    argocd.argoproj.io/hook: Skip\n")})
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = third })
-	synced(t, a)
+	upgraded := synced(t, a)
 	if uid := live(t, "v1", "ConfigMap", ns, "pre").GetUID(); uid == preUID {
 		t.Error("a commit that changed the Deployment did not run the PreSync hook again")
+	}
+	if live(t, "v1", "ConfigMap", ns, "was-plain") == nil {
+		t.Error("the prune deleted an object now marked Skip")
+	}
+	for _, ref := range capstanv1.RefsOf(upgraded.Status.Inventory) {
+		if ref.Name == "was-plain" {
+			t.Error("an object now marked Skip stays in the inventory")
+		}
 	}
 
 	// The uninstall runs the PostDelete hook, which stays.

@@ -57,21 +57,18 @@ func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 
 // hookNotices reports the hooks of events Helm does not know: Helm never
 // runs them, and neither does Capstan, but the chart author should know.
-// A folder's Argo CD hook of a phase Capstan does not run, such as
-// SyncFail, never runs either.
+// A folder's render gives its own notices (render.Result.Notices).
 func hookNotices(hs []render.Hook) []capstanv1.Notice {
 	var out []capstanv1.Notice
 	for _, h := range hs {
 		if len(h.UnknownEvents) == 0 {
 			continue
 		}
-		msg := fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
-			h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", "))
-		if h.Annotation == render.ArgoHookAnnotation {
-			msg = fmt.Sprintf("the %s annotation in %s names phase(s) Capstan does not run (%s), so the hook never runs: Capstan runs %s hooks, runs no hook when a sync fails, and leaves out an object marked Skip",
-				h.Annotation, h.Template, strings.Join(h.UnknownEvents, ", "), render.ArgoPhases)
-		}
-		out = append(out, capstanv1.Notice{Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(), Message: msg})
+		out = append(out, capstanv1.Notice{
+			Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(),
+			Message: fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
+				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", ")),
+		})
 	}
 	return out
 }

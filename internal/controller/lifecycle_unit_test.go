@@ -29,6 +29,9 @@ func TestLifecycleDecision(t *testing.T) {
 		preDone   *capstanv1.PendingHook
 		adopt     bool
 		adopted   bool
+		folder    bool
+		changes   bool
+		prunes    bool
 		want      Lifecycle
 		pre, post string
 	}{
@@ -46,15 +49,31 @@ func TestLifecycleDecision(t *testing.T) {
 		// becomes an install again.
 		{name: "stopped after pre-upgrade of a begun install, same render", preDone: pending("pre-upgrade", "new"), want: LifecycleUpgrade, post: "post-upgrade"},
 		{name: "stopped after pre-upgrade of a begun install, then a new render", preDone: pending("pre-upgrade", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		// A folder's new render (a new commit) runs hooks only when it
+		// changes an object, or when a post event is pending.
+		{name: "folder, first sync", folder: true, want: LifecycleInstall, pre: "pre-install", post: "post-install"},
+		{name: "folder, new commit, no object changes", folder: true, applied: "old", want: LifecycleNone},
+		{name: "folder, new commit, an object changes", folder: true, applied: "old", changes: true, want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		{name: "folder, new commit, a prune", folder: true, applied: "old", prunes: true, want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		{name: "folder, failed post-upgrade, then a commit that changes nothing", folder: true, applied: "old", pending: pending("post-upgrade", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		{name: "folder, failed post-upgrade, same render", folder: true, applied: "new", pending: pending("post-upgrade", "new"), want: LifecycleRetryPost, post: "post-upgrade"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			s := &scope{addon: &capstanv1.Addon{}, render: &render.Result{Hash: "new"}}
+			s := &scope{addon: &capstanv1.Addon{}, render: &render.Result{Hash: "new", Folder: c.folder}}
 			s.addon.Spec.Adopt = c.adopt
 			s.addon.Status.AppliedHash = c.applied
 			s.addon.Status.PendingHook = c.pending
 			s.addon.Status.PreHooksDone = c.preDone
 			s.previews = []plan.ObjectResult{{Adopted: c.adopted}}
+			if c.changes {
+				s.previews[0].Action = capstanv1.ActionUpdate
+			} else {
+				s.previews[0].Action = capstanv1.ActionUnchanged
+			}
+			if c.prunes {
+				s.prune = []capstanv1.ObjectRef{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "old"}}
+			}
 			s.lifecycle = (&AddonReconciler{}).lifecycle(s)
 			pre, post := s.events()
 			if s.lifecycle != c.want || pre != c.pre || post != c.post {

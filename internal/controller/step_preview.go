@@ -117,10 +117,10 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 		return LifecycleUpgrade
 	case applied == "":
 		return LifecycleInstall
-	case applied != s.render.Hash && !s.artifact.IsChart() && !s.objectsChange():
+	case applied != s.render.Hash && s.render.Folder && !s.objectsChange() && s.addon.Status.PendingHook == nil:
 		// NOTE: a folder's render changes with every commit of its
 		// repository, and its hooks are Argo CD's, which run only on a
-		// sync that changes something.
+		// sync that changes something. Post hooks still pending run.
 		return LifecycleNone
 	case applied != s.render.Hash:
 		return LifecycleUpgrade
@@ -197,6 +197,10 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	keep := s.keepFrom(apply.Pruning)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
+		if by := s.leftOut(ref); by != "" && keep != apply.NoKeep {
+			s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
+			continue
+		}
 		m, err := s.applier.ReadMetadata(ctx, ref)
 		if err != nil {
 			return fmt.Errorf("reading %s, which the prune would delete: %w", ref.Describe(), err)
@@ -214,6 +218,37 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	}
 	s.prune = prune
 	return nil
+}
+
+// leftOut names what makes an object of the inventory one that this
+// folder's render holds but does not apply, or "": a hook now, or an object
+// Skip leaves out. An earlier render applied it as a plain object (Capstan
+// read no folder hooks before), and the prune leaves it running, as Argo
+// CD never prunes either: a Job that ran, a ConfigMap a person relies on.
+// A Skip object with no namespace matches its name in any.
+func (s *scope) leftOut(ref capstanv1.ObjectRef) string {
+	if s.render == nil || !s.render.Folder {
+		return ""
+	}
+	for _, h := range s.hooks {
+		if capstanv1.RefOf(h.Object).Key() == ref.Key() {
+			return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)"
+		}
+	}
+	for _, obj := range s.render.Left {
+		r := capstanv1.RefOf(obj)
+		if r.Namespace == "" {
+			r.Namespace = ref.Namespace
+		}
+		if r.Key() != ref.Key() {
+			continue
+		}
+		if v, ok := obj.GetAnnotations()[render.ArgoHookAnnotation]; ok {
+			return render.ArgoHookAnnotation + ": " + v
+		}
+		return "helm.sh/hook: " + obj.GetAnnotations()["helm.sh/hook"]
+	}
+	return ""
 }
 
 // keepFrom is what annotations may keep this add-on's objects from: the

@@ -45,7 +45,7 @@ func Select(hooks []render.Hook, event string) []render.Hook {
 	}
 	slices.SortStableFunc(out, func(a, b render.Hook) int {
 		return cmp.Or(
-			compareBools(a.AfterHealthy, b.AfterHealthy),
+			compareBools(a.AwaitsHealthy(event), b.AwaitsHealthy(event)),
 			cmp.Compare(a.Weight, b.Weight),
 			compareKinds(rank, a.Object.GetKind(), b.Object.GetKind()),
 			cmp.Compare(a.Object.GetName(), b.Object.GetName()),

@@ -39,7 +39,7 @@ type Request struct {
 	// as status.hook showed it; nil when none.
 	Waiting *capstanv1.ObjectRef
 	// AwaitHealthy, when set, is called once, before the first hook that
-	// waits for the applied objects (render.Hook.AfterHealthy), and returns
+	// waits for the applied objects (render.Hook.AwaitsHealthy), and returns
 	// when they are all Current; its error ends the run, with no hook of
 	// the rest run.
 	AwaitHealthy func(context.Context) error

@@ -75,9 +75,13 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	checked := map[string]bool{}
 	awaited := req.AwaitHealthy == nil
 	for i, h := range selected {
-		if h.AfterHealthy && !awaited {
-			// NOTE: the hooks before it stay as they are: each succeeded,
-			// and the next sync runs the event again.
+		if h.AwaitsHealthy(req.Event) && !awaited {
+			// NOTE: status shows the hook that waits from the start of
+			// the wait. The hooks before it stay as they are: each
+			// succeeded, and the next sync runs the event again.
+			if req.Progress != nil {
+				req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now()})
+			}
 			if err := req.AwaitHealthy(ctx); err != nil {
 				return err
 			}

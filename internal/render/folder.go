@@ -33,7 +33,7 @@ import (
 // dir is a slash-separated path in fsys; "" and "." are its root. src
 // identifies the folder (commit and path) for the render hash. Objects
 // that Argo CD's or Helm's hook annotations make hooks are the render's
-// hooks (see folderHooks).
+// hooks, read as Argo CD reads them (see folderHooks).
 func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	dir = path.Clean("/" + dir)[1:]
 	if dir == "" {
@@ -62,11 +62,8 @@ func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	objs, hooks, notices, err := folderHooks(objs, dir, hash)
-	if err != nil {
-		return nil, err
-	}
-	return &Result{Objects: objs, Hooks: hooks, Hash: hash, Notices: notices, folder: true}, nil
+	objs, hooks, left, notices := folderHooks(objs, dir, hash)
+	return &Result{Objects: objs, Hooks: hooks, Left: left, Hash: hash, Notices: notices, Folder: true}, nil
 }
 
 // kustomizationFile names the kustomization file of dir, or "" if it has none.

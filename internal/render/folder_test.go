@@ -234,13 +234,14 @@ func TestFolderErrors(t *testing.T) {
 	}
 }
 
-// hooksRepo is a folder written for Argo CD, with a chart's hook rendered
+// hooksRepo is a folder written for Argo CD, with a chart's hooks rendered
 // into it.
 func hooksRepo() fstest.MapFS {
 	job := func(name, annotations string) string {
 		return "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  " + name + "\n  annotations:\n" + annotations +
 			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: x, image: registry.example/x:1}]\n"
 	}
+	argo := func(phases string) string { return "    argocd.argoproj.io/hook: \"" + phases + "\"\n" }
 	return fstest.MapFS{
 		"app/objects.yaml": file(`
 apiVersion: v1
@@ -256,16 +257,30 @@ metadata:
   name: local-only
   annotations:
     argocd.argoproj.io/hook: Skip
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: empty
+  annotations:
+    argocd.argoproj.io/hook: ""
 `),
-		"app/hooks.yaml": file(job("name: migrate", "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/hook-delete-policy: HookSucceeded, BeforeHookCreation\n    argocd.argoproj.io/sync-wave: \"-2\"\n") +
-			job("name: smoke", "    argocd.argoproj.io/hook: postsync\n") +
-			job("name: warm", "    argocd.argoproj.io/hook: Sync\n    capstan.dev/sync-wave: \"3\"\n    argocd.argoproj.io/sync-wave: \"9\"\n") +
-			job("name: alert", "    argocd.argoproj.io/hook: SyncFail\n") +
-			job("generateName: cleanup-", "    argocd.argoproj.io/hook: PostDelete\n") +
-			job("name: both", "    argocd.argoproj.io/hook: PreDelete\n    helm.sh/hook: post-install\n") +
-			job("name: seed", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"\n") +
+		"app/hooks.yaml": file(job("name: migrate", argo("PreSync")+"    argocd.argoproj.io/hook-delete-policy: HookSucceeded, BeforeHookCreation\n    argocd.argoproj.io/sync-wave: \"-2\"\n") +
+			job("name: smoke", argo("postsync")) +
+			job("name: warm", argo("Sync")+"    capstan.dev/sync-wave: \"3\"\n    argocd.argoproj.io/sync-wave: \"9\"\n") +
+			job("name: alert", argo("SyncFail")) +
+			job("name: notify", argo("PostSync, SyncFail")) +
+			job("name: twice", argo("PreSync,PostSync")) +
+			job("name: kept", argo("PreSync,Skip")) +
+			job("name: trailing", argo("PreSync,")) +
+			job("name: typo", argo("PreSynk")+"    helm.sh/hook: pre-upgrade\n") +
+			job("name: badwave", argo("PreSync")+"    argocd.argoproj.io/sync-wave: first\n") +
+			job("generateName: cleanup-", argo("PostDelete")) +
+			job("generateName: cleanup-", argo("PostDelete")) +
+			job("name: both", argo("PreDelete")+"    helm.sh/hook: post-install\n") +
+			job("name: seed", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"\n    helm.sh/hook-delete-policy: hook-succeeded\n") +
+			job("name: rollback", "    helm.sh/hook: pre-rollback\n") +
 			job("name: test", "    helm.sh/hook: test\n")),
-		"bad/job.yaml": file(job("name: migrate", "    argocd.argoproj.io/hook: PreSync\n    argocd.argoproj.io/sync-wave: first\n")),
 	}
 }
 
@@ -274,55 +289,84 @@ func TestFolderHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"ConfigMap//settings"}, names(res.Objects)); diff != "" {
+	if diff := cmp.Diff([]string{"ConfigMap//settings", "ConfigMap//empty"}, names(res.Objects)); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"Job//test", "ConfigMap//local-only"}, names(res.Left)); diff != "" {
+		t.Errorf("left out (-want +got):\n%s", diff)
 	}
 	type hook struct {
 		Name, Annotation string
-		Events, Unknown  []string
+		Events           []string
 		Weight           int
 		Policies         []string
 		AfterHealthy     bool
 	}
 	var got []hook
 	for _, h := range res.Hooks {
-		got = append(got, hook{h.Object.GetName(), h.Annotation, h.Events, h.UnknownEvents, h.Weight, h.DeletePolicies, h.AfterHealthy})
+		got = append(got, hook{h.Object.GetName(), h.Annotation, h.Events, h.Weight, h.DeletePolicies, h.AfterHealthy})
 	}
-	generated := "cleanup-" + strings.TrimPrefix(res.Hash, "sha256:")[:10]
+	pre, post := []string{"pre-install", "pre-upgrade"}, []string{"post-install", "post-upgrade"}
+	argo, helm := ArgoHookAnnotation, "helm.sh/hook"
 	want := []hook{
-		{Name: "migrate", Annotation: ArgoHookAnnotation, Events: []string{"pre-install", "pre-upgrade"}, Weight: -2, Policies: []string{"hook-succeeded", "before-hook-creation"}},
-		{Name: "smoke", Annotation: ArgoHookAnnotation, Events: []string{"post-install", "post-upgrade"}, AfterHealthy: true},
-		{Name: "warm", Annotation: ArgoHookAnnotation, Events: []string{"post-install", "post-upgrade"}, Weight: 3},
-		{Name: "alert", Annotation: ArgoHookAnnotation, Events: []string{}, Unknown: []string{"SyncFail"}},
-		{Name: generated, Annotation: ArgoHookAnnotation, Events: []string{"post-delete"}},
-		{Name: "both", Annotation: ArgoHookAnnotation, Events: []string{"pre-delete"}},
-		{Name: "seed", Annotation: "helm.sh/hook", Events: []string{"post-install"}, Weight: 5},
+		{Name: "migrate", Annotation: argo, Events: pre, Weight: -2, Policies: []string{"hook-succeeded", "before-hook-creation"}},
+		{Name: "smoke", Annotation: argo, Events: post, AfterHealthy: true},
+		{Name: "warm", Annotation: argo, Events: post, Weight: 3},
+		{Name: "alert", Annotation: argo, Events: []string{}},
+		{Name: "notify", Annotation: argo, Events: post, AfterHealthy: true},
+		{Name: "twice", Annotation: argo, Events: append(slices.Clone(pre), post...), AfterHealthy: true},
+		{Name: "kept", Annotation: argo, Events: pre},
+		{Name: "trailing", Annotation: argo, Events: pre},
+		{Name: "typo", Annotation: helm, Events: pre},
+		{Name: "badwave", Annotation: argo, Events: pre},
+		{Name: res.Hooks[10].Object.GetName(), Annotation: argo, Events: []string{"post-delete"}},
+		{Name: res.Hooks[11].Object.GetName(), Annotation: argo, Events: []string{"post-delete"}},
+		{Name: "both", Annotation: argo, Events: []string{"pre-delete"}},
+		{Name: "seed", Annotation: helm, Events: post, Weight: 5, Policies: []string{"hook-succeeded"}, AfterHealthy: true},
+		{Name: "rollback", Annotation: helm, Events: []string{}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hooks (-want +got):\n%s", diff)
 	}
-	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Message, "ConfigMap local-only is marked argocd.argoproj.io/hook: Skip") {
-		t.Errorf("notices %+v; want one that says local-only is left out", res.Notices)
+	first, second := res.Hooks[10].Object.GetName(), res.Hooks[11].Object.GetName()
+	if !strings.HasPrefix(first, "cleanup-") || len(first) != len("cleanup-")+10 || first == second {
+		t.Errorf("the generateName hooks are named %q and %q; want cleanup- and ten hex digits, each its own", first, second)
+	}
+	if h := res.Hooks[5]; h.AwaitsHealthy("pre-install") || !h.AwaitsHealthy("post-upgrade") {
+		t.Error("a PreSync,PostSync hook waits for health before the apply, or not after it")
+	}
+	notices := map[string]string{}
+	for _, n := range res.Notices {
+		notices[n.Path] = n.Message
+	}
+	for path, want := range map[string]string{
+		"hooks/ConfigMap/local-only": "ConfigMap local-only is marked argocd.argoproj.io/hook: Skip, so it is left out",
+		"hooks/Job/alert":            "hook Job alert names SyncFail, which Capstan does not run (it runs PreSync, Sync, PostSync, PreDelete and PostDelete hooks, and none when a sync fails), so it never runs",
+		"hooks/Job/notify":           "names SyncFail, which Capstan does not run (it runs PreSync, Sync, PostSync, PreDelete and PostDelete hooks, and none when a sync fails), so it runs only at the others",
+		"hooks/Job/badwave":          `has argocd.argoproj.io/sync-wave "first", not a whole number, so it runs at 0 in its phase`,
+		"hooks/Job/rollback":         "names pre-rollback, which Capstan does not run",
+	} {
+		if !strings.Contains(notices[path], want) {
+			t.Errorf("notice %s = %q; want it to say %q", path, notices[path], want)
+		}
+	}
+	if len(notices) != 5 {
+		t.Errorf("notices %v; want the five above", notices)
 	}
 	other, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abd"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other.Hooks[4].Object.GetName() == generated {
+	if other.Hooks[10].Object.GetName() == first {
 		t.Error("a new render names a generateName hook as the one before")
-	}
-
-	_, err = Folder(hooksRepo(), "bad", SourceIdentity{Commit: "abc"})
-	if err == nil || !strings.Contains(err.Error(), `Job migrate: the argocd.argoproj.io/sync-wave annotation is "first"; give a whole number`) {
-		t.Errorf("error %v; want one that names the hook and its wave", err)
 	}
 }
 
 func TestPostRenderKeepsFolderHooks(t *testing.T) {
 	cases := []struct{ name, patch, target, want string }{
 		{"an object made a hook", `[{"op":"add","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"PreSync"}]`, "settings", "gave ConfigMap settings a argocd.argoproj.io/hook annotation"},
-		{"a hook skipped", `[{"op":"replace","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"Skip"}]`, "migrate", "marked hook Job migrate Skip"},
-		{"a hook made no hook", `[{"op":"remove","path":"/metadata/annotations/argocd.argoproj.io~1hook"}]`, "migrate", "removed the argocd.argoproj.io/hook annotation of hook Job migrate"},
+		{"a hook skipped", `[{"op":"replace","path":"/metadata/annotations/argocd.argoproj.io~1hook","value":"Skip"}]`, "migrate", "spec.patches left hook Job migrate out"},
+		{"a hook made no hook", `[{"op":"remove","path":"/metadata/annotations/argocd.argoproj.io~1hook"}]`, "migrate", "removed the hook annotations of hook Job migrate"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -13,12 +15,13 @@ import (
 // Argo CD's hook annotations. The objects of a git folder may carry them,
 // as manifests written for Argo CD do: a migration Job marked PreSync must
 // run before the rest is applied, and a cleanup Job marked PostDelete must
-// not run at all until the add-on is uninstalled. A chart's hooks are
+// not run at all until the add-on is uninstalled. A folder's hooks run as
+// Argo CD runs them, Helm's annotations among them; a chart's hooks are
 // Helm's to say, so a chart's objects are read as Helm reads them.
 const (
 	// ArgoHookAnnotation makes an object a hook of the phases it names,
 	// comma-separated: PreSync, Sync, PostSync, PreDelete and PostDelete;
-	// Skip leaves the object out of the add-on.
+	// Skip alone leaves the object out of the add-on.
 	ArgoHookAnnotation = "argocd.argoproj.io/hook"
 	// ArgoHookDeleteAnnotation names an Argo CD hook's delete policies:
 	// BeforeHookCreation (the default), HookSucceeded and HookFailed.
@@ -30,23 +33,46 @@ const (
 // are set, Capstan's decides.
 var waveAnnotations = []string{"capstan.dev/sync-wave", "argocd.argoproj.io/sync-wave"}
 
-// argoPhases maps Argo CD's hook phases, lowercased, to the hook events
-// Capstan runs them at. Capstan runs hooks on an install and on an upgrade,
-// where Argo CD runs them on every sync: PreSync before the apply, Sync and
+// The Argo CD phases, lowercased.
+const (
+	phasePreSync    = "presync"
+	phaseSync       = "sync"
+	phasePostSync   = "postsync"
+	phasePreDelete  = "predelete"
+	phasePostDelete = "postdelete"
+	phaseSkip       = "skip"
+	phaseSyncFail   = "syncfail"
+)
+
+// argoPhases maps the Argo CD hook phases Capstan runs to the hook events
+// it runs them at. Capstan runs hooks on an install and an upgrade, where
+// Argo CD runs them on every sync: PreSync before the apply, Sync and
 // PostSync after it, PostSync once every applied object is Current
-// (Hook.AfterHealthy). A folder's upgrade runs them only when it changes an
-// object, as Argo CD syncs only what is out of sync.
+// (Hook.AfterHealthy). A folder's upgrade runs them only when it changes
+// an object, as Argo CD syncs only what is out of sync.
 var argoPhases = map[string][]string{
-	"presync":    {string(release.HookPreInstall), string(release.HookPreUpgrade)},
-	"sync":       {string(release.HookPostInstall), string(release.HookPostUpgrade)},
-	"postsync":   {string(release.HookPostInstall), string(release.HookPostUpgrade)},
-	"predelete":  {string(release.HookPreDelete)},
-	"postdelete": {string(release.HookPostDelete)},
+	phasePreSync:    {string(release.HookPreInstall), string(release.HookPreUpgrade)},
+	phaseSync:       {string(release.HookPostInstall), string(release.HookPostUpgrade)},
+	phasePostSync:   {string(release.HookPostInstall), string(release.HookPostUpgrade)},
+	phasePreDelete:  {string(release.HookPreDelete)},
+	phasePostDelete: {string(release.HookPostDelete)},
 }
 
 // ArgoPhases names the Argo CD hook phases Capstan runs, as Argo CD
 // spells them.
 const ArgoPhases = "PreSync, Sync, PostSync, PreDelete and PostDelete"
+
+// helmPhases maps Helm's hook events to the Argo CD phase a folder runs
+// them at, as Argo CD maps them: a chart rendered into git runs its hooks
+// as Argo CD would run them there. Rollback events have no phase.
+var helmPhases = map[string]string{
+	string(release.HookPreInstall):  phasePreSync,
+	string(release.HookPreUpgrade):  phasePreSync,
+	string(release.HookPostInstall): phasePostSync,
+	string(release.HookPostUpgrade): phasePostSync,
+	string(release.HookPreDelete):   phasePreDelete,
+	string(release.HookPostDelete):  phasePostDelete,
+}
 
 // argoDeletePolicies maps Argo CD's delete policies, lowercased, to Helm's,
 // which mean the same.
@@ -56,113 +82,173 @@ var argoDeletePolicies = map[string]string{
 	"hookfailed":         "hook-failed",
 }
 
-// parseArgoHook reads Argo CD's hook annotations of obj. It reports whether
-// obj is an Argo CD hook at all, and skip when Skip leaves it out. Phases
-// and delete policies are trimmed and read whatever their case. A phase
-// Capstan does not run (SyncFail, or a misspelt one) is an unknown event:
-// the hook never runs, and the plan says why. Its sync wave is its weight;
-// one that is not a whole number is an error, as it is for an object.
-func parseArgoHook(obj *unstructured.Unstructured, template string) (h Hook, skip, ok bool, err error) {
+// folderHook is what a folder's object is: a plain object, a hook, or left
+// out.
+type folderHook struct {
+	hook   Hook
+	isHook bool
+	skip   bool
+	// notice says what in its annotations Capstan read otherwise than
+	// they ask, or "".
+	notice string
+}
+
+// parseFolderHook reads a folder's object as Argo CD reads it. Its
+// argocd.argoproj.io/hook annotation names its phases, trimmed and in any
+// case; one that names none Argo CD knows gives way to helm.sh/hook, whose
+// events map to phases (helmPhases). Skip, alone, leaves the object out.
+// A phase Capstan does not run (SyncFail, or one Argo CD does not know)
+// is left out of the hook's, with a notice; a hook of no phase Capstan runs
+// never runs. Its wave (sync-wave, else helm.sh/hook-weight) is its weight;
+// one that is not a whole number is 0, as Argo CD reads it, with a notice.
+// Delete policies, Argo CD's or Helm's, are Helm's.
+func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook {
 	annotations := obj.GetAnnotations()
-	phases, ok := annotations[ArgoHookAnnotation]
-	if !ok {
-		return Hook{}, false, false, nil
-	}
-	h = Hook{Object: obj, Template: template, Events: []string{}, Annotation: ArgoHookAnnotation}
-	postSync, sync := false, false
-	for p := range strings.SplitSeq(phases, ",") {
-		p = strings.TrimSpace(p)
+	var phases, ignored []string
+	annotation := ArgoHookAnnotation
+	argoItems := splitList(annotations[ArgoHookAnnotation])
+	for _, p := range argoItems {
 		key := strings.ToLower(p)
-		events, known := argoPhases[key]
-		switch {
-		case key == "skip":
-			return Hook{}, true, true, nil
-		case !known:
-			h.UnknownEvents = append(h.UnknownEvents, p)
-			continue
-		case key == "postsync":
-			postSync = true
-		case key == "sync":
-			sync = true
+		switch _, runs := argoPhases[key]; {
+		case runs || key == phaseSkip:
+			if !slices.Contains(phases, key) {
+				phases = append(phases, key)
+			}
+		default:
+			ignored = append(ignored, p)
 		}
-		for _, e := range events {
+	}
+	helmEvents, isHelm := annotations[release.HookAnnotation]
+	if len(phases) == 0 && isHelm {
+		annotation, ignored = release.HookAnnotation, nil
+		for _, e := range splitList(helmEvents) {
+			e = strings.ToLower(e)
+			if e == string(release.HookTest) || e == "test-success" {
+				return folderHook{skip: true}
+			}
+			if p, ok := helmPhases[e]; ok {
+				if !slices.Contains(phases, p) {
+					phases = append(phases, p)
+				}
+				continue
+			}
+			ignored = append(ignored, e)
+		}
+	}
+	if len(argoItems) == 0 && !isHelm {
+		// NOTE: an empty argocd.argoproj.io/hook names no phase: the
+		// object is a plain one, as in Argo CD.
+		return folderHook{}
+	}
+	if slices.Equal(phases, []string{phaseSkip}) {
+		return folderHook{skip: true, notice: fmt.Sprintf("%s %s is marked %s: Skip, so it is left out: Capstan neither applies nor runs it",
+			obj.GetKind(), obj.GetName(), ArgoHookAnnotation)}
+	}
+	h := Hook{Object: obj, Template: template, Events: []string{}, Annotation: annotation, Folder: true}
+	for _, p := range phases {
+		for _, e := range argoPhases[p] {
 			if !slices.Contains(h.Events, e) {
 				h.Events = append(h.Events, e)
 			}
 		}
 	}
 	// NOTE: a hook of both Sync and PostSync runs once, at the earlier.
-	h.AfterHealthy = postSync && !sync
-	for _, key := range waveAnnotations {
-		v, set := annotations[key]
+	h.AfterHealthy = slices.Contains(phases, phasePostSync) && !slices.Contains(phases, phaseSync)
+	out := folderHook{hook: h, isHook: true}
+	var notes []string
+	if len(ignored) > 0 {
+		what := "so it runs only at the others"
+		if len(h.Events) == 0 {
+			what = "so it never runs"
+		}
+		notes = append(notes, fmt.Sprintf("names %s, which Capstan does not run (it runs %s hooks, and none when a sync fails), %s",
+			strings.Join(ignored, ", "), ArgoPhases, what))
+	}
+	wave, key := "", ""
+	for _, k := range append(slices.Clone(waveAnnotations), release.HookWeightAnnotation) {
+		if v, set := annotations[k]; set {
+			wave, key = v, k
+			break
+		}
+	}
+	if key != "" {
+		w, err := strconv.ParseInt(strings.TrimSpace(wave), 10, 32)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("has %s %q, not a whole number, so it runs at 0 in its phase, as Argo CD runs it", key, wave))
+		}
+		out.hook.Weight = int(w)
+	}
+	for _, k := range []string{ArgoHookDeleteAnnotation, release.HookDeleteAnnotation} {
+		policies, set := annotations[k]
 		if !set {
 			continue
 		}
-		w, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
-		if err != nil {
-			return Hook{}, false, true, fmt.Errorf("the %s annotation is %q; give a whole number such as -1, 0 or 5 (the hooks of one phase run lowest wave first, 0 when unset)", key, v)
-		}
-		h.Weight = int(w)
-		break
-	}
-	if policies, set := annotations[ArgoHookDeleteAnnotation]; set {
 		for _, p := range splitAnnotation(policies) {
 			if helm, known := argoDeletePolicies[p]; known {
 				p = helm
 			}
-			h.DeletePolicies = append(h.DeletePolicies, p)
+			out.hook.DeletePolicies = append(out.hook.DeletePolicies, p)
 		}
+		break
 	}
-	return h, false, true, nil
+	if len(notes) > 0 {
+		out.notice = fmt.Sprintf("hook %s %s %s", obj.GetKind(), hookName(obj), strings.Join(notes, "; it "))
+	}
+	return out
 }
 
-// folderHooks takes a folder's hooks out of its objects. Argo CD's hook
-// annotation decides when an object carries it, as in Argo CD; otherwise
-// helm.sh/hook does, read as for a chart, so that a chart rendered into
-// git keeps its hooks; test hooks are left out, as a chart's are. A hook
-// with generateName and no name is named generateName and the first ten
-// hex digits of the render's hash: Capstan runs a hook by its name, which
-// a sync stopped half-way must find again, and each new render names it
-// anew. Objects that Skip leaves out are reported.
-func folderHooks(objs []*unstructured.Unstructured, template, hash string) ([]*unstructured.Unstructured, []Hook, []Notice, error) {
-	var objects []*unstructured.Unstructured
-	var hooks []Hook
-	var notices []Notice
-	for _, obj := range objs {
-		h, skip, ok, err := parseArgoHook(obj, template)
+// splitList splits a comma-separated annotation and trims its items,
+// leaving out empty ones.
+func splitList(v string) []string {
+	var out []string
+	for p := range strings.SplitSeq(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// folderHooks takes a folder's hooks out of its objects (parseFolderHook),
+// and those it leaves out (Skip, test hooks), with a notice for each object
+// Skip leaves out and each annotation read otherwise than it asks. A hook with generateName and no name is named
+// (generatedHookName): Capstan runs a hook by its name, which a sync
+// stopped half-way must find again.
+func folderHooks(objs []*unstructured.Unstructured, template, hash string) (objects []*unstructured.Unstructured, hooks []Hook, left []*unstructured.Unstructured, notices []Notice) {
+	for i, obj := range objs {
+		f := parseFolderHook(obj, template)
+		if f.notice != "" {
+			notices = append(notices, Notice{Path: "hooks/" + obj.GetKind() + "/" + hookName(obj), Message: f.notice})
+		}
 		switch {
-		case err != nil:
-			return nil, nil, nil, fmt.Errorf("render: %s %s: %w", obj.GetKind(), hookName(obj), err)
-		case skip:
-			notices = append(notices, Notice{Path: "objects/" + obj.GetKind() + "/" + obj.GetName(),
-				Message: fmt.Sprintf("%s %s is marked %s: Skip, so it is left out: Capstan neither applies nor runs it", obj.GetKind(), obj.GetName(), ArgoHookAnnotation)})
+		case f.skip:
+			left = append(left, obj)
 			continue
-		case !ok:
-			if h, ok = parseHook(obj, template); !ok {
-				objects = append(objects, obj)
-				continue
-			}
-			if h.isTest() {
-				continue
-			}
+		case !f.isHook:
+			objects = append(objects, obj)
+			continue
 		}
 		if obj.GetName() == "" && obj.GetGenerateName() != "" {
-			obj.SetName(generatedHookName(obj.GetGenerateName(), hash))
+			obj.SetName(generatedHookName(obj, hash, i))
 		}
-		hooks = append(hooks, h)
+		hooks = append(hooks, f.hook)
 	}
-	return objects, hooks, notices, nil
+	return objects, hooks, left, notices
 }
 
-// generatedHookName is a hook's name from its generateName and the render
-// hash, at most 63 characters, as a Job's name may be.
-func generatedHookName(generateName, hash string) string {
-	digits := strings.TrimPrefix(hash, "sha256:")
-	digits = digits[:min(10, len(digits))]
-	return generateName[:min(len(generateName), 63-len(digits))] + digits
+// generatedHookName names a hook that has only a generateName: its
+// generateName and ten hex digits of the render hash, its kind, namespace
+// and place in the render, at most 63 characters, as a Job's name may be.
+// It is the same within one render, and new with each.
+func generatedHookName(obj *unstructured.Unstructured, hash string, place int) string {
+	sum := sha256.Sum256(fmt.Appendf(nil, "%s\n%s\n%s\n%s\n%d", hash, obj.GetAPIVersion(), obj.GetKind(), obj.GetNamespace(), place))
+	digits := hex.EncodeToString(sum[:])[:10]
+	base := obj.GetGenerateName()
+	return base[:min(len(base), 63-len(digits))] + digits
 }
 
-// hookName names an object for an error, by generateName when it has no name.
+// hookName names an object for a message, by generateName when it has no
+// name.
 func hookName(obj *unstructured.Unstructured) string {
 	if obj.GetName() == "" && obj.GetGenerateName() != "" {
 		return obj.GetGenerateName() + "*"
@@ -170,21 +256,18 @@ func hookName(obj *unstructured.Unstructured) string {
 	return obj.GetName()
 }
 
-// reparseHook reads a hook again after spec.patches changed it, with the
-// annotation that made it a hook. A folder's Argo CD hook stays one, and
-// Skip cannot take it out.
+// reparseHook reads a hook again after spec.patches changed it, as the
+// render read it. A hook stays a hook, and Skip cannot take it out.
 func reparseHook(obj *unstructured.Unstructured, was Hook) (Hook, error) {
-	if was.Annotation == ArgoHookAnnotation {
-		h, skip, ok, err := parseArgoHook(obj, was.Template)
+	if was.Folder {
+		f := parseFolderHook(obj, was.Template)
 		switch {
-		case err != nil:
-			return Hook{}, fmt.Errorf("spec.patches gave hook %s %s a wave that is not a number: %w", obj.GetKind(), obj.GetName(), err)
-		case skip:
-			return Hook{}, fmt.Errorf("spec.patches marked hook %s %s Skip: a hook stays a hook; change its phases instead", obj.GetKind(), obj.GetName())
-		case !ok:
-			return Hook{}, fmt.Errorf("spec.patches removed the %s annotation of hook %s %s: a hook stays a hook; change its phases instead", ArgoHookAnnotation, obj.GetKind(), obj.GetName())
+		case f.skip:
+			return Hook{}, fmt.Errorf("spec.patches left hook %s %s out (Skip, or a test hook): a hook stays a hook; change its phases instead", obj.GetKind(), obj.GetName())
+		case !f.isHook:
+			return Hook{}, fmt.Errorf("spec.patches removed the hook annotations of hook %s %s: a hook stays a hook; change its phases instead", obj.GetKind(), obj.GetName())
 		}
-		return h, nil
+		return f.hook, nil
 	}
 	h, ok := parseHook(obj, was.Template)
 	switch {

@@ -261,7 +261,7 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	}
 	patchedObjects := make([]*unstructured.Unstructured, 0, len(outObjects))
 	for _, o := range outObjects {
-		if key := madeHook(o.obj, res.Objects[o.index], res.folder); key != "" {
+		if key := madeHook(o.obj, res.Objects[o.index], res.Folder); key != "" {
 			return fmt.Errorf("spec.patches gave %s %s a %s annotation: the hooks are the render's to say; an object stays an object", o.obj.GetKind(), o.obj.GetName(), key)
 		}
 		patchedObjects = append(patchedObjects, o.obj)

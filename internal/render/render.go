@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"capstan.dev/capstan/internal/source"
@@ -124,9 +125,12 @@ type Result struct {
 	// Notices are worth knowing and change nothing, such as a patch that
 	// selects no object.
 	Notices []Notice
-	// folder is true for a folder's render, whose objects Argo CD's hook
-	// annotation makes hooks too.
-	folder bool
+	// Folder is true for a folder's render, whose hooks run as Argo CD
+	// runs them (see folderHooks).
+	Folder bool
+	// Left are the objects a folder leaves out: those marked Skip, and
+	// Helm's test hooks. They are neither applied nor run.
+	Left []*unstructured.Unstructured
 }
 
 // Notice is one thing worth knowing about a render, by the spec field it
@@ -156,12 +160,23 @@ type Hook struct {
 	// mychart/templates/job.yaml, or the folder of a folder's hook.
 	Template string
 	// Annotation is the annotation that makes the object a hook:
-	// helm.sh/hook, or Argo CD's ArgoHookAnnotation on a folder's object.
+	// helm.sh/hook, or, on a folder's object, Argo CD's
+	// ArgoHookAnnotation.
 	Annotation string
-	// AfterHealthy holds the hook until every object the sync applied is
-	// Current, as Argo CD holds its PostSync hooks. Within one event such
-	// hooks run after the others.
+	// AfterHealthy holds the hook, at a post-install or post-upgrade
+	// event, until every object the sync applied is Current, as Argo CD
+	// holds its PostSync hooks (AwaitsHealthy).
 	AfterHealthy bool
+	// Folder is true for a folder's hook, read as Argo CD reads it
+	// (parseFolderHook).
+	Folder bool
+}
+
+// AwaitsHealthy reports whether the hook waits, at event, until every
+// object the sync applied is Current: a folder's PostSync hook, after the
+// apply. Within the event such hooks run after the others.
+func (h Hook) AwaitsHealthy(event string) bool {
+	return h.AfterHealthy && (event == string(release.HookPostInstall) || event == string(release.HookPostUpgrade))
 }
 
 // Runnable reports whether the hook can run: it names at least one event,
