@@ -111,6 +111,22 @@ const FluxPruneAnnotation = "kustomize.toolkit.fluxcd.io/prune"
 // its Application is deleted.
 const ArgoSyncOptionsAnnotation = "argocd.argoproj.io/sync-options"
 
+// FluxSSAAnnotation is Flux's per-object apply policy. Its IfNotPresent
+// applies an object only while it is missing: cert-manager fills in a
+// webhook configuration's caBundle, or a Secret's data, after Flux creates
+// it, and every later apply would take them back.
+const FluxSSAAnnotation = "kustomize.toolkit.fluxcd.io/ssa"
+
+// CreateOnly names the annotation, with its value, that has obj applied
+// only while it is missing (kustomize.toolkit.fluxcd.io/ssa: IfNotPresent,
+// read as KeptBy reads the marks), or "" when none does.
+func CreateOnly(obj metav1.Object) string {
+	if v := strings.TrimSpace(obj.GetAnnotations()[FluxSSAAnnotation]); strings.EqualFold(v, "IfNotPresent") {
+		return FluxSSAAnnotation + ": " + v
+	}
+	return ""
+}
+
 // Deletion is why Capstan would delete an object, which decides what in
 // its annotations keeps it.
 type Deletion int

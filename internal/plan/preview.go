@@ -250,6 +250,16 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		out.Live[key] = live
 		res := ObjectResult{Ref: ref}
 		digest := out.Digests[key]
+		if live != nil && apply.CreateOnly(obj) != "" {
+			// NOTE: created while missing, never changed after: another
+			// controller fills it in, or a person owns it from then on.
+			// One this add-on did not create is adopted as any other.
+			res.Action = capstanv1.ActionUnchanged
+			res.Adopted = !inventory[key] && !in.Addon.LabelledFor(live.GetLabels())
+			out.Verified[key] = VerifiedAt(digest, live, in.Now)
+			out.Objects = append(out.Objects, res)
+			continue
+		}
 		if v, ok := in.Known[key]; ok && live != nil && in.Addon.LabelledFor(live.GetLabels()) {
 			if v.StillUnchanged(digest, live.GetResourceVersion(), in.Now) {
 				res.Action = capstanv1.ActionUnchanged
