@@ -41,3 +41,25 @@ func TestKeptBy(t *testing.T) {
 		t.Errorf("an object without annotations is kept by %q", by)
 	}
 }
+
+// TestCreateOnly reads Flux's apply policy as KeptBy reads the marks: its
+// IfNotPresent in any case, with spaces around it ignored, and nothing
+// else.
+func TestCreateOnly(t *testing.T) {
+	for value, want := range map[string]string{
+		"IfNotPresent":   "kustomize.toolkit.fluxcd.io/ssa: IfNotPresent",
+		" ifnotpresent ": "kustomize.toolkit.fluxcd.io/ssa: ifnotpresent",
+		"Override":       "",
+		"Merge":          "",
+		"Ignore":         "",
+		"IfNotPresent,x": "",
+	} {
+		m := &metav1.ObjectMeta{Annotations: map[string]string{FluxSSAAnnotation: value}}
+		if got := CreateOnly(m); got != want {
+			t.Errorf("%q: %q, want %q", value, got, want)
+		}
+	}
+	if got := CreateOnly(&metav1.ObjectMeta{Annotations: map[string]string{"example.com/ssa": "IfNotPresent"}}); got != "" {
+		t.Errorf("another tool's annotation: %q", got)
+	}
+}

@@ -74,9 +74,10 @@ func (r *folderRepo) commit(files map[string]string) string {
 // plan says why; none of the hooks is in the inventory. (etcd's revisions
 // order the PreSync hooks before the apply.) A commit that changes nothing
 // of the folder runs no hook again; one that changes an object runs the
-// PreSync hook anew, and an object it marks Skip leaves the inventory
-// without being deleted. The PostDelete hook runs only at the uninstall,
-// and stays after it.
+// PreSync hook anew, and objects an earlier render applied that it marks
+// Skip or PreSync leave the inventory, so that the uninstall (with no
+// spec.prune) does not delete them. The PostDelete hook runs only at the
+// uninstall, and stays after it.
 func TestFolderRunsArgoCDHooks(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -113,13 +114,16 @@ spec:
 		hook("alert", "    argocd.argoproj.io/hook: SyncFail\n") +
 		hook("bye", "    argocd.argoproj.io/hook: PostDelete\n")
 	repo := newFolderRepo(t)
-	first := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.27") + settings + wasPlain(""), "app/hooks.yaml": hooks, "README.md": "one\n"})
+	becameHook := func(annotations string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: became-hook\n" + annotations + "data: {a: b}\n"
+	}
+	first := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.27") + settings + wasPlain("") + becameHook(""), "app/hooks.yaml": hooks, "README.md": "one\n"})
 
 	a := create(t, &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "argo-" + ns[len(ns)-5:]},
 		Spec: capstanv1.AddonSpec{
 			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: first, Path: "app"},
-			TargetNamespace: ns, Prune: true, DeletionPolicy: capstanv1.DeletionDelete,
+			TargetNamespace: ns, DeletionPolicy: capstanv1.DeletionDelete,
 		},
 	})
 	installed := waitPhase(t, a, capstanv1.PhaseSynced)
@@ -178,7 +182,7 @@ spec:
 		}
 	}
 	for _, ref := range capstanv1.RefsOf(installed.Status.Inventory) {
-		if ref.Kind == "ConfigMap" && ref.Name != "settings" && ref.Name != "was-plain" {
+		if ref.Kind == "ConfigMap" && ref.Name != "settings" && ref.Name != "was-plain" && ref.Name != "became-hook" {
 			t.Errorf("the inventory holds %s", ref.Describe())
 		}
 	}
@@ -209,18 +213,15 @@ spec:
 	// A commit that changes the Deployment runs it anew. An object the
 	// add-on applied, now marked Skip, leaves the inventory and runs on.
 	third := repo.commit(map[string]string{"app/web.yaml": deployment("nginx:1.28") + settings +
-		wasPlain("  annotations:\n    argocd.argoproj.io/hook: Skip\n")})
+		wasPlain("  annotations:\n    argocd.argoproj.io/hook: Skip\n") + becameHook("  annotations:\n    argocd.argoproj.io/hook: PreSync\n")})
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = third })
 	upgraded := synced(t, a)
 	if uid := live(t, "v1", "ConfigMap", ns, "pre").GetUID(); uid == preUID {
 		t.Error("a commit that changed the Deployment did not run the PreSync hook again")
 	}
-	if live(t, "v1", "ConfigMap", ns, "was-plain") == nil {
-		t.Error("the prune deleted an object now marked Skip")
-	}
 	for _, ref := range capstanv1.RefsOf(upgraded.Status.Inventory) {
-		if ref.Name == "was-plain" {
-			t.Error("an object now marked Skip stays in the inventory")
+		if ref.Name == "was-plain" || ref.Name == "became-hook" {
+			t.Errorf("%s stays in the inventory, and the uninstall would delete it", ref.Describe())
 		}
 	}
 
@@ -239,5 +240,10 @@ spec:
 	}
 	if live(t, "v1", "ConfigMap", ns, "bye") == nil {
 		t.Error("the PostDelete hook did not run at the uninstall")
+	}
+	for _, name := range []string{"was-plain", "became-hook"} {
+		if live(t, "v1", "ConfigMap", ns, name) == nil {
+			t.Errorf("the uninstall deleted %s, which left the inventory", name)
+		}
 	}
 }

@@ -55,7 +55,8 @@ func TestLifecycleDecision(t *testing.T) {
 		{name: "folder, new commit, no object changes", folder: true, applied: "old", want: LifecycleNone},
 		{name: "folder, new commit, an object changes", folder: true, applied: "old", changes: true, want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
 		{name: "folder, new commit, a prune", folder: true, applied: "old", prunes: true, want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
-		{name: "folder, failed post-upgrade, then a commit that changes nothing", folder: true, applied: "old", pending: pending("post-upgrade", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
+		{name: "folder, failed post-upgrade, then a commit that changes nothing", folder: true, applied: "old", pending: pending("post-upgrade", "old"), want: LifecycleRetryPost, post: "post-upgrade"},
+		{name: "folder, failed post-upgrade, then a commit that changes an object", folder: true, applied: "old", changes: true, pending: pending("post-upgrade", "old"), want: LifecycleUpgrade, pre: "pre-upgrade", post: "post-upgrade"},
 		{name: "folder, failed post-upgrade, same render", folder: true, applied: "new", pending: pending("post-upgrade", "new"), want: LifecycleRetryPost, post: "post-upgrade"},
 	}
 	for _, c := range cases {

@@ -87,9 +87,10 @@ type scope struct {
 	quiet        map[string]bool                       // by ObjectRef.Key: unchanged by the watch cache, not read
 	digests      map[string]string                     // by ObjectRef.Key: each object's manifestDigest
 	prune        []capstanv1.ObjectRef
-	kept         []apply.Spared        // what the prune would delete but an annotation keeps (apply.KeptBy)
+	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
 	hooks        []render.Hook
+	left         []*unstructured.Unstructured // the prepared objects a folder's render leaves out (render.Result.Left)
 	lifecycle    Lifecycle
 	plan         *capstanv1.Plan
 	verdict      plan.Verdict

@@ -45,10 +45,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		s.crdNotices = n
 		in.Rendered = s.objects
 		in.Objects = s.previews
+		s.kept, s.confirm = s.leftOutOfInventory(), nil
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
-			s.prune = apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects))
+			s.prune = apply.Subtract(apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects)), sparedRefs(s.kept))
 			if err := r.keptFromPrune(ctx, s); err != nil {
 				return false, err
 			}
@@ -117,10 +118,14 @@ func (r *AddonReconciler) lifecycle(s *scope) Lifecycle {
 		return LifecycleUpgrade
 	case applied == "":
 		return LifecycleInstall
-	case applied != s.render.Hash && s.render.Folder && !s.objectsChange() && s.addon.Status.PendingHook == nil:
+	case applied != s.render.Hash && s.render.Folder && !s.objectsChange():
 		// NOTE: a folder's render changes with every commit of its
 		// repository, and its hooks are Argo CD's, which run only on a
-		// sync that changes something. Post hooks still pending run.
+		// sync that changes something. Post hooks still pending run, and
+		// only they.
+		if s.addon.Status.PendingHook != nil {
+			return LifecycleRetryPost
+		}
 		return LifecycleNone
 	case applied != s.render.Hash:
 		return LifecycleUpgrade
@@ -190,17 +195,12 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // read that fails fails the preview, to be retried: an object whose mark
 // was not read must not be pruned without its confirmation.
 func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
-	s.kept, s.confirm = nil, nil
 	if len(s.prune) == 0 {
 		return nil
 	}
 	keep := s.keepFrom(apply.Pruning)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
-		if by := s.leftOut(ref); by != "" && keep != apply.NoKeep {
-			s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
-			continue
-		}
 		m, err := s.applier.ReadMetadata(ctx, ref)
 		if err != nil {
 			return fmt.Errorf("reading %s, which the prune would delete: %w", ref.Describe(), err)
@@ -220,35 +220,47 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// leftOut names what makes an object of the inventory one that this
-// folder's render holds but does not apply, or "": a hook now, or an object
-// Skip leaves out. An earlier render applied it as a plain object (Capstan
-// read no folder hooks before), and the prune leaves it running, as Argo
-// CD never prunes either: a Job that ran, a ConfigMap a person relies on.
-// A Skip object with no namespace matches its name in any.
-func (s *scope) leftOut(ref capstanv1.ObjectRef) string {
+// leftOutOfInventory is what of the inventory a folder's render holds but
+// does not apply: objects that are hooks now, and objects Skip leaves out
+// (leftOut). An earlier render applied them as plain objects (Capstan read
+// no folder hooks before), and they leave the inventory running, whether
+// the add-on prunes or not, so that neither a prune nor the uninstall
+// deletes them: a hook's object is the hook runner's now, which would
+// otherwise create it and the prune delete it in one sync, and Argo CD
+// never deletes an object marked Skip. In the restricted profile an object
+// Skip leaves out is pruned, as everything a tenant's render drops is.
+func (s *scope) leftOutOfInventory() []apply.Spared {
 	if s.render == nil || !s.render.Folder {
-		return ""
+		return nil
 	}
+	var out []apply.Spared
+	for _, ref := range apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects)) {
+		if by, hook := s.leftOut(ref); hook || by != "" && s.keepFrom(apply.Pruning) != apply.NoKeep {
+			out = append(out, apply.Spared{Ref: ref, KeptBy: by})
+		}
+	}
+	return out
+}
+
+// leftOut names what makes an object of the inventory one that this
+// folder's render holds but does not apply, and whether it is a hook now;
+// "" when it is neither.
+func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
 	for _, h := range s.hooks {
 		if capstanv1.RefOf(h.Object).Key() == ref.Key() {
-			return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)"
+			return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)", true
 		}
 	}
-	for _, obj := range s.render.Left {
-		r := capstanv1.RefOf(obj)
-		if r.Namespace == "" {
-			r.Namespace = ref.Namespace
-		}
-		if r.Key() != ref.Key() {
+	for _, obj := range s.left {
+		if capstanv1.RefOf(obj).Key() != ref.Key() {
 			continue
 		}
 		if v, ok := obj.GetAnnotations()[render.ArgoHookAnnotation]; ok {
-			return render.ArgoHookAnnotation + ": " + v
+			return render.ArgoHookAnnotation + ": " + v, false
 		}
-		return "helm.sh/hook: " + obj.GetAnnotations()["helm.sh/hook"]
+		return "helm.sh/hook: " + obj.GetAnnotations()["helm.sh/hook"], false
 	}
-	return ""
+	return "", false
 }
 
 // keepFrom is what annotations may keep this add-on's objects from: the

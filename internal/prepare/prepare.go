@@ -47,6 +47,10 @@ type Result struct {
 	// CreatedNamespace is the Namespace added for spec.createNamespace: it
 	// is created when missing and never counts as adopted.
 	CreatedNamespace string
+	// Left are the objects the render leaves out (render.Result.Left),
+	// with their namespaces set as the objects' are, so that an earlier
+	// render's inventory can be matched with them.
+	Left []*unstructured.Unstructured
 }
 
 // Prepare copies the render's objects and hooks and:
@@ -114,6 +118,13 @@ func Prepare(in Input) (Result, error) {
 				o.SetOwnerReferences(append(o.GetOwnerReferences(), in.Addon.OwnerReference()))
 			}
 		}
+	}
+	for _, o := range in.Render.Left {
+		o = o.DeepCopy()
+		if err := setNamespace(o, in, crdScopes); err != nil {
+			return Result{}, err
+		}
+		out.Left = append(out.Left, o)
 	}
 	out.Objects = objs
 	return out, nil

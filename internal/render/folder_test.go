@@ -280,6 +280,9 @@ metadata:
 			job("name: both", argo("PreDelete")+"    helm.sh/hook: post-install\n") +
 			job("name: seed", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"\n    helm.sh/hook-delete-policy: hook-succeeded\n") +
 			job("name: rollback", "    helm.sh/hook: pre-rollback\n") +
+			job("name: alert-helm", argo("SyncFail")+"    helm.sh/hook: post-install\n") +
+			job("name: tested", "    helm.sh/hook: pre-install,test\n") +
+			job("name: crd", "    helm.sh/hook: crd-install\n") +
 			job("name: test", "    helm.sh/hook: test\n")),
 	}
 }
@@ -289,7 +292,7 @@ func TestFolderHooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff([]string{"ConfigMap//settings", "ConfigMap//empty"}, names(res.Objects)); diff != "" {
+	if diff := cmp.Diff([]string{"Job//crd", "ConfigMap//settings"}, names(res.Objects)); diff != "" {
 		t.Errorf("objects (-want +got):\n%s", diff)
 	}
 	if diff := cmp.Diff([]string{"Job//test", "ConfigMap//local-only"}, names(res.Left)); diff != "" {
@@ -324,6 +327,9 @@ func TestFolderHooks(t *testing.T) {
 		{Name: "both", Annotation: argo, Events: []string{"pre-delete"}},
 		{Name: "seed", Annotation: helm, Events: post, Weight: 5, Policies: []string{"hook-succeeded"}, AfterHealthy: true},
 		{Name: "rollback", Annotation: helm, Events: []string{}},
+		{Name: "alert-helm", Annotation: argo, Events: []string{}},
+		{Name: "tested", Annotation: helm, Events: pre},
+		{Name: "empty", Annotation: argo, Events: []string{}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("hooks (-want +got):\n%s", diff)
@@ -345,13 +351,15 @@ func TestFolderHooks(t *testing.T) {
 		"hooks/Job/notify":           "names SyncFail, which Capstan does not run (it runs PreSync, Sync, PostSync, PreDelete and PostDelete hooks, and none when a sync fails), so it runs only at the others",
 		"hooks/Job/badwave":          `has argocd.argoproj.io/sync-wave "first", not a whole number, so it runs at 0 in its phase`,
 		"hooks/Job/rollback":         "names pre-rollback, which Capstan does not run",
+		"hooks/Job/alert-helm":       "hook Job alert-helm names SyncFail, which Capstan does not run",
+		"hooks/ConfigMap/empty":      "hook ConfigMap empty names no phase, so it never runs, as in Argo CD",
 	} {
 		if !strings.Contains(notices[path], want) {
 			t.Errorf("notice %s = %q; want it to say %q", path, notices[path], want)
 		}
 	}
-	if len(notices) != 5 {
-		t.Errorf("notices %v; want the five above", notices)
+	if len(notices) != 7 {
+		t.Errorf("notices %v; want the seven above", notices)
 	}
 	other, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abd"})
 	if err != nil {

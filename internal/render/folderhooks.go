@@ -63,8 +63,10 @@ var argoPhases = map[string][]string{
 const ArgoPhases = "PreSync, Sync, PostSync, PreDelete and PostDelete"
 
 // helmPhases maps Helm's hook events to the Argo CD phase a folder runs
-// them at, as Argo CD maps them: a chart rendered into git runs its hooks
-// as Argo CD would run them there. Rollback events have no phase.
+// them at, as Argo CD maps the install and upgrade events: a chart
+// rendered into git runs its hooks as Argo CD would run them there. The
+// delete events map to the delete phases, which Argo CD may not do.
+// Rollback events have no phase.
 var helmPhases = map[string]string{
 	string(release.HookPreInstall):  phasePreSync,
 	string(release.HookPreUpgrade):  phasePreSync,
@@ -94,50 +96,64 @@ type folderHook struct {
 }
 
 // parseFolderHook reads a folder's object as Argo CD reads it. Its
-// argocd.argoproj.io/hook annotation names its phases, trimmed and in any
-// case; one that names none Argo CD knows gives way to helm.sh/hook, whose
-// events map to phases (helmPhases). Skip, alone, leaves the object out.
-// A phase Capstan does not run (SyncFail, or one Argo CD does not know)
-// is left out of the hook's, with a notice; a hook of no phase Capstan runs
-// never runs. Its wave (sync-wave, else helm.sh/hook-weight) is its weight;
-// one that is not a whole number is 0, as Argo CD reads it, with a notice.
-// Delete policies, Argo CD's or Helm's, are Helm's.
+// argocd.argoproj.io/hook annotation, when present, makes it a hook of the
+// phases it names, trimmed and in any case (Argo CD reads them exactly,
+// and would never run a hook marked "postsync"); one that names no phase
+// Argo CD knows gives way to helm.sh/hook, whose events map to phases
+// (helmPhases); Helm's test hooks are left out, and crd-install is a plain
+// object. Skip, alone, leaves the object out. A phase Capstan does not run
+// (SyncFail, or one Argo CD does not know) is left out of the hook's, with
+// a notice; a hook of no phase Capstan runs never runs, as in Argo CD. Its
+// wave (sync-wave, else helm.sh/hook-weight) is its weight; one that is
+// not a whole number is 0, with a notice. Delete policies, Argo CD's or
+// Helm's, are Helm's.
 func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook {
 	annotations := obj.GetAnnotations()
 	var phases, ignored []string
 	annotation := ArgoHookAnnotation
-	argoItems := splitList(annotations[ArgoHookAnnotation])
-	for _, p := range argoItems {
+	argoValue, isArgo := annotations[ArgoHookAnnotation]
+	argoKnown := false
+	for _, p := range splitList(argoValue) {
 		key := strings.ToLower(p)
-		switch _, runs := argoPhases[key]; {
+		_, runs := argoPhases[key]
+		switch {
 		case runs || key == phaseSkip:
 			if !slices.Contains(phases, key) {
 				phases = append(phases, key)
 			}
+			argoKnown = true
+		case key == phaseSyncFail:
+			ignored = append(ignored, p)
+			argoKnown = true
 		default:
 			ignored = append(ignored, p)
 		}
 	}
-	helmEvents, isHelm := annotations[release.HookAnnotation]
-	if len(phases) == 0 && isHelm {
+	helmValue, isHelm := annotations[release.HookAnnotation]
+	if !argoKnown && isHelm {
+		events := splitList(strings.ToLower(helmValue))
+		switch {
+		case !isArgo && slices.Equal(events, []string{"crd-install"}):
+			// NOTE: Helm 2's crd-install is no hook to Argo CD either: the
+			// CRD is applied with the rest.
+			return folderHook{}
+		case !isArgo && len(events) > 0 && !slices.ContainsFunc(events, func(e string) bool { return !isTestEvent(e) }):
+			return folderHook{skip: true}
+		}
 		annotation, ignored = release.HookAnnotation, nil
-		for _, e := range splitList(helmEvents) {
-			e = strings.ToLower(e)
-			if e == string(release.HookTest) || e == "test-success" {
-				return folderHook{skip: true}
-			}
-			if p, ok := helmPhases[e]; ok {
+		for _, e := range events {
+			p, ok := helmPhases[e]
+			switch {
+			case ok:
 				if !slices.Contains(phases, p) {
 					phases = append(phases, p)
 				}
-				continue
+			case !isTestEvent(e) && e != "crd-install":
+				ignored = append(ignored, e)
 			}
-			ignored = append(ignored, e)
 		}
 	}
-	if len(argoItems) == 0 && !isHelm {
-		// NOTE: an empty argocd.argoproj.io/hook names no phase: the
-		// object is a plain one, as in Argo CD.
+	if !isArgo && !isHelm {
 		return folderHook{}
 	}
 	if slices.Equal(phases, []string{phaseSkip}) {
@@ -156,13 +172,16 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 	h.AfterHealthy = slices.Contains(phases, phasePostSync) && !slices.Contains(phases, phaseSync)
 	out := folderHook{hook: h, isHook: true}
 	var notes []string
-	if len(ignored) > 0 {
+	switch {
+	case len(ignored) > 0:
 		what := "so it runs only at the others"
 		if len(h.Events) == 0 {
 			what = "so it never runs"
 		}
 		notes = append(notes, fmt.Sprintf("names %s, which Capstan does not run (it runs %s hooks, and none when a sync fails), %s",
 			strings.Join(ignored, ", "), ArgoPhases, what))
+	case len(h.Events) == 0:
+		notes = append(notes, "names no phase, so it never runs, as in Argo CD")
 	}
 	wave, key := "", ""
 	for _, k := range append(slices.Clone(waveAnnotations), release.HookWeightAnnotation) {
@@ -174,7 +193,7 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 	if key != "" {
 		w, err := strconv.ParseInt(strings.TrimSpace(wave), 10, 32)
 		if err != nil {
-			notes = append(notes, fmt.Sprintf("has %s %q, not a whole number, so it runs at 0 in its phase, as Argo CD runs it", key, wave))
+			notes = append(notes, fmt.Sprintf("has %s %q, not a whole number, so it runs at 0 in its phase", key, wave))
 		}
 		out.hook.Weight = int(w)
 	}
@@ -195,6 +214,12 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 		out.notice = fmt.Sprintf("hook %s %s %s", obj.GetKind(), hookName(obj), strings.Join(notes, "; it "))
 	}
 	return out
+}
+
+// isTestEvent reports whether e is one of Helm's test events, which a
+// folder leaves out as a chart does.
+func isTestEvent(e string) bool {
+	return e == string(release.HookTest) || e == "test-success" || e == "test-failure"
 }
 
 // splitList splits a comma-separated annotation and trims its items,
