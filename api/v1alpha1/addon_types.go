@@ -141,7 +141,10 @@ type AddonSpec struct {
 	// objects this add-on applied, never CustomResourceDefinitions,
 	// Namespaces, PersistentVolumeClaims, PersistentVolumes or
 	// StorageClasses. The plan marks each such object. Without it, such a
-	// change fails the plan and nothing is applied.
+	// change fails the plan and nothing is applied, unless the object's
+	// manifest asks for it as Flux or Argo CD marks it
+	// (kustomize.toolkit.fluxcd.io/force: enabled, or the sync options
+	// Force=true,Replace=true).
 	// +optional
 	Recreate bool `json:"recreate,omitempty"`
 

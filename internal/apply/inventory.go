@@ -127,6 +127,28 @@ func CreateOnly(obj metav1.Object) string {
 	return ""
 }
 
+// FluxForceAnnotation set to "enabled" has Flux recreate an object whose
+// change the API server refuses in place, such as a Job whose image
+// changed.
+const FluxForceAnnotation = "kustomize.toolkit.fluxcd.io/force"
+
+// RecreateMarked names the annotation, with its value, that asks for obj
+// to be deleted and created anew when the API server refuses to change it
+// in place, as spec.recreate asks for a whole add-on, or "" when none does:
+// Flux's kustomize.toolkit.fluxcd.io/force: enabled, or Argo CD's sync
+// options Force=true and Replace=true together (kubectl replace --force;
+// Replace=true alone replaces in place, which the API server refuses as
+// well). Read as KeptBy reads the marks.
+func RecreateMarked(obj metav1.Object) string {
+	if v := strings.TrimSpace(obj.GetAnnotations()[FluxForceAnnotation]); strings.EqualFold(v, "enabled") {
+		return FluxForceAnnotation + ": " + v
+	}
+	if force, replace := argoSyncOption(obj, "Force=true"), argoSyncOption(obj, "Replace=true"); force != "" && replace != "" {
+		return ArgoSyncOptionsAnnotation + ": " + force + "," + replace
+	}
+	return ""
+}
+
 // Deletion is why Capstan would delete an object, which decides what in
 // its annotations keeps it.
 type Deletion int

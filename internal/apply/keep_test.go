@@ -63,3 +63,23 @@ func TestCreateOnly(t *testing.T) {
 		t.Errorf("another tool's annotation: %q", got)
 	}
 }
+
+// TestRecreateMarked reads Flux's force mark, and Argo CD's Force=true only
+// with Replace=true, as KeptBy reads the marks.
+func TestRecreateMarked(t *testing.T) {
+	for _, tc := range []struct{ key, value, want string }{
+		{FluxForceAnnotation, "enabled", "kustomize.toolkit.fluxcd.io/force: enabled"},
+		{FluxForceAnnotation, " Enabled ", "kustomize.toolkit.fluxcd.io/force: Enabled"},
+		{FluxForceAnnotation, "disabled", ""},
+		{ArgoSyncOptionsAnnotation, "Force=true,Replace=true", "argocd.argoproj.io/sync-options: Force=true,Replace=true"},
+		{ArgoSyncOptionsAnnotation, "Replace=true, ServerSideApply=true, force=TRUE", "argocd.argoproj.io/sync-options: force=TRUE,Replace=true"},
+		{ArgoSyncOptionsAnnotation, "Replace=true", ""},
+		{ArgoSyncOptionsAnnotation, "Force=true", ""},
+		{ArgoSyncOptionsAnnotation, "Force=false,Replace=true", ""},
+	} {
+		m := &metav1.ObjectMeta{Annotations: map[string]string{tc.key: tc.value}}
+		if got := RecreateMarked(m); got != tc.want {
+			t.Errorf("%s: %q: %q, want %q", tc.key, tc.value, got, tc.want)
+		}
+	}
+}

@@ -118,7 +118,7 @@ func TestRecreateReplacesWhatCannotChangeInPlace(t *testing.T) {
 	for _, o := range failed.Status.Plan.Objects {
 		if o.Error != "" {
 			refusals++
-			if !strings.Contains(o.Error, "field is immutable") || !strings.HasSuffix(o.Error, "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that") {
+			if !strings.Contains(o.Error, "field is immutable") || !strings.HasSuffix(o.Error, "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that, or mark the object kustomize.toolkit.fluxcd.io/force: enabled") {
 				t.Fatalf("the refusal of %s should say why and what to do: %q", o.Describe(), o.Error)
 			}
 		}

@@ -141,7 +141,8 @@ type PreviewInput struct {
 	Hides func(string) bool
 	// Recreate plans an object the add-on applied, whose change the API
 	// server refuses to make in place, as deleted and created anew
-	// (spec.recreate).
+	// (spec.recreate). An object whose manifest asks for it
+	// (apply.RecreateMarked) is planned so without it.
 	Recreate bool
 }
 
@@ -304,7 +305,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
-		case err != nil && in.Recreate && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
+		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
 			res.Recreate, res.RecreateUID = true, live.GetUID()
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew: " + RedactAPIError(obj, err) + ")\n"}
@@ -353,7 +354,8 @@ func inPlaceHint(obj, live *unstructured.Unstructured, inInventory bool, err err
 	case !inInventory:
 		return "; this add-on did not apply the object, so it is not deleted for the change: delete it by hand for the sync to create it"
 	}
-	return "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that"
+	return "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that, or mark the object " +
+		apply.FluxForceAnnotation + ": enabled"
 }
 
 // createComparison is the comparison of an object that does not exist yet

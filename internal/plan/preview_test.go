@@ -222,7 +222,8 @@ func TestPreviewTrustsTheGeneration(t *testing.T) {
 // TestPreviewDecidesWhatToRecreate: with spec.recreate, only an object of
 // the add-on's inventory whose change the API server refuses in place is
 // planned to be deleted and created anew, bound to the UID read; every
-// other refusal stays an error that says how to go on.
+// other refusal stays an error that says how to go on. An object marked
+// as Flux marks it is recreated without spec.recreate.
 func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
 	mk := func(apiVersion, kind, name string) *unstructured.Unstructured {
@@ -236,6 +237,9 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 	}
 	ours, left := mk("apps/v1", "Deployment", "web"), mk("apps/v1", "Deployment", "left")
 	database, claim, password := mk("example.com/v1", "Database", "db"), mk("v1", "PersistentVolumeClaim", "data"), mk("v1", "Secret", "password")
+	// migrate's manifest asks for itself what spec.recreate asks for all.
+	migrate := mk("batch/v1", "Job", "migrate")
+	migrate.SetAnnotations(map[string]string{"kustomize.toolkit.fluxcd.io/force": "enabled"})
 	immutable := func(kind, path string, forbidden bool) error {
 		e := fieldInvalid(path)
 		if forbidden {
@@ -249,8 +253,9 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 		capstanv1.RefOf(database).Key(): immutable("Database", "spec.size", false),
 		capstanv1.RefOf(claim).Key():    immutable("PersistentVolumeClaim", "spec.storageClassName", false),
 		capstanv1.RefOf(password).Key(): immutable("Secret", "data", true),
+		capstanv1.RefOf(migrate).Key():  immutable("Job", "spec.completions", false),
 	}}
-	for i, obj := range []*unstructured.Unstructured{ours, left, database, claim, password} {
+	for i, obj := range []*unstructured.Unstructured{ours, left, database, claim, password, migrate} {
 		l := obj.DeepCopy()
 		l.SetUID(types.UID(fmt.Sprintf("uid-%d", i)))
 		if obj == password {
@@ -258,8 +263,8 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 		}
 		c.live[capstanv1.RefOf(obj).Key()] = l
 	}
-	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(ours), capstanv1.RefOf(database), capstanv1.RefOf(claim), capstanv1.RefOf(password)})
-	objs := []*unstructured.Unstructured{ours, left, database, claim, password}
+	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(ours), capstanv1.RefOf(database), capstanv1.RefOf(claim), capstanv1.RefOf(password), capstanv1.RefOf(migrate)})
+	objs := []*unstructured.Unstructured{ours, left, database, claim, password, migrate}
 	for _, recreate := range []bool{false, true} {
 		p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: objs, Now: time.Now(), Recreate: recreate})
 		if err != nil {
@@ -270,9 +275,15 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 			"db":       "Capstan does not delete a custom resource to change it",
 			"data":     "Capstan never deletes a PersistentVolumeClaim",
 			"password": "it is marked helm.sh/resource-policy: keep",
-			"web":      "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that",
+			"web":      "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that, or mark the object kustomize.toolkit.fluxcd.io/force: enabled",
 		}
 		for _, o := range p.Objects {
+			if o.Ref.Name == "migrate" {
+				if !o.Recreate || o.RecreateUID != "uid-5" || o.Error != "" {
+					t.Errorf("recreate %v: migrate, marked kustomize.toolkit.fluxcd.io/force: enabled, should be recreated: %+v", recreate, o)
+				}
+				continue
+			}
 			if recreate && o.Ref.Name == "web" {
 				if !o.Recreate || o.RecreateUID != "uid-0" || o.Error != "" || o.Action != capstanv1.ActionUpdate {
 					t.Errorf("with spec.recreate, web should be recreated, bound to uid-0: %+v", o)
