@@ -143,8 +143,8 @@ type AddonSpec struct {
 	// StorageClasses. The plan marks each such object. Without it, such a
 	// change fails the plan and nothing is applied, unless the object's
 	// manifest asks for it as Flux or Argo CD marks it
-	// (kustomize.toolkit.fluxcd.io/force: enabled, or the sync options
-	// Force=true,Replace=true).
+	// (kustomize.toolkit.fluxcd.io/force: enabled, or the sync option
+	// Force=true).
 	// +optional
 	Recreate bool `json:"recreate,omitempty"`
 

@@ -136,15 +136,27 @@ const FluxForceAnnotation = "kustomize.toolkit.fluxcd.io/force"
 // to be deleted and created anew when the API server refuses to change it
 // in place, as spec.recreate asks for a whole add-on, or "" when none does:
 // Flux's kustomize.toolkit.fluxcd.io/force: enabled, or Argo CD's sync
-// options Force=true and Replace=true together (kubectl replace --force;
-// Replace=true alone replaces in place, which the API server refuses as
-// well). Read as KeptBy reads the marks.
+// option Force=true, which has Argo CD's client-side apply delete and
+// create an object the API server refuses (kubectl apply --force), unless
+// ServerSideApply=true makes it force field ownership instead. Unlike the
+// marks that keep an object, these ask for a delete, so each is read
+// exactly as its tool reads it (Argo CD's options trimmed), never more
+// loosely.
 func RecreateMarked(obj metav1.Object) string {
-	if v := strings.TrimSpace(obj.GetAnnotations()[FluxForceAnnotation]); strings.EqualFold(v, "enabled") {
-		return FluxForceAnnotation + ": " + v
+	if obj.GetAnnotations()[FluxForceAnnotation] == "enabled" {
+		return FluxForceAnnotation + ": enabled"
 	}
-	if force, replace := argoSyncOption(obj, "Force=true"), argoSyncOption(obj, "Replace=true"); force != "" && replace != "" {
-		return ArgoSyncOptionsAnnotation + ": " + force + "," + replace
+	var force, serverSide bool
+	for _, o := range strings.Split(obj.GetAnnotations()[ArgoSyncOptionsAnnotation], ",") {
+		switch strings.TrimSpace(o) {
+		case "Force=true":
+			force = true
+		case "ServerSideApply=true":
+			serverSide = true
+		}
+	}
+	if force && !serverSide {
+		return ArgoSyncOptionsAnnotation + ": Force=true"
 	}
 	return ""
 }

@@ -64,18 +64,22 @@ func TestCreateOnly(t *testing.T) {
 	}
 }
 
-// TestRecreateMarked reads Flux's force mark, and Argo CD's Force=true only
-// with Replace=true, as KeptBy reads the marks.
+// TestRecreateMarked reads Flux's force mark and Argo CD's Force=true
+// exactly as the tools read them, since they ask for a delete: no other
+// case, and not Argo CD's Force=true with ServerSideApply=true, which
+// forces field ownership instead.
 func TestRecreateMarked(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
 		{FluxForceAnnotation, "enabled", "kustomize.toolkit.fluxcd.io/force: enabled"},
-		{FluxForceAnnotation, " Enabled ", "kustomize.toolkit.fluxcd.io/force: Enabled"},
+		{FluxForceAnnotation, "Enabled", ""},
+		{FluxForceAnnotation, " enabled", ""},
 		{FluxForceAnnotation, "disabled", ""},
-		{ArgoSyncOptionsAnnotation, "Force=true,Replace=true", "argocd.argoproj.io/sync-options: Force=true,Replace=true"},
-		{ArgoSyncOptionsAnnotation, "Replace=true, ServerSideApply=true, force=TRUE", "argocd.argoproj.io/sync-options: force=TRUE,Replace=true"},
+		{ArgoSyncOptionsAnnotation, "Force=true", "argocd.argoproj.io/sync-options: Force=true"},
+		{ArgoSyncOptionsAnnotation, "Replace=true, Force=true", "argocd.argoproj.io/sync-options: Force=true"},
+		{ArgoSyncOptionsAnnotation, "force=TRUE", ""},
 		{ArgoSyncOptionsAnnotation, "Replace=true", ""},
-		{ArgoSyncOptionsAnnotation, "Force=true", ""},
-		{ArgoSyncOptionsAnnotation, "Force=false,Replace=true", ""},
+		{ArgoSyncOptionsAnnotation, "Force=false", ""},
+		{ArgoSyncOptionsAnnotation, "ServerSideApply=true,Force=true", ""},
 	} {
 		m := &metav1.ObjectMeta{Annotations: map[string]string{tc.key: tc.value}}
 		if got := RecreateMarked(m); got != tc.want {

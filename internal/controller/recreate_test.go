@@ -172,7 +172,7 @@ func TestRecreateReplacesWhatCannotChangeInPlace(t *testing.T) {
 			recreated = e.Note
 		}
 	}
-	if want := "(spec.recreate): Deployment " + ns + "/web, RoleBinding " + ns + "/binding, StatefulSet " + ns + "/db."; !strings.Contains(recreated, want) {
+	if want := "(spec.recreate, or the mark named): Deployment " + ns + "/web, RoleBinding " + ns + "/binding, StatefulSet " + ns + "/db."; !strings.Contains(recreated, want) {
 		t.Errorf("the Recreated event says %q; want %q", recreated, want)
 	}
 	if got := live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding").Object["roleRef"].(map[string]any)["name"]; got != "writer" {

@@ -1,9 +1,14 @@
 package controller_test
 
 import (
+	"context"
+	"strings"
 	"testing"
+	"time"
 
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -11,9 +16,10 @@ import (
 // TestRecreateMarks: without spec.recreate, an object whose manifest asks
 // to be deleted and created anew when the API server refuses a change in
 // place is, as Flux (kustomize.toolkit.fluxcd.io/force: enabled) and Argo
-// CD (Force=true,Replace=true) do it: a Deployment whose selector changes
-// and a RoleBinding whose roleRef changes are created anew, with what
-// spec.recreate guards (the plan marks them; a Recreated event).
+// CD (Force=true) do it: a Deployment whose selector changes and a
+// RoleBinding whose roleRef changes are planned to be recreated, each
+// with its mark, held with spec.manualSync, then, once it is unset,
+// created anew, and a Recreated event names each with its mark.
 func TestRecreateMarks(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, chart{name: "recreatemarks", version: "1.0.0", files: map[string]string{
@@ -22,7 +28,7 @@ kind: Deployment
 metadata:
   name: web
   annotations:
-    kustomize.toolkit.fluxcd.io/force: Enabled
+    kustomize.toolkit.fluxcd.io/force: enabled
 spec:
   replicas: 1
   selector:
@@ -49,7 +55,7 @@ kind: RoleBinding
 metadata:
   name: binding
   annotations:
-    argocd.argoproj.io/sync-options: Replace=true,Force=true
+    argocd.argoproj.io/sync-options: Replace=true, Force=true
 roleRef:
   apiGroup: rbac.authorization.k8s.io
   kind: Role
@@ -67,7 +73,24 @@ subjects:
 		t.Fatal("web or binding missing after the install")
 	}
 
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("track: b\nrole: writer") })
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Values = jsonValues("track: b\nrole: writer")
+	})
+	held := waitFor(t, a, 60*time.Second, "the plan held for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Plan != nil
+	})
+	marked := map[string]string{}
+	for _, o := range held.Status.Plan.Objects {
+		if o.Recreate {
+			marked[o.Name] = o.Diff
+		}
+	}
+	if !strings.Contains(marked["web"], "as its manifest's kustomize.toolkit.fluxcd.io/force: enabled asks") ||
+		!strings.Contains(marked["binding"], "as its manifest's argocd.argoproj.io/sync-options: Force=true asks") || len(marked) != 2 {
+		t.Fatalf("the plan marks %v to be recreated; want web and binding, each with its mark", marked)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ManualSync = false })
 	upgraded := synced(t, a)
 	newWeb, newBinding := live(t, "apps/v1", "Deployment", ns, "web"), live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding")
 	if newWeb == nil || newWeb.GetUID() == web.GetUID() {
@@ -82,4 +105,25 @@ subjects:
 	if upgraded.Spec.Recreate {
 		t.Fatal("the test needs spec.recreate unset")
 	}
+	eventually(t, 30*time.Second, "the Recreated event", func() bool {
+		msg := recreatedEvent(t, a)
+		return strings.Contains(msg, "Deployment "+ns+"/web (kustomize.toolkit.fluxcd.io/force: enabled)") &&
+			strings.Contains(msg, "RoleBinding "+ns+"/binding (argocd.argoproj.io/sync-options: Force=true)")
+	})
+}
+
+// recreatedEvent is the note of the newest Recreated event of a, or "".
+func recreatedEvent(t *testing.T, a *capstanv1.Addon) string {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := admin.List(context.Background(), &events, client.InNamespace(a.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	note := ""
+	for _, e := range events.Items {
+		if e.Regarding.Name == a.Name && e.Reason == "Recreated" {
+			note = e.Note
+		}
+	}
+	return note
 }

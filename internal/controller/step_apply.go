@@ -213,21 +213,26 @@ func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action str
 }
 
 // reportRecreated says which objects the apply deleted and created anew
-// (spec.recreate), in one event: those whose live UID is no longer the
-// one the plan saw. An audit of who deleted what finds the controller's
-// delete in the API server's log; the event says why.
+// (spec.recreate, or a mark in the manifest: apply.RecreateMarked), in one
+// event: those whose live UID is no longer the one the plan saw, each
+// with the mark that asked for it. An audit of who deleted what finds the
+// controller's delete in the API server's log; the event says why.
 func (r *AddonReconciler) reportRecreated(s *scope, planned map[*unstructured.Unstructured]types.UID) {
 	var which []string
 	for obj, uid := range planned {
 		if live := s.live[capstanv1.RefOf(obj).Key()]; live != nil && live.GetUID() != uid {
-			which = append(which, capstanv1.RefOf(obj).Describe())
+			what := capstanv1.RefOf(obj).Describe()
+			if m := apply.RecreateMarked(obj); m != "" && !s.addon.Spec.Recreate {
+				what += " (" + m + ")"
+			}
+			which = append(which, what)
 		}
 	}
 	if len(which) == 0 || r.Recorder == nil {
 		return
 	}
 	slices.Sort(which)
-	r.Recorder.Eventf(s.addon, nil, "Normal", "Recreated", "Apply", "Deleted and created anew, since the API server refuses to change them in place (spec.recreate): %s.",
+	r.Recorder.Eventf(s.addon, nil, "Normal", "Recreated", "Apply", "Deleted and created anew, since the API server refuses to change them in place (spec.recreate, or the mark named): %s.",
 		truncate(strings.Join(which, ", "), 900))
 }
 

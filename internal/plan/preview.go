@@ -307,8 +307,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
 		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
 			res.Recreate, res.RecreateUID = true, live.GetUID()
+			why := "spec.recreate"
+			if m := apply.RecreateMarked(obj); m != "" {
+				why = "its manifest's " + m
+			}
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
-				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew: " + RedactAPIError(obj, err) + ")\n"}
+				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew, as " + why + " asks: " + RedactAPIError(obj, err) + ")\n"}
 		case err != nil:
 			res.Action = capstanv1.ActionCreate
 			if live != nil {

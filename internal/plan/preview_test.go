@@ -237,9 +237,12 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 	}
 	ours, left := mk("apps/v1", "Deployment", "web"), mk("apps/v1", "Deployment", "left")
 	database, claim, password := mk("example.com/v1", "Database", "db"), mk("v1", "PersistentVolumeClaim", "data"), mk("v1", "Secret", "password")
-	// migrate's manifest asks for itself what spec.recreate asks for all.
+	// migrate's manifest asks for itself what spec.recreate asks for all;
+	// the marks of left, db and data ask for what the guards refuse.
 	migrate := mk("batch/v1", "Job", "migrate")
-	migrate.SetAnnotations(map[string]string{"kustomize.toolkit.fluxcd.io/force": "enabled"})
+	for _, o := range []*unstructured.Unstructured{migrate, left, database, claim} {
+		o.SetAnnotations(map[string]string{"kustomize.toolkit.fluxcd.io/force": "enabled"})
+	}
 	immutable := func(kind, path string, forbidden bool) error {
 		e := fieldInvalid(path)
 		if forbidden {
@@ -279,7 +282,7 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 		}
 		for _, o := range p.Objects {
 			if o.Ref.Name == "migrate" {
-				if !o.Recreate || o.RecreateUID != "uid-5" || o.Error != "" {
+				if !o.Recreate || o.RecreateUID != "uid-5" || o.Error != "" || !strings.Contains(o.Diff, "as its manifest's kustomize.toolkit.fluxcd.io/force: enabled asks") {
 					t.Errorf("recreate %v: migrate, marked kustomize.toolkit.fluxcd.io/force: enabled, should be recreated: %+v", recreate, o)
 				}
 				continue
