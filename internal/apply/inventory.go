@@ -127,6 +127,16 @@ func CreateOnly(obj metav1.Object) string {
 	return ""
 }
 
+// Ignored names the annotation, with its value, that has obj never
+// applied (kustomize.toolkit.fluxcd.io/ssa: Ignore, read as KeptBy reads
+// the marks, since it asks for less, never more), or "" when none does.
+func Ignored(obj metav1.Object) string {
+	if v := strings.TrimSpace(obj.GetAnnotations()[FluxSSAAnnotation]); strings.EqualFold(v, "Ignore") {
+		return FluxSSAAnnotation + ": " + v
+	}
+	return ""
+}
+
 // FluxForceAnnotation set to "enabled" has Flux recreate an object whose
 // change the API server refuses in place, such as a Job whose image
 // changed.

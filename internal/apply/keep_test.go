@@ -87,3 +87,18 @@ func TestRecreateMarked(t *testing.T) {
 		}
 	}
 }
+
+// TestIgnored reads Flux's Ignore as the keep marks are read: it asks for
+// less, never more.
+func TestIgnored(t *testing.T) {
+	for value, want := range map[string]string{
+		"Ignore":       "kustomize.toolkit.fluxcd.io/ssa: Ignore",
+		" ignore ":     "kustomize.toolkit.fluxcd.io/ssa: ignore",
+		"IfNotPresent": "",
+		"Ignored":      "",
+	} {
+		if got := Ignored(&metav1.ObjectMeta{Annotations: map[string]string{FluxSSAAnnotation: value}}); got != want {
+			t.Errorf("%q: %q, want %q", value, got, want)
+		}
+	}
+}

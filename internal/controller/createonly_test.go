@@ -19,7 +19,10 @@ import (
 // missing and never changed after: a hand edit stays through an upgrade
 // that changes its manifest, where an unmarked object's is taken back; it
 // is created anew when deleted. One that existed before the add-on is
-// adopted as any other (spec.adopt), and keeps what it holds.
+// adopted as any other (spec.adopt), and keeps what it holds. An object
+// marked ssa: Ignore is never applied; one the add-on applied before the
+// mark is left as it is and leaves the inventory, though the add-on
+// prunes.
 func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -27,8 +30,10 @@ func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 	configMap := func(name, meta string) string {
 		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" + meta + "data: {a: {{ .Values.a | quote }}}\n"
 	}
+	ignore := "  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: Ignore\n"
 	url, _ := charts.publish(t, chart{name: "createonly", version: "1.0.0", files: map[string]string{
-		"templates/all.yaml": configMap("seeded", ifNotPresent) + configMap("managed", "") + configMap("theirs", ifNotPresent),
+		"templates/all.yaml": configMap("seeded", ifNotPresent) + configMap("managed", "") + configMap("theirs", ifNotPresent) +
+			configMap("never", ignore) + "{{ if .Values.leave }}" + configMap("later", ignore) + "{{ else }}" + configMap("later", "") + "{{ end }}",
 	}})
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, Data: map[string]string{"owner": "person"}}
 	if err := admin.Create(ctx, theirs); err != nil {
@@ -58,14 +63,20 @@ func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 	if d := data("theirs"); d["owner"] != "person" || d["a"] != "" {
 		t.Errorf("the adopted ConfigMap holds %v; want what it held", d)
 	}
+	if live(t, "v1", "ConfigMap", ns, "never") != nil {
+		t.Error("a ConfigMap marked ssa: Ignore was applied")
+	}
+	if data("later")["a"] != "one" {
+		t.Fatalf("later holds %v; want a: one", data("later"))
+	}
 
-	for _, name := range []string{"seeded", "managed"} {
+	for _, name := range []string{"seeded", "managed", "later"} {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 		if err := admin.Patch(ctx, cm, client.RawPatch(types.MergePatchType, []byte(`{"data":{"a":"by hand"}}`))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("a: two") })
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("a: two\nleave: true") })
 	upgraded := synced(t, a)
 	if data("managed")["a"] != "two" {
 		t.Errorf("managed holds %v after the upgrade; want a: two", data("managed"))
@@ -75,6 +86,23 @@ func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 	}
 	if d := data("theirs"); d["owner"] != "person" {
 		t.Errorf("the adopted ConfigMap holds %v after the upgrade", d)
+	}
+	// later, marked Ignore now, is left as it is, out of the inventory,
+	// though the add-on prunes.
+	if data("later")["a"] != "by hand" {
+		t.Errorf("later holds %v after the upgrade; want the hand edit kept", data("later"))
+	}
+	for _, ref := range capstanv1.RefsOf(upgraded.Status.Inventory) {
+		if ref.Name == "later" || ref.Name == "never" {
+			t.Errorf("the inventory holds %s, marked ssa: Ignore", ref.Describe())
+		}
+	}
+	notices := ""
+	for _, n := range upgraded.Status.Plan.Notices {
+		notices += n.Message + "\n"
+	}
+	if !strings.Contains(notices, "2 object(s) are marked kustomize.toolkit.fluxcd.io/ssa: Ignore") {
+		t.Errorf("the plan's notices do not name the ignored objects:\n%s", notices)
 	}
 	for _, o := range upgraded.Status.Plan.Objects {
 		if (o.Name == "seeded" || o.Name == "theirs") && o.Action != capstanv1.ActionUnchanged {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -70,6 +71,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		for _, n := range s.render.Notices {
 			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
+	}
+	if n := ignoredNotice(s.left); n != nil {
+		in.Notices = append(in.Notices, *n)
 	}
 	if len(s.kept) > 0 {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
@@ -220,17 +224,18 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// leftOutOfInventory is what of the inventory a folder's render holds but
-// does not apply: objects that are hooks now, and objects Skip leaves out
-// (leftOut). An earlier render applied them as plain objects (Capstan read
-// no folder hooks before), and they leave the inventory running, whether
-// the add-on prunes or not, so that neither a prune nor the uninstall
-// deletes them: a hook's object is the hook runner's now, which would
-// otherwise create it and the prune delete it in one sync, and Argo CD
-// never deletes an object marked Skip. In the restricted profile an object
-// Skip leaves out is pruned, as everything a tenant's render drops is.
+// leftOutOfInventory is what of the inventory the render holds but does
+// not apply: a folder's objects that are hooks now, objects Skip leaves
+// out, and objects marked never to be applied (leftOut). An earlier render
+// applied them as plain objects (Capstan read no folder hooks before, or
+// the mark is new), and they leave the inventory running, whether the
+// add-on prunes or not, so that neither a prune nor the uninstall deletes
+// them: a hook's object is the hook runner's now, which would otherwise
+// create it and the prune delete it in one sync, and neither Argo CD nor
+// Flux deletes what it was told to leave alone. In the restricted profile
+// an object left out is pruned, as everything a tenant's render drops is.
 func (s *scope) leftOutOfInventory() []apply.Spared {
-	if s.render == nil || !s.render.Folder {
+	if s.render == nil || !s.render.Folder && len(s.left) == 0 {
 		return nil
 	}
 	var out []apply.Spared
@@ -243,11 +248,11 @@ func (s *scope) leftOutOfInventory() []apply.Spared {
 }
 
 // leftOut names what makes an object of the inventory one that this
-// folder's render holds but does not apply, and whether it is a hook now;
+// render holds but does not apply, and whether it is a folder's hook now;
 // "" when it is neither.
 func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
 	for _, h := range s.hooks {
-		if capstanv1.RefOf(h.Object).Key() == ref.Key() {
+		if s.render.Folder && capstanv1.RefOf(h.Object).Key() == ref.Key() {
 			return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)", true
 		}
 	}
@@ -255,12 +260,33 @@ func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
 		if capstanv1.RefOf(obj).Key() != ref.Key() {
 			continue
 		}
+		if by := apply.Ignored(obj); by != "" {
+			return by, false
+		}
 		if v, ok := obj.GetAnnotations()[render.ArgoHookAnnotation]; ok {
 			return render.ArgoHookAnnotation + ": " + v, false
 		}
 		return "helm.sh/hook: " + obj.GetAnnotations()["helm.sh/hook"], false
 	}
 	return "", false
+}
+
+// ignoredNotice names the objects marked never to be applied, or nil when
+// there are none: the plan lists no change for them, and the author
+// should see that they are left alone.
+func ignoredNotice(left []*unstructured.Unstructured) *capstanv1.Notice {
+	var names []string
+	for _, obj := range left {
+		if apply.Ignored(obj) != "" {
+			names = append(names, capstanv1.RefOf(obj).Describe())
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	return &capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+		"%d object(s) are marked %s: Ignore, so, as in Flux, Capstan neither applies, changes nor deletes them: %s",
+		len(names), apply.FluxSSAAnnotation, strings.Join(names, ", "))}
 }
 
 // keepFrom is what annotations may keep this add-on's objects from: the

@@ -6,6 +6,7 @@ package prepare
 
 import (
 	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,13 +48,15 @@ type Result struct {
 	// CreatedNamespace is the Namespace added for spec.createNamespace: it
 	// is created when missing and never counts as adopted.
 	CreatedNamespace string
-	// Left are the objects the render leaves out (render.Result.Left),
-	// with their namespaces set as the objects' are, so that an earlier
-	// render's inventory can be matched with them.
+	// Left are the objects the render leaves out (render.Result.Left), and
+	// those marked never to be applied (apply.Ignored), with their
+	// namespaces set as the objects' are, so that an earlier render's
+	// inventory can be matched with them.
 	Left []*unstructured.Unstructured
 }
 
 // Prepare copies the render's objects and hooks and:
+//   - leaves out the objects marked never to be applied (apply.Ignored);
 //   - adds the target Namespace for spec.createNamespace (cluster profile),
 //     unless the render has it;
 //   - puts every namespaced object without a namespace into the target
@@ -78,7 +81,14 @@ func Prepare(in Input) (Result, error) {
 		objs = append(objs, ns)
 		out.CreatedNamespace = in.Namespace
 	}
+	var ignored []*unstructured.Unstructured
 	for _, o := range in.Render.Objects {
+		if apply.Ignored(o) != "" {
+			// NOTE: after spec.patches, so a patch may mark an object
+			// of a chart never to be applied.
+			ignored = append(ignored, o)
+			continue
+		}
 		objs = append(objs, o.DeepCopy())
 	}
 	out.Hooks = make([]render.Hook, 0, len(in.Render.Hooks))
@@ -119,7 +129,7 @@ func Prepare(in Input) (Result, error) {
 			}
 		}
 	}
-	for _, o := range in.Render.Left {
+	for _, o := range slices.Concat(in.Render.Left, ignored) {
 		o = o.DeepCopy()
 		if err := setNamespace(o, in, crdScopes); err != nil {
 			return Result{}, err

@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,5 +123,37 @@ func TestPrepareReturnsLookupErrors(t *testing.T) {
 	}
 	if res, err := Prepare(Input{Addon: addon}); err != nil || res.Objects != nil {
 		t.Errorf("Prepare of no render = %v, %v; want nothing", res, err)
+	}
+}
+
+// TestPrepareLeavesOutWhatIsNeverApplied: an object marked as Flux marks
+// it never to be applied is left out of the objects, with what the render
+// left out, each in its namespace, so that the inventory of an earlier
+// render can be matched with it.
+func TestPrepareLeavesOutWhatIsNeverApplied(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system"}}
+	rendered := &render.Result{
+		Objects: []*unstructured.Unstructured{
+			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}"),
+			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, annotations: {kustomize.toolkit.fluxcd.io/ssa: ignore}}"),
+		},
+		Left: []*unstructured.Unstructured{obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local, annotations: {argocd.argoproj.io/hook: Skip}}")},
+	}
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].GetName() != "settings" {
+		t.Errorf("objects %v; want settings alone", res.Objects)
+	}
+	var left []string
+	for _, o := range res.Left {
+		left = append(left, o.GetNamespace()+"/"+o.GetName())
+	}
+	if !slices.Equal(left, []string{"apps/local", "apps/theirs"}) {
+		t.Errorf("left out %v; want apps/local and apps/theirs", left)
+	}
+	if rendered.Objects[1].GetNamespace() != "" {
+		t.Error("Prepare changed the render")
 	}
 }
