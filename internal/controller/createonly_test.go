@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,8 @@ func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 	}
 	ignore := "  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: Ignore\n"
 	url, _ := charts.publish(t, chart{name: "createonly", version: "1.0.0", files: map[string]string{
-		"templates/all.yaml": configMap("seeded", ifNotPresent) + configMap("managed", "") + configMap("theirs", ifNotPresent) +
+		"templates/all.yaml": configMap("seeded", ifNotPresent) + configMap("theirs", ifNotPresent) + configMap("plain", "") +
+			"{{ if .Values.leaveManaged }}" + configMap("managed", ignore) + "{{ else }}" + configMap("managed", "") + "{{ end }}" +
 			configMap("never", ignore) + "{{ if .Values.leave }}" + configMap("later", ignore) + "{{ else }}" + configMap("later", "") + "{{ end }}",
 	}})
 	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "theirs"}, Data: map[string]string{"owner": "person"}}
@@ -117,4 +119,31 @@ func TestIfNotPresentIsCreatedOnly(t *testing.T) {
 		cm := &corev1.ConfigMap{}
 		return admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "seeded"}, cm) == nil && cm.Data["a"] == "two"
 	})
+
+	// managed, marked Ignore while a gate holds the plan (plain changes),
+	// is still in the inventory; the uninstall reads the mark from the
+	// render, and leaves it, where it deletes seeded.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.DeletionPolicy = capstanv1.DeletionDelete
+		cur.Spec.Values = jsonValues("a: three\nleave: true\nleaveManaged: true")
+	})
+	held := waitFor(t, a, 60*time.Second, "the plan held", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if !slices.ContainsFunc(capstanv1.RefsOf(held.Status.Inventory), func(r capstanv1.ObjectRef) bool { return r.Name == "managed" }) {
+		t.Fatalf("managed left the inventory before a sync: %v", held.Status.Inventory)
+	}
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon gone", func() bool {
+		return admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}) != nil
+	})
+	if live(t, "v1", "ConfigMap", ns, "managed") == nil {
+		t.Error("the uninstall deleted managed, which the render marks ssa: Ignore")
+	}
+	if cm := live(t, "v1", "ConfigMap", ns, "seeded"); cm != nil && cm.GetDeletionTimestamp() == nil {
+		t.Error("the uninstall left seeded")
+	}
 }

@@ -105,10 +105,14 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 				}
 			}
 		}
-		deleted, spared, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),
+		// NOTE: what the render marks never to apply, or holds as a hook
+		// now, may still be in the inventory when no sync has run since
+		// the mark (a gate held it): it is left as a sync would leave it.
+		left := s.leftOutOfInventory()
+		deleted, spared, err := s.applier.DeleteAll(ctx, apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)),
 			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})
 		objectsPruned.Add(float64(len(deleted)))
-		r.reportSpared(ctx, s, "Uninstall", spared)
+		r.reportSpared(ctx, s, "Uninstall", append(spared, left...))
 		if err != nil {
 			return err
 		}

@@ -76,7 +76,7 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	slices.Sort(deletes)
 	noticed := false
 	for _, n := range held.Status.Plan.Notices {
-		noticed = noticed || strings.Contains(n.Message, "3 object(s) the render no longer holds are marked to be kept") &&
+		noticed = noticed || strings.Contains(n.Message, "3 object(s) the render no longer applies are marked to be kept") &&
 			strings.Contains(n.Message, "ConfigMap "+ns+"/kept (helm.sh/resource-policy: keep)") &&
 			strings.Contains(n.Message, "ConfigMap "+ns+"/flux-kept (kustomize.toolkit.fluxcd.io/prune: disabled)") &&
 			strings.Contains(n.Message, "ConfigMap "+ns+"/argo-kept (argocd.argoproj.io/sync-options: Prune=false)")

@@ -30,6 +30,9 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	// A tenant's chart must render the same every time: a value it makes
 	// at random (genCA, randAlphaNum, now) would change on every sync.
 	for _, g := range s.render.Generated {
+		if s.renderedObject(g) == nil {
+			continue // marked never to be applied (apply.Ignored)
+		}
 		ref := capstanv1.ObjectRef{APIVersion: g.APIVersion, Kind: g.Kind, Namespace: s.namespace, Name: g.Name}
 		for _, p := range g.Paths {
 			s.violations = append(s.violations, capstanv1.Violation{Object: ref, Path: strings.Join(p, "."), Rule: "random-values",

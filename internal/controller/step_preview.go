@@ -72,12 +72,12 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Notices = append(in.Notices, capstanv1.Notice{Path: n.Path, Message: n.Message})
 		}
 	}
-	if n := ignoredNotice(s.left); n != nil {
+	if n := ignoredNotice(s.left, s.keepFrom(apply.Pruning) != apply.NoKeep); n != nil {
 		in.Notices = append(in.Notices, *n)
 	}
 	if len(s.kept) > 0 {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
-			"%d object(s) the render no longer holds are marked to be kept, so the sync leaves them running and drops them from the inventory, as Helm, Flux and Argo CD do: %s",
+			"%d object(s) the render no longer applies are marked to be kept, or never to be applied, so the sync leaves them running and drops them from the inventory, as Helm, Flux and Argo CD do: %s",
 			len(s.kept), describeKept(s.kept, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
@@ -273,8 +273,9 @@ func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
 
 // ignoredNotice names the objects marked never to be applied, or nil when
 // there are none: the plan lists no change for them, and the author
-// should see that they are left alone.
-func ignoredNotice(left []*unstructured.Unstructured) *capstanv1.Notice {
+// should see that they are left alone; or, in the restricted profile
+// (kept false), that one an earlier render applied is pruned.
+func ignoredNotice(left []*unstructured.Unstructured, kept bool) *capstanv1.Notice {
 	var names []string
 	for _, obj := range left {
 		if apply.Ignored(obj) != "" {
@@ -284,9 +285,12 @@ func ignoredNotice(left []*unstructured.Unstructured) *capstanv1.Notice {
 	if len(names) == 0 {
 		return nil
 	}
-	return &capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
-		"%d object(s) are marked %s: Ignore, so, as in Flux, Capstan neither applies, changes nor deletes them: %s",
-		len(names), apply.FluxSSAAnnotation, strings.Join(names, ", "))}
+	what := "so, as in Flux, Capstan neither applies, changes nor deletes them"
+	if !kept {
+		what = "so Capstan does not apply them; one an earlier render applied is pruned, as everything a restricted add-on's render drops is"
+	}
+	return &capstanv1.Notice{Path: "objects", Message: fmt.Sprintf("%d object(s) are marked %s: Ignore, %s: %s",
+		len(names), apply.FluxSSAAnnotation, what, strings.Join(names, ", "))}
 }
 
 // keepFrom is what annotations may keep this add-on's objects from: the

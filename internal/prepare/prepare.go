@@ -56,7 +56,8 @@ type Result struct {
 }
 
 // Prepare copies the render's objects and hooks and:
-//   - leaves out the objects marked never to be applied (apply.Ignored);
+//   - leaves out the objects and hooks marked never to be applied
+//     (apply.Ignored);
 //   - adds the target Namespace for spec.createNamespace (cluster profile),
 //     unless the render has it;
 //   - puts every namespaced object without a namespace into the target
@@ -71,9 +72,19 @@ func Prepare(in Input) (Result, error) {
 	if in.Render == nil {
 		return out, nil
 	}
-	crdScopes := CRDScopes(in.Render.Objects)
-	objs := make([]*unstructured.Unstructured, 0, len(in.Render.Objects)+1)
-	if in.Addon.Spec.CreateNamespace && in.Profile == capstanv1.ProfileCluster && !Renders(in.Render.Objects, "Namespace", in.Namespace) {
+	var applied, ignored []*unstructured.Unstructured
+	for _, o := range in.Render.Objects {
+		// NOTE: after spec.patches, so a patch may mark an object of a
+		// chart never to be applied.
+		if apply.Ignored(o) != "" {
+			ignored = append(ignored, o)
+		} else {
+			applied = append(applied, o)
+		}
+	}
+	crdScopes := CRDScopes(applied)
+	objs := make([]*unstructured.Unstructured, 0, len(applied)+1)
+	if in.Addon.Spec.CreateNamespace && in.Profile == capstanv1.ProfileCluster && !Renders(applied, "Namespace", in.Namespace) {
 		ns := &unstructured.Unstructured{}
 		ns.SetAPIVersion("v1")
 		ns.SetKind("Namespace")
@@ -81,18 +92,15 @@ func Prepare(in Input) (Result, error) {
 		objs = append(objs, ns)
 		out.CreatedNamespace = in.Namespace
 	}
-	var ignored []*unstructured.Unstructured
-	for _, o := range in.Render.Objects {
-		if apply.Ignored(o) != "" {
-			// NOTE: after spec.patches, so a patch may mark an object
-			// of a chart never to be applied.
-			ignored = append(ignored, o)
-			continue
-		}
+	for _, o := range applied {
 		objs = append(objs, o.DeepCopy())
 	}
 	out.Hooks = make([]render.Hook, 0, len(in.Render.Hooks))
 	for _, h := range in.Render.Hooks {
+		if apply.Ignored(h.Object) != "" {
+			ignored = append(ignored, h.Object)
+			continue
+		}
 		h.Object = h.Object.DeepCopy()
 		out.Hooks = append(out.Hooks, h)
 	}

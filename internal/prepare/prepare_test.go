@@ -131,27 +131,35 @@ func TestPrepareReturnsLookupErrors(t *testing.T) {
 // left out, each in its namespace, so that the inventory of an earlier
 // render can be matched with it.
 func TestPrepareLeavesOutWhatIsNeverApplied(t *testing.T) {
-	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system"}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system"}, Spec: capstanv1.AddonSpec{CreateNamespace: true}}
+	ignore := "annotations: {kustomize.toolkit.fluxcd.io/ssa: ignore}"
 	rendered := &render.Result{
 		Objects: []*unstructured.Unstructured{
 			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}"),
-			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, annotations: {kustomize.toolkit.fluxcd.io/ssa: ignore}}"),
+			obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: theirs, "+ignore+"}"),
+			obj(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: apps, "+ignore+"}"),
 		},
-		Left: []*unstructured.Unstructured{obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local, annotations: {argocd.argoproj.io/hook: Skip}}")},
+		Hooks: []render.Hook{{Object: obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: hooked, "+ignore+"}")}},
+		Left:  []*unstructured.Unstructured{obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local, annotations: {argocd.argoproj.io/hook: Skip}}")},
 	}
 	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Objects) != 1 || res.Objects[0].GetName() != "settings" {
-		t.Errorf("objects %v; want settings alone", res.Objects)
+	// NOTE: the Namespace marked Ignore is not the render's: the one
+	// createNamespace asks for is added.
+	if len(res.Objects) != 2 || res.Objects[0].GetName() != "apps" || res.CreatedNamespace != "apps" || res.Objects[1].GetName() != "settings" {
+		t.Errorf("objects %v, created namespace %q; want apps (created) and settings", res.Objects, res.CreatedNamespace)
+	}
+	if len(res.Hooks) != 0 {
+		t.Errorf("hooks %v; want none", res.Hooks)
 	}
 	var left []string
 	for _, o := range res.Left {
 		left = append(left, o.GetNamespace()+"/"+o.GetName())
 	}
-	if !slices.Equal(left, []string{"apps/local", "apps/theirs"}) {
-		t.Errorf("left out %v; want apps/local and apps/theirs", left)
+	if !slices.Equal(left, []string{"apps/local", "apps/theirs", "/apps", "apps/hooked"}) {
+		t.Errorf("left out %v; want apps/local, apps/theirs, the Namespace apps and apps/hooked", left)
 	}
 	if rendered.Objects[1].GetNamespace() != "" {
 		t.Error("Prepare changed the render")
