@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -22,51 +23,8 @@ import (
 // created anew, and a Recreated event names each with its mark.
 func TestRecreateMarks(t *testing.T) {
 	ns := newNamespace(t)
-	url, _ := charts.publish(t, chart{name: "recreatemarks", version: "1.0.0", files: map[string]string{
-		"templates/web.yaml": `apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  annotations:
-    kustomize.toolkit.fluxcd.io/force: enabled
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: web, track: {{ .Values.track }}}
-  template:
-    metadata:
-      labels: {app: web, track: {{ .Values.track }}}
-    spec:
-      containers:
-        - name: web
-          image: registry.example/web:1.0
-`,
-		"templates/rbac.yaml": `apiVersion: rbac.authorization.k8s.io/v1
-kind: Role
-metadata:
-  name: {{ .Values.role }}
-rules:
-  - apiGroups: [""]
-    resources: [configmaps]
-    verbs: [get]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: binding
-  annotations:
-    argocd.argoproj.io/sync-options: Replace=true, Force=true
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: Role
-  name: {{ .Values.role }}
-subjects:
-  - kind: ServiceAccount
-    name: default
-    namespace: {{ .Release.Namespace }}
-`,
-	}})
-	a := create(t, newAddon(controllerNS, "marks-"+ns[len(ns)-5:], url, withTarget(ns), withValues("track: a\nrole: reader")))
+	url, _ := charts.publish(t, chart{name: "recreatemarks", version: "1.0.0", files: markedChart()})
+	a := create(t, newAddon(controllerNS, "marks-"+ns[len(ns)-5:], url, withTarget(ns), withValues("track: a\nrole: reader\npolicy: OrderedReady")))
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	web, binding := live(t, "apps/v1", "Deployment", ns, "web"), live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding")
 	if web == nil || binding == nil {
@@ -75,7 +33,7 @@ subjects:
 
 	update(t, a, func(cur *capstanv1.Addon) {
 		cur.Spec.ManualSync = true
-		cur.Spec.Values = jsonValues("track: b\nrole: writer")
+		cur.Spec.Values = jsonValues("track: b\nrole: writer\npolicy: OrderedReady")
 	})
 	held := waitFor(t, a, 60*time.Second, "the plan held for approval", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Plan != nil
@@ -126,4 +84,16 @@ func recreatedEvent(t *testing.T, a *capstanv1.Addon) string {
 		}
 	}
 	return note
+}
+
+// markedChart is recreateChart with its Deployment marked in Flux's way
+// and its RoleBinding in Argo CD's; its StatefulSet, unmarked, keeps its
+// policy in the test.
+func markedChart() map[string]string {
+	files := maps.Clone(recreateChart)
+	files["templates/web.yaml"] = strings.Replace(files["templates/web.yaml"], "  name: web\n",
+		"  name: web\n  annotations:\n    kustomize.toolkit.fluxcd.io/force: enabled\n", 1)
+	files["templates/rbac.yaml"] = strings.Replace(files["templates/rbac.yaml"], "  name: binding\n",
+		"  name: binding\n  annotations:\n    argocd.argoproj.io/sync-options: Replace=true, Force=true\n", 1)
+	return files
 }

@@ -251,9 +251,13 @@ func (s *scope) leftOutOfInventory() []apply.Spared {
 // render holds but does not apply, and whether it is a folder's hook now;
 // "" when it is neither.
 func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
-	for _, h := range s.hooks {
-		if s.render.Folder && capstanv1.RefOf(h.Object).Key() == ref.Key() {
-			return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)", true
+	if s.render.Folder {
+		// NOTE: a chart's hooks are Helm's, and were never applied as
+		// plain objects.
+		for _, h := range s.hooks {
+			if capstanv1.RefOf(h.Object).Key() == ref.Key() {
+				return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)", true
+			}
 		}
 	}
 	for _, obj := range s.left {

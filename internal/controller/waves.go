@@ -104,7 +104,6 @@ func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unst
 // changed or not.
 func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, objs []*unstructured.Unstructured,
 	changed map[*unstructured.Unstructured]bool, nothingApplied bool) error {
-	timeout := waveTimeout(s)
 	start := time.Now()
 	keep := false
 	defer func() {
@@ -115,36 +114,17 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 			s.addon.Status.Wave = nil
 		}
 	}()
-	poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
-	left := objs
-	for {
-		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < min(failedGrace, timeout))
-		if err != nil {
-			if nothingApplied && !deletingWave(s.priorWave) {
-				// NOTE: a read that failed says nothing of the wait: the
-				// retry goes on from its start.
-				s.addon.Status.Wave, keep = s.priorWave, true
-			}
-			return err
-		}
-		if look.failed != "" {
-			return terminal{fmt.Errorf("wave %d and the waves after it are not applied, since an object of a wave before it failed: %s", wave, look.failed)}
-		}
-		left = look.left
-		if len(left) == 0 {
-			return nil
-		}
-		list := notCurrentList(look.notCurrent)
+	failed, err := r.pollCurrent(ctx, s, start, objs, changed, func(look waveLook, list string, waited time.Duration) error {
 		if nothingApplied {
 			keep = true
 			return r.deferWave(s, wave, look)
 		}
-		if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
+		if s.addon.Status.Wave == nil && waited >= time.Second {
 			// NOTE: only a wait that lasts is written: most waves of an
 			// install are Current at once or within a second.
 			r.showWave(ctx, s, &capstanv1.WaveProgress{Wave: wave, Waiting: truncate(s.mask().String(list), 1000), Since: metav1.NewTime(start)})
 		}
-		if waited := time.Since(start); waited > timeout {
+		if waited > waveTimeout(s) {
 			// NOTE: status keeps the wave, so that the next sync that finds
 			// it waiting still fails at once, not after another timeout.
 			if s.addon.Status.Wave == nil {
@@ -153,48 +133,37 @@ func (r *AddonReconciler) awaitWave(ctx context.Context, s *scope, wave int32, o
 			keep = true
 			return waveTimedOut(wave, waited, list)
 		}
-		if err := r.addonUnchanged(ctx, s); err != nil {
-			return err
-		}
-		if poll, err = nextPoll(ctx, poll, most); err != nil {
-			return err
-		}
+		return nil
+	})
+	if err != nil && !keep && nothingApplied && !deletingWave(s.priorWave) {
+		// NOTE: with nothing applied, the first look ends the poll, so an
+		// error the step did not give is a read that failed, which says
+		// nothing of the wait: the retry goes on from its start.
+		s.addon.Status.Wave, keep = s.priorWave, true
 	}
+	if failed != "" {
+		return terminal{fmt.Errorf("wave %d and the waves after it are not applied, since an object of a wave before it failed: %s", wave, failed)}
+	}
+	return err
 }
 
 // awaitCurrent holds a folder's Argo CD PostSync hooks until every object
 // the add-on applies is Current, as the health step judges them: Argo CD
 // runs them once the sync's resources are Healthy, and a smoke test or a
 // notice written for that must not run against a rollout half done. It
-// reads and polls as awaitWave does, within the same bound (spec.
-// healthTimeout, or plan.DefaultWaveTimeout); a status from before the
-// apply may say Failed for failedGrace. An object that failed, or the
-// bound, ends it with a terminal error, and the post hooks stay pending
+// polls as awaitWave does, within the same bound (spec.healthTimeout, or
+// plan.DefaultWaveTimeout). An object that failed, or the bound, ends it
+// with a terminal error, and the post hooks stay pending
 // (status.pendingHook) for the next sync; a change to the Addon ends it as
 // it ends a wave's wait.
 func (r *AddonReconciler) awaitCurrent(ctx context.Context, s *scope, event string) error {
-	timeout := waveTimeout(s)
-	start := time.Now()
 	applied := make(map[*unstructured.Unstructured]bool, len(s.objects))
 	for _, obj := range s.objects {
 		applied[obj] = true
 	}
-	poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
-	left := s.objects
 	logged := false
-	for {
-		look, err := r.lookAtWave(ctx, s, left, applied, time.Since(start) < min(failedGrace, timeout))
-		if err != nil {
-			return err
-		}
-		if look.failed != "" {
-			return terminal{fmt.Errorf("the %s hooks marked PostSync run once every object is Current, and one failed: %s", event, look.failed)}
-		}
-		if left = look.left; len(left) == 0 {
-			return nil
-		}
-		list := notCurrentList(look.notCurrent)
-		if waited := time.Since(start); waited > timeout {
+	failed, err := r.pollCurrent(ctx, s, time.Now(), s.objects, applied, func(_ waveLook, list string, waited time.Duration) error {
+		if waited > waveTimeout(s) {
 			return terminal{fmt.Errorf("the %s hooks marked PostSync run once every object is Current, and these are not after %s (spec.healthTimeout, %s when unset): %s",
 				event, waited.Round(time.Second), plan.DefaultWaveTimeout, list)}
 		}
@@ -202,11 +171,44 @@ func (r *AddonReconciler) awaitCurrent(ctx context.Context, s *scope, event stri
 			logf.FromContext(ctx).Info("PostSync hooks wait for every object to be Current", "event", event, "waiting", s.mask().String(list))
 			logged = true
 		}
+		return nil
+	})
+	if failed != "" {
+		return terminal{fmt.Errorf("the %s hooks marked PostSync run once every object is Current, and one failed: %s", event, failed)}
+	}
+	return err
+}
+
+// pollCurrent reads objs from the API server until every one is Current,
+// as the health step judges them, polling from 100ms up to the controller's
+// health poll (at most 2s). A status read within failedGrace of start may
+// say Failed for an object changed holds, since it may describe the object
+// as it was before the apply. After each look that leaves some not
+// Current, step hears what is left (listed for a message) and how long the
+// poll has waited, and ends it by returning an error; then a change to the
+// Addon (a new generation, a pause, its deletion) ends it. It returns why
+// an object failed, or "" when every one is Current or an error ended it.
+func (r *AddonReconciler) pollCurrent(ctx context.Context, s *scope, start time.Time, objs []*unstructured.Unstructured,
+	changed map[*unstructured.Unstructured]bool, step func(look waveLook, list string, waited time.Duration) error) (string, error) {
+	grace := min(failedGrace, waveTimeout(s))
+	poll, most := 100*time.Millisecond, min(r.Config.HealthPoll, 2*time.Second)
+	left := objs
+	for {
+		look, err := r.lookAtWave(ctx, s, left, changed, time.Since(start) < grace)
+		if err != nil || look.failed != "" {
+			return look.failed, err
+		}
+		if left = look.left; len(left) == 0 {
+			return "", nil
+		}
+		if err := step(look, notCurrentList(look.notCurrent), time.Since(start)); err != nil {
+			return "", err
+		}
 		if err := r.addonUnchanged(ctx, s); err != nil {
-			return err
+			return "", err
 		}
 		if poll, err = nextPoll(ctx, poll, most); err != nil {
-			return err
+			return "", err
 		}
 	}
 }
