@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,7 +24,9 @@ import (
 type deleteRecorder struct {
 	client.Client
 	annotations map[string]map[string]string
-	log         []string
+	// deleting names the objects whose deletion has begun.
+	deleting map[string]bool
+	log      []string
 }
 
 func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
@@ -34,6 +38,9 @@ func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client
 	obj.SetAnnotations(ann)
 	obj.SetUID(types.UID("uid-" + key.Name))
 	obj.SetResourceVersion("1")
+	if r.deleting[key.Name] {
+		obj.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(1, 0)})
+	}
 	return nil
 }
 
@@ -47,6 +54,8 @@ func (r *deleteRecorder) Delete(_ context.Context, obj client.Object, _ ...clien
 // were all spared is not awaited; objects in one wave, or without
 // AwaitGone, go in the order given with no wait; and a wait that fails
 // deletes nothing more, and does not count the wave it waited for as done.
+// An object whose deletion has begun (a retry after such a wait) is done
+// with no delete sent again, and only the deletes sent are counted.
 func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 	ref := func(kind, name string) capstanv1.ObjectRef {
 		return capstanv1.ObjectRef{APIVersion: "v1", Kind: kind, Namespace: "apps", Name: name}
@@ -58,8 +67,12 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 		"a": nil, "b": wave("1"), "c": {ArgoWaveAnnotation: "1"}, "d": wave("-1"), "claim": wave("5"),
 		"kept": {WaveAnnotation: "2", ResourcePolicyAnnotation: "keep"},
 	}
-	run := func(refs []capstanv1.ObjectRef, annotations map[string]map[string]string, await bool, fail string) (*deleteRecorder, []capstanv1.ObjectRef, []Spared, error) {
-		rec := &deleteRecorder{annotations: annotations}
+	var requests int
+	run := func(refs []capstanv1.ObjectRef, annotations map[string]map[string]string, await bool, fail string, deleting ...string) (*deleteRecorder, []capstanv1.ObjectRef, []Spared, error) {
+		rec := &deleteRecorder{annotations: annotations, deleting: map[string]bool{}}
+		for _, name := range deleting {
+			rec.deleting[name] = true
+		}
 		d := Deleting{Keep: Uninstalling}
 		if await {
 			d.AwaitGone = func(_ context.Context, next int32, deleted []capstanv1.ObjectRef) error {
@@ -74,8 +87,9 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 				return nil
 			}
 		}
-		done, spared, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, d)
-		return rec, done, spared, err
+		deleted, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, d)
+		requests = deleted.Requests
+		return rec, deleted.Done, deleted.Spared, err
 	}
 	names := func(refs []capstanv1.ObjectRef) string {
 		var out []string
@@ -97,6 +111,22 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 	}
 	if len(spared) != 1 || spared[0].Ref.Name != "kept" || spared[0].KeptBy != "helm.sh/resource-policy: keep" {
 		t.Errorf("spared: %+v", spared)
+	}
+	if requests != 4 {
+		t.Errorf("%d deletes counted; want the 4 sent", requests)
+	}
+
+	// The retry of a wait for b and c: they are being deleted, so only the
+	// waves below them are sent a delete, after the wait.
+	rec, done, _, err = run(refs, annotations, true, "", "b", "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(rec.log, ", "), "await 0 (b c), delete a, await -1 (a), delete d"; got != want {
+		t.Errorf("with b and c being deleted: %s; want %s", got, want)
+	}
+	if got := names(done); got != "gone b c a d" || requests != 2 {
+		t.Errorf("with b and c being deleted: done %s, %d deletes counted; want gone b c a d, and 2", got, requests)
 	}
 
 	rec, _, _, err = run(refs, annotations, false, "")

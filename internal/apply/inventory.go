@@ -274,6 +274,19 @@ type Deleting struct {
 	AwaitGone func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error
 }
 
+// Deleted is what DeleteAll did.
+type Deleted struct {
+	// Done holds the references it deleted, found gone, or found being
+	// deleted already.
+	Done []capstanv1.ObjectRef
+	// Spared holds those it left running.
+	Spared []Spared
+	// Requests counts the objects its own deletes removed or marked for
+	// deletion: a retry that finds an object gone, or being deleted by an
+	// earlier try, does not count it again.
+	Requests int
+}
+
 // DeleteAll deletes objects in the order given, skipping the never-delete
 // kinds (CRDs and Namespaces among them, so nothing they hold goes first),
 // in reverse waves with d.AwaitGone. With a holder, or with a deletion
@@ -281,12 +294,14 @@ type Deleting struct {
 // first: an object that holder says another owner holds, or that KeptBy
 // keeps from d.Keep, is left running (spared). The delete is bound to the
 // resourceVersion read, so an object taken over or marked to keep
-// meanwhile is read again, not deleted. It returns the references it
-// deleted or found gone, and those it spared.
-func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d Deleting) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+// meanwhile is read again, not deleted; one whose deletion has begun is
+// not deleted again, and counts as done.
+func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d Deleting) (Deleted, error) {
 	refs = slices.DeleteFunc(slices.Clone(refs), func(r capstanv1.ObjectRef) bool { return !Deletable(r) })
+	var out Deleted
 	if d.AwaitGone == nil || len(refs) < 2 {
-		return a.deleteEach(ctx, refs, nil, d)
+		err := a.deleteEach(ctx, refs, nil, d, &out)
+		return out, err
 	}
 	// NOTE: each object's metadata is read once, for its wave, and the
 	// delete binds to that read; the deletes without waves read it too.
@@ -295,10 +310,10 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 	for _, r := range refs {
 		m, err := a.ReadMetadata(ctx, r)
 		if err != nil {
-			return done, spared, fmt.Errorf("reading %s: %w", r.Describe(), err)
+			return out, fmt.Errorf("reading %s: %w", r.Describe(), err)
 		}
 		if m == nil {
-			done = append(done, r)
+			out.Done = append(out.Done, r)
 			continue
 		}
 		read[r.Key()] = m
@@ -312,22 +327,23 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 			// delete bound to it would only conflict and read again.
 			read = nil
 		}
-		deleted, sp, err := a.deleteEach(ctx, w.refs, read, d)
-		done, spared = append(done, deleted...), append(spared, sp...)
-		if err != nil {
-			return done, spared, err
+		before := len(out.Done)
+		if err := a.deleteEach(ctx, w.refs, read, d, &out); err != nil {
+			return out, err
 		}
+		deleted := out.Done[before:]
 		if i+1 < len(waves) && len(deleted) > 0 {
 			if err := d.AwaitGone(ctx, waves[i+1].number, deleted); err != nil {
 				// NOTE: what is not gone yet is not done: it stays in the
 				// inventory, so that the next prune or uninstall waits for
 				// it again before the waves below it, not deleting them at
 				// once as the only wave left.
-				return done[:len(done)-len(deleted)], spared, err
+				out.Done = out.Done[:before]
+				return out, err
 			}
 		}
 	}
-	return done, spared, nil
+	return out, nil
 }
 
 // deleteWave is the objects of one wave, to delete together.
@@ -358,27 +374,38 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 }
 
 // deleteEach deletes refs, all of deletable kinds, one by one, with the
-// metadata read already when read holds it.
-func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting) (done []capstanv1.ObjectRef, spared []Spared, err error) {
+// metadata read already when read holds it, and adds what it did to out.
+func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted) error {
 	for _, r := range refs {
 		if d.Holder == nil && d.Keep == NoKeep && read == nil {
-			if err := a.Delete(ctx, r, metav1.DeletePropagationBackground); err != nil {
-				return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
+			obj := &metav1.PartialObjectMetadata{}
+			obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+			obj.SetNamespace(r.Namespace)
+			obj.SetName(r.Name)
+			switch err := a.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); {
+			case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+			case err != nil:
+				return fmt.Errorf("deleting %s: %w", r.Describe(), err)
+			default:
+				out.Requests++
 			}
-			done = append(done, r)
+			out.Done = append(out.Done, r)
 			continue
 		}
-		sp, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d)
+		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d)
 		switch {
 		case err != nil:
-			return done, spared, fmt.Errorf("deleting %s: %w", r.Describe(), err)
+			return fmt.Errorf("deleting %s: %w", r.Describe(), err)
 		case sp != nil:
-			spared = append(spared, *sp)
+			out.Spared = append(out.Spared, *sp)
 		default:
-			done = append(done, r)
+			out.Done = append(out.Done, r)
+			if sent {
+				out.Requests++
+			}
 		}
 	}
-	return done, spared, nil
+	return nil
 }
 
 // ReadMetadata reads an object's metadata, or nil when it is gone (or its
@@ -398,37 +425,42 @@ func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*met
 
 // deleteUnlessSpared deletes one object unless d's holder names another
 // owner or an annotation keeps it from d.Keep, and says which. m is its
-// metadata when read already, or nil.
-func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata, d Deleting) (*Spared, error) {
+// metadata when read already, or nil. sent reports whether its delete
+// removed the object or began its deletion: not when it was gone, or its
+// deletion had begun already (a retry of a deletion that waited for its
+// finalizers sends no delete again).
+func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata, d Deleting) (spared *Spared, sent bool, err error) {
 	for range maxDeleteTries {
 		if m == nil {
-			var err error
 			if m, err = a.ReadMetadata(ctx, r); err != nil || m == nil {
-				return nil, err
+				return nil, false, err
 			}
 		}
 		if by := KeptBy(m, d.Keep); by != "" {
-			return &Spared{Ref: r, KeptBy: by}, nil
+			return &Spared{Ref: r, KeptBy: by}, false, nil
 		}
 		if d.Holder != nil {
 			by, err := d.Holder(ctx, r, m)
 			if err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			if by != "" {
-				return &Spared{Ref: r, Holder: by}, nil
+				return &Spared{Ref: r, Holder: by}, false, nil
 			}
+		}
+		if !m.DeletionTimestamp.IsZero() {
+			return nil, false, nil
 		}
 		uid, rv := m.GetUID(), m.GetResourceVersion()
 		err := a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 		switch {
 		case apierrors.IsNotFound(err):
-			return nil, nil
+			return nil, false, nil
 		case apierrors.IsConflict(err):
 			m = nil // changed since it was read: read it again
 			continue
 		}
-		return nil, err
+		return nil, err == nil, err
 	}
-	return nil, fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
+	return nil, false, fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
 }

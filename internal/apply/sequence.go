@@ -101,8 +101,11 @@ type Sequence struct {
 type Result struct {
 	// Applied counts the objects applied.
 	Applied int
-	// Pruned are the objects deleted.
+	// Pruned are the objects deleted, or found gone.
 	Pruned []capstanv1.ObjectRef
+	// PruneRequests counts those the prune's own deletes removed or
+	// began to delete (Deleted.Requests).
+	PruneRequests int
 	// Spared are the objects the prune left to the owner that holds them.
 	Spared []Spared
 	// Inventory is the add-on's inventory now.
@@ -173,11 +176,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "prune"); err != nil {
 		return res, err
 	}
-	pruned, spared, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone})
-	res.Pruned, res.Spared = pruned, spared
-	res.Inventory = Subtract(res.Inventory, pruned)
+	deleted, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone})
+	res.Pruned, res.Spared, res.PruneRequests = deleted.Done, deleted.Spared, deleted.Requests
+	res.Inventory = Subtract(res.Inventory, deleted.Done)
 	res.Inventory = Subtract(res.Inventory, q.Kept)
-	for _, sp := range spared {
+	for _, sp := range deleted.Spared {
 		res.Inventory = Subtract(res.Inventory, []capstanv1.ObjectRef{sp.Ref})
 	}
 	if err != nil {

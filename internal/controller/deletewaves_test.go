@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -161,4 +162,98 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 			t.Errorf("the uninstall left %s", name)
 		}
 	}
+}
+
+// TestUninstallWaitsForAWaveWithoutAWorker: an uninstall whose wave 0
+// waits for what wave 1 deleted (a custom resource its operator must
+// finalize, here a ConfigMap with a finalizer) ends its reconcile and
+// waits by requeueing, holding no worker: the Addon says what it waits
+// for, the operator keeps running, and the controller's workers go idle.
+// Once the finalizer is done, the object's deletion wakes the uninstall,
+// which deletes the operator and lets the Addon go. Over all its looks,
+// each object's delete is counted once: settings, of wave 2, is found
+// gone by every look after the first, and cr being deleted.
+func TestUninstallWaitsForAWaveWithoutAWorker(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "uninstallwait", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: operator\ndata: {a: b}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cr\n  annotations:\n    capstan.dev/sync-wave: \"1\"\n  finalizers: [example.com/hold]\ndata: {a: b}\n---\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  annotations:\n    capstan.dev/sync-wave: \"2\"\ndata: {a: b}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "uw-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.DeletionPolicy = capstanv1.DeletionDelete
+		s.HealthTimeout = &metav1.Duration{Duration: 2 * time.Minute}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	cm := func(name string) bool { return live(t, "v1", "ConfigMap", ns, name) != nil }
+	pruned := gauge(t, "capstan_objects_pruned_total", nil)
+
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	want := "Uninstalling: wave 0 and the waves before it wait until what the waves after it deleted is gone: ConfigMap " + ns + "/cr is being deleted (finalizers: example.com/hold)"
+	waiting := waitFor(t, a, 60*time.Second, "the uninstall waiting for cr", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseDeleting && strings.Contains(describeStatus(cur), want)
+	})
+	if w := waiting.Status.Wave; w == nil || !w.Deleting || w.Wave != 0 {
+		t.Errorf("status.wave = %+v; want wave 0, deleting", w)
+	}
+	idle := false
+	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if !cm("operator") {
+			t.Fatal("the uninstall deleted the operator, of wave 0, while cr, of wave 1, was still being deleted")
+		}
+		if gauge(t, "controller_runtime_active_workers", map[string]string{"controller": "addon"}) == 0 {
+			idle = true
+		}
+	}
+	if !idle {
+		t.Error("a worker stayed busy for 5 s while the uninstall waited; the wait should hold none")
+	}
+
+	obj := live(t, "v1", "ConfigMap", ns, "cr")
+	if err := admin.Patch(ctx, obj, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Addon uninstalled", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	if cm("operator") || cm("cr") || cm("settings") {
+		t.Error("the uninstall left the operator, cr or settings")
+	}
+	if got := gauge(t, "capstan_objects_pruned_total", nil) - pruned; got != 3 {
+		t.Errorf("the uninstall counted %v objects deleted; want 3, each once over all its looks", got)
+	}
+}
+
+// gauge reads a metric of the suite's controller, a gauge or a counter,
+// from the registry it serves: the sum of the series whose labels include
+// labels, 0 when there is none.
+func gauge(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			match := true
+			for k, v := range labels {
+				match = match && have[k] == v
+			}
+			if match {
+				sum += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
 }

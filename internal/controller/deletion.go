@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,13 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			return r.result(s, nil)
 		}
 		if err := r.uninstall(ctx, s); err != nil {
+			if d := (*waveDeferred)(nil); errors.As(err, &d) {
+				// A wave waits for what the waves after it deleted to be
+				// gone: the reconcile ends holding no worker, and the
+				// objects' changes, or the health poll, look again.
+				r.awaitWith(ctx, s, d.what, d.kinds)
+				return r.result(s, nil)
+			}
 			return r.result(s, err)
 		}
 	}
@@ -109,10 +117,15 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		// now, may still be in the inventory when no sync has run since
 		// the mark (a gate held it): it is left as a sync would leave it.
 		left := s.leftOutOfInventory()
-		deleted, spared, err := s.applier.DeleteAll(ctx, apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)),
+		deleted, err := s.applier.DeleteAll(ctx, apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)),
 			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})
-		objectsPruned.Add(float64(len(deleted)))
-		r.reportSpared(ctx, s, "Uninstall", append(spared, left...))
+		objectsPruned.Add(float64(deleted.Requests))
+		if d := (*waveDeferred)(nil); errors.As(err, &d) {
+			// NOTE: the look that goes on finds what is spared again, and
+			// says so once, when the deletes are done.
+			return err
+		}
+		r.reportSpared(ctx, s, "Uninstall", append(deleted.Spared, left...))
 		if err != nil {
 			return err
 		}

@@ -120,6 +120,9 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 			}
 			for _, addon := range owners(obj) {
 				d.seen(addon, gvk, reader, obj, true)
+				// An uninstall that waits for what it deleted to be gone
+				// looks again at once.
+				d.wake(addon)
 			}
 		},
 	})
@@ -207,21 +210,33 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 		return
 	}
 	for _, addon := range owners(newObj) {
-		req := reconcile.Request{NamespacedName: addon}
-		if !d.Awaiting(addon) {
-			if d.Settled != nil && d.Settled(addon) {
-				if after, ok := d.lookSettled(addon, time.Now()); ok {
-					q.AddAfter(req, after)
-				}
+		if d.wake(addon) {
+			continue
+		}
+		if d.Settled != nil && d.Settled(addon) {
+			if after, ok := d.lookSettled(addon, time.Now()); ok {
+				q.AddAfter(reconcile.Request{NamespacedName: addon}, after)
 			}
-			continue
 		}
-		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
-			pq.AddWithOpts(priorityqueue.AddOpts{After: nudgeDelay, Priority: ptr.To(nudgePriority)}, req)
-			continue
-		}
-		q.AddAfter(req, nudgeDelay)
 	}
+}
+
+// wake queues an add-on that waits for its objects (Awaiting) soon, ahead
+// of the queued syncs (nudgePriority), and reports whether it did.
+func (d *driftWatch) wake(addon types.NamespacedName) bool {
+	d.mu.Lock()
+	q := d.queue
+	d.mu.Unlock()
+	if q == nil || d.Awaiting == nil || !d.Awaiting(addon) {
+		return false
+	}
+	req := reconcile.Request{NamespacedName: addon}
+	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
+		pq.AddWithOpts(priorityqueue.AddOpts{After: nudgeDelay, Priority: ptr.To(nudgePriority)}, req)
+		return true
+	}
+	q.AddAfter(req, nudgeDelay)
+	return true
 }
 
 // lookSettled decides when a status change looks at a settled add-on:

@@ -71,8 +71,10 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case len(f.dependents) > 0:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "WaitingForDependents",
 			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
+	case f.uninstalling && f.waitingFor != "":
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Uninstalling: " + f.waitingFor + "."}
 	case f.uninstalling:
-		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "Uninstalling", Message: "Running pre-delete hooks and deleting the inventory."}
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Running pre-delete hooks and deleting the inventory."}
 	case f.gated:
 		return outcome{Phase: f.verdict.Phase, Reason: f.verdict.Reason, Message: f.verdict.Message,
 			Stalled: f.verdict.Phase == capstanv1.PhaseBlocked || f.verdict.Phase == capstanv1.PhaseFailed}
@@ -98,6 +100,10 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	}
 	return outcome{}
 }
+
+// reasonUninstalling is the Reconciling reason while the uninstall runs,
+// or waits for what a wave deleted to be gone.
+const reasonUninstalling = "Uninstalling"
 
 // reasonWaitingForWorkloads is the Reconciling reason while applied
 // workloads roll out.
@@ -169,7 +175,8 @@ func transientHookError(err error) bool {
 
 // noteSettled records whether the add-on is settled (driftWatch.Settled):
 // Synced, Degraded, or held by a gate with something applied that was
-// judged. Only an add-on waiting for its rollout stays awaiting.
+// judged. Only an add-on waiting for its rollout, or for what its
+// uninstall deleted to be gone, stays awaiting.
 func (r *AddonReconciler) noteSettled(s *scope) {
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
 	switch {
@@ -181,7 +188,7 @@ func (r *AddonReconciler) noteSettled(s *scope) {
 	}
 	// NOTE: after settled is stored, so that no status change in between
 	// goes unseen.
-	if s.outcome.Reason != reasonWaitingForWorkloads {
+	if s.outcome.Reason != reasonWaitingForWorkloads && (s.outcome.Reason != reasonUninstalling || s.found.waitingFor == "") {
 		r.awaiting.Delete(key)
 	}
 }

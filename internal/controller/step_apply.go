@@ -90,7 +90,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	res, err := seq.Run(ctx)
 	r.reportRecreated(s, recreate)
 	objectsApplied.Add(float64(res.Applied))
-	objectsPruned.Add(float64(len(res.Pruned)))
+	objectsPruned.Add(float64(res.PruneRequests))
 	s.addon.Status.Inventory = capstanv1.IDsOf(res.Inventory)
 	if len(res.Pruned) > 0 {
 		log.Info("Pruned objects", "count", len(res.Pruned))

@@ -462,17 +462,22 @@ func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Pla
 // polled as awaitWave polls. An object found again without a deletion
 // timestamp, or with another UID, was created anew by someone else since,
 // and is not waited for. A wait that lasts shows in status.wave, with
-// Deleting set. It is bounded as a wave of the apply is (waveTimeout); the
-// start of a wait that timed out, which status keeps, holds over the
-// retries, so that a finalizer that never finishes fails the retry after
-// one look, until it is gone; a stalled wait is looked at again every
+// Deleting set. A prune waits within its sync, as an apply's wave does,
+// since the plan it belongs to was approved whole. An uninstall polls
+// within its reconcile for uninstallWaitWithin, then ends it waiting
+// (waveDeferred) and holds no worker: the awaited objects' changes, or the
+// health poll, queue the next look, which deletes again from the top and
+// finds them being deleted. Either is bounded as a wave of the apply is
+// (waveTimeout), from the start that status.wave keeps over the retries,
+// so that a finalizer that never finishes fails the retry after one look,
+// until it is gone; a stalled wait is looked at again every
 // stalledDeletionRetry, since nothing else wakes it. A prune ends its wait
 // when the Addon changes (addonUnchanged), an uninstall when the Addon is
 // paused or its deletion policy is no longer Delete (stillUninstalling).
-// A wait that stops keeps status.wave, so that the retry keeps its start.
 func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
 	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) (err error) {
-		start := time.Now()
+		called := time.Now()
+		start := called
 		if p := s.priorWave; deletingWave(p) && p.Wave == next && sameDeletion(s, p, uninstalling) {
 			start = p.Since.Time
 		}
@@ -524,6 +529,18 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 				return terminal{fmt.Errorf("wave %d and the waves before it are not deleted and still run: what the waves after it deleted is not gone after %s (spec.healthTimeout, %s when unset, for each wave); finish or remove what holds it, and the %s goes on within %s of its end: %s",
 					next, waited.Round(time.Second), plan.DefaultWaveTimeout, deletionName(uninstalling), stalledDeletionRetry, list)}
 			}
+			if uninstalling && time.Since(called) >= uninstallWaitWithin {
+				// NOTE: an uninstall plans nothing that a later look would
+				// plan anew, so it waits as the health step does, by
+				// requeueing: a finalizer that takes minutes holds no
+				// worker. The retry deletes what is left from the wave that
+				// waits, and finds these objects being deleted already.
+				kinds := make([]schema.GroupVersionKind, 0, len(still))
+				for _, ref := range still {
+					kinds = append(kinds, schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind))
+				}
+				return &waveDeferred{kinds: kinds, what: fmt.Sprintf("wave %d and the waves before it wait until what the waves after it deleted is gone: %s", next, list)}
+			}
 			if s.addon.Status.Wave == nil && time.Since(start) >= time.Second {
 				r.showWave(ctx, s, progress)
 			}
@@ -553,6 +570,13 @@ func sameDeletion(s *scope, p *capstanv1.WaveProgress, uninstalling bool) bool {
 	d := s.addon.DeletionTimestamp
 	return uninstalling == (d != nil && !p.Since.Before(d))
 }
+
+// uninstallWaitWithin is how long an uninstall polls, within its
+// reconcile, for what a wave deleted to be gone, before it ends the
+// reconcile and waits by requeueing: objects without finalizers are gone
+// at once, and those whose finalizers finish within it need no second
+// reconcile.
+const uninstallWaitWithin = 2 * time.Second
 
 // stalledDeletionRetry is how soon a prune or an uninstall whose wave
 // timed out waiting for what the waves after it deleted looks again: the
