@@ -283,7 +283,9 @@ type Deleted struct {
 	Spared []Spared
 	// Requests counts the objects its own deletes removed or marked for
 	// deletion: a retry that finds an object gone, or being deleted by an
-	// earlier try, does not count it again.
+	// earlier try, does not count it again. (Without a holder or a
+	// deletion to keep objects from, nothing is read first, and each
+	// delete sent counts.)
 	Requests int
 }
 
@@ -448,7 +450,9 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 				return &Spared{Ref: r, Holder: by}, false, nil
 			}
 		}
-		if !m.DeletionTimestamp.IsZero() {
+		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+			// NOTE: a deletion that orphans the object's dependents is
+			// sent the add-on's delete again, which deletes them too.
 			return nil, false, nil
 		}
 		uid, rv := m.GetUID(), m.GetResourceVersion()

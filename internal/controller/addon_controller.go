@@ -92,6 +92,9 @@ type AddonReconciler struct {
 	// awaiting holds the add-ons waiting for their objects to become
 	// healthy, by types.NamespacedName (see driftWatch.nudge).
 	awaiting sync.Map
+	// awaitingGone holds the add-ons whose uninstall waits for what a
+	// wave deleted to be gone (see driftWatch.wake).
+	awaitingGone sync.Map
 	// settled holds the add-ons whose last look found them Synced, or
 	// held by a gate with something applied: a status change of one of
 	// their objects looks at them again, for Degraded and the Healthy
@@ -142,6 +145,10 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		},
 		Awaiting: func(addon types.NamespacedName) bool {
 			_, ok := r.awaiting.Load(addon)
+			return ok
+		},
+		AwaitingGone: func(addon types.NamespacedName) bool {
+			_, ok := r.awaitingGone.Load(addon)
 			return ok
 		},
 		Settled: func(addon types.NamespacedName) bool {
@@ -331,6 +338,7 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			r.verified.forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
 			r.awaiting.Delete(req.NamespacedName)
+			r.awaitingGone.Delete(req.NamespacedName)
 			r.settled.Delete(req.NamespacedName)
 			r.drift.forget(req.NamespacedName)
 			r.written.Delete(req.NamespacedName)

@@ -170,7 +170,9 @@ func TestPruneAndUninstallGoInReverseWaves(t *testing.T) {
 // waits by requeueing, holding no worker: the Addon says what it waits
 // for, the operator keeps running, and the controller's workers go idle.
 // Once the finalizer is done, the object's deletion wakes the uninstall,
-// which deletes the operator and lets the Addon go. Over all its looks,
+// which deletes the operator and lets the Addon go. The first look
+// records that the pre-delete stage is over, so that the later ones render
+// nothing and run no pre-delete hook. Over all its looks,
 // each object's delete is counted once: settings, of wave 2, is found
 // gone by every look after the first, and cr being deleted.
 func TestUninstallWaitsForAWaveWithoutAWorker(t *testing.T) {
@@ -198,6 +200,9 @@ func TestUninstallWaitsForAWaveWithoutAWorker(t *testing.T) {
 	})
 	if w := waiting.Status.Wave; w == nil || !w.Deleting || w.Wave != 0 {
 		t.Errorf("status.wave = %+v; want wave 0, deleting", w)
+	}
+	if d := waiting.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
+		t.Errorf("status.preHooksDone = %+v; the looks after the first must know the pre-delete stage is over, with no hook to run", d)
 	}
 	idle := false
 	for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {

@@ -52,9 +52,13 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		if err := r.uninstall(ctx, s); err != nil {
 			if d := (*waveDeferred)(nil); errors.As(err, &d) {
 				// A wave waits for what the waves after it deleted to be
-				// gone: the reconcile ends holding no worker, and the
-				// objects' changes, or the health poll, look again.
-				r.awaitWith(ctx, s, d.what, d.kinds)
+				// gone: the reconcile ends holding no worker, and a
+				// deletion of one of the add-on's objects, or the health
+				// poll, looks again.
+				s.found.waitingFor = d.what
+				s.requeueSoon(r.Config.HealthPoll)
+				r.watchKinds(ctx, s, d.kinds)
+				r.awaitingGone.Store(client.ObjectKeyFromObject(s.addon), true)
 				return r.result(s, nil)
 			}
 			return r.result(s, err)
@@ -84,40 +88,58 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	return ctrl.Result{}, nil
 }
 
-// uninstall removes the add-on's software.
+// uninstall removes the add-on's software: the pre-delete hooks, the
+// inventory in reverse waves, the post-delete hooks. A wave that waits for
+// what the waves after it deleted ends the reconcile (waveDeferred), and
+// the looks after it go on from the deletes: they render nothing, since
+// the first look recorded what they need.
 func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	s.found.uninstalling = true
+	if p := s.priorWave; deletingWave(p) && sameDeletion(s, p, true) {
+		// NOTE: kept unless this look ends the wait, so that one that
+		// fails before it looks (the cluster out of reach, a read that
+		// fails) keeps the wait's start.
+		s.addon.Status.Wave = p
+	}
 	// NOTE: the inventory is deleted in the cluster it was applied to;
 	// when that cluster cannot be reached, the uninstall waits.
 	if _, err := r.selectCluster(ctx, s); err != nil {
 		return err
 	}
-	r.deleteHooks(ctx, s)
-	// NOTE: once the inventory is deleted, only the post-delete hooks are
-	// left: a retry after they failed must not run pre-delete again. Nor
-	// must a retry after the deletes of the inventory stopped (a wave that
-	// waited too long, a refused delete): part of it may be deleted
-	// already, so the pre-delete hooks that succeeded are recorded at once
-	// (status.preHooksDone), as an apply's pre hooks are.
+	rendered := false
+	render := func() {
+		if !rendered {
+			r.deleteHooks(ctx, s)
+			rendered = true
+		}
+	}
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
 		if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
+			render()
 			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 			}
-			if s.hasHooks("pre-delete") {
-				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
-				if err := r.checkpointStatus(ctx, s); err != nil {
-					return err
-				}
+			// NOTE: what the render marks never to apply, or holds as a
+			// hook now, may still be in the inventory when no sync has run
+			// since the mark (a gate held it): it leaves the inventory
+			// running, as a sync would leave it. That, and that the
+			// pre-delete stage is over, hooks or none, are recorded at
+			// once: a later look (a wave that waited, a refused delete)
+			// renders nothing, since part of the add-on may be deleted
+			// already, and must neither run the pre-delete hooks again nor
+			// delete what this render left out, whatever its source
+			// answers by then.
+			left := s.leftOutOfInventory()
+			s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
+			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
+			if err := r.checkpointStatus(ctx, s); err != nil {
+				return err
 			}
+			r.reportSpared(ctx, s, "Uninstall", left)
 		}
-		// NOTE: what the render marks never to apply, or holds as a hook
-		// now, may still be in the inventory when no sync has run since
-		// the mark (a gate held it): it is left as a sync would leave it.
-		left := s.leftOutOfInventory()
-		deleted, err := s.applier.DeleteAll(ctx, apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)),
+		deleted, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),
 			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})
 		objectsPruned.Add(float64(deleted.Requests))
 		if d := (*waveDeferred)(nil); errors.As(err, &d) {
@@ -125,11 +147,12 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			// says so once, when the deletes are done.
 			return err
 		}
-		r.reportSpared(ctx, s, "Uninstall", append(deleted.Spared, left...))
+		r.reportSpared(ctx, s, "Uninstall", deleted.Spared)
 		if err != nil {
 			return err
 		}
 		s.addon.Status.Wave = nil
+		render()
 		if s.hasHooks("post-delete") {
 			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
 			if err := r.checkpointStatus(ctx, s); err != nil {
@@ -137,6 +160,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			}
 		}
 	}
+	render()
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {

@@ -46,6 +46,11 @@ type driftWatch struct {
 	// healthy: any change to one of them, status included, looks again at
 	// once instead of at the next health poll.
 	Awaiting func(addon types.NamespacedName) bool
+	// AwaitingGone reports whether an add-on's uninstall waits for what a
+	// wave deleted to be gone: the deletion of one of its objects looks
+	// again at once. Its other changes do not, since each look reads the
+	// whole inventory.
+	AwaitingGone func(addon types.NamespacedName) bool
 	// Settled reports whether an add-on was last found Synced, or held by
 	// a gate: a status change of one of its objects looks again after
 	// healthLookDelay, so that an object that stops being Current shows
@@ -120,9 +125,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 			}
 			for _, addon := range owners(obj) {
 				d.seen(addon, gvk, reader, obj, true)
-				// An uninstall that waits for what it deleted to be gone
-				// looks again at once.
-				d.wake(addon)
+				d.wake(addon, d.AwaitingGone)
 			}
 		},
 	})
@@ -210,7 +213,7 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 		return
 	}
 	for _, addon := range owners(newObj) {
-		if d.wake(addon) {
+		if d.wake(addon, d.Awaiting) {
 			continue
 		}
 		if d.Settled != nil && d.Settled(addon) {
@@ -221,13 +224,13 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 	}
 }
 
-// wake queues an add-on that waits for its objects (Awaiting) soon, ahead
-// of the queued syncs (nudgePriority), and reports whether it did.
-func (d *driftWatch) wake(addon types.NamespacedName) bool {
+// wake queues an add-on that waits for its objects soon, ahead of the
+// queued syncs (nudgePriority), and reports whether it did.
+func (d *driftWatch) wake(addon types.NamespacedName, waits func(types.NamespacedName) bool) bool {
 	d.mu.Lock()
 	q := d.queue
 	d.mu.Unlock()
-	if q == nil || d.Awaiting == nil || !d.Awaiting(addon) {
+	if q == nil || waits == nil || !waits(addon) {
 		return false
 	}
 	req := reconcile.Request{NamespacedName: addon}

@@ -175,8 +175,8 @@ func transientHookError(err error) bool {
 
 // noteSettled records whether the add-on is settled (driftWatch.Settled):
 // Synced, Degraded, or held by a gate with something applied that was
-// judged. Only an add-on waiting for its rollout, or for what its
-// uninstall deleted to be gone, stays awaiting.
+// judged. Only an add-on waiting for its rollout stays awaiting, and only
+// one whose uninstall waits for what it deleted awaitingGone.
 func (r *AddonReconciler) noteSettled(s *scope) {
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
 	switch {
@@ -188,8 +188,11 @@ func (r *AddonReconciler) noteSettled(s *scope) {
 	}
 	// NOTE: after settled is stored, so that no status change in between
 	// goes unseen.
-	if s.outcome.Reason != reasonWaitingForWorkloads && (s.outcome.Reason != reasonUninstalling || s.found.waitingFor == "") {
+	if s.outcome.Reason != reasonWaitingForWorkloads {
 		r.awaiting.Delete(key)
+	}
+	if s.outcome.Reason != reasonUninstalling || s.found.waitingFor == "" {
+		r.awaitingGone.Delete(key)
 	}
 }
 

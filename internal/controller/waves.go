@@ -477,9 +477,18 @@ func withoutErrors(p *capstanv1.Plan, refs []capstanv1.ObjectRef) *capstanv1.Pla
 func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error {
 	return func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) (err error) {
 		called := time.Now()
-		start := called
+		start, within := called, uninstallWaitWithin
+		if d := s.addon.DeletionTimestamp; uninstalling && d != nil && start.Before(d.Time) {
+			// NOTE: an uninstall's wait starts after the deletion; a
+			// controller whose clock is behind the API server's would
+			// otherwise store a start that sameDeletion takes for a
+			// prune's, and the wait would start anew at every look.
+			start = d.Time
+		}
 		if p := s.priorWave; deletingWave(p) && p.Wave == next && sameDeletion(s, p, uninstalling) {
-			start = p.Since.Time
+			// NOTE: a look that goes on from a wait looks once, then
+			// waits by requeueing again.
+			start, within = p.Since.Time, 0
 		}
 		progress := &capstanv1.WaveProgress{Wave: next, Deleting: true, Since: metav1.NewTime(start)}
 		defer func() {
@@ -529,7 +538,7 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 				return terminal{fmt.Errorf("wave %d and the waves before it are not deleted and still run: what the waves after it deleted is not gone after %s (spec.healthTimeout, %s when unset, for each wave); finish or remove what holds it, and the %s goes on within %s of its end: %s",
 					next, waited.Round(time.Second), plan.DefaultWaveTimeout, deletionName(uninstalling), stalledDeletionRetry, list)}
 			}
-			if uninstalling && time.Since(called) >= uninstallWaitWithin {
+			if uninstalling && time.Since(called) >= within {
 				// NOTE: an uninstall plans nothing that a later look would
 				// plan anew, so it waits as the health step does, by
 				// requeueing: a finalizer that takes minutes holds no
