@@ -124,6 +124,39 @@ func TestStopAfterPreHooksRunsThemOnce(t *testing.T) {
 	}
 }
 
+// TestStopBeforePreHooksRecorded stops an install once its
+// pre-install hooks have succeeded, before the sync records that
+// (status.preHooksDone), as a controller killed there would: status.hook
+// still names the last hook, so the next sync goes on from that run, finds
+// the initdb Job of this render succeeded, and does not create it again.
+// Before, it ran every pre-install hook anew: a migration killed mid-way
+// by its own before-hook-creation policy and started again.
+func TestStopBeforePreHooksRecorded(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	var stops atomic.Int32
+	key := controllerNS + "/hooks-" + ns
+	stepHooks.Store(key, func(step string) error {
+		if step == "pre-install succeeded" && stops.Load() == 0 {
+			stops.Add(1)
+			return errors.New("simulated stop after the pre-install hooks succeeded")
+		}
+		return nil
+	})
+	defer stepHooks.Delete(key)
+	a := dbapp(t, ns, "")
+	got := synced(t, a)
+	if stops.Load() == 0 {
+		t.Fatal("the sync was never stopped")
+	}
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the pre-install Job was created %d times; want once: it had succeeded before the stop", n)
+	}
+	if got.Status.Hook != nil || got.Status.PreHooksDone != nil {
+		t.Errorf("status: hook %+v, preHooksDone %+v; want both cleared once the apply was recorded", got.Status.Hook, got.Status.PreHooksDone)
+	}
+}
+
 // TestStopAfterMainApplyThenNewValues stops an install after its main
 // apply, before the apply is recorded, as a controller killed there would,
 // and changes the values before the next sync. The objects are live, so

@@ -76,9 +76,15 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 // runHooks runs the hooks of one event, if there are any. A hook that
 // fails is terminal: the add-on is Stalled until the next change or resync,
 // not retried at once. A retry of a pending post event goes on from the
-// run that stopped (runEvent).
+// run that stopped (runEvent), and so does a run of an event that
+// status.hook shows running: a controller stopped while it ran, or after
+// its hooks succeeded and before that was recorded. A pre-upgrade
+// migration Job still running is then waited for, not deleted and started
+// anew, and one that succeeded is not run again; the run name (hookRun)
+// holds the render, so a new render runs every hook.
 func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) error {
-	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost)
+	h := s.addon.Status.Hook
+	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost || h != nil && h.Event == event)
 }
 
 // runEvent runs the hooks of one event. With resume, this sync goes on
