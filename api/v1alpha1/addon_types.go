@@ -814,6 +814,13 @@ type AddonStatus struct {
 	// +optional
 	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
 
+	// SyncFailHooks is the render whose apply failed and whose SyncFail
+	// hooks (a git folder's, as Argo CD marks them) ran for it: a retry of
+	// that render that fails again runs them no more. An apply that
+	// succeeds clears it.
+	// +optional
+	SyncFailHooks *PendingHook `json:"syncFailHooks,omitempty"`
+
 	// Registration is the manifest the add-on's primary serves, once it is
 	// Ready; the Registered condition says why there is none.
 	// +optional

@@ -326,6 +326,11 @@ func (in *AddonStatus) DeepCopyInto(out *AddonStatus) {
 		*out = new(PendingHook)
 		**out = **in
 	}
+	if in.SyncFailHooks != nil {
+		in, out := &in.SyncFailHooks, &out.SyncFailHooks
+		*out = new(PendingHook)
+		**out = **in
+	}
 	if in.Registration != nil {
 		in, out := &in.Registration, &out.Registration
 		*out = new(Registration)

@@ -70,8 +70,9 @@ func (r *folderRepo) commit(files map[string]string) string {
 // rendered into the folder) exists before the Deployment is applied; the
 // Sync hook runs after the apply, before the Deployment is Available (its
 // minReadySeconds holds it back for seconds); the PostSync hook runs only
-// once it is. Skip and SyncFail objects never reach the cluster, and the
-// plan says why; none of the hooks is in the inventory. (etcd's revisions
+// once it is. Skip objects never reach the cluster, and the plan says why;
+// a SyncFail hook does not run when the sync succeeds; none of the hooks
+// is in the inventory. (etcd's revisions
 // order the PreSync hooks before the apply.) A commit that changes nothing
 // of the folder runs no hook again; one that changes an object runs the
 // PreSync hook anew, and objects an earlier render applied that it marks
@@ -192,7 +193,7 @@ spec:
 			notices += n.Message + "\n"
 		}
 	}
-	for _, want := range []string{"ConfigMap local is marked argocd.argoproj.io/hook: Skip", "hook ConfigMap alert names SyncFail, which Capstan does not run"} {
+	for _, want := range []string{"ConfigMap local is marked argocd.argoproj.io/hook: Skip"} {
 		if !strings.Contains(notices, want) {
 			t.Errorf("the plan's notices do not say %q:\n%s", want, notices)
 		}
@@ -245,5 +246,84 @@ spec:
 		if live(t, "v1", "ConfigMap", ns, name) == nil {
 			t.Errorf("the uninstall deleted %s, which left the inventory", name)
 		}
+	}
+}
+
+// TestFolderRunsSyncFailHooks: a git folder's SyncFail hook runs when its
+// apply fails for good (here its PreSync Job fails), as Argo CD runs it
+// when a sync fails, and the Addon's message says so. A retry of the same
+// commit that fails again does not run it again; a new commit that fails
+// runs it anew; a commit whose sync succeeds runs it not at all, and
+// clears the record.
+func TestFolderRunsSyncFailHooks(t *testing.T) {
+	ns := newNamespace(t)
+	migrate := func(fail bool) string {
+		label := ""
+		if fail {
+			label = "      labels: {capstan.dev/test-fail: \"true\"}\n"
+		}
+		return "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations:\n    argocd.argoproj.io/hook: PreSync\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n" + label + "    spec:\n      restartPolicy: Never\n" +
+			"      containers:\n        - name: migrate\n          image: registry.example/tools:1.0\n"
+	}
+	settings := func(v string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"" + v + "\"}\n"
+	}
+	alert := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alert\n  annotations:\n    argocd.argoproj.io/hook: SyncFail\ndata: {a: b}\n"
+	repo := newFolderRepo(t)
+	first := repo.commit(map[string]string{"app/all.yaml": settings("1") + migrate(true) + alert})
+	a := create(t, &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "syncfail-" + ns[len(ns)-5:]},
+		Spec: capstanv1.AddonSpec{
+			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: first, Path: "app"},
+			TargetNamespace: ns, DeletionPolicy: capstanv1.DeletionDelete,
+		},
+	})
+	failed := failedWith(t, a, "the pre-install hook failed", "then the SyncFail hooks ran")
+	if d := failed.Status.SyncFailHooks; d == nil || d.Event != "sync-fail" || d.Hash == "" {
+		t.Errorf("status.syncFailHooks = %+v; want the failed render", d)
+	}
+	ran := live(t, "v1", "ConfigMap", ns, "alert")
+	if ran == nil {
+		t.Fatal("the SyncFail hook did not run")
+	}
+	if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+		t.Fatal("settings was applied after the PreSync hook failed")
+	}
+
+	// The same commit, retried, fails again without the SyncFail hook.
+	job1 := job(t, ns, "migrate")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	eventually(t, 90*time.Second, "the PreSync Job run again", func() bool {
+		j := job(t, ns, "migrate")
+		return j != nil && j.UID != job1.UID
+	})
+	failedWith(t, a, "the pre-install hook failed")
+	if again := live(t, "v1", "ConfigMap", ns, "alert"); again == nil || again.GetUID() != ran.GetUID() {
+		t.Fatal("a retry of the same commit ran the SyncFail hook again")
+	}
+
+	// A new commit that fails runs it anew.
+	second := repo.commit(map[string]string{"app/all.yaml": settings("2") + migrate(true) + alert})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = second })
+	eventually(t, 90*time.Second, "the SyncFail hook run for the new commit", func() bool {
+		again := live(t, "v1", "ConfigMap", ns, "alert")
+		return again != nil && again.GetUID() != ran.GetUID()
+	})
+	failedWith(t, a, "the pre-install hook failed", "then the SyncFail hooks ran")
+
+	// A commit whose sync succeeds runs none, and clears the record.
+	ran = live(t, "v1", "ConfigMap", ns, "alert")
+	third := repo.commit(map[string]string{"app/all.yaml": settings("3") + migrate(false) + alert})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Git.Revision = third })
+	synced := waitPhase(t, a, capstanv1.PhaseSynced)
+	if synced.Status.SyncFailHooks != nil {
+		t.Errorf("status.syncFailHooks = %+v after a sync that succeeded", synced.Status.SyncFailHooks)
+	}
+	if again := live(t, "v1", "ConfigMap", ns, "alert"); again == nil || again.GetUID() != ran.GetUID() {
+		t.Error("a sync that succeeded ran the SyncFail hook")
+	}
+	if live(t, "v1", "ConfigMap", ns, "settings") == nil {
+		t.Error("settings was not applied once the PreSync hook succeeded")
 	}
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -106,9 +108,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return true, nil
 	}
 	if err != nil {
-		return false, err
+		return false, r.syncFailed(ctx, s, err)
 	}
-	s.addon.Status.PendingHook = nil
+	s.addon.Status.PendingHook, s.addon.Status.SyncFailHooks = nil, nil
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
 			log.Error(err, "Cleaning up unreferenced values Secrets failed")
@@ -116,6 +118,33 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	}
 	s.plan = nil
 	return false, nil
+}
+
+// syncFailed runs a git folder's SyncFail hooks once its apply has failed
+// for good, as Argo CD runs them when a sync operation fails, and returns
+// the failure with what they did. For good is a terminal error, one only a
+// person can fix: a hook that failed, a wave whose objects failed or did
+// not become Current in time; a transient one is retried, and a preview or
+// a gate that stops a sync applied nothing, so it is no sync that failed.
+// They run once per render: the resync retries a stalled add-on, and a
+// retry of the same render that fails again runs them no more, as Argo
+// CD's automated sync tries a commit once (status.syncFailHooks); a new
+// commit, or a change of the Addon that renders otherwise, runs them anew.
+func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) error {
+	if classify(err) != classTerminal || !s.hasHooks(render.SyncFailEvent) {
+		return err
+	}
+	if d := s.addon.Status.SyncFailHooks; d != nil && d.Hash == s.render.Hash {
+		return err
+	}
+	herr := r.runEvent(ctx, s, render.SyncFailEvent, false)
+	// NOTE: recorded whether they failed or not: a SyncFail hook that
+	// fails would otherwise run again at every resync.
+	s.addon.Status.SyncFailHooks = &capstanv1.PendingHook{Event: render.SyncFailEvent, Hash: s.render.Hash}
+	if herr != nil {
+		return fmt.Errorf("%w; then the SyncFail hooks ran, and failed too: %v", err, herr)
+	}
+	return fmt.Errorf("%w; then the SyncFail hooks ran", err)
 }
 
 // recordApply records in status what was applied, before the post hooks

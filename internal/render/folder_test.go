@@ -315,8 +315,8 @@ func TestFolderHooks(t *testing.T) {
 		{Name: "migrate", Annotation: argo, Events: pre, Weight: -2, Policies: []string{"hook-succeeded", "before-hook-creation"}},
 		{Name: "smoke", Annotation: argo, Events: post, AfterHealthy: true},
 		{Name: "warm", Annotation: argo, Events: post, Weight: 3},
-		{Name: "alert", Annotation: argo, Events: []string{}},
-		{Name: "notify", Annotation: argo, Events: post, AfterHealthy: true},
+		{Name: "alert", Annotation: argo, Events: []string{SyncFailEvent}},
+		{Name: "notify", Annotation: argo, Events: append(slices.Clone(post), SyncFailEvent), AfterHealthy: true},
 		{Name: "twice", Annotation: argo, Events: append(slices.Clone(pre), post...), AfterHealthy: true},
 		{Name: "kept", Annotation: argo, Events: pre},
 		{Name: "trailing", Annotation: argo, Events: pre},
@@ -327,7 +327,7 @@ func TestFolderHooks(t *testing.T) {
 		{Name: "both", Annotation: argo, Events: []string{"pre-delete"}},
 		{Name: "seed", Annotation: helm, Events: post, Weight: 5, Policies: []string{"hook-succeeded"}, AfterHealthy: true},
 		{Name: "rollback", Annotation: helm, Events: []string{}},
-		{Name: "alert-helm", Annotation: argo, Events: []string{}},
+		{Name: "alert-helm", Annotation: argo, Events: []string{SyncFailEvent}},
 		{Name: "tested", Annotation: helm, Events: pre},
 		{Name: "empty", Annotation: argo, Events: []string{}},
 	}
@@ -347,19 +347,19 @@ func TestFolderHooks(t *testing.T) {
 	}
 	for path, want := range map[string]string{
 		"hooks/ConfigMap/local-only": "ConfigMap local-only is marked argocd.argoproj.io/hook: Skip, so it is left out",
-		"hooks/Job/alert":            "hook Job alert names SyncFail, which Capstan does not run (it runs PreSync, Sync, PostSync, PreDelete and PostDelete hooks, and none when a sync fails), so it never runs",
-		"hooks/Job/notify":           "names SyncFail, which Capstan does not run (it runs PreSync, Sync, PostSync, PreDelete and PostDelete hooks, and none when a sync fails), so it runs only at the others",
 		"hooks/Job/badwave":          `has argocd.argoproj.io/sync-wave "first", not a whole number, so it runs at 0 in its phase`,
-		"hooks/Job/rollback":         "names pre-rollback, which Capstan does not run",
-		"hooks/Job/alert-helm":       "hook Job alert-helm names SyncFail, which Capstan does not run",
+		"hooks/Job/rollback":         "names pre-rollback, which Capstan does not run (it runs PreSync, Sync, PostSync, SyncFail, PreDelete and PostDelete hooks), so it never runs",
 		"hooks/ConfigMap/empty":      "hook ConfigMap empty names no phase, so it never runs, as in Argo CD",
 	} {
 		if !strings.Contains(notices[path], want) {
 			t.Errorf("notice %s = %q; want it to say %q", path, notices[path], want)
 		}
 	}
-	if len(notices) != 7 {
-		t.Errorf("notices %v; want the seven above", notices)
+	if len(notices) != 4 {
+		t.Errorf("notices %v; want the four above", notices)
+	}
+	if h := res.Hooks[4]; h.AwaitsHealthy(SyncFailEvent) {
+		t.Error("a PostSync,SyncFail hook waits for health when the sync failed")
 	}
 	other, err := Folder(hooksRepo(), "app", SourceIdentity{Commit: "abd"})
 	if err != nil {

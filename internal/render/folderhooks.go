@@ -20,8 +20,8 @@ import (
 // Helm's to say, so a chart's objects are read as Helm reads them.
 const (
 	// ArgoHookAnnotation makes an object a hook of the phases it names,
-	// comma-separated: PreSync, Sync, PostSync, PreDelete and PostDelete;
-	// Skip alone leaves the object out of the add-on.
+	// comma-separated: PreSync, Sync, PostSync, SyncFail, PreDelete and
+	// PostDelete; Skip alone leaves the object out of the add-on.
 	ArgoHookAnnotation = "argocd.argoproj.io/hook"
 	// ArgoHookDeleteAnnotation names an Argo CD hook's delete policies:
 	// BeforeHookCreation (the default), HookSucceeded and HookFailed.
@@ -48,19 +48,26 @@ const (
 // it runs them at. Capstan runs hooks on an install and an upgrade, where
 // Argo CD runs them on every sync: PreSync before the apply, Sync and
 // PostSync after it, PostSync once every applied object is Current
-// (Hook.AfterHealthy). A folder's upgrade runs them only when it changes
-// an object, as Argo CD syncs only what is out of sync.
+// (Hook.AfterHealthy), SyncFail when the apply failed (SyncFailEvent). A
+// folder's upgrade runs them only when it changes an object, as Argo CD
+// syncs only what is out of sync.
 var argoPhases = map[string][]string{
 	phasePreSync:    {string(release.HookPreInstall), string(release.HookPreUpgrade)},
 	phaseSync:       {string(release.HookPostInstall), string(release.HookPostUpgrade)},
 	phasePostSync:   {string(release.HookPostInstall), string(release.HookPostUpgrade)},
+	phaseSyncFail:   {SyncFailEvent},
 	phasePreDelete:  {string(release.HookPreDelete)},
 	phasePostDelete: {string(release.HookPostDelete)},
 }
 
+// SyncFailEvent is the hook event of a folder's Argo CD SyncFail hooks: an
+// apply that began and failed for good runs them, where Helm has no such
+// event.
+const SyncFailEvent = "sync-fail"
+
 // ArgoPhases names the Argo CD hook phases Capstan runs, as Argo CD
 // spells them.
-const ArgoPhases = "PreSync, Sync, PostSync, PreDelete and PostDelete"
+const ArgoPhases = "PreSync, Sync, PostSync, SyncFail, PreDelete and PostDelete"
 
 // helmPhases maps Helm's hook events to the Argo CD phase a folder runs
 // them at, as Argo CD maps the install and upgrade events: a chart
@@ -101,9 +108,9 @@ type folderHook struct {
 // and would never run a hook marked "postsync"); one that names no phase
 // Argo CD knows gives way to helm.sh/hook, whose events map to phases
 // (helmPhases); Helm's test hooks are left out, and crd-install is a plain
-// object. Skip, alone, leaves the object out. A phase Capstan does not run
-// (SyncFail, or one Argo CD does not know) is left out of the hook's, with
-// a notice; a hook of no phase Capstan runs never runs, as in Argo CD. Its
+// object. Skip, alone, leaves the object out. A phase Argo CD does not know
+// is left out of the hook's, with a notice; a hook of no phase Capstan
+// runs never runs, as in Argo CD. Its
 // wave (sync-wave, else helm.sh/hook-weight) is its weight; one that is
 // not a whole number is 0, with a notice. Delete policies, Argo CD's or
 // Helm's, are Helm's.
@@ -121,9 +128,6 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 			if !slices.Contains(phases, key) {
 				phases = append(phases, key)
 			}
-			argoKnown = true
-		case key == phaseSyncFail:
-			ignored = append(ignored, p)
 			argoKnown = true
 		default:
 			ignored = append(ignored, p)
@@ -178,7 +182,7 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 		if len(h.Events) == 0 {
 			what = "so it never runs"
 		}
-		notes = append(notes, fmt.Sprintf("names %s, which Capstan does not run (it runs %s hooks, and none when a sync fails), %s",
+		notes = append(notes, fmt.Sprintf("names %s, which Capstan does not run (it runs %s hooks), %s",
 			strings.Join(ignored, ", "), ArgoPhases, what))
 	case len(h.Events) == 0:
 		notes = append(notes, "names no phase, so it never runs, as in Argo CD")
