@@ -1085,12 +1085,14 @@ type Notice struct {
 	Message string `json:"message"`
 }
 
-// PendingHook is a post hook event to run again.
+// PendingHook is a hook event and the render it stands for: a post event
+// to run again (pendingHook), pre hooks that ran (preHooksDone), or
+// SyncFail hooks that ran (syncFailHooks).
 type PendingHook struct {
-	// Event is post-install or post-upgrade.
+	// Event is the hook event, such as post-install.
 	Event string `json:"event"`
-	// Hash is the appliedHash of the render whose post hooks failed. A
-	// different render is an upgrade, with its own hooks, instead.
+	// Hash is the appliedHash of the render the event stands for. A
+	// different render is another sync, with its own hooks.
 	Hash string `json:"hash"`
 }
 

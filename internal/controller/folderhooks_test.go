@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"slices"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -282,6 +283,13 @@ func TestFolderRunsSyncFailHooks(t *testing.T) {
 	failed := failedWith(t, a, "the pre-install hook failed", "then the SyncFail hooks ran")
 	if d := failed.Status.SyncFailHooks; d == nil || d.Event != "sync-fail" || d.Hash == "" {
 		t.Errorf("status.syncFailHooks = %+v; want the failed render", d)
+	}
+	listed := false
+	for _, h := range failed.Status.Plan.Hooks {
+		listed = listed || h.Name == "alert" && slices.Equal(h.Events, []string{"sync-fail"})
+	}
+	if !listed {
+		t.Errorf("the plan's hooks %+v do not list alert at sync-fail", failed.Status.Plan.Hooks)
 	}
 	ran := live(t, "v1", "ConfigMap", ns, "alert")
 	if ran == nil {

@@ -40,11 +40,17 @@ func (s *scope) events() (pre, post string) {
 	return e[0], e[1]
 }
 
-// plannedHooks lists the hooks this sync would run, in the order they run.
+// plannedHooks lists the hooks this sync would run, in the order they run,
+// then a folder's SyncFail hooks, which run if it fails: a person who
+// approves the plan approves them too, by their digests in its hash.
 func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 	var out []capstanv1.PlannedHook
 	pre, post := s.events()
-	for _, event := range []string{pre, post} {
+	events := []string{pre, post}
+	if pre != "" || post != "" {
+		events = append(events, render.SyncFailEvent)
+	}
+	for _, event := range events {
 		if event == "" {
 			continue
 		}

@@ -137,12 +137,23 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 	if d := s.addon.Status.SyncFailHooks; d != nil && d.Hash == s.render.Hash {
 		return err
 	}
-	herr := r.runEvent(ctx, s, render.SyncFailEvent, false)
-	// NOTE: recorded whether they failed or not: a SyncFail hook that
-	// fails would otherwise run again at every resync.
+	// NOTE: a run that a stopped controller left (status.hook names it)
+	// goes on: a SyncFail Job still running is waited for, not started
+	// anew.
+	h := s.addon.Status.Hook
+	herr := r.runEvent(ctx, s, render.SyncFailEvent, h != nil && h.Event == render.SyncFailEvent)
+	if ctx.Err() != nil {
+		// The controller stops: the next look runs them, or goes on.
+		return err
+	}
+	// NOTE: recorded whether they failed or not, and at once: a SyncFail
+	// hook that fails would otherwise run again at every resync.
 	s.addon.Status.SyncFailHooks = &capstanv1.PendingHook{Event: render.SyncFailEvent, Hash: s.render.Hash}
+	if cerr := r.checkpointStatus(ctx, s); cerr != nil {
+		return cerr
+	}
 	if herr != nil {
-		return fmt.Errorf("%w; then the SyncFail hooks ran, and failed too: %v", err, herr)
+		return fmt.Errorf("%w; then the SyncFail hooks ran, and one failed: %v", err, herr)
 	}
 	return fmt.Errorf("%w; then the SyncFail hooks ran", err)
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
 )
 
 // Error is a hook that failed or did not finish in time. Its message names
@@ -71,6 +72,11 @@ func (e *Error) Error() string {
 	}
 	if e.Kept {
 		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, e.Hook.Describe())
+	}
+	if e.Event == render.SyncFailEvent {
+		// NOTE: a render's SyncFail hooks run once, whatever their end.
+		b.WriteString("It runs again only when another render fails.")
+		return b.String()
 	}
 	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest.")
 	return b.String()

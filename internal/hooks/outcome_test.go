@@ -103,6 +103,8 @@ func TestErrorMessage(t *testing.T) {
 			[]string{"post-install hook Job db/app-migrate (weight 0) did not finish within the hook timeout of 1m30s (the Job has 1 active", "raise spec.hookTimeout", "The next sync runs the hook again"}},
 		{"kept", &Error{Event: "pre-install", Hook: ref, Reason: "BackoffLimitExceeded", Kept: true},
 			[]string{"delete Job db/app-migrate to run it anew", "lack before-hook-creation"}},
+		{"sync-fail", &Error{Event: "sync-fail", Hook: ref, Reason: "BackoffLimitExceeded"},
+			[]string{"sync-fail hook Job db/app-migrate (weight 0) failed", "It runs again only when another render fails."}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -111,6 +113,9 @@ func TestErrorMessage(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("message %q\nlacks %q", msg, w)
 				}
+			}
+			if tt.err.Event == "sync-fail" && strings.Contains(msg, "The next sync runs the hook again") {
+				t.Errorf("message %q promises a retry that never comes", msg)
 			}
 			if !IsHookError(tt.err) {
 				t.Error("IsHookError = false")

@@ -104,8 +104,12 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			continue
 		}
 		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
-			return fmt.Errorf("%s hook %s succeeded, but deleting it (policy %s) failed: %w; the next sync runs the %s hooks again",
-				req.Event, capstanv1.RefOf(h.Object).Describe(), HookSucceeded, err, req.Event)
+			again := fmt.Sprintf("; the next sync runs the %s hooks again", req.Event)
+			if req.Event == render.SyncFailEvent {
+				again = ""
+			}
+			return fmt.Errorf("%s hook %s succeeded, but deleting it (policy %s) failed: %w%s",
+				req.Event, capstanv1.RefOf(h.Object).Describe(), HookSucceeded, err, again)
 		}
 	}
 	return nil
