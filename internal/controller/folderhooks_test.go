@@ -2,9 +2,9 @@ package controller_test
 
 import (
 	"context"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
