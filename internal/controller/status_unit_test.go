@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/notify"
+	"capstan.dev/capstan/internal/source"
 )
 
 // TestCacheCurrent is when a reconcile may start from the cached Addon
@@ -156,4 +158,40 @@ func TestHoldApplyRecord(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestTransitionNamesTheCommit: a folder's transition carries its
+// repository (without credentials) and whole commit; a new commit in the
+// same phase is an event for the commit statuses alone (SameState), with
+// no Kubernetes event; the same commit in the same phase is nothing, and
+// so is a chart's new version in the same phase.
+func TestTransitionNamesTheCommit(t *testing.T) {
+	commit := "0123456789abcdef0123456789abcdef01234567"
+	r := &AddonReconciler{Notifier: &notify.Notifier{}}
+	before := &capstanv1.Addon{Status: capstanv1.AddonStatus{Phase: capstanv1.PhaseSynced, Version: "0123456"}}
+	setConditions(&before.Status, 1, outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced"})
+	scopeAt := func(version string, phase capstanv1.Phase, folder bool) *scope {
+		s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
+			outcome: outcome{Phase: phase, Reason: string(phase)}}
+		s.addon.Status.Version = version
+		s.artifact = &source.Artifact{Identity: source.Identity{URL: "https://bot:s3cret@github.com/org/repo.git", Commit: commit}}
+		if folder {
+			s.artifact.Tree = &source.Tree{Commit: commit}
+		}
+		return s
+	}
+	e := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseFailed, true))
+	if e == nil || e.SameState || e.Commit != commit || e.Repository != "https://github.com/org/repo.git" {
+		t.Fatalf("a failure: %+v", e)
+	}
+	e = r.emitTransition(before, scopeAt("89abcde", capstanv1.PhaseSynced, true))
+	if e == nil || !e.SameState || e.Phase != "Synced" || e.Commit != commit {
+		t.Fatalf("a new commit, still Synced: %+v", e)
+	}
+	if e := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseSynced, true)); e != nil {
+		t.Fatalf("the same commit, still Synced: %+v", e)
+	}
+	if e := r.emitTransition(before, scopeAt("2.0.0", capstanv1.PhaseSynced, false)); e != nil {
+		t.Fatalf("a chart's new version, still Synced: %+v", e)
+	}
 }

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -76,7 +77,8 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 }
 
 // emitTransition emits one event when the phase or the reason changes, never
-// on every loop, and returns the same transition for the notifier. Messages
+// on every loop, and returns the same transition for the notifier; and, for
+// the commit statuses alone, a git folder's new commit in the same phase. Messages
 // carry no secret values: they come from plans, gates and errors that are
 // redacted where they are made, and patchStatus masks the known secret
 // values in the outcome before it comes here.
@@ -85,7 +87,12 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		return nil
 	}
 	old := readyReason(before)
-	if before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason {
+	same := before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason
+	// NOTE: a git folder's new commit that leaves the phase as it was (a
+	// commit elsewhere in the repository, or an apply Ready at once) is
+	// no transition, but a commit status must still name it.
+	moved := s.artifact != nil && s.artifact.Tree != nil && before.Status.Version != s.addon.Status.Version
+	if same && (!moved || r.Notifier == nil) {
 		return nil
 	}
 	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
@@ -98,16 +105,22 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked, capstanv1.PhaseDegraded:
 		kind, severity = corev1.EventTypeWarning, notify.SeverityWarning
 	}
-	if r.Recorder != nil {
+	if r.Recorder != nil && !same {
 		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
 	}
 	if r.Notifier != nil {
 		st := &s.addon.Status
 		e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
 			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
-			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels)}
+			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels), SameState: same}
 		if len(st.History) > 0 {
 			e.Revision = st.History[0].Number
+		}
+		if a := s.artifact; a != nil && a.Tree != nil {
+			// NOTE: this reconcile's fetch, not status.plan's: a commit
+			// that failed before its plan was written is still the one
+			// a commit status names.
+			e.Repository, e.Commit = withoutUser(a.Identity.URL), a.Identity.Commit
 		}
 		return &e
 	}
@@ -240,4 +253,15 @@ func (r *AddonReconciler) resumeApplyRecord(s *scope) {
 	}
 	s.addon.Status = *held.status.DeepCopy()
 	s.resumed, s.heldSince = true, held.since
+}
+
+// withoutUser is a repository's address without the user and password it
+// may carry, for a notification.
+func withoutUser(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.User == nil {
+		return raw
+	}
+	u.User = nil
+	return u.String()
 }

@@ -84,6 +84,14 @@ type Event struct {
 	Version string `json:"version,omitempty"`
 	// Revision is the newest entry of the add-on's history.
 	Revision int64 `json:"revision,omitempty"`
+	// Repository and Commit are the git repository and the whole commit
+	// an add-on's folder was rendered from; empty for a chart.
+	Repository string `json:"repository,omitempty"`
+	Commit     string `json:"commit,omitempty"`
+	// SameState marks a new commit of an add-on's folder whose phase and
+	// reason did not change: no transition, so only a commit status
+	// (FormatGitHub) takes it, to name the commit.
+	SameState bool `json:"-"`
 	// Labels are the object's, which a receiver's selector reads.
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -95,6 +103,11 @@ const (
 	// FormatSlack posts {"text": "..."}, which Slack's incoming webhooks
 	// take, and Mattermost's and Rocket.Chat's.
 	FormatSlack = "slack"
+	// FormatGitHub sets a commit status on GitHub or GitHub Enterprise:
+	// an add-on rendered from a commit of the receiver's repository shows
+	// there as pending, success or failure, as Flux's github provider
+	// shows a Kustomization's. The url is the repository's address.
+	FormatGitHub = "github"
 )
 
 // Receiver is one webhook, as its Secret describes it.
@@ -113,10 +126,24 @@ type Receiver struct {
 	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
+	// statuses is, with FormatGitHub, the API address of the repository's
+	// commit statuses, and repository the repository as repositoryKey
+	// gives it.
+	statuses   *url.URL
+	repository string
 }
 
-// Wants reports whether r takes e: its severity, namespace and labels.
+// Wants reports whether r takes e: its severity, namespace and labels,
+// and for a commit status, an add-on's state rendered from a commit of
+// the receiver's repository.
 func (r Receiver) Wants(e Event) bool {
+	if r.Format == FormatGitHub && (e.Kind != "Addon" || !isCommit(e.Commit) || githubState(e.Phase) == "" ||
+		repositoryKey(e.Repository) != r.repository) {
+		return false
+	}
+	if e.SameState && r.Format != FormatGitHub {
+		return false
+	}
 	if e.Severity.rank() < r.MinSeverity.rank() {
 		return false
 	}
@@ -157,8 +184,13 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	case "", FormatJSON:
 	case FormatSlack:
 		r.Format = FormatSlack
+	case FormatGitHub:
+		r.Format = FormatGitHub
+		if r.statuses, r.repository = githubStatuses(u); r.statuses == nil {
+			return r, fmt.Errorf("the notification Secret %s: with format github, key url is the repository's address, such as https://github.com/OWNER/REPO", name)
+		}
 	default:
-		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json or slack", name, truncate(f, 20))
+		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack or github", name, truncate(f, 20))
 	}
 	switch s := Severity(strings.TrimSpace(string(data["severity"]))); s {
 	case "", SeverityInfo:
@@ -206,10 +238,22 @@ func truncate(s string, n int) string {
 
 // Body is what r is sent for e.
 func (r Receiver) Body(e Event) ([]byte, error) {
-	if r.Format == FormatSlack {
+	switch r.Format {
+	case FormatSlack:
 		return json.Marshal(map[string]string{"text": SlackText(e)})
+	case FormatGitHub:
+		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": "capstan/" + e.Namespace + "/" + e.Name,
+			"description": githubDescription(e)})
 	}
 	return json.Marshal(e)
+}
+
+// target is where r is sent e: its url, or the commit's statuses.
+func (r Receiver) target(e Event) string {
+	if r.Format == FormatGitHub {
+		return r.statuses.JoinPath(e.Commit).String()
+	}
+	return r.URL.String()
 }
 
 // SlackText is one event as a line of chat.
@@ -411,11 +455,12 @@ func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
 	if err != nil {
 		return err
 	}
+	target := r.target(e)
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	delivery := hex.EncodeToString(id[:])
 	for attempt := 1; ; attempt++ {
-		after, err := n.post(ctx, r, body, delivery)
+		after, err := n.post(ctx, r, target, body, delivery)
 		if err == nil {
 			return nil
 		}
@@ -450,18 +495,21 @@ type permanentError struct{ error }
 
 func (p *permanentError) Unwrap() error { return p.error }
 
-// post sends one request. It returns the Retry-After the receiver asked
-// for, if any.
-func (n *Notifier) post(ctx context.Context, r Receiver, body []byte, delivery string) (time.Duration, error) {
+// post sends one request to target, r's address. It returns the
+// Retry-After the receiver asked for, if any.
+func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []byte, delivery string) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.URL.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return 0, &permanentError{fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))}
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "capstan-notify")
 	req.Header.Set("X-Capstan-Delivery", delivery)
+	if r.Format == FormatGitHub {
+		req.Header.Set("Accept", "application/vnd.github+json")
+	}
 	if r.Token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.Token)
 	}
@@ -514,6 +562,9 @@ func scrub(err error, r Receiver) error {
 	}
 	msg := err.Error()
 	secrets := []string{r.URL.String(), r.URL.Redacted(), r.URL.RawQuery}
+	if r.statuses != nil {
+		secrets = append(secrets, r.statuses.String())
+	}
 	if p := r.URL.EscapedPath(); len(p) > 1 {
 		secrets = append(secrets, p, r.URL.Path)
 	}
@@ -585,4 +636,98 @@ func FromSecrets(reader client.Reader, namespace string, names []string) func(ct
 		}
 		return out, errors.Join(errs...)
 	}
+}
+
+// githubStatuses gives, for a repository's address on GitHub or GitHub
+// Enterprise (https://HOST/OWNER/REPO, .git or not), the API address of
+// its commit statuses, and the repository as repositoryKey gives it; nil
+// for an address that names no repository. GitHub's API is at
+// api.github.com, an Enterprise server's under /api/v3 on its own host.
+func githubStatuses(u *url.URL) (*url.URL, string) {
+	key := repositoryKey(u.String())
+	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if key == "" || len(parts) != 2 || u.RawQuery != "" || u.Fragment != "" {
+		return nil, ""
+	}
+	owner, repo := parts[0], strings.TrimSuffix(parts[1], ".git")
+	api := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v3/repos/" + owner + "/" + repo + "/statuses/"}
+	if strings.EqualFold(u.Hostname(), "github.com") {
+		api = &url.URL{Scheme: "https", Host: "api.github.com", Path: "/repos/" + owner + "/" + repo + "/statuses/"}
+	}
+	return api, key
+}
+
+// repositoryKey is a git repository's address as host/owner/repo, in
+// lower case, whether given as https (with or without .git, a user or a
+// trailing slash) or as scp-like ssh (git@HOST:OWNER/REPO.git); "" when it
+// names no owner and repository. A receiver's repository and an add-on's
+// are the same when their keys are.
+func repositoryKey(raw string) string {
+	raw = strings.TrimSpace(raw)
+	host, path := "", ""
+	if u, err := url.Parse(raw); err == nil && u.Host != "" {
+		host, path = u.Hostname(), u.Path
+		if p := u.Port(); p != "" && u.Scheme != "ssh" {
+			host += ":" + p
+		}
+	} else if at, colon := strings.Index(raw, "@"), strings.Index(raw, ":"); !strings.Contains(raw, "://") && colon > at && at >= 0 {
+		host, path = raw[at+1:colon], raw[colon+1:]
+	}
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	if host == "" || len(parts) != 2 || parts[0] == "" {
+		return ""
+	}
+	repo := strings.TrimSuffix(parts[1], ".git")
+	if repo == "" {
+		return ""
+	}
+	return strings.ToLower(host + "/" + parts[0] + "/" + repo)
+}
+
+// isCommit reports whether s is a whole git commit id: 40 hex digits, or
+// 64 for a SHA-256 repository.
+func isCommit(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for _, c := range s {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// githubState maps an add-on's phase to a commit status: success once it
+// is Synced, failure when it failed, is blocked or degraded, pending while
+// it is on its way or waits for an approval; "" for a phase that says
+// nothing of the commit (paused, suspended, being deleted), which sets no
+// status.
+func githubState(phase string) string {
+	switch phase {
+	case "Synced":
+		return "success"
+	case "Failed", "Blocked", "Degraded":
+		return "failure"
+	case "Progressing", "OutOfSync":
+		return "pending"
+	}
+	return ""
+}
+
+// githubDescription is the status's text: the phase, the reason and the
+// message's start, within GitHub's 140 characters.
+func githubDescription(e Event) string {
+	d := e.Phase
+	if e.Reason != "" && e.Reason != e.Phase {
+		d += " (" + e.Reason + ")"
+	}
+	if m := strings.Join(strings.Fields(e.Message), " "); m != "" {
+		d += ": " + m
+	}
+	if utf8.RuneCountInString(d) > 140 {
+		r := []rune(d)
+		d = string(r[:137]) + "..."
+	}
+	return d
 }

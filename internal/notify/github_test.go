@@ -1,0 +1,128 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestRepositoryKey(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://github.com/Org/Repo":               "github.com/org/repo",
+		"https://github.com/org/repo.git":           "github.com/org/repo",
+		"https://user@github.com/org/repo/":         "github.com/org/repo",
+		"git@github.com:org/repo.git":               "github.com/org/repo",
+		"ssh://git@github.com:22/org/repo.git":      "github.com/org/repo",
+		"http://127.0.0.1:8080/org/repo.git":        "127.0.0.1:8080/org/repo",
+		"https://ghe.example/api/v3/repos/o/r":      "",
+		"https://github.com/org":                    "",
+		"file:///srv/git/repo":                      "",
+		"":                                          "",
+		"https://github.com/org/.git":               "",
+		"https://gitlab.example/group/sub/repo.git": "",
+	} {
+		if got := repositoryKey(raw); got != want {
+			t.Errorf("repositoryKey(%q) = %q; want %q", raw, got, want)
+		}
+	}
+}
+
+func TestGitHubReceiver(t *testing.T) {
+	for raw, want := range map[string]string{
+		"https://github.com/org/repo":        "https://api.github.com/repos/org/repo/statuses/",
+		"https://github.com/org/repo.git":    "https://api.github.com/repos/org/repo/statuses/",
+		"https://ghe.example:8443/team/app/": "https://ghe.example:8443/api/v3/repos/team/app/statuses/",
+		"http://127.0.0.1:9/org/repo":        "http://127.0.0.1:9/api/v3/repos/org/repo/statuses/",
+	} {
+		r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(raw), "format": []byte("github"), "token": []byte("t")})
+		if err != nil || r.Format != FormatGitHub || r.statuses.String() != want {
+			t.Errorf("%s: %v, %v; want %s", raw, r.statuses, err, want)
+		}
+	}
+	for _, raw := range []string{"https://github.com/org", "https://github.com/org/repo/tree/main", "https://github.com/org/repo?x=1"} {
+		_, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(raw), "format": []byte("github")})
+		if err == nil || !strings.Contains(err.Error(), "with format github, key url is the repository's address") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}
+
+// TestGitHubStatus: a receiver of format github, on loopback as a GitHub
+// Enterprise server would be, is posted each add-on state of a commit of
+// its repository as that commit's status, with the token and GitHub's
+// media type; it takes no event of another repository, of a chart, of a
+// repository of definitions, of a phase that says nothing of the commit,
+// or of a commit that is not whole, and only it takes a new commit in the
+// same phase.
+func TestGitHubStatus(t *testing.T) {
+	var mu sync.Mutex
+	var got []*http.Request
+	var bodies []map[string]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var m map[string]string
+		_ = json.Unmarshal(b, &m)
+		mu.Lock()
+		got, bodies = append(got, req), append(bodies, m)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(srv.URL + "/org/repo"), "format": []byte("github"), "token": []byte("ghp_t0ken")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := strings.Repeat("0123456789abcdef", 3)[:40]
+	e := Event{Kind: "Addon", Namespace: "apps", Name: "web", Phase: "Failed", Reason: "ApplyFailed", Severity: SeverityWarning,
+		Message:    "the pre-upgrade hook Job apps/migrate failed: " + strings.Repeat("BackoffLimitExceeded ", 20),
+		Repository: srv.URL + "/org/repo.git", Commit: commit}
+	if !r.Wants(e) {
+		t.Fatal("the receiver does not want a failure of a commit of its repository")
+	}
+	n := &Notifier{Client: srv.Client(), Attempts: 1}
+	if err := n.Deliver(context.Background(), r, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("%d requests; want one", len(got))
+	}
+	req, body := got[0], bodies[0]
+	if req.Method != http.MethodPost || req.URL.Path != "/api/v3/repos/org/repo/statuses/"+commit {
+		t.Errorf("%s %s; want POST to the commit's statuses", req.Method, req.URL.Path)
+	}
+	if req.Header.Get("Authorization") != "Bearer ghp_t0ken" || req.Header.Get("Accept") != "application/vnd.github+json" {
+		t.Errorf("headers %v", req.Header)
+	}
+	if body["state"] != "failure" || body["context"] != "capstan/apps/web" || !strings.HasPrefix(body["description"], "Failed (ApplyFailed): the pre-upgrade hook") ||
+		utf8.RuneCountInString(body["description"]) > 140 {
+		t.Errorf("body %v", body)
+	}
+
+	for name, other := range map[string]Event{
+		"another repository":          {Kind: "Addon", Phase: "Synced", Repository: "https://github.com/org/other.git", Commit: commit},
+		"a chart":                     {Kind: "Addon", Phase: "Synced", Source: "https://charts.example/web", Version: "1.0.0"},
+		"a short commit":              {Kind: "Addon", Phase: "Synced", Repository: e.Repository, Commit: commit[:12]},
+		"a paused add-on":             {Kind: "Addon", Phase: "Paused", Repository: e.Repository, Commit: commit},
+		"a repository of definitions": {Kind: "AddonRepository", Phase: "Synced", Repository: e.Repository, Commit: commit},
+	} {
+		if r.Wants(other) {
+			t.Errorf("the receiver wants %s", name)
+		}
+	}
+	moved := Event{Kind: "Addon", Phase: "Synced", Repository: e.Repository, Commit: commit, SameState: true}
+	if !r.Wants(moved) || (Receiver{Format: FormatJSON}).Wants(moved) || (Receiver{Format: FormatSlack}).Wants(moved) {
+		t.Error("a new commit in the same phase goes to commit statuses, and only to them")
+	}
+	for phase, want := range map[string]string{"Synced": "success", "Degraded": "failure", "Blocked": "failure", "Progressing": "pending",
+		"OutOfSync": "pending", "Deleting": "", "Suspended": ""} {
+		if got := githubState(phase); got != want {
+			t.Errorf("githubState(%s) = %q; want %q", phase, got, want)
+		}
+	}
+}
