@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/notify"
@@ -167,7 +168,8 @@ func TestHoldApplyRecord(t *testing.T) {
 // so is a chart's new version in the same phase.
 func TestTransitionNamesTheCommit(t *testing.T) {
 	commit := "0123456789abcdef0123456789abcdef01234567"
-	r := &AddonReconciler{Notifier: &notify.Notifier{}}
+	rec := events.NewFakeRecorder(10)
+	r := &AddonReconciler{Notifier: &notify.Notifier{}, Recorder: rec}
 	before := &capstanv1.Addon{Status: capstanv1.AddonStatus{Phase: capstanv1.PhaseSynced, Version: "0123456"}}
 	setConditions(&before.Status, 1, outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced"})
 	scopeAt := func(version string, phase capstanv1.Phase, folder bool) *scope {
@@ -184,9 +186,16 @@ func TestTransitionNamesTheCommit(t *testing.T) {
 	if e == nil || e.SameState || e.Commit != commit || e.Repository != "https://github.com/org/repo.git" {
 		t.Fatalf("a failure: %+v", e)
 	}
+	if len(rec.Events) != 1 {
+		t.Fatalf("%d Kubernetes events for a transition; want one", len(rec.Events))
+	}
+	<-rec.Events
 	e = r.emitTransition(before, scopeAt("89abcde", capstanv1.PhaseSynced, true))
 	if e == nil || !e.SameState || e.Phase != "Synced" || e.Commit != commit {
 		t.Fatalf("a new commit, still Synced: %+v", e)
+	}
+	if len(rec.Events) != 0 {
+		t.Fatalf("a Kubernetes event for a new commit in the same phase: %s", <-rec.Events)
 	}
 	if e := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseSynced, true)); e != nil {
 		t.Fatalf("the same commit, still Synced: %+v", e)

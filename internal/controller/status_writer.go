@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"maps"
-	"net/url"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/notify"
 )
 
@@ -120,7 +120,7 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 			// NOTE: this reconcile's fetch, not status.plan's: a commit
 			// that failed before its plan was written is still the one
 			// a commit status names.
-			e.Repository, e.Commit = withoutUser(a.Identity.URL), a.Identity.Commit
+			e.Repository, e.Commit = netguard.Redact(a.Identity.URL), a.Identity.Commit
 		}
 		return &e
 	}
@@ -253,15 +253,4 @@ func (r *AddonReconciler) resumeApplyRecord(s *scope) {
 	}
 	s.addon.Status = *held.status.DeepCopy()
 	s.resumed, s.heldSince = true, held.since
-}
-
-// withoutUser is a repository's address without the user and password it
-// may carry, for a notification.
-func withoutUser(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		return raw
-	}
-	u.User = nil
-	return u.String()
 }

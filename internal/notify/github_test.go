@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -19,9 +20,11 @@ func TestRepositoryKey(t *testing.T) {
 		"https://user@github.com/org/repo/":         "github.com/org/repo",
 		"git@github.com:org/repo.git":               "github.com/org/repo",
 		"ssh://git@github.com:22/org/repo.git":      "github.com/org/repo",
-		"http://127.0.0.1:8080/org/repo.git":        "127.0.0.1:8080/org/repo",
+		"http://127.0.0.1:8080/org/repo.git":        "127.0.0.1/org/repo",
 		"https://ghe.example/api/v3/repos/o/r":      "",
 		"https://github.com/org":                    "",
+		"https://ghe.example:443/o/r":               "ghe.example/o/r",
+		"github.com:org/repo":                       "github.com/org/repo",
 		"file:///srv/git/repo":                      "",
 		"":                                          "",
 		"https://github.com/org/.git":               "",
@@ -39,6 +42,7 @@ func TestGitHubReceiver(t *testing.T) {
 		"https://github.com/org/repo.git":    "https://api.github.com/repos/org/repo/statuses/",
 		"https://ghe.example:8443/team/app/": "https://ghe.example:8443/api/v3/repos/team/app/statuses/",
 		"http://127.0.0.1:9/org/repo":        "http://127.0.0.1:9/api/v3/repos/org/repo/statuses/",
+		"https://octo.ghe.com/org/repo":      "https://api.octo.ghe.com/repos/org/repo/statuses/",
 	} {
 		r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(raw), "format": []byte("github"), "token": []byte("t")})
 		if err != nil || r.Format != FormatGitHub || r.statuses.String() != want {
@@ -124,5 +128,61 @@ func TestGitHubStatus(t *testing.T) {
 		if got := githubState(phase); got != want {
 			t.Errorf("githubState(%s) = %q; want %q", phase, got, want)
 		}
+	}
+}
+
+// TestGitHubRateLimitIsRetried: GitHub answers a rate limit with 403 and
+// X-RateLimit-Remaining: 0, which is tried again; a plain 403, a token
+// that may not post, is not.
+func TestGitHubRateLimitIsRetried(t *testing.T) {
+	var mu sync.Mutex
+	calls := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		calls++
+		n := calls
+		mu.Unlock()
+		switch {
+		case strings.HasPrefix(req.URL.Path, "/api/v3/repos/org/limited/") && n == 1:
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.WriteHeader(http.StatusForbidden)
+		case strings.HasPrefix(req.URL.Path, "/api/v3/repos/org/denied/"):
+			w.WriteHeader(http.StatusForbidden)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	n := &Notifier{Client: srv.Client(), Attempts: 3, Backoff: time.Millisecond}
+	commit := strings.Repeat("a", 40)
+	for repo, wantCalls := range map[string]int{"limited": 2, "denied": 1} {
+		mu.Lock()
+		calls = 0
+		mu.Unlock()
+		r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(srv.URL + "/org/" + repo), "format": []byte("github")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = n.Deliver(context.Background(), r, Event{Kind: "Addon", Phase: "Synced", Repository: srv.URL + "/org/" + repo, Commit: commit})
+		if (repo == "limited") != (err == nil) || calls != wantCalls {
+			t.Errorf("%s: %v after %d posts; want %d", repo, err, calls, wantCalls)
+		}
+	}
+}
+
+// TestSameStateLeavesRoomForTransitions: a new commit in the same phase
+// joins the queue only while it is less than half full.
+func TestSameStateLeavesRoomForTransitions(t *testing.T) {
+	n := &Notifier{}
+	for range sameStateRoom {
+		if !n.Notify(Event{Kind: "Addon"}) {
+			t.Fatal("a transition was dropped from a queue with room")
+		}
+	}
+	if n.Notify(Event{Kind: "Addon", SameState: true}) {
+		t.Error("a new commit in the same phase joined a queue half full")
+	}
+	if !n.Notify(Event{Kind: "Addon"}) {
+		t.Error("a transition was dropped from a queue half full")
 	}
 }

@@ -369,6 +369,10 @@ func (n *Notifier) Notify(e Event) bool {
 		return false
 	}
 	n.init()
+	if e.SameState && len(n.queue) >= sameStateRoom {
+		notifications.WithLabelValues("dropped").Inc()
+		return false
+	}
 	select {
 	case n.queue <- e:
 		return true
@@ -377,6 +381,11 @@ func (n *Notifier) Notify(e Event) bool {
 		return false
 	}
 }
+
+// sameStateRoom is how full the queue may be for an event of a new commit
+// in the same phase (Event.SameState) to join it: there is one per add-on
+// of a repository per commit, and they must not crowd out transitions.
+const sameStateRoom = QueueSize / 2
 
 // Start delivers queued events until ctx ends. It is a manager Runnable,
 // run by the leader only, as the reconciles that feed it are.
@@ -533,7 +542,10 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		return 0, nil
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return 0, &permanentError{fmt.Errorf("receiver %s answered %s: a webhook is posted to its address and not followed elsewhere; give its final address in the key url", r.Name, resp.Status)}
-	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable:
+	case resp.StatusCode == http.StatusTooManyRequests, resp.StatusCode == http.StatusServiceUnavailable,
+		resp.StatusCode == http.StatusForbidden && (resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") == "0"):
+		// NOTE: GitHub answers a rate limit with 403 and these headers;
+		// any other 403 is a token that may not post.
 		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
 		return 0, fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
@@ -651,27 +663,31 @@ func githubStatuses(u *url.URL) (*url.URL, string) {
 	}
 	owner, repo := parts[0], strings.TrimSuffix(parts[1], ".git")
 	api := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v3/repos/" + owner + "/" + repo + "/statuses/"}
-	if strings.EqualFold(u.Hostname(), "github.com") {
+	switch host := strings.ToLower(u.Hostname()); {
+	case host == "github.com":
 		api = &url.URL{Scheme: "https", Host: "api.github.com", Path: "/repos/" + owner + "/" + repo + "/statuses/"}
+	case strings.HasSuffix(host, ".ghe.com"):
+		// GitHub Enterprise Cloud with data residency serves its API
+		// on its own api. host.
+		api = &url.URL{Scheme: "https", Host: "api." + host, Path: "/repos/" + owner + "/" + repo + "/statuses/"}
 	}
 	return api, key
 }
 
 // repositoryKey is a git repository's address as host/owner/repo, in
-// lower case, whether given as https (with or without .git, a user or a
-// trailing slash) or as scp-like ssh (git@HOST:OWNER/REPO.git); "" when it
-// names no owner and repository. A receiver's repository and an add-on's
-// are the same when their keys are.
+// lower case, whether given as https or ssh (with or without .git, a user,
+// a port or a trailing slash) or as scp-like ssh (git@HOST:OWNER/REPO.git);
+// "" when it names no owner and repository. A receiver's repository and an
+// add-on's are the same when their keys are. The port is left out: one
+// host has one set of owners and repositories, whether cloned over ssh on
+// port 22 or https on another.
 func repositoryKey(raw string) string {
 	raw = strings.TrimSpace(raw)
 	host, path := "", ""
 	if u, err := url.Parse(raw); err == nil && u.Host != "" {
 		host, path = u.Hostname(), u.Path
-		if p := u.Port(); p != "" && u.Scheme != "ssh" {
-			host += ":" + p
-		}
-	} else if at, colon := strings.Index(raw, "@"), strings.Index(raw, ":"); !strings.Contains(raw, "://") && colon > at && at >= 0 {
-		host, path = raw[at+1:colon], raw[colon+1:]
+	} else if colon := strings.Index(raw, ":"); !strings.Contains(raw, "://") && colon > 0 && !strings.Contains(raw[:colon], "/") {
+		host, path = raw[strings.Index(raw[:colon], "@")+1:colon], raw[colon+1:]
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	if host == "" || len(parts) != 2 || parts[0] == "" {
