@@ -32,15 +32,7 @@ func TestCrashBetweenApplyStepsOrphansNothing(t *testing.T) {
 	a := create(t, newAddon(controllerNS, "crash-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
 	waitPhase(t, a, capstanv1.PhaseSynced)
 
-	var crashes atomic.Int32
-	stepHooks.Store(a.Namespace+"/"+a.Name, func(step string) error {
-		if step == "prune" && crashes.Load() == 0 {
-			crashes.Add(1)
-			return errors.New("simulated crash before prune")
-		}
-		return nil
-	})
-	defer stepHooks.Delete(a.Namespace + "/" + a.Name)
+	crashes := stopOnceAt(t, a.Namespace+"/"+a.Name, "prune")
 
 	url2, _ := charts.publish(t, cmChart("2.0.0", "beta", "gamma"))
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
@@ -102,15 +94,7 @@ func TestInventoryWrittenBeforeApply(t *testing.T) {
 func TestStopAfterPreHooksRunsThemOnce(t *testing.T) {
 	ns := newNamespace(t)
 	rec := recordEvents(t, ns)
-	var stops atomic.Int32
-	stepHooks.Store(controllerNS+"/hooks-"+ns, func(step string) error {
-		if step == "apply" && stops.Load() == 0 {
-			stops.Add(1)
-			return errors.New("simulated stop after the pre hooks")
-		}
-		return nil
-	})
-	defer stepHooks.Delete(controllerNS + "/hooks-" + ns)
+	stops := stopOnceAt(t, controllerNS+"/hooks-"+ns, "apply")
 	a := dbapp(t, ns, "")
 	got := synced(t, a)
 	if stops.Load() == 0 {
@@ -134,16 +118,7 @@ func TestStopAfterPreHooksRunsThemOnce(t *testing.T) {
 func TestStopBeforePreHooksRecorded(t *testing.T) {
 	ns := newNamespace(t)
 	rec := recordEvents(t, ns)
-	var stops atomic.Int32
-	key := controllerNS + "/hooks-" + ns
-	stepHooks.Store(key, func(step string) error {
-		if step == "pre-install succeeded" && stops.Load() == 0 {
-			stops.Add(1)
-			return errors.New("simulated stop after the pre-install hooks succeeded")
-		}
-		return nil
-	})
-	defer stepHooks.Delete(key)
+	stops := stopOnceAt(t, controllerNS+"/hooks-"+ns, "pre-install succeeded")
 	a := dbapp(t, ns, "")
 	got := synced(t, a)
 	if stops.Load() == 0 {
@@ -230,4 +205,20 @@ func TestStopAfterPreUpgradeOfABegunInstall(t *testing.T) {
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"appVersion": "2.0"}`) })
 	waitFor(t, a, 90*time.Second, "the stop after the pre-upgrade hooks", func(*capstanv1.Addon) bool { return upgradeStopped.Load() })
 	upgradedOnce(t, rec, synced(t, a))
+}
+
+// stopOnceAt makes the first reconcile of the Addon key (namespace/name)
+// that reaches step fail there, as a controller killed at that point would
+// stop, and counts the stops; the step hook goes when the test ends.
+func stopOnceAt(t *testing.T, key, step string) *atomic.Int32 {
+	t.Helper()
+	var stops atomic.Int32
+	stepHooks.Store(key, func(at string) error {
+		if at == step && stops.CompareAndSwap(0, 1) {
+			return errors.New("simulated stop at " + step)
+		}
+		return nil
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	return &stops
 }

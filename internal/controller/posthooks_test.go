@@ -1,8 +1,6 @@
 package controller_test
 
 import (
-	"errors"
-	"sync/atomic"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,16 +16,7 @@ import (
 func TestStopAfterPostHooksRunsThemOnce(t *testing.T) {
 	ns := newNamespace(t)
 	rec := recordEvents(t, ns)
-	key := controllerNS + "/hooks-" + ns
-	var stops atomic.Int32
-	stepHooks.Store(key, func(step string) error {
-		if step == "post-install succeeded" && stops.Load() == 0 {
-			stops.Add(1)
-			return errors.New("simulated stop after the post-install hooks succeeded")
-		}
-		return nil
-	})
-	defer stepHooks.Delete(key)
+	stops := stopOnceAt(t, controllerNS+"/hooks-"+ns, "post-install succeeded")
 	a := dbapp(t, ns, "")
 	got := synced(t, a)
 	if stops.Load() == 0 {
