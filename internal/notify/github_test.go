@@ -21,14 +21,14 @@ func TestRepositoryKey(t *testing.T) {
 		"git@github.com:org/repo.git":               "github.com/org/repo",
 		"ssh://git@github.com:22/org/repo.git":      "github.com/org/repo",
 		"http://127.0.0.1:8080/org/repo.git":        "127.0.0.1/org/repo",
-		"https://ghe.example/api/v3/repos/o/r":      "",
+		"https://github.com/org/repo/tree/main":     "github.com/org/repo/tree/main",
 		"https://github.com/org":                    "",
 		"https://ghe.example:443/o/r":               "ghe.example/o/r",
 		"github.com:org/repo":                       "github.com/org/repo",
 		"file:///srv/git/repo":                      "",
 		"":                                          "",
 		"https://github.com/org/.git":               "",
-		"https://gitlab.example/group/sub/repo.git": "",
+		"https://gitlab.example/group/sub/repo.git": "gitlab.example/group/sub/repo",
 	} {
 		if got := repositoryKey(raw); got != want {
 			t.Errorf("repositoryKey(%q) = %q; want %q", raw, got, want)
@@ -184,5 +184,57 @@ func TestSameStateLeavesRoomForTransitions(t *testing.T) {
 	}
 	if !n.Notify(Event{Kind: "Addon"}) {
 		t.Error("a transition was dropped from a queue half full")
+	}
+}
+
+// TestGitLabStatus: a receiver of format gitlab names a project in its
+// groups; a state of an add-on from a commit of it is posted to the
+// project's statuses, its path one escaped segment, as GitLab's states.
+func TestGitLabStatus(t *testing.T) {
+	var mu sync.Mutex
+	var uris []string
+	var bodies []map[string]string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var m map[string]string
+		_ = json.Unmarshal(b, &m)
+		mu.Lock()
+		uris, bodies = append(uris, req.RequestURI), append(bodies, m)
+		mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	defer srv.Close()
+	r, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(srv.URL + "/platform/team/addons.git"), "format": []byte("gitlab"), "token": []byte("glpat-x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := strings.Repeat("b", 40)
+	e := Event{Kind: "Addon", Namespace: "apps", Name: "web", Phase: "Progressing", Reason: "WaitingForWorkloads",
+		Repository: "ssh://git@127.0.0.1:22/platform/team/addons.git", Commit: commit}
+	if !r.Wants(e) {
+		t.Fatal("the receiver does not want a state of a commit of its project")
+	}
+	if err := (&Notifier{Client: srv.Client(), Attempts: 1}).Deliver(context.Background(), r, e); err != nil {
+		t.Fatal(err)
+	}
+	if len(uris) != 1 || uris[0] != "/api/v4/projects/platform%2Fteam%2Faddons/statuses/"+commit {
+		t.Fatalf("posted to %v; want the project's statuses, its path escaped", uris)
+	}
+	if b := bodies[0]; b["state"] != "running" || b["name"] != "capstan/apps/web" || b["description"] != "Progressing (WaitingForWorkloads)" {
+		t.Errorf("body %v", b)
+	}
+	if r.Wants(Event{Kind: "Addon", Phase: "Synced", Repository: srv.URL + "/platform/addons.git", Commit: commit}) {
+		t.Error("the receiver wants a project of another group")
+	}
+	for phase, want := range map[string]string{"Synced": "success", "Failed": "failed", "Degraded": "failed", "Progressing": "running", "OutOfSync": "pending", "Paused": ""} {
+		if got := gitlabState(phase); got != want {
+			t.Errorf("gitlabState(%s) = %q; want %q", phase, got, want)
+		}
+	}
+	for _, raw := range []string{"https://gitlab.com/group", "https://gitlab.com/group/project/-/tree/main"} {
+		if _, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(raw), "format": []byte("gitlab")}); err == nil ||
+			!strings.Contains(err.Error(), "with format gitlab, key url is the project's address") {
+			t.Errorf("%s: %v", raw, err)
+		}
 	}
 }

@@ -90,7 +90,7 @@ type Event struct {
 	Commit     string `json:"commit,omitempty"`
 	// SameState marks a new commit of an add-on's folder whose phase and
 	// reason did not change: no transition, so only a commit status
-	// (FormatGitHub) takes it, to name the commit.
+	// (FormatGitHub, FormatGitLab) takes it, to name the commit.
 	SameState bool `json:"-"`
 	// Labels are the object's, which a receiver's selector reads.
 	Labels map[string]string `json:"labels,omitempty"`
@@ -108,6 +108,10 @@ const (
 	// there as pending, success or failure, as Flux's github provider
 	// shows a Kustomization's. The url is the repository's address.
 	FormatGitHub = "github"
+	// FormatGitLab sets a commit status (a pipeline's external job) on
+	// GitLab, as Flux's gitlab provider does. The url is the project's
+	// address, in its groups.
+	FormatGitLab = "gitlab"
 )
 
 // Receiver is one webhook, as its Secret describes it.
@@ -126,9 +130,9 @@ type Receiver struct {
 	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
-	// statuses is, with FormatGitHub, the API address of the repository's
-	// commit statuses, and repository the repository as repositoryKey
-	// gives it.
+	// statuses is, for a commit status (FormatGitHub, FormatGitLab), the
+	// API address of the repository's commit statuses, and repository the
+	// repository as repositoryKey gives it.
 	statuses   *url.URL
 	repository string
 }
@@ -137,11 +141,11 @@ type Receiver struct {
 // and for a commit status, an add-on's state rendered from a commit of
 // the receiver's repository.
 func (r Receiver) Wants(e Event) bool {
-	if r.Format == FormatGitHub && (e.Kind != "Addon" || !isCommit(e.Commit) || githubState(e.Phase) == "" ||
+	if r.statuses != nil && (e.Kind != "Addon" || !isCommit(e.Commit) || githubState(e.Phase) == "" ||
 		repositoryKey(e.Repository) != r.repository) {
 		return false
 	}
-	if e.SameState && r.Format != FormatGitHub {
+	if e.SameState && r.statuses == nil {
 		return false
 	}
 	if e.Severity.rank() < r.MinSeverity.rank() {
@@ -189,8 +193,13 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		if r.statuses, r.repository = githubStatuses(u); r.statuses == nil {
 			return r, fmt.Errorf("the notification Secret %s: with format github, key url is the repository's address, such as https://github.com/OWNER/REPO", name)
 		}
+	case FormatGitLab:
+		r.Format = FormatGitLab
+		if r.statuses, r.repository = gitlabStatuses(u); r.statuses == nil {
+			return r, fmt.Errorf("the notification Secret %s: with format gitlab, key url is the project's address, such as https://gitlab.com/GROUP/PROJECT", name)
+		}
 	default:
-		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack or github", name, truncate(f, 20))
+		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack, github or gitlab", name, truncate(f, 20))
 	}
 	switch s := Severity(strings.TrimSpace(string(data["severity"]))); s {
 	case "", SeverityInfo:
@@ -244,13 +253,16 @@ func (r Receiver) Body(e Event) ([]byte, error) {
 	case FormatGitHub:
 		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": "capstan/" + e.Namespace + "/" + e.Name,
 			"description": githubDescription(e)})
+	case FormatGitLab:
+		return json.Marshal(map[string]string{"state": gitlabState(e.Phase), "name": "capstan/" + e.Namespace + "/" + e.Name,
+			"description": githubDescription(e)})
 	}
 	return json.Marshal(e)
 }
 
 // target is where r is sent e: its url, or the commit's statuses.
 func (r Receiver) target(e Event) string {
-	if r.Format == FormatGitHub {
+	if r.statuses != nil {
 		return r.statuses.JoinPath(e.Commit).String()
 	}
 	return r.URL.String()
@@ -658,6 +670,9 @@ func FromSecrets(reader client.Reader, namespace string, names []string) func(ct
 func githubStatuses(u *url.URL) (*url.URL, string) {
 	key := repositoryKey(u.String())
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
+	if len(parts) == 2 && strings.TrimSuffix(parts[1], ".git") == "" {
+		return nil, ""
+	}
 	if key == "" || len(parts) != 2 || u.RawQuery != "" || u.Fragment != "" {
 		return nil, ""
 	}
@@ -690,14 +705,46 @@ func repositoryKey(raw string) string {
 		host, path = raw[strings.Index(raw[:colon], "@")+1:colon], raw[colon+1:]
 	}
 	parts := strings.Split(strings.Trim(path, "/"), "/")
-	if host == "" || len(parts) != 2 || parts[0] == "" {
+	last := len(parts) - 1
+	parts[last] = strings.TrimSuffix(parts[last], ".git")
+	if host == "" || len(parts) < 2 || slices.Contains(parts, "") {
 		return ""
 	}
-	repo := strings.TrimSuffix(parts[1], ".git")
-	if repo == "" {
-		return ""
+	return strings.ToLower(host + "/" + strings.Join(parts, "/"))
+}
+
+// gitlabStatuses gives, for a project's address on GitLab
+// (https://HOST/GROUP/.../PROJECT, .git or not), the API address of its
+// commit statuses, with the project's path as one escaped segment, and
+// the project as repositoryKey gives it; nil for an address that names no
+// group and project.
+func gitlabStatuses(u *url.URL) (*url.URL, string) {
+	key := repositoryKey(u.String())
+	if key == "" || u.RawQuery != "" || u.Fragment != "" || strings.Contains(u.Path, "/-/") {
+		return nil, ""
 	}
-	return strings.ToLower(host + "/" + parts[0] + "/" + repo)
+	project := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	api := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v4/projects/" + project + "/statuses/",
+		RawPath: "/api/v4/projects/" + url.PathEscape(project) + "/statuses/"}
+	return api, key
+}
+
+// gitlabState maps an add-on's phase to GitLab's states, as githubState
+// does: running while it is on its way, pending while it waits for an
+// approval.
+func gitlabState(phase string) string {
+	switch githubState(phase) {
+	case "success":
+		return "success"
+	case "failure":
+		return "failed"
+	case "pending":
+		if phase == "Progressing" {
+			return "running"
+		}
+		return "pending"
+	}
+	return ""
 }
 
 // isCommit reports whether s is a whole git commit id: 40 hex digits, or
