@@ -154,3 +154,35 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 		t.Errorf("after a failed wait: %s, done %s; want %s, and done only what was gone before, since b and c are not gone yet", got, names(done), want)
 	}
 }
+
+// TestDeleteAllHoldsWhatAsksConfirmation: a prune deletes an object marked
+// Prune=confirm only when the approved plan listed it (Confirmed); one
+// marked since is held back, neither done nor spared, so that it stays in
+// the inventory. An uninstall (not Confirming) deletes it.
+func TestDeleteAllHoldsWhatAsksConfirmation(t *testing.T) {
+	ref := func(name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: name}
+	}
+	confirm := map[string]string{ArgoSyncOptionsAnnotation: "Prune=confirm"}
+	annotations := map[string]map[string]string{"plain": nil, "approved": confirm, "marked-since": confirm}
+	refs := []capstanv1.ObjectRef{ref("plain"), ref("approved"), ref("marked-since")}
+	rec := &deleteRecorder{annotations: annotations}
+	d := Deleting{Keep: Pruning, Confirming: true, Confirmed: map[string]bool{ref("approved").Key(): true}}
+	out, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.log, ", "); got != "delete plain, delete approved" {
+		t.Errorf("deletes: %s", got)
+	}
+	if len(out.Held) != 1 || out.Held[0].Name != "marked-since" || len(out.Done) != 2 || len(out.Spared) != 0 {
+		t.Errorf("held %v, done %v, spared %v; want marked-since held, the other two done", out.Held, out.Done, out.Spared)
+	}
+	rec = &deleteRecorder{annotations: annotations}
+	if _, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, Deleting{Keep: Uninstalling}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.log, ", "); got != "delete plain, delete approved, delete marked-since" {
+		t.Errorf("an uninstall's deletes: %s", got)
+	}
+}

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -272,6 +273,14 @@ type Deleting struct {
 	// and the references deleted. Objects all in one wave, the most
 	// common case, go at once, with no wait.
 	AwaitGone func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error
+	// Confirming, set for a prune, holds back the delete of an object
+	// marked to be pruned only with a person's confirmation
+	// (ConfirmPrune) unless Confirmed holds its key: the plan that was
+	// approved listed it so. One marked since the plan was made is left
+	// running and in the inventory, neither done nor spared, for the next
+	// plan to ask about.
+	Confirming bool
+	Confirmed  map[string]bool
 }
 
 // Deleted is what DeleteAll did.
@@ -281,6 +290,9 @@ type Deleted struct {
 	Done []capstanv1.ObjectRef
 	// Spared holds those it left running.
 	Spared []Spared
+	// Held holds those it did not delete for want of a confirmation
+	// (Deleting.Confirming): they stay in the inventory.
+	Held []capstanv1.ObjectRef
 	// Requests counts the objects its own deletes removed or marked for
 	// deletion: a retry that finds an object gone, or being deleted by an
 	// earlier try, does not count it again. (Without a holder or a
@@ -396,6 +408,8 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 		}
 		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d)
 		switch {
+		case errors.Is(err, errUnconfirmed):
+			out.Held = append(out.Held, r)
 		case err != nil:
 			return fmt.Errorf("deleting %s: %w", r.Describe(), err)
 		case sp != nil:
@@ -425,6 +439,10 @@ func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*met
 	return m, nil
 }
 
+// errUnconfirmed is an object held back from a prune for want of a
+// confirmation (Deleting.Confirming).
+var errUnconfirmed = errors.New("marked Prune=confirm since the plan was approved")
+
 // deleteUnlessSpared deletes one object unless d's holder names another
 // owner or an annotation keeps it from d.Keep, and says which. m is its
 // metadata when read already, or nil. sent reports whether its delete
@@ -449,6 +467,11 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			if by != "" {
 				return &Spared{Ref: r, Holder: by}, false, nil
 			}
+		}
+		if d.Confirming && !d.Confirmed[r.Key()] && ConfirmPrune(m) && m.DeletionTimestamp.IsZero() {
+			// NOTE: read at the delete, as KeptBy is: a mark set since
+			// the plan was approved is honoured too.
+			return nil, false, errUnconfirmed
 		}
 		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) {
 			// NOTE: a deletion that orphans the object's dependents is

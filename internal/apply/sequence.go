@@ -62,6 +62,11 @@ type Sequence struct {
 	// inventory with no delete.
 	Keep Deletion
 	Kept []capstanv1.ObjectRef
+	// Confirmed are the objects the prune deletes that the approved plan
+	// listed as marked Prune=confirm; any other found so marked at its
+	// delete is held back (Deleting.Confirming) and stays in the
+	// inventory (Result.Held).
+	Confirmed []capstanv1.ObjectRef
 	// Holder, when set, names another owner that holds an object to
 	// prune: the prune leaves that object running and drops it from the
 	// inventory.
@@ -106,6 +111,10 @@ type Result struct {
 	// PruneRequests counts those the prune's own deletes removed or
 	// began to delete (Deleted.Requests).
 	PruneRequests int
+	// Held are the objects the prune did not delete, since they were
+	// marked Prune=confirm after the plan was approved; they stay in the
+	// inventory.
+	Held []capstanv1.ObjectRef
 	// Spared are the objects the prune left to the owner that holds them.
 	Spared []Spared
 	// Inventory is the add-on's inventory now.
@@ -176,8 +185,12 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "prune"); err != nil {
 		return res, err
 	}
-	deleted, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone})
-	res.Pruned, res.Spared, res.PruneRequests = deleted.Done, deleted.Spared, deleted.Requests
+	confirmed := make(map[string]bool, len(q.Confirmed))
+	for _, r := range q.Confirmed {
+		confirmed[r.Key()] = true
+	}
+	deleted, err := q.Applier.DeleteAll(ctx, q.Prune, Deleting{Holder: q.Holder, Keep: q.Keep, AwaitGone: q.AwaitGone, Confirming: true, Confirmed: confirmed})
+	res.Pruned, res.Spared, res.PruneRequests, res.Held = deleted.Done, deleted.Spared, deleted.Requests, deleted.Held
 	res.Inventory = Subtract(res.Inventory, deleted.Done)
 	res.Inventory = Subtract(res.Inventory, q.Kept)
 	for _, sp := range deleted.Spared {

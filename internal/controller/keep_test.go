@@ -2,13 +2,16 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -175,4 +178,60 @@ func TestPruneConfirmWaitsForApproval(t *testing.T) {
 	})
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	eventually(t, 30*time.Second, "the confirmed prune", func() bool { return live(t, "v1", "ConfigMap", ns, "precious") == nil })
+}
+
+// TestPruneConfirmMarkedAfterThePlan: an object marked Prune=confirm after
+// the plan that prunes it was made (here at the prune step, as a person
+// marking it while the sync runs would) is not deleted: the prune reads
+// the mark at the delete, leaves the object running and in the inventory,
+// and the next plan waits for a confirmation of it.
+func TestPruneConfirmMarkedAfterThePlan(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	configMap := func(name string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata: {a: b}\n"
+	}
+	url, _ := charts.publish(t, chart{name: "confirmlate", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml":     configMap("one"),
+		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("precious") + "{{ end }}",
+	}})
+	a := create(t, newAddon(controllerNS, "late-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.Values = jsonValues("all: true")
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	key := a.Namespace + "/" + a.Name
+	var marked atomic.Bool
+	stepHooks.Store(key, func(step string) error {
+		if step == "prune" && marked.CompareAndSwap(false, true) {
+			obj := live(t, "v1", "ConfigMap", ns, "precious")
+			if obj == nil {
+				return errors.New("precious is gone before the prune")
+			}
+			patch := []byte(`{"metadata":{"annotations":{"argocd.argoproj.io/sync-options":"Prune=confirm"}}}`)
+			return admin.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		}
+		return nil
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("all: false") })
+	held := waitFor(t, a, 60*time.Second, "the prune held for a confirmation", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if !marked.Load() {
+		t.Fatal("the sync never reached the prune")
+	}
+	if !strings.Contains(describeStatus(held), "PruneNeedsApproval") || !strings.Contains(describeStatus(held), "ConfigMap "+ns+"/precious") {
+		t.Fatalf("the plan after the sync should wait for a confirmation of precious: %s", describeStatus(held))
+	}
+	if live(t, "v1", "ConfigMap", ns, "precious") == nil {
+		t.Fatal("the prune deleted an object marked Prune=confirm after its plan was approved")
+	}
+	inInventory := false
+	for _, ref := range capstanv1.RefsOf(held.Status.Inventory) {
+		inInventory = inInventory || ref.Name == "precious"
+	}
+	if !inInventory {
+		t.Errorf("precious left the inventory: %v", held.Status.Inventory)
+	}
 }

@@ -47,7 +47,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
-		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(s.kept),
+		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(s.kept), Confirmed: s.confirm,
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Recreate: recreate, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
@@ -96,6 +96,12 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	s.addon.Status.Inventory = capstanv1.IDsOf(res.Inventory)
 	if len(res.Pruned) > 0 {
 		log.Info("Pruned objects", "count", len(res.Pruned))
+	}
+	if len(res.Held) > 0 {
+		// NOTE: they stay in the inventory; the sync that follows plans
+		// their delete again, and waits for its confirmation.
+		log.Info("Left objects marked Prune=confirm since the plan was approved; the next plan asks for a confirmation", "count", len(res.Held))
+		s.requeueSoon(r.Config.HealthPoll)
 	}
 	spared := res.Spared
 	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Ref.Key() }) {
