@@ -158,7 +158,8 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 // TestDeleteAllHoldsWhatAsksConfirmation: a prune deletes an object marked
 // Prune=confirm only when the approved plan listed it (Confirmed); one
 // marked since is held back, neither done nor spared, so that it stays in
-// the inventory. An uninstall (not Confirming) deletes it.
+// the inventory, and in waves, the waves below it are held with it. An
+// uninstall (not Confirming) deletes it.
 func TestDeleteAllHoldsWhatAsksConfirmation(t *testing.T) {
 	ref := func(name string) capstanv1.ObjectRef {
 		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: name}
@@ -177,6 +178,14 @@ func TestDeleteAllHoldsWhatAsksConfirmation(t *testing.T) {
 	}
 	if len(out.Held) != 1 || out.Held[0].Name != "marked-since" || len(out.Done) != 2 || len(out.Spared) != 0 {
 		t.Errorf("held %v, done %v, spared %v; want marked-since held, the other two done", out.Held, out.Done, out.Spared)
+	}
+	// In waves: held in wave 1, it holds wave 0 (its operator) with it.
+	waved := map[string]map[string]string{"operator": nil, "marked-since": {ArgoSyncOptionsAnnotation: "Prune=confirm", WaveAnnotation: "1"}}
+	rec = &deleteRecorder{annotations: waved}
+	d.AwaitGone = func(context.Context, int32, []capstanv1.ObjectRef) error { return nil }
+	out, err = (&Applier{Client: rec}).DeleteAll(context.Background(), []capstanv1.ObjectRef{ref("operator"), ref("marked-since")}, d)
+	if err != nil || len(rec.log) != 0 || len(out.Held) != 2 || len(out.Done) != 0 {
+		t.Errorf("in waves: deletes %v, held %v, done %v, %v; want both held, none deleted", rec.log, out.Held, out.Done, err)
 	}
 	rec = &deleteRecorder{annotations: annotations}
 	if _, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, Deleting{Keep: Uninstalling}); err != nil {

@@ -341,9 +341,18 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 			// delete bound to it would only conflict and read again.
 			read = nil
 		}
-		before := len(out.Done)
+		before, held := len(out.Done), len(out.Held)
 		if err := a.deleteEach(ctx, w.refs, read, d, &out); err != nil {
 			return out, err
+		}
+		if len(out.Held) > held {
+			// NOTE: an object held for a confirmation still runs, and
+			// may need what the waves below it run (its operator): they
+			// are held with it.
+			for _, lower := range waves[i+1:] {
+				out.Held = append(out.Held, lower.refs...)
+			}
+			return out, nil
 		}
 		deleted := out.Done[before:]
 		if i+1 < len(waves) && len(deleted) > 0 {
@@ -391,7 +400,7 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 // metadata read already when read holds it, and adds what it did to out.
 func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted) error {
 	for _, r := range refs {
-		if d.Holder == nil && d.Keep == NoKeep && read == nil {
+		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && read == nil {
 			obj := &metav1.PartialObjectMetadata{}
 			obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
 			obj.SetNamespace(r.Namespace)

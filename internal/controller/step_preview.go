@@ -54,7 +54,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			if err := r.keptFromPrune(ctx, s); err != nil {
 				return false, err
 			}
-			in.Prune = s.prune
+			in.Prune, in.Confirm = s.prune, s.confirm
 		}
 		s.lifecycle = r.lifecycle(s)
 		for _, h := range s.plannedHooks() {

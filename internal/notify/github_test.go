@@ -223,6 +223,19 @@ func TestGitLabStatus(t *testing.T) {
 	if b := bodies[0]; b["state"] != "running" || b["name"] != "capstan/apps/web" || b["description"] != "Progressing (WaitingForWorkloads)" {
 		t.Errorf("body %v", b)
 	}
+	// GitLab refuses a state the status has already; that is delivered.
+	repeat := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusBadRequest)
+		_, _ = w.Write([]byte(`{"message":"Cannot transition status via :run from :running"}`))
+	}))
+	defer repeat.Close()
+	rr, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(repeat.URL + "/platform/team/addons"), "format": []byte("gitlab")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Notifier{Client: repeat.Client(), Attempts: 1}).Deliver(context.Background(), rr, e); err != nil {
+		t.Errorf("a state the status had already: %v", err)
+	}
 	if r.Wants(Event{Kind: "Addon", Phase: "Synced", Repository: srv.URL + "/platform/addons.git", Commit: commit}) {
 		t.Error("the receiver wants a project of another group")
 	}

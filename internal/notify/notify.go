@@ -548,9 +548,13 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		return 0, err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	switch {
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return 0, nil
+	case r.Format == FormatGitLab && resp.StatusCode == http.StatusBadRequest && bytes.Contains(answer, []byte("Cannot transition status")):
+		// NOTE: GitLab refuses a state the commit's status has already
+		// (running after running): the status says it.
 		return 0, nil
 	case resp.StatusCode >= 300 && resp.StatusCode < 400:
 		return 0, &permanentError{fmt.Errorf("receiver %s answered %s: a webhook is posted to its address and not followed elsewhere; give its final address in the key url", r.Name, resp.Status)}

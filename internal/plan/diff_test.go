@@ -253,3 +253,18 @@ func TestRecreateIsInTheHash(t *testing.T) {
 		t.Fatalf("a plan with nothing to recreate hashes %s, where it hashed %s", inPlace.Hash, before)
 	}
 }
+
+// TestConfirmIsInTheHash: an approval of a plan that prunes an object no
+// one had marked Prune=confirm does not cover its delete once it is
+// marked, and a plan with nothing to confirm hashes as it did before.
+func TestConfirmIsInTheHash(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "precious"}
+	plain := Build(Input{Prune: []capstanv1.ObjectRef{ref}})
+	marked := Build(Input{Prune: []capstanv1.ObjectRef{ref}, Confirm: []capstanv1.ObjectRef{ref}})
+	if plain.Hash == marked.Hash {
+		t.Fatal("a prune of an object marked Prune=confirm hashes as one of an unmarked object")
+	}
+	if before := digest("source", "", "", "", "", "", "", "prune", refKey(ref)); plain.Hash != before {
+		t.Fatalf("a plan with nothing to confirm hashes %s, where it hashed %s", plain.Hash, before)
+	}
+}

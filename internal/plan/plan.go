@@ -59,11 +59,15 @@ type HookResult struct {
 
 // Input is everything a plan is made of.
 type Input struct {
-	Generation   int64
-	Source       capstanv1.PlanSource
-	Rendered     []*unstructured.Unstructured
-	Objects      []ObjectResult
-	Prune        []capstanv1.ObjectRef
+	Generation int64
+	Source     capstanv1.PlanSource
+	Rendered   []*unstructured.Unstructured
+	Objects    []ObjectResult
+	Prune      []capstanv1.ObjectRef
+	// Confirm are those of Prune marked to be pruned only with a person's
+	// confirmation: in the hash, so that an approval given before one was
+	// marked does not cover its delete.
+	Confirm      []capstanv1.ObjectRef
 	Hooks        []HookResult
 	Violations   []capstanv1.Violation
 	ValuesErrors []capstanv1.ValuesError
@@ -135,6 +139,9 @@ func Build(in Input) *capstanv1.Plan {
 		p.Objects = append(p.Objects, capstanv1.PlannedObject{ObjectRef: r, Action: capstanv1.ActionDelete})
 		count(&p.Summary, capstanv1.ActionDelete)
 		material = append(material, "prune", refKey(r))
+	}
+	for _, r := range in.Confirm {
+		material = append(material, "confirm", refKey(r))
 	}
 	for _, h := range in.Hooks {
 		p.Hooks = append(p.Hooks, h.PlannedHook)
