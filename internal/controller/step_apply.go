@@ -143,11 +143,10 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 	if d := s.addon.Status.SyncFailHooks; d != nil && d.Hash == s.render.Hash {
 		return err
 	}
-	// NOTE: a run that a stopped controller left (status.hook names it)
-	// goes on: a SyncFail Job still running is waited for, not started
+	// NOTE: as any event's, a run that a stopped controller left goes on
+	// (runHooks): a SyncFail Job still running is waited for, not started
 	// anew.
-	h := s.addon.Status.Hook
-	herr := r.runEvent(ctx, s, render.SyncFailEvent, h != nil && h.Event == render.SyncFailEvent)
+	herr := r.runHooks(ctx, s, render.SyncFailEvent)
 	if ctx.Err() != nil {
 		// The controller stops: the next look runs them, or goes on.
 		return err

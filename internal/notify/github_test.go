@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -65,19 +66,7 @@ func TestGitHubReceiver(t *testing.T) {
 // or of a commit that is not whole, and only it takes a new commit in the
 // same phase.
 func TestGitHubStatus(t *testing.T) {
-	var mu sync.Mutex
-	var got []*http.Request
-	var bodies []map[string]string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		var m map[string]string
-		_ = json.Unmarshal(b, &m)
-		mu.Lock()
-		got, bodies = append(got, req), append(bodies, m)
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
+	srv := newStatusAPI(t)
 	r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(srv.URL + "/org/repo"), "format": []byte("github"), "token": []byte("ghp_t0ken")})
 	if err != nil {
 		t.Fatal(err)
@@ -93,6 +82,7 @@ func TestGitHubStatus(t *testing.T) {
 	if err := n.Deliver(context.Background(), r, e); err != nil {
 		t.Fatal(err)
 	}
+	got, bodies := srv.posted()
 	if len(got) != 1 {
 		t.Fatalf("%d requests; want one", len(got))
 	}
@@ -191,19 +181,7 @@ func TestSameStateLeavesRoomForTransitions(t *testing.T) {
 // groups; a state of an add-on from a commit of it is posted to the
 // project's statuses, its path one escaped segment, as GitLab's states.
 func TestGitLabStatus(t *testing.T) {
-	var mu sync.Mutex
-	var uris []string
-	var bodies []map[string]string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		b, _ := io.ReadAll(req.Body)
-		var m map[string]string
-		_ = json.Unmarshal(b, &m)
-		mu.Lock()
-		uris, bodies = append(uris, req.RequestURI), append(bodies, m)
-		mu.Unlock()
-		w.WriteHeader(http.StatusCreated)
-	}))
-	defer srv.Close()
+	srv := newStatusAPI(t)
 	r, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(srv.URL + "/platform/team/addons.git"), "format": []byte("gitlab"), "token": []byte("glpat-x")})
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +195,9 @@ func TestGitLabStatus(t *testing.T) {
 	if err := (&Notifier{Client: srv.Client(), Attempts: 1}).Deliver(context.Background(), r, e); err != nil {
 		t.Fatal(err)
 	}
-	if len(uris) != 1 || uris[0] != "/api/v4/projects/platform%2Fteam%2Faddons/statuses/"+commit {
-		t.Fatalf("posted to %v; want the project's statuses, its path escaped", uris)
+	got, bodies := srv.posted()
+	if len(got) != 1 || got[0].RequestURI != "/api/v4/projects/platform%2Fteam%2Faddons/statuses/"+commit {
+		t.Fatalf("posted %d times, first to %v; want once, to the project's statuses, its path escaped", len(got), got)
 	}
 	if b := bodies[0]; b["state"] != "running" || b["name"] != "capstan/apps/web" || b["description"] != "Progressing (WaitingForWorkloads)" {
 		t.Errorf("body %v", b)
@@ -250,4 +229,35 @@ func TestGitLabStatus(t *testing.T) {
 			t.Errorf("%s: %v", raw, err)
 		}
 	}
+}
+
+// statusAPI is a loopback server that takes commit statuses as GitHub or
+// GitLab does, answering 201, and records each request with its JSON body.
+type statusAPI struct {
+	*httptest.Server
+	mu       sync.Mutex
+	requests []*http.Request
+	bodies   []map[string]string
+}
+
+func newStatusAPI(t *testing.T) *statusAPI {
+	a := &statusAPI{}
+	a.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		var m map[string]string
+		_ = json.Unmarshal(b, &m)
+		a.mu.Lock()
+		a.requests, a.bodies = append(a.requests, req), append(a.bodies, m)
+		a.mu.Unlock()
+		w.WriteHeader(http.StatusCreated)
+	}))
+	t.Cleanup(a.Close)
+	return a
+}
+
+// posted are the requests so far, and their bodies.
+func (a *statusAPI) posted() ([]*http.Request, []map[string]string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.requests), slices.Clone(a.bodies)
 }

@@ -674,23 +674,19 @@ func FromSecrets(reader client.Reader, namespace string, names []string) func(ct
 func githubStatuses(u *url.URL) (*url.URL, string) {
 	key := repositoryKey(u.String())
 	parts := strings.Split(strings.Trim(u.Path, "/"), "/")
-	if len(parts) == 2 && strings.TrimSuffix(parts[1], ".git") == "" {
-		return nil, ""
-	}
 	if key == "" || len(parts) != 2 || u.RawQuery != "" || u.Fragment != "" {
 		return nil, ""
 	}
-	owner, repo := parts[0], strings.TrimSuffix(parts[1], ".git")
-	api := &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v3/repos/" + owner + "/" + repo + "/statuses/"}
+	path := "/repos/" + parts[0] + "/" + strings.TrimSuffix(parts[1], ".git") + "/statuses/"
 	switch host := strings.ToLower(u.Hostname()); {
 	case host == "github.com":
-		api = &url.URL{Scheme: "https", Host: "api.github.com", Path: "/repos/" + owner + "/" + repo + "/statuses/"}
+		return &url.URL{Scheme: "https", Host: "api.github.com", Path: path}, key
 	case strings.HasSuffix(host, ".ghe.com"):
 		// GitHub Enterprise Cloud with data residency serves its API
 		// on its own api. host.
-		api = &url.URL{Scheme: "https", Host: "api." + host, Path: "/repos/" + owner + "/" + repo + "/statuses/"}
+		return &url.URL{Scheme: "https", Host: "api." + host, Path: path}, key
 	}
-	return api, key
+	return &url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/api/v3" + path}, key
 }
 
 // repositoryKey is a git repository's address as host/owner/repo, in
