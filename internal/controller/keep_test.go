@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -214,10 +215,27 @@ func TestPruneConfirmMarkedAfterThePlan(t *testing.T) {
 		return nil
 	})
 	t.Cleanup(func() { stepHooks.Delete(key) })
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("all: false") })
-	held := waitFor(t, a, 60*time.Second, "the prune held for a confirmation", func(cur *capstanv1.Addon) bool {
-		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	statuses := watchStatus(t, a)
+	changed := update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("all: false") })
+	held := waitFor(t, a, 60*time.Second, "the next plan, waiting for a confirmation", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation &&
+			strings.Contains(readyMessage(cur), "ask for a confirmation first")
 	})
+	// The sync whose prune held is not Synced for a moment: its own status
+	// says what it left, before the plan after it asks.
+	said := false
+	for _, cur := range statuses() {
+		if cur.Status.ObservedGeneration != changed.Generation {
+			continue
+		}
+		if cur.Status.Phase == capstanv1.PhaseSynced {
+			t.Fatalf("the sync whose prune held reported Synced: %s", describeStatus(cur))
+		}
+		said = said || strings.Contains(readyMessage(cur), "Applied, but the prune left 1 object(s) running: ConfigMap "+ns+"/precious")
+	}
+	if !said {
+		t.Error("no status said what the sync's prune left")
+	}
 	if !marked.Load() {
 		t.Fatal("the sync never reached the prune")
 	}
@@ -233,5 +251,51 @@ func TestPruneConfirmMarkedAfterThePlan(t *testing.T) {
 	}
 	if !inInventory {
 		t.Errorf("precious left the inventory: %v", held.Status.Inventory)
+	}
+	if h := held.Status.History; len(h) != 2 || h[0].Changes.Delete != 0 {
+		t.Fatalf("the revision of the sync whose prune held should count no delete: %+v", h)
+	}
+	// Confirmed, the delete of the same render is a revision of its own.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
+	done := waitFor(t, a, 60*time.Second, "the confirmed prune", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.LastSyncRequest == cur.Spec.SyncRequest
+	})
+	if live(t, "v1", "ConfigMap", ns, "precious") != nil {
+		t.Fatal("the confirmed prune left precious")
+	}
+	if h := done.Status.History; len(h) != 3 || h[0].Changes.Delete != 1 || h[0].AppliedHash != h[1].AppliedHash || h[0].PlanHash != done.Spec.ApprovedPlan {
+		t.Fatalf("the confirmed delete should be a revision of the same render, with the approved plan: %+v", h)
+	}
+}
+
+// watchStatus keeps every version of a the API server stores from now on,
+// and returns a look at them.
+func watchStatus(t *testing.T, a *capstanv1.Addon) func() []*capstanv1.Addon {
+	t.Helper()
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &capstanv1.AddonList{}, client.InNamespace(a.Namespace),
+		client.MatchingFields{"metadata.name": a.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var seen []*capstanv1.Addon
+	go func() {
+		for ev := range w.ResultChan() {
+			if cur, ok := ev.Object.(*capstanv1.Addon); ok {
+				mu.Lock()
+				seen = append(seen, cur)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []*capstanv1.Addon {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
 	}
 }

@@ -46,6 +46,9 @@ type findings struct {
 	dependency *hold
 	// dependents names the add-ons a removal with uninstall waits for.
 	dependents []string
+	// held names what the prune did not delete since its manifest asks
+	// for a confirmation (Prune=confirm) that the approved plan lacked.
+	held []capstanv1.ObjectRef
 	// healthy: every workload is ready. applied says whether this sync
 	// applied the plan, or found nothing to change.
 	healthy bool
@@ -88,6 +91,8 @@ func outcomeOf(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonDriftFought,
 			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
 				f.driftFought.Describe(), f.driftWait)}
+	case len(f.held) > 0:
+		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: plan.ReasonPruneApproval, Message: heldMessage(f.held)}
 	case f.degraded != "":
 		return outcome{Phase: capstanv1.PhaseDegraded, Reason: reasonDegraded,
 			Message: "Applied, and healthy until now: " + f.degraded + ". Nothing was changed by Capstan since; the objects are as the render asks."}
@@ -99,6 +104,20 @@ func outcomeOf(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: "In sync: nothing to change."}
 	}
 	return outcome{}
+}
+
+// heldMessage says what a sync's prune left for a confirmation.
+func heldMessage(held []capstanv1.ObjectRef) string {
+	names := make([]string, 0, min(len(held), 5))
+	for _, r := range held[:min(len(held), 5)] {
+		names = append(names, r.Describe())
+	}
+	more := ""
+	if len(held) > 5 {
+		more = fmt.Sprintf(" and %d more", len(held)-5)
+	}
+	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s%s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved (with it stay the waves the prune deletes after it); the next plan asks for a confirmation of their delete.",
+		len(held), strings.Join(names, ", "), more)
 }
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,

@@ -102,6 +102,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		// their delete again, and waits for its confirmation.
 		log.Info("Left objects marked Prune=confirm since the plan was approved; the next plan asks for a confirmation", "count", len(res.Held))
 		s.requeueSoon(r.Config.HealthPoll)
+		s.found.held = res.Held
 	}
 	spared := res.Spared
 	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Ref.Key() }) {
@@ -170,8 +171,13 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.Result, pre, post string) error {
 	st := &s.addon.Status
 	st.Inventory = capstanv1.IDsOf(res.Inventory)
-	if st.AppliedHash != s.render.Hash {
-		st.History = addRevision(st.History, s.revision(metav1.Now()))
+	if st.AppliedHash != s.render.Hash || len(res.Pruned) > 0 {
+		// NOTE: a prune of the render applied before is a change too: the
+		// delete a person confirmed after the prune held it, or one that
+		// spec.prune now allows.
+		rev := s.revision(metav1.Now())
+		rev.Changes.Delete -= len(res.Held)
+		st.History = addRevision(st.History, rev)
 	}
 	st.AppliedHash = s.render.Hash
 	st.AppliedAsUpgrade = s.upgrade
