@@ -51,13 +51,26 @@ func browser(t *testing.T) context.Context {
 		chromedp.WindowSize(1280, 900),
 		chromedp.Env("TMPDIR="+tmp),
 	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancel)
-	ctx, cancel2 := chromedp.NewContext(actx)
-	t.Cleanup(cancel2)
-	ctx, cancel3 := context.WithTimeout(ctx, 5*time.Minute)
-	t.Cleanup(cancel3)
-	return ctx
+	// Chromium has crashed at start-up once (a segmentation fault) on a
+	// machine loaded by the whole suite: start it before the test's first
+	// step, and once more if it dies then. A crash after it opened its
+	// first page still fails the test.
+	for attempt := 1; ; attempt++ {
+		actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+		ctx, cancelBrowser := chromedp.NewContext(actx)
+		ctx, cancelTimeout := context.WithTimeout(ctx, 5*time.Minute)
+		stop := func() { cancelTimeout(); cancelBrowser(); cancelAlloc() }
+		err := chromedp.Do(ctx, chromedp.Navigate("about:blank"))
+		if err == nil {
+			t.Cleanup(stop)
+			return ctx
+		}
+		stop()
+		if attempt == 2 {
+			t.Fatalf("starting chromium: %v", err)
+		}
+		t.Logf("chromium did not start (%v); starting it again", err)
+	}
 }
 
 func run(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
