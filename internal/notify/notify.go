@@ -103,6 +103,13 @@ const (
 	// FormatSlack posts {"text": "..."}, which Slack's incoming webhooks
 	// take, and Mattermost's and Rocket.Chat's.
 	FormatSlack = "slack"
+	// FormatDiscord posts a message to a Discord channel's webhook, with
+	// Discord's markdown escaped and no mention allowed.
+	FormatDiscord = "discord"
+	// FormatTeams posts an Adaptive Card to a Microsoft Teams channel
+	// through a Workflows (Power Automate) webhook, the successor of
+	// Teams' retired incoming webhooks, as Flux's msteams provider does.
+	FormatTeams = "msteams"
 	// FormatGitHub sets a commit status on GitHub or GitHub Enterprise:
 	// an add-on rendered from a commit of the receiver's repository shows
 	// there as pending, success or failure, as Flux's github provider
@@ -161,9 +168,9 @@ func (r Receiver) Wants(e Event) bool {
 const maxField = 4096
 
 // ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
-// http), and optionally format (json or slack), token, hmacKey, severity
-// (info or warning), namespaces (of the Addons, by commas) and selector (a
-// label selector of the Addons). The errors name the key to fix and never
+// http), and optionally format (json, slack, discord, msteams, github or
+// gitlab), token, hmacKey, severity (info or warning), namespaces (of the
+// Addons, by commas) and selector (a label selector of the Addons). The errors name the key to fix and never
 // quote a secret value.
 func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
@@ -186,8 +193,8 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r.URL = u
 	switch f := strings.TrimSpace(string(data["format"])); f {
 	case "", FormatJSON:
-	case FormatSlack:
-		r.Format = FormatSlack
+	case FormatSlack, FormatDiscord, FormatTeams:
+		r.Format = f
 	case FormatGitHub:
 		r.Format = FormatGitHub
 		if r.statuses, r.repository = githubStatuses(u); r.statuses == nil {
@@ -199,7 +206,7 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 			return r, fmt.Errorf("the notification Secret %s: with format gitlab, key url is the project's address, such as https://gitlab.com/GROUP/PROJECT", name)
 		}
 	default:
-		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack, github or gitlab", name, truncate(f, 20))
+		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack, discord, msteams, github or gitlab", name, truncate(f, 20))
 	}
 	switch s := Severity(strings.TrimSpace(string(data["severity"]))); s {
 	case "", SeverityInfo:
@@ -250,6 +257,10 @@ func (r Receiver) Body(e Event) ([]byte, error) {
 	switch r.Format {
 	case FormatSlack:
 		return json.Marshal(map[string]string{"text": SlackText(e)})
+	case FormatDiscord:
+		return json.Marshal(discordMessage(e))
+	case FormatTeams:
+		return json.Marshal(teamsMessage(e))
 	case FormatGitHub:
 		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": "capstan/" + e.Namespace + "/" + e.Name,
 			"description": githubDescription(e)})
@@ -277,15 +288,8 @@ func SlackText(e Event) string {
 	case e.Phase != "Synced":
 		mark = ":arrows_counterclockwise:"
 	}
-	what := e.Source
-	if e.Version != "" {
-		what += " " + e.Version
-	}
-	kind := e.Kind
-	if kind == "" {
-		kind = "Addon"
-	}
-	text := fmt.Sprintf("%s %s %s/%s is %s (%s)", mark, kind, e.Namespace, e.Name, e.Phase, e.Reason)
+	headline, what := summary(e)
+	text := mark + " " + headline
 	if what != "" {
 		text += " · " + slackEscape(what)
 	}
@@ -293,6 +297,20 @@ func SlackText(e Event) string {
 		text += "\n" + slackEscape(truncate(e.Message, 1000))
 	}
 	return text
+}
+
+// summary is what every chat says of e: which object is in which phase
+// and why, and what it runs (its source and version, or none).
+func summary(e Event) (headline, what string) {
+	what = e.Source
+	if e.Version != "" {
+		what += " " + e.Version
+	}
+	kind := e.Kind
+	if kind == "" {
+		kind = "Addon"
+	}
+	return fmt.Sprintf("%s %s/%s is %s (%s)", kind, e.Namespace, e.Name, e.Phase, e.Reason), what
 }
 
 // slackEscape keeps Slack from reading text as markup: a chart's message

@@ -1,0 +1,98 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// hostile is a message a chart could make: a ping of everyone, a link
+// dressed up as a button, and markdown.
+var hostile = Event{Namespace: "apps", Name: "web", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
+	Source: "https://charts.example/web_app", Version: "1.0.0",
+	Message: "@everyone see [Approve](https://evil.example) <@123> **now** # heading"}
+
+func TestDiscordMessage(t *testing.T) {
+	rcv := newReceiver(t)
+	r := rcv.receiver(t, "/api/webhooks/1/secret")
+	r.Format, r.Token, r.HMACKey = FormatDiscord, "", nil
+	if err := (&Notifier{Client: http.DefaultClient}).Deliver(context.Background(), r, hostile); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Content         string              `json:"content"`
+		AllowedMentions map[string][]string `json:"allowed_mentions"`
+	}
+	if err := json.Unmarshal(rcv.bodies[0], &got); err != nil {
+		t.Fatalf("%s: %v", rcv.bodies[0], err)
+	}
+	want := "⚠️ **Addon apps/web is Failed (RenderFailed)** · https://charts.example/web\\_app 1.0.0\n" +
+		`\@everyone see \[Approve\](https://evil.example) \<\@123\> \*\*now\*\* \# heading`
+	if got.Content != want {
+		t.Fatalf("content:\n%s\nwant:\n%s", got.Content, want)
+	}
+	// Even unescaped, nobody would be pinged: no mention is allowed.
+	if parse, ok := got.AllowedMentions["parse"]; !ok || len(parse) != 0 {
+		t.Fatalf("allowed_mentions: %v", got.AllowedMentions)
+	}
+	synced := discordMessage(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo})
+	if synced["content"] != "✅ **Addon a/b is Synced (Synced)**" {
+		t.Fatalf("synced: %q", synced["content"])
+	}
+	// Escapes double a message of markup; Discord takes 2,000 characters.
+	long := discordMessage(Event{Message: strings.Repeat("*", 1000) + strings.Repeat("é", 600)})["content"].(string)
+	if utf8.RuneCountInString(long) > 2000 || !utf8.ValidString(long) {
+		t.Fatalf("a long message: %d characters", utf8.RuneCountInString(long))
+	}
+}
+
+func TestTeamsMessage(t *testing.T) {
+	// A Workflows webhook answers 202 Accepted.
+	rcv := newReceiver(t, http.StatusAccepted)
+	r := rcv.receiver(t, "/workflows/abc/triggers/manual/paths/invoke")
+	r.Format, r.Token, r.HMACKey = FormatTeams, "", nil
+	if err := (&Notifier{Client: http.DefaultClient}).Deliver(context.Background(), r, hostile); err != nil || rcv.calls() != 1 {
+		t.Fatalf("%v, %d calls", err, rcv.calls())
+	}
+	var got struct {
+		Type        string `json:"type"`
+		Attachments []struct {
+			ContentType string `json:"contentType"`
+			Content     struct {
+				Type    string `json:"type"`
+				Version string `json:"version"`
+				Body    []struct {
+					Type    string `json:"type"`
+					Inlines []struct {
+						Type, Text, Color string
+					} `json:"inlines"`
+				} `json:"body"`
+			} `json:"content"`
+		} `json:"attachments"`
+	}
+	if err := json.Unmarshal(rcv.bodies[0], &got); err != nil {
+		t.Fatalf("%s: %v", rcv.bodies[0], err)
+	}
+	if got.Type != "message" || len(got.Attachments) != 1 || got.Attachments[0].ContentType != "application/vnd.microsoft.card.adaptive" {
+		t.Fatalf("not a Workflows message of one card: %s", rcv.bodies[0])
+	}
+	card := got.Attachments[0].Content
+	if card.Type != "AdaptiveCard" || card.Version != "1.4" || len(card.Body) != 3 {
+		t.Fatalf("card: %s", rcv.bodies[0])
+	}
+	var texts []string
+	for _, b := range card.Body {
+		// Text runs are not markdown: the message is shown as written.
+		if b.Type != "RichTextBlock" || len(b.Inlines) != 1 || b.Inlines[0].Type != "TextRun" {
+			t.Fatalf("a block that Teams would read as markdown: %s", rcv.bodies[0])
+		}
+		texts = append(texts, b.Inlines[0].Text)
+	}
+	want := []string{"Addon apps/web is Failed (RenderFailed)", "https://charts.example/web_app 1.0.0", hostile.Message}
+	if strings.Join(texts, "\n") != strings.Join(want, "\n") || card.Body[0].Inlines[0].Color != "Attention" {
+		t.Fatalf("texts %q, color %q", texts, card.Body[0].Inlines[0].Color)
+	}
+}
