@@ -92,7 +92,7 @@ func outcomeOf(f findings, stage string, err error) outcome {
 			Message: fmt.Sprintf("%s changed behind Capstan's back again, soon after its drift was undone; another controller may own a field the chart sets. The drift is undone in %s. To stop the fight, leave that field out of the chart; to undo it now, raise spec.syncRequest.",
 				f.driftFought.Describe(), f.driftWait)}
 	case len(f.held) > 0:
-		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: plan.ReasonPruneApproval, Message: heldMessage(f.held)}
+		return outcome{Phase: capstanv1.PhaseOutOfSync, Reason: reasonPruneHeld, Message: heldMessage(f.held)}
 	case f.degraded != "":
 		return outcome{Phase: capstanv1.PhaseDegraded, Reason: reasonDegraded,
 			Message: "Applied, and healthy until now: " + f.degraded + ". Nothing was changed by Capstan since; the objects are as the render asks."}
@@ -119,6 +119,12 @@ func heldMessage(held []capstanv1.ObjectRef) string {
 	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s%s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved (with it stay the waves the prune deletes after it); the next plan asks for a confirmation of their delete.",
 		len(held), strings.Join(names, ", "), more)
 }
+
+// reasonPruneHeld is the Ready reason of a sync whose prune left what a
+// person must confirm first. It is not the plan's PruneNeedsApproval, so
+// that the plan after it, which asks for the approval, is a transition of
+// its own: an event and a notification that say how to approve.
+const reasonPruneHeld = "PruneHeld"
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,
 // or waits for what a wave deleted to be gone.

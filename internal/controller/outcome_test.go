@@ -64,7 +64,7 @@ func TestOutcomeOf(t *testing.T) {
 		{name: "fought drift waits", f: findings{driftWait: 4 * time.Second, driftFought: drifted},
 			phase: capstanv1.PhaseOutOfSync, reason: reasonDriftFought, says: "Deployment apps/web"},
 		{name: "a prune held for a confirmation, while workloads roll out", f: findings{held: []capstanv1.ObjectRef{drifted}, waitingFor: "waiting for Deployment apps/web", healthy: true, applied: true},
-			phase: capstanv1.PhaseOutOfSync, reason: plan.ReasonPruneApproval, says: "left 1 object(s) running: Deployment apps/web"},
+			phase: capstanv1.PhaseOutOfSync, reason: "PruneHeld", says: "left 1 object(s) running: Deployment apps/web"},
 		{name: "workloads not ready", f: findings{waitingFor: "waiting for Deployment apps/web: Replicas: 0/2"},
 			phase: capstanv1.PhaseProgressing, reason: "WaitingForWorkloads", says: "0/2"},
 		{name: "healthy before, not now, nothing applied", f: findings{degraded: "Deployment apps/web: Available: 0/2"},

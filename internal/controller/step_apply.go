@@ -171,10 +171,12 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.Result, pre, post string) error {
 	st := &s.addon.Status
 	st.Inventory = capstanv1.IDsOf(res.Inventory)
-	if st.AppliedHash != s.render.Hash || len(res.Pruned) > 0 {
+	if st.AppliedHash != s.render.Hash || res.PruneRequests > 0 {
 		// NOTE: a prune of the render applied before is a change too: the
 		// delete a person confirmed after the prune held it, or one that
-		// spec.prune now allows.
+		// spec.prune now allows. Only deletes Capstan sent count: an
+		// object the prune found gone (left by an apply that stopped
+		// half-way) changes nothing.
 		rev := s.revision(metav1.Now())
 		rev.Changes.Delete -= len(res.Held)
 		st.History = addRevision(st.History, rev)

@@ -1,11 +1,16 @@
 package notify
 
-import "strings"
+import (
+	"regexp"
+	"strings"
+	"unicode/utf8"
+)
 
 // discordMessage is e as a Discord webhook's message. Its text is
 // Discord's markdown, so what the event quotes (a chart's message, a
 // source's address) is escaped: it cannot dress up a link, and with no
-// mention allowed it cannot ping anyone, even as @everyone.
+// mention allowed it cannot ping anyone, even as @everyone. Links show no
+// preview: a chart's message must not unfold a page in the channel.
 func discordMessage(e Event) map[string]any {
 	mark := "✅"
 	switch {
@@ -15,19 +20,43 @@ func discordMessage(e Event) map[string]any {
 		mark = "🔄"
 	}
 	headline, what := summary(e)
-	text := mark + " **" + discordEscape(headline) + "**"
+	text := mark + " **" + discordText(headline) + "**"
 	if what != "" {
-		text += " · " + discordEscape(what)
+		text += " · " + discordText(what)
 	}
 	if e.Message != "" {
-		text += "\n" + discordEscape(truncate(e.Message, 1000))
+		text += "\n" + discordText(truncate(e.Message, 1000))
 	}
-	// NOTE: Discord refuses content over 2,000 characters; the escapes can
-	// double what the event quotes.
 	return map[string]any{
-		"content":          truncate(text, 1900),
+		// NOTE: Discord refuses content over 2,000 characters; the escapes
+		// can double what the event quotes.
+		"content":          discordCut(text, 1900),
 		"allowed_mentions": map[string][]string{"parse": {}},
+		"flags":            discordSuppressEmbeds,
 	}
+}
+
+// discordSuppressEmbeds is the message flag that shows links without
+// their previews.
+const discordSuppressEmbeds = 1 << 2
+
+// discordURL finds the addresses Discord links by itself. Within one, its
+// markdown reads nothing, and a backslash would break the link.
+var discordURL = regexp.MustCompile(`https?://\S+`)
+
+// discordText escapes s for Discord's markdown: every character of its
+// markup outside addresses, and within them only what could end one and
+// begin markup (brackets, angle brackets, @, backticks, bars).
+func discordText(s string) string {
+	var b strings.Builder
+	at := 0
+	for _, m := range discordURL.FindAllStringIndex(s, -1) {
+		b.WriteString(discordEscape(s[at:m[0]]))
+		b.WriteString(discordURLEscape(s[m[0]:m[1]]))
+		at = m[1]
+	}
+	b.WriteString(discordEscape(s[at:]))
+	return b.String()
 }
 
 // discordEscape puts a backslash before each character that Discord's
@@ -37,6 +66,26 @@ var discordEscape = strings.NewReplacer(
 	`\`, `\\`, `*`, `\*`, `_`, `\_`, `~`, `\~`, "`", "\\`", `|`, `\|`,
 	`>`, `\>`, `<`, `\<`, `#`, `\#`, `[`, `\[`, `]`, `\]`, `@`, `\@`,
 ).Replace
+
+var discordURLEscape = strings.NewReplacer(
+	"`", "\\`", `|`, `\|`, `>`, `\>`, `<`, `\<`, `[`, `\[`, `]`, `\]`, `@`, `\@`,
+).Replace
+
+// discordCut shortens s to at most n bytes and a mark, between characters
+// and never after the first half of an escape.
+func discordCut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	cut := s[:n]
+	if k := len(cut) - len(strings.TrimRight(cut, `\`)); k%2 == 1 {
+		cut = cut[:len(cut)-1]
+	}
+	return cut + "..."
+}
 
 // teamsMessage is e as a Teams Workflows webhook takes it: a message
 // with one Adaptive Card. What the event quotes goes in text runs, which

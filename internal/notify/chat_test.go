@@ -12,8 +12,8 @@ import (
 // hostile is a message a chart could make: a ping of everyone, a link
 // dressed up as a button, and markdown.
 var hostile = Event{Namespace: "apps", Name: "web", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
-	Source: "https://charts.example/web_app", Version: "1.0.0",
-	Message: "@everyone see [Approve](https://evil.example) <@123> **now** # heading"}
+	Source: "https://charts.example/web_app#a~b", Version: "1.0.0",
+	Message: "@everyone see [Approve](https://evil.example) <@123> **now** # heading https://x.example/a[b]<c>"}
 
 func TestDiscordMessage(t *testing.T) {
 	rcv := newReceiver(t)
@@ -25,18 +25,20 @@ func TestDiscordMessage(t *testing.T) {
 	var got struct {
 		Content         string              `json:"content"`
 		AllowedMentions map[string][]string `json:"allowed_mentions"`
+		Flags           int                 `json:"flags"`
 	}
 	if err := json.Unmarshal(rcv.bodies[0], &got); err != nil {
 		t.Fatalf("%s: %v", rcv.bodies[0], err)
 	}
-	want := "⚠️ **Addon apps/web is Failed (RenderFailed)** · https://charts.example/web\\_app 1.0.0\n" +
-		`\@everyone see \[Approve\](https://evil.example) \<\@123\> \*\*now\*\* \# heading`
+	want := "⚠️ **Addon apps/web is Failed (RenderFailed)** · https://charts.example/web_app#a~b 1.0.0\n" +
+		`\@everyone see \[Approve\](https://evil.example) \<\@123\> \*\*now\*\* \# heading https://x.example/a\[b\]\<c\>`
 	if got.Content != want {
 		t.Fatalf("content:\n%s\nwant:\n%s", got.Content, want)
 	}
-	// Even unescaped, nobody would be pinged: no mention is allowed.
-	if parse, ok := got.AllowedMentions["parse"]; !ok || len(parse) != 0 {
-		t.Fatalf("allowed_mentions: %v", got.AllowedMentions)
+	// Even unescaped, nobody would be pinged: no mention is allowed; and
+	// no link unfolds a preview.
+	if parse, ok := got.AllowedMentions["parse"]; !ok || len(parse) != 0 || got.Flags != 4 {
+		t.Fatalf("allowed_mentions %v, flags %d", got.AllowedMentions, got.Flags)
 	}
 	synced := discordMessage(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo})
 	if synced["content"] != "✅ **Addon a/b is Synced (Synced)**" {
@@ -46,6 +48,14 @@ func TestDiscordMessage(t *testing.T) {
 	long := discordMessage(Event{Message: strings.Repeat("*", 1000) + strings.Repeat("é", 600)})["content"].(string)
 	if utf8.RuneCountInString(long) > 2000 || !utf8.ValidString(long) {
 		t.Fatalf("a long message: %d characters", utf8.RuneCountInString(long))
+	}
+	// A cut never leaves the first half of an escape, which would eat the
+	// mark.
+	if got := discordCut(`ab\*\*`, 3); got != "ab..." {
+		t.Fatalf("a cut inside an escape: %q", got)
+	}
+	if got := discordCut(`ab\\cd`, 4); got != `ab\\...` {
+		t.Fatalf("a cut after an escaped backslash: %q", got)
 	}
 }
 
@@ -91,7 +101,7 @@ func TestTeamsMessage(t *testing.T) {
 		}
 		texts = append(texts, b.Inlines[0].Text)
 	}
-	want := []string{"Addon apps/web is Failed (RenderFailed)", "https://charts.example/web_app 1.0.0", hostile.Message}
+	want := []string{"Addon apps/web is Failed (RenderFailed)", "https://charts.example/web_app#a~b 1.0.0", hostile.Message}
 	if strings.Join(texts, "\n") != strings.Join(want, "\n") || card.Body[0].Inlines[0].Color != "Attention" {
 		t.Fatalf("texts %q, color %q", texts, card.Body[0].Inlines[0].Color)
 	}
