@@ -24,6 +24,12 @@ const (
 	RefreshAnnotation = "capstan.dev/refresh"
 	// MaxRefreshLength bounds the value of RefreshAnnotation.
 	MaxRefreshLength = 128
+	// TestAnnotation asks for one run of the chart's test hooks, as `helm
+	// test` runs them: a new value (any string, such as a time; at most
+	// MaxRefreshLength characters) runs them once the add-on is healthy,
+	// whatever spec.test says. status.lastTest.request echoes the value
+	// once they ran.
+	TestAnnotation = "capstan.dev/test"
 
 	// AddonLabel names the Addon that applied an object ("<namespace>.<name>"
 	// would exceed a label's length, so the namespace is a label of its own).
@@ -258,6 +264,14 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	SyncWindows []SyncWindow `json:"syncWindows,omitempty"`
+
+	// Test runs the chart's test hooks (helm.sh/hook: test), as `helm test`
+	// does, once every object of an install or an upgrade is Current, as
+	// Flux's HelmRelease runs them with test.enable. A test that fails
+	// makes the add-on Failed (TestFailed) until another render or another
+	// request passes, unless ignoreFailures is set.
+	// +optional
+	Test *TestPolicy `json:"test,omitempty"`
 
 	// HealthChecks judge objects of a kind by CEL expressions over their
 	// fields (apiVersion, kind, metadata, spec, status, data), as Flux's
@@ -821,6 +835,12 @@ type AddonStatus struct {
 	// +optional
 	SyncFailHooks *PendingHook `json:"syncFailHooks,omitempty"`
 
+	// LastTest is the last run of the chart's test hooks: after an apply
+	// with spec.test.enable, or asked for by the capstan.dev/test
+	// annotation.
+	// +optional
+	LastTest *TestRun `json:"lastTest,omitempty"`
+
 	// Registration is the manifest the add-on's primary serves, once it is
 	// Ready; the Registered condition says why there is none.
 	// +optional
@@ -1083,6 +1103,54 @@ type Notice struct {
 	Path string `json:"path"`
 	// Message says what happened and what to do. It never holds a value.
 	Message string `json:"message"`
+}
+
+// TestPolicy says when the chart's test hooks run.
+type TestPolicy struct {
+	// Enable runs the tests after each apply of a new render (an install,
+	// an upgrade, a change of values), once every object is Current. A
+	// drift repair applies the same render and runs none.
+	// +optional
+	Enable bool `json:"enable,omitempty"`
+
+	// IgnoreFailures keeps the add-on Synced when a test fails: the
+	// failure shows in status.lastTest and in a warning event.
+	// +optional
+	IgnoreFailures bool `json:"ignoreFailures,omitempty"`
+}
+
+// The results of a test run.
+const (
+	TestSucceeded = "Succeeded"
+	TestFailed    = "Failed"
+	// TestNone is a run of a render with no test hooks.
+	TestNone = "None"
+)
+
+// TestRun is one run of the chart's test hooks.
+type TestRun struct {
+	// AppliedHash is the render whose objects were tested.
+	AppliedHash string `json:"appliedHash"`
+
+	// Request is the capstan.dev/test annotation's value when the run
+	// began, the request it answers, if any.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Request string `json:"request,omitempty"`
+
+	// Result is Succeeded, Failed, or None when the render has no test
+	// hooks.
+	// +kubebuilder:validation:Enum=Succeeded;Failed;None
+	Result string `json:"result"`
+
+	// Message names the hooks that ran, or the one that failed and why.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// StartedAt and FinishedAt bound the run.
+	StartedAt  metav1.Time `json:"startedAt"`
+	FinishedAt metav1.Time `json:"finishedAt"`
 }
 
 // PendingHook is a hook event and the render it stands for: a post event

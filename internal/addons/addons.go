@@ -276,12 +276,13 @@ func SetSuspend(ctx context.Context, c client.Client, key client.ObjectKey, susp
 	return nil
 }
 
-// ErrPaused is a refresh of a paused Addon: it fetches nothing while the
-// capstan.dev/paused annotation is "true".
-var ErrPaused = errors.New("the Addon is paused (annotation capstan.dev/paused=true), and a paused Addon fetches nothing; remove the annotation, then refresh")
+// ErrPaused is a refresh or a test of a paused Addon: it does nothing
+// while the capstan.dev/paused annotation is "true".
+var ErrPaused = errors.New("the Addon is paused (annotation capstan.dev/paused=true), and a paused Addon fetches, applies and tests nothing; remove the annotation, then ask again")
 
-// ErrBeingRemoved is a refresh of an Addon that is being deleted.
-var ErrBeingRemoved = errors.New("the Addon is being removed: there is nothing to refresh")
+// ErrBeingRemoved is a refresh or a test of an Addon that is being
+// deleted.
+var ErrBeingRemoved = errors.New("the Addon is being removed: there is nothing to refresh or test")
 
 // Refresh asks the controller to reconcile an Addon at once and to read its
 // source again past every cache: a chart repository's index (a version
@@ -292,6 +293,27 @@ var ErrBeingRemoved = errors.New("the Addon is being removed: there is nothing t
 // refresh's. A refresh changes no gate: a manual-sync add-on still waits for
 // its new plan's approval, and a suspended one only plans.
 func Refresh(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) (string, error) {
+	return request(ctx, c, key, now, "a refresh", capstanv1.RefreshAnnotation, func(a *capstanv1.Addon) string { return a.Status.LastHandledRefresh })
+}
+
+// RequestTest asks the controller to run the chart's test hooks once, as
+// `helm test` runs them, once every object the add-on runs is Current,
+// whatever spec.test says. It writes the capstan.dev/test annotation with
+// now's time, which it returns: status.lastTest.request holds that value
+// once the tests ran, with their result.
+func RequestTest(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) (string, error) {
+	return request(ctx, c, key, now, "a test", capstanv1.TestAnnotation, func(a *capstanv1.Addon) string {
+		if t := a.Status.LastTest; t != nil {
+			return t.Request
+		}
+		return ""
+	})
+}
+
+// request writes a new value, now's time, of an annotation that asks the
+// controller for something once; handled is the value status says it
+// handled last.
+func request(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time, what, annotation string, handled func(*capstanv1.Addon) string) (string, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
 		return "", err
@@ -303,16 +325,16 @@ func Refresh(ctx context.Context, c client.Client, key client.ObjectKey, now tim
 		return "", fmt.Errorf("addon %s: %w", key, ErrPaused)
 	}
 	req := now.UTC().Format(time.RFC3339Nano)
-	if req == a.Annotations[capstanv1.RefreshAnnotation] || req == a.Status.LastHandledRefresh {
+	if req == a.Annotations[annotation] || req == handled(a) {
 		req += "+1" // NOTE: the same instant twice would not be a new request.
 	}
 	patch := client.MergeFrom(a.DeepCopy())
 	if a.Annotations == nil {
 		a.Annotations = map[string]string{}
 	}
-	a.Annotations[capstanv1.RefreshAnnotation] = req
+	a.Annotations[annotation] = req
 	if err := c.Patch(ctx, a, patch); err != nil {
-		return "", fmt.Errorf("requesting a refresh of addon %s: %w", key, err)
+		return "", fmt.Errorf("requesting %s of addon %s: %w", what, key, err)
 	}
 	return req, nil
 }

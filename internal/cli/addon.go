@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -61,7 +62,7 @@ func newAddonCommand() *cobra.Command {
 		Use:   "addon",
 		Short: "List, add, plan, install, edit, sync, refresh, suspend, resume and remove Addons; git-managed ones by committing (--gitops)",
 	}
-	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand(), newAddonRefreshCommand(), newAddonHistoryCommand())
+	cmd.AddCommand(newAddonListCommand(), newAddonGetCommand(), newAddonAddCommand(), newPlanCommand(), newAddonSyncCommand(), newAddonRefreshCommand(), newAddonTestCommand(), newAddonHistoryCommand())
 	cmd.AddCommand(newAddonGitopsCommands()...)
 	return cmd
 }
@@ -170,6 +171,9 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	}
 	if h := a.Status.PendingHook; h != nil {
 		fmt.Fprintf(w, "  the %s hooks failed after the apply; the next sync of this render runs them again\n", h.Event)
+	}
+	if t := a.Status.LastTest; t != nil {
+		fmt.Fprintf(w, "Last test: %s at %s: %s\n", t.Result, t.FinishedAt.UTC().Format(time.RFC3339), t.Message)
 	}
 	if a.Status.AppliedHash == "" {
 		fmt.Fprintf(w, "Inventory: %d objects; nothing applied yet\n", len(a.Status.Inventory))

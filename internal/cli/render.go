@@ -144,7 +144,9 @@ func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName
 	}
 	objs := slices.Clone(res.Objects)
 	for _, h := range res.Hooks {
-		objs = append(objs, h.Object)
+		if !h.IsTest() {
+			objs = append(objs, h.Object)
+		}
 	}
 	// NOTE: Harden's error names templates of an unexpected shape, which
 	// Check reports as violations too; the violations are what is shown.
@@ -303,7 +305,9 @@ func (o *renderOptions) print(res *render.Result) error {
 			}
 			continue
 		}
-		if o.showHooks {
+		if o.showHooks && !h.IsTest() {
+			// NOTE: as helm template --skip-tests: the tests run only when
+			// asked (capstan addon test).
 			if err := writeDocument(&buf, h.Object, h.Template); err != nil {
 				return err
 			}

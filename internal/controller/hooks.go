@@ -41,13 +41,17 @@ func (s *scope) events() (pre, post string) {
 }
 
 // plannedHooks lists the hooks this sync would run, in the order they run,
-// then a folder's SyncFail hooks, which run if it fails: a person who
+// then the chart's tests when spec.test.enable runs them after it, then a
+// folder's SyncFail hooks, which run if it fails: a person who
 // approves the plan approves them too, by their digests in its hash.
 func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 	var out []capstanv1.PlannedHook
 	pre, post := s.events()
 	events := []string{pre, post}
 	if pre != "" || post != "" {
+		if t := s.addon.Spec.Test; t != nil && t.Enable {
+			events = append(events, render.TestEvent)
+		}
 		events = append(events, render.SyncFailEvent)
 	}
 	for _, event := range events {

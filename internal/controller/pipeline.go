@@ -38,6 +38,7 @@ func (r *AddonReconciler) reconcileNormal(ctx context.Context, s *scope) (ctrl.R
 		step{"Apply", r.applyPlan},
 		step{"Paced", r.recordUndo},
 		step{"Health", r.checkHealth},
+		step{"Test", r.runTests},
 		step{"Register", r.register},
 	)
 	for _, st := range steps {

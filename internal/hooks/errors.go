@@ -73,6 +73,10 @@ func (e *Error) Error() string {
 	if e.Kept {
 		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, e.Hook.Describe())
 	}
+	if e.Event == render.TestEvent {
+		// NOTE: tests run when asked; the controller says how to ask.
+		return strings.TrimSpace(b.String())
+	}
 	if e.Event == render.SyncFailEvent {
 		// NOTE: a render's SyncFail hooks run once, whatever their end.
 		b.WriteString("It runs again only when another render fails.")

@@ -117,13 +117,13 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 				return nil, yamlError(name, i+1, err)
 			}
 			for j, obj := range objs {
-				h, ok := parseHook(obj, name)
-				switch {
-				case !ok:
-					manifests = append(manifests, installed[j])
-				case !h.isTest():
+				if h, ok := parseHook(obj, name); ok {
+					// NOTE: test hooks too: they run only when a person
+					// or spec.test asks (TestEvent), never with a sync.
 					res.Hooks = append(res.Hooks, h)
+					continue
 				}
+				manifests = append(manifests, installed[j])
 			}
 		}
 	}

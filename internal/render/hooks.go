@@ -11,6 +11,10 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 )
 
+// TestEvent is the event of a chart's tests (helm.sh/hook: test), which
+// run when a person or spec.test asks, never with a sync.
+const TestEvent = string(release.HookTest)
+
 // KnownHookEvents lists, sorted, the hook event spellings Helm accepts.
 func KnownHookEvents() []string { return slices.Sorted(maps.Keys(knownEvents)) }
 
@@ -63,9 +67,9 @@ func parseHook(obj *unstructured.Unstructured, template string) (Hook, bool) {
 	return h, true
 }
 
-// isTest reports whether the hook is a test hook, which `helm template
-// --skip-tests` and Capstan leave out.
-func (h Hook) isTest() bool {
+// IsTest reports whether h is one of a chart's tests, which run only
+// when asked (TestEvent).
+func (h Hook) IsTest() bool {
 	return slices.Contains(h.Events, string(release.HookTest))
 }
 

@@ -111,8 +111,8 @@ type Result struct {
 	// folder, they are in kustomize's order, or in file and document order.
 	Objects []*unstructured.Unstructured
 	// Hooks are the chart's Helm hooks, in the order `helm template` prints
-	// them, or a folder's hooks (see folderHooks), in its order. Test hooks
-	// are left out.
+	// them, its test hooks among them (TestEvent), or a folder's hooks (see
+	// folderHooks), in its order.
 	Hooks []Hook
 	// Hash identifies the render's inputs: "sha256:" and 64 hex digits.
 	Hash string

@@ -350,6 +350,25 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusAccepted, map[string]string{"refresh": req})
 }
 
+// test asks the controller to run the chart's test hooks once, as helm
+// test does. It answers 202 with the request's value, which the Addon's
+// status.lastTest.request holds once the tests ran, with their result. A
+// git-managed Addon is tested in the cluster too: the request is no
+// change to its definition.
+func (s *Server) test(w http.ResponseWriter, r *http.Request) {
+	key, c, _, ok := s.request(w, r, nil)
+	if !ok {
+		return
+	}
+	req, err := addons.RequestTest(r.Context(), c, key, time.Now())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	s.audit(r, "test", key, req)
+	writeJSON(w, http.StatusAccepted, map[string]string{"test": req})
+}
+
 func (s *Server) suspend(suspend bool) http.HandlerFunc {
 	verb := "resume"
 	if suspend {

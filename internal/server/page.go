@@ -128,6 +128,7 @@ var flashes = map[string]string{
 	"suspend": "Suspended: the add-on is planned, nothing is applied.",
 	"resume":  "Resumed.",
 	"refresh": "Refresh requested: the add-on is reconciled now, and its source read again.",
+	"test":    "Tests requested: they run once every object is ready; the result shows under Last test.",
 	"edit":    "Values changed; a new plan follows.",
 	"commit":  "Committed to the add-on's git repository; the syncer applies the commit.",
 	"remove":  "Removing the add-on.",
@@ -312,9 +313,13 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 	if err != nil {
 		return "", err
 	}
-	if verb == "refresh" {
+	switch verb {
+	case "refresh":
 		// NOTE: a git-managed Addon too: the request changes no definition.
 		_, err := addons.Refresh(ctx, c, key, time.Now())
+		return verb, err
+	case "test":
+		_, err := addons.RequestTest(ctx, c, key, time.Now())
 		return verb, err
 	}
 	if gitManaged(a) != "" {

@@ -12,16 +12,26 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// TestRefreshRequest: POST …/refresh writes the refresh request as the
-// user, answers its value, and refuses what the controller cannot take (a
-// paused Addon) and what the user may not do, changing nothing.
+// TestRefreshRequest: POST …/refresh and POST …/test write their
+// request as the user, answer its value, and refuse what the controller
+// cannot take (a paused Addon) and what the user may not do, changing
+// nothing.
 func TestRefreshRequest(t *testing.T) {
+	for _, c := range []struct{ verb, annotation string }{
+		{"refresh", capstanv1.RefreshAnnotation},
+		{"test", capstanv1.TestAnnotation},
+	} {
+		t.Run(c.verb, func(t *testing.T) { request(t, c.verb, c.annotation) })
+	}
+}
+
+func request(t *testing.T, verb, annotation string) {
 	ctx := context.Background()
 	ns := namespace(t)
 	viewer := user(t, ns, "viewer", addonRule("get", "list"))
 	editor := user(t, ns, "editor", addonRule("get", "list", "patch"))
 	addonWithPlan(t, ns, "demo", hashOf("a"))
-	path := "/api/v1/namespaces/" + ns + "/addons/demo/refresh"
+	path := "/api/v1/namespaces/" + ns + "/addons/demo/" + verb
 	read := func() *capstanv1.Addon {
 		got := &capstanv1.Addon{}
 		if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "demo"}, got); err != nil {
@@ -31,21 +41,21 @@ func TestRefreshRequest(t *testing.T) {
 	}
 
 	code, body := call(t, viewer, http.MethodPost, path, nil)
-	expect(t, "a viewer refreshes", code, body, http.StatusForbidden)
-	if got := read().Annotations[capstanv1.RefreshAnnotation]; got != "" {
-		t.Fatalf("a refused refresh wrote %q", got)
+	expect(t, "a viewer asks for a "+verb, code, body, http.StatusForbidden)
+	if got := read().Annotations[annotation]; got != "" {
+		t.Fatalf("a refused %s wrote %q", verb, got)
 	}
 	code, body = call(t, editor, http.MethodPost, path, nil)
-	expect(t, "an editor refreshes", code, body, http.StatusAccepted)
-	var answer struct{ Refresh string }
-	if err := json.Unmarshal(body, &answer); err != nil || answer.Refresh == "" {
+	expect(t, "an editor asks for a "+verb, code, body, http.StatusAccepted)
+	var answer map[string]string
+	if err := json.Unmarshal(body, &answer); err != nil || answer[verb] == "" {
 		t.Fatalf("the answer %s: %v", body, err)
 	}
-	if got := read().Annotations[capstanv1.RefreshAnnotation]; got != answer.Refresh {
-		t.Fatalf("the Addon holds request %q; the answer said %q", got, answer.Refresh)
+	if got := read().Annotations[annotation]; got != answer[verb] {
+		t.Fatalf("the Addon holds request %q; the answer said %q", got, answer[verb])
 	}
-	if !strings.Contains(apiLog.String(), `"verb"="refresh"`) {
-		t.Errorf("the refresh left no audit line: %s", apiLog.String())
+	if !strings.Contains(apiLog.String(), `"verb"="`+verb+`"`) {
+		t.Errorf("the %s left no audit line: %s", verb, apiLog.String())
 	}
 
 	a := read()
@@ -55,13 +65,13 @@ func TestRefreshRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, body = call(t, editor, http.MethodPost, path, nil)
-	expect(t, "refreshing a paused Addon", code, body, http.StatusConflict)
+	expect(t, verb+" of a paused Addon", code, body, http.StatusConflict)
 	if !strings.Contains(string(body), "remove the annotation") {
 		t.Errorf("the refusal %s does not say what to do", body)
 	}
-	if got := read().Annotations[capstanv1.RefreshAnnotation]; got != answer.Refresh {
-		t.Fatalf("a refused refresh wrote %q over %q", got, answer.Refresh)
+	if got := read().Annotations[annotation]; got != answer[verb] {
+		t.Fatalf("a refused %s wrote %q over %q", verb, got, answer[verb])
 	}
-	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/missing/refresh", nil)
-	expect(t, "refreshing an Addon that does not exist", code, body, http.StatusNotFound)
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/missing/"+verb, nil)
+	expect(t, verb+" of an Addon that does not exist", code, body, http.StatusNotFound)
 }

@@ -106,6 +106,7 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.approve)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.install)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/refresh", s.refresh)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/test", s.test)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/suspend", s.suspend(true))
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/resume", s.suspend(false))
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {

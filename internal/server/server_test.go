@@ -610,6 +610,7 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 		"/api/v1/namespaces/{namespace}/addons/{name}/install":      {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/approve":      {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/refresh":      {"post"},
+		"/api/v1/namespaces/{namespace}/addons/{name}/test":         {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/suspend":      {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/resume":       {"post"},
 		"/api/v1/namespaces/{namespace}/addons/{name}/capabilities": {"get"},

@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+)
+
+func newAddonTestCommand() *cobra.Command {
+	f := &clusterFlags{}
+	var w waitFlags
+	cmd := &cobra.Command{
+		Use:   "test NAME",
+		Short: "Run the chart's test hooks once, as helm test does, and print how they went",
+		Long: `test asks the controller to run the chart's test hooks (helm.sh/hook:
+test) once, as 'helm test' runs them: one at a time, in their order, with
+their delete policies, once every object the add-on runs is Current. It
+writes the capstan.dev/test annotation and waits until status.lastTest
+answers it; it fails when a test failed.
+
+To run the tests after every install and upgrade, set spec.test.enable.
+A test that fails makes the add-on Failed (TestFailed) until another
+render or another run passes, unless spec.test.ignoreFailures is set.`,
+		Example: `  capstan addon test ingress -n platform
+  capstan addon test ingress --wait=false`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := f.client()
+			if err != nil {
+				return err
+			}
+			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			req, err := addons.RequestTest(cmd.Context(), c, key, time.Now())
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Requested test %s of %s.\n", req, key)
+			return waitTested(cmd, c, key, req, w)
+		},
+	}
+	f.add(cmd)
+	w.add(cmd, true)
+	return cmd
+}
+
+// waitTested waits until the controller ran the tests that req asked for,
+// and says how they went: an error for a test that failed, and for an
+// add-on that cannot run them now.
+func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req string, w waitFlags) error {
+	if !w.wait {
+		return nil
+	}
+	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
+		a := &capstanv1.Addon{}
+		if err := c.Get(ctx, key, a); err != nil {
+			return false, "", err
+		}
+		t := a.Status.LastTest
+		if t == nil || t.Request != req {
+			switch now := a.Annotations[capstanv1.TestAnnotation]; {
+			case !a.DeletionTimestamp.IsZero():
+				return false, "", fmt.Errorf("addon %s is being removed: the tests will not run", key)
+			case a.Annotations[capstanv1.PausedAnnotation] == "true":
+				return false, "", fmt.Errorf("addon %s was paused before the tests ran; they run when the capstan.dev/paused annotation goes", key)
+			case now == "":
+				return false, "", fmt.Errorf("addon %s: the test request was removed before the tests ran", key)
+			case now != req:
+				return false, "", fmt.Errorf("addon %s: the test request was replaced by %q before the tests ran; their result is that request's", key, now)
+			case a.Status.Phase == capstanv1.PhaseBlocked, a.Status.Phase == capstanv1.PhaseFailed && readyReason(a) != "TestFailed":
+				return false, "", fmt.Errorf("addon %s is %s, and the tests run once what it runs is healthy: %s", key, a.Status.Phase, readyMessage(a))
+			}
+			return false, "waiting for the tests, which run once every object is Current: " + progressLine(a), nil
+		}
+		line := fmt.Sprintf("%s: %s", t.Result, t.Message)
+		if t.Result == capstanv1.TestFailed {
+			return false, "", fmt.Errorf("addon %s failed its tests: %s", key, t.Message)
+		}
+		return true, line, nil
+	})
+}

@@ -1,0 +1,101 @@
+package controller_test
+
+import (
+	"strings"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestChartTests: a chart's test hooks run as `helm test` runs them. With
+// spec.test.enable they run once the install is Current, are in the plan,
+// and do not run again for the same render (a refresh); `capstan addon
+// test` runs them once more on request; an upgrade whose test fails makes
+// the add-on Failed (TestFailed) until ignoreFailures keeps it Synced.
+func TestChartTests(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "tested", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: {{ .Values.v | quote }}}\n",
+		"templates/tests/check.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: check\n  annotations:\n    helm.sh/hook: test\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n      labels: {capstan.dev/test-fail: {{ .Values.fail | quote }}}\n" +
+			"    spec:\n      restartPolicy: Never\n      containers:\n        - name: check\n          image: registry.example/tools:1.0\n",
+	}})
+	a := create(t, newAddon(controllerNS, "tested-"+ns[len(ns)-5:], url, withTarget(ns), withValues("v: \"1\"\nfail: false"),
+		withSpec(func(s *capstanv1.AddonSpec) { s.Test = &capstanv1.TestPolicy{Enable: true} })))
+	got := synced(t, a)
+	first := got.Status.LastTest
+	if first == nil || first.Result != capstanv1.TestSucceeded || first.AppliedHash != got.Status.AppliedHash ||
+		!strings.Contains(first.Message, "1 test(s) passed: Job "+ns+"/check") {
+		t.Fatalf("status.lastTest after the install = %+v", first)
+	}
+	if j := job(t, ns, "check"); j == nil || j.Status.Succeeded != 1 {
+		t.Fatalf("the test Job did not run to success: %+v", j)
+	}
+	listed := false
+	for _, h := range got.Status.History {
+		listed = listed || h.Changes.Hooks == 1
+	}
+	if !listed {
+		t.Errorf("the install's plan did not list the test hook: %+v", got.Status.History)
+	}
+
+	// The same render is not tested again.
+	capstan(t, "addon", "refresh", a.Name, "-n", controllerNS)
+	if again := getAddon(t, a).Status.LastTest; again == nil || !again.StartedAt.Equal(&first.StartedAt) {
+		t.Fatalf("a refresh ran the tests again: %+v, then %+v", first, again)
+	}
+
+	// A request runs them once more.
+	out := capstan(t, "addon", "test", a.Name, "-n", controllerNS)
+	if !strings.Contains(out, "Succeeded: 1 test(s) passed") {
+		t.Fatalf("capstan addon test printed:\n%s", out)
+	}
+	requested := getAddon(t, a).Status.LastTest
+	if requested.Request == "" || requested.Request != getAddon(t, a).Annotations[capstanv1.TestAnnotation] || !first.StartedAt.Before(&requested.StartedAt) {
+		t.Fatalf("the requested run = %+v", requested)
+	}
+
+	// An upgrade whose test fails: Failed, TestFailed, and the CLI says so.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("v: \"2\"\nfail: true") })
+	failed := failedWith(t, a, "the chart's tests failed", "capstan addon test "+a.Name, "spec.test.ignoreFailures")
+	if c := condition(failed, capstanv1.ConditionReady); c == nil || c.Reason != "TestFailed" {
+		t.Fatalf("the Ready condition of a failed test: %s", describeStatus(failed))
+	}
+	if lt := failed.Status.LastTest; lt == nil || lt.Result != capstanv1.TestFailed || lt.AppliedHash != failed.Status.AppliedHash {
+		t.Fatalf("status.lastTest after the failed test = %+v", lt)
+	}
+	if out, err := capstanFails(t, "addon", "test", a.Name, "-n", controllerNS); err == nil || !strings.Contains(err.Error(), "failed its tests") {
+		t.Fatalf("capstan addon test of a failing test: %v\n%s", err, out)
+	}
+
+	// ignoreFailures keeps it Synced, with the failure in status.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Test.IgnoreFailures = true })
+	kept := synced(t, a)
+	if lt := kept.Status.LastTest; lt == nil || lt.Result != capstanv1.TestFailed {
+		t.Fatalf("status.lastTest with ignoreFailures = %+v", lt)
+	}
+}
+
+// TestRestrictedTestsAreGuarded: a tenant's test hook that breaks a
+// guardrail does not hold the sync, which never runs it, and a request to
+// run it fails with the guardrail, creating nothing.
+func TestRestrictedTestsAreGuarded(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "guardedtest", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/tests/probe.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\n  annotations:\n    helm.sh/hook: test\n" +
+			"spec:\n  hostNetwork: true\n  restartPolicy: Never\n  containers:\n    - name: probe\n      image: registry.example/tools:1.0\n",
+	}})
+	a := create(t, newAddon(ns, "guarded", url))
+	got := synced(t, a)
+	if got.Status.Profile != capstanv1.ProfileRestricted || len(got.Status.Plan.Violations) != 0 {
+		t.Fatalf("the tenant's add-on: profile %s, violations %+v", got.Status.Profile, got.Status.Plan.Violations)
+	}
+	out, err := capstanFails(t, "addon", "test", a.Name, "-n", ns)
+	if err == nil || !strings.Contains(err.Error(), "guardrails, so none ran") || !strings.Contains(err.Error(), "Pod "+ns+"/probe") {
+		t.Fatalf("capstan addon test of a test that breaks a guardrail: %v\n%s", err, out)
+	}
+	if live(t, "v1", "Pod", ns, "probe") != nil {
+		t.Fatal("the test that breaks a guardrail was created")
+	}
+}
