@@ -267,9 +267,9 @@ type AddonSpec struct {
 
 	// Test runs the chart's test hooks (helm.sh/hook: test), as `helm test`
 	// does, once every object of an install or an upgrade is Current, as
-	// Flux's HelmRelease runs them with test.enable. A test that fails
-	// makes the add-on Failed (TestFailed) until another render or another
-	// request passes, unless ignoreFailures is set.
+	// Flux's HelmRelease runs them with test.enable. With enable, a test
+	// that fails makes the add-on Failed (TestFailed) until another render
+	// or another request passes, unless ignoreFailures is set.
 	// +optional
 	Test *TestPolicy `json:"test,omitempty"`
 

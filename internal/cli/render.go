@@ -144,7 +144,7 @@ func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName
 	}
 	objs := slices.Clone(res.Objects)
 	for _, h := range res.Hooks {
-		if !h.IsTest() {
+		if !h.TestOnly() {
 			objs = append(objs, h.Object)
 		}
 	}
@@ -305,7 +305,7 @@ func (o *renderOptions) print(res *render.Result) error {
 			}
 			continue
 		}
-		if o.showHooks && !h.IsTest() {
+		if o.showHooks && !h.TestOnly() {
 			// NOTE: as helm template --skip-tests: the tests run only when
 			// asked (capstan addon test).
 			if err := writeDocument(&buf, h.Object, h.Template); err != nil {

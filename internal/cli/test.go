@@ -24,9 +24,13 @@ their delete policies, once every object the add-on runs is Current. It
 writes the capstan.dev/test annotation and waits until status.lastTest
 answers it; it fails when a test failed.
 
-To run the tests after every install and upgrade, set spec.test.enable.
-A test that fails makes the add-on Failed (TestFailed) until another
-render or another run passes, unless spec.test.ignoreFailures is set.`,
+The tests run once the add-on is in sync and healthy: a suspended add-on,
+or one whose plan waits for approval or a sync window, runs them once
+that is over. A test that fails here changes no phase, as helm test
+leaves a release deployed. To run the tests after every install and
+upgrade, set spec.test.enable: then a test that fails makes the add-on
+Failed (TestFailed) until another render or another run passes, unless
+spec.test.ignoreFailures is set.`,
 		Example: `  capstan addon test ingress -n platform
   capstan addon test ingress --wait=false`,
 		Args: cobra.ExactArgs(1),
@@ -72,8 +76,12 @@ func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req s
 				return false, "", fmt.Errorf("addon %s: the test request was removed before the tests ran", key)
 			case now != req:
 				return false, "", fmt.Errorf("addon %s: the test request was replaced by %q before the tests ran; their result is that request's", key, now)
-			case a.Status.Phase == capstanv1.PhaseBlocked, a.Status.Phase == capstanv1.PhaseFailed && readyReason(a) != "TestFailed":
-				return false, "", fmt.Errorf("addon %s is %s, and the tests run once what it runs is healthy: %s", key, a.Status.Phase, readyMessage(a))
+			case a.Status.Phase == capstanv1.PhaseBlocked, a.Status.Phase == capstanv1.PhaseFailed && readyReason(a) != "TestFailed",
+				a.Status.Phase == capstanv1.PhaseSuspended, a.Status.Phase == capstanv1.PhaseOutOfSync:
+				// NOTE: the tests run once the add-on is in sync and
+				// healthy; a gate that holds its plan holds them too.
+				return false, "", fmt.Errorf("addon %s is %s, and the tests run once it is in sync and what it runs is healthy; the request stays, and is taken up then: %s",
+					key, a.Status.Phase, readyMessage(a))
 			}
 			return false, "waiting for the tests, which run once every object is Current: " + progressLine(a), nil
 		}

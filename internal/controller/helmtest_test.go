@@ -16,7 +16,9 @@ func TestChartTests(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, chart{name: "tested", version: "1.0.0", files: map[string]string{
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: {{ .Values.v | quote }}}\n",
-		"templates/tests/check.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: check\n  annotations:\n    helm.sh/hook: test\n" +
+		// NOTE: hook-failed alone keeps a passed test's Job: a second run
+		// must still run anew, not read the old Job's result.
+		"templates/tests/check.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: check\n  annotations:\n    helm.sh/hook: test\n    helm.sh/hook-delete-policy: hook-failed\n" +
 			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n      labels: {capstan.dev/test-fail: {{ .Values.fail | quote }}}\n" +
 			"    spec:\n      restartPolicy: Never\n      containers:\n        - name: check\n          image: registry.example/tools:1.0\n",
 	}})
@@ -28,8 +30,9 @@ func TestChartTests(t *testing.T) {
 		!strings.Contains(first.Message, "1 test(s) passed: Job "+ns+"/check") {
 		t.Fatalf("status.lastTest after the install = %+v", first)
 	}
-	if j := job(t, ns, "check"); j == nil || j.Status.Succeeded != 1 {
-		t.Fatalf("the test Job did not run to success: %+v", j)
+	firstJob := job(t, ns, "check")
+	if firstJob == nil || firstJob.Status.Succeeded != 1 {
+		t.Fatalf("the test Job did not run to success: %+v", firstJob)
 	}
 	listed := false
 	for _, h := range got.Status.History {
@@ -53,6 +56,9 @@ func TestChartTests(t *testing.T) {
 	requested := getAddon(t, a).Status.LastTest
 	if requested.Request == "" || requested.Request != getAddon(t, a).Annotations[capstanv1.TestAnnotation] || !first.StartedAt.Before(&requested.StartedAt) {
 		t.Fatalf("the requested run = %+v", requested)
+	}
+	if again := job(t, ns, "check"); again == nil || again.UID == firstJob.UID || again.Status.Succeeded != 1 {
+		t.Fatalf("the requested run read the first run's Job instead of running anew: %+v", again)
 	}
 
 	// An upgrade whose test fails: Failed, TestFailed, and the CLI says so.
@@ -78,13 +84,16 @@ func TestChartTests(t *testing.T) {
 
 // TestRestrictedTestsAreGuarded: a tenant's test hook that breaks a
 // guardrail does not hold the sync, which never runs it, and a request to
-// run it fails with the guardrail, creating nothing.
+// run it fails with the guardrail, creating nothing and leaving the
+// add-on Synced. A test may read the chart's own Secret.
 func TestRestrictedTestsAreGuarded(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, chart{name: "guardedtest", version: "1.0.0", files: map[string]string{
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/cm.yaml":     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\nstringData: {password: x}\n",
 		"templates/tests/probe.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\n  annotations:\n    helm.sh/hook: test\n" +
-			"spec:\n  hostNetwork: true\n  restartPolicy: Never\n  containers:\n    - name: probe\n      image: registry.example/tools:1.0\n",
+			"spec:\n  hostNetwork: true\n  restartPolicy: Never\n  containers:\n    - name: probe\n      image: registry.example/tools:1.0\n" +
+			"      env: [{name: PASSWORD, valueFrom: {secretKeyRef: {name: creds, key: password}}}]\n",
 	}})
 	a := create(t, newAddon(ns, "guarded", url))
 	got := synced(t, a)
@@ -92,10 +101,15 @@ func TestRestrictedTestsAreGuarded(t *testing.T) {
 		t.Fatalf("the tenant's add-on: profile %s, violations %+v", got.Status.Profile, got.Status.Plan.Violations)
 	}
 	out, err := capstanFails(t, "addon", "test", a.Name, "-n", ns)
-	if err == nil || !strings.Contains(err.Error(), "guardrails, so none ran") || !strings.Contains(err.Error(), "Pod "+ns+"/probe") {
+	if err == nil || !strings.Contains(err.Error(), "break 1 of the platform's guardrails, so none ran") || !strings.Contains(err.Error(), "Pod "+ns+"/probe") {
 		t.Fatalf("capstan addon test of a test that breaks a guardrail: %v\n%s", err, out)
 	}
 	if live(t, "v1", "Pod", ns, "probe") != nil {
 		t.Fatal("the test that breaks a guardrail was created")
+	}
+	// Asked for, not enabled: a failed run changes no phase, as helm test
+	// leaves a release deployed.
+	if got := getAddon(t, a); got.Status.Phase != capstanv1.PhaseSynced || got.Status.LastTest == nil || got.Status.LastTest.Result != capstanv1.TestFailed {
+		t.Fatalf("after a failed run that was only asked for: %s, lastTest %+v", describeStatus(got), got.Status.LastTest)
 	}
 }

@@ -112,8 +112,12 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		ref := h.ObjectRef
 		waiting = &ref
 	}
+	hs := s.hooks
+	if event == render.TestEvent {
+		hs = testHooks(hs)
+	}
 	err := r.Hooks.Run(ctx, hooks.Request{
-		Applier: s.applier, Addon: s.addon, Event: event, Hooks: s.hooks, Timeout: r.hookTimeout(s),
+		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s),
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
 		Run:      hookRun(s, event), Resume: resume, Waiting: waiting,
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },

@@ -21,7 +21,7 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	}
 	all := append([]*unstructured.Unstructured{}, s.objects...)
 	for _, h := range s.hooks {
-		if testOnly(h) {
+		if h.TestOnly() {
 			// NOTE: a test runs only when asked, and is checked then
 			// (runTests): a test that breaks a guardrail must not hold
 			// the add-on's sync.

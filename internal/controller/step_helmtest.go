@@ -22,18 +22,21 @@ import (
 // for each new value of the capstan.dev/test annotation (`capstan addon
 // test`), whatever spec.test says. A render is tested once: a drift
 // repair, a resync or a restart runs no test again, and status.lastTest
-// keeps the run. A failed run makes the add-on Failed (TestFailed),
-// Stalled, until another render or another request passes, unless
-// spec.test.ignoreFailures is set; the failure is a warning event either
-// way. The tests run within the reconcile, as the other hooks do, bounded
-// by the hook timeout; a run the controller was stopped in goes on from
-// it (runHooks).
+// keeps the run. With spec.test.enable, a failed run makes the add-on
+// Failed (TestFailed), Stalled, until another render or another request
+// passes, unless spec.test.ignoreFailures is set; a run only asked for
+// changes no phase, as `helm test` leaves a release deployed, and says
+// its failure in status.lastTest and a warning event. The tests run
+// within the reconcile, as the other hooks do, bounded by the hook
+// timeout; a run the controller was stopped in goes on from it
+// (runHooks).
 func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) {
 	st := &s.addon.Status
 	policy := s.addon.Spec.Test
 	if policy == nil {
 		policy = &capstanv1.TestPolicy{}
 	}
+	holds := policy.Enable && !policy.IgnoreFailures
 	req := s.addon.Annotations[capstanv1.TestAnnotation]
 	last := st.LastTest
 	requested := req != "" && (last == nil || last.Request != req)
@@ -48,11 +51,12 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 			return false, err
 		}
 		st.LastTest, last = run, run
-		if run.Result == capstanv1.TestFailed && r.Recorder != nil {
+		if run.Result == capstanv1.TestFailed && !holds && r.Recorder != nil {
+			// NOTE: a failure that holds the add-on is its phase's event.
 			r.Recorder.Eventf(s.addon, nil, "Warning", "TestFailed", "Test", "%s", truncate(s.mask().String(run.Message), 1000))
 		}
 	}
-	if last != nil && last.Result == capstanv1.TestFailed && last.AppliedHash == st.AppliedHash && !policy.IgnoreFailures {
+	if holds && last != nil && last.Result == capstanv1.TestFailed && last.AppliedHash == st.AppliedHash {
 		return false, terminal{fmt.Errorf("the chart's tests failed for the render that runs: %s To run them again: `capstan addon test %s` (a new value of the %s annotation); to keep the add-on Synced when they fail, set spec.test.ignoreFailures",
 			last.Message, s.addon.Name, capstanv1.TestAnnotation)}
 	}
@@ -65,25 +69,17 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*capstanv1.TestRun, error) {
 	run := &capstanv1.TestRun{AppliedHash: s.addon.Status.AppliedHash, Request: req, StartedAt: metav1.Now()}
 	selected := hooks.Select(s.hooks, render.TestEvent)
-	if len(selected) == 0 {
-		run.Result, run.Message = capstanv1.TestNone, "the chart has no test hooks (helm.sh/hook: test)"
-		run.FinishedAt = metav1.Now()
+	end := func(result, message string) (*capstanv1.TestRun, error) {
+		run.Result, run.Message, run.FinishedAt = result, truncate(s.mask().String(message), 2000), metav1.Now()
 		return run, nil
 	}
-	if s.profile == capstanv1.ProfileRestricted {
-		// NOTE: the sync's guardrails leave out what only tests (see
-		// checkGuardrails); they run now, before any test does.
-		objs := make([]*unstructured.Unstructured, 0, len(selected))
-		for _, h := range selected {
-			objs = append(objs, h.Object)
-		}
-		if vs := guard.Check(ctx, objs, r.guardContext(s)); len(vs) > 0 {
-			v := vs[0]
-			run.Result, run.FinishedAt = capstanv1.TestFailed, metav1.Now()
-			run.Message = truncate(s.mask().String(fmt.Sprintf("the tests break %d of the platform's guardrails, so none ran; the first: %s %s: %s (%s). Fix the chart's tests",
-				len(vs), v.Object.Describe(), v.Path, v.Message, v.Rule)), 2000)
-			return run, nil
-		}
+	if len(selected) == 0 {
+		return end(capstanv1.TestNone, "The chart has no test hooks (helm.sh/hook: test).")
+	}
+	if vs := r.testViolations(ctx, s); len(vs) > 0 {
+		v := vs[0]
+		return end(capstanv1.TestFailed, fmt.Sprintf("The tests break %d of the platform's guardrails, so none ran; the first: %s %s: %s (%s). Fix the chart's tests.",
+			len(vs), v.Object.Describe(), v.Path, v.Message, v.Rule))
 	}
 	logf.FromContext(ctx).Info("Running the chart's tests", "hooks", len(selected), "request", req)
 	err := r.runHooks(ctx, s, render.TestEvent)
@@ -92,23 +88,51 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 		return nil, ctx.Err()
 	case err != nil && (!hooks.IsHookError(err) || transientHookError(err)):
 		return nil, err
-	}
-	run.FinishedAt = metav1.Now()
-	if err != nil {
-		run.Result, run.Message = capstanv1.TestFailed, truncate(s.mask().String(err.Error()), 2000)
-		return run, nil
+	case err != nil:
+		return end(capstanv1.TestFailed, err.Error())
 	}
 	names := make([]string, 0, len(selected))
 	for _, h := range selected {
 		names = append(names, capstanv1.RefOf(h.Object).Describe())
 	}
-	run.Result = capstanv1.TestSucceeded
-	run.Message = truncate(fmt.Sprintf("%d test(s) passed: %s", len(selected), strings.Join(names, ", ")), 2000)
-	return run, nil
+	return end(capstanv1.TestSucceeded, fmt.Sprintf("%d test(s) passed: %s.", len(selected), strings.Join(names, ", ")))
 }
 
-// testOnly reports whether h runs only as a test: a hook of a sync's
-// events too (pre-install,test) runs with the sync, and is checked so.
-func testOnly(h render.Hook) bool {
-	return !slices.ContainsFunc(h.Events, func(e string) bool { return e != render.TestEvent })
+// testViolations runs the guardrails of a restricted add-on over its
+// tests, which the sync's leave out (checkGuardrails): over the whole
+// render, so that a test may read the chart's own Secret and may not
+// share an applied object's name, keeping what they find in the tests.
+func (r *AddonReconciler) testViolations(ctx context.Context, s *scope) []capstanv1.Violation {
+	if s.profile != capstanv1.ProfileRestricted {
+		return nil
+	}
+	all := append([]*unstructured.Unstructured{}, s.objects...)
+	tests := map[string]bool{}
+	for _, h := range s.hooks {
+		all = append(all, h.Object)
+		if h.TestOnly() {
+			tests[capstanv1.RefOf(h.Object).Key()] = true
+		}
+	}
+	var out []capstanv1.Violation
+	for _, v := range guard.Check(ctx, all, r.guardContext(s)) {
+		if tests[v.Object.Key()] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// testHooks are the hooks a test run hands the runner: each test deletes
+// the object of its last run before it runs, whatever its delete policies,
+// as `helm test` never reads an old test's result as a new one's.
+func testHooks(hs []render.Hook) []render.Hook {
+	out := make([]render.Hook, len(hs))
+	for i, h := range hs {
+		if h.IsTest() && !slices.Contains(h.DeletePolicies, hooks.BeforeHookCreation) {
+			h.DeletePolicies = append(slices.Clone(h.DeletePolicies), hooks.BeforeHookCreation)
+		}
+		out[i] = h
+	}
+	return out
 }

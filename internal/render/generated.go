@@ -52,7 +52,7 @@ func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any
 	}
 	// NOTE: both renders are patched alike, so a field a patch sets is
 	// the patch's, not a generated one, and a renamed object is found.
-	if err := opts.PostRender.apply(second, opts.Mask); err != nil {
+	if err := opts.PostRender.applyAll(second, opts.Mask); err != nil {
 		return nil, err
 	}
 	type key struct{ apiVersion, kind, namespace, name string }

@@ -73,6 +73,12 @@ func (h Hook) IsTest() bool {
 	return slices.Contains(h.Events, string(release.HookTest))
 }
 
+// TestOnly reports whether h runs only as a test: a hook of a sync's
+// events too (pre-install,test) runs with the sync, as Helm runs it.
+func (h Hook) TestOnly() bool {
+	return h.IsTest() && !slices.ContainsFunc(h.Events, func(e string) bool { return e != TestEvent })
+}
+
 // splitAnnotation splits a comma-separated annotation as Helm does, and
 // leaves out empty items, which mean nothing as delete policies.
 func splitAnnotation(v string) []string {

@@ -162,6 +162,39 @@ func (p *PostRender) hash(render string) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
+// applyAll runs the patches, then the images, over res's objects and
+// hooks, and over a chart's tests apart: a patch written for what the
+// sync applies may not fit a test, and a test it does not fit is left out,
+// with a notice, where it would otherwise fail the render.
+func (p *PostRender) applyAll(res *Result, mask func(string) string) error {
+	if p.Empty() {
+		return nil
+	}
+	var tests, hooks []Hook
+	for _, h := range res.Hooks {
+		if h.TestOnly() {
+			tests = append(tests, h)
+		} else {
+			hooks = append(hooks, h)
+		}
+	}
+	if len(tests) == 0 {
+		return p.apply(res, mask)
+	}
+	res.Hooks = hooks
+	if err := p.apply(res, mask); err != nil {
+		return err
+	}
+	t := &Result{Hooks: tests, Folder: res.Folder}
+	if err := p.apply(t, mask); err != nil {
+		res.Notices = append(res.Notices, Notice{Path: "spec.patches",
+			Message: "the chart's test hooks are left out, and capstan addon test runs none: the patches or images do not fit them: " + err.Error()})
+		return nil
+	}
+	res.Hooks = append(res.Hooks, t.Hooks...)
+	return nil
+}
+
 // apply runs the patches, then the images, over res's objects and hooks.
 // mask, when set, hides values in kustomize's messages, which may quote
 // an object. An object without a name (a hook with generateName) passes

@@ -294,3 +294,47 @@ func hookObjectsOf(hooks []Hook) []*unstructured.Unstructured {
 	}
 	return out
 }
+
+// TestPostRenderPatchesTestsApart: a chart's tests go through the images
+// and the patches that fit them; a patch that does not fit a test leaves
+// the tests out with a notice, and patches what the sync applies as ever.
+func TestPostRenderPatchesTestsApart(t *testing.T) {
+	withTest := func(t *testing.T) *Result {
+		res := postRenderFixture(t)
+		h, ok := parseHook(decodeJSON(t, `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"check","annotations":{"helm.sh/hook":"test"}},"spec":{"containers":[{"name":"c","image":"nginx:1.25"}]}}`), "chart/templates/tests/check.yaml")
+		if !ok || !h.TestOnly() {
+			t.Fatal("fixture test is not a test")
+		}
+		res.Hooks = append(res.Hooks, h)
+		return res
+	}
+	res := withTest(t)
+	images := &PostRender{Images: []types.Image{{Name: "nginx", NewName: "mirror.example/nginx"}}}
+	if err := images.applyAll(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hooks) != 3 || res.Hooks[2].Object.GetName() != "check" || len(res.Notices) != 0 {
+		t.Fatalf("hooks %d, notices %v", len(res.Hooks), res.Notices)
+	}
+	if got := field(t, res.Hooks[2].Object, "spec", "containers").([]any)[0].(map[string]any)["image"]; got != "mirror.example/nginx:1.25" {
+		t.Errorf("the test's image = %v; tests go through the images", got)
+	}
+
+	// A patch of every Pod that only the sync's hook fits: removing a field
+	// the test lacks would fail the render; the tests are left out.
+	res = withTest(t)
+	misfit := &PostRender{Patches: []types.Patch{{Patch: `[{"op":"remove","path":"/spec/containers/0/image"}]`, Target: selectorOf("Pod", "")}}}
+	res.Hooks[2].Object.Object["spec"].(map[string]any)["containers"] = []any{map[string]any{"name": "c"}}
+	if err := misfit.applyAll(res, nil); err != nil {
+		t.Fatalf("a patch that does not fit a test failed the render: %v", err)
+	}
+	if len(res.Hooks) != 2 || slices.ContainsFunc(res.Hooks, Hook.TestOnly) {
+		t.Fatalf("hooks %v; want the test left out", res.Hooks)
+	}
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Message, "test hooks are left out") {
+		t.Fatalf("notices %v", res.Notices)
+	}
+	if _, ok := field(t, res.Hooks[1].Object, "spec", "containers").([]any)[0].(map[string]any)["image"]; ok {
+		t.Error("the sync's hook was not patched")
+	}
+}

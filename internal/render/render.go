@@ -74,7 +74,7 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 			return nil, err
 		}
 		res.Hash, res.Upgrade = hash, opts.Upgrade
-		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
+		if err := opts.PostRender.applyAll(res, opts.Mask); err != nil {
 			return nil, err
 		}
 		if mayGenerate(art.Chart.Chart) {
@@ -91,7 +91,7 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		if res.Hash, err = opts.PostRender.hash(res.Hash); err != nil {
 			return nil, err
 		}
-		if err := opts.PostRender.apply(res, opts.Mask); err != nil {
+		if err := opts.PostRender.applyAll(res, opts.Mask); err != nil {
 			return nil, err
 		}
 		return res, nil
