@@ -10,6 +10,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/plan"
 )
 
 func newAddonTestCommand() *cobra.Command {
@@ -26,11 +27,11 @@ answers it; it fails when a test failed.
 
 The tests run once the add-on is in sync and healthy: a suspended add-on,
 or one whose plan waits for approval or a sync window, runs them once
-that is over. A test that fails here changes no phase, as helm test
-leaves a release deployed. To run the tests after every install and
-upgrade, set spec.test.enable: then a test that fails makes the add-on
-Failed (TestFailed) until another render or another run passes, unless
-spec.test.ignoreFailures is set.`,
+that is over. Without spec.test.enable, a test that fails here changes no
+phase, as helm test leaves a release deployed. To run the tests after
+every install and upgrade, set spec.test.enable: then a test that fails,
+here too, makes the add-on Failed (TestFailed) until another render or
+another run passes, unless spec.test.ignoreFailures is set.`,
 		Example: `  capstan addon test ingress -n platform
   capstan addon test ingress --wait=false`,
 		Args: cobra.ExactArgs(1),
@@ -77,7 +78,7 @@ func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req s
 			case now != req:
 				return false, "", fmt.Errorf("addon %s: the test request was replaced by %q before the tests ran; their result is that request's", key, now)
 			case a.Status.Phase == capstanv1.PhaseBlocked, a.Status.Phase == capstanv1.PhaseFailed && readyReason(a) != "TestFailed",
-				a.Status.Phase == capstanv1.PhaseSuspended, a.Status.Phase == capstanv1.PhaseOutOfSync:
+				a.Status.Phase == capstanv1.PhaseSuspended, a.Status.Phase == capstanv1.PhaseOutOfSync && heldByGate(a):
 				// NOTE: the tests run once the add-on is in sync and
 				// healthy; a gate that holds its plan holds them too.
 				return false, "", fmt.Errorf("addon %s is %s, and the tests run once it is in sync and what it runs is healthy; the request stays, and is taken up then: %s",
@@ -91,4 +92,15 @@ func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req s
 		}
 		return true, line, nil
 	})
+}
+
+// heldByGate reports whether an OutOfSync add-on waits for a person or a
+// sync window, which hold its tests too; it is not one whose drift or
+// held prune is about to be handled.
+func heldByGate(a *capstanv1.Addon) bool {
+	switch readyReason(a) {
+	case plan.ReasonAwaitApproval, plan.ReasonPruneApproval, plan.ReasonApprovalStale, plan.ReasonApprovalNoPlan, plan.ReasonSyncWindow:
+		return true
+	}
+	return false
 }

@@ -151,6 +151,11 @@ func hookRun(s *scope, event string) string {
 		// NOTE: status keeps whole seconds; so does the name.
 		fmt.Fprintf(h, "\n%s", t.UTC().Format(time.RFC3339))
 	}
+	if event == render.TestEvent {
+		// NOTE: each request is a run of its own: a resumed run must not
+		// take an earlier run's test, kept by its policies, for its own.
+		fmt.Fprintf(h, "\n%s", s.addon.Annotations[capstanv1.TestAnnotation])
+	}
 	return event + "/" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 

@@ -74,6 +74,9 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 		return run, nil
 	}
 	if len(selected) == 0 {
+		if s.render != nil && s.render.TestsLeftOut != "" {
+			return end(capstanv1.TestFailed, "None ran: "+s.render.TestsLeftOut+". Fix spec.patches or spec.images.")
+		}
 		return end(capstanv1.TestNone, "The chart has no test hooks (helm.sh/hook: test).")
 	}
 	if vs := r.testViolations(ctx, s); len(vs) > 0 {

@@ -302,7 +302,7 @@ func reparseHook(obj *unstructured.Unstructured, was Hook) (Hook, error) {
 	switch {
 	case !ok:
 		return Hook{}, fmt.Errorf("spec.patches removed the helm.sh/hook annotation of hook %s %s: a hook stays a hook; change its events instead", obj.GetKind(), obj.GetName())
-	case h.IsTest() != was.IsTest():
+	case h.IsTest() != was.IsTest() || h.TestOnly() != was.TestOnly():
 		return Hook{}, fmt.Errorf("spec.patches made hook %s %s a test hook, or a test hook one of another event: a test stays a test, and a hook a hook of the events it runs with a sync", obj.GetKind(), obj.GetName())
 	}
 	return h, nil

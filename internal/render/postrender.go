@@ -163,35 +163,27 @@ func (p *PostRender) hash(render string) (string, error) {
 }
 
 // applyAll runs the patches, then the images, over res's objects and
-// hooks, and over a chart's tests apart: a patch written for what the
-// sync applies may not fit a test, and a test it does not fit is left out,
-// with a notice, where it would otherwise fail the render.
+// hooks, a chart's tests among the hooks. A patch written for what the
+// sync applies may not fit a test: when the post-render fails and the
+// render has tests, it runs again without them, and when that passes the
+// tests are left out (Result.TestsLeftOut, and a notice) rather than the
+// render failed.
 func (p *PostRender) applyAll(res *Result, mask func(string) string) error {
-	if p.Empty() {
-		return nil
-	}
-	var tests, hooks []Hook
-	for _, h := range res.Hooks {
-		if h.TestOnly() {
-			tests = append(tests, h)
-		} else {
-			hooks = append(hooks, h)
-		}
-	}
-	if len(tests) == 0 {
-		return p.apply(res, mask)
-	}
-	res.Hooks = hooks
-	if err := p.apply(res, mask); err != nil {
+	notices := slices.Clone(res.Notices)
+	err := p.apply(res, mask)
+	if err == nil || !slices.ContainsFunc(res.Hooks, Hook.TestOnly) {
 		return err
 	}
-	t := &Result{Hooks: tests, Folder: res.Folder}
-	if err := p.apply(t, mask); err != nil {
-		res.Notices = append(res.Notices, Notice{Path: "spec.patches",
-			Message: "the chart's test hooks are left out, and capstan addon test runs none: the patches or images do not fit them: " + err.Error()})
-		return nil
+	// NOTE: a failed apply changed nothing of res but its notices.
+	without := *res
+	without.Notices = notices
+	without.Hooks = slices.DeleteFunc(slices.Clone(res.Hooks), Hook.TestOnly)
+	if p.apply(&without, mask) != nil {
+		return err
 	}
-	res.Hooks = append(res.Hooks, t.Hooks...)
+	*res = without
+	res.TestsLeftOut = "the patches or images do not fit the chart's tests, which are left out: " + err.Error()
+	res.Notices = append(res.Notices, Notice{Path: "spec.patches", Message: res.TestsLeftOut})
 	return nil
 }
 

@@ -296,8 +296,9 @@ func hookObjectsOf(hooks []Hook) []*unstructured.Unstructured {
 }
 
 // TestPostRenderPatchesTestsApart: a chart's tests go through the images
-// and the patches that fit them; a patch that does not fit a test leaves
-// the tests out with a notice, and patches what the sync applies as ever.
+// and the patches, as every hook does; a patch that does not fit a test
+// leaves the tests out with a notice, and patches what the sync applies as
+// ever.
 func TestPostRenderPatchesTestsApart(t *testing.T) {
 	withTest := func(t *testing.T) *Result {
 		res := postRenderFixture(t)
@@ -320,6 +321,13 @@ func TestPostRenderPatchesTestsApart(t *testing.T) {
 		t.Errorf("the test's image = %v; tests go through the images", got)
 	}
 
+	// A patch that names a test, with no target, patches it.
+	res = withTest(t)
+	named := &PostRender{Patches: []types.Patch{{Patch: "apiVersion: v1\nkind: Pod\nmetadata:\n  name: check\n  labels: {patched: \"yes\"}\n"}}}
+	if err := named.applyAll(res, nil); err != nil || len(res.Notices) != 0 || res.Hooks[2].Object.GetLabels()["patched"] != "yes" {
+		t.Fatalf("a patch that names the test: %v, notices %v, hooks %v", err, res.Notices, res.Hooks)
+	}
+
 	// A patch of every Pod that only the sync's hook fits: removing a field
 	// the test lacks would fail the render; the tests are left out.
 	res = withTest(t)
@@ -331,7 +339,7 @@ func TestPostRenderPatchesTestsApart(t *testing.T) {
 	if len(res.Hooks) != 2 || slices.ContainsFunc(res.Hooks, Hook.TestOnly) {
 		t.Fatalf("hooks %v; want the test left out", res.Hooks)
 	}
-	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Message, "test hooks are left out") {
+	if len(res.Notices) != 1 || !strings.Contains(res.Notices[0].Message, "which are left out") || res.TestsLeftOut == "" {
 		t.Fatalf("notices %v", res.Notices)
 	}
 	if _, ok := field(t, res.Hooks[1].Object, "spec", "containers").([]any)[0].(map[string]any)["image"]; ok {

@@ -131,6 +131,9 @@ type Result struct {
 	// Left are the objects a folder leaves out: those marked Skip, and
 	// Helm's test hooks. They are neither applied nor run.
 	Left []*unstructured.Unstructured
+	// TestsLeftOut says why a chart's tests are not among Hooks though
+	// the chart has some: spec.patches or spec.images do not fit them.
+	TestsLeftOut string
 }
 
 // Notice is one thing worth knowing about a render, by the spec field it
