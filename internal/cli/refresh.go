@@ -62,15 +62,8 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 			return false, "", err
 		}
 		if a.Status.LastHandledRefresh != req {
-			switch now := a.Annotations[capstanv1.RefreshAnnotation]; {
-			case !a.DeletionTimestamp.IsZero():
-				return false, "", fmt.Errorf("addon %s is being removed: the refresh will not be handled", key)
-			case a.Annotations[capstanv1.PausedAnnotation] == "true":
-				return false, "", fmt.Errorf("addon %s was paused before the refresh was handled; it is handled when the capstan.dev/paused annotation goes", key)
-			case now == "":
-				return false, "", fmt.Errorf("addon %s: the refresh request was removed before it was handled", key)
-			case now != req:
-				return false, "", fmt.Errorf("addon %s: the refresh request was replaced by %q before it was handled; its outcome is that request's", key, now)
+			if err := requestStands(a, key, capstanv1.RefreshAnnotation, req, "the refresh", "handled"); err != nil {
+				return false, "", err
 			}
 			return false, "waiting for the controller to take up the refresh", nil
 		}
@@ -94,4 +87,21 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 		}
 		return false, line, nil
 	})
+}
+
+// requestStands says why a request that an annotation holds (what, as
+// "the refresh") will not be taken up as req: the Addon is going or
+// paused, or the request was removed or replaced before it was (done).
+func requestStands(a *capstanv1.Addon, key client.ObjectKey, annotation, req, what, done string) error {
+	switch now := a.Annotations[annotation]; {
+	case !a.DeletionTimestamp.IsZero():
+		return fmt.Errorf("addon %s is being removed: %s will not be %s", key, what, done)
+	case a.Annotations[capstanv1.PausedAnnotation] == "true":
+		return fmt.Errorf("addon %s was paused before %s was %s; it will be once the capstan.dev/paused annotation goes", key, what, done)
+	case now == "":
+		return fmt.Errorf("addon %s: %s request was removed before it was %s", key, what, done)
+	case now != req:
+		return fmt.Errorf("addon %s: %s request was replaced by %q before it was %s; its outcome is that request's", key, what, now, done)
+	}
+	return nil
 }

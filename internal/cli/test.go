@@ -68,15 +68,10 @@ func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req s
 		}
 		t := a.Status.LastTest
 		if t == nil || t.Request != req {
-			switch now := a.Annotations[capstanv1.TestAnnotation]; {
-			case !a.DeletionTimestamp.IsZero():
-				return false, "", fmt.Errorf("addon %s is being removed: the tests will not run", key)
-			case a.Annotations[capstanv1.PausedAnnotation] == "true":
-				return false, "", fmt.Errorf("addon %s was paused before the tests ran; they run when the capstan.dev/paused annotation goes", key)
-			case now == "":
-				return false, "", fmt.Errorf("addon %s: the test request was removed before the tests ran", key)
-			case now != req:
-				return false, "", fmt.Errorf("addon %s: the test request was replaced by %q before the tests ran; their result is that request's", key, now)
+			if err := requestStands(a, key, capstanv1.TestAnnotation, req, "the test", "run"); err != nil {
+				return false, "", err
+			}
+			switch {
 			case a.Status.Phase == capstanv1.PhaseBlocked, a.Status.Phase == capstanv1.PhaseFailed && readyReason(a) != "TestFailed",
 				a.Status.Phase == capstanv1.PhaseSuspended, a.Status.Phase == capstanv1.PhaseOutOfSync && heldByGate(a):
 				// NOTE: the tests run once the add-on is in sync and

@@ -12,15 +12,8 @@ import (
 // mention allowed it cannot ping anyone, even as @everyone. Links show no
 // preview: a chart's message must not unfold a page in the channel.
 func discordMessage(e Event) map[string]any {
-	mark := "✅"
-	switch {
-	case e.Severity == SeverityWarning:
-		mark = "⚠️"
-	case e.Phase != "Synced":
-		mark = "🔄"
-	}
 	headline, what := summary(e)
-	text := mark + " **" + discordText(headline) + "**"
+	text := tone(e, "✅", "🔄", "⚠️") + " **" + discordText(headline) + "**"
 	if what != "" {
 		text += " · " + discordText(what)
 	}
@@ -91,13 +84,7 @@ func discordCut(s string, n int) string {
 // with one Adaptive Card. What the event quotes goes in text runs, which
 // Teams shows as written, never as markdown.
 func teamsMessage(e Event) map[string]any {
-	color := "Good"
-	switch {
-	case e.Severity == SeverityWarning:
-		color = "Attention"
-	case e.Phase != "Synced":
-		color = "Accent"
-	}
+	color := tone(e, "Good", "Accent", "Attention")
 	headline, what := summary(e)
 	run := func(text string, style map[string]any) map[string]any {
 		r := map[string]any{"type": "TextRun", "text": text}

@@ -281,15 +281,8 @@ func (r Receiver) target(e Event) string {
 
 // SlackText is one event as a line of chat.
 func SlackText(e Event) string {
-	mark := ":white_check_mark:"
-	switch {
-	case e.Severity == SeverityWarning:
-		mark = ":warning:"
-	case e.Phase != "Synced":
-		mark = ":arrows_counterclockwise:"
-	}
 	headline, what := summary(e)
-	text := mark + " " + headline
+	text := tone(e, ":white_check_mark:", ":arrows_counterclockwise:", ":warning:") + " " + headline
 	if what != "" {
 		text += " · " + slackEscape(what)
 	}
@@ -297,6 +290,18 @@ func SlackText(e Event) string {
 		text += "\n" + slackEscape(truncate(e.Message, 1000))
 	}
 	return text
+}
+
+// tone picks what a chat shows for e: synced when it is Synced, moving
+// while it is in another phase, and warning for a warning.
+func tone[T any](e Event, synced, moving, warning T) T {
+	switch {
+	case e.Severity == SeverityWarning:
+		return warning
+	case e.Phase != "Synced":
+		return moving
+	}
+	return synced
 }
 
 // summary is what every chat says of e: which object is in which phase
