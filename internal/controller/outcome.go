@@ -108,16 +108,12 @@ func outcomeOf(f findings, stage string, err error) outcome {
 
 // heldMessage says what a sync's prune left for a confirmation.
 func heldMessage(held []capstanv1.ObjectRef) string {
-	names := make([]string, 0, min(len(held), 5))
-	for _, r := range held[:min(len(held), 5)] {
-		names = append(names, r.Describe())
+	names := describeAll(held)
+	if len(names) > 5 {
+		names = append(names[:5:5], fmt.Sprintf("and %d more", len(names)-5))
 	}
-	more := ""
-	if len(held) > 5 {
-		more = fmt.Sprintf(" and %d more", len(held)-5)
-	}
-	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s%s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved (with it stay the waves the prune deletes after it); the next plan asks for a confirmation of their delete.",
-		len(held), strings.Join(names, ", "), more)
+	return fmt.Sprintf("Applied, but the prune left %d object(s) running: %s. An object among them was marked argocd.argoproj.io/sync-options: Prune=confirm after the plan was approved (with it stay the waves the prune deletes after it); the next plan asks for a confirmation of their delete.",
+		len(held), strings.Join(names, ", "))
 }
 
 // reasonPruneHeld is the Ready reason of a sync whose prune left what a

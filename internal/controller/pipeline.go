@@ -59,13 +59,22 @@ func refreshRequest(s *scope) error {
 	if req == "" || req == s.addon.Status.LastHandledRefresh {
 		return nil
 	}
-	if len(req) > capstanv1.MaxRefreshLength {
+	if err := overlongRequest(capstanv1.RefreshAnnotation, req, "refresh"); err != nil {
 		// NOTE: not taken up, so never recorded: status could not hold it.
-		return terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon refresh writes one)",
-			capstanv1.RefreshAnnotation, len(req), capstanv1.MaxRefreshLength)}
+		return err
 	}
 	s.refresh = req
 	return nil
+}
+
+// overlongRequest refuses a request annotation's value that status could
+// not hold; command is the `capstan addon` command that writes one.
+func overlongRequest(annotation, req, command string) error {
+	if len(req) <= capstanv1.MaxRefreshLength {
+		return nil
+	}
+	return terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon %s writes one)",
+		annotation, len(req), capstanv1.MaxRefreshLength, command)}
 }
 
 // refreshHandled records a refresh request as handled in the status this

@@ -42,9 +42,8 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 	requested := req != "" && (last == nil || last.Request != req)
 	due := requested || policy.Enable && (last == nil || last.AppliedHash != st.AppliedHash)
 	if due && st.AppliedHash != "" {
-		if len(req) > capstanv1.MaxRefreshLength {
-			return false, terminal{fmt.Errorf("the %s annotation is %d characters long; give it at most %d, such as the time (capstan addon test writes one)",
-				capstanv1.TestAnnotation, len(req), capstanv1.MaxRefreshLength)}
+		if err := overlongRequest(capstanv1.TestAnnotation, req, "test"); err != nil {
+			return false, err
 		}
 		run, err := r.testOnce(ctx, s, req)
 		if err != nil {

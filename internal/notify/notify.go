@@ -170,7 +170,8 @@ const maxField = 4096
 // ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
 // http), and optionally format (json, slack, discord, msteams, github or
 // gitlab), token, hmacKey, severity (info or warning), namespaces (of the
-// Addons, by commas) and selector (a label selector of the Addons). The errors name the key to fix and never
+// Addons, by commas) and selector (a label selector of the Addons). The
+// errors name the key to fix and never
 // quote a secret value.
 func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
