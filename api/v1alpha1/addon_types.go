@@ -282,6 +282,43 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	HealthChecks []HealthCheck `json:"healthChecks,omitempty"`
+
+	// Substitute sets variables that replace ${name} in a git folder's
+	// objects after it is built and patched, as Flux's
+	// postBuild.substitute does. They win over substituteFrom. A
+	// variable that is used and not defined stops the render, unless it
+	// has a default (${name:=default}). Git folders only.
+	// +kubebuilder:validation:MaxProperties=256
+	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[_a-zA-Z][_a-zA-Z0-9]*$'))",message="spec.substitute: a variable's name is letters, digits and underscores, and does not start with a digit"
+	// +optional
+	Substitute map[string]string `json:"substitute,omitempty"`
+
+	// SubstituteFrom reads variables from ConfigMaps and Secrets of the
+	// Addon's namespace, in order, a later one winning, as Flux's
+	// postBuild.substituteFrom does. Every key whose name is a variable
+	// name is a variable. A value from a Secret is hidden in the plan,
+	// its diffs and every message. Git folders only.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	SubstituteFrom []SubstituteReference `json:"substituteFrom,omitempty"`
+}
+
+// SubstituteReference names a ConfigMap or Secret whose keys are
+// variables for spec.substitute.
+type SubstituteReference struct {
+	// Kind is Secret or ConfigMap.
+	// +kubebuilder:validation:Enum=Secret;ConfigMap
+	Kind string `json:"kind"`
+
+	// Name of the object, in the Addon's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Optional makes a missing object no error.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
 }
 
 // HealthCheck says when the objects of one kind are ready, still in

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -237,6 +238,13 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		PostRender:   render.PostRenderFor(&spec),
 	}
 	if !art.IsChart() {
+		if spec.Substitute != nil || len(spec.SubstituteFrom) > 0 {
+			opts.Variables = map[string]string{}
+			for i, ref := range spec.SubstituteFrom {
+				fmt.Fprintf(o.stderr, "Warning: spec.substituteFrom[%d] (%s %s) is in a cluster, which capstan render does not read; its variables are missing\n", i, ref.Kind, ref.Name)
+			}
+			maps.Copy(opts.Variables, spec.Substitute)
+		}
 		res, err := render.Render(cmd.Context(), art, nil, opts)
 		if err != nil {
 			return err

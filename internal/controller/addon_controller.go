@@ -112,7 +112,8 @@ type AddonReconciler struct {
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
-// valuesFrom names, so a change to one reconciles its Addons at once.
+// valuesFrom and substituteFrom name, so a change to one reconciles its
+// Addons at once.
 const valuesRefIndex = "capstan.dev/values-ref"
 
 // SetupWithManager registers the reconciler, with up to maxConcurrent
@@ -160,6 +161,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		addon := obj.(*capstanv1.Addon)
 		var keys []string
 		for _, ref := range addon.Spec.ValuesFrom {
+			keys = append(keys, ref.Kind+"/"+ref.Name)
+		}
+		for _, ref := range addon.Spec.SubstituteFrom {
 			keys = append(keys, ref.Kind+"/"+ref.Name)
 		}
 		return keys

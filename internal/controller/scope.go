@@ -60,6 +60,11 @@ type scope struct {
 
 	artifact *source.Artifact
 	values   *values.Result
+	// variables are a git folder's, for ${name} (nil: none asked for);
+	// noVariables says they were asked for and could not be read, which
+	// the plan shows, so nothing is rendered.
+	variables   *values.Variables
+	noVariables bool
 	// masker hides the secret values of maskedValues, the values it was
 	// made for (secret_mask.go).
 	masker       *masker

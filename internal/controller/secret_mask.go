@@ -87,9 +87,16 @@ func (m *masker) Plan(p *capstanv1.Plan) {
 	}
 }
 
-// mask is the masker of the values this reconcile composed; nil before the
-// values step, when no value is known and none can be quoted.
+// mask is the masker of the values this reconcile composed, or of a git
+// folder's variables from Secrets; nil before the values step, when no
+// value is known and none can be quoted.
 func (s *scope) mask() *masker {
+	if s.variables != nil {
+		if s.masker == nil && len(s.variables.Secret) > 0 {
+			s.masker = newMasker(s.variables.Secret)
+		}
+		return s.masker
+	}
 	if s.values == nil {
 		return nil
 	}

@@ -18,6 +18,13 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String,
 		PostRender: render.PostRenderFor(&s.addon.Spec)}
 	var vals map[string]any
+	if s.noVariables {
+		// Without its variables a folder renders wrong; the plan shows why.
+		return false, nil
+	}
+	if s.variables != nil {
+		opts.Variables = s.variables.Values
+	}
 	if s.artifact.IsChart() {
 		if s.values == nil {
 			// Without values there is nothing to render; the plan shows why.

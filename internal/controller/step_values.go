@@ -17,9 +17,19 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 	if !s.artifact.IsChart() {
 		if s.addon.Spec.Values != nil || len(s.addon.Spec.ValuesFrom) > 0 {
 			s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.values", Rule: "git-source",
-				Message: "values and valuesFrom apply to Helm charts only; a git folder is used as it is"})
+				Message: "values and valuesFrom apply to Helm charts only; a git folder is used as it is, with spec.substitute for its ${variables}"})
 		}
+		vars, err := values.ReadVariables(ctx, r.APIReader, s.addon, s.profile)
+		if err != nil {
+			s.noVariables = true
+			return false, s.valuesProblem(err)
+		}
+		s.variables = vars
 		return false, nil
+	}
+	if s.addon.Spec.Substitute != nil || len(s.addon.Spec.SubstituteFrom) > 0 {
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.substitute", Rule: "chart-source",
+			Message: "substitute and substituteFrom apply to git folders only; a chart takes values and valuesFrom"})
 	}
 	schema, err := values.SchemaForChart(s.artifact.Chart.Chart)
 	if err != nil {

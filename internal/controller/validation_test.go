@@ -30,6 +30,8 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"bad-digest", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: chart.URL, Digest: "sha256:abc"}}, "spec.chart.digest"},
 		{"two-chart-kinds", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: chart.URL, OCI: "oci://r.example/c", Version: "1"}}, "spec.chart"},
 		{"escaping-path", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: git.URL, Path: "../etc"}}, "spec.git.path"},
+		{"bad-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"cluster-name": "prod"}}, "spec.substitute: a variable's name"},
+		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "bad-" + tc.name}, Spec: tc.spec}

@@ -129,6 +129,10 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 	for _, ref := range def.ValuesFrom {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}
+	a.Spec.Substitute = def.Substitute
+	for _, ref := range def.SubstituteFrom {
+		a.Spec.SubstituteFrom = append(a.Spec.SubstituteFrom, capstanv1.SubstituteReference(ref))
+	}
 	if def.HookTimeout != "" {
 		d, err := time.ParseDuration(def.HookTimeout)
 		if err != nil {

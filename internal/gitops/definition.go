@@ -59,6 +59,12 @@ type Definition struct {
 	// HealthChecks judge objects of a kind by CEL expressions
 	// (spec.healthChecks).
 	HealthChecks []HealthCheck `yaml:"healthChecks,omitempty"`
+	// Substitute sets the variables of a git folder's ${name}
+	// (spec.substitute).
+	Substitute map[string]string `yaml:"substitute,omitempty"`
+	// SubstituteFrom reads variables from ConfigMaps and Secrets
+	// (spec.substituteFrom).
+	SubstituteFrom []SubstituteReference `yaml:"substituteFrom,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Recreate deletes and creates anew an object whose change the API
@@ -162,6 +168,14 @@ type HealthCheck struct {
 	Current    string `yaml:"current"`
 	InProgress string `yaml:"inProgress,omitempty"`
 	Failed     string `yaml:"failed,omitempty"`
+}
+
+// SubstituteReference names a ConfigMap or Secret of variables
+// (spec.substituteFrom).
+type SubstituteReference struct {
+	Kind     string `yaml:"kind"`
+	Name     string `yaml:"name"`
+	Optional bool   `yaml:"optional,omitempty"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

@@ -173,6 +173,9 @@ func isNull(n *yaml.Node) bool {
 
 var anyMapType = reflect.TypeFor[map[string]any]()
 
+// stringMapType is a mapping of names to strings, such as substitute.
+var stringMapType = reflect.TypeFor[map[string]string]()
+
 func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 	if isNull(n) {
 		return // null leaves the zero value: "helm:" with nothing is no helm.
@@ -186,6 +189,25 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 		if m, ok := d.value(n, field).(map[string]any); ok {
 			v.Set(reflect.ValueOf(m))
 		}
+	case v.Type() == stringMapType:
+		if n.Kind != yaml.MappingNode {
+			d.add(n, field, "must be a mapping of names to strings, not %s", kindName(n))
+			return
+		}
+		m := make(map[string]string, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			key, val := n.Content[i], n.Content[i+1]
+			if key.Kind != yaml.ScalarNode {
+				d.add(key, field, "a name must be a plain word, not %s", kindName(key))
+				continue
+			}
+			if val.Kind != yaml.ScalarNode || val.Tag != "!!str" {
+				d.add(val, field+"."+key.Value, "must be a string, not %s; quote it", describe(val))
+				continue
+			}
+			m[key.Value] = val.Value
+		}
+		v.Set(reflect.ValueOf(m))
 	case v.Kind() == reflect.Pointer:
 		elem := reflect.New(v.Type().Elem())
 		d.decode(n, elem.Elem(), field)

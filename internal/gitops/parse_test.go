@@ -133,7 +133,8 @@ healthChecks:
 	if _, err := Parse("addons/arc.yaml", []byte(archive)); err != nil {
 		t.Fatal(err)
 	}
-	other := "name: ext\ngit:\n  url: https://example.com/manifests.git\n  revision: v1\n  path: deploy/prod\n  secretRef: {name: creds}\n"
+	other := "name: ext\ngit:\n  url: https://example.com/manifests.git\n  revision: v1\n  path: deploy/prod\n  secretRef: {name: creds}\n" +
+		"substitute:\n  cluster_name: prod\nsubstituteFrom:\n  - {kind: ConfigMap, name: cluster-vars}\n  - {kind: Secret, name: cluster-secrets, optional: true}\n"
 	def, err = Parse("addons/ext.yaml", []byte(other))
 	if err != nil {
 		t.Fatal(err)
@@ -141,6 +142,10 @@ healthChecks:
 	a, _ = def.Addon(Origin{URL: "https://gitops", Commit: "c1"})
 	if a.Spec.Git.URL != "https://example.com/manifests.git" || a.Spec.Git.Revision != "v1" || a.Spec.Git.SecretRef.Name != "creds" {
 		t.Fatalf("an external git source must keep its own URL and revision: %+v", a.Spec.Git)
+	}
+	if a.Spec.Substitute["cluster_name"] != "prod" || len(a.Spec.SubstituteFrom) != 2 || a.Spec.SubstituteFrom[0].Name != "cluster-vars" ||
+		a.Spec.SubstituteFrom[1].Kind != "Secret" || !a.Spec.SubstituteFrom[1].Optional {
+		t.Fatalf("variables: %+v %+v", a.Spec.Substitute, a.Spec.SubstituteFrom)
 	}
 }
 
@@ -191,6 +196,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"health check twice", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhealthChecks:\n  - {apiVersion: example.com/v1, kind: DB, current: 'true'}\n  - {apiVersion: example.com/v1, kind: DB, current: 'false'}\n", "addons/a.yaml:5: healthChecks[1]: example.com/v1 DB has a check already, healthChecks[0]"},
 		{"health check without current", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhealthChecks:\n  - {apiVersion: example.com/v1, kind: DB}\n", "addons/a.yaml:4: healthChecks[0].current: is required"},
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
+		{"substitute for a chart", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsubstitute: {x: y}\n", "addons/a.yaml:3: substitute: substitute and substituteFrom apply to git folders only"},
+		{"bad variable name", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstitute:\n  ok: y\n  cluster-name: y\n", "addons/a.yaml:5: substitute.cluster-name: \"cluster-name\" is not a variable name"},
+		{"bad substituteFrom kind", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstituteFrom:\n  - {kind: Pod, name: p}\n", "addons/a.yaml:4: substituteFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},
 		{"revision without url", "addons/a.yaml", "name: a\ngit:\n  path: a\n  revision: main\n", "addons/a.yaml:4: git.revision"},
@@ -291,6 +299,7 @@ func FuzzParse(f *testing.F) {
 	f.Add("addons/umami.yaml", []byte(umami))
 	f.Add("addons/w.yaml", []byte("name: w\nhelm: {repo: https://x, chart: c}\nsyncWindows:\n  - {kind: deny, schedule: '0 0 24 12 *', duration: 72h, timeZone: Europe/Amsterdam, manualSync: true}\n"+
 		"patches:\n  - patch: '{}'\n    target: {kind: Secret}\nimages:\n  - {name: nginx, newTag: '1'}\n"))
+	f.Add("addons/g.yaml", []byte("name: g\ngit: {path: app}\nsubstitute: {cluster: prod, port: '8080'}\nsubstituteFrom:\n  - {kind: Secret, name: s, optional: true}\n"))
 	f.Add("addons/a.yaml", []byte("a: &a [*a]"))
 	f.Add("addons/a.yaml", []byte("- 1\n- 2"))
 	f.Fuzz(func(t *testing.T, file string, data []byte) {

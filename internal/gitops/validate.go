@@ -3,8 +3,10 @@ package gitops
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,8 +61,11 @@ const (
 	maxSyncWindows  = 16
 	maxSchedule     = 128
 	maxHealthChecks = 32
-	maxExpression   = 1024
-	maxHookTimeout  = 24 * time.Hour
+	// As the CRD's bounds on spec.substitute and spec.substituteFrom.
+	maxVariables      = 256
+	maxSubstituteFrom = 16
+	maxExpression     = 1024
+	maxHookTimeout    = 24 * time.Hour
 )
 
 type rules struct {
@@ -164,6 +169,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 			r.fail("is longer than 250 characters", "valuesFrom", i, "targetPath")
 		}
 	}
+	r.substitute(def)
 	if len(def.DependsOn) > maxDependsOn {
 		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.DependsOn), maxDependsOn), "dependsOn")
 	}
@@ -278,6 +284,33 @@ func (r *rules) syncWindows(def *Definition) {
 }
 
 // healthChecks compiles each check's expressions as the controller does.
+// substitute checks a git folder's variables: names that ${...} can
+// name, and objects that exist as kinds.
+func (r *rules) substitute(def *Definition) {
+	if (def.Substitute != nil || len(def.SubstituteFrom) > 0) && def.Git == nil {
+		r.fail("substitute and substituteFrom apply to git folders only; a chart takes values and valuesFrom", "substitute")
+	}
+	if len(def.Substitute) > maxVariables {
+		r.fail(fmt.Sprintf("has %d variables, more than %d", len(def.Substitute), maxVariables), "substitute")
+	}
+	for _, k := range slices.Sorted(maps.Keys(def.Substitute)) {
+		if !render.IsVariableName(k) {
+			r.fail(fmt.Sprintf("%q is not a variable name: use letters, digits and underscores, not starting with a digit", k), "substitute", k)
+		}
+	}
+	if len(def.SubstituteFrom) > maxSubstituteFrom {
+		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.SubstituteFrom), maxSubstituteFrom), "substituteFrom")
+	}
+	for i, ref := range def.SubstituteFrom {
+		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
+			r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", ref.Kind), "substituteFrom", i, "kind")
+		}
+		if ref.Name == "" || len(ref.Name) > 253 {
+			r.fail("name is required (at most 253 characters)", "substituteFrom", i, "name")
+		}
+	}
+}
+
 func (r *rules) healthChecks(def *Definition) {
 	if len(def.HealthChecks) > maxHealthChecks {
 		r.fail(fmt.Sprintf("has %d checks, more than %d", len(def.HealthChecks), maxHealthChecks), "healthChecks")

@@ -35,6 +35,13 @@ import (
 // that Argo CD's or Helm's hook annotations make hooks are the render's
 // hooks, read as Argo CD reads them (see folderHooks).
 func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
+	return FolderWith(fsys, dir, src, nil)
+}
+
+// FolderWith is Folder with variables substituted in the objects and
+// hooks after the build (substitute.go); vars nil substitutes nothing,
+// and an empty map still reads every ${ as a variable.
+func FolderWith(fsys fs.FS, dir string, src SourceIdentity, vars map[string]string) (*Result, error) {
 	dir = path.Clean("/" + dir)[1:]
 	if dir == "" {
 		dir = "."
@@ -48,9 +55,9 @@ func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	}
 	var objs []*unstructured.Unstructured
 	if kustomizationFile(fsys, dir) != "" {
-		objs, err = kustomize(fsys, dir)
+		objs, err = kustomize(fsys, dir, vars)
 	} else {
-		objs, err = plainYAML(fsys, dir)
+		objs, err = plainYAML(fsys, dir, vars)
 	}
 	if err != nil {
 		return nil, err
@@ -60,6 +67,9 @@ func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
 	}
 	hash, err := Hash(src, nil, "", "")
 	if err != nil {
+		return nil, err
+	}
+	if hash, err = substituteHash(hash, vars); err != nil {
 		return nil, err
 	}
 	objs, hooks, left, notices := folderHooks(objs, dir, hash)
@@ -77,8 +87,9 @@ func kustomizationFile(fsys fs.FS, dir string) string {
 	return ""
 }
 
-// kustomize builds dir with krusty over an in-memory copy of fsys.
-func kustomize(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
+// kustomize builds dir with krusty over an in-memory copy of fsys, and
+// substitutes vars in what it built when vars is set.
+func kustomize(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.Unstructured, error) {
 	mem := filesys.MakeFsInMemory()
 	// NOTE: the whole tree is copied, not only dir, because overlays name
 	// bases in sibling folders (../base); krusty's root-only load restriction
@@ -115,6 +126,30 @@ func kustomize(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
+	if vars != nil {
+		// NOTE: as kyaml holds each resource, not through JSON (as
+		// ResMap.AsYaml goes): a scalar's quotes say whether a substituted
+		// number stays a string.
+		var stream bytes.Buffer
+		for _, r := range m.Resources() {
+			doc, err := r.RNode.String()
+			if err != nil {
+				return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+			}
+			stream.WriteString("---\n")
+			stream.WriteString(doc)
+		}
+		data := stream.Bytes()
+		var problems []string
+		out, err := decodeStream(data, "kustomize build "+dir, vars, &problems)
+		if err != nil {
+			return nil, err
+		}
+		if problems != nil {
+			return nil, &SubstituteError{Problems: problems}
+		}
+		return out, nil
+	}
 	out, err := resMapObjects(m)
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
@@ -141,8 +176,9 @@ func resMapObjects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// plainYAML reads every YAML file of dir and its subfolders, in path order.
-func plainYAML(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
+// plainYAML reads every YAML file of dir and its subfolders, in path
+// order, and substitutes vars in them when vars is set.
+func plainYAML(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.Unstructured, error) {
 	var files []string
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -171,27 +207,54 @@ func plainYAML(fsys fs.FS, dir string) ([]*unstructured.Unstructured, error) {
 	}
 	slices.Sort(files)
 	var out []*unstructured.Unstructured
+	var problems []string
 	for _, f := range files {
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, fmt.Errorf("render: read %s: %w", f, err)
 		}
-		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-		for doc := 1; ; doc++ {
-			raw, err := reader.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return nil, fmt.Errorf("render: %s document %d is not YAML: %w", f, doc, err)
-			}
-			objs, err := decodeDocument(raw)
-			if err != nil {
-				return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
-					f, doc, err)
-			}
-			out = append(out, objs...)
+		objs, err := decodeStream(data, f, vars, &problems)
+		if err != nil {
+			return nil, err
 		}
+		out = append(out, objs...)
+	}
+	if problems != nil {
+		return nil, &SubstituteError{Problems: problems}
+	}
+	return out, nil
+}
+
+// decodeStream decodes the YAML documents of one file (or of a build),
+// named so in its errors, substituting vars in each when vars is set; the
+// substitution's problems are added to problems.
+func decodeStream(data []byte, name string, vars map[string]string, problems *[]string) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for doc := 1; ; doc++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
+		}
+		if vars != nil {
+			var found []string
+			if raw, found, err = substituteDocument(raw, vars); err != nil {
+				return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
+			}
+			if found != nil {
+				*problems = append(*problems, found...)
+				continue
+			}
+		}
+		objs, err := decodeDocument(raw)
+		if err != nil {
+			return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
+				name, doc, err)
+		}
+		out = append(out, objs...)
 	}
 	return out, nil
 }

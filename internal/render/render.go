@@ -48,6 +48,10 @@ type Options struct {
 	// PostRender, when set, patches the render and replaces its images
 	// after the chart or folder wrote it; the render hash covers it.
 	PostRender *PostRender
+	// Variables, when set, are substituted for ${name} in a git folder's
+	// objects and hooks (substitute.go); the render hash covers them. A
+	// chart takes values instead, and ignores them.
+	Variables map[string]string
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git
@@ -84,14 +88,18 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		}
 		return res, nil
 	case art.Tree != nil:
-		res, err := Folder(art.Tree.FS, art.Path, art.Identity)
+		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, opts.Variables)
 		if err != nil {
 			return nil, err
 		}
 		if res.Hash, err = opts.PostRender.hash(res.Hash); err != nil {
 			return nil, err
 		}
-		if err := opts.PostRender.applyAll(res, opts.Mask); err != nil {
+		post, err := substitutePostRender(opts.PostRender, opts.Variables)
+		if err != nil {
+			return nil, err
+		}
+		if err := post.applyAll(res, opts.Mask); err != nil {
 			return nil, err
 		}
 		return res, nil

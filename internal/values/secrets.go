@@ -200,6 +200,11 @@ func Cleanup(ctx context.Context, c client.Client, addon *capstanv1.Addon, now t
 	for _, ref := range addon.Spec.ValuesFrom {
 		referenced[ref.Kind+"/"+ref.Name] = true
 	}
+	// NOTE: a restricted add-on reads no variables from objects, but an
+	// object the spec names is in use whatever reads it.
+	for _, ref := range addon.Spec.SubstituteFrom {
+		referenced[ref.Kind+"/"+ref.Name] = true
+	}
 	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err

@@ -1,0 +1,282 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"github.com/google/go-cmp/cmp"
+	yamlv3 "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
+
+	"capstan.dev/capstan/internal/source"
+)
+
+func TestExpand(t *testing.T) {
+	vars := map[string]string{"name": "prod", "empty": "", "n": "3"}
+	for _, tc := range []struct {
+		in, want string
+		problem  string
+	}{
+		{in: "cluster-${name}", want: "cluster-prod"},
+		{in: "${name}${n}", want: "prod3"},
+		{in: "${missing:=dflt}", want: "dflt"},
+		{in: "${missing:-dflt}", want: "dflt"},
+		{in: "${empty:=dflt}", want: "dflt"},
+		{in: "${empty=dflt}", want: ""},
+		{in: "${empty-dflt}", want: ""},
+		{in: "${missing=dflt}", want: "dflt"},
+		{in: "${name:=dflt}", want: "prod"},
+		{in: "${missing:=}", want: ""},
+		{in: "$${name} and $name", want: "${name} and $name"},
+		{in: "echo $HOME $1", want: "echo $HOME $1"},
+		{in: "${missing}", problem: "${missing} is not defined"},
+		{in: "${ARR[@]}", problem: "${ARR[@]} is not a variable Capstan substitutes"},
+		{in: "${#name}", problem: "${#name} is not a variable"},
+		{in: "${1abc}", problem: "${1abc} is not a variable"},
+		{in: "${name:=${n}}", problem: "nests a variable"},
+		{in: "${name", problem: "${name has no closing brace"},
+	} {
+		got, problems := expand(tc.in, vars)
+		if tc.problem != "" {
+			if len(problems) != 1 || !strings.Contains(problems[0], tc.problem) {
+				t.Errorf("expand(%q): problems %q, want one with %q", tc.in, problems, tc.problem)
+			}
+			continue
+		}
+		if problems != nil || got != tc.want {
+			t.Errorf("expand(%q) = %q %q, want %q", tc.in, got, problems, tc.want)
+		}
+	}
+}
+
+// substituteRepo is a folder of plain YAML and a kustomization over the
+// same objects, each using variables as a Flux repository does.
+func substituteRepo() fstest.MapFS {
+	objects := `
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: settings-${cluster}
+  namespace: apps
+data:
+  cluster: ${cluster}
+  port: "${port}"
+  banner: ${banner}
+  literal: $${cluster} costs $5
+  fallback: ${region:=eu-west-1}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: apps
+spec:
+  replicas: ${replicas}
+  template:
+    spec:
+      containers:
+        - name: web
+          image: registry.example/web:1.0.0
+          env:
+            - name: PORT
+              value: "${port}"
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: script
+  namespace: apps
+  annotations:
+    kustomize.toolkit.fluxcd.io/substitute: disabled
+data:
+  run.sh: |
+    for a in "${ARGS[@]}"; do echo "${a}"; done
+`
+	return fstest.MapFS{
+		"plain/objects.yaml": file(objects),
+		"kust/objects.yaml":  file(objects),
+		"kust/kustomization.yaml": file(`
+resources:
+  - objects.yaml
+`),
+	}
+}
+
+func TestFolderSubstitutes(t *testing.T) {
+	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "line one\nkind: Secret\nline: three"}
+	for _, dir := range []string{"plain", "kust"} {
+		t.Run(dir, func(t *testing.T) {
+			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{Commit: "abc"}, vars)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName := map[string]*unstructured.Unstructured{}
+			for _, o := range res.Objects {
+				byName[o.GetName()] = o
+			}
+			cm := byName["settings-prod"]
+			if cm == nil {
+				t.Fatalf("no ConfigMap settings-prod: the name was not substituted: %v", names(res.Objects))
+			}
+			want := map[string]any{
+				"cluster":  "prod",
+				"port":     "8080",
+				"banner":   vars["banner"],
+				"literal":  "${cluster} costs $5",
+				"fallback": "eu-west-1",
+			}
+			if diff := cmp.Diff(want, cm.Object["data"]); diff != "" {
+				t.Errorf("ConfigMap data (-want +got):\n%s", diff)
+			}
+			// NOTE: unquoted, the replica count is a number again; quoted,
+			// the port stays the string the API server wants.
+			replicas, _, _ := unstructured.NestedFieldNoCopy(byName["web"].Object, "spec", "replicas")
+			if replicas != int64(3) {
+				t.Errorf("replicas = %#v, want the number 3", replicas)
+			}
+			containers, _, _ := unstructured.NestedSlice(byName["web"].Object, "spec", "template", "spec", "containers")
+			env := containers[0].(map[string]any)["env"].([]any)[0].(map[string]any)
+			if env["value"] != "8080" {
+				t.Errorf("env value = %#v, want the string 8080", env["value"])
+			}
+			script, _, _ := unstructured.NestedString(byName["script"].Object, "data", "run.sh")
+			if !strings.Contains(script, `"${ARGS[@]}"`) {
+				t.Errorf("the annotated ConfigMap was changed: %q", script)
+			}
+		})
+	}
+}
+
+func TestFolderSubstituteProblems(t *testing.T) {
+	for _, dir := range []string{"plain", "kust"} {
+		t.Run(dir, func(t *testing.T) {
+			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{}, map[string]string{"cluster": "prod"})
+			var se *SubstituteError
+			if !errors.As(err, &se) {
+				t.Fatalf("got %v, %v; want a SubstituteError", res, err)
+			}
+			msg := err.Error()
+			for _, want := range []string{
+				"ConfigMap apps/settings-prod: ${port} is not defined",
+				"${banner} is not defined",
+				"Deployment apps/web: ${replicas} is not defined",
+				"spec.substitute",
+				"$${",
+				"kustomize.toolkit.fluxcd.io/substitute: disabled",
+			} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("error %q\nlacks %q", msg, want)
+				}
+			}
+			if strings.Count(msg, "${port} is not defined") != 2 {
+				t.Errorf("want ${port} once per object that uses it: %q", msg)
+			}
+		})
+	}
+}
+
+func TestFolderWithoutVariablesIsUnchanged(t *testing.T) {
+	plain, err := Folder(substituteRepo(), "plain", SourceIdentity{Commit: "abc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Objects[0].GetName() != "settings-${cluster}" {
+		t.Errorf("without variables the text stays: %s", plain.Objects[0].GetName())
+	}
+	vars := map[string]string{"cluster": "prod", "port": "1", "replicas": "1", "banner": "b"}
+	one, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vars["replicas"] = "2"
+	two, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, vars)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plain.Hash == one.Hash || one.Hash == two.Hash {
+		t.Errorf("hashes %s, %s, %s: a variable's value must change the render hash", plain.Hash, one.Hash, two.Hash)
+	}
+}
+
+func TestSubstitutedPatchesAndImages(t *testing.T) {
+	art := &source.Artifact{Tree: &source.Tree{FS: substituteRepo()}, Path: "kust", Identity: SourceIdentity{Commit: "abc"}}
+	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "b", "tag": "2.0.0", "team": "blue"}
+	post := &PostRender{
+		Patches: []types.Patch{{Patch: `
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  namespace: apps
+  labels:
+    team: ${team}
+`}},
+		Images: []types.Image{{Name: "registry.example/web", NewTag: "${tag}"}},
+	}
+	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range res.Objects {
+		if o.GetName() != "web" {
+			continue
+		}
+		if o.GetLabels()["team"] != "blue" {
+			t.Errorf("labels %v: the patch's variable was not substituted", o.GetLabels())
+		}
+		containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		if img := containers[0].(map[string]any)["image"]; img != "registry.example/web:2.0.0" {
+			t.Errorf("image %v: the image's variable was not substituted", img)
+		}
+	}
+	delete(vars, "team")
+	if _, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars}); err == nil ||
+		!strings.Contains(err.Error(), "spec.patches[0]: ${team} is not defined") {
+		t.Errorf("a patch's undefined variable: %v", err)
+	}
+}
+
+// TestSubstitutionKeepsTheBuild checks that a kustomization read through
+// the substitution, with nothing to substitute, gives the objects the
+// build gives: kustomize's own marks do not leak into them.
+func TestSubstitutionKeepsTheBuild(t *testing.T) {
+	for _, dir := range []string{"apps/prod", "plain"} {
+		want, err := Folder(repo(), dir, SourceIdentity{Commit: "abc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := FolderWith(repo(), dir, SourceIdentity{Commit: "abc"}, map[string]string{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(want.Objects, got.Objects); diff != "" {
+			t.Errorf("%s (-build +substituted):\n%s", dir, diff)
+		}
+	}
+}
+
+// FuzzSubstituteDocument feeds any document and text to the substitution:
+// it never panics, and a YAML document it substitutes is YAML again.
+func FuzzSubstituteDocument(f *testing.F) {
+	f.Add([]byte("kind: ConfigMap\nmetadata: {name: a}\ndata: {a: \"${x}\", b: ${y:=1}, c: $${z}}\n"), "v\nkind: Secret")
+	f.Add([]byte("kind: List\nitems:\n- {kind: ConfigMap, metadata: {name: '${x}'}}\n"), "")
+	f.Add([]byte("a: &a ${x}\nb: *a\n"), "${x}")
+	f.Fuzz(func(t *testing.T, doc []byte, value string) {
+		var in any
+		if yamlv3.Unmarshal(doc, &in) != nil {
+			return
+		}
+		out, problems, err := substituteDocument(doc, map[string]string{"x": value, "y": value})
+		if err != nil || problems != nil {
+			return
+		}
+		var back any
+		if err := yamlv3.Unmarshal(out, &back); err != nil {
+			t.Fatalf("substituted document is not YAML: %v\n%s", err, out)
+		}
+	})
+}

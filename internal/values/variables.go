@@ -1,0 +1,114 @@
+package values
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
+)
+
+// Variables are what a git folder's ${name} is substituted with
+// (spec.substitute and spec.substituteFrom), and which of their values
+// came from a Secret, to be hidden wherever Capstan shows them.
+type Variables struct {
+	Values map[string]string
+	Secret []string
+}
+
+// ReadVariables reads an add-on's variables: each object spec.substituteFrom
+// names, in order, a later one winning, then spec.substitute over them.
+// Every key of a ConfigMap's data or a Secret's data whose name is a
+// variable name (letters, digits and underscores, not starting with a
+// digit) is a variable; other keys, which no ${...} can name, are skipped.
+// It returns nil when the add-on asks for no substitution.
+//
+// The restricted profile takes spec.substitute only: its objects are the
+// add-on's own values objects, which the values cleanup would not know
+// were in use.
+//
+// Problems a person must fix come back together as an *InvalidError; an
+// error from the API server is returned as it is, to be retried.
+func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile) (*Variables, error) {
+	spec := &addon.Spec
+	if spec.Substitute == nil && len(spec.SubstituteFrom) == 0 {
+		return nil, nil
+	}
+	vars := &Variables{Values: map[string]string{}}
+	secret := map[string]bool{}
+	var errs errorList
+	if profile != capstanv1.ProfileCluster && len(spec.SubstituteFrom) > 0 {
+		errs.add("spec.substituteFrom", "substituteFrom.restricted",
+			"a restricted add-on takes its variables from spec.substitute only; move them there")
+		return nil, errs.err()
+	}
+	for i, ref := range spec.SubstituteFrom {
+		field := fmt.Sprintf("spec.substituteFrom[%d]", i)
+		key := types.NamespacedName{Namespace: addon.Namespace, Name: ref.Name}
+		data := map[string]string{}
+		fromSecret := false
+		switch ref.Kind {
+		case "Secret":
+			s := &corev1.Secret{}
+			if err := r.Get(ctx, key, s); err != nil {
+				if apierrors.IsNotFound(err) {
+					if !ref.Optional {
+						errs.add(field, "substituteFrom.missing", "%s: Secret %s does not exist; create it, or mark the entry optional", field, ref.Name)
+					}
+					continue
+				}
+				return nil, fmt.Errorf("read Secret %s for %s: %w", key, field, err)
+			}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+			fromSecret = true
+		case "ConfigMap":
+			cm := &corev1.ConfigMap{}
+			if err := r.Get(ctx, key, cm); err != nil {
+				if apierrors.IsNotFound(err) {
+					if !ref.Optional {
+						errs.add(field, "substituteFrom.missing", "%s: ConfigMap %s does not exist; create it, or mark the entry optional", field, ref.Name)
+					}
+					continue
+				}
+				return nil, fmt.Errorf("read ConfigMap %s for %s: %w", key, field, err)
+			}
+			maps.Copy(data, cm.Data)
+		default:
+			errs.add(field, "substituteFrom.kind", "%s: kind must be Secret or ConfigMap", field)
+			continue
+		}
+		for k, v := range data {
+			if !render.IsVariableName(k) {
+				continue
+			}
+			vars.Values[k] = v
+			secret[k] = fromSecret
+		}
+	}
+	for k, v := range spec.Substitute {
+		if !render.IsVariableName(k) {
+			errs.add("spec.substitute", "substitute.name", "spec.substitute: %q is not a variable name: use letters, digits and underscores, not starting with a digit", k)
+			continue
+		}
+		vars.Values[k] = v
+		secret[k] = false
+	}
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	for _, k := range slices.Sorted(maps.Keys(secret)) {
+		if secret[k] {
+			vars.Secret = append(vars.Secret, vars.Values[k])
+		}
+	}
+	return vars, nil
+}

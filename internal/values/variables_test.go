@@ -1,0 +1,55 @@
+package values
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestReadVariables checks ReadVariables' decisions: the order of its
+// sources, which keys are variables, which values are secret, and what it
+// refuses. A fake reader stands in for the API server, as in read_test.go.
+func TestReadVariables(t *testing.T) {
+	r := fake.NewClientBuilder().WithObjects(
+		configMap("cluster", nil, map[string]string{"cluster": "prod", "domain": "example.org", "app.properties": "x=1"}),
+		secret("cluster-secrets", nil, map[string]string{"domain": "secret.example.org", "token": "t0ken-value"}),
+	).Build()
+	a := addonWith("app", "")
+	a.Spec.Substitute = map[string]string{"cluster": "override"}
+	a.Spec.SubstituteFrom = []capstanv1.SubstituteReference{
+		{Kind: "ConfigMap", Name: "cluster"},
+		{Kind: "Secret", Name: "cluster-secrets"},
+		{Kind: "ConfigMap", Name: "absent", Optional: true},
+	}
+	vars, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"cluster": "override", "domain": "secret.example.org", "token": "t0ken-value"}
+	if diff := cmp.Diff(want, vars.Values); diff != "" {
+		t.Errorf("variables (-want +got):\n%s", diff)
+	}
+	if got := slices.Sorted(slices.Values(vars.Secret)); !slices.Equal(got, []string{"secret.example.org", "t0ken-value"}) {
+		t.Errorf("secret values %q", got)
+	}
+
+	a.Spec.SubstituteFrom = append(a.Spec.SubstituteFrom, capstanv1.SubstituteReference{Kind: "Secret", Name: "absent"})
+	_, err = ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster)
+	var inv *InvalidError
+	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "spec.substituteFrom[3]: Secret absent does not exist; create it, or mark the entry optional") {
+		t.Errorf("a missing object: %v", err)
+	}
+	if _, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileRestricted); !errors.As(err, &inv) || !strings.Contains(err.Error(), "spec.substitute only") {
+		t.Errorf("restricted substituteFrom: %v", err)
+	}
+	if vars, err := ReadVariables(context.Background(), r, addonWith("plain", ""), capstanv1.ProfileCluster); vars != nil || err != nil {
+		t.Errorf("no substitution asked for: %v %v", vars, err)
+	}
+}
