@@ -172,4 +172,21 @@ spec:
 	if _, found, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "settings").Object, "data", "owner"); found {
 		t.Error("a render that failed was applied")
 	}
+
+	// An object of variables that is missing blocks the add-on, with the
+	// entry named; nothing is rendered, so nothing is applied or pruned.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Git.Revision = first
+		cur.Spec.Prune = true
+		cur.Spec.SubstituteFrom = append(cur.Spec.SubstituteFrom, capstanv1.SubstituteReference{Kind: "ConfigMap", Name: name + "-gone"})
+	})
+	blocked := waitPhase(t, a, capstanv1.PhaseBlocked)
+	if errs := blocked.Status.Plan.ValuesErrors; len(errs) != 1 || !strings.Contains(errs[0].Message, "spec.substituteFrom[3]: ConfigMap "+name+"-gone does not exist; create it, or mark the entry optional") {
+		t.Errorf("values errors %+v", errs)
+	}
+	for _, obj := range []string{"settings", "conn"} {
+		if live(t, "v1", "ConfigMap", ns, obj) == nil {
+			t.Errorf("ConfigMap %s was deleted while the add-on was blocked", obj)
+		}
+	}
 }
