@@ -302,6 +302,26 @@ type AddonSpec struct {
 	// +listType=atomic
 	// +optional
 	SubstituteFrom []SubstituteReference `json:"substituteFrom,omitempty"`
+
+	// Decryption decrypts the YAML and JSON files of a git folder that
+	// SOPS encrypted for age keys, before the folder is built, as Flux's
+	// Kustomization decryption does. A file whose MAC does not match is
+	// refused. Decrypted values are hidden wherever Capstan shows them.
+	// Git folders only, in the cluster profile.
+	// +optional
+	Decryption *Decryption `json:"decryption,omitempty"`
+}
+
+// Decryption says how a git folder's encrypted files are decrypted.
+type Decryption struct {
+	// Provider is sops, the only one.
+	// +kubebuilder:validation:Enum=sops
+	Provider string `json:"provider"`
+
+	// SecretRef names a Secret of the Addon's namespace whose entries
+	// ending in .agekey hold the age keys (AGE-SECRET-KEY-1…), as Flux's
+	// decryption Secret does.
+	SecretRef LocalObjectReference `json:"secretRef"`
 }
 
 // SubstituteReference names a ConfigMap or Secret whose keys are

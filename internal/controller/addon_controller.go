@@ -112,8 +112,8 @@ type AddonReconciler struct {
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
-// valuesFrom and substituteFrom name, so a change to one reconciles its
-// Addons at once.
+// valuesFrom, substituteFrom and decryption name, so a change to one
+// reconciles its Addons at once.
 const valuesRefIndex = "capstan.dev/values-ref"
 
 // SetupWithManager registers the reconciler, with up to maxConcurrent
@@ -165,6 +165,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		}
 		for _, ref := range addon.Spec.SubstituteFrom {
 			keys = append(keys, ref.Kind+"/"+ref.Name)
+		}
+		if d := addon.Spec.Decryption; d != nil {
+			keys = append(keys, "Secret/"+d.SecretRef.Name)
 		}
 		return keys
 	})

@@ -61,10 +61,12 @@ type scope struct {
 	artifact *source.Artifact
 	values   *values.Result
 	// variables are a git folder's, for ${name} (nil: none asked for);
-	// noVariables says they were asked for and could not be read, which
-	// the plan shows, so nothing is rendered.
-	variables   *values.Variables
-	noVariables bool
+	// decrypted are the values its SOPS files held (step_decrypt.go).
+	// noInputs says either was asked for and could not be read, which the
+	// plan shows, so nothing is rendered.
+	variables *values.Variables
+	decrypted []string
+	noInputs  bool
 	// masker hides the secret values of maskedValues, the values it was
 	// made for (secret_mask.go).
 	masker       *masker

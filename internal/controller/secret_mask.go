@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"slices"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/mask"
 )
@@ -88,12 +90,16 @@ func (m *masker) Plan(p *capstanv1.Plan) {
 }
 
 // mask is the masker of the values this reconcile composed, or of a git
-// folder's variables from Secrets; nil before the values step, when no
-// value is known and none can be quoted.
+// folder's variables from Secrets and the values its SOPS files held; nil
+// before the values step, when no value is known and none can be quoted.
 func (s *scope) mask() *masker {
-	if s.variables != nil {
-		if s.masker == nil && len(s.variables.Secret) > 0 {
-			s.masker = newMasker(s.variables.Secret)
+	if s.variables != nil || s.decrypted != nil {
+		if s.masker == nil {
+			var secrets []string
+			if s.variables != nil {
+				secrets = s.variables.Secret
+			}
+			s.masker = newMasker(append(slices.Clip(secrets), s.decrypted...))
 		}
 		return s.masker
 	}

@@ -18,8 +18,9 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String,
 		PostRender: render.PostRenderFor(&s.addon.Spec)}
 	var vals map[string]any
-	if s.noVariables {
-		// Without its variables a folder renders wrong; the plan shows why.
+	if s.noInputs {
+		// Without its variables or its decrypted files a folder renders
+		// wrong; the plan shows why.
 		return false, nil
 	}
 	if s.variables != nil {

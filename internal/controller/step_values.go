@@ -21,15 +21,19 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		}
 		vars, err := values.ReadVariables(ctx, r.APIReader, s.addon, s.profile)
 		if err != nil {
-			s.noVariables = true
+			s.noInputs = true
 			return false, s.valuesProblem(err)
 		}
 		s.variables = vars
-		return false, nil
+		return false, r.decryptFolder(ctx, s)
 	}
 	if s.addon.Spec.Substitute != nil || len(s.addon.Spec.SubstituteFrom) > 0 {
 		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.substitute", Rule: "chart-source",
 			Message: "substitute and substituteFrom apply to git folders only; a chart takes values and valuesFrom"})
+	}
+	if s.addon.Spec.Decryption != nil {
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "chart-source",
+			Message: "decryption applies to git folders only; a chart takes secret values from valuesFrom"})
 	}
 	schema, err := values.SchemaForChart(s.artifact.Chart.Chart)
 	if err != nil {

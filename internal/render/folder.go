@@ -62,6 +62,14 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, vars map[string]stri
 	if err != nil {
 		return nil, err
 	}
+	for _, o := range objs {
+		if _, ok := o.Object["sops"]; ok {
+			// NOTE: applied as it is, it would put SOPS's ciphertext in the
+			// cluster, or be refused for its unknown field.
+			return nil, fmt.Errorf("render: %s %s is encrypted with SOPS (it has a sops field): set spec.decryption to a Secret that holds its age key, or decrypt it",
+				o.GetKind(), o.GetName())
+		}
+	}
 	if src.Path == "" {
 		src.Path = dir
 	}

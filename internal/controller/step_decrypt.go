@@ -1,0 +1,73 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"filippo.io/age"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/sops"
+)
+
+// decryptFolder decrypts the files of a git folder that SOPS encrypted,
+// with the age keys of spec.decryption's Secret, before the render reads
+// them: the render reads the artifact's tree with the decrypted files in
+// their places, and the values they held are hidden wherever the
+// controller shows text. A person's problem (no Secret, no key, a file no
+// key opens or that changed after it was encrypted) goes into the plan,
+// which blocks, and nothing is rendered.
+func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
+	d := s.addon.Spec.Decryption
+	if d == nil {
+		return nil
+	}
+	problem := func(format string, args ...any) error {
+		s.noInputs = true
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "decryption",
+			Message: fmt.Sprintf(format, args...)})
+		return nil
+	}
+	if s.profile != capstanv1.ProfileCluster {
+		return problem("a restricted add-on decrypts nothing: its secret inputs go through Capstan's values Secrets")
+	}
+	secret := &corev1.Secret{}
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: d.SecretRef.Name}
+	if err := r.APIReader.Get(ctx, key, secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return problem("spec.decryption.secretRef: Secret %s does not exist; create it with the age key of the folder's SOPS files in an entry ending in %s", key, sops.KeySuffix)
+		}
+		return fmt.Errorf("read the decryption Secret %s: %w", key, err)
+	}
+	var ids []age.Identity
+	for _, name := range slices.Sorted(maps.Keys(secret.Data)) {
+		if !strings.HasSuffix(name, sops.KeySuffix) {
+			continue
+		}
+		found, err := sops.ParseKeys(name, secret.Data[name])
+		if err != nil {
+			return problem("spec.decryption.secretRef: Secret %s: %v", key, err)
+		}
+		ids = append(ids, found...)
+	}
+	if len(ids) == 0 {
+		return problem("spec.decryption.secretRef: Secret %s has no entry ending in %s: put the age key (AGE-SECRET-KEY-1…) in one, such as age%s", key, sops.KeySuffix, sops.KeySuffix)
+	}
+	fsys, secrets, _, err := sops.Tree(s.artifact.Tree.FS, ids)
+	if err != nil {
+		return problem("%v", err)
+	}
+	art := *s.artifact
+	tree := *art.Tree
+	tree.FS = fsys
+	art.Tree = &tree
+	s.artifact = &art
+	s.decrypted = secrets
+	return nil
+}

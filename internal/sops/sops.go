@@ -1,0 +1,440 @@
+// Package sops decrypts the YAML and JSON files of a git folder that SOPS
+// encrypted for age keys, as Flux's kustomize-controller does before it
+// applies them, so that a repository keeps its Secrets in git encrypted.
+//
+// It reads SOPS's own format and checks its MAC over the file as it was
+// encrypted, before kustomize or anything else changes it: a file changed
+// after it was encrypted is refused, where Flux (without its MAC check)
+// applies it. It takes age keys only; a file encrypted for PGP, a cloud
+// KMS or Vault alone, and the rules SOPS keeps for comments, are refused
+// with what to do instead.
+package sops
+
+import (
+	"bytes"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/sha512"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"filippo.io/age"
+	"filippo.io/age/armor"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// KeySuffix ends the name of each entry of a decryption Secret that holds
+// age identities, as in Flux's: age.agekey.
+const KeySuffix = ".agekey"
+
+// ParseKeys reads the age identities (AGE-SECRET-KEY-1…) of one Secret
+// entry. Its error never quotes the entry.
+func ParseKeys(name string, data []byte) ([]age.Identity, error) {
+	ids, err := age.ParseIdentities(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("entry %s holds no age identity that age can read (one AGE-SECRET-KEY-1… per line, # for comments)", name)
+	}
+	return ids, nil
+}
+
+// IsEncrypted reports whether data looks like a file SOPS encrypted: a
+// top-level sops key whose mapping has a mac. It does not parse data.
+func IsEncrypted(data []byte) bool {
+	return bytes.Contains(data, []byte("sops")) && bytes.Contains(data, []byte("mac")) &&
+		(bytes.Contains(data, []byte("ENC[AES256_GCM")) || bytes.Contains(data, []byte("lastmodified")))
+}
+
+// metadata is what Capstan reads of a file's sops mapping.
+type metadata struct {
+	Age []struct {
+		Recipient string `yaml:"recipient"`
+		Enc       string `yaml:"enc"`
+	} `yaml:"age"`
+	PGP                     []yaml.Node `yaml:"pgp"`
+	KMS                     []yaml.Node `yaml:"kms"`
+	GCPKMS                  []yaml.Node `yaml:"gcp_kms"`
+	AzureKV                 []yaml.Node `yaml:"azure_kv"`
+	Vault                   []yaml.Node `yaml:"hc_vault"`
+	KeyGroups               []yaml.Node `yaml:"key_groups"`
+	LastModified            string      `yaml:"lastmodified"`
+	MAC                     string      `yaml:"mac"`
+	UnencryptedSuffix       string      `yaml:"unencrypted_suffix"`
+	EncryptedSuffix         string      `yaml:"encrypted_suffix"`
+	UnencryptedRegex        string      `yaml:"unencrypted_regex"`
+	EncryptedRegex          string      `yaml:"encrypted_regex"`
+	UnencryptedCommentRegex string      `yaml:"unencrypted_comment_regex"`
+	EncryptedCommentRegex   string      `yaml:"encrypted_comment_regex"`
+	MACOnlyEncrypted        bool        `yaml:"mac_only_encrypted"`
+
+	unencrypted, encrypted *regexp.Regexp
+}
+
+// macOnlyEncryptedInit starts the MAC of a file whose MAC covers only its
+// encrypted values (mac_only_encrypted), as SOPS starts it, so that the
+// two kinds of MAC never match each other.
+var macOnlyEncryptedInit = []byte{0x8a, 0x3f, 0xd2, 0xad, 0x54, 0xce, 0x66, 0x52, 0x7b, 0x10, 0x34, 0xf3, 0xd1, 0x47, 0xbe, 0xb,
+	0xb, 0x97, 0x5b, 0x3b, 0xf4, 0x4f, 0x72, 0xc6, 0xfd, 0xad, 0xec, 0x81, 0x76, 0xf2, 0x7d, 0x69}
+
+// defaultUnencryptedSuffix leaves a key's values unencrypted when no rule
+// is written, as SOPS does.
+const defaultUnencryptedSuffix = "_unencrypted"
+
+// Decrypt decrypts a file SOPS encrypted, YAML or JSON, with ids, and
+// returns it as YAML without its sops mapping, with the values it
+// decrypted (to be hidden wherever they could be shown). It checks the
+// file's MAC first and refuses a file whose MAC does not match.
+func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
+	docs, err := documents(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	meta, err := extract(docs)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := dataKey(meta, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := &decrypter{meta: meta, key: key, mac: sha512.New()}
+	if meta.MACOnlyEncrypted {
+		d.mac.Write(macOnlyEncryptedInit)
+	}
+	for _, doc := range docs {
+		if err := d.walk(doc.Content[0], nil); err != nil {
+			return nil, nil, err
+		}
+	}
+	stored, err := d.value(meta.MAC, macAAD(meta.LastModified))
+	if err != nil {
+		return nil, nil, fmt.Errorf("its MAC cannot be read: %w", err)
+	}
+	if got := fmt.Sprintf("%X", d.mac.Sum(nil)); stored.text != got {
+		return nil, nil, errors.New("it was changed after SOPS encrypted it: its MAC does not match its values; edit it with sops, or encrypt it again")
+	}
+	var out bytes.Buffer
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	for _, doc := range docs {
+		if err := enc.Encode(doc); err != nil {
+			return nil, nil, err
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, nil, err
+	}
+	return out.Bytes(), d.secrets, nil
+}
+
+// documents parses every document of data, and refuses what SOPS's own
+// reading would expand or lose: anchors and aliases, and documents that
+// are not mappings.
+func documents(data []byte) ([]*yaml.Node, error) {
+	var docs []*yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		doc := &yaml.Node{}
+		err := dec.Decode(doc)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("it is not YAML or JSON: %w", err)
+		}
+		if len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+			return nil, errors.New("a document of it is not a mapping")
+		}
+		if hasAlias(doc) {
+			return nil, errors.New("it uses YAML anchors or aliases, which Capstan does not decrypt: write the values out")
+		}
+		docs = append(docs, doc)
+	}
+	if len(docs) == 0 {
+		return nil, errors.New("it is empty")
+	}
+	return docs, nil
+}
+
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode || n.Anchor != "" {
+		return true
+	}
+	return slices.ContainsFunc(n.Content, hasAlias)
+}
+
+// extract reads the sops mapping of the first document and removes it
+// from every document, as SOPS does.
+func extract(docs []*yaml.Node) (*metadata, error) {
+	var meta *metadata
+	for i, doc := range docs {
+		root := doc.Content[0]
+		for j := 0; j+1 < len(root.Content); j += 2 {
+			if root.Content[j].Value != "sops" {
+				continue
+			}
+			if i == 0 {
+				meta = &metadata{}
+				if err := root.Content[j+1].Decode(meta); err != nil {
+					return nil, fmt.Errorf("its sops mapping cannot be read: %w", err)
+				}
+			}
+			root.Content = slices.Delete(root.Content, j, j+2)
+			break
+		}
+	}
+	if meta == nil {
+		return nil, errors.New("its first document has no sops mapping: it is not encrypted by SOPS")
+	}
+	if meta.MAC == "" {
+		return nil, errors.New("its sops mapping has no mac")
+	}
+	if meta.UnencryptedCommentRegex != "" || meta.EncryptedCommentRegex != "" {
+		return nil, errors.New("it was encrypted with a comment rule (encrypted_comment_regex or unencrypted_comment_regex), which Capstan does not read: encrypt it with a key rule instead (encrypted_regex)")
+	}
+	if len(meta.KeyGroups) > 0 {
+		return nil, errors.New("it was encrypted for key groups (Shamir's secret sharing), which Capstan does not read: encrypt it for age recipients")
+	}
+	if meta.UnencryptedSuffix == "" && meta.EncryptedSuffix == "" && meta.UnencryptedRegex == "" && meta.EncryptedRegex == "" {
+		meta.UnencryptedSuffix = defaultUnencryptedSuffix
+	}
+	var err error
+	if meta.UnencryptedRegex != "" {
+		if meta.unencrypted, err = regexp.Compile(meta.UnencryptedRegex); err != nil {
+			return nil, fmt.Errorf("its unencrypted_regex is not a regular expression: %w", err)
+		}
+	}
+	if meta.EncryptedRegex != "" {
+		if meta.encrypted, err = regexp.Compile(meta.EncryptedRegex); err != nil {
+			return nil, fmt.Errorf("its encrypted_regex is not a regular expression: %w", err)
+		}
+	}
+	return meta, nil
+}
+
+// dataKey opens the file's data key with the first identity that can.
+func dataKey(meta *metadata, ids []age.Identity) ([]byte, error) {
+	if len(meta.Age) == 0 {
+		var kinds []string
+		for _, k := range []struct {
+			name string
+			keys []yaml.Node
+		}{{"PGP", meta.PGP}, {"AWS KMS", meta.KMS}, {"GCP KMS", meta.GCPKMS}, {"Azure Key Vault", meta.AzureKV}, {"Vault", meta.Vault}} {
+			if len(k.keys) > 0 {
+				kinds = append(kinds, k.name)
+			}
+		}
+		if len(kinds) == 0 {
+			return nil, errors.New("its sops mapping names no age recipient: encrypt it for an age recipient and put its key in the Secret")
+		}
+		return nil, fmt.Errorf("it is encrypted for %s only, and Capstan decrypts with age keys: add an age recipient (sops updatekeys) and put its key in the Secret",
+			strings.Join(kinds, ", "))
+	}
+	var recipients []string
+	for _, stanza := range meta.Age {
+		recipients = append(recipients, stanza.Recipient)
+		r, err := age.Decrypt(armor.NewReader(strings.NewReader(stanza.Enc)), ids...)
+		if err != nil {
+			continue
+		}
+		key, err := io.ReadAll(io.LimitReader(r, 1024))
+		if err == nil && len(key) == 32 {
+			return key, nil
+		}
+	}
+	return nil, fmt.Errorf("no age key of the Secret opens it: it is encrypted for %s; add the key of one of them to the Secret", strings.Join(recipients, ", "))
+}
+
+// macAAD is the additional data the MAC is encrypted with: the file's
+// lastmodified time, in RFC 3339 as SOPS writes it.
+func macAAD(lastModified string) string {
+	if t, err := time.Parse(time.RFC3339, lastModified); err == nil {
+		return t.Format(time.RFC3339)
+	}
+	return lastModified
+}
+
+// decrypter walks one file's documents in order, as SOPS does, decrypting
+// its values in place and hashing them into the MAC.
+type decrypter struct {
+	meta    *metadata
+	key     []byte
+	mac     hash.Hash
+	secrets []string
+}
+
+// walk decrypts the values under n; path is the keys that lead to it
+// (a list's items share their list's path, as in SOPS).
+func (d *decrypter) walk(n *yaml.Node, path []string) error {
+	n.HeadComment, n.LineComment, n.FootComment = "", "", ""
+	switch n.Kind {
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			k.HeadComment, k.LineComment, k.FootComment = "", "", ""
+			if err := d.walk(n.Content[i+1], append(slices.Clip(path), k.Value)); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			if err := d.walk(item, path); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		return d.scalar(n, path)
+	}
+	return nil
+}
+
+// scalar decrypts one value, if its path says it is encrypted, and hashes
+// it as SOPS does: its text, with booleans as True and False.
+func (d *decrypter) scalar(n *yaml.Node, path []string) error {
+	if n.Tag == "!!null" {
+		return nil
+	}
+	encrypted := d.encrypted(path)
+	var text string
+	if encrypted {
+		v, err := d.value(n.Value, strings.Join(path, ":")+":")
+		if err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(path, "."), err)
+		}
+		n.Value, n.Tag, n.Style = v.text, v.tag, 0
+		text = v.hashed
+		if v.tag == "!!str" && v.text != "" {
+			d.secrets = append(d.secrets, v.text)
+		}
+	} else {
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return fmt.Errorf("%s: %w", strings.Join(path, "."), err)
+		}
+		text = hashText(v)
+	}
+	if !d.meta.MACOnlyEncrypted || encrypted {
+		io.WriteString(d.mac, text)
+	}
+	return nil
+}
+
+// encrypted says whether the value at path is encrypted, by the file's
+// rules, as SOPS decides it.
+func (d *decrypter) encrypted(path []string) bool {
+	m := d.meta
+	encrypted := true
+	if m.UnencryptedSuffix != "" && slices.ContainsFunc(path, func(k string) bool { return strings.HasSuffix(k, m.UnencryptedSuffix) }) {
+		encrypted = false
+	}
+	if m.EncryptedSuffix != "" {
+		encrypted = slices.ContainsFunc(path, func(k string) bool { return strings.HasSuffix(k, m.EncryptedSuffix) })
+	}
+	if m.unencrypted != nil && slices.ContainsFunc(path, m.unencrypted.MatchString) {
+		encrypted = false
+	}
+	if m.encrypted != nil {
+		encrypted = slices.ContainsFunc(path, m.encrypted.MatchString)
+	}
+	return encrypted
+}
+
+// hashText is a plain value's text in the MAC: SOPS's own.
+func hashText(v any) string {
+	switch v := v.(type) {
+	case string:
+		return v
+	case bool:
+		if v {
+			return "True"
+		}
+		return "False"
+	case float64:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+// plain is one decrypted value: its text and YAML tag in the output, and
+// its text in the MAC.
+type plain struct {
+	text, tag, hashed string
+}
+
+// encryptedValue is SOPS's form of one encrypted value.
+var encryptedValue = regexp.MustCompile(`^ENC\[AES256_GCM,data:(.+),iv:(.+),tag:(.+),type:(.+)\]`)
+
+// value decrypts one ENC[AES256_GCM,…] value with the data key; aad is
+// the path of keys that leads to it, each followed by a colon. An empty
+// value is empty, as SOPS leaves it unencrypted.
+func (d *decrypter) value(text, aad string) (plain, error) {
+	if text == "" {
+		return plain{tag: "!!str"}, nil
+	}
+	m := encryptedValue.FindStringSubmatch(text)
+	if m == nil {
+		return plain{}, errors.New("the value should be encrypted by its file's rules, and is not: encrypt the file again with sops")
+	}
+	var parts [3][]byte
+	for i := range parts {
+		b, err := base64.StdEncoding.DecodeString(m[i+1])
+		if err != nil {
+			return plain{}, errors.New("the encrypted value is not base64")
+		}
+		parts[i] = b
+	}
+	data, iv, tag := parts[0], parts[1], parts[2]
+	block, err := aes.NewCipher(d.key)
+	if err != nil {
+		return plain{}, err
+	}
+	if len(iv) == 0 {
+		return plain{}, errors.New("the encrypted value has no IV")
+	}
+	gcm, err := cipher.NewGCMWithNonceSize(block, len(iv))
+	if err != nil {
+		return plain{}, err
+	}
+	out, err := gcm.Open(nil, iv, append(slices.Clip(data), tag...), []byte(aad))
+	if err != nil {
+		return plain{}, errors.New("the value does not decrypt with the file's key: it was changed, or moved to another key, after SOPS encrypted it")
+	}
+	s := string(out)
+	switch typ := m[4]; typ {
+	case "str", "bytes":
+		return plain{text: s, tag: "!!str", hashed: s}, nil
+	case "int":
+		if _, err := strconv.Atoi(s); err != nil {
+			return plain{}, errors.New("an encrypted int is not a number")
+		}
+		return plain{text: s, tag: "!!int", hashed: s}, nil
+	case "float":
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return plain{}, errors.New("an encrypted float is not a number")
+		}
+		return plain{text: s, tag: "!!float", hashed: strconv.FormatFloat(f, 'f', -1, 64)}, nil
+	case "bool":
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return plain{}, errors.New("an encrypted bool is not true or false")
+		}
+		return plain{text: strconv.FormatBool(b), tag: "!!bool", hashed: hashText(b)}, nil
+	case "time":
+		var t time.Time
+		if err := t.UnmarshalText(out); err != nil {
+			return plain{}, errors.New("an encrypted time is not a time")
+		}
+		return plain{text: s, tag: "!!timestamp", hashed: s}, nil
+	default:
+		return plain{}, fmt.Errorf("an encrypted value of type %q, which Capstan does not read", typ)
+	}
+}

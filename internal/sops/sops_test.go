@@ -1,0 +1,165 @@
+package sops
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"filippo.io/age"
+	"github.com/google/go-cmp/cmp"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The files in testdata were encrypted, and decrypted for comparison, by
+// the real sops (hack/sops-fixtures.sh): these tests check that Capstan
+// reads SOPS's format as SOPS does.
+
+func keys(t *testing.T, name string) []age.Identity {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := ParseKeys(name, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// parseAll parses every document of a YAML stream.
+func parseAll(t *testing.T, data []byte) []any {
+	t.Helper()
+	var out []any
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	for {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestDecryptAsSOPSDoes(t *testing.T) {
+	ids := keys(t, "age.agekey")
+	for _, tc := range []struct{ enc, dec string }{
+		{"secret.enc.yaml", "secret.dec.yaml"},
+		{"all.enc.yaml", "all.dec.yaml"},
+		{"config.enc.yaml", "config.dec.yaml"},
+		{"multi.enc.yaml", "multi.dec.yaml"},
+		{"maconly.enc.yaml", "maconly.dec.yaml"},
+		{"secret.enc.json", "secret.dec.json"},
+	} {
+		t.Run(tc.enc, func(t *testing.T) {
+			out, secrets, err := Decrypt(read(t, tc.enc), ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(parseAll(t, read(t, tc.dec)), parseAll(t, out)); diff != "" {
+				t.Errorf("Capstan's decryption differs from sops's (-sops +capstan):\n%s\n%s", diff, out)
+			}
+			if strings.Contains(string(out), "sops") || strings.Contains(string(out), "ENC[") {
+				t.Errorf("the output keeps SOPS's mapping or an encrypted value:\n%s", out)
+			}
+			if len(secrets) == 0 {
+				t.Error("no decrypted value is reported to be hidden")
+			}
+		})
+	}
+	// A value of several types keeps its type, and a decrypted string
+	// that looks like a number stays a string.
+	out, secrets, err := Decrypt(read(t, "all.enc.yaml"), ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parseAll(t, out)[0].(map[string]any)
+	if got["replicas"] != 3 || got["ratio"] != 0.25 || got["enabled"] != true || got["data"].(map[string]any)["note"] != "0755" {
+		t.Errorf("types: %#v", got)
+	}
+	if !strings.Contains(strings.Join(secrets, "\n"), "https://db.internal:5432/app") {
+		t.Errorf("secrets %q", secrets)
+	}
+}
+
+func TestDecryptRefuses(t *testing.T) {
+	ids := keys(t, "age.agekey")
+	for _, tc := range []struct {
+		name string
+		data []byte
+		ids  []age.Identity
+		want string
+	}{
+		{"changed after encryption", read(t, "tampered.enc.yaml"), ids, "changed after SOPS encrypted it"},
+		{"another key", read(t, "other.enc.yaml"), ids, "no age key of the Secret opens it: it is encrypted for age1"},
+		{"no key at all", read(t, "secret.enc.yaml"), nil, "no age key of the Secret opens it"},
+		{"a value moved", []byte(strings.Replace(string(read(t, "secret.enc.yaml")), "    password:", "    passwd:", 1)), ids,
+			"stringData.passwd: the value does not decrypt"},
+		{"pgp only", []byte("a: ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]\nsops:\n  pgp:\n    - fp: X\n  mac: x\n  lastmodified: '2020-01-01T00:00:00Z'\n"), ids,
+			"encrypted for PGP only"},
+		{"comment rule", []byte("a: b\nsops:\n  age: [{recipient: x, enc: y}]\n  encrypted_comment_regex: x\n  mac: x\n"), ids, "comment rule"},
+		{"aliases", []byte("a: &x b\nc: *x\nsops:\n  mac: x\n"), ids, "anchors or aliases"},
+		{"not encrypted", []byte("a: b\n"), ids, "no sops mapping"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Decrypt(tc.data, tc.ids)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := ParseKeys("age.agekey", []byte("AGE-SECRET-KEY-1NOTAKEY")); err == nil || strings.Contains(err.Error(), "NOTAKEY") {
+		t.Errorf("a bad key: %v (the entry must not be quoted)", err)
+	}
+}
+
+func TestTree(t *testing.T) {
+	fsys := fstest.MapFS{
+		"app/secret.yaml":  {Data: read(t, "secret.enc.yaml")},
+		"app/all.yaml":     {Data: read(t, "all.enc.yaml")},
+		"app/plain.yaml":   {Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n")},
+		"app/README.md":    {Data: read(t, "secret.enc.yaml")},
+		"base/secret.json": {Data: read(t, "secret.enc.json")},
+	}
+	out, secrets, files, err := Tree(fsys, keys(t, "age.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"app/all.yaml", "app/secret.yaml", "base/secret.json"}, files); diff != "" {
+		t.Errorf("decrypted files (-want +got):\n%s", diff)
+	}
+	for _, name := range files {
+		data, err := fs.ReadFile(out, name)
+		if err != nil || strings.Contains(string(data), "ENC[") {
+			t.Errorf("%s through the tree: %v\n%s", name, err, data)
+		}
+	}
+	if data, _ := fs.ReadFile(out, "app/README.md"); !strings.Contains(string(data), "ENC[") {
+		t.Error("a file that is not YAML or JSON was decrypted")
+	}
+	if data, _ := fs.ReadFile(out, "app/plain.yaml"); !strings.Contains(string(data), "name: plain") {
+		t.Error("an unencrypted file changed")
+	}
+	if !slices.Contains(secrets, "hunter2-correct-horse") {
+		t.Errorf("secrets %q", secrets)
+	}
+
+	fsys["app/tampered.yaml"] = &fstest.MapFile{Data: read(t, "tampered.enc.yaml")}
+	if _, _, _, err := Tree(fsys, keys(t, "age.agekey")); err == nil || !strings.Contains(err.Error(), "app/tampered.yaml: it was changed after SOPS encrypted it") {
+		t.Errorf("a changed file: %v", err)
+	}
+}
