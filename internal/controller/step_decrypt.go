@@ -28,20 +28,20 @@ func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 	if d == nil {
 		return nil
 	}
-	problem := func(format string, args ...any) error {
+	problem := func(path, format string, args ...any) error {
 		s.noInputs = true
-		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "decryption",
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: path, Rule: "decryption",
 			Message: fmt.Sprintf(format, args...)})
 		return nil
 	}
 	if s.profile != capstanv1.ProfileCluster {
-		return problem("a restricted add-on decrypts nothing: its secret inputs go through Capstan's values Secrets")
+		return problem("spec.decryption", "a restricted add-on decrypts nothing: its secret inputs go through Capstan's values Secrets")
 	}
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: d.SecretRef.Name}
 	if err := r.APIReader.Get(ctx, key, secret); err != nil {
 		if apierrors.IsNotFound(err) {
-			return problem("spec.decryption.secretRef: Secret %s does not exist; create it with the age key of the folder's SOPS files in an entry ending in %s", key, sops.KeySuffix)
+			return problem("spec.decryption.secretRef", "Secret %s does not exist; create it with the age key of the folder's SOPS files in an entry ending in %s", key, sops.KeySuffix)
 		}
 		return fmt.Errorf("read the decryption Secret %s: %w", key, err)
 	}
@@ -52,16 +52,16 @@ func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 		}
 		found, err := sops.ParseKeys(name, secret.Data[name])
 		if err != nil {
-			return problem("spec.decryption.secretRef: Secret %s: %v", key, err)
+			return problem("spec.decryption.secretRef", "Secret %s: %v", key, err)
 		}
 		ids = append(ids, found...)
 	}
 	if len(ids) == 0 {
-		return problem("spec.decryption.secretRef: Secret %s has no entry ending in %s: put the age key (AGE-SECRET-KEY-1…) in one, such as age%s", key, sops.KeySuffix, sops.KeySuffix)
+		return problem("spec.decryption.secretRef", "Secret %s has no entry ending in %s: put the age key (AGE-SECRET-KEY-1…) in one, such as age%s", key, sops.KeySuffix, sops.KeySuffix)
 	}
 	fsys, secrets, _, err := sops.Tree(s.artifact.Tree.FS, ids)
 	if err != nil {
-		return problem("%v", err)
+		return problem("spec.decryption", "%v", err)
 	}
 	art := *s.artifact
 	tree := *art.Tree

@@ -181,7 +181,8 @@ spec:
 		cur.Spec.SubstituteFrom = append(cur.Spec.SubstituteFrom, capstanv1.SubstituteReference{Kind: "ConfigMap", Name: name + "-gone"})
 	})
 	blocked := waitPhase(t, a, capstanv1.PhaseBlocked)
-	if errs := blocked.Status.Plan.ValuesErrors; len(errs) != 1 || !strings.Contains(errs[0].Message, "spec.substituteFrom[3]: ConfigMap "+name+"-gone does not exist; create it, or mark the entry optional") {
+	if errs := blocked.Status.Plan.ValuesErrors; len(errs) != 1 || errs[0].Path != "spec.substituteFrom[3]" ||
+		!strings.Contains(errs[0].Message, "ConfigMap "+name+"-gone does not exist; create it, or mark the entry optional") {
 		t.Errorf("values errors %+v", errs)
 	}
 	for _, obj := range []string{"settings", "conn"} {

@@ -283,7 +283,6 @@ func (r *rules) syncWindows(def *Definition) {
 	}
 }
 
-// healthChecks compiles each check's expressions as the controller does.
 // substitute checks a git folder's variables: names that ${...} can
 // name, and objects that exist as kinds.
 func (r *rules) substitute(def *Definition) {
@@ -311,6 +310,7 @@ func (r *rules) substitute(def *Definition) {
 	}
 }
 
+// healthChecks compiles each check's expressions as the controller does.
 func (r *rules) healthChecks(def *Definition) {
 	if len(def.HealthChecks) > maxHealthChecks {
 		r.fail(fmt.Sprintf("has %d checks, more than %d", len(def.HealthChecks), maxHealthChecks), "healthChecks")

@@ -135,28 +135,16 @@ func kustomize(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
 	if vars != nil {
-		// NOTE: as kyaml holds each resource, not through JSON (as
-		// ResMap.AsYaml goes): a scalar's quotes say whether a substituted
-		// number stays a string.
-		var stream bytes.Buffer
-		for _, r := range m.Resources() {
-			doc, err := r.RNode.String()
-			if err != nil {
-				return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
-			}
-			stream.WriteString("---\n")
-			stream.WriteString(doc)
-		}
-		data := stream.Bytes()
+		// NOTE: in place, as kyaml holds each resource: a scalar's quotes
+		// say whether a substituted number stays a string, and every value
+		// is read as the build without variables reads it.
 		var problems []string
-		out, err := decodeStream(data, "kustomize build "+dir, vars, &problems)
-		if err != nil {
-			return nil, err
+		for _, r := range m.Resources() {
+			problems = append(problems, substituteObject(r.RNode.YNode(), vars)...)
 		}
 		if problems != nil {
 			return nil, &SubstituteError{Problems: problems}
 		}
-		return out, nil
 	}
 	out, err := resMapObjects(m)
 	if err != nil {
@@ -247,7 +235,8 @@ func decodeStream(data []byte, name string, vars map[string]string, problems *[]
 		if err != nil {
 			return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
 		}
-		if vars != nil {
+		decode := decodeDocument
+		if vars != nil && bytes.Contains(raw, []byte("${")) {
 			var found []string
 			if raw, found, err = substituteDocument(raw, vars); err != nil {
 				return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
@@ -256,8 +245,10 @@ func decodeStream(data []byte, name string, vars map[string]string, problems *[]
 				*problems = append(*problems, found...)
 				continue
 			}
+			// NOTE: substituteDocument gives JSON, whatever the variables hold.
+			decode = decodeJSONDocument
 		}
-		objs, err := decodeDocument(raw)
+		objs, err := decode(raw)
 		if err != nil {
 			return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
 				name, doc, err)

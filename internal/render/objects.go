@@ -66,6 +66,11 @@ func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeJSONDocument(j)
+}
+
+// decodeJSONDocument is decodeDocument for a document already read into JSON.
+func decodeJSONDocument(j []byte) ([]*unstructured.Unstructured, error) {
 	j = bytes.TrimSpace(j)
 	if len(j) == 0 || bytes.Equal(j, []byte("null")) {
 		return nil, nil

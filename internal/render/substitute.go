@@ -5,11 +5,15 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/yaml"
 )
 
 // Variable substitution replaces ${name} in a git folder's objects, after
@@ -88,9 +92,13 @@ func substituteHash(render string, vars map[string]string) (string, error) {
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
 }
 
-// substituteDocument substitutes vars in one YAML document, an object or
-// a List of them, and returns it encoded again, with the problems found,
-// each naming its object. A document with no "${" is returned as it is.
+// substituteDocument substitutes vars in one YAML document of a plain
+// folder, an object or a List of them, and returns it as JSON, with the
+// problems found, each naming its object. The document is read as the
+// folder's other documents are (sigs.k8s.io/yaml), and only the values that
+// held "${" are replaced in what that reading gave: the document is never
+// written out as YAML again, which could change a value that held no
+// variable. A document with no "${" is returned as it is.
 func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, error) {
 	if !bytes.Contains(doc, []byte("${")) {
 		return doc, nil, nil
@@ -102,19 +110,34 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 	if len(root.Content) == 0 {
 		return doc, nil, nil
 	}
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tree any
+	if err := json.Unmarshal(j, &tree); err != nil {
+		return nil, nil, err
+	}
 	top := root.Content[0]
-	objects := []*yamlv3.Node{top}
+	nodes, values := []*yamlv3.Node{top}, []*any{&tree}
 	if items := listItems(top); items != nil {
-		objects = items.Content
+		list, _ := tree.(map[string]any)["items"].([]any)
+		if len(list) != len(items.Content) {
+			return nil, nil, errors.New("the List's items cannot be read")
+		}
+		nodes, values = items.Content, nil
+		for i := range list {
+			values = append(values, &list[i])
+		}
 	}
 	var problems []string
-	for _, obj := range objects {
+	for i, obj := range nodes {
 		if disabled(obj) {
 			continue
 		}
-		s := substituter{vars: vars, seen: map[string]bool{}}
-		s.walk(obj)
 		who := describeNode(obj)
+		s := substituter{vars: vars, seen: map[string]bool{}}
+		*values[i] = s.place(obj, *values[i])
 		for _, p := range s.problems {
 			problems = append(problems, who+": "+p)
 		}
@@ -122,11 +145,36 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 	if problems != nil {
 		return nil, problems, nil
 	}
-	out, err := yamlv3.Marshal(&root)
+	out, err := json.Marshal(tree)
 	if err != nil {
 		return nil, nil, err
 	}
 	return out, nil, nil
+}
+
+// substituteObject substitutes vars in one object's YAML node, in place,
+// as kustomize holds it, unless the object is annotated to be left as it
+// is; the problems name the object.
+func substituteObject(obj *yamlv3.Node, vars map[string]string) []string {
+	if !hasVariable(obj) || disabled(obj) {
+		return nil
+	}
+	who := describeNode(obj)
+	s := substituter{vars: vars, seen: map[string]bool{}}
+	s.walk(obj)
+	out := make([]string, 0, len(s.problems))
+	for _, p := range s.problems {
+		out = append(out, who+": "+p)
+	}
+	return out
+}
+
+// hasVariable reports whether any scalar under n holds "${".
+func hasVariable(n *yamlv3.Node) bool {
+	if n.Kind == yamlv3.ScalarNode {
+		return strings.Contains(n.Value, "${")
+	}
+	return slices.ContainsFunc(n.Content, hasVariable)
 }
 
 // listItems is the items of a List document, or nil for an object.
@@ -190,35 +238,184 @@ type substituter struct {
 	seen     map[string]bool
 }
 
+func (s *substituter) problem(p string) {
+	if !s.seen[p] {
+		s.seen[p] = true
+		s.problems = append(s.problems, p)
+	}
+}
+
+// scalar is the text of a scalar with its variables substituted, and
+// whether it changed.
+func (s *substituter) scalar(n *yamlv3.Node) (string, bool) {
+	if !strings.Contains(n.Value, "${") {
+		return n.Value, false
+	}
+	out, problems := expand(n.Value, s.vars)
+	for _, p := range problems {
+		s.problem(p)
+	}
+	return out, problems == nil && out != n.Value
+}
+
+// walk substitutes the scalars under n in place, as kustomize's objects
+// are held. A scalar written without quotes takes the type its new text
+// has, as it would had the text been written so.
 func (s *substituter) walk(n *yamlv3.Node) {
 	switch n.Kind {
-	case yamlv3.DocumentNode, yamlv3.SequenceNode, yamlv3.MappingNode:
+	case yamlv3.DocumentNode, yamlv3.SequenceNode:
 		for _, c := range n.Content {
 			s.walk(c)
 		}
+	case yamlv3.MappingNode:
+		for _, c := range n.Content {
+			s.walk(c)
+		}
+		s.uniqueKeys(n)
 	case yamlv3.ScalarNode:
-		if !strings.Contains(n.Value, "${") {
-			return
-		}
-		out, problems := expand(n.Value, s.vars)
-		for _, p := range problems {
-			if !s.seen[p] {
-				s.seen[p] = true
-				s.problems = append(s.problems, p)
-			}
-		}
-		if problems != nil || out == n.Value {
+		out, changed := s.scalar(n)
+		if !changed {
 			return
 		}
 		n.Value = out
-		if n.Style&(yamlv3.SingleQuotedStyle|yamlv3.DoubleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0 {
-			// NOTE: a scalar written without quotes takes the type its
-			// new text has, as it would had the text been written so.
+		if unquoted(n) {
 			n.Tag = ""
 		}
 	}
 	// NOTE: an alias repeats its anchor's node, which the walk reaches
 	// where it is written.
+}
+
+// uniqueKeys finds two keys of a mapping that the substitution made one.
+func (s *substituter) uniqueKeys(n *yamlv3.Node) {
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i].Value
+		if seen[k] {
+			s.problem(fmt.Sprintf("two keys are %q once substituted: a variable in a key may not name a key that is there", k))
+		}
+		seen[k] = true
+	}
+}
+
+// place substitutes the scalars under n into v, what the plain reading
+// (sigs.k8s.io/yaml) made of n, and returns v. A value that held no
+// variable is left as that reading made it.
+func (s *substituter) place(n *yamlv3.Node, v any) any {
+	switch n.Kind {
+	case yamlv3.AliasNode:
+		return s.place(n.Alias, v)
+	case yamlv3.SequenceNode:
+		list, ok := v.([]any)
+		if !ok || len(list) != len(n.Content) {
+			s.problem("a list cannot be read the same way twice")
+			return v
+		}
+		for i, item := range n.Content {
+			list[i] = s.place(item, list[i])
+		}
+		return list
+	case yamlv3.MappingNode:
+		m, ok := v.(map[string]any)
+		if !ok {
+			s.problem("a mapping cannot be read the same way twice")
+			return v
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, val := n.Content[i], n.Content[i+1]
+			if k.Value == "<<" {
+				if hasVariable(val) {
+					s.problem("a YAML merge key (<<) holds a variable, which Capstan does not substitute: write the values out")
+				}
+				continue
+			}
+			key, found := plainKey(k, m)
+			if !found {
+				if hasVariable(k) || hasVariable(val) {
+					s.problem(fmt.Sprintf("the key %q cannot be read the same way twice", k.Value))
+				}
+				continue
+			}
+			m[key] = s.place(val, m[key])
+			if newKey, changed := s.scalar(k); changed && k.Kind == yamlv3.ScalarNode {
+				if _, taken := m[newKey]; taken {
+					s.problem(fmt.Sprintf("two keys are %q once substituted: a variable in a key may not name a key that is there", newKey))
+					continue
+				}
+				m[newKey] = m[key]
+				delete(m, key)
+			}
+		}
+		return m
+	case yamlv3.ScalarNode:
+		out, changed := s.scalar(n)
+		if !changed {
+			return v
+		}
+		if !unquoted(n) {
+			return out
+		}
+		return resolvePlain(out)
+	}
+	return v
+}
+
+// plainKey is the key the plain reading made of the key node k in m: its
+// text, or the text of what YAML 1.1 reads it as (on is true).
+func plainKey(k *yamlv3.Node, m map[string]any) (string, bool) {
+	if _, ok := m[k.Value]; ok {
+		return k.Value, true
+	}
+	if unquoted(k) {
+		var read any
+		if yaml.Unmarshal([]byte(k.Value), &read) == nil {
+			var key string
+			switch read := read.(type) {
+			case bool:
+				key = strconv.FormatBool(read)
+			case float64:
+				key = strconv.FormatFloat(read, 'f', -1, 64)
+			case nil:
+				key = "null"
+			default:
+				key = fmt.Sprint(read)
+			}
+			if _, ok := m[key]; ok {
+				return key, true
+			}
+		}
+	}
+	return "", false
+}
+
+// unquoted reports whether a scalar was written plain: no quotes, no block
+// and no tag.
+func unquoted(n *yamlv3.Node) bool {
+	return n.Style&(yamlv3.SingleQuotedStyle|yamlv3.DoubleQuotedStyle|yamlv3.LiteralStyle|yamlv3.FoldedStyle|yamlv3.TaggedStyle) == 0
+}
+
+// resolvePlain is what the plain reading makes of text written without
+// quotes: a number, true or false, null, or the text itself. Text that
+// would read as a list or a mapping stays text: a value never adds a
+// field.
+func resolvePlain(text string) any {
+	if text == "" {
+		return nil
+	}
+	if strings.ContainsAny(text, "\n\r") {
+		return text
+	}
+	var read any
+	if err := yaml.Unmarshal([]byte(text), &read); err != nil {
+		return text
+	}
+	switch read.(type) {
+	case map[string]any, []any:
+		return text
+	case string:
+		return text
+	}
+	return read
 }
 
 // expand substitutes one string: ${name}, ${name:=default} and
@@ -326,7 +523,11 @@ func quoteExpr(expr string) string {
 		expr = expr[:i] + "…"
 	}
 	if len(expr) > 60 {
-		expr = expr[:60] + "…"
+		cut := 60
+		for cut > 0 && !utf8.RuneStart(expr[cut]) {
+			cut--
+		}
+		expr = expr[:cut] + "…"
 	}
 	return expr
 }
@@ -359,15 +560,38 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 		if s.problems != nil {
 			continue
 		}
+		// NOTE: yaml.v3 writes some folded scalars back wrong; as literal
+		// blocks they keep their text.
+		literalBlocks(&root)
 		data, err := yamlv3.Marshal(&root)
 		if err != nil {
 			return nil, fmt.Errorf("render: substitute spec.patches[%d]: %w", i, err)
 		}
 		out.Patches[i].Patch = string(data)
 	}
+	for i := range out.Patches {
+		// NOTE: the objects are substituted before the patches select
+		// them, so a target written with variables is substituted too, as
+		// Flux's build selects the objects before it substitutes both.
+		t := out.Patches[i].Target
+		if t == nil {
+			continue
+		}
+		sel := *t
+		for _, field := range []*string{&sel.Group, &sel.Version, &sel.Kind, &sel.Name, &sel.Namespace, &sel.LabelSelector, &sel.AnnotationSelector} {
+			v, found := expand(*field, vars)
+			for _, pr := range found {
+				problems = append(problems, fmt.Sprintf("spec.patches[%d].target: %s", i, pr))
+			}
+			if found == nil {
+				*field = v
+			}
+		}
+		out.Patches[i].Target = &sel
+	}
 	for i := range out.Images {
 		img := &out.Images[i]
-		for _, field := range []*string{&img.NewName, &img.NewTag, &img.Digest} {
+		for _, field := range []*string{&img.Name, &img.NewName, &img.NewTag, &img.Digest} {
 			if !strings.Contains(*field, "${") {
 				continue
 			}
@@ -384,4 +608,15 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 		return nil, &SubstituteError{Problems: problems}
 	}
 	return out, nil
+}
+
+// literalBlocks writes every folded block scalar under n as a literal
+// one, which holds the same text.
+func literalBlocks(n *yamlv3.Node) {
+	if n.Kind == yamlv3.ScalarNode && n.Style&yamlv3.FoldedStyle != 0 {
+		n.Style = n.Style&^yamlv3.FoldedStyle | yamlv3.LiteralStyle
+	}
+	for _, c := range n.Content {
+		literalBlocks(c)
+	}
 }

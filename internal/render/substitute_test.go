@@ -1,7 +1,9 @@
 package render
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -11,6 +13,7 @@ import (
 	yamlv3 "go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 
 	"capstan.dev/capstan/internal/source"
 )
@@ -161,7 +164,7 @@ func TestFolderSubstituteProblems(t *testing.T) {
 			}
 			msg := err.Error()
 			for _, want := range []string{
-				"ConfigMap apps/settings-prod: ${port} is not defined",
+				"ConfigMap apps/settings-${cluster}: ${port} is not defined",
 				"${banner} is not defined",
 				"Deployment apps/web: ${replicas} is not defined",
 				"spec.substitute",
@@ -204,18 +207,17 @@ func TestFolderWithoutVariablesIsUnchanged(t *testing.T) {
 
 func TestSubstitutedPatchesAndImages(t *testing.T) {
 	art := &source.Artifact{Tree: &source.Tree{FS: substituteRepo()}, Path: "kust", Identity: SourceIdentity{Commit: "abc"}}
-	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "b", "tag": "2.0.0", "team": "blue"}
+	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "b", "tag": "2.0.0", "team": "blue", "registry": "registry.example", "app": "web"}
 	post := &PostRender{
 		Patches: []types.Patch{{Patch: `
 apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: web
-  namespace: apps
+  name: any
   labels:
     team: ${team}
-`}},
-		Images: []types.Image{{Name: "registry.example/web", NewTag: "${tag}"}},
+`, Target: &types.Selector{ResId: resid.ResId{Name: "${app}"}}}},
+		Images: []types.Image{{Name: "${registry}/web", NewTag: "${tag}"}},
 	}
 	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars})
 	if err != nil {
@@ -260,7 +262,7 @@ func TestSubstitutionKeepsTheBuild(t *testing.T) {
 }
 
 // FuzzSubstituteDocument feeds any document and text to the substitution:
-// it never panics, and a YAML document it substitutes is YAML again.
+// it never panics, and a YAML document it substitutes is JSON.
 func FuzzSubstituteDocument(f *testing.F) {
 	f.Add([]byte("kind: ConfigMap\nmetadata: {name: a}\ndata: {a: \"${x}\", b: ${y:=1}, c: $${z}}\n"), "v\nkind: Secret")
 	f.Add([]byte("kind: List\nitems:\n- {kind: ConfigMap, metadata: {name: '${x}'}}\n"), "")
@@ -271,12 +273,90 @@ func FuzzSubstituteDocument(f *testing.F) {
 			return
 		}
 		out, problems, err := substituteDocument(doc, map[string]string{"x": value, "y": value})
-		if err != nil || problems != nil {
+		if err != nil || problems != nil || !bytes.Contains(doc, []byte("${")) {
 			return
 		}
-		var back any
-		if err := yamlv3.Unmarshal(out, &back); err != nil {
-			t.Fatalf("substituted document is not YAML: %v\n%s", err, out)
+		if !json.Valid(out) {
+			t.Fatalf("substituted document is not JSON:\n%s", out)
 		}
 	})
+}
+
+// TestSubstitutionReadsValuesAsTheBuild checks that the values around a
+// variable are read as the folder is read without variables: YAML 1.1's
+// words in a plain folder and kyaml's reading in a kustomization, folded
+// blocks with their indented lines, and an object with a variable beside
+// one without.
+func TestSubstitutionReadsValuesAsTheBuild(t *testing.T) {
+	object := func(name, extra string) string {
+		return `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: ` + name + `
+  annotations:
+    enabled: on
+    day: 2024-01-01
+data:
+  plainyes: yes
+  on: "x"
+  mode: "0755"
+  policy: >-
+    first line
+      indented more
+    last line
+  folded: >
+    para one
+     indented
+    more
+` + extra
+	}
+	withVar := object("with", "  cluster: ${cluster}\n")
+	without := object("without", "  cluster: prod\n")
+	fsys := fstest.MapFS{
+		"plain/a.yaml":            file(withVar + "---\n" + without),
+		"kust/a.yaml":             file(withVar + "---\n" + without),
+		"kust/kustomization.yaml": file("resources: [a.yaml]\n"),
+	}
+	for _, dir := range []string{"plain", "kust"} {
+		t.Run(dir, func(t *testing.T) {
+			built, err := Folder(fsys, dir, SourceIdentity{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"cluster": "prod"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Without variables, "with" keeps ${cluster}; with them, it must
+			// read as "without" does, name aside, and "without" as built.
+			want := built.Objects[1].DeepCopy()
+			want.SetName("with")
+			if diff := cmp.Diff(want.Object, got.Objects[0].Object); diff != "" {
+				t.Errorf("the object with a variable reads differently (-as built +substituted):\n%s", diff)
+			}
+			if diff := cmp.Diff(built.Objects[1].Object, got.Objects[1].Object); diff != "" {
+				t.Errorf("the object without a variable changed (-as built +substituted):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSubstitutionKeepsKeysApart(t *testing.T) {
+	fsys := fstest.MapFS{
+		"plain/a.yaml":            file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  a: one\n  ${k}: two\n"),
+		"kust/a.yaml":             file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  a: one\n  ${k}: two\n"),
+		"kust/kustomization.yaml": file("resources: [a.yaml]\n"),
+	}
+	for _, dir := range []string{"plain", "kust"} {
+		if _, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"k": "a"}); err == nil || !strings.Contains(err.Error(), `two keys are "a" once substituted`) {
+			t.Errorf("%s: a key made into another: %v", dir, err)
+		}
+		res, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"k": "b"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Objects[0].Object["data"]; !cmp.Equal(got, map[string]any{"a": "one", "b": "two"}) {
+			t.Errorf("%s: a key with a variable: %v", dir, got)
+		}
+	}
 }

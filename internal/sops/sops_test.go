@@ -163,3 +163,29 @@ func TestTree(t *testing.T) {
 		t.Errorf("a changed file: %v", err)
 	}
 }
+
+// FuzzDecrypt feeds any file to Decrypt, with the test key: it never
+// panics, and what it decrypts has no sops mapping left.
+func FuzzDecrypt(f *testing.F) {
+	for _, name := range []string{"secret.enc.yaml", "all.enc.yaml", "multi.enc.yaml", "secret.enc.json", "tampered.enc.yaml"} {
+		data, err := os.ReadFile(filepath.Join("testdata", name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	keyData, err := os.ReadFile(filepath.Join("testdata", "age.agekey"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	ids, err := ParseKeys("age.agekey", keyData)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		out, _, err := Decrypt(data, ids)
+		if err == nil && strings.Contains(string(out), "\nsops:") {
+			t.Fatalf("the sops mapping is left:\n%s", out)
+		}
+	})
+}

@@ -60,7 +60,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 			if err := r.Get(ctx, key, s); err != nil {
 				if apierrors.IsNotFound(err) {
 					if !ref.Optional {
-						errs.add(field, "substituteFrom.missing", "%s: Secret %s does not exist; create it, or mark the entry optional", field, ref.Name)
+						errs.add(field, "substituteFrom.missing", "Secret %s does not exist; create it, or mark the entry optional", ref.Name)
 					}
 					continue
 				}
@@ -75,7 +75,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 			if err := r.Get(ctx, key, cm); err != nil {
 				if apierrors.IsNotFound(err) {
 					if !ref.Optional {
-						errs.add(field, "substituteFrom.missing", "%s: ConfigMap %s does not exist; create it, or mark the entry optional", field, ref.Name)
+						errs.add(field, "substituteFrom.missing", "ConfigMap %s does not exist; create it, or mark the entry optional", ref.Name)
 					}
 					continue
 				}
@@ -83,7 +83,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 			}
 			maps.Copy(data, cm.Data)
 		default:
-			errs.add(field, "substituteFrom.kind", "%s: kind must be Secret or ConfigMap", field)
+			errs.add(field, "substituteFrom.kind", "kind must be Secret or ConfigMap")
 			continue
 		}
 		for k, v := range data {
@@ -96,7 +96,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 	}
 	for k, v := range spec.Substitute {
 		if !render.IsVariableName(k) {
-			errs.add("spec.substitute", "substitute.name", "spec.substitute: %q is not a variable name: use letters, digits and underscores, not starting with a digit", k)
+			errs.add("spec.substitute", "substitute.name", "%q is not a variable name: use letters, digits and underscores, not starting with a digit", k)
 			continue
 		}
 		vars.Values[k] = v

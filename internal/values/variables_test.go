@@ -43,7 +43,7 @@ func TestReadVariables(t *testing.T) {
 	a.Spec.SubstituteFrom = append(a.Spec.SubstituteFrom, capstanv1.SubstituteReference{Kind: "Secret", Name: "absent"})
 	_, err = ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster)
 	var inv *InvalidError
-	if !errors.As(err, &inv) || !strings.Contains(err.Error(), "spec.substituteFrom[3]: Secret absent does not exist; create it, or mark the entry optional") {
+	if !errors.As(err, &inv) || inv.Errors[0].Path != "spec.substituteFrom[3]" || !strings.Contains(err.Error(), "Secret absent does not exist; create it, or mark the entry optional") {
 		t.Errorf("a missing object: %v", err)
 	}
 	if _, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileRestricted); !errors.As(err, &inv) || !strings.Contains(err.Error(), "spec.substitute only") {
