@@ -124,6 +124,7 @@ func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
 	for _, doc := range docs {
+		literalBlocks(doc)
 		if err := enc.Encode(doc); err != nil {
 			return nil, nil, err
 		}
@@ -309,6 +310,11 @@ func (d *decrypter) scalar(n *yaml.Node, path []string) error {
 			return fmt.Errorf("%s: %w", strings.Join(path, "."), err)
 		}
 		n.Value, n.Tag, n.Style = v.text, v.tag, 0
+		if v.tag == "!!str" {
+			// NOTE: quoted, so that no reader takes "yes" or "0755" for
+			// anything but the string it was.
+			n.Style = yaml.DoubleQuotedStyle
+		}
 		text = v.hashed
 		if v.tag == "!!str" && v.text != "" {
 			d.secrets = append(d.secrets, v.text)
@@ -436,5 +442,17 @@ func (d *decrypter) value(text, aad string) (plain, error) {
 		return plain{text: s, tag: "!!timestamp", hashed: s}, nil
 	default:
 		return plain{}, fmt.Errorf("an encrypted value of type %q, which Capstan does not read", typ)
+	}
+}
+
+// literalBlocks writes every folded block scalar under n as a literal
+// one, which holds the same text: yaml.v3 writes some folded blocks back
+// with a line more.
+func literalBlocks(n *yaml.Node) {
+	if n.Kind == yaml.ScalarNode && n.Style&yaml.FoldedStyle != 0 {
+		n.Style = n.Style&^yaml.FoldedStyle | yaml.LiteralStyle
+	}
+	for _, c := range n.Content {
+		literalBlocks(c)
 	}
 }
