@@ -130,6 +130,9 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 		a.Spec.ValuesFrom = append(a.Spec.ValuesFrom, capstanv1.ValuesReference(ref))
 	}
 	a.Spec.Substitute = def.Substitute
+	if d := def.Decryption; d != nil {
+		a.Spec.Decryption = &capstanv1.Decryption{Provider: d.Provider, SecretRef: capstanv1.LocalObjectReference{Name: d.SecretRef.Name}}
+	}
 	for _, ref := range def.SubstituteFrom {
 		a.Spec.SubstituteFrom = append(a.Spec.SubstituteFrom, capstanv1.SubstituteReference(ref))
 	}

@@ -65,6 +65,8 @@ type Definition struct {
 	// SubstituteFrom reads variables from ConfigMaps and Secrets
 	// (spec.substituteFrom).
 	SubstituteFrom []SubstituteReference `yaml:"substituteFrom,omitempty"`
+	// Decryption decrypts the folder's SOPS files (spec.decryption).
+	Decryption *Decryption `yaml:"decryption,omitempty"`
 	// Prune deletes what the add-on applied before and no longer renders.
 	Prune bool `yaml:"prune,omitempty"`
 	// Recreate deletes and creates anew an object whose change the API
@@ -176,6 +178,13 @@ type SubstituteReference struct {
 	Kind     string `yaml:"kind"`
 	Name     string `yaml:"name"`
 	Optional bool   `yaml:"optional,omitempty"`
+}
+
+// Decryption names the Secret of age keys that decrypts a folder's SOPS
+// files (spec.decryption).
+type Decryption struct {
+	Provider  string    `yaml:"provider"`
+	SecretRef SecretRef `yaml:"secretRef"`
 }
 
 // SecretRef names a Secret in the Addon's namespace.

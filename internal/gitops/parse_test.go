@@ -134,7 +134,8 @@ healthChecks:
 		t.Fatal(err)
 	}
 	other := "name: ext\ngit:\n  url: https://example.com/manifests.git\n  revision: v1\n  path: deploy/prod\n  secretRef: {name: creds}\n" +
-		"substitute:\n  cluster_name: prod\nsubstituteFrom:\n  - {kind: ConfigMap, name: cluster-vars}\n  - {kind: Secret, name: cluster-secrets, optional: true}\n"
+		"substitute:\n  cluster_name: prod\nsubstituteFrom:\n  - {kind: ConfigMap, name: cluster-vars}\n  - {kind: Secret, name: cluster-secrets, optional: true}\n" +
+		"decryption: {provider: sops, secretRef: {name: sops-age}}\n"
 	def, err = Parse("addons/ext.yaml", []byte(other))
 	if err != nil {
 		t.Fatal(err)
@@ -144,7 +145,8 @@ healthChecks:
 		t.Fatalf("an external git source must keep its own URL and revision: %+v", a.Spec.Git)
 	}
 	if a.Spec.Substitute["cluster_name"] != "prod" || len(a.Spec.SubstituteFrom) != 2 || a.Spec.SubstituteFrom[0].Name != "cluster-vars" ||
-		a.Spec.SubstituteFrom[1].Kind != "Secret" || !a.Spec.SubstituteFrom[1].Optional {
+		a.Spec.SubstituteFrom[1].Kind != "Secret" || !a.Spec.SubstituteFrom[1].Optional ||
+		a.Spec.Decryption == nil || a.Spec.Decryption.Provider != "sops" || a.Spec.Decryption.SecretRef.Name != "sops-age" {
 		t.Fatalf("variables: %+v %+v", a.Spec.Substitute, a.Spec.SubstituteFrom)
 	}
 }
@@ -198,6 +200,8 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"substitute for a chart", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsubstitute: {x: y}\n", "addons/a.yaml:3: substitute: substitute and substituteFrom apply to git folders only"},
 		{"bad variable name", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstitute:\n  ok: y\n  cluster-name: y\n", "addons/a.yaml:5: substitute.cluster-name: \"cluster-name\" is not a variable name"},
+		{"decryption for a chart", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndecryption: {provider: sops, secretRef: {name: k}}\n", "addons/a.yaml:3: decryption: decryption applies to git folders only"},
+		{"decryption by pgp", "addons/a.yaml", "name: a\ngit: {path: a}\ndecryption: {provider: pgp, secretRef: {name: k}}\n", "addons/a.yaml:3: decryption.provider: \"pgp\" is not a provider"},
 		{"bad substituteFrom kind", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstituteFrom:\n  - {kind: Pod, name: p}\n", "addons/a.yaml:4: substituteFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},

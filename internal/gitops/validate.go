@@ -300,6 +300,16 @@ func (r *rules) substitute(def *Definition) {
 	if len(def.SubstituteFrom) > maxSubstituteFrom {
 		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.SubstituteFrom), maxSubstituteFrom), "substituteFrom")
 	}
+	if d := def.Decryption; d != nil {
+		switch {
+		case def.Git == nil:
+			r.fail("decryption applies to git folders only; a chart takes secret values from valuesFrom", "decryption")
+		case d.Provider != "sops":
+			r.fail(fmt.Sprintf("%q is not a provider Capstan decrypts with: use sops", d.Provider), "decryption", "provider")
+		case d.SecretRef.Name == "" || len(d.SecretRef.Name) > 253:
+			r.fail("name is required (at most 253 characters): the Secret of age keys", "decryption", "secretRef", "name")
+		}
+	}
 	for i, ref := range def.SubstituteFrom {
 		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
 			r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", ref.Kind), "substituteFrom", i, "kind")
