@@ -28,6 +28,8 @@ enc() { # enc OUT IN [sops flags...]
 enc "$td/secret.enc.yaml" "$td/plain/secret.yaml" --age "$me" --encrypted-regex '^(data|stringData)$'
 enc "$td/all.enc.yaml" "$td/plain/all.yaml" --age "$me"
 enc "$td/config.enc.yaml" "$td/plain/config.yaml" --age "$me" --encrypted-regex '^data$'
+enc "$td/edges.enc.yaml" "$td/plain/edges.yaml" --age "$me"
+enc "$td/dated.enc.yaml" "$td/plain/dated.yaml" --age "$me" --encrypted-regex '^password$'
 enc "$td/multi.enc.yaml" "$td/plain/multi.yaml" --age "$me,$other" --encrypted-regex '^(data|stringData)$'
 # mac_only_encrypted is a creation rule of .sops.yaml, with no flag.
 cfg=$(mktemp)
@@ -39,7 +41,7 @@ enc "$td/other.enc.yaml" "$td/plain/secret.yaml" --age "$other" --encrypted-rege
 # Changed after it was encrypted: an unencrypted value the MAC covers.
 sed 's/^    name: db$/    name: db-renamed/' "$td/secret.enc.yaml" >"$td/tampered.enc.yaml"
 # What sops itself decrypts them to, for the tests to compare with.
-for f in secret.enc.yaml all.enc.yaml config.enc.yaml multi.enc.yaml maconly.enc.yaml; do
+for f in secret.enc.yaml all.enc.yaml config.enc.yaml edges.enc.yaml dated.enc.yaml multi.enc.yaml maconly.enc.yaml; do
 	SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/$f" >"$td/${f%.enc.yaml}.dec.yaml"
 done
 SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/secret.enc.json" >"$td/secret.dec.json"

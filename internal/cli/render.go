@@ -27,6 +27,7 @@ import (
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/mask"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
 	addonvalues "capstan.dev/capstan/internal/values"
 )
@@ -245,7 +246,30 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 			}
 			maps.Copy(opts.Variables, spec.Substitute)
 		}
+		var decrypter *sops.Decrypter
+		if spec.Decryption != nil {
+			// NOTE: the Secret of keys is in a cluster; the keys here are
+			// where sops itself looks for them.
+			file := os.Getenv("SOPS_AGE_KEY_FILE")
+			if file == "" {
+				fmt.Fprintf(o.stderr, "Warning: spec.decryption's Secret %s is in a cluster, which capstan render does not read; set SOPS_AGE_KEY_FILE to an age key file to decrypt\n", spec.Decryption.SecretRef.Name)
+			} else {
+				data, err := os.ReadFile(file)
+				if err != nil {
+					return fmt.Errorf("SOPS_AGE_KEY_FILE: %w", err)
+				}
+				ids, err := sops.ParseKeys("SOPS_AGE_KEY_FILE", data)
+				if err != nil {
+					return err
+				}
+				decrypter = &sops.Decrypter{IDs: ids}
+				opts.Decrypt = decrypter.File
+			}
+		}
 		res, err := render.Render(cmd.Context(), art, nil, opts)
+		if err := decrypter.Err(); err != nil {
+			return err
+		}
 		if err != nil {
 			return err
 		}

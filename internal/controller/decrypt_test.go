@@ -43,6 +43,9 @@ func TestSOPSDecryption(t *testing.T) {
 		"app/secret.yaml": sopsFile(t, "secret.enc.yaml"),
 		"app/config.yaml": sopsFile(t, "config.enc.yaml"),
 		"app/multi.yaml":  sopsFile(t, "multi.enc.yaml"),
+		// Outside the folder: never read, so never a problem.
+		"other/foreign.yaml":  sopsFile(t, "other.enc.yaml"),
+		"other/tampered.yaml": sopsFile(t, "tampered.enc.yaml"),
 	})
 	keys := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-keys"},

@@ -11,6 +11,7 @@ import (
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
@@ -61,12 +62,15 @@ type scope struct {
 	artifact *source.Artifact
 	values   *values.Result
 	// variables are a git folder's, for ${name} (nil: none asked for);
-	// decrypted are the values its SOPS files held (step_decrypt.go).
-	// noInputs says either was asked for and could not be read, which the
-	// plan shows, so nothing is rendered.
+	// decrypter decrypts its SOPS files as the render reads them, and
+	// holds the values they held (step_decrypt.go). noInputs says either
+	// was asked for and could not be read, which the plan shows, so
+	// nothing is rendered.
 	variables *values.Variables
-	decrypted []string
+	decrypter *sops.Decrypter
 	noInputs  bool
+	// maskedSecrets is how many secret values s.masker was made for.
+	maskedSecrets int
 	// masker hides the secret values of maskedValues, the values it was
 	// made for (secret_mask.go).
 	masker       *masker

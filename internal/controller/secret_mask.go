@@ -93,13 +93,17 @@ func (m *masker) Plan(p *capstanv1.Plan) {
 // folder's variables from Secrets and the values its SOPS files held; nil
 // before the values step, when no value is known and none can be quoted.
 func (s *scope) mask() *masker {
-	if s.variables != nil || s.decrypted != nil {
-		if s.masker == nil {
-			var secrets []string
-			if s.variables != nil {
-				secrets = s.variables.Secret
-			}
-			s.masker = newMasker(append(slices.Clip(secrets), s.decrypted...))
+	if s.variables != nil || s.decrypter != nil {
+		var secrets []string
+		if s.variables != nil {
+			secrets = s.variables.Secret
+		}
+		if s.decrypter != nil {
+			secrets = append(slices.Clip(secrets), s.decrypter.Secrets...)
+		}
+		// NOTE: the render adds decrypted values as it reads the files.
+		if s.masker == nil || s.maskedSecrets != len(secrets) {
+			s.masker, s.maskedSecrets = newMasker(secrets), len(secrets)
 		}
 		return s.masker
 	}

@@ -16,13 +16,13 @@ import (
 	"capstan.dev/capstan/internal/sops"
 )
 
-// decryptFolder decrypts the files of a git folder that SOPS encrypted,
-// with the age keys of spec.decryption's Secret, before the render reads
-// them: the render reads the artifact's tree with the decrypted files in
-// their places, and the values they held are hidden wherever the
-// controller shows text. A person's problem (no Secret, no key, a file no
-// key opens or that changed after it was encrypted) goes into the plan,
-// which blocks, and nothing is rendered.
+// decryptFolder reads the age keys of spec.decryption's Secret, with which
+// the render decrypts each file of a git folder that SOPS encrypted as it
+// reads it: only the files the folder reaches, never the rest of its
+// repository. The values they held are hidden wherever the controller
+// shows text. A person's problem (no Secret, no key, and at the render a
+// file no key opens or that changed after it was encrypted) goes into the
+// plan, which blocks, and nothing is rendered.
 func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 	d := s.addon.Spec.Decryption
 	if d == nil {
@@ -59,15 +59,19 @@ func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 	if len(ids) == 0 {
 		return problem("spec.decryption.secretRef", "Secret %s has no entry ending in %s: put the age key (AGE-SECRET-KEY-1…) in one, such as age%s", key, sops.KeySuffix, sops.KeySuffix)
 	}
-	fsys, secrets, _, err := sops.Tree(s.artifact.Tree.FS, ids)
-	if err != nil {
-		return problem("spec.decryption", "%v", err)
-	}
-	art := *s.artifact
-	tree := *art.Tree
-	tree.FS = fsys
-	art.Tree = &tree
-	s.artifact = &art
-	s.decrypted = secrets
+	s.decrypter = &sops.Decrypter{IDs: ids}
 	return nil
+}
+
+// decryptProblems puts what the render's decryption found into the plan,
+// which then blocks, and reports whether there was any: a render that read
+// a file it could not decrypt is no render.
+func (s *scope) decryptProblems() bool {
+	err := s.decrypter.Err()
+	if err == nil {
+		return false
+	}
+	s.noInputs, s.render = true, nil
+	s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "decryption", Message: err.Error()})
+	return true
 }

@@ -26,6 +26,9 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 	if s.variables != nil {
 		opts.Variables = s.variables.Values
 	}
+	if s.decrypter != nil {
+		opts.Decrypt = s.decrypter.File
+	}
 	if s.artifact.IsChart() {
 		if s.values == nil {
 			// Without values there is nothing to render; the plan shows why.
@@ -48,6 +51,9 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 		}
 	}
 	res, err := render.Render(ctx, s.artifact, vals, opts)
+	if s.decryptProblems() {
+		return false, nil
+	}
 	if err != nil {
 		return false, terminal{err}
 	}

@@ -35,13 +35,24 @@ import (
 // that Argo CD's or Helm's hook annotations make hooks are the render's
 // hooks, read as Argo CD reads them (see folderHooks).
 func Folder(fsys fs.FS, dir string, src SourceIdentity) (*Result, error) {
-	return FolderWith(fsys, dir, src, nil)
+	return FolderWith(fsys, dir, src, FolderInputs{})
 }
 
-// FolderWith is Folder with variables substituted in the objects and
-// hooks after the build (substitute.go); vars nil substitutes nothing,
-// and an empty map still reads every ${ as a variable.
-func FolderWith(fsys fs.FS, dir string, src SourceIdentity, vars map[string]string) (*Result, error) {
+// FolderInputs are what a folder's render takes besides its files.
+type FolderInputs struct {
+	// Variables are substituted in the objects and hooks after the build
+	// (substitute.go); nil substitutes nothing, and an empty map still
+	// reads every ${ as a variable.
+	Variables map[string]string
+	// Decrypt, when set, is given each file the build reads, by its path
+	// in the tree, and returns what to read instead: the file decrypted.
+	// Only the files the folder reaches are given to it.
+	Decrypt func(name string, data []byte) ([]byte, error)
+}
+
+// FolderWith is Folder with its inputs.
+func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*Result, error) {
+	vars := in.Variables
 	dir = path.Clean("/" + dir)[1:]
 	if dir == "" {
 		dir = "."
@@ -55,19 +66,19 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, vars map[string]stri
 	}
 	var objs []*unstructured.Unstructured
 	if kustomizationFile(fsys, dir) != "" {
-		objs, err = kustomize(fsys, dir, vars)
+		objs, err = kustomize(fsys, dir, in)
 	} else {
-		objs, err = plainYAML(fsys, dir, vars)
+		objs, err = plainYAML(fsys, dir, in)
 	}
 	if err != nil {
 		return nil, err
 	}
 	for _, o := range objs {
-		if _, ok := o.Object["sops"]; ok {
+		if encryptedObject(o) {
 			// NOTE: applied as it is, it would put SOPS's ciphertext in the
 			// cluster, or be refused for its unknown field.
-			return nil, fmt.Errorf("render: %s %s is encrypted with SOPS (it has a sops field): set spec.decryption to a Secret that holds its age key, or decrypt it",
-				o.GetKind(), o.GetName())
+			return nil, fmt.Errorf("render: %s %s is encrypted with SOPS (it has a sops field): set spec.decryption to a Secret that holds its age key, decrypt it, or annotate it %s: disabled if it is meant to be applied encrypted",
+				o.GetKind(), o.GetName(), sopsDecryptAnnotation)
 		}
 	}
 	if src.Path == "" {
@@ -95,9 +106,11 @@ func kustomizationFile(fsys fs.FS, dir string) string {
 	return ""
 }
 
-// kustomize builds dir with krusty over an in-memory copy of fsys, and
-// substitutes vars in what it built when vars is set.
-func kustomize(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.Unstructured, error) {
+// kustomize builds dir with krusty over an in-memory copy of fsys, each
+// file it reads decrypted by in.Decrypt when that is set, and substitutes
+// in.Variables in what it built when they are set.
+func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstructured, error) {
+	vars := in.Variables
 	mem := filesys.MakeFsInMemory()
 	// NOTE: the whole tree is copied, not only dir, because overlays name
 	// bases in sibling folders (../base); krusty's root-only load restriction
@@ -130,7 +143,11 @@ func kustomize(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.
 	// and without them kustomize's legacy order (namespaces and CRDs first).
 	opts.Reorder = krusty.ReorderOptionUnspecified
 	k := krusty.MakeKustomizer(opts)
-	m, err := k.Run(mem, root)
+	var read filesys.FileSystem = mem
+	if in.Decrypt != nil {
+		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
+	}
+	m, err := k.Run(read, root)
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
@@ -173,8 +190,10 @@ func resMapObjects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 }
 
 // plainYAML reads every YAML file of dir and its subfolders, in path
-// order, and substitutes vars in them when vars is set.
-func plainYAML(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.Unstructured, error) {
+// order, each decrypted by in.Decrypt when that is set, and substitutes
+// in.Variables in them when they are set.
+func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstructured, error) {
+	vars := in.Variables
 	var files []string
 	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -208,6 +227,11 @@ func plainYAML(fsys fs.FS, dir string, vars map[string]string) ([]*unstructured.
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, fmt.Errorf("render: read %s: %w", f, err)
+		}
+		if in.Decrypt != nil {
+			if data, err = in.Decrypt(f, data); err != nil {
+				return nil, fmt.Errorf("render: %w", err)
+			}
 		}
 		objs, err := decodeStream(data, f, vars, &problems)
 		if err != nil {
@@ -256,4 +280,44 @@ func decodeStream(data []byte, name string, vars map[string]string, problems *[]
 		out = append(out, objs...)
 	}
 	return out, nil
+}
+
+// sopsDecryptAnnotation, "disabled", marks an object meant to be applied
+// as SOPS encrypted it, as a SopsSecret of an operator that decrypts in
+// the cluster is.
+const sopsDecryptAnnotation = "kustomize.toolkit.fluxcd.io/decrypt"
+
+// encryptedObject reports whether a rendered object still holds what SOPS
+// encrypted, and is not one meant to be applied so: a Secret or a
+// ConfigMap with a sops field, or an object whose kind itself is
+// encrypted.
+func encryptedObject(o *unstructured.Unstructured) bool {
+	if _, ok := o.Object["sops"]; !ok {
+		return false
+	}
+	ann := o.GetAnnotations()
+	if strings.EqualFold(ann[sopsDecryptAnnotation], "disabled") || strings.EqualFold(ann["capstan.dev/decrypt"], "disabled") {
+		return false
+	}
+	switch kind := o.GetKind(); {
+	case kind == "Secret" || kind == "ConfigMap":
+		return true
+	default:
+		return strings.HasPrefix(kind, "ENC[") || strings.HasPrefix(o.GetAPIVersion(), "ENC[")
+	}
+}
+
+// decryptingFS is kustomize's file system with each file it reads given
+// to decrypt first, so that only what the build reaches is decrypted.
+type decryptingFS struct {
+	filesys.FileSystem
+	decrypt func(name string, data []byte) ([]byte, error)
+}
+
+func (d decryptingFS) ReadFile(name string) ([]byte, error) {
+	data, err := d.FileSystem.ReadFile(name)
+	if err != nil {
+		return nil, err
+	}
+	return d.decrypt(strings.TrimPrefix(name, "/"), data)
 }

@@ -52,6 +52,9 @@ type Options struct {
 	// objects and hooks (substitute.go); the render hash covers them. A
 	// chart takes values instead, and ignores them.
 	Variables map[string]string
+	// Decrypt, when set, decrypts each file a git folder's build reads
+	// (FolderInputs.Decrypt). A chart ignores it.
+	Decrypt func(name string, data []byte) ([]byte, error)
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git
@@ -88,7 +91,7 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		}
 		return res, nil
 	case art.Tree != nil:
-		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, opts.Variables)
+		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt})
 		if err != nil {
 			return nil, err
 		}

@@ -113,7 +113,7 @@ func TestFolderSubstitutes(t *testing.T) {
 	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "line one\nkind: Secret\nline: three"}
 	for _, dir := range []string{"plain", "kust"} {
 		t.Run(dir, func(t *testing.T) {
-			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{Commit: "abc"}, vars)
+			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{Commit: "abc"}, FolderInputs{Variables: vars})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +157,7 @@ func TestFolderSubstitutes(t *testing.T) {
 func TestFolderSubstituteProblems(t *testing.T) {
 	for _, dir := range []string{"plain", "kust"} {
 		t.Run(dir, func(t *testing.T) {
-			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{}, map[string]string{"cluster": "prod"})
+			res, err := FolderWith(substituteRepo(), dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{"cluster": "prod"}})
 			var se *SubstituteError
 			if !errors.As(err, &se) {
 				t.Fatalf("got %v, %v; want a SubstituteError", res, err)
@@ -191,12 +191,12 @@ func TestFolderWithoutVariablesIsUnchanged(t *testing.T) {
 		t.Errorf("without variables the text stays: %s", plain.Objects[0].GetName())
 	}
 	vars := map[string]string{"cluster": "prod", "port": "1", "replicas": "1", "banner": "b"}
-	one, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, vars)
+	one, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, FolderInputs{Variables: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
 	vars["replicas"] = "2"
-	two, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, vars)
+	two, err := FolderWith(substituteRepo(), "plain", SourceIdentity{Commit: "abc"}, FolderInputs{Variables: vars})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +251,7 @@ func TestSubstitutionKeepsTheBuild(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := FolderWith(repo(), dir, SourceIdentity{Commit: "abc"}, map[string]string{})
+		got, err := FolderWith(repo(), dir, SourceIdentity{Commit: "abc"}, FolderInputs{Variables: map[string]string{}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -323,7 +323,7 @@ data:
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"cluster": "prod"})
+			got, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{"cluster": "prod"}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -348,10 +348,10 @@ func TestSubstitutionKeepsKeysApart(t *testing.T) {
 		"kust/kustomization.yaml": file("resources: [a.yaml]\n"),
 	}
 	for _, dir := range []string{"plain", "kust"} {
-		if _, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"k": "a"}); err == nil || !strings.Contains(err.Error(), `two keys are "a" once substituted`) {
+		if _, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{"k": "a"}}); err == nil || !strings.Contains(err.Error(), `two keys are "a" once substituted`) {
 			t.Errorf("%s: a key made into another: %v", dir, err)
 		}
-		res, err := FolderWith(fsys, dir, SourceIdentity{}, map[string]string{"k": "b"})
+		res, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{"k": "b"}})
 		if err != nil {
 			t.Fatal(err)
 		}

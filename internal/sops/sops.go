@@ -16,10 +16,12 @@ import (
 	"crypto/cipher"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
+	"math"
 	"regexp"
 	"slices"
 	"strconv"
@@ -120,6 +122,15 @@ func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
 	if got := fmt.Sprintf("%X", d.mac.Sum(nil)); stored.text != got {
 		return nil, nil, errors.New("it was changed after SOPS encrypted it: its MAC does not match its values; edit it with sops, or encrypt it again")
 	}
+	// NOTE: SOPS writes an empty document as {} with its own mapping;
+	// without it, it is empty again.
+	docs = slices.DeleteFunc(docs, func(doc *yaml.Node) bool { return len(doc.Content[0].Content) == 0 && len(docs) > 1 })
+	if len(docs) == 0 {
+		return nil, d.secrets, nil
+	}
+	if isJSON(data) {
+		return emitJSON(docs[0], d.secrets)
+	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)
@@ -134,6 +145,30 @@ func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
 	}
 	return out.Bytes(), d.secrets, nil
 }
+
+// isJSON reports whether data is JSON: its first character opens an object.
+func isJSON(data []byte) bool {
+	data = bytes.TrimLeft(data, " \t\r\n")
+	return len(data) > 0 && data[0] == '{'
+}
+
+// emitJSON writes a decrypted JSON file as JSON again, as SOPS does.
+func emitJSON(doc *yaml.Node, secrets []string) ([]byte, []string, error) {
+	var v any
+	if err := doc.Decode(&v); err != nil {
+		return nil, nil, err
+	}
+	out, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return nil, nil, fmt.Errorf("it cannot be written as JSON again: %w", err)
+	}
+	return append(out, '\n'), secrets, nil
+}
+
+// maxDepth bounds how deeply a file's mappings and lists nest: each value
+// is decrypted with the path of keys to it, so a file nested without
+// bound would cost without bound.
+const maxDepth = 100
 
 // documents parses every document of data, and refuses what SOPS's own
 // reading would expand or lose: anchors and aliases, and documents that
@@ -156,12 +191,27 @@ func documents(data []byte) ([]*yaml.Node, error) {
 		if hasAlias(doc) {
 			return nil, errors.New("it uses YAML anchors or aliases, which Capstan does not decrypt: write the values out")
 		}
+		if depth(doc, 0) > maxDepth {
+			return nil, fmt.Errorf("it nests mappings and lists more than %d deep", maxDepth)
+		}
 		docs = append(docs, doc)
 	}
 	if len(docs) == 0 {
 		return nil, errors.New("it is empty")
 	}
 	return docs, nil
+}
+
+// depth is how deeply n nests, stopping past maxDepth.
+func depth(n *yaml.Node, at int) int {
+	deepest := at
+	if at > maxDepth {
+		return at
+	}
+	for _, c := range n.Content {
+		deepest = max(deepest, depth(c, at+1))
+	}
+	return deepest
 }
 
 func hasAlias(n *yaml.Node) bool {
@@ -280,11 +330,18 @@ func (d *decrypter) walk(n *yaml.Node, path []string) error {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i]
 			k.HeadComment, k.LineComment, k.FootComment = "", "", ""
-			if err := d.walk(n.Content[i+1], append(slices.Clip(path), k.Value)); err != nil {
+			// NOTE: one stack of keys; a value reads it and keeps none.
+			if err := d.walk(n.Content[i+1], append(path, k.Value)); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
+		// NOTE: SOPS writes a comment inside a list as an item of type
+		// comment, outside the MAC; it is a comment again, so dropped.
+		n.Content = slices.DeleteFunc(n.Content, func(item *yaml.Node) bool {
+			m := encryptedValue.FindStringSubmatch(item.Value)
+			return item.Kind == yaml.ScalarNode && m != nil && m[4] == "comment"
+		})
 		for _, item := range n.Content {
 			if err := d.walk(item, path); err != nil {
 				return err
@@ -316,7 +373,7 @@ func (d *decrypter) scalar(n *yaml.Node, path []string) error {
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		text = v.hashed
-		if v.tag == "!!str" && v.text != "" {
+		if v.text != "" && !naming(path) {
 			d.secrets = append(d.secrets, v.text)
 		}
 	} else {
@@ -330,6 +387,20 @@ func (d *decrypter) scalar(n *yaml.Node, path []string) error {
 		io.WriteString(d.mac, text)
 	}
 	return nil
+}
+
+// naming reports whether path names an object (its apiVersion, kind,
+// name or namespace): a file encrypted whole has them encrypted too, and
+// Capstan never hides names, by which people and the controller find
+// objects.
+func naming(path []string) bool {
+	switch len(path) {
+	case 1:
+		return path[0] == "apiVersion" || path[0] == "kind"
+	case 2:
+		return path[0] == "metadata" && (path[1] == "name" || path[1] == "namespace")
+	}
+	return false
 }
 
 // encrypted says whether the value at path is encrypted, by the file's
@@ -364,6 +435,9 @@ func hashText(v any) string {
 		return "False"
 	case float64:
 		return strconv.FormatFloat(v, 'f', -1, 64)
+	case time.Time:
+		text, _ := v.MarshalText()
+		return string(text)
 	default:
 		return fmt.Sprint(v)
 	}
@@ -427,7 +501,16 @@ func (d *decrypter) value(text, aad string) (plain, error) {
 		if err != nil {
 			return plain{}, errors.New("an encrypted float is not a number")
 		}
-		return plain{text: s, tag: "!!float", hashed: strconv.FormatFloat(f, 'f', -1, 64)}, nil
+		text := s
+		switch {
+		case math.IsNaN(f):
+			text = ".nan"
+		case math.IsInf(f, 1):
+			text = ".inf"
+		case math.IsInf(f, -1):
+			text = "-.inf"
+		}
+		return plain{text: text, tag: "!!float", hashed: strconv.FormatFloat(f, 'f', -1, 64)}, nil
 	case "bool":
 		b, err := strconv.ParseBool(s)
 		if err != nil {

@@ -4,68 +4,63 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
-	"path"
 	"strings"
 
 	"filippo.io/age"
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// The annotations that leave a file as SOPS encrypted it, for an object
+// meant to be applied encrypted (a SopsSecret of an operator that
+// decrypts in the cluster): Flux's and Capstan's, with the value
+// "disabled".
+const (
+	FluxDecryptAnnotation = "kustomize.toolkit.fluxcd.io/decrypt"
+	DecryptAnnotation     = "capstan.dev/decrypt"
 )
 
 // maxProblems is how many files' problems an error lists.
 const maxProblems = 5
 
-// Tree decrypts every YAML and JSON file of fsys that SOPS encrypted, and
-// returns fsys with the decrypted files in their places, the values it
-// decrypted, and the files it decrypted. A file it cannot decrypt is an
-// error that names it; the error never quotes a value. With no encrypted
-// file, fsys itself is returned.
-func Tree(fsys fs.FS, ids []age.Identity) (fs.FS, []string, []string, error) {
-	files := map[string][]byte{}
-	var secrets, decrypted, problems []string
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() || !d.Type().IsRegular() {
-			return nil
-		}
-		switch strings.ToLower(path.Ext(p)) {
-		case ".yaml", ".yml", ".json":
-		default:
-			return nil
-		}
-		data, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		if !IsEncrypted(data) || !topLevelSops(data) {
-			return nil
-		}
-		out, found, err := Decrypt(data, ids)
-		if err != nil {
-			problems = append(problems, fmt.Sprintf("%s: %v", p, err))
-			return nil
-		}
-		files[p] = out
-		secrets = append(secrets, found...)
-		decrypted = append(decrypted, p)
-		return nil
-	})
+// Decrypter decrypts the files a render reads, as it reads them: only the
+// files the add-on's folder reaches, never the rest of its repository. It
+// gathers what it decrypted and the problems it found.
+type Decrypter struct {
+	IDs []age.Identity
+	// Secrets are the values the files held, to be hidden.
+	Secrets []string
+	// Problems name each file that could not be decrypted, and why.
+	Problems []string
+}
+
+// File returns a file's data, decrypted when SOPS encrypted it and no
+// annotation leaves it encrypted. A file it cannot decrypt is a problem
+// and an error that names it, and never quotes a value.
+func (d *Decrypter) File(name string, data []byte) ([]byte, error) {
+	if !IsEncrypted(data) || !topLevelSops(data) || leftEncrypted(data) {
+		return data, nil
+	}
+	out, secrets, err := Decrypt(data, d.IDs)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("decrypt: read the folder: %w", err)
+		p := fmt.Sprintf("%s: %v", strings.TrimPrefix(name, "/"), err)
+		d.Problems = append(d.Problems, p)
+		return nil, errors.New("decrypt: " + p)
 	}
-	if problems != nil {
-		more := ""
-		if len(problems) > maxProblems {
-			more = fmt.Sprintf("; and %d more", len(problems)-maxProblems)
-			problems = problems[:maxProblems]
-		}
-		return nil, nil, nil, errors.New("decrypt: " + strings.Join(problems, "; ") + more)
+	d.Secrets = append(d.Secrets, secrets...)
+	return out, nil
+}
+
+// Err is the problems found, up to maxProblems, or nil.
+func (d *Decrypter) Err() error {
+	if d == nil || len(d.Problems) == 0 {
+		return nil
 	}
-	if len(files) == 0 {
-		return fsys, nil, nil, nil
+	list, more := d.Problems, ""
+	if len(list) > maxProblems {
+		more = fmt.Sprintf("; and %d more", len(list)-maxProblems)
+		list = list[:maxProblems]
 	}
-	return overlay{base: fsys, files: files}, secrets, decrypted, nil
+	return errors.New("decrypt: " + strings.Join(list, "; ") + more)
 }
 
 // topLevelSops reports whether a line of data starts with the key sops,
@@ -74,42 +69,21 @@ func topLevelSops(data []byte) bool {
 	return bytes.HasPrefix(data, []byte("sops:")) || bytes.Contains(data, []byte("\nsops:")) || bytes.Contains(data, []byte(`"sops":`))
 }
 
-// overlay is a file system with some files' contents replaced.
-type overlay struct {
-	base  fs.FS
-	files map[string][]byte
-}
-
-func (o overlay) Open(name string) (fs.File, error) {
-	data, ok := o.files[name]
-	if !ok {
-		return o.base.Open(name)
+// leftEncrypted reports whether the file's first document is annotated
+// to be applied as it is.
+func leftEncrypted(data []byte) bool {
+	var doc struct {
+		Metadata struct {
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"metadata"`
 	}
-	info, err := fs.Stat(o.base, name)
-	if err != nil {
-		return nil, err
+	if yaml.NewDecoder(bytes.NewReader(data)).Decode(&doc) != nil {
+		return false
 	}
-	return &file{Reader: bytes.NewReader(data), info: sized{FileInfo: info, size: int64(len(data))}}, nil
-}
-
-func (o overlay) ReadFile(name string) ([]byte, error) {
-	if data, ok := o.files[name]; ok {
-		return bytes.Clone(data), nil
+	for _, key := range []string{FluxDecryptAnnotation, DecryptAnnotation} {
+		if strings.EqualFold(doc.Metadata.Annotations[key], "disabled") {
+			return true
+		}
 	}
-	return fs.ReadFile(o.base, name)
+	return false
 }
-
-type file struct {
-	*bytes.Reader
-	info fs.FileInfo
-}
-
-func (f *file) Stat() (fs.FileInfo, error) { return f.info, nil }
-func (f *file) Close() error               { return nil }
-
-type sized struct {
-	fs.FileInfo
-	size int64
-}
-
-func (s sized) Size() int64 { return s.size }

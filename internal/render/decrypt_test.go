@@ -1,0 +1,63 @@
+package render
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+
+	"capstan.dev/capstan/internal/sops"
+)
+
+func sopsFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "sops", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestFolderDecryptsWhatItReads: the build decrypts the files it reads,
+// through a kustomization's base too, and never a file it does not
+// reach, which another key encrypted or which was changed.
+func TestFolderDecryptsWhatItReads(t *testing.T) {
+	ids, err := sops.ParseKeys("age.agekey", sopsFixture(t, "age.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"base/secret.yaml":         {Data: sopsFixture(t, "secret.enc.yaml")},
+		"base/kustomization.yaml":  {Data: []byte("resources: [secret.yaml]\n")},
+		"app/kustomization.yaml":   {Data: []byte("resources: [../base, config.yaml]\nnamespace: apps\n")},
+		"app/config.yaml":          {Data: sopsFixture(t, "config.enc.yaml")},
+		"plain/config.yaml":        {Data: sopsFixture(t, "config.enc.yaml")},
+		"elsewhere/foreign.yaml":   {Data: sopsFixture(t, "other.enc.yaml")},
+		"elsewhere/tampered.yaml":  {Data: sopsFixture(t, "tampered.enc.yaml")},
+		"operator/sopssecret.yaml": {Data: []byte("apiVersion: isindir.github.com/v1alpha3\nkind: SopsSecret\nmetadata: {name: s}\nspec:\n  x: ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]\nsops: {mac: x}\n")},
+	}
+	for _, dir := range []string{"app", "plain"} {
+		d := &sops.Decrypter{IDs: ids}
+		res, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Decrypt: d.File})
+		if err != nil || d.Err() != nil {
+			t.Fatalf("%s: %v %v", dir, err, d.Err())
+		}
+		for _, o := range res.Objects {
+			if _, ok := o.Object["sops"]; ok {
+				t.Errorf("%s: %s %s keeps its sops field", dir, o.GetKind(), o.GetName())
+			}
+			if o.GetName() == "conn" {
+				if url := o.Object["data"].(map[string]any)["url"]; url != "https://app:db-pass-9876@db.internal/app" {
+					t.Errorf("%s: conn's url %v", dir, url)
+				}
+			}
+		}
+	}
+	if _, err := Folder(fsys, "plain", SourceIdentity{}); err == nil || !strings.Contains(err.Error(), "ConfigMap conn is encrypted with SOPS (it has a sops field): set spec.decryption") {
+		t.Errorf("an encrypted file without decryption: %v", err)
+	}
+	if _, err := Folder(fsys, "operator", SourceIdentity{}); err != nil {
+		t.Errorf("a custom resource applied encrypted: %v", err)
+	}
+}
