@@ -175,6 +175,7 @@ func TestDecryptEdges(t *testing.T) {
 		t.Errorf("a name or a kind is to be hidden: %q", secrets)
 	}
 }
+
 // FuzzDecrypt feeds any file to Decrypt, with the test key: it never
 // panics, and what it decrypts has no sops mapping left.
 func FuzzDecrypt(f *testing.F) {
