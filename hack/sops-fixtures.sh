@@ -29,6 +29,7 @@ enc "$td/secret.enc.yaml" "$td/plain/secret.yaml" --age "$me" --encrypted-regex 
 enc "$td/all.enc.yaml" "$td/plain/all.yaml" --age "$me"
 enc "$td/config.enc.yaml" "$td/plain/config.yaml" --age "$me" --encrypted-regex '^data$'
 enc "$td/edges.enc.yaml" "$td/plain/edges.yaml" --age "$me"
+enc "$td/vars.enc.yaml" "$td/plain/vars.yaml" --age "$me" --encrypted-regex '^(replicas|value)$'
 enc "$td/dated.enc.yaml" "$td/plain/dated.yaml" --age "$me" --encrypted-regex '^password$'
 enc "$td/multi.enc.yaml" "$td/plain/multi.yaml" --age "$me,$other" --encrypted-regex '^(data|stringData)$'
 # mac_only_encrypted is a creation rule of .sops.yaml, with no flag.

@@ -304,8 +304,8 @@ type AddonSpec struct {
 	SubstituteFrom []SubstituteReference `json:"substituteFrom,omitempty"`
 
 	// Decryption decrypts the YAML and JSON files of a git folder that
-	// SOPS encrypted for age keys, before the folder is built, as Flux's
-	// Kustomization decryption does. A file whose MAC does not match is
+	// SOPS encrypted for age keys, as the folder's build reads them, as
+	// Flux's Kustomization decryption does. A file whose MAC does not match is
 	// refused. Decrypted values are hidden wherever Capstan shows them.
 	// Git folders only, in the cluster profile.
 	// +optional

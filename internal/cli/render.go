@@ -7,11 +7,13 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
+	"filippo.io/age"
 	"github.com/spf13/cobra"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -248,23 +250,16 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		}
 		var decrypter *sops.Decrypter
 		if spec.Decryption != nil {
-			// NOTE: the Secret of keys is in a cluster; the keys here are
-			// where sops itself looks for them.
-			file := os.Getenv("SOPS_AGE_KEY_FILE")
-			if file == "" {
-				fmt.Fprintf(o.stderr, "Warning: spec.decryption's Secret %s is in a cluster, which capstan render does not read; set SOPS_AGE_KEY_FILE to an age key file to decrypt\n", spec.Decryption.SecretRef.Name)
-			} else {
-				data, err := os.ReadFile(file)
-				if err != nil {
-					return fmt.Errorf("SOPS_AGE_KEY_FILE: %w", err)
-				}
-				ids, err := sops.ParseKeys("SOPS_AGE_KEY_FILE", data)
-				if err != nil {
-					return err
-				}
-				decrypter = &sops.Decrypter{IDs: ids}
-				opts.Decrypt = decrypter.File
+			ids, err := localAgeKeys()
+			if err != nil {
+				return err
 			}
+			if len(ids) == 0 {
+				return fmt.Errorf("%s decrypts with the age keys of Secret %s, which is in a cluster and which capstan render does not read: "+
+					"give the key as sops does, in SOPS_AGE_KEY_FILE, SOPS_AGE_KEY or the sops/age/keys.txt of your configuration folder", file, spec.Decryption.SecretRef.Name)
+			}
+			decrypter = &sops.Decrypter{IDs: ids}
+			opts.Decrypt = decrypter.File
 		}
 		res, err := render.Render(cmd.Context(), art, nil, opts)
 		if err := decrypter.Err(); err != nil {
@@ -424,4 +419,41 @@ func quoteAll(s []string) []string {
 // words, and its defaults, still show.
 func givenValuesHidden(given map[string]any) func(string) string {
 	return mask.New(mask.Strings(given)).String
+}
+
+// localAgeKeys are the age keys sops itself would use: SOPS_AGE_KEY_FILE,
+// SOPS_AGE_KEY, and sops/age/keys.txt in the user's configuration folder.
+func localAgeKeys() ([]age.Identity, error) {
+	var ids []age.Identity
+	add := func(name string, data []byte) error {
+		found, err := sops.ParseKeys(name, data)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, found...)
+		return nil
+	}
+	if file := os.Getenv("SOPS_AGE_KEY_FILE"); file != "" {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("SOPS_AGE_KEY_FILE: %w", err)
+		}
+		if err := add("SOPS_AGE_KEY_FILE", data); err != nil {
+			return nil, err
+		}
+	}
+	if key := os.Getenv("SOPS_AGE_KEY"); key != "" {
+		if err := add("SOPS_AGE_KEY", []byte(key)); err != nil {
+			return nil, err
+		}
+	}
+	if dir, err := os.UserConfigDir(); err == nil {
+		file := filepath.Join(dir, "sops", "age", "keys.txt")
+		if data, err := os.ReadFile(file); err == nil {
+			if err := add(file, data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ids, nil
 }

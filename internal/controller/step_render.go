@@ -15,8 +15,10 @@ import (
 func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, error) {
 	// The chart's own required and fail messages say which value to set;
 	// the values that must stay hidden are masked in them, as everywhere.
-	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox, Mask: s.mask().String,
-		PostRender: render.PostRenderFor(&s.addon.Spec)}
+	// NOTE: the mask is read at each use: a folder's render adds the values
+	// it decrypts as it reads its files.
+	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox,
+		Mask: func(text string) string { return s.mask().String(text) }, PostRender: render.PostRenderFor(&s.addon.Spec)}
 	var vals map[string]any
 	if s.noInputs {
 		// Without its variables or its decrypted files a folder renders

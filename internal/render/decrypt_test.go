@@ -3,6 +3,7 @@ package render
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -59,5 +60,32 @@ func TestFolderDecryptsWhatItReads(t *testing.T) {
 	}
 	if _, err := Folder(fsys, "operator", SourceIdentity{}); err != nil {
 		t.Errorf("a custom resource applied encrypted: %v", err)
+	}
+}
+
+// TestDecryptedVariables: a variable inside an encrypted file is
+// substituted after the build, with the type an unquoted scalar takes,
+// and the decrypted text around it is what is hidden.
+func TestDecryptedVariables(t *testing.T) {
+	ids, err := sops.ParseKeys("age.agekey", sopsFixture(t, "age.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{"app/web.yaml": {Data: sopsFixture(t, "vars.enc.yaml")}}
+	d := &sops.Decrypter{IDs: ids}
+	res, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{Decrypt: d.File, Variables: map[string]string{"replicas": "3", "host": "db.internal"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := res.Objects[0].Object
+	if r := web["spec"].(map[string]any)["replicas"]; r != int64(3) {
+		t.Errorf("replicas %#v, want the number 3", r)
+	}
+	env := web["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["env"].([]any)[0].(map[string]any)
+	if env["value"] != "https://app:S3cretPassw0rd@db.internal/db" {
+		t.Errorf("env value %v", env["value"])
+	}
+	if !slices.Contains(d.Secrets, "https://app:S3cretPassw0rd@") {
+		t.Errorf("the text around the variable is not to be hidden: %q", d.Secrets)
 	}
 }

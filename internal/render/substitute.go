@@ -114,8 +114,8 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 	if err != nil {
 		return nil, nil, err
 	}
-	var tree any
-	if err := json.Unmarshal(j, &tree); err != nil {
+	tree, err := decodeNumbers(j)
+	if err != nil {
 		return nil, nil, err
 	}
 	top := root.Content[0]
@@ -169,10 +169,14 @@ func substituteObject(obj *yamlv3.Node, vars map[string]string) []string {
 	return out
 }
 
-// hasVariable reports whether any scalar under n holds "${".
+// hasVariable reports whether any scalar under n holds "${", through
+// aliases too.
 func hasVariable(n *yamlv3.Node) bool {
-	if n.Kind == yamlv3.ScalarNode {
+	switch n.Kind {
+	case yamlv3.ScalarNode:
 		return strings.Contains(n.Value, "${")
+	case yamlv3.AliasNode:
+		return n.Alias != nil && hasVariable(n.Alias)
 	}
 	return slices.ContainsFunc(n.Content, hasVariable)
 }
@@ -268,7 +272,14 @@ func (s *substituter) walk(n *yamlv3.Node) {
 			s.walk(c)
 		}
 	case yamlv3.MappingNode:
-		for _, c := range n.Content {
+		for i, c := range n.Content {
+			if i%2 == 0 && c.Kind == yamlv3.ScalarNode {
+				// NOTE: a key stays a string, whatever its new text.
+				if out, changed := s.scalar(c); changed {
+					c.Value, c.Tag = out, "!!str"
+				}
+				continue
+			}
 			s.walk(c)
 		}
 		s.uniqueKeys(n)
@@ -405,17 +416,40 @@ func resolvePlain(text string) any {
 	if strings.ContainsAny(text, "\n\r") {
 		return text
 	}
-	var read any
-	if err := yaml.Unmarshal([]byte(text), &read); err != nil {
+	j, err := yaml.YAMLToJSON([]byte(text))
+	if err != nil {
+		return text
+	}
+	read, err := decodeNumbers(j)
+	if err != nil {
 		return text
 	}
 	switch read.(type) {
-	case map[string]any, []any:
+	case map[string]any, []any, string:
 		return text
-	case string:
-		return text
+	case nil:
+		// NOTE: "#alerts" reads as a comment, so as nothing; only a word
+		// of null is null.
+		if !nullWords[text] {
+			return text
+		}
 	}
 	return read
+}
+
+// nullWords are the plain scalars YAML reads as null.
+var nullWords = map[string]bool{"~": true, "null": true, "Null": true, "NULL": true}
+
+// decodeNumbers decodes JSON keeping each number as it is written, so
+// that a large integer keeps every digit.
+func decodeNumbers(j []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(j))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // expand substitutes one string: ${name}, ${name:=default} and

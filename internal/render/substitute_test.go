@@ -360,3 +360,24 @@ func TestSubstitutionKeepsKeysApart(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainSubstitutionEdges: a plain folder keeps a large integer's
+// digits, reads "#alerts" as text, and refuses a variable a merge key
+// reaches through an alias.
+func TestPlainSubstitutionEdges(t *testing.T) {
+	fsys := fstest.MapFS{
+		"plain/a.yaml": file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nspec:\n  lit: 9007199254740993\n  id: ${id}\n  channel: ${ch}\n"),
+		"merge/a.yaml": file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\nbase: &b\n  k: ${v}\nmerged:\n  <<: *b\n"),
+	}
+	res, err := FolderWith(fsys, "plain", SourceIdentity{}, FolderInputs{Variables: map[string]string{"id": "9007199254740993", "ch": "#alerts"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := res.Objects[0].Object["spec"].(map[string]any)
+	if spec["lit"] != int64(9007199254740993) || spec["id"] != int64(9007199254740993) || spec["channel"] != "#alerts" {
+		t.Errorf("spec %#v", spec)
+	}
+	if _, err := FolderWith(fsys, "merge", SourceIdentity{}, FolderInputs{Variables: map[string]string{"v": "x"}}); err == nil || !strings.Contains(err.Error(), "merge key") {
+		t.Errorf("a merge key's variable: %v", err)
+	}
+}

@@ -367,14 +367,16 @@ func (d *decrypter) scalar(n *yaml.Node, path []string) error {
 			return fmt.Errorf("%s: %w", strings.Join(path, "."), err)
 		}
 		n.Value, n.Tag, n.Style = v.text, v.tag, 0
-		if v.tag == "!!str" {
+		if v.tag == "!!str" && !strings.Contains(v.text, "${") {
 			// NOTE: quoted, so that no reader takes "yes" or "0755" for
-			// anything but the string it was.
+			// anything but the string it was. One that holds a variable
+			// stays plain, so that the substitution may give it its type
+			// (replicas: ${replicas}), as with the text SOPS writes.
 			n.Style = yaml.DoubleQuotedStyle
 		}
 		text = v.hashed
 		if v.text != "" && !naming(path) {
-			d.secrets = append(d.secrets, v.text)
+			d.secrets = append(d.secrets, secretParts(v.text)...)
 		}
 	} else {
 		var v any
@@ -538,4 +540,21 @@ func literalBlocks(n *yaml.Node) {
 	for _, c := range n.Content {
 		literalBlocks(c)
 	}
+}
+
+// expression is a variable of a later substitution, ${…}.
+var expression = regexp.MustCompile(`\$\{[^}]*\}`)
+
+// secretParts is a decrypted value to hide, and, when it holds variables,
+// its text around them: once substituted, the value is not the text it
+// was, and a substitution's error may quote what follows a "${".
+func secretParts(v string) []string {
+	if !strings.Contains(v, "${") {
+		return []string{v}
+	}
+	parts := []string{v}
+	for _, seg := range expression.Split(v, -1) {
+		parts = append(parts, strings.Split(seg, "${")...)
+	}
+	return parts
 }
