@@ -52,40 +52,21 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 	for i, ref := range spec.SubstituteFrom {
 		field := fmt.Sprintf("spec.substituteFrom[%d]", i)
 		key := types.NamespacedName{Namespace: addon.Namespace, Name: ref.Name}
-		data := map[string]string{}
-		fromSecret := false
-		switch ref.Kind {
-		case "Secret":
-			s := &corev1.Secret{}
-			if err := r.Get(ctx, key, s); err != nil {
-				if apierrors.IsNotFound(err) {
-					if !ref.Optional {
-						errs.add(field, "substituteFrom.missing", "Secret %s does not exist; create it, or mark the entry optional", ref.Name)
-					}
-					continue
-				}
-				return nil, fmt.Errorf("read Secret %s for %s: %w", key, field, err)
-			}
-			for k, v := range s.Data {
-				data[k] = string(v)
-			}
-			fromSecret = true
-		case "ConfigMap":
-			cm := &corev1.ConfigMap{}
-			if err := r.Get(ctx, key, cm); err != nil {
-				if apierrors.IsNotFound(err) {
-					if !ref.Optional {
-						errs.add(field, "substituteFrom.missing", "ConfigMap %s does not exist; create it, or mark the entry optional", ref.Name)
-					}
-					continue
-				}
-				return nil, fmt.Errorf("read ConfigMap %s for %s: %w", key, field, err)
-			}
-			maps.Copy(data, cm.Data)
-		default:
+		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
 			errs.add(field, "substituteFrom.kind", "kind must be Secret or ConfigMap")
 			continue
 		}
+		data, err := objectData(ctx, r, key, ref.Kind)
+		if apierrors.IsNotFound(err) {
+			if !ref.Optional {
+				errs.add(field, "substituteFrom.missing", "%s %s does not exist; create it, or mark the entry optional", ref.Kind, ref.Name)
+			}
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s %s for %s: %w", ref.Kind, key, field, err)
+		}
+		fromSecret := ref.Kind == "Secret"
 		for k, v := range data {
 			if !render.IsVariableName(k) {
 				continue
@@ -111,4 +92,25 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 		}
 	}
 	return vars, nil
+}
+
+// objectData reads the text data of a Secret or a ConfigMap.
+func objectData(ctx context.Context, r client.Reader, key types.NamespacedName, kind string) (map[string]string, error) {
+	data := map[string]string{}
+	if kind == "Secret" {
+		s := &corev1.Secret{}
+		if err := r.Get(ctx, key, s); err != nil {
+			return nil, err
+		}
+		for k, v := range s.Data {
+			data[k] = string(v)
+		}
+		return data, nil
+	}
+	cm := &corev1.ConfigMap{}
+	if err := r.Get(ctx, key, cm); err != nil {
+		return nil, err
+	}
+	maps.Copy(data, cm.Data)
+	return data, nil
 }
