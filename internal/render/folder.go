@@ -143,7 +143,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	// and without them kustomize's legacy order (namespaces and CRDs first).
 	opts.Reorder = krusty.ReorderOptionUnspecified
 	k := krusty.MakeKustomizer(opts)
-	var read filesys.FileSystem = mem
+	read := filesys.FileSystem(mem)
 	if in.Decrypt != nil {
 		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
 	}
@@ -157,7 +157,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		// is read as the build without variables reads it.
 		var problems []string
 		for _, r := range m.Resources() {
-			problems = append(problems, substituteObject(r.RNode.YNode(), vars)...)
+			problems = append(problems, substituteObject(r.YNode(), vars)...)
 		}
 		if problems != nil {
 			return nil, &SubstituteError{Problems: problems}
@@ -299,8 +299,8 @@ func encryptedObject(o *unstructured.Unstructured) bool {
 	if strings.EqualFold(ann[sopsDecryptAnnotation], "disabled") || strings.EqualFold(ann["capstan.dev/decrypt"], "disabled") {
 		return false
 	}
-	switch kind := o.GetKind(); {
-	case kind == "Secret" || kind == "ConfigMap":
+	switch kind := o.GetKind(); kind {
+	case "Secret", "ConfigMap":
 		return true
 	default:
 		return strings.HasPrefix(kind, "ENC[") || strings.HasPrefix(o.GetAPIVersion(), "ENC[")

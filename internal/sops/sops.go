@@ -386,7 +386,8 @@ func (d *decrypter) scalar(n *yaml.Node, path []string) error {
 		text = hashText(v)
 	}
 	if !d.meta.MACOnlyEncrypted || encrypted {
-		io.WriteString(d.mac, text)
+		// NOTE: a hash never fails to write.
+		_, _ = io.WriteString(d.mac, text)
 	}
 	return nil
 }
@@ -409,10 +410,7 @@ func naming(path []string) bool {
 // rules, as SOPS decides it.
 func (d *decrypter) encrypted(path []string) bool {
 	m := d.meta
-	encrypted := true
-	if m.UnencryptedSuffix != "" && slices.ContainsFunc(path, func(k string) bool { return strings.HasSuffix(k, m.UnencryptedSuffix) }) {
-		encrypted = false
-	}
+	encrypted := m.UnencryptedSuffix == "" || !slices.ContainsFunc(path, func(k string) bool { return strings.HasSuffix(k, m.UnencryptedSuffix) })
 	if m.EncryptedSuffix != "" {
 		encrypted = slices.ContainsFunc(path, func(k string) bool { return strings.HasSuffix(k, m.EncryptedSuffix) })
 	}
