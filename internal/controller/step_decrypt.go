@@ -71,7 +71,7 @@ func (s *scope) decryptProblems() bool {
 	if err == nil {
 		return false
 	}
-	s.noInputs, s.render = true, nil
+	s.noInputs = true
 	s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "decryption", Message: err.Error()})
 	return true
 }

@@ -156,12 +156,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.ValuesFrom), maxValuesFrom), "valuesFrom")
 	}
 	for i, ref := range def.ValuesFrom {
-		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
-			r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", ref.Kind), "valuesFrom", i, "kind")
-		}
-		if ref.Name == "" || len(ref.Name) > 253 {
-			r.fail("name is required (at most 253 characters)", "valuesFrom", i, "name")
-		}
+		r.valuesObject("valuesFrom", i, ref.Kind, ref.Name)
 		if ref.ValuesKey != "" && (!valuesKey.MatchString(ref.ValuesKey) || len(ref.ValuesKey) > 253) {
 			r.fail(fmt.Sprintf("%q is not a valid key: use letters, digits, '-', '_' and '.'", ref.ValuesKey), "valuesFrom", i, "valuesKey")
 		}
@@ -170,6 +165,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		}
 	}
 	r.substitute(def)
+	r.decryption(def)
 	if len(def.DependsOn) > maxDependsOn {
 		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.DependsOn), maxDependsOn), "dependsOn")
 	}
@@ -300,23 +296,32 @@ func (r *rules) substitute(def *Definition) {
 	if len(def.SubstituteFrom) > maxSubstituteFrom {
 		r.fail(fmt.Sprintf("has %d entries, more than %d", len(def.SubstituteFrom), maxSubstituteFrom), "substituteFrom")
 	}
-	if d := def.Decryption; d != nil {
-		switch {
-		case def.Git == nil:
-			r.fail("decryption applies to git folders only; a chart takes secret values from valuesFrom", "decryption")
-		case d.Provider != "sops":
-			r.fail(fmt.Sprintf("%q is not a provider Capstan decrypts with: use sops", d.Provider), "decryption", "provider")
-		case d.SecretRef.Name == "" || len(d.SecretRef.Name) > 253:
-			r.fail("name is required (at most 253 characters): the Secret of age keys", "decryption", "secretRef", "name")
-		}
-	}
 	for i, ref := range def.SubstituteFrom {
-		if ref.Kind != "Secret" && ref.Kind != "ConfigMap" {
-			r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", ref.Kind), "substituteFrom", i, "kind")
-		}
-		if ref.Name == "" || len(ref.Name) > 253 {
-			r.fail("name is required (at most 253 characters)", "substituteFrom", i, "name")
-		}
+		r.valuesObject("substituteFrom", i, ref.Kind, ref.Name)
+	}
+}
+
+// decryption checks a git folder's decryption: sops, and a Secret named.
+func (r *rules) decryption(def *Definition) {
+	d := def.Decryption
+	switch {
+	case d == nil:
+	case def.Git == nil:
+		r.fail("decryption applies to git folders only; a chart takes secret values from valuesFrom", "decryption")
+	case d.Provider != "sops":
+		r.fail(fmt.Sprintf("%q is not a provider Capstan decrypts with: use sops", d.Provider), "decryption", "provider")
+	case d.SecretRef.Name == "" || len(d.SecretRef.Name) > 253:
+		r.fail("name is required (at most 253 characters): the Secret of age keys", "decryption", "secretRef", "name")
+	}
+}
+
+// valuesObject checks entry i of list, which names a Secret or a ConfigMap.
+func (r *rules) valuesObject(list string, i int, kind, name string) {
+	if kind != "Secret" && kind != "ConfigMap" {
+		r.fail(fmt.Sprintf("kind must be Secret or ConfigMap, not %q", kind), list, i, "kind")
+	}
+	if name == "" || len(name) > 253 {
+		r.fail("name is required (at most 253 characters)", list, i, "name")
 	}
 }
 

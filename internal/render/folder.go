@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"capstan.dev/capstan/internal/sops"
 )
 
 // Folder renders a folder of a git checkout. A folder with a kustomization
@@ -78,7 +80,7 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 			// NOTE: applied as it is, it would put SOPS's ciphertext in the
 			// cluster, or be refused for its unknown field.
 			return nil, fmt.Errorf("render: %s %s is encrypted with SOPS (it has a sops field): set spec.decryption to a Secret that holds its age key, decrypt it, or annotate it %s: disabled if it is meant to be applied encrypted",
-				o.GetKind(), o.GetName(), sopsDecryptAnnotation)
+				o.GetKind(), o.GetName(), sops.FluxDecryptAnnotation)
 		}
 	}
 	if src.Path == "" {
@@ -245,8 +247,8 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	return out, nil
 }
 
-// decodeStream decodes the YAML documents of one file (or of a build),
-// named so in its errors, substituting vars in each when vars is set; the
+// decodeStream decodes the YAML documents of one file, named so in its
+// errors, substituting vars in each when vars is set; the
 // substitution's problems are added to problems.
 func decodeStream(data []byte, name string, vars map[string]string, problems *[]string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
@@ -282,11 +284,6 @@ func decodeStream(data []byte, name string, vars map[string]string, problems *[]
 	return out, nil
 }
 
-// sopsDecryptAnnotation, "disabled", marks an object meant to be applied
-// as SOPS encrypted it, as a SopsSecret of an operator that decrypts in
-// the cluster is.
-const sopsDecryptAnnotation = "kustomize.toolkit.fluxcd.io/decrypt"
-
 // encryptedObject reports whether a rendered object still holds what SOPS
 // encrypted, and is not one meant to be applied so: a Secret or a
 // ConfigMap with a sops field, or an object whose kind itself is
@@ -296,7 +293,7 @@ func encryptedObject(o *unstructured.Unstructured) bool {
 		return false
 	}
 	ann := o.GetAnnotations()
-	if strings.EqualFold(ann[sopsDecryptAnnotation], "disabled") || strings.EqualFold(ann["capstan.dev/decrypt"], "disabled") {
+	if strings.EqualFold(ann[sops.FluxDecryptAnnotation], "disabled") || strings.EqualFold(ann[sops.DecryptAnnotation], "disabled") {
 		return false
 	}
 	switch kind := o.GetKind(); kind {

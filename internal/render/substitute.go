@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -72,13 +73,8 @@ func substituteHash(render string, vars map[string]string) (string, error) {
 	if vars == nil {
 		return render, nil
 	}
-	keys := make([]string, 0, len(vars))
-	for k := range vars {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	pairs := make([][2]string, 0, len(keys))
-	for _, k := range keys {
+	pairs := make([][2]string, 0, len(vars))
+	for _, k := range slices.Sorted(maps.Keys(vars)) {
 		pairs = append(pairs, [2]string{k, vars[k]})
 	}
 	doc, err := json.Marshal(struct {
@@ -136,7 +132,7 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 			continue
 		}
 		who := describeNode(obj)
-		s := substituter{vars: vars, seen: map[string]bool{}}
+		s := substituter{vars: vars}
 		*values[i] = s.place(obj, *values[i])
 		for _, p := range s.problems {
 			problems = append(problems, who+": "+p)
@@ -160,7 +156,7 @@ func substituteObject(obj *yamlv3.Node, vars map[string]string) []string {
 		return nil
 	}
 	who := describeNode(obj)
-	s := substituter{vars: vars, seen: map[string]bool{}}
+	s := substituter{vars: vars}
 	s.walk(obj)
 	out := make([]string, 0, len(s.problems))
 	for _, p := range s.problems {
@@ -243,6 +239,9 @@ type substituter struct {
 }
 
 func (s *substituter) problem(p string) {
+	if s.seen == nil {
+		s.seen = map[string]bool{}
+	}
 	if !s.seen[p] {
 		s.seen[p] = true
 		s.problems = append(s.problems, p)
@@ -504,30 +503,23 @@ func evaluate(expr string, vars map[string]string) (string, string) {
 	}
 	name, op := inner[:n], inner[n:]
 	v, set := vars[name]
-	switch {
-	case op == "":
+	if op == "" {
 		if !set {
 			return "", fmt.Sprintf("${%s} is not defined", name)
 		}
 		return v, ""
-	case strings.HasPrefix(op, ":=") || strings.HasPrefix(op, ":-"):
-		if strings.Contains(op[2:], "${") {
-			return "", fmt.Sprintf("%s nests a variable in a default, which Capstan does not substitute", quoteExpr(expr))
-		}
-		if !set || v == "" {
-			return op[2:], ""
-		}
-		return v, ""
-	case op[0] == '=' || op[0] == '-':
-		if strings.Contains(op[1:], "${") {
-			return "", fmt.Sprintf("%s nests a variable in a default, which Capstan does not substitute", quoteExpr(expr))
-		}
-		if !set {
-			return op[1:], ""
-		}
-		return v, ""
 	}
-	return "", fmt.Sprintf("%s is not a variable Capstan substitutes (${name}, ${name:=default}, ${name:-default})", quoteExpr(expr))
+	// NOTE: with a colon, an empty value takes the default too.
+	rest, orEmpty := strings.CutPrefix(op, ":")
+	if rest == "" || rest[0] != '=' && rest[0] != '-' {
+		return "", fmt.Sprintf("%s is not a variable Capstan substitutes (${name}, ${name:=default}, ${name:-default})", quoteExpr(expr))
+	}
+	if def := rest[1:]; strings.Contains(def, "${") {
+		return "", fmt.Sprintf("%s nests a variable in a default, which Capstan does not substitute", quoteExpr(expr))
+	} else if !set || orEmpty && v == "" {
+		return def, ""
+	}
+	return v, ""
 }
 
 // nameLength is the length of the variable name that s starts with:
@@ -566,17 +558,36 @@ func quoteExpr(expr string) string {
 	return expr
 }
 
-// substitutePostRender substitutes vars in the patches and the images of
-// p, as a Flux Kustomization's patches and images are substituted with
-// the objects they are built into. It returns p itself when vars is nil
-// or nothing changes.
+// substitutePostRender substitutes vars in the patches (their bodies and
+// targets) and the images of p, as a Flux Kustomization's patches and
+// images are substituted with the objects they are built into: the
+// objects are substituted before the patches select them, so a target or
+// an image name written with variables is substituted too. It returns p
+// itself when vars is nil, and a copy otherwise.
 func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, error) {
 	if vars == nil || p.Empty() {
 		return p, nil
 	}
 	out := &PostRender{Patches: slices.Clone(p.Patches), Images: slices.Clone(p.Images)}
 	var problems []string
+	field := func(where string, text *string) {
+		v, found := expand(*text, vars)
+		for _, pr := range found {
+			problems = append(problems, where+": "+pr)
+		}
+		if found == nil {
+			*text = v
+		}
+	}
 	for i := range out.Patches {
+		where := fmt.Sprintf("spec.patches[%d]", i)
+		if t := out.Patches[i].Target; t != nil {
+			sel := *t
+			for _, f := range []*string{&sel.Group, &sel.Version, &sel.Kind, &sel.Name, &sel.Namespace, &sel.LabelSelector, &sel.AnnotationSelector} {
+				field(where+".target", f)
+			}
+			out.Patches[i].Target = &sel
+		}
 		text := out.Patches[i].Patch
 		if !strings.Contains(text, "${") {
 			continue
@@ -586,10 +597,10 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 			// NOTE: Check refuses it with its reason, after this.
 			continue
 		}
-		s := substituter{vars: vars, seen: map[string]bool{}}
+		s := substituter{vars: vars}
 		s.walk(&root)
 		for _, pr := range s.problems {
-			problems = append(problems, fmt.Sprintf("spec.patches[%d]: %s", i, pr))
+			problems = append(problems, where+": "+pr)
 		}
 		if s.problems != nil {
 			continue
@@ -599,43 +610,14 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 		literalBlocks(&root)
 		data, err := yamlv3.Marshal(&root)
 		if err != nil {
-			return nil, fmt.Errorf("render: substitute spec.patches[%d]: %w", i, err)
+			return nil, fmt.Errorf("render: substitute %s: %w", where, err)
 		}
 		out.Patches[i].Patch = string(data)
 	}
-	for i := range out.Patches {
-		// NOTE: the objects are substituted before the patches select
-		// them, so a target written with variables is substituted too, as
-		// Flux's build selects the objects before it substitutes both.
-		t := out.Patches[i].Target
-		if t == nil {
-			continue
-		}
-		sel := *t
-		for _, field := range []*string{&sel.Group, &sel.Version, &sel.Kind, &sel.Name, &sel.Namespace, &sel.LabelSelector, &sel.AnnotationSelector} {
-			v, found := expand(*field, vars)
-			for _, pr := range found {
-				problems = append(problems, fmt.Sprintf("spec.patches[%d].target: %s", i, pr))
-			}
-			if found == nil {
-				*field = v
-			}
-		}
-		out.Patches[i].Target = &sel
-	}
 	for i := range out.Images {
 		img := &out.Images[i]
-		for _, field := range []*string{&img.Name, &img.NewName, &img.NewTag, &img.Digest} {
-			if !strings.Contains(*field, "${") {
-				continue
-			}
-			v, found := expand(*field, vars)
-			for _, pr := range found {
-				problems = append(problems, fmt.Sprintf("spec.images[%d]: %s", i, pr))
-			}
-			if found == nil {
-				*field = v
-			}
+		for _, f := range []*string{&img.Name, &img.NewName, &img.NewTag, &img.Digest} {
+			field(fmt.Sprintf("spec.images[%d]", i), f)
 		}
 	}
 	if problems != nil {

@@ -47,11 +47,12 @@ func ParseKeys(name string, data []byte) ([]age.Identity, error) {
 	return ids, nil
 }
 
-// IsEncrypted reports whether data looks like a file SOPS encrypted: a
-// top-level sops key whose mapping has a mac. It does not parse data.
-func IsEncrypted(data []byte) bool {
-	return bytes.Contains(data, []byte("sops")) && bytes.Contains(data, []byte("mac")) &&
-		(bytes.Contains(data, []byte("ENC[AES256_GCM")) || bytes.Contains(data, []byte("lastmodified")))
+// looksEncrypted reports whether data looks like a file SOPS encrypted:
+// a top-level sops key (a line that starts with it, or a JSON member) and
+// a mac. It does not parse data.
+func looksEncrypted(data []byte) bool {
+	topLevel := bytes.HasPrefix(data, []byte("sops:")) || bytes.Contains(data, []byte("\nsops:")) || bytes.Contains(data, []byte(`"sops":`))
+	return topLevel && bytes.Contains(data, []byte("mac"))
 }
 
 // metadata is what Capstan reads of a file's sops mapping.
@@ -124,12 +125,15 @@ func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
 	}
 	// NOTE: SOPS writes an empty document as {} with its own mapping;
 	// without it, it is empty again.
-	docs = slices.DeleteFunc(docs, func(doc *yaml.Node) bool { return len(doc.Content[0].Content) == 0 && len(docs) > 1 })
-	if len(docs) == 0 {
-		return nil, d.secrets, nil
+	if len(docs) > 1 {
+		docs = slices.DeleteFunc(docs, func(doc *yaml.Node) bool { return len(doc.Content[0].Content) == 0 })
+		if len(docs) == 0 {
+			return nil, d.secrets, nil
+		}
 	}
 	if isJSON(data) {
-		return emitJSON(docs[0], d.secrets)
+		out, err := emitJSON(docs[0])
+		return out, d.secrets, err
 	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
@@ -153,16 +157,16 @@ func isJSON(data []byte) bool {
 }
 
 // emitJSON writes a decrypted JSON file as JSON again, as SOPS does.
-func emitJSON(doc *yaml.Node, secrets []string) ([]byte, []string, error) {
+func emitJSON(doc *yaml.Node) ([]byte, error) {
 	var v any
 	if err := doc.Decode(&v); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	out, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return nil, nil, fmt.Errorf("it cannot be written as JSON again: %w", err)
+		return nil, fmt.Errorf("it cannot be written as JSON again: %w", err)
 	}
-	return append(out, '\n'), secrets, nil
+	return append(out, '\n'), nil
 }
 
 // maxDepth bounds how deeply a file's mappings and lists nest: each value

@@ -37,7 +37,7 @@ type Decrypter struct {
 // annotation leaves it encrypted. A file it cannot decrypt is a problem
 // and an error that names it, and never quotes a value.
 func (d *Decrypter) File(name string, data []byte) ([]byte, error) {
-	if !IsEncrypted(data) || !topLevelSops(data) || leftEncrypted(data) {
+	if !looksEncrypted(data) || leftEncrypted(data) {
 		return data, nil
 	}
 	out, secrets, err := Decrypt(data, d.IDs)
@@ -61,12 +61,6 @@ func (d *Decrypter) Err() error {
 		list = list[:maxProblems]
 	}
 	return errors.New("decrypt: " + strings.Join(list, "; ") + more)
-}
-
-// topLevelSops reports whether a line of data starts with the key sops,
-// or a JSON object has it: a quick look before the file is parsed.
-func topLevelSops(data []byte) bool {
-	return bytes.HasPrefix(data, []byte("sops:")) || bytes.Contains(data, []byte("\nsops:")) || bytes.Contains(data, []byte(`"sops":`))
 }
 
 // leftEncrypted reports whether the file's first document is annotated
