@@ -1228,6 +1228,12 @@ type HookProgress struct {
 	Event string `json:"event"`
 	// Since is when it started.
 	Since metav1.Time `json:"since"`
+	// Run names the run of the event's hooks it belongs to, as the hook's
+	// object carries it (capstan.dev/hook-run). While a Job or Pod hook
+	// runs, the controller holds no worker: each look reads the hook's
+	// object, and the sync goes on once it has finished.
+	// +optional
+	Run string `json:"run,omitempty"`
 }
 
 // WaveProgress is the sync wave a sync waits to apply, or a prune or an

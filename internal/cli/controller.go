@@ -73,6 +73,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.config.ResyncInterval, "resync-interval", 5*time.Minute, "How often an add-on is reconciled without a change.")
 	fs.DurationVar(&o.config.DriftDelay, "drift-delay", 5*time.Second, "How soon after an applied object is changed or deleted behind Capstan's back its add-on is reconciled (0 means 5s; a negative duration, such as -1s, leaves drift to the resync).")
 	fs.DurationVar(&o.config.HookTimeout, "hook-timeout", 10*time.Minute, "Default bound of one Helm hook.")
+	fs.DurationVar(&o.config.HookWait, "hook-wait", 2*time.Second, "How long one reconcile waits for a Job or Pod hook that still runs before it frees its worker; the add-on is looked at again when the hook changes. Negative waits within the reconcile until the hook ends.")
 	fs.IntVar(&o.config.MaxObjects, "max-objects-per-addon", controller.DefaultMaxObjects, "The most objects, hooks included, one add-on may render; past it the add-on fails before anything is applied.")
 	fs.Float64Var(&o.config.PruneApprovalThreshold, "prune-approval-threshold", 0.5, "The share of an add-on's inventory one sync may prune without an approval; 1 turns the gate off.")
 	fs.StringVar(&o.caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git, besides the system's.")

@@ -376,6 +376,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		r.settled.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
+	if r.awaitRunningHook(ctx, s) {
+		return r.result(s, nil)
+	}
 	if !addon.DeletionTimestamp.IsZero() {
 		if err := readableInventory(addon); err != nil {
 			// NOTE: an uninstall from an inventory it cannot read would

@@ -44,6 +44,13 @@ type Config struct {
 	// behind Capstan's back its add-on is reconciled. Zero means 5 seconds;
 	// a negative value leaves drift to the resync.
 	DriftDelay time.Duration
+	// HookWait is how long one reconcile waits for a Job or Pod hook that
+	// still runs. Past it, the reconcile ends and frees its worker; the
+	// add-on is looked at again when the hook's object changes, or after
+	// the health poll, and each look reads only the hook until it has
+	// finished. Zero means 2 seconds (defaultHookWait); a negative value
+	// waits within the reconcile until the hook ends.
+	HookWait time.Duration
 	// HealthPoll is how soon an add-on whose workloads are not yet ready is
 	// looked at again. Zero or less means 5 seconds (defaultHealthPoll).
 	HealthPoll time.Duration
@@ -68,6 +75,10 @@ type Config struct {
 // range) or one that should be several add-ons, and the bound keeps one
 // such chart from starving the controller and the API server.
 const DefaultMaxObjects = 5000
+
+// defaultHookWait is the hook wait when the Config sets none: most Jobs
+// that finish at once finish within it, in the reconcile that made them.
+const defaultHookWait = 2 * time.Second
 
 // defaultHealthPoll is the health poll when the Config sets none.
 const defaultHealthPoll = 5 * time.Second
@@ -97,6 +108,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.HealthPoll <= 0 {
 		c.HealthPoll = defaultHealthPoll
+	}
+	if c.HookWait == 0 {
+		c.HookWait = defaultHookWait
 	}
 	if c.PruneApprovalThreshold <= 0 {
 		c.PruneApprovalThreshold = 0.5

@@ -13,6 +13,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -50,6 +51,9 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			return r.result(s, nil)
 		}
 		if err := r.uninstall(ctx, s); err != nil {
+			if r.endedByHook(ctx, s, err) {
+				return r.result(s, nil)
+			}
 			if d := (*waveDeferred)(nil); errors.As(err, &d) {
 				// A wave waits for what the waves after it deleted to be
 				// gone: the reconcile ends holding no worker, and a
@@ -119,6 +123,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
 			render()
 			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
+				if hooks.IsRunning(err) {
+					return err
+				}
 				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
 			}
 			// NOTE: what the render marks never to apply, or holds as a
@@ -164,6 +171,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {
+		if hooks.IsRunning(err) {
+			return err
+		}
 		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
 	}
 	return nil

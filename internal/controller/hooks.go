@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -104,13 +108,27 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) 
 // succeeded in that run are not run again, and the one it was waiting for
 // (status.hook) is waited for again; the others run as usual.
 func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool) error {
+	h := s.addon.Status.Hook
 	if !s.hasHooks(event) {
+		if h != nil && h.Event == event {
+			// NOTE: a run this render does not go on with (the change
+			// that waited for it renders no such hooks).
+			s.addon.Status.Hook = nil
+		}
 		return nil
 	}
+	run := hookRun(s, event)
 	var waiting *capstanv1.ObjectRef
-	if h := s.addon.Status.Hook; resume && h != nil && h.Event == event {
+	var since time.Time
+	if resume && h != nil && h.Event == event {
 		ref := h.ObjectRef
-		waiting = &ref
+		waiting, since = &ref, h.Since.Time
+		if deleteEvent(event) && h.Run != "" {
+			// NOTE: an uninstall renders its hooks again at each look, and
+			// a source that moved meanwhile renders anew; the deletion is
+			// one, and so is its run.
+			run = h.Run
+		}
 	}
 	hs := s.hooks
 	if event == render.TestEvent {
@@ -119,9 +137,14 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s),
 		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
-		Run:      hookRun(s, event), Resume: resume, Waiting: waiting,
+		Run:      run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
+	if hooks.IsRunning(err) {
+		// NOTE: status.hook goes on naming the hook: the next look reads
+		// it, and the run goes on from it once it has finished.
+		return err
+	}
 	if err == nil {
 		// Tests stop here, as a controller killed after the hooks
 		// succeeded and before it recorded that would: status.hook still
@@ -137,17 +160,22 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 // hookRun names one run of an event's hooks, for the runner to stamp on
 // the hook objects. It holds the Addon's UID (an Addon made again under
 // the same name is another release, whose post-install hooks run anew),
-// the event, the render, and the last apply (status.lastAppliedTime, which
-// the apply before the post hooks sets): the same render applied again
+// the event, the render, and the newest revision in status.history (which
+// the apply before the post hooks adds): the same render applied again
 // later, as when a failed upgrade is rolled back to the values before it,
-// is another run.
+// is another run. A drift repair adds no revision, so a sync that repairs
+// drift and then goes on from a post hook still running is the same run.
+// An Addon with no history yet (applied by a Capstan without it) uses its
+// last apply's time instead.
 func hookRun(s *scope, event string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\n%s\n", s.addon.UID, event)
 	if s.render != nil {
 		h.Write([]byte(s.render.Hash))
 	}
-	if t := s.addon.Status.LastAppliedTime; t != nil {
+	if hist := s.addon.Status.History; len(hist) > 0 {
+		fmt.Fprintf(h, "\nrevision %d", hist[0].Number)
+	} else if t := s.addon.Status.LastAppliedTime; t != nil {
 		// NOTE: status keeps whole seconds; so does the name.
 		fmt.Fprintf(h, "\n%s", t.UTC().Format(time.RFC3339))
 	}
@@ -159,10 +187,131 @@ func hookRun(s *scope, event string) string {
 	return event + "/" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// deleteEvent reports whether event is one of an uninstall's.
+func deleteEvent(event string) bool { return event == "pre-delete" || event == "post-delete" }
+
+// continuesRun reports whether this sync goes on from a run of hooks that
+// an earlier reconcile left running (status.hook): the same event of the
+// same render, by the run's name. Such a sync is one that began, and a
+// person approved or a window let through: the gates do not hold it again,
+// as they would not have held a sync that waited for its hook within one
+// reconcile. A change to the Addon that renders otherwise is another run,
+// which the gates judge.
+func (s *scope) continuesRun() bool {
+	h := s.addon.Status.Hook
+	if h == nil || h.Run == "" || s.render == nil {
+		return false
+	}
+	pre, post := s.events()
+	return (h.Event == pre || h.Event == post) && h.Event != "" && h.Run == hookRun(s, h.Event)
+}
+
+// endedByHook ends a reconcile whose run of hooks left a Job or Pod hook
+// running (hooks.Running), holding no worker while it runs.
+func (r *AddonReconciler) endedByHook(ctx context.Context, s *scope, err error) bool {
+	var run *hooks.Running
+	if !errors.As(err, &run) {
+		return false
+	}
+	r.awaitHook(ctx, s, run.Event, run.Hook, run.Since)
+	return true
+}
+
+// awaitHook ends a reconcile waiting for a running hook: a change of its
+// object (its Job's status) looks again at once, and the health poll
+// bounds the wait. status.hook names it, and the look that finds it ended
+// goes on with the run (runEvent). The add-on is Progressing while it
+// waits (WaitingForHook), but for a test run that does not hold it
+// (quietTests): a Synced add-on stays Synced while it is tested.
+func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string, ref capstanv1.ObjectRef, since time.Time) {
+	s.found.hookWait = true
+	kinds := []schema.GroupVersionKind{schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)}
+	if event == render.TestEvent && quietTests(s) {
+		s.requeueSoon(r.Config.HealthPoll)
+		r.watchKinds(ctx, s, kinds)
+		r.awaiting.Store(client.ObjectKeyFromObject(s.addon), true)
+		return
+	}
+	what := fmt.Sprintf("waiting for the %s hook %s to finish (running since %s)", event, ref.Describe(), since.UTC().Format(time.RFC3339))
+	switch {
+	case !s.addon.DeletionTimestamp.IsZero():
+		what += "; the Addon's deletion goes on once it has finished"
+	case s.addon.Generation != s.addon.Status.ObservedGeneration:
+		what += "; the change to the Addon is taken up once it has finished"
+	}
+	r.awaitWith(ctx, s, what, kinds)
+}
+
+// quietTests reports whether a run of the chart's tests leaves the add-on's
+// phase as it is: one only asked for (capstan addon test), or one whose
+// failure does not hold the add-on. A run that holds it (spec.test.enable
+// without ignoreFailures, for a new render) keeps it from Synced until it
+// has passed, as Flux's HelmRelease is not Ready before its tests.
+func quietTests(s *scope) bool {
+	t := s.addon.Spec.Test
+	if t == nil || !t.Enable || t.IgnoreFailures {
+		return true
+	}
+	last := s.addon.Status.LastTest
+	return last != nil && last.AppliedHash == s.addon.Status.AppliedHash
+}
+
+// awaitRunningHook ends a look at an add-on whose Job or Pod hook, as
+// status.hook names it, still runs within its timeout: the look reads only
+// that object, renders and applies nothing, and a change to the Addon, or
+// its deletion, waits until the hook has finished, as it would if the
+// controller had waited within one reconcile. A hook that has finished, is
+// gone, belongs to another run or is past its timeout goes on to the
+// pipeline, whose run reads how it ended.
+func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
+	h := s.addon.Status.Hook
+	if h == nil || h.Run == "" || r.hookWait(h.Event) == 0 || time.Since(h.Since.Time) >= r.hookTimeout(s) {
+		return false
+	}
+	if _, err := r.selectCluster(ctx, s); err != nil {
+		return false
+	}
+	live, err := s.applier.Get(ctx, h.ObjectRef)
+	if err != nil || live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run {
+		return false
+	}
+	if ended, failure := hooks.Ended(live); ended {
+		if failure != "" && s.addon.Generation != s.addon.Status.ObservedGeneration && r.Recorder != nil {
+			// NOTE: the change that waited for it may render a run that
+			// does not go on from this one, and would not say it failed.
+			r.Recorder.Eventf(s.addon, nil, "Warning", "HookFailed", "Hook", "The %s hook %s failed while a change to the Addon waited for it: %s",
+				h.Event, h.ObjectRef.Describe(), truncate(s.mask().String(failure), 500))
+		}
+		return false
+	}
+	s.found.uninstalling = !s.addon.DeletionTimestamp.IsZero() && s.deletionPolicy() == capstanv1.DeletionDelete
+	// NOTE: observedGeneration stays: a change that waits for the hook
+	// has not been looked at yet.
+	s.keepObserved = true
+	r.awaitHook(ctx, s, h.Event, h.ObjectRef, h.Since.Time)
+	return true
+}
+
+// hookWait is how long a reconcile waits for a Job or Pod hook of event
+// before it frees its worker (hooks.Request.Yield). A folder's SyncFail
+// hooks are waited for within the reconcile: they run once per render,
+// recorded as soon as they end, from the path of a sync that failed.
+func (r *AddonReconciler) hookWait(event string) time.Duration {
+	if event == render.SyncFailEvent || r.Config.HookWait < 0 {
+		return 0
+	}
+	return r.Config.HookWait
+}
+
 // showHook writes the running hook into status at once, so a long hook is
-// visible while it runs.
+// visible while it runs. A look that goes on waiting for the hook status
+// already shows writes nothing.
 func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.HookProgress) {
-	if p == nil && s.addon.Status.Hook == nil {
+	h := s.addon.Status.Hook
+	if p == nil && h == nil {
+		return
+	}
+	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() {
 		return
 	}
 	s.addon.Status.Hook = p

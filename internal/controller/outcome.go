@@ -34,6 +34,9 @@ type findings struct {
 	driftFought capstanv1.ObjectRef
 	// waitingFor says which workload is not ready yet.
 	waitingFor string
+	// hookWait is set when the reconcile ends while a Job or Pod hook
+	// runs (awaitHook): a change of the hook's object looks again at once.
+	hookWait bool
 	// degraded names the objects that are no longer Current, of an
 	// add-on that was Synced with nothing applied since (checkHealth).
 	degraded string
@@ -96,6 +99,8 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case f.degraded != "":
 		return outcome{Phase: capstanv1.PhaseDegraded, Reason: reasonDegraded,
 			Message: "Applied, and healthy until now: " + f.degraded + ". Nothing was changed by Capstan since; the objects are as the render asks."}
+	case f.hookWait && f.waitingFor != "":
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForHook, Message: f.waitingFor}
 	case f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForWorkloads, Message: f.waitingFor}
 	case f.healthy && f.applied:
@@ -129,6 +134,10 @@ const reasonUninstalling = "Uninstalling"
 // reasonWaitingForWorkloads is the Reconciling reason while applied
 // workloads roll out.
 const reasonWaitingForWorkloads = "WaitingForWorkloads"
+
+// reasonWaitingForHook is the Reconciling reason while a Job or Pod hook
+// runs and no reconcile waits for it (awaitHook).
+const reasonWaitingForHook = "WaitingForHook"
 
 // reasonDegraded is the Ready reason of a Degraded add-on.
 const reasonDegraded = "Degraded"
@@ -209,7 +218,7 @@ func (r *AddonReconciler) noteSettled(s *scope) {
 	}
 	// NOTE: after settled is stored, so that no status change in between
 	// goes unseen.
-	if s.outcome.Reason != reasonWaitingForWorkloads {
+	if s.outcome.Reason != reasonWaitingForWorkloads && !s.found.hookWait {
 		r.awaiting.Delete(key)
 	}
 	if s.outcome.Reason != reasonUninstalling || s.found.waitingFor == "" {

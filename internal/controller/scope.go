@@ -56,6 +56,9 @@ type scope struct {
 	profile   capstanv1.Profile
 	namespace string // where namespaced objects go
 	applier   *apply.Applier
+	// keepObserved writes status with the observedGeneration it had: the
+	// look read only a running hook, not the Addon's change.
+	keepObserved bool
 	// cluster is where the objects go: this cluster, or spec.kubeConfig's.
 	cluster *targetCluster
 

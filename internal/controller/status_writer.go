@@ -34,7 +34,11 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	// Every condition's message is the outcome's; the plan was masked
 	// where it was built.
 	s.outcome.Message = s.mask().String(s.outcome.Message)
-	setConditions(&addon.Status, addon.Generation, s.outcome)
+	generation := addon.Generation
+	if s.keepObserved {
+		generation = addon.Status.ObservedGeneration
+	}
+	setConditions(&addon.Status, generation, s.outcome)
 	if j := s.found.health; j != nil {
 		c := j.condition(addon.Generation)
 		c.Message = s.mask().String(c.Message)

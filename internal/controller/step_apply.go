@@ -114,10 +114,26 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if r.endedByWave(ctx, s, err) {
 		return true, nil
 	}
+	if r.endedByHook(ctx, s, err) {
+		if s.verdict.HandledSyncRequest {
+			// NOTE: the sync a person asked for has begun; the look that
+			// goes on from its hooks passes the gates as one that began
+			// (continuesRun), and must not find the request still open.
+			s.addon.Status.LastSyncRequest = s.addon.Spec.SyncRequest
+		}
+		return true, nil
+	}
 	if err != nil {
 		return false, r.syncFailed(ctx, s, err)
 	}
 	s.addon.Status.PendingHook, s.addon.Status.SyncFailHooks = nil, nil
+	if h := s.addon.Status.Hook; h != nil && h.Event != render.TestEvent {
+		// NOTE: every run of this sync ended; one status.hook still names
+		// is a run this sync did not go on with (a post hook the change
+		// that waited for it replaced), which nothing will read again.
+		// A test run is the test step's to go on with.
+		s.addon.Status.Hook = nil
+	}
 	if s.profile == capstanv1.ProfileRestricted {
 		if _, err := values.Cleanup(ctx, r.Client, s.addon, time.Now()); err != nil {
 			log.Error(err, "Cleaning up unreferenced values Secrets failed")

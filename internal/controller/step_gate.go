@@ -48,7 +48,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		LastSyncRequest: s.addon.Status.LastSyncRequest,
 		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
 		Confirm: describeAll(s.confirm),
-		Windows: windows,
+		Windows: windows, Continuing: s.continuesRun(),
 	}
 	s.verdict = plan.Decide(state)
 	if s.verdict.Apply {

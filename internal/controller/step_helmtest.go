@@ -26,10 +26,11 @@ import (
 // Failed (TestFailed), Stalled, until another render or another request
 // passes, unless spec.test.ignoreFailures is set; a run only asked for
 // changes no phase, as `helm test` leaves a release deployed, and says
-// its failure in status.lastTest and a warning event. The tests run
-// within the reconcile, as the other hooks do, bounded by the hook
-// timeout; a run the controller was stopped in goes on from it
-// (runHooks).
+// its failure in status.lastTest and a warning event. The tests run as
+// the other hooks do, bounded by the hook timeout: a test still running
+// after the hook wait ends the reconcile (awaitHook), and the look that
+// finds it ended goes on from the run, as does a run the controller was
+// stopped in (runHooks).
 func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) {
 	st := &s.addon.Status
 	policy := s.addon.Spec.Test
@@ -46,6 +47,9 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 			return false, err
 		}
 		run, err := r.testOnce(ctx, s, req)
+		if r.endedByHook(ctx, s, err) {
+			return true, nil
+		}
 		if err != nil {
 			return false, err
 		}
@@ -67,6 +71,10 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 // server could not take a hook for a moment.
 func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*capstanv1.TestRun, error) {
 	run := &capstanv1.TestRun{AppliedHash: s.addon.Status.AppliedHash, Request: req, StartedAt: metav1.Now()}
+	if h := s.addon.Status.Hook; h != nil && h.Event == render.TestEvent && h.Run == hookRun(s, render.TestEvent) {
+		// NOTE: a run that goes on from one an earlier look left running.
+		run.StartedAt = h.Since
+	}
 	selected := hooks.Select(s.hooks, render.TestEvent)
 	end := func(result, message string) (*capstanv1.TestRun, error) {
 		run.Result, run.Message, run.FinishedAt = result, truncate(s.mask().String(message), 2000), metav1.Now()

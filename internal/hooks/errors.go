@@ -95,3 +95,26 @@ func IsHookError(err error) bool {
 	var he *Error
 	return errors.As(err, &he)
 }
+
+// Running is what Run returns when a Job or Pod hook still runs after
+// Request.Yield: the hook is left running, and nothing of the run is
+// cleaned up. A run that resumes with Waiting set to Hook goes on from it.
+type Running struct {
+	// Event is the hook event.
+	Event string
+	// Hook is the hook that still runs.
+	Hook capstanv1.ObjectRef
+	// Since is when it started.
+	Since time.Time
+}
+
+func (e *Running) Error() string {
+	return fmt.Sprintf("the %s hook %s still runs (since %s)", e.Event, e.Hook.Describe(), e.Since.UTC().Format(time.RFC3339))
+}
+
+// IsRunning reports whether err says a hook was left running
+// (Request.Yield).
+func IsRunning(err error) bool {
+	var r *Running
+	return errors.As(err, &r)
+}

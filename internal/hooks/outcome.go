@@ -7,6 +7,8 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // state is where a hook's object stands.
@@ -103,4 +105,33 @@ func waitsFor(apiVersion, kind string) bool {
 		return true
 	}
 	return false
+}
+
+// Ended reports whether a hook's live object has finished: a Job Complete
+// or Failed, a Pod Succeeded or Failed; for a failure, failure says why.
+// Any other kind has finished once it exists. An object that cannot be
+// read as its kind has ended too, so that the caller goes on to the run
+// that reports it.
+func Ended(live *unstructured.Unstructured) (ended bool, failure string) {
+	if !waitsFor(live.GetAPIVersion(), live.GetKind()) {
+		return true, ""
+	}
+	var out outcome
+	if live.GetKind() == "Job" {
+		job := &batchv1.Job{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job); err != nil {
+			return true, ""
+		}
+		out = jobOutcome(job)
+	} else {
+		pod := &corev1.Pod{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, pod); err != nil {
+			return true, ""
+		}
+		out = podOutcome(pod)
+	}
+	if out.state == failed {
+		return true, joinMessage(out.reason, out.message)
+	}
+	return out.state != running, ""
 }

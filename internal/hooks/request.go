@@ -38,6 +38,17 @@ type Request struct {
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.
 	Waiting *capstanv1.ObjectRef
+	// WaitingSince is when the hook named by Waiting started, as
+	// status.hook showed it: its timeout counts from then, and it is
+	// reported with that start again.
+	WaitingSince time.Time
+	// Yield, when positive, bounds how long this run waits for a Job or
+	// Pod hook that still runs: once it has waited that long, it leaves
+	// the hook running and returns a *Running error. A later run with
+	// Resume and Waiting set to that hook goes on waiting for it, so
+	// that the caller holds nothing while a hook runs for minutes. Zero
+	// waits until the hook finishes or times out.
+	Yield time.Duration
 	// AwaitHealthy, when set, is called once, before the first hook that
 	// waits for the applied objects (render.Hook.AwaitsHealthy), and returns
 	// when they are all Current; its error ends the run, with no hook of

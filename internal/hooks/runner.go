@@ -62,7 +62,12 @@ type Runner struct {
 //
 // Every hook object carries req.Run. With req.Resume, a hook whose object
 // carries it and succeeded is not run again, and the hook the stopped run
-// was waiting for, req.Waiting, is waited for again while it still runs.
+// was waiting for, req.Waiting, is waited for again while it still runs,
+// or read for how it ended, within the timeout from its start.
+//
+// With req.Yield, a Job or Pod hook that still runs after that long is
+// left running, and Run returns a *Running error: the caller looks again
+// later with req.Resume, and the hooks after it run then.
 func (r *Runner) Run(ctx context.Context, req Request) error {
 	if req.Applier == nil || req.Addon == nil {
 		return errors.New("hooks: a hook request needs an Applier and an Addon")
@@ -74,13 +79,23 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
 	awaited := req.AwaitHealthy == nil
+	done := r.doneBefore(ctx, req, selected)
+	for _, h := range selected[:done] {
+		// NOTE: the wait for the applied objects came before the hook the
+		// stopped run waited for.
+		awaited = awaited || h.AwaitsHealthy(req.Event)
+	}
 	for i, h := range selected {
+		if i < done {
+			logf.FromContext(ctx).Info("Hook succeeded earlier in this run; not run again", "event", req.Event, "kind", h.Object.GetKind(), "name", h.Object.GetName())
+			continue
+		}
 		if h.AwaitsHealthy(req.Event) && !awaited {
 			// NOTE: status shows the hook that waits from the start of
 			// the wait. The hooks before it stay as they are: each
 			// succeeded, and the next sync runs the event again.
 			if req.Progress != nil {
-				req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now()})
+				req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now(), Run: req.Run})
 			}
 			if err := req.AwaitHealthy(ctx); err != nil {
 				return err
@@ -88,7 +103,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			awaited = true
 		}
 		if err := r.runOne(ctx, req, h, timeout, checked); err != nil {
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !IsRunning(err) {
 				// A cancelled context is a controller that stops: it
 				// must not wait for deletions.
 				r.cleanUp(ctx, req.Applier, []render.Hook{h}, HookFailed, timeout)
@@ -97,9 +112,9 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			return err
 		}
 	}
-	done := slices.Clone(selected)
-	slices.Reverse(done)
-	for _, h := range done {
+	succeeded := slices.Clone(selected)
+	slices.Reverse(succeeded)
+	for _, h := range succeeded {
 		if !hasPolicy(h, HookSucceeded) {
 			continue
 		}
@@ -113,6 +128,29 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 		}
 	}
 	return nil
+}
+
+// doneBefore counts the hooks at the start of selected that a resumed run
+// does not run again: those before the one the stopped run waited for
+// (req.Waiting), when that one's object carries this run. Hooks run one at
+// a time and a failure ends the run, so each of them succeeded in it, even
+// if its object is gone since (a Job's ttlSecondsAfterFinished).
+// A waited-for hook whose object is not this run's says nothing of them:
+// each is judged by its own object (runOne).
+func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) int {
+	if !req.Resume || req.Waiting == nil || req.Run == "" {
+		return 0
+	}
+	for i, h := range selected {
+		if capstanv1.RefOf(h.Object) != *req.Waiting {
+			continue
+		}
+		if ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
+			return i
+		}
+		return 0
+	}
+	return 0
 }
 
 // runOne runs one hook and waits for it.
@@ -145,7 +183,10 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			// such as a post-install data load.
 			log.Info("Hook succeeded before the run stopped; not run again")
 			return nil
-		case ours && st == running && req.Waiting != nil && *req.Waiting == ref:
+		case ours && req.Waiting != nil && *req.Waiting == ref:
+			// NOTE: still running, or ended while nobody waited (a run
+			// that yielded, or a controller that stopped): waited for,
+			// or read, and never started anew.
 			resumed = true
 		}
 	}
@@ -154,8 +195,12 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	} else {
 		log.Info("Running hook")
 	}
+	since := time.Now()
+	if resumed && !req.WaitingSince.IsZero() {
+		since = req.WaitingSince
+	}
 	if req.Progress != nil {
-		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.Now()})
+		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run})
 	}
 	existed := false
 	if !resumed {
@@ -168,8 +213,11 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			return nil
 		}
 	}
-	out, err := r.wait(ctx, req.Applier, ref, timeout)
+	out, err := r.wait(ctx, req.Applier, ref, since.Add(timeout), req.Yield)
 	switch {
+	case errors.Is(err, errYield):
+		log.Info("Hook still runs; looking again later")
+		return &Running{Event: req.Event, Hook: ref, Since: since}
 	case wait.Interrupted(err) && ctx.Err() == nil:
 		e := fail(ReasonTimeout, out.message, err)
 		e.Kept = existed
@@ -245,12 +293,18 @@ func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.
 	return true, out.state, err
 }
 
-// wait polls a Job or Pod hook until it finishes, within timeout. On a
-// timeout, the outcome's message says what the hook was doing.
-func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.ObjectRef, timeout time.Duration) (outcome, error) {
+// errYield ends a wait that yield bounded while the hook still runs.
+var errYield = errors.New("hooks: the hook still runs")
+
+// wait polls a Job or Pod hook until it finishes, or until deadline. On a
+// timeout, the outcome's message says what the hook was doing. With yield,
+// it polls at most that long, and returns errYield if the hook still runs
+// then and its deadline has not come. A deadline already past reads the
+// hook once: a run that goes on from a yield may find it ended.
+func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.ObjectRef, deadline time.Time, yield time.Duration) (outcome, error) {
 	var out outcome
 	var lastErr error
-	err := wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+	look := func(ctx context.Context) (bool, error) {
 		live, err := a.Get(ctx, ref)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -275,7 +329,32 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 			return false, err
 		}
 		return out.state != running, nil
-	})
+	}
+	budget := time.Until(deadline)
+	yielding := yield > 0 && yield < budget
+	if yielding {
+		budget = yield
+	}
+	var err error
+	if budget > 0 {
+		err = wait.PollUntilContextTimeout(ctx, r.poll(), budget, true, look)
+	} else {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		var done bool
+		done, err = look(lctx)
+		cancel()
+		switch {
+		case err == nil && !done && lastErr != nil:
+			// NOTE: a read that failed says nothing of the hook; the
+			// next look reads it again.
+			return out, fmt.Errorf("reading the hook %s: %w", ref.Describe(), lastErr)
+		case err == nil && !done:
+			err = wait.ErrorInterrupted(errors.New("the hook's timeout has passed"))
+		}
+	}
+	if yielding && wait.Interrupted(err) && ctx.Err() == nil && time.Now().Before(deadline) {
+		return out, errYield
+	}
 	if wait.Interrupted(err) {
 		out.message = r.progressOf(ctx, a, ref)
 		if lastErr != nil {

@@ -33,6 +33,14 @@ type State struct {
 	Confirm []string
 	// Windows is what spec.syncWindows say now; nil when there are none.
 	Windows *Windows
+	// Continuing is set when the sync goes on from hooks an earlier look
+	// left running: a sync that began, which a person approved and the
+	// windows let through then. The gates that a person or a schedule
+	// decides (suspend, mass prune, a prune to confirm, manual sync, the
+	// windows) do not hold it again, as they would not have stopped a sync
+	// that waited for its hooks within one look; the problems, other
+	// add-ons' objects and adoption still do.
+	Continuing bool
 }
 
 // Verdict is the gates' decision.
@@ -63,7 +71,7 @@ func Decide(s State) Verdict {
 			return Window(s, v)
 		}
 	}
-	return Window(s, Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest})
+	return Window(s, Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest && !s.Continuing})
 }
 
 // Window is the last gate: a plan the others let through waits while the
@@ -73,7 +81,7 @@ func Decide(s State) Verdict {
 // applies when they open.
 func Window(s State, v Verdict) Verdict {
 	w := s.Windows
-	if !v.Apply || w == nil || w.Open || !Pending(s.Plan) || v.HandledSyncRequest && w.Manual {
+	if !v.Apply || w == nil || w.Open || !Pending(s.Plan) || v.HandledSyncRequest && w.Manual || s.Continuing {
 		return v
 	}
 	msg := "changes wait for a sync window (" + String(s.Plan) + "): " + w.Why
@@ -123,7 +131,7 @@ func Problems(s State) (Verdict, bool) {
 
 // Suspended makes a suspended add-on plan-only.
 func Suspended(s State) (Verdict, bool) {
-	if !s.Suspend {
+	if !s.Suspend || s.Continuing {
 		return Verdict{}, false
 	}
 	return Verdict{Phase: capstanv1.PhaseSuspended, Reason: ReasonSuspended,
@@ -181,7 +189,7 @@ func Adoption(s State) (Verdict, bool) {
 // values typo, a broken template) than an intent; Flux and Argo CD have
 // both deleted clusters' software that way.
 func MassPrune(s State) (Verdict, bool) {
-	if s.Plan == nil || s.PruneThreshold <= 0 || s.Inventory == 0 {
+	if s.Plan == nil || s.PruneThreshold <= 0 || s.Inventory == 0 || s.Continuing {
 		return Verdict{}, false
 	}
 	del := s.Plan.Summary.Delete + s.Kept
@@ -205,7 +213,7 @@ func MassPrune(s State) (Verdict, bool) {
 // manifests written for Argo CD put on what is costly to lose) until a sync
 // request approves exactly its hash, as the mass-prune gate does.
 func ConfirmPrune(s State) (Verdict, bool) {
-	if s.Plan == nil || len(s.Confirm) == 0 {
+	if s.Plan == nil || len(s.Confirm) == 0 || s.Continuing {
 		return Verdict{}, false
 	}
 	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
@@ -228,7 +236,7 @@ func ConfirmPrune(s State) (Verdict, bool) {
 // the plan the approver saw.
 func ManualSync(s State) (Verdict, bool) {
 	approving := s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan != ""
-	if !Pending(s.Plan) || (!s.ManualSync && !approving) {
+	if !Pending(s.Plan) || (!s.ManualSync && !approving) || s.Continuing {
 		return Verdict{}, false
 	}
 	if s.SyncRequest <= s.LastSyncRequest {

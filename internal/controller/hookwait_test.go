@@ -1,0 +1,218 @@
+package controller_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestRunningHooksHoldNoWorker installs five add-ons whose pre-install
+// Job waits for a node label, one more than the suite controller's four
+// workers. Each reconcile ends while its hook runs, saying so, so a sixth
+// add-on installs while all five still wait; within a reconcile each
+// would hold a worker until its hook's timeout of one minute. A change to
+// one of them, and the deletion of another, wait for the running hook
+// rather than replace it while it runs. Once the node has the label, the
+// changed one runs its pre-install hooks for the new render and applies
+// it, the deleted one is uninstalled, and the others go on from the Job
+// they started and are Synced.
+func TestRunningHooksHoldNoWorker(t *testing.T) {
+	label := "capstan.dev/" + newNamespace(t)
+	var waiting []*capstanv1.Addon
+	var nss []string
+	for range 5 {
+		ns := newNamespace(t)
+		nss = append(nss, ns)
+		waiting = append(waiting, dbapp(t, ns, `{hooks: {initdb: {nodeLabel: "`+label+`"}}}`, longHooks))
+	}
+	shows := func(ns string) func(*capstanv1.Addon) bool {
+		return func(cur *capstanv1.Addon) bool {
+			h := cur.Status.Hook
+			return h != nil && h.Event == "pre-install" && h.Name == "db-initdb" && h.Run != "" &&
+				cur.Status.Phase == capstanv1.PhaseProgressing && readyReason(cur) == "WaitingForHook" &&
+				strings.Contains(readyMessage(cur), "waiting for the pre-install hook Job "+ns+"/db-initdb to finish")
+		}
+	}
+	for i, a := range waiting {
+		waitFor(t, a, 60*time.Second, "the reconcile to end while the pre-install hook runs", shows(nss[i]))
+	}
+	first := job(t, nss[0], "db-initdb")
+
+	plainNS := newNamespace(t)
+	plain := dbapp(t, plainNS, "")
+	synced(t, plain)
+	for i, a := range waiting {
+		if cur := getAddon(t, a); !shows(nss[i])(cur) {
+			t.Fatalf("%s no longer waits for its hook once the sixth add-on is Synced: %s", a.Name, describeStatus(cur))
+		}
+	}
+
+	// A change waits for the hook that runs.
+	changed := update(t, waiting[0], func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues(`{appVersion: "2.0", hooks: {initdb: {nodeLabel: "` + label + `"}}}`)
+	})
+	waitFor(t, changed, 30*time.Second, "the change to wait for the hook, not yet observed", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration < cur.Generation && strings.Contains(readyMessage(cur), "the change to the Addon is taken up once it has finished")
+	})
+	// So does a deletion.
+	gone := update(t, waiting[1], func(cur *capstanv1.Addon) { cur.Spec.DeletionPolicy = capstanv1.DeletionDelete })
+	if err := admin.Delete(context.Background(), gone); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, gone, 30*time.Second, "the deletion to wait for the hook", func(cur *capstanv1.Addon) bool {
+		msg := readyMessage(cur)
+		return cur.Status.Phase == capstanv1.PhaseDeleting && strings.Contains(msg, "Uninstalling: waiting for the pre-install hook Job "+nss[1]+"/db-initdb to finish") &&
+			strings.Contains(msg, "the Addon's deletion goes on once it has finished")
+	})
+	if j := job(t, nss[0], "db-initdb"); j == nil || j.UID != first.UID {
+		t.Fatalf("the change replaced the running hook (%s)", jobString(j))
+	}
+
+	labelNode(t, label)
+	got := synced(t, changed)
+	if d := configData(t, nss[0]); d["appVersion"] != "2.0" {
+		t.Errorf("after the hook: db-config %v; want the change applied", d)
+	}
+	if got.Status.Hook != nil {
+		t.Errorf("status.hook = %+v once Synced", got.Status.Hook)
+	}
+	if j := job(t, nss[0], "db-initdb"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("initdb %s; want it succeeded for the changed render", jobString(j))
+	}
+	eventually(t, 90*time.Second, "the deleted add-on to be uninstalled once its hook has finished", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(gone), &capstanv1.Addon{}))
+	})
+	for _, a := range waiting[2:] {
+		synced(t, a)
+	}
+}
+
+// longHooks gives an add-on's hooks five minutes, so that a test's waits
+// on a busy machine never meet the suite's one-minute hook timeout.
+var longHooks = withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 5 * time.Minute} })
+
+// TestApprovedSyncGoesOnFromItsHooks approves the install of an add-on with
+// manualSync whose pre-install and post-install Jobs each wait for a node
+// label. Each wait ends the reconcile; the looks that go on from them pass
+// the gates as the sync that began, with no second approval, although the
+// install applied the target namespace before its pre-install hook (so the
+// plan is not the one approved any more), and the post hook's look plans
+// its hooks again. The Addon is Synced with the request handled, and each
+// hook ran once.
+func TestApprovedSyncGoesOnFromItsHooks(t *testing.T) {
+	home := newNamespace(t)
+	ns := home + "-app" // created by the install, before its pre-install hook
+	pre, post := "capstan.dev/"+home+"-pre", "capstan.dev/"+home+"-post"
+	a := dbapp(t, home, `{hooks: {initdb: {nodeLabel: "`+pre+`"}, seed: {nodeLabel: "`+post+`"}}}`, longHooks, withTarget(ns),
+		withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true; s.CreateNamespace = true }))
+	got := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	approved := update(t, got, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan = cur.Status.Plan.Hash
+		cur.Spec.SyncRequest++
+	})
+	waiting := func(event, name string) func(*capstanv1.Addon) bool {
+		return func(cur *capstanv1.Addon) bool {
+			h := cur.Status.Hook
+			return h != nil && h.Event == event && h.Name == name && readyReason(cur) == "WaitingForHook"
+		}
+	}
+	waitFor(t, a, 60*time.Second, "the approved install to wait for its pre-install hook", waiting("pre-install", "db-initdb"))
+	initdb := job(t, ns, "db-initdb")
+	labelNode(t, pre)
+	waitFor(t, a, 60*time.Second, "the install to go on, unheld by the gates, to its post-install hook", waiting("post-install", "db-seed"))
+	labelNode(t, post)
+	done := synced(t, a)
+	if done.Status.LastSyncRequest != approved.Spec.SyncRequest {
+		t.Errorf("status.lastSyncRequest = %d; want the approved request %d handled", done.Status.LastSyncRequest, approved.Spec.SyncRequest)
+	}
+	if j := job(t, ns, "db-initdb"); j == nil || j.UID != initdb.UID || j.Status.Succeeded != 1 {
+		t.Errorf("initdb %s; want the Job the approved sync started, succeeded once", jobString(j))
+	}
+	if j := job(t, ns, "db-seed"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("seed %s; want it succeeded", jobString(j))
+	}
+}
+
+// TestLongTestsHoldNoWorker runs a chart's test Job that waits for a node
+// label. With spec.test.enable, the install's run holds the add-on
+// Progressing until it passes, and its start is the test's. A run only
+// asked for (the capstan.dev/test annotation) leaves a Synced add-on
+// Synced while it runs.
+func TestLongTestsHoldNoWorker(t *testing.T) {
+	ns := newNamespace(t)
+	label := "capstan.dev/" + ns
+	url, _ := charts.publish(t, chart{name: "slowtest", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/tests/check.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: check\n  annotations:\n    helm.sh/hook: test\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      nodeSelector: {\"" + label + "\": \"true\"}\n" +
+			"      containers:\n        - name: check\n          image: registry.example/tools:1.0\n",
+	}})
+	a := create(t, newAddon(controllerNS, "slowtest-"+ns[len(ns)-5:], url, withTarget(ns), longHooks,
+		withSpec(func(s *capstanv1.AddonSpec) { s.Test = &capstanv1.TestPolicy{Enable: true} })))
+	inTest := func(cur *capstanv1.Addon) bool {
+		h := cur.Status.Hook
+		return h != nil && h.Event == "test" && h.Name == "check"
+	}
+	held := waitFor(t, a, 60*time.Second, "the install's tests to hold the add-on while they run", func(cur *capstanv1.Addon) bool {
+		return inTest(cur) && cur.Status.Phase == capstanv1.PhaseProgressing && readyReason(cur) == "WaitingForHook"
+	})
+	since := held.Status.Hook.Since
+	node := setNodeLabel(t, label)
+	got := synced(t, a)
+	if lt := got.Status.LastTest; lt == nil || lt.Result != capstanv1.TestSucceeded || !lt.StartedAt.Equal(&since) {
+		t.Fatalf("status.lastTest = %+v; want it passed, started at %s", lt, since)
+	}
+
+	node(false)
+	update(t, a, func(cur *capstanv1.Addon) {
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[capstanv1.TestAnnotation] = "again"
+	})
+	running := waitFor(t, a, 60*time.Second, "the requested tests to run", inTest)
+	if running.Status.Phase != capstanv1.PhaseSynced || readyReason(running) != "Synced" {
+		t.Errorf("while requested tests run: %s; want the add-on still Synced", describeStatus(running))
+	}
+	node(true)
+	waitFor(t, a, 60*time.Second, "the requested run to pass", func(cur *capstanv1.Addon) bool {
+		lt := cur.Status.LastTest
+		return lt != nil && lt.Request == "again" && lt.Result == capstanv1.TestSucceeded && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+}
+
+// setNodeLabel puts label: "true" on one of the cluster's nodes and returns
+// a function that puts it on (true) or takes it off (false); it is taken off
+// when the test ends.
+func setNodeLabel(t *testing.T, label string) func(on bool) {
+	t.Helper()
+	ctx := context.Background()
+	nodes := &corev1.NodeList{}
+	if err := admin.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
+		t.Fatalf("listing nodes: %v (%d)", err, len(nodes.Items))
+	}
+	name := nodes.Items[0].Name
+	set := func(on bool) {
+		var value any
+		if on {
+			value = "true"
+		}
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]any{label: value}}})
+		if err := admin.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch)); err != nil {
+			t.Errorf("setting the node label %s to %v: %v", label, on, err)
+		}
+	}
+	set(true)
+	t.Cleanup(func() { set(false) })
+	return set
+}
