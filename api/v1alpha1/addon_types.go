@@ -1234,6 +1234,11 @@ type HookProgress struct {
 	// object, and the sync goes on once it has finished.
 	// +optional
 	Run string `json:"run,omitempty"`
+	// Generation is the Addon's generation when the hook started. A look
+	// that goes on from a run of the same generation is the sync that
+	// began it; after a change to the Addon it is another sync.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // WaveProgress is the sync wave a sync waits to apply, or a prune or an

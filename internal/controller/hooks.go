@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -136,8 +137,14 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s),
-		Progress: func(p capstanv1.HookProgress) { r.showHook(ctx, s, &p) },
-		Run:      run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
+		Progress: func(p capstanv1.HookProgress) {
+			p.Generation = s.addon.Generation
+			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {
+				p.Generation = h.Generation // the run goes on: it began then
+			}
+			r.showHook(ctx, s, &p)
+		},
+		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
 	if hooks.IsRunning(err) {
@@ -192,14 +199,16 @@ func deleteEvent(event string) bool { return event == "pre-delete" || event == "
 
 // continuesRun reports whether this sync goes on from a run of hooks that
 // an earlier reconcile left running (status.hook): the same event of the
-// same render, by the run's name. Such a sync is one that began, and a
-// person approved or a window let through: the gates do not hold it again,
-// as they would not have held a sync that waited for its hook within one
-// reconcile. A change to the Addon that renders otherwise is another run,
-// which the gates judge.
+// same render, by the run's name, and the same generation of the Addon.
+// Such a sync is one that began, and a person approved or a window let
+// through: manual sync, the mass-prune approval and the windows do not
+// hold it again (plan.State.Continuing), as they would not have held a
+// sync that waited for its hook within one reconcile. Any change to the
+// Addon since (suspend, manualSync, prune) makes it another sync, which
+// the gates judge as any other.
 func (s *scope) continuesRun() bool {
 	h := s.addon.Status.Hook
-	if h == nil || h.Run == "" || s.render == nil {
+	if h == nil || h.Run == "" || s.render == nil || h.Generation != s.addon.Generation {
 		return false
 	}
 	pre, post := s.events()
@@ -226,7 +235,9 @@ func (r *AddonReconciler) endedByHook(ctx context.Context, s *scope, err error) 
 func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string, ref capstanv1.ObjectRef, since time.Time) {
 	s.found.hookWait = true
 	kinds := []schema.GroupVersionKind{schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)}
-	if event == render.TestEvent && quietTests(s) {
+	deleting := !s.addon.DeletionTimestamp.IsZero()
+	changed := s.keepObserved && s.addon.Generation != s.addon.Status.ObservedGeneration
+	if event == render.TestEvent && quietTests(s) && !deleting && !changed {
 		s.requeueSoon(r.Config.HealthPoll)
 		r.watchKinds(ctx, s, kinds)
 		r.awaiting.Store(client.ObjectKeyFromObject(s.addon), true)
@@ -234,26 +245,27 @@ func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string,
 	}
 	what := fmt.Sprintf("waiting for the %s hook %s to finish (running since %s)", event, ref.Describe(), since.UTC().Format(time.RFC3339))
 	switch {
-	case !s.addon.DeletionTimestamp.IsZero():
+	case deleting && !deleteEvent(event):
 		what += "; the Addon's deletion goes on once it has finished"
-	case s.addon.Generation != s.addon.Status.ObservedGeneration:
+	case changed && !deleting:
 		what += "; the change to the Addon is taken up once it has finished"
 	}
 	r.awaitWith(ctx, s, what, kinds)
 }
 
 // quietTests reports whether a run of the chart's tests leaves the add-on's
-// phase as it is: one only asked for (capstan addon test), or one whose
-// failure does not hold the add-on. A run that holds it (spec.test.enable
-// without ignoreFailures, for a new render) keeps it from Synced until it
-// has passed, as Flux's HelmRelease is not Ready before its tests.
+// phase as it is: one whose failure would not hold the add-on (no
+// spec.test.enable, or ignoreFailures), or one only asked for of a render
+// whose last run passed. A run that holds it keeps it from Synced until
+// it has passed, as Flux's HelmRelease is not Ready before its tests; one
+// asked for after a failure keeps a Failed add-on from reading Synced.
 func quietTests(s *scope) bool {
 	t := s.addon.Spec.Test
 	if t == nil || !t.Enable || t.IgnoreFailures {
 		return true
 	}
 	last := s.addon.Status.LastTest
-	return last != nil && last.AppliedHash == s.addon.Status.AppliedHash
+	return last != nil && last.AppliedHash == s.addon.Status.AppliedHash && last.Result == capstanv1.TestSucceeded
 }
 
 // awaitRunningHook ends a look at an add-on whose Job or Pod hook, as
@@ -272,11 +284,16 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 		return false
 	}
 	live, err := s.applier.Get(ctx, h.ObjectRef)
-	if err != nil || live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run {
+	if err == nil && (live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run) {
 		return false
 	}
-	if ended, failure := hooks.Ended(live); ended {
-		if failure != "" && s.addon.Generation != s.addon.Status.ObservedGeneration && r.Recorder != nil {
+	if err != nil {
+		// NOTE: a read that fails says nothing of the hook, and the
+		// pipeline must not take it for gone: a change that waits would
+		// replace a migration that still runs. The next look reads again.
+		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the running hook failed", "hook", h.ObjectRef.Describe())
+	} else if ended, failure := hooks.Ended(live); ended {
+		if failure != "" && h.Generation != s.addon.Generation && r.Recorder != nil {
 			// NOTE: the change that waited for it may render a run that
 			// does not go on from this one, and would not say it failed.
 			r.Recorder.Eventf(s.addon, nil, "Warning", "HookFailed", "Hook", "The %s hook %s failed while a change to the Addon waited for it: %s",
@@ -311,7 +328,7 @@ func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.H
 	if p == nil && h == nil {
 		return
 	}
-	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() {
+	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() && h.Generation == p.Generation {
 		return
 	}
 	s.addon.Status.Hook = p

@@ -107,8 +107,9 @@ var longHooks = withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.
 // the gates as the sync that began, with no second approval, although the
 // install applied the target namespace before its pre-install hook (so the
 // plan is not the one approved any more), and the post hook's look plans
-// its hooks again. The Addon is Synced with the request handled, and each
-// hook ran once.
+// its hooks again. Drift undone before the post hook is read leaves it the
+// same run. The Addon is Synced with the request handled, and each hook
+// ran once.
 func TestApprovedSyncGoesOnFromItsHooks(t *testing.T) {
 	home := newNamespace(t)
 	ns := home + "-app" // created by the install, before its pre-install hook
@@ -123,13 +124,28 @@ func TestApprovedSyncGoesOnFromItsHooks(t *testing.T) {
 	waiting := func(event, name string) func(*capstanv1.Addon) bool {
 		return func(cur *capstanv1.Addon) bool {
 			h := cur.Status.Hook
-			return h != nil && h.Event == event && h.Name == name && readyReason(cur) == "WaitingForHook"
+			// NOTE: the message, not status.hook, says the reconcile
+			// ended: a checkpoint shows the hook while the look still
+			// waits for it.
+			return h != nil && h.Event == event && h.Name == name && readyReason(cur) == "WaitingForHook" &&
+				strings.Contains(readyMessage(cur), "waiting for the "+event+" hook Job "+ns+"/"+name)
 		}
 	}
 	waitFor(t, a, 60*time.Second, "the approved install to wait for its pre-install hook", waiting("pre-install", "db-initdb"))
 	initdb := job(t, ns, "db-initdb")
 	labelNode(t, pre)
 	waitFor(t, a, 60*time.Second, "the install to go on, unheld by the gates, to its post-install hook", waiting("post-install", "db-seed"))
+	seed := job(t, ns, "db-seed")
+	// Drift while the post hook runs: the look that goes on undoes it
+	// first, and its post hooks are still the same run.
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "db-config"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["appVersion"] = "tampered"
+	if err := admin.Update(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
 	labelNode(t, post)
 	done := synced(t, a)
 	if done.Status.LastSyncRequest != approved.Spec.SyncRequest {
@@ -138,8 +154,11 @@ func TestApprovedSyncGoesOnFromItsHooks(t *testing.T) {
 	if j := job(t, ns, "db-initdb"); j == nil || j.UID != initdb.UID || j.Status.Succeeded != 1 {
 		t.Errorf("initdb %s; want the Job the approved sync started, succeeded once", jobString(j))
 	}
-	if j := job(t, ns, "db-seed"); j == nil || j.Status.Succeeded != 1 {
-		t.Errorf("seed %s; want it succeeded", jobString(j))
+	if j := job(t, ns, "db-seed"); j == nil || seed == nil || j.UID != seed.UID || j.Status.Succeeded != 1 {
+		t.Errorf("seed %s; want the Job the install started, succeeded once, though the drift was undone before it was read", jobString(j))
+	}
+	if d := configData(t, ns); d["appVersion"] != "1.0" {
+		t.Errorf("db-config %v; want the drift undone", d)
 	}
 }
 
@@ -180,8 +199,11 @@ func TestLongTestsHoldNoWorker(t *testing.T) {
 		}
 		cur.Annotations[capstanv1.TestAnnotation] = "again"
 	})
-	running := waitFor(t, a, 60*time.Second, "the requested tests to run", inTest)
-	if running.Status.Phase != capstanv1.PhaseSynced || readyReason(running) != "Synced" {
+	waitFor(t, a, 60*time.Second, "the requested tests to run", inTest)
+	// NOTE: past the hook wait, the reconcile that started them has
+	// ended and written its status.
+	time.Sleep(3 * time.Second)
+	if running := getAddon(t, a); !inTest(running) || running.Status.Phase != capstanv1.PhaseSynced || readyReason(running) != "Synced" {
 		t.Errorf("while requested tests run: %s; want the add-on still Synced", describeStatus(running))
 	}
 	node(true)

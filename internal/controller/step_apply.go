@@ -115,12 +115,9 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		return true, nil
 	}
 	if r.endedByHook(ctx, s, err) {
-		if s.verdict.HandledSyncRequest {
-			// NOTE: the sync a person asked for has begun; the look that
-			// goes on from its hooks passes the gates as one that began
-			// (continuesRun), and must not find the request still open.
-			s.addon.Status.LastSyncRequest = s.addon.Spec.SyncRequest
-		}
+		// NOTE: a sync request stays open until the apply is recorded, as
+		// when the hooks end within the look: a pre hook that fails leaves
+		// it for the retry.
 		return true, nil
 	}
 	if err != nil {

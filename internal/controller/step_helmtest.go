@@ -42,6 +42,11 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 	last := st.LastTest
 	requested := req != "" && (last == nil || last.Request != req)
 	due := requested || policy.Enable && (last == nil || last.AppliedHash != st.AppliedHash)
+	if h := st.Hook; !due && h != nil && h.Event == render.TestEvent {
+		// NOTE: a run no longer due (spec.test turned off while it ran)
+		// that nothing will go on from.
+		st.Hook = nil
+	}
 	if due && st.AppliedHash != "" {
 		if err := overlongRequest(capstanv1.TestAnnotation, req, "test"); err != nil {
 			return false, err

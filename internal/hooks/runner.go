@@ -79,11 +79,13 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
 	awaited := req.AwaitHealthy == nil
-	done := r.doneBefore(ctx, req, selected)
-	for _, h := range selected[:done] {
-		// NOTE: the wait for the applied objects came before the hook the
-		// stopped run waited for.
-		awaited = awaited || h.AwaitsHealthy(req.Event)
+	done, ours := r.doneBefore(ctx, req, selected)
+	if ours {
+		for _, h := range selected[:done+1] {
+			// NOTE: the wait for the applied objects came before the hook
+			// the stopped run waited for, whose object exists.
+			awaited = awaited || h.AwaitsHealthy(req.Event)
+		}
 	}
 	for i, h := range selected {
 		if i < done {
@@ -132,25 +134,25 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 
 // doneBefore counts the hooks at the start of selected that a resumed run
 // does not run again: those before the one the stopped run waited for
-// (req.Waiting), when that one's object carries this run. Hooks run one at
-// a time and a failure ends the run, so each of them succeeded in it, even
-// if its object is gone since (a Job's ttlSecondsAfterFinished).
+// (req.Waiting), when that one's object carries this run (ours). Hooks run
+// one at a time and a failure ends the run, so each of them succeeded in
+// it, even if its object is gone since (a Job's ttlSecondsAfterFinished).
 // A waited-for hook whose object is not this run's says nothing of them:
 // each is judged by its own object (runOne).
-func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) int {
+func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) (int, bool) {
 	if !req.Resume || req.Waiting == nil || req.Run == "" {
-		return 0
+		return 0, false
 	}
 	for i, h := range selected {
 		if capstanv1.RefOf(h.Object) != *req.Waiting {
 			continue
 		}
 		if ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
-			return i
+			return i, true
 		}
-		return 0
+		return 0, false
 	}
-	return 0
+	return 0, false
 }
 
 // runOne runs one hook and waits for it.
@@ -213,7 +215,13 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			return nil
 		}
 	}
-	out, err := r.wait(ctx, req.Applier, ref, since.Add(timeout), req.Yield)
+	yield := req.Yield
+	if ttl, found, _ := unstructured.NestedInt64(obj.Object, "spec", "ttlSecondsAfterFinished"); found && ttl >= 0 {
+		// NOTE: the TTL controller may delete the Job before a later look
+		// reads how it ended; it is waited for within this one.
+		yield = 0
+	}
+	out, err := r.wait(ctx, req.Applier, ref, since.Add(timeout), yield)
 	switch {
 	case errors.Is(err, errYield):
 		log.Info("Hook still runs; looking again later")
@@ -344,10 +352,11 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 		done, err = look(lctx)
 		cancel()
 		switch {
-		case err == nil && !done && lastErr != nil:
+		case err == nil && !done && lastErr != nil && yield > 0:
 			// NOTE: a read that failed says nothing of the hook; the
-			// next look reads it again.
-			return out, fmt.Errorf("reading the hook %s: %w", ref.Describe(), lastErr)
+			// next look reads it again, holding the run as it is.
+			logf.FromContext(ctx).Error(lastErr, "Reading the hook past its timeout failed", "hook", ref.Describe())
+			return out, errYield
 		case err == nil && !done:
 			err = wait.ErrorInterrupted(errors.New("the hook's timeout has passed"))
 		}

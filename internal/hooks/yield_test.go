@@ -3,6 +3,7 @@ package hooks_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,19 +92,19 @@ func TestYieldLeavesTheHookRunning(t *testing.T) {
 }
 
 // TestYieldKeepsTheTimeoutFromTheStart lets a hook that never finishes
-// pass its timeout of three seconds between two runs: the run that goes on
+// pass its timeout of eight seconds between two runs: the run that goes on
 // reads it once and fails it for its timeout, counted from the first
 // run's start, without starting it anew.
 func TestYieldKeepsTheTimeoutFromTheStart(t *testing.T) {
 	f := newFixture(t)
-	y := f.yielding(f.hooksOf(`{hooks: {seed: {hang: true}}}`, false), 3*time.Second)
+	y := f.yielding(f.hooksOf(`{hooks: {seed: {hang: true}}}`, false), 8*time.Second)
 	err := y.run()
 	var running *hooks.Running
 	if !errors.As(err, &running) {
 		t.Fatalf("a run whose seed Job hangs returned %v; want *hooks.Running", err)
 	}
 	first := f.job("db-seed")
-	time.Sleep(time.Until(running.Since.Add(3*time.Second + 500*time.Millisecond)))
+	time.Sleep(time.Until(running.Since.Add(8*time.Second + 500*time.Millisecond)))
 	err = y.run()
 	if e := hookError(t, err); e.Reason != hooks.ReasonTimeout || e.Hook != seedRef(f.ns) {
 		t.Errorf("past its timeout, the run that went on returned %v; want the seed Job's timeout", err)
@@ -136,8 +137,8 @@ func TestYieldReadsAHookThatFailedMeanwhile(t *testing.T) {
 		return false
 	})
 	err := y.run()
-	if e := hookError(t, err); e.Reason == hooks.ReasonTimeout || e.Hook != seedRef(f.ns) {
-		t.Errorf("the run that went on returned %v; want the seed Job's failure", err)
+	if e := hookError(t, err); e.Reason == hooks.ReasonTimeout || e.Hook != seedRef(f.ns) || !strings.Contains(e.Message, "exited with code 3") {
+		t.Errorf("the run that went on returned %v; want the seed Job's failure, with its pod's exit code", err)
 	}
 	if j := f.job("db-seed"); j == nil || j.UID != first.UID {
 		t.Errorf("seed %v; want the failed Job kept as it was, not run again", j)

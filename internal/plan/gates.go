@@ -34,12 +34,13 @@ type State struct {
 	// Windows is what spec.syncWindows say now; nil when there are none.
 	Windows *Windows
 	// Continuing is set when the sync goes on from hooks an earlier look
-	// left running: a sync that began, which a person approved and the
-	// windows let through then. The gates that a person or a schedule
-	// decides (suspend, mass prune, a prune to confirm, manual sync, the
-	// windows) do not hold it again, as they would not have stopped a sync
-	// that waited for its hooks within one look; the problems, other
-	// add-ons' objects and adoption still do.
+	// of the same generation left running: a sync that began, which a
+	// person approved and the windows let through then. Manual sync, the
+	// mass-prune approval and the windows do not hold it again, as they
+	// would not have stopped a sync that waited for its hooks within one
+	// look; its plan is no longer the one approved only because part of it
+	// ran. Every other gate still holds it, a prune to confirm included:
+	// an object marked since the approval was never confirmed.
 	Continuing bool
 }
 
@@ -71,7 +72,7 @@ func Decide(s State) Verdict {
 			return Window(s, v)
 		}
 	}
-	return Window(s, Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest && !s.Continuing})
+	return Window(s, Verdict{Apply: true, HandledSyncRequest: s.SyncRequest > s.LastSyncRequest})
 }
 
 // Window is the last gate: a plan the others let through waits while the
@@ -131,7 +132,7 @@ func Problems(s State) (Verdict, bool) {
 
 // Suspended makes a suspended add-on plan-only.
 func Suspended(s State) (Verdict, bool) {
-	if !s.Suspend || s.Continuing {
+	if !s.Suspend {
 		return Verdict{}, false
 	}
 	return Verdict{Phase: capstanv1.PhaseSuspended, Reason: ReasonSuspended,
@@ -213,7 +214,7 @@ func MassPrune(s State) (Verdict, bool) {
 // manifests written for Argo CD put on what is costly to lose) until a sync
 // request approves exactly its hash, as the mass-prune gate does.
 func ConfirmPrune(s State) (Verdict, bool) {
-	if s.Plan == nil || len(s.Confirm) == 0 || s.Continuing {
+	if s.Plan == nil || len(s.Confirm) == 0 {
 		return Verdict{}, false
 	}
 	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {

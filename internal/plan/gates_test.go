@@ -79,6 +79,11 @@ func TestDecide(t *testing.T) {
 		{name: "without manual sync, a request without a hash applies", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
 		{name: "a request without a hash applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 1}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalNoPlan},
 		{name: "a sync request is used up by an automatic sync", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
+		{name: "a sync that goes on from its hooks passes manual sync, its plan changed since the approval", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:bbb", Continuing: true}, apply: true, handledReq: true},
+		{name: "a sync that goes on from its hooks passes a closed window", state: State{Plan: create, Windows: &Windows{Why: "deny window"}, Continuing: true}, apply: true},
+		{name: "suspend still holds a sync that goes on", state: State{Plan: create, Suspend: true, Continuing: true}, phase: capstanv1.PhaseSuspended, reason: ReasonSuspended},
+		{name: "violations still block a sync that goes on", state: State{Plan: violation, Continuing: true}, phase: capstanv1.PhaseBlocked, reason: ReasonViolations},
+		{name: "a prune to confirm still holds a sync that goes on", state: State{Plan: create, Confirm: []string{"ConfigMap ns/x"}, Continuing: true}, phase: capstanv1.PhaseOutOfSync, reason: ReasonPruneApproval},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
