@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -307,25 +306,7 @@ func isStalled(a *capstanv1.Addon) bool {
 // ends, so pods that select it can be scheduled.
 func labelNode(t *testing.T, label string) {
 	t.Helper()
-	ctx := context.Background()
-	nodes := &corev1.NodeList{}
-	if err := admin.List(ctx, nodes); err != nil || len(nodes.Items) == 0 {
-		t.Fatalf("listing nodes: %v (%d)", err, len(nodes.Items))
-	}
-	name := nodes.Items[0].Name
-	setLabel := func(value *string) error {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]*string{label: value}}})
-		return admin.Patch(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, client.RawPatch(types.MergePatchType, patch))
-	}
-	v := "true"
-	if err := setLabel(&v); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := setLabel(nil); err != nil {
-			t.Errorf("removing the node label: %v", err)
-		}
-	})
+	setNodeLabel(t, label)
 }
 
 // TestFailedPreDeleteStopsRemoval fails the backup: the uninstall stops,
