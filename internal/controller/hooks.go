@@ -291,13 +291,13 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 		// NOTE: a read that fails says nothing of the hook, and the
 		// pipeline must not take it for gone: a change that waits would
 		// replace a migration that still runs. The next look reads again.
-		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the running hook failed", "hook", h.ObjectRef.Describe())
+		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the running hook failed", "hook", h.Describe())
 	} else if ended, failure := hooks.Ended(live); ended {
 		if failure != "" && h.Generation != s.addon.Generation && r.Recorder != nil {
 			// NOTE: the change that waited for it may render a run that
 			// does not go on from this one, and would not say it failed.
 			r.Recorder.Eventf(s.addon, nil, "Warning", "HookFailed", "Hook", "The %s hook %s failed while a change to the Addon waited for it: %s",
-				h.Event, h.ObjectRef.Describe(), truncate(s.mask().String(failure), 500))
+				h.Event, h.Describe(), truncate(s.mask().String(failure), 500))
 		}
 		return false
 	}
