@@ -116,22 +116,29 @@ func Ended(live *unstructured.Unstructured) (ended bool, failure string) {
 	if !waitsFor(live.GetAPIVersion(), live.GetKind()) {
 		return true, ""
 	}
-	var out outcome
-	if live.GetKind() == "Job" {
-		job := &batchv1.Job{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job); err != nil {
-			return true, ""
-		}
-		out = jobOutcome(job)
-	} else {
-		pod := &corev1.Pod{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, pod); err != nil {
-			return true, ""
-		}
-		out = podOutcome(pod)
-	}
-	if out.state == failed {
+	out, _, err := liveOutcome(live)
+	switch {
+	case err != nil:
+		return true, ""
+	case out.state == failed:
 		return true, joinMessage(out.reason, out.message)
 	}
 	return out.state != running, ""
+}
+
+// liveOutcome decides a live Job's or Pod's outcome from its status, and
+// returns the Job, for a Job, so that a caller can read its pods.
+func liveOutcome(live *unstructured.Unstructured) (outcome, *batchv1.Job, error) {
+	if live.GetKind() == "Job" {
+		job := &batchv1.Job{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job); err != nil {
+			return outcome{}, nil, err
+		}
+		return jobOutcome(job), job, nil
+	}
+	pod := &corev1.Pod{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, pod); err != nil {
+		return outcome{}, nil, err
+	}
+	return podOutcome(pod), nil, nil
 }

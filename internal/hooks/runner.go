@@ -376,26 +376,13 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 // read decides a live Job's or Pod's outcome. For a failed Job, it adds how
 // the Job's pods ended.
 func (r *Runner) read(ctx context.Context, a *apply.Applier, live *unstructured.Unstructured) (outcome, error) {
-	switch live.GetKind() {
-	case "Job":
-		job := &batchv1.Job{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, job); err != nil {
-			return outcome{}, err
+	out, job, err := liveOutcome(live)
+	if err == nil && job != nil && out.state == failed {
+		if pods := jobPodFailures(ctx, a, job); pods != "" {
+			out.message = joinMessage(out.message, pods)
 		}
-		out := jobOutcome(job)
-		if out.state == failed {
-			if pods := jobPodFailures(ctx, a, job); pods != "" {
-				out.message = joinMessage(out.message, pods)
-			}
-		}
-		return out, nil
-	default:
-		pod := &corev1.Pod{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, pod); err != nil {
-			return outcome{}, err
-		}
-		return podOutcome(pod), nil
 	}
+	return out, err
 }
 
 // progressOf says where a hook that timed out stands: a Job's active,
