@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -275,6 +276,12 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	}
 	if c := repo.Status.LastSyncedCommit; c != "" {
 		e.Version = gitops.ShortCommit(c)
+	}
+	if status, rest, ok := strings.Cut(was, "/"); ok {
+		e.PreviousSeverity = notify.SeverityInfo
+		if status != string(metav1.ConditionTrue) || strings.HasPrefix(rest, ReasonInvalidFiles+"/") {
+			e.PreviousSeverity = notify.SeverityWarning
+		}
 	}
 	r.Notifier.Notify(e)
 }

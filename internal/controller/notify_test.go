@@ -101,6 +101,7 @@ func TestTransitionsAreNotified(t *testing.T) {
 		notifySecret + "-team":      {"url": hook.srv.URL + "/team", "namespaces": controllerNS + ",elsewhere", "selector": "team=" + ns},
 		notifySecret + "-elsewhere": {"url": hook.srv.URL + "/elsewhere", "namespaces": "elsewhere"},
 		notifySecret + "-other":     {"url": hook.srv.URL + "/other", "selector": "team=other"},
+		notifySecret + "-pager":     {"url": hook.srv.URL + "/pager/v2/enqueue", "format": "pagerduty", "token": "r0uting-key", "selector": "team=" + ns},
 	} {
 		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name}, StringData: data}
 		if err := admin.Create(ctx, sec); err != nil {
@@ -175,7 +176,36 @@ func TestTransitionsAreNotified(t *testing.T) {
 	eventually(t, 30*time.Second, "the broken receiver in the log", func() bool {
 		return strings.Contains(logSink.String(), "<"+controllerNS+"/"+notifySecret+"-broken url>")
 	})
-	for _, secret := range []string{"s3cretpath", "l0stpath", "qu3ry", "b3arer-token", key} {
+	// PagerDuty: no incident while the add-on installed; one for the
+	// failure.
+	pager := func() []map[string]any {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		var out []map[string]any
+		for _, p := range hook.posts["/pager/v2/enqueue"] {
+			var m map[string]any
+			if err := json.Unmarshal(p.body, &m); err != nil {
+				t.Fatalf("a PagerDuty event that is not JSON: %s", p.body)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	incident := "capstan:Addon:" + controllerNS + ":" + a.Name
+	eventually(t, 30*time.Second, "the PagerDuty trigger", func() bool { return len(pager()) > 0 })
+	if got := pager(); len(got) != 1 || got[0]["event_action"] != "trigger" || got[0]["dedup_key"] != incident || got[0]["routing_key"] != "r0uting-key" {
+		t.Fatalf("PagerDuty got %v; want one trigger of %s", got, incident)
+	}
+	// The chart is back: the add-on goes through Progressing to Synced,
+	// and the incident is resolved, once.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	eventually(t, 30*time.Second, "the PagerDuty resolve", func() bool { return len(pager()) > 1 })
+	time.Sleep(2 * time.Second)
+	if got := pager(); len(got) != 2 || got[1]["event_action"] != "resolve" || got[1]["dedup_key"] != incident {
+		t.Fatalf("PagerDuty got %v; want a trigger and a resolve", got)
+	}
+	for _, secret := range []string{"s3cretpath", "l0stpath", "qu3ry", "b3arer-token", "r0uting-key", key} {
 		if strings.Contains(logSink.String(), secret) {
 			t.Fatalf("the controller's log shows %q from a receiver's Secret", secret)
 		}

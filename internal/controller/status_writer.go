@@ -104,10 +104,9 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		// once instead.
 		return nil
 	}
-	kind, severity := corev1.EventTypeNormal, notify.SeverityInfo
-	switch s.outcome.Phase {
-	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked, capstanv1.PhaseDegraded:
-		kind, severity = corev1.EventTypeWarning, notify.SeverityWarning
+	kind, severity := corev1.EventTypeNormal, phaseSeverity(s.outcome.Phase)
+	if severity == notify.SeverityWarning {
+		kind = corev1.EventTypeWarning
 	}
 	if r.Recorder != nil && !same {
 		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
@@ -117,6 +116,9 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
 			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
 			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels), SameState: same}
+		if before.Status.Phase != "" {
+			e.PreviousSeverity = phaseSeverity(before.Status.Phase)
+		}
 		if len(st.History) > 0 {
 			e.Revision = st.History[0].Number
 		}
@@ -129,6 +131,16 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		return &e
 	}
 	return nil
+}
+
+// phaseSeverity is a warning for a phase that needs a look: an add-on
+// Failed, Blocked or Degraded.
+func phaseSeverity(phase capstanv1.Phase) notify.Severity {
+	switch phase {
+	case capstanv1.PhaseFailed, capstanv1.PhaseBlocked, capstanv1.PhaseDegraded:
+		return notify.SeverityWarning
+	}
+	return notify.SeverityInfo
 }
 
 func readyReason(a *capstanv1.Addon) string {

@@ -154,7 +154,7 @@ func setupSuite() error {
 		return err
 	}
 	reconciler.Notifier = &notify.Notifier{Client: notifyGuard.Client(), ReceiversTTL: time.Second, Backoff: 100 * time.Millisecond,
-		Receivers: notify.FromSecrets(mgr.GetAPIReader(), controllerNS, []string{notifySecret, notifySecret + "-warnings", notifySecret + "-broken", notifySecret + "-team", notifySecret + "-elsewhere", notifySecret + "-other"}),
+		Receivers: notify.FromSecrets(mgr.GetAPIReader(), controllerNS, []string{notifySecret, notifySecret + "-warnings", notifySecret + "-broken", notifySecret + "-team", notifySecret + "-elsewhere", notifySecret + "-other", notifySecret + "-pager"}),
 		Log:       ctrl.Log.WithName("notify")}
 	if err := mgr.Add(reconciler.Notifier); err != nil {
 		return err

@@ -114,3 +114,29 @@ func teamsMessage(e Event) map[string]any {
 		}},
 	}
 }
+
+// googleChatMessage is e as a Google Chat space's webhook takes it: a
+// message of one card, whose paragraph reads a few HTML tags. What the
+// event quotes is escaped there, so that it shows as written. A card is
+// used, not a text message, because a text message reads <users/all> as
+// a mention of everyone in the space and <https://...|text> as a link,
+// and gives no way to escape either.
+func googleChatMessage(e Event) map[string]any {
+	headline, what := summary(e)
+	color := tone(e, "#188038", "#1a73e8", "#d93025")
+	text := `<font color="` + color + `"><b>` + googleChatEscape(headline) + `</b></font>`
+	if what != "" {
+		text += "<br>" + googleChatEscape(what)
+	}
+	if e.Message != "" {
+		text += "<br>" + strings.ReplaceAll(googleChatEscape(truncate(e.Message, 1000)), "\n", "<br>")
+	}
+	return map[string]any{"cardsV2": []any{map[string]any{
+		"cardId": "capstan",
+		"card": map[string]any{"sections": []any{map[string]any{
+			"widgets": []any{map[string]any{"textParagraph": map[string]any{"text": text}}},
+		}}},
+	}}}
+}
+
+var googleChatEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace

@@ -106,3 +106,44 @@ func TestTeamsMessage(t *testing.T) {
 		t.Fatalf("texts %q, color %q", texts, card.Body[0].Inlines[0].Color)
 	}
 }
+
+// TestGoogleChatMessage: a card whose text is escaped: Google Chat's
+// mention of everyone and its links show as written.
+func TestGoogleChatMessage(t *testing.T) {
+	rcv := newReceiver(t)
+	r := rcv.receiver(t, "/v1/spaces/AAA/messages?key=k&token=t")
+	r.Format, r.Token, r.HMACKey = FormatGoogleChat, "", nil
+	e := hostile
+	e.Message = "<users/all> see <https://evil.example|Approve> & <b>bold</b>\nline two"
+	if err := (&Notifier{Client: http.DefaultClient}).Deliver(context.Background(), r, e); err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Text    string `json:"text"`
+		CardsV2 []struct {
+			CardID string `json:"cardId"`
+			Card   struct {
+				Sections []struct {
+					Widgets []struct {
+						TextParagraph struct {
+							Text string `json:"text"`
+						} `json:"textParagraph"`
+					} `json:"widgets"`
+				} `json:"sections"`
+			} `json:"card"`
+		} `json:"cardsV2"`
+	}
+	if err := json.Unmarshal(rcv.bodies[0], &got); err != nil || len(got.CardsV2) != 1 || got.CardsV2[0].CardID == "" || got.Text != "" {
+		t.Fatalf("%s: %v", rcv.bodies[0], err)
+	}
+	text := got.CardsV2[0].Card.Sections[0].Widgets[0].TextParagraph.Text
+	want := `<font color="#d93025"><b>Addon apps/web is Failed (RenderFailed)</b></font><br>https://charts.example/web_app#a~b 1.0.0<br>` +
+		`&lt;users/all&gt; see &lt;https://evil.example|Approve&gt; &amp; &lt;b&gt;bold&lt;/b&gt;<br>line two`
+	if text != want {
+		t.Fatalf("text:\n%s\nwant:\n%s", text, want)
+	}
+	synced := googleChatMessage(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo})
+	if b, _ := json.Marshal(synced); !strings.Contains(string(b), `#188038`) {
+		t.Fatalf("synced: %s", b)
+	}
+}

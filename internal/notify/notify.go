@@ -92,6 +92,11 @@ type Event struct {
 	// reason did not change: no transition, so only a commit status
 	// (FormatGitHub, FormatGitLab) takes it, to name the commit.
 	SameState bool `json:"-"`
+	// PreviousSeverity is the severity of the object's transition before
+	// this one, when there was one: an incident receiver closes the
+	// incident of an object that was in a warning and is settled now,
+	// though the controller that opened it has restarted since.
+	PreviousSeverity Severity `json:"previousSeverity,omitempty"`
 	// Labels are the object's, which a receiver's selector reads.
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -119,7 +124,22 @@ const (
 	// GitLab, as Flux's gitlab provider does. The url is the project's
 	// address, in its groups.
 	FormatGitLab = "gitlab"
+	// FormatGoogleChat posts a card to a Google Chat space's webhook,
+	// whose text is escaped so that a chart's message cannot mention
+	// anyone or dress up a link.
+	FormatGoogleChat = "googlechat"
+	// FormatPagerDuty opens a PagerDuty incident for an object's warning
+	// and resolves it once the object is settled, through the Events API
+	// v2, as Flux's pagerduty provider does; the token is the
+	// integration's routing key.
+	FormatPagerDuty = "pagerduty"
+	// FormatOpsgenie opens and closes Opsgenie alerts the same way,
+	// through its Alert API; the token is an API integration's key.
+	FormatOpsgenie = "opsgenie"
 )
+
+// formats lists the formats for the errors that name them.
+const formats = "json, slack, discord, msteams, googlechat, github, gitlab, pagerduty or opsgenie"
 
 // Receiver is one webhook, as its Secret describes it.
 type Receiver struct {
@@ -137,6 +157,10 @@ type Receiver struct {
 	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
+	// Cluster names the cluster in an incident (FormatPagerDuty,
+	// FormatOpsgenie) and in its key, so that the same add-on in two
+	// clusters opens two incidents.
+	Cluster string
 	// statuses is, for a commit status (FormatGitHub, FormatGitLab), the
 	// API address of the repository's commit statuses, and repository the
 	// repository as repositoryKey gives it.
@@ -155,7 +179,10 @@ func (r Receiver) Wants(e Event) bool {
 	if e.SameState && r.statuses == nil {
 		return false
 	}
-	if e.Severity.rank() < r.MinSeverity.rank() {
+	if r.incident() && incidentAction(e) == "" {
+		return false
+	}
+	if !r.incident() && e.Severity.rank() < r.MinSeverity.rank() {
 		return false
 	}
 	if len(r.Namespaces) > 0 && !slices.Contains(r.Namespaces, e.Namespace) {
@@ -168,19 +195,29 @@ func (r Receiver) Wants(e Event) bool {
 const maxField = 4096
 
 // ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
-// http), and optionally format (json, slack, discord, msteams, github or
-// gitlab), token, hmacKey, severity (info or warning), namespaces (of the
-// Addons, by commas) and selector (a label selector of the Addons). The
-// errors name the key to fix and never
-// quote a secret value.
+// http), and optionally format (json, slack, discord, msteams, googlechat,
+// github, gitlab, pagerduty or opsgenie), token, hmacKey, severity (info
+// or warning), namespaces (of the Addons, by commas), selector (a label
+// selector of the Addons) and cluster (for an incident). An incident
+// receiver (pagerduty, opsgenie) needs a token, and its url defaults to
+// the tool's own. The errors name the key to fix and never quote a secret
+// value.
 func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
-	for _, k := range []string{"url", "format", "severity", "token", "hmacKey", "namespaces", "selector"} {
+	for _, k := range []string{"url", "format", "severity", "token", "hmacKey", "namespaces", "selector", "cluster"} {
 		if v := data[k]; len(v) > maxField {
 			return r, fmt.Errorf("the notification Secret %s: key %s is %d bytes; at most %d", name, k, len(v), maxField)
 		}
 	}
+	format := strings.TrimSpace(string(data["format"]))
 	raw := strings.TrimSpace(string(data["url"]))
+	switch {
+	case raw != "":
+	case format == FormatPagerDuty:
+		raw = pagerDutyURL
+	case format == FormatOpsgenie:
+		raw = opsgenieURL
+	}
 	if raw == "" {
 		return r, fmt.Errorf("the notification Secret %s has no key url: set it to the webhook's address, such as https://hooks.slack.com/services/T000/B000/XXXX", name)
 	}
@@ -192,9 +229,9 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		return r, fmt.Errorf("the notification Secret %s: key url carries a user and password; put a token in the key token instead", name)
 	}
 	r.URL = u
-	switch f := strings.TrimSpace(string(data["format"])); f {
+	switch f := format; f {
 	case "", FormatJSON:
-	case FormatSlack, FormatDiscord, FormatTeams:
+	case FormatSlack, FormatDiscord, FormatTeams, FormatGoogleChat, FormatPagerDuty, FormatOpsgenie:
 		r.Format = f
 	case FormatGitHub:
 		r.Format = FormatGitHub
@@ -207,7 +244,7 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 			return r, fmt.Errorf("the notification Secret %s: with format gitlab, key url is the project's address, such as https://gitlab.com/GROUP/PROJECT", name)
 		}
 	default:
-		return r, fmt.Errorf("the notification Secret %s: key format is %q; use json, slack, discord, msteams, github or gitlab", name, truncate(f, 20))
+		return r, fmt.Errorf("the notification Secret %s: key format is %q; use %s", name, truncate(f, 20), formats)
 	}
 	switch s := Severity(strings.TrimSpace(string(data["severity"]))); s {
 	case "", SeverityInfo:
@@ -219,6 +256,26 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r.Token = strings.TrimSpace(string(data["token"]))
 	if !httpguts.ValidHeaderFieldValue(r.Token) {
 		return r, fmt.Errorf("the notification Secret %s: key token holds characters a header cannot carry (a line break, a control character)", name)
+	}
+	if r.incident() {
+		if r.Token == "" {
+			what := "the routing key of the PagerDuty service's Events API v2 integration"
+			if r.Format == FormatOpsgenie {
+				what = "the key of an Opsgenie API integration"
+			}
+			return r, fmt.Errorf("the notification Secret %s: format %s needs the key token: set it to %s", name, r.Format, what)
+		}
+		if strings.TrimSpace(string(data["severity"])) == string(SeverityInfo) {
+			return r, fmt.Errorf("the notification Secret %s: key severity is info, but format %s opens incidents for warnings only and closes them once the object is settled; leave the key severity out", name, r.Format)
+		}
+	}
+	if c := strings.TrimSpace(string(data["cluster"])); c != "" {
+		if len(c) > 63 || strings.IndexFunc(c, func(r rune) bool {
+			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.' || r == '_')
+		}) >= 0 {
+			return r, fmt.Errorf("the notification Secret %s: key cluster is %q; give at most 63 letters, digits, '-', '.' or '_', such as prod-eu", name, truncate(c, 63))
+		}
+		r.Cluster = c
 	}
 	r.HMACKey = data["hmacKey"]
 	nss := strings.TrimSpace(string(data["namespaces"]))
@@ -262,6 +319,12 @@ func (r Receiver) Body(e Event) ([]byte, error) {
 		return json.Marshal(discordMessage(e))
 	case FormatTeams:
 		return json.Marshal(teamsMessage(e))
+	case FormatGoogleChat:
+		return json.Marshal(googleChatMessage(e))
+	case FormatPagerDuty:
+		return json.Marshal(pagerDutyEvent(r, e))
+	case FormatOpsgenie:
+		return json.Marshal(opsgenieAlert(r, e))
 	case FormatGitHub:
 		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": "capstan/" + e.Namespace + "/" + e.Name,
 			"description": githubDescription(e)})
@@ -276,6 +339,9 @@ func (r Receiver) Body(e Event) ([]byte, error) {
 func (r Receiver) target(e Event) string {
 	if r.statuses != nil {
 		return r.statuses.JoinPath(e.Commit).String()
+	}
+	if r.Format == FormatOpsgenie {
+		return opsgenieTarget(r, e)
 	}
 	return r.URL.String()
 }
@@ -353,6 +419,9 @@ type Notifier struct {
 	// paused says until when it is skipped. Only the worker uses them.
 	failing map[string]int
 	paused  map[string]time.Time
+	// open holds, per incident receiver, the keys of the incidents this
+	// process opened and has not closed. Only the worker uses it.
+	open map[string]map[string]bool
 }
 
 const (
@@ -394,7 +463,7 @@ func (n *Notifier) init() {
 		// another address: a webhook's address is its final one.
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		n.client = &c
-		n.failing, n.paused = map[string]int{}, map[string]time.Time{}
+		n.failing, n.paused, n.open = map[string]int{}, map[string]time.Time{}, map[string]map[string]bool{}
 	})
 }
 
@@ -451,6 +520,9 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			notifications.WithLabelValues("skipped").Inc()
 			continue
 		}
+		if !n.incidentStep(r, e) {
+			continue
+		}
 		err := n.Deliver(ctx, r, e)
 		switch {
 		case err == nil:
@@ -471,6 +543,37 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase)
 		}
 	}
+}
+
+// maxOpen bounds the incidents remembered per receiver; past it, a close
+// is sent only after a warning.
+const maxOpen = 10000
+
+// incidentStep reports whether an incident receiver r is to be sent e,
+// and remembers the incident it opens or closes: a close only for an
+// incident this process opened, or after a warning (see incidentAction).
+// Any other receiver is sent e.
+func (n *Notifier) incidentStep(r Receiver, e Event) bool {
+	if !r.incident() {
+		return true
+	}
+	key := incidentKey(r, e)
+	open := n.open[r.Name]
+	if incidentAction(e) == incidentOpen {
+		if open == nil {
+			open = map[string]bool{}
+			n.open[r.Name] = open
+		}
+		if len(open) < maxOpen {
+			open[key] = true
+		}
+		return true
+	}
+	if !open[key] && e.PreviousSeverity != SeverityWarning {
+		return false
+	}
+	delete(open, key)
+	return true
 }
 
 // receivers are the receivers, read again once they are ReceiversTTL old.
@@ -555,7 +658,12 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 	if r.Format == FormatGitHub {
 		req.Header.Set("Accept", "application/vnd.github+json")
 	}
-	if r.Token != "" {
+	switch {
+	case r.Token == "", r.Format == FormatPagerDuty:
+		// NOTE: PagerDuty's routing key is in the body.
+	case r.Format == FormatOpsgenie:
+		req.Header.Set("Authorization", "GenieKey "+r.Token)
+	default:
 		req.Header.Set("Authorization", "Bearer "+r.Token)
 	}
 	if len(r.HMACKey) > 0 {

@@ -42,7 +42,7 @@ func TestReceiverFromSecret(t *testing.T) {
 		{"not http", map[string][]byte{"url": []byte("ftp://h/x")}, "key url is not an http or https address"},
 		{"no host", map[string][]byte{"url": []byte("https:///x")}, "key url is not an http or https address"},
 		{"a password in the url", map[string][]byte{"url": []byte("https://u:hunter2@h/x")}, "carries a user and password"},
-		{"a format", map[string][]byte{"url": []byte("https://h/x"), "format": []byte("teams")}, `key format is "teams"; use json, slack, discord, msteams, github or gitlab`},
+		{"a format", map[string][]byte{"url": []byte("https://h/x"), "format": []byte("teams")}, `key format is "teams"; use json, slack, discord, msteams, googlechat, github, gitlab, pagerduty or opsgenie`},
 		{"a severity", map[string][]byte{"url": []byte("https://h/x"), "severity": []byte("error")}, "key severity"},
 		{"a token over lines", map[string][]byte{"url": []byte("https://h/x"), "token": []byte("a\nb")}, "key token holds characters a header cannot carry"},
 		{"a huge value", map[string][]byte{"url": []byte("https://h/" + strings.Repeat("x", maxField))}, "bytes; at most"},

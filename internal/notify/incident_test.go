@@ -1,0 +1,205 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+)
+
+// incidentReceivers are a PagerDuty and an Opsgenie receiver posting to
+// loopback, as their Secrets give them.
+func incidentReceivers(t *testing.T, cluster string) (pd, og Receiver, pdRcv, ogRcv *receiver) {
+	t.Helper()
+	pdRcv, ogRcv = newReceiver(t), newReceiver(t)
+	var err error
+	pd, err = ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("R0UT1NGKEY"), "cluster": []byte(cluster)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	og, err = ReceiverFromSecret("capstan-system/genie", map[string][]byte{"format": []byte("opsgenie"),
+		"url": []byte(ogRcv.srv.URL + "/v2/alerts"), "token": []byte("G3N1EKEY"), "cluster": []byte(cluster), "severity": []byte("warning")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pd, og, pdRcv, ogRcv
+}
+
+func decode(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return m
+}
+
+// TestIncidentsOpenAndClose: a warning opens one incident per object,
+// which a repeat adds to; the phases on the way change nothing; Synced
+// closes it; an object that was never in a warning sends no close; after
+// a restart, a close follows a warning the process never saw; an add-on
+// being deleted closes its incident.
+func TestIncidentsOpenAndClose(t *testing.T) {
+	pd, og, pdRcv, ogRcv := incidentReceivers(t, "prod-eu")
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(),
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd, og}, nil }}
+	n.init()
+	ctx := context.Background()
+	at := func(name, phase, reason string, sev, prev Severity) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, phase, reason, sev, prev
+		return e
+	}
+	for _, e := range []Event{
+		at("web", "Progressing", "Applying", SeverityInfo, ""),
+		at("web", "Failed", "FetchFailed", SeverityWarning, SeverityInfo),
+		at("web", "Failed", "RenderFailed", SeverityWarning, SeverityWarning),
+		at("web", "Progressing", "WaitingForHealth", SeverityInfo, SeverityWarning),
+		at("web", "Synced", "Synced", SeverityInfo, SeverityInfo),
+		at("db", "Synced", "Synced", SeverityInfo, SeverityInfo),
+		at("db", "OutOfSync", "ApprovalRequired", SeverityInfo, SeverityInfo),
+	} {
+		n.deliverAll(ctx, e)
+	}
+	if pdRcv.calls() != 3 || ogRcv.calls() != 3 {
+		t.Fatalf("PagerDuty got %d posts, Opsgenie %d; want 3 each (two opens, one close)", pdRcv.calls(), ogRcv.calls())
+	}
+	trigger := decode(t, pdRcv.bodies[0])
+	payload, _ := trigger["payload"].(map[string]any)
+	details, _ := payload["custom_details"].(map[string]any)
+	if trigger["routing_key"] != "R0UT1NGKEY" || trigger["event_action"] != "trigger" || trigger["dedup_key"] != "capstan:prod-eu:Addon:capstan-system:web" ||
+		payload["summary"] != "prod-eu: Addon capstan-system/web is Failed (FetchFailed): Deployment apps/web: Available: 0/1" ||
+		payload["severity"] != "error" || payload["source"] != "prod-eu" || payload["component"] != "web" || payload["group"] != "capstan-system" ||
+		payload["class"] != "FetchFailed" || payload["timestamp"] != "2026-12-03T12:00:00.000Z" ||
+		details["version"] != "1.2.0" || details["revision"] != "3" || details["message"] != event.Message {
+		t.Fatalf("the trigger: %s", pdRcv.bodies[0])
+	}
+	if h := pdRcv.headers[0]; h.Get("Authorization") != "" {
+		t.Fatalf("the routing key went in a header too: %v", h)
+	}
+	if again := decode(t, pdRcv.bodies[1]); again["dedup_key"] != trigger["dedup_key"] || again["event_action"] != "trigger" {
+		t.Fatalf("the second failure is not the same incident: %s", pdRcv.bodies[1])
+	}
+	resolve := decode(t, pdRcv.bodies[2])
+	if len(resolve) != 3 || resolve["event_action"] != "resolve" || resolve["dedup_key"] != trigger["dedup_key"] || resolve["routing_key"] != "R0UT1NGKEY" {
+		t.Fatalf("the resolve: %s", pdRcv.bodies[2])
+	}
+
+	alert := decode(t, ogRcv.bodies[0])
+	if alert["alias"] != "capstan:prod-eu:Addon:capstan-system:web" || alert["priority"] != "P2" || alert["source"] != "capstan" ||
+		alert["message"] != "prod-eu: Addon capstan-system/web is Failed (FetchFailed)" || alert["entity"] != "Addon capstan-system/web" ||
+		!strings.Contains(alert["description"].(string), "web 1.2.0\n\nDeployment apps/web") {
+		t.Fatalf("the alert: %s", ogRcv.bodies[0])
+	}
+	if h := ogRcv.headers[0]; h.Get("Authorization") != "GenieKey G3N1EKEY" {
+		t.Fatalf("Opsgenie's key: %q", h.Get("Authorization"))
+	}
+	if closed := decode(t, ogRcv.bodies[2]); closed["note"] != "prod-eu: Addon capstan-system/web is Synced (Synced)" || closed["alias"] != nil {
+		t.Fatalf("the close: %s", ogRcv.bodies[2])
+	}
+
+	// Where the close goes: the alert of that alias.
+	if got := opsgenieTarget(og, at("web", "Synced", "Synced", SeverityInfo, SeverityWarning)); got != ogRcv.srv.URL+"/v2/alerts/capstan:prod-eu:Addon:capstan-system:web/close?identifierType=alias" {
+		t.Fatalf("the close's address: %s", got)
+	}
+
+	// A restarted controller remembers nothing, yet closes what was in a
+	// warning before; and a deletion closes the incident.
+	fresh := &Notifier{Client: http.DefaultClient, Log: logr.Discard(),
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd}, nil }}
+	fresh.init()
+	fresh.deliverAll(ctx, at("web", "Synced", "Synced", SeverityInfo, SeverityWarning))
+	fresh.deliverAll(ctx, at("api", "Blocked", "GuardrailViolated", SeverityWarning, SeverityInfo))
+	fresh.deliverAll(ctx, at("api", "Deleting", "Deleting", SeverityInfo, SeverityWarning))
+	if pdRcv.calls() != 6 {
+		t.Fatalf("after a restart: %d posts, want 6", pdRcv.calls())
+	}
+	if b := decode(t, pdRcv.bodies[3]); b["event_action"] != "resolve" {
+		t.Fatalf("the close after a restart: %s", pdRcv.bodies[3])
+	}
+	blocked := decode(t, pdRcv.bodies[4])
+	if p := blocked["payload"].(map[string]any); p["severity"] != "warning" {
+		t.Fatalf("a Blocked add-on is a warning: %s", pdRcv.bodies[4])
+	}
+	if b := decode(t, pdRcv.bodies[5]); b["event_action"] != "resolve" || b["dedup_key"] != blocked["dedup_key"] {
+		t.Fatalf("the deletion's close: %s", pdRcv.bodies[5])
+	}
+}
+
+// TestIncidentKeys: one per object and cluster, within PagerDuty's 255
+// characters.
+func TestIncidentKeys(t *testing.T) {
+	r := Receiver{}
+	repo := Event{Kind: "AddonRepository", Namespace: "a", Name: "defs"}
+	if got := incidentKey(r, repo); got != "capstan:AddonRepository:a:defs" {
+		t.Fatal(got)
+	}
+	long := Event{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("x", 253)}
+	k1, k2 := incidentKey(Receiver{Cluster: "a"}, long), incidentKey(Receiver{Cluster: "b"}, long)
+	if len(k1) > maxIncidentKey || k1 == k2 || !strings.HasPrefix(k1, "capstan:a:") {
+		t.Fatalf("long keys: %q, %q", k1, k2)
+	}
+	long.Name = strings.Repeat("y", 253)
+	if incidentKey(Receiver{Cluster: "a"}, long) == k1 {
+		t.Fatal("two long names share a key")
+	}
+	// A repository's failure is a warning to the tools, and its clean
+	// sync closes it; a repository is never Deleting.
+	failed := Event{Kind: "AddonRepository", Phase: "Failed", Severity: SeverityWarning}
+	if incidentUrgent(failed) || incidentAction(failed) != incidentOpen ||
+		incidentAction(Event{Kind: "AddonRepository", Phase: "Synced", Severity: SeverityInfo}) != incidentClose ||
+		incidentAction(Event{Kind: "AddonRepository", Phase: "Deleting", Severity: SeverityInfo}) != "" {
+		t.Fatal("a repository's incidents")
+	}
+	if incidentAction(Event{Phase: "Synced", Severity: SeverityInfo, SameState: true}) != "" {
+		t.Fatal("a commit status's event closes an incident")
+	}
+}
+
+func TestIncidentReceivers(t *testing.T) {
+	pd, err := ReceiverFromSecret("p", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("k")})
+	if err != nil || pd.URL.String() != pagerDutyURL || !pd.incident() {
+		t.Fatalf("%+v, %v", pd, err)
+	}
+	og, err := ReceiverFromSecret("o", map[string][]byte{"format": []byte("opsgenie"), "token": []byte("k")})
+	if err != nil || og.URL.String() != opsgenieURL {
+		t.Fatalf("%+v, %v", og, err)
+	}
+	for _, c := range []struct {
+		name string
+		data map[string][]byte
+		says string
+	}{
+		{"no routing key", map[string][]byte{"format": []byte("pagerduty")}, "format pagerduty needs the key token: set it to the routing key"},
+		{"no API key", map[string][]byte{"format": []byte("opsgenie")}, "format opsgenie needs the key token: set it to the key of an Opsgenie API integration"},
+		{"every transition", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("s3cret"), "severity": []byte("info")}, "opens incidents for warnings only"},
+		{"a cluster", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("s3cret"), "cluster": []byte("prod eu")}, `key cluster is "prod eu"`},
+		{"another url", map[string][]byte{"format": []byte("opsgenie"), "token": []byte("s3cret"), "url": []byte("ftp://h")}, "key url is not"},
+	} {
+		_, err := ReceiverFromSecret("s", c.data)
+		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	// What an incident receiver takes: warnings and settled states, from
+	// its namespaces; nothing on the way.
+	pd.Namespaces = []string{"tenant-a"}
+	for _, c := range []struct {
+		e    Event
+		want bool
+	}{
+		{Event{Namespace: "tenant-a", Phase: "Failed", Severity: SeverityWarning}, true},
+		{Event{Namespace: "tenant-a", Phase: "Synced", Severity: SeverityInfo}, true},
+		{Event{Namespace: "tenant-a", Phase: "Progressing", Severity: SeverityInfo}, false},
+		{Event{Namespace: "tenant-a", Phase: "Paused", Severity: SeverityInfo}, false},
+		{Event{Namespace: "tenant-b", Phase: "Failed", Severity: SeverityWarning}, false},
+	} {
+		if got := pd.Wants(c.e); got != c.want {
+			t.Errorf("%+v: %v", c.e, got)
+		}
+	}
+}
