@@ -1174,6 +1174,28 @@ type TestPolicy struct {
 	// failure shows in status.lastTest and in a warning event.
 	// +optional
 	IgnoreFailures bool `json:"ignoreFailures,omitempty"`
+
+	// Filters choose the tests that run, by their objects' names, as
+	// `helm test --filter` and Flux's HelmRelease do: a test a filter
+	// excludes never runs, and when any filter includes, only the tests
+	// included run. A filter that includes a name no test of the render
+	// has fails the run, so that a typo does not pass by running nothing.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Filters []TestFilter `json:"filters,omitempty"`
+}
+
+// TestFilter includes one test, or leaves it out.
+type TestFilter struct {
+	// Name is the test hook's object's name (its metadata.name).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// Exclude leaves the test out, rather than choosing it.
+	// +optional
+	Exclude bool `json:"exclude,omitempty"`
 }
 
 // The results of a test run.

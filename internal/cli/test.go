@@ -31,7 +31,9 @@ that is over. Without spec.test.enable, a test that fails here changes no
 phase, as helm test leaves a release deployed. To run the tests after
 every install and upgrade, set spec.test.enable: then a test that fails,
 here too, makes the add-on Failed (TestFailed) until another render or
-another run passes, unless spec.test.ignoreFailures is set.`,
+another run passes, unless spec.test.ignoreFailures is set.
+spec.test.filters chooses the tests that run, by name, as helm test's
+--filter does.`,
 		Example: `  capstan addon test ingress -n platform
   capstan addon test ingress --wait=false`,
 		Args: cobra.ExactArgs(1),

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -79,6 +80,64 @@ func TestChartTests(t *testing.T) {
 	kept := synced(t, a)
 	if lt := kept.Status.LastTest; lt == nil || lt.Result != capstanv1.TestFailed {
 		t.Fatalf("status.lastTest with ignoreFailures = %+v", lt)
+	}
+}
+
+// TestChartTestFilters: spec.test.filters leaves a failing test out, so
+// the add-on is Synced with the other test passed and the left-out one
+// never created; a filter that includes a name no test has fails a
+// requested run, holds the add-on and says which names there are,
+// creating nothing; mended, a new run passes.
+func TestChartTestFilters(t *testing.T) {
+	ns := newNamespace(t)
+	test := func(name string, fail bool) string {
+		return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: " + name + "\n  annotations:\n    helm.sh/hook: test\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n      labels: {capstan.dev/test-fail: \"" + fmt.Sprint(fail) + "\"}\n" +
+			"    spec:\n      restartPolicy: Never\n      containers:\n        - name: check\n          image: registry.example/tools:1.0\n"
+	}
+	url, _ := charts.publish(t, chart{name: "filtered", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml":             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/tests/check.yaml":    test("check", false),
+		"templates/tests/external.yaml": test("external", true),
+	}})
+	a := create(t, newAddon(controllerNS, "filtered-"+ns[len(ns)-5:], url, withTarget(ns),
+		withSpec(func(s *capstanv1.AddonSpec) {
+			s.Test = &capstanv1.TestPolicy{Enable: true, Filters: []capstanv1.TestFilter{{Name: "external", Exclude: true}}}
+		})))
+	got := synced(t, a)
+	if lt := got.Status.LastTest; lt == nil || lt.Result != capstanv1.TestSucceeded ||
+		lt.Message != "1 test(s) passed: Job "+ns+"/check. Left out by spec.test.filters: Job "+ns+"/external." {
+		t.Fatalf("status.lastTest with a test left out = %+v", lt)
+	}
+	if j := job(t, ns, "external"); j != nil {
+		t.Fatalf("the test left out ran: %+v", j.Status)
+	}
+
+	// A filter that includes a test the chart does not have.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Test.Filters = []capstanv1.TestFilter{{Name: "chek"}} })
+	if out, err := capstanFails(t, "addon", "test", a.Name, "-n", controllerNS); err == nil {
+		t.Fatalf("a run of a test no chart has passed:\n%s", out)
+	}
+	lt := getAddon(t, a).Status.LastTest
+	if lt == nil || lt.Result != capstanv1.TestFailed ||
+		lt.Message != `None ran: spec.test.filters includes "chek", which no test of the chart is named; its tests are check, external. Fix spec.test.filters.` {
+		t.Fatalf("status.lastTest of a filter that names no test = %+v", lt)
+	}
+	if j := job(t, ns, "external"); j != nil {
+		t.Fatalf("a run that selected nothing ran the test left out: %+v", j.Status)
+	}
+	// With spec.test.enable, a run that fails holds the add-on, and
+	// says what to fix.
+	failedWith(t, a, `spec.test.filters includes "chek"`, "Fix spec.test.filters")
+
+	// The filter mended and the run asked for again: Synced.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Test.Filters = []capstanv1.TestFilter{{Name: "check"}} })
+	if out := capstan(t, "addon", "test", a.Name, "-n", controllerNS); !strings.Contains(out, "Succeeded: 1 test(s) passed") {
+		t.Fatalf("capstan addon test printed:\n%s", out)
+	}
+	synced(t, a)
+	if j := job(t, ns, "external"); j != nil {
+		t.Fatalf("a filter that includes only check ran external: %+v", j.Status)
 	}
 }
 

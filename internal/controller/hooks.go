@@ -132,7 +132,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	}
 	hs := s.hooks
 	if event == render.TestEvent {
-		hs = testHooks(hs)
+		hs = testHooks(hs, testFilters(s.addon))
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s),

@@ -80,18 +80,25 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 		// NOTE: a run that goes on from one an earlier look left running.
 		run.StartedAt = h.Since
 	}
-	selected := hooks.Select(s.hooks, render.TestEvent)
+	filters := testFilters(s.addon)
+	all := hooks.Select(s.hooks, render.TestEvent)
+	selected, left, unknown := filterTests(all, filters)
 	end := func(result, message string) (*capstanv1.TestRun, error) {
 		run.Result, run.Message, run.FinishedAt = result, truncate(s.mask().String(message), 2000), metav1.Now()
 		return run, nil
 	}
-	if len(selected) == 0 {
-		if s.render != nil && s.render.TestsLeftOut != "" {
-			return end(capstanv1.TestFailed, "None ran: "+s.render.TestsLeftOut+". Fix spec.patches or spec.images.")
-		}
+	switch {
+	case len(all) == 0 && s.render != nil && s.render.TestsLeftOut != "":
+		return end(capstanv1.TestFailed, "None ran: "+s.render.TestsLeftOut+". Fix spec.patches or spec.images.")
+	case len(all) == 0:
 		return end(capstanv1.TestNone, "The chart has no test hooks (helm.sh/hook: test).")
+	case len(unknown) > 0:
+		return end(capstanv1.TestFailed, fmt.Sprintf("None ran: spec.test.filters includes %s, which no test of the chart is named; its tests are %s. Fix spec.test.filters.",
+			quoteAll(unknown), strings.Join(testNames(all), ", ")))
+	case len(selected) == 0:
+		return end(capstanv1.TestNone, fmt.Sprintf("None ran: spec.test.filters leaves out every test of the chart (%s).", strings.Join(left, ", ")))
 	}
-	if vs := r.testViolations(ctx, s); len(vs) > 0 {
+	if vs := r.testViolations(ctx, s, selected); len(vs) > 0 {
 		v := vs[0]
 		return end(capstanv1.TestFailed, fmt.Sprintf("The tests break %d of the platform's guardrails, so none ran; the first: %s %s: %s (%s). Fix the chart's tests.",
 			len(vs), v.Object.Describe(), v.Path, v.Message, v.Rule))
@@ -110,14 +117,87 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 	for _, h := range selected {
 		names = append(names, capstanv1.RefOf(h.Object).Describe())
 	}
-	return end(capstanv1.TestSucceeded, fmt.Sprintf("%d test(s) passed: %s.", len(selected), strings.Join(names, ", ")))
+	message := fmt.Sprintf("%d test(s) passed: %s.", len(selected), strings.Join(names, ", "))
+	if len(left) > 0 {
+		message += fmt.Sprintf(" Left out by spec.test.filters: %s.", strings.Join(left, ", "))
+	}
+	return end(capstanv1.TestSucceeded, message)
 }
 
-// testViolations runs the guardrails of a restricted add-on over its
-// tests, which the sync's leave out (checkGuardrails): over the whole
-// render, so that a test may read the chart's own Secret and may not
-// share an applied object's name, keeping what they find in the tests.
-func (r *AddonReconciler) testViolations(ctx context.Context, s *scope) []capstanv1.Violation {
+// testFilters are the Addon's spec.test.filters, or none.
+func testFilters(a *capstanv1.Addon) []capstanv1.TestFilter {
+	if a.Spec.Test == nil {
+		return nil
+	}
+	return a.Spec.Test.Filters
+}
+
+// filterTests applies spec.test.filters to hs, as `helm test --filter`
+// does: the tests a filter excludes are left out; when any filter
+// includes, so are the tests none includes. Hooks that are no tests pass
+// as they are. It returns what is kept, the names of the tests left out,
+// and the names an including filter gives that no test of hs has.
+func filterTests(hs []render.Hook, filters []capstanv1.TestFilter) (kept []render.Hook, left, unknown []string) {
+	if len(filters) == 0 {
+		return hs, nil, nil
+	}
+	excluded, included := map[string]bool{}, map[string]bool{}
+	for _, f := range filters {
+		if f.Exclude {
+			excluded[f.Name] = true
+		} else {
+			included[f.Name] = true
+		}
+	}
+	found := map[string]bool{}
+	for _, h := range hs {
+		name := h.Object.GetName()
+		switch {
+		case !h.IsTest():
+		case excluded[name], len(included) > 0 && !included[name]:
+			found[name] = found[name] || included[name]
+			left = append(left, capstanv1.RefOf(h.Object).Describe())
+			continue
+		default:
+			found[name] = true
+		}
+		kept = append(kept, h)
+	}
+	for name := range included {
+		if !found[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	return kept, left, unknown
+}
+
+// testNames are the names of the tests among hs, for a message.
+func testNames(hs []render.Hook) []string {
+	var out []string
+	for _, h := range hs {
+		if h.IsTest() {
+			out = append(out, h.Object.GetName())
+		}
+	}
+	return out
+}
+
+// quoteAll quotes each name, joined by commas.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// testViolations runs the guardrails of a restricted add-on over the
+// tests that run (selected), which the sync's leave out
+// (checkGuardrails): over the whole render, so that a test may read the
+// chart's own Secret and may not share an applied object's name, keeping
+// what they find in those tests.
+func (r *AddonReconciler) testViolations(ctx context.Context, s *scope, selected []render.Hook) []capstanv1.Violation {
 	if s.profile != capstanv1.ProfileRestricted {
 		return nil
 	}
@@ -125,6 +205,8 @@ func (r *AddonReconciler) testViolations(ctx context.Context, s *scope) []capsta
 	tests := map[string]bool{}
 	for _, h := range s.hooks {
 		all = append(all, h.Object)
+	}
+	for _, h := range selected {
 		if h.TestOnly() {
 			tests[capstanv1.RefOf(h.Object).Key()] = true
 		}
@@ -138,10 +220,12 @@ func (r *AddonReconciler) testViolations(ctx context.Context, s *scope) []capsta
 	return out
 }
 
-// testHooks are the hooks a test run hands the runner: each test deletes
-// the object of its last run before it runs, whatever its delete policies,
-// as `helm test` never reads an old test's result as a new one's.
-func testHooks(hs []render.Hook) []render.Hook {
+// testHooks are the hooks a test run hands the runner: the tests
+// spec.test.filters keeps, each of which deletes the object of its last
+// run before it runs, whatever its delete policies, as `helm test` never
+// reads an old test's result as a new one's.
+func testHooks(hs []render.Hook, filters []capstanv1.TestFilter) []render.Hook {
+	hs, _, _ = filterTests(hs, filters)
 	out := make([]render.Hook, len(hs))
 	for i, h := range hs {
 		if h.IsTest() && !slices.Contains(h.DeletePolicies, hooks.BeforeHookCreation) {
