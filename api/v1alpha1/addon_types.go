@@ -1227,6 +1227,13 @@ type TestRun struct {
 	// +optional
 	Message string `json:"message,omitempty"`
 
+	// Filters identifies the spec.test.filters the run chose its tests
+	// by, when there were any: a change of them runs the tests of a
+	// render whose run failed again.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	Filters string `json:"filters,omitempty"`
+
 	// StartedAt and FinishedAt bound the run.
 	StartedAt  metav1.Time `json:"startedAt"`
 	FinishedAt metav1.Time `json:"finishedAt"`

@@ -72,9 +72,15 @@ type AddonRepositoryReconciler struct {
 	mu    sync.Mutex
 	cache map[types.NamespacedName]cachedSnapshot
 	// notified holds, per repository, the Ready status, reason and count
-	// of invalid files last posted (notifyTransition).
-	notified map[types.NamespacedName]string
+	// of invalid files last posted (notifyTransition), and its labels.
+	notified map[types.NamespacedName]repoNotice
 	triggers chan event.GenericEvent
+}
+
+// repoNotice is what was posted last of a repository.
+type repoNotice struct {
+	state  string
+	labels map[string]string
 }
 
 // cachedSnapshot is the definitions of a repository, read at the commit,
@@ -137,8 +143,16 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.mu.Lock()
 			delete(r.cache, req.NamespacedName)
+			last, ok := r.notified[req.NamespacedName]
 			delete(r.notified, req.NamespacedName)
 			r.mu.Unlock()
+			if ok && previousSeverity(last.state) == notify.SeverityWarning && r.Notifier != nil {
+				// NOTE: an incident its failure opened is closed: nothing
+				// is left to fix.
+				r.Notifier.Notify(notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: req.Namespace, Name: req.Name,
+					Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The AddonRepository was deleted.", Severity: notify.SeverityInfo,
+					PreviousSeverity: notify.SeverityWarning, Labels: last.labels, IncidentOnly: true})
+			}
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
@@ -251,7 +265,8 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	// NOTE: what this process posted last, before the cached repository: a
 	// retry that comes before the cache has the status just written
 	// would otherwise post the same transition again.
-	was, ok := r.notified[key]
+	last, ok := r.notified[key]
+	was := last.state
 	if !ok {
 		was = state(&before.Status)
 	}
@@ -261,9 +276,9 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 		return
 	}
 	if r.notified == nil {
-		r.notified = map[types.NamespacedName]string{}
+		r.notified = map[types.NamespacedName]repoNotice{}
 	}
-	r.notified[key] = is
+	r.notified[key] = repoNotice{state: is, labels: maps.Clone(repo.Labels)}
 	r.mu.Unlock()
 	e := notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
 		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notify.SeverityInfo,
@@ -277,13 +292,22 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	if c := repo.Status.LastSyncedCommit; c != "" {
 		e.Version = gitops.ShortCommit(c)
 	}
-	if status, rest, ok := strings.Cut(was, "/"); ok {
-		e.PreviousSeverity = notify.SeverityInfo
-		if status != string(metav1.ConditionTrue) || strings.HasPrefix(rest, ReasonInvalidFiles+"/") {
-			e.PreviousSeverity = notify.SeverityWarning
-		}
-	}
+	e.PreviousSeverity = previousSeverity(was)
 	r.Notifier.Notify(e)
+}
+
+// previousSeverity is the severity of a repository's state as
+// notifyTransition keeps it ("" for none): a warning when it was not
+// Ready, or skipped invalid files.
+func previousSeverity(state string) notify.Severity {
+	status, rest, ok := strings.Cut(state, "/")
+	switch {
+	case !ok:
+		return ""
+	case status != string(metav1.ConditionTrue) || strings.HasPrefix(rest, ReasonInvalidFiles+"/"):
+		return notify.SeverityWarning
+	}
+	return notify.SeverityInfo
 }
 
 // setCondition sets Ready, and Stalled when the repository cannot be used

@@ -86,6 +86,7 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	}
 	s.deleted = true
 	forgetPhase(types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name})
+	r.notifyGone(s)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s.addon, nil, "Normal", "Deleted", "Delete", "The Addon was deleted with policy %s.", policy)
 	}

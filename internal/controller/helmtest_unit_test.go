@@ -48,6 +48,14 @@ func TestFilterTests(t *testing.T) {
 			t.Errorf("%s: kept %v, left %v, unknown %v; want %v, %v, %v", c.name, names(kept), left, unknown, c.kept, c.left, c.unknown)
 		}
 	}
+	// The filters' key: none for none, the same whatever their order,
+	// another for another filter.
+	a := []capstanv1.TestFilter{{Name: "check"}, {Name: "smoke", Exclude: true}}
+	b := []capstanv1.TestFilter{{Name: "smoke", Exclude: true}, {Name: "check"}}
+	if testFiltersKey(nil) != "" || testFiltersKey(a) != testFiltersKey(b) || testFiltersKey(a) == testFiltersKey(a[:1]) ||
+		testFiltersKey([]capstanv1.TestFilter{{Name: "smoke"}}) == testFiltersKey([]capstanv1.TestFilter{{Name: "smoke", Exclude: true}}) {
+		t.Fatal("the filters' keys")
+	}
 	// The runner is handed the kept tests only, each deleting its last run.
 	run := testHooks(hs, []capstanv1.TestFilter{{Name: "check"}})
 	if !slices.Equal(names(run), []string{"migrate", "check"}) || !slices.Contains(run[1].DeletePolicies, "before-hook-creation") {

@@ -189,6 +189,11 @@ func hookRun(s *scope, event string) string {
 		// NOTE: each request is a run of its own: a resumed run must not
 		// take an earlier run's test, kept by its policies, for its own.
 		fmt.Fprintf(h, "\n%s", s.addon.Annotations[capstanv1.TestAnnotation])
+		if key := testFiltersKey(testFilters(s.addon)); key != "" {
+			// NOTE: other filters are another run: one resumed must not
+			// take tests it never ran for passed.
+			fmt.Fprintf(h, "\nfilters %s", key)
+		}
 	}
 	return event + "/" + hex.EncodeToString(h.Sum(nil))[:16]
 }

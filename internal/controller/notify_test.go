@@ -177,7 +177,8 @@ func TestTransitionsAreNotified(t *testing.T) {
 		return strings.Contains(logSink.String(), "<"+controllerNS+"/"+notifySecret+"-broken url>")
 	})
 	// PagerDuty: no incident while the add-on installed; one for the
-	// failure.
+	// failure, resolved when it is Synced again, and one for the next
+	// failure, resolved by the deletion.
 	pager := func() []map[string]any {
 		hook.mu.Lock()
 		defer hook.mu.Unlock()
@@ -204,6 +205,23 @@ func TestTransitionsAreNotified(t *testing.T) {
 	time.Sleep(2 * time.Second)
 	if got := pager(); len(got) != 2 || got[1]["event_action"] != "resolve" || got[1]["dedup_key"] != incident {
 		t.Fatalf("PagerDuty got %v; want a trigger and a resolve", got)
+	}
+	// It fails again and is deleted while it fails: the deletion, which
+	// writes no settled status, resolves the incident.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url + "-gone.tgz" })
+	waitPhase(t, a, capstanv1.PhaseFailed)
+	eventually(t, 30*time.Second, "the second PagerDuty trigger", func() bool { return len(pager()) > 2 })
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the PagerDuty resolve of the deleted add-on", func() bool { return len(pager()) > 3 })
+	if got := pager(); len(got) != 4 || got[2]["event_action"] != "trigger" || got[3]["event_action"] != "resolve" || got[3]["dedup_key"] != incident {
+		t.Fatalf("PagerDuty got %v; want a trigger and a resolve, twice", got)
+	}
+	for _, e := range func() []notify.Event { events, _ := hook.events(t, "/all/T0/s3cretpath", a.Name); return events }() {
+		if e.Phase == notify.PhaseDeleted {
+			t.Fatalf("a receiver of every transition heard of the deletion, which is for incidents only: %+v", e)
+		}
 	}
 	for _, secret := range []string{"s3cretpath", "l0stpath", "qu3ry", "b3arer-token", "r0uting-key", key} {
 		if strings.Contains(logSink.String(), secret) {

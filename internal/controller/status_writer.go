@@ -99,23 +99,25 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 	if same && (!moved || r.Notifier == nil) {
 		return nil
 	}
-	if s.outcome.Reason == reasonDriftFought || (old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced) {
-		// NOTE: a fight flips between these every cycle; recordUndo warns
-		// once instead.
+	// NOTE: a fight flips between these every cycle; recordUndo warns
+	// once instead. Only an incident receiver hears of its Synced: a
+	// Degraded add-on may settle through a fight.
+	fought := old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced
+	if s.outcome.Reason == reasonDriftFought || fought && (same || r.Notifier == nil) {
 		return nil
 	}
 	kind, severity := corev1.EventTypeNormal, phaseSeverity(s.outcome.Phase)
 	if severity == notify.SeverityWarning {
 		kind = corev1.EventTypeWarning
 	}
-	if r.Recorder != nil && !same {
+	if r.Recorder != nil && !same && !fought {
 		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
 	}
 	if r.Notifier != nil {
 		st := &s.addon.Status
 		e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
 			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
-			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels), SameState: same}
+			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels), SameState: same, IncidentOnly: fought}
 		if before.Status.Phase != "" {
 			e.PreviousSeverity = phaseSeverity(before.Status.Phase)
 		}
@@ -131,6 +133,23 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		return &e
 	}
 	return nil
+}
+
+// notifyGone tells the incident receivers that the add-on is gone, once
+// its finalizer is removed: an incident its failure opened is closed,
+// since nothing is left to fix, and no settled state would follow. Other
+// receivers hear of no deletion.
+func (r *AddonReconciler) notifyGone(s *scope) {
+	if r.Notifier == nil {
+		return
+	}
+	e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
+		Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The Addon was deleted.", Severity: notify.SeverityInfo,
+		Labels: maps.Clone(s.addon.Labels), IncidentOnly: true}
+	if s.read != nil && s.read.Phase != "" {
+		e.PreviousSeverity = phaseSeverity(s.read.Phase)
+	}
+	r.Notifier.Notify(e)
 }
 
 // phaseSeverity is a warning for a phase that needs a look: an add-on

@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -41,7 +43,10 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 	req := s.addon.Annotations[capstanv1.TestAnnotation]
 	last := st.LastTest
 	requested := req != "" && (last == nil || last.Request != req)
-	due := requested || policy.Enable && (last == nil || last.AppliedHash != st.AppliedHash)
+	// NOTE: filters changed after a failed run may leave out the test
+	// that failed, or mend a filter that named no test.
+	refiltered := last != nil && last.Result == capstanv1.TestFailed && last.Filters != testFiltersKey(policy.Filters)
+	due := requested || policy.Enable && (last == nil || last.AppliedHash != st.AppliedHash || refiltered)
 	if h := st.Hook; !due && h != nil && h.Event == render.TestEvent {
 		// NOTE: a run no longer due (spec.test turned off while it ran)
 		// that nothing will go on from.
@@ -75,12 +80,12 @@ func (r *AddonReconciler) runTests(ctx context.Context, s *scope) (bool, error) 
 // to retry, not a test that failed: the controller stops, or the API
 // server could not take a hook for a moment.
 func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*capstanv1.TestRun, error) {
-	run := &capstanv1.TestRun{AppliedHash: s.addon.Status.AppliedHash, Request: req, StartedAt: metav1.Now()}
+	filters := testFilters(s.addon)
+	run := &capstanv1.TestRun{AppliedHash: s.addon.Status.AppliedHash, Request: req, Filters: testFiltersKey(filters), StartedAt: metav1.Now()}
 	if h := s.addon.Status.Hook; h != nil && h.Event == render.TestEvent && h.Run == hookRun(s, render.TestEvent) {
 		// NOTE: a run that goes on from one an earlier look left running.
 		run.StartedAt = h.Since
 	}
-	filters := testFilters(s.addon)
 	all := hooks.Select(s.hooks, render.TestEvent)
 	selected, left, unknown := filterTests(all, filters)
 	end := func(result, message string) (*capstanv1.TestRun, error) {
@@ -130,6 +135,23 @@ func testFilters(a *capstanv1.Addon) []capstanv1.TestFilter {
 		return nil
 	}
 	return a.Spec.Test.Filters
+}
+
+// testFiltersKey identifies a set of filters, whatever their order: ""
+// for none, so that a run without filters is named as before they were
+// read.
+func testFiltersKey(filters []capstanv1.TestFilter) string {
+	if len(filters) == 0 {
+		return ""
+	}
+	lines := make([]string, len(filters))
+	for i, f := range filters {
+		lines[i] = fmt.Sprintf("%t %s", f.Exclude, f.Name)
+	}
+	slices.Sort(lines)
+	lines = slices.Compact(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "\n")))
+	return hex.EncodeToString(sum[:8])
 }
 
 // filterTests applies spec.test.filters to hs, as `helm test --filter`

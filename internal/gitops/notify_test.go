@@ -23,17 +23,28 @@ import (
 // TestRepositoryTransitionsAreNotified: a repository whose files are
 // skipped as invalid is a warning to the receivers, one synced clean
 // again is news, and one that cannot be read is a failure, each once, with
-// the commit and the repository's address without its credentials.
+// the commit and the repository's address without its credentials; a
+// PagerDuty receiver opens an incident for each warning, resolves it on
+// the clean sync, and resolves the last when the failing repository is
+// deleted.
 func TestRepositoryTransitionsAreNotified(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
 	ns := newNamespace(t, "gitops-notify")
 	var mu sync.Mutex
 	var got []notify.Event
+	var pages []map[string]any
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var e notify.Event
 		body, _ := io.ReadAll(r.Body)
-		if json.Unmarshal(body, &e) == nil && e.Namespace == ns {
+		if r.URL.Path == "/pager" {
+			var m map[string]any
+			if json.Unmarshal(body, &m) == nil && strings.Contains(fmt.Sprint(m["dedup_key"]), ":"+ns+":") {
+				mu.Lock()
+				pages = append(pages, m)
+				mu.Unlock()
+			}
+		} else if json.Unmarshal(body, &e) == nil && e.Namespace == ns {
 			mu.Lock()
 			got = append(got, e)
 			mu.Unlock()
@@ -43,7 +54,11 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 	defer hook.Close()
 	u, _ := url.Parse(hook.URL + "/repos")
 	env.mu.Lock()
-	env.receivers = []notify.Receiver{{Name: "test", URL: u, Format: notify.FormatJSON, MinSeverity: notify.SeverityInfo}}
+	pager, err := notify.ReceiverFromSecret("pager", map[string][]byte{"url": []byte(hook.URL + "/pager"), "format": []byte("pagerduty"), "token": []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.receivers = []notify.Receiver{{Name: "test", URL: u, Format: notify.FormatJSON, MinSeverity: notify.SeverityInfo}, pager}
 	env.mu.Unlock()
 	t.Cleanup(func() { env.mu.Lock(); env.receivers = nil; env.mu.Unlock() })
 	seen := func(what, reason string, severity notify.Severity) notify.Event {
@@ -117,12 +132,64 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 		return nil
 	})
 	mu.Lock()
-	defer mu.Unlock()
 	count := map[string]int{}
 	for _, e := range got {
 		count[e.Reason]++
 	}
 	if count["InvalidFiles"] != 1 || count["Synced"] != 2 || count["RepositoryUnreadable"] != 1 || len(got) != 4 {
 		t.Fatalf("transitions posted: %v", count)
+	}
+	// Each says how the one before it stood.
+	for i, want := range []notify.Severity{"", notify.SeverityWarning, notify.SeverityInfo, notify.SeverityWarning} {
+		if got[i].PreviousSeverity != want {
+			t.Fatalf("transition %d (%s): previousSeverity %q, want %q", i, got[i].Reason, got[i].PreviousSeverity, want)
+		}
+	}
+	// PagerDuty: an incident for the invalid files, resolved by the clean
+	// sync, and one for the failure, resolved when it is back.
+	actions := func() []string {
+		var out []string
+		for _, p := range pages {
+			out = append(out, fmt.Sprint(p["event_action"]))
+		}
+		return out
+	}
+	if a := actions(); strings.Join(a, ",") != "trigger,resolve,trigger,resolve" {
+		t.Fatalf("PagerDuty got %v", a)
+	}
+	mu.Unlock()
+
+	// It fails again and is deleted while it fails: the incident is
+	// resolved, since nothing is left to fix.
+	repo = getRepo(t, ns, "gitops")
+	repo.Spec.URL = repoURL + "-gone"
+	if err := env.client.Update(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the second failure's incident", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(pages) < 5 {
+			return fmt.Errorf("PagerDuty got %v", actions())
+		}
+		return nil
+	})
+	if err := env.client.Delete(ctx, getRepo(t, ns, "gitops")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the deleted repository's incident resolved", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if a := actions(); strings.Join(a, ",") != "trigger,resolve,trigger,resolve,trigger,resolve" {
+			return fmt.Errorf("PagerDuty got %v", a)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range got {
+		if e.Phase == notify.PhaseDeleted {
+			t.Fatalf("a receiver of every transition heard of the deletion: %+v", e)
+		}
 	}
 }

@@ -13,17 +13,21 @@ import (
 // is closed. So an incident receiver takes only two kinds of transition.
 // A warning (an add-on Failed, Blocked or Degraded; a repository that
 // fails or skips files) opens the object's incident, or adds to the one
-// open, as one incident per object: its key is the object's, so a
-// flapping add-on pages once. A settled state (an add-on Synced or being
-// deleted, a repository synced cleanly) closes it. The phases on the way
-// (Progressing, OutOfSync, Paused) change nothing: a fix that is still
-// rolling out has not fixed anything yet.
+// open, as one incident per object: its key is the object's, so failures
+// in a row page once. A settled state (an add-on Synced, being deleted or
+// gone; a repository synced cleanly or gone) closes it. The phases on the
+// way (Progressing, OutOfSync, Paused) change nothing: a fix that is
+// still rolling out has not fixed anything yet.
 //
 // A close is sent only for an object whose incident this controller
 // opened, or whose transition before was a warning (a controller that
 // restarted forgot what it opened): an install of a thousand add-ons
 // that all end Synced must not send a thousand closes into the tool's
 // rate limit.
+
+// PhaseDeleted is the phase of an IncidentOnly event of an object that
+// is gone.
+const PhaseDeleted = "Deleted"
 
 // The actions of an incident receiver.
 const (
@@ -39,7 +43,7 @@ func incidentAction(e Event) string {
 		return ""
 	case e.Severity == SeverityWarning:
 		return incidentOpen
-	case e.Phase == "Synced", e.Phase == "Deleting" && e.Kind != "AddonRepository":
+	case e.Phase == "Synced", e.Phase == PhaseDeleted, e.Phase == "Deleting" && e.Kind != "AddonRepository":
 		return incidentClose
 	}
 	return ""

@@ -4,8 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -101,10 +104,11 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 	if closed := decode(t, ogRcv.bodies[2]); closed["note"] != "prod-eu: Addon capstan-system/web is Synced (Synced)" || closed["alias"] != nil {
 		t.Fatalf("the close: %s", ogRcv.bodies[2])
 	}
-
-	// Where the close goes: the alert of that alias.
-	if got := opsgenieTarget(og, at("web", "Synced", "Synced", SeverityInfo, SeverityWarning)); got != ogRcv.srv.URL+"/v2/alerts/capstan:prod-eu:Addon:capstan-system:web/close?identifierType=alias" {
-		t.Fatalf("the close's address: %s", got)
+	// Where each went: the alerts, then the close of the alert of that
+	// alias.
+	if !slices.Equal(ogRcv.paths, []string{"/v2/alerts", "/v2/alerts", "/v2/alerts/capstan:prod-eu:Addon:capstan-system:web/close?identifierType=alias"}) ||
+		!slices.Equal(pdRcv.paths, []string{"/v2/enqueue", "/v2/enqueue", "/v2/enqueue"}) {
+		t.Fatalf("Opsgenie's addresses %v, PagerDuty's %v", ogRcv.paths, pdRcv.paths)
 	}
 
 	// A restarted controller remembers nothing, yet closes what was in a
@@ -127,6 +131,72 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 	}
 	if b := decode(t, pdRcv.bodies[5]); b["event_action"] != "resolve" || b["dedup_key"] != blocked["dedup_key"] {
 		t.Fatalf("the deletion's close: %s", pdRcv.bodies[5])
+	}
+}
+
+// TestClosesAreSentAgain: a close that fails, or that comes while its
+// receiver is paused, is sent again until it is delivered; a warning in
+// between opens the incident anew and drops it; a close refused for good
+// is not tried again. Only incident receivers hear of a deletion.
+func TestClosesAreSentAgain(t *testing.T) {
+	pdRcv := newReceiver(t, 500, 500, 204)
+	pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := newReceiver(t)
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), Attempts: 1,
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd, chat.receiver(t, "/chat")}, nil }}
+	n.init()
+	ctx := context.Background()
+	failed := event
+	failed.Phase, failed.Reason = "Failed", "FetchFailed"
+	gone := event
+	gone.Phase, gone.Reason, gone.Severity, gone.PreviousSeverity, gone.IncidentOnly = PhaseDeleted, PhaseDeleted, SeverityInfo, SeverityWarning, true
+
+	n.deliverAll(ctx, failed) // the trigger: 500
+	n.deliverAll(ctx, gone)   // the close: 500, kept
+	if pdRcv.calls() != 2 || len(n.closing[pd.Name]) != 1 || chat.calls() != 1 {
+		t.Fatalf("PagerDuty %d posts, %d closes kept, the chat %d posts; want 2, 1 and 1 (the failure only)", pdRcv.calls(), len(n.closing[pd.Name]), chat.calls())
+	}
+	n.retryCloses(ctx) // 204
+	if pdRcv.calls() != 3 || len(n.closing[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
+		t.Fatalf("after the retry: %d posts, %d closes kept, %d open", pdRcv.calls(), len(n.closing[pd.Name]), len(n.open[pd.Name]))
+	}
+	if b := decode(t, pdRcv.bodies[2]); b["event_action"] != "resolve" {
+		t.Fatalf("the retry: %s", pdRcv.bodies[2])
+	}
+	n.retryCloses(ctx)
+	if pdRcv.calls() != 3 {
+		t.Fatal("a delivered close was sent again")
+	}
+
+	// Paused: the close waits for the pause to end.
+	n.deliverAll(ctx, failed)
+	n.paused[pd.Name] = time.Now().Add(time.Hour)
+	synced := event
+	synced.Phase, synced.Reason, synced.Severity, synced.PreviousSeverity = "Synced", "Synced", SeverityInfo, SeverityWarning
+	n.deliverAll(ctx, synced)
+	n.retryCloses(ctx)
+	if pdRcv.calls() != 4 || len(n.closing[pd.Name]) != 1 {
+		t.Fatalf("while paused: %d posts, %d closes kept; want 4 and 1", pdRcv.calls(), len(n.closing[pd.Name]))
+	}
+	// A warning before the retry opens it anew: the close is dropped.
+	n.paused[pd.Name] = time.Time{}
+	n.deliverAll(ctx, failed)
+	n.retryCloses(ctx)
+	if pdRcv.calls() != 5 || len(n.closing[pd.Name]) != 0 {
+		t.Fatalf("a warning after a kept close: %d posts, %d closes kept; want 5 and 0", pdRcv.calls(), len(n.closing[pd.Name]))
+	}
+
+	// A close refused for good (400: PagerDuty read no event) is dropped.
+	refusing := newReceiver(t, 400)
+	pd.URL, _ = url.Parse(refusing.srv.URL + "/v2/enqueue")
+	n.cachedAt = time.Time{} // read the receivers again
+	n.deliverAll(ctx, synced)
+	if refusing.calls() != 1 || len(n.closing[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
+		t.Fatalf("a refused close: %d posts, %d kept, %d open", refusing.calls(), len(n.closing[pd.Name]), len(n.open[pd.Name]))
 	}
 }
 
@@ -178,6 +248,7 @@ func TestIncidentReceivers(t *testing.T) {
 		{"no API key", map[string][]byte{"format": []byte("opsgenie")}, "format opsgenie needs the key token: set it to the key of an Opsgenie API integration"},
 		{"every transition", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("s3cret"), "severity": []byte("info")}, "opens incidents for warnings only"},
 		{"a cluster", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("s3cret"), "cluster": []byte("prod eu")}, `key cluster is "prod eu"`},
+		{"a long cluster", map[string][]byte{"format": []byte("opsgenie"), "token": []byte("s3cret"), "cluster": []byte(strings.Repeat("c", 51))}, "at most 50"},
 		{"another url", map[string][]byte{"format": []byte("opsgenie"), "token": []byte("s3cret"), "url": []byte("ftp://h")}, "key url is not"},
 	} {
 		_, err := ReceiverFromSecret("s", c.data)

@@ -92,6 +92,10 @@ type Event struct {
 	// reason did not change: no transition, so only a commit status
 	// (FormatGitHub, FormatGitLab) takes it, to name the commit.
 	SameState bool `json:"-"`
+	// IncidentOnly marks what only an incident receiver takes, to close
+	// an incident: an object Deleted, or an add-on Synced again after a
+	// fight over a field, which is no transition for a channel.
+	IncidentOnly bool `json:"-"`
 	// PreviousSeverity is the severity of the object's transition before
 	// this one, when there was one: an incident receiver closes the
 	// incident of an object that was in a warning and is settled now,
@@ -176,7 +180,7 @@ func (r Receiver) Wants(e Event) bool {
 		repositoryKey(e.Repository) != r.repository) {
 		return false
 	}
-	if e.SameState && r.statuses == nil {
+	if e.SameState && r.statuses == nil || e.IncidentOnly && !r.incident() {
 		return false
 	}
 	if r.incident() && incidentAction(e) == "" {
@@ -270,10 +274,11 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		}
 	}
 	if c := strings.TrimSpace(string(data["cluster"])); c != "" {
-		if len(c) > 63 || strings.IndexFunc(c, func(r rune) bool {
+		// NOTE: Opsgenie takes tags of at most 50 characters.
+		if len(c) > 50 || strings.IndexFunc(c, func(r rune) bool {
 			return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.' || r == '_')
 		}) >= 0 {
-			return r, fmt.Errorf("the notification Secret %s: key cluster is %q; give at most 63 letters, digits, '-', '.' or '_', such as prod-eu", name, truncate(c, 63))
+			return r, fmt.Errorf("the notification Secret %s: key cluster is %q; give at most 50 letters, digits, '-', '.' or '_', such as prod-eu", name, truncate(c, 50))
 		}
 		r.Cluster = c
 	}
@@ -420,8 +425,20 @@ type Notifier struct {
 	failing map[string]int
 	paused  map[string]time.Time
 	// open holds, per incident receiver, the keys of the incidents this
-	// process opened and has not closed. Only the worker uses it.
-	open map[string]map[string]bool
+	// process opened and has not closed, and closing the closes that are
+	// to be sent again: they failed, or came while the receiver was
+	// paused. Only the worker uses them.
+	open    map[string]map[string]bool
+	closing map[string]map[string]*pendingClose
+	// CloseRetry is how often a close that was not delivered is tried
+	// again.
+	CloseRetry time.Duration
+}
+
+// pendingClose is a close not yet delivered, and how often it was tried.
+type pendingClose struct {
+	event Event
+	tries int
 }
 
 const (
@@ -463,7 +480,11 @@ func (n *Notifier) init() {
 		// another address: a webhook's address is its final one.
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		n.client = &c
-		n.failing, n.paused, n.open = map[string]int{}, map[string]time.Time{}, map[string]map[string]bool{}
+		n.failing, n.paused = map[string]int{}, map[string]time.Time{}
+		n.open, n.closing = map[string]map[string]bool{}, map[string]map[string]*pendingClose{}
+		if n.CloseRetry <= 0 {
+			n.CloseRetry = time.Minute
+		}
 	})
 }
 
@@ -496,12 +517,16 @@ const sameStateRoom = QueueSize / 2
 // run by the leader only, as the reconciles that feed it are.
 func (n *Notifier) Start(ctx context.Context) error {
 	n.init()
+	retry := time.NewTicker(n.CloseRetry)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case e := <-n.queue:
 			n.deliverAll(ctx, e)
+		case <-retry.C:
+			n.retryCloses(ctx)
 		}
 	}
 }
@@ -513,17 +538,19 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !r.Wants(e) {
+		if !r.Wants(e) || !n.incidentStep(r, e) {
 			continue
 		}
 		if until := n.paused[r.Name]; time.Now().Before(until) {
 			notifications.WithLabelValues("skipped").Inc()
 			continue
 		}
-		if !n.incidentStep(r, e) {
-			continue
-		}
 		err := n.Deliver(ctx, r, e)
+		var perm *permanentError
+		if err == nil || errors.As(err, &perm) {
+			// NOTE: a close refused for good is not tried again.
+			n.closed(r, e)
+		}
 		switch {
 		case err == nil:
 			n.failing[r.Name] = 0
@@ -545,35 +572,90 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 	}
 }
 
-// maxOpen bounds the incidents remembered per receiver; past it, a close
-// is sent only after a warning.
-const maxOpen = 10000
+const (
+	// maxOpen bounds the incidents remembered per receiver, and the closes
+	// waiting to be sent again; past it, a close is sent only after a
+	// warning, and one that fails is not tried again.
+	maxOpen = 10000
+	// maxCloseTries bounds the tries of one close: an hour of a receiver
+	// that fails, at the default CloseRetry.
+	maxCloseTries = 60
+)
 
 // incidentStep reports whether an incident receiver r is to be sent e,
 // and remembers the incident it opens or closes: a close only for an
 // incident this process opened, or after a warning (see incidentAction).
-// Any other receiver is sent e.
+// A close is pending until it is delivered (closed), so that one that
+// fails, or comes while the receiver is paused, is sent again
+// (retryCloses): the object is settled and says nothing more. Any other
+// receiver is sent e.
 func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 	if !r.incident() {
 		return true
 	}
 	key := incidentKey(r, e)
-	open := n.open[r.Name]
+	open, closing := n.open[r.Name], n.closing[r.Name]
+	if open == nil {
+		open, closing = map[string]bool{}, map[string]*pendingClose{}
+		n.open[r.Name], n.closing[r.Name] = open, closing
+	}
 	if incidentAction(e) == incidentOpen {
-		if open == nil {
-			open = map[string]bool{}
-			n.open[r.Name] = open
-		}
+		delete(closing, key)
 		if len(open) < maxOpen {
 			open[key] = true
 		}
 		return true
 	}
-	if !open[key] && e.PreviousSeverity != SeverityWarning {
+	if !open[key] && closing[key] == nil && e.PreviousSeverity != SeverityWarning {
 		return false
 	}
-	delete(open, key)
+	if len(closing) < maxOpen {
+		closing[key] = &pendingClose{event: e}
+	}
 	return true
+}
+
+// closed forgets the incident a close delivered to r has closed.
+func (n *Notifier) closed(r Receiver, e Event) {
+	if !r.incident() || incidentAction(e) != incidentClose {
+		return
+	}
+	key := incidentKey(r, e)
+	delete(n.open[r.Name], key)
+	delete(n.closing[r.Name], key)
+}
+
+// retryCloses sends again the closes that were not delivered, each once,
+// to the receivers not paused; a receiver that fails one is left until
+// the next retry. A close is given up after maxCloseTries, or when a
+// warning of its object opens the incident again.
+func (n *Notifier) retryCloses(ctx context.Context) {
+	for _, r := range n.receivers(ctx) {
+		pending := n.closing[r.Name]
+		if len(pending) == 0 || time.Now().Before(n.paused[r.Name]) {
+			continue
+		}
+		for key, p := range pending {
+			if ctx.Err() != nil {
+				return
+			}
+			p.tries++
+			err := n.deliver(ctx, r, p.event, 1)
+			var perm *permanentError
+			if err == nil || errors.As(err, &perm) {
+				n.closed(r, p.event)
+				notifications.WithLabelValues("sent").Inc()
+				continue
+			}
+			if p.tries >= maxCloseTries {
+				delete(pending, key)
+				delete(n.open[r.Name], key)
+				n.Log.Error(err, "An incident's close was not delivered after many tries, and is given up; close the incident by hand",
+					"receiver", r.Name, "object", p.event.Kind+" "+p.event.Namespace+"/"+p.event.Name)
+			}
+			break
+		}
+	}
 }
 
 // receivers are the receivers, read again once they are ReceiversTTL old.
@@ -599,6 +681,11 @@ func (n *Notifier) receivers(ctx context.Context) []Receiver {
 // X-Capstan-Delivery, so that a receiver can tell a retry from a new event.
 func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
 	n.init()
+	return n.deliver(ctx, r, e, n.Attempts)
+}
+
+// deliver posts e to r, at most attempts times.
+func (n *Notifier) deliver(ctx context.Context, r Receiver, e Event, attempts int) error {
 	body, err := r.Body(e)
 	if err != nil {
 		return err
@@ -613,7 +700,7 @@ func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
 			return nil
 		}
 		var perm *permanentError
-		if errors.As(err, &perm) || attempt >= n.Attempts {
+		if errors.As(err, &perm) || attempt >= attempts {
 			return err
 		}
 		select {

@@ -107,6 +107,7 @@ type receiver struct {
 	codes   []int
 	headers []http.Header
 	bodies  [][]byte
+	paths   []string
 	srv     *httptest.Server
 }
 
@@ -117,6 +118,7 @@ func newReceiver(t *testing.T, codes ...int) *receiver {
 		r.mu.Lock()
 		r.headers = append(r.headers, req.Header.Clone())
 		r.bodies = append(r.bodies, body)
+		r.paths = append(r.paths, req.URL.RequestURI())
 		code := http.StatusNoContent
 		if len(r.codes) > 0 {
 			code, r.codes = r.codes[0], r.codes[1:]
