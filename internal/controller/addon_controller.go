@@ -109,6 +109,11 @@ type AddonReconciler struct {
 	// held holds, by types.NamespacedName, the status of a hookless apply
 	// that waits for its workloads and is not written yet (heldStatus).
 	held sync.Map
+	// warned holds, by types.NamespacedName, the labels of the Addons
+	// whose last phase is a warning: one that goes away without the
+	// controller removing its finalizer (a person removed it) still
+	// closes its incident (notifyGone).
+	warned sync.Map
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -342,6 +347,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	if err != nil {
 		if apierrors.IsNotFound(err) {
 			forgetPhase(req.NamespacedName)
+			if lbls, ok := r.warned.LoadAndDelete(req.NamespacedName); ok {
+				r.notifyGone(req.NamespacedName, lbls.(map[string]string), notify.SeverityWarning)
+			}
 			r.verified.forget(req.NamespacedName)
 			r.pacer.forget(req.NamespacedName)
 			r.awaiting.Delete(req.NamespacedName)

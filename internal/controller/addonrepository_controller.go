@@ -271,12 +271,18 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 		was = state(&before.Status)
 	}
 	is := state(&repo.Status)
-	if now == nil || was == is {
-		r.mu.Unlock()
-		return
-	}
 	if r.notified == nil {
 		r.notified = map[types.NamespacedName]repoNotice{}
+	}
+	if now == nil || was == is {
+		if now != nil {
+			// NOTE: remembered though nothing is posted, with the labels
+			// as they are now: a failing repository deleted after a
+			// restart still closes the incident its failure opened.
+			r.notified[key] = repoNotice{state: is, labels: maps.Clone(repo.Labels)}
+		}
+		r.mu.Unlock()
+		return
 	}
 	r.notified[key] = repoNotice{state: is, labels: maps.Clone(repo.Labels)}
 	r.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -85,8 +86,14 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		return r.result(s, client.IgnoreNotFound(err))
 	}
 	s.deleted = true
-	forgetPhase(types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name})
-	r.notifyGone(s)
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	forgetPhase(key)
+	r.warned.Delete(key)
+	var was notify.Severity
+	if s.read != nil && s.read.Phase != "" {
+		was = phaseSeverity(s.read.Phase)
+	}
+	r.notifyGone(key, s.addon.Labels, was)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s.addon, nil, "Normal", "Deleted", "Delete", "The Addon was deleted with policy %s.", policy)
 	}

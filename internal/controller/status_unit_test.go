@@ -204,3 +204,50 @@ func TestTransitionNamesTheCommit(t *testing.T) {
 		t.Fatalf("a chart's new version, still Synced: %+v", e)
 	}
 }
+
+// TestFightEndsForIncidentsOnly: the Synced that ends a fight over a
+// field is no transition for a channel or a Kubernetes event, but reaches
+// the incident receivers, which close an incident a Degraded add-on
+// opened before the fight; the fight itself is nothing.
+func TestFightEndsForIncidentsOnly(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &AddonReconciler{Notifier: &notify.Notifier{}, Recorder: rec}
+	at := func(phase capstanv1.Phase, reason string) (*capstanv1.Addon, *scope) {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}, Status: capstanv1.AddonStatus{Phase: phase}}
+		setConditions(&a.Status, 1, outcome{Phase: phase, Reason: reason})
+		return a, &scope{addon: a.DeepCopy(), outcome: outcome{Phase: phase, Reason: reason}}
+	}
+	degraded, _ := at(capstanv1.PhaseDegraded, "Degraded")
+	fighting, fight := at(capstanv1.PhaseOutOfSync, reasonDriftFought)
+	if e := r.emitTransition(degraded, fight); e != nil {
+		t.Fatalf("the fight: %+v", e)
+	}
+	_, synced := at(capstanv1.PhaseSynced, "Synced")
+	e := r.emitTransition(fighting, synced)
+	if e == nil || !e.IncidentOnly || e.Phase != "Synced" {
+		t.Fatalf("the Synced after the fight: %+v", e)
+	}
+	if len(rec.Events) != 0 {
+		t.Fatalf("a Kubernetes event for the end of a fight: %s", <-rec.Events)
+	}
+}
+
+// TestTestRunNames: the filters are part of a test run's name, and an
+// Addon without filters keeps the name it had before they were read.
+func TestTestRunNames(t *testing.T) {
+	s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{UID: "u-1"}}}
+	bare := hookRun(s, "test")
+	s.addon.Spec.Test = &capstanv1.TestPolicy{Enable: true}
+	if hookRun(s, "test") != bare {
+		t.Fatal("a test policy without filters renamed the run")
+	}
+	s.addon.Spec.Test.Filters = []capstanv1.TestFilter{{Name: "check"}}
+	filtered := hookRun(s, "test")
+	s.addon.Spec.Test.Filters = []capstanv1.TestFilter{{Name: "check"}, {Name: "smoke"}}
+	if filtered == bare || hookRun(s, "test") == filtered {
+		t.Fatal("other filters kept the run's name")
+	}
+	if hookRun(s, "pre-install") != hookRun(&scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{UID: "u-1"}}}, "pre-install") {
+		t.Fatal("the filters renamed a run of another event")
+	}
+}

@@ -45,7 +45,13 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
 	}
 	addon.Status.Profile = s.profile
-	recordPhase(types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, addon.Status.Phase)
+	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
+	recordPhase(key, addon.Status.Phase)
+	if phaseSeverity(addon.Status.Phase) == notify.SeverityWarning && r.Notifier != nil {
+		r.warned.Store(key, maps.Clone(addon.Labels))
+	} else {
+		r.warned.Delete(key)
+	}
 	if r.holdApplyRecord(s) {
 		return nil
 	}
@@ -103,7 +109,7 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 	// once instead. Only an incident receiver hears of its Synced: a
 	// Degraded add-on may settle through a fight.
 	fought := old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced
-	if s.outcome.Reason == reasonDriftFought || fought && (same || r.Notifier == nil) {
+	if s.outcome.Reason == reasonDriftFought || fought && r.Notifier == nil {
 		return nil
 	}
 	kind, severity := corev1.EventTypeNormal, phaseSeverity(s.outcome.Phase)
@@ -136,20 +142,17 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 }
 
 // notifyGone tells the incident receivers that the add-on is gone, once
-// its finalizer is removed: an incident its failure opened is closed,
-// since nothing is left to fix, and no settled state would follow. Other
-// receivers hear of no deletion.
-func (r *AddonReconciler) notifyGone(s *scope) {
+// its finalizer is removed, or once it is found gone after a warning: an
+// incident its failure opened is closed, since nothing is left to fix,
+// and no settled state would follow. was is the severity of its last
+// phase. Other receivers hear of no deletion.
+func (r *AddonReconciler) notifyGone(key types.NamespacedName, lbls map[string]string, was notify.Severity) {
 	if r.Notifier == nil {
 		return
 	}
-	e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
+	r.Notifier.Notify(notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: key.Namespace, Name: key.Name,
 		Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The Addon was deleted.", Severity: notify.SeverityInfo,
-		Labels: maps.Clone(s.addon.Labels), IncidentOnly: true}
-	if s.read != nil && s.read.Phase != "" {
-		e.PreviousSeverity = phaseSeverity(s.read.Phase)
-	}
-	r.Notifier.Notify(e)
+		PreviousSeverity: was, Labels: maps.Clone(lbls), IncidentOnly: true})
 }
 
 // phaseSeverity is a warning for a phase that needs a look: an add-on

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -189,6 +190,35 @@ func TestClosesAreSentAgain(t *testing.T) {
 	if pdRcv.calls() != 5 || len(n.closing[pd.Name]) != 0 {
 		t.Fatalf("a warning after a kept close: %d posts, %d closes kept; want 5 and 0", pdRcv.calls(), len(n.closing[pd.Name]))
 	}
+
+	// A retry sends at most closesPerRetry to one receiver.
+	for i := range closesPerRetry + 5 {
+		f := failed
+		f.Name = fmt.Sprintf("web-%d", i)
+		n.deliverAll(ctx, f)
+	}
+	n.paused[pd.Name] = time.Now().Add(time.Hour)
+	for i := range closesPerRetry + 5 {
+		c := synced
+		c.Name = fmt.Sprintf("web-%d", i)
+		n.deliverAll(ctx, c)
+	}
+	n.paused[pd.Name] = time.Time{}
+	before := pdRcv.calls()
+	n.retryCloses(ctx)
+	if sent := pdRcv.calls() - before; sent != closesPerRetry || len(n.closing[pd.Name]) != 5 {
+		t.Fatalf("one retry sent %d closes and kept %d; want %d and 5", sent, len(n.closing[pd.Name]), closesPerRetry)
+	}
+	// A receiver whose Secret now names another format drops its closes,
+	// and sends none of them to a chat.
+	pd.Format = FormatSlack
+	n.cachedAt = time.Time{}
+	before = pdRcv.calls()
+	n.retryCloses(ctx)
+	if pdRcv.calls() != before || len(n.closing[pd.Name]) != 0 {
+		t.Fatalf("a receiver that no longer opens incidents: %d posts, %d closes kept", pdRcv.calls()-before, len(n.closing[pd.Name]))
+	}
+	pd.Format = FormatPagerDuty
 
 	// A close refused for good (400: PagerDuty read no event) is dropped.
 	refusing := newReceiver(t, 400)

@@ -625,37 +625,78 @@ func (n *Notifier) closed(r Receiver, e Event) {
 	delete(n.closing[r.Name], key)
 }
 
-// retryCloses sends again the closes that were not delivered, each once,
-// to the receivers not paused; a receiver that fails one is left until
-// the next retry. A close is given up after maxCloseTries, or when a
-// warning of its object opens the incident again.
+// retryCloses sends again the closes that were not delivered, to the
+// receivers not paused, at most closesPerRetry of each at a time, so that
+// a receiver back after an outage cannot hold the worker, and the queue
+// behind it, for long. A receiver that fails one is left until the next
+// retry, and each of its closes counts the try: a close is given up after
+// maxCloseTries, when the tool refuses it for good, when its receiver no
+// longer opens incidents, or when a warning of its object opens the
+// incident again.
 func (n *Notifier) retryCloses(ctx context.Context) {
+	if !n.anyClosing() {
+		return
+	}
 	for _, r := range n.receivers(ctx) {
 		pending := n.closing[r.Name]
 		if len(pending) == 0 || time.Now().Before(n.paused[r.Name]) {
 			continue
 		}
+		if !r.incident() {
+			delete(n.closing, r.Name)
+			delete(n.open, r.Name)
+			continue
+		}
+		sent := 0
 		for key, p := range pending {
 			if ctx.Err() != nil {
 				return
 			}
-			p.tries++
+			if sent >= closesPerRetry {
+				break
+			}
 			err := n.deliver(ctx, r, p.event, 1)
 			var perm *permanentError
-			if err == nil || errors.As(err, &perm) {
-				n.closed(r, p.event)
-				notifications.WithLabelValues("sent").Inc()
-				continue
-			}
-			if p.tries >= maxCloseTries {
+			switch {
+			case err == nil:
+				sent++
 				delete(pending, key)
 				delete(n.open[r.Name], key)
-				n.Log.Error(err, "An incident's close was not delivered after many tries, and is given up; close the incident by hand",
+				notifications.WithLabelValues("sent").Inc()
+				continue
+			case errors.As(err, &perm):
+				delete(pending, key)
+				delete(n.open[r.Name], key)
+				notifications.WithLabelValues("failed").Inc()
+				n.Log.Error(err, "An incident's close was refused, and is not sent again; close the incident by hand",
 					"receiver", r.Name, "object", p.event.Kind+" "+p.event.Namespace+"/"+p.event.Name)
+				continue
+			}
+			for k, q := range pending {
+				if q.tries++; q.tries >= maxCloseTries {
+					delete(pending, k)
+					delete(n.open[r.Name], k)
+					notifications.WithLabelValues("failed").Inc()
+					n.Log.Error(err, "An incident's close was not delivered after an hour of tries, and is given up; close the incident by hand",
+						"receiver", r.Name, "object", q.event.Kind+" "+q.event.Namespace+"/"+q.event.Name)
+				}
 			}
 			break
 		}
 	}
+}
+
+// closesPerRetry bounds the closes one retry sends to one receiver.
+const closesPerRetry = 20
+
+// anyClosing reports whether a close waits to be sent again.
+func (n *Notifier) anyClosing() bool {
+	for _, pending := range n.closing {
+		if len(pending) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // receivers are the receivers, read again once they are ReceiversTTL old.
