@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -227,5 +228,54 @@ func TestTransitionsAreNotified(t *testing.T) {
 		if strings.Contains(logSink.String(), secret) {
 			t.Fatalf("the controller's log shows %q from a receiver's Secret", secret)
 		}
+	}
+}
+
+// TestIncidentOfAnAddonGoneByHand: an add-on whose uninstall failed (its
+// pre-delete backup) opens an incident; a person who then removes its
+// finalizer by hand leaves no status to settle, and the incident is
+// resolved all the same, once the controller finds the Addon gone.
+func TestIncidentOfAnAddonGoneByHand(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	hook := newWebhook(t)
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: notifySecret + "-pager"},
+		StringData: map[string]string{"url": hook.srv.URL + "/pager", "format": "pagerduty", "token": "k", "selector": "team=" + ns}}
+	if err := admin.Create(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), sec) })
+	time.Sleep(1500 * time.Millisecond) // the controller reads the Secrets again at most every second
+
+	a := dbapp(t, ns, `{hooks: {backup: {fail: true}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }),
+		func(a *capstanv1.Addon) { a.Labels = map[string]string{"team": ns} })
+	synced(t, a)
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	failedWith(t, a, "the pre-delete hook failed")
+	actions := func() []string {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		var out []string
+		for _, p := range hook.posts["/pager"] {
+			var m map[string]any
+			if err := json.Unmarshal(p.body, &m); err != nil {
+				t.Fatalf("a PagerDuty event that is not JSON: %s", p.body)
+			}
+			out = append(out, fmt.Sprint(m["event_action"]))
+		}
+		return out
+	}
+	eventually(t, 30*time.Second, "the trigger of the failed uninstall", func() bool { return len(actions()) > 0 })
+
+	cur := getAddon(t, a)
+	cur.Finalizers = nil
+	if err := admin.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the resolve once the Addon is gone", func() bool { return len(actions()) > 1 })
+	if got := strings.Join(actions(), ","); got != "trigger,resolve" {
+		t.Fatalf("PagerDuty got %s; want a trigger and a resolve", got)
 	}
 }
