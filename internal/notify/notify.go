@@ -665,25 +665,26 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 				notifications.WithLabelValues("sent").Inc()
 				continue
 			case errors.As(err, &perm):
-				delete(pending, key)
-				delete(n.open[r.Name], key)
-				notifications.WithLabelValues("failed").Inc()
-				n.Log.Error(err, "An incident's close was refused, and is not sent again; close the incident by hand",
-					"receiver", r.Name, "object", p.event.Kind+" "+p.event.Namespace+"/"+p.event.Name)
+				n.giveUpClose(r, key, err, "An incident's close was refused, and is not sent again; close the incident by hand")
 				continue
 			}
 			for k, q := range pending {
 				if q.tries++; q.tries >= maxCloseTries {
-					delete(pending, k)
-					delete(n.open[r.Name], k)
-					notifications.WithLabelValues("failed").Inc()
-					n.Log.Error(err, "An incident's close was not delivered after an hour of tries, and is given up; close the incident by hand",
-						"receiver", r.Name, "object", q.event.Kind+" "+q.event.Namespace+"/"+q.event.Name)
+					n.giveUpClose(r, k, err, "An incident's close was not delivered after an hour of tries, and is given up; close the incident by hand")
 				}
 			}
 			break
 		}
 	}
+}
+
+// giveUpClose forgets the close of key to r, and says why.
+func (n *Notifier) giveUpClose(r Receiver, key string, err error, why string) {
+	e := n.closing[r.Name][key].event
+	delete(n.closing[r.Name], key)
+	delete(n.open[r.Name], key)
+	notifications.WithLabelValues("failed").Inc()
+	n.Log.Error(err, why, "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name)
 }
 
 // closesPerRetry bounds the closes one retry sends to one receiver.
