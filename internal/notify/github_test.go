@@ -109,6 +109,14 @@ func TestGitHubStatus(t *testing.T) {
 			t.Errorf("the receiver wants %s", name)
 		}
 	}
+	// Two clusters that deploy one commit set a status each.
+	r.Cluster = "prod-eu"
+	b, _ := r.Body(e)
+	var named map[string]string
+	if err := json.Unmarshal(b, &named); err != nil || named["context"] != "capstan/prod-eu/apps/web" {
+		t.Errorf("the context with a cluster: %s", b)
+	}
+	r.Cluster = ""
 	moved := Event{Kind: "Addon", Phase: "Synced", Repository: e.Repository, Commit: commit, SameState: true}
 	if !r.Wants(moved) || (Receiver{Format: FormatJSON}).Wants(moved) || (Receiver{Format: FormatSlack}).Wants(moved) {
 		t.Error("a new commit in the same phase goes to commit statuses, and only to them")

@@ -83,10 +83,8 @@ func incidentKey(r Receiver, e Event) string {
 // incidentHeadline is what the incident is called: the receiver's cluster
 // and the transition.
 func incidentHeadline(r Receiver, e Event) string {
+	e.Cluster = r.Cluster
 	headline, _ := summary(e)
-	if r.Cluster != "" {
-		headline = r.Cluster + ": " + headline
-	}
 	return headline
 }
 

@@ -101,6 +101,10 @@ type Event struct {
 	// incident of an object that was in a warning and is settled now,
 	// though the controller that opened it has restarted since.
 	PreviousSeverity Severity `json:"previousSeverity,omitempty"`
+	// Cluster is the name the receiver's Secret gives this cluster, if
+	// any: several clusters that post to one channel, one on-call tool or
+	// one repository's commits tell their add-ons apart by it.
+	Cluster string `json:"cluster,omitempty"`
 	// Labels are the object's, which a receiver's selector reads.
 	Labels map[string]string `json:"labels,omitempty"`
 }
@@ -161,9 +165,10 @@ type Receiver struct {
 	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
-	// Cluster names the cluster in an incident (FormatPagerDuty,
-	// FormatOpsgenie) and in its key, so that the same add-on in two
-	// clusters opens two incidents.
+	// Cluster names the cluster in what r is sent (Event.Cluster): in a
+	// chat's headline, in an incident and its key, and in a commit
+	// status's context, so that the same add-on in two clusters opens two
+	// incidents and sets two statuses.
 	Cluster string
 	// statuses is, for a commit status (FormatGitHub, FormatGitLab), the
 	// API address of the repository's commit statuses, and repository the
@@ -317,6 +322,7 @@ func truncate(s string, n int) string {
 
 // Body is what r is sent for e.
 func (r Receiver) Body(e Event) ([]byte, error) {
+	e.Cluster = r.Cluster
 	switch r.Format {
 	case FormatSlack:
 		return json.Marshal(map[string]string{"text": SlackText(e)})
@@ -331,10 +337,10 @@ func (r Receiver) Body(e Event) ([]byte, error) {
 	case FormatOpsgenie:
 		return json.Marshal(opsgenieAlert(r, e))
 	case FormatGitHub:
-		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": "capstan/" + e.Namespace + "/" + e.Name,
+		return json.Marshal(map[string]string{"state": githubState(e.Phase), "context": statusContext(e),
 			"description": githubDescription(e)})
 	case FormatGitLab:
-		return json.Marshal(map[string]string{"state": gitlabState(e.Phase), "name": "capstan/" + e.Namespace + "/" + e.Name,
+		return json.Marshal(map[string]string{"state": gitlabState(e.Phase), "name": statusContext(e),
 			"description": githubDescription(e)})
 	}
 	return json.Marshal(e)
@@ -376,8 +382,19 @@ func tone[T any](e Event, synced, moving, warning T) T {
 	return synced
 }
 
+// statusContext names e's add-on among a commit's statuses: one per
+// add-on, and per cluster when the receiver names it, so that two
+// clusters that deploy one commit do not overwrite each other's status.
+func statusContext(e Event) string {
+	if e.Cluster != "" {
+		return "capstan/" + e.Cluster + "/" + e.Namespace + "/" + e.Name
+	}
+	return "capstan/" + e.Namespace + "/" + e.Name
+}
+
 // summary is what every chat says of e: which object is in which phase
-// and why, and what it runs (its source and version, or none).
+// and why, after the cluster's name when the receiver gives one, and what
+// it runs (its source and version, or none).
 func summary(e Event) (headline, what string) {
 	what = e.Source
 	if e.Version != "" {
@@ -387,7 +404,11 @@ func summary(e Event) (headline, what string) {
 	if kind == "" {
 		kind = "Addon"
 	}
-	return fmt.Sprintf("%s %s/%s is %s (%s)", kind, e.Namespace, e.Name, e.Phase, e.Reason), what
+	headline = fmt.Sprintf("%s %s/%s is %s (%s)", kind, e.Namespace, e.Name, e.Phase, e.Reason)
+	if e.Cluster != "" {
+		headline = e.Cluster + ": " + headline
+	}
+	return headline, what
 }
 
 // slackEscape keeps Slack from reading text as markup: a chart's message

@@ -76,6 +76,21 @@ func TestBodies(t *testing.T) {
 	if got := SlackText(Event{Namespace: "a", Name: "b", Phase: "Synced", Reason: "Synced", Severity: SeverityInfo}); got != ":white_check_mark: Addon a/b is Synced (Synced)" {
 		t.Fatalf("synced: %q", got)
 	}
+	// A receiver that names its cluster says which cluster speaks, in
+	// the JSON and in every chat's headline.
+	b, err = Receiver{Format: FormatSlack, Cluster: "prod-eu"}.Body(event)
+	if err != nil || json.Unmarshal(b, &slack) != nil || !strings.HasPrefix(slack["text"], ":warning: prod-eu: Addon capstan-system/web is Degraded") {
+		t.Fatalf("slack with a cluster: %s, %v", b, err)
+	}
+	b, err = Receiver{Format: FormatJSON, Cluster: "prod-eu"}.Body(event)
+	if err != nil || json.Unmarshal(b, &back) != nil || back.Cluster != "prod-eu" {
+		t.Fatalf("json with a cluster: %s, %v", b, err)
+	}
+	for _, f := range []string{FormatDiscord, FormatTeams, FormatGoogleChat} {
+		if b, _ := (Receiver{Format: f, Cluster: "prod-eu"}).Body(event); !strings.Contains(string(b), "prod-eu: Addon capstan-system/web") {
+			t.Errorf("%s with a cluster: %s", f, b)
+		}
+	}
 	repo := Event{Kind: "AddonRepository", Namespace: "a", Name: "defs", Phase: "Synced", Reason: "InvalidFiles", Severity: SeverityWarning,
 		Source: "https://git.example.com/defs.git", Version: "0123456789ab", Message: "Synced commit 0123456789ab; 2 invalid files"}
 	if got := SlackText(repo); got != ":warning: AddonRepository a/defs is Synced (InvalidFiles) · https://git.example.com/defs.git 0123456789ab\nSynced commit 0123456789ab; 2 invalid files" {
