@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -77,10 +76,12 @@ type AddonRepositoryReconciler struct {
 	triggers chan event.GenericEvent
 }
 
-// repoNotice is what was posted last of a repository.
+// repoNotice is what was posted last of a repository: its state, how
+// that stood for the receivers, and its labels.
 type repoNotice struct {
-	state  string
-	labels map[string]string
+	state    string
+	severity notify.Severity
+	labels   map[string]string
 }
 
 // cachedSnapshot is the definitions of a repository, read at the commit,
@@ -146,7 +147,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			last, ok := r.notified[req.NamespacedName]
 			delete(r.notified, req.NamespacedName)
 			r.mu.Unlock()
-			if ok && previousSeverity(last.state) == notify.SeverityWarning && r.Notifier != nil {
+			if ok && last.severity == notify.SeverityWarning && r.Notifier != nil {
 				// NOTE: an incident its failure opened is closed: nothing
 				// is left to fix.
 				r.Notifier.Notify(notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: req.Namespace, Name: req.Name,
@@ -266,11 +267,13 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	// retry that comes before the cache has the status just written
 	// would otherwise post the same transition again.
 	last, ok := r.notified[key]
-	was := last.state
+	was, wasSeverity := last.state, last.severity
 	if !ok {
 		was = state(&before.Status)
+		wasSeverity = repoSeverity(apimeta.FindStatusCondition(before.Status.Conditions, capstanv1.ConditionReady))
 	}
 	is := state(&repo.Status)
+	notice := repoNotice{state: is, severity: repoSeverity(now), labels: maps.Clone(repo.Labels)}
 	if r.notified == nil {
 		r.notified = map[types.NamespacedName]repoNotice{}
 	}
@@ -279,38 +282,33 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 			// NOTE: remembered though nothing is posted, with the labels
 			// as they are now: a failing repository deleted after a
 			// restart still closes the incident its failure opened.
-			r.notified[key] = repoNotice{state: is, labels: maps.Clone(repo.Labels)}
+			r.notified[key] = notice
 		}
 		r.mu.Unlock()
 		return
 	}
-	r.notified[key] = repoNotice{state: is, labels: maps.Clone(repo.Labels)}
+	r.notified[key] = notice
 	r.mu.Unlock()
 	e := notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
-		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notify.SeverityInfo,
-		Source: netguard.Redact(repo.Spec.URL), Labels: maps.Clone(repo.Labels)}
+		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notice.severity,
+		PreviousSeverity: wasSeverity, Source: netguard.Redact(repo.Spec.URL), Labels: maps.Clone(repo.Labels)}
 	if now.Status != metav1.ConditionTrue {
-		e.Phase, e.Severity = "Failed", notify.SeverityWarning
-	}
-	if now.Reason == ReasonInvalidFiles {
-		e.Severity = notify.SeverityWarning
+		e.Phase = "Failed"
 	}
 	if c := repo.Status.LastSyncedCommit; c != "" {
 		e.Version = gitops.ShortCommit(c)
 	}
-	e.PreviousSeverity = previousSeverity(was)
 	r.Notifier.Notify(e)
 }
 
-// previousSeverity is the severity of a repository's state as
-// notifyTransition keeps it ("" for none): a warning when it was not
-// Ready, or skipped invalid files.
-func previousSeverity(state string) notify.Severity {
-	status, rest, ok := strings.Cut(state, "/")
+// repoSeverity is how a repository's Ready condition stands for the
+// receivers: a warning when it failed or skipped invalid files, "" when
+// there is none yet.
+func repoSeverity(ready *metav1.Condition) notify.Severity {
 	switch {
-	case !ok:
+	case ready == nil:
 		return ""
-	case status != string(metav1.ConditionTrue) || strings.HasPrefix(rest, ReasonInvalidFiles+"/"):
+	case ready.Status != metav1.ConditionTrue || ready.Reason == ReasonInvalidFiles:
 		return notify.SeverityWarning
 	}
 	return notify.SeverityInfo

@@ -80,14 +80,6 @@ func incidentKey(r Receiver, e Event) string {
 	return strings.Join(append(parts, hex.EncodeToString(sum[:])), ":")
 }
 
-// incidentHeadline is what the incident is called: the receiver's cluster
-// and the transition.
-func incidentHeadline(r Receiver, e Event) string {
-	e.Cluster = r.Cluster
-	headline, _ := summary(e)
-	return headline
-}
-
 // incidentUrgent reports whether e is an error rather than a warning: an
 // add-on that failed or whose software is unhealthy. One Blocked waits
 // for a person's decision, and a repository that fails changes nothing in
@@ -114,15 +106,16 @@ func incidentDetails(e Event) map[string]string {
 }
 
 // pagerDutyEvent is e as an event of PagerDuty's Events API v2: a trigger
-// with the transition as its summary and the rest as custom details, or a
-// resolve. The routing key (the receiver's token) goes in the body, as
-// that API takes it, never in a header.
+// with the transition (after the cluster's name, e.Cluster, which Body
+// sets) as its summary and the rest as custom details, or a resolve. The
+// routing key (the receiver's token) goes in the body, as that API takes
+// it, never in a header.
 func pagerDutyEvent(r Receiver, e Event) map[string]any {
 	key := incidentKey(r, e)
 	if incidentAction(e) == incidentClose {
 		return map[string]any{"routing_key": r.Token, "event_action": "resolve", "dedup_key": key}
 	}
-	summaryText := incidentHeadline(r, e)
+	summaryText, _ := summary(e)
 	if m := strings.Join(strings.Fields(e.Message), " "); m != "" {
 		summaryText += ": " + m
 	}
@@ -130,7 +123,7 @@ func pagerDutyEvent(r Receiver, e Event) map[string]any {
 	if incidentUrgent(e) {
 		severity = "error"
 	}
-	source := r.Cluster
+	source := e.Cluster
 	if source == "" {
 		source = "capstan"
 	}
@@ -160,11 +153,10 @@ func pagerDutyEvent(r Receiver, e Event) map[string]any {
 // repeat to the open alert of that alias), or a note to close the alert
 // of that alias with.
 func opsgenieAlert(r Receiver, e Event) map[string]any {
-	headline := incidentHeadline(r, e)
+	headline, what := summary(e)
 	if incidentAction(e) == incidentClose {
 		return map[string]any{"source": "capstan", "note": headline}
 	}
-	_, what := summary(e)
 	description := e.Message
 	if what != "" {
 		description = what + "\n\n" + description
@@ -175,8 +167,8 @@ func opsgenieAlert(r Receiver, e Event) map[string]any {
 	}
 	details := incidentDetails(e)
 	tags := []string{"capstan", details["kind"], e.Phase}
-	if r.Cluster != "" {
-		tags = append(tags, r.Cluster)
+	if e.Cluster != "" {
+		tags = append(tags, e.Cluster)
 	}
 	return map[string]any{
 		// NOTE: Opsgenie refuses a message over 130 characters and a

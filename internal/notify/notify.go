@@ -207,7 +207,8 @@ const maxField = 4096
 // http), and optionally format (json, slack, discord, msteams, googlechat,
 // github, gitlab, pagerduty or opsgenie), token, hmacKey, severity (info
 // or warning), namespaces (of the Addons, by commas), selector (a label
-// selector of the Addons) and cluster (for an incident). An incident
+// selector of the Addons) and cluster (this cluster's name, in what is
+// sent). An incident
 // receiver (pagerduty, opsgenie) needs a token, and its url defaults to
 // the tool's own. The errors name the key to fix and never quote a secret
 // value.
@@ -641,9 +642,14 @@ func (n *Notifier) closed(r Receiver, e Event) {
 	if !r.incident() || incidentAction(e) != incidentClose {
 		return
 	}
-	key := incidentKey(r, e)
-	delete(n.open[r.Name], key)
-	delete(n.closing[r.Name], key)
+	n.forget(r.Name, incidentKey(r, e))
+}
+
+// forget drops the incident of key from what receiver remembers: open,
+// and closing.
+func (n *Notifier) forget(receiver, key string) {
+	delete(n.open[receiver], key)
+	delete(n.closing[receiver], key)
 }
 
 // retryCloses sends again the closes that were not delivered, to the
@@ -681,8 +687,7 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 			switch {
 			case err == nil:
 				sent++
-				delete(pending, key)
-				delete(n.open[r.Name], key)
+				n.forget(r.Name, key)
 				notifications.WithLabelValues("sent").Inc()
 				continue
 			case errors.As(err, &perm):
@@ -702,8 +707,7 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 // giveUpClose forgets the close of key to r, and says why.
 func (n *Notifier) giveUpClose(r Receiver, key string, err error, why string) {
 	e := n.closing[r.Name][key].event
-	delete(n.closing[r.Name], key)
-	delete(n.open[r.Name], key)
+	n.forget(r.Name, key)
 	notifications.WithLabelValues("failed").Inc()
 	n.Log.Error(err, why, "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name)
 }
