@@ -878,6 +878,14 @@ type AddonStatus struct {
 	// +optional
 	FirstHealthyTime *metav1.Time `json:"firstHealthyTime,omitempty"`
 
+	// WarningSince is when the add-on went into a phase that needs a look
+	// (Failed, Blocked or Degraded) and has not been Synced since, through
+	// the phases on the way (Progressing, OutOfSync, Paused): an incident
+	// receiver closes the incident it opened once the add-on is Synced,
+	// whichever controller opened it. Synced clears it.
+	// +optional
+	WarningSince *metav1.Time `json:"warningSince,omitempty"`
+
 	// PreHooksDone is the pre event (pre-install or pre-upgrade) whose
 	// hooks succeeded for a render whose apply is not recorded yet: a sync
 	// of that render stopped half-way (the controller killed) does not run

@@ -343,6 +343,10 @@ func (in *AddonStatus) DeepCopyInto(out *AddonStatus) {
 		in, out := &in.FirstHealthyTime, &out.FirstHealthyTime
 		*out = (*in).DeepCopy()
 	}
+	if in.WarningSince != nil {
+		in, out := &in.WarningSince, &out.WarningSince
+		*out = (*in).DeepCopy()
+	}
 	if in.PreHooksDone != nil {
 		in, out := &in.PreHooksDone, &out.PreHooksDone
 		*out = new(PendingHook)

@@ -109,10 +109,10 @@ type AddonReconciler struct {
 	// held holds, by types.NamespacedName, the status of a hookless apply
 	// that waits for its workloads and is not written yet (heldStatus).
 	held sync.Map
-	// warned holds, by types.NamespacedName, the labels of the Addons
-	// whose last phase is a warning: one that goes away without the
-	// controller removing its finalizer (a person removed it) still
-	// closes its incident (notifyGone).
+	// warned holds, by types.NamespacedName, the labels of the Addons in
+	// a warning not settled since (status.warningSince): one that goes
+	// away without the controller removing its finalizer (a person
+	// removed it) still closes its incident (notifyGone).
 	warned sync.Map
 }
 

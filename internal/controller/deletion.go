@@ -93,6 +93,10 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	if s.read != nil && s.read.Phase != "" {
 		was = phaseSeverity(s.read.Phase)
 	}
+	if s.read != nil && s.read.WarningSince != nil {
+		// NOTE: failed, then deleted while a fix rolled out.
+		was = notify.SeverityWarning
+	}
 	r.notifyGone(key, s.addon.Labels, was)
 	if r.Recorder != nil {
 		r.Recorder.Eventf(s.addon, nil, "Normal", "Deleted", "Delete", "The Addon was deleted with policy %s.", policy)

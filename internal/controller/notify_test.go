@@ -198,10 +198,24 @@ func TestTransitionsAreNotified(t *testing.T) {
 	if got := pager(); len(got) != 1 || got[0]["event_action"] != "trigger" || got[0]["dedup_key"] != incident || got[0]["routing_key"] != "r0uting-key" {
 		t.Fatalf("PagerDuty got %v; want one trigger of %s", got, incident)
 	}
+	// The status keeps since when the add-on needs a look, for a
+	// controller that restarts before it is Synced again.
+	since := getAddon(t, a).Status.WarningSince
+	if since == nil {
+		t.Fatal("a Failed add-on has no status.warningSince")
+	}
 	// The chart is back: the add-on goes through Progressing to Synced,
 	// and the incident is resolved, once.
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
 	waitPhase(t, a, capstanv1.PhaseSynced)
+	if got := getAddon(t, a).Status.WarningSince; got != nil {
+		t.Fatalf("a Synced add-on keeps status.warningSince %v", got)
+	}
+	eventually(t, 30*time.Second, "the Synced notification that ends the warning", func() bool {
+		events, _ := hook.events(t, "/all/T0/s3cretpath", a.Name)
+		last := events[len(events)-1]
+		return last.Phase == "Synced" && last.WarningSince.Equal(since.Time)
+	})
 	eventually(t, 30*time.Second, "the PagerDuty resolve", func() bool { return len(pager()) > 1 })
 	time.Sleep(2 * time.Second)
 	if got := pager(); len(got) != 2 || got[1]["event_action"] != "resolve" || got[1]["dedup_key"] != incident {

@@ -251,3 +251,34 @@ func TestTestRunNames(t *testing.T) {
 		t.Fatal("the filters renamed a run of another event")
 	}
 }
+
+// TestMarkWarning: status.warningSince starts with a warning, stays
+// through the phases on the way and through later warnings, and ends
+// once the add-on is Synced.
+func TestMarkWarning(t *testing.T) {
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	st := &capstanv1.AddonStatus{}
+	// Step i comes at minute i; since is the minute warningSince names
+	// after it, or -1 for none.
+	for i, step := range []struct {
+		phase capstanv1.Phase
+		since int
+	}{
+		{capstanv1.PhaseProgressing, -1},
+		{capstanv1.PhaseSynced, -1},
+		{capstanv1.PhaseFailed, 2},
+		{capstanv1.PhaseProgressing, 2},
+		{capstanv1.PhaseBlocked, 2},
+		{capstanv1.PhaseOutOfSync, 2},
+		{capstanv1.PhasePaused, 2},
+		{capstanv1.PhaseSynced, -1},
+		{capstanv1.PhaseDegraded, 8},
+	} {
+		st.Phase = step.phase
+		markWarning(st, t0.Add(time.Duration(i)*time.Minute))
+		if step.since < 0 && st.WarningSince != nil ||
+			step.since >= 0 && (st.WarningSince == nil || !st.WarningSince.Time.Equal(t0.Add(time.Duration(step.since)*time.Minute))) {
+			t.Fatalf("step %d, %s: warningSince %v; want minute %d", i, step.phase, st.WarningSince, step.since)
+		}
+	}
+}

@@ -45,9 +45,10 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
 	}
 	addon.Status.Profile = s.profile
+	markWarning(&addon.Status, time.Now())
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	recordPhase(key, addon.Status.Phase)
-	if phaseSeverity(addon.Status.Phase) == notify.SeverityWarning && r.Notifier != nil {
+	if addon.Status.WarningSince != nil && r.Notifier != nil {
 		r.warned.Store(key, maps.Clone(addon.Labels))
 	} else {
 		r.warned.Delete(key)
@@ -127,6 +128,9 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		if before.Status.Phase != "" {
 			e.PreviousSeverity = phaseSeverity(before.Status.Phase)
 		}
+		if w := before.Status.WarningSince; w != nil {
+			e.WarningSince = w.UTC()
+		}
 		if len(st.History) > 0 {
 			e.Revision = st.History[0].Number
 		}
@@ -153,6 +157,19 @@ func (r *AddonReconciler) notifyGone(key types.NamespacedName, lbls map[string]s
 	r.Notifier.Notify(notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: key.Namespace, Name: key.Name,
 		Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The Addon was deleted.", Severity: notify.SeverityInfo,
 		PreviousSeverity: was, Labels: maps.Clone(lbls), IncidentOnly: true})
+}
+
+// markWarning keeps status.warningSince: set when the add-on goes into a
+// warning, kept through the phases on the way, cleared once it is Synced.
+// It rides in the write that changes the phase, and a healthy add-on never
+// carries it.
+func markWarning(st *capstanv1.AddonStatus, now time.Time) {
+	switch {
+	case st.Phase == capstanv1.PhaseSynced:
+		st.WarningSince = nil
+	case phaseSeverity(st.Phase) == notify.SeverityWarning && st.WarningSince == nil:
+		st.WarningSince = &metav1.Time{Time: now}
+	}
 }
 
 // phaseSeverity is a warning for a phase that needs a look: an add-on

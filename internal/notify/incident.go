@@ -20,10 +20,10 @@ import (
 // still rolling out has not fixed anything yet.
 //
 // A close is sent only for an object whose incident this controller
-// opened, or whose transition before was a warning (a controller that
-// restarted forgot what it opened): an install of a thousand add-ons
-// that all end Synced must not send a thousand closes into the tool's
-// rate limit.
+// opened, or that was in a warning before and has not settled since
+// (Event.PreviousSeverity, Event.WarningSince: a controller that restarted
+// forgot what it opened): an install of a thousand add-ons that all end
+// Synced must not send a thousand closes into the tool's rate limit.
 
 // PhaseDeleted is the phase of an IncidentOnly event of an object that
 // is gone.

@@ -120,8 +120,18 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 	fresh.deliverAll(ctx, at("web", "Synced", "Synced", SeverityInfo, SeverityWarning))
 	fresh.deliverAll(ctx, at("api", "Blocked", "GuardrailViolated", SeverityWarning, SeverityInfo))
 	fresh.deliverAll(ctx, at("api", "Deleting", "Deleting", SeverityInfo, SeverityWarning))
-	if pdRcv.calls() != 6 {
-		t.Fatalf("after a restart: %d posts, want 6", pdRcv.calls())
+	// And, after a restart while a fix rolled out (Failed, Progressing,
+	// then the restart), the Synced that says since when it was in a
+	// warning closes that incident too; one that never was sends nothing.
+	rolledOut := at("cache", "Synced", "Synced", SeverityInfo, SeverityInfo)
+	rolledOut.WarningSince = event.Time.Add(-time.Hour)
+	fresh.deliverAll(ctx, at("quiet", "Synced", "Synced", SeverityInfo, SeverityInfo))
+	fresh.deliverAll(ctx, rolledOut)
+	if pdRcv.calls() != 7 {
+		t.Fatalf("after a restart: %d posts, want 7", pdRcv.calls())
+	}
+	if b := decode(t, pdRcv.bodies[6]); b["event_action"] != "resolve" || b["dedup_key"] != "capstan:prod-eu:Addon:capstan-system:cache" {
+		t.Fatalf("the close after a restart mid-fix: %s", pdRcv.bodies[6])
 	}
 	if b := decode(t, pdRcv.bodies[3]); b["event_action"] != "resolve" {
 		t.Fatalf("the close after a restart: %s", pdRcv.bodies[3])

@@ -101,6 +101,11 @@ type Event struct {
 	// incident of an object that was in a warning and is settled now,
 	// though the controller that opened it has restarted since.
 	PreviousSeverity Severity `json:"previousSeverity,omitempty"`
+	// WarningSince is when the object went into the warning it has not
+	// settled from since, through the phases on the way: on an add-on's
+	// Synced or Deleted, the incident a warning opened is closed though
+	// the controller restarted while the fix rolled out.
+	WarningSince time.Time `json:"warningSince,omitzero"`
 	// Cluster is the name the receiver's Secret gives this cluster, if
 	// any: several clusters that post to one channel, one on-call tool or
 	// one repository's commits tell their add-ons apart by it.
@@ -606,7 +611,8 @@ const (
 
 // incidentStep reports whether an incident receiver r is to be sent e,
 // and remembers the incident it opens or closes: a close only for an
-// incident this process opened, or after a warning (see incidentAction).
+// incident this process opened, or after a warning, just before or since
+// the object last settled (see incidentAction).
 // A close is pending until it is delivered (closed), so that one that
 // fails, or comes while the receiver is paused, is sent again
 // (retryCloses): the object is settled and says nothing more. Any other
@@ -628,7 +634,7 @@ func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 		}
 		return true
 	}
-	if !open[key] && closing[key] == nil && e.PreviousSeverity != SeverityWarning {
+	if !open[key] && closing[key] == nil && e.PreviousSeverity != SeverityWarning && e.WarningSince.IsZero() {
 		return false
 	}
 	if len(closing) < maxOpen {
