@@ -33,6 +33,7 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/notify"
+	fetch "capstan.dev/capstan/internal/source"
 )
 
 // DefaultInterval is how often a repository is read when no webhook arrives.
@@ -97,7 +98,9 @@ func (r *AddonRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.init()
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("gitops-syncer").
-		For(&capstanv1.AddonRepository{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// NOTE: a label change too: the repository's shard label is handed
+		// to its Addons.
+		For(&capstanv1.AddonRepository{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		WatchesRawSource(source.Channel(r.triggers, &handler.EnqueueRequestForObject{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Complete(r)
@@ -187,6 +190,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	key := client.ObjectKeyFromObject(repo)
 	repo.Status.ObservedGeneration = repo.Generation
 
+	if ep, err := transport.NewEndpoint(repo.Spec.URL); err != nil || fetch.HoldsCredentials(ep) {
+		// NOTE: every Addon the repository makes would copy the URL.
+		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed,
+			"spec.url must be a git URL without credentials: put them in a Secret and name it in spec.secretRef; nothing was changed")
+		return ctrl.Result{}, nil
+	}
 	auth, err := r.auth(ctx, repo)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
@@ -209,8 +218,8 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	cached := r.cache[key]
 	r.mu.Unlock()
 	snap := cached.snap
-	cacheKey := head.String() + "\x00" + folder + "\x00" + repo.Spec.URL
-	if snap == nil || cached.key != cacheKey {
+	cacheKey := func(commit string) string { return commit + "\x00" + folder + "\x00" + repo.Spec.URL }
+	if snap == nil || cached.key != cacheKey(head.String()) {
 		g, commit, err := remote.Clone(ctx, branch)
 		if err == nil {
 			snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
@@ -219,8 +228,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 			return ctrl.Result{}, nil
 		}
+		// NOTE: the clone fetches the branch again, and may find a commit
+		// pushed after the ls-remote: the snapshot is kept under its own
+		// commit, so that a force-push back to the head read before is
+		// read again.
 		r.mu.Lock()
-		r.cache[key] = cachedSnapshot{key: cacheKey, snap: snap}
+		r.cache[key] = cachedSnapshot{key: cacheKey(snap.Commit), snap: snap}
 		r.mu.Unlock()
 	}
 
@@ -380,7 +393,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 				invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
 				continue
 			}
-			if upToDate(have, want) {
+			if upToDate(have, want, func() bool { return r.ownsShard(ctx, have) }) {
 				applied++
 				continue
 			}
@@ -429,9 +442,12 @@ func errMessage(err error) string {
 }
 
 // upToDate reports whether a live Addon already has everything the syncer
-// would apply, so a resync with no change writes nothing.
-func upToDate(have, want *capstanv1.Addon) bool {
+// would apply, so a resync with no change writes nothing. ownsShard says
+// whether the syncer set the live Addon's shard label, for the one case
+// that needs it.
+func upToDate(have, want *capstanv1.Addon, ownsShard func() bool) bool {
 	if have.Labels[gitops.ManagedByGitLabel] != want.Labels[gitops.ManagedByGitLabel] ||
+		!sameShard(have, want, ownsShard) ||
 		have.Annotations[gitops.GitFileAnnotation] != want.Annotations[gitops.GitFileAnnotation] ||
 		have.Annotations[gitops.GitCommitAnnotation] == "" {
 		return false
@@ -443,6 +459,47 @@ func upToDate(have, want *capstanv1.Addon) bool {
 	}
 	h.Values, w.Values = nil, nil
 	return equality.Semantic.DeepEqual(h, w)
+}
+
+// sameShard reports whether the live Addon is in the shard the repository
+// puts it in: its label is the repository's, or, for a repository in no
+// shard, one the syncer did not set (a person may put one Addon in a
+// shard by hand, and the syncer's apply could not take that label away;
+// a repository taken out of its shard takes its Addons out too).
+func sameShard(have, want *capstanv1.Addon, ownsShard func() bool) bool {
+	h, w := have.Labels[gitops.ShardLabel], want.Labels[gitops.ShardLabel]
+	return h == w || w == "" && !ownsShard()
+}
+
+// ownsShard reports whether the syncer set the Addon's shard label, by its
+// managed fields, which the cache does not keep: read from the API server,
+// only for an Addon in a shard whose repository is in none. Unknown on an
+// error, which counts as the syncer's: an apply then settles it.
+func (r *AddonRepositoryReconciler) ownsShard(ctx context.Context, a *capstanv1.Addon) bool {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var live capstanv1.Addon
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(a), &live); err != nil {
+		return true
+	}
+	for _, m := range live.GetManagedFields() {
+		if m.Manager != gitops.FieldManager || m.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Metadata struct {
+				Labels map[string]json.RawMessage `json:"f:labels"`
+			} `json:"f:metadata"`
+		}
+		if json.Unmarshal(m.FieldsV1.Raw, &fields) == nil {
+			if _, ok := fields.Metadata.Labels["f:"+gitops.ShardLabel]; ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sameJSON(a, b *apiextensionsv1.JSON) bool {

@@ -147,8 +147,10 @@ type Snapshot struct {
 }
 
 // ReadSnapshot parses every definition file of a folder at a commit. A
-// missing folder is an empty one: a repository whose definitions were all
-// deleted deletes its Addons.
+// missing folder is an error, never an empty one: a typo in spec.folder, a
+// branch or mirror without it, or a commit that renames it would
+// otherwise delete every Addon the repository made. A folder that holds
+// no definitions (but a README, say) deletes them.
 func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, folder string) (*Snapshot, error) {
 	folder = path.Clean(strings.Trim(folder, "/"))
 	s := &Snapshot{Commit: commit.Hash.String(), Claimed: map[string]bool{}}
@@ -161,7 +163,9 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 		entry, err := root.FindEntry(folder)
 		switch {
 		case errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound):
-			return s, nil
+			return nil, fmt.Errorf("there is no folder %q at commit %s: check spec.folder and spec.branch; "+
+				"to remove every add-on of the repository, delete their files and leave another file (a README) in the folder",
+				folder, ShortCommit(commit.Hash.String()))
 		case err != nil:
 			return nil, fmt.Errorf("cannot read folder %q at commit %s: %w", folder, commit.Hash, err)
 		case entry.Mode != filemode.Dir:

@@ -89,9 +89,28 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 		t.Fatal("a missing repository must be an error")
 	}
 
-	// An emptied folder is an empty snapshot, not an error.
-	w.Remove("addons").Remove("umami").Remove("out").CommitAndPush("empty")
+	// A folder with no definitions left is an empty snapshot, not an
+	// error.
+	w.Remove("addons").Remove("umami").Remove("out").Write("addons/README.md", "The add-ons of this cluster.\n").CommitAndPush("empty")
 	if _, s := readHead(t, url, "main", "addons"); len(s.Definitions)+len(s.Invalid) != 0 {
 		t.Fatalf("emptied repository: %+v", s)
+	}
+	// A folder that is not there (a typo in spec.folder, or a commit that
+	// removed or renamed it) is an error that says what to check.
+	w.Remove("addons").Write("README.md", "moved\n").CommitAndPush("the folder is gone")
+	ctx := context.Background()
+	b, _, err := Repo{URL: url}.Head(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, gone, err := Repo{URL: url}.Clone(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, folder := range []string{"addons", "adons", "addons/nested"} {
+		if _, err := ReadSnapshot(repo.Storer, gone, folder); err == nil || !strings.Contains(err.Error(), `there is no folder "`+folder+`"`) ||
+			!strings.Contains(err.Error(), "check spec.folder and spec.branch") {
+			t.Fatalf("folder %s, which is not there: %v", folder, err)
+		}
 	}
 }

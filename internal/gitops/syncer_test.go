@@ -171,6 +171,31 @@ func TestSyncerLifecycle(t *testing.T) {
 	}
 	setBranch(t, ns, "gitops", "")
 
+	// A token as the URL's user: every Addon would show it in its
+	// spec.git.url. Refused before any request, and nothing changes.
+	setURL := func(u string) {
+		r := getRepo(t, ns, "gitops")
+		patch := client.MergeFrom(r.DeepCopy())
+		r.Spec.URL = u
+		if err := env.client.Patch(ctx, r, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setURL(strings.Replace(url, "://", "://ghp_hunter2@", 1))
+	eventually(t, 20*time.Second, "the URL with a token refused", func() error {
+		r := getRepo(t, ns, "gitops")
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "spec.url must be a git URL without credentials") ||
+			strings.Contains(c.Message, "hunter2") {
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		}
+		return nil
+	})
+	if _, err := getAddon(t, ns, "longhorn"); err != nil {
+		t.Fatalf("a refused URL deleted an Addon: %v", err)
+	}
+	setURL(url)
+
 	// Remove with uninstall: the annotation first, then the deletion commit.
 	if err := gitops.MarkUninstall(ctx, env.client, client.ObjectKey{Namespace: ns, Name: "longhorn"}); err != nil {
 		t.Fatal(err)
@@ -230,8 +255,9 @@ func setBranch(t *testing.T, ns, name, branch string) {
 	}
 }
 
-// TestSyncerEmptiedRepository shows that emptying the repository deletes the
-// Addons, and that their Orphan policy leaves the software running: no
+// TestSyncerEmptiedRepository shows that a folder gone from the repository
+// changes nothing and says so, and that a folder emptied of definitions
+// deletes the Addons, whose Orphan policy leaves the software running: no
 // controller runs here, and the "software", a ConfigMap, stays.
 func TestSyncerEmptiedRepository(t *testing.T) {
 	needCluster(t)
@@ -251,7 +277,31 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c2 := w.Remove("addons").CommitAndPush("oops, everything deleted")
+	// The folder is renamed by mistake: nothing is deleted, and the
+	// repository says what to check.
+	w.Git("mv", "addons", "add-ons")
+	w.CommitAndPush("renamed")
+	trigger(t, ns, "gitops")
+	eventually(t, 10*time.Second, "the missing folder reported", func() error {
+		var r capstanv1.AddonRepository
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "gitops"}, &r); err != nil {
+			return err
+		}
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, `there is no folder "addons"`) ||
+			!strings.Contains(c.Message, "nothing was changed") {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		return nil
+	})
+	var list capstanv1.AddonList
+	if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 2 {
+		t.Fatalf("after the folder went missing: %d Addons (%v); want both", len(list.Items), err)
+	}
+
+	w.Git("mv", "add-ons", "addons")
+	w.Remove("addons/kuma.yaml").Remove("addons/dash.yaml").Write("addons/README.md", "Nothing here yet.\n")
+	c2 := w.CommitAndPush("oops, everything deleted")
 	trigger(t, ns, "gitops")
 	waitSynced(t, ns, "gitops", c2)
 	eventually(t, 10*time.Second, "Addons deleted", func() error {
@@ -341,5 +391,69 @@ func TestWebhookTriggersSync(t *testing.T) {
 	t.Logf("webhook to Addon updated: %v", took)
 	if took > time.Second {
 		t.Errorf("the webhook sync took %v, more than a second", took)
+	}
+}
+
+// TestSyncerHandsTheShardOn: a repository's shard label reaches its Addons
+// when it is set, changed and removed, without a commit; an Addon a person
+// put in a shard by hand under a repository in none keeps its label, and a
+// resync does not write it.
+func TestSyncerHandsTheShardOn(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-shard")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+
+	setShard := func(shard string) {
+		r := getRepo(t, ns, "gitops")
+		patch := client.MergeFrom(r.DeepCopy())
+		if shard == "" {
+			delete(r.Labels, gitops.ShardLabel)
+		} else {
+			r.Labels = map[string]string{gitops.ShardLabel: shard}
+		}
+		if err := env.client.Patch(ctx, r, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shardIs := func(name, want string) {
+		t.Helper()
+		eventually(t, 20*time.Second, name+" in shard "+want, func() error {
+			if got := mustAddon(t, ns, name).Labels[gitops.ShardLabel]; got != want {
+				return fmt.Errorf("shard %q", got)
+			}
+			return nil
+		})
+	}
+	setShard("shard-a")
+	shardIs("kuma", "shard-a")
+	setShard("shard-b")
+	shardIs("kuma", "shard-b")
+	shardIs("dash", "shard-b")
+	setShard("")
+	shardIs("kuma", "")
+	shardIs("dash", "")
+
+	// A person puts dash in a shard by hand: the repository, in none,
+	// leaves it there and writes nothing.
+	dash := mustAddon(t, ns, "dash")
+	patch := client.MergeFrom(dash.DeepCopy())
+	dash.Labels[gitops.ShardLabel] = "by-hand"
+	if err := env.client.Patch(ctx, dash, patch); err != nil {
+		t.Fatal(err)
+	}
+	before := mustAddon(t, ns, "dash").ResourceVersion
+	if _, err := env.syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustAddon(t, ns, "dash"); got.ResourceVersion != before || got.Labels[gitops.ShardLabel] != "by-hand" {
+		t.Fatalf("a resync wrote the hand-sharded Addon: %s -> %s, shard %q", before, got.ResourceVersion, got.Labels[gitops.ShardLabel])
 	}
 }

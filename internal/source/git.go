@@ -37,7 +37,7 @@ func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Cred
 		return nil, fmt.Errorf("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), netguard.RedactError(err, spec.URL))
 	}
 	shown := netguard.Redact(spec.URL)
-	if ep.Password != "" {
+	if HoldsCredentials(ep) {
 		return nil, errors.New("spec.git.url must not hold credentials; put them in a Secret and name it in spec.git.secretRef")
 	}
 	prefix := "git\x00" + spec.URL + "\x00" + creds.cacheKey() + "\x00"
@@ -418,4 +418,13 @@ func (f *Fetcher) GitAuth(ctx context.Context, url string, secret *corev1.Secret
 		}
 	}
 	return f.gitAuth(ctx, ep, creds)
+}
+
+// HoldsCredentials reports whether a git URL carries a secret: a password,
+// or, over http and https, a user name, where a token often goes (GitHub
+// takes https://TOKEN@github.com/...). An ssh URL's user (git@) is no
+// secret. A URL is shown in every Addon's spec and status, so a
+// credential in it would be shown to every reader.
+func HoldsCredentials(ep *transport.Endpoint) bool {
+	return ep.Password != "" || (ep.Protocol == "http" || ep.Protocol == "https") && ep.User != ""
 }

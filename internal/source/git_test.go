@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
@@ -257,6 +259,7 @@ func TestGitErrors(t *testing.T) {
 		{"file not allowed", capstanv1.GitSource{URL: "file://" + repo.bare}, nil, []string{"file:// repositories are not allowed"}},
 		{"credentials over http", capstanv1.GitSource{URL: "http://127.0.0.1:1/repo.git"}, &Credentials{Token: "t"}, []string{"only sent over https or ssh"}},
 		{"credentials in URL", capstanv1.GitSource{URL: "https://u:hunter2@127.0.0.1/repo.git"}, nil, []string{"must not hold credentials"}},
+		{"a token as the URL's user", capstanv1.GitSource{URL: "https://ghp_hunter2@127.0.0.1/repo.git"}, nil, []string{"must not hold credentials"}},
 		{"ssh without key", capstanv1.GitSource{URL: "ssh://git@127.0.0.1/repo.git"}, nil, []string{"needs a Secret with an SSH key"}},
 		{"key over https", capstanv1.GitSource{URL: srv.URL + "/repo.git"}, &Credentials{Identity: []byte("k"), KnownHosts: []byte("h")}, []string{"needs an ssh:// URL"}},
 	}
@@ -283,6 +286,29 @@ func TestGitErrors(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// TestHoldsCredentials: a password anywhere, and a user over http and
+// https (where a token goes), are credentials; ssh's git@ is not.
+func TestHoldsCredentials(t *testing.T) {
+	for raw, want := range map[string]bool{
+		"https://github.com/org/repo.git":           false,
+		"https://ghp_token@github.com/org/repo.git": true,
+		"http://user@127.0.0.1/repo.git":            true,
+		"https://user:pass@github.com/org/repo":     true,
+		"ssh://git@github.com/org/repo.git":         false,
+		"ssh://git:pass@github.com/org/repo.git":    true,
+		"git@github.com:org/repo.git":               false,
+		"file:///srv/repo.git":                      false,
+	} {
+		ep, err := transport.NewEndpoint(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := HoldsCredentials(ep); got != want {
+			t.Errorf("%s: %v, want %v", raw, got, want)
+		}
+	}
+}
 
 func TestGitGuard(t *testing.T) {
 	repo := newGitRepo(t)
