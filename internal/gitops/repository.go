@@ -21,6 +21,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
 )
 
 // DefaultFolder is the folder of definition files when none is configured.
@@ -104,7 +105,7 @@ func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) (string,
 
 // Clone fetches the head commit of a branch into memory, without history.
 func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *object.Commit, error) {
-	repo, err := git.CloneContext(ctx, memory.NewStorage(), nil, &git.CloneOptions{
+	repo, err := git.CloneContext(ctx, source.GitStorage(source.Limits{}), nil, &git.CloneOptions{
 		URL:           r.URL,
 		Auth:          r.Auth,
 		ReferenceName: plumbing.NewBranchReferenceName(branch),

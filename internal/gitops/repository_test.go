@@ -2,11 +2,14 @@ package gitops
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
 	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/source"
 )
 
 func readHead(t *testing.T, url, branch, folder string) (string, *Snapshot) {
@@ -112,5 +115,28 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 			!strings.Contains(err.Error(), "check spec.folder and spec.branch") {
 			t.Fatalf("folder %s, which is not there: %v", folder, err)
 		}
+	}
+}
+
+// TestCloneRefusesAPackTooLarge: a push of a file of zeros, a few hundred
+// KiB of pack that unpacks to more than one fetch may hold, is refused
+// before it is unpacked into the controller's memory.
+func TestCloneRefusesAPackTooLarge(t *testing.T) {
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n").
+		Write("build/zeros.bin", strings.Repeat("\x00", int(source.DefaultLimits.MaxUncompressedBytes)+(1<<20))).
+		CommitAndPush("a build output by mistake")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, _, err := Repo{URL: url}.Clone(context.Background(), "main")
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, source.ErrGitTooLarge) || !strings.Contains(err.Error(), "keep large files") {
+		t.Fatalf("clone: %v; want it refused for its size", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Fatalf("refusing the pack allocated %d MiB: it was unpacked", grew>>20)
 	}
 }

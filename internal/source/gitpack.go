@@ -1,0 +1,168 @@
+package source
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage/memory"
+)
+
+// A git fetch lands in memory: go-git's memory storage unpacks every
+// object of the pack whole. A pack is compressed, so a push of a few
+// hundred KiB can hold a file of gigabytes of zeros, which the limits on
+// the tree, checked once it is read, would come too late for: the
+// controller would run out of memory first. So the pack is read twice.
+// First its object headers alone, which give each object's unpacked size
+// before anything is unpacked (a delta's, from the first bytes of the
+// delta), against the limits; then, only when it fits, into the storage.
+
+// GitStorage is a memory storage for one fetch that refuses a pack that
+// would unpack past limits: more than MaxUncompressedBytes in all, or
+// more objects than a tree of MaxFiles files could need.
+func GitStorage(limits Limits) *BoundedStorage {
+	return &BoundedStorage{Storage: memory.NewStorage(), limits: limits.withDefaults()}
+}
+
+// BoundedStorage is GitStorage's storage: go-git hands it each fetched
+// pack whole, through PackfileWriter.
+type BoundedStorage struct {
+	*memory.Storage
+	limits Limits
+}
+
+// PackfileWriter takes one pack, keeps it while it arrives (at most the
+// unpacked limit, which a pack's compressed bytes cannot need more of),
+// and on Close checks it and unpacks it into the storage.
+func (s *BoundedStorage) PackfileWriter() (io.WriteCloser, error) {
+	return &packWriter{s: s}, nil
+}
+
+type packWriter struct {
+	s   *BoundedStorage
+	buf bytes.Buffer
+}
+
+func (w *packWriter) Write(p []byte) (int, error) {
+	if int64(w.buf.Len()+len(p)) > w.s.limits.MaxUncompressedBytes {
+		return 0, w.s.tooLarge("its pack alone is over the limit")
+	}
+	return w.buf.Write(p)
+}
+
+func (w *packWriter) Close() error {
+	if w.buf.Len() == 0 {
+		return nil
+	}
+	if err := checkPack(w.buf.Bytes(), w.s.limits); err != nil {
+		return err
+	}
+	p, err := packfile.NewParserWithStorage(packfile.NewScanner(bytes.NewReader(w.buf.Bytes())), w.s.Storage)
+	if err != nil {
+		return err
+	}
+	_, err = p.Parse()
+	return err
+}
+
+// ErrGitTooLarge is the error of a fetch refused for its size.
+var ErrGitTooLarge = errors.New("the repository is too large to read")
+
+func (s *BoundedStorage) tooLarge(why string) error {
+	return tooLarge(s.limits, why)
+}
+
+// tooLarge says why a fetch is refused, and what to do.
+func tooLarge(limits Limits, why string) error {
+	return fmt.Errorf("%w into memory: %s (one fetch may hold %s unpacked, in %d objects); "+
+		"keep large files (build outputs, archives, images) out of the repository that holds the add-on, or move the add-on to a smaller one",
+		ErrGitTooLarge, why, byteSize(limits.MaxUncompressedBytes), int64(limits.MaxFiles)*objectsPerFile)
+}
+
+// objectsPerFile is how many objects a fetch may hold per file of the
+// tree limit: a file's blob, and the trees and commits around it.
+const objectsPerFile = 4
+
+// deltaHeaderBytes is enough of a delta to read its two sizes.
+const deltaHeaderBytes = 32
+
+// checkPack reads a pack's object headers, and each delta's first bytes,
+// and refuses one whose objects would unpack past the limits, before any
+// of them is unpacked into memory.
+func checkPack(pack []byte, limits Limits) error {
+	sc := packfile.NewScanner(bytes.NewReader(pack))
+	_, count, err := sc.Header()
+	if err != nil {
+		return err
+	}
+	if maxObjects := int64(limits.MaxFiles) * objectsPerFile; int64(count) > maxObjects {
+		return tooLarge(limits, fmt.Sprintf("its pack holds %d objects", count))
+	}
+	var total int64
+	for range count {
+		h, err := sc.NextObjectHeader()
+		if err != nil {
+			return err
+		}
+		size := h.Length
+		if h.Type == plumbing.OFSDeltaObject || h.Type == plumbing.REFDeltaObject {
+			if size > limits.MaxUncompressedBytes {
+				return tooLarge(limits, "a delta in its pack is over the limit")
+			}
+			head := &headWriter{}
+			if _, _, err := sc.NextObject(head); err != nil {
+				return err
+			}
+			if size, err = deltaTargetSize(head.b); err != nil {
+				return err
+			}
+		}
+		if total += size; size > limits.MaxUncompressedBytes || total > limits.MaxUncompressedBytes {
+			return tooLarge(limits, "its objects unpack to more than the limit")
+		}
+	}
+	return nil
+}
+
+// headWriter keeps the first deltaHeaderBytes written to it.
+type headWriter struct{ b []byte }
+
+func (w *headWriter) Write(p []byte) (int, error) {
+	if room := deltaHeaderBytes - len(w.b); room > 0 {
+		w.b = append(w.b, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// deltaTargetSize reads the size of the object a delta makes: the second
+// of the two little-endian base-128 numbers a delta starts with.
+func deltaTargetSize(b []byte) (int64, error) {
+	var sizes [2]int64
+	for i := range sizes {
+		var n int64
+		for shift := 0; ; shift += 7 {
+			if len(b) == 0 || shift > 49 {
+				return 0, errors.New("a delta in the pack has a malformed header")
+			}
+			n |= int64(b[0]&0x7f) << shift
+			more := b[0]&0x80 != 0
+			b = b[1:]
+			if !more {
+				break
+			}
+		}
+		sizes[i] = n
+	}
+	return sizes[1], nil
+}
+
+// byteSize is n in MiB, or in bytes below one.
+func byteSize(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d bytes", n)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}

@@ -1,0 +1,107 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// packRepo serves a repository whose one commit holds files, from a
+// loopback git server.
+func packRepo(t *testing.T, files map[string][]byte) (*gitServer, string) {
+	t.Helper()
+	root := t.TempDir()
+	work := filepath.Join(root, "work")
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run(t, work, "init", "-q", "-b", "main")
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(work, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run(t, work, "add", ".")
+	run(t, work, "commit", "-q", "-m", "files")
+	bare := filepath.Join(root, "repo.git")
+	run(t, root, "clone", "-q", "--bare", work, bare)
+	run(t, bare, "update-server-info")
+	srv := newGitServer(t, root)
+	return srv, srv.URL + "/repo.git"
+}
+
+// TestGitPackBounds: a push of a few KiB that unpacks to far more than the
+// limits (a file of zeros) is refused before it is unpacked into memory;
+// so are two files that fit alone but not together, the second sent as a
+// delta of the first, whose size only the delta's header tells; and a
+// repository within the limits is read as before.
+func TestGitPackBounds(t *testing.T) {
+	const limit = 4 << 20
+	f := func(srv *gitServer) *Fetcher {
+		return newTestFetcher(t, Options{Limits: Limits{MaxUncompressedBytes: limit}}, srv.Server)
+	}
+
+	zeros := bytes.Repeat([]byte{0}, 64<<20)
+	srv, url := packRepo(t, map[string][]byte{"zeros.bin": zeros, "cm.yaml": []byte("kind: ConfigMap\n")})
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := f(srv).Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrGitTooLarge) {
+		t.Fatalf("a pack of 64 MiB of zeros: %v; want it refused for its size", err)
+	}
+	t.Log(err)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 32<<20 {
+		t.Fatalf("refusing the pack allocated %d MiB: it was unpacked", grew>>20)
+	}
+
+	// Two files of 3 MiB that differ in one byte: the pack holds one, and
+	// the other as a delta of a few bytes.
+	noise := make([]byte, 3<<20)
+	for i := range noise {
+		noise[i] = byte(i*7 + i/4096)
+	}
+	other := bytes.Clone(noise)
+	other[len(other)/2]++
+	srv, url = packRepo(t, map[string][]byte{"a.bin": noise, "b.bin": other})
+	if _, err := f(srv).Git(context.Background(), capstanv1.GitSource{URL: url}, nil); !errors.Is(err, ErrGitTooLarge) {
+		t.Fatalf("two files of 3 MiB, one a delta: %v; want it refused for its size", err)
+	}
+
+	srv, url = packRepo(t, map[string][]byte{"a.bin": noise})
+	tree, err := f(srv).Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
+	if err != nil {
+		t.Fatalf("one file of 3 MiB, within the limit: %v", err)
+	}
+	if got, err := fs.ReadFile(tree.FS, "a.bin"); err != nil || !bytes.Equal(got, noise) {
+		t.Fatalf("a.bin read back: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestDeltaTargetSize reads a delta's header.
+func TestDeltaTargetSize(t *testing.T) {
+	for _, tc := range []struct {
+		in   []byte
+		want int64
+		ok   bool
+	}{
+		{[]byte{0x05, 0x07}, 7, true},
+		{[]byte{0x80, 0x01, 0x80, 0x80, 0x02}, 2 << 14, true},
+		{[]byte{0x05}, 0, false},
+		{[]byte{0x05, 0x80}, 0, false},
+		{bytes.Repeat([]byte{0xff}, 12), 0, false},
+	} {
+		got, err := deltaTargetSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%x: %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+}
