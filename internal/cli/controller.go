@@ -319,7 +319,8 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	if err := r.SetupWithManager(mgr, o.maxConcurrency); err != nil {
 		return nil, err
 	}
-	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth, Notifier: r.Notifier}
+	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth, Notifier: r.Notifier,
+		FetchTimeout: o.guard.Timeout}
 	if err := syncer.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

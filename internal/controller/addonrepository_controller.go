@@ -68,6 +68,11 @@ type AddonRepositoryReconciler struct {
 	// Notifier posts the repository's transitions to webhooks; nil sends
 	// none.
 	Notifier *notify.Notifier
+	// FetchTimeout bounds one read of a repository, its ls-remote and its
+	// clone together, over any transport: an ssh server that sends a byte
+	// a minute would otherwise hold a worker for good.
+	// netguard.DefaultTimeout when zero.
+	FetchTimeout time.Duration
 
 	mu    sync.Mutex
 	cache map[types.NamespacedName]cachedSnapshot
@@ -202,12 +207,19 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		return ctrl.Result{}, nil
 	}
 	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
+	timeout := r.FetchTimeout
+	if timeout <= 0 {
+		timeout = netguard.DefaultTimeout
+	}
+	fetchCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	folder := repo.Spec.Folder
 	if folder == "" {
 		folder = gitops.DefaultFolder
 	}
-	branch, head, err := remote.Head(ctx, repo.Spec.Branch)
+	branch, head, err := remote.Head(fetchCtx, repo.Spec.Branch)
 	if err != nil {
+		err = timedOut(fetchCtx, err, timeout)
 		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
 		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 		return ctrl.Result{}, nil
@@ -220,11 +232,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	snap := cached.snap
 	cacheKey := func(commit string) string { return commit + "\x00" + folder + "\x00" + repo.Spec.URL }
 	if snap == nil || cached.key != cacheKey(head.String()) {
-		g, commit, err := remote.Clone(ctx, branch)
+		g, commit, err := remote.Clone(fetchCtx, branch)
 		if err == nil {
 			snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
 		}
 		if err != nil {
+			err = timedOut(fetchCtx, err, timeout)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 			return ctrl.Result{}, nil
 		}
@@ -255,6 +268,14 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", gitops.ShortCommit(snap.Commit), applied))
 	}
 	return ctrl.Result{}, nil
+}
+
+// timedOut says so of an error that came as the fetch's time ran out.
+func timedOut(ctx context.Context, err error, timeout time.Duration) error {
+	if ctx.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w: the server did not answer within %s (--fetch-timeout)", err, timeout)
 }
 
 // notifyTransition hands the notifier a change of the repository's Ready

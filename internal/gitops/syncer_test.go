@@ -457,3 +457,42 @@ func TestSyncerHandsTheShardOn(t *testing.T) {
 		t.Fatalf("a resync wrote the hand-sharded Addon: %s -> %s, shard %q", before, got.ResourceVersion, got.Labels[gitops.ShardLabel])
 	}
 }
+
+// TestSyncerGivesUpOnAServerThatHangs: a git server that answers nothing
+// holds a sync no longer than the fetch timeout, and the repository says
+// it could not be read.
+func TestSyncerGivesUpOnAServerThatHangs(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-hang")
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	createRepo(t, ns, "gitops", srv.URL+"/gitops.git")
+
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client, FetchTimeout: time.Second}
+	done := make(chan error, 1)
+	go func() {
+		_, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the sync still waits for a server that answers nothing")
+	}
+	r := getRepo(t, ns, "gitops")
+	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, "did not answer within 1s") {
+		t.Fatalf("Ready: %+v", c)
+	}
+}
