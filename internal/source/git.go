@@ -48,6 +48,14 @@ func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Cred
 			return t, nil
 		}
 	}
+	if ep.Protocol == "ssh" {
+		// NOTE: an http request is bounded by the guard's client; ssh has
+		// no timeout of its own, and a server that sends a byte a minute
+		// would hold the reconcile for good.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.guard.Config().Timeout)
+		defer cancel()
+	}
 	// NOTE: after the cache: SSH auth parses a key and writes known_hosts.
 	auth, err := f.gitAuth(ctx, ep, creds)
 	if err != nil {
