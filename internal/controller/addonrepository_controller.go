@@ -80,6 +80,9 @@ type AddonRepositoryReconciler struct {
 	// of invalid files last posted (notifyTransition), and its labels.
 	notified map[types.NamespacedName]repoNotice
 	triggers chan event.GenericEvent
+	// namespaces holds a *sync.Mutex per namespace, which its
+	// repositories' applies hold.
+	namespaces sync.Map
 }
 
 // repoNotice is what was posted last of a repository: its state, how
@@ -388,6 +391,14 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 // the files that the API server refused or that name another's Addon, and
 // how many Addons match their definitions.
 func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot) ([]capstanv1.InvalidFile, int, error) {
+	// NOTE: two repositories of one namespace that define one add-on,
+	// synced at once, would each find no Addon and apply it by force, the
+	// second taking the first's; so they apply one at a time, and a new
+	// Addon is looked for on the API server, past the cache, before it
+	// is created.
+	lock, _ := r.namespaces.LoadOrStore(repo.Namespace, &sync.Mutex{})
+	lock.(*sync.Mutex).Lock()
+	defer lock.(*sync.Mutex).Unlock()
 	invalid := append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
@@ -409,6 +420,14 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			continue
 		}
 		have := byName[want.Name]
+		if have == nil {
+			found, err := r.liveAddon(ctx, repo.Namespace, want.Name)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("cannot read Addon %s/%s before creating it from %s: %w", repo.Namespace, want.Name, p.File, err))
+				continue
+			}
+			have = found
+		}
 		if have != nil {
 			if owner := have.Labels[gitops.ManagedByGitLabel]; owner != repo.Name {
 				invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
@@ -445,6 +464,22 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	}
 	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
 	return invalid, applied, errors.Join(errs...)
+}
+
+// liveAddon reads an Addon from the API server, or nil when there is none.
+func (r *AddonRepositoryReconciler) liveAddon(ctx context.Context, namespace, name string) (*capstanv1.Addon, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var a capstanv1.Addon
+	switch err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &a); {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return &a, nil
 }
 
 func notOurs(file string, a *capstanv1.Addon, owner string) string {
@@ -497,12 +532,8 @@ func sameShard(have, want *capstanv1.Addon, ownsShard func() bool) bool {
 // only for an Addon in a shard whose repository is in none. Unknown on an
 // error, which counts as the syncer's: an apply then settles it.
 func (r *AddonRepositoryReconciler) ownsShard(ctx context.Context, a *capstanv1.Addon) bool {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
-	var live capstanv1.Addon
-	if err := reader.Get(ctx, client.ObjectKeyFromObject(a), &live); err != nil {
+	live, err := r.liveAddon(ctx, a.Namespace, a.Name)
+	if err != nil || live == nil {
 		return true
 	}
 	for _, m := range live.GetManagedFields() {

@@ -496,3 +496,58 @@ func TestSyncerGivesUpOnAServerThatHangs(t *testing.T) {
 		t.Fatalf("Ready: %+v", c)
 	}
 }
+
+// laggingList is a client whose lists miss one Addon, as a cache that has
+// not seen it yet does; everything else is the API server's.
+type laggingList struct {
+	client.Client
+	hide string
+}
+
+func (c laggingList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*capstanv1.AddonList); ok {
+		kept := l.Items[:0]
+		for _, a := range l.Items {
+			if a.Name != c.hide {
+				kept = append(kept, a)
+			}
+		}
+		l.Items = kept
+	}
+	return nil
+}
+
+// TestSyncerTakesNoAddonItsCacheMissed: an Addon made by hand a moment
+// before a sync, which the syncer's cache has not seen yet, is not taken
+// over by the repository that defines the same name: it is reported, and
+// left as it was.
+func TestSyncerTakesNoAddonItsCacheMissed(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-lag")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/grafana.yaml", "name: grafana\nhelm: {repo: https://x, chart: grafana, version: 2.0.0}\n").CommitAndPush("grafana")
+	mine := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grafana"},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://charts.example.com", Name: "grafana", Version: "1.0.0"}}}
+	if err := env.client.Create(ctx, mine); err != nil {
+		t.Fatal(err)
+	}
+	// The cluster's syncer must not get there first.
+	createRepo(t, ns, "gitops", url, func(r *capstanv1.AddonRepository) { r.Spec.Interval = &metav1.Duration{Duration: time.Hour} })
+	lagging := &controller.AddonRepositoryReconciler{Client: laggingList{Client: env.client, hide: "grafana"}}
+	if _, err := lagging.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	got := mustAddon(t, ns, "grafana")
+	if got.Labels[gitops.ManagedByGitLabel] != "" || got.Spec.Chart.Version != "1.0.0" {
+		t.Fatalf("the hand-made Addon was taken over: labels %v, version %s", got.Labels, got.Spec.Chart.Version)
+	}
+	if !hasInvalid(getRepo(t, ns, "gitops"), "addons/grafana.yaml") {
+		t.Fatalf("the clash is not reported: %+v", getRepo(t, ns, "gitops").Status.InvalidFiles)
+	}
+}
