@@ -117,6 +117,9 @@ func newControllerCommand() *cobra.Command {
 			if err := checkNotifySecrets(o.notifySecrets); err != nil {
 				return err
 			}
+			if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
+				return err
+			}
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -186,6 +189,18 @@ func checkNotifySecrets(names []string) error {
 			return fmt.Errorf("--notify-secret %q is given twice; each receiver once", name)
 		}
 		seen[name] = true
+	}
+	return nil
+}
+
+// checkPruneThreshold refuses a share of the inventory that is no share:
+// the controller's configuration reads 0 as "the default", so a 0 asked
+// for on the command line, meaning "approve every prune", would quietly be
+// 0.5.
+func checkPruneThreshold(share float64) error {
+	if share <= 0 || share > 1 {
+		return fmt.Errorf("--prune-approval-threshold %g is not a share of the inventory: give more than 0 and at most 1 "+
+			"(a small share such as 0.001 has nearly every prune approved; 1 turns the gate off)", share)
 	}
 	return nil
 }
