@@ -179,6 +179,10 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 	var entries []folderEntry
 	for _, e := range dir.Entries {
 		if e.Mode == filemode.Dir || e.Mode == filemode.Submodule {
+			if IsDefinitionFile(e.Name) {
+				// NOTE: claimed, so that its Addon is not deleted.
+				entries = append(entries, folderEntry{name: e.Name, folder: true})
+			}
 			continue
 		}
 		e := e
@@ -206,6 +210,8 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 type folderEntry struct {
 	name    string
 	symlink bool
+	// folder marks a folder or a submodule named as a definition file is.
+	folder bool
 	// open returns the file's size and, when it is at most MaxFileSize, its content.
 	open func() (int64, io.ReadCloser, error)
 }
@@ -255,6 +261,9 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 func readDefinition(e folderEntry, file string, tree Tree) (*Definition, error) {
 	if e.symlink {
 		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "the file is a symbolic link: commit the definition itself"}}}
+	}
+	if e.folder {
+		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "this is a folder or a submodule: a definition is one YAML file"}}}
 	}
 	size, rd, err := e.open()
 	if err != nil {

@@ -48,7 +48,8 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 		Write("addons/dup.yml", "name: dup\nhelm: {repo: https://x, chart: c}\n").
 		Write("addons/escape.yaml", "name: escape\ngit:\n  path: out\n").
 		Symlink("out", "../..").
-		Write("addons/list.yaml", "- name: list\n")
+		Write("addons/list.yaml", "- name: list\n").
+		Write("addons/grafana.yaml/values.yaml", "replicas: 2\n")
 	commit := w.CommitAndPush("definitions")
 
 	for _, u := range []string{url, "file://" + filepath.Join(srv.Root, "gitops.git")} {
@@ -64,11 +65,12 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 			t.Fatalf("valid definitions: %v", valid)
 		}
 		want := map[string]string{
-			"addons/broken.yaml": "addons/broken.yaml:3: colour: unknown field",
-			"addons/dup.yaml":    "defined by addons/dup.yaml and addons/dup.yml",
-			"addons/dup.yml":     "defined by addons/dup.yaml and addons/dup.yml",
-			"addons/escape.yaml": "addons/escape.yaml:3: git.path: \"out\" is a symbolic link that leads out of the repository",
-			"addons/list.yaml":   "addons/list.yaml:1: the file holds a list",
+			"addons/broken.yaml":  "addons/broken.yaml:3: colour: unknown field",
+			"addons/dup.yaml":     "defined by addons/dup.yaml and addons/dup.yml",
+			"addons/dup.yml":      "defined by addons/dup.yaml and addons/dup.yml",
+			"addons/escape.yaml":  "addons/escape.yaml:3: git.path: \"out\" is a symbolic link that leads out of the repository",
+			"addons/list.yaml":    "addons/list.yaml:1: the file holds a list",
+			"addons/grafana.yaml": "this is a folder or a submodule",
 		}
 		if len(s.Invalid) != len(want) {
 			t.Fatalf("invalid files: %+v", s.Invalid)
@@ -78,7 +80,7 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 				t.Errorf("%s: %q does not contain %q", f.Path, f.Message, want[f.Path])
 			}
 		}
-		for _, name := range []string{"longhorn", "umami", "broken", "dup", "escape", "list"} {
+		for _, name := range []string{"longhorn", "umami", "broken", "dup", "escape", "list", "grafana"} {
 			if !s.Claimed[name] {
 				t.Errorf("%s is not claimed, so its Addon could be deleted", name)
 			}
