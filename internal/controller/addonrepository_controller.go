@@ -545,7 +545,7 @@ func (r *AddonRepositoryReconciler) ownsShard(ctx context.Context, a *capstanv1.
 				Labels map[string]json.RawMessage `json:"f:labels"`
 			} `json:"f:metadata"`
 		}
-		if json.Unmarshal(m.FieldsV1.Raw, &fields) == nil {
+		if json.Unmarshal(m.FieldsV1.GetRawBytes(), &fields) == nil {
 			if _, ok := fields.Metadata.Labels["f:"+gitops.ShardLabel]; ok {
 				return true
 			}
