@@ -17,6 +17,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -359,7 +360,8 @@ var ErrNoValuesToKeep = errors.New("keepValues is for restricted add-ons: this a
 // set are written before the delete, so the controller's deletion sees
 // them; the deletion policy then decides what happens to the software.
 // KeepValues on an add-on the controller placed in the cluster profile is
-// refused before anything is written.
+// refused before anything is written, and so is a removal the caller may
+// not make: a dry run of the delete asks the API server first.
 func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o RemoveOptions) error {
 	a, err := Get(ctx, c, key)
 	if err != nil {
@@ -368,27 +370,71 @@ func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o Remove
 	if o.KeepValues && a.Status.Profile == capstanv1.ProfileCluster {
 		return fmt.Errorf("addon %s: %w", key, ErrNoValuesToKeep)
 	}
-	if o.Uninstall || o.KeepValues {
-		patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if a.Annotations == nil {
-			a.Annotations = map[string]string{}
-		}
-		if o.Uninstall {
-			a.Annotations[capstanv1.UninstallAnnotation] = "true"
-		}
-		if o.KeepValues {
-			a.Annotations[capstanv1.KeepValuesAnnotation] = "true"
-		}
-		if err := c.Patch(ctx, a, patch); err != nil {
-			return fmt.Errorf("marking addon %s for removal: %w", key, err)
-		}
+	// NOTE: a mark left on an Addon that stays is a trap: a later removal,
+	// meant to keep the software, would uninstall it. So the API server
+	// judges the delete, with the caller's own rights, before any mark is
+	// written.
+	if err := c.Delete(ctx, a, client.DryRunAll, client.Preconditions{UID: &a.UID}); err != nil {
+		return fmt.Errorf("deleting addon %s: %w", key, err)
 	}
 	// NOTE: the delete is bound to the object just read, so a removal never
 	// deletes a newer Addon of the same name.
-	if err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID}); err != nil {
-		return fmt.Errorf("deleting addon %s: %w", key, err)
+	return WithRemovalMarks(ctx, c, a, o, func(ctx context.Context) error {
+		if err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID}); err != nil {
+			return fmt.Errorf("deleting addon %s: %w", key, err)
+		}
+		return nil
+	})
+}
+
+// WithRemovalMarks writes on a the annotations that o asks for (uninstall,
+// keep values), then runs remove, which deletes the Addon or commits its
+// removal. If remove fails, the marks this call wrote are taken back, so
+// that the Addon does not keep a mark nobody sees; a mark that was there
+// before stays. When taking them back fails too, the error says so and
+// what to do. The caller checks first that it may remove the Addon.
+func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, o RemoveOptions, remove func(context.Context) error) error {
+	var set []string
+	for _, m := range []struct {
+		annotation string
+		want       bool
+	}{{capstanv1.UninstallAnnotation, o.Uninstall}, {capstanv1.KeepValuesAnnotation, o.KeepValues}} {
+		if m.want && a.Annotations[m.annotation] != "true" {
+			set = append(set, m.annotation)
+		}
 	}
-	return nil
+	if len(set) == 0 {
+		return remove(ctx)
+	}
+	key := client.ObjectKeyFromObject(a)
+	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	if a.Annotations == nil {
+		a.Annotations = map[string]string{}
+	}
+	for _, annotation := range set {
+		a.Annotations[annotation] = "true"
+	}
+	if err := c.Patch(ctx, a, patch); err != nil {
+		return fmt.Errorf("marking addon %s for removal: %w", key, err)
+	}
+	err := remove(ctx)
+	if err == nil {
+		return nil
+	}
+	// NOTE: the marks are taken back even when the request that asked for
+	// the removal has gone away, and without the read's resourceVersion:
+	// the controller writes status in between.
+	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	unset := map[string]any{}
+	for _, annotation := range set {
+		unset[annotation] = nil
+	}
+	undo, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": unset}})
+	if uerr := c.Patch(undoCtx, a, client.RawPatch(types.MergePatchType, undo)); uerr != nil {
+		return fmt.Errorf("%w; taking back the annotations %v failed too (%v): remove them from the Addon before you remove it again, or the software is handled as they say", err, set, uerr)
+	}
+	return err
 }
 
 // Add creates an Addon suspended, so that it is planned and nothing is

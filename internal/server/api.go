@@ -448,17 +448,12 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 			writeError(w, badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects"))
 			return
 		}
-		if o.Uninstall {
-			// NOTE: the annotation is not configuration, so the syncer keeps
-			// it; it must be on the Addon before the commit deletes it.
-			if err := gitops.MarkUninstall(r.Context(), c, key); err != nil {
-				writeError(w, errorFor(err))
-				return
-			}
+		answer, err := s.removeByCommit(r.Context(), userOf(r), c, a, o.Uninstall)
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
 		}
-		s.commit(w, r, a, "remove", "delete", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
-			return wr.Remove(ctx, name)
-		})
+		writeJSON(w, http.StatusAccepted, answer)
 		return
 	}
 	if err := addons.Remove(r.Context(), c, key, o); err != nil {

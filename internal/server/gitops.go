@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 )
 
@@ -159,6 +160,30 @@ func (s *Server) commitChange(ctx context.Context, u User, a *capstanv1.Addon, v
 	}
 	return s.commitTo(ctx, u, repo, client.ObjectKeyFromObject(a), verb, rbacVerb,
 		func(ctx context.Context, wr *gitops.Writer) (string, error) { return change(ctx, wr, a.Name) })
+}
+
+// removeByCommit removes a git-managed Addon by a commit. With uninstall,
+// the Addon is first marked, with the user's own token, so that the
+// syncer's deletion removes the software: the annotation is not
+// configuration, so the syncer keeps it. The access review comes before
+// the mark, and a commit that fails takes the mark back: a mark left on an
+// Addon that stays would make a later removal, meant to keep the software,
+// uninstall it.
+func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, uninstall bool) (commitAnswer, error) {
+	remove := func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Remove(ctx, name) }
+	if !uninstall {
+		return s.commitChange(ctx, u, a, "remove", "delete", remove)
+	}
+	if err := s.mayChange(ctx, u, "delete", client.ObjectKeyFromObject(a)); err != nil {
+		return commitAnswer{}, err
+	}
+	var answer commitAnswer
+	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
+		var err error
+		answer, err = s.commitChange(ctx, u, a, "remove", "delete", remove)
+		return err
+	})
+	return answer, err
 }
 
 // commitTo makes one commit to repo for the Addon key, after the user's

@@ -352,7 +352,6 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c client.Client, a *capstanv1.Addon, verb string) (string, error) {
 	key := client.ObjectKeyFromObject(a)
 	var change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)
-	rbacVerb := "update"
 	switch verb {
 	case "approve":
 		hash := r.PostFormValue("hash")
@@ -371,22 +370,14 @@ func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c clie
 		if r.PostFormValue("keepValues") == "true" {
 			return "", badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects")
 		}
-		if r.PostFormValue("uninstall") == "true" {
-			if err := gitops.MarkUninstall(ctx, c, key); err != nil {
-				return "", err
-			}
-		}
-		rbacVerb = "delete"
-		change = func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Remove(ctx, name) }
+		_, err := s.removeByCommit(ctx, u, c, a, r.PostFormValue("uninstall") == "true")
+		return verb, err
 	default:
 		return "", apiError{Code: http.StatusConflict, Reason: "Conflict",
 			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s it by a commit", key, gitManaged(a), verb)}
 	}
-	if _, err := s.commitChange(ctx, u, a, verb, rbacVerb, change); err != nil {
+	if _, err := s.commitChange(ctx, u, a, verb, "update", change); err != nil {
 		return "", err
-	}
-	if verb == "remove" {
-		return verb, nil
 	}
 	return "commit", nil
 }

@@ -583,6 +583,13 @@ func TestGitManagedChangesAreCommits(t *testing.T) {
 	expect(t, "keep-values for a git-managed add-on", code, body, http.StatusBadRequest)
 	code, body = call(t, editor, http.MethodDelete, path, nil)
 	expect(t, "an editor without delete removes a git-managed add-on", code, body, http.StatusForbidden)
+	// The editor may patch the Addon, so it could write the uninstall mark;
+	// the access review must come first.
+	code, body = call(t, editor, http.MethodDelete, path+"?uninstall=true", nil)
+	expect(t, "an editor without delete uninstalls a git-managed add-on", code, body, http.StatusForbidden)
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(a), a); err != nil || a.Annotations[capstanv1.UninstallAnnotation] != "" {
+		t.Errorf("a refused uninstall left the Addon marked: %v, annotations %v", err, a.Annotations)
+	}
 }
 
 // TestOpenAPIDescribesEveryPath reads the OpenAPI document, which needs no

@@ -1,0 +1,115 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/cli"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/gitops/gitserver"
+)
+
+// marks reads the removal annotations an Addon carries.
+func marks(t *testing.T, key client.ObjectKey) map[string]string {
+	t.Helper()
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), key, a); err != nil {
+		t.Fatalf("the Addon %s should still be there: %v", key, err)
+	}
+	out := map[string]string{}
+	for _, k := range []string{capstanv1.UninstallAnnotation, capstanv1.KeepValuesAnnotation} {
+		if v, ok := a.Annotations[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestRefusedRemovalLeavesNoMark removes an Addon as a user who may patch
+// it but not delete it: the removal is refused before the uninstall and
+// keep-values marks are written, so a later removal still does what the
+// Addon's deletion policy says.
+func TestRefusedRemovalLeavesNoMark(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	patcher := user(t, ns, "patcher", addonRule("get", "list", "update", "patch"))
+	code, body := call(t, patcher, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true&keepValues=true", nil)
+	expect(t, "a removal by a user who may not delete", code, body, http.StatusForbidden)
+	if m := marks(t, client.ObjectKey{Namespace: ns, Name: "demo"}); len(m) > 0 {
+		t.Errorf("a refused removal left the marks %v on the Addon", m)
+	}
+}
+
+// TestFailedDeleteTakesTheMarksBack removes an Addon whose delete fails
+// after the marks were written: the marks this removal wrote are taken
+// back, and one that was there before stays.
+func TestFailedDeleteTakesTheMarksBack(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	a := addonWithPlan(t, ns, "demo", hashOf("a"))
+	key := client.ObjectKeyFromObject(a)
+	patch := client.MergeFrom(a.DeepCopy())
+	a.Annotations = map[string]string{capstanv1.KeepValuesAnnotation: "true"}
+	if err := admin.Patch(ctx, a, patch); err != nil {
+		t.Fatal(err)
+	}
+	// The API server judges the dry run as usual; the real delete fails as
+	// a lost connection or a conflict would make it.
+	real, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failing := interceptor.NewClient(real, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			o := &client.DeleteOptions{}
+			o.ApplyOptions(opts)
+			if len(o.DryRun) > 0 {
+				return c.Delete(ctx, obj, opts...)
+			}
+			return apierrors.NewConflict(schema.GroupResource{Group: "capstan.dev", Resource: "addons"}, obj.GetName(), nil)
+		},
+	})
+	err = addons.Remove(ctx, failing, key, addons.RemoveOptions{Uninstall: true, KeepValues: true})
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("the removal's error %v should be the delete's conflict", err)
+	}
+	if m := marks(t, key); len(m) != 1 || m[capstanv1.KeepValuesAnnotation] != "true" {
+		t.Errorf("after a failed delete the Addon carries %v; want only the keep-values mark it had before", m)
+	}
+}
+
+// TestGitRemovalThatFailsTakesTheMarkBack uninstalls a git-managed Addon
+// whose repository the git server does not have: the commit fails, and the
+// uninstall mark written before it is taken back, so that a later removal
+// by git keeps the software as the Addon's deletion policy says.
+func TestGitRemovalThatFailsTakesTheMarkBack(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	git := gitserver.Start(t)
+	if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gone"},
+		Spec: capstanv1.AddonRepositorySpec{URL: git.URL + "/gone.git"}}); err != nil {
+		t.Fatal(err)
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo", Labels: map[string]string{gitops.ManagedByGitLabel: "gone"}},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	remover := user(t, ns, "remover", addonRule("get", "list", "update", "patch", "delete"))
+	code, body := call(t, remover, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true", nil)
+	if code == http.StatusAccepted {
+		t.Fatalf("a commit to a repository that is gone was accepted: %s", body)
+	}
+	if m := marks(t, client.ObjectKeyFromObject(a)); len(m) > 0 {
+		t.Errorf("a failed removal by git left the marks %v on the Addon", m)
+	}
+}
