@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,6 +117,34 @@ func target(r *http.Request) (client.ObjectKey, error) {
 		return key, badRequest("name", "name %q: %s", key.Name, strings.Join(errs, "; "))
 	}
 	return key, nil
+}
+
+// queryFlags reads the true-or-false query parameters an endpoint takes
+// into flags. It refuses a key the endpoint does not take, naming the ones
+// it does: a misspelt flag (keep_values for keepValues) must not be
+// dropped, since the removal would then do what the caller meant to
+// prevent. A key given twice, or with no value, is refused too.
+func queryFlags(r *http.Request, flags map[string]*bool) error {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return badRequest("", "the query string cannot be read: %v", err)
+	}
+	allowed := slices.Sorted(maps.Keys(flags))
+	for _, key := range slices.Sorted(maps.Keys(q)) {
+		dst, ok := flags[key]
+		if !ok {
+			return badRequest(key, "unknown query parameter %q: %s %s takes only %s", key, r.Method, r.URL.Path, strings.Join(allowed, " and "))
+		}
+		if len(q[key]) > 1 {
+			return badRequest(key, "%s is given %d times; give it once", key, len(q[key]))
+		}
+		b, err := strconv.ParseBool(q[key][0])
+		if err != nil {
+			return badRequest(key, "%s=%q is not true or false", key, q[key][0])
+		}
+		*dst = b
+	}
+	return nil
 }
 
 // request reads what every handler starts with: the Addon's key from the
@@ -423,15 +453,9 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var o addons.RemoveOptions
-	for name, dst := range map[string]*bool{"uninstall": &o.Uninstall, "keepValues": &o.KeepValues} {
-		if v := r.URL.Query().Get(name); v != "" {
-			b, err := strconv.ParseBool(v)
-			if err != nil {
-				writeError(w, badRequest(name, "%s=%q is not true or false", name, v))
-				return
-			}
-			*dst = b
-		}
+	if err := queryFlags(r, map[string]*bool{"uninstall": &o.Uninstall, "keepValues": &o.KeepValues}); err != nil {
+		writeError(w, errorFor(err))
+		return
 	}
 	c, _, err := s.userClient(userOf(r))
 	if err != nil {

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -111,5 +112,29 @@ func TestGitRemovalThatFailsTakesTheMarkBack(t *testing.T) {
 	}
 	if m := marks(t, client.ObjectKeyFromObject(a)); len(m) > 0 {
 		t.Errorf("a failed removal by git left the marks %v on the Addon", m)
+	}
+}
+
+// TestUnknownQueryParameter removes an Addon with a misspelt flag: it is
+// refused, naming the flag and the ones the endpoint takes, and nothing is
+// removed.
+func TestUnknownQueryParameter(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch", "delete"))
+	for _, tc := range []struct{ query, says string }{
+		{"keep_values=true", `"keep_values"`},
+		{"keepvalues=true", `"keepvalues"`},
+		{"uninstall=true&uninstall=false", "give it once"},
+		{"keepValues=", "not true or false"},
+	} {
+		code, body := call(t, editor, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?"+tc.query, nil)
+		expect(t, "a removal with "+tc.query, code, body, http.StatusBadRequest)
+		if !strings.Contains(string(body), tc.says) || (strings.Contains(tc.says, `"`) && !strings.Contains(string(body), "keepValues and uninstall")) {
+			t.Errorf("the refusal of %s: %s; want it to say %s (and name the keys allowed)", tc.query, body, tc.says)
+		}
+	}
+	if m := marks(t, client.ObjectKey{Namespace: ns, Name: "demo"}); len(m) > 0 {
+		t.Errorf("a refused removal left the marks %v", m)
 	}
 }
