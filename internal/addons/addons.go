@@ -66,8 +66,16 @@ type Planner struct {
 	Client     client.Client
 	RestConfig *rest.Config
 	Fetcher    *source.Fetcher
-	// ControllerNamespace is the controller's namespace: its Addons use the
-	// cluster profile.
+	// Config is the controller's configuration, the one its reconciler runs
+	// with. A server that plans for others passes the controller's own, so
+	// that a plan renders in the same sandbox (a chart's template can loop
+	// for ever, and must never run unbounded in the server's process), gives
+	// each namespace the same profile and reads the same platform facts as
+	// the controller does.
+	Config controller.Config
+	// ControllerNamespace is the controller's namespace when Config names
+	// none: its Addons use the cluster profile. The CLI plans with it alone,
+	// in the person's own process.
 	ControllerNamespace string
 }
 
@@ -92,8 +100,12 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 	if err != nil {
 		return a, nil, err
 	}
+	cfg := p.Config
+	if cfg.Namespace == "" {
+		cfg.Namespace = p.ControllerNamespace
+	}
 	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, RestConfig: p.RestConfig, Fetcher: p.Fetcher,
-		Config: controller.Config{Namespace: p.ControllerNamespace}.WithDefaults()}
+		Config: cfg.WithDefaults()}
 	pl, err := r.Plan(ctx, changed)
 	if err != nil {
 		return a, nil, fmt.Errorf("planning %s: %w", key, err)

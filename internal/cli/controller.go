@@ -350,7 +350,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 		}
 		srv := &server.Server{
 			Base: cfg, Reviewer: reviewer, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
-			Fetcher: fetcher, ControllerNamespace: o.config.Namespace, TrustedNamespaces: o.config.TrustedNamespaces,
+			Fetcher: fetcher, Config: o.config,
 			Webhook:    &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
 			Controller: mgr.GetAPIReader(), GitAuth: fetcher.GitAuth, Syncer: syncer,
 			Log: ctrl.Log.WithName("api"),

@@ -25,6 +25,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/values"
 )
@@ -73,7 +74,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
-	case errors.Is(err, addons.ErrPlanBlocked):
+	case errors.Is(err, addons.ErrPlanBlocked), errors.As(err, new(*render.LimitError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
 	case errors.As(err, &invalid):
 		out := apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
@@ -234,7 +235,19 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
 		return
 	}
-	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, ControllerNamespace: s.ControllerNamespace}
+	select {
+	case s.plans <- struct{}{}:
+		defer func() { <-s.plans }()
+	default:
+		w.Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
+		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", cap(s.plans), planRetryAfter)})
+		return
+	}
+	// NOTE: the controller's own configuration, so the chart renders in its
+	// sandbox, bounded in time and memory, and the namespace gets the
+	// profile the controller gives it.
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config}
 	_, p, err := planner.PlanChange(r.Context(), key, req.Spec)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -242,6 +255,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, p)
 }
+
+// planRetryAfter is the Retry-After, in seconds, of a plan refused because
+// the server computes as many as it may.
+const planRetryAfter = 5
 
 // edit changes an Addon's spec and secret inputs.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request) {

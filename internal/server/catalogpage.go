@@ -46,7 +46,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &catalogView{}
 	d := pageData{Title: "Add from the catalog", User: sess.user.Name, CSRF: sess.csrf, Catalog: v}
-	entries, problems, err := catalog.Entries(r.Context(), s.Controller, s.ControllerNamespace)
+	entries, problems, err := catalog.Entries(r.Context(), s.Controller, s.config().Namespace)
 	if err != nil {
 		d.Error = err.Error()
 	}

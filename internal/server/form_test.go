@@ -18,7 +18,7 @@ import (
 	"capstan.dev/capstan/internal/testcontroller"
 )
 
-// chartServer serves form-1.0.0.tgz over TLS on loopback.
+// chartServer serves the tests' charts over TLS on loopback.
 var chartServer *httptest.Server
 
 // formSchema has every kind of field the form renders.
@@ -50,7 +50,17 @@ func serveCharts() *httptest.Server {
 		"Chart.yaml":         "apiVersion: v2\nname: broken\nversion: 1.0.0\n",
 		"values.schema.json": "{not json",
 	})
-	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken}
+	// A public chart, not written for Capstan, for the plans' profiles.
+	public, _ := testcontroller.ChartArchive("public", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: public\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  k: v\n",
+	})
+	// A chart whose template loops for ever, for the plans' sandbox.
+	loop, _ := testcontroller.ChartArchive("loop", map[string]string{
+		"Chart.yaml":          "apiVersion: v2\nname: loop\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/loop.yaml": "{{ range 1000000000000 }}{{ range 1000000000000 }}{{ end }}{{ end }}",
+	})
+	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop}
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		data, ok := archives[r.URL.Path]
 		if !ok {

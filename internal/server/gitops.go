@@ -97,12 +97,7 @@ func (s *Server) gitopsRepository(ctx context.Context, namespace string) (*capst
 }
 
 // trusted lists the namespaces whose add-ons use the cluster profile.
-func (s *Server) trusted() []string {
-	if len(s.TrustedNamespaces) > 0 {
-		return s.TrustedNamespaces
-	}
-	return []string{s.ControllerNamespace}
-}
+func (s *Server) trusted() []string { return s.config().TrustedNamespaces }
 
 // commitNew commits a new add-on's definition to a gitops repository,
 // after the user's access review of creating the Addon.

@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 )
@@ -49,13 +50,16 @@ type Server struct {
 	Mapper meta.RESTMapper
 	// Fetcher fetches sources for plans on demand, through the fetch guard.
 	Fetcher *source.Fetcher
-	// ControllerNamespace is the controller's namespace: its Addons use the
-	// cluster profile.
-	ControllerNamespace string
-	// TrustedNamespaces are the namespaces whose Addons use the cluster
-	// profile; empty means the controller's own. A new add-on of such a
-	// namespace that holds an AddonRepository is committed to it.
-	TrustedNamespaces []string
+	// Config is the controller's whole configuration, the one its reconciler
+	// runs with. A plan on demand is computed with it, so that it renders in
+	// the controller's render sandbox and gives each namespace the profile
+	// the controller gives it. Its Namespace is the controller's (the
+	// catalog's ConfigMaps live there); a new add-on of one of its
+	// TrustedNamespaces that holds an AddonRepository is committed to it.
+	Config controller.Config
+	// MaxPlans bounds the plans on demand computed at once; a plan past it
+	// is answered 429. Zero means defaultMaxPlans.
+	MaxPlans int
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories
@@ -73,7 +77,19 @@ type Server struct {
 
 	tokens   *tokenReviewer
 	sessions sessions
+	// plans holds a token for each plan being computed.
+	plans chan struct{}
 }
+
+// defaultMaxPlans is how many plans on demand a server computes at once
+// unless told. NOTE: each fetches a chart, renders it (a sandbox worker,
+// shared with the controller's reconciles) and dry-runs every object, and
+// anyone who may read one Addon may ask for one; more at once would take
+// the controller's CPU and its render workers from the reconciles.
+const defaultMaxPlans = 2
+
+// config is the controller's configuration with its defaults.
+func (s *Server) config() controller.Config { return s.Config.WithDefaults() }
 
 func (s *Server) now() time.Time {
 	if s.Now != nil {
@@ -88,6 +104,11 @@ func (s *Server) Handler() http.Handler {
 	// it starts rather than failing its first request.
 	pages()
 	s.tokens = &tokenReviewer{client: s.Reviewer, now: s.now}
+	maxPlans := s.MaxPlans
+	if maxPlans <= 0 {
+		maxPlans = defaultMaxPlans
+	}
+	s.plans = make(chan struct{}, maxPlans)
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)

@@ -39,6 +39,7 @@ import (
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcluster"
@@ -54,6 +55,8 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Plans render in a sandbox, whose workers are this test binary.
+	render.ServeWorkerIfAsked()
 	testcluster.Main(m, func(c *testcluster.Cluster) {
 		cluster = c
 		if err := setup(); err != nil {
@@ -100,12 +103,18 @@ func setup() error {
 	if err != nil {
 		return err
 	}
+	// Renders are bounded as the controller bounds them, with a short time
+	// bound so that a chart that loops is stopped soon.
+	sandbox, err := render.NewSandbox(render.SandboxConfig{Timeout: planRenderTimeout, Workers: 2})
+	if err != nil {
+		return err
+	}
 	srv := &server.Server{
 		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
 		Controller: controllerClient, GitAuth: gitops.BasicAuth,
-		Syncer:              syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
-		ControllerNamespace: install.Namespace,
-		Log:                 funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
+		Syncer: syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
+		Config: controller.Config{Namespace: install.Namespace, TrustedNamespaces: []string{install.Namespace, trustedNamespace}, Sandbox: sandbox},
+		Log:    funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 	}
 	api = httptest.NewUnstartedServer(srv.Handler())
 	api.StartTLS()

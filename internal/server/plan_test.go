@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// trustedNamespace is trusted by the tests' server besides the controller's
+// own namespace, as --trusted-namespaces would make it.
+const trustedNamespace = "api-trusted"
+
+// planRenderTimeout is the time bound of the tests' render sandbox.
+const planRenderTimeout = 3 * time.Second
+
+// planner is a user who may plan anything: a plan of the cluster profile
+// dry-runs as the add-ons account, which takes the right to impersonate it.
+func planner(t *testing.T, ns string) string {
+	t.Helper()
+	token := user(t, ns, "planner")
+	if _, err := kube.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "planner-" + ns},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "planner", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
+func chartAddon(t *testing.T, ns, name, chart string) {
+	t.Helper()
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/" + chart}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPlanInATrustedNamespace plans a public chart in a trusted namespace
+// that is not the controller's own: the plan has the cluster profile, as
+// the controller's would, and no chart-for-capstan violation. The same
+// chart in another namespace has the restricted profile's violation.
+func TestPlanInATrustedNamespace(t *testing.T) {
+	ctx := context.Background()
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trustedNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	restricted := namespace(t)
+	token := planner(t, restricted)
+	for _, tc := range []struct {
+		ns        string
+		violation bool
+	}{{trustedNamespace, false}, {restricted, true}} {
+		chartAddon(t, tc.ns, "public", "public-1.0.0.tgz")
+		code, body := call(t, token, http.MethodPost, "/api/v1/namespaces/"+tc.ns+"/addons/public/plan", nil)
+		expect(t, "a plan in "+tc.ns, code, body, http.StatusOK)
+		var p capstanv1.Plan
+		if err := json.Unmarshal(body, &p); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, v := range p.Violations {
+			found = found || v.Rule == "chart-for-capstan"
+		}
+		if found != tc.violation {
+			t.Errorf("the plan in %s: chart-for-capstan violation %v, want %v (violations %v)", tc.ns, found, tc.violation, p.Violations)
+		}
+	}
+}
+
+// TestPlanRendersInTheSandbox plans a chart whose template loops for ever:
+// the render runs in the controller's sandbox and is stopped at its time
+// bound, not in the server's process, where nothing could stop it. Plans
+// past the server's bound are answered 429 with a Retry-After.
+func TestPlanRendersInTheSandbox(t *testing.T) {
+	ns := namespace(t)
+	chartAddon(t, ns, "loop", "loop-1.0.0.tgz")
+	reader := user(t, ns, "reader", addonRule("get"))
+	path := "/api/v1/namespaces/" + ns + "/addons/loop/plan"
+	client := &http.Client{Timeout: 30 * time.Second, Transport: apiClient().Transport}
+	send := func() (int, string, string) {
+		req, err := http.NewRequest(http.MethodPost, api.URL+path, nil)
+		if err != nil {
+			t.Error(err)
+			return 0, "", ""
+		}
+		req.Header.Set("Authorization", "Bearer "+reader)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Errorf("the plan of a chart that loops: %v", err)
+			return 0, "", ""
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body), resp.Header.Get("Retry-After")
+	}
+
+	start := time.Now()
+	code, body, _ := send()
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "loops without end") {
+		t.Errorf("the plan of a chart that loops: %d %s; want 422 saying the render passed its time bound", code, body)
+	}
+	if took := time.Since(start); took > planRenderTimeout+15*time.Second {
+		t.Errorf("the plan took %s; the sandbox stops a render after %s", took, planRenderTimeout)
+	}
+
+	// Three at once: two are computed, the third is turned away.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var codes []int
+	var retryAfter string
+	for range 3 {
+		wg.Go(func() {
+			code, _, retry := send()
+			mu.Lock()
+			defer mu.Unlock()
+			codes = append(codes, code)
+			if code == http.StatusTooManyRequests {
+				retryAfter = retry
+			}
+		})
+	}
+	wg.Wait()
+	refused := 0
+	for _, c := range codes {
+		if c == http.StatusTooManyRequests {
+			refused++
+		}
+	}
+	if refused != 1 || retryAfter == "" {
+		t.Errorf("three plans at once answered %v (Retry-After %q); want one 429 with a Retry-After", codes, retryAfter)
+	}
+}
