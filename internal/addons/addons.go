@@ -12,11 +12,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,8 +157,9 @@ func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 // writes secret inputs into a new create-only values Secret that replaces
 // the valuesFrom entries of their targetPaths. The write carries the
 // resourceVersion that was read, so a concurrent change is a conflict, not
-// a lost edit. Like every spec change, it makes a new plan, which a
-// manual-sync add-on waits to have approved.
+// a lost edit, and the new Secret of a refused edit is deleted again. Like
+// every spec change, it makes a new plan, which a manual-sync add-on waits
+// to have approved.
 func Edit(ctx context.Context, c client.Client, key client.ObjectKey, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
@@ -163,15 +169,16 @@ func Edit(ctx context.Context, c client.Client, key client.ObjectKey, specPatch 
 	if err != nil {
 		return nil, err
 	}
+	var refs []capstanv1.ValuesReference
 	if len(inputs) > 0 {
-		refs, err := values.WriteSecretInputs(ctx, c, a, inputs)
+		refs, err = values.WriteSecretInputs(ctx, c, a, inputs)
 		if err != nil {
 			return nil, err
 		}
 		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
 	}
 	if err := c.Patch(ctx, changed, client.MergeFromWithOptions(a, client.MergeFromWithOptimisticLock{})); err != nil {
-		return nil, fmt.Errorf("editing addon %s: %w", key, err)
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
 	}
 	return changed, nil
 }
@@ -453,21 +460,56 @@ func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, 
 // applied until someone installs the reviewed plan. Secret inputs
 // (targetPath to raw string) go first into a new, create-only values Secret
 // that the Addon's valuesFrom then names: if the caller may not create
-// Secrets, nothing is created at all.
+// Secrets, nothing is created at all, and if the Addon cannot be created
+// (its name is taken), the Secret is deleted again.
 func Add(ctx context.Context, c client.Client, a *capstanv1.Addon, inputs map[string]string) (*capstanv1.Addon, error) {
 	a = a.DeepCopy()
 	a.Spec.Suspend = true
+	var refs []capstanv1.ValuesReference
 	if len(inputs) > 0 {
-		refs, err := values.WriteSecretInputs(ctx, c, a, inputs)
-		if err != nil {
+		var err error
+		if refs, err = values.WriteSecretInputs(ctx, c, a, inputs); err != nil {
 			return nil, err
 		}
 		a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
 	}
 	if err := c.Create(ctx, a); err != nil {
-		return nil, fmt.Errorf("creating addon %s/%s: %w", a.Namespace, a.Name, err)
+		return nil, dropSecretInputs(ctx, c, a.Namespace, refs, fmt.Errorf("creating addon %s/%s: %w", a.Namespace, a.Name, err))
 	}
 	return a, nil
+}
+
+// dropSecretInputs deletes the values Secret that this call made for
+// secret inputs (refs name it) when the Addon write that was to name it
+// failed with err: nothing would name or own it, and it holds secrets. It
+// returns err, saying also when the Secret could not be deleted.
+//
+// NOTE: only when the API server answered the write with a refusal. An
+// error with no answer (a connection lost) may hide a write that was made,
+// and then the Addon names the Secret.
+func dropSecretInputs(ctx context.Context, c client.Client, namespace string, refs []capstanv1.ValuesReference, err error) error {
+	var status apierrors.APIStatus
+	if len(refs) == 0 || !errors.As(err, &status) {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	names := make([]string, 0, len(refs))
+	for _, r := range refs {
+		names = append(names, r.Name)
+	}
+	slices.Sort(names)
+	var left []string
+	for _, name := range slices.Compact(names) {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
+		if derr := c.Delete(ctx, secret); derr != nil && !apierrors.IsNotFound(derr) {
+			left = append(left, fmt.Sprintf("%s (%v)", name, derr))
+		}
+	}
+	if len(left) > 0 {
+		return fmt.Errorf("%w; the Secret made for the secret inputs could not be deleted: %s; delete it, since nothing names it", err, strings.Join(left, ", "))
+	}
+	return err
 }
 
 // WriteSecretInputs stores secret inputs (targetPath to raw string) in a
@@ -487,7 +529,7 @@ func WriteSecretInputs(ctx context.Context, c client.Client, key client.ObjectKe
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
 	if err := c.Patch(ctx, a, patch); err != nil {
-		return fmt.Errorf("pointing addon %s at its new values Secret: %w", key, err)
+		return dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("pointing addon %s at its new values Secret: %w", key, err))
 	}
 	return nil
 }
