@@ -126,8 +126,15 @@ var ErrBadPatch = errors.New("the spec patch is not valid")
 // spec.
 func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 	out := a.DeepCopy()
-	if len(bytes.TrimSpace(specPatch)) == 0 {
+	trimmed := bytes.TrimSpace(specPatch)
+	if len(trimmed) == 0 {
 		return out, nil
+	}
+	// NOTE: a merge patch that is not an object replaces the whole
+	// document: null would wipe the spec, and the API server's answer to
+	// the empty spec would not say why.
+	if trimmed[0] != '{' {
+		return nil, fmt.Errorf(`%w: it is %s, not a JSON object; send {"spec": {...}} with only the fields to change (set a field to null to remove it), or leave "spec" out to keep the spec as it is`, ErrBadPatch, describeJSON(trimmed))
 	}
 	// NOTE: JSON is UTF-8. A key or value with other bytes would be kept
 	// raw in spec.values and read back replaced, so that the same edit
@@ -151,6 +158,21 @@ func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 	}
 	out.Spec = spec
 	return out, nil
+}
+
+// describeJSON names the kind of a JSON value by its first byte.
+func describeJSON(v []byte) string {
+	switch v[0] {
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // Edit changes an Addon's spec with a JSON merge patch and, when given,

@@ -41,3 +41,20 @@ func TestReviewableSaysWhyNoPlanComes(t *testing.T) {
 		t.Errorf("a failed add-on: %v; want the failure named", err)
 	}
 }
+
+// TestPatchSpecRefusesWhatIsNoObject checks that a spec patch that is not a
+// JSON object is refused, saying what to send, rather than replacing the
+// whole spec: {"spec": null} once wiped it.
+func TestPatchSpecRefusesWhatIsNoObject(t *testing.T) {
+	a := &capstanv1.Addon{Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/a-1.0.0.tgz"}}}
+	for patch, says := range map[string]string{"null": "null", " null\n": "null", "[]": "an array", `"x"`: "a string", "1": "a number", "true": "a boolean"} {
+		_, err := patchSpec(a, []byte(patch))
+		if !errors.Is(err, ErrBadPatch) || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "JSON object") {
+			t.Errorf("patchSpec(%q) = %v; want ErrBadPatch that says it is %s and to send a JSON object", patch, err, says)
+		}
+	}
+	got, err := patchSpec(a, []byte(`{"chart": {"url": null, "oci": "oci://registry.example/a"}}`))
+	if err != nil || got.Spec.Chart.OCI != "oci://registry.example/a" || got.Spec.Chart.URL != "" || !got.Spec.Suspend {
+		t.Errorf("an object patch: %v, %+v; want the chart changed and the rest kept", err, got)
+	}
+}

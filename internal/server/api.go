@@ -231,7 +231,11 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if len(req.SecretInputs) > 0 || req.Definition != "" {
+	if req.Definition != "" {
+		writeError(w, badRequest("definition", `a plan takes a spec patch only, not a definition: send {"spec": <JSON merge patch>}`))
+		return
+	}
+	if len(req.SecretInputs) > 0 {
 		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
 		return
 	}
