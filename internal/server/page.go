@@ -167,10 +167,18 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "signin", http.StatusOK, pageData{Title: "Sign in"})
 		return
 	}
+	if crossSite(r) {
+		s.render(w, "signin", http.StatusForbidden, pageData{Title: "Sign in", Error: "Sign in from this page: the form was sent from another site, and nothing was signed in."})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	token := strings.TrimSpace(r.PostFormValue("token"))
+	if token == "" {
+		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "Paste a Kubernetes token to sign in."})
+		return
+	}
 	u, err := s.tokens.review(r.Context(), token)
-	if token == "" || err != nil {
+	if err != nil {
 		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "The Kubernetes API server did not accept that token."})
 		return
 	}

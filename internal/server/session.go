@@ -5,6 +5,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/url"
 	"sync"
 	"time"
 
@@ -75,6 +76,10 @@ func (s *sessions) remove(id string) {
 // signIn takes a token in the body, reviews it, and answers with a session
 // cookie and the CSRF token.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
+	if crossSite(r) {
+		writeError(w, apiError{Code: http.StatusForbidden, Reason: "Forbidden", Message: crossSiteSignIn})
+		return
+	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	var req body.SignIn
 	err := body.Decode(r.Body, &req)
@@ -94,6 +99,29 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, Expires: sess.expires})
 	writeJSON(w, http.StatusOK, map[string]string{"user": u.Name, "csrfToken": sess.csrf})
+}
+
+// crossSiteSignIn is the answer to a sign-in sent from another site.
+const crossSiteSignIn = "a sign-in must come from this server's own page; this one came from another site, and nothing was signed in"
+
+// crossSite reports whether a browser sent r from another site's page: its
+// Sec-Fetch-Site says cross-site, or its Origin is not this server. A
+// client that is no browser sends neither and passes.
+//
+// NOTE: the session cookie is SameSite=Strict, but a sign-in sets it
+// rather than sends it: another site's form could otherwise sign the
+// browser in with that site's token, and the person would then act, and
+// type secret inputs, as someone else.
+func crossSite(r *http.Request) bool {
+	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host != r.Host
 }
 
 // signOut forgets the session.
