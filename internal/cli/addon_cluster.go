@@ -51,10 +51,15 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 		return nil, nil, err
 	}
 	inputs := map[string]string{}
-	for _, s := range v.secretInputs {
+	for i, s := range v.secretInputs {
 		path, file, ok := strings.Cut(s, "=@")
 		if !ok || path == "" || file == "" {
-			return nil, nil, fmt.Errorf("--secret-input %q: write path=@file, so that a secret never stands in a command line", strings.SplitN(s, "=", 2)[0]+"=…")
+			// Only the path before =@ is shown, or the flag's place.
+			which := fmt.Sprintf("#%d", i+1)
+			if ok && path != "" {
+				which = fmt.Sprintf("%q", path+"=@")
+			}
+			return nil, nil, fmt.Errorf("--secret-input %s: write path=@file, such as auth.password=@password.txt, so that a secret never stands in a command line (the argument is not shown: it may be the secret itself)", which)
 		}
 		data, err := os.ReadFile(file)
 		if err != nil {

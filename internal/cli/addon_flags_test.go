@@ -20,3 +20,21 @@ func TestClusterFlagsRefuseANamespaceThatCannotExist(t *testing.T) {
 		t.Errorf("--namespace tenant-a: %v; want it accepted, and the missing kubeconfig refused", err)
 	}
 }
+
+// TestSecretInputIsNeverEchoed: a --secret-input written wrong may be the
+// secret itself, so its error shows at most the path before =@.
+func TestSecretInputIsNeverEchoed(t *testing.T) {
+	const secret = "hunter2-S3CRET"
+	for _, tc := range []struct{ arg, want string }{
+		{secret, "--secret-input #1:"},
+		{"auth.password=" + secret, "--secret-input #1:"},
+		{"auth.password=@", `--secret-input "auth.password=@":`},
+		{"=@" + secret, "--secret-input #1:"},
+	} {
+		v := &valuesFlags{secretInputs: []string{tc.arg}}
+		_, _, err := v.read()
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), secret) {
+			t.Errorf("--secret-input %q: %v; want %q and no secret", tc.arg, err, tc.want)
+		}
+	}
+}

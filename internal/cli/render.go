@@ -119,7 +119,9 @@ func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) err
 	caps := &render.Capabilities{KubeVersion: o.kubeVersion, APIVersions: o.apiVersions}
 	if !o.skipSchema {
 		if err := o.validateValues(ch, vals); err != nil {
-			return err
+			// NOTE: Helm's schema errors quote the value, such as one
+			// that breaks a pattern; they are masked as fail messages are.
+			return errors.New(givenValuesHidden(vals)(err.Error()))
 		}
 	}
 	res, err := render.Helm(cmd.Context(), ch, vals, render.Options{

@@ -299,3 +299,30 @@ func TestRenderAddonFile(t *testing.T) {
 		t.Errorf("error = %v, want one that says the file is not an Addon", err)
 	}
 }
+
+// TestRenderHidesGivenValuesInSchemaErrors: Helm's schema error quotes a
+// value that breaks a pattern, and capstan render's output often lands in a
+// CI log; the value given is masked, as in a chart's fail message.
+func TestRenderHidesGivenValuesInSchemaErrors(t *testing.T) {
+	dir := t.TempDir()
+	for name, content := range map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: pinned\nversion: 0.1.0\n",
+		"values.schema.json": `{"type":"object","properties":{"pw":{"type":"string","pattern":"^[a-z]+$"}}}`,
+		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: pinned\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const secret = "S3CRET-hunter2"
+	_, _, err := runCapstan(t, "render", "r", dir, "--set", "pw="+secret)
+	if err == nil || !strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+		t.Fatalf("error = %v, want the schema's", err)
+	}
+	if strings.Contains(err.Error(), secret) || !strings.Contains(err.Error(), "(hidden)") {
+		t.Errorf("the error shows the value, or does not say it is hidden: %v", err)
+	}
+}
