@@ -17,6 +17,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -263,6 +264,13 @@ nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
 				return err
 			}
 			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			a, err := addons.Get(cmd.Context(), c, key)
+			if err != nil {
+				return err
+			}
+			if err := refuseSuspendedSync(a, key); err != nil {
+				return err
+			}
 			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash); err != nil {
 				return err
 			}
@@ -273,6 +281,22 @@ nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
 	w.add(cmd, true)
 	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed; default: the plan in status now.")
 	return cmd
+}
+
+// refuseSuspendedSync refuses to approve the plan of a suspended Addon
+// before anything is written: a suspended add-on is only planned, so the
+// sync would wait in vain, and the approval left behind would apply the
+// plan at some later resume that meant no sync.
+func refuseSuspendedSync(a *capstanv1.Addon, key client.ObjectKey) error {
+	if !a.Spec.Suspend {
+		return nil
+	}
+	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
+		return fmt.Errorf("addon %s is suspended, and a suspended add-on applies nothing; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
+			key, repo, key.Name)
+	}
+	return fmt.Errorf("addon %s is suspended, and a suspended add-on applies nothing: `capstan addon install %s -n %s` resumes it and applies exactly its plan",
+		key, key.Name, key.Namespace)
 }
 
 func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash string) error {

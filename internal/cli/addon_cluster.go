@@ -225,7 +225,8 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 
 // waitSynced waits, with w, until the Addon is Synced at its generation,
 // printing each change of phase, hook and progress on one line. A Blocked,
-// Failed, Degraded or stale-approval add-on ends the wait with an error.
+// Failed, Degraded, suspended, paused or stale-approval add-on ends the
+// wait with an error.
 func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
 	if !w.wait {
 		return nil
@@ -235,26 +236,41 @@ func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w wai
 		if err := c.Get(ctx, key, a); err != nil {
 			return false, "", err
 		}
-		line := progressLine(a)
-		if a.Status.ObservedGeneration != a.Generation {
-			return false, line, nil
-		}
-		switch a.Status.Phase {
-		case capstanv1.PhaseSynced:
-			return true, line, nil
-		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
-			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
-		case capstanv1.PhaseOutOfSync:
-			if readyReason(a) == plan.ReasonSyncWindow {
-				// NOTE: the request stands; the windows may open in days.
-				return false, line, fmt.Errorf("addon %s is held by its sync windows, and applies when they open: %s", key, readyMessage(a))
-			}
-			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
-				return false, line, fmt.Errorf("addon %s waits for approval: %s", key, readyMessage(a))
-			}
-		}
-		return false, line, nil
+		done, err := syncOutcome(a, key)
+		return done, progressLine(a), err
 	})
+}
+
+// syncOutcome says whether a sync of the Addon is done, or, as an error,
+// why it will not be soon.
+func syncOutcome(a *capstanv1.Addon, key client.ObjectKey) (bool, error) {
+	// NOTE: before the generation check: a paused Addon is not reconciled,
+	// so its status never catches up, and the wait would run to its end.
+	switch {
+	case a.Annotations[capstanv1.PausedAnnotation] == "true":
+		return false, fmt.Errorf("addon %s is paused (annotation %s=true), and a paused add-on applies nothing; the approval stands, and applies once the annotation goes: `kubectl annotate addon %s -n %s %s-`",
+			key, capstanv1.PausedAnnotation, key.Name, key.Namespace, capstanv1.PausedAnnotation)
+	case a.Spec.Suspend:
+		return false, refuseSuspendedSync(a, key)
+	}
+	if a.Status.ObservedGeneration != a.Generation {
+		return false, nil
+	}
+	switch a.Status.Phase {
+	case capstanv1.PhaseSynced:
+		return true, nil
+	case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
+		return false, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
+	case capstanv1.PhaseOutOfSync:
+		if readyReason(a) == plan.ReasonSyncWindow {
+			// NOTE: the request stands; the windows may open in days.
+			return false, fmt.Errorf("addon %s is held by its sync windows, and applies when they open: %s", key, readyMessage(a))
+		}
+		if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
+			return false, fmt.Errorf("addon %s waits for approval: %s", key, readyMessage(a))
+		}
+	}
+	return false, nil
 }
 
 // waitGone waits until the Addon is deleted.
