@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -32,13 +33,19 @@ func (f *clusterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "capstan-system", "The Addon's namespace.")
 }
 
-func (f *clusterFlags) client() (client.Client, error) {
+// config is the connection of the flags, once --namespace is known to be
+// a namespace's name.
+func (f *clusterFlags) config() (*rest.Config, error) {
 	// NOTE: the API server answers a read in a namespace that cannot
 	// exist with "not found", which sends a person looking for the Addon.
 	if len(validation.IsDNS1123Label(f.namespace)) > 0 {
 		return nil, fmt.Errorf("--namespace %q is not a namespace name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", f.namespace)
 	}
-	cfg, err := restConfig(f.kubeconfig)
+	return restConfig(f.kubeconfig)
+}
+
+func (f *clusterFlags) client() (client.Client, error) {
+	cfg, err := f.config()
 	if err != nil {
 		return nil, err
 	}
@@ -139,12 +146,15 @@ func newAddonGetCommand() *cobra.Command {
   capstan addon get blog -n tenant -o json | jq .status.plan.hash`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			a, err := f.addon(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			if output != "" {
-				return printObject(cmd.OutOrStdout(), output, a)
+				return printObject(cmd.OutOrStdout(), output, reapplicable(a))
 			}
 			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
 			return nil
@@ -309,6 +319,26 @@ func approve(ctx context.Context, w io.Writer, c client.Client, key client.Objec
 	}
 	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.SyncRequest, key)
 	return nil
+}
+
+// checkOutput refuses an -o that printObject cannot print, before the
+// command reads or computes anything.
+func checkOutput(format string) error {
+	switch format {
+	case "", "yaml", "json":
+		return nil
+	}
+	return fmt.Errorf("-o %q: give yaml or json", format)
+}
+
+// reapplicable is the Addon as kubectl get -o prints it: with its
+// apiVersion and kind, which the client's decoding leaves out, and
+// without the managed fields, which an apply of the printed file refuses.
+func reapplicable(a *capstanv1.Addon) *capstanv1.Addon {
+	a = a.DeepCopy()
+	a.APIVersion, a.Kind = capstanv1.GroupVersion.String(), "Addon"
+	a.ManagedFields = nil
+	return a
 }
 
 // printObject prints v as yaml or json, for scripts.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 )
@@ -18,6 +19,31 @@ func TestClusterFlagsRefuseANamespaceThatCannotExist(t *testing.T) {
 	f := &clusterFlags{namespace: "tenant-a", kubeconfig: "/nonexistent/kubeconfig"}
 	if _, err := f.client(); err == nil || strings.Contains(err.Error(), "is not a namespace name") {
 		t.Errorf("--namespace tenant-a: %v; want it accepted, and the missing kubeconfig refused", err)
+	}
+}
+
+// TestCommandsCheckTheirFlagsBeforeConnecting: a namespace that cannot
+// exist and an -o that cannot be printed are named before any cluster is
+// dialled (the kubeconfig here does not exist), rather than after a call
+// that reads or computes for nothing.
+func TestCommandsCheckTheirFlagsBeforeConnecting(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", "blog", "-n", "Tenant"}, `--namespace "Tenant" is not a namespace name`},
+		{[]string{"addon", "plan", "blog", "-o", "xml"}, `-o "xml": give yaml or json`},
+		{[]string{"addon", "get", "blog", "-o", "xml"}, `-o "xml": give yaml or json`},
+		{[]string{"addon", "history", "blog", "-o", "table"}, `-o "table": give yaml or json`},
+	} {
+		root := NewRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append(tc.args, "--kubeconfig", "/nonexistent/kubeconfig"))
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
 	}
 }
 

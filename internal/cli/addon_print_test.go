@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -123,5 +124,28 @@ func TestPrintAddonShowsWaves(t *testing.T) {
 	}
 	if got := progressLine(a); !strings.Contains(got, ", wave 0 waits to be deleted") {
 		t.Errorf("progress line %q does not say the wave waits to be deleted", got)
+	}
+}
+
+// TestAddonGetOutputCanBeAppliedAgain: the typed client leaves apiVersion
+// and kind empty, and an apply refuses managedFields; addon get -o prints
+// what kubectl get -o prints.
+func TestAddonGetOutputCanBeAppliedAgain(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	newAddon(t, c, ns, "blog", nil)
+	for _, format := range []string{"yaml", "json"} {
+		out, err := capstan(t, cluster, "addon", "get", "blog", "-n", ns, "-o", format)
+		if err != nil {
+			t.Fatalf("-o %s: %v", format, err)
+		}
+		var got map[string]any
+		if err := yaml.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("-o %s: %v\n%s", format, err, out)
+		}
+		meta, _ := got["metadata"].(map[string]any)
+		if got["apiVersion"] != "capstan.dev/v1alpha1" || got["kind"] != "Addon" || meta["managedFields"] != nil || meta["name"] != "blog" {
+			t.Errorf("-o %s: apiVersion %v, kind %v, managedFields %v; want the type and no managed fields\n%s", format, got["apiVersion"], got["kind"], meta["managedFields"], out)
+		}
 	}
 }

@@ -28,6 +28,9 @@ To go back, set the version or values of an earlier revision again
   capstan addon history ingress -o json | jq '.[1].version'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			a, err := f.addon(cmd.Context(), args[0])
 			if err != nil {
 				return err

@@ -28,7 +28,10 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
   capstan addon plan blog -n tenant -o yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := restConfig(f.kubeconfig)
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			cfg, err := f.config()
 			if err != nil {
 				return err
 			}
