@@ -323,9 +323,16 @@ func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context)
 // onlyWith refuses flags that belong to the other kind of source, which
 // the Addon would silently leave out.
 func onlyWith(cmd *cobra.Command, source string, other ...string) error {
-	for _, name := range other {
+	return refuseFlags(cmd, "--%[1]s does not go with "+source+"; leave it out, or give the source it belongs to", other...)
+}
+
+// refuseFlags refuses the first of names that was given: the command, as
+// it runs, would silently leave it out. why says so, with the flag's name
+// as %[1]s.
+func refuseFlags(cmd *cobra.Command, why string, names ...string) error {
+	for _, name := range names {
 		if cmd.Flags().Changed(name) {
-			return fmt.Errorf("--%s does not go with %s; leave it out, or give the source it belongs to", name, source)
+			return fmt.Errorf(why, name)
 		}
 	}
 	return nil

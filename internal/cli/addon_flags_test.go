@@ -31,6 +31,8 @@ func TestCommandsCheckTheirFlagsBeforeConnecting(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"addon", "remove", "blog", "-n", "Tenant"}, `--namespace "Tenant" is not a namespace name`},
+		{[]string{"addon", "remove", "blog", "--gitops", "http://127.0.0.1:1/ops.git", "--uninstall", "-n", "Tenant"}, `--namespace "Tenant" is not a namespace name`},
 		{[]string{"plan", "blog", "-n", "Tenant"}, `--namespace "Tenant" is not a namespace name`},
 		{[]string{"addon", "plan", "blog", "-o", "xml"}, `-o "xml": give yaml or json`},
 		{[]string{"addon", "get", "blog", "-o", "xml"}, `-o "xml": give yaml or json`},

@@ -9,11 +9,8 @@ import (
 
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 )
@@ -35,6 +32,21 @@ func (o *gitopsOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.branch, "branch", "", "the branch to commit to (default: the repository's default branch)")
 	cmd.Flags().StringVar(&o.folder, "folder", gitops.DefaultFolder, "the repository's folder of definitions")
 	cmd.Flags().StringVar(&o.author, "author", "Capstan <capstan@localhost>", `the commits' author, as "Name <email>"`)
+}
+
+// gitopsOnlyFlags say where a commit goes and who signs it: without
+// --gitops nothing is committed.
+var gitopsOnlyFlags = []string{"branch", "folder", "author"}
+
+// refuseFlagsOfTheOtherMode refuses the flags that the mode the command
+// runs in would silently leave out: without --gitops, the flags of a
+// commit; with it, clusterOnly, the flags that change or wait for the
+// Addon in the cluster (a commit changes the definition file instead).
+func (o *gitopsOptions) refuseFlagsOfTheOtherMode(cmd *cobra.Command, clusterOnly ...string) error {
+	if o.url == "" {
+		return refuseFlags(cmd, "--%[1]s says where a commit goes or who signs it, and only --gitops commits: give --gitops URL, or leave --%[1]s out", gitopsOnlyFlags...)
+	}
+	return refuseFlags(cmd, "--%[1]s does not go with --gitops: it acts on the Addon in the cluster, and --gitops changes the add-on by a commit instead; leave --%[1]s out (with --gitops, a change belongs in the definition file)", clusterOnly...)
 }
 
 func (o *gitopsOptions) writer() (*gitops.Writer, error) {
@@ -81,7 +93,13 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon install --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := installOpts.refuseFlagsOfTheOtherMode(cmd, "plan", "wait", "timeout", "namespace", "kubeconfig"); err != nil {
+				return err
+			}
 			if installOpts.url == "" {
+				if err := refuseFlags(cmd, "--%[1]s is the definition file that --gitops commits; to install an Addon of the cluster, name it and leave --%[1]s out", "file"); err != nil {
+					return err
+				}
 				if len(args) != 1 {
 					return errors.New("name the add-on to install, or give --gitops and -f to commit a definition")
 				}
@@ -120,6 +138,9 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "namespace", "kubeconfig"); err != nil {
+				return err
+			}
 			if editOpts.url == "" {
 				if editFile != "" {
 					editValues.values.ValueFiles = append(editValues.values.ValueFiles, editFile)
@@ -156,6 +177,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 			Example: "  capstan addon " + use + " blog -n tenant\n  capstan addon " + use + " longhorn --gitops https://git.example/ops.git",
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
+				if err := opts.refuseFlagsOfTheOtherMode(cmd, "namespace", "kubeconfig"); err != nil {
+					return err
+				}
 				if opts.url == "" {
 					c, err := cf.client()
 					if err != nil {
@@ -192,7 +216,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	var removeOpts gitopsOptions
 	var uninstall, keepValues bool
 	var removeWait waitFlags
-	var namespace, kubeconfig string
+	removeCF := &clusterFlags{}
 	remove := &cobra.Command{
 		Use:   "remove NAME [--uninstall] [--keep-values] [--gitops URL]",
 		Short: "Delete an add-on; with --gitops, commit the deletion of its definition",
@@ -209,27 +233,32 @@ capstan.dev/uninstall=true, so that deleting it removes the software.`,
   capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			clusterOnly := []string{"keep-values", "wait", "timeout"}
+			if !uninstall {
+				// NOTE: only --uninstall reads the live Addon in git mode.
+				clusterOnly = append(clusterOnly, "namespace", "kubeconfig")
+			}
+			if err := removeOpts.refuseFlagsOfTheOtherMode(cmd, clusterOnly...); err != nil {
+				return err
+			}
 			if removeOpts.url == "" {
-				c, err := gitopsKubeClient(kubeconfig)
+				c, err := removeCF.client()
 				if err != nil {
 					return err
 				}
-				return removeCluster(cmd, c, types.NamespacedName{Namespace: namespace, Name: args[0]},
+				return removeCluster(cmd, c, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]},
 					addons.RemoveOptions{Uninstall: uninstall, KeepValues: keepValues}, removeWait)
-			}
-			if keepValues {
-				return errors.New("--keep-values is for add-ons in the cluster; a git-managed add-on is in the cluster profile, which keeps no values objects")
 			}
 			w, err := removeOpts.writer()
 			if err != nil {
 				return err
 			}
 			if uninstall {
-				c, err := gitopsKubeClient(kubeconfig)
+				c, err := removeCF.client()
 				if err != nil {
 					return err
 				}
-				key := types.NamespacedName{Namespace: namespace, Name: args[0]}
+				key := client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}
 				if err := gitops.MarkUninstall(cmd.Context(), c, key); err != nil {
 					return err
 				}
@@ -240,10 +269,9 @@ capstan.dev/uninstall=true, so that deleting it removes the software.`,
 		},
 	}
 	removeOpts.register(remove)
+	removeCF.add(remove)
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too: set the uninstall annotation on its Addon before committing")
 	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
-	remove.Flags().StringVarP(&namespace, "namespace", "n", "capstan-system", "the Addon's namespace")
-	remove.Flags().StringVar(&kubeconfig, "kubeconfig", "", "the kubeconfig (default: $KUBECONFIG, in-cluster, or ~/.kube/config)")
 	removeWait.add(remove, true)
 
 	return []*cobra.Command{
@@ -274,17 +302,4 @@ func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes: a definition is a short YAML file", name, gitops.MaxFileSize)
 	}
 	return data, nil
-}
-
-// gitopsKubeClient connects to the cluster of a kubeconfig with the Addon types.
-func gitopsKubeClient(kubeconfig string) (client.Client, error) {
-	cfg, err := restConfig(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := capstanv1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(cfg, client.Options{Scheme: scheme})
 }

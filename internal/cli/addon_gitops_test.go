@@ -69,3 +69,48 @@ func TestAddonGitopsCommands(t *testing.T) {
 		t.Fatalf("suspending a missing add-on: %v", err)
 	}
 }
+
+// TestAddonCommandsRefuseTheFlagsOfTheOtherMode: with --gitops a change is
+// a commit of the definition file, so the flags that change or wait for the
+// Addon in the cluster would be dropped, and the command would still exit
+// 0; without --gitops, the flags of a commit would be. Each is refused
+// before anything is read or written.
+func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
+	const url = "http://127.0.0.1:1/ops.git"
+	def := filepath.Join(t.TempDir(), "blog.yaml")
+	if err := os.WriteFile(def, []byte("name: blog\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withGitops := func(flag string, args ...string) []string { return append(args, "--gitops", url, flag) }
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{withGitops("--plan=sha256:00", "install", "-f", def), "--plan does not go with --gitops"},
+		{withGitops("--wait=false", "install", "-f", def), "--wait does not go with --gitops"},
+		{withGitops("--timeout=1m", "install", "-f", def), "--timeout does not go with --gitops"},
+		{withGitops("--namespace=tenant", "install", "-f", def), "--namespace does not go with --gitops"},
+		{withGitops("--kubeconfig=/k", "install", "-f", def), "--kubeconfig does not go with --gitops"},
+		{withGitops("--set=replicas=2", "edit", "blog", "-f", def), "--set does not go with --gitops"},
+		{withGitops("--set-string=tag=1", "edit", "blog", "-f", def), "--set-string does not go with --gitops"},
+		{withGitops("--secret-input=pw=@pw.txt", "edit", "blog", "-f", def), "--secret-input does not go with --gitops"},
+		{withGitops("--version=1.2.0", "edit", "blog", "-f", def), "--version does not go with --gitops"},
+		{withGitops("-n=tenant", "edit", "blog", "-f", def), "--namespace does not go with --gitops"},
+		{withGitops("-n=tenant", "suspend", "blog"), "--namespace does not go with --gitops"},
+		{withGitops("--kubeconfig=/k", "resume", "blog"), "--kubeconfig does not go with --gitops"},
+		{withGitops("--wait=false", "remove", "blog"), "--wait does not go with --gitops"},
+		{withGitops("--timeout=1m", "remove", "blog", "--uninstall"), "--timeout does not go with --gitops"},
+		{withGitops("--keep-values", "remove", "blog"), "--keep-values does not go with --gitops"},
+		{withGitops("-n=tenant", "remove", "blog"), "--namespace does not go with --gitops"},
+		{[]string{"install", "blog", "--branch", "main"}, "--branch says where a commit goes"},
+		{[]string{"install", "blog", "-f", def}, "--file is the definition file that --gitops commits"},
+		{[]string{"edit", "blog", "--folder", "platform", "--set", "a=b"}, "--folder says where a commit goes"},
+		{[]string{"suspend", "blog", "--author", "Ada <ada@example.com>"}, "--author says where a commit goes"},
+		{[]string{"remove", "blog", "--branch", "main"}, "--branch says where a commit goes"},
+	} {
+		out, err := runAddon(t, "", tc.args...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error with %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+}
