@@ -127,14 +127,15 @@ func newAddonGitopsCommands() []*cobra.Command {
 	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (default: the plan in status)")
 
 	var editOpts gitopsOptions
-	var editFile, editVersion string
+	var editFiles []string
+	var editVersion string
 	editCF := &clusterFlags{}
 	editValues := &valuesFlags{}
 	edit := &cobra.Command{
-		Use:   "edit NAME [-f values.yaml] [--set k=v] [--secret-input path=@file] [--version V] | edit NAME --gitops URL -f FILE",
+		Use:   "edit NAME [-f values.yaml]... [--set k=v] [--secret-input path=@file] [--version V] | edit NAME --gitops URL -f FILE",
 		Short: "Change an add-on's values, version or secret inputs; with --gitops, commit a new definition",
 		Example: `  capstan addon edit blog -n tenant --set replicas=3 --secret-input auth.password=@new-password.txt
-  capstan addon edit blog -n tenant --version 1.3.0
+  capstan addon edit blog -n tenant -f common.yaml -f prod.yaml --version 1.3.0
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -142,19 +143,17 @@ func newAddonGitopsCommands() []*cobra.Command {
 				return err
 			}
 			if editOpts.url == "" {
-				if editFile != "" {
-					editValues.values.ValueFiles = append(editValues.values.ValueFiles, editFile)
-				}
+				editValues.values.ValueFiles = editFiles
 				return editCluster(cmd, editCF, args[0], editValues, editVersion)
 			}
-			if editFile == "" {
-				return errors.New("with --gitops, give the new definition with -f FILE")
+			if len(editFiles) != 1 {
+				return errors.New("with --gitops, give the new definition with one -f FILE")
 			}
 			w, err := editOpts.writer()
 			if err != nil {
 				return err
 			}
-			content, err := readDefinitionFile(cmd, editFile)
+			content, err := readDefinitionFile(cmd, editFiles[0])
 			if err != nil {
 				return err
 			}
@@ -165,7 +164,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	editOpts.register(edit)
 	editCF.add(edit)
 	editValues.add(edit, false)
-	edit.Flags().StringVarP(&editFile, "file", "f", "", "a values file merged over spec.values; with --gitops, the new definition file (- for standard input)")
+	edit.Flags().StringArrayVarP(&editFiles, "file", "f", nil, "a values file merged over spec.values (repeatable; later files win); with --gitops, the one new definition file (- for standard input)")
 	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
 
 	toggle := func(use, short string, suspend bool) *cobra.Command {

@@ -2,13 +2,17 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -102,6 +106,7 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		{withGitops("--timeout=1m", "remove", "blog", "--uninstall"), "--timeout does not go with --gitops"},
 		{withGitops("--keep-values", "remove", "blog"), "--keep-values does not go with --gitops"},
 		{withGitops("-n=tenant", "remove", "blog"), "--namespace does not go with --gitops"},
+		{withGitops("-f="+def, "edit", "blog", "-f", def), "one -f FILE"},
 		{[]string{"install", "blog", "--branch", "main"}, "--branch says where a commit goes"},
 		{[]string{"install", "blog", "-f", def}, "--file is the definition file that --gitops commits"},
 		{[]string{"edit", "blog", "--folder", "platform", "--set", "a=b"}, "--folder says where a commit goes"},
@@ -112,5 +117,33 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error with %q\n%s", tc.args, err, tc.want, out)
 		}
+	}
+}
+
+// TestAddonEditMergesEveryValuesFile: edit -f, as add -f, takes several
+// files and merges them in order over spec.values; it kept only the last.
+func TestAddonEditMergesEveryValuesFile(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"keep":"me"}`)}
+	})
+	dir := t.TempDir()
+	common, prod := filepath.Join(dir, "common.yaml"), filepath.Join(dir, "prod.yaml")
+	for file, content := range map[string]string{common: "replicas: 2\nimage: {tag: v1}\n", prod: "image: {tag: v2}\n"} {
+		if err := os.WriteFile(file, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := capstan(t, cluster, "addon", "edit", "blog", "-n", ns, "-f", common, "-f", prod); err != nil {
+		t.Fatalf("edit: %v\n%s", err, out)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(getAddon(t, c, ns, "blog").Spec.Values.Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"replicas": 2.0, "keep": "me", "image": map[string]any{"tag": "v2"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spec.values = %v, want %v", got, want)
 	}
 }
