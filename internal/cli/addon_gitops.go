@@ -1,18 +1,25 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/mail"
 	"os"
+	"path"
+	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // Environment variables with the gitops repository's https credentials, so
@@ -226,8 +233,10 @@ Orphan, keeps it running; the restricted profile's, Delete, removes it.
 restricted add-on's values Secrets back for a later add-on of the name.
 
 With --gitops, commit the deletion of addons/NAME.yaml. The syncer then
-deletes the Addon. With --uninstall, the Addon is first annotated
-capstan.dev/uninstall=true, so that deleting it removes the software.`,
+deletes the Addon. With --uninstall, the Addon (-n, --kubeconfig) must be
+one that git manages, made from that file: it is annotated
+capstan.dev/uninstall=true just before the commit, so that deleting it
+removes the software, and the mark is taken off again if the commit fails.`,
 		Example: `  capstan addon remove blog -n tenant --uninstall
   capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall`,
 		Args: cobra.ExactArgs(1),
@@ -252,24 +261,20 @@ capstan.dev/uninstall=true, so that deleting it removes the software.`,
 			if err != nil {
 				return err
 			}
-			if uninstall {
-				c, err := removeCF.client()
-				if err != nil {
-					return err
-				}
-				key := client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}
-				if err := gitops.MarkUninstall(cmd.Context(), c, key); err != nil {
-					return err
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "Marked Addon %s for uninstall\n", key)
+			if !uninstall {
+				commit, err := w.Remove(cmd.Context(), args[0])
+				return report(cmd, commit, err, "removed "+args[0])
 			}
-			commit, err := w.Remove(cmd.Context(), args[0])
-			return report(cmd, commit, err, "removed "+args[0])
+			c, err := removeCF.client()
+			if err != nil {
+				return err
+			}
+			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, report)
 		},
 	}
 	removeOpts.register(remove)
 	removeCF.add(remove)
-	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too: set the uninstall annotation on its Addon before committing")
+	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too; with --gitops, mark its Addon for uninstall just before the commit")
 	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
 	removeWait.add(remove, true)
 
@@ -279,6 +284,95 @@ capstan.dev/uninstall=true, so that deleting it removes the software.`,
 		toggle("resume", "Resume a suspended add-on (with --gitops, by a commit); to apply exactly a reviewed plan, use install", false),
 		remove,
 	}
+}
+
+// removeGitopsUninstall commits the deletion of an add-on's definition,
+// with its Addon marked for uninstall, so that the syncer's deletion
+// removes the software too. The mark is set only once the Addon is known
+// to be git's and its file to be in the repository, just before the
+// commit, and taken off again when the commit fails: a mark left behind
+// would make a later, plain removal delete the running software, which the
+// cluster profile's default policy (Orphan) keeps.
+func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey,
+	report func(*cobra.Command, string, error, string) error) error {
+	ctx, out := cmd.Context(), cmd.OutOrStdout()
+	folder := w.Folder
+	if folder == "" {
+		folder = gitops.DefaultFolder
+	}
+	file := path.Join(folder, key.Name+".yaml")
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, key, a); apierrors.IsNotFound(err) {
+		return fmt.Errorf("addon %s does not exist, so nothing can be marked for uninstall: give the Addon's namespace with -n, or leave --uninstall out", key)
+	} else if err != nil {
+		return fmt.Errorf("cannot read addon %s to mark it for uninstall: %w", key, err)
+	}
+	repo := a.Labels[gitops.ManagedByGitLabel]
+	if repo == "" {
+		return fmt.Errorf("addon %s is not managed by git (it has no %s label): no commit removes it; remove it in the cluster with `capstan addon remove %s -n %s --uninstall`",
+			key, gitops.ManagedByGitLabel, key.Name, key.Namespace)
+	}
+	if made := a.Annotations[gitops.GitFileAnnotation]; made != "" && made != file {
+		return fmt.Errorf("addon %s was made from %s (annotation %s), not %s: give --folder %s", key, made, gitops.GitFileAnnotation, file, path.Dir(made))
+	}
+	if err := definitionExists(ctx, w, file); err != nil {
+		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
+	}
+	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
+	if !marked {
+		if err := gitops.MarkUninstall(ctx, c, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Marked Addon %s for uninstall.\n", key)
+	}
+	commit, err := w.Remove(ctx, key.Name)
+	if err != nil && !marked {
+		// NOTE: the command's context may be what ended the commit; the
+		// mark comes off all the same.
+		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if uerr := unmarkUninstall(undo, c, key); uerr != nil {
+			return fmt.Errorf("%w; and addon %s is still marked for uninstall (%v), so a later removal would delete its software: take the mark off with `kubectl annotate addon %s -n %s %s-`",
+				err, key, uerr, key.Name, key.Namespace, capstanv1.UninstallAnnotation)
+		}
+		fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
+	}
+	return report(cmd, commit, err, "removed "+key.Name)
+}
+
+// definitionExists reports, as an error, a definition file that is not in
+// the writer's branch: the commit would have nothing to delete.
+func definitionExists(ctx context.Context, w *gitops.Writer, file string) error {
+	repo := gitops.Repo{URL: w.URL, Auth: w.Auth}
+	branch := w.Branch
+	if branch == "" {
+		b, _, err := repo.Head(ctx, "")
+		if err != nil {
+			return err
+		}
+		branch = b
+	}
+	_, head, err := repo.Clone(ctx, branch)
+	if err != nil {
+		return err
+	}
+	if _, err := head.File(file); errors.Is(err, object.ErrFileNotFound) {
+		return fmt.Errorf("%s is not in branch %q of %s", file, branch, netguard.Redact(w.URL))
+	} else if err != nil {
+		return fmt.Errorf("cannot read %s in branch %q of %s: %w", file, branch, netguard.Redact(w.URL), err)
+	}
+	return nil
+}
+
+// unmarkUninstall takes the uninstall annotation off a live Addon.
+func unmarkUninstall(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return err
+	}
+	patch := client.MergeFrom(a.DeepCopy())
+	delete(a.Annotations, capstanv1.UninstallAnnotation)
+	return c.Patch(ctx, a, patch)
 }
 
 func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {

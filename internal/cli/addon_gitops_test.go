@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -71,6 +73,69 @@ func TestAddonGitopsCommands(t *testing.T) {
 	}
 	if _, err := runAddon(t, "", "suspend", "missing", "--gitops", url); err == nil || !strings.Contains(err.Error(), "does not exist") {
 		t.Fatalf("suspending a missing add-on: %v", err)
+	}
+}
+
+// TestGitopsUninstallMarksOnlyWhatTheCommitRemoves: the uninstall mark
+// makes any later deletion of the Addon remove its software, which the
+// cluster profile's default policy keeps. So `remove --gitops --uninstall`
+// refuses an Addon that git does not manage, or whose file is not in the
+// repository, before it marks anything; and a commit that fails takes the
+// mark off again.
+func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "ops")
+	gitserver.Clone(t, url).Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").CommitAndPush("grafana")
+	byGit := func(a *capstanv1.Addon) {
+		a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
+		a.Annotations = map[string]string{gitops.GitFileAnnotation: "addons/" + a.Name + ".yaml"}
+	}
+	newAddon(t, c, ns, "handmade", nil)
+	newAddon(t, c, ns, "ghost", byGit)
+	newAddon(t, c, ns, "grafana", byGit)
+	marked := func(name string) bool {
+		return getAddon(t, c, ns, name).Annotations[capstanv1.UninstallAnnotation] == "true"
+	}
+
+	for _, tc := range []struct{ name, want string }{
+		{"handmade", "is not managed by git"},
+		{"ghost", "addons/ghost.yaml is not in branch \"main\""},
+		{"missing", "does not exist"},
+	} {
+		out, err := capstan(t, cluster, "addon", "remove", tc.name, "--gitops", url, "--uninstall", "-n", ns)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("remove %s: %v; want an error with %q\n%s", tc.name, err, tc.want, out)
+		}
+		if tc.name != "missing" && marked(tc.name) {
+			t.Errorf("remove %s was refused, and left the Addon marked for uninstall", tc.name)
+		}
+	}
+	if _, err := capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns, "--folder", "platform"); err == nil || !strings.Contains(err.Error(), "--folder addons") {
+		t.Errorf("remove with another folder than the Addon's file: %v; want it refused, naming the folder", err)
+	}
+
+	// The push is refused: the mark comes off again.
+	bare := filepath.Join(srv.Root, "ops.git")
+	setReceivePack := func(v string) {
+		if out, err := exec.Command("git", "-C", bare, "config", "http.receivepack", v).CombinedOutput(); err != nil {
+			t.Fatalf("git config: %v\n%s", err, out)
+		}
+	}
+	setReceivePack("false")
+	out, err := capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns)
+	if err == nil || !strings.Contains(out, "Took the uninstall mark off") || marked("grafana") {
+		t.Fatalf("a failed commit: %v, marked %v; want the error, and the mark taken off\n%s", err, marked("grafana"), out)
+	}
+
+	setReceivePack("true")
+	out, err = capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns)
+	if err != nil || !strings.Contains(out, "removed grafana") || !marked("grafana") {
+		t.Fatalf("remove: %v, marked %v\n%s", err, marked("grafana"), out)
+	}
+	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/grafana.yaml")); !os.IsNotExist(err) {
+		t.Errorf("the file is still in git: %v", err)
 	}
 }
 
