@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -42,7 +43,16 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 	}
 	cmd.Flags().StringVar(&binDir, "bin-dir", "", "Folder of the control plane's binaries (default: bin/ of this checkout, or $CAPSTAN_BIN_DIR).")
 	cmd.Flags().BoolVar(&keep, "keep", false, "Keep the control plane's folder (logs, etcd data) after it stops.")
-	o.addFlags(cmd.Flags())
+	// NOTE: the controller's flags but --namespace and --kubeconfig: capstan
+	// dev runs the controller in install.Namespace of the control plane it
+	// starts, so those two would be shown in --help and ignored.
+	controllerFlags := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	o.addFlags(controllerFlags)
+	controllerFlags.VisitAll(func(f *pflag.Flag) {
+		if f.Name != "namespace" && f.Name != "kubeconfig" {
+			cmd.Flags().AddFlag(f)
+		}
+	})
 	// capstan dev's own defaults: loopback only, and file:// git for the
 	// samples. Each is the default --help shows, too.
 	for flag, value := range map[string]string{

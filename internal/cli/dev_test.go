@@ -27,3 +27,18 @@ func TestEgressReporterPrintsOneShortLine(t *testing.T) {
 		}
 	}
 }
+
+// TestDevHasNoControllerFlagsItIgnores: capstan dev runs the controller in
+// the namespace of the control plane it starts, so the controller's
+// --namespace and --kubeconfig would be listed in --help and ignored.
+func TestDevHasNoControllerFlagsItIgnores(t *testing.T) {
+	cmd := newDevCommand()
+	for _, flag := range []string{"namespace", "kubeconfig"} {
+		if cmd.Flags().Lookup(flag) != nil {
+			t.Errorf("capstan dev has --%s, which it ignores", flag)
+		}
+	}
+	if cmd.Flags().Lookup("trusted-namespaces") == nil {
+		t.Error("capstan dev lost the controller's other flags")
+	}
+}
