@@ -243,6 +243,9 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		PostRender:   render.PostRenderFor(&spec),
 	}
 	if !art.IsChart() {
+		if len(o.values.Values) > 0 || len(o.values.StringValues) > 0 {
+			return fmt.Errorf("%s renders a folder of manifests from git, which has no values: --set and --set-string would change nothing; leave them out (spec.substitute sets the folder's variables)", file)
+		}
 		if spec.Substitute != nil || len(spec.SubstituteFrom) > 0 {
 			opts.Variables = map[string]string{}
 			for i, ref := range spec.SubstituteFrom {

@@ -326,3 +326,19 @@ func TestRenderHidesGivenValuesInSchemaErrors(t *testing.T) {
 		t.Errorf("the error shows the value, or does not say it is hidden: %v", err)
 	}
 }
+
+// TestRenderAddonFileOfManifestsRefusesValues: a git folder of manifests
+// has no values, so --set would be silently dropped.
+func TestRenderAddonFileOfManifestsRefusesValues(t *testing.T) {
+	addon := filepath.Join(t.TempDir(), "addon.yaml")
+	content := "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: settings\nspec:\n  git:\n    url: " +
+		gitRepo(t) + "\n    path: deploy/prod\n"
+	if err := os.WriteFile(addon, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, flag := range []string{"--set", "--set-string"} {
+		if _, _, err := runCapstan(t, "render", "-f", addon, flag, "level=debug"); err == nil || !strings.Contains(err.Error(), "has no values") {
+			t.Errorf("render -f %s: %v; want it refused", flag, err)
+		}
+	}
+}
