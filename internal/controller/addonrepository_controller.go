@@ -275,7 +275,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 
 // timedOut says so of an error that came as the fetch's time ran out.
 func timedOut(ctx context.Context, err error, timeout time.Duration) error {
-	if ctx.Err() == nil {
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return err
 	}
 	return fmt.Errorf("%w: the server did not answer within %s (--fetch-timeout)", err, timeout)
