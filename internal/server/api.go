@@ -17,6 +17,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -527,15 +528,21 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"items": events})
 }
 
-// addonEvents lists an Addon's recent events, newest first.
+// addonEvents lists an Addon's recent events, newest first. The API
+// server picks them by the object they regard: every event of a busy
+// namespace, read on each view of an add-on's page, would cost it and
+// the server a list of thousands.
 func (s *Server) addonEvents(ctx context.Context, c client.Client, key client.ObjectKey) ([]eventsv1.Event, error) {
 	list := &eventsv1.EventList{}
-	if err := c.List(ctx, list, client.InNamespace(key.Namespace)); err != nil {
+	if err := c.List(ctx, list, client.InNamespace(key.Namespace), client.MatchingFieldsSelector{
+		Selector: fields.AndSelectors(fields.OneTermEqualSelector("regarding.kind", "Addon"), fields.OneTermEqualSelector("regarding.name", key.Name)),
+	}); err != nil {
 		return nil, err
 	}
 	out := []eventsv1.Event{}
 	for _, e := range list.Items {
-		if e.Regarding.Kind == "Addon" && e.Regarding.Name == key.Name {
+		// NOTE: another group's kind may be named Addon too.
+		if e.Regarding.Kind == "Addon" && e.Regarding.Name == key.Name && strings.HasPrefix(e.Regarding.APIVersion, capstanv1.GroupVersion.Group+"/") {
 			out = append(out, e)
 		}
 	}

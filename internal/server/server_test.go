@@ -719,13 +719,20 @@ func TestEvents(t *testing.T) {
 	addonWithPlan(t, ns, "demo", hashOf("a"))
 	reader := user(t, ns, "reader", addonRule("get"), rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"list"}})
 	blind := user(t, ns, "blind", addonRule("get"))
-	for i, note := range []string{"first note", "second note"} {
+	// Two of the Addon's, one of another Addon, one of another group's
+	// kind that is also named Addon.
+	for i, ev := range []struct{ note, apiVersion, name string }{
+		{"first note", capstanv1.GroupVersion.String(), "demo"},
+		{"second note", capstanv1.GroupVersion.String(), "demo"},
+		{"another add-on's", capstanv1.GroupVersion.String(), "other"},
+		{"another group's", "example.com/v1", "demo"},
+	} {
 		e := &eventsv1.Event{
 			ObjectMeta:          metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("demo.%d", i)},
 			EventTime:           metav1.NewMicroTime(time.Now().Add(time.Duration(i) * time.Second)),
 			ReportingController: "capstan.dev/controller", ReportingInstance: "test",
-			Action: "Synced", Reason: "Synced", Type: corev1.EventTypeNormal, Note: note,
-			Regarding: corev1.ObjectReference{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: ns, Name: "demo"},
+			Action: "Synced", Reason: "Synced", Type: corev1.EventTypeNormal, Note: ev.note,
+			Regarding: corev1.ObjectReference{APIVersion: ev.apiVersion, Kind: "Addon", Namespace: ns, Name: ev.name},
 		}
 		if err := admin.Create(context.Background(), e); err != nil {
 			t.Fatal(err)
