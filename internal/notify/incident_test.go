@@ -314,3 +314,56 @@ func TestIncidentReceivers(t *testing.T) {
 		}
 	}
 }
+
+// TestClosesWaitPastAFullQueue: with the queue full (a receiver that
+// hung while a thousand add-ons changed), a close is not dropped: it
+// waits, and is sent after the warning queued before it, in order; an
+// event that closes nothing, once the overflow's room for them is used,
+// is dropped.
+func TestClosesWaitPastAFullQueue(t *testing.T) {
+	pd, _, pdRcv, _ := incidentReceivers(t, "")
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(),
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd}, nil }}
+	at := func(name, phase string, sev, prev Severity) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, phase, phase, sev, prev
+		return e
+	}
+	if !n.Notify(at("web", "Failed", SeverityWarning, SeverityInfo)) {
+		t.Fatal("the first event was dropped")
+	}
+	for i := 1; i < QueueSize; i++ {
+		n.Notify(at(fmt.Sprintf("other-%d", i), "Progressing", SeverityInfo, SeverityInfo))
+	}
+	if !n.Notify(at("web", "Synced", SeverityInfo, SeverityWarning)) {
+		t.Fatal("a close was dropped from a full queue")
+	}
+	for i := range overflowRoom {
+		n.Notify(at(fmt.Sprintf("later-%d", i), "Progressing", SeverityInfo, SeverityInfo))
+	}
+	if n.Notify(at("late", "Progressing", SeverityInfo, SeverityInfo)) {
+		t.Fatal("an event that closes nothing joined a full overflow")
+	}
+	if !n.Notify(at("db", "Synced", SeverityInfo, SeverityWarning)) {
+		t.Fatal("a second close was dropped")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = n.Start(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for pdRcv.calls() < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	pdRcv.mu.Lock()
+	defer pdRcv.mu.Unlock()
+	var got []string
+	for _, b := range pdRcv.bodies {
+		m := decode(t, b)
+		got = append(got, fmt.Sprint(m["event_action"], " ", m["dedup_key"]))
+	}
+	want := []string{"trigger capstan:Addon:capstan-system:web", "resolve capstan:Addon:capstan-system:web", "resolve capstan:Addon:capstan-system:db"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("PagerDuty got %q; want %q", got, want)
+	}
+}

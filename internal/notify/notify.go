@@ -457,6 +457,12 @@ type Notifier struct {
 	// paused. Only the worker uses them.
 	open    map[string]map[string]bool
 	closing map[string]map[string]*pendingClose
+	// overflow holds the events that found the queue full and may close
+	// an incident, and those that came after them (Notify); wake tells
+	// the worker they wait.
+	overflowMu sync.Mutex
+	overflow   []Event
+	wake       chan struct{}
 	// CloseRetry is how often a close that was not delivered is tried
 	// again.
 	CloseRetry time.Duration
@@ -486,6 +492,7 @@ const (
 func (n *Notifier) init() {
 	n.once.Do(func() {
 		n.queue = make(chan Event, QueueSize)
+		n.wake = make(chan struct{}, 1)
 		if n.ReceiversTTL <= 0 {
 			n.ReceiversTTL = 30 * time.Second
 		}
@@ -516,7 +523,10 @@ func (n *Notifier) init() {
 }
 
 // Notify queues e without waiting. When the queue is full, e is dropped
-// and counted: a receiver that is down must not hold a reconcile.
+// and counted: a receiver that is down must not hold a reconcile. But an
+// event that may close an incident waits in the overflow instead: the
+// object is settled and says nothing more, so a lost close would leave
+// the incident open for good.
 func (n *Notifier) Notify(e Event) bool {
 	if n == nil {
 		return false
@@ -526,13 +536,56 @@ func (n *Notifier) Notify(e Event) bool {
 		notifications.WithLabelValues("dropped").Inc()
 		return false
 	}
-	select {
-	case n.queue <- e:
-		return true
-	default:
-		notifications.WithLabelValues("dropped").Inc()
-		return false
+	n.overflowMu.Lock()
+	defer n.overflowMu.Unlock()
+	// NOTE: while the overflow holds events, every event joins it, so that
+	// none overtakes an older one: a close must not come after the warning
+	// that opened the incident again.
+	if len(n.overflow) == 0 {
+		select {
+		case n.queue <- e:
+			return true
+		default:
+		}
 	}
+	if len(n.overflow) < maxOverflow && (mayClose(e) || len(n.overflow) < overflowRoom) {
+		n.overflow = append(n.overflow, e)
+		select {
+		case n.wake <- struct{}{}:
+		default:
+		}
+		return true
+	}
+	notifications.WithLabelValues("dropped").Inc()
+	return false
+}
+
+const (
+	// maxOverflow bounds the events that wait past a full queue: closes,
+	// and the events that came after the first of them.
+	maxOverflow = 10000
+	// overflowRoom is how many of them may be other events; past it, only
+	// closes join.
+	overflowRoom = QueueSize
+)
+
+// mayClose reports whether e may close an incident: an object settled,
+// or gone, after a warning.
+func mayClose(e Event) bool {
+	return incidentAction(e) == incidentClose && (e.IncidentOnly || e.PreviousSeverity == SeverityWarning || !e.WarningSince.IsZero())
+}
+
+// takeOverflow hands the worker the events that waited past the queue,
+// once the queue is empty, oldest first.
+func (n *Notifier) takeOverflow() []Event {
+	n.overflowMu.Lock()
+	defer n.overflowMu.Unlock()
+	if len(n.queue) > 0 {
+		return nil
+	}
+	out := n.overflow
+	n.overflow = nil
+	return out
 }
 
 // sameStateRoom is how full the queue may be for an event of a new commit
@@ -552,9 +605,25 @@ func (n *Notifier) Start(ctx context.Context) error {
 			return nil
 		case e := <-n.queue:
 			n.deliverAll(ctx, e)
+			if len(n.queue) == 0 {
+				n.drainOverflow(ctx)
+			}
+		case <-n.wake:
+			n.drainOverflow(ctx)
 		case <-retry.C:
 			n.retryCloses(ctx)
 		}
+	}
+}
+
+// drainOverflow delivers the events that waited past the queue, once the
+// queue ahead of them is empty.
+func (n *Notifier) drainOverflow(ctx context.Context) {
+	for _, e := range n.takeOverflow() {
+		if ctx.Err() != nil {
+			return
+		}
+		n.deliverAll(ctx, e)
 	}
 }
 
