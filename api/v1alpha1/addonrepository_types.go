@@ -26,9 +26,11 @@ type AddonRepositorySpec struct {
 	Folder string `json:"folder,omitempty"`
 
 	// Interval is how often the repository is read when no push webhook
-	// arrives. Default 3m.
+	// arrives. Default 3m, at least 1s: each read is an ls-remote and a
+	// status write.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s')",message="spec.interval must be at least 1s: each read of the repository is an ls-remote and a status write; a push webhook syncs at once"
 	// +optional
 	Interval *metav1.Duration `json:"interval,omitempty"`
 

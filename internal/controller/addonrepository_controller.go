@@ -36,8 +36,12 @@ import (
 	fetch "capstan.dev/capstan/internal/source"
 )
 
-// DefaultInterval is how often a repository is read when no webhook arrives.
-const DefaultInterval = 3 * time.Minute
+// DefaultInterval is how often a repository is read when no webhook
+// arrives, and MinInterval the shortest interval a repository may ask.
+const (
+	DefaultInterval = 3 * time.Minute
+	MinInterval     = time.Second
+)
 
 // Reasons of the AddonRepository conditions.
 const (
@@ -171,7 +175,8 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	}
 	interval := DefaultInterval
 	if repo.Spec.Interval != nil && repo.Spec.Interval.Duration > 0 {
-		interval = repo.Spec.Interval.Duration
+		// NOTE: an interval stored before the API refused short ones.
+		interval = max(repo.Spec.Interval.Duration, MinInterval)
 	}
 	before := repo.DeepCopy()
 	res, syncErr := r.sync(ctx, repo)

@@ -18,13 +18,13 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
-	"github.com/go-git/go-git/v5/storage/memory"
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
 )
 
 // DefaultAttempts bounds how often a writer retries a push that lost a race.
@@ -243,7 +243,7 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	var baseExists bool
 	var baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
-		repo, err := git.CloneContext(ctx, memory.NewStorage(), memfs.New(), &git.CloneOptions{
+		repo, err := git.CloneContext(ctx, source.GitStorage(source.Limits{}), memfs.New(), &git.CloneOptions{
 			URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
 			SingleBranch: true, Depth: 1, Tags: git.NoTags,
 		})
@@ -283,6 +283,8 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			}
 		} else if _, err := wt.Remove(file); err != nil {
 			return "", err
+		} else if err := keepFolder(wt, path.Dir(file)); err != nil {
+			return "", err
 		}
 		commit, err := wt.Commit(fmt.Sprintf("%s add-on %s\n\nMade with capstan addon %s, one change to %s.\n", verb, name, lower(verb), file), &git.CommitOptions{
 			Author: w.signature(),
@@ -306,6 +308,32 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		}
 	}
 	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
+}
+
+// keepFile is what keepFolder leaves in a definitions folder whose last
+// file a removal took, and what it says.
+const (
+	keepFile    = ".keep"
+	keepMessage = "Capstan keeps this folder of add-on definitions: a folder that is gone reads as a mistake (a typo in spec.folder, a rename), and changes nothing.\n"
+)
+
+// keepFolder leaves a file in folder when a removal took its last one: git
+// keeps no empty folder, and the syncer reads a folder that is gone as a
+// mistake, which would keep the removed add-on's Addon.
+func keepFolder(wt *git.Worktree, folder string) error {
+	entries, err := wt.Filesystem.ReadDir(folder)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if len(entries) > 0 {
+		return nil
+	}
+	keep := path.Join(folder, keepFile)
+	if err := writeFile(wt.Filesystem, keep, []byte(keepMessage)); err != nil {
+		return err
+	}
+	_, err = wt.Add(keep)
+	return err
 }
 
 func (w *Writer) signature() *object.Signature {

@@ -66,9 +66,14 @@ func TestWriter(t *testing.T) {
 	if _, err := writer.Remove(ctx, "grafana"); err != nil {
 		t.Fatal(err)
 	}
+	// The folder stays, with a file that says why: one that is gone would
+	// read as a mistake, and keep the Addon.
 	w.Pull()
-	if out := w.Git("ls-files", "addons"); strings.TrimSpace(out) != "" {
-		t.Fatalf("files left: %s", out)
+	if out := w.Git("ls-files", "addons"); strings.TrimSpace(out) != "addons/.keep" {
+		t.Fatalf("files left: %q; want addons/.keep alone", out)
+	}
+	if _, s := readHead(t, url, "main", "addons"); len(s.Definitions)+len(s.Invalid) != 0 {
+		t.Fatalf("the folder after the last removal: %+v", s)
 	}
 	if n := strings.Count(w.Git("log", "--format=%s"), "\n"); n != 7 {
 		t.Fatalf("want 7 commits (start and one per change), got %d:\n%s", n, w.Git("log", "--oneline"))

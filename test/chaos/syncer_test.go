@@ -73,7 +73,10 @@ func TestKillTheSyncer(t *testing.T) {
 	git := gitserver.Start(t)
 	repoURL := git.Create(t, "ops")
 	work := gitserver.Clone(t, repoURL)
-	work.Write("README.md", "the chaos test's gitops repository\n").CommitAndPush("start")
+	// NOTE: the definitions folder is there from the start, and stays when
+	// its last definition is removed: a folder that is not there is an
+	// error that changes nothing.
+	work.Write("README.md", "the chaos test's gitops repository\n").Write("addons/README.md", "definitions\n").CommitAndPush("start")
 	gitHost := strings.TrimPrefix(git.URL, "http://")
 	start := func() *testcontroller.Process {
 		return env.start("--fetch-allow="+gitHost, "--resync-interval=1h", "--trusted-namespaces="+install.Namespace)
