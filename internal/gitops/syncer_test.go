@@ -551,3 +551,20 @@ func TestSyncerTakesNoAddonItsCacheMissed(t *testing.T) {
 		t.Fatalf("the clash is not reported: %+v", getRepo(t, ns, "gitops").Status.InvalidFiles)
 	}
 }
+
+// TestIntervalHasAFloor: the API refuses an interval that would read the
+// repository in a hot loop, and says why.
+func TestIntervalHasAFloor(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-interval")
+	r := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fast"},
+		Spec: capstanv1.AddonRepositorySpec{URL: "https://127.0.0.1/x.git", Interval: &metav1.Duration{Duration: time.Millisecond}}}
+	err := env.client.Create(context.Background(), r)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "spec.interval must be at least 1s") {
+		t.Fatalf("interval 1ms: %v", err)
+	}
+	r.Spec.Interval.Duration = time.Second
+	if err := env.client.Create(context.Background(), r); err != nil {
+		t.Fatalf("interval 1s: %v", err)
+	}
+}
