@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -357,6 +358,23 @@ func TestWebhookTriggersSync(t *testing.T) {
 	// A bad signature, a push to another branch: nothing happens.
 	if resp := signedPush(t, endpoint, "wrong", "refs/heads/main"); resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("bad signature: %d", resp.StatusCode)
+	}
+	// A bad signature and a repository that is not there get one answer:
+	// the endpoint tells an unauthenticated caller nothing.
+	answer := func(url string) string {
+		body := `{"ref":"refs/heads/main"}`
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+		req.Header.Set("X-Hub-Signature-256", "sha256="+sign("wrong", body))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return fmt.Sprint(resp.StatusCode, " ", string(b))
+	}
+	if bad, none := answer(endpoint), answer(hook.URL+"/hooks/git/"+ns+"/nothing-here"); bad != none {
+		t.Fatalf("a bad signature is told apart from no repository: %q and %q", bad, none)
 	}
 	req, _ := http.NewRequest(http.MethodPost, endpoint, strings.NewReader(`{"ref":"refs/heads/main"}`))
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {

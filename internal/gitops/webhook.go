@@ -81,6 +81,12 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// NOTE: before any read: a request with no signature at all costs the
+	// API server nothing.
+	if !signed(r.Header) {
+		http.Error(w, "unauthorized: the request has no signature: set the webhook's secret in the git host", http.StatusUnauthorized)
+		return
+	}
 	repo := &capstanv1.AddonRepository{}
 	secret := &corev1.Secret{}
 	var token []byte
@@ -96,7 +102,7 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	// the same answer, so the endpoint tells an unauthenticated caller nothing.
 	if err := Verify(r.Header, body, token); err != nil {
 		logger.Info("Refused a push webhook", "reason", err.Error())
-		http.Error(w, "unauthorized: "+err.Error(), http.StatusUnauthorized)
+		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
 		return
 	}
 
@@ -130,6 +136,21 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintf(w, "sync of %s queued\n", key)
+}
+
+// errUnverified is the one answer to a signature that is not verified,
+// whatever the reason, which the log says.
+const errUnverified = "the signature does not match, or there is no such repository, or it has no webhook secret (spec.webhookSecretRef)"
+
+// signed reports whether a request carries a signature of a kind Verify
+// checks.
+func signed(h http.Header) bool {
+	for _, k := range []string{"X-Hub-Signature-256", "X-Gitea-Signature", "X-Forgejo-Signature", "X-Gitlab-Token"} {
+		if h.Get(k) != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Verify checks a webhook's signature against the secret: GitHub's
