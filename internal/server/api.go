@@ -121,6 +121,41 @@ func target(r *http.Request) (client.ObjectKey, error) {
 	return key, nil
 }
 
+// maxListLimit bounds one page of a list.
+const maxListLimit = 1000
+
+// listPage reads a list's paging, as the Kubernetes API takes it: limit
+// (at most maxListLimit Addons in the answer, whose metadata.continue then
+// names the next page) and continue. A thousand add-ons, each with its
+// plan and diffs, are megabytes in one answer. A key the list does not
+// take is refused, as every endpoint refuses one.
+func listPage(r *http.Request) ([]client.ListOption, error) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, badRequest("", "the query string cannot be read: %v", err)
+	}
+	var opts []client.ListOption
+	for _, key := range slices.Sorted(maps.Keys(q)) {
+		if len(q[key]) > 1 {
+			return nil, badRequest(key, "%s is given %d times; give it once", key, len(q[key]))
+		}
+		v := q[key][0]
+		switch key {
+		case "limit":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 || n > maxListLimit {
+				return nil, badRequest(key, "limit=%q is not a whole number from 1 to %d", v, maxListLimit)
+			}
+			opts = append(opts, client.Limit(n))
+		case "continue":
+			opts = append(opts, client.Continue(v))
+		default:
+			return nil, badRequest(key, "unknown query parameter %q: %s %s takes only limit and continue", key, r.Method, r.URL.Path)
+		}
+	}
+	return opts, nil
+}
+
 // queryFlags reads the true-or-false query parameters an endpoint takes
 // into flags. It refuses a key the endpoint does not take, naming the ones
 // it does: a misspelt flag (keep_values for keepValues) must not be
@@ -179,7 +214,11 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	list := &capstanv1.AddonList{}
-	var opts []client.ListOption
+	opts, err := listPage(r)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	if key.Namespace != "" {
 		opts = append(opts, client.InNamespace(key.Namespace))
 	}

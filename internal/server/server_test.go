@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -746,5 +747,43 @@ func TestEvents(t *testing.T) {
 	var got struct{ Items []eventsv1.Event }
 	if err := json.Unmarshal(body, &got); err != nil || len(got.Items) != 2 || got.Items[0].Note != "second note" {
 		t.Errorf("events = %s; want both, newest first", body)
+	}
+}
+
+// TestListPages: a list answers in pages as the Kubernetes API does, and
+// refuses a query it does not take.
+func TestListPages(t *testing.T) {
+	ns := namespace(t)
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	for _, name := range []string{"a", "b", "c"} {
+		addonWithPlan(t, ns, name, hashOf(name))
+	}
+	path := "/api/v1/namespaces/" + ns + "/addons"
+	var names []string
+	next := ""
+	for page := 0; page < 3; page++ {
+		q := "?limit=2"
+		if next != "" {
+			q += "&continue=" + url.QueryEscape(next)
+		}
+		code, body := call(t, viewer, http.MethodGet, path+q, nil)
+		expect(t, "a page", code, body, http.StatusOK)
+		var list capstanv1.AddonList
+		if err := json.Unmarshal(body, &list); err != nil || len(list.Items) > 2 {
+			t.Fatalf("page %d: %d Addons, %v", page, len(list.Items), err)
+		}
+		for _, a := range list.Items {
+			names = append(names, a.Name)
+		}
+		if next = list.Continue; next == "" {
+			break
+		}
+	}
+	if strings.Join(names, ",") != "a,b,c" {
+		t.Fatalf("the pages held %v; want a, b and c once each", names)
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=two", "?limit=1&limit=2", "?labelSelector=x"} {
+		code, body := call(t, viewer, http.MethodGet, path+q, nil)
+		expect(t, "a list with "+q, code, body, http.StatusBadRequest)
 	}
 }
