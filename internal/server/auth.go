@@ -23,10 +23,14 @@ const (
 )
 
 // User is the person behind a request, as the API server's TokenReview
-// names them.
+// names them. UID and Extra go into every SubjectAccessReview with the name
+// and groups: a webhook authorizer, or a token scoped by its extra fields,
+// decides on them.
 type User struct {
 	Name   string
+	UID    string
 	Groups []string
+	Extra  map[string][]string
 	token  string
 }
 
@@ -76,7 +80,14 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) 
 	if !tr.Status.Authenticated {
 		return User{}, errUnauthenticated
 	}
-	u := User{Name: tr.Status.User.Username, Groups: tr.Status.User.Groups, token: token}
+	info := tr.Status.User
+	u := User{Name: info.Username, UID: info.UID, Groups: info.Groups, token: token}
+	if len(info.Extra) > 0 {
+		u.Extra = make(map[string][]string, len(info.Extra))
+		for k, v := range info.Extra {
+			u.Extra[k] = v
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cache == nil {

@@ -45,11 +45,19 @@ type commitAnswer struct {
 const syncWait = 10 * time.Second
 
 // mayChange asks whether the user may verb the Addon, as a
-// SubjectAccessReview of the user's name and groups.
+// SubjectAccessReview of the user as the token's review names them: name,
+// UID, groups and extra.
 func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.ObjectKey) error {
+	var extra map[string]authorizationv1.ExtraValue
+	if len(u.Extra) > 0 {
+		extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
+		for k, v := range u.Extra {
+			extra[k] = v
+		}
+	}
 	review, err := s.Reviewer.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User: u.Name, Groups: u.Groups,
+			User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{
 				Namespace: key.Namespace, Name: key.Name, Verb: verb, Group: capstanv1.GroupVersion.Group, Resource: "addons",
 			},

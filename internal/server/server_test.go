@@ -110,17 +110,23 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	srv := &server.Server{
-		Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
-		Controller: controllerClient, GitAuth: gitops.BasicAuth,
-		Syncer: syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
-		Config: controller.Config{Namespace: install.Namespace, TrustedNamespaces: []string{install.Namespace, trustedNamespace}, Sandbox: sandbox},
-		Log:    funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
+	newServer = func() *server.Server {
+		return &server.Server{
+			Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
+			Controller: controllerClient, GitAuth: gitops.BasicAuth,
+			Syncer: syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
+			Config: controller.Config{Namespace: install.Namespace, TrustedNamespaces: []string{install.Namespace, trustedNamespace}, Sandbox: sandbox},
+			Log:    funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
+		}
 	}
-	api = httptest.NewUnstartedServer(srv.Handler())
+	api = httptest.NewUnstartedServer(newServer().Handler())
 	api.StartTLS()
 	return nil
 }
+
+// newServer is a server set up as the tests' own, api, for a test that
+// needs one of its own: with another clock, say.
+var newServer func() *server.Server
 
 // syncNow syncs a repository at once when the server asks, with the real
 // AddonRepository reconciler: no manager runs in these tests.
@@ -191,6 +197,12 @@ func apiClient() *http.Client {
 // call makes one API request as token and returns the status and body.
 func call(t testing.TB, token, method, path string, body any) (int, []byte) {
 	t.Helper()
+	return callAt(t, api.URL, token, method, path, body)
+}
+
+// callAt makes one API request to the server at base.
+func callAt(t testing.TB, base, token, method, path string, body any) (int, []byte) {
+	t.Helper()
 	var r io.Reader
 	switch b := body.(type) {
 	case nil:
@@ -203,7 +215,7 @@ func call(t testing.TB, token, method, path string, body any) (int, []byte) {
 		}
 		r = bytes.NewReader(data)
 	}
-	req, err := http.NewRequest(method, api.URL+path, r)
+	req, err := http.NewRequest(method, base+path, r)
 	if err != nil {
 		t.Fatal(err)
 	}
