@@ -145,13 +145,17 @@ func (s *Server) render(w http.ResponseWriter, name string, code int, d pageData
 	}
 }
 
-// pageSession returns the signed-in user, or redirects to the sign-in page.
+// pageSession returns the live session, as liveSession does, or redirects
+// to the sign-in page.
 func (s *Server) pageSession(w http.ResponseWriter, r *http.Request) (session, bool) {
-	c, err := r.Cookie(sessionCookie)
-	if err == nil {
-		if sess, ok := s.sessions.get(c.Value, s.now()); ok {
-			return sess, true
-		}
+	sess, refused := s.liveSession(r)
+	if refused == nil {
+		return sess, true
+	}
+	if refused.Code == http.StatusServiceUnavailable {
+		s.render(w, "signin", refused.Code, pageData{Title: "Sign in",
+			Error: "The Kubernetes API server could not check your session just now; nothing was changed. Reload the page in a moment."})
+		return session{}, false
 	}
 	http.Redirect(w, r, "/signin", http.StatusSeeOther)
 	return session{}, false

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"sync"
@@ -15,7 +16,10 @@ import (
 // The web page signs in with a Kubernetes token too. The server keeps the
 // token, never the browser: the browser holds only a random session id in
 // an HttpOnly, Secure, SameSite=Strict cookie, and sends the session's CSRF
-// token in a header with every write.
+// token in a header with every write. Every request of a session reviews
+// its token again, through the tokens' cache: a session lasts only as long
+// as the API server accepts its token, and acts with the groups the token
+// has now, not those it had at sign-in.
 const (
 	sessionCookie   = "capstan_session"
 	csrfHeader      = "X-CSRF-Token"
@@ -25,6 +29,8 @@ const (
 )
 
 type session struct {
+	// user is, as stored, the name and token of who signed in, and nothing
+	// else; liveSession fills in the rest from the token's latest review.
 	user    User
 	csrf    string
 	expires time.Time
@@ -51,7 +57,7 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 	}
 	makeRoom(s.m, maxSessions, func(v session) bool { return !now.Before(v.expires) })
 	id = randomToken()
-	sess = session{user: u, csrf: randomToken(), expires: now.Add(sessionTTL)}
+	sess = session{user: User{Name: u.Name, token: u.token}, csrf: randomToken(), expires: now.Add(sessionTTL)}
 	s.m[id] = sess
 	return id, sess
 }
@@ -134,17 +140,40 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// sessionUser returns the user of a request's session cookie. A write must
-// carry the session's CSRF token; ok is false, with the answer to give,
-// otherwise.
-func (s *Server) sessionUser(r *http.Request) (User, *apiError) {
+// liveSession returns the session of a request's cookie, with its user as
+// the API server's review of the session's token names them now. A session
+// whose token the API server no longer accepts (it expired, or its
+// ServiceAccount was deleted) ends. The error is the answer to give.
+func (s *Server) liveSession(r *http.Request) (session, *apiError) {
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return User{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: errUnauthenticated.Error()}
+		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: errUnauthenticated.Error()}
 	}
 	sess, ok := s.sessions.get(c.Value, s.now())
 	if !ok {
-		return User{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the session has ended: sign in again"}
+		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the session has ended: sign in again"}
+	}
+	u, err := s.tokens.review(r.Context(), sess.user.token)
+	if errors.Is(err, errUnauthenticated) {
+		s.sessions.remove(c.Value)
+		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized",
+			Message: "the session has ended: the Kubernetes API server no longer accepts its token (it expired, or its account was removed); sign in again"}
+	}
+	if err != nil {
+		return session{}, &apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
+			Message: "the Kubernetes API server could not review the session's token; try again"}
+	}
+	sess.user = u
+	return sess, nil
+}
+
+// sessionUser returns the user of a request's session cookie, as
+// liveSession does. A write must carry the session's CSRF token; the
+// error is the answer to give otherwise.
+func (s *Server) sessionUser(r *http.Request) (User, *apiError) {
+	sess, refused := s.liveSession(r)
+	if refused != nil {
+		return User{}, refused
 	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:

@@ -7,15 +7,18 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -143,5 +146,260 @@ func TestCommitReviewNamesTheWholeUser(t *testing.T) {
 	if got.User != want.Username || got.UID != want.UID || !reflect.DeepEqual(got.Groups, want.Groups) || !reflect.DeepEqual(extra, want.Extra) {
 		t.Errorf("the review named user %q, UID %q, groups %v, extra %v; the token is %q, UID %q, groups %v, extra %v",
 			got.User, got.UID, got.Groups, got.Extra, want.Username, want.UID, want.Groups, want.Extra)
+	}
+}
+
+// clock is a server's clock that a test moves on: a session's next
+// request past the token cache's minute reviews its token again, without
+// the test waiting that minute.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// serveWithClock serves a server of its own, with reviewer (the tests'
+// own when nil) and a clock the test moves on.
+func serveWithClock(t *testing.T, reviewer kubernetes.Interface) (string, *clock) {
+	t.Helper()
+	c := &clock{now: time.Now()}
+	srv := newServer()
+	srv.Now = c.Now
+	if reviewer != nil {
+		srv.Reviewer = reviewer
+	}
+	return serve(t, srv), c
+}
+
+// pageSession is a signed-in session: its cookie and CSRF token.
+type pageSession struct {
+	base, cookie, csrf string
+}
+
+// signInAt signs in to the server at base with token.
+func signInAt(t *testing.T, base, token string) pageSession {
+	t.Helper()
+	data, _ := json.Marshal(map[string]string{"token": token})
+	resp, err := apiClient().Post(base+"/api/v1/session", "application/json", bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var answer struct{ CSRFToken string }
+	if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("signing in: %d, %v", resp.StatusCode, err)
+	}
+	for _, c := range resp.Cookies() {
+		if c.Name == "capstan_session" {
+			return pageSession{base: base, cookie: c.Value, csrf: answer.CSRFToken}
+		}
+	}
+	t.Fatal("a sign-in set no session cookie")
+	return pageSession{}
+}
+
+// do sends one request with the session, its CSRF token in a header and
+// form in the body when given, and follows no redirect.
+func (s pageSession) do(t *testing.T, method, path string, form url.Values) *http.Response {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		form.Set("csrf", s.csrf)
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, s.base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.AddCookie(&http.Cookie{Name: "capstan_session", Value: s.cookie})
+	req.Header.Set("X-CSRF-Token", s.csrf)
+	resp, err := (&http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp
+}
+
+// commits counts the commits of the git repository at url.
+func commits(t *testing.T, url string) int {
+	t.Helper()
+	return strings.Count(gitserver.Clone(t, url).Git("log", "--format=%H"), "\n")
+}
+
+// TestSessionEndsWithItsToken signs in with a ServiceAccount's token and
+// deletes the ServiceAccount, whose RoleBinding still names it: once the
+// token cache's minute has passed, the session's next request is refused,
+// through the API and the page alike, and a catalog commit to a trusted
+// namespace, which Capstan makes with the repository's credentials, is
+// not made.
+func TestSessionEndsWithItsToken(t *testing.T) {
+	ctx := context.Background()
+	git := gitserver.Start(t)
+	repoURL := git.Create(t, "stale")
+	gitserver.Clone(t, repoURL).Write("README.md", "platform\n").CommitAndPush("start")
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-stale"},
+		Spec: capstanv1.AddonRepositorySpec{URL: repoURL}}
+	if err := admin.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	const name = "session-stale"
+	t.Cleanup(func() {
+		_ = admin.Delete(ctx, repo)
+		_ = kube.RbacV1().RoleBindings(install.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+		_ = kube.RbacV1().Roles(install.Namespace).Delete(ctx, name, metav1.DeleteOptions{})
+	})
+	token := user(t, install.Namespace, name, addonRule("get", "list", "create", "update", "patch"))
+	base, clk := serveWithClock(t, nil)
+	viaAPI, viaPage := signInAt(t, base, token), signInAt(t, base, token)
+	list := "/api/v1/namespaces/" + install.Namespace + "/addons"
+	if resp := viaAPI.do(t, http.MethodGet, list, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a list with a fresh session: %d", resp.StatusCode)
+	}
+
+	if err := kube.CoreV1().ServiceAccounts(install.Namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// NOTE: the API server may accept the token for a few seconds more,
+	// from its own cache: each try moves the server's clock past the
+	// token cache's minute, so that each asks the API server again. A
+	// list is made with the token itself; the commit below is not.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		clk.advance(time.Minute + time.Second)
+		resp := viaAPI.do(t, http.MethodGet, list, nil)
+		if resp.StatusCode == http.StatusUnauthorized {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a session whose ServiceAccount was deleted still lists Addons: %d", resp.StatusCode)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	if resp := viaAPI.do(t, http.MethodGet, list, nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a session that ended lists Addons again: %d", resp.StatusCode)
+	}
+
+	before := commits(t, repoURL)
+	resp := viaPage.do(t, http.MethodPost, "/catalog/longhorn", url.Values{"namespace": {install.Namespace}, "name": {name}})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Errorf("a catalog form sent with the ended session: %d to %q; want a redirect to /signin", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if n := commits(t, repoURL) - before; n != 0 {
+		t.Errorf("a session whose token is no longer valid committed %d add-ons", n)
+	}
+}
+
+// groupsReviewer is the controller's client for TokenReviews and
+// SubjectAccessReviews, which adds the groups that groups returns to every
+// TokenReview the API server accepts. A ServiceAccount's groups never
+// change; it stands in for an authenticator (OIDC, a webhook) whose
+// groups do, when a person leaves a team.
+func groupsReviewer(t *testing.T, groups func() []string) kubernetes.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.ConfigFor(install.ControllerUser))
+	cfg.ContentType, cfg.AcceptContentTypes = "application/json", "application/json"
+	cfg.Wrap(func(next http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			resp, err := next.RoundTrip(req)
+			if err != nil || !strings.HasSuffix(req.URL.Path, "/tokenreviews") || resp.StatusCode != http.StatusCreated {
+				return resp, err
+			}
+			data, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil {
+				return nil, err
+			}
+			var review authenticationv1.TokenReview
+			if err := json.Unmarshal(data, &review); err != nil {
+				return nil, err
+			}
+			if review.Status.Authenticated {
+				review.Status.User.Groups = append(review.Status.User.Groups, groups()...)
+			}
+			if data, err = json.Marshal(&review); err != nil {
+				return nil, err
+			}
+			resp.Body, resp.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+			resp.Header.Del("Content-Length")
+			return resp, nil
+		})
+	})
+	reviewer, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reviewer
+}
+
+// TestSessionCommitsWithTheGroupsOfNow signs in as a member of a group
+// that may update an Addon that git manages, which the person may only
+// read themselves: a suspend through the session is a commit. Once the
+// person has left the group, and the token cache's minute has passed, the
+// access review sees the groups of now, and refuses a resume.
+func TestSessionCommitsWithTheGroupsOfNow(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	repoURL := gitManagedLonghorn(t, ns)
+	const group = "capstan-test:addon-admins"
+	if _, err := kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "admins"},
+		Rules: []rbacv1.PolicyRule{addonRule("get", "list", "update", "patch")}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "admins"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "admins"},
+		Subjects: []rbacv1.Subject{{Kind: "Group", APIGroup: "rbac.authorization.k8s.io", Name: group}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		member = true
+	)
+	reviewer := groupsReviewer(t, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		if member {
+			return []string{group}
+		}
+		return nil
+	})
+	token := user(t, ns, "person", addonRule("get", "list"))
+	base, clk := serveWithClock(t, reviewer)
+	sess := signInAt(t, base, token)
+	suspend := "/api/v1/namespaces/" + ns + "/addons/longhorn/suspend"
+	before := commits(t, repoURL)
+	if resp := sess.do(t, http.MethodPost, suspend, nil); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a member of %s suspends a git-managed add-on: %d; want 202", group, resp.StatusCode)
+	}
+	if n := commits(t, repoURL) - before; n != 1 {
+		t.Fatalf("a member's suspend made %d commits; want 1", n)
+	}
+
+	mu.Lock()
+	member = false
+	mu.Unlock()
+	clk.advance(time.Minute + time.Second)
+	if resp := sess.do(t, http.MethodPost, strings.Replace(suspend, "/suspend", "/resume", 1), nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("someone who left %s resumes a git-managed add-on: %d; want 403", group, resp.StatusCode)
+	}
+	if n := commits(t, repoURL) - before; n != 1 {
+		t.Errorf("someone who left the group made %d more commits", n-1)
 	}
 }
