@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/url"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +28,11 @@ const (
 	sessionTTL      = 8 * time.Hour
 	maxSessions     = 10000
 	sessionIDLength = 32
+	// maxUserSessions bounds one user's sessions: a sign-in past it ends
+	// that user's oldest. NOTE: without it, one valid token signed in
+	// maxSessions times would fill the table, and every sign-in after that
+	// would end someone else's session.
+	maxUserSessions = 20
 )
 
 type session struct {
@@ -34,13 +41,16 @@ type session struct {
 	user    User
 	csrf    string
 	expires time.Time
+	// seq orders the sessions by sign-in.
+	seq uint64
 }
 
 // sessions are the signed-in browsers, in memory: a restarted server signs
 // everyone out, which costs a sign-in and leaks nothing.
 type sessions struct {
-	mu sync.Mutex
-	m  map[string]session
+	mu  sync.Mutex
+	m   map[string]session
+	seq uint64
 }
 
 func randomToken() string {
@@ -55,11 +65,36 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 	if s.m == nil {
 		s.m = map[string]session{}
 	}
+	s.endOldest(u.Name, maxUserSessions-1, now)
 	makeRoom(s.m, maxSessions, func(v session) bool { return !now.Before(v.expires) })
+	s.seq++
 	id = randomToken()
-	sess = session{user: User{Name: u.Name, token: u.token}, csrf: randomToken(), expires: now.Add(sessionTTL)}
+	sess = session{user: User{Name: u.Name, token: u.token}, csrf: randomToken(), expires: now.Add(sessionTTL), seq: s.seq}
 	s.m[id] = sess
 	return id, sess
+}
+
+// endOldest ends the user's oldest sessions until keep are left, and
+// those that expired.
+func (s *sessions) endOldest(name string, keep int, now time.Time) {
+	var ids []string
+	for id, sess := range s.m {
+		if sess.user.Name != name {
+			continue
+		}
+		if !now.Before(sess.expires) {
+			delete(s.m, id)
+			continue
+		}
+		ids = append(ids, id)
+	}
+	if len(ids) <= keep {
+		return
+	}
+	slices.SortFunc(ids, func(a, b string) int { return cmp.Compare(s.m[a].seq, s.m[b].seq) })
+	for _, id := range ids[:len(ids)-keep] {
+		delete(s.m, id)
+	}
 }
 
 func (s *sessions) get(id string, now time.Time) (session, bool) {

@@ -403,3 +403,31 @@ func TestSessionCommitsWithTheGroupsOfNow(t *testing.T) {
 		t.Errorf("someone who left the group made %d more commits", n-1)
 	}
 }
+
+// TestSignInsOfOneUserEndNoOthersSession signs one user in 25 times, and
+// another once: the first user keeps their 20 latest sessions, and the
+// other's stays. One valid token signed in without end would otherwise
+// fill the server's sessions, and each sign-in after that would end
+// someone else's.
+func TestSignInsOfOneUserEndNoOthersSession(t *testing.T) {
+	ns := namespace(t)
+	many := user(t, ns, "many", addonRule("list"))
+	other := signInAt(t, api.URL, user(t, ns, "other", addonRule("list")))
+	var sessions []pageSession
+	for range 25 {
+		sessions = append(sessions, signInAt(t, api.URL, many))
+	}
+	list := "/api/v1/namespaces/" + ns + "/addons"
+	for i, sess := range sessions {
+		want := http.StatusOK
+		if i < 5 {
+			want = http.StatusUnauthorized
+		}
+		if resp := sess.do(t, http.MethodGet, list, nil); resp.StatusCode != want {
+			t.Errorf("sign-in %d of 25 by one user: a list is %d; want %d", i+1, resp.StatusCode, want)
+		}
+	}
+	if resp := other.do(t, http.MethodGet, list, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("another user's session after 25 sign-ins of one user: a list is %d; want 200", resp.StatusCode)
+	}
+}
