@@ -16,7 +16,9 @@ import (
 
 // Tokens are reviewed once a minute at most: a revoked token keeps working
 // through the API for up to that long, and each API call is then made with
-// the token itself, which the API server checks anyway.
+// the token itself, which the API server checks anyway. A refused token is
+// remembered, by its hash, for as long: sending it again costs the API
+// server nothing.
 const (
 	tokenTTL       = time.Minute
 	tokenCacheSize = 4096
@@ -38,13 +40,16 @@ type User struct {
 var errUnauthenticated = errors.New("a valid Kubernetes bearer token is required (Authorization: Bearer <token>)")
 
 // tokenReviewer authenticates bearer tokens with TokenReviews and keeps the
-// answers for tokenTTL in a bounded cache. Failures are never cached.
+// answers for tokenTTL in bounded caches: the users of accepted tokens, and
+// the hashes of refused ones. A review that failed (the API server did not
+// answer) is not cached.
 type tokenReviewer struct {
 	client kubernetes.Interface
 	now    func() time.Time
 
-	mu    sync.Mutex
-	cache map[[sha256.Size]byte]cachedUser
+	mu      sync.Mutex
+	cache   map[[sha256.Size]byte]cachedUser
+	refused map[[sha256.Size]byte]time.Time
 }
 
 type cachedUser struct {
@@ -71,13 +76,24 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) 
 		t.mu.Unlock()
 		return c.user, nil
 	}
+	if expires, ok := t.refused[key]; ok && now.Before(expires) {
+		t.mu.Unlock()
+		return User{}, errUnauthenticated
+	}
 	t.mu.Unlock()
 	tr, err := t.client.AuthenticationV1().TokenReviews().Create(ctx,
 		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
 		return User{}, err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if !tr.Status.Authenticated {
+		if t.refused == nil {
+			t.refused = map[[sha256.Size]byte]time.Time{}
+		}
+		makeRoom(t.refused, tokenCacheSize, func(expires time.Time) bool { return !now.Before(expires) })
+		t.refused[key] = now.Add(tokenTTL)
 		return User{}, errUnauthenticated
 	}
 	info := tr.Status.User
@@ -88,8 +104,6 @@ func (t *tokenReviewer) review(ctx context.Context, token string) (User, error) 
 			u.Extra[k] = v
 		}
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
 	if t.cache == nil {
 		t.cache = map[[sha256.Size]byte]cachedUser{}
 	}

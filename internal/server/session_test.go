@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -429,5 +430,35 @@ func TestSignInsOfOneUserEndNoOthersSession(t *testing.T) {
 	}
 	if resp := other.do(t, http.MethodGet, list, nil); resp.StatusCode != http.StatusOK {
 		t.Errorf("another user's session after 25 sign-ins of one user: a list is %d; want 200", resp.StatusCode)
+	}
+}
+
+// TestRefusedTokenIsRemembered sends one token that the API server does
+// not accept, three times as a bearer token and once to sign in: each is
+// 401, and only the first costs a TokenReview.
+func TestRefusedTokenIsRemembered(t *testing.T) {
+	reviews := func() int {
+		events, err := cluster.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range events {
+			if e.ObjectRef != nil && e.ObjectRef.Resource == "tokenreviews" && e.User.Username == install.ControllerUser {
+				n++
+			}
+		}
+		return n
+	}
+	token := "not-a-token-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	before := reviews()
+	for range 3 {
+		code, body := call(t, token, http.MethodGet, "/api/v1/addons", nil)
+		expect(t, "a list with a refused token", code, body, http.StatusUnauthorized)
+	}
+	code, body := call(t, "", http.MethodPost, "/api/v1/session", map[string]string{"token": token})
+	expect(t, "a sign-in with a refused token", code, body, http.StatusUnauthorized)
+	if n := reviews() - before; n != 1 {
+		t.Errorf("one refused token sent four times cost %d TokenReviews; want 1", n)
 	}
 }
