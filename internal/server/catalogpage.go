@@ -149,7 +149,7 @@ func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
 	}
 	a.Spec.Chart = &chart
 	vals := map[string]any{}
-	if !formValues(v.Fields, r, vals, map[string]string{}) {
+	if !formValues(v.Fields, r, vals, map[string]string{}, nil) {
 		return nil, "Some values are not of their field's type."
 	}
 	vals, err := mergeYAML(vals, v.YAML)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,13 +71,9 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	art := s.editArtifact(r.Context(), d.Addon, form)
+	form.SecretPaths = secretPaths(d.Addon)
 	if r.Method == http.MethodGet {
-		form.SecretPaths = secretPaths(d.Addon)
-		rest := fillFields(form.Fields, current)
-		if len(rest) > 0 {
-			out, _ := yaml.Marshal(rest)
-			form.YAML = string(out)
-		}
+		form.fill(current)
 		s.render(w, "edit", http.StatusOK, d)
 		return
 	}
@@ -86,10 +83,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusForbidden, d)
 		return
 	}
-	form.YAML = r.PostFormValue("yaml")
-	vals, inputs := map[string]any{}, map[string]string{}
-	typed := formValues(form.Fields, r, vals, inputs)
-	vals, err = mergeYAML(vals, form.YAML)
+	vals, inputs, typed, err := form.read(r, current)
 	switch {
 	case err != nil:
 		d.Error = "Values: " + err.Error()
@@ -102,7 +96,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Error == "" && art != nil {
 		var errs []capstanv1.ValuesError
-		if errs, err = checkFormValues(art, d.Addon.Name, vals, inputs, secretPaths(d.Addon)); err != nil {
+		if errs, err = checkFormValues(art, d.Addon.Name, vals, inputs, form.SecretPaths); err != nil {
 			d.Error = err.Error()
 		} else if len(errs) > 0 {
 			form.Problems = markErrors(form.Fields, errs)
@@ -122,6 +116,39 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Log.Info("Page write", "user", sess.user.Name, "verb", "edit", "addon", key.String())
 	http.Redirect(w, r, "/addons/"+url.PathEscape(key.Namespace)+"/"+url.PathEscape(key.Name)+"?done="+done, http.StatusSeeOther)
+}
+
+// fill fills the form with the add-on's values: each field with its value,
+// and the YAML editor with the values no field shows. A secret input's field
+// says that it has a value.
+func (form *editForm) fill(current map[string]any) {
+	rest := fillFields(form.Fields, current)
+	if len(rest) > 0 {
+		out, _ := yaml.Marshal(rest)
+		form.YAML = string(out)
+	}
+	holdPaths(form.Fields, form.SecretPaths)
+}
+
+// read reads the posted form: the fields, each kept as the add-on has it
+// when it comes back as the form showed it, and the YAML editor merged over
+// them. typed is false when a field's value is not of its type.
+func (form *editForm) read(r *http.Request, current map[string]any) (vals map[string]any, inputs map[string]string, typed bool, err error) {
+	form.YAML = r.PostFormValue("yaml")
+	vals, inputs = map[string]any{}, map[string]string{}
+	typed = formValues(form.Fields, r, vals, inputs, current)
+	holdPaths(form.Fields, form.SecretPaths)
+	vals, err = mergeYAML(vals, form.YAML)
+	return vals, inputs, typed, err
+}
+
+// holdPaths marks the secret fields at paths as holding a value.
+func holdPaths(fields []formField, paths []string) {
+	for i := range fields {
+		f := &fields[i]
+		f.Held = f.Held || (f.WriteOnly && slices.Contains(paths, f.Path))
+		holdPaths(f.Children, paths)
+	}
 }
 
 // editArtifact fetches the add-on's chart for its form. A chart that
@@ -223,8 +250,8 @@ func fillFields(fields []formField, vals map[string]any) map[string]any {
 			if !ok {
 				continue
 			}
-			if !f.WriteOnly && !f.Generated {
-				f.Value = scalar(v)
+			if f.Held = f.WriteOnly || f.Generated; !f.Held {
+				f.Value = f.valueOf(v)
 			}
 			deletePath(rest, path)
 		}

@@ -17,6 +17,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
@@ -35,8 +36,11 @@ type formField struct {
 	Enum                                    []string
 	Default, Value, Error                   string
 	Required, WriteOnly, Generated          bool
-	Min, Max                                *float64
-	Children                                []formField
+	// Held says that a secret or generated field has a value the form does
+	// not show, which an empty field keeps.
+	Held     bool
+	Min, Max *float64
+	Children []formField
 }
 
 // Input is the name of the field's input.
@@ -155,25 +159,78 @@ func scalar(v any) string {
 	return string(b)
 }
 
+// valueOf is the text of v in the field's input.
+func (f formField) valueOf(v any) string { return scalar(v) }
+
+// shown is what the field's input sends back when nobody touches it, given
+// the value at its path (had is false when there is none): nothing for a
+// secret or a generated value, which the form never shows, and "true" or
+// nothing for a checkbox, which is ticked as the template ticks it.
+func (f formField) shown(v any, had bool) string {
+	text := ""
+	if had {
+		text = f.valueOf(v)
+	}
+	switch {
+	case f.WriteOnly || f.Generated:
+		return ""
+	case f.Kind == "boolean":
+		if text == "true" || (text == "" && f.Default == "true") {
+			return "true"
+		}
+		return ""
+	}
+	return sent(text)
+}
+
+// sent is text as a browser sends it back from a text input, trimmed as
+// formValues trims it: an input drops the line breaks of its value.
+func sent(text string) string {
+	return strings.TrimSpace(strings.NewReplacer("\r", "", "\n", "").Replace(text))
+}
+
 // formValues builds values and secret inputs from a posted form: typed
 // from the schema, empty fields left out, writeOnly fields as secret inputs.
 // It fills each field's Value (never a secret's) and its conversion error.
-func formValues(fields []formField, r *http.Request, vals map[string]any, inputs map[string]string) bool {
+//
+// current is the add-on's values when the form edits them (nil when it adds
+// one): a field that comes back as the form showed it keeps its current
+// value exactly, or its absence. That is how a save changes only what the
+// person changed: a secret or a generated value, which the form never shows,
+// stays when its field is left empty, and so do a false the chart's
+// values.yaml would turn into true, a number that a text input would make a
+// string, and a value of a type the field does not expect.
+func formValues(fields []formField, r *http.Request, vals map[string]any, inputs map[string]string, current map[string]any) bool {
 	ok := true
 	for i := range fields {
 		f := &fields[i]
 		if f.Kind == "object" {
-			ok = formValues(f.Children, r, vals, inputs) && ok
-			continue
-		}
-		if f.Generated {
+			ok = formValues(f.Children, r, vals, inputs, current) && ok
 			continue
 		}
 		raw := strings.TrimSpace(r.PostFormValue(f.Input()))
 		if f.Kind == "boolean" && raw != "true" {
+			raw = ""
+		}
+		if current != nil {
+			path := strings.Split(f.Path, ".")
+			if v, had := render.FieldAt(current, path); raw == f.shown(v, had) {
+				if had {
+					setPath(vals, path, v)
+					f.Held = f.WriteOnly || f.Generated
+					if !f.Held {
+						f.Value = f.valueOf(v)
+					}
+				}
+				continue
+			}
+		}
+		if f.Generated {
+			continue
+		}
+		if f.Kind == "boolean" && raw == "" {
 			// An unticked box sends nothing: it says false only where the
 			// chart's default is true, and is left out otherwise.
-			raw = ""
 			if f.Default == "true" {
 				raw = "false"
 			}
@@ -319,7 +376,7 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		d.Error = "Name: " + strings.Join(errs, "; ")
 	}
 	vals, inputs := map[string]any{}, map[string]string{}
-	typed := formValues(form.Fields, r, vals, inputs)
+	typed := formValues(form.Fields, r, vals, inputs, nil)
 	if merged, err := mergeYAML(vals, form.YAML); err != nil {
 		d.Error = "Additional values: " + err.Error()
 	} else {

@@ -1,0 +1,226 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"golang.org/x/net/html"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// editSchema has a field of each kind that a careless round trip changes:
+// a secret, a generated value, a boolean without a default and lists.
+const editSchema = `{
+  "type": "object",
+  "properties": {
+    "replicas": {"type": "integer"},
+    "greeting": {"type": "string", "default": "hello"},
+    "mode": {"type": "string", "enum": ["fast", "safe"]},
+    "debug": {"type": "boolean"},
+    "metrics": {"type": "boolean"},
+    "tags": {"type": "array", "items": {"type": "string"}},
+    "ports": {"type": "array", "items": {"type": "integer"}},
+    "auth": {"type": "object", "properties": {
+      "password": {"type": "string", "writeOnly": true},
+      "token": {"type": "string", "x-capstan-generate": {"length": 16}}
+    }}
+  }
+}`
+
+// editValues are values an admin set: a password and a generated token
+// pinned in spec.values, debug false where the chart's values.yaml says
+// true, numbers in a list and a comma in a string.
+const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "debug": false,
+  "tags": ["a", "b, c"], "ports": [80, 443],
+  "auth": {"password": "pinned-password", "token": "pinned-token"},
+  "extra": {"x": 1}}`
+
+// TestEditFormChangesOnlyWhatChanged builds the edit form from values and a
+// schema, renders it, posts back what a browser sends with one field changed,
+// and applies the patch the page sends: the values are the old ones with
+// that one field changed.
+func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		field, value string
+		want         string // the changed values, as a JSON merge patch
+		inputs       map[string]string
+	}{
+		{"replicas", "v.replicas", "3", `{"replicas": 3}`, map[string]string{}},
+		// The new password goes to a Secret, which replaces the one in
+		// spec.values.
+		{"a new secret input", "v.auth.password", "new-password", `{"auth": {"password": null}}`,
+			map[string]string{"auth.password": "new-password"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			current := jsonMap(t, editValues)
+			post := editRoundTrip(t, current)
+			post.Set(tc.field, tc.value)
+			got, inputs := postEdit(t, current, post)
+			if !reflect.DeepEqual(inputs, tc.inputs) {
+				t.Errorf("the secret inputs are %v; want %v", inputs, tc.inputs)
+			}
+			want, err := jsonpatch.MergePatch([]byte(editValues), []byte(tc.want))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, jsonMap(t, string(want))) {
+				t.Errorf("after changing %s the values are\n%v\nwant\n%s", tc.field, got, want)
+			}
+		})
+	}
+}
+
+// TestEditFormSaysASecretIsKept checks that a secret's field, and a
+// generated value's, say that an empty field keeps the value they have.
+func TestEditFormSaysASecretIsKept(t *testing.T) {
+	form := editFormOf(t, jsonMap(t, editValues))
+	page := renderEdit(t, form)
+	for _, says := range []string{"left empty, it is kept", "kept as it is"} {
+		if !strings.Contains(page, says) {
+			t.Errorf("the form does not say %q", says)
+		}
+	}
+	if strings.Contains(page, "pinned-password") || strings.Contains(page, "pinned-token") {
+		t.Error("the form shows a secret value")
+	}
+}
+
+func jsonMap(t *testing.T, doc string) map[string]any {
+	t.Helper()
+	out := map[string]any{}
+	if err := json.Unmarshal([]byte(doc), &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func editFormOf(t *testing.T, current map[string]any) *editForm {
+	t.Helper()
+	fields, err := schemaForm([]byte(editSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := &editForm{Fields: fields, HasSchema: true}
+	form.fill(current)
+	return form
+}
+
+func renderEdit(t *testing.T, form *editForm) string {
+	t.Helper()
+	var buf bytes.Buffer
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "edit"}}
+	if err := pages()["edit"].ExecuteTemplate(&buf, "content", pageData{Addon: a, Edit: form, CSRF: "csrf"}); err != nil {
+		t.Fatal(err)
+	}
+	return buf.String()
+}
+
+// editRoundTrip renders the edit form of current and returns what a browser
+// sends from it untouched.
+func editRoundTrip(t *testing.T, current map[string]any) url.Values {
+	t.Helper()
+	doc, err := html.Parse(strings.NewReader(renderEdit(t, editFormOf(t, current))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return formPost(doc)
+}
+
+// postEdit posts the edit form and returns the values that the page's patch
+// leaves, and the secret inputs.
+func postEdit(t *testing.T, current map[string]any, post url.Values) (map[string]any, map[string]string) {
+	t.Helper()
+	r := httptest.NewRequest(http.MethodPost, "/addons/ns/edit/edit", strings.NewReader(post.Encode()))
+	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	fields, err := schemaForm([]byte(editSchema))
+	if err != nil {
+		t.Fatal(err)
+	}
+	form := &editForm{Fields: fields, HasSchema: true}
+	next, inputs, typed, err := form.read(r, current)
+	if err != nil || !typed {
+		t.Fatalf("the form's values are refused: typed %v, %v, fields %+v", typed, err, form.Fields)
+	}
+	before, _ := json.Marshal(current)
+	patch, _ := json.Marshal(replacement(current, next))
+	after, err := jsonpatch.MergePatch(before, patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jsonMap(t, string(after)), inputs
+}
+
+// formPost is what a browser sends from the first form in doc.
+func formPost(doc *html.Node) url.Values {
+	out := url.Values{}
+	attr := func(n *html.Node, key string) (string, bool) {
+		for _, a := range n.Attr {
+			if a.Key == key {
+				return a.Val, true
+			}
+		}
+		return "", false
+	}
+	text := func(n *html.Node) string {
+		var b strings.Builder
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			if c.Type == html.TextNode {
+				b.WriteString(c.Data)
+			}
+		}
+		return b.String()
+	}
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		name, named := attr(n, "name")
+		switch {
+		case n.Type != html.ElementNode || !named:
+		case n.Data == "input":
+			typ, _ := attr(n, "type")
+			v, _ := attr(n, "value")
+			if _, checked := attr(n, "checked"); typ != "checkbox" || checked {
+				out.Add(name, strings.NewReplacer("\r", "", "\n", "").Replace(v))
+			}
+		case n.Data == "textarea":
+			out.Add(name, text(n))
+		case n.Data == "select":
+			var first, chosen *html.Node
+			for o := n.FirstChild; o != nil; o = o.NextSibling {
+				if o.Type != html.ElementNode || o.Data != "option" {
+					continue
+				}
+				if first == nil {
+					first = o
+				}
+				if _, sel := attr(o, "selected"); sel && chosen == nil {
+					chosen = o
+				}
+			}
+			if chosen == nil {
+				chosen = first
+			}
+			if chosen != nil {
+				v, ok := attr(chosen, "value")
+				if !ok {
+					v = text(chosen)
+				}
+				out.Add(name, v)
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(doc)
+	return out
+}
