@@ -51,25 +51,34 @@ const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "debug": f
 func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
+		values       string // editValues when empty
 		field, value string
 		want         string // the changed values, as a JSON merge patch
 		inputs       map[string]string
 	}{
-		{"replicas", "v.replicas", "3", `{"replicas": 3}`, map[string]string{}},
+		{"replicas", "", "v.replicas", "3", `{"replicas": 3}`, map[string]string{}},
 		// The new password goes to a Secret, which replaces the one in
 		// spec.values.
-		{"a new secret input", "v.auth.password", "new-password", `{"auth": {"password": null}}`,
+		{"a new secret input", "", "v.auth.password", "new-password", `{"auth": {"password": null}}`,
 			map[string]string{"auth.password": "new-password"}},
+		// A boolean without a default can be set to false, and unset.
+		{"false where nothing was set", "", "v.metrics", "false", `{"metrics": false}`, map[string]string{}},
+		{"a false unset", "", "v.debug", "", `{"debug": null}`, map[string]string{}},
+		// A select sends back a value that is none of its choices.
+		{"a value no select offers", `{"mode": "turbo", "debug": "yes"}`, "v.replicas", "2", `{"replicas": 2}`, map[string]string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			current := jsonMap(t, editValues)
+			if tc.values == "" {
+				tc.values = editValues
+			}
+			current := jsonMap(t, tc.values)
 			post := editRoundTrip(t, current)
 			post.Set(tc.field, tc.value)
 			got, inputs := postEdit(t, current, post)
 			if !reflect.DeepEqual(inputs, tc.inputs) {
 				t.Errorf("the secret inputs are %v; want %v", inputs, tc.inputs)
 			}
-			want, err := jsonpatch.MergePatch([]byte(editValues), []byte(tc.want))
+			want, err := jsonpatch.MergePatch([]byte(tc.values), []byte(tc.want))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -159,6 +160,25 @@ func scalar(v any) string {
 	return string(b)
 }
 
+// Checkbox says whether the field is a checkbox: a boolean with a default.
+// NOTE: an unticked box sends nothing, so a boolean without a default is a
+// select of true, false and not set instead: left out, it takes the chart's
+// values.yaml, which may say true, so false must be a choice of its own.
+func (f formField) Checkbox() bool { return f.Kind == "boolean" && f.Default != "" }
+
+// Options are the choices of a select. A value that is none of them is
+// one more, so that the select sends it back as it was.
+func (f formField) Options() []string {
+	out := f.Enum
+	if f.Kind == "boolean" {
+		out = []string{"true", "false"}
+	}
+	if f.Value != "" && !slices.Contains(out, f.Value) {
+		out = append(slices.Clone(out), f.Value)
+	}
+	return out
+}
+
 // valueOf is the text of v in the field's input.
 func (f formField) valueOf(v any) string { return scalar(v) }
 
@@ -174,7 +194,7 @@ func (f formField) shown(v any, had bool) string {
 	switch {
 	case f.WriteOnly || f.Generated:
 		return ""
-	case f.Kind == "boolean":
+	case f.Checkbox():
 		if text == "true" || (text == "" && f.Default == "true") {
 			return "true"
 		}
@@ -209,7 +229,7 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			continue
 		}
 		raw := strings.TrimSpace(r.PostFormValue(f.Input()))
-		if f.Kind == "boolean" && raw != "true" {
+		if f.Checkbox() && raw != "true" {
 			raw = ""
 		}
 		if current != nil {
@@ -228,7 +248,7 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 		if f.Generated {
 			continue
 		}
-		if f.Kind == "boolean" && raw == "" {
+		if f.Checkbox() && raw == "" {
 			// An unticked box sends nothing: it says false only where the
 			// chart's default is true, and is left out otherwise.
 			if f.Default == "true" {
@@ -251,7 +271,7 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 		case "number":
 			v, err = strconv.ParseFloat(raw, 64)
 		case "boolean":
-			v = raw == "true"
+			v, err = strconv.ParseBool(raw)
 		case "array":
 			var items []any
 			for _, part := range strings.Split(raw, ",") {
