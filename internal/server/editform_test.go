@@ -25,6 +25,7 @@ const editSchema = `{
     "replicas": {"type": "integer"},
     "greeting": {"type": "string", "default": "hello"},
     "mode": {"type": "string", "enum": ["fast", "safe"]},
+    "level": {"type": "integer", "enum": [1, 2, 3]},
     "debug": {"type": "boolean"},
     "metrics": {"type": "boolean"},
     "tags": {"type": "array", "items": {"type": "string"}},
@@ -39,7 +40,7 @@ const editSchema = `{
 // editValues are values an admin set: a password and a generated token
 // pinned in spec.values, debug false where the chart's values.yaml says
 // true, numbers in a list and a comma in a string.
-const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "debug": false,
+const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "level": 1, "debug": false,
   "tags": ["a", "b, c"], "ports": [80, 443],
   "auth": {"password": "pinned-password", "token": "pinned-token"},
   "extra": {"x": 1}}`
@@ -64,6 +65,12 @@ func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 		// A boolean without a default can be set to false, and unset.
 		{"false where nothing was set", "", "v.metrics", "false", `{"metrics": false}`, map[string]string{}},
 		{"a false unset", "", "v.debug", "", `{"debug": null}`, map[string]string{}},
+		// A list is read with its items' type, and a comma stays in its item.
+		{"a list of strings", "", "v.tags", `[x, "y, z"]`, `{"tags": ["x", "y, z"]}`, map[string]string{}},
+		{"a list of integers", "", "v.ports", "[8080, 9090]", `{"ports": [8080, 9090]}`, map[string]string{}},
+		{"a list in block YAML", "", "v.ports", "- 1\n- 2", `{"ports": [1, 2]}`, map[string]string{}},
+		{"an empty list", "", "v.tags", "[]", `{"tags": []}`, map[string]string{}},
+		{"an integer enum", "", "v.level", "2", `{"level": 2}`, map[string]string{}},
 		// A select sends back a value that is none of its choices.
 		{"a value no select offers", `{"mode": "turbo", "debug": "yes"}`, "v.replicas", "2", `{"replicas": 2}`, map[string]string{}},
 	} {
@@ -86,6 +93,28 @@ func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 				t.Errorf("after changing %s the values are\n%v\nwant\n%s", tc.field, got, want)
 			}
 		})
+	}
+}
+
+// TestEditFormRefusesAListItCannotRead checks that a list that is not YAML
+// or JSON, or whose items are not of the schema's type, is refused next to
+// its field, and saying how to write it.
+func TestEditFormRefusesAListItCannotRead(t *testing.T) {
+	for _, raw := range []string{"80, 443", "[80, x]", "[1.5]", "[[1]]", "{a: 1}"} {
+		current := jsonMap(t, editValues)
+		post := editRoundTrip(t, current)
+		post.Set("v.ports", raw)
+		r := httptest.NewRequest(http.MethodPost, "/addons/ns/edit/edit", strings.NewReader(post.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		form := editFormOf(t, map[string]any{})
+		if _, _, typed, _ := form.read(r, current); typed {
+			t.Errorf("ports %q was taken", raw)
+		}
+		for _, f := range form.Fields {
+			if f.Path == "ports" && !strings.Contains(f.Error, "not a list of integers: write it as YAML or JSON") {
+				t.Errorf("ports %q: the field says %q", raw, f.Error)
+			}
+		}
 	}
 }
 

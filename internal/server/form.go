@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +44,10 @@ type formField struct {
 	Held     bool
 	Min, Max *float64
 	Children []formField
+	// Item is the type of an array's items.
+	Item string
+	// enumValues are the enum's values as the schema types them.
+	enumValues []any
 }
 
 // Input is the name of the field's input.
@@ -121,6 +127,7 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 		for _, e := range p.Enum {
 			f.Enum = append(f.Enum, scalar(e))
 		}
+		f.enumValues = p.Enum
 		switch k := p.kind(); {
 		case len(f.Enum) > 0:
 			f.Kind = "enum"
@@ -130,7 +137,7 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 				continue
 			}
 		case k == "array" && p.Items != nil && scalarKind(p.Items.kind()):
-			f.Kind = "array"
+			f.Kind, f.Item = "array", p.Items.kind()
 		case scalarKind(k):
 			f.Kind = k
 		default:
@@ -179,8 +186,19 @@ func (f formField) Options() []string {
 	return out
 }
 
-// valueOf is the text of v in the field's input.
-func (f formField) valueOf(v any) string { return scalar(v) }
+// valueOf is the text of v in the field's input: a list as JSON, which is
+// YAML too, so that parseList reads it back as it was.
+func (f formField) valueOf(v any) string {
+	if _, list := v.([]any); list && f.Kind == "array" {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(false)
+		if enc.Encode(v) == nil {
+			return strings.TrimSpace(b.String())
+		}
+	}
+	return scalar(v)
+}
 
 // shown is what the field's input sends back when nobody touches it, given
 // the value at its path (had is false when there is none): nothing for a
@@ -269,25 +287,75 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 		case "integer":
 			v, err = strconv.ParseInt(raw, 10, 64)
 		case "number":
-			v, err = strconv.ParseFloat(raw, 64)
+			v, err = parseNumber(raw)
 		case "boolean":
 			v, err = strconv.ParseBool(raw)
-		case "array":
-			var items []any
-			for _, part := range strings.Split(raw, ",") {
-				items = append(items, strings.TrimSpace(part))
+		case "enum":
+			v = raw
+			if i := slices.Index(f.Enum, raw); i >= 0 && i < len(f.enumValues) {
+				v = f.enumValues[i]
 			}
-			v = items
+		case "array":
+			v, err = parseList(raw, f.Item)
 		default:
 			v = raw
 		}
 		if err != nil {
 			f.Error, ok = "not a "+f.Kind, false
+			if f.Kind == "array" {
+				f.Error = err.Error()
+			}
 			continue
 		}
 		setPath(vals, strings.Split(f.Path, "."), v)
 	}
 	return ok
+}
+
+// parseList reads an array field: a YAML or JSON list, such as
+// [a, "b, c"], each item read as the schema's item type, so that a comma
+// stays in the item it is in and 80 stays a number.
+func parseList(raw, item string) ([]any, error) {
+	if item == "" {
+		item = "string"
+	}
+	refused := fmt.Errorf("not a list of %ss: write it as YAML or JSON, such as [a, \"b, c\"] or [1, 2]", item)
+	var doc yamlv3.Node
+	if err := yamlv3.Unmarshal([]byte(raw), &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yamlv3.SequenceNode {
+		return nil, refused
+	}
+	out := make([]any, 0, len(doc.Content[0].Content))
+	for _, n := range doc.Content[0].Content {
+		if n.Kind != yamlv3.ScalarNode || n.Tag == "!!null" {
+			return nil, refused
+		}
+		var v any
+		var err error
+		switch item {
+		case "integer":
+			v, err = strconv.ParseInt(n.Value, 10, 64)
+		case "number":
+			v, err = parseNumber(n.Value)
+		case "boolean":
+			v, err = strconv.ParseBool(n.Value)
+		default:
+			v = n.Value
+		}
+		if err != nil {
+			return nil, refused
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseNumber reads a number that JSON can hold: not NaN, nor infinite.
+func parseNumber(raw string) (float64, error) {
+	v, err := strconv.ParseFloat(raw, 64)
+	if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+		err = fmt.Errorf("%s is not a finite number", raw)
+	}
+	return v, err
 }
 
 func setPath(m map[string]any, path []string, v any) {

@@ -132,7 +132,7 @@ func TestSchemaFormInAChromium(t *testing.T) {
 	run(t, ctx, "sending a value over its maximum",
 		chromedp.SetValue(chromedp.ID("f-replicas"), "9"),
 		chromedp.SetValue(chromedp.ID("f-auth-password"), password),
-		chromedp.SetValue(chromedp.ID("f-tags"), "a, b"),
+		chromedp.SetValue(chromedp.ID("f-tags"), `[a, "b, c"]`),
 		chromedp.Click(`//button[text()="Add, suspended"]`),
 		chromedp.WaitVisible(`//div[contains(@class,"invalid")]//p[contains(@class,"error")]`),
 	)
@@ -163,7 +163,7 @@ func TestSchemaFormInAChromium(t *testing.T) {
 	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "form"}, a); err != nil {
 		t.Fatal(err)
 	}
-	if !a.Spec.Suspend || !strings.Contains(string(a.Spec.Values.Raw), `"replicas":3`) || !strings.Contains(string(a.Spec.Values.Raw), `"tags":["a","b"]`) ||
+	if !a.Spec.Suspend || !strings.Contains(string(a.Spec.Values.Raw), `"replicas":3`) || !strings.Contains(string(a.Spec.Values.Raw), `"tags":["a","b, c"]`) ||
 		strings.Contains(string(a.Spec.Values.Raw), password) || len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
 		t.Errorf("the added Addon: suspend %v, values %s, valuesFrom %+v", a.Spec.Suspend, a.Spec.Values.Raw, a.Spec.ValuesFrom)
 	}
