@@ -39,16 +39,17 @@ const editSchema = `{
 
 // editValues are values an admin set: a password and a generated token
 // pinned in spec.values, debug false where the chart's values.yaml says
-// true, numbers in a list and a comma in a string.
+// true, numbers in a list, a comma in a string, and a null that removes a
+// chart default.
 const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "level": 1, "debug": false,
   "tags": ["a", "b, c"], "ports": [80, 443],
   "auth": {"password": "pinned-password", "token": "pinned-token"},
-  "extra": {"x": 1}}`
+  "extra": {"x": 1}, "ingress": {"annotations": null}}`
 
 // TestEditFormChangesOnlyWhatChanged builds the edit form from values and a
 // schema, renders it, posts back what a browser sends with one field changed,
-// and applies the patch the page sends: the values are the old ones with
-// that one field changed.
+// and applies the patch the page sends: the patch has only that change, and
+// the values are the old ones with that one field changed.
 func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
@@ -81,7 +82,10 @@ func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 			current := jsonMap(t, tc.values)
 			post := editRoundTrip(t, current)
 			post.Set(tc.field, tc.value)
-			got, inputs := postEdit(t, current, post)
+			got, inputs, patch := postEdit(t, current, post)
+			if !reflect.DeepEqual(patch, jsonMap(t, tc.want)) {
+				t.Errorf("after changing %s the page's patch is %v; want %s", tc.field, patch, tc.want)
+			}
 			if !reflect.DeepEqual(inputs, tc.inputs) {
 				t.Errorf("the secret inputs are %v; want %v", inputs, tc.inputs)
 			}
@@ -175,8 +179,8 @@ func editRoundTrip(t *testing.T, current map[string]any) url.Values {
 }
 
 // postEdit posts the edit form and returns the values that the page's patch
-// leaves, and the secret inputs.
-func postEdit(t *testing.T, current map[string]any, post url.Values) (map[string]any, map[string]string) {
+// leaves, the secret inputs and the patch.
+func postEdit(t *testing.T, current map[string]any, post url.Values) (map[string]any, map[string]string, map[string]any) {
 	t.Helper()
 	r := httptest.NewRequest(http.MethodPost, "/addons/ns/edit/edit", strings.NewReader(post.Encode()))
 	r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -195,7 +199,7 @@ func postEdit(t *testing.T, current map[string]any, post url.Values) (map[string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return jsonMap(t, string(after)), inputs
+	return jsonMap(t, string(after)), inputs, jsonMap(t, string(patch))
 }
 
 // formPost is what a browser sends from the first form in doc.

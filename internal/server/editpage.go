@@ -1,10 +1,10 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -205,17 +205,41 @@ func replacement(current, next map[string]any) any {
 	if len(next) == 0 {
 		return nil
 	}
-	out := maps.Clone(next)
-	for k, cur := range current {
-		n, ok := next[k]
+	return changes(current, next)
+}
+
+// changes is the merge patch from current to next, with only what
+// differs.
+// NOTE: a value next has as current has it is left out, not sent again: a
+// merge patch cannot set a null, so a null that removes a chart default
+// would be removed itself, and a value sent again is one that a save
+// rewrites though nobody changed it.
+func changes(current, next map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, n := range next {
+		cur, had := current[k]
 		switch {
-		case !ok:
+		case had && sameJSON(cur, n):
+		case had && isMap(cur) && isMap(n):
+			out[k] = changes(cur.(map[string]any), n.(map[string]any))
+		default:
+			out[k] = n
+		}
+	}
+	for k := range current {
+		if _, ok := next[k]; !ok {
 			out[k] = nil
-		case isMap(cur) && isMap(n):
-			out[k] = replacement(cur.(map[string]any), n.(map[string]any))
 		}
 	}
 	return out
+}
+
+// sameJSON says whether a and b are the same JSON: an int64 from the form
+// is the float64 that spec.values reads.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 func isMap(v any) bool { _, ok := v.(map[string]any); return ok }
