@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -166,6 +168,69 @@ func TestSchemaFormInAChromium(t *testing.T) {
 	if !a.Spec.Suspend || !strings.Contains(string(a.Spec.Values.Raw), `"replicas":3`) || !strings.Contains(string(a.Spec.Values.Raw), `"tags":["a","b, c"]`) ||
 		strings.Contains(string(a.Spec.Values.Raw), password) || len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
 		t.Errorf("the added Addon: suspend %v, values %s, valuesFrom %+v", a.Spec.Suspend, a.Spec.Values.Raw, a.Spec.ValuesFrom)
+	}
+}
+
+// TestEditValuesInAChromiumChangesOnlyWhatChanged opens Edit values of an
+// add-on whose values pin a generated token, set a boolean without a
+// default to false and hold a list with a comma in an item, and saves a
+// change of replicas alone in a real browser: the values are the old ones
+// with replicas changed, and the pinned token is not shown. A password
+// pinned in the values is not dropped either: the save is refused, next to
+// its field, with how to move it to a Secret.
+func TestEditValuesInAChromiumChangesOnlyWhatChanged(t *testing.T) {
+	ns := namespace(t)
+	const vals = `{"greeting":"hi","replicas":1,"mode":"safe","debug":false,"tags":["a","b, c"],"auth":{"token":"pinned-token-Q2"}}`
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}, Values: jsonValues(vals)}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"))
+	ctx := browser(t)
+	signIn(t, ctx, editor)
+	run(t, ctx, "opening Edit values",
+		chromedp.Navigate(api.URL+"/addons/"+ns+"/pinned/edit"),
+		chromedp.WaitVisible(chromedp.ID("f-replicas")),
+	)
+	if html := value(t, ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`)); strings.Contains(html, "pinned-token-Q2") {
+		t.Fatal("the edit form shows the pinned token")
+	}
+	run(t, ctx, "saving a change of replicas",
+		chromedp.SetValue(chromedp.ID("f-replicas"), "3"),
+		chromedp.Click(`//button[text()="Save values"]`),
+	)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(waitCtx, chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Values changed")]`)); err != nil {
+		t.Fatalf("the save did not lead to the add-on's page (%v): %s", err, value(t, ctx, chromedp.Text(chromedp.CSS("main"))))
+	}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), a); err != nil {
+		t.Fatal(err)
+	}
+	var got, want map[string]any
+	_ = json.Unmarshal(a.Spec.Values.Raw, &got)
+	_ = json.Unmarshal([]byte(strings.Replace(vals, `"replicas":1`, `"replicas":3`, 1)), &want)
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("after changing replicas the values are %s; want %v", a.Spec.Values.Raw, want)
+	}
+
+	a.Spec.Values = jsonValues(`{"greeting":"hi","auth":{"password":"pinned-password-Q1"}}`)
+	if err := admin.Update(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ctx, "saving with a password pinned in the values",
+		chromedp.Navigate(api.URL+"/addons/"+ns+"/pinned/edit"),
+		chromedp.WaitVisible(chromedp.ID("f-replicas")),
+		chromedp.SetValue(chromedp.ID("f-replicas"), "2"),
+		chromedp.Click(`//button[text()="Save values"]`),
+		chromedp.WaitVisible(`//div[contains(@class,"invalid")]/input[@id="f-auth-password"]`),
+	)
+	if html := value(t, ctx, chromedp.Evaluate[string](`document.documentElement.outerHTML`)); strings.Contains(html, "pinned-password-Q1") {
+		t.Fatal("the edit form shows the pinned password")
+	}
+	if err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), a); err != nil || string(a.Spec.Values.Raw) != `{"auth":{"password":"pinned-password-Q1"},"greeting":"hi"}` {
+		t.Errorf("a refused save changed the values: %v, %s", err, a.Spec.Values.Raw)
 	}
 }
 
