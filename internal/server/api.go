@@ -208,6 +208,12 @@ func (s *Server) audit(r *http.Request, verb string, key client.ObjectKey, hash 
 	s.Log.Info("API write", "user", userOf(r).Name, "verb", verb, "addon", key.String(), "plan", hash)
 }
 
+// auditRequest logs a write that asks the controller for something (a
+// refresh, a test run): who, what, which Addon, and the request's token.
+func (s *Server) auditRequest(r *http.Request, verb string, key client.ObjectKey, request string) {
+	s.Log.Info("API write", "user", userOf(r).Name, "verb", verb, "addon", key.String(), "request", request)
+}
+
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	key, c, _, ok := s.request(w, r, nil)
 	if !ok {
@@ -437,7 +443,7 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	s.audit(r, "refresh", key, req)
+	s.auditRequest(r, "refresh", key, req)
 	writeJSON(w, http.StatusAccepted, map[string]string{"refresh": req})
 }
 
@@ -456,7 +462,7 @@ func (s *Server) test(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	s.audit(r, "test", key, req)
+	s.auditRequest(r, "test", key, req)
 	writeJSON(w, http.StatusAccepted, map[string]string{"test": req})
 }
 
