@@ -376,10 +376,13 @@ func (s *Server) can(ctx context.Context, u User, key client.ObjectKey) (map[str
 		"setSecretInputs": {Namespace: key.Namespace, Verb: "create", Resource: "secrets"},
 	}
 	if key.Name != "" {
-		for _, verb := range []string{"get", "update", "delete"} {
+		for _, verb := range []string{"get", "delete"} {
 			checks[verb] = authorizationv1.ResourceAttributes{Namespace: key.Namespace, Name: key.Name, Verb: verb, Group: capstanv1.GroupVersion.Group, Resource: "addons"}
 		}
-		// Approving, installing, suspending and editing are updates.
+		// NOTE: approving, installing, suspending and editing are merge
+		// patches, which RBAC grants as the verb patch, not update: a role
+		// with update alone would be shown buttons that answer 403.
+		checks["update"] = authorizationv1.ResourceAttributes{Namespace: key.Namespace, Name: key.Name, Verb: "patch", Group: capstanv1.GroupVersion.Group, Resource: "addons"}
 		checks["approve"] = checks["update"]
 	}
 	out := map[string]bool{}

@@ -534,6 +534,14 @@ func TestEditPlanAndCapabilities(t *testing.T) {
 	if c := caps(viewer, "/api/v1/namespaces/"+ns+"/capabilities"); !c["list"] || c["create"] {
 		t.Errorf("a viewer's capabilities in the namespace: %v", c)
 	}
+	// A role with update but not patch cannot make the API's changes,
+	// which are patches: it is not told it may.
+	updater := user(t, ns, "updater", addonRule("get", "update"))
+	if c := caps(updater, path+"/capabilities"); c["update"] || c["approve"] {
+		t.Errorf("a role with update alone: %v", c)
+	}
+	code, body = call(t, updater, http.MethodPatch, path, map[string]any{"spec": map[string]any{"git": map[string]any{"path": "c"}}})
+	expect(t, "an edit by a role with update alone", code, body, http.StatusForbidden)
 }
 
 // TestGitManagedChangesAreCommits changes an Addon that git manages: never
