@@ -174,14 +174,7 @@ func TestSyncerLifecycle(t *testing.T) {
 
 	// A token as the URL's user: every Addon would show it in its
 	// spec.git.url. Refused before any request, and nothing changes.
-	setURL := func(u string) {
-		r := getRepo(t, ns, "gitops")
-		patch := client.MergeFrom(r.DeepCopy())
-		r.Spec.URL = u
-		if err := env.client.Patch(ctx, r, patch); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setURL := func(u string) { patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.URL = u }) }
 	setURL(strings.Replace(url, "://", "://ghp_hunter2@", 1))
 	eventually(t, 20*time.Second, "the URL with a token refused", func() error {
 		r := getRepo(t, ns, "gitops")
@@ -248,9 +241,15 @@ func hasInvalid(r *capstanv1.AddonRepository, path string) bool {
 
 func setBranch(t *testing.T, ns, name, branch string) {
 	t.Helper()
+	patchRepo(t, ns, name, func(r *capstanv1.AddonRepository) { r.Spec.Branch = branch })
+}
+
+// patchRepo changes an AddonRepository as change says.
+func patchRepo(t *testing.T, ns, name string, change func(*capstanv1.AddonRepository)) {
+	t.Helper()
 	r := getRepo(t, ns, name)
 	patch := client.MergeFrom(r.DeepCopy())
-	r.Spec.Branch = branch
+	change(r)
 	if err := env.client.Patch(context.Background(), r, patch); err != nil {
 		t.Fatal(err)
 	}
@@ -430,16 +429,13 @@ func TestSyncerHandsTheShardOn(t *testing.T) {
 	waitSynced(t, ns, "gitops", c1)
 
 	setShard := func(shard string) {
-		r := getRepo(t, ns, "gitops")
-		patch := client.MergeFrom(r.DeepCopy())
-		if shard == "" {
-			delete(r.Labels, gitops.ShardLabel)
-		} else {
-			r.Labels = map[string]string{gitops.ShardLabel: shard}
-		}
-		if err := env.client.Patch(ctx, r, patch); err != nil {
-			t.Fatal(err)
-		}
+		patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) {
+			if shard == "" {
+				delete(r.Labels, gitops.ShardLabel)
+			} else {
+				r.Labels = map[string]string{gitops.ShardLabel: shard}
+			}
+		})
 	}
 	shardIs := func(name, want string) {
 		t.Helper()
