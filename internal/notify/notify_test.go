@@ -303,9 +303,10 @@ func TestNotifierDeliversInTheBackground(t *testing.T) {
 	cancel()
 	<-done
 
-	// With nobody delivering, a full queue drops and says so, never waits.
+	// With nobody delivering, a full queue and a full overflow drop and
+	// say so, never wait.
 	idle := &Notifier{}
-	for i := range QueueSize {
+	for i := range QueueSize + overflowRoom {
 		if !idle.Notify(event) {
 			t.Fatalf("event %d dropped", i)
 		}
