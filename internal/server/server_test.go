@@ -410,19 +410,7 @@ func TestAddWithSecretInputs(t *testing.T) {
 func TestTokenReviewsAreCached(t *testing.T) {
 	ns := namespace(t)
 	token := user(t, ns, "reader", addonRule("list"))
-	reviews := func() int {
-		events, err := cluster.AuditEvents()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := 0
-		for _, e := range events {
-			if e.ObjectRef != nil && e.ObjectRef.Resource == "tokenreviews" && e.User.Username == install.ControllerUser {
-				n++
-			}
-		}
-		return n
-	}
+	reviews := func() int { return tokenReviews(t) }
 	before := reviews()
 	for range 5 {
 		code, body := call(t, token, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons", nil)
@@ -550,20 +538,10 @@ func TestEditPlanAndCapabilities(t *testing.T) {
 func TestGitManagedChangesAreCommits(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
-	git := gitserver.Start(t)
-	url := git.Create(t, "ops")
+	url := gitManagedLonghorn(t, ns)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "longhorn"}}
 	def, err := os.ReadFile(filepath.Join("..", "gitops", "testdata", "longhorn.yaml"))
 	if err != nil {
-		t.Fatal(err)
-	}
-	gitserver.Clone(t, url).Write("addons/longhorn.yaml", string(def)).CommitAndPush("longhorn")
-	if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
-		Spec: capstanv1.AddonRepositorySpec{URL: url}}); err != nil {
-		t.Fatal(err)
-	}
-	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "longhorn", Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
-		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://charts.longhorn.io/", Name: "longhorn", Version: "v1.10.2"}}}
-	if err := admin.Create(ctx, a); err != nil {
 		t.Fatal(err)
 	}
 	viewer := user(t, ns, "viewer", addonRule("get", "list"))
@@ -806,4 +784,21 @@ func TestListPages(t *testing.T) {
 		code, body := call(t, viewer, http.MethodGet, path+q, nil)
 		expect(t, "a list with "+q, code, body, http.StatusBadRequest)
 	}
+}
+
+// tokenReviews counts, in the API server's audit log, the TokenReviews the
+// server has made.
+func tokenReviews(t *testing.T) int {
+	t.Helper()
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range events {
+		if e.ObjectRef != nil && e.ObjectRef.Resource == "tokenreviews" && e.User.Username == install.ControllerUser {
+			n++
+		}
+	}
+	return n
 }
