@@ -421,12 +421,23 @@ func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o Remove
 	// NOTE: the delete is bound to the object just read, so a removal never
 	// deletes a newer Addon of the same name.
 	return WithRemovalMarks(ctx, c, a, o, func(ctx context.Context) error {
-		if err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID}); err != nil {
-			return fmt.Errorf("deleting addon %s: %w", key, err)
+		err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID})
+		var status apierrors.APIStatus
+		switch {
+		case err == nil:
+			return nil
+		case !errors.As(err, &status):
+			return &unansweredError{fmt.Errorf("deleting addon %s: %w", key, err)}
 		}
-		return nil
+		return fmt.Errorf("deleting addon %s: %w", key, err)
 	})
 }
+
+// unansweredError is a removal's error that came with no answer from the
+// API server: the removal may have been made.
+type unansweredError struct{ error }
+
+func (e *unansweredError) Unwrap() error { return e.error }
 
 // WithRemovalMarks writes on a the annotations that o asks for (uninstall,
 // keep values), then runs remove, which deletes the Addon or commits its
@@ -448,31 +459,38 @@ func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, 
 		return remove(ctx)
 	}
 	key := client.ObjectKeyFromObject(a)
-	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if a.Annotations == nil {
-		a.Annotations = map[string]string{}
+	// NOTE: bound to the Addon read by its UID, not its resourceVersion:
+	// the controller writes its status often, and a lock on it would fail
+	// a removal for nothing.
+	marks := func(value any) client.Patch {
+		annotations := map[string]any{}
+		for _, annotation := range set {
+			annotations[annotation] = value
+		}
+		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": a.UID, "annotations": annotations}})
+		return client.RawPatch(types.MergePatchType, p)
 	}
-	for _, annotation := range set {
-		a.Annotations[annotation] = "true"
-	}
-	if err := c.Patch(ctx, a, patch); err != nil {
+	if err := c.Patch(ctx, a, marks("true")); err != nil {
 		return fmt.Errorf("marking addon %s for removal: %w", key, err)
 	}
 	err := remove(ctx)
-	if err == nil {
-		return nil
+	var unanswered *unansweredError
+	if err == nil || errors.As(err, &unanswered) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		// NOTE: an error with no answer (the client went away, a lost
+		// connection) may follow a removal that was made: the controller
+		// may be reading the marks now, and taking them back would undo
+		// what the person asked for.
+		return err
 	}
 	// NOTE: the marks are taken back even when the request that asked for
-	// the removal has gone away, and without the read's resourceVersion:
-	// the controller writes status in between.
+	// the removal has gone away, and never from an Addon being deleted.
 	undoCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	unset := map[string]any{}
-	for _, annotation := range set {
-		unset[annotation] = nil
+	live := &capstanv1.Addon{}
+	if gerr := c.Get(undoCtx, key, live); gerr == nil && live.DeletionTimestamp != nil {
+		return err
 	}
-	undo, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": unset}})
-	if uerr := c.Patch(undoCtx, a, client.RawPatch(types.MergePatchType, undo)); uerr != nil {
+	if uerr := c.Patch(undoCtx, a, marks(nil)); uerr != nil {
 		return fmt.Errorf("%w; taking back the annotations %v failed too (%v): remove them from the Addon before you remove it again, or the software is handled as they say", err, set, uerr)
 	}
 	return err

@@ -2,7 +2,10 @@ package server_test
 
 import (
 	"context"
+	"errors"
+	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -85,6 +88,25 @@ func TestFailedDeleteTakesTheMarksBack(t *testing.T) {
 	}
 	if m := marks(t, key); len(m) != 1 || m[capstanv1.KeepValuesAnnotation] != "true" {
 		t.Errorf("after a failed delete the Addon carries %v; want only the keep-values mark it had before", m)
+	}
+
+	// A delete that got no answer (the connection was lost) may have been
+	// made: the controller may be reading the marks, so they stay.
+	lost := interceptor.NewClient(real, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			o := &client.DeleteOptions{}
+			o.ApplyOptions(opts)
+			if len(o.DryRun) > 0 {
+				return c.Delete(ctx, obj, opts...)
+			}
+			return &url.Error{Op: "Delete", URL: "https://127.0.0.1/addons", Err: io.ErrUnexpectedEOF}
+		},
+	})
+	if err := addons.Remove(ctx, lost, key, addons.RemoveOptions{Uninstall: true, KeepValues: true}); !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("the removal's error %v should be the lost connection's", err)
+	}
+	if m := marks(t, key); len(m) != 2 || m[capstanv1.UninstallAnnotation] != "true" {
+		t.Errorf("after a delete with no answer the Addon carries %v; want both marks kept", m)
 	}
 }
 
