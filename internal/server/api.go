@@ -328,7 +328,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, gitManaged(current))})
 			return
 		}
-		s.commit(w, r, current, "edit", "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+		s.commit(w, r, current, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			return wr.Edit(ctx, name, []byte(req.Definition))
 		})
 		return
@@ -485,7 +485,7 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 			return
 		}
 		if gitManaged(a) != "" {
-			s.commit(w, r, a, verb, "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+			s.commit(w, r, a, verb, "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 				if suspend {
 					return wr.Suspend(ctx, name)
 				}

@@ -185,7 +185,7 @@ func (s *Server) editArtifact(ctx context.Context, a *capstanv1.Addon, form *edi
 // manages, by a commit. It returns the flash to show.
 func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, current, next map[string]any, inputs map[string]string) (string, error) {
 	if repo := gitManaged(a); repo != "" {
-		_, err := s.commitChange(ctx, u, a, "edit", "update", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+		_, err := s.commitChange(ctx, u, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			return wr.SetValues(ctx, name, next)
 		})
 		return "commit", err

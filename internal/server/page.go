@@ -388,7 +388,7 @@ func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c clie
 		return "", apiError{Code: http.StatusConflict, Reason: "Conflict",
 			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s it by a commit", key, gitManaged(a), verb)}
 	}
-	if _, err := s.commitChange(ctx, u, a, verb, "update", change); err != nil {
+	if _, err := s.commitChange(ctx, u, a, verb, "patch", change); err != nil {
 		return "", err
 	}
 	return "commit", nil
