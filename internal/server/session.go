@@ -145,17 +145,23 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 // crossSiteSignIn is the answer to a sign-in sent from another site.
 const crossSiteSignIn = "a sign-in must come from this server's own page; this one came from another site, and nothing was signed in"
 
-// crossSite reports whether a browser sent r from another site's page: its
-// Sec-Fetch-Site says cross-site, or its Origin is not this server. A
-// client that is no browser sends neither and passes.
+// crossSite reports whether a browser sent r from another page than this
+// server's: its Sec-Fetch-Site says cross-site or same-site, or, when it
+// sends none, its Origin is not this server. A client that is no browser
+// sends neither and passes.
 //
 // NOTE: the session cookie is SameSite=Strict, but a sign-in sets it
 // rather than sends it: another site's form could otherwise sign the
 // browser in with that site's token, and the person would then act, and
 // type secret inputs, as someone else.
 func crossSite(r *http.Request) bool {
-	if r.Header.Get("Sec-Fetch-Site") == "cross-site" {
+	// NOTE: a browser's Sec-Fetch-Site decides when it is there: behind a
+	// proxy that rewrites Host, the Origin never matches it.
+	switch r.Header.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
 		return true
+	case "same-origin", "none":
+		return false
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {
