@@ -266,3 +266,16 @@ func formPost(doc *html.Node) url.Values {
 	walk(doc)
 	return out
 }
+
+// TestListDefaultIsAList: a list's default, the field's placeholder, is
+// written as the field takes a list, and reads back as it was.
+func TestListDefaultIsAList(t *testing.T) {
+	fields, err := schemaForm([]byte(`{"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "default": ["a", "b, c"]}}}`))
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("fields %+v, %v", fields, err)
+	}
+	got, err := parseList(fields[0].Default, "string")
+	if err != nil || !reflect.DeepEqual(got, []any{"a", "b, c"}) {
+		t.Fatalf("the default %q reads back as %v, %v", fields[0].Default, got, err)
+	}
+}

@@ -121,9 +121,6 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 		for _, r := range n.Required {
 			f.Required = f.Required || r == name
 		}
-		if p.Default != nil {
-			f.Default = scalar(p.Default)
-		}
 		for _, e := range p.Enum {
 			f.Enum = append(f.Enum, scalar(e))
 		}
@@ -142,6 +139,11 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 			f.Kind = k
 		default:
 			continue // the YAML editor sets it
+		}
+		if p.Default != nil {
+			// NOTE: as the field shows a value, so that a list's
+			// placeholder is a list the field takes.
+			f.Default = f.valueOf(p.Default)
 		}
 		out = append(out, f)
 	}
