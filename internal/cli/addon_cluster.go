@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -63,7 +64,16 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 		}
 		data, err := os.ReadFile(file)
 		if err != nil {
-			return nil, nil, fmt.Errorf("--secret-input %s: %w", path, err)
+			// NOTE: the error names the file, and a person who typed the
+			// secret after =@ would see it printed.
+			why := "it cannot be read"
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				why = "there is no such file"
+			case errors.Is(err, fs.ErrPermission):
+				why = "it may not be read"
+			}
+			return nil, nil, fmt.Errorf("--secret-input %s=@...: %s (the file's name is not shown: it may be the secret itself); give the path of a file that holds the value", path, why)
 		}
 		inputs[path] = strings.TrimRight(string(data), "\r\n")
 	}

@@ -58,6 +58,8 @@ func TestSecretInputIsNeverEchoed(t *testing.T) {
 		{"auth.password=" + secret, "--secret-input #1:"},
 		{"auth.password=@", `--secret-input "auth.password=@":`},
 		{"=@" + secret, "--secret-input #1:"},
+		// The secret typed where the file's name goes.
+		{"auth.password=@" + secret, "--secret-input auth.password=@...: there is no such file"},
 	} {
 		v := &valuesFlags{secretInputs: []string{tc.arg}}
 		_, _, err := v.read()
