@@ -203,7 +203,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	key := client.ObjectKeyFromObject(repo)
 	repo.Status.ObservedGeneration = repo.Generation
 
-	if ep, err := transport.NewEndpoint(repo.Spec.URL); err != nil || fetch.HoldsCredentials(ep) {
+	switch ep, err := transport.NewEndpoint(repo.Spec.URL); {
+	case err != nil:
+		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable,
+			"spec.url is not a git URL (https://host/path, ssh://host/path or user@host:path); nothing was changed")
+		return ctrl.Result{}, nil
+	case fetch.HoldsCredentials(ep):
 		// NOTE: every Addon the repository makes would copy the URL.
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed,
 			"spec.url must be a git URL without credentials: put them in a Secret and name it in spec.secretRef; nothing was changed")

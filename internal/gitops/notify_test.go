@@ -98,15 +98,15 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 		t.Fatalf("the clean sync's event: %+v", e)
 	}
 
-	// Moved to an address that is not there, with credentials in it that
-	// Go cannot even parse (a bare %): refused before any request, and
-	// neither the post nor the status shows them.
+	// Moved to an address with credentials in it that Go cannot even
+	// parse (a bare %): refused before any request, and neither the post
+	// nor the status shows them.
 	repo := getRepo(t, ns, "gitops")
 	repo.Spec.URL = strings.Replace(repoURL, "://", "://someone:pa55%word@", 1) + "-gone"
 	if err := env.client.Update(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	e = seen("the unreadable repository", "AuthFailed", notify.SeverityWarning)
+	e = seen("the unreadable repository", "RepositoryUnreadable", notify.SeverityWarning)
 	for _, text := range []string{e.Source, e.Message} {
 		if e.Phase != "Failed" || strings.Contains(text, "pa55") || strings.Contains(text, "someone") {
 			t.Fatalf("the failure's event: %+v", e)
@@ -137,7 +137,7 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 	for _, e := range got {
 		count[e.Reason]++
 	}
-	if count["InvalidFiles"] != 1 || count["Synced"] != 2 || count["AuthFailed"] != 1 || len(got) != 4 {
+	if count["InvalidFiles"] != 1 || count["Synced"] != 2 || count["RepositoryUnreadable"] != 1 || len(got) != 4 {
 		t.Fatalf("transitions posted: %v", count)
 	}
 	// Each says how the one before it stood.

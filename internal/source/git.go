@@ -432,10 +432,29 @@ func (f *Fetcher) GitAuth(ctx context.Context, url string, secret *corev1.Secret
 }
 
 // HoldsCredentials reports whether a git URL carries a secret: a password,
-// or, over http and https, a user name, where a token often goes (GitHub
-// takes https://TOKEN@github.com/...). An ssh URL's user (git@) is no
-// secret. A URL is shown in every Addon's spec and status, so a
-// credential in it would be shown to every reader.
+// or, as the user of an http or https URL, a token (GitHub takes
+// https://TOKEN@github.com/...). A user name alone is no secret: Azure
+// DevOps' and Bitbucket's clone addresses carry one
+// (https://org@dev.azure.com/...), and ssh's git@ is one. A URL is shown
+// in every Addon's spec and status, so a credential in it would be shown
+// to every reader.
 func HoldsCredentials(ep *transport.Endpoint) bool {
-	return ep.Password != "" || (ep.Protocol == "http" || ep.Protocol == "https") && ep.User != ""
+	if ep.Password != "" {
+		return true
+	}
+	if ep.Protocol != "http" && ep.Protocol != "https" {
+		return false
+	}
+	user := strings.ToLower(ep.User)
+	for _, prefix := range tokenPrefixes {
+		if strings.HasPrefix(user, prefix) {
+			return true
+		}
+	}
+	return false
 }
+
+// tokenPrefixes begin the tokens that git hosts take as an https URL's
+// user: GitHub's (personal, OAuth, app and fine-grained), GitLab's, and
+// the names that stand for a token given as a password.
+var tokenPrefixes = []string{"ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "glpat-", "gloas-", "x-access-token", "oauth2", "x-token-auth"}

@@ -287,13 +287,18 @@ func TestGitErrors(t *testing.T) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
-// TestHoldsCredentials: a password anywhere, and a user over http and
-// https (where a token goes), are credentials; ssh's git@ is not.
+// TestHoldsCredentials: a password anywhere, and a token as an http or
+// https URL's user, are credentials; a user name alone (Azure DevOps',
+// Bitbucket's, ssh's git@) is not.
 func TestHoldsCredentials(t *testing.T) {
 	for raw, want := range map[string]bool{
 		"https://github.com/org/repo.git":           false,
 		"https://ghp_token@github.com/org/repo.git": true,
-		"http://user@127.0.0.1/repo.git":            true,
+		"https://glpat-abc@gitlab.com/org/repo.git": true,
+		"https://oauth2@gitlab.com/org/repo.git":    true,
+		"http://user@127.0.0.1/repo.git":            false,
+		"https://org@dev.azure.com/org/p/_git/r":    false,
+		"https://someone@bitbucket.org/ws/r.git":    false,
 		"https://user:pass@github.com/org/repo":     true,
 		"ssh://git@github.com/org/repo.git":         false,
 		"ssh://git:pass@github.com/org/repo.git":    true,
