@@ -33,6 +33,23 @@ type Repo struct {
 	URL string
 	// Auth authenticates to it; nil for none.
 	Auth transport.AuthMethod
+	// Limits bound a clone; CloneLimits when zero.
+	Limits source.Limits
+}
+
+// CloneLimits bound a clone of a gitops repository's branch, in the
+// controller's memory. The whole tree of its head comes, not only the
+// definitions folder: in a monorepo, that is every team's files, so the
+// bounds are five times an Addon's folder's (512 MiB unpacked, 400,000
+// objects), there to stop a push of a few KiB that unpacks to gigabytes.
+var CloneLimits = source.Limits{MaxUncompressedBytes: 512 << 20, MaxFiles: 100000}
+
+// cloneLimits are r's limits, or CloneLimits.
+func (r Repo) cloneLimits() source.Limits {
+	if r.Limits.MaxUncompressedBytes > 0 {
+		return r.Limits
+	}
+	return CloneLimits
 }
 
 // shown is the URL as messages and the status give it: without the user
@@ -105,7 +122,7 @@ func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) (string,
 
 // Clone fetches the head commit of a branch into memory, without history.
 func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *object.Commit, error) {
-	repo, err := git.CloneContext(ctx, source.GitStorage(source.Limits{}), nil, &git.CloneOptions{
+	repo, err := git.CloneContext(ctx, source.GitStorage(r.cloneLimits()), nil, &git.CloneOptions{
 		URL:           r.URL,
 		Auth:          r.Auth,
 		ReferenceName: plumbing.NewBranchReferenceName(branch),

@@ -243,7 +243,7 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	var baseExists bool
 	var baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
-		repo, err := git.CloneContext(ctx, source.GitStorage(source.Limits{}), memfs.New(), &git.CloneOptions{
+		repo, err := git.CloneContext(ctx, source.GitStorage(CloneLimits), memfs.New(), &git.CloneOptions{
 			URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
 			SingleBranch: true, Depth: 1, Tags: git.NoTags,
 		})

@@ -185,7 +185,7 @@ func resolveRevision(refs []*plumbing.Reference, rev string) (commit string, ref
 // fetchTree fetches one commit into memory and reads its tree.
 func (f *Fetcher) fetchTree(ctx context.Context, u string, auth transport.AuthMethod, commit, refName string, refs []*plumbing.Reference) (*Tree, error) {
 	shown := netguard.Redact(u)
-	repo, err := git.Init(GitStorage(f.limits), nil)
+	repo, err := git.Init(GitStorage(f.limits.FetchLimits()), nil)
 	if err != nil {
 		return nil, err
 	}

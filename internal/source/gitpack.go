@@ -22,16 +22,19 @@ import (
 
 // GitStorage is a memory storage for one fetch that refuses a pack that
 // would unpack past limits: more than MaxUncompressedBytes in all, or
-// more objects than a tree of MaxFiles files could need.
+// more than objectsPerFile objects per MaxFiles.
 func GitStorage(limits Limits) *BoundedStorage {
 	return &BoundedStorage{Storage: memory.NewStorage(), limits: limits.withDefaults()}
 }
 
 // BoundedStorage is GitStorage's storage: go-git hands it each fetched
-// pack whole, through PackfileWriter.
+// pack whole, through PackfileWriter. The limits hold for all the packs
+// of one storage together (a shallow fetch, then the whole history).
 type BoundedStorage struct {
 	*memory.Storage
 	limits Limits
+	// bytes and objects are what the packs taken so far unpack to.
+	bytes, objects int64
 }
 
 // PackfileWriter takes one pack, keeps it while it arrives (at most the
@@ -42,30 +45,37 @@ func (s *BoundedStorage) PackfileWriter() (io.WriteCloser, error) {
 }
 
 type packWriter struct {
-	s   *BoundedStorage
-	buf bytes.Buffer
+	s      *BoundedStorage
+	buf    bytes.Buffer
+	failed bool
 }
 
 func (w *packWriter) Write(p []byte) (int, error) {
-	if int64(w.buf.Len()+len(p)) > w.s.limits.MaxUncompressedBytes {
+	if int64(w.buf.Len()+len(p)) > w.s.limits.MaxUncompressedBytes-w.s.bytes {
+		w.failed = true
 		return 0, w.s.tooLarge("its pack alone is over the limit")
 	}
 	return w.buf.Write(p)
 }
 
 func (w *packWriter) Close() error {
-	if w.buf.Len() == 0 {
+	if w.failed || w.buf.Len() == 0 {
 		return nil
 	}
-	if err := checkPack(w.buf.Bytes(), w.s.limits); err != nil {
+	size, objects, err := checkPack(w.buf.Bytes(), w.s.limits, w.s.bytes, w.s.objects)
+	if err != nil {
 		return err
 	}
 	p, err := packfile.NewParserWithStorage(packfile.NewScanner(bytes.NewReader(w.buf.Bytes())), w.s.Storage)
 	if err != nil {
 		return err
 	}
-	_, err = p.Parse()
-	return err
+	if _, err = p.Parse(); err != nil {
+		return err
+	}
+	w.s.bytes += size
+	w.s.objects += objects
+	return nil
 }
 
 // ErrGitTooLarge is the error of a fetch refused for its size.
@@ -90,41 +100,57 @@ const objectsPerFile = 4
 const deltaHeaderBytes = 32
 
 // checkPack reads a pack's object headers, and each delta's first bytes,
-// and refuses one whose objects would unpack past the limits, before any
-// of them is unpacked into memory.
-func checkPack(pack []byte, limits Limits) error {
+// and refuses one whose objects would unpack past the limits, with what
+// the storage holds already (bytes, objects), before any of them is
+// unpacked into memory. It returns what the pack unpacks to.
+func checkPack(pack []byte, limits Limits, held, heldObjects int64) (int64, int64, error) {
 	sc := packfile.NewScanner(bytes.NewReader(pack))
 	_, count, err := sc.Header()
 	if err != nil {
-		return err
+		return 0, 0, err
 	}
-	if maxObjects := int64(limits.MaxFiles) * objectsPerFile; int64(count) > maxObjects {
-		return tooLarge(limits, fmt.Sprintf("its pack holds %d objects", count))
+	if maxObjects := int64(limits.MaxFiles) * objectsPerFile; heldObjects+int64(count) > maxObjects {
+		return 0, 0, tooLarge(limits, fmt.Sprintf("its packs hold %d objects", heldObjects+int64(count)))
 	}
-	var total int64
+	total := held
 	for range count {
 		h, err := sc.NextObjectHeader()
 		if err != nil {
-			return err
+			return 0, 0, err
 		}
 		size := h.Length
 		if h.Type == plumbing.OFSDeltaObject || h.Type == plumbing.REFDeltaObject {
 			if size > limits.MaxUncompressedBytes {
-				return tooLarge(limits, "a delta in its pack is over the limit")
+				return 0, 0, tooLarge(limits, "a delta in its pack is over the limit")
 			}
 			head := &headWriter{}
 			if _, _, err := sc.NextObject(head); err != nil {
-				return err
+				return 0, 0, err
 			}
 			if size, err = deltaTargetSize(head.b); err != nil {
-				return err
+				return 0, 0, err
 			}
 		}
 		if total += size; size > limits.MaxUncompressedBytes || total > limits.MaxUncompressedBytes {
-			return tooLarge(limits, "its objects unpack to more than the limit")
+			return 0, 0, tooLarge(limits, "its objects unpack to more than the limit")
 		}
 	}
-	return nil
+	return total - held, int64(count), nil
+}
+
+// historyFactor is how much more than one tree's limits a fetch of an
+// Addon's folder may hold in all: a commit no ref points at, from a
+// server that sends no commit alone, needs the whole history.
+const historyFactor = 4
+
+// FetchLimits are the limits of one fetch for a tree of limits: its
+// history is bounded by historyFactor times them, its tree by them as it
+// is read.
+func (l Limits) FetchLimits() Limits {
+	l = l.withDefaults()
+	l.MaxUncompressedBytes *= historyFactor
+	l.MaxFiles *= historyFactor
+	return l
 }
 
 // headWriter keeps the first deltaHeaderBytes written to it.

@@ -14,8 +14,8 @@ import (
 )
 
 // packRepo serves a repository whose one commit holds files, from a
-// loopback git server.
-func packRepo(t *testing.T, files map[string][]byte) (*gitServer, string) {
+// loopback git server, and returns its bare repository's folder too.
+func packRepo(t *testing.T, files map[string][]byte) (*gitServer, string, string) {
 	t.Helper()
 	root := t.TempDir()
 	work := filepath.Join(root, "work")
@@ -34,7 +34,7 @@ func packRepo(t *testing.T, files map[string][]byte) (*gitServer, string) {
 	run(t, root, "clone", "-q", "--bare", work, bare)
 	run(t, bare, "update-server-info")
 	srv := newGitServer(t, root)
-	return srv, srv.URL + "/repo.git"
+	return srv, srv.URL + "/repo.git", bare
 }
 
 // TestGitPackBounds: a push of a few KiB that unpacks to far more than the
@@ -49,7 +49,7 @@ func TestGitPackBounds(t *testing.T) {
 	}
 
 	zeros := bytes.Repeat([]byte{0}, 64<<20)
-	srv, url := packRepo(t, map[string][]byte{"zeros.bin": zeros, "cm.yaml": []byte("kind: ConfigMap\n")})
+	srv, url, _ := packRepo(t, map[string][]byte{"zeros.bin": zeros, "cm.yaml": []byte("kind: ConfigMap\n")})
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
@@ -63,26 +63,60 @@ func TestGitPackBounds(t *testing.T) {
 		t.Fatalf("refusing the pack allocated %d MiB: it was unpacked", grew>>20)
 	}
 
-	// Two files of 3 MiB that differ in one byte: the pack holds one, and
-	// the other as a delta of a few bytes.
-	noise := make([]byte, 3<<20)
+	// Two files of 9 MiB that differ in one byte: the pack holds one, and
+	// the other as a delta of a few bytes; together they are over the
+	// fetch's bound (the tree's limit, times historyFactor for history).
+	noise := make([]byte, 9<<20)
 	for i := range noise {
 		noise[i] = byte(i*7 + i/4096)
 	}
 	other := bytes.Clone(noise)
 	other[len(other)/2]++
-	srv, url = packRepo(t, map[string][]byte{"a.bin": noise, "b.bin": other})
+	srv, url, _ = packRepo(t, map[string][]byte{"a.bin": noise, "b.bin": other})
 	if _, err := f(srv).Git(context.Background(), capstanv1.GitSource{URL: url}, nil); !errors.Is(err, ErrGitTooLarge) {
-		t.Fatalf("two files of 3 MiB, one a delta: %v; want it refused for its size", err)
+		t.Fatalf("two files of 9 MiB, one a delta: %v; want it refused for its size", err)
 	}
 
-	srv, url = packRepo(t, map[string][]byte{"a.bin": noise})
+	small := noise[:3<<20]
+	srv, url, _ = packRepo(t, map[string][]byte{"a.bin": small})
 	tree, err := f(srv).Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
 	if err != nil {
 		t.Fatalf("one file of 3 MiB, within the limit: %v", err)
 	}
-	if got, err := fs.ReadFile(tree.FS, "a.bin"); err != nil || !bytes.Equal(got, noise) {
+	if got, err := fs.ReadFile(tree.FS, "a.bin"); err != nil || !bytes.Equal(got, small) {
 		t.Fatalf("a.bin read back: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestPacksCountTogether: the packs of one storage (a shallow fetch, then
+// the whole history) are held to its limits together.
+func TestPacksCountTogether(t *testing.T) {
+	files := map[string][]byte{}
+	for i := range 3 {
+		b := make([]byte, 1<<20)
+		for j := range b {
+			b[j] = byte(i*31 + j*7 + j/4096)
+		}
+		files[string(rune('a'+i))+".bin"] = b
+	}
+	_, _, bare := packRepo(t, files)
+	run(t, bare, "repack", "-a", "-d", "-q")
+	packs, err := filepath.Glob(filepath.Join(bare, "objects", "pack", "*.pack"))
+	if err != nil || len(packs) != 1 {
+		t.Fatalf("the packs of the repository: %v, %v", packs, err)
+	}
+	pack, err := os.ReadFile(packs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := GitStorage(Limits{MaxUncompressedBytes: 5 << 20, MaxFiles: 100})
+	for i, want := range []bool{true, false} {
+		w, _ := s.PackfileWriter()
+		_, werr := w.Write(pack)
+		err := errors.Join(werr, w.Close())
+		if (err == nil) != want {
+			t.Fatalf("pack %d: %v; want taken %v", i+1, err, want)
+		}
 	}
 }
 
