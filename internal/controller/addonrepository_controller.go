@@ -84,9 +84,9 @@ type AddonRepositoryReconciler struct {
 	// of invalid files last posted (notifyTransition), and its labels.
 	notified map[types.NamespacedName]repoNotice
 	triggers chan event.GenericEvent
-	// namespaces holds a *sync.Mutex per namespace, which its
-	// repositories' applies hold.
-	namespaces sync.Map
+	// creating holds a *sync.Mutex per Addon's name that a repository
+	// looks for and creates (applyOne). Kept, one small lock per name.
+	creating sync.Map
 }
 
 // repoNotice is what was posted last of a repository: its state, how
@@ -401,14 +401,6 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 // the files that the API server refused or that name another's Addon, and
 // how many Addons match their definitions.
 func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot) ([]capstanv1.InvalidFile, int, error) {
-	// NOTE: two repositories of one namespace that define one add-on,
-	// synced at once, would each find no Addon and apply it by force, the
-	// second taking the first's; so they apply one at a time, and a new
-	// Addon is looked for on the API server, past the cache, before it
-	// is created.
-	lock, _ := r.namespaces.LoadOrStore(repo.Namespace, &sync.Mutex{})
-	lock.(*sync.Mutex).Lock()
-	defer lock.(*sync.Mutex).Unlock()
 	invalid := append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
@@ -429,36 +421,14 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			invalid = append(invalid, gitops.InvalidFile(p.File, err))
 			continue
 		}
-		have := byName[want.Name]
-		if have == nil {
-			found, err := r.liveAddon(ctx, repo.Namespace, want.Name)
-			if err != nil {
-				errs = append(errs, fmt.Errorf("cannot read Addon %s/%s before creating it from %s: %w", repo.Namespace, want.Name, p.File, err))
-				continue
-			}
-			have = found
-		}
-		if have != nil {
-			if owner := have.Labels[gitops.ManagedByGitLabel]; owner != repo.Name {
-				invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: notOurs(p.File, have, owner)})
-				continue
-			}
-			if upToDate(have, want, func() bool { return r.ownsShard(ctx, have) }) {
-				applied++
-				continue
-			}
-		}
-		obj, err := gitops.ApplyObject(want)
-		if err == nil {
-			err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(gitops.FieldManager), client.ForceOwnership)
-		}
+		ok, bad, err := r.applyOne(ctx, repo, p.File, want, byName[want.Name])
 		switch {
-		case err == nil:
+		case ok:
 			applied++
-		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-			invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: fmt.Sprintf("%s: the API server refused the Addon: %s", p.File, errMessage(err))})
-		default:
-			errs = append(errs, fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, p.File, err))
+		case bad != "":
+			invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: bad})
+		case err != nil:
+			errs = append(errs, err)
 		}
 	}
 	for _, a := range live.Items {
@@ -474,6 +444,44 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	}
 	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
 	return invalid, applied, errors.Join(errs...)
+}
+
+// applyOne makes the Addon of one definition file match want: ok when it
+// does, or the file's problem (bad), or an error to retry. have is the
+// Addon as the cache holds it, or nil.
+func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv1.AddonRepository, file string, want, have *capstanv1.Addon) (ok bool, bad string, err error) {
+	if have == nil {
+		// NOTE: two repositories of one namespace that define one add-on,
+		// synced at once, would each find no Addon and apply it by force,
+		// the second taking the first's; so a new Addon is looked for on
+		// the API server, past the cache, and the look and the apply of
+		// one name are made one at a time.
+		lock, _ := r.creating.LoadOrStore(types.NamespacedName{Namespace: repo.Namespace, Name: want.Name}, &sync.Mutex{})
+		lock.(*sync.Mutex).Lock()
+		defer lock.(*sync.Mutex).Unlock()
+		if have, err = r.liveAddon(ctx, repo.Namespace, want.Name); err != nil {
+			return false, "", fmt.Errorf("cannot read Addon %s/%s before creating it from %s: %w", repo.Namespace, want.Name, file, err)
+		}
+	}
+	if have != nil {
+		if owner := have.Labels[gitops.ManagedByGitLabel]; owner != repo.Name {
+			return false, notOurs(file, have, owner), nil
+		}
+		if upToDate(have, want, func() bool { return r.ownsShard(ctx, have) }) {
+			return true, "", nil
+		}
+	}
+	obj, err := gitops.ApplyObject(want)
+	if err == nil {
+		err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(gitops.FieldManager), client.ForceOwnership)
+	}
+	switch {
+	case err == nil:
+		return true, "", nil
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		return false, fmt.Sprintf("%s: the API server refused the Addon: %s", file, errMessage(err)), nil
+	}
+	return false, "", fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, file, err)
 }
 
 // liveAddon reads an Addon from the API server, or nil when there is none.
