@@ -274,11 +274,19 @@ func TestMarkWarning(t *testing.T) {
 		{capstanv1.PhaseSynced, -1},
 		{capstanv1.PhaseDegraded, 8},
 	} {
+		was := st.Phase
 		st.Phase = step.phase
-		markWarning(st, t0.Add(time.Duration(i)*time.Minute))
+		markWarning(st, was, t0.Add(time.Duration(i)*time.Minute))
 		if step.since < 0 && st.WarningSince != nil ||
 			step.since >= 0 && (st.WarningSince == nil || !st.WarningSince.Time.Equal(t0.Add(time.Duration(step.since)*time.Minute))) {
 			t.Fatalf("step %d, %s: warningSince %v; want minute %d", i, step.phase, st.WarningSince, step.since)
 		}
+	}
+	// An Addon a Capstan without the field left Failed: its way to
+	// Progressing starts the mark.
+	old := &capstanv1.AddonStatus{Phase: capstanv1.PhaseProgressing}
+	markWarning(old, capstanv1.PhaseFailed, t0)
+	if old.WarningSince == nil {
+		t.Fatal("an add-on from Failed to Progressing, with no mark, has none after")
 	}
 }

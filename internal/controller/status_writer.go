@@ -45,7 +45,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
 	}
 	addon.Status.Profile = s.profile
-	markWarning(&addon.Status, time.Now())
+	markWarning(&addon.Status, before.Status.Phase, time.Now())
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	recordPhase(key, addon.Status.Phase)
 	if addon.Status.WarningSince != nil && r.Notifier != nil {
@@ -160,14 +160,15 @@ func (r *AddonReconciler) notifyGone(key types.NamespacedName, lbls map[string]s
 }
 
 // markWarning keeps status.warningSince: set when the add-on goes into a
-// warning, kept through the phases on the way, cleared once it is Synced.
-// It rides in the write that changes the phase, and a healthy add-on never
-// carries it.
-func markWarning(st *capstanv1.AddonStatus, now time.Time) {
+// warning, or leaves one for a phase on the way (was, the phase before:
+// an Addon that a Capstan without the field left failing), kept through
+// the phases on the way, cleared once it is Synced. It rides in the write
+// that changes the phase, and a healthy add-on never carries it.
+func markWarning(st *capstanv1.AddonStatus, was capstanv1.Phase, now time.Time) {
 	switch {
 	case st.Phase == capstanv1.PhaseSynced:
 		st.WarningSince = nil
-	case phaseSeverity(st.Phase) == notify.SeverityWarning && st.WarningSince == nil:
+	case st.WarningSince == nil && (phaseSeverity(st.Phase) == notify.SeverityWarning || phaseSeverity(was) == notify.SeverityWarning):
 		st.WarningSince = &metav1.Time{Time: now}
 	}
 }
