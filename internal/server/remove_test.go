@@ -72,16 +72,7 @@ func TestFailedDeleteTakesTheMarksBack(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	failing := interceptor.NewClient(real, interceptor.Funcs{
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			o := &client.DeleteOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) > 0 {
-				return c.Delete(ctx, obj, opts...)
-			}
-			return apierrors.NewConflict(schema.GroupResource{Group: "capstan.dev", Resource: "addons"}, obj.GetName(), nil)
-		},
-	})
+	failing := deleteFails(real, apierrors.NewConflict(schema.GroupResource{Group: "capstan.dev", Resource: "addons"}, key.Name, nil))
 	err = addons.Remove(ctx, failing, key, addons.RemoveOptions{Uninstall: true, KeepValues: true})
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("the removal's error %v should be the delete's conflict", err)
@@ -92,22 +83,29 @@ func TestFailedDeleteTakesTheMarksBack(t *testing.T) {
 
 	// A delete that got no answer (the connection was lost) may have been
 	// made: the controller may be reading the marks, so they stay.
-	lost := interceptor.NewClient(real, interceptor.Funcs{
-		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-			o := &client.DeleteOptions{}
-			o.ApplyOptions(opts)
-			if len(o.DryRun) > 0 {
-				return c.Delete(ctx, obj, opts...)
-			}
-			return &url.Error{Op: "Delete", URL: "https://127.0.0.1/addons", Err: io.ErrUnexpectedEOF}
-		},
-	})
+	lost := deleteFails(real, &url.Error{Op: "Delete", URL: "https://127.0.0.1/addons", Err: io.ErrUnexpectedEOF})
 	if err := addons.Remove(ctx, lost, key, addons.RemoveOptions{Uninstall: true, KeepValues: true}); !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("the removal's error %v should be the lost connection's", err)
 	}
 	if m := marks(t, key); len(m) != 2 || m[capstanv1.UninstallAnnotation] != "true" {
 		t.Errorf("after a delete with no answer the Addon carries %v; want both marks kept", m)
 	}
+}
+
+// deleteFails is real, but a delete that is no dry run fails with err, as
+// a conflict or a lost connection would make it; the API server judges
+// the dry run as usual.
+func deleteFails(real client.WithWatch, err error) client.WithWatch {
+	return interceptor.NewClient(real, interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			o := &client.DeleteOptions{}
+			o.ApplyOptions(opts)
+			if len(o.DryRun) > 0 {
+				return c.Delete(ctx, obj, opts...)
+			}
+			return err
+		},
+	})
 }
 
 // TestGitRemovalThatFailsTakesTheMarkBack uninstalls a git-managed Addon
