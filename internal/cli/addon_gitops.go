@@ -8,7 +8,6 @@ import (
 	"net/mail"
 	"os"
 	"path"
-	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -319,23 +318,19 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
 	}
 	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
-	if !marked {
-		if err := gitops.MarkUninstall(ctx, c, key); err != nil {
-			return err
+	var commit string
+	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
+		if !marked {
+			fmt.Fprintf(out, "Marked Addon %s for uninstall.\n", key)
 		}
-		fmt.Fprintf(out, "Marked Addon %s for uninstall.\n", key)
-	}
-	commit, err := w.Remove(ctx, key.Name)
+		var err error
+		commit, err = w.Remove(ctx, key.Name)
+		return err
+	})
 	if err != nil && !marked {
-		// NOTE: the command's context may be what ended the commit; the
-		// mark comes off all the same.
-		undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		if uerr := unmarkUninstall(undo, c, key); uerr != nil {
-			return fmt.Errorf("%w; and addon %s is still marked for uninstall (%v), so a later removal would delete its software: take the mark off with `kubectl annotate addon %s -n %s %s-`",
-				err, key, uerr, key.Name, key.Namespace, capstanv1.UninstallAnnotation)
+		if now := (&capstanv1.Addon{}); c.Get(ctx, key, now) == nil && now.Annotations[capstanv1.UninstallAnnotation] != "true" {
+			fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
 		}
-		fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
 	}
 	return report(cmd, commit, err, "removed "+key.Name)
 }
@@ -362,17 +357,6 @@ func definitionExists(ctx context.Context, w *gitops.Writer, file string) error 
 		return fmt.Errorf("cannot read %s in branch %q of %s: %w", file, branch, netguard.Redact(w.URL), err)
 	}
 	return nil
-}
-
-// unmarkUninstall takes the uninstall annotation off a live Addon.
-func unmarkUninstall(ctx context.Context, c client.Client, key client.ObjectKey) error {
-	a := &capstanv1.Addon{}
-	if err := c.Get(ctx, key, a); err != nil {
-		return err
-	}
-	patch := client.MergeFrom(a.DeepCopy())
-	delete(a.Annotations, capstanv1.UninstallAnnotation)
-	return c.Patch(ctx, a, patch)
 }
 
 func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {

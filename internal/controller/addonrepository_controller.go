@@ -546,13 +546,17 @@ func sameShard(have, want *capstanv1.Addon, ownsShard func() bool) bool {
 }
 
 // ownsShard reports whether the syncer set the Addon's shard label, by its
-// managed fields, which the cache does not keep: read from the API server,
-// only for an Addon in a shard whose repository is in none. Unknown on an
-// error, which counts as the syncer's: an apply then settles it.
+// managed fields, which the cache does not keep: read from the API server
+// when a holds none, only for an Addon in a shard whose repository is in
+// none. Unknown on an error, which counts as the syncer's: an apply then
+// settles it.
 func (r *AddonRepositoryReconciler) ownsShard(ctx context.Context, a *capstanv1.Addon) bool {
-	live, err := r.liveAddon(ctx, a.Namespace, a.Name)
-	if err != nil || live == nil {
-		return true
+	live := a
+	if len(a.GetManagedFields()) == 0 {
+		var err error
+		if live, err = r.liveAddon(ctx, a.Namespace, a.Name); err != nil || live == nil {
+			return true
+		}
 	}
 	for _, m := range live.GetManagedFields() {
 		if m.Manager != gitops.FieldManager || m.FieldsV1 == nil {

@@ -191,7 +191,10 @@ func TestSyncerLifecycle(t *testing.T) {
 	setURL(url)
 
 	// Remove with uninstall: the annotation first, then the deletion commit.
-	if err := gitops.MarkUninstall(ctx, env.client, client.ObjectKey{Namespace: ns, Name: "longhorn"}); err != nil {
+	mark := mustAddon(t, ns, "longhorn")
+	markPatch := client.MergeFrom(mark.DeepCopy())
+	mark.Annotations[capstanv1.UninstallAnnotation] = "true"
+	if err := env.client.Patch(ctx, mark, markPatch); err != nil {
 		t.Fatal(err)
 	}
 	c3, err := (&gitops.Writer{URL: url}).Remove(ctx, "longhorn")

@@ -19,10 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"go.yaml.in/yaml/v3"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/source"
 )
@@ -115,8 +112,8 @@ func (w *Writer) Resume(ctx context.Context, name string) (string, error) {
 }
 
 // Remove deletes a definition file. The syncer then deletes the Addon, and
-// the Addon's deletion policy decides whether the software goes: call
-// MarkUninstall first to remove it.
+// the Addon's deletion policy decides whether the software goes: mark the
+// Addon for uninstall first to remove it (addons.WithRemovalMarks).
 func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
 	return w.change(ctx, name, "Remove", func(cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
@@ -124,24 +121,6 @@ func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
 		}
 		return nil, false, nil
 	})
-}
-
-// MarkUninstall sets the uninstall annotation on a live Addon, so that
-// deleting it removes its software whatever its deletion policy says.
-func MarkUninstall(ctx context.Context, c client.Client, key types.NamespacedName) error {
-	a := &capstanv1.Addon{}
-	if err := c.Get(ctx, key, a); err != nil {
-		return fmt.Errorf("cannot read Addon %s to mark it for uninstall: %w", key, err)
-	}
-	patch := client.MergeFrom(a.DeepCopy())
-	if a.Annotations == nil {
-		a.Annotations = map[string]string{}
-	}
-	a.Annotations[capstanv1.UninstallAnnotation] = "true"
-	if err := c.Patch(ctx, a, patch); err != nil {
-		return fmt.Errorf("cannot mark Addon %s for uninstall: %w", key, err)
-	}
-	return nil
 }
 
 func (w *Writer) file(name string) string {

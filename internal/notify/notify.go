@@ -572,7 +572,14 @@ const (
 // mayClose reports whether e may close an incident: an object settled,
 // or gone, after a warning.
 func mayClose(e Event) bool {
-	return incidentAction(e) == incidentClose && (e.IncidentOnly || e.PreviousSeverity == SeverityWarning || !e.WarningSince.IsZero())
+	return incidentAction(e) == incidentClose && (e.IncidentOnly || afterWarning(e))
+}
+
+// afterWarning reports whether e's object was in a warning just before e,
+// or has been since it last settled: whichever process opened the
+// incident, e closes it.
+func afterWarning(e Event) bool {
+	return e.PreviousSeverity == SeverityWarning || !e.WarningSince.IsZero()
 }
 
 // takeOverflow hands the worker the events that waited past the queue,
@@ -703,7 +710,7 @@ func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 		}
 		return true
 	}
-	if !open[key] && closing[key] == nil && e.PreviousSeverity != SeverityWarning && e.WarningSince.IsZero() {
+	if !open[key] && closing[key] == nil && !afterWarning(e) {
 		return false
 	}
 	if len(closing) < maxOpen {
