@@ -148,6 +148,8 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 	}
 	// PagerDuty: an incident for the invalid files, resolved by the clean
 	// sync, and one for the failure, resolved when it is back.
+	// NOTE: the worker posts to the receivers in turn, PagerDuty after the
+	// JSON receiver waited for above: its post may still be on its way.
 	actions := func() []string {
 		var out []string
 		for _, p := range pages {
@@ -155,6 +157,16 @@ func TestRepositoryTransitionsAreNotified(t *testing.T) {
 		}
 		return out
 	}
+	mu.Unlock()
+	eventually(t, 10*time.Second, "PagerDuty's resolve of the failure", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(pages) < 4 {
+			return fmt.Errorf("PagerDuty got %v", actions())
+		}
+		return nil
+	})
+	mu.Lock()
 	if a := actions(); strings.Join(a, ",") != "trigger,resolve,trigger,resolve" {
 		t.Fatalf("PagerDuty got %v", a)
 	}
