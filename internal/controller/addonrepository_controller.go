@@ -98,10 +98,13 @@ type repoNotice struct {
 }
 
 // cachedSnapshot is the definitions of a repository, read at the commit,
-// folder and URL that key names.
+// folder and URL that key names, or why they could not be read there (a
+// folder the commit does not have): either stays true of that commit, so
+// neither is cloned for again until the branch moves.
 type cachedSnapshot struct {
 	key  string
 	snap *gitops.Snapshot
+	err  error
 }
 
 // SetupWithManager registers the syncer: it watches AddonRepositories (their
@@ -242,25 +245,27 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	r.mu.Lock()
 	cached := r.cache[key]
 	r.mu.Unlock()
-	snap := cached.snap
+	snap, err := cached.snap, cached.err
 	cacheKey := func(commit string) string { return commit + "\x00" + folder + "\x00" + repo.Spec.URL }
-	if snap == nil || cached.key != cacheKey(head.String()) {
-		g, commit, err := remote.Clone(fetchCtx, branch)
-		if err == nil {
-			snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
-		}
-		if err != nil {
-			err = timedOut(fetchCtx, err, timeout)
+	if cached.key != cacheKey(head.String()) {
+		g, commit, cloneErr := remote.Clone(fetchCtx, branch)
+		if cloneErr != nil {
+			err = timedOut(fetchCtx, cloneErr, timeout)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 			return ctrl.Result{}, nil
 		}
+		snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
 		// NOTE: the clone fetches the branch again, and may find a commit
-		// pushed after the ls-remote: the snapshot is kept under its own
+		// pushed after the ls-remote: what it read is kept under its own
 		// commit, so that a force-push back to the head read before is
 		// read again.
 		r.mu.Lock()
-		r.cache[key] = cachedSnapshot{key: cacheKey(snap.Commit), snap: snap}
+		r.cache[key] = cachedSnapshot{key: cacheKey(commit.Hash.String()), snap: snap, err: err}
 		r.mu.Unlock()
+	}
+	if err != nil {
+		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
+		return ctrl.Result{}, nil
 	}
 
 	invalid, applied, err := r.apply(ctx, repo, snap)

@@ -302,6 +302,24 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 		t.Fatalf("after the folder went missing: %d Addons (%v); want both", len(list.Items), err)
 	}
 
+	// The commit without the folder is not cloned again at each resync:
+	// what it lacks is remembered until the branch moves. Two resyncs
+	// are seen to start, so the first has ended, and neither fetched.
+	fetches, listings := srv.Fetches(), srv.Listings()
+	for i := int64(1); i <= 2; i++ {
+		trigger(t, ns, "gitops")
+		eventually(t, 10*time.Second, "a resync", func() error {
+			if n := srv.Listings(); n < listings+i {
+				return fmt.Errorf("%d ref listings", n-listings)
+			}
+			return nil
+		})
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := srv.Fetches() - fetches; n != 0 {
+		t.Fatalf("the commit without the folder was fetched %d more times", n)
+	}
+
 	w.Git("mv", "add-ons", "addons")
 	w.Remove("addons/kuma.yaml").Remove("addons/dash.yaml").Write("addons/README.md", "Nothing here yet.\n")
 	c2 := w.CommitAndPush("oops, everything deleted")

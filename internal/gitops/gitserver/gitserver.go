@@ -5,12 +5,14 @@ package gitserver
 
 import (
 	"bytes"
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -20,7 +22,18 @@ type Server struct {
 	Root string
 	// URL is the server's base URL, such as http://127.0.0.1:40123.
 	URL string
+
+	fetches, listings atomic.Int64
 }
+
+// Listings is how many ref listings the server has answered: one per
+// ls-remote, and one at the start of each fetch.
+func (s *Server) Listings() int64 { return s.listings.Load() }
+
+// Fetches is how many fetches (clones) of any repository the server has
+// answered: the upload-pack requests that send objects, not the ref
+// listings that ls-remote reads.
+func (s *Server) Fetches() int64 { return s.fetches.Load() }
 
 // Start runs a server until the test ends. It skips the test when git or its
 // http-backend is not installed.
@@ -40,9 +53,19 @@ func Start(t testing.TB) *Server {
 		Root: "/",
 		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"},
 	}
-	srv := httptest.NewServer(h) // httptest listens on 127.0.0.1 only.
+	s := &Server{Root: root}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-upload-pack"):
+			s.fetches.Add(1)
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/info/refs"):
+			s.listings.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	})) // httptest listens on 127.0.0.1 only.
 	t.Cleanup(srv.Close)
-	return &Server{Root: root, URL: srv.URL}
+	s.URL = srv.URL
+	return s
 }
 
 // Create makes an empty bare repository that accepts pushes, with main as
