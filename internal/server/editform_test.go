@@ -24,6 +24,8 @@ const editSchema = `{
   "properties": {
     "replicas": {"type": "integer"},
     "greeting": {"type": "string", "default": "hello"},
+    "config": {"type": "string"},
+    "motd": {"type": "string", "default": "line one\nline two\n"},
     "mode": {"type": "string", "enum": ["fast", "safe"]},
     "level": {"type": "integer", "enum": [1, 2, 3]},
     "debug": {"type": "boolean"},
@@ -37,11 +39,12 @@ const editSchema = `{
   }
 }`
 
-// editValues are values an admin set: a password and a generated token
+// editValues are values an admin set: a multi-line string (a config file,
+// its indent and last line break included), a password and a generated token
 // pinned in spec.values, debug false where the chart's values.yaml says
 // true, numbers in a list, a comma in a string, and a null that removes a
 // chart default.
-const editValues = `{"replicas": 1, "greeting": "hi", "mode": "safe", "level": 1, "debug": false,
+const editValues = `{"replicas": 1, "greeting": "hi", "config": "  indented: true\nlast: line\n", "mode": "safe", "level": 1, "debug": false,
   "tags": ["a", "b, c"], "ports": [80, 443],
   "auth": {"password": "pinned-password", "token": "pinned-token"},
   "extra": {"x": 1}, "ingress": {"annotations": null}}`
@@ -72,6 +75,10 @@ func TestEditFormChangesOnlyWhatChanged(t *testing.T) {
 		{"a list in block YAML", "", "v.ports", "- 1\n- 2", `{"ports": [1, 2]}`, map[string]string{}},
 		{"an empty list", "", "v.tags", "[]", `{"tags": []}`, map[string]string{}},
 		{"an integer enum", "", "v.level", "2", `{"level": 2}`, map[string]string{}},
+		// A multi-line string is a text area: its lines are kept, and so
+		// are the spaces and line breaks at its ends.
+		{"a multi-line string", "", "v.config", "  indented: false\r\nlast: line\r\n", `{"config": "  indented: false\nlast: line\n"}`, map[string]string{}},
+		{"a multi-line default", "", "v.motd", "one\r\ntwo", `{"motd": "one\ntwo"}`, map[string]string{}},
 		// A select sends back a value that is none of its choices.
 		{"a value no select offers", `{"mode": "turbo", "debug": "yes"}`, "v.replicas", "2", `{"replicas": 2}`, map[string]string{}},
 	} {
@@ -234,7 +241,8 @@ func formPost(doc *html.Node) url.Values {
 				out.Add(name, strings.NewReplacer("\r", "", "\n", "").Replace(v))
 			}
 		case n.Data == "textarea":
-			out.Add(name, text(n))
+			// A browser sends a text area's line breaks as CRLF.
+			out.Add(name, strings.ReplaceAll(text(n), "\n", "\r\n"))
 		case n.Data == "select":
 			var first, chosen *html.Node
 			for o := n.FirstChild; o != nil; o = o.NextSibling {

@@ -219,6 +219,8 @@ func (f formField) shown(v any, had bool) string {
 			return "true"
 		}
 		return ""
+	case f.multiline(text):
+		return text
 	}
 	return sent(text)
 }
@@ -227,6 +229,28 @@ func (f formField) shown(v any, had bool) string {
 // formValues trims it: an input drops the line breaks of its value.
 func sent(text string) string {
 	return strings.TrimSpace(strings.NewReplacer("\r", "", "\n", "").Replace(text))
+}
+
+// multiline says whether a string field showing text is a text area: when
+// the text, or the default, has a line break (a certificate, a config
+// file, a script), which a text input would drop. A text area sends its
+// text back whole, so it is taken whole, spaces and the last line break
+// too.
+func (f formField) multiline(text string) bool {
+	return f.Kind == "string" && !f.WriteOnly && !f.Generated &&
+		(strings.Contains(text, "\n") || strings.Contains(f.Default, "\n"))
+}
+
+// Textarea says whether the field's input is a text area (multiline).
+func (f formField) Textarea() bool { return f.multiline(f.Value) }
+
+// Rows is a text area's height: its lines and one more, from 3 to 20.
+func (f formField) Rows() int {
+	text := f.Value
+	if text == "" {
+		text = f.Default
+	}
+	return min(max(strings.Count(text, "\n")+2, 3), 20)
 }
 
 // formValues builds values and secret inputs from a posted form: typed
@@ -248,13 +272,28 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			ok = formValues(f.Children, r, vals, inputs, current) && ok
 			continue
 		}
-		raw := strings.TrimSpace(r.PostFormValue(f.Input()))
+		// NOTE: a browser sends a text area's line breaks as CRLF.
+		posted := strings.ReplaceAll(r.PostFormValue(f.Input()), "\r\n", "\n")
+		raw := strings.TrimSpace(posted)
 		if f.Checkbox() && raw != "true" {
 			raw = ""
 		}
+		var v any
+		var had bool
+		if current != nil {
+			v, had = render.FieldAt(current, strings.Split(f.Path, "."))
+		}
+		if shown := ""; raw != "" {
+			if had {
+				shown = f.valueOf(v)
+			}
+			if f.multiline(shown) {
+				raw = posted
+			}
+		}
 		if current != nil {
 			path := strings.Split(f.Path, ".")
-			if v, had := render.FieldAt(current, path); raw == f.shown(v, had) {
+			if raw == f.shown(v, had) {
 				if had {
 					setPath(vals, path, v)
 					f.Held = f.WriteOnly || f.Generated
@@ -283,7 +322,6 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			continue
 		}
 		f.Value = raw
-		var v any
 		var err error
 		switch f.Kind {
 		case "integer":

@@ -180,7 +180,9 @@ func TestSchemaFormInAChromium(t *testing.T) {
 // its field, with how to move it to a Secret.
 func TestEditValuesInAChromiumChangesOnlyWhatChanged(t *testing.T) {
 	ns := namespace(t)
-	const vals = `{"greeting":"hi","replicas":1,"mode":"safe","debug":false,"tags":["a","b, c"],"auth":{"token":"pinned-token-Q2"}}`
+	// NOTE: a multi-line greeting, with a line break first and last, is
+	// shown in a text area and must come back from Chromium as it was.
+	const vals = `{"greeting":"\nhi\n  there\n","replicas":1,"mode":"safe","debug":false,"tags":["a","b, c"],"auth":{"token":"pinned-token-Q2"}}`
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "pinned"},
 		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}, Values: jsonValues(vals)}}
 	if err := admin.Create(context.Background(), a); err != nil {
