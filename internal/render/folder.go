@@ -117,15 +117,13 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	// NOTE: the whole tree is copied, not only dir, because overlays name
 	// bases in sibling folders (../base); krusty's root-only load restriction
 	// still keeps each kustomization's files inside its own folder.
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
+	// NOTE: a symlink that cannot be followed here (a dangling one, or
+	// one that leaves the repository) is left out, not refused: it may be
+	// anywhere in the tree, and the build says which file it misses if it
+	// needs that one.
+	err := walkLinks(fsys, ".", false, func(p string, dir bool) error {
+		if dir {
 			return mem.MkdirAll("/" + p)
-		}
-		if !d.Type().IsRegular() {
-			return nil
 		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
@@ -197,24 +195,21 @@ func resMapObjects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstructured, error) {
 	vars := in.Variables
 	var files []string
-	err := fs.WalkDir(fsys, dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir && strings.HasPrefix(d.Name(), ".") {
-			if d.IsDir() {
+	err := walkLinks(fsys, dir, true, func(p string, isDir bool) error {
+		if p != dir && strings.HasPrefix(path.Base(p), ".") {
+			if isDir {
 				return fs.SkipDir
 			}
 			return nil
 		}
-		if d.IsDir() {
+		if isDir {
 			if p != dir && kustomizationFile(fsys, p) != "" {
 				return fmt.Errorf("subfolder %s holds a kustomization, and %s has none: point the source's path at %s, "+
 					"or add a kustomization.yaml to %s that lists it", p, dir, p, dir)
 			}
 			return nil
 		}
-		if ext := path.Ext(p); d.Type().IsRegular() && (ext == ".yaml" || ext == ".yml") {
+		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
 			files = append(files, p)
 		}
 		return nil
@@ -317,4 +312,78 @@ func (d decryptingFS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	return d.decrypt(strings.TrimPrefix(name, "/"), data)
+}
+
+// A walk follows symlinks as kustomize and a checkout on disk do: the
+// source's tree resolves them inside the repository and refuses any that
+// leaves it. maxLinkDepth bounds how many symlinked folders a walk goes
+// through one inside another, and maxLinkedFiles how many files it takes
+// through them, so that a link to a folder above it ends.
+const (
+	maxLinkDepth   = 8
+	maxLinkedFiles = 10000
+)
+
+// walkLinks calls visit with root and, in path order, every folder and
+// regular file under it, as fs.WalkDir does, but following symlinks: a
+// link to a file is that file at the link's path, and a link to a folder
+// is walked as a folder at the link's path. visit may return fs.SkipDir
+// for a folder. Other special files are left out. strict says what a link
+// that cannot be followed (dangling, leaving the repository, nested too
+// deep) is: an error when set, else left out.
+func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bool) error) error {
+	linked := 0
+	var walk func(p string, depth int) error
+	walk = func(p string, depth int) error {
+		if err := visit(p, true); err != nil {
+			if errors.Is(err, fs.SkipDir) {
+				return nil
+			}
+			return err
+		}
+		entries, err := fs.ReadDir(fsys, p)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			c := path.Join(p, e.Name())
+			isDir, d := e.IsDir(), depth
+			if e.Type()&fs.ModeSymlink != 0 {
+				info, err := fs.Stat(fsys, c)
+				switch {
+				case err != nil && strict:
+					return fmt.Errorf("symlink %s cannot be followed: %w", c, err)
+				case err != nil:
+					continue
+				}
+				if isDir = info.IsDir(); isDir {
+					if d++; d > maxLinkDepth {
+						if strict {
+							return fmt.Errorf("symlink %s goes through more than %d symlinked folders: does it point to a folder above it?", c, maxLinkDepth)
+						}
+						continue
+					}
+				} else if !info.Mode().IsRegular() {
+					continue
+				}
+			} else if !isDir && !e.Type().IsRegular() {
+				continue
+			}
+			if d > 0 || e.Type()&fs.ModeSymlink != 0 {
+				if linked++; linked > maxLinkedFiles {
+					return fmt.Errorf("symlinks under %s reach more than %d files and folders: does one point to a folder above it?", root, maxLinkedFiles)
+				}
+			}
+			if isDir {
+				err = walk(c, d)
+			} else {
+				err = visit(c, false)
+			}
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(root, 0)
 }

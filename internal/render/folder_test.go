@@ -2,6 +2,7 @@ package render
 
 import (
 	"errors"
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -398,5 +399,62 @@ func TestPostRenderKeepsFolderHooks(t *testing.T) {
 	}
 	if h := res.Hooks[0]; h.Object.GetName() != "migrate" || !h.AfterHealthy || !slices.Equal(h.Events, []string{"post-install", "post-upgrade"}) {
 		t.Errorf("the patched hook is %s %v (after healthy %v); want migrate, PostSync", h.Object.GetName(), h.Events, h.AfterHealthy)
+	}
+}
+
+// TestFolderFollowsSymlinks renders folders that reach files and folders
+// through symlinks, as a checkout on disk does for kustomize: a plain
+// folder takes a linked file and a linked folder's files, a kustomization
+// lists a linked file, and a link that cannot be followed is named.
+func TestFolderFollowsSymlinks(t *testing.T) {
+	link := func(target string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink}
+	}
+	cm := func(name string) *fstest.MapFile {
+		return file("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n")
+	}
+	tree := fstest.MapFS{
+		"common/cm.yaml":              cm("shared"),
+		"common/more/extra.yaml":      cm("extra"),
+		"plain/own.yaml":              cm("own"),
+		"plain/shared.yaml":           link("../common/cm.yaml"),
+		"plain/linked":                link("../common/more"),
+		"kust/kustomization.yaml":     file("resources: [shared.yaml, own.yaml]\n"),
+		"kust/own.yaml":               cm("kust-own"),
+		"kust/shared.yaml":            link("../common/cm.yaml"),
+		"loop/self":                   link("."),
+		"loop/a.yaml":                 cm("a"),
+		"dangling/a.yaml":             cm("a"),
+		"dangling/gone.yaml":          link("../nowhere.yaml"),
+		"unrelated/gone.yaml":         link("../nowhere.yaml"),
+		"kustloop/kustomization.yaml": file("resources: [a.yaml]\n"),
+		"kustloop/a.yaml":             cm("a"),
+		"kustloop/self":               link("."),
+	}
+	for _, tc := range []struct {
+		dir  string
+		want []string
+	}{
+		{"plain", []string{"ConfigMap//extra", "ConfigMap//own", "ConfigMap//shared"}},
+		{"kust", []string{"ConfigMap//kust-own", "ConfigMap//shared"}},
+		// A link to a folder above it in a folder kustomize builds is
+		// left out of the copy past a depth, and the build goes on.
+		{"kustloop", []string{"ConfigMap//a"}},
+	} {
+		res, err := Folder(tree, tc.dir, SourceIdentity{Commit: "abc"})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.dir, err)
+		}
+		if diff := cmp.Diff(tc.want, names(res.Objects)); diff != "" {
+			t.Errorf("%s: objects (-want +got):\n%s", tc.dir, diff)
+		}
+	}
+	for dir, want := range map[string]string{
+		"loop":     "symlink loop/self/self/self/self/self/self/self/self/self goes through more than 8 symlinked folders",
+		"dangling": "symlink dangling/gone.yaml cannot be followed",
+	} {
+		if _, err := Folder(tree, dir, SourceIdentity{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v; want one that says %q", dir, err, want)
+		}
 	}
 }
