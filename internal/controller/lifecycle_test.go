@@ -318,6 +318,9 @@ func TestCRDAndItsResourcesInOneSync(t *testing.T) {
 	url, _ := charts.publish(t, chart{name: "operator", version: "1.0.0", files: map[string]string{
 		"crds/gizmos.yaml":     crdYAML(kind, plural),
 		"templates/gizmo.yaml": "apiVersion: example.com/v1\nkind: " + kind + "\nmetadata:\n  name: first\nspec:\n  size: 3\n",
+		// As with `helm install`, the chart's own CRD is in .Capabilities
+		// on its first install.
+		"templates/gated.yaml": "{{- if .Capabilities.APIVersions.Has \"example.com/v1/" + kind + "\" }}\napiVersion: example.com/v1\nkind: " + kind + "\nmetadata:\n  name: gated\n{{- end }}\n",
 	}})
 	a := create(t, newAddon(controllerNS, "operator-"+ns, url, withTarget(ns),
 		withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true })))
@@ -332,7 +335,7 @@ func TestCRDAndItsResourcesInOneSync(t *testing.T) {
 		t.Fatalf("the plan's entry for the custom resource: %+v", planned)
 	}
 	if !slices.ContainsFunc(got.Status.Plan.Notices, func(n capstanv1.Notice) bool {
-		return strings.Contains(n.Message, "1 object(s) to create wait for a Namespace or CustomResourceDefinition")
+		return strings.Contains(n.Message, "2 object(s) to create wait for a Namespace or CustomResourceDefinition")
 	}) {
 		t.Errorf("no notice says the custom resource is checked once its CRD exists: %+v", got.Status.Plan.Notices)
 	}
@@ -346,6 +349,9 @@ func TestCRDAndItsResourcesInOneSync(t *testing.T) {
 	}
 	if size, _, _ := unstructured.NestedInt64(cr.Object, "spec", "size"); size != 3 {
 		t.Errorf("spec.size = %d, want 3", size)
+	}
+	if live(t, "example.com/v1", kind, ns, "gated") == nil {
+		t.Errorf("the resource the chart renders when its CRD is in .Capabilities was not created: %s", describeStatus(got))
 	}
 	// Once the CRD exists, the resource is dry-run like any other object.
 	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })

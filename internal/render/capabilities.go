@@ -1,14 +1,19 @@
 package render
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
 	"maps"
 	"path"
 	"slices"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
+	"sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 )
 
 // Capabilities are what a chart sees as .Capabilities: the cluster's
@@ -85,4 +90,56 @@ func (c *Capabilities) helm() (*common.Capabilities, error) {
 		caps.APIVersions = append(slices.Clone(caps.APIVersions), c.APIVersions...)
 	}
 	return caps, nil
+}
+
+// crdAPIVersions lists the group versions, and the group versions with a
+// kind, that a chart's CRDs serve, as discovery would list them once the
+// CRDs are in: every served version of apiextensions.k8s.io/v1, or the
+// version and versions of v1beta1. A file that does not read as CRDs adds
+// nothing here; its own error comes when the objects are decoded.
+func crdAPIVersions(crds []chartv2.CRD) []string {
+	var out []string
+	for _, crd := range crds {
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(crd.File.Data)))
+		for {
+			doc, err := reader.Read()
+			if err != nil {
+				break
+			}
+			var def struct {
+				Kind string `json:"kind"`
+				Spec struct {
+					Group   string `json:"group"`
+					Version string `json:"version"`
+					Names   struct {
+						Kind string `json:"kind"`
+					} `json:"names"`
+					Versions []struct {
+						Name   string `json:"name"`
+						Served *bool  `json:"served"`
+					} `json:"versions"`
+				} `json:"spec"`
+			}
+			if yaml.Unmarshal(doc, &def) != nil || def.Kind != "CustomResourceDefinition" || def.Spec.Group == "" {
+				continue
+			}
+			versions := []string{}
+			if def.Spec.Version != "" {
+				versions = append(versions, def.Spec.Version)
+			}
+			for _, v := range def.Spec.Versions {
+				if v.Name != "" && (v.Served == nil || *v.Served) {
+					versions = append(versions, v.Name)
+				}
+			}
+			for _, v := range versions {
+				gv := def.Spec.Group + "/" + v
+				out = append(out, gv)
+				if def.Spec.Names.Kind != "" {
+					out = append(out, gv+"/"+def.Spec.Names.Kind)
+				}
+			}
+		}
+	}
+	return out
 }

@@ -162,6 +162,14 @@ func executeTemplates(ctx context.Context, ch *chartv2.Chart, values map[string]
 	if err := chartutil.ProcessDependencies(c, values); err != nil {
 		return nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
 	}
+	if opts.Capabilities != nil && opts.Capabilities.ExactAPIVersions {
+		// NOTE: `helm install` applies crds/ before it reads the cluster's
+		// capabilities, so a template that checks for the chart's own
+		// CRD finds it on the first install. Capstan applies crds/ with the
+		// rest, after the render, so their APIs are added here when the
+		// capabilities are a cluster's; `helm template` adds none.
+		caps.APIVersions = append(slices.Clone(caps.APIVersions), crdAPIVersions(c.CRDObjects())...)
+	}
 	release := common.ReleaseOptions{
 		Name:      opts.ReleaseName,
 		Namespace: opts.Namespace,

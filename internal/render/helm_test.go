@@ -6,10 +6,12 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -426,5 +428,41 @@ func TestHelmRefusals(t *testing.T) {
 				t.Errorf("error = %v, want one that says %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChartCRDsAreInTheClustersCapabilities renders a chart whose template
+// checks for its own CRD's API, as `helm install` does on a cluster that
+// lacks it (the CRD is applied with the chart, before the template could
+// see it) and as `helm template` does, which adds none.
+func TestChartCRDsAreInTheClustersCapabilities(t *testing.T) {
+	cluster := &Capabilities{KubeVersion: "v1.33.2", APIVersions: []string{"v1", "apps/v1"}, ExactAPIVersions: true}
+	for _, tc := range []struct {
+		name   string
+		caps   *Capabilities
+		widget bool
+	}{
+		{"a cluster without the CRD", cluster, true},
+		{"helm template", &Capabilities{KubeVersion: "v1.33.2"}, false},
+	} {
+		for _, sandbox := range []bool{false, true} {
+			opts := Options{ReleaseName: "op", Namespace: "ops", Capabilities: tc.caps}
+			if sandbox {
+				opts.Sandbox = sharedSandbox(t)
+			}
+			res, err := Helm(context.Background(), loadChart(t, "operator"), nil, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := slices.ContainsFunc(res.Objects, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Widget" })
+			if found != tc.widget {
+				t.Errorf("%s (sandbox %v): the Widget rendered: %v; want %v", tc.name, sandbox, found, tc.widget)
+			}
+		}
+	}
+	got := crdAPIVersions(loadChart(t, "operator").CRDObjects())
+	want := []string{"example.com/v1alpha1", "example.com/v1alpha1/Gadget", "example.com/v1", "example.com/v1/Widget"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the CRDs' APIs (-want +got):\n%s", diff)
 	}
 }
