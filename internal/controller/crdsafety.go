@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kube-openapi/pkg/validation/spec"
@@ -32,24 +33,41 @@ import (
 //     account that may not create CRDs), the sample is validated in the
 //     controller with kube-openapi's schema validator instead, without the
 //     CEL rules, and the notice says so.
+//
+// Only a CRD that the plan updates, with a version's schema or the set of
+// served and storage versions changed, is checked: one the preview merely
+// read, or re-verified after VerifyTTL or a restart, breaks nothing. A
+// shadow is a cluster-scoped write that every API server rebuilds its
+// OpenAPI and discovery for, so it is made only when the plan is about to
+// be applied; a plan that is not (capstan plan and the API's plans, a
+// suspended add-on, one that waits for an approval, a window or a
+// dependency) is checked in the controller, and says so.
 
 // crdSampleSize bounds how many existing objects of each version are
 // validated against a new schema.
 const crdSampleSize = 50
 
-// crdSafety returns the violations of the rendered CRDs against the live
-// ones, and notices of what was checked.
-func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope) ([]capstanv1.Violation, []capstanv1.Notice, error) {
+// crdSafety returns the violations of the rendered CRDs the plan changes
+// against the live ones, and notices of what was checked. applies reports
+// whether the plan is about to be applied, and so whether a shadow CRD may
+// be made; it is asked only when a CRD needs its objects checked.
+func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope, applies func() bool) ([]capstanv1.Violation, []capstanv1.Notice, error) {
 	var violations []capstanv1.Violation
 	var notices []capstanv1.Notice
+	updates := map[string]bool{}
+	for _, p := range s.previews {
+		if p.Action == capstanv1.ActionUpdate {
+			updates[p.Ref.Key()] = true
+		}
+	}
 	for _, obj := range s.objects {
 		if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
 			continue
 		}
 		ref := capstanv1.RefOf(obj)
 		live := s.live[ref.Key()]
-		if live == nil {
-			continue // new, or unchanged since it was verified
+		if live == nil || !updates[ref.Key()] {
+			continue // new, or unchanged
 		}
 		next, cur := &apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinition{}
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, next); err != nil {
@@ -58,7 +76,11 @@ func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope) ([]capstanv1.
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, cur); err != nil {
 			return nil, nil, fmt.Errorf("reading the live %s: %w", ref.Describe(), err)
 		}
-		v, n, err := r.crdChanges(ctx, s, ref, cur, next)
+		check, changed := versionsToCheck(cur, next)
+		if !changed {
+			continue // a label, a printer column: nothing stored is at stake
+		}
+		v, n, err := r.crdChanges(ctx, s, ref, cur, next, check, applies)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -67,7 +89,34 @@ func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope) ([]capstanv1.
 	return violations, notices, nil
 }
 
-func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv1.ObjectRef, cur, next *apiextensionsv1.CustomResourceDefinition) ([]capstanv1.Violation, []capstanv1.Notice, error) {
+// versionsToCheck compares a live CRD with its rendered next one. changed
+// is set when a stored object could be at stake: a version's schema, or
+// which versions are served or stored, differs. check names the versions
+// whose existing objects must be validated against the new schema: every
+// served one when the served or storage versions change, else those whose
+// schema changed.
+func versionsToCheck(cur, next *apiextensionsv1.CustomResourceDefinition) (check []string, changed bool) {
+	old := map[string]apiextensionsv1.CustomResourceDefinitionVersion{}
+	for _, v := range cur.Spec.Versions {
+		old[v.Name] = v
+	}
+	all := len(cur.Spec.Versions) != len(next.Spec.Versions)
+	for _, v := range next.Spec.Versions {
+		o, ok := old[v.Name]
+		if !ok || o.Served != v.Served || o.Storage != v.Storage {
+			all = true
+		}
+	}
+	for _, v := range next.Spec.Versions {
+		o, ok := old[v.Name]
+		if all || ok && !equality.Semantic.DeepEqual(o.Schema, v.Schema) {
+			check = append(check, v.Name)
+		}
+	}
+	return check, all || len(check) > 0
+}
+
+func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv1.ObjectRef, cur, next *apiextensionsv1.CustomResourceDefinition, check []string, applies func() bool) ([]capstanv1.Violation, []capstanv1.Notice, error) {
 	var out []capstanv1.Violation
 	const fix = "; migrate the stored objects first, or set spec.allowUnsafeCRDChanges"
 	names := map[string]*apiextensionsv1.CustomResourceDefinitionVersion{}
@@ -87,10 +136,10 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !served(cur, v.Name) {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !served(cur, v.Name) || !slices.Contains(check, v.Name) {
 			continue
 		}
-		checked, invalid, first, how, err := r.checkExisting(ctx, s, cur, next, v)
+		checked, invalid, first, how, err := r.checkExisting(ctx, s, cur, next, v, applies)
 		if err != nil {
 			return nil, nil, err
 		}

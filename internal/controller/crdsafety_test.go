@@ -3,14 +3,21 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // gadgetsCRD is a CRD of group safety.example.com with the given versions,
@@ -115,7 +122,7 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 	shadows.SetAPIVersion("apiextensions.k8s.io/v1")
 	shadows.SetKind("CustomResourceDefinitionList")
 	eventually(t, 30*time.Second, "the shadow CRDs to be deleted", func() bool {
-		return admin.List(context.Background(), shadows, client.MatchingLabels{"capstan.dev/crd-check": "true"}) == nil && len(shadows.Items) == 0
+		return admin.List(context.Background(), shadows, client.HasLabels{"capstan.dev/crd-check"}) == nil && len(shadows.Items) == 0
 	})
 }
 
@@ -126,4 +133,168 @@ func hasNoticeSaying(p *capstanv1.Plan, says string) bool {
 		}
 	}
 	return false
+}
+
+// TestCRDChecksMakeShadowsOnlyToApply follows an add-on with a CRD and a
+// stored object. A preview that reads the unchanged CRD (its live
+// resourceVersion moved) makes no shadow CRD, nor does `capstan plan` of
+// it, which writes nothing. An incompatible schema change is caught, in
+// the controller and with no shadow, while the add-on is suspended and by
+// `capstan plan`; once resumed, by the API server through a shadow, which
+// is deleted after.
+func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	group := "shadow" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	publish := func(version string, crd string) string {
+		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"crds/gadgets.yaml": crd}})
+		return url
+	}
+	a := create(t, newAddon(controllerNS, "shadows-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer")), withTarget(ns)))
+	a = waitPhase(t, a, capstanv1.PhaseSynced)
+	gadget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"namespace": ns, "name": "g1"}, "spec": map[string]any{"size": int64(3)}}}
+	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(ctx, gadget) == nil })
+	made := watchShadows(t, a)
+
+	// Another writer's annotation moves the CRD's resourceVersion: the
+	// next sync reads it and dry-runs it again, and finds it unchanged.
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := admin.Get(ctx, client.ObjectKey{Name: "gadgets." + group}, crd); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(crd.DeepCopy())
+	metav1.SetMetaDataAnnotation(&crd.ObjectMeta, "example.com/touched", "yes")
+	if err := admin.Patch(ctx, crd, patch); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "after-touch")
+	got := waitFor(t, a, 60*time.Second, "the refresh to be handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-touch"
+	})
+	if got.Status.Phase != capstanv1.PhaseSynced || hasNoticeSaying(got.Status.Plan, "validated") {
+		t.Errorf("the unchanged CRD was checked: %s, notices %+v", describeStatus(got), got.Status.Plan.Notices)
+	}
+	if m := made(); len(m) > 0 {
+		t.Errorf("a preview of the unchanged CRD made shadow CRDs %v", m)
+	}
+
+	// `capstan plan` of the unchanged CRD writes nothing.
+	const planUser = "capstan-crd-plan-auditor"
+	plan := func() *capstanv1.Plan {
+		t.Helper()
+		_, p := planAs(t, planUser, a)
+		return p
+	}
+	if p := plan(); hasNoticeSaying(p, "validated") || len(p.Violations) > 0 {
+		t.Errorf("the plan checked the unchanged CRD: violations %+v, notices %+v", p.Violations, p.Notices)
+	}
+
+	// Suspended, the incompatible change is caught in the controller.
+	url := publish("2.0.0", gadgetsCRD(group, "v1:true:string"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL, cur.Spec.Suspend = url, true })
+	got = waitFor(t, a, 60*time.Second, "the suspended add-on to find the violation", violationRule("crd-schema-invalidates-objects"))
+	if !hasNoticeSaying(got.Status.Plan, "in the controller") {
+		t.Errorf("the suspended add-on's plan does not say the controller judged the objects: %+v", got.Status.Plan.Notices)
+	}
+	if p := plan(); !hasViolation(p, "crd-schema-invalidates-objects") || !hasNoticeSaying(p, "in the controller") {
+		t.Errorf("the plan of the incompatible change: violations %+v, notices %+v", p.Violations, p.Notices)
+	}
+	if m := made(); len(m) > 0 {
+		t.Errorf("a suspended add-on or a plan made shadow CRDs %v", m)
+	}
+	assertNoWrites(t, planUser)
+
+	// Resumed, the API server judges it through a shadow, deleted after.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
+	got = waitFor(t, a, 60*time.Second, "the API server to judge the objects", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseBlocked && cur.Status.Plan != nil && hasNoticeSaying(cur.Status.Plan, "by the API server")
+	})
+	if !violationRule("crd-schema-invalidates-objects")(got) {
+		t.Errorf("no violation once resumed: %s", describeStatus(got))
+	}
+	if m := made(); len(m) == 0 {
+		t.Error("the check before the apply made no shadow CRD")
+	}
+	shadows := &apiextensionsv1.CustomResourceDefinitionList{}
+	eventually(t, 30*time.Second, "the shadow CRDs to be deleted", func() bool {
+		return admin.List(ctx, shadows, client.HasLabels{"capstan.dev/crd-check"}) == nil && len(shadows.Items) == 0
+	})
+}
+
+// watchShadows watches the shadow CRDs created from now on, and returns a
+// function that names those created so far.
+func watchShadows(t *testing.T, a *capstanv1.Addon) func() []string {
+	t.Helper()
+	c, err := client.NewWithWatch(cluster.ConfigFor("capstan-shadow-watcher", "system:masters"), client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Watch(context.Background(), &apiextensionsv1.CustomResourceDefinitionList{}, client.HasLabels{"capstan.dev/crd-check"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var mu sync.Mutex
+	var names []string
+	go func() {
+		for e := range w.ResultChan() {
+			if crd, ok := e.Object.(*apiextensionsv1.CustomResourceDefinition); ok && e.Type == watch.Added {
+				mu.Lock()
+				names = append(names, crd.Name)
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []string {
+		// NOTE: an event can trail the status that the reconcile which
+		// made it wrote; a second is ample on loopback.
+		time.Sleep(time.Second)
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(names)
+	}
+}
+
+// planAs computes a's plan on demand as user, as `capstan plan` does.
+func planAs(t *testing.T, user string, a *capstanv1.Addon) (*capstanv1.Addon, *capstanv1.Plan) {
+	t.Helper()
+	cfg := cluster.ConfigFor(user, "system:masters")
+	c, err := client.New(cfg, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+	got, p, err := planner.Plan(context.Background(), client.ObjectKeyFromObject(a))
+	if err != nil {
+		t.Fatalf("planning: %v", err)
+	}
+	return got, p
+}
+
+// assertNoWrites fails the test if the audit log holds a write by user
+// other than a dry run.
+func assertNoWrites(t *testing.T, user string) {
+	t.Helper()
+	entries, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	for _, e := range entries {
+		if e.User.Username == user && !strings.Contains(e.RequestURI, "dryRun=All") {
+			writes = append(writes, e.Verb+" "+e.RequestURI)
+		}
+	}
+	if len(writes) > 0 {
+		t.Errorf("%s made %d writes; want none:\n%s", user, len(writes), strings.Join(writes, "\n"))
+	}
+}
+
+func hasViolation(p *capstanv1.Plan, rule string) bool {
+	return slices.ContainsFunc(p.Violations, func(v capstanv1.Violation) bool { return v.Rule == rule })
 }

@@ -38,10 +38,15 @@ const (
 // errNoShadow says that the check cannot use a shadow CRD, and why.
 var errNoShadow = errors.New("no shadow CRD")
 
+// notApplied is why a plan that is not about to be applied makes no
+// shadow, for the notice.
+const notApplied = "the plan is not applied now, so no shadow CRD is made; the API server judges them against one before the sync applies the CRD"
+
 // checkExisting validates a sample of the live objects of a version against
-// the version's new schema: on the API server through a shadow CRD, or in
-// the controller when no shadow can be made. how says which, for the notice.
-func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion) (checked, invalid int, first, how string, err error) {
+// the version's new schema: on the API server through a shadow CRD when
+// the plan applies now, or in the controller when it does not or no shadow
+// can be made. how says which, for the notice.
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, applies func() bool) (checked, invalid int, first, how string, err error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion(cur.Spec.Group + "/" + v.Name)
 	list.SetKind(cur.Spec.Names.Kind + "List")
@@ -50,6 +55,10 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next
 	}
 	if len(list.Items) == 0 {
 		return 0, 0, "", "", nil
+	}
+	if !applies() {
+		checked, invalid, first, err = validateInController(cur, v, list.Items)
+		return checked, invalid, first, "in the controller, without the CEL rules (" + notApplied + ")", err
 	}
 	checked, invalid, first, err = dryRunOnShadow(ctx, s.applier, next, v.Name, list.Items)
 	if errors.Is(err, errNoShadow) {

@@ -42,14 +42,7 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		}
 		windows = &w
 	}
-	state := plan.State{
-		Plan: s.plan, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
-		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
-		LastSyncRequest: s.addon.Status.LastSyncRequest,
-		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
-		Confirm: describeAll(s.confirm),
-		Windows: windows, Continuing: s.continuesRun(),
-	}
+	state := r.gateState(s, s.plan, windows)
 	s.verdict = plan.Decide(state)
 	if s.verdict.Apply {
 		return false, nil
@@ -76,6 +69,45 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		s.requeueSoon(min(time.Until(windows.Change)+time.Second, r.Config.ResyncInterval))
 	}
 	return true, nil
+}
+
+// gateState is what the gates decide on for plan p, with what
+// spec.syncWindows say now.
+func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.Windows) plan.State {
+	return plan.State{
+		Plan: p, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
+		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
+		LastSyncRequest: s.addon.Status.LastSyncRequest,
+		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
+		Confirm: describeAll(s.confirm),
+		Windows: windows, Continuing: s.continuesRun(),
+	}
+}
+
+// appliesNow reports whether a plan made of in would be applied by this
+// reconcile, as far as the preview can tell: not a read-only plan, every
+// dependency Ready, and the gates and windows letting it through. The
+// preview asks it before it makes a shadow CRD (crdSafety), a write a
+// plan that is not applied must not make. A read that fails counts as
+// not applying: the step that needs it fails on it again.
+func (r *AddonReconciler) appliesNow(ctx context.Context, s *scope, in plan.Input) bool {
+	if s.readOnly {
+		return false
+	}
+	if len(s.addon.Spec.DependsOn) > 0 {
+		if f, err := r.dependencyState(ctx, s.addon); err != nil || f != nil {
+			return false
+		}
+	}
+	var windows *plan.Windows
+	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
+		w, err := plan.EvaluateWindows(ws, time.Now())
+		if err != nil {
+			return false
+		}
+		windows = &w
+	}
+	return plan.Decide(r.gateState(s, plan.Build(in), windows)).Apply
 }
 
 // judgeHeld judges the health of what an add-on whose plan is held runs

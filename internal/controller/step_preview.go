@@ -35,15 +35,6 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		if err := r.previewObjects(ctx, s); err != nil {
 			return false, err
 		}
-		v, n, err := r.crdSafety(ctx, s)
-		if err != nil {
-			return false, err
-		}
-		if !s.addon.Spec.AllowUnsafeCRDChanges {
-			s.violations = append(s.violations, v...)
-			in.Violations = s.violations
-		}
-		s.crdNotices = n
 		in.Rendered = s.objects
 		in.Objects = s.previews
 		s.kept, s.confirm = s.leftOutOfInventory(), nil
@@ -61,6 +52,25 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: h, Digest: hookDigest(s.hooks, h.ObjectRef)})
 		}
 		in.Notices = hookNotices(s.hooks)
+		// NOTE: the CRD check comes last, once the plan but its
+		// violations is known: whether it may make a shadow CRD depends on
+		// whether that plan would be applied now, and its violations can
+		// only hold the plan back.
+		checked, applies := false, false
+		v, n, err := r.crdSafety(ctx, s, func() bool {
+			if !checked {
+				checked, applies = true, r.appliesNow(ctx, s, in)
+			}
+			return applies
+		})
+		if err != nil {
+			return false, err
+		}
+		if !s.addon.Spec.AllowUnsafeCRDChanges {
+			s.violations = append(s.violations, v...)
+			in.Violations = s.violations
+		}
+		s.crdNotices = n
 	}
 	if s.values != nil {
 		for _, n := range s.values.Notices {

@@ -1,0 +1,66 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// crdOf is a CRD with versions, each a name, whether it is served and
+// stored, and the type of its one field.
+func crdOf(versions ...crdVersion) *apiextensionsv1.CustomResourceDefinition {
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "gadgets.example.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: "example.com",
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Kind: "Gadget"}}}
+	for _, v := range versions {
+		crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{
+			Name: v.name, Served: v.served, Storage: v.storage,
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: v.size}}}},
+			AdditionalPrinterColumns: v.columns,
+		})
+	}
+	return crd
+}
+
+type crdVersion struct {
+	name            string
+	served, storage bool
+	size            string
+	columns         []apiextensionsv1.CustomResourceColumnDefinition
+}
+
+// TestVersionsToCheck decides which CRD changes put stored objects at
+// stake: none when only what no object is judged by changes, the changed
+// version's schema, and every version when the served or storage versions
+// change.
+func TestVersionsToCheck(t *testing.T) {
+	v1 := crdVersion{name: "v1", served: true, storage: true, size: "integer"}
+	v1String := crdVersion{name: "v1", served: true, storage: true, size: "string"}
+	v1Column := v1
+	v1Column.columns = []apiextensionsv1.CustomResourceColumnDefinition{{Name: "Size", Type: "integer", JSONPath: ".size"}}
+	v1Old := crdVersion{name: "v1", served: true, size: "integer"}
+	v2 := crdVersion{name: "v2", served: true, storage: true, size: "integer"}
+	v2Old := crdVersion{name: "v2", served: true, size: "integer"}
+	for _, tc := range []struct {
+		name      string
+		cur, next *apiextensionsv1.CustomResourceDefinition
+		check     []string
+		changed   bool
+	}{
+		{"the same", crdOf(v1), crdOf(v1), nil, false},
+		{"a printer column", crdOf(v1), crdOf(v1Column), nil, false},
+		{"a schema", crdOf(v1), crdOf(v1String), []string{"v1"}, true},
+		{"one schema of two", crdOf(v1String, v2Old), crdOf(v1, v2Old), []string{"v1"}, true},
+		{"a version added", crdOf(v1), crdOf(v1, v2Old), []string{"v1", "v2"}, true},
+		{"the storage version moved", crdOf(v1, v2Old), crdOf(v1Old, v2), []string{"v1", "v2"}, true},
+		{"a version dropped", crdOf(v1), crdOf(v2), []string{"v2"}, true},
+	} {
+		check, changed := versionsToCheck(tc.cur, tc.next)
+		if changed != tc.changed || !slices.Equal(check, tc.check) {
+			t.Errorf("%s: check %v, changed %v; want %v, %v", tc.name, check, changed, tc.check, tc.changed)
+		}
+	}
+}
