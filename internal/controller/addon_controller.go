@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	crsource "sigs.k8s.io/controller-runtime/pkg/source"
@@ -140,6 +141,12 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		return err
 	}
 	r.local.watched = watched
+	// Shadow CRDs that a crash left behind in this cluster are swept even
+	// when their add-on checks no CRD again.
+	sweeper := r.local.appliers[capstanv1.ProfileCluster].Client
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error { return sweepShadows(ctx, sweeper) })); err != nil {
+		return err
+	}
 	r.drift = &driftWatch{
 		Delay: r.Config.DriftDelay,
 		Busy: func(addon types.NamespacedName) bool {

@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -205,7 +207,12 @@ func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 	}
 	assertNoWrites(t, planUser)
 
-	// Resumed, the API server judges it through a shadow, deleted after.
+	// A crash left a shadow of this add-on's (for an earlier chart), and
+	// another add-on checks its own CRD right now.
+	leftover, others := leftoverShadow(t, group, "left", shadowOwnerOf(a)), leftoverShadow(t, group, "other", "0123456789abcdef")
+
+	// Resumed, the API server judges it through a shadow, deleted after,
+	// with the leftover; the other add-on's is left alone.
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
 	got = waitFor(t, a, 60*time.Second, "the API server to judge the objects", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseBlocked && cur.Status.Plan != nil && hasNoticeSaying(cur.Status.Plan, "by the API server")
@@ -218,19 +225,52 @@ func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 	}
 	shadows := &apiextensionsv1.CustomResourceDefinitionList{}
 	eventually(t, 30*time.Second, "the shadow CRDs to be deleted", func() bool {
-		return admin.List(ctx, shadows, client.HasLabels{"capstan.dev/crd-check"}) == nil && len(shadows.Items) == 0
+		return admin.List(ctx, shadows, client.MatchingLabels{"capstan.dev/crd-check": shadowOwnerOf(got)}) == nil && len(shadows.Items) == 0
 	})
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(leftover), &apiextensionsv1.CustomResourceDefinition{}); err == nil {
+		t.Errorf("the leftover shadow %s is still there", leftover.Name)
+	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(others), others); err != nil || others.DeletionTimestamp != nil {
+		t.Errorf("another add-on's shadow in use was deleted: %v", err)
+	}
 }
 
-// watchShadows watches the shadow CRDs created from now on, and returns a
-// function that names those created so far.
+// leftoverShadow creates, as the admin, a shadow CRD labelled for owner,
+// deleted at the test's end.
+func leftoverShadow(t *testing.T, group, name, owner string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	g := "c" + name + strings.ReplaceAll(group, ".", "") + ".crdcheck.capstan.dev"
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + g, Labels: map[string]string{"capstan.dev/crd-check": owner}},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: g, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "gadgets", Singular: "gadget", Kind: "Gadget", ListKind: "GadgetList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object"}}}}},
+	}
+	if err := admin.Create(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), crd) })
+	return crd
+}
+
+// shadowOwnerOf is the value of the capstan.dev/crd-check label on an
+// Addon's shadow CRDs: a short hash of its namespace, name and UID.
+func shadowOwnerOf(a *capstanv1.Addon) string {
+	sum := sha256.Sum256([]byte(a.Namespace + "/" + a.Name + "/" + string(a.UID)))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// watchShadows watches the CRDs created for a's checks from now on, and
+// returns a function that names those created so far.
 func watchShadows(t *testing.T, a *capstanv1.Addon) func() []string {
 	t.Helper()
 	c, err := client.NewWithWatch(cluster.ConfigFor("capstan-shadow-watcher", "system:masters"), client.Options{Scheme: scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := c.Watch(context.Background(), &apiextensionsv1.CustomResourceDefinitionList{}, client.HasLabels{"capstan.dev/crd-check"})
+	w, err := c.Watch(context.Background(), &apiextensionsv1.CustomResourceDefinitionList{},
+		client.MatchingLabels{"capstan.dev/crd-check": shadowOwnerOf(a)})
 	if err != nil {
 		t.Fatal(err)
 	}

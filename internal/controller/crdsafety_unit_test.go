@@ -6,6 +6,9 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // crdOf is a CRD with versions, each a name, whether it is served and
@@ -62,5 +65,36 @@ func TestVersionsToCheck(t *testing.T) {
 		if changed != tc.changed || !slices.Equal(check, tc.check) {
 			t.Errorf("%s: check %v, changed %v; want %v, %v", tc.name, check, changed, tc.check, tc.changed)
 		}
+	}
+}
+
+// TestShadowsAreTheirAddons: two add-ons that render one CRD make shadows
+// of their own, with names and groups apart, each labelled for its
+// add-on, and an Addon made anew under the same name another one.
+func TestShadowsAreTheirAddons(t *testing.T) {
+	crd := crdOf(crdVersion{name: "v1", served: true, storage: true, size: "integer"})
+	addon := func(ns, name, uid string) *capstanv1.Addon {
+		a := &capstanv1.Addon{}
+		a.Namespace, a.Name, a.UID = ns, name, types.UID("uid-"+uid)
+		return a
+	}
+	seen := map[string]bool{}
+	for _, a := range []*capstanv1.Addon{addon("one", "gadgets", "1"), addon("two", "gadgets", "2"), addon("one", "gadgets", "3")} {
+		owner := shadowOwner(a)
+		shadow, err := newShadow(crd, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if seen[shadow.Name] || seen[shadow.Spec.Group] {
+			t.Errorf("%s/%s (%s) shares the shadow %s", a.Namespace, a.Name, a.UID, shadow.Name)
+		}
+		seen[shadow.Name], seen[shadow.Spec.Group] = true, true
+		if shadow.Labels[shadowLabel] != owner || len(shadow.Name) > 253 {
+			t.Errorf("the shadow %s is labelled %v", shadow.Name, shadow.Labels)
+		}
+	}
+	again, _ := newShadow(crd, shadowOwner(addon("one", "gadgets", "1")))
+	if !seen[again.Name] {
+		t.Errorf("the same add-on's shadow of the same CRD is named anew (%s): a crash's leftover would not be found", again.Name)
 	}
 }

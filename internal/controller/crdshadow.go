@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 )
 
@@ -24,10 +25,15 @@ import (
 // creates a shadow: a copy of the new CRD under a group of its own
 // (<hash>.crdcheck.capstan.dev), and dry-run creates the sampled objects
 // against it. Nothing is stored under the shadow, and it is deleted at once
-// after; a shadow that a crash left behind is deleted by the next check.
+// after. The group's hash covers the Addon as well as the CRD, so two
+// add-ons that render one CRD never share, or delete, each other's shadow.
+// A shadow that a crash left behind is deleted by its add-on's next check,
+// by any check once it is shadowMaxAge old, and by the controller's sweep
+// (sweepShadows).
 
 const (
-	// shadowLabel marks shadow CRDs, so leftovers can be found.
+	// shadowLabel marks shadow CRDs, so leftovers can be found; its value
+	// is the Addon's shadowOwner.
 	shadowLabel = "capstan.dev/crd-check"
 	// shadowGroupSuffix ends every shadow's group.
 	shadowGroupSuffix = ".crdcheck.capstan.dev"
@@ -60,7 +66,7 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next
 		checked, invalid, first, err = validateInController(cur, v, list.Items)
 		return checked, invalid, first, "in the controller, without the CEL rules (" + notApplied + ")", err
 	}
-	checked, invalid, first, err = dryRunOnShadow(ctx, s.applier, next, v.Name, list.Items)
+	checked, invalid, first, err = dryRunOnShadow(ctx, s.applier, shadowOwner(s.addon), next, v.Name, list.Items)
 	if errors.Is(err, errNoShadow) {
 		why := err.Error()
 		checked, invalid, first, err = validateInController(cur, v, list.Items)
@@ -69,24 +75,43 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next
 	return checked, invalid, first, "by the API server (a dry run against a shadow of the new CRD)", err
 }
 
-// dryRunOnShadow creates a shadow of crd, dry-run creates each item as
-// version against it, and deletes the shadow. It returns errNoShadow when
-// the CRD converts with a webhook (the shadow would call it) or the account
-// may not create CRDs.
-func dryRunOnShadow(ctx context.Context, a *apply.Applier, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
+// shadowOwner names an Addon in its shadows' group and label: a short hash
+// of its namespace, name and UID, so that an Addon made anew under the
+// same name does not take over a shadow the old one left.
+func shadowOwner(a *capstanv1.Addon) string {
+	sum := sha256.Sum256([]byte(a.Namespace + "/" + a.Name + "/" + string(a.UID)))
+	return hex.EncodeToString(sum[:])[:16]
+}
+
+// dryRunOnShadow creates owner's shadow of crd, dry-run creates each item
+// as version against it, and deletes the shadow. It returns errNoShadow
+// when the CRD converts with a webhook (the shadow would call it) or the
+// account may not create CRDs.
+func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
 	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 		return 0, 0, "", fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
 	}
-	cleanShadows(ctx, a.Client)
-	shadow, err := newShadow(crd)
+	shadow, err := newShadow(crd, owner)
 	if err != nil {
 		return 0, 0, "", err
 	}
-	if err := a.Client.Create(ctx, shadow); err != nil && !apierrors.IsAlreadyExists(err) {
-		if apierrors.IsForbidden(err) {
+	cleanShadows(ctx, a.Client, owner, shadow.Name)
+	if err := a.Client.Create(ctx, shadow); err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
 			return 0, 0, "", fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
+		case !apierrors.IsAlreadyExists(err):
+			return 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
 		}
-		return 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
+		// NOTE: a crash left this add-on's shadow of the same new CRD;
+		// it is the same schema, so it serves, and is deleted after.
+		old := &apiextensionsv1.CustomResourceDefinition{}
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(shadow), old); err != nil {
+			return 0, 0, "", fmt.Errorf("reading the shadow of %s that an earlier check left: %w", crd.Name, err)
+		}
+		if old.DeletionTimestamp != nil {
+			return 0, 0, "", fmt.Errorf("the shadow of %s that an earlier check left is still being deleted; the check is retried", crd.Name)
+		}
 	}
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -129,34 +154,59 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, crd *apiextensionsv1.
 	return checked, invalid, first, nil
 }
 
-// newShadow copies crd under a group of its own, named after the CRD and
-// its new spec, with the names that could clash with other kinds removed.
-func newShadow(crd *apiextensionsv1.CustomResourceDefinition) (*apiextensionsv1.CustomResourceDefinition, error) {
+// newShadow copies crd, for owner, under a group of its own, named after
+// the owner, the CRD and its new spec, with the names that could clash
+// with other kinds removed.
+func newShadow(crd *apiextensionsv1.CustomResourceDefinition, owner string) (*apiextensionsv1.CustomResourceDefinition, error) {
 	raw, err := crd.Spec.Marshal()
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(append([]byte(crd.Name+"\x00"), raw...))
+	sum := sha256.Sum256(append([]byte(owner+"\x00"+crd.Name+"\x00"), raw...))
 	group := "c" + hex.EncodeToString(sum[:])[:12] + shadowGroupSuffix
 	spec := *crd.Spec.DeepCopy()
 	spec.Group = group
 	spec.Names.ShortNames, spec.Names.Categories = nil, nil
 	spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
 	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: spec.Names.Plural + "." + group, Labels: map[string]string{shadowLabel: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Name: spec.Names.Plural + "." + group, Labels: map[string]string{shadowLabel: owner}},
 		Spec:       spec,
 	}, nil
 }
 
-// cleanShadows deletes shadows that a stopped controller left behind.
-func cleanShadows(ctx context.Context, c client.Client) {
+// cleanShadows deletes the shadows left behind: owner's, but for keep
+// (the one it is about to use), whatever their age, and anyone's once
+// shadowMaxAge old. An empty owner deletes only the old ones.
+//
+// NOTE: an Addon's reconciles never run at once, and only they make its
+// shadows, so one of owner's that is not keep is a leftover even when
+// young. Another add-on's may be in use: only its age tells.
+func cleanShadows(ctx context.Context, c client.Client, owner, keep string) {
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := c.List(ctx, list, client.MatchingLabels{shadowLabel: "true"}); err != nil {
+	if err := c.List(ctx, list, client.HasLabels{shadowLabel}); err != nil {
 		return
 	}
 	for i := range list.Items {
-		if time.Since(list.Items[i].CreationTimestamp.Time) > shadowMaxAge {
-			_ = c.Delete(ctx, &list.Items[i])
+		sh := &list.Items[i]
+		mine := owner != "" && sh.Labels[shadowLabel] == owner && sh.Name != keep
+		if sh.DeletionTimestamp == nil && (mine || time.Since(sh.CreationTimestamp.Time) > shadowMaxAge) {
+			_ = c.Delete(ctx, sh)
+		}
+	}
+}
+
+// sweepShadows deletes, every shadowMaxAge, the shadows in the local
+// cluster that are that old: those a crash left behind and no later check
+// of their add-on deleted. It ends with ctx.
+func sweepShadows(ctx context.Context, c client.Client) error {
+	t := time.NewTicker(shadowMaxAge)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			cleanShadows(ctx, c, "", "")
 		}
 	}
 }
