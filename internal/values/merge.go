@@ -54,8 +54,9 @@ func (l Layer) Name() string {
 
 func (l Layer) field() string { return fmt.Sprintf("spec.valuesFrom[%d]", l.Index) }
 
-// tree returns the layer as a values map: the document, or the raw string
-// set at the targetPath.
+// tree returns the layer alone as a values map: the document, or the raw
+// string set at the targetPath in an empty map. Compose merges a targetPath
+// layer differently (applyTo); tree is for looking at what a layer holds.
 func (l Layer) tree() map[string]any {
 	if l.Missing {
 		return nil
@@ -66,6 +67,29 @@ func (l Layer) tree() map[string]any {
 		return m
 	}
 	return copyMap(l.Doc)
+}
+
+// applyTo returns the user values merged so far with the layer over them.
+// A document merges as Helm merges a values file. A targetPath sets its one
+// value into the values merged so far, as Helm's --set sets into the -f
+// files and Flux's targetPath into the values before it: an element of a
+// list an earlier layer wrote keeps its other keys, and its siblings stay.
+// The lists on the way are copied, never changed in place.
+func (l Layer) applyTo(user map[string]any) map[string]any {
+	if l.path != nil {
+		l.path.set(user, l.Raw)
+		return user
+	}
+	return loader.MergeMaps(user, copyMap(l.Doc))
+}
+
+// setsKey reports whether the layer sets something under the top-level key.
+func (l Layer) setsKey(key string) bool {
+	if l.path != nil {
+		return l.path[0].key == key
+	}
+	_, ok := l.Doc[key]
+	return ok
 }
 
 // Inputs is everything Compose merges.
@@ -179,16 +203,10 @@ func Compose(in Inputs) (*Result, error) {
 	// until the chart's defaults are coalesced.
 	user := copyMap(in.Generated)
 	var platformSetters []string
-	layer := func(name string, m map[string]any) {
-		if m == nil {
-			return
-		}
-		if _, ok := m[key]; ok {
-			platformSetters = append(platformSetters, name)
-		}
-		user = loader.MergeMaps(user, m)
+	if _, ok := in.Sources.Spec[key]; ok {
+		platformSetters = append(platformSetters, "spec.values")
 	}
-	layer("spec.values", copyMap(in.Sources.Spec))
+	user = loader.MergeMaps(user, copyMap(in.Sources.Spec))
 	for _, l := range in.Sources.From {
 		if l.Missing {
 			res.Notices = append(res.Notices, Notice{
@@ -197,7 +215,10 @@ func Compose(in Inputs) (*Result, error) {
 			})
 			continue
 		}
-		layer(l.Name(), l.tree())
+		if l.setsKey(key) {
+			platformSetters = append(platformSetters, l.Name())
+		}
+		user = l.applyTo(user)
 	}
 	if len(platformSetters) > 0 {
 		res.Notices = append(res.Notices, Notice{

@@ -91,6 +91,49 @@ auth: {username: admin}
 			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin, password: new, email: a@b.c}, capstan: {namespace: platform}}`,
 		},
 		{
+			name: "targetPath into a list of spec.values keeps the element's other keys and its siblings",
+			spec: `{servers: [{host: a, port: 1}, {host: b, port: 2}]}`,
+			from: []Layer{pathLayer("Secret", "a", "servers[1].token", "sekret")},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, servers: [{host: a, port: 1}, {host: b, port: 2, token: sekret}], capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath into a list a ConfigMap document wrote",
+			from: []Layer{
+				docLayer("ConfigMap", "b", `{servers: [{host: a}, {host: b}]}`),
+				pathLayer("Secret", "a", "servers[0].token", "sekret"),
+			},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, servers: [{host: a, token: sekret}, {host: b}], capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPaths into one list keep each other's elements",
+			from: []Layer{
+				pathLayer("Secret", "a", "hosts[0]", "one"),
+				pathLayer("Secret", "a", "hosts[1]", "two"),
+			},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, hosts: [one, two], capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath past the end of an earlier list grows it with nulls",
+			spec: `{hosts: [one]}`,
+			from: []Layer{pathLayer("Secret", "a", "hosts[2]", "three")},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, hosts: [one, null, three], capstan: {namespace: platform}}`,
+		},
+		{
+			name: "a later document replaces a list a targetPath set into",
+			spec: `{hosts: [one, two]}`,
+			from: []Layer{
+				pathLayer("Secret", "a", "hosts[1]", "secret"),
+				docLayer("ConfigMap", "b", `{hosts: [three]}`),
+			},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, hosts: [three], capstan: {namespace: platform}}`,
+		},
+		{
+			name: "targetPath replaces a scalar an earlier layer put in its way",
+			spec: `{servers: off}`,
+			from: []Layer{pathLayer("Secret", "a", "servers[0].token", "sekret")},
+			want: `{replicas: 1, image: {repository: nginx, tag: "1.25", pullPolicy: IfNotPresent}, ports: [80, 443], persistence: {enabled: true, size: 8Gi}, auth: {username: admin}, servers: [{token: sekret}], capstan: {namespace: platform}}`,
+		},
+		{
 			name: "an optional missing entry adds nothing",
 			spec: `{replicas: 2}`,
 			from: []Layer{{Ref: docLayer("Secret", "gone", "").Ref, Missing: true}},
@@ -177,20 +220,22 @@ func TestComposeNotices(t *testing.T) {
 
 func TestComposeDoesNotChangeItsInputs(t *testing.T) {
 	spec := map[string]any{"a": map[string]any{"b": []any{"x"}}}
-	layerDoc := map[string]any{"a": map[string]any{"c": "y"}}
+	layerDoc := map[string]any{"a": map[string]any{"c": "y"}, "l": []any{map[string]any{"k": "v"}}}
 	gen := map[string]any{"g": "z"}
 	in := Inputs{
 		Generated: gen,
 		Sources: Sources{Spec: spec, From: indexed(
 			Layer{Ref: docLayer("Secret", "s", "").Ref, Doc: layerDoc},
 			pathLayer("Secret", "s", "a.b[0]", "changed"),
+			pathLayer("Secret", "s", "a.c", "changed"),
+			pathLayer("Secret", "s", "l[0].k", "changed"),
 		)},
 	}
 	if _, err := Compose(in); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(spec, map[string]any{"a": map[string]any{"b": []any{"x"}}}) ||
-		!reflect.DeepEqual(layerDoc, map[string]any{"a": map[string]any{"c": "y"}}) ||
+		!reflect.DeepEqual(layerDoc, map[string]any{"a": map[string]any{"c": "y"}, "l": []any{map[string]any{"k": "v"}}}) ||
 		!reflect.DeepEqual(gen, map[string]any{"g": "z"}) {
 		t.Fatalf("Compose changed its inputs: spec=%v layer=%v generated=%v", spec, layerDoc, gen)
 	}

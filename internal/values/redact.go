@@ -124,7 +124,13 @@ func secretPaths(in Inputs, effective map[string]any) []string {
 	}
 	addTree(in.Generated)
 	for _, l := range in.Sources.From {
-		if l.FromSecret() && !l.Missing {
+		switch {
+		case !l.FromSecret() || l.Missing:
+		case l.path != nil:
+			// Only the one value the targetPath set: the list elements
+			// and keys around it came from other sources.
+			set[pointer(l.path.strings())] = true
+		default:
 			addTree(l.tree())
 		}
 	}

@@ -65,6 +65,58 @@ func TestComposeSecretPathsAndRedaction(t *testing.T) {
 	}
 }
 
+// TestComposeSecretPathsOfATargetPathIntoAList checks that a Secret's
+// targetPath into a list another source wrote marks only the value it set:
+// the other elements and keys stay visible.
+func TestComposeSecretPathsOfATargetPathIntoAList(t *testing.T) {
+	tests := []struct {
+		name  string
+		spec  string
+		from  []Layer
+		paths []string
+		shown string // the redacted effective values
+	}{
+		{
+			name:  "after spec.values",
+			spec:  `{servers: [{host: a, port: 1}, {host: b, port: 2}]}`,
+			from:  []Layer{pathLayer("Secret", "s", "servers[1].token", "SECRETtoken1")},
+			paths: []string{"/servers/1/token"},
+			shown: `{servers: [{host: a, port: 1}, {host: b, port: 2, token: "(redacted)"}]}`,
+		},
+		{
+			name: "after a ConfigMap document",
+			from: []Layer{
+				docLayer("ConfigMap", "c", `{servers: [{host: a}, {host: b}]}`),
+				pathLayer("Secret", "s", "servers[1].token", "SECRETtoken1"),
+			},
+			paths: []string{"/servers/1/token"},
+			shown: `{servers: [{host: a}, {host: b, token: "(redacted)"}]}`,
+		},
+		{
+			name:  "a whole element",
+			spec:  `{hosts: [public, other]}`,
+			from:  []Layer{pathLayer("Secret", "s", "hosts[1]", "SECRETtoken1")},
+			paths: []string{"/hosts/1"},
+			shown: `{hosts: [public, "(redacted)"]}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Compose(Inputs{Sources: Sources{Spec: ymap(t, tt.spec), From: indexed(tt.from...)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(res.SecretPaths, tt.paths) {
+				t.Fatalf("SecretPaths = %v, want %v", res.SecretPaths, tt.paths)
+			}
+			assertYAML(t, "redacted", res.Redacted(), tt.shown)
+			if got := res.SecretValues(); !reflect.DeepEqual(got, []string{"SECRETtoken1"}) {
+				t.Errorf("SecretValues = %v, want only the token", got)
+			}
+		})
+	}
+}
+
 func TestRedact(t *testing.T) {
 	v := ymap(t, `{a: {b: s1, c: keep}, l: [x, {k: s2}], top: s3}`)
 	tests := []struct {
