@@ -292,13 +292,8 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		return err
 	}
 	specValues = loader.MergeMaps(specValues, set)
-	schema, err := addonvalues.SchemaForChart(fetched.Chart)
-	if err != nil {
-		return err
-	}
 	composed, err := addonvalues.Compose(addonvalues.Inputs{
 		Chart:   fetched.Chart,
-		Schema:  schema,
 		Sources: addonvalues.Sources{Spec: specValues, From: nil},
 	})
 	if err != nil {

@@ -35,9 +35,16 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "chart-source",
 			Message: "decryption applies to git folders only; a chart takes secret values from valuesFrom"})
 	}
-	schema, err := values.SchemaForChart(s.artifact.Chart.Chart)
+	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
 	if err != nil {
-		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "values.schema.json", Rule: "schema", Message: err.Error()})
+		return false, s.valuesProblem(err)
+	}
+	// The schemas of the chart as the user's values resolve its
+	// dependencies: a disabled subchart has nothing generated, an aliased
+	// one has it under its alias.
+	schema, err := values.SchemaFor(s.artifact.Chart.Chart, sources)
+	if err != nil {
+		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: values.SchemaErrorPath, Rule: "schema", Message: err.Error()})
 		return false, nil
 	}
 	// NOTE: a plan on demand writes nothing: generated values not kept yet
@@ -49,10 +56,6 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 	} else {
 		generated, err = values.EnsureGenerated(ctx, r.Client, s.addon, s.profile, schema)
 	}
-	if err != nil {
-		return false, s.valuesProblem(err)
-	}
-	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
 	if err != nil {
 		return false, s.valuesProblem(err)
 	}
@@ -72,7 +75,7 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		s.platform = values.Platform{Namespace: s.namespace}
 	}
 	res, err := values.Compose(values.Inputs{
-		Chart: s.artifact.Chart.Chart, Schema: schema, Generated: generated, Sources: sources,
+		Chart: s.artifact.Chart.Chart, Generated: generated, Sources: sources,
 		Platform: s.platform.Values(), PlatformKey: r.Config.PlatformKey,
 	})
 	if err != nil {

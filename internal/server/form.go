@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -556,10 +557,6 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 // empty: they are checked with a stand-in, and their errors are left out,
 // since the form cannot know their value.
 func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string) ([]capstanv1.ValuesError, error) {
-	schema, err := values.SchemaForChart(art.Chart.Chart)
-	if err != nil || schema == nil {
-		return nil, err
-	}
 	secret := map[string]any{}
 	for p, v := range inputs {
 		setPath(secret, strings.Split(p, "."), v)
@@ -575,12 +572,16 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 	if len(secret) > 0 {
 		src.From = []values.Layer{{Ref: capstanv1.ValuesReference{Kind: "Secret", Name: values.ValuesPrefix(name) + "form"}, Doc: secret}}
 	}
-	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Schema: schema, Sources: src})
+	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: src})
 	if err != nil {
 		return nil, err
 	}
 	var errs []capstanv1.ValuesError
 	for _, e := range res.Errors {
+		if e.Path == values.SchemaErrorPath {
+			// The chart is broken, not the form's values.
+			return nil, errors.New(e.Message)
+		}
 		if !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
 			errs = append(errs, e)
 		}

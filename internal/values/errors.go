@@ -8,6 +8,11 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
+// SchemaErrorPath is the Path of a ValuesError that says a chart's
+// values.schema.json itself is broken, rather than a value; its Rule is
+// "schema".
+const SchemaErrorPath = "values.schema.json"
+
 // InvalidError is a problem with an add-on's values that a person must fix,
 // such as a valuesFrom entry that names a missing Secret or a targetPath that
 // does not parse. The controller reports its Errors in the plan and stops

@@ -5,11 +5,12 @@ import (
 	"sort"
 	"strings"
 
-	chart "helm.sh/helm/v4/pkg/chart"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
 )
 
 // DefaultPlatformKey is the reserved top-level values key the controller sets
@@ -92,13 +93,25 @@ func (l Layer) setsKey(key string) bool {
 	return ok
 }
 
+// mergeOver returns user with spec.values and each valuesFrom entry merged
+// over it, in order. Missing optional entries add nothing.
+func (src Sources) mergeOver(user map[string]any) map[string]any {
+	user = loader.MergeMaps(user, copyMap(src.Spec))
+	for _, l := range src.From {
+		if !l.Missing {
+			user = l.applyTo(user)
+		}
+	}
+	return user
+}
+
 // Inputs is everything Compose merges.
 type Inputs struct {
-	// Chart gives the defaults (values.yaml of the chart and its subcharts).
-	// Nil means no defaults.
-	Chart chart.Charter
-	// Schema validates the result; nil means the chart has none.
-	Schema *Schema
+	// Chart is the chart as it was loaded, with its subcharts. It gives the
+	// defaults (values.yaml of the chart and its subcharts) and the schemas
+	// (their values.schema.json). Compose resolves its dependencies for the
+	// values first, as Helm does. Nil means no defaults and no schema.
+	Chart *chartv2.Chart
 	// Generated are the generated-once values from EnsureGenerated.
 	Generated map[string]any
 	// Sources are spec.values and valuesFrom, from Read.
@@ -140,6 +153,10 @@ type Result struct {
 	// PlatformWithheld is true when the chart's schema does not allow the
 	// platform key, so its facts were left out (a Notice says so).
 	PlatformWithheld bool
+	// Schema holds the schemas Effective was checked against: the chart's
+	// and those of the subcharts the values enable, each under the name
+	// the chart gives it. Nil when none of them has one.
+	Schema *Schema
 }
 
 // Redacted returns Effective with every secret value masked, for the plan,
@@ -173,6 +190,13 @@ func (r *Result) SecretValues() []string {
 // in order, and the platform key, which is set last and replaces whatever a
 // user put under it (a Notice says so).
 //
+// The chart is taken as Helm renders it for these values: its dependencies
+// resolved by Helm's own code (render.ChartValues), so a subchart that a
+// condition or a tag disables is gone, an aliased one answers to its alias,
+// and import-values are in the parent's defaults. The defaults, the
+// schemas, the secret inputs and the effective values all come from that
+// chart, so what is checked is what renders.
+//
 // The platform key is for charts written for Capstan. A chart whose
 // values.schema.json does not allow it (a strict schema with
 // additionalProperties: false, as cert-manager's) is rendered without it,
@@ -185,8 +209,9 @@ func (r *Result) SecretValues() []string {
 // default and otherwise leaves a null; Compose drops those nulls too, so that
 // null always deletes, and Values stay exactly what Helm should be given.
 //
-// Compose reports secret inputs outside Secrets and schema violations as
-// Result.Errors; it returns an error only when the chart itself is broken.
+// Compose reports secret inputs outside Secrets, schema violations and a
+// schema that does not compile as Result.Errors; it returns an error only
+// when the chart's dependencies cannot be resolved.
 func Compose(in Inputs) (*Result, error) {
 	key := in.PlatformKey
 	if key == "" {
@@ -194,19 +219,10 @@ func Compose(in Inputs) (*Result, error) {
 	}
 	res := &Result{}
 
-	var errs errorList
-	if in.Schema != nil {
-		errs = append(errs, in.Schema.checkWriteOnly(in.Sources)...)
-	}
-
-	// Helm's own merge of values files: later wins, maps merge, nulls stay
-	// until the chart's defaults are coalesced.
-	user := copyMap(in.Generated)
 	var platformSetters []string
 	if _, ok := in.Sources.Spec[key]; ok {
 		platformSetters = append(platformSetters, "spec.values")
 	}
-	user = loader.MergeMaps(user, copyMap(in.Sources.Spec))
 	for _, l := range in.Sources.From {
 		if l.Missing {
 			res.Notices = append(res.Notices, Notice{
@@ -218,7 +234,6 @@ func Compose(in Inputs) (*Result, error) {
 		if l.setsKey(key) {
 			platformSetters = append(platformSetters, l.Name())
 		}
-		user = l.applyTo(user)
 	}
 	if len(platformSetters) > 0 {
 		res.Notices = append(res.Notices, Notice{
@@ -227,70 +242,154 @@ func Compose(in Inputs) (*Result, error) {
 				strings.Join(platformSetters, ", "), key),
 		})
 	}
+	// Helm's own merge of values files: later wins, maps merge, nulls stay
+	// until the chart's defaults are coalesced.
+	user := in.Sources.mergeOver(copyMap(in.Generated))
 	delete(user, key)
 	if in.Platform != nil {
 		user[key] = copyMap(in.Platform)
 	}
 
-	defaults := map[string]any{}
-	if in.Chart != nil {
-		d, err := chartutil.CoalesceValues(in.Chart, map[string]any{})
-		if err != nil {
-			return nil, fmt.Errorf("coalesce the chart's default values: %w", err)
-		}
-		defaults = d
-	}
-	pruneNulls(user, defaults)
-	res.Values = user
-
-	eff, err := coalesce(in.Chart, user)
+	// The nulls that delete nothing go, judged against the defaults of the
+	// chart as these values resolve it: an import-values default or an
+	// aliased subchart's is one a null deletes.
+	resolved, _, err := resolve(in.Chart, user)
 	if err != nil {
 		return nil, err
 	}
-	res.Effective = eff
-
-	if in.Schema != nil {
-		schemaErrs := in.Schema.Validate(res.Effective)
-		if _, set := user[key]; set && len(schemaErrs) > 0 {
-			// NOTE: a chart that does not know the platform key must render
-			// as helm install renders it. If the key alone adds schema
-			// errors, the key goes.
-			without := copyMap(user)
-			delete(without, key)
-			effWithout, err := coalesce(in.Chart, without)
-			if err != nil {
-				return nil, err
-			}
-			errsWithout := in.Schema.Validate(effWithout)
-			if addsErrors(schemaErrs, errsWithout) {
-				res.Values, res.Effective, schemaErrs = without, effWithout, errsWithout
-				res.PlatformWithheld = true
-				res.Notices = append(res.Notices, Notice{
-					Path: pointer([]string{key}),
-					Message: fmt.Sprintf("the chart's values.schema.json does not allow the key %q, so the platform's facts were withheld from it; a chart that reads them declares the property %q in its schema",
-						key, key),
-				})
-			}
-		}
-		errs = append(errs, schemaErrs...)
+	defaults, err := coalesceDefaults(resolved)
+	if err != nil {
+		return nil, err
 	}
+	pruneNulls(user, defaults)
+
+	var errs errorList
+	v := &validator{}
+	eff, schemaErrs, err := v.check(in.Chart, user)
+	if err != nil {
+		return nil, err
+	}
+	res.Values, res.Effective, res.Schema = user, eff, v.schema
+	errs = append(errs, v.compileErrs...)
+	if _, set := user[key]; set && len(schemaErrs) > 0 {
+		// NOTE: a chart that does not know the platform key must render
+		// as helm install renders it. If the key alone adds schema
+		// errors, the key goes.
+		without := copyMap(user)
+		delete(without, key)
+		effWithout, errsWithout, err := v.check(in.Chart, without)
+		if err != nil {
+			return nil, err
+		}
+		if addsErrors(schemaErrs, errsWithout) {
+			res.Values, res.Effective, res.Schema, schemaErrs = without, effWithout, v.schema, errsWithout
+			res.PlatformWithheld = true
+			res.Notices = append(res.Notices, Notice{
+				Path: pointer([]string{key}),
+				Message: fmt.Sprintf("the chart's values.schema.json does not allow the key %q, so the platform's facts were withheld from it; a chart that reads them declares the property %q in its schema",
+					key, key),
+			})
+		}
+	}
+	errs = append(errs, schemaErrs...)
+	errs = append(errs, res.Schema.checkWriteOnly(in.Sources)...)
 	sortErrors(errs)
 	res.Errors = errs
-	res.SecretPaths = secretPaths(in, res.Effective)
+	res.SecretPaths = secretPaths(res.Schema, in, res.Effective)
 	return res, nil
 }
 
-// coalesce returns values coalesced with the chart's defaults, as the
-// templates see them.
-func coalesce(ch chart.Charter, values map[string]any) (map[string]any, error) {
+// SchemaFor compiles the schemas that Compose checks src against: the
+// values.schema.json of the chart and of each subchart that the values of
+// src enable, each under the name the chart gives it (its alias). It
+// returns nil when none of them has a schema. Use it for what must be known
+// before Compose, such as the properties to generate (EnsureGenerated).
+func SchemaFor(ch *chartv2.Chart, src Sources) (*Schema, error) {
 	if ch == nil {
-		return copyMap(values), nil
+		return nil, nil
 	}
-	eff, err := chartutil.CoalesceValues(ch, values)
+	// NOTE: the generated values and the platform key are not known yet,
+	// and are left out. They are strings, and Helm's conditions and tags
+	// read booleans: a subchart they could enable is one whose condition
+	// names a generated property or a platform fact.
+	resolved, _, err := resolve(ch, src.mergeOver(map[string]any{}))
 	if err != nil {
-		return nil, fmt.Errorf("coalesce values with the chart's defaults: %w", err)
+		return nil, err
 	}
-	return eff, nil
+	return SchemaForChart(resolved)
+}
+
+// resolve returns the chart with its dependencies resolved for the user
+// values, as Helm resolves them before it checks and renders (conditions
+// and tags applied, aliases renamed, values imported), and the values its
+// templates see. ch is not changed.
+func resolve(ch *chartv2.Chart, user map[string]any) (*chartv2.Chart, map[string]any, error) {
+	if ch == nil {
+		return nil, copyMap(user), nil
+	}
+	resolved, eff, err := render.ChartValues(ch, copyMap(user))
+	if err != nil {
+		return nil, nil, err
+	}
+	return resolved, eff, nil
+}
+
+// coalesceDefaults returns a resolved chart's defaults, with those of its
+// subcharts and Helm's globals.
+func coalesceDefaults(resolved *chartv2.Chart) (map[string]any, error) {
+	if resolved == nil {
+		return map[string]any{}, nil
+	}
+	d, err := chartutil.CoalesceValues(resolved, map[string]any{})
+	if err != nil {
+		return nil, fmt.Errorf("coalesce the chart's default values: %w", err)
+	}
+	return d, nil
+}
+
+// validator checks values against the schemas of the chart as the values
+// resolve it. It compiles the schemas again only when other values enable
+// other subcharts.
+type validator struct {
+	layout      string
+	compiled    bool
+	schema      *Schema
+	compileErrs []capstanv1.ValuesError
+}
+
+// check returns the effective values of user and their schema errors.
+func (v *validator) check(ch *chartv2.Chart, user map[string]any) (map[string]any, []capstanv1.ValuesError, error) {
+	resolved, eff, err := resolve(ch, user)
+	if err != nil {
+		return nil, nil, err
+	}
+	if l := layoutOf(resolved); !v.compiled || l != v.layout {
+		v.layout, v.compiled, v.schema, v.compileErrs = l, true, nil, nil
+		if resolved != nil {
+			v.schema, err = SchemaForChart(resolved)
+		}
+		if err != nil {
+			v.compileErrs = []capstanv1.ValuesError{{Path: SchemaErrorPath, Rule: "schema", Message: err.Error()}}
+		}
+	}
+	return eff, v.schema.Validate(eff), nil
+}
+
+// layoutOf names the subcharts of a resolved chart, nested, as the values
+// reach them: the schemas to check depend on nothing else.
+func layoutOf(ch *chartv2.Chart) string {
+	if ch == nil {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString(ch.Name())
+	b.WriteByte('(')
+	for _, d := range ch.Dependencies() {
+		b.WriteString(layoutOf(d))
+		b.WriteByte(',')
+	}
+	b.WriteByte(')')
+	return b.String()
 }
 
 // addsErrors reports whether with holds an error that without does not.

@@ -266,11 +266,7 @@ func TestComposePlatformKeyAndStrictSchemas(t *testing.T) {
 	compose := func(t *testing.T, schemaDoc, spec string) *Result {
 		t.Helper()
 		ch := testChart(t, "strict", `{crds: {enabled: false}, replicaCount: 1}`, schemaDoc)
-		s, err := SchemaForChart(ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res, err := Compose(Inputs{Chart: ch, Schema: s, Sources: Sources{Spec: ymap(t, spec)}, Platform: platform})
+		res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, spec)}, Platform: platform})
 		if err != nil {
 			t.Fatal(err)
 		}

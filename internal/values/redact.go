@@ -78,6 +78,9 @@ func findPatterns(v any, path []string, pats [][]patSeg, fn func(path []string))
 // checkWriteOnly reports every writeOnly value that spec.values or a
 // ConfigMap supplies: secret inputs are accepted only from Secrets.
 func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
+	if s == nil {
+		return nil
+	}
 	pats := s.writeOnlyPatterns()
 	if len(pats) == 0 {
 		return nil
@@ -100,9 +103,9 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 }
 
 // secretPaths lists the paths of effective values that must never be shown:
-// writeOnly and generated properties, the generated values, and every value
-// a Secret supplied.
-func secretPaths(in Inputs, effective map[string]any) []string {
+// the schema's writeOnly and generated properties, the generated values, and
+// every value a Secret supplied.
+func secretPaths(schema *Schema, in Inputs, effective map[string]any) []string {
 	set := map[string]bool{}
 	addTree := func(m map[string]any) {
 		leaves(m, nil, func(p []string, _ any) {
@@ -111,9 +114,9 @@ func secretPaths(in Inputs, effective map[string]any) []string {
 			}
 		})
 	}
-	if in.Schema != nil {
-		pats := in.Schema.writeOnlyPatterns()
-		for _, g := range in.Schema.Generated() {
+	if schema != nil {
+		pats := schema.writeOnlyPatterns()
+		for _, g := range schema.Generated() {
 			pat := make([]patSeg, len(g.Path))
 			for i, s := range g.Path {
 				pat[i] = patSeg{name: s}
@@ -190,5 +193,5 @@ func (s *Schema) SecretPaths(values map[string]any) []string {
 	if s == nil {
 		return nil
 	}
-	return secretPaths(Inputs{Schema: s}, values)
+	return secretPaths(s, Inputs{}, values)
 }

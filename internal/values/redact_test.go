@@ -2,16 +2,19 @@ package values
 
 import (
 	"fmt"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 )
 
 func TestComposeSecretPathsAndRedaction(t *testing.T) {
-	s := loadSchema(t, "postgresql.schema.json")
+	schema, err := os.ReadFile("testdata/postgresql.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
 	in := Inputs{
-		Chart:     testChart(t, "postgresql", `{auth: {username: app, database: app}, primary: {persistence: {size: 8Gi}}}`, ""),
-		Schema:    s,
+		Chart:     testChart(t, "postgresql", `{auth: {username: app, database: app}, primary: {persistence: {size: 8Gi}}}`, string(schema)),
 		Generated: ymap(t, `{auth: {postgresPassword: GENERATEDpw0001, replicationPassword: GENERATEDpw0002}}`),
 		Sources: Sources{
 			Spec: ymap(t, `{primary: {extraEnv: [{name: PUBLIC, value: null}]}}`),

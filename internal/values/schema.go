@@ -63,9 +63,14 @@ type Generate struct {
 }
 
 // SchemaForChart compiles the values.schema.json of a chart and of every
-// subchart it holds. It returns nil when none of them has a schema. A schema
-// that is not JSON, not a valid JSON Schema, that refers to anything outside
-// the chart, or that misuses x-capstan-generate is an error.
+// subchart it holds, each under the subchart's name. It returns nil when
+// none of them has a schema. A schema that is not JSON, not a valid JSON
+// Schema, that refers to anything outside the chart, or that misuses
+// x-capstan-generate is an error.
+//
+// It takes the chart as it is: give it one whose dependencies are resolved
+// for the values (SchemaFor and Compose do), since a chart as loaded still
+// holds its disabled subcharts, and its aliased ones under their own names.
 func SchemaForChart(ch chart.Charter) (*Schema, error) {
 	s := &Schema{}
 	if err := s.addChart(ch, nil); err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
@@ -262,8 +264,19 @@ func TestSchemaForChartValidatesSubchartsUnderTheirKey(t *testing.T) {
 	}
 }
 
+// schemaChart is a chart with no defaults whose values.schema.json is a
+// file of testdata.
+func schemaChart(t *testing.T, file string) *chartv2.Chart {
+	t.Helper()
+	doc, err := os.ReadFile(filepath.Join("testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testChart(t, strings.TrimSuffix(file, ".schema.json"), `{}`, string(doc))
+}
+
 func TestComposeRefusesWriteOnlyOutsideSecrets(t *testing.T) {
-	s := loadSchema(t, "postgresql.schema.json")
+	ch := schemaChart(t, "postgresql.schema.json")
 	tests := []struct {
 		name     string
 		src      Sources
@@ -282,7 +295,7 @@ func TestComposeRefusesWriteOnlyOutsideSecrets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			res, err := Compose(Inputs{Schema: s, Sources: tt.src})
+			res, err := Compose(Inputs{Chart: ch, Sources: tt.src})
 			if err != nil {
 				t.Fatal(err)
 			}

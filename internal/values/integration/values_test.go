@@ -70,7 +70,7 @@ func render(t *testing.T, c client.Client, a *capstanv1.Addon, ch *chartv2.Chart
 	if err != nil {
 		t.Fatalf("Read: %v", err)
 	}
-	res, err := values.Compose(values.Inputs{Chart: ch, Schema: s, Generated: gen, Sources: src,
+	res, err := values.Compose(values.Inputs{Chart: ch, Generated: gen, Sources: src,
 		Platform: values.Platform{Namespace: "capstan-system"}.Values()})
 	if err != nil {
 		t.Fatalf("Compose: %v", err)
