@@ -7,7 +7,10 @@ import (
 
 	"encoding/json"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -186,10 +189,21 @@ func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiex
 		return 0, 0, "", fmt.Errorf("reading the new schema of %s %s: %w", crd.Name, v.Name, err)
 	}
 	validator := validate.NewSchemaValidator(schema, nil, "", strfmt.Default)
+	// NOTE: the API server applies a schema's defaults to a stored object
+	// as it reads it, before any update of it is validated: a new required
+	// field with a default breaks nothing, so the sample is defaulted first.
+	var structural *structuralschema.Structural
+	var internal apiextensions.JSONSchemaProps
+	if apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil) == nil {
+		structural, _ = structuralschema.NewStructural(&internal)
+	}
 	for _, item := range items {
 		checked++
 		// The object's own bookkeeping is not the schema's to judge.
 		obj := item.DeepCopy().Object
+		if structural != nil {
+			defaulting.Default(obj, structural)
+		}
 		delete(obj, "metadata")
 		delete(obj, "apiVersion")
 		delete(obj, "kind")

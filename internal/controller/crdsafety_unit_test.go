@@ -6,6 +6,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -96,5 +97,36 @@ func TestShadowsAreTheirAddons(t *testing.T) {
 	again, _ := newShadow(crd, shadowOwner(addon("one", "gadgets", "1")))
 	if !seen[again.Name] {
 		t.Errorf("the same add-on's shadow of the same CRD is named anew (%s): a crash's leftover would not be found", again.Name)
+	}
+}
+
+// TestValidateInControllerDefaultsFirst: a new required field with a
+// default breaks no stored object, since the API server defaults an object
+// as it reads it; without a default it does.
+func TestValidateInControllerDefaultsFirst(t *testing.T) {
+	crd := crdOf(crdVersion{name: "v1", served: true, storage: true, size: "integer"})
+	stored := []unstructured.Unstructured{{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": map[string]any{"name": "a", "namespace": "ns"},
+		"spec": map[string]any{"size": int64(3)}}}}
+	next := func(def *apiextensionsv1.JSON) apiextensionsv1.CustomResourceDefinitionVersion {
+		v := crd.Spec.Versions[0]
+		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"spec": {Type: "object", Required: []string{"mode"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"size": {Type: "integer"}, "mode": {Type: "string", Default: def}}}}}}
+		return v
+	}
+	for _, tc := range []struct {
+		name    string
+		def     *apiextensionsv1.JSON
+		invalid int
+	}{
+		{"with a default", &apiextensionsv1.JSON{Raw: []byte(`"fast"`)}, 0},
+		{"without one", nil, 1},
+	} {
+		checked, invalid, first, err := validateInController(crd, next(tc.def), stored)
+		if err != nil || checked != 1 || invalid != tc.invalid {
+			t.Errorf("%s: checked %d, invalid %d (%s), %v; want %d invalid", tc.name, checked, invalid, first, err, tc.invalid)
+		}
 	}
 }
