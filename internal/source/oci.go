@@ -2,29 +2,54 @@ package source
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v4/pkg/registry"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/errdef"
 	orasregistry "oras.land/oras-go/v2/registry"
+	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
-// ociChart pulls a chart from an OCI registry with Helm's registry client, by
-// tag (a version or a semver range over the tags) or by manifest digest.
+// Bounds of one OCI chart fetch. A registry is untrusted input: one
+// tenant's chart link must not take the shared controller's memory or hold
+// its workers.
+const (
+	// maxOCIManifestBytes bounds a chart's manifest. Helm writes one of
+	// about 1 KiB; annotations rarely add more than a few.
+	maxOCIManifestBytes = 1 << 20
+	// MaxOCITags bounds the tags read to resolve a version range.
+	MaxOCITags = 10000
+	// maxOCITagPages bounds the pages of the tag list: a registry that
+	// always answers with a next page would otherwise be read for good.
+	maxOCITagPages = 100
+	// maxOCITagLength is the longest tag the distribution spec allows.
+	maxOCITagLength = 128
+)
+
+// ociChart pulls a chart from an OCI registry, by tag (a version or a semver
+// range over the tags) or by manifest digest.
 //
 // spec.chart.digest pins either the chart archive (the chart layer's digest)
 // or the manifest; with no version and no tag or digest in the reference, it
 // is the manifest digest to pull, as `helm pull oci://…@sha256:…` takes it.
+//
+// The pull reads the manifest and the one chart layer it names, nothing
+// else, so it costs about MaxArchiveBytes at most; every request runs under
+// ctx, which has the guard's --fetch-timeout as its deadline when the
+// caller set none.
 func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	raw, ok := strings.CutPrefix(spec.OCI, "oci://")
 	if !ok {
@@ -54,22 +79,30 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 		}
 		manifest = spec.Digest
 	}
-	client, err := f.registryClient(ref.Registry, creds)
+	if _, ok := ctx.Deadline(); !ok {
+		// NOTE: the reconcile has no deadline of its own; without one, a
+		// registry that answers slowly, page after page, would hold a
+		// worker for good.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.guard.Config().Timeout)
+		defer cancel()
+	}
+	repo, err := f.ociRepository(repoRef, ref.Registry, creds)
 	if err != nil {
 		return nil, err
 	}
 
-	var pullRef string
+	var reference string
 	switch {
 	case manifest != "":
-		pullRef = repoRef + "@" + manifest
+		reference = manifest
 	case IsOCITag(version):
-		pullRef = repoRef + ":" + strings.ReplaceAll(version, "+", "_")
+		reference = strings.ReplaceAll(version, "+", "_")
 	default:
 		if _, err := semver.NewConstraint(version); err != nil {
 			return nil, fmt.Errorf("spec.chart.version %q is neither a tag, a version nor a semver range", version)
 		}
-		tags, err := runCtx(ctx, func() ([]string, error) { return client.Tags(repoRef) })
+		tags, err := ociTags(ctx, repo)
 		if err != nil {
 			return nil, ociError(spec.OCI, "listing its tags", err)
 		}
@@ -78,45 +111,177 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 			return nil, fmt.Errorf("%s has no tag matching %s; newest tags: %s; check spec.chart.version",
 				spec.OCI, version, strings.Join(firstN(sortedVersions(tags), 5), ", "))
 		}
-		pullRef = repoRef + ":" + strings.ReplaceAll(t, "+", "_")
+		reference = strings.ReplaceAll(t, "+", "_")
+	}
+	pullRef := repoRef + ":" + reference
+	if manifest != "" {
+		pullRef = repoRef + "@" + manifest
 	}
 
 	key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
 	return f.fetchChart(key, spec.Digest, refresh && manifest == "", func() (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
-		res, err := runCtx(ctx, func() (*registry.PullResult, error) {
-			return client.Pull(pullRef, registry.PullOptWithChart(true))
-		})
-		if err != nil {
-			return nil, ociError("oci://"+pullRef, "pulling the chart", err)
-		}
-		c, _, err := f.verify("oci://"+pullRef, res.Chart.Data, spec.Digest, res.Manifest.Digest)
+		data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference)
 		if err != nil {
 			return nil, err
 		}
-		c.manifest = res.Manifest.Digest
-		if tag := pullRef[strings.LastIndex(pullRef, ":")+1:]; manifest == "" && strings.ReplaceAll(c.version, "+", "_") != tag {
+		c, _, err := f.verify("oci://"+pullRef, data, spec.Digest, manifestDigest)
+		if err != nil {
+			return nil, err
+		}
+		c.manifest = manifestDigest
+		if manifest == "" && strings.ReplaceAll(c.version, "+", "_") != reference {
 			return nil, fmt.Errorf("oci://%s holds chart version %s, not the tag's version; the registry is broken", pullRef, c.version)
 		}
 		return c, nil
 	})
 }
 
-// registryClient builds Helm's registry client on the guarded transport, with
-// the Secret's credentials for the registry host only and no credentials
-// from the controller's files.
-func (f *Fetcher) registryClient(host string, creds *Credentials) (*registry.Client, error) {
-	c, err := registry.NewClient(
-		registry.ClientOptHTTPClient(f.ociClient),
-		registry.ClientOptAuthorizer(*f.registryAuth(host, creds)),
-		// NOTE: a file that does not exist, so no credentials of the
-		// controller's own user (Helm's or Docker's) are ever read for an Addon.
-		registry.ClientOptCredentialsFile(filepath.Join(os.TempDir(), "capstan-no-registry-credentials", "config.json")),
-	)
+// ociRepository is one registry repository on the guarded transport, with
+// the Secret's credentials for the registry host only. No credentials of
+// the controller's own user (Helm's or Docker's) are ever read.
+func (f *Fetcher) ociRepository(repoRef, host string, creds *Credentials) (*remote.Repository, error) {
+	repo, err := remote.NewRepository(repoRef)
 	if err != nil {
-		return nil, fmt.Errorf("cannot set up the OCI registry client: %w", err)
+		return nil, fmt.Errorf("oci://%s is not an OCI repository reference: %v", repoRef, err)
 	}
-	return c, nil
+	repo.Client = f.registryAuth(host, creds)
+	// NOTE: an index is asked for too, so that a multi-platform image named
+	// by mistake is refused with a message that says so, not a 404.
+	repo.ManifestMediaTypes = []string{
+		ocispec.MediaTypeImageManifest, mediaTypeDockerManifest,
+		ocispec.MediaTypeImageIndex, mediaTypeDockerManifestList,
+	}
+	repo.TagListMaxPages = maxOCITagPages
+	return repo, nil
+}
+
+const (
+	mediaTypeDockerManifest     = "application/vnd.docker.distribution.manifest.v2+json"
+	mediaTypeDockerManifestList = "application/vnd.docker.distribution.manifest.list.v2+json"
+)
+
+// ociTags lists a repository's tags that are semver versions, newest first,
+// as Helm does ("_" in a tag stands for "+"). It reads at most MaxOCITags
+// tags in at most maxOCITagPages pages.
+func ociTags(ctx context.Context, repo *remote.Repository) ([]string, error) {
+	var (
+		seen     int
+		versions []*semver.Version
+	)
+	err := repo.Tags(ctx, "", func(tags []string) error {
+		seen += len(tags)
+		if seen > MaxOCITags {
+			return errTooManyTags
+		}
+		for _, t := range tags {
+			if len(t) > maxOCITagLength {
+				continue
+			}
+			if v, err := semver.StrictNewVersion(strings.ReplaceAll(t, "_", "+")); err == nil {
+				versions = append(versions, v)
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTooManyTags):
+		return nil, fmt.Errorf("the repository lists more than %d tags, the most Capstan reads to resolve a version range; set spec.chart.version to one version: %w", MaxOCITags, err)
+	case errors.Is(err, errdef.ErrTooManyPages):
+		return nil, fmt.Errorf("the registry's tag list runs past %d pages, the most Capstan reads to resolve a version range; set spec.chart.version to one version: %w", maxOCITagPages, err)
+	case err != nil:
+		return nil, err
+	}
+	sort.Sort(sort.Reverse(semver.Collection(versions)))
+	out := make([]string, len(versions))
+	for i, v := range versions {
+		out[i] = v.String()
+	}
+	return out, nil
+}
+
+var errTooManyTags = errors.New("too many tags")
+
+// pullOCIChart reads a chart's manifest and its one chart layer, checking
+// each against its size limit and digest, and returns the chart archive and
+// the manifest's digest.
+func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, shown, reference string) ([]byte, string, error) {
+	desc, rc, err := repo.FetchReference(ctx, reference)
+	if err != nil {
+		return nil, "", ociError(shown, "pulling the chart", err)
+	}
+	defer rc.Close()
+	if desc.Size > maxOCIManifestBytes {
+		return nil, "", &FetchError{URL: shown, Err: fmt.Errorf("its manifest is %d bytes, over the limit of %d", desc.Size, maxOCIManifestBytes), Hint: "a chart's manifest is a few KiB; check that spec.chart.oci names a chart pushed with helm push"}
+	}
+	raw, err := content.ReadAll(rc, desc)
+	if err != nil {
+		return nil, "", ociError(shown, "reading the chart's manifest", err)
+	}
+	layer, err := chartLayer(desc.MediaType, raw)
+	if err != nil {
+		return nil, "", &FetchError{URL: shown, Err: err}
+	}
+	if layer.Size > f.limits.MaxArchiveBytes {
+		return nil, "", &FetchError{URL: shown, Err: &ArchiveError{Problem: fmt.Sprintf("is %d bytes, over the limit of %d compressed bytes", layer.Size, f.limits.MaxArchiveBytes)}}
+	}
+	blob, err := repo.Blobs().Fetch(ctx, layer)
+	if err != nil {
+		return nil, "", ociError(shown, "pulling the chart's layer", err)
+	}
+	defer blob.Close()
+	// NOTE: ReadAll reads exactly the layer's size and checks its digest,
+	// however the response is encoded.
+	data, err := content.ReadAll(blob, layer)
+	if err != nil {
+		return nil, "", ociError(shown, "reading the chart's layer", err)
+	}
+	return data, desc.Digest.String(), nil
+}
+
+// chartLayer checks that a manifest is a Helm chart's, with Helm's config,
+// exactly one chart layer and at most one provenance layer, and returns the
+// chart layer.
+func chartLayer(mediaType string, raw []byte) (ocispec.Descriptor, error) {
+	var m struct {
+		MediaType string               `json:"mediaType"`
+		Config    ocispec.Descriptor   `json:"config"`
+		Layers    []ocispec.Descriptor `json:"layers"`
+		Manifests []ocispec.Descriptor `json:"manifests"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("its manifest is not JSON (%v); the registry is broken", err)
+	}
+	if mediaType == "" || mediaType == "application/json" {
+		mediaType = m.MediaType
+	}
+	if mediaType == ocispec.MediaTypeImageIndex || mediaType == mediaTypeDockerManifestList || len(m.Manifests) > 0 {
+		return ocispec.Descriptor{}, errors.New("it is an image index (a list of manifests, such as a multi-platform container image), not a Helm chart; point spec.chart.oci at a chart pushed with helm push")
+	}
+	if m.Config.MediaType != registry.ConfigMediaType {
+		return ocispec.Descriptor{}, fmt.Errorf("it is not a Helm chart: its config is %q, not %s; point spec.chart.oci at a chart pushed with helm push", m.Config.MediaType, registry.ConfigMediaType)
+	}
+	var chart []ocispec.Descriptor
+	provs := 0
+	for _, l := range m.Layers {
+		switch l.MediaType {
+		case registry.ChartLayerMediaType, registry.LegacyChartLayerMediaType:
+			chart = append(chart, l)
+		case registry.ProvLayerMediaType:
+			provs++
+		default:
+			return ocispec.Descriptor{}, fmt.Errorf("its manifest has a layer of type %q; a Helm chart holds one chart layer and at most one provenance layer", l.MediaType)
+		}
+	}
+	switch {
+	case len(chart) != 1:
+		return ocispec.Descriptor{}, fmt.Errorf("its manifest has %d chart layers; a Helm chart has exactly one, of type %s", len(chart), registry.ChartLayerMediaType)
+	case provs > 1:
+		return ocispec.Descriptor{}, fmt.Errorf("its manifest has %d provenance layers; a Helm chart has at most one", provs)
+	case chart[0].Size < 0:
+		return ocispec.Descriptor{}, errors.New("its chart layer has a negative size; the registry is broken")
+	}
+	return chart[0], nil
 }
 
 // registryAuth authenticates to one registry host with the Secret's
@@ -178,28 +343,6 @@ func IsOCITag(v string) bool {
 		return true
 	}
 	return !strings.ContainsAny(v, "^~<>=!*|, ") && !strings.ContainsAny(v, "xX")
-}
-
-// runCtx runs a call that takes no context and returns when either it or ctx
-// is done. Helm's registry client uses context.Background inside; the guarded
-// client's total timeout still ends the call itself.
-func runCtx[T any](ctx context.Context, call func() (T, error)) (T, error) {
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := call()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		var zero T
-		return zero, ctx.Err()
-	}
 }
 
 func firstN(s []string, n int) []string {

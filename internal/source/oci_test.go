@@ -1,19 +1,29 @@
 package source
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v4/pkg/registry"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -220,4 +230,286 @@ func TestOCIErrorHints(t *testing.T) {
 			t.Errorf("%q: %v; want a hint that says %q", tc.msg, err, tc.want)
 		}
 	}
+}
+
+// handRegistry serves hand-made manifests and blobs on loopback, for what a
+// real registry would not hold: manifests with many layers, layers larger
+// than they claim, endless tag lists.
+type handRegistry struct {
+	*httptest.Server
+	host         string
+	mu           sync.Mutex
+	manifests    map[string][]byte // by tag and by digest
+	blobs        map[string][]byte
+	blobRequests atomic.Int64
+	// gzip encodes blobs when the client accepts it.
+	gzip bool
+	// tags answers /tags/list; nil is a 404.
+	tags http.HandlerFunc
+}
+
+func newHandRegistry(t *testing.T) *handRegistry {
+	t.Helper()
+	r := &handRegistry{manifests: map[string][]byte{}, blobs: map[string][]byte{}}
+	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		p := req.URL.Path
+		switch {
+		case p == "/v2/" || p == "/v2":
+			w.WriteHeader(http.StatusOK)
+		case strings.HasSuffix(p, "/tags/list") && r.tags != nil:
+			r.tags(w, req)
+		case strings.Contains(p, "/manifests/"):
+			r.mu.Lock()
+			data, ok := r.manifests[p[strings.LastIndex(p, "/")+1:]]
+			r.mu.Unlock()
+			if !ok {
+				http.NotFound(w, req)
+				return
+			}
+			var m struct {
+				MediaType string `json:"mediaType"`
+			}
+			_ = json.Unmarshal(data, &m)
+			w.Header().Set("Content-Type", m.MediaType)
+			w.Header().Set("Docker-Content-Digest", Digest(data))
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+			if req.Method != http.MethodHead {
+				_, _ = w.Write(data)
+			}
+		case strings.Contains(p, "/blobs/"):
+			r.blobRequests.Add(1)
+			r.mu.Lock()
+			data, ok := r.blobs[p[strings.LastIndex(p, "/")+1:]]
+			r.mu.Unlock()
+			if !ok {
+				http.NotFound(w, req)
+				return
+			}
+			if r.gzip && strings.Contains(req.Header.Get("Accept-Encoding"), "gzip") {
+				w.Header().Set("Content-Encoding", "gzip")
+				zw := gzip.NewWriter(w)
+				_, _ = zw.Write(data)
+				_ = zw.Close()
+				return
+			}
+			_, _ = w.Write(data)
+		default:
+			http.NotFound(w, req)
+		}
+	}))
+	t.Cleanup(r.Close)
+	r.host = strings.TrimPrefix(r.URL, "https://")
+	return r
+}
+
+// blob stores data and returns its descriptor, with the size it claims.
+func (r *handRegistry) blob(mediaType string, data []byte, claimed int64) ocispec.Descriptor {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	d := Digest(data)
+	r.blobs[d] = data
+	return ocispec.Descriptor{MediaType: mediaType, Digest: digest.Digest(d), Size: claimed}
+}
+
+// manifest stores a manifest under tag and returns its digest.
+func (r *handRegistry) manifest(tag string, m any) string {
+	data, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.manifests[tag] = data
+	r.manifests[Digest(data)] = data
+	return Digest(data)
+}
+
+// chartManifest is a Helm chart's manifest with the given layers.
+func (r *handRegistry) chartManifest(layers ...ocispec.Descriptor) ocispec.Manifest {
+	cfg := []byte(`{"name":"demo","version":"1.0.0"}`)
+	return ocispec.Manifest{
+		Versioned: specs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    r.blob(registry.ConfigMediaType, cfg, int64(len(cfg))),
+		Layers:    layers,
+	}
+}
+
+func TestOCIPullReadsOneChartLayer(t *testing.T) {
+	limits := Limits{MaxArchiveBytes: 256 << 10}
+	chart := chartArchive(t, "demo", "1.0.0")
+	noise := make([]byte, 300<<10)
+	_, _ = rand.NewChaCha8([32]byte{}).Read(noise)
+	big := tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/files/big", string(noise)))...)
+	oci := func(r *handRegistry) capstanv1.ChartSource {
+		return capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "1.0.0"}
+	}
+	tests := []struct {
+		name  string
+		setup func(r *handRegistry)
+		want  string // an error that says this; empty for a chart
+		blobs int64  // blob requests
+	}{
+		{"a chart and its provenance", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest(
+				r.blob(registry.ChartLayerMediaType, chart, int64(len(chart))),
+				r.blob(registry.ProvLayerMediaType, []byte("signed"), 6)))
+		}, "", 1},
+		{"a legacy chart layer", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest(r.blob(registry.LegacyChartLayerMediaType, chart, int64(len(chart)))))
+		}, "", 1},
+		{"forty chart layers", func(r *handRegistry) {
+			var layers []ocispec.Descriptor
+			for i := range 40 {
+				data := tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/n", strconv.Itoa(i)))...)
+				layers = append(layers, r.blob(registry.ChartLayerMediaType, data, int64(len(data))))
+			}
+			r.manifest("1.0.0", r.chartManifest(layers...))
+		}, "has 40 chart layers", 0},
+		{"no chart layer", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest())
+		}, "has 0 chart layers", 0},
+		{"two provenance layers", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest(
+				r.blob(registry.ChartLayerMediaType, chart, int64(len(chart))),
+				r.blob(registry.ProvLayerMediaType, []byte("a"), 1),
+				r.blob(registry.ProvLayerMediaType, []byte("b"), 1)))
+		}, "2 provenance layers", 0},
+		{"another layer", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest(
+				r.blob(registry.ChartLayerMediaType, chart, int64(len(chart))),
+				r.blob("application/octet-stream", []byte("x"), 1)))
+		}, `a layer of type "application/octet-stream"`, 0},
+		{"an image index", func(r *handRegistry) {
+			m := r.manifest("amd64", r.chartManifest(r.blob(registry.ChartLayerMediaType, chart, int64(len(chart)))))
+			r.manifest("1.0.0", ocispec.Index{
+				Versioned: specs.Versioned{SchemaVersion: 2},
+				MediaType: ocispec.MediaTypeImageIndex,
+				Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(m), Size: 1}},
+			})
+		}, "is an image index", 0},
+		{"a container image", func(r *handRegistry) {
+			m := r.chartManifest(r.blob(registry.ChartLayerMediaType, chart, int64(len(chart))))
+			m.Config = r.blob(ocispec.MediaTypeImageConfig, []byte("{}"), 2)
+			r.manifest("1.0.0", m)
+		}, "it is not a Helm chart", 0},
+		{"a chart layer over the limit", func(r *handRegistry) {
+			r.manifest("1.0.0", r.chartManifest(r.blob(registry.ChartLayerMediaType, big, int64(len(big)))))
+		}, "over the limit", 0},
+		{"a chart layer larger than it claims, gzip-encoded", func(r *handRegistry) {
+			r.gzip = true
+			r.manifest("1.0.0", r.chartManifest(r.blob(registry.ChartLayerMediaType, big, int64(len(chart)))))
+		}, "reading the chart's layer", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newHandRegistry(t)
+			tt.setup(r)
+			f := newTestFetcher(t, Options{Limits: limits}, r.Server)
+			c, err := f.Chart(context.Background(), oci(r), nil)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.Digest != Digest(chart) {
+					t.Fatalf("got chart %s", c.Digest)
+				}
+			} else {
+				if err == nil || !strings.Contains(err.Error(), tt.want) {
+					t.Fatalf("got %v, want an error that says %q", err, tt.want)
+				}
+				t.Log(err)
+				if n, _ := f.charts.stats(); n != 0 {
+					t.Fatal("something was cached")
+				}
+			}
+			if got := r.blobRequests.Load(); got != tt.blobs {
+				t.Fatalf("%d blob requests, want %d", got, tt.blobs)
+			}
+		})
+	}
+}
+
+func TestOCITagListIsBounded(t *testing.T) {
+	tests := []struct {
+		name     string
+		page     func(n int64) []string
+		next     bool
+		want     string
+		maxPages int64
+	}{
+		{"a next page forever", func(n int64) []string { return []string{fmt.Sprintf("0.0.%d", n)} }, true, "past 100 pages", 100},
+		{"empty pages forever", func(int64) []string { return nil }, true, "past 100 pages", 100},
+		{"too many tags", func(int64) []string {
+			tags := make([]string, 10001)
+			for i := range tags {
+				tags[i] = fmt.Sprintf("1.0.%d", i)
+			}
+			return tags
+		}, false, "more than 10000 tags", 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newHandRegistry(t)
+			var pages atomic.Int64
+			r.tags = func(w http.ResponseWriter, req *http.Request) {
+				n := pages.Add(1)
+				if tt.next {
+					w.Header().Set("Link", fmt.Sprintf(`</v2/charts/demo/tags/list?last=%d>; rel="next"`, n))
+				}
+				_ = json.NewEncoder(w).Encode(map[string]any{"name": "charts/demo", "tags": tt.page(n)})
+			}
+			f := newTestFetcher(t, Options{}, r.Server)
+			_, err := f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "^1"}, nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "set spec.chart.version to one version") {
+				t.Fatalf("got %v, want an error that says %q", err, tt.want)
+			}
+			if got := pages.Load(); got > tt.maxPages {
+				t.Fatalf("read %d pages, want at most %d", got, tt.maxPages)
+			}
+		})
+	}
+}
+
+func TestOCIFetchEndsWithItsContext(t *testing.T) {
+	t.Run("cancelled by the caller", func(t *testing.T) {
+		r := newHandRegistry(t)
+		ended := make(chan struct{})
+		r.tags = func(w http.ResponseWriter, req *http.Request) {
+			<-req.Context().Done()
+			close(ended)
+		}
+		f := newTestFetcher(t, Options{}, r.Server)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := f.Chart(ctx, capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "^1"}, nil)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the context's error", err)
+		}
+		// The request itself ends, not only the wait for it.
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the registry's request is still running after the caller gave up")
+		}
+	})
+	t.Run("the guard's timeout bounds the whole pull", func(t *testing.T) {
+		r := newHandRegistry(t)
+		var pages atomic.Int64
+		r.tags = func(w http.ResponseWriter, req *http.Request) {
+			n := pages.Add(1)
+			time.Sleep(50 * time.Millisecond)
+			w.Header().Set("Link", fmt.Sprintf(`</v2/charts/demo/tags/list?last=%d>; rel="next"`, n))
+			_ = json.NewEncoder(w).Encode(map[string]any{"tags": []string{}})
+		}
+		f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}, Timeout: 500 * time.Millisecond}}, r.Server)
+		start := time.Now()
+		_, err := f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "^1"}, nil)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("got %v, want the deadline's error", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("the pull took %s with a 500ms --fetch-timeout", d)
+		}
+	})
 }

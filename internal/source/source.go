@@ -67,8 +67,8 @@ type Fetcher struct {
 	limits Limits
 	guard  *netguard.Guard
 	client *http.Client
-	// ociClient caps responses at the archive limit: a registry's blobs are
-	// read whole into memory by Helm's client.
+	// ociClient caps every registry response at the archive limit, on top
+	// of the manifest and layer limits of an OCI pull.
 	ociClient *http.Client
 	now       func() time.Time
 
