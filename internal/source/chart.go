@@ -299,7 +299,7 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 }
 
 // parseIndex reads index.yaml as Helm does: entries that fail validation are
-// dropped, and versions are sorted newest first.
+// dropped (see indexEntryError), and versions are sorted newest first.
 func parseIndex(data []byte) (*repo.IndexFile, error) {
 	if len(data) == 0 {
 		return nil, errors.New("it is empty")
@@ -320,7 +320,7 @@ func parseIndex(data []byte) (*repo.IndexFile, error) {
 			if cv.APIVersion == "" {
 				cv.APIVersion = chartv2.APIVersionV1
 			}
-			if err := cv.Validate(); err != nil {
+			if indexEntryError(cv) != nil {
 				continue
 			}
 			kept = append(kept, cv)
@@ -329,6 +329,21 @@ func parseIndex(data []byte) (*repo.IndexFile, error) {
 	}
 	idx.SortEntries()
 	return idx, nil
+}
+
+// indexEntryError validates one version listed in index.yaml as Helm's
+// repository loader does, which installs what it lists: a chart whose
+// dependencies share a name is kept, because some repositories (JFrog
+// Artifactory) strip the aliases that tell them apart from the index
+// (helm/helm#12748). The chart itself is validated again when it is loaded,
+// from its own Chart.yaml.
+func indexEntryError(cv *repo.ChartVersion) error {
+	err := cv.Validate()
+	var verr chartv2.ValidationError
+	if errors.As(err, &verr) && strings.HasPrefix(verr.Error(), "validation: more than one dependency with name or alias") {
+		return nil
+	}
+	return err
 }
 
 // parseHTTPS parses a URL that must be https, without credentials in it.

@@ -465,3 +465,31 @@ func TestSubchartsLoad(t *testing.T) {
 		t.Fatalf("want the file limit to count subchart files, got %v", err)
 	}
 }
+
+func TestParseIndexKeepsWhatHelmKeeps(t *testing.T) {
+	const head = "apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    urls: [demo-1.0.0.tgz]\n"
+	tests := []struct {
+		name  string
+		entry string // the rest of the one entry
+		kept  bool
+	}{
+		{"a plain entry", "", true},
+		{"dependencies with distinct names", "    dependencies:\n    - name: redis\n    - name: postgresql\n", true},
+		// Artifactory strips aliases from the index (helm/helm#12748).
+		{"dependencies whose aliases were stripped", "    dependencies:\n    - name: redis\n      version: 1.0.0\n    - name: redis\n      version: 1.0.0\n", true},
+		{"the same alias twice", "    dependencies:\n    - name: a\n      alias: cache\n    - name: b\n      alias: cache\n", true},
+		{"an alias Helm refuses", "    dependencies:\n    - name: redis\n      alias: not/valid\n", false},
+		{"a chart type Helm refuses", "    type: plugin\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			idx, err := parseIndex([]byte(head + tt.entry))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(idx.Entries["demo"]) == 1; got != tt.kept {
+				t.Fatalf("kept %v, want %v", got, tt.kept)
+			}
+		})
+	}
+}
