@@ -43,6 +43,54 @@ type Limits struct {
 // charts are a few hundred KiB.
 const MaxValuesFileBytes = 8 << 20
 
+// MaxMetadataFileBytes bounds each file Helm's loader parses as a chart's
+// metadata: Chart.yaml, Chart.lock, requirements.yaml and requirements.lock
+// (its subcharts' too). A 60 MiB list of keywords took 42 s and 1.9 GiB to
+// parse; the metadata of widely used charts is a few KiB.
+const MaxMetadataFileBytes = 1 << 20
+
+// parsedFileLimit returns the size limit of a chart file that Helm's loader
+// parses when it loads the chart, or 0 for a file it keeps as bytes. rel is
+// relative to the chart's folder.
+func parsedFileLimit(rel string) int64 {
+	dir, base := path.Split(rel)
+	// NOTE: the loader parses these files at a chart's root and at the root
+	// of each subchart folder, charts/NAME/, however deep; a file of the same
+	// name elsewhere (templates/, files/) is only bytes to it.
+	if dir != "" {
+		parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+		if len(parts)%2 != 0 {
+			return 0
+		}
+		for i := 0; i < len(parts); i += 2 {
+			if parts[i] != "charts" {
+				return 0
+			}
+		}
+	}
+	switch base {
+	case "values.yaml", "values.schema.json":
+		return MaxValuesFileBytes
+	case "Chart.yaml", "Chart.lock", "requirements.yaml", "requirements.lock":
+		return MaxMetadataFileBytes
+	}
+	return 0
+}
+
+// checkParsedFile refuses a file Helm's loader would parse that is over its
+// limit.
+func checkParsedFile(rel string, size int64) error {
+	limit := parsedFileLimit(rel)
+	if limit == 0 || size <= limit {
+		return nil
+	}
+	what := "a chart's metadata file (Chart.yaml, Chart.lock, requirements.yaml, requirements.lock)"
+	if limit == MaxValuesFileBytes {
+		what = "a values file or schema"
+	}
+	return &ArchiveError{Problem: fmt.Sprintf("%s is %d bytes, over the limit of %d for %s", rel, size, limit, what)}
+}
+
 // DefaultLimits are the limits when Options leaves them zero.
 var DefaultLimits = Limits{
 	MaxArchiveBytes:      20 << 20,
@@ -165,6 +213,9 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
 		}
 		b.bytes += n
+		if err := checkParsedFile(rest, n); err != nil {
+			return nil, err
+		}
 		content := bytes.TrimPrefix(buf.Bytes(), []byte{0xEF, 0xBB, 0xBF})
 		if isSubchartArchive(rest) {
 			if _, err := readArchive(content, b); err != nil {
@@ -230,12 +281,9 @@ func loadArchive(data []byte, lim Limits) (*chartv2.Chart, error) {
 	return loadFiles(files)
 }
 
+// loadFiles loads the files of a chart that readArchive checked, its
+// parsed files' sizes included.
 func loadFiles(files []*archive.BufferedFile) (*chartv2.Chart, error) {
-	for _, f := range files {
-		if base := path.Base(f.Name); (base == "values.yaml" || base == "values.schema.json") && len(f.Data) > MaxValuesFileBytes {
-			return nil, &ArchiveError{Problem: fmt.Sprintf("%s is %d bytes, over the limit of %d for a values file or schema", f.Name, len(f.Data), MaxValuesFileBytes)}
-		}
-	}
 	c, err := loader.LoadFiles(files)
 	if err != nil {
 		return nil, fmt.Errorf("invalid chart: %w; fix the chart's Chart.yaml and files", err)
@@ -347,6 +395,9 @@ func checkChartDir(root string, lim Limits) (string, error) {
 		}
 		b.files++
 		b.bytes += int64(len(data))
+		if err := checkParsedFile(rel, int64(len(data))); err != nil {
+			return err
+		}
 		if b.files > lim.MaxFiles {
 			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d files, the limit", lim.MaxFiles)}
 		}

@@ -128,7 +128,7 @@ func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted
 		return nil, nil, fmt.Errorf("%s: %w", source, err)
 	}
 	c := &cachedChart{
-		files: files, name: ch.Name(), version: ch.Metadata.Version, digest: digest, url: source,
+		loaded: ch, name: ch.Name(), version: ch.Metadata.Version, digest: digest, url: source,
 		size: int64(len(data)) + b.bytes,
 	}
 	return c, ch, nil

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"capstan.dev/capstan/internal/netguard"
@@ -189,10 +188,11 @@ type Tree struct {
 	size int64
 }
 
-// cachedChart is a verified archive, unpacked. A fresh *chartv2.Chart is
-// loaded from files for every caller, because Helm's rendering changes charts.
+// cachedChart is a verified archive, loaded once. Every caller gets a copy
+// of the loaded chart, because Helm's rendering changes charts; copying
+// costs a small part of parsing the chart's files again.
 type cachedChart struct {
-	files   []*archive.BufferedFile
+	loaded  *chartv2.Chart
 	name    string
 	version string
 	digest  string
@@ -208,11 +208,7 @@ func (c *cachedChart) matches(pinned string) bool {
 }
 
 func (c *cachedChart) chart() (*Chart, error) {
-	ch, err := loadFiles(c.files)
-	if err != nil {
-		return nil, err
-	}
-	return &Chart{Chart: ch, Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest}, nil
+	return &Chart{Chart: cloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest}, nil
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
