@@ -260,10 +260,31 @@ func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*
 	return cv, nil
 }
 
-// cachedIndex is a parsed index.yaml and when it was fetched.
+// cachedIndex is a parsed index.yaml, the digest of its bytes and when it
+// was fetched.
 type cachedIndex struct {
 	index   *repo.IndexFile
+	digest  string
+	size    int64
 	fetched time.Time
+}
+
+// indexParses bounds the index.yaml files parsed at once, across every
+// Fetcher of the process. Parsing costs some forty times the index's size in
+// memory (a 64 MiB index, the limit, takes gigabytes), so the controller's
+// peak is two parses, however many repositories its Addons name.
+var indexParses = make(chan struct{}, 2)
+
+// parseIndexBounded is parseIndex, waiting for a turn among indexParses
+// for as long as ctx allows.
+func parseIndexBounded(ctx context.Context, data []byte) (*repo.IndexFile, error) {
+	select {
+	case indexParses <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting to parse the index: %w", ctx.Err())
+	}
+	defer func() { <-indexParses }()
+	return parseIndex(data)
 }
 
 // index returns a repository's index and how long ago it was read,
@@ -283,12 +304,20 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 		if err != nil {
 			return nil, err
 		}
-		idx, err := parseIndex(data)
+		digest := Digest(data)
+		if old, ok := f.indexes.get(key); ok && old.digest == digest {
+			// NOTE: an index read again because a version is missing is
+			// most often the same bytes; it is not parsed again.
+			c := &cachedIndex{index: old.index, digest: digest, size: old.size, fetched: f.now()}
+			f.indexes.add(key, c, c.size)
+			return c, nil
+		}
+		idx, err := parseIndexBounded(ctx, data)
 		if err != nil {
 			return nil, fmt.Errorf("index.yaml of %s: %w; check that spec.chart.repo is a Helm chart repository", base, err)
 		}
-		c := &cachedIndex{index: idx, fetched: f.now()}
-		f.indexes.add(key, c, int64(len(data)))
+		c := &cachedIndex{index: idx, digest: digest, size: int64(len(data)), fetched: f.now()}
+		f.indexes.add(key, c, c.size)
 		return c, nil
 	})
 	if err != nil {

@@ -493,3 +493,56 @@ func TestParseIndexKeepsWhatHelmKeeps(t *testing.T) {
 		})
 	}
 }
+
+func TestIndexParsesAreBounded(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	f := newTestFetcher(t, Options{}, r.Server)
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	// Two parses run elsewhere in the process: this one waits its turn.
+	for range cap(indexParses) {
+		indexParses <- struct{}{}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err := f.Chart(ctx, spec, nil)
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "waiting to parse the index") {
+		<-indexParses
+		<-indexParses
+		t.Fatalf("got %v, want a wait for a turn to parse", err)
+	}
+	<-indexParses
+	if _, err := f.Chart(context.Background(), spec, nil); err != nil {
+		t.Fatal(err)
+	}
+	<-indexParses
+}
+
+func TestUnchangedIndexIsNotParsedAgain(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	now := time.Unix(1700000000, 0)
+	f := newTestFetcher(t, Options{Now: func() time.Time { return now }}, r.Server)
+	missing := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "9.9.9"}
+	if _, err := f.Chart(context.Background(), missing, nil); err == nil {
+		t.Fatal("want the version not found")
+	}
+	key := r.URL + "\x00" + (*Credentials)(nil).cacheKey()
+	first, _ := f.indexes.get(key)
+	now = now.Add(15 * time.Second)
+	if _, err := f.Chart(context.Background(), missing, nil); err == nil {
+		t.Fatal("want the version not found")
+	}
+	if got := r.count("/index.yaml"); got != 2 {
+		t.Fatalf("the index was read %d times, want twice", got)
+	}
+	again, _ := f.indexes.get(key)
+	if again.index != first.index {
+		t.Fatal("the same index.yaml was parsed again")
+	}
+	if !again.fetched.Equal(now) {
+		t.Fatal("the index read again does not count as fresh")
+	}
+}
