@@ -16,6 +16,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/prepare"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -41,7 +42,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
-			s.prune = apply.Subtract(apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), refs(s.objects)), sparedRefs(s.kept))
+			s.prune = apply.Subtract(apply.PruneSet(capstanv1.RefsOf(s.addon.Status.Inventory), prepare.RenderedRefs(s.objects, s.createNamespace)), sparedRefs(s.kept))
 			if err := r.keptFromPrune(ctx, s); err != nil {
 				return false, err
 			}

@@ -185,6 +185,23 @@ func CRDScopes(objs []*unstructured.Unstructured) map[schema.GroupKind]bool {
 	return out
 }
 
+// RenderedRefs are the references of the prepared objects that the render
+// holds, for the prune: every one but the Namespace that
+// spec.createNamespace adds (createdNamespace, as Result.CreatedNamespace
+// names it). That Namespace is never pruned, and an add-on whose render
+// is empty holds only it: counted as rendered, it would hide the empty
+// render that must never prune everything (apply.PruneSet).
+func RenderedRefs(objs []*unstructured.Unstructured, createdNamespace string) []capstanv1.ObjectRef {
+	out := make([]capstanv1.ObjectRef, 0, len(objs))
+	for _, o := range objs {
+		if createdNamespace != "" && o.GetKind() == "Namespace" && o.GetAPIVersion() == "v1" && o.GetName() == createdNamespace {
+			continue
+		}
+		out = append(out, capstanv1.RefOf(o))
+	}
+	return out
+}
+
 // Renders reports whether objs hold an object of kind and name.
 func Renders(objs []*unstructured.Unstructured, kind, name string) bool {
 	for _, o := range objs {

@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -163,5 +164,57 @@ func TestPrepareLeavesOutWhatIsNeverApplied(t *testing.T) {
 	}
 	if rendered.Objects[1].GetNamespace() != "" {
 		t.Error("Prepare changed the render")
+	}
+}
+
+// TestEmptyRenderPrunesNothingWithCreateNamespace prepares a render, then
+// asks the prune what it deletes: the Namespace that createNamespace adds
+// is not part of the render, so an empty render still prunes nothing.
+func TestEmptyRenderPrunesNothingWithCreateNamespace(t *testing.T) {
+	inventory := []capstanv1.ObjectRef{
+		{APIVersion: "v1", Kind: "Namespace", Name: "apps"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"},
+		{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "dropped"},
+	}
+	settings := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}"
+	for _, tc := range []struct {
+		name            string
+		createNamespace bool
+		profile         capstanv1.Profile
+		objects         []string
+		want            []string
+	}{
+		{name: "empty render", want: nil},
+		{name: "empty render with createNamespace", createNamespace: true, want: nil},
+		{name: "empty restricted render with createNamespace", createNamespace: true, profile: capstanv1.ProfileRestricted, want: nil},
+		{name: "render with createNamespace", createNamespace: true, objects: []string{settings}, want: []string{"dropped"}},
+		{name: "render without createNamespace", objects: []string{settings}, want: []string{"dropped"}},
+		{name: "render of only its namespace", createNamespace: true, objects: []string{"apiVersion: v1\nkind: Namespace\nmetadata: {name: apps}"},
+			want: []string{"dropped", "settings"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system"},
+				Spec: capstanv1.AddonSpec{CreateNamespace: tc.createNamespace}}
+			rendered := &render.Result{}
+			for _, doc := range tc.objects {
+				rendered.Objects = append(rendered.Objects, obj(t, doc))
+			}
+			profile := tc.profile
+			if profile == "" {
+				profile = capstanv1.ProfileCluster
+			}
+			res, err := Prepare(Input{Addon: addon, Profile: profile, Namespace: "apps", Render: rendered, Scope: scopes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, r := range apply.PruneSet(inventory, RenderedRefs(res.Objects, res.CreatedNamespace)) {
+				got = append(got, r.Name)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("the prune deletes %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
