@@ -41,8 +41,14 @@ const (
 
 	// Finalizer lets the controller run the deletion policy before an Addon goes.
 	Finalizer = "capstan.dev/finalizer"
-	// FieldManager is the one field manager of every server-side apply.
+	// FieldManager is the one field manager of every server-side apply of
+	// an add-on's objects.
 	FieldManager = "capstan"
+	// OwnerLabelsManager is the field manager of the owner labels alone,
+	// which Capstan writes on an object it adopts without a change: it
+	// owns those labels and nothing else, so the object's other fields
+	// stay their owners'.
+	OwnerLabelsManager = "capstan-owner"
 )
 
 // DeletionPolicy says what happens to an add-on's software when its Addon is deleted.

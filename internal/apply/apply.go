@@ -93,6 +93,25 @@ func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured)
 	return out, nil
 }
 
+// LabelOwner marks a live object that an add-on adopts without a change
+// as the add-on's: it applies the add-on's owner labels (labels) alone,
+// with a field manager of their own (capstanv1.OwnerLabelsManager), so
+// nothing else of the object changes, and no other field changes owner.
+// The apply is bound to uid, the object the plan saw: one deleted since is
+// not created anew as a bare object of labels, and one created anew under
+// the same name is not marked; the API server answers a conflict.
+func (a *Applier) LabelOwner(ctx context.Context, ref capstanv1.ObjectRef, uid types.UID, labels map[string]string) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(ref.APIVersion)
+	obj.SetKind(ref.Kind)
+	obj.SetNamespace(ref.Namespace)
+	obj.SetName(ref.Name)
+	obj.SetUID(uid)
+	obj.SetLabels(labels)
+	return a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj),
+		client.ForceOwnership, client.FieldOwner(capstanv1.OwnerLabelsManager))
+}
+
 // IsImmutableJob reports whether err is the API server refusing a change to
 // a Job's pod template.
 func IsImmutableJob(obj *unstructured.Unstructured, err error) bool {

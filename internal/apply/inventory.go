@@ -92,9 +92,46 @@ func Sort(refs []capstanv1.ObjectRef) {
 	sort.SliceStable(refs, func(i, j int) bool { return refs[i].Key() < refs[j].Key() })
 }
 
-// Holder names another owner that holds a live object now, from its
-// reference and metadata, or "" when no one else does.
-type Holder func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (string, error)
+// Hold says why a prune or an uninstall leaves a live object running:
+// another Addon holds it now (Addon, as "namespace/name"), or nothing
+// shows that this add-on made it (NotOurs says why). The zero Hold lets
+// the object go.
+type Hold struct {
+	Addon   string
+	NotOurs string
+}
+
+// Holder tells who holds a live object now, from its reference and
+// metadata.
+type Holder func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (Hold, error)
+
+// NotOurs says why a live object is not add-on a's to delete or to apply
+// over without adopting it, or returns "" when it is a's: Capstan's owner
+// labels name a, or, with no owner labels naming another add-on, Capstan's
+// field manager applied fields of it (someone removed the labels since).
+// An inventory entry alone proves nothing: the inventory is saved before
+// anything is applied, so an install that stopped there (a pre-install
+// hook failed, a wave timed out) names objects it never created, and
+// someone else may have created one of those names since.
+func NotOurs(a *capstanv1.Addon, obj metav1.Object) string {
+	labels := obj.GetLabels()
+	if a.LabelledFor(labels) {
+		return ""
+	}
+	name, ns := labels[capstanv1.AddonLabel], labels[capstanv1.AddonNamespaceLabel]
+	if name != "" || ns != "" {
+		return fmt.Sprintf("its labels %s=%s and %s=%s name another Addon", capstanv1.AddonLabel, name, capstanv1.AddonNamespaceLabel, ns)
+	}
+	for _, f := range obj.GetManagedFields() {
+		// NOTE: only Capstan's applies count: its plain writes (values
+		// Secrets, hook objects) carry the binary's name as their manager
+		// too, with the Update operation.
+		if f.Manager == capstanv1.FieldManager && f.Operation == metav1.ManagedFieldsOperationApply {
+			return ""
+		}
+	}
+	return "neither Capstan's labels naming this Addon nor a field Capstan applied are on it, so this add-on did not create it"
+}
 
 // ResourcePolicyAnnotation is Helm's resource policy: an object whose
 // policy is "keep" is left running when an upgrade or an uninstall would
@@ -245,12 +282,14 @@ func argoSyncOption(obj metav1.Object, want ...string) string {
 	return ""
 }
 
-// Spared is an object DeleteAll left running: another owner holds it
-// (Holder), or an annotation keeps it (KeptBy, as KeptBy names it).
+// Spared is an object DeleteAll left running: another Addon holds it
+// (Holder), an annotation keeps it (KeptBy, as KeptBy names it), or
+// nothing shows that this add-on made it (NotOurs says why).
 type Spared struct {
-	Ref    capstanv1.ObjectRef
-	Holder string
-	KeptBy string
+	Ref     capstanv1.ObjectRef
+	Holder  string
+	KeptBy  string
+	NotOurs string
 }
 
 // maxDeleteTries bounds the reads and deletes of one object whose metadata
@@ -259,8 +298,9 @@ const maxDeleteTries = 3
 
 // Deleting says how DeleteAll deletes.
 type Deleting struct {
-	// Holder, when set, names another owner that holds an object: it is
-	// left running (spared).
+	// Holder, when set, tells who holds an object: one another Addon
+	// holds, or that nothing shows to be this add-on's, is left running
+	// (spared).
 	Holder Holder
 	// Keep is the deletion whose marks (KeptBy) leave an object running.
 	Keep Deletion
@@ -305,8 +345,9 @@ type Deleted struct {
 // kinds (CRDs and Namespaces among them, so nothing they hold goes first),
 // in reverse waves with d.AwaitGone. With a holder, or with a deletion
 // that annotations may keep objects from, each object's metadata is read
-// first: an object that holder says another owner holds, or that KeptBy
-// keeps from d.Keep, is left running (spared). The delete is bound to the
+// first: an object that the holder says another Addon holds or is not
+// this add-on's, or that KeptBy keeps from d.Keep, is left running
+// (spared). The delete is bound to the
 // resourceVersion read, so an object taken over or marked to keep
 // meanwhile is read again, not deleted; one whose deletion has begun is
 // not deleted again, and counts as done.
@@ -469,12 +510,12 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			return &Spared{Ref: r, KeptBy: by}, false, nil
 		}
 		if d.Holder != nil {
-			by, err := d.Holder(ctx, r, m)
+			h, err := d.Holder(ctx, r, m)
 			if err != nil {
 				return nil, false, err
 			}
-			if by != "" {
-				return &Spared{Ref: r, Holder: by}, false, nil
+			if h != (Hold{}) {
+				return &Spared{Ref: r, Holder: h.Addon, NotOurs: h.NotOurs}, false, nil
 			}
 		}
 		if d.Confirming && !d.Confirmed[r.Key()] && ConfirmPrune(m) && m.DeletionTimestamp.IsZero() {

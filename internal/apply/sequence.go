@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -51,6 +52,14 @@ type Sequence struct {
 	// since the API server refuses to change them in place
 	// (spec.recreate), each with the UID of the object the plan saw.
 	Recreate map[*unstructured.Unstructured]types.UID
+	// Adopted are the objects the plan adopts without a change, each with
+	// the UID of the live object it saw; OwnerLabels are the add-on's
+	// owner labels. Nothing of them is applied but those labels
+	// (Applier.LabelOwner), after the pre hooks: that marks each as this
+	// add-on's, for its prune and uninstall (NotOurs) and for every other
+	// add-on, which is then refused it as another's.
+	Adopted     map[capstanv1.ObjectRef]types.UID
+	OwnerLabels map[string]string
 	// Refused words a dry-run error for the message, withholding what may
 	// quote a value; nil uses the error as it is.
 	Refused func(obj *unstructured.Unstructured, err error) string
@@ -67,9 +76,9 @@ type Sequence struct {
 	// delete is held back (Deleting.Confirming) and stays in the
 	// inventory (Result.Held).
 	Confirmed []capstanv1.ObjectRef
-	// Holder, when set, names another owner that holds an object to
-	// prune: the prune leaves that object running and drops it from the
-	// inventory.
+	// Holder, when set, tells who holds an object to prune: one that
+	// another Addon holds, or that nothing shows to be this add-on's
+	// (NotOurs), is left running and dropped from the inventory.
 	Holder Holder
 	// AwaitGone, when set, prunes in reverse sync waves (Deleting).
 	AwaitGone func(ctx context.Context, next int32, deleted []capstanv1.ObjectRef) error
@@ -176,6 +185,9 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 	if err := q.step(ctx, "apply"); err != nil {
 		return res, err
 	}
+	if err := q.labelAdopted(ctx); err != nil {
+		return res, err
+	}
 	if err := q.applyWaves(ctx, rest, &res, onApplied); err != nil {
 		return res, err
 	}
@@ -213,6 +225,19 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", q.PostEvent, q.PostEvent, err)
 	}
 	return res, nil
+}
+
+// labelAdopted applies the owner labels to the objects adopted without a
+// change, in a stable order.
+func (q Sequence) labelAdopted(ctx context.Context) error {
+	refs := slices.Collect(maps.Keys(q.Adopted))
+	Sort(refs)
+	for _, ref := range refs {
+		if err := q.Applier.LabelOwner(ctx, ref, q.Adopted[ref], q.OwnerLabels); err != nil {
+			return fmt.Errorf("marking the adopted %s as this add-on's with its labels (nothing else of it changes): %w; the next sync tries again", ref.Describe(), err)
+		}
+	}
+	return nil
 }
 
 // applyWaves applies the changed objects, sorted by ByWave, wave by wave,

@@ -28,21 +28,24 @@ func TestAdoptIdenticalChangesNothing(t *testing.T) {
 	if err := admin.Create(ctx, cm); err != nil {
 		t.Fatal(err)
 	}
-	before := cm.ResourceVersion
 	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.0", files: map[string]string{
 		"values.yaml":       "greeting: hello\n",
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting }}\n",
 	}})
 	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Adopt = true })))
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
-	if after := live(t, "v1", "ConfigMap", ns, name).GetResourceVersion(); after != before {
-		t.Fatalf("adopting an identical object changed it: resourceVersion %s -> %s", before, after)
+	// The adoption writes the owner labels, and only them: they mark the
+	// object as this add-on's (TestAdoptionMarksTheObjectAsTheAddonsOwn).
+	adopted := live(t, "v1", "ConfigMap", ns, name)
+	if d, _, _ := unstructured.NestedStringMap(adopted.Object, "data"); len(d) != 1 || d["greeting"] != "hello" || !got.LabelledFor(adopted.GetLabels()) {
+		t.Fatalf("adopting an identical object changed more than its owner labels: labels %v, data %v", adopted.GetLabels(), d)
 	}
+	before := adopted.GetResourceVersion()
 	if len(got.Status.Inventory) != 1 {
 		t.Fatalf("the adopted object belongs in the inventory: %v", got.Status.Inventory)
 	}
-	// Later syncs leave it alone too: it lacks Capstan's labels because
-	// Capstan never applied it, not because someone removed them.
+	// Later syncs leave it alone too: it lacks Capstan's other labels
+	// because Capstan never applied it, not because someone removed them.
 	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
 	got = waitFor(t, a, 60*time.Second, "a later sync", func(cur *capstanv1.Addon) bool {
 		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest && cur.Status.Phase == capstanv1.PhaseSynced

@@ -28,6 +28,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	var changed, unverified []*unstructured.Unstructured
 	changedNow := map[*unstructured.Unstructured]bool{}
 	recreate := map[*unstructured.Unstructured]types.UID{}
+	adopted := map[capstanv1.ObjectRef]types.UID{}
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
@@ -35,6 +36,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		}
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
+		}
+		if p := s.previews[i]; p.Adopted && p.Action == capstanv1.ActionUnchanged {
+			if live := s.live[p.Ref.Key()]; live != nil {
+				adopted[p.Ref] = live.GetUID()
+			}
 		}
 		if s.previews[i].Recreate {
 			// NOTE: the delete is bound to the object the plan saw, whose
@@ -48,7 +54,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(s.kept), Confirmed: s.confirm,
-		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Recreate: recreate, HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
+		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
 				// NOTE: with no pre hooks there is nothing a restart could
@@ -243,24 +249,37 @@ func addRevision(history []capstanv1.Revision, rev capstanv1.Revision) []capstan
 }
 
 // holder lets a prune or an uninstall leave an object that another Addon
-// holds now: two add-ons created at once can both have applied it, and
-// the one whose labels it carries runs it.
+// holds now (two add-ons created at once can both have applied it, and
+// the one whose labels it carries runs it), and one that nothing shows to
+// be this add-on's (apply.NotOurs): its name is in the inventory, saved
+// before an apply that may have stopped before creating it, but someone
+// else made the object that runs under that name.
 func (r *AddonReconciler) holder(s *scope) apply.Holder {
-	return func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (string, error) {
-		return r.heldBy(ctx, s, ref, obj)
+	return func(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (apply.Hold, error) {
+		by, err := r.heldBy(ctx, s, ref, obj)
+		if err != nil || by != "" {
+			return apply.Hold{Addon: by}, err
+		}
+		return apply.Hold{NotOurs: apply.NotOurs(s.addon, obj)}, nil
 	}
 }
 
 // reportSpared says which objects a prune or an uninstall (action) left
-// running, to the Addon that holds them or kept by an annotation: one log
+// running, to the Addon that holds them, kept by an annotation, or not
+// this add-on's: one log
 // line each, and one event for each reason, since events of one reason
 // and action fold into one.
 func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action string, spared []apply.Spared) {
-	var held, kept []string
+	var held, kept, foreign []string
 	for _, sp := range spared {
 		if sp.KeptBy != "" {
 			logf.FromContext(ctx).Info("Left an object an annotation keeps", "object", sp.Ref.Describe(), "annotation", sp.KeptBy)
 			kept = append(kept, sp.Ref.Describe()+" ("+sp.KeptBy+")")
+			continue
+		}
+		if sp.NotOurs != "" {
+			logf.FromContext(ctx).Info("Left an object this add-on did not create, and dropped it from the inventory", "object", sp.Ref.Describe(), "why", sp.NotOurs)
+			foreign = append(foreign, sp.Ref.Describe())
 			continue
 		}
 		logf.FromContext(ctx).Info("Left an object to the Addon that holds it", "object", sp.Ref.Describe(), "addon", sp.Holder)
@@ -271,6 +290,10 @@ func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action str
 	}
 	if len(held) > 0 {
 		r.Recorder.Eventf(s.addon, nil, "Normal", "LeftToAnotherAddon", action, "Left running, not deleted, what another Addon holds: %s.", truncate(strings.Join(held, ", "), 900))
+	}
+	if len(foreign) > 0 {
+		r.Recorder.Eventf(s.addon, nil, "Warning", "LeftNotOwned", action, "Left running, not deleted, and dropped from the inventory, what this add-on did not create (neither its labels nor a field it applied are on it; someone else made it under a name the inventory held): %s.",
+			truncate(strings.Join(foreign, ", "), 900))
 	}
 	if len(kept) > 0 {
 		r.Recorder.Eventf(s.addon, nil, "Normal", "KeptByResourcePolicy", action, "Left running, not deleted, and dropped from the inventory, what the manifests mark to be kept: %s.",

@@ -251,12 +251,20 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		out.Live[key] = live
 		res := ObjectResult{Ref: ref}
 		digest := out.Digests[key]
+		// NOTE: the inventory alone does not make an object this add-on's:
+		// it is saved before anything is applied, so an install that
+		// stopped there names objects it never created, which someone
+		// else may have created since. Such an object is adopted as any
+		// other, and only one both in the inventory and shown to be this
+		// add-on's (held) is ever deleted to be created anew.
+		held := live != nil && inventory[key] && apply.NotOurs(in.Addon, live) == ""
+		ours := held || live != nil && in.Addon.LabelledFor(live.GetLabels())
 		if live != nil && apply.CreateOnly(obj) != "" {
 			// NOTE: created while missing, never changed after: another
 			// controller fills it in, or a person owns it from then on.
 			// One this add-on did not create is adopted as any other.
 			res.Action = capstanv1.ActionUnchanged
-			res.Adopted = !inventory[key] && !in.Addon.LabelledFor(live.GetLabels())
+			res.Adopted = !ours
 			out.Verified[key] = VerifiedAt(digest, live, in.Now)
 			out.Objects = append(out.Objects, res)
 			continue
@@ -281,7 +289,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		// NOTE: the namespace of createNamespace is created when missing,
 		// as helm --create-namespace does; one that exists is not adopted.
 		ensured := ref.Kind == "Namespace" && ref.APIVersion == "v1" && ref.Name == in.CreatedNamespace
-		res.Adopted = live != nil && !inventory[key] && !in.Addon.LabelledFor(live.GetLabels()) && !ensured
+		res.Adopted = live != nil && !ours && !ensured
 		if ensured && live == nil {
 			// The Namespace Capstan makes for createNamespace, from a
 			// validated name, and applied first (only the add-on's CRDs
@@ -305,7 +313,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		case err != nil && apply.IsImmutableJob(obj, err):
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
-		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && live != nil && inventory[key] && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
+		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && held && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
 			res.Recreate, res.RecreateUID = true, live.GetUID()
 			why := "spec.recreate"
 			if m := apply.RecreateMarked(obj); m != "" {
@@ -318,7 +326,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			if live != nil {
 				res.Action = capstanv1.ActionUpdate
 			}
-			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, inventory[key], err)
+			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
 		default:
 			res.Comparison, err = CompareHiding(obj, live, dry, in.Hides)
 			if err != nil {
@@ -342,10 +350,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 }
 
 // inPlaceHint says how to go on with a change the API server refuses to
-// make in place, or "" for any other refusal. Only an object in the
-// add-on's inventory is ever deleted for it: one it did not apply is
-// someone else's, whatever labels it carries.
-func inPlaceHint(obj, live *unstructured.Unstructured, inInventory bool, err error) string {
+// make in place, or "" for any other refusal. Only an object the add-on
+// holds (in its inventory, and shown to be its own by apply.NotOurs) is
+// ever deleted for it: one it did not apply is someone else's, whatever
+// labels it carries.
+func inPlaceHint(obj, live *unstructured.Unstructured, held bool, err error) string {
 	switch {
 	case live != nil && !apply.Deletable(capstanv1.RefOf(obj)) && apierrors.IsInvalid(err) && strings.Contains(err.Error(), "immutable"):
 		// NOTE: a hint alone, whose words may be loose: nothing is
@@ -355,7 +364,7 @@ func inPlaceHint(obj, live *unstructured.Unstructured, inInventory bool, err err
 		return ""
 	case apply.CannotRecreate(obj, live) != "":
 		return "; " + apply.CannotRecreate(obj, live)
-	case !inInventory:
+	case !held:
 		return "; this add-on did not apply the object, so it is not deleted for the change: delete it by hand for the sync to create it"
 	}
 	return "; the change needs the object deleted and created anew: set spec.recreate: true for the sync to do that, or mark the object " +

@@ -1,0 +1,177 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/plan"
+)
+
+// eventNotes are the notes of the events of one reason about an Addon,
+// each after its action.
+func eventNotes(t *testing.T, a *capstanv1.Addon, reason string) string {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := admin.List(context.Background(), &events, client.InNamespace(a.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	var notes strings.Builder
+	for _, e := range events.Items {
+		if e.Regarding.Name == a.Name && e.Reason == reason {
+			notes.WriteString(e.Action + ": " + e.Note + "\n")
+		}
+	}
+	return notes.String()
+}
+
+// TestAnInventoryEntryIsNoProofOfOwnership: an install whose pre-install
+// hook fails has saved its inventory, every rendered name in it, and
+// created nothing. Someone else then creates an object of one of those
+// names. The next sync does not apply over it: it is an object to adopt,
+// Blocked without spec.adopt. The uninstall does not delete it: it leaves
+// it running and says so.
+func TestAnInventoryEntryIsNoProofOfOwnership(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	a := dbapp(t, ns, `{hooks: {initdb: {fail: true}}}`, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	got := failedWith(t, a, "the pre-install hook failed, so nothing was applied")
+	held := false
+	for _, ref := range capstanv1.RefsOf(got.Status.Inventory) {
+		held = held || ref.Kind == "ConfigMap" && ref.Name == "db-config"
+	}
+	if !held || live(t, "v1", "ConfigMap", ns, "db-config") != nil {
+		t.Fatalf("want db-config in the inventory and not created; inventory %v", got.Status.Inventory)
+	}
+
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-config"}, Data: map[string]string{"owner": "someone else"}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`appVersion: "1.0"`) })
+	got = waitFor(t, a, 90*time.Second, "Blocked by the object to adopt", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseBlocked
+	})
+	if r := condition(got, capstanv1.ConditionReady); r.Reason != plan.ReasonExists || !strings.Contains(r.Message, "ConfigMap "+ns+"/db-config") {
+		t.Errorf("Ready is %s: %s; want %s naming db-config", r.Reason, r.Message, plan.ReasonExists)
+	}
+
+	if err := admin.Delete(ctx, getAddon(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(theirs), cm); err != nil || cm.UID != theirs.UID || cm.Data["owner"] != "someone else" {
+		t.Fatalf("the uninstall deleted or changed db-config, which it never created: %v %v", cm.Data, err)
+	}
+	if notes := eventNotes(t, a, "LeftNotOwned"); !strings.Contains(notes, "Uninstall: ") || !strings.Contains(notes, "ConfigMap "+ns+"/db-config") {
+		t.Errorf("no LeftNotOwned event names db-config:\n%s", notes)
+	}
+}
+
+// TestAdoptionMarksTheObjectAsTheAddonsOwn: a ConfigMap that runs without
+// Capstan's labels, which two add-ons render exactly as it is. The first
+// adopts it with nothing changed but its owner labels, written by a field
+// manager of their own; the second is Blocked as another add-on's. The
+// first's uninstall deletes what it adopted, and the second, woken, then
+// creates it.
+func TestAdoptionMarksTheObjectAsTheAddonsOwn(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	shared := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "shared", Labels: map[string]string{"team": "ops"}},
+		Data: map[string]string{"greeting": "hello"}}
+	if err := admin.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "shared", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n  labels:\n    team: ops\ndata:\n  greeting: hello\n",
+	}})
+	adopt := withSpec(func(s *capstanv1.AddonSpec) { s.Adopt, s.DeletionPolicy = true, capstanv1.DeletionDelete })
+	one := create(t, newAddon(controllerNS, "one-"+ns, url, withTarget(ns), adopt))
+	waitPhase(t, one, capstanv1.PhaseSynced)
+
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(shared), cm); err != nil {
+		t.Fatal(err)
+	}
+	if !getAddon(t, one).LabelledFor(cm.Labels) || cm.Labels["team"] != "ops" || cm.Labels[capstanv1.ManagedByLabel] != "" || cm.Data["greeting"] != "hello" || len(cm.Data) != 1 {
+		t.Fatalf("the adopted ConfigMap has labels %v and data %v; want one's owner labels added, and nothing else changed", cm.Labels, cm.Data)
+	}
+	for _, f := range cm.ManagedFields {
+		switch f.Manager {
+		case capstanv1.FieldManager:
+			t.Errorf("Capstan applied the adopted ConfigMap with its field manager: %s", f.FieldsV1.Raw)
+		case capstanv1.OwnerLabelsManager:
+			if raw := string(f.FieldsV1.Raw); strings.Contains(raw, "f:data") || strings.Contains(raw, `"f:team"`) || !strings.Contains(raw, capstanv1.AddonLabel) {
+				t.Errorf("%s owns %s; want Capstan's owner labels alone", f.Manager, raw)
+			}
+		}
+	}
+	marked := cm.ResourceVersion
+
+	two := create(t, newAddon(controllerNS, "two-"+ns, url, withTarget(ns), adopt))
+	got := waitPhase(t, two, capstanv1.PhaseBlocked)
+	if r := condition(got, capstanv1.ConditionReady); r.Reason != plan.ReasonOtherAddon || !strings.Contains(r.Message, controllerNS+"/"+one.Name) {
+		t.Fatalf("two should be Blocked naming one; Ready is %s: %s", r.Reason, r.Message)
+	}
+	if rv := live(t, "v1", "ConfigMap", ns, "shared").GetResourceVersion(); rv != marked {
+		t.Errorf("the ConfigMap changed after its adoption: resourceVersion %s -> %s", marked, rv)
+	}
+
+	if err := admin.Delete(ctx, getAddon(t, one)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "one to go, with what it adopted", func() bool {
+		c := live(t, "v1", "ConfigMap", ns, "shared")
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(one), &capstanv1.Addon{})) && (c == nil || c.GetUID() != shared.UID)
+	})
+	waitPhase(t, two, capstanv1.PhaseSynced)
+	if c := live(t, "v1", "ConfigMap", ns, "shared"); c == nil || !getAddon(t, two).LabelledFor(c.GetLabels()) {
+		t.Fatalf("two should have created the ConfigMap once one was gone: %v", c)
+	}
+}
+
+// TestLabelOwnerIsBoundToTheObject: the labels of an adoption are applied
+// to the object the plan saw, never to one created since under its name,
+// and never create one that is gone.
+func TestLabelOwnerIsBoundToTheObject(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	a := &apply.Applier{Client: admin}
+	owner := map[string]string{capstanv1.AddonLabel: "x", capstanv1.AddonNamespaceLabel: controllerNS}
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "gone"}
+	err := a.LabelOwner(ctx, ref, "0b0e8a2c-0000-4000-8000-000000000000", owner)
+	if !apierrors.IsConflict(err) {
+		t.Errorf("labelling a missing object: %v; want a conflict", err)
+	}
+	if live(t, "v1", "ConfigMap", ns, "gone") != nil {
+		t.Fatal("labelling a missing object created it")
+	}
+
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "anew"}, Data: map[string]string{"k": "v"}}
+	if err := admin.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	ref.Name = "anew"
+	if err := a.LabelOwner(ctx, ref, "0b0e8a2c-0000-4000-8000-000000000000", owner); err == nil {
+		t.Error("labelling an object of another UID succeeded")
+	}
+	if err := a.LabelOwner(ctx, ref, cm.UID, owner); err != nil {
+		t.Fatal(err)
+	}
+	got := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(cm), got); err != nil || got.Labels[capstanv1.AddonLabel] != "x" || got.Data["k"] != "v" {
+		t.Errorf("after the labels: %v %v %v", got.Labels, got.Data, err)
+	}
+}
