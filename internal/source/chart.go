@@ -148,7 +148,11 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 			return nil, err
 		}
 		c, _, err := f.verify(netguard.Redact(u.String()), data, spec.Digest)
-		return c, err
+		if err != nil {
+			return nil, err
+		}
+		c.credHost = u.Host
+		return c, nil
 	})
 }
 
@@ -214,6 +218,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 			return nil, fmt.Errorf("the archive at %s holds chart %s %s, but index.yaml lists it as %s %s; the repository is broken",
 				netguard.Redact(au.String()), c.name, c.version, spec.Name, cv.Version)
 		}
+		c.credHost = base.Host
 		return c, nil
 	})
 }

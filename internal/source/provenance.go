@@ -39,7 +39,9 @@ func (e *SignatureError) Error() string { return e.Err.Error() }
 func (e *SignatureError) Unwrap() error { return e.Err }
 
 // Provenance fetches the provenance file of a chart fetched from a chart
-// repository or an https archive, with the same credentials.
+// repository or an https archive, with the same credentials, sent to the
+// same host as for the chart: the repository's, never the host an
+// index.yaml names for the archive.
 func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) ([]byte, error) {
 	if strings.HasPrefix(c.URL, "oci://") || c.URL == "" {
 		return nil, &SignatureError{Err: errors.New("a provenance file is checked for charts from a chart repository or an https archive; this chart comes from an OCI registry: use verify.cosign")}
@@ -50,7 +52,7 @@ func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) 
 	}
 	prov := *u
 	prov.Path += ".prov"
-	data, err := f.get(ctx, prov.String(), httpAuth{creds: creds, host: u.Host}, maxProvenanceBytes, "the chart's provenance file")
+	data, err := f.get(ctx, prov.String(), httpAuth{creds: creds, host: c.credHost}, maxProvenanceBytes, "the chart's provenance file")
 	var fe *FetchError
 	if errors.As(err, &fe) && fe.Status == 404 {
 		return nil, &SignatureError{Missing: true, Err: fmt.Errorf("the chart has no provenance file (%s.prov): it is not signed; sign it with helm package --sign", path.Base(u.Path))}

@@ -173,6 +173,12 @@ type Chart struct {
 	// Manifest is the OCI manifest's digest, for a chart from a registry:
 	// what a cosign signature signs.
 	Manifest string
+
+	// credHost is the one host the chart's credentials were sent to: the
+	// repository's for a chart from an index, the archive's own for
+	// spec.chart.url. Its provenance file is fetched with them only from
+	// there; empty sends them nowhere.
+	credHost string
 }
 
 // Tree is one commit of a git repository.
@@ -200,6 +206,8 @@ type cachedChart struct {
 	size    int64
 	// manifest is the OCI manifest digest, which a pin may name instead.
 	manifest string
+	// credHost is the host the credentials are sent to (Chart.credHost).
+	credHost string
 }
 
 // matches reports whether the chart satisfies a digest pin.
@@ -208,7 +216,7 @@ func (c *cachedChart) matches(pinned string) bool {
 }
 
 func (c *cachedChart) chart() (*Chart, error) {
-	return &Chart{Chart: cloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest}, nil
+	return &Chart{Chart: cloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}, nil
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
