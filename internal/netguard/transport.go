@@ -208,7 +208,9 @@ func (g *Guard) Client() *http.Client {
 }
 
 // CheckRedirect refuses a redirect beyond MaxRedirects, a downgrade from https
-// to http, and a target the policy refuses, before it is followed.
+// to http, and a target the policy refuses, before it is followed. A hop to
+// another origin than the first request's (scheme, host or port) goes
+// without the first request's credentials.
 func (g *Guard) CheckRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= g.cfg.MaxRedirects {
 		return fmt.Errorf("fetch guard stopped after %d redirects", len(via))
@@ -219,7 +221,38 @@ func (g *Guard) CheckRedirect(req *http.Request, via []*http.Request) error {
 	if err := g.CheckURL(req.URL); err != nil {
 		return fmt.Errorf("redirect to %s: %w", redact(req.URL), err)
 	}
+	if len(via) > 0 && !SameOrigin(via[0].URL, req.URL) {
+		// NOTE: net/http copies the first request's headers to every hop,
+		// and keeps Authorization and Cookie for the same host name on
+		// any port and for its subdomains: another port is another
+		// server, so they are dropped here, on every hop that leaves the
+		// origin (the next hop gets a fresh copy, judged again).
+		for _, h := range credentialHeaders {
+			req.Header.Del(h)
+		}
+	}
 	return nil
+}
+
+// credentialHeaders are the request headers that carry credentials: a
+// redirect to another origin drops them.
+var credentialHeaders = []string{"Authorization", "Proxy-Authorization", "Cookie", "Cookie2"}
+
+// SameOrigin reports whether two URLs have the same scheme, host name and
+// port (a missing port is the scheme's default): the one server a
+// request's credentials are meant for.
+func SameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) &&
+		strings.EqualFold(strings.TrimSuffix(a.Hostname(), "."), strings.TrimSuffix(b.Hostname(), ".")) &&
+		portOf(a) == portOf(b)
+}
+
+// portOf is a URL's port, or its scheme's default.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	return map[string]string{"https": "443", "http": "80"}[strings.ToLower(u.Scheme)]
 }
 
 type roundTripper struct {

@@ -154,6 +154,84 @@ func TestRedirectToRefusedAddress(t *testing.T) {
 	}
 }
 
+// TestRedirectToAnotherPortDropsCredentials follows a redirect from a
+// loopback server to one on another port, which net/http counts as the
+// same host: the second server sees none of the credential headers the
+// first request carried, and a redirect within the first server keeps them.
+func TestRedirectToAnotherPortDropsCredentials(t *testing.T) {
+	var seen atomic.Value
+	seen.Store("")
+	record := func(r *http.Request) string {
+		return fmt.Sprintf("auth=%q cookie=%q", r.Header.Get("Authorization"), r.Header.Get("Cookie"))
+	}
+	other, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.Store(record(r))
+		_, _ = io.WriteString(w, "ok")
+	}), true)
+	src, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/away":
+			http.Redirect(w, r, other.URL+"/x", http.StatusFound)
+		case "/here":
+			http.Redirect(w, r, "/end", http.StatusFound)
+		default:
+			seen.Store(record(r))
+			_, _ = io.WriteString(w, "ok")
+		}
+	}), true)
+	g, err := New(Config{Allow: []string{"127.0.0.1/32"}, RootCAs: pool(src)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(path string, set func(*http.Request)) string {
+		t.Helper()
+		seen.Store("")
+		req, _ := http.NewRequest(http.MethodGet, src.URL+path, nil)
+		set(req)
+		req.Header.Set("Cookie", "session=s3cret")
+		resp, err := g.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		return seen.Load().(string)
+	}
+	basic := func(r *http.Request) { r.SetBasicAuth("alice", "s3cret") }
+	bearer := func(r *http.Request) { r.Header.Set("Authorization", "Bearer t0ken") }
+	for name, set := range map[string]func(*http.Request){"basic": basic, "bearer": bearer} {
+		if got := get("/away", set); got != `auth="" cookie=""` {
+			t.Errorf("%s: the server on another port saw %s", name, got)
+		}
+		if got := get("/here", set); !strings.Contains(got, "s3cret") || strings.Contains(got, `auth=""`) {
+			t.Errorf("%s: a redirect within the server lost the credentials: %s", name, got)
+		}
+	}
+}
+
+func TestSameOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"https://charts.example.com/a", "https://charts.example.com/b", true},
+		{"https://charts.example.com/a", "https://charts.example.com:443/b", true},
+		{"https://Charts.Example.com./a", "https://charts.example.com/b", true},
+		{"http://charts.example.com/a", "http://charts.example.com:80/b", true},
+		{"https://charts.example.com/a", "https://charts.example.com:8443/b", false},
+		{"https://charts.example.com/a", "https://cdn.charts.example.com/b", false},
+		{"https://charts.example.com/a", "https://example.com/b", false},
+		{"https://charts.example.com/a", "http://charts.example.com:443/b", false},
+		{"https://127.0.0.1:8443/a", "https://127.0.0.1:8444/b", false},
+		{"https://[::1]:8443/a", "https://[::1]:8443/b", true},
+	} {
+		a, _ := url.Parse(tc.a)
+		b, _ := url.Parse(tc.b)
+		if got := SameOrigin(a, b); got != tc.want {
+			t.Errorf("SameOrigin(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
 func TestRedirectDowngradeRefused(t *testing.T) {
 	plain, plainLn := newServer(t, "127.0.0.1:0", http.NotFoundHandler(), false)
 	src, _ := newServer(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -164,6 +164,33 @@ func TestRepoChartAbsoluteURLAndCredentialsStayOnRepoHost(t *testing.T) {
 	}
 }
 
+// TestCredentialsDoNotFollowARedirectToAnotherPort fetches an archive
+// whose repository redirects it to a server on another port of 127.0.0.1:
+// the archive is fetched, and the other server never sees the credentials.
+func TestCredentialsDoNotFollowARedirectToAnotherPort(t *testing.T) {
+	other := newChartRepo(t)
+	other.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r := newChartRepo(t)
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); !ok || u != "alice" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		http.Redirect(w, req, other.URL+req.URL.Path, http.StatusFound)
+	})
+	f := newTestFetcher(t, Options{}, r.Server, other.Server)
+	c, err := f.Chart(context.Background(), capstanv1.ChartSource{URL: r.URL + "/demo-1.0.0.tgz"}, &Credentials{Username: "alice", Password: "s3cret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Name != "demo" || other.count("/demo-1.0.0.tgz") != 1 {
+		t.Fatalf("the archive was not fetched through the redirect: %+v", c)
+	}
+	if n := other.authSeen.Load(); n != 0 {
+		t.Fatal("the credentials followed the redirect to another port")
+	}
+}
+
 func TestCachedChartIsNotServedToOtherCredentials(t *testing.T) {
 	r := newChartRepo(t)
 	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
