@@ -24,6 +24,7 @@ const (
 	ReasonMulticast   Reason = "multicast or broadcast address"
 	ReasonPrivate     Reason = "private address"
 	ReasonDenied      Reason = "the cluster API server's address"
+	ReasonTranslated  Reason = "local-use IPv4/IPv6 translation address"
 	ReasonInvalid     Reason = "invalid address"
 )
 
@@ -83,8 +84,11 @@ var (
 	thisNetwork = netip.MustParsePrefix("0.0.0.0/8")
 	broadcast   = netip.MustParseAddr("255.255.255.255")
 	// nat64 and sixToFour embed an IPv4 address that a gateway dials on our behalf.
-	nat64     = netip.MustParsePrefix("64:ff9b::/96")
-	sixToFour = netip.MustParsePrefix("2002::/16")
+	nat64 = netip.MustParsePrefix("64:ff9b::/96")
+	// nat64Local is RFC 8215's local-use translation prefix, from which a
+	// network takes its own translation prefixes, of any RFC 6052 length.
+	nat64Local = netip.MustParsePrefix("64:ff9b:1::/48")
+	sixToFour  = netip.MustParsePrefix("2002::/16")
 	// sharedAddressSpace is the carrier-grade NAT range, private in effect.
 	sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
 )
@@ -220,20 +224,25 @@ func (p *Policy) decide(host string, ip netip.Addr, port int) error {
 	ap := netip.AddrPortFrom(a, uint16(port))
 	refuse := func(r Reason) error { return &RefusedError{Host: host, Addr: ap, Reason: r} }
 
-	for _, r := range p.deny {
-		if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
-			return refuse(ReasonDenied)
-		}
-	}
-	for _, m := range metadataAddrs {
-		if a == m {
-			return refuse(ReasonMetadata)
-		}
+	if r := p.neverAllowed(host, a, port); r != "" {
+		return refuse(r)
 	}
 	// An address embedded in a NAT64 or 6to4 address is judged as itself.
 	if embedded, ok := embeddedIPv4(a); ok {
 		if err := p.decide(host, embedded, port); err != nil {
 			return err
+		}
+	}
+	// NOTE: an address of the local-use prefix does not say which of its
+	// RFC 6052 formats (/48, /56, /64 or /96) the network's translator
+	// uses, so where its IPv4 address sits is unknown: every reading is
+	// judged for what no allow-list entry opens, and the address is
+	// refused unless an allow-list entry names it.
+	if nat64Local.Contains(a) {
+		for _, v4 := range localUseIPv4Readings(a) {
+			if r := p.neverAllowed("", v4, port); r != "" {
+				return refuse(r)
+			}
 		}
 	}
 	for _, r := range p.allow {
@@ -252,8 +261,26 @@ func (p *Policy) decide(host string, ip netip.Addr, port int) error {
 		return refuse(ReasonMulticast)
 	case p.denyPrivate && (a.IsPrivate() || sharedAddressSpace.Contains(a)):
 		return refuse(ReasonPrivate)
+	case nat64Local.Contains(a):
+		return refuse(ReasonTranslated)
 	}
 	return nil
+}
+
+// neverAllowed returns the reason an address is refused whatever the
+// allow-list says, a deny-list entry or a metadata address, or "".
+func (p *Policy) neverAllowed(host string, a netip.Addr, port int) Reason {
+	for _, r := range p.deny {
+		if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
+			return ReasonDenied
+		}
+	}
+	for _, m := range metadataAddrs {
+		if a == m {
+			return ReasonMetadata
+		}
+	}
+	return ""
 }
 
 // nameDenied reports whether a host name itself is on the deny-list.
@@ -278,4 +305,22 @@ func embeddedIPv4(a netip.Addr) (netip.Addr, bool) {
 		return netip.AddrFrom4([4]byte{b[2], b[3], b[4], b[5]}), true
 	}
 	return netip.Addr{}, false
+}
+
+// localUseIPv4Readings returns the IPv4 addresses an address of
+// 64:ff9b:1::/48 embeds under each RFC 6052 format its prefix may have
+// been cut to (section 2.2): for a /48, /56 or /64 prefix the IPv4 bits
+// skip bits 64 to 71, the u octet, which is then zero; for a /96 they are
+// the last 32 bits.
+func localUseIPv4Readings(a netip.Addr) []netip.Addr {
+	b := a.As16()
+	out := []netip.Addr{netip.AddrFrom4([4]byte{b[12], b[13], b[14], b[15]})}
+	if b[8] == 0 {
+		out = append(out,
+			netip.AddrFrom4([4]byte{b[6], b[7], b[9], b[10]}),   // /48
+			netip.AddrFrom4([4]byte{b[7], b[9], b[10], b[11]}),  // /56
+			netip.AddrFrom4([4]byte{b[9], b[10], b[11], b[12]}), // /64
+		)
+	}
+	return out
 }
