@@ -281,6 +281,24 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	}
 	fopts := source.Options{Guard: o.guard, AllowFileGit: o.allowFileGit}
 	fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)
+	// The API server's own endpoints too, read before the first fetch and
+	// kept current while the controller runs.
+	fopts.Guard.DenyLive = &netguard.DenyList{}
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	endpoints := &apiServerEndpoints{Reader: mgr.GetAPIReader(), Clientset: clientset, Deny: fopts.Guard.DenyLive,
+		Log: ctrl.Log.WithName("fetch-guard")}
+	readCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	err = endpoints.Refresh(readCtx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(endpoints); err != nil {
+		return nil, err
+	}
 	if o.caFile != "" {
 		fopts.CABundle, err = os.ReadFile(o.caFile)
 		if err != nil {
@@ -295,6 +313,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	// server, which an Addon would otherwise reach with the kubeconfig's
 	// credentials instead of the add-ons account's.
 	o.config.RemoteGuard.Deny = fopts.Guard.Deny
+	o.config.RemoteGuard.DenyLive = fopts.Guard.DenyLive
 	o.config.RemoteGuard.DenyPrivate = o.guard.DenyPrivate
 	if _, err := netguard.New(o.config.RemoteGuard); err != nil {
 		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)

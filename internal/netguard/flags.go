@@ -37,6 +37,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet) {
 // the host and port of apiServerURL (a rest.Config's Host) and, in a pod, the
 // kubernetes Service's address from KUBERNETES_SERVICE_HOST and _PORT. A name
 // is matched as a name when dialled; add its IPs too when they are known.
+// The servers behind the Service have addresses of their own, which a
+// DenyList (Config.DenyLive) holds.
 func APIServerDenyEntries(apiServerURL string) []string {
 	var out []string
 	if apiServerURL != "" {

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"sync/atomic"
 )
 
 // Reason says why the guard refused an address.
@@ -186,6 +187,47 @@ type Policy struct {
 	allow       []rule
 	deny        []rule
 	denyPrivate bool
+	// live holds deny-list entries that change while the policy is used;
+	// nil holds none.
+	live *DenyList
+}
+
+// DenyList is a deny-list that may change while guards use it, such as the
+// addresses of the cluster API server's endpoints, which move when a
+// control plane node is replaced. Its zero value denies nothing; it is
+// safe for concurrent use, and several guards may share one.
+type DenyList struct {
+	rules atomic.Pointer[[]rule]
+}
+
+// Set replaces the entries (in the forms of Config.Deny). On an error the
+// entries are left as they were.
+func (d *DenyList) Set(entries []string) error {
+	r, err := parseRules("deny-list", entries)
+	if err != nil {
+		return err
+	}
+	d.rules.Store(&r)
+	return nil
+}
+
+// list returns the current entries; a nil list has none.
+func (d *DenyList) list() []rule {
+	if d == nil {
+		return nil
+	}
+	if r := d.rules.Load(); r != nil {
+		return *r
+	}
+	return nil
+}
+
+// WithDenyList returns a copy of the policy that also refuses what d holds,
+// whenever it is asked.
+func (p *Policy) WithDenyList(d *DenyList) *Policy {
+	c := *p
+	c.live = d
+	return &c
 }
 
 // NewPolicy builds a policy from allow-list and deny-list entries (see
@@ -270,9 +312,11 @@ func (p *Policy) decide(host string, ip netip.Addr, port int) error {
 // neverAllowed returns the reason an address is refused whatever the
 // allow-list says, a deny-list entry or a metadata address, or "".
 func (p *Policy) neverAllowed(host string, a netip.Addr, port int) Reason {
-	for _, r := range p.deny {
-		if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
-			return ReasonDenied
+	for _, list := range [][]rule{p.deny, p.live.list()} {
+		for _, r := range list {
+			if r.matchesAddr(a, uint16(port)) || (host != "" && r.matchesName(host, uint16(port))) {
+				return ReasonDenied
+			}
 		}
 	}
 	for _, m := range metadataAddrs {
@@ -285,9 +329,11 @@ func (p *Policy) neverAllowed(host string, a netip.Addr, port int) Reason {
 
 // nameDenied reports whether a host name itself is on the deny-list.
 func (p *Policy) nameDenied(host string, port int) bool {
-	for _, r := range p.deny {
-		if r.matchesName(host, uint16(port)) {
-			return true
+	for _, list := range [][]rule{p.deny, p.live.list()} {
+		for _, r := range list {
+			if r.matchesName(host, uint16(port)) {
+				return true
+			}
 		}
 	}
 	return false

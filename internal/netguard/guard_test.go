@@ -136,3 +136,61 @@ func TestAPIServerDenyEntries(t *testing.T) {
 		t.Fatalf("entries must parse: %v", err)
 	}
 }
+
+// TestDenyList checks that a guard refuses what its live deny-list holds
+// when asked, on every port and whatever the allow-list says, that a list
+// whose entries change is judged anew, and that bad entries leave it as
+// it was.
+func TestDenyList(t *testing.T) {
+	d := &DenyList{}
+	g, err := New(Config{Allow: []string{"0.0.0.0/0", "::/0"}, DenyLive: d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reason := func(ip string, port int) Reason {
+		var r *RefusedError
+		if errors.As(g.Allowed(netip.MustParseAddr(ip), port), &r) {
+			return r.Reason
+		}
+		return ""
+	}
+	if got := reason("172.18.0.2", 6443); got != "" {
+		t.Fatalf("an empty list refused 172.18.0.2: %s", got)
+	}
+	if err := d.Set([]string{"172.18.0.2", "fd00::2"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ip   string
+		port int
+		want Reason
+	}{
+		{"172.18.0.2", 6443, ReasonDenied},
+		{"172.18.0.2", 443, ReasonDenied},
+		{"::ffff:172.18.0.2", 10250, ReasonDenied},
+		{"fd00::2", 6443, ReasonDenied},
+		{"64:ff9b::ac12:2", 6443, ReasonDenied},
+		{"172.18.0.3", 6443, ""},
+	} {
+		if got := reason(tc.ip, tc.port); got != tc.want {
+			t.Errorf("%s port %d: got %q, want %q", tc.ip, tc.port, got, tc.want)
+		}
+	}
+	if err := d.Set([]string{"172.18.0.3"}); err != nil {
+		t.Fatal(err)
+	}
+	if reason("172.18.0.2", 6443) != "" || reason("172.18.0.3", 6443) != ReasonDenied {
+		t.Error("a changed list is not judged anew")
+	}
+	if err := d.Set([]string{"not an address!"}); err == nil {
+		t.Error("a bad entry was accepted")
+	}
+	if reason("172.18.0.3", 6443) != ReasonDenied {
+		t.Error("a bad entry emptied the list")
+	}
+	// A policy without a live list, and a nil list, deny nothing more.
+	p, _ := NewPolicy(nil, nil, false)
+	if err := p.WithDenyList(nil).Allowed(netip.MustParseAddr("172.18.0.3"), 6443); err != nil {
+		t.Errorf("a nil list refused: %v", err)
+	}
+}

@@ -40,6 +40,10 @@ type Config struct {
 	// Deny lists the cluster API server's own addresses, in the same forms. A
 	// Deny entry wins over an Allow entry.
 	Deny []string
+	// DenyLive holds more Deny entries that change while the guard runs:
+	// the addresses of the API server's endpoints, kept current by the
+	// controller. Copies of a Config share it; nil holds none.
+	DenyLive *DenyList
 	// DenyPrivate also refuses RFC 1918, unique-local (fc00::/7) and shared
 	// (100.64.0.0/10) addresses, unless allow-listed.
 	DenyPrivate bool
@@ -99,7 +103,7 @@ func New(cfg Config) (*Guard, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{Policy: p, cfg: cfg}
+	g := &Guard{Policy: p.WithDenyList(cfg.DenyLive), cfg: cfg}
 	g.transport = &http.Transport{
 		// NOTE: no proxy, ever: through a proxy the guard would check the
 		// proxy's address instead of the source's.
