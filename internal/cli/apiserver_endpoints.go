@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -51,13 +52,40 @@ func (e *apiServerEndpoints) Refresh(ctx context.Context) error {
 	var list discoveryv1.EndpointSliceList
 	if err := e.Reader.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault),
 		client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
-		return fmt.Errorf("reading the API server's endpoints (EndpointSlices of the default/kubernetes Service), which the fetch guard refuses: %w; the controller's role must allow list and watch on endpointslices.discovery.k8s.io", err)
+		hint := "it is read again"
+		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			hint = "the controller's role must allow list and watch on endpointslices.discovery.k8s.io"
+		}
+		return fmt.Errorf("reading the API server's endpoints (EndpointSlices of the default/kubernetes Service), which the fetch guard refuses: %w; %s", err, hint)
 	}
 	found := make([]*discoveryv1.EndpointSlice, 0, len(list.Items))
 	for i := range list.Items {
 		found = append(found, &list.Items[i])
 	}
 	return e.set(found)
+}
+
+// First reads the EndpointSlices until it succeeds, since no fetch may run
+// before their addresses are refused. The controller's rights refusing the
+// read end it at once, as no retry mends them; an API server that does
+// not answer yet is waited for, as the manager would wait for it.
+func (e *apiServerEndpoints) First(ctx context.Context) error {
+	delay := time.Second
+	for {
+		attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err := e.Refresh(attempt)
+		cancel()
+		if err == nil || apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+			return err
+		}
+		e.Log.Info("Waiting for the API server to read its endpoints", "error", err.Error(), "retryIn", delay)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 30*time.Second)
+	}
 }
 
 // set puts the slices' addresses on the deny-list.

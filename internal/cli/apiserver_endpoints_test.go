@@ -2,8 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,3 +150,42 @@ func TestAPIServerEndpointsAreRefused(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAPIServerEndpointsFirstRead checks the read before the first fetch:
+// a user the API server refuses the read to stops the controller at once,
+// with what to fix; an API server that fails is read again until it
+// answers.
+func TestAPIServerEndpointsFirstRead(t *testing.T) {
+	_, _ = apiServer(t)
+	nobody, err := client.New(shared.cluster.ConfigFor("capstan-test-nobody"), client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &apiServerEndpoints{Reader: nobody, Deny: &netguard.DenyList{}, Log: logr.Discard()}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := e.First(ctx); err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "must allow list and watch on endpointslices") {
+		t.Fatalf("want a refusal at once that says what to fix, got %v", err)
+	}
+
+	flaky := &failingReader{Reader: shared.client, failures: 2}
+	e = &apiServerEndpoints{Reader: flaky, Deny: &netguard.DenyList{}, Log: logr.Discard()}
+	if err := e.First(t.Context()); err != nil || flaky.calls != 3 {
+		t.Fatalf("want a read after two failures, got %v after %d calls", err, flaky.calls)
+	}
+}
+
+// failingReader fails its first lists as an API server that does not
+// answer yet.
+type failingReader struct {
+	client.Reader
+	failures, calls int
+}
+
+func (r *failingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	r.calls++
+	if r.calls <= r.failures {
+		return errors.New("connection refused")
+	}
+	return r.Reader.List(ctx, list, opts...)
+}

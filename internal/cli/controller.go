@@ -207,7 +207,7 @@ func checkPruneThreshold(share float64) error {
 
 // runController runs the manager until ctx ends.
 func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) error {
-	mgr, err := newManager(cfg, o)
+	mgr, err := newManager(ctx, cfg, o)
 	if err != nil {
 		return err
 	}
@@ -257,7 +257,7 @@ func uncompressed(cfg *rest.Config) *rest.Config {
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
 // newManager builds the manager with every controller registered.
-func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
+func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	shard, err := shardOptions(o.watchSelector)
 	if err != nil {
 		return nil, err
@@ -290,10 +290,7 @@ func newManager(cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	}
 	endpoints := &apiServerEndpoints{Reader: mgr.GetAPIReader(), Clientset: clientset, Deny: fopts.Guard.DenyLive,
 		Log: ctrl.Log.WithName("fetch-guard")}
-	readCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	err = endpoints.Refresh(readCtx)
-	cancel()
-	if err != nil {
+	if err := endpoints.First(ctx); err != nil {
 		return nil, err
 	}
 	if err := mgr.Add(endpoints); err != nil {
