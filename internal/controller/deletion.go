@@ -4,17 +4,22 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/notify"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -123,17 +128,20 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		return err
 	}
 	rendered := false
-	render := func() {
-		if !rendered {
-			r.deleteHooks(ctx, s)
-			rendered = true
+	render := func() error {
+		if rendered {
+			return nil
 		}
+		rendered = true
+		return r.deleteHooks(ctx, s)
 	}
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
 		if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
-			render()
+			if err := render(); err != nil {
+				return err
+			}
 			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
 				if hooks.IsRunning(err) {
 					return err
@@ -171,7 +179,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			return err
 		}
 		s.addon.Status.Wave = nil
-		render()
+		if err := render(); err != nil {
+			return err
+		}
 		if s.hasHooks("post-delete") {
 			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
 			if err := r.checkpointStatus(ctx, s); err != nil {
@@ -179,7 +189,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			}
 		}
 	}
-	render()
+	if err := render(); err != nil {
+		return err
+	}
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {
@@ -191,19 +203,133 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// deleteHooks renders the add-on once more to find its delete hooks. A
-// source that cannot be fetched or rendered any more has none to run; that
-// must not keep the Addon for ever.
-func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) {
+// deleteHooks renders the add-on once more to find its delete hooks, and
+// keeps those the uninstall may run.
+//
+// An add-on that was never applied runs none: Helm runs the delete hooks
+// only of a release it installed, and a Blocked add-on's hooks must not
+// run at its removal when its sync never ran them. A source that cannot be
+// fetched or rendered any more has none to run; that must not keep the
+// Addon for ever.
+//
+// The delete hooks run with the rights of the controller (or of the
+// add-ons' account), so they pass the guard step as a sync's render does,
+// in both profiles as its rules say. A delete hook that breaks a rule, or
+// an Addon whose spec or chart does, runs none of them: the uninstall goes
+// on without its delete hooks, as `helm uninstall --no-hooks` does, and a
+// DeleteHooksRefused event and the Deleting message say why. Only a read
+// of the live objects that failed (ownership-unknown) is retried.
+func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
+	if neverApplied(s.addon) {
+		s.hooks = nil
+		return nil
+	}
 	for _, st := range r.renderSteps() {
 		if _, err := st.run(ctx, s); err != nil {
 			s.hooks = nil
-			return
+			return nil
 		}
 	}
 	if len(s.valuesErrors) > 0 {
 		s.hooks = nil
+		return nil
 	}
+	if _, err := r.checkGuardrails(ctx, s); err != nil {
+		return err
+	}
+	refused := refusedDeleteHooks(s.addon, s.hooks, s.violations)
+	if len(refused) == 0 {
+		return nil
+	}
+	for _, v := range refused {
+		if v.Rule == guard.RuleOwnershipUnknown {
+			// NOTE: a read that failed says nothing of the hook; the
+			// uninstall waits for a read that answers.
+			return fmt.Errorf("reading the live objects of the delete hooks failed, so the guardrails could not judge them; the uninstall tries again: %s %s: %s",
+				v.Object.Describe(), v.Rule, v.Message)
+		}
+	}
+	pending := s.hasHooks("post-delete")
+	if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
+		pending = pending || s.hasHooks("pre-delete")
+	}
+	s.hooks = withoutDeleteEvents(s.hooks)
+	why := describeViolations(refused)
+	s.found.hooksRefused = why
+	logf.FromContext(ctx).Info("Not running the delete hooks: they break the guardrails", "violations", why)
+	if pending && r.Recorder != nil {
+		// NOTE: an uninstall that waits for a wave renders again for its
+		// post-delete hooks, and says so again then.
+		r.Recorder.Eventf(s.addon, nil, "Warning", reasonDeleteHooksRefused, "Uninstall",
+			"The delete hooks were not run, since they break the guardrails: %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", truncate(why, 900))
+	}
+	return nil
+}
+
+// reasonDeleteHooksRefused is the reason of the event that says an
+// uninstall did not run its delete hooks, since they break the guardrails.
+const reasonDeleteHooksRefused = "DeleteHooksRefused"
+
+// neverApplied reports whether nothing of the add-on was ever applied:
+// nothing in its inventory (an install writes it before anything else,
+// its pre-install hooks included) and no apply recorded.
+func neverApplied(a *capstanv1.Addon) bool {
+	st := a.Status
+	return len(st.Inventory) == 0 && st.AppliedHash == "" && st.LastAppliedTime == nil && len(st.History) == 0
+}
+
+// refusedDeleteHooks are the violations that keep an uninstall from
+// running its delete hooks: those of a pre-delete or post-delete hook, and
+// those of the Addon's own spec or chart (a tenant's spec.kubeConfig, a
+// chart not written for Capstan), which no hook of the render may run
+// past. An object that is not a delete hook breaking a rule is no reason:
+// the uninstall applies nothing of the render but those hooks.
+func refusedDeleteHooks(addon *capstanv1.Addon, hs []render.Hook, violations []capstanv1.Violation) []capstanv1.Violation {
+	deleting := map[string]bool{}
+	for _, event := range []string{"pre-delete", "post-delete"} {
+		for _, h := range hooks.Select(hs, event) {
+			deleting[capstanv1.RefOf(h.Object).Key()] = true
+		}
+	}
+	if len(deleting) == 0 {
+		return nil
+	}
+	var out []capstanv1.Violation
+	for _, v := range violations {
+		own := v.Object.Kind == "Addon" && v.Object.APIVersion == capstanv1.GroupVersion.String() &&
+			v.Object.Namespace == addon.Namespace && v.Object.Name == addon.Name
+		if own || deleting[v.Object.Key()] {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// withoutDeleteEvents returns the hooks with the delete events taken out
+// of each: none of them runs at the uninstall, and the hooks are still the
+// render's (a folder's object that is a hook now stays out of the
+// inventory's deletes).
+func withoutDeleteEvents(hs []render.Hook) []render.Hook {
+	out := make([]render.Hook, 0, len(hs))
+	for _, h := range hs {
+		h.Events = slices.DeleteFunc(slices.Clone(h.Events), deleteEvent)
+		out = append(out, h)
+	}
+	return out
+}
+
+// describeViolations names each violation: the object, the rule and the
+// field.
+func describeViolations(vs []capstanv1.Violation) string {
+	parts := make([]string, 0, len(vs))
+	for _, v := range vs {
+		what := v.Object.Describe() + ": " + v.Rule
+		if v.Path != "" {
+			what += " at " + v.Path
+		}
+		parts = append(parts, what)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // disown removes the owner references to the Addon from the objects it

@@ -26,6 +26,9 @@ type findings struct {
 	paused bool
 	// uninstalling: the Delete policy is removing the software.
 	uninstalling bool
+	// hooksRefused names the guardrails that kept the uninstall from
+	// running its delete hooks (deleteHooks).
+	hooksRefused string
 	// gated: the gates stopped the plan; verdict says why.
 	gated   bool
 	verdict plan.Verdict
@@ -77,6 +80,12 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case len(f.dependents) > 0:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "WaitingForDependents",
 			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
+	case f.uninstalling && f.hooksRefused != "":
+		msg := "Deleting the inventory without the delete hooks, which break the guardrails (" + f.hooksRefused + "), as helm uninstall --no-hooks would."
+		if f.waitingFor != "" {
+			msg = "Uninstalling without the delete hooks, which break the guardrails (" + f.hooksRefused + "): " + f.waitingFor + "."
+		}
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: msg}
 	case f.uninstalling && f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Uninstalling: " + f.waitingFor + "."}
 	case f.uninstalling:

@@ -1,0 +1,105 @@
+package controller_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// guardedHooksChart is a tenant's chart with one ConfigMap and a
+// pre-delete and a post-delete ConfigMap hook. hookNamespace moves the
+// hooks, and configNamespace the ConfigMap, out of the Addon's namespace.
+var guardedHooksChart = map[string]string{
+	"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n" +
+		"  {{- with .Values.configNamespace }}\n  namespace: {{ . }}\n  {{- end }}\ndata: {a: b}\n",
+	"templates/hooks.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: before-delete\n" +
+		"  namespace: {{ .Values.hookNamespace | default .Release.Namespace }}\n  annotations:\n    helm.sh/hook: pre-delete\ndata: {hook: pre}\n" +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: after-delete\n" +
+		"  namespace: {{ .Values.hookNamespace | default .Release.Namespace }}\n  annotations:\n    helm.sh/hook: post-delete\ndata: {hook: post}\n",
+}
+
+// TestRestrictedDeleteHooksPassTheGuardrails deletes restricted add-ons
+// whose delete hooks a tenant may not run, as the controller's account
+// would run them: a Blocked add-on never applied, whose pre-delete hook
+// names another namespace; one never applied whose hooks are its own, but
+// another object breaks a guardrail (Helm runs the delete hooks only of a
+// release it installed); and an applied add-on whose values then move its
+// hooks to another namespace. Each is deleted, nothing is created in the
+// other namespace nor by a hook in its own, and the last one's event says
+// why its hooks did not run.
+func TestRestrictedDeleteHooksPassTheGuardrails(t *testing.T) {
+	url, _ := charts.publish(t, chart{name: "guardedhooks", version: "1.0.0", files: guardedHooksChart})
+	hookObjects := func(t *testing.T, ns string) []string {
+		t.Helper()
+		var found []string
+		for _, name := range []string{"before-delete", "after-delete"} {
+			if live(t, "v1", "ConfigMap", ns, name) != nil {
+				found = append(found, ns+"/"+name)
+			}
+		}
+		return found
+	}
+
+	t.Run("never-applied-hook-elsewhere", func(t *testing.T) {
+		ns, other := newNamespace(t), newNamespace(t)
+		a := create(t, newAddon(ns, "tenant", url, withValues("hookNamespace: "+other)))
+		waitFor(t, a, 90*time.Second, "Blocked by namespace-not-allowed", violationRule("namespace-not-allowed"))
+		deleteAddon(t, a)
+		if found := hookObjects(t, other); len(found) > 0 {
+			t.Errorf("the uninstall of a Blocked tenant add-on ran its hooks in another namespace: %v", found)
+		}
+	})
+
+	t.Run("never-applied-own-hooks", func(t *testing.T) {
+		ns, other := newNamespace(t), newNamespace(t)
+		a := create(t, newAddon(ns, "tenant", url, withValues("configNamespace: "+other)))
+		waitFor(t, a, 90*time.Second, "Blocked by namespace-not-allowed", violationRule("namespace-not-allowed"))
+		deleteAddon(t, a)
+		if found := hookObjects(t, ns); len(found) > 0 {
+			t.Errorf("the uninstall of an add-on never applied ran its delete hooks: %v", found)
+		}
+	})
+
+	t.Run("applied-then-hooks-elsewhere", func(t *testing.T) {
+		ns, other := newNamespace(t), newNamespace(t)
+		a := create(t, newAddon(ns, "tenant", url))
+		if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+			t.Fatalf("profile %s, want restricted", got.Status.Profile)
+		}
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("hookNamespace: " + other) })
+		waitFor(t, a, 90*time.Second, "Blocked by namespace-not-allowed", violationRule("namespace-not-allowed"))
+		deleteAddon(t, a)
+		if found := append(hookObjects(t, other), hookObjects(t, ns)...); len(found) > 0 {
+			t.Errorf("the uninstall ran delete hooks that break the guardrails: %v", found)
+		}
+		if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+			t.Error("the uninstall stopped: the add-on's ConfigMap is still there")
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused event that names the rule", func() bool {
+			msg := addonEvent(t, a, "DeleteHooksRefused")
+			return strings.Contains(msg, "ConfigMap "+other+"/before-delete") && strings.Contains(msg, "namespace-not-allowed")
+		})
+	})
+}
+
+// addonEvent is the note of the newest event of a with reason, or "".
+func addonEvent(t *testing.T, a *capstanv1.Addon, reason string) string {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := admin.List(context.Background(), &events, client.InNamespace(a.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	note := ""
+	for _, e := range events.Items {
+		if e.Regarding.Name == a.Name && e.Reason == reason {
+			note = e.Note
+		}
+	}
+	return note
+}

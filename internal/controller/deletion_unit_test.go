@@ -1,0 +1,93 @@
+package controller
+
+import (
+	"slices"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
+)
+
+// TestRefusedDeleteHooks decides which violations keep an uninstall from
+// running its delete hooks: a delete hook's own, and the Addon's spec's or
+// chart's; never another object's, nor a hook's of another event alone.
+func TestRefusedDeleteHooks(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "blog"}}
+	hook := func(name string, events ...string) render.Hook {
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("ConfigMap")
+		obj.SetNamespace("tenant")
+		obj.SetName(name)
+		return render.Hook{Object: obj, Events: events}
+	}
+	cm := func(ns, name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: name}
+	}
+	spec := capstanv1.ObjectRef{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: "tenant", Name: "blog"}
+	otherAddon := capstanv1.ObjectRef{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: "tenant", Name: "shop"}
+	hooks := []render.Hook{hook("pre", "pre-delete"), hook("post", "post-delete"), hook("both", "pre-install", "pre-delete"), hook("install", "pre-install")}
+	for _, tc := range []struct {
+		name  string
+		hooks []render.Hook
+		on    capstanv1.ObjectRef
+		want  bool
+	}{
+		{"a pre-delete hook", hooks, cm("tenant", "pre"), true},
+		{"a post-delete hook", hooks, cm("tenant", "post"), true},
+		{"a hook of an install and a delete event", hooks, cm("tenant", "both"), true},
+		{"a pre-install hook alone", hooks, cm("tenant", "install"), false},
+		{"an object that is no hook", hooks, cm("tenant", "settings"), false},
+		{"the Addon's spec or chart", hooks, spec, true},
+		{"another Addon", hooks, otherAddon, false},
+		{"the Addon's spec, with no delete hook to run", hooks[3:], spec, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := capstanv1.Violation{Object: tc.on, Rule: "namespace-not-allowed"}
+			got := refusedDeleteHooks(addon, tc.hooks, []capstanv1.Violation{v})
+			if (len(got) > 0) != tc.want {
+				t.Errorf("refused = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWithoutDeleteEvents takes the delete events out of every hook and
+// keeps the hooks, and the caller's, as they were.
+func TestWithoutDeleteEvents(t *testing.T) {
+	obj := &unstructured.Unstructured{}
+	in := []render.Hook{{Object: obj, Events: []string{"pre-install", "pre-delete"}}, {Object: obj, Events: []string{"post-delete"}}}
+	out := withoutDeleteEvents(in)
+	if len(out) != 2 || !slices.Equal(out[0].Events, []string{"pre-install"}) || len(out[1].Events) != 0 {
+		t.Errorf("got %+v", out)
+	}
+	if !slices.Equal(in[0].Events, []string{"pre-install", "pre-delete"}) {
+		t.Errorf("the render's hooks changed: %+v", in[0].Events)
+	}
+}
+
+// TestNeverApplied: an Addon with nothing in its inventory and no apply
+// recorded was never applied; any one of them says it was.
+func TestNeverApplied(t *testing.T) {
+	now := metav1.Now()
+	for _, tc := range []struct {
+		name   string
+		status capstanv1.AddonStatus
+		want   bool
+	}{
+		{"nothing", capstanv1.AddonStatus{}, true},
+		{"an inventory (an install that began)", capstanv1.AddonStatus{Inventory: []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "b"}}}}, false},
+		{"an applied render", capstanv1.AddonStatus{AppliedHash: "abc"}, false},
+		{"an apply's time", capstanv1.AddonStatus{LastAppliedTime: &now}, false},
+		{"a revision", capstanv1.AddonStatus{History: []capstanv1.Revision{{Number: 1}}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := neverApplied(&capstanv1.Addon{Status: tc.status}); got != tc.want {
+				t.Errorf("neverApplied = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
