@@ -217,8 +217,9 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // in both profiles as its rules say. A delete hook that breaks a rule, or
 // an Addon whose spec or chart does, runs none of them: the uninstall goes
 // on without its delete hooks, as `helm uninstall --no-hooks` does, and a
-// DeleteHooksRefused event and the Deleting message say why. Only a read
-// of the live objects that failed (ownership-unknown) is retried.
+// DeleteHooksRefused event and the Deleting message say why. A read of the
+// live objects that failed (ownership-unknown), and no other rule broken,
+// is retried.
 func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if neverApplied(s.addon) {
 		s.hooks = nil
@@ -241,13 +242,12 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if len(refused) == 0 {
 		return nil
 	}
-	for _, v := range refused {
-		if v.Rule == guard.RuleOwnershipUnknown {
-			// NOTE: a read that failed says nothing of the hook; the
-			// uninstall waits for a read that answers.
-			return fmt.Errorf("reading the live objects of the delete hooks failed, so the guardrails could not judge them; the uninstall tries again: %s %s: %s",
-				v.Object.Describe(), v.Rule, v.Message)
-		}
+	if !slices.ContainsFunc(refused, func(v capstanv1.Violation) bool { return v.Rule != guard.RuleOwnershipUnknown }) {
+		// NOTE: a read that failed says nothing of the hook; the
+		// uninstall waits for a read that answers. A rule the hooks
+		// break for certain refuses them at once.
+		return fmt.Errorf("reading the live objects of the delete hooks failed, so the guardrails could not judge them; the uninstall tries again: %s: %s",
+			refused[0].Object.Describe(), refused[0].Message)
 	}
 	pending := s.hasHooks("post-delete")
 	if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
