@@ -103,3 +103,37 @@ func addonEvent(t *testing.T, a *capstanv1.Addon, reason string) string {
 	}
 	return note
 }
+
+// TestReinstallKeepsKeptHookObjects installs a chart whose pre-install
+// hooks are a claim and a ConfigMap marked helm.sh/resource-policy: keep,
+// removes the Addon with Orphan and makes it again under the same name:
+// its pre-install hooks run again, and their default before-hook-creation
+// policy applies over both objects instead of deleting them, so the claim
+// (and its volume) and the kept ConfigMap are the ones the first install
+// made.
+func TestReinstallKeepsKeptHookObjects(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "keptclaim", version: "1.0.0", files: map[string]string{
+		"templates/claim.yaml": "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  annotations:\n    helm.sh/hook: pre-install\n    helm.sh/resource-policy: keep\n" +
+			"spec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1Gi}}\n",
+		"templates/seed.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed\n  annotations:\n    helm.sh/hook: pre-install\n    helm.sh/resource-policy: keep\ndata: {a: b}\n",
+		"templates/app.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata: {a: b}\n",
+	}})
+	name := "kept-" + ns[len(ns)-5:]
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	claim, seed := live(t, "v1", "PersistentVolumeClaim", ns, "data"), live(t, "v1", "ConfigMap", ns, "seed")
+	if claim == nil || seed == nil {
+		t.Fatal("the pre-install hooks did not run")
+	}
+	deleteAddon(t, a)
+
+	again := create(t, newAddon(controllerNS, name, url, withTarget(ns)))
+	waitPhase(t, again, capstanv1.PhaseSynced)
+	if got := live(t, "v1", "PersistentVolumeClaim", ns, "data"); got == nil || got.GetUID() != claim.GetUID() {
+		t.Errorf("the reinstall's pre-install hook replaced the claim (%v); a claim hook must be applied over, never deleted", got != nil)
+	}
+	if got := live(t, "v1", "ConfigMap", ns, "seed"); got == nil || got.GetUID() != seed.GetUID() {
+		t.Errorf("the reinstall's pre-install hook replaced the ConfigMap marked to be kept (%v)", got != nil)
+	}
+}

@@ -13,6 +13,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 )
@@ -131,11 +132,19 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		}
 	}
 	hs := s.hooks
+	// What the manifests mark to be kept is never deleted by a hook's
+	// policies, as a prune or an uninstall leaves it (in the cluster
+	// profile; in the restricted one no mark keeps an object).
+	keep := s.keepFrom(apply.Recreating)
 	if event == render.TestEvent {
 		hs = testHooks(hs, testFilters(s.addon))
+		// NOTE: a test's object is its run's: a new run deletes it
+		// whatever its marks, so that an old run's result is never read
+		// as its own.
+		keep = apply.NoKeep
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
-		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s),
+		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep,
 		Progress: func(p capstanv1.HookProgress) {
 			p.Generation = s.addon.Generation
 			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {

@@ -36,6 +36,10 @@ type Error struct {
 	// because its delete policies lack before-hook-creation, so the earlier
 	// result was read again.
 	Kept bool
+	// KeptBy, with Kept, says what kept the object though its policies
+	// name before-hook-creation: its kind, which Capstan never deletes,
+	// or a mark in its manifests, such as helm.sh/resource-policy: keep.
+	KeptBy string
 	// Err is the underlying error, if any.
 	Err error
 }
@@ -70,7 +74,10 @@ func (e *Error) Error() string {
 		}
 		b.WriteString(". Fix the chart or its values. ")
 	}
-	if e.Kept {
+	switch {
+	case e.Kept && e.KeptBy != "":
+		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, not deleted by its %s policy (kept by %s); delete %s to run it anew. ", BeforeHookCreation, e.KeptBy, e.Hook.Describe())
+	case e.Kept:
 		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, e.Hook.Describe())
 	}
 	if e.Event == render.TestEvent {

@@ -6,6 +6,8 @@ import (
 
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -90,12 +92,21 @@ func DeletePolicies(h render.Hook) []string {
 	return h.DeletePolicies
 }
 
-// hasPolicy reports whether a hook's object is deleted on policy. Helm never
-// deletes a CustomResourceDefinition hook: that would delete every object
-// of its kind.
+// hasPolicy reports whether a hook's object is deleted on policy. A hook
+// of a kind Capstan never deletes (apply.Deletable) is never deleted by a
+// policy: Helm never deletes a CustomResourceDefinition hook, which would
+// delete every object of its kind, and a PersistentVolumeClaim,
+// PersistentVolume, StorageClass or Namespace hook holds data, as they do
+// when a prune or an uninstall spares them. Such a hook's object from an
+// earlier run is applied over, not created anew.
 func hasPolicy(h render.Hook, policy string) bool {
-	if h.Object.GetKind() == "CustomResourceDefinition" {
+	if neverDeleted(h) {
 		return false
 	}
 	return slices.Contains(DeletePolicies(h), policy)
+}
+
+// neverDeleted reports whether a hook is of a kind Capstan never deletes.
+func neverDeleted(h render.Hook) bool {
+	return h.Object.GetKind() == "CustomResourceDefinition" || !apply.Deletable(capstanv1.RefOf(h.Object))
 }

@@ -130,6 +130,43 @@ func TestHasPolicy(t *testing.T) {
 	}
 }
 
+// TestNeverDeletedKindsHaveNoPolicy: a hook of a kind Capstan never
+// deletes (as a prune or an uninstall spares it) is deleted by none of its
+// policies, the default before-hook-creation included; other kinds keep
+// theirs, a StorageClass of another group among them.
+func TestNeverDeletedKindsHaveNoPolicy(t *testing.T) {
+	tests := []struct {
+		apiVersion, kind string
+		never            bool
+	}{
+		{"apiextensions.k8s.io/v1", "CustomResourceDefinition", true},
+		{"v1", "CustomResourceDefinition", true},
+		{"v1", "PersistentVolumeClaim", true},
+		{"v1", "PersistentVolume", true},
+		{"v1", "Namespace", true},
+		{"storage.k8s.io/v1", "StorageClass", true},
+		{"example.com/v1", "StorageClass", false},
+		{"v1", "ConfigMap", false},
+		{"v1", "Secret", false},
+		{"batch/v1", "Job", false},
+		{"v1", "Pod", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.apiVersion+" "+tt.kind, func(t *testing.T) {
+			for _, policies := range [][]string{nil, {BeforeHookCreation}, {HookSucceeded}, {HookFailed}, {BeforeHookCreation, HookSucceeded, HookFailed}} {
+				h := hook(tt.kind+"/x", 0, "pre-install")
+				h.Object.SetAPIVersion(tt.apiVersion)
+				h.DeletePolicies = policies
+				for _, p := range DeletePolicies(h) {
+					if got := hasPolicy(h, p); got == tt.never {
+						t.Errorf("policies %v: hasPolicy(%s) = %v; want %v", policies, p, got, !tt.never)
+					}
+				}
+			}
+		})
+	}
+}
+
 // TestSelectRunsPostSyncLast: a folder's Argo CD PostSync hooks, which wait
 // for the applied objects, run after the event's other hooks (its Sync
 // hooks, and Helm's), whatever their weights.

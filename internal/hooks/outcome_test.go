@@ -103,6 +103,8 @@ func TestErrorMessage(t *testing.T) {
 			[]string{"post-install hook Job db/app-migrate (weight 0) did not finish within the hook timeout of 1m30s (the Job has 1 active", "raise spec.hookTimeout", "The next sync runs the hook again"}},
 		{"kept", &Error{Event: "pre-install", Hook: ref, Reason: "BackoffLimitExceeded", Kept: true},
 			[]string{"delete Job db/app-migrate to run it anew", "lack before-hook-creation"}},
+		{"kept by a mark", &Error{Event: "pre-install", Hook: ref, Reason: "BackoffLimitExceeded", Kept: true, KeptBy: "helm.sh/resource-policy: keep"},
+			[]string{"not deleted by its before-hook-creation policy (kept by helm.sh/resource-policy: keep); delete Job db/app-migrate to run it anew"}},
 		{"sync-fail", &Error{Event: "sync-fail", Hook: ref, Reason: "BackoffLimitExceeded"},
 			[]string{"sync-fail hook Job db/app-migrate (weight 0) failed", "It runs again only when another render fails."}},
 	}

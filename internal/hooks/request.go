@@ -20,6 +20,15 @@ type Request struct {
 	// Hooks are every hook of the render, prepared like the other objects
 	// (namespace, labels); the runner runs those of Event.
 	Hooks []render.Hook
+	// Keep is the deletion whose marks keep a hook's object from the
+	// deletes its policies ask for (apply.KeptBy): an object that
+	// helm.sh/resource-policy: keep, or Flux's or Argo CD's mark, keeps is
+	// never deleted by before-hook-creation, hook-succeeded or
+	// hook-failed, and is applied over instead of created anew. The
+	// controller passes apply.Recreating, which any of the marks keeps
+	// from, in the cluster profile, and apply.NoKeep, the zero value, in
+	// the restricted one, where no mark keeps an object.
+	Keep apply.Deletion
 	// Timeout bounds each hook; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Progress is called when a hook starts, so status can show it.

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -108,8 +109,8 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			if ctx.Err() == nil && !IsRunning(err) {
 				// A cancelled context is a controller that stops: it
 				// must not wait for deletions.
-				r.cleanUp(ctx, req.Applier, []render.Hook{h}, HookFailed, timeout)
-				r.cleanUp(ctx, req.Applier, selected[:i], HookSucceeded, timeout)
+				r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
+				r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 			}
 			return err
 		}
@@ -120,7 +121,11 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 		if !hasPolicy(h, HookSucceeded) {
 			continue
 		}
-		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
+		kept, err := r.deleteAndWait(ctx, req, h, timeout)
+		if kept != "" {
+			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
+		}
+		if err != nil {
 			again := fmt.Sprintf("; the next sync runs the %s hooks again", req.Event)
 			if req.Event == render.SyncFailEvent {
 				again = ""
@@ -204,10 +209,10 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	if req.Progress != nil {
 		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run})
 	}
-	existed := false
+	existed, keptBy := false, ""
 	if !resumed {
 		var err error
-		if existed, err = r.create(ctx, req, h, obj, timeout, checked, fail); err != nil {
+		if existed, keptBy, err = r.create(ctx, req, h, obj, timeout, checked, fail); err != nil {
 			return err
 		}
 		if !waitsFor(ref.APIVersion, ref.Kind) {
@@ -228,13 +233,13 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		return &Running{Event: req.Event, Hook: ref, Since: since}
 	case wait.Interrupted(err) && ctx.Err() == nil:
 		e := fail(ReasonTimeout, out.message, err)
-		e.Kept = existed
+		e.Kept, e.KeptBy = existed, keptBy
 		return e
 	case err != nil:
 		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, ref.Describe(), err)
 	case out.state == failed:
 		e := fail(out.reason, out.message, nil)
-		e.Kept = existed
+		e.Kept, e.KeptBy = existed, keptBy
 		log.Info("Hook failed", "reason", out.reason)
 		return e
 	}
@@ -245,27 +250,38 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 // create makes a hook's object: it makes sure the hook's namespace exists,
 // deletes the object of an earlier run when the hook has
 // before-hook-creation, and applies the hook. It reports whether an object
-// of an earlier run was kept and applied in place.
-func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *unstructured.Unstructured, timeout time.Duration, checked map[string]bool, fail func(reason, msg string, err error) *Error) (bool, error) {
+// of an earlier run was kept and applied in place, and, when the hook has
+// before-hook-creation, what kept it: its kind, which Capstan never
+// deletes, or a mark in its manifests (Request.Keep).
+func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *unstructured.Unstructured, timeout time.Duration, checked map[string]bool, fail func(reason, msg string, err error) *Error) (existed bool, keptBy string, err error) {
 	ref := capstanv1.RefOf(obj)
 	if ns := obj.GetNamespace(); ns != "" && !checked[ns] {
 		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns); err != nil {
-			return false, fail(ReasonCreateFailed, err.Error(), err)
+			return false, "", fail(ReasonCreateFailed, err.Error(), err)
 		}
 		checked[ns] = true
 	}
 	if hasPolicy(h, BeforeHookCreation) {
-		if err := r.deleteAndWait(ctx, req.Applier, h, timeout); err != nil {
-			return false, fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
+		if keptBy, err = r.deleteAndWait(ctx, req, h, timeout); err != nil {
+			return false, "", fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
 		}
-	}
-	existed := false
-	if !hasPolicy(h, BeforeHookCreation) {
+		existed = keptBy != ""
+	} else {
 		prev, err := req.Applier.Get(ctx, ref)
 		if err != nil && !apimeta.IsNoMatchError(err) {
-			return false, fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+			return false, "", fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
 		}
 		existed = prev != nil
+		if existed && neverDeleted(h) && slices.Contains(DeletePolicies(h), BeforeHookCreation) {
+			keptBy = keptByKind
+		}
+	}
+	if keptBy != "" {
+		// NOTE: applied over, as a hook without the policy is: a
+		// claim's volume outlives the hook, and a Job's old result is
+		// read again.
+		logf.FromContext(ctx).Info("Hook's object from an earlier run is kept: applied over, not created anew",
+			"kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "policy", BeforeHookCreation, "keptBy", keptBy)
 	}
 	if err := req.Applier.Apply(ctx, obj); err != nil {
 		msg := "the API server refused it: " + err.Error()
@@ -275,9 +291,9 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		if obj.GetKind() == "Secret" {
 			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
 		}
-		return existed, fail(ReasonCreateFailed, msg, err)
+		return existed, keptBy, fail(ReasonCreateFailed, msg, err)
 	}
-	return existed, nil
+	return existed, keptBy, nil
 }
 
 // fromStoppedRun reads a hook's object and reports whether the stopped run
@@ -472,14 +488,18 @@ func joinMessage(a, b string) string {
 
 // cleanUp deletes the hooks that have policy, best effort: the hook's own
 // failure is what the caller reports.
-func (r *Runner) cleanUp(ctx context.Context, a *apply.Applier, hooks []render.Hook, policy string, timeout time.Duration) {
+func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, policy string, timeout time.Duration) {
 	ctx = context.WithoutCancel(ctx)
 	for _, h := range hooks {
 		if !hasPolicy(h, policy) {
 			continue
 		}
-		if err := r.deleteAndWait(ctx, a, h, timeout); err != nil {
+		kept, err := r.deleteAndWait(ctx, req, h, timeout)
+		if err != nil {
 			logf.FromContext(ctx).Error(err, "Deleting a hook failed", "policy", policy, "kind", h.Object.GetKind(), "name", h.Object.GetName())
+		}
+		if kept != "" {
+			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", policy, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
 		}
 	}
 }
@@ -487,26 +507,52 @@ func (r *Runner) cleanUp(ctx context.Context, a *apply.Applier, hooks []render.H
 // deleteAndWait deletes a hook's object, and waits until it is gone. Pods
 // of a Job go with it: the deletion propagates in the background, as in
 // Helm, so the Job is gone at once and the garbage collector deletes its
-// pods.
-func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.Hook, timeout time.Duration) error {
+// pods. An object of a kind Capstan never deletes, or that a mark in its
+// manifests keeps (req.Keep, read on the live object, as a prune reads
+// it), is not deleted: deleteAndWait returns what keeps it, and the
+// caller applies over it.
+func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, timeout time.Duration) (string, error) {
+	if neverDeleted(h) {
+		// NOTE: hasPolicy keeps every caller from here; a kind that is
+		// never deleted must not depend on that.
+		return keptByKind, nil
+	}
+	a := req.Applier
 	ref := capstanv1.RefOf(h.Object)
-	live, err := a.Get(ctx, ref)
-	if apimeta.IsNoMatchError(err) || (err == nil && live == nil) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	uid := live.GetUID()
-	if err := a.Client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid}); err != nil {
-		// NOTE: a conflict on the UID precondition means another object
-		// of the same name replaced the one read: the one meant is gone.
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
+	var uid types.UID
+	for try := 1; ; try++ {
+		live, err := a.Get(ctx, ref)
+		if apimeta.IsNoMatchError(err) || (err == nil && live == nil) {
+			return "", nil
 		}
-		return err
+		if err != nil {
+			return "", err
+		}
+		if try > 1 && live.GetUID() != uid {
+			// NOTE: another object of the same name replaced the one
+			// read: the one meant is gone.
+			return "", nil
+		}
+		if by := apply.KeptBy(live, req.Keep); by != "" {
+			return by, nil
+		}
+		uid = live.GetUID()
+		// NOTE: the delete is bound to the UID and resourceVersion read,
+		// so an object marked to be kept since the read is not deleted;
+		// one that changed is read again.
+		rv := live.GetResourceVersion()
+		err = a.Client.Delete(ctx, live, client.PropagationPolicy(metav1.DeletePropagationBackground), client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err == nil || apierrors.IsNotFound(err) {
+			break
+		}
+		if !apierrors.IsConflict(err) {
+			return "", err
+		}
+		if try == maxDeleteTries {
+			return "", fmt.Errorf("%s changed between each read and its delete, %d times; the next sync tries again", ref.Describe(), try)
+		}
 	}
-	err = wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
 		cur, err := a.Get(ctx, ref)
 		if err != nil && ctx.Err() != nil {
 			return false, ctx.Err()
@@ -517,10 +563,18 @@ func (r *Runner) deleteAndWait(ctx context.Context, a *apply.Applier, h render.H
 		return cur == nil || cur.GetUID() != uid, nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
-		return fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", ref.Describe(), timeout)
+		return "", fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", ref.Describe(), timeout)
 	}
-	return err
+	return "", err
 }
+
+// maxDeleteTries bounds the reads and deletes of one hook's object whose
+// metadata keeps changing between the two.
+const maxDeleteTries = 3
+
+// keptByKind is what keeps a hook's object of a kind Capstan never
+// deletes.
+const keptByKind = "its kind, which Capstan never deletes"
 
 // ensureNamespace makes sure a hook's namespace exists. The controller
 // applies the target namespace before pre-install hooks; before pre-upgrade
