@@ -135,7 +135,8 @@ type AddonSpec struct {
 	SyncRequest int64 `json:"syncRequest,omitempty"`
 
 	// ApprovedPlan is the hash of the plan a sync request approves. When the
-	// current plan's hash differs, nothing is applied.
+	// current plan's hash differs, nothing is applied. An approval counts
+	// only with the sync request it came with (status.lastApprovedPlan).
 	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
 	// +optional
 	ApprovedPlan string `json:"approvedPlan,omitempty"`
@@ -851,6 +852,13 @@ type AddonStatus struct {
 	// LastSyncRequest is the spec.syncRequest that was last handled.
 	// +optional
 	LastSyncRequest int64 `json:"lastSyncRequest,omitempty"`
+
+	// LastApprovedPlan is the spec.approvedPlan that came with the sync
+	// request last handled. An approval is used up with its request: a
+	// later request that finds it still in spec.approvedPlan approves
+	// nothing by it, unless it names the current plan.
+	// +optional
+	LastApprovedPlan string `json:"lastApprovedPlan,omitempty"`
 
 	// LastHandledRefresh is the value of the capstan.dev/refresh annotation
 	// that a reconcile last handled: it read the source again then.

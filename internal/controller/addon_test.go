@@ -170,6 +170,45 @@ func TestManualSyncApproval(t *testing.T) {
 	}
 }
 
+// TestABareSyncRequestAfterAnApproval installs an add-on without manualSync
+// as `capstan addon install` does (an approval of the reviewed plan), then
+// changes its values and raises spec.syncRequest in one write, with the
+// install's approval still in spec.approvedPlan. The approval was used up by
+// the install: the request must apply the change, not hold it as stale.
+func TestABareSyncRequestAfterAnApproval(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "bare-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSuspended)
+	installed := got.Status.Plan.Hash
+	got = update(t, got, func(cur *capstanv1.Addon) {
+		cur.Spec.Suspend = false
+		cur.Spec.ApprovedPlan = cur.Status.Plan.Hash
+		cur.Spec.SyncRequest = max(cur.Spec.SyncRequest, cur.Status.LastSyncRequest) + 1
+	})
+	got = waitPhase(t, got, capstanv1.PhaseSynced)
+	if got.Status.LastApprovedPlan != installed {
+		t.Fatalf("status.lastApprovedPlan %q; want the install's approval %s", got.Status.LastApprovedPlan, installed)
+	}
+
+	got = update(t, got, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues("greeting: bonjour")
+		cur.Spec.SyncRequest++
+	})
+	got = waitFor(t, got, time.Minute, "the bare sync request to be handled or refused", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return cur.Status.ObservedGeneration == cur.Generation &&
+			(cur.Status.LastSyncRequest == cur.Spec.SyncRequest || c != nil && c.Reason == "ApprovalStale")
+	})
+	if got.Status.LastSyncRequest != got.Spec.SyncRequest {
+		t.Fatalf("the install's used approval held the bare sync request: %s", describeStatus(got))
+	}
+	cm := live(t, "v1", "ConfigMap", ns, a.Name+"-config")
+	if cm == nil || cm.Object["data"].(map[string]any)["greeting"] != "bonjour" {
+		t.Fatalf("the change was not applied: %v", cm)
+	}
+}
+
 func TestSuspendAndPause(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, webChart("1.0.0", nil))

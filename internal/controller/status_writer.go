@@ -218,7 +218,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.AppliedHash = s.addon.Status.AppliedHash
 	st.History = s.addon.Status.History
 	st.AppliedAsUpgrade = s.addon.Status.AppliedAsUpgrade
-	st.LastSyncRequest = s.addon.Status.LastSyncRequest
+	st.LastSyncRequest, st.LastApprovedPlan = s.addon.Status.LastSyncRequest, s.addon.Status.LastApprovedPlan
 	st.LastAppliedTime = s.addon.Status.LastAppliedTime
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone

@@ -203,7 +203,10 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 	st.AppliedHash = s.render.Hash
 	st.AppliedAsUpgrade = s.upgrade
 	if s.verdict.HandledSyncRequest {
-		st.LastSyncRequest = s.addon.Spec.SyncRequest
+		// NOTE: the approval that came with the request is used up with it
+		// (plan.State.LastApprovedPlan), whether this sync applied its plan
+		// or found nothing to change.
+		st.LastSyncRequest, st.LastApprovedPlan = s.addon.Spec.SyncRequest, s.addon.Spec.ApprovedPlan
 	}
 	if res.Applied > 0 || len(res.Pruned) > 0 {
 		now := metav1.Now()

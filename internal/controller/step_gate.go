@@ -77,8 +77,9 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 	return plan.State{
 		Plan: p, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
 		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
-		LastSyncRequest: s.addon.Status.LastSyncRequest,
-		Inventory:       len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
+		LastSyncRequest: s.addon.Status.LastSyncRequest, LastApprovedPlan: s.addon.Status.LastApprovedPlan,
+		AppliedPlans: appliedPlans(s.addon.Status.History),
+		Inventory:    len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
 		Confirm: describeAll(s.confirm),
 		Windows: windows, Continuing: s.continuesRun(),
 	}
@@ -126,4 +127,15 @@ func (r *AddonReconciler) judgeHeld(ctx context.Context, s *scope, checks *healt
 	}
 	s.found.health = j
 	r.watchKinds(ctx, s, j.kinds)
+}
+
+// appliedPlans lists the plans that history records as applied.
+func appliedPlans(history []capstanv1.Revision) []string {
+	out := make([]string, 0, len(history))
+	for _, rev := range history {
+		if rev.PlanHash != "" {
+			out = append(out, rev.PlanHash)
+		}
+	}
+	return out
 }

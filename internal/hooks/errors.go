@@ -89,7 +89,7 @@ func (e *Error) Error() string {
 		b.WriteString("It runs again only when another render fails.")
 		return b.String()
 	}
-	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest.")
+	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest (with manualSync, approve the plan instead: `capstan addon sync`).")
 	return b.String()
 }
 

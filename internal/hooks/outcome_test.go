@@ -98,7 +98,7 @@ func TestErrorMessage(t *testing.T) {
 		want []string
 	}{
 		{"failed job", &Error{Event: "pre-upgrade", Hook: ref, Weight: -5, Template: "app/templates/migrate.yaml", Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit"},
-			[]string{"pre-upgrade hook Job db/app-migrate (weight -5, from app/templates/migrate.yaml) failed: BackoffLimitExceeded: Job has reached the specified backoff limit.", "Fix the chart or its values.", "The next sync runs the hook again; to retry at once, raise spec.syncRequest."}},
+			[]string{"pre-upgrade hook Job db/app-migrate (weight -5, from app/templates/migrate.yaml) failed: BackoffLimitExceeded: Job has reached the specified backoff limit.", "Fix the chart or its values.", "The next sync runs the hook again; to retry at once, raise spec.syncRequest (with manualSync, approve the plan instead: `capstan addon sync`)."}},
 		{"timeout", &Error{Event: "post-install", Hook: ref, Reason: ReasonTimeout, Timeout: 90 * time.Second, Message: "the Job has 1 active, 0 succeeded and 0 failed pods"},
 			[]string{"post-install hook Job db/app-migrate (weight 0) did not finish within the hook timeout of 1m30s (the Job has 1 active", "raise spec.hookTimeout", "The next sync runs the hook again"}},
 		{"kept", &Error{Event: "pre-install", Hook: ref, Reason: "BackoffLimitExceeded", Kept: true},

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -18,6 +19,13 @@ type State struct {
 	SyncRequest       int64
 	ApprovedPlan      string
 	LastSyncRequest   int64
+	// LastApprovedPlan is status.lastApprovedPlan: the approval that came
+	// with the sync request last handled, used up with it.
+	LastApprovedPlan string
+	// AppliedPlans are the plans status.history records as applied. An
+	// Addon last synced by a Capstan that did not record
+	// status.lastApprovedPlan has its used approval there.
+	AppliedPlans []string
 	// Inventory counts the objects the add-on applied before.
 	Inventory int
 	// PruneThreshold is the share of the inventory a plan may delete
@@ -197,7 +205,7 @@ func MassPrune(s State) (Verdict, bool) {
 	if float64(del) <= s.PruneThreshold*float64(s.Inventory) {
 		return Verdict{}, false
 	}
-	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
+	if approval(s) == s.Plan.Hash {
 		return Verdict{}, false // approved: the manual-sync gate applies it
 	}
 	what := fmt.Sprintf("deletes %d", del)
@@ -217,7 +225,7 @@ func ConfirmPrune(s State) (Verdict, bool) {
 	if s.Plan == nil || len(s.Confirm) == 0 {
 		return Verdict{}, false
 	}
-	if s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan == s.Plan.Hash {
+	if approval(s) == s.Plan.Hash {
 		return Verdict{}, false // approved: the manual-sync gate applies it
 	}
 	names := s.Confirm
@@ -234,20 +242,24 @@ func ConfirmPrune(s State) (Verdict, bool) {
 // exactly its hash. An approval binds without manualSync too: a pending sync
 // request that names a plan hash (as installing a suspended add-on writes
 // it) applies that plan and no other, so an approval always applies exactly
-// the plan the approver saw.
+// the plan the approver saw. An approval used up by an earlier request binds
+// nothing (approval).
 func ManualSync(s State) (Verdict, bool) {
-	approving := s.SyncRequest > s.LastSyncRequest && s.ApprovedPlan != ""
-	if !Pending(s.Plan) || (!s.ManualSync && !approving) || s.Continuing {
+	approved := approval(s)
+	if !Pending(s.Plan) || (!s.ManualSync && approved == "") || s.Continuing {
 		return Verdict{}, false
 	}
 	if s.SyncRequest <= s.LastSyncRequest {
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonAwaitApproval,
 			Message: "changes wait for approval (" + String(s.Plan) + "): " + approveHow(s)}, true
 	}
-	switch s.ApprovedPlan {
-	case s.Plan.Hash:
+	switch {
+	case approved == s.Plan.Hash:
 		return Verdict{Apply: true, HandledSyncRequest: true}, true
-	case "":
+	case approved == "" && s.ApprovedPlan != "":
+		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalNoPlan,
+			Message: "a sync was requested, but spec.approvedPlan " + s.ApprovedPlan + " is an approval an earlier sync request used up, so nothing was applied; to apply the plan, " + approveHow(s)}, true
+	case approved == "":
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalNoPlan,
 			Message: "a sync was requested without spec.approvedPlan, so nothing was applied; to apply the plan, " + approveHow(s)}, true
 	default:
@@ -258,6 +270,33 @@ func ManualSync(s State) (Verdict, bool) {
 		}
 		return Verdict{Phase: capstanv1.PhaseOutOfSync, Reason: ReasonApprovalStale, Message: msg}, true
 	}
+}
+
+// approval is the plan hash that a pending sync request approves, or ""
+// when there is no pending request or it approves nothing. An approval
+// counts only with the sync request it came with, as an Argo CD sync
+// operation is one: spec.approvedPlan stays in the spec after its request
+// is handled (the controller never writes the spec), and a later bare
+// raise of spec.syncRequest, as a hook failure's message advises, must not
+// find it there and hold every later plan as stale. So an approval that
+// status records as used up (status.lastApprovedPlan, or a plan that
+// status.history records as applied) approves nothing.
+//
+// NOTE: a used approval that names the current plan still counts. The same
+// change came back (the live objects were put back as they were before),
+// and approving it again writes exactly that spec, so the two cannot be
+// told apart; what it applies is exactly what a person approved.
+func approval(s State) string {
+	if s.SyncRequest <= s.LastSyncRequest || s.ApprovedPlan == "" {
+		return ""
+	}
+	if s.Plan != nil && s.ApprovedPlan == s.Plan.Hash {
+		return s.ApprovedPlan
+	}
+	if s.ApprovedPlan == s.LastApprovedPlan || slices.Contains(s.AppliedPlans, s.ApprovedPlan) {
+		return ""
+	}
+	return s.ApprovedPlan
 }
 
 // approveHow says how to approve the current plan: by hand, with the

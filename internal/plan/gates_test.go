@@ -77,6 +77,11 @@ func TestDecide(t *testing.T) {
 		{name: "without manual sync, a pending approval of another plan applies nothing", state: State{Plan: create, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalStale},
 		{name: "without manual sync, an approval already used binds nothing", state: State{Plan: create, SyncRequest: 1, LastSyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},
 		{name: "without manual sync, a request without a hash applies", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
+		{name: "without manual sync, a bare request after an install's approval applies", state: State{Plan: create, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:install", LastApprovedPlan: "sha256:install"}, apply: true, handledReq: true},
+		{name: "without manual sync, a bare request after an approval an older Capstan applied applies", state: State{Plan: create, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:install", AppliedPlans: []string{"sha256:later", "sha256:install"}}, apply: true, handledReq: true},
+		{name: "without manual sync, a new approval after a used one still binds", state: State{Plan: create, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:bbb", LastApprovedPlan: "sha256:install", AppliedPlans: []string{"sha256:install"}}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalStale},
+		{name: "a used approval of another plan approves nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:bbb", LastApprovedPlan: "sha256:bbb"}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalNoPlan},
+		{name: "a used approval of the plan that came back applies it", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:aaa", LastApprovedPlan: "sha256:aaa", AppliedPlans: []string{"sha256:aaa"}}, apply: true, handledReq: true},
 		{name: "a request without a hash applies nothing", state: State{Plan: create, ManualSync: true, SyncRequest: 1}, phase: capstanv1.PhaseOutOfSync, reason: ReasonApprovalNoPlan},
 		{name: "a sync request is used up by an automatic sync", state: State{Plan: create, SyncRequest: 1}, apply: true, handledReq: true},
 		{name: "a sync that goes on from its hooks passes manual sync, its plan changed since the approval", state: State{Plan: create, ManualSync: true, SyncRequest: 3, LastSyncRequest: 2, ApprovedPlan: "sha256:bbb", Continuing: true}, apply: true, handledReq: true},
@@ -114,6 +119,7 @@ func TestMassPrune(t *testing.T) {
 		{name: "off", s: State{Plan: p, Inventory: 4}, apply: true},
 		{name: "approved", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 1, ApprovedPlan: "sha256:bbb"}, apply: true},
 		{name: "another plan approved", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 1, ApprovedPlan: "sha256:ccc"}, reason: ReasonPruneApproval, decidedByPrune: true},
+		{name: "a used approval of another plan, bare request", s: State{Plan: p, Inventory: 4, PruneThreshold: 0.5, SyncRequest: 2, LastSyncRequest: 1, ApprovedPlan: "sha256:ccc", LastApprovedPlan: "sha256:ccc"}, reason: ReasonPruneApproval, decidedByPrune: true},
 	} {
 		v := Decide(tc.s)
 		if v.Apply != tc.apply || (tc.reason != "" && v.Reason != tc.reason) {
@@ -177,5 +183,10 @@ func TestApprovalMessagesSayWhatToDo(t *testing.T) {
 	noPlan := Decide(State{Plan: p, ManualSync: true, SyncRequest: 8, LastSyncRequest: 7})
 	if !strings.Contains(noPlan.Message, "set spec.approvedPlan to sha256:aaa") {
 		t.Errorf("a request without a plan should say how to approve one: %q", noPlan.Message)
+	}
+	used := Decide(State{Plan: p, ManualSync: true, SyncRequest: 8, LastSyncRequest: 7, ApprovedPlan: "sha256:000", LastApprovedPlan: "sha256:000"})
+	if !strings.Contains(used.Message, "spec.approvedPlan sha256:000 is an approval an earlier sync request used up") ||
+		!strings.Contains(used.Message, "set spec.approvedPlan to sha256:aaa") {
+		t.Errorf("a request that finds a used approval should say so, and how to approve: %q", used.Message)
 	}
 }
