@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,7 +25,8 @@ type Comparison struct {
 	Diff string
 	// Digest identifies the change itself, Secret values included, so that a
 	// plan's hash changes whenever what would be applied changes. It reveals
-	// nothing: it is a hash of the whole change.
+	// nothing: it is a hash of the whole change. An update's covers only the
+	// fields the apply changes (ChangeDigest), not those around them.
 	Digest string
 }
 
@@ -56,17 +59,87 @@ func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func
 	if equality.Semantic.DeepEqual(current.Object, desired.Object) {
 		return Comparison{Action: capstanv1.ActionUnchanged}, nil
 	}
-	full, err := unified(current, desired, dryRun)
-	if err != nil {
-		return Comparison{}, err
-	}
 	shownLive, shownDesired := RedactSecretPair(current, desired)
 	shownLive, shownDesired = HideValuesPair(shownLive, shownDesired, hides)
 	text, err := unified(shownLive, shownDesired, dryRun)
 	if err != nil {
 		return Comparison{}, err
 	}
-	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, Digest: digest("update", []byte(full))}, nil
+	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, Digest: ChangeDigest(current.Object, desired.Object)}, nil
+}
+
+// ChangeDigest identifies an update by what it changes: every field whose
+// value differs between live and desired (both normalised), by its path,
+// with its value before and after, or as added or removed. Fields that stay
+// as they are do not count, wherever they are: an approval of a change
+// stays valid while another writer changes a field beside it (an app that
+// writes its own key into a ConfigMap the chart also sets), as it would not
+// if the digest covered the diff's context lines. Any other change (another
+// value, before or after, a field added or removed) gives another digest.
+//
+// NOTE: a path is a JSON array of map keys (strings) and list indexes
+// (numbers), so that no key can pass for an index or for a path of two
+// keys; each entry is JSON, so no value can pass for the next entry.
+func ChangeDigest(live, desired map[string]any) string {
+	var entries []any
+	walkChanges(nil, live, desired, func(op string, path []any, before, after any) {
+		b, _ := json.Marshal([]any{op, path, before, after})
+		entries = append(entries, b)
+	})
+	return digest(append([]any{"update"}, entries...)...)
+}
+
+// walkChanges calls change for each field where from and to differ, in a
+// stable order: map keys sorted, list items by index. Maps and lists on
+// both sides are walked into; anything else that differs is one change.
+func walkChanges(path []any, from, to any, change func(op string, path []any, before, after any)) {
+	at := func(k any) []any { return append(slices.Clip(path), k) }
+	switch f := from.(type) {
+	case map[string]any:
+		t, ok := to.(map[string]any)
+		if !ok {
+			break
+		}
+		keys := slices.Collect(maps.Keys(f))
+		for k := range t {
+			if _, ok := f[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			fv, inFrom := f[k]
+			tv, inTo := t[k]
+			switch {
+			case !inFrom:
+				change("add", at(k), nil, tv)
+			case !inTo:
+				change("remove", at(k), fv, nil)
+			default:
+				walkChanges(at(k), fv, tv, change)
+			}
+		}
+		return
+	case []any:
+		t, ok := to.([]any)
+		if !ok {
+			break
+		}
+		for i := range max(len(f), len(t)) {
+			switch {
+			case i >= len(f):
+				change("add", at(i), nil, t[i])
+			case i >= len(t):
+				change("remove", at(i), f[i], nil)
+			default:
+				walkChanges(at(i), f[i], t[i], change)
+			}
+		}
+		return
+	}
+	if !equality.Semantic.DeepEqual(from, to) {
+		change("change", path, from, to)
+	}
 }
 
 // unified renders a unified diff of two objects as YAML. A nil side is empty.

@@ -268,3 +268,94 @@ func TestConfirmIsInTheHash(t *testing.T) {
 		t.Fatalf("a plan with nothing to confirm hashes %s, where it hashed %s", plain.Hash, before)
 	}
 }
+
+// TestUpdateDigestCoversTheChangeOnly checks that an update's digest stays
+// the same while another writer changes a field beside the change (an app
+// that writes its own key into the chart's ConfigMap), and differs for any
+// other change: another value before or after, a field added or removed,
+// the same value at another path.
+func TestUpdateDigestCoversTheChangeOnly(t *testing.T) {
+	cm := func(data map[string]any) *unstructured.Unstructured { return configMap(data, nil) }
+	digestOf := func(t *testing.T, live, dry map[string]any) string {
+		t.Helper()
+		c, err := Compare(cm(dry), cm(live), cm(dry))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Action != capstanv1.ActionUpdate {
+			t.Fatalf("action %s, want Update", c.Action)
+		}
+		return c.Digest
+	}
+	approved := digestOf(t, map[string]any{"level": "info", "seen": "10"}, map[string]any{"level": "debug", "seen": "10"})
+	for _, tc := range []struct {
+		name      string
+		live, dry map[string]any
+		same      bool
+	}{
+		{name: "another writer's key moved beside the change", same: true,
+			live: map[string]any{"level": "info", "seen": "11"}, dry: map[string]any{"level": "debug", "seen": "11"}},
+		{name: "another writer added a key beside the change", same: true,
+			live: map[string]any{"level": "info", "seen": "10", "zone": "b"}, dry: map[string]any{"level": "debug", "seen": "10", "zone": "b"}},
+		{name: "another new value",
+			live: map[string]any{"level": "info", "seen": "10"}, dry: map[string]any{"level": "trace", "seen": "10"}},
+		{name: "another old value",
+			live: map[string]any{"level": "warn", "seen": "10"}, dry: map[string]any{"level": "debug", "seen": "10"}},
+		{name: "a field added too",
+			live: map[string]any{"level": "info", "seen": "10"}, dry: map[string]any{"level": "debug", "seen": "10", "extra": "1"}},
+		{name: "a field removed too",
+			live: map[string]any{"level": "info", "seen": "10"}, dry: map[string]any{"level": "debug"}},
+		{name: "the change at another key",
+			live: map[string]any{"lvl": "info", "seen": "10"}, dry: map[string]any{"lvl": "debug", "seen": "10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := digestOf(t, tc.live, tc.dry); (got == approved) != tc.same {
+				t.Errorf("digest equal to the approved change's: %v, want %v", got == approved, tc.same)
+			}
+		})
+	}
+}
+
+// TestChangeDigest checks the structure of what an update's digest covers:
+// nested maps and lists, a key that looks like an index, a path of two keys
+// that reads like one key with a dot, and a value that moves to another
+// type.
+func TestChangeDigest(t *testing.T) {
+	base := func() map[string]any {
+		return map[string]any{"spec": map[string]any{
+			"replicas": int64(1),
+			"ports":    []any{map[string]any{"port": int64(80)}, map[string]any{"port": int64(443)}},
+			"labels":   map[string]any{"0": "a"},
+		}}
+	}
+	with := func(mut func(spec map[string]any)) map[string]any {
+		o := base()
+		mut(o["spec"].(map[string]any))
+		return o
+	}
+	if ChangeDigest(base(), base()) != ChangeDigest(with(func(map[string]any) {}), base()) {
+		t.Fatal("no change must give one digest")
+	}
+	changes := map[string]map[string]any{
+		"a list item's field":    with(func(s map[string]any) { s["ports"].([]any)[1].(map[string]any)["port"] = int64(8443) }),
+		"a list item added":      with(func(s map[string]any) { s["ports"] = append(s["ports"].([]any), map[string]any{"port": int64(9090)}) }),
+		"a list item removed":    with(func(s map[string]any) { s["ports"] = s["ports"].([]any)[:1] }),
+		"a key that is a digit":  with(func(s map[string]any) { s["labels"].(map[string]any)["0"] = "b" }),
+		"a key with a dot":       with(func(s map[string]any) { s["labels"].(map[string]any)["0.x"] = "b" }),
+		"a nested key":           with(func(s map[string]any) { s["labels"].(map[string]any)["0"] = map[string]any{"x": "b"} }),
+		"a number to a string":   with(func(s map[string]any) { s["replicas"] = "1" }),
+		"a number changed":       with(func(s map[string]any) { s["replicas"] = int64(2) }),
+		"a field set to nothing": with(func(s map[string]any) { s["replicas"] = nil }),
+	}
+	seen := map[string]string{ChangeDigest(base(), base()): "no change"}
+	for name, desired := range changes {
+		d := ChangeDigest(base(), desired)
+		if other, ok := seen[d]; ok {
+			t.Errorf("%s and %s give one digest", name, other)
+		}
+		seen[d] = name
+		if again := ChangeDigest(base(), desired); again != d {
+			t.Errorf("%s: the digest is not stable", name)
+		}
+	}
+}
