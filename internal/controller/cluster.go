@@ -44,6 +44,9 @@ type targetCluster struct {
 	// server and as are a remote cluster's API server and the account
 	// Capstan acts as there; empty for the controller's own cluster.
 	server, as string
+	// identity names a remote cluster and that account for the plan's
+	// hash (remote.Config.Identity); empty for the controller's own.
+	identity string
 	// hash is the kubeconfig's, so a changed Secret builds a new client.
 	hash   string
 	cancel context.CancelFunc
@@ -139,7 +142,7 @@ func (r *AddonReconciler) remoteCluster(key types.NamespacedName, kubeconfig []b
 	if err != nil {
 		return nil, err
 	}
-	c.server, c.as, c.hash = cfg.Server, cfg.As, hash
+	c.server, c.as, c.identity, c.hash = cfg.Server, cfg.As, cfg.Identity(), hash
 	if old := r.remotes.by[key]; old != nil && old.cancel != nil {
 		old.cancel()
 	}

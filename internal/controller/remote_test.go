@@ -229,6 +229,51 @@ data: {ran: "yes"}
 	}
 	eventually(t, 60*time.Second, "the uninstall to delete the remote objects", func() bool { return remoteCM("-config") == nil })
 
+	// An approval binds the cluster: one given for the cluster the Secret
+	// named then applies nothing once the Secret is repointed to another,
+	// although the plan there is the same (here the same cluster through
+	// another address, which is all a plan's hash can tell apart).
+	other := &tcpProxy{addr: "127.0.0.1:0", target: proxy.target}
+	other.up(t)
+	defer other.down()
+	bound := name + "-bound"
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: bound},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}); err != nil {
+		t.Fatal(err)
+	}
+	b := create(t, newAddon(controllerNS, bound, url2, withTarget(ns+"-bound"), withSpec(func(s *capstanv1.AddonSpec) {
+		s.CreateNamespace, s.Suspend = true, true
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: bound}}
+	})))
+	approved := waitPhase(t, b, capstanv1.PhaseSuspended).Status.Plan
+	repointed := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: controllerNS, Name: bound}, repointed); err != nil {
+		t.Fatal(err)
+	}
+	repointed.Data["value"] = remoteKubeconfig(t, remote, "https://"+other.addr, installer)
+	if err := admin.Update(ctx, repointed); err != nil {
+		t.Fatal(err)
+	}
+	// The install approved before the Secret changed, as `capstan addon
+	// install` writes it.
+	update(t, b, func(cur *capstanv1.Addon) {
+		cur.Spec.Suspend, cur.Spec.ApprovedPlan = false, approved.Hash
+		cur.Spec.SyncRequest = max(cur.Spec.SyncRequest, cur.Status.LastSyncRequest) + 1
+	})
+	got = waitFor(t, b, 60*time.Second, "the approval for the other address to be refused or applied", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase != capstanv1.PhaseSuspended &&
+			(readyReason(cur) == "ApprovalStale" || cur.Status.LastSyncRequest == cur.Spec.SyncRequest)
+	})
+	if readyReason(got) != "ApprovalStale" || got.Status.Plan.Hash == approved.Hash {
+		t.Errorf("an approval given for %s applied to %s: %s", proxy.addr, other.addr, describeStatus(got))
+	}
+	if s := got.Status.Plan.Summary; s != approved.Summary {
+		t.Errorf("the plan for the other address is not the same plan: %+v, approved %+v", s, approved.Summary)
+	}
+	if err := rc.Get(ctx, client.ObjectKey{Name: ns + "-bound"}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the stale approval applied the plan there: %v", err)
+	}
+
 	// Bad kubeconfigs say what to fix and apply nothing.
 	bad := map[string][]byte{
 		"exec": []byte(strings.Replace(string(secret.Data["value"]), "    as: "+installer, "    as: "+installer+"\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}", 1)),

@@ -31,6 +31,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		Violations:       s.violations,
 		ValuesErrors:     s.valuesErrors,
 		EnsuredNamespace: s.createNamespace,
+		Cluster:          s.cluster.identity,
 	}
 	if s.render != nil && len(s.violations) == 0 && len(s.valuesErrors) == 0 {
 		if err := r.previewObjects(ctx, s); err != nil {

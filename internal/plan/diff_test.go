@@ -269,6 +269,36 @@ func TestConfirmIsInTheHash(t *testing.T) {
 	}
 }
 
+// TestClusterIsInTheHash: an approval of an install into one cluster does
+// not apply to another that a repointed kubeconfig Secret names, even when
+// the plans are otherwise the same (an empty cluster gives the same
+// creates), and a plan for the controller's own cluster hashes as it did
+// before the cluster was in the hash.
+func TestClusterIsInTheHash(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"}
+	create := []ObjectResult{{Ref: ref, Comparison: Comparison{Action: capstanv1.ActionCreate, Digest: "sha256:1"}}}
+	local := Build(Input{Objects: create})
+	staging := Build(Input{Objects: create, Cluster: "sha256:staging"})
+	prod := Build(Input{Objects: create, Cluster: "sha256:prod"})
+	for _, tc := range []struct {
+		name string
+		a, b *capstanv1.Plan
+	}{
+		{"staging and prod", staging, prod},
+		{"this cluster and a remote one", local, staging},
+	} {
+		if tc.a.Hash == tc.b.Hash {
+			t.Errorf("%s: one hash for two clusters", tc.name)
+		}
+	}
+	if again := Build(Input{Objects: create, Cluster: "sha256:staging"}); again.Hash != staging.Hash {
+		t.Error("one cluster's plan hashes differently each time")
+	}
+	if before := digest("source", "", "", "", "", "", "", "object", refKey(ref), capstanv1.ActionCreate, "sha256:1", false, ""); local.Hash != before {
+		t.Fatalf("a plan for this cluster hashes %s, where it hashed %s", local.Hash, before)
+	}
+}
+
 // TestUpdateDigestCoversTheChangeOnly checks that an update's digest stays
 // the same while another writer changes a field beside the change (an app
 // that writes its own key into the chart's ConfigMap), and differs for any

@@ -78,13 +78,18 @@ type Input struct {
 	// not part of the hash: an approval stays valid when another add-on
 	// creates it first.
 	EnsuredNamespace string
+	// Cluster identifies the cluster the plan applies to and the account
+	// that applies it there (remote.Config.Identity), for a remote one;
+	// empty for the controller's own cluster.
+	Cluster string
 	// Full keeps every diff whole, for `capstan plan`; status leaves it false.
 	Full bool
 }
 
 // Build assembles a plan, its summary and its hash. The hash covers what
-// would be applied (Secret values included, through digests) and not the
-// generation, so raising spec.syncRequest does not make an approval stale.
+// would be applied (Secret values included, through digests) and where,
+// and not the generation, so raising spec.syncRequest does not make an
+// approval stale.
 func Build(in Input) *capstanv1.Plan {
 	p := &capstanv1.Plan{
 		Generation:   in.Generation,
@@ -95,6 +100,15 @@ func Build(in Input) *capstanv1.Plan {
 		Notices:      in.Notices,
 	}
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
+	if in.Cluster != "" {
+		// NOTE: the kubeconfig Secret can be repointed with no change of
+		// the Addon, and another cluster can hold what the approved one
+		// did (an empty one gives an install the same creates): an
+		// approval binds the cluster too. Only a remote cluster adds to
+		// the material, so the controller's own cluster is the constant
+		// of none, and the hashes of its plans stay as they were.
+		material = append(material, "cluster", in.Cluster)
+	}
 	budget := MaxTotalDiffBytes
 	waves := wavesOf(in.Rendered)
 	for _, o := range in.Objects {

@@ -9,10 +9,15 @@
 package remote
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -34,6 +39,27 @@ type Config struct {
 	Server string
 	// As is the account Capstan impersonates there.
 	As string
+}
+
+// Identity names the cluster a kubeconfig reaches and the account Capstan
+// acts as there, for a plan's hash: an approval given for one cluster must
+// not apply to another that a repointed Secret names, even where the other
+// holds what the first did (an empty cluster gives an install the same
+// objects to create). It is the API server's URL, the name and the
+// certificate authority that its certificate is checked against (one URL
+// can reach another cluster through another DNS), and the account
+// impersonated, with its groups and extra fields. It holds no credential,
+// so a rotated token or client certificate leaves approvals valid.
+func (c *Config) Identity() string {
+	tls, imp := c.TLSClientConfig, c.Impersonate
+	parts := []any{"server", c.Server, "tls-server-name", tls.ServerName, "ca", tls.CAData,
+		"as", imp.UserName, "as-uid", imp.UID, "as-groups", imp.Groups}
+	for _, k := range slices.Sorted(maps.Keys(imp.Extra)) {
+		parts = append(parts, "as-user-extra", k, imp.Extra[k])
+	}
+	b, _ := json.Marshal(parts)
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Load reads a kubeconfig and returns a client configuration for its current

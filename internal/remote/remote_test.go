@@ -70,6 +70,49 @@ func TestCheckRefuses(t *testing.T) {
 	}
 }
 
+// TestIdentity checks what names a cluster in a plan's hash: another API
+// server, another certificate authority behind the same URL, or another
+// account or group impersonated is another cluster; a rotated token is the
+// same one.
+func TestIdentity(t *testing.T) {
+	guard, err := netguard.New(netguard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	identity := func(kubeconfig string) string {
+		t.Helper()
+		cfg, err := Load([]byte(kubeconfig), guard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Identity()
+	}
+	staging := identity(good)
+	const ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+	for _, tc := range []struct {
+		name, from, to string
+		same           bool
+	}{
+		{name: "another server", from: "https://edge.example.com:6443", to: "https://prod.example.com:6443"},
+		{name: "another CA behind the same URL", from: `certificate-authority-data: ""`, to: "certificate-authority-data: " + ca},
+		{name: "another TLS server name", from: `    certificate-authority-data: ""`, to: "    certificate-authority-data: \"\"\n    tls-server-name: prod"},
+		{name: "another account", from: "as: system:serviceaccount:capstan:installer", to: "as: system:serviceaccount:capstan:admin"},
+		{name: "another group", from: "    as: system:serviceaccount:capstan:installer\n", to: "    as: system:serviceaccount:capstan:installer\n    as-groups: [admins]\n"},
+		{name: "a rotated token", from: "token: abc", to: "token: def", same: true},
+	} {
+		changed := strings.Replace(good, tc.from, tc.to, 1)
+		if changed == good {
+			t.Fatalf("%s: the case changes nothing", tc.name)
+		}
+		if got := identity(changed); (got == staging) != tc.same {
+			t.Errorf("%s: same identity %v, want %v", tc.name, got == staging, tc.same)
+		}
+	}
+	if again := identity(good); again != staging {
+		t.Error("one kubeconfig gives two identities")
+	}
+}
+
 // TestDialsThroughTheGuard checks that the configuration dials through the
 // guard: an address it refuses (here a loopback one, as a test may only
 // dial loopback) is refused before any connection is made.
