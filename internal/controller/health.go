@@ -14,18 +14,21 @@ import (
 )
 
 // An add-on is Ready when every object it applied is Current by kstatus:
-// Deployments, StatefulSets and DaemonSets rolled out, Jobs complete,
-// claims bound, LoadBalancer Services with an address, CRDs established,
-// custom resources whose conditions say Ready, and every kind without a
-// status as soon as it exists. It is the same judgement as helm install
-// --wait and Flux's health checks make.
+// Deployments, StatefulSets and DaemonSets rolled out, claims bound,
+// LoadBalancer Services with an address, CRDs established, custom
+// resources whose conditions say Ready, and every kind without a status as
+// soon as it exists. It is the same judgement as helm install --wait and
+// Flux's health checks make, with Capstan's own rules where kstatus is too
+// quick (health_rules.go): Jobs complete, failed Pods failed, OnDelete
+// StatefulSets ready, and conditions of the latest generation.
 
 // maxNotCurrent is how many objects that are not Current the status names.
 const maxNotCurrent = 5
 
-// objectHealth computes an object's health with kstatus from its live
-// object, nil when it does not exist: Current, or why not, and whether it
-// failed (kstatus's Failed, or a check's failed expression).
+// objectHealth computes an object's health with kstatus and Capstan's
+// rules (computeHealth) from its live object, nil when it does not exist:
+// Current, or why not, and whether it failed (kstatus's Failed, a rule's,
+// or a check's failed expression).
 //
 // A kind that spec.healthChecks names is judged by its check alone.
 func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (current, failed bool, why string, err error) {
@@ -43,7 +46,7 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (
 			return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
 		}
 	}
-	res, err := status.Compute(live)
+	res, err := computeHealth(live)
 	if err != nil {
 		return false, false, "", fmt.Errorf("computing the health of %s: %w", ref.Describe(), err)
 	}

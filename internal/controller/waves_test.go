@@ -236,3 +236,54 @@ func TestADryRunWaitsForTheWaveThatServesItsWebhook(t *testing.T) {
 		return cur.Status.Phase == capstanv1.PhaseFailed && strings.Contains(msg, "refused HookedDB "+ns+"/main in a dry run") && strings.Contains(msg, "failed calling webhook")
 	})
 }
+
+// TestAWaveWaitsForItsJobToComplete: a migration Job in wave -1 holds wave
+// 0 until the Job controller marks it Complete, not only until it starts
+// (kstatus calls a started Job Current). Its pod is first left unscheduled
+// (a node selector no node matches), so the Job runs with a pod active for
+// as long as the test likes; then a Job that kwok runs to completion lets
+// wave 0 go.
+func TestAWaveWaitsForItsJobToComplete(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "migrateapp", version: "1.0.0", files: map[string]string{
+		"templates/migrate.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate-{{ .Values.run }}\n  annotations:\n    capstan.dev/sync-wave: \"-1\"\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n" +
+			"{{- if .Values.stuck }}\n      nodeSelector: {capstan.dev/no-such-node: \"true\"}\n{{- end }}\n" +
+			"      containers:\n        - name: migrate\n          image: registry.example/tools:1.0\n",
+		"templates/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata: {a: b}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "mj-"+ns[len(ns)-5:], url, withTarget(ns), withValues("run: 1\nstuck: true")))
+	job := func(name string) *unstructured.Unstructured { return live(t, "batch/v1", "Job", ns, name) }
+
+	got := waitFor(t, a, 60*time.Second, "wave 0 waiting for the running Job, or the add-on Synced", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced || cur.Status.Wave != nil && cur.Status.Wave.Wave == 0
+	})
+	if got.Status.Phase == capstanv1.PhaseSynced {
+		t.Fatalf("wave 0 went while the Job of wave -1 ran: %s", describeStatus(got))
+	}
+	if w := got.Status.Wave.Waiting; !strings.Contains(w, "Job "+ns+"/migrate-1: Job has not completed: active 1") {
+		t.Errorf("status.wave.waiting = %q; want the Job, not completed", w)
+	}
+	if started, _, _ := unstructured.NestedString(job("migrate-1").Object, "status", "startTime"); started == "" {
+		t.Fatal("the Job controller has not started the Job: the test shows nothing")
+	}
+	for end := time.Now().Add(1500 * time.Millisecond); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if live(t, "v1", "ConfigMap", ns, "app") != nil {
+			t.Fatal("wave 0 was applied while the Job of wave -1 ran")
+		}
+	}
+
+	// A Job that completes: wave 0 goes once it is Complete.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("run: 2\nstuck: false") })
+	waitFor(t, a, 60*time.Second, "Synced once the Job completed", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation
+	})
+	completed, _, _ := unstructured.NestedString(job("migrate-2").Object, "status", "completionTime")
+	at, err := time.Parse(time.RFC3339, completed)
+	if err != nil {
+		t.Fatalf("the Job's completionTime %q: %v", completed, err)
+	}
+	if app := live(t, "v1", "ConfigMap", ns, "app"); app == nil || app.GetCreationTimestamp().Time.Before(at) {
+		t.Fatalf("wave 0 before the Job completed at %s: %v", at, app)
+	}
+}

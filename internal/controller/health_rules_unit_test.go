@@ -1,0 +1,163 @@
+package controller
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// healthObj builds a live object of apiVersion and kind, changed by opts.
+func healthObj(apiVersion, kind string, opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion(apiVersion)
+	u.SetKind(kind)
+	u.SetNamespace("apps")
+	u.SetName("x")
+	for _, o := range opts {
+		o(u)
+	}
+	return u
+}
+
+// withField sets one field, by its path, to v.
+func withField(v any, path ...string) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) {
+		if err := unstructured.SetNestedField(u.Object, v, path...); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// withConditions sets status.conditions.
+func withConditions(conds ...map[string]any) func(*unstructured.Unstructured) {
+	list := make([]any, len(conds))
+	for i, c := range conds {
+		list[i] = c
+	}
+	return withField(list, "status", "conditions")
+}
+
+func withGeneration(g int64) func(*unstructured.Unstructured) {
+	return func(u *unstructured.Unstructured) { u.SetGeneration(g) }
+}
+
+// cond is a condition; with observedGeneration when og is not 0.
+func cond(typ, st string, og int64) map[string]any {
+	c := map[string]any{"type": typ, "status": st}
+	if og != 0 {
+		c["observedGeneration"] = og
+	}
+	return c
+}
+
+// TestComputeHealth checks Capstan's rules on top of kstatus: each case
+// says what kstatus alone makes of the object, so that the rules are seen
+// to change only what the health page promises otherwise.
+func TestComputeHealth(t *testing.T) {
+	job := func(opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("batch/v1", "Job", append([]func(*unstructured.Unstructured){withGeneration(1)}, opts...)...)
+	}
+	started := withField("2026-12-05T10:00:00Z", "status", "startTime")
+	pod := func(phase string, opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("v1", "Pod", append([]func(*unstructured.Unstructured){withField(phase, "status", "phase")}, opts...)...)
+	}
+	sts := func(strategy string, opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("apps/v1", "StatefulSet", append([]func(*unstructured.Unstructured){withGeneration(1),
+			withField(int64(1), "status", "observedGeneration"), withField(strategy, "spec", "updateStrategy", "type")}, opts...)...)
+	}
+	cert := func(opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("cert-manager.io/v1", "Certificate", opts...)
+	}
+	deleting := func(u *unstructured.Unstructured) { now := metav1.Now(); u.SetDeletionTimestamp(&now) }
+
+	cases := []struct {
+		name    string
+		obj     *unstructured.Unstructured
+		kstatus status.Status // what kstatus alone says
+		want    status.Status
+		says    string
+	}{
+		{"a Job running, after three failed pods", job(started, withField(int64(1), "status", "active"), withField(int64(3), "status", "failed")),
+			status.CurrentStatus, status.InProgressStatus, "Job has not completed: active 1, succeeded 0, failed 3"},
+		{"a Job started, its pod not created yet", job(started),
+			status.CurrentStatus, status.InProgressStatus, "Job has not completed"},
+		{"a Job whose Complete is False", job(started, withConditions(cond("Complete", "False", 0))),
+			status.CurrentStatus, status.InProgressStatus, "Job has not completed"},
+		{"a Job not started", job(), status.InProgressStatus, status.InProgressStatus, "Job not started"},
+		{"a Job complete", job(started, withField(int64(1), "status", "succeeded"), withConditions(cond("SuccessCriteriaMet", "True", 0), cond("Complete", "True", 0))),
+			status.CurrentStatus, status.CurrentStatus, ""},
+		{"a Job failed", job(started, withConditions(cond("Failed", "True", 0))), status.FailedStatus, status.FailedStatus, "Job Failed"},
+		{"a Job being deleted", job(started, deleting), status.TerminatingStatus, status.TerminatingStatus, ""},
+
+		{"a Pod failed", pod("Failed", withField([]any{map[string]any{"name": "m", "state": map[string]any{"terminated": map[string]any{"exitCode": int64(2), "reason": "Error"}}}}, "status", "containerStatuses")),
+			status.CurrentStatus, status.FailedStatus, "Pod is in phase Failed: container m exited with code 2 (Error)"},
+		{"a Pod evicted", pod("Failed", withField("Evicted", "status", "reason")),
+			status.CurrentStatus, status.FailedStatus, "Pod is in phase Failed (Evicted)"},
+		{"a Pod failed, saying nothing", pod("Failed"), status.CurrentStatus, status.FailedStatus, "Pod is in phase Failed"},
+		{"a Pod succeeded", pod("Succeeded"), status.CurrentStatus, status.CurrentStatus, ""},
+		{"a Pod running and ready", pod("Running", withConditions(cond("Ready", "True", 0))), status.CurrentStatus, status.CurrentStatus, ""},
+		{"a Pod running, not ready", pod("Running"), status.InProgressStatus, status.InProgressStatus, ""},
+
+		{"an OnDelete StatefulSet with no pod ready", sts("OnDelete", withField(int64(3), "spec", "replicas")),
+			status.CurrentStatus, status.InProgressStatus, "Ready: 0/3"},
+		{"an OnDelete StatefulSet, replicas unset, none ready", sts("OnDelete"),
+			status.CurrentStatus, status.InProgressStatus, "Ready: 0/1"},
+		{"an OnDelete StatefulSet ready, its pods of the old template", sts("OnDelete", withField(int64(3), "spec", "replicas"),
+			withField(int64(3), "status", "readyReplicas"), withField(int64(1), "status", "updatedReplicas")),
+			status.CurrentStatus, status.CurrentStatus, ""},
+		{"an OnDelete StatefulSet scaled to zero", sts("OnDelete", withField(int64(0), "spec", "replicas")), status.CurrentStatus, status.CurrentStatus, ""},
+		{"a RollingUpdate StatefulSet with no pod ready", sts("RollingUpdate", withField(int64(3), "spec", "replicas"), withField(int64(3), "status", "replicas")),
+			status.InProgressStatus, status.InProgressStatus, "Ready: 0/3"},
+
+		{"a Certificate whose Ready is the generation before", cert(withGeneration(2), withConditions(cond("Ready", "True", 1))),
+			status.CurrentStatus, status.InProgressStatus, "its condition Ready describes generation 1 and metadata.generation is 2"},
+		{"a Certificate whose Ready is the latest generation's", cert(withGeneration(2), withConditions(cond("Ready", "True", 2))),
+			status.CurrentStatus, status.CurrentStatus, ""},
+		{"a Certificate whose Ready names no generation", cert(withGeneration(2), withConditions(cond("Ready", "True", 0))),
+			status.CurrentStatus, status.CurrentStatus, ""},
+		{"one condition of the generation before among others", cert(withGeneration(3), withConditions(cond("Ready", "True", 3), cond("Issuing", "False", 2))),
+			status.CurrentStatus, status.InProgressStatus, "its condition Issuing describes generation 2"},
+		{"a Stalled condition of the generation before", cert(withGeneration(2), withConditions(cond("Stalled", "True", 1))),
+			status.FailedStatus, status.InProgressStatus, "describes generation 1"},
+		{"a status.observedGeneration of the generation before", cert(withGeneration(2), withField(int64(1), "status", "observedGeneration"), withConditions(cond("Ready", "True", 0))),
+			status.InProgressStatus, status.InProgressStatus, "latest observed generation is 1"},
+		{"a ConfigMap", healthObj("v1", "ConfigMap"), status.CurrentStatus, status.CurrentStatus, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			alone, err := status.Compute(c.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if alone.Status != c.kstatus {
+				t.Errorf("kstatus alone says %s (%s); the case expects %s", alone.Status, alone.Message, c.kstatus)
+			}
+			got, err := computeHealth(c.obj)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Status != c.want || !strings.Contains(got.Message, c.says) {
+				t.Errorf("computeHealth: %s (%q); want %s saying %q", got.Status, got.Message, c.want, c.says)
+			}
+		})
+	}
+}
+
+// TestObjectHealthUsesTheRules checks that the health step and the wave
+// wait, which share objectHealth, judge by the rules: a Job that runs is
+// not Current, a failed Pod failed.
+func TestObjectHealthUsesTheRules(t *testing.T) {
+	running := healthObj("batch/v1", "Job", withField("2026-12-05T10:00:00Z", "status", "startTime"), withField(int64(1), "status", "active"))
+	current, failed, why, err := objectHealth(running, running, nil)
+	if err != nil || current || failed || !strings.Contains(why, "Job apps/x: Job has not completed") {
+		t.Errorf("a running Job: current %v, failed %v, %q, %v", current, failed, why, err)
+	}
+	pod := healthObj("v1", "Pod", withField("Failed", "status", "phase"))
+	current, failed, why, err = objectHealth(pod, pod, nil)
+	if err != nil || current || !failed || !strings.Contains(why, "Pod apps/x: failed: Pod is in phase Failed") {
+		t.Errorf("a failed Pod: current %v, failed %v, %q, %v", current, failed, why, err)
+	}
+}
