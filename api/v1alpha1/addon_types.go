@@ -202,7 +202,10 @@ type AddonSpec struct {
 
 	// HealthTimeout is how long after an apply every applied object may
 	// take to be Current (kstatus): past it, the add-on is Failed with the
-	// objects that are not. Unset waits as long as it takes.
+	// objects that are not. Unset waits as long as it takes. Once the
+	// add-on has been healthy, it is how long an object may stay in
+	// progress (a rollout, an autoscale) before the add-on is Degraded;
+	// 10m when unset.
 	// The rule reads as HookTimeout's.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=16

@@ -141,3 +141,107 @@ func TestAnAddonThatStopsBeingHealthyIsDegraded(t *testing.T) {
 	setPhase("Ready")
 	held("held for approval, and healthy again", metav1.ConditionTrue, "Current")
 }
+
+// TestAnObjectInProgressIsDegradedOnlyPastTheGrace: once a Synced add-on's
+// resource goes in progress (as a Deployment does while an autoscaler or
+// a rollout restart moves it), the add-on stays Synced, with no event or
+// notification, and says so in its Healthy condition; only past the grace
+// (spec.healthTimeout) is it Degraded, from the look it asked for at the
+// grace's end, not at the resync. A failure is Degraded at once, and a
+// Degraded add-on whose resource goes back to in progress stays Degraded
+// until it is Current.
+func TestAnObjectInProgressIsDegradedOnlyPastTheGrace(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "lapseapp", version: "1.0.0", files: map[string]string{
+		"crds/lapseapps.yaml": statusCRDYAML("LapseApp", "lapseapps"),
+		"templates/app.yaml":  "apiVersion: example.com/v1\nkind: LapseApp\nmetadata:\n  name: app\nspec:\n  size: 1\n",
+	}})
+	check := capstanv1.HealthCheck{APIVersion: "example.com/v1", Kind: "LapseApp",
+		Current: "has(status.phase) && status.phase == 'Ready'", Failed: "has(status.phase) && status.phase.startsWith('Error')"}
+	a := create(t, newAddon(controllerNS, "lp-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{check}
+	})))
+	setPhase := func(phase string) {
+		t.Helper()
+		app := live(t, "example.com/v1", "LapseApp", ns, "app")
+		if err := admin.Status().Patch(ctx, app, client.RawPatch(types.MergePatchType, []byte(`{"status":{"phase":"`+phase+`"}}`)), client.FieldOwner("operator")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	healthy := func(cur *capstanv1.Addon, status metav1.ConditionStatus, reason string) bool {
+		c := condition(cur, capstanv1.ConditionHealthy)
+		return c != nil && c.Status == status && c.Reason == reason
+	}
+	waitFor(t, a, 60*time.Second, "the wait for the resource", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), "LapseApp "+ns+"/app")
+	})
+	setPhase("Ready")
+	waitFor(t, a, 90*time.Second, "Synced and Healthy", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && healthy(cur, metav1.ConditionTrue, "Current")
+	})
+	const grace = 8 * time.Second
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: grace} })
+	synced := waitFor(t, a, 30*time.Second, "Synced with the grace", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation
+	})
+
+	// In progress: Synced, Healthy False, until the grace's end.
+	setPhase("Scaling")
+	lapsing := waitFor(t, a, 20*time.Second, "Healthy False after the status change", func(cur *capstanv1.Addon) bool {
+		return !healthy(cur, metav1.ConditionTrue, "Current")
+	})
+	if lapsing.Status.Phase != capstanv1.PhaseSynced || !healthy(lapsing, metav1.ConditionFalse, "NotCurrent") {
+		t.Fatalf("an object in progress within the grace: want Synced with Healthy False (NotCurrent): %s", describeStatus(lapsing))
+	}
+	if ready := condition(lapsing, capstanv1.ConditionReady); ready.Status != metav1.ConditionTrue || ready.Reason != "Synced" ||
+		!strings.Contains(ready.Message, "LapseApp "+ns+"/app") || !strings.Contains(ready.Message, "is Degraded if they are not Current by") {
+		t.Fatalf("Ready within the grace: %+v", ready)
+	}
+	if !lapsing.Status.LastAppliedTime.Equal(synced.Status.LastAppliedTime) {
+		t.Fatal("the look applied something")
+	}
+	since := condition(lapsing, capstanv1.ConditionHealthy).LastTransitionTime.Time
+	// NOTE: the resync is 20 s after the last look; only the look asked
+	// for at the grace's end comes before since+18s.
+	got := waitFor(t, a, time.Until(since.Add(18*time.Second)), "Degraded at the grace's end", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase != capstanv1.PhaseSynced
+	})
+	ready := condition(got, capstanv1.ConditionReady)
+	if got.Status.Phase != capstanv1.PhaseDegraded || ready.Reason != "Degraded" || !healthy(got, metav1.ConditionFalse, "NotCurrent") {
+		t.Fatalf("past the grace: want Degraded: %s", describeStatus(got))
+	}
+	if at := ready.LastTransitionTime.Time; at.Before(since.Add(grace)) {
+		t.Fatalf("Degraded at %s, %s after the objects stopped being Current; the grace is %s", at, at.Sub(since), grace)
+	}
+	setPhase("Ready")
+	waitFor(t, a, 20*time.Second, "Synced once Current again", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && healthy(cur, metav1.ConditionTrue, "Current")
+	})
+
+	// A failure: Degraded by the look that finds it. The grace is longer
+	// now than the looks take, so that only the add-on's warning keeps it
+	// Degraded below.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.HealthTimeout = &metav1.Duration{Duration: 5 * time.Minute} })
+	waitFor(t, a, 30*time.Second, "Synced with the longer grace", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation
+	})
+	setPhase("ErrorDiskFull")
+	got = waitFor(t, a, 20*time.Second, "Degraded after the failure", func(cur *capstanv1.Addon) bool {
+		return !healthy(cur, metav1.ConditionTrue, "Current")
+	})
+	if got.Status.Phase != capstanv1.PhaseDegraded || !healthy(got, metav1.ConditionFalse, "Failed") ||
+		!condition(got, capstanv1.ConditionReady).LastTransitionTime.Equal(&condition(got, capstanv1.ConditionHealthy).LastTransitionTime) {
+		t.Fatalf("a failure is Degraded by the look that finds it: %s", describeStatus(got))
+	}
+	// Back to in progress, within the grace: still Degraded.
+	setPhase("Scaling")
+	got = waitFor(t, a, 20*time.Second, "the look after the failure", func(cur *capstanv1.Addon) bool {
+		return healthy(cur, metav1.ConditionFalse, "NotCurrent")
+	})
+	if got.Status.Phase != capstanv1.PhaseDegraded {
+		t.Fatalf("a Degraded add-on whose object goes back to in progress: %s", describeStatus(got))
+	}
+	setPhase("Ready")
+	waitPhase(t, a, capstanv1.PhaseSynced)
+}

@@ -43,6 +43,10 @@ type findings struct {
 	// degraded names the objects that are no longer Current, of an
 	// add-on that was Synced with nothing applied since (checkHealth).
 	degraded string
+	// lapsing says which objects of such an add-on are in progress, and
+	// until when they may be before it is Degraded: it stays Synced
+	// meanwhile (checkHealth, lapseOf).
+	lapsing string
 	// health is this reconcile's look at the health of what the add-on
 	// runs, for the Healthy condition; nil when it made none.
 	health *judgement
@@ -108,6 +112,11 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case f.degraded != "":
 		return outcome{Phase: capstanv1.PhaseDegraded, Reason: reasonDegraded,
 			Message: "Applied, and healthy until now: " + f.degraded + ". Nothing was changed by Capstan since; the objects are as the render asks."}
+	case f.lapsing != "":
+		// NOTE: Synced, the reason unchanged: an autoscale or a rollout
+		// restart is no transition, so it sends no event and no
+		// notification; the Healthy condition says what moves.
+		return outcome{Phase: capstanv1.PhaseSynced, Reason: "Synced", Message: f.lapsing}
 	case f.hookWait && f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonWaitingForHook, Message: f.waitingFor}
 	case f.waitingFor != "":

@@ -73,6 +73,8 @@ func TestOutcomeOf(t *testing.T) {
 			phase: capstanv1.PhaseProgressing, reason: "WaitingForWorkloads", says: "0/2"},
 		{name: "healthy before, not now, nothing applied", f: findings{degraded: "Deployment apps/web: Available: 0/2"},
 			phase: capstanv1.PhaseDegraded, reason: "Degraded", says: "0/2"},
+		{name: "healthy before, rolling within the grace", f: findings{lapsing: "In sync: nothing to change. Not Current since …: Deployment apps/web: Replicas: 3/5."},
+			phase: capstanv1.PhaseSynced, reason: "Synced", says: "Replicas: 3/5"},
 		{name: "applied and healthy", f: findings{healthy: true, applied: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "Applied"},
 		{name: "nothing to change", f: findings{healthy: true}, phase: capstanv1.PhaseSynced, reason: "Synced", says: "nothing to change"},
 		{name: "an error wins over what was found", f: findings{healthy: true, uninstalling: true}, stage: "Apply", err: errors.New("connection reset"),

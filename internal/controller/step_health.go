@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -13,6 +14,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/health"
+	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -24,8 +26,12 @@ import (
 //
 // Once every object of the last apply has been found Current
 // (status.firstHealthyTime, which the next apply clears), an object that
-// stops being Current makes the add-on Degraded: there is no rollout of
-// Capstan's to wait for, and no timeout bounds it.
+// stops being Current makes the add-on Degraded (lapseOf): at once when it
+// failed, and when it is only in progress (an autoscale, a rollout
+// restart, an eviction) once it has stayed so past the grace
+// (degradedGrace); until then the add-on stays Synced with its Healthy
+// condition False, and is looked at again at the grace's end. There is no
+// rollout of Capstan's to wait for, and no timeout turns it Failed.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	checks := s.checks
 	known := r.verified.lookup(s.addon)
@@ -46,8 +52,17 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 			// NOTE: looked at in its turn (settled, noteSettled), not ahead
 			// of the queued syncs as a rollout is: it may stay down for
 			// hours.
-			s.found.degraded = list
-			s.requeueSoon(min(degradedPoll, r.Config.ResyncInterval))
+			now, grace := time.Now(), degradedGrace(s)
+			since := notCurrentSince(st, now)
+			degraded, left := lapseOf(j.failed, inWarning(st, s.read.Phase), since, grace, now)
+			if degraded {
+				s.found.degraded = list
+				s.requeueSoon(min(degradedPoll, r.Config.ResyncInterval))
+				return true, nil
+			}
+			s.found.lapsing = fmt.Sprintf("In sync: nothing to change. Not Current since %s: %s. The add-on is Degraded if they are not Current by %s (spec.healthTimeout, %s when unset).",
+				since.UTC().Format(time.RFC3339), list, since.Add(grace).UTC().Format(time.RFC3339), plan.DefaultWaveTimeout)
+			s.requeueSoon(min(left, r.Config.ResyncInterval))
 			return true, nil
 		}
 		r.awaiting.Store(key, true)
@@ -72,6 +87,53 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 	s.found.healthy = true
 	s.found.applied = s.plan == nil
 	return false, nil
+}
+
+// degradedGrace is how long an object of an add-on that has been healthy
+// may stay in progress before the add-on is Degraded: spec.healthTimeout,
+// the bound of the wait after an apply, or plan.DefaultWaveTimeout (10
+// minutes, the default progressDeadlineSeconds of a Deployment, after
+// which Argo CD calls a rollout Degraded) when unset. A Deployment whose
+// rollout passes its own progressDeadlineSeconds is Failed by kstatus,
+// and so Degraded at once.
+func degradedGrace(s *scope) time.Duration { return waveTimeout(s) }
+
+// lapseOf decides what objects that are not Current make of an add-on that
+// has been healthy since its last apply: Degraded, or not yet and how long
+// until the grace ends. An object that failed makes it Degraded at once;
+// objects only in progress since since, once they have been so for grace.
+// An add-on still in a warning (warned: Degraded, or Failed or Blocked,
+// and not Synced since) stays in it, so that an object that goes from
+// failed back to in progress neither closes the incident its failure
+// opened nor opens another at the grace's end.
+func lapseOf(failed, warned bool, since time.Time, grace time.Duration, now time.Time) (degraded bool, left time.Duration) {
+	if failed || warned {
+		return true, 0
+	}
+	if left = since.Add(grace).Sub(now); left <= 0 {
+		return true, 0
+	}
+	return false, left
+}
+
+// notCurrentSince is since when the add-on's objects have not all been
+// Current: when its Healthy condition turned False, or now when it is not
+// False (this look is the first to find them so). The condition's
+// transition time survives a restart of the controller, so the grace does
+// not start again.
+func notCurrentSince(st *capstanv1.AddonStatus, now time.Time) time.Time {
+	c := apimeta.FindStatusCondition(st.Conditions, capstanv1.ConditionHealthy)
+	if c == nil || c.Status != metav1.ConditionFalse || c.LastTransitionTime.Time.After(now) {
+		return now
+	}
+	return c.LastTransitionTime.Time
+}
+
+// inWarning reports whether the add-on is in a phase that needs a look, or
+// has not been Synced since it was (status.warningSince, which markWarning
+// keeps through the phases on the way); was is the phase it was read with.
+func inWarning(st *capstanv1.AddonStatus, was capstanv1.Phase) bool {
+	return st.WarningSince != nil || phaseSeverity(was) == notify.SeverityWarning
 }
 
 // degradedPoll is how often a Degraded add-on is looked at when no status
