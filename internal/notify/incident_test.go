@@ -150,7 +150,7 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 // between opens the incident anew and drops it; a close refused for good
 // is not tried again. Only incident receivers hear of a deletion.
 func TestClosesAreSentAgain(t *testing.T) {
-	pdRcv := newReceiver(t, 500, 500, 204)
+	pdRcv := newReceiver(t, 204, 500, 204)
 	pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
 		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("k")})
 	if err != nil {
@@ -166,19 +166,19 @@ func TestClosesAreSentAgain(t *testing.T) {
 	gone := event
 	gone.Phase, gone.Reason, gone.Severity, gone.PreviousSeverity, gone.IncidentOnly = PhaseDeleted, PhaseDeleted, SeverityInfo, SeverityWarning, true
 
-	n.deliverAll(ctx, failed) // the trigger: 500
+	n.deliverAll(ctx, failed) // the trigger: 204
 	n.deliverAll(ctx, gone)   // the close: 500, kept
-	if pdRcv.calls() != 2 || len(n.closing[pd.Name]) != 1 || chat.calls() != 1 {
-		t.Fatalf("PagerDuty %d posts, %d closes kept, the chat %d posts; want 2, 1 and 1 (the failure only)", pdRcv.calls(), len(n.closing[pd.Name]), chat.calls())
+	if pdRcv.calls() != 2 || len(n.pending[pd.Name]) != 1 || chat.calls() != 1 {
+		t.Fatalf("PagerDuty %d posts, %d closes kept, the chat %d posts; want 2, 1 and 1 (the failure only)", pdRcv.calls(), len(n.pending[pd.Name]), chat.calls())
 	}
-	n.retryCloses(ctx) // 204
-	if pdRcv.calls() != 3 || len(n.closing[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
-		t.Fatalf("after the retry: %d posts, %d closes kept, %d open", pdRcv.calls(), len(n.closing[pd.Name]), len(n.open[pd.Name]))
+	n.retryPending(ctx) // 204
+	if pdRcv.calls() != 3 || len(n.pending[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
+		t.Fatalf("after the retry: %d posts, %d closes kept, %d open", pdRcv.calls(), len(n.pending[pd.Name]), len(n.open[pd.Name]))
 	}
 	if b := decode(t, pdRcv.bodies[2]); b["event_action"] != "resolve" {
 		t.Fatalf("the retry: %s", pdRcv.bodies[2])
 	}
-	n.retryCloses(ctx)
+	n.retryPending(ctx)
 	if pdRcv.calls() != 3 {
 		t.Fatal("a delivered close was sent again")
 	}
@@ -189,44 +189,44 @@ func TestClosesAreSentAgain(t *testing.T) {
 	synced := event
 	synced.Phase, synced.Reason, synced.Severity, synced.PreviousSeverity = "Synced", "Synced", SeverityInfo, SeverityWarning
 	n.deliverAll(ctx, synced)
-	n.retryCloses(ctx)
-	if pdRcv.calls() != 4 || len(n.closing[pd.Name]) != 1 {
-		t.Fatalf("while paused: %d posts, %d closes kept; want 4 and 1", pdRcv.calls(), len(n.closing[pd.Name]))
+	n.retryPending(ctx)
+	if pdRcv.calls() != 4 || len(n.pending[pd.Name]) != 1 {
+		t.Fatalf("while paused: %d posts, %d closes kept; want 4 and 1", pdRcv.calls(), len(n.pending[pd.Name]))
 	}
 	// A warning before the retry opens it anew: the close is dropped.
 	n.paused[pd.Name] = time.Time{}
 	n.deliverAll(ctx, failed)
-	n.retryCloses(ctx)
-	if pdRcv.calls() != 5 || len(n.closing[pd.Name]) != 0 {
-		t.Fatalf("a warning after a kept close: %d posts, %d closes kept; want 5 and 0", pdRcv.calls(), len(n.closing[pd.Name]))
+	n.retryPending(ctx)
+	if pdRcv.calls() != 5 || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("a warning after a kept close: %d posts, %d closes kept; want 5 and 0", pdRcv.calls(), len(n.pending[pd.Name]))
 	}
 
-	// A retry sends at most closesPerRetry to one receiver.
-	for i := range closesPerRetry + 5 {
+	// A retry sends at most pendingPerRetry to one receiver.
+	for i := range pendingPerRetry + 5 {
 		f := failed
 		f.Name = fmt.Sprintf("web-%d", i)
 		n.deliverAll(ctx, f)
 	}
 	n.paused[pd.Name] = time.Now().Add(time.Hour)
-	for i := range closesPerRetry + 5 {
+	for i := range pendingPerRetry + 5 {
 		c := synced
 		c.Name = fmt.Sprintf("web-%d", i)
 		n.deliverAll(ctx, c)
 	}
 	n.paused[pd.Name] = time.Time{}
 	before := pdRcv.calls()
-	n.retryCloses(ctx)
-	if sent := pdRcv.calls() - before; sent != closesPerRetry || len(n.closing[pd.Name]) != 5 {
-		t.Fatalf("one retry sent %d closes and kept %d; want %d and 5", sent, len(n.closing[pd.Name]), closesPerRetry)
+	n.retryPending(ctx)
+	if sent := pdRcv.calls() - before; sent != pendingPerRetry || len(n.pending[pd.Name]) != 5 {
+		t.Fatalf("one retry sent %d closes and kept %d; want %d and 5", sent, len(n.pending[pd.Name]), pendingPerRetry)
 	}
 	// A receiver whose Secret now names another format drops its closes,
 	// and sends none of them to a chat.
 	pd.Format = FormatSlack
 	n.cachedAt = time.Time{}
 	before = pdRcv.calls()
-	n.retryCloses(ctx)
-	if pdRcv.calls() != before || len(n.closing[pd.Name]) != 0 {
-		t.Fatalf("a receiver that no longer opens incidents: %d posts, %d closes kept", pdRcv.calls()-before, len(n.closing[pd.Name]))
+	n.retryPending(ctx)
+	if pdRcv.calls() != before || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("a receiver that no longer opens incidents: %d posts, %d closes kept", pdRcv.calls()-before, len(n.pending[pd.Name]))
 	}
 	pd.Format = FormatPagerDuty
 
@@ -235,8 +235,89 @@ func TestClosesAreSentAgain(t *testing.T) {
 	pd.URL, _ = url.Parse(refusing.srv.URL + "/v2/enqueue")
 	n.cachedAt = time.Time{} // read the receivers again
 	n.deliverAll(ctx, synced)
-	if refusing.calls() != 1 || len(n.closing[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
-		t.Fatalf("a refused close: %d posts, %d kept, %d open", refusing.calls(), len(n.closing[pd.Name]), len(n.open[pd.Name]))
+	if refusing.calls() != 1 || len(n.pending[pd.Name]) != 0 || len(n.open[pd.Name]) != 0 {
+		t.Fatalf("a refused close: %d posts, %d kept, %d open", refusing.calls(), len(n.pending[pd.Name]), len(n.open[pd.Name]))
+	}
+}
+
+// TestTriggersAreSentAgain: a PagerDuty receiver that fails three events
+// in a row is paused; an add-on that fails meanwhile is still paged once
+// the pause ends, as are the failures that paused it. A trigger still
+// pending when its object settles is dropped with its close (the tool
+// never heard of the incident), unless the incident may be open already.
+func TestTriggersAreSentAgain(t *testing.T) {
+	pdRcv := newReceiver(t, 500, 500, 500)
+	pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), Attempts: 1,
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd}, nil }}
+	n.init()
+	ctx := context.Background()
+	failed := func(name string, prev Severity) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.PreviousSeverity = name, "Failed", "FetchFailed", prev
+		return e
+	}
+	synced := func(name string) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, "Synced", "Synced", SeverityInfo, SeverityWarning
+		return e
+	}
+	for _, name := range []string{"a", "b", "c", "web"} {
+		n.deliverAll(ctx, failed(name, SeverityInfo))
+	}
+	if pdRcv.calls() != pauseAfter || !time.Now().Before(n.paused[pd.Name]) || len(n.pending[pd.Name]) != 4 {
+		t.Fatalf("%d posts, paused until %v, %d pending; want %d, paused, 4", pdRcv.calls(), n.paused[pd.Name], len(n.pending[pd.Name]), pauseAfter)
+	}
+	n.retryPending(ctx) // still paused: nothing
+	if pdRcv.calls() != pauseAfter {
+		t.Fatal("a paused receiver was sent a pending trigger")
+	}
+	n.paused[pd.Name] = time.Time{} // the minute is over
+	n.retryPending(ctx)
+	var paged []string
+	for _, b := range pdRcv.bodies[pauseAfter:] {
+		m := decode(t, b)
+		if m["event_action"] != "trigger" {
+			t.Fatalf("a retry sent %s", b)
+		}
+		paged = append(paged, m["dedup_key"].(string))
+	}
+	slices.Sort(paged)
+	if want := []string{"capstan:Addon:capstan-system:a", "capstan:Addon:capstan-system:b", "capstan:Addon:capstan-system:c", "capstan:Addon:capstan-system:web"}; !slices.Equal(paged, want) || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("after the pause: paged %v, %d pending; want %v", paged, len(n.pending[pd.Name]), want)
+	}
+	// The incident now exists: its close is sent.
+	n.deliverAll(ctx, synced("web"))
+	if b := decode(t, pdRcv.bodies[len(pdRcv.bodies)-1]); b["event_action"] != "resolve" || b["dedup_key"] != "capstan:Addon:capstan-system:web" {
+		t.Fatalf("the close of a paged incident: %s", pdRcv.bodies[len(pdRcv.bodies)-1])
+	}
+
+	// A trigger pending while its object settles: neither is sent.
+	before := pdRcv.calls()
+	n.paused[pd.Name] = time.Now().Add(time.Hour)
+	n.deliverAll(ctx, failed("db", SeverityInfo))
+	n.deliverAll(ctx, synced("db"))
+	n.paused[pd.Name] = time.Time{}
+	n.retryPending(ctx)
+	if pdRcv.calls() != before || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("a superseded trigger: %d posts, %d pending; want none", pdRcv.calls()-before, len(n.pending[pd.Name]))
+	}
+	// But one whose object was in a warning before (a controller before
+	// this one may have opened the incident) gives way to its close.
+	n.paused[pd.Name] = time.Now().Add(time.Hour)
+	n.deliverAll(ctx, failed("cache", SeverityWarning))
+	n.deliverAll(ctx, synced("cache"))
+	n.paused[pd.Name] = time.Time{}
+	n.retryPending(ctx)
+	if pdRcv.calls() != before+1 || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("a trigger after a warning, then its close: %d posts, %d pending; want 1 and 0", pdRcv.calls()-before, len(n.pending[pd.Name]))
+	}
+	if b := decode(t, pdRcv.bodies[before]); b["event_action"] != "resolve" || b["dedup_key"] != "capstan:Addon:capstan-system:cache" {
+		t.Fatalf("the close after a warning: %s", pdRcv.bodies[before])
 	}
 }
 

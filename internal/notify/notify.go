@@ -452,26 +452,32 @@ type Notifier struct {
 	failing map[string]int
 	paused  map[string]time.Time
 	// open holds, per incident receiver, the keys of the incidents this
-	// process opened and has not closed, and closing the closes that are
-	// to be sent again: they failed, or came while the receiver was
-	// paused. Only the worker uses them.
+	// process opened and has not closed, and pending the triggers and
+	// closes that are to be sent again: they failed, or came while the
+	// receiver was paused. Only the worker uses them.
 	open    map[string]map[string]bool
-	closing map[string]map[string]*pendingClose
+	pending map[string]map[string]*pendingEvent
 	// overflow holds the events that found the queue full and may close
 	// an incident, and those that came after them (Notify); wake tells
 	// the worker they wait.
 	overflowMu sync.Mutex
 	overflow   []Event
 	wake       chan struct{}
-	// CloseRetry is how often a close that was not delivered is tried
-	// again.
+	// CloseRetry is how often a trigger or a close that was not
+	// delivered is tried again.
 	CloseRetry time.Duration
 }
 
-// pendingClose is a close not yet delivered, and how often it was tried.
-type pendingClose struct {
-	event Event
-	tries int
+// pendingEvent is an incident's trigger or close not yet delivered, and
+// how often it was tried. For a trigger, mayBeOpen says whether the
+// incident may be open in the tool already: this process delivered a
+// trigger of it, or the object was in a warning before (a process before
+// this one may have). A close that comes while a trigger is pending with
+// mayBeOpen false closes an incident the tool never saw: neither is sent.
+type pendingEvent struct {
+	event     Event
+	tries     int
+	mayBeOpen bool
 }
 
 const (
@@ -515,7 +521,7 @@ func (n *Notifier) init() {
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		n.client = &c
 		n.failing, n.paused = map[string]int{}, map[string]time.Time{}
-		n.open, n.closing = map[string]map[string]bool{}, map[string]map[string]*pendingClose{}
+		n.open, n.pending = map[string]map[string]bool{}, map[string]map[string]*pendingEvent{}
 		if n.CloseRetry <= 0 {
 			n.CloseRetry = time.Minute
 		}
@@ -618,7 +624,7 @@ func (n *Notifier) Start(ctx context.Context) error {
 		case <-n.wake:
 			n.drainOverflow(ctx)
 		case <-retry.C:
-			n.retryCloses(ctx)
+			n.retryPending(ctx)
 		}
 	}
 }
@@ -635,7 +641,8 @@ func (n *Notifier) drainOverflow(ctx context.Context) {
 }
 
 // deliverAll sends e to every receiver whose severity it meets, but those
-// paused.
+// paused. An incident receiver's trigger or close that is not delivered
+// stays pending (incidentStep), and is sent again (retryPending).
 func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 	for _, r := range n.receivers(ctx) {
 		if ctx.Err() != nil {
@@ -651,8 +658,9 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 		err := n.Deliver(ctx, r, e)
 		var perm *permanentError
 		if err == nil || errors.As(err, &perm) {
-			// NOTE: a close refused for good is not tried again.
-			n.closed(r, e)
+			// NOTE: a trigger or close refused for good is not tried
+			// again.
+			n.delivered(r, e, err == nil)
 		}
 		switch {
 		case err == nil:
@@ -676,83 +684,106 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 }
 
 const (
-	// maxOpen bounds the incidents remembered per receiver, and the closes
-	// waiting to be sent again; past it, a close is sent only after a
-	// warning, and one that fails is not tried again.
+	// maxOpen bounds the incidents remembered per receiver, and the
+	// triggers and closes waiting to be sent again; past it, a close is
+	// sent only after a warning, and a trigger or close that fails is not
+	// tried again.
 	maxOpen = 10000
-	// maxCloseTries bounds the tries of one close: an hour of a receiver
-	// that fails, at the default CloseRetry.
+	// maxCloseTries bounds the tries of one pending trigger or close: an
+	// hour of a receiver that fails, at the default CloseRetry.
 	maxCloseTries = 60
 )
 
 // incidentStep reports whether an incident receiver r is to be sent e,
-// and remembers the incident it opens or closes: a close only for an
-// incident this process opened, or after a warning, just before or since
-// the object last settled (see incidentAction).
-// A close is pending until it is delivered (closed), so that one that
-// fails, or comes while the receiver is paused, is sent again
-// (retryCloses): the object is settled and says nothing more. Any other
-// receiver is sent e.
+// and remembers what e does to the object's incident: a close is sent
+// only for an incident this process opened, or after a warning, just
+// before or since the object last settled (see incidentAction).
+// A trigger or a close is pending until it is delivered (delivered), so
+// that one that fails, or comes while the receiver is paused, is sent
+// again (retryPending): a warning that no one was paged for, or a settled
+// object whose incident stays open, would otherwise say nothing more.
+// A pending event of the object gives way to the newer one: a trigger
+// to its close, a close to the warning that opens the incident anew.
+// Any other receiver is sent e.
 func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 	if !r.incident() {
 		return true
 	}
 	key := incidentKey(r, e)
-	open, closing := n.open[r.Name], n.closing[r.Name]
+	open, pending := n.open[r.Name], n.pending[r.Name]
 	if open == nil {
-		open, closing = map[string]bool{}, map[string]*pendingClose{}
-		n.open[r.Name], n.closing[r.Name] = open, closing
+		open, pending = map[string]bool{}, map[string]*pendingEvent{}
+		n.open[r.Name], n.pending[r.Name] = open, pending
 	}
+	p := pending[key]
 	if incidentAction(e) == incidentOpen {
-		delete(closing, key)
-		if len(open) < maxOpen {
-			open[key] = true
+		mayBeOpen := open[key] || afterWarning(e) || p != nil && (p.mayBeOpen || incidentAction(p.event) == incidentClose)
+		if p != nil || len(pending) < maxOpen {
+			pending[key] = &pendingEvent{event: e, mayBeOpen: mayBeOpen}
 		}
 		return true
 	}
-	if !open[key] && closing[key] == nil && !afterWarning(e) {
+	if p != nil && incidentAction(p.event) == incidentOpen && !p.mayBeOpen {
+		// NOTE: the trigger never reached the tool, which holds no
+		// incident of the object: a page for what is settled now, or a
+		// close of nothing, would only confuse the on-call.
+		delete(pending, key)
 		return false
 	}
-	if len(closing) < maxOpen {
-		closing[key] = &pendingClose{event: e}
+	if !open[key] && p == nil && !afterWarning(e) {
+		return false
+	}
+	if p != nil || len(pending) < maxOpen {
+		pending[key] = &pendingEvent{event: e}
 	}
 	return true
 }
 
-// closed forgets the incident a close delivered to r has closed.
-func (n *Notifier) closed(r Receiver, e Event) {
-	if !r.incident() || incidentAction(e) != incidentClose {
+// delivered records that an incident receiver r took e (ok), or refused
+// it for good: it is no longer pending; a trigger taken opened the
+// object's incident, and a close closed it.
+func (n *Notifier) delivered(r Receiver, e Event, ok bool) {
+	if !r.incident() {
 		return
 	}
-	n.forget(r.Name, incidentKey(r, e))
+	key := incidentKey(r, e)
+	switch incidentAction(e) {
+	case incidentClose:
+		n.forget(r.Name, key)
+	case incidentOpen:
+		delete(n.pending[r.Name], key)
+		if open := n.open[r.Name]; ok && open != nil && len(open) < maxOpen {
+			open[key] = true
+		}
+	}
 }
 
 // forget drops the incident of key from what receiver remembers: open,
-// and closing.
+// and pending.
 func (n *Notifier) forget(receiver, key string) {
 	delete(n.open[receiver], key)
-	delete(n.closing[receiver], key)
+	delete(n.pending[receiver], key)
 }
 
-// retryCloses sends again the closes that were not delivered, to the
-// receivers not paused, at most closesPerRetry of each at a time, so that
-// a receiver back after an outage cannot hold the worker, and the queue
-// behind it, for long. A receiver that fails one is left until the next
-// retry, and each of its closes counts the try: a close is given up after
-// maxCloseTries, when the tool refuses it for good, when its receiver no
-// longer opens incidents, or when a warning of its object opens the
-// incident again.
-func (n *Notifier) retryCloses(ctx context.Context) {
-	if !n.anyClosing() {
+// retryPending sends again the triggers and closes that were not
+// delivered, to the receivers not paused, at most pendingPerRetry of each
+// at a time, so that a receiver back after an outage cannot hold the
+// worker, and the queue behind it, for long. A receiver that fails one is
+// left until the next retry, and each of its pending events counts the
+// try: one is given up after maxCloseTries, when the tool refuses it for
+// good, or when its receiver no longer opens incidents; a newer event of
+// its object replaces it (incidentStep).
+func (n *Notifier) retryPending(ctx context.Context) {
+	if !n.anyPending() {
 		return
 	}
 	for _, r := range n.receivers(ctx) {
-		pending := n.closing[r.Name]
+		pending := n.pending[r.Name]
 		if len(pending) == 0 || time.Now().Before(n.paused[r.Name]) {
 			continue
 		}
 		if !r.incident() {
-			delete(n.closing, r.Name)
+			delete(n.pending, r.Name)
 			delete(n.open, r.Name)
 			continue
 		}
@@ -761,7 +792,7 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 			if ctx.Err() != nil {
 				return
 			}
-			if sent >= closesPerRetry {
+			if sent >= pendingPerRetry {
 				break
 			}
 			err := n.deliver(ctx, r, p.event, 1)
@@ -769,16 +800,16 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 			switch {
 			case err == nil:
 				sent++
-				n.forget(r.Name, key)
+				n.delivered(r, p.event, true)
 				notifications.WithLabelValues("sent").Inc()
 				continue
 			case errors.As(err, &perm):
-				n.giveUpClose(r, key, err, "An incident's close was refused, and is not sent again; close the incident by hand")
+				n.giveUp(r, key, err, "refused, and is not sent again")
 				continue
 			}
 			for k, q := range pending {
 				if q.tries++; q.tries >= maxCloseTries {
-					n.giveUpClose(r, k, err, "An incident's close was not delivered after an hour of tries, and is given up; close the incident by hand")
+					n.giveUp(r, k, err, "not delivered after an hour of tries, and is given up")
 				}
 			}
 			break
@@ -786,20 +817,28 @@ func (n *Notifier) retryCloses(ctx context.Context) {
 	}
 }
 
-// giveUpClose forgets the close of key to r, and says why.
-func (n *Notifier) giveUpClose(r Receiver, key string, err error, why string) {
-	e := n.closing[r.Name][key].event
-	n.forget(r.Name, key)
+// giveUp forgets the pending trigger or close of key to r, and says why
+// and what a person is to do.
+func (n *Notifier) giveUp(r Receiver, key string, err error, why string) {
+	e := n.pending[r.Name][key].event
+	msg := "An incident's close was " + why + "; close the incident by hand"
+	if incidentAction(e) == incidentOpen {
+		msg = "An incident's trigger was " + why + "; the object still needs a look"
+		delete(n.pending[r.Name], key)
+	} else {
+		n.forget(r.Name, key)
+	}
 	notifications.WithLabelValues("failed").Inc()
-	n.Log.Error(err, why, "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name)
+	n.Log.Error(err, msg, "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name)
 }
 
-// closesPerRetry bounds the closes one retry sends to one receiver.
-const closesPerRetry = 20
+// pendingPerRetry bounds the triggers and closes one retry sends to one
+// receiver.
+const pendingPerRetry = 20
 
-// anyClosing reports whether a close waits to be sent again.
-func (n *Notifier) anyClosing() bool {
-	for _, pending := range n.closing {
+// anyPending reports whether a trigger or a close waits to be sent again.
+func (n *Notifier) anyPending() bool {
+	for _, pending := range n.pending {
 		if len(pending) > 0 {
 			return true
 		}
