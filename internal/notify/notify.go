@@ -170,6 +170,13 @@ type Receiver struct {
 	// set, selects them by their labels.
 	Namespaces []string
 	Selector   labels.Selector
+	// Trusted are the namespaces of the cluster profile, the only ones
+	// whose objects a Selector without Namespaces selects: anyone who may
+	// create an Addon sets its labels, so a selector alone would let a
+	// tenant choose where the controller posts. FromSecrets sets the
+	// controller's namespace, and Notifier.TrustedNamespaces, when set,
+	// replaces it.
+	Trusted []string
 	// Cluster names the cluster in what r is sent (Event.Cluster): in a
 	// chat's headline, in an incident and its key, and in a commit
 	// status's context, so that the same add-on in two clusters opens two
@@ -182,8 +189,9 @@ type Receiver struct {
 	repository string
 }
 
-// Wants reports whether r takes e: its severity, namespace and labels,
-// and for a commit status, an add-on's state rendered from a commit of
+// Wants reports whether r takes e: its severity, namespace and labels
+// (a selector alone, in the trusted namespaces only), and for a commit
+// status, an add-on's state rendered from a commit of
 // the receiver's repository.
 func (r Receiver) Wants(e Event) bool {
 	if r.statuses != nil && (e.Kind != "Addon" || !isCommit(e.Commit) || githubState(e.Phase) == "" ||
@@ -202,7 +210,15 @@ func (r Receiver) Wants(e Event) bool {
 	if len(r.Namespaces) > 0 && !slices.Contains(r.Namespaces, e.Namespace) {
 		return false
 	}
-	return r.Selector == nil || r.Selector.Matches(labels.Set(e.Labels))
+	if r.Selector == nil {
+		return true
+	}
+	if len(r.Namespaces) == 0 && !slices.Contains(r.Trusted, e.Namespace) {
+		// NOTE: a tenant labels its own Addons: a selector reaches
+		// tenants' only in the namespaces the receiver names.
+		return false
+	}
+	return r.Selector.Matches(labels.Set(e.Labels))
 }
 
 // maxField bounds each value of a receiver's Secret.
@@ -432,7 +448,11 @@ type Notifier struct {
 	// to be delivered and the last read is ReceiversTTL old.
 	Receivers    func(ctx context.Context) ([]Receiver, error)
 	ReceiversTTL time.Duration
-	Log          logr.Logger
+	// TrustedNamespaces, when set, are the namespaces of the cluster
+	// profile, whose objects a receiver's selector alone selects
+	// (Receiver.Trusted).
+	TrustedNamespaces []string
+	Log               logr.Logger
 	// Attempts bounds the posts of one event to one receiver, and Backoff
 	// is the wait before the second, doubling after, each wait at most
 	// maxWait. Timeout bounds one post: a receiver that hangs holds every
@@ -855,6 +875,11 @@ func (n *Notifier) receivers(ctx context.Context) []Receiver {
 		rctx, cancel := context.WithTimeout(ctx, readTimeout)
 		rs, err := n.Receivers(rctx)
 		cancel()
+		if len(n.TrustedNamespaces) > 0 {
+			for i := range rs {
+				rs[i].Trusted = n.TrustedNamespaces
+			}
+		}
 		if err != nil && ctx.Err() == nil {
 			n.Log.Error(err, "Some notification receivers could not be read; until they can, notifications go to the others only")
 		}
@@ -1037,7 +1062,8 @@ func init() {
 }
 
 // FromSecrets reads the receivers from the Secrets names in namespace, for
-// Notifier.Receivers. A Secret that is missing or wrong is left out, and
+// Notifier.Receivers; namespace, the controller's, is the one trusted
+// namespace they know (Receiver.Trusted). A Secret that is missing or wrong is left out, and
 // the error names it and says what to fix; one that could not be read for
 // a moment (the API server) stays as it was last read.
 func FromSecrets(reader client.Reader, namespace string, names []string) func(ctx context.Context) ([]Receiver, error) {
@@ -1061,6 +1087,7 @@ func FromSecrets(reader client.Reader, namespace string, names []string) func(ct
 				continue
 			}
 			r, err := ReceiverFromSecret(namespace+"/"+name, sec.Data)
+			r.Trusted = []string{namespace}
 			if err != nil {
 				delete(last, name)
 				errs = append(errs, err)

@@ -364,3 +364,59 @@ func TestWhatAReceiverWants(t *testing.T) {
 		t.Error("a receiver of warnings from everywhere")
 	}
 }
+
+// TestASelectorAloneReachesNoTenant: a receiver with a selector and no
+// namespaces takes the labelled objects of the trusted namespaces only,
+// since a tenant labels its own Addons as it likes; to reach tenants, the
+// receiver names their namespaces.
+func TestASelectorAloneReachesNoTenant(t *testing.T) {
+	sel, err := ReceiverFromSecret("web", map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team=web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel.Trusted = []string{"capstan-system", "platform"}
+	named := sel
+	named.Namespaces = []string{"tenant-a"}
+	untrusted := sel
+	untrusted.Trusted = nil
+	plain := Receiver{Trusted: sel.Trusted}
+	web, db := map[string]string{"team": "web"}, map[string]string{"team": "db"}
+	for _, c := range []struct {
+		name string
+		r    Receiver
+		ns   string
+		lbls map[string]string
+		want bool
+	}{
+		{"selector, trusted namespace", sel, "capstan-system", web, true},
+		{"selector, another trusted namespace", sel, "platform", web, true},
+		{"selector, trusted namespace, other label", sel, "capstan-system", db, false},
+		{"selector, a tenant that labels itself", sel, "tenant-a", web, false},
+		{"selector, no trusted namespace known", untrusted, "capstan-system", web, false},
+		{"selector and the tenant's namespace", named, "tenant-a", web, true},
+		{"selector and the tenant's namespace, other label", named, "tenant-a", db, false},
+		{"selector and a tenant's namespace, another tenant", named, "tenant-b", web, false},
+		{"selector and a tenant's namespace, trusted namespace", named, "capstan-system", web, false},
+		{"no selector, a tenant", plain, "tenant-a", web, true},
+	} {
+		e := Event{Kind: "Addon", Namespace: c.ns, Name: "x", Labels: c.lbls, Severity: SeverityWarning}
+		if got := c.r.Wants(e); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+
+	// FromSecrets trusts the controller's namespace; the Notifier's
+	// TrustedNamespaces replace it.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"},
+		Data: map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team=web")}}
+	read := FromSecrets(fake.NewClientBuilder().WithObjects(secret).Build(), "capstan-system", []string{"web"})
+	rs, err := read(context.Background())
+	if err != nil || len(rs) != 1 || !slices.Equal(rs[0].Trusted, []string{"capstan-system"}) {
+		t.Fatalf("%+v, %v", rs, err)
+	}
+	n := &Notifier{Receivers: read, TrustedNamespaces: []string{"platform"}, Log: logr.Discard()}
+	n.init()
+	if rs := n.receivers(context.Background()); len(rs) != 1 || !slices.Equal(rs[0].Trusted, []string{"platform"}) {
+		t.Fatalf("with TrustedNamespaces: %+v", rs)
+	}
+}
