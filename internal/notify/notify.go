@@ -9,7 +9,8 @@
 // receiver on a private or metadata address is refused unless allowed),
 // never following a redirect. A receiver that fails is retried a few times
 // with backoff, then the event is dropped and counted; one that keeps
-// failing is paused, so that it cannot hold the others' events. A
+// failing is paused, so that it cannot hold the others' events, and so is
+// one that asks for a longer wait (Retry-After) than a post may take. A
 // receiver's URL, token and key live in a Secret, since a Slack webhook's
 // URL is its password; none of them is ever logged.
 package notify
@@ -511,6 +512,10 @@ const (
 	// the other receivers' events too.
 	pauseAfter = 3
 	pauseFor   = time.Minute
+	// maxPause bounds the pause of a receiver that asks, with a
+	// Retry-After longer than a post's Timeout, to be sent nothing for a
+	// while: a receiver that asks for a day is tried again sooner.
+	maxPause = 10 * time.Minute
 	// readTimeout bounds one read of the receivers' Secrets.
 	readTimeout = 10 * time.Second
 )
@@ -690,6 +695,11 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			return // shutting down: not the receiver's failure
 		default:
 			notifications.WithLabelValues("failed").Inc()
+			if d, ok := n.pauseBusy(r, err); ok {
+				n.Log.Error(err, "A notification was not delivered; the receiver asked for a wait, and is skipped until then",
+					"receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", d.String())
+				continue
+			}
 			n.failing[r.Name]++
 			if n.failing[r.Name] >= pauseAfter {
 				n.failing[r.Name] = 0
@@ -827,6 +837,7 @@ func (n *Notifier) retryPending(ctx context.Context) {
 				n.giveUp(r, key, err, "refused, and is not sent again")
 				continue
 			}
+			n.pauseBusy(r, err)
 			for k, q := range pending {
 				if q.tries++; q.tries >= maxCloseTries {
 					n.giveUp(r, k, err, "not delivered after an hour of tries, and is given up")
@@ -890,7 +901,9 @@ func (n *Notifier) receivers(ctx context.Context) []Receiver {
 
 // Deliver posts e to r, and again after a failure that may pass (a
 // connection error, 408, 429 and 5xx) up to Attempts times, waiting as
-// wait says. Every post of one delivery carries the same
+// wait says; a Retry-After longer than Timeout is not waited for, and the
+// error says how long the receiver asked for (busyError). Every post of
+// one delivery carries the same
 // X-Capstan-Delivery, so that a receiver can tell a retry from a new event.
 func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
 	n.init()
@@ -914,7 +927,16 @@ func (n *Notifier) deliver(ctx context.Context, r Receiver, e Event, attempts in
 		}
 		var perm *permanentError
 		if errors.As(err, &perm) || attempt >= attempts {
+			if after > n.Timeout {
+				return &busyError{err, after}
+			}
 			return err
+		}
+		if after > n.Timeout {
+			// NOTE: the one worker would sleep the whole wait, holding
+			// every other receiver's events behind it; the receiver is
+			// paused for it instead (deliverAll).
+			return &busyError{err, after}
 		}
 		select {
 		case <-ctx.Done():
@@ -936,6 +958,29 @@ func wait(base time.Duration, attempt int, asked time.Duration) time.Duration {
 		d *= 2
 	}
 	return min(d, maxWait)
+}
+
+// busyError is a receiver's answer that asks for a wait (Retry-After)
+// longer than a post may take: not waited for, but a pause of the
+// receiver (pauseBusy).
+type busyError struct {
+	error
+	after time.Duration
+}
+
+func (b *busyError) Unwrap() error { return b.error }
+
+// pauseBusy pauses r for as long as it asked, at most maxPause, when err
+// is its busyError, and reports whether it was.
+func (n *Notifier) pauseBusy(r Receiver, err error) (time.Duration, bool) {
+	var busy *busyError
+	if !errors.As(err, &busy) {
+		return 0, false
+	}
+	d := min(busy.after, maxPause)
+	n.failing[r.Name] = 0
+	n.paused[r.Name] = time.Now().Add(d)
+	return d, true
 }
 
 // permanentError is a refusal that a retry would not change.

@@ -3,6 +3,7 @@ package notify
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -270,6 +271,48 @@ func TestAFailingReceiverIsPaused(t *testing.T) {
 	}
 	if bad.calls() != 2*pauseAfter || good.calls() != pauseAfter+2 {
 		t.Fatalf("the failing receiver got %d posts, want %d; the other %d events, want %d", bad.calls(), 2*pauseAfter, good.calls(), pauseAfter+2)
+	}
+}
+
+// TestARateLimitedReceiverHoldsNoOther: a receiver that answers 429 with
+// a Retry-After longer than a post may take is paused for that long at
+// once, rather than waited for on the one worker: the other receiver
+// gets every event promptly; a Retry-After of a day pauses at most
+// maxPause.
+func TestARateLimitedReceiverHoldsNoOther(t *testing.T) {
+	limited := newReceiver(t, 429, 429, 429, 429, 429, 429, 429, 429, 429, 429, 429, 429)
+	good := newReceiver(t)
+	l, g := limited.receiver(t, "/limited"), good.receiver(t, "/good")
+	l.Name = "limited"
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), Backoff: time.Millisecond, Attempts: 4,
+		Timeout: 500 * time.Millisecond, ReceiversTTL: time.Hour,
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{l, g}, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(done) }()
+	start := time.Now()
+	for range 3 {
+		n.Notify(event)
+	}
+	// NOTE: waiting out the Retry-After (1 s) of each of the limited
+	// receiver's retries would hold the first event alone for 3 s.
+	for good.calls() < 3 {
+		if time.Since(start) > 2*time.Second {
+			t.Fatalf("after %v the other receiver got %d of 3 events", time.Since(start), good.calls())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if limited.calls() != 1 {
+		t.Fatalf("the rate-limited receiver got %d posts; want 1, then a pause", limited.calls())
+	}
+	if until := n.paused["limited"]; time.Until(until) <= 0 || time.Until(until) > time.Second {
+		t.Fatalf("paused until %v; want about a second from the 429", until)
+	}
+	if _, ok := n.pauseBusy(l, &busyError{errors.New("429"), 24 * time.Hour}); !ok || time.Until(n.paused["limited"]) > maxPause {
+		t.Fatalf("a day's Retry-After pauses until %v; want at most %v", n.paused["limited"], maxPause)
 	}
 }
 
