@@ -84,7 +84,10 @@ func Load(data []byte, guard *netguard.Guard) (*Config, error) {
 		return nil, fmt.Errorf("the kubeconfig cannot be used: %v", err)
 	}
 	ctx := kc.Contexts[kc.CurrentContext]
-	out := &Config{Config: cfg, Server: kc.Clusters[ctx.Cluster].Server, As: cfg.Impersonate.UserName}
+	// NOTE: Check refuses user information in the server URL, so the
+	// redaction only guards the messages and the plan should that ever
+	// change: Server is shown in the status, the plan and events.
+	out := &Config{Config: cfg, Server: netguard.Redact(kc.Clusters[ctx.Cluster].Server), As: cfg.Impersonate.UserName}
 	// NOTE: every connection is dialled by the guard, and never through a
 	// proxy, so the guard checks the API server's own address.
 	cfg.Dial = guard.DialContext
@@ -116,12 +119,19 @@ func Check(kc *clientcmdapi.Config) error {
 		return fmt.Errorf("the kubeconfig's context %q names user %q, which it does not hold", kc.CurrentContext, ctx.AuthInfo)
 	}
 	var refused []string
+	// The server is named in messages without its user information: a
+	// refused URL may still carry a password, and the message goes into
+	// the Addon's status.
+	server := netguard.Redact(cluster.Server)
 	u, err := url.Parse(cluster.Server)
 	switch {
 	case err != nil || u.Host == "":
-		refused = append(refused, fmt.Sprintf("server %q is not an https:// URL", cluster.Server))
+		refused = append(refused, fmt.Sprintf("server %q is not an https:// URL", server))
 	case u.Scheme != "https":
-		refused = append(refused, "server "+cluster.Server+" is not https: credentials are only sent over TLS")
+		refused = append(refused, "server "+server+" is not https: credentials are only sent over TLS")
+	}
+	if err == nil && u.User != nil {
+		refused = append(refused, "server "+server+" carries a user name or password in its URL, which would be shown wherever the server is named: put the credentials in the user instead (token, or client-certificate-data and client-key-data)")
 	}
 	if cluster.InsecureSkipTLSVerify {
 		refused = append(refused, "insecure-skip-tls-verify: give certificate-authority-data instead")

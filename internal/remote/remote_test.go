@@ -52,6 +52,10 @@ func TestCheckRefuses(t *testing.T) {
 		{"no account", "    as: system:serviceaccount:capstan:installer\n", "", "names no account to act as"},
 		{"no context", "current-context: edge", "current-context: other", "not one of its contexts"},
 		{"auth provider", "    token: abc\n", "    auth-provider: {name: oidc}\n", "auth-provider"},
+		{"password in server", "https://edge", "https://admin:hunter2@edge", "carries a user name or password"},
+		{"user in server", "https://edge", "https://hunter2@edge", "carries a user name or password"},
+		{"password in plain http server", "https://edge", "http://admin:hunter2@edge", "is not https"},
+		{"password in unparsable server", "https://edge.example.com:6443", "https://admin:hunter2%@edge.example.com:6443", "is not an https:// URL"},
 	}
 	for _, tc := range cases {
 		bad := strings.Replace(good, tc.from, tc.to, 1)
@@ -61,6 +65,11 @@ func TestCheckRefuses(t *testing.T) {
 		_, err := Load([]byte(bad), guard)
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: got %v, want an error saying %q", tc.name, err, tc.says)
+		}
+		// The message goes into the Addon's status: it never carries
+		// the server URL's credentials.
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the message carries the server's credentials: %v", tc.name, err)
 		}
 	}
 	for _, bad := range []string{"", "{", strings.Repeat("#", MaxKubeconfigBytes+1)} {
