@@ -77,12 +77,38 @@ func (c *targetCluster) kindScope(gvk schema.GroupVersionKind) (namespaced, know
 	return namespaced, err == nil, err
 }
 
-// remoteClusters keeps one targetCluster per kubeconfig Secret, rebuilt
-// when the Secret's kubeconfig changes.
+// remoteClusters keeps one targetCluster per kubeconfig, rebuilt when that
+// kubeconfig changes.
 type remoteClusters struct {
 	mu sync.Mutex
-	by map[types.NamespacedName]*targetCluster
+	by map[remoteKey]*targetCluster
 }
+
+// remoteKey names one kubeconfig: a key of a Secret. One Secret may hold
+// the kubeconfigs of a whole fleet, one key each.
+type remoteKey struct {
+	types.NamespacedName
+	Key string
+}
+
+// remoteKeyOf is the kubeconfig an add-on's spec.kubeConfig names.
+//
+// NOTE: keyed by the Secret's key too, not by the Secret alone: two add-ons
+// of one Secret with different keys would otherwise replace each other's
+// clients on every reconcile, cancelling the other's watch cache (drift
+// watches restarting with full lists, a reconcile reading a stopped cache).
+func remoteKeyOf(addon *capstanv1.Addon) remoteKey {
+	ref := addon.Spec.KubeConfig
+	key := ref.Key
+	if key == "" {
+		key = kubeConfigDefaultKey
+	}
+	return remoteKey{NamespacedName: types.NamespacedName{Namespace: addon.Namespace, Name: ref.SecretRef.Name}, Key: key}
+}
+
+// kubeConfigDefaultKey is the Secret key spec.kubeConfig reads when it
+// names none.
+const kubeConfigDefaultKey = "value"
 
 // selectCluster points the scope at the cluster spec.kubeConfig names, and
 // checks that it answers. It is the pipeline's first step, so nothing is
@@ -93,11 +119,11 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	if ref == nil || s.profile != capstanv1.ProfileCluster || s.cluster.server != "" {
 		return false, nil
 	}
-	data, err := r.secretKey(ctx, s, ref.SecretRef.Name, ref.Key, "value", "spec.kubeConfig")
+	data, err := r.secretKey(ctx, s, ref.SecretRef.Name, ref.Key, kubeConfigDefaultKey, "spec.kubeConfig")
 	if err != nil {
 		return false, err
 	}
-	c, err := r.remoteCluster(types.NamespacedName{Namespace: s.addon.Namespace, Name: ref.SecretRef.Name}, data)
+	c, err := r.remoteCluster(remoteKeyOf(s.addon), data)
 	if err != nil {
 		return false, terminal{fmt.Errorf("the kubeconfig in Secret %s/%s: %w", s.addon.Namespace, ref.SecretRef.Name, err)}
 	}
@@ -119,10 +145,10 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	return false, nil
 }
 
-// remoteCluster returns the remote cluster of a kubeconfig Secret, building
+// remoteCluster returns the remote cluster of a kubeconfig, building
 // its clients and metadata cache the first time and whenever the kubeconfig
 // changes.
-func (r *AddonReconciler) remoteCluster(key types.NamespacedName, kubeconfig []byte) (*targetCluster, error) {
+func (r *AddonReconciler) remoteCluster(key remoteKey, kubeconfig []byte) (*targetCluster, error) {
 	sum := sha256.Sum256(kubeconfig)
 	hash := hex.EncodeToString(sum[:])
 	r.remotes.mu.Lock()
@@ -147,7 +173,7 @@ func (r *AddonReconciler) remoteCluster(key types.NamespacedName, kubeconfig []b
 		old.cancel()
 	}
 	if r.remotes.by == nil {
-		r.remotes.by = map[types.NamespacedName]*targetCluster{}
+		r.remotes.by = map[remoteKey]*targetCluster{}
 	}
 	r.remotes.by[key] = c
 	return c, nil
