@@ -207,9 +207,16 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 		discoverer: disc,
 	}
 	if r.drift != nil {
+		// The cache's watches are long-lived requests: its client has no
+		// whole-request time bound (see remote.WatchConfig).
+		watchCfg := remote.WatchConfig(cfg)
+		watchClient, err := rest.HTTPClientFor(watchCfg)
+		if err != nil {
+			return nil, err
+		}
 		opts := watchedCacheOptions(r.Client.Scheme(), mapper)
-		opts.HTTPClient = httpClient
-		c.watched, err = cache.New(cfg, opts)
+		opts.HTTPClient = watchClient
+		c.watched, err = cache.New(watchCfg, opts)
 		if err != nil {
 			return nil, err
 		}

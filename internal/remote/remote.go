@@ -31,6 +31,11 @@ import (
 // MaxKubeconfigBytes bounds a kubeconfig read from a Secret.
 const MaxKubeconfigBytes = 256 << 10
 
+// RequestTimeout bounds each single request to a remote API server, so an
+// unresponsive one fails the reconcile instead of holding it. Watches are
+// not single requests: see WatchConfig.
+const RequestTimeout = 30 * time.Second
+
 // Config is what Load returns: the client configuration, and the facts a
 // message names.
 type Config struct {
@@ -92,12 +97,27 @@ func Load(data []byte, guard *netguard.Guard) (*Config, error) {
 	// proxy, so the guard checks the API server's own address.
 	cfg.Dial = guard.DialContext
 	cfg.Proxy = func(*http.Request) (*url.URL, error) { return nil, nil }
-	cfg.Timeout = 30 * time.Second
+	cfg.Timeout = RequestTimeout
 	cfg.UserAgent = "capstan"
 	if cfg.QPS == 0 {
 		cfg.QPS, cfg.Burst = 50, 100
 	}
 	return out, nil
+}
+
+// WatchConfig is cfg for a watch cache: the same server, credentials and
+// guarded dialling, without the time bound on a whole request.
+//
+// NOTE: rest.Config.Timeout becomes http.Client.Timeout, which also ends a
+// watch's streaming response: with it, every informer's watch would be cut
+// at RequestTimeout and restarted, and a list that takes longer would never
+// sync. A watch is bounded by the API server instead (the timeoutSeconds
+// the informers send), and a list by the transport's dial and TLS handshake
+// bounds and the informers' retries.
+func WatchConfig(cfg *rest.Config) *rest.Config {
+	w := rest.CopyConfig(cfg)
+	w.Timeout = 0
+	return w
 }
 
 // Check refuses what a kubeconfig from a Secret may not do. It is the

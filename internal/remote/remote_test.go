@@ -1,10 +1,19 @@
 package remote
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"encoding/pem"
+	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
 
 	"capstan.dev/capstan/internal/netguard"
 )
@@ -179,5 +188,84 @@ func TestLoopbackNeedsTheAllowList(t *testing.T) {
 		if netguard.IsRefused(err) != tc.refused || (!tc.refused && err != nil) {
 			t.Errorf("allow %v: dialling %s gave %v; refused by the guard: want %v", tc.allow, l.Addr(), err, tc.refused)
 		}
+	}
+}
+
+// TestWatchOutlivesTheRequestTimeout: a watch's response streams for as
+// long as the API server keeps it open. Through the configuration of
+// single requests it is cut at the request time bound; through WatchConfig
+// it runs to its end, with the same guarded dialling and credentials. The
+// API server is a loopback stand-in, and the time bound is shortened to
+// keep the test short.
+func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
+	const events, every = 8, 100 * time.Millisecond
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer abc" {
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		for i := 0; i < events; i++ {
+			fmt.Fprintf(w, "{\"type\":\"BOOKMARK\",\"n\":%d}\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(every):
+			}
+		}
+	}))
+	defer srv.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})
+	kc := strings.Replace(good, "https://edge.example.com:6443", srv.URL, 1)
+	kc = strings.Replace(kc, `certificate-authority-data: ""`, "certificate-authority-data: "+base64.StdEncoding.EncodeToString(ca), 1)
+	guard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: []string{"127.0.0.2:6443"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := Load([]byte(kc), guard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != RequestTimeout {
+		t.Errorf("single requests are bounded by %s; want %s", cfg.Timeout, RequestTimeout)
+	}
+	cfg.Timeout = 3 * every
+
+	watch := func(c *rest.Config) (int, error) {
+		hc, err := rest.HTTPClientFor(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Get(srv.URL + "/api/v1/configmaps?watch=true")
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the watch got %s", resp.Status)
+		}
+		n := 0
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			n++
+		}
+		return n, sc.Err()
+	}
+	if n, err := watch(cfg.Config); err == nil || n == events {
+		t.Errorf("through the single-request configuration, the watch was not cut (%d events, %v); the test proves nothing", n, err)
+	}
+	w := WatchConfig(cfg.Config)
+	if n, err := watch(w); err != nil || n != events {
+		t.Errorf("through WatchConfig the watch got %d of %d events: %v", n, events, err)
+	}
+	if cfg.Timeout != 3*every {
+		t.Errorf("WatchConfig changed the single-request configuration")
+	}
+	if _, err := w.Dial(context.Background(), "tcp", "127.0.0.2:6443"); !netguard.IsRefused(err) {
+		t.Errorf("WatchConfig does not dial through the guard: %v", err)
+	}
+	if p, _ := w.Proxy(nil); p != nil || w.Impersonate.UserName != cfg.As {
+		t.Errorf("WatchConfig lost the proxy refusal or the impersonation: proxy %v, as %q", p, w.Impersonate.UserName)
 	}
 }
