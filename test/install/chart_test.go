@@ -3,6 +3,7 @@ package install_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,6 +144,30 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 	} {
 		if out, err := helm(t, "template", "capstan", chart, "--set", bad.set); err == nil || !strings.Contains(out, bad.want) {
 			t.Errorf("%s must be refused by the schema, naming %s: %v\n%s", bad.set, bad.want, err, out)
+		}
+	}
+	// Ports that clash render fine by the schema and crash-loop the pod,
+	// so the chart refuses them, naming the value to change; capstan
+	// render refuses them as helm template does.
+	for _, bad := range []struct{ set, want string }{
+		{"api.port=8081", "set api.port to another port"},
+		{"metrics.port=8081", "set metrics.port to another port"},
+		{"api.port=9090,metrics.port=9090", "api.port and metrics.port are both 9090"},
+	} {
+		if out, err := helm(t, "template", "capstan", chart, "--set", bad.set); err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("helm template --set %s must fail saying %q: %v\n%s", bad.set, bad.want, err, out)
+		}
+		cmd := cli.NewRootCommand()
+		cmd.SetArgs([]string{"render", "capstan", chart, "--kube-version", "v1.33.2", "--set", bad.set})
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("capstan render --set %s must fail saying %q: %v", bad.set, bad.want, err)
+		}
+	}
+	for _, good := range []string{"api.enabled=false,api.port=8081", "metrics.enabled=false,metrics.port=8080"} {
+		if out, err := helm(t, "template", "capstan", chart, "--set", good); err != nil {
+			t.Errorf("helm template --set %s: a port that is not listened on must not clash: %v\n%s", good, err, out)
 		}
 	}
 	if out, err := helm(t, "template", "capstan", chart, "--set", "metrics.serviceMonitor.enabled=true"); err == nil || !strings.Contains(out, "Prometheus Operator") {

@@ -37,3 +37,22 @@ app.kubernetes.io/component: controller
 {{- define "capstan.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
+
+{{/* capstan.checkPorts fails the render when two of the controller's
+listeners would share a port: the API, the metrics and the health probes
+(fixed at 8081) each bind their own, and a clash renders fine but leaves the
+pod crash-looping on "address already in use". */}}
+{{- define "capstan.checkPorts" -}}
+{{- $health := 8081 -}}
+{{- $api := int .Values.api.port -}}
+{{- $metrics := int .Values.metrics.port -}}
+{{- if and .Values.api.enabled (eq $api $health) -}}
+{{- fail (printf "api.port %d is the port of the health probes: set api.port to another port" $api) -}}
+{{- end -}}
+{{- if and .Values.metrics.enabled (eq $metrics $health) -}}
+{{- fail (printf "metrics.port %d is the port of the health probes: set metrics.port to another port" $metrics) -}}
+{{- end -}}
+{{- if and .Values.api.enabled .Values.metrics.enabled (eq $api $metrics) -}}
+{{- fail (printf "api.port and metrics.port are both %d: set one of them to another port" $api) -}}
+{{- end -}}
+{{- end -}}
