@@ -204,7 +204,7 @@ func FuzzDecrypt(f *testing.F) {
 
 func TestSecretParts(t *testing.T) {
 	got := secretParts("https://app:S3cretPassw0rd@${host}/db${tail")
-	want := []string{"https://app:S3cretPassw0rd@${host}/db${tail", "https://app:S3cretPassw0rd@", "/db", "tail"}
+	want := []string{"https://app:S3cretPassw0rd@${host}/db${tail", "https://app:S3cretPassw0rd@", "/db", "tail", "${host}", "${host}", "${tail", "${tail"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
