@@ -37,8 +37,8 @@ import (
 //     too, rather than a guess: shell scripts in a ConfigMap are the usual
 //     source, and the object is annotated to be left as it is.
 
-// The annotations that leave an object as it is, Flux's and Capstan's,
-// with the value SubstituteDisabled.
+// The labels or annotations that leave an object as it is, Flux's and
+// Capstan's, with the value SubstituteDisabled.
 const (
 	FluxSubstituteAnnotation = "kustomize.toolkit.fluxcd.io/substitute"
 	SubstituteAnnotation     = "capstan.dev/substitute"
@@ -63,7 +63,7 @@ func (e *SubstituteError) Error() string {
 	}
 	return "render: substitute: " + strings.Join(list, "; ") + more +
 		": define each variable in spec.substitute or a spec.substituteFrom object, or give it a default (${name:=default}); " +
-		"write a literal ${ as $${; or annotate the object " + FluxSubstituteAnnotation + ": " + SubstituteDisabled + " to leave it as it is"
+		"write a literal ${ as $${; or label or annotate the object " + FluxSubstituteAnnotation + ": " + SubstituteDisabled + " to leave it as it is"
 }
 
 // substituteHash folds the variables into a render hash, so that a
@@ -202,12 +202,16 @@ func mapValue(n *yamlv3.Node, key string) *yamlv3.Node {
 	return nil
 }
 
-// disabled reports whether an object is annotated to be left as it is.
+// disabled reports whether an object is labelled or annotated to be left
+// as it is: Flux reads the label and the annotation alike, and a folder
+// moved from Flux may use either.
 func disabled(obj *yamlv3.Node) bool {
-	annotations := mapValue(mapValue(obj, "metadata"), "annotations")
-	for _, key := range []string{FluxSubstituteAnnotation, SubstituteAnnotation} {
-		if v := mapValue(annotations, key); v != nil && strings.EqualFold(v.Value, SubstituteDisabled) {
-			return true
+	meta := mapValue(obj, "metadata")
+	for _, field := range []string{"labels", "annotations"} {
+		for _, key := range []string{FluxSubstituteAnnotation, SubstituteAnnotation} {
+			if v := mapValue(mapValue(meta, field), key); v != nil && strings.EqualFold(v.Value, SubstituteDisabled) {
+				return true
+			}
 		}
 	}
 	return false

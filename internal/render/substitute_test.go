@@ -381,3 +381,46 @@ func TestPlainSubstitutionEdges(t *testing.T) {
 		t.Errorf("a merge key's variable: %v", err)
 	}
 }
+
+// TestSubstituteDisabled: Flux leaves an object as it is when its label
+// or its annotation says so, and so does Capstan, with its own key too.
+func TestSubstituteDisabled(t *testing.T) {
+	for _, tc := range []struct {
+		name, metadata string
+		want           bool
+	}{
+		{"nothing", "name: s\n", false},
+		{"flux annotation", "annotations: {kustomize.toolkit.fluxcd.io/substitute: disabled}\n", true},
+		{"capstan annotation", "annotations: {capstan.dev/substitute: Disabled}\n", true},
+		{"flux label", "labels: {kustomize.toolkit.fluxcd.io/substitute: disabled}\n", true},
+		{"capstan label", "labels: {capstan.dev/substitute: disabled}\n", true},
+		{"another value", "labels: {kustomize.toolkit.fluxcd.io/substitute: enabled}\n", false},
+		{"another label", "labels: {app: disabled}\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var doc yamlv3.Node
+			if err := yamlv3.Unmarshal([]byte("kind: ConfigMap\nmetadata:\n  "+strings.ReplaceAll(tc.metadata, "\n", "\n  ")), &doc); err != nil {
+				t.Fatal(err)
+			}
+			if got := disabled(doc.Content[0]); got != tc.want {
+				t.Errorf("disabled = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	// The label leaves a shell script's defaults as they are written.
+	script := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: script\n  labels:\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  run.sh: PORT=${PORT:-8080}\n"
+	fsys := fstest.MapFS{
+		"plain/a.yaml":            file(script),
+		"kust/a.yaml":             file(script),
+		"kust/kustomization.yaml": file("resources: [a.yaml]\n"),
+	}
+	for _, dir := range []string{"plain", "kust"} {
+		res, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{}})
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		if got, _, _ := unstructured.NestedString(res.Objects[0].Object, "data", "run.sh"); got != "PORT=${PORT:-8080}" {
+			t.Errorf("%s: the labelled script became %q", dir, got)
+		}
+	}
+}
