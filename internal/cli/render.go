@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -251,7 +250,9 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 			for i, ref := range spec.SubstituteFrom {
 				fmt.Fprintf(o.stderr, "Warning: spec.substituteFrom[%d] (%s %s) is in a cluster, which capstan render does not read; its variables are missing\n", i, ref.Kind, ref.Name)
 			}
-			maps.Copy(opts.Variables, spec.Substitute)
+			for k, v := range spec.Substitute {
+				opts.Variables[k] = render.VariableValue(v)
+			}
 		}
 		var decrypter *sops.Decrypter
 		if spec.Decryption != nil {

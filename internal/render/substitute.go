@@ -29,7 +29,7 @@ import (
 //     empty string there and applies it. ${name:=} asks for the empty
 //     string.
 //   - It works on YAML's scalars, not on the text: a value holding a
-//     newline or a colon stays inside its string and never adds a field.
+//     colon or a brace stays inside its string and never adds a field.
 //     A scalar written without quotes is read again after the
 //     substitution, so replicas: ${count} is a number, as with Flux; one
 //     in quotes stays a string.
@@ -539,6 +539,15 @@ func nameLength(s string) int {
 		}
 	}
 	return len(s)
+}
+
+// VariableValue is the text a variable's value substitutes: the value
+// with every newline removed, as Flux reads spec.substitute and the data
+// of a ConfigMap or a Secret. A Secret made with kubectl create secret
+// --from-file ends its value with a newline, which would otherwise land
+// inside a URL or a host name.
+func VariableValue(v string) string {
+	return strings.ReplaceAll(v, "\n", "")
 }
 
 // IsVariableName reports whether name can be a variable: letters, digits

@@ -28,6 +28,7 @@ type Variables struct {
 // Every key of a ConfigMap's data or a Secret's data whose name is a
 // variable name (letters, digits and underscores, not starting with a
 // digit) is a variable; other keys, which no ${...} can name, are skipped.
+// Every value, spec.substitute's too, loses its newlines (VariableValue).
 // It returns nil when the add-on asks for no substitution.
 //
 // The restricted profile takes spec.substitute only: its objects are the
@@ -71,7 +72,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 			if !render.IsVariableName(k) {
 				continue
 			}
-			vars.Values[k] = v
+			vars.Values[k] = render.VariableValue(v)
 			secret[k] = fromSecret
 		}
 	}
@@ -80,7 +81,7 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 			errs.add("spec.substitute", "substitute.name", "%q is not a variable name: use letters, digits and underscores, not starting with a digit", k)
 			continue
 		}
-		vars.Values[k] = v
+		vars.Values[k] = render.VariableValue(v)
 		secret[k] = false
 	}
 	if err := errs.err(); err != nil {

@@ -53,3 +53,35 @@ func TestReadVariables(t *testing.T) {
 		t.Errorf("no substitution asked for: %v %v", vars, err)
 	}
 }
+
+// TestReadVariablesDropsNewlines: a value loses every newline, from a
+// ConfigMap, a Secret (kubectl create secret --from-file ends one with a
+// newline) and spec.substitute alike, as Flux reads them, and a value
+// from a Secret is hidden as it is substituted.
+func TestReadVariablesDropsNewlines(t *testing.T) {
+	r := fake.NewClientBuilder().WithObjects(
+		configMap("settings", nil, map[string]string{"region": "eu-west-1\n", "banner": "line one\nline two\n"}),
+		secret("db", nil, map[string]string{"db_host": "db.internal\n"}),
+	).Build()
+	a := addonWith("app", "")
+	a.Spec.SubstituteFrom = []capstanv1.SubstituteReference{{Kind: "ConfigMap", Name: "settings"}, {Kind: "Secret", Name: "db"}}
+	a.Spec.Substitute = map[string]string{"cluster": "prod\n", "crlf": "a\r\nb", "plain": "as is"}
+	vars, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"region":  "eu-west-1",
+		"banner":  "line oneline two",
+		"db_host": "db.internal",
+		"cluster": "prod",
+		"crlf":    "a\rb",
+		"plain":   "as is",
+	}
+	if diff := cmp.Diff(want, vars.Values); diff != "" {
+		t.Errorf("variables (-want +got):\n%s", diff)
+	}
+	if !slices.Equal(vars.Secret, []string{"db.internal"}) {
+		t.Errorf("secret values %q", vars.Secret)
+	}
+}
