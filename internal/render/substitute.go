@@ -267,7 +267,8 @@ func (s *substituter) scalar(n *yamlv3.Node) (string, bool) {
 
 // walk substitutes the scalars under n in place, as kustomize's objects
 // are held. A scalar written without quotes takes the type its new text
-// has, as it would had the text been written so.
+// has as a plain folder reads it (resolvePlain), so that a folder gives
+// the same objects built with kustomize or not.
 func (s *substituter) walk(n *yamlv3.Node) {
 	switch n.Kind {
 	case yamlv3.DocumentNode, yamlv3.SequenceNode:
@@ -293,7 +294,7 @@ func (s *substituter) walk(n *yamlv3.Node) {
 		}
 		n.Value = out
 		if unquoted(n) {
-			n.Tag = ""
+			n.Tag, n.Value = plainTag(out)
 		}
 	}
 	// NOTE: an alias repeats its anchor's node, which the walk reaches
@@ -438,6 +439,29 @@ func resolvePlain(text string) any {
 		}
 	}
 	return read
+}
+
+// plainTag is the tag and the text of a scalar node that reads as
+// resolvePlain reads text.
+//
+// NOTE: kyaml reads an untagged scalar by YAML 1.2, where yes and on are
+// text and 2024-01-02 a timestamp; the plain folders and Flux read YAML
+// 1.1, where yes is true and a date stays text. A substituted scalar is
+// tagged as YAML 1.1 reads it, so that a folder moved from Flux keeps its
+// types whether kustomize builds it or not.
+func plainTag(text string) (string, string) {
+	switch v := resolvePlain(text).(type) {
+	case nil:
+		return "!!null", text
+	case bool:
+		return "!!bool", strconv.FormatBool(v)
+	case json.Number:
+		if strings.ContainsAny(v.String(), ".eE") {
+			return "!!float", v.String()
+		}
+		return "!!int", v.String()
+	}
+	return "!!str", text
 }
 
 // nullWords are the plain scalars YAML reads as null.

@@ -424,3 +424,56 @@ func TestSubstituteDisabled(t *testing.T) {
 		}
 	}
 }
+
+// TestUnquotedVariableTypes: a variable written without quotes takes the
+// same type in a kustomize folder as in a plain one, YAML 1.1's as Flux
+// reads it (yes is true, a date stays text), whatever the folder's build.
+func TestUnquotedVariableTypes(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		want  any
+	}{
+		{"yes", true},
+		{"on", true},
+		{"y", true},
+		{"No", false},
+		{"off", false},
+		{"true", true},
+		{"2024-01-02", "2024-01-02"},
+		{"2024-01-02T10:00:00Z", "2024-01-02T10:00:00Z"},
+		{"3", int64(3)},
+		{"-7", int64(-7)},
+		{"0x1F", int64(31)},
+		{"1_000", int64(1000)},
+		{"1.5", 1.5},
+		{"null", nil},
+		{"~", nil},
+		{"", nil},
+		{"prod", "prod"},
+		{"#alerts", "#alerts"},
+		{"[a, b]", "[a, b]"},
+		{"a: b", "a: b"},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			obj := "apiVersion: example.com/v1\nkind: Thing\nmetadata:\n  name: t\nspec:\n  value: ${v}\n  quoted: \"${v}\"\n"
+			fsys := fstest.MapFS{
+				"plain/a.yaml":            file(obj),
+				"kust/a.yaml":             file(obj),
+				"kust/kustomization.yaml": file("resources: [a.yaml]\n"),
+			}
+			for _, dir := range []string{"plain", "kust"} {
+				res, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: map[string]string{"v": tc.value}})
+				if err != nil {
+					t.Fatalf("%s: %v", dir, err)
+				}
+				spec := res.Objects[0].Object["spec"].(map[string]any)
+				if diff := cmp.Diff(tc.want, spec["value"]); diff != "" {
+					t.Errorf("%s: unquoted (-want +got):\n%s", dir, diff)
+				}
+				if spec["quoted"] != tc.value {
+					t.Errorf("%s: quoted %#v, want the string %q", dir, spec["quoted"], tc.value)
+				}
+			}
+		})
+	}
+}
