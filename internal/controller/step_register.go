@@ -2,7 +2,9 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -33,7 +35,11 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		return true, nil
 	}
 	if err != nil {
-		r.registered(s, false, "PrimaryNotFound", err.Error())
+		reason := "PrimaryNotFound"
+		if errors.As(err, new(primaryRefused)) {
+			reason = "PrimaryRefused"
+		}
+		r.registered(s, false, reason, err.Error())
 		return true, nil
 	}
 	if reg := st.Registration; reg != nil && reg.Source == src && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
@@ -111,11 +117,66 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, svc); err != nil {
 		return "", err
 	}
+	return primaryAddress(s.addon, svc, port)
+}
+
+// primaryRefused says why the controller does not read from a primary
+// Service that exists: the condition's reason is PrimaryRefused.
+type primaryRefused string
+
+func (e primaryRefused) Error() string { return string(e) }
+
+// primaryAddress is the address of the manifest on the primary Service svc,
+// read live, at its port named port ("" for its first), or why the
+// controller does not read from it. The guardrails check only what the
+// chart renders, and a tenant may edit the live Service in its namespace,
+// so the live Service must still be the one Capstan applied: in this
+// add-on's inventory and carrying its owner labels, with a selector, so
+// that its endpoints are the add-on's pods and not addresses written by
+// hand, and with a cluster IP (an ExternalName Service names any host, and
+// a headless one has no address of the cluster's own).
+// NOTE: the address is the cluster IP checked here, not the Service's DNS
+// name: a Service changed to ExternalName between this check and the read
+// would make the name resolve elsewhere.
+func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, port string) (string, error) {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
+	refuse := func(why, fix string) error {
+		return primaryRefused(fmt.Sprintf("the primary Service %s/%s %s, so the controller does not read the manifest from it; %s",
+			svc.Namespace, svc.Name, why, fix))
+	}
+	inInventory := false
+	for _, id := range addon.Status.Inventory {
+		if id.Key() == ref.Key() {
+			inInventory = true
+			break
+		}
+	}
+	if !inInventory {
+		return "", refuse("is not one this add-on applied (it is not in status.inventory)",
+			"the chart must render the Service that "+capstanv1.ChartPrimaryAnnotation+" names")
+	}
+	if !addon.LabelledFor(svc.Labels) {
+		return "", refuse(fmt.Sprintf("does not carry this Addon's labels %s and %s", capstanv1.AddonLabel, capstanv1.AddonNamespaceLabel),
+			"it was changed outside Capstan; a sync applies it again")
+	}
+	if svc.Spec.Type == corev1.ServiceTypeExternalName || svc.Spec.ExternalName != "" {
+		return "", refuse("is of type ExternalName (or sets externalName), which names a host outside the cluster",
+			"the primary must be a ClusterIP Service that selects the add-on's pods")
+	}
+	if len(svc.Spec.Selector) == 0 {
+		return "", refuse("has no selector, so its endpoints are written by hand, not the add-on's pods",
+			"give the Service in the chart a selector of the add-on's pods")
+	}
+	ip := net.ParseIP(svc.Spec.ClusterIP)
+	if ip == nil {
+		return "", refuse("has no cluster IP (it is headless)",
+			"the primary must be a ClusterIP Service with a cluster IP, not clusterIP: None")
+	}
 	number, err := servicePort(svc, port)
 	if err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("http://%s.%s.svc:%d%s", name, s.namespace, number, registration.ManifestPath), nil
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(int(number))) + registration.ManifestPath, nil
 }
 
 // servicePort finds a Service's port by name or number; none given means

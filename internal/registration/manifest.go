@@ -38,6 +38,7 @@ const (
 	maxIconRunes     = 4
 	maxStepRunes     = 500
 	maxURLBytes      = 2048
+	maxReasonBytes   = 100
 )
 
 // manifest is the document a primary serves.
@@ -60,7 +61,7 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("the manifest is not the JSON Capstan reads: %v", err)
+		return nil, fmt.Errorf("the manifest is not the JSON Capstan reads: %s", shortReason(err))
 	}
 	// NOTE: Decode stops after the first value; a manifest followed by
 	// anything else is not the document the primary meant to serve.
@@ -114,4 +115,18 @@ func webURL(s string) error {
 		return fmt.Errorf("%q is not an http:// or https:// URL", conditions.Truncate(s, 80))
 	}
 	return nil
+}
+
+// shortReason is err's message as a condition may quote it: the JSON
+// decoder's errors quote the document (a field's name, a character), and
+// the document comes from whoever serves the primary, so only printable
+// ASCII is kept, and at most maxReasonBytes of it.
+func shortReason(err error) string {
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x20 || r > 0x7e {
+			return '?'
+		}
+		return r
+	}, err.Error())
+	return conditions.Truncate(clean, maxReasonBytes)
 }

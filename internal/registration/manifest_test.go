@@ -29,3 +29,30 @@ func TestParse(t *testing.T) {
 		}
 	}
 }
+
+// TestParseQuotesLittleOfTheDocument checks that a refusal quotes no more of
+// the document than a short, printable reason: whoever serves the primary
+// must not read its content back through the Addon's condition.
+func TestParseQuotesLittleOfTheDocument(t *testing.T) {
+	secret := strings.Repeat("s3cr3t-", 200)
+	for _, doc := range []string{
+		`{"name":"wiki","` + secret + `":1}`,
+		`{"name":"wiki","\u202e` + secret + `\u0007":1}`,
+		"\x00\x1b[31m" + secret,
+	} {
+		_, err := Parse([]byte(doc), "wiki")
+		if err == nil {
+			t.Fatalf("%.40s...: parsed", doc)
+		}
+		msg := err.Error()
+		if len(msg) > 200 || strings.Count(msg, "s3cr3t") > 14 {
+			t.Errorf("the refusal quotes %d bytes of the document: %.300s", len(msg), msg)
+		}
+		for _, r := range msg {
+			if r < 0x20 || r > 0x7e {
+				t.Errorf("the refusal carries %U: %q", r, msg)
+				break
+			}
+		}
+	}
+}

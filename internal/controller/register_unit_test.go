@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// primarySvc builds the live primary Service as Capstan applies it for the
+// Addon platform/wiki, changed by each of opts.
+func primarySvc(opts ...func(*corev1.Service)) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "wiki", Name: "wiki",
+			Labels: map[string]string{capstanv1.AddonLabel: "wiki", capstanv1.AddonNamespaceLabel: "platform"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.20",
+			Selector: map[string]string{"app": "wiki"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 8080}}},
+	}
+	for _, o := range opts {
+		o(svc)
+	}
+	return svc
+}
+
+// TestPrimaryAddressDecides checks which live primary Services the
+// controller reads a manifest from: only the one Capstan applied, with a
+// selector and a cluster IP, at that cluster IP; a Service a tenant
+// changed to name another address is refused with what to fix.
+func TestPrimaryAddressDecides(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "wiki"}}
+	addon.Status.Inventory = []capstanv1.ObjectID{
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "wiki", Name: "wiki"}},
+		{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: "wiki", Name: "wiki"}},
+	}
+	for _, tc := range []struct {
+		name string
+		svc  *corev1.Service
+		port string
+		want string // the address, or a part of the refusal
+	}{
+		{name: "applied ClusterIP Service", svc: primarySvc(), port: "http",
+			want: "http://10.96.0.20:8080/.well-known/capstan/addon.json"},
+		{name: "first port when none named", svc: primarySvc(), want: "http://10.96.0.20:8080/.well-known/capstan/addon.json"},
+		{name: "IPv6 cluster IP", svc: primarySvc(func(s *corev1.Service) { s.Spec.ClusterIP = "fd00:10:96::20" }), port: "8080",
+			want: "http://[fd00:10:96::20]:8080/.well-known/capstan/addon.json"},
+		{name: "not in the inventory", svc: primarySvc(func(s *corev1.Service) { s.Name = "tenant-made" }),
+			want: "not in status.inventory"},
+		{name: "owner labels missing", svc: primarySvc(func(s *corev1.Service) { s.Labels = nil }),
+			want: "does not carry this Addon's labels"},
+		{name: "another Addon's labels", svc: primarySvc(func(s *corev1.Service) { s.Labels[capstanv1.AddonNamespaceLabel] = "tenant" }),
+			want: "does not carry this Addon's labels"},
+		{name: "ExternalName", svc: primarySvc(func(s *corev1.Service) {
+			s.Spec.Type, s.Spec.ExternalName, s.Spec.ClusterIP = corev1.ServiceTypeExternalName, "metadata.example", ""
+		}), want: "ExternalName"},
+		{name: "externalName on a ClusterIP Service", svc: primarySvc(func(s *corev1.Service) { s.Spec.ExternalName = "metadata.example" }),
+			want: "ExternalName"},
+		{name: "selector-less, endpoints by hand", svc: primarySvc(func(s *corev1.Service) { s.Spec.Selector = nil }),
+			want: "has no selector"},
+		{name: "headless", svc: primarySvc(func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }),
+			want: "has no cluster IP"},
+		{name: "no cluster IP yet", svc: primarySvc(func(s *corev1.Service) { s.Spec.ClusterIP = "" }),
+			want: "has no cluster IP"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := primaryAddress(addon, tc.svc, tc.port)
+			if strings.HasPrefix(tc.want, "http://") {
+				if err != nil || got != tc.want {
+					t.Fatalf("primaryAddress = %q, %v; want %q", got, err, tc.want)
+				}
+				return
+			}
+			if err == nil || got != "" {
+				t.Fatalf("primaryAddress = %q, nil; want a refusal that says %q", got, tc.want)
+			}
+			if !errors.As(err, new(primaryRefused)) || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "; ") {
+				t.Errorf("refusal %q; want a PrimaryRefused that says %q and what to fix", err, tc.want)
+			}
+		})
+	}
+}
