@@ -1,12 +1,16 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -81,5 +85,63 @@ func TestPrimaryAddressDecides(t *testing.T) {
 				t.Errorf("refusal %q; want a PrimaryRefused that says %q and what to fix", err, tc.want)
 			}
 		})
+	}
+}
+
+// holding builds an Addon that registered the name wiki.
+func holding(ns, name string) capstanv1.Addon {
+	return capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)},
+		Status:     capstanv1.AddonStatus{Registration: &capstanv1.Registration{Name: "wiki"}},
+	}
+}
+
+// TestHolderOfDecides checks who holds a registered name: another Addon
+// whose status holds it; never the Addon itself, nor one that holds
+// another name or none.
+func TestHolderOfDecides(t *testing.T) {
+	self := holding("platform", "wiki")
+	self.Status.Registration = nil
+	blog := holding("tenant", "blog")
+	blog.Status.Registration.Name = "blog"
+	none := holding("tenant", "wiki")
+	none.Status.Registration = nil
+	for _, tc := range []struct {
+		name   string
+		others []capstanv1.Addon
+		want   string
+	}{
+		{"free", nil, ""},
+		{"held by another", []capstanv1.Addon{blog, holding("tenant", "wiki")}, "tenant/wiki"},
+		{"another name held", []capstanv1.Addon{blog}, ""},
+		{"no registration", []capstanv1.Addon{none}, ""},
+		{"its own entry in the list", []capstanv1.Addon{holding("platform", "wiki")}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := holderOf(&self, tc.others, "wiki"); got != tc.want {
+				t.Errorf("holderOf = %q; want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRegisteredByReadsTheAPIServer checks that the name is checked against
+// every Addon the API server holds, not the cache: a controller started for
+// a shard caches only the shard's Addons, and would find free a name an
+// Addon of another shard registered.
+func TestRegisteredByReadsTheAPIServer(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	rival := holding("other-shard", "wiki")
+	shardCache := fake.NewClientBuilder().WithScheme(scheme).Build()
+	apiServer := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&capstanv1.Addon{}).WithObjects(&rival).Build()
+	self := holding("platform", "wiki")
+	self.Status.Registration = nil
+	r := &AddonReconciler{Client: shardCache, APIReader: apiServer}
+	got, err := r.registeredBy(context.Background(), &self, "wiki")
+	if err != nil || got != "other-shard/wiki" {
+		t.Errorf("registeredBy = %q, %v; want the Addon of the other shard named", got, err)
 	}
 }

@@ -197,15 +197,28 @@ func servicePort(svc *corev1.Service, port string) (int32, error) {
 }
 
 // registeredBy names another Addon that has registered name, or "".
+// NOTE: it lists the Addons from the API server, not from the cache: a
+// controller started for a shard caches only the shard's Addons, and would
+// find free a name that an Addon of another shard holds; a cache also lags
+// the status another reconcile just wrote. Two reconciles that check at
+// the same moment, before either has written its status, can still both
+// find the name free and both keep it: closing that needs a claim written
+// before the check (a Lease per name, say), which Capstan does not make.
 func (r *AddonReconciler) registeredBy(ctx context.Context, self *capstanv1.Addon, name string) (string, error) {
 	list := &capstanv1.AddonList{}
-	if err := r.Client.List(ctx, list); err != nil {
+	if err := r.APIReader.List(ctx, list); err != nil {
 		return "", fmt.Errorf("listing Addons to check that the name %q is free: %w", name, err)
 	}
-	for _, a := range list.Items {
+	return holderOf(self, list.Items, name), nil
+}
+
+// holderOf names the Addon of addons, other than self, whose status holds
+// the registration of name, or "".
+func holderOf(self *capstanv1.Addon, addons []capstanv1.Addon, name string) string {
+	for _, a := range addons {
 		if a.UID != self.UID && a.Status.Registration != nil && a.Status.Registration.Name == name {
-			return a.Namespace + "/" + a.Name, nil
+			return a.Namespace + "/" + a.Name
 		}
 	}
-	return "", nil
+	return ""
 }
