@@ -119,3 +119,36 @@ func TestRegistrationFromThePrimary(t *testing.T) {
 		t.Errorf("the condition says %q, registration %+v", c.Message, got.Status.Registration)
 	}
 }
+
+// TestRegistrationRefusesAnExternalNamePrimary installs an add-on whose
+// primary is an ExternalName Service, which names a host outside the
+// cluster: the controller reads nothing from it (no read is attempted, so
+// nothing is dialled) and says what to fix, and the add-on stays Synced.
+func TestRegistrationRefusesAnExternalNamePrimary(t *testing.T) {
+	ns := newNamespace(t)
+	c := registeringChart("1.0.0")
+	c.files["templates/svc.yaml"] = `apiVersion: v1
+kind: Service
+metadata:
+  name: wiki
+spec:
+  type: ExternalName
+  externalName: metadata.invalid
+  ports:
+    - {name: http, port: 8080}
+`
+	url, _ := charts.publish(t, c)
+	a := create(t, newAddon(controllerNS, "wiki", url, withTarget(ns)))
+	t.Cleanup(func() { deleteAddon(t, a) })
+	got := waitFor(t, a, 90*time.Second, "the primary refused", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "PrimaryRefused"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, "ExternalName") || !strings.Contains(c.Message, "ClusterIP Service") ||
+		got.Status.Registration != nil {
+		t.Errorf("condition %q, registration %+v; want the ExternalName refused with what to fix", c.Message, got.Status.Registration)
+	}
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("a refused registration must not stop the add-on: phase %s", got.Status.Phase)
+	}
+}

@@ -164,7 +164,7 @@ func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, port string) (s
 			"the primary must be a ClusterIP Service that selects the add-on's pods")
 	}
 	if len(svc.Spec.Selector) == 0 {
-		return "", refuse("has no selector, so its endpoints are written by hand, not the add-on's pods",
+		return "", refuse("has no selector (its endpoints would be written by hand, not chosen among the add-on's pods)",
 			"give the Service in the chart a selector of the add-on's pods")
 	}
 	ip := net.ParseIP(svc.Spec.ClusterIP)
