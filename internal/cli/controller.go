@@ -215,10 +215,12 @@ func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) 
 }
 
 // shard is what --watch-label-selector changes: the cache sees only the
-// shard's Addons and AddonRepositories, so only they are reconciled, and
-// each shard elects its own leader.
+// shard's Addons and AddonRepositories, the reconciler takes up only the
+// Addons the selector matches (a nil selector matches all), and each shard
+// elects its own leader.
 type shard struct {
 	cache            cache.Options
+	selector         labels.Selector
 	leaderElectionID string
 }
 
@@ -235,6 +237,7 @@ func shardOptions(selector string) (shard, error) {
 		&capstanv1.Addon{}:           {Label: sel},
 		&capstanv1.AddonRepository{}: {Label: sel},
 	}
+	s.selector = sel
 	sum := sha256.Sum256([]byte(sel.String()))
 	s.leaderElectionID = "capstan-controller-" + hex.EncodeToString(sum[:])[:10]
 	return s, nil
@@ -262,6 +265,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if err != nil {
 		return nil, err
 	}
+	o.config.Selector = shard.selector
 	cfg = uncompressed(cfg)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 Scheme(),

@@ -214,9 +214,17 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 				out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: d.Namespace, Name: d.Name}})
 			}
 		}
+		// NOTE: a dependency is woken only when the cache holds it, which
+		// is to say when it is in this controller's shard: a dependsOn can
+		// name an Addon of another shard, which its own controller wakes.
 		for _, k := range dependencyKeys(a) {
 			ns, name, _ := strings.Cut(k, "/")
-			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+			key := types.NamespacedName{Namespace: ns, Name: name}
+			dep := &capstanv1.Addon{}
+			if err := r.Client.Get(ctx, key, dep); err != nil || !r.Config.Selects(dep.Labels) {
+				continue
+			}
+			out = append(out, reconcile.Request{NamespacedName: key})
 		}
 		blocked := &capstanv1.AddonList{}
 		if err := r.Client.List(ctx, blocked, client.MatchingFields{managedByIndex: a.Namespace + "/" + a.Name}); err == nil {
@@ -353,20 +361,22 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	addon, err := r.readAddon(ctx, req.NamespacedName)
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			forgetPhase(req.NamespacedName)
 			if lbls, ok := r.warned.LoadAndDelete(req.NamespacedName); ok {
 				r.notifyGone(req.NamespacedName, lbls.(map[string]string), notify.SeverityWarning)
 			}
-			r.verified.forget(req.NamespacedName)
-			r.pacer.forget(req.NamespacedName)
-			r.awaiting.Delete(req.NamespacedName)
-			r.awaitingGone.Delete(req.NamespacedName)
-			r.settled.Delete(req.NamespacedName)
-			r.drift.forget(req.NamespacedName)
-			r.written.Delete(req.NamespacedName)
-			r.held.Delete(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.Config.Selects(addon.Labels) {
+		// NOTE: an Addon outside the shard is another controller's, even
+		// when the API server shows it: one that just moved to another
+		// shard is forgotten here, without a write and without a requeue,
+		// and its incident stays open for the shard that now has it.
+		log.V(1).Info("Skipping an Addon outside this controller's label selector", "selector", r.Config.Selector.String())
+		r.warned.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
+		return ctrl.Result{}, nil
 	}
 	s := r.newScope(addon)
 	before := addon.DeepCopy()
@@ -446,6 +456,20 @@ func readableInventory(addon *capstanv1.Addon) error {
 		"(kubectl patch addon %s -n %s --subresource=status --type=json -p '[{\"op\":\"remove\",\"path\":\"/status/inventory\"}]'): "+
 		"the next sync applies the add-on again and records what it applies, and objects it no longer renders stay in place, unmanaged",
 		len(bad), len(addon.Status.Inventory), strings.Join(shown, ", "), addon.Name, addon.Namespace)
+}
+
+// forget drops what the reconciler holds in memory about an Addon that is
+// gone, or no longer this controller's.
+func (r *AddonReconciler) forget(key types.NamespacedName) {
+	forgetPhase(key)
+	r.verified.forget(key)
+	r.pacer.forget(key)
+	r.awaiting.Delete(key)
+	r.awaitingGone.Delete(key)
+	r.settled.Delete(key)
+	r.drift.forget(key)
+	r.written.Delete(key)
+	r.held.Delete(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

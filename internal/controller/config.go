@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -63,6 +64,10 @@ type Config struct {
 	// RemoteGuard is the egress guard of remote clusters' API servers:
 	// spec.kubeConfig may only reach what it lets through.
 	RemoteGuard netguard.Config
+	// Selector is the shard's label selector (--watch-label-selector):
+	// the controller reconciles only the Addons it matches. Nil matches
+	// every Addon.
+	Selector labels.Selector
 	// Sandbox runs chart templates in worker processes bounded in time and
 	// memory, since a template can loop for ever. Nil renders in the
 	// controller's process, unbounded.
@@ -128,6 +133,16 @@ func (c Config) Profile(addon *capstanv1.Addon) capstanv1.Profile {
 		return capstanv1.ProfileCluster
 	}
 	return capstanv1.ProfileRestricted
+}
+
+// Selects reports whether an Addon with these labels is this
+// controller's to reconcile: the manager's cache holds only those, but a
+// key can come from elsewhere (an Addon that just left the shard, whose
+// DELETE event the label-filtered cache sends, or a dependsOn naming an
+// Addon of another shard), and the API server, which answers when the
+// cache does not, sees every Addon.
+func (c Config) Selects(addonLabels map[string]string) bool {
+	return c.Selector == nil || c.Selector.Matches(labels.Set(addonLabels))
 }
 
 // AddonsUser is the user name of the impersonated add-ons service account.
