@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	stdlog "log"
@@ -50,6 +48,7 @@ type controllerOptions struct {
 	probeAddr      string
 	pprofAddr      string
 	leaderElect    bool
+	leaderElectID  string
 	allowFileGit   bool
 	kubeconfig     string
 	maxConcurrency int
@@ -81,6 +80,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz.")
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof profiles, for finding where time and memory go; 0 (the default) disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, for more than one replica.")
+	fs.StringVar(&o.leaderElectID, "leader-election-id", defaultLeaderElectionID, "The name of the Lease, in --namespace, that --leader-elect holds: give each controller sharing a namespace one of its own.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")
@@ -214,18 +214,26 @@ func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) 
 	return mgr.Start(ctx)
 }
 
+// defaultLeaderElectionID names the Lease of --leader-elect.
+//
+// NOTE: the name is the same whatever --watch-label-selector says. A name
+// derived from the selector gave two leaders during the rollout that
+// changes it (the main release's move to !capstan.dev/shard when the
+// first shard is added): the new pod took a Lease nobody held while the
+// old pod still led under the other. Shards are told apart by their
+// namespaces, as Leases are namespaced, or by --leader-election-id.
+const defaultLeaderElectionID = "capstan-controller"
+
 // shard is what --watch-label-selector changes: the cache sees only the
-// shard's Addons and AddonRepositories, the reconciler takes up only the
-// Addons the selector matches (a nil selector matches all), and each shard
-// elects its own leader.
+// shard's Addons and AddonRepositories, and the reconciler takes up only
+// the Addons the selector matches (a nil selector matches all).
 type shard struct {
-	cache            cache.Options
-	selector         labels.Selector
-	leaderElectionID string
+	cache    cache.Options
+	selector labels.Selector
 }
 
 func shardOptions(selector string) (shard, error) {
-	s := shard{leaderElectionID: "capstan-controller", cache: cache.Options{DefaultTransform: controller.CacheTransform}}
+	s := shard{cache: cache.Options{DefaultTransform: controller.CacheTransform}}
 	if selector == "" {
 		return s, nil
 	}
@@ -238,8 +246,6 @@ func shardOptions(selector string) (shard, error) {
 		&capstanv1.AddonRepository{}: {Label: sel},
 	}
 	s.selector = sel
-	sum := sha256.Sum256([]byte(sel.String()))
-	s.leaderElectionID = "capstan-controller-" + hex.EncodeToString(sum[:])[:10]
 	return s, nil
 }
 
@@ -259,6 +265,23 @@ func uncompressed(cfg *rest.Config) *rest.Config {
 // namespace.
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 
+// managerOptions are the manager's options from the flags and the shard.
+func managerOptions(o *controllerOptions, s shard) ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 Scheme(),
+		Client:                 controller.ClientOptions(),
+		Cache:                  s.cache,
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       o.leaderElectID,
+		// NOTE: the Lease lives in the controller's namespace; left empty,
+		// controller-runtime finds it only when running in a pod.
+		LeaderElectionNamespace: o.config.Namespace,
+	}
+}
+
 // newManager builds the manager with every controller registered.
 func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ctrl.Manager, error) {
 	shard, err := shardOptions(o.watchSelector)
@@ -267,19 +290,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	}
 	o.config.Selector = shard.selector
 	cfg = uncompressed(cfg)
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 Scheme(),
-		Client:                 controller.ClientOptions(),
-		Cache:                  shard.cache,
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
-		HealthProbeBindAddress: o.probeAddr,
-		PprofBindAddress:       o.pprofAddr,
-		LeaderElection:         o.leaderElect,
-		LeaderElectionID:       shard.leaderElectionID,
-		// NOTE: the Lease lives in the controller's namespace; left empty,
-		// controller-runtime finds it only when running in a pod.
-		LeaderElectionNamespace: o.config.Namespace,
-	})
+	mgr, err := ctrl.NewManager(cfg, managerOptions(o, shard))
 	if err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)
 	}

@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
 )
 
 // TestControllerFlagsRefused: the controller's flags that would be read
@@ -23,4 +25,40 @@ func TestControllerFlagsRefused(t *testing.T) {
 			t.Errorf("--notify-secret %s: %v", names, err)
 		}
 	}
+}
+
+// TestLeaseNameIgnoresTheSelector: the Lease of --leader-elect has one
+// name whatever --watch-label-selector says, so the rollout that changes
+// the selector (the main release's move to !capstan.dev/shard) keeps one
+// leader: the new pod waits for the Lease the old one holds.
+func TestLeaseNameIgnoresTheSelector(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "capstan-controller"},
+		{[]string{"--watch-label-selector=!capstan.dev/shard"}, "capstan-controller"},
+		{[]string{"--watch-label-selector=capstan.dev/shard=a"}, "capstan-controller"},
+		{[]string{"--watch-label-selector=capstan.dev/shard=a", "--leader-election-id=capstan-shard-a"}, "capstan-shard-a"},
+	} {
+		o := parseControllerFlags(t, c.args...)
+		s, err := shardOptions(o.watchSelector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := managerOptions(o, s).LeaderElectionID; got != c.want {
+			t.Errorf("%v: the Lease is %q, want %q", c.args, got, c.want)
+		}
+	}
+}
+
+func parseControllerFlags(t *testing.T, args ...string) *controllerOptions {
+	t.Helper()
+	o := &controllerOptions{}
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
