@@ -52,6 +52,34 @@ func TestLeaseNameIgnoresTheSelector(t *testing.T) {
 	}
 }
 
+// TestReadyOnlyWhenLeading: with the HTTPS endpoint on, a replica is
+// ready only once it leads, so the Service sends the API, the web page
+// and git pushes to the leader, the one replica that serves them; with
+// the endpoint off (--http-bind-address=0), a standby is ready too.
+func TestReadyOnlyWhenLeading(t *testing.T) {
+	for _, c := range []struct {
+		args    []string
+		elected bool
+		ready   bool
+	}{
+		{nil, false, false},
+		{nil, true, true},
+		{[]string{"--http-bind-address=127.0.0.1:9443"}, false, false},
+		{[]string{"--http-bind-address=0"}, false, true},
+		{[]string{"--http-bind-address=0"}, true, true},
+	} {
+		o := parseControllerFlags(t, c.args...)
+		elected := make(chan struct{})
+		if c.elected {
+			close(elected)
+		}
+		err := readyCheck(o.httpAddr, elected)(nil)
+		if (err == nil) != c.ready {
+			t.Errorf("%v, elected %v: readyz says %v; want ready %v", c.args, c.elected, err, c.ready)
+		}
+	}
+}
+
 func parseControllerFlags(t *testing.T, args ...string) *controllerOptions {
 	t.Helper()
 	o := &controllerOptions{}
