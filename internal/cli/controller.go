@@ -379,6 +379,9 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 			Client:    fetcher.Guard().Client(),
 			Receivers: notify.FromSecrets(mgr.GetAPIReader(), o.config.Namespace, o.notifySecrets),
 			Log:       ctrl.Log.WithName("notify"),
+			// A selector alone reaches the add-ons of every namespace the
+			// cluster admin trusts, and no tenant's.
+			TrustedNamespaces: o.config.WithDefaults().TrustedNamespaces,
 		}
 		if err := mgr.Add(r.Notifier); err != nil {
 			return nil, err
