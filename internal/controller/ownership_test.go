@@ -111,9 +111,9 @@ func TestAdoptionMarksTheObjectAsTheAddonsOwn(t *testing.T) {
 	for _, f := range cm.ManagedFields {
 		switch f.Manager {
 		case capstanv1.FieldManager:
-			t.Errorf("Capstan applied the adopted ConfigMap with its field manager: %s", f.FieldsV1.Raw)
+			t.Errorf("Capstan applied the adopted ConfigMap with its field manager: %s", f.FieldsV1.GetRawString())
 		case capstanv1.OwnerLabelsManager:
-			if raw := string(f.FieldsV1.Raw); strings.Contains(raw, "f:data") || strings.Contains(raw, `"f:team"`) || !strings.Contains(raw, capstanv1.AddonLabel) {
+			if raw := f.FieldsV1.GetRawString(); strings.Contains(raw, "f:data") || strings.Contains(raw, `"f:team"`) || !strings.Contains(raw, capstanv1.AddonLabel) {
 				t.Errorf("%s owns %s; want Capstan's owner labels alone", f.Manager, raw)
 			}
 		}

@@ -123,7 +123,7 @@ func lapseOf(failed, warned bool, since time.Time, grace time.Duration, now time
 // not start again.
 func notCurrentSince(st *capstanv1.AddonStatus, now time.Time) time.Time {
 	c := apimeta.FindStatusCondition(st.Conditions, capstanv1.ConditionHealthy)
-	if c == nil || c.Status != metav1.ConditionFalse || c.LastTransitionTime.Time.After(now) {
+	if c == nil || c.Status != metav1.ConditionFalse || c.LastTransitionTime.After(now) {
 		return now
 	}
 	return c.LastTransitionTime.Time
