@@ -18,6 +18,8 @@ import (
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/engine"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
+
+	"capstan.dev/capstan/internal/source"
 )
 
 // notesSuffix names the files Helm renders as release notes and never applies.
@@ -158,7 +160,7 @@ func executeTemplates(ctx context.Context, ch *chartv2.Chart, values map[string]
 	// NOTE: Helm's dependency processing disables subcharts, renames aliased
 	// ones and imports values by changing the chart in place; it works on a
 	// copy so that a cached chart stays as it was loaded.
-	c := cloneChart(ch)
+	c := source.CloneChart(ch)
 	if err := chartutil.ProcessDependencies(c, values); err != nil {
 		return nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
 	}
@@ -202,7 +204,7 @@ func ChartValues(ch *chartv2.Chart, vals map[string]any) (*chartv2.Chart, map[st
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	c := cloneChart(ch)
+	c := source.CloneChart(ch)
 	if err := chartutil.ProcessDependencies(c, vals); err != nil {
 		return nil, nil, fmt.Errorf("render: chart %s: resolve its dependencies: %w", ch.Name(), err)
 	}
@@ -286,60 +288,4 @@ func templateNames(c *chartv2.Chart) map[string]bool {
 	}
 	walk(c)
 	return names
-}
-
-// cloneChart copies what Helm's dependency processing changes: the chart
-// tree, each chart's metadata and its dependency list, and the default
-// values. Templates and files are shared; nothing writes to them.
-func cloneChart(c *chartv2.Chart) *chartv2.Chart {
-	out := *c
-	if c.Metadata != nil {
-		md := *c.Metadata
-		md.Dependencies = make([]*chartv2.Dependency, len(c.Metadata.Dependencies))
-		for i, d := range c.Metadata.Dependencies {
-			if d != nil {
-				dc := *d
-				md.Dependencies[i] = &dc
-			}
-		}
-		if c.Metadata.Dependencies == nil {
-			md.Dependencies = nil
-		}
-		out.Metadata = &md
-	}
-	out.Values = deepCopyMap(c.Values)
-	deps := make([]*chartv2.Chart, 0, len(c.Dependencies()))
-	for _, d := range c.Dependencies() {
-		deps = append(deps, cloneChart(d))
-	}
-	out.SetDependencies(deps...)
-	return &out
-}
-
-// deepCopyMap copies a values tree of maps, slices and scalars.
-func deepCopyMap(m map[string]any) map[string]any {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = deepCopyValue(v)
-	}
-	return out
-}
-
-func deepCopyValue(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		return deepCopyMap(v)
-	case common.Values:
-		return common.Values(deepCopyMap(v))
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = deepCopyValue(e)
-		}
-		return out
-	}
-	return v
 }

@@ -8,13 +8,14 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 )
 
-// cloneChart copies a loaded chart, so that a cached chart is parsed once
-// and every caller still gets one of its own: Helm's dependency processing
+// CloneChart copies a loaded chart, so that a cached chart is parsed once
+// and every caller still gets one of its own, and a render can resolve a
+// chart's dependencies without changing the chart it was given: Helm's dependency processing
 // disables subcharts, renames aliased ones and imports values by changing
 // the chart in place, and Helm's rendering may write to its values. The
 // tree of charts, each chart's metadata, lock, values and file lists are
 // copied; the bytes of the files are shared, and nothing writes to them.
-func cloneChart(c *chartv2.Chart) *chartv2.Chart {
+func CloneChart(c *chartv2.Chart) *chartv2.Chart {
 	out := *c
 	out.Raw = cloneFiles(c.Raw)
 	out.Templates = cloneFiles(c.Templates)
@@ -29,7 +30,7 @@ func cloneChart(c *chartv2.Chart) *chartv2.Chart {
 	out.Schema = slices.Clone(c.Schema)
 	deps := make([]*chartv2.Chart, 0, len(c.Dependencies()))
 	for _, d := range c.Dependencies() {
-		deps = append(deps, cloneChart(d))
+		deps = append(deps, CloneChart(d))
 	}
 	// NOTE: SetDependencies sets each copy's parent to out, not to c.
 	out.SetDependencies(deps...)

@@ -216,7 +216,7 @@ func (c *cachedChart) matches(pinned string) bool {
 }
 
 func (c *cachedChart) chart() (*Chart, error) {
-	return &Chart{Chart: cloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}, nil
+	return &Chart{Chart: CloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}, nil
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
