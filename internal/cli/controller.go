@@ -122,6 +122,9 @@ func newControllerCommand() *cobra.Command {
 			if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
 				return err
 			}
+			if err := checkLeaseName(o.leaderElectID); err != nil {
+				return err
+			}
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -203,6 +206,16 @@ func checkPruneThreshold(share float64) error {
 	if share <= 0 || share > 1 {
 		return fmt.Errorf("--prune-approval-threshold %g is not a share of the inventory: give more than 0 and at most 1 "+
 			"(a small share such as 0.001 has nearly every prune approved; 1 turns the gate off)", share)
+	}
+	return nil
+}
+
+// checkLeaseName refuses a --leader-election-id the API server would refuse
+// as a Lease's name, before the controller starts and fails to elect.
+func checkLeaseName(name string) error {
+	if len(validation.IsDNS1123Subdomain(name)) > 0 {
+		return fmt.Errorf("--leader-election-id %q is not a Lease's name: give at most 253 lower-case letters, digits, '-' and '.', "+
+			"starting and ending with a letter or digit, such as capstan-controller-shard-a", name)
 	}
 	return nil
 }

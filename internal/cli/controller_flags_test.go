@@ -20,6 +20,14 @@ func TestControllerFlagsRefused(t *testing.T) {
 			t.Errorf("--prune-approval-threshold %g: %v", share, err)
 		}
 	}
+	for _, name := range []string{"", "Capstan_Controller", strings.Repeat("a", 254)} {
+		if err := checkLeaseName(name); err == nil || !strings.Contains(err.Error(), "is not a Lease's name") {
+			t.Errorf("--leader-election-id %q: %v", name, err)
+		}
+	}
+	if err := checkLeaseName(defaultLeaderElectionID); err != nil {
+		t.Errorf("the default Lease name is refused: %v", err)
+	}
 	for names, want := range map[string]string{"Bad_Name": "is not a Secret's name", "a,a": "is given twice"} {
 		if err := checkNotifySecrets(strings.Split(names, ",")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--notify-secret %s: %v", names, err)
