@@ -15,7 +15,7 @@ import (
 
 // An add-on is Ready when every object it applied is Current by kstatus:
 // Deployments, StatefulSets and DaemonSets rolled out, claims bound,
-// LoadBalancer Services with an address, CRDs established, custom
+// LoadBalancer Services with a cluster IP, CRDs established, custom
 // resources whose conditions say Ready, and every kind without a status as
 // soon as it exists. It is the same judgement as helm install --wait and
 // Flux's health checks make, with Capstan's own rules where kstatus is too
