@@ -2,9 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/testcontroller"
 	"capstan.dev/capstan/internal/values"
 )
 
@@ -20,19 +18,7 @@ import (
 // the annotation of a chart written for Capstan added to its Chart.yaml.
 func chartFiles(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(dir, p)
-		files[filepath.ToSlash(rel)] = string(data)
-		return err
-	})
+	files, err := testcontroller.ChartFolderFiles(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -41,6 +41,16 @@ func ChartArchive(name string, files map[string]string) ([]byte, error) {
 
 // ChartFolderArchive packages the chart in folder dir as ChartArchive does.
 func ChartFolderArchive(dir, name string) ([]byte, error) {
+	files, err := ChartFolderFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	return ChartArchive(name, files)
+}
+
+// ChartFolderFiles reads the files of the chart in folder dir, by their
+// slash-separated paths in it, as ChartArchive takes them.
+func ChartFolderFiles(dir string) (map[string]string, error) {
 	files := map[string]string{}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -54,8 +64,5 @@ func ChartFolderArchive(dir, name string) ([]byte, error) {
 		files[filepath.ToSlash(rel)] = string(data)
 		return err
 	})
-	if err != nil {
-		return nil, err
-	}
-	return ChartArchive(name, files)
+	return files, err
 }
