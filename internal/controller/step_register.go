@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,14 +145,7 @@ func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, port string) (s
 		return primaryRefused(fmt.Sprintf("the primary Service %s/%s %s, so the controller does not read the manifest from it; %s",
 			svc.Namespace, svc.Name, why, fix))
 	}
-	inInventory := false
-	for _, id := range addon.Status.Inventory {
-		if id.Key() == ref.Key() {
-			inInventory = true
-			break
-		}
-	}
-	if !inInventory {
+	if !slices.ContainsFunc(addon.Status.Inventory, func(id capstanv1.ObjectID) bool { return id.Key() == ref.Key() }) {
 		return "", refuse("is not one this add-on applied (it is not in status.inventory)",
 			"the chart must render the Service that "+capstanv1.ChartPrimaryAnnotation+" names")
 	}

@@ -925,18 +925,15 @@ func (n *Notifier) deliver(ctx context.Context, r Receiver, e Event, attempts in
 		if err == nil {
 			return nil
 		}
-		var perm *permanentError
-		if errors.As(err, &perm) || attempt >= attempts {
-			if after > n.Timeout {
-				return &busyError{err, after}
-			}
-			return err
-		}
 		if after > n.Timeout {
 			// NOTE: the one worker would sleep the whole wait, holding
 			// every other receiver's events behind it; the receiver is
 			// paused for it instead (deliverAll).
 			return &busyError{err, after}
+		}
+		var perm *permanentError
+		if errors.As(err, &perm) || attempt >= attempts {
+			return err
 		}
 		select {
 		case <-ctx.Done():

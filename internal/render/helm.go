@@ -170,7 +170,7 @@ func executeTemplates(ctx context.Context, ch *chartv2.Chart, values map[string]
 		// CRD finds it on the first install. Capstan applies crds/ with the
 		// rest, after the render, so their APIs are added here when the
 		// capabilities are a cluster's; `helm template` adds none.
-		caps.APIVersions = append(slices.Clone(caps.APIVersions), crdAPIVersions(c.CRDObjects())...)
+		caps.APIVersions = append(caps.APIVersions, crdAPIVersions(c.CRDObjects())...)
 	}
 	release := common.ReleaseOptions{
 		Name:      opts.ReleaseName,

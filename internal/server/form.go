@@ -279,10 +279,11 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 		if f.Checkbox() && raw != "true" {
 			raw = ""
 		}
+		path := strings.Split(f.Path, ".")
 		var v any
 		var had bool
 		if current != nil {
-			v, had = render.FieldAt(current, strings.Split(f.Path, "."))
+			v, had = render.FieldAt(current, path)
 		}
 		if shown := ""; raw != "" {
 			if had {
@@ -293,7 +294,6 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			}
 		}
 		if current != nil {
-			path := strings.Split(f.Path, ".")
 			if raw == f.shown(v, had) {
 				if had {
 					setPath(vals, path, v)
@@ -348,7 +348,7 @@ func formValues(fields []formField, r *http.Request, vals map[string]any, inputs
 			}
 			continue
 		}
-		setPath(vals, strings.Split(f.Path, "."), v)
+		setPath(vals, path, v)
 	}
 	return ok
 }

@@ -11,9 +11,9 @@
 // docs/values.md describes the rules for users; the functions here implement
 // them in the order the controller calls them:
 //
-//	schema, err := values.SchemaForChart(chart)
-//	generated, err := values.EnsureGenerated(ctx, c, addon, profile, schema)
 //	sources, err := values.Read(ctx, c, addon, profile)
-//	result, err := values.Compose(values.Inputs{Chart: chart, Schema: schema, Generated: generated, Sources: sources, Platform: platform})
+//	schema, err := values.SchemaFor(chart, sources)
+//	generated, err := values.EnsureGenerated(ctx, c, addon, profile, schema)
+//	result, err := values.Compose(values.Inputs{Chart: chart, Generated: generated, Sources: sources, Platform: platform})
 //	// result.Values goes to Helm, result.Errors to the plan, values.Redact for display.
 package values
