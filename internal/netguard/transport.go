@@ -177,11 +177,7 @@ func (g *Guard) CheckURL(u *url.URL) error {
 	if host == "" {
 		return fmt.Errorf("fetch guard refused %s: the URL has no host", redact(u))
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"https": "443", "http": "80"}[u.Scheme]
-	}
-	p, err := strconv.Atoi(port)
+	p, err := strconv.Atoi(portOf(u))
 	if err != nil {
 		return fmt.Errorf("fetch guard refused %s: the port is not a number", redact(u))
 	}

@@ -71,8 +71,7 @@ func (f *Fetcher) cached(key, pinned string) (*Chart, bool, error) {
 		return nil, false, nil
 	}
 	f.stats.ChartCacheHits.Add(1)
-	ch, err := c.chart()
-	return ch, true, err
+	return c.chart(), true, nil
 }
 
 // fetchChart runs one fetch per key at a time and caches only a verified
@@ -109,7 +108,7 @@ func (f *Fetcher) fetchChart(key, pinned string, refresh bool, fetch func() (*ca
 	if err != nil {
 		return nil, err
 	}
-	return v.(*cachedChart).chart()
+	return v.(*cachedChart).chart(), nil
 }
 
 // verify checks an archive against the pin and the limits and unpacks it.

@@ -215,8 +215,8 @@ func (c *cachedChart) matches(pinned string) bool {
 	return pinned == "" || pinned == c.digest || pinned == c.manifest
 }
 
-func (c *cachedChart) chart() (*Chart, error) {
-	return &Chart{Chart: CloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}, nil
+func (c *cachedChart) chart() *Chart {
+	return &Chart{Chart: CloneChart(c.loaded), Name: c.name, Version: c.version, Digest: c.digest, URL: c.url, Manifest: c.manifest, credHost: c.credHost}
 }
 
 // FetchError is a failed fetch from a source. It never holds credentials.
