@@ -30,17 +30,13 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		return false, terminal{err}
 	}
 	s.checks = checks
-	var windows *plan.Windows
-	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
-		w, err := plan.EvaluateWindows(ws, time.Now())
-		if err != nil {
-			s.verdict = plan.Verdict{Phase: capstanv1.PhaseFailed, Reason: plan.ReasonWindowInvalid,
-				Message: err.Error() + "; nothing is applied until it is fixed"}
-			s.found.gated, s.found.verdict = true, s.verdict
-			r.judgeHeld(ctx, s, checks)
-			return true, nil
-		}
-		windows = &w
+	windows, err := syncWindows(s)
+	if err != nil {
+		s.verdict = plan.Verdict{Phase: capstanv1.PhaseFailed, Reason: plan.ReasonWindowInvalid,
+			Message: err.Error() + "; nothing is applied until it is fixed"}
+		s.found.gated, s.found.verdict = true, s.verdict
+		r.judgeHeld(ctx, s, checks)
+		return true, nil
 	}
 	state := r.gateState(s, s.plan, windows)
 	s.verdict = plan.Decide(state)
@@ -100,15 +96,25 @@ func (r *AddonReconciler) appliesNow(ctx context.Context, s *scope, in plan.Inpu
 			return false
 		}
 	}
-	var windows *plan.Windows
-	if ws := s.addon.Spec.SyncWindows; len(ws) > 0 {
-		w, err := plan.EvaluateWindows(ws, time.Now())
-		if err != nil {
-			return false
-		}
-		windows = &w
+	windows, err := syncWindows(s)
+	if err != nil {
+		return false
 	}
 	return plan.Decide(r.gateState(s, plan.Build(in), windows)).Apply
+}
+
+// syncWindows evaluates the add-on's spec.syncWindows now: nil when it
+// sets none.
+func syncWindows(s *scope) (*plan.Windows, error) {
+	ws := s.addon.Spec.SyncWindows
+	if len(ws) == 0 {
+		return nil, nil
+	}
+	w, err := plan.EvaluateWindows(ws, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
 }
 
 // judgeHeld judges the health of what an add-on whose plan is held runs
