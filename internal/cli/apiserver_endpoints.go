@@ -11,6 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,17 +42,20 @@ type apiServerEndpoints struct {
 	Log  logr.Logger
 }
 
-// selectKubernetes selects the EndpointSlices of the default/kubernetes
-// Service.
+// kubernetesSlices selects the EndpointSlices of the default/kubernetes
+// Service, for the first List and for the watch alike.
+var kubernetesSlices = labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: "kubernetes"})
+
+// selectKubernetes narrows the watch's list options to kubernetesSlices.
 func selectKubernetes(o *metav1.ListOptions) {
-	o.LabelSelector = discoveryv1.LabelServiceName + "=kubernetes"
+	o.LabelSelector = kubernetesSlices.String()
 }
 
 // Refresh lists the EndpointSlices and sets the deny-list from them.
 func (e *apiServerEndpoints) Refresh(ctx context.Context) error {
 	var list discoveryv1.EndpointSliceList
 	if err := e.Reader.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault),
-		client.MatchingLabels{discoveryv1.LabelServiceName: "kubernetes"}); err != nil {
+		client.MatchingLabelsSelector{Selector: kubernetesSlices}); err != nil {
 		hint := "it is read again"
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			hint = "the controller's role must allow list and watch on endpointslices.discovery.k8s.io"

@@ -222,12 +222,12 @@ func (d *DenyList) list() []rule {
 	return nil
 }
 
-// WithDenyList returns a copy of the policy that also refuses what d holds,
-// whenever it is asked.
+// WithDenyList makes the policy also refuse what d holds, whenever it is
+// asked, and returns it. It is for a policy being built: the list is read
+// without a lock.
 func (p *Policy) WithDenyList(d *DenyList) *Policy {
-	c := *p
-	c.live = d
-	return &c
+	p.live = d
+	return p
 }
 
 // NewPolicy builds a policy from allow-list and deny-list entries (see
