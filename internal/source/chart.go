@@ -12,7 +12,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
-	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
@@ -264,8 +263,9 @@ func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*
 	return cv, nil
 }
 
-// cachedIndex is a parsed index.yaml, the digest of its bytes and when it
-// was fetched.
+// cachedIndex is a parsed index.yaml, the digest of its bytes, about the
+// memory it keeps (retainedSize, which the cache counts) and when it was
+// fetched.
 type cachedIndex struct {
 	index   *repo.IndexFile
 	digest  string
@@ -274,9 +274,11 @@ type cachedIndex struct {
 }
 
 // indexParses bounds the index.yaml files parsed at once, across every
-// Fetcher of the process. Parsing costs some forty times the index's size in
-// memory (a 64 MiB index, the limit, takes gigabytes), so the controller's
-// peak is two parses, however many repositories its Addons name.
+// Fetcher of the process. A parse holds the index's text and what it keeps
+// of it, and garbage as much again until the collector runs (a whole parse,
+// of an index not laid out as Helm writes one, some forty times its size),
+// so the controller's peak is two parses, however many repositories its
+// Addons name.
 var indexParses = make(chan struct{}, 2)
 
 // parseIndexBounded is parseIndex, waiting for a turn among indexParses
@@ -320,7 +322,7 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 		if err != nil {
 			return nil, fmt.Errorf("index.yaml of %s: %w; check that spec.chart.repo is a Helm chart repository", base, err)
 		}
-		c := &cachedIndex{index: idx, digest: digest, size: int64(len(data)), fetched: f.now()}
+		c := &cachedIndex{index: idx, digest: digest, size: retainedSize(idx), fetched: f.now()}
 		f.indexes.add(key, c, c.size)
 		return c, nil
 	})
@@ -329,39 +331,6 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 	}
 	c := v.(*cachedIndex)
 	return c.index, f.now().Sub(c.fetched), nil
-}
-
-// parseIndex reads index.yaml as Helm does: entries that fail validation are
-// dropped (see indexEntryError), and versions are sorted newest first.
-func parseIndex(data []byte) (*repo.IndexFile, error) {
-	if len(data) == 0 {
-		return nil, errors.New("it is empty")
-	}
-	idx := &repo.IndexFile{}
-	if err := yaml.Unmarshal(data, idx); err != nil {
-		return nil, fmt.Errorf("it is not valid YAML: %v", err)
-	}
-	if idx.APIVersion == "" {
-		return nil, errors.New("it has no apiVersion")
-	}
-	for name, cvs := range idx.Entries {
-		kept := cvs[:0]
-		for _, cv := range cvs {
-			if cv == nil || cv.Metadata == nil {
-				continue
-			}
-			if cv.APIVersion == "" {
-				cv.APIVersion = chartv2.APIVersionV1
-			}
-			if indexEntryError(cv) != nil {
-				continue
-			}
-			kept = append(kept, cv)
-		}
-		idx.Entries[name] = kept
-	}
-	idx.SortEntries()
-	return idx, nil
 }
 
 // indexEntryError validates one version listed in index.yaml as Helm's

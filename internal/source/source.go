@@ -26,13 +26,13 @@ import (
 
 // Default cache settings.
 const (
-	DefaultIndexTTL         = 5 * time.Minute
-	DefaultChartCacheSize   = 128
-	DefaultChartCacheBytes  = 512 << 20
-	DefaultGitCacheSize     = 32
-	DefaultGitCacheBytes    = 512 << 20
-	DefaultIndexCacheSize   = 64
-	DefaultIndexCacheBytesF = 4 // index cache bytes = this many times Limits.MaxIndexBytes
+	DefaultIndexTTL        = 5 * time.Minute
+	DefaultChartCacheSize  = 128
+	DefaultChartCacheBytes = 512 << 20
+	DefaultGitCacheSize    = 32
+	DefaultGitCacheBytes   = 512 << 20
+	DefaultIndexCacheSize  = 64
+	DefaultIndexCacheBytes = 64 << 20 // what the parsed indexes keep (retainedSize), not their text
 )
 
 // Options configure a Fetcher. Zero values take the defaults.
@@ -145,7 +145,7 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 		ociClient: ociClient,
 		now:       now,
 		charts:    newLRU[*cachedChart](opts.ChartCacheSize, opts.ChartCacheBytes),
-		indexes:   newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytesF*lim.MaxIndexBytes),
+		indexes:   newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytes),
 		trees:     newLRU[*Tree](opts.GitCacheSize, opts.GitCacheBytes),
 	}
 	f.gitHTTP = newGitTransports(f.client, g)

@@ -1,0 +1,175 @@
+package source
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// wholeIndex parses an index in one piece, as Helm does.
+func wholeIndex(data []byte) (*repo.IndexFile, error) {
+	idx := &repo.IndexFile{}
+	err := yaml.Unmarshal(data, idx)
+	return idx, err
+}
+
+// sameIndex says how a cut parse differs from the whole one, or "".
+func sameIndex(cut, whole *repo.IndexFile) string {
+	if cut.APIVersion != whole.APIVersion || !cut.Generated.Equal(whole.Generated) {
+		return "the top-level fields differ"
+	}
+	if len(cut.Entries) != len(whole.Entries) {
+		return "the charts differ"
+	}
+	for name, cvs := range whole.Entries {
+		got, ok := cut.Entries[name]
+		if !ok {
+			return "chart " + name + " is missing"
+		}
+		if len(got) != len(cvs) {
+			return "chart " + name + " has another number of versions"
+		}
+		for i := range cvs {
+			if !reflect.DeepEqual(got[i], cvs[i]) {
+				return "a version of " + name + " differs"
+			}
+		}
+	}
+	return ""
+}
+
+func TestIndexIsCutAsWholeParseReadsIt(t *testing.T) {
+	const top = "apiVersion: v1\ngenerated: \"2024-01-01T00:00:00Z\"\n"
+	tests := []struct {
+		name  string
+		index string
+		cut   bool // cut, rather than parsed whole
+	}{
+		{"as Helm writes it", top + "entries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.1.0\n    urls:\n    - demo-1.1.0.tgz\n  - name: demo\n    version: 1.0.0\n    description: |\n      two lines,\n\n      # not a comment\n  other:\n  - name: other\n    version: 0.1.0\n", true},
+		{"items indented under their chart", "entries:\n    demo:\n        - name: demo\n          version: 1.0.0\n          urls: [a.tgz, b.tgz]\n        -   name: demo\n            version: 2.0.0\napiVersion: v1\n", true},
+		{"comments and blank lines", "# an index\napiVersion: v1\n\nentries:\n  # the demo chart\n  demo:\n\n  - name: demo # inline\n    version: 1.0.0\n# between\n  - name: demo\n    version: 2.0.0\n", true},
+		{"CRLF line ends", strings.ReplaceAll(top+"entries:\n  demo:\n  - name: demo\n    version: 1.0.0\n", "\n", "\r\n"), true},
+		{"entries last without a final newline", top + "entries:\n  demo:\n  - name: demo\n    version: 1.0.0", true},
+		{"a name given twice keeps the last", top + "entries:\n  demo:\n  - name: demo\n    version: 1.0.0\n  demo:\n  - name: demo\n    version: 2.0.0\n", true},
+		{"no versions", top + "entries:\n  demo:\n", true},
+		{"flow style", top + "entries: {demo: [{name: demo, version: 1.0.0}]}\n", false},
+		{"JSON", `{"apiVersion": "v1", "entries": {"demo": [{"name": "demo", "version": "1.0.0"}]}}`, false},
+		{"an anchor shared between versions", top + "entries:\n  demo:\n  - &v\n    name: demo\n    version: 1.0.0\n  - *v\n", false},
+		{"a quoted scalar over lines", top + "entries:\n  demo:\n  - name: demo\n    version: 1.0.0\n    description: \"one\n  two:\n    three\"\n", false},
+		{"a chart name YAML reads as a boolean", top + "entries:\n  yes:\n  - name: yes\n    version: 1.0.0\n", false},
+		{"a chart name YAML reads as a number", top + "entries:\n  1.0:\n  - name: a\n    version: 1.0.0\n", false},
+		{"a quoted chart name", top + "entries:\n  \"demo\":\n  - name: demo\n    version: 1.0.0\n", false},
+		{"two documents", top + "entries:\n  demo:\n  - name: demo\n    version: 1.0.0\n---\nentries: {}\n", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cut, err := parseCutIndex([]byte(tt.index))
+			if (err == nil) != tt.cut {
+				t.Fatalf("cut: %v, want cut %v", err, tt.cut)
+			}
+			whole, werr := wholeIndex([]byte(tt.index))
+			if err == nil {
+				if werr != nil {
+					t.Fatalf("cut, but the whole parse fails: %v", werr)
+				}
+				if d := sameIndex(cut, whole); d != "" {
+					t.Fatal(d)
+				}
+			}
+			idx, err := parseIndex([]byte(tt.index))
+			if (err == nil) != (werr == nil) {
+				t.Fatalf("parseIndex: %v, the whole parse: %v", err, werr)
+			}
+			if err == nil && len(idx.Entries) != len(whole.Entries) {
+				t.Fatalf("parseIndex kept %d charts, the whole parse %d", len(idx.Entries), len(whole.Entries))
+			}
+		})
+	}
+}
+
+func TestABigIndexIsCut(t *testing.T) {
+	data := bigIndex(50, 20)
+	cut, err := parseCutIndex(data)
+	if err != nil {
+		t.Fatalf("an index as Helm writes it is not cut: %v", err)
+	}
+	whole, err := wholeIndex(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := sameIndex(cut, whole); d != "" {
+		t.Fatal(d)
+	}
+}
+
+func TestIndexBounds(t *testing.T) {
+	head := "apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    version: 1.0.0\n"
+	huge := "    description: " + strings.Repeat("x", MaxIndexEntryBytes) + "\n"
+	// One version over its bound, in an index that fits the whole parse:
+	// read whole, as Helm would.
+	if idx, err := parseIndex([]byte(head + huge)); err != nil || len(idx.Entries["demo"]) != 1 {
+		t.Fatalf("a small index with one big version: %v", err)
+	}
+	// The same in an index past the whole parse's bound: refused, saying
+	// why.
+	big := head + huge + strings.Repeat("  - name: demo\n    version: 0.0.1\n", MaxWholeIndexBytes/32)
+	_, err := parseIndex([]byte(big))
+	if err == nil || !strings.Contains(err.Error(), "not laid out as Helm writes an index") || !strings.Contains(err.Error(), "over the 1048576 Capstan reads for one") {
+		t.Fatalf("want the bounds named, got %v", err)
+	}
+	// A big index as Helm writes it is read, cut.
+	if _, err := parseIndex([]byte(strings.Replace(big, huge, "", 1))); err != nil {
+		t.Fatalf("a big index as Helm writes it: %v", err)
+	}
+}
+
+func TestParsedIndexKeepsWhatIsRead(t *testing.T) {
+	idx, err := parseIndex([]byte("apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    appVersion: \"2.0\"\n    description: long text\n    keywords: [a]\n    maintainers: [{name: me}]\n    annotations: {a: b}\n    urls: [demo-1.0.0.tgz]\n    digest: abc\n    created: \"2024-01-01T00:00:00Z\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cv := idx.Entries["demo"][0]
+	if cv.Name != "demo" || cv.Version != "1.0.0" || cv.APIVersion != "v2" || cv.AppVersion != "2.0" || cv.Digest != "abc" ||
+		len(cv.URLs) != 1 || !cv.Created.Equal(time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("a field read later was lost: %+v %+v", cv, cv.Metadata)
+	}
+	if cv.Description != "" || cv.Keywords != nil || cv.Maintainers != nil || cv.Annotations != nil {
+		t.Fatalf("a field never read is kept: %+v", cv.Metadata)
+	}
+	if got := retainedSize(idx); got < 400 || got > 1000 {
+		t.Fatalf("retainedSize %d", got)
+	}
+}
+
+// FuzzIndexCut checks that an index cut by its lines parses to what a
+// whole parse gives, whatever the text.
+func FuzzIndexCut(f *testing.F) {
+	for _, s := range []string{
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    version: 1.0.0\n    urls:\n    - a.tgz\n  other:\n  - name: other\n    version: 0.1.0\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    description: \"a\n  b:\n    c\"\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - &a\n    name: demo\n  - *a\n",
+		"entries:\n    demo:\n        - name: demo\n          version: 1.0.0\napiVersion: v1\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    description: |\n      x\n\n      y\n",
+		"apiVersion: v1\nentries:\n  a:\n  -\n    name: a\n  - name: b\n    tags: [x,\n  y]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defer watchdog(10 * time.Second)()
+		cut, err := parseCutIndex(data)
+		if err != nil {
+			return
+		}
+		whole, err := wholeIndex(data)
+		if err != nil {
+			t.Fatalf("cut, but the whole parse fails: %v\n%q", err, data)
+		}
+		if d := sameIndex(cut, whole); d != "" {
+			t.Fatalf("%s\n%q", d, data)
+		}
+	})
+}
