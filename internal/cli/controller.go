@@ -378,6 +378,11 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 			return nil, err
 		}
 	}
+	reserved := int64(0)
+	if o.config.Sandbox != nil {
+		reserved = o.config.Sandbox.Reserved()
+	}
+	setMemoryLimit(reserved, ctrl.Log.WithName("memory"))
 	r := &controller.AddonReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),

@@ -145,6 +145,13 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 }
 
 // Close stops the idle workers; a render still running finishes, and its
+
+// Reserved is the memory the workers may take together at most: each
+// worker's bound times the workers that run at once.
+func (s *Sandbox) Reserved() int64 {
+	return int64(s.cfg.Workers) * s.cfg.Memory
+}
+
 // worker stops after it.
 func (s *Sandbox) Close() {
 	s.mu.Lock()
