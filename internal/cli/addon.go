@@ -30,12 +30,24 @@ type clusterFlags struct {
 
 func (f *clusterFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG or in-cluster.")
-	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "capstan-system", "The Addon's namespace.")
+	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "The Addon's namespace; default: the kubeconfig context's, as kubectl's.")
 }
 
 // config is the connection of the flags, once --namespace is known to be
-// a namespace's name.
+// a namespace's name. Without --namespace, the namespace is the one the
+// kubeconfig's current context names, as for kubectl.
+//
+// NOTE: never a fixed default: with one, `capstan addon remove web
+// --uninstall` typed in a context set to a tenant's namespace would remove
+// the controller namespace's web, and its software.
 func (f *clusterFlags) config() (*rest.Config, error) {
+	if f.namespace == "" {
+		ns, err := contextNamespace(f.kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		f.namespace = ns
+	}
 	// NOTE: the API server answers a read in a namespace that cannot
 	// exist with "not found", which sends a person looking for the Addon.
 	if len(validation.IsDNS1123Label(f.namespace)) > 0 {

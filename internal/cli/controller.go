@@ -161,6 +161,22 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// contextNamespace is the namespace kubectl would use: the current
+// context's in the kubeconfig (--kubeconfig, else $KUBECONFIG or
+// ~/.kube/config), a pod's own when there is no kubeconfig, and "default"
+// when neither names one.
+func contextNamespace(kubeconfig string) (string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if kubeconfig != "" {
+		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
+	}
+	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+	if err != nil {
+		return "", fmt.Errorf("cannot read the namespace of the kubeconfig's context: %w; give --namespace", err)
+	}
+	return ns, nil
+}
+
 // silenceHelmLog discards the standard library's log, which Helm's values
 // merge writes type conflicts to, values included. Capstan itself logs
 // through controller-runtime's structured logger only.
