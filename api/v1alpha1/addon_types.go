@@ -526,6 +526,7 @@ type DependencyReference struct {
 	// +kubebuilder:validation:MaxLength=253
 	Name string `json:"name"`
 	// Namespace is the Addon's namespace; the dependent's own by default.
+	// Only the cluster profile may name another namespace.
 	// +kubebuilder:validation:MaxLength=63
 	// +optional
 	Namespace string `json:"namespace,omitempty"`

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -378,6 +379,42 @@ func TestCheckSpec(t *testing.T) {
 	v := CheckSpec(a)
 	if len(v) != 3 || v[0].Rule != "target-namespace" || v[1].Rule != "create-namespace" || v[2].Rule != "registration-source" || v[0].Object.Name != "blog" {
 		t.Errorf("CheckSpec = %+v; want target-namespace, create-namespace and registration-source on Addon blog", v)
+	}
+}
+
+// TestCheckSpecDependencies: a restricted add-on depends only on add-ons
+// of its own namespace, named with or without it.
+func TestCheckSpecDependencies(t *testing.T) {
+	cases := []struct {
+		name string
+		deps []capstanv1.DependencyReference
+		want []string // the paths refused
+	}{
+		{"none", nil, nil},
+		{"its own namespace, implied", []capstanv1.DependencyReference{{Name: "db"}}, nil},
+		{"its own namespace, named", []capstanv1.DependencyReference{{Name: "db", Namespace: "tenant"}}, nil},
+		{"the platform's namespace", []capstanv1.DependencyReference{{Name: "cert-manager", Namespace: "capstan-system"}},
+			[]string{"spec.dependsOn[0].namespace"}},
+		{"another tenant among its own", []capstanv1.DependencyReference{{Name: "db"}, {Name: "db", Namespace: "tenant-b"}, {Name: "cache", Namespace: "tenant"}},
+			[]string{"spec.dependsOn[1].namespace"}},
+	}
+	for _, c := range cases {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "blog", Namespace: "tenant"}}
+		a.Spec.DependsOn = c.deps
+		var got []string
+		for _, v := range CheckSpec(a) {
+			if v.Rule != "dependency-namespace" || v.Object.Name != "blog" {
+				t.Errorf("%s: unexpected violation %+v", c.name, v)
+				continue
+			}
+			if !strings.Contains(v.Message, "its own namespace, tenant:") || !strings.Contains(v.Message, "remove this entry from spec.dependsOn") {
+				t.Errorf("%s: message %q; want it to name the add-on's own namespace and say what to change", c.name, v.Message)
+			}
+			got = append(got, v.Path)
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: refused %v; want %v", c.name, got, c.want)
+		}
 	}
 }
 

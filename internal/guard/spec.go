@@ -1,12 +1,15 @@
 package guard
 
 import (
+	"fmt"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // CheckSpec refuses what a restricted Addon's own spec asks for beyond its
-// profile: another target namespace, or a namespace to create. The
-// violations name the Addon and the field to remove.
+// profile: another target namespace, a namespace to create, a dependency
+// on an add-on of another namespace. The violations name the Addon and the
+// field to remove.
 func CheckSpec(addon *capstanv1.Addon) []capstanv1.Violation {
 	ref := capstanv1.ObjectRef{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Namespace: addon.Namespace, Name: addon.Name}
 	var out []capstanv1.Violation
@@ -29,6 +32,14 @@ func CheckSpec(addon *capstanv1.Addon) []capstanv1.Violation {
 	if addon.Spec.Registration != nil {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.registration", Rule: "registration-source",
 			Message: "a restricted add-on registers from its primary Service only; remove spec.registration"})
+	}
+	for i, d := range addon.Spec.DependsOn {
+		// NOTE: the message never says whether that add-on exists: the
+		// controller does not read it for a restricted add-on.
+		if d.Namespace != "" && d.Namespace != addon.Namespace {
+			out = append(out, capstanv1.Violation{Object: ref, Path: fmt.Sprintf("spec.dependsOn[%d].namespace", i), Rule: "dependency-namespace",
+				Message: "a restricted add-on depends only on add-ons in its own namespace, " + addon.Namespace + ": remove this entry from spec.dependsOn, or its namespace to depend on an add-on of " + addon.Namespace})
+		}
 	}
 	return out
 }
