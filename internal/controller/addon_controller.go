@@ -187,7 +187,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		return err
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, dependsOnIndex, func(obj client.Object) []string {
-		return dependencyKeys(obj.(*capstanv1.Addon))
+		return r.Config.dependencyKeys(obj.(*capstanv1.Addon))
 	})
 	if err != nil {
 		return err
@@ -217,7 +217,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		// NOTE: a dependency is woken only when the cache holds it, which
 		// is to say when it is in this controller's shard: a dependsOn can
 		// name an Addon of another shard, which its own controller wakes.
-		for _, k := range dependencyKeys(a) {
+		for _, k := range r.Config.dependencyKeys(a) {
 			ns, name, _ := strings.Cut(k, "/")
 			key := types.NamespacedName{Namespace: ns, Name: name}
 			dep := &capstanv1.Addon{}

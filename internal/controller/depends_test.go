@@ -120,3 +120,70 @@ func hasNotice(p *capstanv1.Plan, path string) bool {
 	}
 	return false
 }
+
+// TestDependsOnTenantNamespace: a tenant's Addon that names
+// add-ons of the platform's namespace, one that runs suspended and one that
+// does not exist, is Blocked by the guardrail dependency-namespace. Its
+// status says nothing of either (no phase, no DependencyNotFound, no plan
+// notice), and the platform add-on's removal with uninstall does not wait
+// for it.
+func TestDependsOnTenantNamespace(t *testing.T) {
+	ns := newNamespace(t)
+	target := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	platform := create(t, newAddon(controllerNS, "platform-"+ns, url, withTarget(target),
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })))
+	waitPhase(t, platform, capstanv1.PhaseSynced)
+	update(t, platform, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitPhase(t, platform, capstanv1.PhaseSuspended)
+
+	on := func(name string) addonOpt {
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.DependsOn = append(s.DependsOn, capstanv1.DependencyReference{Name: name, Namespace: controllerNS})
+		})
+	}
+	nosy := create(t, newAddon(ns, "nosy", url, on(platform.Name)))
+	prober := create(t, newAddon(ns, "prober", url, on("ghost-"+ns)))
+	for _, a := range []*capstanv1.Addon{nosy, prober} {
+		got := waitFor(t, a, 60*time.Second, a.Name+" to be Blocked by the guardrail", func(cur *capstanv1.Addon) bool {
+			return readyReason(cur) != ""
+		})
+		msg := readyMessage(got)
+		if got.Status.Phase != capstanv1.PhaseBlocked || readyReason(got) != "GuardrailViolations" || !strings.Contains(msg, "dependency-namespace") {
+			t.Errorf("%s: phase %s, reason %s, message %q; want Blocked by dependency-namespace", a.Name, got.Status.Phase, readyReason(got), msg)
+		}
+		if p := got.Status.Plan; p == nil || hasNotice(p, "spec.dependsOn") {
+			t.Errorf("%s: the plan reports on the platform's add-on: %+v", a.Name, p)
+		}
+		for _, leak := range []string{"Suspended", "not exist", controllerNS + "/"} {
+			if strings.Contains(msg, leak) {
+				t.Errorf("%s: the message %q tells the tenant of another namespace's add-on (%q)", a.Name, msg, leak)
+			}
+		}
+		if live(t, "v1", "ConfigMap", ns, a.Name+"-config") != nil {
+			t.Errorf("%s applied its objects", a.Name)
+		}
+	}
+
+	// The platform add-on's uninstall goes while the tenant's Addon still
+	// names it.
+	if err := admin.Delete(context.Background(), platform); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the platform add-on to uninstall", func() bool {
+		cur := &capstanv1.Addon{}
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(platform), cur); err != nil {
+			return true
+		}
+		if readyReason(cur) == "WaitingForDependents" {
+			t.Fatalf("the platform add-on's uninstall waits for a tenant: %s", readyMessage(cur))
+		}
+		return false
+	})
+	if live(t, "v1", "ConfigMap", target, platform.Name+"-config") != nil {
+		t.Error("the platform add-on's uninstall left its ConfigMap")
+	}
+	if getAddon(t, nosy).DeletionTimestamp != nil {
+		t.Error("the tenant's Addon was removed with the platform add-on")
+	}
+}

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -39,6 +40,36 @@ func TestNotReady(t *testing.T) {
 	for _, c := range cases {
 		if got := notReady(c.a); got != c.want {
 			t.Errorf("%s: %q; want %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestDependencies: the add-ons the controller reads as an Addon's
+// dependencies, and indexes it under. A cluster-profile Addon keeps every
+// namespace it names; a restricted one only its own, so another
+// namespace's add-on is never read for it nor held by it.
+func TestDependencies(t *testing.T) {
+	cfg := Config{Namespace: "capstan-system"}.WithDefaults()
+	deps := []capstanv1.DependencyReference{{Name: "db"}, {Name: "cert-manager", Namespace: "capstan-system"}, {Name: "cache", Namespace: "tenant-b"}, {Name: "queue", Namespace: "tenant-a"}}
+	cases := []struct {
+		namespace string
+		want      []string
+	}{
+		{"capstan-system", []string{"capstan-system/db", "capstan-system/cert-manager", "tenant-b/cache", "tenant-a/queue"}},
+		{"tenant-a", []string{"tenant-a/db", "tenant-a/queue"}},
+	}
+	for _, c := range cases {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: c.namespace, Name: "app"}}
+		a.Spec.DependsOn = deps
+		var got []string
+		for _, k := range cfg.dependencies(a) {
+			got = append(got, k.String())
+		}
+		if !slices.Equal(got, c.want) {
+			t.Errorf("an Addon of %s depends on %v; want %v", c.namespace, got, c.want)
+		}
+		if keys := cfg.dependencyKeys(a); !slices.Equal(keys, c.want) {
+			t.Errorf("an Addon of %s is indexed under %v; want %v", c.namespace, keys, c.want)
 		}
 	}
 }

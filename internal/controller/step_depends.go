@@ -33,21 +33,40 @@ const dependencyRecheck = 30 * time.Second
 // maxDependencyDepth bounds the walk that looks for a cycle.
 const maxDependencyDepth = 64
 
-// dependencyKeys are the keys an Addon is indexed under.
-func dependencyKeys(a *capstanv1.Addon) []string {
-	keys := make([]string, 0, len(a.Spec.DependsOn))
-	for _, d := range a.Spec.DependsOn {
-		keys = append(keys, dependencyKey(a, d).String())
+// dependencyKeys are the keys an Addon is indexed under: the add-ons it
+// depends on (dependencies), so that a restricted add-on's entry for
+// another namespace wakes nothing and holds no uninstall.
+func (c Config) dependencyKeys(a *capstanv1.Addon) []string {
+	deps := c.dependencies(a)
+	keys := make([]string, 0, len(deps))
+	for _, d := range deps {
+		keys = append(keys, d.String())
 	}
 	return keys
 }
 
-func dependencyKey(a *capstanv1.Addon, d capstanv1.DependencyReference) types.NamespacedName {
-	ns := d.Namespace
-	if ns == "" {
-		ns = a.Namespace
+// dependencies are the add-ons a depends on, as the controller reads them:
+// every entry of spec.dependsOn, but for a restricted add-on only those in
+// its own namespace. A tenant may not reach past its namespace: it would
+// read another add-on's phase and reason into its own status, learn which
+// add-ons exist elsewhere from DependencyNotFound, and hold a platform
+// add-on's uninstall for as long as it names it. Its entries for another
+// namespace are the guardrail dependency-namespace (guard.CheckSpec),
+// which blocks it; here they do not exist.
+func (c Config) dependencies(a *capstanv1.Addon) []types.NamespacedName {
+	restricted := c.Profile(a) == capstanv1.ProfileRestricted
+	out := make([]types.NamespacedName, 0, len(a.Spec.DependsOn))
+	for _, d := range a.Spec.DependsOn {
+		ns := d.Namespace
+		if ns == "" {
+			ns = a.Namespace
+		}
+		if restricted && ns != a.Namespace {
+			continue
+		}
+		out = append(out, types.NamespacedName{Namespace: ns, Name: d.Name})
 	}
-	return types.NamespacedName{Namespace: ns, Name: d.Name}
+	return out
 }
 
 // hold is why a sync stops before it applies anything: a dependency not
@@ -61,9 +80,6 @@ type hold struct {
 // not Ready. The plan is made first, so it shows what would change, and
 // says what the add-on waits for.
 func (r *AddonReconciler) checkDependencies(ctx context.Context, s *scope) (bool, error) {
-	if len(s.addon.Spec.DependsOn) == 0 {
-		return false, nil
-	}
 	f, err := r.dependencyState(ctx, s.addon)
 	if err != nil {
 		return false, err
@@ -81,8 +97,13 @@ func (r *AddonReconciler) checkDependencies(ctx context.Context, s *scope) (bool
 	return true, nil
 }
 
-// dependencyState reads the dependencies: nil when every one is Ready.
+// dependencyState reads the dependencies: nil when every one is Ready, or
+// when a depends on none.
 func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addon) (*hold, error) {
+	deps := r.Config.dependencies(a)
+	if len(deps) == 0 {
+		return nil, nil
+	}
 	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
 	if cycle := r.dependencyCycle(ctx, a, self); cycle != nil {
 		names := make([]string, len(cycle))
@@ -93,8 +114,7 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 			message: "spec.dependsOn makes a cycle (" + strings.Join(names, " → ") + "): remove one of these dependencies"}, nil
 	}
 	var missing, waiting []string
-	for _, d := range a.Spec.DependsOn {
-		key := dependencyKey(a, d)
+	for _, key := range deps {
 		dep := &capstanv1.Addon{}
 		err := r.Client.Get(ctx, key, dep)
 		switch {
@@ -148,8 +168,7 @@ func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addo
 		if len(path) > maxDependencyDepth {
 			return nil
 		}
-		for _, d := range a.Spec.DependsOn {
-			key := dependencyKey(a, d)
+		for _, key := range r.Config.dependencies(a) {
 			next := append(slices.Clip(path), key)
 			if key == self {
 				return next
@@ -172,7 +191,9 @@ func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addo
 }
 
 // dependents lists the Addons that depend on a, those being removed too:
-// a dependent must be gone before a is uninstalled.
+// a dependent must be gone before a is uninstalled. A restricted Addon of
+// another namespace that names a is none of them (dependencies): it is
+// Blocked, and a tenant holds no other namespace's uninstall.
 func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([]string, error) {
 	list := &capstanv1.AddonList{}
 	key := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}.String()
