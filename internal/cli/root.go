@@ -26,6 +26,15 @@ func NewRootCommand() *cobra.Command {
 		Short:         "Capstan installs cluster software as Addons: rendered, previewed, gated and applied",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// What a command prints for a person goes through terminalText;
+		// `capstan render`'s output is the chart's manifests, byte for
+		// byte, for kubectl, and only its messages on stderr are.
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			cmd.SetErr(terminalText(cmd.ErrOrStderr()))
+			if cmd.Name() != "render" {
+				cmd.SetOut(terminalText(cmd.OutOrStdout()))
+			}
+		},
 	}
 	root.AddCommand(
 		newVersionCommand(),
@@ -81,6 +90,6 @@ func Execute() int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "Error:", err)
+	fmt.Fprintln(terminalText(os.Stderr), "Error:", err)
 	return 1
 }
