@@ -118,8 +118,9 @@ type AddonReconciler struct {
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
-// valuesFrom, substituteFrom and decryption name, so a change to one
-// reconciles its Addons at once.
+// valuesFrom, substituteFrom, decryption and kubeConfig name, so a change
+// to one reconciles its Addons at once: new values, new keys, rotated
+// credentials or a repointed remote cluster.
 const valuesRefIndex = "capstan.dev/values-ref"
 
 // SetupWithManager registers the reconciler, with up to maxConcurrent
@@ -180,6 +181,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		}
 		if d := addon.Spec.Decryption; d != nil {
 			keys = append(keys, "Secret/"+d.SecretRef.Name)
+		}
+		if kc := addon.Spec.KubeConfig; kc != nil {
+			keys = append(keys, "Secret/"+kc.SecretRef.Name)
 		}
 		return keys
 	})

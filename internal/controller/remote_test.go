@@ -89,27 +89,22 @@ func remoteKubeconfig(t *testing.T, remote *testcluster.Cluster, server, as stri
 	return data
 }
 
-// TestRemoteCluster runs a second local control plane and installs an
-// add-on into it from the first, through a kubeconfig Secret: the objects,
-// a hook, drift, pruning and the impersonated account all happen there and
-// nothing here, and uninstalling deletes them there. Cutting the connection leaves the remote software as it
-// runs, with a condition that says the cluster cannot be reached, and the
-// add-on recovers by itself once it is back. Bad kubeconfigs and a
-// restricted add-on that names one are refused clearly.
-func TestRemoteCluster(t *testing.T) {
+// startRemote runs a second local control plane, a remote cluster, with
+// the account Capstan acts as there (installer, bound to cluster-admin)
+// and a loopback proxy to its API server; both stop when the test ends.
+func startRemote(t *testing.T) (remote *testcluster.Cluster, rc client.Client, installer string, proxy *tcpProxy) {
+	t.Helper()
 	ctx := context.Background()
 	remote, err := testcluster.Start(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer remote.Stop()
-	rc, err := client.New(remote.Config, client.Options{Scheme: scheme()})
+	t.Cleanup(remote.Stop)
+	rc, err = client.New(remote.Config, client.Options{Scheme: scheme()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The account Capstan acts as there, with the rights the remote
-	// cluster's admin gives it.
-	installer := "system:serviceaccount:capstan-remote:installer"
+	installer = "system:serviceaccount:capstan-remote:installer"
 	for _, o := range []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "capstan-remote"}},
 		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-remote", Name: "installer"}},
@@ -121,9 +116,22 @@ func TestRemoteCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	proxy := &tcpProxy{addr: "127.0.0.1:0", target: strings.TrimPrefix(remote.Config.Host, "https://")}
+	proxy = &tcpProxy{addr: "127.0.0.1:0", target: strings.TrimPrefix(remote.Config.Host, "https://")}
 	proxy.up(t)
-	defer proxy.down()
+	t.Cleanup(proxy.down)
+	return remote, rc, installer, proxy
+}
+
+// TestRemoteCluster runs a second local control plane and installs an
+// add-on into it from the first, through a kubeconfig Secret: the objects,
+// a hook, drift, pruning and the impersonated account all happen there and
+// nothing here, and uninstalling deletes them there. Cutting the connection leaves the remote software as it
+// runs, with a condition that says the cluster cannot be reached, and the
+// add-on recovers by itself once it is back. Bad kubeconfigs and a
+// restricted add-on that names one are refused clearly.
+func TestRemoteCluster(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, proxy := startRemote(t)
 
 	ns := newNamespace(t) // the target namespace, created there only
 	name := "remote-" + ns
@@ -302,4 +310,40 @@ data: {ran: "yes"}
 		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "kc"}}
 	})))
 	waitFor(t, r, 90*time.Second, "the restricted add-on Blocked", violationRule("remote-cluster"))
+}
+
+// TestRemoteClusterLifecycle: a change to the kubeconfig Secret reconciles
+// its add-on at once, not at the resync.
+func TestRemoteClusterLifecycle(t *testing.T) {
+	ctx := context.Background()
+	remote, _, installer, proxy := startRemote(t)
+	ns := newNamespace(t) // the target namespace, created there only
+	name := "lifecycle-" + ns
+
+	// A kubeconfig refused for what it holds (no account to act as) stalls
+	// the add-on until the next resync, unless the Secret's change wakes it.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, "")}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.CreateNamespace = true
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	const refused = "names no account to act as"
+	waitFor(t, a, 60*time.Second, "the kubeconfig refused", func(cur *capstanv1.Addon) bool { return strings.Contains(readyMessage(cur), refused) })
+	secret.Data["value"] = remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	fixed := time.Now()
+	got := waitFor(t, a, 60*time.Second, "the fixed kubeconfig to be read", func(cur *capstanv1.Addon) bool { return !strings.Contains(readyMessage(cur), refused) })
+	// The suite's resync is 20 s; the Secret's change is seen in well
+	// under a second.
+	if took := time.Since(fixed); took > 8*time.Second {
+		t.Errorf("the add-on read its fixed kubeconfig %s after the Secret changed, as the resync would: %s", took.Round(time.Second), describeStatus(got))
+	}
+	waitPhase(t, a, capstanv1.PhaseSynced)
 }
