@@ -403,6 +403,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 		s.found.paused = true
 		s.outcome = outcomeOf(s.found, "", nil)
 		r.settled.Delete(req.NamespacedName)
+		// A paused add-on reads nothing there, and its drift is not
+		// undone: it holds no remote cluster's watches until it resumes.
+		r.releaseRemote(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	if r.awaitRunningHook(ctx, s) {
@@ -474,6 +477,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.drift.forget(key)
 	r.written.Delete(key)
 	r.held.Delete(key)
+	r.releaseRemote(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

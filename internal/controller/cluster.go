@@ -78,10 +78,51 @@ func (c *targetCluster) kindScope(gvk schema.GroupVersionKind) (namespaced, know
 }
 
 // remoteClusters keeps one targetCluster per kubeconfig, rebuilt when that
-// kubeconfig changes.
+// kubeconfig changes and released when no Addon uses it any more.
 type remoteClusters struct {
-	mu sync.Mutex
-	by map[remoteKey]*targetCluster
+	mu   sync.Mutex
+	by   map[remoteKey]*targetCluster
+	uses remoteUses
+}
+
+// remoteUses records which kubeconfig each Addon's last reconcile selected,
+// and how many Addons use each: a remote cluster is kept while one does.
+// Its methods say which kubeconfig a change leaves unused; the caller
+// releases that one's cluster.
+type remoteUses struct {
+	of    map[types.NamespacedName]remoteKey
+	count map[remoteKey]int
+}
+
+// use records that addon now uses key. When the kubeconfig it used before
+// is another, and no other Addon uses that one, it is returned, with true.
+func (u *remoteUses) use(addon types.NamespacedName, key remoteKey) (remoteKey, bool) {
+	if prev, ok := u.of[addon]; ok && prev == key {
+		return remoteKey{}, false
+	}
+	unused, released := u.drop(addon)
+	if u.of == nil {
+		u.of, u.count = map[types.NamespacedName]remoteKey{}, map[remoteKey]int{}
+	}
+	u.of[addon] = key
+	u.count[key]++
+	return unused, released
+}
+
+// drop records that addon uses no remote cluster. When the kubeconfig it
+// used is used by no other Addon, it is returned, with true.
+func (u *remoteUses) drop(addon types.NamespacedName) (remoteKey, bool) {
+	prev, ok := u.of[addon]
+	if !ok {
+		return remoteKey{}, false
+	}
+	delete(u.of, addon)
+	u.count[prev]--
+	if u.count[prev] > 0 {
+		return remoteKey{}, false
+	}
+	delete(u.count, prev)
+	return prev, true
 }
 
 // remoteKey names one kubeconfig: a key of a Secret. One Secret may hold
@@ -116,14 +157,21 @@ const kubeConfigDefaultKey = "value"
 // this cluster; the guardrails refuse its spec.kubeConfig.
 func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, error) {
 	ref := s.addon.Spec.KubeConfig
-	if ref == nil || s.profile != capstanv1.ProfileCluster || s.cluster.server != "" {
+	if s.cluster.server != "" {
+		return false, nil
+	}
+	addon := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	if ref == nil || s.profile != capstanv1.ProfileCluster {
+		// An add-on that no longer names a kubeconfig (or may not use
+		// one) lets go of the cluster it used.
+		r.releaseRemote(addon)
 		return false, nil
 	}
 	data, err := r.secretKey(ctx, s, ref.SecretRef.Name, ref.Key, kubeConfigDefaultKey, "spec.kubeConfig")
 	if err != nil {
 		return false, err
 	}
-	c, err := r.remoteCluster(remoteKeyOf(s.addon), data)
+	c, err := r.remoteCluster(addon, remoteKeyOf(s.addon), data)
 	if err != nil {
 		return false, terminal{fmt.Errorf("the kubeconfig in Secret %s/%s: %w", s.addon.Namespace, ref.SecretRef.Name, err)}
 	}
@@ -145,14 +193,34 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	return false, nil
 }
 
-// remoteCluster returns the remote cluster of a kubeconfig, building
-// its clients and metadata cache the first time and whenever the kubeconfig
-// changes.
-func (r *AddonReconciler) remoteCluster(key remoteKey, kubeconfig []byte) (*targetCluster, error) {
+// remoteCluster returns the remote cluster of a kubeconfig for an Addon,
+// building its clients and metadata cache the first time and whenever the
+// kubeconfig changes, and records that the Addon uses it: the cluster the
+// Addon used before is released when no other Addon uses it.
+//
+// NOTE: an Addon's use changes only in its own reconcile (remoteCluster,
+// releaseRemote), which the work queue never runs twice at once, and after
+// it is done with the cluster it used before; and a use is recorded under
+// the same lock that hands the cluster out. So a cluster released for want
+// of Addons is used by no reconcile, and an Addon that names its kubeconfig
+// again right after builds a new one, never gets the stopped one. A changed
+// kubeconfig is another matter: the cluster it replaces is stopped at once,
+// while a reconcile of another Addon of the same kubeconfig may still be
+// using it. That reconcile reads what the stopped watch cache last held, or
+// the API server for a kind it had not synced; the change of the Secret
+// queues that Addon again (valuesRefIndex), and its next look uses the new
+// cluster.
+func (r *AddonReconciler) remoteCluster(addon types.NamespacedName, key remoteKey, kubeconfig []byte) (*targetCluster, error) {
 	sum := sha256.Sum256(kubeconfig)
 	hash := hex.EncodeToString(sum[:])
 	r.remotes.mu.Lock()
 	defer r.remotes.mu.Unlock()
+	// NOTE: recorded before the kubeconfig is checked: an Addon repointed
+	// to a kubeconfig that is refused no longer uses the one it left.
+	if unused, ok := r.remotes.uses.use(addon, key); ok {
+		r.stopRemote(r.remotes.by[unused])
+		delete(r.remotes.by, unused)
+	}
 	if c := r.remotes.by[key]; c != nil && c.hash == hash {
 		return c, nil
 	}
@@ -169,14 +237,39 @@ func (r *AddonReconciler) remoteCluster(key remoteKey, kubeconfig []byte) (*targ
 		return nil, err
 	}
 	c.server, c.as, c.identity, c.hash = cfg.Server, cfg.As, cfg.Identity(), hash
-	if old := r.remotes.by[key]; old != nil && old.cancel != nil {
-		old.cancel()
-	}
+	r.stopRemote(r.remotes.by[key])
 	if r.remotes.by == nil {
 		r.remotes.by = map[remoteKey]*targetCluster{}
 	}
 	r.remotes.by[key] = c
 	return c, nil
+}
+
+// releaseRemote records that an Addon uses no remote cluster: it names
+// none, or it is gone or no longer this controller's. The cluster it used
+// is released when no other Addon uses it.
+func (r *AddonReconciler) releaseRemote(addon types.NamespacedName) {
+	r.remotes.mu.Lock()
+	defer r.remotes.mu.Unlock()
+	if unused, ok := r.remotes.uses.drop(addon); ok {
+		r.stopRemote(r.remotes.by[unused])
+		delete(r.remotes.by, unused)
+	}
+}
+
+// stopRemote stops a remote cluster's watch cache (its informers' watches
+// there, and their goroutines) and unhooks the drift handler from it; its
+// clients go with the last reference. c may be nil.
+func (r *AddonReconciler) stopRemote(c *targetCluster) {
+	if c == nil {
+		return
+	}
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if c.watched != nil {
+		r.drift.unhook(c.watched)
+	}
 }
 
 // newTargetCluster builds a remote cluster's clients, and a metadata cache

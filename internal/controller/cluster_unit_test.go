@@ -1,12 +1,18 @@
 package controller
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
@@ -53,11 +59,11 @@ func TestRemoteClustersKeyedByKubeconfig(t *testing.T) {
 	x, y := addon("x", "edge-1"), addon("y", "edge-2")
 	edge1, edge2 := fleetKubeconfig("https://127.0.0.1:6443"), fleetKubeconfig("https://127.0.0.2:6443")
 
-	cx, err := r.remoteCluster(remoteKeyOf(x), edge1)
+	cx, err := r.remoteCluster(keyOf(x), remoteKeyOf(x), edge1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cy, err := r.remoteCluster(remoteKeyOf(y), edge2)
+	cy, err := r.remoteCluster(keyOf(y), remoteKeyOf(y), edge2)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,18 +71,161 @@ func TestRemoteClustersKeyedByKubeconfig(t *testing.T) {
 		t.Fatalf("the two keys share a cluster: %s and %s", cx.server, cy.server)
 	}
 	for i := 0; i < 2; i++ {
-		again, err := r.remoteCluster(remoteKeyOf(x), edge1)
+		again, err := r.remoteCluster(keyOf(x), remoteKeyOf(x), edge1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if again != cx {
 			t.Fatalf("x's clients were rebuilt after y's reconcile")
 		}
-		if again, _ := r.remoteCluster(remoteKeyOf(y), edge2); again != cy {
+		if again, _ := r.remoteCluster(keyOf(y), remoteKeyOf(y), edge2); again != cy {
 			t.Fatalf("y's clients were rebuilt after x's reconcile")
 		}
 	}
 	if remoteKeyOf(addon("z", "")) != remoteKeyOf(addon("z", kubeConfigDefaultKey)) {
 		t.Errorf("an unnamed key is not the default key %q", kubeConfigDefaultKey)
 	}
+}
+
+func keyOf(a *capstanv1.Addon) types.NamespacedName { return client.ObjectKeyFromObject(a) }
+
+// TestRemoteUses: a kubeconfig is released when the last Addon that used
+// it leaves it (repointed, its kubeConfig removed, deleted), and only then;
+// an Addon that uses the same one again, or leaves none, releases nothing.
+func TestRemoteUses(t *testing.T) {
+	a, b := types.NamespacedName{Namespace: "capstan-system", Name: "a"}, types.NamespacedName{Namespace: "capstan-system", Name: "b"}
+	k := func(secret, key string) remoteKey {
+		return remoteKey{NamespacedName: types.NamespacedName{Namespace: "capstan-system", Name: secret}, Key: key}
+	}
+	edge1, edge2, other := k("fleet", "edge-1"), k("fleet", "edge-2"), k("other", "value")
+	type step struct {
+		addon types.NamespacedName
+		use   *remoteKey // nil: drop
+		// released is the kubeconfig the step leaves unused, if any.
+		released *remoteKey
+	}
+	use := func(addon types.NamespacedName, key remoteKey, released ...remoteKey) step {
+		s := step{addon: addon, use: &key}
+		if len(released) > 0 {
+			s.released = &released[0]
+		}
+		return s
+	}
+	drop := func(addon types.NamespacedName, released ...remoteKey) step {
+		s := step{addon: addon}
+		if len(released) > 0 {
+			s.released = &released[0]
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"the same kubeconfig again releases nothing", []step{use(a, edge1), use(a, edge1), use(a, edge1)}},
+		{"repointed, the last user releases", []step{use(a, edge1), use(a, edge2, edge1), use(a, other, edge2)}},
+		{"repointed, another user keeps it", []step{use(a, edge1), use(b, edge1), use(a, edge2), use(b, edge2, edge1)}},
+		{"kubeConfig removed or deleted", []step{use(a, edge1), use(b, edge1), drop(a), drop(b, edge1)}},
+		{"dropped twice releases once", []step{use(a, edge1), drop(a, edge1), drop(a)}},
+		{"never used", []step{drop(a), drop(b)}},
+		{"named again after its release", []step{use(a, edge1), drop(a, edge1), use(b, edge1), drop(b, edge1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var u remoteUses
+			for i, s := range tc.steps {
+				var got remoteKey
+				var released bool
+				if s.use != nil {
+					got, released = u.use(s.addon, *s.use)
+				} else {
+					got, released = u.drop(s.addon)
+				}
+				switch {
+				case s.released == nil && released:
+					t.Fatalf("step %d (%s) released %v", i, s.addon.Name, got)
+				case s.released != nil && (!released || got != *s.released):
+					t.Fatalf("step %d (%s) released %v (%v), want %v", i, s.addon.Name, got, released, *s.released)
+				}
+			}
+		})
+	}
+}
+
+// TestRemoteClusterReleased: the reconciler drops a kubeconfig's clients,
+// and stops its watch cache, once the last Addon that used it names
+// another or none; one named again is built anew.
+func TestRemoteClusterReleased(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	r := &AddonReconciler{
+		Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
+		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
+	}
+	addon := func(name, key string) *capstanv1.Addon {
+		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
+			Spec: capstanv1.AddonSpec{KubeConfig: &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "fleet"}, Key: key}}}
+	}
+	held := func(key remoteKey) *targetCluster {
+		r.remotes.mu.Lock()
+		defer r.remotes.mu.Unlock()
+		return r.remotes.by[key]
+	}
+	x, y := addon("x", "edge-1"), addon("y", "edge-1")
+	edge1, edge2 := fleetKubeconfig("https://127.0.0.1:6443"), fleetKubeconfig("https://127.0.0.2:6443")
+	cx, err := r.remoteCluster(keyOf(x), remoteKeyOf(x), edge1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cancel that is seen, as a manager's watch cache would be stopped.
+	ctx, cancel := context.WithCancel(context.Background())
+	cx.cancel = cancel
+	if cy, _ := r.remoteCluster(keyOf(y), remoteKeyOf(y), edge1); cy != cx {
+		t.Fatal("two Addons of one kubeconfig got two clusters")
+	}
+	// x is repointed: y still uses edge-1.
+	moved := addon("x", "edge-2")
+	if _, err := r.remoteCluster(keyOf(moved), remoteKeyOf(moved), edge2); err != nil {
+		t.Fatal(err)
+	}
+	if held(remoteKeyOf(y)) != cx || ctx.Err() != nil {
+		t.Fatal("edge-1 was released while y used it")
+	}
+	// y's kubeConfig is removed: edge-1 is released.
+	r.releaseRemote(keyOf(y))
+	if held(remoteKeyOf(y)) != nil || ctx.Err() == nil {
+		t.Fatal("edge-1 was kept, or its watch cache not stopped, after its last Addon left it")
+	}
+	// x is deleted: edge-2 too.
+	r.releaseRemote(keyOf(moved))
+	if held(remoteKeyOf(moved)) != nil {
+		t.Fatal("edge-2 was kept after its last Addon was deleted")
+	}
+	// Named again, it is built anew, not the stopped one.
+	again, err := r.remoteCluster(keyOf(y), remoteKeyOf(y), edge1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again == cx || held(remoteKeyOf(y)) != again {
+		t.Fatal("a kubeconfig named again after its release got the stopped cluster")
+	}
+}
+
+// TestDriftUnhook: the informers of a stopped watch cache are let go, and
+// those of another cache kept.
+func TestDriftUnhook(t *testing.T) {
+	d := &driftWatch{Delay: time.Second}
+	released, kept := fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	a, b, c := &controllertest.FakeInformer{}, &controllertest.FakeInformer{}, &controllertest.FakeInformer{}
+	d.hook(gvk, a, released)
+	d.hook(gvk, b, released)
+	d.hook(gvk, c, kept)
+	d.unhook(released)
+	if _, ok := d.hooked[c]; len(d.hooked) != 1 || !ok {
+		t.Fatalf("after the unhook, %d informers are hooked (want only the kept cache's)", len(d.hooked))
+	}
+	var none *driftWatch
+	none.unhook(kept) // outside a manager there is no drift watch
 }

@@ -34,6 +34,7 @@ import (
 func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.addon, capstanv1.Finalizer) {
 		s.deleted = true
+		r.releaseRemote(client.ObjectKeyFromObject(s.addon))
 		return ctrl.Result{}, nil
 	}
 	s.stage = "Delete"
@@ -93,6 +94,9 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	s.deleted = true
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
 	forgetPhase(key)
+	// The remote cluster it was uninstalled from is released now, not when
+	// the Addon's deletion comes through the cache.
+	r.releaseRemote(key)
 	r.warned.Delete(key)
 	var was notify.Severity
 	if s.read != nil && s.read.Phase != "" {

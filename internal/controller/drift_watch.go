@@ -60,8 +60,8 @@ type driftWatch struct {
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
 	// hooked holds the informers with the handler, of every cluster's
-	// watch cache.
-	hooked map[cache.Informer]bool
+	// watch cache, with the cache each belongs to.
+	hooked map[cache.Informer]client.Reader
 	// pending holds, per add-on, the latest change of each object (by
 	// ObjectRef.Key) since its check was started.
 	pending map[types.NamespacedName]map[string]change
@@ -101,7 +101,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.hooked[inf] {
+	if _, ok := d.hooked[inf]; ok {
 		return
 	}
 	_, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
@@ -134,9 +134,25 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 		return
 	}
 	if d.hooked == nil {
-		d.hooked = map[cache.Informer]bool{}
+		d.hooked = map[cache.Informer]client.Reader{}
 	}
-	d.hooked[inf] = true
+	d.hooked[inf] = reader
+}
+
+// unhook forgets the informers of a watch cache that was stopped (a remote
+// cluster released, or rebuilt for a changed kubeconfig), so that they and
+// the objects they held are not kept for ever.
+func (d *driftWatch) unhook(reader client.Reader) {
+	if d == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for inf, from := range d.hooked {
+		if from == reader {
+			delete(d.hooked, inf)
+		}
+	}
 }
 
 // changed reports whether an update may be drift. Objects with a

@@ -313,7 +313,9 @@ data: {ran: "yes"}
 }
 
 // TestRemoteClusterLifecycle: a change to the kubeconfig Secret reconciles
-// its add-on at once, not at the resync.
+// its add-on at once, not at the resync, and the clients and watch cache of
+// a remote cluster are released once no add-on uses its kubeconfig: when
+// the last one is repointed to another Secret, paused, or deleted.
 func TestRemoteClusterLifecycle(t *testing.T) {
 	ctx := context.Background()
 	remote, _, installer, proxy := startRemote(t)
@@ -346,4 +348,49 @@ func TestRemoteClusterLifecycle(t *testing.T) {
 		t.Errorf("the add-on read its fixed kubeconfig %s after the Secret changed, as the resync would: %s", took.Round(time.Second), describeStatus(got))
 	}
 	waitPhase(t, a, capstanv1.PhaseSynced)
+	if !reconciler.HoldsRemoteCluster(controllerNS, name, "") {
+		t.Fatal("the controller holds no remote cluster for the add-on it just synced there")
+	}
+
+	// Repointed to another Secret (another key of it), the add-on leaves
+	// the first kubeconfig, which no other add-on names: it is released.
+	other := name + "-fleet"
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: other},
+		Data: map[string][]byte{"edge": secret.Data["value"]}}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: other}, Key: "edge"}
+	})
+	eventually(t, 30*time.Second, "the repointed add-on to use the other kubeconfig", func() bool {
+		return reconciler.HoldsRemoteCluster(controllerNS, other, "edge")
+	})
+	if reconciler.HoldsRemoteCluster(controllerNS, name, "") {
+		t.Error("the kubeconfig the add-on left is still held, with its watch cache")
+	}
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	// Paused, it reads nothing there and holds nothing; resumed, it builds
+	// the cluster anew.
+	patchAnnotation(t, a, capstanv1.PausedAnnotation, "true")
+	eventually(t, 30*time.Second, "the paused add-on's remote cluster to be released", func() bool {
+		return !reconciler.HoldsRemoteCluster(controllerNS, other, "edge")
+	})
+	patchAnnotation(t, a, capstanv1.PausedAnnotation, "")
+	eventually(t, 30*time.Second, "the resumed add-on to use its remote cluster again", func() bool {
+		return reconciler.HoldsRemoteCluster(controllerNS, other, "edge")
+	})
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	// Deleted (the default policy leaves its software running there), the
+	// add-on releases the other kubeconfig too.
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the Addon to be gone", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	eventually(t, 10*time.Second, "the deleted add-on's remote cluster to be released", func() bool {
+		return !reconciler.HoldsRemoteCluster(controllerNS, other, "edge")
+	})
 }
