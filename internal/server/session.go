@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,11 @@ const (
 	// maxSessions times would fill the table, and every sign-in after that
 	// would end someone else's session.
 	maxUserSessions = 20
+	// maxNamespaceSessions bounds the sessions of the service accounts of
+	// one namespace together. NOTE: whoever may create service accounts
+	// and their tokens in a namespace (a tenant's admin) could otherwise
+	// sign in as many accounts, 20 sessions each, and fill the table.
+	maxNamespaceSessions = 100
 )
 
 type session struct {
@@ -65,7 +71,13 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 	if s.m == nil {
 		s.m = map[string]session{}
 	}
-	s.endOldest(u.Name, maxUserSessions-1, now)
+	s.endOldest(func(name string) bool { return name == u.Name }, maxUserSessions-1, now)
+	if ns, ok := serviceAccountNamespace(u.Name); ok {
+		s.endOldest(func(name string) bool {
+			other, ok := serviceAccountNamespace(name)
+			return ok && other == ns
+		}, maxNamespaceSessions-1, now)
+	}
 	makeRoom(s.m, maxSessions, func(v session) bool { return !now.Before(v.expires) })
 	s.seq++
 	id = randomToken()
@@ -74,12 +86,26 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 	return id, sess
 }
 
-// endOldest ends the user's oldest sessions until keep are left, and
-// those that expired.
-func (s *sessions) endOldest(name string, keep int, now time.Time) {
+// serviceAccountNamespace is the namespace of a service account's user
+// name (system:serviceaccount:NAMESPACE:NAME).
+func serviceAccountNamespace(user string) (string, bool) {
+	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
+	if !ok {
+		return "", false
+	}
+	ns, _, ok := strings.Cut(rest, ":")
+	if !ok || ns == "" {
+		return "", false
+	}
+	return ns, true
+}
+
+// endOldest ends the oldest sessions of the users that match until keep
+// are left, and those that expired.
+func (s *sessions) endOldest(match func(user string) bool, keep int, now time.Time) {
 	var ids []string
 	for id, sess := range s.m {
-		if sess.user.Name != name {
+		if !match(sess.user.Name) {
 			continue
 		}
 		if !now.Before(sess.expires) {

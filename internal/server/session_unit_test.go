@@ -1,0 +1,56 @@
+package server
+
+import (
+	"strconv"
+	"testing"
+	"time"
+)
+
+// TestServiceAccountsOfANamespaceShareABound: the service accounts of one
+// namespace, which its admin may create with tokens at will, keep 100
+// sessions together, so they cannot fill the table and end the sessions
+// of others; each keeps its own 20 as any user does.
+func TestServiceAccountsOfANamespaceShareABound(t *testing.T) {
+	var s sessions
+	now := time.Now()
+	admin, _ := s.create(User{Name: "admin@example.com"}, now)
+	other, _ := s.create(User{Name: "system:serviceaccount:team-b:ci"}, now)
+	for i := range 50 {
+		for range 30 {
+			s.create(User{Name: "system:serviceaccount:tenant:sa-" + strconv.Itoa(i)}, now)
+		}
+	}
+	perNamespace, perUser := 0, map[string]int{}
+	for _, sess := range s.m {
+		if ns, ok := serviceAccountNamespace(sess.user.Name); ok && ns == "tenant" {
+			perNamespace++
+			perUser[sess.user.Name]++
+		}
+	}
+	if perNamespace != maxNamespaceSessions {
+		t.Errorf("the tenant's service accounts hold %d sessions; want %d", perNamespace, maxNamespaceSessions)
+	}
+	for u, n := range perUser {
+		if n > maxUserSessions {
+			t.Errorf("%s holds %d sessions", u, n)
+		}
+	}
+	for _, id := range []string{admin, other} {
+		if _, ok := s.get(id, now); !ok {
+			t.Errorf("a session of another user was ended")
+		}
+	}
+	for _, tt := range []struct {
+		user, ns string
+		ok       bool
+	}{
+		{"system:serviceaccount:tenant:ci", "tenant", true},
+		{"system:serviceaccount::ci", "", false},
+		{"system:serviceaccount:tenant", "", false},
+		{"alice", "", false},
+	} {
+		if ns, ok := serviceAccountNamespace(tt.user); ns != tt.ns || ok != tt.ok {
+			t.Errorf("serviceAccountNamespace(%q) = %q, %v", tt.user, ns, ok)
+		}
+	}
+}
