@@ -175,3 +175,72 @@ func TestLabelOwnerIsBoundToTheObject(t *testing.T) {
 		t.Errorf("after the labels: %v %v %v", got.Labels, got.Data, err)
 	}
 }
+
+// TestThePlanListsNoPruneOfAnotherOwnersObject: an object of the
+// inventory that the render no longer holds, but that someone else made
+// anew under its name (no owner labels, no field Capstan applied), is not
+// a delete in the plan: a notice says the prune leaves it running and
+// drops it from the inventory. The prune then does just that.
+func TestThePlanListsNoPruneOfAnotherOwnersObject(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, releaseConfigMaps("foreign", "1.0.0", "a1", "a2", "a3", "gone"))
+	url2, _ := charts.publish(t, releaseConfigMaps("foreign", "2.0.0", "a1", "a2", "a3"))
+	a := create(t, newAddon(controllerNS, "foreign-"+ns[len(ns)-5:], url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ReleaseName, s.Prune = "r", true
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitPhase(t, a, capstanv1.PhaseSuspended)
+
+	// Someone else deletes r-gone and makes a ConfigMap of their own under
+	// its name, which the inventory still holds.
+	if err := admin.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r-gone"}}); err != nil {
+		t.Fatal(err)
+	}
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r-gone"}, Data: map[string]string{"owner": "someone else"}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	got := waitFor(t, a, 90*time.Second, "the plan of 2.0.0", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.Plan != nil
+	})
+	p := got.Status.Plan
+	for _, o := range p.Objects {
+		if o.Name == "r-gone" && o.Action == capstanv1.ActionDelete {
+			t.Errorf("the plan deletes r-gone, which the prune leaves: someone else made it")
+		}
+	}
+	if p.Summary.Delete != 0 {
+		t.Errorf("the plan counts %d delete(s); want none", p.Summary.Delete)
+	}
+	noticed := false
+	for _, n := range p.Notices {
+		noticed = noticed || strings.Contains(n.Message, "not this add-on's") && strings.Contains(n.Message, "ConfigMap "+ns+"/r-gone")
+	}
+	if !noticed {
+		t.Errorf("no notice says r-gone is left running and dropped from the inventory: %+v", p.Notices)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
+	got = waitFor(t, a, 90*time.Second, "2.0.0 synced", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.Version == "2.0.0"
+	})
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(theirs), cm); err != nil || cm.UID != theirs.UID || cm.Data["owner"] != "someone else" {
+		t.Fatalf("the prune deleted or changed r-gone, which it never created: %v %v", cm.Data, err)
+	}
+	for _, ref := range capstanv1.RefsOf(got.Status.Inventory) {
+		if ref.Name == "r-gone" {
+			t.Errorf("the inventory still holds r-gone after the prune left it")
+		}
+	}
+	if h := got.Status.History; len(h) == 0 || h[0].Changes.Delete != 0 {
+		t.Errorf("the revision of 2.0.0 records deletes: %+v", h)
+	}
+	if notes := eventNotes(t, a, "LeftNotOwned"); !strings.Contains(notes, "Prune: ") || !strings.Contains(notes, "ConfigMap "+ns+"/r-gone") {
+		t.Errorf("no LeftNotOwned event of the prune names r-gone:\n%s", notes)
+	}
+}

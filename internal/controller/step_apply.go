@@ -53,7 +53,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
-		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(s.kept), Confirmed: s.confirm,
+		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(slices.Concat(s.kept, s.notOurs)), Confirmed: s.confirm,
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
@@ -111,10 +111,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		s.found.held = res.Held
 	}
 	spared := res.Spared
-	if len(s.kept) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == s.kept[0].Ref.Key() }) {
+	if left := slices.Concat(s.kept, s.notOurs); len(left) > 0 && !slices.ContainsFunc(res.Inventory, func(ref capstanv1.ObjectRef) bool { return ref.Key() == left[0].Ref.Key() }) {
 		// NOTE: the sequence reached the prune, where the kept objects
-		// left the inventory, even if a delete failed after.
-		spared = append(spared, s.kept...)
+		// and those not this add-on's left the inventory, even if a
+		// delete failed after.
+		spared = append(spared, left...)
 	}
 	r.reportSpared(ctx, s, "Prune", spared)
 	if r.endedByWave(ctx, s, err) {

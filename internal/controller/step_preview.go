@@ -39,7 +39,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 		in.Rendered = s.objects
 		in.Objects = s.previews
-		s.kept, s.confirm = s.leftOutOfInventory(), nil
+		s.kept, s.confirm, s.notOurs = s.leftOutOfInventory(), nil, nil
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
@@ -91,6 +91,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d object(s) the render no longer applies are marked to be kept, or never to be applied, so the sync leaves them running and drops them from the inventory, as Helm, Flux and Argo CD do: %s",
 			len(s.kept), describeKept(s.kept, 5))})
+	}
+	if len(s.notOurs) > 0 {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d object(s) of the inventory that the render no longer applies are not this add-on's: another Addon's labels are on them, or neither this add-on's labels nor a field it applied are (someone else made them under a name the inventory held); the prune does not delete them, and the sync leaves them running and drops them from the inventory: %s",
+			len(s.notOurs), describeKept(s.notOurs, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
@@ -206,15 +211,18 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // prune (apply.KeptBy: Helm's resource policy, Flux's prune: disabled,
 // Argo CD's Prune=false), reading each one's metadata as the applying
 // identity: the author marked them to outlive the manifests. Only in the
-// cluster profile (keepFrom). It also finds those the prune deletes only
-// with a person's confirmation (apply.ConfirmPrune), in both profiles. A
-// read that fails fails the preview, to be retried: an object whose mark
-// was not read must not be pruned without its confirmation.
+// cluster profile (keepFrom). It takes out too, into s.notOurs, the
+// objects that the prune's holder leaves running, in both profiles:
+// another Addon holds them, or their live metadata does not show them to
+// be this add-on's (apply.NotOurs). It also finds those the prune deletes
+// only with a person's confirmation (apply.ConfirmPrune), in both
+// profiles. A read that fails fails the preview, to be retried: an object
+// whose mark was not read must not be pruned without its confirmation.
 func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	if len(s.prune) == 0 {
 		return nil
 	}
-	keep := s.keepFrom(apply.Pruning)
+	keep, holder := s.keepFrom(apply.Pruning), r.holder(s)
 	var prune []capstanv1.ObjectRef
 	for _, ref := range s.prune {
 		m, err := s.applier.ReadMetadata(ctx, ref)
@@ -224,6 +232,20 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 		if m != nil {
 			if by := apply.KeptBy(m, keep); by != "" {
 				s.kept = append(s.kept, apply.Spared{Ref: ref, KeptBy: by})
+				continue
+			}
+			// NOTE: decided by the prune's own holder, after KeptBy as the
+			// prune decides, from the read the marks need already, so that
+			// the plan lists no delete the prune would not make. The prune
+			// reads the object again: one that is this add-on's by then is
+			// still only dropped from the inventory, never deleted without
+			// a plan that showed its delete.
+			h, err := holder(ctx, ref, m)
+			if err != nil {
+				return err
+			}
+			if h != (apply.Hold{}) {
+				s.notOurs = append(s.notOurs, apply.Spared{Ref: ref, Holder: h.Addon, NotOurs: h.NotOurs})
 				continue
 			}
 			if apply.ConfirmPrune(m) {
@@ -338,8 +360,9 @@ func describeAll(refs []capstanv1.ObjectRef) []string {
 	return out
 }
 
-// describeKept names at most n kept objects, each with what keeps it, and
-// counts the rest.
+// describeKept names at most n spared objects, each with the annotation
+// that keeps it or the Addon that holds it, when one does, and counts the
+// rest.
 func describeKept(kept []apply.Spared, n int) string {
 	var names []string
 	for i, k := range kept {
@@ -347,7 +370,14 @@ func describeKept(kept []apply.Spared, n int) string {
 			names = append(names, fmt.Sprintf("and %d more", len(kept)-n))
 			break
 		}
-		names = append(names, k.Ref.Describe()+" ("+k.KeptBy+")")
+		name := k.Ref.Describe()
+		switch {
+		case k.KeptBy != "":
+			name += " (" + k.KeptBy + ")"
+		case k.Holder != "":
+			name += " (Addon " + k.Holder + ")"
+		}
+		names = append(names, name)
 	}
 	return strings.Join(names, ", ")
 }
