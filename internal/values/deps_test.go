@@ -314,3 +314,20 @@ func objectsOf(t *testing.T, out string) map[string]map[string]any {
 		objs[kind+"/"+name] = obj
 	}
 }
+
+// BenchmarkComposeWithDependencies composes values with no nulls for a
+// chart with an aliased subchart and one a condition disables, as a sync
+// of such an add-on does on every render.
+func BenchmarkComposeWithDependencies(b *testing.B) {
+	ch, err := loader.LoadDir(depsChart)
+	if err != nil {
+		b.Fatal(err)
+	}
+	in := Inputs{Chart: ch, Sources: Sources{Spec: ymap(b, `{db: {port: 5433}, other: {enabled: false}}`)}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Compose(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

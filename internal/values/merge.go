@@ -250,25 +250,31 @@ func Compose(in Inputs) (*Result, error) {
 		user[key] = copyMap(in.Platform)
 	}
 
-	// The nulls that delete nothing go, judged against the defaults of the
-	// chart as these values resolve it: an import-values default or an
-	// aliased subchart's is one a null deletes.
-	resolved, _, err := resolve(in.Chart, user)
+	resolved, eff, err := resolve(in.Chart, user)
 	if err != nil {
 		return nil, err
 	}
-	defaults, err := coalesceDefaults(resolved)
-	if err != nil {
-		return nil, err
+	if hasNulls(user) {
+		// The nulls that delete nothing go, judged against the defaults of
+		// the chart as these values resolve it: an import-values default
+		// or an aliased subchart's is one a null deletes.
+		defaults, err := coalesceDefaults(resolved)
+		if err != nil {
+			return nil, err
+		}
+		if pruneNulls(user, defaults) {
+			// NOTE: other values resolve the chart anew: import-values
+			// copy them into the parent's defaults. Values with no null
+			// to prune, nearly all, are resolved once.
+			if resolved, eff, err = resolve(in.Chart, user); err != nil {
+				return nil, err
+			}
+		}
 	}
-	pruneNulls(user, defaults)
 
 	var errs errorList
 	v := &validator{}
-	eff, schemaErrs, err := v.check(in.Chart, user)
-	if err != nil {
-		return nil, err
-	}
+	schemaErrs := v.checkResolved(resolved, eff)
 	res.Values, res.Effective, res.Schema = user, eff, v.schema
 	errs = append(errs, v.compileErrs...)
 	if _, set := user[key]; set && len(schemaErrs) > 0 {
@@ -363,8 +369,15 @@ func (v *validator) check(ch *chartv2.Chart, user map[string]any) (map[string]an
 	if err != nil {
 		return nil, nil, err
 	}
+	return eff, v.checkResolved(resolved, eff), nil
+}
+
+// checkResolved returns the schema errors of eff, the effective values of
+// the chart resolved for them (resolve).
+func (v *validator) checkResolved(resolved *chartv2.Chart, eff map[string]any) []capstanv1.ValuesError {
 	if l := layoutOf(resolved); !v.compiled || l != v.layout {
 		v.layout, v.compiled, v.schema, v.compileErrs = l, true, nil, nil
+		var err error
 		if resolved != nil {
 			v.schema, err = SchemaForChart(resolved)
 		}
@@ -372,7 +385,7 @@ func (v *validator) check(ch *chartv2.Chart, user map[string]any) (map[string]an
 			v.compileErrs = []capstanv1.ValuesError{{Path: SchemaErrorPath, Rule: "schema", Message: err.Error()}}
 		}
 	}
-	return eff, v.schema.Validate(eff), nil
+	return v.schema.Validate(eff)
 }
 
 // layoutOf names the subcharts of a resolved chart, nested, as the values
@@ -408,20 +421,39 @@ func addsErrors(with, without []capstanv1.ValuesError) bool {
 
 // pruneNulls removes the nulls of user values that delete nothing: those
 // where the chart's defaults have no value. The nulls that remain delete a
-// default when Helm coalesces.
-func pruneNulls(user, defaults map[string]any) {
+// default when Helm coalesces. It reports whether it removed any.
+func pruneNulls(user, defaults map[string]any) bool {
+	pruned := false
 	for k, v := range user {
 		d, hasDefault := defaults[k]
 		switch t := v.(type) {
 		case nil:
 			if !hasDefault || d == nil {
 				delete(user, k)
+				pruned = true
 			}
 		case map[string]any:
 			dm, _ := d.(map[string]any)
-			pruneNulls(t, dm)
+			pruned = pruneNulls(t, dm) || pruned
 		}
 	}
+	return pruned
+}
+
+// hasNulls reports whether user holds a null that pruneNulls could remove:
+// one in a map, at any depth through maps.
+func hasNulls(user map[string]any) bool {
+	for _, v := range user {
+		switch t := v.(type) {
+		case nil:
+			return true
+		case map[string]any:
+			if hasNulls(t) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func sortErrors(errs []capstanv1.ValuesError) {
