@@ -52,6 +52,7 @@ type controllerOptions struct {
 	leaderElect    bool
 	leaderElectID  string
 	allowFileGit   bool
+	sourceLimits   source.Limits
 	kubeconfig     string
 	maxConcurrency int
 	httpAddr       string
@@ -83,6 +84,8 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's /debug/pprof profiles, for finding where time and memory go; 0 (the default) disables it.")
 	fs.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader, for more than one replica.")
 	fs.StringVar(&o.leaderElectID, "leader-election-id", defaultLeaderElectionID, "The name of the Lease, in --namespace, that --leader-elect holds: give each controller sharing a namespace one of its own.")
+	fs.IntVar(&o.sourceLimits.MaxFiles, "max-source-files", source.DefaultLimits.MaxFiles, "The most files of one chart (its subcharts' included) or one git repository's commit: the whole repository counts, not only spec.git.path.")
+	fs.Int64Var(&o.sourceLimits.MaxUncompressedBytes, "max-source-bytes", source.DefaultLimits.MaxUncompressedBytes, "The most bytes of one chart's files (its subcharts' included) or one git repository's commit, which the controller holds in memory and caches.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")
@@ -159,6 +162,16 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		cfg.QPS = -1
 	}
 	return cfg, nil
+}
+
+// checkSourceLimits refuses --max-source-files and --max-source-bytes that
+// are not positive: zero would mean the defaults to the fetcher, which the
+// person did not ask for.
+func checkSourceLimits(l source.Limits) error {
+	if l.MaxFiles <= 0 || l.MaxUncompressedBytes <= 0 {
+		return fmt.Errorf("--max-source-files %d and --max-source-bytes %d: give positive numbers", l.MaxFiles, l.MaxUncompressedBytes)
+	}
+	return nil
 }
 
 // contextNamespace is the namespace kubectl would use: the current
@@ -345,7 +358,10 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)
 	}
-	fopts := source.Options{Guard: o.guard, AllowFileGit: o.allowFileGit}
+	if err := checkSourceLimits(o.sourceLimits); err != nil {
+		return nil, err
+	}
+	fopts := source.Options{Guard: o.guard, AllowFileGit: o.allowFileGit, Limits: o.sourceLimits}
 	fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)
 	// The API server's own endpoints too, read before the first fetch and
 	// kept current while the controller runs.

@@ -28,6 +28,13 @@ func TestControllerFlagsRefused(t *testing.T) {
 	if err := checkLeaseName(defaultLeaderElectionID); err != nil {
 		t.Errorf("the default Lease name is refused: %v", err)
 	}
+	if o := parseControllerFlags(t); checkSourceLimits(o.sourceLimits) != nil || o.sourceLimits.MaxFiles != 10000 {
+		t.Errorf("the default source limits: %+v", o.sourceLimits)
+	}
+	if o := parseControllerFlags(t, "--max-source-files=50000", "--max-source-bytes=0"); o.sourceLimits.MaxFiles != 50000 ||
+		checkSourceLimits(o.sourceLimits) == nil {
+		t.Errorf("--max-source-files=50000 --max-source-bytes=0: %+v, %v", o.sourceLimits, checkSourceLimits(o.sourceLimits))
+	}
 	for names, want := range map[string]string{"Bad_Name": "is not a Secret's name", "a,a": "is given twice"} {
 		if err := checkNotifySecrets(strings.Split(names, ",")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--notify-secret %s: %v", names, err)

@@ -294,14 +294,14 @@ func readTree(repo *git.Repository, tree *object.Tree, lim Limits) (*memFS, int6
 		}
 		files++
 		if files > lim.MaxFiles {
-			return nil, 0, fmt.Errorf("the tree holds more than %d files, the limit", lim.MaxFiles)
+			return nil, 0, fmt.Errorf("the tree holds more than %d files, the limit; the whole commit counts, not only its folder: for a larger repository, raise the controller's --max-source-files", lim.MaxFiles)
 		}
 		blob, err := repo.BlobObject(entry.Hash)
 		if err != nil {
 			return nil, 0, fmt.Errorf("cannot read %s: %w", name, err)
 		}
 		if size+blob.Size > lim.MaxUncompressedBytes {
-			return nil, 0, fmt.Errorf("the tree holds more than %d bytes, the limit", lim.MaxUncompressedBytes)
+			return nil, 0, fmt.Errorf("the tree holds more than %d bytes, the limit; the whole commit counts, not only its folder: for a larger repository, raise the controller's --max-source-bytes", lim.MaxUncompressedBytes)
 		}
 		r, err := blob.Reader()
 		if err != nil {

@@ -430,8 +430,8 @@ func TestGitTreeLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = f.Git(context.Background(), capstanv1.GitSource{URL: "file://" + repo.bare}, nil)
-	if err == nil || !strings.Contains(err.Error(), "more than 2 files") {
-		t.Fatalf("want the file limit, got %v", err)
+	if err == nil || !strings.Contains(err.Error(), "more than 2 files") || !strings.Contains(err.Error(), "raise the controller's --max-source-files") {
+		t.Fatalf("want the file limit and the flag that raises it, got %v", err)
 	}
 	if n, _ := f.trees.stats(); n != 0 {
 		t.Fatal("something was cached")
