@@ -842,6 +842,15 @@ type AddonStatus struct {
 	// +optional
 	Inventory []ObjectID `json:"inventory,omitempty"`
 
+	// InventoryCluster is the cluster the inventory is in, and that the
+	// applied render and the hooks pending or done are of: {} for the
+	// controller's own. When spec.kubeConfig names another cluster, Capstan
+	// installs anew there and leaves the former one's objects running,
+	// unmanaged, with a LeftOnFormerCluster event. An older Capstan's Addon
+	// has none until its next reconcile records the cluster it targets.
+	// +optional
+	InventoryCluster *InventoryCluster `json:"inventoryCluster,omitempty"`
+
 	// AppliedHash identifies the last render that was applied: chart,
 	// version, values and release name. A change runs the upgrade hooks.
 	// +optional
@@ -1263,6 +1272,22 @@ type TestRun struct {
 	// StartedAt and FinishedAt bound the run.
 	StartedAt  metav1.Time `json:"startedAt"`
 	FinishedAt metav1.Time `json:"finishedAt"`
+}
+
+// InventoryCluster names a cluster an add-on's inventory is in. Both
+// fields are empty for the controller's own cluster.
+type InventoryCluster struct {
+	// Identity names a remote cluster and the account Capstan acts there
+	// as: a digest of the API server's URL, the name and certificate
+	// authority its certificate is checked against, and the account, as
+	// a plan's hash covers them. It holds no credential, so a rotated
+	// token is the same cluster.
+	// +optional
+	Identity string `json:"identity,omitempty"`
+
+	// Server is that cluster's API server URL, for messages.
+	// +optional
+	Server string `json:"server,omitempty"`
 }
 
 // PendingHook is a hook event and the render it stands for: a post event

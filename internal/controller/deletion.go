@@ -128,8 +128,16 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	}
 	// NOTE: the inventory is deleted in the cluster it was applied to;
 	// when that cluster cannot be reached, the uninstall waits.
-	if _, err := r.selectCluster(ctx, s); err != nil {
+	if _, err := r.selectTarget(ctx, s); err != nil {
 		return err
+	}
+	if s.former != nil {
+		// NOTE: spec.kubeConfig names another cluster than the
+		// inventory's, where nothing of the add-on was applied: there is
+		// nothing to delete there and no delete hook to run, and the
+		// former cluster is not touched (inventory_cluster.go).
+		r.leaveFormer(s, "Uninstall")
+		return nil
 	}
 	rendered := false
 	render := func() error {

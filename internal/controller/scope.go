@@ -61,6 +61,10 @@ type scope struct {
 	keepObserved bool
 	// cluster is where the objects go: this cluster, or spec.kubeConfig's.
 	cluster *targetCluster
+	// former is the status of the cluster the inventory is in, when
+	// spec.kubeConfig names another one now (placeInventory): the status
+	// fields of that cluster as read, until an apply takes over.
+	former *capstanv1.AddonStatus
 
 	artifact *source.Artifact
 	values   *values.Result

@@ -31,6 +31,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		return nil
 	}
 	addon := s.addon
+	keepFormer(s)
 	// Every condition's message is the outcome's; the plan was masked
 	// where it was built.
 	s.outcome.Message = s.mask().String(s.outcome.Message)
@@ -211,7 +212,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	base := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: s.addon.Namespace, Name: s.addon.Name}, Status: *stored.DeepCopy()}
 	next := base.DeepCopy()
 	st := &next.Status
-	st.Inventory = s.addon.Status.Inventory
+	st.Inventory, st.InventoryCluster = s.addon.Status.Inventory, s.addon.Status.InventoryCluster
 	st.Hook = s.addon.Status.Hook
 	st.Wave = s.addon.Status.Wave
 	st.Plan = s.addon.Status.Plan

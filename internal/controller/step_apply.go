@@ -50,6 +50,10 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	}
 	pre, post := s.events()
 	now := time.Now()
+	// The apply makes the inventory the target cluster's: one in a former
+	// cluster is left there (inventory_cluster.go).
+	s.addon.Status.InventoryCluster = s.cluster.inventoryCluster()
+	r.leaveFormer(s, "Apply")
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,

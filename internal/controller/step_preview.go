@@ -106,6 +106,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	if s.cluster.server != "" {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.kubeConfig", Message: "installs into the remote cluster " + s.cluster.server + " as " + s.cluster.as})
 	}
+	if n := s.formerNotice(); n != nil {
+		in.Notices = append(in.Notices, *n)
+	}
 	s.plan = plan.Build(in)
 	// The plan's text is masked once, here: the status, its checkpoints
 	// and the plan on demand all carry this plan.

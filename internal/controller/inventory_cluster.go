@@ -1,0 +1,150 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// The inventory is in one cluster, status.inventoryCluster. When
+// spec.kubeConfig names another one (its Secret repointed, spec.kubeConfig
+// added to an add-on installed here, or removed from one installed
+// remotely), what status says was applied is not in the cluster Capstan
+// now targets: the sync there is a new install, with the install hooks,
+// the adoption gate for what already runs there, and nothing pruned or
+// deleted on the strength of the former inventory. The former cluster is
+// not touched (its kubeconfig may be gone): what runs there is left
+// running, unmanaged, and a LeftOnFormerCluster event says so once the
+// install there applies. Until then, the stored status still describes the
+// former cluster, so an approval that never comes, or a kubeConfig pointed
+// back, loses nothing.
+
+// selectTarget is the pipeline's first step: it points the scope at the
+// cluster spec.kubeConfig names (selectCluster), then at what status says
+// was applied there (placeInventory).
+func (r *AddonReconciler) selectTarget(ctx context.Context, s *scope) (bool, error) {
+	if _, err := r.selectCluster(ctx, s); err != nil {
+		return false, err
+	}
+	placeInventory(s)
+	return false, nil
+}
+
+// inventoryCluster is how status.inventoryCluster names c: empty fields for
+// the controller's own cluster.
+func (c *targetCluster) inventoryCluster() *capstanv1.InventoryCluster {
+	return &capstanv1.InventoryCluster{Identity: c.identity, Server: c.server}
+}
+
+// inventoryMoved reports whether the inventory of st is in another cluster
+// than the one identity names (targetCluster.identity, "" for the
+// controller's own). A status with no cluster recorded was written by a
+// Capstan that recorded none, and is taken to be of the cluster the add-on
+// targets now: upgrading Capstan changes nothing.
+func inventoryMoved(st *capstanv1.AddonStatus, identity string) bool {
+	return st.InventoryCluster != nil && st.InventoryCluster.Identity != identity
+}
+
+// placeInventory makes the scope's status describe the cluster the add-on
+// targets now. A status with something applied and no cluster recorded
+// records that cluster. An inventory in another cluster is set aside in
+// s.former, and the status is that of an add-on never applied there, so
+// that the steps after this one plan an install and prune nothing;
+// patchStatus puts it back unless the apply took over (leaveFormer). It is
+// idempotent: a second call finds the status of the new cluster.
+func placeInventory(s *scope) {
+	st := &s.addon.Status
+	switch {
+	case inventoryMoved(st, s.cluster.identity):
+		former := &capstanv1.AddonStatus{}
+		moveClusterFields(former, st)
+		moveClusterFields(st, &capstanv1.AddonStatus{InventoryCluster: s.cluster.inventoryCluster()})
+		s.former = former
+	case st.InventoryCluster == nil && (len(st.Inventory) > 0 || st.AppliedHash != "" || st.PreHooksDone != nil || st.PendingHook != nil):
+		st.InventoryCluster = s.cluster.inventoryCluster()
+	}
+}
+
+// moveClusterFields sets the status fields of dst that describe what runs
+// in the inventory's cluster to those of src: the inventory and its
+// cluster, the render applied and when, and the hooks running, pending or
+// done.
+// The history, the sync requests handled and the approvals stay: they are
+// the Addon's, whichever cluster it targets.
+func moveClusterFields(dst, src *capstanv1.AddonStatus) {
+	dst.InventoryCluster, dst.Inventory = src.InventoryCluster, src.Inventory
+	dst.AppliedHash, dst.AppliedAsUpgrade = src.AppliedHash, src.AppliedAsUpgrade
+	dst.LastAppliedTime, dst.FirstHealthyTime = src.LastAppliedTime, src.FirstHealthyTime
+	dst.Hook, dst.PendingHook, dst.PreHooksDone, dst.SyncFailHooks = src.Hook, src.PendingHook, src.PreHooksDone, src.SyncFailHooks
+}
+
+// keepFormer puts back the status of the former cluster that
+// placeInventory set aside, when no apply took over: a reconcile that
+// waits (for an approval, a gate, a dependency) or fails before its apply
+// leaves the stored status as it was.
+func keepFormer(s *scope) {
+	if s.former != nil {
+		moveClusterFields(&s.addon.Status, s.former)
+	}
+}
+
+// leaveFormer is the apply into a new cluster taking over the status: the
+// inventory is this cluster's from here on, and a LeftOnFormerCluster event
+// says what stays in the former one, running and unmanaged. action is the
+// event's action: Apply, or Uninstall for an Addon deleted after it
+// was repointed.
+func (r *AddonReconciler) leaveFormer(s *scope, action string) {
+	former := s.former
+	s.former = nil
+	if former == nil || len(former.Inventory) == 0 || r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(s.addon, nil, corev1.EventTypeWarning, reasonLeftOnFormerCluster, action, "%s", truncate(leftMessage(s.addon, former, s.cluster, action), 1000))
+}
+
+// reasonLeftOnFormerCluster is the reason of the event that says an
+// add-on's objects stay in a cluster spec.kubeConfig no longer names.
+const reasonLeftOnFormerCluster = "LeftOnFormerCluster"
+
+// leftMessage says what stays in the former cluster, and how to remove
+// it; action is the event's.
+func leftMessage(a *capstanv1.Addon, former *capstanv1.AddonStatus, now *targetCluster, action string) string {
+	refs := capstanv1.RefsOf(former.Inventory)
+	names := describeAll(refs)
+	if len(names) > 5 {
+		names = append(names[:5], fmt.Sprintf("and %d more", len(refs)-5))
+	}
+	did := "where Capstan installed the add-on anew"
+	if action == "Uninstall" {
+		did = "where the uninstall had nothing to delete"
+	}
+	return fmt.Sprintf("%d object(s) of the inventory stay in %s, running and unmanaged, since spec.kubeConfig now names %s, %s; Capstan neither changes nor deletes them (%s). Delete them there by their labels %s=%s,%s=%s if they should go.",
+		len(refs), clusterName(former.InventoryCluster.Server), clusterName(now.server), did, strings.Join(names, ", "),
+		capstanv1.AddonLabel, a.Name, capstanv1.AddonNamespaceLabel, a.Namespace)
+}
+
+// formerNotice tells, in the plan, that its sync installs anew and leaves
+// the inventory in the former cluster; nil when the inventory is in the
+// cluster the add-on targets.
+func (s *scope) formerNotice() *capstanv1.Notice {
+	if s.former == nil {
+		return nil
+	}
+	return &capstanv1.Notice{Path: "spec.kubeConfig", Message: fmt.Sprintf(
+		"the inventory's %d object(s) are in %s, which spec.kubeConfig no longer names: this sync installs anew into %s, with the install hooks, prunes nothing there, and leaves them running in %s, unmanaged. To remove them with their delete hooks, point spec.kubeConfig back and delete the Addon with the %s annotation before this plan is applied",
+		len(s.former.Inventory), clusterName(s.former.InventoryCluster.Server), clusterName(s.cluster.server),
+		clusterName(s.former.InventoryCluster.Server), capstanv1.UninstallAnnotation)}
+}
+
+// clusterName names the cluster of an API server for a message: "" is the
+// controller's own.
+func clusterName(server string) string {
+	if server == "" {
+		return "the controller's own cluster"
+	}
+	return "the remote cluster " + server
+}

@@ -1,0 +1,179 @@
+package controller_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestRepointedAddon installs an add-on in the controller's own cluster,
+// then points its spec.kubeConfig at a second local control plane with a
+// new chart version in the same change. The plan says the sync installs
+// anew there, and the status keeps describing this cluster until it is
+// approved. The sync then runs the install hooks there, not the upgrade
+// hooks; deletes nothing there on the strength of the former inventory,
+// not even an object of that name with the add-on's labels; leaves the
+// objects here running; records the new cluster; and a Warning event says
+// what stays here. Removing spec.kubeConfig again is a new install here;
+// and an Addon deleted once repointed deletes nothing and runs no delete
+// hook in either cluster.
+func TestRepointedAddon(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, _ := startRemote(t)
+	proxy := &tcpProxy{addr: "127.0.0.1:0", target: strings.TrimPrefix(remote.Config.Host, "https://")}
+	proxy.up(t)
+	defer proxy.down()
+
+	ns := newNamespace(t)
+	name := "repoint-" + ns
+	hooks := map[string]string{
+		"templates/installed.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-installed\n  annotations: {\"helm.sh/hook\": post-install}\n",
+		"templates/upgraded.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-upgraded\n  annotations: {\"helm.sh/hook\": post-upgrade}\n",
+		"templates/deleting.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-deleting\n  annotations: {\"helm.sh/hook\": pre-delete}\n",
+	}
+	v1 := map[string]string{"templates/extra.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"}
+	for k, v := range hooks {
+		v1[k] = v
+	}
+	url1, _ := charts.publish(t, webChart("1.0.0", v1))
+	url2, _ := charts.publish(t, webChart("1.0.1", hooks))
+	a := create(t, newAddon(controllerNS, name, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if c := got.Status.InventoryCluster; c == nil || *c != (capstanv1.InventoryCluster{}) {
+		t.Fatalf("the inventory is not recorded as this cluster's: %+v", c)
+	}
+	here := len(got.Status.Inventory)
+
+	// The remote cluster already holds an object of the name the former
+	// inventory holds and the new render drops, with the add-on's labels.
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + "-extra", Labels: got.AppliedLabels()}},
+	} {
+		if err := rc.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Chart.URL, cur.Spec.ManualSync = url2, true
+		cur.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})
+	got = waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	if !slices.ContainsFunc(got.Status.Plan.Notices, func(n capstanv1.Notice) bool {
+		return n.Path == "spec.kubeConfig" && strings.Contains(n.Message, "are in the controller's own cluster, which spec.kubeConfig no longer names")
+	}) {
+		t.Errorf("the plan does not say it leaves the inventory in this cluster: %+v", got.Status.Plan.Notices)
+	}
+	if c := got.Status.InventoryCluster; c == nil || c.Server != "" || len(got.Status.Inventory) != here || got.Status.AppliedHash == "" {
+		t.Errorf("a plan that waits for its approval changed the stored status: %+v, %d objects", c, len(got.Status.Inventory))
+	}
+
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = cur.Status.Plan.Hash; cur.Spec.SyncRequest++ })
+	got = waitFor(t, a, 90*time.Second, "the install there", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && cur.Status.LastSyncRequest == cur.Spec.SyncRequest
+	})
+	if c := got.Status.InventoryCluster; c == nil || c.Server != "https://"+proxy.addr || c.Identity == "" {
+		t.Errorf("the status does not record the remote cluster: %+v", c)
+	}
+	remoteCM := func(suffix string) bool {
+		err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + suffix}, &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	if !remoteCM("-installed") || remoteCM("-upgraded") {
+		t.Errorf("the new cluster ran the upgrade hooks, not the install hooks: post-install %v, post-upgrade %v", remoteCM("-installed"), remoteCM("-upgraded"))
+	}
+	if !remoteCM("-config") {
+		t.Error("the render was not applied there")
+	}
+	if !remoteCM("-extra") {
+		t.Error("the sync deleted there an object that only the former cluster's inventory held")
+	}
+	for _, suffix := range []string{"-config", "-extra", "-installed"} {
+		if live(t, "v1", "ConfigMap", ns, name+suffix) == nil {
+			t.Errorf("%s%s was deleted here, where nothing is managed any more", name, suffix)
+		}
+	}
+	if live(t, "v1", "ConfigMap", ns, name+"-upgraded") != nil {
+		t.Error("the upgrade hooks ran here")
+	}
+	leftEvents := func() []string {
+		var events eventsv1.EventList
+		if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+			t.Fatal(err)
+		}
+		var notes []string
+		for _, e := range events.Items {
+			if e.Regarding.Name == name && e.Reason == "LeftOnFormerCluster" && e.Type == corev1.EventTypeWarning {
+				notes = append(notes, e.Note)
+			}
+		}
+		return notes
+	}
+	var notes []string
+	eventually(t, 10*time.Second, "a LeftOnFormerCluster event", func() bool { notes = leftEvents(); return len(notes) > 0 })
+	if n := notes[0]; !strings.Contains(n, "object(s) of the inventory stay in the controller's own cluster") ||
+		!strings.Contains(n, "ConfigMap "+ns+"/"+name+"-extra") || !strings.Contains(n, capstanv1.AddonLabel+"="+name) {
+		t.Errorf("the event does not say what stays, where, and how to remove it: %s", n)
+	}
+
+	// Back to this cluster: an install again, and the remote objects stay.
+	update(t, got, func(cur *capstanv1.Addon) {
+		cur.Spec.KubeConfig, cur.Spec.ManualSync = nil, false
+	})
+	got = waitFor(t, a, 90*time.Second, "the install here", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if c := got.Status.InventoryCluster; c == nil || *c != (capstanv1.InventoryCluster{}) {
+		t.Errorf("the inventory is not recorded as this cluster's again: %+v", c)
+	}
+	if !remoteCM("-config") || !remoteCM("-installed") {
+		t.Error("removing spec.kubeConfig deleted the objects of the remote cluster")
+	}
+	if live(t, "v1", "ConfigMap", ns, name+"-extra") == nil || live(t, "v1", "ConfigMap", ns, name+"-upgraded") != nil {
+		t.Error("the install here pruned on the strength of the remote inventory, or ran the upgrade hooks")
+	}
+	eventually(t, 10*time.Second, "a second LeftOnFormerCluster event", func() bool { return len(leftEvents()) > 1 })
+
+	// Repointed, its install there held for approval, then uninstalled:
+	// the uninstall there has nothing to delete and no delete hook to run,
+	// and this cluster is not touched.
+	update(t, got, func(cur *capstanv1.Addon) {
+		cur.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+		cur.Spec.ManualSync = true
+		cur.Annotations = map[string]string{capstanv1.UninstallAnnotation: "true"}
+	})
+	waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the Addon gone", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	if remoteCM("-deleting") || !remoteCM("-config") {
+		t.Errorf("the uninstall ran a delete hook (%v) or deleted (%v) in a cluster it never applied to", remoteCM("-deleting"), !remoteCM("-config"))
+	}
+	if live(t, "v1", "ConfigMap", ns, name+"-config") == nil || live(t, "v1", "ConfigMap", ns, name+"-deleting") != nil {
+		t.Error("the uninstall touched the former cluster")
+	}
+	eventually(t, 10*time.Second, "a LeftOnFormerCluster event of the uninstall", func() bool {
+		notes := leftEvents()
+		return slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "where the uninstall had nothing to delete") })
+	})
+}
