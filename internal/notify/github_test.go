@@ -168,8 +168,9 @@ func TestGitHubRateLimitIsRetried(t *testing.T) {
 	}
 }
 
-// TestSameStateLeavesRoomForTransitions: a new commit in the same phase
-// joins the queue only while it is less than half full.
+// TestSameStateLeavesRoomForTransitions: a new commit in the same phase,
+// and a warning's trigger sent again after a restart, join the queue only
+// while it is less than half full; a close sent again always does.
 func TestSameStateLeavesRoomForTransitions(t *testing.T) {
 	n := &Notifier{}
 	for range sameStateRoom {
@@ -179,6 +180,12 @@ func TestSameStateLeavesRoomForTransitions(t *testing.T) {
 	}
 	if n.Notify(Event{Kind: "Addon", SameState: true}) {
 		t.Error("a new commit in the same phase joined a queue half full")
+	}
+	if n.Notify(Event{Kind: "Addon", Phase: "Failed", Severity: SeverityWarning, IncidentOnly: true}) {
+		t.Error("a trigger sent again joined a queue half full")
+	}
+	if !n.Notify(Event{Kind: "Addon", Phase: "Synced", Severity: SeverityInfo, IncidentOnly: true, WarningSince: time.Now()}) {
+		t.Error("a close sent again was dropped from a queue half full")
 	}
 	if !n.Notify(Event{Kind: "Addon"}) {
 		t.Error("a transition was dropped from a queue half full")

@@ -321,6 +321,129 @@ func TestTriggersAreSentAgain(t *testing.T) {
 	}
 }
 
+// TestClosedReportsSettledCloses: Closed hears of a close once no
+// incident receiver that takes it owes it: at once when each delivered it,
+// after the retry that delivers the last one, when the tool refuses it
+// for good, when it is given up after its tries, and when its receiver
+// stops opening incidents or is gone. It hears once per close, and
+// nothing of a trigger, of a close that only a chat takes, or of a
+// Synced that follows no warning.
+func TestClosedReportsSettledCloses(t *testing.T) {
+	ctx := context.Background()
+	pdRcv := newReceiver(t)
+	pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("k")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ogRcv := newReceiver(t)
+	og, err := ReceiverFromSecret("capstan-system/genie", map[string][]byte{"format": []byte("opsgenie"),
+		"url": []byte(ogRcv.srv.URL + "/v2/alerts"), "token": []byte("g")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	chat := newReceiver(t)
+	var receivers []Receiver
+	var closed []string
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(), Attempts: 1,
+		Receivers: func(context.Context) ([]Receiver, error) { return receivers, nil },
+		Closed:    func(e Event) { closed = append(closed, e.Name+" "+e.Phase) }}
+	n.init()
+	use := func(rs ...Receiver) {
+		receivers = rs
+		n.cachedAt = time.Time{} // read the receivers again
+	}
+	failed := func(name string) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, "Failed", "FetchFailed", SeverityWarning, SeverityInfo
+		return e
+	}
+	synced := func(name string, prev Severity) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, "Synced", "Synced", SeverityInfo, prev
+		return e
+	}
+	answer := func(r *receiver, codes ...int) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.codes = codes
+	}
+	want := func(step string, names ...string) {
+		t.Helper()
+		if !slices.Equal(closed, names) {
+			t.Fatalf("%s: Closed heard %q; want %q", step, closed, names)
+		}
+		closed = nil
+	}
+
+	// Delivered at once, to both incident receivers: one report. A chat
+	// that takes the same events changes nothing.
+	use(pd, og, chat.receiver(t, "/chat"))
+	n.deliverAll(ctx, failed("web"))
+	want("a trigger")
+	n.deliverAll(ctx, synced("web", SeverityWarning))
+	want("a delivered close", "web Synced")
+	n.deliverAll(ctx, synced("quiet", SeverityInfo))
+	want("a Synced after no warning")
+	use(chat.receiver(t, "/chat"))
+	n.deliverAll(ctx, synced("chatty", SeverityWarning))
+	want("a close only a chat takes")
+
+	// Opsgenie fails the close: owed until the retry delivers it; the
+	// retry after that reports nothing more.
+	use(pd, og)
+	n.deliverAll(ctx, failed("db"))
+	answer(ogRcv, 500)
+	n.deliverAll(ctx, synced("db", SeverityWarning))
+	want("a close Opsgenie failed")
+	n.retryPending(ctx)
+	want("the retry that delivers it", "db Synced")
+	n.retryPending(ctx)
+	want("a retry with nothing pending")
+
+	// A close that comes while PagerDuty is paused waits for its retry.
+	n.paused[pd.Name] = time.Now().Add(time.Hour)
+	n.deliverAll(ctx, synced("paused", SeverityWarning))
+	want("a close to a paused receiver")
+	n.paused[pd.Name] = time.Time{}
+	n.retryPending(ctx)
+	want("its retry", "paused Synced")
+
+	// Refused for good, at once or on a retry: given up, so settled.
+	answer(pdRcv, 400)
+	n.deliverAll(ctx, synced("refused", SeverityWarning))
+	want("a refused close", "refused Synced")
+	answer(pdRcv, 500, 400)
+	n.deliverAll(ctx, synced("refused-later", SeverityWarning))
+	want("a close that failed")
+	n.retryPending(ctx)
+	want("its refusal", "refused-later Synced")
+
+	// Given up after its tries.
+	answer(pdRcv, 500, 500)
+	n.deliverAll(ctx, synced("tired", SeverityWarning))
+	n.pending[pd.Name][incidentKey(pd, synced("tired", ""))].tries = maxCloseTries - 1
+	n.paused[pd.Name] = time.Time{} // paused by the failures in a row
+	n.retryPending(ctx)
+	want("a close given up after its tries", "tired Synced")
+
+	// PagerDuty's Secret names a chat now, and Opsgenie's is gone: their
+	// closes are dropped, and each object's is reported once.
+	answer(pdRcv, 500)
+	answer(ogRcv, 500)
+	n.paused[pd.Name] = time.Time{}
+	n.deliverAll(ctx, synced("left", SeverityWarning))
+	want("a close both failed")
+	slack := pd
+	slack.Format = FormatSlack
+	use(slack)
+	n.retryPending(ctx)
+	want("receivers that no longer open incidents", "left Synced")
+	if len(n.pending) != 0 {
+		t.Fatalf("closes still pending for receivers that no longer take them: %v", n.pending)
+	}
+}
+
 // TestIncidentKeys: one per object and cluster, within PagerDuty's 255
 // characters.
 func TestIncidentKeys(t *testing.T) {

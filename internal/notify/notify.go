@@ -94,8 +94,12 @@ type Event struct {
 	// (FormatGitHub, FormatGitLab) takes it, to name the commit.
 	SameState bool `json:"-"`
 	// IncidentOnly marks what only an incident receiver takes, to close
-	// an incident: an object Deleted, or an add-on Synced again after a
-	// fight over a field, which is no transition for a channel.
+	// an incident: an object Deleted, an add-on Synced again after a
+	// fight over a field, which is no transition for a channel, or a
+	// Synced add-on whose close a controller before this one may not
+	// have delivered; or to open one again: an add-on found in a warning
+	// by a controller that just started, whose trigger an earlier one
+	// may not have delivered.
 	IncidentOnly bool `json:"-"`
 	// PreviousSeverity is the severity of the object's transition before
 	// this one, when there was one: an incident receiver closes the
@@ -487,6 +491,16 @@ type Notifier struct {
 	// CloseRetry is how often a trigger or a close that was not
 	// delivered is tried again.
 	CloseRetry time.Duration
+	// Closed, when set, is called with the close of an object that was
+	// in a warning (one that mayClose) once no incident receiver that
+	// takes it owes it any more: each delivered it, refused it for good,
+	// or gave it up (giveUp), or its Secret no longer names an incident
+	// format. It is called once per close, from the worker, and must not
+	// block; a close that no incident receiver takes is not reported. The
+	// Addon reconciler sets it before Start, so that an add-on keeps
+	// status.warningSince, the mark from which a controller that restarts
+	// closes the incident again, until its close is delivered.
+	Closed func(e Event)
 }
 
 // pendingEvent is an incident's trigger or close not yet delivered, and
@@ -563,7 +577,7 @@ func (n *Notifier) Notify(e Event) bool {
 		return false
 	}
 	n.init()
-	if e.SameState && len(n.queue) >= sameStateRoom {
+	if (e.SameState || e.IncidentOnly && incidentAction(e) == incidentOpen) && len(n.queue) >= sameStateRoom {
 		notifications.WithLabelValues("dropped").Inc()
 		return false
 	}
@@ -627,8 +641,10 @@ func (n *Notifier) takeOverflow() []Event {
 }
 
 // sameStateRoom is how full the queue may be for an event of a new commit
-// in the same phase (Event.SameState) to join it: there is one per add-on
-// of a repository per commit, and they must not crowd out transitions.
+// in the same phase (Event.SameState), or for a warning's trigger sent
+// again by a controller that restarted (Event.IncidentOnly), to join it:
+// there is one per add-on of a repository per commit, or per failing
+// add-on per start, and they must not crowd out transitions.
 const sameStateRoom = QueueSize / 2
 
 // Start delivers queued events until ctx ends. It is a manager Runnable,
@@ -667,17 +683,27 @@ func (n *Notifier) drainOverflow(ctx context.Context) {
 
 // deliverAll sends e to every receiver whose severity it meets, but those
 // paused. An incident receiver's trigger or close that is not delivered
-// stays pending (incidentStep), and is sent again (retryPending).
+// stays pending (incidentStep), and is sent again (retryPending). A close
+// that every incident receiver taking it delivered (or had nothing to
+// close for) is reported to Closed.
 func (n *Notifier) deliverAll(ctx context.Context, e Event) {
+	// incident says whether an incident receiver takes e, and owed
+	// whether one still owes it.
+	incident, owed := false, false
 	for _, r := range n.receivers(ctx) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !r.Wants(e) || !n.incidentStep(r, e) {
+		if !r.Wants(e) {
+			continue
+		}
+		incident = incident || r.incident()
+		if !n.incidentStep(r, e) {
 			continue
 		}
 		if until := n.paused[r.Name]; time.Now().Before(until) {
 			notifications.WithLabelValues("skipped").Inc()
+			owed = owed || r.incident()
 			continue
 		}
 		err := n.Deliver(ctx, r, e)
@@ -686,6 +712,8 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			// NOTE: a trigger or close refused for good is not tried
 			// again.
 			n.delivered(r, e, err == nil)
+		} else {
+			owed = owed || r.incident()
 		}
 		switch {
 		case err == nil:
@@ -710,6 +738,9 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			}
 			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase)
 		}
+	}
+	if incident && !owed && n.Closed != nil && mayClose(e) {
+		n.Closed(e)
 	}
 }
 
@@ -801,20 +832,18 @@ func (n *Notifier) forget(receiver, key string) {
 // worker, and the queue behind it, for long. A receiver that fails one is
 // left until the next retry, and each of its pending events counts the
 // try: one is given up after maxCloseTries, when the tool refuses it for
-// good, or when its receiver no longer opens incidents; a newer event of
-// its object replaces it (incidentStep).
+// good, or when its receiver no longer opens incidents or is gone
+// (abandon); a newer event of its object replaces it (incidentStep). A
+// close no incident receiver owes any more is reported to Closed.
 func (n *Notifier) retryPending(ctx context.Context) {
 	if !n.anyPending() {
 		return
 	}
-	for _, r := range n.receivers(ctx) {
+	rs := n.receivers(ctx)
+	n.abandon(rs)
+	for _, r := range rs {
 		pending := n.pending[r.Name]
 		if len(pending) == 0 || time.Now().Before(n.paused[r.Name]) {
-			continue
-		}
-		if !r.incident() {
-			delete(n.pending, r.Name)
-			delete(n.open, r.Name)
 			continue
 		}
 		sent := 0
@@ -832,20 +861,73 @@ func (n *Notifier) retryPending(ctx context.Context) {
 				sent++
 				n.delivered(r, p.event, true)
 				notifications.WithLabelValues("sent").Inc()
+				n.settled(rs, p.event)
 				continue
 			case errors.As(err, &perm):
 				n.giveUp(r, key, err, "refused, and is not sent again")
+				n.settled(rs, p.event)
 				continue
 			}
 			n.pauseBusy(r, err)
 			for k, q := range pending {
 				if q.tries++; q.tries >= maxCloseTries {
 					n.giveUp(r, k, err, "not delivered after an hour of tries, and is given up")
+					n.settled(rs, q.event)
 				}
 			}
 			break
 		}
 	}
+}
+
+// abandon drops the triggers and closes pending for receivers that no
+// longer open incidents: those whose Secret now names another format,
+// and those rs no longer holds (the Secret is gone, or wrong). Nothing
+// is left to send them to, as after a restart; the closes among them are
+// settled (settled) once, per object.
+func (n *Notifier) abandon(rs []Receiver) {
+	current := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		current[r.Name] = r.incident()
+	}
+	var closes []Event
+	for name, pending := range n.pending {
+		if current[name] || len(pending) == 0 {
+			continue
+		}
+		for _, p := range pending {
+			if incidentAction(p.event) == incidentClose {
+				closes = append(closes, p.event)
+			}
+		}
+		delete(n.pending, name)
+		delete(n.open, name)
+	}
+	seen := map[string]bool{}
+	for _, e := range closes {
+		if k := e.Kind + "/" + e.Namespace + "/" + e.Name; !seen[k] {
+			seen[k] = true
+			n.settled(rs, e)
+		}
+	}
+}
+
+// settled reports e, a close that an incident receiver no longer owes, to
+// Closed, unless another incident receiver of rs still holds a close of
+// its object pending.
+func (n *Notifier) settled(rs []Receiver, e Event) {
+	if n.Closed == nil || !mayClose(e) {
+		return
+	}
+	for _, r := range rs {
+		if !r.incident() {
+			continue
+		}
+		if p := n.pending[r.Name][incidentKey(r, e)]; p != nil && incidentAction(p.event) == incidentClose {
+			return
+		}
+	}
+	n.Closed(e)
 }
 
 // giveUp forgets the pending trigger or close of key to r, and says why
@@ -871,6 +953,24 @@ const pendingPerRetry = 20
 func (n *Notifier) anyPending() bool {
 	for _, pending := range n.pending {
 		if len(pending) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// TakesIncidents reports whether an incident receiver takes e, by the
+// receivers as last read (read again once they are ReceiversTTL old, as
+// for a delivery): the Addon reconciler asks it of a Synced add-on that
+// carries status.warningSince, which it keeps until Closed reports the
+// close delivered only when some receiver is to be sent that close.
+func (n *Notifier) TakesIncidents(ctx context.Context, e Event) bool {
+	if n == nil || n.Receivers == nil {
+		return false
+	}
+	n.init()
+	for _, r := range n.receivers(ctx) {
+		if r.incident() && r.Wants(e) {
 			return true
 		}
 	}
