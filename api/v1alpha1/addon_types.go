@@ -909,7 +909,8 @@ type AddonStatus struct {
 	// (Failed, Blocked or Degraded) and has not been Synced since, through
 	// the phases on the way (Progressing, OutOfSync, Paused): an incident
 	// receiver closes the incident it opened once the add-on is Synced,
-	// whichever controller opened it. Synced clears it.
+	// whichever controller opened it. Synced clears it, once the incident
+	// receivers that take the close have it.
 	// +optional
 	WarningSince *metav1.Time `json:"warningSince,omitempty"`
 

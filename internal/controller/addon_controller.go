@@ -115,6 +115,8 @@ type AddonReconciler struct {
 	// away without the controller removing its finalizer (a person
 	// removed it) still closes its incident (notifyGone).
 	warned sync.Map
+	// incidents remembers the triggers and closes this process sent.
+	incidents incidentMemory
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -328,6 +330,7 @@ func (r *AddonReconciler) init() error {
 		if r.Hooks == nil {
 			r.Hooks = &hooks.Runner{}
 		}
+		r.wireIncidents()
 		own, err := client.New(r.RestConfig, client.Options{Scheme: r.Client.Scheme(), Mapper: r.Client.RESTMapper()})
 		if err != nil {
 			r.setupErr = err
@@ -478,6 +481,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.written.Delete(key)
 	r.held.Delete(key)
 	r.releaseRemote(key)
+	r.incidents.forget(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

@@ -66,7 +66,8 @@ func TestNotCurrentSince(t *testing.T) {
 }
 
 // TestInWarning: an add-on is in a warning while it is Failed, Blocked or
-// Degraded, and through the phases on the way until it is Synced.
+// Degraded, and through the phases on the way until it is Synced; one
+// Synced that keeps warningSince for its incident's close is not.
 func TestInWarning(t *testing.T) {
 	since := &metav1.Time{Time: time.Now()}
 	cases := []struct {
@@ -76,6 +77,7 @@ func TestInWarning(t *testing.T) {
 		want bool
 	}{
 		{"Synced", capstanv1.AddonStatus{}, capstanv1.PhaseSynced, false},
+		{"Synced, its incident's close not delivered yet", capstanv1.AddonStatus{WarningSince: since}, capstanv1.PhaseSynced, false},
 		{"Degraded", capstanv1.AddonStatus{WarningSince: since}, capstanv1.PhaseDegraded, true},
 		{"held by a gate after it was Degraded", capstanv1.AddonStatus{WarningSince: since}, capstanv1.PhaseOutOfSync, true},
 		{"Degraded by a Capstan that kept no warningSince", capstanv1.AddonStatus{}, capstanv1.PhaseDegraded, true},

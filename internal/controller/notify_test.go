@@ -24,11 +24,13 @@ import (
 // creates them gets every add-on's transitions while they exist.
 const notifySecret = "capstan-notify"
 
-// webhook records what is posted to it, by path.
+// webhook records what is posted to it, by path; it answers 500 on the
+// paths in failing, and 204 elsewhere.
 type webhook struct {
-	mu    sync.Mutex
-	posts map[string][]webhookPost
-	srv   *httptest.Server
+	mu      sync.Mutex
+	posts   map[string][]webhookPost
+	failing map[string]bool
+	srv     *httptest.Server
 }
 
 type webhookPost struct {
@@ -37,12 +39,17 @@ type webhookPost struct {
 }
 
 func newWebhook(t *testing.T) *webhook {
-	w := &webhook{posts: map[string][]webhookPost{}}
+	w := &webhook{posts: map[string][]webhookPost{}, failing: map[string]bool{}}
 	w.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.mu.Lock()
 		w.posts[r.URL.Path] = append(w.posts[r.URL.Path], webhookPost{header: r.Header.Clone(), body: body})
+		failing := w.failing[r.URL.Path]
 		w.mu.Unlock()
+		if failing {
+			rw.WriteHeader(http.StatusInternalServerError)
+			return
+		}
 		rw.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(w.srv.Close)
@@ -66,6 +73,36 @@ func (w *webhook) events(t *testing.T, path, name string) ([]notify.Event, []web
 		}
 	}
 	return events, posts
+}
+
+// fail makes the webhook answer 500 on path.
+func (w *webhook) fail(path string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.failing[path] = true
+}
+
+// actions are the event_action of each PagerDuty event posted to path,
+// and its dedup_key.
+func (w *webhook) actions(t *testing.T, path string) (actions, keys []string) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, p := range w.posts[path] {
+		var m map[string]any
+		if err := json.Unmarshal(p.body, &m); err != nil {
+			t.Fatalf("a PagerDuty event that is not JSON: %s", p.body)
+		}
+		actions, keys = append(actions, fmt.Sprint(m["event_action"])), append(keys, fmt.Sprint(m["dedup_key"]))
+	}
+	return actions, keys
+}
+
+// count is how many posts path got.
+func (w *webhook) count(path string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.posts[path])
 }
 
 // texts are the Slack texts posted to path that name the add-on.
@@ -208,9 +245,10 @@ func TestTransitionsAreNotified(t *testing.T) {
 	// and the incident is resolved, once.
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
 	waitPhase(t, a, capstanv1.PhaseSynced)
-	if got := getAddon(t, a).Status.WarningSince; got != nil {
-		t.Fatalf("a Synced add-on keeps status.warningSince %v", got)
-	}
+	// It keeps warningSince until the resolve is delivered, then loses it.
+	waitFor(t, a, 30*time.Second, "status.warningSince cleared once the resolve is delivered", func(cur *capstanv1.Addon) bool {
+		return cur.Status.WarningSince == nil
+	})
 	eventually(t, 30*time.Second, "the Synced notification that ends the warning", func() bool {
 		events, _ := hook.events(t, "/all/T0/s3cretpath", a.Name)
 		last := events[len(events)-1]

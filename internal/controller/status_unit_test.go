@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -276,7 +277,7 @@ func TestMarkWarning(t *testing.T) {
 	} {
 		was := st.Phase
 		st.Phase = step.phase
-		markWarning(st, was, t0.Add(time.Duration(i)*time.Minute))
+		markWarning(st, was, t0.Add(time.Duration(i)*time.Minute), false)
 		if step.since < 0 && st.WarningSince != nil ||
 			step.since >= 0 && (st.WarningSince == nil || !st.WarningSince.Time.Equal(t0.Add(time.Duration(step.since)*time.Minute))) {
 			t.Fatalf("step %d, %s: warningSince %v; want minute %d", i, step.phase, st.WarningSince, step.since)
@@ -285,8 +286,49 @@ func TestMarkWarning(t *testing.T) {
 	// An Addon a Capstan without the field left Failed: its way to
 	// Progressing starts the mark.
 	old := &capstanv1.AddonStatus{Phase: capstanv1.PhaseProgressing}
-	markWarning(old, capstanv1.PhaseFailed, t0)
+	markWarning(old, capstanv1.PhaseFailed, t0, false)
 	if old.WarningSince == nil {
 		t.Fatal("an add-on from Failed to Progressing, with no mark, has none after")
+	}
+}
+
+// TestCloseDeliveredMarksTheLastClose: the notifier's report of a
+// delivered close marks the add-on's close delivered only when it is the
+// close this process sent last: an older one, delivered after the add-on
+// failed and recovered again, leaves the newer one owed, and so does a
+// repository's of the same name.
+func TestCloseDeliveredMarksTheLastClose(t *testing.T) {
+	r := &AddonReconciler{}
+	key := types.NamespacedName{Namespace: "apps", Name: "web"}
+	older := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	newer := older.Add(time.Minute)
+	r.incidents.closes.Store(key, closeSent{at: newer})
+	delivered := func() bool {
+		v, _ := r.incidents.closes.Load(key)
+		return v.(closeSent).delivered
+	}
+	r.closeDelivered(notify.Event{Kind: "Addon", Namespace: "apps", Name: "web", Time: older})
+	r.closeDelivered(notify.Event{Kind: "AddonRepository", Namespace: "apps", Name: "web", Time: newer})
+	if delivered() {
+		t.Fatal("an older close, or a repository's, marked the add-on's last close delivered")
+	}
+	r.closeDelivered(notify.Event{Kind: "Addon", Namespace: "apps", Name: "web", Time: newer})
+	if !delivered() {
+		t.Fatal("the add-on's last close, delivered, is not marked so")
+	}
+	// Delivered, it is owed no longer: the next status clears warningSince.
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"},
+		Status: capstanv1.AddonStatus{Phase: capstanv1.PhaseSynced, WarningSince: &metav1.Time{Time: older}}}
+	r.Notifier = &notify.Notifier{Receivers: func(context.Context) ([]notify.Receiver, error) {
+		pd, err := notify.ReceiverFromSecret("pager", map[string][]byte{"format": []byte("pagerduty"), "token": []byte("k"),
+			"url": []byte("http://127.0.0.1:9/v2/enqueue")})
+		return []notify.Receiver{pd}, err
+	}}
+	if r.owesClose(context.Background(), addon) {
+		t.Fatal("a close delivered is still owed")
+	}
+	r.incidents.closes.Store(key, closeSent{at: newer})
+	if !r.owesClose(context.Background(), addon) {
+		t.Fatal("a close that an incident receiver takes, not delivered, is not owed")
 	}
 }

@@ -46,7 +46,8 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
 	}
 	addon.Status.Profile = s.profile
-	markWarning(&addon.Status, before.Status.Phase, time.Now())
+	markWarning(&addon.Status, before.Status.Phase, time.Now(), r.owesClose(ctx, addon))
+	r.rememberIncidents(addon)
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	recordPhase(key, addon.Status.Phase)
 	if addon.Status.WarningSince != nil && r.Notifier != nil {
@@ -58,6 +59,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		return nil
 	}
 	notice := r.emitTransition(before, s)
+	again := r.incidentAgain(before, s, notice)
 	base := before
 	if s.stored != nil {
 		base = before.DeepCopy()
@@ -67,9 +69,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
 		// Nothing changed: a resync with nothing new writes nothing. A
 		// transition here was written by a checkpoint.
-		if notice != nil {
-			r.Notifier.Notify(*notice)
-		}
+		r.announce(addon, notice, again)
 		return nil
 	}
 	err := r.Client.Status().Patch(ctx, addon, patch)
@@ -78,12 +78,10 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	}
 	if err == nil {
 		r.wrote(addon)
-		if notice != nil {
-			// NOTE: after the write: a status that failed to be written
-			// is decided again by the next reconcile, and would be
-			// posted twice.
-			r.Notifier.Notify(*notice)
-		}
+		// NOTE: after the write: a status that failed to be written is
+		// decided again by the next reconcile, and would be posted
+		// twice.
+		r.announce(addon, notice, again)
 	}
 	return err
 }
@@ -122,28 +120,36 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
 	}
 	if r.Notifier != nil {
-		st := &s.addon.Status
-		e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
-			Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
-			Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels), SameState: same, IncidentOnly: fought}
-		if before.Status.Phase != "" {
-			e.PreviousSeverity = phaseSeverity(before.Status.Phase)
-		}
-		if w := before.Status.WarningSince; w != nil {
-			e.WarningSince = w.UTC()
-		}
-		if len(st.History) > 0 {
-			e.Revision = st.History[0].Number
-		}
-		if a := s.artifact; a != nil && a.Tree != nil {
-			// NOTE: this reconcile's fetch, not status.plan's: a commit
-			// that failed before its plan was written is still the one
-			// a commit status names.
-			e.Repository, e.Commit = netguard.Redact(a.Identity.URL), a.Identity.Commit
-		}
+		e := r.addonEvent(before, s, severity)
+		e.SameState, e.IncidentOnly = same, fought
 		return &e
 	}
 	return nil
+}
+
+// addonEvent is the notifier's event of the status this reconcile ends
+// with, of the given severity.
+func (r *AddonReconciler) addonEvent(before *capstanv1.Addon, s *scope, severity notify.Severity) notify.Event {
+	st := &s.addon.Status
+	e := notify.Event{Time: time.Now().UTC(), Kind: "Addon", Namespace: s.addon.Namespace, Name: s.addon.Name,
+		Phase: string(s.outcome.Phase), Reason: s.outcome.Reason, Message: truncate(s.outcome.Message, 4000),
+		Severity: severity, Source: st.Source, Version: st.Version, Labels: maps.Clone(s.addon.Labels)}
+	if before.Status.Phase != "" {
+		e.PreviousSeverity = phaseSeverity(before.Status.Phase)
+	}
+	if w := before.Status.WarningSince; w != nil {
+		e.WarningSince = w.UTC()
+	}
+	if len(st.History) > 0 {
+		e.Revision = st.History[0].Number
+	}
+	if a := s.artifact; a != nil && a.Tree != nil {
+		// NOTE: this reconcile's fetch, not status.plan's: a commit
+		// that failed before its plan was written is still the one
+		// a commit status names.
+		e.Repository, e.Commit = netguard.Redact(a.Identity.URL), a.Identity.Commit
+	}
+	return e
 }
 
 // notifyGone tells the incident receivers that the add-on is gone, once
@@ -163,12 +169,16 @@ func (r *AddonReconciler) notifyGone(key types.NamespacedName, lbls map[string]s
 // markWarning keeps status.warningSince: set when the add-on goes into a
 // warning, or leaves one for a phase on the way (was, the phase before:
 // an Addon that a Capstan without the field left failing), kept through
-// the phases on the way, cleared once it is Synced. It rides in the write
-// that changes the phase, and a healthy add-on never carries it.
-func markWarning(st *capstanv1.AddonStatus, was capstanv1.Phase, now time.Time) {
+// the phases on the way, cleared once it is Synced, unless its close is
+// owed (owesClose): an incident receiver takes it and it is not delivered
+// yet. It rides in the write that changes the phase, and a healthy add-on
+// never carries it.
+func markWarning(st *capstanv1.AddonStatus, was capstanv1.Phase, now time.Time, owed bool) {
 	switch {
 	case st.Phase == capstanv1.PhaseSynced:
-		st.WarningSince = nil
+		if !owed {
+			st.WarningSince = nil
+		}
 	case st.WarningSince == nil && (phaseSeverity(st.Phase) == notify.SeverityWarning || phaseSeverity(was) == notify.SeverityWarning):
 		st.WarningSince = &metav1.Time{Time: now}
 	}

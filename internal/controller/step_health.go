@@ -132,8 +132,10 @@ func notCurrentSince(st *capstanv1.AddonStatus, now time.Time) time.Time {
 // inWarning reports whether the add-on is in a phase that needs a look, or
 // has not been Synced since it was (status.warningSince, which markWarning
 // keeps through the phases on the way); was is the phase it was read with.
+// A Synced add-on that keeps warningSince has settled: the mark waits only
+// for its incident's close to be delivered (owesClose).
 func inWarning(st *capstanv1.AddonStatus, was capstanv1.Phase) bool {
-	return st.WarningSince != nil || phaseSeverity(was) == notify.SeverityWarning
+	return st.WarningSince != nil && was != capstanv1.PhaseSynced || phaseSeverity(was) == notify.SeverityWarning
 }
 
 // degradedPoll is how often a Degraded add-on is looked at when no status
