@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
 )
 
 func def(name, extra string) []byte {
@@ -145,5 +147,36 @@ func TestWriterRaces(t *testing.T) {
 	}
 	if got := w.Git("show", "HEAD:addons/shared.yaml"); !strings.Contains(got, "prune: true") || strings.Contains(got, "suspend") {
 		t.Fatalf("the conflicting change overwrote the other:\n%s", got)
+	}
+}
+
+// TestWriterPushesThroughTheFetchGuard commits with the auth the controller
+// gives the server's writers (source.Fetcher.GitAuth): its pushes go
+// through the fetch guard, and land.
+func TestWriterPushesThroughTheFetchGuard(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("README.md", "gitops\n").CommitAndPush("start")
+
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := fetcher.GitAuth(ctx, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := &Writer{URL: url, Auth: auth, AuthorName: "Ada", AuthorEmail: "ada@example.com"}
+	if _, err := writer.Install(ctx, def("grafana", "")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Suspend(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	if got := w.Git("show", "HEAD:addons/grafana.yaml"); !strings.Contains(got, "suspend: true") {
+		t.Fatalf("the pushed definition:\n%s", got)
 	}
 }

@@ -113,8 +113,10 @@ func setup() error {
 	newServer = func() *server.Server {
 		return &server.Server{
 			Base: controllerCfg, Reviewer: reviewer, Scheme: cli.Scheme(), Mapper: mapper, Fetcher: fetcher,
-			Controller: controllerClient, GitAuth: gitops.BasicAuth,
-			Syncer: syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: gitops.BasicAuth}},
+			// Commits and syncs use the controller's own git auth, whose
+			// fetches and pushes go through the fetch guard.
+			Controller: controllerClient, GitAuth: fetcher.GitAuth,
+			Syncer: syncNow{&controller.AddonRepositoryReconciler{Client: controllerClient, APIReader: controllerClient, Auth: fetcher.GitAuth}},
 			Config: controller.Config{Namespace: install.Namespace, TrustedNamespaces: []string{install.Namespace, trustedNamespace}, Sandbox: sandbox},
 			Log:    funcr.New(func(prefix, args string) { fmt.Fprintln(apiLog, prefix, args) }, funcr.Options{}),
 		}

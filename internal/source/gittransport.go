@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -23,9 +24,9 @@ import (
 // NOTE: go-git picks its transport from a process-wide table by URL scheme,
 // with no per-call option. The table's http, https and ssh entries are
 // replaced once, at package init (before any goroutine can read the table),
-// by a dispatcher that sends a fetch carrying a *guardedAuth through that
-// auth's guarded transport. Fetches without one, from code outside this
-// package, keep go-git's own transports.
+// by a dispatcher that sends a fetch or a push carrying a *guardedAuth
+// through that auth's guarded transport. Fetches and pushes without one,
+// from code outside this package, keep go-git's own transports.
 func init() {
 	for _, scheme := range []string{"http", "https", "ssh"} {
 		client.InstallProtocol(scheme, &dispatcher{fallback: client.Protocols[scheme]})
@@ -59,9 +60,12 @@ func (d *dispatcher) NewUploadPackSession(ep *transport.Endpoint, auth transport
 	return d.fallback.NewUploadPackSession(ep, auth)
 }
 
+// NewReceivePackSession opens a push. The server's commits (gitops.Writer
+// with Fetcher.GitAuth) push to repositories any tenant admin may name in an
+// AddonRepository, so a push is dialled through the same guard as a fetch.
 func (d *dispatcher) NewReceivePackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.ReceivePackSession, error) {
-	if _, ok := auth.(*guardedAuth); ok {
-		return nil, fmt.Errorf("capstan never pushes through the fetch transport")
+	if g, ok := auth.(*guardedAuth); ok {
+		return g.transport.NewReceivePackSession(ep, g.inner)
 	}
 	return d.fallback.NewReceivePackSession(ep, auth)
 }
@@ -69,14 +73,62 @@ func (d *dispatcher) NewReceivePackSession(ep *transport.Endpoint, auth transpor
 // gitTransports are a Fetcher's guarded git transports.
 type gitTransports struct {
 	http transport.Transport
-	ssh  *sshGuard
+	ssh  transport.Transport
 }
 
+// newGitTransports builds the guarded transports. Over http and https, go-git
+// sends the credentials to the repository's origin only, and drops them when
+// the ref listing is redirected to another origin; the guard's client checks
+// every hop, bounds every request by the guard's timeout and caps every
+// response body. Over ssh, the connection is pinned to an address the guard
+// allows. A push is bounded by the guard's timeout on both.
 func newGitTransports(c *http.Client, g *netguard.Guard) gitTransports {
+	timeout := g.Config().Timeout
 	return gitTransports{
-		http: githttp.NewClientWithOptions(c, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
-		ssh:  &sshGuard{guard: g, next: gitssh.DefaultClient},
+		http: boundedPush{
+			Transport: githttp.NewClientWithOptions(c, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
+			timeout:   timeout,
+		},
+		ssh: boundedPush{Transport: &sshGuard{guard: g, next: gitssh.DefaultClient}, timeout: timeout},
 	}
+}
+
+// boundedPush bounds every push session in time: go-git's ssh session has
+// no timeout of its own, and a server that answers a byte a minute would
+// hold the request that pushes for good.
+type boundedPush struct {
+	transport.Transport
+	timeout time.Duration
+}
+
+func (b boundedPush) NewReceivePackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.ReceivePackSession, error) {
+	s, err := b.Transport.NewReceivePackSession(ep, auth)
+	if err != nil {
+		return nil, err
+	}
+	return &boundedReceivePack{ReceivePackSession: s, timeout: b.timeout}, nil
+}
+
+// boundedReceivePack gives each step of a push the push's time bound.
+type boundedReceivePack struct {
+	transport.ReceivePackSession
+	timeout time.Duration
+}
+
+func (s *boundedReceivePack) AdvertisedReferences() (*packp.AdvRefs, error) {
+	return s.AdvertisedReferencesContext(context.Background())
+}
+
+func (s *boundedReceivePack) AdvertisedReferencesContext(ctx context.Context) (*packp.AdvRefs, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.ReceivePackSession.AdvertisedReferencesContext(ctx)
+}
+
+func (s *boundedReceivePack) ReceivePack(ctx context.Context, req *packp.ReferenceUpdateRequest) (*packp.ReportStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.ReceivePackSession.ReceivePack(ctx, req)
 }
 
 // sshGuard resolves an ssh endpoint's host, checks every address with the
@@ -95,8 +147,12 @@ func (s *sshGuard) NewUploadPackSession(ep *transport.Endpoint, auth transport.A
 	return s.next.NewUploadPackSession(pinned, auth)
 }
 
-func (s *sshGuard) NewReceivePackSession(*transport.Endpoint, transport.AuthMethod) (transport.ReceivePackSession, error) {
-	return nil, fmt.Errorf("capstan never pushes through the fetch transport")
+func (s *sshGuard) NewReceivePackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.ReceivePackSession, error) {
+	pinned, err := s.pin(ep)
+	if err != nil {
+		return nil, err
+	}
+	return s.next.NewReceivePackSession(pinned, auth)
 }
 
 func (s *sshGuard) pin(ep *transport.Endpoint) (*transport.Endpoint, error) {
