@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"fmt"
 	"testing"
 )
@@ -32,7 +33,7 @@ func BenchmarkChartCacheHit(b *testing.B) {
 	})
 	b.Run("warm-cache-hit", func(b *testing.B) {
 		for i := 0; i < b.N; i++ {
-			if _, err := f.fetchChart("k", "", false, nil); err != nil {
+			if _, err := f.fetchChart(context.Background(), "k", "", false, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

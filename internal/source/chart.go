@@ -76,18 +76,18 @@ func (f *Fetcher) cached(key, pinned string) (*Chart, bool, error) {
 // fetchChart runs one fetch per key at a time and caches only a verified
 // result. refresh fetches even when the cache holds the key, and replaces
 // what it holds.
-func (f *Fetcher) fetchChart(key, pinned string, refresh bool, fetch func() (*cachedChart, error)) (*Chart, error) {
+func (f *Fetcher) fetchChart(ctx context.Context, key, pinned string, refresh bool, fetch func(ctx context.Context) (*cachedChart, error)) (*Chart, error) {
 	flight := "chart\x00" + key + "\x00" + pinned
 	if refresh {
 		flight = "refresh\x00" + flight
 	} else if ch, ok, err := f.cached(key, pinned); ok {
 		return ch, err
 	}
-	v, err, _ := f.flight.Do(flight, func() (any, error) {
+	v, err := f.shared(ctx, flight, func(ctx context.Context) (any, error) {
 		if c, ok := f.charts.get(key); ok && c.matches(pinned) && !refresh {
 			return c, nil
 		}
-		c, err := fetch()
+		c, err := fetch(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -139,7 +139,7 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 		return nil, err
 	}
 	key := "url\x00" + u.String() + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, refresh, func() (*cachedChart, error) {
+	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: u.Host}, f.limits.MaxArchiveBytes, "spec.chart.url")
 		if err != nil {
@@ -195,7 +195,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		return nil, err
 	}
 	key := "repo\x00" + base.String() + "\x00" + spec.Name + "\x00" + cv.Version + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, refresh, func() (*cachedChart, error) {
+	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		// Credentials go to the repository's host only, as Helm does by default.
 		data, err := f.get(ctx, au.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
@@ -300,7 +300,7 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
 		return c.index, f.now().Sub(c.fetched), nil
 	}
-	v, err, _ := f.flight.Do("index\x00"+key, func() (any, error) {
+	v, err := f.shared(ctx, "index\x00"+key, func(ctx context.Context) (any, error) {
 		if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
 			return c, nil
 		}

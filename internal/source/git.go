@@ -74,7 +74,7 @@ func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Cred
 		f.stats.GitCacheHits.Add(1)
 		return t, nil
 	}
-	v, err, _ := f.flight.Do(key, func() (any, error) {
+	v, err := f.shared(ctx, key, func(ctx context.Context) (any, error) {
 		if t, ok := f.trees.get(key); ok {
 			return t, nil
 		}

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -99,7 +100,7 @@ func TestChartCacheHitDoesNotParse(t *testing.T) {
 	// NOTE: parsing the Chart.yaml's 200 KiB of keywords again takes
 	// hundreds of thousands of allocations; a copy takes a few dozen.
 	allocs := testing.AllocsPerRun(5, func() {
-		if _, err := f.fetchChart("k", "", false, nil); err != nil {
+		if _, err := f.fetchChart(context.Background(), "k", "", false, nil); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -118,7 +119,7 @@ func TestChartCacheHitIsACopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := f.fetchChart("k", "", false, nil)
+	first, err := f.fetchChart(context.Background(), "k", "", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestChartCacheHitIsACopy(t *testing.T) {
 	}
 	c.SetDependencies()
 
-	second, err := f.fetchChart("k", "", false, nil)
+	second, err := f.fetchChart(context.Background(), "k", "", false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	}
 
 	key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
-	return f.fetchChart(key, spec.Digest, refresh && manifest == "", func() (*cachedChart, error) {
+	return f.fetchChart(ctx, key, spec.Digest, refresh && manifest == "", func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference)
 		if err != nil {
