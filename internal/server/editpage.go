@@ -70,7 +70,13 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusUnprocessableEntity, d)
 		return
 	}
-	art := s.editArtifact(r.Context(), d.Addon, form)
+	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form)
+	if err != nil {
+		e := errorFor(err)
+		d.Edit, d.Error = nil, e.Message
+		s.render(w, "list", e.Code, d)
+		return
+	}
 	form.SecretPaths = secretPaths(d.Addon)
 	if r.Method == http.MethodGet {
 		form.fill(current)
@@ -151,33 +157,38 @@ func holdPaths(fields []formField, paths []string) {
 	}
 }
 
-// editArtifact fetches the add-on's chart for its form. A chart that
-// cannot be fetched leaves the YAML editor, and says why.
-func (s *Server) editArtifact(ctx context.Context, a *capstanv1.Addon, form *editForm) *source.Artifact {
+// editArtifact fetches the add-on's chart for its form, for a user who may
+// patch the Addon (as a save does). A chart that cannot be fetched leaves
+// the YAML editor, and says why. The error is a refusal of the page: the
+// user may not change the Addon, or every page fetch is taken.
+func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm) (*source.Artifact, error) {
 	if a.Spec.Chart == nil {
 		form.NoValues = true
-		return nil
+		return nil, nil
 	}
 	if s.Fetcher == nil {
 		form.FetchError = "this server fetches no charts"
-		return nil
+		return nil, nil
 	}
 	// NOTE: a chart behind credentials is not fetched here: the page has
 	// no right to the add-on's Secrets. Its values are edited as YAML.
-	art, err := s.Fetcher.Fetch(ctx, a.Spec, nil)
+	art, err := s.pageFetch(ctx, u, "patch", client.ObjectKeyFromObject(a), a.Spec)
+	if e, ok := pageRefusal(w, err); ok {
+		return nil, e
+	}
 	if err != nil {
 		form.FetchError = err.Error()
-		return nil
+		return nil, nil
 	}
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
 		fields, err := schemaForm(doc)
 		if err != nil {
 			form.FetchError = err.Error()
-			return art
+			return art, nil
 		}
 		form.HasSchema, form.Fields = true, fields
 	}
-	return art
+	return art, nil
 }
 
 // saveValues replaces the add-on's values: by a merge patch of its spec,

@@ -17,6 +17,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -474,7 +475,21 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(form.Chart, "oci://") {
 		spec.Chart = &capstanv1.ChartSource{OCI: form.Chart}
 	}
-	art, err := s.Fetcher.Fetch(r.Context(), spec, nil)
+	if errs := validation.IsDNS1123Label(form.Namespace); len(errs) > 0 {
+		d.Error = "Namespace: " + strings.Join(errs, "; ")
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	}
+	key := client.ObjectKey{Namespace: form.Namespace}
+	if len(validation.IsDNS1123Subdomain(form.Name)) == 0 {
+		key.Name = form.Name
+	}
+	art, err := s.pageFetch(r.Context(), sess.user, "create", key, spec)
+	if e, ok := pageRefusal(w, err); ok {
+		d.Error = e.Message
+		s.render(w, "new", e.Code, d)
+		return
+	}
 	if err != nil {
 		d.Error = "The chart could not be fetched: " + err.Error()
 		s.render(w, "new", http.StatusUnprocessableEntity, d)

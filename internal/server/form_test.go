@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,8 +21,12 @@ import (
 	"capstan.dev/capstan/internal/testcontroller"
 )
 
-// chartServer serves the tests' charts over TLS on loopback.
-var chartServer *httptest.Server
+// chartServer serves the tests' charts over TLS on loopback;
+// chartRequests counts the requests it answered.
+var (
+	chartServer   *httptest.Server
+	chartRequests atomic.Int64
+)
 
 // formSchema has every kind of field the form renders.
 const formSchema = `{
@@ -64,6 +69,7 @@ func serveCharts() *httptest.Server {
 	})
 	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop}
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		chartRequests.Add(1)
 		data, ok := archives[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)

@@ -48,6 +48,22 @@ const syncWait = 10 * time.Second
 // SubjectAccessReview of the user as the token's review names them: name,
 // UID, groups and extra.
 func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.ObjectKey) error {
+	allowed, err := s.allowed(ctx, u, verb, key)
+	if err != nil {
+		return err
+	}
+	if !allowed {
+		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
+			Message: fmt.Sprintf("%s may not %s Addon %s, so no commit was made", u.Name, verb, key)}
+	}
+	return nil
+}
+
+// allowed asks the API server, by a SubjectAccessReview of the user as the
+// token's review names them (name, UID, groups and extra), whether the
+// user may verb the Addon key; a key without a name asks about any Addon
+// of its namespace.
+func (s *Server) allowed(ctx context.Context, u User, verb string, key client.ObjectKey) (bool, error) {
 	var extra map[string]authorizationv1.ExtraValue
 	if len(u.Extra) > 0 {
 		extra = make(map[string]authorizationv1.ExtraValue, len(u.Extra))
@@ -64,13 +80,9 @@ func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return err
+		return false, err
 	}
-	if !review.Status.Allowed {
-		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
-			Message: fmt.Sprintf("%s may not %s Addon %s, so no commit was made", u.Name, verb, key)}
-	}
-	return nil
+	return review.Status.Allowed, nil
 }
 
 // managingRepository reads the AddonRepository that manages a.

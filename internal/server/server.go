@@ -60,6 +60,10 @@ type Server struct {
 	// MaxPlans bounds the plans on demand computed at once; a plan past it
 	// is answered 429. Zero means defaultMaxPlans.
 	MaxPlans int
+	// MaxPageFetches bounds the charts the pages fetch at once for their
+	// forms; a page past it is answered 429. Zero means
+	// defaultMaxPageFetches.
+	MaxPageFetches int
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories
@@ -79,7 +83,15 @@ type Server struct {
 	sessions sessions
 	// plans holds a token for each plan being computed.
 	plans chan struct{}
+	// pageFetches holds a token for each chart a page is fetching.
+	pageFetches chan struct{}
 }
+
+// defaultMaxPageFetches is how many charts the pages fetch at once unless
+// told. NOTE: each may fetch 20 MiB and unpack 100 MiB into the chart cache
+// the reconciles share, and anyone who may create or change one Addon may
+// ask for one.
+const defaultMaxPageFetches = 2
 
 // defaultMaxPlans is how many plans on demand a server computes at once
 // unless told. NOTE: each fetches a chart, renders it (a sandbox worker,
@@ -109,6 +121,11 @@ func (s *Server) Handler() http.Handler {
 		maxPlans = defaultMaxPlans
 	}
 	s.plans = make(chan struct{}, maxPlans)
+	maxPageFetches := s.MaxPageFetches
+	if maxPageFetches <= 0 {
+		maxPageFetches = defaultMaxPageFetches
+	}
+	s.pageFetches = make(chan struct{}, maxPageFetches)
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)

@@ -1,0 +1,65 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/source"
+)
+
+// pageFetchRetryAfter is the Retry-After, in seconds, of a page refused
+// because the server fetches as many charts for pages as it may.
+const pageFetchRetryAfter = 5
+
+// pageFetch fetches the chart of spec for a page's form: only for a user
+// the API server allows to verb the Addon key (a key without a name asks
+// about any Addon of its namespace), and with a turn among the server's
+// page fetches. A refusal is an apiError: 403 for the user, 429 when every
+// turn is taken, 503 when the review failed; any other error is the
+// fetch's.
+//
+// NOTE: the fetch is the controller's, through its guard and into the
+// chart cache its reconciles share, and any token the API server accepts
+// signs in: without the review, anyone could make the controller fetch any
+// link, and read the errors as a port scanner's answers.
+func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	allowed, err := s.allowed(ctx, u, verb, key)
+	if err != nil {
+		return nil, apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
+			Message: fmt.Sprintf("the Kubernetes API server could not review whether %s may %s the Addon (%v), so the chart was not fetched; try again", u.Name, verb, err)}
+	}
+	if !allowed {
+		what := "Addon " + key.String()
+		if key.Name == "" {
+			what = "Addons in namespace " + key.Namespace
+		}
+		return nil, apiError{Code: http.StatusForbidden, Reason: "Forbidden",
+			Message: fmt.Sprintf("%s may not %s %s, so the chart was not fetched", u.Name, verb, what)}
+	}
+	select {
+	case s.pageFetches <- struct{}{}:
+		defer func() { <-s.pageFetches }()
+	default:
+		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", cap(s.pageFetches), pageFetchRetryAfter)}
+	}
+	return s.Fetcher.Fetch(ctx, spec, nil)
+}
+
+// pageRefusal is err's answer when it is a refusal of pageFetch, and sets
+// its Retry-After; ok is false for any other error.
+func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
+	e, ok := err.(apiError)
+	if !ok {
+		return apiError{}, false
+	}
+	if e.Code == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", strconv.Itoa(pageFetchRetryAfter))
+	}
+	return e, true
+}
