@@ -184,7 +184,10 @@ func contextNamespace(kubeconfig string) (string, error) {
 		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
 	}
 	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
-	if err != nil {
+	switch {
+	case err != nil && kubeconfig != "":
+		return "", fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
+	case err != nil:
 		return "", fmt.Errorf("cannot read the namespace of the kubeconfig's context: %w; give --namespace", err)
 	}
 	return ns, nil
