@@ -8,6 +8,8 @@ import (
 	"net/mail"
 	"os"
 	"path"
+	"slices"
+	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -295,11 +297,7 @@ removes the software, and the mark is taken off again if the commit fails.`,
 func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey,
 	report func(*cobra.Command, string, error, string) error) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
-	folder := w.Folder
-	if folder == "" {
-		folder = gitops.DefaultFolder
-	}
-	file := path.Join(folder, key.Name+".yaml")
+	files := gitops.DefinitionFiles(w.Folder, key.Name)
 	a := &capstanv1.Addon{}
 	if err := c.Get(ctx, key, a); apierrors.IsNotFound(err) {
 		return fmt.Errorf("addon %s does not exist, so nothing can be marked for uninstall: give the Addon's namespace with -n, or leave --uninstall out", key)
@@ -311,10 +309,10 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		return fmt.Errorf("addon %s is not managed by git (it has no %s label): no commit removes it; remove it in the cluster with `capstan addon remove %s -n %s --uninstall`",
 			key, gitops.ManagedByGitLabel, key.Name, key.Namespace)
 	}
-	if made := a.Annotations[gitops.GitFileAnnotation]; made != "" && made != file {
-		return fmt.Errorf("addon %s was made from %s (annotation %s), not %s: give --folder %s", key, made, gitops.GitFileAnnotation, file, path.Dir(made))
+	if made := a.Annotations[gitops.GitFileAnnotation]; made != "" && !slices.Contains(files, made) {
+		return fmt.Errorf("addon %s was made from %s (annotation %s), not from %s: give --folder %s", key, made, gitops.GitFileAnnotation, strings.Join(files, " or "), path.Dir(made))
 	}
-	if err := definitionExists(ctx, w, file); err != nil {
+	if err := definitionExists(ctx, w, files); err != nil {
 		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
 	}
 	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
@@ -335,9 +333,9 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	return report(cmd, commit, err, "removed "+key.Name)
 }
 
-// definitionExists reports, as an error, a definition file that is not in
-// the writer's branch: the commit would have nothing to delete.
-func definitionExists(ctx context.Context, w *gitops.Writer, file string) error {
+// definitionExists reports, as an error, a definition that is in none of
+// files in the writer's branch: the commit would have nothing to delete.
+func definitionExists(ctx context.Context, w *gitops.Writer, files []string) error {
 	repo := gitops.Repo{URL: w.URL, Auth: w.Auth}
 	branch := w.Branch
 	if branch == "" {
@@ -351,12 +349,14 @@ func definitionExists(ctx context.Context, w *gitops.Writer, file string) error 
 	if err != nil {
 		return err
 	}
-	if _, err := head.File(file); errors.Is(err, object.ErrFileNotFound) {
-		return fmt.Errorf("%s is not in branch %q of %s", file, branch, netguard.Redact(w.URL))
-	} else if err != nil {
-		return fmt.Errorf("cannot read %s in branch %q of %s: %w", file, branch, netguard.Redact(w.URL), err)
+	for _, file := range files {
+		if _, err := head.File(file); err == nil {
+			return nil
+		} else if !errors.Is(err, object.ErrFileNotFound) {
+			return fmt.Errorf("cannot read %s in branch %q of %s: %w", file, branch, netguard.Redact(w.URL), err)
+		}
 	}
-	return nil
+	return fmt.Errorf("%s is not in branch %q of %s", strings.Join(files, " or "), branch, netguard.Redact(w.URL))
 }
 
 func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {

@@ -101,7 +101,7 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 
 	for _, tc := range []struct{ name, want string }{
 		{"handmade", "is not managed by git"},
-		{"ghost", "addons/ghost.yaml is not in branch \"main\""},
+		{"ghost", "addons/ghost.yaml or addons/ghost.yml is not in branch \"main\""},
 		{"missing", "does not exist"},
 	} {
 		out, err := capstan(t, cluster, "addon", "remove", tc.name, "--gitops", url, "--uninstall", "-n", ns)
@@ -136,6 +136,20 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/grafana.yaml")); !os.IsNotExist(err) {
 		t.Errorf("the file is still in git: %v", err)
+	}
+
+	// A definition written as name.yml, which the syncer reads too.
+	gitserver.Clone(t, url).Write("addons/loki.yml", "name: loki\nhelm:\n  repo: https://charts.invalid/\n  chart: loki\n  version: 6.0.0\n").CommitAndPush("loki")
+	newAddon(t, c, ns, "loki", func(a *capstanv1.Addon) {
+		a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
+		a.Annotations = map[string]string{gitops.GitFileAnnotation: "addons/loki.yml"}
+	})
+	out, err = capstan(t, cluster, "addon", "remove", "loki", "--gitops", url, "--uninstall", "-n", ns)
+	if err != nil || !strings.Contains(out, "removed loki") || !marked("loki") {
+		t.Fatalf("remove of addons/loki.yml: %v, marked %v\n%s", err, marked("loki"), out)
+	}
+	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/loki.yml")); !os.IsNotExist(err) {
+		t.Errorf("addons/loki.yml is still in git: %v", err)
 	}
 }
 

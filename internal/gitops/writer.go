@@ -79,7 +79,7 @@ func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
 	if _, err := Parse(file, content); err != nil {
 		return "", err
 	}
-	return w.change(ctx, name, "Install", func(cur []byte, exists bool) ([]byte, bool, error) {
+	return w.change(ctx, name, "Install", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if exists {
 			return nil, false, fmt.Errorf("%s exists already: use edit to change the add-on", file)
 		}
@@ -89,11 +89,10 @@ func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
 
 // Edit replaces an existing definition file with new content.
 func (w *Writer) Edit(ctx context.Context, name string, content []byte) (string, error) {
-	file := w.file(name)
-	if _, err := Parse(file, content); err != nil {
+	if _, err := Parse(w.file(name), content); err != nil {
 		return "", err
 	}
-	return w.change(ctx, name, "Edit", func(cur []byte, exists bool) ([]byte, bool, error) {
+	return w.change(ctx, name, "Edit", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
 			return nil, false, fmt.Errorf("%s does not exist: use install to add the add-on", file)
 		}
@@ -115,20 +114,51 @@ func (w *Writer) Resume(ctx context.Context, name string) (string, error) {
 // the Addon's deletion policy decides whether the software goes: mark the
 // Addon for uninstall first to remove it (addons.WithRemovalMarks).
 func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
-	return w.change(ctx, name, "Remove", func(cur []byte, exists bool) ([]byte, bool, error) {
+	return w.change(ctx, name, "Remove", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
-			return nil, false, fmt.Errorf("%s does not exist", w.file(name))
+			return nil, false, fmt.Errorf("%s does not exist", file)
 		}
 		return nil, false, nil
 	})
 }
 
+// file is the path a new definition of name is written to.
 func (w *Writer) file(name string) string {
-	folder := w.Folder
+	return DefinitionFiles(w.Folder, name)[0]
+}
+
+// DefinitionFiles are the paths that can hold the definition of add-on
+// name in folder (DefaultFolder when empty), in the order Capstan prefers
+// them: the syncer reads both name.yaml and name.yml, and a new definition
+// is written as name.yaml.
+func DefinitionFiles(folder, name string) []string {
 	if folder == "" {
 		folder = DefaultFolder
 	}
-	return path.Join(folder, name+".yaml")
+	return []string{path.Join(folder, name+".yaml"), path.Join(folder, name+".yml")}
+}
+
+// readDefinition reads the definition of add-on name in a checkout: the
+// one of DefinitionFiles that exists, or name.yaml when none does. Both
+// existing is an error: the syncer reads neither, and a change to one
+// would not take effect.
+func (w *Writer) readDefinition(fs billy.Filesystem, name string) (file string, cur []byte, exists bool, err error) {
+	files := DefinitionFiles(w.Folder, name)
+	file = files[0]
+	for _, f := range files {
+		data, ok, err := readFile(fs, f)
+		if err != nil {
+			return "", nil, false, err
+		}
+		if !ok {
+			continue
+		}
+		if exists {
+			return "", nil, false, fmt.Errorf("%s and %s both define add-on %s, so the syncer applies neither: delete one of them in git first", file, f, name)
+		}
+		file, cur, exists = f, data, true
+	}
+	return file, cur, exists, nil
 }
 
 func (w *Writer) setSuspend(name string, suspend bool) editFunc {
@@ -154,8 +184,7 @@ func (w *Writer) SetValues(ctx context.Context, name string, values map[string]a
 // setKey sets a top-level key of a definition to value, or removes it when
 // value is nil, keeping the rest of the file and its comments.
 func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
-	file := w.file(name)
-	return func(cur []byte, exists bool) ([]byte, bool, error) {
+	return func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
 			return nil, false, fmt.Errorf("%s does not exist", file)
 		}
@@ -195,8 +224,9 @@ func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
 }
 
 // editFunc computes a file's new content from its current one; keep false
-// deletes the file.
-type editFunc func(cur []byte, exists bool) (next []byte, keep bool, err error)
+// deletes the file. file is the definition's path: the existing one, or
+// where a new one goes.
+type editFunc func(file string, cur []byte, exists bool) (next []byte, keep bool, err error)
 
 // change commits one edit of one file and pushes it. A push that loses a
 // race is retried on the new head, unless the file itself changed there.
@@ -220,7 +250,7 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	}
 	var base []byte
 	var baseExists bool
-	var baseCommit string
+	var baseFile, baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
 		repo, err := git.CloneContext(ctx, source.GitStorage(CloneLimits), memfs.New(), &git.CloneOptions{
 			URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
@@ -237,16 +267,18 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		if err != nil {
 			return "", err
 		}
-		cur, exists, err := readFile(wt.Filesystem, file)
+		var cur []byte
+		var exists bool
+		file, cur, exists, err = w.readDefinition(wt.Filesystem, name)
 		if err != nil {
 			return "", err
 		}
 		if attempt == 1 {
-			base, baseExists, baseCommit = cur, exists, head.Hash().String()
-		} else if exists != baseExists || !bytes.Equal(cur, base) {
-			return "", &ConflictError{File: file, Base: baseCommit, Head: head.Hash().String()}
+			base, baseExists, baseFile, baseCommit = cur, exists, file, head.Hash().String()
+		} else if file != baseFile || exists != baseExists || !bytes.Equal(cur, base) {
+			return "", &ConflictError{File: baseFile, Base: baseCommit, Head: head.Hash().String()}
 		}
-		next, keep, err := edit(cur, exists)
+		next, keep, err := edit(file, cur, exists)
 		if err != nil {
 			return "", err
 		}

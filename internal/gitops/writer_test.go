@@ -180,3 +180,39 @@ func TestWriterPushesThroughTheFetchGuard(t *testing.T) {
 		t.Fatalf("the pushed definition:\n%s", got)
 	}
 }
+
+// TestWriterYml changes a definition written as name.yml, which the syncer
+// reads as well as name.yaml: the writer edits that file, and never adds a
+// name.yaml beside it, which would define the add-on twice.
+func TestWriterYml(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/grafana.yml", string(def("grafana", ""))).CommitAndPush("start")
+	writer := &Writer{URL: url}
+
+	if _, err := writer.Install(ctx, def("grafana", "")); err == nil || !strings.Contains(err.Error(), "addons/grafana.yml exists already") {
+		t.Fatalf("install beside addons/grafana.yml: %v", err)
+	}
+	if _, err := writer.Suspend(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	if got := w.Git("show", "HEAD:addons/grafana.yml"); !strings.Contains(got, "suspend: true") {
+		t.Fatalf("suspended definition:\n%s", got)
+	}
+	if _, err := writer.Remove(ctx, "grafana"); err != nil {
+		t.Fatal(err)
+	}
+	w.Pull()
+	if out := w.Git("ls-files", "addons"); strings.TrimSpace(out) != "addons/.keep" {
+		t.Fatalf("files left: %q; want addons/.keep alone", out)
+	}
+
+	// Both files: the syncer applies neither, and the writer says which.
+	w.Write("addons/loki.yml", string(def("loki", ""))).Write("addons/loki.yaml", string(def("loki", ""))).CommitAndPush("twice")
+	if _, err := writer.Suspend(ctx, "loki"); err == nil || !strings.Contains(err.Error(), "addons/loki.yaml and addons/loki.yml both define add-on loki") {
+		t.Fatalf("suspend of a definition written twice: %v", err)
+	}
+}
