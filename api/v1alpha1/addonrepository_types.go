@@ -41,6 +41,14 @@ type AddonRepositorySpec struct {
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
+	// Suspend stops the syncer: while it is true, the repository is not
+	// read, and no Addon is applied or deleted, so a change made in the
+	// cluster during an incident stays. Its Addons may then be changed in
+	// the cluster; setting it back to false syncs at once, and applies
+	// git's version again.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+
 	// WebhookSecretRef names a Secret in this namespace whose key "token" is
 	// the push webhook's secret: GitHub's and Gitea's HMAC key, GitLab's token.
 	// Without it, the webhook refuses every push.
@@ -111,6 +119,7 @@ type AddonRepositoryStatus struct {
 // +kubebuilder:printcolumn:name="Addons",type=integer,JSONPath=`.status.addons`
 // +kubebuilder:printcolumn:name="Invalid",type=integer,JSONPath=`.status.invalidFileCount`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Suspended",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name: an AddonRepository's name is at most 63 characters, as it is the value of the capstan.dev/managed-by-git label"
 type AddonRepository struct {

@@ -50,6 +50,7 @@ const (
 	ReasonUnreadable   = "RepositoryUnreadable"
 	ReasonAuthFailed   = "AuthFailed"
 	ReasonApplyFailed  = "ApplyFailed"
+	ReasonSuspended    = "Suspended"
 )
 
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
@@ -182,20 +183,40 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		interval = max(repo.Spec.Interval.Duration, MinInterval)
 	}
 	before := repo.DeepCopy()
-	res, syncErr := r.sync(ctx, repo)
+	var res ctrl.Result
+	var syncErr error
+	if repo.Spec.Suspend {
+		// NOTE: no requeue: a suspended repository is not read, and the
+		// spec change that resumes it is a new generation, which the
+		// watch syncs at once.
+		suspended(repo)
+	} else {
+		res, syncErr = r.sync(ctx, repo)
+	}
 	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); {
 	case err == nil:
 		r.notifyTransition(before, repo)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
 	}
-	if syncErr != nil {
+	if syncErr != nil || repo.Spec.Suspend {
 		return ctrl.Result{}, syncErr
 	}
 	if res.RequeueAfter == 0 || res.RequeueAfter > interval {
 		res.RequeueAfter = interval
 	}
 	return res, nil
+}
+
+// suspended records in status that the syncer leaves repo alone: nothing
+// is read, applied or deleted until spec.suspend is false again.
+func suspended(repo *capstanv1.AddonRepository) {
+	repo.Status.ObservedGeneration = repo.Generation
+	msg := "Suspended: the repository is not read, and no Addon is applied or deleted; set spec.suspend to false to sync again, which applies git's version"
+	if c := repo.Status.LastSyncedCommit; c != "" {
+		msg += fmt.Sprintf(" (last synced commit %s)", gitops.ShortCommit(c))
+	}
+	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{Reason: ReasonSuspended, Message: msg})
 }
 
 // sync does the work of Reconcile and records the outcome in repo's status.
@@ -344,7 +365,10 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	e := notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: repo.Namespace, Name: repo.Name,
 		Phase: "Synced", Reason: now.Reason, Message: conditions.Truncate(now.Message, 4000), Severity: notice.severity,
 		PreviousSeverity: wasSeverity, Source: netguard.Redact(repo.Spec.URL), Labels: maps.Clone(repo.Labels)}
-	if now.Status != metav1.ConditionTrue {
+	switch {
+	case now.Reason == ReasonSuspended:
+		e.Phase = ReasonSuspended
+	case now.Status != metav1.ConditionTrue:
 		e.Phase = "Failed"
 	}
 	if c := repo.Status.LastSyncedCommit; c != "" {
@@ -360,6 +384,8 @@ func repoSeverity(ready *metav1.Condition) notify.Severity {
 	switch {
 	case ready == nil:
 		return ""
+	case ready.Reason == ReasonSuspended:
+		return notify.SeverityInfo
 	case ready.Status != metav1.ConditionTrue || ready.Reason == ReasonInvalidFiles:
 		return notify.SeverityWarning
 	}

@@ -604,3 +604,64 @@ func TestIntervalHasAFloor(t *testing.T) {
 		t.Fatalf("interval 1s: %v", err)
 	}
 }
+
+// TestSyncerSuspended: while an AddonRepository is suspended, the syncer
+// neither reads it nor applies or deletes an Addon, so a change made in
+// the cluster during an incident stays; resuming syncs at once, and puts
+// git's version back.
+func TestSyncerSuspended(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-suspend")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma, version: 1.0.0}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+
+	patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Suspend = true })
+	eventually(t, 10*time.Second, "the repository reported suspended", func() error {
+		c := meta.FindStatusCondition(getRepo(t, ns, "gitops").Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonSuspended {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		return nil
+	})
+	kuma := mustAddon(t, ns, "kuma")
+	kuma.Spec.Chart.Version = "0.9.0"
+	if err := env.client.Update(ctx, kuma); err != nil {
+		t.Fatal(err)
+	}
+	c2 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma, version: 2.0.0}\n").
+		Remove("addons/dash.yaml").CommitAndPush("kuma 2, no dash")
+	listings := srv.Listings()
+	trigger(t, ns, "gitops")
+	trigger(t, ns, "gitops")
+	time.Sleep(time.Second)
+	if n := srv.Listings() - listings; n != 0 {
+		t.Fatalf("a suspended repository was read %d times", n)
+	}
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c1 {
+		t.Fatalf("a suspended repository synced %s", r.Status.LastSyncedCommit)
+	}
+	if v := mustAddon(t, ns, "kuma").Spec.Chart.Version; v != "0.9.0" {
+		t.Fatalf("the change made in the cluster was undone: version %s", v)
+	}
+	mustAddon(t, ns, "dash")
+
+	// No trigger: the resume itself syncs, long before the hour's interval.
+	patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Suspend = false })
+	waitSynced(t, ns, "gitops", c2)
+	if v := mustAddon(t, ns, "kuma").Spec.Chart.Version; v != "2.0.0" {
+		t.Fatalf("after the resume: version %s, want git's 2.0.0", v)
+	}
+	eventually(t, 10*time.Second, "dash deleted", func() error {
+		if _, err := getAddon(t, ns, "dash"); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("dash: %v", err)
+		}
+		return nil
+	})
+}
