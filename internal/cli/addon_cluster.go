@@ -166,16 +166,45 @@ func newAddonAddCommand() *cobra.Command {
 }
 
 // refuseGitManaged refuses to change in the cluster an Addon that git
-// manages: the syncer would undo the change, and git is its truth.
-func refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey) error {
+// manages: the syncer would undo the change, and git is its truth. An
+// Addon whose AddonRepository is suspended or gone may be changed, with a
+// note on stderr of what happens to the change: no syncer undoes it until
+// the repository is resumed, or ever, once it is gone.
+func refuseGitManaged(cmd *cobra.Command, c client.Client, key client.ObjectKey) error {
+	ctx := cmd.Context()
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {
 		return err
 	}
-	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
-		return fmt.Errorf("addon %s is managed by git (AddonRepository %s): change it with --gitops, by a commit", key, repo)
+	name := a.Labels[gitops.ManagedByGitLabel]
+	if name == "" {
+		return nil
 	}
-	return nil
+	repo := &capstanv1.AddonRepository{}
+	err = c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: name}, repo)
+	if apierrors.IsNotFound(err) {
+		repo = nil
+	} else if err != nil {
+		return fmt.Errorf("addon %s is managed by git (AddonRepository %s, which cannot be read: %w): change it with --gitops, by a commit", key, name, err)
+	}
+	note, err := gitManagedChange(key, name, repo)
+	if note != "" {
+		fmt.Fprintln(cmd.ErrOrStderr(), note)
+	}
+	return err
+}
+
+// gitManagedChange decides whether an Addon that the AddonRepository name
+// manages may be changed in the cluster; repo is nil when it is gone. It
+// answers a note for the person, or the refusal.
+func gitManagedChange(key client.ObjectKey, name string, repo *capstanv1.AddonRepository) (string, error) {
+	switch {
+	case repo == nil:
+		return fmt.Sprintf("Note: addon %s carries the %s label, but its AddonRepository %s is gone: the change is made in the cluster, and no repository manages the Addon any more.", key, gitops.ManagedByGitLabel, name), nil
+	case repo.Spec.Suspend:
+		return fmt.Sprintf("Note: AddonRepository %s, which manages addon %s, is suspended: the change is made in the cluster, and the next resume applies git's version again; commit the change to git too to keep it.", name, key), nil
+	}
+	return "", fmt.Errorf("addon %s is managed by git (AddonRepository %s): change it with --gitops, by a commit, or suspend the AddonRepository (spec.suspend) to change it in the cluster for a while", key, name)
 }
 
 // installCluster installs a suspended add-on with exactly the plan in
@@ -186,7 +215,7 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, w wa
 		return err
 	}
 	key := client.ObjectKey{Namespace: f.namespace, Name: name}
-	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+	if err := refuseGitManaged(cmd, c, key); err != nil {
 		return err
 	}
 	a, err := addons.Install(cmd.Context(), c, key, hash)
@@ -222,7 +251,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		return err
 	}
 	key := client.ObjectKey{Namespace: f.namespace, Name: name}
-	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+	if err := refuseGitManaged(cmd, c, key); err != nil {
 		return err
 	}
 	a, err := addons.Edit(cmd.Context(), c, key, raw, inputs)
@@ -387,7 +416,7 @@ func readyMessage(a *capstanv1.Addon) string {
 
 // removeCluster deletes an Addon, with --uninstall and --keep-values.
 func removeCluster(cmd *cobra.Command, c client.Client, key client.ObjectKey, o addons.RemoveOptions, w waitFlags) error {
-	if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+	if err := refuseGitManaged(cmd, c, key); err != nil {
 		return err
 	}
 	if err := addons.Remove(cmd.Context(), c, key, o); errors.Is(err, addons.ErrNoValuesToKeep) {

@@ -193,7 +193,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 						return err
 					}
 					key := client.ObjectKey{Namespace: cf.namespace, Name: args[0]}
-					if err := refuseGitManaged(cmd.Context(), c, key); err != nil {
+					if err := refuseGitManaged(cmd, c, key); err != nil {
 						return err
 					}
 					if err := addons.SetSuspend(cmd.Context(), c, key, suspend); err != nil {

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops"
@@ -224,5 +227,42 @@ func TestAddonEditMergesEveryValuesFile(t *testing.T) {
 	want := map[string]any{"replicas": 2.0, "keep": "me", "image": map[string]any{"tag": "v2"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("spec.values = %v, want %v", got, want)
+	}
+}
+
+// TestGitManagedAddonsOfASuspendedOrMissingRepository: an Addon carries
+// the managed-by-git label after its AddonRepository is deleted, and no
+// syncer undoes a change while the repository is suspended, so both are
+// changed in the cluster, with a note of what becomes of the change; an
+// Addon of a repository that syncs is still refused.
+func TestGitManagedAddonsOfASuspendedOrMissingRepository(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	ctx := context.Background()
+	for _, r := range []struct {
+		name    string
+		suspend bool
+	}{{"syncing", false}, {"paused", true}} {
+		repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: r.name},
+			Spec: capstanv1.AddonRepositorySpec{URL: "https://git.invalid/ops.git", Suspend: r.suspend}}
+		if err := c.Create(ctx, repo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct{ addon, repo, want string }{
+		{"orphan", "gone", "its AddonRepository gone is gone"},
+		{"held", "paused", "the next resume applies git's version again"},
+		{"synced", "syncing", "is managed by git (AddonRepository syncing)"},
+	} {
+		newAddon(t, c, ns, tc.addon, func(a *capstanv1.Addon) {
+			a.Labels = map[string]string{gitops.ManagedByGitLabel: tc.repo}
+		})
+		out, err := capstan(t, cluster, "addon", "suspend", tc.addon, "-n", ns)
+		if !strings.Contains(out+fmt.Sprint(err), tc.want) {
+			t.Errorf("suspend %s: %v; want %q\n%s", tc.addon, err, tc.want, out)
+		}
+		if changed := getAddon(t, c, ns, tc.addon).Spec.Suspend; changed != (tc.repo != "syncing") || (err != nil) != (tc.repo == "syncing") {
+			t.Errorf("suspend %s: suspended %v, error %v", tc.addon, changed, err)
+		}
 	}
 }
