@@ -66,11 +66,18 @@ func NewFetcher(cfg *rest.Config, o FetcherOptions) (*source.Fetcher, error) {
 }
 
 // Planner computes plans on demand with the identities of the person who
-// asks: their client reads and dry-runs.
+// asks: their client reads and dry-runs, and a cluster-profile add-on is
+// dry-run by impersonating the add-ons account with their credentials.
 type Planner struct {
 	Client     client.Client
 	RestConfig *rest.Config
 	Fetcher    *source.Fetcher
+	// PlatformReader reads the platform ConfigMap (Config.PlatformConfigMap)
+	// in the controller's namespace. A server that plans for others passes
+	// the controller's own reader: the facts are the platform's, the same
+	// for every add-on, and a tenant has no right on that namespace. Nil
+	// reads it with Client, as the CLI does in the person's own process.
+	PlatformReader client.Reader
 	// Config is the controller's configuration, the one its reconciler runs
 	// with. A server that plans for others passes the controller's own, so
 	// that a plan renders in the same sandbox (a chart's template can loop
@@ -109,8 +116,8 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 	if cfg.Namespace == "" {
 		cfg.Namespace = p.ControllerNamespace
 	}
-	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, RestConfig: p.RestConfig, Fetcher: p.Fetcher,
-		Config: cfg.WithDefaults()}
+	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, PlatformReader: p.PlatformReader,
+		RestConfig: p.RestConfig, Fetcher: p.Fetcher, Config: cfg.WithDefaults()}
 	pl, err := r.Plan(ctx, changed)
 	if err != nil {
 		return a, nil, fmt.Errorf("planning %s: %w", key, err)

@@ -58,6 +58,12 @@ type AddonReconciler struct {
 	// APIReader reads the API server directly, for Secrets and ConfigMaps
 	// that are not cached.
 	APIReader client.Reader
+	// PlatformReader reads the platform ConfigMap; APIReader when nil. A
+	// plan on demand reads everything else with the identity of the person
+	// who asks, and passes the controller's own reader here: the facts are
+	// the platform's, not the tenant's, and the person needs no right on
+	// the controller's namespace to plan with them.
+	PlatformReader client.Reader
 	// RestConfig is the controller's own connection, from which the
 	// impersonating client is made.
 	RestConfig *rest.Config

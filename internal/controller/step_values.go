@@ -67,7 +67,11 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		}
 	}
 	if r.Config.PlatformConfigMap != "" {
-		s.platform, err = values.LoadPlatform(ctx, r.APIReader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, s.namespace)
+		reader := r.PlatformReader
+		if reader == nil {
+			reader = r.APIReader
+		}
+		s.platform, err = values.LoadPlatform(ctx, reader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, s.namespace)
 		if err != nil {
 			return false, err
 		}

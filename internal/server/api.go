@@ -296,8 +296,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	}
 	// NOTE: the controller's own configuration, so the chart renders in its
 	// sandbox, bounded in time and memory, and the namespace gets the
-	// profile the controller gives it.
-	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config}
+	// profile the controller gives it; and the controller's own reader for
+	// the platform ConfigMap, whose facts every add-on gets and which no
+	// tenant may read in the controller's namespace.
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config, PlatformReader: s.Controller}
 	_, p, err := planner.PlanChange(r.Context(), key, req.Spec)
 	if err != nil {
 		writeError(w, errorFor(err))

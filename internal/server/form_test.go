@@ -67,7 +67,13 @@ func serveCharts() *httptest.Server {
 		"Chart.yaml":          "apiVersion: v2\nname: loop\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
 		"templates/loop.yaml": "{{ range 1000000000000 }}{{ range 1000000000000 }}{{ end }}{{ end }}",
 	})
-	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop}
+	// A chart that reads the platform's facts, for the plans' platform.
+	facts, _ := testcontroller.ChartArchive("facts", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: facts\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  host: {{ .Values.capstan.hostname | default \"none\" | quote }}\n",
+	})
+	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
+		"/facts-1.0.0.tgz": facts}
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chartRequests.Add(1)
 		data, ok := archives[r.URL.Path]

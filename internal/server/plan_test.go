@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/install"
 )
 
 // trustedNamespace is trusted by the tests' server besides the controller's
@@ -143,4 +144,71 @@ func TestPlanRendersInTheSandbox(t *testing.T) {
 	if refused != 1 || retryAfter == "" {
 		t.Errorf("three plans at once answered %v (Retry-After %q); want one 429 with a Retry-After", codes, retryAfter)
 	}
+}
+
+// TestPlanReadsThePlatformFactsAsTheController plans a tenant's add-on on
+// a server whose controller names a platform ConfigMap. The tenant may edit
+// its own namespace and read nothing in the controller's: the plan still
+// has the platform's facts, read with the controller's identity, as a
+// sync would render them.
+func TestPlanReadsThePlatformFactsAsTheController(t *testing.T) {
+	ctx := context.Background()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "api-platform"},
+		Data: map[string]string{"hostname": "apps.example.com"}}
+	if err := admin.Create(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), cm) })
+	srv := newServer()
+	srv.Config.PlatformConfigMap = cm.Name
+	base := serve(t, srv)
+
+	ns := namespace(t)
+	tenant := bindClusterRole(t, ns, "tenant", "edit")
+	chartAddon(t, ns, "facts", "facts-1.0.0.tgz")
+	code, body := callAt(t, base, tenant, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/facts/plan", nil)
+	expect(t, "a tenant's plan with the platform's facts", code, body, http.StatusOK)
+	var p capstanv1.Plan
+	if err := json.Unmarshal(body, &p); err != nil {
+		t.Fatal(err)
+	}
+	var diff string
+	for _, o := range p.Objects {
+		if o.Kind == "ConfigMap" && o.Name == "facts" {
+			diff = o.Diff
+		}
+	}
+	if !strings.Contains(diff, "apps.example.com") {
+		t.Errorf("the plan's ConfigMap: diff %q; want the platform's hostname", diff)
+	}
+}
+
+// TestPlanOfTheClusterProfileImpersonates plans a cluster-profile add-on
+// as a user who may edit its namespace. Its dry runs are the add-ons
+// account's, made with the user's token: the API server refuses them
+// until the user may impersonate that account.
+func TestPlanOfTheClusterProfileImpersonates(t *testing.T) {
+	ctx := context.Background()
+	if err := admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: trustedNamespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	name := "imp-" + namespace(t)
+	editor := bindClusterRole(t, trustedNamespace, name, "edit")
+	chartAddon(t, trustedNamespace, name, "facts-1.0.0.tgz")
+	path := "/api/v1/namespaces/" + trustedNamespace + "/addons/" + name + "/plan"
+	code, body := call(t, editor, http.MethodPost, path, nil)
+	if code != http.StatusForbidden || !strings.Contains(string(body), "impersonate") {
+		t.Errorf("a plan of the cluster profile by a user who may not impersonate the add-ons account: %d %s; want 403 naming impersonation", code, body)
+	}
+
+	// The right the controller holds (config/rbac), given to the user.
+	if _, err := kube.RbacV1().RoleBindings(install.Namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "capstan-impersonate-addons"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: trustedNamespace}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, body = call(t, editor, http.MethodPost, path, nil)
+	expect(t, "a plan of the cluster profile by a user who may impersonate the add-ons account", code, body, http.StatusOK)
 }

@@ -67,8 +67,10 @@ type Server struct {
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories
-	// and their credentials for commits to git-managed Addons, and nothing
-	// else; nil makes those changes unavailable.
+	// and their credentials for commits to git-managed Addons, and the
+	// platform ConfigMap for plans on demand, and nothing else; nil makes
+	// the commits unavailable, and a plan then reads the platform's facts
+	// with the user's token.
 	Controller client.Reader
 	// GitAuth turns a repository's credentials Secret into git auth.
 	GitAuth gitops.AuthFunc
