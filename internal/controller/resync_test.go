@@ -167,6 +167,23 @@ func TestPlatformChangeReconcilesAtOnce(t *testing.T) {
 	})
 }
 
+// TestPlatformNamespaceFact renders a chart that reads the
+// platform's namespace fact into another namespace than the controller's:
+// the fact is the controller's namespace, where the platform runs, not
+// the add-on's, which the chart has as .Release.Namespace.
+func TestPlatformNamespaceFact(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "platform-ns", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: facts\ndata:\n  platform: {{ .Values.capstan.namespace | quote }}\n  release: {{ .Release.Namespace | quote }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "pns-"+ns, url, withTarget(ns)))
+	synced(t, a)
+	data := live(t, "v1", "ConfigMap", ns, "facts").Object["data"].(map[string]any)
+	if data["platform"] != controllerNS || data["release"] != ns {
+		t.Errorf("the chart read namespace %v and release namespace %v; want the controller's %s and the add-on's %s", data["platform"], data["release"], controllerNS, ns)
+	}
+}
+
 // TestFoughtDriftBacksOff plays another controller that keeps rewriting a
 // field the chart sets. Capstan undoes it ever more slowly instead of every
 // few seconds, and warns on the Addon with a DriftFought event.

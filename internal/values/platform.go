@@ -33,7 +33,9 @@ const (
 // Platform holds the facts the controller hands every chart under the
 // reserved platform key.
 type Platform struct {
-	// Namespace is the platform's namespace, from the controller's configuration.
+	// Namespace is the platform's namespace: the controller's own, from its
+	// configuration, never the add-on's (a chart has that as
+	// .Release.Namespace).
 	Namespace string
 	// Hostname is the DNS name the platform serves its apps under.
 	Hostname string
@@ -93,8 +95,9 @@ func PlatformFromConfigMap(cm *corev1.ConfigMap, namespace string) (Platform, er
 	return p, nil
 }
 
-// LoadPlatform reads the platform ConfigMap named key and returns its facts.
-// An empty key means the operator named none: only the namespace is known.
+// LoadPlatform reads the platform ConfigMap named key and returns its facts,
+// with namespace, the controller's own, as the namespace fact. An empty key
+// means the operator named none: only the namespace is known.
 func LoadPlatform(ctx context.Context, r client.Reader, key types.NamespacedName, namespace string) (Platform, error) {
 	if key.Name == "" {
 		return Platform{Namespace: namespace}, nil
