@@ -83,12 +83,9 @@ type Planner struct {
 	// that a plan renders in the same sandbox (a chart's template can loop
 	// for ever, and must never run unbounded in the server's process), gives
 	// each namespace the same profile and reads the same platform facts as
-	// the controller does.
+	// the controller does. The CLI passes what its flags say of the
+	// controller's, and renders in the person's own process.
 	Config controller.Config
-	// ControllerNamespace is the controller's namespace when Config names
-	// none: its Addons use the cluster profile. The CLI plans with it alone,
-	// in the person's own process.
-	ControllerNamespace string
 }
 
 // Plan computes an Addon's whole plan now, with every diff uncut, and
@@ -112,12 +109,8 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 	if err != nil {
 		return a, nil, err
 	}
-	cfg := p.Config
-	if cfg.Namespace == "" {
-		cfg.Namespace = p.ControllerNamespace
-	}
 	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, PlatformReader: p.PlatformReader,
-		RestConfig: p.RestConfig, Fetcher: p.Fetcher, Config: cfg.WithDefaults()}
+		RestConfig: p.RestConfig, Fetcher: p.Fetcher, Config: p.Config.WithDefaults()}
 	pl, err := r.Plan(ctx, changed)
 	if err != nil {
 		return a, nil, fmt.Errorf("planning %s: %w", key, err)

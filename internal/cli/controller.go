@@ -68,10 +68,7 @@ type controllerOptions struct {
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.config.Namespace, "namespace", envOr("POD_NAMESPACE", "capstan-system"), "The controller's own namespace.")
-	fs.StringSliceVar(&o.config.TrustedNamespaces, "trusted-namespaces", nil, "Namespaces whose Addons use the cluster profile. Default: the controller's own namespace.")
-	fs.StringVar(&o.config.AddonsServiceAccount, "addons-service-account", install.AddonsServiceAccount, "The service account, in the controller's namespace, that cluster-profile add-ons are applied as.")
-	fs.StringVar(&o.config.PlatformKey, "platform-key", "capstan", "The reserved values key the controller sets last.")
-	fs.StringVar(&o.config.PlatformConfigMap, "platform-configmap", "", "A ConfigMap in the controller's namespace whose data are the platform's facts.")
+	addPlanConfigFlags(fs, &o.config)
 	fs.DurationVar(&o.config.ResyncInterval, "resync-interval", 5*time.Minute, "How often an add-on is reconciled without a change.")
 	fs.DurationVar(&o.config.DriftDelay, "drift-delay", 5*time.Second, "How soon after an applied object is changed or deleted behind Capstan's back its add-on is reconciled (0 means 5s; a negative duration, such as -1s, leaves drift to the resync).")
 	fs.DurationVar(&o.config.HookTimeout, "hook-timeout", 10*time.Minute, "Default bound of one Helm hook.")
@@ -101,6 +98,19 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	o.guard.AddFlags(fs)
 	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
 		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
+}
+
+// addPlanConfigFlags defines the flags of the controller's configuration
+// that an add-on's plan depends on besides its namespace: which namespaces
+// have the cluster profile, the account that applies them, and the
+// platform's facts. `capstan controller` and `capstan plan` share them, so
+// that a plan on demand given the controller's values is the controller's
+// plan, with its hash.
+func addPlanConfigFlags(fs *pflag.FlagSet, c *controller.Config) {
+	fs.StringSliceVar(&c.TrustedNamespaces, "trusted-namespaces", nil, "Namespaces whose Addons use the cluster profile. Default: the controller's own namespace.")
+	fs.StringVar(&c.AddonsServiceAccount, "addons-service-account", install.AddonsServiceAccount, "The service account, in the controller's namespace, that cluster-profile add-ons are applied as.")
+	fs.StringVar(&c.PlatformKey, "platform-key", "capstan", "The reserved values key the controller sets last.")
+	fs.StringVar(&c.PlatformConfigMap, "platform-configmap", "", "A ConfigMap in the controller's namespace whose data are the platform's facts.")
 }
 
 func envOr(key, def string) string {

@@ -7,12 +7,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/netguard"
 )
 
 func newPlanCommand() *cobra.Command {
 	f := &clusterFlags{}
-	var controllerNS, caFile, output string
+	var config controller.Config
+	var caFile, output string
 	var allowFileGit bool
 	var guard netguard.Config
 	cmd := &cobra.Command{
@@ -23,7 +25,13 @@ fetches and renders the source, resolves the values, checks the guardrails,
 dry-runs every object on the API server and diffs it with what runs. Nothing
 is applied and no status is written. Cluster-profile add-ons are previewed by
 impersonating the add-ons service account, so your account needs the right
-to impersonate it (or use restricted add-ons, previewed as you).`,
+to impersonate it (or use restricted add-ons, previewed as you).
+
+The plan is the controller's, with the hash of the plan in status, only when
+--controller-namespace, --trusted-namespaces, --addons-service-account,
+--platform-configmap and --platform-key are what the controller runs with:
+they decide the add-on's profile and the platform's facts its chart reads.
+Your account reads the platform ConfigMap itself.`,
 		Example: `  capstan plan blog -n tenant
   capstan addon plan blog -n tenant -o yaml`,
 		Args: cobra.ExactArgs(1),
@@ -49,7 +57,7 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 			if err != nil {
 				return err
 			}
-			planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+			planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, Config: config}
 			a, p, err := planner.Plan(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]})
 			if err != nil {
 				return err
@@ -62,7 +70,8 @@ to impersonate it (or use restricted add-ons, previewed as you).`,
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().StringVar(&controllerNS, "controller-namespace", "capstan-system", "The controller's namespace: its Addons use the cluster profile.")
+	cmd.Flags().StringVar(&config.Namespace, "controller-namespace", "capstan-system", "The controller's namespace (its --namespace): its Addons use the cluster profile, and the platform ConfigMap and the add-ons service account are there.")
+	addPlanConfigFlags(cmd.Flags(), &config)
 	cmd.Flags().StringVar(&caFile, "ca-file", "", "PEM certificates to trust for chart repositories, registries and git.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the plan")
 	// NOTE: off by default: whoever wrote the Addon chose its URL, and a

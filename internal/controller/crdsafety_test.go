@@ -19,6 +19,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -308,7 +309,7 @@ func planAs(t *testing.T, user string, a *capstanv1.Addon) (*capstanv1.Addon, *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, Config: controller.Config{Namespace: controllerNS}}
 	got, p, err := planner.Plan(context.Background(), client.ObjectKeyFromObject(a))
 	if err != nil {
 		t.Fatalf("planning: %v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/values"
 )
@@ -72,7 +74,7 @@ data:
 	if err != nil {
 		t.Fatal(err)
 	}
-	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, ControllerNamespace: controllerNS}
+	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, Config: controller.Config{Namespace: controllerNS}}
 	_, p, err := planner.Plan(ctx, client.ObjectKeyFromObject(a))
 	if err != nil {
 		t.Fatalf("planning: %v", err)
@@ -116,5 +118,41 @@ data:
 	// runs there, finding no write would prove nothing.
 	if len(dryRuns) < 2 {
 		t.Errorf("the audit log holds %d dry runs by %s; want one per object", len(dryRuns), planUser)
+	}
+}
+
+// TestPlanOnDemandIsTheControllers plans a suspended add-on whose chart
+// reads the platform's facts, on demand, with the controller's
+// configuration: the hash is the one in its status. Without the platform
+// ConfigMap, as a `capstan plan` not told of it would plan, the chart
+// renders otherwise and the hash differs.
+func TestPlanOnDemandIsTheControllers(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "ondemand", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: facts\ndata:\n  host: {{ .Values.capstan.hostname | default \"none\" | quote }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "ondemand-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Suspend = true })))
+	a = waitFor(t, a, 30*time.Second, "the suspended add-on's plan", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation
+	})
+
+	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		platform string
+		same     bool
+	}{{platformConfigMap, true}, {"", false}} {
+		planner := addons.Planner{Client: admin, RestConfig: cluster.Config, Fetcher: fetcher,
+			Config: controller.Config{Namespace: controllerNS, PlatformConfigMap: tc.platform}}
+		_, p, err := planner.Plan(ctx, client.ObjectKeyFromObject(a))
+		if err != nil {
+			t.Fatalf("planning with platform ConfigMap %q: %v", tc.platform, err)
+		}
+		if same := p.Hash == a.Status.Plan.Hash; same != tc.same {
+			t.Errorf("planned with platform ConfigMap %q: hash %s, the controller's %s; want them the same: %v", tc.platform, p.Hash, a.Status.Plan.Hash, tc.same)
+		}
 	}
 }
