@@ -252,7 +252,7 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 	}
 	flush()
 	if !seenEntries {
-		return nil, errors.New("it has no top-level entries:")
+		return nil, errors.New("it has no top-level entries key")
 	}
 	out.rest = rest.Bytes()
 	return out, nil
