@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"capstan.dev/capstan/internal/sops"
+	"capstan.dev/capstan/internal/source"
 )
 
 // Folder renders a folder of a git checkout. A folder with a kustomization
@@ -50,6 +51,10 @@ type FolderInputs struct {
 	// in the tree, and returns what to read instead: the file decrypted.
 	// Only the files the folder reaches are given to it.
 	Decrypt func(name string, data []byte) ([]byte, error)
+	// MaxBytes bounds the bytes of the files the render reads, each file
+	// counted at every path it is reached by through symlinks. Zero is
+	// the git tree's own limit, source.DefaultLimits.MaxUncompressedBytes.
+	MaxBytes int64
 }
 
 // FolderWith is Folder with its inputs.
@@ -121,9 +126,13 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	// one that leaves the repository) is left out, not refused: it may be
 	// anywhere in the tree, and the build says which file it misses if it
 	// needs that one.
+	budget := newReadBudget(in.MaxBytes)
 	err := walkLinks(fsys, ".", false, func(p string, dir bool) error {
 		if dir {
 			return mem.MkdirAll("/" + p)
+		}
+		if err := budget.take(fsys, p); err != nil {
+			return err
 		}
 		data, err := fs.ReadFile(fsys, p)
 		if err != nil {
@@ -220,7 +229,11 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	slices.Sort(files)
 	var out []*unstructured.Unstructured
 	var problems []string
+	budget := newReadBudget(in.MaxBytes)
 	for _, f := range files {
+		if err := budget.take(fsys, f); err != nil {
+			return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
+		}
 		data, err := fs.ReadFile(fsys, f)
 		if err != nil {
 			return nil, fmt.Errorf("render: read %s: %w", f, err)
@@ -316,12 +329,19 @@ func (d decryptingFS) ReadFile(name string) ([]byte, error) {
 
 // A walk follows symlinks as kustomize and a checkout on disk do: the
 // source's tree resolves them inside the repository and refuses any that
-// leaves it. maxLinkDepth bounds how many symlinked folders a walk goes
-// through one inside another, and maxLinkedFiles how many files it takes
-// through them, so that a link to a folder above it ends.
+// leaves it. A link to a folder that holds it (itself, its parent, the
+// root), directly or through other links, is a loop and is not followed.
+// maxLinkDepth bounds how many symlinked folders a walk goes through one
+// inside another, and maxLinkedFiles how many files it takes through them;
+// a readBudget bounds the bytes the render reads. Without them, links that
+// do not loop still multiply a tree: a folder of ten links to a folder of
+// ten links to one file is a hundred files.
 const (
 	maxLinkDepth   = 8
 	maxLinkedFiles = 10000
+	// maxLinkHops bounds the links resolved to find where one link
+	// points, as the kernel's ELOOP does and as the source's tree does.
+	maxLinkHops = 40
 )
 
 // walkLinks calls visit with root and, in path order, every folder and
@@ -329,10 +349,24 @@ const (
 // link to a file is that file at the link's path, and a link to a folder
 // is walked as a folder at the link's path. visit may return fs.SkipDir
 // for a folder. Other special files are left out. strict says what a link
-// that cannot be followed (dangling, leaving the repository, nested too
-// deep) is: an error when set, else left out.
+// that cannot be followed (dangling, leaving the repository, a loop,
+// nested too deep) is: an error when set, else left out.
+//
+// Loops are found when fsys can read links (fs.ReadLinkFS, as the
+// source's tree and fstest.MapFS can); on another fs.FS, the depth, file
+// and byte bounds still end the walk.
 func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bool) error) error {
 	linked := 0
+	// real holds, for each folder being walked, its path with every link
+	// resolved; it is nil when fsys cannot read links.
+	var real []string
+	if _, ok := fsys.(fs.ReadLinkFS); ok {
+		r, err := realPath(fsys, root)
+		if err != nil {
+			return err
+		}
+		real = []string{r}
+	}
 	var walk func(p string, depth int) error
 	walk = func(p string, depth int) error {
 		if err := visit(p, true); err != nil {
@@ -347,8 +381,12 @@ func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bo
 		}
 		for _, e := range entries {
 			c := path.Join(p, e.Name())
-			isDir, d := e.IsDir(), depth
-			if e.Type()&fs.ModeSymlink != 0 {
+			isDir, d, link := e.IsDir(), depth, e.Type()&fs.ModeSymlink != 0
+			cReal := ""
+			if real != nil && isDir {
+				cReal = path.Join(real[len(real)-1], e.Name())
+			}
+			if link {
 				info, err := fs.Stat(fsys, c)
 				switch {
 				case err != nil && strict:
@@ -357,6 +395,21 @@ func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bo
 					continue
 				}
 				if isDir = info.IsDir(); isDir {
+					if real != nil {
+						if cReal, err = realPath(fsys, c); err != nil {
+							if strict {
+								return fmt.Errorf("symlink %s cannot be followed: %w", c, err)
+							}
+							continue
+						}
+						if held := holder(real, cReal); held != "" {
+							if strict {
+								return fmt.Errorf("symlink %s points to %s, a folder that holds the link, so it would be walked without end: "+
+									"remove the link or point it at a folder that does not hold it", c, held)
+							}
+							continue
+						}
+					}
 					if d++; d > maxLinkDepth {
 						if strict {
 							return fmt.Errorf("symlink %s goes through more than %d symlinked folders: does it point to a folder above it?", c, maxLinkDepth)
@@ -369,13 +422,19 @@ func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bo
 			} else if !isDir && !e.Type().IsRegular() {
 				continue
 			}
-			if d > 0 || e.Type()&fs.ModeSymlink != 0 {
+			if d > 0 || link {
 				if linked++; linked > maxLinkedFiles {
 					return fmt.Errorf("symlinks under %s reach more than %d files and folders: does one point to a folder above it?", root, maxLinkedFiles)
 				}
 			}
 			if isDir {
+				if real != nil {
+					real = append(real, cReal)
+				}
 				err = walk(c, d)
+				if real != nil {
+					real = real[:len(real)-1]
+				}
 			} else {
 				err = visit(c, false)
 			}
@@ -386,4 +445,83 @@ func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bo
 		return nil
 	}
 	return walk(root, 0)
+}
+
+// holder returns the folder of walking, the real paths of the folders being
+// walked, that target is or holds, or "" if there is none: walking target
+// would then come back to that folder without end.
+func holder(walking []string, target string) string {
+	for _, w := range walking {
+		if target == "." || target == w || strings.HasPrefix(w, target+"/") {
+			return w
+		}
+	}
+	return ""
+}
+
+// realPath returns name with every symlink in it resolved, as the tree
+// resolves it when it is read. fsys must be an fs.ReadLinkFS.
+func realPath(fsys fs.FS, name string) (string, error) {
+	todo := strings.Split(name, "/")
+	cur := "."
+	for hops := 0; len(todo) > 0; {
+		elem := todo[0]
+		todo = todo[1:]
+		if elem == "." || elem == "" {
+			continue
+		}
+		next := path.Join(cur, elem)
+		info, err := fs.Lstat(fsys, next)
+		if err != nil {
+			return "", err
+		}
+		if info.Mode()&fs.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", fmt.Errorf("symlink %s: too many levels of symlinks", name)
+		}
+		target, err := fs.ReadLink(fsys, next)
+		if err != nil {
+			return "", err
+		}
+		resolved := path.Join(path.Dir(next), target)
+		if path.IsAbs(target) || resolved == ".." || strings.HasPrefix(resolved, "../") {
+			return "", fmt.Errorf("symlink %s points to %s, outside the repository", next, target)
+		}
+		todo = append(strings.Split(resolved, "/"), todo...)
+		cur = "."
+	}
+	return cur, nil
+}
+
+// readBudget bounds the bytes a render reads from a folder's tree.
+type readBudget struct {
+	limit, used int64
+}
+
+// newReadBudget returns a budget of limit bytes; zero is the git tree's
+// limit.
+func newReadBudget(limit int64) *readBudget {
+	if limit <= 0 {
+		limit = source.DefaultLimits.MaxUncompressedBytes
+	}
+	return &readBudget{limit: limit}
+}
+
+// take counts the file at p, before it is read.
+func (b *readBudget) take(fsys fs.FS, p string) error {
+	info, err := fs.Stat(fsys, p)
+	if err != nil {
+		return err
+	}
+	if b.used += info.Size(); b.used > b.limit {
+		// NOTE: the tree itself holds no more than this limit, so only a
+		// file reached again and again through symlinked folders gets here.
+		return fmt.Errorf("reading %s would take the files read past %d bytes, the limit of a git tree: "+
+			"symlinked folders reach the same files many times over; remove the links on its path, "+
+			"or point the source's path at a folder whose links reach fewer files", p, b.limit)
+	}
+	return nil
 }

@@ -3,7 +3,11 @@ package render
 import (
 	"errors"
 	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -438,7 +442,7 @@ func TestFolderFollowsSymlinks(t *testing.T) {
 		{"plain", []string{"ConfigMap//extra", "ConfigMap//own", "ConfigMap//shared"}},
 		{"kust", []string{"ConfigMap//kust-own", "ConfigMap//shared"}},
 		// A link to a folder above it in a folder kustomize builds is
-		// left out of the copy past a depth, and the build goes on.
+		// left out of the copy, and the build goes on.
 		{"kustloop", []string{"ConfigMap//a"}},
 	} {
 		res, err := Folder(tree, tc.dir, SourceIdentity{Commit: "abc"})
@@ -450,11 +454,108 @@ func TestFolderFollowsSymlinks(t *testing.T) {
 		}
 	}
 	for dir, want := range map[string]string{
-		"loop":     "symlink loop/self/self/self/self/self/self/self/self/self goes through more than 8 symlinked folders",
+		"loop":     "symlink loop/self points to loop, a folder that holds the link",
 		"dangling": "symlink dangling/gone.yaml cannot be followed",
 	} {
 		if _, err := Folder(tree, dir, SourceIdentity{}); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v; want one that says %q", dir, err, want)
 		}
+	}
+}
+
+// TestFolderSymlinkAmplification checks that symlinked folders cannot make
+// a render read a tree many times over: a link to a folder that holds it
+// is not followed, and the bytes read through links are bounded.
+func TestFolderSymlinkAmplification(t *testing.T) {
+	link := func(target string) *fstest.MapFile {
+		return &fstest.MapFile{Data: []byte(target), Mode: fs.ModeSymlink}
+	}
+	cm := file("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n")
+	big := &fstest.MapFile{Data: []byte("# " + strings.Repeat("x", 1<<20) + "\n")}
+
+	// Two links to the root: followed, each level doubles what is read,
+	// and eight levels read the 1 MiB file 512 times. The tree is a
+	// checkout on disk, as fstest.MapFS cannot resolve a link to its root.
+	root := t.TempDir()
+	for name, f := range map[string]*fstest.MapFile{
+		"big.yaml":                  big,
+		"s1":                        link("."),
+		"s2":                        link("."),
+		"app/kustomization.yaml":    file("resources: [cm.yaml]\n"),
+		"app/cm.yaml":               cm,
+		"app/up":                    link(".."),
+		"plain/cm.yaml":             cm,
+		"plain/sub/back":            link("../../plain"),
+		"cross/a/cm.yaml":           cm,
+		"cross/a/to-b":              link("../b"),
+		"cross/b/to-a":              link("../a"),
+		"shared/kustomization.yaml": file("resources: [cm.yaml]\n"),
+		"shared/cm.yaml":            link("../app/cm.yaml"),
+		"shared/lib":                link("../plain"),
+	} {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		write := func() error { return os.WriteFile(p, f.Data, 0o644) }
+		if f.Mode&fs.ModeSymlink != 0 {
+			write = func() error { return os.Symlink(string(f.Data), p) }
+		}
+		if err := write(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loops := os.DirFS(root)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	res, err := Folder(loops, "app", SourceIdentity{Commit: "abc"})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatalf("app: %v", err)
+	}
+	if diff := cmp.Diff([]string{"ConfigMap//app"}, names(res.Objects)); diff != "" {
+		t.Errorf("app: objects (-want +got):\n%s", diff)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 32<<20 {
+		t.Errorf("app: the render allocated %d MiB for a tree of 1 MiB; want the links to the root left out", got>>20)
+	}
+	// Ordinary links still work next to the loops.
+	if res, err := Folder(loops, "shared", SourceIdentity{}); err != nil {
+		t.Errorf("shared: %v", err)
+	} else if diff := cmp.Diff([]string{"ConfigMap//app"}, names(res.Objects)); diff != "" {
+		t.Errorf("shared: objects (-want +got):\n%s", diff)
+	}
+	// Without a kustomization, a loop is an error that names the link.
+	for dir, want := range map[string]string{
+		"plain": "symlink plain/sub/back points to plain, a folder that holds the link",
+		"cross": "symlink cross/a/to-b/to-a points to cross/a, a folder that holds the link",
+	} {
+		if _, err := Folder(loops, dir, SourceIdentity{}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: error %v; want one that says %q", dir, err, want)
+		}
+	}
+
+	// Links that do not loop still multiply: each folder here holds two
+	// links to the one before, so l6 reaches the 1 MiB file 64 times.
+	fan := fstest.MapFS{
+		"l0/big.yaml":            big,
+		"app/kustomization.yaml": file("resources: [cm.yaml]\n"),
+		"app/cm.yaml":            cm,
+	}
+	for i := 1; i <= 6; i++ {
+		prev := "../l" + strconv.Itoa(i-1)
+		fan["l"+strconv.Itoa(i)+"/a"] = link(prev)
+		fan["l"+strconv.Itoa(i)+"/b"] = link(prev)
+	}
+	in := FolderInputs{MaxBytes: 16 << 20}
+	for _, dir := range []string{"app", "l6"} {
+		_, err := FolderWith(fan, dir, SourceIdentity{}, in)
+		if err == nil || !strings.Contains(err.Error(), "past 16777216 bytes, the limit of a git tree") {
+			t.Errorf("%s: error %v; want the byte limit", dir, err)
+		}
+	}
+	// Within the limit, the same links render.
+	if _, err := FolderWith(fan, "l3", SourceIdentity{}, in); err != nil {
+		t.Errorf("l3: %v", err)
 	}
 }

@@ -36,6 +36,8 @@ type memFS struct {
 	nodes map[string]*memNode // by slash path; "." is the root
 }
 
+var _ fs.ReadLinkFS = (*memFS)(nil)
+
 func newMemFS() *memFS {
 	return &memFS{nodes: map[string]*memNode{".": {name: ".", mode: fs.ModeDir | 0o555}}}
 }
@@ -74,11 +76,17 @@ func (m *memFS) finish() {
 
 // resolve follows symlinks in every element of name and returns the node.
 func (m *memFS) resolve(op, name string) (*memNode, error) {
+	_, n, err := m.resolvePath(op, name)
+	return n, err
+}
+
+// resolvePath is resolve that also returns the node's path in the tree.
+func (m *memFS) resolvePath(op, name string) (string, *memNode, error) {
 	if !fs.ValidPath(name) {
-		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+		return "", nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
 	}
 	if name == "." {
-		return m.nodes["."], nil
+		return ".", m.nodes["."], nil
 	}
 	todo := strings.Split(name, "/")
 	cur := "."
@@ -87,19 +95,19 @@ func (m *memFS) resolve(op, name string) (*memNode, error) {
 		todo = todo[1:]
 		n, ok := m.nodes[next]
 		if !ok {
-			return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+			return "", nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
 		if n.isLink() {
 			hops++
 			if hops > maxLinkHops {
-				return nil, &fs.PathError{Op: op, Path: name, Err: errors.New("too many levels of symlinks")}
+				return "", nil, &fs.PathError{Op: op, Path: name, Err: errors.New("too many levels of symlinks")}
 			}
 			if path.IsAbs(n.link) {
-				return nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: %s points to %s", ErrLinkLeavesTree, next, n.link)}
+				return "", nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: %s points to %s", ErrLinkLeavesTree, next, n.link)}
 			}
 			target := path.Join(path.Dir(next), n.link)
 			if target == ".." || strings.HasPrefix(target, "../") {
-				return nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: %s points to %s", ErrLinkLeavesTree, next, n.link)}
+				return "", nil, &fs.PathError{Op: op, Path: name, Err: fmt.Errorf("%w: %s points to %s", ErrLinkLeavesTree, next, n.link)}
 			}
 			rest := todo
 			todo = nil
@@ -111,11 +119,11 @@ func (m *memFS) resolve(op, name string) (*memNode, error) {
 			continue
 		}
 		if len(todo) > 0 && !n.isDir() {
-			return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+			return "", nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 		}
 		cur = next
 	}
-	return m.nodes[cur], nil
+	return cur, m.nodes[cur], nil
 }
 
 // Open implements fs.FS.
@@ -161,6 +169,54 @@ func (m *memFS) Stat(name string) (fs.FileInfo, error) {
 		return nil, err
 	}
 	return nodeInfo{n}, nil
+}
+
+// Lstat implements fs.ReadLinkFS: name's folders are resolved, its last
+// element is not.
+func (m *memFS) Lstat(name string) (fs.FileInfo, error) {
+	n, err := m.lstat("lstat", name)
+	if err != nil {
+		return nil, err
+	}
+	return nodeInfo{n}, nil
+}
+
+// ReadLink implements fs.ReadLinkFS, so that a walk can tell where a link
+// points and find a link to a folder that holds it.
+func (m *memFS) ReadLink(name string) (string, error) {
+	n, err := m.lstat("readlink", name)
+	if err != nil {
+		return "", err
+	}
+	if !n.isLink() {
+		return "", &fs.PathError{Op: "readlink", Path: name, Err: fs.ErrInvalid}
+	}
+	return n.link, nil
+}
+
+// lstat returns the node of name without following a link at its end.
+func (m *memFS) lstat(op, name string) (*memNode, error) {
+	if !fs.ValidPath(name) {
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrInvalid}
+	}
+	dir, base := path.Split(name)
+	if dir == "" || name == "." {
+		if n, ok := m.nodes[name]; ok {
+			return n, nil
+		}
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	}
+	parent, n, err := m.resolvePath(op, strings.TrimSuffix(dir, "/"))
+	if err != nil {
+		return nil, err
+	}
+	if !n.isDir() {
+		return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
+	}
+	if n, ok := m.nodes[path.Join(parent, base)]; ok {
+		return n, nil
+	}
+	return nil, &fs.PathError{Op: op, Path: name, Err: fs.ErrNotExist}
 }
 
 type nodeInfo struct{ n *memNode }

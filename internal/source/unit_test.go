@@ -342,3 +342,33 @@ func TestArchiveSizeClaimIsNotAllocated(t *testing.T) {
 		t.Errorf("a %d-byte archive made the unpacker allocate %d bytes", gz.Len(), grew)
 	}
 }
+
+// TestTreeReadsLinks checks that a tree tells where its links point, so
+// that a render's walk can find a link to a folder that holds it.
+func TestTreeReadsLinks(t *testing.T) {
+	m := newMemFS()
+	m.addFile("base/cm.yaml", []byte("a"), 0o444)
+	m.addLink("deploy/base", "../base")
+	m.addLink("deploy/up", "..")
+	m.finish()
+	for name, want := range map[string]string{"deploy/base": "../base", "deploy/up": ".."} {
+		if got, err := fs.ReadLink(m, name); err != nil || got != want {
+			t.Errorf("ReadLink(%s) = %q, %v; want %q", name, got, err, want)
+		}
+		if info, err := fs.Lstat(m, name); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			t.Errorf("Lstat(%s) = %v, %v; want a symlink", name, info, err)
+		}
+	}
+	// The folders of a name are resolved, its last element is not.
+	if info, err := fs.Lstat(m, "deploy/up/deploy/base"); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat(deploy/up/deploy/base) = %v, %v; want a symlink", info, err)
+	}
+	if info, err := fs.Lstat(m, "deploy/base/cm.yaml"); err != nil || !info.Mode().IsRegular() {
+		t.Errorf("Lstat(deploy/base/cm.yaml) = %v, %v; want a file", info, err)
+	}
+	for _, name := range []string{"base/cm.yaml", "deploy/none", "base/cm.yaml/x", "."} {
+		if _, err := fs.ReadLink(m, name); err == nil {
+			t.Errorf("ReadLink(%s) read a link", name)
+		}
+	}
+}
