@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -290,7 +291,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 
 	invalid, applied, err := r.apply(ctx, repo, snap)
-	repo.Status.InvalidFiles = invalid
+	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
 	if err != nil {
@@ -302,11 +303,61 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	repo.Status.LastSyncTime = &now
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
-			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git", gitops.ShortCommit(snap.Commit), len(invalid)))
+			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git%s",
+				gitops.ShortCommit(snap.Commit), len(invalid), listedInvalidFiles(len(invalid))))
 	} else {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", gitops.ShortCommit(snap.Commit), applied))
 	}
 	return ctrl.Result{}, nil
+}
+
+// What status.invalidFiles holds is bounded, so that the status patch
+// stays well under the API server's request limit: a definition file of
+// 1 MiB of unknown keys has one problem per key, each listing the fields a
+// definition has, and would otherwise make a message of tens of MiB that
+// the API server refuses, and every sync would fail without saying why.
+const (
+	// maxInvalidFilesListed bounds the files listed; invalidFileCount
+	// still counts them all.
+	maxInvalidFilesListed = 20
+	// maxInvalidFileProblems bounds the problems, one a line, of one file.
+	maxInvalidFileProblems = 10
+	// maxInvalidFileMessage bounds one file's message in bytes.
+	maxInvalidFileMessage = 4096
+)
+
+// boundInvalidFiles returns the invalid files as the status lists them: the
+// first maxInvalidFilesListed, each with its first maxInvalidFileProblems
+// problems and how many more it has, in at most maxInvalidFileMessage
+// bytes.
+func boundInvalidFiles(files []capstanv1.InvalidFile) []capstanv1.InvalidFile {
+	if len(files) == 0 {
+		return nil
+	}
+	out := make([]capstanv1.InvalidFile, 0, min(len(files), maxInvalidFilesListed))
+	for _, f := range files[:min(len(files), maxInvalidFilesListed)] {
+		lines, suffix := strings.Split(f.Message, "\n"), ""
+		if more := len(lines) - maxInvalidFileProblems; more > 0 {
+			lines = lines[:maxInvalidFileProblems]
+			if suffix = fmt.Sprintf("\n%s: and %d more problems", f.Path, more); len(suffix) > maxInvalidFileMessage/2 {
+				suffix = fmt.Sprintf("\nand %d more problems", more)
+			}
+		}
+		// NOTE: the count of the problems left out is kept whole, as what
+		// tells how much is wrong.
+		f.Message = conditions.Truncate(strings.Join(lines, "\n"), maxInvalidFileMessage-len(suffix)) + suffix
+		out = append(out, f)
+	}
+	return out
+}
+
+// listedInvalidFiles says, for the Ready condition, which of n invalid files
+// status.invalidFiles lists when it cannot list them all.
+func listedInvalidFiles(n int) string {
+	if n <= maxInvalidFilesListed {
+		return ""
+	}
+	return fmt.Sprintf(" (status.invalidFiles lists the first %d)", maxInvalidFilesListed)
 }
 
 // timedOut says so of an error that came as the fetch's time ran out.

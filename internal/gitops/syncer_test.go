@@ -665,3 +665,37 @@ func TestSyncerSuspended(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSyncerBoundsInvalidFiles checks that a definition file with a
+// problem on every line still lets the sync write its status: each
+// problem lists a definition's fields, and the whole would be tens of MiB.
+func TestSyncerBoundsInvalidFiles(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-invalid")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+
+	var keys strings.Builder
+	keys.WriteString("name: junk\nhelm: {repo: https://x, chart: c}\n")
+	for i := 0; keys.Len() < gitops.MaxFileSize-100; i++ {
+		fmt.Fprintf(&keys, "k%d: 1\n", i)
+	}
+	c1 := w.Write("addons/umami.yaml", umami).
+		Write("umami/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: umami}\n").
+		Write("addons/junk.yaml", keys.String()).
+		CommitAndPush("a file of unknown keys")
+	createRepo(t, ns, "gitops", url)
+	repo := waitSynced(t, ns, "gitops", c1)
+
+	if repo.Status.Addons != 1 || repo.Status.InvalidFileCount != 1 || len(repo.Status.InvalidFiles) != 1 {
+		t.Fatalf("status: addons %d, invalid files %d: %+v", repo.Status.Addons, repo.Status.InvalidFileCount, repo.Status.InvalidFiles)
+	}
+	msg := repo.Status.InvalidFiles[0].Message
+	if len(msg) > 8<<10 || !strings.HasPrefix(msg, "addons/junk.yaml:3: k0: unknown field") || !strings.Contains(msg, "more problems") {
+		t.Errorf("message of %d bytes: %.300q ... %q", len(msg), msg, msg[max(0, len(msg)-100):])
+	}
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Reason != controller.ReasonInvalidFiles {
+		t.Fatalf("Ready: %+v", c)
+	}
+}

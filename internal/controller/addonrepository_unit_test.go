@@ -1,0 +1,70 @@
+package controller
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestBoundInvalidFiles checks that status.invalidFiles stays small
+// whatever the files hold, and keeps the counts of what it leaves out.
+func TestBoundInvalidFiles(t *testing.T) {
+	problems := func(path string, n int) string {
+		lines := make([]string, n)
+		for i := range lines {
+			lines[i] = fmt.Sprintf("%s:%d: k%d: unknown field; the fields here are: %s", path, i+1, i, strings.Repeat("field, ", 35))
+		}
+		return strings.Join(lines, "\n")
+	}
+	many := make([]capstanv1.InvalidFile, 100)
+	for i := range many {
+		p := fmt.Sprintf("addons/f%d.yaml", i)
+		many[i] = capstanv1.InvalidFile{Path: p, Line: 1, Message: problems(p, 5000)}
+	}
+	for _, tc := range []struct {
+		name      string
+		in        []capstanv1.InvalidFile
+		files     int
+		last      string // the end of each message
+		unchanged bool
+	}{
+		{name: "none", in: nil, files: 0},
+		{name: "short", in: []capstanv1.InvalidFile{{Path: "a.yaml", Line: 3, Message: "a.yaml:3: colour: unknown field"}}, files: 1,
+			last: "a.yaml:3: colour: unknown field", unchanged: true},
+		{name: "one long line", in: []capstanv1.InvalidFile{{Path: "a.yaml", Message: "a.yaml: " + strings.Repeat("x", 10000)}}, files: 1,
+			last: "..."},
+		{name: "many problems in many files", in: many, files: maxInvalidFilesListed, last: ": and 4990 more problems"},
+	} {
+		got := boundInvalidFiles(tc.in)
+		if len(got) != tc.files {
+			t.Errorf("%s: %d files listed; want %d", tc.name, len(got), tc.files)
+		}
+		size := 0
+		for i, f := range got {
+			size += len(f.Message)
+			if len(f.Message) > maxInvalidFileMessage {
+				t.Errorf("%s: %s: message of %d bytes", tc.name, f.Path, len(f.Message))
+			}
+			if !strings.HasSuffix(f.Message, tc.last) {
+				t.Errorf("%s: %s: message ends %q; want %q", tc.name, f.Path, f.Message[max(0, len(f.Message)-60):], tc.last)
+			}
+			if f.Path != tc.in[i].Path || f.Line != tc.in[i].Line {
+				t.Errorf("%s: file %d is %s:%d; want %s:%d", tc.name, i, f.Path, f.Line, tc.in[i].Path, tc.in[i].Line)
+			}
+			if tc.unchanged && f != tc.in[i] {
+				t.Errorf("%s: %+v changed to %+v", tc.name, tc.in[i], f)
+			}
+		}
+		if size > 100<<10 {
+			t.Errorf("%s: %d bytes of messages", tc.name, size)
+		}
+	}
+	if got := listedInvalidFiles(maxInvalidFilesListed); got != "" {
+		t.Errorf("listed %d: %q", maxInvalidFilesListed, got)
+	}
+	if got := listedInvalidFiles(100); !strings.Contains(got, "lists the first 20") {
+		t.Errorf("listed 100: %q", got)
+	}
+}
