@@ -44,18 +44,7 @@ users:
 // (and cancels the watch cache of) the other's on every reconcile; an
 // unnamed key is the default key.
 func TestRemoteClustersKeyedByKubeconfig(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := capstanv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	r := &AddonReconciler{
-		Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
-		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
-	}
-	addon := func(name, key string) *capstanv1.Addon {
-		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
-			Spec: capstanv1.AddonSpec{KubeConfig: &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "fleet"}, Key: key}}}
-	}
+	r, addon := fleetReconciler(t), fleetAddon
 	x, y := addon("x", "edge-1"), addon("y", "edge-2")
 	edge1, edge2 := fleetKubeconfig("https://127.0.0.1:6443"), fleetKubeconfig("https://127.0.0.2:6443")
 
@@ -155,18 +144,7 @@ func TestRemoteUses(t *testing.T) {
 // and stops its watch cache, once the last Addon that used it names
 // another or none; one named again is built anew.
 func TestRemoteClusterReleased(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := capstanv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	r := &AddonReconciler{
-		Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
-		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
-	}
-	addon := func(name, key string) *capstanv1.Addon {
-		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
-			Spec: capstanv1.AddonSpec{KubeConfig: &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "fleet"}, Key: key}}}
-	}
+	r, addon := fleetReconciler(t), fleetAddon
 	held := func(key remoteKey) *targetCluster {
 		r.remotes.mu.Lock()
 		defer r.remotes.mu.Unlock()
@@ -228,4 +206,24 @@ func TestDriftUnhook(t *testing.T) {
 	}
 	var none *driftWatch
 	none.unhook(kept) // outside a manager there is no drift watch
+}
+
+// fleetReconciler is a reconciler outside a manager that may reach remote
+// clusters on loopback.
+func fleetReconciler(t *testing.T) *AddonReconciler {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return &AddonReconciler{
+		Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
+		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
+	}
+}
+
+// fleetAddon is an Addon whose kubeconfig is key of the Secret fleet.
+func fleetAddon(name, key string) *capstanv1.Addon {
+	return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
+		Spec: capstanv1.AddonSpec{KubeConfig: &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "fleet"}, Key: key}}}
 }
