@@ -217,6 +217,10 @@ func TestTransitionsAreNotified(t *testing.T) {
 	// PagerDuty: no incident while the add-on installed; one for the
 	// failure, resolved when it is Synced again, and one for the next
 	// failure, resolved by the deletion.
+	// NOTE: only this add-on's: the receiver takes every add-on of the
+	// controller's namespace, and other tests' add-ons there open and
+	// close incidents of their own.
+	incident := "capstan:Addon:" + controllerNS + ":" + a.Name
 	pager := func() []map[string]any {
 		hook.mu.Lock()
 		defer hook.mu.Unlock()
@@ -226,11 +230,12 @@ func TestTransitionsAreNotified(t *testing.T) {
 			if err := json.Unmarshal(p.body, &m); err != nil {
 				t.Fatalf("a PagerDuty event that is not JSON: %s", p.body)
 			}
-			out = append(out, m)
+			if m["dedup_key"] == incident {
+				out = append(out, m)
+			}
 		}
 		return out
 	}
-	incident := "capstan:Addon:" + controllerNS + ":" + a.Name
 	eventually(t, 30*time.Second, "the PagerDuty trigger", func() bool { return len(pager()) > 0 })
 	if got := pager(); len(got) != 1 || got[0]["event_action"] != "trigger" || got[0]["dedup_key"] != incident || got[0]["routing_key"] != "r0uting-key" {
 		t.Fatalf("PagerDuty got %v; want one trigger of %s", got, incident)
