@@ -245,16 +245,16 @@ func TestDevRunsTheWalkthroughAndStopsClean(t *testing.T) {
 		}
 		return string(out)
 	}
-	if out := capstan("addon", "get", "hello-kustomize", "--diff"); !strings.Contains(out, "Create    v1/ConfigMap samples/kz-hello") ||
+	if out := capstan("addon", "get", "hello-kustomize", "-n", "capstan-system", "--diff"); !strings.Contains(out, "Create    v1/ConfigMap samples/kz-hello") ||
 		!strings.Contains(out, "nothing applied yet") {
-		t.Errorf("capstan addon get hello-kustomize --diff should show the ConfigMap to create and nothing applied yet:\n%s", out)
+		t.Errorf("capstan addon get hello-kustomize -n capstan-system --diff should show the ConfigMap to create and nothing applied yet:\n%s", out)
 	}
 	// capstan plan reads the samples' local git repository when told, as
 	// the controller of capstan dev does.
-	if out := capstan("plan", "hello", "--allow-file-git"); !strings.Contains(out, "Plan sha256:") || !strings.Contains(out, "unchanged") {
-		t.Errorf("capstan plan hello should print the whole plan, nothing to change:\n%s", out)
+	if out := capstan("plan", "hello", "-n", "capstan-system", "--allow-file-git"); !strings.Contains(out, "Plan sha256:") || !strings.Contains(out, "unchanged") {
+		t.Errorf("capstan plan hello -n capstan-system should print the whole plan, nothing to change:\n%s", out)
 	}
-	capstan("addon", "sync", "hello-kustomize")
+	capstan("addon", "sync", "hello-kustomize", "-n", "capstan-system")
 	waitAddon(t, c, "hello-kustomize", "Ready after the sync", func(a *capstanv1.Addon) bool {
 		return a.Status.Phase == capstanv1.PhaseSynced && apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionReady)
 	})
