@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	repo "helm.sh/helm/v4/pkg/repo/v1"
@@ -167,6 +168,13 @@ type cutChart struct {
 // cutIndex cuts an index laid out as Helm writes one. It refuses anything
 // else; the caller then parses the file whole.
 func cutIndex(data []byte) (*cutIndexResult, error) {
+	// NOTE: a whole parse refuses text that is not UTF-8, or holds a
+	// character YAML does not allow, wherever it is, comments included,
+	// which the cut leaves out between versions; and YAML breaks lines
+	// where the cut, which reads lines by their line feeds, would not.
+	if !cuttableText(data) {
+		return nil, errors.New("it is not UTF-8 text that YAML allows, with lines ended by line feeds")
+	}
 	out := &cutIndexResult{}
 	var rest bytes.Buffer
 	// in is 0 outside entries, 1 inside; keyIndent is the charts' names'
@@ -180,7 +188,7 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 			item = nil
 		}
 	}
-	seenEntries := false
+	seenEntries, seenTop := false, false
 	for len(data) > 0 {
 		line := data
 		if i := bytes.IndexByte(data, '\n'); i >= 0 {
@@ -195,7 +203,11 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 			return nil, errors.New("a line is indented with a tab")
 		}
 		blank := len(text) == 0 || text[0] == '#'
+		if indent > 0 && !blank && !seenTop {
+			return nil, errors.New("its top level is indented")
+		}
 		if indent == 0 && !blank {
+			seenTop = true
 			switch {
 			case text[0] == '%' || bytes.HasPrefix(text, []byte("---")) || bytes.HasPrefix(text, []byte("...")):
 				return nil, errors.New("it has YAML directives or several documents")
@@ -203,7 +215,10 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 				if seenEntries {
 					return nil, errors.New("entries is given twice")
 				}
+				// NOTE: kept in the rest, with no value, so that the rest
+				// parses as the whole file's top level does.
 				seenEntries, in = true, 1
+				rest.Write(line)
 				continue
 			case text[0] == ' ' || text[0] == '-' || text[0] == '{' || text[0] == '[':
 				return nil, errors.New("its top level is not a block mapping")
@@ -287,4 +302,28 @@ func plainKey(text []byte) (string, bool) {
 		return "", false
 	}
 	return string(key), true
+}
+
+// cuttableText reports whether data is UTF-8 of the characters YAML allows
+// in a stream (tab, line feed, carriage return and the printable ones), and
+// breaks lines only at line feeds: no carriage return alone, and none of
+// the line breaks YAML 1.1 also knows (next line, line and paragraph
+// separators).
+func cuttableText(data []byte) bool {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return false
+		case r == '\r':
+			if i+1 >= len(data) || data[i+1] != '\n' {
+				return false
+			}
+		case r == '\t' || r == '\n':
+		case r < 0x20 || r >= 0x7f && r < 0xa0 || r >= 0xd800 && r < 0xe000 || r == 0xfffe || r == 0xffff || r == 0x2028 || r == 0x2029:
+			return false
+		}
+		i += size
+	}
+	return true
 }
