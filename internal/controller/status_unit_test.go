@@ -283,6 +283,22 @@ func TestMarkWarning(t *testing.T) {
 			t.Fatalf("step %d, %s: warningSince %v; want minute %d", i, step.phase, st.WarningSince, step.since)
 		}
 	}
+	// A Synced add-on that keeps the mark for its owed close, and then
+	// fails again or moves on: the mark starts over.
+	for _, next := range []struct {
+		phase capstanv1.Phase
+		mark  bool
+	}{{capstanv1.PhaseFailed, true}, {capstanv1.PhaseProgressing, false}} {
+		owed := &capstanv1.AddonStatus{Phase: capstanv1.PhaseSynced}
+		owed.WarningSince = &metav1.Time{Time: t0}
+		markWarning(owed, capstanv1.PhaseFailed, t0.Add(time.Minute), true)
+		was := owed.Phase
+		owed.Phase = next.phase
+		markWarning(owed, was, t0.Add(time.Hour), false)
+		if next.mark != (owed.WarningSince != nil) || next.mark && !owed.WarningSince.Time.Equal(t0.Add(time.Hour)) {
+			t.Errorf("Synced with an owed close, then %s: warningSince %v", next.phase, owed.WarningSince)
+		}
+	}
 	// An Addon a Capstan without the field left Failed: its way to
 	// Progressing starts the mark.
 	old := &capstanv1.AddonStatus{Phase: capstanv1.PhaseProgressing}

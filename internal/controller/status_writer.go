@@ -173,7 +173,15 @@ func (r *AddonReconciler) notifyGone(key types.NamespacedName, lbls map[string]s
 // owed (owesClose): an incident receiver takes it and it is not delivered
 // yet. It rides in the write that changes the phase, and a healthy add-on
 // never carries it.
+//
+// NOTE: a mark kept on a Synced add-on for its owed close says nothing of
+// what follows: leaving Synced starts over (a new warning from now, or no
+// mark), so neither the next failure's warningSince nor the health grace
+// counts the healthy time between.
 func markWarning(st *capstanv1.AddonStatus, was capstanv1.Phase, now time.Time, owed bool) {
+	if was == capstanv1.PhaseSynced && st.Phase != capstanv1.PhaseSynced {
+		st.WarningSince = nil
+	}
 	switch {
 	case st.Phase == capstanv1.PhaseSynced:
 		if !owed {
