@@ -138,6 +138,9 @@ func newControllerCommand() *cobra.Command {
 			if err := checkLeaseName(o.leaderElectID); err != nil {
 				return err
 			}
+			if err := checkSourceLimits(o.sourceLimits); err != nil {
+				return err
+			}
 			cfg, err := restConfig(o.kubeconfig)
 			if err != nil {
 				return err
@@ -370,9 +373,6 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	mgr, err := ctrl.NewManager(cfg, managerOptions(o, shard))
 	if err != nil {
 		return nil, fmt.Errorf("starting the manager: %w", err)
-	}
-	if err := checkSourceLimits(o.sourceLimits); err != nil {
-		return nil, err
 	}
 	fopts := source.Options{Guard: o.guard, AllowFileGit: o.allowFileGit, Limits: o.sourceLimits}
 	fopts.Guard.Deny = append(fopts.Guard.Deny, netguard.APIServerDenyEntries(cfg.Host)...)

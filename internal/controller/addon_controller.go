@@ -229,9 +229,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		// NOTE: a dependency is woken only when the cache holds it, which
 		// is to say when it is in this controller's shard: a dependsOn can
 		// name an Addon of another shard, which its own controller wakes.
-		for _, k := range r.Config.dependencyKeys(a) {
-			ns, name, _ := strings.Cut(k, "/")
-			key := types.NamespacedName{Namespace: ns, Name: name}
+		for _, key := range r.Config.dependencies(a) {
 			dep := &capstanv1.Addon{}
 			if err := r.Client.Get(ctx, key, dep); err != nil || !r.Config.Selects(dep.Labels) {
 				continue

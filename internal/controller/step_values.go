@@ -68,17 +68,13 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 	}
 	// NOTE: the namespace fact is the controller's, where the platform
 	// runs; the add-on's own is .Release.Namespace already.
-	if r.Config.PlatformConfigMap != "" {
-		reader := r.PlatformReader
-		if reader == nil {
-			reader = r.APIReader
-		}
-		s.platform, err = values.LoadPlatform(ctx, reader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, r.Config.Namespace)
-		if err != nil {
-			return false, err
-		}
-	} else {
-		s.platform = values.Platform{Namespace: r.Config.Namespace}
+	reader := r.PlatformReader
+	if reader == nil {
+		reader = r.APIReader
+	}
+	s.platform, err = values.LoadPlatform(ctx, reader, types.NamespacedName{Namespace: r.Config.Namespace, Name: r.Config.PlatformConfigMap}, r.Config.Namespace)
+	if err != nil {
+		return false, err
 	}
 	res, err := values.Compose(values.Inputs{
 		Chart: s.artifact.Chart.Chart, Generated: generated, Sources: sources,

@@ -514,9 +514,8 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 // createFromForm checks the form's values against the chart's schema, on
 // the server, and creates the Addon suspended when they pass.
 func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess session, d pageData, form *newForm, spec capstanv1.AddonSpec, art *source.Artifact) {
-	if errs := validation.IsDNS1123Label(form.Namespace); len(errs) > 0 {
-		d.Error = "Namespace: " + strings.Join(errs, "; ")
-	} else if errs := validation.IsDNS1123Subdomain(form.Name); len(errs) > 0 {
+	// NOTE: the namespace was checked before the chart was fetched.
+	if errs := validation.IsDNS1123Subdomain(form.Name); len(errs) > 0 {
 		d.Error = "Name: " + strings.Join(errs, "; ")
 	}
 	vals, inputs := map[string]any{}, map[string]string{}

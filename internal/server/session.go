@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
+
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
 	"capstan.dev/capstan/internal/server/body"
 )
@@ -89,15 +90,8 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 // serviceAccountNamespace is the namespace of a service account's user
 // name (system:serviceaccount:NAMESPACE:NAME).
 func serviceAccountNamespace(user string) (string, bool) {
-	rest, ok := strings.CutPrefix(user, "system:serviceaccount:")
-	if !ok {
-		return "", false
-	}
-	ns, _, ok := strings.Cut(rest, ":")
-	if !ok || ns == "" {
-		return "", false
-	}
-	return ns, true
+	ns, _, err := serviceaccount.SplitUsername(user)
+	return ns, err == nil
 }
 
 // endOldest ends the oldest sessions of the users that match until keep
