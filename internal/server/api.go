@@ -324,10 +324,15 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if gitManaged(current) != "" {
+	repo, err := s.managedBy(r.Context(), current)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if repo != "" {
 		if req.Definition == "" || len(req.Spec) > 0 || len(req.SecretInputs) > 0 {
 			writeError(w, apiError{Code: http.StatusConflict, Reason: "Conflict", Field: "definition",
-				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, gitManaged(current))})
+				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, repo)})
 			return
 		}
 		s.commit(w, r, current, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
@@ -419,7 +424,7 @@ func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 		return
 	}
 	if verb == "install" {
-		if err := refuseGitManaged(r.Context(), c, key, "resume it by a commit, then approve its plan"); err != nil {
+		if err := s.refuseGitManaged(r.Context(), c, key, "resume it by a commit, then approve its plan"); err != nil {
 			writeError(w, errorFor(err))
 			return
 		}
@@ -486,7 +491,12 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 			writeError(w, errorFor(err))
 			return
 		}
-		if gitManaged(a) != "" {
+		repo, err := s.managedBy(r.Context(), a)
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		if repo != "" {
 			s.commit(w, r, a, verb, "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 				if suspend {
 					return wr.Suspend(ctx, name)
@@ -506,12 +516,16 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 
 // refuseGitManaged answers 409 for a change that an Addon managed by git
 // cannot take in the cluster.
-func refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey, what string) error {
+func (s *Server) refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey, what string) error {
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {
 		return err
 	}
-	if repo := gitManaged(a); repo != "" {
+	repo, err := s.managedBy(ctx, a)
+	if err != nil {
+		return err
+	}
+	if repo != "" {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict",
 			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s", key, repo, what)}
 	}
@@ -539,7 +553,12 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if gitManaged(a) != "" {
+	repo, err := s.managedBy(r.Context(), a)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if repo != "" {
 		if o.KeepValues {
 			writeError(w, badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects"))
 			return

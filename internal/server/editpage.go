@@ -55,6 +55,10 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		d.Addon, err = addons.Get(r.Context(), c, key)
 	}
+	var repo string
+	if err == nil {
+		repo, err = s.managedBy(r.Context(), d.Addon)
+	}
 	if err != nil {
 		e := errorFor(err)
 		d.Title, d.Error = key.Name, e.Message
@@ -62,7 +66,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Title = "Edit " + key.Name
-	form := &editForm{GitManaged: gitManaged(d.Addon)}
+	form := &editForm{GitManaged: repo}
 	d.Edit = form
 	current, err := specValues(d.Addon)
 	if err != nil {
@@ -113,7 +117,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusUnprocessableEntity, d)
 		return
 	}
-	done, err := s.saveValues(r.Context(), sess.user, c, d.Addon, current, vals, inputs)
+	done, err := s.saveValues(r.Context(), sess.user, c, d.Addon, repo, current, vals, inputs)
 	if err != nil {
 		e := errorFor(err)
 		d.Error = e.Message
@@ -192,10 +196,10 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 }
 
 // saveValues replaces the add-on's values: by a merge patch of its spec,
-// with the secret inputs written first, or, for an add-on that git
-// manages, by a commit. It returns the flash to show.
-func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, current, next map[string]any, inputs map[string]string) (string, error) {
-	if repo := gitManaged(a); repo != "" {
+// with the secret inputs written first, or, for an add-on that the
+// AddonRepository repo manages, by a commit. It returns the flash to show.
+func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, repo string, current, next map[string]any, inputs map[string]string) (string, error) {
+	if repo != "" {
 		_, err := s.commitChange(ctx, u, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			return wr.SetValues(ctx, name, next)
 		})

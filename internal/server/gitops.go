@@ -10,6 +10,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -27,8 +28,30 @@ import (
 // person's, the server first asks the API server with a SubjectAccessReview
 // whether the person may make that change to the Addon.
 
-// gitManaged is the AddonRepository that manages a, or "".
+// gitManaged is the AddonRepository that a's label names, or "".
 func gitManaged(a *capstanv1.Addon) string { return a.Labels[gitops.ManagedByGitLabel] }
+
+// managedBy is the AddonRepository that manages a, or "" when none does:
+// a carries no label, or its label names a repository that is gone. A
+// deleted AddonRepository leaves its Addons labelled, and no syncer
+// manages them any more, so the API and the page change them in the
+// cluster, as the CLI does; a commit to a repository nobody syncs would
+// change nothing. A suspended repository still manages its Addons: the
+// commit is applied when it is resumed.
+func (s *Server) managedBy(ctx context.Context, a *capstanv1.Addon) (string, error) {
+	name := gitManaged(a)
+	if name == "" || s.Controller == nil {
+		return name, nil
+	}
+	err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, &capstanv1.AddonRepository{})
+	if apierrors.IsNotFound(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", name, a.Name, err)
+	}
+	return name, nil
+}
 
 // commitAnswer is the answer to a change made by a commit.
 type commitAnswer struct {

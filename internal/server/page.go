@@ -266,6 +266,9 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 			if err == nil {
 				d.Events, _ = s.addonEvents(r.Context(), c, key)
 			}
+			if err == nil {
+				d.GitManaged, err = s.managedBy(r.Context(), d.Addon)
+			}
 		}
 	}
 	if err != nil {
@@ -276,9 +279,12 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 	}
 	d.Title, d.Live = key.Name, true
 	d.Actions = d.Can["approve"] || d.Can["update"] || d.Can["delete"]
-	d.GitManaged = gitManaged(d.Addon)
-	if gitManaged(d.Addon) != "" && d.Flash == "" && d.Error == "" {
-		d.Flash = "This add-on is managed by git (AddonRepository " + gitManaged(d.Addon) + "): each change below is made by a commit to it."
+	if d.Flash == "" && d.Error == "" {
+		if d.GitManaged != "" {
+			d.Flash = "This add-on is managed by git (AddonRepository " + d.GitManaged + "): each change below is made by a commit to it."
+		} else if gone := gitManaged(d.Addon); gone != "" {
+			d.Flash = "This add-on's AddonRepository " + gone + " is gone: no repository manages it any more, and each change below is made in the cluster."
+		}
 	}
 	s.render(w, "addon", code, d)
 }
@@ -334,7 +340,11 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 		_, err := addons.RequestTest(ctx, c, key, time.Now())
 		return verb, err
 	}
-	if gitManaged(a) != "" {
+	repo, err := s.managedBy(ctx, a)
+	if err != nil {
+		return "", err
+	}
+	if repo != "" {
 		return s.pageCommit(ctx, r, u, c, a, verb)
 	}
 	switch verb {
