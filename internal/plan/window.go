@@ -17,14 +17,6 @@ import (
 // schedule written the wrong way round.
 const MaxWindowDuration = 7 * 24 * time.Hour
 
-// window is one spec.syncWindows entry, parsed.
-type window struct {
-	index    int
-	spec     capstanv1.SyncWindow
-	schedule cron.Schedule
-	loc      *time.Location
-}
-
 // WindowError is a sync window the controller cannot read.
 type WindowError struct {
 	Field   string
@@ -66,31 +58,132 @@ func ParseWindow(field string, w capstanv1.SyncWindow) (cron.Schedule, *time.Loc
 	return sched, loc, nil
 }
 
-// maxChain bounds how many overlapping openings activeAt joins: two
+// maxChain bounds how many overlapping openings one chain joins: two
 // weeks of a window that opens every minute.
 const maxChain = 14 * 24 * 60
 
-// activeAt reports whether the window is open at t, and when that opening
-// ends. Openings that overlap or touch are one: a window of two hours
-// that opens every hour never ends. The end is zero when it does not end
-// within maxChain openings.
-func (w window) activeAt(t time.Time) (bool, time.Time) {
+// MaxWindowSteps bounds the work of one EvaluateWindows call, in cron
+// openings computed (calls to a schedule's Next), about 130ms of CPU.
+// Ordinary windows take a few hundred; a deny window every minute of the
+// weekdays, followed to Saturday, up to 7,200; one whose openings never
+// end, maxChain. Each window's run of openings is followed once for the
+// whole search, but sixteen windows that each join a week of minutes
+// would still take over 100,000 on every look, and used to take millions;
+// past the bound, whether the windows are open is still answered, and when
+// that changes is left unknown.
+const MaxWindowSteps = 50_000
+
+// maxSearchSteps bounds the search for the next opening, in changes of
+// the answer stepped through.
+const maxSearchSteps = 512
+
+// window is one spec.syncWindows entry, parsed, with what one
+// EvaluateWindows call has learnt of it so far.
+type window struct {
+	index    int
+	spec     capstanv1.SyncWindow
+	schedule cron.Schedule
+	loc      *time.Location
+
+	// chain is the last run of joined openings followed: open from
+	// chainStart up to chainReach. chainEnd is when it ends, zero when it
+	// does not end within maxChain openings; chainReach is then the end
+	// of the last opening followed.
+	chainStart, chainReach, chainEnd time.Time
+	// The window is closed from idleFrom up to idleUntil, when it opens
+	// next; idleUntil is zero when it never opens.
+	idleFrom, idleUntil time.Time
+	idle                bool
+}
+
+// evaluator evaluates one set of windows at the moments of one search,
+// counting the cron openings it computes against MaxWindowSteps.
+type evaluator struct {
+	ws    []window
+	steps int
+	limit int
+	// out is true once a step was refused.
+	out bool
+}
+
+// next is the window's first opening after t, if the bound allows one
+// more step.
+func (e *evaluator) next(w *window, t time.Time) (time.Time, bool) {
+	if e.steps >= e.limit {
+		e.out = true
+		return time.Time{}, false
+	}
+	e.steps++
+	return w.schedule.Next(t.In(w.loc)), true
+}
+
+// spent reports whether the bound ran out.
+func (e *evaluator) spent() bool { return e.out }
+
+// opening reports whether the window is open at t and, when it is not,
+// when it opens next (zero: never). ok is false when the bound ran out.
+func (e *evaluator) opening(w *window, t time.Time) (active bool, next time.Time, ok bool) {
+	if !w.chainStart.IsZero() && !t.Before(w.chainStart) && t.Before(w.chainReach) {
+		return true, time.Time{}, true
+	}
+	if w.idle && !t.Before(w.idleFrom) && (w.idleUntil.IsZero() || t.Before(w.idleUntil)) {
+		return false, w.idleUntil, true
+	}
 	d := w.spec.Duration.Duration
 	// NOTE: Next gives the first opening strictly after its argument, so
-	// this is the first opening in (t-d, t], and t is inside it.
-	start := w.schedule.Next(t.In(w.loc).Add(-d))
-	if start.IsZero() || start.After(t) {
-		return false, time.Time{}
+	// this is the first opening in (t-d, t], and t is inside it. When
+	// there is none, it is also the first opening after t, and none comes
+	// before it: the window stays closed until then.
+	start, ok := e.next(w, t.Add(-d))
+	if !ok {
+		return false, time.Time{}, false
 	}
+	if start.IsZero() {
+		// NOTE: a cron gives up five years ahead, counted from the year
+		// it is asked about; asked about t, it may find one more.
+		if start, ok = e.next(w, t); !ok {
+			return false, time.Time{}, false
+		}
+	}
+	if start.IsZero() || start.After(t) {
+		w.idle, w.idleFrom, w.idleUntil = true, t, start
+		return false, start, true
+	}
+	w.chainStart, w.chainReach, w.chainEnd = start, start, time.Time{}
+	return true, time.Time{}, true
+}
+
+// chainEnd is when the opening of the window that is open at t ends,
+// zero when it does not end within maxChain openings. Openings that
+// overlap or touch are one: a window of two hours that opens every hour
+// never ends. It follows the chain that opening found, and a later call
+// inside the chain followed costs nothing. ok is false when the bound ran
+// out.
+func (e *evaluator) chainEnd(w *window, t time.Time) (time.Time, bool) {
+	if t.Before(w.chainReach) {
+		// NOTE: from any opening of a chain that ends, the same end is
+		// at most maxChain openings away. Of a chain with no end within
+		// maxChain openings, a later opening may find an end that the
+		// first did not; that takes more than two weeks of openings every
+		// minute, and the window is counted as endless all the same.
+		return w.chainEnd, true
+	}
+	d := w.spec.Duration.Duration
+	start := w.chainStart
 	end := start.Add(d)
 	for range maxChain {
-		next := w.schedule.Next(start)
+		next, ok := e.next(w, start)
+		if !ok {
+			return time.Time{}, false
+		}
 		if next.IsZero() || next.After(end) {
-			return true, end
+			w.chainReach, w.chainEnd = end, end
+			return end, true
 		}
 		start, end = next, next.Add(d)
 	}
-	return true, time.Time{}
+	w.chainReach = end
+	return time.Time{}, true
 }
 
 // Windows is what an add-on's sync windows say at one moment.
@@ -102,7 +195,7 @@ type Windows struct {
 	// closed: every window that closes them says manualSync.
 	Manual bool
 	// Change is the next moment the answer may change, zero when it never
-	// does.
+	// does or when the windows took more than MaxWindowSteps to follow.
 	Change time.Time
 	// Why says, when they are closed, which window closes them and until
 	// when.
@@ -111,34 +204,49 @@ type Windows struct {
 	endless bool
 }
 
-// maxWindowSteps bounds the search for the next opening.
-const maxWindowSteps = 512
-
 // EvaluateWindows says whether the windows let changes apply at now, and
-// when that may change.
+// when that may change. Its work is bounded by MaxWindowSteps, whatever
+// the windows are: whether they are open is always answered, but when
+// they change may be left unknown (see Windows.Change).
 func EvaluateWindows(specs []capstanv1.SyncWindow, now time.Time) (Windows, error) {
+	st, _, err := evaluateWindows(specs, now, MaxWindowSteps)
+	return st, err
+}
+
+// evaluateWindows is EvaluateWindows with a bound of limit cron openings;
+// it also returns how many it computed.
+func evaluateWindows(specs []capstanv1.SyncWindow, now time.Time, limit int) (Windows, int, error) {
 	if len(specs) == 0 {
-		return Windows{Open: true, Manual: true}, nil
+		return Windows{Open: true, Manual: true}, 0, nil
 	}
-	ws := make([]window, len(specs))
+	// NOTE: the first look computes one opening a window, or two for one
+	// that never opens, and that says whether they are open: the bound
+	// never leaves that unknown.
+	e := &evaluator{ws: make([]window, len(specs)), limit: max(limit, 2*len(specs))}
 	for i, spec := range specs {
 		sched, loc, err := ParseWindow(fmt.Sprintf("spec.syncWindows[%d]", i), spec)
 		if err != nil {
-			return Windows{}, err
+			return Windows{}, 0, err
 		}
-		ws[i] = window{index: i, spec: spec, schedule: sched, loc: loc}
+		e.ws[i] = window{index: i, spec: spec, schedule: sched, loc: loc}
 	}
-	st := evaluate(ws, now)
+	st := e.evaluate(now)
+	if e.spent() {
+		return e.unknown(st), e.steps, nil
+	}
 	if st.Open || st.endless {
-		return st, nil
+		return st, e.steps, nil
 	}
 	// When do they open? Step from change to change; a set of windows
 	// that never opens stops the search at its bound.
 	opens := time.Time{}
 	searched := now
-	for t, steps := st.Change, 0; !t.IsZero() && steps < maxWindowSteps && t.Sub(now) < 366*24*time.Hour; steps++ {
+	for t, steps := st.Change, 0; !t.IsZero() && steps < maxSearchSteps && t.Sub(now) < 366*24*time.Hour; steps++ {
 		searched = t
-		next := evaluate(ws, t)
+		next := e.evaluate(t)
+		if e.spent() {
+			return e.unknown(st), e.steps, nil
+		}
 		if next.Open {
 			opens = t
 			break
@@ -156,11 +264,28 @@ func EvaluateWindows(specs []capstanv1.SyncWindow, now time.Time) (Windows, erro
 	default:
 		st.Why += "; no opening was found up to " + searched.UTC().Format(time.RFC3339)
 	}
-	return st, nil
+	return st, e.steps, nil
+}
+
+// unknown is the answer at now, st, once the bound ran out: whether the
+// windows are open, which st always has, and no moment of change, so that
+// the controller looks again at its resync, not sooner.
+func (e *evaluator) unknown(st Windows) Windows {
+	st.Change, st.endless = time.Time{}, false
+	if st.Open {
+		return st
+	}
+	st.Why += fmt.Sprintf("; no opening was found within the bound of %d cron openings the controller follows, "+
+		"so it looks again at its resync: use fewer windows, or openings further apart that last longer "+
+		"(\"0 9 * * 1-5\" for 8h, not \"* 9-16 * * 1-5\" for 1m)", MaxWindowSteps)
+	return st
 }
 
 // evaluate is EvaluateWindows at t, without the search for the opening.
-func evaluate(ws []window, t time.Time) Windows {
+// Open and Manual are known before the end of any window is followed:
+// when the bound runs out (e.spent), they are still right, and Why names
+// the window that closes them, without its end.
+func (e *evaluator) evaluate(t time.Time) Windows {
 	var (
 		st                   = Windows{Open: true, Manual: true}
 		allows, allowsManual bool
@@ -175,46 +300,72 @@ func evaluate(ws []window, t time.Time) Windows {
 			st.Change = c
 		}
 	}
-	for _, w := range ws {
-		active, end := w.activeAt(t)
-		next := w.schedule.Next(t.In(w.loc))
-		// NOTE: an opening that comes while the window is open changes
-		// nothing; its end does.
-		if active {
-			later(end)
-		} else {
-			later(next)
+	active := make([]bool, len(e.ws))
+	for i := range e.ws {
+		w := &e.ws[i]
+		on, next, ok := e.opening(w, t)
+		if !ok {
+			break
 		}
+		active[i] = on
+		// NOTE: next is zero while the window is open: an opening that
+		// comes then changes nothing; its end, below, does.
+		later(next)
 		switch w.spec.Kind {
 		case capstanv1.SyncWindowDeny:
-			if active {
+			if on {
 				st.Open = false
 				st.Manual = st.Manual && w.spec.ManualSync
-				if firstDeny < 0 || !denyEnds.IsZero() && (end.IsZero() || end.After(denyEnds)) {
-					firstDeny, denyEnds = w.index, end
+				if firstDeny < 0 {
+					firstDeny = w.index
 				}
 			}
 		case capstanv1.SyncWindowAllow:
 			allows = true
 			allowsManual = allowsManual || w.spec.ManualSync
-			allowOpen = allowOpen || active
+			allowOpen = allowOpen || on
 			if !next.IsZero() && (nextAllow.IsZero() || next.Before(nextAllow)) {
 				nextAllow, nextAllowIndex = next, w.index
 			}
 		}
 	}
+	if e.spent() {
+		// NOTE: only a search step can run out here (see
+		// evaluateWindows), and its answer is not used.
+		return st
+	}
 	if allows && !allowOpen {
 		st.Open = false
 		st.Manual = st.Manual && allowsManual
 	}
+	// The ends of the windows that are open: the deny window that ends
+	// last, or never, is the one that holds.
+	denyAt := -1
+	for i := range e.ws {
+		w := &e.ws[i]
+		if !active[i] {
+			continue
+		}
+		end, ok := e.chainEnd(w, t)
+		if !ok {
+			break
+		}
+		later(end)
+		if w.spec.Kind == capstanv1.SyncWindowDeny &&
+			(denyAt < 0 || !denyEnds.IsZero() && (end.IsZero() || end.After(denyEnds))) {
+			denyAt, denyEnds = w.index, end
+		}
+	}
 	switch {
 	case st.Open:
 		st.Manual = true
-	case firstDeny >= 0 && denyEnds.IsZero():
+	case e.spent() && firstDeny >= 0:
+		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active", firstDeny)
+	case denyAt >= 0 && denyEnds.IsZero():
 		st.endless = true
-		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active, and its openings overlap with no end in two weeks", firstDeny)
-	case firstDeny >= 0:
-		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active until %s", firstDeny, denyEnds.UTC().Format(time.RFC3339))
+		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active, and its openings overlap with no end in two weeks", denyAt)
+	case denyAt >= 0:
+		st.Why = fmt.Sprintf("the deny window spec.syncWindows[%d] is active until %s", denyAt, denyEnds.UTC().Format(time.RFC3339))
 	case nextAllowIndex >= 0:
 		st.Why = fmt.Sprintf("changes apply only in an allow window, and none is active; the next, spec.syncWindows[%d], opens at %s", nextAllowIndex, nextAllow.UTC().Format(time.RFC3339))
 	default:

@@ -144,3 +144,120 @@ func TestWindowGate(t *testing.T) {
 		}
 	}
 }
+
+// ordinaryWindowSets are sets of windows as people write them: each is
+// held to the answers EvaluateWindows gave before its work was bounded.
+func ordinaryWindowSets() map[string][]capstanv1.SyncWindow {
+	amsterdam := func(w capstanv1.SyncWindow) capstanv1.SyncWindow {
+		w.TimeZone = "Europe/Amsterdam"
+		return w
+	}
+	return map[string][]capstanv1.SyncWindow{
+		"the docs' example":          ordinaryWindows(),
+		"nightly":                    {win(capstanv1.SyncWindowAllow, "0 22 * * *", 2*time.Hour, false)},
+		"business hours denied":      {win(capstanv1.SyncWindowDeny, "0 9 * * 1-5", 8*time.Hour, true)},
+		"weekdays, every minute":     {win(capstanv1.SyncWindowDeny, "* * * * 1-5", time.Minute, false)},
+		"in the hour DST skips":      {amsterdam(win(capstanv1.SyncWindowAllow, "30 2 * * *", time.Hour, false))},
+		"on 30 February":             {win(capstanv1.SyncWindowAllow, "0 0 30 2 *", time.Hour, false)},
+		"business hours by minutes":  {amsterdam(win(capstanv1.SyncWindowDeny, "* 9-16 * * 1-5", time.Minute, true)), win(capstanv1.SyncWindowAllow, "0 */4 * * *", 30*time.Minute, true)},
+		"allows that join, a freeze": {win(capstanv1.SyncWindowAllow, "0 8 * * *", 4*time.Hour, false), win(capstanv1.SyncWindowAllow, "0 10 * * *", 4*time.Hour, true), win(capstanv1.SyncWindowDeny, "0 0 1 * *", 24*time.Hour, false)},
+	}
+}
+
+func TestWindowsAnswerAsBeforeTheBound(t *testing.T) {
+	// Spring and autumn in Amsterdam, and the turn of the year, every
+	// nine hours or so.
+	var moments []time.Time
+	for _, span := range [][2]string{
+		{"2026-03-25T00:00:00Z", "2026-04-02T00:00:00Z"},
+		{"2026-10-21T00:00:00Z", "2026-10-29T00:00:00Z"},
+		{"2026-12-22T00:00:00Z", "2027-01-03T00:00:00Z"},
+	} {
+		for now := at(span[0]); now.Before(at(span[1])); now = now.Add(9*time.Hour + 13*time.Minute + 30*time.Second) {
+			moments = append(moments, now)
+		}
+	}
+	// Around Amsterdam's skipped hour (01:00 UTC on 29 March) and its
+	// repeated one (00:00 to 02:00 UTC on 25 October).
+	for _, s := range []string{"2026-03-29T00:45:00Z", "2026-03-29T01:00:00Z", "2026-03-29T01:30:00Z",
+		"2026-10-25T00:30:00Z", "2026-10-25T00:45:00Z", "2026-10-25T01:15:00Z", "2026-10-25T01:45:00Z"} {
+		moments = append(moments, at(s))
+	}
+	for name, ws := range ordinaryWindowSets() {
+		for _, now := range moments {
+			want, err := refEvaluateWindows(ws, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := EvaluateWindows(ws, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Open != want.Open || got.Manual != want.Manual || !got.Change.Equal(want.Change) || got.Why != want.Why || got.endless != want.endless {
+				t.Errorf("%s at %s:\n got %+v\nwant %+v", name, now.Format(time.RFC3339), got, want)
+			}
+		}
+	}
+}
+
+func TestWindowsWorkIsBounded(t *testing.T) {
+	crafted := craftedWindows()
+	manual := make([]capstanv1.SyncWindow, len(crafted))
+	for i, w := range crafted {
+		w.ManualSync = true
+		manual[i] = w
+	}
+	weekly := make([]capstanv1.SyncWindow, 16)
+	for i := range weekly {
+		weekly[i] = win(capstanv1.SyncWindowAllow, "0 0 * * 1", 168*time.Hour, false)
+	}
+	minutes := []capstanv1.SyncWindow{win(capstanv1.SyncWindowDeny, "* * * * 1-5", time.Minute, false), win(capstanv1.SyncWindowAllow, "*/2 * * * *", time.Minute, false)}
+	cases := []struct {
+		name    string
+		windows []capstanv1.SyncWindow
+		now     string
+		limit   int
+		open    bool
+		manual  bool
+		change  string
+		why     string
+		most    int
+	}{
+		{"fifteen denies every minute of six days, an allow every other minute", crafted, "2026-12-07T00:00:30Z", MaxWindowSteps, false, false, "",
+			"the deny window spec.syncWindows[0] is active; no opening was found within the bound of 50000 cron openings", MaxWindowSteps},
+		{"the same, on a Saturday evening", crafted, "2026-12-12T23:00:30Z", MaxWindowSteps, false, false, "2026-12-12T23:01:00Z",
+			"the deny window spec.syncWindows[0] is active until 2026-12-13T00:00:00Z; changes may apply from 2026-12-13T00:00:00Z", 2_000},
+		{"the same with manualSync", manual, "2026-12-07T00:00:30Z", MaxWindowSteps, false, true, "", "use fewer windows", MaxWindowSteps},
+		{"sixteen allows that never end", weekly, "2026-12-09T12:00:00Z", MaxWindowSteps, true, true, "", "", MaxWindowSteps},
+		// Followed once, a deny window's week of minutes is not followed
+		// again at each of the 512 steps of the search.
+		{"one deny every minute of the week, an allow every other minute", minutes, "2026-12-09T12:00:30Z", MaxWindowSteps, false, false, "2026-12-09T12:01:00Z",
+			"active until 2026-12-12T00:00:00Z; no opening was found up to 2026-12-09T20:32:00Z", 5_000},
+		{"the bound runs out in the search", ordinaryWindows(), "2026-12-25T12:00:00Z", 5, false, false, "",
+			"the deny window spec.syncWindows[1] is active until 2026-12-27T00:00:00Z; no opening was found within the bound", 5},
+		{"the bound runs out while open", []capstanv1.SyncWindow{win(capstanv1.SyncWindowAllow, "0 * * * *", 2*time.Hour, false)}, "2026-12-09T21:30:00Z", 1, true, true, "", "", 2},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, steps, err := evaluateWindows(tc.windows, at(tc.now), tc.limit)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Open != tc.open || got.Manual != tc.manual {
+				t.Errorf("open %v manual %v, want %v and %v (%s)", got.Open, got.Manual, tc.open, tc.manual, got.Why)
+			}
+			if change := ""; tc.change != "" || !got.Change.IsZero() {
+				change = got.Change.UTC().Format(time.RFC3339)
+				if change != tc.change {
+					t.Errorf("change %s, want %s", change, tc.change)
+				}
+			}
+			if !strings.Contains(got.Why, tc.why) || (tc.open && got.Why != "") {
+				t.Errorf("why %q, want it to say %q", got.Why, tc.why)
+			}
+			if steps > tc.most {
+				t.Errorf("%d cron openings, want at most %d", steps, tc.most)
+			}
+		})
+	}
+}
