@@ -513,8 +513,17 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			errs = append(errs, err)
 		}
 	}
-	for _, a := range live.Items {
-		if a.Labels[gitops.ManagedByGitLabel] != repo.Name || snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
+	// NOTE: the Addons whose files are gone are listed on the API server,
+	// past the cache: a controller's cache holds only its shard's Addons,
+	// and an Addon a person put in another shard by hand (it keeps that
+	// label) is still the repository's, which alone can delete it. No
+	// other syncer would: the shard's own does not hold the repository.
+	owned, err := r.ownedAddons(ctx, repo)
+	if err != nil {
+		return invalid, applied, errors.Join(append(errs, err)...)
+	}
+	for _, a := range owned {
+		if snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
 			continue
 		}
 		// NOTE: the Addon's deletion policy decides what happens to the
@@ -564,6 +573,20 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 		return false, fmt.Sprintf("%s: the API server refused the Addon: %s", file, errMessage(err)), nil
 	}
 	return false, "", fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, file, err)
+}
+
+// ownedAddons lists, from the API server, the Addons of the repository's
+// namespace that carry its managed-by-git label, whatever their shard.
+func (r *AddonRepositoryReconciler) ownedAddons(ctx context.Context, repo *capstanv1.AddonRepository) ([]capstanv1.Addon, error) {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	var list capstanv1.AddonList
+	if err := reader.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingLabels{gitops.ManagedByGitLabel: repo.Name}); err != nil {
+		return nil, fmt.Errorf("cannot list the Addons of namespace %s that the repository manages: %w", repo.Namespace, err)
+	}
+	return list.Items, nil
 }
 
 // liveAddon reads an Addon from the API server, or nil when there is none.

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -585,6 +586,76 @@ func TestSyncerTakesNoAddonItsCacheMissed(t *testing.T) {
 	if !hasInvalid(getRepo(t, ns, "gitops"), "addons/grafana.yaml") {
 		t.Fatalf("the clash is not reported: %+v", getRepo(t, ns, "gitops").Status.InvalidFiles)
 	}
+}
+
+// shardView is a client whose Addon lists hold only what a label selector
+// matches, as a sharded controller's cache does; everything else is the
+// API server's.
+type shardView struct {
+	client.Client
+	selector labels.Selector
+}
+
+func (c shardView) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*capstanv1.AddonList); ok {
+		kept := l.Items[:0]
+		for _, a := range l.Items {
+			if c.selector.Matches(labels.Set(a.Labels)) {
+				kept = append(kept, a)
+			}
+		}
+		l.Items = kept
+	}
+	return nil
+}
+
+// TestSyncerDeletesAHandShardedAddon: a repository in no shard, synced by
+// the main controller (!capstan.dev/shard), defines dash, which a person
+// put in a shard by hand. Once dash's file is deleted, the main syncer
+// deletes it, though its cache does not hold it: no other syncer would,
+// since the shard's does not hold the repository. kuma, still defined,
+// stays.
+func TestSyncerDeletesAHandShardedAddon(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-handshard")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+	dash := mustAddon(t, ns, "dash")
+	patch := client.MergeFrom(dash.DeepCopy())
+	dash.Labels[gitops.ShardLabel] = "by-hand"
+	if err := env.client.Patch(ctx, dash, patch); err != nil {
+		t.Fatal(err)
+	}
+	// NOTE: the cluster's syncer reads the repository again in an hour:
+	// only the main controller's syncer below sees the commit.
+	w.Remove("addons/dash.yaml").CommitAndPush("no dash")
+
+	notSharded, err := labels.Parse("!" + gitops.ShardLabel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mainSyncer := &controller.AddonRepositoryReconciler{Client: shardView{Client: env.client, selector: notSharded}, APIReader: env.client}
+	if _, err := mainSyncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	switch a, err := getAddon(t, ns, "dash"); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case a.DeletionTimestamp == nil:
+		t.Fatalf("the hand-sharded Addon whose file was deleted is still there, in shard %q", a.Labels[gitops.ShardLabel])
+	}
+	mustAddon(t, ns, "kuma")
 }
 
 // TestIntervalHasAFloor: the API refuses an interval that would read the
