@@ -397,7 +397,22 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	s.priorWave, s.addon.Status.Wave = s.addon.Status.Wave, nil
 	defer func() {
 		observeReconcile(s, time.Since(start))
-		// NOTE: a controller that stops still records how far it got.
+		if ctx.Err() != nil {
+			// NOTE: the controller stops (SIGTERM, or a lost Lease) and
+			// this reconcile ended part-way: what it found is the
+			// stop's, not the add-on's. A hook it waited for still runs,
+			// and an apply or a wait cut short failed for no reason of
+			// the add-on's; writing that (status.hook cleared, Failed, a
+			// Warning event) would have the next controller start the
+			// running hook Job anew. So it ends as a SIGKILL does: the
+			// checkpoints hold how far it got, and the next controller
+			// goes on from them.
+			log.Info("Stopping: this reconcile's status is not written; the next reconcile goes on from the last checkpoint", "stage", s.stage)
+			return
+		}
+		// NOTE: a stop that comes now cut nothing short (a cancellation
+		// stays): what this reconcile found is the add-on's, and is
+		// written.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		if err := r.patchStatus(pctx, before, s); err != nil {

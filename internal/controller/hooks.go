@@ -155,9 +155,11 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
-	if hooks.IsRunning(err) {
+	if hooks.IsRunning(err) || err != nil && ctx.Err() != nil {
 		// NOTE: status.hook goes on naming the hook: the next look reads
-		// it, and the run goes on from it once it has finished.
+		// it, and the run goes on from it once it has finished. So does
+		// a run the controller's stop cut short: the hook it waited for
+		// still runs, and must not be taken for ended.
 		return err
 	}
 	if err == nil {

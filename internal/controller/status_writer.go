@@ -18,8 +18,9 @@ import (
 )
 
 // The Addon's status has one writer, this file: the patch at the end of
-// every reconcile (patchStatus), and the checkpoints a sync writes while it
-// runs (checkpointStatus), for what must survive the controller stopping
+// every reconcile that the controller's stop did not cut short
+// (patchStatus), and the checkpoints a sync writes while it runs
+// (checkpointStatus), for what must survive the controller stopping
 // half-way: the inventory before an apply, hook progress, and the apply
 // recorded before the post hooks run.
 
