@@ -187,3 +187,64 @@ func TestDependsOnTenantNamespace(t *testing.T) {
 		t.Error("the tenant's Addon was removed with the platform add-on")
 	}
 }
+
+// TestDependsOnRemovalCycle: a removal with uninstall is not held by the
+// Addon itself, when its spec.dependsOn names it with its namespace, nor
+// by a cycle of add-ons removed together, which would otherwise each wait
+// for the others for ever. Each goes, and its objects with it.
+func TestDependsOnRemovalCycle(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	uninstall := withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })
+	on := func(name string) addonOpt {
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.DependsOn = append(s.DependsOn, capstanv1.DependencyReference{Name: name, Namespace: ns})
+		})
+	}
+	gone := func(a *capstanv1.Addon) {
+		t.Helper()
+		eventually(t, 60*time.Second, a.Name+" to go", func() bool {
+			cur := &capstanv1.Addon{}
+			if err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), cur); err != nil {
+				return true
+			}
+			if c := apimeta.FindStatusCondition(cur.Status.Conditions, capstanv1.ConditionReady); c != nil && c.Reason == "WaitingForDependents" && strings.Contains(c.Message, ns+"/"+a.Name) {
+				t.Fatalf("%s waits for itself: %s", a.Name, c.Message)
+			}
+			return false
+		})
+	}
+
+	// Itself, named with its namespace: Blocked as a cycle, and removed.
+	self := create(t, newAddon(ns, "self", url, on("self"), uninstall))
+	waitFor(t, self, 90*time.Second, "the one-add-on cycle", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyCycle"
+	})
+	if err := admin.Delete(context.Background(), self); err != nil {
+		t.Fatal(err)
+	}
+	gone(self)
+
+	// ping and pong, installed, then made a cycle and removed together.
+	ping := create(t, newAddon(ns, "ping", url, uninstall))
+	pong := create(t, newAddon(ns, "pong", url, on("ping"), uninstall))
+	waitPhase(t, ping, capstanv1.PhaseSynced)
+	waitPhase(t, pong, capstanv1.PhaseSynced)
+	update(t, ping, func(cur *capstanv1.Addon) { cur.Spec.DependsOn = []capstanv1.DependencyReference{{Name: "pong"}} })
+	waitFor(t, ping, 90*time.Second, "the cycle", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyCycle"
+	})
+	for _, a := range []*capstanv1.Addon{pong, ping} {
+		if err := admin.Delete(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, a := range []*capstanv1.Addon{ping, pong} {
+		eventually(t, 60*time.Second, a.Name+" to go", func() bool {
+			return admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}) != nil
+		})
+		if live(t, "v1", "ConfigMap", ns, a.Name+"-config") != nil {
+			t.Errorf("%s's uninstall left its ConfigMap", a.Name)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -70,6 +71,59 @@ func TestDependencies(t *testing.T) {
 		}
 		if keys := cfg.dependencyKeys(a); !slices.Equal(keys, c.want) {
 			t.Errorf("an Addon of %s is indexed under %v; want %v", c.namespace, keys, c.want)
+		}
+	}
+}
+
+// TestCycleGoesFirst: add-ons uninstalled together that depend on each
+// other in a cycle would each wait for the others. The first of the cycle
+// by namespace/name goes first, not held by the rest of it; the others,
+// and whatever is not in the cycle or not uninstalled, still hold.
+func TestCycleGoesFirst(t *testing.T) {
+	key := func(s string) types.NamespacedName { return types.NamespacedName{Namespace: "shop", Name: s} }
+	cases := []struct {
+		name string
+		// uninstalling maps each add-on being uninstalled to its
+		// dependencies; one that is not uninstalled is absent.
+		uninstalling map[string][]string
+		self         string
+		want         []string // nil: self is not the first of a cycle
+	}{
+		{"itself alone", map[string][]string{"app": {"app"}}, "app", []string{}},
+		{"no cycle", map[string][]string{"app": {"db"}, "db": nil}, "db", []string{}},
+		{"a pair, the first", map[string][]string{"a": {"b"}, "b": {"a"}}, "a", []string{"b"}},
+		{"a pair, the second", map[string][]string{"a": {"b"}, "b": {"a"}}, "b", nil},
+		{"a pair, one kept", map[string][]string{"a": {"b"}}, "a", []string{}},
+		{"three, the first", map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}, "a", []string{"b", "c"}},
+		{"three, another", map[string][]string{"a": {"b"}, "b": {"c"}, "c": {"a"}}, "c", nil},
+		{"three, one kept", map[string][]string{"a": {"b"}, "c": {"a"}}, "a", []string{}},
+		{"a dependent outside the cycle", map[string][]string{"a": {"b"}, "b": {"a"}, "x": {"a"}}, "a", []string{"b"}},
+		{"a dependency outside the cycle", map[string][]string{"a": {"b", "z"}, "b": {"a"}, "z": nil}, "a", []string{"b"}},
+		{"two cycles through self", map[string][]string{"a": {"b", "c"}, "b": {"a"}, "c": {"a"}}, "a", []string{"b", "c"}},
+		{"two cycles, one with a first", map[string][]string{"b": {"a", "c"}, "a": {"b"}, "c": {"b"}}, "c", nil},
+	}
+	for _, c := range cases {
+		got := cycleGoesFirst(key(c.self), func(k types.NamespacedName) ([]types.NamespacedName, bool) {
+			deps, ok := c.uninstalling[k.Name]
+			var out []types.NamespacedName
+			for _, d := range deps {
+				out = append(out, key(d))
+			}
+			return out, ok
+		})
+		if c.want == nil {
+			if got != nil {
+				t.Errorf("%s: %s goes first, ahead of %v; want it to wait", c.name, c.self, got)
+			}
+			continue
+		}
+		var names []string
+		for k := range got {
+			names = append(names, k.Name)
+		}
+		slices.Sort(names)
+		if got == nil || !slices.Equal(names, c.want) {
+			t.Errorf("%s: %s goes first ahead of %v (nil: waits); want %v", c.name, c.self, names, c.want)
 		}
 	}
 }

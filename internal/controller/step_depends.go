@@ -190,20 +190,110 @@ func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addo
 	return walk(a, []types.NamespacedName{self})
 }
 
-// dependents lists the Addons that depend on a, those being removed too:
-// a dependent must be gone before a is uninstalled. A restricted Addon of
-// another namespace that names a is none of them (dependencies): it is
-// Blocked, and a tenant holds no other namespace's uninstall.
+// dependents lists the Addons whose removal a's uninstall waits for: those
+// that depend on a, those being removed too, since a dependent must be gone
+// before a is uninstalled. A restricted Addon of another namespace that
+// names a is none of them (dependencies): it is Blocked, and a tenant holds
+// no other namespace's uninstall. Nor is a itself, when its spec.dependsOn
+// names it with its namespace: that one-add-on cycle would hold it for
+// ever. Add-ons uninstalled together that depend on each other in a cycle
+// would each wait for the others; cycleGoesFirst lets one of them go.
 func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([]string, error) {
 	list := &capstanv1.AddonList{}
-	key := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}.String()
-	if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: key}); err != nil {
-		return nil, fmt.Errorf("listing the add-ons that depend on %s: %w", key, err)
+	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
+	if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: self.String()}); err != nil {
+		return nil, fmt.Errorf("listing the add-ons that depend on %s: %w", self, err)
 	}
+	var cycle map[types.NamespacedName]bool
 	var out []string
-	for _, d := range list.Items {
-		out = append(out, d.Namespace+"/"+d.Name)
+	for i := range list.Items {
+		d := &list.Items[i]
+		key := types.NamespacedName{Namespace: d.Namespace, Name: d.Name}
+		if key == self {
+			continue
+		}
+		if r.uninstalls(d) {
+			if cycle == nil {
+				cycle = cycleGoesFirst(self, func(k types.NamespacedName) ([]types.NamespacedName, bool) {
+					if k == self {
+						return r.Config.dependencies(a), true
+					}
+					dep := &capstanv1.Addon{}
+					if err := r.Client.Get(ctx, k, dep); err != nil || !r.uninstalls(dep) {
+						return nil, false
+					}
+					return r.Config.dependencies(dep), true
+				})
+			}
+			if cycle[key] {
+				continue
+			}
+		}
+		out = append(out, key.String())
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// uninstalls reports whether a is being removed with uninstall, and so
+// waits for its dependents.
+func (r *AddonReconciler) uninstalls(a *capstanv1.Addon) bool {
+	return a.DeletionTimestamp != nil && deletionPolicyOf(a, r.Config.Profile(a)) == capstanv1.DeletionDelete
+}
+
+// cycleGoesFirst breaks a cycle among add-ons uninstalled together. Each of
+// them waits for its dependents, so add-ons that depend on each other in a
+// cycle would wait for each other for ever. self's cycle is every add-on
+// it reaches through spec.dependsOn and that reaches it back, all of them
+// being uninstalled (deps returns an add-on's dependencies, and false for
+// one that is not uninstalled). The first of the cycle by namespace/name
+// goes first: cycleGoesFirst returns the others when self is that one, and
+// nil otherwise. Once it is gone the rest is no longer a cycle, or a
+// smaller one, and its add-ons go in their order, dependents first.
+func cycleGoesFirst(self types.NamespacedName, deps func(types.NamespacedName) ([]types.NamespacedName, bool)) map[types.NamespacedName]bool {
+	// What self reaches, walking only add-ons that are uninstalled.
+	edges := map[types.NamespacedName][]types.NamespacedName{}
+	queue := []types.NamespacedName{self}
+	for len(queue) > 0 {
+		k := queue[0]
+		queue = queue[1:]
+		if _, seen := edges[k]; seen {
+			continue
+		}
+		next, ok := deps(k)
+		if !ok {
+			next = nil
+		}
+		edges[k] = next
+		for _, n := range next {
+			if _, seen := edges[n]; !seen {
+				queue = append(queue, n)
+			}
+		}
+	}
+	// Of those, the ones that reach self back: self's cycle.
+	back := map[types.NamespacedName][]types.NamespacedName{}
+	for k, next := range edges {
+		for _, n := range next {
+			back[n] = append(back[n], k)
+		}
+	}
+	cycle := map[types.NamespacedName]bool{}
+	queue = []types.NamespacedName{self}
+	for len(queue) > 0 {
+		k := queue[0]
+		queue = queue[1:]
+		for _, p := range back[k] {
+			if p != self && !cycle[p] {
+				cycle[p] = true
+				queue = append(queue, p)
+			}
+		}
+	}
+	for k := range cycle {
+		if k.String() < self.String() {
+			return nil
+		}
+	}
+	return cycle
 }
