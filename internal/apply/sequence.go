@@ -100,9 +100,9 @@ type Sequence struct {
 	Applied func(ctx context.Context, r Result) error
 	// AwaitWave waits until every one of objs, the objects of the waves
 	// before wave, is Current, or returns why not. nothingApplied says
-	// that this sequence has applied nothing and run no hook yet, so a wait
-	// may end the sync instead, to be taken up by the next one: its plan
-	// is the same.
+	// that this sequence has applied nothing, labelled no adopted object
+	// and run no hook yet, so a wait may end the sync instead, to be taken
+	// up by the next one: its plan is the same.
 	// Nil does not wait.
 	AwaitWave func(ctx context.Context, wave int32, objs []*unstructured.Unstructured, nothingApplied bool) error
 	// Step, when set, is called before each step by name ("pre-hooks",
@@ -246,8 +246,11 @@ func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstruc
 	for _, w := range waveSteps(sorted, q.Objects) {
 		if len(w.await) > 0 && q.AwaitWave != nil {
 			// NOTE: pre hooks that ran count as applied: the next sync
-			// would not run them again, and so would plan another plan.
-			if err := q.AwaitWave(ctx, w.number, w.await, res.Applied == 0 && !q.HasPreHooks); err != nil {
+			// would not run them again, and so would plan another plan. So
+			// do the owner labels written on adopted objects: the next plan
+			// adopts nothing, its hash is not the one approved, and a
+			// manual sync would wait for a second approval.
+			if err := q.AwaitWave(ctx, w.number, w.await, res.Applied == 0 && !q.HasPreHooks && len(q.Adopted) == 0); err != nil {
 				return err
 			}
 		}

@@ -10,7 +10,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func waved(kind, name string, ann map[string]string) *unstructured.Unstructured {
@@ -215,5 +218,17 @@ func TestSequenceAppliesWaveByWave(t *testing.T) {
 	}
 	if got := strings.Join(rec.log, ", "); got != "pre hooks, await 2 (secret deploy settings worker), apply last" || gotNothingApplied {
 		t.Errorf("an upgrade of wave 2 with pre hooks: %s (nothing applied: %v)", got, gotNothingApplied)
+	}
+	// Nor with an object adopted unchanged, whose owner labels it wrote
+	// before the wait: the next plan would adopt nothing, and its hash
+	// would not be the one approved.
+	rec.log = nil
+	q.HasPreHooks, q.PreHooks = false, nil
+	q.Adopted = map[capstanv1.ObjectRef]types.UID{capstanv1.RefOf(deploy): "uid-deploy"}
+	if _, err := q.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(rec.log, ", "); got != "apply deploy, await 2 (secret deploy settings worker), apply last" || gotNothingApplied {
+		t.Errorf("an upgrade of wave 2 that adopts: %s (nothing applied: %v)", got, gotNothingApplied)
 	}
 }

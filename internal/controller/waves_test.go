@@ -287,3 +287,63 @@ func TestAWaveWaitsForItsJobToComplete(t *testing.T) {
 		t.Fatalf("wave 0 before the Job completed at %s: %v", at, app)
 	}
 }
+
+// TestAnApprovedAdoptionWaitsWithinItsSync: a manual-sync add-on adopts a
+// running object of wave 0 that is not Current yet, and creates one of
+// wave 1. The approved sync writes the adopted object's owner labels before
+// the wait, so the next plan would adopt nothing and have another hash; the
+// sync therefore waits within itself, and the approval carries it through
+// once wave 0 is Current, with no second approval.
+func TestAnApprovedAdoptionWaitsWithinItsSync(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// What already runs, as the chart renders it, and not ready yet.
+	db := &unstructured.Unstructured{}
+	db.SetAPIVersion("v1")
+	db.SetKind("ConfigMap")
+	db.SetNamespace(ns)
+	db.SetName("db")
+	_ = unstructured.SetNestedStringMap(db.Object, map[string]string{"size": "1"}, "data")
+	if err := admin.Create(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "adoptwave", version: "1.0.0", files: map[string]string{
+		"templates/db.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\ndata:\n  size: \"1\"\n",
+		"templates/app.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\n  annotations:\n    capstan.dev/sync-wave: \"1\"\n    ready: \"yes\"\ndata:\n  a: b\n",
+	}})
+	a := create(t, newAddon(controllerNS, "aw-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Adopt, s.ManualSync = true, true
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "v1", Kind: "ConfigMap",
+			Current: "has(metadata.annotations) && 'ready' in metadata.annotations"}}
+	})))
+	planned := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	approved := planned.Status.Plan.Hash
+	adopted := false
+	for _, o := range planned.Status.Plan.Objects {
+		adopted = adopted || (o.Name == "db" && o.Adopted)
+	}
+	if !adopted {
+		t.Fatalf("the plan does not adopt db: %+v", planned.Status.Plan.Objects)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = approved; cur.Spec.SyncRequest++ })
+	waitFor(t, a, 60*time.Second, "wave 1 waiting for db", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Wave == 1
+	})
+	if live(t, "v1", "ConfigMap", ns, "app") != nil {
+		t.Fatal("wave 1 was applied before db was Current")
+	}
+	cur := live(t, "v1", "ConfigMap", ns, "db")
+	cur.SetAnnotations(map[string]string{"ready": "yes"})
+	if err := admin.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	synced := waitFor(t, a, 60*time.Second, "the approved sync to go on", func(cur *capstanv1.Addon) bool {
+		if cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.Plan != nil && cur.Status.Plan.Hash != approved {
+			t.Fatalf("the approval went stale: the plan's hash is %s, not the approved %s: %s", cur.Status.Plan.Hash, approved, describeStatus(cur))
+		}
+		return cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if synced.Status.LastApprovedPlan != approved || live(t, "v1", "ConfigMap", ns, "app") == nil {
+		t.Errorf("the sync approved by %q (want %s); app applied: %v", synced.Status.LastApprovedPlan, approved, live(t, "v1", "ConfigMap", ns, "app") != nil)
+	}
+}
