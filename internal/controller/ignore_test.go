@@ -164,3 +164,48 @@ func TestARestrictedRuleReadsOnlyWhatTheAddonApplied(t *testing.T) {
 		t.Fatalf("another's ConfigMap was taken: %v", cm.GetLabels())
 	}
 }
+
+// TestARestrictedRuleSkipsWhatTheInventoryNamesButOthersMade: a tenant's
+// install whose pre-install hook fails has saved its inventory, Secret x
+// in it, and created nothing. Someone else then creates Secret x. A rule
+// on its /data/k must not read it: the notice that the field is "left as
+// the object runs" would tell the tenant whether the value its chart
+// guesses is the one the Secret holds.
+func TestARestrictedRuleSkipsWhatTheInventoryNamesButOthersMade(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "guesser", version: "1.0.0", files: map[string]string{
+		"templates/x.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: x\ndata:\n  k: {{ .Values.guess | b64enc }}\n",
+		"templates/hook.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: fail\n  annotations:\n    helm.sh/hook: pre-install\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n      labels:\n        capstan.dev/test-fail: \"true\"\n" +
+			"    spec:\n      restartPolicy: Never\n      containers:\n        - name: fail\n          image: registry.example/tools:1.0\n",
+	}})
+	a := create(t, newAddon(ns, "guesser", url, withValues("guess: hunter2"), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/data/k"}, Target: capstanv1.IgnoreTarget{Kind: "Secret"}}}
+	})))
+	got := failedWith(t, a, "the pre-install hook failed, so nothing was applied")
+	if got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s, want restricted", got.Status.Profile)
+	}
+	held := false
+	for _, ref := range capstanv1.RefsOf(got.Status.Inventory) {
+		held = held || ref.Kind == "Secret" && ref.Name == "x"
+	}
+	if !held || live(t, "v1", "Secret", ns, "x") != nil {
+		t.Fatalf("want Secret x in the inventory and not created; inventory %v", got.Status.Inventory)
+	}
+
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"}, Data: map[string][]byte{"k": []byte("the real one")}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("guess: hunter3") })
+	got = waitFor(t, a, 90*time.Second, "a plan of the new guess", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Plan != nil && cur.Status.Phase == capstanv1.PhaseBlocked
+	})
+	for _, n := range got.Status.Plan.Notices {
+		if strings.HasPrefix(n.Path, "spec.ignore/") {
+			t.Errorf("the rule read a Secret the add-on never created: %+v", n)
+		}
+	}
+}

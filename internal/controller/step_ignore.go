@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/ignore"
 )
@@ -27,7 +28,9 @@ import (
 // A restricted add-on reads only objects it applied before (its
 // inventory): the read is the controller's own, and the guardrails have
 // not yet judged what the render names, so a tenant's chart must not make
-// it read anything else. Its pod defaults (guard.Harden) are set again on
+// it read anything else. Of those it keeps fields only of one shown to be
+// its own (apply.NotOurs), since an inventory entry alone proves nothing.
+// Its pod defaults (guard.Harden) are set again on
 // what it kept: an ignored path never undoes them.
 func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, error) {
 	rules := s.addon.Spec.Ignore
@@ -101,6 +104,15 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 		}
 		if err != nil {
 			return out, fmt.Errorf("reading %s %s for spec.ignore: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+		}
+		if restricted && apply.NotOurs(s.addon, live) != "" {
+			// NOTE: the inventory is saved before anything is applied, so
+			// an install that stopped there (a pre-install hook that fails
+			// on purpose) names an object someone else may create later.
+			// Its fields are not kept and no notice names it: whether a
+			// path is "left as the object runs" would tell the tenant
+			// whether the value its chart guessed is the one it holds.
+			continue
 		}
 		kept, absent := ignore.Keep(obj, live, paths)
 		if len(kept) > 0 {
