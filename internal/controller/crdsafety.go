@@ -2,15 +2,16 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
-
-	"encoding/json"
+	"strings"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,13 +30,15 @@ import (
 //   - a version that status.storedVersions still lists is dropped;
 //   - the storage version changes with no conversion webhook;
 //   - existing objects no longer validate against the new schema of their
-//     version: a sample of them is dry-run created, by the API server
-//     itself, against a shadow of the new CRD (see crdshadow.go), so its
-//     schema, formats, defaults and x-kubernetes-validations rules all
+//     version, or hold fields it would prune: a sample of them is dry-run
+//     created, by the API server itself and with strict field validation,
+//     against a shadow of the new CRD (see crdshadow.go), so its schema,
+//     formats, defaults, pruning and x-kubernetes-validations rules all
 //     judge. When no shadow can be made (a conversion webhook, or an
-//     account that may not create CRDs), the sample is validated in the
-//     controller with kube-openapi's schema validator instead, without the
-//     CEL rules, and the notice says so.
+//     account that may not create CRDs), the sample is pruned with the
+//     API server's pruning and validated with kube-openapi's schema
+//     validator in the controller instead, without the CEL rules, and the
+//     notice says so.
 //
 // Only a CRD that the plan updates, with a version's schema or the set of
 // served and storage versions changed, is checked: one the preview merely
@@ -174,8 +177,9 @@ func served(crd *apiextensionsv1.CustomResourceDefinition, version string) bool 
 }
 
 // validateInController validates the sampled objects against the version's
-// new schema in the controller, with kube-openapi: the fallback when the API
-// server cannot judge through a shadow CRD.
+// new schema in the controller, with the API server's pruning and with
+// kube-openapi: the fallback when the API server cannot judge through a
+// shadow CRD.
 func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
 	// NOTE: a CRD's schema is an OpenAPI v3 schema, which kube-openapi's
 	// spec.Schema reads as it is; the x-kubernetes-* extensions are kept
@@ -199,16 +203,23 @@ func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiex
 	}
 	for _, item := range items {
 		checked++
-		// The object's own bookkeeping is not the schema's to judge.
-		obj := item.DeepCopy().Object
-		if structural != nil {
-			defaulting.Default(obj, structural)
+		why := ""
+		if pruned := prunedFields(item, structural); len(pruned) > 0 {
+			why = "the new schema drops " + strings.Join(pruned, ", ") + ", which the API server would prune"
+		} else {
+			// The object's own bookkeeping is not the schema's to judge.
+			obj := item.DeepCopy().Object
+			if structural != nil {
+				defaulting.Default(obj, structural)
+			}
+			delete(obj, "metadata")
+			delete(obj, "apiVersion")
+			delete(obj, "kind")
+			if errs := validator.Validate(obj).Errors; len(errs) > 0 {
+				why = errs[0].Error()
+			}
 		}
-		delete(obj, "metadata")
-		delete(obj, "apiVersion")
-		delete(obj, "kind")
-		errs := validator.Validate(obj).Errors
-		if len(errs) == 0 {
+		if why == "" {
 			continue
 		}
 		invalid++
@@ -217,8 +228,26 @@ func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiex
 			if ns := item.GetNamespace(); ns != "" {
 				name = ns + "/" + name
 			}
-			first = name + ": " + errs[0].Error()
+			first = name + ": " + why
 		}
 	}
 	return checked, invalid, first, nil
+}
+
+// prunedFields returns the paths of the fields of item, outside its
+// metadata and status, that the API server would prune under the
+// structural schema s: those the schema does not name, outside a subtree
+// that keeps unknown fields. kube-openapi's validator allows them, but
+// they are lost at the object's next write. It returns none when s is nil
+// (a schema that is not structural, which a v1 CRD cannot have).
+//
+// NOTE: status is left out as the shadow's dry-run create leaves it out:
+// it is its controller's to write again, and a create cannot carry it.
+func prunedFields(item unstructured.Unstructured, s *structuralschema.Structural) []string {
+	if s == nil {
+		return nil
+	}
+	obj := item.DeepCopy().Object
+	delete(obj, "status")
+	return pruning.PruneWithOptions(obj, s, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true})
 }

@@ -24,8 +24,11 @@ import (
 )
 
 // gadgetsCRD is a CRD of group safety.example.com with the given versions,
-// each "name:storage:sizeType", or "name:storage:sizeType:celRule" with a
-// CEL rule on spec.
+// each "name:storage:fields", or "name:storage:fields:celRule" with a CEL
+// rule on spec. fields is the type of spec.size, then "+colour" for a
+// string spec.colour, "+open" for an object spec.options that keeps
+// unknown fields (x-kubernetes-preserve-unknown-fields), and "+closed" for
+// one that does not.
 func gadgetsCRD(group string, versions ...string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `apiVersion: apiextensions.k8s.io/v1
@@ -40,6 +43,7 @@ spec:
 `, group, group)
 	for _, v := range versions {
 		parts := strings.Split(v, ":")
+		fields := strings.Split(parts[2], "+")
 		fmt.Fprintf(&b, `    - name: %s
       served: true
       storage: %s
@@ -51,7 +55,17 @@ spec:
               type: object
               properties:
                 size: {type: %s}
-`, parts[0], parts[1], parts[2])
+`, parts[0], parts[1], fields[0])
+		for _, f := range fields[1:] {
+			switch f {
+			case "colour":
+				b.WriteString("                colour: {type: string}\n")
+			case "open":
+				b.WriteString("                options: {type: object, x-kubernetes-preserve-unknown-fields: true}\n")
+			case "closed":
+				b.WriteString("                options: {type: object}\n")
+			}
+		}
 		if len(parts) > 3 {
 			fmt.Fprintf(&b, "              x-kubernetes-validations: [{rule: %q}]\n", parts[3])
 		}
@@ -59,11 +73,14 @@ spec:
 	return b.String()
 }
 
-// TestUnsafeCRDUpgradesAreRefused upgrades a chart's CRD three ways that
+// TestUnsafeCRDUpgradesAreRefused upgrades a chart's CRD in ways that
 // break stored objects, each a violation in the plan with nothing applied:
-// a schema that an existing object no longer meets, a dropped stored
-// version, and a storage version changed with no conversion. With
-// spec.allowUnsafeCRDChanges the schema change is applied.
+// a schema or a CEL rule that an existing object no longer meets, a field
+// it holds that the new schema drops (the API server would prune it), the
+// same by x-kubernetes-preserve-unknown-fields removed, and a dropped
+// stored version with the storage version changed to a different schema
+// with no conversion. With spec.allowUnsafeCRDChanges the schema change is
+// applied.
 func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 	ns := newNamespace(t)
 	group := "safety" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
@@ -71,20 +88,26 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"crds/gadgets.yaml": crd}})
 		return url
 	}
-	a := create(t, newAddon(controllerNS, "gadgets-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer")), withTarget(ns)))
+	a := create(t, newAddon(controllerNS, "gadgets-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer+colour+open")), withTarget(ns)))
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	gadget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
-		"metadata": map[string]any{"namespace": ns, "name": "g1"}, "spec": map[string]any{"size": int64(3)}}}
+		"metadata": map[string]any{"namespace": ns, "name": "g1"},
+		"spec":     map[string]any{"size": int64(3), "colour": "red", "options": map[string]any{"fast": true}}}}
 	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(context.Background(), gadget) == nil })
 
 	for _, tc := range []struct {
 		name, crd string
 		rules     []string
+		says      string
 	}{
-		{"a schema the stored Gadget breaks", gadgetsCRD(group, "v1:true:string"), []string{"crd-schema-invalidates-objects"}},
+		{"a schema the stored Gadget breaks", gadgetsCRD(group, "v1:true:string+colour+open"), []string{"crd-schema-invalidates-objects"}, "size"},
 		// Only the API server runs CEL rules: the shadow CRD's dry run finds it.
-		{"a CEL rule the stored Gadget breaks", gadgetsCRD(group, "v1:true:integer:self.size < 2"), []string{"crd-schema-invalidates-objects"}},
-		{"a dropped stored version", gadgetsCRD(group, "v2:true:integer"), []string{"crd-stored-version-dropped", "crd-storage-version-changed"}},
+		{"a CEL rule the stored Gadget breaks", gadgetsCRD(group, "v1:true:integer+colour+open:self.size < 2"), []string{"crd-schema-invalidates-objects"}, "size"},
+		// The API server prunes what the schema does not name, without
+		// an error unless asked to be strict.
+		{"a field the stored Gadget holds removed", gadgetsCRD(group, "v1:true:integer+open"), []string{"crd-schema-invalidates-objects"}, "spec.colour"},
+		{"unknown fields no longer kept", gadgetsCRD(group, "v1:true:integer+colour+closed"), []string{"crd-schema-invalidates-objects"}, "spec.options.fast"},
+		{"a dropped stored version", gadgetsCRD(group, "v2:true:string+colour+open"), []string{"crd-stored-version-dropped", "crd-storage-version-changed"}, ""},
 	} {
 		url := publish("2.0.0-"+strings.ReplaceAll(tc.name, " ", ""), tc.crd)
 		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
@@ -99,8 +122,8 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 			for _, v := range got.Status.Plan.Violations {
 				msg += v.Message
 			}
-			if !strings.Contains(msg, "1 of 1") || !strings.Contains(msg, ns+"/g1") {
-				t.Errorf("the violation %q does not count and name the object", msg)
+			if !strings.Contains(msg, "1 of 1") || !strings.Contains(msg, ns+"/g1") || !strings.Contains(msg, tc.says) {
+				t.Errorf("%s: the violation %q does not count and name the object, and say %q", tc.name, msg, tc.says)
 			}
 			if !hasNoticeSaying(got.Status.Plan, "by the API server") {
 				t.Errorf("%s: the plan does not say the API server judged the objects: %+v", tc.name, got.Status.Plan.Notices)
@@ -108,7 +131,7 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 		}
 	}
 	// Allowed: the schema change is applied, and the stored Gadget stays.
-	url := publish("3.0.0", gadgetsCRD(group, "v1:true:string"))
+	url := publish("3.0.0", gadgetsCRD(group, "v1:true:string+colour+open"))
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL, cur.Spec.AllowUnsafeCRDChanges = url, true })
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	crd := live(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gadgets."+group)

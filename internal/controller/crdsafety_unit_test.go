@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -127,6 +128,49 @@ func TestValidateInControllerDefaultsFirst(t *testing.T) {
 		checked, invalid, first, err := validateInController(crd, next(tc.def), stored)
 		if err != nil || checked != 1 || invalid != tc.invalid {
 			t.Errorf("%s: checked %d, invalid %d (%s), %v; want %d invalid", tc.name, checked, invalid, first, err, tc.invalid)
+		}
+	}
+}
+
+// TestValidateInControllerFindsPrunedFields: a stored field that the new
+// schema no longer names, or no longer keeps as unknown, makes the object
+// invalid, since the API server would prune it; one a subtree still keeps,
+// and one in status, do not.
+func TestValidateInControllerFindsPrunedFields(t *testing.T) {
+	crd := crdOf(crdVersion{name: "v1", served: true, storage: true, size: "integer"})
+	stored := []unstructured.Unstructured{{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": map[string]any{"name": "a", "namespace": "ns"},
+		"spec":   map[string]any{"size": int64(3), "colour": "red", "options": map[string]any{"fast": true}},
+		"status": map[string]any{"phase": "Ready"}}}}
+	object := func(props map[string]apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
+		return &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
+	}
+	open := true
+	version := func(spec map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.CustomResourceDefinitionVersion {
+		v := crd.Spec.Versions[0]
+		v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: object(map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": *object(spec), "status": {Type: "object"}})}
+		return v
+	}
+	for _, tc := range []struct {
+		name  string
+		v     apiextensionsv1.CustomResourceDefinitionVersion
+		drops string
+	}{
+		{"every field named", version(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}, "colour": {Type: "string"},
+			"options": {Type: "object", XPreserveUnknownFields: &open}}), ""},
+		{"a field removed", version(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"},
+			"options": {Type: "object", XPreserveUnknownFields: &open}}), "spec.colour"},
+		{"unknown fields no longer kept", version(map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}, "colour": {Type: "string"},
+			"options": {Type: "object"}}), "spec.options.fast"},
+	} {
+		checked, invalid, first, err := validateInController(crd, tc.v, stored)
+		want := 0
+		if tc.drops != "" {
+			want = 1
+		}
+		if err != nil || checked != 1 || invalid != want || !strings.Contains(first, tc.drops) {
+			t.Errorf("%s: checked %d, invalid %d (%q), %v; want %d invalid naming %q", tc.name, checked, invalid, first, err, want, tc.drops)
 		}
 	}
 }

@@ -84,7 +84,8 @@ func shadowOwner(a *capstanv1.Addon) string {
 }
 
 // dryRunOnShadow creates owner's shadow of crd, dry-run creates each item
-// as version against it, and deletes the shadow. It returns errNoShadow
+// as version against it with strict field validation, so that a field the
+// new schema would prune is an error too, and deletes the shadow. It returns errNoShadow
 // when the CRD converts with a webhook (the shadow would call it) or the
 // account may not create CRDs.
 func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
@@ -134,7 +135,10 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 		obj.SetNamespace(item.GetNamespace())
 		obj.SetLabels(item.GetLabels())
 		obj.SetAnnotations(item.GetAnnotations())
-		err := a.Client.Create(ctx, obj, client.DryRunAll)
+		// NOTE: without strict field validation the API server prunes the
+		// fields the new schema does not name, with only a warning: the
+		// dry run would pass an object whose data the next write drops.
+		err := a.Client.Create(ctx, obj, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
 		switch {
 		case err == nil:
 			continue
