@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -167,7 +168,8 @@ func hasNoticeSaying(p *capstanv1.Plan, says string) bool {
 // it, which writes nothing. An incompatible schema change is caught, in
 // the controller and with no shadow, while the add-on is suspended and by
 // `capstan plan`; once resumed, by the API server through a shadow, which
-// is deleted after.
+// is deleted after with a leftover of the add-on's own, while another
+// add-on's and a CRD that merely carries the add-on's label stay.
 func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -233,7 +235,9 @@ func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 
 	// A crash left a shadow of this add-on's (for an earlier chart), and
 	// another add-on checks its own CRD right now.
+	// And someone put the add-on's shadow label on a CRD that is not one.
 	leftover, others := leftoverShadow(t, group, "left", shadowOwnerOf(a)), leftoverShadow(t, group, "other", "0123456789abcdef")
+	imposter := labelledCRD(t, "imposter"+group, shadowOwnerOf(a))
 
 	// Resumed, the API server judges it through a shadow, deleted after,
 	// with the leftover; the other add-on's is left alone.
@@ -244,12 +248,13 @@ func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 	if !violationRule("crd-schema-invalidates-objects")(got) {
 		t.Errorf("no violation once resumed: %s", describeStatus(got))
 	}
-	if m := made(); len(m) == 0 {
+	if m := made(); !slices.ContainsFunc(m, func(name string) bool { return name != imposter.Name }) {
 		t.Error("the check before the apply made no shadow CRD")
 	}
 	shadows := &apiextensionsv1.CustomResourceDefinitionList{}
 	eventually(t, 30*time.Second, "the shadow CRDs to be deleted", func() bool {
-		return admin.List(ctx, shadows, client.MatchingLabels{"capstan.dev/crd-check": shadowOwnerOf(got)}) == nil && len(shadows.Items) == 0
+		return admin.List(ctx, shadows, client.MatchingLabels{"capstan.dev/crd-check": shadowOwnerOf(got)}) == nil &&
+			!slices.ContainsFunc(shadows.Items, func(crd apiextensionsv1.CustomResourceDefinition) bool { return crd.Name != imposter.Name })
 	})
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(leftover), &apiextensionsv1.CustomResourceDefinition{}); err == nil {
 		t.Errorf("the leftover shadow %s is still there", leftover.Name)
@@ -257,13 +262,23 @@ func TestCRDChecksMakeShadowsOnlyToApply(t *testing.T) {
 	if err := admin.Get(ctx, client.ObjectKeyFromObject(others), others); err != nil || others.DeletionTimestamp != nil {
 		t.Errorf("another add-on's shadow in use was deleted: %v", err)
 	}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(imposter), imposter); err != nil || imposter.DeletionTimestamp != nil {
+		t.Errorf("the labelled CRD %s, which is no shadow, was deleted: %v", imposter.Name, err)
+	}
 }
 
 // leftoverShadow creates, as the admin, a shadow CRD labelled for owner,
-// deleted at the test's end.
+// with a group of a shadow's form, deleted at the test's end.
 func leftoverShadow(t *testing.T, group, name, owner string) *apiextensionsv1.CustomResourceDefinition {
 	t.Helper()
-	g := "c" + name + strings.ReplaceAll(group, ".", "") + ".crdcheck.capstan.dev"
+	sum := sha256.Sum256([]byte(name + "/" + group))
+	return labelledCRD(t, "c"+hex.EncodeToString(sum[:])[:12]+".crdcheck.capstan.dev", owner)
+}
+
+// labelledCRD creates, as the admin, a CRD of group g labelled as a
+// shadow for owner, deleted at the test's end.
+func labelledCRD(t *testing.T, g, owner string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
 	crd := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "gadgets." + g, Labels: map[string]string{"capstan.dev/crd-check": owner}},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{Group: g, Scope: apiextensionsv1.NamespaceScoped,
@@ -276,6 +291,41 @@ func leftoverShadow(t *testing.T, group, name, owner string) *apiextensionsv1.Cu
 	}
 	t.Cleanup(func() { _ = admin.Delete(context.Background(), crd) })
 	return crd
+}
+
+// TestSweepLeavesLabelledCRDs: the label that marks a shadow CRD is not
+// enough to have a CRD deleted, by an add-on's check or by the sweep,
+// however old: someone who may only patch CRDs must not get Capstan to
+// delete one, and every object of its kind with it. The shadows
+// themselves are deleted.
+func TestSweepLeavesLabelledCRDs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	group := "sweep" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	const owner, other = "5eed5eed5eed5eed", "0dd0dd0dd0dd0dd0"
+	labelled := labelledCRD(t, group, owner)
+	mine, others := leftoverShadow(t, group, "mine", owner), leftoverShadow(t, group, "other", other)
+	gone := func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		got := &apiextensionsv1.CustomResourceDefinition{}
+		err := admin.Get(ctx, client.ObjectKeyFromObject(crd), got)
+		return apierrors.IsNotFound(err) || err == nil && got.DeletionTimestamp != nil
+	}
+
+	// The add-on's check deletes its own shadows, whatever their age.
+	controller.CleanShadowsAt(ctx, admin, owner, time.Now())
+	if !gone(mine) || gone(others) {
+		t.Errorf("the check of %s: its shadow gone %v, another add-on's young one gone %v; want true, false", owner, gone(mine), gone(others))
+	}
+	// NOTE: the sweep an hour on deletes every shadow in the cluster: the
+	// suite's tests run one at a time, and a check whose shadow goes is
+	// retried.
+	controller.CleanShadowsAt(ctx, admin, "", time.Now().Add(time.Hour))
+	if !gone(others) {
+		t.Errorf("the sweep left the old shadow %s", others.Name)
+	}
+	if gone(labelled) {
+		t.Errorf("the CRD %s, which only carries the shadows' label, was deleted", labelled.Name)
+	}
 }
 
 // shadowOwnerOf is the value of the capstan.dev/crd-check label on an

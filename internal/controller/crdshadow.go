@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"regexp"
 	"time"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -32,8 +33,9 @@ import (
 // (sweepShadows).
 
 const (
-	// shadowLabel marks shadow CRDs, so leftovers can be found; its value
-	// is the Addon's shadowOwner.
+	// shadowLabel marks shadow CRDs, so leftovers can be found (the label
+	// alone does not make a CRD one: see isShadow); its value is the
+	// Addon's shadowOwner.
 	shadowLabel = "capstan.dev/crd-check"
 	// shadowGroupSuffix ends every shadow's group.
 	shadowGroupSuffix = ".crdcheck.capstan.dev"
@@ -96,7 +98,7 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 	if err != nil {
 		return 0, 0, "", err
 	}
-	cleanShadows(ctx, a.Client, owner, shadow.Name)
+	cleanShadows(ctx, a.Client, owner, shadow.Name, time.Now())
 	if err := a.Client.Create(ctx, shadow); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):
@@ -178,30 +180,63 @@ func newShadow(crd *apiextensionsv1.CustomResourceDefinition, owner string) (*ap
 	}, nil
 }
 
-// cleanShadows deletes the shadows left behind: owner's, but for keep
-// (the one it is about to use), whatever their age, and anyone's once
-// shadowMaxAge old. An empty owner deletes only the old ones.
-//
-// NOTE: an Addon's reconciles never run at once, and only they make its
-// shadows, so one of owner's that is not keep is a leftover even when
-// young. Another add-on's may be in use: only its age tells.
-func cleanShadows(ctx context.Context, c client.Client, owner, keep string) {
+// cleanShadows deletes the shadows left behind, as leftBehind decides at
+// now: owner's, but for keep (the one it is about to use), whatever their
+// age, and anyone's once shadowMaxAge old. An empty owner deletes only the
+// old ones.
+func cleanShadows(ctx context.Context, c client.Client, owner, keep string, now time.Time) {
 	list := &apiextensionsv1.CustomResourceDefinitionList{}
 	if err := c.List(ctx, list, client.HasLabels{shadowLabel}); err != nil {
 		return
 	}
 	for i := range list.Items {
-		sh := &list.Items[i]
-		mine := owner != "" && sh.Labels[shadowLabel] == owner && sh.Name != keep
-		if sh.DeletionTimestamp == nil && (mine || time.Since(sh.CreationTimestamp.Time) > shadowMaxAge) {
+		if sh := &list.Items[i]; leftBehind(sh, owner, keep, now) {
 			_ = c.Delete(ctx, sh)
 		}
 	}
 }
 
+// leftBehind reports whether crd is a shadow to delete at now: one that
+// isShadow recognises, not being deleted, and either owner's but for keep,
+// or shadowMaxAge old.
+//
+// NOTE: an Addon's reconciles never run at once, and only they make its
+// shadows, so one of owner's that is not keep is a leftover even when
+// young. Another add-on's may be in use: only its age tells.
+func leftBehind(crd *apiextensionsv1.CustomResourceDefinition, owner, keep string, now time.Time) bool {
+	if crd.DeletionTimestamp != nil || !isShadow(crd) {
+		return false
+	}
+	mine := owner != "" && crd.Labels[shadowLabel] == owner && crd.Name != keep
+	return mine || now.Sub(crd.CreationTimestamp.Time) > shadowMaxAge
+}
+
+var (
+	// shadowGroup is the form of every shadow's group, as newShadow makes it.
+	shadowGroup = regexp.MustCompile(`^c[0-9a-f]{12}` + regexp.QuoteMeta(shadowGroupSuffix) + `$`)
+	// shadowOwnerValue is the form of shadowOwner, the value of shadowLabel.
+	shadowOwnerValue = regexp.MustCompile(`^[0-9a-f]{16}$`)
+)
+
+// isShadow reports whether crd is a shadow that Capstan made: labelled
+// with an owner, with a group of the form newShadow gives, and named, as
+// every CRD must be, its plural and group.
+//
+// NOTE: the label alone proves nothing. Anyone who may patch CRDs can set
+// it, on certificates.cert-manager.io say, and deleting that CRD deletes
+// every Certificate. A CRD's group and name cannot change once it is
+// created, and the groups under crdcheck.capstan.dev are Capstan's own,
+// so only a CRD created as a shadow passes.
+func isShadow(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	return shadowOwnerValue.MatchString(crd.Labels[shadowLabel]) &&
+		shadowGroup.MatchString(crd.Spec.Group) &&
+		crd.Name == crd.Spec.Names.Plural+"."+crd.Spec.Group
+}
+
 // sweepShadows deletes, every shadowMaxAge, the shadows in the local
 // cluster that are that old: those a crash left behind and no later check
-// of their add-on deleted. It ends with ctx.
+// of their add-on deleted. A CRD that only carries shadowLabel is left
+// alone (isShadow). It ends with ctx.
 func sweepShadows(ctx context.Context, c client.Client) error {
 	t := time.NewTicker(shadowMaxAge)
 	defer t.Stop()
@@ -209,8 +244,8 @@ func sweepShadows(ctx context.Context, c client.Client) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
-			cleanShadows(ctx, c, "", "")
+		case now := <-t.C:
+			cleanShadows(ctx, c, "", "", now)
 		}
 	}
 }
