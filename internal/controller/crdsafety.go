@@ -28,7 +28,8 @@ import (
 // one and refuses, as violations in the plan, unless
 // spec.allowUnsafeCRDChanges is set:
 //   - a version that status.storedVersions still lists is dropped;
-//   - the storage version changes with no conversion webhook;
+//   - the storage version changes with no conversion webhook, to a version
+//     whose schema differs from the old storage version's;
 //   - existing objects no longer validate against the new schema of their
 //     version, or hold fields it would prune: a sample of them is dry-run
 //     created, by the API server itself and with strict field validation,
@@ -135,23 +136,30 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 				Message: fmt.Sprintf("the chart drops version %s, in which objects are still stored (status.storedVersions)%s", stored, fix)})
 		}
 	}
-	from, to := storageVersion(cur), storageVersion(next)
-	if from != "" && to != "" && from != to && (next.Spec.Conversion == nil || next.Spec.Conversion.Strategy != apiextensionsv1.WebhookConverter) {
+	if from, to, unsafe := storageMoveUnsafe(cur, next); unsafe {
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions", Rule: "crd-storage-version-changed",
-			Message: fmt.Sprintf("the storage version changes from %s to %s with no conversion webhook: stored objects are read as %s unchanged%s", from, to, to, fix)})
+			Message: fmt.Sprintf("the storage version changes from %s to %s, whose schema differs, with no conversion webhook: stored objects are read as %s with only their apiVersion changed%s", from, to, to, fix)})
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !served(cur, v.Name) || !slices.Contains(check, v.Name) {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) {
 			continue
 		}
-		checked, invalid, first, how, err := r.checkExisting(ctx, s, cur, next, v, applies)
+		readAs := readAsVersion(cur, next, v.Name)
+		if readAs == "" {
+			continue
+		}
+		checked, invalid, first, how, err := r.checkExisting(ctx, s, cur, next, v, readAs, applies)
 		if err != nil {
 			return nil, nil, err
 		}
 		if checked > 0 {
+			as := ""
+			if readAs != v.Name {
+				as = " (read as " + readAs + ", which converts with no webhook)"
+			}
 			notices = append(notices, capstanv1.Notice{Path: "objects/CustomResourceDefinition/" + cur.Name,
-				Message: fmt.Sprintf("validated %d existing %s of version %s against the new schema, %s (at most %d are sampled)", checked, cur.Spec.Names.Plural, v.Name, how, crdSampleSize)})
+				Message: fmt.Sprintf("validated %d existing %s of version %s%s against the new schema, %s (at most %d are sampled)", checked, cur.Spec.Names.Plural, v.Name, as, how, crdSampleSize)})
 		}
 		if invalid > 0 {
 			out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions[" + v.Name + "].schema", Rule: "crd-schema-invalidates-objects",
@@ -159,6 +167,103 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 		}
 	}
 	return out, notices, nil
+}
+
+// storageMoveUnsafe reports whether the storage version moves, from and
+// to, in a way that changes stored objects unseen: with no conversion
+// webhook, to a version whose schema is not the old storage version's.
+// With conversion None the API server rewrites only the apiVersion of an
+// object it reads, so under the same schema (prose aside) nothing is lost,
+// and the sampled objects are validated against the new version's schema
+// anyway (versionsToCheck, readAsVersion).
+func storageMoveUnsafe(cur, next *apiextensionsv1.CustomResourceDefinition) (from, to string, unsafe bool) {
+	from, to = storageVersion(cur), storageVersion(next)
+	if from == "" || to == "" || from == to {
+		return from, to, false
+	}
+	if next.Spec.Conversion != nil && next.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return from, to, false
+	}
+	return from, to, !sameSchema(versionNamed(cur, from), versionNamed(next, to))
+}
+
+// readAsVersion names the version of cur to list the existing objects of
+// next's version as: the version itself when cur serves it; else, when it
+// is next's new storage version, which converts with no webhook (so every
+// object is stored in it with only its apiVersion changed), the old
+// storage version if cur serves it; else none.
+func readAsVersion(cur, next *apiextensionsv1.CustomResourceDefinition, version string) string {
+	if served(cur, version) {
+		return version
+	}
+	if version != storageVersion(next) || next.Spec.Conversion != nil && next.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return ""
+	}
+	if from := storageVersion(cur); from != "" && served(cur, from) {
+		return from
+	}
+	return ""
+}
+
+func versionNamed(crd *apiextensionsv1.CustomResourceDefinition, name string) *apiextensionsv1.JSONSchemaProps {
+	for _, v := range crd.Spec.Versions {
+		if v.Name == name && v.Schema != nil {
+			return v.Schema.OpenAPIV3Schema
+		}
+	}
+	return nil
+}
+
+// sameSchema reports whether two schemas judge objects alike: equal once
+// their prose (descriptions, titles, examples, external docs), which
+// usually names the version, is removed.
+func sameSchema(a, b *apiextensionsv1.JSONSchemaProps) bool {
+	return equality.Semantic.DeepEqual(withoutProse(a), withoutProse(b))
+}
+
+// withoutProse returns a copy of s without the fields that only document.
+func withoutProse(s *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
+	if s == nil {
+		return nil
+	}
+	c := s.DeepCopy()
+	dropProse(c)
+	return c
+}
+
+func dropProse(s *apiextensionsv1.JSONSchemaProps) {
+	if s == nil {
+		return
+	}
+	s.Description, s.Title, s.Example, s.ExternalDocs = "", "", nil, nil
+	for _, m := range []map[string]apiextensionsv1.JSONSchemaProps{s.Properties, s.PatternProperties, s.Definitions} {
+		for k, p := range m {
+			dropProse(&p)
+			m[k] = p
+		}
+	}
+	for _, list := range [][]apiextensionsv1.JSONSchemaProps{s.AllOf, s.OneOf, s.AnyOf} {
+		for i := range list {
+			dropProse(&list[i])
+		}
+	}
+	dropProse(s.Not)
+	if s.Items != nil {
+		dropProse(s.Items.Schema)
+		for i := range s.Items.JSONSchemas {
+			dropProse(&s.Items.JSONSchemas[i])
+		}
+	}
+	if s.AdditionalProperties != nil {
+		dropProse(s.AdditionalProperties.Schema)
+	}
+	if s.AdditionalItems != nil {
+		dropProse(s.AdditionalItems.Schema)
+	}
+	for k, d := range s.Dependencies {
+		dropProse(d.Schema)
+		s.Dependencies[k] = d
+	}
 }
 
 func storageVersion(crd *apiextensionsv1.CustomResourceDefinition) string {

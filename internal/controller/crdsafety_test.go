@@ -153,6 +153,41 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 	})
 }
 
+// TestStorageVersionMoveWithTheSameSchema moves a CRD's storage version
+// to a new version of the same schema with no conversion webhook, as
+// Gateway API v1.0 does: the API server only rewrites the apiVersion of
+// what it reads, so the move is applied, after the stored Gadget is
+// validated against the new version's schema, and the Gadget is read in it
+// unchanged.
+func TestStorageVersionMoveWithTheSameSchema(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	group := "storage" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	publish := func(version string, crd string) string {
+		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"crds/gadgets.yaml": crd}})
+		return url
+	}
+	a := create(t, newAddon(controllerNS, "storage-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer+colour")), withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	gadget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"namespace": ns, "name": "g1"}, "spec": map[string]any{"size": int64(3), "colour": "red"}}}
+	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(ctx, gadget) == nil })
+
+	url := publish("2.0.0", gadgetsCRD(group, "v1:false:integer+colour", "v2:true:integer+colour"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if len(got.Status.Plan.Violations) > 0 {
+		t.Errorf("the move was refused: %+v", got.Status.Plan.Violations)
+	}
+	if !hasNoticeSaying(got.Status.Plan, "of version v2 (read as v1") {
+		t.Errorf("the stored Gadget was not validated against v2's schema: %+v", got.Status.Plan.Notices)
+	}
+	g := live(t, group+"/v2", "Gadget", ns, "g1")
+	if size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size"); size != 3 {
+		t.Errorf("the Gadget read as v2 has size %d; want 3", size)
+	}
+}
+
 func hasNoticeSaying(p *capstanv1.Plan, says string) bool {
 	for _, n := range p.Notices {
 		if strings.Contains(n.Message, says) {

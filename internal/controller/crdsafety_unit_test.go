@@ -174,3 +174,77 @@ func TestValidateInControllerFindsPrunedFields(t *testing.T) {
 		}
 	}
 }
+
+// TestStorageMoveUnsafe decides when a storage version change with no
+// conversion webhook is refused: only when the new storage version's
+// schema differs from the old one's, prose aside, since the API server
+// then changes nothing but the apiVersion of what it reads.
+func TestStorageMoveUnsafe(t *testing.T) {
+	v1 := crdVersion{name: "v1", served: true, storage: true, size: "integer"}
+	v1Old := crdVersion{name: "v1", served: true, size: "integer"}
+	v2 := crdVersion{name: "v2", served: true, storage: true, size: "integer"}
+	v2String := crdVersion{name: "v2", served: true, storage: true, size: "string"}
+	described := func(crd *apiextensionsv1.CustomResourceDefinition, version, text string) *apiextensionsv1.CustomResourceDefinition {
+		for i, v := range crd.Spec.Versions {
+			if v.Name == version {
+				s := crd.Spec.Versions[i].Schema.OpenAPIV3Schema
+				s.Description = "Gadget " + text
+				size := s.Properties["size"]
+				size.Description, size.Example = "The size, in "+text, &apiextensionsv1.JSON{Raw: []byte(`3`)}
+				s.Properties["size"] = size
+			}
+		}
+		return crd
+	}
+	webhook := func(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
+		return crd
+	}
+	none := func(crd *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+		crd.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+		return crd
+	}
+	for _, tc := range []struct {
+		name      string
+		cur, next *apiextensionsv1.CustomResourceDefinition
+		unsafe    bool
+	}{
+		{"no move", crdOf(v1), crdOf(v1), false},
+		{"to a new version of the same schema", crdOf(v1), crdOf(v1Old, v2), false},
+		{"to a new version of the same schema, conversion None", crdOf(v1), none(crdOf(v1Old, v2)), false},
+		{"to a version of the same schema but its prose", described(crdOf(v1), "v1", "v1"), described(crdOf(v1Old, v2), "v2", "v2"), false},
+		{"to a version of another schema", crdOf(v1), crdOf(v1Old, v2String), true},
+		{"to a version of another schema, conversion None", crdOf(v1), none(crdOf(v1Old, v2String)), true},
+		{"to a version of another schema, with a webhook", crdOf(v1), webhook(crdOf(v1Old, v2String)), false},
+		{"to a dropped version's same schema", crdOf(v1), crdOf(v2), false},
+	} {
+		if _, _, unsafe := storageMoveUnsafe(tc.cur, tc.next); unsafe != tc.unsafe {
+			t.Errorf("%s: unsafe %v; want %v", tc.name, unsafe, tc.unsafe)
+		}
+	}
+}
+
+// TestReadAsVersion: the existing objects are listed as the version they
+// are validated in when the live CRD serves it, and as the old storage
+// version for a new storage version that converts with no webhook.
+func TestReadAsVersion(t *testing.T) {
+	v1 := crdVersion{name: "v1", served: true, storage: true, size: "integer"}
+	v1Old := crdVersion{name: "v1", served: true, size: "integer"}
+	v2 := crdVersion{name: "v2", served: true, storage: true, size: "integer"}
+	v2Old := crdVersion{name: "v2", served: true, size: "integer"}
+	webhook := crdOf(v1Old, v2)
+	webhook.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
+	for _, tc := range []struct {
+		name, version, readAs string
+		cur, next             *apiextensionsv1.CustomResourceDefinition
+	}{
+		{"a version served", "v1", "v1", crdOf(v1), crdOf(v1)},
+		{"a new storage version", "v2", "v1", crdOf(v1), crdOf(v1Old, v2)},
+		{"a new storage version, with a webhook", "v2", "", crdOf(v1), webhook},
+		{"a new version not stored", "v2", "", crdOf(v1), crdOf(v1, v2Old)},
+	} {
+		if got := readAsVersion(tc.cur, tc.next, tc.version); got != tc.readAs {
+			t.Errorf("%s: read as %q; want %q", tc.name, got, tc.readAs)
+		}
+	}
+}

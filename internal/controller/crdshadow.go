@@ -50,13 +50,13 @@ var errNoShadow = errors.New("no shadow CRD")
 // shadow, for the notice.
 const notApplied = "the plan is not applied now, so no shadow CRD is made; the API server judges them against one before the sync applies the CRD"
 
-// checkExisting validates a sample of the live objects of a version against
-// the version's new schema: on the API server through a shadow CRD when
-// the plan applies now, or in the controller when it does not or no shadow
-// can be made. how says which, for the notice.
-func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, applies func() bool) (checked, invalid int, first, how string, err error) {
+// checkExisting validates a sample of the live objects, read as version
+// readAs, against the new schema of version v: on the API server through a
+// shadow CRD when the plan applies now, or in the controller when it does
+// not or no shadow can be made. how says which, for the notice.
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid int, first, how string, err error) {
 	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion(cur.Spec.Group + "/" + v.Name)
+	list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
 	list.SetKind(cur.Spec.Names.Kind + "List")
 	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
 		return 0, 0, "", "", fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
