@@ -58,7 +58,7 @@ generate: ## Generate deepcopy code, CRDs and RBAC from the markers, for config/
 	$(TOOLS) controller-gen rbac:roleName=controller paths=./internal/... output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml charts/capstan/crds/
 	cp config/rbac/role.yaml charts/capstan/files/controller-role.yaml
-	cp config/rbac/addon_roles.yaml charts/capstan/files/addon-roles.yaml
+	cp config/roles/addon_roles.yaml charts/capstan/files/addon-roles.yaml
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail when `make generate` changes the tree (CI runs this).

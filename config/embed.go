@@ -4,7 +4,8 @@ package config
 
 import "embed"
 
-// FS holds the CRDs, the RBAC and the manager manifests.
+// FS holds the CRDs, the RBAC, the user roles and the manager manifests,
+// and the kustomizations that put them together.
 //
-//go:embed crd rbac manager default
+//go:embed crd rbac manager roles base default
 var FS embed.FS
