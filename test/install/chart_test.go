@@ -259,3 +259,31 @@ func TestChartInstalls(t *testing.T) {
 		}
 	}
 }
+
+// TestChartIsASubchart renders a parent chart that carries charts/capstan
+// as a dependency, with a global value: Helm hands every subchart the
+// parent's globals, so the schema must take them.
+func TestChartIsASubchart(t *testing.T) {
+	parent := t.TempDir()
+	if err := os.CopyFS(filepath.Join(parent, "charts", "capstan"), os.DirFS(chart)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(parent, "Chart.yaml"), []byte("apiVersion: v2\nname: platform\nversion: 0.1.0\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range [][]string{nil, {"--set", "global.imageRegistry=registry.example"}} {
+		args := append([]string{"platform", parent, "-n", "capstan-system", "--kube-version", "v1.33.2"}, set...)
+		out, err := helm(t, append([]string{"template"}, args...)...)
+		if err != nil || !strings.Contains(out, "name: capstan-controller") {
+			t.Errorf("helm template of a parent chart %v: %v\n%s", set, err, out)
+		}
+		cmd := cli.NewRootCommand()
+		cmd.SetArgs(append([]string{"render"}, args...))
+		var stderr bytes.Buffer
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(&stderr)
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			t.Errorf("capstan render of a parent chart %v: %v\n%s", set, err, stderr.String())
+		}
+	}
+}
