@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
@@ -66,6 +67,7 @@ image: {repository: registry.example/capstan, tag: v9.9.9, pullPolicy: Always}
 imagePullSecrets: [{name: pull}]
 replicas: 2
 leaderElect: false
+addonsServiceAccount: platform-addons
 trustedNamespaces: [platform, infra]
 platformConfigMap: facts
 resyncInterval: 10m
@@ -134,6 +136,7 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 	}
 	for _, bad := range []struct{ set, want string }{
 		{"replicas=0", "replicas"},
+		{"addonsServiceAccount=Platform_Addons", "addonsServiceAccount"},
 		{"unknownKey=1", "unknownKey"},
 		{"shard=Shard_A", "shard"},
 		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
@@ -242,16 +245,43 @@ func TestChartInstalls(t *testing.T) {
 		t.Errorf("the controller runs with %q and %+v", args, d.Spec.Template.Spec.SecurityContext)
 	}
 	// A shard installs beside it, in a namespace of its own, and its pod
-	// runs too.
-	if out, err := helm(t, "install", "capstan-shard-a", chart, "-n", "capstan-shard-a", "--create-namespace", "--set", "shard=a", "--wait", "--timeout", "3m"); err != nil {
+	// runs too; it applies its cluster-profile add-ons as an account of
+	// another name.
+	if out, err := helm(t, "install", "capstan-shard-a", chart, "-n", "capstan-shard-a", "--create-namespace", "--set", "shard=a,addonsServiceAccount=shard-a-addons", "--wait", "--timeout", "3m"); err != nil {
 		t.Fatalf("helm install of a shard beside the main release: %v\n%s", err, out)
 	}
 	shard := &appsv1.Deployment{}
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "capstan-shard-a", Name: "capstan-controller"}, shard); err != nil {
 		t.Fatal(err)
 	}
-	if args := strings.Join(shard.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--watch-label-selector=capstan.dev/shard=a") {
+	if args := strings.Join(shard.Spec.Template.Spec.Containers[0].Args, " "); !strings.Contains(args, "--watch-label-selector=capstan.dev/shard=a") || !strings.Contains(args, "--addons-service-account=shard-a-addons") {
 		t.Errorf("the shard runs with %q", args)
+	}
+	// RBAC lets the shard's controller impersonate that account and no
+	// other, and lets the account do what a cluster add-on does.
+	for _, check := range []struct {
+		user string
+		attr authorizationv1.ResourceAttributes
+		want bool
+	}{
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "impersonate", Resource: "serviceaccounts", Name: "shard-a-addons"}, true},
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "impersonate", Resource: "serviceaccounts", Name: "capstan-addons"}, false},
+		{"system:serviceaccount:capstan-shard-a:shard-a-addons", authorizationv1.ResourceAttributes{Verb: "create", Resource: "namespaces"}, true},
+	} {
+		// NOTE: RBAC decides from its informers' caches, which may not
+		// hold the release's bindings yet; a refusal is asked once they
+		// grant the rest.
+		review := &authorizationv1.SubjectAccessReview{}
+		_ = wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+			review = &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: check.user, ResourceAttributes: &check.attr}}
+			if err := c.Create(ctx, review); err != nil {
+				return false, err
+			}
+			return review.Status.Allowed == check.want, nil
+		})
+		if review.Status.Allowed != check.want {
+			t.Errorf("%s may %s %s %q: %v, want %v (%s)", check.user, check.attr.Verb, check.attr.Resource, check.attr.Name, review.Status.Allowed, check.want, review.Status.Reason)
+		}
 	}
 	for _, rel := range []struct{ name, ns string }{{"capstan-shard-a", "capstan-shard-a"}, {"capstan", "capstan-system"}} {
 		if out, err := helm(t, "uninstall", rel.name, "-n", rel.ns, "--wait"); err != nil {

@@ -1,6 +1,6 @@
 {{/* Capstan is one per cluster, or one per shard: its CRDs are
-cluster-wide, and the controller impersonates the service account
-capstan-addons of its own namespace by name. So every name is fixed, with the
+cluster-wide, and the controller impersonates the add-ons' service account
+of its own namespace by name. So every name is fixed, with the
 capstan- prefix that `kubectl apply -k config/default` gives too; a shard's
 cluster-wide RBAC adds the shard's name (capstan.clusterName), so that shards
 in namespaces of their own can be installed side by side. */}}
