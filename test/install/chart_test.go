@@ -33,12 +33,19 @@ const chart = "../../charts/capstan"
 // helm runs bin/helm with a home of its own.
 func helm(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return run(t, "helm", args...)
+}
+
+// run runs the tool bin/name on the local control plane, with a home of
+// its own.
+func run(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
 	dir := os.Getenv("CAPSTAN_BIN_DIR")
 	if dir == "" {
 		dir = filepath.Join("..", "..", "bin")
 	}
 	home := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, "helm"), args...)
+	cmd := exec.CommandContext(t.Context(), filepath.Join(dir, name), args...)
 	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + cluster.Kubeconfig,
 		"HELM_CACHE_HOME=" + home + "/cache", "HELM_CONFIG_HOME=" + home + "/config", "HELM_DATA_HOME=" + home + "/data"}
 	out, err := cmd.CombinedOutput()
@@ -244,6 +251,7 @@ func TestChartInstalls(t *testing.T) {
 	if !strings.Contains(args, "controller --leader-elect") || d.Spec.Template.Spec.SecurityContext.RunAsNonRoot == nil {
 		t.Errorf("the controller runs with %q and %+v", args, d.Spec.Template.Spec.SecurityContext)
 	}
+	upgradeCRDs(t)
 	// A shard installs beside it, in a namespace of its own, and its pod
 	// runs too; it applies its cluster-profile add-ons as an account of
 	// another name.
@@ -315,5 +323,42 @@ func TestChartIsASubchart(t *testing.T) {
 		if err := cmd.ExecuteContext(context.Background()); err != nil {
 			t.Errorf("capstan render of a parent chart %v: %v\n%s", set, err, stderr.String())
 		}
+	}
+}
+
+// upgradeCRDs applies a next release's CRDs, one description changed, over
+// those helm install applied, as docs/install.md says an upgrade does.
+// Helm 4 applies crds/ server-side as the field manager helm, so
+// kubectl's own server-side apply of a changed field conflicts; the
+// documented command, as helm, does not, nor does a later helm install
+// (the shard's, in TestChartInstalls) over it.
+func upgradeCRDs(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(chart, "crds", "capstan.dev_addons.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var crd map[string]any
+	if err := yaml.Unmarshal(data, &crd); err != nil {
+		t.Fatal(err)
+	}
+	version := crd["spec"].(map[string]any)["versions"].([]any)[0].(map[string]any)
+	version["schema"].(map[string]any)["openAPIV3Schema"].(map[string]any)["description"] = "Addon, as the next release describes it."
+	if data, err = yaml.Marshal(crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "capstan.dev_addons.yaml"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := run(t, "kubectl", "apply", "--server-side", "-f", dir); err == nil || !strings.Contains(out, "conflict") {
+		t.Errorf("kubectl apply --server-side over Helm 4's CRDs must conflict, or the upgrade needs no --force-conflicts: %v\n%s", err, out)
+	}
+	if out, err := run(t, "kubectl", "apply", "--server-side", "--field-manager=helm", "--force-conflicts", "-f", dir); err != nil {
+		t.Errorf("the documented CRD upgrade: %v\n%s", err, out)
+	}
+	out, err := run(t, "kubectl", "get", "crd", "addons.capstan.dev", "-o", "jsonpath={.spec.versions[0].schema.openAPIV3Schema.description}")
+	if err != nil || out != "Addon, as the next release describes it." {
+		t.Errorf("the CRD after the upgrade describes Addons as %q: %v", out, err)
 	}
 }
