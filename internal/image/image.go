@@ -302,20 +302,28 @@ func SBOMArtifact(sbom []byte, subject v1.Descriptor) (v1.Image, error) {
 }
 
 // SBOM is an SPDX 2.3 document of the binary: Capstan and every Go module
-// it was built from, with versions and checksums, read from the binary's
-// own build information.
+// it was built from, with versions, read from the binary's own build
+// information. A module's go.sum hash (h1:, base64 of a SHA-256 over the
+// module's file list, not of any one download) is no SPDX checksum, which
+// must be the hex digest of the package's file: it is the package's
+// comment instead.
 func SBOM(bin, version string) ([]byte, error) {
 	info, err := buildinfo.ReadFile(bin)
 	if err != nil {
 		return nil, fmt.Errorf("image: reading the build information of %s: %w", bin, err)
 	}
+	return sbomOf(info, version)
+}
+
+// sbomOf is the SPDX document of a binary built as info says.
+func sbomOf(info *debug.BuildInfo, version string) ([]byte, error) {
 	type pkg struct {
 		SPDXID           string `json:"SPDXID"`
 		Name             string `json:"name"`
 		VersionInfo      string `json:"versionInfo,omitempty"`
 		DownloadLocation string `json:"downloadLocation"`
 		ExternalRefs     []any  `json:"externalRefs,omitempty"`
-		Checksums        []any  `json:"checksums,omitempty"`
+		Comment          string `json:"comment,omitempty"`
 	}
 	mods := append([]*debug.Module{&info.Main}, info.Deps...)
 	var pkgs []pkg
@@ -331,7 +339,7 @@ func SBOM(bin, version string) ([]byte, error) {
 			ExternalRefs: []any{map[string]string{"referenceCategory": "PACKAGE-MANAGER", "referenceType": "purl",
 				"referenceLocator": "pkg:golang/" + m.Path + "@" + v}}}
 		if m.Sum != "" {
-			p.Checksums = []any{map[string]string{"algorithm": "SHA256", "checksumValue": m.Sum}}
+			p.Comment = "Go module hash (go.sum): " + m.Sum
 		}
 		pkgs = append(pkgs, p)
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -216,5 +218,42 @@ func readTar(t *testing.T, r io.Reader, out map[string][]byte) {
 			}
 			out[h.Name] = data
 		}
+	}
+}
+
+// TestSBOMChecksums makes the SBOM of a binary with a module dependency:
+// SPDX takes a checksum only as a lowercase hex digest, so a Go module's
+// h1: hash is no checksum, and the package's comment carries it.
+func TestSBOMChecksums(t *testing.T) {
+	info := &debug.BuildInfo{GoVersion: "go1.26.0", Main: debug.Module{Path: "capstan.dev/capstan"},
+		Deps: []*debug.Module{{Path: "helm.sh/helm/v4", Version: "v4.3.1", Sum: "h1:Zm9vYmFyL2JheitxdXg9PT0rKysvLy8vLy8vLy8vLzA="}}}
+	sbom, err := sbomOf(info, "v0.0.0-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Packages []struct {
+			Name      string
+			Comment   string
+			Checksums []struct{ Algorithm, ChecksumValue string }
+		}
+	}
+	if err := json.Unmarshal(sbom, &doc); err != nil {
+		t.Fatal(err)
+	}
+	hex := regexp.MustCompile(`^[0-9a-f]+$`)
+	hashes := 0
+	for _, p := range doc.Packages {
+		for _, c := range p.Checksums {
+			if !hex.MatchString(c.ChecksumValue) {
+				t.Errorf("%s: the %s checksum %q is not lowercase hex", p.Name, c.Algorithm, c.ChecksumValue)
+			}
+		}
+		if p.Name == "helm.sh/helm/v4" && strings.Contains(p.Comment, info.Deps[0].Sum) {
+			hashes++
+		}
+	}
+	if hashes == 0 {
+		t.Errorf("the dependency does not carry its Go module hash:\n%s", sbom)
 	}
 }
