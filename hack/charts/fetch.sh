@@ -39,8 +39,14 @@ while read -r name module version path; do
 	# NOTE: GOTOOLCHAIN=local keeps the download from
 	# switching Go versions for a module whose go.mod names a newer one; a
 	# chart needs none of its module's Go code.
-	dir="$(cd "$scratch" && GOTOOLCHAIN=local go mod download -json "$module@$version" |
-		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+	# go mod download -json reports a failure in its output's Error field,
+	# so the output is kept to say why before the script stops.
+	if ! json="$(cd "$scratch" && GOTOOLCHAIN=local go mod download -json "$module@$version")"; then
+		error="$(sed -n 's/^[[:space:]]*"Error": "\(.*\)",\{0,1\}$/\1/p' <<<"$json")"
+		echo "charts: downloading $module@$version for $name failed: ${error:-see the message of go mod download above}" >&2
+		exit 1
+	fi
+	dir="$(sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p' <<<"$json")"
 	if [[ -z "$dir" || ! -f "$dir/$path/Chart.yaml" ]]; then
 		echo "charts: $module@$version has no chart at $path" >&2
 		exit 1
