@@ -34,13 +34,13 @@ build: ## Build bin/capstan.
 	$(GO) build -o bin/capstan ./cmd/capstan
 
 .PHONY: image
-image: ## Build the multi-arch (amd64, arm64) non-root image, with labels and an SBOM, into the OCI layout bin/image; no Docker needed.
-	$(GO) run ./hack/image -out bin/image
+image: ## Build the multi-arch (amd64, arm64) non-root image, with labels and an SBOM, into the OCI layout bin/image; no Docker needed (CA_CERTS names the CA bundle to put in it).
+	$(GO) run ./hack/image -out bin/image $(if $(CA_CERTS),-ca-certs "$(CA_CERTS)")
 
 .PHONY: image-push
 image-push: ## Build the image and push it: IMAGE=registry/name:tag make image-push (credentials from ~/.docker/config.json).
 	@if [ -z "$(IMAGE)" ]; then echo "IMAGE is not set: IMAGE=registry/name:tag make image-push"; exit 1; fi
-	$(GO) run ./hack/image -out bin/image -push "$(IMAGE)"
+	$(GO) run ./hack/image -out bin/image $(if $(CA_CERTS),-ca-certs "$(CA_CERTS)") -push "$(IMAGE)"
 
 .PHONY: test
 test: bin build chromium charts ## Run go vet and every test, on the local control plane.

@@ -24,14 +24,15 @@ func main() {
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "The platforms to build, comma-separated.")
 	version := flag.String("version", "", "The version label; default: git describe.")
 	push := flag.String("push", "", "A reference to push the image to, such as ghcr.io/org/capstan:v0.1.0.")
+	caCerts := flag.String("ca-certs", "", "The PEM bundle of CA certificates to put in the image; default: Debian's /etc/ssl/certs/ca-certificates.crt (Fedora's is /etc/pki/tls/certs/ca-bundle.crt).")
 	flag.Parse()
-	if err := run(*out, strings.Split(*platforms, ","), *version, *push); err != nil {
+	if err := run(*out, strings.Split(*platforms, ","), *version, *push, *caCerts); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, platforms []string, version, push string) error {
+func run(out string, platforms []string, version, push, caCerts string) error {
 	ctx := context.Background()
 	revision := git("rev-parse", "HEAD")
 	if version == "" {
@@ -44,7 +45,7 @@ func run(out string, platforms []string, version, push string) error {
 	defer os.RemoveAll(work)
 	began := time.Now()
 	idx, err := image.Build(ctx, image.Options{Module: ".", Platforms: platforms, Version: version, Revision: revision,
-		Source: "https://github.com/capstan-dev/capstan", WorkDir: work})
+		Source: "https://github.com/capstan-dev/capstan", CACerts: caCerts, WorkDir: work})
 	if err != nil {
 		return err
 	}

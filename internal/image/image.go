@@ -56,7 +56,7 @@ type Options struct {
 	// Source is the project's address, for the OCI source label.
 	Source string
 	// CACerts is a PEM bundle of CA certificates to trust; the build
-	// machine's by default.
+	// machine's, where Debian keeps it, by default.
 	CACerts string
 	// Created is the image's creation time; zero means the Unix epoch, so
 	// that a build from the same inputs gives the same image.
@@ -75,7 +75,7 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 	}
 	certs, err := os.ReadFile(o.CACerts)
 	if err != nil {
-		return nil, fmt.Errorf("image: reading the CA certificates to put in the image: %w (install ca-certificates, or name a bundle)", err)
+		return nil, fmt.Errorf("image: reading the CA certificates to put in the image: %w (install ca-certificates, or name a bundle: hack/image -ca-certs FILE, CA_CERTS=FILE make image)", err)
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.Platforms {
