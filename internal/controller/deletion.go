@@ -222,7 +222,8 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // only of a release it installed, and a Blocked add-on's hooks must not
 // run at its removal when its sync never ran them. A source that cannot be
 // fetched or rendered any more has none to run; that must not keep the
-// Addon for ever.
+// Addon for ever. Nor has a chart whose signature spec.chart.verify
+// refuses: it is not rendered, and a DeleteHooksRefused event says so.
 //
 // The delete hooks run with the rights of the controller (or of the
 // add-ons' account), so they pass the guard step as a sync's render does,
@@ -238,8 +239,18 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		return nil
 	}
 	for _, st := range r.renderSteps() {
-		if _, err := st.run(ctx, s); err != nil {
+		done, err := st.run(ctx, s)
+		if err != nil {
 			s.hooks = nil
+			return nil
+		}
+		if done {
+			// NOTE: the fetch stops here when the chart's signature
+			// fails: nothing of an unverified chart is rendered, so none
+			// of its hooks runs, and nothing is left out of the
+			// inventory's deletes for it.
+			s.hooks = nil
+			r.refuseUnsignedHooks(ctx, s)
 			return nil
 		}
 	}
@@ -276,6 +287,22 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 			"The delete hooks were not run, since they break the guardrails: %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", truncate(why, 900))
 	}
 	return nil
+}
+
+// refuseUnsignedHooks says that the uninstall runs no delete hook of a
+// chart whose signature failed: its hooks would run with the rights of the
+// controller (or of the add-ons' account), and a chart that spec.chart.verify
+// cannot trust must not run anything, whoever published it.
+func (r *AddonReconciler) refuseUnsignedHooks(ctx context.Context, s *scope) {
+	sig := s.found.signature
+	if sig == nil {
+		return
+	}
+	logf.FromContext(ctx).Info("Not running the delete hooks: the chart's signature failed", "reason", sig.reason)
+	if r.Recorder != nil {
+		r.Recorder.Eventf(s.addon, nil, "Warning", reasonDeleteHooksRefused, "Uninstall",
+			"The delete hooks were not run, since the chart's signature failed (%s): %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", sig.reason, truncate(sig.message, 900))
+	}
 }
 
 // reasonDeleteHooksRefused is the reason of the event that says an

@@ -50,7 +50,8 @@ type findings struct {
 	// health is this reconcile's look at the health of what the add-on
 	// runs, for the Healthy condition; nil when it made none.
 	health *judgement
-	// signature says why the chart's signature stopped the sync.
+	// signature says why the chart's signature stopped the sync, or
+	// kept the uninstall from running its delete hooks.
 	signature *hold
 	// dependency says why the add-on waits on spec.dependsOn.
 	dependency *hold
@@ -88,6 +89,12 @@ func outcomeOf(f findings, stage string, err error) outcome {
 		msg := "Deleting the inventory without the delete hooks, which break the guardrails (" + f.hooksRefused + "), as helm uninstall --no-hooks would."
 		if f.waitingFor != "" {
 			msg = "Uninstalling without the delete hooks, which break the guardrails (" + f.hooksRefused + "): " + f.waitingFor + "."
+		}
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: msg}
+	case f.uninstalling && f.signature != nil:
+		msg := "Deleting the inventory without the delete hooks, since the chart's signature failed (" + f.signature.reason + ": " + f.signature.message + "), as helm uninstall --no-hooks would."
+		if f.waitingFor != "" {
+			msg = "Uninstalling without the delete hooks, since the chart's signature failed (" + f.signature.reason + "): " + f.waitingFor + "."
 		}
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: msg}
 	case f.uninstalling && f.waitingFor != "":

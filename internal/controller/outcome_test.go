@@ -47,6 +47,8 @@ func TestOutcomeOf(t *testing.T) {
 			phase: capstanv1.PhaseDeleting, reason: "Uninstalling", says: "without the delete hooks, which break the guardrails (ConfigMap kube-system/x: namespace-not-allowed)"},
 		{name: "waiting for a wave without the delete hooks", f: findings{uninstalling: true, hooksRefused: "ConfigMap kube-system/x: namespace-not-allowed", waitingFor: "waiting for wave 1"},
 			phase: capstanv1.PhaseDeleting, reason: "Uninstalling", says: "(ConfigMap kube-system/x: namespace-not-allowed): waiting for wave 1"},
+		{name: "uninstalling without the delete hooks of an unsigned chart", f: findings{uninstalling: true, signature: &hold{reason: "SignatureMissing", blocked: true, message: "no provenance file"}},
+			phase: capstanv1.PhaseDeleting, reason: "Uninstalling", says: "without the delete hooks, since the chart's signature failed (SignatureMissing: no provenance file)"},
 		{name: "violations block", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{Violations: []capstanv1.Violation{{Rule: "kind"}}}))},
 			phase: capstanv1.PhaseBlocked, reason: plan.ReasonViolations, stalled: true},
 		{name: "values errors block", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{ValuesErrors: []capstanv1.ValuesError{{Rule: "schema"}}}))},

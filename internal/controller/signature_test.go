@@ -26,7 +26,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"helm.sh/helm/v4/pkg/provenance"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -232,3 +234,58 @@ func TestChartCosign(t *testing.T) {
 		t.Errorf("an Addon with both provenance and cosign was not refused clearly: %v", err)
 	}
 }
+
+// TestUninstallRunsNoHooksOfAnUnsignedChart installs a signed chart in the
+// cluster profile, then points the Addon at an unsigned version whose
+// pre-delete Job and post-delete ConfigMap a stranger wrote, and deletes
+// the Addon while it is Blocked by SignatureMissing: the uninstall deletes
+// the inventory, runs neither hook (they would run as the add-ons'
+// account), and a DeleteHooksRefused event says the signature failed.
+func TestUninstallRunsNoHooksOfAnUnsignedChart(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	trusted, ring := testKey(t, "Platform Team")
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "keys-" + ns},
+		Data: map[string][]byte{"keyring": ring}}); err != nil {
+		t.Fatal(err)
+	}
+	signed, _ := charts.publish(t, webChart("1.4.0", nil))
+	sign(t, trusted, signed, archiveAt(t, signed))
+	unsigned, _ := charts.publish(t, webChart("1.5.0", map[string]string{
+		"templates/hooks.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: before-delete\n  annotations:\n    helm.sh/hook: pre-delete\n" +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: run\n          image: registry.example/tools:1.0\n" +
+			"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: after-delete\n  annotations:\n    helm.sh/hook: post-delete\ndata: {hook: post}\n",
+	}))
+	name := "unsigned-" + ns[len(ns)-5:]
+	a := create(t, newAddon(controllerNS, name, signed, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.DeletionPolicy = capstanv1.DeletionDelete
+		s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys-" + ns}}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = unsigned })
+	waitFor(t, a, 90*time.Second, "Blocked by SignatureMissing", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseBlocked && readyReason(cur) == "SignatureMissing" && cur.Status.ObservedGeneration == cur.Generation
+	})
+
+	if err := admin.Delete(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	hookRan := false
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		if job(t, ns, "before-delete") != nil || live(t, "v1", "ConfigMap", ns, "after-delete") != nil {
+			hookRan = true
+			return true
+		}
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	if hookRan || job(t, ns, "before-delete") != nil || live(t, "v1", "ConfigMap", ns, "after-delete") != nil {
+		t.Fatal("the uninstall ran a delete hook of the chart whose signature failed")
+	}
+	if live(t, "v1", "ConfigMap", ns, name+"-config") != nil {
+		t.Error("the uninstall stopped: the signed install's ConfigMap is still there")
+	}
+	eventually(t, 30*time.Second, "a DeleteHooksRefused event that names the signature", func() bool {
+		return strings.Contains(addonEvent(t, a, "DeleteHooksRefused"), "SignatureMissing")
+	})
+}
+
