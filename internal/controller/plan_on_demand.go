@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/source"
 )
 
 // Plan computes an Addon's whole plan on demand, with every diff uncut, and
@@ -23,9 +25,25 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	s.readOnly = true
 	for _, st := range r.planSteps() {
 		s.stage = st.name
-		if _, err := st.run(ctx, s); err != nil {
+		done, err := st.run(ctx, s)
+		if err != nil {
 			return nil, s.mask().Error(err)
+		}
+		if done {
+			return nil, s.mask().Error(planStopped(s, st.name))
 		}
 	}
 	return s.plan, nil
+}
+
+// planStopped says why a plan on demand ended before its preview: a step
+// that ends the sync there leaves nothing a plan could show. A chart whose
+// signature spec.chart.verify refuses is not rendered, so the plan is an
+// error that says which check failed and what to fix, never an empty plan.
+func planStopped(s *scope, stage string) error {
+	if sig := s.found.signature; sig != nil {
+		return &source.SignatureError{Missing: sig.reason == "SignatureMissing",
+			Err: fmt.Errorf("the chart's signature failed (%s), so nothing from it is rendered and there is no plan: %s", sig.reason, sig.message)}
+	}
+	return fmt.Errorf("the %s step ended the plan before its preview", stage)
 }

@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -31,6 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
 )
 
 // testKey makes a PGP key for the test, and its armored public key.
@@ -289,3 +294,40 @@ func TestUninstallRunsNoHooksOfAnUnsignedChart(t *testing.T) {
 	})
 }
 
+// TestPlanOfAnUnsignedChart computes on demand, as `capstan plan` and the
+// API do, the plan of an Addon whose chart has no provenance file: it is
+// an error that names the signature check and what to fix, never a plan
+// rendered from the chart.
+func TestPlanOfAnUnsignedChart(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	_, ring := testKey(t, "Platform Team")
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
+		Data: map[string][]byte{"keyring": ring}}); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := newAddon(ns, "unsigned", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}
+	}))
+	a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
+	create(t, a)
+
+	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planner := addons.Planner{Client: admin, RestConfig: cluster.Config, Fetcher: fetcher, Config: controller.Config{Namespace: controllerNS}}
+	_, p, err := planner.Plan(ctx, client.ObjectKeyFromObject(a))
+	if err == nil {
+		t.Fatalf("the plan of an unsigned chart was made: %d objects", len(p.Objects))
+	}
+	if sig := (*source.SignatureError)(nil); !errors.As(err, &sig) || !sig.Missing {
+		t.Errorf("the plan's error is not a missing signature: %v", err)
+	}
+	for _, says := range []string{"SignatureMissing", "no provenance file", "helm package --sign"} {
+		if !strings.Contains(err.Error(), says) {
+			t.Errorf("the plan's error %q does not say %q", err, says)
+		}
+	}
+}

@@ -1,0 +1,29 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+
+	"capstan.dev/capstan/internal/source"
+)
+
+// TestErrorForSignature: a plan refused because the chart's signature
+// failed is the person's to fix (422, with the message), not a server
+// error.
+func TestErrorForSignature(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		code int
+	}{
+		{"a signature that failed", fmt.Errorf("planning ns/a: %w", &source.SignatureError{Missing: true, Err: errors.New("the chart has no provenance file")}), http.StatusUnprocessableEntity},
+		{"anything else", errors.New("boom"), http.StatusInternalServerError},
+	} {
+		got := errorFor(tc.err)
+		if got.Code != tc.code || got.Message != tc.err.Error() {
+			t.Errorf("%s: errorFor = %d %q; want %d with the error's message", tc.name, got.Code, got.Message, tc.code)
+		}
+	}
+}
