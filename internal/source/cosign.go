@@ -72,7 +72,7 @@ func (f *Fetcher) CosignSignatures(ctx context.Context, c *Chart, creds *Credent
 
 	desc, rc, err := repo.FetchReference(ctx, tag)
 	if errors.Is(err, errdef.ErrNotFound) {
-		return nil, &SignatureError{Missing: true, Err: fmt.Errorf("the chart has no cosign signature (%s): it is not signed; sign it with cosign sign --key", shown)}
+		return nil, missingCosignSignature(shown)
 	}
 	if err != nil {
 		return nil, ociError(shown, "fetching the chart's signature", err)
@@ -120,6 +120,17 @@ func (f *Fetcher) CosignSignatures(ctx context.Context, c *Chart, creds *Credent
 		return nil, &SignatureError{Missing: true, Err: fmt.Errorf("the signature manifest %s holds no cosign signature", shown)}
 	}
 	return sigs, nil
+}
+
+// missingCosignSignature says that the signature tag shown is not in the
+// chart's repository. Capstan reads only cosign's legacy signature, the
+// manifest tagged sha256-<hex>.sig; cosign v3 signs in the Sigstore bundle
+// format by default, attached as an OCI referrer that Capstan does not
+// read, so the message names the flags that sign in the legacy format for
+// the person who just signed and still sees this.
+func missingCosignSignature(shown string) error {
+	return &SignatureError{Missing: true, Err: fmt.Errorf("the chart has no cosign signature in the legacy signature tag %s, the only format Capstan reads: "+
+		"sign it with cosign sign --key; cosign v3 signs in the Sigstore bundle format by default, which Capstan does not read, so add --new-bundle-format=false --use-signing-config=false", shown)}
 }
 
 // VerifyCosign checks cosign signatures against PEM public keys and the

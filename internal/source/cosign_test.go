@@ -126,3 +126,27 @@ func TestVerifyCosign(t *testing.T) {
 		t.Errorf("cosign on a chart from an https archive: got %v", err)
 	}
 }
+
+// TestMissingCosignSignatureMessage: the message of a chart with no
+// signature tag names the tag Capstan read and how to sign in the legacy
+// format that it reads, for a person whose cosign v3 signed in the bundle
+// format.
+func TestMissingCosignSignatureMessage(t *testing.T) {
+	const shown = "oci://registry.example/charts/wiki:sha256-ab.sig"
+	err := missingCosignSignature(shown)
+	var sig *SignatureError
+	if !errors.As(err, &sig) || !sig.Missing {
+		t.Fatalf("missingCosignSignature = %#v; want a missing SignatureError", err)
+	}
+	for _, tc := range []struct{ what, says string }{
+		{"the tag it read", shown},
+		{"that it reads the legacy tag only", "legacy signature tag"},
+		{"how to sign", "cosign sign --key"},
+		{"why cosign v3's signature is not found", "cosign v3 signs in the Sigstore bundle format by default"},
+		{"the flags of the legacy format", "--new-bundle-format=false --use-signing-config=false"},
+	} {
+		if !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("the message %q does not say %s (%q)", err, tc.what, tc.says)
+		}
+	}
+}
