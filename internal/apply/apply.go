@@ -72,22 +72,30 @@ func (a *Applier) List(ctx context.Context, list client.ObjectList, opts ...clie
 
 // Apply applies one object with force and Capstan's field manager. A Job
 // whose pod template changed is deleted and created anew, since the
-// template is immutable.
+// template is immutable, unless CannotRecreate refuses it (Recreate).
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) error {
 	_, err := a.ApplyLive(ctx, obj)
 	return err
 }
 
 // ApplyLive is Apply, and returns the object as the API server answered:
-// the live object right after the apply.
+// the live object right after the apply. The delete of a Job whose pod
+// template changed is bound to the Job it reads just before; a sync binds
+// it to the Job its plan saw instead (Ordered).
 func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	out := obj.DeepCopy()
-	err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
-		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager))
+	out, err := a.applyOnce(ctx, obj)
 	if err != nil && IsImmutableJob(obj, err) {
-		return a.replace(ctx, obj, "", metav1.DeletePropagationForeground)
+		return a.Recreate(ctx, obj, "")
 	}
-	if err != nil {
+	return out, err
+}
+
+// applyOnce applies one object with force and Capstan's field manager, and
+// nothing else: a refusal is returned as it is.
+func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out := obj.DeepCopy()
+	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
+		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -207,11 +215,13 @@ func isStatefulSet(obj *unstructured.Unstructured) bool {
 // Recreate deletes an object that the API server refuses to change in
 // place, waits until it is gone, and applies it anew. The delete is bound
 // to uid, the object the plan saw, when it is given: one created again by
-// someone else since is not deleted. A StatefulSet whose selector stays the
-// same is deleted with its pods orphaned: the new one adopts them as they
-// run, and their claims with them. Anything else goes with its dependents
-// deleted in the background, while the new object starts its own: a
-// Deployment whose selector changed would otherwise leave the old
+// someone else since is not deleted; without one, it is bound to the
+// object read here. A StatefulSet whose selector stays the same is deleted
+// with its pods orphaned: the new one adopts them as they run, and their
+// claims with them. A Job waits for its pods to be gone first, so the old
+// run and the new never run side by side. Anything else goes with its
+// dependents deleted in the background, while the new object starts its
+// own: a Deployment whose selector changed would otherwise leave the old
 // ReplicaSet's pods running for ever. What CannotRecreate refuses is
 // refused.
 func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error) {
@@ -221,7 +231,7 @@ func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, 
 	case err != nil:
 		return nil, err
 	case live == nil:
-		return a.ApplyLive(ctx, obj)
+		return a.applyOnce(ctx, obj)
 	case uid != "" && live.GetUID() != uid:
 		return nil, fmt.Errorf("%s was deleted and created again since the plan, so it is not deleted to change it; the next sync plans it again", ref.Describe())
 	}
@@ -229,10 +239,17 @@ func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, 
 		return nil, fmt.Errorf("the API server refuses to change %s in place; %s", ref.Describe(), why)
 	}
 	propagation := metav1.DeletePropagationBackground
-	if isStatefulSet(obj) && sameSelector(live, obj) {
+	switch {
+	case isStatefulSet(obj) && sameSelector(live, obj):
 		propagation = metav1.DeletePropagationOrphan
+	case isJob(obj):
+		propagation = metav1.DeletePropagationForeground
 	}
 	return a.replace(ctx, obj, live.GetUID(), propagation)
+}
+
+func isJob(obj *unstructured.Unstructured) bool {
+	return obj.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "batch", Kind: "Job"}
 }
 
 // sameSelector reports whether two objects have the same spec.selector.
@@ -261,17 +278,23 @@ func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, u
 // Ordered applies objects in Capstan's order: CustomResourceDefinitions,
 // then a wait until they are Established, then Namespaces, then everything
 // else. It stops at the first error, which names the object. An object in
-// recreate that the API server refuses to change in place is deleted and
-// created anew (Recreate, bound to the UID recreate gives). onApplied, if
-// set, is called after each object is applied, with the object and the
-// API server's answer.
+// recreate that the API server refuses to change in place (a Job whose pod
+// template changed among them) is deleted and created anew (Recreate,
+// bound to the UID recreate gives). onApplied, if set, is called after
+// each object is applied, with the object and the API server's answer.
 func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]types.UID, onApplied func(obj, live *unstructured.Unstructured)) error {
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
-			live, err := a.ApplyLive(ctx, obj)
-			if uid, ok := recreate[obj]; ok && err != nil && RefusedInPlace(err) {
-				live, err = a.Recreate(ctx, obj, uid)
+			var live *unstructured.Unstructured
+			var err error
+			if uid, ok := recreate[obj]; ok {
+				live, err = a.applyOnce(ctx, obj)
+				if err != nil && (RefusedInPlace(err) || IsImmutableJob(obj, err)) {
+					live, err = a.Recreate(ctx, obj, uid)
+				}
+			} else {
+				live, err = a.ApplyLive(ctx, obj)
 			}
 			if err != nil {
 				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)

@@ -8,10 +8,12 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // recreateChart is a chart whose upgrade changes what the API server
@@ -223,5 +225,88 @@ func TestRecreateReplacesWhatCannotChangeInPlace(t *testing.T) {
 	}
 	if refused.Status.AppliedHash != first.Status.AppliedHash || uid("v1", "PersistentVolumeClaim", "data") != claim {
 		t.Fatal("a claim was changed or created anew")
+	}
+}
+
+// jobChart is a chart of two Jobs whose images come from values: plain,
+// and kept, marked helm.sh/resource-policy: keep.
+var jobChart = map[string]string{
+	"templates/jobs.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: plain\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n" +
+		"      containers:\n        - name: run\n          image: registry.example/tools:{{ .Values.plain }}\n" +
+		"---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: kept\n  annotations:\n    helm.sh/resource-policy: keep\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n" +
+		"      containers:\n        - name: run\n          image: registry.example/tools:{{ .Values.kept }}\n",
+}
+
+// TestJobTemplateChangeKeepsKeptJobs upgrades Jobs whose pod template
+// changes, which the API server refuses in place: the Job marked
+// helm.sh/resource-policy: keep is never deleted for it (the plan fails,
+// saying so), and the plain one is deleted and created anew, named in the
+// Recreated event. An apply bound to a Job the plan did not see, and one of
+// a kept Job, delete nothing.
+func TestJobTemplateChangeKeepsKeptJobs(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "jobs", version: "1.0.0", files: jobChart})
+	a := create(t, newAddon(controllerNS, "jobs-"+ns[len(ns)-5:], url, withTarget(ns), withValues("plain: \"1.0\"\nkept: \"1.0\"")))
+	synced := waitPhase(t, a, capstanv1.PhaseSynced)
+	uid := func(name string) types.UID {
+		t.Helper()
+		obj := live(t, "batch/v1", "Job", ns, name)
+		if obj == nil {
+			t.Fatalf("Job %s/%s does not exist", ns, name)
+		}
+		return obj.GetUID()
+	}
+	plain, kept := uid("plain"), uid("kept")
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("plain: \"1.0\"\nkept: \"2.0\"") })
+	failed := waitPhase(t, a, capstanv1.PhaseFailed)
+	if !strings.Contains(describeStatus(failed), "it is marked helm.sh/resource-policy: keep, so Capstan does not delete it to change it") {
+		t.Errorf("the plan should say the kept Job is not deleted for the change: %s", describeStatus(failed))
+	}
+	if uid("kept") != kept || uid("plain") != plain {
+		t.Fatal("a Job was deleted for a change to a Job marked to be kept")
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("plain: \"2.0\"\nkept: \"1.0\"") })
+	waitFor(t, a, 90*time.Second, "Synced with the new plain Job", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash && cur.Status.ObservedGeneration == cur.Generation
+	})
+	if uid("plain") == plain || uid("kept") != kept {
+		t.Fatal("the plain Job should be created anew, and the kept one left")
+	}
+	eventually(t, 30*time.Second, "a Recreated event that names the plain Job", func() bool {
+		return strings.Contains(addonEvent(t, a, "Recreated"), "Job "+ns+"/plain (its pod template changed)")
+	})
+
+	// The applier itself: a delete bound to a Job the plan did not see,
+	// and the Job marked to be kept, are refused.
+	applier := &apply.Applier{Client: admin}
+	changed := func(name, image string) *unstructured.Unstructured {
+		obj := live(t, "batch/v1", "Job", ns, name)
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("batch/v1")
+		u.SetKind("Job")
+		u.SetNamespace(ns)
+		u.SetName(name)
+		u.SetAnnotations(obj.GetAnnotations())
+		u.Object["spec"] = map[string]any{"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never",
+			"containers": []any{map[string]any{"name": "run", "image": image}}}}}
+		return u
+	}
+	current := uid("plain")
+	obj := changed("plain", "registry.example/tools:3.0")
+	err := applier.Ordered(ctx, []*unstructured.Unstructured{obj}, map[*unstructured.Unstructured]types.UID{obj: "not-the-one-the-plan-saw"}, nil)
+	if err == nil || !strings.Contains(err.Error(), "deleted and created again since the plan") {
+		t.Errorf("an apply bound to another Job's UID: %v; want it refused", err)
+	}
+	if uid("plain") != current {
+		t.Error("an apply bound to another Job's UID deleted the Job")
+	}
+	if err := applier.Apply(ctx, changed("kept", "registry.example/tools:3.0")); err == nil || !strings.Contains(err.Error(), "helm.sh/resource-policy: keep") {
+		t.Errorf("applying a new pod template to the kept Job: %v; want it refused", err)
+	}
+	if uid("kept") != kept {
+		t.Error("applying a new pod template deleted the Job marked to be kept")
 	}
 }

@@ -310,9 +310,9 @@ func (r *AddonReconciler) reportSpared(ctx context.Context, s *scope, action str
 }
 
 // reportRecreated says which objects the apply deleted and created anew
-// (spec.recreate, or a mark in the manifest: apply.RecreateMarked), in one
-// event: those whose live UID is no longer the one the plan saw, each
-// with the mark that asked for it. An audit of who deleted what finds the
+// (spec.recreate, a mark in the manifest: apply.RecreateMarked, or a Job's
+// new pod template), in one event: those whose live UID is no longer the
+// one the plan saw, each with the mark that asked for it. An audit of who deleted what finds the
 // controller's delete in the API server's log; the event says why.
 func (r *AddonReconciler) reportRecreated(s *scope, planned map[*unstructured.Unstructured]types.UID) {
 	var which []string
@@ -321,6 +321,8 @@ func (r *AddonReconciler) reportRecreated(s *scope, planned map[*unstructured.Un
 			what := capstanv1.RefOf(obj).Describe()
 			if m := apply.RecreateMarked(obj); m != "" && !s.addon.Spec.Recreate {
 				what += " (" + m + ")"
+			} else if obj.GetKind() == "Job" && !s.addon.Spec.Recreate {
+				what += " (its pod template changed)"
 			}
 			which = append(which, what)
 		}

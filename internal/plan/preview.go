@@ -310,7 +310,17 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// Its namespace is created first in this very sync.
 			res.Unverified = true
 			res.Comparison = createComparison(obj)
-		case err != nil && apply.IsImmutableJob(obj, err):
+		case err != nil && apply.IsImmutableJob(obj, err) && live != nil:
+			if why := apply.CannotRecreate(obj, live); why != "" {
+				// NOTE: a Job is recreated for its pod template without
+				// spec.recreate, but never past what keeps it.
+				res.Action = capstanv1.ActionUpdate
+				res.Error = RedactAPIError(obj, err) + "; " + why
+				break
+			}
+			// NOTE: bound to the Job read here, as spec.recreate's deletes
+			// are: an approval deletes only the Job its approver saw.
+			res.Recreate, res.RecreateUID = true, live.GetUID()
 			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
 		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && held && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":

@@ -300,6 +300,54 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 	}
 }
 
+// TestPreviewRecreatesAJobOnlyWhenNothingKeepsIt: a Job whose pod template
+// changed is planned to be deleted and created anew without spec.recreate,
+// bound to the UID read, as a recreate is; one that its live manifest marks
+// to be kept (Helm's keep, Argo CD's Delete=false) is an error that says
+// so, and nothing is planned to delete it.
+func TestPreviewRecreatesAJobOnlyWhenNothingKeepsIt(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	for _, tc := range []struct {
+		name, keptBy string
+		annotations  map[string]string
+	}{
+		{name: "plain"},
+		{name: "helm-keep", keptBy: "it is marked helm.sh/resource-policy: keep", annotations: map[string]string{"helm.sh/resource-policy": "keep"}},
+		{name: "argo-delete-false", keptBy: "it is marked argocd.argoproj.io/sync-options: Delete=false", annotations: map[string]string{"argocd.argoproj.io/sync-options": "Delete=false"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			job := &unstructured.Unstructured{}
+			job.SetAPIVersion("batch/v1")
+			job.SetKind("Job")
+			job.SetNamespace("apps")
+			job.SetName("migrate")
+			job.SetLabels(addon.AppliedLabels())
+			job.SetAnnotations(tc.annotations)
+			l := job.DeepCopy()
+			l.SetUID("uid-job")
+			key := capstanv1.RefOf(job).Key()
+			c := &countingCluster{live: map[string]*unstructured.Unstructured{key: l}, dryRunErr: map[string]error{
+				key: apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, "migrate", field.ErrorList{field.Invalid(field.NewPath("spec", "template"), "x", "field is immutable")}),
+			}}
+			addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(job)})
+			p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{job}, Now: time.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := p.Objects[0]
+			if tc.keptBy == "" {
+				if !o.Recreate || o.RecreateUID != "uid-job" || o.Error != "" || o.Action != capstanv1.ActionUpdate {
+					t.Errorf("the Job should be recreated, bound to uid-job: %+v", o)
+				}
+				return
+			}
+			if o.Recreate || !strings.Contains(o.Error, tc.keptBy) || !strings.Contains(o.Error, "spec.template") {
+				t.Errorf("recreate %v, error %q; want no recreate and an error that names the refusal and says %q", o.Recreate, o.Error, tc.keptBy)
+			}
+		})
+	}
+}
+
 func fieldInvalid(path string) *field.Error {
 	return field.Invalid(field.NewPath(path), "x", "field is immutable")
 }
