@@ -183,8 +183,52 @@ func describeJSON(v []byte) string {
 // every spec change, it makes a new plan, which a manual-sync add-on waits
 // to have approved.
 func Edit(ctx context.Context, c client.Client, key client.ObjectKey, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
+	return EditSeen(ctx, c, key, Seen{}, specPatch, inputs)
+}
+
+// ErrChanged says that an Addon is not as the person saw it: its spec
+// changed since (a newer generation), or it is another Addon of the same
+// name (a new UID).
+var ErrChanged = errors.New("the Addon changed since it was read")
+
+// Seen is the version of an Addon that a person's change starts from: a
+// form shows an Addon, and the change it sends is made only to that Addon
+// with that spec. Its zero value checks nothing.
+//
+// NOTE: the spec's generation, not the resourceVersion: the controller
+// writes the status on every reconcile, which moves the resourceVersion,
+// and a form open for a minute would always be refused. A spec change, by
+// anyone, moves the generation.
+type Seen struct {
+	// UID is the Addon's UID; any when empty.
+	UID types.UID
+	// Generation is the Addon's metadata.generation; any when zero.
+	Generation int64
+}
+
+// Check says whether a is the Addon that was seen, with the spec that was
+// seen; the error wraps ErrChanged and says what to do.
+func (s Seen) Check(a *capstanv1.Addon) error {
+	key := client.ObjectKeyFromObject(a)
+	switch {
+	case s.UID != "" && a.UID != s.UID:
+		return fmt.Errorf("addon %s: %w: it was deleted and created again, and this is a new Addon of the same name; look at it again, nothing was changed", key, ErrChanged)
+	case s.Generation != 0 && a.Generation != s.Generation:
+		return fmt.Errorf("addon %s: %w: its spec is at generation %d, and the change was made to generation %d; look at it again, nothing was changed", key, ErrChanged, a.Generation, s.Generation)
+	}
+	return nil
+}
+
+// EditSeen is Edit of the Addon that seen names, as it was seen: an Addon
+// whose spec changed since, or that is another Addon of the same name, is
+// refused with ErrChanged, and nothing is written. The patch is locked to
+// the resourceVersion of the Addon that passed that check.
+func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
+		return nil, err
+	}
+	if err := seen.Check(a); err != nil {
 		return nil, err
 	}
 	changed, err := patchSpec(a, specPatch)
@@ -390,6 +434,9 @@ type RemoveOptions struct {
 	// values back instead of deleting them, for a later add-on of the same
 	// name.
 	KeepValues bool
+	// UID, when set, removes only the Addon with that UID: a removal asked
+	// from an old page never deletes a newer Addon of the same name.
+	UID types.UID
 }
 
 // ErrNoValuesToKeep is a removal with KeepValues of an add-on of the
@@ -406,6 +453,9 @@ var ErrNoValuesToKeep = errors.New("keepValues is for restricted add-ons: this a
 func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o RemoveOptions) error {
 	a, err := Get(ctx, c, key)
 	if err != nil {
+		return err
+	}
+	if err := (Seen{UID: o.UID}).Check(a); err != nil {
 		return err
 	}
 	if o.KeepValues && a.Status.Profile == capstanv1.ProfileCluster {

@@ -64,7 +64,7 @@ func errorFor(err error) apiError {
 		return badRequest(bad.Field, "%s", bad.Message)
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
-	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan):
+	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}

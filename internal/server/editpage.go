@@ -8,9 +8,11 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -68,6 +70,16 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	d.Title = "Edit " + key.Name
 	form := &editForm{GitManaged: repo}
 	d.Edit = form
+	if r.Method == http.MethodPost {
+		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+		// NOTE: before the chart is fetched, so that a form sent from
+		// another site makes the server fetch nothing.
+		if !pageWrite(r, sess) {
+			d.Edit, d.Error = nil, "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
+			s.render(w, "list", http.StatusForbidden, d)
+			return
+		}
+	}
 	current, err := specValues(d.Addon)
 	if err != nil {
 		d.Error = err.Error()
@@ -87,10 +99,17 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusOK, d)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	if !pageWrite(r, sess) {
-		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
-		s.render(w, "edit", http.StatusForbidden, d)
+	seen := seenOf(r)
+	if err := seen.Check(d.Addon); err != nil || seen.UID == "" || seen.Generation == 0 {
+		// NOTE: the form's values were read from an older spec: saving them
+		// would put back what someone changed since, and drop a key they
+		// added. The form is shown again with the values of now.
+		form.fill(current)
+		d.Error = "This add-on was changed since the form was opened (by someone else, or by a commit to git), so nothing was saved: the form now shows its values of now. Make your change again, and save."
+		if seen.UID != "" && seen.UID != d.Addon.UID {
+			d.Error = "The add-on this form was opened for was removed, and this is a new add-on of the same name, so nothing was saved: the form now shows its values. Make your change again, and save."
+		}
+		s.render(w, "edit", http.StatusConflict, d)
 		return
 	}
 	vals, inputs, typed, err := form.read(r, current)
@@ -117,7 +136,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusUnprocessableEntity, d)
 		return
 	}
-	done, err := s.saveValues(r.Context(), sess.user, c, d.Addon, repo, current, vals, inputs)
+	done, err := s.saveValues(r.Context(), sess.user, c, d.Addon, seen, repo, current, vals, inputs)
 	if err != nil {
 		e := errorFor(err)
 		d.Error = e.Message
@@ -150,6 +169,14 @@ func (form *editForm) read(r *http.Request, current map[string]any) (vals map[st
 	holdPaths(form.Fields, form.SecretPaths)
 	vals, err = mergeYAML(vals, form.YAML)
 	return vals, inputs, typed, err
+}
+
+// seenOf is the version of the Addon that a posted form was made from:
+// its UID and generation, from the form's hidden fields; zero when they
+// are missing or not a number.
+func seenOf(r *http.Request) addons.Seen {
+	gen, _ := strconv.ParseInt(r.PostFormValue("generation"), 10, 64)
+	return addons.Seen{UID: types.UID(r.PostFormValue("uid")), Generation: gen}
 }
 
 // holdPaths marks the secret fields at paths as holding a value.
@@ -198,7 +225,7 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 // saveValues replaces the add-on's values: by a merge patch of its spec,
 // with the secret inputs written first, or, for an add-on that the
 // AddonRepository repo manages, by a commit. It returns the flash to show.
-func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, repo string, current, next map[string]any, inputs map[string]string) (string, error) {
+func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, seen addons.Seen, repo string, current, next map[string]any, inputs map[string]string) (string, error) {
 	if repo != "" {
 		_, err := s.commitChange(ctx, u, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			return wr.SetValues(ctx, name, next)
@@ -209,7 +236,7 @@ func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *cap
 	if err != nil {
 		return "", err
 	}
-	_, err = addons.Edit(ctx, c, client.ObjectKeyFromObject(a), patch, inputs)
+	_, err = addons.EditSeen(ctx, c, client.ObjectKeyFromObject(a), seen, patch, inputs)
 	return "edit", err
 }
 

@@ -14,6 +14,7 @@ import (
 
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -331,6 +332,15 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 	if err != nil {
 		return "", err
 	}
+	// NOTE: every action form names the Addon its page showed, so that a
+	// page left open never acts on a newer Addon of the same name.
+	uid := types.UID(r.PostFormValue("uid"))
+	if uid == "" {
+		return "", badRequest("uid", "the form names no Addon: reload the page, and try again; nothing was changed")
+	}
+	if err := (addons.Seen{UID: uid}).Check(a); err != nil {
+		return "", err
+	}
 	switch verb {
 	case "refresh":
 		// NOTE: a git-managed Addon too: the request changes no definition.
@@ -362,7 +372,7 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 	case "suspend", "resume":
 		return verb, addons.SetSuspend(ctx, c, key, verb == "suspend")
 	case "remove":
-		return verb, addons.Remove(ctx, c, key, addons.RemoveOptions{
+		return verb, addons.Remove(ctx, c, key, addons.RemoveOptions{UID: uid,
 			Uninstall: r.PostFormValue("uninstall") == "true", KeepValues: r.PostFormValue("keepValues") == "true"})
 	}
 	return "", apiError{Code: http.StatusNotFound, Reason: "NotFound", Message: "no such action: " + verb}

@@ -1,0 +1,179 @@
+package server_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// sessionCookieName is the name of the page's session cookie.
+const sessionCookieName = "capstan_session"
+
+// send sends one request with the session, as do does, and returns the
+// status and the body.
+func (s pageSession) send(t *testing.T, method, path string, form url.Values) (int, string) {
+	t.Helper()
+	var body io.Reader
+	if form != nil {
+		form.Set("csrf", s.csrf)
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, s.base+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	req.AddCookie(&http.Cookie{Name: sessionCookieName, Value: s.cookie})
+	resp, err := (&http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(out)
+}
+
+// hidden is the value of the hidden input name in a page.
+func hidden(t *testing.T, page, name string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<input type="hidden" name="` + name + `" value="([^"]*)">`).FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the page has no hidden input %s", name)
+	}
+	return m[1]
+}
+
+// specValuesOf reads an Addon's spec.values.
+func specValuesOf(t *testing.T, key client.ObjectKey) map[string]any {
+	t.Helper()
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), key, a); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]any{}
+	if a.Spec.Values != nil {
+		if err := json.Unmarshal(a.Spec.Values.Raw, &out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// TestEditFormLeftOpenRevertsNothing opens the edit form, changes the
+// add-on's values behind it (a field the form shows, and a key it does
+// not), then saves the form as it was shown but for one field: the save
+// is refused with 409 and the form shows the values of now; saved again
+// from there, it changes that field alone, and keeps the other person's
+// changes.
+func TestEditFormLeftOpenRevertsNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "open"}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"},
+			Values: jsonValues(`{"greeting":"hi","replicas":2}`)}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch")))
+	edit := "/addons/" + ns + "/open/edit"
+	code, page := sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d %s", code, page)
+	}
+	uid, generation := hidden(t, page, "uid"), hidden(t, page, "generation")
+	if uid != string(a.UID) {
+		t.Fatalf("the form names UID %q; the Addon's is %q", uid, a.UID)
+	}
+
+	// Someone else changes replicas, and adds a key no field shows.
+	other := a.DeepCopy()
+	if err := admin.Get(ctx, key, other); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(other.DeepCopy())
+	other.Spec.Values = jsonValues(`{"greeting":"hi","replicas":3,"extra":"theirs"}`)
+	if err := admin.Patch(ctx, other, patch); err != nil {
+		t.Fatal(err)
+	}
+
+	shown := url.Values{"uid": {uid}, "generation": {generation}, "v.greeting": {"mine"}, "v.replicas": {"2"}, "yaml": {""}}
+	code, page = sess.send(t, http.MethodPost, edit, shown)
+	if code != http.StatusConflict || !strings.Contains(page, "changed since the form was opened") {
+		t.Fatalf("a save from a form left open: %d; want 409 saying why\n%s", code, page)
+	}
+	want := map[string]any{"greeting": "hi", "replicas": float64(3), "extra": "theirs"}
+	if got := specValuesOf(t, key); !equalJSON(got, want) {
+		t.Fatalf("a refused save changed the values: %v; want %v", got, want)
+	}
+	if !strings.Contains(page, `value="3"`) || !strings.Contains(page, "extra: theirs") {
+		t.Errorf("the form shown again does not hold the values of now:\n%s", page)
+	}
+
+	again := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"v.greeting": {"mine"}, "v.replicas": {"3"}, "yaml": {"extra: theirs\n"}}
+	if code, page = sess.send(t, http.MethodPost, edit, again); code != http.StatusSeeOther {
+		t.Fatalf("a save from the form of now: %d\n%s", code, page)
+	}
+	want["greeting"] = "mine"
+	if got := specValuesOf(t, key); !equalJSON(got, want) {
+		t.Errorf("the values after the save: %v; want %v", got, want)
+	}
+}
+
+func equalJSON(a, b any) bool {
+	ja, _ := json.Marshal(a)
+	jb, _ := json.Marshal(b)
+	return string(ja) == string(jb)
+}
+
+// TestPageActionsNameTheirAddon removes, from a page left open, an Addon
+// that was deleted and created again meanwhile: the form names the old
+// Addon's UID, so the new Addon is not removed, nor suspended; a form
+// that names no UID changes nothing either.
+func TestPageActionsNameTheirAddon(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "again"}
+	old := addonWithPlan(t, ns, key.Name, hashOf("a"))
+	if err := admin.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	addonWithPlan(t, ns, key.Name, hashOf("b"))
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch", "delete")))
+	base := "/addons/" + ns + "/again/"
+	if code, page := sess.send(t, http.MethodPost, base+"remove", url.Values{"uid": {string(old.UID)}}); code != http.StatusConflict {
+		t.Errorf("a removal of the old Addon: %d; want 409\n%s", code, page)
+	}
+	if code, page := sess.send(t, http.MethodPost, base+"resume", url.Values{"uid": {string(old.UID)}}); code != http.StatusConflict {
+		t.Errorf("resuming the old Addon: %d; want 409\n%s", code, page)
+	}
+	if code, page := sess.send(t, http.MethodPost, base+"remove", url.Values{}); code != http.StatusBadRequest {
+		t.Errorf("a removal that names no Addon: %d; want 400\n%s", code, page)
+	}
+	now := &capstanv1.Addon{}
+	if err := admin.Get(ctx, key, now); err != nil || now.DeletionTimestamp != nil || !now.Spec.Suspend {
+		t.Fatalf("the new Addon was changed by forms of the old one: %v, deleting %v, suspend %v", err, now.DeletionTimestamp, now.Spec.Suspend)
+	}
+	if code, page := sess.send(t, http.MethodPost, base+"remove", url.Values{"uid": {string(now.UID)}}); code != http.StatusSeeOther {
+		t.Fatalf("a removal of the Addon the page shows: %d\n%s", code, page)
+	}
+	if err := admin.Get(ctx, key, now); !apierrors.IsNotFound(err) && now.DeletionTimestamp == nil {
+		t.Errorf("the removal did not delete the Addon: %v", err)
+	}
+}
