@@ -224,11 +224,17 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 
 // saveValues replaces the add-on's values: by a merge patch of its spec,
 // with the secret inputs written first, or, for an add-on that the
-// AddonRepository repo manages, by a commit. It returns the flash to show.
+// AddonRepository repo manages, by a commit of the changes from current
+// to next onto the values in git. It returns the flash to show.
 func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, seen addons.Seen, repo string, current, next map[string]any, inputs map[string]string) (string, error) {
 	if repo != "" {
 		_, err := s.commitChange(ctx, u, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
-			return wr.SetValues(ctx, name, next)
+			// NOTE: the changes the form made, not the whole values: the
+			// Addon the form was filled from can lag git by the syncer's
+			// interval, and writing it back whole would undo a commit it
+			// has not caught up with. A change whose value in git is not
+			// the one the form showed is refused.
+			return wr.ChangeValues(ctx, name, gitops.ValueChanges(current, next))
 		})
 		return "commit", err
 	}

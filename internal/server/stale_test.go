@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
 // sessionCookieName is the name of the page's session cookie.
@@ -175,5 +177,68 @@ func TestPageActionsNameTheirAddon(t *testing.T) {
 	}
 	if err := admin.Get(ctx, key, now); !apierrors.IsNotFound(err) && now.DeletionTimestamp == nil {
 		t.Errorf("the removal did not delete the Addon: %v", err)
+	}
+}
+
+// TestPageGitManagedEditKeepsWhatGitHas edits a git-managed add-on whose
+// replicas a colleague pushed to git before the syncer applied them: the
+// page's commit changes the greeting alone, so git keeps the pushed
+// replicas, and the comment and order of its values. A change of replicas
+// made from a value git no longer has is refused with 409, and nothing is
+// committed.
+func TestPageGitManagedEditKeepsWhatGitHas(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	git := gitserver.Start(t)
+	repoURL := git.Create(t, "ops")
+	def := func(replicas string) string {
+		return "name: form\nhelm:\n  url: " + chartServer.URL + "/form-1.0.0.tgz\nvalues:\n  # how many pods\n  replicas: " + replicas + "\n  greeting: hi\n"
+	}
+	clone := gitserver.Clone(t, repoURL)
+	clone.Write("addons/form.yaml", def("2")).CommitAndPush("form")
+	if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: repoURL}}); err != nil {
+		t.Fatal(err)
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "form", Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}, Values: jsonValues(`{"replicas":2,"greeting":"hi"}`)}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	// A colleague pushes replicas: 3; the syncer has not applied it yet.
+	clone.Write("addons/form.yaml", def("3")).CommitAndPush("three replicas")
+
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch")))
+	edit := "/addons/" + ns + "/form/edit"
+	code, page := sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d %s", code, page)
+	}
+	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"v.greeting": {"from the page"}, "v.replicas": {"2"}, "yaml": {""}}
+	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusSeeOther {
+		t.Fatalf("saving the greeting: %d\n%s", code, page)
+	}
+	clone.Pull()
+	want := "values:\n  # how many pods\n  replicas: 3\n  greeting: from the page\n"
+	if got := clone.Git("show", "HEAD:addons/form.yaml"); !strings.HasSuffix(got, want) {
+		t.Fatalf("the committed definition:\n%s\nwant its values:\n%s", got, want)
+	}
+
+	// Again: git moves to 5, and the form, filled from the cluster, says 3.
+	clone.Write("addons/form.yaml", strings.Replace(clone.Git("show", "HEAD:addons/form.yaml"), "replicas: 3", "replicas: 5", 1)).CommitAndPush("five replicas")
+	head := clone.Git("rev-parse", "HEAD")
+	code, page = sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK || !strings.Contains(page, `value="3"`) {
+		t.Fatalf("the edit form, filled from the cluster: %d\n%s", code, page)
+	}
+	form = url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"v.greeting": {"from the page"}, "v.replicas": {"4"}, "yaml": {""}}
+	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusConflict || !strings.Contains(page, "values.replicas") {
+		t.Fatalf("a change of replicas from 3, which git has as 5: %d; want 409 naming values.replicas\n%s", code, page)
+	}
+	clone.Pull()
+	if now := clone.Git("rev-parse", "HEAD"); now != head {
+		t.Errorf("a refused change was committed: HEAD %s, was %s", now, head)
 	}
 }
