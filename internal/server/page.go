@@ -198,8 +198,12 @@ func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	if pageWrite(r, sess) {
-		s.signOut(w, r)
+		// NOTE: a redirect, not an empty answer: the browser would stay
+		// on the page it signed out from, showing its add-ons.
+		s.endSession(w, r)
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
 	http.Redirect(w, r, "/addons", http.StatusSeeOther)

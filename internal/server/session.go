@@ -191,14 +191,19 @@ func crossSite(r *http.Request) bool {
 	return err != nil || u.Host != r.Host
 }
 
-// signOut forgets the session.
+// signOut forgets the session, and answers 204.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	s.endSession(w, r)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// endSession forgets the request's session, and clears its cookie.
+func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil {
 		s.sessions.remove(c.Value)
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	w.WriteHeader(http.StatusNoContent)
 }
 
 // liveSession returns the session of a request's cookie, with its user as

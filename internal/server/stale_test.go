@@ -242,3 +242,25 @@ func TestPageGitManagedEditKeepsWhatGitHas(t *testing.T) {
 		t.Errorf("a refused change was committed: HEAD %s, was %s", now, head)
 	}
 }
+
+// TestSignOutLeavesThePage signs out through the page's form: the answer
+// sends the browser to the sign-in page and clears the cookie, and the
+// session reads nothing any more.
+func TestSignOutLeavesThePage(t *testing.T) {
+	ns := namespace(t)
+	sess := signInAt(t, api.URL, user(t, ns, "viewer", addonRule("get", "list")))
+	resp := sess.do(t, http.MethodPost, "/signout", url.Values{})
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Errorf("signing out: %d to %q; want 303 to /signin", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	cleared := false
+	for _, c := range resp.Cookies() {
+		cleared = cleared || (c.Name == sessionCookieName && c.Value == "" && c.MaxAge < 0)
+	}
+	if !cleared {
+		t.Errorf("signing out did not clear the session cookie: %v", resp.Header.Values("Set-Cookie"))
+	}
+	if resp := sess.do(t, http.MethodGet, "/addons", nil); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Errorf("the list after signing out: %d to %q; want the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+}
