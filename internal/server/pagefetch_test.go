@@ -36,7 +36,7 @@ func pageGet(t *testing.T, base, token, path string) (int, string, string) {
 	resp.Body.Close()
 	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
-		if ck.Name == "capstan_session" {
+		if ck.Name == sessionCookieName {
 			session = ck
 		}
 	}

@@ -663,7 +663,7 @@ func TestPageSession(t *testing.T) {
 			t.Fatal(err)
 		}
 		if cookie != "" {
-			req.AddCookie(&http.Cookie{Name: "capstan_session", Value: cookie})
+			req.AddCookie(&http.Cookie{Name: sessionCookieName, Value: cookie})
 		}
 		if csrf != "" {
 			req.Header.Set("X-CSRF-Token", csrf)
@@ -683,12 +683,17 @@ func TestPageSession(t *testing.T) {
 	expect(t, "sign in", code, body, http.StatusOK)
 	var cookie *http.Cookie
 	for _, c := range resp.Cookies() {
-		if c.Name == "capstan_session" {
+		if c.Name == sessionCookieName {
 			cookie = c
 		}
 	}
 	if cookie == nil || !cookie.HttpOnly || !cookie.Secure || cookie.SameSite != http.SameSiteStrictMode || strings.Contains(cookie.Value, token) {
 		t.Fatalf("the session cookie %+v must be HttpOnly, Secure, SameSite=Strict, and not the token", cookie)
+	}
+	// NOTE: the __Host- prefix holds only with Secure, Path=/ and no
+	// Domain: a browser refuses such a cookie otherwise.
+	if !strings.HasPrefix(cookie.Name, "__Host-") || cookie.Path != "/" || cookie.Domain != "" {
+		t.Fatalf("the session cookie %+v must be a __Host- cookie: Path=/ and no Domain, so that no sibling subdomain can set one", cookie)
 	}
 	var signedIn struct{ User, CSRFToken string }
 	if err := json.Unmarshal(body, &signedIn); err != nil || signedIn.CSRFToken == "" || signedIn.User != "system:serviceaccount:"+ns+":editor" {

@@ -25,7 +25,7 @@ import (
 // as the API server accepts its token, and acts with the groups the token
 // has now, not those it had at sign-in.
 const (
-	sessionCookie   = "capstan_session"
+	sessionCookie   = "__Host-capstan_session"
 	csrfHeader      = "X-CSRF-Token"
 	sessionTTL      = 8 * time.Hour
 	maxSessions     = 10000

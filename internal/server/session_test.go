@@ -202,7 +202,7 @@ func signInAt(t *testing.T, base, token string) pageSession {
 		t.Fatalf("signing in: %d, %v", resp.StatusCode, err)
 	}
 	for _, c := range resp.Cookies() {
-		if c.Name == "capstan_session" {
+		if c.Name == sessionCookieName {
 			return pageSession{base: base, cookie: c.Value, csrf: answer.CSRFToken}
 		}
 	}
@@ -226,7 +226,7 @@ func (s pageSession) do(t *testing.T, method, path string, form url.Values) *htt
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	req.AddCookie(&http.Cookie{Name: "capstan_session", Value: s.cookie})
+	req.AddCookie(&http.Cookie{Name: sessionCookieName, Value: s.cookie})
 	req.Header.Set("X-CSRF-Token", s.csrf)
 	resp, err := (&http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse

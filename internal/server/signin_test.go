@@ -56,7 +56,7 @@ func TestSignInFromAnotherSite(t *testing.T) {
 			}
 			signedIn := false
 			for _, c := range resp.Cookies() {
-				signedIn = signedIn || (c.Name == "capstan_session" && c.Value != "")
+				signedIn = signedIn || (c.Name == sessionCookieName && c.Value != "")
 			}
 			if resp.StatusCode != want || signedIn != (want != http.StatusForbidden) {
 				t.Errorf("POST %s with %s: %d, session cookie %v; want %d", path, tc.what, resp.StatusCode, signedIn, want)

@@ -20,7 +20,7 @@ import (
 )
 
 // sessionCookieName is the name of the page's session cookie.
-const sessionCookieName = "capstan_session"
+const sessionCookieName = "__Host-capstan_session"
 
 // send sends one request with the session, as do does, and returns the
 // status and the body.
