@@ -1,11 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"fmt"
 	"html/template"
-	"io/fs"
 	"net/http"
 	"net/url"
 	"strings"
@@ -138,8 +138,6 @@ var flashes = map[string]string{
 func (s *Server) render(w http.ResponseWriter, name string, code int, d pageData) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	if err := pages()[name].ExecuteTemplate(w, "layout", d); err != nil {
 		s.Log.Error(err, "Rendering a page failed", "page", name)
@@ -418,10 +416,58 @@ func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c clie
 	return "commit", nil
 }
 
-// pageRoutes adds the page to mux.
-func (s *Server) pageRoutes(mux *http.ServeMux) {
-	static, _ := fs.Sub(webFS, "web")
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServer(http.FS(static))))
+// staticFiles are the files under web/ that the pages link, with their
+// types: only these are served, never the templates, and no folder is
+// listed.
+var staticFiles = map[string]string{
+	"capstan.css": "text/css; charset=utf-8",
+	"live.js":     "text/javascript; charset=utf-8",
+}
+
+// pageSecurity is the Content Security Policy of every answer of the page:
+// its own script and style only, no frame around it, forms sent only to
+// itself.
+const pageSecurity = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+// pageHeaders sets the page's security headers on every answer of next:
+// pages, static files, redirects and errors alike.
+func pageHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", pageSecurity)
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		// NOTE: the server speaks HTTPS only, so a browser may as well
+		// never try plain HTTP on this host.
+		h.Set("Strict-Transport-Security", "max-age=31536000")
+		next.ServeHTTP(w, r)
+	})
+}
+
+// staticFile serves one of staticFiles.
+func staticFile(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("file")
+	ctype, ok := staticFiles[name]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	data, err := webFS.ReadFile("web/" + name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", ctype)
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(data))
+}
+
+// pageRoutes adds the page to mux: every path that no other route of mux
+// takes goes to the page's own mux, behind its security headers.
+func (s *Server) pageRoutes(root *http.ServeMux) {
+	mux := http.NewServeMux()
+	root.Handle("/", pageHeaders(mux))
+	mux.HandleFunc("GET /static/{file}", staticFile)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/addons", http.StatusSeeOther) })
 	mux.HandleFunc("GET /signin", s.signInPage)
 	mux.HandleFunc("POST /signin", s.signInPage)

@@ -264,3 +264,68 @@ func TestSignOutLeavesThePage(t *testing.T) {
 		t.Errorf("the list after signing out: %d to %q; want the sign-in page", resp.StatusCode, resp.Header.Get("Location"))
 	}
 }
+
+// TestPageServesOnlyItsAssets asks the page for its assets, its templates,
+// a folder and a path it does not have: only the assets are served, and
+// every answer, errors too, carries the security headers.
+func TestPageServesOnlyItsAssets(t *testing.T) {
+	get := func(path string) *http.Response {
+		t.Helper()
+		resp, err := (&http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}}).Get(api.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp
+	}
+	for _, c := range []struct {
+		path  string
+		code  int
+		ctype string
+	}{
+		{"/static/capstan.css", http.StatusOK, "text/css"},
+		{"/static/live.js", http.StatusOK, "text/javascript"},
+		{"/static/edit.html", http.StatusNotFound, ""},
+		{"/static/layout.html", http.StatusNotFound, ""},
+		{"/static/", http.StatusNotFound, ""},
+		{"/static/web/", http.StatusNotFound, ""},
+		{"/no-such-page", http.StatusNotFound, ""},
+		{"/signin", http.StatusOK, "text/html"},
+		{"/addons", http.StatusSeeOther, ""},
+	} {
+		resp := get(c.path)
+		if resp.StatusCode != c.code || !strings.HasPrefix(resp.Header.Get("Content-Type"), c.ctype) {
+			t.Errorf("GET %s: %d %s; want %d %s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), c.code, c.ctype)
+		}
+		h := resp.Header
+		if !strings.Contains(h.Get("Content-Security-Policy"), "frame-ancestors 'none'") || h.Get("X-Content-Type-Options") != "nosniff" ||
+			h.Get("X-Frame-Options") != "DENY" || !strings.HasPrefix(h.Get("Strict-Transport-Security"), "max-age=") {
+			t.Errorf("GET %s lacks the security headers: %v", c.path, h)
+		}
+	}
+}
+
+// TestEditFormFromAnotherSiteFetchesNothing posts the edit form without
+// the session's CSRF token: it is refused before the chart is fetched.
+func TestEditFormFromAnotherSiteFetchesNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	// NOTE: a link of its own, so no fetch cache holds the chart.
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "forged"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz?for=" + ns}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch")))
+	sess.csrf = "not-the-session's"
+	before := chartRequests.Load()
+	if code, page := sess.send(t, http.MethodPost, "/addons/"+ns+"/forged/edit", url.Values{"uid": {string(a.UID)}}); code != http.StatusForbidden {
+		t.Errorf("an edit without the CSRF token: %d; want 403\n%s", code, page)
+	}
+	if n := chartRequests.Load() - before; n != 0 {
+		t.Errorf("an edit without the CSRF token fetched the chart (%d requests)", n)
+	}
+}
