@@ -60,6 +60,7 @@ var pageFuncs = template.FuncMap{
 	"join":        strings.Join,
 	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
 	"diffLines":   diffLines,
+	"removal":     removalOf,
 }
 
 // pages are parsed once, when the server builds its handler: each is the

@@ -267,8 +267,15 @@ func TestPageInAChromium(t *testing.T) {
 			t.Fatalf("after the edit: %v, values %s", err, got.Spec.Values.Raw)
 		}
 
+		// A restricted add-on is uninstalled whatever a box says: the
+		// form says so, and offers no uninstall box.
 		run(t, ctx, "removing",
-			chromedp.Click(`//input[@name="uninstall"]`),
+			chromedp.WaitVisible(`//form[@class="remove"]//p[contains(text(),"Removing uninstalls the software")]`),
+		)
+		if n := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll('input[name="uninstall"]').length`)); n != 0 {
+			t.Errorf("the Remove form of a restricted add-on offers %d uninstall boxes, which change nothing", n)
+		}
+		run(t, ctx, "removing",
 			chromedp.Click(`//button[text()="Remove"]`),
 			chromedp.WaitVisible(`//h1[text()="Add-ons"]`),
 		)

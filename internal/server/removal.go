@@ -1,0 +1,57 @@
+package server
+
+import capstanv1 "capstan.dev/capstan/api/v1alpha1"
+
+// removal is what removing an Addon does, as its page's Remove form says
+// it: the controller's deletion decides from the uninstall mark, then
+// spec.deletionPolicy, then the profile's default (restricted: Delete,
+// cluster: Orphan), and deletes a restricted add-on's values Secrets and
+// generated values unless they are kept.
+type removal struct {
+	// Says what removal does to the software, and to the values.
+	Says string
+	// Uninstall offers the uninstall box: only where it changes
+	// something, the software staying otherwise.
+	Uninstall bool
+	// KeepValues offers the keep-values box: only where the values are
+	// deleted otherwise (a restricted add-on, or one not placed in a
+	// profile yet).
+	KeepValues bool
+}
+
+// removalOf says what removing a does.
+func removalOf(a *capstanv1.Addon) removal {
+	profile := a.Status.Profile
+	policy := a.Spec.DeletionPolicy
+	why := "its spec.deletionPolicy is " + string(policy)
+	switch {
+	case a.Annotations[capstanv1.UninstallAnnotation] == "true":
+		policy, why = capstanv1.DeletionDelete, "it is marked "+capstanv1.UninstallAnnotation
+	case policy != "":
+	case profile == capstanv1.ProfileRestricted:
+		policy, why = capstanv1.DeletionDelete, "a restricted add-on's default deletion policy is Delete"
+	case profile == capstanv1.ProfileCluster:
+		policy, why = capstanv1.DeletionOrphan, "a cluster add-on's default deletion policy is Orphan"
+	}
+	var out removal
+	switch policy {
+	case capstanv1.DeletionDelete:
+		out.Says = "Removing uninstalls the software (" + why + "): its objects are deleted."
+	case capstanv1.DeletionOrphan:
+		out.Says = "Removing leaves the software running (" + why + "), unless you tick uninstall."
+		out.Uninstall = true
+	default:
+		out.Says = "The controller has not placed this add-on in a profile yet: unticked, a restricted add-on is uninstalled anyway, and a cluster add-on is left running."
+		out.Uninstall = true
+	}
+	switch profile {
+	case capstanv1.ProfileRestricted:
+		out.Says += " Its values Secrets and generated values are deleted, unless you keep them for a later add-on of this name."
+		out.KeepValues = true
+	case capstanv1.ProfileCluster:
+		out.Says += " Its values Secrets stay."
+	default:
+		out.KeepValues = true
+	}
+	return out
+}

@@ -1,0 +1,55 @@
+package server
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// TestRemovalSaysWhatItDoes checks what the Remove form says and offers
+// for each profile, deletion policy and uninstall mark, as the
+// controller's deletion decides.
+func TestRemovalSaysWhatItDoes(t *testing.T) {
+	for _, c := range []struct {
+		name                  string
+		profile               capstanv1.Profile
+		policy                capstanv1.DeletionPolicy
+		marked                bool
+		says                  string
+		uninstall, keepValues bool
+	}{
+		{"restricted", capstanv1.ProfileRestricted, "", false, "uninstalls the software (a restricted add-on's default", false, true},
+		{"restricted, Orphan", capstanv1.ProfileRestricted, capstanv1.DeletionOrphan, false, "leaves the software running (its spec.deletionPolicy is Orphan)", true, true},
+		{"cluster", capstanv1.ProfileCluster, "", false, "leaves the software running (a cluster add-on's default", true, false},
+		{"cluster, Delete", capstanv1.ProfileCluster, capstanv1.DeletionDelete, false, "uninstalls the software (its spec.deletionPolicy is Delete)", false, false},
+		{"cluster, marked", capstanv1.ProfileCluster, capstanv1.DeletionOrphan, true, "uninstalls the software (it is marked", false, false},
+		{"no profile yet", "", "", false, "not placed this add-on in a profile yet", true, true},
+		{"no profile yet, Delete", "", capstanv1.DeletionDelete, false, "uninstalls the software", false, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "gone"}}
+			a.Spec.DeletionPolicy, a.Status.Profile = c.policy, c.profile
+			if c.marked {
+				a.Annotations = map[string]string{capstanv1.UninstallAnnotation: "true"}
+			}
+			r := removalOf(a)
+			if !strings.Contains(r.Says, c.says) || r.Uninstall != c.uninstall || r.KeepValues != c.keepValues {
+				t.Errorf("%+v; want it to say %q, uninstall box %v, keep-values box %v", r, c.says, c.uninstall, c.keepValues)
+			}
+			if values := strings.Contains(r.Says, "values Secrets and generated values are deleted"); values != (c.profile == capstanv1.ProfileRestricted) {
+				t.Errorf("%q: says the values are deleted: %v; they are for a restricted add-on only", r.Says, values)
+			}
+			var page bytes.Buffer
+			if err := pages()["addon"].ExecuteTemplate(&page, "content", pageData{Addon: a, Actions: true, Can: map[string]bool{"delete": true}}); err != nil {
+				t.Fatal(err)
+			}
+			if box := strings.Contains(page.String(), `name="uninstall"`); box != c.uninstall {
+				t.Errorf("the page offers the uninstall box: %v; want %v", box, c.uninstall)
+			}
+		})
+	}
+}
