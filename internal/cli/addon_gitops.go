@@ -1,11 +1,13 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/mail"
+	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -235,7 +237,8 @@ restricted add-on's values Secrets back for a later add-on of the name.
 
 With --gitops, commit the deletion of addons/NAME.yaml. The syncer then
 deletes the Addon. With --uninstall, the Addon (-n, --kubeconfig) must be
-one that git manages, made from that file: it is annotated
+one that git manages, made from that file by an AddonRepository that syncs
+the --gitops repository, --branch and --folder: it is annotated
 capstan.dev/uninstall=true just before the commit, so that deleting it
 removes the software, and the mark is taken off again if the commit fails.`,
 		Example: `  capstan addon remove blog -n tenant --uninstall
@@ -290,7 +293,8 @@ removes the software, and the mark is taken off again if the commit fails.`,
 // removeGitopsUninstall commits the deletion of an add-on's definition,
 // with its Addon marked for uninstall, so that the syncer's deletion
 // removes the software too. The mark is set only once the Addon is known
-// to be git's and its file to be in the repository, just before the
+// to be git's, synced from the writer's repository, branch and folder,
+// and its file to be in the repository, just before the
 // commit, and taken off again when the commit fails: a mark left behind
 // would make a later, plain removal delete the running software, which the
 // cluster profile's default policy (Orphan) keeps.
@@ -312,7 +316,29 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	if made := a.Annotations[gitops.GitFileAnnotation]; made != "" && !slices.Contains(files, made) {
 		return fmt.Errorf("addon %s was made from %s (annotation %s), not from %s: give --folder %s", key, made, gitops.GitFileAnnotation, strings.Join(files, " or "), path.Dir(made))
 	}
-	if err := definitionExists(ctx, w, files); err != nil {
+	ar := &capstanv1.AddonRepository{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: repo}, ar); apierrors.IsNotFound(err) {
+		return fmt.Errorf("addon %s names AddonRepository %s, which is gone: no commit removes the Addon any more; remove it in the cluster with `capstan addon remove %s -n %s --uninstall`",
+			key, repo, key.Name, key.Namespace)
+	} else if err != nil {
+		return fmt.Errorf("cannot read AddonRepository %s, which manages addon %s, to check that the commit removes the Addon: %w", repo, key, err)
+	}
+	if err := sameRepository(ar, w, "", ""); err != nil {
+		return fmt.Errorf("addon %s: %w", key, err)
+	}
+	// An empty branch, on either side, is the remote's default.
+	branch, follows := w.Branch, ar.Spec.Branch
+	if branch == "" || follows == "" {
+		def, _, err := gitops.Repo{URL: w.URL, Auth: w.Auth}.Head(ctx, "")
+		if err != nil {
+			return fmt.Errorf("cannot read the default branch of %s: %w", netguard.Redact(w.URL), err)
+		}
+		branch, follows = cmp.Or(branch, def), cmp.Or(follows, def)
+	}
+	if err := sameRepository(ar, w, branch, follows); err != nil {
+		return fmt.Errorf("addon %s: %w", key, err)
+	}
+	if err := definitionExists(ctx, w, branch, files); err != nil {
 		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
 	}
 	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
@@ -333,19 +359,64 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	return report(cmd, commit, err, "removed "+key.Name)
 }
 
-// definitionExists reports, as an error, a definition that is in none of
-// files in the writer's branch: the commit would have nothing to delete.
-func definitionExists(ctx context.Context, w *gitops.Writer, files []string) error {
-	repo := gitops.Repo{URL: w.URL, Auth: w.Auth}
-	branch := w.Branch
-	if branch == "" {
-		b, _, err := repo.Head(ctx, "")
-		if err != nil {
-			return err
-		}
-		branch = b
+// sameRepository refuses a writer that commits to another repository,
+// branch or folder than the AddonRepository ar syncs: its commit would
+// delete a definition that ar never reads, and leave the Addon running,
+// marked for uninstall, so that a later removal meant to keep the software
+// would remove it. branch is the branch the writer commits to (--branch,
+// or the remote's default) and follows the branch ar follows (spec.branch,
+// or the remote's default); either empty compares no branch.
+func sameRepository(ar *capstanv1.AddonRepository, w *gitops.Writer, branch, follows string) error {
+	var diffs []string
+	if repositoryKey(ar.Spec.URL) != repositoryKey(w.URL) {
+		diffs = append(diffs, fmt.Sprintf("its URL is %s, not --gitops %s", netguard.Redact(ar.Spec.URL), netguard.Redact(w.URL)))
 	}
-	_, head, err := repo.Clone(ctx, branch)
+	if branch != "" && follows != "" && branch != follows {
+		diffs = append(diffs, fmt.Sprintf("it follows branch %q, not %q; give --branch %s", follows, branch, follows))
+	}
+	if cleanFolder(ar.Spec.Folder) != cleanFolder(w.Folder) {
+		diffs = append(diffs, fmt.Sprintf("its folder is %q, not --folder %q; give --folder %s", cleanFolder(ar.Spec.Folder), cleanFolder(w.Folder), cleanFolder(ar.Spec.Folder)))
+	}
+	if len(diffs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("it is synced by AddonRepository %s from another place than the commit would go, so the commit would not remove it: %s",
+		ar.Name, strings.Join(diffs, "; "))
+}
+
+// repositoryKey is a git URL as far as it names a repository: no
+// credentials, a lowercase scheme and host, and no trailing slash or .git,
+// which git servers answer alike.
+func repositoryKey(raw string) string {
+	s := strings.TrimSpace(raw)
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		u.User = nil
+		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+		u.RawQuery, u.Fragment = "", ""
+		s = u.String()
+	}
+	for {
+		t := strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
+
+// cleanFolder is a definitions folder as the syncer reads it.
+func cleanFolder(folder string) string {
+	if folder == "" {
+		return gitops.DefaultFolder
+	}
+	return path.Clean(strings.TrimSuffix(folder, "/"))
+}
+
+// definitionExists reports, as an error, a definition that is in none of
+// files in branch of the writer's repository: the commit would have
+// nothing to delete.
+func definitionExists(ctx context.Context, w *gitops.Writer, branch string, files []string) error {
+	_, head, err := gitops.Repo{URL: w.URL, Auth: w.Auth}.Clone(ctx, branch)
 	if err != nil {
 		return err
 	}

@@ -98,14 +98,44 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	newAddon(t, c, ns, "handmade", nil)
 	newAddon(t, c, ns, "ghost", byGit)
 	newAddon(t, c, ns, "grafana", byGit)
+	newAddon(t, c, ns, "orphan", func(a *capstanv1.Addon) {
+		byGit(a)
+		a.Labels[gitops.ManagedByGitLabel] = "gone"
+	})
+	// The Addons are synced from url, written as its AddonRepository may
+	// spell it: with .git dropped and a slash added.
+	if err := c.Create(t.Context(), &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: strings.TrimSuffix(url, ".git") + "/"}}); err != nil {
+		t.Fatal(err)
+	}
 	marked := func(name string) bool {
 		return getAddon(t, c, ns, name).Annotations[capstanv1.UninstallAnnotation] == "true"
+	}
+
+	// Another repository holds a grafana.yaml too, as staging does beside
+	// prod: a commit there would not remove this grafana, so it is not
+	// marked and nothing is committed.
+	staging := srv.Create(t, "staging")
+	gitserver.Clone(t, staging).Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").CommitAndPush("grafana")
+	out, err := capstan(t, cluster, "addon", "remove", "grafana", "--gitops", staging, "--uninstall", "-n", ns)
+	if err == nil || !strings.Contains(err.Error(), "synced by AddonRepository ops from another place") || !strings.Contains(err.Error(), "not --gitops") {
+		t.Errorf("remove with another repository's URL: %v; want it refused, naming the URL\n%s", err, out)
+	}
+	if _, err := capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--branch", "other", "--uninstall", "-n", ns); err == nil || !strings.Contains(err.Error(), `follows branch "main", not "other"`) {
+		t.Errorf("remove with another branch: %v; want it refused, naming the branch", err)
+	}
+	if marked("grafana") {
+		t.Fatal("a remove with another repository marked the Addon for uninstall")
+	}
+	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, staging).Dir, "addons/grafana.yaml")); err != nil {
+		t.Errorf("the refused remove changed the other repository: %v", err)
 	}
 
 	for _, tc := range []struct{ name, want string }{
 		{"handmade", "is not managed by git"},
 		{"ghost", "addons/ghost.yaml or addons/ghost.yml is not in branch \"main\""},
 		{"missing", "does not exist"},
+		{"orphan", "AddonRepository gone, which is gone"},
 	} {
 		out, err := capstan(t, cluster, "addon", "remove", tc.name, "--gitops", url, "--uninstall", "-n", ns)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -127,7 +157,7 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 		}
 	}
 	setReceivePack("false")
-	out, err := capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns)
+	out, err = capstan(t, cluster, "addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns)
 	if err == nil || !strings.Contains(out, "Took the uninstall mark off") || marked("grafana") {
 		t.Fatalf("a failed commit: %v, marked %v; want the error, and the mark taken off\n%s", err, marked("grafana"), out)
 	}
@@ -264,5 +294,47 @@ func TestGitManagedAddonsOfASuspendedOrMissingRepository(t *testing.T) {
 		if changed := getAddon(t, c, ns, tc.addon).Spec.Suspend; changed != (tc.repo != "syncing") || (err != nil) != (tc.repo == "syncing") {
 			t.Errorf("suspend %s: suspended %v, error %v", tc.addon, changed, err)
 		}
+	}
+}
+
+// TestSameRepository: `remove --gitops --uninstall` marks an Addon only
+// when the commit goes where its AddonRepository reads: the same
+// repository (however its URL is spelt), branch and folder.
+func TestSameRepository(t *testing.T) {
+	repo := func(url, folder string) *capstanv1.AddonRepository {
+		return &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "prod"},
+			Spec: capstanv1.AddonRepositorySpec{URL: url, Folder: folder}}
+	}
+	for _, tc := range []struct {
+		name            string
+		ar              *capstanv1.AddonRepository
+		w               gitops.Writer
+		branch, follows string
+		want            string // in the error; empty for none
+	}{
+		{"same", repo("https://git.example/prod.git", ""), gitops.Writer{URL: "https://git.example/prod.git", Folder: "addons"}, "main", "main", ""},
+		{"no .git, a slash", repo("https://git.example/prod/", "addons/"), gitops.Writer{URL: "https://git.example/prod.git"}, "main", "main", ""},
+		{"host case, credentials", repo("https://Git.Example/prod", ""), gitops.Writer{URL: "https://user:token@git.example/prod.git"}, "", "", ""},
+		{"scp style", repo("git@git.example:ops/prod.git", ""), gitops.Writer{URL: "git@git.example:ops/prod"}, "", "", ""},
+		{"another repository", repo("https://git.example/prod.git", ""), gitops.Writer{URL: "https://git.example/staging.git"}, "", "",
+			"its URL is https://git.example/prod.git, not --gitops https://git.example/staging.git"},
+		{"another branch", repo("https://git.example/prod.git", ""), gitops.Writer{URL: "https://git.example/prod.git"}, "next", "main",
+			`it follows branch "main", not "next"; give --branch main`},
+		{"another folder", repo("https://git.example/prod.git", "platform"), gitops.Writer{URL: "https://git.example/prod.git"}, "", "",
+			`its folder is "platform", not --folder "addons"`},
+		{"credentials are not shown", repo("https://git.example/prod.git", ""), gitops.Writer{URL: "https://user:s3cret@git.example/staging.git"}, "", "",
+			"AddonRepository prod"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := sameRepository(tc.ar, &tc.w, tc.branch, tc.follows)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error with %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "s3cret"):
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
 	}
 }
