@@ -24,25 +24,29 @@ import (
 
 // clusterFlags are the flags of commands that talk to a cluster.
 type clusterFlags struct {
-	kubeconfig string
-	namespace  string
+	kubeconfig  string
+	kubeContext string
+	namespace   string
 }
 
 func (f *clusterFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG or in-cluster.")
+	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
+	cmd.Flags().StringVar(&f.kubeContext, "context", "", "The kubeconfig context to use; default: its current context.")
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "The Addon's namespace; default: the kubeconfig context's, as kubectl's.")
 }
 
 // config is the connection of the flags, once --namespace is known to be
 // a namespace's name. Without --namespace, the namespace is the one the
-// kubeconfig's current context names, as for kubectl.
+// kubeconfig's context names, as for kubectl; both come from the one
+// kubeconfig that kubeConfig finds.
 //
 // NOTE: never a fixed default: with one, `capstan addon remove web
 // --uninstall` typed in a context set to a tenant's namespace would remove
 // the controller namespace's web, and its software.
 func (f *clusterFlags) config() (*rest.Config, error) {
+	kc := kubeConfig(f.kubeconfig, f.kubeContext)
 	if f.namespace == "" {
-		ns, err := contextNamespace(f.kubeconfig)
+		ns, err := contextNamespace(kc, f.kubeconfig)
 		if err != nil {
 			return nil, err
 		}
@@ -53,7 +57,7 @@ func (f *clusterFlags) config() (*rest.Config, error) {
 	if len(validation.IsDNS1123Label(f.namespace)) > 0 {
 		return nil, fmt.Errorf("--namespace %q is not a namespace name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", f.namespace)
 	}
-	return restConfig(f.kubeconfig)
+	return restConfig(kc, f.kubeconfig)
 }
 
 func (f *clusterFlags) client() (client.Client, error) {

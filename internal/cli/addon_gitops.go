@@ -103,7 +103,7 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon install --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := installOpts.refuseFlagsOfTheOtherMode(cmd, "plan", "wait", "timeout", "namespace", "kubeconfig"); err != nil {
+			if err := installOpts.refuseFlagsOfTheOtherMode(cmd, "plan", "wait", "timeout", "namespace", "kubeconfig", "context"); err != nil {
 				return err
 			}
 			if installOpts.url == "" {
@@ -149,7 +149,7 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "namespace", "kubeconfig"); err != nil {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "namespace", "kubeconfig", "context"); err != nil {
 				return err
 			}
 			if editOpts.url == "" {
@@ -186,7 +186,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 			Example: "  capstan addon " + use + " blog -n tenant\n  capstan addon " + use + " longhorn --gitops https://git.example/ops.git",
 			Args:    cobra.ExactArgs(1),
 			RunE: func(cmd *cobra.Command, args []string) error {
-				if err := opts.refuseFlagsOfTheOtherMode(cmd, "namespace", "kubeconfig"); err != nil {
+				if err := opts.refuseFlagsOfTheOtherMode(cmd, "namespace", "kubeconfig", "context"); err != nil {
 					return err
 				}
 				if opts.url == "" {
@@ -248,7 +248,7 @@ removes the software, and the mark is taken off again if the commit fails.`,
 			clusterOnly := []string{"keep-values", "wait", "timeout"}
 			if !uninstall {
 				// NOTE: only --uninstall reads the live Addon in git mode.
-				clusterOnly = append(clusterOnly, "namespace", "kubeconfig")
+				clusterOnly = append(clusterOnly, "namespace", "kubeconfig", "context")
 			}
 			if err := removeOpts.refuseFlagsOfTheOtherMode(cmd, clusterOnly...); err != nil {
 				return err

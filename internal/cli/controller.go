@@ -84,7 +84,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.sourceLimits.MaxFiles, "max-source-files", source.DefaultLimits.MaxFiles, "The most files of one chart (its subcharts' included) or one git repository's commit: the whole repository counts, not only spec.git.path.")
 	fs.Int64Var(&o.sourceLimits.MaxUncompressedBytes, "max-source-bytes", source.DefaultLimits.MaxUncompressedBytes, "The most bytes of one chart's files (its subcharts' included) or one git repository's commit, which the controller holds in memory and caches.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: in-cluster, or $KUBECONFIG.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")
 	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTPS endpoint: the API (/api/v1/) and git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
@@ -141,7 +141,7 @@ func newControllerCommand() *cobra.Command {
 			if err := checkSourceLimits(o.sourceLimits); err != nil {
 				return err
 			}
-			cfg, err := restConfig(o.kubeconfig)
+			cfg, err := restConfig(kubeConfig(o.kubeconfig, ""), o.kubeconfig)
 			if err != nil {
 				return err
 			}
@@ -152,24 +152,33 @@ func newControllerCommand() *cobra.Command {
 	return cmd
 }
 
-// restConfig is every command's connection: the kubeconfig file when one
-// is named, or else controller-runtime's search ($KUBECONFIG, in-cluster,
-// ~/.kube/config). Either way no client-side rate limit is set, as
-// controller-runtime does: the API server's priority and fairness decides.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var cfg *rest.Config
-	var err error
-	if kubeconfig != "" {
-		rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-		cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, nil).ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
-		}
-	} else {
-		cfg, err = ctrl.GetConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("no cluster to talk to: %w (set --kubeconfig or KUBECONFIG)", err)
+// kubeConfig is the kubeconfig every command talks to a cluster with,
+// found in kubectl's order: --kubeconfig, else $KUBECONFIG, else
+// ~/.kube/config, and a pod's own service account only when none of them
+// holds a configuration. kubeContext, when set, is the context to use
+// instead of the current one, as kubectl's --context.
+//
+// NOTE: the cluster and the namespace are read from this one
+// configuration. controller-runtime's search prefers a pod's own account
+// over ~/.kube/config, while kubectl's namespace does not: in a pod with a
+// kubeconfig, a command would have read the namespace of one cluster and
+// acted in the other.
+func kubeConfig(kubeconfig, kubeContext string) clientcmd.ClientConfig {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: kubeContext})
+}
+
+// restConfig is the connection of a kubeconfig found by kubeConfig. No
+// client-side rate limit is set, as controller-runtime does: the API
+// server's priority and fairness decides.
+func restConfig(kc clientcmd.ClientConfig, kubeconfig string) (*rest.Config, error) {
+	cfg, err := kc.ClientConfig()
+	switch {
+	case err != nil && kubeconfig != "":
+		return nil, fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
+	case err != nil:
+		return nil, fmt.Errorf("no cluster to talk to: %w (give --kubeconfig, set KUBECONFIG, or write ~/.kube/config)", err)
 	}
 	if cfg.QPS == 0 {
 		cfg.QPS = -1
@@ -187,16 +196,11 @@ func checkSourceLimits(l source.Limits) error {
 	return nil
 }
 
-// contextNamespace is the namespace kubectl would use: the current
-// context's in the kubeconfig (--kubeconfig, else $KUBECONFIG or
-// ~/.kube/config), a pod's own when there is no kubeconfig, and "default"
+// contextNamespace is the namespace kubectl would use: the context's in
+// the kubeconfig, a pod's own when there is no kubeconfig, and "default"
 // when neither names one.
-func contextNamespace(kubeconfig string) (string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if kubeconfig != "" {
-		rules = &clientcmd.ClientConfigLoadingRules{ExplicitPath: kubeconfig}
-	}
-	ns, _, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).Namespace()
+func contextNamespace(kc clientcmd.ClientConfig, kubeconfig string) (string, error) {
+	ns, _, err := kc.Namespace()
 	switch {
 	case err != nil && kubeconfig != "":
 		return "", fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
