@@ -264,8 +264,9 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 
 // waitSynced waits, with w, until the Addon is Synced at its generation,
 // printing each change of phase, hook and progress on one line. A Blocked,
-// Failed, Degraded, suspended, paused or stale-approval add-on ends the
-// wait with an error.
+// Failed, Degraded, suspended or paused add-on, and one whose approval was
+// not taken up (stale, without a plan, or a prune that needs its own
+// approval), ends the wait with an error.
 func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
 	if !w.wait {
 		return nil
@@ -307,6 +308,13 @@ func syncOutcome(a *capstanv1.Addon, key client.ObjectKey) (bool, error) {
 		}
 		if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
 			return false, fmt.Errorf("addon %s waits for approval: %s", key, readyMessage(a))
+		}
+		if heldByGate(a) {
+			// NOTE: the controller saw the request's generation and did
+			// not take the request up: the plan changed since it was
+			// approved, or it prunes more than a person must confirm. It
+			// stays so until a person approves again, which no wait sees.
+			return false, fmt.Errorf("addon %s did not apply the approval, and waits for a person (%s): %s", key, readyReason(a), readyMessage(a))
 		}
 	}
 	return false, nil

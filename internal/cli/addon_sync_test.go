@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
 )
 
 // TestSyncOfASuspendedOrPausedAddonEndsAtOnce: a suspended or paused
@@ -81,10 +83,62 @@ func TestSyncOutcome(t *testing.T) {
 			a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
 		}, false, "capstan.dev/paused-"},
 		{"approval taken", func(a *capstanv1.Addon) { a.Status.LastSyncRequest = 3 }, false, "waits for approval"},
+		// The controller saw the request and did not take it up: no
+		// later status raises status.lastSyncRequest without a person.
+		{"approval stale", held(plan.ReasonApprovalStale), false, "waits for a person (ApprovalStale): approve again"},
+		{"approval without a plan", held(plan.ReasonApprovalNoPlan), false, "waits for a person (ApprovalWithoutPlan)"},
+		{"a prune to approve", held(plan.ReasonPruneApproval), false, "waits for a person (PruneNeedsApproval)"},
+		{"stale, but of an older generation", func(a *capstanv1.Addon) {
+			held(plan.ReasonApprovalStale)(a)
+			a.Generation = 3
+		}, false, ""},
 	} {
 		done, err := syncOutcome(addon(tc.change), key)
 		if done != tc.done || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: done %v, error %v; want done %v, an error with %q", tc.name, done, err, tc.done, tc.err)
+		}
+	}
+}
+
+// held sets the Ready condition's reason, as a gate that holds the plan
+// writes it, with a message that says what to do.
+func held(reason string) func(*capstanv1.Addon) {
+	return func(a *capstanv1.Addon) {
+		a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: "approve again"}}
+	}
+}
+
+// TestRefreshOutcome checks how a wait for a refresh reads each state: a
+// plan that waits for a person, a stale approval too, ends it at once.
+func TestRefreshOutcome(t *testing.T) {
+	key := client.ObjectKey{Namespace: "apps", Name: "web"}
+	addon := func(change func(*capstanv1.Addon)) *capstanv1.Addon {
+		a := &capstanv1.Addon{}
+		a.Annotations = map[string]string{capstanv1.RefreshAnnotation: "r1"}
+		a.Status.LastHandledRefresh = "r1"
+		a.Spec.SyncRequest, a.Status.LastSyncRequest = 3, 2
+		a.Status.Phase = capstanv1.PhaseOutOfSync
+		change(a)
+		return a
+	}
+	for _, tc := range []struct {
+		name   string
+		change func(*capstanv1.Addon)
+		done   bool
+		line   string
+		err    string
+	}{
+		{"not yet handled", func(a *capstanv1.Addon) { a.Status.LastHandledRefresh = "" }, false, "waiting for the controller", ""},
+		{"synced", func(a *capstanv1.Addon) { a.Status.Phase = capstanv1.PhaseSynced }, true, "Synced", ""},
+		{"applying", func(*capstanv1.Addon) {}, false, "OutOfSync", ""},
+		{"failed", func(a *capstanv1.Addon) { a.Status.Phase = capstanv1.PhaseFailed }, false, "Failed", "is Failed"},
+		{"awaiting approval", func(a *capstanv1.Addon) { a.Status.LastSyncRequest = 3 }, true, "waits for approval", ""},
+		{"approval stale", held(plan.ReasonApprovalStale), true, "waits for a person (ApprovalStale)", ""},
+		{"a prune to approve", held(plan.ReasonPruneApproval), true, "waits for a person (PruneNeedsApproval)", ""},
+	} {
+		done, line, err := refreshOutcome(addon(tc.change), key, "r1")
+		if done != tc.done || !strings.Contains(line, tc.line) || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
+			t.Errorf("%s: done %v, line %q, error %v; want done %v, a line with %q, an error with %q", tc.name, done, line, err, tc.done, tc.line, tc.err)
 		}
 	}
 }

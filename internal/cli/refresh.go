@@ -61,32 +61,44 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 		if err := c.Get(ctx, key, a); err != nil {
 			return false, "", err
 		}
-		if a.Status.LastHandledRefresh != req {
-			if err := requestStands(a, key, capstanv1.RefreshAnnotation, req, "the refresh", "handled"); err != nil {
-				return false, "", err
-			}
-			return false, "waiting for the controller to take up the refresh", nil
-		}
-		line := fmt.Sprintf("%s %s: %s", a.Status.Source, a.Status.Version, progressLine(a))
-		switch a.Status.Phase {
-		case capstanv1.PhaseSynced:
-			return true, line, nil
-		case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
-			return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
-		case capstanv1.PhaseSuspended:
-			return true, line + "; suspended: the plan is not applied (capstan addon install)", nil
-		case capstanv1.PhasePaused:
-			return true, line + "; paused: nothing is fetched until the capstan.dev/paused annotation goes", nil
-		case capstanv1.PhaseOutOfSync:
-			if readyReason(a) == plan.ReasonSyncWindow {
-				return true, line + "; held by its sync windows: " + readyMessage(a), nil
-			}
-			if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
-				return true, line + "; the plan waits for approval: " + readyMessage(a), nil
-			}
-		}
-		return false, line, nil
+		return refreshOutcome(a, key, req)
 	})
+}
+
+// refreshOutcome says whether the refresh request req of the Addon is
+// handled, with the line to print, or, as an error, why it will not be.
+func refreshOutcome(a *capstanv1.Addon, key client.ObjectKey, req string) (bool, string, error) {
+	if a.Status.LastHandledRefresh != req {
+		if err := requestStands(a, key, capstanv1.RefreshAnnotation, req, "the refresh", "handled"); err != nil {
+			return false, "", err
+		}
+		return false, "waiting for the controller to take up the refresh", nil
+	}
+	line := fmt.Sprintf("%s %s: %s", a.Status.Source, a.Status.Version, progressLine(a))
+	switch a.Status.Phase {
+	case capstanv1.PhaseSynced:
+		return true, line, nil
+	case capstanv1.PhaseBlocked, capstanv1.PhaseFailed, capstanv1.PhaseDegraded:
+		return false, line, fmt.Errorf("addon %s is %s: %s", key, a.Status.Phase, readyMessage(a))
+	case capstanv1.PhaseSuspended:
+		return true, line + "; suspended: the plan is not applied (capstan addon install)", nil
+	case capstanv1.PhasePaused:
+		return true, line + "; paused: nothing is fetched until the capstan.dev/paused annotation goes", nil
+	case capstanv1.PhaseOutOfSync:
+		if readyReason(a) == plan.ReasonSyncWindow {
+			return true, line + "; held by its sync windows: " + readyMessage(a), nil
+		}
+		if a.Spec.SyncRequest <= a.Status.LastSyncRequest {
+			return true, line + "; the plan waits for approval: " + readyMessage(a), nil
+		}
+		if heldByGate(a) {
+			// NOTE: a pending approval that the refreshed plan made
+			// stale, or a prune to confirm: the controller does not
+			// take the request up until a person approves again.
+			return true, line + "; the plan waits for a person (" + readyReason(a) + "): " + readyMessage(a), nil
+		}
+	}
+	return false, line, nil
 }
 
 // requestStands says why a request that an annotation holds (what, as
