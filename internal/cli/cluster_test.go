@@ -17,8 +17,13 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/testcluster"
 )
+
+// cliArgsEnv holds, separated by \x1f, the arguments of a capstan command
+// line that this test program runs as its process instead of the tests.
+const cliArgsEnv = "CAPSTAN_TEST_CLI_ARGS"
 
 // The control plane of the tests that need an API server: started by the
 // first of them, with Capstan's CRDs and no controller, so that a test
@@ -32,6 +37,14 @@ var shared struct {
 }
 
 func TestMain(m *testing.M) {
+	// `capstan plan` renders in copies of this program.
+	render.ServeWorkerIfAsked()
+	// A test that needs the command line as a process of its own, to send
+	// it signals, runs this program with the arguments in cliArgsEnv.
+	if args, ok := os.LookupEnv(cliArgsEnv); ok {
+		os.Args = append([]string{"capstan"}, strings.Split(args, "\x1f")...)
+		os.Exit(Execute())
+	}
 	code := m.Run()
 	if shared.cluster != nil {
 		shared.cluster.Stop()

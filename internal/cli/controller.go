@@ -186,6 +186,22 @@ func restConfig(kc clientcmd.ClientConfig, kubeconfig string) (*rest.Config, err
 	return cfg, nil
 }
 
+// renderSandbox is the sandbox of --render-timeout and
+// --render-memory-limit, with workers renders at once (0: the number of
+// CPUs): a chart's templates run in worker processes that are killed past
+// either bound.
+func renderSandbox(timeout time.Duration, memory string, workers int) (*render.Sandbox, error) {
+	mem, err := resource.ParseQuantity(memory)
+	if err != nil {
+		return nil, fmt.Errorf("--render-memory-limit %q is not a quantity such as 512Mi: %w", memory, err)
+	}
+	sb, err := render.NewSandbox(render.SandboxConfig{Timeout: timeout, Memory: mem.Value(), Workers: workers})
+	if err != nil {
+		return nil, fmt.Errorf("--render-memory-limit: %w", err)
+	}
+	return sb, nil
+}
+
 // checkSourceLimits refuses --max-source-files and --max-source-bytes that
 // are not positive: zero would mean the defaults to the fetcher, which the
 // person did not ask for.
@@ -415,13 +431,9 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)
 	}
 	if !o.renderInline {
-		mem, err := resource.ParseQuantity(o.renderMemory)
-		if err != nil {
-			return nil, fmt.Errorf("--render-memory-limit %q is not a quantity such as 512Mi: %w", o.renderMemory, err)
-		}
-		o.config.Sandbox, err = render.NewSandbox(render.SandboxConfig{Timeout: o.renderTimeout, Memory: mem.Value(), Workers: o.renderWorkers})
-		if err != nil {
-			return nil, fmt.Errorf("--render-memory-limit: %w", err)
+		var err error
+		if o.config.Sandbox, err = renderSandbox(o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
+			return nil, err
 		}
 		if err := controller.RegisterSandboxMetrics(o.config.Sandbox); err != nil {
 			return nil, err

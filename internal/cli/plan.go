@@ -2,6 +2,7 @@ package cli
 
 import (
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -9,6 +10,7 @@ import (
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/render"
 )
 
 func newPlanCommand() *cobra.Command {
@@ -17,6 +19,8 @@ func newPlanCommand() *cobra.Command {
 	var caFile, output string
 	var allowFileGit bool
 	var guard netguard.Config
+	var renderTimeout time.Duration
+	var renderMemory string
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
 		Short: "Compute an Addon's whole plan against the cluster now, every diff uncut, changing nothing",
@@ -31,7 +35,11 @@ The plan is the controller's, with the hash of the plan in status, only when
 --controller-namespace, --trusted-namespaces, --addons-service-account,
 --platform-configmap and --platform-key are what the controller runs with:
 they decide the add-on's profile and the platform's facts its chart reads.
-Your account reads the platform ConfigMap itself.`,
+Your account reads the platform ConfigMap itself.
+
+The chart's templates run in a worker process bounded by --render-timeout
+and --render-memory-limit, as in the controller: a chart that loops for
+ever or takes all memory fails the plan instead of your machine.`,
 		Example: `  capstan plan blog -n tenant
   capstan addon plan blog -n tenant -o yaml`,
 		Args: cobra.ExactArgs(1),
@@ -57,6 +65,14 @@ Your account reads the platform ConfigMap itself.`,
 			if err != nil {
 				return err
 			}
+			// NOTE: the chart is whoever wrote the Addon's, a tenant's
+			// perhaps, and its templates can loop for ever or take any
+			// memory: they run bounded, as in the controller, never in
+			// the process of the person who plans.
+			if config.Sandbox, err = renderSandbox(renderTimeout, renderMemory, 1); err != nil {
+				return err
+			}
+			defer config.Sandbox.Close()
 			planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, Config: config}
 			a, p, err := planner.Plan(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]})
 			if err != nil {
@@ -78,5 +94,7 @@ Your account reads the platform ConfigMap itself.`,
 	// file:// one would read the disk of the person who plans it.
 	cmd.Flags().BoolVar(&allowFileGit, "allow-file-git", false, "Read file:// git repositories from this machine's disk, such as capstan dev's samples.")
 	guard.AddFlags(cmd.Flags())
+	cmd.Flags().DurationVar(&renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest the chart's templates may run, in a worker process; past it the plan fails, as the controller's render would.")
+	cmd.Flags().StringVar(&renderMemory, "render-memory-limit", "512Mi", "The most memory the render worker may use, as a Kubernetes quantity; past it the plan fails.")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -78,9 +79,10 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 }
 
 // Execute runs the command line and returns the process's exit code.
-// Ctrl-C cancels the command's context, so every command can stop cleanly.
+// Ctrl-C (or SIGTERM) cancels the command's context, so every command can
+// stop cleanly; a second one ends the process at once.
 func Execute() int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interruptible(os.Stderr)
 	defer stop()
 	err := NewRootCommand().ExecuteContext(ctx)
 	if err == nil {
@@ -92,4 +94,30 @@ func Execute() int {
 	}
 	fmt.Fprintln(terminalText(os.Stderr), "Error:", err)
 	return 1
+}
+
+// interruptible returns a context that the first Ctrl-C or SIGTERM
+// cancels. From then on, and once the context is done for any other
+// reason, the signals take their default action again: the next Ctrl-C
+// ends the process at once.
+//
+// NOTE: a context cannot stop everything. Helm's template engine never
+// reads it, so a chart that loops for ever (`range until 2000000000`)
+// would hold `capstan render` past any number of Ctrl-Cs if the signals
+// stayed caught for the whole run.
+func interruptible(stderr io.Writer) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sigs:
+			signal.Stop(sigs)
+			fmt.Fprintln(stderr, "Interrupted: stopping; press Ctrl-C again to quit at once.")
+			cancel()
+		case <-ctx.Done():
+			signal.Stop(sigs)
+		}
+	}()
+	return ctx, cancel
 }
