@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	commonutil "helm.sh/helm/v4/pkg/chart/common/util"
@@ -27,6 +28,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/mask"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
@@ -43,6 +45,8 @@ type renderOptions struct {
 	apiVersions []string
 	skipSchema  bool
 	restricted  bool
+	guard       netguard.Config
+	caFile      string
 	stdout      io.Writer
 	stderr      io.Writer
 }
@@ -58,6 +62,10 @@ With NAME and CHART (a chart folder or .tgz archive), it works like
 "helm template NAME CHART --include-crds --skip-tests": -f adds values files,
 --set sets values, and the objects of the chart's crds/ folder come first.
 Hooks are printed only with --show-hooks; test hooks never.
+
+With -f ADDON.yaml, it renders an Addon file, read strictly: a field the
+Addon has not is an error. Its source is fetched through the fetch guard
+(--fetch-allow and the other --fetch-* flags, --ca-file).
 
 Values are checked against the chart's values.schema.json, as helm template
 does. A template error names the template, line and column, never the
@@ -88,6 +96,11 @@ message, because the message can carry a value.`,
 	f.StringSliceVarP(&o.apiVersions, "api-versions", "a", nil, "API versions to add to .Capabilities.APIVersions, such as monitoring.coreos.com/v1 (repeatable or comma-separated)")
 	f.BoolVar(&o.skipSchema, "skip-schema-validation", false, "do not check the values against the chart's values.schema.json")
 	f.BoolVar(&o.restricted, "restricted", false, "harden and check the objects with the restricted profile's guardrails")
+	f.StringVar(&o.caFile, "ca-file", "", "with -f ADDON.yaml: PEM certificates to trust for chart repositories, registries and git")
+	// NOTE: the fetch guard's flags, as capstan plan and the controller
+	// have them: an Addon file's source is fetched through the guard, and
+	// its refusal names --fetch-allow.
+	o.guard.AddFlags(f)
 	return cmd
 }
 
@@ -200,9 +213,9 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	var addon capstanv1.Addon
-	if err := yaml.Unmarshal(data, &addon); err != nil || addon.Kind != "Addon" {
-		return fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
+	addon, err := decodeAddonFile(file, data)
+	if err != nil {
+		return err
 	}
 	spec := addon.Spec
 	if (spec.Chart == nil) == (spec.Git == nil) {
@@ -226,7 +239,13 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if release == "" {
 		release = addon.Name
 	}
-	fetcher, err := source.NewFetcher(source.Options{AllowFileGit: true})
+	fopts := source.Options{Guard: o.guard, AllowFileGit: true}
+	if o.caFile != "" {
+		if fopts.CABundle, err = os.ReadFile(o.caFile); err != nil {
+			return err
+		}
+	}
+	fetcher, err := source.NewFetcher(fopts)
 	if err != nil {
 		return err
 	}
@@ -313,6 +332,31 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		return err
 	}
 	return o.finish(cmd, res, addon.Name)
+}
+
+// decodeAddonFile reads an Addon file strictly, as kubectl apply does: a
+// field the Addon has not (a misspelt spec.value) is an error that names
+// it, where a lenient read would drop it and render the chart's defaults.
+func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
+	notAddon := fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
+	j, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, notAddon
+	}
+	addon := &capstanv1.Addon{}
+	strictErrs, err := sigsjson.UnmarshalStrict(j, addon)
+	if err != nil || addon.Kind != "Addon" {
+		return nil, notAddon
+	}
+	if len(strictErrs) == 0 {
+		return addon, nil
+	}
+	msgs := make([]string, len(strictErrs))
+	for i, e := range strictErrs {
+		msgs[i] = e.Error()
+	}
+	return nil, fmt.Errorf("%s: %s: the Addon has no such field, and the API server would refuse or drop it; fix its spelling and indentation (spec.values, spec.chart, ...)",
+		file, strings.Join(msgs, "; "))
 }
 
 // print writes the objects, then the hooks if asked, as helm template does.

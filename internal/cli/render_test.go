@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/pem"
 	"errors"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +18,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // charts is where the rendering tests keep their charts.
@@ -340,5 +345,57 @@ func TestRenderAddonFileOfManifestsRefusesValues(t *testing.T) {
 		if _, _, err := runCapstan(t, "render", "-f", addon, flag, "level=debug"); err == nil || !strings.Contains(err.Error(), "has no values") {
 			t.Errorf("render -f %s: %v; want it refused", flag, err)
 		}
+	}
+}
+
+// TestRenderAddonFileIsStrict: a misspelt field of an Addon file (spec.value
+// for spec.values) is an error that names it, not a render of the chart's
+// defaults.
+func TestRenderAddonFileIsStrict(t *testing.T) {
+	addon := filepath.Join(t.TempDir(), "addon.yaml")
+	content := "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: settings\nspec:\n  git:\n    url: " +
+		gitRepo(t) + "\n    path: deploy/prod\n  value:\n    replicas: 3\n"
+	if err := os.WriteFile(addon, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := runCapstan(t, "render", "-f", addon)
+	if err == nil || !strings.Contains(err.Error(), `unknown field "spec.value"`) {
+		t.Errorf("render of an Addon with spec.value: %v; want an error naming the field\n%s", err, out)
+	}
+}
+
+// TestRenderAddonFileHasTheFetchGuardsFlags: an Addon file's chart is
+// fetched through the fetch guard, whose refusal of a loopback address
+// names --fetch-allow; capstan render has that flag, and --ca-file.
+func TestRenderAddonFileHasTheFetchGuardsFlags(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("demo", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: demo\nversion: 1.0.0\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addon := filepath.Join(dir, "addon.yaml")
+	content := "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: demo\nspec:\n  chart:\n    url: " + server.URL + "/demo-1.0.0.tgz\n"
+	if err := os.WriteFile(addon, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = runCapstan(t, "render", "-f", addon)
+	if err == nil || !strings.Contains(err.Error(), "--fetch-allow=127.0.0.1") {
+		t.Fatalf("render of a chart on loopback: %v; want the guard's refusal, naming --fetch-allow", err)
+	}
+	out, stderr, err := runCapstan(t, "render", "-f", addon, "--fetch-allow=127.0.0.1/32", "--ca-file", caFile)
+	if err != nil {
+		t.Fatalf("render with --fetch-allow: %v\n%s", err, stderr)
+	}
+	if _, ok := objectsOf(t, out)["v1/ConfigMap//demo"]; !ok {
+		t.Errorf("render with --fetch-allow printed\n%s\nwant the chart's ConfigMap", out)
 	}
 }
