@@ -1,15 +1,18 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -36,6 +39,12 @@ The plan is the controller's, with the hash of the plan in status, only when
 --platform-configmap and --platform-key are what the controller runs with:
 they decide the add-on's profile and the platform's facts its chart reads.
 Your account reads the platform ConfigMap itself.
+
+plan exits 0 when the plan would pass the gates that refuse a plan for
+good, 2 when the controller would make the add-on Blocked (guardrail
+violations, values errors, objects of another add-on or to adopt) or
+Failed (a dry run refused), saying why on stderr after the plan, and 1
+when no plan could be computed.
 
 The chart's templates run in a worker process bounded by --render-timeout
 and --render-memory-limit, as in the controller: a chart that loops for
@@ -79,9 +88,17 @@ ever or takes all memory fails the plan instead of your machine.`,
 				return err
 			}
 			if output != "" {
-				return printObject(cmd.OutOrStdout(), output, p)
+				err = printObject(cmd.OutOrStdout(), output, p)
+			} else {
+				printAddon(cmd.OutOrStdout(), a, p, true)
 			}
-			printAddon(cmd.OutOrStdout(), a, p, true)
+			if err != nil {
+				return err
+			}
+			if v := planVerdict(a, p); v.Phase == capstanv1.PhaseBlocked || v.Phase == capstanv1.PhaseFailed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "The controller would not apply this plan: the add-on would be %s (%s): %s\n", v.Phase, v.Reason, v.Message)
+				return exitError{code: exitPlanRefused}
+			}
 			return nil
 		},
 	}
@@ -97,4 +114,23 @@ ever or takes all memory fails the plan instead of your machine.`,
 	cmd.Flags().DurationVar(&renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest the chart's templates may run, in a worker process; past it the plan fails, as the controller's render would.")
 	cmd.Flags().StringVar(&renderMemory, "render-memory-limit", "512Mi", "The most memory the render worker may use, as a Kubernetes quantity; past it the plan fails.")
 	return cmd
+}
+
+// exitPlanRefused is capstan plan's exit code for a plan that the
+// controller would not apply until its Addon or chart changes: a script
+// that plans before it approves stops there.
+const exitPlanRefused = 2
+
+// planVerdict is what the controller's gates would decide on the plan p
+// of Addon a, as far as the CLI can tell: the gates that refuse a plan
+// (problems, another add-on's objects, adoption) decide on the plan and
+// the spec alone. Sync windows, the mass-prune threshold and objects to
+// confirm, which only hold a plan for a person, are left out.
+func planVerdict(a *capstanv1.Addon, p *capstanv1.Plan) plan.Verdict {
+	return plan.Decide(plan.State{
+		Plan: p, Suspend: a.Spec.Suspend, Adopt: a.Spec.Adopt, AllowAdoptChanges: a.Spec.AllowAdoptChanges,
+		ManualSync: a.Spec.ManualSync, SyncRequest: a.Spec.SyncRequest, ApprovedPlan: a.Spec.ApprovedPlan,
+		LastSyncRequest: a.Status.LastSyncRequest, LastApprovedPlan: a.Status.LastApprovedPlan,
+		Inventory: len(a.Status.Inventory),
+	})
 }

@@ -3,15 +3,18 @@ package cli
 import (
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
@@ -81,5 +84,126 @@ func TestPlanTakesTheControllersConfiguration(t *testing.T) {
 	d := diff("--trusted-namespaces", install.Namespace+","+ns, "--platform-configmap", platform.Name, "--platform-key", "platform")
 	if strings.Contains(d, "ownerReferences") || !strings.Contains(d, "host: apps.example.com") {
 		t.Errorf("with the controller's flags, the diff is\n%s\nwant the cluster profile, with no owner reference, and the platform's hostname", d)
+	}
+}
+
+// servedAddon serves a chart of files over https on loopback and creates a
+// suspended Addon name of it in ns; it returns the flags with which
+// capstan plan fetches it.
+func servedAddon(t *testing.T, c client.Client, ns, name string, files map[string]string) []string {
+	t.Helper()
+	archive, err := testcontroller.ChartArchive(name, files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: server.URL + "/" + name + "-1.0.0.tgz"}}}
+	if err := c.Create(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+}
+
+// TestPlanRendersInTheSandbox: capstan plan renders a chart that whoever
+// wrote the Addon chose, a tenant's perhaps, in a worker bounded as the
+// controller's: a template that loops for ever fails the plan after
+// --render-timeout instead of holding the person's machine.
+func TestPlanRendersInTheSandbox(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	fetch := servedAddon(t, c, ns, "endless", map[string]string{
+		"Chart.yaml":          "apiVersion: v2\nname: endless\nversion: 1.0.0\n",
+		"templates/loop.yaml": endlessTemplate,
+	})
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		out, err := capstan(t, cluster, append([]string{"plan", "endless", "-n", ns, "--render-timeout", "2s"}, fetch...)...)
+		done <- result{out, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err == nil || !strings.Contains(r.err.Error(), "took longer than 2s to render") {
+			t.Errorf("plan of a chart that loops for ever: %v; want the render stopped at --render-timeout\n%s", r.err, r.out)
+		}
+		if took := time.Since(start); took > 45*time.Second {
+			t.Errorf("the plan took %s", took)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the plan of a chart that loops for ever still runs after 60s: it renders unbounded")
+	}
+}
+
+// TestPlanExitsNonZeroWhenTheControllerWouldRefuseIt: a plan with
+// guardrail violations is printed whole, and the command exits 2, naming
+// the verdict, so that a script does not approve it; a clean one exits 0.
+func TestPlanExitsNonZeroWhenTheControllerWouldRefuseIt(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	fetch := servedAddon(t, c, ns, "hostnet", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: hostnet\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/pod.yaml": "apiVersion: v1\nkind: Pod\nmetadata:\n  name: hostnet\nspec:\n  hostNetwork: true\n" +
+			"  containers:\n  - name: app\n    image: registry.example/app@sha256:" + strings.Repeat("a", 64) + "\n",
+	})
+	out, err := capstan(t, cluster, append([]string{"plan", "hostnet", "-n", ns}, fetch...)...)
+	var exit exitError
+	if !errors.As(err, &exit) || exit.code != exitPlanRefused || !strings.Contains(out, "would be Blocked (GuardrailViolations)") || !strings.Contains(out, "Pod/hostnet") {
+		t.Errorf("plan with a violation: %v; want exit code %d after the plan, naming the verdict\n%s", err, exitPlanRefused, out)
+	}
+
+	fetch = servedAddon(t, c, ns, "plain", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: plain\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\n",
+	})
+	if out, err := capstan(t, cluster, append([]string{"plan", "plain", "-n", ns}, fetch...)...); err != nil {
+		t.Errorf("plan of a ConfigMap: %v; want exit code 0\n%s", err, out)
+	}
+}
+
+// TestPlanVerdict: capstan plan fails the plans the controller's gates
+// would make Blocked or Failed, and only those.
+func TestPlanVerdict(t *testing.T) {
+	clean := func() *capstanv1.Plan {
+		return &capstanv1.Plan{Hash: "sha256:1", Summary: capstanv1.PlanSummary{Create: 1}, Objects: []capstanv1.PlannedObject{{ObjectRef: capstanv1.ObjectRef{Kind: "ConfigMap", Name: "a"}, Action: capstanv1.ActionCreate}}}
+	}
+	for _, tc := range []struct {
+		name  string
+		addon func(*capstanv1.Addon)
+		plan  func(*capstanv1.Plan)
+		phase capstanv1.Phase
+	}{
+		{"clean", nil, nil, ""},
+		{"clean, suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, nil, capstanv1.PhaseSuspended},
+		{"clean, manual sync", func(a *capstanv1.Addon) { a.Spec.ManualSync = true }, nil, capstanv1.PhaseOutOfSync},
+		{"a violation", nil, func(p *capstanv1.Plan) { p.Violations = []capstanv1.Violation{{Rule: "hostNetwork"}} }, capstanv1.PhaseBlocked},
+		{"a violation, suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, func(p *capstanv1.Plan) { p.Violations = []capstanv1.Violation{{Rule: "hostNetwork"}} }, capstanv1.PhaseBlocked},
+		{"a values error", nil, func(p *capstanv1.Plan) { p.ValuesErrors = []capstanv1.ValuesError{{Path: "replicas"}} }, capstanv1.PhaseBlocked},
+		{"a dry run refused", nil, func(p *capstanv1.Plan) { p.Objects[0].Error = "invalid" }, capstanv1.PhaseFailed},
+		{"another add-on's object", nil, func(p *capstanv1.Plan) { p.Objects[0].ManagedBy = "ns/other" }, capstanv1.PhaseBlocked},
+		{"an object to adopt", nil, func(p *capstanv1.Plan) { p.Objects[0].Adopted = true }, capstanv1.PhaseBlocked},
+		{"an object to adopt, allowed", func(a *capstanv1.Addon) { a.Spec.Adopt = true }, func(p *capstanv1.Plan) {
+			p.Objects[0].Adopted, p.Objects[0].Action = true, capstanv1.ActionUnchanged
+		}, ""},
+	} {
+		a, p := &capstanv1.Addon{}, clean()
+		if tc.addon != nil {
+			tc.addon(a)
+		}
+		if tc.plan != nil {
+			tc.plan(p)
+		}
+		if v := planVerdict(a, p); v.Phase != tc.phase {
+			t.Errorf("%s: %s (%s), want %q", tc.name, v.Phase, v.Reason, tc.phase)
+		}
 	}
 }
