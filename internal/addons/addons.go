@@ -249,6 +249,39 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 	return changed, nil
 }
 
+// Update changes an Addon with change and, when given, writes secret
+// inputs as Edit does. Unlike Edit's merge patch, in which a null deletes
+// a key, it writes the whole object back: the nulls that change leaves in
+// spec.values stay there, where they delete the chart's defaults as
+// Helm's --set key=null does. The write carries the resourceVersion that
+// was read, so a concurrent change is a conflict, not a lost edit, and the
+// new Secret of a refused edit is deleted again.
+func Update(ctx context.Context, c client.Client, key client.ObjectKey, change func(*capstanv1.Addon) error, inputs map[string]string) (*capstanv1.Addon, error) {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	changed := a.DeepCopy()
+	if err := change(changed); err != nil {
+		return nil, err
+	}
+	var refs []capstanv1.ValuesReference
+	if len(inputs) > 0 {
+		refs, err = values.WriteSecretInputs(ctx, c, changed, inputs)
+		if err != nil {
+			return nil, err
+		}
+		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	}
+	if err := c.Update(ctx, changed); err != nil {
+		if apierrors.IsConflict(err) {
+			err = fmt.Errorf("%w; it changed since it was read: run the command again", err)
+		}
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
+	return changed, nil
+}
+
 // Approval is a sync request that approves one plan.
 type Approval struct {
 	// Hash is the approved plan's hash.

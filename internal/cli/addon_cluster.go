@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -226,25 +227,19 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, w wa
 	return waitSynced(cmd, c, key, w)
 }
 
-// editCluster changes an Addon's values, version and secret inputs.
+// editCluster changes an Addon's values, version and secret inputs. The
+// values merge over spec.values as Helm merges --set over -f: maps key by
+// key, anything else replaced, and a null kept as a null, which deletes
+// the chart's default. So spec.values is written whole, with the
+// resourceVersion that was read (addons.Update): in a merge patch, a null
+// would only delete the key from spec.values.
 func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version string) error {
 	vals, inputs, err := v.read()
 	if err != nil {
 		return err
 	}
-	patch := map[string]any{}
-	if len(vals) > 0 {
-		patch["values"] = vals
-	}
-	if version != "" {
-		patch["chart"] = map[string]any{"version": version}
-	}
-	if len(patch) == 0 && len(inputs) == 0 {
+	if len(vals) == 0 && version == "" && len(inputs) == 0 {
 		return errors.New("nothing to change: give -f, --set, --secret-input or --version")
-	}
-	raw, err := json.Marshal(patch)
-	if err != nil {
-		return err
 	}
 	c, err := f.client()
 	if err != nil {
@@ -254,12 +249,43 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 	if err := refuseGitManaged(cmd, c, key); err != nil {
 		return err
 	}
-	a, err := addons.Edit(cmd.Context(), c, key, raw, inputs)
+	a, err := addons.Update(cmd.Context(), c, key, func(a *capstanv1.Addon) error {
+		if len(vals) > 0 {
+			merged, err := mergeOverSpecValues(a, vals)
+			if err != nil {
+				return fmt.Errorf("addon %s: %w", key, err)
+			}
+			a.Spec.Values = &apiextensionsv1.JSON{Raw: merged}
+		}
+		if version != "" {
+			if a.Spec.Chart == nil {
+				return fmt.Errorf("addon %s renders a folder of git, which has no chart version: leave --version out (spec.git.revision chooses the commit)", key)
+			}
+			a.Spec.Chart.Version = version
+		}
+		return nil
+	}, inputs)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Edited Addon %s/%s (generation %d); a new plan follows.\n", a.Namespace, a.Name, a.Generation)
 	return nil
+}
+
+// mergeOverSpecValues returns the JSON of vals merged over the Addon's
+// spec.values, with Helm's merge of values files: nested maps key by key,
+// and every other value, a null included, in the place of the old one.
+func mergeOverSpecValues(a *capstanv1.Addon, vals map[string]any) ([]byte, error) {
+	current := map[string]any{}
+	if a.Spec.Values != nil && len(a.Spec.Values.Raw) > 0 {
+		if err := json.Unmarshal(a.Spec.Values.Raw, &current); err != nil {
+			return nil, fmt.Errorf("spec.values is not an object (%w); fix it with kubectl edit", err)
+		}
+		if current == nil {
+			current = map[string]any{}
+		}
+	}
+	return json.Marshal(loader.MergeMaps(current, vals))
 }
 
 // waitSynced waits, with w, until the Addon is Synced at its generation,

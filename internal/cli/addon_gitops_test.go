@@ -14,9 +14,12 @@ import (
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
@@ -336,5 +339,52 @@ func TestSameRepository(t *testing.T) {
 				t.Errorf("the error shows the password: %v", err)
 			}
 		})
+	}
+}
+
+// TestAddonEditKeepsNulls: `--set key=null` deletes a chart's default in
+// Helm, and Capstan's values too when spec.values holds the null. A merge
+// patch would only delete the key from spec.values, so the null is written
+// into spec.values whole, with the resourceVersion read: a change made
+// meanwhile is a conflict, not lost.
+func TestAddonEditKeepsNulls(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
+		a.Spec.Chart = &capstanv1.ChartSource{Repo: "https://charts.invalid/", Name: "blog", Version: "1.0.0"}
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"image":{"tag":"v1","pullPolicy":"Always"}}`)}
+	})
+	if out, err := capstan(t, cluster, "addon", "edit", "blog", "-n", ns, "--set", "image.pullPolicy=null", "--set", "resources=null", "--version", "1.1.0"); err != nil {
+		t.Fatalf("edit: %v\n%s", err, out)
+	}
+	a := getAddon(t, c, ns, "blog")
+	var got map[string]any
+	if err := json.Unmarshal(a.Spec.Values.Raw, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"replicas": 1.0, "resources": nil, "image": map[string]any{"tag": "v1", "pullPolicy": nil}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("spec.values = %s, want the nulls kept: %v", a.Spec.Values.Raw, want)
+	}
+	if a.Spec.Chart.Version != "1.1.0" {
+		t.Errorf("spec.chart.version = %q, want 1.1.0", a.Spec.Chart.Version)
+	}
+
+	// A change between the read and the write is a conflict.
+	key := client.ObjectKey{Namespace: ns, Name: "blog"}
+	_, err := addons.Update(t.Context(), c, key, func(a *capstanv1.Addon) error {
+		now := getAddon(t, c, ns, "blog")
+		now.Spec.ManualSync = true
+		if err := c.Update(t.Context(), now); err != nil {
+			t.Fatal(err)
+		}
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":9}`)}
+		return nil
+	}, nil)
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "run the command again") {
+		t.Errorf("an update over a change made meanwhile: %v; want a conflict", err)
+	}
+	if a := getAddon(t, c, ns, "blog"); !a.Spec.ManualSync || strings.Contains(string(a.Spec.Values.Raw), "9") {
+		t.Errorf("the change made meanwhile was lost, or the conflicting update written: manualSync %v, values %s", a.Spec.ManualSync, a.Spec.Values.Raw)
 	}
 }
