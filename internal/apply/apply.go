@@ -286,15 +286,11 @@ func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
-			var live *unstructured.Unstructured
-			var err error
-			if uid, ok := recreate[obj]; ok {
-				live, err = a.applyOnce(ctx, obj)
-				if err != nil && (RefusedInPlace(err) || IsImmutableJob(obj, err)) {
-					live, err = a.Recreate(ctx, obj, uid)
-				}
-			} else {
-				live, err = a.ApplyLive(ctx, obj)
+			// NOTE: an object not in recreate has no UID to bind to, as
+			// ApplyLive's Job recreate has none.
+			live, err := a.applyOnce(ctx, obj)
+			if uid, ok := recreate[obj]; err != nil && (ok && RefusedInPlace(err) || IsImmutableJob(obj, err)) {
+				live, err = a.Recreate(ctx, obj, uid)
 			}
 			if err != nil {
 				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)

@@ -330,13 +330,13 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if repo != "" {
+	if repo != nil {
 		if req.Definition == "" || len(req.Spec) > 0 || len(req.SecretInputs) > 0 {
 			writeError(w, apiError{Code: http.StatusConflict, Reason: "Conflict", Field: "definition",
-				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, repo)})
+				Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): send its whole new definition as \"definition\", which is committed", key, repo.Name)})
 			return
 		}
-		s.commit(w, r, current, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+		s.commit(w, r, repo, current, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			return wr.Edit(ctx, name, []byte(req.Definition))
 		})
 		return
@@ -497,8 +497,8 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 			writeError(w, errorFor(err))
 			return
 		}
-		if repo != "" {
-			s.commit(w, r, a, verb, "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+		if repo != nil {
+			s.commit(w, r, repo, a, verb, "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 				if suspend {
 					return wr.Suspend(ctx, name)
 				}
@@ -526,9 +526,9 @@ func (s *Server) refuseGitManaged(ctx context.Context, c client.Client, key clie
 	if err != nil {
 		return err
 	}
-	if repo != "" {
+	if repo != nil {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict",
-			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s", key, repo, what)}
+			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s", key, repo.Name, what)}
 	}
 	return nil
 }
@@ -559,12 +559,12 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if repo != "" {
+	if repo != nil {
 		if o.KeepValues {
 			writeError(w, badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects"))
 			return
 		}
-		answer, err := s.removeByCommit(r.Context(), userOf(r), c, a, o.Uninstall)
+		answer, err := s.removeByCommit(r.Context(), userOf(r), c, repo, a, o.Uninstall)
 		if err != nil {
 			writeError(w, errorFor(err))
 			return

@@ -57,7 +57,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		d.Addon, err = addons.Get(r.Context(), c, key)
 	}
-	var repo string
+	var repo *capstanv1.AddonRepository
 	if err == nil {
 		repo, err = s.managedBy(r.Context(), d.Addon)
 	}
@@ -68,7 +68,10 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Title = "Edit " + key.Name
-	form := &editForm{GitManaged: repo}
+	form := &editForm{}
+	if repo != nil {
+		form.GitManaged = repo.Name
+	}
 	d.Edit = form
 	if r.Method == http.MethodPost {
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
@@ -226,9 +229,9 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 // with the secret inputs written first, or, for an add-on that the
 // AddonRepository repo manages, by a commit of the changes from current
 // to next onto the values in git. It returns the flash to show.
-func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, seen addons.Seen, repo string, current, next map[string]any, inputs map[string]string) (string, error) {
-	if repo != "" {
-		_, err := s.commitChange(ctx, u, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
+func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, seen addons.Seen, repo *capstanv1.AddonRepository, current, next map[string]any, inputs map[string]string) (string, error) {
+	if repo != nil {
+		_, err := s.commitChange(ctx, u, repo, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
 			// NOTE: the changes the form made, not the whole values: the
 			// Addon the form was filled from can lag git by the syncer's
 			// interval, and writing it back whole would undo a commit it

@@ -31,26 +31,31 @@ import (
 // gitManaged is the AddonRepository that a's label names, or "".
 func gitManaged(a *capstanv1.Addon) string { return a.Labels[gitops.ManagedByGitLabel] }
 
-// managedBy is the AddonRepository that manages a, or "" when none does:
+// managedBy reads the AddonRepository that manages a; nil when none does:
 // a carries no label, or its label names a repository that is gone. A
 // deleted AddonRepository leaves its Addons labelled, and no syncer
 // manages them any more, so the API and the page change them in the
 // cluster, as the CLI does; a commit to a repository nobody syncs would
 // change nothing. A suspended repository still manages its Addons: the
 // commit is applied when it is resumed.
-func (s *Server) managedBy(ctx context.Context, a *capstanv1.Addon) (string, error) {
+func (s *Server) managedBy(ctx context.Context, a *capstanv1.Addon) (*capstanv1.AddonRepository, error) {
 	name := gitManaged(a)
-	if name == "" || s.Controller == nil {
-		return name, nil
+	if name == "" {
+		return nil, nil
 	}
-	err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, &capstanv1.AddonRepository{})
+	if s.Controller == nil {
+		return nil, apiError{Code: http.StatusNotImplemented, Reason: "NotImplemented",
+			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s), and this server does not commit to gitops repositories", a.Name, name)}
+	}
+	repo := &capstanv1.AddonRepository{}
+	err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, repo)
 	if apierrors.IsNotFound(err) {
-		return "", nil
+		return nil, nil
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", name, a.Name, err)
+		return nil, fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", name, a.Name, err)
 	}
-	return name, nil
+	return repo, nil
 }
 
 // commitAnswer is the answer to a change made by a commit.
@@ -106,18 +111,6 @@ func (s *Server) allowed(ctx context.Context, u User, verb string, key client.Ob
 		return false, err
 	}
 	return review.Status.Allowed, nil
-}
-
-// managingRepository reads the AddonRepository that manages a.
-func (s *Server) managingRepository(ctx context.Context, a *capstanv1.Addon) (*capstanv1.AddonRepository, error) {
-	if s.Controller == nil {
-		return nil, apiError{Code: http.StatusNotImplemented, Reason: "NotImplemented", Message: "this server does not commit to gitops repositories"}
-	}
-	repo := &capstanv1.AddonRepository{}
-	if err := s.Controller.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: gitManaged(a)}, repo); err != nil {
-		return nil, fmt.Errorf("reading the AddonRepository %s that manages Addon %s: %w", gitManaged(a), a.Name, err)
-	}
-	return repo, nil
 }
 
 // gitopsRepository is the AddonRepository that new add-ons of a trusted
@@ -176,11 +169,11 @@ func (s *Server) repoWriter(ctx context.Context, u User, repo *capstanv1.AddonRe
 	return w, nil
 }
 
-// commit makes a change to a git-managed Addon by a commit, after the
-// user's access review, and answers the commit.
-func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Addon, verb, rbacVerb string,
+// commit makes a change to an Addon that repo manages by a commit, after
+// the user's access review, and answers the commit.
+func (s *Server) commit(w http.ResponseWriter, r *http.Request, repo *capstanv1.AddonRepository, a *capstanv1.Addon, verb, rbacVerb string,
 	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) {
-	answer, err := s.commitChange(r.Context(), userOf(r), a, verb, rbacVerb, change)
+	answer, err := s.commitChange(r.Context(), userOf(r), repo, a, verb, rbacVerb, change)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -188,14 +181,11 @@ func (s *Server) commit(w http.ResponseWriter, r *http.Request, a *capstanv1.Add
 	writeJSON(w, http.StatusAccepted, answer)
 }
 
-// commitChange commits one change to a git-managed Addon's definition.
-// The API and the page both change such an Addon through it.
-func (s *Server) commitChange(ctx context.Context, u User, a *capstanv1.Addon, verb, rbacVerb string,
+// commitChange commits one change to the definition of an Addon that
+// repo manages (see managedBy). The API and the page both change such an
+// Addon through it.
+func (s *Server) commitChange(ctx context.Context, u User, repo *capstanv1.AddonRepository, a *capstanv1.Addon, verb, rbacVerb string,
 	change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)) (commitAnswer, error) {
-	repo, err := s.managingRepository(ctx, a)
-	if err != nil {
-		return commitAnswer{}, err
-	}
 	return s.commitTo(ctx, u, repo, client.ObjectKeyFromObject(a), verb, rbacVerb,
 		func(ctx context.Context, wr *gitops.Writer) (string, error) { return change(ctx, wr, a.Name) })
 }
@@ -207,10 +197,10 @@ func (s *Server) commitChange(ctx context.Context, u User, a *capstanv1.Addon, v
 // the mark, and a commit that fails takes the mark back: a mark left on an
 // Addon that stays would make a later removal, meant to keep the software,
 // uninstall it.
-func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, uninstall bool) (commitAnswer, error) {
+func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, repo *capstanv1.AddonRepository, a *capstanv1.Addon, uninstall bool) (commitAnswer, error) {
 	remove := func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Remove(ctx, name) }
 	if !uninstall {
-		return s.commitChange(ctx, u, a, "remove", "delete", remove)
+		return s.commitChange(ctx, u, repo, a, "remove", "delete", remove)
 	}
 	if err := s.mayChange(ctx, u, "delete", client.ObjectKeyFromObject(a)); err != nil {
 		return commitAnswer{}, err
@@ -218,7 +208,7 @@ func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, a 
 	var answer commitAnswer
 	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
 		var err error
-		answer, err = s.commitChange(ctx, u, a, "remove", "delete", remove)
+		answer, err = s.commitChange(ctx, u, repo, a, "remove", "delete", remove)
 		return err
 	})
 	return answer, err

@@ -270,8 +270,12 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 			if err == nil {
 				d.Events, _ = s.addonEvents(r.Context(), c, key)
 			}
+			var repo *capstanv1.AddonRepository
 			if err == nil {
-				d.GitManaged, err = s.managedBy(r.Context(), d.Addon)
+				repo, err = s.managedBy(r.Context(), d.Addon)
+			}
+			if repo != nil {
+				d.GitManaged = repo.Name
 			}
 		}
 	}
@@ -357,8 +361,8 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 	if err != nil {
 		return "", err
 	}
-	if repo != "" {
-		return s.pageCommit(ctx, r, u, c, a, verb)
+	if repo != nil {
+		return s.pageCommit(ctx, r, u, c, repo, a, verb)
 	}
 	switch verb {
 	case "install", "approve":
@@ -384,7 +388,7 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 // pageCommit takes an action on an add-on that git manages: approving its
 // plan is done in the cluster, as the API does it; suspending, resuming and
 // removing are commits of its definition.
-func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c client.Client, a *capstanv1.Addon, verb string) (string, error) {
+func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c client.Client, repo *capstanv1.AddonRepository, a *capstanv1.Addon, verb string) (string, error) {
 	key := client.ObjectKeyFromObject(a)
 	var change func(ctx context.Context, wr *gitops.Writer, name string) (string, error)
 	switch verb {
@@ -405,13 +409,13 @@ func (s *Server) pageCommit(ctx context.Context, r *http.Request, u User, c clie
 		if r.PostFormValue("keepValues") == "true" {
 			return "", badRequest("keepValues", "a git-managed add-on is in the cluster profile, which keeps no values objects")
 		}
-		_, err := s.removeByCommit(ctx, u, c, a, r.PostFormValue("uninstall") == "true")
+		_, err := s.removeByCommit(ctx, u, c, repo, a, r.PostFormValue("uninstall") == "true")
 		return verb, err
 	default:
 		return "", apiError{Code: http.StatusConflict, Reason: "Conflict",
-			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s it by a commit", key, gitManaged(a), verb)}
+			Message: fmt.Sprintf("Addon %s is managed by git (AddonRepository %s): %s it by a commit", key, repo.Name, verb)}
 	}
-	if _, err := s.commitChange(ctx, u, a, verb, "patch", change); err != nil {
+	if _, err := s.commitChange(ctx, u, repo, a, verb, "patch", change); err != nil {
 		return "", err
 	}
 	return "commit", nil
