@@ -475,9 +475,16 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 		return nil, err
 	}
 	if o.httpAddr != "0" {
-		tlsConfig, err := server.TLSConfig(o.tlsCertFile, o.tlsKeyFile)
+		tlsConfig, certs, err := server.TLSConfig(o.tlsCertFile, o.tlsKeyFile)
 		if err != nil {
 			return nil, err
+		}
+		// The watcher runs on every replica, leader or not, so a standby
+		// that takes over serves the current certificate.
+		if certs != nil {
+			if err := mgr.Add(certs); err != nil {
+				return nil, err
+			}
 		}
 		reviewer, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

@@ -83,21 +83,53 @@ func served(t *testing.T, addr string) *big.Int {
 	return conn.ConnectionState().PeerCertificates[0].SerialNumber
 }
 
+// servesWithin dials addr until it serves want, and fails the test when
+// it still does not after a while: longer than the watcher's ten-second
+// poll, for a change its watch missed.
+func servesWithin(t *testing.T, addr string, want *big.Int, what string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		got := served(t, addr)
+		if got.Cmp(want) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s, served %v, want the new certificate %v", what, got, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// tlsFiles serves certFile and keyFile on loopback, with their watcher
+// running until the test ends, and returns the address.
+func tlsFiles(t *testing.T, certFile, keyFile string) string {
+	t.Helper()
+	cfg, watcher, err := TLSConfig(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- watcher.Start(t.Context()) }()
+	t.Cleanup(func() {
+		if err := <-done; err != nil {
+			t.Errorf("the certificate watcher: %v", err)
+		}
+	})
+	return serve(t, cfg)
+}
+
 // TestTLSConfigServesARenewedCertificate rewrites the certificate and key
 // files under a running server, in place and as the kubelet updates a
-// mounted Secret (a symlink swapped to a new folder): the next handshake
-// gets the new pair, without a restart, and a certificate written before
-// its key keeps the last pair that loads.
+// mounted Secret (a symlink swapped to a new folder, the old one removed):
+// a handshake soon gets the new pair, without a restart, and a certificate
+// written before its key keeps the last pair that loads.
 func TestTLSConfigServesARenewedCertificate(t *testing.T) {
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
 	first, firstSerial := newPair(t)
 	writePEM(t, first, certFile, keyFile)
-	cfg, err := TLSConfig(certFile, keyFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serve(t, cfg)
+	addr := tlsFiles(t, certFile, keyFile)
 	if got := served(t, addr); got.Cmp(firstSerial) != 0 {
 		t.Fatalf("served %v, want the first certificate %v", got, firstSerial)
 	}
@@ -108,23 +140,28 @@ func TestTLSConfigServesARenewedCertificate(t *testing.T) {
 		t.Errorf("with the new certificate but the old key, served %v, want the last pair that loads, %v", got, firstSerial)
 	}
 	writePEM(t, second, "", keyFile)
-	if got := served(t, addr); got.Cmp(secondSerial) != 0 {
-		t.Errorf("after the pair was rewritten in place, served %v, want the new certificate %v", got, secondSerial)
-	}
+	servesWithin(t, addr, secondSerial, "after the pair was rewritten in place")
 
 	// The kubelet's layout: tls.crt -> ..data/tls.crt, ..data -> a folder
-	// of the Secret's version, swapped by renaming a new symlink over it.
+	// of the Secret's version, swapped by renaming a new symlink over it,
+	// and the old folder then removed.
 	mount := t.TempDir()
 	version := func(name string, cert tls.Certificate) {
 		if err := os.Mkdir(filepath.Join(mount, name), 0o700); err != nil {
 			t.Fatal(err)
 		}
 		writePEM(t, cert, filepath.Join(mount, name, "tls.crt"), filepath.Join(mount, name, "tls.key"))
+		old, _ := os.Readlink(filepath.Join(mount, "..data"))
 		if err := os.Symlink(name, filepath.Join(mount, "..data_tmp")); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.Rename(filepath.Join(mount, "..data_tmp"), filepath.Join(mount, "..data")); err != nil {
 			t.Fatal(err)
+		}
+		if old != "" {
+			if err := os.RemoveAll(filepath.Join(mount, old)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	version("v1", first)
@@ -133,35 +170,10 @@ func TestTLSConfigServesARenewedCertificate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cfg, err = TLSConfig(filepath.Join(mount, "tls.crt"), filepath.Join(mount, "tls.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr = serve(t, cfg)
+	addr = tlsFiles(t, filepath.Join(mount, "tls.crt"), filepath.Join(mount, "tls.key"))
 	if got := served(t, addr); got.Cmp(firstSerial) != 0 {
 		t.Fatalf("served %v from the mounted Secret, want %v", got, firstSerial)
 	}
 	version("v2", second)
-	if got := served(t, addr); got.Cmp(secondSerial) != 0 {
-		t.Errorf("after the Secret's folder was swapped, served %v, want the new certificate %v", got, secondSerial)
-	}
-}
-
-// TestCertFilesSettle checks that a pair read more than a second after
-// its files were written is not read again by every handshake.
-func TestCertFilesSettle(t *testing.T) {
-	dir := t.TempDir()
-	f := &certFiles{certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key")}
-	cert, _ := newPair(t)
-	writePEM(t, cert, f.certFile, f.keyFile)
-	if err := f.load(); err != nil {
-		t.Fatal(err)
-	}
-	if !f.racy() {
-		t.Errorf("a pair read as soon as it was written must be read again")
-	}
-	f.loaded = f.loaded.Add(2 * time.Second)
-	if f.racy() {
-		t.Errorf("a pair read two seconds after it was written is read again")
-	}
+	servesWithin(t, addr, secondSerial, "after the Secret's folder was swapped")
 }
