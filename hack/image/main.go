@@ -24,7 +24,7 @@ func main() {
 	platforms := flag.String("platforms", "linux/amd64,linux/arm64", "The platforms to build, comma-separated.")
 	version := flag.String("version", "", "The version label; default: git describe.")
 	push := flag.String("push", "", "A reference to push the image to, such as ghcr.io/org/capstan:v0.1.0.")
-	caCerts := flag.String("ca-certs", "", "The PEM bundle of CA certificates to put in the image; default: Debian's /etc/ssl/certs/ca-certificates.crt (Fedora's is /etc/pki/tls/certs/ca-bundle.crt).")
+	caCerts := flag.String("ca-certs", "", "The PEM bundle of CA certificates to put in the image; default: the build machine's bundle.")
 	flag.Parse()
 	if err := run(*out, strings.Split(*platforms, ","), *version, *push, *caCerts); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)

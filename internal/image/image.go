@@ -56,7 +56,7 @@ type Options struct {
 	// Source is the project's address, for the OCI source label.
 	Source string
 	// CACerts is a PEM bundle of CA certificates to trust; the build
-	// machine's, where Debian keeps it, by default.
+	// machine's bundle by default.
 	CACerts string
 	// Created is the image's creation time; zero means the Unix epoch, so
 	// that a build from the same inputs gives the same image.
@@ -70,12 +70,19 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 	if len(o.Platforms) == 0 {
 		return nil, fmt.Errorf("image: no platform to build for")
 	}
+	const nameOne = "install ca-certificates, or name a bundle: hack/image -ca-certs FILE, CA_CERTS=FILE make image"
 	if o.CACerts == "" {
-		o.CACerts = "/etc/ssl/certs/ca-certificates.crt"
+		o.CACerts = caBundle(caBundles, func(path string) bool {
+			info, err := os.Stat(path)
+			return err == nil && info.Mode().IsRegular()
+		})
+		if o.CACerts == "" {
+			return nil, fmt.Errorf("image: no CA certificates to put in the image: none of %s is on this machine (%s)", strings.Join(caBundles, ", "), nameOne)
+		}
 	}
 	certs, err := os.ReadFile(o.CACerts)
 	if err != nil {
-		return nil, fmt.Errorf("image: reading the CA certificates to put in the image: %w (install ca-certificates, or name a bundle: hack/image -ca-certs FILE, CA_CERTS=FILE make image)", err)
+		return nil, fmt.Errorf("image: reading the CA certificates to put in the image: %w (%s)", err, nameOne)
 	}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.Platforms {
@@ -95,6 +102,24 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 			Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: goos, Architecture: goarch}}})
 	}
 	return mutate.Annotations(idx, labels(o)).(v1.ImageIndex), nil
+}
+
+// caBundles are where Linux distributions keep the system's PEM bundle of
+// CA certificates, in the order they are tried.
+var caBundles = []string{
+	"/etc/ssl/certs/ca-certificates.crt", // Debian, Ubuntu, Arch, Alpine
+	"/etc/pki/tls/certs/ca-bundle.crt",   // Fedora, RHEL
+	"/etc/ssl/cert.pem",                  // macOS, the BSDs
+}
+
+// caBundle returns the first of paths that exists, or "" when none does.
+func caBundle(paths []string, exists func(path string) bool) string {
+	for _, p := range paths {
+		if exists(p) {
+			return p
+		}
+	}
+	return ""
 }
 
 // goBuild builds a static binary.

@@ -257,3 +257,28 @@ func TestSBOMChecksums(t *testing.T) {
 		t.Errorf("the dependency does not carry its Go module hash:\n%s", sbom)
 	}
 }
+
+// TestCABundle picks the build machine's CA bundle: the first of the known
+// places that exists, so a Fedora machine gives its own, not an error.
+func TestCABundle(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		exists []string
+		want   string
+	}{
+		{"Debian", []string{"/etc/ssl/certs/ca-certificates.crt"}, "/etc/ssl/certs/ca-certificates.crt"},
+		{"Fedora", []string{"/etc/pki/tls/certs/ca-bundle.crt"}, "/etc/pki/tls/certs/ca-bundle.crt"},
+		{"macOS", []string{"/etc/ssl/cert.pem"}, "/etc/ssl/cert.pem"},
+		{"both Debian's and a cert.pem", []string{"/etc/ssl/cert.pem", "/etc/ssl/certs/ca-certificates.crt"}, "/etc/ssl/certs/ca-certificates.crt"},
+		{"Fedora's before a cert.pem", []string{"/etc/ssl/cert.pem", "/etc/pki/tls/certs/ca-bundle.crt"}, "/etc/pki/tls/certs/ca-bundle.crt"},
+		{"none", nil, ""},
+		{"only an unknown place", []string{"/usr/local/share/certs/ca-root-nss.crt"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := caBundle(caBundles, func(path string) bool { return slices.Contains(tc.exists, path) })
+			if got != tc.want {
+				t.Errorf("caBundle with %v = %q, want %q", tc.exists, got, tc.want)
+			}
+		})
+	}
+}
