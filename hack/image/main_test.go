@@ -8,7 +8,7 @@ import (
 
 // TestCACertsNamesTheBundle builds with -ca-certs naming a bundle that is
 // not there: the build stops before compiling anything, naming that file
-// rather than Debian's default path.
+// rather than a default one.
 func TestCACertsNamesTheBundle(t *testing.T) {
 	bundle := filepath.Join(t.TempDir(), "ca-bundle.crt")
 	err := run(filepath.Join(t.TempDir(), "layout"), []string{"linux/amd64"}, "v0.0.0-test", "", bundle)
