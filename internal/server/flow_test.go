@@ -300,3 +300,60 @@ func TestCatalogCommitFailureKeepsTheForm(t *testing.T) {
 		t.Errorf("a failed commit created the Addon: %v", err)
 	}
 }
+
+// TestNewFormCommitsInATrustedNamespace adds a chart link through the form
+// in the controller's namespace, which is trusted and holds a gitops
+// repository: as from the catalog, the add-on is committed there, not
+// created in the cluster past git; a secret input, which git must not
+// hold, is refused.
+func TestNewFormCommitsInATrustedNamespace(t *testing.T) {
+	ctx := context.Background()
+	git := gitserver.Start(t)
+	url := git.Create(t, "platform-new")
+	gitserver.Clone(t, url).Write("README.md", "platform\n").CommitAndPush("start")
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "form-platform"},
+		Spec: capstanv1.AddonRepositorySpec{URL: url}}
+	if err := admin.Create(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.Delete(ctx, repo)
+		_ = admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "linked"}})
+	})
+	platform := user(t, install.Namespace, "form-admin", addonRule("get", "list", "create", "update", "patch"))
+	page := browser(t)
+	signIn(t, page, platform)
+	run(t, page, "adding a chart link with a secret input to the trusted namespace",
+		chromedp.Navigate(api.URL+"/new"),
+		chromedp.SetValue(chromedp.ID("chart"), chartServer.URL+"/form-1.0.0.tgz"),
+		chromedp.SetValue(chromedp.ID("namespace"), install.Namespace),
+		chromedp.SetValue(chromedp.ID("name"), "linked"),
+		chromedp.Submit(chromedp.ID("chart")),
+		chromedp.WaitVisible(chromedp.ID("f-replicas")),
+		chromedp.SetValue(chromedp.ID("f-replicas"), "2"),
+		chromedp.SetValue(chromedp.ID("f-auth-password"), "not-for-git"),
+		chromedp.Click(`//button[text()="Add, suspended"]`),
+		chromedp.WaitVisible(`//*[contains(@class,"error") and contains(text(),"cannot be committed to git")]`),
+	)
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "linked"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a form refused for its secret input created the Addon: %v", err)
+	}
+	run(t, page, "adding it without the secret input",
+		chromedp.SetValue(chromedp.ID("f-replicas"), "2"),
+		chromedp.Click(`//button[text()="Add, suspended"]`),
+		chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Committed")]`),
+	)
+	got := gitserver.Clone(t, url).Git("show", "HEAD:addons/linked.yaml")
+	for _, want := range []string{"name: linked", "url: " + chartServer.URL + "/form-1.0.0.tgz", "replicas: 2"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the committed definition lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "not-for-git") {
+		t.Errorf("the secret input reached git:\n%s", got)
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "linked"}, a); err != nil || a.Labels[gitops.ManagedByGitLabel] != repo.Name {
+		t.Errorf("the Addon is not the syncer's from the commit: %v, labels %v", err, a.Labels)
+	}
+}

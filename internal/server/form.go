@@ -544,24 +544,39 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
-	c, _, err := s.userClient(sess.user)
-	if err == nil {
-		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: form.Namespace, Name: form.Name},
-			Spec: spec}
-		a.Spec.ManualSync = r.PostFormValue("manualSync") == "true"
-		if len(vals) > 0 {
-			raw, _ := json.Marshal(vals)
-			a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: form.Namespace, Name: form.Name},
+		Spec: spec}
+	a.Spec.ManualSync = r.PostFormValue("manualSync") == "true"
+	if len(vals) > 0 {
+		raw, _ := json.Marshal(vals)
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	}
+	done := "add"
+	repo, err := s.gitopsRepository(r.Context(), a.Namespace)
+	switch {
+	case err == nil && repo != nil && len(inputs) > 0:
+		d.Error = "A secret input cannot be committed to git, and this namespace's add-ons are in its AddonRepository " + repo.Name + ": leave the secret fields empty, and name a Secret in the definition's valuesFrom."
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	case err == nil && repo != nil:
+		// NOTE: as the catalog: in a trusted namespace with a gitops
+		// repository, git is the truth, so the add-on is committed there,
+		// to install, and the syncer creates the Addon.
+		done = "commit"
+		_, err = s.commitNew(r.Context(), sess.user, repo, definitionOf(a, ""))
+	case err == nil:
+		var c client.Client
+		if c, _, err = s.userClient(sess.user); err == nil {
+			_, err = addons.Add(r.Context(), c, a, inputs)
 		}
-		_, err = addons.Add(r.Context(), c, a, inputs)
 	}
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "new", errorFor(err).Code, d)
 		return
 	}
-	s.Log.Info("Page write", "user", sess.user.Name, "verb", "add", "addon", form.Namespace+"/"+form.Name)
-	http.Redirect(w, r, "/addons/"+url.PathEscape(form.Namespace)+"/"+url.PathEscape(form.Name)+"?done=add", http.StatusSeeOther)
+	s.Log.Info("Page write", "user", sess.user.Name, "verb", done, "addon", form.Namespace+"/"+form.Name)
+	http.Redirect(w, r, "/addons/"+url.PathEscape(form.Namespace)+"/"+url.PathEscape(form.Name)+"?done="+done, http.StatusSeeOther)
 }
 
 // checkFormValues checks a form's values and secret inputs against the
