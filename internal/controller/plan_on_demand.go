@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/source"
 )
 
 // Plan computes an Addon's whole plan on demand, with every diff uncut, and
@@ -38,12 +37,13 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 
 // planStopped says why a plan on demand ended before its preview: a step
 // that ends the sync there leaves nothing a plan could show. A chart whose
-// signature spec.chart.verify refuses is not rendered, so the plan is an
-// error that says which check failed and what to fix, never an empty plan.
+// signature spec.chart.verify refuses is not rendered, so the plan is the
+// signature check's own error, which says which check failed and what to
+// fix, never an empty plan. The fetch is the only step before the preview
+// that ends the sync, and only for a signature, so anything else is a bug.
 func planStopped(s *scope, stage string) error {
-	if sig := s.found.signature; sig != nil {
-		return &source.SignatureError{Missing: sig.reason == "SignatureMissing",
-			Err: fmt.Errorf("the chart's signature failed (%s), so nothing from it is rendered and there is no plan: %s", sig.reason, sig.message)}
+	if sig := s.found.signature; sig != nil && sig.err != nil {
+		return fmt.Errorf("the chart's signature failed (%s), so nothing from it is rendered and there is no plan: %w", sig.reason, sig.err)
 	}
-	return fmt.Errorf("the %s step ended the plan before its preview", stage)
+	return fmt.Errorf("internal error: the %s step ended the plan before its preview without saying why; report this as a bug in Capstan", stage)
 }

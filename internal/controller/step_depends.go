@@ -74,6 +74,10 @@ func (c Config) dependencies(a *capstanv1.Addon) []types.NamespacedName {
 type hold struct {
 	reason, message string
 	blocked         bool // a cycle or a missing add-on: a person must act
+	// err is the error the hold stands for, when there is one (the
+	// signature check's): a plan on demand returns it as it is, so its
+	// callers tell it by its type.
+	err error
 }
 
 // checkDependencies stops the sync before the gate while a dependency is

@@ -107,7 +107,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	if sig.Missing {
 		reason = "SignatureMissing"
 	}
-	s.found.signature = &hold{reason: reason, blocked: true, message: sig.Error() + "; nothing from this chart is applied"}
+	s.found.signature = &hold{reason: reason, blocked: true, message: sig.Error() + "; nothing from this chart is applied", err: err}
 	return true, nil
 }
 
