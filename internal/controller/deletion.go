@@ -250,7 +250,9 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 			// of its hooks runs, and nothing is left out of the
 			// inventory's deletes for it.
 			s.hooks = nil
-			r.refuseUnsignedHooks(ctx, s)
+			if sig := s.found.signature; sig != nil && sig.err != nil {
+				r.refuseDeleteHooks(ctx, s, "the chart's signature failed ("+sig.reason+"): "+sig.err.Error(), deleteHooksAhead(s.addon, nil, true))
+			}
 			return nil
 		}
 	}
@@ -272,41 +274,45 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		return fmt.Errorf("reading the live objects of the delete hooks failed, so the guardrails could not judge them; the uninstall tries again: %s: %s",
 			refused[0].Object.Describe(), refused[0].Message)
 	}
-	pending := s.hasHooks("post-delete")
-	if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
-		pending = pending || s.hasHooks("pre-delete")
-	}
+	ahead := deleteHooksAhead(s.addon, s.hooks, false)
 	s.hooks = withoutDeleteEvents(s.hooks)
-	why := describeViolations(refused)
-	s.found.hooksRefused = why
-	logf.FromContext(ctx).Info("Not running the delete hooks: they break the guardrails", "violations", why)
-	if pending && r.Recorder != nil {
-		// NOTE: an uninstall that waits for a wave renders again for its
-		// post-delete hooks, and says so again then.
-		r.Recorder.Eventf(s.addon, nil, "Warning", reasonDeleteHooksRefused, "Uninstall",
-			"The delete hooks were not run, since they break the guardrails: %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", truncate(why, 900))
-	}
+	r.refuseDeleteHooks(ctx, s, "they break the guardrails: "+describeViolations(refused), ahead)
 	return nil
 }
 
-// refuseUnsignedHooks says that the uninstall runs no delete hook of a
-// chart whose signature failed: its hooks would run with the rights of the
-// controller (or of the add-ons' account), and a chart that spec.chart.verify
-// cannot trust must not run anything, whoever published it.
-func (r *AddonReconciler) refuseUnsignedHooks(ctx context.Context, s *scope) {
-	sig := s.found.signature
-	if sig == nil {
-		return
-	}
-	logf.FromContext(ctx).Info("Not running the delete hooks: the chart's signature failed", "reason", sig.reason)
-	if r.Recorder != nil {
+// refuseDeleteHooks records why the uninstall runs no delete hook, for the
+// Deleting message, and logs it. While a refused hook was still to run
+// (ahead), a DeleteHooksRefused event says so too.
+//
+// NOTE: an uninstall that waits for a wave renders again at each look for
+// its post-delete hooks; one with none left to run sends no event again.
+func (r *AddonReconciler) refuseDeleteHooks(ctx context.Context, s *scope, why string, ahead bool) {
+	s.found.hooksRefused = why
+	logf.FromContext(ctx).Info("Not running the delete hooks", "why", why)
+	if ahead && r.Recorder != nil {
 		r.Recorder.Eventf(s.addon, nil, "Warning", reasonDeleteHooksRefused, "Uninstall",
-			"The delete hooks were not run, since the chart's signature failed (%s): %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", sig.reason, truncate(sig.message, 900))
+			"The delete hooks were not run, since %s. The uninstall goes on without them, as helm uninstall --no-hooks does.", truncate(why, 900))
 	}
 }
 
+// deleteHooksAhead reports whether a delete hook of hs is still to run in
+// the uninstall of a: a post-delete hook, or a pre-delete one before the
+// pre-delete stage is over. A chart that was not rendered (unknown) may
+// have any: it counts as having both, so its refusal is said at the look
+// that would have run the pre-delete hooks, and the looks after it (which
+// render again only for post-delete hooks) say nothing new.
+func deleteHooksAhead(a *capstanv1.Addon, hs []render.Hook, unknown bool) bool {
+	d := a.Status.PreHooksDone
+	pre := d == nil || d.Event != "pre-delete"
+	if unknown {
+		return pre
+	}
+	return len(hooks.Select(hs, "post-delete")) > 0 || pre && len(hooks.Select(hs, "pre-delete")) > 0
+}
+
 // reasonDeleteHooksRefused is the reason of the event that says an
-// uninstall did not run its delete hooks, since they break the guardrails.
+// uninstall did not run its delete hooks, since they break the guardrails
+// or the chart's signature failed.
 const reasonDeleteHooksRefused = "DeleteHooksRefused"
 
 // neverApplied reports whether nothing of the add-on was ever applied:

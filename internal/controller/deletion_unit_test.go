@@ -91,3 +91,40 @@ func TestNeverApplied(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteHooksAhead decides whether a refusal of the delete hooks is
+// worth a DeleteHooksRefused event at this look: while a refused hook is
+// still to run. A chart whose signature failed is not rendered, so its
+// hooks are unknown: it is said at the look that would run the pre-delete
+// hooks, and not again at each look of an uninstall that waits for a wave.
+func TestDeleteHooksAhead(t *testing.T) {
+	hook := func(events ...string) render.Hook {
+		obj := &unstructured.Unstructured{}
+		obj.SetAPIVersion("v1")
+		obj.SetKind("ConfigMap")
+		obj.SetName("h")
+		return render.Hook{Object: obj, Events: events}
+	}
+	preDone := capstanv1.AddonStatus{PreHooksDone: &capstanv1.PendingHook{Event: "pre-delete"}}
+	for _, tc := range []struct {
+		name    string
+		status  capstanv1.AddonStatus
+		hooks   []render.Hook
+		unknown bool
+		want    bool
+	}{
+		{name: "a pre-delete hook before the pre-delete stage", hooks: []render.Hook{hook("pre-delete")}, want: true},
+		{name: "a pre-delete hook after it", status: preDone, hooks: []render.Hook{hook("pre-delete")}},
+		{name: "a post-delete hook after it", status: preDone, hooks: []render.Hook{hook("post-delete")}, want: true},
+		{name: "no delete hook", hooks: []render.Hook{hook("pre-install")}},
+		{name: "an unsigned chart before the pre-delete stage", unknown: true, want: true},
+		{name: "an unsigned chart at a later look", status: preDone, unknown: true},
+		{name: "a pre-install stage that is over is not the pre-delete's", status: capstanv1.AddonStatus{PreHooksDone: &capstanv1.PendingHook{Event: "pre-install"}}, unknown: true, want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deleteHooksAhead(&capstanv1.Addon{Status: tc.status}, tc.hooks, tc.unknown); got != tc.want {
+				t.Errorf("deleteHooksAhead = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -26,8 +26,9 @@ type findings struct {
 	paused bool
 	// uninstalling: the Delete policy is removing the software.
 	uninstalling bool
-	// hooksRefused names the guardrails that kept the uninstall from
-	// running its delete hooks (deleteHooks).
+	// hooksRefused says why the uninstall runs none of its delete hooks
+	// (deleteHooks): the guardrails they break, or the chart's signature
+	// that failed. It reads after "since".
 	hooksRefused string
 	// gated: the gates stopped the plan; verdict says why.
 	gated   bool
@@ -50,8 +51,8 @@ type findings struct {
 	// health is this reconcile's look at the health of what the add-on
 	// runs, for the Healthy condition; nil when it made none.
 	health *judgement
-	// signature says why the chart's signature stopped the sync, or
-	// kept the uninstall from running its delete hooks.
+	// signature says why the chart's signature stopped the sync (at an
+	// uninstall, hooksRefused says it).
 	signature *hold
 	// dependency says why the add-on waits on spec.dependsOn.
 	dependency *hold
@@ -85,18 +86,12 @@ func outcomeOf(f findings, stage string, err error) outcome {
 	case len(f.dependents) > 0:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "WaitingForDependents",
 			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
+	case f.uninstalling && f.hooksRefused != "" && f.waitingFor != "":
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling,
+			Message: "Uninstalling: " + f.waitingFor + ". The delete hooks are not run, since " + f.hooksRefused + "."}
 	case f.uninstalling && f.hooksRefused != "":
-		msg := "Deleting the inventory without the delete hooks, which break the guardrails (" + f.hooksRefused + "), as helm uninstall --no-hooks would."
-		if f.waitingFor != "" {
-			msg = "Uninstalling without the delete hooks, which break the guardrails (" + f.hooksRefused + "): " + f.waitingFor + "."
-		}
-		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: msg}
-	case f.uninstalling && f.signature != nil:
-		msg := "Deleting the inventory without the delete hooks, since the chart's signature failed (" + f.signature.reason + ": " + f.signature.message + "), as helm uninstall --no-hooks would."
-		if f.waitingFor != "" {
-			msg = "Uninstalling without the delete hooks, since the chart's signature failed (" + f.signature.reason + "): " + f.waitingFor + "."
-		}
-		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: msg}
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling,
+			Message: "Deleting the inventory without the delete hooks, as helm uninstall --no-hooks would, since " + f.hooksRefused + "."}
 	case f.uninstalling && f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Uninstalling: " + f.waitingFor + "."}
 	case f.uninstalling:
