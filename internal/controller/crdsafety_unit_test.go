@@ -72,7 +72,8 @@ func TestVersionsToCheck(t *testing.T) {
 
 // TestShadowsAreTheirAddons: two add-ons that render one CRD make shadows
 // of their own, with names and groups apart, each labelled for its
-// add-on, and an Addon made anew under the same name another one.
+// add-on, and an Addon made anew under the same name another one; each is
+// a shadow that isShadow recognises, so the sweep can clean it.
 func TestShadowsAreTheirAddons(t *testing.T) {
 	crd := crdOf(crdVersion{name: "v1", served: true, storage: true, size: "integer"})
 	addon := func(ns, name, uid string) *capstanv1.Addon {
@@ -93,6 +94,9 @@ func TestShadowsAreTheirAddons(t *testing.T) {
 		seen[shadow.Name], seen[shadow.Spec.Group] = true, true
 		if shadow.Labels[shadowLabel] != owner || len(shadow.Name) > 253 {
 			t.Errorf("the shadow %s is labelled %v", shadow.Name, shadow.Labels)
+		}
+		if !isShadow(shadow) {
+			t.Errorf("the shadow %s (labelled %v) is not one isShadow recognises: it would never be cleaned", shadow.Name, shadow.Labels)
 		}
 	}
 	again, _ := newShadow(crd, shadowOwner(addon("one", "gadgets", "1")))

@@ -82,7 +82,7 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next
 // same name does not take over a shadow the old one left.
 func shadowOwner(a *capstanv1.Addon) string {
 	sum := sha256.Sum256([]byte(a.Namespace + "/" + a.Name + "/" + string(a.UID)))
-	return hex.EncodeToString(sum[:])[:16]
+	return hex.EncodeToString(sum[:])[:shadowOwnerHex]
 }
 
 // dryRunOnShadow creates owner's shadow of crd, dry-run creates each item
@@ -169,7 +169,7 @@ func newShadow(crd *apiextensionsv1.CustomResourceDefinition, owner string) (*ap
 		return nil, err
 	}
 	sum := sha256.Sum256(append([]byte(owner+"\x00"+crd.Name+"\x00"), raw...))
-	group := "c" + hex.EncodeToString(sum[:])[:12] + shadowGroupSuffix
+	group := "c" + hex.EncodeToString(sum[:])[:shadowGroupHex] + shadowGroupSuffix
 	spec := *crd.Spec.DeepCopy()
 	spec.Group = group
 	spec.Names.ShortNames, spec.Names.Categories = nil, nil
@@ -211,11 +211,19 @@ func leftBehind(crd *apiextensionsv1.CustomResourceDefinition, owner, keep strin
 	return mine || now.Sub(crd.CreationTimestamp.Time) > shadowMaxAge
 }
 
+const (
+	// shadowGroupHex is how many hex digits of its hash a shadow's group
+	// holds (newShadow).
+	shadowGroupHex = 12
+	// shadowOwnerHex is how many hex digits of its hash shadowOwner gives.
+	shadowOwnerHex = 16
+)
+
 var (
 	// shadowGroup is the form of every shadow's group, as newShadow makes it.
-	shadowGroup = regexp.MustCompile(`^c[0-9a-f]{12}` + regexp.QuoteMeta(shadowGroupSuffix) + `$`)
+	shadowGroup = regexp.MustCompile(fmt.Sprintf(`^c[0-9a-f]{%d}`, shadowGroupHex) + regexp.QuoteMeta(shadowGroupSuffix) + `$`)
 	// shadowOwnerValue is the form of shadowOwner, the value of shadowLabel.
-	shadowOwnerValue = regexp.MustCompile(`^[0-9a-f]{16}$`)
+	shadowOwnerValue = regexp.MustCompile(fmt.Sprintf(`^[0-9a-f]{%d}$`, shadowOwnerHex))
 )
 
 // isShadow reports whether crd is a shadow that Capstan made: labelled
