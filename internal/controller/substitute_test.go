@@ -151,7 +151,11 @@ spec:
 		got, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "settings").Object, "data", "cluster")
 		return got == "staging"
 	})
-	restaged := waitPhase(t, a, capstanv1.PhaseSynced)
+	// NOTE: the status that records the apply comes after it: the phase
+	// read at once may still be the last sync's Synced.
+	restaged := waitFor(t, a, 30*time.Second, "the change recorded", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && len(cur.Status.History) >= 2
+	})
 	if h := restaged.Status.History; len(h) < 2 || h[0].AppliedHash == h[1].AppliedHash {
 		t.Errorf("the changed variable is not a revision of its own: %+v", h)
 	}
