@@ -81,14 +81,8 @@ func (e *ValuesConflictError) Error() string {
 // holds what it asks for; nothing is committed then.
 func (w *Writer) ChangeValues(ctx context.Context, name string, changes []ValueChange) (string, error) {
 	return w.change(ctx, name, "Set values of", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
-		if !exists {
-			return nil, false, fmt.Errorf("%s does not exist", file)
-		}
-		if _, err := Parse(file, cur); err != nil {
-			return nil, false, fmt.Errorf("the definition in git is invalid, fix it first: %w", err)
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(cur, &doc); err != nil {
+		doc, err := definitionDoc(file, cur, exists)
+		if err != nil {
 			return nil, false, err
 		}
 		top := doc.Content[0]
@@ -122,7 +116,7 @@ func (w *Writer) ChangeValues(ctx context.Context, name string, changes []ValueC
 		case mappingValue(top, "values") == nil:
 			top.Content = append(top.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: "values"}, values)
 		}
-		out, err := encodeYAML(&doc)
+		out, err := encodeYAML(doc)
 		if err != nil {
 			return nil, false, err
 		}

@@ -168,31 +168,12 @@ func (w *Writer) setSuspend(name string, suspend bool) editFunc {
 	return w.setKey(name, "suspend", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 }
 
-// SetValues replaces the values of a definition, keeping its comments and
-// every other key; empty values remove the key.
-func (w *Writer) SetValues(ctx context.Context, name string, values map[string]any) (string, error) {
-	var node *yaml.Node
-	if len(values) > 0 {
-		node = &yaml.Node{}
-		if err := node.Encode(values); err != nil {
-			return "", fmt.Errorf("the values cannot be written as YAML: %w", err)
-		}
-	}
-	return w.change(ctx, name, "Set values of", w.setKey(name, "values", node))
-}
-
 // setKey sets a top-level key of a definition to value, or removes it when
 // value is nil, keeping the rest of the file and its comments.
 func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
 	return func(file string, cur []byte, exists bool) ([]byte, bool, error) {
-		if !exists {
-			return nil, false, fmt.Errorf("%s does not exist", file)
-		}
-		if _, err := Parse(file, cur); err != nil {
-			return nil, false, fmt.Errorf("the definition in git is invalid, fix it first: %w", err)
-		}
-		var doc yaml.Node
-		if err := yaml.Unmarshal(cur, &doc); err != nil {
+		doc, err := definitionDoc(file, cur, exists)
+		if err != nil {
 			return nil, false, err
 		}
 		m := doc.Content[0]
@@ -212,7 +193,7 @@ func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
 		default:
 			return cur, true, nil
 		}
-		out, err := encodeYAML(&doc)
+		out, err := encodeYAML(doc)
 		if err != nil {
 			return nil, false, err
 		}
@@ -416,4 +397,22 @@ func ShortCommit(commit string) string {
 		return commit[:12]
 	}
 	return strings.TrimSpace(commit)
+}
+
+// definitionDoc reads a definition in git as a YAML document to edit in
+// place, keeping its comments and the order of its keys; one that is
+// missing or invalid is an error, so that an edit never writes over a file
+// a person must fix first.
+func definitionDoc(file string, cur []byte, exists bool) (*yaml.Node, error) {
+	if !exists {
+		return nil, fmt.Errorf("%s does not exist", file)
+	}
+	if _, err := Parse(file, cur); err != nil {
+		return nil, fmt.Errorf("the definition in git is invalid, fix it first: %w", err)
+	}
+	doc := &yaml.Node{}
+	if err := yaml.Unmarshal(cur, doc); err != nil {
+		return nil, err
+	}
+	return doc, nil
 }

@@ -57,7 +57,7 @@ func TestWriter(t *testing.T) {
 	if got := w.Git("show", "HEAD:addons/grafana.yaml"); strings.Contains(got, "suspend") || !strings.Contains(got, "prune: true") {
 		t.Fatalf("edited definition:\n%s", got)
 	}
-	if _, err := writer.SetValues(ctx, "grafana", map[string]any{"replicas": 3, "ingress": map[string]any{"enabled": true}}); err != nil {
+	if _, err := writer.ChangeValues(ctx, "grafana", ValueChanges(nil, map[string]any{"replicas": 3, "ingress": map[string]any{"enabled": true}})); err != nil {
 		t.Fatal(err)
 	}
 	w.Pull()
