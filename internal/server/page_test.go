@@ -175,6 +175,11 @@ func TestPageInAChromium(t *testing.T) {
 			chromedp.Navigate(api.URL+"/addons?namespace="+ns),
 			chromedp.WaitVisible(chromedp.CSS("table.addons")))
 		rows := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.addons tbody tr").length`))
+		// A tile is a link a chart chose: it names the add-on it comes
+		// from, so that a tenant's tile cannot pass for the platform's.
+		if from := value(t, ctx, chromedp.Evaluate[string](`[...document.querySelectorAll("ul.tiles small.tile-from")].map(e => e.textContent).join("|")`)); from != "from "+ns+"/blog, a tenant's add-on|from "+ns+"/blog, a tenant's add-on" {
+			t.Errorf("the tiles say they come from %q; want the add-on %s/blog on each", from, ns)
+		}
 		run(t, ctx, "reading the add-on", chromedp.Navigate(page), chromedp.WaitVisible(chromedp.CSS("pre.diff")))
 		actions := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("section.actions").length`))
 		scripts := value(t, ctx, chromedp.Evaluate[int](`document.querySelectorAll("script").length`))
