@@ -102,12 +102,12 @@ func (w *Writer) Edit(ctx context.Context, name string, content []byte) (string,
 
 // Suspend sets suspend: true in a definition, keeping its comments.
 func (w *Writer) Suspend(ctx context.Context, name string) (string, error) {
-	return w.change(ctx, name, "Suspend", w.setSuspend(name, true))
+	return w.change(ctx, name, "Suspend", setSuspend(true))
 }
 
 // Resume removes suspend: true from a definition, keeping its comments.
 func (w *Writer) Resume(ctx context.Context, name string) (string, error) {
-	return w.change(ctx, name, "Resume", w.setSuspend(name, false))
+	return w.change(ctx, name, "Resume", setSuspend(false))
 }
 
 // Remove deletes a definition file. The syncer then deletes the Addon, and
@@ -161,37 +161,31 @@ func (w *Writer) readDefinition(fs billy.Filesystem, name string) (file string, 
 	return file, cur, exists, nil
 }
 
-func (w *Writer) setSuspend(name string, suspend bool) editFunc {
+func setSuspend(suspend bool) editFunc {
 	if !suspend {
-		return w.setKey(name, "suspend", nil)
+		return setKey("suspend", nil)
 	}
-	return w.setKey(name, "suspend", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
+	return setKey("suspend", &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: "true"})
 }
 
 // setKey sets a top-level key of a definition to value, or removes it when
 // value is nil, keeping the rest of the file and its comments.
-func (w *Writer) setKey(name, key string, value *yaml.Node) editFunc {
+func setKey(key string, value *yaml.Node) editFunc {
 	return func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		doc, err := definitionDoc(file, cur, exists)
 		if err != nil {
 			return nil, false, err
 		}
 		m := doc.Content[0]
-		found := -1
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == key {
-				found = i
-			}
-		}
-		switch {
-		case value != nil && found >= 0:
-			m.Content[found+1] = value
-		case value != nil:
-			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
-		case found >= 0:
-			m.Content = append(m.Content[:found], m.Content[found+2:]...)
-		default:
+		switch old := mappingValue(m, key); {
+		case value == nil && old == nil:
 			return cur, true, nil
+		case value == nil:
+			removeKey(m, key)
+		case old != nil:
+			*old = *value
+		default:
+			m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, value)
 		}
 		out, err := encodeYAML(doc)
 		if err != nil {
