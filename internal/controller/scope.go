@@ -172,23 +172,7 @@ func (s *scope) releaseName() string {
 // deletionPolicy is what deleting the Addon does: the uninstall annotation
 // means Delete, then spec.deletionPolicy, then the profile's default.
 func (s *scope) deletionPolicy() capstanv1.DeletionPolicy {
-	return deletionPolicyOf(s.addon, s.profile)
-}
-
-// deletionPolicyOf is an Addon's deletion policy in its profile: the
-// uninstall annotation, else spec.deletionPolicy, else the profile's
-// default.
-func deletionPolicyOf(a *capstanv1.Addon, profile capstanv1.Profile) capstanv1.DeletionPolicy {
-	if a.Annotations[capstanv1.UninstallAnnotation] == "true" {
-		return capstanv1.DeletionDelete
-	}
-	if p := a.Spec.DeletionPolicy; p != "" {
-		return p
-	}
-	if profile == capstanv1.ProfileRestricted {
-		return capstanv1.DeletionDelete
-	}
-	return capstanv1.DeletionOrphan
+	return s.addon.DeletionPolicyIn(s.profile)
 }
 
 // hookTimeout is spec.hookTimeout or the controller's default.

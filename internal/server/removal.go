@@ -22,16 +22,20 @@ type removal struct {
 // removalOf says what removing a does.
 func removalOf(a *capstanv1.Addon) removal {
 	profile := a.Status.Profile
-	policy := a.Spec.DeletionPolicy
-	why := "its spec.deletionPolicy is " + string(policy)
+	// NOTE: the policy is the controller's own rule; only why it holds,
+	// and an Addon with no profile yet, are the form's.
+	var policy capstanv1.DeletionPolicy
+	why := ""
 	switch {
 	case a.Annotations[capstanv1.UninstallAnnotation] == "true":
-		policy, why = capstanv1.DeletionDelete, "it is marked "+capstanv1.UninstallAnnotation
-	case policy != "":
-	case profile == capstanv1.ProfileRestricted:
-		policy, why = capstanv1.DeletionDelete, "a restricted add-on's default deletion policy is Delete"
-	case profile == capstanv1.ProfileCluster:
-		policy, why = capstanv1.DeletionOrphan, "a cluster add-on's default deletion policy is Orphan"
+		why = "it is marked " + capstanv1.UninstallAnnotation
+	case a.Spec.DeletionPolicy != "":
+		why = "its spec.deletionPolicy is " + string(a.Spec.DeletionPolicy)
+	case profile != "":
+		why = "a " + string(profile) + " add-on's default deletion policy is " + string(a.DeletionPolicyIn(profile))
+	}
+	if why != "" {
+		policy = a.DeletionPolicyIn(profile)
 	}
 	var out removal
 	switch policy {
