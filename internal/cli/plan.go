@@ -127,10 +127,5 @@ const exitPlanRefused = 2
 // the spec alone. Sync windows, the mass-prune threshold and objects to
 // confirm, which only hold a plan for a person, are left out.
 func planVerdict(a *capstanv1.Addon, p *capstanv1.Plan) plan.Verdict {
-	return plan.Decide(plan.State{
-		Plan: p, Suspend: a.Spec.Suspend, Adopt: a.Spec.Adopt, AllowAdoptChanges: a.Spec.AllowAdoptChanges,
-		ManualSync: a.Spec.ManualSync, SyncRequest: a.Spec.SyncRequest, ApprovedPlan: a.Spec.ApprovedPlan,
-		LastSyncRequest: a.Status.LastSyncRequest, LastApprovedPlan: a.Status.LastApprovedPlan,
-		Inventory: len(a.Status.Inventory),
-	})
+	return plan.Decide(plan.StateOf(a, p))
 }

@@ -70,15 +70,11 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 // gateState is what the gates decide on for plan p, with what
 // spec.syncWindows say now.
 func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.Windows) plan.State {
-	return plan.State{
-		Plan: p, Suspend: s.addon.Spec.Suspend, Adopt: s.addon.Spec.Adopt, AllowAdoptChanges: s.addon.Spec.AllowAdoptChanges,
-		ManualSync: s.addon.Spec.ManualSync, SyncRequest: s.addon.Spec.SyncRequest, ApprovedPlan: s.addon.Spec.ApprovedPlan,
-		LastSyncRequest: s.addon.Status.LastSyncRequest, LastApprovedPlan: s.addon.Status.LastApprovedPlan,
-		AppliedPlans: appliedPlans(s.addon.Status.History),
-		Inventory:    len(s.addon.Status.Inventory), PruneThreshold: r.Config.PruneApprovalThreshold, Kept: len(s.kept),
-		Confirm: describeAll(s.confirm),
-		Windows: windows, Continuing: s.continuesRun(),
-	}
+	st := plan.StateOf(s.addon, p)
+	st.AppliedPlans = appliedPlans(s.addon.Status.History)
+	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, len(s.kept), describeAll(s.confirm)
+	st.Windows, st.Continuing = windows, s.continuesRun()
+	return st
 }
 
 // appliesNow reports whether a plan made of in would be applied by this

@@ -52,6 +52,20 @@ type State struct {
 	Continuing bool
 }
 
+// StateOf is the State that the Addon a and its plan p give by
+// themselves: the gates of its spec and what its status records. The
+// controller adds what only it knows (sync windows, the mass-prune
+// threshold, what is kept or to confirm, applied plans, a run that goes
+// on); capstan plan decides on this alone.
+func StateOf(a *capstanv1.Addon, p *capstanv1.Plan) State {
+	return State{
+		Plan: p, Suspend: a.Spec.Suspend, Adopt: a.Spec.Adopt, AllowAdoptChanges: a.Spec.AllowAdoptChanges,
+		ManualSync: a.Spec.ManualSync, SyncRequest: a.Spec.SyncRequest, ApprovedPlan: a.Spec.ApprovedPlan,
+		LastSyncRequest: a.Status.LastSyncRequest, LastApprovedPlan: a.Status.LastApprovedPlan,
+		Inventory: len(a.Status.Inventory),
+	}
+}
+
 // Verdict is the gates' decision.
 type Verdict struct {
 	// Apply is true when the plan may be applied now.
