@@ -150,7 +150,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
-		if d := s.addon.Status.PreHooksDone; d == nil || d.Event != "pre-delete" {
+		if !preDeleteDone(s.addon) {
 			if err := render(); err != nil {
 				return err
 			}
@@ -302,12 +302,18 @@ func (r *AddonReconciler) refuseDeleteHooks(ctx context.Context, s *scope, why s
 // that would have run the pre-delete hooks, and the looks after it (which
 // render again only for post-delete hooks) say nothing new.
 func deleteHooksAhead(a *capstanv1.Addon, hs []render.Hook, unknown bool) bool {
-	d := a.Status.PreHooksDone
-	pre := d == nil || d.Event != "pre-delete"
+	pre := !preDeleteDone(a)
 	if unknown {
 		return pre
 	}
 	return len(hooks.Select(hs, "post-delete")) > 0 || pre && len(hooks.Select(hs, "pre-delete")) > 0
+}
+
+// preDeleteDone reports whether a's uninstall is past its pre-delete
+// stage, hooks or none.
+func preDeleteDone(a *capstanv1.Addon) bool {
+	d := a.Status.PreHooksDone
+	return d != nil && d.Event == "pre-delete"
 }
 
 // reasonDeleteHooksRefused is the reason of the event that says an
