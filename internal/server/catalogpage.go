@@ -9,10 +9,8 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/catalog"
 	"capstan.dev/capstan/internal/gitops"
 )
@@ -83,20 +81,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "catalog", http.StatusUnprocessableEntity, d)
 		return
 	}
-	done := "add"
-	repo, err := s.gitopsRepository(r.Context(), a.Namespace)
-	if err == nil && repo != nil {
-		// A trusted namespace with a gitops repository: git is the truth,
-		// so the add-on is committed there, to install, and the syncer
-		// creates the Addon.
-		done = "commit"
-		_, err = s.commitNew(r.Context(), sess.user, repo, definitionOf(a, v.Entry.Namespace))
-	} else if err == nil {
-		var c client.Client
-		if c, _, err = s.userClient(sess.user); err == nil {
-			_, err = addons.Add(r.Context(), c, a, nil)
-		}
-	}
+	done, err := s.addOrCommit(r.Context(), sess.user, a, v.Entry.Namespace, nil)
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "catalog", errorFor(err).Code, d)

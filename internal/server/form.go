@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
@@ -551,25 +550,7 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		raw, _ := json.Marshal(vals)
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
-	done := "add"
-	repo, err := s.gitopsRepository(r.Context(), a.Namespace)
-	switch {
-	case err == nil && repo != nil && len(inputs) > 0:
-		d.Error = "A secret input cannot be committed to git, and this namespace's add-ons are in its AddonRepository " + repo.Name + ": leave the secret fields empty, and name a Secret in the definition's valuesFrom."
-		s.render(w, "new", http.StatusUnprocessableEntity, d)
-		return
-	case err == nil && repo != nil:
-		// NOTE: as the catalog: in a trusted namespace with a gitops
-		// repository, git is the truth, so the add-on is committed there,
-		// to install, and the syncer creates the Addon.
-		done = "commit"
-		_, err = s.commitNew(r.Context(), sess.user, repo, definitionOf(a, ""))
-	case err == nil:
-		var c client.Client
-		if c, _, err = s.userClient(sess.user); err == nil {
-			_, err = addons.Add(r.Context(), c, a, inputs)
-		}
-	}
+	done, err := s.addOrCommit(r.Context(), sess.user, a, "", inputs)
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "new", errorFor(err).Code, d)

@@ -132,6 +132,34 @@ func (s *Server) gitopsRepository(ctx context.Context, namespace string) (*capst
 	return &list.Items[0], nil
 }
 
+// addOrCommit adds the new Addon a for the user, from the catalog or a
+// chart link: in a trusted namespace with a gitops repository git is the
+// truth, so its definition (its objects in target, when set) is committed
+// there, to install, and the syncer creates the Addon; elsewhere it is
+// created in the cluster with the secret inputs. A secret input cannot be
+// committed: git must not hold it. It answers the flash, "commit" or
+// "add".
+func (s *Server) addOrCommit(ctx context.Context, u User, a *capstanv1.Addon, target string, inputs map[string]string) (string, error) {
+	repo, err := s.gitopsRepository(ctx, a.Namespace)
+	if err != nil {
+		return "", err
+	}
+	if repo == nil {
+		c, _, err := s.userClient(u)
+		if err != nil {
+			return "", err
+		}
+		_, err = addons.Add(ctx, c, a, inputs)
+		return "add", err
+	}
+	if len(inputs) > 0 {
+		return "", apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid",
+			Message: "A secret input cannot be committed to git, and this namespace's add-ons are in its AddonRepository " + repo.Name + ": leave the secret fields empty, and name a Secret in the definition's valuesFrom."}
+	}
+	_, err = s.commitNew(ctx, u, repo, definitionOf(a, target))
+	return "commit", err
+}
+
 // trusted lists the namespaces whose add-ons use the cluster profile.
 func (s *Server) trusted() []string { return s.config().TrustedNamespaces }
 
