@@ -86,6 +86,8 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")
+	fs.IntVar(&o.config.MaxConcurrentPerTenant, "max-concurrent-per-tenant", -1, "The most Addons of one restricted-profile (tenant) namespace reconciled at once; another waits, requeued, while the others' run. "+
+		"Cluster-profile Addons are never held back. -1 means a quarter of --max-concurrent-reconciles, at least 1; 0 turns the share off.")
 	fs.StringVar(&o.httpAddr, "http-bind-address", ":8080", "Address of the HTTPS endpoint: the API (/api/v1/) and git push webhooks (/hooks/git/NAMESPACE/NAME); 0 disables it.")
 	fs.StringVar(&o.tlsCertFile, "tls-cert-file", "", "The HTTPS endpoint's certificate (PEM); with neither file, a self-signed certificate is made at start.")
 	fs.StringVar(&o.tlsKeyFile, "tls-private-key-file", "", "The private key of --tls-cert-file (PEM).")
@@ -133,6 +135,9 @@ func newControllerCommand() *cobra.Command {
 				return err
 			}
 			if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
+				return err
+			}
+			if err := checkTenantShare(o.config.MaxConcurrentPerTenant); err != nil {
 				return err
 			}
 			if err := checkLeaseName(o.leaderElectID); err != nil {
@@ -271,6 +276,17 @@ func checkPruneThreshold(share float64) error {
 	if share <= 0 || share > 1 {
 		return fmt.Errorf("--prune-approval-threshold %g is not a share of the inventory: give more than 0 and at most 1 "+
 			"(a small share such as 0.001 has nearly every prune approved; 1 turns the gate off)", share)
+	}
+	return nil
+}
+
+// checkTenantShare refuses a --max-concurrent-per-tenant below -1: the
+// controller reads every negative share as the default, so a -2 meant as
+// something else would quietly be a quarter of the workers.
+func checkTenantShare(share int) error {
+	if share < -1 {
+		return fmt.Errorf("--max-concurrent-per-tenant %d is no share: give a number of reconciles, 0 to turn the share off, "+
+			"or -1 for the default (a quarter of --max-concurrent-reconciles, at least 1)", share)
 	}
 	return nil
 }

@@ -20,6 +20,19 @@ func TestControllerFlagsRefused(t *testing.T) {
 			t.Errorf("--prune-approval-threshold %g: %v", share, err)
 		}
 	}
+	for _, share := range []int{-2, -100} {
+		if err := checkTenantShare(share); err == nil || !strings.Contains(err.Error(), "-1 for the default") {
+			t.Errorf("--max-concurrent-per-tenant %d: %v", share, err)
+		}
+	}
+	for _, share := range []int{-1, 0, 1, 16} {
+		if err := checkTenantShare(share); err != nil {
+			t.Errorf("--max-concurrent-per-tenant %d: %v", share, err)
+		}
+	}
+	if o := parseControllerFlags(t); o.config.MaxConcurrentPerTenant != -1 {
+		t.Errorf("--max-concurrent-per-tenant defaults to %d, want -1 (a quarter of the workers)", o.config.MaxConcurrentPerTenant)
+	}
 	for _, name := range []string{"", "Capstan_Controller", strings.Repeat("a", 254)} {
 		if err := checkLeaseName(name); err == nil || !strings.Contains(err.Error(), "is not a Lease's name") {
 			t.Errorf("--leader-election-id %q: %v", name, err)

@@ -123,6 +123,11 @@ type AddonReconciler struct {
 	warned sync.Map
 	// incidents remembers the triggers and closes this process sent.
 	incidents incidentMemory
+	// share bounds the reconciles of one restricted namespace at once;
+	// nil (outside a manager) bounds nothing.
+	share *tenantShare
+	// retries is the queue's retry rate limiter; nil outside a manager.
+	retries *retryLimiter
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -132,7 +137,8 @@ type AddonReconciler struct {
 const valuesRefIndex = "capstan.dev/values-ref"
 
 // SetupWithManager registers the reconciler, with up to maxConcurrent
-// reconciles at once. Addons are watched, and so is
+// reconciles at once, and at most Config.MaxConcurrentPerTenant of them of
+// one restricted namespace (tenantShareLimit). Addons are watched, and so is
 // the metadata of Secrets and ConfigMaps (only metadata: the controller
 // never caches Secret data), to reconcile the Addons that read them (all of
 // them for the platform ConfigMap), and
@@ -150,6 +156,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		return err
 	}
 	r.local.watched = watched
+	workers := max(1, maxConcurrent)
+	r.share = newTenantShare(tenantShareLimit(r.Config.MaxConcurrentPerTenant, workers))
+	r.retries = newRetryLimiter()
 	// Shadow CRDs that a crash left behind in this cluster are swept even
 	// when their add-on checks no CRD again.
 	sweeper := r.local.appliers[capstanv1.ProfileCluster].Client
@@ -272,7 +281,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		Watches(&corev1.ConfigMap{}, enqueueReaders("ConfigMap"), builder.OnlyMetadata).
 		WatchesRawSource(crsource.Func(r.drift.start)).
 		Named("addon").
-		WithOptions(crcontroller.Options{MaxConcurrentReconciles: max(1, maxConcurrent), RateLimiter: retryLimiter()}).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: workers, RateLimiter: r.retries}).
 		Complete(r)
 }
 
@@ -362,6 +371,13 @@ func (r *AddonReconciler) init() error {
 // Reconcile brings one Addon towards its spec. It reads the Addon, defers
 // one status patch, handles pause and deletion, then runs the pipeline.
 func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	leave, ok := r.enterShare(req)
+	if !ok {
+		return r.deferForShare(ctx, req), nil
+	}
+	// NOTE: deferred first, so the place is given back on every way out,
+	// a panic too (controller-runtime recovers it after this unwinds).
+	defer leave()
 	start := time.Now()
 	log := logf.FromContext(ctx)
 	if err := r.init(); err != nil {
@@ -560,11 +576,11 @@ func (r *AddonReconciler) wrote(addon *capstanv1.Addon) {
 // stays down is asked at most once a minute per add-on.
 const maxRetryDelay = time.Minute
 
-// retryLimiter is controller-runtime's default rate limiter with the
+// newRetryLimiter is controller-runtime's default rate limiter with the
 // per-add-on backoff capped at maxRetryDelay.
-func retryLimiter() workqueue.TypedRateLimiter[reconcile.Request] {
-	return workqueue.NewTypedMaxOfRateLimiter(
+func newRetryLimiter() *retryLimiter {
+	return &retryLimiter{TypedRateLimiter: workqueue.NewTypedMaxOfRateLimiter(
 		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](5*time.Millisecond, maxRetryDelay),
 		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
-	)
+	)}
 }

@@ -68,6 +68,12 @@ type Config struct {
 	// the controller reconciles only the Addons it matches. Nil matches
 	// every Addon.
 	Selector labels.Selector
+	// MaxConcurrentPerTenant is the most reconciles of one
+	// restricted-profile namespace that run at once (--max-concurrent-per-tenant);
+	// a reconcile past it is deferred, and cluster-profile add-ons are never
+	// counted. Zero turns the share off; a negative number means a quarter
+	// of the workers, at least 1 (tenantShareLimit).
+	MaxConcurrentPerTenant int
 	// Sandbox runs chart templates in worker processes bounded in time and
 	// memory, since a template can loop for ever. Nil renders in the
 	// controller's process, unbounded.
@@ -129,7 +135,12 @@ func (c Config) WithDefaults() Config {
 // Profile decides an Addon's profile from its namespace. The Addon's author
 // never chooses it.
 func (c Config) Profile(addon *capstanv1.Addon) capstanv1.Profile {
-	if slices.Contains(c.TrustedNamespaces, addon.Namespace) {
+	return c.profileOf(addon.Namespace)
+}
+
+// profileOf is the profile of the Addons of a namespace.
+func (c Config) profileOf(namespace string) capstanv1.Profile {
+	if slices.Contains(c.TrustedNamespaces, namespace) {
 		return capstanv1.ProfileCluster
 	}
 	return capstanv1.ProfileRestricted

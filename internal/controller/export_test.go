@@ -13,3 +13,17 @@ func (r *AddonReconciler) HoldsRemoteCluster(namespace, secret, key string) bool
 	defer r.remotes.mu.Unlock()
 	return r.remotes.by[remoteKey{NamespacedName: types.NamespacedName{Namespace: namespace, Name: secret}, Key: key}] != nil
 }
+
+// FillTenantShare takes every place of a namespace in the tenant share, for
+// the integration tests, and returns what gives them back.
+func (r *AddonReconciler) FillTenantShare(namespace string) (release func()) {
+	taken := 0
+	for r.share.limit > 0 && r.share.acquire(namespace) {
+		taken++
+	}
+	return func() {
+		for range taken {
+			r.share.release(namespace)
+		}
+	}
+}

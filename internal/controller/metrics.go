@@ -32,10 +32,14 @@ var (
 		Name: "capstan_objects_pruned_total",
 		Help: "Objects deleted by pruning or by an uninstall.",
 	})
+	reconcilesDeferred = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "capstan_reconciles_deferred_total",
+		Help: "Addon reconciles put off because their restricted namespace had its share of the workers (--max-concurrent-per-tenant) reconciling already.",
+	})
 )
 
 func init() {
-	metrics.Registry.MustRegister(reconcileDuration, addonsByPhase, objectsApplied, objectsPruned)
+	metrics.Registry.MustRegister(reconcileDuration, addonsByPhase, objectsApplied, objectsPruned, reconcilesDeferred)
 }
 
 // phases remembers each Addon's phase, so the by-phase gauge counts each

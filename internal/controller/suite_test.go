@@ -131,6 +131,9 @@ func setupSuite() error {
 			DriftDelay:        2 * time.Second,
 			HealthPoll:        500 * time.Millisecond,
 			HookTimeout:       time.Minute,
+			// As many as the workers: one namespace alone never meets it,
+			// and FillTenantShare has something to fill.
+			MaxConcurrentPerTenant: 4,
 			// Remote clusters are other local control planes on loopback;
 			// this cluster's own API server stays refused.
 			RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)},

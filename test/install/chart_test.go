@@ -81,6 +81,7 @@ resyncInterval: 10m
 driftDelay: 15s
 hookTimeout: 20m
 maxConcurrentReconciles: 16
+maxConcurrentPerTenant: 3
 watchLabelSelector: capstan.dev/tier=a
 shard: a
 pruneApprovalThreshold: 0.25
@@ -147,6 +148,7 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		{"unknownKey=1", "unknownKey"},
 		{"shard=Shard_A", "shard"},
 		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
+		{"maxConcurrentPerTenant=-2", "maxConcurrentPerTenant"},
 		{"extraArgs={leader-elect}", "extraArgs"},
 		{"notifications.secrets={Team_Hook}", "notifications"},
 		{"notifications.secrets={a..b}", "notifications"},
