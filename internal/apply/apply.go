@@ -13,7 +13,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -427,17 +426,11 @@ func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, ui
 	})
 }
 
-// Delete deletes one object; one that is gone already is no error.
+// Delete deletes one object, by a version its kind is served by now when
+// the cluster no longer serves ref's (ReadMetadata); one that is gone
+// already is no error.
 func (a *Applier) Delete(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation) error {
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion(ref.APIVersion)
-	obj.SetKind(ref.Kind)
-	obj.SetNamespace(ref.Namespace)
-	obj.SetName(ref.Name)
-	err := a.Client.Delete(ctx, obj, client.PropagationPolicy(propagation))
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil
-	}
+	_, err := a.deleteServed(ctx, ref, propagation)
 	return err
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -43,6 +44,10 @@ func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client
 	}
 	return nil
 }
+
+// RESTMapper maps no kind: an object not found is gone, since no other
+// version serves its kind.
+func (r *deleteRecorder) RESTMapper() meta.RESTMapper { return meta.NewDefaultRESTMapper(nil) }
 
 func (r *deleteRecorder) Delete(_ context.Context, obj client.Object, _ ...client.DeleteOption) error {
 	r.log = append(r.log, "delete "+obj.GetName())

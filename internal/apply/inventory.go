@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -442,15 +443,11 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted) error {
 	for _, r := range refs {
 		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && read == nil {
-			obj := &metav1.PartialObjectMetadata{}
-			obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
-			obj.SetNamespace(r.Namespace)
-			obj.SetName(r.Name)
-			switch err := a.Client.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); {
-			case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
-			case err != nil:
+			sent, err := a.deleteServed(ctx, r, metav1.DeletePropagationBackground)
+			if err != nil {
 				return fmt.Errorf("deleting %s: %w", r.Describe(), err)
-			default:
+			}
+			if sent {
 				out.Requests++
 			}
 			out.Done = append(out.Done, r)
@@ -475,18 +472,133 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 }
 
 // ReadMetadata reads an object's metadata, or nil when it is gone (or its
-// kind is).
+// kind is). The metadata carries the API version it was read by, which a
+// delete of it goes through.
+//
+// The inventory holds an object by the API version it was applied with,
+// and the cluster may stop serving that version while the object runs on:
+// a CRD that serves only v1 now, an API server upgraded past a beta. That
+// version then maps to no kind, or, while the client's REST mapper has
+// not seen the change, the API server answers 404: both read as if the
+// object were gone, and a prune would drop it from the inventory still
+// running, for no uninstall to find. So an object not found by its own
+// version is looked for by the versions its kind is served by now
+// (servedVersions), and is gone only when its kind is served by none, or
+// a served version finds no object either.
 func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
-	m := &metav1.PartialObjectMetadata{}
-	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
-	err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m)
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		return nil, nil
+	m, err := a.readMetadata(ctx, r, r.APIVersion)
+	if !isGone(err) {
+		return m, err
 	}
+	versions, err := a.servedVersions(ctx, r, meta.IsNoMatchError(err))
 	if err != nil {
 		return nil, err
 	}
+	gv, _ := schema.ParseGroupVersion(r.APIVersion)
+	for _, v := range versions {
+		m, err := a.readMetadata(ctx, r, schema.GroupVersion{Group: gv.Group, Version: v}.String())
+		if !isGone(err) {
+			return m, err
+		}
+	}
+	return nil, nil
+}
+
+// readMetadata reads r's metadata by apiVersion.
+func (a *Applier) readMetadata(ctx context.Context, r capstanv1.ObjectRef, apiVersion string) (*metav1.PartialObjectMetadata, error) {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(schema.FromAPIVersionAndKind(apiVersion, r.Kind))
+	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, m); err != nil {
+		return nil, err
+	}
 	return m, nil
+}
+
+// isGone reports whether err says that an object is not found by the
+// version asked, or that the version maps to no kind.
+func isGone(err error) bool {
+	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
+}
+
+// servedVersions returns the versions, other than r's own, that r's kind
+// is served by now, to look for r by when its own version did not find it;
+// none when the kind is served by no version at all. A REST mapper that
+// can be reset is reset first. The mapper of controller-runtime cannot be,
+// and keeps serving a version from its cache after the API server stopped
+// serving it, with no word of a version added since: for a custom
+// resource, the CRD is read, and its served versions are the answer (a
+// version the mapper lacks it loads when asked for it). When the CRD says
+// that r's own version is served, a 404 (ownNoMatch false) was the object
+// itself missing, and there is no other version to ask.
+func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, ownNoMatch bool) ([]string, error) {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	if err != nil {
+		return nil, nil
+	}
+	gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
+	mapper := a.Client.RESTMapper()
+	if mapper == nil {
+		return nil, nil
+	}
+	if m, ok := mapper.(meta.ResettableRESTMapper); ok {
+		m.Reset()
+	}
+	mappings, err := mapper.RESTMappings(gk)
+	if err != nil && !meta.IsNoMatchError(err) {
+		return nil, fmt.Errorf("finding the versions the cluster serves %s by: %w", r.Kind, err)
+	}
+	var versions []string
+	for _, m := range mappings {
+		versions = append(versions, m.GroupVersionKind.Version)
+	}
+	// NOTE: a CRD's group holds a dot; the API server's own groups of
+	// none (apps, batch) have no CRD to read.
+	if len(mappings) > 0 && strings.Contains(gk.Group, ".") {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		switch err := a.Client.Get(ctx, client.ObjectKey{Name: mappings[0].Resource.Resource + "." + gk.Group}, crd); {
+		case err == nil && crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind:
+			versions = versions[:0]
+			for _, v := range crd.Spec.Versions {
+				if !v.Served {
+					continue
+				}
+				if v.Name == gv.Version && !ownNoMatch {
+					return nil, nil
+				}
+				versions = append(versions, v.Name)
+			}
+		case err == nil, isGone(err), apierrors.IsForbidden(err):
+			// NOTE: not a custom resource, or a CRD this identity may not
+			// read: the mapper's versions are all there is to go by.
+		default:
+			return nil, fmt.Errorf("reading the CustomResourceDefinition of %s: %w", r.Kind, err)
+		}
+	}
+	return slices.DeleteFunc(slices.Compact(versions), func(v string) bool { return v == gv.Version }), nil
+}
+
+// deleteServed deletes r by its own version, or, when that finds no
+// object, by a version its kind is served by now (ReadMetadata). sent
+// reports whether a delete was sent to an object found.
+func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propagation metav1.DeletionPropagation) (sent bool, err error) {
+	obj := &metav1.PartialObjectMetadata{}
+	obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
+	obj.SetNamespace(r.Namespace)
+	obj.SetName(r.Name)
+	err = a.Client.Delete(ctx, obj, client.PropagationPolicy(propagation))
+	if !isGone(err) {
+		return err == nil, err
+	}
+	m, err := a.ReadMetadata(ctx, r)
+	if err != nil || m == nil {
+		return false, err
+	}
+	uid := m.GetUID()
+	err = a.Client.Delete(ctx, m, client.Preconditions{UID: &uid}, client.PropagationPolicy(propagation))
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 // errUnconfirmed is an object held back from a prune for want of a
