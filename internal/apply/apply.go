@@ -224,6 +224,12 @@ func isStatefulSet(obj *unstructured.Unstructured) bool {
 // ReplicaSet's pods running for ever. What CannotRecreate refuses is
 // refused.
 func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error) {
+	return a.recreate(ctx, obj, uid, nil)
+}
+
+// recreate is Recreate, with the API server's refusals of a Secret worded
+// by refused when it is set (withheld).
+func (a *Applier) recreate(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, refused Refused) (*unstructured.Unstructured, error) {
 	ref := capstanv1.RefOf(obj)
 	live, err := a.Get(ctx, ref)
 	switch {
@@ -244,7 +250,7 @@ func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, 
 	case isJob(obj):
 		propagation = metav1.DeletePropagationForeground
 	}
-	return a.replace(ctx, obj, live.GetUID(), propagation)
+	return a.replace(ctx, obj, live.GetUID(), propagation, refused)
 }
 
 func isJob(obj *unstructured.Unstructured) bool {
@@ -260,16 +266,17 @@ func sameSelector(a, b *unstructured.Unstructured) bool {
 
 // replace deletes an object, bound to uid when it is given, waits until it
 // is gone, and applies it anew. An apply refused after the delete says
-// that the object is gone.
-func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, propagation metav1.DeletionPropagation) (*unstructured.Unstructured, error) {
+// that the object is gone. The API server's refusals of a Secret are
+// worded by refused when it is set (withheld).
+func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, uid types.UID, propagation metav1.DeletionPropagation, refused Refused) (*unstructured.Unstructured, error) {
 	ref := capstanv1.RefOf(obj)
 	if err := a.deleteAndWait(ctx, ref, uid, propagation, a.CRDTimeout); err != nil {
-		return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), err)
+		return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), withheld(obj, err, refused))
 	}
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
-		return nil, fmt.Errorf("%s was deleted to be created anew, and creating it failed, so it is missing until a sync creates it: %w", ref.Describe(), err)
+		return nil, fmt.Errorf("%s was deleted to be created anew, and creating it failed, so it is missing until a sync creates it: %w", ref.Describe(), withheld(obj, err, refused))
 	}
 	return out, nil
 }
@@ -282,6 +289,12 @@ func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, u
 // bound to the UID recreate gives). onApplied, if set, is called after
 // each object is applied, with the object and the API server's answer.
 func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]types.UID, onApplied func(obj, live *unstructured.Unstructured)) error {
+	return a.ordered(ctx, objs, recreate, onApplied, nil)
+}
+
+// ordered is Ordered, with the API server's refusals of a Secret worded
+// by refused when it is set (withheld).
+func (a *Applier) ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]types.UID, onApplied func(obj, live *unstructured.Unstructured), refused Refused) error {
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
@@ -289,7 +302,9 @@ func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured
 			// ApplyLive's Job recreate has none.
 			live, err := a.applyOnce(ctx, obj)
 			if uid, ok := recreate[obj]; err != nil && (ok && RefusedInPlace(err) || IsImmutableJob(obj, err)) {
-				live, err = a.Recreate(ctx, obj, uid)
+				live, err = a.recreate(ctx, obj, uid, refused)
+			} else {
+				err = withheld(obj, err, refused)
 			}
 			if err != nil {
 				return fmt.Errorf("applying %s: %w", capstanv1.RefOf(obj).Describe(), err)
@@ -313,6 +328,34 @@ func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured
 	}
 	return apply(rest)
 }
+
+// Refused words the API server's refusal of obj for a message, withholding
+// what may quote a value (plan.RedactAPIError).
+type Refused func(obj *unstructured.Unstructured, err error) string
+
+// withheld is err, the API server's refusal of obj, in refused's words
+// when obj is a Secret and refused is set: an admission policy's refusal
+// may quote the Secret's data, and data written in a manifest, no Helm
+// value, is no value the controller's mask knows to hide. The error still
+// wraps err, so that errors.As finds the API server's status to classify
+// it by. Errors of Capstan's own (a wait that timed out) quote nothing,
+// and are returned as they are, as is every refusal of another kind.
+func withheld(obj *unstructured.Unstructured, err error, refused Refused) error {
+	var status apierrors.APIStatus
+	if err == nil || refused == nil || obj.GroupVersionKind().GroupKind() != secretGK || !errors.As(err, &status) {
+		return err
+	}
+	return &withheldError{msg: refused(obj, err), err: err}
+}
+
+// withheldError is an error whose message refused worded.
+type withheldError struct {
+	msg string
+	err error
+}
+
+func (e *withheldError) Error() string { return e.msg }
+func (e *withheldError) Unwrap() error { return e.err }
 
 // Split sorts objects into CRDs, Namespaces and the rest, keeping their order.
 func Split(objs []*unstructured.Unstructured) (crds, namespaces, rest []*unstructured.Unstructured) {
@@ -437,4 +480,5 @@ func (a *Applier) Delete(ctx context.Context, ref capstanv1.ObjectRef, propagati
 var (
 	crdGK       = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
 	namespaceGK = schema.GroupKind{Kind: "Namespace"}
+	secretGK    = schema.GroupKind{Kind: "Secret"}
 )

@@ -60,9 +60,11 @@ type Sequence struct {
 	// add-on, which is then refused it as another's.
 	Adopted     map[capstanv1.ObjectRef]types.UID
 	OwnerLabels map[string]string
-	// Refused words a dry-run error for the message, withholding what may
-	// quote a value; nil uses the error as it is.
-	Refused func(obj *unstructured.Unstructured, err error) string
+	// Refused words the API server's refusal of an object for the
+	// message, withholding what may quote a value: of a dry run, and, for
+	// a Secret, of its apply, or of the delete and the apply that
+	// recreate it. Nil uses the error as it is.
+	Refused Refused
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
 	// Keep is Pruning to honour what keeps an object from a prune (KeptBy):
@@ -162,7 +164,7 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 			q.OnApplied(obj, live)
 		}
 	}
-	if err := q.Applier.Ordered(ctx, first, q.Recreate, onApplied); err != nil {
+	if err := q.Applier.ordered(ctx, first, q.Recreate, onApplied, q.Refused); err != nil {
 		return res, err
 	}
 	if q.Install {
@@ -254,7 +256,7 @@ func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstruc
 				return err
 			}
 		}
-		if err := q.Applier.Ordered(ctx, w.objects, q.Recreate, onApplied); err != nil {
+		if err := q.Applier.ordered(ctx, w.objects, q.Recreate, onApplied, q.Refused); err != nil {
 			return err
 		}
 	}

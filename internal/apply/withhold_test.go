@@ -1,0 +1,115 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// plainValue is a Secret's value that no mask knows: it is no Helm value.
+const plainValue = "s3cret-from-the-manifest"
+
+// refuser is a client that answers each apply with the next of applies
+// (nil takes it), and deletes with deleteErr; an object is live until a
+// delete succeeds. What an admission policy refuses is the API server's
+// business; how Capstan words the refusal is pure logic.
+type refuser struct {
+	client.Client
+	applies   []error
+	deleteErr error
+	deleted   bool
+}
+
+func (r *refuser) Apply(context.Context, runtime.ApplyConfiguration, ...client.ApplyOption) error {
+	err := r.applies[0]
+	r.applies = r.applies[1:]
+	return err
+}
+
+func (r *refuser) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if r.deleted {
+		return apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, key.Name)
+	}
+	obj.SetName(key.Name)
+	obj.SetNamespace(key.Namespace)
+	obj.SetUID("uid-1")
+	return nil
+}
+
+func (r *refuser) Delete(context.Context, client.Object, ...client.DeleteOption) error {
+	if r.deleteErr != nil {
+		return r.deleteErr
+	}
+	r.deleted = true
+	return nil
+}
+
+// TestApplyErrorsOfASecretAreWithheld: an admission policy that quotes a
+// Secret's data in its refusal, of the apply, of the delete of a recreate
+// or of the apply after it, has its message worded by Sequence.Refused,
+// which withholds it; the error still is the API server's for errors.As.
+// Another kind's refusal is left as it is.
+func TestApplyErrorsOfASecretAreWithheld(t *testing.T) {
+	denied := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "s",
+		errors.New(`admission webhook "policy.example.com" denied the request: data.password is "`+plainValue+`"`))
+	immutable := apierrors.NewInvalid(schema.GroupKind{Kind: "Secret"}, "s",
+		field.ErrorList{field.Invalid(field.NewPath("data"), plainValue, "field is immutable")})
+	obj := func(kind string) *unstructured.Unstructured {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind(kind)
+		o.SetNamespace("ns")
+		o.SetName("s")
+		return o
+	}
+	for _, tc := range []struct {
+		name      string
+		kind      string
+		recreate  bool
+		applies   []error
+		deleteErr error
+		says      string
+		withheld  bool
+	}{
+		{name: "apply", kind: "Secret", applies: []error{denied}, says: "applying Secret ns/s: withheld", withheld: true},
+		{name: "invalid apply", kind: "Secret", applies: []error{immutable}, says: "applying Secret ns/s: withheld", withheld: true},
+		{name: "delete of a recreate", kind: "Secret", recreate: true, applies: []error{immutable}, deleteErr: denied,
+			says: "deleting Secret ns/s to create it anew: withheld", withheld: true},
+		{name: "apply of a recreate", kind: "Secret", recreate: true, applies: []error{immutable, denied},
+			says: "Secret ns/s was deleted to be created anew, and creating it failed, so it is missing until a sync creates it: withheld", withheld: true},
+		{name: "another kind", kind: "ConfigMap", applies: []error{denied}, says: plainValue},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := obj(tc.kind)
+			c := &refuser{applies: tc.applies, deleteErr: tc.deleteErr}
+			q := Sequence{
+				Applier: &Applier{Client: c, Poll: 4 * time.Millisecond}, Objects: []*unstructured.Unstructured{o}, Changed: []*unstructured.Unstructured{o},
+				Refused: func(*unstructured.Unstructured, error) string { return "withheld" },
+			}
+			if tc.recreate {
+				q.Recreate = map[*unstructured.Unstructured]types.UID{o: "uid-1"}
+			}
+			_, err := q.Run(context.Background())
+			if err == nil {
+				t.Fatal("the sequence applied a refused object")
+			}
+			if !strings.Contains(err.Error(), tc.says) || tc.withheld && strings.Contains(err.Error(), plainValue) {
+				t.Errorf("error %q; want it to say %q", err, tc.says)
+			}
+			var status apierrors.APIStatus
+			if !errors.As(err, &status) {
+				t.Errorf("error %q is no longer the API server's", err)
+			}
+		})
+	}
+}
