@@ -10,6 +10,7 @@ package mask
 
 import (
 	"cmp"
+	"encoding/base64"
 	"encoding/json"
 	"regexp"
 	"slices"
@@ -31,18 +32,31 @@ type Mask struct {
 // New hides values, the longest first, so that a value that holds another
 // is hidden whole. Each value is searched for as it is and in the forms a
 // message quotes it in: Go's %q and JSON escape quotes, backslashes and
-// control characters (the API server quotes an invalid value with %q), and
-// each line of a value of several lines (a key in PEM) may show alone. New
-// returns nil when no value is worth hiding.
+// control characters (the API server quotes an invalid value with %q),
+// each line of a value of several lines (a key in PEM) may show alone,
+// and the value alone in base64, standard and URL-safe, with padding and
+// without: a chart encodes a password with b64enc for a field that wants
+// base64, not only a Secret's data (a ConfigMap's binaryData, a custom
+// resource's field), and anyone can decode it. New returns nil when no
+// value is worth hiding.
 func New(secrets []string) *Mask {
 	var keep []string
+	worth := func(v string) bool { return len(v) >= MinLen && v != "true" && v != "false" }
 	add := func(v string) {
-		if len(v) >= MinLen && v != "true" && v != "false" {
+		if worth(v) {
 			keep = append(keep, v)
 		}
 	}
 	for _, v := range secrets {
 		add(v)
+		if worth(v) {
+			// NOTE: only the value alone: within a longer text its base64
+			// depends on what comes before it. A diff decodes what looks
+			// like base64 instead (plan.HideValuesPair).
+			for _, enc := range encodings {
+				add(enc.EncodeToString([]byte(v)))
+			}
+		}
 		quoted := strconv.Quote(v)
 		add(quoted[1 : len(quoted)-1])
 		if j, err := json.Marshal(v); err == nil {
@@ -65,6 +79,9 @@ func New(secrets []string) *Mask {
 	}
 	return &Mask{r: strings.NewReplacer(pairs...)}
 }
+
+// encodings are the base64 forms a value is hidden in.
+var encodings = []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding}
 
 // String returns text with every value hidden. A plan's hash (sha256: and
 // 64 hex digits) is left whole, whatever digits a value shares with it: a

@@ -59,3 +59,21 @@ func mustJSON(t *testing.T, v string) string {
 	}
 	return string(b)
 }
+
+// TestHidesBase64OfAValueAlone: a value is hidden in base64 too, standard
+// and URL-safe, padded or not, when it was encoded alone; a value too short
+// to hide is not hidden in base64 either.
+func TestHidesBase64OfAValueAlone(t *testing.T) {
+	m := New([]string{"?>?~~pass>?", "abc", "true"})
+	for _, tc := range []struct{ text, want string }{
+		{"data: Pz4/fn5wYXNzPj8=", "data: (hidden)"},
+		{"data: Pz4/fn5wYXNzPj8", "data: (hidden)"},
+		{"data: Pz4_fn5wYXNzPj8=", "data: (hidden)"},
+		{`"Pz4_fn5wYXNzPj8"`, `"(hidden)"`},
+		{"too short: YWJj, a boolean: dHJ1ZQ==", "too short: YWJj, a boolean: dHJ1ZQ=="},
+	} {
+		if got := m.String(tc.text); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,9 @@
 package plan
 
 import (
+	"encoding/base64"
+	"strings"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -130,12 +133,18 @@ func redactAnnotation(key string, live, desired *unstructured.Unstructured) {
 // says that the field changes, and shows neither the new value nor the old
 // one, which hides cannot know (the Secret held another value then). A
 // string of live that holds a value where desired has none is hidden too.
+// A string that looks like base64 and decodes to one that holds a value
+// is hidden too (decodeBase64): a chart encodes with b64enc a whole text
+// that holds a value (user:password, a configuration file) for a field
+// that wants base64, such as a ConfigMap's binaryData or a policy's
+// generated Secret, and anyone who reads the diff can decode it.
 // Either side may be nil; with a nil hides both are returned as they are.
 // The arguments are not modified.
 func HideValuesPair(live, desired *unstructured.Unstructured, hides func(string) bool) (*unstructured.Unstructured, *unstructured.Unstructured) {
 	if hides == nil {
 		return live, desired
 	}
+	hides = orEncoded(hides)
 	var l, d any
 	if live != nil {
 		live = live.DeepCopy()
@@ -227,4 +236,63 @@ func hideAlone(v any, hides func(string) bool) any {
 		}
 	}
 	return v
+}
+
+// Bounds of the strings a diff decodes from base64 to look for a value
+// in. Eight characters are six bytes: a shorter text holds little more
+// than a value alone, whose base64 the mask knows already (mask.New). No
+// string of an object is longer than the API server takes in a request
+// (3 MiB), so the upper bound only stops what no object holds.
+const (
+	minEncoded = 8
+	maxEncoded = 3 << 20
+)
+
+// orEncoded is hides, and true also for a string that decodes from base64
+// to one that hides reports.
+func orEncoded(hides func(string) bool) func(string) bool {
+	return func(s string) bool {
+		if hides(s) {
+			return true
+		}
+		d, ok := decodeBase64(s)
+		return ok && hides(d)
+	}
+}
+
+// decodeBase64 decodes s when it looks like base64, standard or URL-safe,
+// with padding or without, and is between minEncoded and maxEncoded long;
+// ok is false otherwise. What it decodes to may be binary: a value within
+// binary data is still the value.
+func decodeBase64(s string) (decoded string, ok bool) {
+	if len(s) < minEncoded || len(s) > maxEncoded {
+		return "", false
+	}
+	var std, url bool
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '=':
+		case c == '+', c == '/':
+			std = true
+		case c == '-', c == '_':
+			url = true
+		default:
+			return "", false
+		}
+	}
+	if std && url {
+		return "", false
+	}
+	enc := base64.StdEncoding
+	if url {
+		enc = base64.URLEncoding
+	}
+	if !strings.HasSuffix(s, "=") {
+		enc = enc.WithPadding(base64.NoPadding)
+	}
+	b, err := enc.DecodeString(s)
+	if err != nil {
+		return "", false
+	}
+	return string(b), true
 }

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -66,5 +67,42 @@ func TestHideValuesPairHidesAnyKindByPath(t *testing.T) {
 	}
 	if gl, gd := HideValuesPair(live, desired, nil); gl != live || gd != desired {
 		t.Error("with nil hides, the objects should come back as they are")
+	}
+}
+
+// TestHideValuesPairHidesBase64OfAValue: a string that decodes from
+// base64, standard or URL-safe, padded or not, to text that holds a value
+// is hidden like the value; base64 of other text, strings too short or
+// too long to be decoded, and strings that mix both alphabets are not.
+func TestHideValuesPairHidesBase64OfAValue(t *testing.T) {
+	hides := func(s string) bool { return strings.Contains(s, "p>ss?w0rd!") }
+	long := base64.StdEncoding.EncodeToString([]byte("user:p>ss?w0rd!" + strings.Repeat(" ", maxEncoded)))
+	for _, tc := range []struct {
+		name, value string
+		hidden      bool
+	}{
+		{"standard", "dXNlcjpwPnNzP3cwcmQh", true},         // user:p>ss?w0rd!
+		{"standard padded", "ZGI6cD5zcz93MHJkIQ==", true},  // db:p>ss?w0rd!
+		{"standard unpadded", "ZGI6cD5zcz93MHJkIQ", true},  // db:p>ss?w0rd!
+		{"standard, + and /", "YXA+c3M/dzByZCE=", true},    // ap>ss?w0rd!
+		{"URL-safe padded", "YXA-c3M_dzByZCE=", true},      // ap>ss?w0rd!
+		{"URL-safe unpadded", "YXA-c3M_dzByZCE", true},     // ap>ss?w0rd!
+		{"JSON", "eyJhdXRoIjoicD5zcz93MHJkISJ9fn4=", true}, // {"auth":"p>ss?w0rd!"}~~
+		{"other text", "aGVsbG8gd29ybGQsIG5vdGhpbmcgaGVyZQ==", false},
+		{"both alphabets", "YXA-c3M/dzByZCE=", false},
+		{"too short", "cD5z", false},
+		{"too long", long, false},
+		{"not base64", "a plain string", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired := &unstructured.Unstructured{Object: map[string]any{
+				"kind": "ConfigMap", "binaryData": map[string]any{"k": tc.value},
+			}}
+			_, d := HideValuesPair(nil, desired, hides)
+			got := d.Object["binaryData"].(map[string]any)["k"]
+			if hidden := got == hiddenUnchanged; hidden != tc.hidden {
+				t.Errorf("binaryData.k = %.40q; want hidden %v", got, tc.hidden)
+			}
+		})
 	}
 }
