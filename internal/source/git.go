@@ -106,7 +106,14 @@ func isCommitHash(s string) bool {
 
 func (f *Fetcher) listRefs(ctx context.Context, u string, auth transport.AuthMethod) ([]*plumbing.Reference, error) {
 	remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{u}})
-	return remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkRefCount(len(refs)); err != nil {
+		return nil, err
+	}
+	return refs, nil
 }
 
 // resolveRevision finds the commit a revision names among the remote's refs,
@@ -247,7 +254,7 @@ func fatalGitError(err error) bool {
 		errors.Is(err, transport.ErrAuthenticationRequired) ||
 		errors.Is(err, transport.ErrAuthorizationFailed) ||
 		errors.Is(err, transport.ErrRepositoryNotFound) ||
-		errors.Is(err, ErrGitTooLarge) ||
+		errors.Is(err, ErrGitTooLarge) || errors.Is(err, ErrTooManyRefs) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -260,7 +267,7 @@ func gitError(shown, doing string, err error) error {
 		hint = "the server refused the credentials; check the Secret named in spec.git.secretRef"
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		hint = "the server has no such repository, or hides it without credentials; check spec.git.url and spec.git.secretRef"
-	case errors.Is(err, ErrGitTooLarge):
+	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs):
 		hint = "" // it says what to do
 	}
 	return &FetchError{URL: shown, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}

@@ -80,13 +80,17 @@ type gitTransports struct {
 // sends the credentials to the repository's origin only, and drops them when
 // the ref listing is redirected to another origin; the guard's client checks
 // every hop, bounds every request by the guard's timeout and caps every
-// response body. Over ssh, the connection is pinned to an address the guard
-// allows. A push is bounded by the guard's timeout on both.
+// response body, a ref advertisement at MaxRefAdvertisementBytes. Over ssh,
+// the connection is pinned to an address the guard allows and capped as
+// the bodies are (gitcap.go). A push is bounded by the guard's timeout on
+// both.
 func newGitTransports(c *http.Client, g *netguard.Guard) gitTransports {
 	timeout := g.Config().Timeout
+	capped := *c
+	capped.Transport = refsCapTransport{next: c.Transport}
 	return gitTransports{
 		http: boundedPush{
-			Transport: githttp.NewClientWithOptions(c, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
+			Transport: githttp.NewClientWithOptions(&capped, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
 			timeout:   timeout,
 		},
 		ssh: boundedPush{Transport: &sshGuard{guard: g, next: gitssh.DefaultClient}, timeout: timeout},
@@ -140,19 +144,45 @@ type sshGuard struct {
 }
 
 func (s *sshGuard) NewUploadPackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
-	pinned, err := s.pin(ep)
+	pinned, d, err := s.dial(ep)
 	if err != nil {
 		return nil, err
 	}
-	return s.next.NewUploadPackSession(pinned, auth)
+	defer d.release()
+	sess, err := s.next.NewUploadPackSession(pinned, auth)
+	if err != nil {
+		return nil, d.explain(err)
+	}
+	return &cappedUploadPack{UploadPackSession: sess, dial: d, packBytes: s.guard.Config().MaxResponseBytes}, nil
 }
 
 func (s *sshGuard) NewReceivePackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.ReceivePackSession, error) {
-	pinned, err := s.pin(ep)
+	pinned, d, err := s.dial(ep)
 	if err != nil {
 		return nil, err
 	}
-	return s.next.NewReceivePackSession(pinned, auth)
+	defer d.release()
+	sess, err := s.next.NewReceivePackSession(pinned, auth)
+	if err != nil {
+		return nil, d.explain(err)
+	}
+	return &cappedReceivePack{ReceivePackSession: sess, dial: d}, nil
+}
+
+// dial pins ep and has go-git dial it through a capped connection: go-git
+// opens the connection while it opens the session, so the dial is
+// released once the session is open.
+func (s *sshGuard) dial(ep *transport.Endpoint) (*transport.Endpoint, *sshDial, error) {
+	pinned, err := s.pin(ep)
+	if err != nil {
+		return nil, nil, err
+	}
+	d := newSSHDial(s.guard.Config().DialTimeout, MaxRefAdvertisementBytes+sshOverheadBytes)
+	// NOTE: a proxy of Capstan's own also keeps go-git from dialling
+	// through one named by ALL_PROXY, where the guard would have checked
+	// the proxy's address instead of the server's.
+	pinned.Proxy = transport.ProxyOptions{URL: d.proxyURL()}
+	return pinned, d, nil
 }
 
 func (s *sshGuard) pin(ep *transport.Endpoint) (*transport.Endpoint, error) {
