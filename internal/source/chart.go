@@ -127,7 +127,7 @@ func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted
 	}
 	c := &cachedChart{
 		loaded: ch, name: ch.Name(), version: ch.Metadata.Version, digest: digest, url: source,
-		size: int64(len(data)) + b.bytes,
+		size: b.cacheSize(len(data)),
 	}
 	return c, ch, nil
 }

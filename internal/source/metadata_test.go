@@ -70,6 +70,49 @@ func TestParsedFilesAreBounded(t *testing.T) {
 	}
 }
 
+// TestParsedFilesAreBoundedPerChart: the files Helm's loader parses are
+// bounded for the chart and its subcharts together, subchart archives
+// included, not only one by one; and a cached chart counts what parsing
+// them keeps.
+func TestParsedFilesAreBoundedPerChart(t *testing.T) {
+	values := "a: " + strings.Repeat("x", 6<<20) + "\n" // under MaxValuesFileBytes
+	chartYAML := func(name string) string { return fmt.Sprintf("apiVersion: v2\nname: %s\nversion: 1.0.0\n", name) }
+	sub := tgz(t, file("sub3/Chart.yaml", chartYAML("sub3")), file("sub3/values.yaml", values))
+	entries := []entry{
+		file("demo/Chart.yaml", chartYAML("demo")),
+		file("demo/charts/sub1/Chart.yaml", chartYAML("sub1")),
+		file("demo/charts/sub1/values.yaml", values),
+		file("demo/charts/sub2/Chart.yaml", chartYAML("sub2")),
+		file("demo/charts/sub2/values.yaml", values),
+		file("demo/charts/sub3-1.0.0.tgz", string(sub)),
+	}
+	want := fmt.Sprintf("holds more than %d bytes of values files", MaxParsedBytes)
+	_, err := loadArchive(tgz(t, entries...), DefaultLimits)
+	var ae *ArchiveError
+	if !errors.As(err, &ae) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "subchart charts/sub3-1.0.0.tgz") || !strings.Contains(err.Error(), "slim down") {
+		t.Fatalf("an archive: got %v, want %q", err, want)
+	}
+	dir := t.TempDir()
+	for _, e := range entries {
+		if err := writeFile(filepath.Join(dir, e.name), []byte(e.body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := LoadChart(filepath.Join(dir, "demo")); !errors.As(err, &ae) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a chart folder: got %v, want %q", err, want)
+	}
+
+	small := "a: " + strings.Repeat("x", 64<<10) + "\n"
+	data := tgz(t, file("demo/Chart.yaml", chartYAML("demo")), file("demo/values.yaml", small))
+	c, _, err := newTestFetcher(t, Options{}).verify("demo", data, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if min := int64(parsedKeepFactor * len(small)); c.size < min {
+		t.Fatalf("the cache counts %d bytes for a chart whose values keep about %d parsed", c.size, min)
+	}
+}
+
 // cachedTestChart is a chart with a subchart, values and many keywords,
 // verified and cached under "k".
 func cachedTestChart(t testing.TB, f *Fetcher) []byte {
