@@ -330,15 +330,47 @@ func redact(u *url.URL) string {
 // Redact prints a URL string without its user information. A string Go
 // cannot parse as a URL (a password with a bare %, a git address such as
 // git@host:org/repo) loses, as text, whatever comes before the last @ of
-// its authority; a git address with no scheme names only a user.
+// its authority; a git address with no scheme names only a user. A string
+// with no "//" after its scheme, such as admin:s3cret@host/charts (which
+// Go reads as the scheme "admin") or https:admin:s3cret@host/charts, has
+// no authority for Go, and keeps only what follows its "@".
 func Redact(raw string) string {
-	if u, err := url.Parse(raw); err == nil && u.Scheme != "" {
+	u, err := url.Parse(raw)
+	if err == nil && u.Scheme != "" && u.Host != "" {
 		return redact(u)
 	}
 	if _, userinfo := splitUserinfo(raw); userinfo != "" {
 		return strings.Replace(raw, userinfo+"@", "", 1)
 	}
+	if prefix := userinfoWithoutAuthority(raw); prefix != "" {
+		return raw[len(prefix)+1:]
+	}
+	if err == nil && u.Scheme != "" {
+		return redact(u)
+	}
 	return raw
+}
+
+// userinfoWithoutAuthority finds, as text, the user information of a URL
+// string whose scheme's colon is not followed by an authority Go reads:
+// all that comes before the last "@" ahead of the first "/", "?" or "#"
+// after the colon and any slashes that follow it, scheme included (it may
+// be the user: admin:s3cret@host parses as the scheme "admin").
+func userinfoWithoutAuthority(raw string) string {
+	colon := strings.Index(raw, ":")
+	if colon < 0 {
+		return ""
+	}
+	body := strings.TrimLeft(raw[colon+1:], "/")
+	end := strings.IndexAny(body, "/?#")
+	if end < 0 {
+		end = len(body)
+	}
+	at := strings.LastIndex(body[:end], "@")
+	if at < 0 {
+		return ""
+	}
+	return raw[:len(raw)-len(body)+at]
 }
 
 // splitUserinfo finds, as text, the user information of a URL string with
@@ -370,6 +402,9 @@ func RedactError(err error, raw string) error {
 		return nil
 	}
 	_, userinfo := splitUserinfo(raw)
+	if userinfo == "" {
+		userinfo = userinfoWithoutAuthority(raw)
+	}
 	if userinfo == "" {
 		return err
 	}

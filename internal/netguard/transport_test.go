@@ -345,6 +345,17 @@ func TestRedact(t *testing.T) {
 		"git@github.com:org/repo.git":                    "git@github.com:org/repo.git", // a user, no password
 		"https://charts.example.com/a-1.0.0.tgz":         "https://charts.example.com/a-1.0.0.tgz",
 		"https://host/x?next=a@b":                        "https://host/x?next=a@b",
+		// No "//": Go reads no authority, and the user information sits
+		// in the opaque part, or is the scheme.
+		"admin:s3cret@repo.example.com/charts":       "repo.example.com/charts",
+		"https:admin:s3cret@repo.example.com/charts": "repo.example.com/charts",
+		"https:/admin:s3cret@repo.example.com/x?a=b": "repo.example.com/x?a=b",
+		"https:///admin:s3cret@repo.example.com":     "repo.example.com",
+		"oci:admin:s3c@ret@registry.example.com/c":   "registry.example.com/c",
+		"admin:s3%cret@repo.example.com/charts":      "repo.example.com/charts", // Go cannot parse it
+		"localhost:8080/charts":                      "localhost:8080/charts",
+		"file:///tmp/chart":                          "file:///tmp/chart",
+		"mailbox:charts?to=a@b":                      "mailbox:charts?to=a@b",
 	} {
 		if got := Redact(raw); got != want {
 			t.Errorf("Redact(%q) = %q; want %q", raw, got, want)
@@ -359,6 +370,12 @@ func TestRedact(t *testing.T) {
 	} {
 		got := RedactError(err, raw)
 		if strings.Contains(got.Error(), "pa55") || strings.Contains(got.Error(), "someone") || !errors.Is(got, err) {
+			t.Errorf("RedactError(%q) = %q", err, got)
+		}
+	}
+	for _, raw := range []string{"admin:s3cret@repo.example.com/charts", "https:admin:s3cret@repo.example.com/charts"} {
+		err := fmt.Errorf("cannot fetch %s: EOF", raw)
+		if got := RedactError(err, raw); strings.Contains(got.Error(), "s3cret") || !errors.Is(got, err) {
 			t.Errorf("RedactError(%q) = %q", err, got)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -24,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 )
 
@@ -369,6 +371,23 @@ func TestTreeReadsLinks(t *testing.T) {
 	for _, name := range []string{"base/cm.yaml", "deploy/none", "base/cm.yaml/x", "."} {
 		if _, err := fs.ReadLink(m, name); err == nil {
 			t.Errorf("ReadLink(%s) read a link", name)
+		}
+	}
+}
+
+// TestURLMessagesHideOpaqueCredentials: a chart URL whose credentials Go
+// does not read as user information (no "//") is not quoted with them.
+func TestURLMessagesHideOpaqueCredentials(t *testing.T) {
+	f := newTestFetcher(t, Options{})
+	for _, spec := range []capstanv1.ChartSource{
+		{Repo: "admin:s3cret@repo.example.com/charts", Name: "demo"},
+		{Repo: "https:admin:s3cret@repo.example.com/charts", Name: "demo"},
+		{URL: "https:admin:s3cret@repo.example.com/demo-1.0.0.tgz"},
+		{OCI: "admin:s3cret@registry.example.com/charts/demo", Version: "1.0.0"},
+	} {
+		_, err := f.Chart(context.Background(), spec, nil)
+		if err == nil || strings.Contains(err.Error(), "s3cret") {
+			t.Errorf("%+v: got %v, want a refusal without the password", spec, err)
 		}
 	}
 }
