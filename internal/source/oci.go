@@ -39,8 +39,9 @@ const (
 	maxOCITagLength = 128
 )
 
-// ociChart pulls a chart from an OCI registry, by tag (a version or a semver
-// range over the tags) or by manifest digest.
+// ociChart pulls a chart from an OCI registry, by tag (a version, a tag, a
+// semver range over the tags, or 1.2, 1 or v1.2.3: the tag if there is
+// one, the range it reads as otherwise) or by manifest digest.
 //
 // spec.chart.digest pins either the chart archive (the chart layer's digest)
 // or the manifest; with no version and no tag or digest in the reference, it
@@ -92,50 +93,88 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 		return nil, err
 	}
 
-	var reference string
+	pull := func(reference string) (*Chart, error) {
+		pullRef := repoRef + ":" + reference
+		if manifest != "" {
+			pullRef = repoRef + "@" + manifest
+		}
+		key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
+		return f.fetchChart(ctx, key, spec.Digest, refresh && manifest == "", func(ctx context.Context) (*cachedChart, error) {
+			f.stats.ArchiveFetches.Add(1)
+			data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference)
+			if err != nil {
+				return nil, err
+			}
+			c, _, err := f.verify("oci://"+pullRef, data, spec.Digest, manifestDigest)
+			if err != nil {
+				return nil, err
+			}
+			c.manifest = manifestDigest
+			if manifest == "" && strings.ReplaceAll(c.version, "+", "_") != reference {
+				return nil, fmt.Errorf("oci://%s holds chart version %s, not the tag's version; the registry is broken", pullRef, c.version)
+			}
+			return c, nil
+		})
+	}
 	switch {
 	case manifest != "":
-		reference = manifest
+		return pull(manifest)
 	case IsOCITag(version):
-		reference = strings.ReplaceAll(version, "+", "_")
-	default:
-		if _, err := semver.NewConstraint(version); err != nil {
-			return nil, fmt.Errorf("spec.chart.version %q is neither a tag, a version nor a semver range", version)
+		c, err := pull(strings.ReplaceAll(version, "+", "_"))
+		if !errors.As(err, new(noSuchManifest)) || !isVersionPrefix(version) {
+			return c, err
 		}
-		tags, err := ociTags(ctx, repo)
-		if err != nil {
-			return nil, ociError(spec.OCI, "listing its tags", err)
-		}
-		t, err := registry.GetTagMatchingVersionOrConstraint(tags, version)
-		if err != nil {
-			return nil, fmt.Errorf("%s has no tag matching %s; newest tags: %s; check spec.chart.version",
-				spec.OCI, version, strings.Join(firstN(sortedVersions(tags), 5), ", "))
-		}
-		reference = strings.ReplaceAll(t, "+", "_")
-	}
-	pullRef := repoRef + ":" + reference
-	if manifest != "" {
-		pullRef = repoRef + "@" + manifest
-	}
-
-	key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
-	return f.fetchChart(ctx, key, spec.Digest, refresh && manifest == "", func(ctx context.Context) (*cachedChart, error) {
-		f.stats.ArchiveFetches.Add(1)
-		data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference)
+		// NOTE: 1.2, 1 or v1.2.3 is a tag when the registry has it, as Helm
+		// pulls it; when it has not, it is the semver range it reads as
+		// (1.2.x, 1.x.x, 1.2.3), resolved over the tags as a chart
+		// repository's version is, rather than failing.
+		t, err := ociTagInRange(ctx, repo, spec.OCI, version)
 		if err != nil {
 			return nil, err
 		}
-		c, _, err := f.verify("oci://"+pullRef, data, spec.Digest, manifestDigest)
-		if err != nil {
-			return nil, err
-		}
-		c.manifest = manifestDigest
-		if manifest == "" && strings.ReplaceAll(c.version, "+", "_") != reference {
-			return nil, fmt.Errorf("oci://%s holds chart version %s, not the tag's version; the registry is broken", pullRef, c.version)
-		}
-		return c, nil
-	})
+		return pull(t)
+	}
+	if _, err := semver.NewConstraint(version); err != nil {
+		return nil, fmt.Errorf("spec.chart.version %q is neither a tag, a version nor a semver range", version)
+	}
+	t, err := ociTagInRange(ctx, repo, spec.OCI, version)
+	if err != nil {
+		return nil, err
+	}
+	return pull(t)
 }
+
+// isVersionPrefix reports whether a version that reads as a tag is not a
+// whole semver version but reads as a range: 1.2, 1, or v1.2.3.
+func isVersionPrefix(v string) bool {
+	if _, err := semver.StrictNewVersion(v); err == nil {
+		return false
+	}
+	_, err := semver.NewConstraint(v)
+	return err == nil
+}
+
+// ociTagInRange resolves a semver range over a repository's tags as Helm
+// does: an exact tag first, then the newest version in range; "+" stands
+// as "_" in the tag it returns.
+func ociTagInRange(ctx context.Context, repo *remote.Repository, shown, version string) (string, error) {
+	tags, err := ociTags(ctx, repo)
+	if err != nil {
+		return "", ociError(shown, "listing its tags", err)
+	}
+	t, err := registry.GetTagMatchingVersionOrConstraint(tags, version)
+	if err != nil {
+		return "", fmt.Errorf("%s has no tag matching %s; newest tags: %s; check spec.chart.version",
+			shown, version, strings.Join(firstN(sortedVersions(tags), 5), ", "))
+	}
+	return strings.ReplaceAll(t, "+", "_"), nil
+}
+
+// noSuchManifest is a registry's answer that it has no manifest by the
+// name asked for, the tag missing.
+type noSuchManifest struct{ error }
+
+func (e noSuchManifest) Unwrap() error { return e.error }
 
 // ociRepository is one registry repository on the guarded transport, with
 // the Secret's credentials for the registry host only. No credentials of
@@ -207,6 +246,9 @@ var errTooManyTags = errors.New("too many tags")
 // the manifest's digest.
 func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, shown, reference string) ([]byte, string, error) {
 	desc, rc, err := repo.FetchReference(ctx, reference)
+	if errors.Is(err, errdef.ErrNotFound) {
+		err = noSuchManifest{err}
+	}
 	if err != nil {
 		return nil, "", ociError(shown, "pulling the chart", err)
 	}
@@ -335,9 +377,10 @@ func statusCode(msg string, codes ...string) bool {
 	return false
 }
 
-// IsOCITag reports whether an OCI chart's spec.chart.version is a plain
-// tag, pulled as it is, rather than a semver range resolved against the
-// registry's tags.
+// IsOCITag reports whether an OCI chart's spec.chart.version is pulled as
+// a tag, rather than a semver range resolved against the registry's tags.
+// A tag that reads as a range too (1.2, 1, v1.2.3: isVersionPrefix) is
+// resolved as one when the registry has no such tag.
 func IsOCITag(v string) bool {
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil {
 		return true

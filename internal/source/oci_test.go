@@ -133,6 +133,46 @@ func TestOCIChart(t *testing.T) {
 	}
 }
 
+// TestOCIVersionPrefix: a version that is not a whole semver version but
+// reads as a range (1.2, 1, v1.2.3) pulls the tag when the registry has
+// it, and otherwise the newest version in that range, as a chart
+// repository's version resolves.
+func TestOCIVersionPrefix(t *testing.T) {
+	r := newOCIRegistry(t, "", "")
+	for _, v := range []string{"1.2.3", "1.2.5", "1.3", "1.3.9", "2.0.0"} {
+		r.push(t, chartArchive(t, "demo", v), "charts/demo:"+v, "", "")
+	}
+	f := newTestFetcher(t, Options{}, r.Server)
+	oci := "oci://" + r.host + "/charts/demo"
+	tests := []struct {
+		name    string
+		spec    capstanv1.ChartSource
+		version string // the chart's version; empty: an error
+		err     string // the error's words
+	}{
+		{"major.minor, no such tag", capstanv1.ChartSource{OCI: oci, Version: "1.2"}, "1.2.5", ""},
+		{"major, no such tag", capstanv1.ChartSource{OCI: oci, Version: "1"}, "1.3.9", ""},
+		{"v prefix, no such tag", capstanv1.ChartSource{OCI: oci, Version: "v1.2.3"}, "1.2.3", ""},
+		{"in the reference, no such tag", capstanv1.ChartSource{OCI: oci + ":1.2"}, "1.2.5", ""},
+		{"the tag, when there is one", capstanv1.ChartSource{OCI: oci, Version: "1.3"}, "1.3", ""},
+		{"no tag and none in range", capstanv1.ChartSource{OCI: oci, Version: "1.4"}, "", "no tag matching 1.4"},
+		{"a whole version stays a tag", capstanv1.ChartSource{OCI: oci, Version: "1.2.4"}, "", "no such chart, tag or digest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := f.Chart(context.Background(), tt.spec, nil)
+			switch {
+			case tt.version != "" && err != nil:
+				t.Fatalf("got %v, want chart %s", err, tt.version)
+			case tt.version != "" && c.Version != tt.version:
+				t.Fatalf("got chart %s, want %s", c.Version, tt.version)
+			case tt.version == "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("got %v, want an error that says %q", err, tt.err)
+			}
+		})
+	}
+}
+
 func TestOCIErrors(t *testing.T) {
 	r := newOCIRegistry(t, "", "")
 	data := chartArchive(t, "demo", "1.0.0")
