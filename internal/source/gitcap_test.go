@@ -3,6 +3,9 @@ package source
 import (
 	"bufio"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +18,8 @@ import (
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/net/proxy"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -185,5 +190,93 @@ func TestSSHDialsThroughTheCappedConn(t *testing.T) {
 	}
 	if !errors.Is(d.explain(io.ErrUnexpectedEOF), ErrTooManyRefs) {
 		t.Fatal("a truncated answer after the cap is not explained by it")
+	}
+}
+
+// sshRefsServer is an ssh server on loopback that takes any key and
+// answers every command with a list of refs that never ends, counting
+// what it wrote.
+func sshRefsServer(t *testing.T) (addr string, hostKey ssh.PublicKey, written *atomic.Int64) {
+	t.Helper()
+	_, hostPriv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, err := ssh.NewSignerFromKey(hostPriv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(ssh.ConnMetadata, ssh.PublicKey) (*ssh.Permissions, error) { return nil, nil }}
+	cfg.AddHostKey(signer)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	written = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, chans, reqs, err := ssh.NewServerConn(c, cfg)
+				if err != nil {
+					return
+				}
+				go ssh.DiscardRequests(reqs)
+				for nc := range chans {
+					ch, chReqs, err := nc.Accept()
+					if err != nil {
+						return
+					}
+					go func() {
+						for r := range chReqs {
+							_ = r.Reply(r.Type == "exec", nil)
+						}
+					}()
+					go func() {
+						defer ch.Close()
+						const hash = "0123456789abcdef0123456789abcdef01234567"
+						bw := bufio.NewWriterSize(ch, 64<<10)
+						_, _ = bw.WriteString(pkt(hash + " HEAD\x00multi_ack side-band-64k ofs-delta symref=HEAD:refs/heads/main\n"))
+						for i := 0; written.Load() < 2*MaxRefAdvertisementBytes; i++ {
+							line := pkt(fmt.Sprintf("%s refs/heads/branch-%d\n", hash, i))
+							if _, err := bw.WriteString(line); err != nil {
+								return
+							}
+							written.Add(int64(len(line)))
+						}
+						_, _ = bw.WriteString("0000")
+						_ = bw.Flush()
+					}()
+				}
+			}()
+		}
+	}()
+	pub, err := ssh.NewPublicKey(hostPriv.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ln.Addr().String(), pub, written
+}
+
+// TestGitRefAdvertisementIsBoundedOverSSH: over ssh, where no http body
+// cap applies, a list of refs that never ends is cut at the refs' bound,
+// and the error says so rather than that the answer was truncated.
+func TestGitRefAdvertisementIsBoundedOverSSH(t *testing.T) {
+	addr, hostKey, written := sshRefsServer(t)
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds := &Credentials{Identity: pem.EncodeToMemory(block), KnownHosts: []byte(knownhosts.Line([]string{addr}, hostKey) + "\n")}
+	f := newTestFetcher(t, Options{})
+	_, err = f.Git(context.Background(), capstanv1.GitSource{URL: "ssh://git@" + addr + "/repo.git"}, creds)
+	if !errors.Is(err, ErrTooManyRefs) || !strings.Contains(err.Error(), "over ssh, its list of refs is larger than 16 MiB") {
+		t.Fatalf("want the refs' byte bound over ssh, got %v", err)
+	}
+	if n := written.Load(); n >= 2*MaxRefAdvertisementBytes {
+		t.Fatalf("the server wrote its whole list, %d bytes", n)
 	}
 }
