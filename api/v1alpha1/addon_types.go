@@ -38,6 +38,11 @@ const (
 	AddonNamespaceLabel = "capstan.dev/addon-namespace"
 	// ManagedByLabel is set to "capstan" on every object Capstan applies.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
+	// LeaderLabel set to "true" marks the Pod of the controller replica
+	// that leads: the replica sets it on its own Pod once it is elected,
+	// and the Service of the API, the web page and the git webhooks
+	// selects it, as the leader alone serves them.
+	LeaderLabel = "capstan.dev/leader"
 
 	// Finalizer lets the controller run the deletion policy before an Addon goes.
 	Finalizer = "capstan.dev/finalizer"

@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	stdlog "log"
-	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -345,26 +343,6 @@ func shardOptions(selector string) (shard, error) {
 	return s, nil
 }
 
-// readyCheck is the controller's /readyz. With the HTTPS endpoint on
-// (httpAddr other than "0"), a replica is ready only once it leads: the
-// API, the web page and the git webhooks run on the leader alone (the
-// syncer they trigger does too), and the Service sends traffic only to
-// ready pods. elected closes when the manager is elected, at once without
-// --leader-elect.
-func readyCheck(httpAddr string, elected <-chan struct{}) healthz.Checker {
-	if httpAddr == "0" {
-		return healthz.Ping
-	}
-	return func(*http.Request) error {
-		select {
-		case <-elected:
-			return nil
-		default:
-			return errors.New("a standby: the leader serves the API and the git webhooks")
-		}
-	}
-}
-
 // uncompressed is the controller's connection without gzip. The controller
 // runs beside its API server, where gzip only costs CPU at both ends: the
 // API server compresses every flush of a watch that an informer opened with
@@ -522,7 +500,11 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return nil, err
 	}
-	if err := mgr.AddReadyzCheck("readyz", readyCheck(o.httpAddr, mgr.Elected())); err != nil {
+	labeller := newPodLabeller(mgr.GetClient(), mgr.Elected(), ctrl.Log.WithName("leader-label"))
+	if err := mgr.Add(labeller); err != nil {
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("readyz", readyCheck(labeller.cleared)); err != nil {
 		return nil, err
 	}
 	return mgr, nil

@@ -80,30 +80,39 @@ func TestLeaseNameIgnoresTheSelector(t *testing.T) {
 	}
 }
 
-// TestReadyOnlyWhenLeading: with the HTTPS endpoint on, a replica is
-// ready only once it leads, so the Service sends the API, the web page
-// and git pushes to the leader, the one replica that serves them; with
-// the endpoint off (--http-bind-address=0), a standby is ready too.
-func TestReadyOnlyWhenLeading(t *testing.T) {
+// TestReadyWhenHealthy: /readyz says whether the replica is healthy, so a
+// standby is ready as the leader is (it can take over), and `helm install
+// --wait` and `kubectl rollout status` end with two replicas; the Service
+// finds the leader by its label instead. A replica is not ready only while
+// it still removes a leader label its Pod may keep from an earlier run.
+func TestReadyWhenHealthy(t *testing.T) {
 	for _, c := range []struct {
-		args    []string
-		elected bool
+		cleared bool
 		ready   bool
 	}{
-		{nil, false, false},
-		{nil, true, true},
-		{[]string{"--http-bind-address=127.0.0.1:9443"}, false, false},
-		{[]string{"--http-bind-address=0"}, false, true},
-		{[]string{"--http-bind-address=0"}, true, true},
+		{false, false},
+		{true, true},
 	} {
-		o := parseControllerFlags(t, c.args...)
-		elected := make(chan struct{})
-		if c.elected {
-			close(elected)
+		cleared := make(chan struct{})
+		if c.cleared {
+			close(cleared)
 		}
-		err := readyCheck(o.httpAddr, elected)(nil)
-		if (err == nil) != c.ready {
-			t.Errorf("%v, elected %v: readyz says %v; want ready %v", c.args, c.elected, err, c.ready)
+		if err := readyCheck(cleared)(nil); (err == nil) != c.ready {
+			t.Errorf("label cleared %v: readyz says %v; want ready %v", c.cleared, err, c.ready)
+		}
+	}
+}
+
+// TestLeaderLabelPatch: the leader's patch of its own Pod sets the leader
+// label and names nothing else, so the Deployment's labels stay; a
+// replica's patch at start removes it.
+func TestLeaderLabelPatch(t *testing.T) {
+	for leading, want := range map[bool]string{
+		true:  `{"metadata":{"labels":{"capstan.dev/leader":"true"}}}`,
+		false: `{"metadata":{"labels":{"capstan.dev/leader":null}}}`,
+	} {
+		if got := string(leaderLabelPatch(leading)); got != want {
+			t.Errorf("leading %v: the patch is %s, want %s", leading, got, want)
 		}
 	}
 }

@@ -135,6 +135,19 @@ func StartCommand(tb testing.TB, c Command) *Process {
 // flags Start sets. It returns once /readyz answers; Cleanup stops it.
 func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...string) *Process {
 	tb.Helper()
+	return start(tb, c, bin, dir, nil, args)
+}
+
+// StartInPod runs bin as Start does, as the replica of the Pod named pod in
+// install.Namespace: POD_NAME and POD_NAMESPACE are set, as the
+// Deployment's downward API sets them.
+func StartInPod(tb testing.TB, c *testcluster.Cluster, bin, dir, pod string, args ...string) *Process {
+	tb.Helper()
+	return start(tb, c, bin, dir, []string{"POD_NAME=" + pod, "POD_NAMESPACE=" + install.Namespace}, args)
+}
+
+func start(tb testing.TB, c *testcluster.Cluster, bin, dir string, env, args []string) *Process {
+	tb.Helper()
 	// The log sits with the control plane's, so CAPSTAN_TESTCLUSTER_KEEP=1
 	// keeps it; each binary's name has a log of its own.
 	logName := "capstan-controller"
@@ -153,7 +166,7 @@ func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...strin
 			"--http-bind-address=0",
 			"--allow-file-git",
 		}, args...),
-		Env:        p.Env(),
+		Env:        append(p.Env(), env...),
 		LogPath:    c.LogPath(logName),
 		MetricsURL: "http://" + p.MetricsAddr + "/metrics",
 		ReadyURL:   "http://" + p.ProbeAddr + "/readyz",

@@ -14,10 +14,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/cli"
 	"capstan.dev/capstan/internal/testcluster"
 )
@@ -253,6 +255,22 @@ func TestChartInstalls(t *testing.T) {
 	if !strings.Contains(args, "controller --leader-elect") || d.Spec.Template.Spec.SecurityContext.RunAsNonRoot == nil {
 		t.Errorf("the controller runs with %q and %+v", args, d.Spec.Template.Spec.SecurityContext)
 	}
+	env := map[string]string{}
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			env[e.Name] = e.ValueFrom.FieldRef.FieldPath
+		}
+	}
+	if env["POD_NAME"] != "metadata.name" || env["POD_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("the controller cannot find its own Pod to label it as the leader: its downward API environment is %v", env)
+	}
+	api := &corev1.Service{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: "capstan-system", Name: "capstan"}, api); err != nil {
+		t.Fatal(err)
+	}
+	if api.Spec.Selector[capstanv1.LeaderLabel] != "true" {
+		t.Errorf("the API's Service does not select the leader's Pod: %v", api.Spec.Selector)
+	}
 	upgradeCRDs(t)
 	// A shard installs beside it, in a namespace of its own, and its pod
 	// runs too; it applies its cluster-profile add-ons as an account of
@@ -277,6 +295,9 @@ func TestChartInstalls(t *testing.T) {
 		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "impersonate", Resource: "serviceaccounts", Name: "shard-a-addons"}, true},
 		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "impersonate", Resource: "serviceaccounts", Name: "capstan-addons"}, false},
 		{"system:serviceaccount:capstan-shard-a:shard-a-addons", authorizationv1.ResourceAttributes{Verb: "create", Resource: "namespaces"}, true},
+		// The leader labels its own Pod, in its namespace and nowhere else.
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "patch", Resource: "pods", Name: "capstan-controller-0"}, true},
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "default", Verb: "patch", Resource: "pods", Name: "web-0"}, false},
 	} {
 		// NOTE: RBAC decides from its informers' caches, which may not
 		// hold the release's bindings yet; a refusal is asked once they
