@@ -220,10 +220,18 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 //
 // An add-on that was never applied runs none: Helm runs the delete hooks
 // only of a release it installed, and a Blocked add-on's hooks must not
-// run at its removal when its sync never ran them. A source that cannot be
-// fetched or rendered any more has none to run; that must not keep the
-// Addon for ever. Nor has a chart whose signature spec.chart.verify
-// refuses: it is not rendered, and a DeleteHooksRefused event says so.
+// run at its removal when its sync never ran them.
+//
+// A render that fails for a moment (a chart repository that times out or
+// answers 429 or 5xx, a credentials Secret that could not be read, the
+// cluster out of reach) is retried with backoff: the uninstall waits, and
+// deletes nothing before its pre-delete hooks ran. A render that only a
+// person can fix (a chart version deleted from its repository, a 404, a
+// template that fails, values with errors) runs none of the delete hooks:
+// that must not keep the Addon for ever, so the uninstall goes on without
+// them, and a DeleteHooksRefused event and the Deleting message say why.
+// Nor has a chart whose signature spec.chart.verify refuses: it is not
+// rendered, and the event says so.
 //
 // The delete hooks run with the rights of the controller (or of the
 // add-ons' account), so they pass the guard step as a sync's render does,
@@ -242,6 +250,11 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		done, err := st.run(ctx, s)
 		if err != nil {
 			s.hooks = nil
+			if classify(err) != classTerminal {
+				return fmt.Errorf("rendering the add-on to find its delete hooks failed, so the uninstall waits and tries again; nothing is deleted before its pre-delete hooks have run. "+
+					"If the source will not answer again, point the Addon at a copy that does, or set spec.deletionPolicy: Orphan to leave the software running: %w", err)
+			}
+			r.refuseDeleteHooks(ctx, s, "the source could not be rendered: "+s.mask().Error(err).Error(), renderFailedAhead(s.addon))
 			return nil
 		}
 		if done {
@@ -258,6 +271,7 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	}
 	if len(s.valuesErrors) > 0 {
 		s.hooks = nil
+		r.refuseDeleteHooks(ctx, s, "the values have errors: "+s.mask().String(describeValuesErrors(s.valuesErrors)), renderFailedAhead(s.addon))
 		return nil
 	}
 	if _, err := r.checkGuardrails(ctx, s); err != nil {
@@ -309,6 +323,16 @@ func deleteHooksAhead(a *capstanv1.Addon, hs []render.Hook, unknown bool) bool {
 	return len(hooks.Select(hs, "post-delete")) > 0 || pre && len(hooks.Select(hs, "pre-delete")) > 0
 }
 
+// renderFailedAhead reports whether a delete hook of a that failed to
+// render was still to run: any, while the pre-delete stage is not over
+// (deleteHooksAhead of a chart not rendered), and the post-delete hooks a
+// stopped run left pending (status.pendingHook), which an earlier render
+// found.
+func renderFailedAhead(a *capstanv1.Addon) bool {
+	p := a.Status.PendingHook
+	return deleteHooksAhead(a, nil, true) || p != nil && p.Event == "post-delete"
+}
+
 // preDeleteDone reports whether a's uninstall is past its pre-delete
 // stage, hooks or none.
 func preDeleteDone(a *capstanv1.Addon) bool {
@@ -317,8 +341,9 @@ func preDeleteDone(a *capstanv1.Addon) bool {
 }
 
 // reasonDeleteHooksRefused is the reason of the event that says an
-// uninstall did not run its delete hooks, since they break the guardrails
-// or the chart's signature failed.
+// uninstall did not run its delete hooks, since they break the guardrails,
+// the chart's signature failed, or the add-on could not be rendered for a
+// reason only a person can fix.
 const reasonDeleteHooksRefused = "DeleteHooksRefused"
 
 // neverApplied reports whether nothing of the add-on was ever applied:
@@ -379,6 +404,16 @@ func describeViolations(vs []capstanv1.Violation) string {
 			what += " at " + v.Path
 		}
 		parts = append(parts, what)
+	}
+	return strings.Join(parts, "; ")
+}
+
+// describeValuesErrors names each values error: its path, rule and
+// message, which never holds the value.
+func describeValuesErrors(errs []capstanv1.ValuesError) string {
+	parts := make([]string, 0, len(errs))
+	for _, e := range errs {
+		parts = append(parts, e.Path+" ("+e.Rule+"): "+e.Message)
 	}
 	return strings.Join(parts, "; ")
 }

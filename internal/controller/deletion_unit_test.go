@@ -128,3 +128,28 @@ func TestDeleteHooksAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderFailedAhead decides whether a delete render that failed for
+// good is worth a DeleteHooksRefused event: its hooks are unknown, so it
+// is said at the look that would run the pre-delete hooks, and at a retry
+// of post-delete hooks an earlier render found; not again at a later look
+// of an uninstall that had none pending.
+func TestRenderFailedAhead(t *testing.T) {
+	preDone := &capstanv1.PendingHook{Event: "pre-delete"}
+	for _, tc := range []struct {
+		name   string
+		status capstanv1.AddonStatus
+		want   bool
+	}{
+		{name: "before the pre-delete stage", want: true},
+		{name: "after it, with no post-delete hook pending", status: capstanv1.AddonStatus{PreHooksDone: preDone}},
+		{name: "after it, with post-delete hooks pending", status: capstanv1.AddonStatus{PreHooksDone: preDone, PendingHook: &capstanv1.PendingHook{Event: "post-delete"}}, want: true},
+		{name: "a pending post-install event is not the uninstall's", status: capstanv1.AddonStatus{PreHooksDone: preDone, PendingHook: &capstanv1.PendingHook{Event: "post-install"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := renderFailedAhead(&capstanv1.Addon{Status: tc.status}); got != tc.want {
+				t.Errorf("renderFailedAhead = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
