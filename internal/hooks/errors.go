@@ -51,6 +51,12 @@ const ReasonTimeout = "Timeout"
 // created, or whose earlier object could not be deleted.
 const ReasonCreateFailed = "CreateFailed"
 
+// ReasonDeleted is the Reason of a Job or Pod hook whose object was
+// deleted before the runner read how it ended: by its
+// ttlSecondsAfterFinished, a person or another controller. The hook may
+// have done its work, so it is not run again at once.
+const ReasonDeleted = "Deleted"
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, e.Hook.Describe(), e.Weight)
@@ -67,6 +73,12 @@ func (e *Error) Error() string {
 		b.WriteString("; make the hook finish sooner or raise spec.hookTimeout. ")
 	case ReasonCreateFailed:
 		b.WriteString("could not be run: " + e.Message + ". ")
+	case ReasonDeleted:
+		b.WriteString("was deleted before Capstan read how it ended")
+		if e.Message != "" {
+			b.WriteString(" (" + e.Message + ")")
+		}
+		b.WriteString("; it may have done its work, so it is not run again at once: check what it did, and give a Job hook a ttlSecondsAfterFinished long enough to be read. ")
 	default:
 		b.WriteString("failed: " + e.Reason)
 		if e.Message != "" {

@@ -31,6 +31,15 @@ import (
 // DefaultTimeout bounds one hook when the request names no timeout.
 const DefaultTimeout = 10 * time.Minute
 
+// MinJobTTLSeconds is the least ttlSecondsAfterFinished a Job hook keeps;
+// internal/prepare raises a lower one to it. The runner reads how a Job
+// hook ended about once a second, or at a later look once it has left the
+// hook running (Request.Yield): a Job the TTL controller deletes as it
+// finishes (a chart's ttlSecondsAfterFinished: 0) would be gone before
+// that, and its result with it. Five minutes is far longer than a look
+// takes, and still cleans up.
+const MinJobTTLSeconds int64 = 300
+
 // Runner runs the hooks of one event the way Helm v4 does. It implements
 // the controller's HookRunner seam. The zero value is ready to use.
 type Runner struct {
@@ -235,6 +244,14 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		e := fail(ReasonTimeout, out.message, err)
 		e.Kept, e.KeptBy = existed, keptBy
 		return e
+	case errors.Is(err, errGone):
+		// NOTE: a Job the TTL controller deleted as it finished, or one
+		// someone deleted: how it ended is lost. Running it again would
+		// repeat a migration that may have succeeded, or rerun a failing
+		// one in a loop, so it is a failure a person looks at, not an
+		// error that is retried with backoff.
+		log.Info("Hook's object was deleted before it was read finished")
+		return fail(ReasonDeleted, "", err)
 	case err != nil:
 		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, ref.Describe(), err)
 	case out.state == failed:
@@ -320,6 +337,10 @@ func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.
 // errYield ends a wait that yield bounded while the hook still runs.
 var errYield = errors.New("hooks: the hook still runs")
 
+// errGone ends a wait for a hook whose object was deleted before it was
+// read finished.
+var errGone = errors.New("hooks: the hook's object was deleted while it was waited for")
+
 // wait polls a Job or Pod hook until it finishes, or until deadline. On a
 // timeout, the outcome's message says what the hook was doing. With yield,
 // it polls at most that long, and returns errYield if the hook still runs
@@ -346,7 +367,7 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 			return false, nil
 		}
 		if live == nil {
-			return false, fmt.Errorf("the hook %s was deleted while it ran", ref.Describe())
+			return false, errGone
 		}
 		out, err = r.read(ctx, a, live)
 		if err != nil {

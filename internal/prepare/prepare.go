@@ -15,6 +15,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/guard"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -64,7 +65,9 @@ type Result struct {
 //     namespace, and takes the namespace off cluster-scoped ones;
 //   - labels every object for its add-on (api/v1alpha1 AppliedLabels);
 //   - removes ttlSecondsAfterFinished from Jobs that are not hooks, since a
-//     Job the TTL controller deleted would run again on the next sync;
+//     Job the TTL controller deleted would run again on the next sync, and
+//     raises a hook Job's to at least hooks.MinJobTTLSeconds, so the hook
+//     runner reads how it ended before it goes (raiseHookJobTTL);
 //   - for a restricted add-on, hardens pod specs (guard.Harden) and makes
 //     the Addon an owner of every object it may delete.
 func Prepare(in Input) (Result, error) {
@@ -121,9 +124,12 @@ func Prepare(in Input) (Result, error) {
 		o.SetLabels(labels)
 	}
 	for _, o := range objs {
-		if o.GetKind() == "Job" && strings.HasPrefix(o.GetAPIVersion(), "batch/") {
+		if isJob(o) {
 			unstructured.RemoveNestedField(o.Object, "spec", "ttlSecondsAfterFinished")
 		}
+	}
+	for _, h := range out.Hooks {
+		raiseHookJobTTL(h.Object)
 	}
 	if in.Profile == capstanv1.ProfileRestricted {
 		// NOTE: Harden's errors are malformed pod templates, which the
@@ -146,6 +152,48 @@ func Prepare(in Input) (Result, error) {
 	}
 	out.Objects = objs
 	return out, nil
+}
+
+// isJob reports whether o is a batch Job.
+func isJob(o *unstructured.Unstructured) bool {
+	return o.GetKind() == "Job" && strings.HasPrefix(o.GetAPIVersion(), "batch/")
+}
+
+// raiseHookJobTTL raises a hook Job's ttlSecondsAfterFinished below
+// hooks.MinJobTTLSeconds to it. A Job with none is left as it is: it stays
+// until its delete policy deletes it.
+//
+// NOTE: with ttlSecondsAfterFinished: 0 (Longhorn's and other charts' hook
+// Jobs) the TTL controller deletes the Job the moment it finishes, before
+// the runner reads whether it succeeded; the runner then cannot tell a
+// migration that succeeded from one that failed. Helm, which watches the
+// Job, sees its end before the deletion; Capstan reads it, so it keeps the
+// Job a few minutes. A value that is not a number is left for the API
+// server to refuse.
+func raiseHookJobTTL(o *unstructured.Unstructured) {
+	if !isJob(o) {
+		return
+	}
+	v, found, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "ttlSecondsAfterFinished")
+	if !found {
+		return
+	}
+	var ttl float64
+	switch n := v.(type) {
+	case int64:
+		ttl = float64(n)
+	case int:
+		ttl = float64(n)
+	case int32:
+		ttl = float64(n)
+	case float64:
+		ttl = n
+	default:
+		return
+	}
+	if ttl < float64(hooks.MinJobTTLSeconds) {
+		_ = unstructured.SetNestedField(o.Object, hooks.MinJobTTLSeconds, "spec", "ttlSecondsAfterFinished")
+	}
 }
 
 func setNamespace(o *unstructured.Unstructured, in Input, crdScopes map[schema.GroupKind]bool) error {

@@ -2,6 +2,7 @@ package prepare
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -80,8 +82,8 @@ func TestPrepareClusterProfile(t *testing.T) {
 		t.Errorf("the Job %s keeps ttlSecondsAfterFinished", job.GetName())
 	}
 	hook := res.Hooks[0].Object
-	if ttl, found, _ := unstructured.NestedFieldNoCopy(hook.Object, "spec", "ttlSecondsAfterFinished"); !found || ttl != float64(5) || hook.GetNamespace() != "apps" {
-		t.Errorf("the hook Job: ttl %v (found %v), namespace %q; a hook keeps its TTL and gets the namespace", ttl, found, hook.GetNamespace())
+	if ttl, found, _ := unstructured.NestedFieldNoCopy(hook.Object, "spec", "ttlSecondsAfterFinished"); !found || ttl != hooks.MinJobTTLSeconds || hook.GetNamespace() != "apps" {
+		t.Errorf("the hook Job: ttl %v (found %v), namespace %q; a hook keeps a TTL, raised to the minimum, and gets the namespace", ttl, found, hook.GetNamespace())
 	}
 	// The render is left as it was.
 	if rendered.Objects[0].GetNamespace() != "" || rendered.Objects[0].GetLabels() != nil || rendered.Hooks[0].Object.GetNamespace() != "" {
@@ -214,6 +216,47 @@ func TestEmptyRenderPrunesNothingWithCreateNamespace(t *testing.T) {
 			slices.Sort(got)
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("the prune deletes %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHookJobTTL raises a hook Job's ttlSecondsAfterFinished to the
+// minimum the hook runner needs to read how the Job ended, and leaves one
+// that is long enough, a Job with none, what is not a Job and a value that
+// is not a number as they are.
+func TestHookJobTTL(t *testing.T) {
+	floor := hooks.MinJobTTLSeconds
+	for _, tc := range []struct {
+		name     string
+		manifest string
+		want     any // nil: no ttlSecondsAfterFinished
+	}{
+		{name: "zero, deleted as it finishes", manifest: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: 0}", want: floor},
+		{name: "a few seconds", manifest: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: 30}", want: floor},
+		{name: "one second below the minimum", manifest: fmt.Sprintf("apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: %d}", floor-1), want: floor},
+		{name: "the minimum", manifest: fmt.Sprintf("apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: %d}", floor), want: float64(floor)},
+		{name: "an hour", manifest: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: 3600}", want: float64(3600)},
+		{name: "none: kept until its delete policy", manifest: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {}"},
+		{name: "not a number, for the API server to refuse", manifest: "apiVersion: batch/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: soon}", want: "soon"},
+		{name: "not a batch Job", manifest: "apiVersion: example.com/v1\nkind: Job\nmetadata: {name: h}\nspec: {ttlSecondsAfterFinished: 0}", want: float64(0)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "apps"}}
+			rendered := &render.Result{Hooks: []render.Hook{{Object: obj(t, tc.manifest), Events: []string{"pre-install"}}}}
+			res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, found, _ := unstructured.NestedFieldNoCopy(res.Hooks[0].Object.Object, "spec", "ttlSecondsAfterFinished")
+			if tc.want == nil {
+				if found {
+					t.Errorf("ttlSecondsAfterFinished %v was added", got)
+				}
+				return
+			}
+			if !found || got != tc.want {
+				t.Errorf("ttlSecondsAfterFinished = %v (%T), want %v (%T)", got, got, tc.want, tc.want)
 			}
 		})
 	}
