@@ -15,7 +15,8 @@ import (
 // TestClassify decides which errors stall an add-on for a person and
 // which are retried with backoff. A hook that failed stalls, since a
 // retry would run the event's hooks again in a loop; so does a hook whose
-// object was deleted before it was read finished. A source that answered
+// object was deleted before it was read finished, and one that succeeded
+// but that its hook-succeeded policy could not delete. A source that answered
 // a client error is gone for good (an uninstall goes on without its
 // delete hooks); one that failed for a moment is retried (the uninstall
 // waits for it).
@@ -33,6 +34,7 @@ func TestClassify(t *testing.T) {
 		{name: "a repository that asks for time (429)", err: &source.FetchError{URL: "https://charts.example/index.yaml", Status: 429}, want: classTransient},
 		{name: "a Job hook that failed", err: &hooks.Error{Event: "pre-upgrade", Reason: "BackoffLimitExceeded"}, want: classTerminal},
 		{name: "a Job hook deleted before it was read", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonDeleted}, want: classTerminal},
+		{name: "a hook whose hook-succeeded delete failed", err: &hooks.Error{Event: "post-install", Reason: hooks.ReasonDeleteFailed, Err: unavailable}, want: classTerminal},
 		{name: "a hook the API server could not take for a moment", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonCreateFailed, Err: unavailable}, want: classTransient},
 		{name: "a hook the API server refused", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonCreateFailed, Err: apierrors.NewForbidden(schema.GroupResource{Resource: "jobs"}, "x", errors.New("no"))}, want: classTerminal},
 	} {

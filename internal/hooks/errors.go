@@ -57,6 +57,10 @@ const ReasonCreateFailed = "CreateFailed"
 // have done its work, so it is not run again at once.
 const ReasonDeleted = "Deleted"
 
+// ReasonDeleteFailed is the Reason of a hook that succeeded, but whose
+// object its hook-succeeded policy could not delete.
+const ReasonDeleteFailed = "DeleteFailed"
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, e.Hook.Describe(), e.Weight)
@@ -73,6 +77,8 @@ func (e *Error) Error() string {
 		b.WriteString("; make the hook finish sooner or raise spec.hookTimeout. ")
 	case ReasonCreateFailed:
 		b.WriteString("could not be run: " + e.Message + ". ")
+	case ReasonDeleteFailed:
+		fmt.Fprintf(&b, "succeeded, but deleting it (policy %s) failed: %s. ", HookSucceeded, e.Message)
 	case ReasonDeleted:
 		b.WriteString("was deleted before Capstan read how it ended")
 		if e.Message != "" {

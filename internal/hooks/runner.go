@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -46,7 +47,17 @@ type Runner struct {
 	// Poll is how often a running hook, or a hook being deleted, is read.
 	// Default one second.
 	Poll time.Duration
+	// DeleteWait bounds the wait for a hook's deleted object to be gone,
+	// within the hook timeout. Default DefaultDeleteWait.
+	DeleteWait time.Duration
 }
+
+// DefaultDeleteWait bounds the wait for a hook's deleted object to be
+// gone. A Job goes at once (its pods in the background), and most objects
+// in a moment; one that is still there after that long is held by a
+// finalizer no controller removes soon, and waiting for it would hold the
+// controller's worker for the whole hook timeout.
+const DefaultDeleteWait = 30 * time.Second
 
 // Run runs the runnable hooks of req.Event in Helm's order, one at a time:
 //
@@ -135,12 +146,12 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
 		}
 		if err != nil {
-			again := fmt.Sprintf("; the next sync runs the %s hooks again", req.Event)
-			if req.Event == render.SyncFailEvent {
-				again = ""
-			}
-			return fmt.Errorf("%s hook %s succeeded, but deleting it (policy %s) failed: %w%s",
-				req.Event, capstanv1.RefOf(h.Object).Describe(), HookSucceeded, err, again)
+			// NOTE: a *Error, so the controller stalls on it: a plain
+			// error is retried with backoff, and each retry would run
+			// every hook of the event again, only to fail on the same
+			// delete (a finalizer no one removes).
+			return &Error{Event: req.Event, Hook: capstanv1.RefOf(h.Object), Weight: h.Weight, Template: h.Template,
+				Reason: ReasonDeleteFailed, Message: err.Error(), Err: err}
 		}
 	}
 	return nil
@@ -230,9 +241,14 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		}
 	}
 	yield := req.Yield
-	if ttl, found, _ := unstructured.NestedInt64(obj.Object, "spec", "ttlSecondsAfterFinished"); found && ttl >= 0 {
+	if ttl, found := JobTTL(obj); found && ttl < MinJobTTLSeconds {
 		// NOTE: the TTL controller may delete the Job before a later look
-		// reads how it ended; it is waited for within this one.
+		// reads how it ended; it is waited for within this one. The
+		// controller's hooks keep at least MinJobTTLSeconds (prepare),
+		// far longer than a look takes to come, and yield as others do:
+		// a Job that never finishes must not hold a worker for the
+		// whole hook timeout. A controller that is down for longer than
+		// that finds the Job gone, and runs it again.
 		yield = 0
 	}
 	out, err := r.wait(ctx, req.Applier, ref, since.Add(timeout), yield)
@@ -332,6 +348,30 @@ func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.
 	}
 	out, err := r.read(ctx, req.Applier, live)
 	return true, out.state, err
+}
+
+// JobTTL returns a batch Job's ttlSecondsAfterFinished, and whether it
+// has a number there. o may come from a chart's YAML or JSON, in which a
+// number may be an int64 or a float64.
+func JobTTL(o *unstructured.Unstructured) (int64, bool) {
+	if o.GetKind() != "Job" || !strings.HasPrefix(o.GetAPIVersion(), "batch/") {
+		return 0, false
+	}
+	v, found, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "ttlSecondsAfterFinished")
+	if !found {
+		return 0, false
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, true
+	case int:
+		return int64(n), true
+	case int32:
+		return int64(n), true
+	case float64:
+		return int64(n), true
+	}
+	return 0, false
 }
 
 // errYield ends a wait that yield bounded while the hook still runs.
@@ -573,20 +613,44 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, 
 			return "", fmt.Errorf("%s changed between each read and its delete, %d times; the next sync tries again", ref.Describe(), try)
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, r.poll(), timeout, true, func(ctx context.Context) (bool, error) {
+	bound := min(timeout, r.deleteWait())
+	var finalizers []string
+	err := wait.PollUntilContextTimeout(ctx, r.poll(), bound, true, func(ctx context.Context) (bool, error) {
 		cur, err := a.Get(ctx, ref)
-		if err != nil && ctx.Err() != nil {
+		switch {
+		case err != nil && ctx.Err() != nil:
 			return false, ctx.Err()
-		}
-		if err != nil {
+		case err != nil && nearDeadline(ctx, r.poll()):
+			// The client refuses a read that cannot finish in time; that
+			// says nothing about the object.
+			return false, nil
+		case err != nil:
 			return false, err
+		}
+		if cur != nil {
+			finalizers = cur.GetFinalizers()
 		}
 		return cur == nil || cur.GetUID() != uid, nil
 	})
 	if wait.Interrupted(err) && ctx.Err() == nil {
-		return "", fmt.Errorf("%s was still there %s after it was deleted; look for a finalizer that holds it", ref.Describe(), timeout)
+		// NOTE: bounded well within the hook timeout: the wait holds the
+		// reconcile's worker, and what holds the object longer is a
+		// finalizer that a person, or a controller that is down, must
+		// remove. The next sync tries again.
+		if len(finalizers) > 0 {
+			return "", fmt.Errorf("%s was still there %s after it was deleted, held by its finalizers %s; the controller that owns them must remove them (remove them by hand if it is gone), and the next sync tries again",
+				ref.Describe(), bound, strings.Join(finalizers, ", "))
+		}
+		return "", fmt.Errorf("%s was still there %s after it was deleted; the next sync tries again", ref.Describe(), bound)
 	}
 	return "", err
+}
+
+func (r *Runner) deleteWait() time.Duration {
+	if r.DeleteWait > 0 {
+		return r.DeleteWait
+	}
+	return DefaultDeleteWait
 }
 
 // maxDeleteTries bounds the reads and deletes of one hook's object whose

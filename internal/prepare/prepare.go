@@ -171,27 +171,7 @@ func isJob(o *unstructured.Unstructured) bool {
 // Job a few minutes. A value that is not a number is left for the API
 // server to refuse.
 func raiseHookJobTTL(o *unstructured.Unstructured) {
-	if !isJob(o) {
-		return
-	}
-	v, found, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "ttlSecondsAfterFinished")
-	if !found {
-		return
-	}
-	var ttl float64
-	switch n := v.(type) {
-	case int64:
-		ttl = float64(n)
-	case int:
-		ttl = float64(n)
-	case int32:
-		ttl = float64(n)
-	case float64:
-		ttl = n
-	default:
-		return
-	}
-	if ttl < float64(hooks.MinJobTTLSeconds) {
+	if ttl, found := hooks.JobTTL(o); found && ttl < hooks.MinJobTTLSeconds {
 		_ = unstructured.SetNestedField(o.Object, hooks.MinJobTTLSeconds, "spec", "ttlSecondsAfterFinished")
 	}
 }
