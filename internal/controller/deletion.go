@@ -251,8 +251,12 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		if err != nil {
 			s.hooks = nil
 			if classify(err) != classTerminal {
-				return fmt.Errorf("rendering the add-on to find its delete hooks failed, so the uninstall waits and tries again; nothing is deleted before its pre-delete hooks have run. "+
-					"If the source will not answer again, point the Addon at a copy that does, or set spec.deletionPolicy: Orphan to leave the software running: %w", err)
+				stage := "nothing is deleted before its pre-delete hooks have run"
+				if preDeleteDone(s.addon) {
+					stage = "its post-delete hooks run once it renders"
+				}
+				return fmt.Errorf("rendering the add-on to find its delete hooks failed, so the uninstall waits and tries again; %s. "+
+					"If the source will not answer again, point the Addon at a copy that does, or remove the %s annotation and set spec.deletionPolicy: Orphan to let the Addon go without them: %w", stage, capstanv1.UninstallAnnotation, err)
 			}
 			r.refuseDeleteHooks(ctx, s, "the source could not be rendered: "+s.mask().Error(err).Error(), renderFailedAhead(s.addon))
 			return nil
