@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -286,6 +287,19 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
 		return
 	}
+	// NOTE: a plan of a change makes the controller fetch whatever source
+	// the patch names, through its guard and into the chart cache its
+	// reconciles share, and render it: without this review, anyone who may
+	// read one Addon could make the controller fetch any link and read the
+	// errors as a port scanner's answers, as pageFetch guards against for
+	// the pages. The Addon's own spec is one its editors chose, so a plain
+	// plan needs only the read.
+	if changesSpec(req.Spec) {
+		if e, refused := s.mayPlanChange(r.Context(), userOf(r), key); refused {
+			writeError(w, e)
+			return
+		}
+	}
 	select {
 	case s.plans <- struct{}{}:
 		defer func() { <-s.plans }()
@@ -307,6 +321,34 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, p)
+}
+
+// changesSpec tells whether a plan's spec patch changes anything: no
+// patch, null and {} plan the Addon as it is.
+func changesSpec(patch json.RawMessage) bool {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(patch, &fields); err != nil {
+		// Not an object: PlanChange refuses it, and this must not let it
+		// pass unreviewed.
+		return len(bytes.TrimSpace(patch)) > 0 && string(bytes.TrimSpace(patch)) != "null"
+	}
+	return len(fields) > 0
+}
+
+// mayPlanChange asks the API server whether the user may patch the Addon
+// key, which a plan of a change takes: the answer to send and true when
+// they may not (403) or the review failed (503).
+func (s *Server) mayPlanChange(ctx context.Context, u User, key client.ObjectKey) (apiError, bool) {
+	allowed, err := s.allowed(ctx, u, "patch", key)
+	if err != nil {
+		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
+			Message: fmt.Sprintf("the Kubernetes API server could not review whether %s may patch Addon %s (%v), so nothing was planned; try again", u.Name, key, err)}, true
+	}
+	if !allowed {
+		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
+			Message: fmt.Sprintf("%s may not patch Addon %s, so it may not plan a change of it: send no spec to plan the Addon as it is", u.Name, key)}, true
+	}
+	return apiError{}, false
 }
 
 // planRetryAfter is the Retry-After, in seconds, of a plan refused because

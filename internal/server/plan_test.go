@@ -212,3 +212,38 @@ func TestPlanOfTheClusterProfileImpersonates(t *testing.T) {
 	code, body = call(t, editor, http.MethodPost, path, nil)
 	expect(t, "a plan of the cluster profile by a user who may impersonate the add-ons account", code, body, http.StatusOK)
 }
+
+// TestPlanOfAChangeNeedsPatch plans as a user who may read an Addon but
+// not patch it: a plan of the Addon as it is answers 200, and a plan of a
+// change, which would make the controller fetch the link it names, is 403
+// before anything is fetched. A user who may patch it plans the change.
+func TestPlanOfAChangeNeedsPatch(t *testing.T) {
+	ns := namespace(t)
+	chartAddon(t, ns, "pinned", "public-1.0.0.tgz")
+	dryRuns := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch"}}
+	reader := user(t, ns, "reader", addonRule("get", "list"), dryRuns)
+	editor := user(t, ns, "editor", addonRule("get", "list", "patch"), dryRuns)
+	path := "/api/v1/namespaces/" + ns + "/addons/pinned/plan"
+	// A link of this test alone, so that no cached chart hides a fetch.
+	change := map[string]any{"spec": map[string]any{"chart": map[string]any{"url": chartServer.URL + "/public-1.0.0.tgz?plan=" + ns}}}
+
+	before := chartRequests.Load()
+	code, body := call(t, reader, http.MethodPost, path, change)
+	if code != http.StatusForbidden || !strings.Contains(string(body), "may not patch Addon "+ns+"/pinned") {
+		t.Errorf("a reader's plan of a change: %d %s; want 403 saying why", code, body)
+	}
+	if n := chartRequests.Load() - before; n != 0 {
+		t.Errorf("the reader's plan of a change made the controller fetch %d times; want none", n)
+	}
+	code, body = call(t, reader, http.MethodPost, path, nil)
+	expect(t, "a reader's plan of the Addon as it is", code, body, http.StatusOK)
+	code, body = call(t, reader, http.MethodPost, path, map[string]any{"spec": map[string]any{}})
+	expect(t, "a reader's plan with an empty patch", code, body, http.StatusOK)
+
+	before = chartRequests.Load()
+	code, body = call(t, editor, http.MethodPost, path, change)
+	expect(t, "an editor's plan of a change", code, body, http.StatusOK)
+	if n := chartRequests.Load() - before; n != 1 {
+		t.Errorf("the editor's plan of a change fetched %d times; want 1", n)
+	}
+}
