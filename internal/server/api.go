@@ -171,6 +171,9 @@ func queryFlags(r *http.Request, flags map[string]*bool) error {
 	allowed := slices.Sorted(maps.Keys(flags))
 	for _, key := range slices.Sorted(maps.Keys(q)) {
 		dst, ok := flags[key]
+		if !ok && len(allowed) == 0 {
+			return badRequest(key, "unknown query parameter %q: %s %s takes no query parameters", key, r.Method, r.URL.Path)
+		}
 		if !ok {
 			return badRequest(key, "unknown query parameter %q: %s %s takes only %s", key, r.Method, r.URL.Path, strings.Join(allowed, " and "))
 		}
@@ -186,11 +189,22 @@ func queryFlags(r *http.Request, flags map[string]*bool) error {
 	return nil
 }
 
+// noQuery refuses a request with any query parameter, for the endpoints
+// that take none: a flag they do not know, such as dryRun=All, must be
+// refused rather than dropped, or the write it was meant to prevent is
+// made for real.
+func noQuery(r *http.Request) error { return queryFlags(r, nil) }
+
 // request reads what every handler starts with: the Addon's key from the
 // path, the JSON body decoded into into (when not nil), and a client that
-// acts as the user. On a problem it answers, and ok is false.
+// acts as the user. It refuses any query parameter: the handlers that take
+// one (the lists, DELETE) read the path without it. On a problem it
+// answers, and ok is false.
 func (s *Server) request(w http.ResponseWriter, r *http.Request, into any) (key client.ObjectKey, c client.Client, cfg *rest.Config, ok bool) {
 	key, err := target(r)
+	if err == nil {
+		err = noQuery(r)
+	}
 	if err == nil && into != nil {
 		err = body.Decode(r.Body, into)
 	}
@@ -217,16 +231,22 @@ func (s *Server) auditRequest(r *http.Request, verb string, key client.ObjectKey
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	key, c, _, ok := s.request(w, r, nil)
-	if !ok {
+	key, err := target(r)
+	if err != nil {
+		writeError(w, errorFor(err))
 		return
 	}
-	list := &capstanv1.AddonList{}
 	opts, err := listPage(r)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
+	c, _, err := s.userClient(userOf(r))
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	list := &capstanv1.AddonList{}
 	if key.Namespace != "" {
 		opts = append(opts, client.InNamespace(key.Namespace))
 	}
@@ -401,6 +421,9 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 // say, so that a page shows only the buttons that would work.
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 	key, err := target(r)
+	if err == nil {
+		err = noQuery(r)
+	}
 	if err != nil {
 		writeError(w, errorFor(err))
 		return

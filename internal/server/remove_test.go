@@ -158,3 +158,54 @@ func TestUnknownQueryParameter(t *testing.T) {
 		t.Errorf("a refused removal left the marks %v", m)
 	}
 }
+
+// TestUnknownQueryParameterOnEveryEndpoint sends dryRun=All, which the
+// Kubernetes API takes and this API does not, to a write of each kind and
+// a misspelt key to the reads: each is 400, naming the key, and the
+// Addon is unchanged.
+func TestUnknownQueryParameterOnEveryEndpoint(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "demo", hashOf("a"))
+	// A plan that got through would fetch this Addon's chart, which is on
+	// loopback.
+	chartAddon(t, ns, "local", "public-1.0.0.tgz")
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch", "delete"))
+	path := "/api/v1/namespaces/" + ns + "/addons/demo"
+	for _, tc := range []struct {
+		method, path string
+		body         any
+	}{
+		{http.MethodPatch, path + "?dryRun=All", map[string]any{"spec": map[string]any{"suspend": false}}},
+		{http.MethodPost, path + "/approve?dryRun=All", map[string]string{"hash": hashOf("a")}},
+		{http.MethodPost, path + "/install?dryRun=All", map[string]string{"hash": hashOf("a")}},
+		{http.MethodPost, path + "/resume?dryRun=All", nil},
+		{http.MethodPost, path + "/refresh?dryRun=All", nil},
+		{http.MethodPost, path + "/test?dryRun=All", nil},
+		{http.MethodPost, "/api/v1/namespaces/" + ns + "/addons/local/plan?dryRun=All", nil},
+		{http.MethodPost, "/api/v1/namespaces/" + ns + "/addons?dryRun=All", map[string]any{"name": "other", "spec": map[string]any{"suspend": true}}},
+		{http.MethodGet, path + "?dryRun=All", nil},
+		{http.MethodGet, path + "/events?dryRun=All", nil},
+		{http.MethodGet, path + "/capabilities?dryRun=All", nil},
+		{http.MethodGet, "/api/v1/namespaces/" + ns + "/capabilities?dryRun=All", nil},
+		{http.MethodPost, "/api/v1/session?dryRun=All", map[string]string{"token": editor}},
+		{http.MethodDelete, "/api/v1/session?dryRun=All", nil},
+	} {
+		code, body := call(t, editor, tc.method, tc.path, tc.body)
+		expect(t, tc.method+" "+tc.path, code, body, http.StatusBadRequest)
+		if !strings.Contains(string(body), `unknown query parameter \"dryRun\"`) {
+			t.Errorf("%s %s: %s; want the refusal to name dryRun", tc.method, tc.path, body)
+		}
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "demo"}, a); err != nil {
+		t.Fatal(err)
+	}
+	if !a.Spec.Suspend || a.Spec.ApprovedPlan != "" || a.Spec.SyncRequest != 0 || len(a.Annotations) > 0 {
+		t.Errorf("refused requests changed the Addon: suspend %v, approvedPlan %q, syncRequest %d, annotations %v",
+			a.Spec.Suspend, a.Spec.ApprovedPlan, a.Spec.SyncRequest, a.Annotations)
+	}
+	other := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "other"}, other); !apierrors.IsNotFound(err) {
+		t.Errorf("a refused add created the Addon: %v", err)
+	}
+}

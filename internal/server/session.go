@@ -143,7 +143,10 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
 	var req body.SignIn
-	err := body.Decode(r.Body, &req)
+	err := noQuery(r)
+	if err == nil {
+		err = body.Decode(r.Body, &req)
+	}
 	if err == nil {
 		err = req.Check()
 	}
@@ -193,6 +196,10 @@ func crossSite(r *http.Request) bool {
 
 // signOut forgets the session, and answers 204.
 func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
+	if err := noQuery(r); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	s.endSession(w, r)
 	w.WriteHeader(http.StatusNoContent)
 }
