@@ -480,7 +480,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 				return nil, err
 			}
 		}
-		reviewer, err := kubernetes.NewForConfig(cfg)
+		reviewer, err := kubernetes.NewForConfig(server.ReviewerConfig(cfg))
 		if err != nil {
 			return nil, err
 		}

@@ -40,6 +40,8 @@ type apiError struct {
 	Message string `json:"message"`
 	// Field names the request field at fault, when one is.
 	Field string `json:"field,omitempty"`
+	// retryAfter, when not zero, is the answer's Retry-After in seconds.
+	retryAfter int
 }
 
 func (e apiError) Error() string { return e.Message }
@@ -100,6 +102,9 @@ func errorFor(err error) apiError {
 }
 
 func writeError(w http.ResponseWriter, e apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
 	writeJSON(w, e.Code, e)
 }
 

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -152,7 +153,10 @@ func (s *Server) pageSession(w http.ResponseWriter, r *http.Request) (session, b
 	if refused == nil {
 		return sess, true
 	}
-	if refused.Code == http.StatusServiceUnavailable {
+	if refused.Code == http.StatusServiceUnavailable || refused.Code == http.StatusTooManyRequests {
+		if refused.retryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(refused.retryAfter))
+		}
 		s.render(w, "signin", refused.Code, pageData{Title: "Sign in",
 			Error: "The Kubernetes API server could not check your session just now; nothing was changed. Reload the page in a moment."})
 		return session{}, false
@@ -181,8 +185,14 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "Paste a Kubernetes token to sign in."})
 		return
 	}
-	u, err := s.tokens.review(r.Context(), token)
+	u, err := s.tokens.review(r.Context(), token, clientOf(r))
 	if err != nil {
+		if refusal := reviewRefusal(err); refusal.Code == http.StatusTooManyRequests {
+			w.Header().Set("Retry-After", strconv.Itoa(refusal.retryAfter))
+			s.render(w, "signin", refusal.Code, pageData{Title: "Sign in",
+				Error: "Too many sign-ins came from your address just now; nothing was signed in. Try again in a few seconds."})
+			return
+		}
 		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "The Kubernetes API server did not accept that token."})
 		return
 	}

@@ -10,7 +10,6 @@ import (
 	"context"
 	"crypto/tls"
 	_ "embed"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -43,7 +42,9 @@ type Server struct {
 	// Base is the API server's address and CA, without credentials: every
 	// API call is made with the requesting user's own token.
 	Base *rest.Config
-	// Reviewer creates TokenReviews; the controller's client.
+	// Reviewer creates TokenReviews and SubjectAccessReviews; the
+	// controller's client, built from ReviewerConfig so that the reviews
+	// the API's callers cause have a rate limit of their own.
 	Reviewer kubernetes.Interface
 	// Scheme and Mapper build the users' clients.
 	Scheme *runtime.Scheme
@@ -117,7 +118,7 @@ func (s *Server) Handler() http.Handler {
 	// The pages are parsed here, so that a broken one stops the server as
 	// it starts rather than failing its first request.
 	pages()
-	s.tokens = &tokenReviewer{client: s.Reviewer, now: s.now}
+	s.tokens = newTokenReviewer(s.Reviewer, s.now)
 	maxPlans := s.MaxPlans
 	if maxPlans <= 0 {
 		maxPlans = defaultMaxPlans
@@ -245,13 +246,9 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 			return
 		}
-		u, err := s.tokens.review(r.Context(), token)
+		u, err := s.tokens.review(r.Context(), token, clientOf(r))
 		if err != nil {
-			if errors.Is(err, errUnauthenticated) {
-				writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the token was not accepted by the Kubernetes API server"})
-				return
-			}
-			writeError(w, apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable", Message: "the Kubernetes API server could not review the token; try again"})
+			writeError(w, reviewRefusal(err))
 			return
 		}
 		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)

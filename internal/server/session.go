@@ -154,9 +154,9 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	u, err := s.tokens.review(r.Context(), req.Token)
+	u, err := s.tokens.review(r.Context(), req.Token, clientOf(r))
 	if err != nil {
-		writeError(w, apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the token was not accepted by the Kubernetes API server"})
+		writeError(w, reviewRefusal(err))
 		return
 	}
 	id, sess := s.sessions.create(u, s.now())
@@ -226,13 +226,16 @@ func (s *Server) liveSession(r *http.Request) (session, *apiError) {
 	if !ok {
 		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the session has ended: sign in again"}
 	}
-	u, err := s.tokens.review(r.Context(), sess.user.token)
+	u, err := s.tokens.review(r.Context(), sess.user.token, clientOf(r))
 	if errors.Is(err, errUnauthenticated) {
 		s.sessions.remove(c.Value)
 		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized",
 			Message: "the session has ended: the Kubernetes API server no longer accepts its token (it expired, or its account was removed); sign in again"}
 	}
 	if err != nil {
+		if refusal := reviewRefusal(err); refusal.Code == http.StatusTooManyRequests {
+			return session{}, &refusal
+		}
 		return session{}, &apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
 			Message: "the Kubernetes API server could not review the session's token; try again"}
 	}
