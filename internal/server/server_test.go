@@ -643,6 +643,92 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 	if len(doc.Paths) != len(served) {
 		t.Errorf("the OpenAPI document has %d paths; the API serves %d", len(doc.Paths), len(served))
 	}
+
+	// The answers the code gives: every request with a token may be
+	// throttled (429) or find the API server not answering its review
+	// (503); a change of a git-managed Addon is a commit (202).
+	type operation struct {
+		Responses map[string]struct {
+			Content map[string]struct {
+				Schema struct {
+					Ref string `json:"$ref"`
+				} `json:"schema"`
+			} `json:"content"`
+		} `json:"responses"`
+		RequestBody struct {
+			Content map[string]struct {
+				Schema struct {
+					Properties map[string]any `json:"properties"`
+				} `json:"schema"`
+			} `json:"content"`
+		} `json:"requestBody"`
+	}
+	var raw struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(openAPIDocument(t), &raw); err != nil {
+		t.Fatal(err)
+	}
+	var ops struct {
+		Paths map[string]map[string]operation
+	}
+	ops.Paths = map[string]map[string]operation{}
+	for path, methods := range raw.Paths {
+		ops.Paths[path] = map[string]operation{}
+		for m, data := range methods {
+			if m == "parameters" {
+				continue
+			}
+			var op operation
+			if err := json.Unmarshal(data, &op); err != nil {
+				t.Fatalf("%s %s: %v", m, path, err)
+			}
+			ops.Paths[path][m] = op
+		}
+	}
+	for path, methods := range served {
+		for _, m := range methods {
+			if path == "/api/v1/session" && m == "delete" {
+				continue
+			}
+			for _, code := range []string{"401", "429", "503"} {
+				if _, ok := ops.Paths[path][m].Responses[code]; !ok {
+					t.Errorf("the OpenAPI document lacks the %s of %s %s", code, strings.ToUpper(m), path)
+				}
+			}
+		}
+	}
+	one := "/api/v1/namespaces/{namespace}/addons/{name}"
+	for _, op := range []struct{ path, method string }{{one, "patch"}, {one, "delete"}, {one + "/suspend", "post"}, {one + "/resume", "post"}} {
+		r := ops.Paths[op.path][op.method].Responses
+		if r["202"].Content["application/json"].Schema.Ref != "#/components/schemas/Commit" {
+			t.Errorf("%s %s: the OpenAPI document lacks the 202 with a Commit of a git-managed Addon", strings.ToUpper(op.method), op.path)
+		}
+		if _, ok := r["501"]; !ok {
+			t.Errorf("%s %s: the OpenAPI document lacks the 501 of a server that does not commit", strings.ToUpper(op.method), op.path)
+		}
+	}
+	if _, ok := ops.Paths[one]["patch"].RequestBody.Content["application/json"].Schema.Properties["definition"]; !ok {
+		t.Errorf("the OpenAPI document's PATCH body lacks definition, which a git-managed Addon's edit requires")
+	}
+	if _, ok := ops.Paths[one+"/plan"]["post"].RequestBody.Content["application/json"].Schema.Properties["secretInputs"]; ok {
+		t.Errorf("the OpenAPI document's plan body offers secretInputs, which a plan refuses")
+	}
+}
+
+// openAPIDocument reads the OpenAPI document the API serves.
+func openAPIDocument(t *testing.T) []byte {
+	t.Helper()
+	resp, err := apiClient().Get(api.URL + "/api/v1/openapi.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 // TestPageSession signs a page in with a token, and checks the session
