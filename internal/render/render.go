@@ -35,6 +35,12 @@ type Options struct {
 	// computes the hash first, so that a chart renders as an install or an
 	// upgrade by whether that exact render was applied before.
 	UpgradeFor func(hash string) bool
+	// Admit, when set, is asked before a chart's templates run, with the
+	// render hash and whether the chart renders for an upgrade: an error
+	// it returns ends Render with that error, and no template runs. A
+	// controller refuses with it a render it knows stops at a Sandbox
+	// bound, without spending a worker on it again.
+	Admit func(hash string, upgrade bool) error
 	// Sandbox, when set, runs the chart's templates in a worker process
 	// bounded in time and memory. Nil runs them in this process, unbounded:
 	// fit for a command a person runs and can interrupt, not for a
@@ -75,6 +81,11 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		}
 		if opts.UpgradeFor != nil {
 			opts.Upgrade = opts.UpgradeFor(hash)
+		}
+		if opts.Admit != nil {
+			if err := opts.Admit(hash, opts.Upgrade); err != nil {
+				return nil, err
+			}
 		}
 		res, err := helm(ctx, art.Chart.Chart, values, opts)
 		if err != nil {

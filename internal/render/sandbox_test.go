@@ -3,8 +3,10 @@ package render
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,8 @@ import (
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+
+	"capstan.dev/capstan/internal/source"
 )
 
 // TestMain lets this test binary be the render worker of the tests'
@@ -260,5 +264,49 @@ func TestDiedOfMemory(t *testing.T) {
 		if got := diedOfMemory([]byte(stderr)); got != want {
 			t.Errorf("diedOfMemory(%q) = %v, want %v", stderr, got, want)
 		}
+	}
+}
+
+// TestAdmitComesBeforeTheSandbox: Admit is asked with the render hash of
+// the render it admits, and a render it refuses sends nothing to a worker.
+// A controller relies on that to refuse a render it knows stops at a bound
+// without holding a worker for the whole bound again.
+func TestAdmitComesBeforeTheSandbox(t *testing.T) {
+	s := newSandbox(t, SandboxConfig{Timeout: time.Second, Workers: 2})
+	id := source.Identity{Digest: "sha256:5b17", Name: "inline", Version: "0.1.0"}
+	art := &source.Artifact{Chart: &source.Chart{Chart: inlineChart("{{ range 1000000000000 }}{{ range 1000000000000 }}{{ end }}{{ end }}"),
+		Name: "inline", Version: "0.1.0"}, Identity: id}
+	want, err := Hash(id, nil, "spin", "spin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var asked []string
+	opts := Options{ReleaseName: "spin", Namespace: "spin", Capabilities: testCaps, Sandbox: s,
+		UpgradeFor: func(string) bool { return true },
+		Admit: func(hash string, upgrade bool) error {
+			asked = append(asked, fmt.Sprint(hash, " ", upgrade))
+			return nil
+		}}
+	_, err = Render(context.Background(), art, nil, opts)
+	if le := (*LimitError)(nil); !errors.As(err, &le) || le.Bound != "time" {
+		t.Fatalf("render = %v, want the time bound", err)
+	}
+	if wantAsked := []string{want + " true"}; !slices.Equal(asked, wantAsked) {
+		t.Errorf("Admit was asked %q; want %q", asked, wantAsked)
+	}
+	before := s.Stats()
+
+	refused := errors.New("refused")
+	opts.Admit = func(string, bool) error { return refused }
+	start := time.Now()
+	if _, err := Render(context.Background(), art, nil, opts); !errors.Is(err, refused) {
+		t.Fatalf("render = %v, want Admit's error", err)
+	}
+	if took := time.Since(start); took > 500*time.Millisecond {
+		t.Errorf("a refused render took %s", took)
+	}
+	if after := s.Stats(); after.Renders != before.Renders || after.TimeBound != before.TimeBound {
+		t.Errorf("a refused render reached the sandbox: renders %d → %d, stopped at the time bound %d → %d",
+			before.Renders, after.Renders, before.TimeBound, after.TimeBound)
 	}
 }
