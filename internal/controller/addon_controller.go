@@ -128,6 +128,9 @@ type AddonReconciler struct {
 	share *tenantShare
 	// retries is the queue's retry rate limiter; nil outside a manager.
 	retries *retryLimiter
+	// bound remembers the renders the sandbox stopped at a bound, so that
+	// the same inputs do not hold a render worker again at every look.
+	bound boundRenders
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -517,6 +520,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.held.Delete(key)
 	r.releaseRemote(key)
 	r.incidents.forget(key)
+	r.bound.forget(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

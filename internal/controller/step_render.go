@@ -2,7 +2,11 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"capstan.dev/capstan/internal/render"
 )
@@ -52,7 +56,30 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 			return s.addon.Status.AppliedAsUpgrade
 		}
 	}
+	// A chart's render that the sandbox stopped at a bound is not run
+	// again with the same inputs until a pause has passed (boundRenders).
+	// A plan on demand renders whatever was remembered: a person asked
+	// for it, and the API computes few at once.
+	var key *boundKey
+	if opts.Sandbox != nil && !s.readOnly {
+		opts.Admit = func(hash string, upgrade bool) error {
+			k := boundKeyOf(s.addon, hash, upgrade)
+			if err := r.bound.admit(client.ObjectKeyFromObject(s.addon), k, s.refresh != "", time.Now()); err != nil {
+				return err
+			}
+			key = &k
+			return nil
+		}
+	}
 	res, err := render.Render(ctx, s.artifact, vals, opts)
+	if key != nil {
+		err = r.bound.record(client.ObjectKeyFromObject(s.addon), *key, err, time.Now())
+	}
+	if stop := (*boundStop)(nil); errors.As(err, &stop) {
+		// The add-on is looked at again once the pause ends, when that
+		// comes before the resync.
+		s.retryStalled = time.Until(stop.until) + time.Second
+	}
 	if s.decryptProblems() {
 		return false, nil
 	}
