@@ -144,14 +144,13 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	return &Sandbox{cfg: cfg, slots: make(chan struct{}, cfg.Workers), live: map[*worker]bool{}}, nil
 }
 
-// Close stops the idle workers; a render still running finishes, and its
-
 // Reserved is the memory the workers may take together at most: each
 // worker's bound times the workers that run at once.
 func (s *Sandbox) Reserved() int64 {
 	return int64(s.cfg.Workers) * s.cfg.Memory
 }
 
+// Close stops the idle workers; a render still running finishes, and its
 // worker stops after it.
 func (s *Sandbox) Close() {
 	s.mu.Lock()
