@@ -238,7 +238,10 @@ func (d *decoder) decode(n *yaml.Node, v reflect.Value, field string) {
 		}
 		v.SetBool(b)
 	default:
-		panic(fmt.Sprintf("gitops: no decoder for %s", v.Type()))
+		// Every exported field of Definition has a case above; this is
+		// reached only if a new field's type is forgotten, and a definition
+		// must then be refused, not crash the syncer or the server.
+		d.add(n, field, "Capstan cannot read this field (no decoder for %s): report this as a bug", v.Type())
 	}
 }
 
@@ -251,6 +254,9 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, field string) {
 	byName := map[string]int{}
 	var names []string
 	for i := range t.NumField() {
+		if !t.Field(i).IsExported() {
+			continue // such as Definition.gitPathLine: Capstan's own, never a key.
+		}
 		name, _, _ := strings.Cut(t.Field(i).Tag.Get("yaml"), ",")
 		byName[name] = i
 		names = append(names, name)

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -216,6 +219,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"not UTF-8", "addons/a.yaml", "name: a\ntitle: caf\xe9\n", "addons/a.yaml:2: the file is not valid UTF-8"},
 		{"NaN value", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvalues:\n  x: .nan\n", "addons/a.yaml:4: values.x: NaN"},
 		{"values a list", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvalues: [1]\n", "addons/a.yaml:3: values: must be a mapping"},
+		{"empty key", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n\"\": 1\n", "addons/a.yaml:3: unknown field"},
+		{"empty key as a mapping", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n\"\": {x: 1}\n", "addons/a.yaml:3: unknown field"},
+		{"empty key in helm", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c, \"\": 1}\n", "addons/a.yaml:2: helm.: unknown field"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -298,6 +304,23 @@ func TestEncodeRoundTrip(t *testing.T) {
 // FuzzParse feeds any file to the definition parser. A definition is
 // refused with its problems listed, or it is named after its file, converts
 // to an Addon, and encodes to a file that parses to the same definition.
+// TestDecoderRefusesAnUnknownType checks that a field type the decoder has
+// no case for is a problem of the file, not a panic of the syncer.
+func TestDecoderRefusesAnUnknownType(t *testing.T) {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte("1\n"), &n); err != nil {
+		t.Fatal(err)
+	}
+	var x struct {
+		Count int `yaml:"count"`
+	}
+	d := &decoder{}
+	d.decode(n.Content[0], reflect.ValueOf(&x).Elem().Field(0), "count")
+	if len(d.problems) != 1 || !strings.Contains(d.problems[0].Message, "no decoder for int") {
+		t.Fatalf("problems = %+v", d.problems)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add("addons/longhorn.yaml", []byte(longhorn))
 	f.Add("addons/umami.yaml", []byte(umami))
