@@ -312,10 +312,10 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 }
 
 // What status.invalidFiles holds is bounded, so that the status patch
-// stays well under the API server's request limit: a definition file of
-// 1 MiB of unknown keys has one problem per key, each listing the fields a
-// definition has, and would otherwise make a message of tens of MiB that
-// the API server refuses, and every sync would fail without saying why.
+// stays well under the API server's request limit: a repository may hold
+// thousands of invalid files, and the parser keeps up to 20 problems of
+// each (gitops.Parse), which would otherwise make a message the API server
+// refuses, and every sync would fail without saying why.
 const (
 	// maxInvalidFilesListed bounds the files listed; invalidFileCount
 	// still counts them all.
@@ -336,9 +336,15 @@ func boundInvalidFiles(files []capstanv1.InvalidFile) []capstanv1.InvalidFile {
 	}
 	out := make([]capstanv1.InvalidFile, 0, min(len(files), maxInvalidFilesListed))
 	for _, f := range files[:min(len(files), maxInvalidFilesListed)] {
-		lines, suffix := strings.Split(f.Message, "\n"), ""
-		if more := len(lines) - maxInvalidFileProblems; more > 0 {
+		lines, suffix, more := strings.Split(f.Message, "\n"), "", 0
+		if n, ok := gitops.ProblemsLeftOut(f.Path, lines[len(lines)-1]); ok {
+			lines, more = lines[:len(lines)-1], n
+		}
+		if len(lines) > maxInvalidFileProblems {
+			more += len(lines) - maxInvalidFileProblems
 			lines = lines[:maxInvalidFileProblems]
+		}
+		if more > 0 {
 			if suffix = fmt.Sprintf("\n%s: and %d more problems", f.Path, more); len(suffix) > maxInvalidFileMessage/2 {
 				suffix = fmt.Sprintf("\nand %d more problems", more)
 			}

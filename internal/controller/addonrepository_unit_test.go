@@ -36,6 +36,10 @@ func TestBoundInvalidFiles(t *testing.T) {
 		{name: "one long line", in: []capstanv1.InvalidFile{{Path: "a.yaml", Message: "a.yaml: " + strings.Repeat("x", 10000)}}, files: 1,
 			last: "..."},
 		{name: "many problems in many files", in: many, files: maxInvalidFilesListed, last: ": and 4990 more problems"},
+		{name: "the parser's own count", in: []capstanv1.InvalidFile{{Path: "a.yaml", Line: 1, Message: problems("a.yaml", 20) + "\na.yaml: and 5000 more problems"}}, files: 1,
+			last: "\na.yaml:10: k9: unknown field; the fields here are: " + strings.Repeat("field, ", 35) + "\na.yaml: and 5010 more problems"},
+		{name: "the parser's count of few", in: []capstanv1.InvalidFile{{Path: "a.yaml", Line: 1, Message: problems("a.yaml", 3) + "\na.yaml: and 7 more problems"}}, files: 1,
+			last: "\na.yaml:3: k2: unknown field; the fields here are: " + strings.Repeat("field, ", 35) + "\na.yaml: and 7 more problems", unchanged: true},
 	} {
 		got := boundInvalidFiles(tc.in)
 		if len(got) != tc.files {

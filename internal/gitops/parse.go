@@ -63,9 +63,10 @@ func Parse(file string, data []byte) (*Definition, error) {
 	d := &decoder{}
 	d.decode(root, reflect.ValueOf(def).Elem(), "")
 	invalid.Problems = append(invalid.Problems, d.problems...)
-	if len(d.problems) == 0 {
+	if len(d.problems) == 0 && d.more == 0 {
 		invalid.Problems = append(invalid.Problems, validate(def, root, file)...)
 	}
+	invalid.Problems = capProblems(invalid.Problems, d.more)
 	if len(invalid.Problems) > 0 {
 		return nil, invalid
 	}
@@ -150,13 +151,62 @@ func lineOfInvalidUTF8(data []byte) int {
 	return line
 }
 
+// maxProblems bounds the problems reported for one file. A file is fixed
+// from its first mistakes, and the whole message is kept in the
+// AddonRepository's status and in the syncer's memory: a file of a hundred
+// thousand unknown keys must not make a message of megabytes.
+const maxProblems = 20
+
+// moreProblems is the message of the last problem of a file that has more
+// than maxProblems: how many were left out.
+const moreProblems = "and %d more problems"
+
+// capProblems keeps the first maxProblems problems and counts the rest, with
+// more that were never kept, in one last problem.
+func capProblems(ps []Problem, more int) []Problem {
+	if len(ps) > maxProblems {
+		more += len(ps) - maxProblems
+		ps = ps[:maxProblems]
+	}
+	if more > 0 {
+		ps = append(ps, Problem{Message: fmt.Sprintf(moreProblems, more)})
+	}
+	return ps
+}
+
+// ProblemsLeftOut reads the last line of an invalid file's message: the
+// number of problems Parse left out of it, and whether the line says so.
+// The status of an AddonRepository lists fewer problems still, and adds
+// this number to those it leaves out.
+func ProblemsLeftOut(file, line string) (int, bool) {
+	rest, ok := strings.CutPrefix(line, file+": ")
+	if !ok {
+		return 0, false
+	}
+	var n int
+	if k, err := fmt.Sscanf(rest, moreProblems, &n); err != nil || k != 1 || fmt.Sprintf(moreProblems, n) != rest {
+		return 0, false
+	}
+	return n, true
+}
+
 // decoder fills a Go value from a YAML node strictly: unknown fields,
 // duplicate fields and wrong types are problems with their lines.
 type decoder struct {
 	problems []Problem
+	// more counts the problems past maxProblems, which are not kept.
+	more int
+	// listed holds, for each struct type whose fields an unknown-field
+	// problem has named, the line of that problem: the list is named once
+	// per file, and later problems point to it.
+	listed map[reflect.Type]int
 }
 
 func (d *decoder) add(n *yaml.Node, field, format string, args ...any) {
+	if len(d.problems) >= maxProblems {
+		d.more++
+		return
+	}
 	d.problems = append(d.problems, Problem{Line: n.Line, Field: field, Message: fmt.Sprintf(format, args...)})
 }
 
@@ -270,7 +320,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, field string) {
 		}
 		idx, ok := byName[key.Value]
 		if !ok {
-			d.add(key, join(field, key.Value), "unknown field; the fields here are: %s", strings.Join(names, ", "))
+			d.unknown(key, join(field, truncate(key.Value, 64)), t, names)
 			continue
 		}
 		if seen[key.Value] {
@@ -280,6 +330,20 @@ func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, field string) {
 		seen[key.Value] = true
 		d.decode(val, v.Field(idx), join(field, key.Value))
 	}
+}
+
+// unknown reports an unknown field. The first one of a kind of mapping names
+// the fields it may hold; the later ones point to that line.
+func (d *decoder) unknown(key *yaml.Node, field string, t reflect.Type, names []string) {
+	if line, ok := d.listed[t]; ok {
+		d.add(key, field, "unknown field; the fields here are listed at line %d", line)
+		return
+	}
+	if d.listed == nil {
+		d.listed = map[reflect.Type]int{}
+	}
+	d.listed[t] = key.Line
+	d.add(key, field, "unknown field; the fields here are: %s", strings.Join(names, ", "))
 }
 
 // value converts free-form YAML (the chart values) into JSON-compatible Go

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -318,6 +319,39 @@ func TestDecoderRefusesAnUnknownType(t *testing.T) {
 	d.decode(n.Content[0], reflect.ValueOf(&x).Elem().Field(0), "count")
 	if len(d.problems) != 1 || !strings.Contains(d.problems[0].Message, "no decoder for int") {
 		t.Fatalf("problems = %+v", d.problems)
+	}
+}
+
+// TestParseBoundsItsProblems checks that a file full of mistakes gives a
+// short error: the first problems, the allowed fields named once, and a
+// count of the rest.
+func TestParseBoundsItsProblems(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("name: a\nhelm: {repo: https://x, chart: c}\n")
+	for i := 0; b.Len() < MaxFileSize-16; i++ {
+		fmt.Fprintf(&b, "k%d: 1\n", i)
+	}
+	keys := strings.Count(b.String(), "\n") - 2
+	_, err := Parse("addons/a.yaml", []byte(b.String()))
+	if err == nil {
+		t.Fatal("accepted")
+	}
+	msg := err.Error()
+	if len(msg) > 8<<10 {
+		t.Fatalf("the error is %d bytes:\n%.2000s", len(msg), msg)
+	}
+	if want := fmt.Sprintf("and %d more problems", keys-maxProblems); !strings.Contains(msg, want) {
+		t.Fatalf("error does not contain %q:\n%s", want, msg)
+	}
+	lines := strings.Split(msg, "\n")
+	if n, ok := ProblemsLeftOut("addons/a.yaml", lines[len(lines)-1]); !ok || n != keys-maxProblems || len(lines) != maxProblems+1 {
+		t.Fatalf("%d lines, the last read as %d, %v; want %d problems and a count of %d", len(lines), n, ok, maxProblems, keys-maxProblems)
+	}
+	if n := strings.Count(msg, "hookTimeout"); n != 1 {
+		t.Fatalf("the allowed fields are named %d times, not once:\n%s", n, msg)
+	}
+	if !strings.Contains(msg, "addons/a.yaml:4: k1: unknown field; the fields here are listed at line 3") {
+		t.Fatalf("later unknown fields do not point to the list:\n%s", msg)
 	}
 }
 
