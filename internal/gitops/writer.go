@@ -27,6 +27,37 @@ import (
 // DefaultAttempts bounds how often a writer retries a push that lost a race.
 const DefaultAttempts = 5
 
+// MaxConcurrentCommits bounds the commits one Capstan process makes at
+// once, the server's (the page and the API) and the CLI's together. Each
+// clones its branch into memory, up to CloneLimits, with a checkout beside
+// it: the bound is what bounds their memory.
+const MaxConcurrentCommits = 2
+
+// ErrBusy is returned when MaxConcurrentCommits commits are being made and
+// none ended within commitWait. Nothing was committed.
+var ErrBusy = fmt.Errorf("%d commits to gitops repositories are being made, the most Capstan makes at once; nothing was committed: try again in a few seconds", MaxConcurrentCommits)
+
+// commitSlots holds a token for each commit being made.
+var commitSlots = make(chan struct{}, MaxConcurrentCommits)
+
+// commitWait is how long a commit waits for its turn before ErrBusy: a
+// person who clicked waits a little, never behind an unbounded queue.
+var commitWait = 10 * time.Second
+
+// commitTurn waits for a commit's turn; release ends it.
+func commitTurn(ctx context.Context) (release func(), err error) {
+	wait := time.NewTimer(commitWait)
+	defer wait.Stop()
+	select {
+	case commitSlots <- struct{}{}:
+		return func() { <-commitSlots }, nil
+	case <-wait.C:
+		return nil, ErrBusy
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // ErrNoChange is returned when a change leaves the file as it is, such as
 // suspending a suspended add-on. Nothing is committed.
 var ErrNoChange = errors.New("the definition already says so: nothing to commit")
@@ -209,6 +240,11 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	if !dnsLabel.MatchString(name) || len(name) > maxAddonName {
 		return "", fmt.Errorf("%q is not a valid add-on name", name)
 	}
+	release, err := commitTurn(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer release()
 	file := w.file(name)
 	remote := Repo{URL: w.URL, Auth: w.Auth}
 	branch := w.Branch

@@ -3,9 +3,11 @@ package gitops
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/netguard"
@@ -214,5 +216,45 @@ func TestWriterYml(t *testing.T) {
 	w.Write("addons/loki.yml", string(def("loki", ""))).Write("addons/loki.yaml", string(def("loki", ""))).CommitAndPush("twice")
 	if _, err := writer.Suspend(ctx, "loki"); err == nil || !strings.Contains(err.Error(), "addons/loki.yaml and addons/loki.yml both define add-on loki") {
 		t.Fatalf("suspend of a definition written twice: %v", err)
+	}
+}
+
+// TestWriterTakesTurns checks that no more than MaxConcurrentCommits
+// commits, each a clone in memory, are made at once in a process: the next
+// waits for a turn, and is refused with ErrBusy when none comes.
+func TestWriterTakesTurns(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	gitserver.Clone(t, url).Write("README.md", "gitops\n").CommitAndPush("start")
+	defer func(d time.Duration) { commitWait = d }(commitWait)
+	commitWait = 200 * time.Millisecond
+
+	// MaxConcurrentCommits writers stop before their push, holding every turn.
+	held, release := make(chan struct{}), make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range MaxConcurrentCommits {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// NOTE: once, since the push that loses the race between them
+			// is retried, and pushes again.
+			var once sync.Once
+			w := &Writer{URL: url, Attempts: 10, beforePush: func() { once.Do(func() { held <- struct{}{}; <-release }) }}
+			if _, err := w.Install(ctx, def(fmt.Sprintf("held%d", i), "")); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	for range MaxConcurrentCommits {
+		<-held
+	}
+	if _, err := (&Writer{URL: url}).Install(ctx, def("late", "")); !errors.Is(err, ErrBusy) {
+		t.Errorf("a commit past every turn: %v; want ErrBusy", err)
+	}
+	close(release)
+	wg.Wait()
+	if _, err := (&Writer{URL: url}).Install(ctx, def("late", "")); err != nil {
+		t.Fatalf("a commit once the turns are free: %v", err)
 	}
 }

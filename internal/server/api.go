@@ -53,7 +53,7 @@ func badRequest(field, format string, args ...any) apiError {
 // errorFor maps an operation's error to the API's answer: the API server's
 // own status for its refusals (403 for RBAC, 404, 409 for a conflict), 409
 // for a stale or missing plan, 422 for a blocked plan or invalid values,
-// 413 for a body over the limit.
+// 413 for a body over the limit, 429 when the commits to git are busy.
 func errorFor(err error) apiError {
 	var ae apiError
 	var bad *body.Error
@@ -75,6 +75,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
+	case errors.Is(err, gitops.ErrBusy):
+		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error()}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):

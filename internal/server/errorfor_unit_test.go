@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"testing"
 
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -19,6 +20,7 @@ func TestErrorForSignature(t *testing.T) {
 		code int
 	}{
 		{"a signature that failed", fmt.Errorf("planning ns/a: %w", &source.SignatureError{Missing: true, Err: errors.New("the chart has no provenance file")}), http.StatusUnprocessableEntity},
+		{"every commit turn taken", fmt.Errorf("committing: %w", gitops.ErrBusy), http.StatusTooManyRequests},
 		{"anything else", errors.New("boom"), http.StatusInternalServerError},
 	} {
 		got := errorFor(tc.err)
