@@ -209,6 +209,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"bad substituteFrom kind", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstituteFrom:\n  - {kind: Pod, name: p}\n", "addons/a.yaml:4: substituteFrom[0].kind"},
 		{"git path escapes", "addons/a.yaml", "name: a\ngit:\n  path: ../../etc\n", "addons/a.yaml:3: git.path: \"../../etc\" leaves the repository"},
 		{"git path absolute", "addons/a.yaml", "name: a\ngit:\n  path: /etc\n", "addons/a.yaml:3: git.path"},
+		{"git url with a password", "addons/a.yaml", "name: a\ngit:\n  url: https://user:hunter2@git.example.com/r.git\n  path: a\n", "addons/a.yaml:3: git.url: must not hold credentials (a password, or a token as the user): put them in a Secret and name it in git.secretRef"},
+		{"git url with a token as the user", "addons/a.yaml", "name: a\ngit:\n  url: https://0123456789abcdef0123456789abcdef01234567@gitea.example.com/r.git\n  path: a\n", "addons/a.yaml:3: git.url: must not hold credentials"},
+		{"git url with a prefixed token", "addons/a.yaml", "name: a\ngit:\n  url: https://ghp_abc@github.com/o/r.git\n  path: a\n", "addons/a.yaml:3: git.url: must not hold credentials"},
 		{"revision without url", "addons/a.yaml", "name: a\ngit:\n  path: a\n  revision: main\n", "addons/a.yaml:4: git.revision"},
 		{"a list", "addons/a.yaml", "- name: a\n- name: b\n", "addons/a.yaml:1: the file holds a list"},
 		{"a scalar", "addons/a.yaml", "just text\n", "addons/a.yaml:1: the file holds a single value"},
@@ -237,6 +240,9 @@ func TestParseRefusesBadInput(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error\n%v\ndoes not contain %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "0123456789abcdef01") {
+				t.Fatalf("the error quotes the credentials: %v", err)
 			}
 			if d := time.Since(start); d > 2*time.Second {
 				t.Fatalf("took %v", d)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	"go.yaml.in/yaml/v3"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -426,7 +427,11 @@ func (r *rules) git(g *GitSource) {
 		u := g.URL
 		ok := strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "ssh://") ||
 			strings.HasPrefix(u, "file://") || scpLikeGitURL.MatchString(u)
-		if !ok || len(u) > maxURL {
+		if ep, err := transport.NewEndpoint(u); err == nil && source.HoldsCredentials(ep) {
+			// NOTE: the URL is not quoted: it holds a secret. Every Addon
+			// made from the definition would copy it into spec.git.url.
+			r.fail("must not hold credentials (a password, or a token as the user): put them in a Secret and name it in git.secretRef", "git", "url")
+		} else if !ok || len(u) > maxURL {
 			r.fail(fmt.Sprintf("%q must be https://, ssh://, file:// or user@host:path", u), "git", "url")
 		}
 	} else {

@@ -452,6 +452,9 @@ func HoldsCredentials(ep *transport.Endpoint) bool {
 	if ep.Protocol != "http" && ep.Protocol != "https" {
 		return false
 	}
+	if userLooksLikeToken(ep.User) {
+		return true
+	}
 	user := strings.ToLower(ep.User)
 	for _, prefix := range tokenPrefixes {
 		if strings.HasPrefix(user, prefix) {
