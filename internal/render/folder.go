@@ -31,7 +31,8 @@ import (
 // and its subfolders, taken as is: files in path order (byte-wise, slash
 // separated), documents in file order, List kinds expanded into their
 // items, empty documents skipped; files and folders whose names start with
-// "." are skipped.
+// "." are skipped. In both, the nodes that YAML aliases add to the files
+// read are bounded by MaxAliasNodes.
 //
 // dir is a slash-separated path in fsys; "" and "." are its root. src
 // identifies the folder (commit and path) for the render hash. Objects
@@ -144,7 +145,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		return nil, fmt.Errorf("render: read the folder: %w", err)
 	}
 	root := path.Join("/", dir)
-	if err := refuseRemote(mem, root, map[string]bool{}); err != nil {
+	if err := refuseRemote(aliasBoundFS{FileSystem: mem, budget: &aliasBudget{}}, root, map[string]bool{}); err != nil {
 		return nil, err
 	}
 	opts := krusty.MakeDefaultOptions()
@@ -156,6 +157,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	if in.Decrypt != nil {
 		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
 	}
+	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
 	m, err := k.Run(read, root)
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
@@ -230,6 +232,7 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	var out []*unstructured.Unstructured
 	var problems []string
 	budget := newReadBudget(in.MaxBytes)
+	aliases := &aliasBudget{}
 	for _, f := range files {
 		if err := budget.take(fsys, f); err != nil {
 			return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
@@ -242,6 +245,9 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 			if data, err = in.Decrypt(f, data); err != nil {
 				return nil, fmt.Errorf("render: %w", err)
 			}
+		}
+		if err := aliases.take(f, data); err != nil {
+			return nil, fmt.Errorf("render: %w", err)
 		}
 		objs, err := decodeStream(data, f, vars, &problems)
 		if err != nil {
