@@ -1,24 +1,32 @@
 package render
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
+	"io"
 	"net/url"
 	"path"
 	"regexp"
 	"strings"
 
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
 )
 
 // RemoteError is a kustomization that names something kustomize would fetch
 // over the network: a git repository or an http(s) file. Capstan refuses it
 // rather than let kustomize fetch it without the fetch guard.
 type RemoteError struct {
-	// Kustomization is the kustomization file that names it.
+	// Kustomization is the kustomization file that names it, or the
+	// plugin configuration file (under generators, transformers or
+	// validators) that does.
 	Kustomization string
-	// Field is the field, such as resources.
+	// Field is the field, such as resources, or a plugin's kind and
+	// field, such as "PatchTransformer path".
 	Field string
 	// Reference is what it names, with any user and password removed.
 	Reference string
@@ -60,14 +68,46 @@ func redactReference(ref string) string {
 }
 
 // refuseRemote reads the kustomization of dir and of every local folder it
-// builds on (resources, bases and components), and refuses the first field
-// that names a remote, and any Helm chart inflation, which runs the helm
-// binary and fetches charts. seen stops a cycle.
+// builds on, and refuses the first field that names a remote, and any Helm
+// chart inflation, which runs the helm binary and fetches charts. seen
+// stops a cycle.
+//
+// It follows into a local folder every field whose entries kustomize
+// builds as a kustomization of their own: resources (and bases),
+// components, and generators, transformers and validators. What a folder
+// under those last three builds is plugin configurations, and so is a
+// file, or inline YAML, listed in them; each configuration's paths are
+// checked too (see refusePluginRemote), as the plugin loads them through
+// the same loader.
+//
+// NOTE: the refusal depends on listing what kustomize loads, because
+// kustomize cannot be given a loader that does not fetch: krusty builds
+// its own file loader, which GETs an http(s) file with a plain
+// http.Client whatever file system it is given, and runs git clone for a
+// repository; krusty's options (load restrictions, plugin configuration)
+// do not reach either.
 func refuseRemote(fsys filesys.FileSystem, dir string, seen map[string]bool) error {
-	if seen[dir] {
+	return refuseRemoteIn(fsys, dir, false, seen)
+}
+
+// pluginFields are the kustomization fields whose entries kustomize loads
+// as plugin configurations: inline YAML, files, or folders it builds.
+var pluginFields = map[string]bool{"generators": true, "transformers": true, "validators": true}
+
+// refuseRemoteIn is refuseRemote for dir, whose resources are plugin
+// configurations when plugins is set: dir was reached through generators,
+// transformers or validators.
+func refuseRemoteIn(fsys filesys.FileSystem, dir string, plugins bool, seen map[string]bool) error {
+	key := dir
+	if plugins {
+		// NOTE: a folder reached both ways is checked both ways: only as
+		// plugin configurations are its files' paths read.
+		key = "plugins:" + dir
+	}
+	if seen[key] {
 		return nil
 	}
-	seen[dir] = true
+	seen[key] = true
 	file := ""
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		if p := path.Join(dir, name); fsys.Exists(p) && !fsys.IsDir(p) {
@@ -128,25 +168,148 @@ func refuseRemote(fsys filesys.FileSystem, dir string, seen map[string]bool) err
 	for _, field := range []string{"resources", "components", "crds", "configurations", "generators", "transformers",
 		"validators", "openapi.path", "patches", "patchesJson6902", "patchesStrategicMerge", "replacements",
 		"configMapGenerator", "secretGenerator"} {
+		asPlugins := plugins || pluginFields[field]
 		for _, ref := range refs[field] {
-			// An inline patch or plugin configuration is YAML, not a reference.
-			if ref == "" || strings.Contains(ref, "\n") {
+			if ref == "" {
+				continue
+			}
+			if pluginFields[field] {
+				// As kustomize: an entry that reads as YAML objects is
+				// inline plugin configuration, anything else a path.
+				if inline, ok := yamlObjects(ref); ok {
+					if err := refusePluginRemote(shown, inline); err != nil {
+						return err
+					}
+					continue
+				}
+			} else if strings.Contains(ref, "\n") {
+				// An inline patch is YAML, not a reference.
 				continue
 			}
 			if isRemote(ref) {
 				return &RemoteError{Kustomization: shown, Field: field, Reference: redactReference(ref)}
 			}
-			if field != "resources" && field != "components" {
+			if field != "resources" && field != "components" && !pluginFields[field] {
 				continue
 			}
-			if next := path.Join(dir, ref); fsys.IsDir(next) {
-				if err := refuseRemote(fsys, next, seen); err != nil {
+			next := path.Join(dir, ref)
+			switch {
+			case fsys.IsDir(next):
+				if err := refuseRemoteIn(fsys, next, asPlugins, seen); err != nil {
 					return err
+				}
+			case asPlugins && fsys.Exists(next):
+				data, err := fsys.ReadFile(next)
+				if err != nil {
+					return fmt.Errorf("render: read %s: %w", strings.TrimPrefix(next, "/"), err)
+				}
+				// Not YAML objects: kustomize says so itself.
+				if configs, ok := yamlObjects(string(data)); ok {
+					if err := refusePluginRemote(strings.TrimPrefix(next, "/"), configs); err != nil {
+						return err
+					}
 				}
 			}
 		}
 	}
 	return nil
+}
+
+// pluginPathKeys are the fields of kustomize's built-in plugins that name
+// a file they load: the patch transformers' path and paths, the
+// replacement transformer's replacements[].path, and the ConfigMap and
+// Secret generators' files, envs and env.
+var pluginPathKeys = map[string]bool{"path": true, "paths": true, "files": true, "envs": true, "env": true}
+
+// refusePluginRemote refuses plugin configurations, read from file, that
+// name a remote file in a field the plugin loads, or that inflate a Helm
+// chart.
+func refusePluginRemote(file string, configs []map[string]any) error {
+	for _, c := range configs {
+		kind, _ := c["kind"].(string)
+		if kind == "HelmChartInflationGenerator" {
+			return fmt.Errorf("render: %s inflates a Helm chart (HelmChartInflationGenerator), which runs the helm binary and fetches charts without the fetch guard: "+
+				"make the chart an Addon of its own", file)
+		}
+		var found *RemoteError
+		var walk func(v any)
+		walk = func(v any) {
+			switch v := v.(type) {
+			case map[string]any:
+				for key, child := range v {
+					if found != nil {
+						return
+					}
+					if pluginPathKeys[key] {
+						for _, ref := range pathValues(child) {
+							if key == "files" {
+								if _, p, ok := strings.Cut(ref, "="); ok {
+									ref = p
+								}
+							}
+							if isRemote(ref) {
+								found = &RemoteError{Kustomization: file, Field: kind + " " + key, Reference: redactReference(ref)}
+								return
+							}
+						}
+					}
+					walk(child)
+				}
+			case []any:
+				for _, child := range v {
+					walk(child)
+				}
+			}
+		}
+		walk(c)
+		if found != nil {
+			return found
+		}
+	}
+	return nil
+}
+
+// pathValues returns v when it is a string, and its strings when it is a
+// list.
+func pathValues(v any) []string {
+	switch v := v.(type) {
+	case string:
+		return []string{v}
+	case []any:
+		var out []string
+		for _, e := range v {
+			if s, ok := e.(string); ok {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// yamlObjects reads s as a stream of YAML documents and returns its
+// objects, and whether it holds any; a document that is not an object,
+// such as a path, is not one.
+func yamlObjects(s string) ([]map[string]any, bool) {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(strings.NewReader(s)))
+	var out []map[string]any
+	for {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, false
+		}
+		var doc any
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			return nil, false
+		}
+		if m, ok := doc.(map[string]any); ok {
+			out = append(out, m)
+		}
+	}
+	return out, len(out) > 0
 }
 
 // generatorFiles lists the files a ConfigMap or Secret generator reads:
