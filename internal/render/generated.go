@@ -1,19 +1,21 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"reflect"
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Generated is what a chart renders differently each time from the same
-// inputs: certificates from genCA, passwords from randAlphaNum, times
-// from now. Helm renders once per install or upgrade, so such a value is
+// inputs: certificates from genCA, passwords from randAlphaNum or hashed
+// by htpasswd, times from now. Helm renders once per install or upgrade, so such a value is
 // fixed when it runs; a controller that renders on every sync would
 // change it on every sync. Capstan renders such a chart twice and reports
 // the fields that differ, so the sync can leave them as they run.
@@ -27,19 +29,85 @@ type Generated struct {
 }
 
 // generators are the template functions whose result differs from one
-// call to the next. A chart whose templates name none of them renders the
-// same every time, and is rendered once.
-var generators = regexp.MustCompile(`\b(genCA|genCAWithKey|genPrivateKey|genSelfSignedCert|genSelfSignedCertWithKey|genSignedCert|genSignedCertWithKey|randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|randInt|uuidv4|now|shuffle)\b`)
+// call to the next: Sprig's random strings, numbers and lists, keys and
+// certificates, bcrypt hashes (bcrypt, and htpasswd, which uses it) and
+// AES encryption, each with a random salt or IV, and the clock (now, and
+// ago, which reads it; date and its kin format a time they are given, and
+// that time is now or fixed). derivePassword and buildCustomCert are left
+// out: the same inputs give the same result. A chart whose templates name
+// none of them renders the same every time, and is rendered once.
+var generators = regexp.MustCompile(`\b(genCA|genCAWithKey|genPrivateKey|genSelfSignedCert|genSelfSignedCertWithKey|genSignedCert|genSignedCertWithKey|` +
+	`randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|randInt|uuidv4|shuffle|` +
+	`bcrypt|htpasswd|encryptAES|now|ago)\b`)
 
-// mayGenerate reports whether a template of the chart or of a subchart
-// names a generator.
-func mayGenerate(c *chartv2.Chart) bool {
+// tplCall matches a template that calls tpl, which renders a string from
+// the values or the chart's files as a template of its own.
+var tplCall = regexp.MustCompile(`\btpl\b`)
+
+// mayGenerate reports whether the chart may render differently each time
+// with values: a template of the chart or of a subchart names a generator,
+// or one calls tpl and a template string in values, in the chart's or a
+// subchart's default values, or in their files names one (Bitnami's
+// common.tplvalues.render runs values such as "{{ randAlphaNum 16 }}"
+// through tpl).
+func mayGenerate(c *chartv2.Chart, values map[string]any) bool {
+	if namesGenerator(c) {
+		return true
+	}
+	return callsTpl(c) && (templateGenerates(values) || tplInputGenerates(c))
+}
+
+// namesGenerator reports whether a template of c or of a subchart names a
+// generator.
+func namesGenerator(c *chartv2.Chart) bool {
 	for _, t := range c.Templates {
 		if t != nil && generators.Match(t.Data) {
 			return true
 		}
 	}
-	return slices.ContainsFunc(c.Dependencies(), mayGenerate)
+	return slices.ContainsFunc(c.Dependencies(), namesGenerator)
+}
+
+// callsTpl reports whether a template of c or of a subchart calls tpl.
+func callsTpl(c *chartv2.Chart) bool {
+	for _, t := range c.Templates {
+		if t != nil && tplCall.Match(t.Data) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(c.Dependencies(), callsTpl)
+}
+
+// tplInputGenerates reports whether the default values or the files of c
+// or of a subchart hold a template string that names a generator.
+func tplInputGenerates(c *chartv2.Chart) bool {
+	if templateGenerates(c.Values) {
+		return true
+	}
+	for _, f := range c.Files {
+		if f != nil && bytes.Contains(f.Data, []byte("{{")) && generators.Match(f.Data) {
+			return true
+		}
+	}
+	return slices.ContainsFunc(c.Dependencies(), tplInputGenerates)
+}
+
+// templateGenerates reports whether a string in v, a values tree, is a
+// template (it holds "{{") that names a generator.
+func templateGenerates(v any) bool {
+	switch v := v.(type) {
+	case string:
+		return strings.Contains(v, "{{") && generators.MatchString(v)
+	case map[string]any:
+		for _, e := range v {
+			if templateGenerates(e) {
+				return true
+			}
+		}
+	case []any:
+		return slices.ContainsFunc(v, templateGenerates)
+	}
+	return false
 }
 
 // findGenerated renders the chart a second time with the same inputs and

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/chart/common"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/kustomize/api/types"
 
 	"capstan.dev/capstan/internal/source"
@@ -51,10 +53,10 @@ func TestAPatchedFieldIsNotGenerated(t *testing.T) {
 // TestRenderOnceWithoutGenerators checks that a chart naming no
 // generator is not rendered a second time, and reports nothing.
 func TestRenderOnceWithoutGenerators(t *testing.T) {
-	if mayGenerate(loadChart(t, "web")) {
+	if mayGenerate(loadChart(t, "web"), nil) {
 		t.Error("the web chart names no generator, yet would be rendered twice")
 	}
-	if !mayGenerate(loadChart(t, "generated")) {
+	if !mayGenerate(loadChart(t, "generated"), nil) {
 		t.Error("the generated chart names genCA, yet would be rendered once")
 	}
 }
@@ -105,5 +107,98 @@ func TestKeepChompingAsHelmInstall(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("data (-want +got):\n%s", diff)
+	}
+}
+
+// TestRenderFindsHashedAndTemplatedValues renders charts whose output
+// differs each time without naming genCA or randAlphaNum in a template: a
+// password hashed with a random salt (htpasswd, bcrypt), an AES
+// encryption with a random IV, and a random value in the values that the
+// chart runs through tpl, as Bitnami's charts do. Each field is found, so
+// that the sync keeps it as it runs rather than change it on every sync.
+func TestRenderFindsHashedAndTemplatedValues(t *testing.T) {
+	inline := func(tmpl string, defaults map[string]any) *chartv2.Chart {
+		return &chartv2.Chart{
+			Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "inline", Version: "0.1.0"},
+			Templates: []*common.File{{Name: "templates/secret.yaml", Data: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: auth\nstringData:\n" + tmpl)}},
+			Values:    defaults,
+		}
+	}
+	users := map[string]any{"user": "admin", "pass": "s3cret"}
+	cases := []struct {
+		name   string
+		chart  *chartv2.Chart
+		values map[string]any
+		want   [][]string
+	}{
+		{name: "htpasswd", chart: inline("  auth: {{ htpasswd .Values.user .Values.pass | b64enc }}\n", nil), values: users,
+			want: [][]string{{"stringData", "auth"}}},
+		{name: "bcrypt", chart: inline("  hash: {{ bcrypt .Values.pass | quote }}\n", nil), values: users,
+			want: [][]string{{"stringData", "hash"}}},
+		{name: "encryptAES", chart: inline("  sealed: {{ encryptAES \"0123456789abcdef\" .Values.pass | quote }}\n", nil), values: users,
+			want: [][]string{{"stringData", "sealed"}}},
+		{name: "tpl over the given values", chart: inline("  token: {{ tpl .Values.token . | quote }}\n", map[string]any{"token": "fixed"}),
+			values: map[string]any{"token": "{{ randAlphaNum 16 }}"}, want: [][]string{{"stringData", "token"}}},
+		{name: "tpl over the chart's values", chart: inline("  token: {{ tpl (toYaml .Values.extra) . | quote }}\n", map[string]any{"extra": []any{map[string]any{"t": "{{ uuidv4 }}"}}}),
+			want: [][]string{{"stringData", "token"}}},
+		{name: "tpl over fixed values", chart: inline("  token: {{ tpl .Values.token . | quote }}\n", map[string]any{"token": "{{ .Release.Name }}-token"})},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			art := &source.Artifact{Chart: &source.Chart{Chart: tc.chart, Name: "inline", Version: "0.1.0"}}
+			res, err := Render(context.Background(), art, tc.values, Options{ReleaseName: "g", Namespace: "apps", Capabilities: testCaps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want []Generated
+			if tc.want != nil {
+				want = []Generated{{APIVersion: "v1", Kind: "Secret", Name: "auth", Paths: tc.want}}
+			}
+			if diff := cmp.Diff(want, res.Generated); diff != "" {
+				t.Errorf("generated fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestMayGenerate checks which charts are rendered a second time.
+func TestMayGenerate(t *testing.T) {
+	chart := func(tmpl string, defaults map[string]any, files ...*common.File) *chartv2.Chart {
+		return &chartv2.Chart{
+			Metadata:  &chartv2.Metadata{APIVersion: "v2", Name: "c", Version: "0.1.0"},
+			Templates: []*common.File{{Name: "templates/cm.yaml", Data: []byte(tmpl)}},
+			Values:    defaults,
+			Files:     files,
+		}
+	}
+	withSub := func(parent, sub *chartv2.Chart) *chartv2.Chart { parent.AddDependency(sub); return parent }
+	cases := []struct {
+		name   string
+		chart  *chartv2.Chart
+		values map[string]any
+		want   bool
+	}{
+		{name: "no generator", chart: chart("{{ .Values.a }}", nil)},
+		{name: "htpasswd", chart: chart("{{ htpasswd .Values.u .Values.p }}", nil), want: true},
+		{name: "bcrypt", chart: chart("{{ bcrypt .Values.p }}", nil), want: true},
+		{name: "encryptAES", chart: chart(`{{ encryptAES "k" .Values.p }}`, nil), want: true},
+		{name: "ago", chart: chart("{{ ago .Values.since }}", nil), want: true},
+		{name: "date over now", chart: chart(`{{ now | date "2006" }}`, nil), want: true},
+		{name: "derivePassword is the same each time", chart: chart(`{{ derivePassword 1 "long" "p" "u" "site" }}`, nil)},
+		{name: "tpl over fixed values", chart: chart("{{ tpl .Values.a . }}", map[string]any{"a": "{{ .Release.Name }}"})},
+		{name: "tpl over given values", chart: chart("{{ tpl .Values.a . }}", nil), values: map[string]any{"a": "{{ randAlphaNum 16 }}"}, want: true},
+		{name: "tpl over defaults", chart: chart("{{ tpl .Values.a . }}", map[string]any{"a": []any{"{{ uuidv4 }}"}}), want: true},
+		{name: "tpl over a file", chart: chart(`{{ tpl (.Files.Get "conf") . }}`, nil, &common.File{Name: "conf", Data: []byte("id: {{ randInt 0 9 }}")}), want: true},
+		{name: "a generator named in a value without tpl", chart: chart("{{ .Values.a }}", nil), values: map[string]any{"a": "{{ randAlphaNum 16 }}"}},
+		{name: "a generator's name as plain text in a value", chart: chart("{{ tpl .Values.a . }}", nil), values: map[string]any{"a": "renew now"}},
+		{name: "tpl in a library subchart over the parent's values", chart: withSub(chart("{{ .Values.a }}", map[string]any{"a": "{{ randAlpha 3 }}"}),
+			chart(`{{- define "lib.render" }}{{ tpl .value .context }}{{ end }}`, nil)), want: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := mayGenerate(tc.chart, tc.values); got != tc.want {
+				t.Errorf("mayGenerate = %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

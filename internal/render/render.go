@@ -95,7 +95,7 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		if err := opts.PostRender.applyAll(res, opts.Mask); err != nil {
 			return nil, err
 		}
-		if mayGenerate(art.Chart.Chart) {
+		if mayGenerate(art.Chart.Chart, values) {
 			if res.Generated, err = findGenerated(ctx, art.Chart.Chart, values, opts, res); err != nil {
 				return nil, err
 			}
