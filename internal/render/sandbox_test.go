@@ -24,6 +24,7 @@ import (
 // sandboxes, as the capstan binary is the controller's.
 func TestMain(m *testing.M) {
 	ServeWorkerIfAsked()
+	onlyLoopback()
 	code := m.Run()
 	if shared != nil {
 		shared.Close()
