@@ -49,6 +49,25 @@ type AddonRepositorySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// AllowEmpty lets a commit whose folder holds no definition delete
+	// every Addon the repository manages. Without it such a commit is
+	// refused, and nothing is changed: a README left alone in the folder,
+	// a force-push to an old commit, files moved into subfolders or a
+	// spec.branch or spec.folder that names the wrong place would
+	// otherwise remove every add-on at once. Set it to remove them all
+	// through git, as Argo CD's allowEmpty does.
+	// +optional
+	AllowEmpty bool `json:"allowEmpty,omitempty"`
+
+	// Prune deletes the Addon of a file that left git. Default true. When
+	// false, such an Addon stays in the cluster as it is, with its
+	// managed-by-git label, and the syncer no longer changes it (Flux's
+	// prune: false); status.retainedAddons counts them. Setting it back to
+	// true deletes those whose file is still gone.
+	// +kubebuilder:default=true
+	// +optional
+	Prune *bool `json:"prune,omitempty"`
+
 	// WebhookSecretRef names a Secret in this namespace whose key "token" is
 	// the push webhook's secret: GitHub's and Gitea's HMAC key, GitLab's token.
 	// Without it, the webhook refuses every push.
@@ -96,6 +115,13 @@ type AddonRepositoryStatus struct {
 	// Addons counts the definitions that were applied at the last sync.
 	// +optional
 	Addons int32 `json:"addons"`
+
+	// RetainedAddons counts the Addons the repository manages whose file
+	// is gone from git and that spec.prune: false kept at the last sync.
+	// They keep their managed-by-git label; remove it to take one over, or
+	// delete it by hand.
+	// +optional
+	RetainedAddons int32 `json:"retainedAddons,omitempty"`
 
 	// InvalidFileCount counts the invalid files, for kubectl's columns.
 	// +optional

@@ -141,6 +141,11 @@ func (in *AddonRepositorySpec) DeepCopyInto(out *AddonRepositorySpec) {
 		*out = new(LocalObjectReference)
 		**out = **in
 	}
+	if in.Prune != nil {
+		in, out := &in.Prune, &out.Prune
+		*out = new(bool)
+		**out = **in
+	}
 	if in.WebhookSecretRef != nil {
 		in, out := &in.WebhookSecretRef, &out.WebhookSecretRef
 		*out = new(LocalObjectReference)

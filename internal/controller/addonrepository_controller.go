@@ -52,6 +52,9 @@ const (
 	ReasonAuthFailed   = "AuthFailed"
 	ReasonApplyFailed  = "ApplyFailed"
 	ReasonSuspended    = "Suspended"
+	// ReasonEmptyRefused: the commit's folder holds no definition while the
+	// repository manages Addons, and spec.allowEmpty is not set.
+	ReasonEmptyRefused = "EmptyCommitRefused"
 )
 
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
@@ -290,10 +293,25 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		return ctrl.Result{}, nil
 	}
 
-	invalid, applied, err := r.apply(ctx, repo, snap)
+	prune := repo.Spec.Prune == nil || *repo.Spec.Prune
+	if len(snap.Claimed) == 0 && prune && !repo.Spec.AllowEmpty {
+		owned, err := r.ownedAddons(ctx, repo)
+		if err != nil {
+			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
+			return ctrl.Result{}, err
+		}
+		if n := managed(owned); refuseEmpty(len(snap.Claimed), prune, repo.Spec.AllowEmpty, n) {
+			logger.Info("Refusing a commit whose folder holds no definition; nothing changes", "commit", snap.Commit, "addons", n)
+			r.setCondition(repo, metav1.ConditionFalse, ReasonEmptyRefused, emptyRefusedMessage(repo, snap, folder, n))
+			return ctrl.Result{}, nil
+		}
+	}
+
+	invalid, applied, retained, err := r.apply(ctx, repo, snap, prune)
 	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
+	repo.Status.RetainedAddons = int32(retained)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
 		return ctrl.Result{}, err
@@ -301,14 +319,63 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	repo.Status.LastSyncedCommit = snap.Commit
 	now := metav1.NewTime(r.now())
 	repo.Status.LastSyncTime = &now
+	var more string
+	if retained > 0 {
+		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
+			retained, gitops.ManagedByGitLabel)
+	}
+	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
-			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git%s",
-				gitops.ShortCommit(snap.Commit), len(invalid), listedInvalidFiles(len(invalid))))
+			fmt.Sprintf("Synced commit %s; %d invalid files were skipped and their Addons left as they were: fix them in git%s%s",
+				gitops.ShortCommit(snap.Commit), len(invalid), listedInvalidFiles(len(invalid)), more))
 	} else {
-		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons", gitops.ShortCommit(snap.Commit), applied))
+		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons%s", gitops.ShortCommit(snap.Commit), applied, more))
 	}
 	return ctrl.Result{}, nil
+}
+
+// refuseEmpty decides whether a commit is refused: its folder claims no
+// add-on (claimed names), the syncer would prune, allowEmpty is not set,
+// and the repository manages Addons (managed), which would all be deleted.
+// Argo CD refuses to prune to nothing the same way unless allowEmpty is
+// set: a folder emptied by mistake, a force-push to an old commit, or a
+// spec.branch or spec.folder that names the wrong place must not
+// uninstall every add-on of a tenant at once.
+func refuseEmpty(claimed int, prune, allowEmpty bool, managed int) bool {
+	return claimed == 0 && prune && !allowEmpty && managed > 0
+}
+
+// managed counts the Addons that a sync could still delete: those not
+// being deleted already.
+func managed(owned []capstanv1.Addon) int {
+	n := 0
+	for _, a := range owned {
+		if a.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// emptyRefusedMessage says why a commit with no definition was refused,
+// and what to do.
+func emptyRefusedMessage(repo *capstanv1.AddonRepository, snap *gitops.Snapshot, folder string, n int) string {
+	return fmt.Sprintf("Commit %s holds no definition in folder %q, and the repository manages %d Addons: the commit was refused, and nothing was deleted or changed. "+
+		"Check spec.branch and spec.folder, and that the branch was not reset to an old commit; to remove every Addon of the repository, "+
+		"set spec.allowEmpty to true, or delete them by hand (kubectl -n %s delete addons -l %s=%s)%s",
+		gitops.ShortCommit(snap.Commit), folder, n, repo.Namespace, gitops.ManagedByGitLabel, repo.Name, subfoldersNote(snap))
+}
+
+// subfoldersNote warns, for the Ready condition, of definition files in
+// subfolders of a folder that holds none: the syncer reads the folder
+// alone.
+func subfoldersNote(snap *gitops.Snapshot) string {
+	if len(snap.Subfolders) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; the folder holds no definition, but its subfolders %s do, which are not read: move the files up into the folder, or point spec.folder at one of them",
+		strings.Join(snap.Subfolders, ", "))
 }
 
 // What status.invalidFiles holds is bounded, so that the status patch
@@ -454,7 +521,7 @@ func repoSeverity(ready *metav1.Condition) notify.Severity {
 func (r *AddonRepositoryReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
 	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{
 		Ready:   ready == metav1.ConditionTrue,
-		Stalled: reason == ReasonAuthFailed || reason == ReasonUnreadable,
+		Stalled: reason == ReasonAuthFailed || reason == ReasonUnreadable || reason == ReasonEmptyRefused,
 		Reason:  reason, Message: message,
 	})
 }
@@ -485,21 +552,22 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 	return auth(ctx, repo.Spec.URL, secret)
 }
 
-// apply makes the Addons match a snapshot. It returns the invalid files, with
-// the files that the API server refused or that name another's Addon, and
-// how many Addons match their definitions.
-func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot) ([]capstanv1.InvalidFile, int, error) {
-	invalid := append([]capstanv1.InvalidFile(nil), snap.Invalid...)
+// apply makes the Addons match a snapshot, and deletes those whose file is
+// gone when prune is set. It returns the invalid files, with the files that
+// the API server refused or that name another's Addon, how many Addons
+// match their definitions, and how many whose file is gone it kept as
+// prune is not set.
+func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, err error) {
+	invalid = append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
-		return invalid, 0, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
+		return invalid, 0, 0, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
 	}
 	byName := map[string]*capstanv1.Addon{}
 	for i := range live.Items {
 		byName[live.Items[i].Name] = &live.Items[i]
 	}
 	var errs []error
-	applied := 0
 	for _, p := range snap.Definitions {
 		want, err := p.Definition.Addon(gitops.Origin{
 			Namespace: repo.Namespace, Repository: repo.Name, URL: repo.Spec.URL,
@@ -526,10 +594,17 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	// other syncer would: the shard's own does not hold the repository.
 	owned, err := r.ownedAddons(ctx, repo)
 	if err != nil {
-		return invalid, applied, errors.Join(append(errs, err)...)
+		return invalid, applied, 0, errors.Join(append(errs, err)...)
 	}
 	for _, a := range owned {
 		if snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
+			continue
+		}
+		if !prune {
+			// NOTE: left as it is, label too, as Flux's prune: false
+			// leaves its objects: a file that comes back takes it up
+			// again, and prune: true deletes it.
+			retained++
 			continue
 		}
 		// NOTE: the Addon's deletion policy decides what happens to the
@@ -540,7 +615,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		}
 	}
 	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
-	return invalid, applied, errors.Join(errs...)
+	return invalid, applied, retained, errors.Join(errs...)
 }
 
 // applyOne makes the Addon of one definition file match want: ok when it

@@ -72,3 +72,27 @@ func TestBoundInvalidFiles(t *testing.T) {
 		t.Errorf("listed 100: %q", got)
 	}
 }
+
+// TestRefuseEmpty checks that a commit with no definition is refused only
+// when it would delete Addons: pruning, without allowEmpty, and with
+// Addons to delete.
+func TestRefuseEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		claimed    int
+		prune      bool
+		allowEmpty bool
+		managed    int
+		refuse     bool
+	}{
+		{name: "emptied folder of a repository with Addons", claimed: 0, prune: true, managed: 3, refuse: true},
+		{name: "allowEmpty", claimed: 0, prune: true, allowEmpty: true, managed: 3},
+		{name: "prune false deletes nothing", claimed: 0, prune: false, managed: 3},
+		{name: "a new repository, nothing managed yet", claimed: 0, prune: true, managed: 0},
+		{name: "one definition left", claimed: 1, prune: true, managed: 3},
+	} {
+		if got := refuseEmpty(tc.claimed, tc.prune, tc.allowEmpty, tc.managed); got != tc.refuse {
+			t.Errorf("%s: refuse %v; want %v", tc.name, got, tc.refuse)
+		}
+	}
+}

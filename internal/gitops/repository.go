@@ -162,7 +162,14 @@ type Snapshot struct {
 	// Claimed holds every add-on name a file claims, valid or not: the syncer
 	// never deletes those Addons.
 	Claimed map[string]bool
+	// Subfolders names the folder's subfolders that hold definition files,
+	// which the syncer does not read, when the folder itself holds none:
+	// files moved one level down would otherwise vanish without a word.
+	Subfolders []string
 }
+
+// maxSubfoldersNamed bounds Snapshot.Subfolders.
+const maxSubfoldersNamed = 5
 
 // ReadSnapshot parses every definition file of a folder at a commit. A
 // missing folder is an error, never an empty one: a typo in spec.folder, a
@@ -220,7 +227,40 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 		})
 	}
 	collect(s, folder, entries, gitTree{root: root, objects: objects})
+	if len(s.Claimed) == 0 {
+		s.Subfolders = subfoldersWithDefinitions(dir, folder)
+	}
 	return s, nil
+}
+
+// subfoldersWithDefinitions names, in the order of the tree, the
+// subfolders of dir that hold a definition file at any depth. A subtree
+// that cannot be read is passed over: the names are a hint, not a rule.
+func subfoldersWithDefinitions(dir *object.Tree, folder string) []string {
+	var names []string
+	for _, e := range dir.Entries {
+		if e.Mode != filemode.Dir || len(names) == maxSubfoldersNamed {
+			continue
+		}
+		sub, err := dir.Tree(e.Name)
+		if err != nil {
+			continue
+		}
+		// NOTE: a walk of the trees alone, which reads no file's content.
+		walk := object.NewTreeWalker(sub, true, nil)
+		for {
+			name, entry, err := walk.Next()
+			if err != nil {
+				break
+			}
+			if entry.Mode.IsFile() && IsDefinitionFile(name) {
+				names = append(names, path.Join(folder, e.Name)+"/")
+				break
+			}
+		}
+		walk.Close()
+	}
+	return names
 }
 
 // folderEntry is one file of the definitions folder, in git or on disk.

@@ -321,11 +321,46 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 		t.Fatalf("the commit without the folder was fetched %d more times", n)
 	}
 
+	// The files are moved into a subfolder, which the syncer does not
+	// read: the commit is refused, and the repository names the subfolder.
 	w.Git("mv", "add-ons", "addons")
-	w.Remove("addons/kuma.yaml").Remove("addons/dash.yaml").Write("addons/README.md", "Nothing here yet.\n")
-	c2 := w.CommitAndPush("oops, everything deleted")
+	c2 := w.Write("addons/team/kuma.yaml", "name: kuma\nnamespace: "+ns+"\ndeletionPolicy: Orphan\nhelm: {repo: https://x, chart: kuma}\n").
+		Remove("addons/kuma.yaml").Remove("addons/dash.yaml").Write("addons/README.md", "Nothing here yet.\n").
+		CommitAndPush("oops, everything moved")
 	trigger(t, ns, "gitops")
-	waitSynced(t, ns, "gitops", c2)
+	refused := func(commit, more string) {
+		t.Helper()
+		eventually(t, 10*time.Second, "the commit without definitions refused", func() error {
+			r := getRepo(t, ns, "gitops")
+			c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+			if c == nil || c.Reason != controller.ReasonEmptyRefused || !strings.Contains(c.Message, gitops.ShortCommit(commit)) ||
+				!strings.Contains(c.Message, "spec.allowEmpty") || !strings.Contains(c.Message, more) {
+				return fmt.Errorf("Ready: %+v", c)
+			}
+			if s := meta.FindStatusCondition(r.Status.Conditions, "Stalled"); s == nil || s.Status != metav1.ConditionTrue {
+				return fmt.Errorf("Stalled: %+v", s)
+			}
+			if r.Status.LastSyncedCommit != c1 {
+				return fmt.Errorf("last synced %s; want %s still", r.Status.LastSyncedCommit, c1)
+			}
+			return nil
+		})
+		var list capstanv1.AddonList
+		if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) != 2 {
+			t.Fatalf("after a commit without definitions: %d Addons (%v); want both", len(list.Items), err)
+		}
+	}
+	refused(c2, `subfolders addons/team/ do`)
+
+	// The folder is left with a README alone: refused too.
+	w.Remove("addons/team/kuma.yaml")
+	c3 := w.CommitAndPush("oops, everything deleted")
+	trigger(t, ns, "gitops")
+	refused(c3, "delete them by hand")
+
+	// spec.allowEmpty says the emptied folder is meant: the Addons go.
+	setSpec(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.AllowEmpty = true })
+	waitSynced(t, ns, "gitops", c3)
 	eventually(t, 10*time.Second, "Addons deleted", func() error {
 		var list capstanv1.AddonList
 		if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
@@ -770,4 +805,69 @@ func TestSyncerBoundsInvalidFiles(t *testing.T) {
 	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Reason != controller.ReasonInvalidFiles {
 		t.Fatalf("Ready: %+v", c)
 	}
+}
+
+// setSpec changes a repository's spec, again when the syncer's status
+// write came first.
+func setSpec(t testing.TB, ns, name string, change func(*capstanv1.AddonRepository)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "the spec changed", func() error {
+		r := getRepo(t, ns, name)
+		change(r)
+		return env.client.Update(context.Background(), r)
+	})
+}
+
+// TestSyncerPruneFalse: with spec.prune false, an Addon whose file left
+// git stays as it was, label and all, and status counts it; prune true
+// deletes it. prune is true when the spec leaves it out.
+func TestSyncerPruneFalse(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-noprune")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	if r := waitSynced(t, ns, "gitops", c1); r.Spec.Prune == nil || !*r.Spec.Prune {
+		t.Fatalf("spec.prune left out is %v; want true", r.Spec.Prune)
+	}
+	setSpec(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Prune = new(bool) })
+
+	c2 := w.Remove("addons/dash.yaml").CommitAndPush("dash leaves git")
+	trigger(t, ns, "gitops")
+	r := waitSynced(t, ns, "gitops", c2)
+	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	if r.Status.RetainedAddons != 1 || r.Status.Addons != 1 || c == nil || !strings.Contains(c.Message, "spec.prune is false") {
+		t.Fatalf("retained %d, addons %d, Ready %+v; want 1 kept and said so", r.Status.RetainedAddons, r.Status.Addons, c)
+	}
+	if a := mustAddon(t, ns, "dash"); a.Labels[gitops.ManagedByGitLabel] != "gitops" || a.DeletionTimestamp != nil {
+		t.Fatalf("the kept Addon: labels %v, deleted at %v", a.Labels, a.DeletionTimestamp)
+	}
+
+	// The last file leaves too: with prune false, nothing is deleted, so
+	// nothing is refused.
+	c3 := w.Remove("addons/kuma.yaml").Write("addons/README.md", "Later.\n").CommitAndPush("kuma leaves git")
+	trigger(t, ns, "gitops")
+	if r := waitSynced(t, ns, "gitops", c3); r.Status.RetainedAddons != 2 {
+		t.Fatalf("retained %d; want 2", r.Status.RetainedAddons)
+	}
+
+	setSpec(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Prune = nil; r.Spec.AllowEmpty = true })
+	eventually(t, 10*time.Second, "the kept Addons deleted once prune is true", func() error {
+		var list capstanv1.AddonList
+		if err := env.client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return err
+		}
+		if n := len(list.Items); n != 0 {
+			return fmt.Errorf("%d Addons left", n)
+		}
+		if n := getRepo(t, ns, "gitops").Status.RetainedAddons; n != 0 {
+			return fmt.Errorf("retained %d", n)
+		}
+		return nil
+	})
 }
