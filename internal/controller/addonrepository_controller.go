@@ -57,6 +57,16 @@ const (
 	ReasonEmptyRefused = "EmptyCommitRefused"
 )
 
+// The backoff of a repository whose reads fail: the interval, doubled at
+// each failure in a row up to maxReadBackoff, and at least
+// readBackoffHoldFactor times as long as the failed read held a worker,
+// up to maxSlowReadBackoff.
+const (
+	maxReadBackoff        = 10 * time.Minute
+	maxSlowReadBackoff    = time.Hour
+	readBackoffHoldFactor = 10
+)
+
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;create;update;patch;delete
@@ -92,6 +102,10 @@ type AddonRepositoryReconciler struct {
 	// creating holds a *sync.Mutex per Addon's name that a repository
 	// looks for and creates (applyOne). Kept, one small lock per name.
 	creating sync.Map
+	// failures counts, per repository, the reads in a row that failed:
+	// it spaces their retries (readBackoff). In memory only: a restart
+	// reads every repository once at its interval again.
+	failures map[types.NamespacedName]int
 }
 
 // repoNotice is what was posted last of a repository: its state, how
@@ -167,6 +181,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		if apierrors.IsNotFound(err) {
 			r.mu.Lock()
 			delete(r.cache, req.NamespacedName)
+			delete(r.failures, req.NamespacedName)
 			last, ok := r.notified[req.NamespacedName]
 			delete(r.notified, req.NamespacedName)
 			r.mu.Unlock()
@@ -181,11 +196,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		}
 		return ctrl.Result{}, err
 	}
-	interval := DefaultInterval
-	if repo.Spec.Interval != nil && repo.Spec.Interval.Duration > 0 {
-		// NOTE: an interval stored before the API refused short ones.
-		interval = max(repo.Spec.Interval.Duration, MinInterval)
-	}
+	interval := syncInterval(repo)
 	before := repo.DeepCopy()
 	var res ctrl.Result
 	var syncErr error
@@ -206,10 +217,66 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	if syncErr != nil || repo.Spec.Suspend {
 		return ctrl.Result{}, syncErr
 	}
-	if res.RequeueAfter == 0 || res.RequeueAfter > interval {
+	if res.RequeueAfter == 0 {
+		// NOTE: sync asks for longer only to back off a repository whose
+		// reads fail.
 		res.RequeueAfter = interval
 	}
 	return res, nil
+}
+
+// syncInterval is how often repo is read when nothing triggers it.
+func syncInterval(repo *capstanv1.AddonRepository) time.Duration {
+	if repo.Spec.Interval != nil && repo.Spec.Interval.Duration > 0 {
+		// NOTE: an interval stored before the API refused short ones.
+		return max(repo.Spec.Interval.Duration, MinInterval)
+	}
+	return DefaultInterval
+}
+
+// readBackoff is how long to wait before reading a repository again after
+// its failures-th failed read in a row, which held a worker for took: the
+// interval, doubled at each failure up to maxReadBackoff (or the interval
+// when that is longer), and at least readBackoffHoldFactor times took up
+// to maxSlowReadBackoff. The syncer has two workers, and a read may take
+// the whole fetch timeout: without it, a few repositories on a server
+// that hangs, read at their own interval, would hold both, and every
+// other repository would wait.
+func readBackoff(interval time.Duration, failures int, took time.Duration) time.Duration {
+	wait := interval
+	for i := 1; i < failures && wait < maxReadBackoff; i++ {
+		wait *= 2
+	}
+	wait = min(wait, max(maxReadBackoff, interval))
+	return max(wait, min(readBackoffHoldFactor*took, maxSlowReadBackoff))
+}
+
+// readFailed records one more failed read of repo, which began at start,
+// says so in its Ready condition, and returns when to read it again.
+func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message string, start time.Time) ctrl.Result {
+	key := client.ObjectKeyFromObject(repo)
+	r.mu.Lock()
+	if r.failures == nil {
+		r.failures = map[types.NamespacedName]int{}
+	}
+	r.failures[key]++
+	n := r.failures[key]
+	r.mu.Unlock()
+	interval := syncInterval(repo)
+	wait := readBackoff(interval, n, r.now().Sub(start))
+	if wait > interval {
+		message += fmt.Sprintf("; read again in %s, as %d reads in a row failed (a push webhook or a change of the AddonRepository reads it at once)", wait, n)
+	}
+	r.setCondition(repo, metav1.ConditionFalse, reason, message)
+	return ctrl.Result{RequeueAfter: wait}
+}
+
+// readSucceeded ends the backoff of repo: its next failure is retried at
+// its interval again.
+func (r *AddonRepositoryReconciler) readSucceeded(repo *capstanv1.AddonRepository) {
+	r.mu.Lock()
+	delete(r.failures, client.ObjectKeyFromObject(repo))
+	r.mu.Unlock()
 }
 
 // suspended records in status that the syncer leaves repo alone: nothing
@@ -252,6 +319,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	if timeout <= 0 {
 		timeout = netguard.DefaultTimeout
 	}
+	start := r.now()
 	fetchCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	folder := repo.Spec.Folder
@@ -262,8 +330,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	if err != nil {
 		err = timedOut(fetchCtx, err, timeout)
 		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
-		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
-		return ctrl.Result{}, nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
 	}
 	repo.Status.Branch = branch
 
@@ -276,8 +343,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		g, commit, cloneErr := remote.Clone(fetchCtx, branch)
 		if cloneErr != nil {
 			err = timedOut(fetchCtx, cloneErr, timeout)
-			r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
-			return ctrl.Result{}, nil
+			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
 		}
 		snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
 		// NOTE: the clone fetches the branch again, and may find a commit
@@ -288,6 +354,8 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		r.cache[key] = cachedSnapshot{key: cacheKey(commit.Hash.String()), snap: snap, err: err}
 		r.mu.Unlock()
 	}
+	// NOTE: the server answered: what follows costs no wait on it.
+	r.readSucceeded(repo)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
 		return ctrl.Result{}, nil

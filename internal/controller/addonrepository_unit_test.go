@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -93,6 +94,33 @@ func TestRefuseEmpty(t *testing.T) {
 	} {
 		if got := refuseEmpty(tc.claimed, tc.prune, tc.allowEmpty, tc.managed); got != tc.refuse {
 			t.Errorf("%s: refuse %v; want %v", tc.name, got, tc.refuse)
+		}
+	}
+}
+
+// TestReadBackoff checks how long a repository whose reads fail waits:
+// doubling from its interval up to a cap, never shorter than its interval,
+// and long enough that a read which held a worker for long holds it for a
+// small share of the time.
+func TestReadBackoff(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		interval time.Duration
+		failures int
+		took     time.Duration
+		want     time.Duration
+	}{
+		{name: "first failure: the interval", interval: time.Second, failures: 1, took: time.Millisecond, want: time.Second},
+		{name: "second: doubled", interval: time.Second, failures: 2, took: time.Millisecond, want: 2 * time.Second},
+		{name: "fifth", interval: time.Second, failures: 5, took: time.Millisecond, want: 16 * time.Second},
+		{name: "capped", interval: time.Minute, failures: 30, took: time.Millisecond, want: maxReadBackoff},
+		{name: "many failures do not overflow", interval: time.Second, failures: 1000, took: 0, want: maxReadBackoff},
+		{name: "an interval past the cap stays", interval: time.Hour, failures: 4, took: time.Millisecond, want: time.Hour},
+		{name: "a read that hung for the fetch timeout", interval: time.Second, failures: 1, took: 5 * time.Minute, want: 50 * time.Minute},
+		{name: "the hold is capped too", interval: time.Second, failures: 1, took: time.Hour, want: maxSlowReadBackoff},
+	} {
+		if got := readBackoff(tc.interval, tc.failures, tc.took); got != tc.want {
+			t.Errorf("%s: %s; want %s", tc.name, got, tc.want)
 		}
 	}
 }

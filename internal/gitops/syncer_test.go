@@ -871,3 +871,39 @@ func TestSyncerPruneFalse(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSyncerBacksOffAnUnreadableRepository: each failed read in a row
+// doubles the wait before the next, which a read that succeeds resets.
+func TestSyncerBacksOffAnUnreadableRepository(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-backoff")
+	srv := gitserver.Start(t)
+	url := srv.URL + "/later.git"
+	createRepo(t, ns, "gitops", url, func(r *capstanv1.AddonRepository) { r.Spec.Interval = &metav1.Duration{Duration: time.Minute} })
+
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client}
+	read := func() time.Duration {
+		t.Helper()
+		res, err := fresh.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.RequeueAfter
+	}
+	for _, want := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		if got := read(); got != want {
+			t.Fatalf("after a failed read: read again in %s; want %s", got, want)
+		}
+	}
+	srv.Create(t, "later")
+	gitserver.Clone(t, url).Write("addons/README.md", "Later.\n").CommitAndPush("first")
+	if got := read(); got != time.Minute {
+		t.Fatalf("after a read that worked: read again in %s; want the interval", got)
+	}
+	if err := os.RemoveAll(filepath.Join(srv.Root, "later.git")); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(); got != time.Minute {
+		t.Fatalf("after a new failure: read again in %s; want the interval", got)
+	}
+}
