@@ -138,7 +138,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 
 	var editOpts gitopsOptions
 	var editFiles []string
-	var editVersion string
+	var editVersion, editBase string
 	editCF := &clusterFlags{}
 	editValues := &valuesFlags{}
 	edit := &cobra.Command{
@@ -153,6 +153,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 				return err
 			}
 			if editOpts.url == "" {
+				if err := refuseFlags(cmd, "--%[1]s is the version of the definition file a commit started from, and only --gitops commits: give --gitops URL, or leave --%[1]s out", "base"); err != nil {
+					return err
+				}
 				editValues.values.ValueFiles = editFiles
 				return editCluster(cmd, editCF, args[0], editValues, editVersion)
 			}
@@ -167,7 +170,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 			if err != nil {
 				return err
 			}
-			commit, err := w.Edit(cmd.Context(), args[0], content)
+			commit, err := w.Edit(cmd.Context(), args[0], content, editBase)
 			return report(cmd, commit, err, "edited "+args[0])
 		},
 	}
@@ -176,6 +179,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	editValues.add(edit, false)
 	edit.Flags().StringArrayVarP(&editFiles, "file", "f", nil, "a values file merged over spec.values (repeatable; later files win); with --gitops, the one new definition file (- for standard input)")
 	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
+	edit.Flags().StringVar(&editBase, "base", "", "with --gitops: the git blob hash of the file your definition started from (git rev-parse HEAD:addons/NAME.yaml); the edit is refused when the branch holds another version")
 
 	toggle := func(use, short string, suspend bool) *cobra.Command {
 		var opts gitopsOptions

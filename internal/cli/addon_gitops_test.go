@@ -388,3 +388,29 @@ func TestAddonEditKeepsNulls(t *testing.T) {
 		t.Errorf("the change made meanwhile was lost, or the conflicting update written: manualSync %v, values %s", a.Spec.ManualSync, a.Spec.Values.Raw)
 	}
 }
+
+// TestAddonGitopsEditBase: `edit --gitops --base` refuses to replace a
+// file that is no longer the version the new definition was made from,
+// and commits over the one it was.
+func TestAddonGitopsEditBase(t *testing.T) {
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	def := "name: grafana\nhelm:\n  repo: https://grafana.github.io/helm-charts/\n  chart: grafana\n  version: 8.0.0\n"
+	w := gitserver.Clone(t, url)
+	w.Write("addons/grafana.yaml", def).CommitAndPush("start")
+	read := strings.TrimSpace(w.Git("rev-parse", "HEAD:addons/grafana.yaml"))
+	w.Write("addons/grafana.yaml", strings.Replace(def, "8.0.0", "8.0.1", 1)).CommitAndPush("a colleague's change")
+
+	mine := strings.Replace(def, "8.0.0", "8.1.0", 1)
+	if _, err := runAddon(t, mine, "edit", "grafana", "--gitops", url, "-f", "-", "--base", read); err == nil || !strings.Contains(err.Error(), "no longer the version") {
+		t.Fatalf("an edit from the version before a colleague's commit: %v; want a conflict", err)
+	}
+	w.Pull()
+	now := strings.TrimSpace(w.Git("rev-parse", "HEAD:addons/grafana.yaml"))
+	if out, err := runAddon(t, mine, "edit", "grafana", "--gitops", url, "-f", "-", "--base", now); err != nil || !strings.Contains(out, "edited grafana") {
+		t.Fatalf("an edit from the branch's version: %v %q", err, out)
+	}
+	if _, err := runAddon(t, mine, "edit", "grafana", "-f", "-", "--base", now); err == nil || !strings.Contains(err.Error(), "--base") {
+		t.Fatalf("--base without --gitops: %v", err)
+	}
+}

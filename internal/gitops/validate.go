@@ -32,6 +32,9 @@ var (
 	ociReference = regexp.MustCompile(`^oci://[^/]+/.+`)
 	sha256Digest = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
 	valuesKey    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	// blobHash is a git blob hash, whole or abbreviated as git abbreviates
+	// it: the base of a Writer.Edit.
+	blobHash = regexp.MustCompile(`^[0-9a-f]{7,40}$`)
 	// durationSyntax and maxDurationLen are the CRD's rule for the
 	// timeouts: at most 6 digits a part and 16 characters.
 	durationSyntax = regexp.MustCompile(`^([0-9]{1,6}(\.[0-9]{1,9})?(ms|s|m|h))+$`)

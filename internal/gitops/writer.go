@@ -71,10 +71,17 @@ type ConflictError struct {
 	Base string
 	// Head is the commit where the file differs.
 	Head string
+	// BaseBlob is the blob hash an Edit was told its content started
+	// from, when the branch's file is another: Base and Head are then
+	// empty.
+	BaseBlob string
 }
 
 // Error says what happened and what to do.
 func (e *ConflictError) Error() string {
+	if e.BaseBlob != "" {
+		return fmt.Sprintf("conflict: %s is no longer the version %s the edit started from: someone committed a change since; nothing was overwritten: read the new version and make the change again", e.File, e.BaseBlob)
+	}
 	return fmt.Sprintf("conflict: %s changed in commit %s after it was read at %s; nothing was overwritten: read the new version and make the change again", e.File, ShortCommit(e.Head), ShortCommit(e.Base))
 }
 
@@ -118,14 +125,26 @@ func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
 	})
 }
 
-// Edit replaces an existing definition file with new content.
-func (w *Writer) Edit(ctx context.Context, name string, content []byte) (string, error) {
+// Edit replaces an existing definition file with new content. base, when
+// not empty, is the git blob hash of the file the content was made from
+// (`git rev-parse HEAD:addons/NAME.yaml`, 7 to 40 hex digits): when the
+// branch's file is another version, the edit is a ConflictError and
+// nothing is committed, so that a whole new file does not silently undo a
+// colleague's commit made since it was read.
+func (w *Writer) Edit(ctx context.Context, name string, content []byte, base string) (string, error) {
 	if _, err := Parse(w.file(name), content); err != nil {
 		return "", err
+	}
+	base = strings.ToLower(base)
+	if base != "" && !blobHash.MatchString(base) {
+		return "", fmt.Errorf("the base %q is not a git blob hash: give the hash of the file the edit started from (git rev-parse HEAD:%s), 7 to 40 hex digits", base, w.file(name))
 	}
 	return w.change(ctx, name, "Edit", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
 			return nil, false, fmt.Errorf("%s does not exist: use install to add the add-on", file)
+		}
+		if base != "" && !strings.HasPrefix(plumbing.ComputeHash(plumbing.BlobObject, cur).String(), base) {
+			return nil, false, &ConflictError{File: file, BaseBlob: base}
 		}
 		return content, true, nil
 	})

@@ -406,7 +406,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.commit(w, r, repo, current, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
-			return wr.Edit(ctx, name, []byte(req.Definition))
+			return wr.Edit(ctx, name, []byte(req.Definition), req.Base)
 		})
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-logr/logr/funcr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -577,6 +578,14 @@ func TestGitManagedChangesAreCommits(t *testing.T) {
 	expect(t, "a viewer edits a git-managed definition", code, body, http.StatusForbidden)
 	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": "name: longhorn\nhelm: {repo: 12}\n"})
 	expect(t, "an invalid definition", code, body, http.StatusUnprocessableEntity)
+	// The file the editor started from is the one before the suspend's
+	// commit: the edit would undo it.
+	stale := plumbing.ComputeHash(plumbing.BlobObject, def).String()
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": edited, "base": stale})
+	expect(t, "an edit from a version git no longer has", code, body, http.StatusConflict)
+	if l := log(); strings.Contains(l, "Edit add-on longhorn") {
+		t.Errorf("a refused edit made a commit:\n%s", l)
+	}
 	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": edited})
 	expect(t, "an editor edits a git-managed definition", code, body, http.StatusAccepted)
 	if err := json.Unmarshal(body, &answer); err != nil || answer.Addon == nil || answer.Addon.Spec.Chart.Version != "v1.10.3" {

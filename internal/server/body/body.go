@@ -57,6 +57,11 @@ type Change struct {
 	// Definition is the whole new definition file of an Addon that git
 	// manages (the format of addons/*.yaml); an edit of one is a commit.
 	Definition string `json:"definition,omitempty"`
+	// Base is, with a definition, the git blob hash of the file it was
+	// made from (git rev-parse HEAD:addons/NAME.yaml): when git holds
+	// another version by then, the edit is refused (409) and nothing is
+	// committed, rather than undo a colleague's commit.
+	Base string `json:"base,omitempty"`
 }
 
 // Approval is the body of an approve or an install: the reviewed plan.
