@@ -46,11 +46,11 @@ const maxMessage = 32 << 10
 // status changes. Conditions of other types are kept.
 func Set(conds *[]metav1.Condition, generation int64, s Summary) {
 	set := func(t string, status bool, reason, msg string) {
-		c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: Truncate(msg, maxMessage), ObservedGeneration: generation}
+		c := metav1.Condition{Type: t, Status: metav1.ConditionFalse, Reason: reason, Message: msg, ObservedGeneration: generation}
 		if status {
 			c.Status = metav1.ConditionTrue
 		}
-		apimeta.SetStatusCondition(conds, c)
+		Put(conds, c)
 	}
 	set(Ready, s.Ready, s.Reason, s.Message)
 	if s.Reconciling {
@@ -63,6 +63,16 @@ func Set(conds *[]metav1.Condition, generation int64, s Summary) {
 	} else {
 		set(Stalled, false, "Progressing", "Nothing stops the controller.")
 	}
+}
+
+// Put writes one condition, of any type, as apimeta.SetStatusCondition
+// does, with its message cut to the API server's limit. Every condition
+// Capstan writes goes through it: a status with one message too long is
+// refused whole, and each reconcile would be refused again while the
+// conditions already stored, an old Ready=True among them, stayed.
+func Put(conds *[]metav1.Condition, c metav1.Condition) {
+	c.Message = Truncate(c.Message, maxMessage)
+	apimeta.SetStatusCondition(conds, c)
 }
 
 // Truncate shortens s to at most n bytes, marking the cut, which falls

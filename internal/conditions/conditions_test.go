@@ -46,3 +46,15 @@ func TestTruncateCutsBetweenCharacters(t *testing.T) {
 		t.Fatalf("%q", got)
 	}
 }
+
+// TestPutCutsTheMessage: a condition of a type Set does not own, such as
+// the Addon's Healthy, is cut to the API server's limit too, or the whole
+// status write would be refused.
+func TestPutCutsTheMessage(t *testing.T) {
+	var conds []metav1.Condition
+	Put(&conds, metav1.Condition{Type: "Healthy", Status: metav1.ConditionFalse, Reason: "NotCurrent", Message: strings.Repeat("y", 100<<10)})
+	got := apimeta.FindStatusCondition(conds, "Healthy")
+	if got == nil || len(got.Message) != 32<<10 || !strings.HasSuffix(got.Message, "...") {
+		t.Fatalf("Healthy = %+v; want its message cut to 32 KiB", got)
+	}
+}

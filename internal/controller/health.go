@@ -22,8 +22,15 @@ import (
 // quick (health_rules.go): Jobs complete, failed Pods failed, OnDelete
 // StatefulSets ready, and conditions of the latest generation.
 
-// maxNotCurrent is how many objects that are not Current the status names.
-const maxNotCurrent = 5
+// maxNotCurrent is how many objects that are not Current the status names,
+// and maxReason how long each one's reason may be: a reason quotes the
+// object's own condition message, which its controller may make as long
+// as the API server takes (32 KiB), and five of them would make the
+// Healthy condition's message longer than that.
+const (
+	maxNotCurrent = 5
+	maxReason     = 1 << 10
+)
 
 // objectHealth computes an object's health with kstatus and Capstan's
 // rules (computeHealth) from its live object, nil when it does not exist:
@@ -100,10 +107,16 @@ func (j *judgement) condition(generation int64) metav1.Condition {
 	return c
 }
 
-// notCurrentList is a short list of the objects that are not Current.
+// notCurrentList is a short list of the objects that are not Current,
+// each reason cut to maxReason.
 func notCurrentList(why []string) string {
-	if len(why) <= maxNotCurrent {
-		return strings.Join(why, "; ")
+	n := min(len(why), maxNotCurrent)
+	cut := make([]string, n)
+	for i, w := range why[:n] {
+		cut[i] = truncate(w, maxReason)
 	}
-	return fmt.Sprintf("%s; and %d more", strings.Join(why[:maxNotCurrent], "; "), len(why)-maxNotCurrent)
+	if len(why) <= maxNotCurrent {
+		return strings.Join(cut, "; ")
+	}
+	return fmt.Sprintf("%s; and %d more", strings.Join(cut, "; "), len(why)-maxNotCurrent)
 }

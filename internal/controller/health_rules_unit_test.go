@@ -161,3 +161,30 @@ func TestObjectHealthUsesTheRules(t *testing.T) {
 		t.Errorf("a failed Pod: current %v, failed %v, %q, %v", current, failed, why, err)
 	}
 }
+
+// TestHealthyConditionMessageIsBounded: the objects' reasons quote their
+// own condition messages, which may each be as long as the API server
+// takes; the Healthy condition names five of them and must still fit the
+// CRD's limit of a condition message (32768 bytes), or every status write
+// is refused.
+func TestHealthyConditionMessageIsBounded(t *testing.T) {
+	long := strings.Repeat("the pod cannot be scheduled ", 1200) // about 33 KiB
+	for _, failed := range []bool{false, true} {
+		j := &judgement{failed: failed}
+		for range 7 {
+			j.notCurrent = append(j.notCurrent, "Deployment apps/x: "+long)
+		}
+		c := j.condition(1)
+		if len(c.Message) > 32768 {
+			t.Fatalf("failed %v: a Healthy message of %d bytes", failed, len(c.Message))
+		}
+		for _, part := range strings.Split(strings.TrimSuffix(c.Message, "; and 2 more"), "; ") {
+			if len(part) > maxReason {
+				t.Fatalf("failed %v: one object's reason is %d bytes: %.80q", failed, len(part), part)
+			}
+		}
+		if !strings.HasSuffix(c.Message, "; and 2 more") {
+			t.Fatalf("failed %v: the count of the others is lost: %q", failed, c.Message[len(c.Message)-40:])
+		}
+	}
+}

@@ -7,12 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/conditions"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/notify"
 )
@@ -44,7 +44,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	if j := s.found.health; j != nil {
 		c := j.condition(addon.Generation)
 		c.Message = s.mask().String(c.Message)
-		apimeta.SetStatusCondition(&addon.Status.Conditions, c)
+		conditions.Put(&addon.Status.Conditions, c)
 	}
 	addon.Status.Profile = s.profile
 	markWarning(&addon.Status, before.Status.Phase, time.Now(), r.owesClose(ctx, addon))

@@ -84,7 +84,7 @@ func (r *AddonReconciler) registered(s *scope, ok bool, reason, msg string) {
 	if ok {
 		c.Status = metav1.ConditionTrue
 	}
-	apimeta.SetStatusCondition(&s.addon.Status.Conditions, c)
+	conditions.Put(&s.addon.Status.Conditions, c)
 }
 
 // registrationSource is the address of the add-on's manifest: "" for a
