@@ -34,6 +34,7 @@ import (
 // rollout of Capstan's to wait for, and no timeout turns it Failed.
 func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, error) {
 	checks := s.checks
+	checks.NewLook()
 	known := r.verified.lookup(s.addon)
 	j := &judgement{}
 	for _, obj := range s.objects {
@@ -158,6 +159,7 @@ func (r *AddonReconciler) judgeRunning(ctx context.Context, s *scope, checks *he
 	for _, obj := range s.objects {
 		rendered[capstanv1.RefOf(obj).Key()] = true
 	}
+	checks.NewLook()
 	known := r.verified.lookup(s.addon)
 	j := &judgement{nothing: len(s.addon.Status.Inventory) == 0}
 	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {

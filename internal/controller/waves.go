@@ -60,10 +60,12 @@ type waveLook struct {
 const failedGrace = 30 * time.Second
 
 // lookAtWave reads each of objs from the API server and judges it as the
-// health step does (kstatus, or spec.healthChecks). A failed object
-// counts as failed unless changed holds it and grace is true.
+// health step does (kstatus, or spec.healthChecks), as one look with the
+// checks' budget whole. A failed object counts as failed unless changed
+// holds it and grace is true.
 func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unstructured.Unstructured, changed map[*unstructured.Unstructured]bool, grace bool) (waveLook, error) {
 	var look waveLook
+	s.checks.NewLook()
 	for _, obj := range objs {
 		live, err := s.applier.Get(ctx, capstanv1.RefOf(obj))
 		if err != nil {

@@ -130,6 +130,17 @@ func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
 	return cs, nil
 }
 
+// NewLook starts a look at an add-on's objects: the checks' cost budget is
+// whole again. The health step and each poll of a wave wait are looks of
+// their own; without it the budget would be one reconcile's, and a wave
+// that waits long would find every object a check judges in progress once
+// its polls had spent it.
+func (cs *Checks) NewLook() {
+	if cs != nil {
+		cs.spent = 0
+	}
+}
+
 // Judges reports whether a check covers obj's apiVersion and kind.
 func (cs *Checks) Judges(obj *unstructured.Unstructured) bool {
 	if cs == nil {

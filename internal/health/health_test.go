@@ -148,3 +148,37 @@ func TestLookBudget(t *testing.T) {
 	}
 	t.Fatal("300 evaluations of a costly check never ran out of the look's budget")
 }
+
+// TestNewLookRenewsTheBudget: the budget is one look's, not the Checks'
+// for as long as they live: a new look judges the objects again.
+func TestNewLookRenewsTheBudget(t *testing.T) {
+	checks, err := Compile([]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Database",
+		Current: "status.items.all(a, status.items.all(b, a + b >= 0))"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	items := make([]any, 280)
+	for i := range items {
+		items[i] = int64(i)
+	}
+	obj := database(map[string]any{"items": items})
+	spend := func() {
+		for range 300 {
+			if _, msg := checks.Evaluate(obj); strings.Contains(msg, "more than its budget") {
+				return
+			}
+		}
+		t.Fatal("300 evaluations never ran out of the look's budget")
+	}
+	spend()
+	small := database(map[string]any{"items": items[:3]})
+	if got, msg := checks.Evaluate(small); got != InProgress || !strings.Contains(msg, "more than its budget") {
+		t.Fatalf("an object after the budget ran out: %s %q", got, msg)
+	}
+	checks.NewLook()
+	if got, msg := checks.Evaluate(small); got != Current {
+		t.Fatalf("the first object of a new look: %s %q; want Current", got, msg)
+	}
+	var none *Checks
+	none.NewLook()
+}
