@@ -77,10 +77,12 @@ type judgement struct {
 	// applied yet).
 	nothing bool
 	// notCurrent says why each object that is not Current is not, and
-	// kinds are their kinds; failed is true when one of them failed.
+	// kinds are their kinds; failed is true when one of them failed, and
+	// failures says why each that failed did.
 	notCurrent []string
 	kinds      []schema.GroupVersionKind
 	failed     bool
+	failures   []string
 }
 
 // The reasons of the Healthy condition.

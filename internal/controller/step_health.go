@@ -22,7 +22,9 @@ import (
 // once they are, the sync goes on to register the add-on. It reads what the
 // preview read, or the API server's answer to the apply; an object found
 // Current and not written since is not read again. Past spec.healthTimeout
-// after the last apply, the add-on is Failed with the objects that are not.
+// after the last apply, the add-on is Failed with the objects that are not;
+// and so it is, with no timeout, once an object failed past failedGrace
+// after it (failedAfterApply).
 //
 // Once every object of the last apply has been found Current
 // (status.firstHealthyTime, which the next apply clears), an object that
@@ -67,6 +69,10 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 			return true, nil
 		}
 		r.awaiting.Store(key, true)
+		if failedAfterApply(j.failed, st.LastAppliedTime, min(failedGrace, waveTimeout(s)), time.Now()) {
+			return false, terminal{fmt.Errorf("an object failed after the last apply, and no wait makes it Current: %s; fix it (its own status says why), and the next sync judges it again",
+				notCurrentList(j.failures))}
+		}
 		if t := s.addon.Spec.HealthTimeout; t != nil && st.LastAppliedTime != nil {
 			if since := time.Since(st.LastAppliedTime.Time); since > t.Duration {
 				return false, terminal{fmt.Errorf("not healthy %s after the last apply (spec.healthTimeout %s): %s",
@@ -88,6 +94,19 @@ func (r *AddonReconciler) checkHealth(ctx context.Context, s *scope) (bool, erro
 	s.found.healthy = true
 	s.found.applied = s.plan == nil
 	return false, nil
+}
+
+// failedAfterApply decides whether objects that are not Current end the
+// wait after an apply as a failure: when one of them failed (failed),
+// once the grace has passed since the last apply (applied; at once when
+// nothing was applied). Within the grace a failure may be a status that
+// still describes the object before the apply, which may have fixed it,
+// as the wave wait allows (failedGrace). A failed object is not waited
+// for as one in progress is: a Job past its backoffLimit or a Deployment
+// past its progressDeadlineSeconds does not recover by itself, and with
+// spec.healthTimeout unset nothing else would end the wait.
+func failedAfterApply(failed bool, applied *metav1.Time, grace time.Duration, now time.Time) bool {
+	return failed && (applied == nil || now.Sub(applied.Time) >= grace)
 }
 
 // degradedGrace is how long an object of an add-on that has been healthy
@@ -207,7 +226,10 @@ func (r *AddonReconciler) judgeObject(ctx context.Context, s *scope, checks *hea
 	}
 	j.notCurrent = append(j.notCurrent, why)
 	j.kinds = append(j.kinds, obj.GroupVersionKind())
-	j.failed = j.failed || failed
+	if failed {
+		j.failed = true
+		j.failures = append(j.failures, why)
+	}
 	return nil
 }
 
