@@ -20,7 +20,9 @@ import (
 // soon as it exists. It is the same judgement as helm install --wait and
 // Flux's health checks make, with Capstan's own rules where kstatus is too
 // quick (health_rules.go): Jobs complete, failed Pods failed, OnDelete
-// StatefulSets ready, and conditions of the latest generation.
+// StatefulSets ready, APIServices Available, and conditions of the latest
+// generation; and where it would wait for ever: OnDelete DaemonSets ready
+// with pods of the old template.
 
 // maxNotCurrent is how many objects that are not Current the status names,
 // and maxReason how long each one's reason may be: a reason quotes the

@@ -26,8 +26,18 @@ import (
 //   - a StatefulSet with the OnDelete update strategy is Current once its
 //     ready replicas reach spec.replicas. kstatus calls it Current at once,
 //     with no pod ready.
+//   - a DaemonSet with the OnDelete update strategy is Current once its
+//     controller has seen the latest generation and its ready pods reach
+//     status.desiredNumberScheduled. kstatus waits for
+//     updatedNumberScheduled too, which after an upgrade only a person
+//     deleting each pod moves: it would never be Current.
+//   - an APIService is Current once its Available condition is True.
+//     kstatus reads no Available, and calls it Current at once, while the
+//     API server cannot reach the service behind it.
 //
-// Argo CD judges Jobs, failed Pods and OnDelete StatefulSets the same way.
+// Argo CD judges Jobs, failed Pods, OnDelete StatefulSets and APIServices
+// the same way; Helm's --wait does not wait on an OnDelete DaemonSet's
+// updated pods either.
 // An object being deleted is left to kstatus (Terminating).
 func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	if live.GetDeletionTimestamp() != nil {
@@ -36,11 +46,14 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	if res := staleCondition(live); res != nil {
 		return res, nil
 	}
+	gvk := live.GroupVersionKind()
+	if res := onDeleteDaemonSetHealth(live); res != nil {
+		return res, nil
+	}
 	res, err := status.Compute(live)
 	if err != nil || res.Status != status.CurrentStatus {
 		return res, err
 	}
-	gvk := live.GroupVersionKind()
 	switch {
 	case gvk.Group == "batch" && gvk.Kind == "Job":
 		return jobHealth(live, res), nil
@@ -48,6 +61,8 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 		return podHealth(live, res), nil
 	case gvk.Group == "apps" && gvk.Kind == "StatefulSet":
 		return onDeleteStatefulSetHealth(live, res), nil
+	case gvk.Group == "apiregistration.k8s.io" && gvk.Kind == "APIService":
+		return apiServiceHealth(live, res), nil
 	}
 	return res, nil
 }
@@ -147,6 +162,52 @@ func onDeleteStatefulSetHealth(live *unstructured.Unstructured, res *status.Resu
 		return &status.Result{Status: status.InProgressStatus, Message: fmt.Sprintf("Ready: %d/%d", ready, want)}
 	}
 	return res
+}
+
+// onDeleteDaemonSetHealth judges a DaemonSet with the OnDelete update
+// strategy: in progress until its controller has seen metadata.generation
+// and its ready pods reach status.desiredNumberScheduled, Current then;
+// nil for any other object, which kstatus judges.
+//
+// NOTE: updatedNumberScheduled is not compared, as for an OnDelete
+// StatefulSet: a pod takes the new template only when a person deletes
+// it.
+func onDeleteDaemonSetHealth(live *unstructured.Unstructured) *status.Result {
+	gvk := live.GroupVersionKind()
+	if gvk.Group != "apps" || gvk.Kind != "DaemonSet" {
+		return nil
+	}
+	if strategy, _, _ := unstructured.NestedString(live.Object, "spec", "updateStrategy", "type"); strategy != "OnDelete" {
+		return nil
+	}
+	if observed, generation := nestedInt(live, "status", "observedGeneration"), live.GetGeneration(); observed < generation {
+		return &status.Result{Status: status.InProgressStatus,
+			Message: fmt.Sprintf("DaemonSet generation is %d, but latest observed generation is %d", generation, observed)}
+	}
+	desired, ready := nestedInt(live, "status", "desiredNumberScheduled"), nestedInt(live, "status", "numberReady")
+	if ready < desired {
+		return &status.Result{Status: status.InProgressStatus, Message: fmt.Sprintf("Ready: %d/%d", ready, desired)}
+	}
+	return &status.Result{Status: status.CurrentStatus, Message: fmt.Sprintf("All replicas scheduled as expected. Replicas: %d", desired)}
+}
+
+// apiServiceHealth keeps an APIService, which kstatus finds Current at
+// once, in progress until its Available condition is True, with the
+// condition's message when it says why not.
+func apiServiceHealth(live *unstructured.Unstructured, res *status.Result) *status.Result {
+	if conditionIs(live, "Available", "True") {
+		return res
+	}
+	msg := "APIService is not Available yet"
+	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	for _, c := range conds {
+		if cond, ok := c.(map[string]any); ok && cond["type"] == "Available" && cond["status"] == "False" {
+			reason, _ := cond["reason"].(string)
+			message, _ := cond["message"].(string)
+			msg = fmt.Sprintf("APIService is not Available (%s): %s", reason, message)
+		}
+	}
+	return &status.Result{Status: status.InProgressStatus, Message: msg}
 }
 
 // conditionIs reports whether live has a status condition of type typ with

@@ -68,6 +68,15 @@ func TestComputeHealth(t *testing.T) {
 		return healthObj("apps/v1", "StatefulSet", append([]func(*unstructured.Unstructured){withGeneration(1),
 			withField(int64(1), "status", "observedGeneration"), withField(strategy, "spec", "updateStrategy", "type")}, opts...)...)
 	}
+	ds := func(strategy string, generation, observed, desired, ready, updated int64) *unstructured.Unstructured {
+		return healthObj("apps/v1", "DaemonSet", withGeneration(generation), withField(strategy, "spec", "updateStrategy", "type"),
+			withField(observed, "status", "observedGeneration"), withField(desired, "status", "desiredNumberScheduled"),
+			withField(desired, "status", "currentNumberScheduled"), withField(ready, "status", "numberReady"),
+			withField(ready, "status", "numberAvailable"), withField(updated, "status", "updatedNumberScheduled"))
+	}
+	apiService := func(opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("apiregistration.k8s.io/v1", "APIService", opts...)
+	}
 	cert := func(opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
 		return healthObj("cert-manager.io/v1", "Certificate", opts...)
 	}
@@ -111,6 +120,22 @@ func TestComputeHealth(t *testing.T) {
 		{"an OnDelete StatefulSet scaled to zero", sts("OnDelete", withField(int64(0), "spec", "replicas")), status.CurrentStatus, status.CurrentStatus, ""},
 		{"a RollingUpdate StatefulSet with no pod ready", sts("RollingUpdate", withField(int64(3), "spec", "replicas"), withField(int64(3), "status", "replicas")),
 			status.InProgressStatus, status.InProgressStatus, "Ready: 0/3"},
+
+		{"an OnDelete DaemonSet upgraded, its pods ready of the old template", ds("OnDelete", 2, 2, 3, 3, 0),
+			status.InProgressStatus, status.CurrentStatus, ""},
+		{"an OnDelete DaemonSet with one pod of three ready", ds("OnDelete", 2, 2, 3, 1, 3),
+			status.InProgressStatus, status.InProgressStatus, "Ready: 1/3"},
+		{"an OnDelete DaemonSet its controller has not seen", ds("OnDelete", 2, 1, 3, 3, 3),
+			status.InProgressStatus, status.InProgressStatus, "latest observed generation is 1"},
+		{"an OnDelete DaemonSet on no node", ds("OnDelete", 1, 1, 0, 0, 0), status.CurrentStatus, status.CurrentStatus, ""},
+		{"a RollingUpdate DaemonSet upgraded, no pod updated", ds("RollingUpdate", 2, 2, 3, 3, 0),
+			status.InProgressStatus, status.InProgressStatus, "Updated: 0/3"},
+
+		{"an APIService not Available", apiService(withConditions(map[string]any{"type": "Available", "status": "False",
+			"reason": "FailedDiscoveryCheck", "message": "failing or missing response from https://10.96.0.9:443"})),
+			status.CurrentStatus, status.InProgressStatus, "APIService is not Available (FailedDiscoveryCheck): failing or missing response"},
+		{"an APIService with no condition yet", apiService(), status.CurrentStatus, status.InProgressStatus, "APIService is not Available yet"},
+		{"an APIService Available", apiService(withConditions(cond("Available", "True", 0))), status.CurrentStatus, status.CurrentStatus, ""},
 
 		{"a Certificate whose Ready is the generation before", cert(withGeneration(2), withConditions(cond("Ready", "True", 1))),
 			status.CurrentStatus, status.InProgressStatus, "its condition Ready describes generation 1 and metadata.generation is 2"},
