@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -22,7 +24,8 @@ import (
 // quick (health_rules.go): Jobs complete, failed Pods failed, OnDelete
 // StatefulSets ready, APIServices Available, and conditions of the latest
 // generation; and where it would wait for ever: OnDelete DaemonSets ready
-// with pods of the old template.
+// with pods of the old template, and claims that wait for their first
+// consumer (claimWaitsForConsumer).
 
 // maxNotCurrent is how many objects that are not Current the status names,
 // and maxReason how long each one's reason may be: a reason quotes the
@@ -40,7 +43,11 @@ const (
 // or a check's failed expression).
 //
 // A kind that spec.healthChecks names is judged by its check alone.
-func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (current, failed bool, why string, err error) {
+//
+// A claim that waits for its first consumer (claimWaitsForConsumer) is
+// Current: bindingMode reads its StorageClass's volumeBindingMode, "" when
+// it cannot, and a nil bindingMode reads none.
+func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, bindingMode func(class string) string) (current, failed bool, why string, err error) {
 	ref := capstanv1.RefOf(obj)
 	if live == nil {
 		return false, false, ref.Describe() + ": does not exist yet", nil
@@ -58,6 +65,9 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks) (
 	res, err := computeHealth(live)
 	if err != nil {
 		return false, false, "", fmt.Errorf("computing the health of %s: %w", ref.Describe(), err)
+	}
+	if class, ok := claimWaitsForConsumer(live); ok && bindingMode != nil && bindingMode(class) == string(storagev1.VolumeBindingWaitForFirstConsumer) {
+		return true, false, "", nil
 	}
 	switch res.Status {
 	case status.CurrentStatus:
@@ -123,4 +133,57 @@ func notCurrentList(why []string) string {
 		return strings.Join(cut, "; ")
 	}
 	return fmt.Sprintf("%s; and %d more", strings.Join(cut, "; "), len(why)-maxNotCurrent)
+}
+
+// claimWaitsForConsumer reports whether live is a PersistentVolumeClaim
+// that is Pending, and whose volume no scheduler has asked for yet (no
+// volume.kubernetes.io/selected-node annotation), and the StorageClass it
+// names. Such a claim is Current when that class binds a volume only for
+// its first consumer (volumeBindingMode WaitForFirstConsumer): it binds
+// once a Pod that mounts it is scheduled, and waiting for it would hold
+// the Deployment of a later wave that is that Pod for ever.
+//
+// NOTE: a claim without spec.storageClassName is not: the API server
+// writes the default class into a claim created without one, so a claim
+// that still names none binds only to a volume of no class, at once.
+func claimWaitsForConsumer(live *unstructured.Unstructured) (class string, ok bool) {
+	gvk := live.GroupVersionKind()
+	if gvk.Group != "" || gvk.Kind != "PersistentVolumeClaim" {
+		return "", false
+	}
+	if phase, _, _ := unstructured.NestedString(live.Object, "status", "phase"); phase != "Pending" {
+		return "", false
+	}
+	if _, selected := live.GetAnnotations()[selectedNodeAnnotation]; selected {
+		return "", false
+	}
+	class, _, _ = unstructured.NestedString(live.Object, "spec", "storageClassName")
+	return class, class != ""
+}
+
+// selectedNodeAnnotation is what the scheduler writes on a claim that
+// waits for its first consumer once it has placed that consumer: the
+// volume is being provisioned, and the claim is in progress again.
+const selectedNodeAnnotation = "volume.kubernetes.io/selected-node"
+
+// bindingMode reads the volumeBindingMode of a StorageClass as the
+// applying identity, once per reconcile; "" when it cannot be read (it is
+// gone, or not the identity's to read), and the claim is judged as
+// kstatus judges it.
+func (s *scope) bindingMode(ctx context.Context) func(class string) string {
+	return func(class string) string {
+		if mode, ok := s.bindingModes[class]; ok {
+			return mode
+		}
+		mode := ""
+		sc, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "storage.k8s.io/v1", Kind: "StorageClass", Name: class})
+		if err == nil && sc != nil {
+			mode, _, _ = unstructured.NestedString(sc.Object, "volumeBindingMode")
+		}
+		if s.bindingModes == nil {
+			s.bindingModes = map[string]string{}
+		}
+		s.bindingModes[class] = mode
+		return mode
+	}
 }

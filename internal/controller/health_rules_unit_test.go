@@ -176,12 +176,12 @@ func TestComputeHealth(t *testing.T) {
 // not Current, a failed Pod failed.
 func TestObjectHealthUsesTheRules(t *testing.T) {
 	running := healthObj("batch/v1", "Job", withField("2026-12-05T10:00:00Z", "status", "startTime"), withField(int64(1), "status", "active"))
-	current, failed, why, err := objectHealth(running, running, nil)
+	current, failed, why, err := objectHealth(running, running, nil, nil)
 	if err != nil || current || failed || !strings.Contains(why, "Job apps/x: Job has not completed") {
 		t.Errorf("a running Job: current %v, failed %v, %q, %v", current, failed, why, err)
 	}
 	pod := healthObj("v1", "Pod", withField("Failed", "status", "phase"))
-	current, failed, why, err = objectHealth(pod, pod, nil)
+	current, failed, why, err = objectHealth(pod, pod, nil, nil)
 	if err != nil || current || !failed || !strings.Contains(why, "Pod apps/x: failed: Pod is in phase Failed") {
 		t.Errorf("a failed Pod: current %v, failed %v, %q, %v", current, failed, why, err)
 	}
@@ -210,6 +210,45 @@ func TestHealthyConditionMessageIsBounded(t *testing.T) {
 		}
 		if !strings.HasSuffix(c.Message, "; and 2 more") {
 			t.Fatalf("failed %v: the count of the others is lost: %q", failed, c.Message[len(c.Message)-40:])
+		}
+	}
+}
+
+// TestAClaimThatWaitsForItsConsumerIsCurrent: a Pending claim whose
+// StorageClass binds for its first consumer is Current until the
+// scheduler has placed that consumer; any other Pending claim is not.
+func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
+	claim := func(class string, opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		opts = append([]func(*unstructured.Unstructured){withField("Pending", "status", "phase")}, opts...)
+		if class != "" {
+			opts = append(opts, withField(class, "spec", "storageClassName"))
+		}
+		return healthObj("v1", "PersistentVolumeClaim", opts...)
+	}
+	modes := func(class string) string {
+		return map[string]string{"late": "WaitForFirstConsumer", "now": "Immediate"}[class]
+	}
+	selected := func(u *unstructured.Unstructured) {
+		u.SetAnnotations(map[string]string{"volume.kubernetes.io/selected-node": "node-1"})
+	}
+	cases := []struct {
+		name  string
+		obj   *unstructured.Unstructured
+		modes func(string) string
+		want  bool
+	}{
+		{"waiting for its first consumer", claim("late"), modes, true},
+		{"its consumer placed, the volume on the way", claim("late", selected), modes, false},
+		{"a class that binds at once", claim("now"), modes, false},
+		{"a class that cannot be read", claim("gone"), modes, false},
+		{"no class", claim(""), modes, false},
+		{"no reader of classes", claim("late"), nil, false},
+		{"lost", claim("late", withField("Lost", "status", "phase")), modes, false},
+	}
+	for _, c := range cases {
+		current, failed, why, err := objectHealth(c.obj, c.obj, nil, c.modes)
+		if err != nil || current != c.want || failed {
+			t.Errorf("%s: current %v, failed %v (%q, %v); want current %v", c.name, current, failed, why, err, c.want)
 		}
 	}
 }

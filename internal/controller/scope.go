@@ -135,6 +135,10 @@ type scope struct {
 	// checks are spec.healthChecks, compiled once by the gate for the
 	// health step and for a held add-on's judgement.
 	checks *health.Checks
+	// bindingModes are the volumeBindingMode of the StorageClasses a
+	// Pending claim named, read once in a reconcile (claimWaitsForConsumer):
+	// the field cannot change.
+	bindingModes map[string]string
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool
