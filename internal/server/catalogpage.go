@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -23,6 +24,9 @@ type catalogView struct {
 	Fields          []formField
 	Namespace, Name string
 	YAML            string
+	// Trusted are the namespaces whose add-ons use the cluster profile: an
+	// Addon there sends its objects to the entry's namespace.
+	Trusted []string
 }
 
 // catalogFields are an entry's typed fields as the form renders them.
@@ -48,7 +52,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		d.Error = err.Error()
 	}
-	v.Entries, v.Problems = entries, problems
+	v.Entries, v.Problems, v.Trusted = entries, problems, s.trusted()
 	id := r.PathValue("entry")
 	if id == "" {
 		s.render(w, "catalog", http.StatusOK, d)
@@ -75,7 +79,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Namespace, v.Name, v.YAML = strings.TrimSpace(r.PostFormValue("namespace")), strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("yaml")
-	a, msg := catalogAddon(r, v)
+	a, msg := catalogAddon(r, v, slices.Contains(s.trusted(), v.Namespace))
 	if msg != "" {
 		d.Error = msg
 		s.render(w, "catalog", http.StatusUnprocessableEntity, d)
@@ -111,7 +115,12 @@ func definitionOf(a *capstanv1.Addon, target string) *gitops.Definition {
 }
 
 // catalogAddon builds the Addon of a posted entry form, or says what to fix.
-func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
+// In a trusted namespace, whose add-ons use the cluster profile, the
+// objects go to the entry's namespace, created when missing, as a committed
+// definition's do (definitionOf): the Addon's own namespace, such as the
+// controller's, is only where it is kept. Elsewhere the restricted profile
+// keeps the objects in the Addon's namespace.
+func catalogAddon(r *http.Request, v *catalogView, trusted bool) (*capstanv1.Addon, string) {
 	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
 		return nil, "Namespace: " + strings.Join(errs, "; ")
 	}
@@ -120,6 +129,9 @@ func catalogAddon(r *http.Request, v *catalogView) (*capstanv1.Addon, string) {
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}
 	a.Spec.ManualSync = r.PostFormValue("manualSync") == "true"
+	if trusted && v.Entry.Namespace != "" {
+		a.Spec.TargetNamespace, a.Spec.CreateNamespace = v.Entry.Namespace, true
+	}
 	if v.Entry.Kind == "git-folder" {
 		a.Spec.Git = &capstanv1.GitSource{URL: strings.TrimSpace(r.PostFormValue("git")), Path: strings.TrimSpace(r.PostFormValue("path")),
 			Revision: strings.TrimSpace(r.PostFormValue("revision"))}
