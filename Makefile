@@ -8,18 +8,25 @@ TOOLS := $(GO) tool -modfile=hack/tools/go.mod
 # time fits CI's two cores.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 30m
+# BIN_DIR holds the control plane, helm, the chart corpus and Flux: an
+# exported CAPSTAN_BIN_DIR, as docs/testcluster.md says, or bin/ here. Every
+# target and script uses it, so that `make bin` builds where `make test` and
+# `make dev` look; it is absolute because go test runs in each package's
+# folder. The checkout's own builds (bin/capstan, bin/image) stay in bin/.
+BIN_DIR ?= $(abspath $(or $(CAPSTAN_BIN_DIR),$(CURDIR)/bin))
+export CAPSTAN_BIN_DIR := $(BIN_DIR)
 
 .PHONY: help
 help: ## List the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 .PHONY: bin
-bin: ## Build the local control plane (etcd, kube-*, kwok) and helm into bin/, once per pinned version.
+bin: ## Build the local control plane (etcd, kube-*, kwok) and helm into bin/ (or $CAPSTAN_BIN_DIR), once per pinned version.
 	hack/build-controlplane.sh
 	@if [ -x hack/helm/build.sh ]; then hack/helm/build.sh; fi
 
 .PHONY: charts
-charts: ## Fetch the chart corpus (hack/charts/corpus.txt) from the Go module proxy into bin/charts, once per pinned list.
+charts: ## Fetch the chart corpus (hack/charts/corpus.txt) from the Go module proxy into bin/charts (or $CAPSTAN_BIN_DIR/charts), once per pinned list.
 	hack/charts/fetch.sh
 
 .PHONY: chromium
@@ -45,11 +52,11 @@ image-push: ## Build the image and push it: IMAGE=registry/name:tag make image-p
 .PHONY: test
 test: bin build chromium charts ## Run go vet and every test, on the local control plane.
 	$(GO) vet ./...
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -count=1 ./...
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) -count=1 ./...
 
 .PHONY: dev
 dev: bin build ## Run Capstan on a local control plane with sample add-ons (Ctrl-C stops everything).
-	bin/capstan dev --bin-dir $(CURDIR)/bin $(DEV_ARGS)
+	bin/capstan dev --bin-dir $(BIN_DIR) $(DEV_ARGS)
 
 .PHONY: generate
 generate: ## Generate deepcopy code, CRDs and RBAC from the markers, for config/ and charts/capstan.
@@ -72,7 +79,7 @@ lint: ## Run golangci-lint.
 
 .PHONY: chaos
 chaos: bin ## The full chaos run: 100 SIGKILLs of the controller and 30 of the git syncer (make test runs 10 and 6), and the control plane outages; CAPSTAN_CHAOS_SEED replays one run.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} CAPSTAN_CHAOS_SYNCER_KILLS=$${CAPSTAN_CHAOS_SYNCER_KILLS:-30} $(GO) test -count=1 -v -timeout 90m ./test/chaos/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) CAPSTAN_CHAOS_KILLS=$${CAPSTAN_CHAOS_KILLS:-100} CAPSTAN_CHAOS_SYNCER_KILLS=$${CAPSTAN_CHAOS_SYNCER_KILLS:-30} $(GO) test -count=1 -v -timeout 90m ./test/chaos/
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each, one after the other, and print their executions.
@@ -80,36 +87,36 @@ fuzz: ## Run every fuzz target for FUZZTIME (default 60s) each, one after the ot
 
 .PHONY: bench
 bench: bin ## Run the benchmarks and print their figures.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
 
 .PHONY: bench-converge
 bench-converge: bin ## Converge 200 add-ons from cold, once, with the floor beside it (CAPSTAN_BENCH_ADDONS sets the count, CAPSTAN_BENCH_SOURCE=chart the chart variant).
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench Converge -benchtime=1x -timeout 60m -v ./internal/benchmark/
 
 .PHONY: bench-converge-series
 bench-converge-series: bin ## BenchmarkConverge CAPSTAN_BENCH_RUNS times (default 5), with each run's ratio to the floor and the median.
 	GO=$(GO) hack/bench-series.sh
 
 .PHONY: flux
-flux: ## Build Flux's helm-controller and source-controller (pinned in hack/flux) and their CRDs into bin/flux, once per pinned version.
+flux: ## Build Flux's helm-controller and source-controller (pinned in hack/flux) and their CRDs into bin/flux (or $CAPSTAN_BIN_DIR/flux), once per pinned version.
 	hack/flux/build.sh
 
 .PHONY: bench-flux
 bench-flux: bin flux ## Issue 19: 100 add-ons of a 21-object chart by Capstan, the floor and Flux, one after the other on one control plane.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench AgainstFlux -benchtime=1x -timeout 90m -v ./internal/benchmark/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench AgainstFlux -benchtime=1x -timeout 90m -v ./internal/benchmark/
 
 .PHONY: bench-requests
 bench-requests: bin ## What one request of each kind an install sends costs the API server's CPU.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench RequestCosts -benchtime=1x -timeout 20m -v ./internal/benchmark/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench RequestCosts -benchtime=1x -timeout 20m -v ./internal/benchmark/
 
 .PHONY: bench-render
 bench-render: bin ## Issue 19: capstan render against helm template of a 330-object chart, 10 paired runs.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench ColdRender -benchtime=1x -timeout 30m -v ./internal/benchmark/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench ColdRender -benchtime=1x -timeout 30m -v ./internal/benchmark/
 
 .PHONY: bench-api
 bench-api: bin ## The API's p50 and p99 latency of get and list with 200 add-ons.
-	CAPSTAN_BIN_DIR=$(CURDIR)/bin $(GO) test -run '^$$' -bench APILatency -benchtime=1x -timeout 20m ./internal/server/
+	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench APILatency -benchtime=1x -timeout 20m ./internal/server/
 
 .PHONY: clean
-clean: ## Remove bin/ (the next make bin builds the control plane cold).
-	rm -rf bin
+clean: ## Remove bin/ and $CAPSTAN_BIN_DIR when set (the next make bin builds the control plane cold).
+	rm -rf bin $(BIN_DIR)

@@ -56,7 +56,7 @@ by_manager=()
 printf '%-4s %10s %14s %13s %8s %17s %28s %28s %16s\n' run Capstan "floor before" "floor after" "x floor" "x bookkept floor" "probe ms: C / before / after" "walk ms: C / before / after" "CPU x: sch / cm"
 for i in $(seq 1 "$runs"); do
 	log="$logs/run-$i.log"
-	if ! (cd "$root/internal/benchmark" && CAPSTAN_BIN_DIR="$root/bin" "$bin" -test.run '^$' -test.bench Converge \
+	if ! (cd "$root/internal/benchmark" && CAPSTAN_BIN_DIR="${CAPSTAN_BIN_DIR:-$root/bin}" "$bin" -test.run '^$' -test.bench Converge \
 		-test.benchtime=1x -test.timeout 60m -test.v) >"$log" 2>&1; then
 		echo "run $i failed; its output: $log" >&2
 		exit 1

@@ -2,7 +2,8 @@
 # build-controlplane.sh builds the local control plane that tests and
 # `capstan dev` run on: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler and kwok, from the pinned modules under hack/controlplane/,
-# into bin/ at the repository root. It works from any directory.
+# into bin/ at the repository root, or into $CAPSTAN_BIN_DIR (which every
+# make target honours). It works from any directory.
 #
 # A stamp (bin/.controlplane-stamp) holds a hash of the three modules' go.mod
 # and go.sum, of `go version` and of this script. When the stamp matches and
