@@ -7,10 +7,14 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -86,6 +90,11 @@ var BuiltIn = []Entry{
 
 var idRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
+var (
+	ociRE    = regexp.MustCompile(`^oci://[^/]+/.+`)
+	digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+)
+
 var fieldTypes = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true}
 
 // Validate says what is wrong with an entry, for the operator who wrote it.
@@ -96,10 +105,18 @@ func (e Entry) Validate() error {
 	if e.Title == "" {
 		return fmt.Errorf("entry %s: give it a title", e.ID)
 	}
+	if e.Namespace != "" {
+		if errs := validation.IsDNS1123Label(e.Namespace); len(errs) > 0 {
+			return fmt.Errorf("entry %s: namespace %q: %s", e.ID, e.Namespace, strings.Join(errs, "; "))
+		}
+	}
 	switch e.Kind {
 	case "", "chart":
-		if e.Chart == nil || (e.Chart.Repo == "" && e.Chart.OCI == "" && e.Chart.URL == "") {
+		if e.Chart == nil {
 			return fmt.Errorf("entry %s: name its chart (chart.repo with chart.name, chart.oci or chart.url)", e.ID)
+		}
+		if msg := chartProblem(e.Chart); msg != "" {
+			return fmt.Errorf("entry %s: %s", e.ID, msg)
 		}
 	case "any-chart", "git-folder":
 	default:
@@ -109,8 +126,67 @@ func (e Entry) Validate() error {
 		if f.Path == "" || !fieldTypes[f.Type] {
 			return fmt.Errorf("entry %s: field %q needs a path and a type of string, integer, number or boolean", e.ID, f.Label)
 		}
+		if msg := defaultProblem(f); msg != "" {
+			return fmt.Errorf("entry %s: field %q: %s", e.ID, f.Label, msg)
+		}
 	}
 	return nil
+}
+
+// chartProblem says why the API server would refuse an Addon with chart c,
+// by the rules of the Addon's schema, or "" when it would not: the form
+// would otherwise offer an entry that can never be added.
+func chartProblem(c *capstanv1.ChartSource) string {
+	sources := 0
+	for _, set := range []bool{c.Repo != "", c.OCI != "", c.URL != ""} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		return "name its chart (chart.repo with chart.name, chart.oci or chart.url)"
+	case sources > 1:
+		return "set exactly one of chart.repo (with chart.name), chart.oci or chart.url"
+	case (c.Repo != "") != (c.Name != ""):
+		return "chart.name is required with chart.repo, and only with it"
+	case c.Repo != "" && !strings.HasPrefix(c.Repo, "https://"), c.URL != "" && !strings.HasPrefix(c.URL, "https://"):
+		return "chart.repo and chart.url are https addresses"
+	case c.OCI != "" && !ociRE.MatchString(c.OCI):
+		return "chart.oci is an oci:// reference, such as oci://ghcr.io/org/charts/name"
+	case c.URL != "" && c.Version != "":
+		return "chart.version cannot be set with chart.url: the archive is the version"
+	case c.OCI != "" && c.Version == "" && c.Digest == "":
+		return "chart.oci needs a chart.version (a tag) or a chart.digest"
+	case c.Digest != "" && !digestRE.MatchString(c.Digest):
+		return "chart.digest is \"sha256:\" and 64 lower-case hex digits"
+	}
+	return ""
+}
+
+// defaultProblem says why a field's default is not a value of its type, as
+// the form reads it, or "" when it is.
+func defaultProblem(f Field) string {
+	if f.Default == "" {
+		return ""
+	}
+	switch f.Type {
+	case "integer":
+		if _, err := strconv.ParseInt(f.Default, 10, 64); err != nil {
+			return fmt.Sprintf("default %q is not an integer", f.Default)
+		}
+	case "number":
+		if v, err := strconv.ParseFloat(f.Default, 64); err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Sprintf("default %q is not a finite number", f.Default)
+		}
+	case "boolean":
+		// NOTE: the form ticks a box whose default is exactly "true"; True
+		// or 1 would show it unticked.
+		if f.Default != "true" && f.Default != "false" {
+			return fmt.Sprintf("default %q is not true or false", f.Default)
+		}
+	}
+	return ""
 }
 
 // Problem is an operator's entry that could not be read.

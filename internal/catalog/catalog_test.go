@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func TestBuiltInEntriesAreValid(t *testing.T) {
@@ -42,5 +44,67 @@ func TestOperatorEntries(t *testing.T) {
 	}
 	if len(problems) != 2 || !strings.Contains(problems[0].Message+problems[1].Message, "lower-case") || !strings.Contains(problems[0].Message+problems[1].Message, "titel") {
 		t.Errorf("problems = %+v; want the bad id and the unknown field reported", problems)
+	}
+}
+
+// TestValidate refuses the entries whose Addon the API server would
+// refuse, or whose form could not be read, and accepts one of each source.
+func TestValidate(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("a", 64)
+	chart := func(c capstanv1.ChartSource) Entry { return Entry{ID: "e", Title: "E", Chart: &c} }
+	field := func(typ, def string) Entry {
+		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
+		e.Fields = []Field{{Path: "p", Label: "P", Type: typ, Default: def}}
+		return e
+	}
+	withNamespace := func(ns string) Entry {
+		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
+		e.Namespace = ns
+		return e
+	}
+	for _, tc := range []struct {
+		name  string
+		entry Entry
+		want  string // a part of the error; "" for none
+	}{
+		{"repo with name", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Version: "1.0.0"}), ""},
+		{"repo, newest version", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e"}), ""},
+		{"oci with version", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Version: "1.0.0"}), ""},
+		{"oci with digest", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Digest: digest}), ""},
+		{"url", chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"}), ""},
+		{"no chart", Entry{ID: "e", Title: "E"}, "name its chart"},
+		{"empty chart", chart(capstanv1.ChartSource{}), "name its chart"},
+		{"repo without name", chart(capstanv1.ChartSource{Repo: "https://charts.example/"}), "chart.name is required"},
+		{"name without repo", chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz", Name: "e"}), "chart.name is required"},
+		{"repo and url", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", URL: "https://charts.example/e-1.0.0.tgz"}), "exactly one"},
+		{"oci and url", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Version: "1", URL: "https://charts.example/e.tgz"}), "exactly one"},
+		{"url with version", chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz", Version: "1.0.0"}), "cannot be set with chart.url"},
+		{"oci without version or digest", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e"}), "needs a chart.version"},
+		{"plain http repo", chart(capstanv1.ChartSource{Repo: "http://charts.example/", Name: "e"}), "https"},
+		{"oci without a registry", chart(capstanv1.ChartSource{OCI: "ghcr.io/org/e", Version: "1"}), "oci://"},
+		{"short digest", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Digest: "sha256:abc"}), "chart.digest"},
+		{"git folder needs no chart", Entry{ID: "e", Title: "E", Kind: "git-folder"}, ""},
+		{"namespace", withNamespace("apps"), ""},
+		{"namespace that is not a label", withNamespace("Apps_1"), "namespace"},
+		{"integer default", field("integer", "3"), ""},
+		{"integer default that is not", field("integer", "three"), "not an integer"},
+		{"fractional integer default", field("integer", "1.5"), "not an integer"},
+		{"number default", field("number", "0.5"), ""},
+		{"number default that is not", field("number", "half"), "not a finite number"},
+		{"number default NaN", field("number", "NaN"), "not a finite number"},
+		{"boolean default", field("boolean", "false"), ""},
+		{"boolean default not spelled true", field("boolean", "True"), "not true or false"},
+		{"string default", field("string", "anything: at all"), ""},
+		{"no default", field("integer", ""), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.entry.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("error %v; want one that says %q", err, tc.want)
+			}
+		})
 	}
 }
