@@ -118,5 +118,5 @@ bench-api: bin ## The API's p50 and p99 latency of get and list with 200 add-ons
 	CAPSTAN_BIN_DIR=$(BIN_DIR) $(GO) test -run '^$$' -bench APILatency -benchtime=1x -timeout 20m ./internal/server/
 
 .PHONY: clean
-clean: ## Remove bin/ and $CAPSTAN_BIN_DIR when set (the next make bin builds the control plane cold).
-	rm -rf bin $(BIN_DIR)
+clean: ## Remove bin/ (the next make bin builds the control plane cold); a folder an exported CAPSTAN_BIN_DIR names is a cache others may share, and is left.
+	rm -rf bin
