@@ -236,7 +236,8 @@ func (a *Applier) recreate(ctx context.Context, obj *unstructured.Unstructured, 
 	case err != nil:
 		return nil, err
 	case live == nil:
-		return a.applyOnce(ctx, obj)
+		live, err := a.applyOnce(ctx, obj)
+		return live, withheld(obj, err, refused)
 	case uid != "" && live.GetUID() != uid:
 		return nil, fmt.Errorf("%s was deleted and created again since the plan, so it is not deleted to change it; the next sync plans it again", ref.Describe())
 	}

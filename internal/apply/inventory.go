@@ -487,7 +487,10 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 // a served version finds no object either.
 func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
 	m, err := a.readMetadata(ctx, r, r.APIVersion)
-	if !isGone(err) {
+	if !versionGone(err) {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
 		return m, err
 	}
 	versions, err := a.servedVersions(ctx, r, meta.IsNoMatchError(err))
@@ -520,11 +523,28 @@ func isGone(err error) bool {
 	return apierrors.IsNotFound(err) || meta.IsNoMatchError(err)
 }
 
+// versionGone reports whether err says that the version asked may no
+// longer be served: it maps to no kind, or the API server found no
+// resource at its path. The API server's 404 for an object that is not
+// there names the object; one for a path it does not serve names none.
+// Only then is the object looked for by other versions: a prune of objects
+// that are simply gone costs no more requests than it did.
+func versionGone(err error) bool {
+	if meta.IsNoMatchError(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsNotFound(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || d.Name == ""
+}
+
 // servedVersions returns the versions, other than r's own, that r's kind
 // is served by now, to look for r by when its own version did not find it;
-// none when the kind is served by no version at all. A REST mapper that
-// can be reset is reset first. The mapper of controller-runtime cannot be,
-// and keeps serving a version from its cache after the API server stopped
+// none when the kind is served by no version at all. The REST mapper of
+// controller-runtime keeps serving a version from its cache after the API server stopped
 // serving it, with no word of a version added since: for a custom
 // resource, the CRD is read, and its served versions are the answer (a
 // version the mapper lacks it loads when asked for it). When the CRD says
@@ -539,9 +559,6 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 	mapper := a.Client.RESTMapper()
 	if mapper == nil {
 		return nil, nil
-	}
-	if m, ok := mapper.(meta.ResettableRESTMapper); ok {
-		m.Reset()
 	}
 	mappings, err := mapper.RESTMappings(gk)
 	if err != nil && !meta.IsNoMatchError(err) {
@@ -586,7 +603,10 @@ func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propa
 	obj.SetNamespace(r.Namespace)
 	obj.SetName(r.Name)
 	err = a.Client.Delete(ctx, obj, client.PropagationPolicy(propagation))
-	if !isGone(err) {
+	if !versionGone(err) {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
 		return err == nil, err
 	}
 	m, err := a.ReadMetadata(ctx, r)

@@ -76,6 +76,7 @@ func TestApplyErrorsOfASecretAreWithheld(t *testing.T) {
 		name      string
 		kind      string
 		recreate  bool
+		gone      bool // the object is gone when the recreate reads it
 		applies   []error
 		deleteErr error
 		says      string
@@ -87,11 +88,13 @@ func TestApplyErrorsOfASecretAreWithheld(t *testing.T) {
 			says: "deleting Secret ns/s to create it anew: withheld", withheld: true},
 		{name: "apply of a recreate", kind: "Secret", recreate: true, applies: []error{immutable, denied},
 			says: "Secret ns/s was deleted to be created anew, and creating it failed, so it is missing until a sync creates it: withheld", withheld: true},
+		{name: "apply of a recreate that finds it gone", kind: "Secret", recreate: true, gone: true, applies: []error{immutable, denied},
+			says: "withheld", withheld: true},
 		{name: "another kind", kind: "ConfigMap", applies: []error{denied}, says: plainValue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := obj(tc.kind)
-			c := &refuser{applies: tc.applies, deleteErr: tc.deleteErr}
+			c := &refuser{applies: tc.applies, deleteErr: tc.deleteErr, deleted: tc.gone}
 			q := Sequence{
 				Applier: &Applier{Client: c, Poll: 4 * time.Millisecond}, Objects: []*unstructured.Unstructured{o}, Changed: []*unstructured.Unstructured{o},
 				Refused: func(*unstructured.Unstructured, error) string { return "withheld" },

@@ -76,7 +76,7 @@ func errorFor(err error) apiError {
 	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrBusy):
-		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error()}
+		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error(), retryAfter: commitRetryAfter}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
@@ -331,8 +331,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	case s.plans <- struct{}{}:
 		defer func() { <-s.plans }()
 	default:
-		w.Header().Set("Retry-After", strconv.Itoa(planRetryAfter))
-		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
 			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", cap(s.plans), planRetryAfter)})
 		return
 	}
@@ -381,6 +380,11 @@ func (s *Server) mayPlanChange(ctx context.Context, u User, key client.ObjectKey
 // planRetryAfter is the Retry-After, in seconds, of a plan refused because
 // the server computes as many as it may.
 const planRetryAfter = 5
+
+// commitRetryAfter is the Retry-After, in seconds, of a change of a
+// git-managed add-on refused because every commit turn stayed taken for
+// the writer's whole wait (gitops.ErrBusy): about that wait.
+const commitRetryAfter = 10
 
 // edit changes an Addon's spec and secret inputs.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request) {

@@ -27,5 +27,8 @@ func TestErrorForSignature(t *testing.T) {
 		if got.Code != tc.code || got.Message != tc.err.Error() {
 			t.Errorf("%s: errorFor = %d %q; want %d with the error's message", tc.name, got.Code, got.Message, tc.code)
 		}
+		if (got.Code == http.StatusTooManyRequests) != (got.retryAfter > 0) {
+			t.Errorf("%s: errorFor = %d with Retry-After %d; want one exactly with 429", tc.name, got.Code, got.retryAfter)
+		}
 	}
 }
