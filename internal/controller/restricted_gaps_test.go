@@ -1,9 +1,13 @@
 package controller_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -86,6 +90,39 @@ func TestRestrictedRandomValuesAreViolations(t *testing.T) {
 	}
 	if live(t, "v1", "Secret", ns, "db") != nil {
 		t.Error("a Blocked add-on applied its Secret")
+	}
+}
+
+// TestRestrictedRandomFieldsReadNothingOutside: a tenant's chart renders a
+// Secret with a random token, named after a Secret of another namespace
+// that exists and holds that key. The read that keeps random fields as
+// they run is the controller's own and comes before the guardrails, so it
+// must not happen: the plan's notice must not tell the tenant that the
+// Secret exists, and the guardrails refuse the object.
+func TestRestrictedRandomFieldsReadNothingOutside(t *testing.T) {
+	ctx := context.Background()
+	ns, other := newNamespace(t), newNamespace(t)
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: other, Name: "bootstrap-token-abcdef"}, Data: map[string][]byte{"token": []byte("the real one")}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "prober", version: "1.0.0", files: map[string]string{
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: bootstrap-token-abcdef\n  namespace: " + other +
+			"\ndata:\n  token: {{ randAlphaNum 8 | b64enc }}\n",
+	}})
+	a := create(t, newAddon(ns, "prober", url))
+	got := waitFor(t, a, 90*time.Second, "Blocked by random-values", violationRule("random-values"))
+	for _, n := range got.Status.Plan.Notices {
+		if strings.Contains(n.Message, "kept as they run") {
+			t.Errorf("the plan tells the tenant that another namespace's Secret exists: %+v", n)
+		}
+	}
+	refused := false
+	for _, v := range got.Status.Plan.Violations {
+		refused = refused || v.Rule == "namespace-not-allowed" && v.Object.Name == "bootstrap-token-abcdef"
+	}
+	if !refused {
+		t.Errorf("violations %+v; want the Secret of another namespace refused", got.Status.Plan.Violations)
 	}
 }
 

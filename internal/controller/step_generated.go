@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -18,20 +19,43 @@ import (
 // object's value, so a sync with nothing new changes nothing, as a second
 // `helm install` would never happen. A new object gets the value of this
 // render, as helm install gives it. The plan says which fields are kept.
+//
+// A restricted add-on reads only objects of its namespace that it applied
+// before (its inventory), and keeps fields only of one shown to be its own
+// (apply.NotOurs), as keepRunning does: the read is the controller's own
+// and comes before the guardrails, so a tenant's chart must not make it
+// read anything else, and whether a field is "kept as it runs" would tell
+// the tenant whether an object it does not hold exists. Its random fields
+// are violations anyway (random-values).
 func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, error) {
 	if s.render == nil || len(s.render.Generated) == 0 {
 		return false, nil
 	}
 	s.generatedNotices = nil
+	restricted := s.profile == capstanv1.ProfileRestricted
+	applied := map[string]bool{}
+	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
+		applied[ref.Key()] = true
+	}
 	for _, g := range s.render.Generated {
 		obj := s.renderedObject(g)
 		if obj == nil {
 			continue
 		}
 		ref := capstanv1.RefOf(obj)
-		live, err := s.applier.Get(ctx, ref)
-		if err != nil {
-			return false, fmt.Errorf("reading %s to keep the fields its chart generates: %w", ref, err)
+		var live *unstructured.Unstructured
+		if !restricted || (obj.GetNamespace() == s.addon.Namespace && applied[ref.Key()]) {
+			var err error
+			live, err = s.applier.Get(ctx, ref)
+			if err != nil {
+				return false, fmt.Errorf("reading %s to keep the fields its chart generates: %w", ref, err)
+			}
+			if restricted && live != nil && apply.NotOurs(s.addon, live) != "" {
+				// NOTE: the inventory is saved before anything is applied,
+				// so it may name an object someone else created since; it
+				// reads as absent, and the notice says nothing of it.
+				live = nil
+			}
 		}
 		kept := 0
 		if live != nil {
