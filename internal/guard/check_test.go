@@ -233,6 +233,20 @@ affinity:
 		{"toleration master", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/master, effect: NoSchedule}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of everything", "containers: [{name: app, image: nginx}]\ntolerations: [{operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"nodeName", "nodeName: cp-0\ncontainers: [{name: app, image: nginx}]", []string{"node-name@spec.template.spec.nodeName"}},
+		{"node affinity on a node's name", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchFields: [{key: metadata.name, operator: In, values: [cp-0]}]`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchFields[0]"}},
+		{"preferred node affinity on a node's name", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      preference: {matchFields: [{key: metadata.name, operator: In, values: [cp-0]}]}`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields[0]"}},
 		{"near-miss: keep off the control plane", `containers: [{name: app, image: nginx}]
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: addons, effect: NoSchedule}]
@@ -240,7 +254,16 @@ affinity:
   nodeAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
       nodeSelectorTerms:
-      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}]`, nil},
+      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}]
+        matchFields: [{key: metadata.name, operator: NotIn, values: [cp-0]}]`, nil},
+	},
+	"scheduling": {
+		{"system priority class", "priorityClassName: system-node-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},
+		{"cluster-critical priority class", "priorityClassName: system-cluster-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},
+		{"another scheduler", "schedulerName: my-scheduler\ncontainers: [{name: app, image: nginx}]", []string{"scheduler-name@spec.template.spec.schedulerName"}},
+		{"runtime class", "runtimeClassName: runc\ncontainers: [{name: app, image: nginx}]", []string{"runtime-class@spec.template.spec.runtimeClassName"}},
+		{"an hour's grace", "terminationGracePeriodSeconds: 3600\ncontainers: [{name: app, image: nginx, lifecycle: {preStop: {sleep: {seconds: 3600}}}}]", []string{"termination-grace-period@spec.template.spec.terminationGracePeriodSeconds"}},
+		{"near-miss: the defaults named, a platform class, five minutes' grace", "priorityClassName: tenant-high\nschedulerName: default-scheduler\nterminationGracePeriodSeconds: 300\ncontainers: [{name: app, image: nginx}]", nil},
 	},
 	"volume types": {
 		{"nfs", "containers: [{name: app, image: nginx}]\nvolumes: [{name: share, nfs: {server: nfs.internal, path: /export}}]", []string{"volume-type-not-allowed@spec.template.spec.volumes[0].nfs"}},

@@ -59,6 +59,10 @@ const (
 	RuleNodeName             = "node-name"
 	RuleVolumeTypeNotAllowed = "volume-type-not-allowed"
 	RuleResourceClaims       = "resource-claims"
+	RulePriorityClass        = "priority-class"
+	RuleSchedulerName        = "scheduler-name"
+	RuleRuntimeClass         = "runtime-class"
+	RuleTerminationGrace     = "termination-grace-period"
 
 	RuleReferenceNotRendered = "reference-not-rendered"
 	RuleNotOwned             = "not-owned"

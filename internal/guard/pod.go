@@ -33,6 +33,13 @@ var allowedSELinuxTypes = map[string]bool{
 	"": true, "container_t": true, "container_init_t": true, "container_kvm_t": true, "container_engine_t": true,
 }
 
+// maxTerminationGraceSeconds is the longest terminationGracePeriodSeconds
+// a restricted pod may ask for. A node drain, a rollout and a namespace's
+// deletion wait that long for the pod, and a preStop hook may sleep through
+// all of it; five minutes lets a database flush and close its connections,
+// and keeps a tenant from holding the platform's node maintenance for hours.
+const maxTerminationGraceSeconds = 300
+
 // Legacy annotations that set security profiles before the fields existed.
 const (
 	seccompPodAnnotation       = "seccomp.security.alpha.kubernetes.io/pod"
@@ -90,6 +97,7 @@ func (ck *checker) checkPodSpec(ref capstanv1.ObjectRef, spec string, ps *corev1
 		ck.add(ref, spec+".nodeName", RuleNodeName,
 			"nodeName places the pod on a node of the chart's choice past the scheduler and its taints, the control plane's included; remove it")
 	}
+	ck.checkScheduling(ref, spec, ps)
 	if psc := ps.SecurityContext; psc != nil {
 		ck.checkIdentity(ref, spec+".securityContext", "the pod", psc.RunAsUser, psc.RunAsNonRoot)
 		ck.checkProfiles(ref, spec+".securityContext", psc.SeccompProfile, psc.AppArmorProfile, psc.SELinuxOptions, psc.WindowsOptions)
@@ -127,6 +135,34 @@ func (ck *checker) checkPodSpec(ref capstanv1.ObjectRef, spec string, ps *corev1
 	}
 	for _, c := range containersOf(spec, ps) {
 		ck.checkContainer(ref, c)
+	}
+}
+
+// checkScheduling refuses the pod fields that reach past the tenant's own
+// pods: a priority class that preempts the platform's pods, a scheduler
+// or a runtime other than the cluster's default, and a grace period that
+// holds node drains.
+func (ck *checker) checkScheduling(ref capstanv1.ObjectRef, spec string, ps *corev1.PodSpec) {
+	// NOTE: there is no list of allowed priority classes yet; the system-
+	// prefix is the one Kubernetes reserves for its own critical classes,
+	// which preempt every other pod. A platform that creates other high
+	// classes must keep tenants from them with a ResourceQuota's
+	// scopeSelector on PriorityClass.
+	if strings.HasPrefix(ps.PriorityClassName, "system-") {
+		ck.add(ref, spec+".priorityClassName", RulePriorityClass,
+			fmt.Sprintf("priorityClassName %q is kept for the cluster's own critical pods, and would preempt other tenants' and the platform's pods; remove it or name a class of the platform's", ps.PriorityClassName))
+	}
+	if ps.SchedulerName != "" && ps.SchedulerName != corev1.DefaultSchedulerName {
+		ck.add(ref, spec+".schedulerName", RuleSchedulerName,
+			fmt.Sprintf("schedulerName %q hands the pod to a scheduler other than the cluster's, which may place it past the taints and rules the default scheduler keeps; remove it", ps.SchedulerName))
+	}
+	if ps.RuntimeClassName != nil {
+		ck.add(ref, spec+".runtimeClassName", RuleRuntimeClass,
+			fmt.Sprintf("runtimeClassName %q picks the container runtime, and could leave the sandbox the platform runs tenants in; remove it", *ps.RuntimeClassName))
+	}
+	if g := ps.TerminationGracePeriodSeconds; g != nil && *g > maxTerminationGraceSeconds {
+		ck.add(ref, spec+".terminationGracePeriodSeconds", RuleTerminationGrace,
+			fmt.Sprintf("terminationGracePeriodSeconds %d holds node drains and rollouts that long; use at most %d", *g, maxTerminationGraceSeconds))
 	}
 }
 
@@ -197,12 +233,23 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 }
 
 // checkNodeTerm refuses a node selector term that selects control-plane
-// nodes. NotIn and DoesNotExist keep pods off them, and are allowed.
+// nodes, or nodes by name (matchFields on metadata.name, which picks a
+// control-plane node as nodeName does). NotIn and DoesNotExist keep pods
+// off them, and are allowed.
 func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
 	for j, e := range t.MatchExpressions {
 		if controlPlaneKeys[e.Key] && e.Operator != corev1.NodeSelectorOpNotIn && e.Operator != corev1.NodeSelectorOpDoesNotExist {
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
 				fmt.Sprintf("node affinity %s %s places the pod on the control plane; remove it (NotIn and DoesNotExist are allowed)", e.Key, e.Operator))
+		}
+	}
+	for j, f := range t.MatchFields {
+		// NOTE: metadata.name is the one field the API server accepts
+		// here today; any other is refused too, rather than let a field
+		// a later release adds select nodes unchecked.
+		if f.Operator != corev1.NodeSelectorOpNotIn && f.Operator != corev1.NodeSelectorOpDoesNotExist {
+			ck.add(ref, fmt.Sprintf("%s.matchFields[%d]", path, j), RuleNodeName,
+				fmt.Sprintf("node affinity on the field %s %s picks nodes by name, the control plane's included; remove it (NotIn is allowed)", f.Key, f.Operator))
 		}
 	}
 }
