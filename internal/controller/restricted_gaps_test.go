@@ -126,6 +126,68 @@ func TestRestrictedRandomFieldsReadNothingOutside(t *testing.T) {
 	}
 }
 
+// TestRestrictedRandomNamesAndHooksAreViolations installs, in the
+// restricted profile, a chart whose migration Job hook is named at random,
+// whose ConfigMap is named at random, and whose hook Secret holds a random
+// password: each would make a new object or run a new Job on every sync,
+// so each is a random-values violation, and nothing runs.
+func TestRestrictedRandomNamesAndHooksAreViolations(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "renamer", version: "1.0.0", files: map[string]string{
+		"templates/migrate.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate-{{ randAlphaNum 5 | lower }}\n  annotations:\n    helm.sh/hook: pre-install,pre-upgrade\n" +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: migrate\n          image: registry.example/tools:1.0\n",
+		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf-{{ randAlphaNum 5 | lower }}\ndata: {k: v}\n",
+		"templates/seed.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: seed\n  annotations:\n    helm.sh/hook: pre-install\nstringData:\n  password: {{ randAlphaNum 16 | quote }}\n",
+	}})
+	a := create(t, newAddon(ns, "renamer", url))
+	got := waitFor(t, a, 90*time.Second, "Blocked by random-values", violationRule("random-values"))
+	found := map[string]bool{}
+	for _, v := range got.Status.Plan.Violations {
+		if v.Rule == "random-values" {
+			name := v.Object.Name
+			if strings.HasPrefix(name, "migrate-") || strings.HasPrefix(name, "conf-") {
+				name, _, _ = strings.Cut(name, "-")
+			}
+			found[v.Object.Kind+"/"+name+"@"+v.Path] = true
+		}
+	}
+	for _, want := range []string{"Job/migrate@metadata.name", "ConfigMap/conf@metadata.name", "Secret/seed@stringData.password"} {
+		if !found[want] {
+			t.Errorf("no random-values violation %s; got %v", want, found)
+		}
+	}
+	if live(t, "v1", "Secret", ns, "seed") != nil {
+		t.Error("a Blocked add-on ran its hook")
+	}
+}
+
+// TestRandomNameNotice: a cluster add-on whose
+// chart names a ConfigMap at random is not refused, but its plan says so,
+// rather than that the name is "set by this render, as the object is new".
+func TestRandomNameNotice(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "renamed", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf-{{ randAlphaNum 5 | lower }}\ndata: {k: v}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "renamed-"+ns, url, withTarget(ns)))
+	got := waitFor(t, a, 90*time.Second, "a plan", func(cur *capstanv1.Addon) bool { return cur.Status.Plan != nil })
+	if got.Status.Profile != capstanv1.ProfileCluster {
+		t.Fatalf("profile %s, want cluster", got.Status.Profile)
+	}
+	named := false
+	for _, n := range got.Status.Plan.Notices {
+		if strings.HasPrefix(n.Path, "objects/ConfigMap/conf-") {
+			named = strings.Contains(n.Message, "names this object at random")
+			if !named {
+				t.Errorf("notice %+v; want it to say the name is random", n)
+			}
+		}
+	}
+	if !named {
+		t.Errorf("no notice of the random name in %+v", got.Status.Plan.Notices)
+	}
+}
+
 // TestMassPruneWaitsForApproval upgrades an add-on to a render that drops
 // three of its four objects: the plan waits for an approval, nothing is
 // deleted, and once exactly that plan is approved the three are pruned.

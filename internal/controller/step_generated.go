@@ -39,7 +39,15 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 	}
 	for _, g := range s.render.Generated {
 		obj := s.renderedObject(g)
-		if obj == nil {
+		if obj == nil || g.Hook {
+			continue // a hook is created anew each time it runs
+		}
+		if g.RandomName() {
+			s.generatedNotices = append(s.generatedNotices, capstanv1.Notice{
+				Path: "objects/" + obj.GetKind() + "/" + obj.GetName(),
+				Message: "the chart names this object at random (randAlphaNum, uuidv4, now), so each sync creates it anew under another name " +
+					"and the prune deletes the one before; give it a fixed name",
+			})
 			continue
 		}
 		ref := capstanv1.RefOf(obj)
@@ -82,12 +90,20 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 	return false, nil
 }
 
-// renderedObject finds the prepared object that a render's Generated
-// names; a namespaced object rendered without a namespace is in the
-// add-on's.
+// renderedObject finds the prepared object, or hook's object, that a
+// render's Generated names; a namespaced object rendered without a
+// namespace is in the add-on's. It returns nil for what prepare left out:
+// an object marked never to be applied (apply.Ignored).
 func (s *scope) renderedObject(g render.Generated) *unstructured.Unstructured {
+	objs := s.objects
+	if g.Hook {
+		objs = make([]*unstructured.Unstructured, 0, len(s.hooks))
+		for _, h := range s.hooks {
+			objs = append(objs, h.Object)
+		}
+	}
 	group := schema.FromAPIVersionAndKind(g.APIVersion, g.Kind).Group
-	for _, o := range s.objects {
+	for _, o := range objs {
 		if o.GetName() != g.Name || o.GetKind() != g.Kind || o.GroupVersionKind().Group != group {
 			continue
 		}

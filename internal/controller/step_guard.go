@@ -30,12 +30,23 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 		all = append(all, h.Object)
 	}
 	// A tenant's chart must render the same every time: a value it makes
-	// at random (genCA, randAlphaNum, now) would change on every sync.
+	// at random (genCA, randAlphaNum, now) would change on every sync, and
+	// a name it makes at random would create another object, or run
+	// another hook, on every sync.
+	checked := make(map[*unstructured.Unstructured]bool, len(all))
+	for _, o := range all {
+		checked[o] = true
+	}
 	for _, g := range s.render.Generated {
-		if s.renderedObject(g) == nil {
-			continue // marked never to be applied (apply.Ignored)
+		if !checked[s.renderedObject(g)] {
+			continue // marked never to be applied (apply.Ignored), or a test, checked when it runs
 		}
 		ref := capstanv1.ObjectRef{APIVersion: g.APIVersion, Kind: g.Kind, Namespace: s.namespace, Name: g.Name}
+		if g.RandomName() {
+			s.violations = append(s.violations, capstanv1.Violation{Object: ref, Path: "metadata.name", Rule: "random-values",
+				Message: "the chart names this object differently each time (randAlphaNum, uuidv4, now…), so every sync would create another; give it a fixed name"})
+			continue
+		}
 		for _, p := range g.Paths {
 			s.violations = append(s.violations, capstanv1.Violation{Object: ref, Path: strings.Join(p, "."), Rule: "random-values",
 				Message: "the chart renders this field differently each time (genCA, randAlphaNum, now…); declare the value in values.schema.json with x-capstan-generate, which Capstan generates once and keeps"})

@@ -24,8 +24,22 @@ type Generated struct {
 	// the object.
 	APIVersion, Kind, Namespace, Name string
 	// Paths are the fields that differ; a number indexes a list. A list
-	// whose length differs is one path.
+	// whose length differs is one path. An object that the second render
+	// does not name the same (a random name) has the one path
+	// metadata.name (NamePath).
 	Paths [][]string
+	// Hook is true when the object is one of the render's Hooks.
+	Hook bool
+}
+
+// NamePath is the path of a Generated object whose name the chart
+// generates: it cannot be kept as it runs, since every render names
+// another object.
+var NamePath = []string{"metadata", "name"}
+
+// RandomName reports whether the chart names the object at random.
+func (g Generated) RandomName() bool {
+	return slices.ContainsFunc(g.Paths, func(p []string) bool { return slices.Equal(p, NamePath) })
 }
 
 // generators are the template functions whose result differs from one
@@ -111,8 +125,9 @@ func templateGenerates(v any) bool {
 }
 
 // findGenerated renders the chart a second time with the same inputs and
-// compares the objects with first's. An object the second render does not
-// name the same (a random name) is not compared.
+// compares the objects and the hooks with first's. An object the second
+// render does not name the same is reported with NamePath: a random name
+// is generated too, and would make a new object on every render.
 func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options, first *Result) ([]Generated, error) {
 	second, err := helm(ctx, ch, values, opts)
 	if err != nil {
@@ -127,22 +142,33 @@ func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any
 	keyOf := func(o *unstructured.Unstructured) key {
 		return key{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}
 	}
-	again := make(map[key]*unstructured.Unstructured, len(second.Objects))
-	for _, o := range second.Objects {
-		again[keyOf(o)] = o
-	}
 	var out []Generated
-	for _, o := range first.Objects {
-		other, ok := again[keyOf(o)]
-		if !ok {
-			continue
+	compare := func(firsts, seconds []*unstructured.Unstructured, hook bool) {
+		again := make(map[key]*unstructured.Unstructured, len(seconds))
+		for _, o := range seconds {
+			again[keyOf(o)] = o
 		}
-		var paths [][]string
-		differences(o.Object, other.Object, nil, &paths)
-		if len(paths) > 0 {
-			out = append(out, Generated{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Paths: paths})
+		for _, o := range firsts {
+			g := Generated{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Hook: hook}
+			if other, ok := again[keyOf(o)]; ok {
+				differences(o.Object, other.Object, nil, &g.Paths)
+			} else {
+				g.Paths = [][]string{slices.Clone(NamePath)}
+			}
+			if len(g.Paths) > 0 {
+				out = append(out, g)
+			}
 		}
 	}
+	compare(first.Objects, second.Objects, false)
+	hookObjects := func(hs []Hook) []*unstructured.Unstructured {
+		objs := make([]*unstructured.Unstructured, 0, len(hs))
+		for _, h := range hs {
+			objs = append(objs, h.Object)
+		}
+		return objs
+	}
+	compare(hookObjects(first.Hooks), hookObjects(second.Hooks), true)
 	return out, nil
 }
 

@@ -31,6 +31,43 @@ func TestRenderFindsGeneratedFields(t *testing.T) {
 	}
 }
 
+// TestRenderFindsRandomNamesAndHooks renders a chart that names a Job at
+// random and makes a random password in a hook: the Job is reported with
+// the path metadata.name, since a random name makes a new object on every
+// render, and the hook's field is reported as the hook's.
+func TestRenderFindsRandomNamesAndHooks(t *testing.T) {
+	ch := &chartv2.Chart{
+		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: "random", Version: "1.0.0"},
+		Templates: []*common.File{
+			{Name: "templates/migrate.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate-{{ randAlphaNum 8 | lower }}\ndata: {k: v}\n")},
+			{Name: "templates/hook.yaml", Data: []byte("apiVersion: v1\nkind: Secret\nmetadata:\n  name: seed\n  annotations:\n    helm.sh/hook: pre-install\n" +
+				"stringData:\n  password: {{ randAlphaNum 16 | quote }}\n")},
+			{Name: "templates/fixed.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fixed\ndata: {k: v}\n")},
+		},
+	}
+	art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "random", Version: "1.0.0"}}
+	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "r", Namespace: "apps", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var named string
+	for _, o := range res.Objects {
+		if o.GetName() != "fixed" {
+			named = o.GetName()
+		}
+	}
+	want := []Generated{
+		{APIVersion: "v1", Kind: "ConfigMap", Name: named, Paths: [][]string{{"metadata", "name"}}},
+		{APIVersion: "v1", Kind: "Secret", Name: "seed", Paths: [][]string{{"stringData", "password"}}, Hook: true},
+	}
+	if diff := cmp.Diff(want, res.Generated); diff != "" {
+		t.Fatalf("generated fields (-want +got):\n%s", diff)
+	}
+	if !res.Generated[0].RandomName() || res.Generated[1].RandomName() {
+		t.Errorf("RandomName: %v, %v; want true for the ConfigMap only", res.Generated[0].RandomName(), res.Generated[1].RandomName())
+	}
+}
+
 // TestAPatchedFieldIsNotGenerated: a patch that sets a field the chart
 // generates makes it the patch's: the second render is patched too, so
 // the field is no longer reported, and the sync keeps the patch's value.

@@ -140,9 +140,9 @@ type Result struct {
 	Hash string
 	// Upgrade is true when a chart was rendered for an upgrade.
 	Upgrade bool
-	// Generated lists the objects' fields that the chart generates at
-	// random, found by rendering it twice. Hooks are not compared: they
-	// are created anew each time they run.
+	// Generated lists the objects' and the hooks' fields that the chart
+	// generates at random, and the objects and hooks it names at random,
+	// found by rendering it twice.
 	Generated []Generated
 	// Notices are worth knowing and change nothing, such as a patch that
 	// selects no object.
