@@ -188,6 +188,30 @@ func TestRandomNameNotice(t *testing.T) {
 	}
 }
 
+// TestRestrictedChartCredentialsMustBeLabelled: a restricted add-on's
+// spec.chart.secretRef names a Secret of its namespace that is not
+// labelled for it: the controller does not send it to the chart's host,
+// and says which label to add.
+func TestRestrictedChartCredentialsMustBeLabelled(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-registry"},
+		Data: map[string][]byte{"username": []byte("admin"), "password": []byte("the real one")}}
+	if err := admin.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(ns, "creds", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.Chart.SecretRef = &capstanv1.LocalObjectReference{Name: "platform-registry"}
+	})))
+	got := waitFor(t, a, 90*time.Second, "a stop that names the label", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "is not labelled "+capstanv1.AddonLabel+"=creds")
+	})
+	if strings.Contains(readyMessage(got), "the real one") {
+		t.Errorf("the message carries the Secret's value: %s", readyMessage(got))
+	}
+}
+
 // TestMassPruneWaitsForApproval upgrades an add-on to a render that drops
 // three of its four objects: the plan waits for an approval, nothing is
 // deleted, and once exactly that plan is approved the three are pruned.

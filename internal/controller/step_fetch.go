@@ -161,6 +161,9 @@ func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, de
 	return data, nil
 }
 
+// credentials reads the Secret that spec.chart.secretRef or
+// spec.git.secretRef names; a
+// restricted add-on reads only one labelled for it.
 func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capstanv1.LocalObjectReference) (*source.Credentials, error) {
 	if ref == nil {
 		return nil, nil
@@ -168,6 +171,14 @@ func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capsta
 	secret, err := r.addonSecret(ctx, s, ref.Name, "the credentials Secret %s/%s does not exist; create it or remove secretRef")
 	if err != nil {
 		return nil, err
+	}
+	if l := secret.Labels[capstanv1.AddonLabel]; s.profile == capstanv1.ProfileRestricted && l != s.addon.Name {
+		// NOTE: the read is the controller's own, and the fetch sends what
+		// it reads to the host the spec names: a tenant's spec must not
+		// reach credentials of its namespace that someone else keeps
+		// there, as valuesFrom does not (values.claim).
+		return nil, terminal{fmt.Errorf("the credentials Secret %s/%s is not labelled %s=%s: a restricted add-on sends only credentials labelled for it; label it",
+			s.addon.Namespace, ref.Name, capstanv1.AddonLabel, s.addon.Name)}
 	}
 	creds, err := source.CredentialsFromSecret(secret)
 	if err != nil {
