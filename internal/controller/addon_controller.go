@@ -116,6 +116,9 @@ type AddonReconciler struct {
 	// held holds, by types.NamespacedName, the status of a hookless apply
 	// that waits for its workloads and is not written yet (heldStatus).
 	held sync.Map
+	// refusals holds, by types.NamespacedName, the registrationCheck of
+	// an add-on whose manifest was refused (see refusalStands).
+	refusals sync.Map
 	// warned holds, by types.NamespacedName, the labels of the Addons in
 	// a warning not settled since (status.warningSince): one that goes
 	// away without the controller removing its finalizer (a person
@@ -518,6 +521,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.drift.forget(key)
 	r.written.Delete(key)
 	r.held.Delete(key)
+	r.refusals.Delete(key)
 	r.releaseRemote(key)
 	r.incidents.forget(key)
 	r.bound.forget(key)

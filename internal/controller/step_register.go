@@ -14,6 +14,9 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/conditions"
@@ -46,6 +49,12 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	if reg := st.Registration; reg != nil && reg.Source == src && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
 		return true, nil
 	}
+	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
+	check := registrationCheck{source: src, appliedHash: st.AppliedHash}
+	if prev, ok := r.refusals.Load(key); ok && refusalStands(prev.(registrationCheck), check, s.addon, s.verdict.HandledSyncRequest) {
+		return true, nil
+	}
+	r.refusals.Delete(key)
 	if r.Fetcher == nil {
 		return true, nil
 	}
@@ -59,6 +68,7 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	if err != nil {
 		st.Registration = nil
 		r.registered(s, false, "ManifestInvalid", err.Error()+"; fix the manifest its primary serves")
+		r.refusals.Store(key, check)
 		return true, nil
 	}
 	// The add-on that registered a name first keeps it.
@@ -68,6 +78,7 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		} else if other != "" {
 			st.Registration = nil
 			r.registered(s, false, "NameTaken", fmt.Sprintf("Addon %s registered the name %q first; two add-ons cannot register one name", other, reg.Name))
+			r.refusals.Store(key, check)
 			return true, nil
 		}
 	}
@@ -75,6 +86,28 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	st.Registration = reg
 	r.registered(s, true, "Registered", fmt.Sprintf("read from %s", src))
 	return true, nil
+}
+
+// registrationCheck is a manifest read that ended in a refusal
+// (ManifestInvalid or NameTaken): the address read and the applied render
+// it belonged to.
+type registrationCheck struct{ source, appliedHash string }
+
+// refusalStands says whether a refusal recorded by prev still answers for
+// the add-on now, so that neither the manifest is read nor the Addons are
+// listed again: the same address and the same applied render, no sync
+// request, and the Registered condition still the refusal. A name another
+// add-on gives up is thus taken at the add-on's next apply or sync request
+// (or after a restart), not at every resync.
+// NOTE: without it, each resync of a refused add-on read its manifest and,
+// for NameTaken, listed every Addon of the cluster from the API server: N
+// add-ons of one name cost N lists of N Addons every resync.
+func refusalStands(prev, now registrationCheck, addon *capstanv1.Addon, syncRequest bool) bool {
+	if prev != now || syncRequest || addon.Status.Registration != nil {
+		return false
+	}
+	c := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionRegistered)
+	return c != nil && c.Status == metav1.ConditionFalse && (c.Reason == "ManifestInvalid" || c.Reason == "NameTaken")
 }
 
 // registered sets the Registered condition.
@@ -199,12 +232,21 @@ func servicePort(svc *corev1.Service, port string) (int32, error) {
 // find the name free and both keep it: closing that needs a claim written
 // before the check (a Lease per name, say), which Capstan does not make.
 func (r *AddonReconciler) registeredBy(ctx context.Context, self *capstanv1.Addon, name string) (string, error) {
+	// Pages, so that a cluster of many Addons is not one response held whole.
 	list := &capstanv1.AddonList{}
-	if err := r.APIReader.List(ctx, list); err != nil {
-		return "", fmt.Errorf("listing Addons to check that the name %q is free: %w", name, err)
+	for {
+		if err := r.APIReader.List(ctx, list, client.Limit(registrationListPage), client.Continue(list.Continue)); err != nil {
+			return "", fmt.Errorf("listing Addons to check that the name %q is free: %w", name, err)
+		}
+		if other := holderOf(self, list.Items, name); other != "" || list.Continue == "" {
+			return other, nil
+		}
 	}
-	return holderOf(self, list.Items, name), nil
 }
+
+// registrationListPage is how many Addons one request of registeredBy
+// reads.
+const registrationListPage = 250
 
 // holderOf names the Addon of addons, other than self, whose status holds
 // the registration of name, or "".
