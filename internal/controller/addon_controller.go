@@ -441,6 +441,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 			log.Error(s.mask().Error(err), "Patching status failed")
 			retErr = errors.Join(retErr, err)
 		}
+		if s.leftShard {
+			result, retErr = ctrl.Result{}, nil
+		}
 	}()
 
 	if addon.Annotations[capstanv1.PausedAnnotation] == "true" {

@@ -51,6 +51,10 @@ type scope struct {
 	// the start, so that what a checkpoint set and the sync then cleared
 	// (a pending post hook, hook progress) is cleared in the API too.
 	stored *capstanv1.AddonStatus
+	// leftShard is set once the Addon is found to have left this controller's
+	// shard: nothing more of this reconcile is written
+	// (AddonReconciler.leftShard).
+	leftShard bool
 	// read is the status as the reconcile read it from the API server.
 	read      *capstanv1.AddonStatus
 	profile   capstanv1.Profile

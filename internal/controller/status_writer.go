@@ -28,7 +28,7 @@ import (
 // and emits an event when the phase or reason changed; the notifier hears
 // of the change once the status that says so is written.
 func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Addon, s *scope) error {
-	if s.outcome.Phase == "" || s.deleted {
+	if s.outcome.Phase == "" || s.deleted || r.leftShard(ctx, s) {
 		return nil
 	}
 	addon := s.addon
@@ -224,6 +224,9 @@ func conditionReason(st *capstanv1.AddonStatus, conditionType string) string {
 // is the only writer of an Addon's status, and reconciles of one Addon never
 // overlap, so reading it again would cost a request and tell nothing new.
 func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error {
+	if r.leftShard(ctx, s) {
+		return errLeftShard
+	}
 	stored := s.stored
 	if stored == nil {
 		stored = s.read
