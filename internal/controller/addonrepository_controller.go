@@ -108,6 +108,44 @@ type AddonRepositoryReconciler struct {
 	failures map[types.NamespacedName]int
 }
 
+// forgetRepository drops what the syncer holds of a repository its cache
+// no longer has, and returns the close of the incident that the
+// repository's failure opened, if it was deleted while failing.
+// NOTE: the cache of a shard (--watch-label-selector) also loses a
+// repository that was relabelled into another shard; that one still
+// exists, and its incident is the new shard's to close when it is fixed:
+// the new shard compares with the failing status it reads and posts
+// nothing, so a close here would leave the failure without an incident.
+// So the API server is asked whether it still exists before the close.
+func (r *AddonRepositoryReconciler) forgetRepository(ctx context.Context, key types.NamespacedName) (*notify.Event, error) {
+	r.mu.Lock()
+	last, ok := r.notified[key]
+	r.mu.Unlock()
+	warned := ok && last.severity == notify.SeverityWarning
+	if warned && r.APIReader != nil {
+		switch err := r.APIReader.Get(ctx, key, &capstanv1.AddonRepository{}); {
+		case err == nil:
+			// It left the shard: no close.
+			warned = false
+		case !apierrors.IsNotFound(err):
+			return nil, fmt.Errorf("reading AddonRepository %s, which this controller's cache no longer holds, to tell whether it was deleted: %w", key, err)
+		}
+	}
+	r.mu.Lock()
+	delete(r.cache, key)
+	delete(r.failures, key)
+	delete(r.notified, key)
+	r.mu.Unlock()
+	if !warned {
+		return nil, nil
+	}
+	// NOTE: an incident its failure opened is closed: nothing is left to
+	// fix.
+	return &notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: key.Namespace, Name: key.Name,
+		Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The AddonRepository was deleted.", Severity: notify.SeverityInfo,
+		PreviousSeverity: notify.SeverityWarning, Labels: last.labels, IncidentOnly: true}, nil
+}
+
 // repoNotice is what was posted last of a repository: its state, how
 // that stood for the receivers, and its labels.
 type repoNotice struct {
@@ -179,20 +217,11 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	repo := &capstanv1.AddonRepository{}
 	if err := r.Client.Get(ctx, req.NamespacedName, repo); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.mu.Lock()
-			delete(r.cache, req.NamespacedName)
-			delete(r.failures, req.NamespacedName)
-			last, ok := r.notified[req.NamespacedName]
-			delete(r.notified, req.NamespacedName)
-			r.mu.Unlock()
-			if ok && last.severity == notify.SeverityWarning && r.Notifier != nil {
-				// NOTE: an incident its failure opened is closed: nothing
-				// is left to fix.
-				r.Notifier.Notify(notify.Event{Time: r.now().UTC(), Kind: "AddonRepository", Namespace: req.Namespace, Name: req.Name,
-					Phase: notify.PhaseDeleted, Reason: notify.PhaseDeleted, Message: "The AddonRepository was deleted.", Severity: notify.SeverityInfo,
-					PreviousSeverity: notify.SeverityWarning, Labels: last.labels, IncidentOnly: true})
+			e, err := r.forgetRepository(ctx, req.NamespacedName)
+			if e != nil && r.Notifier != nil {
+				r.Notifier.Notify(*e)
 			}
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, err
 		}
 		return ctrl.Result{}, err
 	}
