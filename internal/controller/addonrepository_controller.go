@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"sort"
 	"strings"
@@ -99,13 +100,25 @@ type AddonRepositoryReconciler struct {
 	// of invalid files last posted (notifyTransition), and its labels.
 	notified map[types.NamespacedName]repoNotice
 	triggers chan event.GenericEvent
-	// creating holds a *sync.Mutex per Addon's name that a repository
-	// looks for and creates (applyOne). Kept, one small lock per name.
-	creating sync.Map
+	// creating serialises the look for and creation of one Addon's name
+	// (applyOne): creatingLock picks its lock by a hash of the name.
+	creating [creatingStripes]sync.Mutex
 	// failures counts, per repository, the reads in a row that failed:
 	// it spaces their retries (readBackoff). In memory only: a restart
 	// reads every repository once at its interval again.
 	failures map[types.NamespacedName]int
+}
+
+// creatingStripes is how many locks creating has. A fixed set, so the
+// syncer keeps no lock per name it ever created; two names that share a
+// lock only wait for each other's look and apply.
+const creatingStripes = 64
+
+// creatingLock is the lock of the Addon key's name among creating.
+func (r *AddonRepositoryReconciler) creatingLock(key types.NamespacedName) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key.Namespace + "/" + key.Name))
+	return &r.creating[h.Sum32()%creatingStripes]
 }
 
 // forgetRepository drops what the syncer holds of a repository its cache
@@ -725,9 +738,9 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 		// the second taking the first's; so a new Addon is looked for on
 		// the API server, past the cache, and the look and the apply of
 		// one name are made one at a time.
-		lock, _ := r.creating.LoadOrStore(types.NamespacedName{Namespace: repo.Namespace, Name: want.Name}, &sync.Mutex{})
-		lock.(*sync.Mutex).Lock()
-		defer lock.(*sync.Mutex).Unlock()
+		lock := r.creatingLock(types.NamespacedName{Namespace: repo.Namespace, Name: want.Name})
+		lock.Lock()
+		defer lock.Unlock()
 		if have, err = r.liveAddon(ctx, repo.Namespace, want.Name); err != nil {
 			return false, "", fmt.Errorf("cannot read Addon %s/%s before creating it from %s: %w", repo.Namespace, want.Name, file, err)
 		}
