@@ -402,8 +402,8 @@ func (f *Fetcher) githubAppToken(ctx context.Context, creds *Credentials) (strin
 // githubAppTransport builds (or reuses) the ghinstallation transport for an App.
 func (f *Fetcher) githubAppTransport(creds *Credentials) (*ghinstallation.Transport, error) {
 	key := creds.cacheKey()
-	if v, ok := f.githubApps.Load(key); ok {
-		return v.(*ghinstallation.Transport), nil
+	if v, ok := f.githubApps.get(key); ok {
+		return v, nil
 	}
 	itr, err := ghinstallation.New(f.client.Transport, creds.GitHubAppID, creds.GitHubAppInstallationID, creds.GitHubAppPrivateKey)
 	if err != nil {
@@ -416,8 +416,10 @@ func (f *Fetcher) githubAppTransport(creds *Credentials) (*ghinstallation.Transp
 		}
 		itr.BaseURL = strings.TrimRight(u.String(), "/")
 	}
-	v, _ := f.githubApps.LoadOrStore(key, itr)
-	return v.(*ghinstallation.Transport), nil
+	// NOTE: two fetches with new credentials may both build one; the
+	// last kept wins, and each token is still reused from then on.
+	f.githubApps.add(key, itr, 1)
+	return itr, nil
 }
 
 // GitAuth turns a credentials Secret into go-git auth for url, with every

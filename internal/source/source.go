@@ -14,10 +14,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/bradleyfalzon/ghinstallation/v2"
 	"golang.org/x/sync/singleflight"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
@@ -78,10 +78,16 @@ type Fetcher struct {
 
 	gitHTTP gitTransports
 	// githubApps keeps one installation transport per App credentials, so
-	// its token is reused until it nears expiry.
-	githubApps sync.Map
+	// its token is reused until it nears expiry; at most maxGitHubApps,
+	// the least recently used let go, so the parsed private keys of
+	// credentials no longer used are not held for good.
+	githubApps *lru[*ghinstallation.Transport]
 	stats      Stats
 }
+
+// maxGitHubApps bounds the GitHub App transports a Fetcher keeps: one per
+// App credentials in use, each counted as size 1.
+const maxGitHubApps = 64
 
 // Stats counts what a Fetcher did, for tests and metrics.
 type Stats struct {
@@ -138,15 +144,16 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 	client.Transport = retryAfterTransport{next: client.Transport, now: now}
 	ociClient.Transport = retryAfterTransport{next: ociClient.Transport, now: now}
 	f := &Fetcher{
-		opts:      opts,
-		limits:    lim,
-		guard:     g,
-		client:    client,
-		ociClient: ociClient,
-		now:       now,
-		charts:    newLRU[*cachedChart](opts.ChartCacheSize, opts.ChartCacheBytes),
-		indexes:   newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytes),
-		trees:     newLRU[*Tree](opts.GitCacheSize, opts.GitCacheBytes),
+		githubApps: newLRU[*ghinstallation.Transport](maxGitHubApps, maxGitHubApps),
+		opts:       opts,
+		limits:     lim,
+		guard:      g,
+		client:     client,
+		ociClient:  ociClient,
+		now:        now,
+		charts:     newLRU[*cachedChart](opts.ChartCacheSize, opts.ChartCacheBytes),
+		indexes:    newLRU[*cachedIndex](DefaultIndexCacheSize, DefaultIndexCacheBytes),
+		trees:      newLRU[*Tree](opts.GitCacheSize, opts.GitCacheBytes),
 	}
 	f.gitHTTP = newGitTransports(f.client, g)
 	return f, nil
