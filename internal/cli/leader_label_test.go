@@ -36,7 +36,12 @@ func TestPodLabellerOnTheAPIServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error)
 	go func() { done <- l.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the labeller ended with %v", err)
+		}
+	})
 
 	labels := func() map[string]string {
 		got := &corev1.Pod{}
