@@ -276,7 +276,8 @@ func (rt *roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, &TooLargeError{URL: redact(req.URL), Limit: limit}
 	}
-	resp.Body = &cappedBody{rc: resp.Body, left: limit, limit: limit, url: redact(req.URL)}
+	url := redact(req.URL)
+	resp.Body = CapBody(resp.Body, limit, func() error { return &TooLargeError{URL: url, Limit: limit} })
 	return resp, nil
 }
 
@@ -290,11 +291,17 @@ func (e *TooLargeError) Error() string {
 	return fmt.Sprintf("response from %s is larger than %d bytes, the fetch limit; raise the limit if the source is trusted", e.URL, e.Limit)
 }
 
+// CapBody returns rc, which fails with the error over returns once more
+// than limit bytes are read from it: the bound of a response whose
+// sender Capstan does not trust to end it.
+func CapBody(rc io.ReadCloser, limit int64, over func() error) io.ReadCloser {
+	return &cappedBody{rc: rc, left: limit, over: over}
+}
+
 type cappedBody struct {
-	rc    io.ReadCloser
-	left  int64
-	limit int64
-	url   string
+	rc   io.ReadCloser
+	left int64
+	over func() error
 }
 
 func (b *cappedBody) Read(p []byte) (int, error) {
@@ -303,7 +310,7 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 		var one [1]byte
 		n, err := b.rc.Read(one[:])
 		if n > 0 {
-			return 0, &TooLargeError{URL: b.url, Limit: b.limit}
+			return 0, b.over()
 		}
 		return 0, err
 	}

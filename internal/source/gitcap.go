@@ -17,6 +17,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/net/proxy"
+
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // A git server is untrusted input: any tenant may name their own in an
@@ -76,35 +78,11 @@ func (t refsCapTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		_ = resp.Body.Close()
 		return nil, tooManyRefs(fmt.Sprintf("its list of refs is %d bytes", resp.ContentLength))
 	}
-	resp.Body = &refsBody{rc: resp.Body, left: MaxRefAdvertisementBytes}
+	resp.Body = netguard.CapBody(resp.Body, MaxRefAdvertisementBytes, func() error {
+		return tooManyRefs("its list of refs is larger than " + byteSize(MaxRefAdvertisementBytes))
+	})
 	return resp, nil
 }
-
-// refsBody is a ref advertisement's body, refused past its cap.
-type refsBody struct {
-	rc   io.ReadCloser
-	left int64
-}
-
-func (b *refsBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		// One byte more tells an exact fit from an overflow.
-		var one [1]byte
-		n, err := b.rc.Read(one[:])
-		if n > 0 {
-			return 0, tooManyRefs("its list of refs is larger than " + byteSize(MaxRefAdvertisementBytes))
-		}
-		return 0, err
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *refsBody) Close() error { return b.rc.Close() }
 
 // sshDialScheme is the scheme of the proxy URL through which go-git's ssh
 // transport dials Capstan's capped connection. go-git dials ssh itself,
