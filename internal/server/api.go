@@ -322,8 +322,8 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// the pages. The Addon's own spec is one its editors chose, so a plain
 	// plan needs only the read.
 	if changesSpec(req.Spec) {
-		if e, refused := s.mayPlanChange(r.Context(), userOf(r), key); refused {
-			writeError(w, e)
+		if err := s.authorize(r.Context(), userOf(r), "patch", key, "no change of it was planned (send no spec to plan the Addon as it is)"); err != nil {
+			writeError(w, errorFor(err))
 			return
 		}
 	}
@@ -359,22 +359,6 @@ func changesSpec(patch json.RawMessage) bool {
 		return len(bytes.TrimSpace(patch)) > 0 && string(bytes.TrimSpace(patch)) != "null"
 	}
 	return len(fields) > 0
-}
-
-// mayPlanChange asks the API server whether the user may patch the Addon
-// key, which a plan of a change takes: the answer to send and true when
-// they may not (403) or the review failed (503).
-func (s *Server) mayPlanChange(ctx context.Context, u User, key client.ObjectKey) (apiError, bool) {
-	allowed, err := s.allowed(ctx, u, "patch", key)
-	if err != nil {
-		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
-			Message: fmt.Sprintf("the Kubernetes API server could not review whether %s may patch Addon %s (%v), so nothing was planned; try again", u.Name, key, err)}, true
-	}
-	if !allowed {
-		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
-			Message: fmt.Sprintf("%s may not patch Addon %s, so it may not plan a change of it: send no spec to plan the Addon as it is", u.Name, key)}, true
-	}
-	return apiError{}, false
 }
 
 // planRetryAfter is the Retry-After, in seconds, of a plan refused because

@@ -76,13 +76,26 @@ const syncWait = 10 * time.Second
 // SubjectAccessReview of the user as the token's review names them: name,
 // UID, groups and extra.
 func (s *Server) mayChange(ctx context.Context, u User, verb string, key client.ObjectKey) error {
+	return s.authorize(ctx, u, verb, key, "no commit was made")
+}
+
+// authorize asks the API server whether the user may verb the Addon key
+// (any Addon of its namespace when key has no name), and returns the
+// answer to send when not: 403 when they may not, 503 when the review
+// failed. outcome says what was therefore not done.
+func (s *Server) authorize(ctx context.Context, u User, verb string, key client.ObjectKey, outcome string) error {
+	what := "Addon " + key.String()
+	if key.Name == "" {
+		what = "Addons in namespace " + key.Namespace
+	}
 	allowed, err := s.allowed(ctx, u, verb, key)
 	if err != nil {
-		return err
+		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
+			Message: fmt.Sprintf("the Kubernetes API server could not review whether %s may %s %s (%v), so %s; try again", u.Name, verb, what, err, outcome)}
 	}
 	if !allowed {
 		return apiError{Code: http.StatusForbidden, Reason: "Forbidden",
-			Message: fmt.Sprintf("%s may not %s Addon %s, so no commit was made", u.Name, verb, key)}
+			Message: fmt.Sprintf("%s may not %s %s, so %s", u.Name, verb, what, outcome)}
 	}
 	return nil
 }

@@ -28,18 +28,8 @@ const pageFetchRetryAfter = 5
 // signs in: without the review, anyone could make the controller fetch any
 // link, and read the errors as a port scanner's answers.
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-	allowed, err := s.allowed(ctx, u, verb, key)
-	if err != nil {
-		return nil, apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
-			Message: fmt.Sprintf("the Kubernetes API server could not review whether %s may %s the Addon (%v), so the chart was not fetched; try again", u.Name, verb, err)}
-	}
-	if !allowed {
-		what := "Addon " + key.String()
-		if key.Name == "" {
-			what = "Addons in namespace " + key.Namespace
-		}
-		return nil, apiError{Code: http.StatusForbidden, Reason: "Forbidden",
-			Message: fmt.Sprintf("%s may not %s %s, so the chart was not fetched", u.Name, verb, what)}
+	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
+		return nil, err
 	}
 	select {
 	case s.pageFetches <- struct{}{}:
