@@ -84,7 +84,9 @@ func TestKillTheSyncer(t *testing.T) {
 	rec := watchHistory(t)
 	ctrl := start()
 	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "chaos-ops"},
-		Spec: capstanv1.AddonRepositorySpec{URL: repoURL, Interval: &metav1.Duration{Duration: time.Second}}}
+		// NOTE: allowEmpty, as the kills remove files at random and may
+		// remove the last one: that removal is meant.
+		Spec: capstanv1.AddonRepositorySpec{URL: repoURL, Interval: &metav1.Duration{Duration: time.Second}, AllowEmpty: true}}
 	if err := admin.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
