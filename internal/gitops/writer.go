@@ -58,6 +58,10 @@ func commitTurn(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// ErrLastDefinition is returned by Remove, with KeepLast, when the
+// definition is the last in its folder. Nothing is committed.
+var ErrLastDefinition = errors.New("it is the last add-on definition in the repository's folder, and the syncer refuses a commit that would delete every Addon: set spec.allowEmpty on the AddonRepository first, or remove the AddonRepository; nothing was committed")
+
 // ErrNoChange is returned when a change leaves the file as it is, such as
 // suspending a suspended add-on. Nothing is committed.
 var ErrNoChange = errors.New("the definition already says so: nothing to commit")
@@ -102,6 +106,11 @@ type Writer struct {
 	Attempts int
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
+	// KeepLast has Remove refuse to take the folder's last definition
+	// (ErrLastDefinition): the syncer refuses a commit that would delete
+	// every Addon unless the AddonRepository sets spec.allowEmpty, and
+	// the removal would be committed and then wait for that, unseen.
+	KeepLast bool
 
 	// beforePush runs before each push; tests use it to lose a race.
 	beforePush func()
@@ -324,6 +333,10 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			}
 		} else if _, err := wt.Remove(file); err != nil {
 			return "", err
+		} else if last, err := w.tookLast(wt, path.Dir(file)); err != nil {
+			return "", err
+		} else if last {
+			return "", fmt.Errorf("removing %s: %w", file, ErrLastDefinition)
 		} else if err := keepFolder(wt, path.Dir(file)); err != nil {
 			return "", err
 		}
@@ -349,6 +362,24 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		}
 	}
 	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
+}
+
+// tookLast reports, with KeepLast, whether folder holds no definition
+// file any more: the syncer reads only its own files, not its subfolders.
+func (w *Writer) tookLast(wt *git.Worktree, folder string) (bool, error) {
+	if !w.KeepLast {
+		return false, nil
+	}
+	entries, err := wt.Filesystem.ReadDir(folder)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return false, err
+	}
+	for _, e := range entries {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // keepFile is what keepFolder leaves in a definitions folder whose last

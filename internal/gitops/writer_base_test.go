@@ -44,3 +44,32 @@ func TestWriterEditBase(t *testing.T) {
 		t.Fatalf("edited definition:\n%s", got)
 	}
 }
+
+// TestWriterKeepsTheLastDefinition: with KeepLast, a removal that would
+// leave the folder with no definition, which the syncer would refuse
+// unless the repository allows an empty folder, is refused before any
+// commit; one that leaves another definition, or one with KeepLast unset,
+// is committed.
+func TestWriterKeepsTheLastDefinition(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/grafana.yaml", string(def("grafana", ""))).Write("addons/loki.yaml", string(def("loki", ""))).
+		Write("addons/more/tempo.yaml", string(def("tempo", ""))).CommitAndPush("two add-ons, and one in a subfolder")
+
+	keep := &Writer{URL: url, KeepLast: true}
+	if _, err := keep.Remove(ctx, "grafana"); err != nil {
+		t.Fatalf("removing one of two: %v", err)
+	}
+	head := strings.TrimSpace(w.Git("ls-remote", url, "refs/heads/main"))
+	if _, err := keep.Remove(ctx, "loki"); !errors.Is(err, ErrLastDefinition) || !strings.Contains(err.Error(), "spec.allowEmpty") {
+		t.Fatalf("removing the last one: %v; want ErrLastDefinition", err)
+	}
+	if now := strings.TrimSpace(w.Git("ls-remote", url, "refs/heads/main")); now != head {
+		t.Fatalf("the refused removal moved the branch from %s to %s", head, now)
+	}
+	if _, err := (&Writer{URL: url}).Remove(ctx, "loki"); err != nil {
+		t.Fatalf("removing the last one without KeepLast: %v", err)
+	}
+}

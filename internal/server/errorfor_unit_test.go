@@ -21,6 +21,7 @@ func TestErrorForSignature(t *testing.T) {
 	}{
 		{"a signature that failed", fmt.Errorf("planning ns/a: %w", &source.SignatureError{Missing: true, Err: errors.New("the chart has no provenance file")}), http.StatusUnprocessableEntity},
 		{"every commit turn taken", fmt.Errorf("committing: %w", gitops.ErrBusy), http.StatusTooManyRequests},
+		{"the folder's last definition", fmt.Errorf("removing addons/a.yaml: %w", gitops.ErrLastDefinition), http.StatusConflict},
 		{"anything else", errors.New("boom"), http.StatusInternalServerError},
 	} {
 		got := errorFor(tc.err)

@@ -191,8 +191,12 @@ func (s *Server) commitNew(ctx context.Context, u User, repo *capstanv1.AddonRep
 // repoWriter is the writer of a repository, with its credentials and the
 // user as the author.
 func (s *Server) repoWriter(ctx context.Context, u User, repo *capstanv1.AddonRepository) (*gitops.Writer, error) {
+	// NOTE: KeepLast, as the syncer would refuse the commit that removes
+	// the last definition of a repository that prunes without allowing an
+	// empty folder: the person is told now, not by a commit that waits.
+	prunes := repo.Spec.Prune == nil || *repo.Spec.Prune
 	w := &gitops.Writer{URL: repo.Spec.URL, Branch: repo.Spec.Branch, Folder: repo.Spec.Folder,
-		AuthorName: u.Name, AuthorEmail: "capstan@localhost"}
+		AuthorName: u.Name, AuthorEmail: "capstan@localhost", KeepLast: prunes && !repo.Spec.AllowEmpty}
 	if s.GitAuth != nil {
 		var secret *corev1.Secret
 		if ref := repo.Spec.SecretRef; ref != nil {
