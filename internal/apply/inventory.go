@@ -525,10 +525,11 @@ func isGone(err error) bool {
 
 // versionGone reports whether err says that the version asked may no
 // longer be served: it maps to no kind, or the API server found no
-// resource at its path. The API server's 404 for an object that is not
-// there names the object; one for a path it does not serve names none.
-// Only then is the object looked for by other versions: a prune of objects
-// that are simply gone costs no more requests than it did.
+// resource at its path. The API server answers an object that is not
+// there with a Status naming it; a path it does not serve gets its plain
+// "404 page not found", which client-go reports as an unexpected server
+// response. Only then is the object looked for by other versions: a
+// prune of objects that are simply gone costs no more requests than it did.
 func versionGone(err error) bool {
 	if meta.IsNoMatchError(err) {
 		return true
@@ -538,7 +539,15 @@ func versionGone(err error) bool {
 		return false
 	}
 	d := status.Status().Details
-	return d == nil || d.Name == ""
+	if d == nil || d.Name == "" {
+		return true
+	}
+	for _, c := range d.Causes {
+		if c.Type == metav1.CauseTypeUnexpectedServerResponse {
+			return true
+		}
+	}
+	return false
 }
 
 // servedVersions returns the versions, other than r's own, that r's kind
