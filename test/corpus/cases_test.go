@@ -9,6 +9,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // chartCase is one chart of the corpus: its name in bin/charts (see
@@ -21,7 +23,21 @@ type chartCase struct {
 	// helmFails, when set, is part of the error with which helm install
 	// fails: Capstan must fail with it too, and apply nothing.
 	helmFails string
+	// healthChecks are the Addon's spec.healthChecks.
+	healthChecks []capstanv1.HealthCheck
 }
+
+// apiServicesJudged is the health check of a chart that registers an
+// APIService backed by its own pods. Capstan waits for an APIService's
+// Available condition, which helm --wait does not read; on the local
+// control plane kwok starts no containers and the egress guard refuses the
+// Service's cluster IP, so the aggregator can only ever find it
+// unavailable. The check waits for the aggregator to have judged it at
+// all, as helm's wait ends once it exists.
+var apiServicesJudged = []capstanv1.HealthCheck{{
+	APIVersion: "apiregistration.k8s.io/v1", Kind: "APIService",
+	Current: "has(status.conditions) && status.conditions.exists(c, c.type == 'Available')",
+}}
 
 // corpus is every chart that hack/charts/corpus.txt fetches; the features
 // each exercises are in docs/rendering.md.
@@ -50,9 +66,9 @@ var corpus = []chartCase{
 	{name: "vertical-pod-autoscaler"},
 	{name: "ingress-nginx"},
 	{name: "descheduler"},
-	{name: "kueue"},
+	{name: "kueue", healthChecks: apiServicesJudged},
 	{name: "kwok"},
-	{name: "metrics-server"},
+	{name: "metrics-server", healthChecks: apiServicesJudged},
 }
 
 // result is one chart's figures, printed at the end.

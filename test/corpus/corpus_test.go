@@ -218,6 +218,7 @@ func (s *suite) createAddon(ctx context.Context, t *testing.T, c chartCase, ns s
 			ReleaseName:     c.name,
 			CreateNamespace: true,
 			Values:          jsonValues(t, c.values),
+			HealthChecks:    c.healthChecks,
 		},
 	}
 	if err := s.admin.Create(ctx, a); err != nil {
