@@ -227,7 +227,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	}
 
 	var removeOpts gitopsOptions
-	var uninstall, keepValues bool
+	var uninstall, keepValues, allowEmpty bool
 	var removeWait waitFlags
 	removeCF := &clusterFlags{}
 	remove := &cobra.Command{
@@ -244,9 +244,16 @@ deletes the Addon. With --uninstall, the Addon (-n, --kubeconfig) must be
 one that git manages, made from that file by an AddonRepository that syncs
 the --gitops repository, --branch and --folder: it is annotated
 capstan.dev/uninstall=true just before the commit, so that deleting it
-removes the software, and the mark is taken off again if the commit fails.`,
+removes the software, and the mark is taken off again if the commit fails.
+
+The syncer refuses a commit that leaves its folder with no definition,
+unless the AddonRepository sets spec.allowEmpty: true (or spec.prune:
+false). So the removal of the folder's last definition is refused before
+anything is committed; set allowEmpty first, then give --allow-empty. With
+--uninstall, the AddonRepository is read, and it must allow it too.`,
 		Example: `  capstan addon remove blog -n tenant --uninstall
-  capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall`,
+  capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall
+  capstan addon remove last-one --gitops https://git.example/ops.git --allow-empty`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			clusterOnly := []string{"keep-values", "wait", "timeout"}
@@ -258,6 +265,9 @@ removes the software, and the mark is taken off again if the commit fails.`,
 				return err
 			}
 			if removeOpts.url == "" {
+				if err := refuseFlags(cmd, "--%[1]s lets a commit take the last definition of a gitops repository's folder, and only --gitops commits: give --gitops URL, or leave --%[1]s out", "allow-empty"); err != nil {
+					return err
+				}
 				c, err := removeCF.client()
 				if err != nil {
 					return err
@@ -269,21 +279,25 @@ removes the software, and the mark is taken off again if the commit fails.`,
 			if err != nil {
 				return err
 			}
+			// NOTE: without --uninstall the AddonRepository is not read, so
+			// whether its syncer takes an empty folder is the person's word.
+			w.KeepLast = !allowEmpty
 			if !uninstall {
 				commit, err := w.Remove(cmd.Context(), args[0])
-				return report(cmd, commit, err, "removed "+args[0])
+				return report(cmd, commit, lastDefinition(err, allowEmpty, nil), "removed "+args[0])
 			}
 			c, err := removeCF.client()
 			if err != nil {
 				return err
 			}
-			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, report)
+			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, allowEmpty, report)
 		},
 	}
 	removeOpts.register(remove)
 	removeCF.add(remove)
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too; with --gitops, mark its Addon for uninstall just before the commit")
 	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
+	remove.Flags().BoolVar(&allowEmpty, "allow-empty", false, "with --gitops: commit the removal of the folder's last definition, once the AddonRepository sets spec.allowEmpty: true")
 	removeWait.add(remove, true)
 
 	return []*cobra.Command{
@@ -302,7 +316,7 @@ removes the software, and the mark is taken off again if the commit fails.`,
 // commit, and taken off again when the commit fails: a mark left behind
 // would make a later, plain removal delete the running software, which the
 // cluster profile's default policy (Orphan) keeps.
-func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey,
+func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey, allowEmpty bool,
 	report func(*cobra.Command, string, error, string) error) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	files := gitops.DefinitionFiles(w.Folder, key.Name)
@@ -345,6 +359,12 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	if err := definitionExists(ctx, w, branch, files); err != nil {
 		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
 	}
+	// NOTE: the AddonRepository is read here, so --allow-empty does not
+	// take the last definition of one whose syncer would refuse the
+	// commit: the Addon would stay, marked for uninstall.
+	if gitops.RefusesEmpty(ar.Spec) {
+		w.KeepLast = true
+	}
 	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
 	var commit string
 	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
@@ -360,7 +380,21 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 			fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
 		}
 	}
-	return report(cmd, commit, err, "removed "+key.Name)
+	return report(cmd, commit, lastDefinition(err, allowEmpty, ar), "removed "+key.Name)
+}
+
+// lastDefinition says how to remove a folder's last definition when the
+// writer refused to (gitops.ErrLastDefinition): allowEmpty is whether
+// --allow-empty was given, and ar the AddonRepository that was read, or
+// nil. Other errors are returned as they are.
+func lastDefinition(err error, allowEmpty bool, ar *capstanv1.AddonRepository) error {
+	if !errors.Is(err, gitops.ErrLastDefinition) {
+		return err
+	}
+	if allowEmpty && ar != nil {
+		return fmt.Errorf("%w. AddonRepository %s/%s prunes and does not set spec.allowEmpty, so --allow-empty is not enough: set spec.allowEmpty: true on it first", err, ar.Namespace, ar.Name)
+	}
+	return fmt.Errorf("%w. Once the AddonRepository sets spec.allowEmpty: true (or spec.prune: false), give --allow-empty to commit the removal", err)
 }
 
 // sameRepository refuses a writer that commits to another repository,

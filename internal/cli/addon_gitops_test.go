@@ -57,13 +57,26 @@ func TestAddonGitopsCommands(t *testing.T) {
 		{"", []string{"suspend", "grafana", "--gitops", url}, "Nothing to commit"},
 		{"", []string{"resume", "grafana", "--gitops", url}, "resume grafana"},
 		{strings.Replace(def, "8.0.0", "8.1.0", 1), []string{"edit", "grafana", "--gitops", url, "-f", "-"}, "edited grafana"},
-		{"", []string{"remove", "grafana", "--gitops", url}, "removed grafana"},
 	}
 	for _, s := range steps {
 		out, err := runAddon(t, s.stdin, s.args...)
 		if err != nil || !strings.Contains(out, s.want) {
 			t.Fatalf("%v: err=%v out=%q", s.args, err, out)
 		}
+	}
+	// grafana is the folder's last definition, and the syncer refuses a
+	// commit that empties the folder unless the AddonRepository allows it:
+	// the removal is refused before any commit, and says how to make it.
+	head := strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD"))
+	if _, err := runAddon(t, "", "remove", "grafana", "--gitops", url); err == nil ||
+		!strings.Contains(err.Error(), "spec.allowEmpty: true") || !strings.Contains(err.Error(), "give --allow-empty") {
+		t.Fatalf("removing the last definition: %v; want it refused, saying to set allowEmpty and give --allow-empty", err)
+	}
+	if now := strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD")); now != head {
+		t.Fatalf("the refused removal moved the branch from %s to %s", head, now)
+	}
+	if out, err := runAddon(t, "", "remove", "grafana", "--gitops", url, "--allow-empty"); err != nil || !strings.Contains(out, "removed grafana") {
+		t.Fatalf("remove --allow-empty: err=%v out=%q", err, out)
 	}
 	w := gitserver.Clone(t, url)
 	log := w.Git("log", "--format=%an|%s")
@@ -93,7 +106,9 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	ns := testNamespace(t, c)
 	srv := gitserver.Start(t)
 	url := srv.Create(t, "ops")
-	gitserver.Clone(t, url).Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").CommitAndPush("grafana")
+	// tempo stays, so that the removals below do not empty the folder.
+	gitserver.Clone(t, url).Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").
+		Write("addons/tempo.yaml", "name: tempo\nhelm:\n  repo: https://charts.invalid/\n  chart: tempo\n  version: 1.0.0\n").CommitAndPush("grafana and tempo")
 	byGit := func(a *capstanv1.Addon) {
 		a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
 		a.Annotations = map[string]string{gitops.GitFileAnnotation: "addons/" + a.Name + ".yaml"}
@@ -187,6 +202,33 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/loki.yml")); !os.IsNotExist(err) {
 		t.Errorf("addons/loki.yml is still in git: %v", err)
 	}
+
+	// tempo is the last definition now. The AddonRepository is read, and
+	// it does not allow an empty folder: --allow-empty is not enough, as
+	// its syncer would refuse the commit and leave the Addon marked.
+	newAddon(t, c, ns, "tempo", byGit)
+	out, err = capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns, "--allow-empty")
+	if err == nil || !strings.Contains(err.Error(), "--allow-empty is not enough") || marked("tempo") {
+		t.Fatalf("remove --allow-empty of the last definition of a repository that refuses an empty folder: %v, marked %v\n%s", err, marked("tempo"), out)
+	}
+	ar := &capstanv1.AddonRepository{}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "ops"}, ar); err != nil {
+		t.Fatal(err)
+	}
+	ar.Spec.AllowEmpty = true
+	if err := c.Update(t.Context(), ar); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns); err == nil || !strings.Contains(err.Error(), "give --allow-empty") || marked("tempo") {
+		t.Fatalf("remove of the last definition without --allow-empty: %v, marked %v", err, marked("tempo"))
+	}
+	out, err = capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns, "--allow-empty")
+	if err != nil || !strings.Contains(out, "removed tempo") || !marked("tempo") {
+		t.Fatalf("remove --allow-empty of the last definition of a repository that allows an empty folder: %v, marked %v\n%s", err, marked("tempo"), out)
+	}
+	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/tempo.yaml")); !os.IsNotExist(err) {
+		t.Errorf("addons/tempo.yaml is still in git: %v", err)
+	}
 }
 
 // TestAddonCommandsRefuseTheFlagsOfTheOtherMode: with --gitops a change is
@@ -227,6 +269,7 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		{[]string{"edit", "blog", "--folder", "platform", "--set", "a=b"}, "--folder says where a commit goes"},
 		{[]string{"suspend", "blog", "--author", "Ada <ada@example.com>"}, "--author says where a commit goes"},
 		{[]string{"remove", "blog", "--branch", "main"}, "--branch says where a commit goes"},
+		{[]string{"remove", "blog", "--allow-empty"}, "--allow-empty lets a commit take the last definition"},
 	} {
 		out, err := runAddon(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

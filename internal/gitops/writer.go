@@ -20,6 +20,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"go.yaml.in/yaml/v3"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/source"
 )
@@ -61,6 +62,14 @@ func commitTurn(ctx context.Context) (release func(), err error) {
 // ErrLastDefinition is returned by Remove, with KeepLast, when the
 // definition is the last in its folder. Nothing is committed.
 var ErrLastDefinition = errors.New("it is the last add-on definition in the repository's folder, and the syncer refuses a commit that would delete every Addon: set spec.allowEmpty on the AddonRepository first, or remove the AddonRepository; nothing was committed")
+
+// RefusesEmpty reports whether the syncer of an AddonRepository with spec
+// refuses a commit whose folder holds no definition: it prunes (the
+// default) and does not set allowEmpty. A writer to such a repository sets
+// KeepLast.
+func RefusesEmpty(spec capstanv1.AddonRepositorySpec) bool {
+	return (spec.Prune == nil || *spec.Prune) && !spec.AllowEmpty
+}
 
 // ErrNoChange is returned when a change leaves the file as it is, such as
 // suspending a suspended add-on. Nothing is committed.
@@ -110,6 +119,9 @@ type Writer struct {
 	// (ErrLastDefinition): the syncer refuses a commit that would delete
 	// every Addon unless the AddonRepository sets spec.allowEmpty, and
 	// the removal would be committed and then wait for that, unseen.
+	// RefusesEmpty says when a repository's syncer does; a writer that
+	// cannot read the AddonRepository keeps the last one unless told
+	// otherwise.
 	KeepLast bool
 
 	// beforePush runs before each push; tests use it to lose a race.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 )
 
@@ -71,5 +72,26 @@ func TestWriterKeepsTheLastDefinition(t *testing.T) {
 	}
 	if _, err := (&Writer{URL: url}).Remove(ctx, "loki"); err != nil {
 		t.Fatalf("removing the last one without KeepLast: %v", err)
+	}
+}
+
+// TestRefusesEmpty: the syncer refuses a commit that empties the folder
+// only while the repository prunes and does not allow an empty folder;
+// writers to such a repository keep the last definition.
+func TestRefusesEmpty(t *testing.T) {
+	no, yes := false, true
+	for _, tc := range []struct {
+		name string
+		spec capstanv1.AddonRepositorySpec
+		want bool
+	}{
+		{"the defaults", capstanv1.AddonRepositorySpec{}, true},
+		{"prune set", capstanv1.AddonRepositorySpec{Prune: &yes}, true},
+		{"allowEmpty", capstanv1.AddonRepositorySpec{AllowEmpty: true}, false},
+		{"prune false", capstanv1.AddonRepositorySpec{Prune: &no}, false},
+	} {
+		if got := RefusesEmpty(tc.spec); got != tc.want {
+			t.Errorf("%s: RefusesEmpty = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

@@ -194,9 +194,8 @@ func (s *Server) repoWriter(ctx context.Context, u User, repo *capstanv1.AddonRe
 	// NOTE: KeepLast, as the syncer would refuse the commit that removes
 	// the last definition of a repository that prunes without allowing an
 	// empty folder: the person is told now, not by a commit that waits.
-	prunes := repo.Spec.Prune == nil || *repo.Spec.Prune
 	w := &gitops.Writer{URL: repo.Spec.URL, Branch: repo.Spec.Branch, Folder: repo.Spec.Folder,
-		AuthorName: u.Name, AuthorEmail: "capstan@localhost", KeepLast: prunes && !repo.Spec.AllowEmpty}
+		AuthorName: u.Name, AuthorEmail: "capstan@localhost", KeepLast: gitops.RefusesEmpty(repo.Spec)}
 	if s.GitAuth != nil {
 		var secret *corev1.Secret
 		if ref := repo.Spec.SecretRef; ref != nil {
