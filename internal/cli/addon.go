@@ -153,15 +153,33 @@ func printAddonList(w io.Writer, items []capstanv1.Addon, where string) error {
 
 func newAddonGetCommand() *cobra.Command {
 	f := &clusterFlags{}
+	var gf gitopsOptions
 	var diffs bool
 	var output string
 	cmd := &cobra.Command{
-		Use:   "get NAME",
-		Short: "Show an Addon's status and plan: objects and actions, hooks, violations, values errors",
+		Use:   "get NAME | get NAME --gitops URL",
+		Short: "Show an Addon's status and plan: objects and actions, hooks, violations, values errors; with --gitops, its definition in git",
+		Long: `Show an Addon's status and plan: objects and actions, hooks, violations
+and values errors.
+
+With --gitops, print the add-on's definition file as the head of the
+branch holds it (--branch, --folder), and on standard error its git blob
+hash: give it as --base to "capstan addon edit --gitops", which then
+refuses to replace a file that someone changed since.`,
 		Example: `  capstan addon get blog -n tenant --diff
-  capstan addon get blog -n tenant -o json | jq .status.plan.hash`,
+  capstan addon get blog -n tenant -o json | jq .status.plan.hash
+  capstan addon get longhorn --gitops https://git.example/ops.git > longhorn.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if gf.url != "" {
+				if err := refuseFlags(cmd, "--%[1]s does not go with --gitops: it reads the Addon in the cluster, and --gitops prints the add-on's definition in git instead; leave --%[1]s out", "diff", "output", "namespace", "kubeconfig", "context"); err != nil {
+					return err
+				}
+				return printDefinition(cmd, &gf, args[0])
+			}
+			if err := refuseFlags(cmd, "--%[1]s says where in git to read the definition, and only --gitops reads git: give --gitops URL, or leave --%[1]s out", "branch", "folder"); err != nil {
+				return err
+			}
 			if err := checkOutput(output); err != nil {
 				return err
 			}
@@ -177,6 +195,7 @@ func newAddonGetCommand() *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	gf.registerRead(cmd)
 	cmd.Flags().BoolVar(&diffs, "diff", false, "Print every object's diff.")
 	cmd.Flags().StringVarP(&output, "output", "o", "", "yaml or json: print the whole Addon")
 	return cmd

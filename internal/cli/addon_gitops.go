@@ -44,6 +44,14 @@ func (o *gitopsOptions) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&o.author, "author", "Capstan <capstan@localhost>", `the commits' author, as "Name <email>"`)
 }
 
+// registerRead registers the flags of a command that reads a definition
+// from the gitops repository and commits nothing.
+func (o *gitopsOptions) registerRead(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&o.url, "gitops", "", "the gitops repository to read the add-on's definition from")
+	cmd.Flags().StringVar(&o.branch, "branch", "", "the branch to read (default: the repository's default branch)")
+	cmd.Flags().StringVar(&o.folder, "folder", gitops.DefaultFolder, "the repository's folder of definitions")
+}
+
 // gitopsOnlyFlags say where a commit goes and who signs it: without
 // --gitops nothing is committed.
 var gitopsOnlyFlags = []string{"branch", "folder", "author"}
@@ -64,7 +72,14 @@ func (o *gitopsOptions) writer() (*gitops.Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf(`--author %q must look like "Name <email>"`, o.author)
 	}
-	w := &gitops.Writer{URL: o.url, Branch: o.branch, Folder: o.folder, AuthorName: author.Name, AuthorEmail: author.Address}
+	w := o.reader()
+	w.AuthorName, w.AuthorEmail = author.Name, author.Address
+	return w, nil
+}
+
+// reader is a writer without an author, for reading a definition.
+func (o *gitopsOptions) reader() *gitops.Writer {
+	w := &gitops.Writer{URL: o.url, Branch: o.branch, Folder: o.folder}
 	if token := os.Getenv(envGitToken); token != "" {
 		user := os.Getenv(envGitUsername)
 		if user == "" {
@@ -72,7 +87,7 @@ func (o *gitopsOptions) writer() (*gitops.Writer, error) {
 		}
 		w.Auth = &githttp.BasicAuth{Username: user, Password: token}
 	}
-	return w, nil
+	return w
 }
 
 // newAddonGitopsCommands builds `install`, `edit`, `suspend`, `resume` and
@@ -146,7 +161,8 @@ func newAddonGitopsCommands() []*cobra.Command {
 		Short: "Change an add-on's values, version or secret inputs; with --gitops, commit a new definition",
 		Example: `  capstan addon edit blog -n tenant --set replicas=3 --secret-input auth.password=@new-password.txt
   capstan addon edit blog -n tenant -f common.yaml -f prod.yaml --version 1.3.0
-  capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml`,
+  capstan addon get longhorn --gitops https://git.example/ops.git > longhorn.yaml   # prints --base HASH
+  capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml --base HASH`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "namespace", "kubeconfig", "context"); err != nil {
@@ -179,7 +195,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	editValues.add(edit, false)
 	edit.Flags().StringArrayVarP(&editFiles, "file", "f", nil, "a values file merged over spec.values (repeatable; later files win); with --gitops, the one new definition file (- for standard input)")
 	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
-	edit.Flags().StringVar(&editBase, "base", "", "with --gitops: the git blob hash of the file your definition started from (git rev-parse HEAD:addons/NAME.yaml); the edit is refused when the branch holds another version")
+	edit.Flags().StringVar(&editBase, "base", "", "with --gitops: the git blob hash of the file your definition started from (capstan addon get NAME --gitops URL prints it; or git rev-parse HEAD:addons/NAME.yaml); the edit is refused when the branch holds another version")
 
 	toggle := func(use, short string, suspend bool) *cobra.Command {
 		var opts gitopsOptions
@@ -466,6 +482,23 @@ func definitionExists(ctx context.Context, w *gitops.Writer, branch string, file
 		}
 	}
 	return fmt.Errorf("%s is not in branch %q of %s", strings.Join(files, " or "), branch, netguard.Redact(w.URL))
+}
+
+// printDefinition prints the definition of add-on name as the branch's
+// head holds it, and on standard error where it was read and its blob
+// hash, the --base of an edit made from it: standard output stays the
+// file alone, to be redirected into one.
+func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
+	def, err := o.reader().Read(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	if _, err := cmd.OutOrStdout().Write(def.Content); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s at commit %s of branch %q: blob %s; to replace it, edit a copy and commit it with `capstan addon edit %s --gitops URL -f FILE --base %s`\n",
+		def.File, gitops.ShortCommit(def.Commit), def.Branch, def.Blob, name, def.Blob)
+	return nil
 }
 
 func readDefinitionFile(cmd *cobra.Command, name string) ([]byte, error) {

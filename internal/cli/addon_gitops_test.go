@@ -26,15 +26,21 @@ import (
 
 func runAddon(t *testing.T, stdin string, args ...string) (string, error) {
 	t.Helper()
+	var out bytes.Buffer
+	err := runAddonTo(&out, &out, stdin, args...)
+	return out.String(), err
+}
+
+// runAddonTo runs `capstan addon` with its standard output and error apart.
+func runAddonTo(stdout, stderr *bytes.Buffer, stdin string, args ...string) error {
 	parent := &cobra.Command{Use: "addon", SilenceUsage: true, SilenceErrors: true}
 	parent.AddCommand(newAddonGitopsCommands()...)
-	var out bytes.Buffer
-	parent.SetOut(&out)
-	parent.SetErr(&out)
+	parent.AddCommand(newAddonGetCommand())
+	parent.SetOut(stdout)
+	parent.SetErr(stderr)
 	parent.SetIn(strings.NewReader(stdin))
 	parent.SetArgs(args)
-	err := parent.Execute()
-	return out.String(), err
+	return parent.Execute()
 }
 
 func TestAddonGitopsCommands(t *testing.T) {
@@ -434,7 +440,7 @@ func TestAddonEditKeepsNulls(t *testing.T) {
 
 // TestAddonGitopsEditBase: `edit --gitops --base` refuses to replace a
 // file that is no longer the version the new definition was made from,
-// and commits over the one it was.
+// and commits over the one it was, whose hash `get --gitops` gives.
 func TestAddonGitopsEditBase(t *testing.T) {
 	srv := gitserver.Start(t)
 	url := srv.Create(t, "gitops")
@@ -448,10 +454,32 @@ func TestAddonGitopsEditBase(t *testing.T) {
 	if _, err := runAddon(t, mine, "edit", "grafana", "--gitops", url, "-f", "-", "--base", read); err == nil || !strings.Contains(err.Error(), "no longer the version") {
 		t.Fatalf("an edit from the version before a colleague's commit: %v; want a conflict", err)
 	}
+	// get --gitops prints the branch's file alone on standard output, to
+	// be edited, and its blob hash on standard error, for --base.
 	w.Pull()
 	now := strings.TrimSpace(w.Git("rev-parse", "HEAD:addons/grafana.yaml"))
+	var got, note bytes.Buffer
+	if err := runAddonTo(&got, &note, "", "get", "grafana", "--gitops", url); err != nil {
+		t.Fatalf("get --gitops: %v\n%s", err, note.String())
+	}
+	if got.String() != w.Git("show", "HEAD:addons/grafana.yaml") || !strings.Contains(note.String(), "--base "+now) {
+		t.Fatalf("get --gitops printed %q, and %q; want the branch's file, and --base %s", got.String(), note.String(), now)
+	}
 	if out, err := runAddon(t, mine, "edit", "grafana", "--gitops", url, "-f", "-", "--base", now); err != nil || !strings.Contains(out, "edited grafana") {
 		t.Fatalf("an edit from the branch's version: %v %q", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"get", "grafana", "--gitops", url, "-o", "yaml"}, "--output does not go with --gitops"},
+		{[]string{"get", "grafana", "--gitops", url, "-n", "tenant"}, "--namespace does not go with --gitops"},
+		{[]string{"get", "grafana", "--folder", "platform"}, "--folder says where in git to read"},
+		{[]string{"get", "tempo", "--gitops", url}, "addons/tempo.yaml or addons/tempo.yml does not exist"},
+	} {
+		if _, err := runAddon(t, "", tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error with %q", tc.args, err, tc.want)
+		}
 	}
 	if _, err := runAddon(t, mine, "edit", "grafana", "-f", "-", "--base", now); err == nil || !strings.Contains(err.Error(), "--base") {
 		t.Fatalf("--base without --gitops: %v", err)

@@ -164,11 +164,62 @@ func (w *Writer) Edit(ctx context.Context, name string, content []byte, base str
 		if !exists {
 			return nil, false, fmt.Errorf("%s does not exist: use install to add the add-on", file)
 		}
-		if base != "" && !strings.HasPrefix(plumbing.ComputeHash(plumbing.BlobObject, cur).String(), base) {
+		if base != "" && !strings.HasPrefix(blobOf(cur), base) {
 			return nil, false, &ConflictError{File: file, BaseBlob: base}
 		}
 		return content, true, nil
 	})
+}
+
+// blobOf is the git blob hash of a file's content: the base Edit compares.
+func blobOf(content []byte) string {
+	return plumbing.ComputeHash(plumbing.BlobObject, content).String()
+}
+
+// DefinitionFile is an add-on's definition file as the head of a branch
+// holds it.
+type DefinitionFile struct {
+	// File is its path, name.yaml or name.yml in the folder.
+	File string
+	// Content is the file as it is in git.
+	Content []byte
+	// Blob is its git blob hash: the base to give Edit for a new
+	// definition made from Content.
+	Blob string
+	// Branch and Commit are where it was read.
+	Branch, Commit string
+}
+
+// Read returns the definition of add-on name at the head of the writer's
+// branch, with the blob hash that an Edit of it takes as its base.
+func (w *Writer) Read(ctx context.Context, name string) (*DefinitionFile, error) {
+	if !dnsLabel.MatchString(name) || len(name) > maxAddonName {
+		return nil, fmt.Errorf("%q is not a valid add-on name", name)
+	}
+	branch, err := w.branch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	repo, err := w.checkout(ctx, branch)
+	if err != nil {
+		return nil, err
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return nil, err
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, err
+	}
+	file, cur, exists, err := w.readDefinition(wt.Filesystem, name)
+	if err != nil {
+		return nil, err
+	}
+	if !exists {
+		return nil, fmt.Errorf("%s does not exist in branch %q of %s", strings.Join(DefinitionFiles(w.Folder, name), " or "), branch, netguard.Redact(w.URL))
+	}
+	return &DefinitionFile{File: file, Content: cur, Blob: blobOf(cur), Branch: branch, Commit: head.Hash().String()}, nil
 }
 
 // Suspend sets suspend: true in a definition, keeping its comments.
@@ -287,13 +338,9 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	defer release()
 	file := w.file(name)
 	remote := Repo{URL: w.URL, Auth: w.Auth}
-	branch := w.Branch
-	if branch == "" {
-		b, _, err := remote.Head(ctx, "")
-		if err != nil {
-			return "", err
-		}
-		branch = b
+	branch, err := w.branch(ctx)
+	if err != nil {
+		return "", err
 	}
 	attempts := w.Attempts
 	if attempts <= 0 {
@@ -303,12 +350,9 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	var baseExists bool
 	var baseFile, baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
-		repo, err := git.CloneContext(ctx, source.GitStorage(CloneLimits), memfs.New(), &git.CloneOptions{
-			URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
-			SingleBranch: true, Depth: 1, Tags: git.NoTags,
-		})
+		repo, err := w.checkout(ctx, branch)
 		if err != nil {
-			return "", fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
+			return "", err
 		}
 		head, err := repo.Head()
 		if err != nil {
@@ -374,6 +418,29 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		}
 	}
 	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
+}
+
+// branch is the branch the writer reads and commits to: Branch, or the
+// remote's default.
+func (w *Writer) branch(ctx context.Context) (string, error) {
+	if w.Branch != "" {
+		return w.Branch, nil
+	}
+	b, _, err := Repo{URL: w.URL, Auth: w.Auth}.Head(ctx, "")
+	return b, err
+}
+
+// checkout clones the head of branch into memory, with its files checked
+// out.
+func (w *Writer) checkout(ctx context.Context, branch string) (*git.Repository, error) {
+	repo, err := git.CloneContext(ctx, source.GitStorage(CloneLimits), memfs.New(), &git.CloneOptions{
+		URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
+		SingleBranch: true, Depth: 1, Tags: git.NoTags,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
+	}
+	return repo, nil
 }
 
 // tookLast reports, with KeepLast, whether folder holds no definition

@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"errors"
+	"path"
 	"strings"
 	"testing"
 
@@ -43,6 +44,40 @@ func TestWriterEditBase(t *testing.T) {
 	w.Pull()
 	if got := w.Git("show", "HEAD:addons/grafana.yaml"); !strings.Contains(got, "prune: true\nsuspend: true") {
 		t.Fatalf("edited definition:\n%s", got)
+	}
+}
+
+// TestWriterRead: Read gives a definition as the branch holds it, .yml
+// too, with the blob hash git gives it, which Edit takes as its base.
+func TestWriterRead(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	head := w.Write("addons/grafana.yaml", "# the team's dashboards\n"+string(def("grafana", ""))).
+		Write("addons/loki.yml", string(def("loki", ""))).CommitAndPush("grafana and loki")
+
+	writer := &Writer{URL: url}
+	for _, file := range []string{"addons/grafana.yaml", "addons/loki.yml"} {
+		name := strings.TrimSuffix(strings.TrimSuffix(path.Base(file), ".yaml"), ".yml")
+		got, err := writer.Read(ctx, name)
+		if err != nil {
+			t.Fatalf("reading %s: %v", name, err)
+		}
+		blob := strings.TrimSpace(w.Git("rev-parse", "HEAD:"+file))
+		if got.File != file || got.Blob != blob || got.Branch != "main" || !strings.HasPrefix(got.Commit, head) || string(got.Content) != w.Git("show", "HEAD:"+file) {
+			t.Errorf("Read(%s) = %s, blob %s, branch %s, commit %s, content %q; want %s, blob %s at %s", name, got.File, got.Blob, got.Branch, got.Commit, got.Content, file, blob, head)
+		}
+	}
+	got, err := writer.Read(ctx, "grafana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := writer.Edit(ctx, "grafana", def("grafana", "suspend: true\n"), got.Blob); err != nil {
+		t.Fatalf("an edit with the base Read gave: %v", err)
+	}
+	if _, err := writer.Read(ctx, "tempo"); err == nil || !strings.Contains(err.Error(), "addons/tempo.yaml or addons/tempo.yml does not exist") {
+		t.Fatalf("reading a definition that is not there: %v", err)
 	}
 }
 
