@@ -407,8 +407,11 @@ func lastDefinition(err error, allowEmpty bool, ar *capstanv1.AddonRepository) e
 	if !errors.Is(err, gitops.ErrLastDefinition) {
 		return err
 	}
-	if allowEmpty && ar != nil {
+	switch {
+	case ar != nil && gitops.RefusesEmpty(ar.Spec) && allowEmpty:
 		return fmt.Errorf("%w. AddonRepository %s/%s prunes and does not set spec.allowEmpty, so --allow-empty is not enough: set spec.allowEmpty: true on it first", err, ar.Namespace, ar.Name)
+	case ar != nil && !gitops.RefusesEmpty(ar.Spec):
+		return fmt.Errorf("%w. AddonRepository %s/%s takes a folder with no definition: give --allow-empty to commit the removal", err, ar.Namespace, ar.Name)
 	}
 	return fmt.Errorf("%w. Once the AddonRepository sets spec.allowEmpty: true (or spec.prune: false), give --allow-empty to commit the removal", err)
 }
