@@ -85,6 +85,20 @@ func archiveAt(t *testing.T, chartURL string) []byte {
 	return charts.files[u.Path]
 }
 
+// keysFor creates the Secret "<addon>-keys" in ns, holding data at key and
+// labelled for that add-on, as a restricted add-on's spec.chart.verify
+// needs; it returns the Secret's name.
+func keysFor(t *testing.T, ns, addon, key string, data []byte) string {
+	t.Helper()
+	name := addon + "-keys"
+	if err := admin.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{capstanv1.AddonLabel: addon}},
+		Data:       map[string][]byte{key: data}}); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
 // TestChartProvenance installs charts whose spec.chart.verify names a
 // keyring: an unsigned chart, one signed by a key not in the keyring, and
 // one whose archive changed after it was signed are each Blocked with the
@@ -94,13 +108,13 @@ func TestChartProvenance(t *testing.T) {
 	ns := newNamespace(t)
 	trusted, ring := testKey(t, "Platform Team")
 	stranger, _ := testKey(t, "Stranger")
-	if err := admin.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
-		Data: map[string][]byte{"keyring": ring}}); err != nil {
-		t.Fatal(err)
+	// The namespace is restricted: each add-on reads a keyring labelled for it.
+	verify := func(addon string) addonOpt {
+		keys := keysFor(t, ns, addon, "keyring", ring)
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: keys}}}
+		})
 	}
-	verify := withSpec(func(s *capstanv1.AddonSpec) {
-		s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}
-	})
 	blockedBy := func(reason string) func(*capstanv1.Addon) bool {
 		return func(cur *capstanv1.Addon) bool {
 			return cur.Status.Phase == capstanv1.PhaseBlocked && readyReason(cur) == reason
@@ -117,7 +131,7 @@ func TestChartProvenance(t *testing.T) {
 	for _, tc := range cases {
 		url, _ := charts.publish(t, webChart("1.0.0", nil))
 		tc.prepare(url)
-		a := create(t, newAddon(ns, tc.name, url, verify))
+		a := create(t, newAddon(ns, tc.name, url, verify(tc.name)))
 		got := waitFor(t, a, 90*time.Second, tc.name+" Blocked", blockedBy(tc.reason))
 		if msg := readyMessage(got); !strings.Contains(msg, tc.says) {
 			t.Errorf("%s: the message %q does not say %q", tc.name, msg, tc.says)
@@ -129,7 +143,7 @@ func TestChartProvenance(t *testing.T) {
 
 	url, _ := charts.publish(t, webChart("1.0.0", nil))
 	sign(t, trusted, url, archiveAt(t, url))
-	a := create(t, newAddon(ns, "signed", url, verify))
+	a := create(t, newAddon(ns, "signed", url, verify("signed")))
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
 	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
 		t.Errorf("the plan does not say who signed the chart: %+v", p)
@@ -190,14 +204,12 @@ func TestChartCosign(t *testing.T) {
 	ns := newNamespace(t)
 	trusted, pub := cosignKey(t)
 	stranger, _ := cosignKey(t)
-	if err := admin.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
-		Data: map[string][]byte{"cosign.pub": pub}}); err != nil {
-		t.Fatal(err)
-	}
-	fromOCI := func(ref string) addonOpt {
+	// The namespace is restricted: each add-on reads keys labelled for it.
+	fromOCI := func(addon, ref string) addonOpt {
+		keys := keysFor(t, ns, addon, "cosign.pub", pub)
 		return withSpec(func(s *capstanv1.AddonSpec) {
 			s.Chart = &capstanv1.ChartSource{OCI: ref, Version: "1.0.0",
-				Verify: &capstanv1.ChartVerification{Cosign: &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}}
+				Verify: &capstanv1.ChartVerification{Cosign: &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: keys}}}}
 		})
 	}
 	cases := []struct {
@@ -212,7 +224,7 @@ func TestChartCosign(t *testing.T) {
 	for _, tc := range cases {
 		ref, manifest := charts.publishOCI(t, webChart("1.0.0", nil))
 		tc.prepare(ref, manifest)
-		a := create(t, newAddon(ns, tc.name, "", fromOCI(ref)))
+		a := create(t, newAddon(ns, tc.name, "", fromOCI(tc.name, ref)))
 		got := waitFor(t, a, 90*time.Second, tc.name+" Blocked", func(cur *capstanv1.Addon) bool {
 			return cur.Status.Phase == capstanv1.PhaseBlocked && readyReason(cur) == tc.reason
 		})
@@ -226,14 +238,14 @@ func TestChartCosign(t *testing.T) {
 
 	ref, manifest := charts.publishOCI(t, webChart("1.0.0", nil))
 	cosignSign(t, trusted, ref, manifest, manifest)
-	a := create(t, newAddon(ns, "signed", "", fromOCI(ref)))
+	a := create(t, newAddon(ns, "signed", "", fromOCI("signed", ref)))
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
 	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
 		t.Errorf("the plan does not say which key signed the chart: %+v", p)
 	}
 
-	both := newAddon(ns, "both", "", fromOCI(ref))
-	both.Spec.Chart.Verify.Provenance = &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}
+	both := newAddon(ns, "both", "", fromOCI("both", ref))
+	both.Spec.Chart.Verify.Provenance = &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "both-keys"}}
 	err := admin.Create(context.Background(), both)
 	if err == nil || !strings.Contains(err.Error(), "takes one of provenance") {
 		t.Errorf("an Addon with both provenance and cosign was not refused clearly: %v", err)
@@ -302,13 +314,10 @@ func TestPlanOfAnUnsignedChart(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	_, ring := testKey(t, "Platform Team")
-	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "keys"},
-		Data: map[string][]byte{"keyring": ring}}); err != nil {
-		t.Fatal(err)
-	}
+	keys := keysFor(t, ns, "unsigned", "keyring", ring)
 	url, _ := charts.publish(t, webChart("1.0.0", nil))
 	a := newAddon(ns, "unsigned", url, withSpec(func(s *capstanv1.AddonSpec) {
-		s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}
+		s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: keys}}}
 	}))
 	a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
 	create(t, a)
@@ -329,5 +338,57 @@ func TestPlanOfAnUnsignedChart(t *testing.T) {
 		if !strings.Contains(err.Error(), says) {
 			t.Errorf("the plan's error %q does not say %q", err, says)
 		}
+	}
+}
+
+// TestRestrictedVerifyKeysMustBeLabelled: a restricted add-on's
+// spec.chart.verify names a keyring Secret of its namespace that is not
+// labelled for it. The controller uses nothing of it (the chart, which
+// that keyring's key signed, is not verified with it and nothing is
+// applied; a Secret without the key is not told apart), and the message
+// names the label to add. Once the Secret is labelled, the add-on installs.
+func TestRestrictedVerifyKeysMustBeLabelled(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	trusted, ring := testKey(t, "Platform Team")
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-keys"}, Data: map[string][]byte{"keyring": ring}}
+	keyless := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-other"}, Data: map[string][]byte{"token": []byte("the real one")}}
+	for _, s := range []*corev1.Secret{theirs, keyless} {
+		if err := admin.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	verifyWith := func(secret string) addonOpt {
+		return withSpec(func(s *capstanv1.AddonSpec) {
+			s.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: secret}}}
+		})
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	sign(t, trusted, url, archiveAt(t, url))
+	a := create(t, newAddon(ns, "keyring", url, verifyWith(theirs.Name)))
+	b := create(t, newAddon(ns, "keyless", url, verifyWith(keyless.Name)))
+	for _, tc := range []struct {
+		addon  *capstanv1.Addon
+		secret string
+	}{{a, theirs.Name}, {b, keyless.Name}} {
+		says := "the Secret " + ns + "/" + tc.secret + " that spec.chart.verify.provenance names is not labelled " + capstanv1.AddonLabel + "=" + tc.addon.Name
+		got := waitFor(t, tc.addon, 90*time.Second, "a stop that names the label", func(cur *capstanv1.Addon) bool {
+			return strings.Contains(readyMessage(cur), says)
+		})
+		if msg := readyMessage(got); strings.Contains(msg, "has no key") || strings.Contains(msg, "the real one") || strings.Contains(msg, "Platform Team") {
+			t.Errorf("%s: the message tells what the unlabelled Secret holds: %s", tc.addon.Name, msg)
+		}
+		if got.Status.Phase == capstanv1.PhaseSynced || live(t, "v1", "ConfigMap", ns, tc.addon.Name+"-config") != nil {
+			t.Errorf("%s: the chart was applied with an unlabelled keyring: %s", tc.addon.Name, describeStatus(got))
+		}
+	}
+
+	theirs.Labels = map[string]string{capstanv1.AddonLabel: a.Name}
+	if err := admin.Update(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
+		t.Errorf("the plan does not say who signed the chart: %+v", p)
 	}
 }

@@ -145,13 +145,17 @@ func (r *AddonReconciler) addonSecret(ctx context.Context, s *scope, name, missi
 }
 
 // secretKey reads one key of a Secret in the add-on's namespace that the
-// spec's field names.
+// spec's field names; a restricted add-on reads only one labelled for it
+// (labelledFor).
 func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, defaultKey, field string) ([]byte, error) {
 	if key == "" {
 		key = defaultKey
 	}
 	secret, err := r.addonSecret(ctx, s, name, "the Secret %s/%s that "+field+" names does not exist; create it")
 	if err != nil {
+		return nil, err
+	}
+	if err := labelledFor(s, secret, "the Secret "+s.addon.Namespace+"/"+name+" that "+field+" names"); err != nil {
 		return nil, err
 	}
 	data, ok := secret.Data[key]
@@ -162,8 +166,8 @@ func (r *AddonReconciler) secretKey(ctx context.Context, s *scope, name, key, de
 }
 
 // credentials reads the Secret that spec.chart.secretRef or
-// spec.git.secretRef names; a
-// restricted add-on reads only one labelled for it.
+// spec.git.secretRef names; a restricted add-on reads only one labelled
+// for it (labelledFor).
 func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capstanv1.LocalObjectReference) (*source.Credentials, error) {
 	if ref == nil {
 		return nil, nil
@@ -172,17 +176,34 @@ func (r *AddonReconciler) credentials(ctx context.Context, s *scope, ref *capsta
 	if err != nil {
 		return nil, err
 	}
-	if l := secret.Labels[capstanv1.AddonLabel]; s.profile == capstanv1.ProfileRestricted && l != s.addon.Name {
-		// NOTE: the read is the controller's own, and the fetch sends what
-		// it reads to the host the spec names: a tenant's spec must not
-		// reach credentials of its namespace that someone else keeps
-		// there, as valuesFrom does not (values.claim).
-		return nil, terminal{fmt.Errorf("the credentials Secret %s/%s is not labelled %s=%s: a restricted add-on sends only credentials labelled for it; label it",
-			s.addon.Namespace, ref.Name, capstanv1.AddonLabel, s.addon.Name)}
+	if err := labelledFor(s, secret, "the credentials Secret "+s.addon.Namespace+"/"+ref.Name); err != nil {
+		return nil, err
 	}
 	creds, err := source.CredentialsFromSecret(secret)
 	if err != nil {
 		return nil, terminal{err}
 	}
 	return creds, nil
+}
+
+// labelledFor refuses, for a restricted add-on, a Secret its spec names
+// that is not labelled capstan.dev/addon=<the Addon's name>, before
+// anything of it is used; what names the Secret in the message. It is the
+// rule valuesFrom keeps (values.claim), for every other Secret the
+// controller reads on a restricted add-on's behalf: the source's
+// credentials, the keys spec.chart.verify names, and spec.kubeConfig's
+// (which selectCluster never reads for a restricted add-on).
+//
+// NOTE: the read is the controller's own, and a tenant that may write
+// Addons need not be able to read the Secrets of its namespace: what the
+// controller does with a Secret (credentials sent to the host the spec
+// names, a keyring's signer named in the status, an error that says a key
+// is missing or cannot be parsed) would otherwise tell the tenant about a
+// Secret someone else keeps there. The label is the owner's consent.
+func labelledFor(s *scope, secret *corev1.Secret, what string) error {
+	if s.profile != capstanv1.ProfileRestricted || secret.Labels[capstanv1.AddonLabel] == s.addon.Name {
+		return nil
+	}
+	return terminal{fmt.Errorf("%s is not labelled %s=%s: a restricted add-on reads only the Secrets labelled for it; label it (kubectl label secret -n %s %s %s=%s)",
+		what, capstanv1.AddonLabel, s.addon.Name, s.addon.Namespace, secret.Name, capstanv1.AddonLabel, s.addon.Name)}
 }
