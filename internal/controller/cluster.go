@@ -164,6 +164,11 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	if ref == nil || s.profile != capstanv1.ProfileCluster {
 		// An add-on that no longer names a kubeconfig (or may not use
 		// one) lets go of the cluster it used.
+		// NOTE: a restricted add-on's kubeconfig Secret is not even read
+		// here. The remote-cluster guardrail refuses the field only
+		// later (guard.CheckSpec, in Prepare); a read before it would
+		// dial the server the Secret names with its credentials, on the
+		// word of a tenant who may not read that Secret.
 		r.releaseRemote(addon)
 		return false, nil
 	}

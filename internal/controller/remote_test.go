@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -310,6 +311,75 @@ data: {ran: "yes"}
 		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "kc"}}
 	})))
 	waitFor(t, r, 90*time.Second, "the restricted add-on Blocked", violationRule("remote-cluster"))
+}
+
+// TestRestrictedKubeConfigIsNeverRead: a restricted add-on whose
+// spec.kubeConfig names a Secret of its namespace is Blocked by the
+// remote-cluster guardrail, and the controller neither reads that Secret
+// nor dials the server it names: not when the Secret is unlabelled, not
+// when it is labelled for the add-on (the label consents to a read, and
+// the guardrail still refuses the field), and a Secret that does not
+// exist is not reported missing.
+func TestRestrictedKubeConfigIsNeverRead(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	// The server the kubeconfigs name: a loopback port, which the suite's
+	// remote guard lets the controller dial, that counts who connects.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	var dialled atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			c.Close()
+		}
+	}()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["edge"] = &clientcmdapi.Cluster{Server: "https://" + ln.Addr().String(), CertificateAuthorityData: charts.caPEM}
+	kc.AuthInfos["tenant"] = &clientcmdapi.AuthInfo{Token: "a token of the platform's", Impersonate: "system:serviceaccount:edge:installer"}
+	kc.Contexts["edge"] = &clientcmdapi.Context{Cluster: "edge", AuthInfo: "tenant"}
+	kc.CurrentContext = "edge"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	for _, tc := range []struct {
+		addon  string
+		labels map[string]string // nil: the Secret does not exist
+	}{
+		{"labelled", map[string]string{capstanv1.AddonLabel: "labelled"}},
+		{"unlabelled", map[string]string{}},
+		{"missing", nil},
+	} {
+		secret := "kc-" + tc.addon
+		if tc.labels != nil {
+			if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: secret, Labels: tc.labels},
+				Data: map[string][]byte{"value": data}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := create(t, newAddon(ns, tc.addon, url, withSpec(func(s *capstanv1.AddonSpec) {
+			s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: secret}}
+		})))
+		got := waitFor(t, a, 90*time.Second, tc.addon+": Blocked by remote-cluster", violationRule("remote-cluster"))
+		if msg := readyMessage(got); strings.Contains(msg, secret) {
+			t.Errorf("%s: the message speaks of the kubeconfig Secret, which a restricted add-on never reads: %s", tc.addon, msg)
+		}
+		if got.Status.InventoryCluster != nil && got.Status.InventoryCluster.Server != "" {
+			t.Errorf("%s: the status records a remote cluster: %+v", tc.addon, got.Status.InventoryCluster)
+		}
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Errorf("the server a restricted add-on's kubeconfig names was dialled %d time(s)", n)
+	}
 }
 
 // TestRemoteClusterLifecycle: a change to the kubeconfig Secret reconciles
