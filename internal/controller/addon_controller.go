@@ -108,8 +108,8 @@ type AddonReconciler struct {
 	// condition (see driftWatch.nudge).
 	settled sync.Map
 	// verifiedSignatures holds the chart signatures that verified, by
-	// signatureKey, with who signed.
-	verifiedSignatures sync.Map
+	// signatureKey, with who signed; the most recently used only.
+	verifiedSignatures signatureMemory
 	// written holds the resourceVersion of the controller's last write to
 	// each Addon, by types.NamespacedName (see readAddon).
 	written sync.Map

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/lru"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/source"
@@ -90,7 +92,7 @@ func (r *AddonReconciler) verifySignature(ctx context.Context, s *scope, creds *
 	}
 	if err == nil {
 		s.signedBy = signer
-		r.verifiedSignatures.Store(seen, signer)
+		r.verifiedSignatures.store(seen, signer)
 		return false, nil
 	}
 	var sig *source.SignatureError
@@ -123,11 +125,48 @@ func signatureKey(method, digest string, keys []byte) string {
 // signedBy reports whether a verification passed before, and if so
 // records who signed.
 func (r *AddonReconciler) signedBy(key string, s *scope) bool {
-	signer, ok := r.verifiedSignatures.Load(key)
+	signer, ok := r.verifiedSignatures.load(key)
 	if ok {
-		s.signedBy = signer.(string)
+		s.signedBy = signer
 	}
 	return ok
+}
+
+// maxVerifiedSignatures bounds the verifications the controller remembers.
+// One is a chart version and a set of keys, a few hundred bytes, and an
+// add-on holds one at a time: the bound covers a fleet of that many
+// verified add-ons, and past it a resync fetches a signature again.
+const maxVerifiedSignatures = 1024
+
+// signatureMemory remembers the chart signatures that verified, by
+// signatureKey, with who signed: the maxVerifiedSignatures most recently
+// used. Its zero value is ready to use.
+//
+// NOTE: bounded, since every new chart version (a version range that
+// follows a busy repository, a digest that changes) and every new keyring
+// adds a key, and nothing else would ever drop one.
+type signatureMemory struct {
+	once   sync.Once
+	signed *lru.Cache
+}
+
+func (m *signatureMemory) cache() *lru.Cache {
+	m.once.Do(func() { m.signed = lru.New(maxVerifiedSignatures) })
+	return m.signed
+}
+
+// load returns who signed, if the verification named key passed before.
+func (m *signatureMemory) load(key string) (string, bool) {
+	signer, ok := m.cache().Get(key)
+	if !ok {
+		return "", false
+	}
+	return signer.(string), true
+}
+
+// store records that the verification named key passed, signed by signer.
+func (m *signatureMemory) store(key, signer string) {
+	m.cache().Add(key, signer)
 }
 
 // addonSecret reads a Secret of the add-on's namespace from the API server;
