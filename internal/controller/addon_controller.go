@@ -137,9 +137,10 @@ type AddonReconciler struct {
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
-// valuesFrom, substituteFrom, decryption and kubeConfig name, so a change
-// to one reconciles its Addons at once: new values, new keys, rotated
-// credentials or a repointed remote cluster.
+// valuesFrom, substituteFrom, decryption, kubeConfig, source credentials
+// and signature keys name, so a change to one reconciles its Addons at
+// once: new values, new keys, rotated credentials, a repointed remote
+// cluster, or the label a restricted add-on waits for (labelledFor).
 const valuesRefIndex = "capstan.dev/values-ref"
 
 // SetupWithManager registers the reconciler, with up to maxConcurrent
@@ -207,6 +208,17 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		}
 		if kc := addon.Spec.KubeConfig; kc != nil {
 			keys = append(keys, "Secret/"+kc.SecretRef.Name)
+		}
+		if ref := source.SecretRef(addon.Spec); ref != nil {
+			keys = append(keys, "Secret/"+ref.Name)
+		}
+		if c := addon.Spec.Chart; c != nil && c.Verify != nil {
+			switch v := c.Verify; {
+			case v.Provenance != nil:
+				keys = append(keys, "Secret/"+v.Provenance.SecretRef.Name)
+			case v.Cosign != nil:
+				keys = append(keys, "Secret/"+v.Cosign.SecretRef.Name)
+			}
 		}
 		return keys
 	})

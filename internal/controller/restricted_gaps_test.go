@@ -191,7 +191,7 @@ func TestRandomNameNotice(t *testing.T) {
 // TestRestrictedChartCredentialsMustBeLabelled: a restricted add-on's
 // spec.chart.secretRef names a Secret of its namespace that is not
 // labelled for it: the controller does not send it to the chart's host,
-// and says which label to add.
+// and says which label to add; once labelled, it is read at once.
 func TestRestrictedChartCredentialsMustBeLabelled(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -209,6 +209,20 @@ func TestRestrictedChartCredentialsMustBeLabelled(t *testing.T) {
 	})
 	if strings.Contains(readyMessage(got), "the real one") {
 		t.Errorf("the message carries the Secret's value: %s", readyMessage(got))
+	}
+
+	// Labelled, the Secret is read at once, not at the resync (20 s in
+	// the suite).
+	theirs.Labels = map[string]string{capstanv1.AddonLabel: "creds"}
+	if err := admin.Update(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	labelled := time.Now()
+	got = waitFor(t, a, 60*time.Second, "the labelled credentials to be read", func(cur *capstanv1.Addon) bool {
+		return !strings.Contains(readyMessage(cur), "is not labelled")
+	})
+	if took := time.Since(labelled); took > 8*time.Second {
+		t.Errorf("the add-on read its labelled credentials %s after the label was set, as the resync would: %s", took.Round(time.Second), describeStatus(got))
 	}
 }
 

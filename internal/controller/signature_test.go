@@ -346,7 +346,8 @@ func TestPlanOfAnUnsignedChart(t *testing.T) {
 // labelled for it. The controller uses nothing of it (the chart, which
 // that keyring's key signed, is not verified with it and nothing is
 // applied; a Secret without the key is not told apart), and the message
-// names the label to add. Once the Secret is labelled, the add-on installs.
+// names the label to add. Once the Secret is labelled, the add-on reads it
+// at once, not at the resync, and installs.
 func TestRestrictedVerifyKeysMustBeLabelled(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -387,7 +388,15 @@ func TestRestrictedVerifyKeysMustBeLabelled(t *testing.T) {
 	if err := admin.Update(ctx, theirs); err != nil {
 		t.Fatal(err)
 	}
-	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	labelled := time.Now()
+	got := waitFor(t, a, 60*time.Second, "the labelled keyring to be read", func(cur *capstanv1.Addon) bool {
+		return !strings.Contains(readyMessage(cur), "is not labelled")
+	})
+	// The suite's resync is 20 s; the label's change is seen at once.
+	if took := time.Since(labelled); took > 8*time.Second {
+		t.Errorf("the add-on read its labelled keyring %s after the label was set, as the resync would: %s", took.Round(time.Second), describeStatus(got))
+	}
+	got = waitPhase(t, a, capstanv1.PhaseSynced)
 	if p := got.Status.Plan; p == nil || !hasNotice(p, "spec.chart.verify") {
 		t.Errorf("the plan does not say who signed the chart: %+v", p)
 	}
