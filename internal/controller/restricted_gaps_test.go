@@ -221,7 +221,7 @@ func TestRestrictedChartCredentialsMustBeLabelled(t *testing.T) {
 	got = waitFor(t, a, 60*time.Second, "the labelled credentials to be read", func(cur *capstanv1.Addon) bool {
 		return !strings.Contains(readyMessage(cur), "is not labelled")
 	})
-	if took := time.Since(labelled); took > 8*time.Second {
+	if took := time.Since(labelled); took > 12*time.Second {
 		t.Errorf("the add-on read its labelled credentials %s after the label was set, as the resync would: %s", took.Round(time.Second), describeStatus(got))
 	}
 }
