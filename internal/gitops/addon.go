@@ -81,6 +81,15 @@ func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 			Repo: h.Repo, Name: h.Chart, OCI: h.OCI, URL: h.URL,
 			Version: h.Version, Digest: h.Digest, SecretRef: localRef(h.SecretRef),
 		}
+		if v := h.Verify; v != nil {
+			a.Spec.Chart.Verify = &capstanv1.ChartVerification{}
+			if p := v.Provenance; p != nil {
+				a.Spec.Chart.Verify.Provenance = &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: p.SecretRef.Name}, Key: p.Key}
+			}
+			if c := v.Cosign; c != nil {
+				a.Spec.Chart.Verify.Cosign = &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: c.SecretRef.Name}, Key: c.Key}
+			}
+		}
 	}
 	if g := def.Git; g != nil {
 		a.Spec.Git = &capstanv1.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path, SecretRef: localRef(g.SecretRef)}

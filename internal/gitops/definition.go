@@ -93,6 +93,25 @@ type HelmSource struct {
 	Version   string     `yaml:"version,omitempty"`
 	Digest    string     `yaml:"digest,omitempty"`
 	SecretRef *SecretRef `yaml:"secretRef,omitempty"`
+	// Verify checks the chart's signature before anything is rendered
+	// (spec.chart.verify).
+	Verify *ChartVerification `yaml:"verify,omitempty"`
+}
+
+// ChartVerification says how a chart's signature is checked: one of
+// provenance (a chart repository or an https archive) or cosign (an OCI
+// registry).
+type ChartVerification struct {
+	Provenance *SignatureKeys `yaml:"provenance,omitempty"`
+	Cosign     *SignatureKeys `yaml:"cosign,omitempty"`
+}
+
+// SignatureKeys names the key of a Secret in the Addon's namespace that
+// holds the public keys a signature must be made with; an empty Key is
+// the kind's default ("keyring" or "cosign.pub").
+type SignatureKeys struct {
+	SecretRef SecretRef `yaml:"secretRef"`
+	Key       string    `yaml:"key,omitempty"`
 }
 
 // GitSource is a folder of a git repository. Without a URL it is a folder of

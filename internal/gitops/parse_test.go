@@ -178,6 +178,12 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"oci bad range", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: \">=1 <<2\"\n", "addons/a.yaml:4: helm.version: \">=1 <<2\" is neither"},
 		{"hook timeout past its digits", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 0000001h\n", "addons/a.yaml:3: hookTimeout"},
 		{"oci without version", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n", "addons/a.yaml:3: helm.oci: an oci chart needs a version"},
+		{"verify both", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: 1.0.0\n  verify: {provenance: {secretRef: {name: k}}, cosign: {secretRef: {name: k}}}\n", "addons/a.yaml:5: helm.verify: takes one of provenance"},
+		{"verify neither", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: 1.0.0\n  verify: {}\n", "addons/a.yaml:5: helm.verify: takes one of provenance"},
+		{"provenance of an oci chart", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: 1.0.0\n  verify:\n    provenance: {secretRef: {name: k}}\n", "addons/a.yaml:6: helm.verify.provenance: an oci chart is signed with cosign"},
+		{"cosign of an archive", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  verify:\n    cosign: {secretRef: {name: k}}\n", "addons/a.yaml:5: helm.verify.cosign: cosign checks charts from an OCI registry"},
+		{"verify without keys", "addons/a.yaml", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  verify:\n    provenance: {key: keyring}\n", "helm.verify.provenance.secretRef.name: name is required"},
+		{"verify unknown kind", "addons/a.yaml", "name: a\nhelm:\n  oci: oci://r/c\n  version: 1.0.0\n  verify:\n    notation: {secretRef: {name: k}}\n", "addons/a.yaml:6: helm.verify.notation: unknown field"},
 		{"bad digest", "addons/a.yaml", "name: a\nhelm:\n  url: https://x/c.tgz\n  digest: md5:1\n", "addons/a.yaml:4: helm.digest"},
 		{"bad deletion policy", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndeletionPolicy: Keep\n", "addons/a.yaml:3: deletionPolicy: must be Orphan or Delete"},
 		{"bad hook timeout", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 48h\n", "addons/a.yaml:3: hookTimeout"},
@@ -398,6 +404,42 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("error without problems: %v", err)
 		}
 	})
+}
+
+// TestParseVerify checks that a definition's helm.verify becomes the
+// Addon's spec.chart.verify, as the controller checks it: without it, a
+// chart committed with a signature check would install unchecked.
+func TestParseVerify(t *testing.T) {
+	for _, tc := range []struct {
+		name, src string
+		want      capstanv1.ChartVerification
+	}{
+		{"cosign", "name: a\nhelm:\n  oci: oci://r/c\n  version: 1.0.0\n  verify:\n    cosign: {secretRef: {name: chart-keys}, key: team.pub}\n",
+			capstanv1.ChartVerification{Cosign: &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: "chart-keys"}, Key: "team.pub"}}},
+		{"provenance", "name: a\nhelm:\n  repo: https://x\n  chart: c\n  verify:\n    provenance: {secretRef: {name: keyring}}\n",
+			capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keyring"}}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			def, err := Parse("addons/a.yaml", []byte(tc.src))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, err := def.Addon(Origin{Namespace: "ns", Repository: "r", File: "addons/a.yaml"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v := a.Spec.Chart.Verify; v == nil || !reflect.DeepEqual(*v, tc.want) {
+				t.Fatalf("spec.chart.verify is %+v; want %+v", v, tc.want)
+			}
+			out, err := Encode(def)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, err := Parse("addons/a.yaml", out); err != nil || !reflect.DeepEqual(again.Helm.Verify, def.Helm.Verify) {
+				t.Fatalf("the encoded definition does not parse back to its verify (%v):\n%s", err, out)
+			}
+		})
+	}
 }
 
 // TestParseTakesWhatTheControllerTakes checks versions and timeouts the

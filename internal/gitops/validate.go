@@ -423,6 +423,31 @@ func (r *rules) helm(h *HelmSource) {
 	if h.SecretRef != nil && (h.SecretRef.Name == "" || len(h.SecretRef.Name) > 253) {
 		r.fail("name is required", "helm", "secretRef")
 	}
+	r.verify(h)
+}
+
+// verify checks a chart's signature check: one kind, the one its source
+// is signed with, and the Secret of keys named.
+func (r *rules) verify(h *HelmSource) {
+	v := h.Verify
+	switch {
+	case v == nil:
+		return
+	case (v.Provenance == nil) == (v.Cosign == nil):
+		r.fail("takes one of provenance (a chart repository or https archive) or cosign (an OCI registry)", "helm", "verify")
+		return
+	case v.Provenance != nil && h.OCI != "":
+		r.fail("an oci chart is signed with cosign, not a provenance file: use verify.cosign", "helm", "verify", "provenance")
+	case v.Cosign != nil && h.OCI == "":
+		r.fail("cosign checks charts from an OCI registry; a chart repository or https archive is signed with a provenance file: use verify.provenance", "helm", "verify", "cosign")
+	}
+	kind, keys := "provenance", v.Provenance
+	if keys == nil {
+		kind, keys = "cosign", v.Cosign
+	}
+	if keys.SecretRef.Name == "" || len(keys.SecretRef.Name) > 253 {
+		r.fail("name is required (at most 253 characters): the Secret of public keys", "helm", "verify", kind, "secretRef", "name")
+	}
 }
 
 func (r *rules) git(g *GitSource) {

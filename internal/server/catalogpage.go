@@ -96,14 +96,20 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // definitionOf is the gitops definition of a catalog form's Addon, whose
-// objects go to the entry's namespace, created when missing.
+// objects go to the entry's namespace, created when missing. The chart
+// keeps all of the entry's chart: its credentials, and its signature
+// check, which the committed add-on must not install without.
 func definitionOf(a *capstanv1.Addon, target string) *gitops.Definition {
 	def := &gitops.Definition{Name: a.Name, ManualSync: a.Spec.ManualSync}
 	if target != "" {
 		def.Namespace, def.CreateNamespace = target, true
 	}
 	if c := a.Spec.Chart; c != nil {
-		def.Helm = &gitops.HelmSource{Repo: c.Repo, Chart: c.Name, OCI: c.OCI, URL: c.URL, Version: c.Version, Digest: c.Digest}
+		def.Helm = &gitops.HelmSource{Repo: c.Repo, Chart: c.Name, OCI: c.OCI, URL: c.URL, Version: c.Version, Digest: c.Digest,
+			Verify: verificationOf(c.Verify)}
+		if c.SecretRef != nil {
+			def.Helm.SecretRef = &gitops.SecretRef{Name: c.SecretRef.Name}
+		}
 	}
 	if g := a.Spec.Git; g != nil {
 		def.Git = &gitops.GitSource{URL: g.URL, Revision: g.Revision, Path: g.Path}
@@ -112,6 +118,21 @@ func definitionOf(a *capstanv1.Addon, target string) *gitops.Definition {
 		_ = json.Unmarshal(a.Spec.Values.Raw, &def.Values)
 	}
 	return def
+}
+
+// verificationOf is a chart's signature check as a definition writes it.
+func verificationOf(v *capstanv1.ChartVerification) *gitops.ChartVerification {
+	if v == nil {
+		return nil
+	}
+	out := &gitops.ChartVerification{}
+	if p := v.Provenance; p != nil {
+		out.Provenance = &gitops.SignatureKeys{SecretRef: gitops.SecretRef{Name: p.SecretRef.Name}, Key: p.Key}
+	}
+	if c := v.Cosign; c != nil {
+		out.Cosign = &gitops.SignatureKeys{SecretRef: gitops.SecretRef{Name: c.SecretRef.Name}, Key: c.Key}
+	}
+	return out
 }
 
 // catalogAddon builds the Addon of a posted entry form, or says what to fix.

@@ -5,10 +5,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/catalog"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 // TestCatalogAddonTarget checks where a catalog form's Addon sends its
@@ -61,6 +64,50 @@ func TestCatalogFormSaysWhereObjectsGo(t *testing.T) {
 		if !strings.Contains(buf.String(), want) {
 			t.Errorf("the form lacks %q:\n%s", want, buf.String())
 		}
+	}
+}
+
+// TestCatalogDefinitionKeepsTheChart commits an operator's entries as the
+// page does in a trusted namespace with an AddonRepository: the definition
+// written, parsed back and turned into an Addon as the syncer does, holds
+// the entry's whole chart. A signature check or a secretRef left out would
+// install the chart unchecked, or fail to fetch a private one.
+func TestCatalogDefinitionKeepsTheChart(t *testing.T) {
+	digest := "sha256:" + strings.Repeat("c", 64)
+	for _, chart := range []capstanv1.ChartSource{
+		{OCI: "oci://registry.example/charts/wiki", Version: "1.4.0", Digest: digest,
+			SecretRef: &capstanv1.LocalObjectReference{Name: "registry"},
+			Verify: &capstanv1.ChartVerification{Cosign: &capstanv1.CosignVerification{
+				SecretRef: capstanv1.LocalObjectReference{Name: "chart-keys"}, Key: "team.pub"}}},
+		{Repo: "https://charts.example/", Name: "wiki", Version: ">=1.0.0 <2.0.0",
+			SecretRef: &capstanv1.LocalObjectReference{Name: "repo-token"},
+			Verify: &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{
+				SecretRef: capstanv1.LocalObjectReference{Name: "keyring"}}}},
+	} {
+		t.Run(chart.OCI+chart.Repo, func(t *testing.T) {
+			e := catalog.Entry{ID: "wiki", Namespace: "wiki", Chart: &chart}
+			r := httptest.NewRequest(http.MethodPost, "/catalog/wiki", strings.NewReader(""))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			a, msg := catalogAddon(r, &catalogView{Entry: &e, Namespace: "capstan-system", Name: "wiki"}, true)
+			if msg != "" {
+				t.Fatal(msg)
+			}
+			content, err := gitops.Encode(definitionOf(a, e.Namespace))
+			if err != nil {
+				t.Fatal(err)
+			}
+			def, err := gitops.Parse("addons/wiki.yaml", content)
+			if err != nil {
+				t.Fatalf("the committed definition does not parse: %v\n%s", err, content)
+			}
+			synced, err := def.Addon(gitops.Origin{Namespace: "capstan-system", Repository: "platform", File: "addons/wiki.yaml"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(synced.Spec.Chart, &chart) {
+				t.Errorf("the synced Addon's chart is\n%+v\nnot the entry's\n%+v\nfrom the definition\n%s", synced.Spec.Chart, &chart, content)
+			}
+		})
 	}
 }
 
