@@ -233,13 +233,13 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, w wa
 // the chart's default. So spec.values is written whole, with the
 // resourceVersion that was read (addons.Update): in a merge patch, a null
 // would only delete the key from spec.values.
-func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version string) error {
+func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version, digest string) error {
 	vals, inputs, err := v.read()
 	if err != nil {
 		return err
 	}
-	if len(vals) == 0 && version == "" && len(inputs) == 0 {
-		return errors.New("nothing to change: give -f, --set, --secret-input or --version")
+	if len(vals) == 0 && version == "" && digest == "" && len(inputs) == 0 {
+		return errors.New("nothing to change: give -f, --set, --secret-input, --version or --digest")
 	}
 	c, err := f.client()
 	if err != nil {
@@ -257,11 +257,8 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 			}
 			a.Spec.Values = &apiextensionsv1.JSON{Raw: merged}
 		}
-		if version != "" {
-			if a.Spec.Chart == nil {
-				return fmt.Errorf("addon %s renders a folder of git, which has no chart version: leave --version out (spec.git.revision chooses the commit)", key)
-			}
-			a.Spec.Chart.Version = version
+		if version != "" || digest != "" {
+			return moveChart(key, a.Spec.Chart, version, digest)
 		}
 		return nil
 	}, inputs)
@@ -269,6 +266,41 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Edited Addon %s/%s (generation %d); a new plan follows.\n", a.Namespace, a.Name, a.Generation)
+	return nil
+}
+
+// moveChart sets a chart's version and digest pin for edit. A digest
+// names one chart, so a new version of a pinned chart needs the new
+// digest with it: without, the fetch would fail the pin (spec.chart.digest)
+// or pull the old chart again (a manifest digest in spec.chart.oci). A new
+// digest takes the place of a manifest digest in spec.chart.oci, as
+// spec.chart.digest, which pins a manifest as well as an archive.
+func moveChart(key client.ObjectKey, c *capstanv1.ChartSource, version, digest string) error {
+	if c == nil {
+		return fmt.Errorf("addon %s renders a folder of git, which has no chart version or digest: leave --version and --digest out (spec.git.revision chooses the commit)", key)
+	}
+	ref, pinned := "", ""
+	if c.OCI != "" {
+		if i := strings.LastIndex(c.OCI, "@"); i > 0 {
+			ref, pinned = c.OCI[:i], c.OCI[i+1:]
+		}
+	}
+	if pinned == "" {
+		pinned = c.Digest
+	}
+	if version != "" && digest == "" && pinned != "" {
+		return fmt.Errorf("addon %s pins its chart by digest (%s), which names one version: give the digest of version %s with --digest too, "+
+			"the chart archive's sha256 or, for OCI, its manifest's", key, pinned, version)
+	}
+	if version != "" {
+		c.Version = version
+	}
+	if digest != "" {
+		if ref != "" {
+			c.OCI = ref
+		}
+		c.Digest = digest
+	}
 	return nil
 }
 

@@ -153,19 +153,20 @@ func newAddonGitopsCommands() []*cobra.Command {
 
 	var editOpts gitopsOptions
 	var editFiles []string
-	var editVersion, editBase string
+	var editVersion, editDigest, editBase string
 	editCF := &clusterFlags{}
 	editValues := &valuesFlags{}
 	edit := &cobra.Command{
-		Use:   "edit NAME [-f values.yaml]... [--set k=v] [--secret-input path=@file] [--version V] | edit NAME --gitops URL -f FILE",
+		Use:   "edit NAME [-f values.yaml]... [--set k=v] [--secret-input path=@file] [--version V [--digest D]] | edit NAME --gitops URL -f FILE",
 		Short: "Change an add-on's values, version or secret inputs; with --gitops, commit a new definition",
 		Example: `  capstan addon edit blog -n tenant --set replicas=3 --secret-input auth.password=@new-password.txt
   capstan addon edit blog -n tenant -f common.yaml -f prod.yaml --version 1.3.0
+  capstan addon edit blog -n tenant --version 1.3.0 --digest sha256:…  # a chart pinned by digest
   capstan addon get longhorn --gitops https://git.example/ops.git > longhorn.yaml   # prints --base HASH
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml --base HASH`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "namespace", "kubeconfig", "context"); err != nil {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context"); err != nil {
 				return err
 			}
 			if editOpts.url == "" {
@@ -173,7 +174,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 					return err
 				}
 				editValues.values.ValueFiles = editFiles
-				return editCluster(cmd, editCF, args[0], editValues, editVersion)
+				return editCluster(cmd, editCF, args[0], editValues, editVersion, editDigest)
 			}
 			if len(editFiles) != 1 {
 				return errors.New("with --gitops, give the new definition with one -f FILE")
@@ -195,6 +196,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	editValues.add(edit, false)
 	edit.Flags().StringArrayVarP(&editFiles, "file", "f", nil, "a values file merged over spec.values (repeatable; later files win); with --gitops, the one new definition file (- for standard input)")
 	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
+	edit.Flags().StringVar(&editDigest, "digest", "", "pin the chart by this digest (sha256:…), the archive's or an OCI manifest's; required with --version when the chart is pinned")
 	edit.Flags().StringVar(&editBase, "base", "", "with --gitops: the git blob hash of the file your definition started from (capstan addon get NAME --gitops URL prints it; or git rev-parse HEAD:addons/NAME.yaml); the edit is refused when the branch holds another version")
 
 	toggle := func(use, short string, suspend bool) *cobra.Command {

@@ -118,7 +118,16 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	}
 	switch {
 	case manifest != "":
-		return pull(manifest)
+		c, err := pull(manifest)
+		if err == nil && spec.Version != "" && !chartHasVersion(c.Version, spec.Version) {
+			// NOTE: the manifest digest in spec.chart.oci names one chart;
+			// a version it does not hold would otherwise be taken as done
+			// and the old chart rendered again, as if upgraded.
+			return nil, fmt.Errorf("%s pins a manifest that holds chart version %s, but spec.chart.version is %s: the digest chooses the chart, not the version; "+
+				"to move to %s, pin its digest instead (in spec.chart.oci, or in spec.chart.digest with the digest taken out of spec.chart.oci)",
+				netguard.Redact(spec.OCI), c.Version, spec.Version, spec.Version)
+		}
+		return c, err
 	case IsOCITag(version):
 		c, err := pull(strings.ReplaceAll(version, "+", "_"))
 		if !errors.As(err, new(noSuchManifest)) || !isVersionPrefix(version) {
@@ -142,6 +151,21 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 		return nil, err
 	}
 	return pull(t)
+}
+
+// chartHasVersion reports whether a chart's version (from Chart.yaml) is
+// the version asked for: the same, with "_" read as "+" as a tag writes
+// it, or in the semver range it reads as (1.2, ^1.0.0, v1.2.3).
+func chartHasVersion(chart, want string) bool {
+	if strings.ReplaceAll(chart, "_", "+") == strings.ReplaceAll(want, "_", "+") {
+		return true
+	}
+	constraint, err := semver.NewConstraint(want)
+	if err != nil {
+		return false
+	}
+	v, err := semver.NewVersion(chart)
+	return err == nil && constraint.Check(v)
 }
 
 // isVersionPrefix reports whether a version that reads as a tag is not a

@@ -173,6 +173,61 @@ func TestOCIVersionPrefix(t *testing.T) {
 	}
 }
 
+// TestOCIManifestPinChecksTheVersion pulls a chart pinned by the manifest
+// digest in spec.chart.oci with a spec.chart.version: a version the chart
+// does not hold is an error that names both, never the pinned chart
+// rendered again as if it were the version asked for.
+func TestOCIManifestPinChecksTheVersion(t *testing.T) {
+	r := newOCIRegistry(t, "", "")
+	old := r.push(t, chartArchive(t, "blog", "1.2.0"), "charts/blog:1.2.0", "", "")
+	r.push(t, chartArchive(t, "blog", "1.3.0"), "charts/blog:1.3.0", "", "")
+	f := newTestFetcher(t, Options{}, r.Server)
+	pinned := "oci://" + r.host + "/charts/blog@" + old.Manifest.Digest
+	for _, tc := range []struct {
+		version string
+		err     string
+	}{
+		{"", ""},
+		{"1.2.0", ""},
+		{"^1.0.0", ""},
+		{"1.3.0", "holds chart version 1.2.0, but spec.chart.version is 1.3.0"},
+		{">=1.3.0", "holds chart version 1.2.0, but spec.chart.version is >=1.3.0"},
+	} {
+		t.Run(tc.version, func(t *testing.T) {
+			c, err := f.Chart(context.Background(), capstanv1.ChartSource{OCI: pinned, Version: tc.version}, nil)
+			switch {
+			case tc.err == "" && err != nil:
+				t.Fatal(err)
+			case tc.err == "" && c.Version != "1.2.0":
+				t.Fatalf("got chart %s", c.Version)
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), old.Manifest.Digest)):
+				t.Fatalf("got %v, want an error that names the manifest and says %q", err, tc.err)
+			}
+		})
+	}
+}
+
+// TestChartHasVersion decides whether a pinned chart is the version asked for.
+func TestChartHasVersion(t *testing.T) {
+	for _, tc := range []struct {
+		chart, want string
+		ok          bool
+	}{
+		{"1.2.0", "1.2.0", true},
+		{"1.1.0+build.7", "1.1.0_build.7", true},
+		{"1.2.0", "v1.2.0", true},
+		{"1.2.5", "1.2", true},
+		{"1.2.0", "1.3.0", false},
+		{"1.2.0", "latest", false},
+		{"1.3.0-rc.1", "1.3.0-rc.1", true},
+		{"1.3.0-rc.1", "1.3.0", false},
+	} {
+		if got := chartHasVersion(tc.chart, tc.want); got != tc.ok {
+			t.Errorf("chartHasVersion(%q, %q) = %v; want %v", tc.chart, tc.want, got, tc.ok)
+		}
+	}
+}
+
 func TestOCIErrors(t *testing.T) {
 	r := newOCIRegistry(t, "", "")
 	data := chartArchive(t, "demo", "1.0.0")
