@@ -191,6 +191,9 @@ refuses to replace a file that someone changed since.`,
 				return printObject(cmd.OutOrStdout(), output, reapplicable(a))
 			}
 			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
+			if next := nextCommand(a); next != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "To apply exactly this plan: %s\n", next)
+			}
 			return nil
 		},
 	}
@@ -290,16 +293,69 @@ func indent(s, prefix string) string {
 	return strings.Join(lines, "\n")
 }
 
+// nextCommand is the command that applies exactly the plan in an Addon's
+// status, with its hash, when a person's approval is what it waits for: a
+// suspended add-on's install, or a sync of one that is OutOfSync (a manual
+// sync, a prune to confirm, a window). It is empty when there is no plan
+// for the current generation, when the plan is blocked, and for a
+// suspended add-on that git manages, which a commit resumes.
+func nextCommand(a *capstanv1.Addon) string {
+	p := a.Status.Plan
+	if p == nil || p.Generation != a.Generation || len(p.Violations) > 0 || len(p.ValuesErrors) > 0 {
+		return ""
+	}
+	for _, o := range p.Objects {
+		if o.ManagedBy != "" {
+			return ""
+		}
+	}
+	switch {
+	case a.Spec.Suspend && a.Labels[gitops.ManagedByGitLabel] == "":
+		return fmt.Sprintf("capstan addon install %s -n %s --plan %s", a.Name, a.Namespace, p.Hash)
+	case !a.Spec.Suspend && a.Status.Phase == capstanv1.PhaseOutOfSync:
+		return fmt.Sprintf("capstan addon sync %s -n %s --plan %s", a.Name, a.Namespace, p.Hash)
+	}
+	return ""
+}
+
+// requireReview refuses to approve an Addon's plan for verb (install or
+// sync) unless the person names the plan they reviewed with --plan, or
+// says with --yes that whichever plan is in status will do.
+//
+// NOTE: "the plan in status now" is not the plan that was reviewed: a plan
+// changes without the generation changing (a valuesFrom Secret edited, a
+// version range that resolves to a newer chart), so it could apply a plan
+// nobody saw. The page and the API take the hash only; the CLI asks for it
+// as Terraform's apply asks unless -auto-approve.
+func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
+	if hash != "" || yes {
+		return nil
+	}
+	key := a.Namespace + "/" + a.Name
+	review := fmt.Sprintf("capstan addon get %s -n %s --diff", a.Name, a.Namespace)
+	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
+		return fmt.Errorf("addon %s: %s applies the plan you reviewed, named by its hash: the plan now is %s (%s); review it with `%s`, "+
+			"then run `capstan addon %s %s -n %s --plan %s`; or give --yes to approve whichever plan is in status when the command runs",
+			key, verb, p.Hash, plan.String(p), review, verb, a.Name, a.Namespace, p.Hash)
+	}
+	return fmt.Errorf("addon %s: %s applies the plan you reviewed, named by its hash, and there is no plan for generation %d yet; "+
+		"wait for it, and review it with `%s`, which prints the command that applies it", key, verb, a.Generation, review)
+}
+
 func newAddonSyncCommand() *cobra.Command {
 	f := &clusterFlags{}
 	var hash string
+	var yes bool
 	var w waitFlags
 	cmd := &cobra.Command{
-		Use:   "sync NAME",
-		Short: "Approve the Addon's current plan (manual sync): it applies exactly that plan",
-		Long: `sync approves the plan in the Addon's status by its hash and raises
-spec.syncRequest. If the plan changes before the controller applies it,
-nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
+		Use:   "sync NAME (--plan HASH | --yes)",
+		Short: "Approve the Addon's reviewed plan (manual sync): it applies exactly that plan",
+		Long: `sync approves the plan you reviewed, named by its hash with --plan, and
+raises spec.syncRequest. If the plan in status is another one, nothing is
+approved; if it changes before the controller applies it, nothing is
+applied and the Addon says why. ` + "`capstan addon get NAME --diff`" + ` shows the
+plan and prints the command with its hash. --yes approves whichever plan
+is in status when the command runs, unseen.`,
 		Example: `  capstan addon get hello-kustomize --diff
   capstan addon sync hello-kustomize --plan sha256:…`,
 		Args: cobra.ExactArgs(1),
@@ -316,6 +372,9 @@ nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
 			if err := refuseSuspendedSync(a, key); err != nil {
 				return err
 			}
+			if err := requireReview(a, "sync", hash, yes); err != nil {
+				return err
+			}
 			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash); err != nil {
 				return err
 			}
@@ -324,7 +383,9 @@ nothing is applied and the Addon says why. --plan pins the hash you reviewed.`,
 	}
 	f.add(cmd)
 	w.add(cmd, true)
-	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed; default: the plan in status now.")
+	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed (addon get --diff prints it).")
+	cmd.Flags().BoolVar(&yes, "yes", false, "Approve whichever plan is in status when the command runs, without naming it.")
+	cmd.MarkFlagsMutuallyExclusive("plan", "yes")
 	return cmd
 }
 

@@ -104,8 +104,8 @@ func newAddonAddCommand() *cobra.Command {
 		Short: "Create an Addon, suspended: it is planned and nothing is applied until you install the plan",
 		Example: `  capstan addon add blog -n tenant --oci oci://registry.example/charts/blog --version 1.2.0 \
       --set replicas=2 --secret-input auth.password=@password.txt
-  capstan addon get blog -n tenant --diff
-  capstan addon install blog -n tenant`,
+  capstan addon get blog -n tenant --diff   # prints the install command with the plan's hash
+  capstan addon install blog -n tenant --plan sha256:…`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			spec := capstanv1.AddonSpec{TargetNamespace: target, ManualSync: manualSync}
@@ -144,7 +144,7 @@ func newAddonAddCommand() *cobra.Command {
 			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Created Addon %s/%s, suspended. Review its plan with `capstan addon get %s -n %s --diff`, then `capstan addon install %s -n %s`.\n",
+			fmt.Fprintf(cmd.OutOrStdout(), "Created Addon %s/%s, suspended. Review its plan with `capstan addon get %s -n %s --diff`: it prints the command that installs exactly that plan, `capstan addon install %s -n %s --plan sha256:…`.\n",
 				f.namespace, args[0], args[0], f.namespace, args[0], f.namespace)
 			return nil
 		},
@@ -208,15 +208,22 @@ func gitManagedChange(key client.ObjectKey, name string, repo *capstanv1.AddonRe
 	return "", fmt.Errorf("addon %s is managed by git (AddonRepository %s): change it with --gitops, by a commit, or suspend the AddonRepository (spec.suspend) to change it in the cluster for a while", key, name)
 }
 
-// installCluster installs a suspended add-on with exactly the plan in
-// status, or the one --plan names.
-func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, w waitFlags) error {
+// installCluster installs a suspended add-on with exactly the plan that
+// --plan names, or with --yes whichever plan is in status.
+func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes bool, w waitFlags) error {
 	c, err := f.client()
 	if err != nil {
 		return err
 	}
 	key := client.ObjectKey{Namespace: f.namespace, Name: name}
 	if err := refuseGitManaged(cmd, c, key); err != nil {
+		return err
+	}
+	current, err := addons.Get(cmd.Context(), c, key)
+	if err != nil {
+		return err
+	}
+	if err := requireReview(current, "install", hash, yes); err != nil {
 		return err
 	}
 	a, err := addons.Install(cmd.Context(), c, key, hash)

@@ -108,17 +108,19 @@ func newAddonGitopsCommands() []*cobra.Command {
 
 	var installOpts gitopsOptions
 	var installFile, installHash string
+	var installYes bool
 	installCF := &clusterFlags{}
 	var installWait waitFlags
 	install := &cobra.Command{
-		Use:   "install NAME [--plan HASH] | install --gitops URL -f FILE",
+		Use:   "install NAME (--plan HASH | --yes) | install --gitops URL -f FILE",
 		Short: "Install a suspended add-on with exactly its reviewed plan; with --gitops, commit a new definition",
-		Example: `  capstan addon install blog -n tenant                 # the plan in status, waiting until Synced
-  capstan addon install blog -n tenant --plan sha256:…  # refuse unless that is still the plan
+		Example: `  capstan addon get blog -n tenant --diff              # review the plan; prints the next command
+  capstan addon install blog -n tenant --plan sha256:…  # refused unless that is still the plan
+  capstan addon install blog -n tenant --yes            # whichever plan is in status, unseen
   capstan addon install --gitops https://git.example/ops.git -f longhorn.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := installOpts.refuseFlagsOfTheOtherMode(cmd, "plan", "wait", "timeout", "namespace", "kubeconfig", "context"); err != nil {
+			if err := installOpts.refuseFlagsOfTheOtherMode(cmd, "plan", "yes", "wait", "timeout", "namespace", "kubeconfig", "context"); err != nil {
 				return err
 			}
 			if installOpts.url == "" {
@@ -128,7 +130,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 				if len(args) != 1 {
 					return errors.New("name the add-on to install, or give --gitops and -f to commit a definition")
 				}
-				return installCluster(cmd, installCF, args[0], installHash, installWait)
+				return installCluster(cmd, installCF, args[0], installHash, installYes, installWait)
 			}
 			if installFile == "" || len(args) > 0 {
 				return errors.New("with --gitops, give the definition with -f FILE and no name")
@@ -149,7 +151,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 	installCF.add(install)
 	installWait.add(install, true)
 	install.Flags().StringVarP(&installFile, "file", "f", "", "with --gitops: the definition file, or - for standard input")
-	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (default: the plan in status)")
+	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (addon get --diff prints it)")
+	install.Flags().BoolVar(&installYes, "yes", false, "install whichever plan is in status when the command runs, without naming it")
+	install.MarkFlagsMutuallyExclusive("plan", "yes")
 
 	var editOpts gitopsOptions
 	var editFiles []string

@@ -40,7 +40,7 @@ func TestSyncOfASuspendedOrPausedAddonEndsAtOnce(t *testing.T) {
 	}
 
 	start = time.Now()
-	out, err = capstan(t, cluster, "addon", "install", "frozen", "-n", ns, "--timeout", "40s")
+	out, err = capstan(t, cluster, "addon", "install", "frozen", "-n", ns, "--yes", "--timeout", "40s")
 	if err == nil || !strings.Contains(err.Error(), "is paused") || strings.Contains(err.Error(), "gave up") {
 		t.Fatalf("install of a paused add-on: %v; want the wait to end at once, saying it is paused\n%s", err, out)
 	}

@@ -132,8 +132,8 @@ Capstan is running on a local control plane. Ctrl-C stops everything.
   export KUBECONFIG=%s
   %s get addons,nodes -A
   %s wait --for=condition=Ready addon/hello -n capstan-system
-  bin/capstan addon get hello-kustomize -n capstan-system --diff   # waits for approval
-  bin/capstan addon sync hello-kustomize -n capstan-system         # approves exactly that plan
+  bin/capstan addon get hello-kustomize -n capstan-system --diff   # waits for approval; prints the next command
+  bin/capstan addon sync hello-kustomize -n capstan-system --plan sha256:…   # approves exactly that plan
 
 `, kubeconfig, kubectl, kubectl)
 	if web != "" {

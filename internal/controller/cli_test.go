@@ -89,13 +89,17 @@ func TestCLILifecycle(t *testing.T) {
 	}
 
 	capstan(t, "addon", "edit", "cli", "-n", ns, "--set", "greeting=bonjour")
-	waitFor(t, a, 60*time.Second, "the edit's plan to wait for approval", func(cur *capstanv1.Addon) bool {
+	edited := waitFor(t, a, 60*time.Second, "the edit's plan to wait for approval", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
 	})
 	if g := greeting(); g != "hello" {
 		t.Errorf("a manual-sync edit was applied before its sync: %q", g)
 	}
-	out = capstan(t, "addon", "sync", "cli", "-n", ns)
+	next := "capstan addon sync cli -n " + ns + " --plan " + edited.Status.Plan.Hash
+	if out = capstan(t, "addon", "get", "cli", "-n", ns, "--diff"); !strings.Contains(out, next) {
+		t.Errorf("get --diff of the edit's plan does not print %q:\n%s", next, out)
+	}
+	out = capstan(t, "addon", "sync", "cli", "-n", ns, "--plan", edited.Status.Plan.Hash)
 	if !strings.Contains(out, "Synced") {
 		t.Errorf("sync --wait said:\n%s", out)
 	}

@@ -46,7 +46,7 @@ func TestSyncWindowsHoldChanges(t *testing.T) {
 
 	// A person's sync waits too, and stays pending; the CLI says so and
 	// does not wait for it.
-	out, err := capstanFails(t, "addon", "sync", a.Name, "-n", controllerNS)
+	out, err := capstanFails(t, "addon", "sync", a.Name, "-n", controllerNS, "--yes")
 	if err == nil || !strings.Contains(err.Error(), "is held by its sync windows, and applies when they open") {
 		t.Fatalf("capstan addon sync while a window holds changes: %v\n%s", err, out)
 	}

@@ -245,16 +245,21 @@ func TestDevRunsTheWalkthroughAndStopsClean(t *testing.T) {
 		}
 		return string(out)
 	}
-	if out := capstan("addon", "get", "hello-kustomize", "-n", "capstan-system", "--diff"); !strings.Contains(out, "Create    v1/ConfigMap samples/kz-hello") ||
-		!strings.Contains(out, "nothing applied yet") {
-		t.Errorf("capstan addon get hello-kustomize -n capstan-system --diff should show the ConfigMap to create and nothing applied yet:\n%s", out)
+	review := capstan("addon", "get", "hello-kustomize", "-n", "capstan-system", "--diff")
+	if !strings.Contains(review, "Create    v1/ConfigMap samples/kz-hello") || !strings.Contains(review, "nothing applied yet") {
+		t.Errorf("capstan addon get hello-kustomize -n capstan-system --diff should show the ConfigMap to create and nothing applied yet:\n%s", review)
+	}
+	// The sync names the plan just reviewed, with the command get printed.
+	next := regexp.MustCompile("capstan addon sync hello-kustomize -n capstan-system --plan (sha256:[0-9a-f]{64})\n").FindStringSubmatch(review)
+	if next == nil {
+		t.Fatalf("capstan addon get hello-kustomize -n capstan-system --diff should print the sync command with the plan's hash:\n%s", review)
 	}
 	// capstan plan reads the samples' local git repository when told, as
 	// the controller of capstan dev does.
 	if out := capstan("plan", "hello", "-n", "capstan-system", "--allow-file-git"); !strings.Contains(out, "Plan sha256:") || !strings.Contains(out, "unchanged") {
 		t.Errorf("capstan plan hello -n capstan-system should print the whole plan, nothing to change:\n%s", out)
 	}
-	capstan("addon", "sync", "hello-kustomize", "-n", "capstan-system")
+	capstan("addon", "sync", "hello-kustomize", "-n", "capstan-system", "--plan", next[1])
 	waitAddon(t, c, "hello-kustomize", "Ready after the sync", func(a *capstanv1.Addon) bool {
 		return a.Status.Phase == capstanv1.PhaseSynced && apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionReady)
 	})

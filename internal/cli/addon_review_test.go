@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
+)
+
+// TestInstallAndSyncNameThePlan: a plan can change without the Addon's
+// generation changing, so install and sync approve only the plan the
+// person names with --plan, or with --yes whichever is in status. Without
+// either they are refused before anything is written, naming the command
+// with the plan's hash; get prints that command after the plan.
+func TestInstallAndSyncNameThePlan(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	blog := newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) { a.Spec.Suspend = true })
+	web := newAddon(t, c, ns, "web", func(a *capstanv1.Addon) { a.Spec.ManualSync = true })
+	hash := blog.Status.Plan.Hash
+
+	for _, tc := range []struct {
+		verb, name string
+		next       string
+	}{
+		{"install", "blog", "capstan addon install blog -n " + ns + " --plan " + hash},
+		{"sync", "web", "capstan addon sync web -n " + ns + " --plan " + hash},
+	} {
+		out, err := capstan(t, cluster, "addon", tc.verb, tc.name, "-n", ns, "--wait=false")
+		if err == nil || !strings.Contains(err.Error(), "`"+tc.next+"`") || !strings.Contains(err.Error(), "capstan addon get "+tc.name+" -n "+ns+" --diff") {
+			t.Errorf("%s without --plan: %v; want it refused, naming the review and %q\n%s", tc.verb, err, tc.next, out)
+		}
+		if a := getAddon(t, c, ns, tc.name); a.Spec.ApprovedPlan != "" || a.Spec.SyncRequest != 0 || a.Spec.Suspend != (tc.name == "blog") {
+			t.Errorf("the refused %s wrote: approvedPlan %q, syncRequest %d, suspend %v", tc.verb, a.Spec.ApprovedPlan, a.Spec.SyncRequest, a.Spec.Suspend)
+		}
+		out, err = capstan(t, cluster, "addon", "get", tc.name, "-n", ns)
+		if err != nil || !strings.Contains(out, "To apply exactly this plan: "+tc.next+"\n") {
+			t.Errorf("get %s: %v; want it to print %q\n%s", tc.name, err, tc.next, out)
+		}
+	}
+
+	if out, err := capstan(t, cluster, "addon", "install", "blog", "-n", ns, "--plan", hash, "--wait=false"); err != nil {
+		t.Fatalf("install --plan: %v\n%s", err, out)
+	}
+	if a := getAddon(t, c, ns, "blog"); a.Spec.ApprovedPlan != hash || a.Spec.Suspend {
+		t.Errorf("install --plan: approvedPlan %q, suspend %v", a.Spec.ApprovedPlan, a.Spec.Suspend)
+	}
+	if out, err := capstan(t, cluster, "addon", "sync", "web", "-n", ns, "--yes", "--wait=false"); err != nil {
+		t.Fatalf("sync --yes: %v\n%s", err, out)
+	}
+	if a := getAddon(t, c, ns, "web"); a.Spec.ApprovedPlan != web.Status.Plan.Hash || a.Spec.SyncRequest != 1 {
+		t.Errorf("sync --yes: approvedPlan %q, syncRequest %d", a.Spec.ApprovedPlan, a.Spec.SyncRequest)
+	}
+	if out, err := capstan(t, cluster, "addon", "sync", "web", "-n", ns, "--yes", "--plan", hash); err == nil {
+		t.Errorf("sync --yes --plan was taken; want them refused together\n%s", out)
+	}
+}
+
+// TestNextCommand decides which command get prints to apply the plan.
+func TestNextCommand(t *testing.T) {
+	hash := "sha256:" + strings.Repeat("c", 64)
+	addon := func(change func(*capstanv1.Addon)) *capstanv1.Addon {
+		a := &capstanv1.Addon{}
+		a.Namespace, a.Name, a.Generation = "apps", "web", 3
+		a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 3}
+		change(a)
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		a    *capstanv1.Addon
+		want string
+	}{
+		{"suspended", addon(func(a *capstanv1.Addon) { a.Spec.Suspend = true }), "capstan addon install web -n apps --plan " + hash},
+		{"waiting for a sync", addon(func(a *capstanv1.Addon) { a.Status.Phase = capstanv1.PhaseOutOfSync }), "capstan addon sync web -n apps --plan " + hash},
+		{"synced", addon(func(a *capstanv1.Addon) { a.Status.Phase = capstanv1.PhaseSynced }), ""},
+		{"a plan of an older generation", addon(func(a *capstanv1.Addon) { a.Spec.Suspend, a.Status.Plan.Generation = true, 2 }), ""},
+		{"no plan", addon(func(a *capstanv1.Addon) { a.Spec.Suspend, a.Status.Plan = true, nil }), ""},
+		{"blocked", addon(func(a *capstanv1.Addon) {
+			a.Spec.Suspend, a.Status.Plan.Violations = true, []capstanv1.Violation{{Rule: "no-host-path"}}
+		}), ""},
+		{"suspended by git", addon(func(a *capstanv1.Addon) {
+			a.Spec.Suspend, a.Labels = true, map[string]string{gitops.ManagedByGitLabel: "ops"}
+		}), ""},
+	} {
+		if got := nextCommand(tc.a); got != tc.want {
+			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
