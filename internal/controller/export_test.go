@@ -27,3 +27,7 @@ func (r *AddonReconciler) FillTenantShare(namespace string) (release func()) {
 		}
 	}
 }
+
+// FailedGrace is how long after an apply a failed object is still waited
+// for, for the integration tests that tell the wait from the failure.
+const FailedGrace = failedGrace
