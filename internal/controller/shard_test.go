@@ -10,8 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
@@ -103,5 +107,60 @@ func TestShardLeavesOtherAddonsAlone(t *testing.T) {
 	}
 	if got := getAddon(t, a); got.Status.Phase != capstanv1.PhaseSynced {
 		t.Errorf("the Addon's phase is %s; want it left Synced", got.Status.Phase)
+	}
+}
+
+// shardLabel puts an Addon in a shard, as gitops.ShardLabel does; the
+// suite's controller is the main one, which takes up only the Addons in no
+// shard.
+const shardLabel = "capstan.dev/shard"
+
+// startShard runs a controller of its own for the shard name, as
+// `capstan controller --watch-label-selector=capstan.dev/shard=NAME` does:
+// its cache holds only the shard's Addons, and its config is the suite's
+// changed by change. It stops when the test ends. The returned option puts
+// an Addon in the shard.
+func startShard(t *testing.T, name string, change func(*controller.Config)) addonOpt {
+	t.Helper()
+	sel := labels.SelectorFromSet(labels.Set{shardLabel: name})
+	cfg := rest.CopyConfig(cluster.ConfigFor(install.ControllerUser))
+	cfg.UserAgent = "capstan-shard-" + name
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: scheme(),
+		Client: controller.ClientOptions(),
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&capstanv1.Addon{}: {Label: sel},
+		}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// NOTE: the suite's controller has the name addon already, in
+		// this process; a shard's runs in a process of its own.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf := reconciler.Config
+	conf.Selector = sel
+	change(&conf)
+	r := &controller.AddonReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RestConfig: cfg,
+		Fetcher: reconciler.Fetcher, Hooks: reconciler.Hooks, Recorder: mgr.GetEventRecorder("capstan"), Config: conf}
+	if err := r.SetupWithManager(mgr, 2); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("shard %s's controller: %v", name, err)
+		}
+	})
+	return func(a *capstanv1.Addon) {
+		if a.Labels == nil {
+			a.Labels = map[string]string{}
+		}
+		a.Labels[shardLabel] = name
 	}
 }

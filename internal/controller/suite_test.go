@@ -26,6 +26,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -117,6 +118,13 @@ func setupSuite() error {
 	if err != nil {
 		return err
 	}
+	// NOTE: the main controller of a sharded install, which leaves the
+	// shards' Addons to the shards' controllers that tests start
+	// (startShard).
+	mainShard, err := labels.Parse("!" + shardLabel)
+	if err != nil {
+		return err
+	}
 	reconciler = &controller.AddonReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
@@ -127,6 +135,7 @@ func setupSuite() error {
 		Config: controller.Config{
 			Namespace:         controllerNS,
 			PlatformConfigMap: platformConfigMap,
+			Selector:          mainShard,
 			ResyncInterval:    20 * time.Second,
 			DriftDelay:        2 * time.Second,
 			HealthPoll:        500 * time.Millisecond,
