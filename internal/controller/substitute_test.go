@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 // TestSubstitution: a git folder written for Flux's postBuild
@@ -21,7 +22,9 @@ import (
 // count reaches the API server as a number, a quoted port as a string.
 // The plan shows the substituted objects, with the Secret's value hidden
 // in a ConfigMap's diff. A changed ConfigMap of variables is applied at
-// once, well inside the resync interval. A variable used and defined
+// once, well inside the resync interval (a shard's controller here, whose
+// resync is 10 minutes away, so that what applies it within the wait is
+// the ConfigMap's watch, however slow the machine). A variable used and defined
 // nowhere stops the render: the add-on is Failed, the message names the
 // object and the variable, and what runs is left as it was.
 func TestSubstitution(t *testing.T) {
@@ -84,7 +87,9 @@ spec:
 		}
 		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
 	}
-	a := create(t, &capstanv1.Addon{
+	const resync = 10 * time.Minute
+	shard := startShard(t, name, func(c *controller.Config) { c.ResyncInterval = resync })
+	a := &capstanv1.Addon{
 		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
 		Spec: capstanv1.AddonSpec{
 			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: first, Path: "app"},
@@ -96,7 +101,9 @@ spec:
 				{Kind: "ConfigMap", Name: name + "-absent", Optional: true},
 			},
 		},
-	})
+	}
+	shard(a)
+	a = create(t, a)
 
 	planned := waitPhase(t, a, capstanv1.PhaseOutOfSync)
 	diffs := map[string]string{}
@@ -137,8 +144,7 @@ spec:
 	}
 
 	// A changed ConfigMap is a new render, applied at once: manual sync
-	// off, then the variable changed right after a reconcile, so that the
-	// next resync is 20 s away.
+	// off, then the variable changed.
 	update(t, synced, func(cur *capstanv1.Addon) { cur.Spec.ManualSync = false })
 	waitFor(t, a, 30*time.Second, "manual sync off", func(cur *capstanv1.Addon) bool {
 		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
@@ -147,7 +153,7 @@ spec:
 	if err := admin.Update(ctx, vars); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 12*time.Second, "the changed variable applied", func() bool {
+	eventually(t, resync/5, "the changed variable applied before the resync", func() bool {
 		got, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "settings").Object, "data", "cluster")
 		return got == "staging"
 	})
