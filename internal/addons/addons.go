@@ -28,6 +28,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/source"
@@ -303,29 +304,63 @@ var (
 	// ErrPlanBlocked says that the plan has guardrail violations or values
 	// errors, which no approval can override.
 	ErrPlanBlocked = errors.New("the plan is blocked")
+	// ErrSuspended says that the Addon is suspended: it is only planned,
+	// and an approval of it would wait until some later resume.
+	ErrSuspended = errors.New("a suspended add-on applies nothing")
 )
 
+// RefuseSuspended is the refusal of a sync (an approval) of a, the Addon
+// key names, when it is suspended, or nil when it is not. It says how to resume it: by
+// Install, which approves exactly the reviewed plan in the same write, or,
+// for an Addon that git manages, by a commit.
+//
+// NOTE: a suspended add-on is only planned, so the sync would wait in vain,
+// and the approval left behind would apply the plan at some later resume
+// that meant no sync.
+func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
+	if !a.Spec.Suspend {
+		return nil
+	}
+	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
+		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
+			key, ErrSuspended, repo, key.Name)
+	}
+	return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s` resumes it and applies exactly its plan",
+		key, ErrSuspended, key.Name, key.Namespace)
+}
+
 // Approve approves exactly the plan with hash and raises spec.syncRequest.
-// With an empty hash it approves the plan in status. It refuses a plan that
-// was written for an older generation (the person has not seen the plan
-// that would apply), a hash that is not the current plan's, and a plan
-// with violations or values errors. If the plan still changes before the
-// controller applies it, nothing is applied and the Addon says why.
+// With an empty hash it approves the plan in status. It refuses a suspended
+// Addon (RefuseSuspended: Install is its approval), a plan that was written
+// for an older generation (the person has not seen the plan that would
+// apply), a hash that is not the current plan's, and a plan with violations
+// or values errors. If the plan still changes before the controller applies
+// it, nothing is applied and the Addon says why.
 func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
-	return approve(ctx, c, key, hash, nil)
+	return approve(ctx, c, key, hash, false)
 }
 
 // Install installs a suspended add-on with exactly the reviewed plan: in one
 // write it clears spec.suspend and approves hash, so that the controller
-// applies that plan and no other. It is refused as Approve is.
+// applies that plan and no other. It is refused as Approve is, except that
+// the Addon may be suspended.
 func Install(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
-	return approve(ctx, c, key, hash, func(a *capstanv1.Addon) { a.Spec.Suspend = false })
+	return approve(ctx, c, key, hash, true)
 }
 
-func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string, change func(*capstanv1.Addon)) (Approval, error) {
+// approve approves the plan with hash; resume clears spec.suspend in the
+// same write, and without it a suspended Addon is refused.
+func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string, resume bool) (Approval, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
 		return Approval{}, err
+	}
+	if !resume {
+		// NOTE: the patch below carries the resourceVersion read here, so
+		// an Addon suspended after this check refuses the write.
+		if err := RefuseSuspended(a, key); err != nil {
+			return Approval{}, err
+		}
 	}
 	p, err := reviewable(a, hash)
 	if err != nil {
@@ -333,8 +368,8 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 	}
 	out := Approval{Hash: p.Hash, Summary: plan.String(p)}
 	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if change != nil {
-		change(a)
+	if resume {
+		a.Spec.Suspend = false
 	}
 	a.Spec.ApprovedPlan = p.Hash
 	// NOTE: above the last request handled, not one above the spec's: an

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 func TestReplaceTargets(t *testing.T) {
@@ -56,5 +58,37 @@ func TestPatchSpecRefusesWhatIsNoObject(t *testing.T) {
 	got, err := patchSpec(a, []byte(`{"chart": {"url": null, "oci": "oci://registry.example/a"}}`))
 	if err != nil || got.Spec.Chart.OCI != "oci://registry.example/a" || got.Spec.Chart.URL != "" || !got.Spec.Suspend {
 		t.Errorf("an object patch: %v, %+v; want the chart changed and the rest kept", err, got)
+	}
+}
+
+// TestRefuseSuspended checks the refusal that every surface (the CLI, the
+// API, the page) gives an approval of a suspended add-on: it names the way
+// to resume it, by an install or, for one git manages, by a commit.
+func TestRefuseSuspended(t *testing.T) {
+	key := client.ObjectKey{Namespace: "apps", Name: "web"}
+	for _, tc := range []struct {
+		name   string
+		change func(*capstanv1.Addon)
+		says   string
+	}{
+		{"running", func(*capstanv1.Addon) {}, ""},
+		{"suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, "`capstan addon install web -n apps` resumes it"},
+		{"suspended, in git", func(a *capstanv1.Addon) {
+			a.Spec.Suspend = true
+			a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
+		}, "AddonRepository ops): resume it by a commit with `capstan addon resume web --gitops URL`"},
+	} {
+		a := &capstanv1.Addon{}
+		tc.change(a)
+		err := RefuseSuspended(a, key)
+		if tc.says == "" {
+			if err != nil {
+				t.Errorf("%s: %v; want no refusal", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrSuspended) || !strings.Contains(err.Error(), "addon apps/web is suspended") || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%s: %v; want ErrSuspended naming apps/web and saying %q", tc.name, err, tc.says)
+		}
 	}
 }

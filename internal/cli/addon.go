@@ -369,7 +369,7 @@ is in status when the command runs, unseen.`,
 			if err != nil {
 				return err
 			}
-			if err := refuseSuspendedSync(a, key); err != nil {
+			if err := addons.RefuseSuspended(a, key); err != nil {
 				return err
 			}
 			if err := requireReview(a, "sync", hash, yes); err != nil {
@@ -387,22 +387,6 @@ is in status when the command runs, unseen.`,
 	cmd.Flags().BoolVar(&yes, "yes", false, "Approve whichever plan is in status when the command runs, without naming it.")
 	cmd.MarkFlagsMutuallyExclusive("plan", "yes")
 	return cmd
-}
-
-// refuseSuspendedSync refuses to approve the plan of a suspended Addon
-// before anything is written: a suspended add-on is only planned, so the
-// sync would wait in vain, and the approval left behind would apply the
-// plan at some later resume that meant no sync.
-func refuseSuspendedSync(a *capstanv1.Addon, key client.ObjectKey) error {
-	if !a.Spec.Suspend {
-		return nil
-	}
-	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
-		return fmt.Errorf("addon %s is suspended, and a suspended add-on applies nothing; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
-			key, repo, key.Name)
-	}
-	return fmt.Errorf("addon %s is suspended, and a suspended add-on applies nothing: `capstan addon install %s -n %s` resumes it and applies exactly its plan",
-		key, key.Name, key.Namespace)
 }
 
 func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash string) error {

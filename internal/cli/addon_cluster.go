@@ -356,7 +356,7 @@ func syncOutcome(a *capstanv1.Addon, key client.ObjectKey) (bool, error) {
 		return false, fmt.Errorf("addon %s is paused (annotation %s=true), and a paused add-on applies nothing; the approval stands, and applies once the annotation goes: `kubectl annotate addon %s -n %s %s-`",
 			key, capstanv1.PausedAnnotation, key.Name, key.Namespace, capstanv1.PausedAnnotation)
 	case a.Spec.Suspend:
-		return false, refuseSuspendedSync(a, key)
+		return false, addons.RefuseSuspended(a, key)
 	}
 	if a.Status.ObservedGeneration != a.Generation {
 		return false, nil
