@@ -21,6 +21,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -62,6 +63,9 @@ var pageFuncs = template.FuncMap{
 	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
 	"diffLines":   diffLines,
 	"removal":     removalOf,
+	// redact shows a URL without its user information, which may hold a
+	// password or a token, as every message and log line shows one.
+	"redact": netguard.Redact,
 }
 
 // pages are parsed once, when the server builds its handler: each is the
