@@ -1127,6 +1127,11 @@ type PlannedObject struct {
 	// keys change, never a value.
 	// +optional
 	Diff string `json:"diff,omitempty"`
+	// DiffTruncated is true when status keeps only the start of the diff,
+	// or none of it (diff is then empty), to keep the Addon small; `capstan
+	// plan` computes it whole.
+	// +optional
+	DiffTruncated bool `json:"diffTruncated,omitempty"`
 	// Adopted is true when the object runs already and the add-on has not
 	// applied it before.
 	// +optional

@@ -131,11 +131,24 @@ func TestBuildCapsDiffsAndHashes(t *testing.T) {
 	}
 	p := Build(Input{Generation: 4, Objects: objs})
 	total := 0
-	for _, o := range p.Objects {
+	for i, o := range p.Objects {
 		if len(o.Diff) > MaxDiffBytes {
 			t.Fatalf("diff of %d bytes kept", len(o.Diff))
 		}
+		// Every diff here is over the bound: each object says its diff
+		// was cut, the first ones kept in part, the last ones not at all.
+		if !o.DiffTruncated {
+			t.Fatalf("object %d's diff of %d bytes is not marked as cut", i, len(o.Diff))
+		}
 		total += len(o.Diff)
+	}
+	if p.Objects[len(p.Objects)-1].Diff != "" {
+		t.Fatalf("the last object kept a diff past the total bound")
+	}
+	small := Build(Input{Objects: []ObjectResult{{Ref: objs[0].Ref, Comparison: Comparison{Action: capstanv1.ActionUpdate, Diff: "+a\n", Digest: "d"}},
+		{Ref: objs[1].Ref, Unverified: true, Comparison: Comparison{Action: capstanv1.ActionCreate, Digest: "d"}}}})
+	if small.DiffsTruncated || small.Objects[0].DiffTruncated || small.Objects[1].DiffTruncated {
+		t.Fatalf("a plan whose diffs fit says one was cut: %+v", small)
 	}
 	if total > MaxTotalDiffBytes || !p.DiffsTruncated {
 		t.Fatalf("total %d, truncated %v", total, p.DiffsTruncated)

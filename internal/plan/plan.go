@@ -117,7 +117,10 @@ func Build(in Input) *capstanv1.Plan {
 		if o.Diff != "" {
 			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
 			if po.Diff != o.Diff {
-				p.DiffsTruncated = true
+				// NOTE: marked on the object too: an empty diff is no
+				// sign of a cut, since a create whose namespace this sync
+				// makes first has none to show.
+				po.DiffTruncated, p.DiffsTruncated = true, true
 			}
 		}
 		count(&p.Summary, o.Action)
