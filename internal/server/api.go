@@ -134,17 +134,53 @@ func target(r *http.Request) (client.ObjectKey, error) {
 // maxListLimit bounds one page of a list.
 const maxListLimit = 1000
 
+// defaultListLimit is the page of a list that names no limit, and of the
+// Add-ons page.
+const defaultListLimit = 100
+
+// listRetryAfter is the Retry-After, in seconds, of a list refused because
+// the server reads as many lists as it may.
+const listRetryAfter = 2
+
+// listWait is how long a list waits for a turn before it is refused.
+// NOTE: a list takes well under a second, so a few people who open the
+// Add-ons page at once wait their turn rather than being turned away.
+const listWait = time.Second
+
+// listTurn takes one of the server's turns to read a list of Addons,
+// waiting at most listWait, and returns the function that gives it back.
+// Every turn taken is a 429 with a Retry-After.
+func (s *Server) listTurn(ctx context.Context) (func(), error) {
+	release := func() { <-s.lists }
+	select {
+	case s.lists <- struct{}{}:
+		return release, nil
+	default:
+	}
+	wait := time.NewTimer(listWait)
+	defer wait.Stop()
+	select {
+	case s.lists <- struct{}{}:
+		return release, nil
+	case <-wait.C:
+	case <-ctx.Done():
+	}
+	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: listRetryAfter,
+		Message: fmt.Sprintf("%d lists of Addons are being read, the most this server reads at once; try again in %d seconds", cap(s.lists), listRetryAfter)}
+}
+
 // listPage reads a list's paging, as the Kubernetes API takes it: limit
 // (at most maxListLimit Addons in the answer, whose metadata.continue then
-// names the next page) and continue. A thousand add-ons, each with its
-// plan and diffs, are megabytes in one answer. A key the list does not
-// take is refused, as every endpoint refuses one.
+// names the next page; defaultListLimit when not given) and continue. A
+// thousand add-ons, each with its plan and diffs, are megabytes in one
+// answer. A key the list does not take is refused, as every endpoint
+// refuses one.
 func listPage(r *http.Request) ([]client.ListOption, error) {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return nil, badRequest("", "the query string cannot be read: %v", err)
 	}
-	var opts []client.ListOption
+	opts := []client.ListOption{client.Limit(defaultListLimit)}
 	for _, key := range slices.Sorted(maps.Keys(q)) {
 		if len(q[key]) > 1 {
 			return nil, badRequest(key, "%s is given %d times; give it once", key, len(q[key]))
@@ -249,6 +285,12 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	release, err := s.listTurn(r.Context())
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	defer release()
 	c, _, err := s.userClient(userOf(r))
 	if err != nil {
 		writeError(w, errorFor(err))

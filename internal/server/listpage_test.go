@@ -2,7 +2,12 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"html"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -33,4 +38,64 @@ func TestListPageHidesRepositoryCredentials(t *testing.T) {
 	if !strings.Contains(page, "https://git.example/ops.git") {
 		t.Errorf("the list page does not show the repository's address")
 	}
+}
+
+// TestListsAreBounded lists a namespace of 101 Addons: the API answers a
+// list that names no limit with the first 100 and a continue token, and
+// the Add-ons page shows 100 with a link to the rest. While every turn to
+// read a list is taken, both answer 429 with a Retry-After, and the page
+// shows no add-on.
+func TestListsAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	for i := range 101 {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("a%03d", i)},
+			Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+		if err := admin.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	path := "/api/v1/namespaces/" + ns + "/addons"
+
+	code, body := call(t, viewer, http.MethodGet, path, nil)
+	expect(t, "a list with no limit", code, body, http.StatusOK)
+	var list capstanv1.AddonList
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Items) != 100 || list.Continue == "" {
+		t.Fatalf("a list with no limit: %d Addons, continue %q, %v; want the first 100 and a token for the rest", len(list.Items), list.Continue, err)
+	}
+	code, body = call(t, viewer, http.MethodGet, path+"?continue="+url.QueryEscape(list.Continue), nil)
+	expect(t, "the next page", code, body, http.StatusOK)
+	list = capstanv1.AddonList{}
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Items) != 1 || list.Items[0].Name != "a100" || list.Continue != "" {
+		t.Fatalf("the next page: %d Addons, continue %q, %v; want a100 alone", len(list.Items), list.Continue, err)
+	}
+
+	rows := regexp.MustCompile(`<td><a href="/addons/` + ns + `/(a\d+)">`)
+	more := regexp.MustCompile(`<a href="(/addons\?[^"]*)">next add-ons</a>`)
+	code, _, page := pageGet(t, api.URL, viewer, "/addons?namespace="+ns)
+	next := more.FindStringSubmatch(page)
+	if shown := rows.FindAllStringSubmatch(page, -1); code != http.StatusOK || len(shown) != 100 || next == nil {
+		t.Fatalf("the Add-ons page: %d, %d add-ons, link to more %v; want the first 100 and a link to the rest", code, len(shown), next)
+	}
+	code, _, page = pageGet(t, api.URL, viewer, html.UnescapeString(next[1]))
+	if shown := rows.FindAllStringSubmatch(page, -1); code != http.StatusOK || len(shown) != 1 || shown[0][1] != "a100" || more.MatchString(page) {
+		t.Fatalf("the page after it: %d, %v; want a100 alone, and no link to more", code, shown)
+	}
+
+	srv := newServer()
+	srv.MaxLists = 1
+	base := serve(t, srv)
+	release := srv.HoldListTurns()
+	code, header, body := getAs(t, apiClient(), base+path, viewer)
+	if code != http.StatusTooManyRequests || header.Get("Retry-After") == "" || !strings.Contains(string(body), "the most this server reads at once") {
+		t.Errorf("an API list while every turn is taken: %d, Retry-After %q, %s; want 429 saying why", code, header.Get("Retry-After"), body)
+	}
+	code, retryAfter, page := pageGet(t, base, viewer, "/addons?namespace="+ns)
+	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "Reload the page in a few seconds") || rows.MatchString(page) {
+		t.Errorf("the Add-ons page while every turn is taken: %d, Retry-After %q; want 429 saying to reload, and no add-on", code, retryAfter)
+	}
+	release()
+	code, body = callAt(t, base, viewer, http.MethodGet, path, nil)
+	expect(t, "a list once a turn is free", code, body, http.StatusOK)
 }

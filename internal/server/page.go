@@ -108,11 +108,16 @@ type pageData struct {
 	Title, User, CSRF, Flash, Error string
 	Live                            bool
 
-	// The list.
+	// The list, read ListLimit Addons at a time: More links the next page
+	// when there is one. MoreRepositories says that there are more
+	// AddonRepositories than the page shows.
 	Addons           []capstanv1.Addon
 	Repositories     []capstanv1.AddonRepository
 	Namespace, Phase string
 	Phases           []capstanv1.Phase
+	ListLimit        int
+	More             string
+	MoreRepositories bool
 	// An add-on.
 	Addon   *capstanv1.Addon
 	Can     map[string]bool
@@ -237,12 +242,22 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "list", http.StatusInternalServerError, d)
 		return
 	}
-	var opts []client.ListOption
+	release, err := s.listTurn(r.Context())
+	if err != nil {
+		w.Header().Set("Retry-After", strconv.Itoa(listRetryAfter))
+		d.Error = "Many lists are being read just now; nothing was changed. Reload the page in a few seconds."
+		s.render(w, "list", errorFor(err).Code, d)
+		return
+	}
+	// NOTE: held until the page is written: the list is in memory until then.
+	defer release()
+	d.ListLimit = defaultListLimit
+	opts := []client.ListOption{client.Limit(defaultListLimit)}
 	if d.Namespace != "" {
 		opts = append(opts, client.InNamespace(d.Namespace))
 	}
 	list := &capstanv1.AddonList{}
-	if err := c.List(r.Context(), list, opts...); err != nil {
+	if err := c.List(r.Context(), list, append(opts, client.Continue(r.URL.Query().Get("continue")))...); err != nil {
 		d.Error = strings.TrimSuffix(errorFor(err).Message, ".") + "."
 		if d.Namespace == "" {
 			d.Error += " Pick a namespace you may read."
@@ -255,9 +270,18 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 			d.Addons = append(d.Addons, a)
 		}
 	}
+	if list.Continue != "" {
+		q := url.Values{"continue": {list.Continue}}
+		for key, v := range map[string]string{"namespace": d.Namespace, "phase": d.Phase} {
+			if v != "" {
+				q.Set(key, v)
+			}
+		}
+		d.More = "/addons?" + q.Encode()
+	}
 	repos := &capstanv1.AddonRepositoryList{}
 	if err := c.List(r.Context(), repos, opts...); err == nil {
-		d.Repositories = repos.Items
+		d.Repositories, d.MoreRepositories = repos.Items, repos.Continue != ""
 	}
 	s.render(w, "list", http.StatusOK, d)
 }

@@ -65,6 +65,10 @@ type Server struct {
 	// forms; a page past it is answered 429. Zero means
 	// defaultMaxPageFetches.
 	MaxPageFetches int
+	// MaxLists bounds the lists of Addons read at once, by the API and the
+	// pages together; a list that finds none of its turns free within
+	// listWait is answered 429. Zero means defaultMaxLists.
+	MaxLists int
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories
@@ -88,7 +92,18 @@ type Server struct {
 	plans chan struct{}
 	// pageFetches holds a token for each chart a page is fetching.
 	pageFetches chan struct{}
+	// lists holds a token for each list of Addons being read.
+	lists chan struct{}
 }
+
+// defaultMaxLists is how many lists of Addons a server reads at once unless
+// told. NOTE: a list is read whole into the controller's memory, and
+// written out again from there: a page of 100 Addons by default, of 1,000
+// when asked, and each Addon may carry 128 KiB of diffs besides its
+// inventory and history. Anyone who may list one namespace may ask for
+// lists without end, and unbounded, lists at once would take the
+// controller past its memory limit.
+const defaultMaxLists = 4
 
 // defaultMaxPageFetches is how many charts the pages fetch at once unless
 // told. NOTE: each may fetch 20 MiB and unpack 100 MiB into the chart cache
@@ -129,6 +144,11 @@ func (s *Server) Handler() http.Handler {
 		maxPageFetches = defaultMaxPageFetches
 	}
 	s.pageFetches = make(chan struct{}, maxPageFetches)
+	maxLists := s.MaxLists
+	if maxLists <= 0 {
+		maxLists = defaultMaxLists
+	}
+	s.lists = make(chan struct{}, maxLists)
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)
