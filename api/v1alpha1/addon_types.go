@@ -636,6 +636,8 @@ type ChartSource struct {
 
 	// SecretRef names a Secret in the Addon's namespace with credentials for
 	// the repository or registry: username and password, or a token.
+	// A restricted add-on reads it only when it is labelled
+	// capstan.dev/addon=<the Addon's name>.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 
@@ -675,6 +677,8 @@ type CosignVerification struct {
 	// SecretRef names a Secret in the Addon's namespace whose key holds
 	// the PEM public keys (cosign.pub, from cosign generate-key-pair) that
 	// may sign.
+	// A restricted add-on reads it only when it is labelled
+	// capstan.dev/addon=<the Addon's name>.
 	SecretRef LocalObjectReference `json:"secretRef"`
 	// Key is the Secret's key; "cosign.pub" by default.
 	// +optional
@@ -685,6 +689,8 @@ type CosignVerification struct {
 type ProvenanceVerification struct {
 	// SecretRef names a Secret in the Addon's namespace whose key holds the
 	// ASCII-armored public keys (gpg --export --armor) that may sign.
+	// A restricted add-on reads it only when it is labelled
+	// capstan.dev/addon=<the Addon's name>.
 	SecretRef LocalObjectReference `json:"secretRef"`
 	// Key is the Secret's key; "keyring" by default.
 	// +optional
@@ -714,6 +720,8 @@ type GitSource struct {
 
 	// SecretRef names a Secret in the Addon's namespace with credentials:
 	// username and password or a token, or an SSH key with known_hosts.
+	// A restricted add-on reads it only when it is labelled
+	// capstan.dev/addon=<the Addon's name>.
 	// +optional
 	SecretRef *LocalObjectReference `json:"secretRef,omitempty"`
 }
