@@ -131,8 +131,26 @@ func target(r *http.Request) (client.ObjectKey, error) {
 	return key, nil
 }
 
-// maxListLimit bounds one page of a list.
-const maxListLimit = 1000
+// maxListLimit bounds one page of a list. NOTE: with each Addon up to
+// 128 KiB of diffs besides its inventory and history, a page is held about
+// three times over while it is answered (the API server's response, the
+// decoded list, the encoder's buffer): defaultMaxLists pages of 250 stay
+// well inside the controller's 1 GiB.
+const maxListLimit = 250
+
+// listWriteTimeout bounds the writing of a list's answer, during which the
+// list holds its turn: a client that asks for a page and does not read it
+// would otherwise hold one of defaultMaxLists turns for the server's whole
+// WriteTimeout, and four such clients would turn every list away.
+const listWriteTimeout = 20 * time.Second
+
+// answerDeadline shortens the write deadline of the answer w is writing
+// to listWriteTimeout from now.
+func answerDeadline(w http.ResponseWriter) {
+	// An error means the writer cannot take deadlines (a test's recorder):
+	// the server's WriteTimeout still holds.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(listWriteTimeout))
+}
 
 // defaultListLimit is the page of a list that names no limit, and of the
 // Add-ons page.
@@ -291,6 +309,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
+	answerDeadline(w)
 	c, _, err := s.userClient(userOf(r))
 	if err != nil {
 		writeError(w, errorFor(err))

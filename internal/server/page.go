@@ -251,6 +251,7 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 	}
 	// NOTE: held until the page is written: the list is in memory until then.
 	defer release()
+	answerDeadline(w)
 	d.ListLimit = defaultListLimit
 	opts := []client.ListOption{client.Limit(defaultListLimit)}
 	if d.Namespace != "" {

@@ -98,7 +98,7 @@ type Server struct {
 
 // defaultMaxLists is how many lists of Addons a server reads at once unless
 // told. NOTE: a list is read whole into the controller's memory, and
-// written out again from there: a page of 100 Addons by default, of 1,000
+// written out again from there: a page of 100 Addons by default, of 250
 // when asked, and each Addon may carry 128 KiB of diffs besides its
 // inventory and history. Anyone who may list one namespace may ask for
 // lists without end, and unbounded, lists at once would take the

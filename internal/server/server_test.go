@@ -882,7 +882,7 @@ func TestListPages(t *testing.T) {
 	if strings.Join(names, ",") != "a,b,c" {
 		t.Fatalf("the pages held %v; want a, b and c once each", names)
 	}
-	for _, q := range []string{"?limit=0", "?limit=1001", "?limit=two", "?limit=1&limit=2", "?labelSelector=x"} {
+	for _, q := range []string{"?limit=0", "?limit=251", "?limit=two", "?limit=1&limit=2", "?labelSelector=x"} {
 		code, body := call(t, viewer, http.MethodGet, path+q, nil)
 		expect(t, "a list with "+q, code, body, http.StatusBadRequest)
 	}
