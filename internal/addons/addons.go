@@ -325,7 +325,11 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
 			key, ErrSuspended, repo, key.Name)
 	}
-	return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s` resumes it and applies exactly its plan",
+	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
+		return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s --plan %s` resumes it and applies exactly its plan",
+			key, ErrSuspended, key.Name, key.Namespace, p.Hash)
+	}
+	return fmt.Errorf("addon %s is suspended, and %w: `capstan addon get %s -n %s --diff` shows its plan and the install command that resumes it and applies exactly that plan",
 		key, ErrSuspended, key.Name, key.Namespace)
 }
 
@@ -362,7 +366,7 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 			return Approval{}, err
 		}
 	}
-	p, err := reviewable(a, hash)
+	p, err := Reviewable(a, hash)
 	if err != nil {
 		return Approval{}, fmt.Errorf("addon %s: %w", key, err)
 	}
@@ -383,10 +387,10 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 	return out, nil
 }
 
-// reviewable returns the plan in status if hash may approve it: it was
+// Reviewable returns the plan in status if hash may approve it: it was
 // written for the current generation, it is hash (or hash is empty), and
 // nothing blocks it.
-func reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
+func Reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
 	p := a.Status.Plan
 	switch {
 	case p == nil:

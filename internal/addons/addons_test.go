@@ -33,12 +33,12 @@ func TestReplaceTargets(t *testing.T) {
 func TestReviewableSaysWhyNoPlanComes(t *testing.T) {
 	a := &capstanv1.Addon{}
 	a.Name = "y"
-	if _, err := reviewable(a, ""); !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "wait for the controller") {
+	if _, err := Reviewable(a, ""); !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "wait for the controller") {
 		t.Errorf("a new add-on: %v; want to wait", err)
 	}
 	a.Status.Phase = capstanv1.PhaseFailed
 	a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "RenderFailed", Message: "template: bad"}}
-	_, err := reviewable(a, "")
+	_, err := Reviewable(a, "")
 	if !errors.Is(err, ErrNoPlan) || !strings.Contains(err.Error(), "RenderFailed: template: bad") || strings.Contains(err.Error(), "wait for the controller") {
 		t.Errorf("a failed add-on: %v; want the failure named", err)
 	}
@@ -72,7 +72,12 @@ func TestRefuseSuspended(t *testing.T) {
 		says   string
 	}{
 		{"running", func(*capstanv1.Addon) {}, ""},
-		{"suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, "`capstan addon install web -n apps` resumes it"},
+		{"suspended, no plan yet", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, "`capstan addon get web -n apps --diff` shows its plan"},
+		{"suspended, with its plan", func(a *capstanv1.Addon) {
+			a.Spec.Suspend = true
+			a.Generation = 2
+			a.Status.Plan = &capstanv1.Plan{Generation: 2, Hash: "h2"}
+		}, "`capstan addon install web -n apps --plan h2` resumes it"},
 		{"suspended, in git", func(a *capstanv1.Addon) {
 			a.Spec.Suspend = true
 			a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}

@@ -300,14 +300,9 @@ func indent(s, prefix string) string {
 // for the current generation, when the plan is blocked, and for a
 // suspended add-on that git manages, which a commit resumes.
 func nextCommand(a *capstanv1.Addon) string {
-	p := a.Status.Plan
-	if p == nil || p.Generation != a.Generation || len(p.Violations) > 0 || len(p.ValuesErrors) > 0 {
+	p, err := addons.Reviewable(a, "")
+	if err != nil {
 		return ""
-	}
-	for _, o := range p.Objects {
-		if o.ManagedBy != "" {
-			return ""
-		}
 	}
 	switch {
 	case a.Spec.Suspend && a.Labels[gitops.ManagedByGitLabel] == "":

@@ -272,7 +272,8 @@ The syncer refuses a commit that leaves its folder with no definition,
 unless the AddonRepository sets spec.allowEmpty: true (or spec.prune:
 false). So the removal of the folder's last definition is refused before
 anything is committed; set allowEmpty first, then give --allow-empty. With
---uninstall, the AddonRepository is read, and it must allow it too.`,
+--uninstall, the AddonRepository is read, and its spec decides without the
+flag.`,
 		Example: `  capstan addon remove blog -n tenant --uninstall
   capstan addon remove longhorn --gitops https://git.example/ops.git --uninstall
   capstan addon remove last-one --gitops https://git.example/ops.git --allow-empty`,
@@ -306,20 +307,20 @@ anything is committed; set allowEmpty first, then give --allow-empty. With
 			w.KeepLast = !allowEmpty
 			if !uninstall {
 				commit, err := w.Remove(cmd.Context(), args[0])
-				return report(cmd, commit, lastDefinition(err, allowEmpty, nil), "removed "+args[0])
+				return report(cmd, commit, lastDefinition(err, nil), "removed "+args[0])
 			}
 			c, err := removeCF.client()
 			if err != nil {
 				return err
 			}
-			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, allowEmpty, report)
+			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, report)
 		},
 	}
 	removeOpts.register(remove)
 	removeCF.add(remove)
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too; with --gitops, mark its Addon for uninstall just before the commit")
 	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
-	remove.Flags().BoolVar(&allowEmpty, "allow-empty", false, "with --gitops: commit the removal of the folder's last definition, once the AddonRepository sets spec.allowEmpty: true")
+	remove.Flags().BoolVar(&allowEmpty, "allow-empty", false, "with --gitops and without --uninstall: commit the removal of the folder's last definition, once the AddonRepository sets spec.allowEmpty: true")
 	removeWait.add(remove, true)
 
 	return []*cobra.Command{
@@ -338,7 +339,7 @@ anything is committed; set allowEmpty first, then give --allow-empty. With
 // commit, and taken off again when the commit fails: a mark left behind
 // would make a later, plain removal delete the running software, which the
 // cluster profile's default policy (Orphan) keeps.
-func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey, allowEmpty bool,
+func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey,
 	report func(*cobra.Command, string, error, string) error) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	files := gitops.DefinitionFiles(w.Folder, key.Name)
@@ -381,12 +382,10 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	if err := definitionExists(ctx, w, branch, files); err != nil {
 		return fmt.Errorf("addon %s (AddonRepository %s): %w; give the --gitops URL and --branch of that AddonRepository", key, repo, err)
 	}
-	// NOTE: the AddonRepository is read here, so --allow-empty does not
-	// take the last definition of one whose syncer would refuse the
-	// commit: the Addon would stay, marked for uninstall.
-	if gitops.RefusesEmpty(ar.Spec) {
-		w.KeepLast = true
-	}
+	// NOTE: the AddonRepository is read here, so its spec decides, not
+	// --allow-empty: a commit its syncer would refuse would leave the
+	// Addon running, marked for uninstall.
+	w.KeepLast = gitops.RefusesEmpty(ar.Spec)
 	marked := a.Annotations[capstanv1.UninstallAnnotation] == "true"
 	var commit string
 	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
@@ -402,22 +401,20 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 			fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
 		}
 	}
-	return report(cmd, commit, lastDefinition(err, allowEmpty, ar), "removed "+key.Name)
+	return report(cmd, commit, lastDefinition(err, ar), "removed "+key.Name)
 }
 
 // lastDefinition says how to remove a folder's last definition when the
-// writer refused to (gitops.ErrLastDefinition): allowEmpty is whether
-// --allow-empty was given, and ar the AddonRepository that was read, or
-// nil. Other errors are returned as they are.
-func lastDefinition(err error, allowEmpty bool, ar *capstanv1.AddonRepository) error {
+// writer refused to (gitops.ErrLastDefinition): ar is the AddonRepository
+// that was read (with --uninstall), whose spec refused it, or nil when
+// none was read and --allow-empty was not given. Other errors are
+// returned as they are.
+func lastDefinition(err error, ar *capstanv1.AddonRepository) error {
 	if !errors.Is(err, gitops.ErrLastDefinition) {
 		return err
 	}
-	switch {
-	case ar != nil && gitops.RefusesEmpty(ar.Spec) && allowEmpty:
-		return fmt.Errorf("%w. AddonRepository %s/%s prunes and does not set spec.allowEmpty, so --allow-empty is not enough: set spec.allowEmpty: true on it first", err, ar.Namespace, ar.Name)
-	case ar != nil && !gitops.RefusesEmpty(ar.Spec):
-		return fmt.Errorf("%w. AddonRepository %s/%s takes a folder with no definition: give --allow-empty to commit the removal", err, ar.Namespace, ar.Name)
+	if ar != nil {
+		return fmt.Errorf("%w. AddonRepository %s/%s prunes and does not set spec.allowEmpty: set spec.allowEmpty: true on it, then remove again", err, ar.Namespace, ar.Name)
 	}
 	return fmt.Errorf("%w. Once the AddonRepository sets spec.allowEmpty: true (or spec.prune: false), give --allow-empty to commit the removal", err)
 }

@@ -210,11 +210,12 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	}
 
 	// tempo is the last definition now. The AddonRepository is read, and
-	// it does not allow an empty folder: --allow-empty is not enough, as
-	// its syncer would refuse the commit and leave the Addon marked.
+	// it does not allow an empty folder: its spec decides, not
+	// --allow-empty, as its syncer would refuse the commit and leave the
+	// Addon marked.
 	newAddon(t, c, ns, "tempo", byGit)
 	out, err = capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns, "--allow-empty")
-	if err == nil || !strings.Contains(err.Error(), "--allow-empty is not enough") || marked("tempo") {
+	if err == nil || !strings.Contains(err.Error(), "set spec.allowEmpty: true on it") || marked("tempo") {
 		t.Fatalf("remove --allow-empty of the last definition of a repository that refuses an empty folder: %v, marked %v\n%s", err, marked("tempo"), out)
 	}
 	ar := &capstanv1.AddonRepository{}
@@ -225,12 +226,10 @@ func TestGitopsUninstallMarksOnlyWhatTheCommitRemoves(t *testing.T) {
 	if err := c.Update(t.Context(), ar); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns); err == nil || !strings.Contains(err.Error(), "give --allow-empty") || marked("tempo") {
-		t.Fatalf("remove of the last definition without --allow-empty: %v, marked %v", err, marked("tempo"))
-	}
-	out, err = capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns, "--allow-empty")
+	// Once it allows an empty folder, the removal needs no flag.
+	out, err = capstan(t, cluster, "addon", "remove", "tempo", "--gitops", url, "--uninstall", "-n", ns)
 	if err != nil || !strings.Contains(out, "removed tempo") || !marked("tempo") {
-		t.Fatalf("remove --allow-empty of the last definition of a repository that allows an empty folder: %v, marked %v\n%s", err, marked("tempo"), out)
+		t.Fatalf("remove of the last definition of a repository that allows an empty folder: %v, marked %v\n%s", err, marked("tempo"), out)
 	}
 	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/tempo.yaml")); !os.IsNotExist(err) {
 		t.Errorf("addons/tempo.yaml is still in git: %v", err)

@@ -404,13 +404,13 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 
 	prune := repo.Spec.Prune == nil || *repo.Spec.Prune
-	if len(snap.Claimed) == 0 && prune && !repo.Spec.AllowEmpty {
+	if len(snap.Claimed) == 0 && gitops.RefusesEmpty(repo.Spec) {
 		owned, err := r.ownedAddons(ctx, repo)
 		if err != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
 		}
-		if n := managed(owned); refuseEmpty(len(snap.Claimed), prune, repo.Spec.AllowEmpty, n) {
+		if n := managed(owned); refuseEmpty(len(snap.Claimed), repo.Spec, n) {
 			logger.Info("Refusing a commit whose folder holds no definition; nothing changes", "commit", snap.Commit, "addons", n)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonEmptyRefused, emptyRefusedMessage(repo, snap, folder, n))
 			return ctrl.Result{}, nil
@@ -452,8 +452,8 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 // set: a folder emptied by mistake, a force-push to an old commit, or a
 // spec.branch or spec.folder that names the wrong place must not
 // uninstall every add-on of a tenant at once.
-func refuseEmpty(claimed int, prune, allowEmpty bool, managed int) bool {
-	return claimed == 0 && prune && !allowEmpty && managed > 0
+func refuseEmpty(claimed int, spec capstanv1.AddonRepositorySpec, managed int) bool {
+	return claimed == 0 && gitops.RefusesEmpty(spec) && managed > 0
 }
 
 // managed counts the Addons that a sync could still delete: those not

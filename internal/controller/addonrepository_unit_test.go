@@ -92,7 +92,8 @@ func TestRefuseEmpty(t *testing.T) {
 		{name: "a new repository, nothing managed yet", claimed: 0, prune: true, managed: 0},
 		{name: "one definition left", claimed: 1, prune: true, managed: 3},
 	} {
-		if got := refuseEmpty(tc.claimed, tc.prune, tc.allowEmpty, tc.managed); got != tc.refuse {
+		spec := capstanv1.AddonRepositorySpec{Prune: &tc.prune, AllowEmpty: tc.allowEmpty}
+		if got := refuseEmpty(tc.claimed, spec, tc.managed); got != tc.refuse {
 			t.Errorf("%s: refuse %v; want %v", tc.name, got, tc.refuse)
 		}
 	}

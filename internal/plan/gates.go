@@ -322,5 +322,5 @@ func approveHow(s State) string {
 	if s.SyncRequest < s.LastSyncRequest {
 		raise = fmt.Sprintf("raise spec.syncRequest above %d (it is %d, below the last sync request handled)", s.LastSyncRequest, s.SyncRequest)
 	}
-	return "set spec.approvedPlan to " + s.Plan.Hash + " and " + raise + ", or run `capstan addon sync`"
+	return "set spec.approvedPlan to " + s.Plan.Hash + " and " + raise + ", or run `capstan addon sync NAME -n NAMESPACE --plan " + s.Plan.Hash + "`"
 }

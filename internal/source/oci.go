@@ -155,14 +155,17 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 
 // chartHasVersion reports whether a chart's version (from Chart.yaml) is
 // the version asked for: the same, with "_" read as "+" as a tag writes
-// it, or in the semver range it reads as (1.2, ^1.0.0, v1.2.3).
+// it, or in the semver range it reads as (1.2, ^1.0.0, v1.2.3). A plain tag
+// that reads as neither (latest) is not compared.
 func chartHasVersion(chart, want string) bool {
 	if strings.ReplaceAll(chart, "_", "+") == strings.ReplaceAll(want, "_", "+") {
 		return true
 	}
 	constraint, err := semver.NewConstraint(want)
 	if err != nil {
-		return false
+		// A tag that is neither a version nor a range (latest, stable)
+		// says nothing of Chart.yaml's version: the digest decides.
+		return true
 	}
 	v, err := semver.NewVersion(chart)
 	return err == nil && constraint.Check(v)

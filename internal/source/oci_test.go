@@ -218,7 +218,7 @@ func TestChartHasVersion(t *testing.T) {
 		{"1.2.0", "v1.2.0", true},
 		{"1.2.5", "1.2", true},
 		{"1.2.0", "1.3.0", false},
-		{"1.2.0", "latest", false},
+		{"1.2.0", "latest", true}, // a tag that is no version: the digest decides
 		{"1.3.0-rc.1", "1.3.0-rc.1", true},
 		{"1.3.0-rc.1", "1.3.0", false},
 	} {
