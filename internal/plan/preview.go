@@ -310,7 +310,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// Its namespace is created first in this very sync.
 			res.Unverified = true
 			res.Comparison = createComparison(obj)
-		case err != nil && apply.IsImmutableJob(obj, err) && live != nil:
+		case err != nil && apply.IsImmutableJob(obj, err) && held:
+			// NOTE: only a Job this add-on holds: one adopted (a Helm
+			// release's migration still running) is someone else's, and
+			// its delete would stop its pods; it falls to the error below,
+			// which says to delete it by hand.
 			if why := apply.CannotRecreate(obj, live); why != "" {
 				// NOTE: a Job is recreated for its pod template without
 				// spec.recreate, but never past what keeps it.

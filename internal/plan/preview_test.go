@@ -304,16 +304,27 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 // changed is planned to be deleted and created anew without spec.recreate,
 // bound to the UID read, as a recreate is; one that its live manifest marks
 // to be kept (Helm's keep, Argo CD's Delete=false) is an error that says
-// so, and nothing is planned to delete it.
+// so, and nothing is planned to delete it. So is one this add-on does not
+// hold: a Job adopted from a Helm release (in no inventory, with no label
+// of Capstan's), one labelled for another add-on, or one labelled for this
+// add-on but missing from its inventory.
 func TestPreviewRecreatesAJobOnlyWhenNothingKeepsIt(t *testing.T) {
 	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	notApplied := "this add-on did not apply the object, so it is not deleted for the change: delete it by hand"
+	other := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "db"}}
 	for _, tc := range []struct {
 		name, keptBy string
 		annotations  map[string]string
+		liveLabels   map[string]string
+		notInventory bool
 	}{
 		{name: "plain"},
 		{name: "helm-keep", keptBy: "it is marked helm.sh/resource-policy: keep", annotations: map[string]string{"helm.sh/resource-policy": "keep"}},
 		{name: "argo-delete-false", keptBy: "it is marked argocd.argoproj.io/sync-options: Delete=false", annotations: map[string]string{"argocd.argoproj.io/sync-options": "Delete=false"}},
+		{name: "adopted-from-helm", keptBy: notApplied, notInventory: true,
+			liveLabels: map[string]string{"app.kubernetes.io/managed-by": "Helm"}},
+		{name: "another-addon's", keptBy: "it is not deleted for the change", liveLabels: other.AppliedLabels()},
+		{name: "labelled-but-not-in-the-inventory", keptBy: notApplied, notInventory: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			job := &unstructured.Unstructured{}
@@ -325,11 +336,17 @@ func TestPreviewRecreatesAJobOnlyWhenNothingKeepsIt(t *testing.T) {
 			job.SetAnnotations(tc.annotations)
 			l := job.DeepCopy()
 			l.SetUID("uid-job")
+			if tc.liveLabels != nil {
+				l.SetLabels(tc.liveLabels)
+			}
 			key := capstanv1.RefOf(job).Key()
 			c := &countingCluster{live: map[string]*unstructured.Unstructured{key: l}, dryRunErr: map[string]error{
 				key: apierrors.NewInvalid(schema.GroupKind{Group: "batch", Kind: "Job"}, "migrate", field.ErrorList{field.Invalid(field.NewPath("spec", "template"), "x", "field is immutable")}),
 			}}
 			addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(job)})
+			if tc.notInventory {
+				addon.Status.Inventory = nil
+			}
 			p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{job}, Now: time.Now()})
 			if err != nil {
 				t.Fatal(err)
