@@ -287,8 +287,10 @@ func (a *Applier) replace(ctx context.Context, obj *unstructured.Unstructured, u
 // else. It stops at the first error, which names the object. An object in
 // recreate that the API server refuses to change in place (a Job whose pod
 // template changed among them) is deleted and created anew (Recreate,
-// bound to the UID recreate gives). onApplied, if set, is called after
-// each object is applied, with the object and the API server's answer.
+// bound to the UID recreate gives); one that is not in recreate is never
+// deleted, a Job neither: the plan did not see it as it is, so the error
+// says how to go on. onApplied, if set, is called after each object is
+// applied, with the object and the API server's answer.
 func (a *Applier) Ordered(ctx context.Context, objs []*unstructured.Unstructured, recreate map[*unstructured.Unstructured]types.UID, onApplied func(obj, live *unstructured.Unstructured)) error {
 	return a.ordered(ctx, objs, recreate, onApplied, nil)
 }
@@ -299,12 +301,18 @@ func (a *Applier) ordered(ctx context.Context, objs []*unstructured.Unstructured
 	crds, namespaces, rest := Split(objs)
 	apply := func(list []*unstructured.Unstructured) error {
 		for _, obj := range list {
-			// NOTE: an object not in recreate has no UID to bind to, as
-			// ApplyLive's Job recreate has none.
 			live, err := a.applyOnce(ctx, obj)
-			if uid, ok := recreate[obj]; err != nil && (ok && RefusedInPlace(err) || IsImmutableJob(obj, err)) {
+			uid, ok := recreate[obj]
+			switch {
+			case err != nil && ok && (RefusedInPlace(err) || IsImmutableJob(obj, err)):
 				live, err = a.recreate(ctx, obj, uid, refused)
-			} else {
+			case err != nil && IsImmutableJob(obj, err):
+				// NOTE: a Job the plan did not plan to recreate appeared
+				// since the preview (an operator of an earlier wave
+				// created it), or its pod template changed since: it may
+				// be someone else's, and its delete would stop its pods.
+				err = fmt.Errorf("%w; %s", withheld(obj, err, refused), unplannedJob)
+			default:
 				err = withheld(obj, err, refused)
 			}
 			if err != nil {
@@ -329,6 +337,10 @@ func (a *Applier) ordered(ctx context.Context, objs []*unstructured.Unstructured
 	}
 	return apply(rest)
 }
+
+// unplannedJob is the advice for a Job whose pod template the API server
+// refuses to change, which the plan did not plan to delete.
+const unplannedJob = "the plan did not plan to delete this Job (it was created, or its pod template changed, since the plan), so it is not deleted for the change: the next sync plans it again; if this add-on did not apply it, delete it by hand for the sync to create it"
 
 // Refused words the API server's refusal of obj for a message, withholding
 // what may quote a value (plan.RedactAPIError).

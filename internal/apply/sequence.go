@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -48,6 +49,11 @@ type Sequence struct {
 	// before anything but CRDs and Namespaces is applied, as Helm runs
 	// them, so then every unverified object is dry-run.
 	HasPreHooks bool
+	// Creates are the changed objects the plan creates: none of them
+	// existed when it previewed. One of a wave applied after a wait for
+	// the waves before it is read before that wave is applied (see
+	// applyWaves).
+	Creates map[*unstructured.Unstructured]bool
 	// Recreate are the changed objects the plan deletes and creates anew,
 	// since the API server refuses to change them in place
 	// (spec.recreate), each with the UID of the object the plan saw.
@@ -243,7 +249,8 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 }
 
 // applyWaves applies the changed objects, sorted by ByWave, wave by wave,
-// awaiting before each wave what waveSteps says.
+// awaiting before each wave what waveSteps says. Before a wave that was
+// awaited, the objects of it that the plan creates are read (unchangedSince).
 func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) error {
 	for _, w := range waveSteps(sorted, q.Objects) {
 		if len(w.await) > 0 && q.AwaitWave != nil {
@@ -255,12 +262,58 @@ func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstruc
 			if err := q.AwaitWave(ctx, w.number, w.await, res.Applied == 0 && !q.HasPreHooks && len(q.Adopted) == 0); err != nil {
 				return err
 			}
+			if err := q.stillMissing(ctx, w.objects); err != nil {
+				return err
+			}
 		}
 		if err := q.Applier.ordered(ctx, w.objects, q.Recreate, onApplied, q.Refused); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// stillMissing makes sure that the objects of a wave that the plan
+// creates, none of which existed when it previewed, are still missing, or
+// carry this add-on's owner labels, before the wave is applied: the apply
+// forces ownership of every field, so one that someone created while the
+// sync waited for the waves before it (an operator of an earlier wave
+// makes it, within spec.healthTimeout) would be taken over with no
+// adoption gate to pass. It reads only those, and only for a wave that was
+// awaited, so the first wave and an add-on without waves cost no request
+// more.
+func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstructured) error {
+	if len(q.OwnerLabels) == 0 {
+		return nil
+	}
+	for _, obj := range objs {
+		if !q.Creates[obj] {
+			continue
+		}
+		ref := capstanv1.RefOf(obj)
+		live, err := q.Applier.Get(ctx, ref)
+		switch {
+		case apimeta.IsNoMatchError(err):
+			// NOTE: its kind is not served yet; the apply says so.
+			continue
+		case err != nil:
+			return fmt.Errorf("reading %s, which the plan creates, before its sync wave: %w", ref.Describe(), err)
+		case live == nil || labelled(live.GetLabels(), q.OwnerLabels):
+			continue
+		}
+		return fmt.Errorf("%s was created by someone else while the sync waited for the sync waves before it, so it is not taken over by this apply: the next sync plans it again, and adopts it only as spec.adopt says", ref.Describe())
+	}
+	return nil
+}
+
+// labelled reports whether labels hold every one of want.
+func labelled(labels, want map[string]string) bool {
+	for k, v := range want {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 // verify makes sure the API server takes every object the plan could not
@@ -328,8 +381,12 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 		}
 		return fmt.Errorf("the API server refused %s %s %s, so %s: %s", obj.GetKind(), objectName(obj), how, what, msg)
 	}
+	// NOTE: applyOnce, never ApplyLive: these objects were planned as
+	// creates, so one that exists by now (a Job an operator made in a
+	// Namespace created a moment ago) is no Job of this add-on's to
+	// delete for a changed pod template; its refusal stops the install.
 	for _, obj := range early {
-		live, err := q.Applier.ApplyLive(ctx, obj)
+		live, err := q.Applier.applyOnce(ctx, obj)
 		if err != nil {
 			return nil, refused(obj, "when it was applied", err)
 		}
@@ -344,7 +401,7 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 		}
 	}
 	if first != nil {
-		live, err := q.Applier.ApplyLive(ctx, first)
+		live, err := q.Applier.applyOnce(ctx, first)
 		if err != nil {
 			return nil, refused(first, "when it was applied", err)
 		}

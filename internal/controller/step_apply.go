@@ -29,10 +29,14 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	changedNow := map[*unstructured.Unstructured]bool{}
 	recreate := map[*unstructured.Unstructured]types.UID{}
 	adopted := map[capstanv1.ObjectRef]types.UID{}
+	creates := map[*unstructured.Unstructured]bool{}
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
 			changed = append(changed, obj)
 			changedNow[obj] = true
+		}
+		if s.previews[i].Action == capstanv1.ActionCreate {
+			creates[obj] = true
 		}
 		if s.previews[i].Unverified {
 			unverified = append(unverified, obj)
@@ -58,7 +62,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(slices.Concat(s.kept, s.notOurs)), Confirmed: s.confirm,
-		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
+		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Creates: creates, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
 		PreHooks: func(ctx context.Context) error {
 			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
 				// NOTE: with no pre hooks there is nothing a restart could
