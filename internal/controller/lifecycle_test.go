@@ -82,10 +82,15 @@ func TestAdoptWithChangesBlocksUntilAllowed(t *testing.T) {
 	}
 }
 
+// TestExistingObjectWithoutAdoptBlocks: an object that runs already,
+// here one a Helm release installed, blocks the add-on until spec.adopt
+// is set, and the plan says that Helm still counts it as its own, and how
+// to let the release go without deleting it.
 func TestExistingObjectWithoutAdoptBlocks(t *testing.T) {
 	ns := newNamespace(t)
 	name := "noadopt-" + ns
-	if err := admin.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}); err != nil {
+	if err := admin.Create(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name,
+		Annotations: map[string]string{"meta.helm.sh/release-name": "old", "meta.helm.sh/release-namespace": ns}}}); err != nil {
 		t.Fatal(err)
 	}
 	url, _ := charts.publish(t, chart{name: "adopt", version: "1.0.2", files: map[string]string{
@@ -95,6 +100,11 @@ func TestExistingObjectWithoutAdoptBlocks(t *testing.T) {
 	got := waitPhase(t, a, capstanv1.PhaseBlocked)
 	if !strings.Contains(condition(got, capstanv1.ConditionReady).Message, "spec.adopt") {
 		t.Fatalf("the message should say how to adopt: %s", condition(got, capstanv1.ConditionReady).Message)
+	}
+	if !slices.ContainsFunc(got.Status.Plan.Notices, func(n capstanv1.Notice) bool {
+		return strings.Contains(n.Message, "still marked as its own by Helm release "+ns+"/old") && strings.Contains(n.Message, "owner=helm,name=old")
+	}) {
+		t.Errorf("the plan should say that Helm release %s/old still holds the object: %+v", ns, got.Status.Plan.Notices)
 	}
 }
 

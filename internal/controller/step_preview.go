@@ -54,6 +54,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: h, Digest: hookDigest(s.hooks, h.ObjectRef)})
 		}
 		in.Notices = hookNotices(s.hooks)
+		in.Notices = append(in.Notices, plan.ClaimNotices(s.previews, s.live)...)
 		// NOTE: the CRD check comes last, once the plan but its
 		// violations is known: whether it may make a shadow CRD depends on
 		// whether that plan would be applied now, and its violations can
