@@ -869,6 +869,15 @@ type AddonStatus struct {
 	// +optional
 	AppliedHash string `json:"appliedHash,omitempty"`
 
+	// AppliedGeneration is the latest generation whose render is the one
+	// applied (appliedHash): the sync of that generation applied it, or
+	// found it applied already. An add-on whose appliedGeneration is its
+	// generation runs what its spec asks for, even while a gate holds a
+	// plan that only undoes drift; the add-ons that depend on it go then,
+	// once it is Healthy.
+	// +optional
+	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
+
 	// AppliedAsUpgrade is true when the last apply rendered the chart for an
 	// upgrade (.Release.IsUpgrade); a resync with nothing new renders it the
 	// same way, so it changes nothing.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -82,6 +83,40 @@ func TestDependsOn(t *testing.T) {
 	})
 	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
 		t.Error("db's uninstall left its ConfigMap")
+	}
+}
+
+// TestDependsOnAHeldDependency: a dependency that a gate holds once its
+// latest change is applied and Healthy (here suspended after its install)
+// lets its dependents go; one whose latest change the gate holds (its
+// values changed while suspended) holds them, saying so.
+func TestDependsOnAHeldDependency(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	db := create(t, newAddon(ns, "db", url))
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitFor(t, db, 60*time.Second, "db suspended, its render applied and Healthy", func(cur *capstanv1.Addon) bool {
+		h := condition(cur, capstanv1.ConditionHealthy)
+		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.AppliedGeneration == cur.Generation && h != nil && h.Status == metav1.ConditionTrue && h.ObservedGeneration == cur.Generation
+	})
+	app := create(t, newAddon(ns, "app", url, dependsOn("db")))
+	waitPhase(t, app, capstanv1.PhaseSynced)
+
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("greeting: changed") })
+	waitFor(t, db, 60*time.Second, "db suspended with a change not applied", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "Suspended"
+	})
+	late := create(t, newAddon(ns, "late", url, dependsOn("db")))
+	got := waitFor(t, late, 90*time.Second, "late to wait for db", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady"
+	})
+	if msg := readyMessage(got); !strings.Contains(msg, "with its latest change not applied yet") {
+		t.Errorf("message %q; want it to say db's latest change is not applied yet", msg)
+	}
+	if live(t, "v1", "ConfigMap", ns, "late-config") != nil {
+		t.Error("late applied its objects while its dependency's latest change was held")
 	}
 }
 

@@ -13,13 +13,29 @@ import (
 
 // TestNotReady: what a dependency's status says to the add-ons that depend
 // on it. A Degraded one counts as Ready for its generation: it is applied
-// and was healthy, and holding its dependents would spread its trouble.
+// and was healthy, and holding its dependents would spread its trouble. So
+// does one a gate holds (OutOfSync, Suspended) once its latest change is
+// applied and its objects are Healthy for it; one whose latest change the
+// gate holds, or whose objects are not Healthy, or that is Blocked or
+// Failed, still holds its dependents.
 func TestNotReady(t *testing.T) {
 	addon := func(gen int64, phase capstanv1.Phase, ready metav1.ConditionStatus, observed int64) *capstanv1.Addon {
 		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Generation: gen}}
 		a.Status.Phase = phase
 		if ready != "" {
 			a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: ready, Reason: string(phase), ObservedGeneration: observed}}
+		}
+		return a
+	}
+	// held is an add-on with Ready False for reason at gen, whose render
+	// of generation applied is applied and whose Healthy condition is
+	// healthy, observed at healthyAt ("" for none).
+	held := func(gen int64, phase capstanv1.Phase, reason string, applied int64, healthy metav1.ConditionStatus, healthyAt int64) *capstanv1.Addon {
+		a := addon(gen, phase, metav1.ConditionFalse, gen)
+		a.Status.Conditions[0].Reason = reason
+		a.Status.AppliedGeneration = applied
+		if healthy != "" {
+			a.Status.Conditions = append(a.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionHealthy, Status: healthy, ObservedGeneration: healthyAt})
 		}
 		return a
 	}
@@ -37,6 +53,19 @@ func TestNotReady(t *testing.T) {
 		{"Failed", addon(2, capstanv1.PhaseFailed, metav1.ConditionFalse, 2), "Failed: Failed"},
 		{"not reconciled", addon(1, "", "", 0), "not reconciled yet"},
 		{"being removed", removed, "being removed"},
+		{"held by a gate, its latest change applied and Healthy", held(3, capstanv1.PhaseOutOfSync, "AwaitingApproval", 3, metav1.ConditionTrue, 3), ""},
+		{"its drift repair outside a sync window", held(3, capstanv1.PhaseOutOfSync, "SyncWindowClosed", 3, metav1.ConditionTrue, 3), ""},
+		{"fighting a drift", held(3, capstanv1.PhaseOutOfSync, "DriftFought", 3, metav1.ConditionTrue, 3), ""},
+		{"a prune held for a confirmation", held(3, capstanv1.PhaseOutOfSync, "PruneNeedsApproval", 3, metav1.ConditionTrue, 3), ""},
+		{"suspended after its apply", held(4, capstanv1.PhaseSuspended, "Suspended", 4, metav1.ConditionTrue, 4), ""},
+		{"its latest change awaits an approval", held(3, capstanv1.PhaseOutOfSync, "AwaitingApproval", 2, metav1.ConditionTrue, 3),
+			"OutOfSync: AwaitingApproval, with its latest change not applied yet"},
+		{"suspended before its first apply", held(1, capstanv1.PhaseSuspended, "Suspended", 0, "", 0), "Suspended: Suspended, with its latest change not applied yet"},
+		{"held, and not Healthy", held(3, capstanv1.PhaseOutOfSync, "SyncWindowClosed", 3, metav1.ConditionFalse, 3),
+			"OutOfSync: SyncWindowClosed, with its objects not all Healthy"},
+		{"held, Healthy at an older generation", held(3, capstanv1.PhaseOutOfSync, "AwaitingApproval", 3, metav1.ConditionTrue, 2),
+			"OutOfSync: AwaitingApproval, with its objects not all Healthy"},
+		{"Blocked, its latest change applied and Healthy", held(3, capstanv1.PhaseBlocked, "ObjectsExist", 3, metav1.ConditionTrue, 3), "Blocked: ObjectsExist"},
 	}
 	for _, c := range cases {
 		if got := notReady(c.a); got != c.want {

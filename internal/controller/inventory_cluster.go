@@ -71,13 +71,13 @@ func placeInventory(s *scope) {
 
 // moveClusterFields sets the status fields of dst that describe what runs
 // in the inventory's cluster to those of src: the inventory and its
-// cluster, the render applied and when, and the hooks running, pending or
-// done.
+// cluster, the render applied, for which generation and when, and the
+// hooks running, pending or done.
 // The history, the sync requests handled and the approvals stay: they are
 // the Addon's, whichever cluster it targets.
 func moveClusterFields(dst, src *capstanv1.AddonStatus) {
 	dst.InventoryCluster, dst.Inventory = src.InventoryCluster, src.Inventory
-	dst.AppliedHash, dst.AppliedAsUpgrade = src.AppliedHash, src.AppliedAsUpgrade
+	dst.AppliedHash, dst.AppliedAsUpgrade, dst.AppliedGeneration = src.AppliedHash, src.AppliedAsUpgrade, src.AppliedGeneration
 	dst.LastAppliedTime, dst.FirstHealthyTime = src.LastAppliedTime, src.FirstHealthyTime
 	dst.Hook, dst.PendingHook, dst.PreHooksDone, dst.SyncFailHooks = src.Hook, src.PendingHook, src.PreHooksDone, src.SyncFailHooks
 }

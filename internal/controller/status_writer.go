@@ -238,7 +238,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.Hook = s.addon.Status.Hook
 	st.Wave = s.addon.Status.Wave
 	st.Plan = s.addon.Status.Plan
-	st.AppliedHash = s.addon.Status.AppliedHash
+	st.AppliedHash, st.AppliedGeneration = s.addon.Status.AppliedHash, s.addon.Status.AppliedGeneration
 	st.History = s.addon.Status.History
 	st.AppliedAsUpgrade = s.addon.Status.AppliedAsUpgrade
 	st.LastSyncRequest, st.LastApprovedPlan = s.addon.Status.LastSyncRequest, s.addon.Status.LastApprovedPlan

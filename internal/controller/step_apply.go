@@ -209,7 +209,7 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		rev.Changes.Delete -= len(res.Held)
 		st.History = addRevision(st.History, rev)
 	}
-	st.AppliedHash = s.render.Hash
+	st.AppliedHash, st.AppliedGeneration = s.render.Hash, s.addon.Generation
 	st.AppliedAsUpgrade = s.upgrade
 	if s.verdict.HandledSyncRequest {
 		// NOTE: the approval that came with the request is used up with it

@@ -143,11 +143,19 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 	return nil, nil
 }
 
-// notReady says why an add-on is not Ready for its current generation, or
-// "" when it is. A Degraded add-on counts as Ready: its latest spec is
+// notReady says why an add-on does not yet run what its current
+// generation asks for, so that the add-ons that depend on it wait, or ""
+// when it does. Ready counts, and so does Degraded: its latest spec is
 // applied and was healthy, and an object of it that stopped being Current
 // since is for its own status to report, not a reason to hold every add-on
-// that depends on it, and theirs in turn.
+// that depends on it, and theirs in turn. So does an add-on that a gate
+// holds (OutOfSync: an approval, a closed sync window, a prune to confirm,
+// a drift fought; or Suspended) once its current generation's render is
+// the one applied (status.appliedGeneration) and its objects are Healthy
+// for that generation: what the gate holds is a drift repair or a prune,
+// not what its dependents wait for, and holding them would spread one
+// add-on's gate to every add-on below it. Flux keeps a suspended
+// dependency Ready for the same reason.
 func notReady(a *capstanv1.Addon) string {
 	c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady)
 	switch {
@@ -157,8 +165,16 @@ func notReady(a *capstanv1.Addon) string {
 		return "not reconciled yet"
 	case c.ObservedGeneration != a.Generation:
 		return "its latest change is not synced yet"
-	case c.Status != metav1.ConditionTrue && a.Status.Phase != capstanv1.PhaseDegraded:
+	case c.Status == metav1.ConditionTrue || a.Status.Phase == capstanv1.PhaseDegraded:
+		return ""
+	case a.Status.Phase != capstanv1.PhaseOutOfSync && a.Status.Phase != capstanv1.PhaseSuspended:
 		return string(a.Status.Phase) + ": " + c.Reason
+	case a.Status.AppliedGeneration != a.Generation:
+		return string(a.Status.Phase) + ": " + c.Reason + ", with its latest change not applied yet"
+	}
+	h := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy)
+	if h == nil || h.Status != metav1.ConditionTrue || h.ObservedGeneration != a.Generation {
+		return string(a.Status.Phase) + ": " + c.Reason + ", with its objects not all Healthy"
 	}
 	return ""
 }

@@ -24,6 +24,11 @@ import (
 // guarantees s.plan. Nothing is previewed when the guardrails or the values
 // already block: the plan shows why.
 func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
+	if st := &s.addon.Status; s.render != nil && st.AppliedHash != "" && s.render.Hash == st.AppliedHash {
+		// The current spec renders what runs: its dependents need not
+		// wait for a gate that holds only a drift repair (notReady).
+		st.AppliedGeneration = s.addon.Generation
+	}
 	in := plan.Input{
 		Full:             s.fullDiffs,
 		Generation:       s.addon.Generation,
