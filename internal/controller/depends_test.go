@@ -6,11 +6,14 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 func readyReason(a *capstanv1.Addon) string {
@@ -280,6 +283,50 @@ func TestDependsOnRemovalCycle(t *testing.T) {
 		})
 		if live(t, "v1", "ConfigMap", ns, a.Name+"-config") != nil {
 			t.Errorf("%s's uninstall left its ConfigMap", a.Name)
+		}
+	}
+}
+
+// shardCache reads as a shard's label-filtered cache does: an Addon its
+// selector does not match is not found.
+type shardCache struct {
+	client.Client
+	selector labels.Selector
+}
+
+func (c shardCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	if a, ok := obj.(*capstanv1.Addon); ok && !c.selector.Matches(labels.Set(a.Labels)) {
+		return apierrors.NewNotFound(capstanv1.GroupVersion.WithResource("addons").GroupResource(), key.Name)
+	}
+	return nil
+}
+
+// TestDependsOnAnotherShard: a controller shard's cache does not hold an
+// Addon of another shard, so a dependency on one is read from the API
+// server and reported as another shard's, saying what to do, not as one
+// that does not exist; one that the API server does not know either is
+// still DependencyNotFound.
+func TestDependsOnAnotherShard(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	create(t, newAddon(ns, "db", url))
+	shardA := labels.SelectorFromSet(labels.Set{"capstan.dev/shard": "a"})
+	shard := &controller.AddonReconciler{Client: shardCache{Client: admin, selector: shardA}, APIReader: admin,
+		Config: controller.Config{Namespace: controllerNS, Selector: shardA}}
+	for _, tc := range []struct {
+		dependency, reason, says string
+	}{
+		{"db", "DependencyInAnotherShard", "belong to another controller shard (this controller's --watch-label-selector capstan.dev/shard=a does not select them): " + ns + "/db"},
+		{"ghost", "DependencyNotFound", "do not exist: " + ns + "/ghost"},
+	} {
+		app := newAddon(ns, "app", url, dependsOn(tc.dependency))
+		app.Labels = map[string]string{"capstan.dev/shard": "a"}
+		reason, message, blocked, err := shard.DependencyHold(context.Background(), app)
+		if err != nil || reason != tc.reason || !blocked || !strings.Contains(message, tc.says) {
+			t.Errorf("depending on %s: %s %q, blocked %v, %v; want %s, saying %q", tc.dependency, reason, message, blocked, err, tc.reason, tc.says)
 		}
 	}
 }

@@ -1,6 +1,12 @@
 package controller
 
-import "k8s.io/apimachinery/pkg/types"
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
 
 // HoldsRemoteCluster reports whether the reconciler holds the clients and
 // watch cache of the kubeconfig in a key of a Secret, for the integration
@@ -31,3 +37,14 @@ func (r *AddonReconciler) FillTenantShare(namespace string) (release func()) {
 // FailedGrace is how long after an apply a failed object is still waited
 // for, for the integration tests that tell the wait from the failure.
 const FailedGrace = failedGrace
+
+// DependencyHold is why a waits for its dependencies (dependencyState):
+// the condition's reason and message, and whether a person must act; an
+// empty reason when it waits for none.
+func (r *AddonReconciler) DependencyHold(ctx context.Context, a *capstanv1.Addon) (reason, message string, blocked bool, err error) {
+	h, err := r.dependencyState(ctx, a)
+	if h == nil || err != nil {
+		return "", "", false, err
+	}
+	return h.reason, h.message, h.blocked, nil
+}

@@ -102,7 +102,9 @@ func (r *AddonReconciler) checkDependencies(ctx context.Context, s *scope) (bool
 }
 
 // dependencyState reads the dependencies: nil when every one is Ready, or
-// when a depends on none.
+// when a depends on none. One the shard's cache does not hold is read from
+// the API server, to tell one that does not exist from one of another
+// shard.
 func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addon) (*hold, error) {
 	deps := r.Config.dependencies(a)
 	if len(deps) == 0 {
@@ -117,10 +119,20 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 		return &hold{reason: "DependencyCycle", blocked: true,
 			message: "spec.dependsOn makes a cycle (" + strings.Join(names, " → ") + "): remove one of these dependencies"}, nil
 	}
-	var missing, waiting []string
+	var missing, outside, waiting []string
 	for _, key := range deps {
 		dep := &capstanv1.Addon{}
 		err := r.Client.Get(ctx, key, dep)
+		if apierrors.IsNotFound(err) && r.APIReader != nil {
+			// NOTE: the shard's cache holds only the Addons its selector
+			// matches (and one created a moment ago may not be in it
+			// yet): the API server says whether the dependency exists.
+			err = r.APIReader.Get(ctx, key, dep)
+			if err == nil && !r.Config.Selects(dep.Labels) {
+				outside = append(outside, key.String())
+				continue
+			}
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			missing = append(missing, key.String())
@@ -136,6 +148,12 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 	case len(missing) > 0:
 		return &hold{reason: "DependencyNotFound", blocked: true,
 			message: "spec.dependsOn names add-ons that do not exist: " + strings.Join(missing, ", ") + "; create them, or remove them from spec.dependsOn"}, nil
+	case len(outside) > 0:
+		// NOTE: never waited for: this controller would not see them
+		// change, nor hold their uninstall for this add-on.
+		return &hold{reason: "DependencyInAnotherShard", blocked: true,
+			message: "spec.dependsOn names add-ons that exist but belong to another controller shard (this controller's --watch-label-selector " + r.Config.Selector.String() + " does not select them): " +
+				strings.Join(outside, ", ") + "; an add-on may depend only on add-ons of its own shard: label them for this shard, move this add-on to theirs, or remove them from spec.dependsOn"}, nil
 	case len(waiting) > 0:
 		return &hold{reason: "DependencyNotReady",
 			message: "waits, applying nothing, until these add-ons are Ready: " + strings.Join(waiting, ", ")}, nil
