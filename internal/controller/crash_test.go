@@ -132,6 +132,44 @@ func TestStopBeforePreHooksRecorded(t *testing.T) {
 	}
 }
 
+// TestStopBeforePreHooksDoneWritten stops an install once its pre-install
+// hooks have succeeded and it is about to write status.preHooksDone, and
+// then its uninstall once its pre-delete hooks have succeeded, as a
+// controller killed there would. Each time status.hook must still name the
+// last hook: before, the sync wrote it cleared first, so the stop left
+// neither, and the next sync ran the initdb and backup Jobs again.
+func TestStopBeforePreHooksDoneWritten(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	key := controllerNS + "/hooks-" + ns
+	stopped := map[string]*atomic.Bool{"record pre-install": {}, "record pre-delete": {}}
+	stepHooks.Store(key, func(step string) error {
+		if s := stopped[step]; s != nil && s.CompareAndSwap(false, true) {
+			return errors.New("simulated stop at " + step)
+		}
+		return nil
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	a := dbapp(t, ns, "", withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	got := synced(t, a)
+	if !stopped["record pre-install"].Load() {
+		t.Fatal("the install was never stopped")
+	}
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the pre-install Job was created %d times; want once: it had succeeded before the stop", n)
+	}
+	if got.Status.Hook != nil || got.Status.PreHooksDone != nil {
+		t.Errorf("status: hook %+v, preHooksDone %+v; want both cleared once the apply was recorded", got.Status.Hook, got.Status.PreHooksDone)
+	}
+	deleteAddon(t, a)
+	if !stopped["record pre-delete"].Load() {
+		t.Fatal("the uninstall was never stopped")
+	}
+	if n := rec.count("Job/db-backup", watch.Added); n != 1 {
+		t.Errorf("the pre-delete Job was created %d times; want once: it had succeeded before the stop", n)
+	}
+}
+
 // TestStopAfterMainApplyThenNewValues stops an install after its main
 // apply, before the apply is recorded, as a controller killed there would,
 // and changes the values before the next sync. The objects are live, so

@@ -170,8 +170,13 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			// already, and must neither run the pre-delete hooks again nor
 			// delete what this render left out, whatever its source
 			// answers by then.
+			if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
+				return err
+			}
 			left := s.leftOutOfInventory()
 			s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
+			// NOTE: status.hook is cleared in the same write (runEvent).
+			s.addon.Status.Hook = nil
 			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
 			if err := r.checkpointStatus(ctx, s); err != nil {
 				return err

@@ -169,9 +169,24 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
 			return err
 		}
+		if preEvent(event) {
+			// NOTE: status.hook stays until the caller records the event
+			// done (status.preHooksDone), and is cleared in that same
+			// write. Written apart, a stop between the two writes would
+			// leave neither: the next sync would find no run to go on
+			// from, and before-hook-creation would delete the Completed
+			// migration Job and run it again.
+			return nil
+		}
 	}
 	r.showHook(ctx, s, nil)
 	return err
+}
+
+// preEvent reports whether event is one whose success the caller records
+// in status.preHooksDone: pre-install, pre-upgrade or pre-delete.
+func preEvent(event string) bool {
+	return event == "pre-install" || event == "pre-upgrade" || event == "pre-delete"
 }
 
 // hookRun names one run of an event's hooks, for the runner to stamp on

@@ -69,8 +69,15 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 				// run twice, and so no checkpoint to write.
 				return err
 			}
+			// Tests stop here, as a controller killed before it recorded
+			// the pre hooks would: status.hook still names the last one.
+			if err := r.stepHook(ctx, s, "record "+pre); err != nil {
+				return err
+			}
 			// Recorded at once: a sync stopped before the apply is
-			// recorded must not run these hooks again.
+			// recorded must not run these hooks again. status.hook is
+			// cleared in the same write (runEvent).
+			s.addon.Status.Hook = nil
 			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: pre, Hash: s.render.Hash}
 			return r.checkpointStatus(ctx, s)
 		},
