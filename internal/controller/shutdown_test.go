@@ -28,11 +28,13 @@ type waitingHooks struct {
 
 func (h *waitingHooks) Run(ctx context.Context, req hooks.Request) error {
 	progress := req.Progress
-	req.Progress = func(p capstanv1.HookProgress) {
+	req.Progress = func(p capstanv1.HookProgress) error {
+		var err error
 		if progress != nil {
-			progress(p)
+			err = progress(p)
 		}
 		h.once.Do(func() { close(h.waiting) })
+		return err
 	}
 	return h.HookRunner.Run(ctx, req)
 }
