@@ -7,6 +7,8 @@ import (
 	"time"
 
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -136,4 +138,27 @@ func TestReinstallKeepsKeptHookObjects(t *testing.T) {
 	if got := live(t, "v1", "ConfigMap", ns, "seed"); got == nil || got.GetUID() != seed.GetUID() {
 		t.Errorf("the reinstall's pre-install hook replaced the ConfigMap marked to be kept (%v)", got != nil)
 	}
+}
+
+// TestForegroundDeleteOfARestrictedAddonWarns deletes a restricted Addon
+// with foreground propagation, as kubectl delete --cascade=foreground or
+// a GitOps prune does: the garbage collector deletes the objects that name
+// it as owner at once, before Capstan's finalizer can run pre-delete hooks
+// or keep anything, so Capstan says so in a Warning event.
+func TestForegroundDeleteOfARestrictedAddonWarns(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, cmChart("1.0.0", "alpha"))
+	a := create(t, newAddon(ns, "fg", url))
+	if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s; want restricted", got.Status.Profile)
+	}
+	if err := admin.Delete(context.Background(), a, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	eventually(t, 30*time.Second, "the ForegroundDeletion event", func() bool {
+		return strings.Contains(addonEvent(t, a, "ForegroundDeletion"), "deleted with foreground propagation")
+	})
 }

@@ -38,6 +38,16 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	s.stage = "Delete"
+	if s.profile == capstanv1.ProfileRestricted && slices.Contains(s.addon.Finalizers, metav1.FinalizerDeleteDependents) {
+		// NOTE: too late to hold anything back: the garbage collector
+		// deletes the dependents of an owner deleted in the foreground
+		// at once, whatever its other finalizers. Said once, as the
+		// deletion begins.
+		s.found.foreground = true
+		if s.read.Phase != capstanv1.PhaseDeleting && r.Recorder != nil {
+			r.Recorder.Eventf(s.addon, nil, "Warning", reasonForegroundDeletion, "Delete", "%s", foregroundNote)
+		}
+	}
 	policy := s.deletionPolicy()
 	switch policy {
 	case capstanv1.DeletionOrphan:
@@ -381,6 +391,18 @@ func preDeleteDone(a *capstanv1.Addon) bool {
 	d := a.Status.PreHooksDone
 	return d != nil && d.Event == "pre-delete"
 }
+
+// reasonForegroundDeletion is the reason of the event that says a
+// restricted Addon was deleted with foreground propagation.
+const reasonForegroundDeletion = "ForegroundDeletion"
+
+// foregroundNote says what a foreground delete of a restricted Addon did.
+// Its objects carry owner references to the Addon (prepare), and the
+// garbage collector deletes the dependents of an owner deleted in the
+// foreground at once, before Capstan's finalizer runs.
+const foregroundNote = "The Addon was deleted with foreground propagation (kubectl delete --cascade=foreground, or a GitOps prune that propagates in the foreground), " +
+	"so Kubernetes' garbage collector deleted the objects it owns at once, before its pre-delete hooks ran and whatever spec.deletionPolicy says. " +
+	"Delete Addons in the background (the default), or with --cascade=orphan to keep their software."
 
 // reasonDeleteHooksRefused is the reason of the event that says an
 // uninstall did not run its delete hooks, since they break the guardrails,

@@ -30,6 +30,10 @@ type findings struct {
 	// (deleteHooks): the guardrails they break, or the chart's signature
 	// that failed. It reads after "since".
 	hooksRefused string
+	// foreground: a restricted Addon deleted with foreground propagation,
+	// whose owned objects the garbage collector deleted at once
+	// (foregroundNote).
+	foreground bool
 	// gated: the gates stopped the plan; verdict says why.
 	gated   bool
 	verdict plan.Verdict
@@ -72,6 +76,15 @@ type findings struct {
 // the step that ran last, for a failure's reason. An empty outcome writes
 // no status (an Addon that is gone).
 func outcomeOf(f findings, stage string, err error) outcome {
+	o := decide(f, stage, err)
+	if f.foreground && o.Phase == capstanv1.PhaseDeleting {
+		o.Message = strings.TrimSuffix(o.Message, ".") + ". " + foregroundNote
+	}
+	return o
+}
+
+// decide is outcomeOf before the notes every outcome of its phase carries.
+func decide(f findings, stage string, err error) outcome {
 	if err != nil {
 		reason := "Failed"
 		if stage != "" {
