@@ -302,9 +302,11 @@ type AddonSpec struct {
 	// objects after it is built and patched, as Flux's
 	// postBuild.substitute does. They win over substituteFrom. A
 	// variable that is used and not defined stops the render, unless it
-	// has a default (${name:=default}). Git folders only.
+	// has a default (${name:=default}). A value is at most 4096 characters:
+	// it is written at every place that names it. Git folders only.
 	// +kubebuilder:validation:MaxProperties=256
 	// +kubebuilder:validation:XValidation:rule="self.all(k, k.matches('^[_a-zA-Z][_a-zA-Z0-9]*$'))",message="spec.substitute: a variable's name is letters, digits and underscores, and does not start with a digit"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(self[k]) <= 4096)",message="spec.substitute: a variable's value is at most 4096 characters; keep longer text in a file of the folder"
 	// +optional
 	Substitute map[string]string `json:"substitute,omitempty"`
 

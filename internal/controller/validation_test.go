@@ -31,6 +31,7 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"two-chart-kinds", capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: chart.URL, OCI: "oci://r.example/c", Version: "1"}}, "spec.chart"},
 		{"escaping-path", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: git.URL, Path: "../etc"}}, "spec.git.path"},
 		{"bad-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"cluster-name": "prod"}}, "spec.substitute: a variable's name"},
+		{"long-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"v": strings.Repeat("x", 4097)}}, "spec.substitute: a variable's value is at most 4096 characters"},
 		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

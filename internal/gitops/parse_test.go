@@ -210,6 +210,7 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"bad valuesFrom kind", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nvaluesFrom:\n  - kind: Pod\n    name: p\n", "addons/a.yaml:4: valuesFrom[0].kind"},
 		{"substitute for a chart", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\nsubstitute: {x: y}\n", "addons/a.yaml:3: substitute: substitute and substituteFrom apply to git folders only"},
 		{"bad variable name", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstitute:\n  ok: y\n  cluster-name: y\n", "addons/a.yaml:5: substitute.cluster-name: \"cluster-name\" is not a variable name"},
+		{"long variable value", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstitute:\n  ok: y\n  long: " + strings.Repeat("x", 4097) + "\n", "addons/a.yaml:5: substitute.long: the value is 4097 characters, more than 4096"},
 		{"decryption for a chart", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\ndecryption: {provider: sops, secretRef: {name: k}}\n", "addons/a.yaml:3: decryption: decryption applies to git folders only"},
 		{"decryption by pgp", "addons/a.yaml", "name: a\ngit: {path: a}\ndecryption: {provider: pgp, secretRef: {name: k}}\n", "addons/a.yaml:3: decryption.provider: \"pgp\" is not a provider"},
 		{"bad substituteFrom kind", "addons/a.yaml", "name: a\ngit: {path: a}\nsubstituteFrom:\n  - {kind: Pod, name: p}\n", "addons/a.yaml:4: substituteFrom[0].kind"},

@@ -67,6 +67,7 @@ const (
 	maxHealthChecks = 32
 	// As the CRD's bounds on spec.substitute and spec.substituteFrom.
 	maxVariables      = 256
+	maxVariableValue  = 4096
 	maxSubstituteFrom = 16
 	maxExpression     = 1024
 	maxHookTimeout    = 24 * time.Hour
@@ -295,6 +296,9 @@ func (r *rules) substitute(def *Definition) {
 	for _, k := range slices.Sorted(maps.Keys(def.Substitute)) {
 		if !render.IsVariableName(k) {
 			r.fail(fmt.Sprintf("%q is not a variable name: use letters, digits and underscores, not starting with a digit", k), "substitute", k)
+		}
+		if n := len(def.Substitute[k]); n > maxVariableValue {
+			r.fail(fmt.Sprintf("the value is %d characters, more than %d: keep longer text in a file of the folder", n, maxVariableValue), "substitute", k)
 		}
 	}
 	if len(def.SubstituteFrom) > maxSubstituteFrom {

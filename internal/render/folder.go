@@ -56,11 +56,18 @@ type FolderInputs struct {
 	// counted at every path it is reached by through symlinks. Zero is
 	// the git tree's own limit, source.DefaultLimits.MaxUncompressedBytes.
 	MaxBytes int64
+
+	// budget bounds what the variables' values add to the render; nil is a
+	// budget of the folder's own. Render shares one with the patches.
+	budget *substituteBudget
 }
 
 // FolderWith is Folder with its inputs.
 func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*Result, error) {
 	vars := in.Variables
+	if in.budget == nil {
+		in.budget = newSubstituteBudget()
+	}
 	dir = path.Clean("/" + dir)[1:]
 	if dir == "" {
 		dir = "."
@@ -168,10 +175,10 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		// is read as the build without variables reads it.
 		var problems []string
 		for _, r := range m.Resources() {
-			problems = append(problems, substituteObject(r.YNode(), vars)...)
+			problems = append(problems, substituteObject(r.YNode(), vars, in.budget)...)
 		}
 		if problems != nil {
-			return nil, &SubstituteError{Problems: problems}
+			return nil, in.budget.failed(problems)
 		}
 	}
 	out, err := resMapObjects(m)
@@ -249,22 +256,22 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		if err := aliases.take(f, data); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
-		objs, err := decodeStream(data, f, vars, &problems)
+		objs, err := decodeStream(data, f, vars, in.budget, &problems)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, objs...)
 	}
 	if problems != nil {
-		return nil, &SubstituteError{Problems: problems}
+		return nil, in.budget.failed(problems)
 	}
 	return out, nil
 }
 
 // decodeStream decodes the YAML documents of one file, named so in its
-// errors, substituting vars in each when vars is set; the
-// substitution's problems are added to problems.
-func decodeStream(data []byte, name string, vars map[string]string, problems *[]string) ([]*unstructured.Unstructured, error) {
+// errors, substituting vars in each when vars is set, their values taken
+// from budget; the substitution's problems are added to problems.
+func decodeStream(data []byte, name string, vars map[string]string, budget *substituteBudget, problems *[]string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
@@ -278,7 +285,7 @@ func decodeStream(data []byte, name string, vars map[string]string, problems *[]
 		decode := decodeDocument
 		if vars != nil && bytes.Contains(raw, []byte("${")) {
 			var found []string
-			if raw, found, err = substituteDocument(raw, vars); err != nil {
+			if raw, found, err = substituteDocument(raw, vars, budget); err != nil {
 				return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
 			}
 			if found != nil {

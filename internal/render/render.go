@@ -102,14 +102,17 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		}
 		return res, nil
 	case art.Tree != nil:
-		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt})
+		// NOTE: one budget for the folder's objects and the patches: the
+		// values they substitute all end up in the one render.
+		budget := newSubstituteBudget()
+		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt, budget: budget})
 		if err != nil {
 			return nil, err
 		}
 		if res.Hash, err = opts.PostRender.hash(res.Hash); err != nil {
 			return nil, err
 		}
-		post, err := substitutePostRender(opts.PostRender, opts.Variables)
+		post, err := substitutePostRender(opts.PostRender, opts.Variables, budget)
 		if err != nil {
 			return nil, err
 		}

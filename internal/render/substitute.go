@@ -52,6 +52,9 @@ const maxProblems = 5
 // substituted: each problem names the object and the expression.
 type SubstituteError struct {
 	Problems []string
+	// TooLarge is set when the variables' values would have made the
+	// render larger than maxSubstituted.
+	TooLarge bool
 }
 
 func (e *SubstituteError) Error() string {
@@ -61,9 +64,50 @@ func (e *SubstituteError) Error() string {
 		more = fmt.Sprintf("; and %d more", len(list)-maxProblems)
 		list = list[:maxProblems]
 	}
+	if e.TooLarge {
+		return "render: substitute: " + strings.Join(list, "; ") + more +
+			": a variable's value is written at every place that names it; name a large variable in fewer places, " +
+			"or keep large text in a file of the folder"
+	}
 	return "render: substitute: " + strings.Join(list, "; ") + more +
 		": define each variable in spec.substitute or a spec.substituteFrom object, or give it a default (${name:=default}); " +
 		"write a literal ${ as $${; or label or annotate the object " + FluxSubstituteAnnotation + ": " + SubstituteDisabled + " to leave it as it is"
+}
+
+// maxSubstituted bounds the bytes that the variables' values add to one
+// render, each value counted at every place it is written: the bound a
+// chart's render has (maxTemplateOutput). A folder is built and
+// substituted in the controller's own process, with no worker's memory
+// bound around it, and a value of 64 KiB named 16,000 times would
+// otherwise build a gibibyte there before any later bound on the render's
+// size could see it.
+const maxSubstituted = maxTemplateOutput
+
+// substituteBudget is what the variables' values may still add to one
+// render, shared by its objects, hooks, patches and images.
+type substituteBudget struct {
+	left int
+	// over is set once a value did not fit.
+	over bool
+}
+
+func newSubstituteBudget() *substituteBudget {
+	return &substituteBudget{left: maxSubstituted}
+}
+
+// take counts n more bytes of values, and reports whether they fit.
+func (b *substituteBudget) take(n int) bool {
+	if n > b.left {
+		b.over = true
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+// failed is the error of a render whose substitution found problems.
+func (b *substituteBudget) failed(problems []string) error {
+	return &SubstituteError{Problems: problems, TooLarge: b.over}
 }
 
 // substituteHash folds the variables into a render hash, so that a
@@ -95,7 +139,7 @@ func substituteHash(render string, vars map[string]string) (string, error) {
 // held "${" are replaced in what that reading gave: the document is never
 // written out as YAML again, which could change a value that held no
 // variable. A document with no "${" is returned as it is.
-func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, error) {
+func substituteDocument(doc []byte, vars map[string]string, budget *substituteBudget) ([]byte, []string, error) {
 	if !bytes.Contains(doc, []byte("${")) {
 		return doc, nil, nil
 	}
@@ -132,7 +176,7 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 			continue
 		}
 		who := describeNode(obj)
-		s := substituter{vars: vars}
+		s := substituter{vars: vars, budget: budget}
 		*values[i] = s.place(obj, *values[i])
 		for _, p := range s.problems {
 			problems = append(problems, who+": "+p)
@@ -151,12 +195,12 @@ func substituteDocument(doc []byte, vars map[string]string) ([]byte, []string, e
 // substituteObject substitutes vars in one object's YAML node, in place,
 // as kustomize holds it, unless the object is annotated to be left as it
 // is; the problems name the object.
-func substituteObject(obj *yamlv3.Node, vars map[string]string) []string {
+func substituteObject(obj *yamlv3.Node, vars map[string]string, budget *substituteBudget) []string {
 	if !hasVariable(obj) || disabled(obj) {
 		return nil
 	}
 	who := describeNode(obj)
-	s := substituter{vars: vars}
+	s := substituter{vars: vars, budget: budget}
 	s.walk(obj)
 	out := make([]string, 0, len(s.problems))
 	for _, p := range s.problems {
@@ -238,6 +282,7 @@ func describeNode(obj *yamlv3.Node) string {
 // gathers its problems, each once.
 type substituter struct {
 	vars     map[string]string
+	budget   *substituteBudget
 	problems []string
 	seen     map[string]bool
 }
@@ -258,7 +303,7 @@ func (s *substituter) scalar(n *yamlv3.Node) (string, bool) {
 	if !strings.Contains(n.Value, "${") {
 		return n.Value, false
 	}
-	out, problems := expand(n.Value, s.vars)
+	out, problems := expand(n.Value, s.vars, s.budget)
 	for _, p := range problems {
 		s.problem(p)
 	}
@@ -482,9 +527,10 @@ func decodeNumbers(j []byte) (any, error) {
 // expand substitutes one string: ${name}, ${name:=default} and
 // ${name:-default} (the default when name is not set or empty),
 // ${name=default} and ${name-default} (the default when name is not set),
-// and $${ for a literal ${. $name without braces is left as it is. It
-// returns the problems instead when there are any.
-func expand(text string, vars map[string]string) (string, []string) {
+// and $${ for a literal ${. $name without braces is left as it is. Each
+// value written is taken from budget, and a value that does not fit stops
+// the expansion. It returns the problems instead when there are any.
+func expand(text string, vars map[string]string, budget *substituteBudget) (string, []string) {
 	var b strings.Builder
 	var problems []string
 	for {
@@ -512,6 +558,12 @@ func expand(text string, vars map[string]string) (string, []string) {
 		if problem != "" {
 			problems = append(problems, problem)
 			continue
+		}
+		if !budget.take(len(v)) {
+			name := expr[2 : 2+nameLength(expr[2:])]
+			problems = append(problems, fmt.Sprintf("${%s} (%d bytes) would make the variables' values written into the render more than %d MiB, the bound of a render",
+				name, len(v), maxSubstituted>>20))
+			break
 		}
 		b.WriteString(v)
 	}
@@ -601,14 +653,14 @@ func quoteExpr(expr string) string {
 // objects are substituted before the patches select them, so a target or
 // an image name written with variables is substituted too. It returns p
 // itself when vars is nil, and a copy otherwise.
-func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, error) {
+func substitutePostRender(p *PostRender, vars map[string]string, budget *substituteBudget) (*PostRender, error) {
 	if vars == nil || p.Empty() {
 		return p, nil
 	}
 	out := &PostRender{Patches: slices.Clone(p.Patches), Images: slices.Clone(p.Images)}
 	var problems []string
 	field := func(where string, text *string) {
-		v, found := expand(*text, vars)
+		v, found := expand(*text, vars, budget)
 		for _, pr := range found {
 			problems = append(problems, where+": "+pr)
 		}
@@ -634,7 +686,7 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 			// NOTE: Check refuses it with its reason, after this.
 			continue
 		}
-		s := substituter{vars: vars}
+		s := substituter{vars: vars, budget: budget}
 		s.walk(&root)
 		for _, pr := range s.problems {
 			problems = append(problems, where+": "+pr)
@@ -658,7 +710,7 @@ func substitutePostRender(p *PostRender, vars map[string]string) (*PostRender, e
 		}
 	}
 	if problems != nil {
-		return nil, &SubstituteError{Problems: problems}
+		return nil, budget.failed(problems)
 	}
 	return out, nil
 }

@@ -43,7 +43,7 @@ func TestExpand(t *testing.T) {
 		{in: "${name:=${n}}", problem: "nests a variable"},
 		{in: "${name", problem: "${name has no closing brace"},
 	} {
-		got, problems := expand(tc.in, vars)
+		got, problems := expand(tc.in, vars, newSubstituteBudget())
 		if tc.problem != "" {
 			if len(problems) != 1 || !strings.Contains(problems[0], tc.problem) {
 				t.Errorf("expand(%q): problems %q, want one with %q", tc.in, problems, tc.problem)
@@ -272,7 +272,7 @@ func FuzzSubstituteDocument(f *testing.F) {
 		if yamlv3.Unmarshal(doc, &in) != nil {
 			return
 		}
-		out, problems, err := substituteDocument(doc, map[string]string{"x": value, "y": value})
+		out, problems, err := substituteDocument(doc, map[string]string{"x": value, "y": value}, newSubstituteBudget())
 		if err != nil || problems != nil || !bytes.Contains(doc, []byte("${")) {
 			return
 		}
@@ -476,4 +476,60 @@ func TestUnquotedVariableTypes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSubstitutionIsBounded: a large value named many times cannot build a
+// render of any size in the controller's memory. The values written into
+// one render, its objects and its patches together, stop at
+// maxSubstituted, with an error that names the variable and the bound.
+func TestSubstitutionIsBounded(t *testing.T) {
+	value := strings.Repeat("x", 64<<10)
+	vars := map[string]string{"v": value}
+	// times is how often a value of 64 KiB is named to pass the bound.
+	times := maxSubstituted/len(value) + 16
+	configMap := func(name string, n int) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata:\n  a: " + strings.Repeat("${v}", n) + "\n"
+	}
+	tooLarge := func(t *testing.T, err error) {
+		t.Helper()
+		var se *SubstituteError
+		if !errors.As(err, &se) || !se.TooLarge {
+			t.Fatalf("got %v; want a SubstituteError for a render too large", err)
+		}
+		for _, want := range []string{"${v} (65536 bytes)", "more than 64 MiB", "name a large variable in fewer places"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the error does not say %q: %v", want, err)
+			}
+		}
+	}
+	fsys := fstest.MapFS{
+		"plain/big.yaml":            {Data: []byte(configMap("big", times))},
+		"kust/kustomization.yaml":   {Data: []byte("resources: [big.yaml]\n")},
+		"kust/big.yaml":             {Data: []byte(configMap("big", times))},
+		"shared/big.yaml":           {Data: []byte(configMap("big", times/2+8))},
+		"within/kustomization.yaml": {Data: []byte("resources: [big.yaml]\n")},
+		"within/big.yaml":           {Data: []byte(configMap("big", 8))},
+	}
+	for _, dir := range []string{"plain", "kust"} {
+		t.Run(dir, func(t *testing.T) {
+			_, err := FolderWith(fsys, dir, SourceIdentity{}, FolderInputs{Variables: vars})
+			tooLarge(t, err)
+		})
+	}
+	t.Run("objects and patches share the bound", func(t *testing.T) {
+		art := &source.Artifact{Tree: &source.Tree{FS: fsys}, Path: "shared"}
+		// The objects alone, and the patch alone, are within the bound.
+		post := &PostRender{Patches: []types.Patch{{Patch: configMap("big", times/2+8)}}}
+		_, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars})
+		tooLarge(t, err)
+	})
+	t.Run("within the bound", func(t *testing.T) {
+		res, err := FolderWith(fsys, "within", SourceIdentity{}, FolderInputs{Variables: vars})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.Objects[0].Object["data"].(map[string]any)["a"]; got != strings.Repeat(value, 8) {
+			t.Errorf("a value within the bound was not substituted: %d bytes", len(got.(string)))
+		}
+	})
 }
