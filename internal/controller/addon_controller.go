@@ -193,6 +193,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 			_, ok := r.settled.Load(addon)
 			return ok
 		},
+		Knows: func(addon types.NamespacedName, ref capstanv1.ObjectRef) bool {
+			return r.knowsObject(context.Background(), addon, ref)
+		},
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
 		addon := obj.(*capstanv1.Addon)

@@ -7,12 +7,22 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
 )
+
+// deploymentKind is the kind of the objects the nudge tests change.
+var deploymentKind = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+
+// knowsAll is a driftWatch.Knows for which every add-on knows every object.
+func knowsAll(types.NamespacedName, capstanv1.ObjectRef) bool { return true }
 
 // TestANudgedAddonGoesAheadOfTheQueuedSyncs: an add-on waiting for its
 // objects, whose Deployment's status just changed, is looked at before the
@@ -26,7 +36,7 @@ func TestANudgedAddonGoesAheadOfTheQueuedSyncs(t *testing.T) {
 	for _, name := range []string{"new-1", "new-2", "new-3"} {
 		q.Add(request(name))
 	}
-	d := &driftWatch{Awaiting: func(a types.NamespacedName) bool { return a.Name == "waiting" }}
+	d := &driftWatch{Awaiting: func(a types.NamespacedName) bool { return a.Name == "waiting" }, Knows: knowsAll}
 	if err := d.start(context.Background(), q); err != nil {
 		t.Fatal(err)
 	}
@@ -34,8 +44,8 @@ func TestANudgedAddonGoesAheadOfTheQueuedSyncs(t *testing.T) {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: owner, ResourceVersion: rv,
 			Labels: map[string]string{capstanv1.AddonLabel: owner, capstanv1.AddonNamespaceLabel: "capstan-system"}}}
 	}
-	d.nudge(deployment("waiting", "1"), deployment("waiting", "2"))
-	d.nudge(deployment("synced", "1"), deployment("synced", "2"))
+	d.nudge(deploymentKind, deployment("waiting", "1"), deployment("waiting", "2"))
+	d.nudge(deploymentKind, deployment("synced", "1"), deployment("synced", "2"))
 
 	// The nudge is due after nudgeDelay.
 	for i := 0; q.Len() < 4; i++ {
@@ -66,6 +76,7 @@ func TestASettledAddonIsLookedAtInItsTurn(t *testing.T) {
 	d := &driftWatch{
 		Awaiting: func(types.NamespacedName) bool { return false },
 		Settled:  func(a types.NamespacedName) bool { return a.Name == "settled" },
+		Knows:    knowsAll,
 	}
 	if err := d.start(context.Background(), q); err != nil {
 		t.Fatal(err)
@@ -76,9 +87,9 @@ func TestASettledAddonIsLookedAtInItsTurn(t *testing.T) {
 	}
 	began := time.Now()
 	for rv := 1; rv < 5; rv++ {
-		d.nudge(object("settled", "1"), object("settled", string(rune('1'+rv))))
+		d.nudge(deploymentKind, object("settled", "1"), object("settled", string(rune('1'+rv))))
 	}
-	d.nudge(object("other", "1"), object("other", "2"))
+	d.nudge(deploymentKind, object("other", "1"), object("other", "2"))
 	for i := 0; q.Len() < 2; i++ {
 		if i == 200 {
 			t.Fatalf("after 10 s, %d requests are ready; want the queued one and the settled add-on", q.Len())
@@ -130,5 +141,109 @@ func TestSettledLooksAreBounded(t *testing.T) {
 	d.forget(addon)
 	if _, ok := d.looks[addon]; ok || len(d.looks) != 1 {
 		t.Fatalf("forget left %v", d.looks)
+	}
+}
+
+// TestOnlyAKnownObjectLooksEarly: Capstan's labels on an object the
+// add-on neither applied nor waits for (a tenant's own Deployment, labelled
+// for a cluster add-on) neither nudge a waiting add-on ahead of the syncs,
+// nor look at a settled one, nor wake an uninstall that waits for its
+// objects to be gone. The object the add-on knows does all three.
+func TestOnlyAKnownObjectLooksEarly(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("knows-test")
+	defer q.ShutDown()
+	known := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}
+	d := &driftWatch{
+		Delay:        time.Hour,
+		IsDrift:      func(types.NamespacedName, []change) bool { return false },
+		Awaiting:     func(a types.NamespacedName) bool { return a.Name == "waiting" },
+		Settled:      func(a types.NamespacedName) bool { return a.Name == "settled" },
+		AwaitingGone: func(a types.NamespacedName) bool { return a.Name == "deleting" },
+		Knows: func(_ types.NamespacedName, ref capstanv1.ObjectRef) bool {
+			return ref.Key() == known.Key()
+		},
+	}
+	if err := d.start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	object := func(name, owner, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, ResourceVersion: rv,
+			Labels: map[string]string{capstanv1.AddonLabel: owner, capstanv1.AddonNamespaceLabel: "capstan-system"}}}
+	}
+	for _, owner := range []string{"waiting", "settled", "deleting"} {
+		for rv := 1; rv < 20; rv++ {
+			d.nudge(deploymentKind, object("forged", owner, "1"), object("forged", owner, string(rune('1'+rv))))
+		}
+		d.gone(deploymentKind, nil, object("forged", owner, "2"))
+	}
+	time.Sleep(healthLookDelay + 500*time.Millisecond)
+	if n := q.Len(); n != 0 {
+		t.Fatalf("objects the add-ons do not know queued %d looks; want none", n)
+	}
+	d.nudge(deploymentKind, object("web", "waiting", "1"), object("web", "waiting", "2"))
+	d.nudge(deploymentKind, object("web", "settled", "1"), object("web", "settled", "2"))
+	d.gone(deploymentKind, nil, object("web", "deleting", "2"))
+	var got []string
+	for len(got) < 3 {
+		req, ok := getWithin(q, 2*healthLookDelay)
+		if !ok {
+			t.Fatalf("the objects the add-ons know queued only %v; want waiting, settled and deleting", got)
+		}
+		got = append(got, req.Name)
+		q.Done(req)
+	}
+	slices.Sort(got)
+	if want := []string{"deleting", "settled", "waiting"}; !slices.Equal(got, want) {
+		t.Errorf("the queue gave %v; want %v", got, want)
+	}
+}
+
+// getWithin takes the next request of q that is due within wait.
+func getWithin(q priorityqueue.PriorityQueue[reconcile.Request], wait time.Duration) (reconcile.Request, bool) {
+	deadline := time.Now().Add(wait)
+	for q.Len() == 0 {
+		if time.Now().After(deadline) {
+			return reconcile.Request{}, false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	req, _, _ := q.GetWithPriority()
+	return req, true
+}
+
+// TestKnowsObject: an add-on knows what the controller verified of it,
+// what its inventory holds (whatever version of its API names it), and the
+// hook that status.hook names; not an object that only wears its labels.
+func TestKnowsObject(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	ref := func(apiVersion, kind, name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: apiVersion, Kind: kind, Namespace: "apps", Name: name}
+	}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web", UID: "u1"}}
+	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{ref("apps/v1", "Deployment", "web"), ref("v1", "ConfigMap", "settings")})
+	addon.Status.Hook = &capstanv1.HookProgress{ObjectRef: ref("batch/v1", "Job", "migrate"), Event: "pre-upgrade"}
+	r := &AddonReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(addon).Build()}
+	r.verified.note(addon, ref("v1", "Service", "web").Key(), plan.Verified{})
+	key := types.NamespacedName{Namespace: "capstan-system", Name: "web"}
+	for _, tc := range []struct {
+		addon types.NamespacedName
+		ref   capstanv1.ObjectRef
+		want  bool
+	}{
+		{key, ref("v1", "Service", "web"), true},
+		{key, ref("apps/v1", "Deployment", "web"), true},
+		{key, ref("apps/v1beta2", "Deployment", "web"), true},
+		{key, ref("v1", "ConfigMap", "settings"), true},
+		{key, ref("batch/v1", "Job", "migrate"), true},
+		{key, ref("apps/v1", "Deployment", "tenant"), false},
+		{key, ref("v1", "ConfigMap", "web"), false},
+		{types.NamespacedName{Namespace: "capstan-system", Name: "gone"}, ref("apps/v1", "Deployment", "web"), false},
+	} {
+		if got := r.knowsObject(context.Background(), tc.addon, tc.ref); got != tc.want {
+			t.Errorf("%s knows %s: %v; want %v", tc.addon, tc.ref.Describe(), got, tc.want)
+		}
 	}
 }

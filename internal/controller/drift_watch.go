@@ -56,6 +56,11 @@ type driftWatch struct {
 	// healthLookDelay, so that an object that stops being Current shows
 	// (Degraded, and the Healthy condition) without waiting for the resync.
 	Settled func(addon types.NamespacedName) bool
+	// Knows reports whether an add-on applied, verified or waits for an
+	// object. A status change or a deletion looks at an add-on early only
+	// for an object it knows: Capstan's labels alone prove nothing, since
+	// whoever may write an object may put any add-on's labels on it.
+	Knows func(addon types.NamespacedName, ref capstanv1.ObjectRef) bool
 
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -109,7 +114,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 		// and objects the controller creates are its own.
 		UpdateFunc: func(oldObj, newObj any) {
 			if !changed(oldObj, newObj) {
-				d.nudge(oldObj, newObj)
+				d.nudge(gvk, oldObj, newObj)
 				return
 			}
 			// Both owners hear of a relabelled object. (An object whose
@@ -119,15 +124,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 				d.seen(addon, gvk, reader, newObj, false)
 			}
 		},
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			for _, addon := range owners(obj) {
-				d.seen(addon, gvk, reader, obj, true)
-				d.wake(addon, d.AwaitingGone)
-			}
-		},
+		DeleteFunc: func(obj any) { d.gone(gvk, reader, obj) },
 	})
 	if err != nil {
 		logf.Log.Error(err, "Watching for drift failed", "kind", gvk.String())
@@ -137,6 +134,21 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 		d.hooked = map[cache.Informer]client.Reader{}
 	}
 	d.hooked[inf] = reader
+}
+
+// gone hears of the deletion of obj, of kind gvk, from the watch cache
+// reader: drift for its owners, and a look at once for an owner whose
+// uninstall waits for what it deleted to be gone, if it knows the object.
+func (d *driftWatch) gone(gvk schema.GroupVersionKind, reader client.Reader, obj any) {
+	if t, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	for _, addon := range owners(obj) {
+		d.seen(addon, gvk, reader, obj, true)
+		if d.AwaitingGone != nil && d.AwaitingGone(addon) && d.knows(addon, gvk, obj) {
+			d.wake(addon)
+		}
+	}
 }
 
 // unhook forgets the informers of a watch cache that was stopped (a remote
@@ -198,7 +210,8 @@ const nudgeDelay = 200 * time.Millisecond
 // Deployment was Available said Ready 11 s later in the median. Argo CD
 // keeps its status refresh apart from its syncs for the same reason. A
 // nudge comes only from a status change of an object its add-on waits
-// for, so it cannot keep the queued syncs waiting for long.
+// for, an object it knows (Knows), so it cannot keep the queued syncs
+// waiting for long.
 const nudgePriority = 1
 
 // healthLookDelay gathers the status updates of an object of a settled
@@ -215,8 +228,9 @@ const settledLookEvery = 10 * time.Second
 // just changed: a Deployment that became Available is seen in a fraction
 // of a second, not at the next health poll, and not behind the queued
 // syncs (nudgePriority). A settled add-on is looked at again too, in its
-// turn: one of its objects may no longer be Current.
-func (d *driftWatch) nudge(oldObj, newObj any) {
+// turn: one of its objects may no longer be Current. Either only for an
+// object the add-on knows (Knows).
+func (d *driftWatch) nudge(gvk schema.GroupVersionKind, oldObj, newObj any) {
 	o, err1 := apimeta.Accessor(oldObj)
 	n, err2 := apimeta.Accessor(newObj)
 	if err1 != nil || err2 != nil || o.GetResourceVersion() == n.GetResourceVersion() || d.Awaiting == nil {
@@ -229,33 +243,47 @@ func (d *driftWatch) nudge(oldObj, newObj any) {
 		return
 	}
 	for _, addon := range owners(newObj) {
-		if d.wake(addon, d.Awaiting) {
+		// NOTE: the cheap questions first: Knows may read the Addon.
+		awaiting := d.Awaiting(addon)
+		settled := !awaiting && d.Settled != nil && d.Settled(addon)
+		if !awaiting && !settled || !d.knows(addon, gvk, newObj) {
 			continue
 		}
-		if d.Settled != nil && d.Settled(addon) {
-			if after, ok := d.lookSettled(addon, time.Now()); ok {
-				q.AddAfter(reconcile.Request{NamespacedName: addon}, after)
-			}
+		if awaiting {
+			d.wake(addon)
+			continue
+		}
+		if after, ok := d.lookSettled(addon, time.Now()); ok {
+			q.AddAfter(reconcile.Request{NamespacedName: addon}, after)
 		}
 	}
 }
 
+// knows reports whether addon knows obj, of kind gvk (Knows); nothing
+// without Knows.
+func (d *driftWatch) knows(addon types.NamespacedName, gvk schema.GroupVersionKind, obj any) bool {
+	m, err := apimeta.Accessor(obj)
+	if err != nil || d.Knows == nil {
+		return false
+	}
+	return d.Knows(addon, capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+}
+
 // wake queues an add-on that waits for its objects soon, ahead of the
-// queued syncs (nudgePriority), and reports whether it did.
-func (d *driftWatch) wake(addon types.NamespacedName, waits func(types.NamespacedName) bool) bool {
+// queued syncs (nudgePriority).
+func (d *driftWatch) wake(addon types.NamespacedName) {
 	d.mu.Lock()
 	q := d.queue
 	d.mu.Unlock()
-	if q == nil || waits == nil || !waits(addon) {
-		return false
+	if q == nil {
+		return
 	}
 	req := reconcile.Request{NamespacedName: addon}
 	if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok {
 		pq.AddWithOpts(priorityqueue.AddOpts{After: nudgeDelay, Priority: ptr.To(nudgePriority)}, req)
-		return true
+		return
 	}
 	q.AddAfter(req, nudgeDelay)
-	return true
 }
 
 // lookSettled decides when a status change looks at a settled add-on:
@@ -352,6 +380,25 @@ func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName,
 		return false
 	}
 	return driftWanted(addon)
+}
+
+// knowsObject reports whether an add-on knows an object (driftWatch.Knows):
+// one the controller verified of it, one of its inventory (what it applied
+// and has not pruned, what an uninstall deletes), or the hook that
+// status.hook names. The Addon is read from the cache.
+func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedName, ref capstanv1.ObjectRef) bool {
+	want := ref.Key()
+	if _, ok := r.verified.object(key, want); ok {
+		return true
+	}
+	addon := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, key, addon); err != nil {
+		return false
+	}
+	if h := addon.Status.Hook; h != nil && h.ObjectRef.Key() == want {
+		return true
+	}
+	return slices.ContainsFunc(capstanv1.RefsOf(addon.Status.Inventory), func(r capstanv1.ObjectRef) bool { return r.Key() == want })
 }
 
 // objectDrifted reports whether one change is drift of an object the

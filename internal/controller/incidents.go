@@ -86,7 +86,7 @@ func (r *AddonReconciler) closeDelivered(e notify.Event) {
 		return
 	}
 	if r.incidents.closes.CompareAndSwap(key, sent, closeSent{at: sent.at, delivered: true}) && r.drift != nil {
-		r.drift.wake(key, func(types.NamespacedName) bool { return true })
+		r.drift.wake(key)
 	}
 }
 
