@@ -255,3 +255,48 @@ func TestFoughtDriftBacksOff(t *testing.T) {
 		return false
 	})
 }
+
+// TestAFoughtObjectDeletedComesBackAtOnce: after a long fight over a field
+// of an object, its undos are paced; the object deleted then is created
+// again at the next look, not after the fight's pause. An autoscaler
+// fights a field, not an object's being there.
+func TestAFoughtObjectDeletedComesBackAtOnce(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "refight-"+ns, url, withTarget(ns)))
+	cm := a.Name + "-config"
+	synced(t, a)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+
+	// The rival rewrites the field until Capstan has undone it three
+	// times (2, 4 and 8 s apart): its next undo would wait 16 s.
+	patch := []byte(`{"data":{"greeting":"rival"}}`)
+	obj := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: cm}}
+	undone := -1 // the first write is the rival's own
+	deadline := time.Now().Add(45 * time.Second)
+	for undone < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("Capstan undid the rival's edit %d times in 45 s; want 3", undone)
+		}
+		if live(t, "v1", "ConfigMap", ns, cm).Object["data"].(map[string]any)["greeting"] != "rival" {
+			if undone++; undone == 3 {
+				break
+			}
+			if err := admin.Patch(context.Background(), obj, client.RawPatch(types.MergePatchType, patch), client.FieldOwner("rival")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := admin.Delete(context.Background(), obj); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	// The drift delay is 2 s; the fight's pause would be 16 s.
+	eventually(t, 8*time.Second, "the deleted ConfigMap created again", func() bool {
+		cur := live(t, "v1", "ConfigMap", ns, cm)
+		return cur != nil && cur.GetDeletionTimestamp() == nil
+	})
+	t.Logf("the ConfigMap was back %s after its deletion", time.Since(deleted).Round(100*time.Millisecond))
+}

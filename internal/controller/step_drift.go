@@ -117,18 +117,29 @@ func (p *driftPacer) forget(addon types.NamespacedName) {
 // paceDrift is the pipeline step that paces a sync which only undoes drift:
 // the render is the one applied, no hook is pending, and no sync request
 // asks for it. A sync that must wait ends OutOfSync with reason
-// DriftFought, saying which object and when.
+// DriftFought, saying which object and when. Only changed objects are
+// paced: a missing one is created again at once, the fought ones with it.
 func (r *AddonReconciler) paceDrift(ctx context.Context, s *scope) (bool, error) {
 	if s.lifecycle != LifecycleNone || s.addon.Status.AppliedHash != s.render.Hash || s.verdict.HandledSyncRequest {
 		return false, nil
 	}
 	var refs []capstanv1.ObjectRef
+	missing := false
 	for _, p := range s.previews {
-		if p.Action == capstanv1.ActionCreate || p.Action == capstanv1.ActionUpdate {
+		switch p.Action {
+		case capstanv1.ActionCreate:
+			// NOTE: an autoscaler fights a field, not an object's being
+			// there. A Deployment deleted after a long fight over its
+			// replicas would otherwise wait up to the resync to come back,
+			// where Argo CD's self-heal and Flux re-create it at their
+			// next look.
+			missing = true
+		case capstanv1.ActionUpdate:
 			refs = append(refs, p.Ref)
 		}
 	}
-	if len(refs) == 0 {
+	if len(refs) == 0 || missing {
+		s.driftUndo = refs
 		return false, nil
 	}
 	wait, which := r.pacer.wait(client.ObjectKeyFromObject(s.addon), refs, time.Now())
