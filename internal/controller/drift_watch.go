@@ -395,7 +395,7 @@ func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedN
 	if err := r.Client.Get(ctx, key, addon); err != nil {
 		return false
 	}
-	if h := addon.Status.Hook; h != nil && h.ObjectRef.Key() == want {
+	if h := addon.Status.Hook; h != nil && h.Key() == want {
 		return true
 	}
 	return slices.ContainsFunc(capstanv1.RefsOf(addon.Status.Inventory), func(r capstanv1.ObjectRef) bool { return r.Key() == want })
