@@ -73,7 +73,11 @@ func TestSyncOutcome(t *testing.T) {
 		{"applying", func(*capstanv1.Addon) {}, false, ""},
 		{"a new generation not yet seen", func(a *capstanv1.Addon) { a.Generation = 3 }, false, ""},
 		{"failed", func(a *capstanv1.Addon) { a.Status.Phase = capstanv1.PhaseFailed }, false, "is Failed"},
-		{"suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, false, "capstan addon install web -n apps"},
+		{"suspended", func(a *capstanv1.Addon) { a.Spec.Suspend = true }, false, "capstan addon get web -n apps --diff"},
+		{"suspended, its plan in status", func(a *capstanv1.Addon) {
+			a.Spec.Suspend = true
+			a.Status.Plan = &capstanv1.Plan{Generation: a.Generation, Hash: "h2"}
+		}, false, "capstan addon install web -n apps --plan h2"},
 		{"suspended, in git", func(a *capstanv1.Addon) {
 			a.Spec.Suspend = true
 			a.Labels = map[string]string{"capstan.dev/managed-by-git": "ops"}
