@@ -29,7 +29,7 @@ func TestSyncOfASuspendedOrPausedAddonEndsAtOnce(t *testing.T) {
 
 	start := time.Now()
 	out, err := capstan(t, cluster, "addon", "sync", "held", "-n", ns, "--timeout", "40s")
-	if err == nil || !strings.Contains(err.Error(), "is suspended") || !strings.Contains(err.Error(), "capstan addon get held -n "+ns+" --diff") {
+	if err == nil || !strings.Contains(err.Error(), "is suspended") || !strings.Contains(err.Error(), "capstan addon install held -n "+ns+" --plan ") {
 		t.Fatalf("sync of a suspended add-on: %v; want it refused, naming the command that resumes it\n%s", err, out)
 	}
 	if took := time.Since(start); took > 20*time.Second {
