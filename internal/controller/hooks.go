@@ -185,12 +185,12 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep,
-		Progress: func(p capstanv1.HookProgress) error {
+		Progress: func(p capstanv1.HookProgress) {
 			p.Generation = s.addon.Generation
 			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {
 				p.Generation = h.Generation // the run goes on: it began then
 			}
-			return r.showHook(ctx, s, &p)
+			r.showHook(ctx, s, &p)
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
@@ -214,7 +214,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	// neither after a stop between the two writes, and the next sync
 	// would run the event anew, before-hook-creation deleting the
 	// Completed migration Job and running it again.
-	_ = r.showHook(ctx, s, nil)
+	r.showHook(ctx, s, nil)
 	return err
 }
 
@@ -377,19 +377,16 @@ func (r *AddonReconciler) hookWait(event string) time.Duration {
 }
 
 // showHook writes the running hook into status at once, so a long hook is
-// visible while it runs, and a controller that stops while it runs goes
-// on from it. A look that goes on waiting for the hook status already
-// shows writes nothing. Its error tells the runner not to create the hook
-// (hooks.Request.Progress); a cleared hook that is not written is written
-// with the status the reconcile ends with.
-func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.HookProgress) error {
+// visible while it runs. A look that goes on waiting for the hook status
+// already shows writes nothing.
+func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.HookProgress) {
 	h := s.addon.Status.Hook
 	if p == nil && h == nil {
-		return nil
+		return
 	}
 	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() && h.Generation == p.Generation {
-		return nil
+		return
 	}
 	s.addon.Status.Hook = p
-	return r.checkpointStatus(ctx, s)
+	_ = r.checkpointStatus(ctx, s)
 }

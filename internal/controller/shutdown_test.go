@@ -28,13 +28,11 @@ type waitingHooks struct {
 
 func (h *waitingHooks) Run(ctx context.Context, req hooks.Request) error {
 	progress := req.Progress
-	req.Progress = func(p capstanv1.HookProgress) error {
-		var err error
+	req.Progress = func(p capstanv1.HookProgress) {
 		if progress != nil {
-			err = progress(p)
+			progress(p)
 		}
 		h.once.Do(func() { close(h.waiting) })
-		return err
 	}
 	return h.HookRunner.Run(ctx, req)
 }

@@ -31,11 +31,8 @@ type Request struct {
 	Keep apply.Deletion
 	// Timeout bounds each hook; zero means DefaultTimeout.
 	Timeout time.Duration
-	// Progress is called when a hook starts, so status can show it. When
-	// it fails, the hook is not created and Run returns its error: a hook
-	// that runs while nothing names it could be taken, by a later run
-	// that is not told of it, for an earlier run's and deleted.
-	Progress func(capstanv1.HookProgress) error
+	// Progress is called when a hook starts, so status can show it.
+	Progress func(capstanv1.HookProgress)
 	// Run names this run of the event's hooks. Every hook object is
 	// stamped with it (RunAnnotation), so that a run that goes on from a
 	// stopped one tells its own objects from those of earlier runs.
@@ -45,8 +42,7 @@ type Request struct {
 	// ran: a hook whose object carries Run and succeeded is not run again,
 	// and the hook the stopped run was waiting for (Waiting), if its object
 	// carries Run and still runs, is waited for again rather than started
-	// anew. Any other hook runs as usual; but one whose object carries Run
-	// and still runs within its timeout is waited for, with Resume or not.
+	// anew. Any other hook runs as usual.
 	Resume bool
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.

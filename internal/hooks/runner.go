@@ -118,9 +118,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			// the wait. The hooks before it stay as they are: each
 			// succeeded, and the next sync runs the event again.
 			if req.Progress != nil {
-				if err := req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now(), Run: req.Run}); err != nil {
-					return fmt.Errorf("recording the %s hook %s in status: %w", req.Event, capstanv1.RefOf(h.Object).Describe(), err)
-				}
+				req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now(), Run: req.Run})
 			}
 			if err := req.AwaitHealthy(ctx); err != nil {
 				return err
@@ -182,7 +180,7 @@ func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.
 		if capstanv1.RefOf(h.Object) != *req.Waiting {
 			continue
 		}
-		if ours, _, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
+		if ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
 			return i, true
 		}
 		return 0, false
@@ -207,23 +205,12 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	}
 	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
 	resumed := false
-	var created time.Time
-	if req.Resume || req.Run != "" {
-		ours, st, made, err := r.fromStoppedRun(ctx, req, ref)
+	if req.Resume {
+		ours, st, err := r.fromStoppedRun(ctx, req, ref)
 		if err != nil {
 			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
 		}
 		switch {
-		case ours && st == running && time.Since(made) < timeout:
-			// NOTE: a hook of this run that still runs, though the
-			// caller names no hook to go on from: one whose start a
-			// status write that failed left unrecorded, or whose wait
-			// failed. Deleting it (before-hook-creation) would cut a
-			// migration short and start it again half-way through, so it
-			// is waited for, within the timeout from its creation. One
-			// past that timed out, and runs anew as a retry should.
-			resumed, created = true, made
-		case !req.Resume:
 		case ours && st == succeeded:
 			// NOTE: the run that stopped made this object and it
 			// succeeded, though the stopped controller never recorded
@@ -244,19 +231,11 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		log.Info("Running hook")
 	}
 	since := time.Now()
-	switch {
-	case resumed && req.Waiting != nil && *req.Waiting == ref && !req.WaitingSince.IsZero():
+	if resumed && !req.WaitingSince.IsZero() {
 		since = req.WaitingSince
-	case !created.IsZero():
-		since = created
 	}
 	if req.Progress != nil {
-		if err := req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run}); err != nil {
-			// NOTE: not created: a hook that runs while status names
-			// no run of it could be deleted by a later run of another
-			// render, or waited for by no one. The caller retries.
-			return fmt.Errorf("recording the %s hook %s in status before it runs: %w", req.Event, ref.Describe(), err)
-		}
+		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run})
 	}
 	existed, keptBy := false, ""
 	if !resumed {
@@ -360,25 +339,23 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 
 // fromStoppedRun reads a hook's object and reports whether the stopped run
 // that this one goes on from made it (it carries req.Run), and if so where
-// it stands and when it was created. A kind that is not waited for has
-// succeeded once it exists.
-func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.ObjectRef) (bool, state, time.Time, error) {
+// it stands. A kind that is not waited for has succeeded once it exists.
+func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.ObjectRef) (bool, state, error) {
 	live, err := req.Applier.Get(ctx, ref)
 	if apimeta.IsNoMatchError(err) {
-		return false, running, time.Time{}, nil
+		return false, running, nil
 	}
 	if err != nil {
-		return false, running, time.Time{}, err
+		return false, running, err
 	}
 	if live == nil || live.GetDeletionTimestamp() != nil || req.Run == "" || live.GetAnnotations()[RunAnnotation] != req.Run {
-		return false, running, time.Time{}, nil
+		return false, running, nil
 	}
-	made := live.GetCreationTimestamp().Time
 	if !waitsFor(ref.APIVersion, ref.Kind) {
-		return true, succeeded, made, nil
+		return true, succeeded, nil
 	}
 	out, err := r.read(ctx, req.Applier, live)
-	return true, out.state, made, err
+	return true, out.state, err
 }
 
 // JobTTL returns a batch Job's ttlSecondsAfterFinished, and whether it
