@@ -941,8 +941,7 @@ type AddonStatus struct {
 	// PreHooksDone is the pre event (pre-install or pre-upgrade) whose
 	// hooks succeeded for a render whose apply is not recorded yet: a sync
 	// of that render stopped half-way (the controller killed) does not run
-	// them again. An uninstall records pre-delete here once its pre-delete
-	// stage is over, and post-delete once its post-delete hooks succeeded.
+	// them again.
 	// +optional
 	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
 

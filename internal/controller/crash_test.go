@@ -170,50 +170,6 @@ func TestStopBeforePreHooksDoneWritten(t *testing.T) {
 	}
 }
 
-// TestStopBeforeHookCleanUp gives the pre-install,
-// post-install and post-delete Jobs hook-succeeded, and stops the sync
-// once each has succeeded, and the uninstall before it removes its
-// finalizer, as a controller killed there would. The hook-succeeded
-// objects are deleted only after the event is recorded done: before, the
-// runner deleted them first, so a stop in between left status.hook naming
-// a Job that was gone, and the next sync ran every hook of the event
-// again.
-func TestStopBeforeHookCleanUp(t *testing.T) {
-	ns := newNamespace(t)
-	rec := recordEvents(t, ns)
-	key := controllerNS + "/hooks-" + ns
-	stopped := map[string]*atomic.Bool{"pre-install succeeded": {}, "post-install succeeded": {}, "post-delete succeeded": {}, "remove finalizer": {}}
-	stepHooks.Store(key, func(step string) error {
-		if s := stopped[step]; s != nil && s.CompareAndSwap(false, true) {
-			return errors.New("simulated stop at " + step)
-		}
-		return nil
-	})
-	t.Cleanup(func() { stepHooks.Delete(key) })
-	a := dbapp(t, ns, `{hooks: {initdb: {deletePolicy: hook-succeeded}, seed: {deletePolicy: hook-succeeded}},
-extraHooks: [{name: farewell, kind: Job, events: post-delete, deletePolicy: hook-succeeded}]}`,
-		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
-	got := synced(t, a)
-	deleteAddon(t, a)
-	for step, s := range stopped {
-		if !s.Load() {
-			t.Errorf("never stopped at %q", step)
-		}
-	}
-	for _, name := range []string{"db-initdb", "db-seed", "db-farewell"} {
-		if n := rec.count("Job/"+name, watch.Added); n != 1 {
-			t.Errorf("Job %s was created %d times; want once: it had succeeded before the stop", name, n)
-		}
-		if n := rec.count("Job/"+name, watch.Deleted); n != 1 {
-			t.Errorf("Job %s was deleted %d times; want once, by its hook-succeeded policy", name, n)
-		}
-	}
-	if got.Status.Hook != nil || got.Status.PreHooksDone != nil || got.Status.PendingHook != nil {
-		t.Errorf("status: hook %+v, preHooksDone %+v, pendingHook %+v; want all cleared once the install was recorded",
-			got.Status.Hook, got.Status.PreHooksDone, got.Status.PendingHook)
-	}
-}
-
 // TestStopAfterMainApplyThenNewValues stops an install after its main
 // apply, before the apply is recorded, as a controller killed there would,
 // and changes the values before the next sync. The objects are live, so

@@ -96,11 +96,6 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			return r.result(s, err)
 		}
 	}
-	// Tests stop here, as a controller killed before it removed the
-	// finalizer would.
-	if err := r.stepHook(ctx, s, "remove finalizer"); err != nil {
-		return r.result(s, err)
-	}
 	patch := client.MergeFrom(s.addon.DeepCopy())
 	controllerutil.RemoveFinalizer(s.addon, capstanv1.Finalizer)
 	if err := r.Client.Patch(ctx, s.addon, patch); err != nil {
@@ -135,12 +130,6 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 // the first look recorded what they need.
 func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	s.found.uninstalling = true
-	if d := s.addon.Status.PreHooksDone; d != nil && d.Event == "post-delete" {
-		// NOTE: an uninstall stopped once its post-delete hooks had
-		// succeeded: everything is deleted and its hooks ran, so only
-		// the finalizer's removal is left.
-		return nil
-	}
 	if p := s.priorWave; deletingWave(p) && sameDeletion(s, p, true) {
 		// NOTE: kept unless this look ends the wait, so that one that
 		// fails before it looks (the cluster out of reach, a read that
@@ -175,46 +164,32 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			if err := render(); err != nil {
 				return err
 			}
+			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
+				if hooks.IsRunning(err) {
+					return err
+				}
+				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+			}
 			// NOTE: what the render marks never to apply, or holds as a
 			// hook now, may still be in the inventory when no sync has run
 			// since the mark (a gate held it): it leaves the inventory
 			// running, as a sync would leave it. That, and that the
 			// pre-delete stage is over, hooks or none, are recorded at
-			// once, before the hook-succeeded clean-up (runEvent): a later
-			// look (a wave that waited, a refused delete) renders nothing,
-			// since part of the add-on may be deleted already, and must
-			// neither run the pre-delete hooks again nor delete what this
-			// render left out, whatever its source answers by then.
-			var left []apply.Spared
-			recorded, unrecorded := false, false
-			record := func(ctx context.Context) error {
-				if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
-					unrecorded = true
-					return err
-				}
-				left = s.leftOutOfInventory()
-				s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
-				s.addon.Status.Hook = nil
-				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
-				if err := r.checkpointStatus(ctx, s); err != nil {
-					unrecorded = true
-					return err
-				}
-				recorded = true
-				return nil
+			// once: a later look (a wave that waited, a refused delete)
+			// renders nothing, since part of the add-on may be deleted
+			// already, and must neither run the pre-delete hooks again nor
+			// delete what this render left out, whatever its source
+			// answers by then.
+			if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
+				return err
 			}
-			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
-				if hooks.IsRunning(err) || unrecorded {
-					// The next look goes on from the run, and records it.
-					return err
-				}
-				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
-			}
-			if !recorded {
-				// No pre-delete hooks ran: the stage is over all the same.
-				if err := record(ctx); err != nil {
-					return err
-				}
+			left := s.leftOutOfInventory()
+			s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
+			// NOTE: status.hook is cleared in the same write (runEvent).
+			s.addon.Status.Hook = nil
+			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
+			if err := r.checkpointStatus(ctx, s); err != nil {
+				return err
 			}
 			r.reportSpared(ctx, s, "Uninstall", left)
 		}
@@ -246,15 +221,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	}
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
-	// NOTE: recorded before the hook-succeeded clean-up, and the
-	// finalizer's removal, which follow: a controller stopped after the
-	// record removes the finalizer and runs no post-delete hook again.
-	postDone := func(ctx context.Context) error {
-		s.addon.Status.Hook, s.addon.Status.PendingHook = nil, nil
-		s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "post-delete"}
-		return r.checkpointStatus(ctx, s)
-	}
-	if err := r.runEvent(ctx, s, "post-delete", retry, postDone); err != nil {
+	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {
 		if hooks.IsRunning(err) {
 			return err
 		}

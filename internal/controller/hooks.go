@@ -36,10 +36,7 @@ var hookEvents = map[Lifecycle][2]string{
 // apply; either may be empty. A retry runs only the post event that failed.
 func (s *scope) events() (pre, post string) {
 	if s.lifecycle == LifecycleRetryPost {
-		if p := s.addon.Status.PendingHook; p != nil {
-			return "", p.Event
-		}
-		return "", "" // the retried post hooks succeeded (recordPost)
+		return "", s.addon.Status.PendingHook.Event
 	}
 	e := hookEvents[s.lifecycle]
 	if d := s.addon.Status.PreHooksDone; d != nil && s.render != nil && d.Event == e[0] && d.Hash == s.render.Hash {
@@ -100,11 +97,9 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 // migration Job still running is then waited for, not deleted and started
 // anew, and one that succeeded is not run again; the run name (hookRun)
 // holds the render, so a new render runs every hook.
-//
-// done, when set, records that the event's hooks succeeded (runEvent).
-func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string, done func(context.Context) error) error {
+func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) error {
 	h := s.addon.Status.Hook
-	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost || h != nil && h.Event == event, done)
+	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost || h != nil && h.Event == event)
 }
 
 // runEvent runs the hooks of one event. With resume, this sync goes on
@@ -113,17 +108,7 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string, 
 // completed, or while it ran, or a post hook that failed. The hooks that
 // succeeded in that run are not run again, and the one it was waiting for
 // (status.hook) is waited for again; the others run as usual.
-//
-// done, when set, records in status that the event's hooks succeeded
-// (status.preHooksDone, status.pendingHook cleared), with status.hook
-// cleared in the same write. It runs once every hook has succeeded and
-// before the runner deletes those with hook-succeeded
-// (hooks.Request.Done): a controller stopped before the write finds each
-// hook's object succeeded in the run status.hook names, and one stopped
-// after it finds the event done. Either way no hook runs again. When done
-// fails, status is as it was, nothing is deleted, and status.hook still
-// names the run, so the next look goes on from it and records it again.
-func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool, done func(context.Context) error) error {
+func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool) error {
 	h := s.addon.Status.Hook
 	if !s.hasHooks(event) {
 		if h != nil && h.Event == event {
@@ -158,31 +143,6 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		// as its own.
 		keep = apply.NoKeep
 	}
-	called, unrecorded := false, false
-	finish := func(ctx context.Context) error {
-		called = true
-		// Tests stop here, as a controller killed after the hooks
-		// succeeded and before it recorded that would: status.hook still
-		// names the last hook, and every hook's object is there.
-		if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
-			unrecorded = true
-			return err
-		}
-		if done == nil {
-			return nil
-		}
-		before := s.addon.Status.DeepCopy()
-		if err := done(ctx); err != nil {
-			// NOTE: the status this reconcile ends with must not say
-			// the event done either: the runner left the hook-succeeded
-			// objects, which only a look that goes on from this run
-			// deletes.
-			s.addon.Status = *before
-			unrecorded = true
-			return err
-		}
-		return nil
-	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep,
 		Progress: func(p capstanv1.HookProgress) {
@@ -194,28 +154,39 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
-		Done:         finish,
 	})
-	if err == nil && !called {
-		// A HookRunner that does not call Done (a test's) ran them all.
-		err = finish(ctx)
-	}
-	if hooks.IsRunning(err) || err != nil && (ctx.Err() != nil || unrecorded) {
+	if hooks.IsRunning(err) || err != nil && ctx.Err() != nil {
 		// NOTE: status.hook goes on naming the hook: the next look reads
 		// it, and the run goes on from it once it has finished. So does
 		// a run the controller's stop cut short: the hook it waited for
-		// still runs, and must not be taken for ended. So does one whose
-		// success could not be recorded: the next look finds every hook
-		// succeeded and records it.
+		// still runs, and must not be taken for ended.
 		return err
 	}
-	// NOTE: done cleared status.hook in the write that records the event;
-	// a cleared status.hook written apart from that record would leave
-	// neither after a stop between the two writes, and the next sync
-	// would run the event anew, before-hook-creation deleting the
-	// Completed migration Job and running it again.
+	if err == nil {
+		// Tests stop here, as a controller killed after the hooks
+		// succeeded and before it recorded that would: status.hook still
+		// names the last hook.
+		if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
+			return err
+		}
+		if preEvent(event) {
+			// NOTE: status.hook stays until the caller records the event
+			// done (status.preHooksDone), and is cleared in that same
+			// write. Written apart, a stop between the two writes would
+			// leave neither: the next sync would find no run to go on
+			// from, and before-hook-creation would delete the Completed
+			// migration Job and run it again.
+			return nil
+		}
+	}
 	r.showHook(ctx, s, nil)
 	return err
+}
+
+// preEvent reports whether event is one whose success the caller records
+// in status.preHooksDone: pre-install, pre-upgrade or pre-delete.
+func preEvent(event string) bool {
+	return event == "pre-install" || event == "pre-upgrade" || event == "pre-delete"
 }
 
 // hookRun names one run of an event's hooks, for the runner to stamp on

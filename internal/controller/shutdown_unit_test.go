@@ -66,7 +66,7 @@ func TestRunEventKeepsTheHookItStillWaitsFor(t *testing.T) {
 		if tc.stopped {
 			stop()
 		}
-		err := r.runEvent(ctx, s, "pre-upgrade", true, nil)
+		err := r.runEvent(ctx, s, "pre-upgrade", true)
 		stop()
 		if err == nil {
 			t.Errorf("%s: runEvent = nil; want the run's error", tc.name)

@@ -63,15 +63,6 @@ type Request struct {
 	// when they are all Current; its error ends the run, with no hook of
 	// the rest run.
 	AwaitHealthy func(context.Context) error
-	// Done, when set, is called once every hook of the event has
-	// succeeded, before the hooks with hook-succeeded are deleted: the
-	// caller records the event done there, while each hook's object still
-	// shows it succeeded. A run that stops after that record finds the
-	// event done; one that stops before it finds the objects, and a
-	// resumed run skips them. When Done fails, nothing is deleted and Run
-	// returns its error: the next run goes on from this one, finds every
-	// hook succeeded, and calls Done again.
-	Done func(context.Context) error
 }
 
 // RunAnnotation, on a hook's object, is the Run of the request that made

@@ -77,9 +77,9 @@ const DefaultDeleteWait = 30 * time.Second
 //
 // When a hook fails or times out, Run deletes it if it has hook-failed,
 // deletes the hooks that succeeded before it if they have hook-succeeded,
-// and returns an *Error that names it. When every hook succeeds, Run calls
-// req.Done, then deletes those with hook-succeeded, in reverse order.
-// Hooks of unknown events are never run.
+// and returns an *Error that names it. When every hook succeeds, Run
+// deletes those with hook-succeeded, in reverse order. Hooks of unknown
+// events are never run.
 //
 // Every hook object carries req.Run. With req.Resume, a hook whose object
 // carries it and succeeded is not run again, and the hook the stopped run
@@ -132,14 +132,6 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
 				r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 			}
-			return err
-		}
-	}
-	if req.Done != nil {
-		if err := req.Done(ctx); err != nil {
-			// NOTE: the hook-succeeded objects stay: they are what shows
-			// a resumed run that this one succeeded, until its end is
-			// recorded.
 			return err
 		}
 	}
