@@ -8,6 +8,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -298,22 +299,12 @@ func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstruc
 			continue
 		case err != nil:
 			return fmt.Errorf("reading %s, which the plan creates, before its sync wave: %w", ref.Describe(), err)
-		case live == nil || labelled(live.GetLabels(), q.OwnerLabels):
+		case live == nil || labels.SelectorFromSet(q.OwnerLabels).Matches(labels.Set(live.GetLabels())):
 			continue
 		}
 		return fmt.Errorf("%s was created by someone else while the sync waited for the sync waves before it, so it is not taken over by this apply: the next sync plans it again, and adopts it only as spec.adopt says", ref.Describe())
 	}
 	return nil
-}
-
-// labelled reports whether labels hold every one of want.
-func labelled(labels, want map[string]string) bool {
-	for k, v := range want {
-		if labels[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // verify makes sure the API server takes every object the plan could not

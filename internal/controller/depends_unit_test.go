@@ -39,6 +39,8 @@ func TestNotReady(t *testing.T) {
 		}
 		return a
 	}
+	hookFailed := held(3, capstanv1.PhaseSuspended, "Suspended", 3, metav1.ConditionTrue, 3)
+	hookFailed.Status.PendingHook = &capstanv1.PendingHook{Event: "post-upgrade", Hash: "h"}
 	removed := addon(1, capstanv1.PhaseSynced, metav1.ConditionTrue, 1)
 	removed.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	cases := []struct {
@@ -65,6 +67,7 @@ func TestNotReady(t *testing.T) {
 			"OutOfSync: SyncWindowClosed, with its objects not all Healthy"},
 		{"held, Healthy at an older generation", held(3, capstanv1.PhaseOutOfSync, "AwaitingApproval", 3, metav1.ConditionTrue, 2),
 			"OutOfSync: AwaitingApproval, with its objects not all Healthy"},
+		{"held, its post hooks failed", hookFailed, "Suspended: Suspended, with its post-upgrade hooks not done"},
 		{"Blocked, its latest change applied and Healthy", held(3, capstanv1.PhaseBlocked, "ObjectsExist", 3, metav1.ConditionTrue, 3), "Blocked: ObjectsExist"},
 	}
 	for _, c := range cases {

@@ -189,6 +189,10 @@ func notReady(a *capstanv1.Addon) string {
 		return string(a.Status.Phase) + ": " + c.Reason
 	case a.Status.AppliedGeneration != a.Generation:
 		return string(a.Status.Phase) + ": " + c.Reason + ", with its latest change not applied yet"
+	case a.Status.PendingHook != nil:
+		// NOTE: appliedGeneration is recorded before the post hooks run;
+		// one that failed (a migration) is still to succeed.
+		return string(a.Status.Phase) + ": " + c.Reason + ", with its " + a.Status.PendingHook.Event + " hooks not done"
 	}
 	h := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy)
 	if h == nil || h.Status != metav1.ConditionTrue || h.ObservedGeneration != a.Generation {
