@@ -167,6 +167,8 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		{"api.port=8081", "set api.port to another port"},
 		{"metrics.port=8081", "set metrics.port to another port"},
 		{"api.port=9090,metrics.port=9090", "api.port and metrics.port are both 9090"},
+		// A budget that keeps every replica available blocks every drain.
+		{"podDisruptionBudget.enabled=true", "podDisruptionBudget.minAvailable 1 leaves no replica of 1 to evict"},
 	} {
 		if out, err := helm(t, "template", "capstan", chart, "--set", bad.set); err == nil || !strings.Contains(out, bad.want) {
 			t.Errorf("helm template --set %s must fail saying %q: %v\n%s", bad.set, bad.want, err, out)
