@@ -357,7 +357,7 @@ func uncompressed(cfg *rest.Config) *rest.Config {
 
 // Leader election (--leader-elect) holds a Lease in the controller's
 // namespace.
-// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete,namespace=system
 
 // managerOptions are the manager's options from the flags and the shard.
 func managerOptions(o *controllerOptions, s shard) ctrl.Options {
