@@ -454,7 +454,7 @@ func (w *Writer) tookLast(wt *git.Worktree, folder string) (bool, error) {
 		return false, err
 	}
 	for _, e := range entries {
-		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".yaml") || strings.HasSuffix(e.Name(), ".yml")) {
+		if !e.IsDir() && IsDefinitionFile(e.Name()) {
 			return false, nil
 		}
 	}

@@ -92,7 +92,10 @@ func TestWriterKeepsTheLastDefinition(t *testing.T) {
 	url := srv.Create(t, "gitops")
 	w := gitserver.Clone(t, url)
 	w.Write("addons/grafana.yaml", string(def("grafana", ""))).Write("addons/loki.yaml", string(def("loki", ""))).
-		Write("addons/more/tempo.yaml", string(def("tempo", ""))).CommitAndPush("two add-ons, and one in a subfolder")
+		Write("addons/more/tempo.yaml", string(def("tempo", ""))).
+		// A hidden file is no definition to the syncer, so none to the writer.
+		Write("addons/.ci.yaml", "lint: true\n").
+		CommitAndPush("two add-ons, one in a subfolder, and a hidden file")
 
 	keep := &Writer{URL: url, KeepLast: true}
 	if _, err := keep.Remove(ctx, "grafana"); err != nil {
