@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -292,14 +293,18 @@ func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstruc
 			continue
 		}
 		ref := capstanv1.RefOf(obj)
-		live, err := q.Applier.Get(ctx, ref)
+		// Its labels are all this reads: metadata alone, not a large
+		// ConfigMap's or custom resource's whole body.
+		live, err := q.Applier.readMetadata(ctx, ref, ref.APIVersion)
 		switch {
+		case apierrors.IsNotFound(err):
+			continue
 		case apimeta.IsNoMatchError(err):
 			// NOTE: its kind is not served yet; the apply says so.
 			continue
 		case err != nil:
 			return fmt.Errorf("reading %s, which the plan creates, before its sync wave: %w", ref.Describe(), err)
-		case live == nil || labels.SelectorFromSet(q.OwnerLabels).Matches(labels.Set(live.GetLabels())):
+		case labels.SelectorFromSet(q.OwnerLabels).Matches(labels.Set(live.GetLabels())):
 			continue
 		}
 		return fmt.Errorf("%s was created by someone else while the sync waited for the sync waves before it, so it is not taken over by this apply: the next sync plans it again, and adopts it only as spec.adopt says", ref.Describe())
