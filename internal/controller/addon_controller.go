@@ -257,8 +257,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 			}
 		}
 		// NOTE: a dependency is woken only when the cache holds it, which
-		// is to say when it is in this controller's shard: a dependsOn can
-		// name an Addon of another shard, which its own controller wakes.
+		// is to say when it is in this controller's shard: one of another
+		// shard Blocks its dependent (DependencyInAnotherShard), and is
+		// its own controller's to reconcile.
 		for _, key := range r.Config.dependencies(a) {
 			dep := &capstanv1.Addon{}
 			if err := r.Client.Get(ctx, key, dep); err != nil || !r.Config.Selects(dep.Labels) {

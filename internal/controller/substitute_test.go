@@ -153,7 +153,7 @@ spec:
 	if err := admin.Update(ctx, vars); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, resync/5, "the changed variable applied before the resync", func() bool {
+	eventually(t, soon, "the changed variable applied before the resync", func() bool {
 		got, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "settings").Object, "data", "cluster")
 		return got == "staging"
 	})
