@@ -26,9 +26,11 @@ type Limits struct {
 	// MaxArchiveBytes caps a compressed chart archive.
 	MaxArchiveBytes int64
 	// MaxUncompressedBytes caps the sum of the files of a chart (its
-	// subcharts' archives unpacked included) or of a git tree.
+	// subcharts' archives unpacked included, and of an archive what its
+	// tar headers take) or of a git tree.
 	MaxUncompressedBytes int64
-	// MaxFiles caps the number of files.
+	// MaxFiles caps the number of files; of an archive, every tar entry,
+	// folders and pax headers included.
 	MaxFiles int
 	// MaxDepth caps the number of path elements of one file.
 	MaxDepth int
@@ -200,10 +202,12 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 		return nil, &ArchiveError{Problem: fmt.Sprintf("is not a gzip-compressed tar archive (%v); check that the URL serves a chart .tgz", err)}
 	}
 	defer zr.Close()
-	tr := tar.NewReader(zr)
+	stream := &countingReader{r: zr}
+	tr := tar.NewReader(stream)
 	var files []*archive.BufferedFile
 	top := ""
 	for {
+		read := stream.n
 		hd, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -211,6 +215,20 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 		if err != nil {
 			return nil, corrupt(err)
 		}
+		// NOTE: every entry counts, folders and pax headers too: they hold
+		// none of the chart's bytes, but each is a header to unpack, and
+		// two million folder entries fit in a 14 MB archive that took 20 s
+		// to read. What the headers took of the stream (pax records, long
+		// names and padding included) counts as unpacked bytes.
+		b.files++
+		if b.files > b.lim.MaxFiles {
+			return nil, &ArchiveError{Problem: fmt.Sprintf("holds more than %d files and folders, the limit; every tar entry counts", b.lim.MaxFiles)}
+		}
+		headers := stream.n - read
+		if headers > b.lim.MaxUncompressedBytes-b.bytes {
+			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
+		}
+		b.bytes += headers
 		name := strings.ReplaceAll(hd.Name, `\`, "/")
 		if err := checkEntryName(name, b.lim.MaxDepth); err != nil {
 			return nil, err
@@ -233,10 +251,6 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 			top = first
 		} else if first != top {
 			return nil, &ArchiveError{Entry: hd.Name, Problem: fmt.Sprintf("is outside the chart's folder %q; a chart archive holds one top folder", top)}
-		}
-		b.files++
-		if b.files > b.lim.MaxFiles {
-			return nil, &ArchiveError{Problem: fmt.Sprintf("holds more than %d files, the limit", b.lim.MaxFiles)}
 		}
 		left := b.lim.MaxUncompressedBytes - b.bytes
 		if hd.Size > left {
@@ -274,6 +288,18 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 		return nil, &ArchiveError{Problem: "holds no files"}
 	}
 	return files, nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func corrupt(err error) error {

@@ -38,6 +38,9 @@ func tgz(t testing.TB, entries ...entry) []byte {
 		if e.typeflag != tar.TypeReg {
 			hd.Size = 0
 		}
+		if e.typeflag == tar.TypeXGlobalHeader {
+			hd = &tar.Header{Name: e.name, Typeflag: e.typeflag, PAXRecords: map[string]string{"comment": e.body}}
+		}
 		if err := tw.WriteHeader(hd); err != nil {
 			t.Fatal(err)
 		}
