@@ -20,7 +20,8 @@ import (
 // Chart fetches the chart an Addon's spec.chart names: from a chart
 // repository, an OCI registry or an https archive. creds may be nil. A chart
 // is fetched once and then served from the cache, keyed by source, name and
-// version (or digest) and by the credentials used. Nothing is cached on error.
+// version (or digest; from a chart repository, with the digest its index
+// lists) and by the credentials used. Nothing is cached on error.
 func (f *Fetcher) Chart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials) (*Chart, error) {
 	return f.chart(ctx, spec, creds, false)
 }
@@ -195,6 +196,13 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		return nil, err
 	}
 	key := "repo\x00" + base.String() + "\x00" + spec.Name + "\x00" + cv.Version + "\x00" + creds.cacheKey()
+	// NOTE: a version pushed again (ChartMuseum, Artifactory and Harbor
+	// allow an overwrite) keeps its name and version; the digest the index
+	// lists is what changes. It is in the key, so the new archive is
+	// fetched and checked against it, not the one cached before served.
+	if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" {
+		key += "\x00sha256:" + want
+	}
 	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		// Credentials go to the repository's host only, as Helm does by default.

@@ -128,3 +128,47 @@ func TestLargeValuesFile(t *testing.T) {
 		t.Fatalf("got %v, want the values file refused", err)
 	}
 }
+
+// indexWithDigest is an index.yaml listing name at version, its archive at
+// url with the sha256 digest (hex) given.
+func indexWithDigest(name, version, url, digest string) []byte {
+	return []byte(fmt.Sprintf("apiVersion: v1\nentries:\n  %s:\n  - apiVersion: v2\n    name: %s\n    version: %s\n    digest: %s\n    urls: [%s]\n",
+		name, name, version, digest, url))
+}
+
+// TestRepoChartCacheFollowsTheIndexDigest: a chart pushed again at the
+// same version (ChartMuseum, Artifactory and Harbor allow an overwrite)
+// has a new digest in index.yaml. Once the index is read again, the new
+// archive is fetched and checked against it, not the cached one served;
+// an archive that does not match what the index lists is still refused.
+func TestRepoChartCacheFollowsTheIndexDigest(t *testing.T) {
+	r := newChartRepo(t)
+	first := chartArchive(t, "demo", "1.0.0")
+	r.put("/demo-1.0.0.tgz", first)
+	r.put("/index.yaml", indexWithDigest("demo", "1.0.0", "demo-1.0.0.tgz", strings.TrimPrefix(Digest(first), "sha256:")))
+	now := time.Unix(1700000000, 0)
+	f := newTestFetcher(t, Options{IndexTTL: time.Minute, Now: func() time.Time { return now }}, r.Server)
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	ctx := context.Background()
+	if c, err := f.Chart(ctx, spec, nil); err != nil || c.Digest != Digest(first) {
+		t.Fatalf("first fetch: %v, %v", c, err)
+	}
+
+	again := rebuilt(t, "demo", "1.0.0")
+	r.put("/demo-1.0.0.tgz", again)
+	r.put("/index.yaml", indexWithDigest("demo", "1.0.0", "demo-1.0.0.tgz", strings.TrimPrefix(Digest(again), "sha256:")))
+	now = now.Add(2 * time.Minute)
+	if c, err := f.Chart(ctx, spec, nil); err != nil || c.Digest != Digest(again) {
+		t.Fatalf("after the chart was pushed again and the index expired: %v, %v; want the new archive, %s", c, err, Digest(again))
+	}
+	if got := r.count("/demo-1.0.0.tgz"); got != 2 {
+		t.Fatalf("the archive was fetched %d times, want twice", got)
+	}
+
+	// The index lists a digest the archive served does not have.
+	r.put("/index.yaml", indexWithDigest("demo", "1.0.0", "demo-1.0.0.tgz", strings.Repeat("ab", 32)))
+	now = now.Add(2 * time.Minute)
+	if _, err := f.Chart(ctx, spec, nil); err == nil || !strings.Contains(err.Error(), "index.yaml lists sha256:abab") {
+		t.Fatalf("got %v, want the archive refused for the digest the index lists", err)
+	}
+}
