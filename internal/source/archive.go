@@ -71,19 +71,8 @@ const parsedKeepFactor = 24
 // relative to the chart's folder.
 func parsedFileLimit(rel string) int64 {
 	dir, base := path.Split(rel)
-	// NOTE: the loader parses these files at a chart's root and at the root
-	// of each subchart folder, charts/NAME/, however deep; a file of the same
-	// name elsewhere (templates/, files/) is only bytes to it.
-	if dir != "" {
-		parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
-		if len(parts)%2 != 0 {
-			return 0
-		}
-		for i := 0; i < len(parts); i += 2 {
-			if parts[i] != "charts" {
-				return 0
-			}
-		}
+	if !isChartRoot(dir) {
+		return 0
 	}
 	switch base {
 	case "values.yaml", "values.schema.json":
@@ -332,11 +321,45 @@ func checkEntryName(name string, maxDepth int) error {
 	return nil
 }
 
+// isChartRoot reports whether dir, a folder relative to a chart's folder
+// ("" or ending in "/"), is one Helm's loader loads as a chart: the chart's
+// own, or a subchart folder's, charts/NAME/, however deep.
+func isChartRoot(dir string) bool {
+	// NOTE: the loader reads the metadata, values and charts/ of a chart
+	// there only; a file of the same name elsewhere (templates/, files/)
+	// is only bytes to it, and so is a subchart it skips.
+	if dir == "" {
+		return true
+	}
+	parts := strings.Split(strings.TrimSuffix(dir, "/"), "/")
+	if len(parts)%2 != 0 {
+		return false
+	}
+	for i := 0; i < len(parts); i += 2 {
+		if parts[i] != "charts" || skippedSubchart(parts[i+1]) {
+			return false
+		}
+	}
+	return true
+}
+
+// skippedSubchart reports whether Helm's loader leaves out the entry NAME
+// of a chart's charts/ folder, a folder or an archive: it does when the
+// name starts with "." or "_".
+func skippedSubchart(name string) bool {
+	return strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
 // isSubchartArchive reports whether a chart-relative path is a dependency's
-// archive, which Helm's loader unpacks.
+// archive, which Helm's loader unpacks: charts/NAME.tgz in the chart's
+// folder or a subchart's. A .tgz anywhere else is only a file of the chart.
 func isSubchartArchive(rel string) bool {
 	dir, file := path.Split(rel)
-	return strings.HasSuffix(file, ".tgz") && (dir == "charts/" || strings.HasSuffix(dir, "/charts/"))
+	if path.Ext(file) != ".tgz" || skippedSubchart(file) {
+		return false
+	}
+	parent, ok := strings.CutSuffix(dir, "charts/")
+	return ok && (parent == "" || strings.HasSuffix(parent, "/")) && isChartRoot(parent)
 }
 
 // loadArchive checks and loads chart archive bytes.

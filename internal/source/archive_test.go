@@ -2,6 +2,8 @@ package source
 
 import (
 	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"fmt"
 	"strings"
 	"testing"
@@ -48,5 +50,69 @@ func TestEveryTarEntryCounts(t *testing.T) {
 	ok := append([]entry{{name: "chart/", typeflag: tar.TypeDir}, {name: "chart/templates/", typeflag: tar.TypeDir}}, chartEntries("chart", "1.0.0")...)
 	if _, err := loadArchive(tgz(t, ok...), DefaultLimits); err != nil {
 		t.Fatalf("a chart with its folders' entries: %v", err)
+	}
+}
+
+// TestIsSubchartArchive: Helm's loader unpacks charts/NAME.tgz at a chart's
+// root and at each subchart folder's, charts/NAME/, and skips names that
+// start with "." or "_"; any other .tgz is a file of the chart.
+func TestIsSubchartArchive(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"charts/sub-0.1.0.tgz":                 true,
+		"charts/sub/charts/inner-0.1.0.tgz":    true,
+		"charts/a/charts/b/charts/c-1.0.0.tgz": true,
+		"files/charts/data.tgz":                false,
+		"charts/sub/files/charts/data.tgz":     false,
+		"charts/sub/data.tgz":                  false,
+		"mycharts/sub-0.1.0.tgz":               false,
+		"charts/_backup.tgz":                   false,
+		"charts/.old.tgz":                      false,
+		"charts/_skipped/charts/inner.tgz":     false,
+		"charts/sub-0.1.0.tar.gz":              false,
+		"charts/sub-0.1.0.tgz.prov":            false,
+		"sub-0.1.0.tgz":                        false,
+	} {
+		if got := isSubchartArchive(rel); got != want {
+			t.Errorf("isSubchartArchive(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}
+
+// TestDataArchivesAreFiles: a .tgz that is a chart's data, not under its
+// charts/ folder, is a file as for Helm, and loads; a subchart is still
+// read and counted against the chart's limits.
+func TestDataArchivesAreFiles(t *testing.T) {
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write([]byte("some data, not a chart\n"))
+	_ = zw.Close()
+	data := gz.String()
+	sub := chartArchive(t, "sub", "0.1.0")
+	archive := tgz(t, append(chartEntries("app", "1.0.0"),
+		file("app/files/charts/data.tgz", data),
+		file("app/charts/_backup.tgz", data),
+		file("app/charts/sub-0.1.0.tgz", string(sub)),
+	)...)
+	c, err := loadArchive(archive, DefaultLimits)
+	if err != nil {
+		t.Fatalf("a chart with data archives: %v", err)
+	}
+	if len(c.Dependencies()) != 1 || c.Dependencies()[0].Name() != "sub" {
+		t.Fatalf("dependencies: %v, want sub", c.Dependencies())
+	}
+	var found bool
+	for _, f := range c.Files {
+		found = found || f.Name == "files/charts/data.tgz"
+	}
+	if !found {
+		t.Error("files/charts/data.tgz is not among the chart's files")
+	}
+	// 3 files of app, 3 data archives and 3 files of sub.
+	if _, err := loadArchive(archive, Limits{MaxFiles: 8}.withDefaults()); err == nil || !strings.Contains(err.Error(), "more than 8 files") {
+		t.Fatalf("got %v, want the subchart's files counted", err)
+	}
+	broken := tgz(t, append(chartEntries("app", "1.0.0"), file("app/charts/sub-0.1.0.tgz", "not gzip"))...)
+	if _, err := loadArchive(broken, DefaultLimits); err == nil || !strings.Contains(err.Error(), "subchart charts/sub-0.1.0.tgz") {
+		t.Fatalf("got %v, want the subchart read and refused", err)
 	}
 }
