@@ -59,9 +59,10 @@ dev: bin build ## Run Capstan on a local control plane with sample add-ons (Ctrl
 	bin/capstan dev --bin-dir $(BIN_DIR) $(DEV_ARGS)
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs and RBAC from the markers, for config/ and charts/capstan.
+generate: ## Generate deepcopy code, CRDs (stamped with their schema's hash) and RBAC from the markers, for config/ and charts/capstan.
 	$(TOOLS) controller-gen object:headerFile=hack/boilerplate.go.txt paths=./api/...
 	$(TOOLS) controller-gen crd:maxDescLen=400 paths=./api/... output:crd:artifacts:config=config/crd/bases
+	$(GO) run ./hack/crdstamp config/crd/bases/*.yaml
 	$(TOOLS) controller-gen rbac:roleName=controller paths=./internal/... output:rbac:artifacts:config=config/rbac
 	cp config/crd/bases/*.yaml charts/capstan/crds/
 	cp config/rbac/role.yaml charts/capstan/files/controller-role.yaml
