@@ -62,6 +62,10 @@ type controllerOptions struct {
 	renderWorkers  int
 	renderInline   bool
 	notifySecrets  []string
+	skipCRDCheck   bool
+	// crdCheckInterval is how often a controller held by CRDs of another
+	// version reads them again (0: every 10 s).
+	crdCheckInterval time.Duration
 }
 
 func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
@@ -95,6 +99,8 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi", "The most memory one render worker may use, as a Kubernetes quantity; past it the render is stopped and the add-on fails.")
 	fs.IntVar(&o.renderWorkers, "render-workers", 0, "Renders that run at once, each in a worker process; 0 means the number of CPUs (at least 2).")
 	fs.BoolVar(&o.renderInline, "render-in-process", false, "Render in the controller's own process, with no time or memory bound (debugging only: a chart that loops for ever then stalls a worker for good).")
+	fs.BoolVar(&o.skipCRDCheck, "skip-crd-check", false, "Start even when Capstan's CRDs on the API server are not the ones this controller was built with (unsafe: "+
+		"the API server then drops status fields the controller depends on, and hooks may run again; apply the CRDs instead).")
 	o.guard.AddFlags(fs)
 	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
 		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
@@ -299,8 +305,19 @@ func checkLeaseName(name string) error {
 	return nil
 }
 
-// runController runs the manager until ctx ends.
+// runController runs the manager until ctx ends, once Capstan's CRDs are
+// the ones this controller was built with.
 func runController(ctx context.Context, cfg *rest.Config, o *controllerOptions) error {
+	if o.skipCRDCheck {
+		ctrl.Log.WithName("crd-check").Info("Not checking Capstan's CRDs (--skip-crd-check): status fields their schema lacks are dropped")
+	} else {
+		if err := waitForOwnCRDs(ctx, cfg, o.probeAddr, o.crdCheckInterval); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
 	mgr, err := newManager(ctx, cfg, o)
 	if err != nil {
 		return err
