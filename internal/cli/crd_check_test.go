@@ -114,7 +114,7 @@ func TestControllerWaitsForItsCRDs(t *testing.T) {
 	if code != http.StatusInternalServerError {
 		t.Errorf("/readyz answers %d with the CRD of another version; want 500:\n%s", code, body)
 	}
-	for _, part := range []string{"CRD addons.capstan.dev is older than this controller", old, addons.Annotations[crdschema.Annotation],
+	for _, part := range []string{"CRD addons.capstan.dev is not the one this controller was built with", old, addons.Annotations[crdschema.Annotation],
 		crdschema.FixCommand} {
 		if !strings.Contains(body, part) {
 			t.Errorf("/readyz does not say %q:\n%s", part, body)
