@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/mail"
-	"net/url"
 	"os"
 	"path"
 	"slices"
@@ -428,48 +427,20 @@ func lastDefinition(err error, ar *capstanv1.AddonRepository) error {
 // or the remote's default); either empty compares no branch.
 func sameRepository(ar *capstanv1.AddonRepository, w *gitops.Writer, branch, follows string) error {
 	var diffs []string
-	if repositoryKey(ar.Spec.URL) != repositoryKey(w.URL) {
+	if gitops.RepositoryKey(ar.Spec.URL) != gitops.RepositoryKey(w.URL) {
 		diffs = append(diffs, fmt.Sprintf("its URL is %s, not --gitops %s", netguard.Redact(ar.Spec.URL), netguard.Redact(w.URL)))
 	}
 	if branch != "" && follows != "" && branch != follows {
 		diffs = append(diffs, fmt.Sprintf("it follows branch %q, not %q; give --branch %s", follows, branch, follows))
 	}
-	if cleanFolder(ar.Spec.Folder) != cleanFolder(w.Folder) {
-		diffs = append(diffs, fmt.Sprintf("its folder is %q, not --folder %q; give --folder %s", cleanFolder(ar.Spec.Folder), cleanFolder(w.Folder), cleanFolder(ar.Spec.Folder)))
+	if gitops.CleanFolder(ar.Spec.Folder) != gitops.CleanFolder(w.Folder) {
+		diffs = append(diffs, fmt.Sprintf("its folder is %q, not --folder %q; give --folder %s", gitops.CleanFolder(ar.Spec.Folder), gitops.CleanFolder(w.Folder), gitops.CleanFolder(ar.Spec.Folder)))
 	}
 	if len(diffs) == 0 {
 		return nil
 	}
 	return fmt.Errorf("it is synced by AddonRepository %s from another place than the commit would go, so the commit would not remove it: %s",
 		ar.Name, strings.Join(diffs, "; "))
-}
-
-// repositoryKey is a git URL as far as it names a repository: no
-// credentials, a lowercase scheme and host, and no trailing slash or .git,
-// which git servers answer alike.
-func repositoryKey(raw string) string {
-	s := strings.TrimSpace(raw)
-	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
-		u.User = nil
-		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
-		u.RawQuery, u.Fragment = "", ""
-		s = u.String()
-	}
-	for {
-		t := strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
-		if t == s {
-			return s
-		}
-		s = t
-	}
-}
-
-// cleanFolder is a definitions folder as the syncer reads it.
-func cleanFolder(folder string) string {
-	if folder == "" {
-		return gitops.DefaultFolder
-	}
-	return path.Clean(strings.TrimSuffix(folder, "/"))
 }
 
 // definitionExists reports, as an error, a definition that is in none of

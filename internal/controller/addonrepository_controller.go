@@ -267,6 +267,20 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	return res, nil
 }
 
+// syncFolder is the folder of repo that the syncer reads.
+func syncFolder(repo *capstanv1.AddonRepository) string {
+	if repo.Spec.Folder == "" {
+		return gitops.DefaultFolder
+	}
+	return repo.Spec.Folder
+}
+
+// snapshotKey is what a cached snapshot was read at: a commit, a folder
+// and a URL.
+func snapshotKey(commit, folder, url string) string {
+	return commit + "\x00" + folder + "\x00" + url
+}
+
 // syncInterval is how often repo is read when nothing triggers it.
 func syncInterval(repo *capstanv1.AddonRepository) time.Duration {
 	if repo.Spec.Interval != nil && repo.Spec.Interval.Duration > 0 {
@@ -364,10 +378,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	start := r.now()
 	fetchCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	folder := repo.Spec.Folder
-	if folder == "" {
-		folder = gitops.DefaultFolder
-	}
+	folder := syncFolder(repo)
 	branch, head, err := remote.Head(fetchCtx, repo.Spec.Branch)
 	if err != nil {
 		err = timedOut(fetchCtx, err, timeout)
@@ -380,7 +391,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	cached := r.cache[key]
 	r.mu.Unlock()
 	snap, err := cached.snap, cached.err
-	cacheKey := func(commit string) string { return commit + "\x00" + folder + "\x00" + repo.Spec.URL }
+	cacheKey := func(commit string) string { return snapshotKey(commit, folder, repo.Spec.URL) }
 	if cached.key != cacheKey(head.String()) {
 		g, commit, cloneErr := remote.Clone(fetchCtx, branch)
 		if cloneErr != nil {
@@ -404,8 +415,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 
 	prune := repo.Spec.Prune == nil || *repo.Spec.Prune
+	sibs := &siblings{reader: r.reader(), repo: repo, branch: branch, lastRead: r.lastRead}
 	if len(snap.Claimed) == 0 && gitops.RefusesEmpty(repo.Spec) {
 		owned, err := r.ownedAddons(ctx, repo)
+		if err == nil {
+			owned, err = notHandedOver(ctx, owned, snap, sibs)
+		}
 		if err != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
@@ -417,7 +432,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		}
 	}
 
-	invalid, applied, retained, err := r.apply(ctx, repo, snap, prune)
+	invalid, applied, retained, err := r.apply(ctx, repo, snap, sibs, prune)
 	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
@@ -454,6 +469,24 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 // uninstall every add-on of a tenant at once.
 func refuseEmpty(claimed int, spec capstanv1.AddonRepositorySpec, managed int) bool {
 	return claimed == 0 && gitops.RefusesEmpty(spec) && managed > 0
+}
+
+// notHandedOver keeps, of the Addons a repository manages, those that no
+// sibling's folder defines at snap's commit: the others are handed over,
+// not deleted, so a commit that moves a folder's last definitions to
+// another repository's folder is no empty commit.
+func notHandedOver(ctx context.Context, owned []capstanv1.Addon, snap *gitops.Snapshot, sibs *siblings) ([]capstanv1.Addon, error) {
+	var kept []capstanv1.Addon
+	for _, a := range owned {
+		to, err := sibs.claimant(ctx, snap, a.Name)
+		if err != nil {
+			return nil, err
+		}
+		if to == "" {
+			kept = append(kept, a)
+		}
+	}
+	return kept, nil
 }
 
 // managed counts the Addons that a sync could still delete: those not
@@ -667,7 +700,7 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 // the API server refused or that name another's Addon, how many Addons
 // match their definitions, and how many whose file is gone it kept as
 // prune is not set.
-func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, err error) {
+func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, err error) {
 	invalid = append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
@@ -687,7 +720,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			invalid = append(invalid, gitops.InvalidFile(p.File, err))
 			continue
 		}
-		ok, bad, err := r.applyOne(ctx, repo, p.File, want, byName[want.Name])
+		ok, bad, err := r.applyOne(ctx, repo, snap, sibs, p.File, want, byName[want.Name])
 		switch {
 		case ok:
 			applied++
@@ -710,6 +743,18 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		if snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
 			continue
 		}
+		// NOTE: before prune decides: the file did not leave git, it moved
+		// to another repository's folder, which the Addon goes to as it is.
+		switch to, err := sibs.claimant(ctx, snap, a.Name); {
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case to != "":
+			if err := r.handOver(ctx, repo, &a, to); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if !prune {
 			// NOTE: left as it is, label too, as Flux's prune: false
 			// leaves its objects: a file that comes back takes it up
@@ -730,8 +775,9 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 
 // applyOne makes the Addon of one definition file match want: ok when it
 // does, or the file's problem (bad), or an error to retry. have is the
-// Addon as the cache holds it, or nil.
-func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv1.AddonRepository, file string, want, have *capstanv1.Addon) (ok bool, bad string, err error) {
+// Addon as the cache holds it, or nil. An Addon of a sibling whose folder
+// no longer defines it at snap's commit is taken over (takeOver).
+func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, file string, want, have *capstanv1.Addon) (ok bool, bad string, err error) {
 	if have == nil {
 		// NOTE: two repositories of one namespace that define one add-on,
 		// synced at once, would each find no Addon and apply it by force,
@@ -747,7 +793,15 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 	}
 	if have != nil {
 		if owner := have.Labels[gitops.ManagedByGitLabel]; owner != repo.Name {
-			return false, notOurs(file, have, owner), nil
+			took := false
+			if owner != "" {
+				if took, err = r.takeOver(ctx, repo, snap, sibs, have, owner); err != nil {
+					return false, "", err
+				}
+			}
+			if !took {
+				return false, notOurs(file, have, owner), nil
+			}
 		}
 		if upToDate(have, want, func() bool { return r.ownsShard(ctx, have) }) {
 			return true, "", nil
@@ -764,6 +818,14 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 		return false, fmt.Sprintf("%s: the API server refused the Addon: %s", file, errMessage(err)), nil
 	}
 	return false, "", fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, file, err)
+}
+
+// reader reads past the cache: APIReader, or Client when nil.
+func (r *AddonRepositoryReconciler) reader() client.Reader {
+	if r.APIReader != nil {
+		return r.APIReader
+	}
+	return r.Client
 }
 
 // ownedAddons lists, from the API server, the Addons of the repository's

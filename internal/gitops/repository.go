@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"path"
 	"slices"
 	"sort"
@@ -26,6 +27,35 @@ import (
 
 // DefaultFolder is the folder of definition files when none is configured.
 const DefaultFolder = "addons"
+
+// CleanFolder is a definitions folder as the syncer reads it: DefaultFolder
+// when empty.
+func CleanFolder(folder string) string {
+	if folder == "" {
+		return DefaultFolder
+	}
+	return path.Clean(strings.TrimSuffix(folder, "/"))
+}
+
+// RepositoryKey is a git URL as far as it names a repository: no
+// credentials, a lowercase scheme and host, and no trailing slash or .git,
+// which git servers answer alike.
+func RepositoryKey(raw string) string {
+	s := strings.TrimSpace(raw)
+	if u, err := url.Parse(s); err == nil && u.Scheme != "" && u.Host != "" {
+		u.User = nil
+		u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+		u.RawQuery, u.Fragment = "", ""
+		s = u.String()
+	}
+	for {
+		t := strings.TrimSuffix(strings.TrimSuffix(s, "/"), ".git")
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
 
 // Repo is a gitops repository on a remote.
 type Repo struct {
@@ -166,6 +196,22 @@ type Snapshot struct {
 	// which the syncer does not read, when the folder itself holds none:
 	// files moved one level down would otherwise vanish without a word.
 	Subfolders []string
+	// treeFiles holds the path of every entry of the commit's tree, at any
+	// depth, named as a definition file is (ClaimsAt). Only ReadSnapshot
+	// fills it.
+	treeFiles map[string]bool
+}
+
+// ClaimsAt reports whether the commit holds a definition file of the
+// add-on name (name.yaml or name.yml, valid or not) in folder, which need
+// not be the snapshot's own: another AddonRepository that reads the same
+// branch with another folder claims what this commit holds there. The
+// syncer asks before it deletes an Addon, so that a file moved from one
+// repository's folder to another's in one commit hands the Addon over
+// instead. Always false for a snapshot read from disk (ReadDir).
+func (s *Snapshot) ClaimsAt(folder, name string) bool {
+	folder = path.Clean(strings.Trim(folder, "/"))
+	return s.treeFiles[path.Join(folder, name+".yaml")] || s.treeFiles[path.Join(folder, name+".yml")]
 }
 
 // maxSubfoldersNamed bounds Snapshot.Subfolders.
@@ -230,7 +276,34 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 	if len(s.Claimed) == 0 {
 		s.Subfolders = subfoldersWithDefinitions(dir, folder)
 	}
+	if s.treeFiles, err = definitionPaths(root); err != nil {
+		return nil, fmt.Errorf("cannot read the tree of commit %s: %w", commit.Hash, err)
+	}
 	return s, nil
+}
+
+// definitionPaths lists every entry of a commit's tree, at any depth,
+// named as a definition file is: the paths alone, since the syncer keeps
+// the snapshot, not the clone.
+// NOTE: a walk of the trees alone, which reads no file's content; a tree
+// that cannot be read is an error, as a path left out could make the
+// syncer delete an Addon that another repository's folder defines.
+func definitionPaths(root *object.Tree) (map[string]bool, error) {
+	paths := map[string]bool{}
+	walk := object.NewTreeWalker(root, true, nil)
+	defer walk.Close()
+	for {
+		name, _, err := walk.Next()
+		switch {
+		case errors.Is(err, io.EOF):
+			return paths, nil
+		case err != nil:
+			return nil, err
+		}
+		if IsDefinitionFile(name) {
+			paths[name] = true
+		}
+	}
 }
 
 // subfoldersWithDefinitions names, in the order of the tree, the

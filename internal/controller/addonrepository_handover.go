@@ -1,0 +1,199 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
+)
+
+// siblings are the other AddonRepositories of a repository's namespace,
+// and what they define. For those that read the same branch of the same
+// git repository, the commit a sync read holds their folders too, so it
+// tells which add-ons they define at that commit. A commit that moves a
+// definition file from one repository's folder to another's thus moves
+// its Addon, whichever of the two syncs first, and neither deletes it
+// (handOver, takeOver): a deletion would lose its status and approvals,
+// and under the deletion policy Delete uninstall the software until the
+// other sync made it anew. For the others, whose files that commit does
+// not show, what this syncer read of them at their last synced commit
+// stands in, when it holds that (lastRead).
+//
+// They are listed from the API server, past a shard's cache, which may
+// not hold them, once per sync and only when an Addon's owner is in
+// question.
+type siblings struct {
+	reader client.Reader
+	repo   *capstanv1.AddonRepository
+	// branch is the branch repo's sync read.
+	branch string
+	// lastRead is what the syncer holds of a repository's definitions at
+	// its last synced commit, or nil.
+	lastRead func(*capstanv1.AddonRepository) *gitops.Snapshot
+
+	loaded bool
+	byName map[string]*capstanv1.AddonRepository
+	names  []string
+}
+
+// defines reports whether the sibling o defines the add-on name: its
+// folder holds the file at snap's commit, for one of the same branch, or
+// at its own last synced commit as this syncer read it, for another.
+func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) bool {
+	if sameBranch(s.repo, s.branch, o) {
+		return snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
+	}
+	if s.lastRead == nil {
+		return false
+	}
+	last := s.lastRead(o)
+	return last != nil && last.Claimed[name]
+}
+
+func (s *siblings) load(ctx context.Context) error {
+	if s.loaded {
+		return nil
+	}
+	var list capstanv1.AddonRepositoryList
+	if err := s.reader.List(ctx, &list, client.InNamespace(s.repo.Namespace)); err != nil {
+		return fmt.Errorf("cannot list the AddonRepositories of namespace %s, to tell whether another one defines an Addon: %w", s.repo.Namespace, err)
+	}
+	s.byName = map[string]*capstanv1.AddonRepository{}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == s.repo.Name || o.DeletionTimestamp != nil {
+			continue
+		}
+		s.byName[o.Name] = o
+		s.names = append(s.names, o.Name)
+	}
+	sort.Strings(s.names)
+	s.loaded = true
+	return nil
+}
+
+// claimant names the sibling that defines the add-on name (defines), or
+// "" when none does. When several do, the first by name gets it, and the
+// others report the clash as for any Addon of another repository.
+func (s *siblings) claimant(ctx context.Context, snap *gitops.Snapshot, name string) (string, error) {
+	if err := s.load(ctx); err != nil {
+		return "", err
+	}
+	for _, n := range s.names {
+		if s.defines(s.byName[n], snap, name) {
+			return n, nil
+		}
+	}
+	return "", nil
+}
+
+// get returns the sibling named name, or nil when there is no such
+// AddonRepository.
+func (s *siblings) get(ctx context.Context, name string) (*capstanv1.AddonRepository, error) {
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	return s.byName[name], nil
+}
+
+// sameBranch reports whether other reads branch, the branch that repo's
+// sync read, of repo's git repository: its spec.branch, or, when it names
+// none, the remote's default, which repo read too when it names none
+// either, and which other's status recorded at its last read otherwise.
+// URLs are compared as gitops.RepositoryKey gives them.
+func sameBranch(repo *capstanv1.AddonRepository, branch string, other *capstanv1.AddonRepository) bool {
+	if gitops.RepositoryKey(repo.Spec.URL) != gitops.RepositoryKey(other.Spec.URL) {
+		return false
+	}
+	b := other.Spec.Branch
+	if b == "" {
+		if repo.Spec.Branch == "" {
+			return true
+		}
+		b = other.Status.Branch
+	}
+	return b != "" && b == branch
+}
+
+// handOver gives the Addon a, which repo's folder no longer defines, to
+// the sibling to whose folder defines it now, instead of deleting it, and
+// asks that sibling to sync: it applies its file to the Addon as it is,
+// status, approvals and software kept.
+func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon, to string) error {
+	if err := r.relabel(ctx, a, repo.Name, to); err != nil {
+		return fmt.Errorf("cannot hand Addon %s/%s over to AddonRepository %q, whose folder now defines it: %w", a.Namespace, a.Name, to, err)
+	}
+	log.FromContext(ctx).Info("Handed an Addon over to the repository whose folder now defines it", "addon", a.Name, "to", to)
+	// NOTE: a sibling of another shard is not this syncer's to trigger:
+	// it takes the Addon up at its own interval or push webhook.
+	if err := r.Trigger(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: to}); err != nil {
+		log.FromContext(ctx).Info("The repository an Addon was handed over to syncs at its own time", "addon", a.Name, "to", to, "reason", err.Error())
+	}
+	return nil
+}
+
+// takeOver takes the Addon have, labelled with the repository owner, for
+// repo, whose folder defines it at snap's commit, when owner is a sibling
+// that no longer does: of the same branch, its folder at snap's commit
+// does not hold the file (it moved from owner's folder to repo's); of
+// another, its last synced commit as this syncer read it did not. owner,
+// when it syncs, finds the Addon repo's instead of deleting it. It
+// reports whether it took it; an owner that still defines it, that this
+// syncer cannot tell of (another branch or repository not read here), or
+// that is suspended keeps it.
+func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, have *capstanv1.Addon, owner string) (bool, error) {
+	o, err := sibs.get(ctx, owner)
+	if err != nil || o == nil || o.Spec.Suspend || sibs.defines(o, snap, have.Name) {
+		return false, err
+	}
+	if !sameBranch(repo, sibs.branch, o) && (sibs.lastRead == nil || sibs.lastRead(o) == nil) {
+		return false, nil
+	}
+	if err := r.relabel(ctx, have, owner, repo.Name); err != nil {
+		return false, fmt.Errorf("cannot take Addon %s/%s over from AddonRepository %q, whose folder no longer defines it: %w", have.Namespace, have.Name, owner, err)
+	}
+	log.FromContext(ctx).Info("Took an Addon over from the repository whose folder no longer defines it", "addon", have.Name, "from", owner)
+	return true, nil
+}
+
+// lastRead is the snapshot this syncer read of repo at its last synced
+// commit, from its folder and URL as they are now, or nil: a repository
+// of another shard, or one not read since a restart or a change.
+func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) *gitops.Snapshot {
+	if repo.Status.LastSyncedCommit == "" {
+		return nil
+	}
+	r.mu.Lock()
+	cached := r.cache[client.ObjectKeyFromObject(repo)]
+	r.mu.Unlock()
+	if cached.snap == nil || cached.key != snapshotKey(repo.Status.LastSyncedCommit, syncFolder(repo), repo.Spec.URL) {
+		return nil
+	}
+	return cached.snap
+}
+
+// relabel changes the managed-by-git label of a from one repository to
+// another. The patch tests the Addon's UID and the label first: an Addon
+// deleted and made anew, or taken by another repository in between, is
+// left alone, and the next sync looks again. a is updated to what the API
+// server answers.
+func (r *AddonRepositoryReconciler) relabel(ctx context.Context, a *capstanv1.Addon, from, to string) error {
+	label := "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(gitops.ManagedByGitLabel)
+	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": "/metadata/uid", "value": string(a.UID)},
+		{"op": "test", "path": label, "value": from},
+		{"op": "replace", "path": label, "value": to},
+	})
+	if err != nil {
+		return err
+	}
+	return r.Client.Patch(ctx, a, client.RawPatch(types.JSONPatchType, patch))
+}

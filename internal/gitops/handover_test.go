@@ -1,0 +1,95 @@
+package gitops_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/gitops/gitserver"
+)
+
+// TestSyncerMovesAnAddonBetweenFolders: two AddonRepositories read one
+// branch of one git repository, with the folders team-a and team-b. One
+// commit moves team-a/x.yaml to team-b/x.yaml. Whichever repository syncs
+// first, the Addon x goes to team-b as it is: the same object (its UID),
+// with what others wrote on it, and never deleted on the way.
+func TestSyncerMovesAnAddonBetweenFolders(t *testing.T) {
+	needCluster(t)
+	for _, order := range [][]string{{"team-a", "team-b"}, {"team-b", "team-a"}} {
+		t.Run(order[0]+" first", func(t *testing.T) {
+			ctx := context.Background()
+			ns := newNamespace(t, "gitops-move")
+			srv := gitserver.Start(t)
+			url := srv.Create(t, "gitops")
+			w := gitserver.Clone(t, url)
+			x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
+			c1 := w.Write("team-a/x.yaml", x).
+				Write("team-a/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
+				Write("team-b/z.yaml", "name: z\nhelm: {repo: https://x, chart: z}\n").
+				CommitAndPush("x and y for team a, z for team b")
+			for _, team := range []string{"team-a", "team-b"} {
+				createRepo(t, ns, team, url, func(r *capstanv1.AddonRepository) { r.Spec.Folder = team })
+				waitSynced(t, ns, team, c1)
+			}
+			before := mustAddon(t, ns, "x")
+			if before.Labels[gitops.ManagedByGitLabel] != "team-a" {
+				t.Fatalf("x is not team-a's: %v", before.Labels)
+			}
+			// What others wrote on it, which a deletion would lose.
+			before.Spec.SyncRequest, before.Spec.ApprovedPlan = 2, approved
+			if err := env.client.Update(ctx, before, client.FieldOwner("someone")); err != nil {
+				t.Fatal(err)
+			}
+
+			// NOTE: the cluster's syncer reads both in an hour; these
+			// syncers read them in the order of the subtest, one at a time.
+			c2 := w.Remove("team-a/x.yaml").Write("team-b/x.yaml", x).CommitAndPush("x goes to team b")
+			syncer := &controller.AddonRepositoryReconciler{Client: env.client, APIReader: env.client}
+			for _, team := range order {
+				if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: team}}); err != nil {
+					t.Fatalf("sync of %s: %v", team, err)
+				}
+				if err := sameAddon(t, ns, "x", before.UID); err != nil {
+					t.Fatalf("after the sync of %s: %v", team, err)
+				}
+			}
+			for _, team := range order {
+				if r := getRepo(t, ns, team); r.Status.LastSyncedCommit != c2 || r.Status.InvalidFileCount != 0 {
+					t.Fatalf("%s: synced %s, invalid files %+v", team, r.Status.LastSyncedCommit, r.Status.InvalidFiles)
+				}
+			}
+			got := mustAddon(t, ns, "x")
+			switch {
+			case got.Labels[gitops.ManagedByGitLabel] != "team-b" || got.Annotations[gitops.GitFileAnnotation] != "team-b/x.yaml":
+				t.Fatalf("x was not handed to team-b: labels %v, annotations %v", got.Labels, got.Annotations)
+			case got.Spec.SyncRequest != 2 || got.Spec.ApprovedPlan != approved:
+				t.Fatalf("what others wrote on x was lost: %d %q", got.Spec.SyncRequest, got.Spec.ApprovedPlan)
+			}
+			mustAddon(t, ns, "y")
+			mustAddon(t, ns, "z")
+		})
+	}
+}
+
+// sameAddon says what is wrong when the Addon is not the one with uid,
+// alive.
+func sameAddon(t *testing.T, ns, name string, uid types.UID) error {
+	t.Helper()
+	switch a, err := getAddon(t, ns, name); {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("the Addon %s was deleted", name)
+	case err != nil:
+		return err
+	case a.UID != uid || a.DeletionTimestamp != nil:
+		return fmt.Errorf("the Addon %s is another object or being deleted: UID %s (was %s), deletion %v", name, a.UID, uid, a.DeletionTimestamp)
+	}
+	return nil
+}
