@@ -481,7 +481,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 		return nil, err
 	}
 	syncer := &controller.AddonRepositoryReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Auth: fetcher.GitAuth, Notifier: r.Notifier,
-		FetchTimeout: o.guard.Timeout}
+		FetchTimeout: o.guard.Timeout, Selector: o.config.Selector}
 	if err := syncer.SetupWithManager(mgr); err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -93,6 +94,10 @@ type AddonRepositoryReconciler struct {
 	// a minute would otherwise hold a worker for good.
 	// netguard.DefaultTimeout when zero.
 	FetchTimeout time.Duration
+	// Selector is the shard's label selector (--watch-label-selector),
+	// which the manager's cache of AddonRepositories is filtered by: Trigger
+	// refuses a repository it does not select. Nil selects every one.
+	Selector labels.Selector
 
 	mu    sync.Mutex
 	cache map[types.NamespacedName]cachedSnapshot
@@ -203,9 +208,25 @@ func (r *AddonRepositoryReconciler) init() {
 }
 
 // Trigger asks for a sync of one repository now. Triggers that arrive while
-// the repository waits for its sync are coalesced into that one sync.
+// the repository waits for its sync are coalesced into that one sync. A
+// repository that does not exist, or that Selector does not select
+// (*gitops.OtherShardError), is an error: the sync would find nothing in
+// this syncer's cache and be dropped.
 func (r *AddonRepositoryReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
 	r.init()
+	// NOTE: read past the cache, which holds only the shard's
+	// repositories and may not have seen a new one yet; the selector
+	// decides.
+	repo := &capstanv1.AddonRepository{}
+	switch err := r.reader().Get(ctx, key, repo); {
+	case apierrors.IsNotFound(err):
+		return fmt.Errorf("there is no AddonRepository %s to sync", key)
+	case err != nil:
+		return fmt.Errorf("cannot read AddonRepository %s to sync it: %w", key, err)
+	}
+	if r.Selector != nil && !r.Selector.Matches(labels.Set(repo.Labels)) {
+		return &gitops.OtherShardError{Key: key, Shard: repo.Labels[gitops.ShardLabel], Selector: r.Selector.String()}
+	}
 	obj := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
 	select {
 	case r.triggers <- event.GenericEvent{Object: obj}:

@@ -35,9 +35,34 @@ const WebhookSecretKey = "token"
 const MaxWebhookBody = 1 << 20
 
 // Triggerer starts a sync of one repository; the AddonRepository controller
-// (controller.AddonRepositoryReconciler) is one.
+// (controller.AddonRepositoryReconciler) is one. It returns an error for a
+// repository it does not sync, an *OtherShardError for one of another
+// controller shard.
 type Triggerer interface {
 	Trigger(ctx context.Context, key types.NamespacedName) error
+}
+
+// OtherShardError is a Triggerer's answer for a repository that its
+// controller's shard (--watch-label-selector) does not select. That
+// syncer's cache does not hold the repository, so a sync queued there
+// would find nothing and be dropped, while the caller was told it was
+// queued.
+type OtherShardError struct {
+	// Key is the repository.
+	Key types.NamespacedName
+	// Shard is the repository's ShardLabel; "" for none.
+	Shard string
+	// Selector is the controller's --watch-label-selector.
+	Selector string
+}
+
+func (e *OtherShardError) Error() string {
+	shard := "no shard (no " + ShardLabel + " label)"
+	if e.Shard != "" {
+		shard = fmt.Sprintf("shard %q (%s=%s)", e.Shard, ShardLabel, e.Shard)
+	}
+	return fmt.Sprintf("AddonRepository %s is in %s, which this controller (--watch-label-selector %s) does not sync: "+
+		"send its push webhook to the controller of that shard", e.Key, shard, e.Selector)
 }
 
 // Webhook is the push webhook of GitHub, GitLab, Gitea and Forgejo. A push
@@ -131,6 +156,13 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := h.Syncer.Trigger(ctx, key); err != nil {
+		// NOTE: a repository of another shard is a 409, not a 202: the git
+		// host shows the delivery failed, and says where to send it.
+		var other *OtherShardError
+		if errors.As(err, &other) {
+			http.Error(w, err.Error(), http.StatusConflict)
+			return
+		}
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}

@@ -67,6 +67,10 @@ type commitAnswer struct {
 	// Addon is the Addon once the syncer has applied the commit, when it
 	// did so within syncWait; absent otherwise (and for a removal).
 	Addon *capstanv1.Addon `json:"addon,omitempty"`
+	// NotQueued says why this controller's syncer was not asked to apply
+	// the commit at once (a repository of another controller shard); its
+	// own syncer applies it at its interval or push webhook.
+	NotQueued string `json:"notQueued,omitempty"`
 }
 
 // syncWait is how long a commit's answer waits for the syncer to apply it.
@@ -277,8 +281,12 @@ func (s *Server) commitTo(ctx context.Context, u User, repo *capstanv1.AddonRepo
 	s.Log.Info("Commit", "user", u.Name, "verb", verb, "addon", key.String(), "commit", commit)
 	answer := commitAnswer{Commit: commit, Repository: repo.Name}
 	if s.Syncer != nil {
-		_ = s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo))
-		if verb != "remove" {
+		// NOTE: the commit is made whatever the trigger says; waiting for
+		// a sync that was not queued here would only hold the answer.
+		if err := s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo)); err != nil {
+			answer.NotQueued = err.Error()
+			s.Log.Info("The syncer was not asked to apply the commit", "addonRepository", client.ObjectKeyFromObject(repo).String(), "reason", err.Error())
+		} else if verb != "remove" {
 			answer.Addon = s.awaitSync(ctx, u, key, commit)
 		}
 	}
