@@ -74,9 +74,12 @@ func Subtract(a, b []capstanv1.ObjectRef) []capstanv1.ObjectRef {
 // PruneSet returns what pruning would delete: objects in the old inventory
 // that the new render no longer has, except the never-delete kinds. An empty
 // render never prunes: it is far more likely a broken source than a wish to
-// delete everything.
+// delete everything. A render that holds nothing of a kind Capstan deletes
+// counts as empty: a chart's crds/ are rendered whatever its values say, so
+// a values typo or a top-level `enabled: false` that empties its templates
+// still leaves the CRDs (and a Namespace or a claim may stay as well).
 func PruneSet(inventory, rendered []capstanv1.ObjectRef) []capstanv1.ObjectRef {
-	if len(rendered) == 0 {
+	if !slices.ContainsFunc(rendered, Deletable) {
 		return nil
 	}
 	var out []capstanv1.ObjectRef

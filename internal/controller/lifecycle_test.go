@@ -217,6 +217,57 @@ func TestEmptyRenderPrunesNothing(t *testing.T) {
 	}
 }
 
+// TestRenderOfOnlyCRDsPrunesNothing turns a chart's templates off with its
+// values: its crds/ still render, and that render is as empty as one that
+// renders nothing, so its Deployment keeps running and stays in the
+// inventory.
+func TestRenderOfOnlyCRDsPrunesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	suffix := strings.ReplaceAll(ns[len(ns)-5:], "-", "")
+	url, _ := charts.publish(t, chart{name: "switched", version: "1.0.0", files: map[string]string{
+		"crds/sprockets.yaml": crdYAML("Sprocket"+suffix, "sprockets"+suffix),
+		"templates/deployment.yaml": `{{- if .Values.enabled }}
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: worker
+spec:
+  selector:
+    matchLabels: {app: worker}
+  template:
+    metadata:
+      labels: {app: worker}
+    spec:
+      containers:
+        - name: worker
+          image: nginx:1.27
+{{- end }}
+`,
+		"values.yaml": "enabled: true\n",
+	}})
+	a := create(t, newAddon(controllerNS, "switched-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if len(got.Status.Inventory) != 2 {
+		t.Fatalf("inventory after the install: %v", got.Status.Inventory)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("enabled: false") })
+	got = waitFor(t, a, 90*time.Second, "the render of only CRDs synced or held", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && (cur.Status.Phase == capstanv1.PhaseSynced || cur.Status.Phase == capstanv1.PhaseOutOfSync)
+	})
+	if live(t, "apps/v1", "Deployment", ns, "worker") == nil {
+		t.Fatalf("a render of only the chart's CRDs pruned its Deployment: %s", describeStatus(got))
+	}
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("a render of only CRDs, which prunes nothing, is held: %s", describeStatus(got))
+	}
+	if p := got.Status.Plan; p == nil || p.Summary.Delete != 0 {
+		t.Errorf("the plan of a render of only CRDs deletes something: %s", describeStatus(got))
+	}
+	if len(got.Status.Inventory) != 2 {
+		t.Errorf("the inventory should keep what was not pruned: %v", got.Status.Inventory)
+	}
+}
+
 func deleteAddon(t *testing.T, a *capstanv1.Addon) {
 	t.Helper()
 	if err := admin.Delete(context.Background(), a); err != nil {

@@ -72,7 +72,9 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.Windows) plan.State {
 	st := plan.StateOf(s.addon, p)
 	st.AppliedPlans = appliedPlans(s.addon.Status.History)
-	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, len(s.kept), describeAll(s.confirm)
+	// NOTE: what is kept counts as the inventory does, only of kinds a
+	// prune may delete: a Namespace left out loses no workload.
+	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, plan.CountDeletable(sparedRefs(s.kept)), describeAll(s.confirm)
 	st.Windows, st.Continuing = windows, s.continuesRun()
 	return st
 }

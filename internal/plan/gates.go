@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // State is what the gates decide on: the plan and the parts of the spec and
@@ -26,7 +27,10 @@ type State struct {
 	// Addon last synced by a Capstan that did not record
 	// status.lastApprovedPlan has its used approval there.
 	AppliedPlans []string
-	// Inventory counts the objects the add-on applied before.
+	// Inventory counts the objects the add-on applied before that a prune
+	// may delete: the never-delete kinds (apply.Deletable) are left out.
+	// They never leave the inventory, and a chart's CRDs and Namespaces
+	// would otherwise make every workload a small share of it.
 	Inventory int
 	// PruneThreshold is the share of the inventory a plan may delete
 	// without an approval; 0 turns the gate off.
@@ -62,8 +66,19 @@ func StateOf(a *capstanv1.Addon, p *capstanv1.Plan) State {
 		Plan: p, Suspend: a.Spec.Suspend, Adopt: a.Spec.Adopt, AllowAdoptChanges: a.Spec.AllowAdoptChanges,
 		ManualSync: a.Spec.ManualSync, SyncRequest: a.Spec.SyncRequest, ApprovedPlan: a.Spec.ApprovedPlan,
 		LastSyncRequest: a.Status.LastSyncRequest, LastApprovedPlan: a.Status.LastApprovedPlan,
-		Inventory: len(a.Status.Inventory),
+		Inventory: CountDeletable(capstanv1.RefsOf(a.Status.Inventory)),
 	}
+}
+
+// CountDeletable counts the references of kinds that a prune may delete.
+func CountDeletable(refs []capstanv1.ObjectRef) int {
+	n := 0
+	for _, r := range refs {
+		if apply.Deletable(r) {
+			n++
+		}
+	}
+	return n
 }
 
 // Verdict is the gates' decision.
@@ -207,7 +222,8 @@ func Adoption(s State) (Verdict, bool) {
 }
 
 // MassPrune holds a plan that deletes more than the threshold's share of
-// what the add-on applied until a sync request approves exactly its hash.
+// what the add-on applied, counting only what a prune may delete, until a
+// sync request approves exactly its hash.
 // A render that suddenly lost half its objects is more often a mistake (a
 // values typo, a broken template) than an intent; Flux and Argo CD have
 // both deleted clusters' software that way.

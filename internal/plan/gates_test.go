@@ -1,10 +1,13 @@
 package plan
 
 import (
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 func TestDecide(t *testing.T) {
@@ -188,5 +191,49 @@ func TestApprovalMessagesSayWhatToDo(t *testing.T) {
 	if !strings.Contains(used.Message, "spec.approvedPlan sha256:000 is an approval an earlier sync request used up") ||
 		!strings.Contains(used.Message, "set spec.approvedPlan to sha256:aaa") {
 		t.Errorf("a request that finds a used approval should say so, and how to approve: %q", used.Message)
+	}
+}
+
+// TestMassPruneCountsOnlyDeletable weighs a prune against the part of the
+// inventory a prune may delete. A chart's eight CRDs and its Namespace
+// never leave the inventory: counted, they would make a plan that deletes
+// six of its eight Deployments a small share (6 of 17) and let it through
+// unapproved.
+func TestMassPruneCountsOnlyDeletable(t *testing.T) {
+	var crds, deployments []capstanv1.ObjectRef
+	for i := range 8 {
+		crds = append(crds, capstanv1.ObjectRef{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: fmt.Sprintf("widget%d.example.com", i)})
+		deployments = append(deployments, capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: fmt.Sprintf("worker-%d", i)})
+	}
+	namespace := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: "apps"}
+	inventory := slices.Concat(crds, deployments, []capstanv1.ObjectRef{namespace})
+	a := &capstanv1.Addon{Status: capstanv1.AddonStatus{Inventory: capstanv1.IDsOf(inventory)}}
+
+	for _, tc := range []struct {
+		name     string
+		rendered []capstanv1.ObjectRef
+		held     bool
+	}{
+		{name: "the CRDs and two Deployments rendered", rendered: slices.Concat(crds, deployments[:2]), held: true},
+		{name: "the CRDs, the Namespace and six Deployments rendered", rendered: slices.Concat(crds, deployments[:6], []capstanv1.ObjectRef{namespace})},
+	} {
+		in := Input{Prune: apply.PruneSet(inventory, tc.rendered)}
+		for _, r := range tc.rendered {
+			in.Objects = append(in.Objects, ObjectResult{Ref: r, Comparison: Comparison{Action: capstanv1.ActionUnchanged}})
+		}
+		s := StateOf(a, Build(in))
+		s.PruneThreshold = 0.5
+		if s.Inventory != 8 {
+			t.Errorf("%s: the gate counts %d objects of the inventory, want the 8 Deployments", tc.name, s.Inventory)
+		}
+		v := Decide(s)
+		switch {
+		case tc.held && (v.Apply || v.Reason != ReasonPruneApproval):
+			t.Errorf("%s: deleting %d of 8 Deployments was not held for approval: %+v", tc.name, s.Plan.Summary.Delete, v)
+		case tc.held && !strings.Contains(v.Message, "deletes 6 of the 8 objects"):
+			t.Errorf("%s: %q", tc.name, v.Message)
+		case !tc.held && !v.Apply:
+			t.Errorf("%s: deleting %d of 8 Deployments was held: %+v", tc.name, s.Plan.Summary.Delete, v)
+		}
 	}
 }

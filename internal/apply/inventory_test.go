@@ -1,0 +1,50 @@
+package apply
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// chartInventory is what a chart with eight CRDs in crds/, eight
+// Deployments and a Namespace applied.
+func chartInventory() (crds, deployments []capstanv1.ObjectRef, namespace capstanv1.ObjectRef) {
+	for i := range 8 {
+		crds = append(crds, capstanv1.ObjectRef{APIVersion: "apiextensions.k8s.io/v1", Kind: "CustomResourceDefinition", Name: fmt.Sprintf("widget%d.example.com", i)})
+		deployments = append(deployments, capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: fmt.Sprintf("worker-%d", i)})
+	}
+	return crds, deployments, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: "apps"}
+}
+
+// TestPruneSetOfARenderWithNothingDeletable prunes nothing when the render
+// keeps only kinds Capstan never deletes: a chart's crds/ render whatever
+// its values say, so templates emptied by a values mistake leave exactly
+// that, and it is no more a wish to delete everything than an empty
+// render is.
+func TestPruneSetOfARenderWithNothingDeletable(t *testing.T) {
+	crds, deployments, namespace := chartInventory()
+	inventory := slices.Concat(crds, deployments, []capstanv1.ObjectRef{namespace})
+	for _, tc := range []struct {
+		name     string
+		rendered []capstanv1.ObjectRef
+		want     int
+	}{
+		{name: "nothing rendered", rendered: nil, want: 0},
+		{name: "only the CRDs rendered", rendered: crds, want: 0},
+		{name: "only the CRDs and the Namespace rendered", rendered: slices.Concat(crds, []capstanv1.ObjectRef{namespace}), want: 0},
+		{name: "the CRDs and two Deployments rendered", rendered: slices.Concat(crds, deployments[:2]), want: 6},
+		{name: "two Deployments rendered", rendered: deployments[:2], want: 6},
+	} {
+		got := PruneSet(inventory, tc.rendered)
+		if len(got) != tc.want {
+			t.Errorf("%s: the prune deletes %v, want %d objects", tc.name, got, tc.want)
+		}
+		for _, r := range got {
+			if !Deletable(r) {
+				t.Errorf("%s: the prune deletes %s, of a kind never deleted", tc.name, r.Describe())
+			}
+		}
+	}
+}
