@@ -35,6 +35,17 @@ type Applier struct {
 	CRDTimeout time.Duration
 	// Poll is the interval of waits. Default one second.
 	Poll time.Duration
+	// Discovery is the API server's discovery, asked whether a kind the
+	// REST mapper maps to no version is gone (ReadMetadata). Without it,
+	// such a kind counts as gone.
+	Discovery Discovery
+}
+
+// Discovery is the part of client-go's discovery.DiscoveryClient that
+// ReadMetadata asks.
+type Discovery interface {
+	GroupsAndMaybeResourcesWithContext(ctx context.Context) (*metav1.APIGroupList, map[schema.GroupVersion]*metav1.APIResourceList, map[schema.GroupVersion]error, error)
+	ServerResourcesForGroupVersionWithContext(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)
 }
 
 // DryRun returns what the API server would store if obj were applied, with

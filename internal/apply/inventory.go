@@ -487,7 +487,10 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 // running, for no uninstall to find. So an object not found by its own
 // version is looked for by the versions its kind is served by now
 // (servedVersions), and is gone only when its kind is served by none, or
-// a served version finds no object either.
+// a served version finds no object either. A kind the REST mapper maps to
+// no version is served by none only when discovery says so
+// (discoveredVersions): an aggregated API whose server is down maps to
+// nothing too, while its objects still exist.
 func (a *Applier) ReadMetadata(ctx context.Context, r capstanv1.ObjectRef) (*metav1.PartialObjectMetadata, error) {
 	m, err := a.readMetadata(ctx, r, r.APIVersion)
 	if !versionGone(err) {
@@ -576,6 +579,9 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 	if err != nil && !meta.IsNoMatchError(err) {
 		return nil, fmt.Errorf("finding the versions the cluster serves %s by: %w", r.Kind, err)
 	}
+	if len(mappings) == 0 {
+		return a.discoveredVersions(ctx, r)
+	}
 	var versions []string
 	for _, m := range mappings {
 		versions = append(versions, m.GroupVersionKind.Version)
@@ -604,6 +610,87 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 		}
 	}
 	return slices.DeleteFunc(slices.Compact(versions), func(v string) bool { return v == gv.Version }), nil
+}
+
+// discoveredVersions returns the versions, other than r's own, that
+// discovery lists r's kind in, when the REST mapper maps the kind to none;
+// none when the API server serves no such kind. The mapper cannot tell a
+// kind that is gone from one whose group discovery cannot list now: an
+// aggregated API whose APIService is unavailable is listed Stale, with no
+// resources, and controller-runtime's mapper answers that as no match. Its
+// objects live on in the server behind it, and an entry dropped from the
+// inventory then, or an uninstall finished, would leave them for ever. So
+// only a group that discovery does not list, or whose every version it
+// lists in full without the kind, counts as gone; a group it lists but
+// cannot serve now is an error, and the prune or uninstall tries again.
+func (a *Applier) discoveredVersions(ctx context.Context, r capstanv1.ObjectRef) ([]string, error) {
+	if a.Discovery == nil {
+		return nil, nil
+	}
+	gv, _ := schema.ParseGroupVersion(r.APIVersion)
+	gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
+	groups, resources, failed, err := a.Discovery.GroupsAndMaybeResourcesWithContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asking the API server's discovery whether it still serves %s, which the client maps to no version: %w", r.Kind, err)
+	}
+	versions, err := kindVersions(ctx, gk, groups, resources, failed, a.Discovery.ServerResourcesForGroupVersionWithContext)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(versions, gv.Version) {
+		// NOTE: the mapper is behind discovery: the next try maps it.
+		return nil, fmt.Errorf("the API server's discovery lists %s in %s, which the client did not map yet; the next try reads it again", r.Kind, gv)
+	}
+	return versions, nil
+}
+
+// kindVersions is the decision of discoveredVersions, from what discovery
+// returned: the versions of gk's group that list the kind, or an error when
+// a version of the group could not be listed (failed, or fetch, which lists
+// one version when discovery is not aggregated and returned no resources).
+func kindVersions(ctx context.Context, gk schema.GroupKind, groups *metav1.APIGroupList, resources map[schema.GroupVersion]*metav1.APIResourceList,
+	failed map[schema.GroupVersion]error, fetch func(ctx context.Context, groupVersion string) (*metav1.APIResourceList, error)) ([]string, error) {
+	var group *metav1.APIGroup
+	if groups != nil {
+		for i := range groups.Groups {
+			if groups.Groups[i].Name == gk.Group {
+				group = &groups.Groups[i]
+			}
+		}
+	}
+	var down []string
+	for gv, err := range failed {
+		if gv.Group == gk.Group {
+			down = append(down, fmt.Sprintf("%s: %v", gv, err))
+		}
+	}
+	if len(down) > 0 {
+		slices.Sort(down)
+		return nil, fmt.Errorf("the API server lists the API group %q but cannot serve it now (%s), so whether the %s is still there cannot be told; it stays in the inventory, and the next try asks again: make the group's APIService available, or remove it", gk.Group, strings.Join(down, "; "), gk.Kind)
+	}
+	if group == nil {
+		return nil, nil // the API server serves no such group
+	}
+	var versions []string
+	for _, v := range group.Versions {
+		gv := schema.GroupVersion{Group: gk.Group, Version: v.Version}
+		list := resources[gv]
+		if resources == nil {
+			var err error
+			switch list, err = fetch(ctx, gv.String()); {
+			case apierrors.IsNotFound(err):
+				continue // the version went since the group was listed
+			case err != nil:
+				return nil, fmt.Errorf("the API server lists the API group %q but cannot list the resources of %s now, so whether the %s is still there cannot be told: %w", gk.Group, gv, gk.Kind, err)
+			}
+		}
+		if list != nil && slices.ContainsFunc(list.APIResources, func(res metav1.APIResource) bool {
+			return res.Kind == gk.Kind && !strings.Contains(res.Name, "/")
+		}) {
+			versions = append(versions, v.Version)
+		}
+	}
+	return versions, nil
 }
 
 // deleteServed deletes r by its own version, or, when that finds no

@@ -378,14 +378,19 @@ func (r *AddonReconciler) init() error {
 			r.setupErr = err
 			return
 		}
+		disc, err := discovery.NewDiscoveryClientForConfig(r.RestConfig)
+		if err != nil {
+			r.setupErr = err
+			return
+		}
 		r.local = &targetCluster{
 			appliers: map[capstanv1.Profile]*apply.Applier{
-				capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout},
-				capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout},
+				capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout, Discovery: disc},
+				capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout, Discovery: disc},
 			},
-			mapper: r.Client.RESTMapper(),
+			mapper:     r.Client.RESTMapper(),
+			discoverer: disc,
 		}
-		r.local.discoverer, r.setupErr = discovery.NewDiscoveryClientForConfig(r.RestConfig)
 	})
 	return r.setupErr
 }

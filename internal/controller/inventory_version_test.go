@@ -46,8 +46,8 @@ func foosCRD(group string, versions ...string) *apiextensionsv1.CustomResourceDe
 // REST mapper saw the old versions, which the API server answers 404 by,
 // and through a new one, which finds no match for v1beta1. In the second
 // case the old client never saw v1, which only the CRD names. A kind no
-// longer served at all, and an object missing by a served version, are
-// gone.
+// longer served at all (its group absent from discovery, or listed without
+// it), and an object missing by a served version, are gone.
 func TestAnInventoryEntryOfAVersionNoLongerServedIsFound(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -78,7 +78,8 @@ func TestAnInventoryEntryOfAVersionNoLongerServedIsFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		old := &apply.Applier{Client: stale}
+		disco := discovery.NewDiscoveryClientForConfigOrDie(cluster.Config)
+		old := &apply.Applier{Client: stale, Discovery: disco}
 		if m, err := old.ReadMetadata(ctx, ref("x")); err != nil || m == nil {
 			t.Fatalf("reading x while v1beta1 is served: %v %v", m, err)
 		}
@@ -96,7 +97,6 @@ func TestAnInventoryEntryOfAVersionNoLongerServedIsFound(t *testing.T) {
 		if err := admin.Update(ctx, crd); err != nil {
 			t.Fatal(err)
 		}
-		disco := discovery.NewDiscoveryClientForConfigOrDie(cluster.Config)
 		eventually(t, 30*time.Second, "v1beta1 to leave discovery and v1 to be served", func() bool {
 			_, errOld := disco.ServerResourcesForGroupVersion(group + "/v1beta1")
 			_, errNew := disco.ServerResourcesForGroupVersion(group + "/v1")
@@ -107,7 +107,7 @@ func TestAnInventoryEntryOfAVersionNoLongerServedIsFound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		anew := &apply.Applier{Client: fresh}
+		anew := &apply.Applier{Client: fresh, Discovery: disco}
 		for _, a := range []*apply.Applier{old, anew} {
 			m, err := a.ReadMetadata(ctx, ref("x"))
 			if err != nil || m == nil || m.APIVersion != group+"/v1" {
@@ -120,6 +120,12 @@ func TestAnInventoryEntryOfAVersionNoLongerServedIsFound(t *testing.T) {
 			gone.APIVersion = "nothing-" + group + "/v1beta1"
 			if m, err := a.ReadMetadata(ctx, gone); err != nil || m != nil {
 				t.Errorf("reading an object of a kind no longer served: %v, %v; want it gone", m, err)
+			}
+			// A group discovery lists in full, without the kind.
+			gone = ref("x")
+			gone.Kind = "Bar"
+			if m, err := a.ReadMetadata(ctx, gone); err != nil || m != nil {
+				t.Errorf("reading an object of a kind its served group no longer has: %v, %v; want it gone", m, err)
 			}
 		}
 
