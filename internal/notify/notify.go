@@ -8,9 +8,11 @@
 // worker posts them, each receiver in turn, through the fetch guard (a
 // receiver on a private or metadata address is refused unless allowed),
 // never following a redirect. A receiver that fails is retried a few times
-// with backoff, then the event is dropped and counted; one that keeps
-// failing is paused, so that it cannot hold the others' events, and so is
-// one that asks for a longer wait (Retry-After) than a post may take. A
+// with backoff (but not after a post it let time out), then the event is
+// dropped and counted; one that keeps failing is paused, and after each
+// pause it gets one post, whose failure pauses it again for twice as long,
+// so that it cannot hold the others' events; so is one that asks for a
+// longer wait (Retry-After) than a post may take. A
 // receiver's URL, token and key live in a Secret, since a Slack webhook's
 // URL is its password; none of them is ever logged.
 package notify
@@ -472,10 +474,16 @@ type Notifier struct {
 	mu       sync.Mutex
 	cached   []Receiver
 	cachedAt time.Time
-	// failing counts, per receiver, the events in a row it failed, and
-	// paused says until when it is skipped. Only the worker uses them.
+	// failing counts, per receiver, the events in a row it failed, paused
+	// says until when it is skipped, and pauses counts the pauses it has
+	// had since it last took an event (pauseFailing). Only the worker
+	// uses them.
 	failing map[string]int
 	paused  map[string]time.Time
+	pauses  map[string]int
+	// pauseFor is the first pause of a receiver that keeps failing;
+	// tests shorten it.
+	pauseFor time.Duration
 	// open holds, per incident receiver, the keys of the incidents this
 	// process opened and has not closed, and pending the triggers and
 	// closes that are to be sent again: they failed, or came while the
@@ -523,12 +531,15 @@ const (
 	// pauseAfter failed events in a row pause a receiver for pauseFor:
 	// with one worker, a receiver that hangs would otherwise cost every
 	// event its timeouts and backoff, and the queue would fill and drop
-	// the other receivers' events too.
+	// the other receivers' events too. Each pause after is twice the one
+	// before (pauseFailing).
 	pauseAfter = 3
 	pauseFor   = time.Minute
 	// maxPause bounds the pause of a receiver that asks, with a
 	// Retry-After longer than a post's Timeout, to be sent nothing for a
-	// while: a receiver that asks for a day is tried again sooner.
+	// while: a receiver that asks for a day is tried again sooner. It
+	// bounds the pause of one that keeps failing too, so that one back
+	// from an outage hears again within it.
 	maxPause = 10 * time.Minute
 	// readTimeout bounds one read of the receivers' Secrets.
 	readTimeout = 10 * time.Second
@@ -559,7 +570,10 @@ func (n *Notifier) init() {
 		// another address: a webhook's address is its final one.
 		c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		n.client = &c
-		n.failing, n.paused = map[string]int{}, map[string]time.Time{}
+		n.failing, n.paused, n.pauses = map[string]int{}, map[string]time.Time{}, map[string]int{}
+		if n.pauseFor <= 0 {
+			n.pauseFor = pauseFor
+		}
 		n.open, n.pending = map[string]map[string]bool{}, map[string]map[string]*pendingEvent{}
 		if n.CloseRetry <= 0 {
 			n.CloseRetry = time.Minute
@@ -706,7 +720,15 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			owed = owed || r.incident()
 			continue
 		}
-		err := n.Deliver(ctx, r, e)
+		attempts := n.Attempts
+		if n.pauses[r.Name] > 0 {
+			// NOTE: the receiver failed every event until it was
+			// paused, and has taken none since: one post tells whether
+			// it is back, without the retries that a receiver that
+			// hangs would make cost the others Attempts timeouts.
+			attempts = 1
+		}
+		err := n.deliver(ctx, r, e, attempts)
 		var perm *permanentError
 		if err == nil || errors.As(err, &perm) {
 			// NOTE: a trigger or close refused for good is not tried
@@ -718,6 +740,7 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 		switch {
 		case err == nil:
 			n.failing[r.Name] = 0
+			delete(n.pauses, r.Name)
 			notifications.WithLabelValues("sent").Inc()
 		case ctx.Err() != nil:
 			return // shutting down: not the receiver's failure
@@ -729,11 +752,10 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 				continue
 			}
 			n.failing[r.Name]++
-			if n.failing[r.Name] >= pauseAfter {
-				n.failing[r.Name] = 0
-				n.paused[r.Name] = time.Now().Add(pauseFor)
+			if n.failing[r.Name] >= pauseAfter || n.pauses[r.Name] > 0 {
+				d := n.pauseFailing(r)
 				n.Log.Error(err, "A notification was not delivered; the receiver failed for several in a row, and is skipped for a while",
-					"receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", pauseFor.String())
+					"receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase, "skippedFor", d.String())
 				continue
 			}
 			n.Log.Error(err, "A notification was not delivered", "receiver", r.Name, "object", e.Kind+" "+e.Namespace+"/"+e.Name, "phase", e.Phase)
@@ -859,6 +881,8 @@ func (n *Notifier) retryPending(ctx context.Context) {
 			switch {
 			case err == nil:
 				sent++
+				n.failing[r.Name] = 0
+				delete(n.pauses, r.Name)
 				n.delivered(r, p.event, true)
 				notifications.WithLabelValues("sent").Inc()
 				n.settled(rs, p.event)
@@ -868,7 +892,11 @@ func (n *Notifier) retryPending(ctx context.Context) {
 				n.settled(rs, p.event)
 				continue
 			}
-			n.pauseBusy(r, err)
+			if _, busy := n.pauseBusy(r, err); !busy && n.pauses[r.Name] > 0 {
+				// NOTE: this post was the first after the receiver's
+				// pause, as an event's would be (deliverAll).
+				n.pauseFailing(r)
+			}
 			for k, q := range pending {
 				if q.tries++; q.tries >= maxCloseTries {
 					n.giveUp(r, k, err, "not delivered after an hour of tries, and is given up")
@@ -1001,7 +1029,8 @@ func (n *Notifier) receivers(ctx context.Context) []Receiver {
 
 // Deliver posts e to r, and again after a failure that may pass (a
 // connection error, 408, 429 and 5xx) up to Attempts times, waiting as
-// wait says; a Retry-After longer than Timeout is not waited for, and the
+// wait says; a post that had no answer within Timeout is not repeated
+// (hungError); a Retry-After longer than Timeout is not waited for, and the
 // error says how long the receiver asked for (busyError). Every post of
 // one delivery carries the same
 // X-Capstan-Delivery, so that a receiver can tell a retry from a new event.
@@ -1032,7 +1061,8 @@ func (n *Notifier) deliver(ctx context.Context, r Receiver, e Event, attempts in
 			return &busyError{err, after}
 		}
 		var perm *permanentError
-		if errors.As(err, &perm) || attempt >= attempts {
+		var hung *hungError
+		if errors.As(err, &perm) || errors.As(err, &hung) || attempt >= attempts {
 			return err
 		}
 		select {
@@ -1055,6 +1085,23 @@ func wait(base time.Duration, attempt int, asked time.Duration) time.Duration {
 		d *= 2
 	}
 	return min(d, maxWait)
+}
+
+// pauseFailing pauses r, which failed pauseAfter events in a row, or the
+// one post after its last pause (deliverAll), and returns for how long:
+// pauseFor the first time, then twice as long as the pause before, at
+// most maxPause, until r takes an event. A receiver that hangs costs the
+// worker one Timeout per pause, and the others' events wait that long.
+func (n *Notifier) pauseFailing(r Receiver) time.Duration {
+	d := n.pauseFor
+	for i := 0; i < n.pauses[r.Name] && d < maxPause; i++ {
+		d *= 2
+	}
+	d = min(d, maxPause)
+	n.failing[r.Name] = 0
+	n.pauses[r.Name]++
+	n.paused[r.Name] = time.Now().Add(d)
+	return d
 }
 
 // busyError is a receiver's answer that asks for a wait (Retry-After)
@@ -1080,6 +1127,14 @@ func (n *Notifier) pauseBusy(r Receiver, err error) (time.Duration, bool) {
 	return d, true
 }
 
+// hungError is a post that had no answer within Timeout. It is not
+// posted again for the same event: a receiver that hangs would most
+// likely hang as long again, and the one worker would hold every other
+// receiver's events behind Attempts timeouts.
+type hungError struct{ error }
+
+func (h *hungError) Unwrap() error { return h.error }
+
 // permanentError is a refusal that a retry would not change.
 type permanentError struct{ error }
 
@@ -1088,9 +1143,9 @@ func (p *permanentError) Unwrap() error { return p.error }
 // post sends one request to target, r's address. It returns the
 // Retry-After the receiver asked for, if any.
 func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []byte, delivery string) (time.Duration, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.Timeout)
+	pctx, cancel := context.WithTimeout(ctx, n.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(pctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return 0, &permanentError{fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))}
 	}
@@ -1118,6 +1173,9 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		err = fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))
 		if netguard.IsRefused(err) {
 			return 0, &permanentError{err}
+		}
+		if pctx.Err() != nil && ctx.Err() == nil {
+			return 0, &hungError{err}
 		}
 		return 0, err
 	}

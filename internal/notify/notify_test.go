@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -271,6 +273,100 @@ func TestAFailingReceiverIsPaused(t *testing.T) {
 	}
 	if bad.calls() != 2*pauseAfter || good.calls() != pauseAfter+2 {
 		t.Fatalf("the failing receiver got %d posts, want %d; the other %d events, want %d", bad.calls(), 2*pauseAfter, good.calls(), pauseAfter+2)
+	}
+}
+
+// TestAHangingReceiverIsTriedOncePerPause: a receiver that hangs past
+// a post's Timeout is posted each event once, not Attempts times, is
+// paused after pauseAfter events, and after each pause gets one post, which
+// pauses it again at once for twice as long; the other receiver gets every
+// event meanwhile, each held at most one Timeout by the hanging one. The
+// events come spread over several pauses; the test counts posts and
+// pauses, not time. Once the receiver answers again it is posted as before.
+func TestAHangingReceiverIsTriedOncePerPause(t *testing.T) {
+	var answers atomic.Bool
+	var hangs atomic.Int32
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.Copy(io.Discard, req.Body)
+		hangs.Add(1)
+		if !answers.Load() {
+			<-req.Context().Done()
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer hang.Close()
+	fast := newReceiver(t)
+	hu, err := url.Parse(hang.URL + "/hang")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, f := Receiver{Name: "hang", URL: hu, Format: FormatJSON}, fast.receiver(t, "/fast")
+	f.Name = "fast"
+
+	var mu sync.Mutex
+	var pauses []string
+	skipped := regexp.MustCompile(`"skippedFor"="([^"]+)"`)
+	log := funcr.New(func(_, args string) {
+		if m := skipped.FindStringSubmatch(args); m != nil && strings.Contains(args, `"receiver"="hang"`) {
+			mu.Lock()
+			pauses = append(pauses, m[1])
+			mu.Unlock()
+		}
+	}, funcr.Options{})
+	const base = 600 * time.Millisecond
+	n := &Notifier{Client: http.DefaultClient, Log: log, Backoff: time.Millisecond, Timeout: 400 * time.Millisecond,
+		ReceiversTTL: time.Hour, pauseFor: base,
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{h, f}, nil }}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { _ = n.Start(ctx); close(done) }()
+
+	const events = 20
+	for i := 1; i <= events; i++ {
+		n.Notify(event)
+		// NOTE: the other receiver gets each event after the hanging
+		// one's post (the receivers' order), so once it has it, the
+		// hanging receiver's post and pause for it are counted. The
+		// deadline only ends a test that would otherwise wait for good.
+		deadline := time.Now().Add(time.Minute)
+		for fast.calls() < i {
+			if time.Now().After(deadline) {
+				t.Fatalf("the fast receiver got %d of %d events", fast.calls(), i)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		// Spread the events over several pauses.
+		time.Sleep(150 * time.Millisecond)
+	}
+	cancel()
+	<-done
+
+	mu.Lock()
+	defer mu.Unlock()
+	if len(pauses) < 2 {
+		t.Fatalf("the hanging receiver was paused %d times; the events should span at least two pauses", len(pauses))
+	}
+	// One post for each of the first pauseAfter events, then one after
+	// each pause but the last, whose end no event has reached.
+	if got, want := int(hangs.Load()), pauseAfter+len(pauses)-1; got != want {
+		t.Errorf("the hanging receiver got %d posts over %d pauses; want %d", got, len(pauses), want)
+	}
+	for i, p := range pauses {
+		if want := min(base<<i, maxPause).String(); p != want {
+			t.Errorf("pause %d is %s; want %s (%v)", i+1, p, want, pauses)
+		}
+	}
+
+	// Back: one post after the pause takes the event, and the receiver
+	// is posted as any other again.
+	answers.Store(true)
+	n.paused["hang"] = time.Now().Add(-time.Second)
+	before := hangs.Load()
+	n.deliverAll(context.Background(), event)
+	if hangs.Load() != before+1 || n.pauses["hang"] != 0 || n.failing["hang"] != 0 {
+		t.Errorf("after it answers: %d posts, %d pauses, %d failures; want 1, 0, 0", hangs.Load()-before, n.pauses["hang"], n.failing["hang"])
 	}
 }
 
