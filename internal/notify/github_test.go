@@ -7,11 +7,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/go-logr/logr"
 )
 
 func TestRepositoryKey(t *testing.T) {
@@ -165,6 +168,76 @@ func TestGitHubRateLimitIsRetried(t *testing.T) {
 		if (repo == "limited") != (err == nil) || calls != wantCalls {
 			t.Errorf("%s: %v after %d posts; want %d", repo, err, calls, wantCalls)
 		}
+	}
+}
+
+// TestARateLimitIsWaitedOutUntilItsReset: GitHub's primary rate limit
+// (403, X-RateLimit-Remaining: 0 and X-RateLimit-Reset, no Retry-After)
+// and GitLab's (429 with RateLimit-Reset) are posted once, and the
+// receiver is paused until the reset, as for a Retry-After that long,
+// rather than posted again and again while every post is refused; a
+// reset that has passed is waited for a second, and posted again.
+func TestARateLimitIsWaitedOutUntilItsReset(t *testing.T) {
+	var mu sync.Mutex
+	calls := map[string]int{}
+	var reset time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		mu.Lock()
+		calls[req.URL.Path]++
+		n, at := calls[req.URL.Path], reset
+		mu.Unlock()
+		epoch := strconv.FormatInt(at.Unix(), 10)
+		switch {
+		case strings.HasPrefix(req.URL.Path, "/api/v3/") && n == 1:
+			w.Header().Set("X-RateLimit-Remaining", "0")
+			w.Header().Set("X-RateLimit-Reset", epoch)
+			w.WriteHeader(http.StatusForbidden)
+		case strings.HasPrefix(req.URL.Path, "/api/v4/") && n == 1:
+			w.Header().Set("RateLimit-Remaining", "0")
+			w.Header().Set("RateLimit-Reset", epoch)
+			w.WriteHeader(http.StatusTooManyRequests)
+		default:
+			w.WriteHeader(http.StatusCreated)
+		}
+	}))
+	defer srv.Close()
+	commit := strings.Repeat("a", 40)
+	for _, c := range []struct{ format, repo string }{{FormatGitHub, "org/gh"}, {FormatGitLab, "group/gl"}} {
+		r, err := ReceiverFromSecret(c.format, map[string][]byte{"url": []byte(srv.URL + "/" + c.repo), "format": []byte(c.format)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := Event{Kind: "Addon", Phase: "Synced", Repository: srv.URL + "/" + c.repo, Commit: commit}
+		path := r.statuses.JoinPath(commit).Path
+		posts := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return calls[path]
+		}
+
+		// A reset beyond a post's timeout: one post, then a pause until it.
+		mu.Lock()
+		reset = time.Now().Add(5 * time.Minute)
+		mu.Unlock()
+		n := &Notifier{Client: srv.Client(), Attempts: 4, Backoff: time.Millisecond, Timeout: 2 * time.Second, Log: logr.Discard(),
+			ReceiversTTL: time.Hour, Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{r}, nil }}
+		n.init()
+		n.deliverAll(context.Background(), e)
+		until := n.paused[r.Name]
+		if posts() != 1 || until.Before(reset.Add(-2*time.Second)) || until.After(reset.Add(time.Second)) {
+			t.Errorf("%s: %d posts, paused until %v; want 1, and paused until the reset at %v", c.format, posts(), until, reset)
+		}
+		// A reset just past: a second's wait, then the post again.
+		mu.Lock()
+		delete(calls, path)
+		reset = time.Now().Add(-time.Minute)
+		mu.Unlock()
+		if err := n.Deliver(context.Background(), r, e); err != nil || posts() != 2 {
+			t.Errorf("%s, a reset past: %v after %d posts; want the second to pass", c.format, err, posts())
+		}
+	}
+	if d := rateLimitWait(http.StatusTooManyRequests, http.Header{"Ratelimit-Reset": {"30"}}, time.Now()); d != 30*time.Second {
+		t.Errorf("a RateLimit-Reset of seconds left: %s; want 30s", d)
 	}
 }
 

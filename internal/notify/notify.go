@@ -1194,11 +1194,41 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		resp.StatusCode == http.StatusForbidden && (resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") == "0"):
 		// NOTE: GitHub answers a rate limit with 403 and these headers;
 		// any other 403 is a token that may not post.
-		return retryAfter(resp.Header.Get("Retry-After")), fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
+		return rateLimitWait(resp.StatusCode, resp.Header, time.Now()), fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
 	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
 		return 0, fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
 	}
 	return 0, &permanentError{fmt.Errorf("receiver %s answered %s; check its url and token", r.Name, resp.Status)}
+}
+
+// rateLimitWait is how long a receiver that answered status with header h
+// at now asked to be sent nothing: its Retry-After, or else the time left
+// until its rate limit resets, at least a second: GitHub's
+// X-RateLimit-Reset once X-RateLimit-Remaining is 0, GitLab's
+// RateLimit-Reset on a 429. Posts before the reset would only be refused
+// again, and each counts against the limit. 0 when it says neither.
+func rateLimitWait(status int, h http.Header, now time.Time) time.Duration {
+	if d := retryAfter(h.Get("Retry-After")); d > 0 {
+		return d
+	}
+	var reset string
+	switch {
+	case h.Get("X-RateLimit-Remaining") == "0":
+		reset = h.Get("X-RateLimit-Reset")
+	case status == http.StatusTooManyRequests || h.Get("RateLimit-Remaining") == "0":
+		reset = h.Get("RateLimit-Reset")
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(reset), 10, 64)
+	if err != nil || v <= 0 {
+		return 0
+	}
+	// NOTE: GitHub and GitLab give the reset as Unix seconds; the IETF
+	// draft's RateLimit-Reset is the seconds left, which no epoch since
+	// 2001 is as small as.
+	if v < 1e9 {
+		return time.Duration(min(v, int64(maxPause/time.Second))) * time.Second
+	}
+	return max(time.Unix(v, 0).Sub(now), time.Second)
 }
 
 // retryAfter reads a Retry-After of seconds; an HTTP date, or nothing,
