@@ -62,6 +62,7 @@ type controllerOptions struct {
 	renderWorkers  int
 	renderInline   bool
 	notifySecrets  []string
+	notifyAllow    []string
 	skipCRDCheck   bool
 	// crdCheckInterval is how often a controller held by CRDs of another
 	// version reads them again (0: every 10 s).
@@ -104,6 +105,8 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	o.guard.AddFlags(fs)
 	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
 		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
+	fs.StringSliceVar(&o.notifyAllow, "notify-allow", nil,
+		"Notification receivers (--notify-secret) the egress guard lets through although it would refuse them, in the forms of --fetch-allow, such as a webhook in the cluster on a private address with --fetch-deny-private; --fetch-allow does not open them, nor does this flag open a fetch.")
 }
 
 // addPlanConfigFlags defines the flags of the controller's configuration
@@ -253,6 +256,20 @@ func Scheme() *runtime.Scheme {
 		panic(err)
 	}
 	return s
+}
+
+// newNotifyGuard is the egress guard of notification receivers: the fetch
+// guard's, fetch (its deny-lists, --fetch-deny-private, timeouts and
+// certificate authorities), with allow, --notify-allow, as its only
+// allow-list.
+//
+// NOTE: an address the cluster admin opens for a webhook in the cluster
+// is not opened to every tenant's chart and git fetches, nor one opened
+// for a mirror to the notifier; the API server's addresses stay refused,
+// as for a remote cluster.
+func newNotifyGuard(fetch netguard.Config, allow []string) (*netguard.Guard, error) {
+	fetch.Allow = allow
+	return netguard.New(fetch)
 }
 
 // checkNotifySecrets refuses a --notify-secret that cannot name a Secret,
@@ -441,6 +458,10 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if _, err := netguard.New(o.config.RemoteGuard); err != nil {
 		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)
 	}
+	notifyGuard, err := newNotifyGuard(fetcher.Guard().Config(), o.notifyAllow)
+	if err != nil {
+		return nil, fmt.Errorf("--notify-allow: %w", err)
+	}
 	if !o.renderInline {
 		var err error
 		if o.config.Sandbox, err = renderSandbox(o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
@@ -466,7 +487,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	}
 	if len(o.notifySecrets) > 0 {
 		r.Notifier = &notify.Notifier{
-			Client:    fetcher.Guard().Client(),
+			Client:    notifyGuard.Client(),
 			Receivers: notify.FromSecrets(mgr.GetAPIReader(), o.config.Namespace, o.notifySecrets),
 			Log:       ctrl.Log.WithName("notify"),
 			// A selector alone reaches the add-ons of every namespace the

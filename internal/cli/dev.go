@@ -61,6 +61,7 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 		"http-bind-address":         "127.0.0.1:8080",
 		"allow-file-git":            "true",
 		"fetch-allow":               "127.0.0.0/8",
+		"notify-allow":              "127.0.0.0/8",
 	} {
 		_ = cmd.Flags().Set(flag, value)
 		f := cmd.Flags().Lookup(flag)

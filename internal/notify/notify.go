@@ -5,8 +5,9 @@
 // Synced and Failed arrive in a channel there expects the same here.
 //
 // Delivery never holds a reconcile: events wait in a bounded queue and one
-// worker posts them, each receiver in turn, through the fetch guard (a
-// receiver on a private or metadata address is refused unless allowed),
+// worker posts them, each receiver in turn, through an egress guard of
+// their own (a receiver on a loopback or metadata address, or on a private
+// one with --fetch-deny-private, is refused unless --notify-allow opens it),
 // never following a redirect. A receiver that fails is retried a few times
 // with backoff (but not after a post it let time out), then the event is
 // dropped and counted; one that keeps failing is paused, and after each
@@ -447,8 +448,9 @@ var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Re
 
 // Notifier queues events and delivers them in the background.
 type Notifier struct {
-	// Client posts; it should be the fetch guard's. The Notifier follows
-	// no redirect, whatever the client would.
+	// Client posts; it should be an egress guard's whose allow-list is
+	// --notify-allow, which a refusal names. The Notifier follows no
+	// redirect, whatever the client would.
 	Client *http.Client
 	// Receivers reads the receivers now: those it could read, and an
 	// error that says which it could not. It is called when an event is
@@ -1172,7 +1174,11 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 	if err != nil {
 		err = fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))
 		if netguard.IsRefused(err) {
-			return 0, &permanentError{err}
+			// NOTE: the guard's hint names the fetch guard's flag; a
+			// receiver is opened with the notifier's own.
+			msg := strings.ReplaceAll(err.Error(), "if it is a trusted mirror, allow it with --fetch-allow",
+				"if it is a trusted receiver, allow it with --notify-allow")
+			return 0, &permanentError{netguard.Retext(err, msg)}
 		}
 		if pctx.Err() != nil && ctx.Err() == nil {
 			return 0, &hungError{err}

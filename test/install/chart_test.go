@@ -92,7 +92,7 @@ extraArgs: [--fetch-timeout=90s, --pprof-bind-address=127.0.0.1:6060]
 render: {timeout: 10s, memoryLimit: 256Mi, workers: 4}
 fetch: {allow: [10.0.0.0/8], deny: [charts.internal], denyPrivate: true, caConfigMap: ca}
 remoteClusters: {allow: [192.0.2.10/32]}
-notifications: {secrets: [capstan-notify-platform, capstan-notify-audit]}
+notifications: {secrets: [capstan-notify-platform, capstan-notify-audit], allow: [10.96.0.0/12, hooks.internal:8443]}
 api: {enabled: true, port: 9443, service: {type: NodePort, port: 8443}, tlsSecretName: capstan-tls}
 metrics: {enabled: true, port: 9090, serviceMonitor: {enabled: true, interval: 1m}}
 resources: {requests: {cpu: 200m, memory: 256Mi}, limits: {memory: 2Gi}}
@@ -141,6 +141,9 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 			}
 			if name == "every option" && !strings.Contains(want, "--notify-secret=capstan-notify-audit") {
 				t.Errorf("every option: the notification Secrets are not the controller's flags")
+			}
+			if name == "every option" && !strings.Contains(want, "--notify-allow=10.96.0.0/12,hooks.internal:8443") {
+				t.Errorf("every option: notifications.allow is not the controller's --notify-allow")
 			}
 		})
 	}
