@@ -230,6 +230,43 @@ func TestChartShardsDoNotCollide(t *testing.T) {
 	}
 }
 
+// TestChartRolloutStrategy renders the controller's Deployment with and
+// without leader election: with it, the new pod comes up beside the old
+// one (maxSurge 1, maxUnavailable 0), so a pod that waits for CRDs of its
+// version holds the rollout while the old one keeps reconciling; without
+// it, the old pod goes first (maxSurge 0), so two controllers never run
+// at once.
+func TestChartRolloutStrategy(t *testing.T) {
+	surge := map[string]any{"maxSurge": float64(1), "maxUnavailable": float64(0)}
+	oldFirst := map[string]any{"maxSurge": float64(0), "maxUnavailable": float64(1)}
+	for _, c := range []struct {
+		set      string
+		elect    bool
+		strategy map[string]any
+	}{
+		{"leaderElect=true", true, surge},
+		{"leaderElect=true,replicas=2", true, surge},
+		{"leaderElect=false,replicas=2", true, surge},
+		{"leaderElect=false", false, oldFirst},
+	} {
+		t.Run(c.set, func(t *testing.T) {
+			out, err := helm(t, "template", "capstan", chart, "-n", "capstan-system", "--set", c.set,
+				"--show-only", "templates/deployment.yaml")
+			if err != nil {
+				t.Fatalf("helm template: %v\n%s", err, out)
+			}
+			d := documents(t, out)[0]
+			if elect := strings.Contains(out, "- --leader-elect\n"); elect != c.elect {
+				t.Fatalf("--leader-elect rendered %v, want %v", elect, c.elect)
+			}
+			want := map[string]any{"type": "RollingUpdate", "rollingUpdate": c.strategy}
+			if diff := cmp.Diff(want, d["spec"].(map[string]any)["strategy"]); diff != "" {
+				t.Errorf("the rollout strategy (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // TestChartInstalls installs charts/capstan with helm install on the local
 // control plane, where kwok runs the controller's pod, and waits for the
 // Deployment to be Available.
