@@ -42,7 +42,10 @@ const FixCommand = "kubectl apply --server-side --field-manager=helm --force-con
 const fixWithKubectl = "kubectl apply --server-side -k config/default"
 
 // Hash is the stamp of a CRD's spec: "sha256:" and the hex digest of the
-// spec as JSON with its keys sorted, so the YAML's layout does not count.
+// spec as JSON with its keys sorted, so the YAML's layout does not count,
+// and without the descriptions of its schemas, which prune nothing: a
+// change to a doc comment, or a controller-gen that words them otherwise,
+// leaves the stamp as it was and does not hold the controller at start.
 func Hash(spec any) (string, error) {
 	raw, err := json.Marshal(spec)
 	if err != nil {
@@ -54,12 +57,54 @@ func Hash(spec any) (string, error) {
 	if err := json.Unmarshal(raw, &generic); err != nil {
 		return "", err
 	}
+	if s, ok := generic.(map[string]any); ok {
+		versions, _ := s["versions"].([]any)
+		for _, v := range versions {
+			v, _ := v.(map[string]any)
+			schema, _ := v["schema"].(map[string]any)
+			stripDescriptions(schema["openAPIV3Schema"])
+		}
+	}
 	canonical, err := json.Marshal(generic)
 	if err != nil {
 		return "", err
 	}
 	sum := sha256.Sum256(canonical)
 	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// stripDescriptions removes the keyword description from a JSON schema
+// and from every schema within it. It follows only the keywords that hold
+// schemas, so a property named description (a key of properties) stays,
+// and so does a description inside a default, an example or an enum, which
+// are values, not schemas.
+func stripDescriptions(node any) {
+	schema, ok := node.(map[string]any)
+	if !ok {
+		return
+	}
+	delete(schema, "description")
+	for key, value := range schema {
+		switch key {
+		case "properties", "patternProperties", "definitions", "dependencies":
+			// Names to schemas (a dependency may be a list of names).
+			named, _ := value.(map[string]any)
+			for _, sub := range named {
+				stripDescriptions(sub)
+			}
+		case "items", "allOf", "anyOf", "oneOf":
+			// A schema, or a list of them.
+			if list, ok := value.([]any); ok {
+				for _, sub := range list {
+					stripDescriptions(sub)
+				}
+				continue
+			}
+			stripDescriptions(value)
+		case "additionalProperties", "additionalItems", "not":
+			stripDescriptions(value) // a schema, or a bool
+		}
+	}
 }
 
 // Stamp returns a CRD's YAML, as controller-gen wrote it, with Annotation

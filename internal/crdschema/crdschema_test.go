@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -168,5 +169,57 @@ func TestEmbeddedCRDsAreStamped(t *testing.T) {
 		if !bytes.Contains(ours, []byte(Annotation+": "+hash+"\n")) {
 			t.Errorf("%s is not stamped with its spec's hash %s: run make generate", f, hash)
 		}
+	}
+}
+
+// TestHashIgnoresDescriptions: specs that differ only in the descriptions
+// of their schemas, at any depth, hash the same, since they prune nothing;
+// a property named description, its type, or a description inside a
+// default value still count.
+func TestHashIgnoresDescriptions(t *testing.T) {
+	spec := func(doc string, status map[string]apiextensionsv1.JSONSchemaProps) apiextensionsv1.CustomResourceDefinitionSpec {
+		item := apiextensionsv1.JSONSchemaProps{Type: "object", Description: doc + " item",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{"name": {Type: "string", Description: doc + " name"}}}
+		props := map[string]apiextensionsv1.JSONSchemaProps{
+			"conditions": {Type: "array", Description: doc + " conditions", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &item}},
+			"labels": {Type: "object", Description: doc + " labels", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{
+				Allows: true, Schema: &apiextensionsv1.JSONSchemaProps{Type: "string", Description: doc + " value"}}},
+		}
+		for name, p := range status {
+			props[name] = p
+		}
+		return apiextensionsv1.CustomResourceDefinitionSpec{Group: "capstan.dev", Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+			Name: "v1alpha1",
+			Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+				Type: "object", Description: doc + " Addon",
+				Properties: map[string]apiextensionsv1.JSONSchemaProps{"status": {Type: "object", Description: doc + " status", Properties: props}},
+			}},
+		}}}
+	}
+	hash := func(s apiextensionsv1.CustomResourceDefinitionSpec) string {
+		t.Helper()
+		h, err := Hash(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	base := hash(spec("The", nil))
+	if got := hash(spec("Another wording of the", nil)); got != base {
+		t.Errorf("specs that differ only in their descriptions hash %s and %s", base, got)
+	}
+	named := hash(spec("The", map[string]apiextensionsv1.JSONSchemaProps{"description": {Type: "string"}}))
+	if named == base {
+		t.Error("a property named description does not count")
+	}
+	if got := hash(spec("The", map[string]apiextensionsv1.JSONSchemaProps{"description": {Type: "integer"}})); got == named {
+		t.Error("the type of a property named description does not count")
+	}
+	withDefault := func(value string) string {
+		return hash(spec("The", map[string]apiextensionsv1.JSONSchemaProps{"info": {Type: "object",
+			XPreserveUnknownFields: ptr.To(true), Default: &apiextensionsv1.JSON{Raw: []byte(`{"description":"` + value + `"}`)}}}))
+	}
+	if withDefault("a") == withDefault("b") {
+		t.Error("a description inside a default value does not count")
 	}
 }
