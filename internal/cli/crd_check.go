@@ -22,13 +22,22 @@ import (
 // another version reads them again.
 const defaultCRDCheckInterval = 10 * time.Second
 
+// crdCheckTimeout bounds one reading of the CRDs, so that an API server
+// that does not answer is reported, and read again, instead of holding the
+// controller for good.
+const crdCheckTimeout = 10 * time.Second
+
+// checkingCRDs is what /readyz says until the CRDs have been read once.
+const checkingCRDs = "checking Capstan's CRDs"
+
 // crdCheck holds the controller until Capstan's CRDs on the API server are
 // the ones it was built with (internal/crdschema). It runs before the
 // manager is built: no informer, no Lease, no controller. Meanwhile it
 // serves the health probes itself, /healthz ok and /readyz failing with
 // what is wrong, so a rollout (`helm upgrade --wait`, `kubectl rollout
-// status`) stops at this pod and the replicas of the former version keep
-// their work.
+// status`) stops at this pod and, when the new pod comes up beside them as
+// the chart's rollout does with leader election, the replicas of the
+// former version keep their work.
 //
 // NOTE: the check comes before the campaign for the Lease. A replica that
 // led while it could not reconcile would stall every add-on, and take the
@@ -37,6 +46,7 @@ type crdCheck struct {
 	reader   client.Reader
 	want     []*apiextensionsv1.CustomResourceDefinition
 	interval time.Duration
+	timeout  time.Duration // of one reading; 0: crdCheckTimeout
 	log      logr.Logger
 
 	mu      sync.Mutex
@@ -61,17 +71,26 @@ func waitForOwnCRDs(ctx context.Context, cfg *rest.Config, probeAddr string, int
 	return check.wait(ctx, probeAddr)
 }
 
+// NOTE: the probes are served before the first reading: an API server that
+// does not answer would otherwise leave /healthz unserved, and the kubelet
+// would kill the pod for it, over and over, when it only has to wait.
 func (k *crdCheck) wait(ctx context.Context, probeAddr string) error {
-	m := crdschema.Check(ctx, k.reader, k.want)
-	if m == nil {
-		return nil
-	}
-	k.report(m)
+	k.mu.Lock()
+	k.problem = checkingCRDs
+	k.mu.Unlock()
 	stop, err := k.serveProbes(probeAddr)
 	if err != nil {
 		return err
 	}
 	defer stop()
+	m := k.check(ctx)
+	if ctx.Err() != nil {
+		return nil // stopping: a reading cut short is no fault of the CRDs
+	}
+	if m == nil {
+		return nil
+	}
+	k.report(m)
 	tick := time.NewTicker(k.interval)
 	defer tick.Stop()
 	for {
@@ -80,13 +99,27 @@ func (k *crdCheck) wait(ctx context.Context, probeAddr string) error {
 			return nil
 		case <-tick.C:
 		}
-		m = crdschema.Check(ctx, k.reader, k.want)
+		m = k.check(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
 		if m == nil {
 			k.log.Info("Capstan's CRDs are now this controller's; starting")
 			return nil
 		}
 		k.report(m)
 	}
+}
+
+// check reads the CRDs once, within k.timeout.
+func (k *crdCheck) check(ctx context.Context) *crdschema.Mismatch {
+	timeout := k.timeout
+	if timeout <= 0 {
+		timeout = crdCheckTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return crdschema.Check(ctx, k.reader, k.want)
 }
 
 // report logs a mismatch when it is new, and keeps it for /readyz.
@@ -136,5 +169,9 @@ func (k *crdCheck) serveProbes(addr string) (stop func(), err error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
+		// NOTE: Shutdown closes only the listeners Serve has taken; when
+		// the goroutine has not reached Serve yet, the address would still
+		// be bound as the manager binds its own probes there.
+		_ = ln.Close()
 	}, nil
 }

@@ -210,6 +210,11 @@ func (m *Mismatch) Error() string {
 	}
 	stamps := fmt.Sprintf("its %s is %s, this controller's %s", Annotation, live, m.Want)
 	fix := fmt.Sprintf("apply this version's CRDs: %s (installed with kubectl: %s)", FixCommand, fixWithKubectl)
+	if m.ReadError != nil && apierrors.IsForbidden(m.ReadError) {
+		return fmt.Sprintf("cannot read CRD %s to check that it is the one this controller was built with: %v; "+
+			"the controller's RBAC needs get on customresourcedefinitions (apiextensions.k8s.io), as its ClusterRole in "+
+			"this version's chart and config/rbac grants; no add-on is reconciled until it can", m.Name, m.ReadError)
+	}
 	if m.ReadError != nil {
 		return fmt.Sprintf("cannot read CRD %s to check that it is the one this controller was built with: %v; "+
 			"no add-on is reconciled until it can", m.Name, m.ReadError)

@@ -2,13 +2,16 @@ package crdschema
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
@@ -221,5 +224,22 @@ func TestHashIgnoresDescriptions(t *testing.T) {
 	}
 	if withDefault("a") == withDefault("b") {
 		t.Error("a description inside a default value does not count")
+	}
+}
+
+// TestForbiddenRead: a CRD the controller may not read says which RBAC it
+// needs; another read error does not blame RBAC.
+func TestForbiddenRead(t *testing.T) {
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+		"addons.capstan.dev", errors.New("no rule"))
+	m := &Mismatch{Name: "addons.capstan.dev", ReadError: forbidden}
+	for _, part := range []string{"cannot read CRD addons.capstan.dev", "RBAC needs get on customresourcedefinitions", "no add-on is reconciled"} {
+		if !strings.Contains(m.Error(), part) {
+			t.Errorf("the message does not say %q:\n%s", part, m.Error())
+		}
+	}
+	m.ReadError = apierrors.NewServiceUnavailable("etcd is down")
+	if strings.Contains(m.Error(), "RBAC") {
+		t.Errorf("an unavailable API server is blamed on RBAC:\n%s", m.Error())
 	}
 }
