@@ -408,6 +408,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 	repo.Status.Branch = branch
 
+	sibs := &siblings{reader: r.reader(), repo: repo, branch: branch, lastRead: r.lastRead}
 	r.mu.Lock()
 	cached := r.cache[key]
 	r.mu.Unlock()
@@ -419,7 +420,12 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			err = timedOut(fetchCtx, cloneErr, timeout)
 			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
 		}
-		snap, err = gitops.ReadSnapshot(g.Storer, commit, folder)
+		others, listErr := sibs.folders(ctx)
+		if listErr != nil {
+			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, listErr.Error())
+			return ctrl.Result{}, listErr
+		}
+		snap, err = gitops.ReadSnapshot(g.Storer, commit, folder, others...)
 		// NOTE: the clone fetches the branch again, and may find a commit
 		// pushed after the ls-remote: what it read is kept under its own
 		// commit, so that a force-push back to the head read before is
@@ -436,7 +442,17 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	}
 
 	prune := repo.Spec.Prune == nil || *repo.Spec.Prune
-	sibs := &siblings{reader: r.reader(), repo: repo, branch: branch, lastRead: r.lastRead}
+	defer func() {
+		if sibs.stale {
+			// NOTE: read again at the next sync, with the folders of the
+			// siblings as they are now.
+			r.mu.Lock()
+			if r.cache[key].snap == snap {
+				delete(r.cache, key)
+			}
+			r.mu.Unlock()
+		}
+	}()
 	if len(snap.Claimed) == 0 && gitops.RefusesEmpty(repo.Spec) {
 		owned, err := r.ownedAddons(ctx, repo)
 		if err == nil {
@@ -499,11 +515,11 @@ func refuseEmpty(claimed int, spec capstanv1.AddonRepositorySpec, managed int) b
 func notHandedOver(ctx context.Context, owned []capstanv1.Addon, snap *gitops.Snapshot, sibs *siblings) ([]capstanv1.Addon, error) {
 	var kept []capstanv1.Addon
 	for _, a := range owned {
-		to, err := sibs.claimant(ctx, snap, a.Name)
+		c, err := sibs.claimant(ctx, snap, a.Name)
 		if err != nil {
 			return nil, err
 		}
-		if to == "" {
+		if c.to == "" && !c.unknown {
 			kept = append(kept, a)
 		}
 	}
@@ -766,14 +782,18 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		}
 		// NOTE: before prune decides: the file did not leave git, it moved
 		// to another repository's folder, which the Addon goes to as it is.
-		switch to, err := sibs.claimant(ctx, snap, a.Name); {
+		switch c, err := sibs.claimant(ctx, snap, a.Name); {
 		case err != nil:
 			errs = append(errs, err)
 			continue
-		case to != "":
-			if err := r.handOver(ctx, repo, &a, to); err != nil {
+		case c.to != "":
+			if err := r.handOver(ctx, repo, &a, c.to); err != nil {
 				errs = append(errs, err)
 			}
+			continue
+		case c.unknown:
+			// NOTE: a sibling this commit was not read with may define
+			// it: kept, and the next sync reads the commit again.
 			continue
 		}
 		if !prune {

@@ -42,20 +42,55 @@ type siblings struct {
 	loaded bool
 	byName map[string]*capstanv1.AddonRepository
 	names  []string
+	// claims holds claimant's answers, by add-on name.
+	claims map[string]claim
+	// stale is set when snap could not tell of a sibling's folder, which
+	// it was not read with: the sync drops it, so that the next one reads
+	// the commit again with that folder.
+	stale bool
+}
+
+// claim is what claimant tells of an add-on: the sibling that defines it
+// (to), or that it cannot tell (unknown), or neither.
+type claim struct {
+	to      string
+	unknown bool
 }
 
 // defines reports whether the sibling o defines the add-on name: its
 // folder holds the file at snap's commit, for one of the same branch, or
 // at its own last synced commit as this syncer read it, for another.
-func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) bool {
+// known is false when snap was read without o's folder (o is new, or its
+// folder changed since).
+func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines, known bool) {
 	if sameBranch(s.repo, s.branch, o) {
-		return snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
+		defines, known = snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
+		if !known {
+			s.stale = true
+		}
+		return defines, known
 	}
 	if s.lastRead == nil {
-		return false
+		return false, true
 	}
 	last := s.lastRead(o)
-	return last != nil && last.Claimed[name]
+	return last != nil && last.Claimed[name], true
+}
+
+// folders are the folders of the siblings that read the branch the sync
+// read: those whose definitions the commit it read holds too, which
+// gitops.ReadSnapshot indexes for defines.
+func (s *siblings) folders(ctx context.Context) ([]string, error) {
+	if err := s.load(ctx); err != nil {
+		return nil, err
+	}
+	var folders []string
+	for _, n := range s.names {
+		if o := s.byName[n]; sameBranch(s.repo, s.branch, o) {
+			folders = append(folders, gitops.CleanFolder(o.Spec.Folder))
+		}
+	}
+	return folders, nil
 }
 
 func (s *siblings) load(ctx context.Context) error {
@@ -80,19 +115,34 @@ func (s *siblings) load(ctx context.Context) error {
 	return nil
 }
 
-// claimant names the sibling that defines the add-on name (defines), or
-// "" when none does. When several do, the first by name gets it, and the
-// others report the clash as for any Addon of another repository.
-func (s *siblings) claimant(ctx context.Context, snap *gitops.Snapshot, name string) (string, error) {
+// claimant tells which sibling defines the add-on name (defines), if
+// any. When several do, the first by name gets it, and the others report
+// the clash as for any Addon of another repository. When none does and
+// one cannot be told of, it is unknown, and the Addon stays as it is.
+// NOTE: the answer is kept for the sync: lastRead can change while it
+// runs (another worker syncs a sibling of another branch), and the
+// refusal of an empty commit must count what the prune then does.
+func (s *siblings) claimant(ctx context.Context, snap *gitops.Snapshot, name string) (claim, error) {
+	if c, ok := s.claims[name]; ok {
+		return c, nil
+	}
 	if err := s.load(ctx); err != nil {
-		return "", err
+		return claim{}, err
 	}
+	var c claim
 	for _, n := range s.names {
-		if s.defines(s.byName[n], snap, name) {
-			return n, nil
+		defines, known := s.defines(s.byName[n], snap, name)
+		if defines {
+			c = claim{to: n}
+			break
 		}
+		c.unknown = c.unknown || !known
 	}
-	return "", nil
+	if s.claims == nil {
+		s.claims = map[string]claim{}
+	}
+	s.claims[name] = c
+	return c, nil
 }
 
 // get returns the sibling named name, or nil when there is no such
@@ -151,8 +201,11 @@ func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv
 // that is suspended keeps it.
 func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, have *capstanv1.Addon, owner string) (bool, error) {
 	o, err := sibs.get(ctx, owner)
-	if err != nil || o == nil || o.Spec.Suspend || sibs.defines(o, snap, have.Name) {
+	if err != nil || o == nil || o.Spec.Suspend {
 		return false, err
+	}
+	if defines, known := sibs.defines(o, snap, have.Name); defines || !known {
+		return false, nil
 	}
 	if !sameBranch(repo, sibs.branch, o) && (sibs.lastRead == nil || sibs.lastRead(o) == nil) {
 		return false, nil

@@ -196,10 +196,13 @@ type Snapshot struct {
 	// which the syncer does not read, when the folder itself holds none:
 	// files moved one level down would otherwise vanish without a word.
 	Subfolders []string
-	// treeFiles holds the path of every entry of the commit's tree, at any
-	// depth, named as a definition file is (ClaimsAt). Only ReadSnapshot
-	// fills it.
-	treeFiles map[string]bool
+	// others holds, for each folder that ReadSnapshot was asked to index
+	// besides its own, the names of the add-ons whose definition files
+	// that folder holds at the commit (ClaimsAt).
+	// NOTE: those folders alone, and their top level alone, as the
+	// syncer reads a folder: a commit's whole tree, kept in every cached
+	// snapshot of a monorepo, would cost far more than the definitions.
+	others map[string]map[string]bool
 }
 
 // ClaimsAt reports whether the commit holds a definition file of the
@@ -208,10 +211,18 @@ type Snapshot struct {
 // branch with another folder claims what this commit holds there. The
 // syncer asks before it deletes an Addon, so that a file moved from one
 // repository's folder to another's in one commit hands the Addon over
-// instead. Always false for a snapshot read from disk (ReadDir).
-func (s *Snapshot) ClaimsAt(folder, name string) bool {
-	folder = path.Clean(strings.Trim(folder, "/"))
-	return s.treeFiles[path.Join(folder, name+".yaml")] || s.treeFiles[path.Join(folder, name+".yml")]
+// instead. known is false when the snapshot cannot tell: folder was not
+// indexed when it was read (ReadSnapshot's others), or it was read from
+// disk (ReadDir); the syncer then neither hands the Addon over nor
+// deletes it.
+func (s *Snapshot) ClaimsAt(folder, name string) (claims, known bool) {
+	names, known := s.others[cleanFolderPath(folder)]
+	return names[name], known
+}
+
+// cleanFolderPath is a folder as a path from the root of a commit's tree.
+func cleanFolderPath(folder string) string {
+	return path.Clean(strings.Trim(folder, "/"))
 }
 
 // maxSubfoldersNamed bounds Snapshot.Subfolders.
@@ -221,9 +232,11 @@ const maxSubfoldersNamed = 5
 // missing folder is an error, never an empty one: a typo in spec.folder, a
 // branch or mirror without it, or a commit that renames it would
 // otherwise delete every Addon the repository made. A folder that holds
-// no definitions (but a README, say) deletes them.
-func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, folder string) (*Snapshot, error) {
-	folder = path.Clean(strings.Trim(folder, "/"))
+// no definitions (but a README, say) deletes them. The folders others
+// (those of the other AddonRepositories that read the same branch) are
+// indexed for ClaimsAt.
+func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, folder string, others ...string) (*Snapshot, error) {
+	folder = cleanFolderPath(folder)
 	s := &Snapshot{Commit: commit.Hash.String(), Claimed: map[string]bool{}}
 	root, err := commit.Tree()
 	if err != nil {
@@ -276,34 +289,60 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 	if len(s.Claimed) == 0 {
 		s.Subfolders = subfoldersWithDefinitions(dir, folder)
 	}
-	if s.treeFiles, err = definitionPaths(root); err != nil {
-		return nil, fmt.Errorf("cannot read the tree of commit %s: %w", commit.Hash, err)
+	s.others = map[string]map[string]bool{}
+	for _, o := range others {
+		o = cleanFolderPath(o)
+		if _, done := s.others[o]; done {
+			continue
+		}
+		if s.others[o], err = definitionNames(objects, root, o); err != nil {
+			return nil, fmt.Errorf("cannot read folder %q at commit %s: %w", o, commit.Hash, err)
+		}
 	}
 	return s, nil
 }
 
-// definitionPaths lists every entry of a commit's tree, at any depth,
-// named as a definition file is: the paths alone, since the syncer keeps
-// the snapshot, not the clone.
-// NOTE: a walk of the trees alone, which reads no file's content; a tree
-// that cannot be read is an error, as a path left out could make the
-// syncer delete an Addon that another repository's folder defines.
-func definitionPaths(root *object.Tree) (map[string]bool, error) {
-	paths := map[string]bool{}
-	walk := object.NewTreeWalker(root, true, nil)
-	defer walk.Close()
-	for {
-		name, _, err := walk.Next()
-		switch {
-		case errors.Is(err, io.EOF):
-			return paths, nil
-		case err != nil:
-			return nil, err
-		}
-		if IsDefinitionFile(name) {
-			paths[name] = true
+// definitionNames names the add-ons whose definition files folder holds
+// at its top level, where the syncer reads them: an entry named as a
+// definition file is, whatever it is (a folder named so is claimed too).
+// A folder the tree does not hold defines none.
+// NOTE: the trees are read entry by entry, not with go-git's TreeWalker
+// or FindEntry, which refuse names git accepts (a Mac's "Icon\r"): an
+// odd name anywhere in a monorepo must not stop the sync of every
+// repository on it. Every tree that cannot be read is an error, as a name
+// left out could make the syncer delete an Addon another repository's
+// folder defines.
+func definitionNames(objects storer.EncodedObjectStorer, root *object.Tree, folder string) (map[string]bool, error) {
+	dir := root
+	if folder != "." {
+		for _, part := range strings.Split(folder, "/") {
+			i := slices.IndexFunc(dir.Entries, func(e object.TreeEntry) bool { return e.Name == part })
+			if i < 0 || dir.Entries[i].Mode != filemode.Dir {
+				return map[string]bool{}, nil
+			}
+			sub, err := object.GetTree(objects, dir.Entries[i].Hash)
+			if err != nil {
+				return nil, err
+			}
+			dir = sub
 		}
 	}
+	names := map[string]bool{}
+	for _, e := range dir.Entries {
+		if IsDefinitionFile(e.Name) {
+			names[addonName(e.Name)] = true
+		}
+	}
+	return names, nil
+}
+
+// addonName is the add-on a definition file's name names: its name
+// without .yaml or .yml.
+func addonName(file string) string {
+	if n, ok := strings.CutSuffix(file, ".yaml"); ok {
+		return n
+	}
+	return strings.TrimSuffix(file, ".yml")
 }
 
 // subfoldersWithDefinitions names, in the order of the tree, the
