@@ -1,9 +1,13 @@
 package controller
 
 import (
+	"context"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 // TestSameBranch: a sibling's folder is read at a sync's commit only when
@@ -34,5 +38,64 @@ func TestSameBranch(t *testing.T) {
 		if got := sameBranch(tc.repo, tc.branch, tc.other); got != tc.want {
 			t.Errorf("%s: sameBranch = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestClaimantAnswersOncePerSync: the refusal of an empty commit and the
+// prune ask claimant of one Addon in one sync; a sibling of another branch
+// is told of by lastRead, which another worker can change in between. Both
+// steps get the first answer, so a commit the refusal let through as a
+// handover is not then a deletion.
+func TestClaimantAnswersOncePerSync(t *testing.T) {
+	const u = "https://git.example.com/org/gitops.git"
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Branch: "main"}}
+	other := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "ns"},
+		Spec:   capstanv1.AddonRepositorySpec{URL: u, Branch: "prod"},
+		Status: capstanv1.AddonRepositoryStatus{LastSyncedCommit: "c"}}
+	reads := 0
+	sibs := &siblings{repo: repo, branch: "main", loaded: true,
+		byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
+		lastRead: func(*capstanv1.AddonRepository) *gitops.Snapshot {
+			reads++
+			if reads == 1 {
+				return &gitops.Snapshot{Claimed: map[string]bool{"x": true}}
+			}
+			return nil
+		}}
+	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
+	ctx := context.Background()
+	owned := []capstanv1.Addon{{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: "ns"}}}
+	kept, err := notHandedOver(ctx, owned, snap, sibs)
+	if err != nil || len(kept) != 0 {
+		t.Fatalf("notHandedOver kept %v (%v), want x handed over", kept, err)
+	}
+	c, err := sibs.claimant(ctx, snap, "x")
+	if err != nil || c.to != "team-b" {
+		t.Fatalf("the prune's claimant of x: %+v (%v), want team-b as the refusal was told", c, err)
+	}
+}
+
+// TestClaimantCannotTellOfAFolderNotRead: a sibling of the same branch
+// whose folder the snapshot was not read with (it is new) cannot be told
+// of: the Addon is neither handed over nor deleted, and the snapshot is
+// to be read again.
+func TestClaimantCannotTellOfAFolderNotRead(t *testing.T) {
+	const u = "https://git.example.com/org/gitops.git"
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Folder: "team-a"}}
+	other := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Folder: "team-b"}}
+	sibs := &siblings{repo: repo, branch: "main", loaded: true,
+		byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"}}
+	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
+	ctx := context.Background()
+	c, err := sibs.claimant(ctx, snap, "x")
+	if err != nil || c.to != "" || !c.unknown || !sibs.stale {
+		t.Fatalf("claimant of x: %+v (%v), stale %v; want unknown and stale", c, err, sibs.stale)
+	}
+	kept, err := notHandedOver(ctx, []capstanv1.Addon{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}}, snap, sibs)
+	if err != nil || len(kept) != 0 {
+		t.Fatalf("notHandedOver kept %v (%v): an Addon the sync will not delete counts for no refusal", kept, err)
 	}
 }
