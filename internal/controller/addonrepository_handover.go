@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -179,6 +180,12 @@ func sameBranch(repo *capstanv1.AddonRepository, branch string, other *capstanv1
 // status, approvals and software kept.
 func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon, to string) error {
 	if err := r.relabel(ctx, a, repo.Name, to); err != nil {
+		if fresh, rerr := r.relabelRaced(ctx, a, repo.Name); rerr != nil || fresh != nil {
+			// NOTE: the Addon is gone, made anew, or no longer this
+			// repository's (the sibling, syncing at once, took it
+			// over): nothing is left to hand over.
+			return rerr
+		}
 		return fmt.Errorf("cannot hand Addon %s/%s over to AddonRepository %q, whose folder now defines it: %w", a.Namespace, a.Name, to, err)
 	}
 	log.FromContext(ctx).Info("Handed an Addon over to the repository whose folder now defines it", "addon", a.Name, "to", to)
@@ -211,6 +218,20 @@ func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv
 		return false, nil
 	}
 	if err := r.relabel(ctx, have, owner, repo.Name); err != nil {
+		fresh, rerr := r.relabelRaced(ctx, have, owner)
+		switch {
+		case rerr != nil:
+			return false, rerr
+		case fresh != nil && fresh.UID == have.UID && fresh.Labels[gitops.ManagedByGitLabel] == repo.Name:
+			// NOTE: owner, syncing at once, handed it over.
+			*have = *fresh
+			return true, nil
+		case fresh != nil:
+			if fresh.UID == have.UID {
+				*have = *fresh
+			}
+			return false, nil
+		}
 		return false, fmt.Errorf("cannot take Addon %s/%s over from AddonRepository %q, whose folder no longer defines it: %w", have.Namespace, have.Name, owner, err)
 	}
 	log.FromContext(ctx).Info("Took an Addon over from the repository whose folder no longer defines it", "addon", have.Name, "from", owner)
@@ -231,6 +252,26 @@ func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) *g
 		return nil
 	}
 	return cached.snap
+}
+
+// relabelRaced reads the Addon a again, past the cache, after its relabel
+// from the repository from failed, to tell a race from an error. It
+// returns the Addon as it is now when another wrote it in between: it is
+// gone (an empty Addon), another object, or no longer from's, as when
+// both repositories of a move sync at once and the other relabelled it
+// first. It returns nil when a is still as it was, and the failure is to
+// be retried.
+func (r *AddonRepositoryReconciler) relabelRaced(ctx context.Context, a *capstanv1.Addon, from string) (*capstanv1.Addon, error) {
+	fresh := &capstanv1.Addon{}
+	switch err := r.reader().Get(ctx, client.ObjectKeyFromObject(a), fresh); {
+	case apierrors.IsNotFound(err):
+		return &capstanv1.Addon{}, nil
+	case err != nil:
+		return nil, fmt.Errorf("cannot read Addon %s/%s again after its relabel failed: %w", a.Namespace, a.Name, err)
+	case fresh.UID != a.UID || fresh.DeletionTimestamp != nil || fresh.Labels[gitops.ManagedByGitLabel] != from:
+		return fresh, nil
+	}
+	return nil, nil
 }
 
 // relabel changes the managed-by-git label of a from one repository to

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -92,4 +93,88 @@ func sameAddon(t *testing.T, ns, name string, uid types.UID) error {
 		return fmt.Errorf("the Addon %s is another object or being deleted: UID %s (was %s), deletion %v", name, a.UID, uid, a.DeletionTimestamp)
 	}
 	return nil
+}
+
+// staleAddons is a client whose Addon lists answer what the namespace
+// held at one moment (as a cache, or a List, read just before another
+// worker wrote), filtered as asked; everything else is the API server's.
+type staleAddons struct {
+	client.Client
+	addons []capstanv1.Addon
+}
+
+func (c staleAddons) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	l, ok := list.(*capstanv1.AddonList)
+	if !ok {
+		return c.Client.List(ctx, list, opts...)
+	}
+	o := &client.ListOptions{}
+	o.ApplyOptions(opts)
+	l.Items = nil
+	for _, a := range c.addons {
+		if o.LabelSelector == nil || o.LabelSelector.Matches(labels.Set(a.Labels)) {
+			l.Items = append(l.Items, *a.DeepCopy())
+		}
+	}
+	return nil
+}
+
+// TestSyncerMovesAnAddonWhileTheOtherSyncs: the two repositories of a
+// move sync at once, so that one relabels x while the other's view still
+// shows it team-a's. The one that finds its relabel refused reads x again
+// and finds nothing left to do: team-a, handing it over, finds it
+// team-b's already; team-b, taking it over, finds it its own, and applies
+// its file. Neither reports the race as a failed sync.
+func TestSyncerMovesAnAddonWhileTheOtherSyncs(t *testing.T) {
+	needCluster(t)
+	for _, team := range []string{"team-a", "team-b"} {
+		t.Run(team+" late", func(t *testing.T) {
+			ctx := context.Background()
+			ns := newNamespace(t, "gitops-race")
+			srv := gitserver.Start(t)
+			url := srv.Create(t, "gitops")
+			w := gitserver.Clone(t, url)
+			x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
+			c1 := w.Write("team-a/x.yaml", x).
+				Write("team-a/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
+				Write("team-b/z.yaml", "name: z\nhelm: {repo: https://x, chart: z}\n").
+				CommitAndPush("x and y for team a, z for team b")
+			for _, team := range []string{"team-a", "team-b"} {
+				createRepo(t, ns, team, url, func(r *capstanv1.AddonRepository) { r.Spec.Folder = team })
+				waitSynced(t, ns, team, c1)
+			}
+			var before capstanv1.AddonList
+			if err := env.client.List(ctx, &before, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			uid := mustAddon(t, ns, "x").UID
+			c2 := w.Remove("team-a/x.yaml").Write("team-b/x.yaml", x).CommitAndPush("x goes to team b")
+			// The other repository's sync, a moment before: x is team-b's.
+			if err := env.client.Patch(ctx, mustAddon(t, ns, "x"), client.RawPatch(types.MergePatchType,
+				[]byte(`{"metadata":{"labels":{"`+gitops.ManagedByGitLabel+`":"team-b"}}}`))); err != nil {
+				t.Fatal(err)
+			}
+			stale := staleAddons{Client: env.client, addons: before.Items}
+			syncer := &controller.AddonRepositoryReconciler{Client: env.client, APIReader: stale}
+			if team == "team-b" {
+				syncer = &controller.AddonRepositoryReconciler{Client: stale, APIReader: env.client}
+			}
+			if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: team}}); err != nil {
+				t.Fatalf("sync of %s: %v", team, err)
+			}
+			if r := getRepo(t, ns, team); r.Status.LastSyncedCommit != c2 || r.Status.InvalidFileCount != 0 {
+				t.Fatalf("%s: synced %q, invalid files %+v, conditions %+v", team, r.Status.LastSyncedCommit, r.Status.InvalidFiles, r.Status.Conditions)
+			}
+			if err := sameAddon(t, ns, "x", uid); err != nil {
+				t.Fatal(err)
+			}
+			got := mustAddon(t, ns, "x")
+			if got.Labels[gitops.ManagedByGitLabel] != "team-b" {
+				t.Fatalf("x is not team-b's: %v", got.Labels)
+			}
+			if team == "team-b" && got.Annotations[gitops.GitFileAnnotation] != "team-b/x.yaml" {
+				t.Fatalf("team-b did not apply its file to x: %v", got.Annotations)
+			}
+		})
+	}
 }
