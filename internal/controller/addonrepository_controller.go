@@ -211,7 +211,8 @@ func (r *AddonRepositoryReconciler) init() {
 // the repository waits for its sync are coalesced into that one sync. A
 // repository that does not exist, or that Selector does not select
 // (*gitops.OtherShardError), is an error: the sync would find nothing in
-// this syncer's cache and be dropped.
+// this syncer's cache and be dropped. One that cannot be read (the API
+// server failed to answer) is queued anyway: the sync reads it again.
 func (r *AddonRepositoryReconciler) Trigger(ctx context.Context, key types.NamespacedName) error {
 	r.init()
 	// NOTE: read past the cache, which holds only the shard's
@@ -222,9 +223,12 @@ func (r *AddonRepositoryReconciler) Trigger(ctx context.Context, key types.Names
 	case apierrors.IsNotFound(err):
 		return fmt.Errorf("there is no AddonRepository %s to sync", key)
 	case err != nil:
-		return fmt.Errorf("cannot read AddonRepository %s to sync it: %w", key, err)
-	}
-	if r.Selector != nil && !r.Selector.Matches(labels.Set(repo.Labels)) {
+		// NOTE: a failed read refuses nothing: an error here would leave
+		// a push unsynced (a git host does not deliver it again) for a
+		// moment's trouble of the API server. At worst the sync finds no
+		// repository in the cache, as before the shard check was made.
+		log.FromContext(ctx).Info("Cannot read an AddonRepository to tell its shard; queuing its sync", "addonRepository", key.String(), "error", err.Error())
+	case r.Selector != nil && !r.Selector.Matches(labels.Set(repo.Labels)):
 		return &gitops.OtherShardError{Key: key, Shard: repo.Labels[gitops.ShardLabel], Selector: r.Selector.String()}
 	}
 	obj := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}

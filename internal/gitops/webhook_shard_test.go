@@ -106,3 +106,44 @@ func TestWebhookRefusesAnotherShardsRepository(t *testing.T) {
 		t.Error("Trigger of a repository that does not exist queued a sync")
 	}
 }
+
+// unavailable is a reader whose every read fails, as an API server that
+// does not answer for a moment.
+type unavailable struct{ objects }
+
+func (unavailable) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return apierrors.NewServiceUnavailable("etcd is not answering")
+}
+
+// TestWebhookQueuesWhenTheShardCannotBeRead: a push whose repository the
+// syncer cannot read, to tell its shard, for a moment's trouble of the API
+// server is queued (202) all the same: a git host does not deliver a push
+// again, and the sync reads the repository anew.
+func TestWebhookQueuesWhenTheShardCannotBeRead(t *testing.T) {
+	const ns = "gitops"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hook"}, Data: map[string][]byte{gitops.WebhookSecretKey: []byte("s3cret")}}
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine", Labels: map[string]string{gitops.ShardLabel: "a"}},
+		Spec: capstanv1.AddonRepositorySpec{URL: "https://git.example.com/org/gitops.git", Branch: "main",
+			WebhookSecretRef: &capstanv1.LocalObjectReference{Name: "hook"}}}
+	reader := objects{client.ObjectKeyFromObject(secret): secret, client.ObjectKeyFromObject(repo): repo}
+	sel, err := labels.Parse(gitops.ShardLabel + "=a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	syncer := &controller.AddonRepositoryReconciler{APIReader: unavailable{reader}, Selector: sel}
+	hook := httptest.NewServer(&gitops.Webhook{Client: reader, Syncer: syncer})
+	t.Cleanup(hook.Close)
+	body := `{"ref":"refs/heads/main"}`
+	req, _ := http.NewRequest(http.MethodPost, hook.URL+"/hooks/git/"+ns+"/mine", strings.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-Hub-Signature-256", "sha256="+sign("s3cret", body))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a push while the API server does not answer: %d %q; want 202 queued", resp.StatusCode, b)
+	}
+}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -67,9 +68,9 @@ type commitAnswer struct {
 	// Addon is the Addon once the syncer has applied the commit, when it
 	// did so within syncWait; absent otherwise (and for a removal).
 	Addon *capstanv1.Addon `json:"addon,omitempty"`
-	// NotQueued says why this controller's syncer was not asked to apply
-	// the commit at once (a repository of another controller shard); its
-	// own syncer applies it at its interval or push webhook.
+	// NotQueued says that this controller's syncer was not asked to apply
+	// the commit at once as the repository is of another controller shard,
+	// whose syncer applies it at its interval or push webhook.
 	NotQueued string `json:"notQueued,omitempty"`
 }
 
@@ -284,7 +285,12 @@ func (s *Server) commitTo(ctx context.Context, u User, repo *capstanv1.AddonRepo
 		// NOTE: the commit is made whatever the trigger says; waiting for
 		// a sync that was not queued here would only hold the answer.
 		if err := s.Syncer.Trigger(ctx, client.ObjectKeyFromObject(repo)); err != nil {
-			answer.NotQueued = err.Error()
+			// NOTE: only the shard is for the user to know; another
+			// error (the repository deleted a moment ago, a request
+			// cancelled) is the log's.
+			if other := (*gitops.OtherShardError)(nil); errors.As(err, &other) {
+				answer.NotQueued = other.Error()
+			}
 			s.Log.Info("The syncer was not asked to apply the commit", "addonRepository", client.ObjectKeyFromObject(repo).String(), "reason", err.Error())
 		} else if verb != "remove" {
 			answer.Addon = s.awaitSync(ctx, u, key, commit)
