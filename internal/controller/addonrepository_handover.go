@@ -275,17 +275,27 @@ func (r *AddonRepositoryReconciler) relabelRaced(ctx context.Context, a *capstan
 }
 
 // relabel changes the managed-by-git label of a from one repository to
-// another. The patch tests the Addon's UID and the label first: an Addon
+// another, and drops its uninstall mark. The patch tests the Addon's UID and the label first: an Addon
 // deleted and made anew, or taken by another repository in between, is
 // left alone, and the next sync looks again. a is updated to what the API
 // server answers.
 func (r *AddonRepositoryReconciler) relabel(ctx context.Context, a *capstanv1.Addon, from, to string) error {
-	label := "/metadata/labels/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(gitops.ManagedByGitLabel)
-	patch, err := json.Marshal([]map[string]string{
+	escape := strings.NewReplacer("~", "~0", "/", "~1").Replace
+	label := "/metadata/labels/" + escape(gitops.ManagedByGitLabel)
+	ops := []map[string]string{
 		{"op": "test", "path": "/metadata/uid", "value": string(a.UID)},
 		{"op": "test", "path": label, "value": from},
 		{"op": "replace", "path": label, "value": to},
-	})
+	}
+	// NOTE: the uninstall mark was set for the removal of from's file
+	// (capstan addon remove --uninstall); the Addon moves instead, and a
+	// mark kept would uninstall the software when to's file is removed
+	// some day without one.
+	if v, ok := a.Annotations[capstanv1.UninstallAnnotation]; ok {
+		mark := "/metadata/annotations/" + escape(capstanv1.UninstallAnnotation)
+		ops = append(ops, map[string]string{"op": "test", "path": mark, "value": v}, map[string]string{"op": "remove", "path": mark})
+	}
+	patch, err := json.Marshal(ops)
 	if err != nil {
 		return err
 	}

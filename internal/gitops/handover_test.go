@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -46,6 +47,9 @@ func TestSyncerMovesAnAddonBetweenFolders(t *testing.T) {
 			}
 			// What others wrote on it, which a deletion would lose.
 			before.Spec.SyncRequest, before.Spec.ApprovedPlan = 2, approved
+			// A mark for a removal (capstan addon remove --uninstall),
+			// which a move is not.
+			metav1.SetMetaDataAnnotation(&before.ObjectMeta, capstanv1.UninstallAnnotation, "true")
 			if err := env.client.Update(ctx, before, client.FieldOwner("someone")); err != nil {
 				t.Fatal(err)
 			}
@@ -73,6 +77,8 @@ func TestSyncerMovesAnAddonBetweenFolders(t *testing.T) {
 				t.Fatalf("x was not handed to team-b: labels %v, annotations %v", got.Labels, got.Annotations)
 			case got.Spec.SyncRequest != 2 || got.Spec.ApprovedPlan != approved:
 				t.Fatalf("what others wrote on x was lost: %d %q", got.Spec.SyncRequest, got.Spec.ApprovedPlan)
+			case got.Annotations[capstanv1.UninstallAnnotation] != "":
+				t.Fatalf("x moved with the uninstall mark of a removal: %v", got.Annotations)
 			}
 			mustAddon(t, ns, "y")
 			mustAddon(t, ns, "z")
