@@ -941,7 +941,11 @@ type AddonStatus struct {
 	// PreHooksDone is the pre event (pre-install or pre-upgrade) whose
 	// hooks succeeded for a render whose apply is not recorded yet: a sync
 	// of that render stopped half-way (the controller killed) does not run
-	// them again.
+	// them again. An uninstall records pre-delete here once its pre-delete
+	// stage is over, and post-delete once its post-delete hooks succeeded;
+	// a sync records post-install or post-upgrade here, with the run, once
+	// their hooks succeeded, until their hook-succeeded objects are
+	// deleted.
 	// +optional
 	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
 
@@ -1329,6 +1333,13 @@ type PendingHook struct {
 	// Hash is the appliedHash of the render the event stands for. A
 	// different render is another sync, with its own hooks.
 	Hash string `json:"hash"`
+	// Run, in preHooksDone, names the run whose hooks all succeeded, as
+	// its objects carry it (capstan.dev/hook-run), while the objects its
+	// hook-succeeded policies delete may still be there: the event was
+	// recorded done before they were deleted, and a look that finds Run
+	// set deletes what is left of them.
+	// +optional
+	Run string `json:"run,omitempty"`
 }
 
 // HookProgress is the Helm hook that runs now.

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -167,6 +169,82 @@ func TestStopBeforePreHooksDoneWritten(t *testing.T) {
 	}
 	if n := rec.count("Job/db-backup", watch.Added); n != 1 {
 		t.Errorf("the pre-delete Job was created %d times; want once: it had succeeded before the stop", n)
+	}
+}
+
+// TestStopBeforeHookCleanUp gives every hook of the dbapp chart
+// hook-succeeded, and stops the controller at each event of an install,
+// an upgrade and an uninstall once the event's end is recorded and before
+// its hook-succeeded Jobs are deleted, as a controller killed there would.
+// Each Job is created once: the record names the run whose objects are
+// left, and the next look deletes them. Before, the Jobs were deleted
+// first, and a stop before the record left nothing that said the event
+// had run: the next sync ran every hook of it again.
+func TestStopBeforeHookCleanUp(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	key := controllerNS + "/hooks-" + ns
+	jobs := map[string]string{"pre-install": "db-initdb", "post-install": "db-seed", "pre-upgrade": "db-migrate",
+		"post-upgrade": "db-notify", "pre-delete": "db-backup", "post-delete": "db-farewell"}
+	type stop struct {
+		stopped, left atomic.Bool
+		record        atomic.Value // the status.preHooksDone stored at the stop
+	}
+	stops := map[string]*stop{}
+	for event := range jobs {
+		stops[event+" clean-up"] = &stop{}
+	}
+	stepHooks.Store(key, func(addon *capstanv1.Addon, step string) error {
+		st := stops[step]
+		if st == nil || !st.stopped.CompareAndSwap(false, true) {
+			return nil
+		}
+		ctx := context.Background()
+		event := strings.TrimSuffix(step, " clean-up")
+		var j batchv1.Job
+		st.left.Store(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: jobs[event]}, &j) == nil)
+		var stored capstanv1.Addon
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(addon), &stored); err == nil && stored.Status.PreHooksDone != nil {
+			st.record.Store(*stored.Status.PreHooksDone)
+		}
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	values := func(version string) string {
+		return `{appVersion: "` + version + `", hooks: {initdb: {deletePolicy: "before-hook-creation,hook-succeeded"},
+migrate: {deletePolicy: "before-hook-creation,hook-succeeded"}, seed: {deletePolicy: hook-succeeded}, backup: {deletePolicy: hook-succeeded}},
+extraHooks: [{name: notify, kind: Job, events: post-upgrade, deletePolicy: hook-succeeded},
+{name: farewell, kind: Job, events: post-delete, deletePolicy: hook-succeeded}]}`
+	}
+	a := dbapp(t, ns, values("1.0"), withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	got := synced(t, a)
+	if got.Status.Hook != nil || got.Status.PreHooksDone != nil || got.Status.PendingHook != nil {
+		t.Errorf("install: status: hook %+v, preHooksDone %+v, pendingHook %+v; want all cleared", got.Status.Hook, got.Status.PreHooksDone, got.Status.PendingHook)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(values("2.0")) })
+	got = synced(t, a)
+	if got.Status.Hook != nil || got.Status.PreHooksDone != nil || got.Status.PendingHook != nil {
+		t.Errorf("upgrade: status: hook %+v, preHooksDone %+v, pendingHook %+v; want all cleared", got.Status.Hook, got.Status.PreHooksDone, got.Status.PendingHook)
+	}
+	deleteAddon(t, a)
+	for event, name := range jobs {
+		st := stops[event+" clean-up"]
+		if !st.stopped.Load() {
+			t.Errorf("%s: never stopped between its record and its clean-up", event)
+			continue
+		}
+		if !st.left.Load() {
+			t.Errorf("%s: the Job %s was gone at the stop; want it left for the next look", event, name)
+		}
+		if d, _ := st.record.Load().(capstanv1.PendingHook); d.Event != event || !strings.HasPrefix(d.Run, event+"/") {
+			t.Errorf("%s: status.preHooksDone stored at the stop = %+v; want the event with its run", event, d)
+		}
+		if n := rec.count("Job/"+name, watch.Added); n != 1 {
+			t.Errorf("%s: the Job %s was created %d times; want once: it had succeeded before the stop", event, name, n)
+		}
+		if n := rec.count("Job/"+name, watch.Deleted); n != 1 {
+			t.Errorf("%s: the Job %s was deleted %d times; want once, by the look after the stop", event, name, n)
+		}
 	}
 }
 

@@ -157,6 +157,22 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		rendered = true
 		return r.deleteHooks(ctx, s)
 	}
+	if d := s.addon.Status.PreHooksDone; d != nil && d.Run != "" {
+		// A run whose end a stopped look recorded (a sync's, or this
+		// uninstall's) may have left its hook-succeeded objects.
+		if err := render(); err != nil {
+			return err
+		}
+		if err := r.finishCleanUp(ctx, s); err != nil {
+			return err
+		}
+	}
+	if postDeleteDone(s.addon) {
+		// NOTE: an uninstall stopped once its post-delete hooks had
+		// succeeded: everything is deleted and its hooks ran, so only the
+		// finalizer's removal is left.
+		return nil
+	}
 	p := s.addon.Status.PendingHook
 	retry := p != nil && p.Event == "post-delete"
 	if !retry {
@@ -164,32 +180,41 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			if err := render(); err != nil {
 				return err
 			}
-			if err := r.runHooks(ctx, s, "pre-delete"); err != nil {
-				if hooks.IsRunning(err) {
-					return err
-				}
-				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
-			}
 			// NOTE: what the render marks never to apply, or holds as a
 			// hook now, may still be in the inventory when no sync has run
 			// since the mark (a gate held it): it leaves the inventory
 			// running, as a sync would leave it. That, and that the
 			// pre-delete stage is over, hooks or none, are recorded at
-			// once: a later look (a wave that waited, a refused delete)
-			// renders nothing, since part of the add-on may be deleted
-			// already, and must neither run the pre-delete hooks again nor
-			// delete what this render left out, whatever its source
-			// answers by then.
-			if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
-				return err
+			// once, before the hook-succeeded objects are deleted
+			// (runEvent): a later look (a wave that waited, a refused
+			// delete) renders nothing, since part of the add-on may be
+			// deleted already, and must neither run the pre-delete hooks
+			// again nor delete what this render left out, whatever its
+			// source answers by then.
+			var left []apply.Spared
+			record := func(ctx context.Context, run string) error {
+				if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
+					return err
+				}
+				left = s.leftOutOfInventory()
+				s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
+				s.addon.Status.Hook = nil
+				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete", Run: run}
+				return r.checkpointStatus(ctx, s)
 			}
-			left := s.leftOutOfInventory()
-			s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
-			// NOTE: status.hook is cleared in the same write (runEvent).
-			s.addon.Status.Hook = nil
-			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete"}
-			if err := r.checkpointStatus(ctx, s); err != nil {
-				return err
+			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
+				if hooks.IsRunning(err) || unrecorded(err) || preDeleteDone(s.addon) {
+					// NOTE: a stage recorded over failed only in its
+					// clean-up, which the next look finishes.
+					return err
+				}
+				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+			}
+			if !s.hasHooks("pre-delete") {
+				// No pre-delete hook ran: the stage is over all the same.
+				if err := record(ctx, ""); err != nil {
+					return err
+				}
 			}
 			r.reportSpared(ctx, s, "Uninstall", left)
 		}
@@ -221,8 +246,8 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	}
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
-	if err := r.runEvent(ctx, s, "post-delete", retry); err != nil {
-		if hooks.IsRunning(err) {
+	if err := r.runEvent(ctx, s, "post-delete", retry, r.recordPost(s, "post-delete")); err != nil {
+		if hooks.IsRunning(err) || unrecorded(err) || postDeleteDone(s.addon) {
 			return err
 		}
 		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
@@ -335,6 +360,9 @@ func (r *AddonReconciler) refuseDeleteHooks(ctx context.Context, s *scope, why s
 // that would have run the pre-delete hooks, and the looks after it (which
 // render again only for post-delete hooks) say nothing new.
 func deleteHooksAhead(a *capstanv1.Addon, hs []render.Hook, unknown bool) bool {
+	if postDeleteDone(a) {
+		return false // they all ran
+	}
 	pre := !preDeleteDone(a)
 	if unknown {
 		return pre
@@ -352,11 +380,18 @@ func renderFailedAhead(a *capstanv1.Addon) bool {
 	return deleteHooksAhead(a, nil, true) || p != nil && p.Event == "post-delete"
 }
 
+// postDeleteDone reports whether a's uninstall recorded its post-delete
+// hooks succeeded (recordPost): only the finalizer's removal is left.
+func postDeleteDone(a *capstanv1.Addon) bool {
+	d := a.Status.PreHooksDone
+	return d != nil && d.Event == "post-delete"
+}
+
 // preDeleteDone reports whether a's uninstall is past its pre-delete
 // stage, hooks or none.
 func preDeleteDone(a *capstanv1.Addon) bool {
 	d := a.Status.PreHooksDone
-	return d != nil && d.Event == "pre-delete"
+	return d != nil && (d.Event == "pre-delete" || d.Event == "post-delete")
 }
 
 // reasonForegroundDeletion is the reason of the event that says a

@@ -23,6 +23,10 @@ import (
 // implements it; tests may give another.
 type HookRunner interface {
 	Run(ctx context.Context, req hooks.Request) error
+	// CleanUp deletes what is left of the hook-succeeded objects of a run
+	// whose hooks all succeeded and whose end was recorded, once
+	// req.Done had run and before Run deleted them.
+	CleanUp(ctx context.Context, req hooks.Request) error
 }
 
 // The hook events of each lifecycle, before and after the apply.
@@ -36,7 +40,10 @@ var hookEvents = map[Lifecycle][2]string{
 // apply; either may be empty. A retry runs only the post event that failed.
 func (s *scope) events() (pre, post string) {
 	if s.lifecycle == LifecycleRetryPost {
-		return "", s.addon.Status.PendingHook.Event
+		if p := s.addon.Status.PendingHook; p != nil {
+			return "", p.Event
+		}
+		return "", "" // the retried post hooks succeeded (recordPost)
 	}
 	e := hookEvents[s.lifecycle]
 	if d := s.addon.Status.PreHooksDone; d != nil && s.render != nil && d.Event == e[0] && d.Hash == s.render.Hash {
@@ -97,9 +104,82 @@ func hookNotices(hs []render.Hook) []capstanv1.Notice {
 // migration Job still running is then waited for, not deleted and started
 // anew, and one that succeeded is not run again; the run name (hookRun)
 // holds the render, so a new render runs every hook.
-func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) error {
+func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string, done recordDone) error {
 	h := s.addon.Status.Hook
-	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost || h != nil && h.Event == event)
+	return r.runEvent(ctx, s, event, s.lifecycle == LifecycleRetryPost || h != nil && h.Event == event, done)
+}
+
+// recordDone records in status, in one write, that an event's hooks all
+// succeeded in run: the event's own record of its end, status.hook
+// cleared, and status.preHooksDone naming run (capstanv1.PendingHook.Run).
+type recordDone func(ctx context.Context, run string) error
+
+// errUnrecorded is a run of hooks that all succeeded whose end could not be
+// recorded (recordDone failed): nothing of it was deleted, status.hook
+// still names it, and the next look goes on from it and records it. It is
+// no hook's failure, and is retried with backoff.
+type errUnrecorded struct{ err error }
+
+func (e errUnrecorded) Error() string { return "recording that the hooks succeeded: " + e.err.Error() }
+func (e errUnrecorded) Unwrap() error { return e.err }
+
+// unrecorded reports whether err is a run whose end could not be recorded.
+func unrecorded(err error) bool { return errors.As(err, &errUnrecorded{}) }
+
+// recordPost is the recordDone of a post event (post-install, post-upgrade,
+// post-delete): status.pendingHook is cleared at once, not with the status
+// the sync ends with after the health wait, the tests and the
+// registration, and status.preHooksDone names the event and the run until
+// its hook-succeeded objects are deleted. A controller stopped after that
+// finds the event done and deletes what is left of them (finishCleanUp);
+// before, it retried the event, whose hook-succeeded objects were gone,
+// and ran every hook again.
+func (r *AddonReconciler) recordPost(s *scope, event string) recordDone {
+	return func(ctx context.Context, run string) error {
+		hash := ""
+		if !deleteEvent(event) {
+			hash = s.render.Hash
+		}
+		st := &s.addon.Status
+		st.Hook, st.PendingHook = nil, nil
+		st.PreHooksDone = &capstanv1.PendingHook{Event: event, Hash: hash, Run: run}
+		return r.checkpointStatus(ctx, s)
+	}
+}
+
+// finishCleanUp deletes what is left of the hook-succeeded objects of the
+// run status.preHooksDone names (its Run): the event was recorded done
+// before the runner deleted them, and the controller stopped in between,
+// or a delete failed. It reads the hooks of that event in this look's
+// render, and deletes only the objects that carry the run, so it may be
+// called again. Once they are gone the record keeps no run, and a post
+// event's record goes: nothing else reads it.
+func (r *AddonReconciler) finishCleanUp(ctx context.Context, s *scope) error {
+	d := s.addon.Status.PreHooksDone
+	if d == nil || d.Run == "" {
+		return nil
+	}
+	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run)
+	err := r.Hooks.CleanUp(ctx, hooks.Request{Applier: s.applier, Addon: s.addon, Event: d.Event, Hooks: s.hooks,
+		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating), Run: d.Run})
+	if err != nil {
+		return err
+	}
+	s.addon.Status.PreHooksDone = withoutRun(d)
+	return nil
+}
+
+// withoutRun is the record d once the hook-succeeded objects of its run
+// are deleted: the same record with no run, or none for a post-install or
+// post-upgrade event, whose end status.pendingHook's absence records.
+func withoutRun(d *capstanv1.PendingHook) *capstanv1.PendingHook {
+	if d == nil {
+		return nil
+	}
+	if d.Event == hookEvents[LifecycleInstall][1] || d.Event == hookEvents[LifecycleUpgrade][1] {
+		return nil
+	}
+	return &capstanv1.PendingHook{Event: d.Event, Hash: d.Hash}
 }
 
 // runEvent runs the hooks of one event. With resume, this sync goes on
@@ -108,7 +188,16 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string) 
 // completed, or while it ran, or a post hook that failed. The hooks that
 // succeeded in that run are not run again, and the one it was waiting for
 // (status.hook) is waited for again; the others run as usual.
-func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool) error {
+//
+// done, when set, records the event done (recordDone) once every hook has
+// succeeded and before the runner deletes those with hook-succeeded
+// (hooks.Request.Done). A controller stopped before that write finds each
+// hook's object succeeded in the run status.hook names, and one stopped
+// after it finds the event done, with the run whose leftovers a later look
+// deletes (finishCleanUp): either way no hook runs again. When done fails,
+// status is as it was, nothing is deleted, and runEvent returns an
+// errUnrecorded.
+func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, resume bool, done recordDone) error {
 	h := s.addon.Status.Hook
 	if !s.hasHooks(event) {
 		if h != nil && h.Event == event {
@@ -143,8 +232,34 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		// as its own.
 		keep = apply.NoKeep
 	}
+	called, recorded := false, false
+	var finish func(context.Context) error
+	if done != nil {
+		finish = func(ctx context.Context) error {
+			called = true
+			// Tests stop here, as a controller killed after the hooks
+			// succeeded and before it recorded that would: status.hook
+			// still names the last hook, and every hook's object is there.
+			if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
+				return errUnrecorded{err}
+			}
+			before := s.addon.Status.DeepCopy()
+			if err := done(ctx, run); err != nil {
+				// NOTE: the status this reconcile ends with says what the
+				// stored one says: status.hook names the run, whose
+				// objects are all there.
+				s.addon.Status = *before
+				return errUnrecorded{err}
+			}
+			recorded = true
+			// Tests stop here, as a controller killed after the record
+			// and before the runner deleted the hook-succeeded objects
+			// would: a later look finds the event done, and deletes them.
+			return r.stepHook(ctx, s, event+" clean-up")
+		}
+	}
 	err := r.Hooks.Run(ctx, hooks.Request{
-		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep,
+		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep, Done: finish,
 		Progress: func(p capstanv1.HookProgress) {
 			p.Generation = s.addon.Generation
 			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {
@@ -155,38 +270,38 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
-	if hooks.IsRunning(err) || err != nil && ctx.Err() != nil {
+	if err == nil && finish != nil && !called {
+		// A HookRunner that does not call Done (a test's) ran them all.
+		err = finish(ctx)
+	}
+	if hooks.IsRunning(err) || err != nil && (ctx.Err() != nil || unrecorded(err)) {
 		// NOTE: status.hook goes on naming the hook: the next look reads
 		// it, and the run goes on from it once it has finished. So does
 		// a run the controller's stop cut short: the hook it waited for
-		// still runs, and must not be taken for ended.
+		// still runs, and must not be taken for ended. So does one whose
+		// end could not be recorded: the next look finds every hook
+		// succeeded, and records it.
 		return err
 	}
-	if err == nil {
+	if done == nil && err == nil {
 		// Tests stop here, as a controller killed after the hooks
-		// succeeded and before it recorded that would: status.hook still
-		// names the last hook.
+		// succeeded would.
 		if err := r.stepHook(ctx, s, event+" succeeded"); err != nil {
 			return err
 		}
-		if preEvent(event) {
-			// NOTE: status.hook stays until the caller records the event
-			// done (status.preHooksDone), and is cleared in that same
-			// write. Written apart, a stop between the two writes would
-			// leave neither: the next sync would find no run to go on
-			// from, and before-hook-creation would delete the Completed
-			// migration Job and run it again.
-			return nil
-		}
 	}
+	if recorded && err == nil {
+		// NOTE: the runner deleted the hook-succeeded objects; the record
+		// keeps no run, so no later look reads them again.
+		s.addon.Status.PreHooksDone = withoutRun(s.addon.Status.PreHooksDone)
+	}
+	// NOTE: done cleared status.hook in the write that records the event
+	// done. A status.hook cleared apart from that record would leave
+	// neither after a stop between the two writes: the next sync would
+	// find no run to go on from, and before-hook-creation would delete the
+	// Completed migration Job and run it again.
 	r.showHook(ctx, s, nil)
 	return err
-}
-
-// preEvent reports whether event is one whose success the caller records
-// in status.preHooksDone: pre-install, pre-upgrade or pre-delete.
-func preEvent(event string) bool {
-	return event == "pre-install" || event == "pre-upgrade" || event == "pre-delete"
 }
 
 // hookRun names one run of an event's hooks, for the runner to stamp on

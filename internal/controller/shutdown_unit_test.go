@@ -22,6 +22,8 @@ type endedRunner func(ctx context.Context, req hooks.Request) error
 
 func (f endedRunner) Run(ctx context.Context, req hooks.Request) error { return f(ctx, req) }
 
+func (f endedRunner) CleanUp(context.Context, hooks.Request) error { return nil }
+
 // TestRunEventKeepsTheHookItStillWaitsFor: a run that a stop of the
 // controller cut short leaves status.hook naming the hook it waited for,
 // as a run that yields while the hook runs does: the hook still runs, and
@@ -66,7 +68,7 @@ func TestRunEventKeepsTheHookItStillWaitsFor(t *testing.T) {
 		if tc.stopped {
 			stop()
 		}
-		err := r.runEvent(ctx, s, "pre-upgrade", true)
+		err := r.runEvent(ctx, s, "pre-upgrade", true, nil)
 		stop()
 		if err == nil {
 			t.Errorf("%s: runEvent = nil; want the run's error", tc.name)

@@ -52,6 +52,12 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			recreate[obj] = s.previews[i].RecreateUID
 		}
 	}
+	// A run whose end a stopped look recorded may have left its
+	// hook-succeeded objects: they go before any hook runs again, so that
+	// no new run applies over a stale one.
+	if err := r.finishCleanUp(ctx, s); err != nil {
+		return false, err
+	}
 	pre, post := s.events()
 	now := time.Now()
 	// The apply makes the inventory the target cluster's: one in a former
@@ -63,25 +69,25 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(slices.Concat(s.kept, s.notOurs)), Confirmed: s.confirm,
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Creates: creates, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
+		// NOTE: with no pre hooks there is nothing a restart could run
+		// twice, and so no checkpoint to write (runEvent calls no done).
 		PreHooks: func(ctx context.Context) error {
-			if err := r.runHooks(ctx, s, pre); err != nil || !s.hasHooks(pre) {
-				// NOTE: with no pre hooks there is nothing a restart could
-				// run twice, and so no checkpoint to write.
-				return err
-			}
-			// Tests stop here, as a controller killed before it recorded
-			// the pre hooks would: status.hook still names the last one.
-			if err := r.stepHook(ctx, s, "record "+pre); err != nil {
-				return err
-			}
-			// Recorded at once: a sync stopped before the apply is
-			// recorded must not run these hooks again. status.hook is
-			// cleared in the same write (runEvent).
-			s.addon.Status.Hook = nil
-			s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: pre, Hash: s.render.Hash}
-			return r.checkpointStatus(ctx, s)
+			return r.runHooks(ctx, s, pre, func(ctx context.Context, run string) error {
+				// Tests stop here, as a controller killed before it
+				// recorded the pre hooks would: status.hook still names
+				// the last one.
+				if err := r.stepHook(ctx, s, "record "+pre); err != nil {
+					return err
+				}
+				// Recorded at once, before the hook-succeeded objects are
+				// deleted (runEvent): a sync stopped before the apply is
+				// recorded must not run these hooks again.
+				s.addon.Status.Hook = nil
+				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: pre, Hash: s.render.Hash, Run: run}
+				return r.checkpointStatus(ctx, s)
+			})
 		},
-		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post) },
+		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post, r.recordPost(s, post)) },
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
 			s.addon.Status.Inventory = capstanv1.IDsOf(inventory)
 			return r.checkpointStatus(ctx, s)
@@ -182,7 +188,7 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 	// NOTE: as any event's, a run that a stopped controller left goes on
 	// (runHooks): a SyncFail Job still running is waited for, not started
 	// anew.
-	herr := r.runHooks(ctx, s, render.SyncFailEvent)
+	herr := r.runHooks(ctx, s, render.SyncFailEvent, nil)
 	if ctx.Err() != nil {
 		// The controller stops: the next look runs them, or goes on.
 		return err

@@ -109,7 +109,7 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 			len(vs), v.Object.Describe(), v.Path, v.Message, v.Rule))
 	}
 	logf.FromContext(ctx).Info("Running the chart's tests", "hooks", len(selected), "request", req)
-	err := r.runHooks(ctx, s, render.TestEvent)
+	err := r.runHooks(ctx, s, render.TestEvent, nil)
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()

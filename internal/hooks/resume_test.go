@@ -123,3 +123,44 @@ func (f *fixture) labelNode(label string) {
 		}
 	})
 }
+
+// TestDoneComesBeforeTheCleanUp runs the seed hook, with hook-succeeded,
+// whose Done fails as a controller stopped after it recorded the event
+// would: the seed Job is still there when Done is called, and Run deletes
+// nothing. CleanUp then deletes only an object of the run it names, and
+// may be called again once the object is gone.
+func TestDoneComesBeforeTheCleanUp(t *testing.T) {
+	f := newFixture(t)
+	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}}`, false)
+	ctx := context.Background()
+	stopped := errors.New("stopped after the record")
+	seen := false
+	err := f.runner.Run(ctx, hooks.Request{
+		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute, Run: "post-install/one",
+		Done: func(context.Context) error {
+			seen = f.job("db-seed") != nil
+			return stopped
+		},
+	})
+	if !errors.Is(err, stopped) {
+		t.Fatalf("Run = %v; want Done's error", err)
+	}
+	if !seen {
+		t.Fatal("the seed Job was gone when Done was called; want it deleted only after")
+	}
+	cleanUp := func(run string) {
+		t.Helper()
+		if err := f.runner.CleanUp(ctx, hooks.Request{Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute, Run: run}); err != nil {
+			t.Fatalf("CleanUp(%s) = %v", run, err)
+		}
+	}
+	cleanUp("post-install/two")
+	if f.job("db-seed") == nil {
+		t.Fatal("a clean-up of another run deleted the seed Job")
+	}
+	cleanUp("post-install/one")
+	if f.job("db-seed") != nil {
+		t.Fatal("the clean-up of its run left the seed Job")
+	}
+	cleanUp("post-install/one")
+}

@@ -77,9 +77,9 @@ const DefaultDeleteWait = 30 * time.Second
 //
 // When a hook fails or times out, Run deletes it if it has hook-failed,
 // deletes the hooks that succeeded before it if they have hook-succeeded,
-// and returns an *Error that names it. When every hook succeeds, Run
-// deletes those with hook-succeeded, in reverse order. Hooks of unknown
-// events are never run.
+// and returns an *Error that names it. When every hook succeeds, Run calls
+// req.Done, then deletes those with hook-succeeded, in reverse order.
+// Hooks of unknown events are never run.
 //
 // Every hook object carries req.Run. With req.Resume, a hook whose object
 // carries it and succeeded is not run again, and the hook the stopped run
@@ -135,21 +135,49 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			return err
 		}
 	}
+	if req.Done != nil {
+		if err := req.Done(ctx); err != nil {
+			// NOTE: the hook-succeeded objects stay: they are what shows a
+			// run that goes on from this one that its hooks succeeded.
+			return err
+		}
+	}
+	return r.deleteSucceeded(ctx, req, selected, timeout, "")
+}
+
+// CleanUp deletes the objects of req.Event's hooks that have hook-succeeded
+// and carry req.Run: what is left of a run whose hooks all succeeded and
+// whose end req.Done recorded, when the caller stopped before Run deleted
+// them. An object that is gone, carries another run or is kept is left as
+// it is, so CleanUp may be called again.
+func (r *Runner) CleanUp(ctx context.Context, req Request) error {
+	if req.Applier == nil || req.Addon == nil || req.Run == "" {
+		return errors.New("hooks: a clean-up request needs an Applier, an Addon and a Run")
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	return r.deleteSucceeded(ctx, req, Select(req.Hooks, req.Event), timeout, req.Run)
+}
+
+// deleteSucceeded deletes the hooks of selected that have hook-succeeded,
+// in reverse order; with run, only the objects that carry it.
+func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []render.Hook, timeout time.Duration, run string) error {
 	succeeded := slices.Clone(selected)
 	slices.Reverse(succeeded)
 	for _, h := range succeeded {
 		if !hasPolicy(h, HookSucceeded) {
 			continue
 		}
-		kept, err := r.deleteAndWait(ctx, req, h, timeout)
+		kept, err := r.deleteAndWait(ctx, req, h, timeout, run)
 		if kept != "" {
 			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
 		}
 		if err != nil {
 			// NOTE: a *Error, so the controller stalls on it: a plain
-			// error is retried with backoff, and each retry would run
-			// every hook of the event again, only to fail on the same
-			// delete (a finalizer no one removes).
+			// error is retried with backoff, and each retry would only
+			// fail on the same delete (a finalizer no one removes).
 			return &Error{Event: req.Event, Hook: capstanv1.RefOf(h.Object), Weight: h.Weight, Template: h.Template,
 				Reason: ReasonDeleteFailed, Message: err.Error(), Err: err}
 		}
@@ -295,7 +323,7 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		checked[ns] = true
 	}
 	if hasPolicy(h, BeforeHookCreation) {
-		if keptBy, err = r.deleteAndWait(ctx, req, h, timeout); err != nil {
+		if keptBy, err = r.deleteAndWait(ctx, req, h, timeout, ""); err != nil {
 			return false, "", fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
 		}
 		existed = keptBy != ""
@@ -555,7 +583,7 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 		if !hasPolicy(h, policy) {
 			continue
 		}
-		kept, err := r.deleteAndWait(ctx, req, h, timeout)
+		kept, err := r.deleteAndWait(ctx, req, h, timeout, "")
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "Deleting a hook failed", "policy", policy, "kind", h.Object.GetKind(), "name", h.Object.GetName())
 		}
@@ -571,8 +599,9 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 // pods. An object of a kind Capstan never deletes, or that a mark in its
 // manifests keeps (req.Keep, read on the live object, as a prune reads
 // it), is not deleted: deleteAndWait returns what keeps it, and the
-// caller applies over it.
-func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, timeout time.Duration) (string, error) {
+// caller applies over it. With run, an object that does not carry it is
+// another run's, and is left as it is.
+func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, timeout time.Duration, run string) (string, error) {
 	if neverDeleted(h) {
 		// NOTE: hasPolicy keeps every caller from here; a kind that is
 		// never deleted must not depend on that.
@@ -589,9 +618,9 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, 
 		if err != nil {
 			return "", err
 		}
-		if try > 1 && live.GetUID() != uid {
+		if try > 1 && live.GetUID() != uid || run != "" && live.GetAnnotations()[RunAnnotation] != run {
 			// NOTE: another object of the same name replaced the one
-			// read: the one meant is gone.
+			// read, or is not the run's: the one meant is gone.
 			return "", nil
 		}
 		if by := apply.KeptBy(live, req.Keep); by != "" {
