@@ -1340,6 +1340,21 @@ type PendingHook struct {
 	// set deletes what is left of them.
 	// +optional
 	Run string `json:"run,omitempty"`
+	// Objects, in preHooksDone, are the objects of hook-succeeded hooks
+	// still to delete, each with the run it carries: those of Run, and
+	// those an earlier run left when their delete failed. A look deletes
+	// exactly these, whatever its own render holds, and drops each once
+	// it is gone; one an object of another run replaced is not deleted.
+	// +optional
+	// +listType=atomic
+	Objects []HookObject `json:"objects,omitempty"`
+}
+
+// HookObject is the object of one hook, and the run that made it.
+type HookObject struct {
+	ObjectRef `json:",inline"`
+	// Run is the run the object carries (capstan.dev/hook-run).
+	Run string `json:"run"`
 }
 
 // HookProgress is the Helm hook that runs now.

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -186,6 +187,11 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if err := run(ctx, q.PreHooks); err != nil {
+		if hooksRecorded(err) {
+			// NOTE: the hooks succeeded and are recorded: the error says
+			// so, and the next sync applies without running them again.
+			return res, err
+		}
 		what := "nothing was applied"
 		if len(first) > 0 {
 			what = "nothing but CRDs and Namespaces was applied"
@@ -230,6 +236,9 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		}
 	}
 	if err := run(ctx, q.PostHooks); err != nil {
+		if hooksRecorded(err) {
+			return res, err // they succeeded and are recorded
+		}
 		// NOTE: the objects stay applied. The next sync of this render
 		// runs only this event's hooks again; a new render is an upgrade.
 		return res, fmt.Errorf("the %s hook failed; the objects are applied, and the next sync runs the %s hooks again: %w", q.PostEvent, q.PostEvent, err)
@@ -450,4 +459,12 @@ func run(ctx context.Context, f func(context.Context) error) error {
 		return nil
 	}
 	return f(ctx)
+}
+
+// hooksRecorded reports whether err says that an event's hooks all
+// succeeded and were recorded done, and only a delete after that failed
+// (hooks.CleanUpError): no hook failed, and none runs again.
+func hooksRecorded(err error) bool {
+	var r interface{ HooksRecorded() bool }
+	return errors.As(err, &r) && r.HooksRecorded()
 }

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -11,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -245,6 +247,60 @@ extraHooks: [{name: notify, kind: Job, events: post-upgrade, deletePolicy: hook-
 		if n := rec.count("Job/"+name, watch.Deleted); n != 1 {
 			t.Errorf("%s: the Job %s was deleted %d times; want once, by the look after the stop", event, name, n)
 		}
+	}
+}
+
+// TestHookCleanUpAfterTheHookIsGone stops an upgrade once its post-upgrade
+// end is recorded and before its hook-succeeded notify Job is deleted, and
+// changes the values at the stop so that no notify hook renders any more.
+// The next look deletes the Job all the same: the record names the
+// objects to delete, not the hooks of a render that may have changed.
+// Before, the clean-up read the hooks of the new render, found none, and
+// dropped the run, and the Job was left for ever.
+func TestHookCleanUpAfterTheHookIsGone(t *testing.T) {
+	ns := newNamespace(t)
+	key := controllerNS + "/hooks-" + ns
+	values := func(version, extra string) string {
+		return `{appVersion: "` + version + `", extraHooks: [` + extra + `]}`
+	}
+	notify := `{name: notify, kind: Job, events: post-upgrade, deletePolicy: hook-succeeded}`
+	var stopped atomic.Bool
+	var changed atomic.Value
+	stepHooks.Store(key, func(addon *capstanv1.Addon, step string) error {
+		if step != "post-upgrade clean-up" || !stopped.CompareAndSwap(false, true) {
+			return nil
+		}
+		ctx := context.Background()
+		var err error
+		for range 20 {
+			var cur capstanv1.Addon
+			if err = admin.Get(ctx, client.ObjectKeyFromObject(addon), &cur); err != nil {
+				continue
+			}
+			cur.Spec.Values = jsonValues(values("3.0", ""))
+			if err = admin.Update(ctx, &cur); err == nil {
+				break
+			}
+		}
+		changed.Store(fmt.Sprint(err))
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	a := dbapp(t, ns, values("1.0", notify))
+	synced(t, a)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(values("2.0", notify)) })
+	eventually(t, 90*time.Second, "the stop at the post-upgrade clean-up", func() bool { return changed.Load() != nil })
+	if err := changed.Load().(string); err != "<nil>" {
+		t.Fatalf("changing the values at the stop: %s", err)
+	}
+	got := synced(t, a)
+	if d := got.Status.PreHooksDone; d != nil {
+		t.Errorf("status.preHooksDone = %+v; want none once the clean-up is over", d)
+	}
+	var j batchv1.Job
+	err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "db-notify"}, &j)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the notify Job of the recorded run: %v (deleting %v); want it deleted though no hook renders it any more", err, j.DeletionTimestamp)
 	}
 }
 

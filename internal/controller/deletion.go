@@ -157,14 +157,18 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		rendered = true
 		return r.deleteHooks(ctx, s)
 	}
-	if d := s.addon.Status.PreHooksDone; d != nil && d.Run != "" {
+	if d := s.addon.Status.PreHooksDone; d != nil && len(d.Objects) > 0 {
 		// A run whose end a stopped look recorded (a sync's, or this
 		// uninstall's) may have left its hook-succeeded objects.
-		if err := render(); err != nil {
-			return err
-		}
-		if err := r.finishCleanUp(ctx, s); err != nil {
-			return err
+		if left, err := r.finishCleanUp(ctx, s); err != nil {
+			if deleteEvent(d.Event) {
+				return err // this uninstall's own hooks: the next look goes on
+			}
+			// NOTE: a sync's leftovers do not hold the uninstall: an
+			// object a finalizer holds for ever would stop the add-on's
+			// deletion before anything of it was deleted. The pre-delete
+			// record drops them once this look is past that stage.
+			r.warnCleanUp(ctx, s, left, err, "the uninstall goes on and leaves them; delete them by hand")
 		}
 	}
 	if postDeleteDone(s.addon) {
@@ -192,15 +196,22 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			// again nor delete what this render left out, whatever its
 			// source answers by then.
 			var left []apply.Spared
-			record := func(ctx context.Context, run string) error {
+			record := func(ctx context.Context, run string, objs []capstanv1.ObjectRef) error {
 				if err := r.stepHook(ctx, s, "record pre-delete"); err != nil {
 					return err
 				}
 				left = s.leftOutOfInventory()
 				s.addon.Status.Inventory = capstanv1.IDsOf(apply.Subtract(capstanv1.RefsOf(s.addon.Status.Inventory), sparedRefs(left)))
 				s.addon.Status.Hook = nil
-				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "pre-delete", Run: run}
-				return r.checkpointStatus(ctx, s)
+				s.addon.Status.PreHooksDone = s.doneRecord("pre-delete", "", run, objs)
+				if err := r.checkpointStatus(ctx, s); err != nil {
+					return err
+				}
+				// NOTE: said once the record is written, whatever comes
+				// after it: a clean-up that fails next must not lose it,
+				// and no later look says it again.
+				r.reportSpared(ctx, s, "Uninstall", left)
+				return nil
 			}
 			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
 				if hooks.IsRunning(err) || unrecorded(err) || preDeleteDone(s.addon) {
@@ -212,11 +223,10 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			}
 			if !s.hasHooks("pre-delete") {
 				// No pre-delete hook ran: the stage is over all the same.
-				if err := record(ctx, ""); err != nil {
+				if err := record(ctx, "", nil); err != nil {
 					return err
 				}
 			}
-			r.reportSpared(ctx, s, "Uninstall", left)
 		}
 		deleted, err := s.applier.DeleteAll(ctx, capstanv1.RefsOf(s.addon.Status.Inventory),
 			apply.Deleting{Holder: r.holder(s), Keep: s.keepFrom(apply.Uninstalling), AwaitGone: r.awaitGone(s, true)})

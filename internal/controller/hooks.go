@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,10 +24,11 @@ import (
 // implements it; tests may give another.
 type HookRunner interface {
 	Run(ctx context.Context, req hooks.Request) error
-	// CleanUp deletes what is left of the hook-succeeded objects of a run
-	// whose hooks all succeeded and whose end was recorded, once
-	// req.Done had run and before Run deleted them.
-	CleanUp(ctx context.Context, req hooks.Request) error
+	// CleanUp deletes what is left of the hook-succeeded objects of runs
+	// whose hooks all succeeded and whose end was recorded, once req.Done
+	// had run and before Run deleted them. It returns those whose delete
+	// failed.
+	CleanUp(ctx context.Context, req hooks.Request, objs []capstanv1.HookObject) ([]capstanv1.HookObject, error)
 }
 
 // The hook events of each lifecycle, before and after the apply.
@@ -111,8 +113,44 @@ func (r *AddonReconciler) runHooks(ctx context.Context, s *scope, event string, 
 
 // recordDone records in status, in one write, that an event's hooks all
 // succeeded in run: the event's own record of its end, status.hook
-// cleared, and status.preHooksDone naming run (capstanv1.PendingHook.Run).
-type recordDone func(ctx context.Context, run string) error
+// cleared, and status.preHooksDone naming run and objs, the objects of its
+// hook-succeeded hooks, still to delete (doneRecord).
+type recordDone func(ctx context.Context, run string, objs []capstanv1.ObjectRef) error
+
+// doneRecord is the status.preHooksDone that records event done in run,
+// for the render hash, with objs, of run, still to delete. A sync's record
+// keeps the objects an earlier record still named (a delete that failed,
+// finishCleanUp), so that they are deleted later, not forgotten; an
+// uninstall's does not: it tried them once (cleanUpBeforeUninstall).
+func (s *scope) doneRecord(event, hash, run string, objs []capstanv1.ObjectRef) *capstanv1.PendingHook {
+	d := &capstanv1.PendingHook{Event: event, Hash: hash, Run: run}
+	seen := map[string]bool{}
+	for _, ref := range objs {
+		d.Objects = append(d.Objects, capstanv1.HookObject{ObjectRef: ref, Run: run})
+		seen[ref.Key()] = true
+	}
+	if old := s.addon.Status.PreHooksDone; old != nil && !deleteEvent(event) {
+		for _, o := range old.Objects {
+			// NOTE: an object the new run made again under the same name
+			// is the new run's.
+			if !seen[o.Key()] {
+				d.Objects = append(d.Objects, o)
+				seen[o.Key()] = true
+			}
+		}
+	}
+	return d
+}
+
+// leftOver is what status.preHooksDone keeps once the event it records no
+// longer matters (the apply is recorded): the objects still to delete, in a
+// record of no event, or nothing.
+func leftOver(d *capstanv1.PendingHook) *capstanv1.PendingHook {
+	if d == nil || len(d.Objects) == 0 {
+		return nil
+	}
+	return &capstanv1.PendingHook{Objects: d.Objects}
+}
 
 // errUnrecorded is a run of hooks that all succeeded whose end could not be
 // recorded (recordDone failed): nothing of it was deleted, status.hook
@@ -135,48 +173,87 @@ func unrecorded(err error) bool { return errors.As(err, &errUnrecorded{}) }
 // before, it retried the event, whose hook-succeeded objects were gone,
 // and ran every hook again.
 func (r *AddonReconciler) recordPost(s *scope, event string) recordDone {
-	return func(ctx context.Context, run string) error {
+	return func(ctx context.Context, run string, objs []capstanv1.ObjectRef) error {
 		hash := ""
 		if !deleteEvent(event) {
 			hash = s.render.Hash
 		}
 		st := &s.addon.Status
 		st.Hook, st.PendingHook = nil, nil
-		st.PreHooksDone = &capstanv1.PendingHook{Event: event, Hash: hash, Run: run}
+		st.PreHooksDone = s.doneRecord(event, hash, run, objs)
 		return r.checkpointStatus(ctx, s)
 	}
 }
 
-// finishCleanUp deletes what is left of the hook-succeeded objects of the
-// run status.preHooksDone names (its Run): the event was recorded done
+// finishCleanUp deletes what is left of the hook-succeeded objects that
+// status.preHooksDone names (its Objects): an event was recorded done
 // before the runner deleted them, and the controller stopped in between,
-// or a delete failed. It reads the hooks of that event in this look's
-// render, and deletes only the objects that carry the run, so it may be
-// called again. Once they are gone the record keeps no run, and a post
-// event's record goes: nothing else reads it.
-func (r *AddonReconciler) finishCleanUp(ctx context.Context, s *scope) error {
+// or a delete failed. It deletes those objects, not what this look's
+// render holds: a hook the render dropped, renamed or no longer deletes
+// on success was still made by that run. Each is deleted only while it
+// carries its run, so it may be called again. The objects deleted (or
+// gone) leave the record; once none is left the record keeps no run, and
+// a post event's record goes: nothing else reads it. It returns the
+// objects whose delete failed, and a *hooks.CleanUpError.
+func (r *AddonReconciler) finishCleanUp(ctx context.Context, s *scope) ([]capstanv1.HookObject, error) {
 	d := s.addon.Status.PreHooksDone
-	if d == nil || d.Run == "" {
-		return nil
+	if d == nil || len(d.Objects) == 0 {
+		return nil, nil
 	}
-	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run)
-	err := r.Hooks.CleanUp(ctx, hooks.Request{Applier: s.applier, Addon: s.addon, Event: d.Event, Hooks: s.hooks,
-		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating), Run: d.Run})
-	if err != nil {
-		return err
+	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run, "objects", len(d.Objects))
+	left, err := r.Hooks.CleanUp(ctx, hooks.Request{Applier: s.applier, Addon: s.addon, Event: d.Event,
+		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating)}, d.Objects)
+	nd := *d
+	nd.Objects = left
+	if len(left) == 0 {
+		s.addon.Status.PreHooksDone = withoutRun(&nd)
+	} else {
+		s.addon.Status.PreHooksDone = &nd
 	}
-	s.addon.Status.PreHooksDone = withoutRun(d)
-	return nil
+	return left, err
+}
+
+// warnCleanUp says, in the log and in a Warning event, that the
+// hook-succeeded objects left could not be deleted, and what comes of it.
+func (r *AddonReconciler) warnCleanUp(ctx context.Context, s *scope, left []capstanv1.HookObject, err error, then string) {
+	refs := make([]string, len(left))
+	for i, o := range left {
+		refs[i] = o.Describe()
+	}
+	logf.FromContext(ctx).Error(err, "Deleting the hook-succeeded objects of a recorded run failed", "objects", refs)
+	r.Recorder.Eventf(s.addon, nil, "Warning", "HookCleanUpFailed", "CleanUp", "Deleting %s, left by hooks that succeeded, failed: %s; %s.",
+		truncate(strings.Join(refs, ", "), 400), truncate(err.Error(), 400), then)
+}
+
+// hookClash names the event, pre or post, one of whose hooks in this
+// look's render makes an object of left, or is empty.
+func (s *scope) hookClash(left []capstanv1.HookObject, pre, post string) string {
+	keys := map[string]bool{}
+	for _, o := range left {
+		keys[o.Key()] = true
+	}
+	for _, event := range []string{pre, post} {
+		if event == "" {
+			continue
+		}
+		for _, h := range hooks.Select(s.hooks, event) {
+			if keys[capstanv1.RefOf(h.Object).Key()] {
+				return event
+			}
+		}
+	}
+	return ""
 }
 
 // withoutRun is the record d once the hook-succeeded objects of its run
 // are deleted: the same record with no run, or none for a post-install or
-// post-upgrade event, whose end status.pendingHook's absence records.
+// post-upgrade event, whose end status.pendingHook's absence records, or
+// for a record that only kept objects (leftOver).
 func withoutRun(d *capstanv1.PendingHook) *capstanv1.PendingHook {
 	if d == nil {
 		return nil
 	}
-	if d.Event == hookEvents[LifecycleInstall][1] || d.Event == hookEvents[LifecycleUpgrade][1] {
+	if d.Event == "" || d.Event == hookEvents[LifecycleInstall][1] || d.Event == hookEvents[LifecycleUpgrade][1] {
 		return nil
 	}
 	return &capstanv1.PendingHook{Event: d.Event, Hash: d.Hash}
@@ -233,9 +310,9 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		keep = apply.NoKeep
 	}
 	called, recorded := false, false
-	var finish func(context.Context) error
+	var finish func(context.Context, []capstanv1.ObjectRef) error
 	if done != nil {
-		finish = func(ctx context.Context) error {
+		finish = func(ctx context.Context, objs []capstanv1.ObjectRef) error {
 			called = true
 			// Tests stop here, as a controller killed after the hooks
 			// succeeded and before it recorded that would: status.hook
@@ -244,7 +321,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 				return errUnrecorded{err}
 			}
 			before := s.addon.Status.DeepCopy()
-			if err := done(ctx, run); err != nil {
+			if err := done(ctx, run, objs); err != nil {
 				// NOTE: the status this reconcile ends with says what the
 				// stored one says: status.hook names the run, whose
 				// objects are all there.
@@ -272,7 +349,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	})
 	if err == nil && finish != nil && !called {
 		// A HookRunner that does not call Done (a test's) ran them all.
-		err = finish(ctx)
+		err = finish(ctx, nil)
 	}
 	if hooks.IsRunning(err) || err != nil && (ctx.Err() != nil || unrecorded(err)) {
 		// NOTE: status.hook goes on naming the hook: the next look reads
@@ -290,10 +367,16 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			return err
 		}
 	}
-	if recorded && err == nil {
-		// NOTE: the runner deleted the hook-succeeded objects; the record
-		// keeps no run, so no later look reads them again.
-		s.addon.Status.PreHooksDone = withoutRun(s.addon.Status.PreHooksDone)
+	if d := s.addon.Status.PreHooksDone; recorded && err == nil && d != nil {
+		// NOTE: the runner deleted the hook-succeeded objects of this run;
+		// the record keeps only those of earlier runs still to delete.
+		nd := *d
+		nd.Objects = slices.DeleteFunc(slices.Clone(d.Objects), func(o capstanv1.HookObject) bool { return o.Run == run })
+		if len(nd.Objects) == 0 {
+			s.addon.Status.PreHooksDone = withoutRun(&nd)
+		} else {
+			s.addon.Status.PreHooksDone = &nd
+		}
 	}
 	// NOTE: done cleared status.hook in the write that records the event
 	// done. A status.hook cleared apart from that record would leave

@@ -22,7 +22,9 @@ type endedRunner func(ctx context.Context, req hooks.Request) error
 
 func (f endedRunner) Run(ctx context.Context, req hooks.Request) error { return f(ctx, req) }
 
-func (f endedRunner) CleanUp(context.Context, hooks.Request) error { return nil }
+func (f endedRunner) CleanUp(context.Context, hooks.Request, []capstanv1.HookObject) ([]capstanv1.HookObject, error) {
+	return nil, nil
+}
 
 // TestRunEventKeepsTheHookItStillWaitsFor: a run that a stop of the
 // controller cut short leaves status.hook naming the hook it waited for,

@@ -52,13 +52,19 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			recreate[obj] = s.previews[i].RecreateUID
 		}
 	}
+	pre, post := s.events()
 	// A run whose end a stopped look recorded may have left its
 	// hook-succeeded objects: they go before any hook runs again, so that
-	// no new run applies over a stale one.
-	if err := r.finishCleanUp(ctx, s); err != nil {
-		return false, err
+	// no new run applies over a stale one. One whose delete fails (a
+	// finalizer no one removes) holds this sync only when a hook of it
+	// would make the same object; else the record keeps it, and the next
+	// look tries again.
+	if left, err := r.finishCleanUp(ctx, s); err != nil {
+		if clash := s.hookClash(left, pre, post); clash != "" {
+			return false, fmt.Errorf("%w; a %s hook makes the same object, so this sync waits for it to go", err, clash)
+		}
+		r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
 	}
-	pre, post := s.events()
 	now := time.Now()
 	// The apply makes the inventory the target cluster's: one in a former
 	// cluster is left there (inventory_cluster.go).
@@ -72,7 +78,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		// NOTE: with no pre hooks there is nothing a restart could run
 		// twice, and so no checkpoint to write (runEvent calls no done).
 		PreHooks: func(ctx context.Context) error {
-			return r.runHooks(ctx, s, pre, func(ctx context.Context, run string) error {
+			return r.runHooks(ctx, s, pre, func(ctx context.Context, run string, objs []capstanv1.ObjectRef) error {
 				// Tests stop here, as a controller killed before it
 				// recorded the pre hooks would: status.hook still names
 				// the last one.
@@ -83,7 +89,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 				// deleted (runEvent): a sync stopped before the apply is
 				// recorded must not run these hooks again.
 				s.addon.Status.Hook = nil
-				s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: pre, Hash: s.render.Hash, Run: run}
+				s.addon.Status.PreHooksDone = s.doneRecord(pre, s.render.Hash, run, objs)
 				return r.checkpointStatus(ctx, s)
 			})
 		},
@@ -241,7 +247,9 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		// replaces it with what runs now.
 		s.requeueAfter = r.Config.HealthPoll
 	}
-	st.PendingHook, st.PreHooksDone = nil, nil
+	// NOTE: objects a clean-up could not delete stay recorded, to be
+	// deleted later.
+	st.PendingHook, st.PreHooksDone = nil, leftOver(st.PreHooksDone)
 	s.hooklessApply = !s.hasHooks(pre) && !s.hasHooks(post)
 	if s.hasHooks(post) {
 		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}

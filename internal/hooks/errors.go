@@ -143,3 +143,37 @@ func IsRunning(err error) bool {
 	var r *Running
 	return errors.As(err, &r)
 }
+
+// CleanUpError is a delete that failed after an event's hooks all
+// succeeded and the event was recorded done (Request.Done): no hook of
+// the event runs again, and the next sync deletes the object. It is no
+// hook's failure.
+type CleanUpError struct {
+	// Event is the hook event, such as post-upgrade.
+	Event string
+	// Object is the hook-succeeded object whose delete failed.
+	Object capstanv1.ObjectRef
+	// Err is the delete's error.
+	Err error
+}
+
+func (e *CleanUpError) Error() string {
+	what := "the " + e.Event + " hooks"
+	if e.Event == "" {
+		what = "the hooks of an event"
+	}
+	return fmt.Sprintf("%s all succeeded and are recorded done; deleting %s (policy %s) failed: %v; no hook runs again, the next sync deletes it",
+		what, e.Object.Describe(), HookSucceeded, e.Err)
+}
+
+func (e *CleanUpError) Unwrap() error { return e.Err }
+
+// IsCleanUpError reports whether err is a *CleanUpError.
+func IsCleanUpError(err error) bool {
+	var e *CleanUpError
+	return errors.As(err, &e)
+}
+
+// HooksRecorded says that the event's hooks succeeded and are recorded
+// done: a caller that wraps a hook's failure leaves this error as it is.
+func (e *CleanUpError) HooksRecorded() bool { return true }

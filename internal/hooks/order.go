@@ -107,6 +107,9 @@ func hasPolicy(h render.Hook, policy string) bool {
 }
 
 // neverDeleted reports whether a hook is of a kind Capstan never deletes.
-func neverDeleted(h render.Hook) bool {
-	return h.Object.GetKind() == "CustomResourceDefinition" || !apply.Deletable(capstanv1.RefOf(h.Object))
+func neverDeleted(h render.Hook) bool { return neverDeletedRef(capstanv1.RefOf(h.Object)) }
+
+// neverDeletedRef reports whether ref is of a kind Capstan never deletes.
+func neverDeletedRef(ref capstanv1.ObjectRef) bool {
+	return ref.Kind == "CustomResourceDefinition" || !apply.Deletable(ref)
 }

@@ -64,13 +64,15 @@ type Request struct {
 	// the rest run.
 	AwaitHealthy func(context.Context) error
 	// Done, when set, is called once every hook of the event has
-	// succeeded, before the hooks with hook-succeeded are deleted: the
-	// caller records there that the event is done, and the run (Run) whose
-	// objects are still to delete. A caller stopped after that record
-	// finds the event done and deletes what is left of them (CleanUp); one
-	// stopped before it finds each hook's object, and a resumed run skips
-	// them. When Done fails, nothing is deleted and Run returns its error.
-	Done func(context.Context) error
+	// succeeded, before the hooks with hook-succeeded are deleted, with
+	// their objects in the order they are deleted: the caller records
+	// there that the event is done, and those objects, of the run Run, as
+	// still to delete. A caller stopped after that record finds the event
+	// done and deletes what is left of them (CleanUp); one stopped before
+	// it finds each hook's object, and a resumed run skips them. When Done
+	// fails, nothing is deleted and Run returns its error; when a delete
+	// after it fails, Run returns a *CleanUpError.
+	Done func(ctx context.Context, objects []capstanv1.ObjectRef) error
 }
 
 // RunAnnotation, on a hook's object, is the Run of the request that made

@@ -126,19 +126,21 @@ func (f *fixture) labelNode(label string) {
 
 // TestDoneComesBeforeTheCleanUp runs the seed hook, with hook-succeeded,
 // whose Done fails as a controller stopped after it recorded the event
-// would: the seed Job is still there when Done is called, and Run deletes
-// nothing. CleanUp then deletes only an object of the run it names, and
-// may be called again once the object is gone.
+// would: the seed Job is still there when Done is called, Done is given
+// it, and Run deletes nothing. CleanUp then deletes only an object that
+// carries the run it names, reading no render, and may be called again
+// once the object is gone.
 func TestDoneComesBeforeTheCleanUp(t *testing.T) {
 	f := newFixture(t)
 	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}}`, false)
 	ctx := context.Background()
 	stopped := errors.New("stopped after the record")
 	seen := false
+	var given []capstanv1.ObjectRef
 	err := f.runner.Run(ctx, hooks.Request{
 		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute, Run: "post-install/one",
-		Done: func(context.Context) error {
-			seen = f.job("db-seed") != nil
+		Done: func(_ context.Context, objs []capstanv1.ObjectRef) error {
+			seen, given = f.job("db-seed") != nil, objs
 			return stopped
 		},
 	})
@@ -148,10 +150,16 @@ func TestDoneComesBeforeTheCleanUp(t *testing.T) {
 	if !seen {
 		t.Fatal("the seed Job was gone when Done was called; want it deleted only after")
 	}
+	if len(given) != 1 || given[0].Kind != "Job" || given[0].Name != "db-seed" {
+		t.Fatalf("Done was given %v; want the seed Job alone", given)
+	}
 	cleanUp := func(run string) {
 		t.Helper()
-		if err := f.runner.CleanUp(ctx, hooks.Request{Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute, Run: run}); err != nil {
-			t.Fatalf("CleanUp(%s) = %v", run, err)
+		// NOTE: no Hooks: the clean-up reads only the objects it is given.
+		left, err := f.runner.CleanUp(ctx, hooks.Request{Applier: f.applier, Addon: f.addon, Event: "post-install", Timeout: minute},
+			[]capstanv1.HookObject{{ObjectRef: given[0], Run: run}})
+		if err != nil || len(left) > 0 {
+			t.Fatalf("CleanUp(%s) = %v, %v", run, left, err)
 		}
 	}
 	cleanUp("post-install/two")

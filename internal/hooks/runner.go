@@ -135,49 +135,82 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			return err
 		}
 	}
-	if req.Done != nil {
-		if err := req.Done(ctx); err != nil {
-			// NOTE: the hook-succeeded objects stay: they are what shows a
-			// run that goes on from this one that its hooks succeeded.
-			return err
+	if req.Done == nil {
+		return r.deleteSucceeded(ctx, req, selected, timeout)
+	}
+	var refs []capstanv1.ObjectRef
+	for _, h := range selected {
+		if hasPolicy(h, HookSucceeded) && !neverDeleted(h) {
+			refs = append(refs, capstanv1.RefOf(h.Object))
 		}
 	}
-	return r.deleteSucceeded(ctx, req, selected, timeout, "")
+	slices.Reverse(refs)
+	if err := req.Done(ctx, refs); err != nil {
+		// NOTE: the hook-succeeded objects stay: they are what shows a
+		// run that goes on from this one that its hooks succeeded.
+		return err
+	}
+	objs := make([]capstanv1.HookObject, len(refs))
+	for i, ref := range refs {
+		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: req.Run}
+	}
+	_, err := r.CleanUp(ctx, req, objs)
+	return err
 }
 
-// CleanUp deletes the objects of req.Event's hooks that have hook-succeeded
-// and carry req.Run: what is left of a run whose hooks all succeeded and
-// whose end req.Done recorded, when the caller stopped before Run deleted
-// them. An object that is gone, carries another run or is kept is left as
-// it is, so CleanUp may be called again.
-func (r *Runner) CleanUp(ctx context.Context, req Request) error {
-	if req.Applier == nil || req.Addon == nil || req.Run == "" {
-		return errors.New("hooks: a clean-up request needs an Applier, an Addon and a Run")
+// CleanUp deletes objs, in order, each only while it carries its run: the
+// hook-succeeded objects of runs whose hooks all succeeded and whose end
+// req.Done recorded. It reads no render, so a hook the render no longer
+// holds, or holds under another name, is deleted all the same. An object
+// that is gone, carries another run or is kept is left as it is, so
+// CleanUp may be called again. It returns the objects whose delete
+// failed, and a *CleanUpError that names the first of them.
+func (r *Runner) CleanUp(ctx context.Context, req Request, objs []capstanv1.HookObject) ([]capstanv1.HookObject, error) {
+	if req.Applier == nil || req.Addon == nil {
+		return objs, errors.New("hooks: a clean-up request needs an Applier and an Addon")
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	return r.deleteSucceeded(ctx, req, Select(req.Hooks, req.Event), timeout, req.Run)
+	var left []capstanv1.HookObject
+	var first error
+	for _, o := range objs {
+		if o.Run == "" {
+			continue // no run to tell its object from another's
+		}
+		kept, err := r.deleteAndWait(ctx, req, o.ObjectRef, timeout, o.Run)
+		if kept != "" {
+			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", o.Kind, "name", o.Name, "keptBy", kept)
+		}
+		if err != nil {
+			left = append(left, o)
+			if first == nil {
+				first = &CleanUpError{Event: req.Event, Object: o.ObjectRef, Err: err}
+			}
+		}
+	}
+	return left, first
 }
 
 // deleteSucceeded deletes the hooks of selected that have hook-succeeded,
-// in reverse order; with run, only the objects that carry it.
-func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []render.Hook, timeout time.Duration, run string) error {
+// in reverse order.
+func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []render.Hook, timeout time.Duration) error {
 	succeeded := slices.Clone(selected)
 	slices.Reverse(succeeded)
 	for _, h := range succeeded {
 		if !hasPolicy(h, HookSucceeded) {
 			continue
 		}
-		kept, err := r.deleteAndWait(ctx, req, h, timeout, run)
+		kept, err := r.deleteAndWait(ctx, req, capstanv1.RefOf(h.Object), timeout, "")
 		if kept != "" {
 			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
 		}
 		if err != nil {
 			// NOTE: a *Error, so the controller stalls on it: a plain
-			// error is retried with backoff, and each retry would only
-			// fail on the same delete (a finalizer no one removes).
+			// error is retried with backoff, and each retry would run
+			// every hook of the event again (no Done recorded it), only
+			// to fail on the same delete (a finalizer no one removes).
 			return &Error{Event: req.Event, Hook: capstanv1.RefOf(h.Object), Weight: h.Weight, Template: h.Template,
 				Reason: ReasonDeleteFailed, Message: err.Error(), Err: err}
 		}
@@ -323,7 +356,7 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		checked[ns] = true
 	}
 	if hasPolicy(h, BeforeHookCreation) {
-		if keptBy, err = r.deleteAndWait(ctx, req, h, timeout, ""); err != nil {
+		if keptBy, err = r.deleteAndWait(ctx, req, capstanv1.RefOf(h.Object), timeout, ""); err != nil {
 			return false, "", fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
 		}
 		existed = keptBy != ""
@@ -583,7 +616,7 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 		if !hasPolicy(h, policy) {
 			continue
 		}
-		kept, err := r.deleteAndWait(ctx, req, h, timeout, "")
+		kept, err := r.deleteAndWait(ctx, req, capstanv1.RefOf(h.Object), timeout, "")
 		if err != nil {
 			logf.FromContext(ctx).Error(err, "Deleting a hook failed", "policy", policy, "kind", h.Object.GetKind(), "name", h.Object.GetName())
 		}
@@ -601,14 +634,13 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 // it), is not deleted: deleteAndWait returns what keeps it, and the
 // caller applies over it. With run, an object that does not carry it is
 // another run's, and is left as it is.
-func (r *Runner) deleteAndWait(ctx context.Context, req Request, h render.Hook, timeout time.Duration, run string) (string, error) {
-	if neverDeleted(h) {
+func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.ObjectRef, timeout time.Duration, run string) (string, error) {
+	if neverDeletedRef(ref) {
 		// NOTE: hasPolicy keeps every caller from here; a kind that is
 		// never deleted must not depend on that.
 		return keptByKind, nil
 	}
 	a := req.Applier
-	ref := capstanv1.RefOf(h.Object)
 	var uid types.UID
 	for try := 1; ; try++ {
 		live, err := a.Get(ctx, ref)

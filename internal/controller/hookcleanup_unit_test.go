@@ -1,0 +1,87 @@
+package controller
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/render"
+)
+
+func jobRef(name string) capstanv1.ObjectRef {
+	return capstanv1.ObjectRef{APIVersion: "batch/v1", Kind: "Job", Namespace: "ns", Name: name}
+}
+
+func jobHook(name, event string) render.Hook {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion("batch/v1")
+	u.SetKind("Job")
+	u.SetNamespace("ns")
+	u.SetName(name)
+	u.SetAnnotations(map[string]string{"helm.sh/hook": event})
+	return render.Hook{Object: u, Events: []string{event}}
+}
+
+// TestDoneRecordKeepsLeftovers checks that a sync's record of an event
+// keeps the objects an earlier record could not delete, the new run's
+// object of the same name taking the place of the old, and that an
+// uninstall's record does not, and that a record of no event goes once
+// its objects are gone.
+func TestDoneRecordKeepsLeftovers(t *testing.T) {
+	s := &scope{addon: &capstanv1.Addon{}}
+	s.addon.Status.PreHooksDone = &capstanv1.PendingHook{Event: "post-upgrade", Run: "old",
+		Objects: []capstanv1.HookObject{{ObjectRef: jobRef("stuck"), Run: "old"}, {ObjectRef: jobRef("migrate"), Run: "old"}}}
+	d := s.doneRecord("pre-upgrade", "h", "new", []capstanv1.ObjectRef{jobRef("migrate")})
+	want := []capstanv1.HookObject{{ObjectRef: jobRef("migrate"), Run: "new"}, {ObjectRef: jobRef("stuck"), Run: "old"}}
+	if len(d.Objects) != len(want) || d.Objects[0] != want[0] || d.Objects[1] != want[1] {
+		t.Errorf("sync record objects = %+v; want %+v", d.Objects, want)
+	}
+	if d := s.doneRecord("pre-delete", "", "new", nil); len(d.Objects) != 0 {
+		t.Errorf("uninstall record objects = %+v; want none", d.Objects)
+	}
+	if l := leftOver(d); l == nil || l.Event != "" || len(l.Objects) != 2 {
+		t.Errorf("leftOver = %+v; want the objects in a record of no event", l)
+	}
+	if l := withoutRun(&capstanv1.PendingHook{}); l != nil {
+		t.Errorf("withoutRun of a record of no event = %+v; want none", l)
+	}
+}
+
+// TestHookClash checks that a clean-up that failed holds a sync only when
+// a hook of the events it runs makes the same object.
+func TestHookClash(t *testing.T) {
+	s := &scope{hooks: []render.Hook{jobHook("migrate", "pre-upgrade"), jobHook("notify", "post-upgrade")}}
+	left := []capstanv1.HookObject{{ObjectRef: jobRef("notify"), Run: "old"}}
+	if got := s.hookClash(left, "pre-upgrade", "post-upgrade"); got != "post-upgrade" {
+		t.Errorf("clash = %q; want post-upgrade", got)
+	}
+	if got := s.hookClash(left, "pre-upgrade", ""); got != "" {
+		t.Errorf("clash with no post event = %q; want none", got)
+	}
+	if got := s.hookClash([]capstanv1.HookObject{{ObjectRef: jobRef("gone"), Run: "old"}}, "pre-upgrade", "post-upgrade"); got != "" {
+		t.Errorf("clash of an object no hook makes = %q; want none", got)
+	}
+}
+
+// TestCleanUpErrorIsNoHookFailure checks what a failed delete after the
+// record says, and that it is retried, not stalled: the SyncFail hooks run
+// only for a terminal error.
+func TestCleanUpErrorIsNoHookFailure(t *testing.T) {
+	err := error(&hooks.CleanUpError{Event: "post-upgrade", Object: jobRef("notify"), Err: errors.New("held by its finalizers x")})
+	msg := err.Error()
+	for _, want := range []string{"the post-upgrade hooks all succeeded and are recorded done", "deleting Job ns/notify", "held by its finalizers x", "no hook runs again, the next sync deletes it"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if strings.Contains(msg, "runs the hook again") || strings.Contains(msg, "hook failed") {
+		t.Errorf("message %q says a hook failed or runs again", msg)
+	}
+	if c := classify(err); c == classTerminal {
+		t.Error("classified terminal; want it retried, with no SyncFail hooks run")
+	}
+}
