@@ -319,8 +319,9 @@ func rvLess(t *testing.T, a, b string) bool {
 // killPoint names where the controller stood on an add-on when it was
 // killed, from the Addon's status just before the kill: the hook running
 // (status.hook), a post event pending after its apply was recorded
-// (status.pendingHook), pre hooks done with their apply not yet recorded
-// (status.preHooksDone), the sync done, or not yet at its hooks (fetch,
+// (status.pendingHook), an event recorded done (status.preHooksDone: by
+// event, and whether hook-succeeded objects are still to delete), the sync
+// done, or not yet at its hooks (fetch,
 // render, preview, the inventory).
 func killPoint(ctx context.Context, admin client.Client, key client.ObjectKey) string {
 	a := &capstanv1.Addon{}
@@ -342,9 +343,26 @@ func killPoint(ctx context.Context, admin client.Client, key client.ObjectKey) s
 	case st.PendingHook != nil:
 		return st.PendingHook.Event + " pending, apply recorded"
 	case st.PreHooksDone != nil:
-		return st.PreHooksDone.Event + " done, apply not recorded"
+		return hooksDone(st.PreHooksDone)
 	case st.ObservedGeneration == a.Generation && st.Phase == capstanv1.PhaseSynced:
 		return "synced"
 	}
 	return "before its hooks"
+}
+
+// hooksDone labels a status.preHooksDone: a pre event's record stands
+// until its apply is recorded, while a post event's, or one of no event,
+// stands only for the hook-succeeded objects still to delete.
+func hooksDone(d *capstanv1.PendingHook) string {
+	left := ""
+	if len(d.Objects) > 0 {
+		left = ", its hook-succeeded objects still to delete"
+	}
+	switch d.Event {
+	case "":
+		return "hook-succeeded objects of a recorded run still to delete"
+	case "pre-install", "pre-upgrade":
+		return d.Event + " done, apply not recorded" + left
+	}
+	return d.Event + " done" + left
 }
