@@ -73,7 +73,7 @@ func TestHookClash(t *testing.T) {
 func TestCleanUpErrorIsNoHookFailure(t *testing.T) {
 	err := error(&hooks.CleanUpError{Event: "post-upgrade", Object: jobRef("notify"), Err: errors.New("held by its finalizers x")})
 	msg := err.Error()
-	for _, want := range []string{"the post-upgrade hooks all succeeded and are recorded done", "deleting Job ns/notify", "held by its finalizers x", "no hook runs again, the next sync deletes it"} {
+	for _, want := range []string{"the post-upgrade hooks all succeeded and are recorded done", "deleting Job ns/notify", "held by its finalizers x", "no hook runs again, and it is deleted once it can be"} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("message %q lacks %q", msg, want)
 		}

@@ -162,7 +162,7 @@ func (e *CleanUpError) Error() string {
 	if e.Event == "" {
 		what = "the hooks of an event"
 	}
-	return fmt.Sprintf("%s all succeeded and are recorded done; deleting %s (policy %s) failed: %v; no hook runs again, the next sync deletes it",
+	return fmt.Sprintf("%s all succeeded and are recorded done; deleting %s (policy %s) failed: %v; no hook runs again, and it is deleted once it can be",
 		what, e.Object.Describe(), HookSucceeded, e.Err)
 }
 

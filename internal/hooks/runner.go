@@ -655,6 +655,14 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.O
 			// read, or is not the run's: the one meant is gone.
 			return "", nil
 		}
+		if run != "" && live.GetDeletionTimestamp() != nil {
+			// NOTE: a recorded run's object whose delete was sent already
+			// (by the run, or an earlier look) is held by its finalizers
+			// alone; it goes once they are removed. Waiting for it again
+			// would hold a worker for the whole wait on every look, for
+			// as long as no one removes them.
+			return "", nil
+		}
 		if by := apply.KeptBy(live, req.Keep); by != "" {
 			return by, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
 )
@@ -137,4 +138,34 @@ func TestFinalizerHeldHookStallsSoon(t *testing.T) {
 			t.Errorf("the run returned %v; want the hook whose hook-succeeded delete failed, naming the finalizer %s", err, heldBy)
 		}
 	})
+}
+
+// TestAHeldLeftoverCostsOneWait records a hook's ConfigMap that a finalizer
+// no one removes holds: the first clean-up deletes it and waits its bound,
+// and keeps it in the record with an error naming the finalizer; the next
+// one sees its delete already sent and takes it as going, without waiting
+// again, so a held leftover does not hold a worker on every look.
+func TestAHeldLeftoverCostsOneWait(t *testing.T) {
+	f := newFixture(t)
+	f.runner.DeleteWait = 2 * time.Second
+	ctx := context.Background()
+	held := heldHook(t, f.ns, "held-leftover", true, hooks.HookSucceeded).Object
+	held.SetAnnotations(map[string]string{hooks.RunAnnotation: "post-install/one"})
+	if err := admin.Create(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	recorded := []capstanv1.HookObject{{ObjectRef: capstanv1.RefOf(held), Run: "post-install/one"}}
+	req := hooks.Request{Applier: f.applier, Addon: f.addon, Event: "post-install", Timeout: minute}
+	left, err := f.runner.CleanUp(ctx, req, recorded)
+	if len(left) != 1 || !hooks.IsCleanUpError(err) || !strings.Contains(err.Error(), heldBy) {
+		t.Fatalf("the first clean-up = %v, %v; want the held ConfigMap left, with an error naming %s", left, err, heldBy)
+	}
+	start := time.Now()
+	left, err = f.runner.CleanUp(ctx, req, left)
+	if err != nil || len(left) > 0 {
+		t.Fatalf("the second clean-up = %v, %v; want the ConfigMap taken as going", left, err)
+	}
+	if took := time.Since(start); took >= f.runner.DeleteWait {
+		t.Errorf("the second clean-up took %s; want no second wait of %s for a delete already sent", took, f.runner.DeleteWait)
+	}
 }
