@@ -29,18 +29,7 @@ func TestSyncerMovesAnAddonBetweenFolders(t *testing.T) {
 		t.Run(order[0]+" first", func(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t, "gitops-move")
-			srv := gitserver.Start(t)
-			url := srv.Create(t, "gitops")
-			w := gitserver.Clone(t, url)
-			x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
-			c1 := w.Write("team-a/x.yaml", x).
-				Write("team-a/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
-				Write("team-b/z.yaml", "name: z\nhelm: {repo: https://x, chart: z}\n").
-				CommitAndPush("x and y for team a, z for team b")
-			for _, team := range []string{"team-a", "team-b"} {
-				createRepo(t, ns, team, url, func(r *capstanv1.AddonRepository) { r.Spec.Folder = team })
-				waitSynced(t, ns, team, c1)
-			}
+			w, x := twoTeams(t, ns)
 			before := mustAddon(t, ns, "x")
 			if before.Labels[gitops.ManagedByGitLabel] != "team-a" {
 				t.Fatalf("x is not team-a's: %v", before.Labels)
@@ -137,18 +126,7 @@ func TestSyncerMovesAnAddonWhileTheOtherSyncs(t *testing.T) {
 		t.Run(team+" late", func(t *testing.T) {
 			ctx := context.Background()
 			ns := newNamespace(t, "gitops-race")
-			srv := gitserver.Start(t)
-			url := srv.Create(t, "gitops")
-			w := gitserver.Clone(t, url)
-			x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
-			c1 := w.Write("team-a/x.yaml", x).
-				Write("team-a/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
-				Write("team-b/z.yaml", "name: z\nhelm: {repo: https://x, chart: z}\n").
-				CommitAndPush("x and y for team a, z for team b")
-			for _, team := range []string{"team-a", "team-b"} {
-				createRepo(t, ns, team, url, func(r *capstanv1.AddonRepository) { r.Spec.Folder = team })
-				waitSynced(t, ns, team, c1)
-			}
+			w, x := twoTeams(t, ns)
 			var before capstanv1.AddonList
 			if err := env.client.List(ctx, &before, client.InNamespace(ns)); err != nil {
 				t.Fatal(err)
@@ -183,4 +161,24 @@ func TestSyncerMovesAnAddonWhileTheOtherSyncs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// twoTeams pushes a git repository whose folder team-a defines the add-ons
+// x and y and team-b z, and makes an AddonRepository of each folder's name
+// in ns, both synced. It returns the clone and x's definition.
+func twoTeams(t *testing.T, ns string) (*gitserver.Work, string) {
+	t.Helper()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
+	c1 := w.Write("team-a/x.yaml", x).
+		Write("team-a/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
+		Write("team-b/z.yaml", "name: z\nhelm: {repo: https://x, chart: z}\n").
+		CommitAndPush("x and y for team a, z for team b")
+	for _, team := range []string{"team-a", "team-b"} {
+		createRepo(t, ns, team, url, func(r *capstanv1.AddonRepository) { r.Spec.Folder = team })
+		waitSynced(t, ns, team, c1)
+	}
+	return w, x
 }
