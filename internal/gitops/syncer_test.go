@@ -376,7 +376,9 @@ func TestSyncerEmptiedRepository(t *testing.T) {
 	}
 }
 
-func signedPush(t testing.TB, url, secret, ref string) *http.Response {
+// signedPush sends url a GitHub push of ref signed with secret, and
+// returns the answer's code and body.
+func signedPush(t testing.TB, url, secret, ref string) (code int, answer string) {
 	t.Helper()
 	body := fmt.Sprintf(`{"ref":%q,"after":"x"}`, ref)
 	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader([]byte(body)))
@@ -386,8 +388,9 @@ func signedPush(t testing.TB, url, secret, ref string) *http.Response {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp.Body.Close()
-	return resp
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func TestWebhookTriggersSync(t *testing.T) {
@@ -412,8 +415,8 @@ func TestWebhookTriggersSync(t *testing.T) {
 
 	w.Write("addons/app.yaml", "name: app\nhelm: {repo: https://x, chart: app, version: 2.0.0}\n").CommitAndPush("app 2.0.0")
 	// A bad signature, a push to another branch: nothing happens.
-	if resp := signedPush(t, endpoint, "wrong", "refs/heads/main"); resp.StatusCode != http.StatusUnauthorized {
-		t.Fatalf("bad signature: %d", resp.StatusCode)
+	if code, _ := signedPush(t, endpoint, "wrong", "refs/heads/main"); code != http.StatusUnauthorized {
+		t.Fatalf("bad signature: %d", code)
 	}
 	// A bad signature and a repository that is not there get one answer:
 	// the endpoint tells an unauthenticated caller nothing.
@@ -436,8 +439,8 @@ func TestWebhookTriggersSync(t *testing.T) {
 	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("missing signature: %v %v", resp, err)
 	}
-	if resp := signedPush(t, endpoint, "s3cret", "refs/heads/other"); resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("other branch: %d", resp.StatusCode)
+	if code, _ := signedPush(t, endpoint, "s3cret", "refs/heads/other"); code != http.StatusAccepted {
+		t.Fatalf("other branch: %d", code)
 	}
 	big := bytes.Repeat([]byte("x"), gitops.MaxWebhookBody+1)
 	if resp, err := http.Post(endpoint, "application/json", bytes.NewReader(big)); err != nil || resp.StatusCode != http.StatusRequestEntityTooLarge {
@@ -452,8 +455,8 @@ func TestWebhookTriggersSync(t *testing.T) {
 	// hour): a bound far below it, however slow the machine.
 	start := time.Now()
 	for range 5 {
-		if resp := signedPush(t, endpoint, "s3cret", "refs/heads/main"); resp.StatusCode != http.StatusAccepted {
-			t.Fatalf("good signature: %d", resp.StatusCode)
+		if code, _ := signedPush(t, endpoint, "s3cret", "refs/heads/main"); code != http.StatusAccepted {
+			t.Fatalf("good signature: %d", code)
 		}
 	}
 	eventually(t, 2*time.Minute, "webhook sync", func() error {

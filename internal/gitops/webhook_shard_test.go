@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -77,17 +76,7 @@ func TestWebhookRefusesAnotherShardsRepository(t *testing.T) {
 
 	push := func(name string) (int, string) {
 		t.Helper()
-		body := `{"ref":"refs/heads/main"}`
-		req, _ := http.NewRequest(http.MethodPost, hook.URL+"/hooks/git/"+ns+"/"+name, strings.NewReader(body))
-		req.Header.Set("X-GitHub-Event", "push")
-		req.Header.Set("X-Hub-Signature-256", "sha256="+sign("s3cret", body))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		return signedPush(t, hook.URL+"/hooks/git/"+ns+"/"+name, "s3cret", "refs/heads/main")
 	}
 	if code, body := push("mine"); code != http.StatusAccepted || !strings.Contains(body, "queued") {
 		t.Fatalf("a push for this shard's repository: %d %q", code, body)
@@ -133,17 +122,7 @@ func TestWebhookQueuesWhenTheShardCannotBeRead(t *testing.T) {
 	syncer := &controller.AddonRepositoryReconciler{APIReader: unavailable{reader}, Selector: sel}
 	hook := httptest.NewServer(&gitops.Webhook{Client: reader, Syncer: syncer})
 	t.Cleanup(hook.Close)
-	body := `{"ref":"refs/heads/main"}`
-	req, _ := http.NewRequest(http.MethodPost, hook.URL+"/hooks/git/"+ns+"/mine", strings.NewReader(body))
-	req.Header.Set("X-GitHub-Event", "push")
-	req.Header.Set("X-Hub-Signature-256", "sha256="+sign("s3cret", body))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("a push while the API server does not answer: %d %q; want 202 queued", resp.StatusCode, b)
+	if code, body := signedPush(t, hook.URL+"/hooks/git/"+ns+"/mine", "s3cret", "refs/heads/main"); code != http.StatusAccepted {
+		t.Fatalf("a push while the API server does not answer: %d %q; want 202 queued", code, body)
 	}
 }
