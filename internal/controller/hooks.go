@@ -121,7 +121,7 @@ type recordDone func(ctx context.Context, run string, objs []capstanv1.ObjectRef
 // for the render hash, with objs, of run, still to delete. A sync's record
 // keeps the objects an earlier record still named (a delete that failed,
 // finishCleanUp), so that they are deleted later, not forgotten; an
-// uninstall's does not: it tried them once (cleanUpBeforeUninstall).
+// uninstall's does not: it tried them once (finishCleanUp, in uninstall).
 func (s *scope) doneRecord(event, hash, run string, objs []capstanv1.ObjectRef) *capstanv1.PendingHook {
 	d := &capstanv1.PendingHook{Event: event, Hash: hash, Run: run}
 	seen := map[string]bool{}
@@ -203,13 +203,7 @@ func (r *AddonReconciler) finishCleanUp(ctx context.Context, s *scope) ([]capsta
 	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run, "objects", len(d.Objects))
 	left, err := r.Hooks.CleanUp(ctx, hooks.Request{Applier: s.applier, Addon: s.addon, Event: d.Event,
 		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating)}, d.Objects)
-	nd := *d
-	nd.Objects = left
-	if len(left) == 0 {
-		s.addon.Status.PreHooksDone = withoutRun(&nd)
-	} else {
-		s.addon.Status.PreHooksDone = &nd
-	}
+	s.addon.Status.PreHooksDone = withObjects(d, left)
 	return left, err
 }
 
@@ -243,6 +237,17 @@ func (s *scope) hookClash(left []capstanv1.HookObject, pre, post string) string 
 		}
 	}
 	return ""
+}
+
+// withObjects is the record d with objs still to delete: with none left,
+// the record withoutRun makes.
+func withObjects(d *capstanv1.PendingHook, objs []capstanv1.HookObject) *capstanv1.PendingHook {
+	nd := *d
+	nd.Objects = objs
+	if len(objs) == 0 {
+		return withoutRun(&nd)
+	}
+	return &nd
 }
 
 // withoutRun is the record d once the hook-succeeded objects of its run
@@ -370,13 +375,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	if d := s.addon.Status.PreHooksDone; recorded && err == nil && d != nil {
 		// NOTE: the runner deleted the hook-succeeded objects of this run;
 		// the record keeps only those of earlier runs still to delete.
-		nd := *d
-		nd.Objects = slices.DeleteFunc(slices.Clone(d.Objects), func(o capstanv1.HookObject) bool { return o.Run == run })
-		if len(nd.Objects) == 0 {
-			s.addon.Status.PreHooksDone = withoutRun(&nd)
-		} else {
-			s.addon.Status.PreHooksDone = &nd
-		}
+		s.addon.Status.PreHooksDone = withObjects(d, slices.DeleteFunc(slices.Clone(d.Objects), func(o capstanv1.HookObject) bool { return o.Run == run }))
 	}
 	// NOTE: done cleared status.hook in the write that records the event
 	// done. A status.hook cleared apart from that record would leave
