@@ -580,7 +580,7 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 		return nil, fmt.Errorf("finding the versions the cluster serves %s by: %w", r.Kind, err)
 	}
 	if len(mappings) == 0 {
-		return a.discoveredVersions(ctx, r)
+		return a.discoveredVersions(ctx, r, gv, gk)
 	}
 	var versions []string
 	for _, m := range mappings {
@@ -588,7 +588,7 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 	}
 	// NOTE: a CRD's group holds a dot; the API server's own groups of
 	// none (apps, batch) have no CRD to read.
-	if len(mappings) > 0 && strings.Contains(gk.Group, ".") {
+	if strings.Contains(gk.Group, ".") {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		switch err := a.Client.Get(ctx, client.ObjectKey{Name: mappings[0].Resource.Resource + "." + gk.Group}, crd); {
 		case err == nil && crd.Spec.Group == gk.Group && crd.Spec.Names.Kind == gk.Kind:
@@ -623,12 +623,10 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 // only a group that discovery does not list, or whose every version it
 // lists in full without the kind, counts as gone; a group it lists but
 // cannot serve now is an error, and the prune or uninstall tries again.
-func (a *Applier) discoveredVersions(ctx context.Context, r capstanv1.ObjectRef) ([]string, error) {
+func (a *Applier) discoveredVersions(ctx context.Context, r capstanv1.ObjectRef, gv schema.GroupVersion, gk schema.GroupKind) ([]string, error) {
 	if a.Discovery == nil {
 		return nil, nil
 	}
-	gv, _ := schema.ParseGroupVersion(r.APIVersion)
-	gk := schema.GroupKind{Group: gv.Group, Kind: r.Kind}
 	groups, resources, failed, err := a.Discovery.GroupsAndMaybeResourcesWithContext(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("asking the API server's discovery whether it still serves %s, which the client maps to no version: %w", r.Kind, err)
