@@ -720,10 +720,7 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 		}
 		return nil, nil
 	}
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.reader()
 	secret := &corev1.Secret{}
 	key := types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.SecretRef.Name}
 	if err := reader.Get(ctx, key, secret); err != nil {
@@ -876,10 +873,7 @@ func (r *AddonRepositoryReconciler) reader() client.Reader {
 // ownedAddons lists, from the API server, the Addons of the repository's
 // namespace that carry its managed-by-git label, whatever their shard.
 func (r *AddonRepositoryReconciler) ownedAddons(ctx context.Context, repo *capstanv1.AddonRepository) ([]capstanv1.Addon, error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.reader()
 	var list capstanv1.AddonList
 	if err := reader.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingLabels{gitops.ManagedByGitLabel: repo.Name}); err != nil {
 		return nil, fmt.Errorf("cannot list the Addons of namespace %s that the repository manages: %w", repo.Namespace, err)
@@ -889,10 +883,7 @@ func (r *AddonRepositoryReconciler) ownedAddons(ctx context.Context, repo *capst
 
 // liveAddon reads an Addon from the API server, or nil when there is none.
 func (r *AddonRepositoryReconciler) liveAddon(ctx context.Context, namespace, name string) (*capstanv1.Addon, error) {
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
+	reader := r.reader()
 	var a capstanv1.Addon
 	switch err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &a); {
 	case apierrors.IsNotFound(err):

@@ -330,19 +330,10 @@ func definitionNames(objects storer.EncodedObjectStorer, root *object.Tree, fold
 	names := map[string]bool{}
 	for _, e := range dir.Entries {
 		if IsDefinitionFile(e.Name) {
-			names[addonName(e.Name)] = true
+			names[NameFromFile(e.Name)] = true
 		}
 	}
 	return names, nil
-}
-
-// addonName is the add-on a definition file's name names: its name
-// without .yaml or .yml.
-func addonName(file string) string {
-	if n, ok := strings.CutSuffix(file, ".yaml"); ok {
-		return n
-	}
-	return strings.TrimSuffix(file, ".yml")
 }
 
 // subfoldersWithDefinitions names, in the order of the tree, the
