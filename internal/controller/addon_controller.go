@@ -383,10 +383,11 @@ func (r *AddonReconciler) init() error {
 			r.setupErr = err
 			return
 		}
+		recent := apply.Recent(disc)
 		r.local = &targetCluster{
 			appliers: map[capstanv1.Profile]*apply.Applier{
-				capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout, Discovery: disc},
-				capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout, Discovery: disc},
+				capstanv1.ProfileRestricted: {Client: own, CRDTimeout: r.Config.CRDTimeout, Discovery: recent},
+				capstanv1.ProfileCluster:    {Client: imp, CRDTimeout: r.Config.CRDTimeout, Discovery: recent},
 			},
 			mapper:     r.Client.RESTMapper(),
 			discoverer: disc,

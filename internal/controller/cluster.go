@@ -298,7 +298,7 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 	if err != nil {
 		return nil, err
 	}
-	applier := &apply.Applier{Client: cl, CRDTimeout: r.Config.CRDTimeout, Discovery: disc}
+	applier := &apply.Applier{Client: cl, CRDTimeout: r.Config.CRDTimeout, Discovery: apply.Recent(disc)}
 	c := &targetCluster{
 		appliers:   map[capstanv1.Profile]*apply.Applier{capstanv1.ProfileCluster: applier},
 		mapper:     mapper,
