@@ -706,9 +706,15 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.O
 		// reconcile's worker, and what holds the object longer is a
 		// finalizer that a person, or a controller that is down, must
 		// remove. The next sync tries again.
+		then := "and the next sync tries again"
+		if run != "" {
+			// NOTE: a recorded run's object is taken as going on the next
+			// look (above): no sync waits for it again.
+			then = "and it goes then; no sync waits for it again"
+		}
 		if len(finalizers) > 0 {
-			return "", fmt.Errorf("%s was still there %s after it was deleted, held by its finalizers %s; the controller that owns them must remove them (remove them by hand if it is gone), and the next sync tries again",
-				ref.Describe(), bound, strings.Join(finalizers, ", "))
+			return "", fmt.Errorf("%s was still there %s after it was deleted, held by its finalizers %s; the controller that owns them must remove them (remove them by hand if it is gone), %s",
+				ref.Describe(), bound, strings.Join(finalizers, ", "), then)
 		}
 		return "", fmt.Errorf("%s was still there %s after it was deleted; the next sync tries again", ref.Describe(), bound)
 	}
