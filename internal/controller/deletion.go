@@ -136,17 +136,36 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		// fails) keeps the wait's start.
 		s.addon.Status.Wave = p
 	}
+	if nothingApplied(s.addon) {
+		// NOTE: nothing of the add-on was applied in any cluster, so
+		// there is nothing to delete and no delete hook to run
+		// (deleteHooks runs none), and no cluster is selected: a remote
+		// add-on whose kubeconfig Secret is gone (removed with it from a
+		// GitOps folder), misspelt or refused goes as a local one does.
+		return nil
+	}
+	if inventoryHere(s) {
+		// NOTE: the inventory is in the controller's own cluster, which
+		// spec.kubeConfig no longer names: what placeInventory would
+		// decide once the Secret is read, whatever it holds (a remote
+		// cluster's identity is never the controller's own), so the
+		// Secret is not needed for it.
+		s.former = &capstanv1.AddonStatus{}
+		moveClusterFields(s.former, &s.addon.Status)
+		r.leaveFormer(s, "Uninstall", fmt.Sprintf("the cluster of the kubeconfig in Secret %s/%s", s.addon.Namespace, s.addon.Spec.KubeConfig.SecretRef.Name))
+		return nil
+	}
 	// NOTE: the inventory is deleted in the cluster it was applied to;
 	// when that cluster cannot be reached, the uninstall waits.
 	if _, err := r.selectTarget(ctx, s); err != nil {
-		return err
+		return uninstallWaits(s, err)
 	}
 	if s.former != nil {
 		// NOTE: spec.kubeConfig names another cluster than the
 		// inventory's, where nothing of the add-on was applied: there is
 		// nothing to delete there and no delete hook to run, and the
 		// former cluster is not touched (inventory_cluster.go).
-		r.leaveFormer(s, "Uninstall")
+		r.leaveFormer(s, "Uninstall", clusterName(s.cluster.server))
 		return nil
 	}
 	rendered := false
@@ -428,6 +447,60 @@ const reasonDeleteHooksRefused = "DeleteHooksRefused"
 func neverApplied(a *capstanv1.Addon) bool {
 	st := a.Status
 	return len(st.Inventory) == 0 && st.AppliedHash == "" && st.LastAppliedTime == nil && len(st.History) == 0
+}
+
+// nothingApplied reports whether nothing of a was applied in any cluster,
+// nor any hook run: neverApplied, with no hook running, pending or
+// recorded done.
+func nothingApplied(a *capstanv1.Addon) bool {
+	st := a.Status
+	return neverApplied(a) && st.Hook == nil && st.PendingHook == nil && st.PreHooksDone == nil && st.SyncFailHooks == nil
+}
+
+// inventoryHere reports whether the uninstall of a cluster-profile add-on
+// whose spec.kubeConfig names a remote cluster finds its inventory
+// recorded in the controller's own cluster: a former cluster, which the
+// uninstall leaves as it is (inventory_cluster.go).
+func inventoryHere(s *scope) bool {
+	c := s.addon.Status.InventoryCluster
+	return s.profile == capstanv1.ProfileCluster && s.addon.Spec.KubeConfig != nil && c != nil && c.Identity == ""
+}
+
+// uninstallWaits is the error of an uninstall that cannot select the
+// cluster its inventory is in: the kubeconfig Secret is missing or
+// refused, or the cluster does not answer. It says both ways on: bring
+// the cluster back, or let the Addon go and leave what it applied there
+// running.
+//
+// NOTE: never terminal, whatever err is (a missing Secret is terminal in
+// a sync): nothing but a person's change or the cluster's return ends the
+// wait, and both can come at any time (a GitOps tool that restores the
+// Secret, a network that heals), so it is retried with backoff, not only
+// at the resync. The inventory is kept: nothing is deleted, or orphaned,
+// unless a person says so.
+func uninstallWaits(s *scope, err error) error {
+	ref := s.addon.Spec.KubeConfig
+	if ref == nil {
+		return err // the controller's own cluster: selectCluster read nothing
+	}
+	return fmt.Errorf("the uninstall waits for the cluster its inventory is in, and deletes nothing meanwhile: %s. "+
+		"Fix or restore the kubeconfig Secret %s/%s, or make the cluster reachable, and the uninstall goes on; "+
+		"or %s to let the Addon go and leave what it applied there running, unmanaged",
+		strings.TrimSuffix(err.Error(), "."), s.addon.Namespace, ref.SecretRef.Name, orphanHint(s.addon))
+}
+
+// orphanHint says how to turn the deletion of a into an Orphan one: the
+// uninstall annotation removed, spec.deletionPolicy set to Orphan, or both.
+func orphanHint(a *capstanv1.Addon) string {
+	annotated := a.Annotations[capstanv1.UninstallAnnotation] == "true"
+	policy := a.Spec.DeletionPolicy == capstanv1.DeletionDelete
+	switch {
+	case annotated && policy:
+		return "remove the " + capstanv1.UninstallAnnotation + " annotation and set spec.deletionPolicy: Orphan"
+	case policy:
+		return "set spec.deletionPolicy: Orphan"
+	}
+	return "remove the " + capstanv1.UninstallAnnotation + " annotation"
 }
 
 // refusedDeleteHooks are the violations that keep an uninstall from

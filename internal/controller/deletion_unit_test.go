@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -149,6 +150,87 @@ func TestRenderFailedAhead(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := renderFailedAhead(&capstanv1.Addon{Status: tc.status}); got != tc.want {
 				t.Errorf("renderFailedAhead = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNothingApplied lets an uninstall go without selecting a cluster only
+// when nothing was applied and no hook ran, is pending or was recorded.
+func TestNothingApplied(t *testing.T) {
+	hook := &capstanv1.PendingHook{Event: "pre-delete"}
+	for _, tc := range []struct {
+		name   string
+		status capstanv1.AddonStatus
+		want   bool
+	}{
+		{"nothing", capstanv1.AddonStatus{}, true},
+		{"an applied render", capstanv1.AddonStatus{AppliedHash: "abc"}, false},
+		{"a hook that runs", capstanv1.AddonStatus{Hook: &capstanv1.HookProgress{Event: "pre-install"}}, false},
+		{"a pending post hook", capstanv1.AddonStatus{PendingHook: hook}, false},
+		{"a stage recorded done", capstanv1.AddonStatus{PreHooksDone: hook}, false},
+		{"SyncFail hooks", capstanv1.AddonStatus{SyncFailHooks: hook}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := nothingApplied(&capstanv1.Addon{Status: tc.status}); got != tc.want {
+				t.Errorf("nothingApplied = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestInventoryHere finds an inventory recorded in the controller's own
+// cluster under a cluster-profile spec.kubeConfig: a former cluster,
+// whatever the kubeconfig holds. Unrecorded, or recorded remotely, it
+// needs the kubeconfig to say.
+func TestInventoryHere(t *testing.T) {
+	kc := &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "edge"}}
+	for _, tc := range []struct {
+		name    string
+		profile capstanv1.Profile
+		kc      *capstanv1.KubeConfigReference
+		at      *capstanv1.InventoryCluster
+		want    bool
+	}{
+		{"recorded here, a remote named", capstanv1.ProfileCluster, kc, &capstanv1.InventoryCluster{}, true},
+		{"recorded remotely", capstanv1.ProfileCluster, kc, &capstanv1.InventoryCluster{Identity: "sha256:1", Server: "https://10.0.0.1"}, false},
+		{"not recorded", capstanv1.ProfileCluster, kc, nil, false},
+		{"no remote named", capstanv1.ProfileCluster, nil, &capstanv1.InventoryCluster{}, false},
+		{"restricted, which never goes remote", capstanv1.ProfileRestricted, kc, &capstanv1.InventoryCluster{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &capstanv1.Addon{Spec: capstanv1.AddonSpec{KubeConfig: tc.kc}, Status: capstanv1.AddonStatus{InventoryCluster: tc.at}}
+			if got := inventoryHere(&scope{addon: a, profile: tc.profile}); got != tc.want {
+				t.Errorf("inventoryHere = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestOrphanHint names what turns a deletion into an Orphan one: the
+// annotation, the policy, or both.
+func TestOrphanHint(t *testing.T) {
+	annotated := map[string]string{capstanv1.UninstallAnnotation: "true"}
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		policy      capstanv1.DeletionPolicy
+		want        []string
+	}{
+		{"the annotation", annotated, "", []string{capstanv1.UninstallAnnotation}},
+		{"the policy", nil, capstanv1.DeletionDelete, []string{"spec.deletionPolicy: Orphan"}},
+		{"both", annotated, capstanv1.DeletionDelete, []string{capstanv1.UninstallAnnotation, "spec.deletionPolicy: Orphan"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}, Spec: capstanv1.AddonSpec{DeletionPolicy: tc.policy}}
+			got := orphanHint(a)
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("orphanHint = %q, want it to name %q", got, w)
+				}
+			}
+			if len(tc.want) == 1 && strings.Contains(got, " and ") {
+				t.Errorf("orphanHint = %q names more than %q", got, tc.want[0])
 			}
 		})
 	}

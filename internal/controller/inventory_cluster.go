@@ -96,14 +96,14 @@ func keepFormer(s *scope) {
 // inventory is this cluster's from here on, and a LeftOnFormerCluster event
 // says what stays in the former one, running and unmanaged. action is the
 // event's action: Apply, or Uninstall for an Addon deleted after it
-// was repointed.
-func (r *AddonReconciler) leaveFormer(s *scope, action string) {
+// was repointed; now names the cluster spec.kubeConfig names.
+func (r *AddonReconciler) leaveFormer(s *scope, action, now string) {
 	former := s.former
 	s.former = nil
 	if former == nil || len(former.Inventory) == 0 || r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(s.addon, nil, corev1.EventTypeWarning, reasonLeftOnFormerCluster, action, "%s", truncate(leftMessage(s.addon, former, s.cluster, action), 1000))
+	r.Recorder.Eventf(s.addon, nil, corev1.EventTypeWarning, reasonLeftOnFormerCluster, action, "%s", truncate(leftMessage(s.addon, former, now, action), 1000))
 }
 
 // reasonLeftOnFormerCluster is the reason of the event that says an
@@ -111,8 +111,8 @@ func (r *AddonReconciler) leaveFormer(s *scope, action string) {
 const reasonLeftOnFormerCluster = "LeftOnFormerCluster"
 
 // leftMessage says what stays in the former cluster, and how to remove
-// it; action is the event's.
-func leftMessage(a *capstanv1.Addon, former *capstanv1.AddonStatus, now *targetCluster, action string) string {
+// it; now names the cluster spec.kubeConfig names, action is the event's.
+func leftMessage(a *capstanv1.Addon, former *capstanv1.AddonStatus, now, action string) string {
 	refs := capstanv1.RefsOf(former.Inventory)
 	names := describeAll(refs)
 	if len(names) > 5 {
@@ -123,7 +123,7 @@ func leftMessage(a *capstanv1.Addon, former *capstanv1.AddonStatus, now *targetC
 		did = "where the uninstall had nothing to delete"
 	}
 	return fmt.Sprintf("%d object(s) of the inventory stay in %s, running and unmanaged, since spec.kubeConfig now names %s, %s; Capstan neither changes nor deletes them (%s). Delete them there by their labels %s=%s,%s=%s if they should go.",
-		len(refs), clusterName(former.InventoryCluster.Server), clusterName(now.server), did, strings.Join(names, ", "),
+		len(refs), clusterName(former.InventoryCluster.Server), now, did, strings.Join(names, ", "),
 		capstanv1.AddonLabel, a.Name, capstanv1.AddonNamespaceLabel, a.Namespace)
 }
 

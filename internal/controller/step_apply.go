@@ -69,7 +69,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	// The apply makes the inventory the target cluster's: one in a former
 	// cluster is left there (inventory_cluster.go).
 	s.addon.Status.InventoryCluster = s.cluster.inventoryCluster()
-	r.leaveFormer(s, "Apply")
+	r.leaveFormer(s, "Apply", clusterName(s.cluster.server))
 	seq := apply.Sequence{
 		Applier: s.applier, Inventory: capstanv1.RefsOf(s.addon.Status.Inventory), Objects: s.objects, Changed: changed,
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
