@@ -1308,8 +1308,8 @@ type TestRun struct {
 	FinishedAt metav1.Time `json:"finishedAt"`
 }
 
-// InventoryCluster names a cluster an add-on's inventory is in. Both
-// fields are empty for the controller's own cluster.
+// InventoryCluster names a cluster an add-on's inventory is in. Every
+// field is empty for the controller's own cluster.
 type InventoryCluster struct {
 	// Identity names a remote cluster and the account Capstan acts there
 	// as: a digest of the API server's URL, the name and certificate
@@ -1318,6 +1318,16 @@ type InventoryCluster struct {
 	// token is the same cluster.
 	// +optional
 	Identity string `json:"identity,omitempty"`
+
+	// Endpoint names the remote cluster alone: a digest of its API
+	// server's URL, normalised, and the TLS server name its certificate
+	// is checked against. It decides whether the inventory is in another
+	// cluster than the one spec.kubeConfig names: another account, groups
+	// or certificate authority in the kubeconfig is the same cluster.
+	// A status written before Capstan recorded it has none, and its
+	// server is compared instead.
+	// +optional
+	Endpoint string `json:"endpoint,omitempty"`
 
 	// Server is that cluster's API server URL, for messages.
 	// +optional

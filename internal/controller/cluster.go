@@ -47,6 +47,10 @@ type targetCluster struct {
 	// identity names a remote cluster and that account for the plan's
 	// hash (remote.Config.Identity); empty for the controller's own.
 	identity string
+	// endpoint names a remote cluster alone, without the account, to tell
+	// whether an inventory is in it (remote.Config.Endpoint); empty for
+	// the controller's own.
+	endpoint string
 	// hash is the kubeconfig's, so a changed Secret builds a new client.
 	hash   string
 	cancel context.CancelFunc
@@ -241,7 +245,7 @@ func (r *AddonReconciler) remoteCluster(addon types.NamespacedName, key remoteKe
 	if err != nil {
 		return nil, err
 	}
-	c.server, c.as, c.identity, c.hash = cfg.Server, cfg.As, cfg.Identity(), hash
+	c.server, c.as, c.identity, c.endpoint, c.hash = cfg.Server, cfg.As, cfg.Identity(), cfg.Endpoint(), hash
 	r.stopRemote(r.remotes.by[key])
 	if r.remotes.by == nil {
 		r.remotes.by = map[remoteKey]*targetCluster{}

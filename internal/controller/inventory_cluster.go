@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/remote"
 )
 
 // The inventory is in one cluster, status.inventoryCluster. When
@@ -37,35 +38,64 @@ func (r *AddonReconciler) selectTarget(ctx context.Context, s *scope) (bool, err
 // inventoryCluster is how status.inventoryCluster names c: empty fields for
 // the controller's own cluster.
 func (c *targetCluster) inventoryCluster() *capstanv1.InventoryCluster {
-	return &capstanv1.InventoryCluster{Identity: c.identity, Server: c.server}
+	return &capstanv1.InventoryCluster{Identity: c.identity, Endpoint: c.endpoint, Server: c.server}
+}
+
+// sameCluster reports whether two recorded clusters are one: the
+// controller's own both, or remote clusters of one endpoint (the API
+// server's URL and TLS server name, remote.Config.Endpoint). The account
+// Capstan acts as there, its groups and the certificate authority do not
+// make another cluster: an administrator who edits them in the kubeconfig
+// Secret still points at the cluster that runs the add-on, which is
+// upgraded there, not installed anew. A record without an endpoint was
+// written by a Capstan that recorded none, and is compared by its server
+// alone, so upgrading Capstan reinstalls nothing.
+func sameCluster(a, b *capstanv1.InventoryCluster) bool {
+	switch {
+	case a.Identity == b.Identity:
+		// NOTE: the identity covers the server and TLS server name, so
+		// an equal one is the same endpoint, recorded or not.
+		return true
+	case a.Identity == "" || b.Identity == "":
+		return false // one is the controller's own cluster
+	case a.Endpoint != "" && b.Endpoint != "":
+		return a.Endpoint == b.Endpoint
+	}
+	return remote.NormalServer(a.Server) == remote.NormalServer(b.Server)
 }
 
 // inventoryMoved reports whether the inventory of st is in another cluster
-// than the one identity names (targetCluster.identity, "" for the
-// controller's own). A status with no cluster recorded was written by a
-// Capstan that recorded none, and is taken to be of the cluster the add-on
-// targets now: upgrading Capstan changes nothing.
-func inventoryMoved(st *capstanv1.AddonStatus, identity string) bool {
-	return st.InventoryCluster != nil && st.InventoryCluster.Identity != identity
+// than now, the one the add-on targets (targetCluster.inventoryCluster).
+// A status with no cluster recorded was written by a Capstan that recorded
+// none, and is taken to be of the cluster the add-on targets now:
+// upgrading Capstan changes nothing.
+func inventoryMoved(st *capstanv1.AddonStatus, now *capstanv1.InventoryCluster) bool {
+	return st.InventoryCluster != nil && !sameCluster(st.InventoryCluster, now)
 }
 
 // placeInventory makes the scope's status describe the cluster the add-on
 // targets now. A status with something applied and no cluster recorded
-// records that cluster. An inventory in another cluster is set aside in
-// s.former, and the status is that of an add-on never applied there, so
-// that the steps after this one plan an install and prune nothing;
-// patchStatus puts it back unless the apply took over (leaveFormer). It is
-// idempotent: a second call finds the status of the new cluster.
+// records that cluster, and one of the same cluster reached otherwise
+// (another account, certificate authority, or a record without an
+// endpoint) records it as the kubeconfig names it now. An inventory in
+// another cluster is set aside in s.former, and the status is that of an
+// add-on never applied there, so that the steps after this one plan an
+// install and prune nothing; patchStatus puts it back unless the apply
+// took over (leaveFormer). It is idempotent: a second call finds the
+// status of the new cluster.
 func placeInventory(s *scope) {
 	st := &s.addon.Status
+	now := s.cluster.inventoryCluster()
 	switch {
-	case inventoryMoved(st, s.cluster.identity):
+	case inventoryMoved(st, now):
 		former := &capstanv1.AddonStatus{}
 		moveClusterFields(former, st)
-		moveClusterFields(st, &capstanv1.AddonStatus{InventoryCluster: s.cluster.inventoryCluster()})
+		moveClusterFields(st, &capstanv1.AddonStatus{InventoryCluster: now})
 		s.former = former
 	case st.InventoryCluster == nil && (len(st.Inventory) > 0 || st.AppliedHash != "" || st.PreHooksDone != nil || st.PendingHook != nil):
-		st.InventoryCluster = s.cluster.inventoryCluster()
+		st.InventoryCluster = now
+	case st.InventoryCluster != nil && *st.InventoryCluster != *now:
+		st.InventoryCluster = now
 	}
 }
 

@@ -7,28 +7,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/remote"
 )
 
 // TestInventoryMoved decides whether the inventory is in another cluster
-// than the one the add-on targets: a recorded cluster that is not the
-// target's is, and a status with none recorded (written by an older
-// Capstan) is taken to be of the target's.
+// than the one the add-on targets: a recorded cluster of another endpoint
+// (API server URL and TLS server name) is; the same endpoint reached as
+// another account, with other groups or another certificate authority, is
+// not; a record without an endpoint (written before Capstan recorded one)
+// is compared by its server; and a status with none recorded (written by
+// an older Capstan still) is taken to be of the target's.
 func TestInventoryMoved(t *testing.T) {
+	const server = "https://10.0.0.1:6443"
+	edge := remote.Endpoint(server, "")
 	here := &capstanv1.InventoryCluster{}
-	edge := &capstanv1.InventoryCluster{Identity: "sha256:edge", Server: "https://10.0.0.1:6443"}
+	at := func(identity, endpoint, server string) *capstanv1.InventoryCluster {
+		return &capstanv1.InventoryCluster{Identity: identity, Endpoint: endpoint, Server: server}
+	}
+	target := at("sha256:edge", edge, server)
 	for _, tc := range []struct {
 		name     string
 		recorded *capstanv1.InventoryCluster
-		target   string
+		target   *capstanv1.InventoryCluster
 		moved    bool
 	}{
-		{"none recorded, local target", nil, "", false},
-		{"none recorded, remote target", nil, "sha256:edge", false},
-		{"local, still local", here, "", false},
-		{"local, kubeConfig added", here, "sha256:edge", true},
-		{"remote, kubeConfig removed", edge, "", true},
-		{"remote, Secret repointed", edge, "sha256:other", true},
-		{"remote, same cluster (a rotated token)", edge, "sha256:edge", false},
+		{"none recorded, local target", nil, here, false},
+		{"none recorded, remote target", nil, target, false},
+		{"local, still local", here, here, false},
+		{"local, kubeConfig added", here, target, true},
+		{"remote, kubeConfig removed", target, here, true},
+		{"remote, Secret repointed", target, at("sha256:other", remote.Endpoint("https://10.0.0.2:6443", ""), "https://10.0.0.2:6443"), true},
+		{"remote, another TLS server name", target, at("sha256:sni", remote.Endpoint(server, "prod.internal"), server), true},
+		{"remote, same cluster (a rotated token)", target, target, false},
+		{"remote, same cluster as another account or groups", target, at("sha256:groups", edge, server), false},
+		{"remote, same cluster spelled otherwise", target, at("sha256:slash", remote.Endpoint("HTTPS://10.0.0.1:6443/", ""), "HTTPS://10.0.0.1:6443/"), false},
+		{"recorded before endpoints, same server, another account", at("sha256:old", "", server), at("sha256:groups", edge, server), false},
+		{"recorded before endpoints, same server with a slash", at("sha256:old", "", server), at("sha256:groups", remote.Endpoint(server+"/", ""), server+"/"), false},
+		{"recorded before endpoints, another server", at("sha256:old", "", server), at("sha256:other", remote.Endpoint("https://10.0.0.2:6443", ""), "https://10.0.0.2:6443"), true},
+		{"recorded before endpoints, now local", at("sha256:old", "", server), here, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := &capstanv1.AddonStatus{InventoryCluster: tc.recorded, Inventory: cms("a")}
@@ -110,6 +126,27 @@ func TestPlaceInventory(t *testing.T) {
 		placeInventory(s)
 		if s.former != nil || !equality.Semantic.DeepEqual(s.addon.Status, stored) {
 			t.Errorf("the status of the same cluster changed: %+v", s.addon.Status)
+		}
+	})
+
+	t.Run("the same cluster as another account", func(t *testing.T) {
+		const server = "https://10.0.0.1:6443"
+		before := &targetCluster{server: server, identity: "sha256:installer", endpoint: remote.Endpoint(server, "")}
+		after := &targetCluster{server: server, identity: "sha256:installer-with-groups", endpoint: remote.Endpoint(server, "")}
+		for name, recorded := range map[string]*capstanv1.InventoryCluster{
+			"recorded with its endpoint": before.inventoryCluster(),
+			"recorded before endpoints":  {Identity: before.identity, Server: server},
+		} {
+			stored := installed(recorded)
+			s := &scope{addon: &capstanv1.Addon{Status: *stored.DeepCopy()}, cluster: after}
+			placeInventory(s)
+			st := s.addon.Status
+			if s.former != nil || len(st.Inventory) != 2 || st.AppliedHash != stored.AppliedHash || st.PendingHook == nil {
+				t.Errorf("%s: an edited account made the same cluster another one: former %+v, status %+v", name, s.former, st)
+			}
+			if st.InventoryCluster == nil || *st.InventoryCluster != *after.inventoryCluster() {
+				t.Errorf("%s: recorded %+v, want the cluster as the kubeconfig names it now, %+v", name, st.InventoryCluster, after.inventoryCluster())
+			}
 		}
 	})
 

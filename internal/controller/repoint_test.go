@@ -9,8 +9,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -175,5 +178,130 @@ func TestRepointedAddon(t *testing.T) {
 	eventually(t, 10*time.Second, "a LeftOnFormerCluster event of the uninstall", func() bool {
 		notes := leftEvents()
 		return slices.ContainsFunc(notes, func(n string) bool { return strings.Contains(n, "where the uninstall had nothing to delete") })
+	})
+}
+
+// TestRemoteAccountEdited installs an add-on into a second local control
+// plane, then edits its kubeconfig Secret to act there as another account,
+// with the same RBAC and groups of its own, and upgrades the chart. That
+// is the same cluster: the sync is an upgrade (the upgrade hook runs, the
+// install hooks do not run again), the kept inventory prunes the object
+// the new version drops, no LeftOnFormerCluster event is emitted, and the
+// status records the cluster as the Secret now names it.
+func TestRemoteAccountEdited(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, proxy := startRemote(t)
+	deployer := "system:serviceaccount:capstan-remote:deployer"
+	for _, o := range []client.Object{
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-remote", Name: "deployer"}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "capstan-deployer"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "cluster-admin"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "capstan-remote", Name: "deployer"}}},
+	} {
+		if err := rc.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	ns := newNamespace(t)
+	name := "account-" + ns
+	if err := rc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	hooks := map[string]string{
+		"templates/migrate.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-migrated\n  annotations: {\"helm.sh/hook\": pre-install}\n",
+		"templates/installed.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-installed\n  annotations: {\"helm.sh/hook\": post-install}\n",
+		"templates/upgraded.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-upgraded\n  annotations: {\"helm.sh/hook\": post-upgrade}\n",
+	}
+	v1 := map[string]string{"templates/extra.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-extra\n"}
+	for k, v := range hooks {
+		v1[k] = v
+	}
+	url1, _ := charts.publish(t, webChart("1.0.0", v1))
+	url2, _ := charts.publish(t, webChart("1.0.1", hooks))
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	a := create(t, newAddon(controllerNS, name, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	installed := waitPhase(t, a, capstanv1.PhaseSynced)
+	before := installed.Status.InventoryCluster
+	if before == nil || before.Server != "https://"+proxy.addr || before.Identity == "" || before.Endpoint == "" {
+		t.Fatalf("the status does not record the remote cluster: %+v", before)
+	}
+	remoteCM := func(suffix string) bool {
+		err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + suffix}, &corev1.ConfigMap{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	// The install hooks ran once; what they left is removed, so a second
+	// run would show.
+	for _, suffix := range []string{"-migrated", "-installed"} {
+		if !remoteCM(suffix) {
+			t.Fatalf("the install hook %s%s did not run there", name, suffix)
+		}
+		if err := rc.Delete(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name + suffix}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The administrator edits the Secret: another account, with groups.
+	kc, err := clientcmd.Load(remoteKubeconfig(t, remote, "https://"+proxy.addr, deployer))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.AuthInfos["admin"].ImpersonateGroups = []string{"system:serviceaccounts", "capstan:deployers"}
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = data
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	got := waitFor(t, a, 90*time.Second, "the upgrade as the new account", func(cur *capstanv1.Addon) bool {
+		c := cur.Status.InventoryCluster
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.AppliedHash != installed.Status.AppliedHash && c != nil && c.Identity != before.Identity
+	})
+	if c := got.Status.InventoryCluster; c.Server != before.Server || c.Endpoint != before.Endpoint {
+		t.Errorf("the same cluster is recorded as another one: %+v, was %+v", c, before)
+	}
+	if remoteCM("-migrated") || remoteCM("-installed") {
+		t.Errorf("the install hooks ran again on the running release: pre-install %v, post-install %v", remoteCM("-migrated"), remoteCM("-installed"))
+	}
+	if !remoteCM("-upgraded") {
+		t.Error("the sync was not an upgrade: the post-upgrade hook did not run")
+	}
+	if remoteCM("-extra") {
+		t.Error("the object the new version drops was not pruned: the inventory was not kept")
+	}
+	if !remoteCM("-config") {
+		t.Error("the render is not there")
+	}
+	var events eventsv1.EventList
+	if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Regarding.Name == name && e.Reason == "LeftOnFormerCluster" {
+			t.Errorf("an edited account is taken for another cluster: %s", e.Note)
+		}
+	}
+	eventually(t, 20*time.Second, "the remote audit log to name the new account", func() bool {
+		events, err := remote.AuditEvents()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(events, func(e auditv1.Event) bool {
+			return e.ImpersonatedUser != nil && e.ImpersonatedUser.Username == deployer && slices.Contains(e.ImpersonatedUser.Groups, "capstan:deployers")
+		})
 	})
 }

@@ -47,7 +47,8 @@ type Config struct {
 }
 
 // Identity names the cluster a kubeconfig reaches and the account Capstan
-// acts as there, for a plan's hash: an approval given for one cluster must
+// acts as there, for a plan's hash (whether the inventory is in another
+// cluster is Endpoint's to say): an approval given for one cluster must
 // not apply to another that a repointed Secret names, even where the other
 // holds what the first did (an empty cluster gives an install the same
 // objects to create). It is the API server's URL, the name and the
@@ -65,6 +66,54 @@ func (c *Config) Identity() string {
 	b, _ := json.Marshal(parts)
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// Endpoint names the cluster a kubeconfig reaches, without the account:
+// the API server's URL (NormalServer) and the name its certificate is
+// checked against, the two that decide which API server answers. Capstan
+// compares it to tell whether an add-on's inventory is in another
+// cluster, as Argo CD keys its clusters by their server URL. The account,
+// its groups and extra fields, and the certificate authority are left
+// out: an administrator who edits them in the Secret still points at the
+// same cluster, whose objects are the add-on's as before (the plan's hash,
+// Identity, still covers them, so approvals go stale).
+func (c *Config) Endpoint() string {
+	return Endpoint(c.Server, c.ServerName)
+}
+
+// Endpoint is Config.Endpoint of a server URL and TLS server name. A TLS
+// server name that is the URL's own host is the one the client sends
+// anyway, and counts as none.
+func Endpoint(server, tlsServerName string) string {
+	sni := strings.ToLower(tlsServerName)
+	if u, err := url.Parse(server); err == nil && strings.EqualFold(u.Hostname(), sni) {
+		sni = ""
+	}
+	b, _ := json.Marshal([]string{"server", NormalServer(server), "tls-server-name", sni})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// NormalServer is an API server's URL written one way, so that two
+// spellings of one server compare equal: the scheme and host in lower
+// case, the default port 443 dropped, no trailing slash, and no user
+// information or fragment. Its path is kept: one host can front many
+// clusters under their own paths (as Rancher's proxy does). A URL that
+// does not parse is returned as it is.
+func NormalServer(server string) string {
+	u, err := url.Parse(strings.TrimSpace(server))
+	if err != nil || u.Host == "" {
+		return server
+	}
+	host := strings.ToLower(u.Hostname())
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port := u.Port(); port != "" && !(port == "443" && strings.EqualFold(u.Scheme, "https")) {
+		host += ":" + port
+	}
+	n := url.URL{Scheme: strings.ToLower(u.Scheme), Host: host, Path: strings.TrimRight(u.Path, "/"), RawQuery: u.RawQuery}
+	return n.String()
 }
 
 // Load reads a kubeconfig and returns a client configuration for its current

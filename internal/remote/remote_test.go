@@ -131,6 +131,58 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
+// TestEndpoint checks what names the cluster alone, for where the
+// inventory is: another server or TLS server name is another cluster;
+// another account, group, certificate authority or token, or the same
+// server spelled otherwise, is not.
+func TestEndpoint(t *testing.T) {
+	guard, err := netguard.New(netguard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := func(kubeconfig string) string {
+		t.Helper()
+		cfg, err := Load([]byte(kubeconfig), guard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.Endpoint()
+	}
+	staging := endpoint(good)
+	const ca = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCg=="
+	for _, tc := range []struct {
+		name, from, to string
+		same           bool
+	}{
+		{name: "another server", from: "https://edge.example.com:6443", to: "https://prod.example.com:6443"},
+		{name: "another port", from: "https://edge.example.com:6443", to: "https://edge.example.com:7443"},
+		{name: "another path", from: "https://edge.example.com:6443", to: "https://edge.example.com:6443/k8s/clusters/c-1"},
+		{name: "another TLS server name", from: `    certificate-authority-data: ""`, to: "    certificate-authority-data: \"\"\n    tls-server-name: prod"},
+		{name: "the URL's own host as TLS server name", from: `    certificate-authority-data: ""`, to: "    certificate-authority-data: \"\"\n    tls-server-name: Edge.example.com", same: true},
+		{name: "the host in capitals, with a slash", from: "https://edge.example.com:6443", to: "https://EDGE.example.com:6443/", same: true},
+		{name: "another CA behind the same URL", from: `certificate-authority-data: ""`, to: "certificate-authority-data: " + ca, same: true},
+		{name: "another account", from: "as: system:serviceaccount:capstan:installer", to: "as: system:serviceaccount:capstan:admin", same: true},
+		{name: "another group", from: "    as: system:serviceaccount:capstan:installer\n", to: "    as: system:serviceaccount:capstan:installer\n    as-groups: [admins]\n", same: true},
+		{name: "a rotated token", from: "token: abc", to: "token: def", same: true},
+	} {
+		changed := strings.Replace(good, tc.from, tc.to, 1)
+		if changed == good {
+			t.Fatalf("%s: the case changes nothing", tc.name)
+		}
+		if got := endpoint(changed); (got == staging) != tc.same {
+			t.Errorf("%s: same endpoint %v, want %v", tc.name, got == staging, tc.same)
+		}
+	}
+	for _, tc := range []struct{ a, b string }{
+		{"https://10.0.0.1", "https://10.0.0.1:443/"},
+		{"https://[FD00::1]:6443", "https://[fd00::1]:6443"},
+	} {
+		if NormalServer(tc.a) != NormalServer(tc.b) {
+			t.Errorf("%s and %s are one server, normalised as %s and %s", tc.a, tc.b, NormalServer(tc.a), NormalServer(tc.b))
+		}
+	}
+}
+
 // TestDialsThroughTheGuard checks that the configuration dials through the
 // guard: an address it refuses (here a loopback one, as a test may only
 // dial loopback) is refused before any connection is made.
