@@ -144,11 +144,15 @@ type remoteKey struct {
 // watches restarting with full lists, a reconcile reading a stopped cache).
 func remoteKeyOf(addon *capstanv1.Addon) remoteKey {
 	ref := addon.Spec.KubeConfig
-	key := ref.Key
-	if key == "" {
-		key = kubeConfigDefaultKey
+	return remoteKey{NamespacedName: types.NamespacedName{Namespace: addon.Namespace, Name: ref.SecretRef.Name}, Key: kubeConfigKey(ref)}
+}
+
+// kubeConfigKey is the Secret key ref reads: its own, or the default.
+func kubeConfigKey(ref *capstanv1.KubeConfigReference) string {
+	if ref.Key == "" {
+		return kubeConfigDefaultKey
 	}
-	return remoteKey{NamespacedName: types.NamespacedName{Namespace: addon.Namespace, Name: ref.SecretRef.Name}, Key: key}
+	return ref.Key
 }
 
 // kubeConfigDefaultKey is the Secret key spec.kubeConfig reads when it

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/remote"
 )
 
 // TestHeldByDecides is heldBy's decision, with the Addons read from a fake
@@ -72,6 +73,65 @@ func TestHeldByDecides(t *testing.T) {
 	var status apierrors.APIStatus
 	if err == nil || got != "" || !errors.As(err, &status) || !strings.Contains(err.Error(), "reading Addon capstan-system/holds") {
 		t.Errorf("heldBy with a failing read = %q, %v; want an error that names the Addon", got, err)
+	}
+}
+
+// TestHeldByInTheSameRemoteCluster: another Addon whose inventory is in
+// the cluster this one targets holds the object, however its
+// spec.kubeConfig spells the way there: the default key left out or
+// written ("" and "value"), or another Secret with that cluster's
+// kubeconfig (its recorded inventory cluster says so, whatever account it
+// acts as). One whose inventory is in another cluster does not, even
+// where its reference reads the same Secret.
+func TestHeldByInTheSameRemoteCluster(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	const server = "https://10.0.0.1:6443"
+	edge := &targetCluster{server: server, identity: "sha256:installer", endpoint: remote.Endpoint(server, "")}
+	cm := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "same-cm"}
+	ref := func(secret, key string) *capstanv1.KubeConfigReference {
+		return &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: secret}, Key: key}
+	}
+	holder := func(name string, kubeConfig *capstanv1.KubeConfigReference, cluster *capstanv1.InventoryCluster) *capstanv1.Addon {
+		return &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name},
+			Spec:   capstanv1.AddonSpec{KubeConfig: kubeConfig},
+			Status: capstanv1.AddonStatus{Inventory: capstanv1.IDsOf([]capstanv1.ObjectRef{cm}), InventoryCluster: cluster}}
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&capstanv1.Addon{}).WithObjects(
+		holder("default-key-written", ref("edge-1", "value"), nil),
+		holder("another-key", ref("edge-1", "prod"), nil),
+		holder("another-secret", ref("edge-copy", ""), &capstanv1.InventoryCluster{Identity: "sha256:admin", Endpoint: edge.endpoint, Server: server}),
+		holder("recorded-before-endpoints", ref("edge-copy", ""), &capstanv1.InventoryCluster{Identity: "sha256:old", Server: server}),
+		holder("elsewhere", ref("edge-1", ""), &capstanv1.InventoryCluster{Identity: "sha256:prod", Endpoint: remote.Endpoint("https://10.0.0.2:6443", ""), Server: "https://10.0.0.2:6443"}),
+		holder("here", nil, &capstanv1.InventoryCluster{}),
+	).Build()
+	for _, self := range []*capstanv1.KubeConfigReference{ref("edge-1", ""), ref("edge-1", "value")} {
+		s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "self"},
+			Spec: capstanv1.AddonSpec{KubeConfig: self}}, cluster: edge}
+		for _, tc := range []struct {
+			other string
+			held  bool
+		}{
+			{"default-key-written", true},
+			{"another-secret", true},
+			{"recorded-before-endpoints", true},
+			{"another-key", false},
+			{"elsewhere", false},
+			{"here", false},
+		} {
+			obj := &metav1.ObjectMeta{Labels: map[string]string{capstanv1.AddonLabel: tc.other, capstanv1.AddonNamespaceLabel: "capstan-system"}}
+			r := &AddonReconciler{Client: c}
+			got, err := r.heldBy(context.Background(), s, cm, obj)
+			want := ""
+			if tc.held {
+				want = "capstan-system/" + tc.other
+			}
+			if err != nil || got != want {
+				t.Errorf("key %q, %s: heldBy = %q, %v; want %q", self.Key, tc.other, got, err, want)
+			}
+		}
 	}
 }
 

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -463,7 +462,7 @@ func (r *AddonReconciler) heldBy(ctx context.Context, s *scope, ref capstanv1.Ob
 		return "", nil // gone: nothing holds the object
 	case err != nil:
 		return "", fmt.Errorf("reading Addon %s, whose labels are on %s: %w", key, ref.Describe(), err)
-	case !equality.Semantic.DeepEqual(other.Spec.KubeConfig, s.addon.Spec.KubeConfig):
+	case !sameTarget(s, other):
 		return "", nil // another cluster's
 	}
 	for _, held := range capstanv1.RefsOf(other.Status.Inventory) {
@@ -483,4 +482,21 @@ func hookDigest(hs []render.Hook, ref capstanv1.ObjectRef) string {
 		}
 	}
 	return ""
+}
+
+// sameTarget reports whether other's inventory is in the cluster s
+// targets. Where other recorded its inventory's cluster, that record
+// answers, by the rule that tells a moved inventory (sameCluster): two
+// Secrets, or two keys, with one cluster's kubeconfig are one cluster.
+// Otherwise the two spec.kubeConfig references are compared, the default
+// key filled in.
+func sameTarget(s *scope, other *capstanv1.Addon) bool {
+	if c := other.Status.InventoryCluster; c != nil {
+		return sameCluster(c, s.cluster.inventoryCluster())
+	}
+	a, b := other.Spec.KubeConfig, s.addon.Spec.KubeConfig
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.SecretRef.Name == b.SecretRef.Name && kubeConfigKey(a) == kubeConfigKey(b)
 }
