@@ -301,8 +301,9 @@ var (
 	// ErrStalePlan says that the reviewed plan is no longer the Addon's:
 	// the spec or what runs changed since.
 	ErrStalePlan = errors.New("the reviewed plan is not the current plan")
-	// ErrPlanBlocked says that the plan has guardrail violations or values
-	// errors, which no approval can override.
+	// ErrPlanBlocked says that the plan has guardrail violations, values
+	// errors, an object the dry run refused or an object another add-on
+	// holds, which no approval can override (Blocked).
 	ErrPlanBlocked = errors.New("the plan is blocked")
 	// ErrSuspended says that the Addon is suspended: it is only planned,
 	// and an approval of it would wait until some later resume.
@@ -325,7 +326,7 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
 			key, ErrSuspended, repo, key.Name)
 	}
-	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
+	if p := a.Status.Plan; p != nil && p.Generation == a.Generation && Blocked(p) == nil {
 		return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s --plan %s` resumes it and applies exactly its plan",
 			key, ErrSuspended, key.Name, key.Namespace, p.Hash)
 	}
@@ -337,9 +338,10 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 // With an empty hash it approves the plan in status. It refuses a suspended
 // Addon (RefuseSuspended: Install is its approval), a plan that was written
 // for an older generation (the person has not seen the plan that would
-// apply), a hash that is not the current plan's, and a plan with violations
-// or values errors. If the plan still changes before the controller applies
-// it, nothing is applied and the Addon says why.
+// apply), a hash that is not the current plan's, and a plan that no
+// approval could apply (Blocked): violations, values errors, a failed dry
+// run, another add-on's object. If the plan still changes before the
+// controller applies it, nothing is applied and the Addon says why.
 func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
 	return approve(ctx, c, key, hash, false)
 }
@@ -347,7 +349,9 @@ func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 // Install installs a suspended add-on with exactly the reviewed plan: in one
 // write it clears spec.suspend and approves hash, so that the controller
 // applies that plan and no other. It is refused as Approve is, except that
-// the Addon may be suspended.
+// the Addon may be suspended: a blocked plan is refused too, and the Addon
+// stays suspended. (Resume, which approves nothing, lets a plan apply once
+// its cause is fixed.)
 func Install(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
 	return approve(ctx, c, key, hash, true)
 }
@@ -404,15 +408,31 @@ func Reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
 		return nil, fmt.Errorf("%w: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", ErrStalePlan, p.Generation, a.Generation)
 	case hash != "" && hash != p.Hash:
 		return nil, fmt.Errorf("%w: you reviewed %s, and the plan is now %s; review the new plan", ErrStalePlan, hash, p.Hash)
-	case len(p.Violations) > 0 || len(p.ValuesErrors) > 0:
-		return nil, fmt.Errorf("%w by %d guardrail violation(s) and %d values error(s); fix them, then review the new plan", ErrPlanBlocked, len(p.Violations), len(p.ValuesErrors))
 	}
-	for _, o := range p.Objects {
-		if o.ManagedBy != "" {
-			return nil, fmt.Errorf("%w: %s belongs to Addon %s; see the Addon's Ready condition for what to do", ErrPlanBlocked, o.Describe(), o.ManagedBy)
-		}
+	if err := Blocked(p); err != nil {
+		return nil, err
 	}
 	return p, nil
+}
+
+// Blocked says why no approval of p could ever apply it, or nil: the
+// controller's own gates that no approval passes (plan.Unapprovable) stop
+// it, by guardrail violations, values errors, an object the API server
+// refused in the dry run, or an object another add-on holds. The error
+// wraps ErrPlanBlocked.
+//
+// NOTE: the controller's gates themselves, so that what a person may
+// approve cannot drift from what the controller would apply. A dry run's
+// error is part of the plan's hash: an approval of such a plan would stay
+// behind once the cause is fixed, and hold the plan that follows as stale.
+func Blocked(p *capstanv1.Plan) error {
+	s := plan.State{Plan: p}
+	for _, gate := range plan.Unapprovable {
+		if v, stopped := gate(s); stopped {
+			return fmt.Errorf("%w (%s): %s; no approval of this plan could ever apply it: fix that, then review the plan that follows", ErrPlanBlocked, v.Reason, v.Message)
+		}
+	}
+	return nil
 }
 
 // SetSuspend suspends an Addon (plan only: it is fetched, rendered and

@@ -97,3 +97,49 @@ func TestRefuseSuspended(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewableRefusesWhatTheControllerWouldNotApply checks that a plan
+// the controller's gates stop whatever is approved is refused, saying why:
+// above all one whose dry run failed, whose approval (the error is in its
+// hash) would outlive the fix and hold the next plan as stale.
+func TestReviewableRefusesWhatTheControllerWouldNotApply(t *testing.T) {
+	cm := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"}
+	for _, tc := range []struct {
+		name string
+		plan capstanv1.Plan
+		says []string // empty when the plan may be approved
+	}{
+		{"a plan that applies", capstanv1.Plan{Objects: []capstanv1.PlannedObject{{ObjectRef: cm, Action: capstanv1.ActionCreate}}}, nil},
+		{"an object the dry run refused", capstanv1.Plan{Objects: []capstanv1.PlannedObject{{ObjectRef: cm, Action: capstanv1.ActionCreate,
+			Error: `admission webhook "policy.example" denied the request`}}},
+			[]string{"DryRunFailed", "ConfigMap apps/settings", `admission webhook "policy.example" denied the request`, "no approval of this plan could ever apply it"}},
+		{"a guardrail violation", capstanv1.Plan{Violations: []capstanv1.Violation{{Object: cm, Rule: "kind", Message: "not allowed"}}},
+			[]string{"GuardrailViolations", "not allowed"}},
+		{"a values error", capstanv1.Plan{ValuesErrors: []capstanv1.ValuesError{{Path: "replicas", Message: "must be an integer"}}},
+			[]string{"ValuesErrors", "replicas: must be an integer"}},
+		{"another add-on's object", capstanv1.Plan{Objects: []capstanv1.PlannedObject{{ObjectRef: cm, Action: capstanv1.ActionUpdate, ManagedBy: "apps/other"}}},
+			[]string{"ManagedByAnotherAddon", "Addon apps/other"}},
+	} {
+		a := &capstanv1.Addon{}
+		a.Name, a.Generation = "web", 3
+		p := tc.plan
+		p.Hash, p.Generation = "sha256:h1", 3
+		a.Status.Plan = &p
+		got, err := Reviewable(a, "sha256:h1")
+		if len(tc.says) == 0 {
+			if err != nil || got == nil {
+				t.Errorf("%s: %v; want it approvable", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrPlanBlocked) {
+			t.Errorf("%s: %v; want ErrPlanBlocked", tc.name, err)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, s)
+			}
+		}
+	}
+}

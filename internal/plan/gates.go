@@ -101,6 +101,14 @@ type Gate func(State) (Verdict, bool)
 // objects, adoption, mass prune, a prune to confirm, manual sync.
 var Gates = []Gate{Problems, Suspended, OtherAddons, Adoption, MassPrune, ConfirmPrune, ManualSync}
 
+// Unapprovable are the gates that stop a plan whatever a person approves:
+// its problems (violations, values errors, a failed dry run) and another
+// add-on's objects. An approval of a plan they stop is refused
+// (addons.Reviewable): it could never apply, and since a dry run's error
+// is part of the plan's hash, it would outlive the cause and hold the
+// plan that follows the fix as stale.
+var Unapprovable = []Gate{Problems, OtherAddons}
+
 // Decide runs the gates in order. A plan that passes them all is applied
 // when the sync windows let it (Window).
 func Decide(s State) Verdict {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -46,4 +47,65 @@ func TestApprovalOfASuspendedAddonIsRefused(t *testing.T) {
 	// same write.
 	code, body = call(t, editor, http.MethodPost, path+"/install", map[string]string{"hash": hashOf("a")})
 	expect(t, "the install of a suspended add-on", code, body, http.StatusOK)
+}
+
+// TestPlanWhoseDryRunFailedIsNotApproved approves and installs plans with
+// an object that an admission webhook refused in the dry run, through the
+// API and the page's form: each is refused with 422, naming the object and
+// the webhook's answer, and writes nothing. An approval would never apply
+// (the controller applies no plan with such an error), and since the error
+// is in the plan's hash, it would be left over once the webhook is fixed,
+// holding the plan that follows as stale. The page offers neither Approve
+// nor Install for such a plan, and says why.
+func TestPlanWhoseDryRunFailedIsNotApproved(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	const refusal = `admission webhook "policy.example.com" denied the request: no`
+	failed := func(name string, suspend bool) *capstanv1.Addon {
+		t.Helper()
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: capstanv1.AddonSpec{Suspend: suspend, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+		if err := admin.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Status.Plan = &capstanv1.Plan{Hash: hashOf("1"), Generation: a.Generation, Summary: capstanv1.PlanSummary{Create: 1},
+			Objects: []capstanv1.PlannedObject{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "settings"},
+				Action: capstanv1.ActionCreate, Error: refusal}}}
+		if err := admin.Status().Update(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	running, held := failed("running", false), failed("held", true)
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"))
+	sess := signInAt(t, api.URL, editor)
+	for _, tc := range []struct {
+		a          *capstanv1.Addon
+		verb, says string
+	}{{running, "approve", "Approve this plan"}, {held, "install", "Install this plan"}} {
+		name := tc.a.Name
+		code, body := call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/"+name+"/"+tc.verb, map[string]string{"hash": hashOf("1")})
+		expect(t, "the API's "+tc.verb+" of a plan whose dry run failed", code, body, http.StatusUnprocessableEntity)
+		for _, says := range []string{"ConfigMap " + ns + "/settings", "policy.example.com", "no approval of this plan could ever apply it"} {
+			if !strings.Contains(string(body), says) {
+				t.Errorf("the API's refusal of the %s %s does not say %q", tc.verb, body, says)
+			}
+		}
+		code, page := sess.send(t, http.MethodPost, "/addons/"+ns+"/"+name+"/"+tc.verb, url.Values{"uid": {string(tc.a.UID)}, "hash": {hashOf("1")}})
+		if code != http.StatusUnprocessableEntity || !strings.Contains(page, "no approval of this plan could ever apply it") {
+			t.Errorf("the page's %s of a plan whose dry run failed: %d; want 422 saying why", tc.verb, code)
+		}
+		got := &capstanv1.Addon{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(tc.a), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Suspend != tc.a.Spec.Suspend || got.Spec.ApprovedPlan != "" || got.Spec.SyncRequest != 0 {
+			t.Errorf("the refused %s changed the Addon: suspend %v, approvedPlan %q, syncRequest %d", tc.verb, got.Spec.Suspend, got.Spec.ApprovedPlan, got.Spec.SyncRequest)
+		}
+		code, page = sess.send(t, http.MethodGet, "/addons/"+ns+"/"+name, nil)
+		if code != http.StatusOK || strings.Contains(page, tc.says) || !strings.Contains(page, "This plan cannot be") ||
+			!strings.Contains(page, "policy.example.com") {
+			t.Errorf("the page of %s: %d; want no %q, and why not", name, code, tc.says)
+		}
+	}
 }

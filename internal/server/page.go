@@ -63,6 +63,14 @@ var pageFuncs = template.FuncMap{
 	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
 	"diffLines":   diffLines,
 	"removal":     removalOf,
+	// blocked says why no approval could apply a plan, or nothing: the
+	// page offers no Approve or Install for it.
+	"blocked": func(p *capstanv1.Plan) string {
+		if err := addons.Blocked(p); err != nil {
+			return err.Error()
+		}
+		return ""
+	},
 	// redact shows a URL without its user information, which may hold a
 	// password or a token, as every message and log line shows one.
 	"redact": netguard.Redact,
