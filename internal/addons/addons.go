@@ -19,6 +19,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -245,6 +246,74 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
 	}
 	if err := c.Patch(ctx, changed, client.MergeFromWithOptions(a, client.MergeFromWithOptimisticLock{})); err != nil {
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
+	return changed, nil
+}
+
+// ReplaceValues sets an Addon's spec.values to vals, whole, and, when
+// given, writes secret inputs as Edit does, on the Addon that seen names as
+// it was seen: an Addon whose spec changed since, or that is another Addon
+// of the same name, is refused with ErrChanged, and nothing is written.
+// Unlike Edit's merge patch, in which a null deletes a key, the nulls of
+// vals stay in spec.values, where they delete the chart's defaults as
+// Helm's key: null does. Empty vals remove spec.values.
+//
+// NOTE: a JSON Patch that tests the UID and the generation that passed the
+// check, not the resourceVersion: the controller writes the status on
+// every reconcile, which would refuse the write for nothing, and any spec
+// change moves the generation.
+func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen, vals map[string]any, inputs map[string]string) (*capstanv1.Addon, error) {
+	a, err := Get(ctx, c, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := seen.Check(a); err != nil {
+		return nil, err
+	}
+	changed := a.DeepCopy()
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	ops := []op{{"test", "/metadata/uid", a.UID}, {"test", "/metadata/generation", a.Generation}}
+	switch {
+	case len(vals) > 0:
+		raw, err := json.Marshal(vals)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the values are not JSON: %v", ErrBadPatch, err)
+		}
+		changed.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+		ops = append(ops, op{"add", "/spec/values", json.RawMessage(raw)})
+	case a.Spec.Values != nil:
+		changed.Spec.Values = nil
+		ops = append(ops, op{Op: "remove", Path: "/spec/values"})
+	}
+	var refs []capstanv1.ValuesReference
+	if len(inputs) > 0 {
+		refs, err = values.WriteSecretInputs(ctx, c, a, inputs)
+		if err != nil {
+			return nil, err
+		}
+		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+		ops = append(ops, op{"add", "/spec/valuesFrom", changed.Spec.ValuesFrom})
+	}
+	patch, err := json.Marshal(ops)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		// NOTE: a test that failed is the API server's 422, which says
+		// only that a value differed: the Addon read again says whether
+		// it was changed meanwhile, and then the error says so and what
+		// to do. The API server's answer stays wrapped, so that the
+		// Secret of the secret inputs is deleted again.
+		if now, gerr := Get(ctx, c, key); gerr == nil {
+			if cerr := (Seen{UID: a.UID, Generation: a.Generation}).Check(now); cerr != nil {
+				err = fmt.Errorf("%w (%w)", cerr, err)
+			}
+		}
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
 	}
 	return changed, nil

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -225,10 +224,10 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 	return art, nil
 }
 
-// saveValues replaces the add-on's values: by a merge patch of its spec,
-// with the secret inputs written first, or, for an add-on that the
-// AddonRepository repo manages, by a commit of the changes from current
-// to next onto the values in git. It returns the flash to show.
+// saveValues replaces the add-on's values with next, whole, with the
+// secret inputs written first, or, for an add-on that the AddonRepository
+// repo manages, by a commit of the changes from current to next onto the
+// values in git. It returns the flash to show.
 func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *capstanv1.Addon, seen addons.Seen, repo *capstanv1.AddonRepository, current, next map[string]any, inputs map[string]string) (string, error) {
 	if repo != nil {
 		_, err := s.commitChange(ctx, u, repo, a, "edit", "patch", func(ctx context.Context, wr *gitops.Writer, name string) (string, error) {
@@ -241,59 +240,14 @@ func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *cap
 		})
 		return "commit", err
 	}
-	patch, err := json.Marshal(map[string]any{"values": replacement(current, next)})
-	if err != nil {
-		return "", err
-	}
-	_, err = addons.EditSeen(ctx, c, client.ObjectKeyFromObject(a), seen, patch, inputs)
+	// NOTE: the whole values, bound to the generation the form was filled
+	// from, not a merge patch of the changes: in a merge patch a null
+	// deletes its key, so a null typed to remove a chart default was
+	// dropped, the default came back, and the schema check had judged
+	// other values than those saved.
+	_, err := addons.ReplaceValues(ctx, c, client.ObjectKeyFromObject(a), seen, next, inputs)
 	return "edit", err
 }
-
-// replacement is the JSON merge patch that turns current into next: what
-// next leaves out is set to null, so that the values are replaced, not
-// merged.
-func replacement(current, next map[string]any) any {
-	if len(next) == 0 {
-		return nil
-	}
-	return changes(current, next)
-}
-
-// changes is the merge patch from current to next, with only what
-// differs.
-// NOTE: a value next has as current has it is left out, not sent again: a
-// merge patch cannot set a null, so a null that removes a chart default
-// would be removed itself, and a value sent again is one that a save
-// rewrites though nobody changed it.
-func changes(current, next map[string]any) map[string]any {
-	out := map[string]any{}
-	for k, n := range next {
-		cur, had := current[k]
-		switch {
-		case had && sameJSON(cur, n):
-		case had && isMap(cur) && isMap(n):
-			out[k] = changes(cur.(map[string]any), n.(map[string]any))
-		default:
-			out[k] = n
-		}
-	}
-	for k := range current {
-		if _, ok := next[k]; !ok {
-			out[k] = nil
-		}
-	}
-	return out
-}
-
-// sameJSON says whether a and b are the same JSON: an int64 from the form
-// is the float64 that spec.values reads.
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
-func isMap(v any) bool { _, ok := v.(map[string]any); return ok }
 
 // specValues reads spec.values as a map.
 func specValues(a *capstanv1.Addon) (map[string]any, error) {
