@@ -72,10 +72,9 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "catalog", http.StatusOK, d)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	if !pageWrite(r, sess) {
-		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was created."
-		s.render(w, "catalog", http.StatusForbidden, d)
+	if code, msg := pageForm(w, r, sess, "created"); code != 0 {
+		d.Error = msg
+		s.render(w, "catalog", code, d)
 		return
 	}
 	v.Namespace, v.Name, v.YAML = strings.TrimSpace(r.PostFormValue("namespace")), strings.TrimSpace(r.PostFormValue("name")), r.PostFormValue("yaml")

@@ -73,12 +73,11 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Edit = form
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		// NOTE: before the chart is fetched, so that a form sent from
 		// another site makes the server fetch nothing.
-		if !pageWrite(r, sess) {
-			d.Edit, d.Error = nil, "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
-			s.render(w, "list", http.StatusForbidden, d)
+		if code, msg := pageForm(w, r, sess, "changed"); code != 0 {
+			d.Edit, d.Error = nil, msg
+			s.render(w, "list", code, d)
 			return
 		}
 	}

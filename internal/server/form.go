@@ -457,11 +457,10 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	d.Form = form
 	get := r.URL.Query().Get
 	if r.Method == http.MethodPost {
-		r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 		get = r.PostFormValue
-		if !pageWrite(r, sess) {
-			d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was created."
-			s.render(w, "new", http.StatusForbidden, d)
+		if code, msg := pageForm(w, r, sess, "created"); code != 0 {
+			d.Error = msg
+			s.render(w, "new", code, d)
 			return
 		}
 	}

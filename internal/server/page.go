@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"errors"
 	"fmt"
 	"html/template"
 	"net/http"
@@ -187,6 +188,31 @@ func pageWrite(r *http.Request, sess session) bool {
 	return r.PostFormValue("csrf") != "" && r.PostFormValue("csrf") == sess.csrf
 }
 
+// pageForm reads a page's posted form, of at most MaxBody bytes, and
+// checks its CSRF token against the session. It returns 0, or the code and
+// the message of the refusal: 413 for a form over MaxBody, 400 for a body
+// that is no form, 403 for a CSRF token that is missing or old. nothing
+// says what was not done ("changed", "created").
+//
+// NOTE: the form is parsed, and its error read, before the token is
+// looked for: a body cut at the bound is read as no form at all, and its
+// refusal blamed the CSRF token.
+func pageForm(w http.ResponseWriter, r *http.Request, sess session, nothing string) (int, string) {
+	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
+	if err := r.ParseForm(); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is over %d MiB, the most a page's form may send, so nothing was %s. Keep large values in a ConfigMap or Secret that the add-on's valuesFrom names.",
+				tooLarge.Limit>>20, nothing)
+		}
+		return http.StatusBadRequest, fmt.Sprintf("The form could not be read (%v), so nothing was %s.", err, nothing)
+	}
+	if !pageWrite(r, sess) {
+		return http.StatusForbidden, "The form was not sent from this page (its CSRF token is missing or old); nothing was " + nothing + "."
+	}
+	return 0, ""
+}
+
 func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.render(w, "signin", http.StatusOK, pageData{Title: "Sign in"})
@@ -350,11 +376,10 @@ func (s *Server) action(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
 	d := pageData{User: sess.user.Name, CSRF: sess.csrf}
-	if !pageWrite(r, sess) {
-		d.Error = "The form was not sent from this page (its CSRF token is missing or old); nothing was changed."
-		s.showAddon(w, r, sess, d, http.StatusForbidden)
+	if code, msg := pageForm(w, r, sess, "changed"); code != 0 {
+		d.Error = msg
+		s.showAddon(w, r, sess, d, code)
 		return
 	}
 	key, err := target(r)
