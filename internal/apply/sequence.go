@@ -187,9 +187,10 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		return res, err
 	}
 	if err := run(ctx, q.PreHooks); err != nil {
-		if hooksRecorded(err) {
-			// NOTE: the hooks succeeded and are recorded: the error says
-			// so, and the next sync applies without running them again.
+		if hooksRecorded(err) || noHookFailed(err) {
+			// NOTE: the hooks succeeded and are recorded, or the run
+			// stopped before a hook started: the error says so, and the
+			// next sync goes on from there.
 			return res, err
 		}
 		what := "nothing was applied"
@@ -236,8 +237,8 @@ func (q Sequence) Run(ctx context.Context) (Result, error) {
 		}
 	}
 	if err := run(ctx, q.PostHooks); err != nil {
-		if hooksRecorded(err) {
-			return res, err // they succeeded and are recorded
+		if hooksRecorded(err) || noHookFailed(err) {
+			return res, err // they succeeded and are recorded, or none failed
 		}
 		// NOTE: the objects stay applied. The next sync of this render
 		// runs only this event's hooks again; a new render is an upgrade.
@@ -467,4 +468,12 @@ func run(ctx context.Context, f func(context.Context) error) error {
 func hooksRecorded(err error) bool {
 	var r interface{ HooksRecorded() bool }
 	return errors.As(err, &r) && r.HooksRecorded()
+}
+
+// noHookFailed reports whether err stopped a run of hooks with none
+// failed, such as a run that did not start its next hook because the
+// caller could not record it first (hooks.ProgressError).
+func noHookFailed(err error) bool {
+	var r interface{ NoHookFailed() bool }
+	return errors.As(err, &r) && r.NoHookFailed()
 }

@@ -161,8 +161,15 @@ type errUnrecorded struct{ err error }
 func (e errUnrecorded) Error() string { return "recording that the hooks succeeded: " + e.err.Error() }
 func (e errUnrecorded) Unwrap() error { return e.err }
 
-// unrecorded reports whether err is a run whose end could not be recorded.
-func unrecorded(err error) bool { return errors.As(err, &errUnrecorded{}) }
+// unrecorded reports whether err is a run that a status write stopped:
+// one whose end could not be recorded (errUnrecorded), or one that did not
+// start its next hook because status.hook could not name it first
+// (hooks.ProgressError, showHook). Neither is a hook's failure: status.hook
+// names where the run stands, nothing of it was deleted, and the next look
+// goes on from it.
+func unrecorded(err error) bool {
+	return errors.As(err, &errUnrecorded{}) || hooks.IsProgressError(err)
+}
 
 // recordPost is the recordDone of a post event (post-install, post-upgrade,
 // post-delete): status.pendingHook is cleared at once, not with the status
@@ -342,12 +349,12 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	}
 	err := r.Hooks.Run(ctx, hooks.Request{
 		Applier: s.applier, Addon: s.addon, Event: event, Hooks: hs, Timeout: r.hookTimeout(s), Keep: keep, Done: finish,
-		Progress: func(p capstanv1.HookProgress) {
+		Progress: func(p capstanv1.HookProgress) error {
 			p.Generation = s.addon.Generation
 			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {
 				p.Generation = h.Generation // the run goes on: it began then
 			}
-			r.showHook(ctx, s, &p)
+			return r.showHook(ctx, s, &p)
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
@@ -382,7 +389,13 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	// neither after a stop between the two writes: the next sync would
 	// find no run to go on from, and before-hook-creation would delete the
 	// Completed migration Job and run it again.
-	r.showHook(ctx, s, nil)
+	if cerr := r.showHook(ctx, s, nil); err == nil && errors.Is(cerr, errLeftShard) {
+		// NOTE: another write failure is left to the write that ends the
+		// reconcile, which clears status.hook too: until then it names a
+		// hook that has ended, which the next look reads and never runs
+		// again. An Addon that left the shard ends the sync here.
+		return cerr
+	}
 	return err
 }
 
@@ -544,17 +557,30 @@ func (r *AddonReconciler) hookWait(event string) time.Duration {
 	return r.Config.HookWait
 }
 
-// showHook writes the running hook into status at once, so a long hook is
-// visible while it runs. A look that goes on waiting for the hook status
-// already shows writes nothing.
-func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.HookProgress) {
+// showHook writes the hook about to run into status (status.hook) before
+// the runner makes its object, so a long hook is visible while it runs,
+// and a look after a stop goes on from it: it waits for the hook's Job
+// rather than have before-hook-creation delete it and start it anew. A
+// look that goes on waiting for the hook status already shows writes
+// nothing. When the write fails (errLeftShard once the Addon has left this
+// controller's shard), it returns the error, and the runner makes nothing
+// of the hook: no hook object exists that status does not name. The
+// status this reconcile ends with then names the hook the stored one
+// names.
+func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.HookProgress) error {
 	h := s.addon.Status.Hook
 	if p == nil && h == nil {
-		return
+		return nil
 	}
 	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() && h.Generation == p.Generation {
-		return
+		return nil
 	}
 	s.addon.Status.Hook = p
-	_ = r.checkpointStatus(ctx, s)
+	if err := r.checkpointStatus(ctx, s); err != nil {
+		if p != nil {
+			s.addon.Status.Hook = h
+		}
+		return fmt.Errorf("writing status.hook: %w", err)
+	}
+	return nil
 }

@@ -122,6 +122,13 @@ const shardLabel = "capstan.dev/shard"
 // an Addon in the shard.
 func startShard(t *testing.T, name string, change func(*controller.Config)) addonOpt {
 	t.Helper()
+	return startShardWith(t, name, func(r *controller.AddonReconciler) { change(&r.Config) })
+}
+
+// startShardWith is startShard, with the shard's reconciler changed by
+// change before it starts.
+func startShardWith(t *testing.T, name string, change func(*controller.AddonReconciler)) addonOpt {
+	t.Helper()
 	sel := labels.SelectorFromSet(labels.Set{shardLabel: name})
 	cfg := rest.CopyConfig(cluster.ConfigFor(install.ControllerUser))
 	cfg.UserAgent = "capstan-shard-" + name
@@ -142,9 +149,9 @@ func startShard(t *testing.T, name string, change func(*controller.Config)) addo
 	}
 	conf := reconciler.Config
 	conf.Selector = sel
-	change(&conf)
 	r := &controller.AddonReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RestConfig: cfg,
 		Fetcher: reconciler.Fetcher, Hooks: reconciler.Hooks, Recorder: mgr.GetEventRecorder("capstan"), Config: conf}
+	change(r)
 	if err := r.SetupWithManager(mgr, 2); err != nil {
 		t.Fatal(err)
 	}

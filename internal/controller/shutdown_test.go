@@ -28,11 +28,14 @@ type waitingHooks struct {
 
 func (h *waitingHooks) Run(ctx context.Context, req hooks.Request) error {
 	progress := req.Progress
-	req.Progress = func(p capstanv1.HookProgress) {
+	req.Progress = func(p capstanv1.HookProgress) error {
 		if progress != nil {
-			progress(p)
+			if err := progress(p); err != nil {
+				return err
+			}
 		}
 		h.once.Do(func() { close(h.waiting) })
+		return nil
 	}
 	return h.HookRunner.Run(ctx, req)
 }

@@ -199,6 +199,11 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 		// The controller stops: the next look runs them, or goes on.
 		return err
 	}
+	if unrecorded(herr) {
+		// NOTE: a hook not started, since status could not name it
+		// first, did not run: the next look runs them, or goes on.
+		return fmt.Errorf("%w; the SyncFail hooks did not run yet: %v", err, herr)
+	}
 	// NOTE: recorded whether they failed or not, and at once: a SyncFail
 	// hook that fails would otherwise run again at every resync.
 	s.addon.Status.SyncFailHooks = &capstanv1.PendingHook{Event: render.SyncFailEvent, Hash: s.render.Hash}

@@ -177,3 +177,34 @@ func IsCleanUpError(err error) bool {
 // HooksRecorded says that the event's hooks succeeded and are recorded
 // done: a caller that wraps a hook's failure leaves this error as it is.
 func (e *CleanUpError) HooksRecorded() bool { return true }
+
+// ProgressError is a run that stopped before a hook started, because
+// Request.Progress failed: the caller could not record the hook it was
+// about to start. Nothing of that hook was made or deleted, and nothing of
+// the run was cleaned up. It is no hook's failure: the run goes on from
+// where it stands at a later look.
+type ProgressError struct {
+	// Event is the hook event, such as pre-upgrade.
+	Event string
+	// Hook is the hook that was not started.
+	Hook capstanv1.ObjectRef
+	// Err is Request.Progress's error.
+	Err error
+}
+
+func (e *ProgressError) Error() string {
+	return fmt.Sprintf("the %s hook %s was not run: recording it first failed (%v); nothing of it was made or deleted, and the next look goes on from there",
+		e.Event, e.Hook.Describe(), e.Err)
+}
+
+func (e *ProgressError) Unwrap() error { return e.Err }
+
+// IsProgressError reports whether err is, or wraps, a *ProgressError.
+func IsProgressError(err error) bool {
+	var e *ProgressError
+	return errors.As(err, &e)
+}
+
+// NoHookFailed says that no hook failed: a caller that wraps a hook's
+// failure leaves this error as it is.
+func (e *ProgressError) NoHookFailed() bool { return true }

@@ -31,8 +31,13 @@ type Request struct {
 	Keep apply.Deletion
 	// Timeout bounds each hook; zero means DefaultTimeout.
 	Timeout time.Duration
-	// Progress is called when a hook starts, so status can show it.
-	Progress func(capstanv1.HookProgress)
+	// Progress is called when a hook starts, before anything of it is
+	// made or deleted, so status can show it. When it fails, the run stops
+	// there with a *ProgressError: nothing of that hook is made, and no
+	// object of the run is deleted. The caller records the hook there
+	// (status.hook), so that a run that goes on after a stop knows the
+	// hook's object is its own; one it could not record must not be made.
+	Progress func(capstanv1.HookProgress) error
 	// Run names this run of the event's hooks. Every hook object is
 	// stamped with it (RunAnnotation), so that a run that goes on from a
 	// stopped one tells its own objects from those of earlier runs.
@@ -73,6 +78,18 @@ type Request struct {
 	// fails, nothing is deleted and Run returns its error; when a delete
 	// after it fails, Run returns a *CleanUpError.
 	Done func(ctx context.Context, objects []capstanv1.ObjectRef) error
+}
+
+// progress reports p through Progress, if set, and returns a
+// *ProgressError when that fails.
+func (req Request) progress(p capstanv1.HookProgress) error {
+	if req.Progress == nil {
+		return nil
+	}
+	if err := req.Progress(p); err != nil {
+		return &ProgressError{Event: p.Event, Hook: p.ObjectRef, Err: err}
+	}
+	return nil
 }
 
 // RunAnnotation, on a hook's object, is the Run of the request that made

@@ -61,7 +61,9 @@ const DefaultDeleteWait = 30 * time.Second
 
 // Run runs the runnable hooks of req.Event in Helm's order, one at a time:
 //
-//  1. it reports the hook through req.Progress;
+//  1. it reports the hook through req.Progress, and stops with a
+//     *ProgressError, having made and deleted nothing of it, when that
+//     fails;
 //  2. it makes sure the hook's namespace exists, creating the target
 //     namespace when the Addon asks for it (the controller applies it
 //     before pre-install hooks, but not before pre-upgrade ones, and
@@ -117,8 +119,8 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			// NOTE: status shows the hook that waits from the start of
 			// the wait. The hooks before it stay as they are: each
 			// succeeded, and the next sync runs the event again.
-			if req.Progress != nil {
-				req.Progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now(), Run: req.Run})
+			if err := req.progress(capstanv1.HookProgress{ObjectRef: capstanv1.RefOf(h.Object), Event: req.Event, Since: metav1.Now(), Run: req.Run}); err != nil {
+				return err
 			}
 			if err := req.AwaitHealthy(ctx); err != nil {
 				return err
@@ -126,9 +128,11 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 			awaited = true
 		}
 		if err := r.runOne(ctx, req, h, timeout, checked); err != nil {
-			if ctx.Err() == nil && !IsRunning(err) {
+			if ctx.Err() == nil && !IsRunning(err) && !IsProgressError(err) {
 				// A cancelled context is a controller that stops: it
-				// must not wait for deletions.
+				// must not wait for deletions. A hook that was not
+				// started failed nothing, and the objects of the hooks
+				// before it show a later look that they succeeded.
 				r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
 				r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 			}
@@ -287,8 +291,13 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	if resumed && !req.WaitingSince.IsZero() {
 		since = req.WaitingSince
 	}
-	if req.Progress != nil {
-		req.Progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run})
+	// NOTE: the hook is recorded before its object is made, or an earlier
+	// one deleted: a controller that stops after the create and before a
+	// later record would find no run to go on from, and
+	// before-hook-creation would delete the running Job and start it
+	// anew.
+	if err := req.progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run}); err != nil {
+		return err
 	}
 	existed, keptBy := false, ""
 	if !resumed {

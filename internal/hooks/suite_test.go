@@ -133,13 +133,14 @@ func (f *fixture) hooksOf(valuesYAML string, upgrade bool) []render.Hook {
 func (f *fixture) run(event string, hs []render.Hook, timeout time.Duration) error {
 	return f.runner.Run(context.Background(), hooks.Request{
 		Applier: f.applier, Addon: f.addon, Event: event, Hooks: hs, Timeout: timeout,
-		Progress: func(p capstanv1.HookProgress) {
+		Progress: func(p capstanv1.HookProgress) error {
 			f.mu.Lock()
 			defer f.mu.Unlock()
 			if p.Since.IsZero() || p.Event != event {
 				f.t.Errorf("progress %+v: want event %s and a start time", p, event)
 			}
 			f.progress = append(f.progress, p.Event+" "+p.Kind+"/"+p.Name)
+			return nil
 		},
 	})
 }

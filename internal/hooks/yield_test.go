@@ -28,7 +28,7 @@ func (f *fixture) yielding(hs []render.Hook, timeout time.Duration) *yieldRun {
 	y.req = hooks.Request{
 		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: timeout,
 		Run: "post-install/one", Yield: time.Second,
-		Progress: func(p capstanv1.HookProgress) { y.progress = append(y.progress, p) },
+		Progress: func(p capstanv1.HookProgress) error { y.progress = append(y.progress, p); return nil },
 	}
 	return y
 }
