@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,5 +116,52 @@ func TestNoHookJobOnceTheAddonLeftTheShard(t *testing.T) {
 	got := getAddon(t, a)
 	if got.Status.Hook != nil || got.Status.AppliedHash != installed.Status.AppliedHash {
 		t.Errorf("the old shard wrote status after the Addon left it: hook %v, appliedHash %s (was %s)", got.Status.Hook, got.Status.AppliedHash, installed.Status.AppliedHash)
+	}
+}
+
+// TestNoApplyOnceTheAddonLeftTheShard upgrades an add-on of a shard that
+// has no pre-upgrade hook, and moves the Addon into another shard just
+// before the sync's pre-hooks step: the step after it (the apply) checks
+// the shard first, and the old shard applies nothing of the upgrade and
+// writes no status. Before, it applied the whole upgrade, while the new
+// shard synced the same Addon.
+func TestNoApplyOnceTheAddonLeftTheShard(t *testing.T) {
+	ns := newNamespace(t)
+	suffix := ns[len(ns)-5:]
+	var cache client.Client
+	var target atomic.Pointer[capstanv1.Addon]
+	moved := make(chan error, 1)
+	var once sync.Once
+	shard := startShardWith(t, "apply-"+suffix, func(r *controller.AddonReconciler) {
+		cache = r.Client
+		r.BeforeApplyStep = func(ctx context.Context, a *capstanv1.Addon, step string) error {
+			if t := target.Load(); step == "pre-hooks" && t != nil && a.Name == t.Name && a.Status.AppliedHash != "" {
+				once.Do(func() { moved <- leaveShard(ctx, cache, t, "elsewhere-"+suffix) })
+			}
+			return nil
+		}
+	})
+	a := dbapp(t, ns, `{hooks: {migrate: {enabled: false}}}`, shard)
+	installed := synced(t, a)
+	target.Store(a)
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues(`{appVersion: "2.0", hooks: {migrate: {enabled: false}}}`)
+	})
+	select {
+	case err := <-moved:
+		if err != nil {
+			t.Fatalf("moving the Addon into another shard: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("the shard never came to the upgrade's pre-hooks step")
+	}
+	// NOTE: an apply after the step would be there within a second.
+	time.Sleep(3 * time.Second)
+	if d := configData(t, ns); d["appVersion"] != "1.0" {
+		t.Errorf("db-config appVersion = %q; the old shard applied the upgrade after the Addon left it", d["appVersion"])
+	}
+	if got := getAddon(t, a); got.Status.AppliedHash != installed.Status.AppliedHash {
+		t.Errorf("the old shard recorded an apply after the Addon left it: appliedHash %s (was %s)", got.Status.AppliedHash, installed.Status.AppliedHash)
 	}
 }

@@ -113,6 +113,14 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			return r.recordApply(ctx, s, res, pre, post)
 		},
 		Step: func(ctx context.Context, name string) error {
+			// NOTE: a sync runs for minutes, and the shard the Addon moved
+			// to syncs it meanwhile: the old one must change nothing
+			// more, or its hooks' before-hook-creation would delete the
+			// new shard's running Job of the same run. The check reads
+			// the cache, with no request while the Addon is the shard's.
+			if r.leftShard(ctx, s) {
+				return errLeftShard
+			}
 			if err := r.stepHook(ctx, s, name); err != nil || name != "apply" || len(s.addon.Spec.Ignore) == 0 {
 				return err
 			}
