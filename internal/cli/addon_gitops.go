@@ -447,10 +447,11 @@ func sameRepository(ar *capstanv1.AddonRepository, w *gitops.Writer, branch, fol
 // files in branch of the writer's repository: the commit would have
 // nothing to delete.
 func definitionExists(ctx context.Context, w *gitops.Writer, branch string, files []string) error {
-	_, head, err := gitops.Repo{URL: w.URL, Auth: w.Auth}.Clone(ctx, branch)
+	_, head, release, err := gitops.Repo{URL: w.URL, Auth: w.Auth}.Clone(ctx, branch)
 	if err != nil {
 		return err
 	}
+	defer release()
 	for _, file := range files {
 		if _, err := head.File(file); err == nil {
 			return nil

@@ -419,17 +419,26 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	snap, err := cached.snap, cached.err
 	cacheKey := func(commit string) string { return snapshotKey(commit, folder, repo.Spec.URL) }
 	if cached.key != cacheKey(head.String()) {
-		g, commit, cloneErr := remote.Clone(fetchCtx, branch)
+		g, commit, release, cloneErr := remote.Clone(fetchCtx, branch)
 		if cloneErr != nil {
 			err = timedOut(fetchCtx, cloneErr, timeout)
 			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
 		}
-		others, listErr := sibs.folders(ctx)
+		var listErr error
+		func() {
+			// NOTE: the snapshot holds what it read, not the clone: the
+			// clone's memory goes back to the git budget before the Addons
+			// are applied, on every path.
+			defer release()
+			var others []string
+			if others, listErr = sibs.folders(ctx); listErr == nil {
+				snap, err = gitops.ReadSnapshot(g.Storer, commit, folder, others...)
+			}
+		}()
 		if listErr != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, listErr.Error())
 			return ctrl.Result{}, listErr
 		}
-		snap, err = gitops.ReadSnapshot(g.Storer, commit, folder, others...)
 		// NOTE: the clone fetches the branch again, and may find a commit
 		// pushed after the ls-remote: what it read is kept under its own
 		// commit, so that a force-push back to the head read before is

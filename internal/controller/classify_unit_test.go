@@ -32,6 +32,8 @@ func TestClassify(t *testing.T) {
 		{name: "a chart gone (404)", err: fmt.Errorf("fetch: %w", &source.FetchError{URL: "https://charts.example/a.tgz", Status: 404}), want: classTerminal},
 		{name: "a repository that fails for a moment (503)", err: &source.FetchError{URL: "https://charts.example/index.yaml", Status: 503}, want: classTransient},
 		{name: "a repository that asks for time (429)", err: &source.FetchError{URL: "https://charts.example/index.yaml", Status: 429}, want: classTransient},
+		{name: "a git fetch the memory budget could not take while other fetches held it", err: &source.FetchError{URL: "https://git.example/mono.git",
+			Err: fmt.Errorf("fetching refs/heads/main: %w (…)", source.ErrGitMemoryBusy)}, want: classTransient},
 		{name: "a Job hook that failed", err: &hooks.Error{Event: "pre-upgrade", Reason: "BackoffLimitExceeded"}, want: classTerminal},
 		{name: "a Job hook deleted before it was read", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonDeleted}, want: classTerminal},
 		{name: "a hook whose hook-succeeded delete failed", err: &hooks.Error{Event: "post-install", Reason: hooks.ReasonDeleteFailed, Err: unavailable}, want: classTerminal},

@@ -65,6 +65,17 @@ type Repo struct {
 	Auth transport.AuthMethod
 	// Limits bound a clone; CloneLimits when zero.
 	Limits source.Limits
+	// Budget is the git budget a clone takes its memory from; nil means
+	// the process's (source.ProcessGitBudget).
+	Budget *source.GitBudget
+}
+
+// budgetOr is b, or the process's git budget when nil.
+func budgetOr(b *source.GitBudget) *source.GitBudget {
+	if b == nil {
+		return source.ProcessGitBudget()
+	}
+	return b
 }
 
 // CloneLimits bound a clone of a gitops repository's branch, in the
@@ -151,8 +162,17 @@ func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) (string,
 }
 
 // Clone fetches the head commit of a branch into memory, without history.
-func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *object.Commit, error) {
-	repo, err := git.CloneContext(ctx, source.GitStorage(r.cloneLimits()), nil, &git.CloneOptions{
+// Its memory is taken from the git budget until release, which the
+// caller calls (deferred) once done reading the repository; on error,
+// nothing is held and release is nil.
+func (r Repo) Clone(ctx context.Context, branch string) (repo *git.Repository, commit *object.Commit, release func(), err error) {
+	st := budgetOr(r.Budget).Storage(r.cloneLimits())
+	defer func() {
+		if err != nil {
+			st.Release()
+		}
+	}()
+	repo, err = git.CloneContext(ctx, st, nil, &git.CloneOptions{
 		URL:           r.URL,
 		Auth:          r.Auth,
 		ReferenceName: plumbing.NewBranchReferenceName(branch),
@@ -162,17 +182,17 @@ func (r Repo) Clone(ctx context.Context, branch string) (*git.Repository, *objec
 		Tags:          git.NoTags,
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.shown(), r.clean(err))
+		return nil, nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, r.shown(), r.clean(err))
 	}
 	head, err := repo.Head()
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.shown(), r.clean(err))
+		return nil, nil, nil, fmt.Errorf("cannot read the head of %s: %w", r.shown(), r.clean(err))
 	}
-	commit, err := repo.CommitObject(head.Hash())
+	commit, err = repo.CommitObject(head.Hash())
 	if err != nil {
-		return nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), r.clean(err))
+		return nil, nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), r.clean(err))
 	}
-	return repo, commit, nil
+	return repo, commit, st.Release, nil
 }
 
 // Parsed is a valid definition and the file it came from.

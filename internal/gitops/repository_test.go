@@ -20,10 +20,11 @@ func readHead(t *testing.T, url, branch, folder string) (string, *Snapshot) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, commit, err := r.Clone(ctx, b)
+	repo, commit, release, err := r.Clone(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	if commit.Hash != head {
 		t.Fatalf("cloned %s, head is %s", commit.Hash, head)
 	}
@@ -108,10 +109,11 @@ func TestReadSnapshotOverHTTPAndFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repo, gone, err := Repo{URL: url}.Clone(ctx, b)
+	repo, gone, release, err := Repo{URL: url}.Clone(ctx, b)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer release()
 	for _, folder := range []string{"addons", "adons", "addons/nested"} {
 		if _, err := ReadSnapshot(repo.Storer, gone, folder); err == nil || !strings.Contains(err.Error(), `there is no folder "`+folder+`"`) ||
 			!strings.Contains(err.Error(), "check spec.folder and spec.branch") {
@@ -136,12 +138,16 @@ func TestCloneRefusesAPackTooLarge(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	_, _, err := Repo{URL: url, Limits: limits}.Clone(context.Background(), "main")
+	budget := source.NewGitBudget(64 << 20)
+	_, _, _, err := Repo{URL: url, Limits: limits, Budget: budget}.Clone(context.Background(), "main")
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, source.ErrGitTooLarge) || !strings.Contains(err.Error(), "keep large files") {
 		t.Fatalf("clone: %v; want it refused for its size", err)
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 8<<20 {
 		t.Fatalf("refusing the pack allocated %d MiB: it was unpacked", grew>>20)
+	}
+	if held := budget.Held(); held != 0 {
+		t.Fatalf("the refused clone still holds %d bytes of the git budget", held)
 	}
 }

@@ -31,7 +31,8 @@ const DefaultAttempts = 5
 // MaxConcurrentCommits bounds the commits one Capstan process makes at
 // once, the server's (the page and the API) and the CLI's together. Each
 // clones its branch into memory, up to CloneLimits, with a checkout beside
-// it: the bound is what bounds their memory.
+// it: the bound keeps commits from taking all of the git budget
+// (source.GitBudget) the syncer and the Addons' fetches share with them.
 const MaxConcurrentCommits = 2
 
 // ErrBusy is returned when MaxConcurrentCommits commits are being made and
@@ -124,6 +125,10 @@ type Writer struct {
 	// otherwise.
 	KeepLast bool
 
+	// Budget is the git budget the writer's clones take their memory
+	// from; nil means the process's (source.ProcessGitBudget).
+	Budget *source.GitBudget
+
 	// beforePush runs before each push; tests use it to lose a race.
 	beforePush func()
 }
@@ -200,10 +205,11 @@ func (w *Writer) Read(ctx context.Context, name string) (*DefinitionFile, error)
 	if err != nil {
 		return nil, err
 	}
-	repo, err := w.checkout(ctx, branch)
+	repo, release, err := w.checkout(ctx, branch)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	head, err := repo.Head()
 	if err != nil {
 		return nil, err
@@ -350,71 +356,80 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	var baseExists bool
 	var baseFile, baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
-		repo, err := w.checkout(ctx, branch)
-		if err != nil {
-			return "", err
-		}
-		head, err := repo.Head()
-		if err != nil {
-			return "", err
-		}
-		wt, err := repo.Worktree()
-		if err != nil {
-			return "", err
-		}
-		var cur []byte
-		var exists bool
-		file, cur, exists, err = w.readDefinition(wt.Filesystem, name)
-		if err != nil {
-			return "", err
-		}
-		if attempt == 1 {
-			base, baseExists, baseFile, baseCommit = cur, exists, file, head.Hash().String()
-		} else if file != baseFile || exists != baseExists || !bytes.Equal(cur, base) {
-			return "", &ConflictError{File: baseFile, Base: baseCommit, Head: head.Hash().String()}
-		}
-		next, keep, err := edit(file, cur, exists)
-		if err != nil {
-			return "", err
-		}
-		if keep && exists && bytes.Equal(next, cur) {
-			return "", ErrNoChange
-		}
-		if keep {
-			if err := writeFile(wt.Filesystem, file, next); err != nil {
-				return "", err
+		// NOTE: one attempt's clone goes back to the git budget before the
+		// next one is made, and on every way out.
+		done, commit, err := func() (bool, string, error) {
+			repo, releaseRepo, err := w.checkout(ctx, branch)
+			if err != nil {
+				return true, "", err
 			}
-			if _, err := wt.Add(file); err != nil {
-				return "", err
+			defer releaseRepo()
+			head, err := repo.Head()
+			if err != nil {
+				return true, "", err
 			}
-		} else if _, err := wt.Remove(file); err != nil {
-			return "", err
-		} else if last, err := w.tookLast(wt, path.Dir(file)); err != nil {
-			return "", err
-		} else if last {
-			return "", fmt.Errorf("removing %s: %w", file, ErrLastDefinition)
-		} else if err := keepFolder(wt, path.Dir(file)); err != nil {
-			return "", err
-		}
-		commit, err := wt.Commit(fmt.Sprintf("%s add-on %s\n\nMade with capstan addon %s, one change to %s.\n", verb, name, lower(verb), file), &git.CommitOptions{
-			Author: w.signature(),
-		})
-		if err != nil {
-			return "", fmt.Errorf("cannot commit %s: %w", file, err)
-		}
-		if w.beforePush != nil {
-			w.beforePush()
-		}
-		refspec := config.RefSpec(fmt.Sprintf("%s:%s", plumbing.NewBranchReferenceName(branch), plumbing.NewBranchReferenceName(branch)))
-		pushErr := repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{refspec}, Auth: w.Auth})
-		if pushErr == nil {
-			return commit.String(), nil
-		}
-		// NOTE: a push can fail because another writer pushed first. Only
-		// then is it retried: a head that did not move means a real failure.
-		_, now, err := remote.Head(ctx, branch)
-		if err != nil || now == head.Hash() {
-			return "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, netguard.Redact(w.URL), netguard.RedactError(pushErr, w.URL))
+			wt, err := repo.Worktree()
+			if err != nil {
+				return true, "", err
+			}
+			var cur []byte
+			var exists bool
+			file, cur, exists, err = w.readDefinition(wt.Filesystem, name)
+			if err != nil {
+				return true, "", err
+			}
+			if attempt == 1 {
+				base, baseExists, baseFile, baseCommit = cur, exists, file, head.Hash().String()
+			} else if file != baseFile || exists != baseExists || !bytes.Equal(cur, base) {
+				return true, "", &ConflictError{File: baseFile, Base: baseCommit, Head: head.Hash().String()}
+			}
+			next, keep, err := edit(file, cur, exists)
+			if err != nil {
+				return true, "", err
+			}
+			if keep && exists && bytes.Equal(next, cur) {
+				return true, "", ErrNoChange
+			}
+			if keep {
+				if err := writeFile(wt.Filesystem, file, next); err != nil {
+					return true, "", err
+				}
+				if _, err := wt.Add(file); err != nil {
+					return true, "", err
+				}
+			} else if _, err := wt.Remove(file); err != nil {
+				return true, "", err
+			} else if last, err := w.tookLast(wt, path.Dir(file)); err != nil {
+				return true, "", err
+			} else if last {
+				return true, "", fmt.Errorf("removing %s: %w", file, ErrLastDefinition)
+			} else if err := keepFolder(wt, path.Dir(file)); err != nil {
+				return true, "", err
+			}
+			commit, err := wt.Commit(fmt.Sprintf("%s add-on %s\n\nMade with capstan addon %s, one change to %s.\n", verb, name, lower(verb), file), &git.CommitOptions{
+				Author: w.signature(),
+			})
+			if err != nil {
+				return true, "", fmt.Errorf("cannot commit %s: %w", file, err)
+			}
+			if w.beforePush != nil {
+				w.beforePush()
+			}
+			refspec := config.RefSpec(fmt.Sprintf("%s:%s", plumbing.NewBranchReferenceName(branch), plumbing.NewBranchReferenceName(branch)))
+			pushErr := repo.PushContext(ctx, &git.PushOptions{RemoteName: "origin", RefSpecs: []config.RefSpec{refspec}, Auth: w.Auth})
+			if pushErr == nil {
+				return true, commit.String(), nil
+			}
+			// NOTE: a push can fail because another writer pushed first. Only
+			// then is it retried: a head that did not move means a real failure.
+			_, now, err := remote.Head(ctx, branch)
+			if err != nil || now == head.Hash() {
+				return true, "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, netguard.Redact(w.URL), netguard.RedactError(pushErr, w.URL))
+			}
+			return false, "", nil
+		}()
+		if done {
+			return commit, err
 		}
 	}
 	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
@@ -431,16 +446,20 @@ func (w *Writer) branch(ctx context.Context) (string, error) {
 }
 
 // checkout clones the head of branch into memory, with its files checked
-// out.
-func (w *Writer) checkout(ctx context.Context, branch string) (*git.Repository, error) {
-	repo, err := git.CloneContext(ctx, source.GitStorage(CloneLimits), memfs.New(), &git.CloneOptions{
+// out. The clone and its checkout are taken from the git budget until
+// release, which the caller calls (deferred) once done with them; on
+// error, nothing is held and release is nil.
+func (w *Writer) checkout(ctx context.Context, branch string) (*git.Repository, func(), error) {
+	st := budgetOr(w.Budget).Storage(CloneLimits)
+	repo, err := git.CloneContext(ctx, st, st.Worktree(memfs.New()), &git.CloneOptions{
 		URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
 		SingleBranch: true, Depth: 1, Tags: git.NoTags,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
+		st.Release()
+		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
 	}
-	return repo, nil
+	return repo, st.Release, nil
 }
 
 // tookLast reports, with KeepLast, whether folder holds no definition

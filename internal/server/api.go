@@ -54,7 +54,7 @@ func badRequest(field, format string, args ...any) apiError {
 // own status for its refusals (403 for RBAC, 404, 409 for a conflict), 409
 // for a stale or missing plan and for the approval of a suspended Addon,
 // 422 for a blocked plan or invalid values, 413 for a body over the limit,
-// 429 when the commits to git are busy.
+// 429 when the commits to git, or the git data in memory, are busy.
 func errorFor(err error) apiError {
 	var ae apiError
 	var bad *body.Error
@@ -76,7 +76,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, gitops.ErrLastDefinition), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
-	case errors.Is(err, gitops.ErrBusy):
+	case errors.Is(err, gitops.ErrBusy), errors.Is(err, source.ErrGitMemoryBusy):
 		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error(), retryAfter: commitRetryAfter}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}

@@ -192,7 +192,15 @@ func resolveRevision(refs []*plumbing.Reference, rev string) (commit string, ref
 // fetchTree fetches one commit into memory and reads its tree.
 func (f *Fetcher) fetchTree(ctx context.Context, u string, auth transport.AuthMethod, commit, refName string, refs []*plumbing.Reference) (*Tree, error) {
 	shown := netguard.Redact(u)
-	repo, err := git.Init(GitStorage(f.limits.FetchLimits()), nil)
+	budget := f.opts.GitBudget
+	if budget == nil {
+		budget = ProcessGitBudget()
+	}
+	st := budget.Storage(f.limits.FetchLimits())
+	// NOTE: the tree is copied out of the storage before it returns; its
+	// objects are garbage from then on, and their budget is others'.
+	defer st.Release()
+	repo, err := git.Init(st, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +262,7 @@ func fatalGitError(err error) bool {
 		errors.Is(err, transport.ErrAuthenticationRequired) ||
 		errors.Is(err, transport.ErrAuthorizationFailed) ||
 		errors.Is(err, transport.ErrRepositoryNotFound) ||
-		errors.Is(err, ErrGitTooLarge) || errors.Is(err, ErrTooManyRefs) ||
+		errors.Is(err, ErrGitTooLarge) || errors.Is(err, ErrTooManyRefs) || errors.Is(err, ErrGitMemoryBusy) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
@@ -267,7 +275,7 @@ func gitError(shown, doing string, err error) error {
 		hint = "the server refused the credentials; check the Secret named in spec.git.secretRef"
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		hint = "the server has no such repository, or hides it without credentials; check spec.git.url and spec.git.secretRef"
-	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs):
+	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs), errors.Is(err, ErrGitMemoryBusy):
 		hint = "" // it says what to do
 	}
 	return &FetchError{URL: shown, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/storage"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -22,9 +24,15 @@ import (
 
 // GitStorage is a memory storage for one fetch that refuses a pack that
 // would unpack past limits: more than MaxUncompressedBytes in all, or
-// more than objectsPerFile objects per MaxFiles.
+// more than objectsPerFile objects per MaxFiles. What it holds is taken
+// from the process's git budget (ProcessGitBudget); its user calls
+// Release once it has read what it needs.
 func GitStorage(limits Limits) *BoundedStorage {
-	return &BoundedStorage{Storage: memory.NewStorage(), limits: limits.withDefaults()}
+	return ProcessGitBudget().Storage(limits)
+}
+
+func newBoundedStorage(limits Limits, budget *GitBudget) *BoundedStorage {
+	return &BoundedStorage{Storage: memory.NewStorage(), limits: limits.withDefaults(), budget: budget}
 }
 
 // BoundedStorage is GitStorage's storage: go-git hands it each fetched
@@ -35,11 +43,68 @@ type BoundedStorage struct {
 	limits Limits
 	// bytes and objects are what the packs taken so far unpack to.
 	bytes, objects int64
+
+	budget *GitBudget
+	mu     sync.Mutex
+	// taken is what the storage holds of the budget: the packs it holds
+	// unpacked, and the one arriving.
+	taken    int64
+	released bool
+}
+
+// take takes n bytes of the budget for the storage.
+func (s *BoundedStorage) take(n int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return errors.New("the git storage was released: its fetch is over")
+	}
+	if err := s.budget.take(n, s.taken); err != nil {
+		return err
+	}
+	s.taken += n
+	return nil
+}
+
+// give returns n bytes the storage took.
+func (s *BoundedStorage) give(n int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return
+	}
+	n = min(n, s.taken)
+	s.taken -= n
+	s.budget.give(n)
+}
+
+// Release returns all the storage holds to the budget. Its user calls it
+// once done with the repository (a defer right after the clone or the
+// fetch): the objects are garbage from then on. It may be called more
+// than once.
+func (s *BoundedStorage) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.released {
+		return
+	}
+	s.released = true
+	s.budget.give(s.taken)
+	s.taken = 0
+}
+
+// Release releases the budget a repository's storage holds, when it is a
+// BoundedStorage.
+func Release(st storage.Storer) {
+	if s, ok := st.(*BoundedStorage); ok {
+		s.Release()
+	}
 }
 
 // PackfileWriter takes one pack, keeps it while it arrives (at most the
 // unpacked limit, which a pack's compressed bytes cannot need more of),
-// and on Close checks it and unpacks it into the storage.
+// and on Close checks it and unpacks it into the storage. Both the pack
+// and what it unpacks to are taken from the budget before they are held.
 func (s *BoundedStorage) PackfileWriter() (io.WriteCloser, error) {
 	return &packWriter{s: s}, nil
 }
@@ -51,25 +116,46 @@ type packWriter struct {
 }
 
 func (w *packWriter) Write(p []byte) (int, error) {
+	if w.failed {
+		return 0, errors.New("the pack was refused")
+	}
 	if int64(w.buf.Len()+len(p)) > w.s.limits.MaxUncompressedBytes-w.s.bytes {
-		w.failed = true
+		w.fail()
 		return 0, w.s.tooLarge("its pack alone is over the limit")
 	}
+	if err := w.s.take(int64(len(p))); err != nil {
+		w.fail()
+		return 0, err
+	}
 	return w.buf.Write(p)
+}
+
+// fail drops the pack, and returns what it took.
+func (w *packWriter) fail() {
+	w.failed = true
+	w.s.give(int64(w.buf.Len()))
+	w.buf = bytes.Buffer{}
 }
 
 func (w *packWriter) Close() error {
 	if w.failed || w.buf.Len() == 0 {
 		return nil
 	}
+	// NOTE: the pack's bytes go back once it is unpacked, or refused.
+	defer w.fail()
 	size, objects, err := checkPack(w.buf.Bytes(), w.s.limits, w.s.bytes, w.s.objects)
 	if err != nil {
+		return err
+	}
+	if err := w.s.take(size); err != nil {
 		return err
 	}
 	p, err := packfile.NewParserWithStorage(packfile.NewScanner(bytes.NewReader(w.buf.Bytes())), w.s.Storage)
 	if err != nil {
 		return err
 	}
+	// NOTE: a pack that fails half unpacked keeps its size taken from the
+	// budget: the objects it stored stay in the storage until Release.
 	if _, err = p.Parse(); err != nil {
 		return err
 	}

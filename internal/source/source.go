@@ -52,6 +52,9 @@ type Options struct {
 	// GitCacheSize and GitCacheBytes bound the git tree cache.
 	GitCacheSize  int
 	GitCacheBytes int64
+	// GitBudget bounds the git data in memory of every fetch of the
+	// process together; nil means ProcessGitBudget.
+	GitBudget *GitBudget
 	// AllowFileGit allows file:// git URLs, which read the controller's own
 	// filesystem: for tests and `capstan render` only.
 	AllowFileGit bool
