@@ -51,6 +51,7 @@ type controllerOptions struct {
 	leaderElectID  string
 	allowFileGit   bool
 	sourceLimits   source.Limits
+	gitBudget      string
 	kubeconfig     string
 	maxConcurrency int
 	httpAddr       string
@@ -86,6 +87,9 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.leaderElectID, "leader-election-id", defaultLeaderElectionID, "The name of the Lease, in --namespace, that --leader-elect holds: give each controller sharing a namespace one of its own.")
 	fs.IntVar(&o.sourceLimits.MaxFiles, "max-source-files", source.DefaultLimits.MaxFiles, "The most files of one chart (its subcharts' included) or one git repository's commit: the whole repository counts, not only spec.git.path.")
 	fs.Int64Var(&o.sourceLimits.MaxUncompressedBytes, "max-source-bytes", source.DefaultLimits.MaxUncompressedBytes, "The most bytes of one chart's files (its subcharts' included) or one git repository's commit, which the controller holds in memory and caches.")
+	fs.StringVar(&o.gitBudget, "git-memory-budget", resource.NewQuantity(source.DefaultGitMemoryBudget, resource.BinarySI).String(),
+		"The most memory the git data of all fetches (Addons' git folders, the AddonRepository syncer's and the commits' clones) may hold at once, as a Kubernetes quantity; "+
+			"a fetch past it fails and is retried. At least the largest fetch's limit: a gitops clone's 512Mi, and 4 times --max-source-bytes.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")
@@ -153,6 +157,11 @@ func newControllerCommand() *cobra.Command {
 			if err := checkSourceLimits(o.sourceLimits); err != nil {
 				return err
 			}
+			budget, err := gitMemoryBudget(o.gitBudget, o.sourceLimits)
+			if err != nil {
+				return err
+			}
+			source.SetProcessGitBudget(budget)
 			cfg, err := restConfig(kubeConfig(o.kubeconfig, ""), o.kubeconfig)
 			if err != nil {
 				return err
@@ -222,6 +231,22 @@ func checkSourceLimits(l source.Limits) error {
 		return fmt.Errorf("--max-source-files %d and --max-source-bytes %d: give positive numbers", l.MaxFiles, l.MaxUncompressedBytes)
 	}
 	return nil
+}
+
+// gitMemoryBudget parses --git-memory-budget, and refuses one below the
+// largest fetch's limit: that fetch would then fail for good, retried for
+// ever as if others held the memory.
+func gitMemoryBudget(quantity string, limits source.Limits) (int64, error) {
+	q, err := resource.ParseQuantity(quantity)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q is not a quantity such as 768Mi: %w", source.GitBudgetFlag, quantity, err)
+	}
+	largest := source.LargestGitFetch(limits, gitops.CloneLimits.MaxUncompressedBytes)
+	if q.Value() < largest {
+		return 0, fmt.Errorf("%s %s is below the largest git fetch's limit, %dMi (a gitops clone's %dMi, or 4 times --max-source-bytes): give at least that, and the pod the memory for it",
+			source.GitBudgetFlag, quantity, largest>>20, gitops.CloneLimits.MaxUncompressedBytes>>20)
+	}
+	return q.Value(), nil
 }
 
 // contextNamespace is the namespace kubectl would use: the context's in

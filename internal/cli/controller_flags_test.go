@@ -48,6 +48,27 @@ func TestControllerFlagsRefused(t *testing.T) {
 		checkSourceLimits(o.sourceLimits) == nil {
 		t.Errorf("--max-source-files=50000 --max-source-bytes=0: %+v, %v", o.sourceLimits, checkSourceLimits(o.sourceLimits))
 	}
+	if o := parseControllerFlags(t); o.gitBudget != "768Mi" {
+		t.Errorf("--git-memory-budget defaults to %q, want 768Mi", o.gitBudget)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--git-memory-budget=512Mi"}, ""},
+		{[]string{"--git-memory-budget=lots"}, "is not a quantity"},
+		{[]string{"--git-memory-budget=256Mi"}, "below the largest git fetch's limit, 512Mi"},
+		// An Addon's fetch may hold 4 times --max-source-bytes with its history.
+		{[]string{"--max-source-bytes=209715200"}, "below the largest git fetch's limit, 800Mi"},
+		{[]string{"--max-source-bytes=209715200", "--git-memory-budget=1Gi"}, ""},
+	} {
+		o := parseControllerFlags(t, c.args...)
+		_, err := gitMemoryBudget(o.gitBudget, o.sourceLimits)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v; want %q", c.args, err, c.want)
+		}
+	}
 	for names, want := range map[string]string{"Bad_Name": "is not a Secret's name", "a,a": "is given twice"} {
 		if err := checkNotifySecrets(strings.Split(names, ",")); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("--notify-secret %s: %v", names, err)

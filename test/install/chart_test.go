@@ -90,6 +90,7 @@ pruneApprovalThreshold: 0.25
 maxObjectsPerAddon: 800
 extraArgs: [--fetch-timeout=90s, --pprof-bind-address=127.0.0.1:6060]
 render: {timeout: 10s, memoryLimit: 256Mi, workers: 4}
+gitMemoryBudget: 1Gi
 fetch: {allow: [10.0.0.0/8], deny: [charts.internal], denyPrivate: true, caConfigMap: ca}
 remoteClusters: {allow: [192.0.2.10/32]}
 notifications: {secrets: [capstan-notify-platform, capstan-notify-audit], allow: [10.96.0.0/12, hooks.internal:8443]}
@@ -142,6 +143,9 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 			if name == "every option" && !strings.Contains(want, "--notify-secret=capstan-notify-audit") {
 				t.Errorf("every option: the notification Secrets are not the controller's flags")
 			}
+			if name == "every option" && !strings.Contains(want, "--git-memory-budget=1Gi") {
+				t.Errorf("every option: gitMemoryBudget is not the controller's --git-memory-budget")
+			}
 			if name == "every option" && !strings.Contains(want, "--notify-allow=10.96.0.0/12,hooks.internal:8443") {
 				t.Errorf("every option: notifications.allow is not the controller's --notify-allow")
 			}
@@ -153,6 +157,7 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		{"unknownKey=1", "unknownKey"},
 		{"shard=Shard_A", "shard"},
 		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
+		{"gitMemoryBudget=lots", "gitMemoryBudget"},
 		{"maxConcurrentPerTenant=-2", "maxConcurrentPerTenant"},
 		{"extraArgs={leader-elect}", "extraArgs"},
 		{"notifications.secrets={Team_Hook}", "notifications"},

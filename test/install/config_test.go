@@ -63,7 +63,7 @@ func TestKubectlInstallMatchesChart(t *testing.T) {
 		var flags []string
 		containers := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)
 		for _, arg := range containers[0].(map[string]any)["args"].([]any) {
-			if s := arg.(string); strings.HasPrefix(s, "--render-memory-limit") || strings.HasPrefix(s, "--render-workers") {
+			if s := arg.(string); strings.HasPrefix(s, "--render-memory-limit") || strings.HasPrefix(s, "--render-workers") || strings.HasPrefix(s, "--git-memory-budget") {
 				flags = append(flags, s)
 			}
 		}
@@ -71,7 +71,7 @@ func TestKubectlInstallMatchesChart(t *testing.T) {
 		return flags
 	}
 	if diff := cmp.Diff(renderFlags(want), renderFlags(deployment)); diff != "" {
-		t.Errorf("config/default bounds the render workers otherwise than the chart (-chart +config):\n%s", diff)
+		t.Errorf("config/default bounds the render workers or the git budget otherwise than the chart (-chart +config):\n%s", diff)
 	}
 	// The leader finds its own Pod, to label it, by the downward API.
 	env := func(d map[string]any) any {
