@@ -157,3 +157,18 @@ func TestNoHookObjectWhenStatusHookIsNotWritten(t *testing.T) {
 		t.Errorf("status.hook = %s; want none, as stored", h.Describe())
 	}
 }
+
+// TestUnrecordedEndIsNoHookFailure: a run whose hooks all succeeded but
+// whose end could not be recorded (errUnrecorded) is not worded by the
+// apply sequence as a hook that failed: none did, and the next look
+// records it.
+func TestUnrecordedEndIsNoHookFailure(t *testing.T) {
+	c := fake.NewClientBuilder().WithScheme(hookTestScheme(t)).Build()
+	timeout := apierrors.NewServerTimeout(capstanv1.GroupVersion.WithResource("addons").GroupResource(), "patch", 1)
+	seq := apply.Sequence{Applier: &apply.Applier{Client: c}, PreEvent: "pre-upgrade", HasPreHooks: true,
+		PreHooks: func(context.Context) error { return errUnrecorded{timeout} }}
+	_, err := seq.Run(context.Background())
+	if err == nil || !unrecorded(err) || strings.Contains(err.Error(), "hook failed") {
+		t.Fatalf("Sequence.Run = %v; want the unrecorded end, not worded as a hook's failure", err)
+	}
+}

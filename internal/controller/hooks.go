@@ -161,6 +161,9 @@ type errUnrecorded struct{ err error }
 func (e errUnrecorded) Error() string { return "recording that the hooks succeeded: " + e.err.Error() }
 func (e errUnrecorded) Unwrap() error { return e.err }
 
+// NoHookFailed tells apply.Sequence not to word it as a hook's failure.
+func (e errUnrecorded) NoHookFailed() bool { return true }
+
 // unrecorded reports whether err is a run that a status write stopped:
 // one whose end could not be recorded (errUnrecorded), or one that did not
 // start its next hook because status.hook could not name it first
