@@ -59,7 +59,7 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 				l.Name(), ValuesPrefix(addon.Name), GeneratedName(addon.Name), capstanv1.AddonLabel, addon.Name)
 			continue
 		}
-		data, missing, err := readKey(ctx, r, addon, profile, l)
+		data, gone, err := readKey(ctx, r, addon, profile, l)
 		if err != nil {
 			if ie, ok := err.(*InvalidError); ok {
 				errs = append(errs, ie.Errors...)
@@ -67,13 +67,13 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 			}
 			return Sources{}, err
 		}
-		if missing != "" {
+		if gone {
 			if ref.Optional {
 				l.Missing = true
 				src.From = append(src.From, l)
 				continue
 			}
-			errs.add(field, "valuesFrom.missing", "%s: %s; create it, or mark the entry optional", l.Name(), missing)
+			errs.add(field, "valuesFrom.missing", "%s: the %s does not exist; create it, or mark the entry optional", l.Name(), ref.Kind)
 			continue
 		}
 		if len(data) > MaxDocumentBytes {
@@ -102,9 +102,12 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 	return src, nil
 }
 
-// readKey reads the entry's key. missing says what is absent, the object
-// or its key, and is empty when the key was read.
-func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, l Layer) (data []byte, missing string, err error) {
+// readKey reads the entry's key. gone says the object does not exist,
+// which an optional entry allows. A key the object lacks is an
+// *InvalidError, optional or not, as Flux's HelmRelease has it: optional
+// covers an object not made yet, and a misspelt valuesKey in one that
+// exists would otherwise render without the value and report Ready.
+func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, l Layer) (data []byte, gone bool, err error) {
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: l.Ref.Name}
 	var obj client.Object
 	switch l.Ref.Kind {
@@ -113,17 +116,17 @@ func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profi
 	case "ConfigMap":
 		obj = &corev1.ConfigMap{}
 	default:
-		return nil, "", invalid(l.field(), "valuesFrom.kind", "%s: kind must be Secret or ConfigMap", l.Name())
+		return nil, false, invalid(l.field(), "valuesFrom.kind", "%s: kind must be Secret or ConfigMap", l.Name())
 	}
 	if err := r.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Sprintf("the %s does not exist", l.Ref.Kind), nil
+			return nil, true, nil
 		}
-		return nil, "", fmt.Errorf("read %s %s/%s for %s: %w", l.Ref.Kind, key.Namespace, key.Name, l.field(), err)
+		return nil, false, fmt.Errorf("read %s %s/%s for %s: %w", l.Ref.Kind, key.Namespace, key.Name, l.field(), err)
 	}
 	if profile != capstanv1.ProfileCluster {
 		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", l.Ref.Kind, l.Ref.Name)); err != nil {
-			return nil, "", invalid(l.field(), "valuesFrom.restricted", "%s: %v", l.field(), err)
+			return nil, false, invalid(l.field(), "valuesFrom.restricted", "%s: %v", l.field(), err)
 		}
 	}
 	var ok bool
@@ -134,9 +137,13 @@ func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profi
 		data, ok = configMapData(o, l.Ref.ValuesKey)
 	}
 	if !ok {
-		return nil, fmt.Sprintf("the %s has no key %s", l.Ref.Kind, l.Ref.ValuesKey), nil
+		fix := "add the key, or correct valuesKey"
+		if l.Ref.Optional {
+			fix += " (optional covers a missing object, not a missing key)"
+		}
+		return nil, false, invalid(l.field(), "valuesFrom.missing", "%s: the %s has no key %s; %s", l.Name(), l.Ref.Kind, l.Ref.ValuesKey, fix)
 	}
-	return data, "", nil
+	return data, false, nil
 }
 
 // lineRE finds the line number in a YAML parser's message.

@@ -108,7 +108,12 @@ func TestReadRules(t *testing.T) {
 		{name: "missing key", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("nokey")),
 			wantRule: "valuesFrom.missing", wantMsg: "has no key nokey"},
 		{name: "optional missing object", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-nope", optional)},
-		{name: "optional missing key", profile: capstanv1.ProfileCluster, ref: ref("ConfigMap", "shared-config", key("nokey"), optional)},
+		// NOTE: optional covers a missing object only, as in Flux: a
+		// misspelt key in one that exists must not render without it.
+		{name: "optional missing key", profile: capstanv1.ProfileCluster, ref: ref("ConfigMap", "shared-config", key("nokey"), optional),
+			wantRule: "valuesFrom.missing", wantMsg: "the ConfigMap has no key nokey; add the key, or correct valuesKey (optional covers a missing object, not a missing key)"},
+		{name: "optional missing key, targetPath", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-ok", key("pasword"), target("auth.password"), optional),
+			wantRule: "valuesFrom.missing", wantMsg: "the Secret has no key pasword"},
 		{name: "not YAML", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-notyaml"),
 			wantRule: "values.notYAML", wantMsg: "Secret app-values-notyaml, key values.yaml) is not valid YAML"},
 		{name: "YAML but not a map", profile: capstanv1.ProfileRestricted, ref: ref("Secret", "app-values-scalar"),
