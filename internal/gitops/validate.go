@@ -229,7 +229,7 @@ func (r *rules) postRender(def *Definition) {
 		case len(pt.Patch) > render.MaxPatchBytes:
 			r.fail(fmt.Sprintf("is longer than %d bytes", render.MaxPatchBytes), "patches", i, "patch")
 		default:
-			if err := render.CheckPatch(pt.Patch); err != nil {
+			if err := render.CheckPatch(pt.Patch, pt.Target != nil); err != nil {
 				r.fail(err.Error(), "patches", i, "patch")
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -89,7 +90,7 @@ func (p *PostRender) Check() error {
 		if pt.Path != "" {
 			return fmt.Errorf("spec.patches[%d]: a patch is written inline, not read from a path", i)
 		}
-		if err := CheckPatch(pt.Patch); err != nil {
+		if err := CheckPatch(pt.Patch, pt.Target != nil); err != nil {
 			return fmt.Errorf("spec.patches[%d]: %w", i, err)
 		}
 	}
@@ -102,17 +103,45 @@ func (p *PostRender) Check() error {
 // CheckPatch refuses a patch that is neither YAML nor JSON, that is
 // neither a partial object nor a list of operations, and the JSON 6902
 // copy operation, which can double an object with each use and so grow a
-// render without bound.
-func CheckPatch(patch string) error {
+// render without bound. A patch may hold several strategic merge patches
+// separated by "---", as kustomize takes them, each checked; targeted
+// says the patch has a target, which kustomize refuses for several.
+func CheckPatch(patch string, targeted bool) error {
 	// NOTE: before anything unmarshals it: a few KiB of anchors and
-	// aliases expand to gigabytes.
-	var node yamlv3.Node
-	if err := yamlv3.Unmarshal([]byte(patch), &node); err != nil {
+	// aliases expand to gigabytes. Every document is read, not only the
+	// first, which is all a plain unmarshal reads.
+	docs, err := patchDocuments(patch)
+	if err != nil {
 		return fmt.Errorf("the patch is neither YAML nor JSON: %v", err)
 	}
-	if hasAlias(&node) {
-		return errors.New("the patch uses YAML anchors or aliases, which Capstan refuses because a few of them can expand to gigabytes: write it out in full")
+	for j, d := range docs {
+		if hasAlias(d.node) {
+			where := "the patch uses"
+			if len(docs) > 1 {
+				where = fmt.Sprintf("document %d of the patch uses", j+1)
+			}
+			return errors.New(where + " YAML anchors or aliases, which Capstan refuses because a few of them can expand to gigabytes: write it out in full")
+		}
 	}
+	if len(docs) <= 1 {
+		return checkPatchDocument(patch)
+	}
+	for j, d := range docs {
+		if d.node.Content[0].Kind != yamlv3.MappingNode {
+			return fmt.Errorf("the patch holds %d documents, and document %d is not a partial object: several documents in one patch are strategic merge patches, each naming its object; write a JSON 6902 patch in an entry of its own", len(docs), j+1)
+		}
+		if err := checkPatchDocument(d.text); err != nil {
+			return fmt.Errorf("document %d: %w", j+1, err)
+		}
+	}
+	if targeted {
+		return fmt.Errorf("the patch holds %d strategic merge patches and a target, which kustomize refuses: several in one entry each apply to the object they name; drop the target, or write one entry per document", len(docs))
+	}
+	return nil
+}
+
+// checkPatchDocument checks one document of a patch, with no alias in it.
+func checkPatchDocument(patch string) error {
 	var doc any
 	if err := yaml.Unmarshal([]byte(patch), &doc); err != nil {
 		return fmt.Errorf("the patch is neither YAML nor JSON: %v", err)
@@ -133,6 +162,50 @@ func CheckPatch(patch string) error {
 		return errors.New("the patch is neither a partial object (a strategic merge patch) nor a list of operations (a JSON 6902 patch)")
 	}
 	return nil
+}
+
+// patchDocument is one YAML document of a patch: its node, and its text.
+type patchDocument struct {
+	node *yamlv3.Node
+	text string
+}
+
+// patchDocuments reads every document of a patch, as kustomize does: one
+// entry may hold several strategic merge patches, separated by "---".
+// Empty documents are left out. The text of a patch of one document is
+// the patch as it is written; each of several is written out again on
+// its own, its folded blocks as literal ones (literalBlocks), which hold
+// the same text.
+func patchDocuments(patch string) ([]patchDocument, error) {
+	dec := yamlv3.NewDecoder(strings.NewReader(patch))
+	var docs []patchDocument
+	for {
+		node := &yamlv3.Node{}
+		err := dec.Decode(node)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(node.Content) == 0 || node.Content[0].Kind == yamlv3.ScalarNode && node.Content[0].Tag == "!!null" {
+			continue
+		}
+		docs = append(docs, patchDocument{node: node})
+	}
+	if len(docs) == 1 {
+		docs[0].text = patch
+		return docs, nil
+	}
+	for i := range docs {
+		literalBlocks(docs[i].node)
+		data, err := yamlv3.Marshal(docs[i].node)
+		if err != nil {
+			return nil, err
+		}
+		docs[i].text = string(data)
+	}
+	return docs, nil
 }
 
 // hasAlias reports whether a YAML document has an anchor or an alias.
@@ -210,19 +283,40 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 		return fmt.Errorf("spec.patches: the render is %d MiB, and patching it would have kustomize read %d MiB, more than %d MiB: change the chart's values instead, or split the add-on",
 			size>>20, 2*size>>20, postRenderBudget>>20)
 	}
-	patches := make([]types.Patch, len(p.Patches))
+	// patches are what kustomize runs; origin[k] is the entry of
+	// spec.patches that patches[k] comes from, and marks the annotations
+	// that stand for the targets Capstan gave.
+	var patches []types.Patch
+	var origin []int
+	var marks []string
 	for i, pt := range p.Patches {
-		if pt.Target == nil {
-			// NOTE: kustomize takes a strategic merge patch's target from
-			// the object it names, and fails in a stream without that
-			// object, and reads a core apiVersion as any group. The
-			// objects it names exactly are marked, and the mark is the
-			// target.
-			target, err := namedTarget(pt.Patch)
-			if err != nil {
-				return fmt.Errorf("spec.patches[%d]: %w", i, err)
+		if pt.Target != nil {
+			patches, origin = append(patches, pt), append(origin, i)
+			continue
+		}
+		// NOTE: kustomize takes a strategic merge patch's target from
+		// the object it names, and fails in a stream without that
+		// object, and reads a core apiVersion as any group. The objects
+		// it names exactly are marked, and the mark is the target. An
+		// entry of several documents is several patches, as kustomize
+		// reads it, each with the target of its own object: kustomize
+		// refuses a target on an entry of several.
+		docs, err := patchDocuments(pt.Patch)
+		if err != nil {
+			return fmt.Errorf("spec.patches[%d]: the patch is neither YAML nor JSON: %v", i, err)
+		}
+		if len(docs) == 0 {
+			docs = []patchDocument{{text: pt.Patch}}
+		}
+		for j, doc := range docs {
+			where, mark := fmt.Sprintf("spec.patches[%d]", i), markTarget+"-"+strconv.Itoa(i)
+			if len(docs) > 1 {
+				where, mark = fmt.Sprintf("spec.patches[%d] (document %d)", i, j+1), mark+"-"+strconv.Itoa(j+1)
 			}
-			mark := markTarget + "-" + strconv.Itoa(i)
+			target, err := namedTarget(doc.text)
+			if err != nil {
+				return fmt.Errorf("%s: %w", where, err)
+			}
 			targeted := false
 			for _, obj := range slices.Concat(objects, hooks) {
 				if target.selects(obj) {
@@ -231,11 +325,11 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 				}
 			}
 			if !targeted {
-				return fmt.Errorf("spec.patches[%d] names %s, which the render does not have: check its apiVersion, kind, name and namespace, or give it a target", i, target)
+				return fmt.Errorf("%s names %s, which the render does not have: check its apiVersion, kind, name and namespace, or give it a target", where, target)
 			}
-			pt.Target = &types.Selector{AnnotationSelector: mark + "=yes"}
+			patches = append(patches, types.Patch{Patch: doc.text, Target: &types.Selector{AnnotationSelector: mark + "=yes"}, Options: pt.Options})
+			origin, marks = append(origin, i), append(marks, mark)
 		}
-		patches[i] = pt
 	}
 	notices, err := selectsNothing(p.Patches, objects, hooks)
 	if err != nil {
@@ -260,7 +354,7 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 		for _, layer := range layers(*stream) {
 			patched, err := kustomizeObjects(layer, all, grow, growImage)
 			if err != nil {
-				return attribute(err, layer, patches, p.Images, mask)
+				return attribute(err, layer, patches, origin, p.Images, mask)
 			}
 			out = append(out, patched...)
 		}
@@ -270,10 +364,8 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 		if _, ok := obj.GetAnnotations()[markObject]; !ok {
 			return fmt.Errorf("spec.patches removed the annotations of %s %s: patch the annotations they mean to, not all of them", obj.GetKind(), obj.GetName())
 		}
-		for i, pt := range p.Patches {
-			if pt.Target == nil {
-				setAnnotation(obj, markTarget+"-"+strconv.Itoa(i), "")
-			}
+		for _, mark := range marks {
+			setAnnotation(obj, mark, "")
 		}
 	}
 	outObjects, err := unmarkStream(objects, nameless, "o", len(res.Objects))
@@ -360,12 +452,13 @@ func unusedImages(images []types.Image, objs []*unstructured.Unstructured) []str
 }
 
 // attribute finds which patch, or the images, a failed post-render
-// failed on, by applying them one by one.
-func attribute(err error, objs []*unstructured.Unstructured, patches []types.Patch, images []types.Image, mask func(string) string) error {
-	for i, pt := range patches {
+// failed on, by applying them one by one; origin[k] is the entry of
+// spec.patches that patches[k] comes from.
+func attribute(err error, objs []*unstructured.Unstructured, patches []types.Patch, origin []int, images []types.Image, mask func(string) string) error {
+	for k, pt := range patches {
 		out, perr := kustomizeObjects(objs, types.Kustomization{Patches: []types.Patch{pt}}, len(pt.Patch), 0)
 		if perr != nil {
-			return fmt.Errorf("spec.patches[%d]: %s", i, oneLine(perr.Error(), mask))
+			return fmt.Errorf("spec.patches[%d]: %s", origin[k], oneLine(perr.Error(), mask))
 		}
 		objs = out
 	}

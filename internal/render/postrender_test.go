@@ -346,3 +346,71 @@ func TestPostRenderPatchesTestsApart(t *testing.T) {
 		t.Error("the sync's hook was not patched")
 	}
 }
+
+// TestPostRenderMultiDocumentPatch: one patch of several strategic merge
+// patches, separated by "---", applies each to the object it names, in
+// either stream, as kustomize takes it; none is cut, and no target is
+// made up that kustomize would refuse for several.
+func TestPostRenderMultiDocumentPatch(t *testing.T) {
+	res := postRenderFixture(t)
+	p := &PostRender{Patches: []types.Patch{{Patch: "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 4\n" +
+		"---\n$patch: delete\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n" +
+		"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: smoke\n  annotations:\n    helm.sh/hook-weight: \"3\"\n---\n"}}}
+	if err := p.apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := names(res.Objects); !slices.Equal(got, []string{"Deployment//web", "Job//migrate"}) {
+		t.Errorf("objects %v; want the ConfigMap deleted by the second document", got)
+	}
+	if got := field(t, res.Objects[0], "spec", "replicas"); got != int64(4) {
+		t.Errorf("replicas = %v; want 4 from the first document", got)
+	}
+	if res.Hooks[1].Weight != 3 {
+		t.Errorf("the smoke hook's weight = %d; want 3 from the third document", res.Hooks[1].Weight)
+	}
+	for _, obj := range slices.Concat(res.Objects, hookObjectsOf(res.Hooks)) {
+		for k := range obj.GetAnnotations() {
+			if strings.HasPrefix(k, markTarget) {
+				t.Errorf("%s %s keeps the mark %s", obj.GetKind(), obj.GetName(), k)
+			}
+		}
+	}
+	if len(res.Notices) != 0 {
+		t.Errorf("notices %v, want none", res.Notices)
+	}
+}
+
+// TestPostRenderMultiDocumentRefusals: every document of a patch is
+// checked, not only the first, and what kustomize refuses of several is
+// refused saying what to write.
+func TestPostRenderMultiDocumentRefusals(t *testing.T) {
+	deployment := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 4\n"
+	cases := []struct {
+		name  string
+		patch types.Patch
+		want  string
+	}{
+		{"an alias in the second document", types.Patch{Patch: deployment + "---\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: &a x\n  b: *a\n"},
+			"spec.patches[0]: document 2 of the patch uses YAML anchors or aliases"},
+		{"a second document that names nothing", types.Patch{Patch: deployment + "---\nkind: Secret\nmetadata:\n  name: settings\n"},
+			"spec.patches[0] (document 2) names Secret settings, which the render does not have"},
+		{"a list of operations among them", types.Patch{Patch: deployment + "---\n[{\"op\": \"remove\", \"path\": \"/spec\"}]\n"},
+			"document 2 is not a partial object"},
+		{"a copy in the second document", types.Patch{Patch: deployment + "---\n- {op: copy, from: /spec, path: /spec/x}\n"},
+			"document 2 is not a partial object"},
+		{"several with a target", types.Patch{Patch: deployment + "---\n" + deployment, Target: selectorOf("Deployment", "web")},
+			"spec.patches[0]: the patch holds 2 strategic merge patches and a target"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := postRenderFixture(t)
+			err := (&PostRender{Patches: []types.Patch{tc.patch}}).apply(res, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one that says %q", err, tc.want)
+			}
+			if len(res.Objects) != 3 || field(t, res.Objects[1], "spec", "replicas") != int64(1) {
+				t.Error("a refused patch changed the render")
+			}
+		})
+	}
+}

@@ -681,27 +681,36 @@ func substitutePostRender(p *PostRender, vars map[string]string, budget *substit
 		if !strings.Contains(text, "${") {
 			continue
 		}
-		var root yamlv3.Node
-		if err := yamlv3.Unmarshal([]byte(text), &root); err != nil {
+		// NOTE: every document: one patch may hold several strategic
+		// merge patches, and each is substituted and kept.
+		docs, err := patchDocuments(text)
+		if err != nil {
 			// NOTE: Check refuses it with its reason, after this.
 			continue
 		}
-		s := substituter{vars: vars, budget: budget}
-		s.walk(&root)
-		for _, pr := range s.problems {
-			problems = append(problems, where+": "+pr)
+		var written []string
+		for j, doc := range docs {
+			at := where
+			if len(docs) > 1 {
+				at = fmt.Sprintf("%s (document %d)", where, j+1)
+			}
+			s := substituter{vars: vars, budget: budget}
+			s.walk(doc.node)
+			for _, pr := range s.problems {
+				problems = append(problems, at+": "+pr)
+			}
+			// NOTE: yaml.v3 writes some folded scalars back wrong; as
+			// literal blocks they keep their text.
+			literalBlocks(doc.node)
+			data, err := yamlv3.Marshal(doc.node)
+			if err != nil {
+				return nil, fmt.Errorf("render: substitute %s: %w", at, err)
+			}
+			written = append(written, string(data))
 		}
-		if s.problems != nil {
-			continue
+		if problems == nil {
+			out.Patches[i].Patch = strings.Join(written, "---\n")
 		}
-		// NOTE: yaml.v3 writes some folded scalars back wrong; as literal
-		// blocks they keep their text.
-		literalBlocks(&root)
-		data, err := yamlv3.Marshal(&root)
-		if err != nil {
-			return nil, fmt.Errorf("render: substitute %s: %w", where, err)
-		}
-		out.Patches[i].Patch = string(data)
 	}
 	for i := range out.Images {
 		img := &out.Images[i]

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -239,6 +240,36 @@ metadata:
 	if _, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars}); err == nil ||
 		!strings.Contains(err.Error(), "spec.patches[0]: ${team} is not defined") {
 		t.Errorf("a patch's undefined variable: %v", err)
+	}
+}
+
+// TestSubstitutedPatchOfSeveralDocuments: a patch of several documents
+// with a variable in its first is substituted in each and kept whole: the
+// second, which deletes a ConfigMap, is applied, not dropped; an alias in
+// the second is still refused.
+func TestSubstitutedPatchOfSeveralDocuments(t *testing.T) {
+	art := &source.Artifact{Tree: &source.Tree{FS: substituteRepo()}, Path: "kust", Identity: SourceIdentity{Commit: "abc"}}
+	vars := map[string]string{"cluster": "prod", "port": "8080", "replicas": "3", "banner": "b", "team": "blue"}
+	patch := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: apps\n  labels:\n    team: ${team}\n" +
+		"---\n$patch: delete\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: script\n  namespace: apps\n"
+	post := &PostRender{Patches: []types.Patch{{Patch: patch}}}
+	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(res.Objects); !slices.Equal(got, []string{"ConfigMap/apps/settings-prod", "Deployment/apps/web"}) {
+		t.Errorf("objects %v; want the ConfigMap script deleted by the patch's second document", got)
+	}
+	for _, o := range res.Objects {
+		if o.GetName() == "web" && o.GetLabels()["team"] != "blue" {
+			t.Errorf("labels %v: the first document's variable was not substituted", o.GetLabels())
+		}
+	}
+
+	post.Patches[0].Patch = patch + "  labels: &l {a: b}\n  annotations: *l\n"
+	if _, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: "apps", PostRender: post, Variables: vars}); err == nil ||
+		!strings.Contains(err.Error(), "document 2 of the patch uses YAML anchors or aliases") {
+		t.Errorf("an alias in the second document: %v", err)
 	}
 }
 
