@@ -18,6 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/source"
 )
 
 // folderRepo is a git repository on disk, read by the controller over
@@ -333,5 +335,86 @@ func TestFolderRunsSyncFailHooks(t *testing.T) {
 	}
 	if live(t, "v1", "ConfigMap", ns, "settings") == nil {
 		t.Error("settings was not applied once the PreSync hook succeeded")
+	}
+}
+
+// TestFolderNamespaceChangeIsANewRender: a git folder's objects that name
+// no namespace are put in spec.targetNamespace, so a new target namespace
+// moves them all, and is a new render, as a chart's is: held by manual
+// sync with the add-on's generation not yet applied (its dependents wait),
+// then applied as an upgrade whose Sync hook runs, with a revision in
+// status.history. And an add-on a Capstan applied when a folder's hash
+// left the namespace out takes that render for the same one: no revision.
+func TestFolderNamespaceChangeIsANewRender(t *testing.T) {
+	ctx := context.Background()
+	first, second := newNamespace(t), newNamespace(t)
+	repo := newFolderRepo(t)
+	commit := repo.commit(map[string]string{"app/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n" +
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: migrate\n  annotations:\n    argocd.argoproj.io/hook: Sync\ndata: {a: b}\n"})
+	a := create(t, &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "movens-" + first[len(first)-5:]},
+		Spec: capstanv1.AddonSpec{
+			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: commit, Path: "app"},
+			TargetNamespace: first, DeletionPolicy: capstanv1.DeletionDelete,
+		},
+	})
+	installed := waitPhase(t, a, capstanv1.PhaseSynced)
+	if n := len(installed.Status.History); n != 1 {
+		t.Fatalf("%d revisions after the install, want 1", n)
+	}
+	if live(t, "v1", "ConfigMap", first, "migrate") == nil {
+		t.Fatal("the Sync hook did not run at the install")
+	}
+
+	// As a Capstan whose folder hash left the namespace out recorded it.
+	former, err := render.Hash(source.Identity{URL: repo.url(), Commit: commit, Path: "app"}, nil, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur := getAddon(t, a)
+	base := cur.DeepCopy()
+	cur.Status.AppliedHash = former
+	if err := admin.Status().Patch(ctx, cur, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	same := waitFor(t, a, 90*time.Second, "the former hash taken for this render", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest && cur.Status.AppliedHash == installed.Status.AppliedHash
+	})
+	if n := len(same.Status.History); n != 1 {
+		t.Errorf("%d revisions after a sync of the render applied before, recorded with the former hash; want 1", n)
+	}
+
+	// A new target namespace, held by manual sync.
+	hookUID := live(t, "v1", "ConfigMap", first, "migrate").GetUID()
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.TargetNamespace, cur.Spec.ManualSync = second, true
+	})
+	held := waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	if held.Status.AppliedGeneration == held.Generation {
+		t.Errorf("appliedGeneration %d is the generation held for approval: its dependents would go on", held.Status.AppliedGeneration)
+	}
+	if live(t, "v1", "ConfigMap", second, "settings") != nil {
+		t.Fatal("settings was applied in the new namespace before the approval")
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan = cur.Status.Plan.Hash
+		cur.Spec.SyncRequest++
+	})
+	moved := synced(t, a)
+	if moved.Status.AppliedHash == installed.Status.AppliedHash {
+		t.Error("the render hash did not change with the target namespace")
+	}
+	if n := len(moved.Status.History); n != 2 || moved.Status.History[0].AppliedHash != moved.Status.AppliedHash {
+		t.Errorf("history %+v; want a second revision for the new namespace", moved.Status.History)
+	}
+	if moved.Status.AppliedGeneration != moved.Generation {
+		t.Errorf("appliedGeneration %d, generation %d after the apply", moved.Status.AppliedGeneration, moved.Generation)
+	}
+	if live(t, "v1", "ConfigMap", second, "settings") == nil {
+		t.Error("settings is not in the new namespace")
+	}
+	if hook := live(t, "v1", "ConfigMap", second, "migrate"); hook == nil || hook.GetUID() == hookUID {
+		t.Error("the Sync hook did not run for the new namespace")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -123,5 +124,53 @@ func TestKeepIdentity(t *testing.T) {
 	m := out.(*metav1.PartialObjectMetadata)
 	if m.Annotations != nil || len(m.Labels) != 2 || m.Labels["team"] != "" || m.ResourceVersion != "7" || m.Name != "s" {
 		t.Errorf("kept %+v", m.ObjectMeta)
+	}
+}
+
+// TestAdoptFormerHash: a folder applied by a Capstan whose render hash
+// left the namespace out is the same render when its objects are where
+// that apply put them, so the upgrade of Capstan adds no revision; when
+// the target namespace changed meanwhile, its objects move, and it stays
+// a new render.
+func TestAdoptFormerHash(t *testing.T) {
+	cm := func(ns string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("v1")
+		u.SetKind("ConfigMap")
+		u.SetNamespace(ns)
+		u.SetName("settings")
+		return u
+	}
+	inventory := capstanv1.IDsOf([]capstanv1.ObjectRef{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "a", Name: "settings"}})
+	cases := []struct {
+		name        string
+		applied     string
+		former      string
+		objectsIn   string
+		pending     string
+		wantApplied string
+		wantPending string
+	}{
+		{name: "the render applied before", applied: "former", former: "former", objectsIn: "a", pending: "former", wantApplied: "new", wantPending: "new"},
+		{name: "the target namespace changed", applied: "former", former: "former", objectsIn: "b", pending: "former", wantApplied: "former", wantPending: "former"},
+		{name: "another render applied before", applied: "older", former: "former", objectsIn: "a", pending: "older", wantApplied: "older", wantPending: "older"},
+		{name: "a render without a former hash", applied: "", former: "", objectsIn: "a", wantApplied: ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			s := &scope{addon: &capstanv1.Addon{}, render: &render.Result{Hash: "new", FormerHash: c.former, Folder: true}}
+			s.objects = []*unstructured.Unstructured{cm(c.objectsIn)}
+			s.addon.Status.AppliedHash, s.addon.Status.Inventory = c.applied, inventory
+			if c.pending != "" {
+				s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-upgrade", Hash: c.pending}
+			}
+			s.adoptFormerHash()
+			if got := s.addon.Status.AppliedHash; got != c.wantApplied {
+				t.Errorf("appliedHash = %q, want %q", got, c.wantApplied)
+			}
+			if p := s.addon.Status.PendingHook; p != nil && p.Hash != c.wantPending {
+				t.Errorf("pendingHook.hash = %q, want %q", p.Hash, c.wantPending)
+			}
+		})
 	}
 }

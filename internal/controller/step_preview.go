@@ -23,6 +23,7 @@ import (
 // guarantees s.plan. Nothing is previewed when the guardrails or the values
 // already block: the plan shows why.
 func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
+	s.adoptFormerHash()
 	if st := &s.addon.Status; s.render != nil && st.AppliedHash != "" && s.render.Hash == st.AppliedHash {
 		// The current spec renders what runs: its dependents need not
 		// wait for a gate that holds only a drift repair (notReady).
@@ -120,6 +121,27 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	s.mask().Plan(s.plan)
 	s.addon.Status.Plan = s.plan
 	return false, nil
+}
+
+// adoptFormerHash records the render hash of a folder applied by a
+// Capstan whose hash left the namespace out (render.Result.FormerHash) as
+// this render's, when that render is this one: the same inputs, and every
+// object it applies is in the inventory, where that apply put it. The
+// upgrade of Capstan is then no new render, and adds no revision to
+// status.history. A namespace changed meanwhile moves the objects out of
+// the inventory's places, and stays a new render, with its hooks.
+func (s *scope) adoptFormerHash() {
+	st := &s.addon.Status
+	if s.render == nil || s.render.FormerHash == "" || st.AppliedHash != s.render.FormerHash {
+		return
+	}
+	if len(apply.Subtract(prepare.RenderedRefs(s.objects, s.createNamespace), capstanv1.RefsOf(st.Inventory))) > 0 {
+		return
+	}
+	st.AppliedHash = s.render.Hash
+	if p := st.PendingHook; p != nil && p.Hash == s.render.FormerHash {
+		p.Hash = s.render.Hash
+	}
 }
 
 // objectsChange reports whether the plan creates, updates or deletes an

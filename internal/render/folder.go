@@ -56,6 +56,12 @@ type FolderInputs struct {
 	// counted at every path it is reached by through symlinks. Zero is
 	// the git tree's own limit, source.DefaultLimits.MaxUncompressedBytes.
 	MaxBytes int64
+	// Namespace is the namespace that the folder's namespaced objects
+	// that name none are put in after the render (an add-on's target
+	// namespace). The render hash covers it, as a chart's covers its
+	// release namespace: a new namespace moves the objects, a new render.
+	// "" leaves it out of the hash.
+	Namespace string
 
 	// budget bounds what the variables' values add to the render; nil is a
 	// budget of the folder's own. Render shares one with the patches.
@@ -99,15 +105,30 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 	if src.Path == "" {
 		src.Path = dir
 	}
-	hash, err := Hash(src, nil, "", "")
+	hash, err := folderHash(src, vars, in.Namespace)
 	if err != nil {
 		return nil, err
 	}
-	if hash, err = substituteHash(hash, vars); err != nil {
-		return nil, err
+	former := ""
+	if in.Namespace != "" {
+		if former, err = folderHash(src, vars, ""); err != nil {
+			return nil, err
+		}
 	}
 	objs, hooks, left, notices := folderHooks(objs, dir, hash)
-	return &Result{Objects: objs, Hooks: hooks, Left: left, Hash: hash, Notices: notices, Folder: true}, nil
+	return &Result{Objects: objs, Hooks: hooks, Left: left, Hash: hash, FormerHash: former, Notices: notices, Folder: true}, nil
+}
+
+// folderHash is a folder's render hash: its source, its namespace and its
+// variables. Without a namespace it is the hash a folder had before the
+// namespace was part of it, so that Result.FormerHash can say which
+// render an add-on applied then.
+func folderHash(src SourceIdentity, vars map[string]string, namespace string) (string, error) {
+	hash, err := Hash(src, nil, "", namespace)
+	if err != nil {
+		return "", err
+	}
+	return substituteHash(hash, vars)
 }
 
 // kustomizationFile names the kustomization file of dir, or "" if it has none.

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
@@ -15,6 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
+
+	"capstan.dev/capstan/internal/source"
 )
 
 func file(s string) *fstest.MapFile { return &fstest.MapFile{Data: []byte(strings.TrimLeft(s, "\n"))} }
@@ -557,5 +560,60 @@ func TestFolderSymlinkAmplification(t *testing.T) {
 	// Within the limit, the same links render.
 	if _, err := FolderWith(fan, "l3", SourceIdentity{}, in); err != nil {
 		t.Errorf("l3: %v", err)
+	}
+}
+
+// TestFolderHashCoversTheNamespace: a folder's namespaced objects that
+// name none are put in the add-on's namespace after the render, so the
+// render hash covers it, as a chart's does: another namespace is another
+// render. The same inputs hash the same, and FormerHash is the hash a
+// folder had before the namespace was part of it, patches and variables
+// folded in alike.
+func TestFolderHashCoversTheNamespace(t *testing.T) {
+	src := SourceIdentity{URL: "https://git.example/apps.git", Commit: "abc", Path: "plain"}
+	art := &source.Artifact{Tree: &source.Tree{FS: repo()}, Path: "plain", Identity: src}
+	post := &PostRender{Images: []types.Image{{Name: "nginx", NewTag: "1.27"}}}
+	for _, tc := range []struct {
+		name string
+		post *PostRender
+		vars map[string]string
+	}{
+		{name: "plain"},
+		{name: "with patches and variables", post: post, vars: map[string]string{"cluster": "prod"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rendered := func(ns string) *Result {
+				t.Helper()
+				res, err := Render(context.Background(), art, nil, Options{ReleaseName: "x", Namespace: ns, PostRender: tc.post, Variables: tc.vars})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return res
+			}
+			a, again, b, none := rendered("a"), rendered("a"), rendered("b"), rendered("")
+			if a.Hash == b.Hash {
+				t.Errorf("namespaces a and b hash the same, %s: a new target namespace must be a new render", a.Hash)
+			}
+			if a.Hash != again.Hash {
+				t.Errorf("the same inputs hash %s, then %s", a.Hash, again.Hash)
+			}
+			if a.FormerHash != none.Hash || b.FormerHash != none.Hash || none.FormerHash != "" {
+				t.Errorf("former hashes %q, %q, %q; want the hash without a namespace, %s, and none for that one", a.FormerHash, b.FormerHash, none.FormerHash, none.Hash)
+			}
+			// What a folder hashed before the namespace was part of it.
+			want, err := Hash(src, nil, "", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want, err = substituteHash(want, tc.vars); err != nil {
+				t.Fatal(err)
+			}
+			if want, err = tc.post.hash(want); err != nil {
+				t.Fatal(err)
+			}
+			if none.Hash != want {
+				t.Errorf("without a namespace the hash is %s, want %s as before", none.Hash, want)
+			}
+		})
 	}
 }

@@ -19,7 +19,9 @@ import (
 type Options struct {
 	// ReleaseName is .Release.Name. Required.
 	ReleaseName string
-	// Namespace is .Release.Namespace. Required.
+	// Namespace is .Release.Namespace. Required. A git folder's
+	// namespaced objects that name none are put in it after the render
+	// (FolderInputs.Namespace); its render hash covers it too.
 	Namespace string
 	// Capabilities are .Capabilities: the Kubernetes version and the API
 	// list. Nil means Helm's defaults, as `helm template` uses them.
@@ -105,12 +107,17 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		// NOTE: one budget for the folder's objects and the patches: the
 		// values they substitute all end up in the one render.
 		budget := newSubstituteBudget()
-		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt, budget: budget})
+		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt, Namespace: opts.Namespace, budget: budget})
 		if err != nil {
 			return nil, err
 		}
 		if res.Hash, err = opts.PostRender.hash(res.Hash); err != nil {
 			return nil, err
+		}
+		if res.FormerHash != "" {
+			if res.FormerHash, err = opts.PostRender.hash(res.FormerHash); err != nil {
+				return nil, err
+			}
 		}
 		post, err := substitutePostRender(opts.PostRender, opts.Variables, budget)
 		if err != nil {
@@ -141,6 +148,10 @@ type Result struct {
 	Hooks []Hook
 	// Hash identifies the render's inputs: "sha256:" and 64 hex digits.
 	Hash string
+	// FormerHash is, for a folder rendered into a namespace, the hash the
+	// same inputs had before a folder's namespace was part of it: what an
+	// add-on applied by a Capstan of then recorded. Empty for a chart.
+	FormerHash string
 	// Upgrade is true when a chart was rendered for an upgrade.
 	Upgrade bool
 	// Generated lists the objects' and the hooks' fields that the chart

@@ -47,7 +47,8 @@ func TestRenderDispatchesOnTheArtifact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantFolder, _ := Hash(folder.Identity, nil, "", "")
+	// The folder's namespace is in its hash; its release name is not.
+	wantFolder, _ := Hash(folder.Identity, nil, "", "apps")
 	if res.Hash != wantFolder || len(res.Objects) != 2 {
 		t.Errorf("the folder rendered %d objects with hash %s; want 2 with %s", len(res.Objects), res.Hash, wantFolder)
 	}
