@@ -760,7 +760,8 @@ type ValuesReference struct {
 	// +optional
 	TargetPath string `json:"targetPath,omitempty"`
 
-	// Optional makes a missing object or key no error.
+	// Optional makes a missing object no error. A key missing from an
+	// object that exists is an error still: a misspelt valuesKey.
 	// +optional
 	Optional bool `json:"optional,omitempty"`
 }
