@@ -429,7 +429,9 @@ type SyncWindow struct {
 type Patch struct {
 	// Patch is a strategic merge patch (a partial object, in YAML or
 	// JSON) or a JSON 6902 patch (a list of operations). A copy
-	// operation is refused: each can double an object.
+	// operation is refused: each can double an object. Several strategic
+	// merge patches separated by "---" each apply to the object they
+	// name, and take no target.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=65536
 	Patch string `json:"patch"`
