@@ -166,7 +166,13 @@ func TestClaims(t *testing.T) {
 			[]string{"claim-data-source@spec.dataSourceRef"}},
 		{"populator", pvc("data", "dataSourceRef: {apiGroup: populator.example.com, kind: Dump, name: d}"),
 			[]string{"claim-data-source@spec.dataSourceRef"}},
+		{"empty storage class", pvc("data", "storageClassName: \"\""), []string{"claim-binding@spec.storageClassName"}},
+		{"empty storage class in the beta annotation", strings.Replace(pvc("data", "storageClassName: fast"), "metadata: {name: data}",
+			"metadata: {name: data, annotations: {volume.beta.kubernetes.io/storage-class: \"\"}}", 1),
+			[]string{"claim-binding@metadata.annotations[volume.beta.kubernetes.io/storage-class]"}},
 		{"near-miss: storage class only", pvc("data", "storageClassName: fast"), nil},
+		{"near-miss: storage class in the beta annotation", strings.Replace(pvc("data", ""), "metadata: {name: data}",
+			"metadata: {name: data, annotations: {volume.beta.kubernetes.io/storage-class: fast}}", 1), nil},
 		{"near-miss: clone of the chart's own claim", pvc("seed", "") + "---\n" + pvc("data", "dataSource: {kind: PersistentVolumeClaim, name: seed}\ndataSourceRef: {kind: PersistentVolumeClaim, name: seed}"), nil},
 	})
 }

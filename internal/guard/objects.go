@@ -128,10 +128,15 @@ func (ck *checker) checkService(ref capstanv1.ObjectRef, s *corev1.Service) {
 	}
 }
 
+// betaStorageClassAnnotation is the storage class annotation that came
+// before spec.storageClassName. The volume controller still reads it, and
+// before the field.
+const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
+
 // checkClaim refuses claims that bind to a volume that already exists: by
-// volumeName, by a selector over existing volumes, or by a data source the
-// chart does not render. A data source may only be another claim of the
-// chart, which the provisioner clones.
+// volumeName, by a selector over existing volumes, by the empty storage
+// class, or by a data source the chart does not render. A data source may
+// only be another claim of the chart, which the provisioner clones.
 func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolumeClaim) {
 	if c.Spec.VolumeName != "" {
 		ck.add(ref, "spec.volumeName", RuleClaimBinding,
@@ -140,6 +145,16 @@ func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolum
 	if c.Spec.Selector != nil {
 		ck.add(ref, "spec.selector", RuleClaimBinding,
 			"a selector binds the claim to existing volumes that match it; remove it and let the storage class provision a new volume")
+	}
+	// NOTE: the empty class turns dynamic provisioning off: the claim
+	// binds to any Available volume that has no class, such as an
+	// administrator's hostPath or NFS volume, with whatever it holds.
+	const noClass = "the empty storage class turns provisioning off and binds the claim to any existing volume without a class, with the data of whoever used it; name a StorageClass, or leave the field unset for the cluster's default class"
+	if class, ok := c.Annotations[betaStorageClassAnnotation]; ok && class == "" {
+		ck.add(ref, fmt.Sprintf("metadata.annotations[%s]", betaStorageClassAnnotation), RuleClaimBinding, "annotation "+betaStorageClassAnnotation+": "+noClass)
+	}
+	if c.Spec.StorageClassName != nil && *c.Spec.StorageClassName == "" {
+		ck.add(ref, "spec.storageClassName", RuleClaimBinding, "storageClassName: \"\": "+noClass)
 	}
 	if ds := c.Spec.DataSource; ds != nil {
 		ck.checkDataSource(ref, "spec.dataSource", ds.APIGroup, ds.Kind, ds.Name, nil)
