@@ -262,9 +262,10 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 
 // applyWaves applies the changed objects, sorted by ByWave, wave by wave,
 // awaiting before each wave what waveSteps says. Before a wave that was
-// awaited, the objects of it that the plan creates are read (unchangedSince).
+// awaited, and before the first one when pre hooks ran, the objects of it
+// that the plan creates are read (stillMissing).
 func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstructured, res *Result, onApplied func(obj, live *unstructured.Unstructured)) error {
-	for _, w := range waveSteps(sorted, q.Objects) {
+	for i, w := range waveSteps(sorted, q.Objects) {
 		if len(w.await) > 0 && q.AwaitWave != nil {
 			// NOTE: pre hooks that ran count as applied: the next sync
 			// would not run them again, and so would plan another plan. So
@@ -274,7 +275,14 @@ func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstruc
 			if err := q.AwaitWave(ctx, w.number, w.await, res.Applied == 0 && !q.HasPreHooks && len(q.Adopted) == 0); err != nil {
 				return err
 			}
-			if err := q.stillMissing(ctx, w.objects); err != nil {
+			if err := q.stillMissing(ctx, w.objects, "while the sync waited for the sync waves before it"); err != nil {
+				return err
+			}
+		} else if i == 0 && q.HasPreHooks {
+			// NOTE: the pre hooks may run for minutes (a migration), and
+			// anyone may create an object of the first wave meanwhile, as
+			// during a wait for a wave.
+			if err := q.stillMissing(ctx, w.objects, "while the sync ran its "+q.PreEvent+" hooks"); err != nil {
 				return err
 			}
 		}
@@ -288,13 +296,14 @@ func (q Sequence) applyWaves(ctx context.Context, sorted []*unstructured.Unstruc
 // stillMissing makes sure that the objects of a wave that the plan
 // creates, none of which existed when it previewed, are still missing, or
 // carry this add-on's owner labels, before the wave is applied: the apply
-// forces ownership of every field, so one that someone created while the
-// sync waited for the waves before it (an operator of an earlier wave
-// makes it, within spec.healthTimeout) would be taken over with no
-// adoption gate to pass. It reads only those, and only for a wave that was
-// awaited, so the first wave and an add-on without waves cost no request
-// more.
-func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstructured) error {
+// forces ownership of every field, so one that someone created meanwhile
+// (while, as when says, the sync waited for the waves before it, where an
+// operator of an earlier wave makes it within spec.healthTimeout, or ran
+// its pre hooks) would be taken over with no adoption gate to pass. It
+// reads only those, and only for a wave that was awaited or that follows
+// pre hooks, so the first wave of a sync without pre hooks, and so an
+// add-on without waves or hooks, costs no request more.
+func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstructured, when string) error {
 	if len(q.OwnerLabels) == 0 {
 		return nil
 	}
@@ -317,7 +326,7 @@ func (q Sequence) stillMissing(ctx context.Context, objs []*unstructured.Unstruc
 		case labels.SelectorFromSet(q.OwnerLabels).Matches(labels.Set(live.GetLabels())):
 			continue
 		}
-		return fmt.Errorf("%s was created by someone else while the sync waited for the sync waves before it, so it is not taken over by this apply: the next sync plans it again, and adopts it only as spec.adopt says", ref.Describe())
+		return fmt.Errorf("%s was created by someone else %s, so it is not taken over by this apply: the next sync plans it again, and adopts it only as spec.adopt says", ref.Describe(), when)
 	}
 	return nil
 }

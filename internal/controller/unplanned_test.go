@@ -3,7 +3,9 @@ package controller_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -135,5 +137,45 @@ func TestWaveDoesNotTakeOverWhatAppearedWhileItWaited(t *testing.T) {
 				t.Errorf("the sequence: %v, data %q; want the object applied", err, from)
 			}
 		})
+	}
+}
+
+// TestPreHooksDoNotLetTheFirstWaveTakeOver: an object the plan creates in
+// the first wave, which someone creates while the install runs its
+// pre-install hooks, is not applied over: the sync stops, naming it, and
+// leaves it as it was made. Before, the first wave was applied with no read
+// after the hooks, and the object was taken over with the add-on's labels.
+func TestPreHooksDoNotLetTheFirstWaveTakeOver(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	key := controllerNS + "/hooks-" + ns
+	var made atomic.Bool
+	stepHooks.Store(key, func(step string) error {
+		if step != "apply" || !made.CompareAndSwap(false, true) {
+			return nil
+		}
+		// Someone makes the add-on's ConfigMap while the hooks ran.
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-config"}, Data: map[string]string{"from": "someone"}}
+		return admin.Create(ctx, cm)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	a := dbapp(t, ns, "")
+	// NOTE: the next sync finds the ConfigMap and is Blocked by the
+	// adoption gate, which may come before a look at the Failed status;
+	// the controller's log keeps the failure.
+	want := "ConfigMap " + ns + "/db-config was created by someone else while the sync ran its pre-install hooks, so it is not taken over"
+	eventually(t, 90*time.Second, "the sync stopped, naming the ConfigMap", func() bool {
+		return strings.Contains(readyMessage(getAddon(t, a)), want) || strings.Contains(logSink.String(), want)
+	})
+	waitFor(t, a, 90*time.Second, "Blocked: the ConfigMap exists and is not the add-on's", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseBlocked && strings.Contains(readyMessage(cur), "db-config")
+	})
+	got := live(t, "v1", "ConfigMap", ns, "db-config")
+	if got == nil {
+		t.Fatal("the ConfigMap made during the hooks is gone")
+	}
+	from, _, _ := unstructured.NestedString(got.Object, "data", "from")
+	if from != "someone" || a.LabelledFor(got.GetLabels()) {
+		t.Errorf("the ConfigMap made during the hooks was taken over: data %v, labels %v", got.Object["data"], got.GetLabels())
 	}
 }
