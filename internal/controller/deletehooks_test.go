@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -161,4 +164,112 @@ func TestForegroundDeleteOfARestrictedAddonWarns(t *testing.T) {
 	eventually(t, 30*time.Second, "the ForegroundDeletion event", func() bool {
 		return strings.Contains(addonEvent(t, a, "ForegroundDeletion"), "deleted with foreground propagation")
 	})
+}
+
+// takenHooksChart renders a ConfigMap and, with takes set, an object of
+// that kind and name (a Secret, a claim or an account) and a pre-delete
+// Job that uses it: envFrom the Secret, a volume of the claim, or the
+// account.
+var takenHooksChart = map[string]string{
+	"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
+	"templates/taken.yaml": `{{- with .Values.takes }}
+{{- if eq .kind "Secret" }}
+apiVersion: v1
+kind: Secret
+metadata:
+  name: {{ .name }}
+stringData: {password: chart}
+{{- else if eq .kind "PersistentVolumeClaim" }}
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: {{ .name }}
+spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+{{- else }}
+apiVersion: v1
+kind: ServiceAccount
+metadata:
+  name: {{ .name }}
+{{- end }}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: reader
+  annotations:
+    helm.sh/hook: pre-delete
+spec:
+  template:
+    spec:
+      restartPolicy: Never
+      {{- if eq .kind "ServiceAccount" }}
+      serviceAccountName: {{ .name }}
+      {{- end }}
+      containers:
+        - name: read
+          image: registry.example/reader:1.0
+          {{- if eq .kind "Secret" }}
+          envFrom: [{secretRef: {name: {{ .name }}}}]
+          {{- end }}
+      {{- if eq .kind "PersistentVolumeClaim" }}
+      volumes: [{name: data, persistentVolumeClaim: {claimName: {{ .name }}}}]
+      {{- end }}
+{{- end }}
+`,
+}
+
+// TestDeleteHooksUseNoObjectTheAddonDoesNotOwn installs a clean tenant
+// chart into a namespace that holds the platform's Secret (claim,
+// account), then changes the values so that the chart renders an object of
+// that name too, and a pre-delete Job that uses it: the sync is Blocked
+// (not-owned), and the Addon is deleted. The Job is never created, since
+// what it names is not the chart's, and a DeleteHooksRefused event says
+// why; the platform's object is left as it is. Before, the hook's
+// reference passed as one to an object the chart renders, and the Job ran
+// with the platform's Secret.
+func TestDeleteHooksUseNoObjectTheAddonDoesNotOwn(t *testing.T) {
+	ctx := context.Background()
+	url, _ := charts.publish(t, chart{name: "takenhooks", version: "1.0.0", files: takenHooksChart})
+	for _, tc := range []struct {
+		kind string
+		obj  client.Object
+		path string
+	}{
+		{"Secret", &corev1.Secret{StringData: map[string]string{"password": "platform"}}, "envFrom[0].secretRef.name"},
+		{"PersistentVolumeClaim", &corev1.PersistentVolumeClaim{Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}}}},
+			"persistentVolumeClaim.claimName"},
+		{"ServiceAccount", &corev1.ServiceAccount{}, "serviceAccountName"},
+	} {
+		t.Run(tc.kind, func(t *testing.T) {
+			ns := newNamespace(t)
+			rec := recordEvents(t, ns)
+			// The platform's object, which carries no label of the add-on.
+			tc.obj.SetNamespace(ns)
+			tc.obj.SetName("platform-db")
+			if err := admin.Create(ctx, tc.obj); err != nil {
+				t.Fatal(err)
+			}
+			a := create(t, newAddon(ns, "tenant", url, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })))
+			if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+				t.Fatalf("profile %s, want restricted", got.Status.Profile)
+			}
+			update(t, a, func(cur *capstanv1.Addon) {
+				cur.Spec.Values = jsonValues("takes: {kind: " + tc.kind + ", name: platform-db}")
+			})
+			waitFor(t, a, 90*time.Second, "Blocked by not-owned", violationRule("not-owned"))
+			deleteAddon(t, a)
+			if n := rec.count("Job/reader", watch.Added); n != 0 {
+				t.Errorf("the pre-delete Job that uses the platform's %s was created %d times; want never", tc.kind, n)
+			}
+			if live(t, "v1", tc.kind, ns, "platform-db") == nil {
+				t.Errorf("the platform's %s was deleted", tc.kind)
+			}
+			eventually(t, 30*time.Second, "a DeleteHooksRefused event that names the hook and the rule", func() bool {
+				msg := addonEvent(t, a, "DeleteHooksRefused")
+				return strings.Contains(msg, "Job "+ns+"/reader: reference-not-rendered") && strings.Contains(msg, tc.path)
+			})
+		})
+	}
 }

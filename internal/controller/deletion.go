@@ -307,9 +307,11 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // in both profiles as its rules say. A delete hook that breaks a rule, or
 // an Addon whose spec or chart does, runs none of them: the uninstall goes
 // on without its delete hooks, as `helm uninstall --no-hooks` does, and a
-// DeleteHooksRefused event and the Deleting message say why. A read of the
-// live objects that failed (ownership-unknown), and no other rule broken,
-// is retried.
+// DeleteHooksRefused event and the Deleting message say why. An object of
+// the render that breaks a rule is not applied, so it does not count as
+// rendered for a delete hook that uses it (guard.CheckWithout). A read of
+// the live objects that failed (ownership-unknown), and no other rule
+// broken, is retried.
 func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if neverApplied(s.addon) {
 		s.hooks = nil
@@ -350,7 +352,15 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if _, err := r.checkGuardrails(ctx, s); err != nil {
 		return err
 	}
-	refused := refusedDeleteHooks(s.addon, s.hooks, s.violations)
+	violations := s.violations
+	if s.profile == capstanv1.ProfileRestricted && s.render != nil {
+		// NOTE: the uninstall applies none of the objects that break a
+		// rule, so a delete hook's reference to one is to whatever runs
+		// under that name: the platform's Secret the chart renders too
+		// (not-owned) would be read by a hook that passes on its own.
+		violations = append(slices.Clone(violations), guard.CheckWithout(ctx, guarded(s), s.violations, r.guardContext(s))...)
+	}
+	refused := refusedDeleteHooks(s.addon, s.hooks, violations)
 	if len(refused) == 0 {
 		return nil
 	}
@@ -508,7 +518,9 @@ func orphanHint(a *capstanv1.Addon) string {
 // those of the Addon's own spec or chart (a tenant's spec.kubeConfig, a
 // chart not written for Capstan), which no hook of the render may run
 // past. An object that is not a delete hook breaking a rule is no reason:
-// the uninstall applies nothing of the render but those hooks.
+// the uninstall applies nothing of the render but those hooks. Nor does
+// such an object count as rendered for a hook that names it: violations
+// holds what guard.CheckWithout finds once it is left out (deleteHooks).
 func refusedDeleteHooks(addon *capstanv1.Addon, hs []render.Hook, violations []capstanv1.Violation) []capstanv1.Violation {
 	deleting := map[string]bool{}
 	for _, event := range []string{"pre-delete", "post-delete"} {

@@ -19,16 +19,7 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
 		return false, nil
 	}
-	all := append([]*unstructured.Unstructured{}, s.objects...)
-	for _, h := range s.hooks {
-		if h.TestOnly() {
-			// NOTE: a test runs only when asked, and is checked then
-			// (runTests): a test that breaks a guardrail must not hold
-			// the add-on's sync.
-			continue
-		}
-		all = append(all, h.Object)
-	}
+	all := guarded(s)
 	// A tenant's chart must render the same every time: a value it makes
 	// at random (genCA, randAlphaNum, now) would change on every sync, and
 	// a name it makes at random would create another object, or run
@@ -58,6 +49,22 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	}
 	s.violations = append(s.violations, guard.Check(ctx, all, r.guardContext(s))...)
 	return false, nil
+}
+
+// guarded are the objects the guardrails check: every rendered object and
+// hook, but the tests.
+func guarded(s *scope) []*unstructured.Unstructured {
+	all := append([]*unstructured.Unstructured{}, s.objects...)
+	for _, h := range s.hooks {
+		if h.TestOnly() {
+			// NOTE: a test runs only when asked, and is checked then
+			// (runTests): a test that breaks a guardrail must not hold
+			// the add-on's sync.
+			continue
+		}
+		all = append(all, h.Object)
+	}
+	return all
 }
 
 // guardContext is what the guardrails know of a restricted add-on.

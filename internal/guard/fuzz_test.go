@@ -108,5 +108,16 @@ func FuzzCheck(f *testing.F) {
 			t.Fatalf("Harden is not idempotent")
 		}
 		Check(context.Background(), once, c)
+
+		// With nothing live, only the objects that break a rule of their
+		// own are left out; CheckWithout must not panic on what is left.
+		c.Lookup = func(context.Context, schema.GroupVersionKind, string, string) (bool, bool, error) {
+			return false, false, nil
+		}
+		for _, v := range CheckWithout(context.Background(), once, Check(context.Background(), once, c), c) {
+			if v.Rule == "" || v.Message == "" {
+				t.Fatalf("violation without rule or message: %+v", v)
+			}
+		}
 	})
 }

@@ -171,10 +171,70 @@ func IsAllowedKind(gvk schema.GroupVersionKind) bool {
 // panics on malformed objects: they are violations. Check does not change
 // objs; run Harden first so the pod defaults are in place.
 func Check(ctx context.Context, objs []*unstructured.Unstructured, c Context) []capstanv1.Violation {
+	return check(ctx, objs, c, nil)
+}
+
+// CheckWithout returns what objs break once the objects that refused
+// names are left out of the render: a reference to one of them no longer
+// counts as rendered. The objects that break a rule for that are left out
+// too, and so on until none more is. refused are the violations found in
+// objs so far, Check's among them: the objects left in broke no rule
+// there, so their owners are not read again, and nothing Check found is
+// returned again.
+//
+// A sync needs only Check: it applies nothing while any object breaks a
+// rule. A caller that runs some of objs while others break rules needs
+// CheckWithout: an uninstall runs its delete hooks alone, and a Secret of
+// the platform's that the chart renders too (not-owned) is no Secret of
+// the chart's for a hook to read.
+//
+// A reference to an object left out only because its live state could not
+// be read is ownership-unknown, not reference-not-rendered: the next read
+// may find it the Addon's.
+func CheckWithout(ctx context.Context, objs []*unstructured.Unstructured, refused []capstanv1.Violation, c Context) []capstanv1.Violation {
+	c.Lookup = nil
+	// unread holds the objects left out: true for one whose every
+	// violation is ownership-unknown.
+	unread := map[kindName]bool{}
+	leave := func(vs []capstanv1.Violation) {
+		for _, v := range vs {
+			key := kindName{v.Object.Kind, v.Object.Name}
+			was, ok := unread[key]
+			unread[key] = v.Rule == RuleOwnershipUnknown && (!ok || was)
+		}
+	}
+	leave(refused)
+	var out []capstanv1.Violation
+	for {
+		kept := make([]*unstructured.Unstructured, 0, len(objs))
+		for _, u := range objs {
+			if u == nil || u.Object == nil {
+				continue
+			}
+			if _, left := unread[kindName{u.GetKind(), u.GetName()}]; !left {
+				kept = append(kept, u)
+			}
+		}
+		if len(kept) == len(objs) {
+			return out
+		}
+		vs := check(ctx, kept, c, unread)
+		if len(vs) == 0 {
+			return out
+		}
+		out = append(out, vs...)
+		leave(vs)
+		objs = kept
+	}
+}
+
+// check is Check. unread names the objects CheckWithout left out (true:
+// only as their live state could not be read).
+func check(ctx context.Context, objs []*unstructured.Unstructured, c Context, unread map[kindName]bool) []capstanv1.Violation {
 	if c.ReservedNames.isZero() {
 		c.ReservedNames = DefaultReservedNames(c.AddonName)
 	}
-	ck := &checker{c: c, rendered: map[kindName]bool{}}
+	ck := &checker{c: c, rendered: map[kindName]bool{}, unread: unread}
 	decoded := make([]*decodedObject, len(objs))
 	seen := map[kindName]int{}
 
@@ -229,7 +289,10 @@ type kindName struct{ kind, name string }
 type checker struct {
 	c        Context
 	rendered map[kindName]bool
-	out      []capstanv1.Violation
+	// unread are the objects CheckWithout left out; a reference to one
+	// that is true there is ownership-unknown.
+	unread map[kindName]bool
+	out    []capstanv1.Violation
 }
 
 func (ck *checker) add(ref capstanv1.ObjectRef, path, rule, msg string) {
@@ -246,6 +309,18 @@ func (ck *checker) inNamespace(ns string) bool {
 // or the platform hands it over.
 func (ck *checker) isRendered(kind, name string) bool {
 	return ck.rendered[kindName{kind, name}] || ck.isPlatform(kind, name)
+}
+
+// unreadRef reports whether kind and name were left out of the render only
+// because their live state could not be read, and if so refuses the
+// reference at path as ownership-unknown.
+func (ck *checker) unreadRef(ref capstanv1.ObjectRef, path, kind, name string) bool {
+	if !ck.unread[kindName{kind, name}] {
+		return false
+	}
+	ck.add(ref, path, RuleOwnershipUnknown,
+		fmt.Sprintf("%s %q could not be read to tell whether this Addon owns it, so the reference to it cannot be judged; the next check retries", kind, name))
+	return true
 }
 
 // isPlatform reports whether the platform hands over an object of kind and name.

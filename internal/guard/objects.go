@@ -165,13 +165,13 @@ func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolum
 }
 
 func (ck *checker) checkDataSource(ref capstanv1.ObjectRef, path string, group *string, kind, name string, namespace *string) {
-	outside := (group != nil && *group != "") || kind != "PersistentVolumeClaim" ||
-		(namespace != nil && *namespace != "" && *namespace != ck.c.Namespace) ||
-		!ck.rendered[kindName{"PersistentVolumeClaim", name}]
-	if outside {
-		ck.add(ref, path, RuleClaimDataSource,
-			fmt.Sprintf("the claim is filled from %s %q, which the chart does not render; a data source may only be another PersistentVolumeClaim of the chart: remove %s", kind, name, path))
+	claim := (group == nil || *group == "") && kind == "PersistentVolumeClaim" &&
+		(namespace == nil || *namespace == "" || *namespace == ck.c.Namespace)
+	if claim && (ck.rendered[kindName{kind, name}] || ck.unreadRef(ref, path, kind, name)) {
+		return
 	}
+	ck.add(ref, path, RuleClaimDataSource,
+		fmt.Sprintf("the claim is filled from %s %q, which the chart does not render; a data source may only be another PersistentVolumeClaim of the chart: remove %s", kind, name, path))
 }
 
 // checkRef refuses a reference to an object of kind the chart does not render
@@ -182,7 +182,7 @@ func (ck *checker) checkRef(ref capstanv1.ObjectRef, path, kind, name string) {
 			fmt.Sprintf("the reference names no %s; name a %s the chart renders", kind, kind))
 		return
 	}
-	if ck.isRendered(kind, name) {
+	if ck.isRendered(kind, name) || ck.unreadRef(ref, path, kind, name) {
 		return
 	}
 	ck.add(ref, path, RuleReferenceNotRendered,

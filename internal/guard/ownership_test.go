@@ -3,6 +3,7 @@ package guard
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"testing"
 
@@ -108,5 +109,73 @@ func TestOwnedBy(t *testing.T) {
 	}
 	if OwnedBy(&metav1.ObjectMeta{}, nil) {
 		t.Error("no Addon owns anything")
+	}
+}
+
+// TestCheckWithout: with the objects that break a rule left out, a
+// reference to one of them is not to a rendered object, and that leaves
+// out the object that makes it in turn. A reference to an object whose
+// live state could not be read is ownership-unknown; one to an object
+// that passes, or to one the platform hands over, passes.
+func TestCheckWithout(t *testing.T) {
+	live := liveState{
+		"Secret/platform-db":                 {owned: false},
+		"PersistentVolumeClaim/platform-pgd": {owned: false},
+		"Secret/blog-db":                     {owned: true},
+		"ConfigMap/platform-conf":            {owned: false},
+	}
+	secret := func(name string) string { return "apiVersion: v1\nkind: Secret\nmetadata: {name: " + name + "}\n---\n" }
+	claim := func(name, spec string) string {
+		return "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: " + name + "}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}" + spec + "}\n---\n"
+	}
+	cases := []struct {
+		name, manifest string
+		want           []string // "Kind/name rule@path", what CheckWithout adds
+	}{
+		{"envFrom a Secret of the platform's the chart renders too",
+			secret("platform-db") + job("containers: [{name: m, image: i, envFrom: [{secretRef: {name: platform-db}}]}]", true),
+			[]string{"Job/migrate reference-not-rendered@spec.template.spec.containers[0].envFrom[0].secretRef.name"}},
+		{"a claim of the platform's the chart renders too",
+			claim("platform-pgd", "") + job("containers: [{name: m, image: i}]\nvolumes: [{name: d, persistentVolumeClaim: {claimName: platform-pgd}}]", true),
+			[]string{"Job/migrate reference-not-rendered@spec.template.spec.volumes[0].persistentVolumeClaim.claimName"}},
+		{"a clone of a claim of the platform's",
+			claim("platform-pgd", "") + claim("copy", ", dataSource: {kind: PersistentVolumeClaim, name: platform-pgd}"),
+			[]string{"PersistentVolumeClaim/copy claim-data-source@spec.dataSource"}},
+		{"an account that names a Secret of the platform's",
+			secret("platform-db") + "apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: runner}\nimagePullSecrets: [{name: platform-db}]\n---\n" +
+				job("serviceAccountName: runner\ncontainers: [{name: m, image: i}]", true),
+			[]string{"Job/migrate reference-not-rendered@spec.template.spec.serviceAccountName",
+				"ServiceAccount/runner reference-not-rendered@imagePullSecrets[0].name"}},
+		{"a Secret whose live state could not be read",
+			secret("unreadable") + job("containers: [{name: m, image: i, env: [{name: P, valueFrom: {secretKeyRef: {name: unreadable, key: p}}}]}]", true),
+			[]string{"Job/migrate ownership-unknown@spec.template.spec.containers[0].env[0].valueFrom.secretKeyRef.name"}},
+		{"near-miss: the chart's own Secret, another object refused",
+			secret("blog-db") + "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: platform-conf}\n---\n" +
+				job("containers: [{name: m, image: i, envFrom: [{secretRef: {name: blog-db}}, {secretRef: {name: platform-pull}}]}]", true),
+			nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls []string
+			c := testContext()
+			c.Lookup = live.lookup(&calls)
+			objs := parse(t, tc.manifest)
+			refused := Check(context.Background(), objs, c)
+			if len(refused) == 0 {
+				t.Fatal("Check found nothing; each case needs an object refused")
+			}
+			before := len(calls)
+			got := []string{}
+			for _, v := range CheckWithout(context.Background(), objs, refused, c) {
+				got = append(got, v.Object.Kind+"/"+v.Object.Name+" "+v.Rule+"@"+v.Path)
+			}
+			sort.Strings(got)
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			if len(calls) != before {
+				t.Errorf("CheckWithout read live objects again: %q", calls[before:])
+			}
+		})
 	}
 }

@@ -125,7 +125,7 @@ func (ck *checker) checkPodSpec(ref capstanv1.ObjectRef, spec string, ps *corev1
 		// NOTE: the namespace's "default" account is allowed: it exists in
 		// every namespace, the pod mounts no token, and a chart that renders a
 		// ServiceAccount named default is refused by the ownership rule.
-		if f.name != "" && f.name != "default" && !ck.rendered[kindName{"ServiceAccount", f.name}] {
+		if f.name != "" && f.name != "default" && !ck.rendered[kindName{"ServiceAccount", f.name}] && !ck.unreadRef(ref, f.path, "ServiceAccount", f.name) {
 			ck.add(ref, f.path, RuleReferenceNotRendered,
 				fmt.Sprintf("ServiceAccount %q is not rendered by the chart; render it, or leave the field empty to use the namespace's default account", f.name))
 		}
