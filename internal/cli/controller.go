@@ -157,7 +157,7 @@ func newControllerCommand() *cobra.Command {
 			if err := checkSourceLimits(o.sourceLimits); err != nil {
 				return err
 			}
-			budget, err := gitMemoryBudget(o.gitBudget, o.sourceLimits)
+			budget, err := gitMemoryBudget(o.gitBudget)
 			if err != nil {
 				return err
 			}
@@ -233,18 +233,19 @@ func checkSourceLimits(l source.Limits) error {
 	return nil
 }
 
-// gitMemoryBudget parses --git-memory-budget, and refuses one below the
-// largest fetch's limit: that fetch would then fail for good, retried for
-// ever as if others held the memory.
-func gitMemoryBudget(quantity string, limits source.Limits) (int64, error) {
+// gitMemoryBudget parses --git-memory-budget, and refuses one too small
+// for any repository. A budget below a fetch's own limits is allowed: it
+// is then the bound of what one fetch may hold (its pack while it unpacks,
+// and a commit's checkout), and a fetch past it is refused as too large,
+// naming the flag, not retried.
+func gitMemoryBudget(quantity string) (int64, error) {
 	q, err := resource.ParseQuantity(quantity)
 	if err != nil {
-		return 0, fmt.Errorf("%s %q is not a quantity such as 768Mi: %w", source.GitBudgetFlag, quantity, err)
+		return 0, fmt.Errorf("%s %q is not a quantity such as 256Mi: %w", source.GitBudgetFlag, quantity, err)
 	}
-	largest := source.LargestGitFetch(limits, gitops.CloneLimits.MaxUncompressedBytes)
-	if q.Value() < largest {
-		return 0, fmt.Errorf("%s %s is below the largest git fetch's limit, %dMi (a gitops clone's %dMi, or 4 times --max-source-bytes): give at least that, and the pod the memory for it",
-			source.GitBudgetFlag, quantity, largest>>20, gitops.CloneLimits.MaxUncompressedBytes>>20)
+	if q.Value() < source.MinGitMemoryBudget {
+		return 0, fmt.Errorf("%s %s is below %dMi, too little to fetch a repository: give at least that, and the pod the memory for it",
+			source.GitBudgetFlag, quantity, source.MinGitMemoryBudget>>20)
 	}
 	return q.Value(), nil
 }

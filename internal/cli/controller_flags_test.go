@@ -56,15 +56,14 @@ func TestControllerFlagsRefused(t *testing.T) {
 		want string
 	}{
 		{nil, ""},
-		{[]string{"--git-memory-budget=512Mi"}, ""},
+		{[]string{"--git-memory-budget=256Mi"}, ""},
 		{[]string{"--git-memory-budget=lots"}, "is not a quantity"},
-		{[]string{"--git-memory-budget=256Mi"}, "below the largest git fetch's limit, 512Mi"},
-		// An Addon's fetch may hold 4 times --max-source-bytes with its history.
-		{[]string{"--max-source-bytes=209715200"}, "below the largest git fetch's limit, 800Mi"},
-		{[]string{"--max-source-bytes=209715200", "--git-memory-budget=1Gi"}, ""},
+		{[]string{"--git-memory-budget=16Mi"}, "below 32Mi, too little to fetch a repository"},
+		// A budget below a fetch's own limits bounds that fetch instead.
+		{[]string{"--max-source-bytes=209715200", "--git-memory-budget=256Mi"}, ""},
 	} {
 		o := parseControllerFlags(t, c.args...)
-		_, err := gitMemoryBudget(o.gitBudget, o.sourceLimits)
+		_, err := gitMemoryBudget(o.gitBudget)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v; want %q", c.args, err, c.want)
 		}

@@ -167,8 +167,12 @@ func defaultBranch(refs map[plumbing.ReferenceName]*plumbing.Reference) (string,
 // nothing is held and release is nil.
 func (r Repo) Clone(ctx context.Context, branch string) (repo *git.Repository, commit *object.Commit, release func(), err error) {
 	st := budgetOr(r.Budget).Storage(r.cloneLimits())
+	held := false
 	defer func() {
-		if err != nil {
+		// NOTE: not on err alone: a panic in go-git (a malformed pack)
+		// that the caller recovers would keep its bytes for the life of
+		// the process, and every later fetch would be refused as busy.
+		if !held {
 			st.Release()
 		}
 	}()
@@ -192,6 +196,7 @@ func (r Repo) Clone(ctx context.Context, branch string) (repo *git.Repository, c
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("cannot read commit %s of %s: %w", head.Hash(), r.shown(), r.clean(err))
 	}
+	held = true
 	return repo, commit, st.Release, nil
 }
 

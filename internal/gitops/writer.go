@@ -451,14 +451,22 @@ func (w *Writer) branch(ctx context.Context) (string, error) {
 // error, nothing is held and release is nil.
 func (w *Writer) checkout(ctx context.Context, branch string) (*git.Repository, func(), error) {
 	st := budgetOr(w.Budget).Storage(CloneLimits)
+	held := false
+	defer func() {
+		// NOTE: a panic in go-git that the caller recovers must not keep
+		// the bytes for the life of the process (Repo.Clone).
+		if !held {
+			st.Release()
+		}
+	}()
 	repo, err := git.CloneContext(ctx, st, st.Worktree(memfs.New()), &git.CloneOptions{
 		URL: w.URL, Auth: w.Auth, ReferenceName: plumbing.NewBranchReferenceName(branch),
 		SingleBranch: true, Depth: 1, Tags: git.NoTags,
 	})
 	if err != nil {
-		st.Release()
 		return nil, nil, fmt.Errorf("cannot fetch branch %q of %s: %w", branch, netguard.Redact(w.URL), netguard.RedactError(err, w.URL))
 	}
+	held = true
 	return repo, st.Release, nil
 }
 

@@ -18,9 +18,11 @@ import (
 // controller, with every add-on's reconcile, and it would start again
 // into the same fetches. A GitBudget bounds what they hold together.
 
-// DefaultGitMemoryBudget is the budget of --git-memory-budget: above
-// the largest fetch's limits (a gitops clone's 512 MiB), so that one fetch
-// alone always fits, and below a 1 GiB pod's limit.
+// DefaultGitMemoryBudget is the budget of --git-memory-budget outside the
+// chart (which sets what its pod's memory limit holds beside the render
+// workers). It is also the most one fetch holds at once: its pack while
+// it unpacks, and a commit's checkout beside its objects, so a fetch
+// within its own limits may still be refused as too large for it.
 const DefaultGitMemoryBudget int64 = 768 << 20
 
 // GitBudgetFlag is the flag that sizes the controller's git budget, as
@@ -83,16 +85,27 @@ func (b *GitBudget) take(n, own int64) error {
 		b.peak = max(b.peak, b.held)
 		return nil
 	}
+	if own+n > b.size {
+		// NOTE: before any word of others: this fetch would not fit if
+		// it were alone, so no wait makes room, and it is refused for
+		// good, not retried for ever as if others held the memory.
+		return b.tooLarge(own + n)
+	}
 	if others := b.held - own; others > 0 {
 		return fmt.Errorf("%w (%s of its %s, %s): this fetch needed %s more, with %s free; it is retried shortly. "+
 			"Should it happen often, raise %s, and the pod's memory limit with it",
 			ErrGitMemoryBusy, byteSize(others), byteSize(b.size), GitBudgetFlag, byteSize(n), byteSize(b.size-b.held), GitBudgetFlag)
 	}
-	// NOTE: nothing else holds any of it: no wait makes room, so this is
-	// the fetch's own size, which a person must change.
-	return fmt.Errorf("%w into memory: reading it needs %s at once (its pack while it unpacks), more than the controller's whole memory budget for git, %s; "+
-		"keep large files out of the repository, or raise %s and the pod's memory limit",
-		ErrGitTooLarge, byteSize(own+n), byteSize(b.size), GitBudgetFlag)
+	// NOTE: nothing else holds any of it: no wait makes room.
+	return b.tooLarge(own + n)
+}
+
+// tooLarge refuses a fetch that needs need bytes at once, more than the
+// whole budget: the fetch's own size, which a person must change.
+func (b *GitBudget) tooLarge(need int64) error {
+	return fmt.Errorf("%w into memory: reading it needs %s at once (its pack while it unpacks, and a commit's checkout), more than the controller's whole memory budget for git, %s; "+
+		"keep large files out of the repository, or raise %s and the pod's memory limit with it",
+		ErrGitTooLarge, byteSize(need), byteSize(b.size), GitBudgetFlag)
 }
 
 // give returns n bytes.
@@ -118,12 +131,9 @@ func ProcessGitBudget() *GitBudget { return processBudget.Load() }
 // it once at start, before any fetch.
 func SetProcessGitBudget(size int64) { processBudget.Store(NewGitBudget(size)) }
 
-// LargestGitFetch is the most one fetch may unpack: a gitops clone's
-// limit, or an Addon's folder's with its history, for trees of limits.
-// A budget below it would refuse that fetch for good.
-func LargestGitFetch(limits Limits, cloneBytes int64) int64 {
-	return max(cloneBytes, limits.FetchLimits().MaxUncompressedBytes)
-}
+// MinGitMemoryBudget is the least budget the controller takes: below
+// it, no repository worth a sync fits.
+const MinGitMemoryBudget int64 = 32 << 20
 
 // Worktree wraps a memory filesystem for the storage's checkout: what is
 // written to it is taken from the storage's budget too, as a checkout

@@ -190,3 +190,38 @@ func TestGitBudgetHeldByAnotherStorage(t *testing.T) {
 		t.Fatalf("after a refused fetch, %d bytes of the budget are still held", held)
 	}
 }
+
+// TestGitBudgetRefusesWhatNeverFits: a fetch that needs more than the
+// whole budget alone is refused for its size, even while another fetch
+// holds a byte of it: called busy, it would be retried for ever, as if a
+// wait could make room.
+func TestGitBudgetRefusesWhatNeverFits(t *testing.T) {
+	budget := NewGitBudget(10 << 20)
+	other := budget.Storage(Limits{})
+	defer other.Release()
+	if err := other.take(1); err != nil {
+		t.Fatal(err)
+	}
+	big := budget.Storage(Limits{})
+	defer big.Release()
+	if err := big.take(6 << 20); err != nil {
+		t.Fatal(err)
+	}
+	err := big.take(6 << 20)
+	if !errors.Is(err, ErrGitTooLarge) || errors.Is(err, ErrGitMemoryBusy) || !strings.Contains(err.Error(), "--git-memory-budget") {
+		t.Fatalf("a fetch of 12 MiB under a 10 MiB budget, with 1 byte held by another: %v; want too large, naming the flag", err)
+	}
+	// One that would fit alone, refused while others hold the rest, is
+	// busy: 6 MiB held, 2 more asked, with 3 MiB held by another.
+	if err := other.take(3 << 20); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.take(2 << 20); !errors.Is(err, ErrGitMemoryBusy) {
+		t.Fatalf("a fetch that fits alone, refused while another holds 3 MiB: %v; want busy", err)
+	}
+	big.Release()
+	other.Release()
+	if held := budget.Held(); held != 0 {
+		t.Fatalf("after both released, %d bytes are held", held)
+	}
+}
