@@ -38,6 +38,8 @@ func TestClassify(t *testing.T) {
 		{name: "a Job hook deleted before it was read", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonDeleted}, want: classTerminal},
 		{name: "a hook whose hook-succeeded delete failed", err: &hooks.Error{Event: "post-install", Reason: hooks.ReasonDeleteFailed, Err: unavailable}, want: classTerminal},
 		{name: "a hook the API server could not take for a moment", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonCreateFailed, Err: unavailable}, want: classTransient},
+		{name: "a terminal failure whose SyncFail hooks a status write stopped", err: fmt.Errorf("%w; the SyncFail hooks did not run yet: %w",
+			terminal{errors.New("the dry run failed")}, &hooks.ProgressError{Event: "SyncFail", Err: unavailable}), want: classTransient},
 		{name: "a hook the API server refused", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonCreateFailed, Err: apierrors.NewForbidden(schema.GroupResource{Resource: "jobs"}, "x", errors.New("no"))}, want: classTerminal},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -212,6 +212,12 @@ var terminalErrors = []struct {
 
 // classify says how err is handled.
 func classify(err error) errClass {
+	if unrecorded(err) {
+		// NOTE: a status write stopped a run of hooks (SyncFail hooks
+		// after a terminal failure, say): the next look goes on from it
+		// soon, with backoff, not at the resync.
+		return classTransient
+	}
 	for _, t := range terminalErrors {
 		if t.is(err) {
 			return classTerminal

@@ -210,7 +210,7 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 	if unrecorded(herr) {
 		// NOTE: a hook not started, since status could not name it
 		// first, did not run: the next look runs them, or goes on.
-		return fmt.Errorf("%w; the SyncFail hooks did not run yet: %v", err, herr)
+		return fmt.Errorf("%w; the SyncFail hooks did not run yet: %w", err, herr)
 	}
 	// NOTE: recorded whether they failed or not, and at once: a SyncFail
 	// hook that fails would otherwise run again at every resync.
