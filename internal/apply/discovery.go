@@ -47,7 +47,8 @@ type discoveryAnswer struct {
 	failed    map[schema.GroupVersion]error
 	list      *metav1.APIResourceList
 	err       error
-	// abandoned is set when the asker's context ended the question.
+	// abandoned is set when the asker's context ended the question, or
+	// it panicked.
 	abandoned bool
 }
 
@@ -94,17 +95,7 @@ func (r *recentDiscovery) ask(ctx context.Context, key string, fetch func(contex
 			a = &discoveryAnswer{done: make(chan struct{})}
 			r.answers[key] = a
 			r.mu.Unlock()
-			fetch(ctx, a)
-			r.mu.Lock()
-			a.at = r.now()
-			if ctx.Err() != nil {
-				a.abandoned = true
-				if r.answers[key] == a {
-					delete(r.answers, key)
-				}
-			}
-			close(a.done)
-			r.mu.Unlock()
+			r.fetch(ctx, key, a, fetch)
 			return a, nil
 		}
 		r.mu.Unlock()
@@ -117,4 +108,25 @@ func (r *recentDiscovery) ask(ctx context.Context, key string, fetch func(contex
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// fetch asks the question key for a, and ends it: kept, or abandoned when
+// the asker's context ended it or the question panicked (which goes on up
+// to the asker), so that those waiting for it never wait for ever.
+func (r *recentDiscovery) fetch(ctx context.Context, key string, a *discoveryAnswer, fetch func(context.Context, *discoveryAnswer)) {
+	done := false
+	defer func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		a.at = r.now()
+		if !done || ctx.Err() != nil {
+			a.abandoned = true
+			if r.answers[key] == a {
+				delete(r.answers, key)
+			}
+		}
+		close(a.done)
+	}()
+	fetch(ctx, a)
+	done = true
 }

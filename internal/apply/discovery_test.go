@@ -144,3 +144,37 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met within 5 s")
 }
+
+// panickyDiscovery panics on its first question.
+type panickyDiscovery struct {
+	fakeDiscovery
+	asked atomic.Int32
+}
+
+func (d *panickyDiscovery) GroupsAndMaybeResourcesWithContext(ctx context.Context) (*metav1.APIGroupList, map[schema.GroupVersion]*metav1.APIResourceList, map[schema.GroupVersion]error, error) {
+	if d.asked.Add(1) == 1 {
+		panic("discovery broke")
+	}
+	return d.fakeDiscovery.GroupsAndMaybeResourcesWithContext(ctx)
+}
+
+// TestADiscoveryPanicLeavesNoQuestionOpen: a question that panicked (the
+// controller recovers a reconcile's panic) is not left on its way for
+// ever: the next asker asks again.
+func TestADiscoveryPanicLeavesNoQuestionOpen(t *testing.T) {
+	d := &panickyDiscovery{fakeDiscovery: fakeDiscovery{groups: &metav1.APIGroupList{}}}
+	r := Recent(d)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the panic did not reach the asker")
+			}
+		}()
+		_, _, _, _ = r.GroupsAndMaybeResourcesWithContext(context.Background())
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if groups, _, _, err := r.GroupsAndMaybeResourcesWithContext(ctx); err != nil || groups == nil {
+		t.Fatalf("the question after a panic: %v, %v; want an answer", groups, err)
+	}
+}
