@@ -112,8 +112,13 @@ func NormalServer(server string) string {
 	if port := u.Port(); port != "" && !(port == "443" && strings.EqualFold(u.Scheme, "https")) {
 		host += ":" + port
 	}
-	n := url.URL{Scheme: strings.ToLower(u.Scheme), Host: host, Path: strings.TrimRight(u.Path, "/"), RawQuery: u.RawQuery}
-	return n.String()
+	// NOTE: the path as the client sends it, escapes kept: /a%2Fb and
+	// /a/b are two paths to a proxy in front of several clusters.
+	n := strings.ToLower(u.Scheme) + "://" + host + strings.TrimRight(u.EscapedPath(), "/")
+	if u.RawQuery != "" {
+		n += "?" + u.RawQuery
+	}
+	return n
 }
 
 // Load reads a kubeconfig and returns a client configuration for its current

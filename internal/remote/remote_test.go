@@ -321,3 +321,23 @@ func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
 		t.Errorf("WatchConfig lost the proxy refusal or the impersonation: proxy %v, as %q", p, w.Impersonate.UserName)
 	}
 }
+
+// TestNormalServer: two spellings of one server are one, and two paths a
+// client sends differently are two, an escaped slash too.
+func TestNormalServer(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		same bool
+	}{
+		{"https://Edge.example.com:443/", "https://edge.example.com", true},
+		{"https://edge.example.com:6443/k8s/c-1/", "https://edge.example.com:6443/k8s/c-1", true},
+		{"https://[::1]:6443", "https://[::1]:6443/", true},
+		{"https://edge.example.com/k8s/a%2Fb", "https://edge.example.com/k8s/a/b", false},
+		{"https://edge.example.com/k8s?cluster=a", "https://edge.example.com/k8s?cluster=b", false},
+		{"http://edge.example.com", "https://edge.example.com", false},
+	} {
+		if got := NormalServer(tc.a) == NormalServer(tc.b); got != tc.same {
+			t.Errorf("%s (%s) and %s (%s): same %v, want %v", tc.a, NormalServer(tc.a), tc.b, NormalServer(tc.b), got, tc.same)
+		}
+	}
+}
