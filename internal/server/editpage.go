@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -239,13 +240,71 @@ func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *cap
 		})
 		return "commit", err
 	}
+	exact, err := exactValues(a)
+	if err != nil {
+		return "", err
+	}
 	// NOTE: the whole values, bound to the generation the form was filled
 	// from, not a merge patch of the changes: in a merge patch a null
 	// deletes its key, so a null typed to remove a chart default was
 	// dropped, the default came back, and the schema check had judged
 	// other values than those saved.
-	_, err := addons.ReplaceValues(ctx, c, client.ObjectKeyFromObject(a), seen, next, inputs)
+	_, err = addons.ReplaceValues(ctx, c, client.ObjectKeyFromObject(a), seen, keepExact(exact, current, next), inputs)
 	return "edit", err
+}
+
+// exactValues reads spec.values as a map whose numbers are json.Number,
+// which marshals back to the digits spec.values has.
+func exactValues(a *capstanv1.Addon) (map[string]any, error) {
+	out := map[string]any{}
+	if a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
+		return out, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(a.Spec.Values.Raw))
+	dec.UseNumber()
+	if err := dec.Decode(&out); err != nil {
+		return nil, fmt.Errorf("spec.values is not a JSON object: %v", err)
+	}
+	return out, nil
+}
+
+// keepExact is next with every value that is the same JSON in current and
+// next (in maps, key by key) taken from exact, spec.values as it is
+// written; a changed value, and a null, is next's.
+//
+// NOTE: current and next read numbers as float64, which holds no integer
+// past 2^53 and writes 1e+23 for 100000000000000000000000: since the
+// values are saved whole, a number nobody changed would be saved rounded
+// or respelled, and a GitOps tool that compares spec.values sees drift.
+func keepExact(exact, current, next map[string]any) map[string]any {
+	out := make(map[string]any, len(next))
+	for k, n := range next {
+		out[k] = n
+		cur, had := current[k]
+		ex, known := exact[k]
+		if !had || !known || n == nil {
+			continue
+		}
+		if sameJSON(cur, n) {
+			out[k] = ex
+			continue
+		}
+		curMap, ok1 := cur.(map[string]any)
+		nextMap, ok2 := n.(map[string]any)
+		exMap, ok3 := ex.(map[string]any)
+		if ok1 && ok2 && ok3 {
+			out[k] = keepExact(exMap, curMap, nextMap)
+		}
+	}
+	return out
+}
+
+// sameJSON says whether a and b are the same JSON: an int64 from the form
+// is the float64 that spec.values reads.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // specValues reads spec.values as a map.

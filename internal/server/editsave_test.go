@@ -3,8 +3,11 @@ package server_test
 import (
 	"context"
 	"errors"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -89,5 +92,45 @@ func TestReplaceValuesOfAChangedSpec(t *testing.T) {
 	}
 	if left := valuesSecrets(t, ns, "racing"); len(left) > 0 {
 		t.Errorf("a refused write left the values Secrets %v", left)
+	}
+}
+
+// TestEditFormKeepsExactNumbers saves the edit form with one value changed
+// in the YAML editor as the page shows it: an integer past 2^53 that
+// nobody changed is saved with the digits spec.values had, not rounded by
+// the page's float64, so a save writes no drift into a value it did not
+// change.
+func TestEditFormKeepsExactNumbers(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	key := client.ObjectKey{Namespace: ns, Name: "exact"}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"},
+			Values: jsonValues(`{"greeting":"hi","replicas":1,"id":9007199254740993,"x":1}`)}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch")))
+	edit := "/addons/" + ns + "/exact/edit"
+	code, page := sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d %s", code, page)
+	}
+	m := regexp.MustCompile(`(?s)<textarea id="yaml" name="yaml"[^>]*>(.*?)</textarea>`).FindStringSubmatch(page)
+	if m == nil || !strings.Contains(m[1], "x: 1\n") {
+		t.Fatalf("the YAML editor does not show x: 1:\n%s", page)
+	}
+	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"v.greeting": {"hi"}, "v.replicas": {"1"}, "yaml": {strings.Replace(html.UnescapeString(m[1]), "x: 1\n", "x: 2\n", 1)}}
+	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusSeeOther {
+		t.Fatalf("saving the values: %d\n%s", code, page)
+	}
+	got := &capstanv1.Addon{}
+	if err := admin.Get(ctx, key, got); err != nil {
+		t.Fatal(err)
+	}
+	raw := string(got.Spec.Values.Raw)
+	if !strings.Contains(raw, `"id":9007199254740993`) || !strings.Contains(raw, `"x":2`) {
+		t.Errorf("the values saved: %s; want id 9007199254740993 as it was, and x 2", raw)
 	}
 }
