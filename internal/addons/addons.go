@@ -382,7 +382,9 @@ var (
 // RefuseSuspended is the refusal of a sync (an approval) of a, the Addon
 // key names, when it is suspended, or nil when it is not. It says how to resume it: by
 // Install, which approves exactly the reviewed plan in the same write, or,
-// for an Addon that git manages, by a commit.
+// for an Addon that git manages, by a commit. For a plan that no approval
+// could apply (Blocked) it says why, and that resume lets the plan that
+// follows the fix apply.
 //
 // NOTE: a suspended add-on is only planned, so the sync would wait in vain,
 // and the approval left behind would apply the plan at some later resume
@@ -395,7 +397,14 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
 			key, ErrSuspended, repo, key.Name)
 	}
-	if p := a.Status.Plan; p != nil && p.Generation == a.Generation && Blocked(p) == nil {
+	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
+		// NOTE: a blocked plan is refused by install as well, and get
+		// prints no command for it: resume, which approves nothing, is
+		// what lets the plan that follows the fix apply.
+		if err := Blocked(p); err != nil {
+			return fmt.Errorf("addon %s is suspended, and %w, and its plan cannot be installed: %w; once the cause is fixed, `capstan addon resume %s -n %s` lets the plan that follows apply",
+				key, ErrSuspended, err, key.Name, key.Namespace)
+		}
 		return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s --plan %s` resumes it and applies exactly its plan",
 			key, ErrSuspended, key.Name, key.Namespace, p.Hash)
 	}

@@ -63,7 +63,9 @@ func TestPatchSpecRefusesWhatIsNoObject(t *testing.T) {
 
 // TestRefuseSuspended checks the refusal that every surface (the CLI, the
 // API, the page) gives an approval of a suspended add-on: it names the way
-// to resume it, by an install or, for one git manages, by a commit.
+// to resume it, by an install or, for one git manages, by a commit; for a
+// plan that no approval could apply, why, and that a resume lets the plan
+// that follows the fix apply.
 func TestRefuseSuspended(t *testing.T) {
 	key := client.ObjectKey{Namespace: "apps", Name: "web"}
 	for _, tc := range []struct {
@@ -78,6 +80,13 @@ func TestRefuseSuspended(t *testing.T) {
 			a.Generation = 2
 			a.Status.Plan = &capstanv1.Plan{Generation: 2, Hash: "h2"}
 		}, "`capstan addon install web -n apps --plan h2` resumes it"},
+		{"suspended, its plan blocked", func(a *capstanv1.Addon) {
+			a.Spec.Suspend = true
+			a.Generation = 2
+			a.Status.Plan = &capstanv1.Plan{Generation: 2, Hash: "h2", Objects: []capstanv1.PlannedObject{{
+				ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"},
+				Action:    capstanv1.ActionCreate, Error: `admission webhook "policy.example" denied the request`}}}
+		}, "its plan cannot be installed: the plan is blocked (DryRunFailed)"},
 		{"suspended, in git", func(a *capstanv1.Addon) {
 			a.Spec.Suspend = true
 			a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
@@ -94,6 +103,18 @@ func TestRefuseSuspended(t *testing.T) {
 		}
 		if !errors.Is(err, ErrSuspended) || !strings.Contains(err.Error(), "addon apps/web is suspended") || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: %v; want ErrSuspended naming apps/web and saying %q", tc.name, err, tc.says)
+		}
+		if a.Status.Plan != nil && Blocked(a.Status.Plan) != nil {
+			// NOTE: install refuses this plan, and get prints no command
+			// for it: the refusal names the error and resume.
+			for _, s := range []string{`admission webhook "policy.example" denied the request`, "`capstan addon resume web -n apps` lets the plan that follows apply"} {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("%s: %q does not say %q", tc.name, err, s)
+				}
+			}
+			if strings.Contains(err.Error(), "--plan") || strings.Contains(err.Error(), "--diff") {
+				t.Errorf("%s: %q points to a command that refuses the plan or prints none", tc.name, err)
+			}
 		}
 	}
 }

@@ -315,7 +315,8 @@ func nextCommand(a *capstanv1.Addon) string {
 
 // requireReview refuses to approve an Addon's plan for verb (install or
 // sync) unless the person names the plan they reviewed with --plan, or
-// says with --yes that whichever plan is in status will do.
+// says with --yes that whichever plan is in status will do. A plan that no
+// approval could apply (addons.Blocked) is refused saying why.
 //
 // NOTE: "the plan in status now" is not the plan that was reviewed: a plan
 // changes without the generation changing (a valuesFrom Secret edited, a
@@ -329,6 +330,11 @@ func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
 	key := a.Namespace + "/" + a.Name
 	review := fmt.Sprintf("capstan addon get %s -n %s --diff", a.Name, a.Namespace)
 	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
+		// NOTE: before --plan is suggested: a blocked plan named by its
+		// hash is refused too, so the command would not do what it says.
+		if err := addons.Blocked(p); err != nil {
+			return fmt.Errorf("addon %s: %w", key, err)
+		}
 		return fmt.Errorf("addon %s: %s applies the plan you reviewed, named by its hash: the plan now is %s (%s); review it with `%s`, "+
 			"then run `capstan addon %s %s -n %s --plan %s`; or give --yes to approve whichever plan is in status when the command runs",
 			key, verb, p.Hash, plan.String(p), review, verb, a.Name, a.Namespace, p.Hash)

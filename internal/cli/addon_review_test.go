@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 )
 
@@ -86,6 +88,28 @@ func TestNextCommand(t *testing.T) {
 	} {
 		if got := nextCommand(tc.a); got != tc.want {
 			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestRequireReviewOfABlockedPlan: install and sync without --plan of a
+// plan that no approval could apply (an object its dry run refused) say
+// why, and suggest no --plan, which would be refused too.
+func TestRequireReviewOfABlockedPlan(t *testing.T) {
+	hash := "sha256:" + strings.Repeat("d", 64)
+	for _, verb := range []string{"install", "sync"} {
+		a := &capstanv1.Addon{}
+		a.Namespace, a.Name, a.Generation = "apps", "web", 3
+		a.Spec.Suspend = verb == "install"
+		a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 3, Objects: []capstanv1.PlannedObject{{
+			ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"},
+			Action:    capstanv1.ActionCreate, Error: `admission webhook "policy.example" denied the request`}}}
+		err := requireReview(a, verb, "", false)
+		if !errors.Is(err, addons.ErrPlanBlocked) || !strings.Contains(err.Error(), `admission webhook "policy.example" denied the request`) {
+			t.Errorf("%s of a blocked plan: %v; want ErrPlanBlocked naming the dry run's error", verb, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "--plan") {
+			t.Errorf("%s of a blocked plan: %q suggests --plan, which is refused", verb, err)
 		}
 	}
 }
