@@ -199,7 +199,18 @@ func pageWrite(r *http.Request, sess session) bool {
 // refusal blamed the CSRF token.
 func pageForm(w http.ResponseWriter, r *http.Request, sess session, nothing string) (int, string) {
 	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	if err := r.ParseForm(); err != nil {
+	// NOTE: ParseMultipartForm too: ParseForm reads no multipart body
+	// (curl -F, a form with enctype multipart/form-data) and leaves an
+	// empty form, whose refusal blamed the CSRF token. ParseForm first,
+	// since ParseMultipartForm drops its error (a body over the bound)
+	// when it then says ErrNotMultipart.
+	err := r.ParseForm()
+	if err == nil {
+		if err = r.ParseMultipartForm(MaxBody); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is over %d MiB, the most a page's form may send, so nothing was %s. Keep large values in a ConfigMap or Secret that the add-on's valuesFrom names.",
