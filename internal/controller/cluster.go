@@ -160,9 +160,11 @@ func kubeConfigKey(ref *capstanv1.KubeConfigReference) string {
 const kubeConfigDefaultKey = "value"
 
 // selectCluster points the scope at the cluster spec.kubeConfig names, and
-// checks that it answers. It is the pipeline's first step, so nothing is
-// read from or written to the wrong cluster. A restricted add-on stays in
-// this cluster; the guardrails refuse its spec.kubeConfig.
+// checks that it answers, but for an Addon whose deletion leaves its
+// inventory in another cluster (leavesInventory). It is the pipeline's
+// first step, so nothing is read from or written to the wrong cluster. A
+// restricted add-on stays in this cluster; the guardrails refuse its
+// spec.kubeConfig.
 func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, error) {
 	ref := s.addon.Spec.KubeConfig
 	if s.cluster.server != "" {
@@ -188,6 +190,17 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	if err != nil {
 		return false, terminal{fmt.Errorf("the kubeconfig in Secret %s/%s: %w", s.addon.Namespace, ref.SecretRef.Name, err)}
 	}
+	if leavesInventory(s, c) {
+		// NOTE: the Addon is being deleted and its inventory is in
+		// another cluster than c, which the kubeconfig's endpoint says
+		// without a request: the uninstall deletes nothing in c and runs
+		// no delete hook there, and leaves the former cluster as it is
+		// (placeInventory, uninstall). So c need not answer, and an
+		// unreachable c must not hold the deletion.
+		s.cluster = c
+		s.applier = c.appliers[capstanv1.ProfileCluster]
+		return false, nil
+	}
 	// NOTE: one small request each time, so an unreachable cluster is
 	// named as such, not as the step that happened to fail first.
 	_, err = c.discoverer.ServerVersion()
@@ -204,6 +217,14 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	s.cluster = c
 	s.applier = c.appliers[capstanv1.ProfileCluster]
 	return false, nil
+}
+
+// leavesInventory reports whether the deletion of the scope's Addon leaves
+// its inventory where it is, in another cluster than c, the one its
+// kubeconfig names now: nothing of the add-on was applied in c, so its
+// uninstall has nothing to do there.
+func leavesInventory(s *scope, c *targetCluster) bool {
+	return !s.addon.DeletionTimestamp.IsZero() && inventoryMoved(&s.addon.Status, c.inventoryCluster())
 }
 
 // remoteCluster returns the remote cluster of a kubeconfig for an Addon,

@@ -523,6 +523,12 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 	if _, err := r.selectCluster(ctx, s); err != nil {
 		return false
 	}
+	if leavesInventory(s, s.cluster) {
+		// NOTE: the hook runs in the inventory's cluster, which the
+		// deletion leaves as it is, not in the one selected (which may
+		// not even answer: selectCluster did not check).
+		return false
+	}
 	live, err := s.applier.Get(ctx, h.ObjectRef)
 	if err == nil && (live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run) {
 		return false

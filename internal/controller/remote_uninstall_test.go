@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -254,4 +255,78 @@ func TestRemoteUninstallWaitsForItsCluster(t *testing.T) {
 	if remoteCM() {
 		t.Error("the Addon went without deleting its ConfigMap there")
 	}
+}
+
+// TestRemoteUninstallOfARepointedAddon installs an add-on into a second
+// local control plane, then edits its kubeconfig Secret to name another
+// cluster that does not answer (a loopback port nobody listens on), and
+// deletes the Addon with the uninstall annotation. Its inventory is in the
+// first cluster, which the kubeconfig no longer names, and the one it
+// names holds nothing of the add-on: the uninstall leaves the inventory as
+// a repointed add-on's does (running, unmanaged, with a
+// LeftOnFormerCluster event), without waiting for the cluster that does not
+// answer, and the Addon goes well within the suite's 20 s resync.
+func TestRemoteUninstallOfARepointedAddon(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, proxy := startRemote(t)
+	ns := newNamespace(t) // the target namespace, created there only
+	name := shortName("repointed", ns)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withRemote(name), withUninstall(),
+		withSpec(func(s *capstanv1.AddonSpec) { s.CreateNamespace = true })))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if c := got.Status.InventoryCluster; c == nil || c.Server != "https://"+proxy.addr {
+		t.Fatalf("the status does not record the remote cluster: %+v", c)
+	}
+	applied := len(got.Status.Inventory)
+	t.Cleanup(func() {
+		// NOTE: an uninstall that still waits would keep the Addon for
+		// the rest of the suite; without the annotation it goes.
+		var cur capstanv1.Addon
+		if admin.Get(ctx, client.ObjectKeyFromObject(a), &cur) == nil {
+			patchAnnotation(t, a, capstanv1.UninstallAnnotation, "")
+		}
+	})
+
+	// A loopback port that was just free: nothing listens there.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := "https://" + ln.Addr().String()
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["value"] = remoteKubeconfig(t, remote, gone, installer)
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	got = waitFor(t, a, 30*time.Second, "the repointed kubeconfig's cluster reported unreachable", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "cannot reach the remote cluster "+gone)
+	})
+	if c := got.Status.InventoryCluster; c == nil || c.Server != "https://"+proxy.addr || len(got.Status.Inventory) != applied {
+		t.Fatalf("the inventory is no longer recorded in the first cluster: %+v, %d of %d objects", c, len(got.Status.Inventory), applied)
+	}
+
+	deleteAndWaitGone(t, a, 15*time.Second, "the repointed Addon to be gone")
+	if err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, &corev1.ConfigMap{}); err != nil {
+		t.Errorf("the ConfigMap in the cluster the kubeconfig no longer names: %v", err)
+	}
+	eventually(t, 10*time.Second, "a LeftOnFormerCluster event of the uninstall", func() bool {
+		var events eventsv1.EventList
+		if err := admin.List(ctx, &events, client.InNamespace(controllerNS)); err != nil {
+			t.Fatal(err)
+		}
+		return slices.ContainsFunc(events.Items, func(e eventsv1.Event) bool {
+			return e.Regarding.Name == name && e.Reason == "LeftOnFormerCluster" &&
+				strings.Contains(e.Note, "stay in the remote cluster https://"+proxy.addr) &&
+				strings.Contains(e.Note, "now names the remote cluster "+gone) &&
+				strings.Contains(e.Note, "where the uninstall had nothing to delete")
+		})
+	})
 }
