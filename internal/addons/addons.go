@@ -221,11 +221,9 @@ func (s Seen) Check(a *capstanv1.Addon) error {
 	return nil
 }
 
-// EditSeen is Edit of the Addon that seen names, as it was seen: an Addon
-// whose spec changed since, or that is another Addon of the same name, is
-// refused with ErrChanged, and nothing is written. The patch is locked to
-// the resourceVersion of the Addon that passed that check.
-func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
+// getSeen reads the Addon that seen names, refusing with ErrChanged one
+// that changed since it was seen (Seen.Check).
+func getSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen) (*capstanv1.Addon, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
 		return nil, err
@@ -233,17 +231,41 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 	if err := seen.Check(a); err != nil {
 		return nil, err
 	}
+	return a, nil
+}
+
+// addSecretInputs writes the secret inputs, when given, into a new Secret
+// of changed's and points changed's spec.valuesFrom at it. It returns the
+// Secret's references, which a refused write of changed deletes again
+// (dropSecretInputs).
+func addSecretInputs(ctx context.Context, c client.Client, changed *capstanv1.Addon, inputs map[string]string) ([]capstanv1.ValuesReference, error) {
+	if len(inputs) == 0 {
+		return nil, nil
+	}
+	refs, err := values.WriteSecretInputs(ctx, c, changed, inputs)
+	if err != nil {
+		return nil, err
+	}
+	changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	return refs, nil
+}
+
+// EditSeen is Edit of the Addon that seen names, as it was seen: an Addon
+// whose spec changed since, or that is another Addon of the same name, is
+// refused with ErrChanged, and nothing is written. The patch is locked to
+// the resourceVersion of the Addon that passed that check.
+func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen, specPatch []byte, inputs map[string]string) (*capstanv1.Addon, error) {
+	a, err := getSeen(ctx, c, key, seen)
+	if err != nil {
+		return nil, err
+	}
 	changed, err := patchSpec(a, specPatch)
 	if err != nil {
 		return nil, err
 	}
-	var refs []capstanv1.ValuesReference
-	if len(inputs) > 0 {
-		refs, err = values.WriteSecretInputs(ctx, c, a, inputs)
-		if err != nil {
-			return nil, err
-		}
-		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	refs, err := addSecretInputs(ctx, c, changed, inputs)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.Patch(ctx, changed, client.MergeFromWithOptions(a, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
@@ -264,11 +286,8 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 // every reconcile, which would refuse the write for nothing, and any spec
 // change moves the generation.
 func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, seen Seen, vals map[string]any, inputs map[string]string) (*capstanv1.Addon, error) {
-	a, err := Get(ctx, c, key)
+	a, err := getSeen(ctx, c, key, seen)
 	if err != nil {
-		return nil, err
-	}
-	if err := seen.Check(a); err != nil {
 		return nil, err
 	}
 	changed := a.DeepCopy()
@@ -290,13 +309,11 @@ func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, s
 		changed.Spec.Values = nil
 		ops = append(ops, op{Op: "remove", Path: "/spec/values"})
 	}
-	var refs []capstanv1.ValuesReference
-	if len(inputs) > 0 {
-		refs, err = values.WriteSecretInputs(ctx, c, a, inputs)
-		if err != nil {
-			return nil, err
-		}
-		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	refs, err := addSecretInputs(ctx, c, changed, inputs)
+	if err != nil {
+		return nil, err
+	}
+	if len(refs) > 0 {
 		ops = append(ops, op{"add", "/spec/valuesFrom", changed.Spec.ValuesFrom})
 	}
 	patch, err := json.Marshal(ops)
@@ -335,13 +352,9 @@ func Update(ctx context.Context, c client.Client, key client.ObjectKey, change f
 	if err := change(changed); err != nil {
 		return nil, err
 	}
-	var refs []capstanv1.ValuesReference
-	if len(inputs) > 0 {
-		refs, err = values.WriteSecretInputs(ctx, c, changed, inputs)
-		if err != nil {
-			return nil, err
-		}
-		changed.Spec.ValuesFrom = replaceTargets(changed.Spec.ValuesFrom, refs)
+	refs, err := addSecretInputs(ctx, c, changed, inputs)
+	if err != nil {
+		return nil, err
 	}
 	if err := c.Update(ctx, changed); err != nil {
 		if apierrors.IsConflict(err) {
