@@ -353,7 +353,8 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		return err
 	}
 	violations := s.violations
-	if s.profile == capstanv1.ProfileRestricted && s.render != nil {
+	if s.profile == capstanv1.ProfileRestricted && s.render != nil && len(s.violations) > 0 &&
+		(s.hasHooks("pre-delete") || s.hasHooks("post-delete")) {
 		// NOTE: the uninstall applies none of the objects that break a
 		// rule, so a delete hook's reference to one is to whatever runs
 		// under that name: the platform's Secret the chart renders too

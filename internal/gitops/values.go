@@ -40,7 +40,7 @@ func ValueChanges(from, to map[string]any) []ValueChange {
 			fm, fromMap := f.(map[string]any)
 			tm, toMap := t.(map[string]any)
 			switch {
-			case had && sameValue(f, t):
+			case had && SameValue(f, t):
 			case had && fromMap && toMap:
 				walk(path, fm, tm)
 			default:
@@ -136,11 +136,11 @@ func applyValueChange(values *yaml.Node, c ValueChange) (bool, error) {
 		return false, conflict
 	}
 	switch {
-	case c.Remove && !has, !c.Remove && has && sameValue(now, c.To):
+	case c.Remove && !has, !c.Remove && has && SameValue(now, c.To):
 		// NOTE: git holds what the change asks for already: someone made
 		// the same change, or the cluster lags a commit that made it.
 		return false, nil
-	case has != c.Had || (has && !sameValue(now, c.From)):
+	case has != c.Had || (has && !SameValue(now, c.From)):
 		return false, conflict
 	}
 	parent := values
@@ -218,9 +218,10 @@ func removeKey(m *yaml.Node, key string) {
 	}
 }
 
-// sameValue says whether a and b are the same JSON value: 3 read from
-// YAML is the 3.0 that an Addon's spec.values reads.
-func sameValue(a, b any) bool {
+// SameValue says whether a and b are the same JSON value: 3 read from
+// YAML is the 3.0 that an Addon's spec.values reads, and an int64 from a
+// form is the float64 it reads.
+func SameValue(a, b any) bool {
 	ja, errA := json.Marshal(a)
 	jb, errB := json.Marshal(b)
 	return errA == nil && errB == nil && string(ja) == string(jb)

@@ -128,11 +128,6 @@ func (ck *checker) checkService(ref capstanv1.ObjectRef, s *corev1.Service) {
 	}
 }
 
-// betaStorageClassAnnotation is the storage class annotation that came
-// before spec.storageClassName. The volume controller still reads it, and
-// before the field.
-const betaStorageClassAnnotation = "volume.beta.kubernetes.io/storage-class"
-
 // checkClaim refuses claims that bind to a volume that already exists: by
 // volumeName, by a selector over existing volumes, by the empty storage
 // class, or by a data source the chart does not render. A data source may
@@ -150,8 +145,10 @@ func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolum
 	// binds to any Available volume that has no class, such as an
 	// administrator's hostPath or NFS volume, with whatever it holds.
 	const noClass = "the empty storage class turns provisioning off and binds the claim to any existing volume without a class, with the data of whoever used it; name a StorageClass, or leave the field unset for the cluster's default class"
-	if class, ok := c.Annotations[betaStorageClassAnnotation]; ok && class == "" {
-		ck.add(ref, fmt.Sprintf("metadata.annotations[%s]", betaStorageClassAnnotation), RuleClaimBinding, "annotation "+betaStorageClassAnnotation+": "+noClass)
+	// NOTE: the annotation that came before spec.storageClassName; the
+	// volume controller still reads it, and before the field.
+	if class, ok := c.Annotations[corev1.BetaStorageClassAnnotation]; ok && class == "" {
+		ck.add(ref, fmt.Sprintf("metadata.annotations[%s]", corev1.BetaStorageClassAnnotation), RuleClaimBinding, "annotation "+corev1.BetaStorageClassAnnotation+": "+noClass)
 	}
 	if c.Spec.StorageClassName != nil && *c.Spec.StorageClassName == "" {
 		ck.add(ref, "spec.storageClassName", RuleClaimBinding, "storageClassName: \"\": "+noClass)

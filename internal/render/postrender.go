@@ -305,9 +305,6 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 		if err != nil {
 			return fmt.Errorf("spec.patches[%d]: the patch is neither YAML nor JSON: %v", i, err)
 		}
-		if len(docs) == 0 {
-			docs = []patchDocument{{text: pt.Patch}}
-		}
 		for j, doc := range docs {
 			where, mark := fmt.Sprintf("spec.patches[%d]", i), markTarget+"-"+strconv.Itoa(i)
 			if len(docs) > 1 {

@@ -396,7 +396,7 @@ func TestPostRenderMultiDocumentRefusals(t *testing.T) {
 			"spec.patches[0] (document 2) names Secret settings, which the render does not have"},
 		{"a list of operations among them", types.Patch{Patch: deployment + "---\n[{\"op\": \"remove\", \"path\": \"/spec\"}]\n"},
 			"document 2 is not a partial object"},
-		{"a copy in the second document", types.Patch{Patch: deployment + "---\n- {op: copy, from: /spec, path: /spec/x}\n"},
+		{"a list of operations with a copy, in the second document", types.Patch{Patch: deployment + "---\n- {op: copy, from: /spec, path: /spec/x}\n"},
 			"document 2 is not a partial object"},
 		{"several with a target", types.Patch{Patch: deployment + "---\n" + deployment, Target: selectorOf("Deployment", "web")},
 			"spec.patches[0]: the patch holds 2 strategic merge patches and a target"},

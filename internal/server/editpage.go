@@ -255,18 +255,7 @@ func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *cap
 
 // exactValues reads spec.values as a map whose numbers are json.Number,
 // which marshals back to the digits spec.values has.
-func exactValues(a *capstanv1.Addon) (map[string]any, error) {
-	out := map[string]any{}
-	if a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
-		return out, nil
-	}
-	dec := json.NewDecoder(bytes.NewReader(a.Spec.Values.Raw))
-	dec.UseNumber()
-	if err := dec.Decode(&out); err != nil {
-		return nil, fmt.Errorf("spec.values is not a JSON object: %v", err)
-	}
-	return out, nil
-}
+func exactValues(a *capstanv1.Addon) (map[string]any, error) { return decodeValues(a, true) }
 
 // keepExact is next with every value that is the same JSON in current and
 // next (in maps, key by key) taken from exact, spec.values as it is
@@ -285,7 +274,7 @@ func keepExact(exact, current, next map[string]any) map[string]any {
 		if !had || !known || n == nil {
 			continue
 		}
-		if sameJSON(cur, n) {
+		if gitops.SameValue(cur, n) {
 			out[k] = ex
 			continue
 		}
@@ -299,21 +288,21 @@ func keepExact(exact, current, next map[string]any) map[string]any {
 	return out
 }
 
-// sameJSON says whether a and b are the same JSON: an int64 from the form
-// is the float64 that spec.values reads.
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
-
 // specValues reads spec.values as a map.
-func specValues(a *capstanv1.Addon) (map[string]any, error) {
+func specValues(a *capstanv1.Addon) (map[string]any, error) { return decodeValues(a, false) }
+
+// decodeValues reads spec.values as a map, its numbers as json.Number when
+// exact, else as float64.
+func decodeValues(a *capstanv1.Addon, exact bool) (map[string]any, error) {
 	out := map[string]any{}
 	if a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
 		return out, nil
 	}
-	if err := json.Unmarshal(a.Spec.Values.Raw, &out); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(a.Spec.Values.Raw))
+	if exact {
+		dec.UseNumber()
+	}
+	if err := dec.Decode(&out); err != nil {
 		return nil, fmt.Errorf("spec.values is not a JSON object: %v", err)
 	}
 	return out, nil
