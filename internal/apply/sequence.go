@@ -54,8 +54,8 @@ type Sequence struct {
 	HasPreHooks bool
 	// Creates are the changed objects the plan creates: none of them
 	// existed when it previewed. One of a wave applied after a wait for
-	// the waves before it is read before that wave is applied (see
-	// applyWaves).
+	// the waves before it, or of the first wave once pre hooks ran, is
+	// read before that wave is applied (see applyWaves).
 	Creates map[*unstructured.Unstructured]bool
 	// Recreate are the changed objects the plan deletes and creates anew,
 	// since the API server refuses to change them in place

@@ -89,7 +89,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.sourceLimits.MaxUncompressedBytes, "max-source-bytes", source.DefaultLimits.MaxUncompressedBytes, "The most bytes of one chart's files (its subcharts' included) or one git repository's commit, which the controller holds in memory and caches.")
 	fs.StringVar(&o.gitBudget, "git-memory-budget", resource.NewQuantity(source.DefaultGitMemoryBudget, resource.BinarySI).String(),
 		"The most memory the git data of all fetches (Addons' git folders, the AddonRepository syncer's and the commits' clones) may hold at once, as a Kubernetes quantity; "+
-			"a fetch past it fails and is retried. At least the largest fetch's limit: a gitops clone's 512Mi, and 4 times --max-source-bytes.")
+			"a fetch past it while others hold it fails and is retried, and one that needs more than the whole budget alone is refused as too large. At least 32Mi.")
 	fs.BoolVar(&o.allowFileGit, "allow-file-git", false, "Allow file:// git URLs, which read the controller's filesystem (development only).")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
 	fs.IntVar(&o.maxConcurrency, "max-concurrent-reconciles", 8, "Addons reconciled at once.")

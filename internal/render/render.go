@@ -151,6 +151,10 @@ type Result struct {
 	// FormerHash is, for a folder rendered into a namespace, the hash the
 	// same inputs had before a folder's namespace was part of it: what an
 	// add-on applied by a Capstan of then recorded. Empty for a chart.
+	// NOTE: a migration, read only once per add-on (the controller's
+	// adoptFormerHash) though computed on every folder render: remove it
+	// once no supported Capstan records folder hashes without the
+	// namespace.
 	FormerHash string
 	// Upgrade is true when a chart was rendered for an upgrade.
 	Upgrade bool

@@ -82,7 +82,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
-	case errors.Is(err, addons.ErrPlanBlocked), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)):
+	case errors.Is(err, addons.ErrPlanBlocked), errors.Is(err, source.ErrGitTooLarge), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
 	case errors.As(err, &invalid):
 		out := apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
