@@ -3,16 +3,28 @@ package controller
 import (
 	"context"
 	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/source"
 )
 
 // primarySvc builds the live primary Service as Capstan applies it for the
@@ -143,5 +155,97 @@ func TestRegisteredByReadsTheAPIServer(t *testing.T) {
 	got, err := r.registeredBy(context.Background(), &self, "wiki")
 	if err != nil || got != "other-shard/wiki" {
 		t.Errorf("registeredBy = %q, %v; want the Addon of the other shard named", got, err)
+	}
+}
+
+// TestRegisterRefusesARemotePrimary registers an add-on whose marked chart
+// names a primary and no spec.registration: installed into this cluster,
+// its manifest is read at the primary's cluster IP; installed into a remote
+// cluster, the primary is refused, saying to set spec.registration.url,
+// with no read of the Service or the manifest and no retry, since the
+// remote cluster IP is no address of the controller's.
+func TestRegisterRefusesARemotePrimary(t *testing.T) {
+	var reads atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		reads.Add(1)
+		_, _ = w.Write([]byte(`{"name":"wiki"}`))
+	}))
+	defer srv.Close()
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{srv.Listener.Addr().String()}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	number, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	// The primary as it stands in the cluster the add-on is installed
+	// into, passing every check of primaryAddress; its cluster IP and
+	// port are the test server's, so a read of it is counted.
+	svc := primarySvc(func(s *corev1.Service) {
+		s.Spec.ClusterIP = host
+		s.Spec.Ports[0].Port = int32(number)
+	})
+	var gets atomic.Int32
+	target := interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build(),
+		interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			gets.Add(1)
+			return c.Get(ctx, key, obj, opts...)
+		}})
+	r := &AddonReconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).Build(), Fetcher: fetcher}
+	artifact := &source.Artifact{Chart: &source.Chart{Chart: &chartv2.Chart{Metadata: &chartv2.Metadata{
+		Name: "wiki", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "true", capstanv1.ChartPrimaryAnnotation: "wiki:http"}}}}}
+
+	for _, tc := range []struct {
+		name       string
+		server     string // the remote API server; "" for this cluster
+		wantReason string
+		wantReads  int32
+	}{
+		{name: "this cluster", wantReason: "Registered", wantReads: 1},
+		{name: "a remote cluster", server: "https://remote.example:6443", wantReason: "PrimaryRefused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reads.Store(0)
+			gets.Store(0)
+			addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "wiki", UID: "self"}}
+			addon.Status.AppliedHash = "h1"
+			addon.Status.Inventory = []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: "wiki", Name: "wiki"}}}
+			s := &scope{addon: addon, artifact: artifact, profile: capstanv1.ProfileCluster, namespace: "wiki",
+				applier: &apply.Applier{Client: target}, cluster: &targetCluster{server: tc.server}}
+			if _, err := r.register(context.Background(), s); err != nil {
+				t.Fatal(err)
+			}
+			c := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionRegistered)
+			if c == nil || c.Reason != tc.wantReason {
+				t.Fatalf("condition %+v, want the reason %s", c, tc.wantReason)
+			}
+			if reads.Load() != tc.wantReads {
+				t.Errorf("the manifest was read %d times, want %d", reads.Load(), tc.wantReads)
+			}
+			if tc.server == "" {
+				return
+			}
+			if !strings.Contains(c.Message, "spec.registration.url") || !strings.Contains(c.Message, tc.server) {
+				t.Errorf("the refusal %q does not name the remote cluster and spec.registration.url", c.Message)
+			}
+			if gets.Load() != 0 {
+				t.Errorf("the remote primary Service was read %d times, want none", gets.Load())
+			}
+			if s.requeueAfter != 0 || addon.Status.Registration != nil {
+				t.Errorf("requeued after %v with the registration %+v; want no retry and none", s.requeueAfter, addon.Status.Registration)
+			}
+		})
 	}
 }

@@ -122,7 +122,9 @@ func (r *AddonReconciler) registered(s *scope, ok bool, reason, msg string) {
 
 // registrationSource is the address of the add-on's manifest: "" for a
 // chart that is not marked an add-on; spec.registration.url in the cluster
-// profile; otherwise the manifest path on the primary Service.
+// profile; otherwise the manifest path on the primary Service, but for an
+// add-on installed into a remote cluster, which must name its manifest by
+// spec.registration.url.
 func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, error) {
 	if s.artifact == nil || !s.artifact.IsChart() || s.artifact.Chart.Chart.Metadata == nil {
 		return "", nil
@@ -133,6 +135,17 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	}
 	if reg := s.addon.Spec.Registration; reg != nil && s.profile == capstanv1.ProfileCluster {
 		return reg.URL, nil
+	}
+	if s.cluster != nil && s.cluster.server != "" {
+		// NOTE: the primary Service is in the remote cluster, and its
+		// cluster IP is an address of that cluster's Service range, which
+		// the clusters often share: read from here, it reaches a Service of
+		// this cluster that holds the same IP (perhaps another tenant's),
+		// or nothing, and a retry every 30 s would hold a worker each time.
+		return "", primaryRefused(fmt.Sprintf("the add-on is installed into the remote cluster %s that spec.kubeConfig names, "+
+			"and the cluster IP of its primary Service is an address of that cluster, not one the controller can reach, "+
+			"so the controller does not read the manifest from it; set spec.registration.url to an address of the manifest "+
+			"that the controller can reach", s.cluster.server))
 	}
 	primary := strings.TrimSpace(ann[capstanv1.ChartPrimaryAnnotation])
 	if primary == "" {
