@@ -69,7 +69,7 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		return nil, errors.New("the manifest is not the JSON Capstan reads: it holds more than one JSON value")
 	}
 	if m.Name != name {
-		return nil, fmt.Errorf("the manifest names the add-on %q, not %q; an add-on registers its own name only", conditions.Truncate(m.Name, 63), name)
+		return nil, fmt.Errorf("the manifest names the add-on %q, not %q; an add-on registers its own name only", quotable(m.Name, 63), name)
 	}
 	reg := &capstanv1.Registration{Name: m.Name}
 	if m.ConsoleURL != "" {
@@ -112,21 +112,28 @@ func webURL(s string) error {
 	}
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http:// or https:// URL", conditions.Truncate(s, 80))
+		return fmt.Errorf("%q is not an http:// or https:// URL", quotable(s, 80))
 	}
 	return nil
 }
 
 // shortReason is err's message as a condition may quote it: the JSON
-// decoder's errors quote the document (a field's name, a character), and
-// the document comes from whoever serves the primary, so only printable
-// ASCII is kept, and at most maxReasonBytes of it.
+// decoder's errors quote the document (a field's name, a character).
 func shortReason(err error) string {
+	return quotable(err.Error(), maxReasonBytes)
+}
+
+// quotable is text of the document as a refusal may quote it: the document
+// comes from whoever serves the primary, and must not be read back through
+// the Addon's condition, so only printable ASCII is kept (any other
+// character is a ?), and at most n bytes of it, n no more than
+// maxReasonBytes. A refusal quotes one such text at most.
+func quotable(s string, n int) string {
 	clean := strings.Map(func(r rune) rune {
 		if r < 0x20 || r > 0x7e {
 			return '?'
 		}
 		return r
-	}, err.Error())
-	return conditions.Truncate(clean, maxReasonBytes)
+	}, s)
+	return conditions.Truncate(clean, min(n, maxReasonBytes))
 }

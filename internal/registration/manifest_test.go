@@ -32,13 +32,20 @@ func TestParse(t *testing.T) {
 
 // TestParseQuotesLittleOfTheDocument checks that a refusal quotes no more of
 // the document than a short, printable reason: whoever serves the primary
-// must not read its content back through the Addon's condition.
+// must not read its content back through the Addon's condition. That holds
+// for the decoder's reasons and for the values a refusal names: a name that
+// is not the add-on's, a link that is no web URL.
 func TestParseQuotesLittleOfTheDocument(t *testing.T) {
 	secret := strings.Repeat("s3cr3t-", 200)
 	for _, doc := range []string{
 		`{"name":"wiki","` + secret + `":1}`,
 		`{"name":"wiki","\u202e` + secret + `\u0007":1}`,
 		"\x00\x1b[31m" + secret,
+		`{"name":"Пароль-` + secret + `-Пароль"}`,
+		`{"name":"\u001b[31m` + secret + `"}`,
+		`{"name":"wiki","consoleURL":"token=Пароль-` + secret + `"}`,
+		`{"name":"wiki","consoleURL":"\u001b]8;;` + secret + `"}`,
+		`{"name":"wiki","tiles":[{"title":"Wiki","link":"Пароль ` + secret + `"}]}`,
 	} {
 		_, err := Parse([]byte(doc), "wiki")
 		if err == nil {
