@@ -38,6 +38,10 @@ trap 'rm -f "$cfg"' EXIT
 printf 'creation_rules:\n  - age: %s\n    encrypted_regex: ^(data|stringData)$\n    mac_only_encrypted: true\n' "$me" >"$cfg"
 "$sops" --config "$cfg" encrypt "$td/plain/secret.yaml" >"$td/maconly.enc.yaml"
 enc "$td/secret.enc.json" "$td/plain/secret.json" --age "$me" --encrypted-regex '^(data|stringData)$'
+# By their names sops picks its JSON, binary and dotenv stores.
+enc "$td/order.enc.json" "$td/plain/order.json" --age "$me" --encrypted-regex '^data$'
+enc "$td/tls.enc.crt" "$td/plain/tls.crt" --age "$me"
+enc "$td/secret.enc.env" "$td/plain/secret.env" --age "$me"
 enc "$td/other.enc.yaml" "$td/plain/secret.yaml" --age "$other" --encrypted-regex '^(data|stringData)$'
 # Changed after it was encrypted: an unencrypted value the MAC covers.
 sed 's/^    name: db$/    name: db-renamed/' "$td/secret.enc.yaml" >"$td/tampered.enc.yaml"
@@ -45,4 +49,7 @@ sed 's/^    name: db$/    name: db-renamed/' "$td/secret.enc.yaml" >"$td/tampere
 for f in secret.enc.yaml all.enc.yaml config.enc.yaml edges.enc.yaml dated.enc.yaml multi.enc.yaml maconly.enc.yaml; do
 	SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/$f" >"$td/${f%.enc.yaml}.dec.yaml"
 done
-SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/secret.enc.json" >"$td/secret.dec.json"
+for f in secret order; do
+	SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/$f.enc.json" >"$td/$f.dec.json"
+done
+SOPS_AGE_KEY_FILE="$td/age.agekey" "$sops" decrypt "$td/tls.enc.crt" >"$td/tls.dec.crt"

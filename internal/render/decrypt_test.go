@@ -1,6 +1,7 @@
 package render
 
 import (
+	"encoding/base64"
 	"os"
 	"path/filepath"
 	"slices"
@@ -87,5 +88,36 @@ func TestDecryptedVariables(t *testing.T) {
 	}
 	if !slices.Contains(d.Secrets, "https://app:S3cretPassw0rd@") {
 		t.Errorf("the text around the variable is not to be hidden: %q", d.Secrets)
+	}
+}
+
+// TestGeneratorReadsDecryptedFiles: a secretGenerator that reads a file
+// SOPS encrypted whole (a certificate, by its binary store) gets the file
+// itself, and one that reads a dotenv file SOPS encrypted stops the build
+// rather than generate a Secret of ciphertext.
+func TestGeneratorReadsDecryptedFiles(t *testing.T) {
+	ids, err := sops.ParseKeys("age.agekey", sopsFixture(t, "age.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fstest.MapFS{
+		"tls/tls.crt":            {Data: sopsFixture(t, "tls.enc.crt")},
+		"tls/kustomization.yaml": {Data: []byte("secretGenerator:\n  - name: db-tls\n    files: [tls.crt]\n")},
+		"env/secret.env":         {Data: sopsFixture(t, "secret.enc.env")},
+		"env/kustomization.yaml": {Data: []byte("secretGenerator:\n  - name: db-env\n    envs: [secret.env]\n")},
+	}
+	d := &sops.Decrypter{IDs: ids}
+	res, err := FolderWith(fsys, "tls", SourceIdentity{}, FolderInputs{Decrypt: d.File})
+	if err != nil || d.Err() != nil {
+		t.Fatalf("%v %v", err, d.Err())
+	}
+	pem, err := base64.StdEncoding.DecodeString(res.Objects[0].Object["data"].(map[string]any)["tls.crt"].(string))
+	if err != nil || string(pem) != string(sopsFixture(t, "tls.dec.crt")) {
+		t.Errorf("the Secret's tls.crt is not the certificate SOPS encrypted: %v\n%s", err, pem)
+	}
+	d = &sops.Decrypter{IDs: ids}
+	if _, err := FolderWith(fsys, "env", SourceIdentity{}, FolderInputs{Decrypt: d.File}); err == nil || d.Err() == nil ||
+		!strings.Contains(d.Err().Error(), "env/secret.env: it is a dotenv file that SOPS encrypted") {
+		t.Errorf("a dotenv file SOPS encrypted: %v; problems: %v", err, d.Err())
 	}
 }

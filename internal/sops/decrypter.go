@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"filippo.io/age"
@@ -34,20 +35,56 @@ type Decrypter struct {
 }
 
 // File returns a file's data, decrypted when SOPS encrypted it and no
-// annotation leaves it encrypted. A file it cannot decrypt is a problem
-// and an error that names it, and never quotes a value.
+// annotation leaves it encrypted. A file it cannot decrypt, or a dotenv
+// or INI file SOPS encrypted, is a problem and an error that names it, and
+// never quotes a value: nothing is read with SOPS's ciphertext in it.
 func (d *Decrypter) File(name string, data []byte) ([]byte, error) {
+	if store := unreadStore(data); store != "" {
+		return nil, d.problem(name, fmt.Errorf("it is %s that SOPS encrypted, which Capstan does not decrypt: encrypt its values in a YAML or JSON file instead (the Secret itself, or a file a secretGenerator reads)", store))
+	}
 	if !looksEncrypted(data) || leftEncrypted(data) {
 		return data, nil
 	}
-	out, secrets, err := Decrypt(data, d.IDs)
+	out, secrets, err := Decrypt(name, data, d.IDs)
 	if err != nil {
-		p := fmt.Sprintf("%s: %v", strings.TrimPrefix(name, "/"), err)
-		d.Problems = append(d.Problems, p)
-		return nil, errors.New("decrypt: " + p)
+		return nil, d.problem(name, err)
 	}
 	d.Secrets = append(d.Secrets, secrets...)
 	return out, nil
+}
+
+// problem records that the file name could not be decrypted, and why, and
+// returns it as an error.
+func (d *Decrypter) problem(name string, err error) error {
+	p := fmt.Sprintf("%s: %v", strings.TrimPrefix(name, "/"), err)
+	d.Problems = append(d.Problems, p)
+	return errors.New("decrypt: " + p)
+}
+
+// SOPS's dotenv and INI files keep their metadata in lines of their own:
+// sops_mac=ENC[…], and a [sops] section with mac = ENC[…]. Each is matched
+// at the start of a line, where no YAML or JSON file that merely holds
+// such a file as a value has it.
+var (
+	dotenvMAC  = regexp.MustCompile(`(?m)^sops_mac=ENC\[`)
+	iniSection = regexp.MustCompile(`(?m)^\[sops\][ \t]*\r?$`)
+	iniMAC     = regexp.MustCompile(`(?m)^mac[ \t]*=[ \t]*ENC\[`)
+)
+
+// unreadStore names the kind of a file SOPS encrypted that Capstan does
+// not decrypt, a dotenv or an INI file, or is empty.
+//
+// NOTE: it reads the file, not its name: sops picks these stores by the
+// name (.env, .ini) or by --input-type, and Flux reads a secretGenerator's
+// envs file as dotenv whatever its name.
+func unreadStore(data []byte) string {
+	switch {
+	case dotenvMAC.Match(data):
+		return "a dotenv file"
+	case iniSection.Match(data) && iniMAC.Match(data):
+		return "an INI file"
+	}
+	return ""
 }
 
 // Err is the problems found, up to maxProblems, or nil.

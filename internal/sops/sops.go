@@ -1,13 +1,14 @@
-// Package sops decrypts the YAML and JSON files of a git folder that SOPS
-// encrypted for age keys, as Flux's kustomize-controller does before it
-// applies them, so that a repository keeps its Secrets in git encrypted.
+// Package sops decrypts the YAML, JSON and binary files of a git folder
+// that SOPS encrypted for age keys, as Flux's kustomize-controller does
+// before it applies them, so that a repository keeps its Secrets in git
+// encrypted.
 //
 // It reads SOPS's own format and checks its MAC over the file as it was
 // encrypted, before kustomize or anything else changes it: a file changed
 // after it was encrypted is refused, where Flux (without its MAC check)
 // applies it. It takes age keys only; a file encrypted for PGP, a cloud
-// KMS or Vault alone, and the rules SOPS keeps for comments, are refused
-// with what to do instead.
+// KMS or Vault alone, the rules SOPS keeps for comments, and SOPS's
+// dotenv and INI files, are refused with what to do instead.
 package sops
 
 import (
@@ -91,11 +92,18 @@ var macOnlyEncryptedInit = []byte{0x8a, 0x3f, 0xd2, 0xad, 0x54, 0xce, 0x66, 0x52
 // is written, as SOPS does.
 const defaultUnencryptedSuffix = "_unencrypted"
 
-// Decrypt decrypts a file SOPS encrypted, YAML or JSON, with ids, and
-// returns it as YAML without its sops mapping, with the values it
-// decrypted (to be hidden wherever they could be shown). It checks the
-// file's MAC first and refuses a file whose MAC does not match.
-func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
+// Decrypt decrypts a file SOPS encrypted, named name, with ids, and
+// returns it as sops decrypt writes it, without its sops mapping, with
+// the values it decrypted (to be hidden wherever they could be shown). It
+// checks the file's MAC first and refuses a file whose MAC does not match.
+//
+// The name picks how the file is written again, as it picks SOPS's store:
+// a .yaml or .yml file is YAML, a .json file is JSON, and a file of any
+// other name that holds SOPS's binary envelope (a data value alone) is
+// that value, the file SOPS encrypted whole. Another file of another name
+// (one encrypted with sops --input-type) is written as what it holds,
+// JSON or YAML.
+func Decrypt(name string, data []byte, ids []age.Identity) ([]byte, []string, error) {
 	docs, err := documents(data)
 	if err != nil {
 		return nil, nil, err
@@ -132,7 +140,16 @@ func Decrypt(data []byte, ids []age.Identity) ([]byte, []string, error) {
 			return nil, d.secrets, nil
 		}
 	}
-	if isJSON(data) {
+	switch {
+	case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
+		// YAML, even when it holds JSON, as sops writes it.
+	case strings.HasSuffix(name, ".json"):
+		out, err := emitJSON(docs[0])
+		return out, d.secrets, err
+	case isJSON(data):
+		if value, ok := binaryData(docs); ok {
+			return []byte(value), d.secrets, nil
+		}
 		out, err := emitJSON(docs[0])
 		return out, d.secrets, err
 	}
@@ -157,17 +174,105 @@ func isJSON(data []byte) bool {
 	return len(data) > 0 && data[0] == '{'
 }
 
-// emitJSON writes a decrypted JSON file as JSON again, as SOPS does.
-func emitJSON(doc *yaml.Node) ([]byte, error) {
-	var v any
-	if err := doc.Decode(&v); err != nil {
-		return nil, err
+// binaryData is the value of SOPS's binary envelope, {"data": "…"}, which
+// SOPS writes for a file of a name it has no store for (a certificate, a
+// key, a .txt file), encrypted whole: its one data string is the file.
+func binaryData(docs []*yaml.Node) (string, bool) {
+	if len(docs) != 1 {
+		return "", false
 	}
-	out, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	root := docs[0].Content[0]
+	if len(root.Content) != 2 || root.Content[0].Value != "data" || root.Content[1].Kind != yaml.ScalarNode || root.Content[1].ShortTag() != "!!str" {
+		return "", false
+	}
+	return root.Content[1].Value, true
+}
+
+// emitJSON writes a decrypted JSON file as JSON again, byte for byte as
+// sops decrypt writes it, so that a generator that reads it hashes the
+// same text as Flux's: its members in the file's order, each value as Go's
+// encoding/json writes it (numbers as float64, <, > and & escaped), and
+// indented with tabs.
+func emitJSON(doc *yaml.Node) ([]byte, error) {
+	var compact bytes.Buffer
+	if err := writeJSON(&compact, doc); err != nil {
 		return nil, fmt.Errorf("it cannot be written as JSON again: %w", err)
 	}
-	return append(out, '\n'), nil
+	var out bytes.Buffer
+	if err := json.Indent(&out, compact.Bytes(), "", "\t"); err != nil {
+		return nil, fmt.Errorf("it cannot be written as JSON again: %w", err)
+	}
+	out.WriteByte('\n')
+	return out.Bytes(), nil
+}
+
+// writeJSON writes n as compact JSON, in its order.
+func writeJSON(w *bytes.Buffer, n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		return writeJSON(w, n.Content[0])
+	case yaml.MappingNode:
+		w.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			if err := writeJSONValue(w, n.Content[i].Value); err != nil {
+				return err
+			}
+			w.WriteByte(':')
+			if err := writeJSON(w, n.Content[i+1]); err != nil {
+				return err
+			}
+		}
+		w.WriteByte('}')
+	case yaml.SequenceNode:
+		w.WriteByte('[')
+		for i, item := range n.Content {
+			if i > 0 {
+				w.WriteByte(',')
+			}
+			if err := writeJSON(w, item); err != nil {
+				return err
+			}
+		}
+		w.WriteByte(']')
+	case yaml.ScalarNode:
+		var v any = n.Value
+		switch n.ShortTag() {
+		case "!!null":
+			v = nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return err
+			}
+			v = b
+		case "!!int", "!!float":
+			// NOTE: SOPS reads every JSON number as a float64, and
+			// writes it back so: 1.50 is 1.5.
+			var f float64
+			if err := n.Decode(&f); err != nil {
+				return err
+			}
+			v = f
+		}
+		return writeJSONValue(w, v)
+	default:
+		return fmt.Errorf("line %d holds what JSON cannot", n.Line)
+	}
+	return nil
+}
+
+// writeJSONValue writes one value as json.Marshal does, as SOPS writes
+// each key and value.
+func writeJSONValue(w *bytes.Buffer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	w.Write(b)
+	return nil
 }
 
 // maxDepth bounds how deeply a file's mappings and lists nest: each value
@@ -535,10 +640,14 @@ func (d *decrypter) value(text, aad string) (plain, error) {
 
 // literalBlocks writes every folded block scalar under n as a literal
 // one, which holds the same text: yaml.v3 writes some folded blocks back
-// with a line more.
+// with a line more. It writes flow mappings and lists (a JSON file's) as
+// blocks, as SOPS writes YAML.
 func literalBlocks(n *yaml.Node) {
 	if n.Kind == yaml.ScalarNode && n.Style&yaml.FoldedStyle != 0 {
 		n.Style = n.Style&^yaml.FoldedStyle | yaml.LiteralStyle
+	}
+	if n.Kind == yaml.MappingNode || n.Kind == yaml.SequenceNode {
+		n.Style &^= yaml.FlowStyle
 	}
 	for _, c := range n.Content {
 		literalBlocks(c)

@@ -16,6 +16,11 @@ import (
 // The files in testdata were encrypted, and decrypted for comparison, by
 // the real sops (hack/sops-fixtures.sh): these tests check that Capstan
 // reads SOPS's format as SOPS does.
+//
+// NOTE: tls.enc.crt, order.enc.json and secret.enc.env, and what
+// order.enc.json decrypts to, were written without sops at hand, with the
+// same key, following sops's binary, JSON and dotenv stores
+// (stores/json, stores/dotenv): the script writes them anew with sops.
 
 func keys(t *testing.T, name string) []age.Identity {
 	t.Helper()
@@ -66,7 +71,7 @@ func TestDecryptAsSOPSDoes(t *testing.T) {
 		{"secret.enc.json", "secret.dec.json"},
 	} {
 		t.Run(tc.enc, func(t *testing.T) {
-			out, secrets, err := Decrypt(read(t, tc.enc), ids)
+			out, secrets, err := Decrypt(tc.enc, read(t, tc.enc), ids)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +88,7 @@ func TestDecryptAsSOPSDoes(t *testing.T) {
 	}
 	// A value of several types keeps its type, and a decrypted string
 	// that looks like a number stays a string.
-	out, secrets, err := Decrypt(read(t, "all.enc.yaml"), ids)
+	out, secrets, err := Decrypt("all.enc.yaml", read(t, "all.enc.yaml"), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,6 +98,41 @@ func TestDecryptAsSOPSDoes(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(secrets, "\n"), "https://db.internal:5432/app") {
 		t.Errorf("secrets %q", secrets)
+	}
+}
+
+// TestDecryptWritesWhatSOPSWrites: a file decrypts to the very bytes
+// sops decrypt writes, which a generator reads and hashes into its name:
+// a binary file is the file SOPS encrypted whole, and a JSON file keeps
+// its members' order, its tabs and SOPS's escapes.
+func TestDecryptWritesWhatSOPSWrites(t *testing.T) {
+	ids := keys(t, "age.agekey")
+	for _, tc := range []struct{ name, enc, dec string }{
+		{"tls.crt", "tls.enc.crt", "tls.dec.crt"},
+		{"secret.json", "secret.enc.json", "secret.dec.json"},
+		{"order.json", "order.enc.json", "order.dec.json"},
+		// NOTE: a JSON file named .yaml is YAML to sops, and so here.
+		{"secret.yaml", "secret.enc.json", "secret.dec.json"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, secrets, err := Decrypt(tc.name, read(t, tc.enc), ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := read(t, tc.dec)
+			if strings.HasSuffix(tc.name, ".yaml") {
+				if strings.HasPrefix(string(out), "{") || !cmp.Equal(parseAll(t, want), parseAll(t, out)) {
+					t.Errorf("want YAML holding sops's JSON:\n%s", out)
+				}
+				return
+			}
+			if string(out) != string(want) {
+				t.Errorf("Capstan's decryption differs from sops's:\n%s\nsops:\n%s", out, want)
+			}
+			if len(secrets) == 0 {
+				t.Error("no decrypted value is reported to be hidden")
+			}
+		})
 	}
 }
 
@@ -116,7 +156,7 @@ func TestDecryptRefuses(t *testing.T) {
 		{"not encrypted", []byte("a: b\n"), ids, "no sops mapping"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, _, err := Decrypt(tc.data, tc.ids)
+			_, _, err := Decrypt("file.yaml", tc.data, tc.ids)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("got %v, want an error with %q", err, tc.want)
 			}
@@ -156,13 +196,55 @@ func TestDecrypter(t *testing.T) {
 	}
 }
 
+// TestDecrypterFormats: a file SOPS encrypted whole (its binary store, for
+// a name it has no other store for) is read as the file it was; a dotenv
+// or INI file SOPS encrypted is a problem, never read with its ciphertext.
+func TestDecrypterFormats(t *testing.T) {
+	d := &Decrypter{IDs: keys(t, "age.agekey")}
+	out, err := d.File("/app/tls.crt", read(t, "tls.enc.crt"))
+	if err != nil || string(out) != string(read(t, "tls.dec.crt")) {
+		t.Errorf("a binary file decrypts to the file SOPS encrypted: %v\n%s", err, out)
+	}
+	if !slices.Contains(d.Secrets, string(read(t, "tls.dec.crt"))) {
+		t.Error("the decrypted file is not to be hidden")
+	}
+	plain := []byte("# settings\nLOG_LEVEL=debug\n[sops]\n")
+	if out, err := d.File("app/plain.env", plain); err != nil || string(out) != string(plain) {
+		t.Errorf("an unencrypted dotenv file: %v %s", err, out)
+	}
+	if d.Err() != nil {
+		t.Fatal(d.Err())
+	}
+	ini := []byte("[app]\npassword = ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]\n\n[sops]\nage__list_0__map_recipient = age1x\nmac = ENC[AES256_GCM,data:AA==,iv:AA==,tag:AA==,type:str]\nversion = 3.13.3\n")
+	for _, tc := range []struct {
+		name  string
+		data  []byte
+		store string
+	}{
+		{"app/secret.env", read(t, "secret.enc.env"), "a dotenv file"},
+		// Flux reads a secretGenerator's envs file as dotenv whatever its
+		// name.
+		{"app/secret.txt", read(t, "secret.enc.env"), "a dotenv file"},
+		{"app/secret.ini", ini, "an INI file"},
+	} {
+		out, err := d.File(tc.name, tc.data)
+		want := "decrypt: " + tc.name + ": it is " + tc.store + " that SOPS encrypted, which Capstan does not decrypt"
+		if out != nil || err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s: got %v %q, want an error %q", tc.name, err, out, want)
+		}
+	}
+	if err := d.Err(); err == nil || !strings.Contains(err.Error(), "app/secret.ini: it is an INI file") || strings.Contains(err.Error(), "env-secret-value") {
+		t.Errorf("problems: %v", err)
+	}
+}
+
 // TestDecryptEdges checks files the real sops writes that the fixtures
 // above do not hold: a comment inside an encrypted list, an unencrypted
 // date the MAC covers, empty documents, and names a whole-file encryption
 // hides, which Capstan shows.
 func TestDecryptEdges(t *testing.T) {
 	ids := keys(t, "age.agekey")
-	out, secrets, err := Decrypt(read(t, "edges.enc.yaml"), ids)
+	out, secrets, err := Decrypt("edges.enc.yaml", read(t, "edges.enc.yaml"), ids)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,15 +258,15 @@ func TestDecryptEdges(t *testing.T) {
 	}
 }
 
-// FuzzDecrypt feeds any file to Decrypt, with the test key: it never
-// panics, and what it decrypts has no sops mapping left.
+// FuzzDecrypt feeds any file, by any name, to Decrypt, with the test key:
+// it never panics, and what it decrypts has no sops mapping left.
 func FuzzDecrypt(f *testing.F) {
-	for _, name := range []string{"secret.enc.yaml", "all.enc.yaml", "multi.enc.yaml", "secret.enc.json", "tampered.enc.yaml"} {
+	for _, name := range []string{"secret.enc.yaml", "all.enc.yaml", "multi.enc.yaml", "secret.enc.json", "tampered.enc.yaml", "tls.enc.crt", "order.enc.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(data)
+		f.Add(name, data)
 	}
 	keyData, err := os.ReadFile(filepath.Join("testdata", "age.agekey"))
 	if err != nil {
@@ -194,8 +276,8 @@ func FuzzDecrypt(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		out, _, err := Decrypt(data, ids)
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		out, _, err := Decrypt(name, data, ids)
 		if err == nil && strings.Contains(string(out), "\nsops:") {
 			t.Fatalf("the sops mapping is left:\n%s", out)
 		}
