@@ -46,7 +46,11 @@ var env = sync.OnceValues(func() (*cel.Env, error) {
 	for _, f := range fields {
 		opts = append(opts, cel.Variable(f, cel.DynType))
 	}
-	return cel.NewEnv(opts...)
+	e, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return guardedStrings(e)
 })
 
 // Checks are an add-on's health checks, compiled, by apiVersion and kind,
@@ -119,7 +123,7 @@ func Compile(specs []capstanv1.HealthCheck) (*Checks, error) {
 			if t := ast.OutputType(); t != cel.BoolType && t != cel.DynType {
 				return nil, &CheckError{i, x.name, fmt.Sprintf("gives a %s, not a bool", t)}
 			}
-			prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptTrackCost))
+			prg, err := e.Program(ast, cel.CostLimit(costLimit), cel.InterruptCheckFrequency(100), cel.EvalOptions(cel.OptTrackCost), resultCosts)
 			if err != nil {
 				return nil, &CheckError{i, x.name, err.Error()}
 			}
