@@ -441,10 +441,20 @@ func summary(e Event) (headline, what string) {
 	return headline, what
 }
 
-// slackEscape keeps Slack from reading text as markup: a chart's message
-// could otherwise ping a whole channel (<!channel>) or dress a link up as
-// something else (<https://...|Approve>).
-var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace
+// slackEscape keeps a chat from reading what the event quotes (a chart's
+// message, a source's address) as markup. Slack's own would let it ping a
+// whole channel (<!channel>) or dress a link up as something else
+// (<https://...|Approve>): &, < and > are escaped. Mattermost and
+// Rocket.Chat, which take the same text, read it as Markdown, and see no
+// backslash escape when they look for mentions: a zero-width space after
+// each @ keeps @channel, @all, @here or anyone's name from pinging, and
+// one after each ] (and between ! and [) breaks every link and image,
+// inline ([Approve](https://...), ![](https://...)) or by reference
+// ([Approve][1], [1]: https://...), while the text still reads the same.
+// A bare address stays a link: it shows where it goes. Emphasis and
+// headings change how a message looks, not where it leads.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;",
+	"@", "@\u200b", "]", "]\u200b", "![", "!\u200b[").Replace
 
 // Notifier queues events and delivers them in the background.
 type Notifier struct {

@@ -111,6 +111,22 @@ func TestBodies(t *testing.T) {
 	if strings.Contains(text, "<!channel>") || !strings.Contains(text, "&lt;!channel&gt; see &lt;https://evil.example|Approve&gt; &amp; more") {
 		t.Fatalf("slack markup: %q", text)
 	}
+	// Mattermost and Rocket.Chat take the same text as Markdown: what a
+	// chart writes (the message, the source) neither pings, nor links,
+	// nor loads an image, and still reads the same.
+	markdown := "Failed: [Approve the rollback](https://evil.example) ![](https://evil.example/px.png) " +
+		"[Docs][1] @channel @all,@here -@all\n[1]: https://evil.example/docs"
+	text = SlackText(Event{Namespace: "a", Name: "b", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
+		Source: "https://charts.example.com/[x](https://evil.example)@here", Version: "1.0.0", Message: markdown})
+	_, untrusted, _ := strings.Cut(text, " · ")
+	for _, markup := range []string{"](", "![", "][", "]:", "@channel", "@here", "@all"} {
+		if strings.Contains(untrusted, markup) {
+			t.Errorf("slack text keeps the markup %q: %q", markup, text)
+		}
+	}
+	if got := strings.ReplaceAll(untrusted, "\u200b", ""); got != "https://charts.example.com/[x](https://evil.example)@here 1.0.0\n"+markdown {
+		t.Errorf("slack text reads differently: %q", got)
+	}
 	// A long message is cut between characters.
 	long := strings.Repeat("é", 600)
 	if got := SlackText(Event{Message: long}); !utf8.ValidString(got) || !strings.HasSuffix(got, "é...") {
