@@ -17,7 +17,9 @@ import (
 // in a row page once. A settled state (an add-on Synced, being deleted or
 // gone; a repository synced cleanly or gone) closes it. The phases on the
 // way (Progressing, OutOfSync, Paused) change nothing: a fix that is
-// still rolling out has not fixed anything yet.
+// still rolling out has not fixed anything yet. A close goes to every
+// incident receiver that holds the object's incident, whether or not its
+// selector still takes the object (Notifier.holdsIncident).
 //
 // A close is sent only for an object whose incident this controller
 // opened, or that was in a warning before and has not settled since

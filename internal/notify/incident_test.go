@@ -145,6 +145,66 @@ func TestIncidentsOpenAndClose(t *testing.T) {
 	}
 }
 
+// TestACloseFollowsItsIncident: an incident receiver that selects by
+// label closes the incident it opened, though the object was relabeled
+// out of its selector since: recovered, or gone. One that never opened
+// the object's incident hears nothing of it.
+func TestACloseFollowsItsIncident(t *testing.T) {
+	pdRcv := newReceiver(t)
+	pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+		"url": []byte(pdRcv.srv.URL + "/v2/enqueue"), "token": []byte("R0UT1NGKEY"),
+		"namespaces": []byte("capstan-system"), "selector": []byte("team=web")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closed []string
+	n := &Notifier{Client: http.DefaultClient, Log: logr.Discard(),
+		Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd}, nil },
+		Closed:    func(e Event) { closed = append(closed, e.Name) }}
+	n.init()
+	ctx := context.Background()
+	at := func(name, team, phase string, sev, prev Severity) Event {
+		e := event
+		e.Name, e.Phase, e.Reason, e.Severity, e.PreviousSeverity = name, phase, phase, sev, prev
+		e.Labels = map[string]string{"team": team}
+		return e
+	}
+	fixed := at("web", "api", "Synced", SeverityInfo, SeverityInfo)
+	fixed.WarningSince = event.Time
+	gone := at("cache", "api", PhaseDeleted, SeverityInfo, SeverityWarning)
+	gone.IncidentOnly = true
+	for _, e := range []Event{
+		at("web", "web", "Failed", SeverityWarning, SeverityInfo),
+		// Relabeled team=api, then fixed.
+		at("web", "api", "Progressing", SeverityInfo, SeverityWarning),
+		fixed,
+		// Relabeled while it fails, then removed.
+		at("cache", "web", "Failed", SeverityWarning, SeverityInfo),
+		gone,
+		// Never the receiver's.
+		at("db", "api", "Failed", SeverityWarning, SeverityInfo),
+		at("db", "api", "Synced", SeverityInfo, SeverityWarning),
+	} {
+		n.deliverAll(ctx, e)
+	}
+	var got []string
+	for _, b := range pdRcv.bodies {
+		m := decode(t, b)
+		got = append(got, fmt.Sprint(m["event_action"], " ", m["dedup_key"]))
+	}
+	want := []string{"trigger capstan:Addon:capstan-system:web", "resolve capstan:Addon:capstan-system:web",
+		"trigger capstan:Addon:capstan-system:cache", "resolve capstan:Addon:capstan-system:cache"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("PagerDuty got %q; want %q", got, want)
+	}
+	if !slices.Equal(closed, []string{"web", "cache"}) {
+		t.Fatalf("closes reported delivered: %v; want web and cache", closed)
+	}
+	if len(n.open[pd.Name]) != 0 || len(n.pending[pd.Name]) != 0 {
+		t.Fatalf("still held: open %v, pending %v", n.open[pd.Name], n.pending[pd.Name])
+	}
+}
+
 // TestClosesAreSentAgain: a close that fails, or that comes while its
 // receiver is paused, is sent again until it is delivered; a warning in
 // between opens the incident anew and drops it; a close refused for good

@@ -707,11 +707,13 @@ func (n *Notifier) drainOverflow(ctx context.Context) {
 	}
 }
 
-// deliverAll sends e to every receiver whose severity it meets, but those
-// paused. An incident receiver's trigger or close that is not delivered
-// stays pending (incidentStep), and is sent again (retryPending). A close
-// that every incident receiver taking it delivered (or had nothing to
-// close for) is reported to Closed.
+// deliverAll sends e to every receiver that takes it (Wants), and a close
+// to every incident receiver that holds the incident it closes
+// (holdsIncident), but to none that is paused. An incident receiver's
+// trigger or close that is not delivered stays pending (incidentStep),
+// and is sent again (retryPending). A close that every incident receiver
+// taking it delivered (or had nothing to close for) is reported to
+// Closed.
 func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 	// incident says whether an incident receiver takes e, and owed
 	// whether one still owes it.
@@ -720,7 +722,7 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 		if ctx.Err() != nil {
 			return
 		}
-		if !r.Wants(e) {
+		if !r.Wants(e) && !n.holdsIncident(r, e) {
 			continue
 		}
 		incident = incident || r.incident()
@@ -832,6 +834,19 @@ func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 		pending[key] = &pendingEvent{event: e}
 	}
 	return true
+}
+
+// holdsIncident reports whether e closes an incident that the incident
+// receiver r holds, open or pending, in this process. The close is owed
+// to r though r no longer takes e: the object's labels, or r's selector,
+// changed after the trigger, and no other close of that incident would
+// ever come, so it would stay open for good.
+func (n *Notifier) holdsIncident(r Receiver, e Event) bool {
+	if !r.incident() || incidentAction(e) != incidentClose {
+		return false
+	}
+	key := incidentKey(r, e)
+	return n.open[r.Name][key] || n.pending[r.Name][key] != nil
 }
 
 // delivered records that an incident receiver r took e (ok), or refused
