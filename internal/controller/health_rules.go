@@ -31,6 +31,12 @@ import (
 //     status.desiredNumberScheduled. kstatus waits for
 //     updatedNumberScheduled too, which after an upgrade only a person
 //     deleting each pod moves: it would never be Current.
+//   - a paused Deployment (spec.paused) is Current: its controller rolls
+//     out nothing until a person resumes it, so waiting on it would hold
+//     the add-on, its later waves and its dependents until the health
+//     timeout, or for ever without one. kstatus calls it in progress
+//     after a change to its template; Helm's --wait counts it ready and
+//     Argo CD calls it Suspended. The message says it is paused.
 //   - an APIService is Current once its Available condition is True.
 //     kstatus reads no Available, and calls it Current at once, while the
 //     API server cannot reach the service behind it.
@@ -48,6 +54,9 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	}
 	gvk := live.GroupVersionKind()
 	if res := onDeleteDaemonSetHealth(live); res != nil {
+		return res, nil
+	}
+	if res := pausedDeploymentHealth(live); res != nil {
 		return res, nil
 	}
 	res, err := status.Compute(live)
@@ -95,6 +104,19 @@ func staleCondition(live *unstructured.Unstructured) *status.Result {
 		return &status.Result{Status: status.InProgressStatus, Message: msg}
 	}
 	return nil
+}
+
+// pausedDeploymentHealth reports a Deployment whose spec.paused is true
+// Current, saying it is paused; nil for any other object.
+func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
+	gvk := live.GroupVersionKind()
+	if gvk.Group != "apps" || gvk.Kind != "Deployment" {
+		return nil
+	}
+	if paused, _, _ := unstructured.NestedBool(live.Object, "spec", "paused"); !paused {
+		return nil
+	}
+	return &status.Result{Status: status.CurrentStatus, Message: "Deployment is paused: nothing rolls out until it is resumed (kubectl rollout resume)"}
 }
 
 // jobHealth keeps a Job that kstatus found Current in progress until its

@@ -149,6 +149,16 @@ func TestComputeHealth(t *testing.T) {
 			status.FailedStatus, status.InProgressStatus, "describes generation 1"},
 		{"a status.observedGeneration of the generation before", cert(withGeneration(2), withField(int64(1), "status", "observedGeneration"), withConditions(cond("Ready", "True", 0))),
 			status.InProgressStatus, status.InProgressStatus, "latest observed generation is 1"},
+		{"a paused Deployment whose template changed", healthObj("apps/v1", "Deployment", withGeneration(2), withField(true, "spec", "paused"),
+			withField(int64(2), "status", "observedGeneration"), withField(int64(3), "spec", "replicas"), withField(int64(3), "status", "replicas"),
+			withField(int64(3), "status", "readyReplicas"), withField(int64(3), "status", "availableReplicas"), withField(int64(0), "status", "updatedReplicas"),
+			withConditions(map[string]any{"type": "Progressing", "status": "Unknown", "reason": "DeploymentPaused"}, cond("Available", "True", 0))),
+			status.InProgressStatus, status.CurrentStatus, "Deployment is paused"},
+		{"a Deployment rolling out", healthObj("apps/v1", "Deployment", withGeneration(2),
+			withField(int64(2), "status", "observedGeneration"), withField(int64(3), "spec", "replicas"), withField(int64(3), "status", "replicas"),
+			withField(int64(3), "status", "readyReplicas"), withField(int64(3), "status", "availableReplicas"), withField(int64(0), "status", "updatedReplicas"),
+			withConditions(cond("Available", "True", 0))),
+			status.InProgressStatus, status.InProgressStatus, "Updated: 0/3"},
 		{"a ConfigMap", healthObj("v1", "ConfigMap"), status.CurrentStatus, status.CurrentStatus, ""},
 	}
 	for _, c := range cases {
