@@ -70,6 +70,12 @@ func Build(ctx context.Context, o Options) (v1.ImageIndex, error) {
 	if len(o.Platforms) == 0 {
 		return nil, fmt.Errorf("image: no platform to build for")
 	}
+	if o.Created.IsZero() {
+		// NOTE: the zero time.Time is year 1, which registries show as an
+		// image two thousand years old; the epoch is what reproducible
+		// builds agree on (SOURCE_DATE_EPOCH=0).
+		o.Created = time.Unix(0, 0).UTC()
+	}
 	const nameOne = "install ca-certificates, or name a bundle: hack/image -ca-certs FILE, CA_CERTS=FILE make image"
 	if o.CACerts == "" {
 		o.CACerts = caBundle(caBundles, func(path string) bool {

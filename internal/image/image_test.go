@@ -92,6 +92,9 @@ func TestImageLayout(t *testing.T) {
 		if !slices.Equal(c.Entrypoint, []string{Entrypoint}) || c.User != User || cfg.Architecture != d.Platform.Architecture {
 			t.Errorf("%s: entrypoint %v, user %q, architecture %s", d.Platform.Architecture, c.Entrypoint, c.User, cfg.Architecture)
 		}
+		if epoch := time.Unix(0, 0); !cfg.Created.Equal(epoch) || c.Labels["org.opencontainers.image.created"] != "1970-01-01T00:00:00Z" {
+			t.Errorf("%s: created %s, label %q; want the Unix epoch", d.Platform.Architecture, cfg.Created.Time, c.Labels["org.opencontainers.image.created"])
+		}
 		for _, l := range []string{"org.opencontainers.image.source", "org.opencontainers.image.version", "org.opencontainers.image.revision", "org.opencontainers.image.licenses"} {
 			if c.Labels[l] == "" {
 				t.Errorf("%s: the label %s is missing", d.Platform.Architecture, l)
