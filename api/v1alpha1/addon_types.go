@@ -875,11 +875,12 @@ type AddonStatus struct {
 	AppliedHash string `json:"appliedHash,omitempty"`
 
 	// AppliedGeneration is the latest generation whose render is the one
-	// applied (appliedHash): the sync of that generation applied it, or
-	// found it applied already. An add-on whose appliedGeneration is its
-	// generation runs what its spec asks for, even while a gate holds a
-	// plan that only undoes drift; the add-ons that depend on it go then,
-	// once it is Healthy.
+	// applied (appliedHash), by its sync or an earlier one. A render
+	// changed with no new generation (a valuesFrom object edited, a new
+	// chart version or commit) clears it until applied. An add-on whose
+	// appliedGeneration is its generation runs what its spec asks for,
+	// even while a gate holds a drift repair; its dependents go once
+	// Healthy.
 	// +optional
 	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -120,6 +121,68 @@ func TestDependsOnAHeldDependency(t *testing.T) {
 	}
 	if live(t, "v1", "ConfigMap", ns, "late-config") != nil {
 		t.Error("late applied its objects while its dependency's latest change was held")
+	}
+}
+
+// TestDependsOnAHeldValuesChange: a suspended dependency whose values come
+// from a ConfigMap renders anew when the ConfigMap is edited, with no new
+// generation. That render is held by its suspension, so its latest change
+// is not applied and a new dependent waits, applying nothing, until the
+// dependency resumes and applies it.
+func TestDependsOnAHeldValuesChange(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	// NOTE: named and labelled as a restricted add-on's own values object.
+	in := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-values-greeting", Labels: map[string]string{capstanv1.AddonLabel: "db"}},
+		Data: map[string]string{"greeting": "first"}}
+	if err := admin.Create(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	db := create(t, newAddon(ns, "db", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "ConfigMap", Name: in.Name, ValuesKey: "greeting", TargetPath: "greeting"}}
+	})))
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	held := waitFor(t, db, 60*time.Second, "db suspended, its render applied and Healthy", func(cur *capstanv1.Addon) bool {
+		h := condition(cur, capstanv1.ConditionHealthy)
+		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.AppliedGeneration == cur.Generation && h != nil && h.Status == metav1.ConditionTrue && h.ObservedGeneration == cur.Generation
+	})
+
+	eventually(t, 10*time.Second, "editing the values ConfigMap", func() bool {
+		cur := &corev1.ConfigMap{}
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(in), cur); err != nil {
+			return false
+		}
+		cur.Data["greeting"] = "second"
+		return admin.Update(context.Background(), cur) == nil
+	})
+	waitFor(t, db, 60*time.Second, "db's plan to hold the edited values", func(cur *capstanv1.Addon) bool {
+		if cur.Generation != held.Generation || cur.Status.Plan == nil {
+			return false
+		}
+		for _, o := range cur.Status.Plan.Objects {
+			if o.Kind == "ConfigMap" && o.Name == "db-config" && o.Action == capstanv1.ActionUpdate {
+				return true
+			}
+		}
+		return false
+	})
+	late := create(t, newAddon(ns, "late", url, dependsOn("db")))
+	got := waitFor(t, late, 90*time.Second, "late to wait for db, or to go", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady" || cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if readyReason(got) != "DependencyNotReady" || !strings.Contains(readyMessage(got), "with its latest change not applied yet") {
+		t.Fatalf("late is %s (%s: %q); want it to wait for db, whose latest change is not applied yet", got.Status.Phase, readyReason(got), readyMessage(got))
+	}
+	if live(t, "v1", "ConfigMap", ns, "late-config") != nil {
+		t.Error("late applied its objects while its dependency's latest change was held")
+	}
+
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
+	waitPhase(t, late, capstanv1.PhaseSynced)
+	if cm := live(t, "v1", "ConfigMap", ns, "db-config"); cm == nil || cm.Object["data"].(map[string]any)["greeting"] != "second" {
+		t.Errorf("db-config = %v; want the edited greeting applied before late went", cm)
 	}
 }
 

@@ -77,6 +77,36 @@ func TestNotReady(t *testing.T) {
 	}
 }
 
+// TestMarkApplied: status.appliedGeneration names the current generation
+// only while the render the generation makes now is the one applied. A
+// render changed with no new generation (a values ConfigMap edited, a new
+// chart version in a range) clears it, and applying that render, or the
+// inputs coming back to it, records it again.
+func TestMarkApplied(t *testing.T) {
+	cases := []struct {
+		name          string
+		appliedHash   string
+		applied, want int64
+		hash          string
+	}{
+		{"the applied render, found again", "h1", 3, 3, "h1"},
+		{"a new spec that renders what runs", "h1", 2, 3, "h1"},
+		{"its values edited since its apply", "h1", 3, 0, "h2"},
+		{"a new spec whose render is not applied", "h1", 2, 2, "h2"},
+		{"never applied", "", 0, 0, "h1"},
+	}
+	for _, c := range cases {
+		st := capstanv1.AddonStatus{AppliedHash: c.appliedHash, AppliedGeneration: c.applied}
+		markApplied(&st, c.hash, 3)
+		if st.AppliedGeneration != c.want {
+			t.Errorf("%s: appliedGeneration %d; want %d", c.name, st.AppliedGeneration, c.want)
+		}
+		if st.AppliedHash != c.appliedHash {
+			t.Errorf("%s: appliedHash %q changed", c.name, st.AppliedHash)
+		}
+	}
+}
+
 // TestDependencies: the add-ons the controller reads as an Addon's
 // dependencies, and indexes it under. A cluster-profile Addon keeps every
 // namespace it names; a restricted one only its own, so another

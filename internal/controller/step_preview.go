@@ -24,10 +24,8 @@ import (
 // already block: the plan shows why.
 func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	s.adoptFormerHash()
-	if st := &s.addon.Status; s.render != nil && st.AppliedHash != "" && s.render.Hash == st.AppliedHash {
-		// The current spec renders what runs: its dependents need not
-		// wait for a gate that holds only a drift repair (notReady).
-		st.AppliedGeneration = s.addon.Generation
+	if s.render != nil {
+		markApplied(&s.addon.Status, s.render.Hash, s.addon.Generation)
 	}
 	in := plan.Input{
 		Full:             s.fullDiffs,
@@ -141,6 +139,33 @@ func (s *scope) adoptFormerHash() {
 	st.AppliedHash = s.render.Hash
 	if p := st.PendingHook; p != nil && p.Hash == s.render.FormerHash {
 		p.Hash = s.render.Hash
+	}
+}
+
+// markApplied records in status.appliedGeneration whether the render this
+// reconcile made of the current generation (hash) is the one applied: the
+// generation when it is, so that its dependents need not wait for a gate
+// that holds only a drift repair (notReady). When it is not, the
+// generation no longer runs what it asks for, although an earlier render
+// of it was applied: a valuesFrom ConfigMap or Secret edited, a new chart
+// version that a semver range matches, or a new commit of the git branch
+// it follows changes the render with no new generation. The field is
+// cleared then, so that a gate holding that render holds the dependents
+// too, as it holds them for a change of spec, until a sync applies it
+// (recordApply). An older generation's value is kept: it is not the
+// current one either way.
+//
+// NOTE: a preview with no render (values errors, inputs missing) leaves
+// the field as it is, as does a render that failed, whose reconcile ends
+// before the preview: the first ends Blocked, the second Failed, and
+// either phase holds the dependents whatever the field says (notReady);
+// the next render decides again.
+func markApplied(st *capstanv1.AddonStatus, hash string, generation int64) {
+	switch {
+	case st.AppliedHash != "" && hash == st.AppliedHash:
+		st.AppliedGeneration = generation
+	case st.AppliedGeneration == generation:
+		st.AppliedGeneration = 0
 	}
 }
 
