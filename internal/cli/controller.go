@@ -157,6 +157,9 @@ func newControllerCommand() *cobra.Command {
 			if err := checkSourceLimits(o.sourceLimits); err != nil {
 				return err
 			}
+			if err := checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
+				return err
+			}
 			budget, err := gitMemoryBudget(o.gitBudget)
 			if err != nil {
 				return err
@@ -223,6 +226,32 @@ func renderSandbox(timeout time.Duration, memory string, workers int) (*render.S
 	return sb, nil
 }
 
+// checkRenderBounds refuses --max-objects-per-addon, --render-timeout,
+// --render-memory-limit and --render-workers that would be read as
+// something else, before the controller waits for its cluster: the
+// configuration reads 0 and below as the defaults, so a 0 meant as "no
+// limit" would quietly be 5000 objects or 30 seconds, and a memory bound
+// that is no quantity would only be refused once the API server answered.
+func checkRenderBounds(maxObjects int, timeout time.Duration, memory string, workers int) error {
+	if maxObjects <= 0 {
+		return fmt.Errorf("--max-objects-per-addon %d: give a positive number of objects (the default is %d)", maxObjects, controller.DefaultMaxObjects)
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("--render-timeout %s: give a positive duration such as %s", timeout, render.DefaultRenderTimeout)
+	}
+	if workers < 0 {
+		return fmt.Errorf("--render-workers %d: give a number of workers, or 0 for the number of CPUs", workers)
+	}
+	mem, err := resource.ParseQuantity(memory)
+	if err != nil {
+		return fmt.Errorf("--render-memory-limit %q is not a quantity such as 512Mi: %w", memory, err)
+	}
+	if mem.Value() < 64<<20 {
+		return fmt.Errorf("--render-memory-limit %s is too small for the Go runtime and Helm: give at least 64Mi", memory)
+	}
+	return nil
+}
+
 // checkSourceLimits refuses --max-source-files and --max-source-bytes that
 // are not positive: zero would mean the defaults to the fetcher, which the
 // person did not ask for.
@@ -259,6 +288,12 @@ func contextNamespace(kc clientcmd.ClientConfig, kubeconfig string) (string, err
 	case err != nil && kubeconfig != "":
 		return "", fmt.Errorf("cannot use --kubeconfig %s: %w", kubeconfig, err)
 	case err != nil:
+		// NOTE: with no kubeconfig at all, or a --context it does not
+		// hold, --namespace would not help: the cluster is missing too,
+		// and restConfig says what to give for that.
+		if _, cerr := restConfig(kc, kubeconfig); cerr != nil {
+			return "", cerr
+		}
 		return "", fmt.Errorf("cannot read the namespace of the kubeconfig's context: %w; give --namespace", err)
 	}
 	return ns, nil

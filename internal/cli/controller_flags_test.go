@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -64,6 +66,25 @@ func TestControllerFlagsRefused(t *testing.T) {
 	} {
 		o := parseControllerFlags(t, c.args...)
 		_, err := gitMemoryBudget(o.gitBudget)
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%v: %v; want %q", c.args, err, c.want)
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, ""},
+		{[]string{"--max-objects-per-addon=0"}, "give a positive number of objects"},
+		{[]string{"--max-objects-per-addon=-1"}, "give a positive number of objects"},
+		{[]string{"--render-timeout=0s"}, "give a positive duration"},
+		{[]string{"--render-memory-limit=lots"}, "is not a quantity"},
+		{[]string{"--render-memory-limit=0"}, "at least 64Mi"},
+		{[]string{"--render-workers=-1"}, "give a number of workers"},
+		{[]string{"--max-objects-per-addon=20000", "--render-timeout=2m", "--render-memory-limit=1Gi", "--render-workers=4"}, ""},
+	} {
+		o := parseControllerFlags(t, c.args...)
+		err := checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers)
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v; want %q", c.args, err, c.want)
 		}
@@ -146,4 +167,41 @@ func parseControllerFlags(t *testing.T, args ...string) *controllerOptions {
 		t.Fatal(err)
 	}
 	return o
+}
+
+// TestNoClusterIsNotANamespaceProblem: without a kubeconfig, or with a
+// --context it does not hold, a command that reads its namespace from
+// the context says the cluster is missing, not "give --namespace", which
+// would only fail next.
+func TestNoClusterIsNotANamespaceProblem(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "kubeconfig")
+	kc := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: a, context: {cluster: c, user: u, namespace: team}}]
+current-context: a
+`
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", dir)
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, c := range []struct {
+		name, env, context, want string
+	}{
+		{"no kubeconfig", "", "", "no cluster to talk to"},
+		{"an unknown context", path, "nope", `context "nope" does not exist`},
+		{"the current context", path, "", ""},
+	} {
+		t.Setenv("KUBECONFIG", c.env)
+		ns, err := contextNamespace(kubeConfig("", c.context), "")
+		switch {
+		case c.want == "" && (err != nil || ns != "team"):
+			t.Errorf("%s: %q, %v; want team", c.name, ns, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "give --namespace")):
+			t.Errorf("%s: %v; want an error saying %q, not asking for --namespace", c.name, err, c.want)
+		}
+	}
 }
