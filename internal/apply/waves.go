@@ -9,6 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // An add-on's objects may be applied in sync waves, lowest first: before
@@ -94,3 +96,25 @@ func waveSteps(changed, rendered []*unstructured.Unstructured) []waveStep {
 	}
 	return out
 }
+
+// WaveViolations refuses, in the plan, an object whose sync wave
+// annotation is not a whole number: applied in wave 0 it could run before
+// what it was meant to wait for. It is a violation, not an error, so that
+// an uninstall, which renders to find its delete hooks, never stops at it.
+// Every profile has it: the controller and capstan render both check it.
+func WaveViolations(objs []*unstructured.Unstructured) []capstanv1.Violation {
+	var out []capstanv1.Violation
+	for _, obj := range objs {
+		if _, err := WaveOf(obj); err != nil {
+			key := WaveAnnotation
+			if _, ok := obj.GetAnnotations()[key]; !ok {
+				key = ArgoWaveAnnotation
+			}
+			out = append(out, capstanv1.Violation{Object: capstanv1.RefOf(obj), Path: "metadata.annotations." + key, Rule: RuleSyncWave, Message: err.Error()})
+		}
+	}
+	return out
+}
+
+// RuleSyncWave names the violation of a sync wave that is not a number.
+const RuleSyncWave = "sync-wave"

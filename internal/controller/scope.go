@@ -156,10 +156,7 @@ type scope struct {
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
 	s := &scope{addon: addon, read: addon.Status.DeepCopy(), profile: r.Config.Profile(addon), cluster: r.local}
 	s.applier = r.local.appliers[s.profile]
-	s.namespace = addon.Namespace
-	if s.profile == capstanv1.ProfileCluster && addon.Spec.TargetNamespace != "" {
-		s.namespace = addon.Spec.TargetNamespace
-	}
+	s.namespace = addon.TargetNamespaceIn(s.profile)
 	return s
 }
 
@@ -171,10 +168,7 @@ func (s *scope) hasHooks(event string) bool {
 // releaseName is the Helm release name: spec.releaseName or the Addon's
 // name; a restricted add-on's is always its name.
 func (s *scope) releaseName() string {
-	if s.addon.Spec.ReleaseName != "" && s.profile != capstanv1.ProfileRestricted {
-		return s.addon.Spec.ReleaseName
-	}
-	return s.addon.Name
+	return s.addon.ReleaseNameIn(s.profile)
 }
 
 // deletionPolicy is what deleting the Addon does: the uninstall annotation

@@ -6,10 +6,10 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/prepare"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -91,25 +91,7 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 }
 
 // renderedObject finds the prepared object, or hook's object, that a
-// render's Generated names; a namespaced object rendered without a
-// namespace is in the add-on's. It returns nil for what prepare left out:
-// an object marked never to be applied (apply.Ignored).
+// render's Generated names (prepare.RenderedObject).
 func (s *scope) renderedObject(g render.Generated) *unstructured.Unstructured {
-	objs := s.objects
-	if g.Hook {
-		objs = make([]*unstructured.Unstructured, 0, len(s.hooks))
-		for _, h := range s.hooks {
-			objs = append(objs, h.Object)
-		}
-	}
-	group := schema.FromAPIVersionAndKind(g.APIVersion, g.Kind).Group
-	for _, o := range objs {
-		if o.GetName() != g.Name || o.GetKind() != g.Kind || o.GroupVersionKind().Group != group {
-			continue
-		}
-		if g.Namespace == "" || o.GetNamespace() == g.Namespace {
-			return o
-		}
-	}
-	return nil
+	return prepare.RenderedObject(g, s.objects, s.hooks)
 }

@@ -14,11 +14,8 @@ import (
 // validates them. Values problems do not stop the reconcile: they go into
 // the plan, which blocks.
 func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, error) {
+	s.valuesErrors = append(s.valuesErrors, values.FieldErrors(&s.addon.Spec, s.artifact.IsChart())...)
 	if !s.artifact.IsChart() {
-		if s.addon.Spec.Values != nil || len(s.addon.Spec.ValuesFrom) > 0 {
-			s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.values", Rule: "git-source",
-				Message: "values and valuesFrom apply to Helm charts only; a git folder is used as it is, with spec.substitute for its ${variables}"})
-		}
 		vars, err := values.ReadVariables(ctx, r.APIReader, s.addon, s.profile)
 		if err != nil {
 			s.noInputs = true
@@ -26,14 +23,6 @@ func (r *AddonReconciler) resolveValues(ctx context.Context, s *scope) (bool, er
 		}
 		s.variables = vars
 		return false, r.decryptFolder(ctx, s)
-	}
-	if s.addon.Spec.Substitute != nil || len(s.addon.Spec.SubstituteFrom) > 0 {
-		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.substitute", Rule: "chart-source",
-			Message: "substitute and substituteFrom apply to git folders only; a chart takes values and valuesFrom"})
-	}
-	if s.addon.Spec.Decryption != nil {
-		s.valuesErrors = append(s.valuesErrors, capstanv1.ValuesError{Path: "spec.decryption", Rule: "chart-source",
-			Message: "decryption applies to git folders only; a chart takes secret values from valuesFrom"})
 	}
 	sources, err := values.Read(ctx, r.APIReader, s.addon, s.profile)
 	if err != nil {

@@ -21,27 +21,6 @@ import (
 	"capstan.dev/capstan/internal/plan"
 )
 
-// waveViolations refuses, in the plan, an object whose sync wave
-// annotation is not a whole number: applied in wave 0 it could run before
-// what it was meant to wait for. It is a violation, not an error, so that
-// an uninstall, which renders to find its delete hooks, never stops at it.
-func waveViolations(objs []*unstructured.Unstructured) []capstanv1.Violation {
-	var out []capstanv1.Violation
-	for _, obj := range objs {
-		if _, err := apply.WaveOf(obj); err != nil {
-			key := apply.WaveAnnotation
-			if _, ok := obj.GetAnnotations()[key]; !ok {
-				key = apply.ArgoWaveAnnotation
-			}
-			out = append(out, capstanv1.Violation{Object: capstanv1.RefOf(obj), Path: "metadata.annotations." + key, Rule: ruleSyncWave, Message: err.Error()})
-		}
-	}
-	return out
-}
-
-// ruleSyncWave names the violation of a sync wave that is not a number.
-const ruleSyncWave = "sync-wave"
-
 // waveLook is one look at the objects a wave waits for.
 type waveLook struct {
 	// left are the objects that are not Current, and notCurrent why.
