@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"github.com/spf13/cobra"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -26,9 +29,11 @@ import (
 	"helm.sh/helm/v4/pkg/getter"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/mask"
 	"capstan.dev/capstan/internal/netguard"
+	"capstan.dev/capstan/internal/prepare"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
@@ -63,13 +68,24 @@ With NAME and CHART (a chart folder or .tgz archive), it works like
 --set sets values, and the objects of the chart's crds/ folder come first.
 Hooks are printed only with --show-hooks; test hooks never.
 
-With -f ADDON.yaml, it renders an Addon file, read strictly: a field the
-Addon has not is an error. Its source is fetched through the fetch guard
-(--fetch-allow and the other --fetch-* flags, --ca-file).
+With -f ADDON.yaml, it renders an Addon file, read strictly: one document
+of apiVersion capstan.dev/v1alpha1, each key once, and a field the Addon
+has not is an error. Its source is fetched through the fetch guard
+(--fetch-allow and the other --fetch-* flags, --ca-file). What the
+controller would Block it for fails the command too: values for a git
+folder, substitute or decryption for a chart. spec.chart.verify and a
+secretRef name Secrets, which capstan render does not read: they are errors.
 
 Values are checked against the chart's values.schema.json, as helm template
 does. A template error names the template, line and column, never the
-message, because the message can carry a value.`,
+message, because the message can carry a value.
+
+The render is checked as the controller checks it: a sync wave must be a
+whole number. With --restricted, an Addon renders in its own namespace
+under its own name, as a restricted add-on does, and its spec, its chart's
+Chart.yaml, the values the chart makes at random and every object and hook
+are checked with the restricted profile's guardrails. Violations are
+printed after the objects, on stderr, and the command fails.`,
 		Example: `  capstan render demo ./charts/demo --namespace demo -f values.yaml --set replicas=2
   capstan render demo demo-1.2.0.tgz --show-hooks --kube-version v1.33.0 --api-versions monitoring.coreos.com/v1`,
 		Args: cobra.RangeArgs(0, 2),
@@ -95,7 +111,7 @@ message, because the message can carry a value.`,
 	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version for .Capabilities.KubeVersion, such as v1.33.0 (default: Helm's)")
 	f.StringSliceVarP(&o.apiVersions, "api-versions", "a", nil, "API versions to add to .Capabilities.APIVersions, such as monitoring.coreos.com/v1 (repeatable or comma-separated)")
 	f.BoolVar(&o.skipSchema, "skip-schema-validation", false, "do not check the values against the chart's values.schema.json")
-	f.BoolVar(&o.restricted, "restricted", false, "harden and check the objects with the restricted profile's guardrails")
+	f.BoolVar(&o.restricted, "restricted", false, "check the render as the controller checks a restricted Addon: its own namespace and name, its spec, its chart and the guardrails")
 	f.StringVar(&o.caFile, "ca-file", "", "with -f ADDON.yaml: PEM certificates to trust for chart repositories, registries and git")
 	// NOTE: the fetch guard's flags, as capstan plan and the controller
 	// have them: an Addon file's source is fetched through the guard, and
@@ -136,40 +152,48 @@ func (o *renderOptions) runChart(cmd *cobra.Command, name, chartPath string) err
 			return errors.New(givenValuesHidden(vals)(err.Error()))
 		}
 	}
-	res, err := render.Helm(cmd.Context(), ch, vals, render.Options{
+	opts := render.Options{
 		ReleaseName:  name,
 		Namespace:    o.namespace,
 		Capabilities: caps,
 		Upgrade:      o.upgrade,
 		Source:       render.SourceIdentity{Digest: loaded.Digest},
 		Mask:         givenValuesHidden(vals),
-	})
+	}
+	var res *render.Result
+	if o.restricted {
+		// NOTE: render.Render renders as render.Helm does, and renders a
+		// chart that names a generator twice, to find the fields it makes
+		// at random, which the restricted profile refuses.
+		res, err = render.Render(cmd.Context(), &source.Artifact{Chart: loaded, Identity: opts.Source}, vals, opts)
+	} else {
+		res, err = render.Helm(cmd.Context(), ch, vals, opts)
+	}
 	if err != nil {
 		return err
 	}
-	return o.finish(cmd, res, name)
+	// The chart is checked as an Addon of its name in --namespace would be.
+	addon := &capstanv1.Addon{}
+	addon.Name, addon.Namespace = name, o.namespace
+	return o.finish(cmd, res, addon, ch.Metadata)
 }
 
-// finish checks the render with the guardrails when --restricted asks for
-// it, then prints it. Violations are printed after the objects, on stderr,
-// and make the command fail.
-func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName string) error {
+// finish checks the render as the controller checks an Addon of it, then
+// prints it. In every profile a sync wave must be a whole number; with
+// --restricted, the Addon's spec (guard.CheckSpec), its chart
+// (guard.CheckChart, chart is nil for a git folder), the fields the chart
+// makes at random and every object and hook (guard.Check) must keep the
+// restricted profile's guardrails. Violations are printed after the
+// objects, on stderr, and make the command fail: the controller would
+// Block the Addon.
+func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addon *capstanv1.Addon, chart *chartv2.Metadata) error {
 	for _, n := range res.Notices {
 		fmt.Fprintf(o.stderr, "Warning: %s %s\n", n.Path, n.Message)
 	}
-	if !o.restricted {
-		return o.print(res)
+	violations, err := o.check(cmd, res, addon, chart)
+	if err != nil {
+		return err
 	}
-	objs := slices.Clone(res.Objects)
-	for _, h := range res.Hooks {
-		if !h.TestOnly() {
-			objs = append(objs, h.Object)
-		}
-	}
-	// NOTE: Harden's error names templates of an unexpected shape, which
-	// Check reports as violations too; the violations are what is shown.
-	_ = guard.Harden(objs)
-	violations := guard.Check(cmd.Context(), objs, guard.Context{Namespace: o.namespace, AddonName: addonName})
 	if err := o.print(res); err != nil {
 		return err
 	}
@@ -183,7 +207,61 @@ func (o *renderOptions) finish(cmd *cobra.Command, res *render.Result, addonName
 		}
 		fmt.Fprintf(o.stderr, "Violation: %s: %s (%s)\n", ref, v.Message, v.Rule)
 	}
-	return fmt.Errorf("the render breaks %d guardrails of the restricted profile; a restricted Addon of it would be Blocked", len(violations))
+	if o.restricted {
+		return fmt.Errorf("the render breaks %d guardrails of the restricted profile; a restricted Addon of it would be Blocked", len(violations))
+	}
+	return fmt.Errorf("the render has %d violations; an Addon of it would be Blocked", len(violations))
+}
+
+// check returns what the controller would Block an Addon of the render
+// for. Without --restricted that is a sync wave that is not a whole
+// number, on the objects the controller would apply (apply.Ignored marks
+// the others).
+//
+// With --restricted, the objects are prepared as the controller prepares
+// them (in the Addon's namespace, labelled, owned by the Addon), on copies,
+// and checked as the controller checks them; the printed objects are the
+// render's, hardened. A kind is taken for unknown, as capstan render reads
+// no cluster: an object without a namespace is checked as one applied into
+// the Addon's. The ownership rule, which reads the live objects, is left
+// out.
+func (o *renderOptions) check(cmd *cobra.Command, res *render.Result, addon *capstanv1.Addon, chart *chartv2.Metadata) ([]capstanv1.Violation, error) {
+	if !o.restricted {
+		applied := make([]*unstructured.Unstructured, 0, len(res.Objects))
+		for _, obj := range res.Objects {
+			if apply.Ignored(obj) == "" {
+				applied = append(applied, obj)
+			}
+		}
+		return apply.WaveViolations(applied), nil
+	}
+	prepared, err := prepare.Prepare(prepare.Input{Addon: addon, Profile: capstanv1.ProfileRestricted, Namespace: addon.Namespace, Render: res,
+		Scope: func(schema.GroupVersionKind) (bool, bool, error) { return false, false, nil }})
+	if err != nil {
+		return nil, err
+	}
+	violations := guard.CheckSpec(addon)
+	violations = append(violations, apply.WaveViolations(prepared.Objects)...)
+	objs := slices.Clone(res.Objects)
+	for _, h := range res.Hooks {
+		if !h.TestOnly() {
+			objs = append(objs, h.Object)
+		}
+	}
+	// NOTE: Harden's error names templates of an unexpected shape, which
+	// Check reports as violations too; the violations are what is shown.
+	_ = guard.Harden(objs)
+	guarded := slices.Clone(prepared.Objects)
+	for _, h := range prepared.Hooks {
+		if !h.TestOnly() {
+			guarded = append(guarded, h.Object)
+		}
+	}
+	violations = append(violations, prepare.RandomValues(res.Generated, prepared.Objects, prepared.Hooks, addon.Namespace)...)
+	if chart != nil {
+		violations = append(violations, guard.CheckChart(addon, guard.ChartMetadata{APIVersion: chart.APIVersion, Type: chart.Type, Annotations: chart.Annotations})...)
+	}
+	return append(violations, guard.Check(cmd.Context(), guarded, guard.Context{Namespace: addon.Namespace, AddonName: addon.Name})...), nil
 }
 
 // validateValues checks the values against the chart's schemas, over the
@@ -224,21 +302,29 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if (spec.Chart != nil && spec.Chart.SecretRef != nil) || (spec.Git != nil && spec.Git.SecretRef != nil) {
 		return fmt.Errorf("%s names credentials in a Secret, which capstan render does not read: render a copy of the chart with capstan render NAME CHART", file)
 	}
-	// The namespace: --namespace when given, else the Addon's target
-	// namespace, else its own, else default.
-	if !cmd.Flags().Changed("namespace") {
-		for _, ns := range []string{spec.TargetNamespace, addon.Namespace} {
-			if ns != "" {
-				o.namespace = ns
-				break
-			}
+	if spec.Chart != nil && spec.Chart.Verify != nil {
+		// NOTE: rendered without the check, the chart would print as if
+		// its signature were good, where the controller may Block it.
+		return fmt.Errorf("%s: spec.chart.verify names a Secret of public keys, which capstan render does not read, so it cannot check the chart's signature: "+
+			"check it with helm verify or cosign verify, then render the chart with capstan render NAME CHART", file)
+	}
+	// Inputs the source has no use for Block the Addon; they are not
+	// dropped here either.
+	if errs := addonvalues.FieldErrors(&spec, spec.Chart != nil); len(errs) > 0 {
+		for _, e := range errs {
+			fmt.Fprintf(o.stderr, "Values error: %s: %s (%s)\n", e.Path, e.Message, e.Rule)
 		}
+		return fmt.Errorf("%s: %d fields do not apply to its source; an Addon with them would be Blocked", file, len(errs))
+	}
+	if err := o.addonNamespace(cmd, file, addon); err != nil {
+		return err
 	}
 	ns := o.namespace
-	release := spec.ReleaseName
-	if release == "" {
-		release = addon.Name
+	profile := capstanv1.ProfileCluster
+	if o.restricted {
+		profile = capstanv1.ProfileRestricted
 	}
+	release := addon.ReleaseNameIn(profile)
 	fopts := source.Options{Guard: o.guard, AllowFileGit: true}
 	if o.caFile != "" {
 		if fopts.CABundle, err = os.ReadFile(o.caFile); err != nil {
@@ -293,7 +379,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		if err != nil {
 			return err
 		}
-		return o.finish(cmd, res, addon.Name)
+		return o.finish(cmd, res, addon, nil)
 	}
 	fetched := art.Chart
 	for i, ref := range spec.ValuesFrom {
@@ -331,22 +417,79 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	return o.finish(cmd, res, addon.Name)
+	return o.finish(cmd, res, addon, fetched.Chart.Metadata)
+}
+
+// addonNamespace sets the namespace the Addon file renders for, and the
+// Addon's own when the file names none, as kubectl apply would put it in
+// --namespace. Without --restricted it is --namespace when given, else
+// the Addon's target namespace, else its own, else default. A restricted
+// add-on installs into its own namespace, as the controller renders it, so
+// --restricted renders for the Addon's namespace, and refuses a
+// --namespace that names another.
+func (o *renderOptions) addonNamespace(cmd *cobra.Command, file string, addon *capstanv1.Addon) error {
+	given := cmd.Flags().Changed("namespace")
+	if addon.Namespace == "" {
+		addon.Namespace = o.namespace
+	}
+	if o.restricted {
+		if given && o.namespace != addon.Namespace {
+			return fmt.Errorf("%s: the Addon is in namespace %s, which a restricted add-on renders for; leave out --namespace %s", file, addon.Namespace, o.namespace)
+		}
+		o.namespace = addon.Namespace
+		return nil
+	}
+	if !given {
+		o.namespace = addon.TargetNamespaceIn(capstanv1.ProfileCluster)
+	}
+	return nil
 }
 
 // decodeAddonFile reads an Addon file strictly, as kubectl apply does: a
 // field the Addon has not (a misspelt spec.value) is an error that names
 // it, where a lenient read would drop it and render the chart's defaults.
+// A key given twice is an error too, where a lenient read keeps one of
+// them, and so is a file of more than one document, where a lenient read
+// renders the first and drops the others. The apiVersion must be the one
+// the API server serves Addons at.
 func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
 	notAddon := fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
-	j, err := yaml.YAMLToJSON(data)
+	var docs [][]byte
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, notAddon
+		}
+		if j, err := yaml.YAMLToJSON(doc); err == nil && string(j) == "null" {
+			continue // an empty document, or only comments
+		}
+		docs = append(docs, doc)
+	}
+	if len(docs) > 1 {
+		return nil, fmt.Errorf("%s holds %d YAML documents: capstan render -f renders one Addon; put each Addon in a file of its own", file, len(docs))
+	}
+	if len(docs) == 0 {
+		return nil, notAddon
+	}
+	j, err := yaml.YAMLToJSONStrict(docs[0])
 	if err != nil {
+		if _, lenient := yaml.YAMLToJSON(docs[0]); lenient == nil {
+			// NOTE: only the strict read failed: a key given twice.
+			return nil, fmt.Errorf("%s: %w: give each field once", file, err)
+		}
 		return nil, notAddon
 	}
 	addon := &capstanv1.Addon{}
 	strictErrs, err := sigsjson.UnmarshalStrict(j, addon)
 	if err != nil || addon.Kind != "Addon" {
 		return nil, notAddon
+	}
+	if want := capstanv1.GroupVersion.String(); addon.APIVersion != want {
+		return nil, fmt.Errorf("%s: apiVersion is %q; an Addon's is %s", file, addon.APIVersion, want)
 	}
 	if len(strictErrs) == 0 {
 		return addon, nil

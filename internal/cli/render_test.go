@@ -19,6 +19,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/testcontroller"
 )
 
@@ -238,8 +239,22 @@ func TestRenderRestricted(t *testing.T) {
 	if !strings.Contains(stderr, "ClusterRole op-operator") || out == "" {
 		t.Errorf("stderr = %q, want the ClusterRole named as a violation, and the objects printed", stderr)
 	}
-	// The secured chart stays inside the guardrails once hardened.
-	out, stderr, err = runCapstan(t, "render", "s", charts+"/secured", "-n", "team", "--restricted", "--kube-version", "v1.33.2",
+	// The secured chart stays inside the guardrails once hardened, but is
+	// not written for Capstan: Chart.yaml lacks the annotation.
+	_, stderr, err = runCapstan(t, "render", "s", charts+"/secured", "-n", "team", "--restricted", "--kube-version", "v1.33.2",
+		"--set", "auth.password=x")
+	if err == nil || !strings.Contains(stderr, "(chart-for-capstan)") {
+		t.Errorf("restricted render of a chart without %s: %v, stderr %q; want a chart-for-capstan violation", capstanv1.ChartAddonAnnotation, err, stderr)
+	}
+	secured := filepath.Join(t.TempDir(), "secured")
+	if err := os.CopyFS(secured, os.DirFS(charts+"/secured")); err != nil {
+		t.Fatal(err)
+	}
+	chartYAML := "apiVersion: v2\nname: secured\nversion: 2.1.0\nannotations:\n  " + capstanv1.ChartAddonAnnotation + ": \"true\"\n"
+	if err := os.WriteFile(filepath.Join(secured, "Chart.yaml"), []byte(chartYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err = runCapstan(t, "render", "s", secured, "-n", "team", "--restricted", "--kube-version", "v1.33.2",
 		"--set", "auth.password=x")
 	if err != nil {
 		t.Fatalf("restricted render of a conforming chart: %v\n%s", err, stderr)
@@ -253,12 +268,18 @@ func TestRenderRestricted(t *testing.T) {
 // returns its file:// URL.
 func gitRepo(t *testing.T) string {
 	t.Helper()
-	dir := t.TempDir()
-	files := map[string]string{
+	return gitRepoWith(t, map[string]string{
 		"deploy/base/kustomization.yaml": "resources: [cm.yaml]\n",
 		"deploy/base/cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  level: info\n",
 		"deploy/prod/kustomization.yaml": "namespace: prod\nnamePrefix: prod-\nresources: [../base]\n",
-	}
+	})
+}
+
+// gitRepoWith makes a git repository on disk of files, and returns its
+// file:// URL.
+func gitRepoWith(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
