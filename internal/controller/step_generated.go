@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"strings"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -27,6 +29,9 @@ import (
 // read anything else, and whether a field is "kept as it runs" would tell
 // the tenant whether an object it does not hold exists. Its random fields
 // are violations anyway (random-values).
+//
+// An object whose kind a CRD of this render defines is new when that CRD
+// is not served yet: the sync creates the CRD before it.
 func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, error) {
 	if s.render == nil || len(s.render.Generated) == 0 {
 		return false, nil
@@ -37,6 +42,7 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
 		applied[ref.Key()] = true
 	}
+	crdKinds := prepare.CRDScopes(s.objects) // the kinds this render's CRDs define
 	for _, g := range s.render.Generated {
 		obj := s.renderedObject(g)
 		if obj == nil || g.Hook {
@@ -55,7 +61,16 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 		if !restricted || (obj.GetNamespace() == s.addon.Namespace && applied[ref.Key()]) {
 			var err error
 			live, err = s.applier.Get(ctx, ref)
-			if err != nil {
+			_, crd := crdKinds[obj.GroupVersionKind().GroupKind()]
+			switch {
+			case apimeta.IsNoMatchError(err) && crd:
+				// NOTE: the sync creates its CRD first, so no such object
+				// can exist yet: it is new, as the preview says too.
+				live = nil
+			case apimeta.IsNoMatchError(err):
+				return false, fmt.Errorf("the cluster serves no %s, the kind of %s %s that the chart renders, and the chart holds no CRD of it: "+
+					"install the CRD that defines it first (%w)", obj.GroupVersionKind().GroupKind(), obj.GetKind(), client.ObjectKeyFromObject(obj), err)
+			case err != nil:
 				return false, fmt.Errorf("reading %s to keep the fields its chart generates: %w", ref, err)
 			}
 			if restricted && live != nil && apply.NotOurs(s.addon, live) != "" {
