@@ -257,7 +257,7 @@ func (o *renderOptions) check(cmd *cobra.Command, res *render.Result, addon *cap
 			guarded = append(guarded, h.Object)
 		}
 	}
-	violations = append(violations, prepare.RandomValues(res.Generated, prepared.Objects, prepared.Hooks, addon.Namespace)...)
+	violations = append(violations, prepare.RandomValues(prepared.Generated, prepared.Objects, prepared.Hooks, addon.Namespace)...)
 	if chart != nil {
 		violations = append(violations, guard.CheckChart(addon, guard.ChartMetadata{APIVersion: chart.APIVersion, Type: chart.Type, Annotations: chart.Annotations})...)
 	}

@@ -114,6 +114,7 @@ type scope struct {
 	notOurs      []apply.Spared        // what the prune leaves running and drops from the inventory: another Addon holds it, or it is not this add-on's (apply.NotOurs)
 	hooks        []render.Hook
 	left         []*unstructured.Unstructured // the prepared objects a folder's render leaves out (render.Result.Left)
+	generated    []render.Generated           // the render's Generated, in the namespaces their objects were put in (prepare.Result.Generated)
 	lifecycle    Lifecycle
 	plan         *capstanv1.Plan
 	verdict      plan.Verdict

@@ -33,7 +33,7 @@ import (
 // An object whose kind a CRD of this render defines is new when that CRD
 // is not served yet: the sync creates the CRD before it.
 func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, error) {
-	if s.render == nil || len(s.render.Generated) == 0 {
+	if len(s.generated) == 0 {
 		return false, nil
 	}
 	s.generatedNotices = nil
@@ -43,7 +43,7 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 		applied[ref.Key()] = true
 	}
 	crdKinds := prepare.CRDScopes(s.objects) // the kinds this render's CRDs define
-	for _, g := range s.render.Generated {
+	for _, g := range s.generated {
 		obj := s.renderedObject(g)
 		if obj == nil || g.Hook {
 			continue // a hook is created anew each time it runs
@@ -106,7 +106,8 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 }
 
 // renderedObject finds the prepared object, or hook's object, that a
-// render's Generated names (prepare.RenderedObject).
+// render's Generated names: one of s.generated, in the namespace its
+// object was put in (prepare.RenderedObject).
 func (s *scope) renderedObject(g render.Generated) *unstructured.Unstructured {
 	return prepare.RenderedObject(g, s.objects, s.hooks)
 }

@@ -21,7 +21,7 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 		return false, nil
 	}
 	all := guarded(s)
-	s.violations = append(s.violations, prepare.RandomValues(s.render.Generated, s.objects, s.hooks, s.namespace)...)
+	s.violations = append(s.violations, prepare.RandomValues(s.generated, s.objects, s.hooks, s.namespace)...)
 	if s.artifact != nil && s.artifact.IsChart() && s.artifact.Chart.Chart.Metadata != nil {
 		md := s.artifact.Chart.Chart.Metadata
 		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)

@@ -26,6 +26,6 @@ func (r *AddonReconciler) prepare(ctx context.Context, s *scope) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	s.objects, s.hooks, s.left, s.createNamespace = res.Objects, res.Hooks, res.Left, res.CreatedNamespace
+	s.objects, s.hooks, s.left, s.createNamespace, s.generated = res.Objects, res.Hooks, res.Left, res.CreatedNamespace, res.Generated
 	return false, nil
 }

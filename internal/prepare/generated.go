@@ -10,10 +10,12 @@ import (
 	"capstan.dev/capstan/internal/render"
 )
 
-// RenderedObject finds the prepared object, or hook's object, that a
-// render's Generated names; a namespaced object rendered without a
-// namespace is in the add-on's. It returns nil for what Prepare left out:
-// an object marked never to be applied (apply.Ignored).
+// RenderedObject finds the prepared object, or hook's object, that g
+// names: one of Result.Generated, which names the namespace its object
+// was put in, so that an object rendered without a namespace is not taken
+// for another of the same kind and name in another namespace. It returns
+// nil for what Prepare left out: an object marked never to be applied
+// (apply.Ignored).
 func RenderedObject(g render.Generated, objs []*unstructured.Unstructured, hooks []render.Hook) *unstructured.Unstructured {
 	if g.Hook {
 		objs = make([]*unstructured.Unstructured, 0, len(hooks))
@@ -26,7 +28,7 @@ func RenderedObject(g render.Generated, objs []*unstructured.Unstructured, hooks
 		if o.GetName() != g.Name || o.GetKind() != g.Kind || o.GroupVersionKind().Group != group {
 			continue
 		}
-		if g.Namespace == "" || o.GetNamespace() == g.Namespace {
+		if o.GetNamespace() == g.Namespace {
 			return o
 		}
 	}
@@ -41,7 +43,8 @@ const RuleRandomValues = "random-values"
 // a tenant's chart must render the same every time. A value it makes at
 // random (genCA, randAlphaNum, now) would change on every sync, and a name
 // it makes at random would create another object, or run another hook, on
-// every sync. objs and hooks are the prepared ones; the tests are left
+// every sync. generated, objs and hooks are the prepared ones
+// (Result.Generated, Objects, Hooks); the tests are left
 // out, as they are checked when they run. namespace is the add-on's.
 func RandomValues(generated []render.Generated, objs []*unstructured.Unstructured, hooks []render.Hook, namespace string) []capstanv1.Violation {
 	checked := make(map[*unstructured.Unstructured]bool, len(objs)+len(hooks))

@@ -54,6 +54,10 @@ type Result struct {
 	// namespaces set as the objects' are, so that an earlier render's
 	// inventory can be matched with them.
 	Left []*unstructured.Unstructured
+	// Generated is the render's Generated, each with the namespace its
+	// object was put in (placed), so that it names one prepared object,
+	// hook, or object left out exactly.
+	Generated []render.Generated
 }
 
 // Prepare copies the render's objects and hooks and:
@@ -95,8 +99,11 @@ func Prepare(in Input) (Result, error) {
 		objs = append(objs, ns)
 		out.CreatedNamespace = in.Namespace
 	}
+	// copies are the prepared copies of the render's objects and hooks.
+	copies := make(map[*unstructured.Unstructured]*unstructured.Unstructured, len(in.Render.Objects)+len(in.Render.Hooks))
 	for _, o := range applied {
-		objs = append(objs, o.DeepCopy())
+		copies[o] = o.DeepCopy()
+		objs = append(objs, copies[o])
 	}
 	out.Hooks = make([]render.Hook, 0, len(in.Render.Hooks))
 	for _, h := range in.Render.Hooks {
@@ -104,7 +111,8 @@ func Prepare(in Input) (Result, error) {
 			ignored = append(ignored, h.Object)
 			continue
 		}
-		h.Object = h.Object.DeepCopy()
+		copies[h.Object] = h.Object.DeepCopy()
+		h.Object = copies[h.Object]
 		out.Hooks = append(out.Hooks, h)
 	}
 	all := make([]*unstructured.Unstructured, 0, len(objs)+len(out.Hooks))
@@ -144,14 +152,46 @@ func Prepare(in Input) (Result, error) {
 		}
 	}
 	for _, o := range slices.Concat(in.Render.Left, ignored) {
-		o = o.DeepCopy()
-		if err := setNamespace(o, in, crdScopes); err != nil {
+		c := o.DeepCopy()
+		if err := setNamespace(c, in, crdScopes); err != nil {
 			return Result{}, err
 		}
-		out.Left = append(out.Left, o)
+		copies[o] = c
+		out.Left = append(out.Left, c)
 	}
 	out.Objects = objs
+	out.Generated = placed(in.Render, copies)
 	return out, nil
+}
+
+// placed returns the render's Generated with the namespace each object
+// was put in. A Generated names its object as the chart rendered it, often
+// with no namespace, and a chart may render two objects of one kind and
+// name, one with no namespace and one in another namespace: only the
+// namespace it was put in tells which prepared object it is.
+func placed(r *render.Result, copies map[*unstructured.Unstructured]*unstructured.Unstructured) []render.Generated {
+	if len(r.Generated) == 0 {
+		return nil
+	}
+	out := make([]render.Generated, 0, len(r.Generated))
+	for _, g := range r.Generated {
+		objs := r.Objects
+		if g.Hook {
+			objs = make([]*unstructured.Unstructured, 0, len(r.Hooks))
+			for _, h := range r.Hooks {
+				objs = append(objs, h.Object)
+			}
+		}
+		for _, o := range objs {
+			if c, ok := copies[o]; ok && o.GetAPIVersion() == g.APIVersion && o.GetKind() == g.Kind &&
+				o.GetNamespace() == g.Namespace && o.GetName() == g.Name {
+				g.Namespace = c.GetNamespace()
+				break
+			}
+		}
+		out = append(out, g)
+	}
+	return out
 }
 
 // isJob reports whether o is a batch Job.
