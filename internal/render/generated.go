@@ -25,8 +25,10 @@ type Generated struct {
 	APIVersion, Kind, Namespace, Name string
 	// Paths are the fields that differ; a number indexes a list. A list
 	// whose length differs is one path. An object that the second render
-	// does not name the same (a random name) has the one path
-	// metadata.name (NamePath).
+	// does not name the same (a random name) has the path metadata.name
+	// (NamePath): alone, or, when it is the one object of its kind and
+	// namespace that each render names anew, among the other fields in
+	// which the two differ.
 	Paths [][]string
 	// Hook is true when the object is one of the render's Hooks.
 	Hook bool
@@ -127,7 +129,9 @@ func templateGenerates(v any) bool {
 // findGenerated renders the chart a second time with the same inputs and
 // compares the objects and the hooks with first's. An object the second
 // render does not name the same is reported with NamePath: a random name
-// is generated too, and would make a new object on every render.
+// is generated too, and would make a new object on every render. It is
+// compared whole with the second render's one object of its kind and
+// namespace that the first does not name, when there is one.
 func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options, first *Result) ([]Generated, error) {
 	second, err := helm(ctx, ch, values, opts)
 	if err != nil {
@@ -148,9 +152,31 @@ func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any
 		for _, o := range seconds {
 			again[keyOf(o)] = o
 		}
+		firstNames := make(map[key]bool, len(firsts))
+		for _, o := range firsts {
+			firstNames[keyOf(o)] = true
+		}
+		// renamed are, by kind and namespace, the second render's objects
+		// the first does not name.
+		type kind struct{ apiVersion, kind, namespace string }
+		renamed := map[kind][]*unstructured.Unstructured{}
+		for _, o := range seconds {
+			if !firstNames[keyOf(o)] {
+				k := kind{o.GetAPIVersion(), o.GetKind(), o.GetNamespace()}
+				renamed[k] = append(renamed[k], o)
+			}
+		}
 		for _, o := range firsts {
 			g := Generated{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Hook: hook}
-			if other, ok := again[keyOf(o)]; ok {
+			other, ok := again[keyOf(o)]
+			if k := (kind{o.GetAPIVersion(), o.GetKind(), o.GetNamespace()}); !ok && len(renamed[k]) == 1 {
+				// NOTE: the one object of its kind that both renders name
+				// at random is one object: compared, its other random
+				// fields are found too (a hook Job named at random with a
+				// random token), and metadata.name among them.
+				other, ok = renamed[k][0], true
+			}
+			if ok {
 				differences(o.Object, other.Object, nil, &g.Paths)
 			} else {
 				g.Paths = [][]string{slices.Clone(NamePath)}

@@ -239,3 +239,26 @@ func TestMayGenerate(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderComparesAnObjectNamedAtRandom: the one hook of its kind that
+// each render names anew is compared with the other render's, so its
+// random token is found as well as its name, and its fixed data is not.
+func TestRenderComparesAnObjectNamedAtRandom(t *testing.T) {
+	ch := &chartv2.Chart{
+		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: "random", Version: "1.0.0"},
+		Templates: []*common.File{
+			{Name: "templates/seed.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed-{{ randAlphaNum 8 | lower }}\n" +
+				"  annotations:\n    helm.sh/hook: pre-install\ndata:\n  user: app\n  token: {{ randAlphaNum 16 | quote }}\n")},
+		},
+	}
+	art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "random", Version: "1.0.0"}}
+	res, err := Render(context.Background(), art, nil, Options{ReleaseName: "r", Namespace: "apps", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Generated{{APIVersion: "v1", Kind: "ConfigMap", Name: res.Hooks[0].Object.GetName(),
+		Paths: [][]string{{"data", "token"}, {"metadata", "name"}}, Hook: true}}
+	if diff := cmp.Diff(want, res.Generated); diff != "" {
+		t.Errorf("generated fields (-want +got):\n%s", diff)
+	}
+}
