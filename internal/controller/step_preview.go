@@ -53,8 +53,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Prune, in.Confirm = s.prune, s.confirm
 		}
 		s.lifecycle = r.lifecycle(s)
+		generatedHooks := s.generated(true)
 		for _, h := range s.plannedHooks() {
-			in.Hooks = append(in.Hooks, plan.HookResult{PlannedHook: h, Digest: hookDigest(s.hooks, h.ObjectRef)})
+			in.Hooks = append(in.Hooks, hookResult(s.hooks, h, generatedHooks))
 		}
 		in.Notices = hookNotices(s.hooks)
 		in.Notices = append(in.Notices, plan.ClaimNotices(s.previews, s.live)...)
@@ -250,7 +251,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	p, err := plan.PreviewObjects(ctx, s.applier, plan.PreviewInput{
 		Addon: s.addon, Objects: s.objects, CreatedNamespace: s.createNamespace,
 		Known: r.verified.lookup(s.addon), Watched: r.watchedVersions(ctx, s), Now: time.Now(),
-		Hides: s.mask().holder(), Recreate: s.addon.Spec.Recreate,
+		Hides: s.mask().holder(), Recreate: s.addon.Spec.Recreate, Generated: s.generated(false),
 	})
 	if p != nil {
 		r.verified.store(s.addon, p.Verified)
@@ -520,15 +521,45 @@ func (r *AddonReconciler) heldBy(ctx context.Context, s *scope, ref capstanv1.Ob
 	return "", nil
 }
 
-// hookDigest is the digest of a hook's manifest, so a changed hook changes
-// the plan's hash.
-func hookDigest(hs []render.Hook, ref capstanv1.ObjectRef) string {
+// hookResult is a planned hook with the digest of its manifest, so a
+// changed hook changes the plan's hash; what its chart generates at
+// random is covered as a person can review it (plan.Generated), or a hook
+// with a random password or name would make every approval stale.
+func hookResult(hs []render.Hook, planned capstanv1.PlannedHook, generated plan.Generated) plan.HookResult {
+	out := plan.HookResult{PlannedHook: planned}
 	for _, h := range hs {
-		if capstanv1.RefOf(h.Object) == ref {
-			return plan.ManifestDigest(h.Object)
+		if capstanv1.RefOf(h.Object) == planned.ObjectRef {
+			out.Digest, out.RandomName = generated.ManifestDigest(h.Object), generated.RandomName(h.Object)
+			break
 		}
 	}
-	return ""
+	return out
+}
+
+// generated is what the render's chart generates at random (render.Result
+// .Generated) in the prepared objects, or with hooks in the hooks, by the
+// prepared object's key, for the plan's hash (plan.Generated).
+func (s *scope) generated(hooks bool) plan.Generated {
+	out := plan.Generated{}
+	if s.render == nil || len(s.render.Generated) == 0 {
+		return out
+	}
+	out.Inputs = s.render.Hash
+	for _, g := range s.render.Generated {
+		if g.Hook != hooks {
+			continue
+		}
+		obj := s.renderedObject(g)
+		if obj == nil {
+			continue
+		}
+		if out.Paths == nil {
+			out.Paths = map[string][][]string{}
+		}
+		key := capstanv1.RefOf(obj).Key()
+		out.Paths[key] = append(out.Paths[key], g.Paths...)
+	}
+	return out
 }
 
 // sameTarget reports whether other's inventory is in the cluster s

@@ -26,7 +26,9 @@ type Comparison struct {
 	// Digest identifies the change itself, Secret values included, so that a
 	// plan's hash changes whenever what would be applied changes. It reveals
 	// nothing: it is a hash of the whole change. An update's covers only the
-	// fields the apply changes (ChangeDigest), not those around them.
+	// fields the apply changes (ChangeDigest), not those around them. A
+	// field the chart generates at random counts as a placeholder
+	// (Generated): its bytes are new on every render.
 	Digest string
 }
 
@@ -41,6 +43,13 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 // hides reports as holding a value never to be shown (HideValuesPair).
 // hides may be nil.
 func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool) (Comparison, error) {
+	return compare(manifest, live, dryRun, hides, Generated{})
+}
+
+// compare is CompareHiding, with the digest covering the fields that
+// generated says the chart generates at random as a person can review
+// them (Generated). The diff shows them as they are.
+func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool, generated Generated) (Comparison, error) {
 	desired := Normalize(dryRun)
 	if live == nil {
 		// NOTE: the digest of a create is the manifest's, not the dry run's:
@@ -53,7 +62,7 @@ func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func
 		if err != nil {
 			return Comparison{}, err
 		}
-		return Comparison{Action: capstanv1.ActionCreate, Diff: text, Digest: CreateDigest(manifest)}, nil
+		return Comparison{Action: capstanv1.ActionCreate, Diff: text, Digest: generated.CreateDigest(manifest)}, nil
 	}
 	current := Normalize(live)
 	if equality.Semantic.DeepEqual(current.Object, desired.Object) {
@@ -65,7 +74,7 @@ func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func
 	if err != nil {
 		return Comparison{}, err
 	}
-	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, Digest: ChangeDigest(current.Object, desired.Object)}, nil
+	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, Digest: generated.changeDigest(manifest, current.Object, desired.Object)}, nil
 }
 
 // ChangeDigest identifies an update by what it changes: every field whose

@@ -48,6 +48,9 @@ type ObjectResult struct {
 	// delete is bound to and the plan's hash covers.
 	Recreate    bool
 	RecreateUID types.UID
+	// RandomName is true for a create of an object that the chart names
+	// at random: the plan's hash covers its name as GeneratedPlaceholder.
+	RandomName bool
 }
 
 // HookResult is one hook a sync would run.
@@ -55,6 +58,9 @@ type HookResult struct {
 	capstanv1.PlannedHook
 	// Digest identifies the hook's manifest.
 	Digest string
+	// RandomName is true for a hook that the chart names at random: the
+	// plan's hash covers its name as GeneratedPlaceholder.
+	RandomName bool
 }
 
 // Input is everything a plan is made of.
@@ -137,7 +143,7 @@ func Build(in Input) *capstanv1.Plan {
 		}
 		// NOTE: ManagedBy is left out: who holds an object depends on who
 		// may read the other Addon, and the gate blocks such a plan anyway.
-		material = append(material, "object", refKey(o.Ref), o.Action, o.Digest, o.Adopted, o.Error)
+		material = append(material, "object", reviewableKey(o.Ref, o.RandomName), o.Action, o.Digest, o.Adopted, o.Error)
 		if o.Recreate {
 			// NOTE: only when set, so that the hashes of plans without it,
 			// and the approvals of them, stay as they were. The UID makes
@@ -162,7 +168,7 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	for _, h := range in.Hooks {
 		p.Hooks = append(p.Hooks, h.PlannedHook)
-		material = append(material, "hook", refKey(h.ObjectRef), strings.Join(h.Events, ","), h.Weight, h.Digest)
+		material = append(material, "hook", reviewableKey(h.ObjectRef, h.RandomName), strings.Join(h.Events, ","), h.Weight, h.Digest)
 	}
 	p.Summary.Hooks = len(in.Hooks)
 	for _, v := range in.Violations {
@@ -233,6 +239,15 @@ func capDiff(diff string, budget int, full bool) (string, int) {
 // refKey names an object exactly, with its API version, for the plan's hash.
 func refKey(r capstanv1.ObjectRef) string {
 	return r.APIVersion + "/" + r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// reviewableKey is refKey, with a name the chart generates at random as
+// GeneratedPlaceholder (see Generated).
+func reviewableKey(r capstanv1.ObjectRef, randomName bool) string {
+	if randomName {
+		r.Name = GeneratedPlaceholder
+	}
+	return refKey(r)
 }
 
 // workloadKinds are the kinds whose pod templates a plan lists.

@@ -144,6 +144,9 @@ type PreviewInput struct {
 	// (spec.recreate). An object whose manifest asks for it
 	// (apply.RecreateMarked) is planned so without it.
 	Recreate bool
+	// Generated are the fields the chart generates at random, which a
+	// plan's hash covers as a person can review them (see Generated).
+	Generated Generated
 }
 
 // Preview is the result of previewing every object.
@@ -231,8 +234,8 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		ref := capstanv1.RefOf(obj)
 		key := ref.Key()
 		if newNamespaces[obj.GetNamespace()] {
-			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Unverified: true, Comparison: Comparison{Action: capstanv1.ActionCreate,
-				Digest: CreateDigest(obj)}})
+			out.Objects = append(out.Objects, ObjectResult{Ref: ref, Unverified: true, RandomName: in.Generated.RandomName(obj),
+				Comparison: Comparison{Action: capstanv1.ActionCreate, Digest: in.Generated.CreateDigest(obj)}})
 			continue
 		}
 		if out.Quiet[key] {
@@ -249,7 +252,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			}
 		}
 		out.Live[key] = live
-		res := ObjectResult{Ref: ref}
+		res := ObjectResult{Ref: ref, RandomName: live == nil && in.Generated.RandomName(obj)}
 		digest := out.Digests[key]
 		// NOTE: the inventory alone does not make an object this add-on's:
 		// it is saved before anything is applied, so an install that
@@ -295,7 +298,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// validated name, and applied first (only the add-on's CRDs
 			// come before it): its own apply is its check, so a dry run
 			// would only double it.
-			res.Comparison = createComparison(obj)
+			res.Comparison = createComparison(obj, in.Generated)
 			out.Objects = append(out.Objects, res)
 			continue
 		}
@@ -305,11 +308,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
 			res.Unverified = true
-			res.Comparison = createComparison(obj)
+			res.Comparison = createComparison(obj, in.Generated)
 		case err != nil && apierrors.IsNotFound(err) && prepare.Renders(in.Objects, "Namespace", obj.GetNamespace()):
 			// Its namespace is created first in this very sync.
 			res.Unverified = true
-			res.Comparison = createComparison(obj)
+			res.Comparison = createComparison(obj, in.Generated)
 		case err != nil && apply.IsImmutableJob(obj, err) && held:
 			// NOTE: only a Job this add-on holds: one adopted (a Helm
 			// release's migration still running) is someone else's, and
@@ -342,7 +345,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			}
 			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
 		default:
-			res.Comparison, err = CompareHiding(obj, live, dry, in.Hides)
+			res.Comparison, err = compare(obj, live, dry, in.Hides, in.Generated)
 			if err != nil {
 				return out, err
 			}
@@ -386,9 +389,10 @@ func inPlaceHint(obj, live *unstructured.Unstructured, held bool, err error) str
 }
 
 // createComparison is the comparison of an object that does not exist yet
-// and is not dry-run: a create, with the digest of what is rendered.
-func createComparison(obj *unstructured.Unstructured) Comparison {
-	return Comparison{Action: capstanv1.ActionCreate, Digest: CreateDigest(obj)}
+// and is not dry-run: a create, with the digest of what is rendered, its
+// generated fields as a person can review them.
+func createComparison(obj *unstructured.Unstructured, generated Generated) Comparison {
+	return Comparison{Action: capstanv1.ActionCreate, Digest: generated.CreateDigest(obj)}
 }
 
 // readLabelled reads, with one label-selected List per kind and namespace,
