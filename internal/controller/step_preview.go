@@ -53,7 +53,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Prune, in.Confirm = s.prune, s.confirm
 		}
 		s.lifecycle = r.lifecycle(s)
-		generatedHooks := s.generated(true)
+		generatedHooks := s.generatedFor(true)
 		for _, h := range s.plannedHooks() {
 			in.Hooks = append(in.Hooks, hookResult(s.hooks, h, generatedHooks))
 		}
@@ -251,7 +251,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	p, err := plan.PreviewObjects(ctx, s.applier, plan.PreviewInput{
 		Addon: s.addon, Objects: s.objects, CreatedNamespace: s.createNamespace,
 		Known: r.verified.lookup(s.addon), Watched: r.watchedVersions(ctx, s), Now: time.Now(),
-		Hides: s.mask().holder(), Recreate: s.addon.Spec.Recreate, Generated: s.generated(false),
+		Hides: s.mask().holder(), Recreate: s.addon.Spec.Recreate, Generated: s.generatedFor(false),
 	})
 	if p != nil {
 		r.verified.store(s.addon, p.Verified)
@@ -536,16 +536,16 @@ func hookResult(hs []render.Hook, planned capstanv1.PlannedHook, generated plan.
 	return out
 }
 
-// generated is what the render's chart generates at random (render.Result
-// .Generated) in the prepared objects, or with hooks in the hooks, by the
-// prepared object's key, for the plan's hash (plan.Generated).
-func (s *scope) generated(hooks bool) plan.Generated {
+// generatedFor is what the render's chart generates at random
+// (s.generated) in the prepared objects, or with hooks in the hooks, by
+// the prepared object's key, for the plan's hash (plan.Generated).
+func (s *scope) generatedFor(hooks bool) plan.Generated {
 	out := plan.Generated{}
-	if s.render == nil || len(s.render.Generated) == 0 {
+	if s.render == nil || len(s.generated) == 0 {
 		return out
 	}
 	out.Inputs = s.render.Hash
-	for _, g := range s.render.Generated {
+	for _, g := range s.generated {
 		if g.Hook != hooks {
 			continue
 		}
