@@ -132,6 +132,47 @@ func TestIgnoredFieldsAreLeftAsTheyRun(t *testing.T) {
 	}
 }
 
+// TestAnIgnoredIndexNamesTheSameItem: a container an injector puts before
+// the chart's takes index 0, and the apply matches containers by name, so
+// a rule on /spec/template/spec/containers/0/image must not give the
+// chart's container the injected one's image. The plan names the path.
+func TestAnIgnoredIndexNamesTheSameItem(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, "ignore-index-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/spec/template/spec/containers/0/image"}, Target: capstanv1.IgnoreTarget{Kind: "Deployment"}}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+
+	// Injected as a mutating webhook or a policy does: a container first.
+	dep := live(t, "apps/v1", "Deployment", ns, a.Name)
+	if err := admin.Patch(ctx, dep, client.RawPatch(types.JSONPatchType,
+		[]byte(`[{"op":"add","path":"/spec/template/spec/containers/0","value":{"name":"istio-proxy","image":"proxy:1.0"}}]`)), client.FieldOwner("injector")); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "after-injection")
+	got := waitFor(t, a, 60*time.Second, "the refresh handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-injection" && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	images := map[string]string{}
+	containers, _, _ := unstructured.NestedSlice(live(t, "apps/v1", "Deployment", ns, a.Name).Object, "spec", "template", "spec", "containers")
+	for _, c := range containers {
+		m := c.(map[string]any)
+		images[m["name"].(string)], _ = m["image"].(string)
+	}
+	if images["web"] != "nginx:1.27" || images["istio-proxy"] != "proxy:1.0" {
+		t.Errorf("images %v: want the chart's nginx:1.27 for web and the injected proxy:1.0 for istio-proxy\n%s", images, describeStatus(got))
+	}
+	noticed := false
+	for _, n := range got.Status.Plan.Notices {
+		noticed = noticed || (strings.HasPrefix(n.Path, "spec.ignore/Deployment/") && strings.HasPrefix(n.Message, "/spec/template/spec/containers/0/image names by its index"))
+	}
+	if !noticed {
+		t.Errorf("the plan does not name the path whose index names another container: %+v", got.Status.Plan.Notices)
+	}
+}
+
 // TestARestrictedRuleReadsOnlyWhatTheAddonApplied: the read for spec.ignore
 // is the controller's own and comes before the guardrails, so a tenant's
 // rule never reads an object its add-on has not applied: an object of the

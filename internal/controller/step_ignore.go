@@ -60,6 +60,10 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
 				Message: strings.Join(k.absent, ", ") + " is in neither the object as it runs nor as the chart renders it: check the path"})
 		}
+		if len(k.moved) > 0 {
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
+				Message: strings.Join(k.moved, ", ") + " names by its index a list item that is another one in the object as it runs than as the chart renders it (an item was put before it, such as an injected container): left as the chart renders it"})
+		}
 	}
 	return false, err
 }
@@ -71,6 +75,9 @@ type keptFields struct {
 	paths []string
 	// absent are the ignored paths neither the object nor the chart has.
 	absent []string
+	// moved are the ignored paths whose index names another list item in
+	// the object than in the chart.
+	moved []string
 }
 
 // keepRunning reads each object that exists and that a rule of
@@ -114,12 +121,12 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 			// whether the value its chart guessed is the one it holds.
 			continue
 		}
-		kept, absent := ignore.Keep(obj, live, paths)
+		kept, absent, moved := ignore.Keep(obj, live, paths)
 		if len(kept) > 0 {
 			changed = append(changed, obj)
 		}
-		if len(kept) > 0 || len(absent) > 0 {
-			out = append(out, keptFields{obj: obj, paths: kept, absent: absent})
+		if len(kept) > 0 || len(absent) > 0 || len(moved) > 0 {
+			out = append(out, keptFields{obj: obj, paths: kept, absent: absent, moved: moved})
 		}
 	}
 	if restricted && len(changed) > 0 {

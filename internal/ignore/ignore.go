@@ -112,11 +112,17 @@ func Selects(t capstanv1.IgnoreTarget, obj *unstructured.Unstructured) bool {
 // wrong, such as /spec/replica, would otherwise keep nothing without a
 // word. Paths must have passed Check. A path whose place the manifest
 // cannot hold (a list shorter than its index, a value that is not an
-// object) is left as the manifest has it.
-func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, absent []string) {
+// object) is left as the manifest has it. So is a path whose index names
+// another item in live than in manifest (see sameItems); those paths are
+// returned as moved.
+func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, absent, moved []string) {
 	for _, p := range paths {
 		tokens, err := Parse(p)
 		if err != nil {
+			continue
+		}
+		if !sameItems(manifest.Object, live.Object, tokens) {
+			moved = append(moved, p)
 			continue
 		}
 		want, has := render.FieldAt(live.Object, tokens)
@@ -136,7 +142,55 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, abse
 		}
 		kept = append(kept, p)
 	}
-	return kept, absent
+	return kept, absent, moved
+}
+
+// itemKeys are the fields by which Kubernetes tells the items of a list
+// apart (its list-map and patch-merge keys): name for containers, env,
+// volumes and most others; containerPort or port with protocol for ports;
+// mountPath, devicePath, ip, and topologyKey with whenUnsatisfiable.
+var itemKeys = []string{"name", "containerPort", "port", "protocol", "mountPath", "devicePath", "ip", "topologyKey", "whenUnsatisfiable"}
+
+// sameItems reports whether each list index on the way of tokens names the
+// same item in manifest as in live: where both hold an object there, no key
+// of itemKeys that both carry differs. A path to a key itself is refused
+// too when the key differs: keeping it would turn the chart's item into
+// the other one.
+//
+// NOTE: a pointer names a list item by its place, but server-side apply
+// matches containers, env and ports by their keys. An injector or a
+// mutating policy that puts a container before the chart's would
+// otherwise have /spec/template/spec/containers/0/image copy its
+// container's image into the chart's, which the apply then gives to the
+// chart's container by name. Lists of scalars, and objects without any of
+// these keys, have nothing to tell their items apart by, and are indexed
+// as they are.
+func sameItems(manifest, live map[string]any, tokens []string) bool {
+	for i := 1; i < len(tokens); i++ {
+		m, _ := render.FieldAt(manifest, tokens[:i+1])
+		l, _ := render.FieldAt(live, tokens[:i+1])
+		mi, okm := m.(map[string]any)
+		li, okl := l.(map[string]any)
+		if !okm || !okl {
+			continue
+		}
+		if list, _ := render.FieldAt(manifest, tokens[:i]); !isList(list) {
+			continue
+		}
+		for _, k := range itemKeys {
+			a, hasA := mi[k]
+			b, hasB := li[k]
+			if hasA && hasB && fmt.Sprint(a) != fmt.Sprint(b) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isList(v any) bool {
+	_, ok := v.([]any)
+	return ok
 }
 
 // set puts value at tokens, making the objects on the way that are

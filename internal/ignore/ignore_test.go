@@ -103,7 +103,7 @@ spec:
       - name: web
         resources: {limits: {cpu: "1"}}
 `)
-	kept, _ := Keep(manifest, live, []string{
+	kept, _, _ := Keep(manifest, live, []string{
 		"/spec/replicas", // runs with 5: kept
 		"/metadata/annotations/example.com~1hash",    // runs without: left out
 		"/spec/template/spec/containers/0/resources", // the same: nothing to do
@@ -131,16 +131,16 @@ spec:
 	// A list the manifest holds fewer items of is left as it is.
 	short := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}]}")
 	long := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b, image: x}]}")
-	if kept, _ := Keep(short, long, []string{"/spec/containers/1/image"}); len(kept) != 0 {
+	if kept, _, _ := Keep(short, long, []string{"/spec/containers/1/image"}); len(kept) != 0 {
 		t.Errorf("kept %v in a list too short for it", kept)
 	}
 	// A list the manifest lacks is not made up as an object.
 	bare := object(t, "kind: Pod\napiVersion: v1\nspec: {}")
-	if kept, _ := Keep(bare, long, []string{"/spec/containers/0/name"}); len(kept) != 0 || len(bare.Object["spec"].(map[string]any)) != 0 {
+	if kept, _, _ := Keep(bare, long, []string{"/spec/containers/0/name"}); len(kept) != 0 || len(bare.Object["spec"].(map[string]any)) != 0 {
 		t.Errorf("kept %v through a list the manifest lacks: %v", kept, bare.Object)
 	}
 	// A list item the object runs without is not removed.
-	if kept, _ := Keep(object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b}]}"), short, []string{"/spec/containers/1"}); len(kept) != 0 {
+	if kept, _, _ := Keep(object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b}]}"), short, []string{"/spec/containers/1"}); len(kept) != 0 {
 		t.Errorf("reported %v as left out, where a list item stays", kept)
 	}
 }
@@ -148,9 +148,118 @@ spec:
 func TestAbsent(t *testing.T) {
 	manifest := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n")
 	live := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, annotations: {injected: \"yes\"}}\nspec: {replicas: 3}\n")
-	_, got := Keep(manifest, live, []string{"/spec/replicas", "/spec/replica", "/metadata/annotations/injected", "/spec/template/spec/containers/0/image"})
+	_, got, _ := Keep(manifest, live, []string{"/spec/replicas", "/spec/replica", "/metadata/annotations/injected", "/spec/template/spec/containers/0/image"})
 	want := []string{"/spec/replica", "/spec/template/spec/containers/0/image"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("absent %v, want %v: a path either side has is not absent", got, want)
+	}
+}
+
+// An index names a list item by its place, while the apply matches
+// containers by name: a container put before the chart's must not lend it
+// its fields.
+func TestKeepMovedItems(t *testing.T) {
+	manifest := func() *unstructured.Unstructured {
+		return object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: app:1
+        env: [{name: MODE, value: chart}]
+        ports: [{containerPort: 8080}]
+`)
+	}
+	injected := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+      - name: istio-proxy
+        image: proxy:1
+        ports: [{containerPort: 15090, protocol: TCP}]
+      - name: app
+        image: app:2
+        env: [{name: MODE, value: live}]
+        ports: [{containerPort: 8080, protocol: TCP}]
+`)
+	paths := []string{
+		"/spec/template/spec/containers/0/image",
+		"/spec/template/spec/containers/0",
+		"/spec/template/spec/containers/0/resources", // neither has it, but the items differ first
+		"/spec/template/spec/containers/0/ports/0/hostPort",
+		"/spec/template/spec/containers/0/name", // the key itself would rename the chart's item
+		"/spec/template/spec/volumes/0/name",    // neither has such a list
+	}
+	m := manifest()
+	kept, absent, moved := Keep(m, injected, paths)
+	if want := paths[:5]; !reflect.DeepEqual(moved, want) {
+		t.Errorf("moved %v, want %v", moved, want)
+	}
+	if want := paths[5:]; len(kept) != 0 || !reflect.DeepEqual(absent, want) {
+		t.Errorf("kept %v, absent %v; want nothing kept and %v absent", kept, absent, want)
+	}
+	m = manifest()
+	if kept, _, moved := Keep(m, injected, paths[:1]); len(kept) != 0 || len(moved) != 1 {
+		t.Errorf("kept %v, moved %v", kept, moved)
+	}
+	if c, _, _ := unstructured.NestedSlice(m.Object, "spec", "template", "spec", "containers"); len(c) != 1 || c[0].(map[string]any)["image"] != "app:1" || c[0].(map[string]any)["name"] != "app" {
+		t.Errorf("the chart's container is now %v, want app with its own image", c)
+	}
+
+	// The same items at the same places are kept as before, in nested lists
+	// too; a protocol the API server defaulted is no difference.
+	same := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: app:2
+        env: [{name: MODE, value: live}]
+        ports: [{containerPort: 8080, protocol: TCP, hostPort: 80}]
+      - name: istio-proxy
+        image: proxy:1
+`)
+	m = manifest()
+	kept, absent, moved = Keep(m, same, []string{
+		"/spec/template/spec/containers/0/image",
+		"/spec/template/spec/containers/0/env/0/value",
+		"/spec/template/spec/containers/0/ports/0/hostPort",
+	})
+	if len(kept) != 3 || len(absent) != 0 || len(moved) != 0 {
+		t.Fatalf("kept %v, absent %v, moved %v; want all three kept", kept, absent, moved)
+	}
+	c, _, _ := unstructured.NestedSlice(m.Object, "spec", "template", "spec", "containers")
+	if app := c[0].(map[string]any); app["image"] != "app:2" || app["env"].([]any)[0].(map[string]any)["value"] != "live" {
+		t.Errorf("the app container is %v, want its running image and env", app)
+	}
+
+	// An env entry put before the chart's is another item too.
+	envFirst := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec: {template: {spec: {containers: [{name: app, env: [{name: INJECTED, value: x}, {name: MODE, value: live}]}]}}}
+`)
+	if _, _, moved := Keep(manifest(), envFirst, []string{"/spec/template/spec/containers/0/env/0/value"}); len(moved) != 1 {
+		t.Errorf("moved %v, want the env path", moved)
+	}
+
+	// Lists of scalars, and of objects without keys, are indexed as before.
+	scalars := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, args: [x, y]}], tolerations: [{effect: NoSchedule}]}")
+	running := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, args: [z, y]}], tolerations: [{effect: NoExecute}]}")
+	if kept, _, moved := Keep(scalars, running, []string{"/spec/containers/0/args/0", "/spec/tolerations/0/effect"}); len(kept) != 2 || len(moved) != 0 {
+		t.Errorf("kept %v, moved %v; want both kept", kept, moved)
 	}
 }
