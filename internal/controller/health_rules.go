@@ -31,10 +31,11 @@ import (
 //     status.desiredNumberScheduled. kstatus waits for
 //     updatedNumberScheduled too, which after an upgrade only a person
 //     deleting each pod moves: it would never be Current.
-//   - a paused Deployment (spec.paused) is Current: its controller rolls
-//     out nothing until a person resumes it, so waiting on it would hold
-//     the add-on, its later waves and its dependents until the health
-//     timeout, or for ever without one. kstatus calls it in progress
+//   - a paused Deployment (spec.paused) is Current once its controller has
+//     seen its latest generation and its Available condition is not False:
+//     its controller rolls out nothing until a person resumes it, so
+//     waiting on the rollout would hold the add-on, its later waves and
+//     its dependents until the health timeout, or for ever without one. kstatus calls it in progress
 //     after a change to its template; Helm's --wait counts it ready and
 //     Argo CD calls it Suspended. The message says it is paused.
 //   - an APIService is Current once its Available condition is True.
@@ -106,14 +107,21 @@ func staleCondition(live *unstructured.Unstructured) *status.Result {
 	return nil
 }
 
-// pausedDeploymentHealth reports a Deployment whose spec.paused is true
-// Current, saying it is paused; nil for any other object.
+// pausedDeploymentHealth reports a paused Deployment (spec.paused) Current,
+// saying it is paused, once its controller has seen its latest generation
+// and its Available condition is not False: the pods it runs serve, and
+// only the rollout waits for a person. A paused Deployment whose pods are
+// not available is left to kstatus, so that a crash loop is not called
+// healthy. nil for any other object.
 func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
 	gvk := live.GroupVersionKind()
 	if gvk.Group != "apps" || gvk.Kind != "Deployment" {
 		return nil
 	}
 	if paused, _, _ := unstructured.NestedBool(live.Object, "spec", "paused"); !paused {
+		return nil
+	}
+	if nestedInt(live, "status", "observedGeneration") < live.GetGeneration() || conditionIs(live, "Available", "False") {
 		return nil
 	}
 	return &status.Result{Status: status.CurrentStatus, Message: "Deployment is paused: nothing rolls out until it is resumed (kubectl rollout resume)"}
