@@ -51,4 +51,13 @@ func TestManualSyncApprovesRandomValues(t *testing.T) {
 	if got.Status.LastApprovedPlan != approved {
 		t.Errorf("status.lastApprovedPlan %q; want %s", got.Status.LastApprovedPlan, approved)
 	}
+	// The Secret's password is kept as it runs: the next reconcile plans
+	// nothing to approve, rather than a new password.
+	got = update(t, got, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	got = waitFor(t, got, 90*time.Second, "another reconcile", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase != ""
+	})
+	if s := got.Status.Plan.Summary; got.Status.Phase != capstanv1.PhaseSynced || s.Update != 0 || s.Create != 0 {
+		t.Errorf("after the install: phase %s, plan %+v; want Synced with nothing to apply", got.Status.Phase, s)
+	}
 }

@@ -53,3 +53,53 @@ func TestRenderedObjectMatchesThePlacedNamespace(t *testing.T) {
 		t.Errorf("a Secret tls of namespace elsewhere matched %s/%s", o.GetNamespace(), o.GetName())
 	}
 }
+
+// TestKeepSecretStringData: a generated stringData key of a core Secret
+// is kept from the live data (the API server stores no stringData), and
+// leaves stringData once it is empty; a key the live Secret lacks, and a
+// Secret of another group, keep the render's value.
+func TestKeepSecretStringData(t *testing.T) {
+	live := &unstructured.Unstructured{Object: map[string]any{"data": map[string]any{"password": "bGl2ZQ==", "user": "YXBw"}}}
+	secret := func(apiVersion string, stringData map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"stringData": stringData}}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind("Secret")
+		u.SetName("db")
+		return u
+	}
+
+	obj := secret("v1", map[string]any{"user": "app", "password": "new"})
+	if !keepSecretStringData(obj, live, []string{"stringData", "password"}) {
+		t.Fatal("stringData.password was not kept; want the live data.password")
+	}
+	if v, _, _ := unstructured.NestedString(obj.Object, "data", "password"); v != "bGl2ZQ==" {
+		t.Errorf("data.password = %q; want the live bGl2ZQ==", v)
+	}
+	if _, found, _ := unstructured.NestedString(obj.Object, "stringData", "password"); found {
+		t.Error("stringData.password is still set; the API server would write it over the kept data.password")
+	}
+	if v, _, _ := unstructured.NestedString(obj.Object, "stringData", "user"); v != "app" {
+		t.Errorf("stringData.user = %q; want the render's app, untouched", v)
+	}
+
+	only := secret("v1", map[string]any{"password": "new"})
+	if !keepSecretStringData(only, live, []string{"stringData", "password"}) {
+		t.Fatal("stringData.password was not kept")
+	}
+	if _, found := only.Object["stringData"]; found {
+		t.Errorf("an empty stringData is left: %v", only.Object)
+	}
+
+	added := secret("v1", map[string]any{"token": "new"})
+	if keepSecretStringData(added, live, []string{"stringData", "token"}) {
+		t.Error("a key the live Secret lacks was kept")
+	}
+	if v, _, _ := unstructured.NestedString(added.Object, "stringData", "token"); v != "new" {
+		t.Errorf("stringData.token = %q; want the render's new", v)
+	}
+
+	other := secret("example.com/v1", map[string]any{"password": "new"})
+	if keepSecretStringData(other, live, []string{"stringData", "password"}) {
+		t.Error("a Secret of another group was taken for a core Secret")
+	}
+}

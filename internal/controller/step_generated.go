@@ -7,6 +7,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -83,7 +84,9 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 		kept := 0
 		if live != nil {
 			for _, p := range g.Paths {
-				if v, ok := render.FieldAt(live.Object, p); ok && render.SetFieldAt(obj.Object, p, v) {
+				if keepSecretStringData(obj, live, p) {
+					kept++
+				} else if v, ok := render.FieldAt(live.Object, p); ok && render.SetFieldAt(obj.Object, p, v) {
 					kept++
 				}
 			}
@@ -103,6 +106,33 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 		})
 	}
 	return false, nil
+}
+
+// keepSecretStringData keeps a generated key of a core Secret's
+// stringData (path stringData.KEY) as it runs, and reports whether it did.
+// The API server stores no stringData: it writes each key, base64, into
+// data, so the live value is data.KEY. The manifest then holds that value
+// in data and drops the key from stringData (and stringData, once empty),
+// so the apply writes what runs and the plan shows no change. A live
+// Secret without that key keeps the render's value, as a new key would.
+func keepSecretStringData(obj, live *unstructured.Unstructured, p []string) bool {
+	if obj.GroupVersionKind().GroupKind() != (schema.GroupKind{Kind: "Secret"}) || len(p) != 2 || p[0] != "stringData" {
+		return false
+	}
+	v, ok := render.FieldAt(live.Object, []string{"data", p[1]})
+	if !ok {
+		return false
+	}
+	if _, isMap := obj.Object["data"].(map[string]any); !isMap {
+		obj.Object["data"] = map[string]any{}
+	}
+	obj.Object["data"].(map[string]any)[p[1]] = v
+	stringData, _ := obj.Object["stringData"].(map[string]any)
+	delete(stringData, p[1])
+	if len(stringData) == 0 {
+		delete(obj.Object, "stringData")
+	}
+	return true
 }
 
 // renderedObject finds the prepared object, or hook's object, that a
