@@ -98,7 +98,8 @@ const defaultUnencryptedSuffix = "_unencrypted"
 // checks the file's MAC first and refuses a file whose MAC does not match.
 //
 // The name picks how the file is written again, as it picks SOPS's store:
-// a .yaml or .yml file is YAML, a .json file is JSON, and a file of any
+// a .yaml or .yml file is YAML, a .json file is JSON (one that holds
+// YAML is refused, as sops decrypt fails on it), and a file of any
 // other name that holds SOPS's binary envelope (a data value alone) is
 // that value, the file SOPS encrypted whole. Another file of another name
 // (one encrypted with sops --input-type) is written as what it holds,
@@ -144,6 +145,12 @@ func Decrypt(name string, data []byte, ids []age.Identity) ([]byte, []string, er
 	case strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml"):
 		// YAML, even when it holds JSON, as sops writes it.
 	case strings.HasSuffix(name, ".json"):
+		// NOTE: sops decrypt reads a .json file as JSON and fails on
+		// YAML; written as JSON here, a YAML stream would keep only its
+		// first document, so it is refused.
+		if !json.Valid(data) {
+			return nil, nil, notJSON(docs)
+		}
 		out, err := emitJSON(docs[0])
 		return out, d.secrets, err
 	case isJSON(data):
@@ -166,6 +173,16 @@ func Decrypt(name string, data []byte, ids []age.Identity) ([]byte, []string, er
 		return nil, nil, err
 	}
 	return out.Bytes(), d.secrets, nil
+}
+
+// notJSON is the error for a .json file that holds YAML (docs, its
+// documents left after the empty ones).
+func notJSON(docs []*yaml.Node) error {
+	what := "YAML"
+	if len(docs) > 1 {
+		what = fmt.Sprintf("YAML, %d documents,", len(docs))
+	}
+	return fmt.Errorf("it is named .json but holds %s which sops decrypt does not read as JSON: name it .yaml, or encrypt it from a JSON file", what)
 }
 
 // isJSON reports whether data is JSON: its first character opens an object.

@@ -136,6 +136,22 @@ func TestDecryptWritesWhatSOPSWrites(t *testing.T) {
 	}
 }
 
+// TestDecryptRefusesYAMLNamedJSON: a .json file that holds YAML (encrypted
+// with --input-type yaml) is refused, as sops decrypt refuses it, rather
+// than written as JSON with its first document alone.
+func TestDecryptRefusesYAMLNamedJSON(t *testing.T) {
+	ids := keys(t, "age.agekey")
+	for _, tc := range []struct{ enc, want string }{
+		{"multi.enc.yaml", "it is named .json but holds YAML, 2 documents, which sops decrypt does not read as JSON"},
+		{"secret.enc.yaml", "it is named .json but holds YAML which sops decrypt does not read as JSON"},
+	} {
+		out, _, err := Decrypt("x.json", read(t, tc.enc), ids)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s named x.json: got %v\n%s\nwant an error with %q", tc.enc, err, out, tc.want)
+		}
+	}
+}
+
 func TestDecryptRefuses(t *testing.T) {
 	ids := keys(t, "age.agekey")
 	for _, tc := range []struct {
