@@ -447,14 +447,58 @@ func summary(e Event) (headline, what string) {
 // (<https://...|Approve>): &, < and > are escaped. Mattermost and
 // Rocket.Chat, which take the same text, read it as Markdown, and see no
 // backslash escape when they look for mentions: a zero-width space after
-// each @ keeps @channel, @all, @here or anyone's name from pinging, and
-// one after each ] (and between ! and [) breaks every link and image,
-// inline ([Approve](https://...), ![](https://...)) or by reference
-// ([Approve][1], [1]: https://...), while the text still reads the same.
-// A bare address stays a link: it shows where it goes. Emphasis and
+// an @ where a mention can start keeps @channel, @all, @here or anyone's
+// name from pinging, and one after a ] that a ( [ or : follows (and
+// between ! and [) breaks every link and image, inline
+// ([Approve](https://...), ![](https://...)) or by reference ([Approve][1],
+// [1]: https://...), while the text still reads the same.
+//
+// NOTE: the zero-width space is copied with the text, so it goes only
+// where markup could start: an @ inside a word (ssh://git@github.com,
+// chart@sha256:...) is no mention in either chat, and a ] before anything
+// else (containers[0].image) starts no link, and both stay as written. A
+// bare address stays a link: it shows where it goes. Emphasis and
 // headings change how a message looks, not where it leads.
-var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;",
-	"@", "@\u200b", "]", "]\u200b", "![", "!\u200b[").Replace
+func slackEscape(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + len(s)/16)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch c {
+		case '&':
+			b.WriteString("&amp;")
+			continue
+		case '<':
+			b.WriteString("&lt;")
+			continue
+		case '>':
+			b.WriteString("&gt;")
+			continue
+		}
+		b.WriteByte(c)
+		var next byte
+		if i+1 < len(s) {
+			next = s[i+1]
+		}
+		switch {
+		case c == '@' && (i == 0 || !mentionWord(s[i-1])),
+			c == ']' && (next == '(' || next == '[' || next == ':'),
+			c == '!' && next == '[':
+			b.WriteString("\u200b")
+		}
+	}
+	return b.String()
+}
+
+// mentionWord reports whether an @ after c is inside a word, where no
+// chat finds a mention: c is an ASCII letter or digit.
+//
+// NOTE: _ is not one: Mattermost trims it from the front of a word
+// before it looks for a mention (_@channel pings), and any other byte,
+// a letter outside ASCII among them, counts as a mark.
+func mentionWord(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
 
 // Notifier queues events and delivers them in the background.
 type Notifier struct {

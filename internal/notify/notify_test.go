@@ -115,7 +115,7 @@ func TestBodies(t *testing.T) {
 	// chart writes (the message, the source) neither pings, nor links,
 	// nor loads an image, and still reads the same.
 	markdown := "Failed: [Approve the rollback](https://evil.example) ![](https://evil.example/px.png) " +
-		"[Docs][1] @channel @all,@here -@all\n[1]: https://evil.example/docs"
+		"[Docs][1] @channel @all,@here -@all _@channel x.@here é@all (@channel) [x][] [y]:\n[1]: https://evil.example/docs"
 	text = SlackText(Event{Namespace: "a", Name: "b", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
 		Source: "https://charts.example.com/[x](https://evil.example)@here", Version: "1.0.0", Message: markdown})
 	_, untrusted, _ := strings.Cut(text, " · ")
@@ -126,6 +126,15 @@ func TestBodies(t *testing.T) {
 	}
 	if got := strings.ReplaceAll(untrusted, "\u200b", ""); got != "https://charts.example.com/[x](https://evil.example)@here 1.0.0\n"+markdown {
 		t.Errorf("slack text reads differently: %q", got)
+	}
+	// Where no markup can start, the text is left as it is, so that what
+	// a reader copies from the chat works: an @ inside a word is no
+	// mention, and a ] that no ( [ or : follows starts no link.
+	plain := Event{Namespace: "a", Name: "b", Phase: "Failed", Reason: "RenderFailed", Severity: SeverityWarning,
+		Source: "ssh://git@github.com/org/repo.git", Version: "0123456789ab",
+		Message: "image registry.example.com/app@sha256:abc is not allowed in spec.template.spec.containers[0].image; mail ops@example.com [docs]"}
+	if got, want := SlackText(plain), ":warning: Addon a/b is Failed (RenderFailed) · ssh://git@github.com/org/repo.git 0123456789ab\n"+plain.Message; got != want {
+		t.Errorf("slack text changes what no chat reads as markup:\n got %q\nwant %q", got, want)
 	}
 	// A long message is cut between characters.
 	long := strings.Repeat("é", 600)
