@@ -249,3 +249,32 @@ func TestRegisterRefusesARemotePrimary(t *testing.T) {
 		})
 	}
 }
+
+// TestRegisterClearsARefusedRemotePrimary moves an add-on registered while
+// installed into this cluster to a remote cluster with no
+// spec.registration.url: its primary is refused, and its registration is
+// cleared, as after any refusal, so the page shows none of its tiles and
+// the name is free for another add-on.
+func TestRegisterClearsARefusedRemotePrimary(t *testing.T) {
+	artifact := &source.Artifact{Chart: &source.Chart{Chart: &chartv2.Chart{Metadata: &chartv2.Metadata{
+		Name: "wiki", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "true", capstanv1.ChartPrimaryAnnotation: "wiki:http"}}}}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "wiki", UID: "self"}}
+	addon.Status.AppliedHash = "h1"
+	addon.Status.Registration = &capstanv1.Registration{Name: "wiki", Source: "http://10.96.0.20:8080/.well-known/capstan/addon.json", AppliedHash: "h1"}
+	apimeta.SetStatusCondition(&addon.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionRegistered, Status: metav1.ConditionTrue, Reason: "Registered"})
+	s := &scope{addon: addon, artifact: artifact, profile: capstanv1.ProfileCluster, namespace: "wiki",
+		cluster: &targetCluster{server: "https://remote.example:6443"}}
+	if _, err := (&AddonReconciler{}).register(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	if c := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionRegistered); c == nil || c.Status != metav1.ConditionFalse || c.Reason != "PrimaryRefused" {
+		t.Fatalf("condition %+v, want Registered=False, reason PrimaryRefused", c)
+	}
+	if addon.Status.Registration != nil {
+		t.Errorf("the registration %+v stays after its primary was refused", addon.Status.Registration)
+	}
+	other := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "wiki", UID: "other"}}
+	if holder := holderOf(other, []capstanv1.Addon{*addon}, "wiki"); holder != "" {
+		t.Errorf("the name is still held by %s", holder)
+	}
+}

@@ -41,7 +41,13 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	if err != nil {
 		reason := "PrimaryNotFound"
 		if errors.As(err, new(primaryRefused)) {
+			// A refusal, as ManifestInvalid and NameTaken are: the
+			// registration read before (from a primary this add-on had in
+			// this cluster, say, before spec.kubeConfig moved it) no
+			// longer stands, so the page drops its tiles and links and the
+			// name is free for another add-on.
 			reason = "PrimaryRefused"
+			st.Registration = nil
 		}
 		r.registered(s, false, reason, err.Error())
 		return true, nil
