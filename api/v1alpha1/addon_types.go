@@ -875,12 +875,11 @@ type AddonStatus struct {
 	AppliedHash string `json:"appliedHash,omitempty"`
 
 	// AppliedGeneration is the latest generation whose render is the one
-	// applied (appliedHash), by its sync or an earlier one. A render
-	// changed with no new generation (a valuesFrom object edited, a new
-	// chart version or commit) clears it until applied. An add-on whose
-	// appliedGeneration is its generation runs what its spec asks for,
-	// even while a gate holds a drift repair; its dependents go once
-	// Healthy.
+	// applied (appliedHash), by a sync. A render changed with no new
+	// generation (edited valuesFrom, a new chart version or commit) clears
+	// it until applied, unless a folder's sync would change nothing. If it
+	// is the generation, the add-on runs what its spec asks for, even
+	// while a gate holds a drift repair; dependents go once Healthy.
 	// +optional
 	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
 

@@ -186,6 +186,82 @@ func TestDependsOnAHeldValuesChange(t *testing.T) {
 	}
 }
 
+// TestDependsOnAHeldFolder: a suspended git-folder dependency whose
+// repository gets a commit outside its folder still lets its dependents
+// go: the commit changes its render hash, but not one of its objects, so
+// its latest change is applied. A commit that edits one of its objects
+// holds a new dependent until it resumes and applies it.
+func TestDependsOnAHeldFolder(t *testing.T) {
+	ns := newNamespace(t)
+	suffix := ns[len(ns)-5:]
+	settings := func(v string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {greeting: " + v + "}\n"
+	}
+	repo := newFolderRepo(t)
+	repo.commit(map[string]string{"app/settings.yaml": settings("first"), "README.md": "one\n"})
+	db := create(t, &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: "folder-db-" + suffix},
+		Spec: capstanv1.AddonSpec{
+			Git:             &capstanv1.GitSource{URL: repo.url(), Path: "app"},
+			TargetNamespace: ns, Prune: true, DeletionPolicy: capstanv1.DeletionDelete,
+		},
+	})
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	dependent := func(name string) *capstanv1.Addon {
+		return create(t, newAddon(controllerNS, name+"-"+suffix, url, withTarget(ns), dependsOn(db.Name)))
+	}
+	early := dependent("early")
+	waitPhase(t, early, capstanv1.PhaseSynced)
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	waitFor(t, db, 60*time.Second, "db suspended, its render applied and Healthy", func(cur *capstanv1.Addon) bool {
+		h := condition(cur, capstanv1.ConditionHealthy)
+		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.AppliedGeneration == cur.Generation && h != nil && h.Status == metav1.ConditionTrue && h.ObservedGeneration == cur.Generation
+	})
+	planned := func(commit string) *capstanv1.Addon {
+		t.Helper()
+		patchAnnotation(t, db, capstanv1.RefreshAnnotation, commit)
+		return waitFor(t, db, 60*time.Second, "db's plan of commit "+commit, func(cur *capstanv1.Addon) bool {
+			return cur.Status.Plan != nil && cur.Status.Plan.Source.Commit == commit && cur.Status.LastHandledRefresh == commit
+		})
+	}
+
+	elsewhere := repo.commit(map[string]string{"README.md": "two\n"})
+	got := planned(elsewhere)
+	if got.Status.AppliedHash == "" || got.Status.AppliedGeneration != got.Generation {
+		t.Errorf("db's appliedGeneration = %d after a commit outside its folder; want %d, its generation", got.Status.AppliedGeneration, got.Generation)
+	}
+	late := dependent("late")
+	got = waitFor(t, late, 90*time.Second, "late to go, or to wait for db", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady" || cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Fatalf("late is %s (%s: %q); want it Synced: a commit outside db's folder changes none of its objects", got.Status.Phase, readyReason(got), readyMessage(got))
+	}
+	if cur := getAddon(t, early); cur.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("early is %s (%s: %q); want it still Synced", cur.Status.Phase, readyReason(cur), readyMessage(cur))
+	}
+
+	edited := repo.commit(map[string]string{"app/settings.yaml": settings("second")})
+	got = planned(edited)
+	if got.Status.AppliedGeneration == got.Generation {
+		t.Errorf("db's appliedGeneration = %d after a commit that edits its objects; want it cleared", got.Status.AppliedGeneration)
+	}
+	later := dependent("later")
+	got = waitFor(t, later, 90*time.Second, "later to wait for db, or to go", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady" || cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if readyReason(got) != "DependencyNotReady" || !strings.Contains(readyMessage(got), "with its latest change not applied yet") {
+		t.Fatalf("later is %s (%s: %q); want it to wait for db, whose latest change is not applied yet", got.Status.Phase, readyReason(got), readyMessage(got))
+	}
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = false })
+	waitPhase(t, later, capstanv1.PhaseSynced)
+	if cm := live(t, "v1", "ConfigMap", ns, "settings"); cm == nil || cm.Object["data"].(map[string]any)["greeting"] != "second" {
+		t.Errorf("settings = %v; want the edited greeting applied before later went", cm)
+	}
+}
+
 // TestDependsOnBadInput checks a missing dependency and a cycle: each is
 // Blocked with a condition that says what to fix, and nothing is applied.
 func TestDependsOnBadInput(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/render"
 )
 
 // TestNotReady: what a dependency's status says to the add-ons that depend
@@ -103,6 +105,40 @@ func TestMarkApplied(t *testing.T) {
 		}
 		if st.AppliedHash != c.appliedHash {
 			t.Errorf("%s: appliedHash %q changed", c.name, st.AppliedHash)
+		}
+	}
+}
+
+// TestFolderAppliesNothing: a git folder's render that is not the one
+// applied (a commit anywhere in its repository) still counts as applied
+// when its sync would change no object and run no hook; one that
+// creates, updates or prunes an object, or runs hooks, does not, nor does
+// a chart's render, nor an add-on never applied.
+func TestFolderAppliesNothing(t *testing.T) {
+	unchanged := []plan.ObjectResult{{Comparison: plan.Comparison{Action: capstanv1.ActionUnchanged}}}
+	updated := []plan.ObjectResult{{Comparison: plan.Comparison{Action: capstanv1.ActionUpdate}}}
+	gone := []capstanv1.ObjectRef{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "gone"}}
+	cases := []struct {
+		name        string
+		folder      bool
+		appliedHash string
+		previews    []plan.ObjectResult
+		prune       []capstanv1.ObjectRef
+		lifecycle   Lifecycle
+		want        bool
+	}{
+		{"a commit outside the folder", true, "h1", unchanged, nil, LifecycleNone, true},
+		{"a commit that edits an object", true, "h1", updated, nil, LifecycleNone, false},
+		{"a commit that removes an object the add-on prunes", true, "h1", unchanged, gone, LifecycleNone, false},
+		{"post hooks still to run", true, "h1", unchanged, nil, LifecycleRetryPost, false},
+		{"a chart's new render", false, "h1", unchanged, nil, LifecycleNone, false},
+		{"never applied", true, "", unchanged, nil, LifecycleNone, false},
+	}
+	for _, c := range cases {
+		s := &scope{addon: &capstanv1.Addon{Status: capstanv1.AddonStatus{AppliedHash: c.appliedHash}},
+			render: &render.Result{Hash: "h2", Folder: c.folder}, previews: c.previews, prune: c.prune, lifecycle: c.lifecycle}
+		if got := s.folderAppliesNothing(); got != c.want {
+			t.Errorf("%s: folderAppliesNothing = %v; want %v", c.name, got, c.want)
 		}
 	}
 }

@@ -53,6 +53,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Prune, in.Confirm = s.prune, s.confirm
 		}
 		s.lifecycle = r.lifecycle(s)
+		if s.folderAppliesNothing() {
+			s.addon.Status.AppliedGeneration = s.addon.Generation
+		}
 		generatedHooks := s.generatedFor(true)
 		for _, h := range s.plannedHooks() {
 			in.Hooks = append(in.Hooks, hookResult(s.hooks, h, generatedHooks))
@@ -154,7 +157,8 @@ func (s *scope) adoptFormerHash() {
 // cleared then, so that a gate holding that render holds the dependents
 // too, as it holds them for a change of spec, until a sync applies it
 // (recordApply). An older generation's value is kept: it is not the
-// current one either way.
+// current one either way. A git folder's render that applies nothing
+// counts as applied once the preview has shown it (folderAppliesNothing).
 //
 // NOTE: a preview with no render (values errors, inputs missing) leaves
 // the field as it is, as does a render that failed, whose reconcile ends
@@ -168,6 +172,32 @@ func markApplied(st *capstanv1.AddonStatus, hash string, generation int64) {
 	case st.AppliedGeneration == generation:
 		st.AppliedGeneration = 0
 	}
+}
+
+// folderAppliesNothing reports whether this reconcile's render of a git
+// folder, although it is not the render applied (status.appliedHash), would
+// apply nothing: it creates, updates and deletes no object and runs no hook
+// (lifecycle). The current generation then runs what it asks for, and
+// markApplied's clearing of status.appliedGeneration is undone. A folder's
+// render hash names the commit, and any commit of the repository, in any
+// folder, changes it; a gate that holds an add-on whose folder did not
+// change must not hold its dependents, as the sync would count that
+// commit as no change either. A commit that changes the folder's objects
+// is a change: an object it adds or edits is a create or an update, and
+// one it removes a delete once the add-on prunes. One it removes from an
+// add-on that does not prune counts as nothing: the sync would leave the
+// object running as it is.
+//
+// NOTE: the comparison is with the live objects, since the objects of the
+// render applied are not recorded. A drift repair pending on a held
+// add-on is an update too, so a commit elsewhere in the repository then
+// holds the dependents until the add-on syncs: not knowing which of the
+// two the update is, it is counted as a change. Called once lifecycle is
+// decided; a preview that did not run (guardrails or values already
+// block, or it failed) leaves markApplied's answer.
+func (s *scope) folderAppliesNothing() bool {
+	return s.render != nil && s.render.Folder && s.addon.Status.AppliedHash != "" &&
+		s.lifecycle == LifecycleNone && !s.objectsChange()
 }
 
 // objectsChange reports whether the plan creates, updates or deletes an
