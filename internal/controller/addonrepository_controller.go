@@ -19,8 +19,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -862,6 +865,10 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 	if err == nil {
 		err = r.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(obj), client.FieldOwner(gitops.FieldManager), client.ForceOwnership)
 	}
+	if err == nil {
+		// NOTE: obj holds the Addon as the apply left it.
+		err = r.settleSpec(ctx, repo, want, obj)
+	}
 	switch {
 	case err == nil:
 		return true, "", nil
@@ -869,6 +876,66 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 		return false, fmt.Sprintf("%s: the API server refused the Addon: %s", file, errMessage(err)), nil
 	}
 	return false, "", fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, file, err)
+}
+
+// settleSpec makes the spec of the Addon that the apply left (applied)
+// git's, whole: the file's spec with the fields people set in the cluster
+// (withClusterSide) as they are.
+//
+// NOTE: a server-side apply removes a field the file no longer sets only
+// when no other field manager owns it, force or not. A field set in the
+// cluster by someone else (spec.suspend by `capstan addon suspend` while
+// the repository was suspended, a key of spec.values or manualSync by
+// kubectl edit) would stay for good, though the docs and the resume
+// promise git's version, and every sync would apply again in vain. So a
+// spec that still differs after the apply is replaced by an update that
+// carries the resourceVersion the apply returned: git's spec plus the
+// cluster-side fields as that very version holds them. A write in between
+// (an approval) makes it a conflict, and the Addon is read again, so
+// nothing written in the cluster that git does not own is lost. Flux
+// instead rewrites the other managers' entries of managedFields before its
+// apply; that edits the API server's bookkeeping by hand, and a write
+// between the rewrite and the apply still stays.
+func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capstanv1.AddonRepository, want *capstanv1.Addon, applied *unstructured.Unstructured) error {
+	live := &capstanv1.Addon{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, live); err != nil {
+		return fmt.Errorf("cannot read Addon %s/%s as the apply left it: %w", want.Namespace, want.Name, err)
+	}
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if live == nil || live.DeletionTimestamp != nil || live.Labels[gitops.ManagedByGitLabel] != repo.Name {
+			// NOTE: gone, going, or handed to another repository since.
+			return nil
+		}
+		spec := want.Spec.DeepCopy()
+		withClusterSide(spec, &live.Spec)
+		if sameSpec(&live.Spec, spec) {
+			return nil
+		}
+		live.Spec = *spec
+		// NOTE: no managedFields in the update: the API server keeps its
+		// own, and drops the removed fields from every manager's.
+		live.ManagedFields = nil
+		err := r.Client.Update(ctx, live, client.FieldOwner(gitops.FieldManager))
+		if apierrors.IsConflict(err) {
+			var readErr error
+			if live, readErr = r.liveAddon(ctx, want.Namespace, want.Name); readErr != nil {
+				return readErr
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("cannot remove from Addon %s/%s the spec fields that its file does not set: %w", want.Namespace, want.Name, err)
+		}
+		return nil
+	})
+}
+
+// withClusterSide copies onto spec, from live, the fields that people set
+// in the cluster on an Addon that git manages: an approval
+// (spec.approvedPlan) and the sync request that goes with it
+// (spec.syncRequest), which `capstan addon sync`, the API and the page
+// write. Git's file holds every other field of the spec.
+func withClusterSide(spec, live *capstanv1.AddonSpec) {
+	spec.SyncRequest, spec.ApprovedPlan = live.SyncRequest, live.ApprovedPlan
 }
 
 // reader reads past the cache: APIReader, or Client when nil.
@@ -929,13 +996,20 @@ func upToDate(have, want *capstanv1.Addon, ownsShard func() bool) bool {
 		have.Annotations[gitops.GitCommitAnnotation] == "" {
 		return false
 	}
-	h, w := have.Spec.DeepCopy(), want.Spec.DeepCopy()
-	h.SyncRequest, h.ApprovedPlan = w.SyncRequest, w.ApprovedPlan
-	if !sameJSON(h.Values, w.Values) {
+	w := want.Spec.DeepCopy()
+	withClusterSide(w, &have.Spec)
+	return sameSpec(&have.Spec, w)
+}
+
+// sameSpec reports whether two specs are equal, their values compared as
+// JSON.
+func sameSpec(a, b *capstanv1.AddonSpec) bool {
+	if !sameJSON(a.Values, b.Values) {
 		return false
 	}
-	h.Values, w.Values = nil, nil
-	return equality.Semantic.DeepEqual(h, w)
+	x, y := a.DeepCopy(), b.DeepCopy()
+	x.Values, y.Values = nil, nil
+	return equality.Semantic.DeepEqual(x, y)
 }
 
 // sameShard reports whether the live Addon is in the shard the repository

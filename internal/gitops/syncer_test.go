@@ -21,10 +21,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
@@ -770,6 +772,77 @@ func TestSyncerSuspended(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestSyncerResumeAppliesTheWholeFile: fields that others set in the
+// cluster while the repository was suspended, which its file does not set
+// (spec.suspend by `capstan addon suspend`, a key of spec.values and
+// manualSync by an edit), are gone once it is resumed: git's file is the
+// whole spec. An approval written in the cluster, which git does not
+// hold, stays; and the next sync writes nothing.
+func TestSyncerResumeAppliesTheWholeFile(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-whole")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma, version: 1.0.0}\nvalues: {replicas: 1}\n").
+		CommitAndPush("kuma")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+
+	patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Suspend = true })
+	eventually(t, 10*time.Second, "the repository reported suspended", func() error {
+		c := meta.FindStatusCondition(getRepo(t, ns, "gitops").Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Reason != controller.ReasonSuspended {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		return nil
+	})
+	key := client.ObjectKey{Namespace: ns, Name: "kuma"}
+	if err := addons.SetSuspend(ctx, env.client, key, true); err != nil {
+		t.Fatal(err)
+	}
+	kuma := mustAddon(t, ns, "kuma")
+	edit := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"values":{"extra":"x"},"manualSync":true}}`))
+	if err := env.client.Patch(ctx, kuma, edit, client.FieldOwner("kubectl-edit")); err != nil {
+		t.Fatal(err)
+	}
+	approve := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"syncRequest":5,"approvedPlan":"`+approved+`"}}`))
+	if err := env.client.Patch(ctx, kuma, approve, client.FieldOwner("capstan-cli")); err != nil {
+		t.Fatal(err)
+	}
+	c2 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma, version: 2.0.0}\nvalues: {replicas: 1}\n").
+		CommitAndPush("kuma 2")
+
+	patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Suspend = false })
+	repo := waitSynced(t, ns, "gitops", c2)
+	kuma = mustAddon(t, ns, "kuma")
+	switch s := kuma.Spec; {
+	case s.Suspend || s.ManualSync:
+		t.Errorf("fields set in the cluster stayed after the resume: suspend %v, manualSync %v", s.Suspend, s.ManualSync)
+	case string(s.Values.Raw) != `{"replicas":1}`:
+		t.Errorf("values %s, want git's {\"replicas\":1}", s.Values.Raw)
+	case s.Chart.Version != "2.0.0":
+		t.Errorf("version %s, want git's 2.0.0", s.Chart.Version)
+	case s.SyncRequest != 5 || s.ApprovedPlan != approved:
+		t.Errorf("the approval made in the cluster was lost: %d %q", s.SyncRequest, s.ApprovedPlan)
+	}
+
+	// The Addon now matches: a sync writes nothing.
+	rv := kuma.ResourceVersion
+	time.Sleep(1100 * time.Millisecond)
+	trigger(t, ns, "gitops")
+	eventually(t, 10*time.Second, "synced again", func() error {
+		if r := getRepo(t, ns, "gitops"); r.Status.LastSyncTime.Equal(repo.Status.LastSyncTime) {
+			return fmt.Errorf("last sync still %s", r.Status.LastSyncTime)
+		}
+		return nil
+	})
+	if got := mustAddon(t, ns, "kuma").ResourceVersion; got != rv {
+		t.Errorf("a sync with nothing to change wrote the Addon: resourceVersion %s, then %s", rv, got)
+	}
 }
 
 // TestSyncerBoundsInvalidFiles checks that a definition file with a
