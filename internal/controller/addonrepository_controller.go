@@ -818,13 +818,45 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		}
 		// NOTE: the Addon's deletion policy decides what happens to the
 		// software; the cluster profile's default, Orphan, keeps it running.
-		err := r.Client.Delete(ctx, &a, client.Preconditions{UID: &a.UID})
-		if err != nil && !apierrors.IsNotFound(err) {
+		if err := r.prune(ctx, repo, &a); err != nil {
 			errs = append(errs, fmt.Errorf("cannot delete Addon %s/%s, whose file was deleted: %w", a.Namespace, a.Name, err))
 		}
 	}
 	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
 	return invalid, applied, retained, errors.Join(errs...)
+}
+
+// prune deletes a, an Addon of the repository whose file left git, as
+// the list of the repository's Addons read it.
+//
+// NOTE: the delete carries the UID and the resourceVersion that list
+// read: a person may move the Addon to another repository by hand
+// (kubectl label … capstan.dev/managed-by-git=<new> --overwrite, as the
+// docs say to) after the list, and this repository must not delete it
+// then. A refused delete reads the Addon again, and deletes it only while
+// it is the same Addon and still this repository's: its status and other
+// writes change its resourceVersion too.
+func (r *AddonRepositoryReconciler) prune(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		err := r.Client.Delete(ctx, a, client.Preconditions{UID: &a.UID, ResourceVersion: &a.ResourceVersion})
+		switch {
+		case err == nil || apierrors.IsNotFound(err):
+			return nil
+		case !apierrors.IsConflict(err):
+			return err
+		}
+		live, readErr := r.liveAddon(ctx, a.Namespace, a.Name)
+		switch {
+		case readErr != nil:
+			return readErr
+		case live == nil || live.UID != a.UID || live.DeletionTimestamp != nil || live.Labels[gitops.ManagedByGitLabel] != repo.Name:
+			// NOTE: gone, made anew, being deleted, or moved to another
+			// repository: nothing of this sync's to delete.
+			return nil
+		}
+		*a = *live
+		return err
+	})
 }
 
 // applyOne makes the Addon of one definition file match want: ok when it

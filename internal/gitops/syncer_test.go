@@ -845,6 +845,89 @@ func TestSyncerResumeAppliesTheWholeFile(t *testing.T) {
 	}
 }
 
+// changeOnDelete is a client that makes a change to an Addon, with the API
+// server's client, just before the syncer's first delete of it: what a
+// person may do between the syncer's list and its delete.
+type changeOnDelete struct {
+	client.Client
+	name   string
+	change func(*capstanv1.Addon)
+	done   *bool
+}
+
+func (c changeOnDelete) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if a, ok := obj.(*capstanv1.Addon); ok && a.Name == c.name && !*c.done {
+		*c.done = true
+		live := &capstanv1.Addon{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(a), live); err != nil {
+			return err
+		}
+		patch := client.MergeFrom(live.DeepCopy())
+		c.change(live)
+		if err := c.Patch(ctx, live, patch); err != nil {
+			return err
+		}
+	}
+	return c.Client.Delete(ctx, obj, opts...)
+}
+
+// TestSyncerPruneSparesAnAddonMovedByHand: an Addon whose file left git
+// and that a person relabels to another repository after the syncer
+// listed it is not deleted by the old repository; one that some other
+// write changed in between, and is still the repository's, is.
+func TestSyncerPruneSparesAnAddonMovedByHand(t *testing.T) {
+	needCluster(t)
+	for _, tc := range []struct {
+		name    string
+		change  func(*capstanv1.Addon)
+		deleted bool
+	}{
+		{"relabelled", func(a *capstanv1.Addon) { a.Labels[gitops.ManagedByGitLabel] = "other" }, false},
+		{"annotated", func(a *capstanv1.Addon) { a.Annotations["example.com/note"] = "x" }, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := newNamespace(t, "gitops-moved")
+			srv := gitserver.Start(t)
+			url := srv.Create(t, "gitops")
+			w := gitserver.Clone(t, url)
+			c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+				Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+				CommitAndPush("two add-ons")
+			createRepo(t, ns, "gitops", url)
+			waitSynced(t, ns, "gitops", c1)
+			// NOTE: the cluster's syncer reads the repository again in an
+			// hour: only the syncer below sees the commit.
+			c2 := w.Remove("addons/dash.yaml").CommitAndPush("no dash")
+
+			done := false
+			syncer := &controller.AddonRepositoryReconciler{Client: changeOnDelete{Client: env.client, name: "dash", change: tc.change, done: &done}, APIReader: env.client}
+			if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+				t.Fatal(err)
+			}
+			if !done {
+				t.Fatal("the syncer deleted no dash")
+			}
+			if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c2 {
+				t.Fatalf("not synced: %+v", r.Status.Conditions)
+			}
+			switch a, err := getAddon(t, ns, "dash"); {
+			case apierrors.IsNotFound(err) || err == nil && a.DeletionTimestamp != nil:
+				if !tc.deleted {
+					t.Fatal("the Addon moved to another repository by hand was deleted by the old one")
+				}
+			case err != nil:
+				t.Fatal(err)
+			case tc.deleted:
+				t.Fatalf("the repository's Addon whose file left git is still there: labels %v", a.Labels)
+			case a.Labels[gitops.ManagedByGitLabel] != "other":
+				t.Fatalf("labels %v", a.Labels)
+			}
+			mustAddon(t, ns, "kuma")
+		})
+	}
+}
+
 // TestSyncerBoundsInvalidFiles checks that a definition file with a
 // problem on every line still lets the sync write its status, with the
 // count of every problem it leaves out, the parser's and its own.
