@@ -16,6 +16,7 @@ import (
 	"sort"
 	"strings"
 
+	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -178,11 +179,25 @@ func (b *budget) cacheSize(archiveBytes int) int64 {
 	return int64(archiveBytes) + b.bytes + parsedKeepFactor*b.parsed
 }
 
+// chartFile is a file of a chart as readArchive checked it.
+type chartFile struct {
+	*archive.BufferedFile
+	// unpacked is, for a subchart's archive, the files readArchive unpacked
+	// from it and checked; loadTree loads the subchart from them.
+	unpacked []*chartFile
+}
+
 // readArchive unpacks a chart archive (.tgz) in memory, enforcing the limits
 // and refusing absolute paths, "..", links and special files, before any of it
 // reaches Helm's loader. Archives of subcharts under charts/ are checked the
-// same way, against the same budget.
-func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
+// same way, against the same budget, and come unpacked with them.
+func readArchive(data []byte, b *budget) ([]*chartFile, error) {
+	return readTar(data, b, false)
+}
+
+// readTar is readArchive; subchart is set for a subchart's archive, whose
+// entries must name the files as Helm's archive reader does (helmEntryName).
+func readTar(data []byte, b *budget, subchart bool) ([]*chartFile, error) {
 	if int64(len(data)) > b.lim.MaxArchiveBytes {
 		return nil, &ArchiveError{Problem: fmt.Sprintf("is %d bytes, over the limit of %d compressed bytes", len(data), b.lim.MaxArchiveBytes)}
 	}
@@ -193,7 +208,7 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 	defer zr.Close()
 	stream := &countingReader{r: zr}
 	tr := tar.NewReader(stream)
-	var files []*archive.BufferedFile
+	var files []*chartFile
 	top := ""
 	for {
 		read := stream.n
@@ -218,6 +233,13 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
 		}
 		b.bytes += headers
+		// NOTE: Helm's archive reader splits a name that holds a "\" on "\"
+		// alone, so it reads "c/sub\values.yaml" as the chart's values.yaml
+		// where "\" read as "/" makes it a file of the folder sub/. Names
+		// made on Windows hold only "\" and read the same both ways.
+		if strings.Contains(hd.Name, "/") && strings.Contains(hd.Name, `\`) {
+			return nil, &ArchiveError{Entry: hd.Name, Problem: `mixes "/" and "\" in its name, which Helm and Capstan would read as different files; package the chart again with one separator ("helm package" uses "/")`}
+		}
 		name := strings.ReplaceAll(hd.Name, `\`, "/")
 		if err := checkEntryName(name, b.lim.MaxDepth); err != nil {
 			return nil, err
@@ -241,6 +263,9 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 		} else if first != top {
 			return nil, &ArchiveError{Entry: hd.Name, Problem: fmt.Sprintf("is outside the chart's folder %q; a chart archive holds one top folder", top)}
 		}
+		if subchart && helmEntryName(hd.Name) != rest {
+			return nil, &ArchiveError{Entry: hd.Name, Problem: fmt.Sprintf("is read by Helm as %q and by Capstan as %q; package the subchart with \"helm package\", whose entries start with the chart's folder", helmEntryName(hd.Name), rest)}
+		}
 		left := b.lim.MaxUncompressedBytes - b.bytes
 		if hd.Size > left {
 			return nil, &ArchiveError{Problem: fmt.Sprintf("unpacks to more than %d bytes, the limit", b.lim.MaxUncompressedBytes)}
@@ -261,12 +286,13 @@ func readArchive(data []byte, b *budget) ([]*archive.BufferedFile, error) {
 			return nil, err
 		}
 		content := bytes.TrimPrefix(buf.Bytes(), []byte{0xEF, 0xBB, 0xBF})
+		f := &chartFile{BufferedFile: &archive.BufferedFile{Name: rest, ModTime: hd.ModTime, Data: content}}
 		if isSubchartArchive(rest) {
-			if _, err := readArchive(content, b); err != nil {
+			if f.unpacked, err = readTar(content, b, true); err != nil {
 				return nil, fmt.Errorf("subchart %s: %w", rest, err)
 			}
 		}
-		files = append(files, &archive.BufferedFile{Name: rest, ModTime: hd.ModTime, Data: content})
+		files = append(files, f)
 	}
 	// NOTE: gzip only checks its trailer when read to the end; tar stops at
 	// its end-of-archive marker, so drain the rest to catch a truncated stream.
@@ -362,6 +388,18 @@ func isSubchartArchive(rel string) bool {
 	return ok && (parent == "" || strings.HasSuffix(parent, "/")) && isChartRoot(parent)
 }
 
+// helmEntryName is the name Helm's archive reader (archive.LoadArchiveFiles)
+// gives a tar entry: its first element dropped, split on "\" when the name
+// holds one and on "/" otherwise.
+func helmEntryName(name string) string {
+	sep := "/"
+	if strings.Contains(name, `\`) {
+		sep = `\`
+	}
+	_, rest, _ := strings.Cut(name, sep)
+	return path.Clean(strings.ReplaceAll(rest, sep, "/"))
+}
+
 // loadArchive checks and loads chart archive bytes.
 func loadArchive(data []byte, lim Limits) (*chartv2.Chart, error) {
 	files, err := readArchive(data, &budget{lim: lim})
@@ -373,13 +411,75 @@ func loadArchive(data []byte, lim Limits) (*chartv2.Chart, error) {
 
 // loadFiles loads the files of a chart that readArchive checked, its
 // parsed files' sizes included.
-func loadFiles(files []*archive.BufferedFile) (*chartv2.Chart, error) {
-	c, err := loader.LoadFiles(files)
+func loadFiles(files []*chartFile) (*chartv2.Chart, error) {
+	c, err := loadTree(files)
 	if err != nil {
 		return nil, fmt.Errorf("invalid chart: %w; fix the chart's Chart.yaml and files", err)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid chart: %w; fix the chart's Chart.yaml", err)
+	}
+	return c, nil
+}
+
+// loadTree loads a chart and its subcharts from the files readArchive
+// checked. Helm's loader gets one chart's own files at a time; loadTree
+// groups what is under charts/ into subcharts as that loader does, and loads
+// a subchart's archive from the files readArchive unpacked from it.
+func loadTree(files []*chartFile) (*chartv2.Chart, error) {
+	// NOTE: Helm's loader would unpack a subchart's archive again itself,
+	// with a budget of its own per archive: every byte it parses must be one
+	// that readArchive counted, so it never gets an archive to unpack.
+	own := make([]*archive.BufferedFile, 0, len(files))
+	var names []string
+	subcharts := map[string][]*chartFile{}
+	for _, f := range files {
+		fname, ok := strings.CutPrefix(f.Name, "charts/")
+		if !ok || path.Ext(f.Name) == ".prov" {
+			own = append(own, f.BufferedFile)
+			continue
+		}
+		n, _, _ := strings.Cut(fname, "/")
+		if _, seen := subcharts[n]; !seen {
+			names = append(names, n)
+		}
+		subcharts[n] = append(subcharts[n], f)
+	}
+	c, err := loader.LoadFiles(own)
+	if err != nil {
+		return nil, err
+	}
+	c.Raw = make([]*common.File, 0, len(files))
+	for _, f := range files {
+		c.Raw = append(c.Raw, &common.File{Name: f.Name, ModTime: f.ModTime, Data: f.Data})
+	}
+	for _, n := range names {
+		var sub []*chartFile
+		switch group := subcharts[n]; {
+		case skippedSubchart(n):
+			continue
+		case path.Ext(n) == ".tgz":
+			if group[0].Name != "charts/"+n {
+				return nil, fmt.Errorf("error unpacking subchart tar in %s: expected %s, got %s", c.Name(), n, strings.TrimPrefix(group[0].Name, "charts/"))
+			}
+			if group[0].unpacked == nil {
+				return nil, fmt.Errorf("subchart archive charts/%s in %s was not checked before loading", n, c.Name())
+			}
+			sub = group[0].unpacked
+		default:
+			for _, f := range group {
+				_, rel, ok := strings.Cut(strings.TrimPrefix(f.Name, "charts/"), "/")
+				if !ok {
+					continue
+				}
+				sub = append(sub, &chartFile{BufferedFile: &archive.BufferedFile{Name: rel, ModTime: f.ModTime, Data: f.Data}, unpacked: f.unpacked})
+			}
+		}
+		sc, err := loadTree(sub)
+		if err != nil {
+			return nil, fmt.Errorf("error unpacking subchart %s in %s: %w", n, c.Name(), err)
+		}
+		c.AddDependency(sc)
 	}
 	return c, nil
 }
@@ -495,7 +595,9 @@ func checkChartDir(root string, lim Limits) (string, error) {
 			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d bytes, the limit", lim.MaxUncompressedBytes)}
 		}
 		if isSubchartArchive(rel) {
-			if _, err := readArchive(data, b); err != nil {
+			// NOTE: Helm's loader unpacks this archive itself; readTar
+			// holds its entries to the names that loader reads.
+			if _, err := readTar(data, b, true); err != nil {
 				return fmt.Errorf("subchart %s: %w", rel, err)
 			}
 		}
