@@ -353,14 +353,17 @@ func chartLayer(mediaType string, raw []byte) (ocispec.Descriptor, error) {
 	return chart[0], nil
 }
 
-// registryAuth authenticates to one registry host with the Secret's
-// credentials, on the guarded transport.
+// registryAuth authenticates to one registry, named as in a reference
+// (host), with the Secret's credentials, on the guarded transport.
 func (f *Fetcher) registryAuth(host string, creds *Credentials) *auth.Client {
+	// NOTE: oras sends the requests for docker.io to registry-1.docker.io,
+	// and asks for the credentials of the host it sends them to.
+	target := orasregistry.Reference{Registry: host}.Host()
 	authClient := &auth.Client{
 		Client: f.ociClient,
 		Cache:  auth.NewCache(),
 		Credential: func(_ context.Context, hostport string) (auth.Credential, error) {
-			if creds == nil || !strings.EqualFold(hostport, host) {
+			if creds == nil || !strings.EqualFold(hostport, target) {
 				return auth.EmptyCredential, nil
 			}
 			switch {

@@ -289,6 +289,35 @@ func TestOCICredentials(t *testing.T) {
 	}
 }
 
+// TestRegistryAuthDockerHub: oras sends the requests for docker.io to
+// registry-1.docker.io and asks for that host's credentials, which are the
+// ones of oci://docker.io/...; no other host gets them.
+func TestRegistryAuthDockerHub(t *testing.T) {
+	f := newTestFetcher(t, Options{})
+	creds := &Credentials{Username: "robot", Password: "s3cret"}
+	ctx := context.Background()
+	for _, tt := range []struct {
+		registry, host string
+		want           bool
+	}{
+		{"docker.io", "registry-1.docker.io", true},
+		{"docker.io", "docker.io", false},
+		{"docker.io", "ghcr.io", false},
+		{"ghcr.io", "ghcr.io", true},
+		{"ghcr.io", "GHCR.io", true},
+		{"ghcr.io", "registry-1.docker.io", false},
+		{"127.0.0.1:5000", "127.0.0.1:5000", true},
+	} {
+		got, err := f.registryAuth(tt.registry, creds).Credential(ctx, tt.host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sent := got.Username == "robot" && got.Password == "s3cret"; sent != tt.want {
+			t.Errorf("credentials for %s asked by %s: %v, want sent %v", tt.registry, tt.host, got.Username != "", tt.want)
+		}
+	}
+}
+
 func err2s(err error) string {
 	if err == nil {
 		return ""
