@@ -26,7 +26,8 @@ import (
 // and under the deletion policy Delete uninstall the software until the
 // other sync made it anew. For the others, whose files that commit does
 // not show, what this syncer read of them at their last synced commit
-// stands in, when it holds that (lastRead).
+// stands in, when it holds that (lastRead); one of the same git repository
+// that names no branch and has not read one yet cannot be told of.
 //
 // They are listed from the API server, past a shard's cache, which may
 // not hold them, once per sync and only when an Addon's owner is in
@@ -62,7 +63,8 @@ type claim struct {
 // folder holds the file at snap's commit, for one of the same branch, or
 // at its own last synced commit as this syncer read it, for another.
 // known is false when snap was read without o's folder (o is new, or its
-// folder changed since).
+// folder changed since), and when o may read the same branch but has not
+// told which yet (branchUnknown).
 func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines, known bool) {
 	if sameBranch(s.repo, s.branch, o) {
 		defines, known = snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
@@ -70,6 +72,13 @@ func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, 
 			s.stale = true
 		}
 		return defines, known
+	}
+	if branchUnknown(s.repo, o) {
+		// NOTE: not stale: snap read again would not hold o's folder
+		// either, as long as o's branch is not known. Once o's sync
+		// records the remote's default, o is of the same branch (snap
+		// then lacks its folder, and is read again) or of another.
+		return false, false
 	}
 	if s.lastRead == nil {
 		return false, true
@@ -172,6 +181,15 @@ func sameBranch(repo *capstanv1.AddonRepository, branch string, other *capstanv1
 		b = other.Status.Branch
 	}
 	return b != "" && b == branch
+}
+
+// branchUnknown reports whether other, of repo's git repository, names no
+// branch and has not read the remote's default yet (it is new, or its
+// reads failed), while repo names one: other may read the very branch
+// repo read, so what it defines cannot be told.
+func branchUnknown(repo, other *capstanv1.AddonRepository) bool {
+	return repo.Spec.Branch != "" && other.Spec.Branch == "" && other.Status.Branch == "" &&
+		gitops.RepositoryKey(repo.Spec.URL) == gitops.RepositoryKey(other.Spec.URL)
 }
 
 // handOver gives the Addon a, which repo's folder no longer defines, to

@@ -99,3 +99,47 @@ func TestClaimantCannotTellOfAFolderNotRead(t *testing.T) {
 		t.Fatalf("notHandedOver kept %v (%v): an Addon the sync will not delete counts for no refusal", kept, err)
 	}
 }
+
+// TestClaimantCannotTellOfABranchNotRead: team-a reads main; team-b, of
+// the same git repository, names no branch and has not read the remote's
+// default yet, so it may read main too, and its folder may hold x now (a
+// commit moved it there). x is neither handed over nor deleted, and the
+// refusal of an empty commit does not count it. A sibling that read
+// another branch is told of by what this syncer read of it, as before.
+func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
+	const u = "https://git.example.com/org/gitops.git"
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Branch: "main", Folder: "team-a"}}
+	ctx := context.Background()
+	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
+	cases := []struct {
+		name          string
+		url, branch   string
+		statusBranch  string
+		unknown, kept bool
+	}{
+		{"the default not read yet", "https://git.example.com/org/gitops", "", "", true, false},
+		{"the default read as another branch", u, "", "prod", false, true},
+		{"another branch named", u, "prod", "", false, true},
+		{"another git repository", "https://git.example.com/org/other.git", "", "", false, true},
+	}
+	for _, tc := range cases {
+		other := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "ns"},
+			Spec:   capstanv1.AddonRepositorySpec{URL: tc.url, Branch: tc.branch, Folder: "team-b"},
+			Status: capstanv1.AddonRepositoryStatus{Branch: tc.statusBranch}}
+		sibs := &siblings{repo: repo, branch: "main", loaded: true,
+			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
+			lastRead: func(*capstanv1.AddonRepository) *gitops.Snapshot { return nil }}
+		c, err := sibs.claimant(ctx, snap, "x")
+		if err != nil || c.to != "" || c.unknown != tc.unknown {
+			t.Errorf("%s: claimant of x: %+v (%v), want unknown %v", tc.name, c, err, tc.unknown)
+		}
+		if sibs.stale {
+			t.Errorf("%s: the snapshot is to be read again, though it would hold no more of team-b", tc.name)
+		}
+		kept, err := notHandedOver(ctx, []capstanv1.Addon{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}}, snap, sibs)
+		if err != nil || (len(kept) == 1) != tc.kept {
+			t.Errorf("%s: notHandedOver kept %d Addons (%v), want x kept %v", tc.name, len(kept), err, tc.kept)
+		}
+	}
+}
