@@ -220,14 +220,20 @@ func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv
 // that no longer does: of the same branch, its folder at snap's commit
 // does not hold the file (it moved from owner's folder to repo's); of
 // another, its last synced commit as this syncer read it did not. owner,
-// when it syncs, finds the Addon repo's instead of deleting it. It
+// when it syncs, finds the Addon repo's instead of deleting it. It takes
+// it too when owner is no AddonRepository at all (takeOverOrphan). It
 // reports whether it took it; an owner that still defines it, that this
 // syncer cannot tell of (another branch or repository not read here), or
 // that is suspended keeps it.
 func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, have *capstanv1.Addon, owner string) (bool, error) {
 	o, err := sibs.get(ctx, owner)
-	if err != nil || o == nil || o.Spec.Suspend {
+	switch {
+	case err != nil:
 		return false, err
+	case o == nil:
+		return r.takeOverOrphan(ctx, repo, have, owner)
+	case o.Spec.Suspend:
+		return false, nil
 	}
 	if defines, known := sibs.defines(o, snap, have.Name); defines || !known {
 		return false, nil
@@ -235,24 +241,50 @@ func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv
 	if !sameBranch(repo, sibs.branch, o) && (sibs.lastRead == nil || sibs.lastRead(o) == nil) {
 		return false, nil
 	}
+	return r.takeFrom(ctx, repo, have, owner, "whose folder no longer defines it")
+}
+
+// takeOverOrphan takes the Addon have for repo, whose folder defines it,
+// when owner, the repository its label names, does not exist: it was
+// deleted (which leaves its Addons as they are) or renamed, and no sync
+// will take the Addon up again under that name. Deleting a repository and
+// making another of the same URL and folder thus keeps its Addons, with
+// their status, approvals and software. A repository that exists but is
+// being deleted keeps them: it still syncs until it is gone.
+func (r *AddonRepositoryReconciler) takeOverOrphan(ctx context.Context, repo *capstanv1.AddonRepository, have *capstanv1.Addon, owner string) (bool, error) {
+	// NOTE: the siblings were listed once, early in the sync: a repository
+	// made since then may have synced and labelled the Addon in between.
+	// It is looked for again, on the API server, before its Addon is taken.
+	err := r.reader().Get(ctx, client.ObjectKey{Namespace: repo.Namespace, Name: owner}, &capstanv1.AddonRepository{})
+	switch {
+	case err == nil:
+		return false, nil
+	case !apierrors.IsNotFound(err):
+		return false, fmt.Errorf("cannot read AddonRepository %s/%s, which Addon %s labels its own, to tell whether it still exists: %w", repo.Namespace, owner, have.Name, err)
+	}
+	return r.takeFrom(ctx, repo, have, owner, "which no longer exists")
+}
+
+// takeFrom relabels have from the repository owner, which why says is
+// done with it, to repo, and reports whether repo has it. A refused
+// relabel is no error when another wrote the Addon in between: owner,
+// syncing at once, handed it over (repo has it, and have is updated), or
+// it is gone, made anew or a third repository's (repo has it not).
+func (r *AddonRepositoryReconciler) takeFrom(ctx context.Context, repo *capstanv1.AddonRepository, have *capstanv1.Addon, owner, why string) (bool, error) {
 	if err := r.relabel(ctx, have, owner, repo.Name); err != nil {
 		fresh, rerr := r.relabelRaced(ctx, have, owner)
 		switch {
 		case rerr != nil:
 			return false, rerr
-		case fresh != nil && fresh.UID == have.UID && fresh.Labels[gitops.ManagedByGitLabel] == repo.Name:
-			// NOTE: owner, syncing at once, handed it over.
-			*have = *fresh
-			return true, nil
-		case fresh != nil:
-			if fresh.UID == have.UID {
-				*have = *fresh
-			}
+		case fresh == nil:
+			return false, fmt.Errorf("cannot take Addon %s/%s over from AddonRepository %q, %s: %w", have.Namespace, have.Name, owner, why, err)
+		case fresh.UID != have.UID:
 			return false, nil
 		}
-		return false, fmt.Errorf("cannot take Addon %s/%s over from AddonRepository %q, whose folder no longer defines it: %w", have.Namespace, have.Name, owner, err)
+		*have = *fresh
+		return fresh.Labels[gitops.ManagedByGitLabel] == repo.Name, nil
 	}
-	log.FromContext(ctx).Info("Took an Addon over from the repository whose folder no longer defines it", "addon", have.Name, "from", owner)
+	log.FromContext(ctx).Info("Took an Addon over from the repository "+why, "addon", have.Name, "from", owner)
 	return true, nil
 }
 

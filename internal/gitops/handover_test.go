@@ -3,7 +3,10 @@ package gitops_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,4 +184,108 @@ func twoTeams(t *testing.T, ns string) (*gitserver.Work, string) {
 		waitSynced(t, ns, team, c1)
 	}
 	return w, x
+}
+
+// TestSyncerTakesOverTheAddonsOfADeletedRepository: an AddonRepository is
+// deleted (which leaves its Addons, labelled with its name) and another is
+// made for the same URL and folder, as when one is renamed. The new one
+// takes the Addons over as they are: the same objects, with what others
+// wrote on them, its label, and its files' configuration; no file is
+// reported as another repository's.
+func TestSyncerTakesOverTheAddonsOfADeletedRepository(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-renamed")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/x.yaml", "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n").
+		Write("addons/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").
+		CommitAndPush("x and y")
+	createRepo(t, ns, "old", url)
+	waitSynced(t, ns, "old", c1)
+	before := mustAddon(t, ns, "x")
+	before.Spec.SyncRequest, before.Spec.ApprovedPlan = 2, approved
+	if err := env.client.Update(ctx, before, client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.client.Delete(ctx, getRepo(t, ns, "old")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "old deleted", func() error {
+		if err := env.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "old"}, &capstanv1.AddonRepository{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("old is still there: %v", err)
+		}
+		return nil
+	})
+
+	c2 := w.Write("addons/x.yaml", "name: x\nhelm: {repo: https://x, chart: x, version: 2.0.0}\n").CommitAndPush("x 2.0.0")
+	createRepo(t, ns, "new", url)
+	r := waitSynced(t, ns, "new", c2)
+	if r.Status.InvalidFileCount != 0 || r.Status.Addons != 2 {
+		t.Fatalf("new: %d Addons, invalid files %+v", r.Status.Addons, r.Status.InvalidFiles)
+	}
+	if err := sameAddon(t, ns, "x", before.UID); err != nil {
+		t.Fatal(err)
+	}
+	got := mustAddon(t, ns, "x")
+	switch {
+	case got.Labels[gitops.ManagedByGitLabel] != "new":
+		t.Fatalf("x was not taken over by new: %v", got.Labels)
+	case got.Spec.Chart == nil || got.Spec.Chart.Version != "2.0.0" || got.Annotations[gitops.GitCommitAnnotation] != c2:
+		t.Fatalf("x does not follow its file at %s: chart %+v, annotations %v", c2, got.Spec.Chart, got.Annotations)
+	case got.Spec.SyncRequest != 2 || got.Spec.ApprovedPlan != approved:
+		t.Fatalf("what others wrote on x was lost: %d %q", got.Spec.SyncRequest, got.Spec.ApprovedPlan)
+	}
+	if y := mustAddon(t, ns, "y"); y.Labels[gitops.ManagedByGitLabel] != "new" {
+		t.Fatalf("y was not taken over by new: %v", y.Labels)
+	}
+}
+
+// staleRepos is a client whose lists of AddonRepositories leave out those
+// named, as a list read just before they were made; everything else, and
+// a Get of those, is the API server's.
+type staleRepos struct {
+	client.Client
+	missing string
+}
+
+func (c staleRepos) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := c.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*capstanv1.AddonRepositoryList); ok {
+		l.Items = slices.DeleteFunc(l.Items, func(r capstanv1.AddonRepository) bool { return r.Name == c.missing })
+	}
+	return nil
+}
+
+// TestSyncerTakesNoAddonOfARepositoryMadeSinceItsList: the sync's list of
+// the namespace's AddonRepositories lacks old, made (and synced) since.
+// The Addon old labels is not taken as an orphan's: old is looked for
+// again, and found, so the file is reported as old's.
+func TestSyncerTakesNoAddonOfARepositoryMadeSinceItsList(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-listed")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/x.yaml", "name: x\nhelm: {repo: https://x, chart: x}\n").CommitAndPush("x")
+	createRepo(t, ns, "old", url)
+	waitSynced(t, ns, "old", c1)
+	createRepo(t, ns, "new", url)
+	waitSynced(t, ns, "new", c1)
+
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client, APIReader: staleRepos{Client: env.client, missing: "old"}}
+	if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "new"}}); err != nil {
+		t.Fatalf("sync of new: %v", err)
+	}
+	if got := mustAddon(t, ns, "x"); got.Labels[gitops.ManagedByGitLabel] != "old" {
+		t.Fatalf("x was taken from old, which exists: %v", got.Labels)
+	}
+	r := getRepo(t, ns, "new")
+	if r.Status.InvalidFileCount != 1 || !strings.Contains(r.Status.InvalidFiles[0].Message, `AddonRepository "old"`) {
+		t.Fatalf("new does not report x as old's: %+v", r.Status.InvalidFiles)
+	}
 }
