@@ -805,8 +805,9 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			}
 			continue
 		case c.unknown:
-			// NOTE: a sibling this commit was not read with may define
-			// it: kept, and the next sync reads the commit again.
+			// NOTE: a sibling this commit was not read with, or one that
+			// has not read its branch yet, may define it: kept, and a
+			// later sync decides once that sibling can be told of.
 			continue
 		}
 		if !prune {
