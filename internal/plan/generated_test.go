@@ -15,8 +15,9 @@ import (
 )
 
 // randomChart is a chart whose new Secret holds a password from
-// randAlphaNum, with user set from the values, and whose pre-install hook
-// names itself and its token at random.
+// randAlphaNum, with user set from the values, and whose pre-install and
+// post-install hooks, of one kind, each name themselves and their token
+// at random.
 func randomChart() *chartv2.Chart {
 	return &chartv2.Chart{
 		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: "random", Version: "1.0.0"},
@@ -26,6 +27,8 @@ func randomChart() *chartv2.Chart {
 				"stringData:\n  user: {{ .Values.user | quote }}\n  password: {{ randAlphaNum 8 | quote }}\n")},
 			{Name: "templates/hook.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed-{{ randAlphaNum 6 | lower }}\n" +
 				"  annotations:\n    helm.sh/hook: pre-install\ndata:\n  token: {{ randAlphaNum 12 | quote }}\n")},
+			{Name: "templates/post.yaml", Data: []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: seed-{{ randAlphaNum 6 | lower }}\n" +
+				"  annotations:\n    helm.sh/hook: post-install\ndata:\n  token: {{ randAlphaNum 12 | quote }}\n")},
 		},
 	}
 }
@@ -75,16 +78,16 @@ func planOf(t *testing.T, values map[string]any) *capstanv1.Plan {
 	gh := generated(true)
 	for _, h := range res.Hooks {
 		h.Object.SetNamespace("apps")
-		in.Hooks = append(in.Hooks, HookResult{PlannedHook: capstanv1.PlannedHook{ObjectRef: capstanv1.RefOf(h.Object), Events: []string{"pre-install"}},
+		in.Hooks = append(in.Hooks, HookResult{PlannedHook: capstanv1.PlannedHook{ObjectRef: capstanv1.RefOf(h.Object), Events: h.Events},
 			Digest: gh.ManifestDigest(h.Object), RandomName: gh.RandomName(h.Object)})
 	}
 	return Build(in)
 }
 
 // TestPlanHashCoversWhatCanBeReviewed renders a chart with a random
-// password in a new Secret and a hook named at random twice: each render
-// differs, and the plan's hash is the same, so an approval of the first
-// still holds for the second. A change of a field that is not random (the
+// password in a new Secret and two hooks of one kind named at random
+// twice: each render differs, and the plan's hash is the same, so an
+// approval of the first still holds for the second. A change of a field that is not random (the
 // user, from the values) changes the hash.
 func TestPlanHashCoversWhatCanBeReviewed(t *testing.T) {
 	first, second := planOf(t, nil), planOf(t, nil)

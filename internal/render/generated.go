@@ -26,9 +26,10 @@ type Generated struct {
 	// Paths are the fields that differ; a number indexes a list. A list
 	// whose length differs is one path. An object that the second render
 	// does not name the same (a random name) has the path metadata.name
-	// (NamePath): alone, or, when it is the one object of its kind and
-	// namespace that each render names anew, among the other fields in
-	// which the two differ.
+	// (NamePath): alone, or, when it is paired with its counterpart in
+	// the other render (as each render names its objects of a kind,
+	// namespace and template anew in the same order), among the other
+	// fields in which the two differ.
 	Paths [][]string
 	// Hook is true when the object is one of the render's Hooks.
 	Hook bool
@@ -130,8 +131,8 @@ func templateGenerates(v any) bool {
 // compares the objects and the hooks with first's. An object the second
 // render does not name the same is reported with NamePath: a random name
 // is generated too, and would make a new object on every render. It is
-// compared whole with the second render's one object of its kind and
-// namespace that the first does not name, when there is one.
+// compared whole with its counterpart in the second render (see pair),
+// when it has one.
 func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Options, first *Result) ([]Generated, error) {
 	second, err := helm(ctx, ch, values, opts)
 	if err != nil {
@@ -142,39 +143,19 @@ func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any
 	if err := opts.PostRender.applyAll(second, opts.Mask); err != nil {
 		return nil, err
 	}
-	type key struct{ apiVersion, kind, namespace, name string }
-	keyOf := func(o *unstructured.Unstructured) key {
-		return key{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}
-	}
 	var out []Generated
-	compare := func(firsts, seconds []*unstructured.Unstructured, hook bool) {
-		again := make(map[key]*unstructured.Unstructured, len(seconds))
-		for _, o := range seconds {
-			again[keyOf(o)] = o
+	compare := func(firsts, seconds []rendered, hook bool) {
+		again := make(map[objectKey]*unstructured.Unstructured, len(seconds))
+		for _, r := range seconds {
+			again[keyOf(r.obj)] = r.obj
 		}
-		firstNames := make(map[key]bool, len(firsts))
-		for _, o := range firsts {
-			firstNames[keyOf(o)] = true
-		}
-		// renamed are, by kind and namespace, the second render's objects
-		// the first does not name.
-		type kind struct{ apiVersion, kind, namespace string }
-		renamed := map[kind][]*unstructured.Unstructured{}
-		for _, o := range seconds {
-			if !firstNames[keyOf(o)] {
-				k := kind{o.GetAPIVersion(), o.GetKind(), o.GetNamespace()}
-				renamed[k] = append(renamed[k], o)
-			}
-		}
-		for _, o := range firsts {
+		counterparts := pair(firsts, seconds)
+		for _, r := range firsts {
+			o := r.obj
 			g := Generated{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), Hook: hook}
 			other, ok := again[keyOf(o)]
-			if k := (kind{o.GetAPIVersion(), o.GetKind(), o.GetNamespace()}); !ok && len(renamed[k]) == 1 {
-				// NOTE: the one object of its kind that both renders name
-				// at random is one object: compared, its other random
-				// fields are found too (a hook Job named at random with a
-				// random token), and metadata.name among them.
-				other, ok = renamed[k][0], true
+			if !ok {
+				other, ok = counterparts[o]
 			}
 			if ok {
 				differences(o.Object, other.Object, nil, &g.Paths)
@@ -186,16 +167,81 @@ func findGenerated(ctx context.Context, ch *chartv2.Chart, values map[string]any
 			}
 		}
 	}
-	compare(first.Objects, second.Objects, false)
-	hookObjects := func(hs []Hook) []*unstructured.Unstructured {
-		objs := make([]*unstructured.Unstructured, 0, len(hs))
-		for _, h := range hs {
-			objs = append(objs, h.Object)
+	objects := func(objs []*unstructured.Unstructured) []rendered {
+		out := make([]rendered, 0, len(objs))
+		for _, o := range objs {
+			out = append(out, rendered{obj: o})
 		}
-		return objs
+		return out
 	}
-	compare(hookObjects(first.Hooks), hookObjects(second.Hooks), true)
+	compare(objects(first.Objects), objects(second.Objects), false)
+	hooks := func(hs []Hook) []rendered {
+		out := make([]rendered, 0, len(hs))
+		for _, h := range hs {
+			out = append(out, rendered{obj: h.Object, template: h.Template})
+		}
+		return out
+	}
+	compare(hooks(first.Hooks), hooks(second.Hooks), true)
 	return out, nil
+}
+
+// rendered is an object of a render with the template file that rendered
+// it, when the render keeps it (a hook's); "" otherwise.
+type rendered struct {
+	obj      *unstructured.Unstructured
+	template string
+}
+
+// objectKey names an object in a render.
+type objectKey struct{ apiVersion, kind, namespace, name string }
+
+func keyOf(o *unstructured.Unstructured) objectKey {
+	return objectKey{o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName()}
+}
+
+// pair returns, for each object of firsts that seconds does not name, its
+// counterpart among the objects of seconds that firsts does not name: the
+// i-th such object of its kind, namespace and template in firsts is the
+// i-th of seconds. Compared whole, its other random fields are found too
+// (a hook Job named at random with a random token), and metadata.name
+// among them.
+//
+// NOTE: Helm's output order does not depend on names: templates by path,
+// then documents in file order, then kinds in install order (a stable
+// sort), so the i-th object named at random in one render is the i-th in
+// the other. Where the counts differ (a template that renders an object
+// only sometimes) the order says nothing, and none of that group is
+// paired: each is reported with NamePath alone.
+func pair(firsts, seconds []rendered) map[*unstructured.Unstructured]*unstructured.Unstructured {
+	type group struct{ apiVersion, kind, namespace, template string }
+	groupOf := func(r rendered) group {
+		return group{r.obj.GetAPIVersion(), r.obj.GetKind(), r.obj.GetNamespace(), r.template}
+	}
+	unnamed := func(these, others []rendered) map[group][]*unstructured.Unstructured {
+		names := make(map[objectKey]bool, len(others))
+		for _, r := range others {
+			names[keyOf(r.obj)] = true
+		}
+		out := map[group][]*unstructured.Unstructured{}
+		for _, r := range these {
+			if !names[keyOf(r.obj)] {
+				out[groupOf(r)] = append(out[groupOf(r)], r.obj)
+			}
+		}
+		return out
+	}
+	renamed := unnamed(seconds, firsts)
+	out := map[*unstructured.Unstructured]*unstructured.Unstructured{}
+	for g, objs := range unnamed(firsts, seconds) {
+		if len(renamed[g]) != len(objs) {
+			continue
+		}
+		for i, o := range objs {
+			out[o] = renamed[g][i]
+		}
+	}
+	return out
 }
 
 // differences appends the paths at which a and b differ, as deep as both

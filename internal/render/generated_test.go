@@ -262,3 +262,46 @@ func TestRenderComparesAnObjectNamedAtRandom(t *testing.T) {
 		t.Errorf("generated fields (-want +got):\n%s", diff)
 	}
 }
+
+// TestRenderPairsHooksNamedAtRandom: a chart with a pre-install and a
+// post-install Job of no namespace, each named at random with a random
+// token, in one template or in two. Each render names both anew, and each
+// is compared with its counterpart in the other render, so the token is
+// found for both, not metadata.name alone: otherwise it stays in the
+// plan's hash, which then changes on every reconcile.
+func TestRenderPairsHooksNamedAtRandom(t *testing.T) {
+	job := func(event string) string {
+		return "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: x-{{ randAlphaNum 5 | lower }}\n  annotations:\n    helm.sh/hook: " + event + "\n" +
+			"spec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: " + event + "\n        image: busybox\n" +
+			"        env:\n        - name: TOKEN\n          value: {{ randAlphaNum 16 | quote }}\n"
+	}
+	for name, templates := range map[string][]*common.File{
+		"two templates": {
+			{Name: "templates/pre.yaml", Data: []byte(job("pre-install"))},
+			{Name: "templates/post.yaml", Data: []byte(job("post-install"))},
+		},
+		"one template": {
+			{Name: "templates/jobs.yaml", Data: []byte(job("pre-install") + "---\n" + job("post-install"))},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ch := &chartv2.Chart{Metadata: &chartv2.Metadata{APIVersion: "v2", Name: "random", Version: "1.0.0"}, Templates: templates}
+			art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "random", Version: "1.0.0"}}
+			res, err := Render(context.Background(), art, nil, Options{ReleaseName: "r", Namespace: "apps", Capabilities: testCaps})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Hooks) != 2 {
+				t.Fatalf("the render has %d hooks, want 2", len(res.Hooks))
+			}
+			var want []Generated
+			for _, h := range res.Hooks {
+				want = append(want, Generated{APIVersion: "batch/v1", Kind: "Job", Name: h.Object.GetName(), Hook: true,
+					Paths: [][]string{{"metadata", "name"}, {"spec", "template", "spec", "containers", "0", "env", "0", "value"}}})
+			}
+			if diff := cmp.Diff(want, res.Generated); diff != "" {
+				t.Errorf("generated fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
