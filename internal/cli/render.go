@@ -281,7 +281,8 @@ func (o *renderOptions) validateValues(ch *chartv2.Chart, vals map[string]any) e
 // the fetch guard, its spec.values are validated against the chart's schema,
 // and --set values go over them. valuesFrom names objects in a cluster,
 // which capstan render does not read: their values are missing, and a
-// warning says so.
+// warning says so. spec.chart.verify names keys there too: the signature
+// is not checked, and a warning says so.
 func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if len(o.values.ValueFiles) != 1 {
 		return errors.New("give a release name and a chart (capstan render NAME CHART), or one Addon file (capstan render -f addon.yaml)")
@@ -303,10 +304,12 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 		return fmt.Errorf("%s names credentials in a Secret, which capstan render does not read: render a copy of the chart with capstan render NAME CHART", file)
 	}
 	if spec.Chart != nil && spec.Chart.Verify != nil {
-		// NOTE: rendered without the check, the chart would print as if
-		// its signature were good, where the controller may Block it.
-		return fmt.Errorf("%s: spec.chart.verify names a Secret of public keys, which capstan render does not read, so it cannot check the chart's signature: "+
-			"check it with helm verify or cosign verify, then render the chart with capstan render NAME CHART", file)
+		// NOTE: the controller accepts such an Addon in every profile and
+		// Blocks it only on a signature that is missing or wrong, which
+		// is the signature's and the keys', not the render's: the render
+		// is what the controller would apply once the signature is good.
+		fmt.Fprintf(o.stderr, "Warning: spec.chart.verify names a Secret of public keys, which capstan render does not read: the chart's signature is not checked, "+
+			"and the controller Blocks the Addon if it is missing or wrong; check it with helm verify or cosign verify\n")
 	}
 	// Inputs the source has no use for Block the Addon; they are not
 	// dropped here either.

@@ -123,9 +123,7 @@ func TestRenderRefusesSyncWavesThatAreNotNumbers(t *testing.T) {
 
 // TestRenderAddonFileRefusesFieldsItsSourceHasNoUseFor: values for a git
 // folder, substitute or decryption for a chart Block the Addon; capstan
-// render fails on them rather than drop them. spec.chart.verify names a
-// Secret capstan render does not read, so the signature it cannot check
-// fails the render too.
+// render fails on them rather than drop them.
 func TestRenderAddonFileRefusesFieldsItsSourceHasNoUseFor(t *testing.T) {
 	url := gitRepoWith(t, map[string]string{"app/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"})
 	chartAddon := func(spec string) string {
@@ -137,7 +135,6 @@ func TestRenderAddonFileRefusesFieldsItsSourceHasNoUseFor(t *testing.T) {
 		{"substitute for a chart", chartAddon("  substitute:\n    level: debug\n"), "(chart-source)"},
 		{"substituteFrom for a chart", chartAddon("  substituteFrom:\n  - kind: ConfigMap\n    name: v\n"), "(chart-source)"},
 		{"decryption for a chart", chartAddon("  decryption:\n    secretRef:\n      name: keys\n"), "(chart-source)"},
-		{"verify of a chart", chartAddon("    verify:\n      provenance:\n        secretRef:\n          name: keyring\n"), "spec.chart.verify"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -149,6 +146,42 @@ func TestRenderAddonFileRefusesFieldsItsSourceHasNoUseFor(t *testing.T) {
 				t.Errorf("error %v, stderr %q; want %s named", err, stderr, tc.want)
 			}
 		})
+	}
+}
+
+// TestRenderAddonFileWithVerifyWarns: spec.chart.verify names a Secret of
+// keys, which capstan render does not read. The controller accepts such
+// an Addon, restricted or not, and Blocks it only on a signature that is
+// missing or wrong, so the chart renders, with a warning that its
+// signature was not checked.
+func TestRenderAddonFileWithVerifyWarns(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("demo", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: demo\nversion: 1.0.0\nannotations:\n  " + capstanv1.ChartAddonAnnotation + ": \"true\"\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\ndata:\n  level: info\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addon := writeAddon(t, "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: demo\n  namespace: tenant\nspec:\n  chart:\n    url: "+
+		server.URL+"/demo-1.0.0.tgz\n    verify:\n      provenance:\n        secretRef:\n          name: keyring\n")
+	for _, profile := range [][]string{nil, {"--restricted"}} {
+		args := append([]string{"render", "-f", addon, "--fetch-allow=127.0.0.1/32", "--ca-file", caFile}, profile...)
+		out, stderr, err := runCapstan(t, args...)
+		if err != nil {
+			t.Fatalf("render %v: %v\n%s", profile, err, stderr)
+		}
+		if !strings.Contains(out, "name: demo") {
+			t.Errorf("render %v does not print the chart's ConfigMap:\n%s", profile, out)
+		}
+		if !strings.Contains(stderr, "Warning: spec.chart.verify") || !strings.Contains(stderr, "signature is not checked") {
+			t.Errorf("render %v does not warn that the signature is not checked:\n%s", profile, stderr)
+		}
 	}
 }
 
