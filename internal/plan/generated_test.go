@@ -125,3 +125,24 @@ func TestGeneratedChangeDigest(t *testing.T) {
 		t.Errorf("a kept password: digest %s, want ChangeDigest's %s", got, want)
 	}
 }
+
+// TestPlanHashOfHooksNamedAtRandomIgnoresTheirOrder: two hooks named at
+// random of one event, weight and kind run in the order of their names,
+// which every render draws anew, so the plan's hash is the same in either
+// order. Hooks with fixed names run in an order a person can review, and
+// another order is another hash.
+func TestPlanHashOfHooksNamedAtRandomIgnoresTheirOrder(t *testing.T) {
+	hook := func(name, digest string, random bool) HookResult {
+		return HookResult{PlannedHook: capstanv1.PlannedHook{ObjectRef: capstanv1.ObjectRef{APIVersion: "batch/v1", Kind: "Job", Namespace: "apps", Name: name},
+			Events: []string{"pre-install"}}, Digest: digest, RandomName: random}
+	}
+	hashOf := func(hooks ...HookResult) string { return Build(Input{Hooks: hooks}).Hash }
+	if a, b := hashOf(hook("x-abcde", "sha256:migrate", true), hook("x-fghij", "sha256:seed", true)),
+		hashOf(hook("x-klmno", "sha256:seed", true), hook("x-pqrst", "sha256:migrate", true)); a != b {
+		t.Errorf("two hooks named at random give the plan hashes %s and %s as their names order them; want one", a, b)
+	}
+	if a, b := hashOf(hook("migrate", "sha256:migrate", false), hook("seed", "sha256:seed", false)),
+		hashOf(hook("seed", "sha256:seed", false), hook("migrate", "sha256:migrate", false)); a == b {
+		t.Errorf("hooks with fixed names in another order keep the plan hash %s; want another", a)
+	}
+}

@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -168,6 +169,8 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	for _, h := range in.Hooks {
 		p.Hooks = append(p.Hooks, h.PlannedHook)
+	}
+	for _, h := range reviewableOrder(in.Hooks) {
 		material = append(material, "hook", reviewableKey(h.ObjectRef, h.RandomName), strings.Join(h.Events, ","), h.Weight, h.Digest)
 	}
 	p.Summary.Hooks = len(in.Hooks)
@@ -179,6 +182,34 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	p.Hash = digest(material...)
 	return p
+}
+
+// reviewableOrder returns hooks in the order a plan's hash covers them:
+// as they run, but for hooks named at random that run side by side with
+// one event, weight and kind, which are ordered by namespace and digest.
+//
+// NOTE: such hooks run in the order of their names (hooks.Select, as
+// Helm orders them), and every render names them anew, so their order is
+// as random as their names: a hash that followed it would change from one
+// reconcile to the next. Other hooks keep their order, and their plans
+// the hashes they had.
+func reviewableOrder(hooks []HookResult) []HookResult {
+	out := slices.Clone(hooks)
+	together := func(a, b HookResult) bool {
+		return a.RandomName && b.RandomName && slices.Equal(a.Events, b.Events) && a.Weight == b.Weight &&
+			a.APIVersion == b.APIVersion && a.Kind == b.Kind
+	}
+	for i := 0; i < len(out); {
+		j := i + 1
+		for j < len(out) && together(out[i], out[j]) {
+			j++
+		}
+		slices.SortStableFunc(out[i:j], func(a, b HookResult) int {
+			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Digest, b.Digest))
+		})
+		i = j
+	}
+	return out
 }
 
 // unverified counts the objects the API server could not dry-run yet.
