@@ -110,9 +110,10 @@ func staleCondition(live *unstructured.Unstructured) *status.Result {
 // pausedDeploymentHealth reports a paused Deployment (spec.paused) Current,
 // saying it is paused, once its controller has seen its latest generation
 // and its Available condition is not False: the pods it runs serve, and
-// only the rollout waits for a person. A paused Deployment whose pods are
-// not available is left to kstatus, so that a crash loop is not called
-// healthy. nil for any other object.
+// only the rollout waits for a person. A paused Deployment with pods that
+// are not available is left to kstatus, so that a crash loop is not
+// called healthy; one created paused, with no pod at all, is Current.
+// nil for any other object.
 func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
 	gvk := live.GroupVersionKind()
 	if gvk.Group != "apps" || gvk.Kind != "Deployment" {
@@ -121,7 +122,13 @@ func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
 	if paused, _, _ := unstructured.NestedBool(live.Object, "spec", "paused"); !paused {
 		return nil
 	}
-	if nestedInt(live, "status", "observedGeneration") < live.GetGeneration() || conditionIs(live, "Available", "False") {
+	if nestedInt(live, "status", "observedGeneration") < live.GetGeneration() {
+		return nil
+	}
+	// NOTE: a Deployment created paused has no ReplicaSet and no pod, and
+	// says Available False: only a resume rolls it out, so it is not a
+	// crash loop to report.
+	if conditionIs(live, "Available", "False") && nestedInt(live, "status", "replicas") > 0 {
 		return nil
 	}
 	return &status.Result{Status: status.CurrentStatus, Message: "Deployment is paused: nothing rolls out until it is resumed (kubectl rollout resume)"}
