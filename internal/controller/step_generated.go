@@ -7,7 +7,6 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -116,22 +115,14 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 // so the apply writes what runs and the plan shows no change. A live
 // Secret without that key keeps the render's value, as a new key would.
 func keepSecretStringData(obj, live *unstructured.Unstructured, p []string) bool {
-	if obj.GroupVersionKind().GroupKind() != (schema.GroupKind{Kind: "Secret"}) || len(p) != 2 || p[0] != "stringData" {
+	if !render.IsCoreSecret(obj) || len(p) != 2 || p[0] != "stringData" {
 		return false
 	}
 	v, ok := render.FieldAt(live.Object, []string{"data", p[1]})
 	if !ok {
 		return false
 	}
-	if _, isMap := obj.Object["data"].(map[string]any); !isMap {
-		obj.Object["data"] = map[string]any{}
-	}
-	obj.Object["data"].(map[string]any)[p[1]] = v
-	stringData, _ := obj.Object["stringData"].(map[string]any)
-	delete(stringData, p[1])
-	if len(stringData) == 0 {
-		delete(obj.Object, "stringData")
-	}
+	render.SetSecretData(obj.Object, p[1], v)
 	return true
 }
 

@@ -306,6 +306,29 @@ func FieldAt(obj map[string]any, path []string) (any, bool) {
 	return cur, true
 }
 
+// IsCoreSecret reports whether obj is a core Secret (v1). The API server
+// stores no stringData of one: it writes each key, base64, into data, over
+// what data holds there.
+func IsCoreSecret(obj *unstructured.Unstructured) bool {
+	gvk := obj.GroupVersionKind()
+	return gvk.Group == "" && gvk.Kind == "Secret"
+}
+
+// SetSecretData sets data.KEY of a core Secret's manifest to v (base64, as
+// data holds it) and drops stringData.KEY (and stringData, once empty),
+// which the API server would otherwise write over it.
+func SetSecretData(obj map[string]any, key string, v any) {
+	if _, isMap := obj["data"].(map[string]any); !isMap {
+		obj["data"] = map[string]any{}
+	}
+	obj["data"].(map[string]any)[key] = v
+	stringData, _ := obj["stringData"].(map[string]any)
+	delete(stringData, key)
+	if len(stringData) == 0 {
+		delete(obj, "stringData")
+	}
+}
+
 // SetFieldAt sets the value at path in obj, where everything above it
 // exists, and reports whether it did.
 func SetFieldAt(obj map[string]any, path []string, v any) bool {
