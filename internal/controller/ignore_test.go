@@ -250,3 +250,66 @@ func TestARestrictedRuleSkipsWhatTheInventoryNamesButOthersMade(t *testing.T) {
 		}
 	}
 }
+
+// TestAnIgnoredSecretKeyIsLeftAsItRuns: a chart sets a Secret's password
+// in stringData, and an operator rotates it in the running Secret. The API
+// server stores no stringData: it writes each key into data, over what data
+// holds. So a rule on /data/password must keep the rotated password through
+// a sync and an upgrade, rather than let the chart's stringData write over
+// it. A rule on /stringData/token, a key the chart generates and
+// keepGenerated already moved into data, is no path "in neither" the
+// object nor the chart.
+func TestAnIgnoredSecretKeyIsLeftAsItRuns(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "db", version: "1.0.0", files: map[string]string{
+		"values.yaml": "user: app\n",
+		"templates/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  user: {{ .Values.user | quote }}\n" +
+			"  password: from-chart\n  token: {{ randAlphaNum 16 | quote }}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "isecret-"+ns[strings.LastIndex(ns, "-")+1:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/data/password", "/stringData/token"}, Target: capstanv1.IgnoreTarget{Kind: "Secret", Name: "db"}}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	data := func(key string) string {
+		v, _, _ := unstructured.NestedString(live(t, "v1", "Secret", ns, "db").Object, "data", key)
+		return v
+	}
+	if p := data("password"); p != "ZnJvbS1jaGFydA==" {
+		t.Fatalf("installed with data.password %q, want the chart's from-chart, base64", p)
+	}
+
+	// Rotated as an operator does: another field manager's update of data.
+	const rotated = "cm90YXRlZA==" // "rotated"
+	secret := live(t, "v1", "Secret", ns, "db")
+	if err := admin.Patch(ctx, secret, client.RawPatch(types.MergePatchType, []byte(`{"data":{"password":"`+rotated+`"}}`)), client.FieldOwner("rotator")); err != nil {
+		t.Fatal(err)
+	}
+	patchAnnotation(t, a, capstanv1.RefreshAnnotation, "after-rotation")
+	got := waitFor(t, a, 60*time.Second, "the refresh handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-rotation" && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if p := data("password"); p != rotated {
+		t.Fatalf("after a sync: data.password %q, want the rotated %q\n%s", p, rotated, describeStatus(got))
+	}
+	noticed := false
+	for _, n := range got.Status.Plan.Notices {
+		noticed = noticed || (n.Path == "spec.ignore/Secret/"+ns+"/db" && strings.HasPrefix(n.Message, "/data/password left as the object runs"))
+		if strings.Contains(n.Message, "in neither") {
+			t.Errorf("a notice calls an ignored path absent: %+v", n)
+		}
+	}
+	if !noticed {
+		t.Errorf("the plan does not say the password was left as it runs: %+v", got.Status.Plan.Notices)
+	}
+
+	// An upgrade applies the Secret with the chart's new user, and the
+	// rotated password.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{"user":"admin"}`) })
+	got = waitFor(t, a, 60*time.Second, "the upgrade", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && len(cur.Status.History) == 2
+	})
+	if u, p := data("user"), data("password"); u != "YWRtaW4=" || p != rotated {
+		t.Fatalf("after the upgrade: data.user %q, data.password %q; want admin (YWRtaW4=) and the rotated %q\n%s", u, p, rotated, describeStatus(got))
+	}
+}

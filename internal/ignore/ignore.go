@@ -7,6 +7,7 @@
 package ignore
 
 import (
+	"encoding/base64"
 	"fmt"
 	"reflect"
 	"strings"
@@ -115,12 +116,17 @@ func Selects(t capstanv1.IgnoreTarget, obj *unstructured.Unstructured) bool {
 // object) is left as the manifest has it. So is a path whose index names
 // another item in live than in manifest (see sameItems); those paths are
 // returned as moved.
+//
+// Of a core Secret, /stringData/KEY is kept as /data/KEY, and the
+// manifest's stringData.KEY is written into data.KEY first (see
+// secretData), so that what is compared and kept is what the Secret holds.
 func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, absent, moved []string) {
 	for _, p := range paths {
 		tokens, err := Parse(p)
 		if err != nil {
 			continue
 		}
+		tokens = secretData(manifest, tokens)
 		if !sameItems(manifest.Object, live.Object, tokens) {
 			moved = append(moved, p)
 			continue
@@ -143,6 +149,30 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, abse
 		kept = append(kept, p)
 	}
 	return kept, absent, moved
+}
+
+// secretData returns the path Keep keeps for tokens on manifest: on a core
+// Secret, /stringData and /stringData/KEY become /data and /data/KEY, and
+// the manifest's stringData keys under that path are written, base64, into
+// data and dropped from stringData.
+//
+// NOTE: the API server stores no stringData: it writes each key into data,
+// over what data holds. A rotated password kept in data.KEY would
+// otherwise be overwritten by the chart's stringData.KEY on every sync,
+// and a rule on /stringData/KEY would find no such field in the object as
+// it runs, nor in the manifest once keepGenerated moved a generated key
+// into data.
+func secretData(manifest *unstructured.Unstructured, tokens []string) []string {
+	if !render.IsCoreSecret(manifest) || len(tokens) > 2 || (tokens[0] != "data" && tokens[0] != "stringData") {
+		return tokens
+	}
+	stringData, _ := manifest.Object["stringData"].(map[string]any)
+	for k, v := range stringData {
+		if s, ok := v.(string); ok && (len(tokens) == 1 || k == tokens[1]) {
+			render.SetSecretData(manifest.Object, k, base64.StdEncoding.EncodeToString([]byte(s)))
+		}
+	}
+	return append([]string{"data"}, tokens[1:]...)
 }
 
 // itemKeys are the fields by which Kubernetes tells the items of a list

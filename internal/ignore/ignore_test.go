@@ -263,3 +263,63 @@ spec: {template: {spec: {containers: [{name: app, env: [{name: INJECTED, value: 
 		t.Errorf("kept %v, moved %v; want both kept", kept, moved)
 	}
 }
+
+// The API server stores no stringData of a core Secret: it writes each key,
+// base64, into data, over what data holds. A password the chart sets in
+// stringData and someone rotates must be kept from the live data whether
+// the rule names /data/password or /stringData/password.
+func TestKeepSecretStringData(t *testing.T) {
+	const rotated = "cm90YXRlZA==" // "rotated"
+	secret := func() *unstructured.Unstructured {
+		return object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: from-chart, user: app}\n")
+	}
+	live := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: "+rotated+", user: YXBw}\n")
+	for _, p := range []string{"/data/password", "/stringData/password"} {
+		m := secret()
+		kept, absent, moved := Keep(m, live, []string{p})
+		if !reflect.DeepEqual(kept, []string{p}) || len(absent) != 0 || len(moved) != 0 {
+			t.Errorf("%s: kept %v, absent %v, moved %v; want it kept", p, kept, absent, moved)
+		}
+		if v, _, _ := unstructured.NestedString(m.Object, "data", "password"); v != rotated {
+			t.Errorf("%s: data.password %q, want the live %q", p, v, rotated)
+		}
+		if _, ok, _ := unstructured.NestedString(m.Object, "stringData", "password"); ok {
+			t.Errorf("%s: stringData.password is still in the manifest, and the API server would write it over data: %v", p, m.Object)
+		}
+		if u, _, _ := unstructured.NestedString(m.Object, "stringData", "user"); u != "app" {
+			t.Errorf("%s: stringData.user %q, want the chart's app left alone", p, u)
+		}
+	}
+
+	// The chart's value is the one that runs: nothing to keep, and the
+	// path is not absent.
+	same := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: ZnJvbS1jaGFydA==}\n") // "from-chart"
+	for _, p := range []string{"/data/password", "/stringData/password"} {
+		if kept, absent, _ := Keep(secret(), same, []string{p}); len(kept) != 0 || len(absent) != 0 {
+			t.Errorf("%s on the value that runs: kept %v, absent %v; want neither", p, kept, absent)
+		}
+	}
+
+	// A key the Secret runs without is left out, stringData and all once
+	// it holds nothing else.
+	m := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {token: abc}\n")
+	if kept, _, _ := Keep(m, live, []string{"/stringData/token"}); len(kept) != 1 || m.Object["stringData"] != nil || len(m.Object["data"].(map[string]any)) != 0 {
+		t.Errorf("kept %v; the manifest is %v, want the token left out", kept, m.Object)
+	}
+
+	// keepGenerated moved a generated key into data already: the
+	// stringData path finds it there, not absent.
+	generated := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: "+rotated+"}\n")
+	if kept, absent, _ := Keep(generated, live, []string{"/stringData/password"}); len(kept) != 0 || len(absent) != 0 {
+		t.Errorf("a key keepGenerated moved into data: kept %v, absent %v; want neither", kept, absent)
+	}
+
+	// Only a core Secret is so: another kind's stringData is its own.
+	other := object(t, "apiVersion: example.com/v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: from-chart}\n")
+	if _, absent, _ := Keep(other, live, []string{"/data/password"}); len(absent) != 0 {
+		t.Errorf("absent %v", absent)
+	}
+	if _, ok, _ := unstructured.NestedString(other.Object, "stringData", "password"); !ok {
+		t.Errorf("a custom Secret kind lost its stringData: %v", other.Object)
+	}
+}
