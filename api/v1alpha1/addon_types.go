@@ -874,12 +874,12 @@ type AddonStatus struct {
 	// +optional
 	AppliedHash string `json:"appliedHash,omitempty"`
 
-	// AppliedGeneration is the latest generation whose render is the one
-	// applied (appliedHash), by a sync. A render changed with no new
-	// generation (edited valuesFrom, a new chart version or commit) clears
-	// it until applied, unless a folder's sync would change nothing. If it
-	// is the generation, the add-on runs what its spec asks for, even
-	// while a gate holds a drift repair; dependents go once Healthy.
+	// AppliedGeneration is the latest generation whose render is applied
+	// (appliedHash). A new render with no new generation (values edited, a
+	// new chart version or commit) clears it until applied, unless it
+	// changes no object and runs no hook. If it is the generation, the
+	// add-on runs what its spec asks for, even while a gate holds a drift
+	// repair; dependents go once Healthy.
 	// +optional
 	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
 

@@ -186,6 +186,70 @@ func TestDependsOnAHeldValuesChange(t *testing.T) {
 	}
 }
 
+// TestDependsOnAHeldUnusedValue: a suspended chart dependency whose
+// valuesFrom ConfigMap is edited where the chart reads nothing (a shared
+// key it ignores) renders anew with no new generation, but that render
+// changes none of its objects and runs no hook: its latest change is
+// applied, so a new dependent goes and one already Synced stays Synced.
+func TestDependsOnAHeldUnusedValue(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	// NOTE: named and labelled as a restricted add-on's own values object.
+	in := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-values-shared", Labels: map[string]string{capstanv1.AddonLabel: "db"}},
+		Data: map[string]string{"region": "first"}}
+	if err := admin.Create(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	db := create(t, newAddon(ns, "db", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "ConfigMap", Name: in.Name, ValuesKey: "region", TargetPath: "shared.region"}}
+	})))
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	early := create(t, newAddon(ns, "early", url, dependsOn("db")))
+	waitPhase(t, early, capstanv1.PhaseSynced)
+	update(t, db, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+	held := waitFor(t, db, 60*time.Second, "db suspended, its render applied and Healthy", func(cur *capstanv1.Addon) bool {
+		h := condition(cur, capstanv1.ConditionHealthy)
+		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.ObservedGeneration == cur.Generation &&
+			cur.Status.AppliedGeneration == cur.Generation && h != nil && h.Status == metav1.ConditionTrue && h.ObservedGeneration == cur.Generation
+	})
+
+	eventually(t, 10*time.Second, "editing the values ConfigMap", func() bool {
+		cur := &corev1.ConfigMap{}
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(in), cur); err != nil {
+			return false
+		}
+		cur.Data["region"] = "second"
+		return admin.Update(context.Background(), cur) == nil
+	})
+	// NOTE: values are read from the API server, so a reconcile that takes
+	// up a refresh requested after the edit renders the edited values.
+	patchAnnotation(t, db, capstanv1.RefreshAnnotation, "after-edit")
+	got := waitFor(t, db, 60*time.Second, "db's reconcile after the edit", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-edit"
+	})
+	if got.Generation != held.Generation || got.Status.AppliedHash != held.Status.AppliedHash {
+		t.Fatalf("db's generation %d, applied hash %q; want %d and %q: the edit made a new spec, or was applied", got.Generation, got.Status.AppliedHash, held.Generation, held.Status.AppliedHash)
+	}
+	if got.Status.AppliedGeneration != got.Generation {
+		t.Errorf("db's appliedGeneration = %d after an edit of a value its chart does not read; want %d, its generation", got.Status.AppliedGeneration, got.Generation)
+	}
+	late := create(t, newAddon(ns, "late", url, dependsOn("db")))
+	got = waitFor(t, late, 90*time.Second, "late to go, or to wait for db", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "DependencyNotReady" || cur.Status.Phase == capstanv1.PhaseSynced
+	})
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("late is %s (%s: %q); want it Synced: the edit changes none of db's objects", got.Status.Phase, readyReason(got), readyMessage(got))
+	}
+	// A reconcile of early after the edit reads db again.
+	patchAnnotation(t, early, capstanv1.RefreshAnnotation, "after-edit")
+	got = waitFor(t, early, 60*time.Second, "early's reconcile after the edit", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastHandledRefresh == "after-edit"
+	})
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("early is %s (%s: %q); want it still Synced", got.Status.Phase, readyReason(got), readyMessage(got))
+	}
+}
+
 // TestDependsOnAHeldFolder: a suspended git-folder dependency whose
 // repository gets a commit outside its folder still lets its dependents
 // go: the commit changes its render hash, but not one of its objects, so

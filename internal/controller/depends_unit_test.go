@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -109,15 +110,27 @@ func TestMarkApplied(t *testing.T) {
 	}
 }
 
-// TestFolderAppliesNothing: a git folder's render that is not the one
-// applied (a commit anywhere in its repository) still counts as applied
-// when its sync would change no object and run no hook; one that
-// creates, updates or prunes an object, or runs hooks, does not, nor does
-// a chart's render, nor an add-on never applied.
-func TestFolderAppliesNothing(t *testing.T) {
+// TestAppliesNothing: a render that is not the one applied still counts
+// as applied when its sync would change no object and run no hook,
+// whatever its source: a git folder's of a commit anywhere in its
+// repository, or a chart's whose values changed where the chart does not
+// read them (a platform fact, a shared valuesFrom key). One that creates,
+// updates or prunes an object does not, nor one that runs hooks: a
+// chart's upgrade hooks, its tests when spec.test.enable runs them after
+// the sync, pre-upgrade hooks of this render that ran before a stop, or a
+// folder's post hooks still pending; nor an add-on never applied.
+func TestAppliesNothing(t *testing.T) {
 	unchanged := []plan.ObjectResult{{Comparison: plan.Comparison{Action: capstanv1.ActionUnchanged}}}
 	updated := []plan.ObjectResult{{Comparison: plan.Comparison{Action: capstanv1.ActionUpdate}}}
 	gone := []capstanv1.ObjectRef{{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: "gone"}}
+	hook := func(event string) render.Hook {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("batch/v1")
+		o.SetKind("Job")
+		o.SetName(event)
+		return render.Hook{Object: o, Events: []string{event}}
+	}
+	testsOn := &capstanv1.TestPolicy{Enable: true}
 	cases := []struct {
 		name        string
 		folder      bool
@@ -125,20 +138,35 @@ func TestFolderAppliesNothing(t *testing.T) {
 		previews    []plan.ObjectResult
 		prune       []capstanv1.ObjectRef
 		lifecycle   Lifecycle
+		hooks       []render.Hook
+		test        *capstanv1.TestPolicy
+		preDone     *capstanv1.PendingHook
 		want        bool
 	}{
-		{"a commit outside the folder", true, "h1", unchanged, nil, LifecycleNone, true},
-		{"a commit that edits an object", true, "h1", updated, nil, LifecycleNone, false},
-		{"a commit that removes an object the add-on prunes", true, "h1", unchanged, gone, LifecycleNone, false},
-		{"post hooks still to run", true, "h1", unchanged, nil, LifecycleRetryPost, false},
-		{"a chart's new render", false, "h1", unchanged, nil, LifecycleNone, false},
-		{"never applied", true, "", unchanged, nil, LifecycleNone, false},
+		{"a commit outside the folder", true, "h1", unchanged, nil, LifecycleNone, nil, nil, nil, true},
+		{"a commit that edits an object", true, "h1", updated, nil, LifecycleNone, nil, nil, nil, false},
+		{"a commit that removes an object the add-on prunes", true, "h1", unchanged, gone, LifecycleNone, nil, nil, nil, false},
+		{"post hooks still to run", true, "h1", unchanged, nil, LifecycleRetryPost, nil, nil, nil, false},
+		{"a folder never applied", true, "", unchanged, nil, LifecycleNone, nil, nil, nil, false},
+		{"a chart's values changed where it does not read them", false, "h1", unchanged, nil, LifecycleUpgrade, nil, nil, nil, true},
+		{"a chart's values changed where it reads them", false, "h1", updated, nil, LifecycleUpgrade, nil, nil, nil, false},
+		{"a chart's render that drops an object it prunes", false, "h1", unchanged, gone, LifecycleUpgrade, nil, nil, nil, false},
+		{"a chart with a pre-upgrade hook", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("pre-upgrade")}, nil, nil, false},
+		{"a chart with a post-upgrade hook", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("post-upgrade")}, nil, nil, false},
+		{"a chart with install hooks only", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("pre-install"), hook("post-install")}, nil, nil, true},
+		{"a chart with tests it runs after each sync", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("test")}, testsOn, nil, false},
+		{"a chart with tests it runs only on request", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("test")}, nil, nil, true},
+		{"a chart whose pre-upgrade hooks ran before a stop", false, "h1", unchanged, nil, LifecycleUpgrade, []render.Hook{hook("pre-upgrade")}, nil,
+			&capstanv1.PendingHook{Event: "pre-upgrade", Hash: "h2"}, false},
+		{"a chart with an earlier render's hook objects left", false, "h1", unchanged, nil, LifecycleUpgrade, nil, nil,
+			&capstanv1.PendingHook{Event: "pre-upgrade", Hash: "h1"}, true},
+		{"a chart never applied", false, "", unchanged, nil, LifecycleInstall, nil, nil, nil, false},
 	}
 	for _, c := range cases {
-		s := &scope{addon: &capstanv1.Addon{Status: capstanv1.AddonStatus{AppliedHash: c.appliedHash}},
-			render: &render.Result{Hash: "h2", Folder: c.folder}, previews: c.previews, prune: c.prune, lifecycle: c.lifecycle}
-		if got := s.folderAppliesNothing(); got != c.want {
-			t.Errorf("%s: folderAppliesNothing = %v; want %v", c.name, got, c.want)
+		s := &scope{addon: &capstanv1.Addon{Spec: capstanv1.AddonSpec{Test: c.test}, Status: capstanv1.AddonStatus{AppliedHash: c.appliedHash, PreHooksDone: c.preDone}},
+			render: &render.Result{Hash: "h2", Folder: c.folder}, previews: c.previews, prune: c.prune, lifecycle: c.lifecycle, hooks: c.hooks}
+		if got := s.appliesNothing(); got != c.want {
+			t.Errorf("%s: appliesNothing = %v; want %v", c.name, got, c.want)
 		}
 	}
 }

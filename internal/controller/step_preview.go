@@ -53,7 +53,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Prune, in.Confirm = s.prune, s.confirm
 		}
 		s.lifecycle = r.lifecycle(s)
-		if s.folderAppliesNothing() {
+		if s.appliesNothing() {
 			s.addon.Status.AppliedGeneration = s.addon.Generation
 		}
 		generatedHooks := s.generatedFor(true)
@@ -157,8 +157,8 @@ func (s *scope) adoptFormerHash() {
 // cleared then, so that a gate holding that render holds the dependents
 // too, as it holds them for a change of spec, until a sync applies it
 // (recordApply). An older generation's value is kept: it is not the
-// current one either way. A git folder's render that applies nothing
-// counts as applied once the preview has shown it (folderAppliesNothing).
+// current one either way. A render that would change no object and run no
+// hook counts as applied once the preview has shown it (appliesNothing).
 //
 // NOTE: a preview with no render (values errors, inputs missing) leaves
 // the field as it is, as does a render that failed, whose reconcile ends
@@ -174,30 +174,53 @@ func markApplied(st *capstanv1.AddonStatus, hash string, generation int64) {
 	}
 }
 
-// folderAppliesNothing reports whether this reconcile's render of a git
-// folder, although it is not the render applied (status.appliedHash), would
-// apply nothing: it creates, updates and deletes no object and runs no hook
-// (lifecycle). The current generation then runs what it asks for, and
-// markApplied's clearing of status.appliedGeneration is undone. A folder's
-// render hash names the commit, and any commit of the repository, in any
-// folder, changes it; a gate that holds an add-on whose folder did not
-// change must not hold its dependents, as the sync would count that
-// commit as no change either. A commit that changes the folder's objects
-// is a change: an object it adds or edits is a create or an update, and
-// one it removes a delete once the add-on prunes. One it removes from an
-// add-on that does not prune counts as nothing: the sync would leave the
-// object running as it is.
+// appliesNothing reports whether this reconcile's render, although it is
+// not the render applied (status.appliedHash), would apply nothing: it
+// creates, updates and deletes no object and runs no hook (runsNoHook).
+// The current generation then runs what it asks for, and markApplied's
+// clearing of status.appliedGeneration is undone, whatever the source. A
+// render's hash covers more than what it applies: a folder's names the
+// commit, and any commit of the repository, in any folder, changes it; a
+// chart's covers every value, the platform facts under `capstan` that a
+// chart without a schema receives among them, and a valuesFrom key the
+// chart never reads. A gate that holds an add-on whose objects would not
+// change must not hold its dependents: one platform fact added, or one
+// shared values key edited, would otherwise take every add-on below a
+// suspended one out of Synced until it resumes. A change of an object is a
+// change: one the render adds or edits is a create or an update, and one
+// it drops a delete once the add-on prunes. One it drops from an add-on
+// that does not prune counts as nothing: the sync would leave the object
+// running as it is.
 //
 // NOTE: the comparison is with the live objects, since the objects of the
 // render applied are not recorded. A drift repair pending on a held
-// add-on is an update too, so a commit elsewhere in the repository then
-// holds the dependents until the add-on syncs: not knowing which of the
-// two the update is, it is counted as a change. Called once lifecycle is
-// decided; a preview that did not run (guardrails or values already
-// block, or it failed) leaves markApplied's answer.
-func (s *scope) folderAppliesNothing() bool {
-	return s.render != nil && s.render.Folder && s.addon.Status.AppliedHash != "" &&
-		s.lifecycle == LifecycleNone && !s.objectsChange()
+// add-on is an update too, so a new render then holds the dependents
+// until the add-on syncs: not knowing which of the two the update is, it
+// is counted as a change. Called once lifecycle is decided; a preview
+// that did not run (guardrails or values already block, or it failed)
+// leaves markApplied's answer.
+func (s *scope) appliesNothing() bool {
+	return s.render != nil && s.addon.Status.AppliedHash != "" && !s.objectsChange() && s.runsNoHook()
+}
+
+// runsNoHook reports whether a sync of this render would run no hook. A
+// folder's render that changes no object runs none (LifecycleNone). A
+// chart's new render is an upgrade whatever it changes, as in Helm, so it
+// runs none only when the chart has no pre- or post-upgrade hook, and no
+// test that spec.test.enable runs after it (plannedHooks): a hook may do
+// anything, a migration say, and a test may fail, so a render that runs
+// one is a change its dependents wait for. Pre-upgrade hooks of this render
+// that ran before a stop are hooks of a sync begun, and count too. Post
+// hooks still pending (LifecycleRetryPost) run.
+func (s *scope) runsNoHook() bool {
+	switch s.lifecycle {
+	case LifecycleNone:
+		return true
+	case LifecycleUpgrade:
+		d := s.addon.Status.PreHooksDone
+		return len(s.plannedHooks()) == 0 && (d == nil || d.Hash != s.render.Hash)
+	}
+	return false
 }
 
 // objectsChange reports whether the plan creates, updates or deletes an
