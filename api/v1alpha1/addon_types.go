@@ -877,9 +877,9 @@ type AddonStatus struct {
 	// AppliedGeneration is the latest generation whose render is applied
 	// (appliedHash). A new render with no new generation (values edited, a
 	// new chart version or commit) clears it until applied, unless it
-	// changes no object and runs no hook. If it is the generation, the
-	// add-on runs what its spec asks for, even while a gate holds a drift
-	// repair; dependents go once Healthy.
+	// changes no object and runs no hook; so does a repointed kubeConfig.
+	// If it is the generation, the add-on runs what its spec asks for,
+	// even while a gate holds a drift repair; dependents go once Healthy.
 	// +optional
 	AppliedGeneration int64 `json:"appliedGeneration,omitempty"`
 

@@ -115,10 +115,18 @@ func moveClusterFields(dst, src *capstanv1.AddonStatus) {
 // keepFormer puts back the status of the former cluster that
 // placeInventory set aside, when no apply took over: a reconcile that
 // waits (for an approval, a gate, a dependency) or fails before its apply
-// leaves the stored status as it was.
+// leaves the stored status as it was, but for status.appliedGeneration,
+// which it clears. The current generation does not run what it asks for
+// in the cluster spec.kubeConfig names: nothing of it runs there yet. A
+// kubeconfig Secret repointed is a change with no new generation, and a
+// gate that holds the install there (a suspension, an approval) must
+// hold the dependents too, or they go on into a cluster their dependency
+// is not in. A kubeConfig pointed back finds the render applied again
+// there, and markApplied records the generation again.
 func keepFormer(s *scope) {
 	if s.former != nil {
 		moveClusterFields(&s.addon.Status, s.former)
+		s.addon.Status.AppliedGeneration = 0
 	}
 }
 

@@ -58,14 +58,16 @@ func TestInventoryMoved(t *testing.T) {
 // TestPlaceInventory: an inventory in a former cluster leaves the scope
 // with the status of an add-on never applied to the target (an install,
 // nothing to prune, no hook pending), and the stored status is put back
-// unless an apply took over; one with no cluster recorded records the
-// target's; a new add-on records nothing before its apply.
+// unless an apply took over, with its appliedGeneration cleared, so that
+// dependents wait while a gate holds the install; a kubeConfig pointed
+// back records the generation again. One with no cluster recorded records
+// the target's; a new add-on records nothing before its apply.
 func TestPlaceInventory(t *testing.T) {
 	applied := metav1.Now()
 	installed := func(cluster *capstanv1.InventoryCluster) capstanv1.AddonStatus {
 		return capstanv1.AddonStatus{
 			InventoryCluster: cluster, Inventory: cms("a", "b"),
-			AppliedHash: "sha256:r1", AppliedAsUpgrade: true, LastAppliedTime: &applied, FirstHealthyTime: &applied,
+			AppliedHash: "sha256:r1", AppliedGeneration: 4, AppliedAsUpgrade: true, LastAppliedTime: &applied, FirstHealthyTime: &applied,
 			PendingHook:     &capstanv1.PendingHook{Event: "post-upgrade", Hash: "sha256:r1"},
 			Hook:            &capstanv1.HookProgress{Event: "post-upgrade", Run: "r1"},
 			History:         []capstanv1.Revision{{Number: 1}},
@@ -82,7 +84,7 @@ func TestPlaceInventory(t *testing.T) {
 		placeInventory(s) // the uninstall's render selects the cluster again
 		st := s.addon.Status
 		want := capstanv1.InventoryCluster{Identity: "sha256:edge", Server: "https://10.0.0.1:6443"}
-		if len(st.Inventory) != 0 || st.AppliedHash != "" || st.AppliedAsUpgrade || st.PendingHook != nil || st.Hook != nil || st.LastAppliedTime != nil || st.FirstHealthyTime != nil {
+		if len(st.Inventory) != 0 || st.AppliedHash != "" || st.AppliedGeneration != 0 || st.AppliedAsUpgrade || st.PendingHook != nil || st.Hook != nil || st.LastAppliedTime != nil || st.FirstHealthyTime != nil {
 			t.Errorf("the target's status still holds the former cluster's: %+v", st)
 		}
 		if st.InventoryCluster == nil || *st.InventoryCluster != want {
@@ -97,10 +99,14 @@ func TestPlaceInventory(t *testing.T) {
 		if n := s.formerNotice(); n == nil || n.Path != "spec.kubeConfig" {
 			t.Errorf("the plan does not say what stays in the former cluster: %+v", n)
 		}
-		// No apply took over: the status written is the stored one.
+		// No apply took over: the status written is the stored one, but
+		// the current generation runs nowhere it asks for, so its
+		// dependents wait.
 		keepFormer(s)
-		if !equality.Semantic.DeepEqual(s.addon.Status, stored) {
-			t.Errorf("a reconcile that applied nothing changed the stored status:\n%+v\nwant\n%+v", s.addon.Status, stored)
+		kept := stored.DeepCopy()
+		kept.AppliedGeneration = 0
+		if !equality.Semantic.DeepEqual(s.addon.Status, *kept) {
+			t.Errorf("a reconcile that applied nothing changed the stored status:\n%+v\nwant\n%+v", s.addon.Status, *kept)
 		}
 	})
 
@@ -124,8 +130,22 @@ func TestPlaceInventory(t *testing.T) {
 		stored := installed(edge.inventoryCluster())
 		s := &scope{addon: &capstanv1.Addon{Status: *stored.DeepCopy()}, cluster: edge}
 		placeInventory(s)
+		keepFormer(s)
 		if s.former != nil || !equality.Semantic.DeepEqual(s.addon.Status, stored) {
 			t.Errorf("the status of the same cluster changed: %+v", s.addon.Status)
+		}
+	})
+
+	t.Run("kubeConfig pointed back", func(t *testing.T) {
+		// A reconcile held while the Secret named another cluster kept
+		// this one's status, its appliedGeneration cleared.
+		stored := installed(edge.inventoryCluster())
+		stored.AppliedGeneration = 0
+		s := &scope{addon: &capstanv1.Addon{Status: *stored.DeepCopy()}, cluster: edge}
+		placeInventory(s)
+		markApplied(&s.addon.Status, stored.AppliedHash, 4)
+		if s.former != nil || s.addon.Status.AppliedGeneration != 4 {
+			t.Errorf("appliedGeneration %d, former %+v; want 4, the render applied there found again", s.addon.Status.AppliedGeneration, s.former)
 		}
 	})
 
