@@ -962,13 +962,28 @@ func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capsta
 	})
 }
 
-// withClusterSide copies onto spec, from live, the fields that people set
-// in the cluster on an Addon that git manages: an approval
-// (spec.approvedPlan) and the sync request that goes with it
-// (spec.syncRequest), which `capstan addon sync`, the API and the page
-// write. Git's file holds every other field of the spec.
+// withClusterSide copies onto spec, from live, the fields of an Addon that
+// git manages which its definition file cannot hold, so they are set in the
+// cluster only: an approval (spec.approvedPlan) and the sync request that
+// goes with it (spec.syncRequest), which `capstan addon sync`, the API and
+// the page write; and the fields the definition format has no key for
+// (spec.allowUnsafeCRDChanges, spec.healthTimeout, spec.test,
+// spec.kubeConfig, spec.registration), set with kubectl. The file holds
+// every other field of the spec.
+//
+// NOTE: the parser refuses a key it does not know, so the file can neither
+// set nor remove these; replacing them with the file's nothing would undo
+// what docs/crds.md tells a person to patch (allowUnsafeCRDChanges), and
+// would send an Addon with a kubeConfig to the management cluster.
+// TestClusterSideCoversTheSpec fails when a field of AddonSpec is neither
+// written from a definition nor kept here.
 func withClusterSide(spec, live *capstanv1.AddonSpec) {
 	spec.SyncRequest, spec.ApprovedPlan = live.SyncRequest, live.ApprovedPlan
+	spec.AllowUnsafeCRDChanges = live.AllowUnsafeCRDChanges
+	spec.HealthTimeout = live.HealthTimeout
+	spec.Test = live.Test
+	spec.KubeConfig = live.KubeConfig
+	spec.Registration = live.Registration
 }
 
 // reader reads past the cache: APIReader, or Client when nil.

@@ -50,8 +50,10 @@ type Origin struct {
 
 // Addon converts a definition into the Addon the syncer applies. It holds
 // only what the definition configures, so that a server-side apply owns
-// exactly those fields: spec.syncRequest, spec.approvedPlan, other
-// annotations, finalizers and status stay as they are.
+// exactly those fields: spec.syncRequest, spec.approvedPlan, the spec
+// fields the format has no key for (allowUnsafeCRDChanges, healthTimeout,
+// test, kubeConfig, registration), other annotations, finalizers and
+// status stay as they are.
 func (def *Definition) Addon(o Origin) (*capstanv1.Addon, error) {
 	a := &capstanv1.Addon{
 		TypeMeta: metav1.TypeMeta{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon"},

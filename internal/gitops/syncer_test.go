@@ -778,8 +778,9 @@ func TestSyncerSuspended(t *testing.T) {
 // cluster while the repository was suspended, which its file does not set
 // (spec.suspend by `capstan addon suspend`, a key of spec.values and
 // manualSync by an edit), are gone once it is resumed: git's file is the
-// whole spec. An approval written in the cluster, which git does not
-// hold, stays; and the next sync writes nothing.
+// whole spec. An approval written in the cluster, and fields the
+// definition format has no key for (healthTimeout, allowUnsafeCRDChanges),
+// which git does not hold, stay; and the next sync writes nothing.
 func TestSyncerResumeAppliesTheWholeFile(t *testing.T) {
 	needCluster(t)
 	ctx := context.Background()
@@ -813,6 +814,13 @@ func TestSyncerResumeAppliesTheWholeFile(t *testing.T) {
 	if err := env.client.Patch(ctx, kuma, approve, client.FieldOwner("capstan-cli")); err != nil {
 		t.Fatal(err)
 	}
+	// NOTE: fields the definition format has no key for: only the
+	// cluster holds them, as docs/crds.md says to patch
+	// allowUnsafeCRDChanges.
+	unheld := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"healthTimeout":"7m","allowUnsafeCRDChanges":true}}`))
+	if err := env.client.Patch(ctx, kuma, unheld, client.FieldOwner("kubectl-patch")); err != nil {
+		t.Fatal(err)
+	}
 	c2 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma, version: 2.0.0}\nvalues: {replicas: 1}\n").
 		CommitAndPush("kuma 2")
 
@@ -828,6 +836,8 @@ func TestSyncerResumeAppliesTheWholeFile(t *testing.T) {
 		t.Errorf("version %s, want git's 2.0.0", s.Chart.Version)
 	case s.SyncRequest != 5 || s.ApprovedPlan != approved:
 		t.Errorf("the approval made in the cluster was lost: %d %q", s.SyncRequest, s.ApprovedPlan)
+	case !s.AllowUnsafeCRDChanges || s.HealthTimeout == nil || s.HealthTimeout.Duration != 7*time.Minute:
+		t.Errorf("fields the file cannot hold, set in the cluster, were lost: allowUnsafeCRDChanges %v, healthTimeout %v", s.AllowUnsafeCRDChanges, s.HealthTimeout)
 	}
 
 	// The Addon now matches: a sync writes nothing.

@@ -1,0 +1,120 @@
+package controller
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
+)
+
+// TestClusterSideCoversTheSpec checks that every field of AddonSpec is
+// either written from a definition file or kept from the cluster
+// (withClusterSide), and not both: a field the definition format cannot
+// hold, and that withClusterSide does not keep, would be removed from the
+// Addons git manages at every sync.
+func TestClusterSideCoversTheSpec(t *testing.T) {
+	// Every field of a definition set: what its Addon holds is what a file
+	// can write.
+	def := &gitops.Definition{}
+	fill(reflect.ValueOf(def).Elem())
+	a, err := def.Addon(gitops.Origin{Namespace: "ns", Repository: "r", URL: "https://x", Commit: "c", File: "addons/x.yaml"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every field of a live spec set: what withClusterSide copies is what
+	// the cluster keeps.
+	live := &capstanv1.AddonSpec{}
+	fill(reflect.ValueOf(live).Elem())
+	kept := &capstanv1.AddonSpec{}
+	withClusterSide(kept, live)
+
+	written, cluster := reflect.ValueOf(a.Spec), reflect.ValueOf(*kept)
+	specType := written.Type()
+	for i := range specType.NumField() {
+		name := "spec." + strings.Split(specType.Field(i).Tag.Get("json"), ",")[0]
+		w, k := !written.Field(i).IsZero(), !cluster.Field(i).IsZero()
+		switch {
+		case w && k:
+			t.Errorf("%s is written from the definition and also kept from the cluster: the file could not change it", name)
+		case !w && !k:
+			t.Errorf("%s is neither written from a definition nor kept from the cluster (withClusterSide): every sync would remove it", name)
+		case w:
+			// NOTE: a field of a struct the file writes that the format
+			// cannot hold would be lost with its parent.
+			for _, p := range zeroLeaves(written.Field(i), name) {
+				t.Errorf("%s is not written from a definition, and its parent is: every sync would remove it", p)
+			}
+		}
+	}
+}
+
+// fill sets every field that v reaches to a value that is not zero: true,
+// 1, the string "1m" (a valid duration too), one element or one key.
+func fill(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1)
+	case reflect.String:
+		v.SetString("1m")
+	case reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(v.Elem())
+	case reflect.Slice:
+		v.Set(reflect.MakeSlice(v.Type(), 1, 1))
+		fill(v.Index(0))
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(k)
+		fill(e)
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	case reflect.Interface:
+		v.Set(reflect.ValueOf("1m"))
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(v.Field(i))
+			}
+		}
+	}
+}
+
+// zeroLeaves lists the paths of the exported fields under v that are zero.
+func zeroLeaves(v reflect.Value, path string) []string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			return []string{path}
+		}
+		return zeroLeaves(v.Elem(), path)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			break
+		}
+		if v.Len() == 0 {
+			return []string{path}
+		}
+		return zeroLeaves(v.Index(0), path+"[0]")
+	case reflect.Struct:
+		var out []string
+		for i := range v.NumField() {
+			f := v.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			out = append(out, zeroLeaves(v.Field(i), path+"."+strings.Split(f.Tag.Get("json"), ",")[0])...)
+		}
+		return out
+	}
+	if v.IsZero() {
+		return []string{path}
+	}
+	return nil
+}
