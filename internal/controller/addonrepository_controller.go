@@ -115,6 +115,10 @@ type AddonRepositoryReconciler struct {
 	// it spaces their retries (readBackoff). In memory only: a restart
 	// reads every repository once at its interval again.
 	failures map[types.NamespacedName]int
+	// unkept holds, per Addon UID, a spec the syncer wrote and the API
+	// server did not keep (unkeptSpec), so that it is not written again
+	// at every interval. In memory only.
+	unkept map[types.UID]unkeptSpec
 }
 
 // creatingStripes is how many locks creating has. A fixed set, so the
@@ -890,8 +894,15 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 				return false, notOurs(file, have, owner), nil
 			}
 		}
-		if upToDate(have, want, func() bool { return r.ownsShard(ctx, have) }) {
-			return true, "", nil
+		if sameMeta(have, want, func() bool { return r.ownsShard(ctx, have) }) {
+			spec := intendedSpec(want, have)
+			if sameSpec(&have.Spec, spec) {
+				r.forgetUnkept(have.UID)
+				return true, "", nil
+			}
+			if msg, ok := r.stillUnkept(have.UID, spec, &have.Spec); ok {
+				return false, msg, nil
+			}
 		}
 	}
 	obj, err := gitops.ApplyObject(want)
@@ -900,9 +911,11 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 	}
 	if err == nil {
 		// NOTE: obj holds the Addon as the apply left it.
-		err = r.settleSpec(ctx, repo, want, obj)
+		bad, err = r.settleSpec(ctx, repo, file, want, obj)
 	}
 	switch {
+	case err == nil && bad != "":
+		return false, bad, nil
 	case err == nil:
 		return true, "", nil
 	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
@@ -929,22 +942,33 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 // instead rewrites the other managers' entries of managedFields before its
 // apply; that edits the API server's bookkeeping by hand, and a write
 // between the rewrite and the apply still stays.
-func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capstanv1.AddonRepository, want *capstanv1.Addon, applied *unstructured.Unstructured) error {
+//
+// An update whose result still differs from git's spec is a difference the
+// API server keeps making (unkeptSpec): it is logged once, remembered, and
+// returned as the file's problem (bad).
+func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capstanv1.AddonRepository, file string, want *capstanv1.Addon, applied *unstructured.Unstructured) (bad string, err error) {
 	live := &capstanv1.Addon{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, live); err != nil {
-		return fmt.Errorf("cannot read Addon %s/%s as the apply left it: %w", want.Namespace, want.Name, err)
+		return "", fmt.Errorf("cannot read Addon %s/%s as the apply left it: %w", want.Namespace, want.Name, err)
 	}
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		bad = ""
 		if live == nil || live.DeletionTimestamp != nil || live.Labels[gitops.ManagedByGitLabel] != repo.Name {
 			// NOTE: gone, going, or handed to another repository since.
 			return nil
 		}
-		spec := want.Spec.DeepCopy()
-		withClusterSide(spec, &live.Spec)
+		spec := intendedSpec(want, live)
 		if sameSpec(&live.Spec, spec) {
+			r.forgetUnkept(live.UID)
 			return nil
 		}
-		live.Spec = *spec
+		if msg, ok := r.stillUnkept(live.UID, spec, &live.Spec); ok {
+			bad = msg
+			return nil
+		}
+		// NOTE: a copy: the update decodes the API server's answer into
+		// live, and must not write into spec.
+		live.Spec = *spec.DeepCopy()
 		// NOTE: no managedFields in the update: the API server keeps its
 		// own, and drops the removed fields from every manager's.
 		live.ManagedFields = nil
@@ -958,8 +982,15 @@ func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capsta
 		if err != nil {
 			return fmt.Errorf("cannot remove from Addon %s/%s the spec fields that its file does not set: %w", want.Namespace, want.Name, err)
 		}
+		if !sameSpec(&live.Spec, spec) {
+			bad = unkeptMessage(file, want, spec, &live.Spec)
+			r.rememberUnkept(live.UID, spec, &live.Spec, bad)
+			log.FromContext(ctx).Info("The API server does not keep the spec the Addon's file sets; not writing it again until the file or the Addon changes",
+				"addon", want.Namespace+"/"+want.Name, "file", file, "fields", strings.Join(unkeptFields(spec, &live.Spec), ","))
+		}
 		return nil
 	})
+	return bad, err
 }
 
 // withClusterSide copies onto spec, from live, the fields of an Addon that
@@ -1033,20 +1064,24 @@ func errMessage(err error) string {
 	return err.Error()
 }
 
-// upToDate reports whether a live Addon already has everything the syncer
-// would apply, so a resync with no change writes nothing. ownsShard says
+// sameMeta reports whether a live Addon already has the label and
+// annotations the syncer would apply; with a spec that matches
+// (intendedSpec), a resync with no change writes nothing. ownsShard says
 // whether the syncer set the live Addon's shard label, for the one case
 // that needs it.
-func upToDate(have, want *capstanv1.Addon, ownsShard func() bool) bool {
-	if have.Labels[gitops.ManagedByGitLabel] != want.Labels[gitops.ManagedByGitLabel] ||
-		!sameShard(have, want, ownsShard) ||
-		have.Annotations[gitops.GitFileAnnotation] != want.Annotations[gitops.GitFileAnnotation] ||
-		have.Annotations[gitops.GitCommitAnnotation] == "" {
-		return false
-	}
-	w := want.Spec.DeepCopy()
-	withClusterSide(w, &have.Spec)
-	return sameSpec(&have.Spec, w)
+func sameMeta(have, want *capstanv1.Addon, ownsShard func() bool) bool {
+	return have.Labels[gitops.ManagedByGitLabel] == want.Labels[gitops.ManagedByGitLabel] &&
+		sameShard(have, want, ownsShard) &&
+		have.Annotations[gitops.GitFileAnnotation] == want.Annotations[gitops.GitFileAnnotation] &&
+		have.Annotations[gitops.GitCommitAnnotation] != ""
+}
+
+// intendedSpec is the spec the syncer makes the live Addon's: want's, with
+// the fields that only the cluster holds (withClusterSide) as live has them.
+func intendedSpec(want, live *capstanv1.Addon) *capstanv1.AddonSpec {
+	spec := want.Spec.DeepCopy()
+	withClusterSide(spec, &live.Spec)
+	return spec
 }
 
 // sameSpec reports whether two specs are equal, their values compared as

@@ -1,9 +1,15 @@
 package controller
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops"
@@ -117,4 +123,69 @@ func zeroLeaves(v reflect.Value, path string) []string {
 		return []string{path}
 	}
 	return nil
+}
+
+// TestUnkeptSpec checks what the syncer remembers of a spec the API server
+// did not keep: the message names the fields, and the memory holds while
+// the file's spec and the Addon's stay as they were, not after.
+func TestUnkeptSpec(t *testing.T) {
+	intended := &capstanv1.AddonSpec{Title: "Grafana", Suspend: true,
+		Values: &apiextensionsv1.JSON{Raw: []byte(`{"a":1,"b":{"c":2}}`)}}
+	kept := intended.DeepCopy()
+	kept.Title = ""
+	kept.Values = &apiextensionsv1.JSON{Raw: []byte(`{"b":{"c":3},"a":1}`)}
+	if got, want := strings.Join(unkeptFields(intended, kept), " "), "spec.title spec.values.b.c"; got != want {
+		t.Errorf("fields %q; want %q", got, want)
+	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "grafana"}}
+	msg := unkeptMessage("addons/grafana.yaml", a, intended, kept)
+	for _, s := range []string{"addons/grafana.yaml:", "spec.title, spec.values.b.c", "ns/grafana", "older than the controller"} {
+		if !strings.Contains(msg, s) {
+			t.Errorf("message %q does not say %q", msg, s)
+		}
+	}
+
+	now := time.Date(2026, 12, 6, 16, 0, 0, 0, time.UTC)
+	r := &AddonRepositoryReconciler{Now: func() time.Time { return now }}
+	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+		t.Error("an Addon never written is remembered")
+	}
+	r.rememberUnkept("u1", intended, kept, msg)
+	// The same values, their keys in another order, are the same spec.
+	again := kept.DeepCopy()
+	again.Values = &apiextensionsv1.JSON{Raw: []byte(`{"a":1,"b":{"c":3}}`)}
+	if got, ok := r.stillUnkept("u1", intended, again); !ok || got != msg {
+		t.Errorf("the same specs: %q %v; want the message", got, ok)
+	}
+	changedFile := intended.DeepCopy()
+	changedFile.Category = "monitoring"
+	changedAddon := kept.DeepCopy()
+	changedAddon.Suspend = false
+	for name, tc := range map[string]struct {
+		uid            types.UID
+		intended, live *capstanv1.AddonSpec
+	}{
+		"another Addon":       {"u2", intended, kept},
+		"the file changed":    {"u1", changedFile, kept},
+		"the Addon's changed": {"u1", intended, changedAddon},
+	} {
+		if _, ok := r.stillUnkept(tc.uid, tc.intended, tc.live); ok {
+			t.Errorf("%s: still remembered", name)
+		}
+	}
+	now = now.Add(unkeptRetry)
+	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+		t.Error("still remembered after unkeptRetry: a CRD installed since would not be written")
+	}
+	now = now.Add(-time.Minute)
+	r.forgetUnkept("u1")
+	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+		t.Error("forgotten, and still remembered")
+	}
+	for i := range maxUnkept + 1 {
+		r.rememberUnkept(types.UID(fmt.Sprint(i)), intended, kept, msg)
+	}
+	if len(r.unkept) > maxUnkept {
+		t.Errorf("%d Addons remembered; at most %d", len(r.unkept), maxUnkept)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -935,6 +936,108 @@ func TestSyncerPruneSparesAnAddonMovedByHand(t *testing.T) {
 			}
 			mustAddon(t, ns, "kuma")
 		})
+	}
+}
+
+// TestSyncerReportsASpecTheAPIServerDoesNotKeep: a mutating admission
+// policy that changes a field the file sets makes the Addon differ from
+// its file after every write. The syncer does not write it again at every
+// sync; it lists the file as invalid, naming the field, until the file
+// changes.
+func TestSyncerReportsASpecTheAPIServerDoesNotKeep(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-unkept")
+	never := admissionregistrationv1.NeverReinvocationPolicy
+	fail := admissionregistrationv1.Fail
+	policy := &admissionregistrationv1.MutatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"capstan.dev"}, APIVersions: []string{"*"}, Resources: []string{"addons"}},
+				},
+			}}},
+			Mutations: []admissionregistrationv1.Mutation{{PatchType: admissionregistrationv1.PatchTypeApplyConfiguration,
+				ApplyConfiguration: &admissionregistrationv1.ApplyConfiguration{Expression: `Object{spec: Object.spec{title: "Set by a policy"}}`}}},
+			ReinvocationPolicy: never,
+			FailurePolicy:      &fail,
+		},
+	}
+	switch err := env.client.Create(ctx, policy); {
+	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
+		t.Skipf("the API server serves no MutatingAdmissionPolicy: %v", err)
+	case err != nil:
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), policy) })
+	binding := &admissionregistrationv1.MutatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: admissionregistrationv1.MutatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
+	}
+	if err := env.client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), binding) })
+	// NOTE: the API server loads a policy a moment after it is made.
+	eventually(t, 30*time.Second, "the policy changes Addons", func() error {
+		probe := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "probe"},
+			Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://x", Name: "kuma", Version: "1.0.0"}}}
+		if err := env.client.Create(ctx, probe, client.DryRunAll); err != nil {
+			return err
+		}
+		if probe.Spec.Title != "Set by a policy" {
+			return fmt.Errorf("title %q", probe.Spec.Title)
+		}
+		return nil
+	})
+
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\ntitle: Kuma\nhelm: {repo: https://x, chart: kuma, version: 1.0.0}\n").CommitAndPush("kuma")
+	createRepo(t, ns, "gitops", url)
+	repo := waitSynced(t, ns, "gitops", c1)
+	unkept := func(r *capstanv1.AddonRepository) error {
+		if len(r.Status.InvalidFiles) != 1 || r.Status.InvalidFiles[0].Path != "addons/kuma.yaml" ||
+			!strings.Contains(r.Status.InvalidFiles[0].Message, "the API server does not keep spec.title of the Addon") {
+			return fmt.Errorf("invalid files %+v", r.Status.InvalidFiles)
+		}
+		return nil
+	}
+	if err := unkept(repo); err != nil {
+		t.Fatalf("the file's spec that the API server does not keep is not reported: %v", err)
+	}
+	kuma := mustAddon(t, ns, "kuma")
+	if kuma.Spec.Title != "Set by a policy" || kuma.Spec.Chart.Version != "1.0.0" {
+		t.Fatalf("title %q, version %q", kuma.Spec.Title, kuma.Spec.Chart.Version)
+	}
+
+	// A sync of the same commit writes nothing, and still reports it.
+	time.Sleep(1100 * time.Millisecond)
+	trigger(t, ns, "gitops")
+	eventually(t, 10*time.Second, "synced again", func() error {
+		r := getRepo(t, ns, "gitops")
+		if r.Status.LastSyncTime.Equal(repo.Status.LastSyncTime) {
+			return fmt.Errorf("last sync still %s", r.Status.LastSyncTime)
+		}
+		return unkept(r)
+	})
+	if got := mustAddon(t, ns, "kuma"); got.ResourceVersion != kuma.ResourceVersion {
+		t.Errorf("the Addon was written again: resourceVersion %s, then %s", kuma.ResourceVersion, got.ResourceVersion)
+	}
+
+	// A new file is written, and reported as long as the policy changes it.
+	c2 := w.Write("addons/kuma.yaml", "name: kuma\ntitle: Kuma\nhelm: {repo: https://x, chart: kuma, version: 2.0.0}\n").CommitAndPush("kuma 2")
+	trigger(t, ns, "gitops")
+	if err := unkept(waitSynced(t, ns, "gitops", c2)); err != nil {
+		t.Error(err)
+	}
+	if v := mustAddon(t, ns, "kuma").Spec.Chart.Version; v != "2.0.0" {
+		t.Errorf("version %s after a new commit, want 2.0.0", v)
 	}
 }
 
