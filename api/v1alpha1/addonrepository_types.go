@@ -127,7 +127,9 @@ type AddonRepositoryStatus struct {
 	// +optional
 	InvalidFileCount int32 `json:"invalidFileCount"`
 
-	// InvalidFiles are the files the last sync skipped, each with its error.
+	// InvalidFiles are the files the last sync could not apply as written,
+	// each with its error: skipped, or written to an Addon the API server
+	// does not keep as the file says.
 	// +listType=atomic
 	// +optional
 	InvalidFiles []InvalidFile `json:"invalidFiles,omitempty"`

@@ -900,7 +900,7 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 				r.forgetUnkept(have.UID)
 				return true, "", nil
 			}
-			if msg, ok := r.stillUnkept(have.UID, spec, &have.Spec); ok {
+			if msg, ok := r.stillUnkept(have.UID, file, spec, &have.Spec); ok {
 				return false, msg, nil
 			}
 		}
@@ -962,7 +962,7 @@ func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capsta
 			r.forgetUnkept(live.UID)
 			return nil
 		}
-		if msg, ok := r.stillUnkept(live.UID, spec, &live.Spec); ok {
+		if msg, ok := r.stillUnkept(live.UID, file, spec, &live.Spec); ok {
 			bad = msg
 			return nil
 		}
@@ -984,7 +984,7 @@ func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capsta
 		}
 		if !sameSpec(&live.Spec, spec) {
 			bad = unkeptMessage(file, want, spec, &live.Spec)
-			r.rememberUnkept(live.UID, spec, &live.Spec, bad)
+			r.rememberUnkept(live.UID, file, spec, &live.Spec, bad)
 			log.FromContext(ctx).Info("The API server does not keep the spec the Addon's file sets; not writing it again until the file or the Addon changes",
 				"addon", want.Namespace+"/"+want.Name, "file", file, "fields", strings.Join(unkeptFields(spec, &live.Spec), ","))
 		}

@@ -16,9 +16,14 @@ import (
 )
 
 // maxUnkept bounds how many Addons the syncer remembers an unkept spec of
-// (unkeptSpec); past it the memory starts over, which costs each of them
-// one apply and one update more.
-const maxUnkept = 1024
+// (unkeptSpec), a few hundred bytes each; past it, once the entries older
+// than unkeptRetry are dropped, an Addon more is not remembered, and costs
+// an apply and an update at every interval as before.
+//
+// NOTE: not a memory that starts over: an older CRD drops a field from
+// every git-managed Addon at once, and with more Addons than the bound,
+// synced in the same order, starting over would have remembered none.
+const maxUnkept = 4096
 
 // maxUnkeptFields bounds the fields an unkept spec's message names.
 const maxUnkeptFields = 5
@@ -43,31 +48,43 @@ const unkeptRetry = time.Hour
 // invalid meanwhile, naming the fields.
 type unkeptSpec struct {
 	intended, kept string
-	message        string
+	file, message  string
 	at             time.Time
 }
 
 // stillUnkept returns the message of the Addon uid when the spec the
-// syncer would write now (intended) and the Addon's (live) are those that
-// it wrote and the API server kept last.
-func (r *AddonRepositoryReconciler) stillUnkept(uid types.UID, intended, live *capstanv1.AddonSpec) (string, bool) {
+// syncer would write now from file (intended) and the Addon's (live) are
+// those that it wrote from that file and the API server kept last. A file
+// moved is written again, so that the message names the file that holds
+// the Addon now.
+func (r *AddonRepositoryReconciler) stillUnkept(uid types.UID, file string, intended, live *capstanv1.AddonSpec) (string, bool) {
 	r.mu.Lock()
 	u, ok := r.unkept[uid]
 	r.mu.Unlock()
-	if !ok || r.now().Sub(u.at) >= unkeptRetry || u.intended != specDigest(intended) || u.kept != specDigest(live) {
+	if !ok || u.file != file || r.now().Sub(u.at) >= unkeptRetry || u.intended != specDigest(intended) || u.kept != specDigest(live) {
 		return "", false
 	}
 	return u.message, true
 }
 
 // rememberUnkept notes that the API server kept the spec kept of the
-// Addon uid when the syncer wrote intended.
-func (r *AddonRepositoryReconciler) rememberUnkept(uid types.UID, intended, kept *capstanv1.AddonSpec, message string) {
-	u := unkeptSpec{intended: specDigest(intended), kept: specDigest(kept), message: message, at: r.now()}
+// Addon uid when the syncer wrote intended from file.
+func (r *AddonRepositoryReconciler) rememberUnkept(uid types.UID, file string, intended, kept *capstanv1.AddonSpec, message string) {
+	u := unkeptSpec{intended: specDigest(intended), kept: specDigest(kept), file: file, message: message, at: r.now()}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.unkept == nil || len(r.unkept) >= maxUnkept {
+	if r.unkept == nil {
 		r.unkept = map[types.UID]unkeptSpec{}
+	}
+	if _, ok := r.unkept[uid]; !ok && len(r.unkept) >= maxUnkept {
+		for k, old := range r.unkept {
+			if u.at.Sub(old.at) >= unkeptRetry {
+				delete(r.unkept, k)
+			}
+		}
+		if len(r.unkept) >= maxUnkept {
+			return
+		}
 	}
 	r.unkept[uid] = u
 }

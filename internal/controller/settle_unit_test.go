@@ -147,14 +147,14 @@ func TestUnkeptSpec(t *testing.T) {
 
 	now := time.Date(2026, 12, 6, 16, 0, 0, 0, time.UTC)
 	r := &AddonRepositoryReconciler{Now: func() time.Time { return now }}
-	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+	if _, ok := r.stillUnkept("u1", "addons/grafana.yaml", intended, kept); ok {
 		t.Error("an Addon never written is remembered")
 	}
-	r.rememberUnkept("u1", intended, kept, msg)
+	r.rememberUnkept("u1", "addons/grafana.yaml", intended, kept, msg)
 	// The same values, their keys in another order, are the same spec.
 	again := kept.DeepCopy()
 	again.Values = &apiextensionsv1.JSON{Raw: []byte(`{"a":1,"b":{"c":3}}`)}
-	if got, ok := r.stillUnkept("u1", intended, again); !ok || got != msg {
+	if got, ok := r.stillUnkept("u1", "addons/grafana.yaml", intended, again); !ok || got != msg {
 		t.Errorf("the same specs: %q %v; want the message", got, ok)
 	}
 	changedFile := intended.DeepCopy()
@@ -163,29 +163,52 @@ func TestUnkeptSpec(t *testing.T) {
 	changedAddon.Suspend = false
 	for name, tc := range map[string]struct {
 		uid            types.UID
+		file           string
 		intended, live *capstanv1.AddonSpec
 	}{
-		"another Addon":       {"u2", intended, kept},
-		"the file changed":    {"u1", changedFile, kept},
-		"the Addon's changed": {"u1", intended, changedAddon},
+		"another Addon":       {"u2", "addons/grafana.yaml", intended, kept},
+		"the file changed":    {"u1", "addons/grafana.yaml", changedFile, kept},
+		"the Addon's changed": {"u1", "addons/grafana.yaml", intended, changedAddon},
+		"the file moved":      {"u1", "addons/monitoring/grafana.yaml", intended, kept},
 	} {
-		if _, ok := r.stillUnkept(tc.uid, tc.intended, tc.live); ok {
+		if _, ok := r.stillUnkept(tc.uid, tc.file, tc.intended, tc.live); ok {
 			t.Errorf("%s: still remembered", name)
 		}
 	}
 	now = now.Add(unkeptRetry)
-	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+	if _, ok := r.stillUnkept("u1", "addons/grafana.yaml", intended, kept); ok {
 		t.Error("still remembered after unkeptRetry: a CRD installed since would not be written")
 	}
 	now = now.Add(-time.Minute)
 	r.forgetUnkept("u1")
-	if _, ok := r.stillUnkept("u1", intended, kept); ok {
+	if _, ok := r.stillUnkept("u1", "addons/grafana.yaml", intended, kept); ok {
 		t.Error("forgotten, and still remembered")
 	}
-	for i := range maxUnkept + 1 {
-		r.rememberUnkept(types.UID(fmt.Sprint(i)), intended, kept, msg)
+	// More Addons than the bound, synced in the same order at each
+	// interval: the first maxUnkept stay remembered, and the memory is
+	// not started over.
+	for range 2 {
+		for i := range maxUnkept + 100 {
+			r.rememberUnkept(types.UID(fmt.Sprint(i)), "addons/grafana.yaml", intended, kept, msg)
+		}
 	}
 	if len(r.unkept) > maxUnkept {
 		t.Errorf("%d Addons remembered; at most %d", len(r.unkept), maxUnkept)
+	}
+	hits := 0
+	for i := range maxUnkept + 100 {
+		if _, ok := r.stillUnkept(types.UID(fmt.Sprint(i)), "addons/grafana.yaml", intended, kept); ok {
+			hits++
+		}
+	}
+	if hits != maxUnkept {
+		t.Errorf("%d of %d Addons remembered past the bound; want %d", hits, maxUnkept+100, maxUnkept)
+	}
+	// Once the entries are older than unkeptRetry, new ones take their
+	// place.
+	now = now.Add(unkeptRetry)
+	r.rememberUnkept("late", "addons/grafana.yaml", intended, kept, msg)
+	if _, ok := r.stillUnkept("late", "addons/grafana.yaml", intended, kept); !ok {
+		t.Error("an Addon is not remembered although every entry is past unkeptRetry")
 	}
 }
