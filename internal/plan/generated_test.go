@@ -141,6 +141,12 @@ func TestPlanHashOfHooksNamedAtRandomIgnoresTheirOrder(t *testing.T) {
 		hashOf(hook("x-klmno", "sha256:seed", true), hook("x-pqrst", "sha256:migrate", true)); a != b {
 		t.Errorf("two hooks named at random give the plan hashes %s and %s as their names order them; want one", a, b)
 	}
+	// A hook with a fixed name runs before or after one named at random
+	// as their names sort: the hash is the same either way.
+	if a, b := hashOf(hook("db-migrate", "sha256:migrate", false), hook("job-xyzab", "sha256:seed", true)),
+		hashOf(hook("a-xyzab", "sha256:seed", true), hook("db-migrate", "sha256:migrate", false)); a != b {
+		t.Errorf("a hook with a fixed name beside one named at random gives the plan hashes %s and %s as their names order them; want one", a, b)
+	}
 	if a, b := hashOf(hook("migrate", "sha256:migrate", false), hook("seed", "sha256:seed", false)),
 		hashOf(hook("seed", "sha256:seed", false), hook("migrate", "sha256:migrate", false)); a == b {
 		t.Errorf("hooks with fixed names in another order keep the plan hash %s; want another", a)

@@ -185,19 +185,20 @@ func Build(in Input) *capstanv1.Plan {
 }
 
 // reviewableOrder returns hooks in the order a plan's hash covers them:
-// as they run, but for hooks named at random that run side by side with
-// one event, weight and kind, which are ordered by namespace and digest.
+// as they run, but within a run of hooks with one event, weight and kind
+// that holds hooks named at random, the hooks with fixed names come first
+// in their order, then those named at random by namespace and digest.
 //
 // NOTE: such hooks run in the order of their names (hooks.Select, as
-// Helm orders them), and every render names them anew, so their order is
-// as random as their names: a hash that followed it would change from one
-// reconcile to the next. Other hooks keep their order, and their plans
+// Helm orders them), and every render names them anew, so their place
+// among the run, fixed names included, is as random as their names: a
+// hash that followed it would change from one reconcile to the next.
+// Runs without a hook named at random keep their order, and their plans
 // the hashes they had.
 func reviewableOrder(hooks []HookResult) []HookResult {
 	out := slices.Clone(hooks)
 	together := func(a, b HookResult) bool {
-		return a.RandomName && b.RandomName && slices.Equal(a.Events, b.Events) && a.Weight == b.Weight &&
-			a.APIVersion == b.APIVersion && a.Kind == b.Kind
+		return slices.Equal(a.Events, b.Events) && a.Weight == b.Weight && a.APIVersion == b.APIVersion && a.Kind == b.Kind
 	}
 	for i := 0; i < len(out); {
 		j := i + 1
@@ -205,7 +206,15 @@ func reviewableOrder(hooks []HookResult) []HookResult {
 			j++
 		}
 		slices.SortStableFunc(out[i:j], func(a, b HookResult) int {
-			return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Digest, b.Digest))
+			switch {
+			case a.RandomName && b.RandomName:
+				return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Digest, b.Digest))
+			case a.RandomName:
+				return 1
+			case b.RandomName:
+				return -1
+			}
+			return 0
 		})
 		i = j
 	}
