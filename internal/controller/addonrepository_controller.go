@@ -509,7 +509,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
-			fmt.Sprintf("Synced commit %s; %d files could not be applied as written (status.invalidFiles says why; an Addon the API server would not keep as its file says was written, the others left as they were): fix them in git%s%s",
+			fmt.Sprintf("Synced commit %s; %d invalid files could not be applied as written (status.invalidFiles says why; an Addon the API server would not keep as its file says was written, the others left as they were): fix them in git%s%s",
 				gitops.ShortCommit(snap.Commit), len(invalid), listedInvalidFiles(len(invalid)), more))
 	} else {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons%s", gitops.ShortCommit(snap.Commit), applied, more))
