@@ -105,7 +105,7 @@ func (g Generated) changeDigest(obj *unstructured.Unstructured, live, desired ma
 		// a generated stringData key is found, after the dry run, there;
 		// keepGenerated moves a key the live Secret has into data, with
 		// its live value, so only a new key is a change here.
-		if obj.GetKind() == "Secret" && obj.GroupVersionKind().Group == "" && len(p) == 2 && p[0] == "stringData" {
+		if render.IsCoreSecret(obj) && len(p) == 2 && p[0] == "stringData" {
 			p = []string{"data", p[1]}
 		}
 		want, ok := render.FieldAt(desired, p)
