@@ -246,7 +246,7 @@ func checkRenderBounds(maxObjects int, timeout time.Duration, memory string, wor
 	if err != nil {
 		return fmt.Errorf("--render-memory-limit %q is not a quantity such as 512Mi: %w", memory, err)
 	}
-	if mem.Value() < 64<<20 {
+	if mem.Value() < render.MinRenderMemory {
 		return fmt.Errorf("--render-memory-limit %s is too small for the Go runtime and Helm: give at least 64Mi", memory)
 	}
 	return nil

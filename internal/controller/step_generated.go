@@ -42,7 +42,6 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
 		applied[ref.Key()] = true
 	}
-	crdKinds := prepare.CRDScopes(s.objects) // the kinds this render's CRDs define
 	for _, g := range s.generated {
 		obj := s.renderedObject(g)
 		if obj == nil || g.Hook {
@@ -61,9 +60,8 @@ func (r *AddonReconciler) keepGenerated(ctx context.Context, s *scope) (bool, er
 		if !restricted || (obj.GetNamespace() == s.addon.Namespace && applied[ref.Key()]) {
 			var err error
 			live, err = s.applier.Get(ctx, ref)
-			_, crd := crdKinds[obj.GroupVersionKind().GroupKind()]
 			switch {
-			case apimeta.IsNoMatchError(err) && crd:
+			case apimeta.IsNoMatchError(err) && definedHere(s.objects, obj):
 				// NOTE: the sync creates its CRD first, so no such object
 				// can exist yet: it is new, as the preview says too.
 				live = nil
@@ -131,4 +129,10 @@ func keepSecretStringData(obj, live *unstructured.Unstructured, p []string) bool
 // object was put in (prepare.RenderedObject).
 func (s *scope) renderedObject(g render.Generated) *unstructured.Unstructured {
 	return prepare.RenderedObject(g, s.objects, s.hooks)
+}
+
+// definedHere reports whether a CRD among objs defines obj's kind.
+func definedHere(objs []*unstructured.Unstructured, obj *unstructured.Unstructured) bool {
+	_, ok := prepare.CRDScopes(objs)[obj.GroupVersionKind().GroupKind()]
+	return ok
 }

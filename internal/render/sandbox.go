@@ -120,6 +120,10 @@ func (s *Sandbox) ended(w *worker) {
 	s.stats.PeakRSS = max(s.stats.PeakRSS, peak)
 }
 
+// MinRenderMemory is the smallest memory bound of a render worker: less
+// is too little for the Go runtime and Helm.
+const MinRenderMemory = 64 << 20
+
 // NewSandbox returns a Sandbox. It starts no worker until the first render.
 func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	if len(cfg.Command) == 0 {
@@ -135,7 +139,7 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	if cfg.Memory <= 0 {
 		cfg.Memory = DefaultRenderMemory
 	}
-	if cfg.Memory < 64<<20 {
+	if cfg.Memory < MinRenderMemory {
 		return nil, fmt.Errorf("render sandbox: a memory bound of %d bytes is too small for the Go runtime and Helm: give at least 64 MiB", cfg.Memory)
 	}
 	if cfg.Workers <= 0 {
