@@ -983,10 +983,11 @@ func (r *AddonRepositoryReconciler) settleSpec(ctx context.Context, repo *capsta
 			return fmt.Errorf("cannot remove from Addon %s/%s the spec fields that its file does not set: %w", want.Namespace, want.Name, err)
 		}
 		if !sameSpec(&live.Spec, spec) {
-			bad = unkeptMessage(file, want, spec, &live.Spec)
+			fields := unkeptFields(spec, &live.Spec)
+			bad = unkeptMessage(file, want, fields)
 			r.rememberUnkept(live.UID, file, spec, &live.Spec, bad)
 			log.FromContext(ctx).Info("The API server does not keep the spec the Addon's file sets; not writing it again until the file or the Addon changes",
-				"addon", want.Namespace+"/"+want.Name, "file", file, "fields", strings.Join(unkeptFields(spec, &live.Spec), ","))
+				"addon", want.Namespace+"/"+want.Name, "file", file, "fields", strings.Join(fields, ","))
 		}
 		return nil
 	})

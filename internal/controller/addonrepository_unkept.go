@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -100,10 +101,9 @@ func (r *AddonRepositoryReconciler) forgetUnkept(uid types.UID) {
 // unkeptMessage says, for the file's entry in the repository's status,
 // which fields of the Addon the API server does not keep as the file
 // sets them.
-func unkeptMessage(file string, a *capstanv1.Addon, intended, kept *capstanv1.AddonSpec) string {
-	fields := unkeptFields(intended, kept)
+func unkeptMessage(file string, a *capstanv1.Addon, fields []string) string {
 	if len(fields) > maxUnkeptFields {
-		fields = append(fields[:maxUnkeptFields], fmt.Sprintf("and %d more", len(fields)-maxUnkeptFields))
+		fields = append(slices.Clone(fields[:maxUnkeptFields]), fmt.Sprintf("and %d more", len(fields)-maxUnkeptFields))
 	}
 	return fmt.Sprintf("%s: the API server does not keep %s of the Addon %s/%s as the file sets it: is the Addon CRD older than the controller, "+
 		"or does an admission policy change it? Install the controller's CRDs; the syncer writes the Addon again when the file or its spec changes, or in an hour",

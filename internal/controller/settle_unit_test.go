@@ -138,7 +138,7 @@ func TestUnkeptSpec(t *testing.T) {
 		t.Errorf("fields %q; want %q", got, want)
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "grafana"}}
-	msg := unkeptMessage("addons/grafana.yaml", a, intended, kept)
+	msg := unkeptMessage("addons/grafana.yaml", a, unkeptFields(intended, kept))
 	for _, s := range []string{"addons/grafana.yaml:", "spec.title, spec.values.b.c", "ns/grafana", "older than the controller"} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("message %q does not say %q", msg, s)

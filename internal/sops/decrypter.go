@@ -78,6 +78,9 @@ var (
 // name (.env, .ini) or by --input-type, and Flux reads a secretGenerator's
 // envs file as dotenv whatever its name.
 func unreadStore(data []byte) string {
+	if !bytes.Contains(data, []byte("ENC[")) {
+		return "" // both stores keep their MAC as ENC[…]: a plain file is read no further
+	}
 	switch {
 	case dotenvMAC.Match(data):
 		return "a dotenv file"
