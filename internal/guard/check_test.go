@@ -238,6 +238,8 @@ affinity:
 		{"toleration control-plane", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration master", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/master, effect: NoSchedule}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of everything", "containers: [{name: app, image: nginx}]\ntolerations: [{operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
+		{"toleration of CriticalAddonsOnly", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
+		{"toleration of CriticalAddonsOnly by value", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Equal, value: \"true\", effect: NoExecute}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"nodeName", "nodeName: cp-0\ncontainers: [{name: app, image: nginx}]", []string{"node-name@spec.template.spec.nodeName"}},
 		{"node affinity on a node's name", `containers: [{name: app, image: nginx}]
 affinity:
@@ -253,6 +255,21 @@ affinity:
     - weight: 100
       preference: {matchFields: [{key: metadata.name, operator: In, values: [cp-0]}]}`,
 			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchFields[0]"}},
+		{"nodeSelector on a node's hostname", "nodeSelector: {kubernetes.io/hostname: cp-0}\ncontainers: [{name: app, image: nginx}]", []string{"node-name@spec.template.spec.nodeSelector[kubernetes.io/hostname]"}},
+		{"node affinity on a node's hostname", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/os, operator: In, values: [linux]}, {key: kubernetes.io/hostname, operator: In, values: [cp-0]}]`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[1]"}},
+		{"preferred node affinity on a node's hostname", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [cp-0]}]}`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"}},
 		{"near-miss: keep off the control plane", `containers: [{name: app, image: nginx}]
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: addons, effect: NoSchedule}]
@@ -260,8 +277,15 @@ affinity:
   nodeAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
       nodeSelectorTerms:
-      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}]
+      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}]
         matchFields: [{key: metadata.name, operator: NotIn, values: [cp-0]}]`, nil},
+		{"near-miss: spread over nodes by hostname", `containers: [{name: app, image: nginx}]
+topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]
+affinity:
+  podAntiAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}`, nil},
 	},
 	"scheduling": {
 		{"system priority class", "priorityClassName: system-node-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},

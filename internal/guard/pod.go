@@ -11,10 +11,21 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// controlPlaneKeys are the node labels and taints that mark the control plane.
-var controlPlaneKeys = map[string]bool{
+// controlPlaneLabels are the node labels that mark the control plane.
+var controlPlaneLabels = map[string]bool{
 	"node-role.kubernetes.io/control-plane": true,
 	"node-role.kubernetes.io/master":        true,
+}
+
+// controlPlaneTaints are the taints that keep tenants' pods off the control
+// plane and the nodes kept for the cluster's own add-ons, each with the
+// nodes a toleration of it lets a pod onto. CriticalAddonsOnly is the taint
+// k3s documents for keeping its servers, and AKS for keeping its system
+// node pools, to the cluster's own add-ons.
+var controlPlaneTaints = map[string]string{
+	"node-role.kubernetes.io/control-plane": "the control plane",
+	"node-role.kubernetes.io/master":        "the control plane",
+	"CriticalAddonsOnly":                    "the nodes kept for the cluster's own add-ons (k3s servers, AKS system node pools)",
 }
 
 // allowedVolumeSources are the volume types a restricted pod may mount, by
@@ -200,12 +211,18 @@ func (ck *checker) checkProfiles(ref capstanv1.ObjectRef, path string, sp *corev
 }
 
 // checkPlacement refuses placing pods on the control plane: by nodeSelector,
-// by node affinity, or by tolerating its taints.
+// by node affinity, or by tolerating its taints; and picking a node by its
+// name, which picks a control-plane node as readily as any other.
 func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *corev1.PodSpec) {
 	for _, k := range sortedKeys(ps.NodeSelector) {
-		if controlPlaneKeys[k] {
-			ck.add(ref, fmt.Sprintf("%s.nodeSelector[%s]", spec, k), RuleControlPlane,
+		path := fmt.Sprintf("%s.nodeSelector[%s]", spec, k)
+		switch {
+		case controlPlaneLabels[k]:
+			ck.add(ref, path, RuleControlPlane,
 				fmt.Sprintf("nodeSelector %s places the pod on the control plane; remove it", k))
+		case k == corev1.LabelHostname:
+			ck.add(ref, path, RuleNodeName,
+				fmt.Sprintf("nodeSelector %s picks a node by its name, the control plane's included; remove it", k))
 		}
 	}
 	if a := ps.Affinity; a != nil && a.NodeAffinity != nil {
@@ -221,10 +238,11 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 	}
 	for i, t := range ps.Tolerations {
 		path := fmt.Sprintf("%s.tolerations[%d]", spec, i)
+		where, tainted := controlPlaneTaints[t.Key]
 		switch {
-		case controlPlaneKeys[t.Key]:
+		case tainted:
 			ck.add(ref, path, RuleControlPlane,
-				fmt.Sprintf("a toleration of %s lets the pod onto the control plane; remove it", t.Key))
+				fmt.Sprintf("a toleration of %s lets the pod onto %s; remove it", t.Key, where))
 		case t.Key == "" && t.Operator == corev1.TolerationOpExists:
 			ck.add(ref, path, RuleControlPlane,
 				"a toleration with no key and operator Exists tolerates every taint, the control plane's included; name the taint it is for")
@@ -233,14 +251,21 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 }
 
 // checkNodeTerm refuses a node selector term that selects control-plane
-// nodes, or nodes by name (matchFields on metadata.name, which picks a
-// control-plane node as nodeName does). NotIn and DoesNotExist keep pods
-// off them, and are allowed.
+// nodes, or nodes by name (the kubernetes.io/hostname label, or matchFields
+// on metadata.name, which pick a control-plane node as nodeName does).
+// NotIn and DoesNotExist keep pods off them, and are allowed.
 func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
 	for j, e := range t.MatchExpressions {
-		if controlPlaneKeys[e.Key] && e.Operator != corev1.NodeSelectorOpNotIn && e.Operator != corev1.NodeSelectorOpDoesNotExist {
+		if e.Operator == corev1.NodeSelectorOpNotIn || e.Operator == corev1.NodeSelectorOpDoesNotExist {
+			continue
+		}
+		switch {
+		case controlPlaneLabels[e.Key]:
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
 				fmt.Sprintf("node affinity %s %s places the pod on the control plane; remove it (NotIn and DoesNotExist are allowed)", e.Key, e.Operator))
+		case e.Key == corev1.LabelHostname:
+			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleNodeName,
+				fmt.Sprintf("node affinity %s %s picks nodes by name, the control plane's included; remove it (NotIn is allowed)", e.Key, e.Operator))
 		}
 	}
 	for j, f := range t.MatchFields {
