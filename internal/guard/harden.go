@@ -21,7 +21,8 @@ import (
 //     securityContext.capabilities.drop
 //
 // What the chart set is kept: a value is only ever added, and ALL is added
-// to a drop list the chart wrote. Harden is idempotent. It edits the maps in
+// to a drop list the chart wrote that lacks it (spelt exactly so: all in
+// lower case is kept, and ALL added after it). Harden is idempotent. It edits the maps in
 // place and touches nothing else. A template of an unexpected shape is left
 // as it is and named in the returned error; Check reports it as a violation,
 // so callers that run Check next may ignore the error.
@@ -121,8 +122,12 @@ func hardenContainer(c map[string]any) error {
 	if !ok {
 		return fmt.Errorf("securityContext.capabilities.drop is a %s, not a list", jsonKind(drop))
 	}
+	// NOTE: only an exact ALL counts. Pod-security admission compares the
+	// string ALL, so a namespace that enforces the restricted Pod Security
+	// Standard rejects a pod whose drop list says all in another case,
+	// whatever the runtime makes of it; ALL is appended beside it.
 	for _, d := range list {
-		if s, ok := d.(string); ok && strings.EqualFold(s, "ALL") {
+		if d == "ALL" {
 			return nil
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,11 +96,41 @@ containers:
       - SYS_ADMIN
       drop:
       - all
+      - ALL
     privileged: true
 securityContext:
   runAsNonRoot: false
   seccompProfile:
     type: Unconfined`},
+		{"a drop list with all in lower case gets ALL", deployment("containers: [{name: app, image: nginx, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [all]}}}]"), `
+automountServiceAccountToken: false
+containers:
+- image: nginx
+  name: app
+  securityContext:
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop:
+      - all
+      - ALL
+securityContext:
+  runAsNonRoot: true
+  seccompProfile:
+    type: RuntimeDefault`},
+		{"a drop list with ALL is kept as it is", deployment("containers: [{name: app, image: nginx, securityContext: {allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}}}]"), `
+automountServiceAccountToken: false
+containers:
+- image: nginx
+  name: app
+  securityContext:
+    allowPrivilegeEscalation: false
+    capabilities:
+      drop:
+      - ALL
+securityContext:
+  runAsNonRoot: true
+  seccompProfile:
+    type: RuntimeDefault`},
 		{"null fields count as unset", deployment("automountServiceAccountToken: null\nsecurityContext: null\ncontainers: [{name: app, image: nginx, securityContext: {capabilities: null, allowPrivilegeEscalation: null}}]"), `
 automountServiceAccountToken: false
 containers:
@@ -279,11 +310,8 @@ func defaultsMissing(obj map[string]any) string {
 				return list + " allowPrivilegeEscalation is unset"
 			}
 			drop, _, _ := unstructured.NestedStringSlice(cm, "securityContext", "capabilities", "drop")
-			all := false
-			for _, d := range drop {
-				all = all || strings.EqualFold(d, "ALL")
-			}
-			if !all {
+			// NOTE: exactly ALL, as pod-security admission compares it.
+			if !slices.Contains(drop, "ALL") {
 				return list + " does not drop ALL"
 			}
 		}
