@@ -30,6 +30,12 @@ const schemaURL = "file:///values.schema.json"
 // properties follows nested and recursive schemas.
 const maxSchemaDepth = 32
 
+// maxSchemaVisits bounds the schemas the walk for writeOnly and generated
+// properties visits on its way to them. Each $ref is expanded where it is
+// used, so refs that branch wide several levels deep would otherwise cost
+// work exponential in the size of a chart's schema, on every reconcile.
+const maxSchemaVisits = 10000
+
 // Schema is a chart's values.schema.json and those of its subcharts, each
 // applying to the values under the subchart's key, as Helm validates them.
 type Schema struct {
@@ -157,8 +163,8 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
 	}
 	p = &schemaPart{chart: chartName, prefix: prefix, compiled: compiled}
-	w := &schemaWalker{root: raw, part: p, seen: map[string]int{}}
-	if err := w.walk(raw, nil, 0); err != nil {
+	w := newSchemaWalker(p, raw)
+	if err := w.run(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	return p, nil
@@ -166,95 +172,259 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 
 // schemaWalker finds the writeOnly and x-capstan-generate properties of a
 // schema, following properties, items, combinators and local $refs.
+//
+// It works in two passes. index visits every schema the root reaches once,
+// and marks those from which a writeOnly or x-capstan-generate property can
+// be reached. walk then expands the paths to those properties only: a $ref
+// is followed wherever it is used, so that each property that refers to a
+// definition gets its own secret inputs, and the schemas that hold none are
+// never expanded.
 type schemaWalker struct {
-	root any
 	part *schemaPart
-	seen map[string]int
+	root *schemaDoc
+
+	// indexed holds the location of every schema index visited; parents
+	// lists, by location, the schemas that hold or refer to it.
+	indexed map[string]bool
+	parents map[string][]string
+	marked  []string
+	// live holds the locations from which a writeOnly or
+	// x-capstan-generate property can be reached.
+	live map[string]bool
+
+	// onPath counts the $refs being followed along the current walk, by
+	// target and the length of the path so far.
+	onPath map[string]int
+	visits int
+	found  map[string]bool
 }
 
-func (w *schemaWalker) walk(node any, pat []patSeg, depth int) error {
-	obj, ok := node.(map[string]any)
-	if !ok || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
+// schemaDoc is one JSON document of a schema.
+type schemaDoc struct {
+	name string
+	root any
+}
+
+func newSchemaWalker(p *schemaPart, raw any) *schemaWalker {
+	return &schemaWalker{
+		part:    p,
+		root:    &schemaDoc{name: path.Base(schemaURL), root: raw},
+		indexed: map[string]bool{},
+		parents: map[string][]string{},
+		live:    map[string]bool{},
+		onPath:  map[string]int{},
+		found:   map[string]bool{},
+	}
+}
+
+func (w *schemaWalker) run() error {
+	rootLoc := w.root.name + "#"
+	if err := w.index(w.root, w.root.root, rootLoc, ""); err != nil {
+		return err
+	}
+	queue := w.marked
+	for len(queue) > 0 {
+		loc := queue[0]
+		queue = queue[1:]
+		if w.live[loc] {
+			continue
+		}
+		w.live[loc] = true
+		queue = append(queue, w.parents[loc]...)
+	}
+	return w.walk(w.root, w.root.root, rootLoc, nil, 0)
+}
+
+// subschema is a schema within another: where it is (the JSON pointer
+// tokens after its parent's, escaped) and the step of the values' path it
+// applies to, or none when it applies to the same value (a combinator).
+type subschema struct {
+	node any
+	at   string
+	seg  patSeg
+	same bool
+}
+
+// subschemas lists the schemas within obj that apply to its value or to the
+// values within it, in a fixed order.
+func subschemas(obj map[string]any) []subschema {
+	var out []subschema
+	if props, ok := obj["properties"].(map[string]any); ok {
+		for _, name := range sortedKeys(props) {
+			out = append(out, subschema{node: props[name], at: "/properties/" + escapeToken(name), seg: patSeg{name: name}})
+		}
+	}
+	if pp, ok := obj["patternProperties"].(map[string]any); ok {
+		for _, name := range sortedKeys(pp) {
+			out = append(out, subschema{node: pp[name], at: "/patternProperties/" + escapeToken(name), seg: patSeg{any: true}})
+		}
+	}
+	for _, kw := range []string{"additionalProperties", "additionalItems", "items", "contains"} {
+		switch sub := obj[kw].(type) {
+		case map[string]any:
+			out = append(out, subschema{node: sub, at: "/" + kw, seg: patSeg{any: true}})
+		case []any: // the tuple form of items before draft 2020-12
+			for i, e := range sub {
+				out = append(out, subschema{node: e, at: "/" + kw + "/" + strconv.Itoa(i), seg: patSeg{any: true}})
+			}
+		}
+	}
+	if items, ok := obj["prefixItems"].([]any); ok {
+		for i, e := range items {
+			out = append(out, subschema{node: e, at: "/prefixItems/" + strconv.Itoa(i), seg: patSeg{any: true}})
+		}
+	}
+	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
+		subs, _ := obj[kw].([]any)
+		for i, sub := range subs {
+			out = append(out, subschema{node: sub, at: "/" + kw + "/" + strconv.Itoa(i), same: true})
+		}
+	}
+	for _, kw := range []string{"then", "else"} {
+		if sub, ok := obj[kw]; ok {
+			out = append(out, subschema{node: sub, at: "/" + kw, same: true})
+		}
+	}
+	if ds, ok := obj["dependentSchemas"].(map[string]any); ok {
+		for _, name := range sortedKeys(ds) {
+			out = append(out, subschema{node: ds[name], at: "/dependentSchemas/" + escapeToken(name), same: true})
+		}
+	}
+	return out
+}
+
+// escapeToken escapes one token of a JSON pointer.
+func escapeToken(s string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
+}
+
+// resolve finds the schema a $ref of doc names, and its location. ok is
+// false for a reference the walk does not follow.
+func (w *schemaWalker) resolve(doc *schemaDoc, ref string) (target any, tdoc *schemaDoc, loc string, ok bool, err error) {
+	if !strings.HasPrefix(ref, "#/") {
+		return nil, nil, "", false, nil
+	}
+	segs := splitPointer(strings.TrimPrefix(ref, "#"))
+	target, ok = lookup(doc.root, segs)
+	if !ok {
+		return nil, nil, "", false, nil
+	}
+	var b strings.Builder
+	b.WriteString(doc.name + "#")
+	for _, s := range segs {
+		b.WriteString("/" + escapeToken(s))
+	}
+	return target, doc, b.String(), true, nil
+}
+
+// marks reports whether a schema is a writeOnly or x-capstan-generate property.
+func marks(obj map[string]any) bool {
+	wo, _ := obj["writeOnly"].(bool)
+	_, gen := obj[GenerateKeyword]
+	return wo || gen
+}
+
+// index visits, once each, the schemas that node, at loc in doc, reaches,
+// and records which holds or refers to which. from is the location of the
+// schema that holds or refers to node, empty for the root.
+func (w *schemaWalker) index(doc *schemaDoc, node any, loc, from string) error {
+	if from != "" {
+		w.parents[loc] = append(w.parents[loc], from)
+	}
+	if w.indexed[loc] {
 		return nil
 	}
+	w.indexed[loc] = true
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return nil
+	}
+	if marks(obj) {
+		w.marked = append(w.marked, loc)
+	}
+	if ref, ok := obj["$ref"].(string); ok {
+		target, tdoc, tloc, ok, err := w.resolve(doc, ref)
+		if err != nil {
+			return err
+		}
+		if ok {
+			if err := w.index(tdoc, target, tloc, loc); err != nil {
+				return err
+			}
+		}
+	}
+	for _, sub := range subschemas(obj) {
+		if err := w.index(doc, sub.node, loc+sub.at, loc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walk records the writeOnly and x-capstan-generate properties that node,
+// at loc in doc and at the values' path pat, leads to.
+func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, pat []patSeg, depth int) error {
+	obj, ok := node.(map[string]any)
+	if !ok || !w.live[loc] || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
+		return nil
+	}
+	if w.visits++; w.visits > maxSchemaVisits {
+		return fmt.Errorf("its writeOnly and %s properties lie along more than %d paths through its schemas: "+
+			"its $refs branch too wide or nest too deep to expand; refer to a definition that holds secret inputs from fewer places", GenerateKeyword, maxSchemaVisits)
+	}
 	if wo, _ := obj["writeOnly"].(bool); wo {
-		w.part.writeOnly = append(w.part.writeOnly, append([]patSeg(nil), pat...))
+		w.addWriteOnly(pat)
 	}
 	if g, ok := obj[GenerateKeyword]; ok {
 		if err := w.addGenerate(g, pat); err != nil {
 			return err
 		}
 	}
-	if ref, ok := obj["$ref"].(string); ok && strings.HasPrefix(ref, "#/") {
-		key := ref + "@" + strconv.Itoa(len(pat))
-		if w.seen[key] < 2 {
-			w.seen[key]++
-			if target, ok := lookup(w.root, splitPointer(strings.TrimPrefix(ref, "#"))); ok {
-				if err := w.walk(target, pat, depth+1); err != nil {
-					return err
-				}
-			}
+	if ref, ok := obj["$ref"].(string); ok {
+		target, tdoc, tloc, ok, err := w.resolve(doc, ref)
+		if err != nil {
+			return err
 		}
-	}
-	child := func(sub any, seg patSeg) error {
-		return w.walk(sub, append(pat[:len(pat):len(pat)], seg), depth+1)
-	}
-	if props, ok := obj["properties"].(map[string]any); ok {
-		for _, name := range sortedKeys(props) {
-			if err := child(props[name], patSeg{name: name}); err != nil {
+		// NOTE: a ref met again at the same length of path is a loop that
+		// reaches no deeper value; one met at a longer path is a recursive
+		// schema, followed down to maxSchemaDepth.
+		key := tloc + "@" + strconv.Itoa(len(pat))
+		if ok && w.onPath[key] < 2 {
+			w.onPath[key]++
+			err := w.walk(tdoc, target, tloc, pat, depth+1)
+			w.onPath[key]--
+			if err != nil {
 				return err
 			}
 		}
 	}
-	if pp, ok := obj["patternProperties"].(map[string]any); ok {
-		for _, name := range sortedKeys(pp) {
-			if err := child(pp[name], patSeg{any: true}); err != nil {
-				return err
-			}
+	for _, sub := range subschemas(obj) {
+		next := pat
+		if !sub.same {
+			next = append(pat[:len(pat):len(pat)], sub.seg)
 		}
-	}
-	for _, kw := range []string{"additionalProperties", "additionalItems", "items", "contains"} {
-		switch sub := obj[kw].(type) {
-		case map[string]any:
-			if err := child(sub, patSeg{any: true}); err != nil {
-				return err
-			}
-		case []any: // the tuple form of items before draft 2020-12
-			for _, e := range sub {
-				if err := child(e, patSeg{any: true}); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	if items, ok := obj["prefixItems"].([]any); ok {
-		for _, e := range items {
-			if err := child(e, patSeg{any: true}); err != nil {
-				return err
-			}
-		}
-	}
-	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
-		subs, _ := obj[kw].([]any)
-		for _, sub := range subs {
-			if err := w.walk(sub, pat, depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	for _, kw := range []string{"then", "else"} {
-		if err := w.walk(obj[kw], pat, depth+1); err != nil {
+		if err := w.walk(doc, sub.node, loc+sub.at, next, depth+1); err != nil {
 			return err
 		}
 	}
-	if ds, ok := obj["dependentSchemas"].(map[string]any); ok {
-		for _, name := range sortedKeys(ds) {
-			if err := w.walk(ds[name], pat, depth+1); err != nil {
-				return err
-			}
+	return nil
+}
+
+// addWriteOnly records a writeOnly property once, however many ways lead to it.
+func (w *schemaWalker) addWriteOnly(pat []patSeg) {
+	var b strings.Builder
+	for _, s := range pat {
+		if s.any {
+			b.WriteString("/*")
+		} else {
+			b.WriteString("/=" + escapeToken(s.name))
 		}
 	}
-	return nil
+	if w.found[b.String()] {
+		return
+	}
+	w.found[b.String()] = true
+	w.part.writeOnly = append(w.part.writeOnly, append([]patSeg(nil), pat...))
 }
 
 // The defaults of x-capstan-generate.

@@ -1,12 +1,14 @@
 package values
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
@@ -313,4 +315,113 @@ func TestComposeRefusesWriteOnlyOutsideSecrets(t *testing.T) {
 			}
 		})
 	}
+}
+
+// patternStrings writes the writeOnly patterns of s as dotted paths, * for
+// any key or index, sorted.
+func patternStrings(s *Schema) []string {
+	var out []string
+	for _, p := range s.writeOnlyPatterns() {
+		segs := make([]string, 0, len(p))
+		for _, seg := range p {
+			if seg.any {
+				segs = append(segs, "*")
+			} else {
+				segs = append(segs, seg.name)
+			}
+		}
+		out = append(out, strings.Join(segs, "."))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestSchemaSiblingRefsEachFindTheirSecrets(t *testing.T) {
+	s, err := ParseSchema("db", []byte(`{
+		"$defs": {"cred": {"type": "object", "properties": {
+			"password": {"type": "string", "writeOnly": true},
+			"token": {"type": "string", "x-capstan-generate": {"length": 16}}}}},
+		"properties": {
+			"primary": {"$ref": "#/$defs/cred"},
+			"replica": {"$ref": "#/$defs/cred"},
+			"metrics": {"$ref": "#/$defs/cred"}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := patternStrings(s), []string{"metrics.password", "primary.password", "replica.password"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("writeOnly = %v, want %v", got, want)
+	}
+	var gen []string
+	for _, g := range s.Generated() {
+		gen = append(gen, dotted(g.Path))
+	}
+	sort.Strings(gen)
+	if want := []string{"metrics.token", "primary.token", "replica.token"}; !reflect.DeepEqual(gen, want) {
+		t.Errorf("generated = %v, want %v", gen, want)
+	}
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{replica: {password: plaintext}}`)})
+	if len(errs) != 1 || errs[0].Path != "/replica/password" || errs[0].Rule != "writeOnly" {
+		t.Errorf("errors = %+v, want one writeOnly error at /replica/password", errs)
+	}
+}
+
+// fanOutSchema is a schema whose refs branch wide levels deep: the root has
+// width properties each referring to $defs/l1, which has width properties each
+// referring to $defs/l2, and so on down to $defs/l<levels>. With leaf set, the
+// last level holds leaf as its one property.
+func fanOutSchema(width, levels int, leaf string) []byte {
+	props := func(next string) string {
+		var p []string
+		for i := 0; i < width; i++ {
+			p = append(p, fmt.Sprintf(`"p%d": {"$ref": "#/$defs/%s"}`, i, next))
+		}
+		return `{"type": "object", "properties": {` + strings.Join(p, ", ") + `}}`
+	}
+	var defs []string
+	for l := 1; l < levels; l++ {
+		defs = append(defs, fmt.Sprintf(`"l%d": %s`, l, props(fmt.Sprintf("l%d", l+1))))
+	}
+	last := `{"type": "object"}`
+	if leaf != "" {
+		last = `{"type": "object", "properties": {"s": ` + leaf + `}}`
+	}
+	defs = append(defs, fmt.Sprintf(`"l%d": %s`, levels, last))
+	root := props("l1")
+	return []byte(`{"$defs": {` + strings.Join(defs, ", ") + `}, ` + strings.TrimPrefix(root, "{"))
+}
+
+func TestSchemaWalkIsBoundedOnWideRefs(t *testing.T) {
+	// Ten levels of ten properties: 10^10 paths if every ref were expanded.
+	t.Run("no secret inputs: nothing to expand", func(t *testing.T) {
+		start := time.Now()
+		s, err := ParseSchema("wide", fanOutSchema(10, 10, ""), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := patternStrings(s); len(got) != 0 {
+			t.Errorf("writeOnly = %v, want none", got)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("ParseSchema took %v", d)
+		}
+	})
+	t.Run("a secret input at the bottom: refused", func(t *testing.T) {
+		start := time.Now()
+		_, err := ParseSchema("wide", fanOutSchema(10, 10, `{"writeOnly": true}`), nil)
+		if err == nil || !strings.Contains(err.Error(), "chart wide") || !strings.Contains(err.Error(), "more than") {
+			t.Fatalf("ParseSchema error = %v, want one that names the chart and the bound", err)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("ParseSchema took %v", d)
+		}
+	})
+	t.Run("a secret input under two levels: found", func(t *testing.T) {
+		s, err := ParseSchema("wide", fanOutSchema(10, 2, `{"writeOnly": true}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := patternStrings(s); len(got) != 100 || got[0] != "p0.p0.s" {
+			t.Errorf("writeOnly = %d patterns starting %v, want the 100 of p*.p*.s", len(got), got[:min(len(got), 1)])
+		}
+	})
 }
