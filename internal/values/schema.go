@@ -163,7 +163,7 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
 	}
 	p = &schemaPart{chart: chartName, prefix: prefix, compiled: compiled}
-	w := newSchemaWalker(p, raw)
+	w := newSchemaWalker(p, raw, files)
 	if err := w.run(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -171,7 +171,8 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 }
 
 // schemaWalker finds the writeOnly and x-capstan-generate properties of a
-// schema, following properties, items, combinators and local $refs.
+// schema, following properties, items, combinators and $refs, within the
+// schema and to the chart's other files, as the validator follows them.
 //
 // It works in two passes. index visits every schema the root reaches once,
 // and marks those from which a writeOnly or x-capstan-generate property can
@@ -180,8 +181,11 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 // definition gets its own secret inputs, and the schemas that hold none are
 // never expanded.
 type schemaWalker struct {
-	part *schemaPart
-	root *schemaDoc
+	part  *schemaPart
+	root  *schemaDoc
+	files map[string][]byte
+	// docs holds the schema documents read so far, by their path in the chart.
+	docs map[string]*schemaDoc
 
 	// indexed holds the location of every schema index visited; parents
 	// lists, by location, the schemas that hold or refer to it.
@@ -199,16 +203,20 @@ type schemaWalker struct {
 	found  map[string]bool
 }
 
-// schemaDoc is one JSON document of a schema.
+// schemaDoc is one JSON document of a schema: values.schema.json, or a file
+// of the chart that a $ref names.
 type schemaDoc struct {
-	name string
+	name string // its path in the chart
 	root any
 }
 
-func newSchemaWalker(p *schemaPart, raw any) *schemaWalker {
+func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWalker {
+	root := &schemaDoc{name: path.Base(schemaURL), root: raw}
 	return &schemaWalker{
 		part:    p,
-		root:    &schemaDoc{name: path.Base(schemaURL), root: raw},
+		root:    root,
+		files:   files,
+		docs:    map[string]*schemaDoc{root.name: root},
 		indexed: map[string]bool{},
 		parents: map[string][]string{},
 		live:    map[string]bool{},
@@ -298,23 +306,74 @@ func escapeToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// resolve finds the schema a $ref of doc names, and its location. ok is
-// false for a reference the walk does not follow.
+// resolve finds the schema a $ref of doc names, and its location: within
+// doc, or in another file of the chart, resolved against doc's path as the
+// compiler resolves it. ok is false for a reference to an anchor, which the
+// walk does not follow.
 func (w *schemaWalker) resolve(doc *schemaDoc, ref string) (target any, tdoc *schemaDoc, loc string, ok bool, err error) {
-	if !strings.HasPrefix(ref, "#/") {
+	tdoc, frag := doc, ""
+	if strings.HasPrefix(ref, "#") {
+		frag = ref[1:]
+		if unescaped, err := url.PathUnescape(frag); err == nil {
+			frag = unescaped
+		}
+	} else {
+		u, err := url.Parse(ref)
+		if err != nil {
+			return nil, nil, "", false, fmt.Errorf("the $ref %q in %s is not a URL", ref, doc.name)
+		}
+		if u.Host != "" || (u.Scheme != "" && u.Scheme != "file") {
+			return nil, nil, "", false, fmt.Errorf("the $ref %q in %s is outside the chart", ref, doc.name)
+		}
+		if u.Path != "" {
+			if tdoc, err = w.document(doc, ref, u.Path); err != nil {
+				return nil, nil, "", false, err
+			}
+		}
+		frag = u.Fragment
+	}
+	if frag != "" && !strings.HasPrefix(frag, "/") {
 		return nil, nil, "", false, nil
 	}
-	segs := splitPointer(strings.TrimPrefix(ref, "#"))
-	target, ok = lookup(doc.root, segs)
+	segs := splitPointer(frag)
+	target, ok = lookup(tdoc.root, segs)
 	if !ok {
 		return nil, nil, "", false, nil
 	}
 	var b strings.Builder
-	b.WriteString(doc.name + "#")
+	b.WriteString(tdoc.name + "#")
 	for _, s := range segs {
 		b.WriteString("/" + escapeToken(s))
 	}
-	return target, doc, b.String(), true, nil
+	return target, tdoc, b.String(), true, nil
+}
+
+// document reads the file of the chart at p, a $ref's path in doc. A path
+// that climbs out of the chart is refused, though the compiler would read
+// it as a file of the chart: a file URL cannot climb above its root.
+func (w *schemaWalker) document(doc *schemaDoc, ref, p string) (*schemaDoc, error) {
+	dir := path.Dir(doc.name)
+	if strings.HasPrefix(p, "/") {
+		dir = "."
+	}
+	name := path.Join(dir, strings.TrimPrefix(p, "/"))
+	if name == ".." || strings.HasPrefix(name, "../") {
+		return nil, fmt.Errorf("the $ref %q in %s names a file outside the chart; refer to the chart's own files by their path in it", ref, doc.name)
+	}
+	if d, ok := w.docs[name]; ok {
+		return d, nil
+	}
+	data, ok := w.files[name]
+	if !ok {
+		return nil, fmt.Errorf("the chart has no file %q for the $ref %q in %s", name, ref, doc.name)
+	}
+	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("the file %s that the $ref %q in %s names is not JSON: %w", name, ref, doc.name, err)
+	}
+	d := &schemaDoc{name: name, root: raw}
+	w.docs[name] = d
+	return d, nil
 }
 
 // marks reports whether a schema is a writeOnly or x-capstan-generate property.

@@ -425,3 +425,46 @@ func TestSchemaWalkIsBoundedOnWideRefs(t *testing.T) {
 		}
 	})
 }
+
+func TestSchemaFindsSecretInputsInChartFiles(t *testing.T) {
+	files := map[string][]byte{
+		"schemas/auth.json": []byte(`{"type": "object", "properties": {
+			"user": {"type": "string"},
+			"password": {"$ref": "common.json#/$defs/secret"},
+			"token": {"$ref": "#/$defs/token"}},
+			"$defs": {"token": {"type": "string", "x-capstan-generate": {"length": 20}}}}`),
+		"schemas/common.json": []byte(`{"$defs": {"secret": {"type": "string", "writeOnly": true}}}`),
+	}
+	s, err := ParseSchema("demo", []byte(`{"properties": {
+		"auth": {"$ref": "schemas/auth.json"},
+		"backup": {"$ref": "schemas/auth.json#"}}}`), files)
+	if err != nil {
+		t.Fatalf("ParseSchema: %v", err)
+	}
+	if got, want := patternStrings(s), []string{"auth.password", "backup.password"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("writeOnly = %v, want %v", got, want)
+	}
+	var gen []string
+	for _, g := range s.Generated() {
+		gen = append(gen, fmt.Sprintf("%s %d", dotted(g.Path), g.Length))
+	}
+	sort.Strings(gen)
+	if want := []string{"auth.token 20", "backup.token 20"}; !reflect.DeepEqual(gen, want) {
+		t.Errorf("generated = %v, want %v", gen, want)
+	}
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{auth: {user: app, password: plaintext}}`)})
+	if len(errs) != 1 || errs[0].Path != "/auth/password" || errs[0].Rule != "writeOnly" {
+		t.Errorf("errors = %+v, want one writeOnly error at /auth/password", errs)
+	}
+}
+
+func TestSchemaRefusesARefThatClimbsOutOfTheChart(t *testing.T) {
+	// The compiler reads "../schemas/auth.json" as the chart's own
+	// schemas/auth.json, since a file URL cannot climb above its root; a
+	// path that climbs out of the chart is refused all the same.
+	files := map[string][]byte{"schemas/auth.json": []byte(`{"properties": {"password": {"writeOnly": true}}}`)}
+	_, err := ParseSchema("demo", []byte(`{"properties": {"auth": {"$ref": "../schemas/auth.json"}}}`), files)
+	if err == nil || !strings.Contains(err.Error(), "outside the chart") || !strings.Contains(err.Error(), "chart demo") {
+		t.Fatalf("ParseSchema error = %v, want one that says the $ref leaves the chart, naming it", err)
+	}
+}
