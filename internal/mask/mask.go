@@ -26,11 +26,16 @@ const Hidden = "(hidden)"
 
 // Mask hides a fixed set of values in text. A nil Mask hides nothing.
 type Mask struct {
-	r *strings.Replacer
+	// byPrefix lists the values by their first two bytes, the longest first.
+	byPrefix map[uint16][]string
+	// prefixes has a bit set for the first two bytes of each value, so that
+	// a search passes most of a text by a bit test.
+	prefixes []uint64
 }
 
-// New hides values, the longest first, so that a value that holds another
-// is hidden whole. Each value is searched for as it is and in the forms a
+// New hides values wherever they occur, each whole: where values overlap
+// (the end of one is the start of another) or follow one another, the text
+// they cover together is hidden at once, so no part of either shows. Each value is searched for as it is and in the forms a
 // message quotes it in: Go's %q and JSON escape quotes, backslashes and
 // control characters (the API server quotes an invalid value with %q),
 // each line of a value of several lines (a key in PEM) may show alone,
@@ -72,12 +77,18 @@ func New(secrets []string) *Mask {
 		return nil
 	}
 	slices.SortFunc(keep, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
-	keep = slices.Compact(keep)
-	pairs := make([]string, 0, 2*len(keep))
-	for _, v := range keep {
-		pairs = append(pairs, v, Hidden)
+	m := &Mask{byPrefix: map[uint16][]string{}, prefixes: make([]uint64, 1<<16/64)}
+	for _, v := range slices.Compact(keep) {
+		p := prefix(v)
+		m.byPrefix[p] = append(m.byPrefix[p], v)
+		m.prefixes[p/64] |= 1 << (p % 64)
 	}
-	return &Mask{r: strings.NewReplacer(pairs...)}
+	return m
+}
+
+// prefix is the first two bytes of s, which holds at least two.
+func prefix(s string) uint16 {
+	return uint16(s[0])<<8 | uint16(s[1])
 }
 
 // encodings are the base64 forms a value is hidden in.
@@ -92,16 +103,56 @@ func (m *Mask) String(text string) string {
 	}
 	hashes := planHash.FindAllStringIndex(text, -1)
 	if hashes == nil {
-		return m.r.Replace(text)
+		return m.hide(text)
 	}
 	var b strings.Builder
 	last := 0
 	for _, h := range hashes {
-		b.WriteString(m.r.Replace(text[last:h[0]]))
+		b.WriteString(m.hide(text[last:h[0]]))
 		b.WriteString(text[h[0]:h[1]])
 		last = h[1]
 	}
-	b.WriteString(m.r.Replace(text[last:]))
+	b.WriteString(m.hide(text[last:]))
+	return b.String()
+}
+
+// hide replaces each stretch of text that values cover with Hidden. It looks
+// for the longest value at every position, inside a value found before
+// included, and hides the values that overlap or touch as one: a
+// leftmost-first replacement would hide the first of two overlapping values
+// and show the rest of the second.
+func (m *Mask) hide(text string) string {
+	var b strings.Builder
+	last, start, end := 0, -1, -1
+	for i := 0; i+1 < len(text); i++ {
+		p := prefix(text[i:])
+		if m.prefixes[p/64]&(1<<(p%64)) == 0 {
+			continue
+		}
+		for _, v := range m.byPrefix[p] {
+			if !strings.HasPrefix(text[i:], v) {
+				continue
+			}
+			if i > end {
+				if start >= 0 {
+					b.WriteString(text[last:start])
+					b.WriteString(Hidden)
+					last = end
+				} else {
+					b.Grow(len(text))
+				}
+				start = i
+			}
+			end = max(end, i+len(v))
+			break
+		}
+	}
+	if start < 0 {
+		return text
+	}
+	b.WriteString(text[last:start])
+	b.WriteString(Hidden)
+	b.WriteString(text[end:])
 	return b.String()
 }
 

@@ -77,3 +77,20 @@ func TestHidesBase64OfAValueAlone(t *testing.T) {
 		}
 	}
 }
+
+// TestHidesOverlappingValuesWhole: where two values overlap in a text, or
+// one follows the other, neither shows in part.
+func TestHidesOverlappingValuesWhole(t *testing.T) {
+	m := New([]string{"1234wxyz", "wxyz-s3cret-long", "abab"})
+	for _, tc := range []struct{ text, want string }{
+		{"token=1234wxyz-s3cret-long.", "token=(hidden)."},
+		{"token=wxyz-s3cret-long1234wxyz", "token=(hidden)"},
+		{"a 1234wxyz and a wxyz-s3cret-long", "a (hidden) and a (hidden)"},
+		{"ababab", "(hidden)"},
+	} {
+		got := m.String(tc.text)
+		if got != tc.want || strings.Contains(got, "s3cret") {
+			t.Errorf("String(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}

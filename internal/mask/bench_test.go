@@ -1,0 +1,42 @@
+package mask
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// benchMask is a mask over 20 values, as an add-on with a few secret inputs,
+// generated values and a values Secret of several keys has.
+func benchMask() *Mask {
+	var secrets []string
+	for i := 0; i < 20; i++ {
+		secrets = append(secrets, fmt.Sprintf("s3cret-value-%02d-%s", i, strings.Repeat("x", i)))
+	}
+	return New(secrets)
+}
+
+func BenchmarkString(b *testing.B) {
+	m := benchMask()
+	message := "Deployment.apps \"web\" is invalid: spec.template.spec.containers[0].env[3].value: Invalid value: \"abc\": must be no more than 63 characters"
+	var diff strings.Builder
+	for diff.Len() < 16<<10 {
+		diff.WriteString("-  replicas: 2\n+  replicas: 3\n   image: registry.example.com/team/web:1.2.3\n")
+	}
+	tests := []struct{ name, text string }{
+		{"message", message},
+		{"message with a value", message + " s3cret-value-07-xxxxxxx"},
+		{"diff 16KiB", diff.String()},
+		{"diff 16KiB with values", diff.String() + "s3cret-value-03-xxx s3cret-value-19-" + strings.Repeat("x", 19)},
+		// Every value starts with the text's one word: the most each byte costs.
+		{"16KiB of the values' common start", strings.Repeat("s3cret-value-", 16<<10/13)},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(tt.text)))
+			for b.Loop() {
+				m.String(tt.text)
+			}
+		})
+	}
+}
