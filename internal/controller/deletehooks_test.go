@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -272,4 +274,106 @@ func TestDeleteHooksUseNoObjectTheAddonDoesNotOwn(t *testing.T) {
 			})
 		})
 	}
+}
+
+// backupHookChart is a chart with a ConfigMap and a pre-delete Job hook
+// that backs it up; its values name what the ConfigMap says.
+var backupHookChart = map[string]string{
+	"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {greeting: {{ .Values.greeting | quote }}}\n",
+	"templates/backup.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: backup
+  annotations:
+    helm.sh/hook: pre-delete
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      containers:
+        - name: backup
+          image: registry.example/backup:1.0
+`,
+}
+
+// TestDeleteHooksSkippedWhenTheirNamespaceIsGone deletes the namespaces of
+// add-ons whose charts have a pre-delete Job, in the two ways it happens.
+//
+// A tenant's namespace deleted with its restricted Addon in it (kubectl
+// delete ns): the API server refuses the hook's Job there, and the
+// namespace controller deletes the add-on's objects anyway, so the
+// uninstall goes on without the hook, and the Addon and then the
+// namespace go. Before, the refused Job stopped the uninstall for good,
+// and Capstan's finalizer held the namespace Terminating for ever.
+//
+// A cluster add-on with createNamespace whose target namespace was
+// deleted by hand: the uninstall runs no hook and does not make the
+// namespace again, which it would then leave behind, and a
+// DeleteHooksRefused event says why. Before, the hook made it again.
+func TestDeleteHooksSkippedWhenTheirNamespaceIsGone(t *testing.T) {
+	ctx := context.Background()
+	url, _ := charts.publish(t, chart{name: "backuphook", version: "1.0.0", files: backupHookChart})
+	namespaceGone := func(ns string) bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}))
+	}
+
+	t.Run("tenant-namespace-deleted", func(t *testing.T) {
+		ns := newNamespace(t)
+		rec := recordEvents(t, ns)
+		a := create(t, newAddon(ns, "tenant", url, withValues("greeting: hello")))
+		if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+			t.Fatalf("profile %s, want restricted", got.Status.Profile)
+		}
+		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 90*time.Second, "the Addon to go with its namespace", func() bool {
+			return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+		})
+		if n := rec.count("Job/backup", watch.Added); n != 0 {
+			t.Errorf("the pre-delete Job was created %d times in a namespace being deleted", n)
+		}
+		if !strings.Contains(logSink.String(), "the namespace "+ns+" is being deleted") {
+			t.Error("the controller's log does not say why the delete hooks were not run")
+		}
+		if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(context.Context) (bool, error) {
+			return namespaceGone(ns), nil
+		}); err != nil {
+			var live corev1.Namespace
+			if err := admin.Get(ctx, client.ObjectKey{Name: ns}, &live); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range live.Status.Conditions {
+				if strings.Contains(c.Message, capstanv1.Finalizer) {
+					t.Errorf("the namespace is held by Capstan's finalizer: %s: %s", c.Type, c.Message)
+				}
+			}
+			t.Logf("the namespace is still Terminating, held by something else: %+v", live.Status.Conditions)
+		}
+	})
+
+	t.Run("target-namespace-deleted-by-hand", func(t *testing.T) {
+		ns := "gone-target-" + fmt.Sprint(time.Now().UnixNano()%100000)
+		a := create(t, newAddon(controllerNS, ns, url, withTarget(ns), withValues("greeting: hello"), withSpec(func(s *capstanv1.AddonSpec) {
+			s.CreateNamespace = true
+			s.DeletionPolicy = capstanv1.DeletionDelete
+		})))
+		waitPhase(t, a, capstanv1.PhaseSynced)
+		// Suspended, so that no sync makes the namespace again before the
+		// Addon is deleted.
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Suspend = true })
+		waitPhase(t, a, capstanv1.PhaseSuspended)
+		if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 90*time.Second, "the target namespace to go", func() bool { return namespaceGone(ns) })
+		deleteAddon(t, a)
+		if !namespaceGone(ns) {
+			t.Errorf("the uninstall made the namespace %s again for its pre-delete hook, and left it behind", ns)
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused event that names the namespace", func() bool {
+			return strings.Contains(addonEvent(t, a, "DeleteHooksRefused"), "the namespace "+ns+" does not exist")
+		})
+	})
 }

@@ -27,7 +27,8 @@ import (
 //
 // Orphan leaves everything running; restricted objects lose their owner
 // reference first, so the garbage collector does not delete them. Delete
-// runs the pre-delete hooks (a failure stops the uninstall), deletes the
+// runs the pre-delete hooks (a failure stops the uninstall; none runs in a
+// namespace missing or being deleted, deleteHooks), deletes the
 // inventory except the never-delete kinds, and runs the post-delete hooks.
 // Either way the values Secrets and ConfigMaps of a restricted add-on are deleted, or
 // handed back when the removal keeps values.
@@ -312,6 +313,11 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // rendered for a delete hook that uses it (guard.CheckWithout). A read of
 // the live objects that failed (ownership-unknown), and no other rule
 // broken, is retried.
+//
+// Nor does a delete hook run when the namespace of one of them does not
+// exist or is being deleted, as when a tenant's namespace is deleted with
+// its Addon in it (goneHookNamespace): the uninstall goes on without them,
+// with the same event.
 func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	if neverApplied(s.addon) {
 		s.hooks = nil
@@ -363,7 +369,11 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 	}
 	refused := refusedDeleteHooks(s.addon, s.hooks, violations)
 	if len(refused) == 0 {
-		return nil
+		why, err := goneHookNamespace(ctx, s)
+		if why != "" {
+			r.dropDeleteHooks(ctx, s, why)
+		}
+		return err
 	}
 	if !slices.ContainsFunc(refused, func(v capstanv1.Violation) bool { return v.Rule != guard.RuleOwnershipUnknown }) {
 		// NOTE: a read that failed says nothing of the hook; the
@@ -372,10 +382,55 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		return fmt.Errorf("reading the live objects of the delete hooks failed, so the guardrails could not judge them; the uninstall tries again: %s: %s",
 			refused[0].Object.Describe(), refused[0].Message)
 	}
+	r.dropDeleteHooks(ctx, s, "they break the guardrails: "+describeViolations(refused))
+	return nil
+}
+
+// goneHookNamespace reads the namespace of each delete hook still to run,
+// and names the first one that does not exist or is being deleted: "the
+// namespace NAME is being deleted", or "".
+//
+// NOTE: a delete hook cannot run in a namespace that is going away: the
+// API server refuses any object there, and the namespace controller deletes
+// the add-on's objects whatever the uninstall does. Waiting for the hooks
+// would hold the Addon's finalizer, and with it the namespace, for ever.
+// Nor is a missing namespace made for them: a Namespace is never deleted
+// by an uninstall, so the one made would be left behind.
+func goneHookNamespace(ctx context.Context, s *scope) (string, error) {
+	if postDeleteDone(s.addon) {
+		return "", nil
+	}
+	var ahead []render.Hook
+	if !preDeleteDone(s.addon) {
+		ahead = hooks.Select(s.hooks, "pre-delete")
+	}
+	ahead = append(ahead, hooks.Select(s.hooks, "post-delete")...)
+	read := map[string]bool{}
+	for _, h := range ahead {
+		ns := h.Object.GetNamespace()
+		if ns == "" || read[ns] {
+			continue
+		}
+		read[ns] = true
+		live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns})
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("reading the namespace %s of the delete hooks failed, so the uninstall tries again: %w", ns, err)
+		case live == nil:
+			return "the namespace " + ns + " does not exist", nil
+		case live.GetDeletionTimestamp() != nil:
+			return "the namespace " + ns + " is being deleted", nil
+		}
+	}
+	return "", nil
+}
+
+// dropDeleteHooks takes the delete events out of the render's hooks, and
+// says why (refuseDeleteHooks): the uninstall goes on without them.
+func (r *AddonReconciler) dropDeleteHooks(ctx context.Context, s *scope, why string) {
 	ahead := deleteHooksAhead(s.addon, s.hooks, false)
 	s.hooks = withoutDeleteEvents(s.hooks)
-	r.refuseDeleteHooks(ctx, s, "they break the guardrails: "+describeViolations(refused), ahead)
-	return nil
+	r.refuseDeleteHooks(ctx, s, why, ahead)
 }
 
 // refuseDeleteHooks records why the uninstall runs no delete hook, for the
