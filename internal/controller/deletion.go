@@ -239,7 +239,13 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 					// clean-up, which the next look finishes.
 					return err
 				}
-				return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+				if why, gone := hooks.NamespaceGone(err); gone {
+					// NOTE: the namespace went after deleteHooks read it:
+					// the stage is over without the hooks (recorded below).
+					r.dropDeleteHooks(ctx, s, why)
+				} else {
+					return terminal{fmt.Errorf("the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook, or remove the %s annotation and set spec.deletionPolicy: Orphan to keep the software: %w", capstanv1.UninstallAnnotation, err)}
+				}
 			}
 			if !s.hasHooks("pre-delete") {
 				// No pre-delete hook ran: the stage is over all the same.
@@ -279,6 +285,12 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	if err := r.runEvent(ctx, s, "post-delete", retry, r.recordPost(s, "post-delete")); err != nil {
 		if hooks.IsRunning(err) || unrecorded(err) || postDeleteDone(s.addon) {
 			return err
+		}
+		if why, gone := hooks.NamespaceGone(err); gone {
+			// NOTE: everything else is deleted, and the hooks left can
+			// never run there.
+			r.dropDeleteHooks(ctx, s, why)
+			return nil
 		}
 		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
 	}

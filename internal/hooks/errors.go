@@ -61,6 +61,14 @@ const ReasonDeleted = "Deleted"
 // object its hook-succeeded policy could not delete.
 const ReasonDeleteFailed = "DeleteFailed"
 
+// ReasonNamespaceGone is the Reason of a pre-delete or post-delete hook
+// whose namespace does not exist or is being deleted. A delete hook is
+// never given a namespace of its own making, and the API server refuses
+// any object in a namespace being deleted, so waiting cannot help: the
+// controller goes on with the uninstall without its delete hooks
+// (NamespaceGone).
+const ReasonNamespaceGone = "NamespaceGone"
+
 func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s hook %s (weight %d", e.Event, e.Hook.Describe(), e.Weight)
@@ -75,7 +83,7 @@ func (e *Error) Error() string {
 			b.WriteString(" (" + e.Message + ")")
 		}
 		b.WriteString("; make the hook finish sooner or raise spec.hookTimeout. ")
-	case ReasonCreateFailed:
+	case ReasonCreateFailed, ReasonNamespaceGone:
 		b.WriteString("could not be run: " + e.Message + ". ")
 	case ReasonDeleteFailed:
 		fmt.Fprintf(&b, "succeeded, but deleting it (policy %s) failed: %s. ", HookSucceeded, e.Message)
@@ -120,6 +128,26 @@ func IsHookError(err error) bool {
 	var he *Error
 	return errors.As(err, &he)
 }
+
+// NamespaceGone reports whether err is, or wraps, a delete hook that was
+// not run because its namespace does not exist or is being deleted, and
+// says which (ReasonNamespaceGone).
+func NamespaceGone(err error) (string, bool) {
+	var he *Error
+	if !errors.As(err, &he) || he.Reason != ReasonNamespaceGone {
+		return "", false
+	}
+	return he.Message, true
+}
+
+// namespaceGone says that the namespace of a delete hook does not exist
+// or is being deleted: "the namespace NAME is being deleted".
+type namespaceGone string
+
+func (e namespaceGone) Error() string { return string(e) }
+
+// deleteEvent reports whether event is one of an uninstall.
+func deleteEvent(event string) bool { return event == "pre-delete" || event == "post-delete" }
 
 // Running is what Run returns when a Job or Pod hook still runs after
 // Request.Yield: the hook is left running, and nothing of the run is

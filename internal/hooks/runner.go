@@ -67,7 +67,8 @@ const DefaultDeleteWait = 30 * time.Second
 //  2. it makes sure the hook's namespace exists, creating the target
 //     namespace when the Addon asks for it (the controller applies it
 //     before pre-install hooks, but not before pre-upgrade ones, and
-//     someone may have deleted it since);
+//     someone may have deleted it since), but never for a delete hook,
+//     whose namespace missing or being deleted is a ReasonNamespaceGone;
 //  3. with before-hook-creation (the default), it deletes the hook's object
 //     from an earlier run and waits until it is gone;
 //  4. it applies the hook by server-side apply, and waits until a Job is
@@ -359,7 +360,10 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *unstructured.Unstructured, timeout time.Duration, checked map[string]bool, fail func(reason, msg string, err error) *Error) (existed bool, keptBy string, err error) {
 	ref := capstanv1.RefOf(obj)
 	if ns := obj.GetNamespace(); ns != "" && !checked[ns] {
-		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns); err != nil {
+		if err := ensureNamespace(ctx, req.Applier, req.Addon, ns, deleteEvent(req.Event)); err != nil {
+			if gone := namespaceGone(""); errors.As(err, &gone) {
+				return false, "", fail(ReasonNamespaceGone, gone.Error(), err)
+			}
 			return false, "", fail(ReasonCreateFailed, err.Error(), err)
 		}
 		checked[ns] = true
@@ -387,6 +391,10 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 			"kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "policy", BeforeHookCreation, "keptBy", keptBy)
 	}
 	if err := req.Applier.Apply(ctx, obj); err != nil {
+		if deleteEvent(req.Event) && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+			// NOTE: the namespace's deletion began after it was read.
+			return existed, keptBy, fail(ReasonNamespaceGone, "the namespace "+ref.Namespace+" is being deleted", err)
+		}
 		msg := "the API server refused it: " + err.Error()
 		if apimeta.IsNoMatchError(err) {
 			msg = fmt.Sprintf("the cluster does not serve %s %s; a hook's kind must exist before the hook runs", ref.APIVersion, ref.Kind)
@@ -747,16 +755,27 @@ const keptByKind = "its kind, which Capstan never deletes"
 
 // ensureNamespace makes sure a hook's namespace exists. The controller
 // applies the target namespace before pre-install hooks; before pre-upgrade
-// and delete hooks it may be gone, so the target namespace of an Addon with
+// hooks it may be gone, so the target namespace of an Addon with
 // createNamespace is created here, with Capstan's labels and field manager,
 // exactly as the controller would apply it.
-func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Addon, name string) error {
+//
+// A delete hook's namespace (deleting) is never created, and one being
+// deleted is no place for it: a namespaceGone says which. A Namespace
+// is never deleted by an uninstall, so one made for its hooks would be
+// left behind, and the API server refuses any object in a namespace being
+// deleted.
+func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Addon, name string, deleting bool) error {
 	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: name}
 	live, err := a.Get(ctx, ref)
 	if err != nil {
 		return fmt.Errorf("reading the hook's namespace %s: %w", name, err)
 	}
-	if live != nil {
+	switch {
+	case deleting && live == nil:
+		return namespaceGone("the namespace " + name + " does not exist")
+	case deleting && live.GetDeletionTimestamp() != nil:
+		return namespaceGone("the namespace " + name + " is being deleted")
+	case live != nil:
 		return nil
 	}
 	target := addon.Namespace
