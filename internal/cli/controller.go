@@ -142,29 +142,9 @@ func newControllerCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctrl.SetLogger(zap.New(zap.UseDevMode(false)))
 			silenceHelmLog()
-			if err := checkNotifySecrets(o.notifySecrets); err != nil {
+			if err := o.prepare(); err != nil {
 				return err
 			}
-			if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
-				return err
-			}
-			if err := checkTenantShare(o.config.MaxConcurrentPerTenant); err != nil {
-				return err
-			}
-			if err := checkLeaseName(o.leaderElectID); err != nil {
-				return err
-			}
-			if err := checkSourceLimits(o.sourceLimits); err != nil {
-				return err
-			}
-			if err := checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
-				return err
-			}
-			budget, err := gitMemoryBudget(o.gitBudget)
-			if err != nil {
-				return err
-			}
-			source.SetProcessGitBudget(budget)
 			cfg, err := restConfig(kubeConfig(o.kubeconfig, ""), o.kubeconfig)
 			if err != nil {
 				return err
@@ -174,6 +154,39 @@ func newControllerCommand() *cobra.Command {
 	}
 	o.addFlags(cmd.Flags())
 	return cmd
+}
+
+// prepare refuses the flags that the controller would read as something
+// else, and sets the process's git memory budget from --git-memory-budget.
+// `capstan controller` and `capstan dev` both call it before they start
+// anything: dev takes the same flags, and without it `make dev
+// DEV_ARGS=--prune-approval-threshold=0` would run with the default share
+// and --git-memory-budget would go unread.
+func (o *controllerOptions) prepare() error {
+	if err := checkNotifySecrets(o.notifySecrets); err != nil {
+		return err
+	}
+	if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
+		return err
+	}
+	if err := checkTenantShare(o.config.MaxConcurrentPerTenant); err != nil {
+		return err
+	}
+	if err := checkLeaseName(o.leaderElectID); err != nil {
+		return err
+	}
+	if err := checkSourceLimits(o.sourceLimits); err != nil {
+		return err
+	}
+	if err := checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
+		return err
+	}
+	budget, err := gitMemoryBudget(o.gitBudget)
+	if err != nil {
+		return err
+	}
+	source.SetProcessGitBudget(budget)
+	return nil
 }
 
 // kubeConfig is the kubeconfig every command talks to a cluster with,

@@ -73,6 +73,9 @@ service account. Ctrl-C stops everything and leaves nothing running.`,
 func runDev(ctx context.Context, binDir string, keep bool, o *controllerOptions) error {
 	ctrl.SetLogger(zap.New(zap.UseDevMode(true)))
 	silenceHelmLog()
+	if err := o.prepare(); err != nil {
+		return err
+	}
 	if err := checkDevAddresses(o); err != nil {
 		return err
 	}

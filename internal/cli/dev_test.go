@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"errors"
+	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,4 +44,44 @@ func TestDevHasNoControllerFlagsItIgnores(t *testing.T) {
 	if cmd.Flags().Lookup("trusted-namespaces") == nil {
 		t.Error("capstan dev lost the controller's other flags")
 	}
+}
+
+// TestDevRefusesControllerFlagsBeforeStarting: capstan dev takes the
+// controller's flags, so it refuses the values the controller refuses,
+// before it starts the control plane. The --bin-dir holds no binaries:
+// a run that got past the flags would end in testcluster's "run make
+// bin" error instead, as the last case shows.
+func TestDevRefusesControllerFlagsBeforeStarting(t *testing.T) {
+	for _, c := range []struct {
+		flag, want string
+	}{
+		{"--prune-approval-threshold=0", "--prune-approval-threshold 0 is not a share of the inventory"},
+		{"--max-objects-per-addon=0", "--max-objects-per-addon 0: give a positive number of objects"},
+		{"--git-memory-budget=16Mi", "below 32Mi, too little to fetch a repository"},
+		{"--leader-election-id=Not_A_Lease", "is not a Lease's name"},
+	} {
+		err := runDevCommand(t, c.flag)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("capstan dev %s: %v; want an error saying %q", c.flag, err, c.want)
+		}
+		if errors.Is(err, testcluster.ErrBinariesMissing) {
+			t.Errorf("capstan dev %s went on to start the control plane", c.flag)
+		}
+	}
+	if err := runDevCommand(t, "--prune-approval-threshold=0.001"); !errors.Is(err, testcluster.ErrBinariesMissing) {
+		t.Errorf("capstan dev with flags it takes: %v; want the missing binaries of --bin-dir", err)
+	}
+}
+
+// runDevCommand runs capstan dev with args, a --bin-dir that does not
+// exist and no address to listen on.
+func runDevCommand(t *testing.T, args ...string) error {
+	t.Helper()
+	cmd := newDevCommand()
+	cmd.SetArgs(append([]string{"--bin-dir=" + filepath.Join(t.TempDir(), "no-bin"),
+		"--http-bind-address=0", "--metrics-bind-address=0", "--health-probe-bind-address=0"}, args...))
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SilenceUsage = true
+	return cmd.ExecuteContext(t.Context())
 }
