@@ -121,6 +121,21 @@ func TestLeaseNameIgnoresTheSelector(t *testing.T) {
 	}
 }
 
+// TestManagerReleasesItsLeaseOnStop: a leader that stops gives its Lease
+// up, so that a standby leads, and the capstan Service has a Pod to send
+// the API and git webhooks to, without waiting for the Lease to expire
+// (TestLeaderLabelsItsPod in test/shards measures the hand-over).
+func TestManagerReleasesItsLeaseOnStop(t *testing.T) {
+	o := parseControllerFlags(t, "--leader-elect")
+	s, err := shardOptions(o.watchSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !managerOptions(o, s).LeaderElectionReleaseOnCancel {
+		t.Error("the manager keeps its Lease when it stops; a standby waits for it to expire")
+	}
+}
+
 // TestReadyWhenHealthy: /readyz says whether the replica is healthy, so a
 // standby is ready as the leader is (it can take over), and `helm install
 // --wait` and `kubectl rollout status` end with two replicas; the Service

@@ -25,7 +25,8 @@ import (
 // restart of its container, is Ready as a standby (before, /readyz refused
 // every standby while the API was on, and it never started), and its Pod's
 // label is gone by then. Once the first stops, the second takes the Lease
-// and labels its own Pod, which the API's Service selects.
+// and labels its own Pod, which the API's Service selects, within
+// maxHandOver: the first gives its Lease up as it stops.
 func TestLeaderLabelsItsPod(t *testing.T) {
 	f := setup(t)
 	ctx := t.Context()
@@ -81,6 +82,16 @@ func TestLeaderLabelsItsPod(t *testing.T) {
 	if !leader(pods[0]) {
 		t.Errorf("the leader's Pod lost its label when a standby started")
 	}
+	// SIGTERM, as a rollout or a drain sends: the leader gives its Lease
+	// up as it stops, and the standby labels its Pod without waiting for
+	// the Lease to expire.
+	stopped := time.Now()
 	first.Stop()
 	waitLeader(pods[1], maxTakeover+10*time.Second)
+	handOver := time.Since(stopped)
+	t.Logf("the standby labelled its Pod %s after the leader was sent SIGTERM (lease %s)", handOver.Round(100*time.Millisecond), leaseDuration)
+	if handOver > maxHandOver {
+		t.Errorf("the hand-over after SIGTERM took %s; want within %s, well within the lease of %s: the leader gives its Lease up as it stops",
+			handOver, maxHandOver, leaseDuration)
+	}
 }

@@ -23,10 +23,16 @@ import (
 // the Lease up to maxTakeover after the leader dies: one look to see the
 // last renewal, the lease, one look to find it expired, and 2 s for the
 // requests on a loaded machine.
+//
+// A leader stopped with SIGTERM gives the Lease up as it stops, so the
+// standby takes it at its next look instead: maxHandOver from the signal
+// is that look, the stop itself and the standby's label of its Pod,
+// about half the lease.
 const (
 	leaseDuration = 15 * time.Second
 	longestLook   = 2 * time.Second * 22 / 10
 	maxTakeover   = longestLook + leaseDuration + longestLook + 2*time.Second
+	maxHandOver   = 8 * time.Second
 )
 
 // TestLeaderElectionFailover runs two controllers with --leader-elect.
