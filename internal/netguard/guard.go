@@ -70,14 +70,25 @@ func IsRefused(err error) bool {
 	return errors.As(err, &r)
 }
 
-// metadataAddrs are the cloud metadata endpoints. They are refused even when an
-// allow-list entry covers them: nothing Capstan fetches lives there.
+// metadataAddrs are the cloud metadata and workload credential endpoints.
+// They are refused even when an allow-list entry covers them: nothing Capstan
+// fetches lives there, and they hand out the node's or the pod's cloud
+// credentials to whoever asks.
+// NOTE: the IPv6 ones are unique-local (fc00::/7), not link-local, so the
+// default policy would let them through (private addresses are refused only
+// with --fetch-deny-private), as would an allow-list entry of ::/0.
 var metadataAddrs = []netip.Addr{
 	netip.MustParseAddr("169.254.169.254"), // AWS, GCP, Azure, OpenStack and most others
 	netip.MustParseAddr("169.254.170.2"),   // AWS ECS task metadata
+	netip.MustParseAddr("169.254.170.23"),  // AWS EKS Pod Identity agent
 	netip.MustParseAddr("fd00:ec2::254"),   // AWS IPv6 metadata
+	netip.MustParseAddr("fd00:ec2::23"),    // AWS EKS Pod Identity agent, IPv6
+	netip.MustParseAddr("fd20:ce::254"),    // GCP IPv6 metadata
 	netip.MustParseAddr("100.100.100.200"), // Alibaba Cloud
 	netip.MustParseAddr("168.63.129.16"),   // Azure WireServer
+	netip.MustParseAddr("169.254.42.42"),   // Scaleway
+	netip.MustParseAddr("fd00:42::42"),     // Scaleway IPv6
+	netip.MustParseAddr("192.0.0.192"),     // Oracle Cloud Classic
 }
 
 var (
