@@ -184,6 +184,13 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 	}
 	data, err := r.secretKey(ctx, s, ref.SecretRef.Name, ref.Key, kubeConfigDefaultKey, "spec.kubeConfig")
 	if err != nil {
+		if classify(err) == classTerminal {
+			// The Secret, or its key, is gone: the kubeconfig is no
+			// more, and neither are the watches and credentials built
+			// from it. An admin who deletes it to cut Capstan off from
+			// a cluster gets that, not watches kept open there.
+			r.dropRemote(remoteKeyOf(s.addon))
+		}
 		return false, err
 	}
 	c, err := r.remoteCluster(addon, remoteKeyOf(s.addon), data)
@@ -243,7 +250,10 @@ func leavesInventory(s *scope, c *targetCluster) bool {
 // using it. That reconcile reads what the stopped watch cache last held, or
 // the API server for a kind it had not synced; the change of the Secret
 // queues that Addon again (valuesRefIndex), and its next look uses the new
-// cluster.
+// cluster. A changed kubeconfig that is refused, or cannot be built, stops
+// the cluster of the one it replaces all the same: whoever broke it may
+// mean to cut Capstan off from that cluster, whose watches and credentials
+// would otherwise live on.
 func (r *AddonReconciler) remoteCluster(addon types.NamespacedName, key remoteKey, kubeconfig []byte) (*targetCluster, error) {
 	sum := sha256.Sum256(kubeconfig)
 	hash := hex.EncodeToString(sum[:])
@@ -258,6 +268,24 @@ func (r *AddonReconciler) remoteCluster(addon types.NamespacedName, key remoteKe
 	if c := r.remotes.by[key]; c != nil && c.hash == hash {
 		return c, nil
 	}
+	c, err := r.buildRemote(kubeconfig)
+	if err != nil {
+		r.stopRemote(r.remotes.by[key])
+		delete(r.remotes.by, key)
+		return nil, err
+	}
+	c.hash = hash
+	r.stopRemote(r.remotes.by[key])
+	if r.remotes.by == nil {
+		r.remotes.by = map[remoteKey]*targetCluster{}
+	}
+	r.remotes.by[key] = c
+	return c, nil
+}
+
+// buildRemote checks a kubeconfig and builds the clients of the cluster it
+// names, through the remote clusters' egress guard.
+func (r *AddonReconciler) buildRemote(kubeconfig []byte) (*targetCluster, error) {
 	guard, err := netguard.New(r.Config.RemoteGuard)
 	if err != nil {
 		return nil, err
@@ -270,13 +298,18 @@ func (r *AddonReconciler) remoteCluster(addon types.NamespacedName, key remoteKe
 	if err != nil {
 		return nil, err
 	}
-	c.server, c.as, c.identity, c.endpoint, c.hash = cfg.Server, cfg.As, cfg.Identity(), cfg.Endpoint(), hash
-	r.stopRemote(r.remotes.by[key])
-	if r.remotes.by == nil {
-		r.remotes.by = map[remoteKey]*targetCluster{}
-	}
-	r.remotes.by[key] = c
+	c.server, c.as, c.identity, c.endpoint = cfg.Server, cfg.As, cfg.Identity(), cfg.Endpoint()
 	return c, nil
+}
+
+// dropRemote stops and forgets the cluster built from a kubeconfig that is
+// no more (its Secret or key deleted). The Addons that name it still use
+// it: it is built anew once it is back.
+func (r *AddonReconciler) dropRemote(key remoteKey) {
+	r.remotes.mu.Lock()
+	defer r.remotes.mu.Unlock()
+	r.stopRemote(r.remotes.by[key])
+	delete(r.remotes.by, key)
 }
 
 // releaseRemote records that an Addon uses no remote cluster: it names

@@ -190,6 +190,54 @@ func TestRemoteClusterReleased(t *testing.T) {
 	}
 }
 
+// TestRemoteClusterStoppedWhenItsKubeconfigBreaks: a kubeconfig changed
+// to one that is refused stops and forgets the cluster built from the one
+// it replaces, whose watches and credentials would otherwise live on; the
+// kubeconfig restored builds a new cluster, never the stopped one.
+func TestRemoteClusterStoppedWhenItsKubeconfigBreaks(t *testing.T) {
+	good := fleetKubeconfig("https://127.0.0.1:6443")
+	for _, tc := range []struct {
+		name       string
+		kubeconfig []byte
+	}{
+		{"an exec plugin", []byte(strings.Replace(string(good), "    token: abc\n",
+			"    token: abc\n    exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh}\n", 1))},
+		{"not a kubeconfig", []byte("{")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := fleetReconciler(t)
+			held := func(key remoteKey) *targetCluster {
+				r.remotes.mu.Lock()
+				defer r.remotes.mu.Unlock()
+				return r.remotes.by[key]
+			}
+			x, y := fleetAddon("x", "edge-1"), fleetAddon("y", "edge-1")
+			cx, err := r.remoteCluster(keyOf(x), remoteKeyOf(x), good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			cx.cancel = cancel
+			if cy, _ := r.remoteCluster(keyOf(y), remoteKeyOf(y), good); cy != cx {
+				t.Fatal("two Addons of one kubeconfig got two clusters")
+			}
+			if _, err := r.remoteCluster(keyOf(x), remoteKeyOf(x), tc.kubeconfig); err == nil {
+				t.Fatal("the broken kubeconfig was accepted")
+			}
+			if held(remoteKeyOf(x)) != nil || ctx.Err() == nil {
+				t.Fatal("the cluster of the replaced kubeconfig was kept, or its watch cache not stopped, once the kubeconfig was refused")
+			}
+			again, err := r.remoteCluster(keyOf(y), remoteKeyOf(y), good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again == cx || held(remoteKeyOf(y)) != again {
+				t.Fatal("the restored kubeconfig got the stopped cluster")
+			}
+		})
+	}
+}
+
 // TestDriftUnhook: the informers of a stopped watch cache are let go, and
 // those of another cache kept.
 func TestDriftUnhook(t *testing.T) {

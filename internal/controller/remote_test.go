@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -462,5 +463,79 @@ func TestRemoteClusterLifecycle(t *testing.T) {
 	})
 	eventually(t, 10*time.Second, "the deleted add-on's remote cluster to be released", func() bool {
 		return !reconciler.HoldsRemoteCluster(controllerNS, other, "edge")
+	})
+}
+
+// TestRemoteClusterDroppedWithItsSecret: an admin who breaks a kubeconfig
+// (here with an exec plugin, which is refused) or deletes its Secret, to
+// cut Capstan off from that cluster, gets the clients and watch cache built
+// from it released; the kubeconfig restored builds them again. The remote
+// API server is a loopback port that answers nothing, which is enough for
+// the controller to build and hold the cluster.
+func TestRemoteClusterDroppedWithItsSecret(t *testing.T) {
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	name := fmt.Sprintf("dropped-%d", time.Now().UnixNano()%100000)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["edge"] = &clientcmdapi.Cluster{Server: "https://" + ln.Addr().String()}
+	kc.AuthInfos["installer"] = &clientcmdapi.AuthInfo{Token: "abc", Impersonate: "system:serviceaccount:capstan:installer"}
+	kc.Contexts["edge"] = &clientcmdapi.Context{Cluster: "edge", AuthInfo: "installer"}
+	kc.CurrentContext = "edge"
+	good, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.AuthInfos["installer"].Exec = &clientcmdapi.ExecConfig{APIVersion: "client.authentication.k8s.io/v1", Command: "/bin/sh"}
+	withExec, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": good}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), a) })
+	held := func() bool { return reconciler.HoldsRemoteCluster(controllerNS, name, "") }
+	eventually(t, 30*time.Second, "the controller to build the remote cluster", held)
+
+	secret.Data["value"] = withExec
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the cluster of the refused kubeconfig to be released", func() bool { return !held() })
+	waitFor(t, a, 30*time.Second, "the refusal", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "exec credential plugin")
+	})
+
+	secret.Data["value"] = good
+	if err := admin.Update(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the restored kubeconfig's cluster to be built again", held)
+
+	if err := admin.Delete(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the cluster of the deleted Secret to be released", func() bool { return !held() })
+	waitFor(t, a, 30*time.Second, "the missing Secret to be named", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "does not exist")
 	})
 }
