@@ -107,8 +107,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.skipCRDCheck, "skip-crd-check", false, "Start even when Capstan's CRDs on the API server are not the ones this controller was built with (unsafe: "+
 		"the API server then drops status fields the controller depends on, and hooks may run again; apply the CRDs instead).")
 	o.guard.AddFlags(fs)
-	fs.StringSliceVar(&o.config.RemoteGuard.Allow, "remote-cluster-allow", nil,
-		"Remote API servers (spec.kubeConfig) the egress guard lets through although it would refuse them, in the forms of --fetch-allow; loopback, link-local and metadata addresses are refused otherwise.")
+	addRemoteClusterAllowFlag(fs, &o.config.RemoteGuard.Allow)
 	fs.StringSliceVar(&o.notifyAllow, "notify-allow", nil,
 		"Notification receivers (--notify-secret) the egress guard lets through although it would refuse them, in the forms of --fetch-allow, such as a webhook in the cluster on a private address with --fetch-deny-private; --fetch-allow does not open them, nor does this flag open a fetch.")
 }
@@ -540,14 +539,8 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if err != nil {
 		return nil, fmt.Errorf("the fetch guard's settings: %w", err)
 	}
-	// NOTE: a remote cluster is another cluster: never this one's API
-	// server, which an Addon would otherwise reach with the kubeconfig's
-	// credentials instead of the add-ons account's.
-	o.config.RemoteGuard.Deny = fopts.Guard.Deny
-	o.config.RemoteGuard.DenyLive = fopts.Guard.DenyLive
-	o.config.RemoteGuard.DenyPrivate = o.guard.DenyPrivate
-	if _, err := netguard.New(o.config.RemoteGuard); err != nil {
-		return nil, fmt.Errorf("--remote-cluster-allow: %w", err)
+	if o.config.RemoteGuard, err = remoteGuard(o.config.RemoteGuard.Allow, fopts.Guard); err != nil {
+		return nil, err
 	}
 	notifyGuard, err := newNotifyGuard(fetcher.Guard().Config(), o.notifyAllow)
 	if err != nil {

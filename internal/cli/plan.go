@@ -22,6 +22,7 @@ func newPlanCommand() *cobra.Command {
 	var caFile, output string
 	var allowFileGit bool
 	var guard netguard.Config
+	var remoteAllow []string
 	var renderTimeout time.Duration
 	var renderMemory string
 	cmd := &cobra.Command{
@@ -46,6 +47,13 @@ violations, values errors, objects of another add-on or to adopt) or
 Failed (a dry run refused), saying why on stderr after the plan, and 1
 when no plan could be computed.
 
+An Addon with spec.kubeConfig is planned against the cluster its
+kubeconfig names, through the egress guard the controller has: this
+cluster's own API server, loopback, link-local and metadata addresses are
+refused (and private ones with --fetch-deny-private) unless
+--remote-cluster-allow names them, which never opens this cluster's API
+server.
+
 The chart's templates run in a worker process bounded by --render-timeout
 and --render-memory-limit, as in the controller: a chart that loops for
 ever or takes all memory fails the plan instead of your machine.`,
@@ -64,7 +72,15 @@ ever or takes all memory fails the plan instead of your machine.`,
 			if err != nil {
 				return err
 			}
-			fopts := addons.FetcherOptions{Guard: guard, AllowFileGit: allowFileGit}
+			// NOTE: the guards the controller has, on this cluster's API
+			// server and its endpoints too: an Addon's source or
+			// kubeconfig that names them is refused here as there.
+			fetchGuard, remote, err := planGuards(cmd.Context(), cfg, c, guard, remoteAllow)
+			if err != nil {
+				return err
+			}
+			config.RemoteGuard = remote
+			fopts := addons.FetcherOptions{Guard: fetchGuard, AllowFileGit: allowFileGit}
 			if caFile != "" {
 				if fopts.CABundle, err = os.ReadFile(caFile); err != nil {
 					return err
@@ -111,6 +127,7 @@ ever or takes all memory fails the plan instead of your machine.`,
 	// file:// one would read the disk of the person who plans it.
 	cmd.Flags().BoolVar(&allowFileGit, "allow-file-git", false, "Read file:// git repositories from this machine's disk, such as capstan dev's samples.")
 	guard.AddFlags(cmd.Flags())
+	addRemoteClusterAllowFlag(cmd.Flags(), &remoteAllow)
 	cmd.Flags().DurationVar(&renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest the chart's templates may run, in a worker process; past it the plan fails, as the controller's render would.")
 	cmd.Flags().StringVar(&renderMemory, "render-memory-limit", "512Mi", "The most memory the render worker may use, as a Kubernetes quantity; past it the plan fails.")
 	return cmd
