@@ -4,9 +4,10 @@ import capstanv1 "capstan.dev/capstan/api/v1alpha1"
 
 // removal is what removing an Addon does, as its page's Remove form says
 // it: the controller's deletion decides from the uninstall mark, then
-// spec.deletionPolicy, then the profile's default (restricted: Delete,
-// cluster: Orphan), and deletes a restricted add-on's values Secrets and
-// generated values unless they are kept.
+// spec.deletionPolicy, then the default of status.profile (restricted:
+// Delete, cluster: Orphan), which stays cluster for an add-on installed
+// under that profile while it holds objects, and deletes a restricted
+// add-on's values Secrets and generated values unless they are kept.
 type removal struct {
 	// Says what removal does to the software, and to the values.
 	Says string
@@ -32,10 +33,10 @@ func removalOf(a *capstanv1.Addon) removal {
 	case a.Spec.DeletionPolicy != "":
 		why = "its spec.deletionPolicy is " + string(a.Spec.DeletionPolicy)
 	case profile != "":
-		why = "a " + string(profile) + " add-on's default deletion policy is " + string(a.DeletionPolicyIn(profile))
+		why = "a " + string(profile) + " add-on's default deletion policy is " + string(a.DeletionPolicyFor(profile))
 	}
 	if why != "" {
-		policy = a.DeletionPolicyIn(profile)
+		policy = a.DeletionPolicyFor(profile)
 	}
 	var out removal
 	switch policy {
