@@ -835,7 +835,11 @@ type AddonStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// Profile is cluster or restricted.
+	// Profile is cluster or restricted: the profile the controller places
+	// the add-on in, except that an add-on installed under the cluster
+	// profile stays cluster here while its inventory holds objects. The
+	// default deletion policy follows it when it does less than the
+	// profile of now: such an add-on, restricted now, is left running.
 	// +optional
 	Profile Profile `json:"profile,omitempty"`
 

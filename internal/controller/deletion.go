@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,7 +32,10 @@ import (
 // namespace missing or being deleted, deleteHooks), deletes the
 // inventory except the never-delete kinds, and runs the post-delete hooks.
 // Either way the values Secrets and ConfigMaps of a restricted add-on are deleted, or
-// handed back when the removal keeps values.
+// handed back when the removal keeps values or the add-on was installed
+// under the cluster profile. The default policy is the cluster profile's,
+// Orphan, when the Addon is placed in it now or status.profile records it
+// (DeletionPolicyFor).
 func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.addon, capstanv1.Finalizer) {
 		s.deleted = true
@@ -88,7 +92,11 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	}
 	if s.profile == capstanv1.ProfileRestricted {
 		var err error
-		if s.addon.Annotations[capstanv1.KeepValuesAnnotation] == "true" {
+		// NOTE: an add-on installed under the cluster profile keeps its
+		// values, as that profile does; they are released, not left, since
+		// the restricted reconciles since may have given them an owner
+		// reference that the garbage collector would follow.
+		if s.addon.Annotations[capstanv1.KeepValuesAnnotation] == "true" || s.addon.DeletionProfile(s.profile) == capstanv1.ProfileCluster {
 			_, err = values.Release(ctx, r.Client, s.addon)
 		} else {
 			_, err = values.DeleteAll(ctx, r.Client, s.addon)
@@ -652,6 +660,14 @@ func describeValuesErrors(errs []capstanv1.ValuesError) string {
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, ref := range s.addon.Status.Inventory {
 		live, err := s.applier.Get(ctx, ref.ObjectRef)
+		if apierrors.IsForbidden(err) {
+			// NOTE: the restricted profile applies as the controller, so
+			// it set no owner reference on what the controller may not
+			// read: an object the cluster profile applied before the
+			// add-on became restricted (a ClusterRole of an add-on moved
+			// out of a trusted namespace), which is left as it is.
+			continue
+		}
 		if err != nil || live == nil {
 			if err != nil {
 				return err

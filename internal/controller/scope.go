@@ -173,9 +173,11 @@ func (s *scope) releaseName() string {
 }
 
 // deletionPolicy is what deleting the Addon does: the uninstall annotation
-// means Delete, then spec.deletionPolicy, then the profile's default.
+// means Delete, then spec.deletionPolicy, then the default of the profile
+// it was installed under or is placed in now, whichever does less
+// (Addon.DeletionPolicyFor).
 func (s *scope) deletionPolicy() capstanv1.DeletionPolicy {
-	return s.addon.DeletionPolicyIn(s.profile)
+	return s.addon.DeletionPolicyFor(s.profile)
 }
 
 // hookTimeout is spec.hookTimeout or the controller's default.

@@ -46,7 +46,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		c.Message = s.mask().String(c.Message)
 		conditions.Put(&addon.Status.Conditions, c)
 	}
-	addon.Status.Profile = s.profile
+	addon.Status.Profile = recordedProfile(&addon.Status, s.profile)
 	markWarning(&addon.Status, before.Status.Phase, time.Now(), r.owesClose(ctx, addon))
 	r.rememberIncidents(addon)
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
@@ -85,6 +85,22 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		r.announce(addon, notice, again)
 	}
 	return err
+}
+
+// recordedProfile is the profile status.profile records: the one the
+// controller places the add-on in now, except that an add-on installed
+// under the cluster profile stays recorded cluster while its inventory
+// holds objects. Its deletion follows the recorded profile when that does
+// less (Addon.DeletionPolicyFor), so an add-on moved out of a trusted
+// namespace's reach (a shard whose controller does not trust it, or
+// --trusted-namespaces changed) keeps the cluster profile's default,
+// Orphan, through the reconciles that now find it restricted, and is not
+// uninstalled by a deletion that nobody asked to uninstall.
+func recordedProfile(st *capstanv1.AddonStatus, current capstanv1.Profile) capstanv1.Profile {
+	if st.Profile == capstanv1.ProfileCluster && len(st.Inventory) > 0 {
+		return capstanv1.ProfileCluster
+	}
+	return current
 }
 
 // emitTransition emits one event when the phase or the reason changes, never

@@ -280,7 +280,7 @@ func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([
 // uninstalls reports whether a is being removed with uninstall, and so
 // waits for its dependents.
 func (r *AddonReconciler) uninstalls(a *capstanv1.Addon) bool {
-	return a.DeletionTimestamp != nil && a.DeletionPolicyIn(r.Config.Profile(a)) == capstanv1.DeletionDelete
+	return a.DeletionTimestamp != nil && a.DeletionPolicyFor(r.Config.Profile(a)) == capstanv1.DeletionDelete
 }
 
 // cycleGoesFirst breaks a cycle among add-ons uninstalled together. Each of

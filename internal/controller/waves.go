@@ -595,7 +595,7 @@ func (r *AddonReconciler) stillUninstalling(ctx context.Context, s *scope) error
 	if err != nil || now == nil {
 		return cmp.Or(err, errUninstallChanged)
 	}
-	if now.UID != s.addon.UID || now.Annotations[capstanv1.PausedAnnotation] == "true" || now.DeletionPolicyIn(s.profile) != capstanv1.DeletionDelete {
+	if now.UID != s.addon.UID || now.Annotations[capstanv1.PausedAnnotation] == "true" || now.DeletionPolicyFor(s.profile) != capstanv1.DeletionDelete {
 		return errUninstallChanged
 	}
 	return nil

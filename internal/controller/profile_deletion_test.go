@@ -1,0 +1,89 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+)
+
+// TestClusterAddonMovedOutOfTrustIsLeftRunning installs a cluster add-on
+// in the controller's namespace, moves it to a shard whose controller does
+// not trust that namespace, and deletes it there. The shard finds it
+// restricted and Blocks it (its spec.targetNamespace, and a ClusterRole,
+// break the guardrails), yet status.profile keeps recording cluster, and
+// the deletion follows the cluster profile's default, Orphan: everything
+// it installed still runs. With a ClusterRole, which the controller may
+// not read, the deletion still lets the Addon go.
+func TestClusterAddonMovedOutOfTrustIsLeftRunning(t *testing.T) {
+	inShard := startShard(t, "untrusting", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
+	for _, tc := range []struct {
+		name        string
+		clusterRole bool
+	}{
+		{"namespaced objects", false},
+		{"with a ClusterRole", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			name := "moved-" + ns[len(ns)-5:]
+			extra := map[string]string{}
+			running := []struct{ apiVersion, kind, namespace, name string }{
+				{"v1", "ConfigMap", ns, name + "-config"},
+				{"apps/v1", "Deployment", ns, name},
+				{"v1", "Service", ns, name},
+			}
+			if tc.clusterRole {
+				extra["templates/role.yaml"] = "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: {{ .Release.Name }}-reader\nrules: []\n"
+				running = append(running, struct{ apiVersion, kind, namespace, name string }{"rbac.authorization.k8s.io/v1", "ClusterRole", "", name + "-reader"})
+				t.Cleanup(func() {
+					_ = admin.Delete(context.Background(), &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name + "-reader"}})
+				})
+			}
+			url, _ := charts.publish(t, webChart("1.0.0", extra))
+			a := synced(t, create(t, newAddon(controllerNS, name, url, withTarget(ns))))
+			if a.Status.Profile != capstanv1.ProfileCluster {
+				t.Fatalf("status.profile = %q; want cluster", a.Status.Profile)
+			}
+			update(t, a, inShard)
+			got := waitFor(t, a, 90*time.Second, "the shard to Block it as restricted", func(cur *capstanv1.Addon) bool {
+				return cur.Status.Phase == capstanv1.PhaseBlocked && cur.Status.ObservedGeneration == cur.Generation
+			})
+			if got.Status.Profile != capstanv1.ProfileCluster {
+				t.Errorf("after the shard's reconcile status.profile = %q; want cluster, the profile it was installed under", got.Status.Profile)
+			}
+
+			if err := admin.Delete(context.Background(), a); err != nil {
+				t.Fatal(err)
+			}
+			// NOTE: until the Addon is gone, or its deletion took something
+			// away; what is left is checked either way.
+			gone := false
+			_ = wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
+				gone = apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+				for _, o := range running {
+					if live(t, o.apiVersion, o.kind, o.namespace, o.name) == nil {
+						return true, nil
+					}
+				}
+				return gone, nil
+			})
+			for _, o := range running {
+				if live(t, o.apiVersion, o.kind, o.namespace, o.name) == nil {
+					t.Errorf("deleting a cluster add-on that a shard finds restricted uninstalled %s %s; want it left running (Orphan)", o.kind, o.name)
+				}
+			}
+			if !gone {
+				t.Errorf("the Addon is still there after 90s: %s", describeStatus(getAddon(t, a)))
+			}
+		})
+	}
+}
