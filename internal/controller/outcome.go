@@ -34,6 +34,9 @@ type findings struct {
 	// whose owned objects the garbage collector deleted at once
 	// (foregroundNote).
 	foreground bool
+	// profileChanged says why the sync of an add-on installed under the
+	// cluster profile, and restricted now, is held (checkProfile).
+	profileChanged *hold
 	// gated: the gates stopped the plan; verdict says why.
 	gated   bool
 	verdict plan.Verdict
@@ -109,6 +112,8 @@ func decide(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Uninstalling: " + f.waitingFor + "."}
 	case f.uninstalling:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling, Message: "Running pre-delete hooks and deleting the inventory."}
+	case f.profileChanged != nil:
+		return outcome{Phase: capstanv1.PhaseBlocked, Reason: f.profileChanged.reason, Message: f.profileChanged.message, Stalled: true}
 	case f.gated:
 		return outcome{Phase: f.verdict.Phase, Reason: f.verdict.Reason, Message: f.verdict.Message,
 			Stalled: f.verdict.Phase == capstanv1.PhaseBlocked || f.verdict.Phase == capstanv1.PhaseFailed}

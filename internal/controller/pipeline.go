@@ -22,11 +22,13 @@ func (r *AddonReconciler) renderSteps() []step {
 	return []step{{"Cluster", r.selectTarget}, {"Fetch", r.fetch}, {"Values", r.resolveValues}, {"Render", r.renderObjects}, {"Prepare", r.prepare}, {"Generated", r.keepGenerated}}
 }
 
-// planSteps are the render steps, then the fields spec.ignore leaves as
-// they run, the guardrails and the preview: what the sync and `capstan
-// plan` share.
+// planSteps are the profile check, the render steps, then the fields
+// spec.ignore leaves as they run, the guardrails and the preview: what the
+// sync and `capstan plan` share. The profile check comes first, so that an
+// add-on it holds has nothing read or written for it.
 func (r *AddonReconciler) planSteps() []step {
-	return append(r.renderSteps(), step{"Ignore", r.keepIgnored}, step{"Guard", r.checkGuardrails}, step{"Preview", r.preview})
+	steps := append([]step{{"Profile", r.checkProfile}}, r.renderSteps()...)
+	return append(steps, step{"Ignore", r.keepIgnored}, step{"Guard", r.checkGuardrails}, step{"Preview", r.preview})
 }
 
 // reconcileNormal runs the pipeline for an Addon that is not being deleted.

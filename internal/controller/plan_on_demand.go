@@ -39,9 +39,15 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 // that ends the sync there leaves nothing a plan could show. A chart whose
 // signature spec.chart.verify refuses is not rendered, so the plan is the
 // signature check's own error, which says which check failed and what to
-// fix, never an empty plan. The fetch is the only step before the preview
-// that ends the sync, and only for a signature, so anything else is a bug.
+// fix, never an empty plan. An add-on whose profile changed under it
+// (checkProfile) has no plan either: its sync would apply nothing, and a
+// restricted plan would show the prune of what it runs. The fetch and the
+// profile check are the only steps before the preview that end the sync,
+// so anything else is a bug.
 func planStopped(s *scope, stage string) error {
+	if h := s.found.profileChanged; h != nil {
+		return fmt.Errorf("the add-on is Blocked (%s), so there is no plan: %s", h.reason, h.message)
+	}
 	if sig := s.found.signature; sig != nil && sig.err != nil {
 		return fmt.Errorf("the chart's signature failed (%s), so nothing from it is rendered and there is no plan: %w", sig.reason, sig.err)
 	}

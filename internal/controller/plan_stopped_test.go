@@ -12,13 +12,15 @@ import (
 // returns that check's own error, wrapped, so a caller tells a missing
 // signature from a wrong one by the error and not by a reason's spelling;
 // a stop with no signature behind it is an internal error, not a
-// signature's.
+// signature's. An add-on whose profile changed under it says so, with what
+// to do, and is no signature's error either.
 func TestPlanStopped(t *testing.T) {
 	missing := &source.SignatureError{Missing: true, Err: errors.New("the chart has no provenance file")}
 	invalid := &source.SignatureError{Err: errors.New("the provenance file is not signed by a key of the keyring")}
 	for _, tc := range []struct {
 		name    string
 		hold    *hold
+		moved   *hold
 		want    error
 		missing bool
 		says    string
@@ -26,9 +28,11 @@ func TestPlanStopped(t *testing.T) {
 		{name: "a missing signature", hold: &hold{reason: "SignatureMissing", blocked: true, message: "m", err: missing}, want: missing, missing: true, says: "(SignatureMissing)"},
 		{name: "a wrong signature", hold: &hold{reason: "SignatureInvalid", blocked: true, message: "m", err: invalid}, want: invalid, says: "(SignatureInvalid)"},
 		{name: "no signature behind the stop", says: "internal error: the Fetch step"},
+		{name: "a profile that changed under the add-on", moved: &hold{reason: reasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"},
+			says: "Blocked (ProfileChanged), so there is no plan: Installed under the cluster profile"},
 	} {
 		s := &scope{}
-		s.found.signature = tc.hold
+		s.found.signature, s.found.profileChanged = tc.hold, tc.moved
 		err := planStopped(s, "Fetch")
 		var sig *source.SignatureError
 		if got := errors.As(err, &sig); got != (tc.want != nil) {

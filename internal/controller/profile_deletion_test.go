@@ -18,10 +18,9 @@ import (
 // TestClusterAddonMovedOutOfTrustIsLeftRunning installs a cluster add-on
 // in the controller's namespace, moves it to a shard whose controller does
 // not trust that namespace, and deletes it there. The shard finds it
-// restricted and Blocks it (its spec.targetNamespace, and a ClusterRole,
-// break the guardrails), yet status.profile keeps recording cluster, and
-// the deletion follows the cluster profile's default, Orphan: everything
-// it installed still runs. With a ClusterRole, which the controller may
+// restricted and Blocks its sync (ProfileChanged), yet status.profile
+// keeps recording cluster, and the deletion follows the cluster profile's
+// default, Orphan: everything it installed still runs. With a ClusterRole, which the controller may
 // not read, the deletion still lets the Addon go.
 func TestClusterAddonMovedOutOfTrustIsLeftRunning(t *testing.T) {
 	inShard := startShard(t, "untrusting", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })

@@ -1,0 +1,99 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+)
+
+// TestClusterAddonMovedOutOfTrustIsNotSynced installs a cluster add-on in
+// the controller's namespace whose chart the guardrails let through (only
+// ConfigMaps, no spec.targetNamespace), then moves it to a shard whose
+// controller does not trust that namespace, with a new chart version in
+// the same write. A restricted sync would apply the new version as the
+// controller, with owner references, and prune the ConfigMap it dropped,
+// which the cluster profile (no spec.prune) keeps. The shard Blocks it
+// with ProfileChanged instead and touches nothing: the dropped ConfigMap
+// still runs, the new one is not created, and the kept one has no owner
+// reference. Deleting it then leaves everything running, as before.
+func TestClusterAddonMovedOutOfTrustIsNotSynced(t *testing.T) {
+	inShard := startShard(t, "untrusting-sync", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
+	name := fmt.Sprintf("held-%d", time.Now().UnixNano()%100000)
+	configMaps := func(names ...string) chart {
+		files := map[string]string{}
+		for _, n := range names {
+			files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-" + n + "\ndata:\n  at: " + n + "\n"
+		}
+		return chart{name: "held", files: files}
+	}
+	v1, v2 := configMaps("main", "extra", "dropped"), configMaps("main", "extra", "added")
+	v1.version, v2.version = "1.0.0", "2.0.0"
+	url1, _ := charts.publish(t, v1)
+	url2, _ := charts.publish(t, v2)
+	t.Cleanup(func() {
+		for _, n := range []string{"main", "extra", "dropped", "added"} {
+			_ = admin.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-" + n}})
+		}
+	})
+
+	a := synced(t, create(t, newAddon(controllerNS, name, url1)))
+	if a.Status.Profile != capstanv1.ProfileCluster || len(a.Status.Inventory) != 3 {
+		t.Fatalf("installed with status.profile %q and %d inventory entries; want cluster and 3", a.Status.Profile, len(a.Status.Inventory))
+	}
+	moved := update(t, a, func(cur *capstanv1.Addon) {
+		inShard(cur)
+		cur.Spec.Chart.URL = url2
+	})
+	got := waitFor(t, a, 90*time.Second, "the shard's look at the moved Addon", func(cur *capstanv1.Addon) bool {
+		return cur.Generation == moved.Generation && cur.Status.ObservedGeneration == cur.Generation
+	})
+	ready := condition(got, capstanv1.ConditionReady)
+	if got.Status.Phase != capstanv1.PhaseBlocked || ready == nil || ready.Reason != "ProfileChanged" {
+		t.Errorf("the shard that does not trust %s left the add-on %s; want Blocked with ProfileChanged\n%s", controllerNS, got.Status.Phase, describeStatus(got))
+	} else {
+		for _, want := range []string{"Installed under the cluster profile", "places namespace " + controllerNS + " in the restricted profile", "Trust " + controllerNS + " again", "Orphan"} {
+			if !strings.Contains(ready.Message, want) {
+				t.Errorf("the Ready message %q does not say %q", ready.Message, want)
+			}
+		}
+		if st := condition(got, capstanv1.ConditionStalled); st == nil || st.Status != metav1.ConditionTrue {
+			t.Errorf("Stalled = %+v; want True: only a person can move it on", st)
+		}
+	}
+	if got.Status.Profile != capstanv1.ProfileCluster || len(got.Status.Inventory) != 3 {
+		t.Errorf("after the shard's look status.profile = %q with %d inventory entries; want cluster and the 3 it was installed with", got.Status.Profile, len(got.Status.Inventory))
+	}
+	if live(t, "v1", "ConfigMap", controllerNS, name+"-dropped") == nil {
+		t.Error("the shard pruned the ConfigMap the new version drops; want the cluster add-on's software left running")
+	}
+	if live(t, "v1", "ConfigMap", controllerNS, name+"-added") != nil {
+		t.Error("the shard created the new version's ConfigMap; want nothing applied under the restricted profile")
+	}
+	if cm := live(t, "v1", "ConfigMap", controllerNS, name+"-main"); cm == nil {
+		t.Error("the kept ConfigMap is gone")
+	} else if refs := cm.GetOwnerReferences(); len(refs) > 0 {
+		t.Errorf("the kept ConfigMap has owner references %v; want none, as the cluster profile applied it", refs)
+	}
+
+	if err := admin.Delete(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+	for _, n := range []string{"main", "extra", "dropped"} {
+		if live(t, "v1", "ConfigMap", controllerNS, name+"-"+n) == nil {
+			t.Errorf("deleting the held add-on deleted ConfigMap %s-%s; want it left running (Orphan)", name, n)
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// reasonProfileChanged is the Ready reason of an add-on installed under
+// the cluster profile that this controller places in the restricted
+// profile, whose sync is held (profileChange).
+const reasonProfileChanged = "ProfileChanged"
+
+// checkProfile stops the sync of an add-on installed under the cluster
+// profile that this controller now places in the restricted profile, before
+// anything is fetched, written or applied (profileChange). It guarantees
+// that no reconcile applies, prunes, runs hooks or undoes drift under a
+// profile the add-on was not installed under; its deletion is not a sync,
+// and goes on as the recorded profile decides (reconcileDelete).
+func (r *AddonReconciler) checkProfile(_ context.Context, s *scope) (bool, error) {
+	h := profileChange(r.Config, s.addon, s.profile)
+	if h == nil {
+		return false, nil
+	}
+	s.found.profileChanged = h
+	return true, nil
+}
+
+// profileChange holds an add-on that status.profile records as installed
+// under the cluster profile, that still holds objects, and that the
+// controller places in the restricted profile now: its namespace is no
+// longer trusted (the Addon moved to a shard whose controller does not
+// trust it, or --trusted-namespaces changed). A restricted sync would apply
+// it as the controller into the Addon's own namespace, with owner
+// references, and prune what the cluster profile applied and the new
+// render lacks: running cluster software changed and deleted by a relabel
+// or a flag that nobody meant as an uninstall. Only a person can say which
+// profile the add-on belongs to, so it is Blocked until one acts. The
+// other way, restricted to cluster, is not held: the admin trusted the
+// namespace, and the cluster profile only widens what the add-on may do.
+func profileChange(c Config, addon *capstanv1.Addon, current capstanv1.Profile) *hold {
+	st := addon.Status
+	if current != capstanv1.ProfileRestricted || st.Profile != capstanv1.ProfileCluster || len(st.Inventory) == 0 {
+		return nil
+	}
+	placed := "--trusted-namespaces " + strings.Join(c.TrustedNamespaces, ",")
+	if c.Selector != nil && !c.Selector.Empty() {
+		placed = "shard --watch-label-selector " + c.Selector.String() + ", " + placed
+	}
+	ns := addon.Namespace
+	return &hold{reason: reasonProfileChanged, blocked: true,
+		message: fmt.Sprintf("Installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
+			"where a sync would apply the add-on as the controller into %s and prune what the cluster profile applied (%d objects in the inventory). "+
+			"Nothing is applied, pruned or run, and its software runs as it was. Trust %s again (add it to the --trusted-namespaces of the controller "+
+			"that selects this Addon, or move the Addon back to a shard that trusts it), or delete the Addon (its software is left running: "+
+			"the default deletion policy stays Orphan) and create it again where it belongs.",
+			placed, ns, ns, len(st.Inventory), ns)}
+}
