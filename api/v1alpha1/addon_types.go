@@ -840,6 +840,8 @@ type AddonStatus struct {
 	// profile stays cluster here while its inventory holds objects. The
 	// default deletion policy follows it when it does less than the
 	// profile of now: such an add-on, restricted now, is left running.
+	// Its sync is held, Blocked with the reason ProfileChanged, until its
+	// namespace is trusted again.
 	// +optional
 	Profile Profile `json:"profile,omitempty"`
 
