@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 // guardedHooksChart is a tenant's chart with one ConfigMap and a
@@ -376,4 +377,85 @@ func TestDeleteHooksSkippedWhenTheirNamespaceIsGone(t *testing.T) {
 			return strings.Contains(addonEvent(t, a, "DeleteHooksRefused"), "the namespace "+ns+" does not exist")
 		})
 	})
+}
+
+// hangingDeleteHookChart is a tenant's chart with one ConfigMap and a Job
+// hook of the event .Values.event whose pod never runs: no node matches it.
+var hangingDeleteHookChart = map[string]string{
+	"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
+	"templates/hook.yaml": `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: cleanup
+  annotations:
+    helm.sh/hook: {{ .Values.event }}
+spec:
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      nodeSelector:
+        capstan.dev/no-such-node: "true"
+      containers:
+        - name: cleanup
+          image: registry.example/backup:1.0
+`,
+}
+
+// TestDeleteHookNamespaceDeletedWhileItRuns deletes a tenant's restricted
+// Addon whose pre-delete (or post-delete) Job never ends, and then, while
+// the uninstall waits for that Job, the tenant's namespace. The namespace
+// controller deletes the Job, which the wait finds gone: the uninstall
+// goes on without the delete hooks, and the Addon and then the namespace
+// go at once. Before, the Job gone was the hook's failure, so the
+// uninstall stopped, and the finalizer held the namespace Terminating
+// until the resync.
+//
+// NOTE: the race is made certain by its order: a shard of its own waits
+// for a hook within the reconcile (--hook-wait=-1), so the namespace is
+// deleted while the Job is waited for, after deleteHooks read it; and its
+// resync is far off, so no later look hides a stopped uninstall.
+func TestDeleteHookNamespaceDeletedWhileItRuns(t *testing.T) {
+	ctx := context.Background()
+	url, _ := charts.publish(t, chart{name: "hangingdeletehook", version: "1.0.0", files: hangingDeleteHookChart})
+	for _, event := range []string{"pre-delete", "post-delete"} {
+		t.Run(event, func(t *testing.T) {
+			ns := newNamespace(t)
+			shard := startShard(t, "nsgone-"+ns[len(ns)-5:], func(c *controller.Config) {
+				c.HookWait = -1
+				c.ResyncInterval = time.Hour
+			})
+			a := create(t, newAddon(ns, "tenant", url, shard, longHooks, withValues("event: "+event)))
+			if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+				t.Fatalf("profile %s, want restricted", got.Status.Profile)
+			}
+			if err := admin.Delete(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 60*time.Second, "the "+event+" Job to run", func() bool {
+				j := job(t, ns, "cleanup")
+				return j != nil && j.DeletionTimestamp == nil
+			})
+			if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+			err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 60*time.Second, true, func(context.Context) (bool, error) {
+				return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{})), nil
+			})
+			if err != nil {
+				got := &capstanv1.Addon{}
+				if err := admin.Get(ctx, client.ObjectKeyFromObject(a), got); err != nil {
+					t.Fatal(err)
+				}
+				stalled := ""
+				if c := condition(got, capstanv1.ConditionStalled); c != nil {
+					stalled = c.Message
+				}
+				t.Fatalf("the Addon stayed after its namespace was deleted while its %s hook ran: %s: %s", event, describeStatus(got), stalled)
+			}
+			if !strings.Contains(logSink.String(), "the namespace "+ns+" is being deleted") {
+				t.Error("the controller's log does not say why the delete hooks were not run")
+			}
+		})
+	}
 }

@@ -247,7 +247,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 					// clean-up, which the next look finishes.
 					return err
 				}
-				if why, gone := hooks.NamespaceGone(err); gone {
+				if why := goneWhileHooksRan(ctx, s, err); why != "" {
 					// NOTE: the namespace went after deleteHooks read it:
 					// the stage is over without the hooks (recorded below).
 					r.dropDeleteHooks(ctx, s, why)
@@ -294,7 +294,7 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		if hooks.IsRunning(err) || unrecorded(err) || postDeleteDone(s.addon) {
 			return err
 		}
-		if why, gone := hooks.NamespaceGone(err); gone {
+		if why := goneWhileHooksRan(ctx, s, err); why != "" {
 			// NOTE: everything else is deleted, and the hooks left can
 			// never run there.
 			r.dropDeleteHooks(ctx, s, why)
@@ -443,6 +443,31 @@ func goneHookNamespace(ctx context.Context, s *scope) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// goneWhileHooksRan names the namespace of a delete hook that went while
+// the delete hooks ran, when one of them failed with err: the one the
+// runner found refused (hooks.NamespaceGone), or else the one
+// goneHookNamespace finds now. It is "" when none did, and the failure is
+// the hook's.
+//
+// NOTE: a namespace deleted while a Job or Pod hook in it is waited for
+// (within --hook-wait) fails that hook otherwise than as refused: the
+// namespace controller deletes the hook's object, which the wait then finds
+// gone (hooks.ReasonDeleted) or failed. Taken as the hook's failure, that
+// stopped the uninstall, and the finalizer held the namespace Terminating
+// until a later look (the resync) read it. A read of the namespace that
+// fails here leaves the failure the hook's: the next look reads the
+// namespace again (deleteHooks) before it goes on.
+func goneWhileHooksRan(ctx context.Context, s *scope, err error) string {
+	if why, gone := hooks.NamespaceGone(err); gone {
+		return why
+	}
+	why, rerr := goneHookNamespace(ctx, s)
+	if rerr != nil {
+		logf.FromContext(ctx).Info("Could not tell whether a failed delete hook's namespace is gone", "error", rerr.Error())
+	}
+	return why
 }
 
 // dropDeleteHooks takes the delete events out of the render's hooks, and
