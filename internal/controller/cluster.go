@@ -188,8 +188,9 @@ func (r *AddonReconciler) selectCluster(ctx context.Context, s *scope) (bool, er
 			// The Secret, or its key, is gone: the kubeconfig is no
 			// more, and neither are the watches and credentials built
 			// from it. An admin who deletes it to cut Capstan off from
-			// a cluster gets that, not watches kept open there.
-			r.dropRemote(remoteKeyOf(s.addon))
+			// a cluster gets that, not watches kept open there. An
+			// Addon repointed to it lets go of the one it used before.
+			r.dropRemote(addon, remoteKeyOf(s.addon))
 		}
 		return false, err
 	}
@@ -303,11 +304,22 @@ func (r *AddonReconciler) buildRemote(kubeconfig []byte) (*targetCluster, error)
 }
 
 // dropRemote stops and forgets the cluster built from a kubeconfig that is
-// no more (its Secret or key deleted). The Addons that name it still use
-// it: it is built anew once it is back.
-func (r *AddonReconciler) dropRemote(key remoteKey) {
+// no more (its Secret or key deleted), which addon names. The Addons that
+// name it still use it: it is built anew once it is back. The cluster addon
+// used before is released when no other Addon uses it, as remoteCluster
+// releases it.
+//
+// NOTE: an Addon repointed to a kubeconfig Secret that does not exist (yet,
+// or misspelt) uses the one it left no more; kept, that cluster's watches
+// would stay open, and its credentials in memory, for as long as the Addon
+// lives.
+func (r *AddonReconciler) dropRemote(addon types.NamespacedName, key remoteKey) {
 	r.remotes.mu.Lock()
 	defer r.remotes.mu.Unlock()
+	if unused, ok := r.remotes.uses.use(addon, key); ok {
+		r.stopRemote(r.remotes.by[unused])
+		delete(r.remotes.by, unused)
+	}
 	r.stopRemote(r.remotes.by[key])
 	delete(r.remotes.by, key)
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -188,6 +189,19 @@ func TestRemoteClusterReleased(t *testing.T) {
 	if again == cx || held(remoteKeyOf(y)) != again {
 		t.Fatal("a kubeconfig named again after its release got the stopped cluster")
 	}
+	// y is repointed to a kubeconfig Secret that does not exist: edge-1,
+	// whose Secret is still there, is released all the same.
+	ctx, cancel = context.WithCancel(context.Background())
+	again.cancel = cancel
+	missing := addon("y", "edge-1")
+	missing.Spec.KubeConfig.SecretRef.Name = "no-such-secret"
+	_, err = r.selectCluster(context.Background(), &scope{addon: missing, profile: capstanv1.ProfileCluster, cluster: &targetCluster{}})
+	if err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("the missing kubeconfig Secret: %v", err)
+	}
+	if held(remoteKeyOf(y)) != nil || ctx.Err() == nil {
+		t.Fatal("edge-1 was kept, or its watch cache not stopped, after its last Addon was repointed to a kubeconfig Secret that does not exist")
+	}
 }
 
 // TestRemoteClusterStoppedWhenItsKubeconfigBreaks: a kubeconfig changed
@@ -264,8 +278,12 @@ func fleetReconciler(t *testing.T) *AddonReconciler {
 	if err := capstanv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	return &AddonReconciler{
-		Client: fake.NewClientBuilder().WithScheme(scheme).Build(),
+		Client: c, APIReader: c,
 		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
 	}
 }

@@ -469,9 +469,10 @@ func TestRemoteClusterLifecycle(t *testing.T) {
 // TestRemoteClusterDroppedWithItsSecret: an admin who breaks a kubeconfig
 // (here with an exec plugin, which is refused) or deletes its Secret, to
 // cut Capstan off from that cluster, gets the clients and watch cache built
-// from it released; the kubeconfig restored builds them again. The remote
-// API server is a loopback port that answers nothing, which is enough for
-// the controller to build and hold the cluster.
+// from it released; the kubeconfig restored builds them again. An add-on
+// repointed from it to a Secret that does not exist releases them too.
+// The remote API server is a loopback port that answers nothing, which is
+// enough for the controller to build and hold the cluster.
 func TestRemoteClusterDroppedWithItsSecret(t *testing.T) {
 	ctx := context.Background()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -537,5 +538,20 @@ func TestRemoteClusterDroppedWithItsSecret(t *testing.T) {
 	eventually(t, 30*time.Second, "the cluster of the deleted Secret to be released", func() bool { return !held() })
 	waitFor(t, a, 30*time.Second, "the missing Secret to be named", func(cur *capstanv1.Addon) bool {
 		return strings.Contains(readyMessage(cur), "does not exist")
+	})
+
+	// Restored, then left for a Secret that does not exist: the cluster
+	// of the Secret the add-on left, which is still there, is released.
+	secret = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": good}}
+	if err := admin.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), secret) })
+	eventually(t, 30*time.Second, "the recreated Secret's cluster to be built again", held)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.KubeConfig.SecretRef.Name = name + "-missing" })
+	eventually(t, 30*time.Second, "the cluster of the Secret the add-on left to be released", func() bool { return !held() })
+	waitFor(t, a, 30*time.Second, "the missing Secret to be named", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), name+"-missing that spec.kubeConfig names does not exist")
 	})
 }
