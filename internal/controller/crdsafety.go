@@ -41,9 +41,10 @@ import (
 //     validator in the controller instead, without the CEL rules, and the
 //     notice says so.
 //
-// Only a CRD that the plan updates, with a version's schema or the set of
-// served and storage versions changed, is checked: one the preview merely
-// read, or re-verified after VerifyTTL or a restart, breaks nothing. A
+// Only a CRD that the plan updates, or that a hook the sync runs applies
+// over a live one, with a version's schema or the set of served and
+// storage versions changed, is checked: one the preview merely read, or
+// re-verified after VerifyTTL or a restart, breaks nothing. A
 // shadow is a cluster-scoped write that every API server rebuilds its
 // OpenAPI and discovery for, so it is made only when the plan is about to
 // be applied; a plan that is not (capstan plan and the API's plans, a
@@ -55,9 +56,11 @@ import (
 const crdSampleSize = 50
 
 // crdSafety returns the violations of the rendered CRDs the plan changes
-// against the live ones, and notices of what was checked. applies reports
-// whether the plan is about to be applied, and so whether a shadow CRD may
-// be made; it is asked only when a CRD needs its objects checked.
+// against the live ones, and notices of what was checked: the objects the
+// plan updates, and the hooks the sync runs, which are applied over the
+// live CRD as plain objects are. applies reports whether the plan is about
+// to be applied, and so whether a shadow CRD may be made; it is asked only
+// when a CRD needs its objects checked.
 func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope, applies func() bool) ([]capstanv1.Violation, []capstanv1.Notice, error) {
 	var violations []capstanv1.Violation
 	var notices []capstanv1.Notice
@@ -67,33 +70,74 @@ func (r *AddonReconciler) crdSafety(ctx context.Context, s *scope, applies func(
 			updates[p.Ref.Key()] = true
 		}
 	}
+	seen := map[string]bool{}
 	for _, obj := range s.objects {
-		if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
+		if !isCRD(obj) {
 			continue
 		}
 		ref := capstanv1.RefOf(obj)
+		seen[ref.Key()] = true
 		live := s.live[ref.Key()]
 		if live == nil || !updates[ref.Key()] {
 			continue // new, or unchanged
 		}
-		next, cur := &apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinition{}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, next); err != nil {
-			return nil, nil, fmt.Errorf("reading the rendered %s: %w", ref.Describe(), err)
+		v, n, err := r.crdChange(ctx, s, ref, obj, live, applies)
+		if err != nil {
+			return nil, nil, err
 		}
-		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, cur); err != nil {
-			return nil, nil, fmt.Errorf("reading the live %s: %w", ref.Describe(), err)
+		violations, notices = append(violations, v...), append(notices, n...)
+	}
+	// NOTE: a chart that ships its CRDs as pre-install and pre-upgrade
+	// hooks, to have them in before anything that uses them, has them
+	// applied by the hook runner, over the live CRD and never previewed:
+	// each is read here, and versionsToCheck alone decides whether it
+	// changes anything stored. Only the hooks this sync runs are
+	// checked: a pre-install CRD hook is not applied again by an upgrade.
+	runs := map[string]bool{}
+	for _, h := range s.plannedHooks() {
+		runs[h.Key()] = true
+	}
+	for _, h := range s.hooks {
+		ref := capstanv1.RefOf(h.Object)
+		if !isCRD(h.Object) || !runs[ref.Key()] || seen[ref.Key()] {
+			continue
 		}
-		check, changed := versionsToCheck(cur, next)
-		if !changed {
-			continue // a label, a printer column: nothing stored is at stake
+		seen[ref.Key()] = true
+		live, err := s.applier.Get(ctx, ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the live %s, which a hook applies: %w", ref.Describe(), err)
 		}
-		v, n, err := r.crdChanges(ctx, s, ref, cur, next, check, applies)
+		if live == nil {
+			continue // new
+		}
+		v, n, err := r.crdChange(ctx, s, ref, h.Object, live, applies)
 		if err != nil {
 			return nil, nil, err
 		}
 		violations, notices = append(violations, v...), append(notices, n...)
 	}
 	return violations, notices, nil
+}
+
+func isCRD(obj *unstructured.Unstructured) bool {
+	return obj.GetKind() == "CustomResourceDefinition" && obj.GroupVersionKind().Group == "apiextensions.k8s.io"
+}
+
+// crdChange checks the rendered CRD obj against its live one, when a
+// version's schema or the served and storage versions change.
+func (r *AddonReconciler) crdChange(ctx context.Context, s *scope, ref capstanv1.ObjectRef, obj, live *unstructured.Unstructured, applies func() bool) ([]capstanv1.Violation, []capstanv1.Notice, error) {
+	next, cur := &apiextensionsv1.CustomResourceDefinition{}, &apiextensionsv1.CustomResourceDefinition{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, next); err != nil {
+		return nil, nil, fmt.Errorf("reading the rendered %s: %w", ref.Describe(), err)
+	}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, cur); err != nil {
+		return nil, nil, fmt.Errorf("reading the live %s: %w", ref.Describe(), err)
+	}
+	check, changed := versionsToCheck(cur, next)
+	if !changed {
+		return nil, nil, nil // a label, a printer column: nothing stored is at stake
+	}
+	return r.crdChanges(ctx, s, ref, cur, next, check, applies)
 }
 
 // versionsToCheck compares a live CRD with its rendered next one. changed

@@ -153,6 +153,86 @@ func TestUnsafeCRDUpgradesAreRefused(t *testing.T) {
 	})
 }
 
+// TestUnsafeCRDHookUpgradesAreRefused ships the CRD as a pre-install and
+// pre-upgrade hook, as charts do to have it in first: the hook runner
+// applies it over the live CRD, unpreviewed, so the same checks must hold
+// it back. A schema the stored Gadget breaks, a field it holds removed and
+// a dropped stored version are refused, and nothing is applied; with
+// spec.allowUnsafeCRDChanges the schema change is applied by the hook.
+func TestUnsafeCRDHookUpgradesAreRefused(t *testing.T) {
+	ns := newNamespace(t)
+	group := "hooksafety" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	publish := func(version string, crd string) string {
+		hook := strings.Replace(crd, "metadata:\n", "metadata:\n  annotations: {helm.sh/hook: \"pre-install,pre-upgrade\"}\n", 1)
+		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"templates/gadgets.yaml": hook}})
+		return url
+	}
+	schemaType := func() string {
+		crd := live(t, "apiextensions.k8s.io/v1", "CustomResourceDefinition", "", "gadgets."+group)
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		size, _, _ := unstructured.NestedString(versions[0].(map[string]any), "schema", "openAPIV3Schema", "properties", "spec", "properties", "size", "type")
+		return size
+	}
+	a := create(t, newAddon(controllerNS, "hookgadgets-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer+colour+open")), withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	gadget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"namespace": ns, "name": "g1"},
+		"spec":     map[string]any{"size": int64(3), "colour": "red", "options": map[string]any{"fast": true}}}}
+	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(context.Background(), gadget) == nil })
+
+	for _, tc := range []struct {
+		name, crd string
+		rules     []string
+		says      string
+	}{
+		{"a schema the stored Gadget breaks", gadgetsCRD(group, "v1:true:string+colour+open"), []string{"crd-schema-invalidates-objects"}, "size"},
+		{"a field the stored Gadget holds removed", gadgetsCRD(group, "v1:true:integer+open"), []string{"crd-schema-invalidates-objects"}, "spec.colour"},
+		{"a dropped stored version", gadgetsCRD(group, "v2:true:string+colour+open"), []string{"crd-stored-version-dropped", "crd-storage-version-changed"}, ""},
+	} {
+		url := publish("2.0.0-"+strings.ReplaceAll(tc.name, " ", ""), tc.crd)
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
+		got := waitPhase(t, a, capstanv1.PhaseBlocked)
+		for _, rule := range tc.rules {
+			if !violationRule(rule)(got) {
+				t.Errorf("%s: no %s violation: %s", tc.name, rule, describeStatus(got))
+			}
+		}
+		if tc.says != "" {
+			msg := ""
+			for _, v := range got.Status.Plan.Violations {
+				msg += v.Message
+			}
+			if !strings.Contains(msg, "1 of 1") || !strings.Contains(msg, ns+"/g1") || !strings.Contains(msg, tc.says) {
+				t.Errorf("%s: the violation %q does not count and name the object, and say %q", tc.name, msg, tc.says)
+			}
+		}
+		if got := schemaType(); got != "integer" {
+			t.Errorf("%s: the refused CRD hook was applied: size is %q", tc.name, got)
+		}
+	}
+	if g := live(t, group+"/v1", "Gadget", ns, "g1"); g == nil {
+		t.Error("the stored Gadget is gone")
+	} else if colour, _, _ := unstructured.NestedString(g.Object, "spec", "colour"); colour != "red" {
+		t.Errorf("the stored Gadget lost its colour: %v", g.Object["spec"])
+	}
+	// Allowed: the hook applies the schema change, and the Gadget stays.
+	url := publish("3.0.0", gadgetsCRD(group, "v1:true:string+colour+open"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL, cur.Spec.AllowUnsafeCRDChanges = url, true })
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if len(got.Status.Plan.Violations) > 0 {
+		t.Errorf("the allowed change was refused: %+v", got.Status.Plan.Violations)
+	}
+	if !hasNoticeSaying(got.Status.Plan, "validated 1 existing gadgets") {
+		t.Errorf("the plan does not say the stored Gadget was checked: %+v", got.Status.Plan.Notices)
+	}
+	if size := schemaType(); size != "string" {
+		t.Errorf("the allowed change was not applied: size is %q", size)
+	}
+	if live(t, group+"/v1", "Gadget", ns, "g1") == nil {
+		t.Error("the stored Gadget is gone")
+	}
+}
+
 // TestStorageVersionMoveWithTheSameSchema moves a CRD's storage version
 // to a new version of the same schema with no conversion webhook, as
 // Gateway API v1.0 does: the API server only rewrites the apiVersion of
