@@ -9,6 +9,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -681,7 +682,10 @@ func describeValuesErrors(errs []capstanv1.ValuesError) string {
 }
 
 // disown removes the owner references to the Addon from the objects it
-// applied, so the garbage collector leaves them running.
+// applied, so the garbage collector leaves them running: those of the
+// inventory, and the hook objects its charts made, which are in no
+// inventory. A restricted add-on's hooks can only be of the kinds the
+// guardrails allow, in its own namespace, with Capstan's labels naming it.
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, ref := range s.addon.Status.Inventory {
 		live, err := s.applier.Get(ctx, ref.ObjectRef)
@@ -693,26 +697,47 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 			// out of a trusted namespace), which is left as it is.
 			continue
 		}
-		if err != nil || live == nil {
-			if err != nil {
+		if err != nil {
+			return err
+		}
+		if err := r.disownObject(ctx, s, live); err != nil {
+			return err
+		}
+	}
+	for _, gvk := range guard.AllowedKinds() {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := s.applier.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels(s.addon.AppliedLabels())); err != nil {
+			return fmt.Errorf("listing the %s objects of the add-on's hooks to leave them running: %w", gvk.Kind, err)
+		}
+		for i := range list.Items {
+			if err := r.disownObject(ctx, s, &list.Items[i]); err != nil {
 				return err
 			}
-			continue
 		}
-		var kept []metav1.OwnerReference
-		for _, o := range live.GetOwnerReferences() {
-			if o.UID != s.addon.UID {
-				kept = append(kept, o)
-			}
+	}
+	return nil
+}
+
+// disownObject removes the owner references to the Addon from live, when
+// it has any.
+func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live *unstructured.Unstructured) error {
+	if live == nil {
+		return nil
+	}
+	var kept []metav1.OwnerReference
+	for _, o := range live.GetOwnerReferences() {
+		if o.UID != s.addon.UID {
+			kept = append(kept, o)
 		}
-		if len(kept) == len(live.GetOwnerReferences()) {
-			continue
-		}
-		patch := client.MergeFrom(live.DeepCopy())
-		live.SetOwnerReferences(kept)
-		if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
-			return fmt.Errorf("removing the owner reference from %s %s/%s: %w", ref.Kind, ref.Namespace, ref.Name, err)
-		}
+	}
+	if len(kept) == len(live.GetOwnerReferences()) {
+		return nil
+	}
+	patch := client.MergeFrom(live.DeepCopy())
+	live.SetOwnerReferences(kept)
+	if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
+		return fmt.Errorf("removing the owner reference from %s %s/%s: %w", live.GetKind(), live.GetNamespace(), live.GetName(), err)
 	}
 	return nil
 }

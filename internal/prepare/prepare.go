@@ -143,7 +143,13 @@ func Prepare(in Input) (Result, error) {
 		// NOTE: Harden's errors are malformed pod templates, which the
 		// guard's Check reports as violations in the plan.
 		_ = guard.Harden(all)
-		for _, o := range objs {
+		// NOTE: hooks are owned too, though they are in no inventory: a
+		// tenant's chart could otherwise make any object a hook with no
+		// delete policy (a Deployment at post-install) and leave it
+		// running once the Addon is removed. The garbage collector
+		// deletes it when the Addon goes; the Addon, held by Capstan's
+		// finalizer, outlives its own delete hooks.
+		for _, o := range all {
 			if apply.Deletable(capstanv1.RefOf(o)) {
 				// Appended, not replaced: owner references the chart sets
 				// itself stay, and the guard refuses them.

@@ -77,6 +77,11 @@ func TestPrepareClusterProfile(t *testing.T) {
 			t.Errorf("%s %s has owner references in the cluster profile", o.GetKind(), o.GetName())
 		}
 	}
+	for _, h := range res.Hooks {
+		if len(h.Object.GetOwnerReferences()) > 0 {
+			t.Errorf("the hook %s %s has owner references in the cluster profile", h.Object.GetKind(), h.Object.GetName())
+		}
+	}
 	job := res.Objects[4]
 	if _, found, _ := unstructured.NestedFieldNoCopy(job.Object, "spec", "ttlSecondsAfterFinished"); found || job.GetName() != "migrate" {
 		t.Errorf("the Job %s keeps ttlSecondsAfterFinished", job.GetName())
@@ -91,9 +96,16 @@ func TestPrepareClusterProfile(t *testing.T) {
 	}
 }
 
+// TestPrepareRestrictedProfile checks that a restricted add-on's objects
+// and hooks alike are owned by the Addon, so that its removal leaves none
+// running, all but the kinds Capstan never deletes.
 func TestPrepareRestrictedProfile(t *testing.T) {
 	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "tenant", UID: "u1"}}
-	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileRestricted, Namespace: "tenant", Render: testRender(t), Scope: scopes})
+	rendered := testRender(t)
+	rendered.Hooks = append(rendered.Hooks,
+		render.Hook{Object: obj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: lingers}")},
+		render.Hook{Object: obj(t, "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data}")})
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileRestricted, Namespace: "tenant", Render: rendered, Scope: scopes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +120,19 @@ func TestPrepareRestrictedProfile(t *testing.T) {
 		neverDeleted := o.GetKind() == "CustomResourceDefinition"
 		if owned == neverDeleted {
 			t.Errorf("%s %s: owned by the Addon = %v", o.GetKind(), o.GetName(), owned)
+		}
+	}
+	if len(res.Hooks) != 3 {
+		t.Fatalf("%d hooks; want 3", len(res.Hooks))
+	}
+	for _, h := range res.Hooks {
+		owned := false
+		for _, ref := range h.Object.GetOwnerReferences() {
+			owned = owned || ref.UID == "u1" && ref.Kind == "Addon" && ref.Name == "demo"
+		}
+		neverDeleted := h.Object.GetKind() == "PersistentVolumeClaim"
+		if owned == neverDeleted {
+			t.Errorf("the hook %s %s: owned by the Addon = %v", h.Object.GetKind(), h.Object.GetName(), owned)
 		}
 	}
 	job := res.Objects[3]
