@@ -2,6 +2,7 @@ package mask
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,36 @@ func BenchmarkString(b *testing.B) {
 			b.SetBytes(int64(len(tt.text)))
 			for b.Loop() {
 				m.String(tt.text)
+			}
+		})
+	}
+}
+
+// BenchmarkStringRepetitive is the worst a tenant can make of a text and
+// values it both controls: 128 KiB of one byte against 200 values that
+// start with four thousand of that byte, so that a value starts at every
+// position of the text. Where each value ends with that byte too, every
+// value occurs at every position; where each ends with its number, none
+// occurs at all, though each matches four thousand bytes everywhere.
+func BenchmarkStringRepetitive(b *testing.B) {
+	text := strings.Repeat("a", 128<<10)
+	var occur, near []string
+	for n := 0; n < 200; n++ {
+		occur = append(occur, strings.Repeat("a", 4000+n))
+		near = append(near, strings.Repeat("a", 4000)+strconv.Itoa(n))
+	}
+	tests := []struct {
+		name string
+		m    *Mask
+	}{
+		{"every value everywhere", New(occur)},
+		{"no value, each 4000 bytes long everywhere", New(near)},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				tt.m.String(text)
 			}
 		})
 	}

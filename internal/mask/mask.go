@@ -9,7 +9,6 @@
 package mask
 
 import (
-	"cmp"
 	"encoding/base64"
 	"encoding/json"
 	"regexp"
@@ -26,11 +25,19 @@ const Hidden = "(hidden)"
 
 // Mask hides a fixed set of values in text. A nil Mask hides nothing.
 type Mask struct {
-	// byPrefix lists the values by their first two bytes, the longest first.
-	byPrefix map[uint16][]string
+	// byPrefix lists the values by their first two bytes.
+	byPrefix map[uint16][]value
 	// prefixes has a bit set for the first two bytes of each value, so that
 	// a search passes most of a text by a bit test.
 	prefixes []uint64
+}
+
+// value is one string a Mask hides, with its borders: border[i] is the
+// length of the longest proper prefix of s[:i+1] that is also its suffix,
+// so that a search goes on after a match without going back in the text.
+type value struct {
+	s      string
+	border []int32
 }
 
 // New hides values wherever they occur, each whole: where values overlap
@@ -76,14 +83,31 @@ func New(secrets []string) *Mask {
 	if len(keep) == 0 {
 		return nil
 	}
-	slices.SortFunc(keep, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
-	m := &Mask{byPrefix: map[uint16][]string{}, prefixes: make([]uint64, 1<<16/64)}
+	slices.Sort(keep)
+	m := &Mask{byPrefix: map[uint16][]value{}, prefixes: make([]uint64, 1<<16/64)}
 	for _, v := range slices.Compact(keep) {
 		p := prefix(v)
-		m.byPrefix[p] = append(m.byPrefix[p], v)
+		m.byPrefix[p] = append(m.byPrefix[p], value{s: v, border: borders(v)})
 		m.prefixes[p/64] |= 1 << (p % 64)
 	}
 	return m
+}
+
+// borders computes the borders of v (Knuth, Morris and Pratt's failure
+// function).
+func borders(v string) []int32 {
+	border := make([]int32, len(v))
+	k := int32(0)
+	for i := 1; i < len(v); i++ {
+		for k > 0 && v[i] != v[k] {
+			k = border[k-1]
+		}
+		if v[i] == v[k] {
+			k++
+		}
+		border[i] = k
+	}
+	return border
 }
 
 // prefix is the first two bytes of s, which holds at least two.
@@ -116,44 +140,141 @@ func (m *Mask) String(text string) string {
 	return b.String()
 }
 
-// hide replaces each stretch of text that values cover with Hidden. It looks
-// for the longest value at every position, inside a value found before
-// included, and hides the values that overlap or touch as one: a
+// hide replaces each stretch of text that values cover with Hidden. Every
+// occurrence of every value counts, those inside or overlapping another
+// included, and the values that overlap or touch are hidden as one: a
 // leftmost-first replacement would hide the first of two overlapping values
 // and show the rest of the second.
+//
+// NOTE: a tenant may choose both the values and the text (a chart's message
+// quotes what it is given), so the cost must not depend on how values
+// repeat themselves. Each value is searched for once over the text, in time
+// linear in the text and the value, and the stretches are merged in one
+// pass: comparing every value at every position would cost the text's
+// length times the values' total length (seconds for 128 KiB of one byte
+// against values that start with thousands of it).
 func (m *Mask) hide(text string) string {
-	var b strings.Builder
-	last, start, end := 0, -1, -1
+	// Find the values whose first two bytes occur in the text, and where
+	// they first occur; most texts hold none, and most of the rest a few.
+	var c candidates
 	for i := 0; i+1 < len(text); i++ {
-		p := prefix(text[i:])
-		if m.prefixes[p/64]&(1<<(p%64)) == 0 {
-			continue
-		}
-		for _, v := range m.byPrefix[p] {
-			if !strings.HasPrefix(text[i:], v) {
-				continue
-			}
-			if i > end {
-				if start >= 0 {
-					b.WriteString(text[last:start])
-					b.WriteString(Hidden)
-					last = end
-				} else {
-					b.Grow(len(text))
-				}
-				start = i
-			}
-			end = max(end, i+len(v))
-			break
+		if p := prefix(text[i:]); m.prefixes[p/64]&(1<<(p%64)) != 0 {
+			c.meet(m, p, i)
 		}
 	}
-	if start < 0 {
+	if c.starts == nil {
 		return text
+	}
+	// reach[i-base] is one past the end of the longest value found at i.
+	base := c.starts[0].at
+	var reach []int32
+	from := len(text)
+	for _, st := range c.starts {
+		for _, v := range m.byPrefix[st.p] {
+			from = min(from, find(text, base, st.at, v, &reach))
+		}
+	}
+	if reach == nil {
+		return text
+	}
+	// Merge the stretches that overlap or touch, and hide each once.
+	var b strings.Builder
+	b.Grow(len(text))
+	last, start, end := 0, -1, 0
+	for i := from; i < len(text); i++ {
+		r := int(reach[i-base])
+		if r == 0 {
+			continue
+		}
+		if start >= 0 && i <= end {
+			end = max(end, r)
+			continue
+		}
+		if start >= 0 {
+			b.WriteString(text[last:start])
+			b.WriteString(Hidden)
+			last = end
+		}
+		start, end = i, r
 	}
 	b.WriteString(text[last:start])
 	b.WriteString(Hidden)
 	b.WriteString(text[end:])
 	return b.String()
+}
+
+// candidates are the two-byte prefixes of values that a text holds, each
+// with where it first occurs, in the order they occur.
+type candidates struct {
+	starts []candidate
+	// pending has a bit set for each prefix not met yet, once many are met.
+	pending []uint64
+}
+
+type candidate struct {
+	p  uint16
+	at int
+}
+
+// meet notes the prefix p of some value at the byte at of the text.
+func (c *candidates) meet(m *Mask, p uint16, at int) {
+	if c.pending != nil {
+		if c.pending[p/64]&(1<<(p%64)) == 0 {
+			return
+		}
+		c.pending[p/64] &^= 1 << (p % 64)
+	} else {
+		for _, s := range c.starts {
+			if s.p == p {
+				return
+			}
+		}
+	}
+	c.starts = append(c.starts, candidate{p, at})
+	if len(c.starts) == 16 && c.pending == nil {
+		c.pending = slices.Clone(m.prefixes)
+		for _, s := range c.starts {
+			c.pending[s.p/64] &^= 1 << (s.p % 64)
+		}
+	}
+}
+
+// find records in reach every occurrence of v in text from the byte at
+// from on, overlapping ones included, and returns where the first starts
+// (len(text) for none). reach starts at the byte at base of the text; find
+// makes it at the first occurrence. strings.Index passes the text up to an occurrence;
+// from there the borders of v carry the search on byte by byte while part
+// of v may still match, so no byte of the text is compared twice against
+// the same part of v.
+func find(text string, base, from int, v value, rp *[]int32) int {
+	n, first := len(v.s), len(text)
+	for i := from; i < len(text); {
+		j := strings.Index(text[i:], v.s)
+		if j < 0 {
+			break
+		}
+		if *rp == nil {
+			*rp = make([]int32, len(text)-base)
+		}
+		reach := *rp
+		i += j + n
+		first = min(first, i-n)
+		reach[i-n-base] = max(reach[i-n-base], int32(i))
+		for k := v.border[n-1]; k > 0 && i < len(text); i++ {
+			c := text[i]
+			for k > 0 && c != v.s[k] {
+				k = v.border[k-1]
+			}
+			if c == v.s[k] {
+				k++
+			}
+			if int(k) == n {
+				reach[i+1-n-base] = max(reach[i+1-n-base], int32(i+1))
+				k = v.border[n-1]
+			}
+		}
+	}
+	return first
 }
 
 // planHash is a plan's or a digest's hash in a message.

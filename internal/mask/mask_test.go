@@ -3,9 +3,12 @@ package mask
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestHidesLongValuesWhole(t *testing.T) {
@@ -92,5 +95,76 @@ func TestHidesOverlappingValuesWhole(t *testing.T) {
 		if got != tc.want || strings.Contains(got, "s3cret") {
 			t.Errorf("String(%q) = %q, want %q", tc.text, got, tc.want)
 		}
+	}
+}
+
+// TestHidesWhatEveryOccurrenceCovers compares the mask with the plainest
+// search there is, every value at every position, on texts and values of
+// two letters, which overlap and repeat themselves in every way.
+func TestHidesWhatEveryOccurrenceCovers(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "ab"[rnd.IntN(2)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		var secrets []string
+		for range 1 + rnd.IntN(4) {
+			secrets = append(secrets, word(MinLen+rnd.IntN(5)))
+		}
+		m := New(secrets)
+		text := word(rnd.IntN(40))
+		if got, want := m.String(text), plainHide(secrets, text); got != want {
+			t.Fatalf("New(%q).String(%q) = %q, want %q", secrets, text, got, want)
+		}
+	}
+}
+
+// plainHide hides what a Mask of secrets does in a text of the secrets'
+// letters, comparing every value at every position. (The other forms a
+// Mask looks for, such as base64, hold other letters.)
+func plainHide(secrets []string, text string) string {
+	covered := make([]bool, len(text))
+	for _, v := range secrets {
+		for i := range text {
+			if strings.HasPrefix(text[i:], v) {
+				for j := i; j < i+len(v); j++ {
+					covered[j] = true
+				}
+			}
+		}
+	}
+	var b strings.Builder
+	for i := 0; i < len(text); i++ {
+		if !covered[i] {
+			b.WriteByte(text[i])
+			continue
+		}
+		b.WriteString(Hidden)
+		for i+1 < len(text) && covered[i+1] {
+			i++
+		}
+	}
+	return b.String()
+}
+
+// TestHideTakesTimeLinearInTheText: a tenant chooses both the values and
+// the text, and no choice of them may tie up the controller.
+func TestHideTakesTimeLinearInTheText(t *testing.T) {
+	text := strings.Repeat("a", 128<<10)
+	var near []string
+	for n := range 200 {
+		near = append(near, strings.Repeat("a", 4000)+strconv.Itoa(n))
+	}
+	m := New(near)
+	start := time.Now()
+	if got := m.String(text); got != text {
+		t.Errorf("String hid %d bytes that hold no value", len(text)-len(got))
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("String took %v on 128 KiB against 200 values that almost occur everywhere", d)
 	}
 }
