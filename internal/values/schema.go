@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -186,6 +187,12 @@ type schemaWalker struct {
 	files map[string][]byte
 	// docs holds the schema documents read so far, by their path in the chart.
 	docs map[string]*schemaDoc
+	// idKey is the keyword that sets a schema's URI: $id, or id in draft 4.
+	idKey string
+	// ids holds the schemas that a URI names, without its fragment: each
+	// document read so far by its file URL, and every schema within one
+	// whose $id sets a URI, resolved against the URI of the schema around it.
+	ids map[string]resource
 
 	// indexed holds the location of every schema index visited; parents
 	// lists, by location, the schemas that hold or refer to it.
@@ -210,24 +217,112 @@ type schemaDoc struct {
 	root any
 }
 
+// fileURL is the URL the compiler gives the chart's file at name.
+func fileURL(name string) *url.URL {
+	return &url.URL{Scheme: "file", Path: "/" + name}
+}
+
+// resource is a schema that a URI names: where it is in which document.
+type resource struct {
+	doc *schemaDoc
+	at  []string
+}
+
 func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWalker {
 	root := &schemaDoc{name: path.Base(schemaURL), root: raw}
-	return &schemaWalker{
+	idKey := "$id"
+	if obj, ok := raw.(map[string]any); ok {
+		if s, _ := obj["$schema"].(string); strings.Contains(s, "draft-04") {
+			idKey = "id"
+		}
+	}
+	w := &schemaWalker{
 		part:    p,
 		root:    root,
 		files:   files,
 		docs:    map[string]*schemaDoc{root.name: root},
+		idKey:   idKey,
+		ids:     map[string]resource{},
 		indexed: map[string]bool{},
 		parents: map[string][]string{},
 		live:    map[string]bool{},
 		onPath:  map[string]int{},
 		found:   map[string]bool{},
 	}
+	w.addIDs(root)
+	return w
+}
+
+// withID returns the base URI of node: base, the URI of the schema around
+// it, unless node's $id sets another. An $id that is only a fragment names
+// an anchor, not a URI.
+func (w *schemaWalker) withID(base *url.URL, node any) *url.URL {
+	obj, ok := node.(map[string]any)
+	if !ok {
+		return base
+	}
+	id, ok := obj[w.idKey].(string)
+	if !ok || id == "" || strings.HasPrefix(id, "#") {
+		return base
+	}
+	u, err := url.Parse(id)
+	if err != nil {
+		return base
+	}
+	out := base.ResolveReference(u)
+	out.Fragment, out.RawFragment = "", ""
+	return out
+}
+
+// addIDs records the URIs that doc and the schemas within it are known by,
+// as the compiler records them: the document's file URL, and each $id.
+func (w *schemaWalker) addIDs(doc *schemaDoc) {
+	w.ids[fileURL(doc.name).String()] = resource{doc: doc}
+	var scan func(node any, base *url.URL, at []string)
+	scan = func(node any, base *url.URL, at []string) {
+		switch t := node.(type) {
+		case map[string]any:
+			if b := w.withID(base, t); b != base {
+				if _, known := w.ids[b.String()]; !known {
+					w.ids[b.String()] = resource{doc: doc, at: slices.Clone(at)}
+				}
+				base = b
+			}
+			for _, k := range sortedKeys(t) {
+				switch k {
+				case "enum", "const", "default", "examples": // values, not schemas
+					continue
+				}
+				scan(t[k], base, append(at, k))
+			}
+		case []any:
+			for i, e := range t {
+				scan(e, base, append(at, strconv.Itoa(i)))
+			}
+		}
+	}
+	scan(doc.root, fileURL(doc.name), nil)
+}
+
+// baseAt returns the base URI of the schema at the pointer tokens at in doc.
+func (w *schemaWalker) baseAt(doc *schemaDoc, at []string) *url.URL {
+	node := doc.root
+	base := w.withID(fileURL(doc.name), node)
+	for _, tok := range at {
+		next, ok := lookup(node, []string{tok})
+		if !ok {
+			break
+		}
+		node = next
+		base = w.withID(base, node)
+	}
+	return base
 }
 
 func (w *schemaWalker) run() error {
 	rootLoc := w.root.name + "#"
-	if err := w.index(w.root, w.root.root, rootLoc, ""); err != nil {
+	rootBase := w.baseAt(w.root, nil)
+	if err := w.index(w.root, w.root.root, rootLoc, rootBase, ""); err != nil {
 		return err
 	}
 	queue := w.marked
@@ -240,7 +335,7 @@ func (w *schemaWalker) run() error {
 		w.live[loc] = true
 		queue = append(queue, w.parents[loc]...)
 	}
-	return w.walk(w.root, w.root.root, rootLoc, nil, 0)
+	return w.walk(w.root, w.root.root, rootLoc, rootBase, nil, 0)
 }
 
 // subschema is a schema within another: where it is (the JSON pointer
@@ -306,73 +401,77 @@ func escapeToken(s string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
-// resolve finds the schema a $ref of doc names, and its location: within
-// doc, or in another file of the chart, resolved against doc's path as the
-// compiler resolves it. ok is false for a reference to an anchor, which the
-// walk does not follow.
-func (w *schemaWalker) resolve(doc *schemaDoc, ref string) (target any, tdoc *schemaDoc, loc string, ok bool, err error) {
-	tdoc, frag := doc, ""
-	if strings.HasPrefix(ref, "#") {
-		frag = ref[1:]
-		if unescaped, err := url.PathUnescape(frag); err == nil {
-			frag = unescaped
+// resolve finds the schema that a $ref names, and its location and base
+// URI, as the compiler resolves it: against base, the URI that the nearest
+// $id around the $ref sets, or else the file of the chart that holds it. A
+// URI that a schema's $id sets names that schema; a file URL names the
+// chart's file at its path. ok is false for a $ref the walk does not follow:
+// to an anchor (#name), or to anything that is neither (the JSON Schema
+// meta-schemas, which the compiler knows by their http URLs). Which refs
+// compile is the compiler's to decide; it has refused a schema that refers
+// to anything outside the chart before the walk starts.
+func (w *schemaWalker) resolve(doc *schemaDoc, base *url.URL, ref string) (target any, tdoc *schemaDoc, loc string, tbase *url.URL, ok bool, err error) {
+	r, perr := url.Parse(ref)
+	if perr != nil {
+		return nil, nil, "", nil, false, nil
+	}
+	u := base.ResolveReference(r)
+	frag := u.Fragment
+	u.Fragment, u.RawFragment = "", ""
+	res, known := w.ids[u.String()]
+	if !known {
+		if u.Scheme != "file" || u.Host != "" {
+			return nil, nil, "", nil, false, nil
 		}
-	} else {
-		u, err := url.Parse(ref)
-		if err != nil {
-			return nil, nil, "", false, fmt.Errorf("the $ref %q in %s is not a URL", ref, doc.name)
-		}
-		if u.Host != "" || (u.Scheme != "" && u.Scheme != "file") {
-			return nil, nil, "", false, fmt.Errorf("the $ref %q in %s is outside the chart", ref, doc.name)
-		}
-		if u.Path != "" {
-			if tdoc, err = w.document(doc, ref, u.Path); err != nil {
-				return nil, nil, "", false, err
+		if r.Scheme == "" && r.Host == "" && !strings.HasPrefix(r.Path, "/") && base.Scheme == "file" {
+			// NOTE: the compiler reads "../schemas/auth.json" as the chart's
+			// own schemas/auth.json, since a file URL cannot climb above its
+			// root; a path that climbs out of the chart is refused all the
+			// same, so that a chart says what it means.
+			if rel := path.Join(path.Dir(strings.TrimPrefix(base.Path, "/")), r.Path); rel == ".." || strings.HasPrefix(rel, "../") {
+				return nil, nil, "", nil, false, fmt.Errorf("the $ref %q in %s names a file outside the chart; refer to the chart's own files by their path in it", ref, doc.name)
 			}
 		}
-		frag = u.Fragment
+		d, derr := w.document(strings.TrimPrefix(path.Clean(u.Path), "/"), ref, doc)
+		if derr != nil || d == nil {
+			return nil, nil, "", nil, false, derr
+		}
+		res = resource{doc: d}
 	}
 	if frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, nil, "", false, nil
+		return nil, nil, "", nil, false, nil
 	}
-	segs := splitPointer(frag)
-	target, ok = lookup(tdoc.root, segs)
+	segs := append(slices.Clone(res.at), splitPointer(frag)...)
+	target, ok = lookup(res.doc.root, segs)
 	if !ok {
-		return nil, nil, "", false, nil
+		return nil, nil, "", nil, false, nil
 	}
 	var b strings.Builder
-	b.WriteString(tdoc.name + "#")
+	b.WriteString(res.doc.name + "#")
 	for _, s := range segs {
 		b.WriteString("/" + escapeToken(s))
 	}
-	return target, tdoc, b.String(), true, nil
+	return target, res.doc, b.String(), w.baseAt(res.doc, segs), true, nil
 }
 
-// document reads the file of the chart at p, a $ref's path in doc. A path
-// that climbs out of the chart is refused, though the compiler would read
-// it as a file of the chart: a file URL cannot climb above its root.
-func (w *schemaWalker) document(doc *schemaDoc, ref, p string) (*schemaDoc, error) {
-	dir := path.Dir(doc.name)
-	if strings.HasPrefix(p, "/") {
-		dir = "."
-	}
-	name := path.Join(dir, strings.TrimPrefix(p, "/"))
-	if name == ".." || strings.HasPrefix(name, "../") {
-		return nil, fmt.Errorf("the $ref %q in %s names a file outside the chart; refer to the chart's own files by their path in it", ref, doc.name)
-	}
+// document reads the chart's file at name, which the $ref ref in from
+// names. It returns nil for a file the chart does not have: the compiler
+// has refused such a $ref already.
+func (w *schemaWalker) document(name, ref string, from *schemaDoc) (*schemaDoc, error) {
 	if d, ok := w.docs[name]; ok {
 		return d, nil
 	}
 	data, ok := w.files[name]
 	if !ok {
-		return nil, fmt.Errorf("the chart has no file %q for the $ref %q in %s", name, ref, doc.name)
+		return nil, nil
 	}
 	raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 	if err != nil {
-		return nil, fmt.Errorf("the file %s that the $ref %q in %s names is not JSON: %w", name, ref, doc.name, err)
+		return nil, fmt.Errorf("the file %s that the $ref %q in %s names is not JSON: %w", name, ref, from.name, err)
 	}
 	d := &schemaDoc{name: name, root: raw}
 	w.docs[name] = d
+	w.addIDs(d)
 	return d, nil
 }
 
@@ -386,7 +485,7 @@ func marks(obj map[string]any) bool {
 // index visits, once each, the schemas that node, at loc in doc, reaches,
 // and records which holds or refers to which. from is the location of the
 // schema that holds or refers to node, empty for the root.
-func (w *schemaWalker) index(doc *schemaDoc, node any, loc, from string) error {
+func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL, from string) error {
 	if from != "" {
 		w.parents[loc] = append(w.parents[loc], from)
 	}
@@ -402,18 +501,18 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc, from string) error {
 		w.marked = append(w.marked, loc)
 	}
 	if ref, ok := obj["$ref"].(string); ok {
-		target, tdoc, tloc, ok, err := w.resolve(doc, ref)
+		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
 		if err != nil {
 			return err
 		}
 		if ok {
-			if err := w.index(tdoc, target, tloc, loc); err != nil {
+			if err := w.index(tdoc, target, tloc, tbase, loc); err != nil {
 				return err
 			}
 		}
 	}
 	for _, sub := range subschemas(obj) {
-		if err := w.index(doc, sub.node, loc+sub.at, loc); err != nil {
+		if err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node), loc); err != nil {
 			return err
 		}
 	}
@@ -422,7 +521,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc, from string) error {
 
 // walk records the writeOnly and x-capstan-generate properties that node,
 // at loc in doc and at the values' path pat, leads to.
-func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, pat []patSeg, depth int) error {
+func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL, pat []patSeg, depth int) error {
 	obj, ok := node.(map[string]any)
 	if !ok || !w.live[loc] || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
 		return nil
@@ -440,7 +539,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, pat []patSeg, 
 		}
 	}
 	if ref, ok := obj["$ref"].(string); ok {
-		target, tdoc, tloc, ok, err := w.resolve(doc, ref)
+		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
 		if err != nil {
 			return err
 		}
@@ -450,7 +549,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, pat []patSeg, 
 		key := tloc + "@" + strconv.Itoa(len(pat))
 		if ok && w.onPath[key] < 2 {
 			w.onPath[key]++
-			err := w.walk(tdoc, target, tloc, pat, depth+1)
+			err := w.walk(tdoc, target, tloc, tbase, pat, depth+1)
 			w.onPath[key]--
 			if err != nil {
 				return err
@@ -462,7 +561,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, pat []patSeg, 
 		if !sub.same {
 			next = append(pat[:len(pat):len(pat)], sub.seg)
 		}
-		if err := w.walk(doc, sub.node, loc+sub.at, next, depth+1); err != nil {
+		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(base, sub.node), next, depth+1); err != nil {
 			return err
 		}
 	}

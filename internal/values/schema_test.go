@@ -468,3 +468,42 @@ func TestSchemaRefusesARefThatClimbsOutOfTheChart(t *testing.T) {
 		t.Fatalf("ParseSchema error = %v, want one that says the $ref leaves the chart, naming it", err)
 	}
 }
+
+// TestSchemaResolvesRefsAgainstTheirID: a $ref resolves against the URI
+// the nearest $id sets, as the compiler resolves it, and a $ref the walk
+// cannot follow but the compiler accepts (a meta-schema's definition) does
+// not make the chart's schema an error.
+func TestSchemaResolvesRefsAgainstTheirID(t *testing.T) {
+	for _, tt := range []struct{ name, doc string }{
+		{"a meta-schema's definition", `{"properties": {"replicas": {"$ref": "http://json-schema.org/draft-07/schema#/definitions/nonNegativeInteger"}}}`},
+		{"the root's $id in full", `{"$id": "https://example.com/values.json", "definitions": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "https://example.com/values.json#/definitions/a"}}}`},
+		{"relative to the root's $id", `{"$id": "https://example.com/values.json", "definitions": {"a": {"type": "string"}}, "properties": {"x": {"$ref": "values.json#/definitions/a"}}}`},
+		{"an embedded schema's $id", `{"$defs": {"c": {"$id": "child.json", "type": "string"}}, "properties": {"x": {"$ref": "child.json"}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseSchema("demo", []byte(tt.doc), nil)
+			if err != nil {
+				t.Fatalf("ParseSchema: %v", err)
+			}
+			if errs := s.Validate(map[string]any{}); len(errs) != 0 {
+				t.Errorf("errors = %+v, want none", errs)
+			}
+		})
+	}
+
+	s, err := ParseSchema("demo", []byte(`{
+		"$id": "https://example.com/charts/values.json",
+		"definitions": {"cred": {"type": "object", "properties": {"password": {"type": "string", "writeOnly": true}}}},
+		"$defs": {"token": {"$id": "parts/token.json", "type": "object", "properties": {
+			"value": {"type": "string", "writeOnly": true},
+			"more": {"$ref": "../values.json#/definitions/cred"}}}},
+		"properties": {
+			"auth": {"$ref": "values.json#/definitions/cred"},
+			"api": {"$ref": "parts/token.json"}}}`), nil)
+	if err != nil {
+		t.Fatalf("ParseSchema: %v", err)
+	}
+	if got, want := patternStrings(s), []string{"api.more.password", "api.value", "auth.password"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("writeOnly = %v, want %v", got, want)
+	}
+}
