@@ -1,6 +1,7 @@
 package values
 
 import (
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,20 +26,98 @@ func matches(pat []patSeg, segs []string) bool {
 	return true
 }
 
-// writeOnlyPatterns returns the writeOnly patterns of every part, rooted at
-// the values' root.
-func (s *Schema) writeOnlyPatterns() [][]patSeg {
-	var out [][]patSeg
+// findWriteOnly calls fn with the path of every non-null value of v that a
+// writeOnly schema of some part applies to, without looking below one.
+func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
+	var found [][]string
 	for _, p := range s.parts {
-		for _, w := range p.writeOnly {
-			full := make([]patSeg, 0, len(p.prefix)+len(w))
-			for _, seg := range p.prefix {
-				full = append(full, patSeg{name: seg})
+		if p.writeOnly == nil {
+			continue
+		}
+		sub, ok := lookup(v, p.prefix)
+		if !ok {
+			continue
+		}
+		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes))}
+		set, wo := m.closure([]int{0})
+		m.find(sub, slices.Clone(p.prefix), set, wo, func(path []string) { found = append(found, path) })
+	}
+	// A part's path below another's is hidden with it (a subchart's
+	// property under a parent's writeOnly key).
+	for _, f := range found {
+		below := false
+		for _, g := range found {
+			if len(g) < len(f) && slices.Equal(g, f[:len(g)]) {
+				below = true
+				break
 			}
-			out = append(out, append(full, w...))
+		}
+		if !below {
+			fn(f)
 		}
 	}
-	return out
+}
+
+// matcher walks values along a schemaGraph: each value is met with the set
+// of schemas that apply to it, closed over $refs and combinators, and each
+// value within it with the schemas its key or index leads to. Each value is
+// visited once, whatever the schema's refs and recursion.
+type matcher struct {
+	g     *schemaGraph
+	stamp []int
+	round int
+}
+
+// closure returns the schemas that apply to a value that the schemas seeds
+// apply to, and whether one of them is writeOnly.
+func (m *matcher) closure(seeds []int) (set []int, writeOnly bool) {
+	m.round++
+	stack := slices.Clone(seeds)
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		if m.stamp[id] == m.round {
+			continue
+		}
+		m.stamp[id] = m.round
+		n := &m.g.nodes[id]
+		set = append(set, id)
+		writeOnly = writeOnly || n.writeOnly
+		stack = append(stack, n.same...)
+	}
+	return set, writeOnly
+}
+
+func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(path []string)) {
+	if v == nil || len(set) == 0 {
+		return
+	}
+	if writeOnly {
+		fn(path)
+		return
+	}
+	child := func(key string, e any) {
+		var seeds []int
+		for _, id := range set {
+			n := &m.g.nodes[id]
+			seeds = append(seeds, n.named[key]...)
+			seeds = append(seeds, n.anyKey...)
+		}
+		if len(seeds) > 0 {
+			cs, wo := m.closure(seeds)
+			m.find(e, append(path[:len(path):len(path)], key), cs, wo, fn)
+		}
+	}
+	switch t := v.(type) {
+	case map[string]any:
+		for _, k := range sortedKeys(t) {
+			child(k, t[k])
+		}
+	case []any:
+		for i, e := range t {
+			child(strconv.Itoa(i), e)
+		}
+	}
 }
 
 // findPatterns calls fn with the path of every non-null value of v that a
@@ -81,12 +160,8 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 	if s == nil {
 		return nil
 	}
-	pats := s.writeOnlyPatterns()
-	if len(pats) == 0 {
-		return nil
-	}
 	var errs errorList
-	findPatterns(src.Spec, nil, pats, func(p []string) {
+	s.findWriteOnly(src.Spec, func(p []string) {
 		errs.add(pointer(p), "writeOnly",
 			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", dotted(p))
 	})
@@ -94,7 +169,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 		if l.FromSecret() || l.Missing {
 			continue
 		}
-		findPatterns(l.tree(), nil, pats, func(p []string) {
+		s.findWriteOnly(l.tree(), func(p []string) {
 			errs.add(pointer(p), "writeOnly",
 				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", dotted(p), l.Name())
 		})
@@ -115,7 +190,8 @@ func secretPaths(schema *Schema, in Inputs, effective map[string]any) []string {
 		})
 	}
 	if schema != nil {
-		pats := schema.writeOnlyPatterns()
+		schema.findWriteOnly(effective, func(p []string) { set[pointer(p)] = true })
+		var pats [][]patSeg
 		for _, g := range schema.Generated() {
 			pat := make([]patSeg, len(g.Path))
 			for i, s := range g.Path {

@@ -31,7 +31,7 @@ const schemaURL = "file:///values.schema.json"
 // properties follows nested and recursive schemas.
 const maxSchemaDepth = 32
 
-// maxSchemaVisits bounds the schemas the walk for writeOnly and generated
+// maxSchemaVisits bounds the schemas the walk for x-capstan-generate
 // properties visits on its way to them. Each $ref is expanded where it is
 // used, so refs that branch wide several levels deep would otherwise cost
 // work exponential in the size of a chart's schema, on every reconcile.
@@ -45,11 +45,29 @@ type Schema struct {
 
 // schemaPart is the schema of one chart.
 type schemaPart struct {
-	chart     string
-	prefix    []string
-	compiled  *jsonschema.Schema
-	writeOnly [][]patSeg
+	chart    string
+	prefix   []string
+	compiled *jsonschema.Schema
+	// writeOnly is the schema's graph, kept to match values against: nil
+	// when the schema has no writeOnly property.
+	writeOnly *schemaGraph
 	generate  []Generate
+}
+
+// schemaGraph is a schema as the values are matched against it for
+// writeOnly: each schema the root reaches, once, with the schemas that
+// apply to the same value (its $ref and combinators) and to the values
+// within it. Only the schemas from which a writeOnly one can be reached
+// keep their edges.
+type schemaGraph struct {
+	nodes []graphNode
+}
+
+type graphNode struct {
+	writeOnly bool
+	same      []int            // $ref, allOf, anyOf, oneOf, then, else, dependentSchemas
+	named     map[string][]int // properties, by name
+	anyKey    []int            // patternProperties, additionalProperties, items and the like
 }
 
 // patSeg is one step of a schema path: a property name, or any key or index
@@ -175,12 +193,14 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 // schema, following properties, items, combinators and $refs, within the
 // schema and to the chart's other files, as the validator follows them.
 //
-// It works in two passes. index visits every schema the root reaches once,
-// and marks those from which a writeOnly or x-capstan-generate property can
-// be reached. walk then expands the paths to those properties only: a $ref
-// is followed wherever it is used, so that each property that refers to a
-// definition gets its own secret inputs, and the schemas that hold none are
-// never expanded.
+// index visits every schema the root reaches once, numbers it and records
+// which holds or refers to which: that graph is what values are matched
+// against for writeOnly (schemaGraph), in time linear in the values
+// whatever the schema's $refs and recursion. x-capstan-generate properties
+// must be known before there are values, by their fixed paths, so walk
+// expands the paths to them, and only to them: a $ref is followed wherever
+// it is used, so that each property that refers to a definition gets its
+// own generated value.
 type schemaWalker struct {
 	part  *schemaPart
 	root  *schemaDoc
@@ -194,20 +214,24 @@ type schemaWalker struct {
 	// whose $id sets a URI, resolved against the URI of the schema around it.
 	ids map[string]resource
 
-	// indexed holds the location of every schema index visited; parents
-	// lists, by location, the schemas that hold or refer to it.
-	indexed map[string]bool
-	parents map[string][]string
-	marked  []string
-	// live holds the locations from which a writeOnly or
-	// x-capstan-generate property can be reached.
+	// nodeIDs numbers the location of every schema index visited; nodeAt
+	// and graph hold them by number, and parents, by number, the schemas
+	// that hold or refer to each.
+	nodeIDs map[string]int
+	nodeAt  []any
+	graph   schemaGraph
+	parents [][]int
+	// live holds the locations from which an x-capstan-generate property
+	// can be reached.
 	live map[string]bool
 
 	// onPath counts the $refs being followed along the current walk, by
 	// target and the length of the path so far.
 	onPath map[string]int
 	visits int
-	found  map[string]bool
+	// generated holds the paths of the generated properties found, as JSON
+	// pointers.
+	generated map[string]bool
 }
 
 // schemaDoc is one JSON document of a schema: values.schema.json, or a file
@@ -237,17 +261,16 @@ func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWal
 		}
 	}
 	w := &schemaWalker{
-		part:    p,
-		root:    root,
-		files:   files,
-		docs:    map[string]*schemaDoc{root.name: root},
-		idKey:   idKey,
-		ids:     map[string]resource{},
-		indexed: map[string]bool{},
-		parents: map[string][]string{},
-		live:    map[string]bool{},
-		onPath:  map[string]int{},
-		found:   map[string]bool{},
+		part:      p,
+		root:      root,
+		files:     files,
+		docs:      map[string]*schemaDoc{root.name: root},
+		idKey:     idKey,
+		ids:       map[string]resource{},
+		nodeIDs:   map[string]int{},
+		live:      map[string]bool{},
+		onPath:    map[string]int{},
+		generated: map[string]bool{},
 	}
 	w.addIDs(root)
 	return w
@@ -322,20 +345,74 @@ func (w *schemaWalker) baseAt(doc *schemaDoc, at []string) *url.URL {
 func (w *schemaWalker) run() error {
 	rootLoc := w.root.name + "#"
 	rootBase := w.baseAt(w.root, nil)
-	if err := w.index(w.root, w.root.root, rootLoc, rootBase, ""); err != nil {
+	if _, err := w.index(w.root, w.root.root, rootLoc, rootBase); err != nil {
 		return err
 	}
-	queue := w.marked
+	generate := w.reaching(func(obj map[string]any) bool { _, ok := obj[GenerateKeyword]; return ok })
+	for loc, id := range w.nodeIDs {
+		if generate[id] {
+			w.live[loc] = true
+		}
+	}
+	w.keepWriteOnly()
+	return w.walk(w.root, w.root.root, rootLoc, rootBase, nil, 0)
+}
+
+// reaching returns, by number, the schemas from which one that is holds
+// for can be reached.
+func (w *schemaWalker) reaching(is func(obj map[string]any) bool) []bool {
+	out := make([]bool, len(w.graph.nodes))
+	var queue []int
+	for id, node := range w.nodeAt {
+		if obj, ok := node.(map[string]any); ok && is(obj) {
+			queue = append(queue, id)
+		}
+	}
 	for len(queue) > 0 {
-		loc := queue[0]
+		id := queue[0]
 		queue = queue[1:]
-		if w.live[loc] {
+		if out[id] {
 			continue
 		}
-		w.live[loc] = true
-		queue = append(queue, w.parents[loc]...)
+		out[id] = true
+		queue = append(queue, w.parents[id]...)
 	}
-	return w.walk(w.root, w.root.root, rootLoc, rootBase, nil, 0)
+	return out
+}
+
+// keepWriteOnly keeps the graph for matching values when the schema has a
+// writeOnly property, with the edges that lead to one only.
+func (w *schemaWalker) keepWriteOnly() {
+	live := w.reaching(func(obj map[string]any) bool { wo, _ := obj["writeOnly"].(bool); return wo })
+	if len(live) == 0 || !live[0] {
+		return
+	}
+	keep := func(ids []int) []int {
+		var out []int
+		for _, id := range ids {
+			if live[id] && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+		return out
+	}
+	g := &schemaGraph{nodes: make([]graphNode, len(w.graph.nodes))}
+	for id, n := range w.graph.nodes {
+		if !live[id] {
+			continue
+		}
+		k := graphNode{writeOnly: n.writeOnly, same: keep(n.same), anyKey: keep(n.anyKey)}
+		for name, ids := range n.named {
+			if kept := keep(ids); len(kept) > 0 {
+				if k.named == nil {
+					k.named = map[string][]int{}
+				}
+				k.named[name] = kept
+			}
+		}
+		g.nodes[id] = k
+	}
+	w.part.writeOnly = g
 }
 
 // subschema is a schema within another: where it is (the JSON pointer
@@ -475,63 +552,72 @@ func (w *schemaWalker) document(name, ref string, from *schemaDoc) (*schemaDoc, 
 	return d, nil
 }
 
-// marks reports whether a schema is a writeOnly or x-capstan-generate property.
-func marks(obj map[string]any) bool {
-	wo, _ := obj["writeOnly"].(bool)
-	_, gen := obj[GenerateKeyword]
-	return wo || gen
-}
-
 // index visits, once each, the schemas that node, at loc in doc, reaches,
-// and records which holds or refers to which. from is the location of the
-// schema that holds or refers to node, empty for the root.
-func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL, from string) error {
-	if from != "" {
-		w.parents[loc] = append(w.parents[loc], from)
+// numbers them and records which holds or refers to which. It returns the
+// number of node.
+func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL) (int, error) {
+	if id, ok := w.nodeIDs[loc]; ok {
+		return id, nil
 	}
-	if w.indexed[loc] {
-		return nil
-	}
-	w.indexed[loc] = true
+	id := len(w.graph.nodes)
+	w.nodeIDs[loc] = id
+	w.graph.nodes = append(w.graph.nodes, graphNode{})
+	w.nodeAt = append(w.nodeAt, node)
+	w.parents = append(w.parents, nil)
 	obj, ok := node.(map[string]any)
 	if !ok {
-		return nil
+		return id, nil
 	}
-	if marks(obj) {
-		w.marked = append(w.marked, loc)
-	}
+	edge := func(to int) { w.parents[to] = append(w.parents[to], id) }
+	n := graphNode{}
+	n.writeOnly, _ = obj["writeOnly"].(bool)
 	if ref, ok := obj["$ref"].(string); ok {
 		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if ok {
-			if err := w.index(tdoc, target, tloc, tbase, loc); err != nil {
-				return err
+			to, err := w.index(tdoc, target, tloc, tbase)
+			if err != nil {
+				return 0, err
 			}
+			edge(to)
+			n.same = append(n.same, to)
 		}
 	}
 	for _, sub := range subschemas(obj) {
-		if err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node), loc); err != nil {
-			return err
+		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node))
+		if err != nil {
+			return 0, err
+		}
+		edge(to)
+		switch {
+		case sub.same:
+			n.same = append(n.same, to)
+		case sub.seg.any:
+			n.anyKey = append(n.anyKey, to)
+		default:
+			if n.named == nil {
+				n.named = map[string][]int{}
+			}
+			n.named[sub.seg.name] = append(n.named[sub.seg.name], to)
 		}
 	}
-	return nil
+	w.graph.nodes[id] = n
+	return id, nil
 }
 
-// walk records the writeOnly and x-capstan-generate properties that node,
-// at loc in doc and at the values' path pat, leads to.
+// walk records the x-capstan-generate properties that node, at loc in doc
+// and at the values' path pat, leads to. Their paths are fixed, so the
+// walk expands them, unlike writeOnly, which is matched against values.
 func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL, pat []patSeg, depth int) error {
 	obj, ok := node.(map[string]any)
 	if !ok || !w.live[loc] || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
 		return nil
 	}
 	if w.visits++; w.visits > maxSchemaVisits {
-		return fmt.Errorf("its writeOnly and %s properties lie along more than %d paths through its schemas: "+
-			"its $refs branch too wide or nest too deep to expand; refer to a definition that holds secret inputs from fewer places", GenerateKeyword, maxSchemaVisits)
-	}
-	if wo, _ := obj["writeOnly"].(bool); wo {
-		w.addWriteOnly(pat)
+		return fmt.Errorf("finding its %s properties visits more than %d schemas: "+
+			"its $refs branch too wide or nest too deep to expand; refer to a definition that holds generated properties from fewer places", GenerateKeyword, maxSchemaVisits)
 	}
 	if g, ok := obj[GenerateKeyword]; ok {
 		if err := w.addGenerate(g, pat); err != nil {
@@ -566,23 +652,6 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL,
 		}
 	}
 	return nil
-}
-
-// addWriteOnly records a writeOnly property once, however many ways lead to it.
-func (w *schemaWalker) addWriteOnly(pat []patSeg) {
-	var b strings.Builder
-	for _, s := range pat {
-		if s.any {
-			b.WriteString("/*")
-		} else {
-			b.WriteString("/=" + escapeToken(s.name))
-		}
-	}
-	if w.found[b.String()] {
-		return
-	}
-	w.found[b.String()] = true
-	w.part.writeOnly = append(w.part.writeOnly, append([]patSeg(nil), pat...))
 }
 
 // The defaults of x-capstan-generate.
@@ -633,11 +702,10 @@ func (w *schemaWalker) addGenerate(opt any, pat []patSeg) error {
 	default:
 		return fmt.Errorf("%s at %s must be true or an object with length and alphabet", GenerateKeyword, dotted(segs))
 	}
-	for _, existing := range w.part.generate {
-		if pointer(existing.Path) == pointer(g.Path) {
-			return nil // reached again through a $ref or a combinator
-		}
+	if w.generated[pointer(g.Path)] {
+		return nil // reached again through a $ref or a combinator
 	}
+	w.generated[pointer(g.Path)] = true
 	w.part.generate = append(w.part.generate, g)
 	return nil
 }

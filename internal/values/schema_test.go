@@ -185,20 +185,9 @@ func TestSchemaRefToChartFile(t *testing.T) {
 
 func TestSchemaFindsWriteOnlyAndGenerated(t *testing.T) {
 	pg := loadSchema(t, "postgresql.schema.json")
-	var wo []string
-	for _, p := range pg.writeOnlyPatterns() {
-		var segs []string
-		for _, s := range p {
-			if s.any {
-				segs = append(segs, "*")
-			} else {
-				segs = append(segs, s.name)
-			}
-		}
-		wo = append(wo, strings.Join(segs, "."))
-	}
-	sort.Strings(wo)
-	if want := []string{"auth.password", "auth.postgresPassword", "primary.extraEnv.*.value"}; !reflect.DeepEqual(wo, want) {
+	wo := writeOnlyAt(t, pg, `{auth: {username: app, password: a, postgresPassword: b},
+		primary: {extraEnv: [{name: A, value: c}, {name: B, value: d}]}}`)
+	if want := []string{"auth.password", "auth.postgresPassword", "primary.extraEnv[0].value", "primary.extraEnv[1].value"}; !reflect.DeepEqual(wo, want) {
 		t.Errorf("writeOnly = %v, want %v", wo, want)
 	}
 	gen := pg.Generated()
@@ -223,12 +212,9 @@ func TestSchemaRecursiveRefTerminates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.writeOnlyPatterns()) == 0 {
-		t.Fatal("found no writeOnly property in a recursive schema")
-	}
-	v := ymap(t, `{secret: a, children: [{secret: b, children: [{secret: c}]}]}`)
+	v := ymap(t, `{secret: a, children: [{secret: b, children: [{secret: c, children: [{secret: d}]}]}]}`)
 	paths := s.SecretPaths(v)
-	want := []string{"/children/0/children/0/secret", "/children/0/secret", "/secret"}
+	want := []string{"/children/0/children/0/children/0/secret", "/children/0/children/0/secret", "/children/0/secret", "/secret"}
 	if !reflect.DeepEqual(paths, want) {
 		t.Fatalf("SecretPaths = %v, want %v", paths, want)
 	}
@@ -317,21 +303,12 @@ func TestComposeRefusesWriteOnlyOutsideSecrets(t *testing.T) {
 	}
 }
 
-// patternStrings writes the writeOnly patterns of s as dotted paths, * for
-// any key or index, sorted.
-func patternStrings(s *Schema) []string {
-	var out []string
-	for _, p := range s.writeOnlyPatterns() {
-		segs := make([]string, 0, len(p))
-		for _, seg := range p {
-			if seg.any {
-				segs = append(segs, "*")
-			} else {
-				segs = append(segs, seg.name)
-			}
-		}
-		out = append(out, strings.Join(segs, "."))
-	}
+// writeOnlyAt lists, dotted and sorted, the paths of the values (YAML) that
+// a writeOnly property of s applies to.
+func writeOnlyAt(t *testing.T, s *Schema, values string) []string {
+	t.Helper()
+	out := []string{}
+	s.findWriteOnly(ymap(t, values), func(p []string) { out = append(out, dotted(p)) })
 	sort.Strings(out)
 	return out
 }
@@ -348,7 +325,8 @@ func TestSchemaSiblingRefsEachFindTheirSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := patternStrings(s), []string{"metrics.password", "primary.password", "replica.password"}; !reflect.DeepEqual(got, want) {
+	if got, want := writeOnlyAt(t, s, `{primary: {password: a, token: b}, replica: {password: a}, metrics: {password: a}}`),
+		[]string{"metrics.password", "primary.password", "replica.password"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("writeOnly = %v, want %v", got, want)
 	}
 	var gen []string
@@ -398,32 +376,72 @@ func TestSchemaWalkIsBoundedOnWideRefs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := patternStrings(s); len(got) != 0 {
-			t.Errorf("writeOnly = %v, want none", got)
+		if s.parts[0].writeOnly != nil || len(s.Generated()) != 0 {
+			t.Errorf("found secret inputs in a schema without any")
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("ParseSchema took %v", d)
 		}
 	})
-	t.Run("a secret input at the bottom: refused", func(t *testing.T) {
+	// writeOnly is matched against values, not expanded: a secret input
+	// at the bottom is found where the values have one.
+	t.Run("a secret input at the bottom: found", func(t *testing.T) {
 		start := time.Now()
-		_, err := ParseSchema("wide", fanOutSchema(10, 10, `{"writeOnly": true}`), nil)
-		if err == nil || !strings.Contains(err.Error(), "chart wide") || !strings.Contains(err.Error(), "more than") {
+		s, err := ParseSchema("wide", fanOutSchema(10, 10, `{"writeOnly": true}`), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := writeOnlyAt(t, s, `{p3: {p1: {p4: {p1: {p5: {p9: {p2: {p6: {p5: {p3: {s: a, t: b}}}}}}}}}}, p0: {p0: {s: c}}}`)
+		if want := []string{"p3.p1.p4.p1.p5.p9.p2.p6.p5.p3.s"}; !reflect.DeepEqual(got, want) {
+			t.Errorf("writeOnly = %v, want %v", got, want)
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Errorf("ParseSchema took %v", d)
+		}
+	})
+	// A generated value must be known before there are values, at each of
+	// its fixed paths: 10^10 of them are refused.
+	t.Run("a generated property at the bottom: refused", func(t *testing.T) {
+		start := time.Now()
+		_, err := ParseSchema("wide", fanOutSchema(10, 10, `{"x-capstan-generate": true}`), nil)
+		if err == nil || !strings.Contains(err.Error(), "chart wide") || !strings.Contains(err.Error(), "more than 10000 schemas") {
 			t.Fatalf("ParseSchema error = %v, want one that names the chart and the bound", err)
 		}
 		if d := time.Since(start); d > 5*time.Second {
 			t.Errorf("ParseSchema took %v", d)
 		}
 	})
-	t.Run("a secret input under two levels: found", func(t *testing.T) {
-		s, err := ParseSchema("wide", fanOutSchema(10, 2, `{"writeOnly": true}`), nil)
+	t.Run("a generated property under two levels: found", func(t *testing.T) {
+		s, err := ParseSchema("wide", fanOutSchema(10, 2, `{"x-capstan-generate": true}`), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := patternStrings(s); len(got) != 100 || got[0] != "p0.p0.s" {
-			t.Errorf("writeOnly = %d patterns starting %v, want the 100 of p*.p*.s", len(got), got[:min(len(got), 1)])
+		if got := s.Generated(); len(got) != 100 || dotted(got[0].Path) != "p0.p0.s" {
+			t.Errorf("generated = %d paths starting %v, want the 100 of p*.p*.s", len(got), got[:min(len(got), 1)])
 		}
 	})
+}
+
+// TestSchemaBranchingRecursionIsMatched: a recursive schema that branches
+// (a tree) has as many paths as the values make, at any depth; they are
+// matched, not expanded.
+func TestSchemaBranchingRecursionIsMatched(t *testing.T) {
+	s, err := ParseSchema("tree", []byte(`{
+		"$defs": {"t": {"type": "object", "properties": {
+			"l": {"$ref": "#/$defs/t"}, "r": {"$ref": "#/$defs/t"}, "s": {"type": "string", "writeOnly": true}}}},
+		"$ref": "#/$defs/t"}`), nil)
+	if err != nil {
+		t.Fatalf("ParseSchema: %v", err)
+	}
+	got := s.SecretPaths(ymap(t, `{s: a, l: {s: b, r: {s: c, l: {l: {r: {s: d}}}}}, r: {l: {s: e}}}`))
+	want := []string{"/l/r/l/l/r/s", "/l/r/s", "/l/s", "/r/l/s", "/s"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("SecretPaths = %v, want %v", got, want)
+	}
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{l: {r: {s: plaintext}}}`)})
+	if len(errs) != 1 || errs[0].Path != "/l/r/s" || errs[0].Rule != "writeOnly" {
+		t.Errorf("errors = %+v, want one writeOnly error at /l/r/s", errs)
+	}
 }
 
 func TestSchemaFindsSecretInputsInChartFiles(t *testing.T) {
@@ -441,7 +459,8 @@ func TestSchemaFindsSecretInputsInChartFiles(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseSchema: %v", err)
 	}
-	if got, want := patternStrings(s), []string{"auth.password", "backup.password"}; !reflect.DeepEqual(got, want) {
+	if got, want := writeOnlyAt(t, s, `{auth: {user: app, password: a, token: b}, backup: {password: a}}`),
+		[]string{"auth.password", "backup.password"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("writeOnly = %v, want %v", got, want)
 	}
 	var gen []string
@@ -503,7 +522,8 @@ func TestSchemaResolvesRefsAgainstTheirID(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseSchema: %v", err)
 	}
-	if got, want := patternStrings(s), []string{"api.more.password", "api.value", "auth.password"}; !reflect.DeepEqual(got, want) {
+	if got, want := writeOnlyAt(t, s, `{auth: {password: a}, api: {value: b, more: {password: c}}}`),
+		[]string{"api.more.password", "api.value", "auth.password"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("writeOnly = %v, want %v", got, want)
 	}
 }
