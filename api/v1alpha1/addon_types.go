@@ -1364,6 +1364,11 @@ type PendingHook struct {
 	// those an earlier run left when their delete failed. A look deletes
 	// exactly these, whatever its own render holds, and drops each once
 	// it is gone; one an object of another run replaced is not deleted.
+	// In pendingHook, they are the objects of the hooks that succeeded
+	// before a hook of the event failed: kept, since they show the retry,
+	// which goes on from the same run, that those hooks need not run
+	// again, and deleted once the event has succeeded, or moved to
+	// preHooksDone when no run goes on from it.
 	// +optional
 	// +listType=atomic
 	Objects []HookObject `json:"objects,omitempty"`

@@ -186,6 +186,14 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		rendered = true
 		return r.deleteHooks(ctx, s)
 	}
+	if p := s.addon.Status.PendingHook; p != nil && p.Event != "post-delete" && len(p.Objects) > 0 {
+		// NOTE: a sync's post event that failed never runs again: what
+		// its hooks that succeeded left for the retry is deleted now.
+		s.addon.Status.PreHooksDone = withLeftOvers(s.addon.Status.PreHooksDone, p.Objects)
+		np := *p
+		np.Objects = nil
+		s.addon.Status.PendingHook = &np
+	}
 	if d := s.addon.Status.PreHooksDone; d != nil && len(d.Objects) > 0 {
 		// A run whose end a stopped look recorded (a sync's, or this
 		// uninstall's) may have left its hook-succeeded objects.

@@ -85,3 +85,34 @@ func TestCleanUpErrorIsNoHookFailure(t *testing.T) {
 		t.Error("classified terminal; want it retried, with no SyncFail hooks run")
 	}
 }
+
+// TestPendingKeepsWhatSucceeded checks that a failed post event's record
+// names the hook-succeeded objects left for its retry, with their run,
+// and that a pending event no run goes on from hands them to
+// status.preHooksDone, to be deleted, keeping what that names already.
+func TestPendingKeepsWhatSucceeded(t *testing.T) {
+	s := &scope{addon: &capstanv1.Addon{}}
+	st := &s.addon.Status
+	st.PendingHook = &capstanv1.PendingHook{Event: "post-install", Hash: "h"}
+	failed := &hooks.Error{Event: "post-install", Hook: jobRef("second"), Left: []capstanv1.ObjectRef{jobRef("seed")}}
+	keepForRetry(s, "post-upgrade", "run", failed)
+	if len(st.PendingHook.Objects) != 0 {
+		t.Fatalf("a failure of another event recorded %+v", st.PendingHook.Objects)
+	}
+	keepForRetry(s, "post-install", "run", failed)
+	keepForRetry(s, "post-install", "run", failed) // a retry that fails again
+	want := capstanv1.HookObject{ObjectRef: jobRef("seed"), Run: "run"}
+	if p := st.PendingHook; p.Event != "post-install" || p.Hash != "h" || len(p.Objects) != 1 || p.Objects[0] != want {
+		t.Fatalf("status.pendingHook = %+v; want post-install h with the seed Job of its run", p)
+	}
+	old := capstanv1.HookObject{ObjectRef: jobRef("stuck"), Run: "old"}
+	st.PreHooksDone = &capstanv1.PendingHook{Objects: []capstanv1.HookObject{old}}
+	dropPending(st)
+	if st.PendingHook != nil || st.PreHooksDone == nil || len(st.PreHooksDone.Objects) != 2 ||
+		st.PreHooksDone.Objects[0] != old || st.PreHooksDone.Objects[1] != want {
+		t.Errorf("after dropPending: pendingHook %+v, preHooksDone %+v; want the seed Job to delete, after the one left before", st.PendingHook, st.PreHooksDone)
+	}
+	if !postEvent("post-delete") || postEvent("pre-upgrade") || postEvent(render.TestEvent) {
+		t.Error("postEvent misreads the events")
+	}
+}

@@ -189,8 +189,14 @@ func (r *AddonReconciler) recordPost(s *scope, event string) recordDone {
 			hash = s.render.Hash
 		}
 		st := &s.addon.Status
+		var pending []capstanv1.HookObject
+		if p := st.PendingHook; p != nil {
+			pending = p.Objects
+		}
 		st.Hook, st.PendingHook = nil, nil
-		st.PreHooksDone = s.doneRecord(event, hash, run, objs)
+		// NOTE: the objects the failed runs before this one left for it
+		// are this run's, and in objs; any other is deleted later.
+		st.PreHooksDone = withLeftOvers(s.doneRecord(event, hash, run, objs), pending)
 		return r.checkpointStatus(ctx, s)
 	}
 }
@@ -247,6 +253,67 @@ func (s *scope) hookClash(left []capstanv1.HookObject, pre, post string) string 
 		}
 	}
 	return ""
+}
+
+// withLeftOvers is the record d with objs to delete too, those it does not
+// name already: all of them in a record of no event when d is nil.
+func withLeftOvers(d *capstanv1.PendingHook, objs []capstanv1.HookObject) *capstanv1.PendingHook {
+	if len(objs) == 0 {
+		return d
+	}
+	nd := &capstanv1.PendingHook{}
+	if d != nil {
+		nd = d.DeepCopy()
+	}
+	for _, o := range objs {
+		if !slices.Contains(nd.Objects, o) {
+			nd.Objects = append(nd.Objects, o)
+		}
+	}
+	return nd
+}
+
+// dropPending clears status.pendingHook, whose event no run goes on from
+// now: the hook-succeeded objects its failed runs left for the retry
+// (keepForRetry) go to status.preHooksDone, which a later look deletes
+// (finishCleanUp).
+func dropPending(st *capstanv1.AddonStatus) {
+	if p := st.PendingHook; p != nil {
+		st.PreHooksDone = withLeftOvers(st.PreHooksDone, p.Objects)
+	}
+	st.PendingHook = nil
+}
+
+// keepForRetry records in status.pendingHook the hook-succeeded objects
+// that a failed run of its post event left for the retry
+// (hooks.Error.Left), with their run: the retry goes on from the run and
+// deletes them once every hook has succeeded (recordPost), and a render
+// that replaces the event has them deleted instead (recordApply).
+func keepForRetry(s *scope, event, run string, err error) {
+	var he *hooks.Error
+	p := s.addon.Status.PendingHook
+	if !errors.As(err, &he) || len(he.Left) == 0 || p == nil || p.Event != event {
+		return
+	}
+	objs := make([]capstanv1.HookObject, len(he.Left))
+	for i, ref := range he.Left {
+		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
+	}
+	np := withLeftOvers(p, objs)
+	np.Event, np.Hash = p.Event, p.Hash
+	s.addon.Status.PendingHook = np
+}
+
+// postEvent reports whether event is one that runs after the apply (or
+// the uninstall's deletes): a failure leaves it pending, and its retry
+// goes on from the run that failed.
+func postEvent(event string) bool {
+	for _, e := range hookEvents {
+		if event == e[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // withObjects is the record d with objs still to delete: with none left,
@@ -360,6 +427,11 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			return r.showHook(ctx, s, &p)
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
+		// NOTE: a failed post event is retried by a run that goes on from
+		// this one (status.pendingHook): the hooks that succeeded keep
+		// their objects until the event has succeeded, so the retry does
+		// not run them again.
+		KeepForRetry: postEvent(event),
 		AwaitHealthy: func(ctx context.Context) error { return r.awaitCurrent(ctx, s, event) },
 	})
 	if err == nil && finish != nil && !called {
@@ -375,6 +447,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		// succeeded, and records it.
 		return err
 	}
+	keepForRetry(s, event, run, err)
 	if done == nil && err == nil {
 		// Tests stop here, as a controller killed after the hooks
 		// succeeded would.

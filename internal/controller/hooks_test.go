@@ -297,6 +297,42 @@ func TestFailedPostInstallIsRetried(t *testing.T) {
 	}
 }
 
+// TestFailedPostInstallKeepsWhatSucceeded fails a post-install event at a
+// Job of weight 1 that waits for a node past spec.hookTimeout, after the
+// seed Job, with hook-succeeded, has succeeded: the seed Job is left, and
+// status.pendingHook names it with its run. Each retry goes on from that
+// run and does not run the seed Job again; once the node is there the
+// event succeeds, and the seed Job is deleted then.
+func TestFailedPostInstallKeepsWhatSucceeded(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	a := dbapp(t, ns, `{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", nodeLabel: "`+label+`"}]}`,
+		withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 5 * time.Second} }))
+	got := failedWith(t, a, "the post-install hook failed", "Job "+ns+"/db-second", "did not finish within the hook timeout of 5s")
+	seed := job(t, ns, "db-seed")
+	if seed == nil || seed.Status.Succeeded != 1 {
+		t.Errorf("seed %s; want the Job that succeeded left for the retry", jobString(seed))
+	} else if p := got.Status.PendingHook; p == nil || len(p.Objects) != 1 || p.Objects[0].Name != "db-seed" || p.Objects[0].Run != seed.Annotations[hooks.RunAnnotation] {
+		t.Errorf("status.pendingHook = %+v; want it to name the seed Job with its run", p)
+	}
+	// NOTE: the resync (20 s) retries the event at least once while the
+	// Job still waits for the node.
+	time.Sleep(25 * time.Second)
+	labelNode(t, label)
+	got = synced(t, a)
+	if n := rec.rerunsAfterSuccess("db-seed"); n > 0 {
+		t.Errorf("the seed Job was created again %d times after it had succeeded", n)
+	}
+	eventually(t, 30*time.Second, "the seed Job to be deleted by its policy", func() bool { return job(t, ns, "db-seed") == nil })
+	if got.Status.PendingHook != nil {
+		t.Errorf("status.pendingHook = %+v after the retry succeeded", got.Status.PendingHook)
+	}
+	if d := got.Status.PreHooksDone; d != nil && len(d.Objects) > 0 {
+		t.Errorf("status.preHooksDone = %+v; want no object left to delete", d)
+	}
+}
+
 func isStalled(a *capstanv1.Addon) bool {
 	c := condition(a, capstanv1.ConditionStalled)
 	return c != nil && c.Status == metav1.ConditionTrue

@@ -165,7 +165,8 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	if err != nil {
 		return false, r.syncFailed(ctx, s, err)
 	}
-	s.addon.Status.PendingHook, s.addon.Status.SyncFailHooks = nil, nil
+	dropPending(&s.addon.Status)
+	s.addon.Status.SyncFailHooks = nil
 	if h := s.addon.Status.Hook; h != nil && h.Event != render.TestEvent {
 		// NOTE: every run of this sync ended; one status.hook still names
 		// is a run this sync did not go on with (a post hook the change
@@ -262,13 +263,29 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 	}
 	// NOTE: objects a clean-up could not delete stay recorded, to be
 	// deleted later.
+	old := st.PendingHook
 	st.PendingHook, st.PreHooksDone = nil, leftOver(st.PreHooksDone)
 	s.hooklessApply = !s.hasHooks(pre) && !s.hasHooks(post)
-	if s.hasHooks(post) {
-		st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
-		return r.checkpointStatus(ctx, s)
+	if !s.hasHooks(post) {
+		st.PendingHook = old
+		dropPending(st)
+		return nil
 	}
-	return nil
+	st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
+	if old != nil {
+		// NOTE: what a failed run of this event left for its retry stays
+		// with the run that goes on from it; another run's is deleted by
+		// a later look, since no run goes on from it now.
+		run := hookRun(s, post)
+		for _, o := range old.Objects {
+			if old.Event == post && o.Run == run {
+				st.PendingHook.Objects = append(st.PendingHook.Objects, o)
+			} else {
+				st.PreHooksDone = withLeftOvers(st.PreHooksDone, []capstanv1.HookObject{o})
+			}
+		}
+	}
+	return r.checkpointStatus(ctx, s)
 }
 
 // revision describes the render this sync applies, applied at.

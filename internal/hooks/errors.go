@@ -40,6 +40,11 @@ type Error struct {
 	// name before-hook-creation: its kind, which Capstan never deletes,
 	// or a mark in its manifests, such as helm.sh/resource-policy: keep.
 	KeptBy string
+	// Left, with Request.KeepForRetry, are the objects of the hooks that
+	// succeeded before this one that their hook-succeeded policy deletes
+	// once the event has succeeded: left for the retry, which goes on from
+	// the same run and does not run them again.
+	Left []capstanv1.ObjectRef
 	// Err is the underlying error, if any.
 	Err error
 }

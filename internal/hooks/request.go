@@ -49,6 +49,16 @@ type Request struct {
 	// carries Run and still runs, is waited for again rather than started
 	// anew. Any other hook runs as usual.
 	Resume bool
+	// KeepForRetry is set when a failure leaves the event pending, to be
+	// retried by a run that goes on from this one (Resume, the same Run):
+	// a post event, whose objects stay applied. The hook-succeeded objects
+	// of the hooks that succeeded before the one that failed are then left
+	// where they are, not deleted as Helm deletes them: they show the
+	// retry that those hooks succeeded in this run, so it does not run
+	// them again. The *Error names them (Error.Left), for the caller to
+	// record; once every hook has succeeded, Done is given them with the
+	// others, and they are deleted then. It needs Run.
+	KeepForRetry bool
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.
 	Waiting *capstanv1.ObjectRef

@@ -79,9 +79,11 @@ const DefaultDeleteWait = 30 * time.Second
 // hooks) run once req.AwaitHealthy returns, when it is set.
 //
 // When a hook fails or times out, Run deletes it if it has hook-failed,
-// deletes the hooks that succeeded before it if they have hook-succeeded,
-// and returns an *Error that names it. When every hook succeeds, Run calls
-// req.Done, then deletes those with hook-succeeded, in reverse order.
+// deletes the hooks that succeeded before it if they have hook-succeeded
+// (with req.KeepForRetry it leaves them for the retry, and names them in
+// Error.Left), and returns an *Error that names it. When every hook
+// succeeds, Run calls req.Done, then deletes those with hook-succeeded, in
+// reverse order.
 // Hooks of unknown events are never run.
 //
 // Every hook object carries req.Run. With req.Resume, a hook whose object
@@ -135,7 +137,17 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				// started failed nothing, and the objects of the hooks
 				// before it show a later look that they succeeded.
 				r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
-				r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
+				if !req.KeepForRetry || req.Run == "" {
+					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
+				} else if he := (*Error)(nil); errors.As(err, &he) {
+					// NOTE: the retry goes on from this run, and a hook
+					// whose object carries it and succeeded is not run
+					// again; one deleted here would be, and a seed or
+					// "create admin user" Job would run once per retry
+					// while a later hook keeps failing. They are deleted
+					// once the event has succeeded (Done).
+					he.Left = succeededRefs(selected[:i])
+				}
 			}
 			return err
 		}
@@ -143,12 +155,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	if req.Done == nil {
 		return r.deleteSucceeded(ctx, req, selected, timeout)
 	}
-	var refs []capstanv1.ObjectRef
-	for _, h := range selected {
-		if hasPolicy(h, HookSucceeded) && !neverDeleted(h) {
-			refs = append(refs, capstanv1.RefOf(h.Object))
-		}
-	}
+	refs := succeededRefs(selected)
 	slices.Reverse(refs)
 	if err := req.Done(ctx, refs); err != nil {
 		// NOTE: the hook-succeeded objects stay: they are what shows a
@@ -161,6 +168,18 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	}
 	_, err := r.CleanUp(ctx, req, objs)
 	return err
+}
+
+// succeededRefs lists the objects of the hooks of hs that their
+// hook-succeeded policy deletes, in order.
+func succeededRefs(hs []render.Hook) []capstanv1.ObjectRef {
+	var refs []capstanv1.ObjectRef
+	for _, h := range hs {
+		if hasPolicy(h, HookSucceeded) && !neverDeleted(h) {
+			refs = append(refs, capstanv1.RefOf(h.Object))
+		}
+	}
+	return refs
 }
 
 // CleanUp deletes objs, in order, each only while it carries its run: the
