@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Annotations and labels that Capstan reads or writes.
@@ -1399,6 +1400,12 @@ type HookProgress struct {
 	// began it; after a change to the Addon it is another sync.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
+	// UID is the UID of the Job or Pod the run made for the hook, recorded
+	// when a look leaves it running. A later look of the same run that
+	// finds it gone, or another object in its place, fails the hook with
+	// the reason Deleted: it may have done its work, and is not run again.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 }
 
 // WaveProgress is the sync wave a sync waits to apply, or a prune or an

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -369,6 +370,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	run := hookRun(s, event)
 	var waiting *capstanv1.ObjectRef
 	var since time.Time
+	var waitingUID types.UID
 	if resume && h != nil && h.Event == event {
 		ref := h.ObjectRef
 		waiting, since = &ref, h.Since.Time
@@ -377,6 +379,13 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			// a source that moved meanwhile renders anew; the deletion is
 			// one, and so is its run.
 			run = h.Run
+		}
+		if h.Run == run {
+			// NOTE: the Job or Pod a look left running (endedByHook); one
+			// deleted since is the hook's failure (Deleted), not a hook to
+			// run again. A change that renders anew is another run, which
+			// runs its hooks as usual.
+			waitingUID = h.UID
 		}
 	}
 	hs := s.hooks
@@ -426,7 +435,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			}
 			return r.showHook(ctx, s, &p)
 		},
-		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, Yield: r.hookWait(event),
+		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, WaitingUID: waitingUID, Yield: r.hookWait(event),
 		// NOTE: a failed post event is retried by a run that goes on from
 		// this one (status.pendingHook): the hooks that succeeded keep
 		// their objects until the event has succeeded, so the retry does
@@ -538,6 +547,16 @@ func (r *AddonReconciler) endedByHook(ctx context.Context, s *scope, err error) 
 	if !errors.As(err, &run) {
 		return false
 	}
+	if h := s.addon.Status.Hook; h != nil && run.UID != "" && h.ObjectRef == run.Hook && h.Event == run.Event {
+		// NOTE: recorded with the status this reconcile ends with: a later
+		// look that finds another object, or none, knows the one this run
+		// made was deleted while nobody waited for it (runEvent), and does
+		// not make it again. Without it (that write failed), the look
+		// cannot tell, and judges the hook by what it finds.
+		nh := *h
+		nh.UID = run.UID
+		s.addon.Status.Hook = &nh
+	}
 	r.awaitHook(ctx, s, run.Event, run.Hook, run.Since)
 	return true
 }
@@ -586,8 +605,9 @@ func quietTests(s *scope) bool {
 // that object, renders and applies nothing, and a change to the Addon, or
 // its deletion, waits until the hook has finished, as it would if the
 // controller had waited within one reconcile. A hook that has finished, is
-// gone, belongs to another run or is past its timeout goes on to the
-// pipeline, whose run reads how it ended.
+// gone, belongs to another run, is another object than the one the run
+// made (status.hook.uid) or is past its timeout goes on to the pipeline,
+// whose run reads how it ended, or fails it as deleted.
 func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 	h := s.addon.Status.Hook
 	if h == nil || h.Run == "" || r.hookWait(h.Event) == 0 || time.Since(h.Since.Time) >= r.hookTimeout(s) {
@@ -603,7 +623,8 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 		return false
 	}
 	live, err := s.applier.Get(ctx, h.ObjectRef)
-	if err == nil && (live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run) {
+	if err == nil && (live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run ||
+		h.UID != "" && live.GetUID() != h.UID) {
 		return false
 	}
 	if err != nil {
@@ -654,7 +675,7 @@ func (r *AddonReconciler) showHook(ctx context.Context, s *scope, p *capstanv1.H
 	if p == nil && h == nil {
 		return nil
 	}
-	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() && h.Generation == p.Generation {
+	if p != nil && h != nil && h.ObjectRef == p.ObjectRef && h.Event == p.Event && h.Run == p.Run && h.Since.Unix() == p.Since.Unix() && h.Generation == p.Generation && h.UID == p.UID {
 		return nil
 	}
 	s.addon.Status.Hook = p

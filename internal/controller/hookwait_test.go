@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -237,4 +238,33 @@ func setNodeLabel(t *testing.T, label string) func(on bool) {
 	set(true)
 	t.Cleanup(func() { set(false) })
 	return set
+}
+
+// TestHookDeletedWhileItRunsFails deletes a pre-install Job that a
+// reconcile left running, as a person cuts a long migration short: the
+// UID status.hook recorded for it tells the next look that the Job the
+// run made is gone, so the hook fails with the reason Deleted, nothing is
+// applied, and the Job is not made again.
+func TestHookDeletedWhileItRunsFails(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	a := dbapp(t, ns, `{hooks: {initdb: {nodeLabel: "capstan.dev/`+ns+`"}}}`, longHooks)
+	got := waitFor(t, a, 60*time.Second, "status.hook to record the running initdb Job's UID", func(cur *capstanv1.Addon) bool {
+		h := cur.Status.Hook
+		return h != nil && h.Name == "db-initdb" && h.UID != ""
+	})
+	first := job(t, ns, "db-initdb")
+	if first == nil || first.UID != got.Status.Hook.UID {
+		t.Fatalf("status.hook = %+v; want the UID of the running Job %s", got.Status.Hook, jobString(first))
+	}
+	if err := admin.Delete(context.Background(), first, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	failedWith(t, a, "the pre-install hook failed, so nothing was applied", "Job "+ns+"/db-initdb", "was deleted before Capstan read how it ended")
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the initdb Job was created %d times; want once, not again after it was deleted", n)
+	}
+	if live(t, "v1", "ConfigMap", ns, "db-config") != nil {
+		t.Error("an object was applied though the pre-install hook was deleted")
+	}
 }

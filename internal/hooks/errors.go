@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/render"
 )
@@ -164,6 +166,10 @@ type Running struct {
 	Hook capstanv1.ObjectRef
 	// Since is when it started.
 	Since time.Time
+	// UID is the UID of the hook's object as the run last read it, or
+	// empty if no read answered: the caller records it (status.hook), and
+	// the run that goes on passes it as Request.WaitingUID.
+	UID types.UID
 }
 
 func (e *Running) Error() string {

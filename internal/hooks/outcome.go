@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // state is where a hook's object stands.
@@ -28,6 +29,8 @@ type outcome struct {
 	state   state
 	reason  string
 	message string
+	// uid is the UID of the object read, set by wait.
+	uid types.UID
 }
 
 // jobOutcome reads a Job's terminal conditions, as Helm's waiter does: the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/render"
@@ -62,6 +64,13 @@ type Request struct {
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.
 	Waiting *capstanv1.ObjectRef
+	// WaitingUID is the UID of the object of the hook named by Waiting, as
+	// status.hook recorded it when a run left the hook running (Running.UID);
+	// empty when none was recorded. A recorded UID shows that this run made
+	// that object, so every hook before it succeeded; an object gone since,
+	// or replaced by another, was deleted while nobody waited for it, and
+	// the hook fails with ReasonDeleted rather than being run again.
+	WaitingUID types.UID
 	// WaitingSince is when the hook named by Waiting started, as
 	// status.hook showed it: its timeout counts from then, and it is
 	// reported with that start again.

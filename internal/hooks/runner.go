@@ -247,8 +247,10 @@ func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []re
 // (req.Waiting), when that one's object carries this run (ours). Hooks run
 // one at a time and a failure ends the run, so each of them succeeded in
 // it, even if its object is gone since (a Job's ttlSecondsAfterFinished).
-// A waited-for hook whose object is not this run's says nothing of them:
-// each is judged by its own object (runOne).
+// A recorded UID of the waited-for hook's object (req.WaitingUID) shows
+// it was this run's even once it is gone. Otherwise a waited-for hook
+// whose object is not this run's says nothing of them: each is judged by
+// its own object (runOne).
 func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) (int, bool) {
 	if !req.Resume || req.Waiting == nil || req.Run == "" {
 		return 0, false
@@ -256,6 +258,11 @@ func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.
 	for i, h := range selected {
 		if capstanv1.RefOf(h.Object) != *req.Waiting {
 			continue
+		}
+		if req.WaitingUID != "" {
+			// NOTE: the stopped run left this hook's object running, so
+			// it made it, whether or not it is still there.
+			return i, true
 		}
 		if ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
 			return i, true
@@ -282,6 +289,20 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	}
 	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
 	resumed := false
+	waited := req.Resume && req.Waiting != nil && *req.Waiting == ref
+	if waited && req.WaitingUID != "" {
+		if gone, err := r.replaced(ctx, req, ref); err != nil {
+			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+		} else if gone != "" {
+			// NOTE: deleted while no run waited for it (a person cut a
+			// long migration short, a drain evicted a Pod): as when it is
+			// deleted while a run waits (errGone), it may have done its
+			// work, so it is a failure a person looks at, not a hook run
+			// again.
+			log.Info("Hook's object was deleted while the run had left it running", "why", gone)
+			return fail(ReasonDeleted, gone, errGone)
+		}
+	}
 	if req.Resume {
 		ours, st, err := r.fromStoppedRun(ctx, req, ref)
 		if err != nil {
@@ -295,7 +316,7 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			// such as a post-install data load.
 			log.Info("Hook succeeded before the run stopped; not run again")
 			return nil
-		case ours && req.Waiting != nil && *req.Waiting == ref:
+		case ours && waited:
 			// NOTE: still running, or ended while nobody waited (a run
 			// that yielded, or a controller that stopped): waited for,
 			// or read, and never started anew.
@@ -316,7 +337,11 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	// later record would find no run to go on from, and
 	// before-hook-creation would delete the running Job and start it
 	// anew.
-	if err := req.progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run}); err != nil {
+	p := capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: metav1.NewTime(since), Run: req.Run}
+	if resumed {
+		p.UID = req.WaitingUID
+	}
+	if err := req.progress(p); err != nil {
 		return err
 	}
 	existed, keptBy := false, ""
@@ -345,7 +370,7 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	switch {
 	case errors.Is(err, errYield):
 		log.Info("Hook still runs; looking again later")
-		return &Running{Event: req.Event, Hook: ref, Since: since}
+		return &Running{Event: req.Event, Hook: ref, Since: since, UID: out.uid}
 	case wait.Interrupted(err) && ctx.Err() == nil:
 		e := fail(ReasonTimeout, out.message, err)
 		e.Kept, e.KeptBy = existed, keptBy
@@ -447,6 +472,24 @@ func (r *Runner) fromStoppedRun(ctx context.Context, req Request, ref capstanv1.
 	return true, out.state, err
 }
 
+// replaced says why the object of the hook the stopped run left running
+// is no longer the one it made (req.WaitingUID): gone, being deleted, or
+// another object in its place. It is empty while that object is there.
+func (r *Runner) replaced(ctx context.Context, req Request, ref capstanv1.ObjectRef) (string, error) {
+	live, err := req.Applier.Get(ctx, ref)
+	switch {
+	case apimeta.IsNoMatchError(err) || err == nil && live == nil:
+		return "it was gone when the controller looked again", nil
+	case err != nil:
+		return "", err
+	case live.GetUID() != req.WaitingUID:
+		return "another object of the same name took its place", nil
+	case live.GetDeletionTimestamp() != nil:
+		return "it was being deleted when the controller looked again", nil
+	}
+	return "", nil
+}
+
 // JobTTL returns a batch Job's ttlSecondsAfterFinished, and whether it
 // has a number there. o may come from a chart's YAML or JSON, in which a
 // number may be an int64 or a float64.
@@ -507,6 +550,7 @@ func (r *Runner) wait(ctx context.Context, a *apply.Applier, ref capstanv1.Objec
 			return false, errGone
 		}
 		out, err = r.read(ctx, a, live)
+		out.uid = live.GetUID()
 		if err != nil {
 			return false, err
 		}

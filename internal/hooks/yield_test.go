@@ -40,7 +40,7 @@ func (y *yieldRun) run() error {
 	var running *hooks.Running
 	if errors.As(err, &running) {
 		hook := running.Hook
-		y.req.Resume, y.req.Waiting, y.req.WaitingSince = true, &hook, running.Since
+		y.req.Resume, y.req.Waiting, y.req.WaitingSince, y.req.WaitingUID = true, &hook, running.Since, running.UID
 	}
 	return err
 }
