@@ -207,8 +207,6 @@ type schemaWalker struct {
 	files map[string][]byte
 	// docs holds the schema documents read so far, by their path in the chart.
 	docs map[string]*schemaDoc
-	// idKey is the keyword that sets a schema's URI: $id, or id in draft 4.
-	idKey string
 	// ids holds the schemas that a URI names, without its fragment: each
 	// document read so far by its file URL, and every schema within one
 	// whose $id sets a URI, resolved against the URI of the schema around it.
@@ -239,6 +237,67 @@ type schemaWalker struct {
 type schemaDoc struct {
 	name string // its path in the chart
 	root any
+	// idKey is the keyword that sets a schema's URI: $id, or id in draft 4.
+	idKey string
+	// legacy is set for a draft before 2019-09, in which a $ref's siblings,
+	// its $id among them, are ignored.
+	legacy bool
+}
+
+// newDoc returns the schema document raw, at name in the chart, with the
+// draft it is compiled in.
+func (w *schemaWalker) newDoc(name string, raw any) *schemaDoc {
+	d := &schemaDoc{name: name, root: raw, idKey: "$id"}
+	switch w.draftOf(raw, map[string]bool{name: true}) {
+	case 4:
+		d.idKey, d.legacy = "id", true
+	case 6, 7:
+		d.legacy = true
+	}
+	return d
+}
+
+// draftOf returns the JSON Schema draft (4, 6, 7, 2019 or 2020) that the
+// compiler compiles the document raw in, as it picks it: the draft its
+// $schema names, or the draft of the chart's meta-schema file it names, or
+// else 2020-12, the compiler's default (compilePart sets no other). Each
+// document of a chart picks its own: a file without $schema is 2020-12,
+// whatever values.schema.json says. seen holds the files visited.
+func (w *schemaWalker) draftOf(raw any, seen map[string]bool) int {
+	obj, _ := raw.(map[string]any)
+	s, ok := obj["$schema"].(string)
+	if !ok {
+		return 2020
+	}
+	u, frag, _ := strings.Cut(s, "#")
+	if frag == "" {
+		host, ok := strings.CutPrefix(u, "http://")
+		if !ok {
+			host, _ = strings.CutPrefix(u, "https://")
+		}
+		switch host {
+		case "json-schema.org/schema", "json-schema.org/draft/2020-12/schema":
+			return 2020
+		case "json-schema.org/draft/2019-09/schema":
+			return 2019
+		case "json-schema.org/draft-07/schema":
+			return 7
+		case "json-schema.org/draft-06/schema":
+			return 6
+		case "json-schema.org/draft-04/schema":
+			return 4
+		}
+	}
+	if p, err := url.Parse(u); err == nil && p.Scheme == "file" && p.Host == "" {
+		name := strings.TrimPrefix(path.Clean(p.Path), "/")
+		if data, ok := w.files[name]; ok && !seen[name] {
+			seen[name] = true
+			if meta, err := jsonschema.UnmarshalJSON(bytes.NewReader(data)); err == nil {
+				return w.draftOf(meta, seen)
+			}
+		}
+	}
+	return 2020
 }
 
 // fileURL is the URL the compiler gives the chart's file at name.
@@ -253,38 +312,40 @@ type resource struct {
 }
 
 func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWalker {
-	root := &schemaDoc{name: path.Base(schemaURL), root: raw}
-	idKey := "$id"
-	if obj, ok := raw.(map[string]any); ok {
-		if s, _ := obj["$schema"].(string); strings.Contains(s, "draft-04") {
-			idKey = "id"
-		}
-	}
 	w := &schemaWalker{
 		part:      p,
-		root:      root,
 		files:     files,
-		docs:      map[string]*schemaDoc{root.name: root},
-		idKey:     idKey,
 		ids:       map[string]resource{},
 		nodeIDs:   map[string]int{},
 		live:      map[string]bool{},
 		onPath:    map[string]int{},
 		generated: map[string]bool{},
 	}
-	w.addIDs(root)
+	w.root = w.newDoc(path.Base(schemaURL), raw)
+	w.docs = map[string]*schemaDoc{w.root.name: w.root}
+	w.addIDs(w.root)
 	return w
 }
 
-// withID returns the base URI of node: base, the URI of the schema around
-// it, unless node's $id sets another. An $id that is only a fragment names
-// an anchor, not a URI.
-func (w *schemaWalker) withID(base *url.URL, node any) *url.URL {
+// withID returns the base URI of node, a schema in doc: base, the URI of
+// the schema around it, unless node's $id sets another. An $id that is only
+// a fragment names an anchor, not a URI.
+//
+// NOTE: before draft 2019-09 a $ref's siblings are ignored, and the
+// compiler ignores an $id (or id) beside a $ref: the $ref resolves against
+// base, and nothing is known by that $id. Honouring it would resolve the
+// $ref elsewhere than validation does, or nowhere, and leave a writeOnly
+// property behind it unfound (the $id "/properties/auth" that generators
+// such as jsonschema.net put on every schema).
+func (w *schemaWalker) withID(doc *schemaDoc, base *url.URL, node any) *url.URL {
 	obj, ok := node.(map[string]any)
 	if !ok {
 		return base
 	}
-	id, ok := obj[w.idKey].(string)
+	if _, ref := obj["$ref"]; ref && doc.legacy {
+		return base
+	}
+	id, ok := obj[doc.idKey].(string)
 	if !ok || id == "" || strings.HasPrefix(id, "#") {
 		return base
 	}
@@ -305,7 +366,7 @@ func (w *schemaWalker) addIDs(doc *schemaDoc) {
 	scan = func(node any, base *url.URL, at []string) {
 		switch t := node.(type) {
 		case map[string]any:
-			if b := w.withID(base, t); b != base {
+			if b := w.withID(doc, base, t); b != base {
 				if _, known := w.ids[b.String()]; !known {
 					w.ids[b.String()] = resource{doc: doc, at: slices.Clone(at)}
 				}
@@ -330,14 +391,14 @@ func (w *schemaWalker) addIDs(doc *schemaDoc) {
 // baseAt returns the base URI of the schema at the pointer tokens at in doc.
 func (w *schemaWalker) baseAt(doc *schemaDoc, at []string) *url.URL {
 	node := doc.root
-	base := w.withID(fileURL(doc.name), node)
+	base := w.withID(doc, fileURL(doc.name), node)
 	for _, tok := range at {
 		next, ok := lookup(node, []string{tok})
 		if !ok {
 			break
 		}
 		node = next
-		base = w.withID(base, node)
+		base = w.withID(doc, base, node)
 	}
 	return base
 }
@@ -546,7 +607,7 @@ func (w *schemaWalker) document(name, ref string, from *schemaDoc) (*schemaDoc, 
 	if err != nil {
 		return nil, fmt.Errorf("the file %s that the $ref %q in %s names is not JSON: %w", name, ref, from.name, err)
 	}
-	d := &schemaDoc{name: name, root: raw}
+	d := w.newDoc(name, raw)
 	w.docs[name] = d
 	w.addIDs(d)
 	return d, nil
@@ -586,7 +647,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 		}
 	}
 	for _, sub := range subschemas(obj) {
-		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node))
+		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(doc, base, sub.node))
 		if err != nil {
 			return 0, err
 		}
@@ -647,7 +708,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL,
 		if !sub.same {
 			next = append(pat[:len(pat):len(pat)], sub.seg)
 		}
-		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(base, sub.node), next, depth+1); err != nil {
+		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(doc, base, sub.node), next, depth+1); err != nil {
 			return err
 		}
 	}

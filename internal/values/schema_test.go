@@ -527,3 +527,84 @@ func TestSchemaResolvesRefsAgainstTheirID(t *testing.T) {
 		t.Errorf("writeOnly = %v, want %v", got, want)
 	}
 }
+
+// TestSchemaIgnoresIDBesideRefBeforeDraft2019: before draft 2019-09 the
+// compiler ignores a $ref's siblings, its $id (or id) among them, and
+// resolves the $ref against the schema around it; the walk must follow it
+// there too, or the writeOnly property behind it is accepted in spec.values
+// and shown.
+func TestSchemaIgnoresIDBesideRefBeforeDraft2019(t *testing.T) {
+	const draft7 = `"$schema": "http://json-schema.org/draft-07/schema#"`
+	for _, tt := range []struct {
+		name, doc string
+		files     map[string][]byte
+		values    string
+		want      string
+	}{
+		{name: "a relative $id", values: `{auth: plaintext}`, want: "/auth",
+			doc: `{` + draft7 + `, "definitions": {"pw": {"writeOnly": true}}, "properties": {"auth": {"$id": "auth", "$ref": "#/definitions/pw"}}}`},
+		{name: "a jsonschema.net $id", values: `{auth: {password: plaintext}}`, want: "/auth/password",
+			doc: `{` + draft7 + `, "definitions": {"secret": {"type": "string", "writeOnly": true}}, "properties": {"auth": {"type": "object", "properties": {
+				"password": {"$id": "/properties/auth/properties/password", "$ref": "#/definitions/secret"}}}}}`},
+		{name: "a draft-04 id", values: `{auth: {password: plaintext}}`, want: "/auth/password",
+			doc: `{"$schema": "http://json-schema.org/draft-04/schema#", "definitions": {"secret": {"type": "string", "writeOnly": true}}, "properties": {"auth": {"type": "object", "properties": {
+				"password": {"id": "/properties/auth/properties/password", "$ref": "#/definitions/secret"}}}}}`},
+		{name: "a draft-06 $id", values: `{auth: plaintext}`, want: "/auth",
+			doc: `{"$schema": "https://json-schema.org/draft-06/schema", "definitions": {"pw": {"writeOnly": true}}, "properties": {"auth": {"$id": "auth.json", "$ref": "#/definitions/pw"}}}`},
+		{name: "writeOnly beside a $ref", values: `{auth: plaintext}`, want: "/auth",
+			doc: `{` + draft7 + `, "definitions": {"s": {"type": "string"}}, "properties": {"auth": {"$id": "auth", "$ref": "#/definitions/s", "writeOnly": true}}}`},
+		{name: "in a chart file of draft-07", values: `{auth: {password: plaintext}}`, want: "/auth/password",
+			doc: `{"properties": {"auth": {"$ref": "schemas/auth.json"}}}`,
+			files: map[string][]byte{"schemas/auth.json": []byte(`{` + draft7 + `, "definitions": {"pw": {"writeOnly": true}}, "properties": {
+				"password": {"$id": "password.json", "$ref": "#/definitions/pw"}}}`)}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseSchema("demo", []byte(tt.doc), tt.files)
+			if err != nil {
+				t.Fatalf("ParseSchema: %v", err)
+			}
+			errs := s.checkWriteOnly(Sources{Spec: ymap(t, tt.values)})
+			if len(errs) != 1 || errs[0].Path != tt.want || errs[0].Rule != "writeOnly" {
+				t.Errorf("errors = %+v, want one writeOnly error at %s", errs, tt.want)
+			}
+			if got := s.SecretPaths(ymap(t, tt.values)); !reflect.DeepEqual(got, []string{tt.want}) {
+				t.Errorf("SecretPaths = %v, want [%s]", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestSchemaIDBesideRefFollowsTheDraft: whether an $id beside a $ref sets
+// the base the $ref resolves against depends on the draft, as it does for
+// the compiler: from 2019-09 on (and without $schema, which is 2020-12) it
+// does, before it does not.
+func TestSchemaIDBesideRefFollowsTheDraft(t *testing.T) {
+	for _, tt := range []struct{ schema, want string }{
+		{`"$schema": "https://json-schema.org/draft/2020-12/schema",`, "auth.b"},
+		{`"$schema": "https://json-schema.org/draft/2019-09/schema",`, "auth.b"},
+		{``, "auth.b"},
+		{`"$schema": "http://json-schema.org/draft-07/schema#",`, "auth.a"},
+	} {
+		t.Run(tt.want+" "+tt.schema, func(t *testing.T) {
+			// The root's pw wants a writeOnly a; the one under the $id
+			// "https://example.com/auth.json" wants a writeOnly b.
+			s, err := ParseSchema("demo", []byte(`{`+tt.schema+`
+				"$id": "https://example.com/values.json",
+				"$defs": {"pw": {"type": "object", "required": ["a"], "properties": {"a": {"writeOnly": true}}}},
+				"properties": {"auth": {"$id": "https://example.com/auth.json", "$ref": "#/$defs/pw",
+					"$defs": {"pw": {"type": "object", "required": ["b"], "properties": {"b": {"writeOnly": true}}}}}}}`), nil)
+			if err != nil {
+				t.Fatalf("ParseSchema: %v", err)
+			}
+			if got := writeOnlyAt(t, s, `{auth: {a: x, b: y}}`); !reflect.DeepEqual(got, []string{tt.want}) {
+				t.Errorf("writeOnly = %v, want [%s]", got, tt.want)
+			}
+			// Validation resolved the $ref to the same schema: it requires
+			// the writeOnly property found.
+			errs := s.Validate(ymap(t, `{auth: {}}`))
+			if len(errs) != 1 || errs[0].Rule != "required" || dotted(splitPointer(errs[0].Path)) != tt.want {
+				t.Errorf("errors = %+v, want one required error at %s", errs, tt.want)
+			}
+		})
+	}
+}
