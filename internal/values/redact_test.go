@@ -140,3 +140,95 @@ func TestRedact(t *testing.T) {
 	}
 	assertYAML(t, "original", v, `{a: {b: s1, c: keep}, l: [x, {k: s2}], top: s3}`)
 }
+
+// manyEnv returns n items, each with a name and a value.
+func manyEnv(n int) []any {
+	env := make([]any, n)
+	for i := range env {
+		env[i] = map[string]any{"name": fmt.Sprintf("VAR_%d", i), "value": "plaintext"}
+	}
+	return env
+}
+
+// envCharts is a chart whose schema and whose subchart db's schema both
+// make db.env[*].value writeOnly: each value is found by both parts.
+func envCharts(t testing.TB) *Schema {
+	const env = `{"items": {"properties": {"value": {"writeOnly": true}}}}`
+	sub := testChart(t, "db", `{}`, `{"properties": {"env": `+env+`}}`)
+	parent := testChart(t, "app", `{}`, `{"properties": {"db": {"properties": {"env": `+env+`}}}}`, sub)
+	s, err := SchemaForChart(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestFindWriteOnlyOnManyValues: each of many writeOnly values is found
+// once, in the values' order, whether one part or two find it, and a
+// part's path below another's is dropped.
+func TestFindWriteOnlyOnManyValues(t *testing.T) {
+	const n = 75000 // about 1 MiB of values, the most a document may hold
+	want := make([]string, n)
+	for i := range want {
+		want[i] = fmt.Sprintf("/primary/extraEnv/%d/value", i)
+	}
+	var got []string
+	loadSchema(t, "postgresql.schema.json").findWriteOnly(map[string]any{"primary": map[string]any{"extraEnv": manyEnv(n)}},
+		func(p []string) { got = append(got, pointer(p)) })
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("the postgresql fixture: found %d writeOnly values, want %d in order", len(got), n)
+	}
+
+	got = nil
+	envCharts(t).findWriteOnly(map[string]any{"db": map[string]any{"env": manyEnv(n)}}, func(p []string) { got = append(got, pointer(p)) })
+	for i := range want {
+		want[i] = fmt.Sprintf("/db/env/%d/value", i)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("two parts: found %d writeOnly values, want %d in order, once each", len(got), n)
+	}
+
+	// The parent's writeOnly db.users hides the subchart's
+	// db.users[*].token with it.
+	sub := testChart(t, "db", `{}`, `{"properties": {"password": {"writeOnly": true}, "users": {"items": {"properties": {"token": {"writeOnly": true}}}}}}`)
+	parent := testChart(t, "app", `{}`, `{"properties": {"api": {"writeOnly": true}, "db": {"properties": {"users": {"writeOnly": true}}}}}`, sub)
+	ps, err := SchemaForChart(parent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	ps.findWriteOnly(ymap(t, `{api: k, db: {password: a, users: [{token: b}, {token: c}]}}`), func(p []string) { got = append(got, pointer(p)) })
+	if want := []string{"/api", "/db/users", "/db/password"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("found %v, want %v", got, want)
+	}
+}
+
+// BenchmarkFindWriteOnly times findWriteOnly on as many as 75000 writeOnly
+// values, the list items 1 MiB of values can hold, which a tenant chooses
+// and which are matched on every reconcile: with one part (the postgresql
+// fixture) and with two parts that find each value.
+func BenchmarkFindWriteOnly(b *testing.B) {
+	doc, err := os.ReadFile("testdata/postgresql.schema.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	pg, err := ParseSchema("postgresql", doc, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	two := envCharts(b)
+	for _, n := range []int{10000, 40000, 75000} {
+		v := map[string]any{"primary": map[string]any{"extraEnv": manyEnv(n)}}
+		b.Run(fmt.Sprintf("postgresql/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				pg.findWriteOnly(v, func([]string) {})
+			}
+		})
+		v = map[string]any{"db": map[string]any{"env": manyEnv(n)}}
+		b.Run(fmt.Sprintf("two-parts/%d", n), func(b *testing.B) {
+			for b.Loop() {
+				two.findWriteOnly(v, func([]string) {})
+			}
+		})
+	}
+}
