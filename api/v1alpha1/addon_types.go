@@ -836,11 +836,14 @@ type AddonStatus struct {
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
-	// Profile is cluster or restricted: the profile the controller places
-	// the add-on in, except that an add-on installed under the cluster
-	// profile stays cluster here while its inventory holds objects. The
-	// default deletion policy follows it when it does less than the
-	// profile of now: such an add-on, restricted now, is left running.
+	// Profile is cluster or restricted: the profile of the last sync that
+	// changed the add-on's objects (applied, pruned, or grew the inventory
+	// to apply), or, while the inventory is empty, the profile the
+	// controller places the add-on in. A reconcile that changes nothing
+	// leaves it as it is, so a controller that trusts a namespace for a
+	// while does not make its restricted add-ons cluster. The default
+	// deletion policy follows it when it does less than the profile of
+	// now: an add-on recorded cluster, restricted now, is left running.
 	// Its sync is held, Blocked with the reason ProfileChanged, until its
 	// namespace is trusted again.
 	// +optional

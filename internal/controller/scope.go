@@ -147,6 +147,11 @@ type scope struct {
 	// hooklessApply: this reconcile recorded an apply that ran no hooks,
 	// and so has nothing a restart could run twice (holdApplyRecord).
 	hooklessApply bool
+	// changedObjects: this reconcile began to change the add-on's objects
+	// under its profile (the inventory grown before the apply, an object
+	// applied, a prune sent), so status.profile may record that profile
+	// (recordedProfile).
+	changedObjects bool
 	// resumed: the status began from an apply record this process held
 	// back (resumeApplyRecord), not from the Addon as stored; heldSince is
 	// when that record was first held.

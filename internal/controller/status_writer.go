@@ -46,7 +46,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		c.Message = s.mask().String(c.Message)
 		conditions.Put(&addon.Status.Conditions, c)
 	}
-	addon.Status.Profile = recordedProfile(&addon.Status, s.profile)
+	addon.Status.Profile = recordedProfile(&addon.Status, s.profile, s.changedObjects)
 	markWarning(&addon.Status, before.Status.Phase, time.Now(), r.owesClose(ctx, addon))
 	r.rememberIncidents(addon)
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
@@ -87,20 +87,30 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	return err
 }
 
-// recordedProfile is the profile status.profile records: the one the
-// controller places the add-on in now, except that an add-on installed
-// under the cluster profile stays recorded cluster while its inventory
-// holds objects. Its deletion follows the recorded profile when that does
-// less (Addon.DeletionPolicyFor), so an add-on moved out of a trusted
+// recordedProfile is the profile status.profile records: the profile of
+// the last reconcile that changed the add-on's objects. A reconcile that
+// changed them (changed: the inventory grown before the apply, an object
+// applied, a prune sent) records the profile the controller places the
+// add-on in now, as does any reconcile of an add-on that holds nothing;
+// one that changed nothing keeps what status records while the inventory
+// holds objects. The profile names who applied what runs, and the
+// deletion follows it when that does less (Addon.DeletionPolicyFor): an
+// add-on installed under the cluster profile and moved out of a trusted
 // namespace's reach (a shard whose controller does not trust it, or
 // --trusted-namespaces changed) keeps the cluster profile's default,
-// Orphan, through the reconciles that now find it restricted, and is not
-// uninstalled by a deletion that nobody asked to uninstall.
-func recordedProfile(st *capstanv1.AddonStatus, current capstanv1.Profile) capstanv1.Profile {
-	if st.Profile == capstanv1.ProfileCluster && len(st.Inventory) > 0 {
-		return capstanv1.ProfileCluster
+// Orphan, and is not uninstalled by a deletion nobody asked to uninstall.
+// NOTE: a restricted add-on becomes cluster only once a sync under the
+// cluster profile changes its objects, never because a controller
+// trusted its namespace for a while: a status write that applied nothing
+// (a paused reconcile, a failed fetch, a gate that held the plan) would
+// otherwise flip it, and once the trust is back to normal its sync would
+// be held (profileChange) and its deletion would leave its software
+// running and its values Secrets released.
+func recordedProfile(st *capstanv1.AddonStatus, current capstanv1.Profile, changed bool) capstanv1.Profile {
+	if changed || st.Profile == "" || len(st.Inventory) == 0 {
+		return current
 	}
-	return current
+	return st.Profile
 }
 
 // emitTransition emits one event when the phase or the reason changes, never
@@ -266,8 +276,10 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 		// The first write of a new add-on: say what it does meanwhile.
 		setConditions(st, s.addon.Generation, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying,
 			Message: "Applying the objects, then waiting for them to become ready."})
-		st.Profile = s.profile
 	}
+	// NOTE: with the inventory: a controller that stops once the apply
+	// began leaves the profile the objects were being changed under.
+	st.Profile = recordedProfile(st, s.profile, s.changedObjects)
 	if err := r.Client.Status().Patch(ctx, next, client.MergeFrom(base)); err != nil {
 		return err
 	}

@@ -96,12 +96,16 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post, r.recordPost(s, post)) },
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
 			s.addon.Status.Inventory = capstanv1.IDsOf(inventory)
+			// The apply begins: the checkpoint records the profile it
+			// applies under with the inventory (recordedProfile).
+			s.changedObjects = true
 			return r.checkpointStatus(ctx, s)
 		},
 		OnApplied: func(obj, live *unstructured.Unstructured) {
 			// The API server's answer is the live object: a dry run of the
 			// same manifest against it would find it unchanged.
 			key := capstanv1.RefOf(obj).Key()
+			s.changedObjects = true
 			s.live[key] = live
 			r.verified.note(s.addon, key, plan.VerifiedAt(s.digests[key], live, now))
 		},
@@ -110,6 +114,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			return r.awaitWave(ctx, s, wave, objs, changedNow, nothingApplied)
 		},
 		Applied: func(ctx context.Context, res apply.Result) error {
+			s.changedObjects = s.changedObjects || res.PruneRequests > 0
 			return r.recordApply(ctx, s, res, pre, post)
 		},
 		Step: func(ctx context.Context, name string) error {
@@ -131,6 +136,8 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		},
 	}
 	res, err := seq.Run(ctx)
+	// NOTE: a prune that failed half-way has deleted what it counts.
+	s.changedObjects = s.changedObjects || res.PruneRequests > 0
 	r.reportRecreated(s, recreate)
 	objectsApplied.Add(float64(res.Applied))
 	objectsPruned.Add(float64(res.PruneRequests))
