@@ -54,7 +54,29 @@ func profileChange(c Config, addon *capstanv1.Addon, current capstanv1.Profile) 
 		message: fmt.Sprintf("Installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
 			"where a sync would apply the add-on as the controller into %s and prune what the cluster profile applied (%d objects in the inventory). "+
 			"Nothing is applied, pruned or run, and its software runs as it was. Trust %s again (add it to the --trusted-namespaces of the controller "+
-			"that selects this Addon, or move the Addon back to a shard that trusts it), or delete the Addon (its software is left running: "+
-			"the default deletion policy stays Orphan) and create it again where it belongs.",
-			placed, ns, ns, len(st.Inventory), ns)}
+			"that selects this Addon, or move the Addon back to a shard that trusts it), or delete the Addon and create it again where it belongs. %s",
+			placed, ns, ns, len(st.Inventory), ns, deletionAdvice(addon, current))}
+}
+
+// deletionAdvice says what deleting a held add-on does to its software,
+// as the controller's deletion decides it (Addon.DeletionPolicyFor): the
+// way out that the hold offers besides trusting the namespace again must
+// not uninstall the software of someone who asked for it to stay, nor keep
+// quiet that it will.
+func deletionAdvice(addon *capstanv1.Addon, current capstanv1.Profile) string {
+	if addon.DeletionPolicyFor(current) == capstanv1.DeletionOrphan {
+		why := "the cluster profile's default deletion policy, Orphan, still holds"
+		if addon.Spec.DeletionPolicy == capstanv1.DeletionOrphan {
+			why = "spec.deletionPolicy is Orphan"
+		}
+		return "Deleting it leaves its software running: " + why + "."
+	}
+	if addon.Annotations[capstanv1.UninstallAnnotation] == "true" {
+		keep := "remove that annotation first"
+		if addon.Spec.DeletionPolicy == capstanv1.DeletionDelete {
+			keep = "remove that annotation and set spec.deletionPolicy: Orphan first"
+		}
+		return "Deleting it uninstalls its software, as the " + capstanv1.UninstallAnnotation + ` annotation asks: to leave the software running, ` + keep + "."
+	}
+	return "Deleting it uninstalls its software, as spec.deletionPolicy: Delete asks: to leave the software running, set spec.deletionPolicy: Orphan first."
 }

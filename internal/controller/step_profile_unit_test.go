@@ -13,7 +13,9 @@ import (
 // profile, holding objects, that the controller places in the restricted
 // profile now is held, and the message names the namespace, what this
 // controller trusts and what to do; nothing else is held, a namespace
-// newly trusted least of all.
+// newly trusted least of all. What the message says deleting the Addon
+// does follows its deletion policy: left running by default, uninstalled
+// when spec.deletionPolicy or the uninstall annotation says Delete.
 func TestProfileChange(t *testing.T) {
 	held := []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "longhorn-system", Name: "longhorn"}}}
 	shard, err := labels.Parse("capstan.dev/shard=a")
@@ -27,17 +29,34 @@ func TestProfileChange(t *testing.T) {
 		inventory []capstanv1.ObjectID
 		current   capstanv1.Profile
 		holds     bool
+		policy    capstanv1.DeletionPolicy
+		uninstall bool
+		says      []string
+		not       []string
 	}{
-		{"new, restricted", "", nil, capstanv1.ProfileRestricted, false},
-		{"cluster, still trusted", capstanv1.ProfileCluster, held, capstanv1.ProfileCluster, false},
-		{"cluster, no longer trusted, holding objects", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true},
-		{"cluster, no longer trusted, holding nothing", capstanv1.ProfileCluster, nil, capstanv1.ProfileRestricted, false},
-		{"restricted, trusted now", capstanv1.ProfileRestricted, held, capstanv1.ProfileCluster, false},
-		{"restricted, still", capstanv1.ProfileRestricted, held, capstanv1.ProfileRestricted, false},
+		{"new, restricted", "", nil, capstanv1.ProfileRestricted, false, "", false, nil, nil},
+		{"cluster, still trusted", capstanv1.ProfileCluster, held, capstanv1.ProfileCluster, false, "", false, nil, nil},
+		{"cluster, no longer trusted, holding objects", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true, "", false,
+			[]string{"Deleting it leaves its software running", "default deletion policy, Orphan"}, []string{"uninstalls"}},
+		{"cluster, no longer trusted, spec.deletionPolicy Orphan", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true, capstanv1.DeletionOrphan, false,
+			[]string{"Deleting it leaves its software running", "spec.deletionPolicy is Orphan"}, []string{"uninstalls"}},
+		{"cluster, no longer trusted, spec.deletionPolicy Delete", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true, capstanv1.DeletionDelete, false,
+			[]string{"Deleting it uninstalls its software", "spec.deletionPolicy: Delete", "set spec.deletionPolicy: Orphan first"}, []string{"left running", "leaves its software running"}},
+		{"cluster, no longer trusted, uninstall annotation", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true, "", true,
+			[]string{"Deleting it uninstalls its software", "capstan.dev/uninstall annotation", "remove that annotation first"}, []string{"left running", "leaves its software running"}},
+		{"cluster, no longer trusted, annotation and spec Delete", capstanv1.ProfileCluster, held, capstanv1.ProfileRestricted, true, capstanv1.DeletionDelete, true,
+			[]string{"Deleting it uninstalls its software", "capstan.dev/uninstall annotation", "remove that annotation and set spec.deletionPolicy: Orphan first"}, []string{"leaves its software running"}},
+		{"cluster, no longer trusted, holding nothing", capstanv1.ProfileCluster, nil, capstanv1.ProfileRestricted, false, "", false, nil, nil},
+		{"restricted, trusted now", capstanv1.ProfileRestricted, held, capstanv1.ProfileCluster, false, "", false, nil, nil},
+		{"restricted, still", capstanv1.ProfileRestricted, held, capstanv1.ProfileRestricted, false, "", false, nil, nil},
 	} {
 		a := &capstanv1.Addon{}
 		a.Namespace, a.Name = "capstan-system", "longhorn"
 		a.Status = capstanv1.AddonStatus{Profile: c.recorded, Inventory: c.inventory}
+		a.Spec.DeletionPolicy = c.policy
+		if c.uninstall {
+			a.Annotations = map[string]string{capstanv1.UninstallAnnotation: "true"}
+		}
 		h := profileChange(conf, a, c.current)
 		if (h != nil) != c.holds {
 			t.Errorf("%s: held = %v, want %v", c.name, h != nil, c.holds)
@@ -50,9 +69,19 @@ func TestProfileChange(t *testing.T) {
 			t.Errorf("%s: hold %s blocked=%v; want ProfileChanged, blocked", c.name, h.reason, h.blocked)
 		}
 		for _, want := range []string{"Installed under the cluster profile", "capstan.dev/shard=a", "--trusted-namespaces capstan-shard-a",
-			"places namespace capstan-system in the restricted profile", "Nothing is applied, pruned or run", "Trust capstan-system again", "Orphan"} {
+			"places namespace capstan-system in the restricted profile", "Nothing is applied, pruned or run", "Trust capstan-system again"} {
 			if !strings.Contains(h.message, want) {
 				t.Errorf("%s: the message %q does not say %q", c.name, h.message, want)
+			}
+		}
+		for _, want := range c.says {
+			if !strings.Contains(h.message, want) {
+				t.Errorf("%s: the message %q does not say %q", c.name, h.message, want)
+			}
+		}
+		for _, not := range c.not {
+			if strings.Contains(h.message, not) {
+				t.Errorf("%s: the message %q says %q", c.name, h.message, not)
 			}
 		}
 	}
