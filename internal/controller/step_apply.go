@@ -93,7 +93,21 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 				return r.checkpointStatus(ctx, s)
 			})
 		},
-		PostHooks: func(ctx context.Context) error { return r.runHooks(ctx, s, post, r.recordPost(s, post)) },
+		PostHooks: func(ctx context.Context) error {
+			// NOTE: the apply's record (recordApply) hands the objects a
+			// failed run of the pending event kept for its retry to
+			// status.preHooksDone when this run does not go on from it.
+			// They go before this run's hooks: a hook of this event that
+			// makes one of them would apply over it, and read another
+			// run's Job as its own success.
+			if left, err := r.finishCleanUp(ctx, s); err != nil {
+				if clash := s.hookClash(left, "", post); clash != "" {
+					return fmt.Errorf("%w; a %s hook makes the same object, so this sync waits for it to go", err, clash)
+				}
+				r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
+			}
+			return r.runHooks(ctx, s, post, r.recordPost(s, post))
+		},
 		SaveInventory: func(ctx context.Context, inventory []capstanv1.ObjectRef) error {
 			s.addon.Status.Inventory = capstanv1.IDsOf(inventory)
 			// The apply begins: the checkpoint records the profile it
