@@ -130,3 +130,39 @@ func TestHookDeletedWhileLeftRunningFails(t *testing.T) {
 		})
 	}
 }
+
+// TestHookItsPolicyDeletedIsNotDeleted lets a run that goes on from a
+// yield see the seed Job, with hook-succeeded, succeed and delete it, as a
+// run with no Done (helm test) does before the controller clears
+// status.hook. A look after a stop there is told the hook as the last
+// progress showed it: its policy, not a person, deleted the Job, so the
+// look must not fail it with the reason Deleted: it judges the hook by its
+// object, as after any other stop.
+func TestHookItsPolicyDeletedIsNotDeleted(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	y := f.yielding(f.hooksOf(`{hooks: {seed: {nodeLabel: "`+label+`", deletePolicy: hook-succeeded}}}`, false), minute)
+	if err := y.run(); !hooks.IsRunning(err) {
+		t.Fatalf("the first run returned %v; want the seed Job left running", err)
+	}
+	f.labelNode(label)
+	err := y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run()
+	}
+	if err != nil {
+		t.Fatalf("once the node is there: %v", err)
+	}
+	if f.job("db-seed") != nil {
+		t.Fatal("the seed Job was not deleted by its policy")
+	}
+	last := y.progress[len(y.progress)-1]
+	y.req.Waiting, y.req.WaitingUID = &last.ObjectRef, last.UID
+	err = y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run() // judged by its object, gone: run anew
+	}
+	if err != nil {
+		t.Errorf("a look after a stop that followed the policy's delete returned %v; want no failure", err)
+	}
+}

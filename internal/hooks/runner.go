@@ -136,7 +136,9 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				// must not wait for deletions. A hook that was not
 				// started failed nothing, and the objects of the hooks
 				// before it show a later look that they succeeded.
-				r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
+				if hasPolicy(h, HookFailed) && r.forget(req, capstanv1.RefOf(h.Object)) == nil {
+					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
+				}
 				if !req.KeepForRetry || req.Run == "" {
 					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 				} else if he := (*Error)(nil); errors.As(err, &he) {
@@ -226,6 +228,9 @@ func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []re
 		if !hasPolicy(h, HookSucceeded) {
 			continue
 		}
+		if err := r.forget(req, capstanv1.RefOf(h.Object)); err != nil {
+			return err
+		}
 		kept, err := r.deleteAndWait(ctx, req, capstanv1.RefOf(h.Object), timeout, "")
 		if kept != "" {
 			logf.FromContext(ctx).Info("Hook's object kept: not deleted by its policy", "policy", HookSucceeded, "kind", h.Object.GetKind(), "name", h.Object.GetName(), "keptBy", kept)
@@ -240,6 +245,25 @@ func (r *Runner) deleteSucceeded(ctx context.Context, req Request, selected []re
 		}
 	}
 	return nil
+}
+
+// forget shows the hook ref with no UID of its object before its policy
+// deletes it, when the progress shows it with the UID this run was told
+// (req.WaitingUID): a look after a stop between the delete and the record
+// of the run's end would read the object gone as deleted by someone else,
+// and fail the hook with the reason Deleted. Without the UID that look
+// judges the hook by its object, as one after any other stop does. The
+// caller does not delete the object when the progress could not be
+// written.
+func (r *Runner) forget(req Request, ref capstanv1.ObjectRef) error {
+	if req.WaitingUID == "" || req.Waiting == nil || *req.Waiting != ref {
+		return nil
+	}
+	since := metav1.Now()
+	if !req.WaitingSince.IsZero() {
+		since = metav1.NewTime(req.WaitingSince)
+	}
+	return req.progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: since, Run: req.Run})
 }
 
 // doneBefore counts the hooks at the start of selected that a resumed run
