@@ -2,7 +2,13 @@ package hooks_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -65,5 +71,34 @@ func TestRetryKeepsWhatSucceeded(t *testing.T) {
 	}
 	if j := f.job("db-second"); j == nil || j.Status.Succeeded != 1 {
 		t.Errorf("second %v; want the retried Job, succeeded", j)
+	}
+}
+
+// TestRetryFailedOtherwiseDeletesWhatSucceeded fails a post-install event
+// at its second Job with an error that is no *hooks.Error: the API server
+// refuses to read the Job once it runs (Forbidden). No error names the
+// seed Job, with hook-succeeded, for the caller to keep it for the retry,
+// so the run deletes it as Helm does, rather than leave it for ever.
+func TestRetryFailedOtherwiseDeletesWhatSucceeded(t *testing.T) {
+	f := newFixture(t)
+	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", hang: true}]}`, false)
+	f.applier.Client = interceptor.NewClient(admin, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || key.Name != "db-second" {
+				return err
+			}
+			return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, key.Name, errors.New("no reads"))
+		},
+	})
+	req := hooks.Request{
+		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute,
+		Run: "post-install/one", KeepForRetry: true,
+	}
+	err := f.runner.Run(context.Background(), req)
+	if he := (*hooks.Error)(nil); err == nil || errors.As(err, &he) {
+		t.Fatalf("the run returned %v; want a plain error for the read it was refused", err)
+	}
+	if j := f.job("db-seed"); j != nil {
+		t.Errorf("seed %s; want it deleted: no error named it for the retry", j.UID)
 	}
 }

@@ -139,9 +139,14 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				if hasPolicy(h, HookFailed) && r.forget(req, capstanv1.RefOf(h.Object)) == nil {
 					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
 				}
-				if !req.KeepForRetry || req.Run == "" {
+				he := (*Error)(nil)
+				if !req.KeepForRetry || req.Run == "" || !errors.As(err, &he) {
+					// NOTE: a failure that is no *Error (a read the API
+					// server refused) names nothing for the caller to
+					// keep for the retry: what it left would be recorded
+					// nowhere, and never deleted.
 					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
-				} else if he := (*Error)(nil); errors.As(err, &he) {
+				} else {
 					// NOTE: the retry goes on from this run, and a hook
 					// whose object carries it and succeeded is not run
 					// again; one deleted here would be, and a seed or
