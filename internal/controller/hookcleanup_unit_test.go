@@ -116,3 +116,22 @@ func TestPendingKeepsWhatSucceeded(t *testing.T) {
 		t.Error("postEvent misreads the events")
 	}
 }
+
+// TestPendingKeepsOnlyItsRun checks that a failed retry of a pending post
+// event under another run than the one that kept objects for it hands
+// those to status.preHooksDone, to be deleted, and keeps only its own: the
+// record does not grow with each failed retry under a new run.
+func TestPendingKeepsOnlyItsRun(t *testing.T) {
+	s := &scope{addon: &capstanv1.Addon{}}
+	st := &s.addon.Status
+	old := capstanv1.HookObject{ObjectRef: jobRef("seed"), Run: "one"}
+	st.PendingHook = &capstanv1.PendingHook{Event: "post-delete", Hash: "h", Objects: []capstanv1.HookObject{old}}
+	keepForRetry(s, "post-delete", "two", &hooks.Error{Event: "post-delete", Hook: jobRef("second"), Left: []capstanv1.ObjectRef{jobRef("seed")}})
+	want := capstanv1.HookObject{ObjectRef: jobRef("seed"), Run: "two"}
+	if p := st.PendingHook; p.Event != "post-delete" || p.Hash != "h" || len(p.Objects) != 1 || p.Objects[0] != want {
+		t.Errorf("status.pendingHook = %+v; want only the seed Job of run two", p)
+	}
+	if d := st.PreHooksDone; d == nil || len(d.Objects) != 1 || d.Objects[0] != old {
+		t.Errorf("status.preHooksDone = %+v; want the seed Job of run one, to delete", d)
+	}
+}

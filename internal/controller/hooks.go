@@ -293,14 +293,27 @@ func dropPending(st *capstanv1.AddonStatus) {
 func keepForRetry(s *scope, event, run string, err error) {
 	var he *hooks.Error
 	p := s.addon.Status.PendingHook
-	if !errors.As(err, &he) || len(he.Left) == 0 || p == nil || p.Event != event {
+	if !errors.As(err, &he) || p == nil || p.Event != event {
 		return
+	}
+	np := p.DeepCopy()
+	np.Objects = nil
+	for _, o := range p.Objects {
+		if o.Run == run {
+			np.Objects = append(np.Objects, o)
+		} else {
+			// NOTE: a retry that rendered another run (a post-delete
+			// whose chart moved on) goes on from none of that run's
+			// hooks: what they left is deleted by a later look, and the
+			// record does not grow with each failed retry.
+			s.addon.Status.PreHooksDone = withLeftOvers(s.addon.Status.PreHooksDone, []capstanv1.HookObject{o})
+		}
 	}
 	objs := make([]capstanv1.HookObject, len(he.Left))
 	for i, ref := range he.Left {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
 	}
-	np := withLeftOvers(p, objs)
+	np = withLeftOvers(np, objs)
 	np.Event, np.Hash = p.Event, p.Hash
 	s.addon.Status.PendingHook = np
 }
