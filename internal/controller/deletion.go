@@ -442,13 +442,11 @@ func goneHookNamespace(ctx context.Context, s *scope) (string, error) {
 		}
 		read[ns] = true
 		live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns})
-		switch {
-		case err != nil:
+		if err != nil {
 			return "", fmt.Errorf("reading the namespace %s of the delete hooks failed, so the uninstall tries again: %w", ns, err)
-		case live == nil:
-			return "the namespace " + ns + " does not exist", nil
-		case live.GetDeletionTimestamp() != nil:
-			return "the namespace " + ns + " is being deleted", nil
+		}
+		if why := hooks.NamespaceGoneReason(ns, live); why != "" {
+			return why, nil
 		}
 	}
 	return "", nil

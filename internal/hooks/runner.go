@@ -139,7 +139,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				if hasPolicy(h, HookFailed) && r.forget(req, capstanv1.RefOf(h.Object)) == nil {
 					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
 				}
-				he := (*Error)(nil)
+				var he *Error
 				if !req.KeepForRetry || req.Run == "" || !errors.As(err, &he) {
 					// NOTE: a failure that is no *Error (a read the API
 					// server refused) names nothing for the caller to
@@ -845,6 +845,19 @@ const maxDeleteTries = 3
 // deletes.
 const keptByKind = "its kind, which Capstan never deletes"
 
+// NamespaceGoneReason says why no delete hook can run in the namespace
+// name, read as live (nil when it does not exist): it does not exist, or
+// it is being deleted. It is "" when the namespace is there to run in.
+func NamespaceGoneReason(name string, live *unstructured.Unstructured) string {
+	switch {
+	case live == nil:
+		return "the namespace " + name + " does not exist"
+	case live.GetDeletionTimestamp() != nil:
+		return "the namespace " + name + " is being deleted"
+	}
+	return ""
+}
+
 // ensureNamespace makes sure a hook's namespace exists. The controller
 // applies the target namespace before pre-install hooks; before pre-upgrade
 // hooks it may be gone, so the target namespace of an Addon with
@@ -862,12 +875,12 @@ func ensureNamespace(ctx context.Context, a *apply.Applier, addon *capstanv1.Add
 	if err != nil {
 		return fmt.Errorf("reading the hook's namespace %s: %w", name, err)
 	}
-	switch {
-	case deleting && live == nil:
-		return namespaceGone("the namespace " + name + " does not exist")
-	case deleting && live.GetDeletionTimestamp() != nil:
-		return namespaceGone("the namespace " + name + " is being deleted")
-	case live != nil:
+	if deleting {
+		if why := NamespaceGoneReason(name, live); why != "" {
+			return namespaceGone(why)
+		}
+	}
+	if live != nil {
 		return nil
 	}
 	target := addon.Namespace
