@@ -297,18 +297,11 @@ func keepForRetry(s *scope, event, run string, err error) {
 		return
 	}
 	np := p.DeepCopy()
-	np.Objects = nil
-	for _, o := range p.Objects {
-		if o.Run == run {
-			np.Objects = append(np.Objects, o)
-		} else {
-			// NOTE: a retry that rendered another run (a post-delete
-			// whose chart moved on) goes on from none of that run's
-			// hooks: what they left is deleted by a later look, and the
-			// record does not grow with each failed retry.
-			s.addon.Status.PreHooksDone = withLeftOvers(s.addon.Status.PreHooksDone, []capstanv1.HookObject{o})
-		}
-	}
+	// NOTE: a retry that rendered another run (a post-delete whose chart
+	// moved on) goes on from none of that run's hooks: what they left is
+	// deleted by a later look, and the record does not grow with each
+	// failed retry.
+	np.Objects = keepRun(&s.addon.Status, p.Objects, run)
 	objs := make([]capstanv1.HookObject, len(he.Left))
 	for i, ref := range he.Left {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
@@ -316,6 +309,22 @@ func keepForRetry(s *scope, event, run string, err error) {
 	np = withLeftOvers(np, objs)
 	np.Event, np.Hash = p.Event, p.Hash
 	s.addon.Status.PendingHook = np
+}
+
+// keepRun returns the objects of objs that run made, which a run going on
+// from it keeps for its retry, and hands the others to
+// status.preHooksDone, for a later look to delete: no run goes on from
+// them.
+func keepRun(st *capstanv1.AddonStatus, objs []capstanv1.HookObject, run string) []capstanv1.HookObject {
+	var kept []capstanv1.HookObject
+	for _, o := range objs {
+		if o.Run == run {
+			kept = append(kept, o)
+		} else {
+			st.PreHooksDone = withLeftOvers(st.PreHooksDone, []capstanv1.HookObject{o})
+		}
+	}
+	return kept
 }
 
 // postEvent reports whether event is one that runs after the apply (or

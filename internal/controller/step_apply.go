@@ -295,15 +295,13 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 	st.PendingHook = &capstanv1.PendingHook{Event: post, Hash: s.render.Hash}
 	if old != nil {
 		// NOTE: what a failed run of this event left for its retry stays
-		// with the run that goes on from it; another run's is deleted by
-		// a later look, since no run goes on from it now.
-		run := hookRun(s, post)
-		for _, o := range old.Objects {
-			if old.Event == post && o.Run == run {
-				st.PendingHook.Objects = append(st.PendingHook.Objects, o)
-			} else {
-				st.PreHooksDone = withLeftOvers(st.PreHooksDone, []capstanv1.HookObject{o})
-			}
+		// with the run that goes on from it; another run's, or another
+		// event's, is deleted by a later look, since no run goes on from
+		// it now.
+		if old.Event == post {
+			st.PendingHook.Objects = keepRun(st, old.Objects, hookRun(s, post))
+		} else {
+			st.PreHooksDone = withLeftOvers(st.PreHooksDone, old.Objects)
 		}
 	}
 	return r.checkpointStatus(ctx, s)
