@@ -390,7 +390,32 @@ var (
 	// ErrSuspended says that the Addon is suspended: it is only planned,
 	// and an approval of it would wait until some later resume.
 	ErrSuspended = errors.New("a suspended add-on applies nothing")
+	// ErrProfileChanged says that the controller holds the Addon's sync
+	// because its namespace is no longer trusted (ProfileChanged): its
+	// plan was computed under the cluster profile, and is approved only
+	// once the namespace is trusted again.
+	ErrProfileChanged = errors.New("its sync is held since its profile changed")
 )
+
+// RefuseHeld is the refusal of an approval of a, the Addon key names,
+// while the controller holds its sync because it was installed under the
+// cluster profile and its namespace is no longer trusted (Ready reason
+// ProfileChanged), or nil. It quotes the hold's message, which says what
+// to do.
+//
+// NOTE: the plan in status is the one computed before the trust changed,
+// and nothing is planned while the hold lasts. An approval of it would be
+// left behind to apply whenever the trust came back, long after anyone
+// looked at the add-on; the controller uses up a sync request it finds
+// while it holds one, so the approval would be lost anyway.
+func RefuseHeld(a *capstanv1.Addon, key client.ObjectKey) error {
+	c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady)
+	if c == nil || c.Reason != controller.ReasonProfileChanged {
+		return nil
+	}
+	return fmt.Errorf("addon %s is Blocked (%s), and %w: no plan of it is approved until the namespace is trusted again and a new plan is reviewed. %s",
+		key, c.Reason, ErrProfileChanged, c.Message)
+}
 
 // RefuseSuspended is the refusal of a sync (an approval) of a, the Addon
 // key names, when it is suspended, or nil when it is not. It says how to resume it: by
@@ -405,6 +430,10 @@ var (
 func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 	if !a.Spec.Suspend {
 		return nil
+	}
+	if err := RefuseHeld(a, key); err != nil {
+		// NOTE: install would be refused as well, so it is not offered.
+		return err
 	}
 	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
 		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
@@ -431,8 +460,10 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 // for an older generation (the person has not seen the plan that would
 // apply), a hash that is not the current plan's, and a plan that no
 // approval could apply (Blocked): violations, values errors, a failed dry
-// run, another add-on's object. If the plan still changes before the
-// controller applies it, nothing is applied and the Addon says why.
+// run, another add-on's object. It refuses an Addon whose sync the
+// controller holds since its profile changed (RefuseHeld). If the plan
+// still changes before the controller applies it, nothing is applied and
+// the Addon says why.
 func Approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string) (Approval, error) {
 	return approve(ctx, c, key, hash, false)
 }
@@ -452,6 +483,11 @@ func Install(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash string, resume bool) (Approval, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
+		return Approval{}, err
+	}
+	// NOTE: before the suspend check, whose refusal offers an install
+	// that this one refuses too.
+	if err := RefuseHeld(a, key); err != nil {
 		return Approval{}, err
 	}
 	if !resume {
@@ -482,10 +518,14 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 	return out, nil
 }
 
-// Reviewable returns the plan in status if hash may approve it: it was
-// written for the current generation, it is hash (or hash is empty), and
-// nothing blocks it.
+// Reviewable returns the plan in status if hash may approve it: the
+// controller does not hold the add-on since its profile changed
+// (RefuseHeld), the plan was written for the current generation, it is
+// hash (or hash is empty), and nothing blocks it.
 func Reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
+	if err := RefuseHeld(a, client.ObjectKeyFromObject(a)); err != nil {
+		return nil, err
+	}
 	p := a.Status.Plan
 	switch {
 	case p == nil:

@@ -316,7 +316,8 @@ func nextCommand(a *capstanv1.Addon) string {
 // requireReview refuses to approve an Addon's plan for verb (install or
 // sync) unless the person names the plan they reviewed with --plan, or
 // says with --yes that whichever plan is in status will do. A plan that no
-// approval could apply (addons.Blocked) is refused saying why.
+// approval could apply (addons.Blocked), and an add-on whose sync is held
+// since its profile changed (addons.RefuseHeld), are refused saying why.
 //
 // NOTE: "the plan in status now" is not the plan that was reviewed: a plan
 // changes without the generation changing (a valuesFrom Secret edited, a
@@ -328,6 +329,10 @@ func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
 		return nil
 	}
 	key := a.Namespace + "/" + a.Name
+	// NOTE: before --plan is suggested, as for a blocked plan below.
+	if err := addons.RefuseHeld(a, client.ObjectKeyFromObject(a)); err != nil {
+		return err
+	}
 	review := fmt.Sprintf("capstan addon get %s -n %s --diff", a.Name, a.Namespace)
 	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
 		// NOTE: before --plan is suggested: a blocked plan named by its

@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 )
 
@@ -85,6 +89,11 @@ func TestNextCommand(t *testing.T) {
 		{"suspended by git", addon(func(a *capstanv1.Addon) {
 			a.Spec.Suspend, a.Labels = true, map[string]string{gitops.ManagedByGitLabel: "ops"}
 		}), ""},
+		{"held since its profile changed", addon(func(a *capstanv1.Addon) { heldSinceItsProfileChanged(a) }), ""},
+		{"suspended, held since its profile changed", addon(func(a *capstanv1.Addon) {
+			a.Spec.Suspend = true
+			heldSinceItsProfileChanged(a)
+		}), ""},
 	} {
 		if got := nextCommand(tc.a); got != tc.want {
 			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
@@ -110,6 +119,36 @@ func TestRequireReviewOfABlockedPlan(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "--plan") {
 			t.Errorf("%s of a blocked plan: %q suggests --plan, which is refused", verb, err)
+		}
+	}
+}
+
+// heldSinceItsProfileChanged marks a as the controller does when it holds
+// the sync of an add-on installed under the cluster profile whose
+// namespace it no longer trusts.
+func heldSinceItsProfileChanged(a *capstanv1.Addon) {
+	a.Status.Phase = capstanv1.PhaseBlocked
+	apimeta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse,
+		Reason: controller.ReasonProfileChanged, Message: "Installed under the cluster profile, but … Trust apps again."})
+}
+
+// TestRequireReviewOfAHeldAddon: install and sync without --plan of an
+// add-on held since its profile changed say why, with the hold's message,
+// and suggest no --plan, which would be refused too.
+func TestRequireReviewOfAHeldAddon(t *testing.T) {
+	hash := "sha256:" + strings.Repeat("e", 64)
+	for _, verb := range []string{"install", "sync"} {
+		a := &capstanv1.Addon{}
+		a.Namespace, a.Name, a.Generation = "apps", "web", 3
+		a.Spec.Suspend = verb == "install"
+		a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 3}
+		heldSinceItsProfileChanged(a)
+		err := requireReview(a, verb, "", false)
+		if !errors.Is(err, addons.ErrProfileChanged) || !strings.Contains(err.Error(), "Trust apps again") {
+			t.Errorf("%s of a held add-on: %v; want ErrProfileChanged with the hold's message", verb, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "--plan") {
+			t.Errorf("%s of a held add-on: %q suggests --plan, which is refused", verb, err)
 		}
 	}
 }

@@ -54,7 +54,7 @@ func TestOutcomeOf(t *testing.T) {
 		{name: "uninstalling without the delete hooks of an unsigned chart", f: findings{uninstalling: true, hooksRefused: "the chart's signature failed (SignatureMissing): no provenance file",
 			signature: &hold{reason: "SignatureMissing", blocked: true, message: "no provenance file; nothing from this chart is applied"}},
 			phase: capstanv1.PhaseDeleting, reason: "Uninstalling", says: "without the delete hooks, as helm uninstall --no-hooks would, since the chart's signature failed (SignatureMissing): no provenance file."},
-		{name: "a cluster add-on restricted now is held", f: findings{profileChanged: &hold{reason: reasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"}},
+		{name: "a cluster add-on restricted now is held", f: findings{profileChanged: &hold{reason: ReasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"}},
 			phase: capstanv1.PhaseBlocked, reason: "ProfileChanged", stalled: true, says: "Installed under the cluster profile"},
 		{name: "violations block", f: findings{gated: true, verdict: verdict(withPlan(&capstanv1.Plan{Violations: []capstanv1.Violation{{Rule: "kind"}}}))},
 			phase: capstanv1.PhaseBlocked, reason: plan.ReasonViolations, stalled: true},

@@ -28,7 +28,7 @@ func TestPlanStopped(t *testing.T) {
 		{name: "a missing signature", hold: &hold{reason: "SignatureMissing", blocked: true, message: "m", err: missing}, want: missing, missing: true, says: "(SignatureMissing)"},
 		{name: "a wrong signature", hold: &hold{reason: "SignatureInvalid", blocked: true, message: "m", err: invalid}, want: invalid, says: "(SignatureInvalid)"},
 		{name: "no signature behind the stop", says: "internal error: the Fetch step"},
-		{name: "a profile that changed under the add-on", moved: &hold{reason: reasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"},
+		{name: "a profile that changed under the add-on", moved: &hold{reason: ReasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"},
 			says: "Blocked (ProfileChanged), so there is no plan: Installed under the cluster profile"},
 	} {
 		s := &scope{}

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/controller"
 )
 
@@ -95,5 +96,94 @@ func TestClusterAddonMovedOutOfTrustIsNotSynced(t *testing.T) {
 		if live(t, "v1", "ConfigMap", controllerNS, name+"-"+n) == nil {
 			t.Errorf("deleting the held add-on deleted ConfigMap %s-%s; want it left running (Orphan)", name, n)
 		}
+	}
+}
+
+// TestApprovalWhileHeldSinceTheProfileChangedIsUsedUp has a cluster add-on
+// with manual sync and a new chart version waiting for approval, and moves
+// it to a shard whose controller does not trust its namespace: Blocked,
+// ProfileChanged, with the plan computed under the cluster profile left in
+// status. The operations refuse to approve that plan; an approval written
+// anyway, as kubectl would, is used up by the shard's hold. Moved back to
+// the controller that trusts the namespace, the plan is the same hash as
+// the one approved (the hash names no profile), and still the approval
+// applies nothing: the plan waits for an approval given after the hold.
+func TestApprovalWhileHeldSinceTheProfileChangedIsUsedUp(t *testing.T) {
+	ctx := context.Background()
+	inShard := startShard(t, "untrusting-approval", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
+	name := fmt.Sprintf("approved-%d", time.Now().UnixNano()%100000)
+	version := func(v string) chart {
+		return chart{name: "approved", version: v, files: map[string]string{
+			"templates/main.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-main\ndata:\n  at: \"" + v + "\"\n"}}
+	}
+	url1, _ := charts.publish(t, version("1.0.0"))
+	url2, _ := charts.publish(t, version("2.0.0"))
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-main"}})
+	})
+	at := func() any {
+		cm := live(t, "v1", "ConfigMap", controllerNS, name+"-main")
+		if cm == nil {
+			t.Fatal("the ConfigMap is gone")
+		}
+		return cm.Object["data"].(map[string]any)["at"]
+	}
+
+	a := synced(t, create(t, newAddon(controllerNS, name, url1)))
+	changed := update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Chart.URL = url2
+	})
+	waiting := waitFor(t, a, 90*time.Second, "the new version's plan to wait for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == changed.Generation && cur.Status.Phase == capstanv1.PhaseOutOfSync &&
+			cur.Status.Plan != nil && cur.Status.Plan.Generation == changed.Generation
+	})
+	pending := waiting.Status.Plan.Hash
+
+	update(t, waiting, inShard)
+	held := waitFor(t, a, 90*time.Second, "the shard's hold", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return c != nil && c.Reason == controller.ReasonProfileChanged
+	})
+	if held.Status.Plan == nil || held.Status.Plan.Hash != pending || held.Status.Plan.Generation != held.Generation {
+		t.Fatalf("the hold left plan %+v in status; want the pending plan %s of generation %d", held.Status.Plan, pending, held.Generation)
+	}
+	if _, err := addons.Approve(ctx, admin, client.ObjectKeyFromObject(a), pending); err == nil || !strings.Contains(err.Error(), "Blocked (ProfileChanged)") {
+		t.Errorf("approving the held add-on's plan: %v; want it refused, saying the add-on is held", err)
+	}
+
+	approved := update(t, held, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan = pending
+		cur.Spec.SyncRequest = max(cur.Spec.SyncRequest, cur.Status.LastSyncRequest) + 1
+	})
+	got := waitFor(t, a, 90*time.Second, "the shard's look at the approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == approved.Generation
+	})
+	if got.Status.LastSyncRequest != approved.Spec.SyncRequest || got.Status.LastApprovedPlan != pending {
+		t.Errorf("the hold left status.lastSyncRequest %d and lastApprovedPlan %q; want the request %d and its approval used up",
+			got.Status.LastSyncRequest, got.Status.LastApprovedPlan, approved.Spec.SyncRequest)
+	}
+
+	// NOTE: with an annotation: the suite's main controller watches every
+	// Addon, so a relabel alone is an update its predicates drop, where a
+	// controller whose cache --watch-label-selector filters sees the Addon
+	// arrive.
+	back := update(t, got, func(cur *capstanv1.Addon) {
+		delete(cur.Labels, shardLabel)
+		metav1.SetMetaDataAnnotation(&cur.ObjectMeta, "example.com/moved", "back")
+	})
+	got = waitFor(t, a, 90*time.Second, "the trusting controller's look", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return cur.Status.ObservedGeneration == back.Generation && c != nil && c.Reason != controller.ReasonProfileChanged &&
+			cur.Status.Phase != capstanv1.PhaseProgressing
+	})
+	if v := at(); v != "1.0.0" {
+		t.Errorf("the ConfigMap is at %v once the namespace is trusted again; want 1.0.0: the approval written while held applied", v)
+	}
+	if got.Status.Plan == nil || got.Status.Plan.Hash != pending {
+		t.Errorf("the trusting controller's plan is %+v; want the same hash as the one approved while held, %s", got.Status.Plan, pending)
+	}
+	if c := condition(got, capstanv1.ConditionReady); got.Status.Phase != capstanv1.PhaseOutOfSync || c.Reason != "AwaitingApproval" {
+		t.Errorf("once trusted again the add-on is %s (%s); want OutOfSync, AwaitingApproval\n%s", got.Status.Phase, c.Reason, describeStatus(got))
 	}
 }

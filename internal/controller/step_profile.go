@@ -8,10 +8,11 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
-// reasonProfileChanged is the Ready reason of an add-on installed under
+// ReasonProfileChanged is the Ready reason of an add-on installed under
 // the cluster profile that this controller places in the restricted
-// profile, whose sync is held (profileChange).
-const reasonProfileChanged = "ProfileChanged"
+// profile, whose sync is held (profileChange). The operations that approve
+// a plan (internal/addons) refuse an add-on with this reason.
+const ReasonProfileChanged = "ProfileChanged"
 
 // checkProfile stops the sync of an add-on installed under the cluster
 // profile that this controller now places in the restricted profile, before
@@ -19,13 +20,38 @@ const reasonProfileChanged = "ProfileChanged"
 // that no reconcile applies, prunes, runs hooks or undoes drift under a
 // profile the add-on was not installed under; its deletion is not a sync,
 // and goes on as the recorded profile decides (reconcileDelete).
+//
+// It also guarantees that no approval outlives the hold: a sync request
+// pending while the add-on is held is answered by the hold and recorded as
+// handled, with its approval used up (useUpSyncRequest).
 func (r *AddonReconciler) checkProfile(_ context.Context, s *scope) (bool, error) {
 	h := profileChange(r.Config, s.addon, s.profile)
 	if h == nil {
 		return false, nil
 	}
 	s.found.profileChanged = h
+	if !s.readOnly {
+		useUpSyncRequest(&s.addon.Status, s.addon.Spec)
+	}
 	return true, nil
+}
+
+// useUpSyncRequest records the pending sync request of a held add-on as
+// handled, and its approval as used up (plan.State.LastApprovedPlan).
+//
+// NOTE: the plan in status, which the hold leaves there, was computed
+// under the cluster profile, and its hash does not name a profile: once
+// the namespace is trusted again, the first plan has the same hash when
+// nothing else changed. An approval written while the add-on was held
+// (with kubectl, or one that raced the hold's first look; the operations
+// refuse one once the hold is recorded) would then apply at once, whenever
+// the trust came back, with nobody having looked at the add-on since. Used
+// up here, it applies nothing: the plan waits for an approval given after
+// the hold, as a manual sync's plan does.
+func useUpSyncRequest(st *capstanv1.AddonStatus, spec capstanv1.AddonSpec) {
+	if spec.SyncRequest > st.LastSyncRequest {
+		st.LastSyncRequest, st.LastApprovedPlan = spec.SyncRequest, spec.ApprovedPlan
+	}
 }
 
 // profileChange holds an add-on that status.profile records as installed
@@ -50,11 +76,11 @@ func profileChange(c Config, addon *capstanv1.Addon, current capstanv1.Profile) 
 		placed = "shard --watch-label-selector " + c.Selector.String() + ", " + placed
 	}
 	ns := addon.Namespace
-	return &hold{reason: reasonProfileChanged, blocked: true,
+	return &hold{reason: ReasonProfileChanged, blocked: true,
 		message: fmt.Sprintf("Installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
 			"where a sync would apply the add-on as the controller into %s and prune what the cluster profile applied (%d objects in the inventory). "+
-			"Nothing is applied, pruned or run, and its software runs as it was. Trust %s again (add it to the --trusted-namespaces of the controller "+
-			"that selects this Addon, or move the Addon back to a shard that trusts it), or delete the Addon and create it again where it belongs. %s",
+			"Nothing is applied, pruned or run, and its software runs as it was; its plan cannot be approved while it is held, and a sync request made meanwhile is used up by the hold. Trust %s again (add it to the --trusted-namespaces of the controller "+
+			"that selects this Addon, or move the Addon back to a shard that trusts it) and review the plan that follows, or delete the Addon and create it again where it belongs. %s",
 			placed, ns, ns, len(st.Inventory), ns, deletionAdvice(addon, current))}
 }
 

@@ -86,3 +86,32 @@ func TestProfileChange(t *testing.T) {
 		}
 	}
 }
+
+// TestUseUpSyncRequest: a hold uses up a pending sync request and its
+// approval, so that neither applies once the hold ends; with no request
+// pending (none raised, or a spec.syncRequest below the last one handled,
+// as an older manifest applied again leaves it) status keeps what it
+// recorded.
+func TestUseUpSyncRequest(t *testing.T) {
+	for _, c := range []struct {
+		name         string
+		spec         capstanv1.AddonSpec
+		last         int64
+		lastApproved string
+		wantLast     int64
+		wantApproved string
+	}{
+		{"an approval pending", capstanv1.AddonSpec{SyncRequest: 3, ApprovedPlan: "sha256:new"}, 2, "sha256:old", 3, "sha256:new"},
+		{"a bare request pending", capstanv1.AddonSpec{SyncRequest: 3}, 2, "sha256:old", 3, ""},
+		{"nothing pending", capstanv1.AddonSpec{SyncRequest: 2, ApprovedPlan: "sha256:old"}, 2, "sha256:old", 2, "sha256:old"},
+		{"a request below the last handled", capstanv1.AddonSpec{SyncRequest: 1, ApprovedPlan: "sha256:new"}, 2, "sha256:old", 2, "sha256:old"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			st := capstanv1.AddonStatus{LastSyncRequest: c.last, LastApprovedPlan: c.lastApproved}
+			useUpSyncRequest(&st, c.spec)
+			if st.LastSyncRequest != c.wantLast || st.LastApprovedPlan != c.wantApproved {
+				t.Errorf("status.lastSyncRequest %d, lastApprovedPlan %q; want %d and %q", st.LastSyncRequest, st.LastApprovedPlan, c.wantLast, c.wantApproved)
+			}
+		})
+	}
+}

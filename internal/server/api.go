@@ -52,7 +52,8 @@ func badRequest(field, format string, args ...any) apiError {
 
 // errorFor maps an operation's error to the API's answer: the API server's
 // own status for its refusals (403 for RBAC, 404, 409 for a conflict), 409
-// for a stale or missing plan and for the approval of a suspended Addon,
+// for a stale or missing plan and for the approval of a suspended Addon or
+// of one whose sync is held since its profile changed,
 // 422 for a blocked plan or invalid values, 413 for a body over the limit,
 // 429 when the commits to git, or the git data in memory, are busy.
 func errorFor(err error) apiError {
@@ -68,7 +69,8 @@ func errorFor(err error) apiError {
 		return badRequest(bad.Field, "%s", bad.Message)
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
-	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended):
+	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended),
+		errors.Is(err, addons.ErrProfileChanged):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}

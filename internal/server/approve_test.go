@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 // TestApprovalOfASuspendedAddonIsRefused approves the plan of a suspended
@@ -106,6 +108,72 @@ func TestPlanWhoseDryRunFailedIsNotApproved(t *testing.T) {
 		if code != http.StatusOK || strings.Contains(page, tc.says) || !strings.Contains(page, "This plan cannot be") ||
 			!strings.Contains(page, "policy.example.com") {
 			t.Errorf("the page of %s: %d; want no %q, and why not", name, code, tc.says)
+		}
+	}
+}
+
+// TestApprovalOfAnAddonHeldSinceItsProfileChangedIsRefused approves and
+// installs the plans of add-ons whose sync the controller holds, Blocked
+// with ProfileChanged, through the API and the page's form: the plan in
+// status was computed under the cluster profile before the namespace left
+// the trusted ones, and an approval of it would wait to apply whenever the
+// trust came back. Each is refused with 409 quoting the hold's message,
+// which says what to do, and writes nothing; the page offers neither
+// Approve nor Install, and says why.
+func TestApprovalOfAnAddonHeldSinceItsProfileChangedIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	const says = "Trust the namespace again, or delete the Addon."
+	held := func(name string, suspend bool) *capstanv1.Addon {
+		t.Helper()
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: capstanv1.AddonSpec{Suspend: suspend, ManualSync: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+		if err := admin.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Status.Plan = &capstanv1.Plan{Hash: hashOf("2"), Generation: a.Generation, Summary: capstanv1.PlanSummary{Update: 1},
+			Objects: []capstanv1.PlannedObject{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "settings"},
+				Action: capstanv1.ActionUpdate}}}
+		a.Status.Profile, a.Status.Phase, a.Status.ObservedGeneration = capstanv1.ProfileCluster, capstanv1.PhaseBlocked, a.Generation
+		apimeta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse,
+			Reason: controller.ReasonProfileChanged, Message: "Installed under the cluster profile. " + says, ObservedGeneration: a.Generation})
+		if err := admin.Status().Update(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	running, suspended := held("running", false), held("suspended", true)
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"))
+	sess := signInAt(t, api.URL, editor)
+	for _, tc := range []struct {
+		a    *capstanv1.Addon
+		verb string
+	}{{running, "approve"}, {running, "install"}, {suspended, "approve"}, {suspended, "install"}} {
+		name := tc.a.Name
+		code, body := call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/"+name+"/"+tc.verb, map[string]string{"hash": hashOf("2")})
+		expect(t, "the API's "+tc.verb+" of "+name+", held since its profile changed", code, body, http.StatusConflict)
+		for _, want := range []string{"Blocked (ProfileChanged)", "no plan of it is approved until the namespace is trusted again", says} {
+			if !strings.Contains(string(body), want) {
+				t.Errorf("the API's refusal of the %s of %s %s does not say %q", tc.verb, name, body, want)
+			}
+		}
+		code, page := sess.send(t, http.MethodPost, "/addons/"+ns+"/"+name+"/"+tc.verb, url.Values{"uid": {string(tc.a.UID)}, "hash": {hashOf("2")}})
+		if code != http.StatusConflict || !strings.Contains(page, "Blocked (ProfileChanged)") {
+			t.Errorf("the page's %s of %s, held since its profile changed: %d; want 409 saying why", tc.verb, name, code)
+		}
+		got := &capstanv1.Addon{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(tc.a), got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Suspend != tc.a.Spec.Suspend || got.Spec.ApprovedPlan != "" || got.Spec.SyncRequest != 0 {
+			t.Errorf("the refused %s changed %s: suspend %v, approvedPlan %q, syncRequest %d", tc.verb, name, got.Spec.Suspend, got.Spec.ApprovedPlan, got.Spec.SyncRequest)
+		}
+	}
+	for _, a := range []*capstanv1.Addon{running, suspended} {
+		code, page := sess.send(t, http.MethodGet, "/addons/"+ns+"/"+a.Name, nil)
+		if code != http.StatusOK || strings.Contains(page, "Approve this plan") || strings.Contains(page, "Install this plan") ||
+			!strings.Contains(page, "This plan cannot be") || !strings.Contains(page, "ProfileChanged") {
+			t.Errorf("the page of %s: %d; want no Approve or Install, and why not", a.Name, code)
 		}
 	}
 }

@@ -64,10 +64,14 @@ var pageFuncs = template.FuncMap{
 	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
 	"diffLines":   diffLines,
 	"removal":     removalOf,
-	// blocked says why no approval could apply a plan, or nothing: the
-	// page offers no Approve or Install for it.
-	"blocked": func(p *capstanv1.Plan) string {
-		if err := addons.Blocked(p); err != nil {
+	// blocked says why no approval could apply an Addon's plan, or
+	// nothing: the page offers no Approve or Install for it. An add-on
+	// whose sync is held since its profile changed is refused first.
+	"blocked": func(a *capstanv1.Addon) string {
+		if err := addons.RefuseHeld(a, client.ObjectKeyFromObject(a)); err != nil {
+			return err.Error()
+		}
+		if err := addons.Blocked(a.Status.Plan); err != nil {
 			return err.Error()
 		}
 		return ""
