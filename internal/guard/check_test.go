@@ -270,6 +270,39 @@ affinity:
     - weight: 100
       preference: {matchExpressions: [{key: kubernetes.io/hostname, operator: In, values: [cp-0]}]}`,
 			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"}},
+		{"nodeSelector on k3s's hostname label", "nodeSelector: {k3s.io/hostname: cp-0}\ncontainers: [{name: app, image: nginx}]", []string{"node-name@spec.template.spec.nodeSelector[k3s.io/hostname]"}},
+		{"nodeSelector on k3s's address labels", "nodeSelector: {k3s.io/internal-ip: 10.0.0.1, k3s.io/external-ip: 203.0.113.1}\ncontainers: [{name: app, image: nginx}]",
+			[]string{"node-name@spec.template.spec.nodeSelector[k3s.io/external-ip]", "node-name@spec.template.spec.nodeSelector[k3s.io/internal-ip]"}},
+		{"node affinity on k3s's hostname label", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: k3s.io/hostname, operator: In, values: [cp-0]}]`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]"}},
+		{"preferred node affinity on k3s's internal address", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      preference: {matchExpressions: [{key: k3s.io/internal-ip, operator: In, values: [10.0.0.1]}]}`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"}},
+		{"node affinity Gt on a node's hostname", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: Gt, values: ["1"]}]`,
+			[]string{"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]"}},
+		{"near-miss: Exists on a node's hostname names no node", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: Exists}, {key: k3s.io/hostname, operator: Exists}]
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      preference: {matchExpressions: [{key: k3s.io/internal-ip, operator: Exists}, {key: k3s.io/external-ip, operator: DoesNotExist}]}`, nil},
 		{"near-miss: keep off the control plane", `containers: [{name: app, image: nginx}]
 nodeSelector: {kubernetes.io/os: linux}
 tolerations: [{key: dedicated, operator: Equal, value: addons, effect: NoSchedule}]
@@ -277,7 +310,7 @@ affinity:
   nodeAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
       nodeSelectorTerms:
-      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}]
+      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}, {key: k3s.io/hostname, operator: NotIn, values: [cp-0]}]
         matchFields: [{key: metadata.name, operator: NotIn, values: [cp-0]}]`, nil},
 		{"near-miss: spread over nodes by hostname", `containers: [{name: app, image: nginx}]
 topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]

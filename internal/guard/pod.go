@@ -17,6 +17,21 @@ var controlPlaneLabels = map[string]bool{
 	"node-role.kubernetes.io/master":        true,
 }
 
+// nodeLabels are the node labels whose value names one node: the
+// hostname the kubelet labels every node with (kubernetes.io/hostname),
+// and the hostname and addresses k3s's cloud provider reads a node's
+// addresses from (k3s.io/hostname, k3s.io/internal-ip,
+// k3s.io/external-ip), which k3s set as labels before it moved them to
+// annotations, and still reads from labels. A selector on any of them
+// picks a node by its name or address, a control-plane node's as readily
+// as any other, as nodeName does.
+var nodeLabels = map[string]bool{
+	corev1.LabelHostname: true,
+	"k3s.io/hostname":    true,
+	"k3s.io/internal-ip": true,
+	"k3s.io/external-ip": true,
+}
+
 // controlPlaneTaints are the taints that keep tenants' pods off the control
 // plane and the nodes kept for the cluster's own add-ons, each with the
 // nodes a toleration of it lets a pod onto. CriticalAddonsOnly is the taint
@@ -220,9 +235,9 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 		case controlPlaneLabels[k]:
 			ck.add(ref, path, RuleControlPlane,
 				fmt.Sprintf("nodeSelector %s places the pod on the control plane; remove it", k))
-		case k == corev1.LabelHostname:
+		case nodeLabels[k]:
 			ck.add(ref, path, RuleNodeName,
-				fmt.Sprintf("nodeSelector %s picks a node by its name, the control plane's included; remove it", k))
+				fmt.Sprintf("nodeSelector %s picks a node by its name or address, the control plane's included; remove it", k))
 		}
 	}
 	if a := ps.Affinity; a != nil && a.NodeAffinity != nil {
@@ -251,9 +266,11 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 }
 
 // checkNodeTerm refuses a node selector term that selects control-plane
-// nodes, or nodes by name (the kubernetes.io/hostname label, or matchFields
-// on metadata.name, which pick a control-plane node as nodeName does).
-// NotIn and DoesNotExist keep pods off them, and are allowed.
+// nodes, or nodes by name (a label that names one node, nodeLabels, or
+// matchFields on metadata.name, which pick a control-plane node as
+// nodeName does). NotIn and DoesNotExist keep pods off them, and are
+// allowed; so is Exists on a label that names one node, which every node
+// it is set on matches: it names no node.
 func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
 	for j, e := range t.MatchExpressions {
 		if e.Operator == corev1.NodeSelectorOpNotIn || e.Operator == corev1.NodeSelectorOpDoesNotExist {
@@ -263,9 +280,9 @@ func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.
 		case controlPlaneLabels[e.Key]:
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
 				fmt.Sprintf("node affinity %s %s places the pod on the control plane; remove it (NotIn and DoesNotExist are allowed)", e.Key, e.Operator))
-		case e.Key == corev1.LabelHostname:
+		case nodeLabels[e.Key] && e.Operator != corev1.NodeSelectorOpExists:
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleNodeName,
-				fmt.Sprintf("node affinity %s %s picks nodes by name, the control plane's included; remove it (NotIn is allowed)", e.Key, e.Operator))
+				fmt.Sprintf("node affinity %s %s picks nodes by name or address, the control plane's included; remove it (NotIn, Exists and DoesNotExist are allowed)", e.Key, e.Operator))
 		}
 	}
 	for j, f := range t.MatchFields {
