@@ -446,11 +446,13 @@ func TestParseVerify(t *testing.T) {
 }
 
 // TestParseTakesWhatTheControllerTakes checks versions and timeouts the
-// controller accepts: an OCI chart's plain tag, pulled as it is, a range,
-// and the longest hook timeout the CRD allows.
+// controller accepts: an OCI chart's plain tag (one with an x too), pulled
+// as it is, a range, and the longest hook timeout the CRD allows.
 func TestParseTakesWhatTheControllerTakes(t *testing.T) {
 	for _, src := range []string{
 		"name: a\nhelm:\n  oci: oci://r/c\n  version: latest\n",
+		"name: a\nhelm:\n  oci: oci://r/c\n  version: next\n",
+		"name: a\nhelm:\n  oci: oci://r/c\n  version: linux-x64\n",
 		"name: a\nhelm:\n  oci: oci://r/c\n  version: \">=1.0.0 <2.0.0\"\n",
 		"name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: v1.10.2\n",
 		"name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 23h59m59.5s\n",

@@ -110,8 +110,8 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 				return nil, err
 			}
 			c.manifest = manifestDigest
-			if manifest == "" && strings.ReplaceAll(c.version, "+", "_") != reference {
-				return nil, fmt.Errorf("oci://%s holds chart version %s, not the tag's version; the registry is broken", pullRef, c.version)
+			if manifest == "" && !tagNamesChart(reference, c.version) {
+				return nil, fmt.Errorf("oci://%s holds chart version %s, not the version its tag names; the registry is broken", pullRef, c.version)
 			}
 			return c, nil
 		})
@@ -169,6 +169,20 @@ func chartHasVersion(chart, want string) bool {
 	}
 	v, err := semver.NewVersion(chart)
 	return err == nil && constraint.Check(v)
+}
+
+// tagNamesChart reports whether a chart pulled by tag is one the tag
+// names. helm push tags a chart with its version ("+" written "_"), so a
+// tag that reads as a version must hold that version, or one in the range
+// it reads as (1.2, 1, v1.2.3). Any other tag (latest, stable, next) is a
+// name the publisher moves from version to version, and says nothing of
+// the chart inside.
+func tagNamesChart(tag, chart string) bool {
+	tag = strings.ReplaceAll(tag, "_", "+")
+	if _, err := semver.NewVersion(tag); err != nil {
+		return true
+	}
+	return chartHasVersion(chart, tag)
 }
 
 // isVersionPrefix reports whether a version that reads as a tag is not a
@@ -415,7 +429,15 @@ func IsOCITag(v string) bool {
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil {
 		return true
 	}
-	return !strings.ContainsAny(v, "^~<>=!*|, ") && !strings.ContainsAny(v, "xX")
+	if strings.ContainsAny(v, "^~<>=!*|, ") {
+		return false
+	}
+	// NOTE: x and X are wildcards only in what parses as a range (1.x,
+	// 1.2.X); a name that is no range (next, linux-x64) is a tag.
+	if _, err := semver.NewConstraint(v); err != nil {
+		return true
+	}
+	return !strings.ContainsAny(v, "xX")
 }
 
 func firstN(s []string, n int) []string {

@@ -60,20 +60,20 @@ func newOCIRegistry(t *testing.T, user, pass string) *ociRegistry {
 }
 
 // push pushes a chart archive with Helm's own registry client.
-func (r *ociRegistry) push(t *testing.T, data []byte, ref string, user, pass string) *registry.PushResult {
+func (r *ociRegistry) push(t *testing.T, data []byte, ref string, user, pass string, opts ...registry.PushOption) *registry.PushResult {
 	t.Helper()
 	pool := x509.NewCertPool()
 	pool.AddCert(r.Certificate())
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	opts := []registry.ClientOption{registry.ClientOptHTTPClient(hc), registry.ClientOptCredentialsFile(t.TempDir() + "/config.json")}
+	clientOpts := []registry.ClientOption{registry.ClientOptHTTPClient(hc), registry.ClientOptCredentialsFile(t.TempDir() + "/config.json")}
 	if user != "" {
-		opts = append(opts, registry.ClientOptBasicAuth(user, pass))
+		clientOpts = append(clientOpts, registry.ClientOptBasicAuth(user, pass))
 	}
-	c, err := registry.NewClient(opts...)
+	c, err := registry.NewClient(clientOpts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := c.Push(data, r.host+"/"+ref)
+	res, err := c.Push(data, r.host+"/"+ref, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,6 +170,78 @@ func TestOCIVersionPrefix(t *testing.T) {
 				t.Fatalf("got %v, want an error that says %q", err, tt.err)
 			}
 		})
+	}
+}
+
+// TestOCINonVersionTag pulls a chart by a tag that is no version (latest,
+// next), set as spec.chart.version or in the reference: the chart inside
+// may have any version. A tag that is a version, or reads as a range, must
+// still hold a chart of that version.
+func TestOCINonVersionTag(t *testing.T) {
+	r := newOCIRegistry(t, "", "")
+	data := chartArchive(t, "demo", "1.0.0")
+	for _, tag := range []string{"latest", "next", "v1.0.0", "1.0", "2.0.0"} {
+		r.push(t, data, "charts/demo:"+tag, "", "", registry.PushOptStrictMode(false))
+	}
+	f := newTestFetcher(t, Options{}, r.Server)
+	oci := "oci://" + r.host + "/charts/demo"
+	tests := []struct {
+		name string
+		spec capstanv1.ChartSource
+		err  string // the error's words; empty: chart 1.0.0
+	}{
+		{"latest as the version", capstanv1.ChartSource{OCI: oci, Version: "latest"}, ""},
+		{"latest in the reference", capstanv1.ChartSource{OCI: oci + ":latest"}, ""},
+		{"next as the version", capstanv1.ChartSource{OCI: oci, Version: "next"}, ""},
+		{"next in the reference", capstanv1.ChartSource{OCI: oci + ":next"}, ""},
+		{"a v-prefixed tag of the chart's version", capstanv1.ChartSource{OCI: oci, Version: "v1.0.0"}, ""},
+		{"a tag that reads as a range the chart is in", capstanv1.ChartSource{OCI: oci, Version: "1.0"}, ""},
+		{"a version tag that holds another version", capstanv1.ChartSource{OCI: oci, Version: "2.0.0"}, "holds chart version 1.0.0"},
+		{"a missing tag that is no version", capstanv1.ChartSource{OCI: oci + ":experimental"}, "no such chart, tag or digest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := f.Chart(context.Background(), tt.spec, nil)
+			switch {
+			case tt.err == "" && err != nil:
+				t.Fatalf("got %v, want chart 1.0.0", err)
+			case tt.err == "" && c.Version != "1.0.0":
+				t.Fatalf("got chart %s, want 1.0.0", c.Version)
+			case tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)):
+				t.Fatalf("got %v, want an error that says %q", err, tt.err)
+			}
+		})
+	}
+}
+
+// TestIsOCITag decides which OCI versions are pulled as tags and which are
+// semver ranges resolved over the registry's tags.
+func TestIsOCITag(t *testing.T) {
+	for _, tc := range []struct {
+		version string
+		tag     bool
+	}{
+		{"latest", true},
+		{"stable", true},
+		{"next", true},
+		{"experimental", true},
+		{"linux-x64", true},
+		{"1.2.3", true},
+		{"v1.2.3", true},
+		{"1.2.3_build.7", true},
+		{"1.2", true},
+		{"1.x", false},
+		{"1.2.X", false},
+		{"x", false},
+		{"^1.2", false},
+		{"~1.2", false},
+		{">=1 <2", false},
+		{"1.2.3 || 2.x", false},
+		{"*", false},
+	} {
+		if got := IsOCITag(tc.version); got != tc.tag {
+			t.Errorf("IsOCITag(%q) = %v; want %v", tc.version, got, tc.tag)
+		}
 	}
 }
 
