@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/ignore"
 )
 
 // Limits bound what a fetched archive or tree may hold.
@@ -536,10 +537,23 @@ func LoadChartWithLimits(p string, lim Limits) (*Chart, error) {
 	return &Chart{Chart: c, Name: c.Name(), Version: c.Metadata.Version, Digest: digest, URL: "file://" + filepath.ToSlash(abs)}, nil
 }
 
-// checkChartDir walks a chart folder with the archive limits, refusing links
-// that leave it, and returns a digest of its contents.
+// maxHelmignoreBytes bounds a chart folder's .helmignore, which Helm's
+// loader parses whole and matches against every path of the folder.
+// The one helm create writes is some 300 bytes.
+const maxHelmignoreBytes = 64 << 10
+
+// checkChartDir walks a chart folder with the archive limits, as Helm's
+// loader (loader.LoadDir) will read it: the folder a link names as the
+// chart is followed, .helmignore and Helm's default rules apply, and what
+// they leave out is neither counted nor in the digest. A link that leaves
+// the folder, and a link to a folder, are refused. It returns a digest of
+// the files Helm will load.
 func checkChartDir(root string, lim Limits) (string, error) {
 	rootAbs, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	rules, err := chartDirIgnoreRules(rootAbs)
 	if err != nil {
 		return "", err
 	}
@@ -548,36 +562,48 @@ func checkChartDir(root string, lim Limits) (string, error) {
 	// NOTE: one budget for the folder and the subchart archives in it, as
 	// for a chart archive: what subcharts unpack to counts too.
 	b := &budget{lim: lim}
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(rootAbs, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		rel, _ := filepath.Rel(root, p)
+		rel, _ := filepath.Rel(rootAbs, p)
 		rel = filepath.ToSlash(rel)
 		if rel == "." {
 			return nil
 		}
+		info, leaves, err := chartDirEntry(rootAbs, p, rel, d)
+		if err != nil {
+			return err
+		}
+		if rules.Ignore(rel, info) {
+			// Helm's loader skips what .helmignore names, a folder with all in it.
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if leaves {
+			return &ArchiveError{Entry: rel, Problem: "is a link that leaves the chart folder"}
+		}
 		if depth := strings.Count(rel, "/") + 1; depth > lim.MaxDepth {
 			return &ArchiveError{Entry: rel, Problem: fmt.Sprintf("is %d folders deep, over the limit of %d", depth, lim.MaxDepth)}
 		}
-		if d.Type()&fs.ModeSymlink != 0 {
-			target, err := filepath.EvalSymlinks(p)
-			if err != nil {
-				return &ArchiveError{Entry: rel, Problem: "is a broken link"}
-			}
-			if r, err := filepath.Rel(rootAbs, target); err != nil || r == ".." || strings.HasPrefix(r, "../") {
-				return &ArchiveError{Entry: rel, Problem: "is a link that leaves the chart folder"}
-			}
-			st, err := os.Stat(p)
-			if err != nil || st.IsDir() {
-				// Helm's loader follows links to folders; the files there are counted when it loads them.
-				return nil
-			}
-		} else if d.IsDir() || !d.Type().IsRegular() {
-			if !d.IsDir() {
-				return &ArchiveError{Entry: rel, Problem: "is not a regular file"}
-			}
+		switch {
+		case d.IsDir():
 			return nil
+		case info.IsDir():
+			// NOTE: Helm's loader walks a linked folder as if it were
+			// there, with no bound on how often: twenty links to one
+			// folder load it twenty times, and links within linked
+			// folders multiply. A chart archive, what the controller
+			// installs, holds no links at all.
+			return &ArchiveError{Entry: rel, Problem: "is a link to a folder, which Capstan does not follow in a chart folder; " +
+				"put the folder there instead of the link, list the link in .helmignore, or render the archive helm package makes"}
+		case !info.Mode().IsRegular():
+			return &ArchiveError{Entry: rel, Problem: "is not a regular file"}
+		}
+		if b.bytes+info.Size() > lim.MaxUncompressedBytes {
+			return &ArchiveError{Problem: fmt.Sprintf("holds more than %d bytes, the limit", lim.MaxUncompressedBytes)}
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -615,4 +641,55 @@ func checkChartDir(root string, lim Limits) (string, error) {
 		h.Write(contents[n])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// chartDirEntry returns what Helm's loader sees at p in a chart folder: for
+// a link, the file or folder it names, and whether that is outside the
+// folder. A broken link fails Helm's loader, ignored or not.
+func chartDirEntry(rootAbs, p, rel string, d fs.DirEntry) (fs.FileInfo, bool, error) {
+	if d.Type()&fs.ModeSymlink == 0 {
+		info, err := d.Info()
+		return info, false, err
+	}
+	target, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return nil, false, &ArchiveError{Entry: rel, Problem: "is a broken link"}
+	}
+	info, err := os.Stat(target)
+	if err != nil {
+		return nil, false, err
+	}
+	r, err := filepath.Rel(rootAbs, target)
+	return info, err != nil || r == ".." || strings.HasPrefix(r, "../"), nil
+}
+
+// chartDirIgnoreRules reads a chart folder's .helmignore as Helm's loader
+// does, with Helm's default rules added.
+func chartDirIgnoreRules(rootAbs string) (*ignore.Rules, error) {
+	rules := ignore.Empty()
+	p := filepath.Join(rootAbs, ignore.HelmIgnore)
+	d, err := os.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		rules.AddDefaults()
+		return rules, nil
+	case err != nil:
+		return nil, err
+	}
+	info, leaves, err := chartDirEntry(rootAbs, p, ignore.HelmIgnore, fs.FileInfoToDirEntry(d))
+	switch {
+	case err != nil:
+		return nil, err
+	case leaves:
+		return nil, &ArchiveError{Entry: ignore.HelmIgnore, Problem: "is a link that leaves the chart folder"}
+	case !info.Mode().IsRegular():
+		return nil, &ArchiveError{Entry: ignore.HelmIgnore, Problem: "is not a regular file"}
+	case info.Size() > maxHelmignoreBytes:
+		return nil, &ArchiveError{Entry: ignore.HelmIgnore, Problem: fmt.Sprintf("is %d bytes, over the limit of %d; Helm matches every rule against every path of the folder", info.Size(), maxHelmignoreBytes)}
+	}
+	if rules, err = ignore.ParseFile(p); err != nil {
+		return nil, &ArchiveError{Entry: ignore.HelmIgnore, Problem: fmt.Sprintf("is not a valid ignore file: %v", err)}
+	}
+	rules.AddDefaults()
+	return rules, nil
 }

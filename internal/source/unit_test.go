@@ -9,12 +9,14 @@ import (
 	"crypto/rand"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -22,6 +24,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -316,6 +320,125 @@ func TestChartDirBudgetCountsSubcharts(t *testing.T) {
 	lim.MaxUncompressedBytes = 128 << 10
 	if _, err := checkChartDir(dir, lim); err != nil {
 		t.Errorf("under the limit: %v", err)
+	}
+}
+
+// writeChartDir writes a chart folder's files, Chart.yaml included.
+func writeChartDir(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	files["Chart.yaml"] = "apiVersion: v2\nname: demo\nversion: 1.0.0\n"
+	for name, body := range files {
+		if err := writeFile(filepath.Join(dir, name), []byte(body)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestChartDirLinksToFoldersAreRefused: Helm's loader walks a linked folder
+// as if it were there, once per link, so twenty links to a 60 KiB folder
+// load 1.2 MiB from a folder checked against 200 KiB. Such a link is
+// refused, unless .helmignore leaves it out, when Helm does not follow it.
+func TestChartDirLinksToFoldersAreRefused(t *testing.T) {
+	dir := t.TempDir()
+	writeChartDir(t, dir, map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+		"data/blob":         strings.Repeat("d", 60<<10),
+	})
+	for i := range 20 {
+		if err := symlink("data", filepath.Join(dir, fmt.Sprintf("l%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lim := Limits{MaxUncompressedBytes: 200 << 10}
+	_, err := LoadChartWithLimits(dir, lim)
+	var ae *ArchiveError
+	if !errors.As(err, &ae) || ae.Entry != "l00" || !strings.Contains(err.Error(), "is a link to a folder") {
+		t.Fatalf("twenty links to a 60 KiB folder under a 200 KiB limit: got %v, want l00 refused as a link to a folder", err)
+	}
+
+	if err := writeFile(filepath.Join(dir, ".helmignore"), []byte("# links\nl*\n")); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadChartWithLimits(dir, lim)
+	if err != nil {
+		t.Fatalf("the links left out by .helmignore: %v", err)
+	}
+	for _, f := range c.Chart.Files {
+		if strings.HasPrefix(f.Name, "l") {
+			t.Fatalf("an ignored link was loaded: %s", f.Name)
+		}
+	}
+}
+
+// TestChartDirHonoursHelmignore: what .helmignore (and Helm's default rule,
+// dot files in templates/) leaves out, Helm's loader never reads, so it is
+// neither counted against the limits nor in the digest; a chart at the top
+// of a git repository, .git ignored, loads as helm template loads it.
+func TestChartDirHonoursHelmignore(t *testing.T) {
+	dir := t.TempDir()
+	writeChartDir(t, dir, map[string]string{
+		".helmignore":             ".git/\n*.tmp\n",
+		"templates/cm.yaml":       "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+		"templates/.cm.yaml.swp":  strings.Repeat("s", 300<<10),
+		"values.yaml":             "replicas: 1\n",
+		".git/objects/pack/p.idx": strings.Repeat("g", 300<<10),
+		"scratch.tmp":             strings.Repeat("t", 300<<10),
+	})
+	lim := Limits{MaxUncompressedBytes: 200 << 10}
+	c1, err := LoadChartWithLimits(dir, lim)
+	if err != nil {
+		t.Fatalf("900 KiB of ignored files under a 200 KiB limit: %v", err)
+	}
+	helm, err := loader.LoadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(c *chartv2.Chart) string {
+		var n []string
+		for _, f := range c.Raw {
+			n = append(n, f.Name)
+		}
+		sort.Strings(n)
+		return strings.Join(n, " ")
+	}
+	if got, want := names(c1.Chart), names(helm); got != want {
+		t.Fatalf("loaded %s; Helm's loader loads %s", got, want)
+	}
+
+	if err := writeFile(filepath.Join(dir, ".git/objects/pack/p.idx"), []byte("changed")); err != nil {
+		t.Fatal(err)
+	}
+	if c2, err := LoadChartWithLimits(dir, lim); err != nil || c2.Digest != c1.Digest {
+		t.Fatalf("an ignored file changed the digest (%v)", err)
+	}
+	if err := writeFile(filepath.Join(dir, "values.yaml"), []byte("replicas: 2\n")); err != nil {
+		t.Fatal(err)
+	}
+	if c3, err := LoadChartWithLimits(dir, lim); err != nil || c3.Digest == c1.Digest {
+		t.Fatalf("a loaded file's change left the digest as it was (%v)", err)
+	}
+
+	if err := writeFile(filepath.Join(dir, ".helmignore"), []byte(".git/\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChartWithLimits(dir, lim); err == nil || !strings.Contains(err.Error(), "more than 204800 bytes") {
+		t.Fatalf("scratch.tmp no longer ignored: got %v, want the limit", err)
+	}
+}
+
+// TestChartDirNamedByALink: a chart folder named through a link is walked
+// as Helm's loader walks it, through the link, and held to the limits.
+func TestChartDirNamedByALink(t *testing.T) {
+	dir := t.TempDir()
+	writeChartDir(t, filepath.Join(dir, "demo"), map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+		"files/big":         strings.Repeat("b", 300<<10),
+	})
+	if err := symlink("demo", filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChartWithLimits(filepath.Join(dir, "link"), Limits{MaxUncompressedBytes: 200 << 10}); err == nil || !strings.Contains(err.Error(), "more than 204800 bytes") {
+		t.Fatalf("300 KiB through a link under a 200 KiB limit: got %v", err)
 	}
 }
 
