@@ -1360,7 +1360,10 @@ type PendingHook struct {
 	// its objects carry it (capstan.dev/hook-run), while the objects its
 	// hook-succeeded policies delete may still be there: the event was
 	// recorded done before they were deleted, and a look that finds Run
-	// set deletes what is left of them.
+	// set deletes what is left of them. In pendingHook, for post-delete,
+	// it names the uninstall's run of that event, recorded as it began:
+	// each retry renders anew, and goes on from this run whatever the
+	// source renders by then.
 	// +optional
 	Run string `json:"run,omitempty"`
 	// Objects, in preHooksDone, are the objects of hook-succeeded hooks

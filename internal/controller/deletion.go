@@ -288,7 +288,11 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 			return err
 		}
 		if s.hasHooks("post-delete") {
-			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete"}
+			// NOTE: the run is recorded with the event: a retry renders
+			// again, and a chart on a semver range that got a new version,
+			// or a folder with a new commit, would make another run, whose
+			// hooks that succeeded in this one would run again.
+			s.addon.Status.PendingHook = &capstanv1.PendingHook{Event: "post-delete", Run: hookRun(s, "post-delete")}
 			if err := r.checkpointStatus(ctx, s); err != nil {
 				return err
 			}

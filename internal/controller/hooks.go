@@ -308,6 +308,12 @@ func keepForRetry(s *scope, event, run string, err error) {
 	}
 	np = withLeftOvers(np, objs)
 	np.Event, np.Hash = p.Event, p.Hash
+	if deleteEvent(event) {
+		// NOTE: a record written with no run (by a Capstan before the
+		// uninstall recorded it) takes the run that failed: the next
+		// retry goes on from it.
+		np.Run = run
+	}
 	s.addon.Status.PendingHook = np
 }
 
@@ -390,6 +396,12 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		return nil
 	}
 	run := hookRun(s, event)
+	if p := s.addon.Status.PendingHook; deleteEvent(event) && p != nil && p.Event == event && p.Run != "" {
+		// NOTE: the run recorded as the uninstall's post-delete event
+		// began: its retries go on from it once status.hook no longer
+		// names it (a hook failed), whatever the source renders by then.
+		run = p.Run
+	}
 	var waiting *capstanv1.ObjectRef
 	var since time.Time
 	var waitingUID types.UID

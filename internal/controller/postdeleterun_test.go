@@ -1,0 +1,86 @@
+package controller_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// postDeleteHooks are dbapp's values for two post-delete Jobs: kept (its
+// name), which has hook-succeeded, and db-second after it, which fails
+// when fail is "true".
+func postDeleteHooks(kept, policy, fail string) string {
+	return `{extraHooks: [{name: ` + kept + `, kind: Job, events: post-delete, deletePolicy: "` + policy + `"},` +
+		` {name: second, kind: Job, events: post-delete, weight: "1", fail: ` + fail + `}]}`
+}
+
+// deleteUntilPostDeleteFails deletes a, whose db-second post-delete Job
+// fails, and returns the Addon once that failure is recorded, with the
+// succeeded Job db-<kept> kept for the retry in status.pendingHook.
+func deleteUntilPostDeleteFails(t *testing.T, a *capstanv1.Addon, ns, kept string) *capstanv1.Addon {
+	t.Helper()
+	synced(t, a)
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	got := failedWith(t, a, "the post-delete hook failed", "Job "+ns+"/db-second")
+	p := got.Status.PendingHook
+	if p == nil || p.Event != "post-delete" || len(p.Objects) != 1 || p.Objects[0].Name != "db-"+kept {
+		t.Fatalf("status.pendingHook = %+v; want post-delete, keeping the Job db-%s", p, kept)
+	}
+	if j := job(t, ns, "db-"+kept); j == nil || j.Status.Succeeded != 1 {
+		t.Fatalf("db-%s %s; want the Job that succeeded, kept for the retry", kept, jobString(j))
+	}
+	return got
+}
+
+// gone waits until the Addon is deleted.
+func gone(t *testing.T, a *capstanv1.Addon) {
+	t.Helper()
+	eventually(t, 90*time.Second, "the Addon to go", func() bool {
+		return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+}
+
+// TestPostDeleteRetryGoesOnFromItsRun fails a post-delete event after a
+// Job of it with before-hook-creation and hook-succeeded has succeeded,
+// then moves the chart on to a new version, with values that mend the
+// failing Job. The retry renders anew, and must go on from the run the
+// uninstall recorded as its post-delete event began: the Job that
+// succeeded is not created again, and is deleted once the event has
+// succeeded. Before, the retry's run came from its own render, the kept
+// Job was another run's, and its before-hook-creation deleted it and ran
+// it again.
+func TestPostDeleteRetryGoesOnFromItsRun(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	const policy = "before-hook-creation,hook-succeeded"
+	a := dbapp(t, ns, postDeleteHooks("first", policy, "true"),
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	failed := deleteUntilPostDeleteFails(t, a, ns, "first")
+	if p := failed.Status.PendingHook; p.Run == "" || p.Objects[0].Run != p.Run {
+		t.Errorf("status.pendingHook = %+v; want it to record the run, whose Job db-first it keeps", p)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Chart.URL = dbappChart(t, "1.1.0")
+		cur.Spec.Values = jsonValues(postDeleteHooks("first", policy, "false"))
+	})
+	gone(t, a)
+	if n := rec.count("Job/db-first", watch.Added); n != 1 {
+		t.Errorf("the post-delete Job db-first was created %d times; want once: it had succeeded in the run the retry goes on from", n)
+	}
+	if n := rec.count("Job/db-second", watch.Added); n < 2 {
+		// NOTE: a resync before the change may retry it once more.
+		t.Errorf("the post-delete Job db-second was created %d times; want it run again by the retry, as it had failed", n)
+	}
+	if j := job(t, ns, "db-first"); j != nil {
+		t.Errorf("db-first %s is left; want it deleted once the event succeeded", jobString(j))
+	}
+}
