@@ -309,13 +309,50 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 		}
 		if why := goneWhileHooksRan(ctx, s, err); why != "" {
 			// NOTE: everything else is deleted, and the hooks left can
-			// never run there.
+			// never run there. What the post-delete runs kept is tried
+			// once: the namespace's deletion deletes what is in it, and
+			// must not wait for the finalizer.
 			r.dropDeleteHooks(ctx, s, why)
+			if left, err := r.cleanUpKeptHooks(ctx, s); err != nil {
+				r.warnCleanUp(ctx, s, left, err, "the uninstall goes on and leaves them; delete them by hand")
+			}
 			return nil
 		}
 		return fmt.Errorf("the post-delete hook failed; everything else is deleted, and the next sync runs only the post-delete hooks again: %w", err)
 	}
-	return nil
+	_, err := r.cleanUpKeptHooks(ctx, s)
+	return err
+}
+
+// cleanUpKeptHooks deletes, before the finalizer goes, the hook-succeeded
+// objects that the uninstall's post-delete runs kept for a retry and that
+// status still names: those of a run no retry went on from, those of the
+// run that succeeded under a name its render no longer holds (a chart that
+// moved on renamed a hook), which the runner never read, and those of a
+// pending post-delete event whose hooks this look runs none of (the
+// render has none now, or they were dropped). Once the Addon is gone no
+// record names them, and nothing would ever delete them; a restricted
+// add-on's would go with it by their owner reference, a cluster add-on's
+// would stay for good. It returns the objects whose delete failed.
+//
+// NOTE: the post-delete stage is recorded over before the deletes: a look
+// after one that failed only deletes what is left (finishCleanUp, at the
+// start of the uninstall), and holds the finalizer until it is gone, as
+// for the objects of the uninstall's own hooks; it runs no post-delete
+// hook again.
+func (r *AddonReconciler) cleanUpKeptHooks(ctx context.Context, s *scope) ([]capstanv1.HookObject, error) {
+	st := &s.addon.Status
+	if p := st.PendingHook; p != nil && p.Event == "post-delete" {
+		done := &capstanv1.PendingHook{Event: "post-delete", Run: p.Run}
+		if d := st.PreHooksDone; d != nil {
+			done.Objects = slices.Clone(d.Objects)
+		}
+		st.PendingHook, st.PreHooksDone = nil, withLeftOvers(done, p.Objects)
+	}
+	if !postDeleteDone(s.addon) {
+		return nil, nil // no post-delete hook ran, and none kept anything
+	}
+	return r.finishCleanUp(ctx, s)
 }
 
 // deleteHooks renders the add-on once more to find its delete hooks, and

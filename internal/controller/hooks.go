@@ -435,10 +435,12 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		keep = apply.NoKeep
 	}
 	called, recorded := false, false
+	var deleted []capstanv1.ObjectRef // what the runner deletes once done records the event
 	var finish func(context.Context, []capstanv1.ObjectRef) error
 	if done != nil {
 		finish = func(ctx context.Context, objs []capstanv1.ObjectRef) error {
 			called = true
+			deleted = objs
 			// Tests stop here, as a controller killed after the hooks
 			// succeeded and before it recorded that would: status.hook
 			// still names the last hook, and every hook's object is there.
@@ -499,9 +501,14 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		}
 	}
 	if d := s.addon.Status.PreHooksDone; recorded && err == nil && d != nil {
-		// NOTE: the runner deleted the hook-succeeded objects of this run;
-		// the record keeps only those of earlier runs still to delete.
-		s.addon.Status.PreHooksDone = withObjects(d, slices.DeleteFunc(slices.Clone(d.Objects), func(o capstanv1.HookObject) bool { return o.Run == run }))
+		// NOTE: the runner deleted the hook-succeeded objects of this run
+		// that this render holds; the record keeps those of earlier runs
+		// still to delete, and those this run kept for a retry under a
+		// name this render no longer holds (a post-delete whose chart
+		// moved on), which the runner never read.
+		s.addon.Status.PreHooksDone = withObjects(d, slices.DeleteFunc(slices.Clone(d.Objects), func(o capstanv1.HookObject) bool {
+			return o.Run == run && slices.ContainsFunc(deleted, func(ref capstanv1.ObjectRef) bool { return ref.Key() == o.Key() })
+		}))
 	}
 	// NOTE: done cleared status.hook in the write that records the event
 	// done. A status.hook cleared apart from that record would leave

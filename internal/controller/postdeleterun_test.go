@@ -84,3 +84,44 @@ func TestPostDeleteRetryGoesOnFromItsRun(t *testing.T) {
 		t.Errorf("db-first %s is left; want it deleted once the event succeeded", jobString(j))
 	}
 }
+
+// TestPostDeleteLeavesNoKeptJob fails a post-delete event after its
+// Job db-first, with hook-succeeded only, has succeeded and was kept for
+// the retry, then renames that hook. The retry runs the renamed hook and
+// the mended one, and the Addon goes: the Job db-first, which the new
+// render no longer names, is deleted before the finalizer is removed, as
+// no record names it once the Addon is gone. Before, it was left behind.
+// With deletionPolicy switched to Orphan instead, the Addon goes leaving
+// it, as it leaves everything else it made.
+func TestPostDeleteLeavesNoKeptJob(t *testing.T) {
+	t.Run("delete", func(t *testing.T) {
+		ns := newNamespace(t)
+		a := dbapp(t, ns, postDeleteHooks("first", "hook-succeeded", "true"),
+			withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+		deleteUntilPostDeleteFails(t, a, ns, "first")
+
+		update(t, a, func(cur *capstanv1.Addon) {
+			cur.Spec.Values = jsonValues(postDeleteHooks("renamed", "hook-succeeded", "false"))
+		})
+		gone(t, a)
+		if j := job(t, ns, "db-first"); j != nil {
+			t.Errorf("db-first %s is left after the Addon went; want it deleted before the finalizer was removed", jobString(j))
+		}
+		if j := job(t, ns, "db-renamed"); j != nil {
+			t.Errorf("db-renamed %s is left; want it deleted by its policy", jobString(j))
+		}
+	})
+
+	t.Run("orphan", func(t *testing.T) {
+		ns := newNamespace(t)
+		a := dbapp(t, ns, postDeleteHooks("first", "hook-succeeded", "true"),
+			withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+		deleteUntilPostDeleteFails(t, a, ns, "first")
+
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.DeletionPolicy = capstanv1.DeletionOrphan })
+		gone(t, a)
+		if j := job(t, ns, "db-first"); j == nil {
+			t.Error("db-first was deleted; an Addon removed with Orphan leaves its hook objects")
+		}
+	})
+}
