@@ -166,3 +166,38 @@ func TestHookItsPolicyDeletedIsNotDeleted(t *testing.T) {
 		t.Errorf("a look after a stop that followed the policy's delete returned %v; want no failure", err)
 	}
 }
+
+// TestHookItsFailedPolicyDeletedIsNotDeleted lets a run that goes on from
+// a yield see the seed Job, with hook-failed, fail, and its policy delete
+// it before the controller records the failure. A look after a stop there
+// is told the hook as the last progress showed it: its policy, not a
+// person, deleted the Job, so the look must report the hook's own failure
+// (the Job's BackoffLimitExceeded), not the reason Deleted.
+func TestHookItsFailedPolicyDeletedIsNotDeleted(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	y := f.yielding(f.hooksOf(`{hooks: {seed: {nodeLabel: "`+label+`", fail: true, deletePolicy: hook-failed}}}`, false), minute)
+	if err := y.run(); !hooks.IsRunning(err) {
+		t.Fatalf("the first run returned %v; want the seed Job left running", err)
+	}
+	f.labelNode(label)
+	err := y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run()
+	}
+	if e := hookError(t, err); e.Reason != "BackoffLimitExceeded" || e.Hook != seedRef(f.ns) {
+		t.Fatalf("once the node is there: %v; want the seed Job's BackoffLimitExceeded", err)
+	}
+	if f.job("db-seed") != nil {
+		t.Fatal("the seed Job was not deleted by its policy")
+	}
+	last := y.progress[len(y.progress)-1]
+	y.req.Waiting, y.req.WaitingUID = &last.ObjectRef, last.UID
+	err = y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run() // judged by its object, gone: run anew
+	}
+	if e := hookError(t, err); e.Reason != "BackoffLimitExceeded" {
+		t.Errorf("a look after a stop that followed the policy's delete returned %v; want the hook's own failure, BackoffLimitExceeded, not %s", err, hooks.ReasonDeleted)
+	}
+}
