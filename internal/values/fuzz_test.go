@@ -182,6 +182,9 @@ func FuzzParseSchema(f *testing.F) {
 		{`{"properties":{"a":{"oneOf":[{"type":"string"},{"type":"integer","minimum":3}]}}}`, `{}`, "a: 2\n"},
 		{`{"properties":{"n":{"multipleOf":0.1,"enum":[1,"a",null]}}}`, `{}`, "n: 0.3\n"},
 		{`[]`, `{}`, ""},
+		{`{"$defs":{"a":{"$dynamicAnchor":"a","properties":{"s":{"writeOnly":true},"n":{"$dynamicRef":"#a"}}}},"properties":{"p":{"$ref":"defs.json#b"},"q":{"$ref":"#a"}}}`,
+			`{"$schema":"http://json-schema.org/draft-07/schema#","definitions":{"b":{"$id":"#b","writeOnly":true}}}`, "q: {n: {s: x}}\n"},
+		{`{"$defs":{"o":{"$schema":"http://json-schema.org/draft-04/schema#","id":"o.json","definitions":{"c":{"id":"#c","writeOnly":true}},"properties":{"x":{"$ref":"#c"}}}},"properties":{"o":{"$ref":"o.json"}}}`, `{}`, "o: {x: 1}\n"},
 	} {
 		f.Add([]byte(s[0]), []byte(s[1]), []byte(s[2]))
 	}

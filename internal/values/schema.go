@@ -193,6 +193,11 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 // schema, following properties, items, combinators and $refs, within the
 // schema and to the chart's other files, as the validator follows them.
 //
+// A reference is a $ref, a $recursiveRef (from draft 2019-09) or a
+// $dynamicRef (2020-12), each followed to the schema it names statically:
+// by a JSON pointer, or by an anchor that $anchor, $dynamicAnchor or, before
+// draft 2019-09, an $id that is only a fragment declares.
+//
 // index visits every schema the root reaches once, numbers it and records
 // which holds or refers to which: that graph is what values are matched
 // against for writeOnly (schemaGraph), in time linear in the values
@@ -211,6 +216,15 @@ type schemaWalker struct {
 	// document read so far by its file URL, and every schema within one
 	// whose $id sets a URI, resolved against the URI of the schema around it.
 	ids map[string]resource
+	// drafts holds the draft that each URI in ids, and each schema within
+	// the one it names up to another $id, is compiled in.
+	drafts map[string]int
+	// anchors holds the schemas that an anchor names, by the schema whose
+	// URI it is relative to (anchorKey).
+	anchors map[string]resource
+	// metas holds the chart's meta-schema files that a $schema names, as
+	// read, by their path in the chart; nil for one that is not JSON.
+	metas map[string]any
 
 	// nodeIDs numbers the location of every schema index visited; nodeAt
 	// and graph hold them by number, and parents, by number, the schemas
@@ -237,37 +251,27 @@ type schemaWalker struct {
 type schemaDoc struct {
 	name string // its path in the chart
 	root any
-	// idKey is the keyword that sets a schema's URI: $id, or id in draft 4.
-	idKey string
-	// legacy is set for a draft before 2019-09, in which a $ref's siblings,
-	// its $id among them, are ignored.
-	legacy bool
 }
 
-// newDoc returns the schema document raw, at name in the chart, with the
-// draft it is compiled in.
+// newDoc returns the schema document raw, at name in the chart, and records
+// the draft it is compiled in.
 func (w *schemaWalker) newDoc(name string, raw any) *schemaDoc {
-	d := &schemaDoc{name: name, root: raw, idKey: "$id"}
-	switch w.draftOf(raw, map[string]bool{name: true}) {
-	case 4:
-		d.idKey, d.legacy = "id", true
-	case 6, 7:
-		d.legacy = true
-	}
-	return d
+	w.drafts[fileURL(name).String()] = w.draftOf(raw, 2020, map[string]bool{name: true})
+	return &schemaDoc{name: name, root: raw}
 }
 
 // draftOf returns the JSON Schema draft (4, 6, 7, 2019 or 2020) that the
-// compiler compiles the document raw in, as it picks it: the draft its
+// compiler compiles the schema raw in, as it picks it: the draft its
 // $schema names, or the draft of the chart's meta-schema file it names, or
-// else 2020-12, the compiler's default (compilePart sets no other). Each
-// document of a chart picks its own: a file without $schema is 2020-12,
-// whatever values.schema.json says. seen holds the files visited.
-func (w *schemaWalker) draftOf(raw any, seen map[string]bool) int {
+// else fallback. A document's fallback is 2020-12, the compiler's default
+// (compilePart sets no other): each document of a chart picks its own, and
+// a file without $schema is 2020-12, whatever values.schema.json says.
+// seen holds the files visited, and may be nil.
+func (w *schemaWalker) draftOf(raw any, fallback int, seen map[string]bool) int {
 	obj, _ := raw.(map[string]any)
 	s, ok := obj["$schema"].(string)
 	if !ok {
-		return 2020
+		return fallback
 	}
 	u, frag, _ := strings.Cut(s, "#")
 	if frag == "" {
@@ -291,13 +295,51 @@ func (w *schemaWalker) draftOf(raw any, seen map[string]bool) int {
 	if p, err := url.Parse(u); err == nil && p.Scheme == "file" && p.Host == "" {
 		name := strings.TrimPrefix(path.Clean(p.Path), "/")
 		if data, ok := w.files[name]; ok && !seen[name] {
+			if seen == nil {
+				seen = map[string]bool{}
+			}
 			seen[name] = true
-			if meta, err := jsonschema.UnmarshalJSON(bytes.NewReader(data)); err == nil {
-				return w.draftOf(meta, seen)
+			meta, read := w.metas[name]
+			if !read {
+				meta, _ = jsonschema.UnmarshalJSON(bytes.NewReader(data))
+				w.metas[name] = meta
+			}
+			if meta != nil {
+				return w.draftOf(meta, fallback, seen)
 			}
 		}
 	}
+	return fallback
+}
+
+// draftAt returns the draft of the schemas whose base URI is base.
+func (w *schemaWalker) draftAt(base *url.URL) int {
+	if d, ok := w.drafts[base.String()]; ok {
+		return d
+	}
 	return 2020
+}
+
+// idOf returns the URI that obj's $id (id in draft 4) sets in draft, without
+// its fragment, or "" when it sets none.
+//
+// NOTE: before draft 2019-09 a $ref's siblings are ignored, and the
+// compiler ignores an $id (or id) beside a $ref: the $ref resolves against
+// the URI around it, and nothing is known by that $id. Honouring it would
+// resolve the $ref elsewhere than validation does, or nowhere, and leave a
+// writeOnly property behind it unfound (the $id "/properties/auth" that
+// generators such as jsonschema.net put on every schema).
+func idOf(draft int, obj map[string]any) string {
+	if _, ref := obj["$ref"]; ref && draft < 2019 {
+		return ""
+	}
+	key := "$id"
+	if draft == 4 {
+		key = "id"
+	}
+	id, _ := obj[key].(string)
+	id, _, _ = strings.Cut(id, "#")
+	return id
 }
 
 // fileURL is the URL the compiler gives the chart's file at name.
@@ -316,6 +358,9 @@ func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWal
 		part:      p,
 		files:     files,
 		ids:       map[string]resource{},
+		drafts:    map[string]int{},
+		anchors:   map[string]resource{},
+		metas:     map[string]any{},
 		nodeIDs:   map[string]int{},
 		live:      map[string]bool{},
 		onPath:    map[string]int{},
@@ -327,26 +372,30 @@ func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWal
 	return w
 }
 
-// withID returns the base URI of node, a schema in doc: base, the URI of
-// the schema around it, unless node's $id sets another. An $id that is only
-// a fragment names an anchor, not a URI.
+// withID returns the base URI of node: base, the URI of the schema around
+// it, unless node's $id sets another, and records the draft of the schemas
+// under a new one. An $id that is only a fragment names an anchor, not a
+// URI.
 //
-// NOTE: before draft 2019-09 a $ref's siblings are ignored, and the
-// compiler ignores an $id (or id) beside a $ref: the $ref resolves against
-// base, and nothing is known by that $id. Honouring it would resolve the
-// $ref elsewhere than validation does, or nowhere, and leave a writeOnly
-// property behind it unfound (the $id "/properties/auth" that generators
-// such as jsonschema.net put on every schema).
-func (w *schemaWalker) withID(doc *schemaDoc, base *url.URL, node any) *url.URL {
+// A schema with its own $id is compiled in the draft its own $schema names,
+// and so are the schemas within it up to another $id; without $schema it
+// keeps the draft around it. The compiler ignores a $schema on a schema
+// that sets no URI, and so does the walk: which draft a part is in decides
+// whether the $id beside its $refs counts, and which keywords declare an
+// anchor.
+func (w *schemaWalker) withID(base *url.URL, node any) *url.URL {
 	obj, ok := node.(map[string]any)
 	if !ok {
 		return base
 	}
-	if _, ref := obj["$ref"]; ref && doc.legacy {
-		return base
+	outer := w.draftAt(base)
+	draft := w.draftOf(obj, outer, nil)
+	id := idOf(draft, obj)
+	if id == "" {
+		draft = outer
+		id = idOf(draft, obj)
 	}
-	id, ok := obj[doc.idKey].(string)
-	if !ok || id == "" || strings.HasPrefix(id, "#") {
+	if id == "" {
 		return base
 	}
 	u, err := url.Parse(id)
@@ -355,22 +404,86 @@ func (w *schemaWalker) withID(doc *schemaDoc, base *url.URL, node any) *url.URL 
 	}
 	out := base.ResolveReference(u)
 	out.Fragment, out.RawFragment = "", ""
+	if _, known := w.drafts[out.String()]; !known {
+		w.drafts[out.String()] = draft
+	}
+	return out
+}
+
+// anchorKey is where anchors records the anchor name declared in the
+// schema res, or within it up to another $id.
+func anchorKey(res resource, name string) string {
+	return res.doc.name + "#" + pointer(res.at) + "#" + name
+}
+
+// anchorsOf lists the anchors that obj, a schema compiled in draft,
+// declares, as the compiler collects them: before draft 2019-09 an $id (id
+// in draft 4) with a fragment that is not a JSON pointer, and not beside a
+// $ref; from 2019-09 on $anchor; and in 2020-12 $dynamicAnchor as well,
+// which a reference names as it names an $anchor.
+func anchorsOf(draft int, obj map[string]any) []string {
+	var out []string
+	if draft < 2019 {
+		if _, ref := obj["$ref"]; ref {
+			return nil
+		}
+		key := "$id"
+		if draft == 4 {
+			key = "id"
+		}
+		id, _ := obj[key].(string)
+		if _, frag, ok := strings.Cut(id, "#"); ok && frag != "" && !strings.HasPrefix(frag, "/") {
+			if name, err := url.PathUnescape(frag); err == nil {
+				out = append(out, name)
+			}
+		}
+		return out
+	}
+	if name, ok := obj["$anchor"].(string); ok {
+		out = append(out, name)
+	}
+	if name, ok := obj["$dynamicAnchor"].(string); ok && draft >= 2020 {
+		out = append(out, name)
+	}
+	return out
+}
+
+// refsOf lists the references of obj, a schema compiled in draft, in a
+// fixed order.
+func refsOf(draft int, obj map[string]any) []string {
+	var out []string
+	if ref, ok := obj["$ref"].(string); ok {
+		out = append(out, ref)
+	}
+	if ref, ok := obj["$recursiveRef"].(string); ok && draft >= 2019 {
+		out = append(out, ref)
+	}
+	if ref, ok := obj["$dynamicRef"].(string); ok && draft >= 2020 {
+		out = append(out, ref)
+	}
 	return out
 }
 
 // addIDs records the URIs that doc and the schemas within it are known by,
-// as the compiler records them: the document's file URL, and each $id.
+// as the compiler records them: the document's file URL, and each $id; and
+// the anchors each declares, by the schema whose URI they are relative to.
 func (w *schemaWalker) addIDs(doc *schemaDoc) {
 	w.ids[fileURL(doc.name).String()] = resource{doc: doc}
 	var scan func(node any, base *url.URL, at []string)
 	scan = func(node any, base *url.URL, at []string) {
 		switch t := node.(type) {
 		case map[string]any:
-			if b := w.withID(doc, base, t); b != base {
+			if b := w.withID(base, t); b != base {
 				if _, known := w.ids[b.String()]; !known {
 					w.ids[b.String()] = resource{doc: doc, at: slices.Clone(at)}
 				}
 				base = b
+			}
+			for _, name := range anchorsOf(w.draftAt(base), t) {
+				key := anchorKey(w.ids[base.String()], name)
+				if _, known := w.anchors[key]; !known {
+					w.anchors[key] = resource{doc: doc, at: slices.Clone(at)}
+				}
 			}
 			for _, k := range sortedKeys(t) {
 				switch k {
@@ -391,14 +504,14 @@ func (w *schemaWalker) addIDs(doc *schemaDoc) {
 // baseAt returns the base URI of the schema at the pointer tokens at in doc.
 func (w *schemaWalker) baseAt(doc *schemaDoc, at []string) *url.URL {
 	node := doc.root
-	base := w.withID(doc, fileURL(doc.name), node)
+	base := w.withID(fileURL(doc.name), node)
 	for _, tok := range at {
 		next, ok := lookup(node, []string{tok})
 		if !ok {
 			break
 		}
 		node = next
-		base = w.withID(doc, base, node)
+		base = w.withID(base, node)
 	}
 	return base
 }
@@ -543,11 +656,13 @@ func escapeToken(s string) string {
 // URI, as the compiler resolves it: against base, the URI that the nearest
 // $id around the $ref sets, or else the file of the chart that holds it. A
 // URI that a schema's $id sets names that schema; a file URL names the
-// chart's file at its path. ok is false for a $ref the walk does not follow:
-// to an anchor (#name), or to anything that is neither (the JSON Schema
+// chart's file at its path; its fragment is a JSON pointer within that
+// schema, or an anchor declared in it (anchorsOf). ok is false for a $ref
+// the walk does not follow: to anything that is neither (the JSON Schema
 // meta-schemas, which the compiler knows by their http URLs). Which refs
 // compile is the compiler's to decide; it has refused a schema that refers
-// to anything outside the chart before the walk starts.
+// to anything outside the chart, or to an anchor or a pointer that is not
+// there, before the walk starts.
 func (w *schemaWalker) resolve(doc *schemaDoc, base *url.URL, ref string) (target any, tdoc *schemaDoc, loc string, tbase *url.URL, ok bool, err error) {
 	r, perr := url.Parse(ref)
 	if perr != nil {
@@ -577,7 +692,11 @@ func (w *schemaWalker) resolve(doc *schemaDoc, base *url.URL, ref string) (targe
 		res = resource{doc: d}
 	}
 	if frag != "" && !strings.HasPrefix(frag, "/") {
-		return nil, nil, "", nil, false, nil
+		a, found := w.anchors[anchorKey(res, frag)]
+		if !found {
+			return nil, nil, "", nil, false, nil
+		}
+		res, frag = a, ""
 	}
 	segs := append(slices.Clone(res.at), splitPointer(frag)...)
 	target, ok = lookup(res.doc.root, segs)
@@ -632,7 +751,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 	edge := func(to int) { w.parents[to] = append(w.parents[to], id) }
 	n := graphNode{}
 	n.writeOnly, _ = obj["writeOnly"].(bool)
-	if ref, ok := obj["$ref"].(string); ok {
+	for _, ref := range refsOf(w.draftAt(base), obj) {
 		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
 		if err != nil {
 			return 0, err
@@ -647,7 +766,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 		}
 	}
 	for _, sub := range subschemas(obj) {
-		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(doc, base, sub.node))
+		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node))
 		if err != nil {
 			return 0, err
 		}
@@ -685,7 +804,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL,
 			return err
 		}
 	}
-	if ref, ok := obj["$ref"].(string); ok {
+	for _, ref := range refsOf(w.draftAt(base), obj) {
 		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
 		if err != nil {
 			return err
@@ -708,7 +827,7 @@ func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL,
 		if !sub.same {
 			next = append(pat[:len(pat):len(pat)], sub.seg)
 		}
-		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(doc, base, sub.node), next, depth+1); err != nil {
+		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(base, sub.node), next, depth+1); err != nil {
 			return err
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -604,6 +605,169 @@ func TestSchemaIDBesideRefFollowsTheDraft(t *testing.T) {
 			errs := s.Validate(ymap(t, `{auth: {}}`))
 			if len(errs) != 1 || errs[0].Rule != "required" || dotted(splitPointer(errs[0].Path)) != tt.want {
 				t.Errorf("errors = %+v, want one required error at %s", errs, tt.want)
+			}
+		})
+	}
+}
+
+// TestSchemaFindsSecretsBehindAnchors: a $ref to an anchor (#name), a
+// $dynamicRef, and a part of the schema that sets its own draft are
+// followed as the compiler resolves them; a writeOnly property behind one
+// that the walk missed was accepted in spec.values and shown.
+func TestSchemaFindsSecretsBehindAnchors(t *testing.T) {
+	const (
+		draft7  = `"$schema": "http://json-schema.org/draft-07/schema#"`
+		draft4  = `"$schema": "http://json-schema.org/draft-04/schema#"`
+		draft19 = `"$schema": "https://json-schema.org/draft/2019-09/schema"`
+		draft20 = `"$schema": "https://json-schema.org/draft/2020-12/schema"`
+		auth    = `"properties": {"auth": {"type": "object", "properties": {"password": {"$ref": "#secret"}}}}`
+	)
+	for _, tt := range []struct {
+		name, doc string
+		files     map[string][]byte
+	}{
+		{name: "a 2020-12 $anchor",
+			doc: `{"$defs": {"s": {"$anchor": "secret", "type": "string", "writeOnly": true}}, ` + auth + `}`},
+		{name: "a 2019-09 $anchor",
+			doc: `{` + draft19 + `, "$defs": {"s": {"$anchor": "secret", "type": "string", "writeOnly": true}}, ` + auth + `}`},
+		{name: "a draft-07 $id that is a fragment",
+			doc: `{` + draft7 + `, "definitions": {"s": {"$id": "#secret", "type": "string", "writeOnly": true}}, ` + auth + `}`},
+		{name: "a draft-04 id that is a fragment",
+			doc: `{` + draft4 + `, "definitions": {"s": {"id": "#secret", "type": "string", "writeOnly": true}}, ` + auth + `}`},
+		{name: "an anchor of an embedded schema's $id",
+			doc: `{"$defs": {"cred": {"$id": "https://example.com/cred.json", "$defs": {"s": {"$anchor": "secret", "writeOnly": true}}}},
+				"properties": {"auth": {"properties": {"password": {"$ref": "https://example.com/cred.json#secret"}}}}}`},
+		{name: "an anchor in a chart file",
+			doc:   `{"properties": {"auth": {"properties": {"password": {"$ref": "schemas/common.json#secret"}}}}}`,
+			files: map[string][]byte{"schemas/common.json": []byte(`{"$defs": {"s": {"$anchor": "secret", "writeOnly": true}}}`)}},
+		{name: "an anchor in a chart file reached through its root",
+			doc: `{"properties": {"auth": {"$ref": "schemas/auth.json"}}}`,
+			files: map[string][]byte{"schemas/auth.json": []byte(`{` + draft7 + `, "definitions": {"s": {"$id": "#secret", "writeOnly": true}},
+				"properties": {"password": {"$ref": "#secret"}}}`)}},
+		{name: "a $dynamicRef to a $dynamicAnchor",
+			doc: `{"$defs": {"s": {"$dynamicAnchor": "secret", "type": "string", "writeOnly": true}},
+				"properties": {"auth": {"properties": {"password": {"$dynamicRef": "#secret"}}}}}`},
+		{name: "a $dynamicRef to an $anchor",
+			doc: `{"$defs": {"s": {"$anchor": "secret", "type": "string", "writeOnly": true}},
+				"properties": {"auth": {"properties": {"password": {"$dynamicRef": "#secret"}}}}}`},
+		{name: "a $dynamicRef to a pointer",
+			doc: `{"$defs": {"s": {"type": "string", "writeOnly": true}},
+				"properties": {"auth": {"properties": {"password": {"$dynamicRef": "#/$defs/s"}}}}}`},
+		{name: "a 2019-09 $recursiveRef",
+			doc: `{` + draft19 + `, "$recursiveAnchor": true, "properties": {"password": {"writeOnly": true}, "auth": {"$recursiveRef": "#"}}}`},
+		{name: "a $dynamicRef that recurses",
+			doc: `{"$dynamicAnchor": "node", "properties": {"password": {"writeOnly": true}, "auth": {"$dynamicRef": "#node"}}}`},
+		{name: "a draft-07 part of a 2020-12 file",
+			// Read as 2020-12, the $id beside the $ref would send it to
+			// https://example.com/elsewhere, where there is no anchor.
+			doc: `{` + draft20 + `, "$defs": {"legacy": {` + draft7 + `, "$id": "https://example.com/legacy.json",
+					"definitions": {"s": {"$id": "#secret", "writeOnly": true}},
+					"properties": {"password": {"$id": "/elsewhere", "$ref": "#secret"}}}},
+				"properties": {"auth": {"$ref": "https://example.com/legacy.json"}}}`},
+		{name: "a 2020-12 part of a draft-07 file",
+			doc: `{` + draft7 + `, "definitions": {"modern": {` + draft20 + `, "$id": "https://example.com/modern.json",
+					"$defs": {"s": {"$anchor": "secret", "writeOnly": true}},
+					"properties": {"password": {"$ref": "#secret"}}}},
+				"properties": {"auth": {"$ref": "https://example.com/modern.json"}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, err := ParseSchema("demo", []byte(tt.doc), tt.files)
+			if err != nil {
+				t.Fatalf("ParseSchema: %v", err)
+			}
+			const values = `{auth: {password: plaintext}}`
+			errs := s.checkWriteOnly(Sources{Spec: ymap(t, values)})
+			if len(errs) != 1 || errs[0].Path != "/auth/password" || errs[0].Rule != "writeOnly" {
+				t.Errorf("errors = %+v, want one writeOnly error at /auth/password", errs)
+			}
+			if got := s.SecretPaths(ymap(t, values)); !reflect.DeepEqual(got, []string{"/auth/password"}) {
+				t.Errorf("SecretPaths = %v, want [/auth/password]", got)
+			}
+		})
+	}
+}
+
+// TestSchemaDraftOfAPartNeedsItsOwnID: the compiler takes a part's $schema
+// only where the part sets its own URI with an $id; elsewhere the part
+// keeps the draft around it, and so does the walk. Here the part is
+// 2020-12, in which an $id beside a $ref sets the base it resolves against.
+func TestSchemaDraftOfAPartNeedsItsOwnID(t *testing.T) {
+	s, err := ParseSchema("demo", []byte(`{
+		"$id": "https://example.com/values.json",
+		"$defs": {"pw": {"type": "object", "required": ["a"], "properties": {"a": {"writeOnly": true}}}},
+		"properties": {"auth": {"$schema": "http://json-schema.org/draft-07/schema#", "properties": {
+			"x": {"$id": "https://example.com/auth.json", "$ref": "#/$defs/pw",
+				"$defs": {"pw": {"type": "object", "required": ["b"], "properties": {"b": {"writeOnly": true}}}}}}}}}`), nil)
+	if err != nil {
+		t.Fatalf("ParseSchema: %v", err)
+	}
+	if got := writeOnlyAt(t, s, `{auth: {x: {a: s, b: t}}}`); !reflect.DeepEqual(got, []string{"auth.x.b"}) {
+		t.Errorf("writeOnly = %v, want [auth.x.b]", got)
+	}
+	errs := s.Validate(ymap(t, `{auth: {x: {}}}`))
+	if len(errs) != 1 || errs[0].Rule != "required" || errs[0].Path != "/auth/x/b" {
+		t.Errorf("errors = %+v, want one required error at /auth/x/b", errs)
+	}
+}
+
+// TestSchemaRefusesAMissingAnchor: a $ref or $dynamicRef to an anchor that
+// no schema declares makes the schema invalid, as one to a missing
+// definition does.
+func TestSchemaRefusesAMissingAnchor(t *testing.T) {
+	files := map[string][]byte{"schemas/common.json": []byte(`{"$defs": {"s": {"$anchor": "secret", "writeOnly": true}}}`)}
+	for _, ref := range []string{
+		`"$ref": "#/$defs/nosuch"`,
+		`"$ref": "#nosuch"`,
+		`"$dynamicRef": "#nosuch"`,
+		`"$ref": "schemas/common.json#/$defs/nosuch"`,
+		`"$ref": "schemas/common.json#nosuch"`,
+	} {
+		t.Run(ref, func(t *testing.T) {
+			_, err := ParseSchema("demo", []byte(`{"$defs": {"s": {"$anchor": "secret", "writeOnly": true}}, "properties": {"a": {`+ref+`}}}`), files)
+			if err == nil || !strings.Contains(err.Error(), "the values.schema.json of chart demo is not a valid JSON Schema") {
+				t.Fatalf("ParseSchema error = %v, want one that says the chart's schema is not valid", err)
+			}
+			if !strings.Contains(err.Error(), "nosuch") {
+				t.Errorf("error %q does not name the missing target", err)
+			}
+		})
+	}
+}
+
+// TestSchemaAnchorsKeepTheWalkBounded: refs to anchors, static or dynamic,
+// name the same schemas as refs to their pointers, and the walk keeps its
+// bounds on them: writeOnly matched against the values, generated paths
+// refused past the budget, and x-capstan-generate found behind an anchor.
+func TestSchemaAnchorsKeepTheWalkBounded(t *testing.T) {
+	anchored := func(doc []byte, ref, anchor string) []byte {
+		ref, anchor = strings.ReplaceAll(ref, "$", "$$"), strings.ReplaceAll(anchor, "$", "$$")
+		doc = regexp.MustCompile(`"\$ref": "#/\$defs/(l\d+)"`).ReplaceAll(doc, []byte(`"`+ref+`": "#$1"`))
+		return regexp.MustCompile(`"(l\d+)": \{`).ReplaceAll(doc, []byte(`"$1": {"`+anchor+`": "$1", `))
+	}
+	for _, kw := range [][2]string{{"$ref", "$anchor"}, {"$dynamicRef", "$dynamicAnchor"}} {
+		t.Run(kw[0], func(t *testing.T) {
+			start := time.Now()
+			s, err := ParseSchema("wide", anchored(fanOutSchema(10, 10, `{"writeOnly": true}`), kw[0], kw[1]), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := writeOnlyAt(t, s, `{p3: {p1: {p4: {p1: {p5: {p9: {p2: {p6: {p5: {p3: {s: a, t: b}}}}}}}}}}, p0: {p0: {s: c}}}`)
+			if want := []string{"p3.p1.p4.p1.p5.p9.p2.p6.p5.p3.s"}; !reflect.DeepEqual(got, want) {
+				t.Errorf("writeOnly = %v, want %v", got, want)
+			}
+			_, err = ParseSchema("wide", anchored(fanOutSchema(10, 10, `{"x-capstan-generate": true}`), kw[0], kw[1]), nil)
+			if err == nil || !strings.Contains(err.Error(), "more than 10000 schemas") {
+				t.Errorf("ParseSchema error = %v, want one that names the bound", err)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("ParseSchema took %v", d)
+			}
+			s, err = ParseSchema("wide", anchored(fanOutSchema(10, 2, `{"x-capstan-generate": true}`), kw[0], kw[1]), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.Generated(); len(got) != 100 || dotted(got[0].Path) != "p0.p0.s" {
+				t.Errorf("generated = %d paths starting %v, want the 100 of p*.p*.s", len(got), got[:min(len(got), 1)])
 			}
 		})
 	}
