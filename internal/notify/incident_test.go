@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -629,5 +631,99 @@ func TestClosesWaitPastAFullQueue(t *testing.T) {
 	want := []string{"trigger capstan:Addon:capstan-system:web", "resolve capstan:Addon:capstan-system:web", "resolve capstan:Addon:capstan-system:db"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("PagerDuty got %q; want %q", got, want)
+	}
+}
+
+// TestATriggerThatMayHaveArrivedIsClosed: a trigger whose post failed
+// after it was sent whole, with no answer that says it was not taken (an
+// answer after the post's time, a connection lost after the request, a
+// proxy's 502), may have opened the incident: once the add-on settles,
+// the close is sent, and Closed hears of it only once it is delivered.
+// One whose post never left (nothing listens) still sends neither. So
+// does the retry of a pending trigger (retryPending).
+func TestATriggerThatMayHaveArrivedIsClosed(t *testing.T) {
+	failed := event
+	failed.Phase, failed.Reason, failed.PreviousSeverity = "Failed", "FetchFailed", SeverityInfo
+	synced := event
+	synced.Phase, synced.Reason, synced.Severity, synced.PreviousSeverity = "Synced", "Synced", SeverityInfo, SeverityWarning
+	for _, tc := range []struct {
+		name string
+		// first answers the trigger; every later post is answered 202.
+		first func(w http.ResponseWriter)
+		// down: nothing listens when the trigger is posted.
+		down bool
+		// retried: the trigger comes while the receiver is paused, and
+		// is posted by the retry of pending events.
+		retried      bool
+		wantResolves int
+	}{
+		{name: "answered after the post's time", first: func(http.ResponseWriter) { time.Sleep(300 * time.Millisecond) }, wantResolves: 1},
+		{name: "connection lost after the request", first: func(w http.ResponseWriter) {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close()
+			}
+		}, wantResolves: 1},
+		{name: "a proxy's 502", first: func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadGateway) }, wantResolves: 1},
+		{name: "retried, answered after the post's time", retried: true, first: func(http.ResponseWriter) { time.Sleep(300 * time.Millisecond) }, wantResolves: 1},
+		{name: "rate limited", first: func(w http.ResponseWriter) { w.WriteHeader(http.StatusTooManyRequests) }, wantResolves: 0},
+		{name: "nothing listens", down: true, wantResolves: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var actions []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+				var body struct {
+					Action string `json:"event_action"`
+				}
+				_ = json.NewDecoder(req.Body).Decode(&body)
+				mu.Lock()
+				actions = append(actions, body.Action)
+				first := len(actions) == 1
+				mu.Unlock()
+				if first && tc.first != nil {
+					tc.first(w)
+					return
+				}
+				w.WriteHeader(http.StatusAccepted)
+			}))
+			defer srv.Close()
+			pd, err := ReceiverFromSecret("capstan-system/pager", map[string][]byte{"format": []byte("pagerduty"),
+				"url": []byte(srv.URL + "/v2/enqueue"), "token": []byte("k")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			closed := 0
+			n := &Notifier{Client: &http.Client{}, Log: logr.Discard(), Attempts: 1, Timeout: 100 * time.Millisecond,
+				Receivers: func(context.Context) ([]Receiver, error) { return []Receiver{pd}, nil },
+				Closed:    func(Event) { closed++ }}
+			n.init()
+			ctx := context.Background()
+			if tc.down {
+				srv.Close()
+			}
+			if tc.retried {
+				n.paused[pd.Name] = time.Now().Add(time.Hour)
+				n.deliverAll(ctx, failed)
+				n.paused[pd.Name] = time.Time{}
+				n.retryPending(ctx)
+			} else {
+				n.deliverAll(ctx, failed)
+			}
+			n.failing[pd.Name], n.pauses[pd.Name], n.paused[pd.Name] = 0, 0, time.Time{}
+			n.deliverAll(ctx, synced)
+			n.retryPending(ctx)
+			mu.Lock()
+			defer mu.Unlock()
+			resolves := 0
+			for _, a := range actions {
+				if a == "resolve" {
+					resolves++
+				}
+			}
+			if resolves != tc.wantResolves || closed != 1 || len(n.pending[pd.Name]) != 0 {
+				t.Fatalf("posted %v, Closed heard %d, %d pending; want %d resolve, Closed once, none pending", actions, closed, len(n.pending[pd.Name]), tc.wantResolves)
+			}
+		})
 	}
 }

@@ -30,11 +30,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -570,9 +572,11 @@ type Notifier struct {
 // pendingEvent is an incident's trigger or close not yet delivered, and
 // how often it was tried. For a trigger, mayBeOpen says whether the
 // incident may be open in the tool already: this process delivered a
-// trigger of it, or the object was in a warning before (a process before
-// this one may have). A close that comes while a trigger is pending with
-// mayBeOpen false closes an incident the tool never saw: neither is sent.
+// trigger of it, or posted this one and had no answer that says the tool
+// did not take it (unsureError), or the object was in a warning before (a
+// process before this one may have). A close that comes while a trigger
+// is pending with mayBeOpen false closes an incident the tool never saw:
+// neither is sent.
 type pendingEvent struct {
 	event     Event
 	tries     int
@@ -794,6 +798,7 @@ func (n *Notifier) deliverAll(ctx context.Context, e Event) {
 			n.delivered(r, e, err == nil)
 		} else {
 			owed = owed || r.incident()
+			n.mayHaveOpened(r, e, err)
 		}
 		switch {
 		case err == nil:
@@ -865,7 +870,8 @@ func (n *Notifier) incidentStep(r Receiver, e Event) bool {
 		return true
 	}
 	if p != nil && incidentAction(p.event) == incidentOpen && !p.mayBeOpen {
-		// NOTE: the trigger never reached the tool, which holds no
+		// NOTE: the trigger never reached the tool (it was never posted,
+		// or every post of it was turned away unread), which holds no
 		// incident of the object: a page for what is settled now, or a
 		// close of nothing, would only confuse the on-call.
 		delete(pending, key)
@@ -909,6 +915,24 @@ func (n *Notifier) delivered(r Receiver, e Event, ok bool) {
 		if open := n.open[r.Name]; ok && open != nil && len(open) < maxOpen {
 			open[key] = true
 		}
+	}
+}
+
+// mayHaveOpened marks the pending trigger e to the incident receiver r
+// as one that may have opened the incident, when err, the failure of its
+// delivery, says the tool may have taken it all the same (unsureError):
+// a post answered after Timeout, or whose connection was lost after the
+// request was written, or a proxy's 502. Once the object settles, its
+// close is then sent, since the tool may hold an open incident that
+// nothing else would ever close; a close of an incident the tool does not
+// hold changes nothing there.
+func (n *Notifier) mayHaveOpened(r Receiver, e Event, err error) {
+	var unsure *unsureError
+	if !r.incident() || incidentAction(e) != incidentOpen || !errors.As(err, &unsure) {
+		return
+	}
+	if p := n.pending[r.Name][incidentKey(r, e)]; p != nil && incidentAction(p.event) == incidentOpen {
+		p.mayBeOpen = true
 	}
 }
 
@@ -963,6 +987,7 @@ func (n *Notifier) retryPending(ctx context.Context) {
 				n.settled(rs, p.event)
 				continue
 			}
+			n.mayHaveOpened(r, p.event, err)
 			if _, busy := n.pauseBusy(r, err); !busy && n.pauses[r.Name] > 0 {
 				// NOTE: this post was the first after the receiver's
 				// pause, as an event's would be (deliverAll).
@@ -1105,6 +1130,8 @@ func (n *Notifier) receivers(ctx context.Context) []Receiver {
 // error says how long the receiver asked for (busyError). Every post of
 // one delivery carries the same
 // X-Capstan-Delivery, so that a receiver can tell a retry from a new event.
+// An error after a post that may have reached the receiver all the same
+// is an unsureError.
 func (n *Notifier) Deliver(ctx context.Context, r Receiver, e Event) error {
 	n.init()
 	return n.deliver(ctx, r, e, n.Attempts)
@@ -1120,25 +1147,38 @@ func (n *Notifier) deliver(ctx context.Context, r Receiver, e Event, attempts in
 	var id [12]byte
 	_, _ = rand.Read(id[:])
 	delivery := hex.EncodeToString(id[:])
+	// unsure says whether a post so far may have reached r (unsureError),
+	// which the error that ends the delivery must still say, though its
+	// own post was turned away unread.
+	unsure := false
+	fail := func(err error) error {
+		var u *unsureError
+		if unsure && !errors.As(err, &u) {
+			return &unsureError{err}
+		}
+		return err
+	}
 	for attempt := 1; ; attempt++ {
 		after, err := n.post(ctx, r, target, body, delivery)
 		if err == nil {
 			return nil
 		}
+		var u *unsureError
+		unsure = unsure || errors.As(err, &u)
 		if after > n.Timeout {
 			// NOTE: the one worker would sleep the whole wait, holding
 			// every other receiver's events behind it; the receiver is
 			// paused for it instead (deliverAll).
-			return &busyError{err, after}
+			return fail(&busyError{err, after})
 		}
 		var perm *permanentError
 		var hung *hungError
 		if errors.As(err, &perm) || errors.As(err, &hung) || attempt >= attempts {
-			return err
+			return fail(err)
 		}
 		select {
 		case <-ctx.Done():
-			return errors.Join(err, ctx.Err())
+			return fail(errors.Join(err, ctx.Err()))
 		case <-time.After(wait(n.Backoff, attempt, after)):
 		}
 	}
@@ -1206,6 +1246,18 @@ type hungError struct{ error }
 
 func (h *hungError) Unwrap() error { return h.error }
 
+// unsureError is a failed post that may have reached the receiver all the
+// same: the request was written whole, and no answer said it was turned
+// away unread (a 408, a 429, a rate limit's 403). One answered after
+// Timeout, one whose connection was lost before the answer, and a 5xx (a
+// proxy's 502 or 504 after the tool took it, the tool's own 500) may each
+// hide a trigger the tool took, and an incident it opened
+// (mayHaveOpened). A post never written (nothing listens, the guard
+// refused the address) reached no one.
+type unsureError struct{ error }
+
+func (u *unsureError) Unwrap() error { return u.error }
+
 // permanentError is a refusal that a retry would not change.
 type permanentError struct{ error }
 
@@ -1239,6 +1291,12 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		req.Header.Set("X-Capstan-Timestamp", ts)
 		req.Header.Set("X-Capstan-Signature", Sign(r.HMACKey, ts, body))
 	}
+	// NOTE: the transport reports the request written from its own
+	// goroutine, which may outlive Do.
+	var written atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(pctx, &httptrace.ClientTrace{
+		WroteRequest: func(w httptrace.WroteRequestInfo) { written.Store(w.Err == nil) },
+	}))
 	resp, err := n.client.Do(req)
 	if err != nil {
 		err = fmt.Errorf("receiver %s: %w", r.Name, scrub(err, r))
@@ -1250,7 +1308,10 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 			return 0, &permanentError{netguard.Retext(err, msg)}
 		}
 		if pctx.Err() != nil && ctx.Err() == nil {
-			return 0, &hungError{err}
+			err = &hungError{err}
+		}
+		if written.Load() {
+			err = &unsureError{err}
 		}
 		return 0, err
 	}
@@ -1269,9 +1330,15 @@ func (n *Notifier) post(ctx context.Context, r Receiver, target string, body []b
 		resp.StatusCode == http.StatusForbidden && (resp.Header.Get("Retry-After") != "" || resp.Header.Get("X-RateLimit-Remaining") == "0"):
 		// NOTE: GitHub answers a rate limit with 403 and these headers;
 		// any other 403 is a token that may not post.
-		return rateLimitWait(resp.StatusCode, resp.Header, time.Now()), fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
-	case resp.StatusCode == http.StatusRequestTimeout, resp.StatusCode >= 500:
+		err := fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
+		if resp.StatusCode == http.StatusServiceUnavailable {
+			err = &unsureError{err}
+		}
+		return rateLimitWait(resp.StatusCode, resp.Header, time.Now()), err
+	case resp.StatusCode == http.StatusRequestTimeout:
 		return 0, fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)
+	case resp.StatusCode >= 500:
+		return 0, &unsureError{fmt.Errorf("receiver %s answered %s", r.Name, resp.Status)}
 	}
 	return 0, &permanentError{fmt.Errorf("receiver %s answered %s; check its url and token", r.Name, resp.Status)}
 }
