@@ -38,10 +38,11 @@ import (
 // the incidents of its add-ons.
 type incidentMemory struct {
 	// triggered holds, by types.NamespacedName, the add-ons in a warning
-	// whose trigger this process sent.
+	// whose trigger this process sent: the notifier queued it.
 	triggered sync.Map
 	// closes holds, by types.NamespacedName, the close this process sent
-	// last of a Synced add-on that keeps status.warningSince (closeSent).
+	// (queued) last of a Synced add-on that keeps status.warningSince
+	// (closeSent).
 	closes sync.Map
 }
 
@@ -164,21 +165,34 @@ func (r *AddonReconciler) rememberIncidents(addon *capstanv1.Addon) {
 
 // announce hands the notifier the events of a status that was written (or
 // that needed no write), and remembers the triggers and closes among
-// them. A close is remembered before it is queued: the notifier may
-// report it delivered at once.
+// them that the notifier queued. A close is remembered before it is
+// queued: the notifier may report it delivered at once.
 func (r *AddonReconciler) announce(addon *capstanv1.Addon, events ...*notify.Event) {
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
 	for _, e := range events {
 		if e == nil {
 			continue
 		}
-		switch {
-		case e.SameState:
-		case e.Severity == notify.SeverityWarning:
-			r.incidents.triggered.Store(key, struct{}{})
-		case e.Phase == string(capstanv1.PhaseSynced) && addon.Status.WarningSince != nil:
+		closing := !e.SameState && e.Severity != notify.SeverityWarning &&
+			e.Phase == string(capstanv1.PhaseSynced) && addon.Status.WarningSince != nil
+		if closing {
 			r.incidents.closes.Store(key, closeSent{at: e.Time})
 		}
-		r.Notifier.Notify(*e)
+		queued := r.Notifier.Notify(*e)
+		// NOTE: a full queue drops a trigger sent again once it is half
+		// full, and any event but a close once the events waiting past
+		// it are at their bound, as after a restart that finds hundreds
+		// of add-ons failing. One dropped is not remembered as sent, so
+		// the add-on's next reconcile sends it again (incidentAgain):
+		// the object says nothing more until its next transition.
+		switch {
+		case e.SameState:
+		case e.Severity == notify.SeverityWarning && queued:
+			r.incidents.triggered.Store(key, struct{}{})
+		case e.Severity == notify.SeverityWarning:
+			r.incidents.triggered.Delete(key)
+		case closing && !queued:
+			r.incidents.closes.CompareAndDelete(key, closeSent{at: e.Time})
+		}
 	}
 }
