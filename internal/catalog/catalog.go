@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -91,8 +92,20 @@ var BuiltIn = []Entry{
 var idRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
 var (
-	ociRE    = regexp.MustCompile(`^oci://[^/]+/.+`)
-	digestRE = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	ociRE       = regexp.MustCompile(`^oci://[^/]+/.+`)
+	digestRE    = regexp.MustCompile(`^sha256:[a-f0-9]{64}$`)
+	chartNameRE = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
+)
+
+// The bounds the Addon's schema sets on spec.chart (the markers of
+// api/v1alpha1's ChartSource and LocalObjectReference), in characters:
+// the API server refuses an Addon past any of them.
+const (
+	// maxAddress bounds chart.repo, chart.oci and chart.url.
+	maxAddress = 2048
+	maxVersion = 128
+	// maxName bounds chart.name and the name of a secretRef.
+	maxName = 253
 )
 
 var fieldTypes = map[string]bool{"string": true, "integer": true, "number": true, "boolean": true}
@@ -160,8 +173,45 @@ func chartProblem(c *capstanv1.ChartSource) string {
 		return "chart.oci needs a chart.version (a tag) or a chart.digest"
 	case c.Digest != "" && !digestRE.MatchString(c.Digest):
 		return "chart.digest is \"sha256:\" and 64 lower-case hex digits"
+	case c.Name != "" && (!chartNameRE.MatchString(c.Name) || tooLong(c.Name, maxName)):
+		return fmt.Sprintf("chart.name is the chart's name in the repository: a letter or digit, then letters, digits, '-', '_' or '.', at most %d characters", maxName)
+	case tooLong(c.Repo, maxAddress), tooLong(c.OCI, maxAddress), tooLong(c.URL, maxAddress):
+		return fmt.Sprintf("chart.repo, chart.oci and chart.url are at most %d characters", maxAddress)
+	case tooLong(c.Version, maxVersion):
+		return fmt.Sprintf("chart.version is at most %d characters", maxVersion)
+	case c.SecretRef != nil && badName(c.SecretRef.Name):
+		return fmt.Sprintf("chart.secretRef.name names a Secret: give one, at most %d characters", maxName)
+	}
+	return verifyProblem(c.Verify)
+}
+
+// verifyProblem says why the API server would refuse chart.verify v, or
+// "" when it would not: it takes exactly one of provenance or cosign,
+// each naming the Secret of its keys.
+func verifyProblem(v *capstanv1.ChartVerification) string {
+	switch {
+	case v == nil:
+		return ""
+	case (v.Provenance != nil) == (v.Cosign != nil):
+		return "chart.verify takes exactly one of provenance (a chart repository or https archive) or cosign (an OCI registry)"
+	case v.Provenance != nil && badName(v.Provenance.SecretRef.Name):
+		return fmt.Sprintf("chart.verify.provenance.secretRef.name names the Secret of the keyring: give one, at most %d characters", maxName)
+	case v.Cosign != nil && badName(v.Cosign.SecretRef.Name):
+		return fmt.Sprintf("chart.verify.cosign.secretRef.name names the Secret of the public keys: give one, at most %d characters", maxName)
 	}
 	return ""
+}
+
+// tooLong reports whether s has more than limit characters, as the API
+// server counts a string's length: in characters, not bytes.
+func tooLong(s string, limit int) bool {
+	return utf8.RuneCountInString(s) > limit
+}
+
+// badName reports whether a secretRef's name is one the schema refuses:
+// empty, or longer than maxName.
+func badName(name string) bool {
+	return name == "" || tooLong(name, maxName)
 }
 
 // defaultProblem says why a field's default is not a value of its type, as

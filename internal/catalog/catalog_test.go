@@ -2,14 +2,18 @@ package catalog
 
 import (
 	"context"
+	"io/fs"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/config"
 )
 
 func TestBuiltInEntriesAreValid(t *testing.T) {
@@ -83,6 +87,28 @@ func TestValidate(t *testing.T) {
 		{"plain http repo", chart(capstanv1.ChartSource{Repo: "http://charts.example/", Name: "e"}), "https"},
 		{"oci without a registry", chart(capstanv1.ChartSource{OCI: "ghcr.io/org/e", Version: "1"}), "oci://"},
 		{"short digest", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Digest: "sha256:abc"}), "chart.digest"},
+		{"chart name with a dot and a dash", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "kube-prometheus_stack.v2"}), ""},
+		{"chart name with a slash", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "org/e"}), "chart.name"},
+		{"chart name starting with a dash", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "-e"}), "chart.name"},
+		{"chart name too long", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: strings.Repeat("e", 254)}), "at most 253"},
+		{"chart name at its bound", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: strings.Repeat("e", 253)}), ""},
+		{"repo too long", chart(capstanv1.ChartSource{Repo: "https://" + strings.Repeat("r", 2041), Name: "e"}), "at most 2048"},
+		{"url at its bound", chart(capstanv1.ChartSource{URL: "https://" + strings.Repeat("u", 2040)}), ""},
+		{"url too long", chart(capstanv1.ChartSource{URL: "https://" + strings.Repeat("u", 2041)}), "at most 2048"},
+		{"oci too long", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/" + strings.Repeat("o", 2040), Version: "1"}), "at most 2048"},
+		{"version too long", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Version: strings.Repeat("1", 129)}), "at most 128"},
+		{"version of 128 characters, not bytes", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Version: strings.Repeat("é", 128)}), ""},
+		{"secretRef without a name", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", SecretRef: &capstanv1.LocalObjectReference{}}), "chart.secretRef.name"},
+		{"verify by provenance", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Verify: &capstanv1.ChartVerification{
+			Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keyring"}}}}), ""},
+		{"verify by cosign", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Version: "1", Verify: &capstanv1.ChartVerification{
+			Cosign: &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}}), ""},
+		{"verify by nothing", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Verify: &capstanv1.ChartVerification{}}), "exactly one of provenance"},
+		{"verify by both", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Verify: &capstanv1.ChartVerification{
+			Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keyring"}},
+			Cosign:     &capstanv1.CosignVerification{SecretRef: capstanv1.LocalObjectReference{Name: "keys"}}}}), "exactly one of provenance"},
+		{"verify's keys unnamed", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Verify: &capstanv1.ChartVerification{
+			Provenance: &capstanv1.ProvenanceVerification{}}}), "provenance.secretRef.name"},
 		{"git folder needs no chart", Entry{ID: "e", Title: "E", Kind: "git-folder"}, ""},
 		{"namespace", withNamespace("apps"), ""},
 		{"namespace that is not a label", withNamespace("Apps_1"), "namespace"},
@@ -106,5 +132,42 @@ func TestValidate(t *testing.T) {
 				t.Errorf("error %v; want one that says %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestChartBoundsAreTheCRDs reads the Addon's CRD as it is installed: the
+// bounds and the pattern chartProblem checks are the schema's, and the
+// schema still takes one signature check only, so an entry Validate
+// accepts is one the API server takes.
+func TestChartBoundsAreTheCRDs(t *testing.T) {
+	raw, err := fs.ReadFile(config.FS, "crd/bases/capstan.dev_addons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		t.Fatal(err)
+	}
+	chart := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["chart"]
+	maxLength := func(p apiextensionsv1.JSONSchemaProps) int {
+		if p.MaxLength == nil {
+			return -1
+		}
+		return int(*p.MaxLength)
+	}
+	for field, want := range map[string]int{"repo": maxAddress, "oci": maxAddress, "url": maxAddress, "version": maxVersion, "name": maxName} {
+		if got := maxLength(chart.Properties[field]); got != want {
+			t.Errorf("the CRD bounds chart.%s at %d; chartProblem at %d", field, got, want)
+		}
+	}
+	if got := maxLength(chart.Properties["secretRef"].Properties["name"]); got != maxName {
+		t.Errorf("the CRD bounds chart.secretRef.name at %d; chartProblem at %d", got, maxName)
+	}
+	if got := chart.Properties["name"].Pattern; got != chartNameRE.String() {
+		t.Errorf("the CRD's pattern of chart.name is %q; chartProblem's %q", got, chartNameRE.String())
+	}
+	verify := chart.Properties["verify"]
+	if len(verify.XValidations) != 1 || verify.XValidations[0].Rule != "has(self.provenance) != has(self.cosign)" {
+		t.Errorf("the CRD's rules of chart.verify are %+v; chartProblem checks exactly one of provenance or cosign", verify.XValidations)
 	}
 }

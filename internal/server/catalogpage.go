@@ -161,7 +161,10 @@ func catalogAddon(r *http.Request, v *catalogView, trusted bool) (*capstanv1.Add
 		return a, ""
 	}
 	chart := *v.Entry.Chart
-	if version := strings.TrimSpace(r.PostFormValue("version")); version != "" {
+	// NOTE: an https archive is its own version, and the Addon's schema
+	// refuses a chart.url with a chart.version: the form asks for none,
+	// and one posted all the same is not taken.
+	if version := strings.TrimSpace(r.PostFormValue("version")); version != "" && chart.URL == "" {
 		chart.Version = version
 	}
 	a.Spec.Chart = &chart

@@ -111,6 +111,47 @@ func TestCatalogDefinitionKeepsTheChart(t *testing.T) {
 	}
 }
 
+// TestCatalogVersionIsAChartRepositorysOnly: the form of an entry from a
+// chart repository or an OCI registry asks for a version, and the Addon
+// takes the one posted; that of an https archive (chart.url), which is its
+// own version and whose Addon the API server refuses with one, asks for
+// none, and one posted all the same is not taken.
+func TestCatalogVersionIsAChartRepositorysOnly(t *testing.T) {
+	mirror := catalog.Entry{ID: "mirror", Title: "Mirror", Chart: &capstanv1.ChartSource{URL: "https://charts.example/longhorn-1.10.2.tgz"}}
+	for _, tc := range []struct {
+		name  string
+		entry catalog.Entry
+		// want is the Addon's chart.version after "2.0.0" is posted; ""
+		// when the form asks for no version.
+		want string
+	}{
+		{"chart repository", entry(t, "longhorn"), "2.0.0"},
+		{"OCI registry", catalog.Entry{ID: "oci", Title: "OCI", Chart: &capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Version: "1.0.0"}}, "2.0.0"},
+		{"https archive", mirror, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			v := &catalogView{Entry: &tc.entry, Fields: catalogFields(tc.entry), Namespace: "apps", Name: tc.entry.ID}
+			if err := pages()["catalog"].ExecuteTemplate(&buf, "content", pageData{Catalog: v, CSRF: "csrf"}); err != nil {
+				t.Fatal(err)
+			}
+			if asks := strings.Contains(buf.String(), `name="version"`); asks != (tc.want != "") {
+				t.Errorf("the form asks for a version: %v; want %v", asks, tc.want != "")
+			}
+			form := url.Values{"version": {"2.0.0"}}
+			r := httptest.NewRequest(http.MethodPost, "/catalog/"+tc.entry.ID, strings.NewReader(form.Encode()))
+			r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+			a, msg := catalogAddon(r, v, false)
+			if msg != "" {
+				t.Fatal(msg)
+			}
+			if a.Spec.Chart.Version != tc.want {
+				t.Errorf("chart.version %q; want %q", a.Spec.Chart.Version, tc.want)
+			}
+		})
+	}
+}
+
 func entry(t *testing.T, id string) catalog.Entry {
 	t.Helper()
 	for _, e := range catalog.BuiltIn {
