@@ -10,7 +10,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -141,7 +143,12 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ignored: the event %q is not a push\n", event)
 		return
 	}
-	ref, err := ParsePush(body)
+	payload, err := pushPayload(r.Header, body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	ref, err := ParsePush(payload)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -231,6 +238,26 @@ func eventName(h http.Header) string {
 		}
 	}
 	return ""
+}
+
+// pushPayload returns the JSON event of a webhook's body. GitHub's default
+// content type, which Gitea and Forgejo offer too, is a form whose field
+// payload holds the event; the others send the JSON as the body. The
+// signature is over the body as sent, so Verify checks it before this.
+func pushPayload(h http.Header, body []byte) ([]byte, error) {
+	if ct := h.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/x-www-form-urlencoded" {
+			form, err := url.ParseQuery(string(body))
+			if err != nil {
+				return nil, fmt.Errorf("the body is not a form: %v", err)
+			}
+			if !form.Has("payload") {
+				return nil, errors.New("the form has no payload field holding the push event")
+			}
+			return []byte(form.Get("payload")), nil
+		}
+	}
+	return body, nil
 }
 
 // ParsePush reads the pushed ref, such as refs/heads/main, from the body of

@@ -1,12 +1,27 @@
 package gitops
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 func sign(secret, body string) string {
@@ -137,6 +152,121 @@ func FuzzVerify(f *testing.F) {
 		}
 		if len(secret) == 0 {
 			t.Fatal("accepted a request with no secret")
+		}
+	})
+}
+
+// hookReader answers the webhook's reads of one AddonRepository, hooks/gitops
+// on branch main, and its webhook Secret, whose token is s3cret; getErr,
+// when set, is every read's answer instead.
+type hookReader struct{ getErr error }
+
+func (h hookReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if h.getErr != nil {
+		return h.getErr
+	}
+	switch dst := obj.(type) {
+	case *capstanv1.AddonRepository:
+		if key == (client.ObjectKey{Namespace: "hooks", Name: "gitops"}) {
+			*dst = capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Spec: capstanv1.AddonRepositorySpec{URL: "https://git.example.com/gitops.git", Branch: "main",
+					WebhookSecretRef: &capstanv1.LocalObjectReference{Name: "hook"}}}
+			return nil
+		}
+	case *corev1.Secret:
+		if key == (client.ObjectKey{Namespace: "hooks", Name: "hook"}) {
+			*dst = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name},
+				Data: map[string][]byte{WebhookSecretKey: []byte("s3cret")}}
+			return nil
+		}
+	}
+	return apierrors.NewNotFound(schema.GroupResource{}, key.Name)
+}
+
+func (hookReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("not listed")
+}
+
+// triggers records the syncs a webhook queues.
+type triggers struct {
+	mu   sync.Mutex
+	keys []types.NamespacedName
+}
+
+func (t *triggers) Trigger(_ context.Context, key types.NamespacedName) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.keys = append(t.keys, key)
+	return nil
+}
+
+func (t *triggers) queued() []types.NamespacedName {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]types.NamespacedName(nil), t.keys...)
+}
+
+// post sends a webhook request to the repository hooks/gitops and returns
+// the answer's status, body and Retry-After.
+func post(t *testing.T, hook http.Handler, contentType, body string, headers map[string]string) (int, string, string) {
+	t.Helper()
+	srv := httptest.NewServer(hook)
+	defer srv.Close()
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/hooks/git/hooks/gitops", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", contentType)
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(got), resp.Header.Get("Retry-After")
+}
+
+// TestWebhookReadsAFormPush: GitHub's default content type, which Gitea
+// and Forgejo offer too, sends the push event as the form field payload,
+// signed over the form as sent. It queues a sync as a JSON body does;
+// a form with no payload is a bad request that queues nothing.
+func TestWebhookReadsAFormPush(t *testing.T) {
+	event := `{"ref":"refs/heads/main","before":"0","commits":[]}`
+	form := url.Values{"payload": {event}}.Encode()
+	for _, tc := range []struct {
+		name, contentType, body, header, event string
+	}{
+		{"github form", "application/x-www-form-urlencoded", form, "X-Hub-Signature-256", "push"},
+		{"github form with a charset", "application/x-www-form-urlencoded; charset=utf-8", form, "X-Hub-Signature-256", "push"},
+		{"gitea form", "application/x-www-form-urlencoded", form, "X-Gitea-Signature", "push"},
+		{"github json", "application/json", event, "X-Hub-Signature-256", "push"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sig := sign("s3cret", tc.body)
+			if tc.header == "X-Hub-Signature-256" {
+				sig = "sha256=" + sig
+			}
+			syncer := &triggers{}
+			code, body, _ := post(t, &Webhook{Client: hookReader{}, Syncer: syncer}, tc.contentType, tc.body,
+				map[string]string{tc.header: sig, "X-GitHub-Event": tc.event, "X-Gitea-Event": tc.event})
+			if code != http.StatusAccepted || !strings.Contains(body, "queued") {
+				t.Fatalf("a signed push: %d %q; want 202 queued", code, body)
+			}
+			if got := syncer.queued(); len(got) != 1 || got[0] != (types.NamespacedName{Namespace: "hooks", Name: "gitops"}) {
+				t.Fatalf("queued %v; want one sync of hooks/gitops", got)
+			}
+		})
+	}
+	t.Run("a form without payload", func(t *testing.T) {
+		body := url.Values{"other": {event}}.Encode()
+		syncer := &triggers{}
+		code, msg, _ := post(t, &Webhook{Client: hookReader{}, Syncer: syncer}, "application/x-www-form-urlencoded", body,
+			map[string]string{"X-Hub-Signature-256": "sha256=" + sign("s3cret", body), "X-GitHub-Event": "push"})
+		if code != http.StatusBadRequest || len(syncer.queued()) != 0 {
+			t.Fatalf("%d %q, queued %v; want 400 and nothing queued", code, msg, syncer.queued())
 		}
 	})
 }
