@@ -422,7 +422,15 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			}
 			// NOTE: a push can fail because another writer pushed first. Only
 			// then is it retried: a head that did not move means a real failure.
+			// A head at our own commit means the push landed and only its
+			// answer was lost (a proxy's 502 after receive-pack, a dropped
+			// connection): that is the change made, and a retry would find
+			// its own change in the file and call it a conflict, which
+			// undoes the uninstall mark of a removal that is in git.
 			_, now, err := remote.Head(ctx, branch)
+			if err == nil && now == commit {
+				return true, commit.String(), nil
+			}
 			if err != nil || now == head.Hash() {
 				return true, "", fmt.Errorf("cannot push %s to branch %q of %s: %w", file, branch, netguard.Redact(w.URL), netguard.RedactError(pushErr, w.URL))
 			}

@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +154,54 @@ func TestWriterRaces(t *testing.T) {
 	}
 	if got := w.Git("show", "HEAD:addons/shared.yaml"); !strings.Contains(got, "prune: true") || strings.Contains(got, "suspend") {
 		t.Fatalf("the conflicting change overwrote the other:\n%s", got)
+	}
+}
+
+// TestWriterPushWhoseAnswerIsLost: a push that lands on the server, whose
+// answer the writer never sees (a proxy's 502 after receive-pack), is the
+// change made: Remove returns the commit the branch is at, not the
+// conflict a retry would find with its own change, which would take off
+// the uninstall mark of a removal that is in git.
+func TestWriterPushWhoseAnswerIsLost(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	repoURL := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, repoURL)
+	w.Write("addons/grafana.yaml", string(def("grafana", ""))).Write("addons/loki.yaml", string(def("loki", ""))).CommitAndPush("start")
+
+	target, err := neturl.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var landed atomic.Int64
+	front := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
+			rec := httptest.NewRecorder()
+			proxy.ServeHTTP(rec, r)
+			if rec.Code == http.StatusOK {
+				landed.Add(1)
+			}
+			http.Error(rw, "bad gateway", http.StatusBadGateway)
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(front.Close)
+
+	commit, err := (&Writer{URL: front.URL + strings.TrimPrefix(repoURL, srv.URL)}).Remove(ctx, "grafana")
+	if err != nil {
+		t.Fatalf("a removal that landed, whose answer was lost: %v", err)
+	}
+	if n := landed.Load(); n != 1 {
+		t.Fatalf("%d pushes reached the server; want 1", n)
+	}
+	w.Pull()
+	if head := strings.TrimSpace(w.Git("rev-parse", "HEAD")); head != commit {
+		t.Fatalf("the branch is at %s; Remove returned %s", head, commit)
+	}
+	if files := strings.TrimSpace(w.Git("ls-files", "addons")); files != "addons/loki.yaml" {
+		t.Fatalf("files: %q; want addons/loki.yaml alone", files)
 	}
 }
 
