@@ -13,11 +13,14 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -117,12 +120,20 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	repo := &capstanv1.AddonRepository{}
 	secret := &corev1.Secret{}
 	var token []byte
-	if err := h.Client.Get(ctx, key, repo); err == nil && repo.Spec.WebhookSecretRef != nil {
+	switch err := h.Client.Get(ctx, key, repo); {
+	case err != nil && !apierrors.IsNotFound(err):
+		apiUnavailable(w, logger, "the AddonRepository", err)
+		return
+	case err == nil && repo.Spec.WebhookSecretRef != nil:
 		sk := types.NamespacedName{Namespace: key.Namespace, Name: repo.Spec.WebhookSecretRef.Name}
-		if err := h.Client.Get(ctx, sk, secret); err == nil {
+		switch err := h.Client.Get(ctx, sk, secret); {
+		case err == nil:
 			token = secret.Data[WebhookSecretKey]
-		} else {
+		case apierrors.IsNotFound(err):
 			logger.Info("Cannot read the webhook Secret", "secret", sk.String(), "error", err.Error())
+		default:
+			apiUnavailable(w, logger, "the webhook Secret "+sk.String(), err)
+			return
 		}
 	}
 	// NOTE: a missing repository, a missing Secret and a bad signature get
@@ -176,6 +187,24 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusAccepted)
 	fmt.Fprintf(w, "sync of %s queued\n", key)
 }
+
+// apiUnavailable answers a push whose signature cannot be checked, as the
+// API server did not give the repository or its webhook Secret (a timeout,
+// a 503): 503 with Retry-After, and the log says what failed.
+//
+// NOTE: not the 401 of a bad signature, which would blame the git host's
+// secret for the API server's trouble and hide it from the log; and not a
+// queued sync, which a request whose signature nobody checked must never
+// start. The answer depends on the API server failing, which no caller
+// controls; the repository's read fails alike whether it exists or not.
+func apiUnavailable(w http.ResponseWriter, logger logr.Logger, what string, err error) {
+	logger.Info("Cannot check a push webhook's signature: the API server did not answer", "read", what, "error", err.Error())
+	w.Header().Set("Retry-After", strconv.Itoa(int(webhookRetryAfter/time.Second)))
+	http.Error(w, "the controller cannot read the repository's webhook secret from the API server for now; nothing was queued: deliver the push again later", http.StatusServiceUnavailable)
+}
+
+// webhookRetryAfter is the wait a 503 asks of the git host.
+const webhookRetryAfter = 30 * time.Second
 
 // errUnverified is the one answer to a signature that is not verified,
 // whatever the reason, which the log says.

@@ -158,12 +158,15 @@ func FuzzVerify(f *testing.F) {
 
 // hookReader answers the webhook's reads of one AddonRepository, hooks/gitops
 // on branch main, and its webhook Secret, whose token is s3cret; getErr,
-// when set, is every read's answer instead.
-type hookReader struct{ getErr error }
+// when set, is every read's answer instead, and secretErr the Secret's.
+type hookReader struct{ getErr, secretErr error }
 
 func (h hookReader) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
 	if h.getErr != nil {
 		return h.getErr
+	}
+	if _, ok := obj.(*corev1.Secret); ok && h.secretErr != nil {
+		return h.secretErr
 	}
 	switch dst := obj.(type) {
 	case *capstanv1.AddonRepository:
@@ -267,6 +270,53 @@ func TestWebhookReadsAFormPush(t *testing.T) {
 			map[string]string{"X-Hub-Signature-256": "sha256=" + sign("s3cret", body), "X-GitHub-Event": "push"})
 		if code != http.StatusBadRequest || len(syncer.queued()) != 0 {
 			t.Fatalf("%d %q, queued %v; want 400 and nothing queued", code, msg, syncer.queued())
+		}
+	})
+}
+
+// TestWebhookSaysTheAPIServerFailed: a signed push whose repository or
+// webhook Secret the API server does not give (a timeout, a 503) cannot be
+// checked. It gets 503 with Retry-After, not the 401 of a bad signature,
+// and queues nothing; a repository that is not there is still a 401.
+func TestWebhookSaysTheAPIServerFailed(t *testing.T) {
+	const event = `{"ref":"refs/heads/main"}`
+	headers := map[string]string{"X-Hub-Signature-256": "sha256=" + sign("s3cret", event), "X-GitHub-Event": "push"}
+	timeout := apierrors.NewServerTimeout(schema.GroupResource{Group: "capstan.dev", Resource: "addonrepositories"}, "get", 1)
+	for _, tc := range []struct {
+		name   string
+		reader hookReader
+	}{
+		{"the repository's read times out", hookReader{getErr: timeout}},
+		{"the Secret's read is refused", hookReader{secretErr: apierrors.NewServiceUnavailable("etcd is not answering")}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			syncer := &triggers{}
+			code, body, retry := post(t, &Webhook{Client: tc.reader, Syncer: syncer}, "application/json", event, headers)
+			if code != http.StatusServiceUnavailable || retry == "" || strings.Contains(body, "signature") {
+				t.Fatalf("%d %q, Retry-After %q; want 503 with Retry-After, not a signature's fault", code, body, retry)
+			}
+			if got := syncer.queued(); len(got) != 0 {
+				t.Fatalf("queued %v on a push nobody checked", got)
+			}
+		})
+	}
+	t.Run("no such repository", func(t *testing.T) {
+		srv := httptest.NewServer(&Webhook{Client: hookReader{}, Syncer: &triggers{}})
+		defer srv.Close()
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/hooks/git/hooks/nothing", strings.NewReader(event))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("a push for a repository that is not there: %d; want 401", resp.StatusCode)
 		}
 	})
 }
