@@ -482,6 +482,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
 		}
+		owned, _ = madeFromFolder(owned, folder)
 		if n := managed(owned); refuseEmpty(len(snap.Claimed), repo.Spec, n) {
 			logger.Info("Refusing a commit whose folder holds no definition; nothing changes", "commit", snap.Commit, "addons", n)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonEmptyRefused, emptyRefusedMessage(repo, snap, folder, n))
@@ -489,7 +490,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		}
 	}
 
-	invalid, applied, retained, err := r.apply(ctx, repo, snap, sibs, prune)
+	invalid, applied, retained, strays, err := r.apply(ctx, repo, snap, sibs, prune)
 	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
@@ -506,6 +507,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
 			retained, gitops.ManagedByGitLabel)
 	}
+	more += straysNote(repo, folder, strays)
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
@@ -544,6 +546,53 @@ func notHandedOver(ctx context.Context, owned []capstanv1.Addon, snap *gitops.Sn
 		}
 	}
 	return kept, nil
+}
+
+// madeFromFolder splits the Addons that carry a repository's label into
+// those written from their own file of its folder, which a sync may
+// delete, and the others (strays), which it neither deletes nor counts.
+//
+// NOTE: the label alone does not say the syncer made an Addon. One copied
+// by hand under a new name (kubectl get addon grafana -o yaml, renamed to
+// grafana-test, applied) keeps the label and the capstan.dev/git-file of
+// the one it was copied from; no file of its name is in git, and pruning
+// it would delete a person's Addon, and with the restricted default
+// deletion policy, Delete, uninstall its software.
+func madeFromFolder(owned []capstanv1.Addon, folder string) (made, strays []capstanv1.Addon) {
+	for _, a := range owned {
+		if gitops.MadeFrom(folder, a.Name, a.Annotations[gitops.GitFileAnnotation]) {
+			made = append(made, a)
+		} else {
+			strays = append(strays, a)
+		}
+	}
+	return made, strays
+}
+
+// maxStraysNamed bounds the strays the Ready condition names.
+const maxStraysNamed = 5
+
+// straysNote says, for the Ready condition, which Addons carry the
+// repository's label but were not written from their own file of its
+// folder, and so were left as they are, and what to do.
+func straysNote(repo *capstanv1.AddonRepository, folder string, strays []capstanv1.Addon) string {
+	if len(strays) == 0 {
+		return ""
+	}
+	var named []string
+	for _, a := range strays[:min(len(strays), maxStraysNamed)] {
+		file := a.Annotations[gitops.GitFileAnnotation]
+		if file == "" {
+			file = "no " + gitops.GitFileAnnotation + " annotation"
+		}
+		named = append(named, fmt.Sprintf("%s (%s)", a.Name, file))
+	}
+	if len(strays) > maxStraysNamed {
+		named = append(named, fmt.Sprintf("and %d more", len(strays)-maxStraysNamed))
+	}
+	return fmt.Sprintf("; %d Addons carry the label %s=%s but were not written from their own file in folder %q, so they are neither deleted nor changed: %s "+
+		"(an Addon copied under a new name keeps the label and %s of the one it was copied from): remove the label to keep one (kubectl -n %s label addon NAME %s-), or delete it",
+		len(strays), gitops.ManagedByGitLabel, repo.Name, folder, strings.Join(named, ", "), gitops.GitFileAnnotation, repo.Namespace, gitops.ManagedByGitLabel)
 }
 
 // managed counts the Addons that a sync could still delete: those not
@@ -752,13 +801,14 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 // apply makes the Addons match a snapshot, and deletes those whose file is
 // gone when prune is set. It returns the invalid files, with the files that
 // the API server refused or that name another's Addon, how many Addons
-// match their definitions, and how many whose file is gone it kept as
-// prune is not set.
-func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, err error) {
+// match their definitions, how many whose file is gone it kept as prune
+// is not set, and the Addons with the repository's label that no file of
+// its folder made (madeFromFolder), which it left as they are.
+func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, strays []capstanv1.Addon, err error) {
 	invalid = append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
-		return invalid, 0, 0, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
+		return invalid, 0, 0, nil, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
 	}
 	byName := map[string]*capstanv1.Addon{}
 	for i := range live.Items {
@@ -791,8 +841,9 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	// other syncer would: the shard's own does not hold the repository.
 	owned, err := r.ownedAddons(ctx, repo)
 	if err != nil {
-		return invalid, applied, 0, errors.Join(append(errs, err)...)
+		return invalid, applied, 0, nil, errors.Join(append(errs, err)...)
 	}
+	folder := syncFolder(repo)
 	for _, a := range owned {
 		if snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
 			continue
@@ -814,6 +865,12 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			// later sync decides once that sibling can be told of.
 			continue
 		}
+		if !gitops.MadeFrom(folder, a.Name, a.Annotations[gitops.GitFileAnnotation]) {
+			// NOTE: no file of the folder made it (madeFromFolder): a
+			// copy a person made, reported and left alone.
+			strays = append(strays, a)
+			continue
+		}
 		if !prune {
 			// NOTE: left as it is, label too, as Flux's prune: false
 			// leaves its objects: a file that comes back takes it up
@@ -828,7 +885,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		}
 	}
 	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
-	return invalid, applied, retained, errors.Join(errs...)
+	return invalid, applied, retained, strays, errors.Join(errs...)
 }
 
 // prune deletes a, an Addon of the repository whose file left git, as

@@ -30,6 +30,24 @@ const (
 	FieldManager = "capstan-gitops"
 )
 
+// MadeFrom reports whether file, an Addon's GitFileAnnotation, is where
+// the syncer reads the definition of add-on name in folder: name.yaml or
+// name.yml at the folder's top level. An Addon copied by hand under a new
+// name (kubectl get -o yaml, renamed, applied) keeps the label and the
+// annotation of the one it was copied from, and is not made from folder.
+func MadeFrom(folder, name, file string) bool {
+	if folder == "" {
+		folder = DefaultFolder
+	}
+	folder = cleanFolderPath(folder)
+	for _, f := range DefinitionFiles(folder, name) {
+		if f == file {
+			return true
+		}
+	}
+	return false
+}
+
 // Origin says where a definition came from and where its Addon goes.
 type Origin struct {
 	// Namespace is the Addon's namespace, the AddonRepository's.

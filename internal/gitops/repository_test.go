@@ -151,3 +151,26 @@ func TestCloneRefusesAPackTooLarge(t *testing.T) {
 		t.Fatalf("the refused clone still holds %d bytes of the git budget", held)
 	}
 }
+
+// TestMadeFrom: an Addon is made from a folder when its git-file is its
+// own name's file at the folder's top level.
+func TestMadeFrom(t *testing.T) {
+	for _, tc := range []struct {
+		folder, name, file string
+		want               bool
+	}{
+		{"addons", "grafana", "addons/grafana.yaml", true},
+		{"addons", "grafana", "addons/grafana.yml", true},
+		{"", "grafana", "addons/grafana.yaml", true},
+		{"/clusters/prod/", "grafana", "clusters/prod/grafana.yaml", true},
+		{".", "grafana", "grafana.yaml", true},
+		{"addons", "grafana-test", "addons/grafana.yaml", false},
+		{"addons", "grafana", "team-a/grafana.yaml", false},
+		{"addons", "grafana", "addons/sub/grafana.yaml", false},
+		{"addons", "grafana", "", false},
+	} {
+		if got := MadeFrom(tc.folder, tc.name, tc.file); got != tc.want {
+			t.Errorf("MadeFrom(%q, %q, %q) = %v; want %v", tc.folder, tc.name, tc.file, got, tc.want)
+		}
+	}
+}

@@ -1176,3 +1176,72 @@ func TestSyncerBacksOffAnUnreadableRepository(t *testing.T) {
 		t.Fatalf("after a new failure: read again in %s; want the interval", got)
 	}
 }
+
+// TestSyncerSparesACopiedAddon: an Addon copied by hand under a new name
+// (kubectl get addon dash -o yaml, renamed to dash-test, applied) keeps
+// the repository's label and dash's capstan.dev/git-file. No file of its
+// name is in git, yet it is not the repository's to delete: the sync that
+// prunes dash leaves dash-test as it is and names it in Ready's message,
+// and the refusal of an empty commit does not count it.
+func TestSyncerSparesACopiedAddon(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-copied")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+
+	dash := mustAddon(t, ns, "dash")
+	copied := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dash-test", Labels: dash.Labels, Annotations: dash.Annotations},
+		Spec: *dash.Spec.DeepCopy()}
+	if err := env.client.Create(ctx, copied); err != nil {
+		t.Fatal(err)
+	}
+	if copied.Annotations[gitops.GitFileAnnotation] != "addons/dash.yaml" || copied.Labels[gitops.ManagedByGitLabel] != "gitops" {
+		t.Fatalf("the copy: labels %v, annotations %v", copied.Labels, copied.Annotations)
+	}
+
+	c2 := w.Remove("addons/dash.yaml").CommitAndPush("no dash")
+	trigger(t, ns, "gitops")
+	r := waitSynced(t, ns, "gitops", c2)
+	switch a, err := getAddon(t, ns, "dash-test"); {
+	case apierrors.IsNotFound(err):
+		t.Fatal("the copy was deleted")
+	case err != nil:
+		t.Fatal(err)
+	case a.DeletionTimestamp != nil || a.UID != copied.UID:
+		t.Fatalf("the copy was deleted: %+v", a.ObjectMeta)
+	}
+	if c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue ||
+		!strings.Contains(c.Message, "dash-test (addons/dash.yaml)") || !strings.Contains(c.Message, "neither deleted nor changed") {
+		t.Fatalf("Ready %+v; want the copy named", c)
+	}
+	switch a, err := getAddon(t, ns, "dash"); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case a.DeletionTimestamp == nil:
+		t.Fatal("dash, whose file left git, is still there")
+	}
+
+	// The last file leaves: the refusal counts kuma alone.
+	c3 := w.Remove("addons/kuma.yaml").Write("addons/README.md", "Later.\n").CommitAndPush("kuma leaves git")
+	trigger(t, ns, "gitops")
+	eventually(t, 10*time.Second, "the empty commit refused", func() error {
+		c := meta.FindStatusCondition(getRepo(t, ns, "gitops").Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Reason != controller.ReasonEmptyRefused {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		if !strings.Contains(c.Message, gitops.ShortCommit(c3)) || !strings.Contains(c.Message, "manages 1 Addons") {
+			return fmt.Errorf("Ready's message %q; want commit %s refused with 1 Addon", c.Message, gitops.ShortCommit(c3))
+		}
+		return nil
+	})
+	mustAddon(t, ns, "kuma")
+	mustAddon(t, ns, "dash-test")
+}
