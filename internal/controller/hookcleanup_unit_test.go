@@ -2,10 +2,13 @@ package controller
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
@@ -133,5 +136,34 @@ func TestPendingKeepsOnlyItsRun(t *testing.T) {
 	}
 	if d := st.PreHooksDone; d == nil || len(d.Objects) != 1 || d.Objects[0] != old {
 		t.Errorf("status.preHooksDone = %+v; want the seed Job of run one, to delete", d)
+	}
+}
+
+// TestPendingKeepsWhatARefusedReadLeft checks that a post event's run that
+// a refused read of a hook ended (hooks.ReadError, no hook's failure)
+// records the objects it left for its retry as a failed run does, so that
+// none is left recorded nowhere: those of its run in status.pendingHook,
+// and an earlier run's in status.preHooksDone, to be deleted; and that it
+// is retried with backoff, neither stalled nor worded as a hook's failure.
+func TestPendingKeepsWhatARefusedReadLeft(t *testing.T) {
+	s := &scope{addon: &capstanv1.Addon{}}
+	st := &s.addon.Status
+	old := capstanv1.HookObject{ObjectRef: jobRef("seed"), Run: "one"}
+	st.PendingHook = &capstanv1.PendingHook{Event: "post-install", Hash: "h", Objects: []capstanv1.HookObject{old}}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "second", errors.New("no reads"))
+	err := error(&hooks.ReadError{Event: "post-install", Hook: jobRef("second"), Left: []capstanv1.ObjectRef{jobRef("seed")}, Err: forbidden})
+	keepForRetry(s, "post-install", "two", fmt.Errorf("the sync: %w", err))
+	want := capstanv1.HookObject{ObjectRef: jobRef("seed"), Run: "two"}
+	if p := st.PendingHook; p.Event != "post-install" || p.Hash != "h" || len(p.Objects) != 1 || p.Objects[0] != want {
+		t.Errorf("status.pendingHook = %+v; want the seed Job of run two", p)
+	}
+	if d := st.PreHooksDone; d == nil || len(d.Objects) != 1 || d.Objects[0] != old {
+		t.Errorf("status.preHooksDone = %+v; want the seed Job of run one, to delete", d)
+	}
+	if !apierrors.IsForbidden(err) || classify(err) != classTransient {
+		t.Errorf("%v reads as Forbidden %t, classified %v; want Forbidden, retried with backoff", err, apierrors.IsForbidden(err), classify(err))
+	}
+	if msg := err.Error(); strings.Contains(msg, "hook failed") || !strings.Contains(msg, "the next look reads it again") {
+		t.Errorf("message %q; want no hook's failure, and what comes next", msg)
 	}
 }

@@ -287,13 +287,14 @@ func dropPending(st *capstanv1.AddonStatus) {
 
 // keepForRetry records in status.pendingHook the hook-succeeded objects
 // that a failed run of its post event left for the retry
-// (hooks.Error.Left), with their run: the retry goes on from the run and
-// deletes them once every hook has succeeded (recordPost), and a render
-// that replaces the event has them deleted instead (recordApply).
+// (hooks.LeftForRetry: a hook that failed, or one that could not be read),
+// with their run: the retry goes on from the run and deletes them once
+// every hook has succeeded (recordPost), and a render that replaces the
+// event has them deleted instead (recordApply).
 func keepForRetry(s *scope, event, run string, err error) {
-	var he *hooks.Error
+	left, ended := hooks.LeftForRetry(err)
 	p := s.addon.Status.PendingHook
-	if !errors.As(err, &he) || p == nil || p.Event != event {
+	if !ended || p == nil || p.Event != event {
 		return
 	}
 	np := p.DeepCopy()
@@ -302,8 +303,8 @@ func keepForRetry(s *scope, event, run string, err error) {
 	// deleted by a later look, and the record does not grow with each
 	// failed retry.
 	np.Objects = keepRun(&s.addon.Status, p.Objects, run)
-	objs := make([]capstanv1.HookObject, len(he.Left))
-	for i, ref := range he.Left {
+	objs := make([]capstanv1.HookObject, len(left))
+	for i, ref := range left {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
 	}
 	np = withLeftOvers(np, objs)

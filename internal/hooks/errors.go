@@ -136,6 +136,59 @@ func IsHookError(err error) bool {
 	return errors.As(err, &he)
 }
 
+// ReadError is a run that stopped while it waited for a Job or Pod hook,
+// because the hook could not be read: the API server refused the read
+// (Forbidden, Unauthorized), or answered with what is no object of the
+// hook's kind. That says nothing of how the hook ends: it is no hook's
+// failure. Err is the read's error, so that the API server's answer is
+// read through it (apierrors.IsForbidden).
+type ReadError struct {
+	// Event is the hook event, such as post-install.
+	Event string
+	// Hook is the hook that could not be read.
+	Hook capstanv1.ObjectRef
+	// Left, with Request.KeepForRetry, are the objects of the hooks that
+	// succeeded before this one that their hook-succeeded policy deletes
+	// once the event has succeeded, as in Error.Left: left for the run
+	// that goes on from this one, which does not run them again.
+	Left []capstanv1.ObjectRef
+	// Err is the read's error.
+	Err error
+}
+
+func (e *ReadError) Error() string {
+	return fmt.Sprintf("the %s hook %s could not be read while Capstan waited for it: %v; it did not fail, and the next look reads it again",
+		e.Event, e.Hook.Describe(), e.Err)
+}
+
+func (e *ReadError) Unwrap() error { return e.Err }
+
+// NoHookFailed says that no hook failed: a caller that wraps a hook's
+// failure leaves this error as it is.
+func (e *ReadError) NoHookFailed() bool { return true }
+
+// IsReadError reports whether err is, or wraps, a *ReadError.
+func IsReadError(err error) bool {
+	var e *ReadError
+	return errors.As(err, &e)
+}
+
+// LeftForRetry returns the objects that a run with Request.KeepForRetry
+// left for the run that goes on from it (Error.Left, ReadError.Left), and
+// whether err ended such a run: a hook that failed, or one that could not
+// be read.
+func LeftForRetry(err error) ([]capstanv1.ObjectRef, bool) {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Left, true
+	}
+	var re *ReadError
+	if errors.As(err, &re) {
+		return re.Left, true
+	}
+	return nil, false
+}
+
 // NamespaceGone reports whether err is, or wraps, a delete hook that was
 // not run because its namespace does not exist or is being deleted, and
 // says which (ReasonNamespaceGone).

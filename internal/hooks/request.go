@@ -57,9 +57,10 @@ type Request struct {
 	// of the hooks that succeeded before the one that failed are then left
 	// where they are, not deleted as Helm deletes them: they show the
 	// retry that those hooks succeeded in this run, so it does not run
-	// them again. The *Error names them (Error.Left), for the caller to
-	// record; once every hook has succeeded, Done is given them with the
-	// others, and they are deleted then. It needs Run.
+	// them again. The *Error names them (Error.Left), and so does the
+	// *ReadError of a hook that could not be read (ReadError.Left), for the
+	// caller to record; once every hook has succeeded, Done is given them
+	// with the others, and they are deleted then. It needs Run.
 	KeepForRetry bool
 	// Waiting is the hook the stopped run was waiting for when it stopped,
 	// as status.hook showed it; nil when none.

@@ -3,6 +3,8 @@ package hooks_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"sync/atomic"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -74,31 +76,86 @@ func TestRetryKeepsWhatSucceeded(t *testing.T) {
 	}
 }
 
-// TestRetryFailedOtherwiseDeletesWhatSucceeded fails a post-install event
-// at its second Job with an error that is no *hooks.Error: the API server
-// refuses to read the Job once it runs (Forbidden). No error names the
-// seed Job, with hook-succeeded, for the caller to keep it for the retry,
-// so the run deletes it as Helm does, rather than leave it for ever.
-func TestRetryFailedOtherwiseDeletesWhatSucceeded(t *testing.T) {
-	f := newFixture(t)
-	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", hang: true}]}`, false)
+// refuseARead makes the API server refuse (Forbidden) the fixture's first
+// read of the Job name once it exists, as an authorizer that fails for a
+// moment would; the reads after it are answered.
+func (f *fixture) refuseARead(name string) {
+	var refused atomic.Bool
 	f.applier.Client = interceptor.NewClient(admin, interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-			if err := c.Get(ctx, key, obj, opts...); err != nil || key.Name != "db-second" {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || key.Name != name || !refused.CompareAndSwap(false, true) {
 				return err
 			}
 			return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, key.Name, errors.New("no reads"))
 		},
 	})
+}
+
+// readError returns err as a refused read of a hook, or marks the test
+// failed and returns an empty one.
+func readError(t *testing.T, err error) *hooks.ReadError {
+	t.Helper()
+	re := &hooks.ReadError{}
+	if he := (*hooks.Error)(nil); errors.As(err, &he) || !errors.As(err, &re) {
+		t.Errorf("Run returned %v; want a *hooks.ReadError, and no hook's failure", err)
+	}
+	if !apierrors.IsForbidden(err) {
+		t.Errorf("the error %v does not read as the API server's Forbidden", err)
+	}
+	return re
+}
+
+// TestRefusedReadKeepsWhatSucceeded fails a post-install event at its
+// second Job with an error that is no hook's failure: the API server
+// refuses a read of the Job once it runs (Forbidden). The run leaves the
+// seed Job, with hook-succeeded, and names it in the error, for the caller
+// to keep for the retry, as for a hook that failed. The retry goes on from
+// the same run, waiting for the second Job again (status.hook names it),
+// and does not run the seed Job again: Done finds the Job the first run
+// made, and it is deleted once the event has succeeded. Before, the run
+// deleted the seed Job, and the retry ran it a second time.
+func TestRefusedReadKeepsWhatSucceeded(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", nodeLabel: "`+label+`"}]}`, false)
+	f.refuseARead("db-second")
+	ctx := context.Background()
 	req := hooks.Request{
 		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute,
 		Run: "post-install/one", KeepForRetry: true,
 	}
-	err := f.runner.Run(context.Background(), req)
-	if he := (*hooks.Error)(nil); err == nil || errors.As(err, &he) {
-		t.Fatalf("the run returned %v; want a plain error for the read it was refused", err)
+	re := readError(t, f.runner.Run(ctx, req))
+	seed := f.job("db-seed")
+	if seed == nil || seed.Status.Succeeded != 1 {
+		t.Fatalf("seed %v; want the Job that succeeded left for the retry", seed)
+	}
+	if len(re.Left) != 1 || re.Left[0] != seedRef(f.ns) {
+		t.Errorf("the error left %v; want the seed Job", re.Left)
+	}
+	second := f.job("db-second")
+	if second == nil {
+		t.Fatal("the second Job is gone; want it left running")
+	}
+
+	f.labelNode(label)
+	waiting := capstanv1.RefOf(hs[slices.IndexFunc(hs, func(h render.Hook) bool { return h.Object.GetName() == "db-second" })].Object)
+	req.Resume, req.Waiting = true, &waiting
+	sameSeed := false
+	req.Done = func(_ context.Context, objs []capstanv1.ObjectRef) error {
+		j := f.job("db-seed")
+		sameSeed = j != nil && j.UID == seed.UID && slices.Contains(objs, seedRef(f.ns))
+		return nil
+	}
+	if err := f.runner.Run(ctx, req); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if !sameSeed {
+		t.Error("at Done the seed Job was not the one the first run made, or Done was not given it; the retry ran it again")
 	}
 	if j := f.job("db-seed"); j != nil {
-		t.Errorf("seed %s; want it deleted: no error named it for the retry", j.UID)
+		t.Errorf("seed %s; want it deleted once the event succeeded", j.UID)
+	}
+	if j := f.job("db-second"); j == nil || j.UID != second.UID || j.Status.Succeeded != 1 {
+		t.Errorf("second %v; want the Job the first run left, succeeded", j)
 	}
 }

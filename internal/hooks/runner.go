@@ -81,9 +81,11 @@ const DefaultDeleteWait = 30 * time.Second
 // When a hook fails or times out, Run deletes it if it has hook-failed,
 // deletes the hooks that succeeded before it if they have hook-succeeded
 // (with req.KeepForRetry it leaves them for the retry, and names them in
-// Error.Left), and returns an *Error that names it. When every hook
-// succeeds, Run calls req.Done, then deletes those with hook-succeeded, in
-// reverse order.
+// Error.Left), and returns an *Error that names it. When a hook could not
+// be read while Run waited for it, Run returns a *ReadError; the hooks
+// before it are deleted, or left and named in ReadError.Left, as for a
+// failure. When every hook succeeds, Run calls req.Done, then deletes
+// those with hook-succeeded, in reverse order.
 // Hooks of unknown events are never run.
 //
 // Every hook object carries req.Run. With req.Resume, a hook whose object
@@ -140,13 +142,11 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
 				}
 				var he *Error
-				if !req.KeepForRetry || req.Run == "" || !errors.As(err, &he) {
-					// NOTE: a failure that is no *Error (a read the API
-					// server refused) names nothing for the caller to
-					// keep for the retry: what it left would be recorded
-					// nowhere, and never deleted.
-					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
-				} else {
+				var re *ReadError
+				hookErr := errors.As(err, &he)
+				keep := req.KeepForRetry && req.Run != ""
+				switch {
+				case keep && hookErr:
 					// NOTE: the retry goes on from this run, and a hook
 					// whose object carries it and succeeded is not run
 					// again; one deleted here would be, and a seed or
@@ -154,6 +154,14 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// while a later hook keeps failing. They are deleted
 					// once the event has succeeded (Done).
 					he.Left = succeededRefs(selected[:i])
+				case keep && errors.As(err, &re):
+					// NOTE: a read the API server refused ends the run as
+					// well, and the retry goes on from it just the same;
+					// the error names them, so that the caller records
+					// them for it, as for a hook's failure.
+					re.Left = succeededRefs(selected[:i])
+				default:
+					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 				}
 			}
 			return err
@@ -413,7 +421,9 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 		log.Info("Hook's object was deleted before it was read finished")
 		return fail(ReasonDeleted, "", err)
 	case err != nil:
-		return fmt.Errorf("waiting for %s hook %s: %w", req.Event, ref.Describe(), err)
+		// NOTE: a read the API server refused (Forbidden, Unauthorized)
+		// says nothing of how the hook ends: it may still run.
+		return &ReadError{Event: req.Event, Hook: ref, Err: err}
 	case out.state == failed:
 		e := fail(out.reason, out.message, nil)
 		e.Kept, e.KeptBy = existed, keptBy
