@@ -128,6 +128,19 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return e.Err }
 
+// ended reports whether the hook ran and ended badly: it failed, did not
+// finish within its timeout, or its object was deleted before it was read
+// finished. A hook that could not be made or read (CreateFailed), whose
+// namespace is gone, or whose object its hook-succeeded policy could not
+// delete did not fail as a hook: its hook-failed policy leaves it.
+func (e *Error) ended() bool {
+	switch e.Reason {
+	case ReasonCreateFailed, ReasonNamespaceGone, ReasonDeleteFailed:
+		return false
+	}
+	return true
+}
+
 // IsHookError reports whether err is, or wraps, a hook that failed or
 // timed out. The controller can treat it as a failure a person must look
 // at, rather than retrying it at once.
@@ -139,7 +152,10 @@ func IsHookError(err error) bool {
 // ReadError is a run that stopped while it waited for a Job or Pod hook,
 // because the hook could not be read: the API server refused the read
 // (Forbidden, Unauthorized), or answered with what is no object of the
-// hook's kind. That says nothing of how the hook ends: it is no hook's
+// hook's kind. That says nothing of how the hook ends, and a migration Job
+// may still run: the hook is left as it is, its hook-failed policy does
+// not delete it, and a run that goes on from this one (Request.Resume,
+// with Request.Waiting set to Hook) reads it again. It is no hook's
 // failure. Err is the read's error, so that the API server's answer is
 // read through it (apierrors.IsForbidden).
 type ReadError struct {
@@ -157,7 +173,7 @@ type ReadError struct {
 }
 
 func (e *ReadError) Error() string {
-	return fmt.Sprintf("the %s hook %s could not be read while Capstan waited for it: %v; it did not fail, and the next look reads it again",
+	return fmt.Sprintf("the %s hook %s could not be read while Capstan waited for it: %v; it did not fail and may still run, so it is left as it is, and the next look reads it again",
 		e.Event, e.Hook.Describe(), e.Err)
 }
 

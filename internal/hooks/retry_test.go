@@ -159,3 +159,42 @@ func TestRefusedReadKeepsWhatSucceeded(t *testing.T) {
 		t.Errorf("second %v; want the Job the first run left, succeeded", j)
 	}
 }
+
+// TestRefusedReadLeavesTheHookRunning refuses a read of the pre-install
+// initdb Job, with hook-failed, while the runner waits for it: the Job did
+// not fail, and still runs, so its policy does not delete it. A run that
+// goes on from that one, told that it waited for initdb, waits for the
+// same Job once it can read it, and it succeeds. Before, the refused read
+// deleted the running Job as if it had failed.
+func TestRefusedReadLeavesTheHookRunning(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	hs := f.hooksOf(`{hooks: {initdb: {nodeLabel: "`+label+`", deletePolicy: hook-failed}}}`, false)
+	f.refuseARead("db-initdb")
+	ctx := context.Background()
+	var shown []capstanv1.HookProgress
+	req := hooks.Request{
+		Applier: f.applier, Addon: f.addon, Event: "pre-install", Hooks: hs, Timeout: minute, Run: "pre-install/one",
+		Progress: func(p capstanv1.HookProgress) error { shown = append(shown, p); return nil },
+	}
+	re := readError(t, f.runner.Run(ctx, req))
+	if len(shown) != 1 || shown[0].Name != "db-initdb" {
+		t.Fatalf("progress %+v; want the initdb Job, shown once", shown)
+	}
+	if re.Hook != shown[0].ObjectRef {
+		t.Errorf("the error names %s; want the initdb Job", re.Hook.Describe())
+	}
+	first := f.job("db-initdb")
+	if first == nil || first.DeletionTimestamp != nil {
+		t.Fatalf("initdb %v; want the running Job left as it is: it did not fail", first)
+	}
+
+	f.labelNode(label)
+	req.Resume, req.Waiting, req.WaitingSince = true, &shown[0].ObjectRef, shown[0].Since.Time
+	if err := f.runner.Run(ctx, req); err != nil {
+		t.Fatalf("the run that went on: %v", err)
+	}
+	if j := f.job("db-initdb"); j == nil || j.UID != first.UID || j.Status.Succeeded != 1 {
+		t.Errorf("initdb %v; want the Job the first run left, succeeded", j)
+	}
+}

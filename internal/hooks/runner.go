@@ -82,7 +82,8 @@ const DefaultDeleteWait = 30 * time.Second
 // deletes the hooks that succeeded before it if they have hook-succeeded
 // (with req.KeepForRetry it leaves them for the retry, and names them in
 // Error.Left), and returns an *Error that names it. When a hook could not
-// be read while Run waited for it, Run returns a *ReadError; the hooks
+// be read while Run waited for it, Run returns a *ReadError and leaves the
+// hook as it is, whatever its policies, since it did not fail; the hooks
 // before it are deleted, or left and named in ReadError.Left, as for a
 // failure. When every hook succeeds, Run calls req.Done, then deletes
 // those with hook-succeeded, in reverse order.
@@ -138,12 +139,15 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 				// must not wait for deletions. A hook that was not
 				// started failed nothing, and the objects of the hooks
 				// before it show a later look that they succeeded.
-				if hasPolicy(h, HookFailed) && r.forget(req, capstanv1.RefOf(h.Object)) == nil {
-					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
-				}
 				var he *Error
 				var re *ReadError
 				hookErr := errors.As(err, &he)
+				if hookErr && he.ended() && hasPolicy(h, HookFailed) && r.forget(req, capstanv1.RefOf(h.Object)) == nil {
+					// NOTE: only a hook that ended badly. One that could
+					// not be made or read did not fail: a migration Job
+					// whose read the API server refused may still run.
+					r.cleanUp(ctx, req, []render.Hook{h}, HookFailed, timeout)
+				}
 				keep := req.KeepForRetry && req.Run != ""
 				switch {
 				case keep && hookErr:

@@ -1,0 +1,131 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/hooks"
+)
+
+// refusedRead is what a hook runner whose read the API server refused
+// saw: the UID of the Job whose read it refused, and what the run
+// returned.
+type refusedRead struct {
+	uid types.UID
+	err error
+}
+
+// refusingHooks is a hook runner whose applier has the API server refuse
+// (Forbidden) its first read of the Job name once it exists, in a run of
+// event, as an authorizer that fails for a moment would. The controller's
+// own reads are answered.
+type refusingHooks struct {
+	controller.HookRunner
+	event, name string
+	refused     atomic.Bool
+	result      chan refusedRead
+}
+
+func (h *refusingHooks) Run(ctx context.Context, req hooks.Request) error {
+	if req.Event != h.event || h.refused.Load() {
+		return h.HookRunner.Run(ctx, req)
+	}
+	var uid types.UID
+	a := *req.Applier
+	a.Client = refusingClient{Client: a.Client, refuse: func(key client.ObjectKey, obj client.Object) error {
+		if key.Name != h.name || !h.refused.CompareAndSwap(false, true) {
+			return nil
+		}
+		uid = obj.GetUID()
+		return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, key.Name, errors.New("no reads for a moment"))
+	}}
+	req.Applier = &a
+	err := h.HookRunner.Run(ctx, req)
+	if uid != "" {
+		h.result <- refusedRead{uid: uid, err: err}
+	}
+	return err
+}
+
+// refusingClient answers a read that succeeds with refuse's error.
+type refusingClient struct {
+	client.Client
+	refuse func(client.ObjectKey, client.Object) error
+}
+
+func (c refusingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if err := c.Client.Get(ctx, key, obj, opts...); err != nil {
+		return err
+	}
+	return c.refuse(key, obj)
+}
+
+// TestRefusedHookReadLeavesTheRunAsItIs installs the dbapp chart whose
+// post-install seed Job, with hook-succeeded, succeeds, and whose second
+// Job, with hook-failed, waits for a node; the API server refuses one read
+// of the second Job while the controller waits for it. No hook failed:
+// the second Job is left running, status.hook goes on naming it, and
+// status.pendingHook names the seed Job for the retry, which goes on from
+// the same run once the node is there: neither Job is made again, and the
+// seed Job is deleted once the event has succeeded. Before, the refused
+// read had hook-failed delete the running Job and the run delete the seed
+// Job, and the retry ran both anew.
+func TestRefusedHookReadLeavesTheRunAsItIs(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	h := &refusingHooks{HookRunner: reconciler.Hooks, event: "post-install", name: "db-second", result: make(chan refusedRead, 1)}
+	shard := startShardWith(t, "read-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) { r.Hooks = h })
+	a := dbapp(t, ns, `{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", deletePolicy: hook-failed, nodeLabel: "`+label+`"}]}`, shard)
+
+	var refused refusedRead
+	select {
+	case refused = <-h.result:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the controller never came to read the second Job")
+	}
+	if !hooks.IsReadError(refused.err) || hooks.IsHookError(refused.err) || !apierrors.IsForbidden(refused.err) {
+		t.Errorf("the run returned %v; want a refused read, no hook's failure", refused.err)
+	}
+	seed := job(t, ns, "db-seed")
+	if seed == nil || seed.Status.Succeeded != 1 {
+		t.Fatalf("seed %s; want the Job that succeeded left for the retry", jobString(seed))
+	}
+	got := waitFor(t, a, 30*time.Second, "status.hook to name the second Job, and status.pendingHook the seed Job", func(cur *capstanv1.Addon) bool {
+		p := cur.Status.PendingHook
+		return cur.Status.Hook != nil && cur.Status.Hook.Name == "db-second" && p != nil && len(p.Objects) == 1 && p.Objects[0].Name == "db-seed"
+	})
+	if j := job(t, ns, "db-second"); j == nil || j.UID != refused.uid || j.DeletionTimestamp != nil {
+		t.Fatalf("second %s; want the running Job whose read was refused (%s), left as it is", jobString(j), refused.uid)
+	}
+	if p := got.Status.PendingHook; p.Objects[0].Run != seed.Annotations[hooks.RunAnnotation] {
+		t.Errorf("status.pendingHook names the seed Job of run %s; want %s", p.Objects[0].Run, seed.Annotations[hooks.RunAnnotation])
+	}
+	if isStalled(got) {
+		t.Errorf("the add-on is Stalled (%s); no hook failed", readyMessage(got))
+	}
+
+	labelNode(t, label)
+	synced(t, a)
+	if n := rec.rerunsAfterSuccess("db-seed"); n > 0 {
+		t.Errorf("the seed Job was created again %d times after it had succeeded", n)
+	}
+	if n := rec.count("Job/db-second", watch.Added); n != 1 {
+		t.Errorf("the second Job was created %d times; want once", n)
+	}
+	if j := job(t, ns, "db-second"); j == nil || j.UID != refused.uid || j.Status.Succeeded != 1 {
+		t.Errorf("second %s; want the Job whose read was refused, succeeded", jobString(j))
+	}
+	eventually(t, 30*time.Second, "the seed Job to be deleted by its policy", func() bool { return job(t, ns, "db-seed") == nil })
+}
