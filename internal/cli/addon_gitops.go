@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/spf13/cobra"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,22 +72,44 @@ func (o *gitopsOptions) writer() (*gitops.Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf(`--author %q must look like "Name <email>"`, o.author)
 	}
-	w := o.reader()
+	w, err := o.reader()
+	if err != nil {
+		return nil, err
+	}
 	w.AuthorName, w.AuthorEmail = author.Name, author.Address
 	return w, nil
 }
 
-// reader is a writer without an author, for reading a definition.
-func (o *gitopsOptions) reader() *gitops.Writer {
+// reader is a writer without an author, for reading a definition. The
+// token in CAPSTAN_GIT_TOKEN goes only to an https repository.
+//
+// NOTE: go-git sends BasicAuth with the first request, so over http the
+// token would cross the network in clear text to whoever answers; the
+// controller refuses credentials there for the same reason. An ssh
+// repository authenticates with the ssh agent or keys, and a file://
+// one takes none: the token is left out of both.
+func (o *gitopsOptions) reader() (*gitops.Writer, error) {
 	w := &gitops.Writer{URL: o.url, Branch: o.branch, Folder: o.folder}
-	if token := os.Getenv(envGitToken); token != "" {
+	token := os.Getenv(envGitToken)
+	if token == "" {
+		return w, nil
+	}
+	ep, err := transport.NewEndpoint(o.url)
+	if err != nil {
+		return nil, fmt.Errorf("--gitops %s is not a git URL: %w", netguard.Redact(o.url), netguard.RedactError(err, o.url))
+	}
+	switch ep.Protocol {
+	case "https":
 		user := os.Getenv(envGitUsername)
 		if user == "" {
 			user = "git"
 		}
 		w.Auth = &githttp.BasicAuth{Username: user, Password: token}
+	case "http":
+		return nil, fmt.Errorf("--gitops %s is a plain http URL, and %s is set: the token would be sent in clear text to whoever answers; use the repository's https:// URL, or unset %s for a repository that needs no credentials",
+			netguard.Redact(o.url), envGitToken, envGitToken)
 	}
-	return w
+	return w, nil
 }
 
 // newAddonGitopsCommands builds `install`, `edit`, `suspend`, `resume` and
@@ -467,7 +490,11 @@ func definitionExists(ctx context.Context, w *gitops.Writer, branch string, file
 // hash, the --base of an edit made from it: standard output stays the
 // file alone, to be redirected into one.
 func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
-	def, err := o.reader().Read(cmd.Context(), name)
+	r, err := o.reader()
+	if err != nil {
+		return err
+	}
+	def, err := r.Read(cmd.Context(), name)
 	if err != nil {
 		return err
 	}
