@@ -489,6 +489,10 @@ func definitionExists(ctx context.Context, w *gitops.Writer, branch string, file
 // head holds it, and on standard error where it was read and its blob
 // hash, the --base of an edit made from it: standard output stays the
 // file alone, to be redirected into one.
+//
+// NOTE: the file is written byte for byte, not through terminalText: its
+// CRLF line ends or a comment in Latin-1, escaped, would come back to
+// `edit --gitops -f FILE` as other bytes, and be committed so.
 func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
 	r, err := o.reader()
 	if err != nil {
@@ -498,7 +502,7 @@ func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := cmd.OutOrStdout().Write(def.Content); err != nil {
+	if _, err := rawOut(cmd).Write(def.Content); err != nil {
 		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "%s at commit %s of branch %q: blob %s; to replace it, edit a copy and commit it with `capstan addon edit %s --gitops URL -f FILE --base %s`\n",

@@ -484,3 +484,36 @@ func TestAddonGitopsEditBase(t *testing.T) {
 		t.Fatalf("--base without --gitops: %v", err)
 	}
 }
+
+// TestAddonGetGitopsPrintsTheFileByteForByte: `get --gitops` prints the
+// definition to be saved, edited and committed again with `edit --gitops
+// -f FILE`, so the terminal escapes of every other command's output must
+// not touch it: CRLF line ends and a comment's Latin-1 byte come out as
+// git holds them.
+func TestAddonGetGitopsPrintsTheFileByteForByte(t *testing.T) {
+	def := "# caf\xe9\r\nname: web\r\nhelm:\r\n  repo: https://charts.invalid/\r\n  chart: web\r\n  version: 1.0.0\r\n"
+	url := gitRepoWith(t, map[string]string{"addons/web.yaml": def})
+	show := exec.Command("git", "show", "HEAD:addons/web.yaml")
+	show.Dir = strings.TrimPrefix(url, "file://")
+	committed, err := show.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(committed) != def {
+		t.Fatalf("git holds %q, not the file written, %q", committed, def)
+	}
+	root := NewRootCommand()
+	var out, note bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&note)
+	root.SetArgs([]string{"addon", "get", "web", "--gitops", url})
+	if err := root.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("get --gitops: %v\n%s", err, note.String())
+	}
+	if !bytes.Equal(out.Bytes(), committed) {
+		t.Fatalf("get --gitops printed %q; want the committed bytes %q", out.String(), committed)
+	}
+	if !strings.Contains(note.String(), "--base ") {
+		t.Fatalf("get --gitops wrote %q on standard error; want the blob hash for --base", note.String())
+	}
+}

@@ -29,7 +29,8 @@ func NewRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		// What a command prints for a person goes through terminalText;
 		// `capstan render`'s output is the chart's manifests, byte for
-		// byte, for kubectl, and only its messages on stderr are.
+		// byte, for kubectl, and only its messages on stderr are. `addon
+		// get --gitops` writes its file past it too (rawOut).
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			cmd.SetErr(terminalText(cmd.ErrOrStderr()))
 			if cmd.Name() != "render" {

@@ -24,6 +24,16 @@ func terminalText(w io.Writer) io.Writer {
 	return safeWriter{w}
 }
 
+// rawOut is the command's standard output without terminalText's
+// escapes, for output that is a file to be saved byte for byte.
+func rawOut(cmd interface{ OutOrStdout() io.Writer }) io.Writer {
+	w := cmd.OutOrStdout()
+	if s, ok := w.(safeWriter); ok {
+		return s.w
+	}
+	return w
+}
+
 type safeWriter struct{ w io.Writer }
 
 func (s safeWriter) Write(p []byte) (int, error) {
