@@ -22,6 +22,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/plan"
 )
@@ -385,7 +386,8 @@ func syncOutcome(a *capstanv1.Addon, key client.ObjectKey) (bool, error) {
 	return false, nil
 }
 
-// waitGone waits until the Addon is deleted.
+// waitGone waits until the Addon is deleted. A removal that waits for a
+// person (removeOutcome) ends the wait with an error.
 func waitGone(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
 	if !w.wait {
 		return nil
@@ -399,8 +401,32 @@ func waitGone(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitF
 		if err != nil {
 			return false, "", err
 		}
-		return false, progressLine(a), nil
+		return false, progressLine(a), removeOutcome(a, key)
 	})
+}
+
+// removeOutcome says, as an error, why the removal of an Addon will not
+// end until a person acts: its uninstall failed for good (Failed and
+// Stalled: a pre-delete hook failed), or waits for the add-ons that
+// depend on it to be removed. Both name what to do in the Ready message.
+// A transient failure, which the controller retries, is waited out.
+//
+// NOTE: only a status of the deleting generation counts: the API server
+// moves the generation when it sets deletionTimestamp, so an add-on that
+// was Failed before its removal is not taken for one whose uninstall
+// failed.
+func removeOutcome(a *capstanv1.Addon, key client.ObjectKey) error {
+	if a.DeletionTimestamp == nil || a.Status.ObservedGeneration != a.Generation {
+		return nil
+	}
+	why := strings.TrimSuffix(readyMessage(a), ".")
+	switch {
+	case readyReason(a) == controller.ReasonWaitingForDependents:
+		return fmt.Errorf("addon %s is not removed yet, and waits for a person: %s. The removal stands, and goes on once they are gone", key, why)
+	case a.Status.Phase == capstanv1.PhaseFailed && apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionStalled):
+		return fmt.Errorf("addon %s is not removed: its uninstall failed, and waits for a person: %s. The removal stands, and goes on once that is fixed", key, why)
+	}
+	return nil
 }
 
 // poll calls check every second until it is done, fails, or the timeout

@@ -8,6 +8,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 // TestPollSaysInterruptedNotTimedOut cancels the command's context, as
@@ -52,6 +57,53 @@ func TestAddRefusesFlagsOfTheOtherSource(t *testing.T) {
 		err := cmd.ExecuteContext(t.Context())
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestRemoveOutcome: a removal whose uninstall waits for a person (a
+// pre-delete hook failed for good, or add-ons still depend on it) ends
+// the wait with the controller's message, instead of sitting out the
+// whole --timeout; a transient failure, an uninstall under way, and a
+// status of the generation before the deletion are waited out.
+func TestRemoveOutcome(t *testing.T) {
+	key := client.ObjectKey{Namespace: "tenant", Name: "db"}
+	deleting := func(phase capstanv1.Phase, reason, message string, stalled bool, observed int64) *capstanv1.Addon {
+		now := metav1.Now()
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name, Generation: 3, DeletionTimestamp: &now}}
+		a.Status.Phase, a.Status.ObservedGeneration = phase, observed
+		st := metav1.ConditionFalse
+		if stalled {
+			st = metav1.ConditionTrue
+		}
+		a.Status.Conditions = []metav1.Condition{
+			{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, Message: message},
+			{Type: capstanv1.ConditionStalled, Status: st, Reason: reason, Message: message},
+		}
+		return a
+	}
+	hookFailed := "the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook."
+	dependents := "the uninstall waits until no add-on depends on this one: remove tenant/web first, or with it"
+	notDeleting := deleting(capstanv1.PhaseFailed, "DeleteFailed", hookFailed, true, 3)
+	notDeleting.DeletionTimestamp = nil
+	for _, tc := range []struct {
+		name string
+		a    *capstanv1.Addon
+		want string
+	}{
+		{"a pre-delete hook that failed for good", deleting(capstanv1.PhaseFailed, "DeleteFailed", hookFailed, true, 3), "its uninstall failed, and waits for a person: " + hookFailed[:len(hookFailed)-1] + ". The removal stands"},
+		{"dependents to remove first", deleting(capstanv1.PhaseDeleting, controller.ReasonWaitingForDependents, dependents, false, 3), "waits for a person: " + dependents},
+		{"a transient failure, retried", deleting(capstanv1.PhaseFailed, "DeleteFailed", "the API server did not answer", false, 3), ""},
+		{"an uninstall under way", deleting(capstanv1.PhaseDeleting, "Uninstalling", "Running pre-delete hooks and deleting the inventory.", false, 3), ""},
+		{"a failure of the generation before the deletion", deleting(capstanv1.PhaseFailed, "RenderFailed", "a template failed", true, 2), ""},
+		{"an Addon not being deleted", notDeleting, ""},
+	} {
+		err := removeOutcome(tc.a, key)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v; want the wait to go on", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v; want an error with %q", tc.name, err, tc.want)
 		}
 	}
 }

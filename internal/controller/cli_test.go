@@ -118,3 +118,39 @@ func TestCLILifecycle(t *testing.T) {
 		t.Error("the add-on's ConfigMap survived remove --uninstall")
 	}
 }
+
+// TestCLIRemoveEndsWhenTheUninstallFails: `capstan addon remove` of a
+// restricted add-on whose pre-delete hook fails ends at once with the
+// controller's message, as install and sync do on a Failed add-on,
+// instead of waiting out the whole --timeout for a removal that only a
+// person can move on.
+func TestCLIRemoveEndsWhenTheUninstallFails(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "failingdeletehook", version: "1.0.0", files: map[string]string{
+		"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
+		"templates/backup.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: backup\n  annotations:\n    helm.sh/hook: pre-delete\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    metadata:\n      labels: {capstan.dev/test-fail: \"true\"}\n" +
+			"    spec:\n      restartPolicy: Never\n      containers:\n        - name: backup\n          image: registry.example/backup:1.0\n",
+	}})
+	a := create(t, newAddon(ns, "db", url))
+	if got := waitPhase(t, a, capstanv1.PhaseSynced); got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("profile %s, want restricted", got.Status.Profile)
+	}
+
+	start := time.Now()
+	out, err := capstanFails(t, "addon", "remove", "db", "-n", ns, "--timeout", "150s")
+	if err == nil || !strings.Contains(err.Error(), "pre-delete hook failed") || !strings.Contains(err.Error(), "The removal stands") {
+		t.Fatalf("remove of an add-on whose pre-delete hook fails, after %s: %v; want the controller's message\n%s",
+			time.Since(start).Round(time.Second), err, out)
+	}
+	if cur := getAddon(t, a); cur.DeletionTimestamp == nil || live(t, "v1", "ConfigMap", ns, "settings") == nil {
+		t.Fatalf("after the failed uninstall the Addon is not being deleted, or its ConfigMap is gone: %s", describeStatus(cur))
+	}
+
+	// What the message says to do lets the Addon go, the software kept.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.DeletionPolicy = capstanv1.DeletionOrphan })
+	eventually(t, 60*time.Second, "the Addon to go once it orphans", func() bool {
+		return apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
+}

@@ -100,7 +100,7 @@ func decide(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
 			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
 	case len(f.dependents) > 0:
-		return outcome{Phase: capstanv1.PhaseDeleting, Reason: "WaitingForDependents",
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents,
 			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
 	case f.uninstalling && f.hooksRefused != "" && f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling,
@@ -164,6 +164,11 @@ func heldMessage(held []capstanv1.ObjectRef) string {
 // that the plan after it, which asks for the approval, is a transition of
 // its own: an event and a notification that say how to approve.
 const reasonPruneHeld = "PruneHeld"
+
+// ReasonWaitingForDependents is the Ready reason of an add-on whose
+// uninstall waits until no add-on depends on it: only a person removing
+// them moves it on, so `capstan addon remove` stops waiting on it.
+const ReasonWaitingForDependents = "WaitingForDependents"
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,
 // or waits for what a wave deleted to be gone.
