@@ -424,10 +424,14 @@ func RefuseHeld(a *capstanv1.Addon, key client.ObjectKey) error {
 // could apply (Blocked) it says why, and that resume lets the plan that
 // follows the fix apply.
 //
+// flags end each command it names: the CLI gives its --kubeconfig and
+// --context, so that a pasted command acts on the same cluster; other
+// callers give "".
+//
 // NOTE: a suspended add-on is only planned, so the sync would wait in vain,
 // and the approval left behind would apply the plan at some later resume
 // that meant no sync.
-func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
+func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey, flags string) error {
 	if !a.Spec.Suspend {
 		return nil
 	}
@@ -444,14 +448,14 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey) error {
 		// prints no command for it: resume, which approves nothing, is
 		// what lets the plan that follows the fix apply.
 		if err := Blocked(p); err != nil {
-			return fmt.Errorf("addon %s is suspended, and %w, and its plan cannot be installed: %w; once the cause is fixed, `capstan addon resume %s -n %s` lets the plan that follows apply",
-				key, ErrSuspended, err, key.Name, key.Namespace)
+			return fmt.Errorf("addon %s is suspended, and %w, and its plan cannot be installed: %w; once the cause is fixed, `capstan addon resume %s -n %s%s` lets the plan that follows apply",
+				key, ErrSuspended, err, key.Name, key.Namespace, flags)
 		}
-		return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s --plan %s` resumes it and applies exactly its plan",
-			key, ErrSuspended, key.Name, key.Namespace, p.Hash)
+		return fmt.Errorf("addon %s is suspended, and %w: `capstan addon install %s -n %s --plan %s%s` resumes it and applies exactly its plan",
+			key, ErrSuspended, key.Name, key.Namespace, p.Hash, flags)
 	}
-	return fmt.Errorf("addon %s is suspended, and %w: `capstan addon get %s -n %s --diff` shows its plan and the install command that resumes it and applies exactly that plan",
-		key, ErrSuspended, key.Name, key.Namespace)
+	return fmt.Errorf("addon %s is suspended, and %w: `capstan addon get %s -n %s --diff%s` shows its plan and the install command that resumes it and applies exactly that plan",
+		key, ErrSuspended, key.Name, key.Namespace, flags)
 }
 
 // Approve approves exactly the plan with hash and raises spec.syncRequest.
@@ -493,7 +497,7 @@ func approve(ctx context.Context, c client.Client, key client.ObjectKey, hash st
 	if !resume {
 		// NOTE: the patch below carries the resourceVersion read here, so
 		// an Addon suspended after this check refuses the write.
-		if err := RefuseSuspended(a, key); err != nil {
+		if err := RefuseSuspended(a, key, ""); err != nil {
 			return Approval{}, err
 		}
 	}

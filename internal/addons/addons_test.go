@@ -94,7 +94,7 @@ func TestRefuseSuspended(t *testing.T) {
 	} {
 		a := &capstanv1.Addon{}
 		tc.change(a)
-		err := RefuseSuspended(a, key)
+		err := RefuseSuspended(a, key, "")
 		if tc.says == "" {
 			if err != nil {
 				t.Errorf("%s: %v; want no refusal", tc.name, err)

@@ -60,6 +60,31 @@ func (f *clusterFlags) config() (*rest.Config, error) {
 	return restConfig(kc, f.kubeconfig)
 }
 
+// suffix is the --kubeconfig and --context this command was given, each
+// shell-quoted when it must be, to end every command it prints for a
+// person to run next. Without them, a pasted command would act in the
+// kubeconfig's current context, which may be another cluster by then,
+// where an add-on of the same name may even have a plan of the same hash.
+func (f *clusterFlags) suffix() string {
+	var b strings.Builder
+	if f.kubeconfig != "" {
+		b.WriteString(" --kubeconfig " + shellQuote(f.kubeconfig))
+	}
+	if f.kubeContext != "" {
+		b.WriteString(" --context " + shellQuote(f.kubeContext))
+	}
+	return b.String()
+}
+
+// shellQuote is s as one word of a POSIX shell: as it is when it holds
+// only characters no shell treats specially, single-quoted otherwise.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789@%+=:,./_-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
 func (f *clusterFlags) client() (client.Client, error) {
 	cfg, err := f.config()
 	if err != nil {
@@ -191,7 +216,7 @@ refuses to replace a file that someone changed since.`,
 				return printObject(cmd.OutOrStdout(), output, reapplicable(a))
 			}
 			printAddon(cmd.OutOrStdout(), a, a.Status.Plan, diffs)
-			if next := nextCommand(a); next != "" {
+			if next := nextCommand(a, f.suffix()); next != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "To apply exactly this plan: %s\n", next)
 			}
 			return nil
@@ -298,17 +323,18 @@ func indent(s, prefix string) string {
 // suspended add-on's install, or a sync of one that is OutOfSync (a manual
 // sync, a prune to confirm, a window). It is empty when there is no plan
 // for the current generation, when the plan is blocked, and for a
-// suspended add-on that git manages, which a commit resumes.
-func nextCommand(a *capstanv1.Addon) string {
+// suspended add-on that git manages, which a commit resumes. flags end the
+// command (clusterFlags.suffix).
+func nextCommand(a *capstanv1.Addon, flags string) string {
 	p, err := addons.Reviewable(a, "")
 	if err != nil {
 		return ""
 	}
 	switch {
 	case a.Spec.Suspend && a.Labels[gitops.ManagedByGitLabel] == "":
-		return fmt.Sprintf("capstan addon install %s -n %s --plan %s", a.Name, a.Namespace, p.Hash)
+		return fmt.Sprintf("capstan addon install %s -n %s --plan %s%s", a.Name, a.Namespace, p.Hash, flags)
 	case !a.Spec.Suspend && a.Status.Phase == capstanv1.PhaseOutOfSync:
-		return fmt.Sprintf("capstan addon sync %s -n %s --plan %s", a.Name, a.Namespace, p.Hash)
+		return fmt.Sprintf("capstan addon sync %s -n %s --plan %s%s", a.Name, a.Namespace, p.Hash, flags)
 	}
 	return ""
 }
@@ -318,13 +344,14 @@ func nextCommand(a *capstanv1.Addon) string {
 // says with --yes that whichever plan is in status will do. A plan that no
 // approval could apply (addons.Blocked), and an add-on whose sync is held
 // since its profile changed (addons.RefuseHeld), are refused saying why.
+// flags end the commands it names (clusterFlags.suffix).
 //
 // NOTE: "the plan in status now" is not the plan that was reviewed: a plan
 // changes without the generation changing (a valuesFrom Secret edited, a
 // version range that resolves to a newer chart), so it could apply a plan
 // nobody saw. The page and the API take the hash only; the CLI asks for it
 // as Terraform's apply asks unless -auto-approve.
-func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
+func requireReview(a *capstanv1.Addon, verb, hash string, yes bool, flags string) error {
 	if hash != "" || yes {
 		return nil
 	}
@@ -333,7 +360,7 @@ func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
 	if err := addons.RefuseHeld(a, client.ObjectKeyFromObject(a)); err != nil {
 		return err
 	}
-	review := fmt.Sprintf("capstan addon get %s -n %s --diff", a.Name, a.Namespace)
+	review := fmt.Sprintf("capstan addon get %s -n %s --diff%s", a.Name, a.Namespace, flags)
 	if p := a.Status.Plan; p != nil && p.Generation == a.Generation {
 		// NOTE: before --plan is suggested: a blocked plan named by its
 		// hash is refused too, so the command would not do what it says.
@@ -341,8 +368,8 @@ func requireReview(a *capstanv1.Addon, verb, hash string, yes bool) error {
 			return fmt.Errorf("addon %s: %w", key, err)
 		}
 		return fmt.Errorf("addon %s: %s applies the plan you reviewed, named by its hash: the plan now is %s (%s); review it with `%s`, "+
-			"then run `capstan addon %s %s -n %s --plan %s`; or give --yes to approve whichever plan is in status when the command runs",
-			key, verb, p.Hash, plan.String(p), review, verb, a.Name, a.Namespace, p.Hash)
+			"then run `capstan addon %s %s -n %s --plan %s%s`; or give --yes to approve whichever plan is in status when the command runs",
+			key, verb, p.Hash, plan.String(p), review, verb, a.Name, a.Namespace, p.Hash, flags)
 	}
 	return fmt.Errorf("addon %s: %s applies the plan you reviewed, named by its hash, and there is no plan for generation %d yet; "+
 		"wait for it, and review it with `%s`, which prints the command that applies it", key, verb, a.Generation, review)
@@ -375,16 +402,16 @@ is in status when the command runs, unseen.`,
 			if err != nil {
 				return err
 			}
-			if err := addons.RefuseSuspended(a, key); err != nil {
+			if err := addons.RefuseSuspended(a, key, f.suffix()); err != nil {
 				return err
 			}
-			if err := requireReview(a, "sync", hash, yes); err != nil {
+			if err := requireReview(a, "sync", hash, yes, f.suffix()); err != nil {
 				return err
 			}
 			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash); err != nil {
 				return err
 			}
-			return waitSynced(cmd, c, key, w)
+			return waitSynced(cmd, c, key, w, f.suffix())
 		},
 	}
 	f.add(cmd)

@@ -145,8 +145,8 @@ func newAddonAddCommand() *cobra.Command {
 			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Created Addon %s/%s, suspended. Review its plan with `capstan addon get %s -n %s --diff`: it prints the command that installs exactly that plan, `capstan addon install %s -n %s --plan sha256:…`.\n",
-				f.namespace, args[0], args[0], f.namespace, args[0], f.namespace)
+			fmt.Fprintf(cmd.OutOrStdout(), "Created Addon %s/%s, suspended. Review its plan with `capstan addon get %s -n %s --diff%s`: it prints the command that installs exactly that plan, `capstan addon install %s -n %s --plan sha256:…%s`.\n",
+				f.namespace, args[0], args[0], f.namespace, f.suffix(), args[0], f.namespace, f.suffix())
 			return nil
 		},
 	}
@@ -224,7 +224,7 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes 
 	if err != nil {
 		return err
 	}
-	if err := requireReview(current, "install", hash, yes); err != nil {
+	if err := requireReview(current, "install", hash, yes, f.suffix()); err != nil {
 		return err
 	}
 	a, err := addons.Install(cmd.Context(), c, key, hash)
@@ -232,7 +232,7 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes 
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Installing plan %s: %s\n", a.Hash, a.Summary)
-	return waitSynced(cmd, c, key, w)
+	return waitSynced(cmd, c, key, w, f.suffix())
 }
 
 // editCluster changes an Addon's values, version and secret inputs. The
@@ -332,8 +332,9 @@ func mergeOverSpecValues(a *capstanv1.Addon, vals map[string]any) ([]byte, error
 // printing each change of phase, hook and progress on one line. A Blocked,
 // Failed, Degraded, suspended or paused add-on, and one whose approval was
 // not taken up (stale, without a plan, or a prune that needs its own
-// approval), ends the wait with an error.
-func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags) error {
+// approval), ends the wait with an error; flags end the commands it names
+// (clusterFlags.suffix).
+func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitFlags, flags string) error {
 	if !w.wait {
 		return nil
 	}
@@ -342,22 +343,22 @@ func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w wai
 		if err := c.Get(ctx, key, a); err != nil {
 			return false, "", err
 		}
-		done, err := syncOutcome(a, key)
+		done, err := syncOutcome(a, key, flags)
 		return done, progressLine(a), err
 	})
 }
 
 // syncOutcome says whether a sync of the Addon is done, or, as an error,
-// why it will not be soon.
-func syncOutcome(a *capstanv1.Addon, key client.ObjectKey) (bool, error) {
+// why it will not be soon; flags end the commands it names.
+func syncOutcome(a *capstanv1.Addon, key client.ObjectKey, flags string) (bool, error) {
 	// NOTE: before the generation check: a paused Addon is not reconciled,
 	// so its status never catches up, and the wait would run to its end.
 	switch {
 	case a.Annotations[capstanv1.PausedAnnotation] == "true":
-		return false, fmt.Errorf("addon %s is paused (annotation %s=true), and a paused add-on applies nothing; the approval stands, and applies once the annotation goes: `kubectl annotate addon %s -n %s %s-`",
-			key, capstanv1.PausedAnnotation, key.Name, key.Namespace, capstanv1.PausedAnnotation)
+		return false, fmt.Errorf("addon %s is paused (annotation %s=true), and a paused add-on applies nothing; the approval stands, and applies once the annotation goes: `kubectl annotate addon %s -n %s %s-%s`",
+			key, capstanv1.PausedAnnotation, key.Name, key.Namespace, capstanv1.PausedAnnotation, flags)
 	case a.Spec.Suspend:
-		return false, addons.RefuseSuspended(a, key)
+		return false, addons.RefuseSuspended(a, key, flags)
 	}
 	if a.Status.ObservedGeneration != a.Generation {
 		return false, nil

@@ -335,7 +335,7 @@ flag.`,
 			if err != nil {
 				return err
 			}
-			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, report)
+			return removeGitopsUninstall(cmd, c, w, client.ObjectKey{Namespace: removeCF.namespace, Name: args[0]}, removeCF.suffix(), report)
 		},
 	}
 	removeOpts.register(remove)
@@ -360,8 +360,9 @@ flag.`,
 // and its file to be in the repository, just before the
 // commit, and taken off again when the commit fails: a mark left behind
 // would make a later, plain removal delete the running software, which the
-// cluster profile's default policy (Orphan) keeps.
-func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey,
+// cluster profile's default policy (Orphan) keeps. flags end the commands
+// it names (clusterFlags.suffix).
+func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer, key client.ObjectKey, flags string,
 	report func(*cobra.Command, string, error, string) error) error {
 	ctx, out := cmd.Context(), cmd.OutOrStdout()
 	files := gitops.DefinitionFiles(w.Folder, key.Name)
@@ -373,16 +374,16 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 	}
 	repo := a.Labels[gitops.ManagedByGitLabel]
 	if repo == "" {
-		return fmt.Errorf("addon %s is not managed by git (it has no %s label): no commit removes it; remove it in the cluster with `capstan addon remove %s -n %s --uninstall`",
-			key, gitops.ManagedByGitLabel, key.Name, key.Namespace)
+		return fmt.Errorf("addon %s is not managed by git (it has no %s label): no commit removes it; remove it in the cluster with `capstan addon remove %s -n %s --uninstall%s`",
+			key, gitops.ManagedByGitLabel, key.Name, key.Namespace, flags)
 	}
 	if made := a.Annotations[gitops.GitFileAnnotation]; made != "" && !slices.Contains(files, made) {
 		return fmt.Errorf("addon %s was made from %s (annotation %s), not from %s: give --folder %s", key, made, gitops.GitFileAnnotation, strings.Join(files, " or "), path.Dir(made))
 	}
 	ar := &capstanv1.AddonRepository{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: key.Namespace, Name: repo}, ar); apierrors.IsNotFound(err) {
-		return fmt.Errorf("addon %s names AddonRepository %s, which is gone: no commit removes the Addon any more; remove it in the cluster with `capstan addon remove %s -n %s --uninstall`",
-			key, repo, key.Name, key.Namespace)
+		return fmt.Errorf("addon %s names AddonRepository %s, which is gone: no commit removes the Addon any more; remove it in the cluster with `capstan addon remove %s -n %s --uninstall%s`",
+			key, repo, key.Name, key.Namespace, flags)
 	} else if err != nil {
 		return fmt.Errorf("cannot read AddonRepository %s, which manages addon %s, to check that the commit removes the Addon: %w", repo, key, err)
 	}

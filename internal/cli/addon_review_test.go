@@ -7,6 +7,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
@@ -30,11 +31,13 @@ func TestInstallAndSyncNameThePlan(t *testing.T) {
 		verb, name string
 		next       string
 	}{
-		{"install", "blog", "capstan addon install blog -n " + ns + " --plan " + hash},
-		{"sync", "web", "capstan addon sync web -n " + ns + " --plan " + hash},
+		// The helper gives --kubeconfig, and every printed command names
+		// it, so that a pasted command acts on this cluster.
+		{"install", "blog", "capstan addon install blog -n " + ns + " --plan " + hash + " --kubeconfig " + cluster.Kubeconfig},
+		{"sync", "web", "capstan addon sync web -n " + ns + " --plan " + hash + " --kubeconfig " + cluster.Kubeconfig},
 	} {
 		out, err := capstan(t, cluster, "addon", tc.verb, tc.name, "-n", ns, "--wait=false")
-		if err == nil || !strings.Contains(err.Error(), "`"+tc.next+"`") || !strings.Contains(err.Error(), "capstan addon get "+tc.name+" -n "+ns+" --diff") {
+		if err == nil || !strings.Contains(err.Error(), "`"+tc.next+"`") || !strings.Contains(err.Error(), "capstan addon get "+tc.name+" -n "+ns+" --diff --kubeconfig "+cluster.Kubeconfig) {
 			t.Errorf("%s without --plan: %v; want it refused, naming the review and %q\n%s", tc.verb, err, tc.next, out)
 		}
 		if a := getAddon(t, c, ns, tc.name); a.Spec.ApprovedPlan != "" || a.Spec.SyncRequest != 0 || a.Spec.Suspend != (tc.name == "blog") {
@@ -95,7 +98,7 @@ func TestNextCommand(t *testing.T) {
 			heldSinceItsProfileChanged(a)
 		}), ""},
 	} {
-		if got := nextCommand(tc.a); got != tc.want {
+		if got := nextCommand(tc.a, ""); got != tc.want {
 			t.Errorf("%s: %q; want %q", tc.name, got, tc.want)
 		}
 	}
@@ -113,7 +116,7 @@ func TestRequireReviewOfABlockedPlan(t *testing.T) {
 		a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 3, Objects: []capstanv1.PlannedObject{{
 			ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "settings"},
 			Action:    capstanv1.ActionCreate, Error: `admission webhook "policy.example" denied the request`}}}
-		err := requireReview(a, verb, "", false)
+		err := requireReview(a, verb, "", false, "")
 		if !errors.Is(err, addons.ErrPlanBlocked) || !strings.Contains(err.Error(), `admission webhook "policy.example" denied the request`) {
 			t.Errorf("%s of a blocked plan: %v; want ErrPlanBlocked naming the dry run's error", verb, err)
 		}
@@ -143,12 +146,52 @@ func TestRequireReviewOfAHeldAddon(t *testing.T) {
 		a.Spec.Suspend = verb == "install"
 		a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 3}
 		heldSinceItsProfileChanged(a)
-		err := requireReview(a, verb, "", false)
+		err := requireReview(a, verb, "", false, "")
 		if !errors.Is(err, addons.ErrProfileChanged) || !strings.Contains(err.Error(), "Trust apps again") {
 			t.Errorf("%s of a held add-on: %v; want ErrProfileChanged with the hold's message", verb, err)
 		}
 		if err != nil && strings.Contains(err.Error(), "--plan") {
 			t.Errorf("%s of a held add-on: %q suggests --plan, which is refused", verb, err)
 		}
+	}
+}
+
+// TestPrintedCommandsNameTheCluster: the commands the CLI prints for a
+// person to run next carry the --kubeconfig and --context it was given,
+// shell-quoted when they must be, so that a pasted command acts on the
+// same cluster and not in whatever context is current by then.
+func TestPrintedCommandsNameTheCluster(t *testing.T) {
+	for _, tc := range []struct {
+		f    clusterFlags
+		want string
+	}{
+		{clusterFlags{}, ""},
+		{clusterFlags{kubeContext: "prod"}, " --context prod"},
+		{clusterFlags{kubeconfig: "/home/ada/.kube/prod.yaml", kubeContext: "admin@prod-eu"}, " --kubeconfig /home/ada/.kube/prod.yaml --context admin@prod-eu"},
+		{clusterFlags{kubeconfig: "/home/ada/my clusters/k", kubeContext: "it's; rm -rf ~"}, ` --kubeconfig '/home/ada/my clusters/k' --context 'it'\''s; rm -rf ~'`},
+		{clusterFlags{kubeContext: "$(id)"}, ` --context '$(id)'`},
+	} {
+		if got := tc.f.suffix(); got != tc.want {
+			t.Errorf("%+v: %q; want %q", tc.f, got, tc.want)
+		}
+	}
+
+	hash := "sha256:" + strings.Repeat("e", 64)
+	a := &capstanv1.Addon{}
+	a.Namespace, a.Name, a.Generation = "tenant", "blog", 2
+	a.Spec.Suspend = true
+	a.Status.Plan = &capstanv1.Plan{Hash: hash, Generation: 2}
+	f := clusterFlags{kubeContext: "prod"}
+	if got, want := nextCommand(a, f.suffix()), "capstan addon install blog -n tenant --plan "+hash+" --context prod"; got != want {
+		t.Errorf("get's next command: %q; want %q", got, want)
+	}
+	if err := requireReview(a, "install", "", false, f.suffix()); err == nil ||
+		!strings.Contains(err.Error(), "`capstan addon get blog -n tenant --diff --context prod`") ||
+		!strings.Contains(err.Error(), "`capstan addon install blog -n tenant --plan "+hash+" --context prod`") {
+		t.Errorf("install without --plan: %v; want both commands with --context prod", err)
+	}
+	if _, err := syncOutcome(a, client.ObjectKey{Namespace: "tenant", Name: "blog"}, f.suffix()); err == nil ||
+		!strings.Contains(err.Error(), "`capstan addon install blog -n tenant --plan "+hash+" --context prod`") {
+		t.Errorf("a wait on a suspended add-on: %v; want the install command with --context prod", err)
 	}
 }

@@ -97,7 +97,7 @@ func TestSyncOutcome(t *testing.T) {
 			a.Generation = 3
 		}, false, ""},
 	} {
-		done, err := syncOutcome(addon(tc.change), key)
+		done, err := syncOutcome(addon(tc.change), key, "")
 		if done != tc.done || (err == nil) != (tc.err == "") || (err != nil && !strings.Contains(err.Error(), tc.err)) {
 			t.Errorf("%s: done %v, error %v; want done %v, an error with %q", tc.name, done, err, tc.done, tc.err)
 		}
