@@ -34,6 +34,10 @@ func main() {
 
 func run(out string, platforms []string, version, push, caCerts string) error {
 	ctx := context.Background()
+	// Before the build, which takes minutes: the layout is written last.
+	if err := image.CheckLayoutDir(out); err != nil {
+		return err
+	}
 	revision := git("rev-parse", "HEAD")
 	if version == "" {
 		version = git("describe", "--tags", "--always", "--dirty")

@@ -11,8 +11,10 @@ import (
 	"context"
 	"debug/buildinfo"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,9 +251,33 @@ func tarLayer(files []file, created time.Time) (v1.Layer, error) {
 		tarball.WithMediaType(types.OCILayer))
 }
 
+// CheckLayoutDir refuses dir as the folder of WriteLayout, which deletes
+// it first, unless it is missing, empty, or an OCI layout (it holds an
+// oci-layout file) that an earlier build wrote: a mistyped -out (".", the
+// checkout, a home folder) must not be deleted.
+func CheckLayoutDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil
+	case err != nil:
+		return fmt.Errorf("cannot write the image's OCI layout into %s, which would first be deleted: %w; give a new or empty folder", dir, err)
+	case len(entries) == 0:
+		return nil
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "oci-layout")); err == nil && fi.Mode().IsRegular() {
+		return nil
+	}
+	return fmt.Errorf("%s holds files and is no OCI layout (it has no oci-layout file), and writing the image's layout deletes the folder first: give a new or empty folder, or the layout of an earlier build", dir)
+}
+
 // WriteLayout writes the index into an OCI layout folder, with the SBOM of
 // its first image attached as an OCI artifact whose subject is the index.
+// The folder is replaced, once CheckLayoutDir accepts it.
 func WriteLayout(dir string, idx v1.ImageIndex, sbom []byte) (layout.Path, error) {
+	if err := CheckLayoutDir(dir); err != nil {
+		return "", err
+	}
 	if err := os.RemoveAll(dir); err != nil {
 		return "", err
 	}

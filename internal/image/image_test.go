@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
@@ -283,5 +284,45 @@ func TestCABundle(t *testing.T) {
 				t.Errorf("caBundle with %v = %q, want %q", tc.exists, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWriteLayoutRefusesAFolderThatIsNoLayout: WriteLayout replaces its
+// folder, so a folder that holds files but no oci-layout file (`-out .`,
+// the checkout) or a file is refused and left as it is; a missing or
+// empty folder, and the layout of an earlier build, are written.
+func TestWriteLayoutRefusesAFolderThatIsNoLayout(t *testing.T) {
+	idx, err := random.Index(64, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkout := t.TempDir()
+	if err := os.WriteFile(filepath.Join(checkout, "go.mod"), []byte("module example\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(file, []byte("keep me\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{checkout, file} {
+		if _, err := WriteLayout(dir, idx, nil); err == nil || !strings.Contains(err.Error(), dir) {
+			t.Errorf("WriteLayout(%s): %v; want it refused, naming the folder", dir, err)
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(checkout, "go.mod")); err != nil || string(data) != "module example\n" {
+		t.Errorf("the refused folder's file: %q, %v; want it kept", data, err)
+	}
+	if data, err := os.ReadFile(file); err != nil || string(data) != "keep me\n" {
+		t.Errorf("the refused file: %q, %v; want it kept", data, err)
+	}
+
+	missing := filepath.Join(t.TempDir(), "layout")
+	for _, dir := range []string{missing, missing, t.TempDir()} {
+		if _, err := WriteLayout(dir, idx, nil); err != nil {
+			t.Errorf("WriteLayout(%s): %v; want a new, empty or earlier layout written", dir, err)
+		}
+		if _, err := layout.FromPath(dir); err != nil {
+			t.Errorf("%s after WriteLayout: %v", dir, err)
+		}
 	}
 }
