@@ -335,11 +335,16 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 // add-on's would go with it by their owner reference, a cluster add-on's
 // would stay for good. It returns the objects whose delete failed.
 //
-// NOTE: the post-delete stage is recorded over before the deletes: a look
-// after one that failed only deletes what is left (finishCleanUp, at the
+// NOTE: the post-delete stage is recorded over, and written, before the
+// deletes: a look after one that failed, or after a controller that
+// stopped while they ran, only deletes what is left (finishCleanUp, at the
 // start of the uninstall), and holds the finalizer until it is gone, as
 // for the objects of the uninstall's own hooks; it runs no post-delete
-// hook again.
+// hook again. A pending event turned into that record in memory only
+// would leave status.pendingHook stored: a source that renders its hooks
+// again by the next look would have it go on from the pending run, whose
+// kept objects are deleted by then, and run their hooks again. When the
+// write fails, nothing is deleted, and every object is returned as left.
 func (r *AddonReconciler) cleanUpKeptHooks(ctx context.Context, s *scope) ([]capstanv1.HookObject, error) {
 	st := &s.addon.Status
 	if p := st.PendingHook; p != nil && p.Event == "post-delete" {
@@ -348,11 +353,20 @@ func (r *AddonReconciler) cleanUpKeptHooks(ctx context.Context, s *scope) ([]cap
 			done.Objects = slices.Clone(d.Objects)
 		}
 		st.PendingHook, st.PreHooksDone = nil, withLeftOvers(done, p.Objects)
+		if err := r.checkpointStatus(ctx, s); err != nil {
+			return st.PreHooksDone.Objects, fmt.Errorf("recording the post-delete stage over failed, so nothing its runs kept was deleted: %w", err)
+		}
 	}
 	if !postDeleteDone(s.addon) {
 		return nil, nil // no post-delete hook ran, and none kept anything
 	}
-	return r.finishCleanUp(ctx, s)
+	left, err := r.finishCleanUp(ctx, s)
+	if err == nil {
+		// Tests stop here, as a controller killed after the deletes and
+		// before the status write that ends the reconcile would.
+		err = r.stepHook(ctx, s, "post-delete kept clean-up")
+	}
+	return left, err
 }
 
 // deleteHooks renders the add-on once more to find its delete hooks, and

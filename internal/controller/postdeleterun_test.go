@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 )
 
 // postDeleteHooks are dbapp's values for two post-delete Jobs: kept (its
@@ -124,4 +127,75 @@ func TestPostDeleteLeavesNoKeptJob(t *testing.T) {
 			t.Error("db-first was deleted; an Addon removed with Orphan leaves its hook objects")
 		}
 	})
+}
+
+// TestStopAfterKeptPostDeleteJobIsDeleted fails a post-delete event after
+// its Job db-first, with hook-succeeded only, has succeeded and was kept
+// for the retry, under a shard's controller. The chart is then gone for
+// good (404), so the uninstall runs no delete hook and deletes what the
+// pending event kept before the finalizer goes; the controller stops right
+// after that delete, before the status write that ends the reconcile. The
+// chart comes back, mended, and the suite's controller takes the Addon up:
+// it must find the post-delete stage over and let the Addon go, without
+// running db-first again. Before, the pending event was turned into that
+// record in memory only, and the next controller went on from the pending
+// run, whose Job db-first was gone, and ran it a second time.
+func TestStopAfterKeptPostDeleteJobIsDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	stopped := make(chan struct{})
+	var once sync.Once
+	shard := startShardUntil(ctx, t, "kept-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) {
+		r.BeforeApplyStep = func(rctx context.Context, _ *capstanv1.Addon, step string) error {
+			if step != "post-delete kept clean-up" {
+				return nil
+			}
+			once.Do(func() {
+				stop()
+				// NOTE: the manager cancels its controllers' context once
+				// it sees its own done; the reconcile ends with it, as a
+				// stopped controller's does, writing nothing.
+				select {
+				case <-rctx.Done():
+				case <-time.After(30 * time.Second):
+				}
+				close(stopped)
+			})
+			return errors.New("simulated stop after the kept Jobs were deleted")
+		}
+	})
+	a := dbapp(t, ns, postDeleteHooks("first", "hook-succeeded", "true"), shard,
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	url := a.Spec.Chart.URL
+	deleteUntilPostDeleteFails(t, a, ns, "first")
+
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = charts.srv.URL + "/charts/deleted/dbapp-1.0.0.tgz" })
+	select {
+	case <-stopped:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the shard never came to delete what the pending post-delete event kept")
+	}
+	if j := job(t, ns, "db-first"); j != nil && j.DeletionTimestamp.IsZero() {
+		t.Fatalf("db-first %s is still there after the clean-up; want it deleted before the stop", jobString(j))
+	}
+	got := getAddon(t, a)
+	if p, d := got.Status.PendingHook, got.Status.PreHooksDone; p != nil || d == nil || d.Event != "post-delete" {
+		t.Errorf("after the stop status.pendingHook = %+v, preHooksDone = %+v; want the post-delete stage recorded over before the delete", p, d)
+	}
+
+	// The suite's controller takes the Addon up, with its chart back.
+	update(t, a, func(cur *capstanv1.Addon) {
+		delete(cur.Labels, shardLabel)
+		cur.Spec.Chart.URL = url
+		cur.Spec.Values = jsonValues(postDeleteHooks("first", "hook-succeeded", "false"))
+	})
+	gone(t, a)
+	if n := rec.count("Job/db-first", watch.Added); n != 1 {
+		t.Errorf("the post-delete Job db-first was created %d times; want once: the stopped uninstall had recorded its stage over and deleted it", n)
+	}
+	if j := job(t, ns, "db-first"); j != nil && j.DeletionTimestamp.IsZero() {
+		t.Errorf("db-first %s is left after the Addon went", jobString(j))
+	}
 }

@@ -129,6 +129,13 @@ func startShard(t *testing.T, name string, change func(*controller.Config)) addo
 // change before it starts.
 func startShardWith(t *testing.T, name string, change func(*controller.AddonReconciler)) addonOpt {
 	t.Helper()
+	return startShardUntil(context.Background(), t, name, change)
+}
+
+// startShardUntil is startShardWith, with a controller that also stops
+// once ctx is done, as one that gets SIGTERM or loses its Lease does.
+func startShardUntil(ctx context.Context, t *testing.T, name string, change func(*controller.AddonReconciler)) addonOpt {
+	t.Helper()
 	sel := labels.SelectorFromSet(labels.Set{shardLabel: name})
 	cfg := rest.CopyConfig(cluster.ConfigFor(install.ControllerUser))
 	cfg.UserAgent = "capstan-shard-" + name
@@ -155,7 +162,7 @@ func startShardWith(t *testing.T, name string, change func(*controller.AddonReco
 	if err := r.SetupWithManager(mgr, 2); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
+	ctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
 	t.Cleanup(func() {
