@@ -355,6 +355,11 @@ func syncOutcome(a *capstanv1.Addon, key client.ObjectKey, flags string) (bool, 
 	// so its status never catches up, and the wait would run to its end.
 	switch {
 	case a.Annotations[capstanv1.PausedAnnotation] == "true":
+		if err := addons.RefuseHeld(a, key); err != nil {
+			// NOTE: the hold outlasts the pause, and uses up an
+			// approval it finds: nothing stands to apply.
+			return false, err
+		}
 		return false, fmt.Errorf("addon %s is paused (annotation %s=true), and a paused add-on applies nothing; the approval stands, and applies once the annotation goes: `kubectl annotate addon %s -n %s %s-%s`",
 			key, capstanv1.PausedAnnotation, key.Name, key.Namespace, capstanv1.PausedAnnotation, flags)
 	case a.Spec.Suspend:

@@ -86,6 +86,12 @@ func TestSyncOutcome(t *testing.T) {
 			a.Generation = 3
 			a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
 		}, false, "capstan.dev/paused-"},
+		// NOTE: no promise that the approval applies once the pause
+		// goes: the hold would use it up.
+		{"paused, and held since its profile changed", func(a *capstanv1.Addon) {
+			held("ProfileChanged")(a)
+			a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
+		}, false, "Blocked (ProfileChanged)"},
 		{"approval taken", func(a *capstanv1.Addon) { a.Status.LastSyncRequest = 3 }, false, "waits for approval"},
 		// The controller saw the request and did not take it up: no
 		// later status raises status.lastSyncRequest without a person.

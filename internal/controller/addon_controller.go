@@ -470,6 +470,14 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 
 	if addon.Annotations[capstanv1.PausedAnnotation] == "true" {
 		s.found.paused = true
+		if addon.DeletionTimestamp.IsZero() {
+			// NOTE: a hold outlasts the pause, and the operations refuse
+			// an approval on its Ready reason (addons.RefuseHeld): with
+			// the pause's reason instead, an approval would be taken, and
+			// used up by the hold once the annotation goes. profileChange
+			// reads nothing.
+			s.found.profileChanged = profileChange(r.Config, s.addon, s.profile)
+		}
 		s.outcome = outcomeOf(s.found, "", nil)
 		r.settled.Delete(req.NamespacedName)
 		// A paused add-on reads nothing there, and its drift is not

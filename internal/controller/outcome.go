@@ -96,6 +96,9 @@ func decide(f findings, stage string, err error) outcome {
 		return outcome{Phase: capstanv1.PhaseFailed, Reason: reason, Message: err.Error(), Stalled: classify(err) == classTerminal}
 	}
 	switch {
+	case f.paused && f.profileChanged != nil:
+		return outcome{Phase: capstanv1.PhaseBlocked, Reason: f.profileChanged.reason, Stalled: true,
+			Message: f.profileChanged.message + " It is paused as well (the annotation " + capstanv1.PausedAnnotation + " is \"true\"): nothing is fetched, rendered or applied, and it is still held once the annotation is removed."}
 	case f.paused:
 		return outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
 			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}

@@ -42,6 +42,10 @@ func TestOutcomeOf(t *testing.T) {
 	}{
 		{name: "an Addon that is gone writes nothing"},
 		{name: "paused", f: findings{paused: true}, phase: capstanv1.PhasePaused, reason: "Paused", says: capstanv1.PausedAnnotation},
+		// NOTE: the hold's reason stays, so that no approval is taken
+		// while it is paused, to be used up by the hold once it resumes.
+		{name: "a held add-on that is paused is held still", f: findings{paused: true, profileChanged: &hold{reason: ReasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"}},
+			phase: capstanv1.PhaseBlocked, reason: "ProfileChanged", stalled: true, says: "It is paused as well (the annotation " + capstanv1.PausedAnnotation},
 		{name: "uninstalling", f: findings{uninstalling: true}, phase: capstanv1.PhaseDeleting, reason: "Uninstalling"},
 		{name: "uninstalling what a foreground delete took", f: findings{uninstalling: true, foreground: true}, phase: capstanv1.PhaseDeleting, reason: "Uninstalling",
 			says: "pre-delete hooks and deleting the inventory. The Addon was deleted with foreground propagation"},

@@ -187,3 +187,62 @@ func TestApprovalWhileHeldSinceTheProfileChangedIsUsedUp(t *testing.T) {
 		t.Errorf("once trusted again the add-on is %s (%s); want OutOfSync, AwaitingApproval\n%s", got.Status.Phase, c.Reason, describeStatus(got))
 	}
 }
+
+// TestPausedAddonHeldSinceItsProfileChangedIsHeldStill has a cluster
+// add-on with manual sync and a new chart version waiting for approval,
+// moves it to a shard whose controller does not trust its namespace
+// (Blocked, ProfileChanged), and pauses it there. The paused look keeps
+// the hold's Ready reason, Blocked and Stalled, saying it is paused as
+// well, and the operations still refuse to approve its plan. Before, the
+// pause wrote its own reason over the hold's: an approval was taken, and
+// promised to apply once the annotation went, when the hold used it up.
+func TestPausedAddonHeldSinceItsProfileChangedIsHeldStill(t *testing.T) {
+	ctx := context.Background()
+	inShard := startShard(t, "untrusting-paused", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
+	name := fmt.Sprintf("paused-%d", time.Now().UnixNano()%100000)
+	version := func(v string) chart {
+		return chart{name: "paused", version: v, files: map[string]string{
+			"templates/main.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-main\ndata:\n  at: \"" + v + "\"\n"}}
+	}
+	url1, _ := charts.publish(t, version("1.0.0"))
+	url2, _ := charts.publish(t, version("2.0.0"))
+	t.Cleanup(func() {
+		_ = admin.Delete(context.Background(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-main"}})
+	})
+
+	a := synced(t, create(t, newAddon(controllerNS, name, url1)))
+	changed := update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Chart.URL = url2
+	})
+	waiting := waitFor(t, a, 90*time.Second, "the new version's plan to wait for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == changed.Generation && cur.Status.Phase == capstanv1.PhaseOutOfSync &&
+			cur.Status.Plan != nil && cur.Status.Plan.Generation == changed.Generation
+	})
+	pending := waiting.Status.Plan.Hash
+	update(t, waiting, inShard)
+	waitFor(t, a, 90*time.Second, "the shard's hold", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return c != nil && c.Reason == controller.ReasonProfileChanged
+	})
+
+	patchAnnotation(t, a, capstanv1.PausedAnnotation, "true")
+	got := waitFor(t, a, 90*time.Second, "the shard's look at the paused Addon", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionReady)
+		return cur.Status.Phase == capstanv1.PhasePaused || c != nil && strings.Contains(c.Message, "paused as well")
+	})
+	ready := condition(got, capstanv1.ConditionReady)
+	if got.Status.Phase != capstanv1.PhaseBlocked || ready.Reason != controller.ReasonProfileChanged ||
+		!strings.Contains(ready.Message, "Trust "+controllerNS+" again") || !strings.Contains(ready.Message, "still held once the annotation is removed") {
+		t.Errorf("the paused held add-on is %s (%s); want Blocked with ProfileChanged, saying it is paused as well and held still\n%s", got.Status.Phase, ready.Reason, describeStatus(got))
+	}
+	if st := condition(got, capstanv1.ConditionStalled); st == nil || st.Status != metav1.ConditionTrue {
+		t.Errorf("Stalled = %+v; want True: only a person can move it on, paused or not", st)
+	}
+	if _, err := addons.Approve(ctx, admin, client.ObjectKeyFromObject(a), pending); err == nil || !strings.Contains(err.Error(), "Blocked (ProfileChanged)") {
+		t.Errorf("approving the paused held add-on's plan: %v; want it refused, saying the add-on is held", err)
+	}
+	if cur := getAddon(t, a); cur.Spec.ApprovedPlan != "" {
+		t.Errorf("spec.approvedPlan = %q after the refusal; want no approval written", cur.Spec.ApprovedPlan)
+	}
+}
