@@ -260,9 +260,25 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/addons", http.StatusSeeOther)
 }
 
+// signOutPage ends the session whose form sent the CSRF token, and goes
+// to the sign-in page.
+//
+// NOTE: the session is looked up, not reviewed: signing out only forgets
+// what the server holds, as DELETE /api/v1/session does. A sign-out that
+// waited for a TokenReview would fail while the API server is slow or the
+// address's reviews are used up, and leave the session, and the user's
+// token, in the server's memory for hours behind a cookie the person
+// believes gone.
 func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.pageSession(w, r)
+	var sess session
+	c, err := r.Cookie(sessionCookie)
+	ok := err == nil
+	if ok {
+		sess, ok = s.sessions.get(c.Value, s.now())
+	}
 	if !ok {
+		s.endSession(w, r)
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
