@@ -245,13 +245,20 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 	}
 	u, err := s.tokens.review(r.Context(), token, clientOf(r))
 	if err != nil {
-		if refusal := reviewRefusal(err); refusal.Code == http.StatusTooManyRequests {
+		// NOTE: only a refused token is blamed on the token: one the API
+		// server could not review may be good, and would be rotated for
+		// nothing.
+		switch refusal := reviewRefusal(err); refusal.Code {
+		case http.StatusTooManyRequests:
 			w.Header().Set("Retry-After", strconv.Itoa(refusal.retryAfter))
 			s.render(w, "signin", refusal.Code, pageData{Title: "Sign in",
 				Error: "Too many sign-ins came from your address just now; nothing was signed in. Try again in a few seconds."})
-			return
+		case http.StatusUnauthorized:
+			s.render(w, "signin", refusal.Code, pageData{Title: "Sign in", Error: "The Kubernetes API server did not accept that token."})
+		default:
+			s.render(w, "signin", http.StatusServiceUnavailable, pageData{Title: "Sign in",
+				Error: "The Kubernetes API server could not check the token just now; nothing was signed in. Try again in a moment."})
 		}
-		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "The Kubernetes API server did not accept that token."})
 		return
 	}
 	id, sess := s.sessions.create(u, s.now())
