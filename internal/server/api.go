@@ -68,7 +68,7 @@ func errorFor(err error) apiError {
 	case errors.As(err, &bad):
 		return badRequest(bad.Field, "%s", bad.Message)
 	case errors.As(err, &tooLarge):
-		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", MaxBody)}
+		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended),
 		errors.Is(err, addons.ErrProfileChanged):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}

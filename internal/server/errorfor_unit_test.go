@@ -33,3 +33,14 @@ func TestErrorForSignature(t *testing.T) {
 		}
 	}
 }
+
+// TestErrorForATooLargeBody: a body over its bound is 413, and the message
+// names that body's bound, a sign-in's 64 KiB as well as MaxBody.
+func TestErrorForATooLargeBody(t *testing.T) {
+	for _, limit := range []int64{64 << 10, MaxBody} {
+		got := errorFor(fmt.Errorf("reading the body: %w", &http.MaxBytesError{Limit: limit}))
+		if want := fmt.Sprintf("the request body is over %d bytes", limit); got.Code != http.StatusRequestEntityTooLarge || got.Message != want {
+			t.Errorf("a body over %d bytes: errorFor = %d %q; want 413 %q", limit, got.Code, got.Message, want)
+		}
+	}
+}
