@@ -432,6 +432,29 @@ func RefuseHeld(a *capstanv1.Addon, key client.ObjectKey) error {
 // and the approval left behind would apply the plan at some later resume
 // that meant no sync.
 func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey, flags string) error {
+	return refuseSuspended(a, key, flags, a.Labels[gitops.ManagedByGitLabel] != "")
+}
+
+// RefuseSuspendedOutsideGit is RefuseSuspended for a caller that has read
+// the AddonRepository of a's managed-by-git label and found it gone: no
+// repository manages a any more, so it is resumed in the cluster, by
+// Install, as an Addon without the label is, and the refusal says so.
+//
+// NOTE: a commit to a repository that is gone resumes nothing, and Install
+// of such an Addon is not refused, so pointing to the commit would leave
+// the person with no way that works.
+func RefuseSuspendedOutsideGit(a *capstanv1.Addon, key client.ObjectKey) error {
+	err := refuseSuspended(a, key, "", false)
+	if err == nil || errors.Is(err, ErrProfileChanged) {
+		return err
+	}
+	return fmt.Errorf("%w; its AddonRepository %s is gone, so no repository manages it any more: install it in the cluster (the API's POST …/install with the plan's hash, or the page's Install)",
+		err, a.Labels[gitops.ManagedByGitLabel])
+}
+
+// refuseSuspended is RefuseSuspended; inGit says whether a repository
+// manages a, which is then resumed by a commit.
+func refuseSuspended(a *capstanv1.Addon, key client.ObjectKey, flags string, inGit bool) error {
 	if !a.Spec.Suspend {
 		return nil
 	}
@@ -439,7 +462,7 @@ func RefuseSuspended(a *capstanv1.Addon, key client.ObjectKey, flags string) err
 		// NOTE: install would be refused as well, so it is not offered.
 		return err
 	}
-	if repo := a.Labels[gitops.ManagedByGitLabel]; repo != "" {
+	if repo := a.Labels[gitops.ManagedByGitLabel]; inGit && repo != "" {
 		return fmt.Errorf("addon %s is suspended, and %w; git manages it (AddonRepository %s): resume it by a commit with `capstan addon resume %s --gitops URL`, then sync it",
 			key, ErrSuspended, repo, key.Name)
 	}

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 )
 
@@ -116,6 +117,38 @@ func TestRefuseSuspended(t *testing.T) {
 				t.Errorf("%s: %q points to a command that refuses the plan or prints none", tc.name, err)
 			}
 		}
+	}
+}
+
+// TestRefuseSuspendedOutsideGit: a suspended Addon that still carries the
+// managed-by-git label of an AddonRepository that is gone is resumed in
+// the cluster, so its refusal points to install with its plan's hash, not
+// to a commit that no repository would take; a hold since the profile
+// changed is still refused as such.
+func TestRefuseSuspendedOutsideGit(t *testing.T) {
+	key := client.ObjectKey{Namespace: "apps", Name: "web"}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Generation: 2, Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
+		Spec:   capstanv1.AddonSpec{Suspend: true},
+		Status: capstanv1.AddonStatus{Plan: &capstanv1.Plan{Generation: 2, Hash: "h2"}}}
+	err := RefuseSuspendedOutsideGit(a, key)
+	if !errors.Is(err, ErrSuspended) {
+		t.Fatalf("RefuseSuspendedOutsideGit = %v; want ErrSuspended", err)
+	}
+	for _, s := range []string{"`capstan addon install web -n apps --plan h2`", "AddonRepository ops is gone", "POST …/install"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%q does not say %q", err, s)
+		}
+	}
+	if strings.Contains(err.Error(), "--gitops") || strings.Contains(err.Error(), "by a commit") {
+		t.Errorf("%q points to a commit to a repository that is gone", err)
+	}
+	a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: controller.ReasonProfileChanged, Message: "held"}}
+	if err := RefuseSuspendedOutsideGit(a, key); !errors.Is(err, ErrProfileChanged) || strings.Contains(err.Error(), "install") {
+		t.Errorf("a held Addon: %v; want ErrProfileChanged, offering no install", err)
+	}
+	a.Spec.Suspend = false
+	if err := RefuseSuspendedOutsideGit(a, key); err != nil {
+		t.Errorf("a running Addon: %v; want no refusal", err)
 	}
 }
 

@@ -553,6 +553,9 @@ func (s *Server) approval(w http.ResponseWriter, r *http.Request, verb string,
 			writeError(w, errorFor(err))
 			return
 		}
+	} else if err := s.refuseSuspendedOutsideGit(r.Context(), c, key); err != nil {
+		writeError(w, errorFor(err))
+		return
 	}
 	a, err := op(r.Context(), c, key, req.Hash)
 	if err != nil {
@@ -641,6 +644,27 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 
 // refuseGitManaged answers 409 for a change that an Addon managed by git
 // cannot take in the cluster.
+// refuseSuspendedOutsideGit refuses the approval of a suspended Addon
+// that carries the managed-by-git label of an AddonRepository that is
+// gone, pointing to install, which takes it in the cluster; nil for any
+// other Addon, whose approval addons.Approve refuses or makes.
+//
+// NOTE: addons.Approve reads only the label, and cannot read the
+// repository with the user's token; without this its refusal pointed to a
+// commit, to a repository nobody syncs any more.
+func (s *Server) refuseSuspendedOutsideGit(ctx context.Context, c client.Client, key client.ObjectKey) error {
+	a, err := addons.Get(ctx, c, key)
+	if err != nil || !a.Spec.Suspend || gitManaged(a) == "" {
+		return err
+	}
+	// NOTE: a repository that cannot be read (or a server that commits
+	// to none) is left to addons.Approve, whose refusal names it.
+	if repo, err := s.managedBy(ctx, a); err != nil || repo != nil {
+		return nil
+	}
+	return addons.RefuseSuspendedOutsideGit(a, key)
+}
+
 func (s *Server) refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey, what string) error {
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {

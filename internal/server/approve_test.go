@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/gitops"
 )
 
 // TestApprovalOfASuspendedAddonIsRefused approves the plan of a suspended
@@ -176,4 +178,46 @@ func TestApprovalOfAnAddonHeldSinceItsProfileChangedIsRefused(t *testing.T) {
 			t.Errorf("the page of %s: %d; want no Approve or Install, and why not", a.Name, code)
 		}
 	}
+}
+
+// TestApprovalOfASuspendedAddonOfAGoneRepository approves, through the API
+// and the page's form, a suspended add-on that still carries the
+// managed-by-git label of an AddonRepository that is gone: refused with
+// 409 as any suspended add-on's, pointing to install, which takes it in
+// the cluster, not to a commit that no repository would take; install
+// then works.
+func TestApprovalOfASuspendedAddonOfAGoneRepository(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	a := addonWithPlan(t, ns, "orphan", hashOf("a"))
+	a.Labels = map[string]string{gitops.ManagedByGitLabel: "gone"}
+	if err := admin.Update(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	editor := user(t, ns, "editor", addonRule("get", "list", "update", "patch"))
+	path := "/api/v1/namespaces/" + ns + "/addons/orphan"
+
+	says := func(what, body string) {
+		t.Helper()
+		if !strings.Contains(body, "is suspended") || !strings.Contains(body, "capstan addon install orphan -n "+ns+" --plan "+hashOf("a")) ||
+			!strings.Contains(body, "AddonRepository gone is gone") {
+			t.Errorf("%s: the refusal %s does not point to install", what, body)
+		}
+		if strings.Contains(body, "--gitops") {
+			t.Errorf("%s: the refusal %s points to a commit to a repository that is gone", what, body)
+		}
+	}
+	code, body := call(t, editor, http.MethodPost, path+"/approve", map[string]string{"hash": hashOf("a")})
+	expect(t, "the API's approval of a suspended add-on of a gone repository", code, body, http.StatusConflict)
+	says("the API", string(body))
+
+	s := signInAt(t, api.URL, editor)
+	code, page := s.send(t, http.MethodPost, "/addons/"+ns+"/orphan/approve", url.Values{"uid": {string(a.UID)}, "hash": {hashOf("a")}})
+	if code != http.StatusConflict {
+		t.Errorf("the page's approval of a suspended add-on of a gone repository: %d; want 409", code)
+	}
+	says("the page", html.UnescapeString(page))
+
+	code, body = call(t, editor, http.MethodPost, path+"/install", map[string]string{"hash": hashOf("a")})
+	expect(t, "the install of a suspended add-on of a gone repository", code, body, http.StatusOK)
 }

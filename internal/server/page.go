@@ -483,6 +483,12 @@ func (s *Server) pageAction(ctx context.Context, r *http.Request, u User, c clie
 		op := addons.Approve
 		if verb == "install" {
 			op = addons.Install
+		} else if gitManaged(a) != "" {
+			// NOTE: no repository manages a (managedBy found none), so
+			// its refusal points to Install, not to a commit.
+			if err := addons.RefuseSuspendedOutsideGit(a, key); err != nil {
+				return "", err
+			}
 		}
 		_, err = op(ctx, c, key, hash)
 		return verb, err
