@@ -88,6 +88,13 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusUnprocessableEntity, d)
 		return
 	}
+	// NOTE: as for the chart form (newAddonPage), a GET sent from
+	// another site, a sibling subdomain too, fetches nothing.
+	if r.Method == http.MethodGet && crossSite(r) {
+		d.Edit, d.Error = nil, "Edit values was opened from a link on another site, so the chart was not fetched. Open it from the add-on's page."
+		s.render(w, "list", http.StatusForbidden, d)
+		return
+	}
 	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form)
 	if err != nil {
 		e := errorFor(err)

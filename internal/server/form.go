@@ -478,6 +478,17 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
+	// NOTE: a GET carries no CSRF token (one in the link would be kept in
+	// the history and in logs), and a page of a sibling subdomain is
+	// same-site, so the Strict cookie goes with its links and images too.
+	// The browser's Sec-Fetch-Site says where the request came from: only
+	// this server's own pages, or an address typed in, make the controller
+	// fetch a chart.
+	if r.Method == http.MethodGet && crossSite(r) {
+		d.Error = "This form was opened from a link on another site, so the chart was not fetched. Check the chart link and the namespace, then fetch it from this page."
+		s.render(w, "new", http.StatusForbidden, d)
+		return
+	}
 	key := client.ObjectKey{Namespace: form.Namespace}
 	if len(validation.IsDNS1123Subdomain(form.Name)) == 0 {
 		key.Name = form.Name

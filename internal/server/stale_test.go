@@ -329,3 +329,54 @@ func TestEditFormFromAnotherSiteFetchesNothing(t *testing.T) {
 		t.Errorf("an edit without the CSRF token fetched the chart (%d requests)", n)
 	}
 }
+
+// TestChartFormsFromAnotherSiteFetchNothing opens the chart form and Edit
+// values by links of another site, a sibling subdomain too, whose requests
+// the SameSite=Strict cookie goes with: refused with 403 before the chart
+// is fetched. The same links opened from this server's page fetch it.
+func TestChartFormsFromAnotherSiteFetchNothing(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	// NOTE: links of their own, so no fetch cache holds the chart.
+	chart := chartServer.URL + "/form-1.0.0.tgz?from=" + ns
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "linked"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chart + "&edit"}}}
+	if err := admin.Create(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch")))
+	get := func(path, site string) int {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, api.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.AddCookie(&http.Cookie{Name: sessionCookieName, Value: sess.cookie})
+		req.Header.Set("Sec-Fetch-Site", site)
+		resp, err := apiClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, path := range []string{"/new?" + url.Values{"chart": {chart}, "namespace": {ns}}.Encode(), "/addons/" + ns + "/linked/edit"} {
+		for _, site := range []string{"same-site", "cross-site"} {
+			before := chartRequests.Load()
+			if code := get(path, site); code != http.StatusForbidden {
+				t.Errorf("GET %s from a %s link: %d; want 403", path, site, code)
+			}
+			if n := chartRequests.Load() - before; n != 0 {
+				t.Errorf("GET %s from a %s link fetched the chart (%d requests)", path, site, n)
+			}
+		}
+		before := chartRequests.Load()
+		if code := get(path, "same-origin"); code != http.StatusOK {
+			t.Errorf("GET %s from this server's page: %d; want 200", path, code)
+		}
+		if n := chartRequests.Load() - before; n == 0 {
+			t.Errorf("GET %s from this server's page fetched no chart", path)
+		}
+	}
+}
