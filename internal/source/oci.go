@@ -154,12 +154,20 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 }
 
 // chartHasVersion reports whether a chart's version (from Chart.yaml) is
-// the version asked for: the same, with "_" read as "+" as a tag writes
-// it, or in the semver range it reads as (1.2, ^1.0.0, v1.2.3). A plain tag
-// that reads as neither (latest) is not compared.
+// the version asked for. A whole version (1.2.3, v1.2.3, 1.2.3-rc.1,
+// 1.2.3_build.7 with "_" read as "+", as a tag writes it) must be the
+// chart's version exactly, build metadata included; only a leading "v"
+// may differ. A version prefix or range (1.2, 1, ^1.0.0) holds every
+// version in it. A plain tag that reads as neither (latest) is not
+// compared.
 func chartHasVersion(chart, want string) bool {
-	if strings.ReplaceAll(chart, "_", "+") == strings.ReplaceAll(want, "_", "+") {
-		return true
+	chart = strings.ReplaceAll(chart, "_", "+")
+	want = strings.ReplaceAll(want, "_", "+")
+	if _, err := semver.StrictNewVersion(strings.TrimPrefix(want, "v")); err == nil {
+		// NOTE: a semver range ignores build metadata, so 1.2.3 would hold
+		// 1.2.3+other: another chart, pushed under a tag or pinned with a
+		// version it does not have, would be taken for the one named.
+		return strings.TrimPrefix(chart, "v") == strings.TrimPrefix(want, "v")
 	}
 	constraint, err := semver.NewConstraint(want)
 	if err != nil {
@@ -173,10 +181,10 @@ func chartHasVersion(chart, want string) bool {
 
 // tagNamesChart reports whether a chart pulled by tag is one the tag
 // names. helm push tags a chart with its version ("+" written "_"), so a
-// tag that reads as a version must hold that version, or one in the range
-// it reads as (1.2, 1, v1.2.3). Any other tag (latest, stable, next) is a
-// name the publisher moves from version to version, and says nothing of
-// the chart inside.
+// tag that is a whole version must hold exactly that version, and a tag
+// that reads as a range (1.2, 1) one in that range. Any other tag
+// (latest, stable, next) is a name the publisher moves from version to
+// version, and says nothing of the chart inside.
 func tagNamesChart(tag, chart string) bool {
 	tag = strings.ReplaceAll(tag, "_", "+")
 	if _, err := semver.NewVersion(tag); err != nil {

@@ -183,6 +183,11 @@ func TestOCINonVersionTag(t *testing.T) {
 	for _, tag := range []string{"latest", "next", "v1.0.0", "1.0", "2.0.0"} {
 		r.push(t, data, "charts/demo:"+tag, "", "", registry.PushOptStrictMode(false))
 	}
+	// A whole version tag that holds the same version with other build
+	// metadata is another chart: a semver range would take it.
+	for tag, version := range map[string]string{"1.0.0": "1.0.0+other", "1.0.0_b": "1.0.0+c", "1.0.0-rc.1": "1.0.0-rc.1+x"} {
+		r.push(t, chartArchive(t, "demo", version), "charts/demo:"+tag, "", "", registry.PushOptStrictMode(false))
+	}
 	f := newTestFetcher(t, Options{}, r.Server)
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
@@ -197,6 +202,9 @@ func TestOCINonVersionTag(t *testing.T) {
 		{"a v-prefixed tag of the chart's version", capstanv1.ChartSource{OCI: oci, Version: "v1.0.0"}, ""},
 		{"a tag that reads as a range the chart is in", capstanv1.ChartSource{OCI: oci, Version: "1.0"}, ""},
 		{"a version tag that holds another version", capstanv1.ChartSource{OCI: oci, Version: "2.0.0"}, "holds chart version 1.0.0"},
+		{"a version tag that holds its version with build metadata", capstanv1.ChartSource{OCI: oci, Version: "1.0.0"}, "holds chart version 1.0.0+other"},
+		{"a version tag with build metadata that holds other metadata", capstanv1.ChartSource{OCI: oci, Version: "1.0.0_b"}, "holds chart version 1.0.0+c"},
+		{"a pre-release tag that holds it with build metadata", capstanv1.ChartSource{OCI: oci + ":1.0.0-rc.1"}, "holds chart version 1.0.0-rc.1+x"},
 		{"a missing tag that is no version", capstanv1.ChartSource{OCI: oci + ":experimental"}, "no such chart, tag or digest"},
 	}
 	for _, tt := range tests {
@@ -293,6 +301,11 @@ func TestChartHasVersion(t *testing.T) {
 		{"1.2.0", "latest", true}, // a tag that is no version: the digest decides
 		{"1.3.0-rc.1", "1.3.0-rc.1", true},
 		{"1.3.0-rc.1", "1.3.0", false},
+		{"1.2.3+evil", "1.2.3", false}, // a range would ignore build metadata
+		{"1.2.3+c", "1.2.3_b", false},
+		{"1.3.0-rc.1+x", "1.3.0-rc.1", false},
+		{"1.2.3+b", "v1.2.3_b", true},
+		{"1.2.5+b", "1.2", true},
 	} {
 		if got := chartHasVersion(tc.chart, tc.want); got != tc.ok {
 			t.Errorf("chartHasVersion(%q, %q) = %v; want %v", tc.chart, tc.want, got, tc.ok)
