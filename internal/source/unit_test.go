@@ -442,6 +442,62 @@ func TestChartDirNamedByALink(t *testing.T) {
 	}
 }
 
+// TestChartDirHelmignoreWorkIsBounded: Helm's loader matches every
+// .helmignore rule against every path, at a cost of up to the rule's
+// length times the path's, so a 64 KiB rule over a folder of long names
+// would take minutes. The matching is counted and refused past its bound,
+// before Helm's loader runs; the same folder with a short .helmignore
+// loads.
+func TestChartDirHelmignoreWorkIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+		// One rule of 60,000 bytes, counted at its length against each
+		// path: some 12 million steps for each of the names below.
+		".helmignore": "/" + strings.Repeat("x", 60000) + "\n",
+	}
+	for i := range 60 {
+		files[fmt.Sprintf("files/%03d%s", i, strings.Repeat("n", 197))] = "data\n"
+	}
+	writeChartDir(t, dir, files)
+	_, err := LoadChart(dir)
+	if err == nil || !strings.Contains(err.Error(), ".helmignore") || !strings.Contains(err.Error(), "steps (bytes of the rules times the length of each path), the limit") {
+		t.Fatalf("60 KiB of rules over 60 paths of 200 bytes: got %v, want the matching's bound", err)
+	}
+	if err := writeFile(filepath.Join(dir, ".helmignore"), []byte(".git/\n*.tmp\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChart(dir); err != nil {
+		t.Fatalf("the same folder with a short .helmignore: %v", err)
+	}
+}
+
+// TestChartDirIgnoredEntriesCount: Helm's loader visits every entry of a
+// chart folder, and matches the rules against it, ignored or not, so
+// ignored files count against the walk's bound (four times MaxFiles);
+// a folder that .helmignore names is not entered, and counts once.
+func TestChartDirIgnoredEntriesCount(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		".helmignore":       "*.tmp\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+	}
+	for i := range 50 {
+		files[fmt.Sprintf("scratch/%d.tmp", i)] = "t"
+	}
+	writeChartDir(t, dir, files)
+	lim := Limits{MaxFiles: 10}
+	if _, err := LoadChartWithLimits(dir, lim); err == nil || !strings.Contains(err.Error(), "more than 40 files and folders, ignored ones included") {
+		t.Fatalf("50 ignored files under a walk bound of 40: got %v", err)
+	}
+	if err := writeFile(filepath.Join(dir, ".helmignore"), []byte("scratch/\n")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadChartWithLimits(dir, lim); err != nil {
+		t.Fatalf("the ignored files in a folder .helmignore names: %v", err)
+	}
+}
+
 // TestArchiveSizeClaimIsNotAllocated checks that an entry's header, which
 // says 90 MiB but is followed by nothing, does not make the unpacker
 // allocate 90 MiB: the tiny archive is refused as truncated.
