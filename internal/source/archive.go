@@ -501,6 +501,16 @@ func LoadChart(p string) (*Chart, error) {
 // LoadChartWithLimits is LoadChart with explicit limits; zero fields take the defaults.
 func LoadChartWithLimits(p string, lim Limits) (*Chart, error) {
 	lim = lim.withDefaults()
+	// NOTE: Helm's loader cleans the folder's path as text (filepath.Abs),
+	// so a/link/../chart is a/chart to it, while the system, following the
+	// link first, would open the chart beside the link's target. The path
+	// is cleaned the same way once, here, so that the folder checked is
+	// the folder Helm's loader reads.
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read chart %s: %w", p, err)
+	}
+	p = abs
 	fi, err := os.Stat(p)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read chart %s: %w", p, err)
@@ -533,8 +543,7 @@ func LoadChartWithLimits(p string, lim Limits) (*Chart, error) {
 		}
 		digest = Digest(data)
 	}
-	abs, _ := filepath.Abs(p)
-	return &Chart{Chart: c, Name: c.Name(), Version: c.Metadata.Version, Digest: digest, URL: "file://" + filepath.ToSlash(abs)}, nil
+	return &Chart{Chart: c, Name: c.Name(), Version: c.Metadata.Version, Digest: digest, URL: "file://" + filepath.ToSlash(p)}, nil
 }
 
 // maxHelmignoreBytes bounds a chart folder's .helmignore, which Helm's

@@ -442,6 +442,31 @@ func TestChartDirNamedByALink(t *testing.T) {
 	}
 }
 
+// TestChartDirNamedThroughALinkAndDotDot: with a/link pointing at
+// b/deep, the system opens a/link/../chart as b/chart, but Helm's loader
+// cleans the path as text and loads a/chart. The folder checked is the
+// one Helm loads: a/chart, whose 300 KiB pass a 200 KiB limit.
+func TestChartDirNamedThroughALinkAndDotDot(t *testing.T) {
+	dir := t.TempDir()
+	writeChartDir(t, filepath.Join(dir, "a", "chart"), map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n",
+		"files/big":         strings.Repeat("b", 300<<10),
+	})
+	writeChartDir(t, filepath.Join(dir, "b", "chart"), map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: small\n",
+	})
+	if err := os.MkdirAll(filepath.Join(dir, "b", "deep"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := symlink(filepath.Join("..", "b", "deep"), filepath.Join(dir, "a", "link")); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "a", "link") + string(filepath.Separator) + ".." + string(filepath.Separator) + "chart"
+	if _, err := LoadChartWithLimits(p, Limits{MaxUncompressedBytes: 200 << 10}); err == nil || !strings.Contains(err.Error(), "more than 204800 bytes") {
+		t.Fatalf("a/chart, which Helm loads, holds 300 KiB under a 200 KiB limit: got %v", err)
+	}
+}
+
 // TestChartDirHelmignoreWorkIsBounded: Helm's loader matches every
 // .helmignore rule against every path, at a cost of up to the rule's
 // length times the path's, so a 64 KiB rule over a folder of long names
