@@ -32,9 +32,10 @@ const schemaURL = "file:///values.schema.json"
 const maxSchemaDepth = 32
 
 // maxSchemaVisits bounds the schemas the walk for x-capstan-generate
-// properties visits on its way to them. Each $ref is expanded where it is
-// used, so refs that branch wide several levels deep would otherwise cost
-// work exponential in the size of a chart's schema, on every reconcile.
+// properties steps to on its way to them, those past maxSchemaDepth
+// included. Each $ref is expanded where it is used, so refs that branch
+// wide several levels deep would otherwise cost work exponential in the
+// size of a chart's schema, on every reconcile.
 const maxSchemaVisits = 10000
 
 // Schema is a chart's values.schema.json and those of its subcharts, each
@@ -233,13 +234,18 @@ type schemaWalker struct {
 	nodeAt  []any
 	graph   schemaGraph
 	parents [][]int
-	// live holds the locations from which an x-capstan-generate property
-	// can be reached.
-	live map[string]bool
+	// steps holds, by number, the schemas that each schema leads walk to:
+	// its $refs' targets, then its subschemas, in a fixed order. After
+	// index, only the steps to schemas from which an x-capstan-generate
+	// property can be reached are kept.
+	steps [][]walkStep
+	// live holds, by number, the schemas from which an x-capstan-generate
+	// property can be reached.
+	live []bool
 
 	// onPath counts the $refs being followed along the current walk, by
 	// target and the length of the path so far.
-	onPath map[string]int
+	onPath map[[2]int]int
 	visits int
 	// generated holds the paths of the generated properties found, as JSON
 	// pointers.
@@ -362,8 +368,7 @@ func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWal
 		anchors:   map[string]resource{},
 		metas:     map[string]any{},
 		nodeIDs:   map[string]int{},
-		live:      map[string]bool{},
-		onPath:    map[string]int{},
+		onPath:    map[[2]int]int{},
 		generated: map[string]bool{},
 	}
 	w.root = w.newDoc(path.Base(schemaURL), raw)
@@ -522,14 +527,24 @@ func (w *schemaWalker) run() error {
 	if _, err := w.index(w.root, w.root.root, rootLoc, rootBase); err != nil {
 		return err
 	}
-	generate := w.reaching(func(obj map[string]any) bool { _, ok := obj[GenerateKeyword]; return ok })
-	for loc, id := range w.nodeIDs {
-		if generate[id] {
-			w.live[loc] = true
-		}
-	}
+	w.live = w.reaching(func(obj map[string]any) bool { _, ok := obj[GenerateKeyword]; return ok })
+	w.keepLiveSteps()
 	w.keepWriteOnly()
-	return w.walk(w.root, w.root.root, rootLoc, rootBase, nil, 0)
+	return w.walk(0, nil, 0)
+}
+
+// keepLiveSteps drops the steps that lead to no x-capstan-generate
+// property, so that walk, which visits a schema once per path to it, pays
+// only for the schemas on its way to one: a schema it reaches through
+// many paths may hold any number of others that lead nowhere.
+func (w *schemaWalker) keepLiveSteps() {
+	for id, steps := range w.steps {
+		if !w.live[id] {
+			w.steps[id] = nil
+			continue
+		}
+		w.steps[id] = slices.DeleteFunc(steps, func(s walkStep) bool { return !w.live[s.to] })
+	}
 }
 
 // reaching returns, by number, the schemas from which one that is holds
@@ -744,10 +759,12 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 	w.graph.nodes = append(w.graph.nodes, graphNode{})
 	w.nodeAt = append(w.nodeAt, node)
 	w.parents = append(w.parents, nil)
+	w.steps = append(w.steps, nil)
 	obj, ok := node.(map[string]any)
 	if !ok {
 		return id, nil
 	}
+	var steps []walkStep
 	edge := func(to int) { w.parents[to] = append(w.parents[to], id) }
 	n := graphNode{}
 	n.writeOnly, _ = obj["writeOnly"].(bool)
@@ -763,6 +780,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			}
 			edge(to)
 			n.same = append(n.same, to)
+			steps = append(steps, walkStep{to: to, ref: true, same: true})
 		}
 	}
 	for _, sub := range subschemas(obj) {
@@ -771,6 +789,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			return 0, err
 		}
 		edge(to)
+		steps = append(steps, walkStep{to: to, seg: sub.seg, same: sub.same})
 		switch {
 		case sub.same:
 			n.same = append(n.same, to)
@@ -784,50 +803,65 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 		}
 	}
 	w.graph.nodes[id] = n
+	w.steps[id] = steps
 	return id, nil
 }
 
-// walk records the x-capstan-generate properties that node, at loc in doc
-// and at the values' path pat, leads to. Their paths are fixed, so the
-// walk expands them, unlike writeOnly, which is matched against values.
-func (w *schemaWalker) walk(doc *schemaDoc, node any, loc string, base *url.URL, pat []patSeg, depth int) error {
-	obj, ok := node.(map[string]any)
-	if !ok || !w.live[loc] || depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
+// walkStep leads walk from a schema to one that index numbered to: the
+// target of one of its $refs, or one of its subschemas, which applies to
+// the same value (same) or to the one at seg within it.
+type walkStep struct {
+	to   int
+	seg  patSeg
+	ref  bool
+	same bool
+}
+
+// walk records the x-capstan-generate properties that the schema numbered
+// id, at the values' path pat, leads to. Their paths are fixed, so the walk
+// expands them, unlike writeOnly, which is matched against values. It takes
+// only the steps that keepLiveSteps kept, and counts every schema it steps
+// to against maxSchemaVisits, so that its work is bounded whatever the
+// size of the schemas it passes through.
+func (w *schemaWalker) walk(id int, pat []patSeg, depth int) error {
+	if !w.live[id] {
 		return nil
 	}
 	if w.visits++; w.visits > maxSchemaVisits {
 		return fmt.Errorf("finding its %s properties visits more than %d schemas: "+
 			"its $refs branch too wide or nest too deep to expand; refer to a definition that holds generated properties from fewer places", GenerateKeyword, maxSchemaVisits)
 	}
+	if depth > maxSchemaDepth || len(pat) > maxSchemaDepth {
+		return nil
+	}
+	obj, _ := w.nodeAt[id].(map[string]any)
 	if g, ok := obj[GenerateKeyword]; ok {
 		if err := w.addGenerate(g, pat); err != nil {
 			return err
 		}
 	}
-	for _, ref := range refsOf(w.draftAt(base), obj) {
-		target, tdoc, tloc, tbase, ok, err := w.resolve(doc, base, ref)
-		if err != nil {
-			return err
-		}
-		// NOTE: a ref met again at the same length of path is a loop that
-		// reaches no deeper value; one met at a longer path is a recursive
-		// schema, followed down to maxSchemaDepth.
-		key := tloc + "@" + strconv.Itoa(len(pat))
-		if ok && w.onPath[key] < 2 {
+	for _, step := range w.steps[id] {
+		if step.ref {
+			// NOTE: a ref met again at the same length of path is a loop
+			// that reaches no deeper value; one met at a longer path is a
+			// recursive schema, followed down to maxSchemaDepth.
+			key := [2]int{step.to, len(pat)}
+			if w.onPath[key] >= 2 {
+				continue
+			}
 			w.onPath[key]++
-			err := w.walk(tdoc, target, tloc, tbase, pat, depth+1)
+			err := w.walk(step.to, pat, depth+1)
 			w.onPath[key]--
 			if err != nil {
 				return err
 			}
+			continue
 		}
-	}
-	for _, sub := range subschemas(obj) {
 		next := pat
-		if !sub.same {
-			next = append(pat[:len(pat):len(pat)], sub.seg)
+		if !step.same {
+			next = append(pat[:len(pat):len(pat)], step.seg)
 		}
-		if err := w.walk(doc, sub.node, loc+sub.at, w.withID(base, sub.node), next, depth+1); err != nil {
+		if err := w.walk(step.to, next, depth+1); err != nil {
 			return err
 		}
 	}

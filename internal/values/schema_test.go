@@ -772,3 +772,73 @@ func TestSchemaAnchorsKeepTheWalkBounded(t *testing.T) {
 		})
 	}
 }
+
+// wideDefinitionSchema is a schema whose root has refs properties, each
+// referring to $defs/big, which holds props plain properties and one
+// generated property, token.
+func wideDefinitionSchema(refs, props int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"$defs": {"big": {"type": "object", "properties": {"token": {"type": "string", "x-capstan-generate": true}`)
+	for i := 0; i < props; i++ {
+		fmt.Fprintf(&b, `, "f%d": {"type": "string"}`, i)
+	}
+	b.WriteString(`}}}, "type": "object", "properties": {`)
+	for i := 0; i < refs; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"p%d": {"$ref": "#/$defs/big"}`, i)
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+// TestSchemaWalkPaysOnlyForLiveSchemas: the walk for x-capstan-generate
+// visits a definition once per property that refers to it, and each visit
+// costs only the steps that lead to a generated property, never one per
+// plain property beside it. Before, each visit of $defs/big went over all
+// its properties, so 1000 refs to 20000 properties (287 KB of schema) took
+// some 36 seconds. The work is counted in allocations, which the compiler
+// makes in proportion to the schema and the walk in proportion to its steps.
+func TestSchemaWalkPaysOnlyForLiveSchemas(t *testing.T) {
+	const props = 2000
+	parse := func(refs int) float64 {
+		doc := wideDefinitionSchema(refs, props)
+		return testing.AllocsPerRun(1, func() {
+			s, err := ParseSchema("wide", doc, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(s.Generated()); got != refs {
+				t.Fatalf("generated %d values, want %d", got, refs)
+			}
+		})
+	}
+	once, many := parse(1), parse(300)
+	if extra := many - once; extra > once/2 {
+		t.Errorf("300 refs to a definition of %d properties cost %.0f allocations more than 1 ref, which costs %.0f; want less than half that",
+			props, extra, once)
+	}
+	// The bound still holds: each ref is a visit of the property, of the
+	// definition and of its generated property.
+	_, err := ParseSchema("wide", wideDefinitionSchema(4000, 10), nil)
+	if err == nil || !strings.Contains(err.Error(), "chart wide") || !strings.Contains(err.Error(), "more than 10000 schemas") {
+		t.Errorf("ParseSchema error = %v, want one that names the chart and the bound", err)
+	}
+}
+
+// BenchmarkParseSchemaWideDefinition times ParseSchema on a definition of
+// 20000 properties, one of them generated, that 1000 and 3000 properties
+// refer to: the walk for generated properties visits it once per ref.
+func BenchmarkParseSchemaWideDefinition(b *testing.B) {
+	for _, refs := range []int{1, 1000, 3000} {
+		doc := wideDefinitionSchema(refs, 20000)
+		b.Run(fmt.Sprintf("refs=%d/%dKB", refs, len(doc)/1000), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ParseSchema("wide", doc, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
