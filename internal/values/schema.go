@@ -223,6 +223,12 @@ type schemaWalker struct {
 	// anchors holds the schemas that an anchor names, by the schema whose
 	// URI it is relative to (anchorKey).
 	anchors map[string]resource
+	// looseIDs and looseAnchors hold what ids and anchors would hold if
+	// every object of a document were a schema, for the URIs and anchors
+	// that those do not know: the compiler learns of an $id or anchor
+	// inside an object that is not a schema when a $ref points into it.
+	looseIDs     map[string]resource
+	looseAnchors map[string]resource
 	// metas holds the chart's meta-schema files that a $schema names, as
 	// read, by their path in the chart; nil for one that is not JSON.
 	metas map[string]any
@@ -361,15 +367,18 @@ type resource struct {
 
 func newSchemaWalker(p *schemaPart, raw any, files map[string][]byte) *schemaWalker {
 	w := &schemaWalker{
-		part:      p,
-		files:     files,
-		ids:       map[string]resource{},
-		drafts:    map[string]int{},
-		anchors:   map[string]resource{},
-		metas:     map[string]any{},
-		nodeIDs:   map[string]int{},
-		onPath:    map[[2]int]int{},
-		generated: map[string]bool{},
+		part:    p,
+		files:   files,
+		ids:     map[string]resource{},
+		drafts:  map[string]int{},
+		anchors: map[string]resource{},
+		metas:   map[string]any{},
+
+		looseIDs:     map[string]resource{},
+		looseAnchors: map[string]resource{},
+		nodeIDs:      map[string]int{},
+		onPath:       map[[2]int]int{},
+		generated:    map[string]bool{},
 	}
 	w.root = w.newDoc(path.Base(schemaURL), raw)
 	w.docs = map[string]*schemaDoc{w.root.name: w.root}
@@ -472,38 +481,147 @@ func refsOf(draft int, obj map[string]any) []string {
 // addIDs records the URIs that doc and the schemas within it are known by,
 // as the compiler records them: the document's file URL, and each $id; and
 // the anchors each declares, by the schema whose URI they are relative to.
+//
+// It looks only where a schema is (schemaPositions), as the compiler does:
+// elsewhere an object is a value, or a keyword's that the compiler does not
+// know, and what looks like an $id or an anchor in it declares nothing. A
+// property named default, enum or const holds a schema all the same, and
+// an "$anchor" under an unknown keyword must not stand in for the one the
+// compiler resolves a $ref to.
 func (w *schemaWalker) addIDs(doc *schemaDoc) {
 	w.ids[fileURL(doc.name).String()] = resource{doc: doc}
 	var scan func(node any, base *url.URL, at []string)
 	scan = func(node any, base *url.URL, at []string) {
+		obj, ok := node.(map[string]any)
+		if !ok {
+			return
+		}
+		if b := w.withID(base, obj); b != base {
+			if _, known := w.ids[b.String()]; !known {
+				w.ids[b.String()] = resource{doc: doc, at: slices.Clone(at)}
+			}
+			base = b
+		}
+		draft := w.draftAt(base)
+		for _, name := range anchorsOf(draft, obj) {
+			key := anchorKey(w.ids[base.String()], name)
+			if _, known := w.anchors[key]; !known {
+				w.anchors[key] = resource{doc: doc, at: slices.Clone(at)}
+			}
+		}
+		for _, pos := range schemaPositions(draft, obj) {
+			scan(pos.node, base, append(at, pos.at...))
+		}
+	}
+	scan(doc.root, fileURL(doc.name), nil)
+
+	// NOTE: a $ref that points into an object that is no schema (an
+	// unknown keyword's, a default value) makes the compiler read the
+	// $ids and anchors in it, and a later $ref may name them; which it
+	// compiles first decides whether that $ref compiles. The schema
+	// compiled, so a $ref that ids and anchors cannot resolve names one of
+	// these; resolve takes them only then, and so they never shadow what
+	// a schema declares.
+	var loose func(node any, base *url.URL, at []string)
+	loose = func(node any, base *url.URL, at []string) {
 		switch t := node.(type) {
 		case map[string]any:
 			if b := w.withID(base, t); b != base {
 				if _, known := w.ids[b.String()]; !known {
-					w.ids[b.String()] = resource{doc: doc, at: slices.Clone(at)}
+					if _, known := w.looseIDs[b.String()]; !known {
+						w.looseIDs[b.String()] = resource{doc: doc, at: slices.Clone(at)}
+					}
 				}
 				base = b
 			}
+			res, ok := w.ids[base.String()]
+			if !ok {
+				res = w.looseIDs[base.String()]
+			}
 			for _, name := range anchorsOf(w.draftAt(base), t) {
-				key := anchorKey(w.ids[base.String()], name)
-				if _, known := w.anchors[key]; !known {
-					w.anchors[key] = resource{doc: doc, at: slices.Clone(at)}
+				key := anchorKey(res, name)
+				if _, known := w.anchors[key]; known {
+					continue
+				}
+				if _, known := w.looseAnchors[key]; !known {
+					w.looseAnchors[key] = resource{doc: doc, at: slices.Clone(at)}
 				}
 			}
 			for _, k := range sortedKeys(t) {
-				switch k {
-				case "enum", "const", "default", "examples": // values, not schemas
-					continue
-				}
-				scan(t[k], base, append(at, k))
+				loose(t[k], base, append(at, k))
 			}
 		case []any:
 			for i, e := range t {
-				scan(e, base, append(at, strconv.Itoa(i)))
+				loose(e, base, append(at, strconv.Itoa(i)))
 			}
 		}
 	}
-	scan(doc.root, fileURL(doc.name), nil)
+	loose(doc.root, fileURL(doc.name), nil)
+}
+
+// position is a schema within another, at the JSON pointer tokens at
+// below it.
+type position struct {
+	node any
+	at   []string
+}
+
+// schemaPositions lists, in a fixed order, the schemas within obj, a
+// schema compiled in draft, where the compiler looks for $ids and anchors:
+// the subschemas of every keyword of the draft, as the validator library
+// lists them, definitions and $defs among them. It is wider than
+// subschemas, which lists only those that apply to a value.
+func schemaPositions(draft int, obj map[string]any) []position {
+	var out []position
+	each := func(kw string) { // a map of schemas, by name
+		m, _ := obj[kw].(map[string]any)
+		for _, name := range sortedKeys(m) {
+			out = append(out, position{node: m[name], at: []string{kw, name}})
+		}
+	}
+	one := func(kw string) {
+		if sub, ok := obj[kw]; ok {
+			out = append(out, position{node: sub, at: []string{kw}})
+		}
+	}
+	list := func(kw string) {
+		l, _ := obj[kw].([]any)
+		for i, sub := range l {
+			out = append(out, position{node: sub, at: []string{kw, strconv.Itoa(i)}})
+		}
+	}
+	each("definitions")
+	one("not")
+	list("allOf")
+	list("anyOf")
+	list("oneOf")
+	each("properties")
+	one("additionalProperties")
+	each("patternProperties")
+	one("items")
+	list("items")
+	one("additionalItems")
+	each("dependencies")
+	if draft >= 6 {
+		one("propertyNames")
+		one("contains")
+	}
+	if draft >= 7 {
+		one("if")
+		one("then")
+		one("else")
+	}
+	if draft >= 2019 {
+		each("$defs")
+		each("dependentSchemas")
+		one("unevaluatedProperties")
+		one("unevaluatedItems")
+		one("contentSchema")
+	}
+	if draft >= 2020 {
+		list("prefixItems")
+	}
+	return out
 }
 
 // baseAt returns the base URI of the schema at the pointer tokens at in doc.
@@ -688,6 +806,9 @@ func (w *schemaWalker) resolve(doc *schemaDoc, base *url.URL, ref string) (targe
 	u.Fragment, u.RawFragment = "", ""
 	res, known := w.ids[u.String()]
 	if !known {
+		res, known = w.looseIDs[u.String()]
+	}
+	if !known {
 		if u.Scheme != "file" || u.Host != "" {
 			return nil, nil, "", nil, false, nil
 		}
@@ -708,6 +829,9 @@ func (w *schemaWalker) resolve(doc *schemaDoc, base *url.URL, ref string) (targe
 	}
 	if frag != "" && !strings.HasPrefix(frag, "/") {
 		a, found := w.anchors[anchorKey(res, frag)]
+		if !found {
+			a, found = w.looseAnchors[anchorKey(res, frag)]
+		}
 		if !found {
 			return nil, nil, "", nil, false, nil
 		}

@@ -664,6 +664,23 @@ func TestSchemaFindsSecretsBehindAnchors(t *testing.T) {
 					"definitions": {"s": {"$id": "#secret", "writeOnly": true}},
 					"properties": {"password": {"$id": "/elsewhere", "$ref": "#secret"}}}},
 				"properties": {"auth": {"$ref": "https://example.com/legacy.json"}}}`},
+		{name: "an anchor in a definition named default",
+			// A definition's name is not a keyword: the schema under it
+			// declares its anchor as any other does.
+			doc: `{"$defs": {"default": {"$anchor": "secret", "writeOnly": true}}, ` + auth + `}`},
+		{name: "an $id on a property named enum",
+			doc: `{"properties": {
+				"enum": {"$id": "https://example.com/cred.json", "$defs": {"s": {"writeOnly": true}}},
+				"auth": {"properties": {"password": {"$ref": "https://example.com/cred.json#/$defs/s"}}}}}`},
+		{name: "an anchor that a decoy under an unknown keyword does not shadow",
+			// The compiler looks for anchors only where schemas are; the
+			// object under "!d" is no schema, and sorts before $defs.
+			doc: `{"!d": {"$anchor": "secret"}, "$defs": {"s": {"$anchor": "secret", "writeOnly": true}}, ` + auth + `}`},
+		{name: "an anchor that a $ref into an unknown keyword makes known",
+			// The compiler reads the anchor under x-cred once the root's
+			// $ref to it is compiled, which is before the one to #cred.
+			doc: `{"$ref": "#/x-cred", "x-cred": {"$anchor": "cred", "properties": {"password": {"writeOnly": true}}},
+				"properties": {"auth": {"$ref": "#cred"}}}`},
 		{name: "a 2020-12 part of a draft-07 file",
 			doc: `{` + draft7 + `, "definitions": {"modern": {` + draft20 + `, "$id": "https://example.com/modern.json",
 					"$defs": {"s": {"$anchor": "secret", "writeOnly": true}},
