@@ -138,8 +138,10 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	}
 	// NOTE: a missing repository, a missing Secret and a bad signature get
 	// the same answer, so the endpoint tells an unauthenticated caller nothing.
-	if err := Verify(r.Header, body, token); err != nil {
-		logger.Info("Refused a push webhook", "reason", err.Error())
+	payload, payloadErr := signedPayload(r.Header, body, token)
+	var unverified *unverifiedError
+	if errors.As(payloadErr, &unverified) {
+		logger.Info("Refused a push webhook", "reason", unverified.Error())
 		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
 		return
 	}
@@ -154,9 +156,8 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "ignored: the event %q is not a push\n", event)
 		return
 	}
-	payload, err := pushPayload(r.Header, body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+	if payloadErr != nil {
+		http.Error(w, payloadErr.Error(), http.StatusBadRequest)
 		return
 	}
 	ref, err := ParsePush(payload)
@@ -269,24 +270,61 @@ func eventName(h http.Header) string {
 	return ""
 }
 
-// pushPayload returns the JSON event of a webhook's body. GitHub's default
-// content type, which Gitea and Forgejo offer too, is a form whose field
-// payload holds the event; the others send the JSON as the body. The
-// signature is over the body as sent, so Verify checks it before this.
-func pushPayload(h http.Header, body []byte) ([]byte, error) {
-	if ct := h.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err == nil && mt == "application/x-www-form-urlencoded" {
-			form, err := url.ParseQuery(string(body))
-			if err != nil {
-				return nil, fmt.Errorf("the body is not a form: %v", err)
-			}
-			if !form.Has("payload") {
-				return nil, errors.New("the form has no payload field holding the push event")
-			}
-			return []byte(form.Get("payload")), nil
+// unverifiedError is signedPayload's answer to a signature that does not
+// hold.
+type unverifiedError struct{ err error }
+
+func (e *unverifiedError) Error() string { return e.err.Error() }
+
+// signedPayload checks a webhook's signature against the secret and returns
+// the JSON event, read only from bytes the signature covers. A JSON body is
+// the event, signed as sent. A form (GitHub's default content type, which
+// Gitea and Forgejo offer too) holds the event in its field payload, and
+// the hosts sign it differently: GitHub signs the form as sent, while Gitea
+// and Forgejo sign the event alone, whatever the content type. So a form's
+// signature is checked over the body first and, when that fails, over the
+// payload field's bytes.
+//
+// The error is an *unverifiedError when no signature holds, and otherwise
+// says why a form whose body is signed holds no event.
+func signedPayload(h http.Header, body, secret []byte) ([]byte, error) {
+	verr := Verify(h, body, secret)
+	if !isForm(h) {
+		if verr != nil {
+			return nil, &unverifiedError{verr}
 		}
+		return body, nil
 	}
-	return body, nil
+	if verr == nil {
+		return formPayload(body)
+	}
+	// NOTE: the form is parsed before its signature is checked only to find
+	// the bytes Gitea and Forgejo sign; nothing of it is used unless those
+	// bytes verify, and then only they are parsed.
+	payload, err := formPayload(body)
+	if err != nil || Verify(h, payload, secret) != nil {
+		return nil, &unverifiedError{verr}
+	}
+	return payload, nil
+}
+
+// isForm reports whether a webhook's body is a form.
+func isForm(h http.Header) bool {
+	mt, _, err := mime.ParseMediaType(h.Get("Content-Type"))
+	return err == nil && mt == "application/x-www-form-urlencoded"
+}
+
+// formPayload returns the field payload of a form body, which holds the
+// JSON event.
+func formPayload(body []byte) ([]byte, error) {
+	form, err := url.ParseQuery(string(body))
+	if err != nil {
+		return nil, fmt.Errorf("the body is not a form: %v", err)
+	}
+	if !form.Has("payload") {
+		return nil, errors.New("the form has no payload field holding the push event")
+	}
+	return []byte(form.Get("payload")), nil
 }
 
 // ParsePush reads the pushed ref, such as refs/heads/main, from the body of

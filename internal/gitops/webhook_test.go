@@ -233,22 +233,26 @@ func post(t *testing.T, hook http.Handler, contentType, body string, headers map
 }
 
 // TestWebhookReadsAFormPush: GitHub's default content type, which Gitea
-// and Forgejo offer too, sends the push event as the form field payload,
-// signed over the form as sent. It queues a sync as a JSON body does;
-// a form with no payload is a bad request that queues nothing.
+// and Forgejo offer too, sends the push event as the form field payload.
+// GitHub signs the form as sent; Gitea and Forgejo sign the JSON event
+// alone, in every header they send. Either queues a sync as a JSON body
+// does; a form with no payload is a bad request that queues nothing.
 func TestWebhookReadsAFormPush(t *testing.T) {
 	event := `{"ref":"refs/heads/main","before":"0","commits":[]}`
 	form := url.Values{"payload": {event}}.Encode()
 	for _, tc := range []struct {
-		name, contentType, body, header, event string
+		name, contentType, body, signed, header, event string
 	}{
-		{"github form", "application/x-www-form-urlencoded", form, "X-Hub-Signature-256", "push"},
-		{"github form with a charset", "application/x-www-form-urlencoded; charset=utf-8", form, "X-Hub-Signature-256", "push"},
-		{"gitea form", "application/x-www-form-urlencoded", form, "X-Gitea-Signature", "push"},
-		{"github json", "application/json", event, "X-Hub-Signature-256", "push"},
+		{"github form", "application/x-www-form-urlencoded", form, form, "X-Hub-Signature-256", "push"},
+		{"github form with a charset", "application/x-www-form-urlencoded; charset=utf-8", form, form, "X-Hub-Signature-256", "push"},
+		{"gitea form", "application/x-www-form-urlencoded", form, event, "X-Gitea-Signature", "push"},
+		{"gitea form, its X-Hub-Signature-256", "application/x-www-form-urlencoded", form, event, "X-Hub-Signature-256", "push"},
+		{"forgejo form", "application/x-www-form-urlencoded", form, event, "X-Forgejo-Signature", "push"},
+		{"github json", "application/json", event, event, "X-Hub-Signature-256", "push"},
+		{"gitea json", "application/json", event, event, "X-Gitea-Signature", "push"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sig := sign("s3cret", tc.body)
+			sig := sign("s3cret", tc.signed)
 			if tc.header == "X-Hub-Signature-256" {
 				sig = "sha256=" + sig
 			}
@@ -260,6 +264,20 @@ func TestWebhookReadsAFormPush(t *testing.T) {
 			}
 			if got := syncer.queued(); len(got) != 1 || got[0] != (types.NamespacedName{Namespace: "hooks", Name: "gitops"}) {
 				t.Fatalf("queued %v; want one sync of hooks/gitops", got)
+			}
+		})
+	}
+	for _, tc := range []struct{ name, contentType, body, sig string }{
+		{"a form whose payload is signed with another secret", "application/x-www-form-urlencoded", form, sign("other", event)},
+		{"a form signed over another event", "application/x-www-form-urlencoded", form, sign("s3cret", `{"ref":"refs/heads/main"}`)},
+		{"a json body signed over the form", "application/json", event, sign("s3cret", form)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			syncer := &triggers{}
+			code, msg, _ := post(t, &Webhook{Client: hookReader{}, Syncer: syncer}, tc.contentType, tc.body,
+				map[string]string{"X-Gitea-Signature": tc.sig, "X-Gitea-Event": "push"})
+			if code != http.StatusUnauthorized || len(syncer.queued()) != 0 {
+				t.Fatalf("%d %q, queued %v; want 401 and nothing queued", code, msg, syncer.queued())
 			}
 		})
 	}
