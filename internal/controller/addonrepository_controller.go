@@ -482,7 +482,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
 			return ctrl.Result{}, err
 		}
-		owned, _ = madeFromFolder(owned, folder)
+		owned = madeFromOwnFile(owned, folder)
 		if n := managed(owned); refuseEmpty(len(snap.Claimed), repo.Spec, n) {
 			logger.Info("Refusing a commit whose folder holds no definition; nothing changes", "commit", snap.Commit, "addons", n)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonEmptyRefused, emptyRefusedMessage(repo, snap, folder, n))
@@ -567,6 +567,28 @@ func madeFromFolder(owned []capstanv1.Addon, folder string) (made, strays []caps
 		}
 	}
 	return made, strays
+}
+
+// madeFromOwnFile keeps, of the Addons that carry a repository's label,
+// those an empty commit counts: the ones written from their own file of
+// its folder, and the ones written from their own name's file in another
+// folder.
+//
+// NOTE: a spec.folder changed to a folder with no definition (a typo, or
+// docs/ that holds a README) makes every Addon of the old folder a stray
+// of the new one; not counting them would take the change as a folder
+// with nothing to refuse, and report it Synced, while a commit that
+// empties the folder is refused. A file of its own name says the syncer
+// wrote the Addon; a copy under a new name (grafana-test from
+// addons/grafana.yaml) still does not count.
+func madeFromOwnFile(owned []capstanv1.Addon, folder string) []capstanv1.Addon {
+	made, strays := madeFromFolder(owned, folder)
+	for _, a := range strays {
+		if file := a.Annotations[gitops.GitFileAnnotation]; gitops.IsDefinitionFile(file) && gitops.NameFromFile(file) == a.Name {
+			made = append(made, a)
+		}
+	}
+	return made
 }
 
 // maxStraysNamed bounds the strays the Ready condition names.

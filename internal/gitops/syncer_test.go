@@ -1177,6 +1177,54 @@ func TestSyncerBacksOffAnUnreadableRepository(t *testing.T) {
 	}
 }
 
+// TestSyncerRefusesAFolderChangedToNoDefinition: spec.folder changed
+// from addons to docs, which holds a README alone, leaves every Addon of
+// addons a stray of docs; they still count, so the change is refused as
+// an emptied folder is, and nothing is deleted or synced. A copy under a
+// new name still does not count.
+func TestSyncerRefusesAFolderChangedToNoDefinition(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-refolder")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/kuma.yaml", "name: kuma\nhelm: {repo: https://x, chart: kuma}\n").
+		Write("addons/dash.yaml", "name: dash\nhelm: {repo: https://x, chart: dash}\n").
+		Write("docs/README.md", "How we run add-ons.\n").
+		CommitAndPush("two add-ons")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+	dash := mustAddon(t, ns, "dash")
+	copied := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "dash-test", Labels: dash.Labels, Annotations: dash.Annotations},
+		Spec: *dash.Spec.DeepCopy()}
+	if err := env.client.Create(ctx, copied); err != nil {
+		t.Fatal(err)
+	}
+
+	patchRepo(t, ns, "gitops", func(r *capstanv1.AddonRepository) { r.Spec.Folder = "docs" })
+	eventually(t, 10*time.Second, "the folder without definitions refused", func() error {
+		r := getRepo(t, ns, "gitops")
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonEmptyRefused ||
+			!strings.Contains(c.Message, `folder "docs"`) || !strings.Contains(c.Message, "manages 2 Addons") {
+			return fmt.Errorf("Ready: %+v", c)
+		}
+		if s := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled); s == nil || s.Status != metav1.ConditionTrue {
+			return fmt.Errorf("Stalled: %+v", s)
+		}
+		return nil
+	})
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c1 {
+		t.Fatalf("last synced %s; want %s still", r.Status.LastSyncedCommit, c1)
+	}
+	for _, name := range []string{"kuma", "dash", "dash-test"} {
+		if a := mustAddon(t, ns, name); a.DeletionTimestamp != nil {
+			t.Fatalf("%s is being deleted", name)
+		}
+	}
+}
+
 // TestSyncerSparesACopiedAddon: an Addon copied by hand under a new name
 // (kubectl get addon dash -o yaml, renamed to dash-test, applied) keeps
 // the repository's label and dash's capstan.dev/git-file. No file of its
