@@ -877,7 +877,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			errs = append(errs, err)
 			continue
 		case c.to != "":
-			if err := r.handOver(ctx, repo, &a, c.to); err != nil {
+			if err := r.handOver(ctx, repo, sibs, &a, c.to); err != nil {
 				errs = append(errs, err)
 			}
 			continue

@@ -196,8 +196,16 @@ func branchUnknown(repo, other *capstanv1.AddonRepository) bool {
 // the sibling to whose folder defines it now, instead of deleting it, and
 // asks that sibling to sync: it applies its file to the Addon as it is,
 // status, approvals and software kept.
-func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon, to string) error {
-	if err := r.relabel(ctx, a, repo.Name, to); err != nil {
+func (r *AddonRepositoryReconciler) handOver(ctx context.Context, repo *capstanv1.AddonRepository, sibs *siblings, a *capstanv1.Addon, to string) error {
+	o, err := sibs.get(ctx, to)
+	if err != nil {
+		return err
+	}
+	folder := ""
+	if o != nil {
+		folder = syncFolder(o)
+	}
+	if err := r.relabel(ctx, a, repo.Name, to, folder); err != nil {
 		if fresh, rerr := r.relabelRaced(ctx, a, repo.Name); rerr != nil || fresh != nil {
 			// NOTE: the Addon is gone, made anew, or no longer this
 			// repository's (the sibling, syncing at once, took it
@@ -271,7 +279,7 @@ func (r *AddonRepositoryReconciler) takeOverOrphan(ctx context.Context, repo *ca
 // syncing at once, handed it over (repo has it, and have is updated), or
 // it is gone, made anew or a third repository's (repo has it not).
 func (r *AddonRepositoryReconciler) takeFrom(ctx context.Context, repo *capstanv1.AddonRepository, have *capstanv1.Addon, owner, why string) (bool, error) {
-	if err := r.relabel(ctx, have, owner, repo.Name); err != nil {
+	if err := r.relabel(ctx, have, owner, repo.Name, syncFolder(repo)); err != nil {
 		fresh, rerr := r.relabelRaced(ctx, have, owner)
 		switch {
 		case rerr != nil:
@@ -325,17 +333,29 @@ func (r *AddonRepositoryReconciler) relabelRaced(ctx context.Context, a *capstan
 }
 
 // relabel changes the managed-by-git label of a from one repository to
-// another, and drops its uninstall mark. The patch tests the Addon's UID and the label first: an Addon
-// deleted and made anew, or taken by another repository in between, is
-// left alone, and the next sync looks again. a is updated to what the API
-// server answers.
-func (r *AddonRepositoryReconciler) relabel(ctx context.Context, a *capstanv1.Addon, from, to string) error {
+// another, points its git-file at its own file in folder, the receiving
+// repository's, and drops its uninstall mark. The patch tests the Addon's
+// UID and the label first: an Addon deleted and made anew, or taken by
+// another repository in between, is left alone, and the next sync looks
+// again. a is updated to what the API server answers.
+func (r *AddonRepositoryReconciler) relabel(ctx context.Context, a *capstanv1.Addon, from, to, folder string) error {
 	escape := strings.NewReplacer("~", "~0", "/", "~1").Replace
 	label := "/metadata/labels/" + escape(gitops.ManagedByGitLabel)
 	ops := []map[string]string{
 		{"op": "test", "path": "/metadata/uid", "value": string(a.UID)},
 		{"op": "test", "path": label, "value": from},
 		{"op": "replace", "path": label, "value": to},
+	}
+	// NOTE: the receiving repository's apply writes the file it read, but
+	// only when the file applies: one that is invalid, and later removed,
+	// would leave an Addon with the new label and the old folder's file,
+	// which the new repository takes for a person's copy and keeps for
+	// ever. name.yaml is written whether the folder holds it or name.yml:
+	// MadeFrom takes both, and the next apply writes the file it read.
+	if v, ok := a.Annotations[gitops.GitFileAnnotation]; ok && folder != "" {
+		file := "/metadata/annotations/" + escape(gitops.GitFileAnnotation)
+		ops = append(ops, map[string]string{"op": "test", "path": file, "value": v},
+			map[string]string{"op": "replace", "path": file, "value": gitops.OwnFile(folder, a.Name)})
 	}
 	// NOTE: the uninstall mark was set for the removal of from's file
 	// (capstan addon remove --uninstall); the Addon moves instead, and a

@@ -48,6 +48,16 @@ func MadeFrom(folder, name, file string) bool {
 	return false
 }
 
+// OwnFile is the file name.yaml of add-on name at the top of folder, as
+// the syncer names it in GitFileAnnotation: one that MadeFrom takes for
+// folder.
+func OwnFile(folder, name string) string {
+	if folder == "" {
+		folder = DefaultFolder
+	}
+	return DefinitionFiles(cleanFolderPath(folder), name)[0]
+}
+
 // Origin says where a definition came from and where its Addon goes.
 type Origin struct {
 	// Namespace is the Addon's namespace, the AddonRepository's.

@@ -78,6 +78,52 @@ func TestSyncerMovesAnAddonBetweenFolders(t *testing.T) {
 	}
 }
 
+// TestSyncerMovesAnAddonToAnInvalidFile: x moves from team-a's folder to
+// team-b's, where its file is invalid, so team-b does not apply it. The
+// hand-over points x's git-file at team-b's folder all the same, so x is
+// team-b's own Addon, not a copy of team-a's: when the file is then
+// removed, team-b deletes it, instead of keeping it for ever.
+func TestSyncerMovesAnAddonToAnInvalidFile(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-move-invalid")
+	w, _ := twoTeams(t, ns)
+	before := mustAddon(t, ns, "x")
+	c2 := w.Remove("team-a/x.yaml").Write("team-b/x.yaml", "name: x\nbogus: true\nhelm: {repo: https://x, chart: x}\n").
+		CommitAndPush("x goes to team b, with a typo")
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client, APIReader: env.client}
+	sync := func(team string) {
+		t.Helper()
+		if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: team}}); err != nil {
+			t.Fatalf("sync of %s: %v", team, err)
+		}
+	}
+	sync("team-a")
+	sync("team-b")
+	if r := getRepo(t, ns, "team-b"); r.Status.LastSyncedCommit != c2 || r.Status.InvalidFileCount != 1 {
+		t.Fatalf("team-b: synced %s, invalid files %+v; want %s with team-b/x.yaml invalid", r.Status.LastSyncedCommit, r.Status.InvalidFiles, c2)
+	}
+	if err := sameAddon(t, ns, "x", before.UID); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustAddon(t, ns, "x"); got.Labels[gitops.ManagedByGitLabel] != "team-b" || got.Annotations[gitops.GitFileAnnotation] != "team-b/x.yaml" {
+		t.Fatalf("x handed to team-b: labels %v, annotations %v; want team-b's label and file", got.Labels, got.Annotations)
+	}
+
+	c3 := w.Remove("team-b/x.yaml").CommitAndPush("no x after all")
+	sync("team-b")
+	if r := getRepo(t, ns, "team-b"); r.Status.LastSyncedCommit != c3 {
+		t.Fatalf("team-b: synced %s; want %s", r.Status.LastSyncedCommit, c3)
+	}
+	switch a, err := getAddon(t, ns, "x"); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		t.Fatal(err)
+	case a.DeletionTimestamp == nil:
+		t.Fatalf("x, whose file left team-b's folder, is kept: labels %v, annotations %v", a.Labels, a.Annotations)
+	}
+}
+
 // sameAddon says what is wrong when the Addon is not the one with uid,
 // alive.
 func sameAddon(t *testing.T, ns, name string, uid types.UID) error {
