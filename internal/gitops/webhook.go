@@ -22,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -115,6 +116,20 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	// API server nothing.
 	if !signed(r.Header) {
 		http.Error(w, "unauthorized: the request has no signature: set the webhook's secret in the git host", http.StatusUnauthorized)
+		return
+	}
+	// NOTE: a name the API server cannot hold (a%25b in the path is a%b)
+	// is refused by client-go before any request, with an error that is
+	// not NotFound; read, it would be taken for the API server failing.
+	// It is a repository that is not there, and gets the same answer.
+	if errs := validation.IsDNS1123Label(key.Namespace); len(errs) > 0 {
+		logger.Info("Refused a push webhook", "reason", "the path's namespace is not a namespace name: "+strings.Join(errs, "; "))
+		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
+		return
+	}
+	if errs := validation.IsDNS1123Subdomain(key.Name); len(errs) > 0 {
+		logger.Info("Refused a push webhook", "reason", "the path's name is not an AddonRepository name: "+strings.Join(errs, "; "))
+		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
 		return
 	}
 	repo := &capstanv1.AddonRepository{}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -290,6 +291,48 @@ func TestWebhookReadsAFormPush(t *testing.T) {
 			t.Fatalf("%d %q, queued %v; want 400 and nothing queued", code, msg, syncer.queued())
 		}
 	})
+}
+
+// strictReader is a hookReader that refuses, as client-go does before any
+// request, a namespace or name the API server cannot hold, with an error
+// that is not NotFound.
+type strictReader struct{ hookReader }
+
+func (s strictReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if strings.ContainsAny(key.Namespace+key.Name, "%/ ") {
+		return fmt.Errorf("invalid resource name %q", key.Name)
+	}
+	return s.hookReader.Get(ctx, key, obj, opts...)
+}
+
+// TestWebhookRefusesANameNoRepositoryHas: a path whose namespace or name
+// no object can have (a%25b is a%b once unescaped) is a repository that is
+// not there: 401, as for any other, nothing read or queued, and no 503
+// that blames the API server.
+func TestWebhookRefusesANameNoRepositoryHas(t *testing.T) {
+	const event = `{"ref":"refs/heads/main"}`
+	for _, path := range []string{"/hooks/git/hooks/a%25b", "/hooks/git/a%25b/gitops", "/hooks/git/hooks/A", "/hooks/git/hooks/a%20b", "/hooks/git/Hooks/gitops"} {
+		t.Run(path, func(t *testing.T) {
+			syncer := &triggers{}
+			srv := httptest.NewServer(&Webhook{Client: strictReader{}, Syncer: syncer})
+			defer srv.Close()
+			req, err := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(event))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("X-Hub-Signature-256", "sha256="+sign("s3cret", event))
+			req.Header.Set("X-GitHub-Event", "push")
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), errUnverified) || len(syncer.queued()) != 0 {
+				t.Fatalf("%d %q, queued %v; want 401 as for a repository that is not there", resp.StatusCode, body, syncer.queued())
+			}
+		})
+	}
 }
 
 // TestWebhookSaysTheAPIServerFailed: a signed push whose repository or
