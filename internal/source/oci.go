@@ -134,9 +134,18 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 			return c, err
 		}
 		// NOTE: 1.2, 1 or v1.2.3 is a tag when the registry has it, as Helm
-		// pulls it; when it has not, it is the semver range it reads as
-		// (1.2.x, 1.x.x, 1.2.3), resolved over the tags as a chart
+		// pulls it; when it has not, 1.2 and 1 are the semver ranges they
+		// read as (1.2.x, 1.x.x), resolved over the tags as a chart
 		// repository's version is, rather than failing.
+		if whole := strings.TrimPrefix(version, "v"); whole != version {
+			if _, err := semver.StrictNewVersion(whole); err == nil {
+				// NOTE: v1.2.3 is the one version 1.2.3, and helm push
+				// tags it so. As a range it would also hold
+				// 1.2.3+other, another chart, whichever the tag sort
+				// put first.
+				return pull(strings.ReplaceAll(whole, "+", "_"))
+			}
+		}
 		t, err := ociTagInRange(ctx, repo, spec.OCI, version)
 		if err != nil {
 			return nil, err

@@ -188,6 +188,14 @@ func TestOCINonVersionTag(t *testing.T) {
 	for tag, version := range map[string]string{"1.0.0": "1.0.0+other", "1.0.0_b": "1.0.0+c", "1.0.0-rc.1": "1.0.0-rc.1+x"} {
 		r.push(t, chartArchive(t, "demo", version), "charts/demo:"+tag, "", "", registry.PushOptStrictMode(false))
 	}
+	// A repository with no v-prefixed tag: v1.0.0 is the version 1.0.0
+	// there, never 1.0.0 with build metadata.
+	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
+	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
+	// A repository with no v-prefixed tag: v1.0.0 is the version 1.0.0
+	// there, never 1.0.0 with build metadata.
+	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
+	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
 	f := newTestFetcher(t, Options{}, r.Server)
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
@@ -205,6 +213,8 @@ func TestOCINonVersionTag(t *testing.T) {
 		{"a version tag that holds its version with build metadata", capstanv1.ChartSource{OCI: oci, Version: "1.0.0"}, "holds chart version 1.0.0+other"},
 		{"a version tag with build metadata that holds other metadata", capstanv1.ChartSource{OCI: oci, Version: "1.0.0_b"}, "holds chart version 1.0.0+c"},
 		{"a pre-release tag that holds it with build metadata", capstanv1.ChartSource{OCI: oci + ":1.0.0-rc.1"}, "holds chart version 1.0.0-rc.1+x"},
+		{"a v-prefixed version whose tag has no v", capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/plain", Version: "v1.0.0"}, ""},
+		{"a v-prefixed version that only other build metadata has", capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/other", Version: "v1.0.0"}, "no such chart"},
 		{"a missing tag that is no version", capstanv1.ChartSource{OCI: oci + ":experimental"}, "no such chart, tag or digest"},
 	}
 	for _, tt := range tests {
@@ -317,6 +327,10 @@ func TestOCIErrors(t *testing.T) {
 	r := newOCIRegistry(t, "", "")
 	data := chartArchive(t, "demo", "1.0.0")
 	r.push(t, data, "charts/demo:1.0.0", "", "")
+	// A repository with no v-prefixed tag: v1.0.0 is the version 1.0.0
+	// there, never 1.0.0 with build metadata.
+	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
+	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
 	f := newTestFetcher(t, Options{}, r.Server)
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
