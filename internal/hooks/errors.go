@@ -149,10 +149,12 @@ func IsHookError(err error) bool {
 	return errors.As(err, &he)
 }
 
-// ReadError is a run that stopped while it waited for a Job or Pod hook,
-// because the hook could not be read: the API server refused the read
-// (Forbidden, Unauthorized), or answered with what is no object of the
-// hook's kind. That says nothing of how the hook ends, and a migration Job
+// ReadError is a run that stopped because a hook's object could not be
+// read: the one it waited for, whose read the API server refused
+// (Forbidden, Unauthorized) or answered with what is no object of the
+// hook's kind, or, in a run that goes on from a stopped one
+// (Request.Resume), an object that run may have left, whose read failed
+// in any way. That says nothing of how the hook ends, and a migration Job
 // may still run: the hook is left as it is, its hook-failed policy does
 // not delete it, and a run that goes on from this one (Request.Resume,
 // with Request.Waiting set to Hook) reads it again. It is no hook's
@@ -173,7 +175,7 @@ type ReadError struct {
 }
 
 func (e *ReadError) Error() string {
-	return fmt.Sprintf("the %s hook %s could not be read while Capstan waited for it: %v; it did not fail and may still run, so it is left as it is, and the next look reads it again",
+	return fmt.Sprintf("the %s hook %s could not be read: %v; it did not fail and may still run, so it is left as it is, and the next look reads it again",
 		e.Event, e.Hook.Describe(), e.Err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -196,5 +197,90 @@ func TestRefusedReadLeavesTheHookRunning(t *testing.T) {
 	}
 	if j := f.job("db-initdb"); j == nil || j.UID != first.UID || j.Status.Succeeded != 1 {
 		t.Errorf("initdb %v; want the Job the first run left, succeeded", j)
+	}
+}
+
+// refuseReads makes the API server refuse (Forbidden) the fixture's first
+// n reads of the Job name once it exists; the reads after them are
+// answered.
+func (f *fixture) refuseReads(name string, n int32) {
+	var refused atomic.Int32
+	f.applier.Client = interceptor.NewClient(admin, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if err := c.Get(ctx, key, obj, opts...); err != nil || key.Name != name || refused.Add(1) > n {
+				return err
+			}
+			return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, key.Name, errors.New("no reads"))
+		},
+	})
+}
+
+// TestRefusedReadsOfAStoppedRunAreNoFailure refuses two reads of the
+// post-install second Job, with hook-failed, after the seed Job, with
+// hook-succeeded: the run that waits for it ends with a *hooks.ReadError,
+// and so does the run that goes on from it (Request.Resume, waiting for
+// the second Job), whether or not it was told the Job's UID: its first
+// read of the object the stopped run left is refused too. That is no
+// hook's failure, which would have the controller clear status.hook, and
+// its next sync delete the running Job by before-hook-creation and run
+// the seed Job again. Neither Job is made again or deleted, and a third
+// run, whose reads are answered, waits for the same Job until it
+// succeeds. Before, the second run failed the hook as CreateFailed ("reading
+// its object"), or, with no UID, took the hooks before it for not run.
+func TestRefusedReadsOfAStoppedRunAreNoFailure(t *testing.T) {
+	for _, withUID := range []bool{false, true} {
+		name := "without the UID"
+		if withUID {
+			name = "with the UID"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			label := "capstan.dev/" + f.ns
+			hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", deletePolicy: hook-failed, nodeLabel: "`+label+`"}]}`, false)
+			f.refuseReads("db-second", 2)
+			ctx := context.Background()
+			var shown []capstanv1.HookProgress
+			req := hooks.Request{
+				Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute,
+				Run: "post-install/one", KeepForRetry: true,
+				Progress: func(p capstanv1.HookProgress) error { shown = append(shown, p); return nil },
+			}
+			_ = readError(t, f.runner.Run(ctx, req))
+			seed, second := f.job("db-seed"), f.job("db-second")
+			if seed == nil || seed.Status.Succeeded != 1 || second == nil || len(shown) == 0 {
+				t.Fatalf("seed %v, second %v, progress %+v; want the seed Job succeeded and the second one running", seed, second, shown)
+			}
+			last := shown[len(shown)-1]
+			if last.Name != "db-second" {
+				t.Fatalf("the run showed %s last; want the second Job", last.Describe())
+			}
+
+			req.Resume, req.Waiting, req.WaitingSince = true, &last.ObjectRef, last.Since.Time
+			if withUID {
+				req.WaitingUID = second.UID
+			}
+			// NOTE: a run that took the refused read for no answer would
+			// wait for the second Job; it yields at once instead.
+			req.Yield = time.Second
+			re := readError(t, f.runner.Run(ctx, req))
+			if re.Hook != last.ObjectRef {
+				t.Errorf("the error names %s; want the second Job", re.Hook.Describe())
+			}
+			if j := f.job("db-second"); j == nil || j.UID != second.UID || j.DeletionTimestamp != nil {
+				t.Fatalf("second %v; want the running Job left as it is: it did not fail", j)
+			}
+			if j := f.job("db-seed"); j == nil || j.UID != seed.UID {
+				t.Fatalf("seed %v; want the Job the first run made, not run again", j)
+			}
+
+			f.labelNode(label)
+			req.Yield = 0
+			if err := f.runner.Run(ctx, req); err != nil {
+				t.Fatalf("the run whose reads are answered: %v", err)
+			}
+			if j := f.job("db-second"); j == nil || j.UID != second.UID || j.Status.Succeeded != 1 {
+				t.Errorf("second %v; want the Job the first run made, succeeded", j)
+			}
+		})
 	}
 }

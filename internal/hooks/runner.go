@@ -108,7 +108,13 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
 	awaited := req.AwaitHealthy == nil
-	done, ours := r.doneBefore(ctx, req, selected)
+	done, ours, err := r.doneBefore(ctx, req, selected)
+	if err != nil {
+		// NOTE: nothing was run or deleted yet, and status.hook still
+		// names the hook the stopped run waited for: a look that reads it
+		// again goes on from there.
+		return err
+	}
 	if ours {
 		for _, h := range selected[:done+1] {
 			// NOTE: the wait for the applied objects came before the hook
@@ -185,7 +191,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	for i, ref := range refs {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: req.Run}
 	}
-	_, err := r.CleanUp(ctx, req, objs)
+	_, err = r.CleanUp(ctx, req, objs)
 	return err
 }
 
@@ -291,10 +297,12 @@ func (r *Runner) forget(req Request, ref capstanv1.ObjectRef) error {
 // A recorded UID of the waited-for hook's object (req.WaitingUID) shows
 // it was this run's even once it is gone. Otherwise a waited-for hook
 // whose object is not this run's says nothing of them: each is judged by
-// its own object (runOne).
-func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) (int, bool) {
+// its own object (runOne). A read of that object that fails says nothing
+// of how far the run got: it returns a *ReadError, and the run stops
+// there, having run nothing.
+func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) (int, bool, error) {
 	if !req.Resume || req.Waiting == nil || req.Run == "" {
-		return 0, false
+		return 0, false, nil
 	}
 	for i, h := range selected {
 		if capstanv1.RefOf(h.Object) != *req.Waiting {
@@ -303,14 +311,21 @@ func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.
 		if req.WaitingUID != "" {
 			// NOTE: the stopped run left this hook's object running, so
 			// it made it, whether or not it is still there.
-			return i, true
+			return i, true, nil
 		}
-		if ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting); err == nil && ours {
-			return i, true
+		ours, _, err := r.fromStoppedRun(ctx, req, *req.Waiting)
+		if err != nil {
+			// NOTE: taken for not ours, the hooks before it would be
+			// judged each by its own object, and one whose Job its TTL
+			// deleted would run again.
+			return 0, false, &ReadError{Event: req.Event, Hook: *req.Waiting, Err: err}
 		}
-		return 0, false
+		if !ours {
+			return 0, false, nil
+		}
+		return i, true, nil
 	}
-	return 0, false
+	return 0, false, nil
 }
 
 // runOne runs one hook and waits for it.
@@ -333,7 +348,9 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	waited := req.Resume && req.Waiting != nil && *req.Waiting == ref
 	if waited && req.WaitingUID != "" {
 		if gone, err := r.replaced(ctx, req, ref); err != nil {
-			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+			// NOTE: a read of the object a run left, not a creation: it
+			// says nothing of the hook, which may still run.
+			return &ReadError{Event: req.Event, Hook: ref, Err: err}
 		} else if gone != "" {
 			// NOTE: deleted while no run waited for it (a person cut a
 			// long migration short, a drain evicted a Pod): as when it is
@@ -347,7 +364,10 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	if req.Resume {
 		ours, st, err := r.fromStoppedRun(ctx, req, ref)
 		if err != nil {
-			return fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+			// NOTE: as above: neither a hook's failure, which would have
+			// the run start it anew at the next sync, nor a reason to run
+			// it again now.
+			return &ReadError{Event: req.Event, Hook: ref, Err: err}
 		}
 		switch {
 		case ours && st == succeeded:
