@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -610,7 +611,7 @@ func (r *AddonReconciler) endedByHook(ctx context.Context, s *scope, err error) 
 		nh.UID = run.UID
 		s.addon.Status.Hook = &nh
 	}
-	r.awaitHook(ctx, s, run.Event, run.Hook, run.Since)
+	r.awaitHook(ctx, s, run.Event, run.Hook, run.Since, nil)
 	return true
 }
 
@@ -619,8 +620,10 @@ func (r *AddonReconciler) endedByHook(ctx context.Context, s *scope, err error) 
 // bounds the wait. status.hook names it, and the look that finds it ended
 // goes on with the run (runEvent). The add-on is Progressing while it
 // waits (WaitingForHook), but for a test run that does not hold it
-// (quietTests): a Synced add-on stays Synced while it is tested.
-func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string, ref capstanv1.ObjectRef, since time.Time) {
+// (quietTests): a Synced add-on stays Synced while it is tested. readErr,
+// when set, is why this look could not read the hook: the message says so,
+// and what to fix if it lasts.
+func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string, ref capstanv1.ObjectRef, since time.Time, readErr error) {
 	s.found.hookWait = true
 	kinds := []schema.GroupVersionKind{schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)}
 	deleting := !s.addon.DeletionTimestamp.IsZero()
@@ -628,6 +631,22 @@ func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string,
 	what := "" // NOTE: no outcome of its own: the phase stays as it is
 	if event != render.TestEvent || !quietTests(s) || deleting || changed {
 		what = fmt.Sprintf("waiting for the %s hook %s to finish (running since %s)", event, ref.Describe(), since.UTC().Format(time.RFC3339))
+		if readErr != nil {
+			// NOTE: a look that cannot read the hook waits as for one that
+			// runs, until spec.hookTimeout; without this, nothing in
+			// status would say why the wait does not end.
+			msg := s.mask().String(readErr.Error())
+			switch {
+			case apierrors.IsForbidden(readErr):
+				what += fmt.Sprintf("; reading it was refused: %s; Capstan reads it again at each look — if this lasts, give %s get on %s in %s",
+					msg, readerOf(r, s), resourceOf(s, ref), ref.Namespace)
+			case apierrors.IsUnauthorized(readErr):
+				what += fmt.Sprintf("; reading it was refused: %s; Capstan reads it again at each look — if this lasts, check the credentials of %s",
+					msg, readerOf(r, s))
+			default:
+				what += fmt.Sprintf("; reading it failed: %s; Capstan reads it again at each look", msg)
+			}
+		}
 		switch {
 		case deleting && !deleteEvent(event):
 			what += "; the Addon's deletion goes on once it has finished"
@@ -636,6 +655,34 @@ func (r *AddonReconciler) awaitHook(ctx context.Context, s *scope, event string,
 		}
 	}
 	r.awaitWith(ctx, s, what, kinds)
+}
+
+// readerOf names the identity that reads and applies the add-on's
+// objects: the account a remote cluster's kubeconfig names, the
+// impersonated add-ons account in the cluster profile, or the controller's
+// own in the restricted profile.
+func readerOf(r *AddonReconciler, s *scope) string {
+	switch {
+	case s.cluster != nil && s.cluster.server != "":
+		return "the account spec.kubeConfig names"
+	case s.profile == capstanv1.ProfileCluster:
+		return "the add-ons account " + r.Config.AddonsUser()
+	}
+	return "the controller's account"
+}
+
+// resourceOf is how an RBAC rule names ref's kind: its resource, with its
+// group, as the cluster's REST mapper maps it (the kind lowercased, with an
+// s, when it cannot).
+func resourceOf(s *scope, ref capstanv1.ObjectRef) string {
+	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
+	gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
+	if s.cluster != nil && s.cluster.mapper != nil {
+		if m, err := s.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			gr = m.Resource.GroupResource()
+		}
+	}
+	return gr.String()
 }
 
 // quietTests reports whether a run of the chart's tests leaves the add-on's
@@ -683,7 +730,8 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 	if err != nil {
 		// NOTE: a read that fails says nothing of the hook, and the
 		// pipeline must not take it for gone: a change that waits would
-		// replace a migration that still runs. The next look reads again.
+		// replace a migration that still runs. The next look reads again,
+		// and the waiting message says why this one could not.
 		logf.FromContext(ctx).Error(s.mask().Error(err), "Reading the running hook failed", "hook", h.Describe())
 	} else if ended, failure := hooks.Ended(live); ended {
 		if failure != "" && h.Generation != s.addon.Generation && r.Recorder != nil {
@@ -698,7 +746,7 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 	// NOTE: observedGeneration stays: a change that waits for the hook
 	// has not been looked at yet.
 	s.keepObserved = true
-	r.awaitHook(ctx, s, h.Event, h.ObjectRef, h.Since.Time)
+	r.awaitHook(ctx, s, h.Event, h.ObjectRef, h.Since.Time, err)
 	return true
 }
 

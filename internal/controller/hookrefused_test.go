@@ -1,0 +1,107 @@
+package controller_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
+)
+
+// refusingReads has the API server, as the controller's clients see it,
+// refuse (403 Forbidden) every GET of one object's path while refuse is
+// set, as an authorizer whose rule was taken away for a while would. It
+// counts the refusals.
+type refusingReads struct {
+	next    http.RoundTripper
+	path    string
+	refuse  *atomic.Bool
+	refused *atomic.Int32
+}
+
+func (t refusingReads) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet || req.URL.Path != t.path || !t.refuse.Load() {
+		return t.next.RoundTrip(req)
+	}
+	t.refused.Add(1)
+	body, _ := json.Marshal(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonForbidden, Code: http.StatusForbidden,
+		Message: "no reads of it for a while",
+	})
+	return &http.Response{StatusCode: http.StatusForbidden, Status: "403 Forbidden", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
+}
+
+// refuseReadsOf has the controller's clients see every read of the path
+// refused while the returned flag is set.
+func refuseReadsOf(path string) (func(*controller.AddonReconciler), *atomic.Bool, *atomic.Int32) {
+	refuse, refused := &atomic.Bool{}, &atomic.Int32{}
+	return func(r *controller.AddonReconciler) {
+		cfg := rest.CopyConfig(r.RestConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return refusingReads{next: rt, path: path, refuse: refuse, refused: refused}
+		})
+		r.RestConfig = cfg
+	}, refuse, refused
+}
+
+// TestRefusedReadsOfARunningHookShow installs the dbapp chart whose
+// post-install Job waits for a node, and has the API server refuse every
+// read of that Job for a while. The looks that wait for it say so in the
+// Ready message, with what to fix if it lasts, rather than only "waiting
+// for … to finish" until spec.hookTimeout; no hook failed, so the add-on
+// is not Stalled. Once the reads are answered and the node is there, the
+// same Job, made once, succeeds. Before, the refusal showed only in the
+// controller's log.
+func TestRefusedReadsOfARunningHookShow(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	change, refuse, refused := refuseReadsOf("/apis/batch/v1/namespaces/" + ns + "/jobs/db-second")
+	shard := startShardWith(t, "refu-"+ns[len(ns)-5:], change)
+	a := dbapp(t, ns, `{extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", nodeLabel: "`+label+`"}]}`, shard)
+
+	eventually(t, 90*time.Second, "the second Job to be made", func() bool { return job(t, ns, "db-second") != nil })
+	uid := job(t, ns, "db-second").UID
+	refuse.Store(true)
+	got := waitFor(t, a, 60*time.Second, "the waiting message to say the read was refused", func(cur *capstanv1.Addon) bool {
+		m := readyMessage(cur)
+		return strings.HasPrefix(m, "waiting for the post-install hook Job "+ns+"/db-second to finish") && strings.Contains(m, "reading it was refused")
+	})
+	refuse.Store(false)
+	m := readyMessage(got)
+	for _, want := range []string{"no reads of it for a while", "Capstan reads it again", "get on jobs.batch in " + ns} {
+		if !strings.Contains(m, want) {
+			t.Errorf("Ready message %q; want %q in it", m, want)
+		}
+	}
+	if isStalled(got) || readyReason(got) != "WaitingForHook" {
+		t.Errorf("the add-on is %s, Stalled %t; want WaitingForHook: no hook failed", readyReason(got), isStalled(got))
+	}
+	if h := got.Status.Hook; h == nil || h.Name != "db-second" {
+		t.Errorf("status.hook = %+v; want the second Job", h)
+	}
+	if refused.Load() == 0 {
+		t.Error("no read of the second Job was refused")
+	}
+
+	labelNode(t, label)
+	synced(t, a)
+	if j := job(t, ns, "db-second"); j == nil || j.UID != uid || j.Status.Succeeded != 1 {
+		t.Errorf("second %s; want the Job made before the refusals (%s), succeeded", jobString(j), uid)
+	}
+	if n := rec.count("Job/db-second", watch.Added); n != 1 {
+		t.Errorf("the second Job was created %d times; want once", n)
+	}
+}
