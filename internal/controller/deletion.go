@@ -251,9 +251,13 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 				return nil
 			}
 			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
-				if hooks.IsRunning(err) || unrecorded(err) || preDeleteDone(s.addon) {
+				if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || preDeleteDone(s.addon) {
 					// NOTE: a stage recorded over failed only in its
-					// clean-up, which the next look finishes.
+					// clean-up, which the next look finishes. A hook that
+					// could not be read did not fail: status.hook still
+					// names it, and the next look reads it again, with
+					// backoff; no person need keep the software by
+					// orphaning it.
 					return err
 				}
 				if why := goneWhileHooksRan(ctx, s, err); why != "" {
@@ -304,7 +308,10 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry, r.recordPost(s, "post-delete")); err != nil {
-		if hooks.IsRunning(err) || unrecorded(err) || postDeleteDone(s.addon) {
+		if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || postDeleteDone(s.addon) {
+			// NOTE: a hook that could not be read did not fail: the next
+			// look reads it again (status.hook), so the error says so
+			// rather than that the hook failed.
 			return err
 		}
 		if why := goneWhileHooksRan(ctx, s, err); why != "" {

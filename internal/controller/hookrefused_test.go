@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/hooks"
 )
 
 // refusingReads has the API server, as the controller's clients see it,
@@ -103,5 +105,59 @@ func TestRefusedReadsOfARunningHookShow(t *testing.T) {
 	}
 	if n := rec.count("Job/db-second", watch.Added); n != 1 {
 		t.Errorf("the second Job was created %d times; want once", n)
+	}
+}
+
+// TestRefusedPreDeleteReadIsNoFailure deletes an add-on whose pre-delete
+// backup Job waits for a node, and has the API server refuse one read of
+// the Job while the uninstall waits for it. No hook failed: the add-on is
+// never Stalled nor told that the pre-delete hook failed (with advice to
+// orphan the software), status.hook goes on naming the Job, and once the
+// node is there the same Job, made once, succeeds and the uninstall
+// finishes. Before, the refusal stalled the uninstall as a hook's failure.
+func TestRefusedPreDeleteReadIsNoFailure(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	h := &refusingHooks{HookRunner: reconciler.Hooks, event: "pre-delete", name: "db-backup", result: make(chan refusedRead, 1)}
+	shard := startShardWith(t, "prdl-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) { r.Hooks = h })
+	a := dbapp(t, ns, `{hooks: {backup: {nodeLabel: "`+label+`"}}}`, shard,
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	synced(t, a)
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	var refused refusedRead
+	select {
+	case refused = <-h.result:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the uninstall never came to read the backup Job")
+	}
+	if !hooks.IsReadError(refused.err) {
+		t.Errorf("the run returned %v; want a refused read", refused.err)
+	}
+	// NOTE: a stall shows between two looks; every status is read for
+	// one, for a while.
+	deadline := time.Now().Add(15 * time.Second)
+	var named bool
+	for time.Now().Before(deadline) {
+		cur := getAddon(t, a)
+		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "hook failed") || strings.Contains(m, "Orphan") {
+			t.Fatalf("the add-on is Stalled %t with %q; want no hook's failure: the read was refused", isStalled(cur), m)
+		}
+		named = named || cur.Status.Hook != nil && cur.Status.Hook.Name == "db-backup"
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !named {
+		t.Error("status.hook never named the backup Job after the refusal")
+	}
+	if j := job(t, ns, "db-backup"); j == nil || j.UID != refused.uid || j.DeletionTimestamp != nil {
+		t.Fatalf("backup %s; want the running Job whose read was refused (%s), left as it is", jobString(j), refused.uid)
+	}
+
+	labelNode(t, label)
+	gone(t, a)
+	if n := rec.count("Job/db-backup", watch.Added); n != 1 {
+		t.Errorf("the backup Job was created %d times; want once", n)
 	}
 }
