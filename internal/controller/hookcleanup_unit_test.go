@@ -167,3 +167,43 @@ func TestPendingKeepsWhatARefusedReadLeft(t *testing.T) {
 		t.Errorf("message %q; want no hook's failure, and what comes next", msg)
 	}
 }
+
+// TestSyncFailOutcome checks the words of a sync whose SyncFail hooks ran
+// after it failed: a SyncFail hook that could not be read is no hook that
+// failed, and since the SyncFail hooks are recorded as run whatever their
+// end, no look reads it again: the message must not promise one. Before,
+// it read "one failed: … it did not fail …, and the next look reads it
+// again".
+func TestSyncFailOutcome(t *testing.T) {
+	failed := errors.New("the PreSync hook failed")
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, "notify", errors.New("no reads"))
+	for _, c := range []struct {
+		name      string
+		herr      error
+		want, not []string
+	}{
+		{"they succeeded", nil, []string{"the PreSync hook failed; then the SyncFail hooks ran"}, []string{"failed:", "could not be read"}},
+		{"one failed", &hooks.Error{Event: "sync-fail", Hook: jobRef("notify"), Reason: "BackoffLimitExceeded"},
+			[]string{"the PreSync hook failed; then the SyncFail hooks ran, and one failed: "}, nil},
+		{"one could not be read", fmt.Errorf("running: %w", &hooks.ReadError{Event: "sync-fail", Hook: jobRef("notify"), Err: forbidden}),
+			[]string{"the PreSync hook failed; then the SyncFail hooks ran, and the sync-fail hook Job", "could not be read", "no reads", "it is left as it is and not waited for"},
+			[]string{"one failed", "did not fail", "the next look reads it again"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := syncFailOutcome(failed, c.herr)
+			if !errors.Is(err, failed) {
+				t.Errorf("%v does not wrap the sync's failure", err)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q; want %q in it", err, w)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(err.Error(), n) {
+					t.Errorf("%q; want no %q in it", err, n)
+				}
+			}
+		})
+	}
+}

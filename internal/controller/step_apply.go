@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,6 +15,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/values"
@@ -240,7 +242,20 @@ func (r *AddonReconciler) syncFailed(ctx context.Context, s *scope, err error) e
 	if cerr := r.checkpointStatus(ctx, s); cerr != nil {
 		return cerr
 	}
-	if herr != nil {
+	return syncFailOutcome(err, herr)
+}
+
+// syncFailOutcome is the error of a sync that failed with err, after its
+// SyncFail hooks ran and ended with herr. A hook that could not be read
+// did not fail, and is no longer waited for: the SyncFail hooks are
+// recorded as run whatever their end, so no look reads it again.
+func syncFailOutcome(err, herr error) error {
+	var re *hooks.ReadError
+	switch {
+	case errors.As(herr, &re):
+		return fmt.Errorf("%w; then the SyncFail hooks ran, and the %s hook %s could not be read: %v; it is left as it is and not waited for",
+			err, re.Event, re.Hook.Describe(), re.Err)
+	case herr != nil:
 		return fmt.Errorf("%w; then the SyncFail hooks ran, and one failed: %v", err, herr)
 	}
 	return fmt.Errorf("%w; then the SyncFail hooks ran", err)
