@@ -38,6 +38,19 @@ const maxSchemaDepth = 32
 // size of a chart's schema, on every reconcile.
 const maxSchemaVisits = 10000
 
+// maxSchemaObjects bounds the schemas that the compiler is given for a
+// chart and its subcharts together: the JSON objects and true/false values
+// of their values.schema.json files and of the chart files their $refs
+// load, each a schema or an upper bound on one. The compiler looks every
+// new subschema up in a list of those found so far, so its time grows with
+// the square of their number: 20,000 take it some 7 to 10 seconds, and the
+// 8 MiB a values.schema.json may hold could give it 280,000, a worker held
+// for many minutes on every reconcile. The schemas are compiled again on
+// every reconcile, not kept, so the bound keeps one compile under half a
+// second; real charts hold well under a thousand (cert-manager's 789 is
+// the largest one we know).
+const maxSchemaObjects = 5000
+
 // Schema is a chart's values.schema.json and those of its subcharts, each
 // applying to the values under the subchart's key, as Helm validates them.
 type Schema struct {
@@ -99,7 +112,7 @@ type Generate struct {
 // holds its disabled subcharts, and its aliased ones under their own names.
 func SchemaForChart(ch chart.Charter) (*Schema, error) {
 	s := &Schema{}
-	if err := s.addChart(ch, nil); err != nil {
+	if err := s.addChart(ch, nil, &schemaBudget{root: chartNameOf(ch)}); err != nil {
 		return nil, err
 	}
 	if len(s.parts) == 0 {
@@ -111,14 +124,23 @@ func SchemaForChart(ch chart.Charter) (*Schema, error) {
 // ParseSchema compiles one values.schema.json. files are the other files of
 // the chart, by their path in it, that a relative $ref may name.
 func ParseSchema(chartName string, doc []byte, files map[string][]byte) (*Schema, error) {
-	p, err := compilePart(chartName, nil, doc, files)
+	p, err := compilePart(chartName, nil, doc, files, &schemaBudget{root: chartName})
 	if err != nil {
 		return nil, err
 	}
 	return &Schema{parts: []*schemaPart{p}}, nil
 }
 
-func (s *Schema) addChart(ch chart.Charter, prefix []string) error {
+// chartNameOf returns the name of ch, or "" when it cannot be read.
+func chartNameOf(ch chart.Charter) string {
+	acc, err := chart.NewAccessor(ch)
+	if err != nil {
+		return ""
+	}
+	return acc.Name()
+}
+
+func (s *Schema) addChart(ch chart.Charter, prefix []string, budget *schemaBudget) error {
 	acc, err := chart.NewAccessor(ch)
 	if err != nil {
 		return fmt.Errorf("read the chart: %w", err)
@@ -128,7 +150,7 @@ func (s *Schema) addChart(ch chart.Charter, prefix []string) error {
 		for _, f := range acc.Files() {
 			files[f.Name] = f.Data
 		}
-		p, err := compilePart(acc.Name(), prefix, doc, files)
+		p, err := compilePart(acc.Name(), prefix, doc, files, budget)
 		if err != nil {
 			return err
 		}
@@ -139,30 +161,92 @@ func (s *Schema) addChart(ch chart.Charter, prefix []string) error {
 		if err != nil {
 			return fmt.Errorf("read a subchart of %s: %w", acc.Name(), err)
 		}
-		if err := s.addChart(dep, append(prefix[:len(prefix):len(prefix)], sub.Name())); err != nil {
+		if err := s.addChart(dep, append(prefix[:len(prefix):len(prefix)], sub.Name()), budget); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// schemaBudget counts the schemas given to the compiler for one chart and
+// its subcharts against maxSchemaObjects.
+type schemaBudget struct {
+	root string // the chart whose schemas are compiled
+	used int
+	// over is the error of the document that went past the bound, kept
+	// because the compiler does not wrap its loader's errors.
+	over error
+}
+
+// take counts the schemas of the document raw, named by where, and returns
+// an error when they take the total past maxSchemaObjects.
+func (b *schemaBudget) take(where string, raw any) error {
+	n := countSchemas(raw)
+	b.used += n
+	if b.used <= maxSchemaObjects {
+		return nil
+	}
+	with := ""
+	if b.used > n {
+		with = fmt.Sprintf(", %d with the other schemas of chart %s and its subcharts,", b.used, b.root)
+	}
+	b.over = fmt.Errorf("%s holds %d schemas (JSON objects and true/false values)%s more than the %d that Capstan compiles for a chart: "+
+		"compiling takes time that grows with the square of their number, so the chart is refused; "+
+		"its author should simplify the schema (one $ref to a shared definition instead of copies of it) or split the chart",
+		where, n, with, maxSchemaObjects)
+	return b.over
+}
+
+// countSchemas returns the JSON objects and true/false values in v: every
+// schema the compiler can be given in it, a subschema being either.
+func countSchemas(v any) int {
+	switch v := v.(type) {
+	case map[string]any:
+		n := 1
+		for _, e := range v {
+			n += countSchemas(e)
+		}
+		return n
+	case []any:
+		n := 0
+		for _, e := range v {
+			n += countSchemas(e)
+		}
+		return n
+	case bool:
+		return 1
+	}
+	return 0
+}
+
 // chartLoader serves a $ref from the chart's own files and refuses every
 // other URL, so compiling a schema never reads the network or the disk.
-type chartLoader map[string][]byte
+// Each file it loads is counted against the chart's budget.
+type chartLoader struct {
+	files  map[string][]byte
+	budget *schemaBudget
+}
 
 func (l chartLoader) Load(u string) (any, error) {
 	parsed, err := url.Parse(u)
 	if err == nil && parsed.Scheme == "file" && parsed.Host == "" {
 		name := strings.TrimPrefix(path.Clean(parsed.Path), "/")
-		if data, ok := l[name]; ok {
-			return jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if data, ok := l.files[name]; ok {
+			raw, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+			if err != nil {
+				return nil, err
+			}
+			if err := l.budget.take(fmt.Sprintf("the file %s that a $ref names", name), raw); err != nil {
+				return nil, err
+			}
+			return raw, nil
 		}
 		return nil, fmt.Errorf("the chart has no file %q for this $ref", name)
 	}
 	return nil, errors.New("a $ref outside the chart is refused: a values schema may refer only to itself and the chart's own files")
 }
 
-func compilePart(chartName string, prefix []string, doc []byte, files map[string][]byte) (p *schemaPart, err error) {
+func compilePart(chartName string, prefix []string, doc []byte, files map[string][]byte, budget *schemaBudget) (p *schemaPart, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			p, err = nil, fmt.Errorf("the values.schema.json of chart %s could not be compiled: %v", chartName, r)
@@ -173,12 +257,18 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 	if err != nil {
 		return nil, fmt.Errorf("%s is not JSON: %w; fix the chart's schema", where, err)
 	}
+	if err := budget.take(where, raw); err != nil {
+		return nil, err
+	}
 	c := jsonschema.NewCompiler()
-	c.UseLoader(chartLoader(files))
+	c.UseLoader(chartLoader{files: files, budget: budget})
 	if err := c.AddResource(schemaURL, raw); err != nil {
 		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
 	}
 	compiled, err := c.Compile(schemaURL)
+	if budget.over != nil {
+		return nil, fmt.Errorf("in chart %s, %w", chartName, budget.over)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%s is not a valid JSON Schema: %w", where, err)
 	}

@@ -845,12 +845,77 @@ func TestSchemaWalkPaysOnlyForLiveSchemas(t *testing.T) {
 }
 
 // BenchmarkParseSchemaWideDefinition times ParseSchema on a definition of
-// 20000 properties, one of them generated, that 1000 and 3000 properties
-// refer to: the walk for generated properties visits it once per ref.
+// 2000 properties, one of them generated, that 1000 and 2500 properties
+// refer to: the walk for generated properties visits it once per ref. The
+// schemas stay under the 5000 that ParseSchema compiles.
 func BenchmarkParseSchemaWideDefinition(b *testing.B) {
-	for _, refs := range []int{1, 1000, 3000} {
-		doc := wideDefinitionSchema(refs, 20000)
+	for _, refs := range []int{1, 1000, 2500} {
+		doc := wideDefinitionSchema(refs, 2000)
 		b.Run(fmt.Sprintf("refs=%d/%dKB", refs, len(doc)/1000), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := ParseSchema("wide", doc, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// flatSchema is a schema that holds n schemas, as countSchemas counts them:
+// the root, its properties map and n-2 properties of one type each.
+func flatSchema(n int) []byte {
+	var b strings.Builder
+	b.WriteString(`{"type": "object", "properties": {`)
+	for i := 0; i < n-2; i++ {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `"f%d": {"type": "string"}`, i)
+	}
+	b.WriteString(`}}`)
+	return []byte(b.String())
+}
+
+// TestSchemaObjectsAreBounded: a schema past maxSchemaObjects is refused
+// before it is compiled, with an error that names the chart, the count and
+// the bound; one at the bound compiles. The compiler's time grows with the
+// square of the schemas it is given, 7 to 10 seconds for 20,000.
+func TestSchemaObjectsAreBounded(t *testing.T) {
+	const maxSchemaObjects = 5000 // the bound docs/values.md gives
+	if _, err := ParseSchema("wide", flatSchema(maxSchemaObjects), nil); err != nil {
+		t.Fatalf("a schema of %d schemas, the bound, is refused: %v", maxSchemaObjects, err)
+	}
+	_, err := ParseSchema("wide", flatSchema(maxSchemaObjects+1), nil)
+	want := fmt.Sprintf("the values.schema.json of chart wide holds %d schemas (JSON objects and true/false values) more than the %d", maxSchemaObjects+1, maxSchemaObjects)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "simplify the schema") {
+		t.Fatalf("ParseSchema error = %v, want one with %q that says what to do", err, want)
+	}
+	// The chart's files that a $ref loads count with the schema.
+	_, err = ParseSchema("wide", []byte(`{"$ref": "big.json"}`), map[string][]byte{"big.json": flatSchema(maxSchemaObjects)})
+	want = fmt.Sprintf("the file big.json that a $ref names holds %d schemas (JSON objects and true/false values), %d with the other schemas of chart wide", maxSchemaObjects, maxSchemaObjects+1)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("ParseSchema error = %v, want one with %q", err, want)
+	}
+	// A chart's and its subcharts' schemas count together.
+	half := string(flatSchema(maxSchemaObjects / 2))
+	ch := testChart(t, "parent", "", half, testChart(t, "sub", "", half))
+	if _, err := SchemaForChart(ch); err != nil {
+		t.Fatalf("a chart and subchart of %d schemas together, the bound, are refused: %v", maxSchemaObjects, err)
+	}
+	ch = testChart(t, "parent", "", half, testChart(t, "sub", "", string(flatSchema(maxSchemaObjects/2+1))))
+	_, err = SchemaForChart(ch)
+	want = fmt.Sprintf("the values.schema.json of chart sub holds %d schemas (JSON objects and true/false values), %d with the other schemas of chart parent and its subcharts, more than the %d", maxSchemaObjects/2+1, maxSchemaObjects+1, maxSchemaObjects)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("SchemaForChart error = %v, want one with %q", err, want)
+	}
+}
+
+// BenchmarkParseSchemaAtTheBound times ParseSchema on a schema of
+// 5000 schemas, the bound, and of half as many.
+func BenchmarkParseSchemaAtTheBound(b *testing.B) {
+	for _, n := range []int{2500, 5000} {
+		doc := flatSchema(n)
+		b.Run(fmt.Sprintf("schemas=%d/%dKB", n, len(doc)/1000), func(b *testing.B) {
 			for b.Loop() {
 				if _, err := ParseSchema("wide", doc, nil); err != nil {
 					b.Fatal(err)
