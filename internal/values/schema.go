@@ -43,13 +43,13 @@ const maxSchemaVisits = 10000
 // of their values.schema.json files and of the chart files their $refs
 // load, each a schema or an upper bound on one. The compiler looks every
 // new subschema up in a list of those found so far, so its time grows with
-// the square of their number: 20,000 take it some 7 to 10 seconds, and the
-// 8 MiB a values.schema.json may hold could give it 280,000, a worker held
-// for many minutes on every reconcile. The schemas are compiled again on
-// every reconcile, not kept, so the bound keeps one compile under half a
-// second; real charts hold well under a thousand (cert-manager's 789 is
-// the largest one we know).
-const maxSchemaObjects = 5000
+// the square of their number, and the 8 MiB a values.schema.json may hold
+// could give it 280,000: a worker held for many minutes on every
+// reconcile. The bound stays well above real charts, whose schemas grow
+// with their options (cilium's 165 KB holds a few thousand, cert-manager's
+// 789), because refusing a real chart is worse than a few seconds of a
+// worker for a chart made to be slow.
+const maxSchemaObjects = 20000
 
 // Schema is a chart's values.schema.json and those of its subcharts, each
 // applying to the values under the subchart's key, as Helm validates them.
