@@ -88,9 +88,9 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusUnprocessableEntity, d)
 		return
 	}
-	// NOTE: as for the chart form (newAddonPage), a GET sent from
-	// another site, a sibling subdomain too, fetches nothing.
-	if r.Method == http.MethodGet && crossSite(r) {
+	// NOTE: as for the chart form (newAddonPage), a GET or a HEAD sent
+	// from another site, a sibling subdomain too, fetches nothing.
+	if r.Method != http.MethodPost && crossSite(r) {
 		d.Edit, d.Error = nil, "Edit values was opened from a link on another site, so the chart was not fetched. Open it from the add-on's page."
 		s.render(w, "list", http.StatusForbidden, d)
 		return
@@ -103,7 +103,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	form.SecretPaths = secretPaths(d.Addon)
-	if r.Method == http.MethodGet {
+	if r.Method != http.MethodPost {
 		form.fill(current)
 		s.render(w, "edit", http.StatusOK, d)
 		return

@@ -483,8 +483,10 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	// same-site, so the Strict cookie goes with its links and images too.
 	// The browser's Sec-Fetch-Site says where the request came from: only
 	// this server's own pages, or an address typed in, make the controller
-	// fetch a chart.
-	if r.Method == http.MethodGet && crossSite(r) {
+	// fetch a chart. Any method but POST, whose CSRF token was checked:
+	// the route serves HEAD as GET, and a script of another site may send
+	// one with the cookie.
+	if r.Method != http.MethodPost && crossSite(r) {
 		d.Error = "This form was opened from a link on another site, so the chart was not fetched. Check the chart link and the namespace, then fetch it from this page."
 		s.render(w, "new", http.StatusForbidden, d)
 		return
