@@ -277,12 +277,17 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 // token, in the server's memory for hours behind a cookie the person
 // believes gone.
 func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
-	var sess session
 	c, err := r.Cookie(sessionCookie)
-	ok := err == nil
-	if ok {
-		sess, ok = s.sessions.get(c.Value, s.now())
+	if err != nil {
+		// NOTE: no cookie to clear. A form another site's page sends
+		// carries no Strict cookie, and a cookie-clearing answer to that
+		// top-level navigation could clear it all the same: the person
+		// would be signed out while the session, and their token, stayed
+		// on the server, with no cookie left to end it by.
+		http.Redirect(w, r, "/signin", http.StatusSeeOther)
+		return
 	}
+	sess, ok := s.sessions.get(c.Value, s.now())
 	if !ok {
 		s.endSession(w, r)
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)

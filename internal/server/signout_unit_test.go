@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,5 +64,36 @@ func TestSignOutWithoutAReview(t *testing.T) {
 	if c := sessionCookieOf(resp); resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" || c == nil || c.MaxAge >= 0 {
 		t.Errorf("signing out of an ended session: %d to %q, cookie %v; want 303 to /signin and the cookie cleared",
 			resp.StatusCode, resp.Header.Get("Location"), resp.Header.Values("Set-Cookie"))
+	}
+}
+
+// TestSignOutFromAnotherSiteClearsNoCookie sends the sign-out form as
+// another site's page does, without the Strict cookie: the answer goes to
+// the sign-in page and clears no cookie, so the session stays in reach of
+// the browser that holds it, which can still end it.
+func TestSignOutFromAnotherSiteClearsNoCookie(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	now := time.Now()
+	s, h := fakeReviewServer(t, &up, &now)
+	cookie := sessionCookieOf(postForm(h, "/signin", url.Values{"token": {"a-token"}}, nil))
+	if cookie == nil || cookie.Value == "" {
+		t.Fatal("the sign-in made no session")
+	}
+
+	req := httptest.NewRequest(http.MethodPost, "/signout", strings.NewReader(url.Values{"csrf": {"guessed"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	resp := w.Result()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/signin" {
+		t.Errorf("a sign-out without the cookie: %d to %q; want 303 to /signin", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if c := sessionCookieOf(resp); c != nil {
+		t.Errorf("a sign-out without the cookie set %v; want no %s cookie", resp.Header.Values("Set-Cookie"), sessionCookie)
+	}
+	if _, ok := s.sessions.get(cookie.Value, now); !ok {
+		t.Error("a sign-out without the cookie ended the session")
 	}
 }
