@@ -274,6 +274,15 @@ func (t *tokenReviewer) cached(key [sha256.Size]byte) (User, error, bool) {
 	return User{}, nil, false
 }
 
+// forget drops the cached review of token, so that the server's memory
+// keeps it no longer than a session that holds it.
+func (t *tokenReviewer) forget(token string) {
+	key := sha256.Sum256([]byte(token))
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.cache, key)
+}
+
 // reviewNow makes the TokenReview, in one of the review slots, and keeps
 // its answer.
 func (t *tokenReviewer) reviewNow(ctx context.Context, key [sha256.Size]byte, token string) (User, error) {

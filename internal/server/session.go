@@ -128,10 +128,14 @@ func (s *sessions) get(id string, now time.Time) (session, bool) {
 	return sess, true
 }
 
-func (s *sessions) remove(id string) {
+// remove ends the session id, and returns it: ok is false when there was
+// none.
+func (s *sessions) remove(id string) (sess session, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	sess, ok = s.m[id]
 	delete(s.m, id)
+	return sess, ok
 }
 
 // signIn takes a token in the body, reviews it, and answers with a session
@@ -207,7 +211,12 @@ func (s *Server) signOut(w http.ResponseWriter, r *http.Request) {
 // endSession forgets the request's session, and clears its cookie.
 func (s *Server) endSession(w http.ResponseWriter, r *http.Request) {
 	if c, err := r.Cookie(sessionCookie); err == nil {
-		s.sessions.remove(c.Value)
+		if sess, ok := s.sessions.remove(c.Value); ok {
+			// NOTE: the review cache holds the token too; a request
+			// that carries it (another session of it, the CLI) only
+			// costs a review again.
+			s.tokens.forget(sess.user.token)
+		}
 	}
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, Secure: true,
 		SameSite: http.SameSiteStrictMode, MaxAge: -1})

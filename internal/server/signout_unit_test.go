@@ -13,7 +13,8 @@ import (
 // TestSignOutWithoutAReview signs out once the session's token is due for
 // a review that the API server cannot make: the session ends all the same,
 // the cookie is cleared and the browser goes to the sign-in page, since
-// signing out only forgets what the server holds.
+// signing out only forgets what the server holds, the token's cached
+// review too.
 func TestSignOutWithoutAReview(t *testing.T) {
 	var up atomic.Bool
 	up.Store(true)
@@ -49,6 +50,12 @@ func TestSignOutWithoutAReview(t *testing.T) {
 	}
 	if _, ok := s.sessions.get(cookie.Value, now); ok {
 		t.Error("the session is still held after signing out")
+	}
+	s.tokens.mu.Lock()
+	cached := len(s.tokens.cache)
+	s.tokens.mu.Unlock()
+	if cached != 0 {
+		t.Errorf("the token's review is still cached after signing out (%d entries)", cached)
 	}
 
 	req := httptest.NewRequest(http.MethodGet, "/addons", nil)
