@@ -413,9 +413,11 @@ func waitGone(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitF
 
 // removeOutcome says, as an error, why the removal of an Addon will not
 // end until a person acts: its uninstall failed for good (Failed and
-// Stalled: a pre-delete hook failed), or waits for the add-ons that
-// depend on it to be removed. Both name what to do in the Ready message.
-// A transient failure, which the controller retries, is waited out.
+// Stalled: a pre-delete hook failed), or waits for an add-on that depends
+// on it and is not being removed (WaitingForDependents and Stalled). Both
+// name what to do in the Ready message. A transient failure, which the
+// controller retries, and dependents being removed too, which leave on
+// their own, are waited out.
 //
 // NOTE: only a status of the deleting generation counts: the API server
 // moves the generation when it sets deletionTimestamp, so an add-on that
@@ -426,10 +428,11 @@ func removeOutcome(a *capstanv1.Addon, key client.ObjectKey) error {
 		return nil
 	}
 	why := strings.TrimSuffix(readyMessage(a), ".")
+	stalled := apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionStalled)
 	switch {
-	case readyReason(a) == controller.ReasonWaitingForDependents:
+	case readyReason(a) == controller.ReasonWaitingForDependents && stalled:
 		return fmt.Errorf("addon %s is not removed yet, and waits for a person: %s. The removal stands, and goes on once they are gone", key, why)
-	case a.Status.Phase == capstanv1.PhaseFailed && apimeta.IsStatusConditionTrue(a.Status.Conditions, capstanv1.ConditionStalled):
+	case a.Status.Phase == capstanv1.PhaseFailed && stalled:
 		return fmt.Errorf("addon %s is not removed: its uninstall failed, and waits for a person: %s. The removal stands, and goes on once that is fixed", key, why)
 	}
 	return nil

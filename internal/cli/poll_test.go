@@ -62,10 +62,11 @@ func TestAddRefusesFlagsOfTheOtherSource(t *testing.T) {
 }
 
 // TestRemoveOutcome: a removal whose uninstall waits for a person (a
-// pre-delete hook failed for good, or add-ons still depend on it) ends
-// the wait with the controller's message, instead of sitting out the
-// whole --timeout; a transient failure, an uninstall under way, and a
-// status of the generation before the deletion are waited out.
+// pre-delete hook failed for good, or an add-on that is not being removed
+// still depends on it) ends the wait with the controller's message,
+// instead of sitting out the whole --timeout; a transient failure, an
+// uninstall under way, dependents being removed too, and a status of the
+// generation before the deletion are waited out.
 func TestRemoveOutcome(t *testing.T) {
 	key := client.ObjectKey{Namespace: "tenant", Name: "db"}
 	deleting := func(phase capstanv1.Phase, reason, message string, stalled bool, observed int64) *capstanv1.Addon {
@@ -84,6 +85,7 @@ func TestRemoveOutcome(t *testing.T) {
 	}
 	hookFailed := "the pre-delete hook failed, so the uninstall stopped and everything still runs; fix the hook."
 	dependents := "the uninstall waits until no add-on depends on this one: remove tenant/web first, or with it"
+	leaving := "the uninstall waits until the add-ons that depend on this one, being removed too, are gone: tenant/web"
 	notDeleting := deleting(capstanv1.PhaseFailed, "DeleteFailed", hookFailed, true, 3)
 	notDeleting.DeletionTimestamp = nil
 	for _, tc := range []struct {
@@ -92,7 +94,8 @@ func TestRemoveOutcome(t *testing.T) {
 		want string
 	}{
 		{"a pre-delete hook that failed for good", deleting(capstanv1.PhaseFailed, "DeleteFailed", hookFailed, true, 3), "its uninstall failed, and waits for a person: " + hookFailed[:len(hookFailed)-1] + ". The removal stands"},
-		{"dependents to remove first", deleting(capstanv1.PhaseDeleting, controller.ReasonWaitingForDependents, dependents, false, 3), "waits for a person: " + dependents},
+		{"dependents to remove first", deleting(capstanv1.PhaseDeleting, controller.ReasonWaitingForDependents, dependents, true, 3), "waits for a person: " + dependents},
+		{"dependents being removed too", deleting(capstanv1.PhaseDeleting, controller.ReasonWaitingForDependents, leaving, false, 3), ""},
 		{"a transient failure, retried", deleting(capstanv1.PhaseFailed, "DeleteFailed", "the API server did not answer", false, 3), ""},
 		{"an uninstall under way", deleting(capstanv1.PhaseDeleting, "Uninstalling", "Running pre-delete hooks and deleting the inventory.", false, 3), ""},
 		{"a failure of the generation before the deletion", deleting(capstanv1.PhaseFailed, "RenderFailed", "a template failed", true, 2), ""},

@@ -63,8 +63,10 @@ type findings struct {
 	signature *hold
 	// dependency says why the add-on waits on spec.dependsOn.
 	dependency *hold
-	// dependents names the add-ons a removal with uninstall waits for.
-	dependents []string
+	// dependents names the add-ons a removal with uninstall waits for;
+	// dependentsStay says that one of them is not being removed.
+	dependents     []string
+	dependentsStay bool
 	// held names what the prune did not delete since its manifest asks
 	// for a confirmation (Prune=confirm) that the approved plan lacked.
 	held []capstanv1.ObjectRef
@@ -102,9 +104,14 @@ func decide(f findings, stage string, err error) outcome {
 	case f.paused:
 		return outcome{Phase: capstanv1.PhasePaused, Reason: "Paused",
 			Message: "The annotation " + capstanv1.PausedAnnotation + " is \"true\": nothing is fetched, rendered or applied until it is removed."}
+	case len(f.dependents) > 0 && f.dependentsStay:
+		// NOTE: Stalled, since an add-on that is not being removed stays
+		// until a person removes it: `capstan addon remove` ends its wait.
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents, Stalled: true,
+			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
 	case len(f.dependents) > 0:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents,
-			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
+			Message: "the uninstall waits until the add-ons that depend on this one, being removed too, are gone: " + strings.Join(f.dependents, ", ")}
 	case f.uninstalling && f.hooksRefused != "" && f.waitingFor != "":
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: reasonUninstalling,
 			Message: "Uninstalling: " + f.waitingFor + ". The delete hooks are not run, since " + f.hooksRefused + "."}
@@ -169,8 +176,10 @@ func heldMessage(held []capstanv1.ObjectRef) string {
 const reasonPruneHeld = "PruneHeld"
 
 // ReasonWaitingForDependents is the Ready reason of an add-on whose
-// uninstall waits until no add-on depends on it: only a person removing
-// them moves it on, so `capstan addon remove` stops waiting on it.
+// uninstall waits until no add-on depends on it. It is Stalled when one of
+// them is not being removed, which only a person moves on, so `capstan
+// addon remove` stops waiting on it then; dependents being removed leave
+// on their own, and are waited for.
 const ReasonWaitingForDependents = "WaitingForDependents"
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,

@@ -240,14 +240,15 @@ func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addo
 // names it with its namespace: that one-add-on cycle would hold it for
 // ever. Add-ons uninstalled together that depend on each other in a cycle
 // would each wait for the others; cycleGoesFirst lets one of them go.
-func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([]string, error) {
+// staying says whether one of them is not being removed, which only a
+// person moves on; the others leave on their own.
+func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) (out []string, staying bool, err error) {
 	list := &capstanv1.AddonList{}
 	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
 	if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: self.String()}); err != nil {
-		return nil, fmt.Errorf("listing the add-ons that depend on %s: %w", self, err)
+		return nil, false, fmt.Errorf("listing the add-ons that depend on %s: %w", self, err)
 	}
 	var cycle map[types.NamespacedName]bool
-	var out []string
 	for i := range list.Items {
 		d := &list.Items[i]
 		key := types.NamespacedName{Namespace: d.Namespace, Name: d.Name}
@@ -272,9 +273,10 @@ func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) ([
 			}
 		}
 		out = append(out, key.String())
+		staying = staying || d.DeletionTimestamp == nil
 	}
 	slices.Sort(out)
-	return out, nil
+	return out, staying, nil
 }
 
 // uninstalls reports whether a is being removed with uninstall, and so
