@@ -491,9 +491,10 @@ func definitionExists(ctx context.Context, w *gitops.Writer, branch string, file
 // hash, the --base of an edit made from it: standard output stays the
 // file alone, to be redirected into one.
 //
-// NOTE: the file is written byte for byte, not through terminalText: its
-// CRLF line ends or a comment in Latin-1, escaped, would come back to
-// `edit --gitops -f FILE` as other bytes, and be committed so.
+// NOTE: redirected, the file is written byte for byte, not through
+// terminalText: its CRLF line ends or a comment in Latin-1, escaped, would
+// come back to `edit --gitops -f FILE` as other bytes, and be committed
+// so. On a terminal it is escaped (rawOut): nothing is saved there.
 func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
 	r, err := o.reader()
 	if err != nil {

@@ -30,7 +30,7 @@ func NewRootCommand() *cobra.Command {
 		// What a command prints for a person goes through terminalText;
 		// `capstan render`'s output is the chart's manifests, byte for
 		// byte, for kubectl, and only its messages on stderr are. `addon
-		// get --gitops` writes its file past it too (rawOut).
+		// get --gitops` writes its file past it too when redirected (rawOut).
 		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
 			cmd.SetErr(terminalText(cmd.ErrOrStderr()))
 			if cmd.Name() != "render" {

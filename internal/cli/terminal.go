@@ -3,7 +3,10 @@ package cli
 import (
 	"fmt"
 	"io"
+	"os"
 	"unicode/utf8"
+
+	"golang.org/x/term"
 )
 
 // terminalText is w for a person's terminal: every control character but
@@ -25,13 +28,25 @@ func terminalText(w io.Writer) io.Writer {
 }
 
 // rawOut is the command's standard output without terminalText's
-// escapes, for output that is a file to be saved byte for byte.
+// escapes, for output that is a file to be saved byte for byte, when it
+// goes to a file or a pipe. On a terminal it is still terminalText: a
+// person reads it there, and a file of a tenant's repository must not
+// write escape sequences to an administrator's terminal either.
 func rawOut(cmd interface{ OutOrStdout() io.Writer }) io.Writer {
 	w := cmd.OutOrStdout()
 	if s, ok := w.(safeWriter); ok {
-		return s.w
+		w = s.w
+	}
+	if isTerminal(w) {
+		return terminalText(w)
 	}
 	return w
+}
+
+// isTerminal reports whether w is a terminal; a variable for the tests.
+var isTerminal = func(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 type safeWriter struct{ w io.Writer }

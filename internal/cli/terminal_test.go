@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
+	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -61,5 +63,31 @@ func TestAChartsMessageReachesNoTerminal(t *testing.T) {
 	var got capstanv1.Addon
 	if err := json.Unmarshal([]byte(out), &got); err != nil || got.Status.Conditions[0].Message != hostile {
 		t.Fatalf("-o json changed the message: %v\n%s", err, out)
+	}
+}
+
+// TestRawOutEscapesOnATerminal: a definition file that holds an escape
+// sequence (OSC 52, which sets the clipboard) is written with the escape
+// shown, not run, on a terminal, and byte for byte, CRLF and all, to a
+// file or a pipe.
+func TestRawOutEscapesOnATerminal(t *testing.T) {
+	file := "name: web\r\n# \x1b]52;c;ZWNobyBoaQ==\x07\r\n"
+	defer func(was func(io.Writer) bool) { isTerminal = was }(isTerminal)
+	for _, tty := range []bool{true, false} {
+		isTerminal = func(io.Writer) bool { return tty }
+		var out bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetOut(terminalText(&out))
+		if _, err := rawOut(cmd).Write([]byte(file)); err != nil {
+			t.Fatal(err)
+		}
+		switch got := out.String(); {
+		case tty && strings.ContainsRune(got, 0x1b):
+			t.Errorf("on a terminal: %q; want the escape written as text", got)
+		case tty && !strings.Contains(got, `\u001b]52`):
+			t.Errorf("on a terminal: %q; want \\u001b in its place", got)
+		case !tty && got != file:
+			t.Errorf("redirected: %q; want %q byte for byte", got, file)
+		}
 	}
 }
