@@ -448,8 +448,19 @@ func RefuseSuspendedOutsideGit(a *capstanv1.Addon, key client.ObjectKey) error {
 	if err == nil || errors.Is(err, ErrProfileChanged) {
 		return err
 	}
-	return fmt.Errorf("%w; its AddonRepository %s is gone, so no repository manages it any more: install it in the cluster (the API's POST …/install with the plan's hash, or the page's Install)",
-		err, a.Labels[gitops.ManagedByGitLabel])
+	gone := fmt.Sprintf("its AddonRepository %s is gone, so no repository manages it any more", a.Labels[gitops.ManagedByGitLabel])
+	p := a.Status.Plan
+	switch {
+	case p == nil || p.Generation != a.Generation:
+		// NOTE: get --diff prints no install command for an Addon with
+		// the label, so refuseSuspended's pointer to it is not given.
+		return fmt.Errorf("addon %s is suspended, and %w; %s: once the controller has planned its spec, install it in the cluster (the API's POST …/install with the plan's hash, or the page's Install)",
+			key, ErrSuspended, gone)
+	case Blocked(p) != nil:
+		// NOTE: install refuses a blocked plan: resume is what works.
+		return fmt.Errorf("%w; %s: resume it in the cluster (the API's POST …/resume, or the page's Resume)", err, gone)
+	}
+	return fmt.Errorf("%w; %s: install it in the cluster (the API's POST …/install with the plan's hash, or the page's Install)", err, gone)
 }
 
 // refuseSuspended is RefuseSuspended; inGit says whether a repository

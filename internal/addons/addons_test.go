@@ -142,6 +142,14 @@ func TestRefuseSuspendedOutsideGit(t *testing.T) {
 	if strings.Contains(err.Error(), "--gitops") || strings.Contains(err.Error(), "by a commit") {
 		t.Errorf("%q points to a commit to a repository that is gone", err)
 	}
+	a.Status.Plan.ValuesErrors = []capstanv1.ValuesError{{Path: "/x", Rule: "schema", Message: "bad"}}
+	if err := RefuseSuspendedOutsideGit(a, key); !errors.Is(err, ErrSuspended) || strings.Contains(err.Error(), "install it") || !strings.Contains(err.Error(), "POST …/resume") {
+		t.Errorf("a blocked plan: %v; want resume, and no install, which refuses it", err)
+	}
+	a.Status.Plan = &capstanv1.Plan{Generation: 1, Hash: "h1"}
+	if err := RefuseSuspendedOutsideGit(a, key); !errors.Is(err, ErrSuspended) || strings.Contains(err.Error(), "--diff") || !strings.Contains(err.Error(), "POST …/install") {
+		t.Errorf("no plan of this generation: %v; want install once planned, and no get --diff, which prints no command for it", err)
+	}
 	a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: controller.ReasonProfileChanged, Message: "held"}}
 	if err := RefuseSuspendedOutsideGit(a, key); !errors.Is(err, ErrProfileChanged) || strings.Contains(err.Error(), "install") {
 		t.Errorf("a held Addon: %v; want ErrProfileChanged, offering no install", err)

@@ -642,8 +642,6 @@ func (s *Server) suspend(suspend bool) http.HandlerFunc {
 	}
 }
 
-// refuseGitManaged answers 409 for a change that an Addon managed by git
-// cannot take in the cluster.
 // refuseSuspendedOutsideGit refuses the approval of a suspended Addon
 // that carries the managed-by-git label of an AddonRepository that is
 // gone, pointing to install, which takes it in the cluster; nil for any
@@ -665,6 +663,8 @@ func (s *Server) refuseSuspendedOutsideGit(ctx context.Context, c client.Client,
 	return addons.RefuseSuspendedOutsideGit(a, key)
 }
 
+// refuseGitManaged answers 409 for a change that an Addon managed by git
+// cannot take in the cluster.
 func (s *Server) refuseGitManaged(ctx context.Context, c client.Client, key client.ObjectKey, what string) error {
 	a, err := addons.Get(ctx, c, key)
 	if err != nil {
