@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -282,5 +283,36 @@ func TestRefusedReadsOfAStoppedRunAreNoFailure(t *testing.T) {
 				t.Errorf("second %v; want the Job the first run made, succeeded", j)
 			}
 		})
+	}
+}
+
+// TestReadsRefusedPastTheTimeoutEndTheHook: a read of the hook a stopped
+// run waited for that keeps failing past the hook's timeout ends it as a
+// timeout, as the wait would, rather than a read retried at every look
+// for ever.
+func TestReadsRefusedPastTheTimeoutEndTheHook(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	hs := f.hooksOf(`{extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", nodeLabel: "`+label+`"}]}`, false)
+	ctx := context.Background()
+	var shown []capstanv1.HookProgress
+	req := hooks.Request{
+		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: hs, Timeout: minute,
+		Run: "post-install/one", Yield: time.Second,
+		Progress: func(p capstanv1.HookProgress) error { shown = append(shown, p); return nil },
+	}
+	if err := f.runner.Run(ctx, req); !hooks.IsRunning(err) {
+		t.Fatalf("first run: %v; want a Job left running", err)
+	}
+	last := shown[len(shown)-1]
+	second := f.job(last.Name)
+	if second == nil {
+		t.Fatalf("no Job %s", last.Name)
+	}
+	f.refuseReads(last.Name, 1)
+	req.Resume, req.Waiting, req.WaitingSince, req.WaitingUID = true, &last.ObjectRef, last.Since.Add(-2*minute), second.UID
+	var he *hooks.Error
+	if err := f.runner.Run(ctx, req); !errors.As(err, &he) || he.Reason != hooks.ReasonTimeout || !strings.Contains(err.Error(), "could not be read within its timeout") {
+		t.Fatalf("a refused read past the timeout: %v; want a Timeout that says the read failed", err)
 	}
 }

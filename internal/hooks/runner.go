@@ -346,11 +346,21 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
 	resumed := false
 	waited := req.Resume && req.Waiting != nil && *req.Waiting == ref
+	readFailed := func(err error) error {
+		if waited && !req.WaitingSince.IsZero() && time.Now().After(req.WaitingSince.Add(timeout)) {
+			// NOTE: a read that keeps failing past the hook's timeout
+			// is bounded as the wait is: without it, a read refused for
+			// good would have every look read once more, for ever, and
+			// an uninstall never end.
+			return fail(ReasonTimeout, fmt.Sprintf("it could not be read within its timeout of %s: %v", timeout, err), err)
+		}
+		return &ReadError{Event: req.Event, Hook: ref, Err: err}
+	}
 	if waited && req.WaitingUID != "" {
 		if gone, err := r.replaced(ctx, req, ref); err != nil {
 			// NOTE: a read of the object a run left, not a creation: it
 			// says nothing of the hook, which may still run.
-			return &ReadError{Event: req.Event, Hook: ref, Err: err}
+			return readFailed(err)
 		} else if gone != "" {
 			// NOTE: deleted while no run waited for it (a person cut a
 			// long migration short, a drain evicted a Pod): as when it is
@@ -367,7 +377,7 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			// NOTE: as above: neither a hook's failure, which would have
 			// the run start it anew at the next sync, nor a reason to run
 			// it again now.
-			return &ReadError{Event: req.Event, Hook: ref, Err: err}
+			return readFailed(err)
 		}
 		switch {
 		case ours && st == succeeded:
