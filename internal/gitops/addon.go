@@ -1,6 +1,8 @@
 package gitops
 
 import (
+	"slices"
+
 	"encoding/json"
 	"fmt"
 	"time"
@@ -36,26 +38,20 @@ const (
 // name (kubectl get -o yaml, renamed, applied) keeps the label and the
 // annotation of the one it was copied from, and is not made from folder.
 func MadeFrom(folder, name, file string) bool {
-	if folder == "" {
-		folder = DefaultFolder
-	}
-	folder = cleanFolderPath(folder)
-	for _, f := range DefinitionFiles(folder, name) {
-		if f == file {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(DefinitionFiles(syncedFolder(folder), name), file)
 }
 
 // OwnFile is the file name.yaml of add-on name at the top of folder, as
 // the syncer names it in GitFileAnnotation: one that MadeFrom takes for
 // folder.
 func OwnFile(folder, name string) string {
-	if folder == "" {
-		folder = DefaultFolder
-	}
-	return DefinitionFiles(cleanFolderPath(folder), name)[0]
+	return DefinitionFiles(syncedFolder(folder), name)[0]
+}
+
+// syncedFolder is spec.folder as the syncer reads it, DefaultFolder when
+// empty, and as its GitFileAnnotation paths spell it.
+func syncedFolder(folder string) string {
+	return cleanFolderPath(CleanFolder(folder))
 }
 
 // Origin says where a definition came from and where its Addon goes.

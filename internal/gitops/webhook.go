@@ -122,13 +122,8 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	// is refused by client-go before any request, with an error that is
 	// not NotFound; read, it would be taken for the API server failing.
 	// It is a repository that is not there, and gets the same answer.
-	if errs := validation.IsDNS1123Label(key.Namespace); len(errs) > 0 {
-		logger.Info("Refused a push webhook", "reason", "the path's namespace is not a namespace name: "+strings.Join(errs, "; "))
-		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
-		return
-	}
-	if errs := validation.IsDNS1123Subdomain(key.Name); len(errs) > 0 {
-		logger.Info("Refused a push webhook", "reason", "the path's name is not an AddonRepository name: "+strings.Join(errs, "; "))
+	if errs := append(validation.IsDNS1123Label(key.Namespace), validation.IsDNS1123Subdomain(key.Name)...); len(errs) > 0 {
+		logger.Info("Refused a push webhook", "reason", "the path names no namespace and AddonRepository: "+strings.Join(errs, "; "))
 		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
 		return
 	}

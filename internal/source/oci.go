@@ -203,7 +203,8 @@ func tagNamesChart(tag, chart string) bool {
 }
 
 // isVersionPrefix reports whether a version that reads as a tag is not a
-// whole semver version but reads as a range: 1.2, 1, or v1.2.3.
+// whole semver version: 1.2, 1, which read as ranges, or v1.2.3, which
+// ociChart pulls as the tag 1.2.3 when the registry has no tag v1.2.3.
 func isVersionPrefix(v string) bool {
 	if _, err := semver.StrictNewVersion(v); err == nil {
 		return false
@@ -440,8 +441,8 @@ func statusCode(msg string, codes ...string) bool {
 
 // IsOCITag reports whether an OCI chart's spec.chart.version is pulled as
 // a tag, rather than a semver range resolved against the registry's tags.
-// A tag that reads as a range too (1.2, 1, v1.2.3: isVersionPrefix) is
-// resolved as one when the registry has no such tag.
+// A tag that reads as a range too (1.2, 1: isVersionPrefix) is resolved as
+// one when the registry has no such tag; v1.2.3 is then the tag 1.2.3.
 func IsOCITag(v string) bool {
 	if _, err := semver.StrictNewVersion(strings.TrimPrefix(v, "v")); err == nil {
 		return true
