@@ -309,7 +309,6 @@ func keepForRetry(s *scope, event, run string, err error) {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
 	}
 	np = withLeftOvers(np, objs)
-	np.Event, np.Hash = p.Event, p.Hash
 	if deleteEvent(event) {
 		// NOTE: a record written with no run (by a Capstan before the
 		// uninstall recorded it) takes the run that failed: the next

@@ -108,7 +108,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
 	awaited := req.AwaitHealthy == nil
-	done, ours, err := r.doneBefore(ctx, req, selected)
+	done, ours, err := r.doneBefore(ctx, req, selected, timeout)
 	if err != nil {
 		// NOTE: nothing was run or deleted yet, and status.hook still
 		// names the hook the stopped run waited for: a look that reads it
@@ -289,6 +289,22 @@ func (r *Runner) forget(req Request, ref capstanv1.ObjectRef) error {
 	return req.progress(capstanv1.HookProgress{ObjectRef: ref, Event: req.Event, Since: since, Run: req.Run})
 }
 
+// readFailure is a failed read of the object a run left for hook h: a
+// *ReadError, since it says nothing of the hook, which may still run. But
+// a read of the hook the stopped run waited for that still fails once its
+// timeout has passed since it started ends it as a timeout, as the wait
+// would: a read refused for good would otherwise have every look read
+// once more, for ever, and an uninstall never end.
+func readFailure(req Request, h render.Hook, timeout time.Duration, err error) error {
+	ref := capstanv1.RefOf(h.Object)
+	waited := req.Resume && req.Waiting != nil && *req.Waiting == ref
+	if waited && !req.WaitingSince.IsZero() && time.Now().After(req.WaitingSince.Add(timeout)) {
+		return &Error{Event: req.Event, Hook: ref, Weight: h.Weight, Template: h.Template, Reason: ReasonTimeout,
+			Message: fmt.Sprintf("it could not be read within its timeout of %s: %v", timeout, err), Timeout: timeout, Err: err}
+	}
+	return &ReadError{Event: req.Event, Hook: ref, Err: err}
+}
+
 // doneBefore counts the hooks at the start of selected that a resumed run
 // does not run again: those before the one the stopped run waited for
 // (req.Waiting), when that one's object carries this run (ours). Hooks run
@@ -300,7 +316,7 @@ func (r *Runner) forget(req Request, ref capstanv1.ObjectRef) error {
 // its own object (runOne). A read of that object that fails says nothing
 // of how far the run got: it returns a *ReadError, and the run stops
 // there, having run nothing.
-func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook) (int, bool, error) {
+func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.Hook, timeout time.Duration) (int, bool, error) {
 	if !req.Resume || req.Waiting == nil || req.Run == "" {
 		return 0, false, nil
 	}
@@ -318,7 +334,7 @@ func (r *Runner) doneBefore(ctx context.Context, req Request, selected []render.
 			// NOTE: taken for not ours, the hooks before it would be
 			// judged each by its own object, and one whose Job its TTL
 			// deleted would run again.
-			return 0, false, &ReadError{Event: req.Event, Hook: *req.Waiting, Err: err}
+			return 0, false, readFailure(req, h, timeout, err)
 		}
 		if !ours {
 			return 0, false, nil
@@ -346,21 +362,11 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 	log := logf.FromContext(ctx).WithValues("event", req.Event, "kind", ref.Kind, "namespace", ref.Namespace, "name", ref.Name, "weight", h.Weight)
 	resumed := false
 	waited := req.Resume && req.Waiting != nil && *req.Waiting == ref
-	readFailed := func(err error) error {
-		if waited && !req.WaitingSince.IsZero() && time.Now().After(req.WaitingSince.Add(timeout)) {
-			// NOTE: a read that keeps failing past the hook's timeout
-			// is bounded as the wait is: without it, a read refused for
-			// good would have every look read once more, for ever, and
-			// an uninstall never end.
-			return fail(ReasonTimeout, fmt.Sprintf("it could not be read within its timeout of %s: %v", timeout, err), err)
-		}
-		return &ReadError{Event: req.Event, Hook: ref, Err: err}
-	}
 	if waited && req.WaitingUID != "" {
 		if gone, err := r.replaced(ctx, req, ref); err != nil {
 			// NOTE: a read of the object a run left, not a creation: it
 			// says nothing of the hook, which may still run.
-			return readFailed(err)
+			return readFailure(req, h, timeout, err)
 		} else if gone != "" {
 			// NOTE: deleted while no run waited for it (a person cut a
 			// long migration short, a drain evicted a Pod): as when it is
@@ -377,7 +383,7 @@ func (r *Runner) runOne(ctx context.Context, req Request, h render.Hook, timeout
 			// NOTE: as above: neither a hook's failure, which would have
 			// the run start it anew at the next sync, nor a reason to run
 			// it again now.
-			return readFailed(err)
+			return readFailure(req, h, timeout, err)
 		}
 		switch {
 		case ours && st == succeeded:
