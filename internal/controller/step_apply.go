@@ -61,11 +61,8 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	// finalizer no one removes) holds this sync only when a hook of it
 	// would make the same object; else the record keeps it, and the next
 	// look tries again.
-	if left, err := r.finishCleanUp(ctx, s); err != nil {
-		if clash := s.hookClash(left, pre, post); clash != "" {
-			return false, fmt.Errorf("%w; a %s hook makes the same object, so this sync waits for it to go", err, clash)
-		}
-		r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
+	if err := r.cleanUpBeforeHooks(ctx, s, pre, post); err != nil {
+		return false, err
 	}
 	now := time.Now()
 	// The apply makes the inventory the target cluster's: one in a former
@@ -102,11 +99,8 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 			// They go before this run's hooks: a hook of this event that
 			// makes one of them would apply over it, and read another
 			// run's Job as its own success.
-			if left, err := r.finishCleanUp(ctx, s); err != nil {
-				if clash := s.hookClash(left, "", post); clash != "" {
-					return fmt.Errorf("%w; a %s hook makes the same object, so this sync waits for it to go", err, clash)
-				}
-				r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
+			if err := r.cleanUpBeforeHooks(ctx, s, "", post); err != nil {
+				return err
 			}
 			return r.runHooks(ctx, s, post, r.recordPost(s, post))
 		},
@@ -438,4 +432,21 @@ func refs(objs []*unstructured.Unstructured) []capstanv1.ObjectRef {
 		out = append(out, capstanv1.RefOf(o))
 	}
 	return out
+}
+
+// cleanUpBeforeHooks deletes the hook-succeeded objects that earlier runs
+// left in status.preHooksDone before the hooks of events pre and post
+// run. One whose delete fails holds the sync only when a hook of those
+// events makes the same object, which would apply over it; else a
+// warning says so, the record keeps it, and the next look tries again.
+func (r *AddonReconciler) cleanUpBeforeHooks(ctx context.Context, s *scope, pre, post string) error {
+	left, err := r.finishCleanUp(ctx, s)
+	if err == nil {
+		return nil
+	}
+	if clash := s.hookClash(left, pre, post); clash != "" {
+		return fmt.Errorf("%w; a %s hook makes the same object, so this sync waits for it to go", err, clash)
+	}
+	r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
+	return nil
 }
