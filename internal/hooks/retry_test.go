@@ -316,3 +316,78 @@ func TestReadsRefusedPastTheTimeoutEndTheHook(t *testing.T) {
 		t.Fatalf("a refused read past the timeout: %v; want a Timeout that says the read failed", err)
 	}
 }
+
+// refuseFirstRead makes the API server refuse (Forbidden) the fixture's
+// first read of the Job name, whether or not it exists yet, as an
+// authorizer that fails for a moment would.
+func (f *fixture) refuseFirstRead(name string) *atomic.Bool {
+	var refused atomic.Bool
+	f.applier.Client = interceptor.NewClient(admin, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if key.Name == name && refused.CompareAndSwap(false, true) {
+				return apierrors.NewForbidden(schema.GroupResource{Group: "batch", Resource: "jobs"}, key.Name, errors.New("no reads"))
+			}
+			return c.Get(ctx, key, obj, opts...)
+		},
+	})
+	return &refused
+}
+
+// TestRefusedReadOfALaterHookKeepsTheOneWaitedFor runs a pre-install
+// event whose initdb Job, with hook-succeeded, is left running (Yield),
+// and whose second Job comes after it. The run that goes on from initdb
+// sees it succeed, and then the API server refuses its first read for the
+// second Job, before that one was shown in status.hook: the run ends with
+// a *hooks.ReadError, and status.hook still names initdb, with its UID.
+// The initdb Job must stay until the event has succeeded: the next run
+// goes on from it again, and reads it. Before, the refused read had the
+// run delete it by its policy, and the next run took it for deleted while
+// left running and failed the event (reason Deleted), for good.
+func TestRefusedReadOfALaterHookKeepsTheOneWaitedFor(t *testing.T) {
+	f := newFixture(t)
+	label := "capstan.dev/" + f.ns
+	y := f.yielding(f.hooksOf(`{hooks: {initdb: {nodeLabel: "`+label+`", deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: pre-install, weight: "1"}]}`, false), minute)
+	y.req.Event, y.req.Run = "pre-install", "pre-install/one"
+	initdb := capstanv1.ObjectRef{APIVersion: "batch/v1", Kind: "Job", Namespace: f.ns, Name: "db-initdb"}
+	var running *hooks.Running
+	if err := y.run(); !errors.As(err, &running) || running.Hook != initdb {
+		t.Fatalf("the first run returned %v; want the initdb Job left running", err)
+	}
+	first := f.job("db-initdb")
+	if first == nil {
+		t.Fatal("no initdb Job")
+	}
+
+	refused := f.refuseFirstRead("db-second")
+	f.labelNode(label)
+	err := y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run()
+	}
+	if !refused.Load() {
+		t.Fatalf("the run returned %v and never read the second Job", err)
+	}
+	if re := readError(t, err); re.Hook.Name != "db-second" {
+		t.Fatalf("the error names %s; want the second Job", re.Hook.Describe())
+	}
+	if y.req.Waiting == nil || *y.req.Waiting != initdb {
+		t.Fatalf("the run that goes on waits for %v; want initdb, which status.hook still names", y.req.Waiting)
+	}
+	if j := f.job("db-initdb"); j == nil || j.UID != first.UID || j.DeletionTimestamp != nil {
+		t.Fatalf("initdb %v; want the Job left until the event has succeeded: the next run reads it", j)
+	}
+
+	err = y.run()
+	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
+		err = y.run()
+	}
+	if err != nil {
+		t.Fatalf("the run whose reads are answered: %v", err)
+	}
+	if j := f.job("db-second"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("second %v; want it run, succeeded", j)
+	}
+	if f.job("db-initdb") != nil {
+		t.Error("the initdb Job is left; want it deleted by its policy once the event succeeded")
+	}
+}

@@ -84,8 +84,8 @@ const DefaultDeleteWait = 30 * time.Second
 // Error.Left), and returns an *Error that names it. When a hook could not
 // be read while Run waited for it, Run returns a *ReadError and leaves the
 // hook as it is, whatever its policies, since it did not fail; the hooks
-// before it are deleted, or left and named in ReadError.Left, as for a
-// failure. When every hook succeeds, Run calls req.Done, then deletes
+// before it are left for the look that goes on from the run, and named in
+// ReadError.Left with req.KeepForRetry. When every hook succeeds, Run calls req.Done, then deletes
 // those with hook-succeeded, in reverse order.
 // Hooks of unknown events are never run.
 //
@@ -164,12 +164,19 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// while a later hook keeps failing. They are deleted
 					// once the event has succeeded (Done).
 					he.Left = succeededRefs(selected[:i])
-				case keep && errors.As(err, &re):
+				case errors.As(err, &re):
 					// NOTE: a read the API server refused ends the run as
-					// well, and the retry goes on from it just the same;
-					// the error names them, so that the caller records
-					// them for it, as for a hook's failure.
-					re.Left = succeededRefs(selected[:i])
+					// well, and the next look goes on from it just the
+					// same, from the hook status.hook names, which may be
+					// one before the hook whose read failed: deleted now,
+					// that look would take it for deleted while left
+					// running, and fail the event for good. They stay
+					// until the event has succeeded; with KeepForRetry the
+					// error names them, so that the caller records them
+					// for the retry, as for a hook's failure.
+					if keep {
+						re.Left = succeededRefs(selected[:i])
+					}
 				default:
 					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 				}
