@@ -64,12 +64,12 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		}
 	case capstanv1.DeletionDelete:
 		// Dependents are uninstalled before their dependencies.
-		dependents, staying, err := r.dependents(ctx, s.addon)
+		dependents, staying, stuck, err := r.dependents(ctx, s.addon)
 		if err != nil {
 			return r.result(s, err)
 		}
 		if len(dependents) > 0 {
-			s.found.dependents, s.found.dependentsStay = dependents, staying
+			s.found.dependents, s.found.dependentsStay, s.found.dependentsStuck = dependents, staying, stuck
 			s.requeueSoon(dependencyRecheck)
 			return r.result(s, nil)
 		}

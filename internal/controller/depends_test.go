@@ -533,3 +533,46 @@ func TestDependsOnAnotherShard(t *testing.T) {
 		}
 	}
 }
+
+// TestRemovalWaitsForAStuckDependent removes a database add-on and the app
+// that depends on it, both with uninstall, and the app's pre-delete backup
+// fails: the app's removal is Stalled, waiting for a person, and so is the
+// database's, which waits for the app, with a message that names it as
+// stuck; `capstan addon remove` ends its wait there rather than wait for
+// ever. Before, the database's removal waited for the app as for one that
+// leaves on its own, not Stalled. Once the backup is fixed, both go.
+func TestRemovalWaitsForAStuckDependent(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	uninstall := withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })
+	base := create(t, newAddon(controllerNS, "base-"+ns, url, withTarget(ns), uninstall))
+	waitPhase(t, base, capstanv1.PhaseSynced)
+	app := dbapp(t, ns, `{hooks: {backup: {fail: true}}}`, uninstall, dependsOn(base.Name))
+	synced(t, app)
+
+	for _, a := range []*capstanv1.Addon{app, base} {
+		if err := admin.Delete(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failedWith(t, app, "the pre-delete hook failed")
+	if !isStalled(getAddon(t, app)) {
+		t.Fatalf("the app's removal is not Stalled: %s", readyMessage(getAddon(t, app)))
+	}
+	got := waitFor(t, base, 90*time.Second, "the database's removal to be Stalled on the stuck app", func(cur *capstanv1.Addon) bool {
+		return readyReason(cur) == "WaitingForDependents" && isStalled(cur)
+	})
+	if msg := readyMessage(got); !strings.Contains(msg, "the removal of "+controllerNS+"/"+app.Name+" is stuck") {
+		t.Errorf("message %q; want it to name the app's removal as stuck", msg)
+	}
+	if live(t, "v1", "ConfigMap", ns, base.Name+"-config") == nil {
+		t.Fatal("the database's objects were deleted while the app depends on it")
+	}
+
+	update(t, app, func(cur *capstanv1.Addon) { cur.Spec.Values = nil })
+	for _, a := range []*capstanv1.Addon{app, base} {
+		eventually(t, 120*time.Second, a.Name+" to go once the backup succeeds", func() bool {
+			return apierrors.IsNotFound(admin.Get(context.Background(), client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+		})
+	}
+}

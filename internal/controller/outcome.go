@@ -64,9 +64,11 @@ type findings struct {
 	// dependency says why the add-on waits on spec.dependsOn.
 	dependency *hold
 	// dependents names the add-ons a removal with uninstall waits for;
-	// dependentsStay says that one of them is not being removed.
-	dependents     []string
-	dependentsStay bool
+	// dependentsStay says that one of them is not being removed, and
+	// dependentsStuck names those being removed whose removal is Stalled.
+	dependents      []string
+	dependentsStay  bool
+	dependentsStuck []string
 	// held names what the prune did not delete since its manifest asks
 	// for a confirmation (Prune=confirm) that the approved plan lacked.
 	held []capstanv1.ObjectRef
@@ -109,6 +111,12 @@ func decide(f findings, stage string, err error) outcome {
 		// until a person removes it: `capstan addon remove` ends its wait.
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents, Stalled: true,
 			Message: "the uninstall waits until no add-on depends on this one: remove " + strings.Join(f.dependents, ", ") + " first, or with it"}
+	case len(f.dependents) > 0 && len(f.dependentsStuck) > 0:
+		// NOTE: as Stalled as theirs: each waits for a person, and
+		// `capstan addon remove` ends its wait here rather than wait for
+		// ever.
+		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents, Stalled: true,
+			Message: "the uninstall waits until the add-ons that depend on this one are gone, and the removal of " + strings.Join(f.dependentsStuck, ", ") + " is stuck: see its status"}
 	case len(f.dependents) > 0:
 		return outcome{Phase: capstanv1.PhaseDeleting, Reason: ReasonWaitingForDependents,
 			Message: "the uninstall waits until the add-ons that depend on this one, being removed too, are gone: " + strings.Join(f.dependents, ", ")}

@@ -53,6 +53,8 @@ func TestOutcomeOf(t *testing.T) {
 			stalled: true, says: "or with it. The Addon was deleted with foreground propagation"},
 		{name: "waiting for dependents that are being removed too", f: findings{dependents: []string{"apps/web"}}, phase: capstanv1.PhaseDeleting, reason: "WaitingForDependents",
 			says: "being removed too, are gone: apps/web"},
+		{name: "waiting for a dependent whose removal is stuck", f: findings{dependents: []string{"apps/api", "apps/web"}, dependentsStuck: []string{"apps/web"}}, phase: capstanv1.PhaseDeleting, reason: "WaitingForDependents",
+			stalled: true, says: "the removal of apps/web is stuck: see its status"},
 		{name: "uninstalling without the delete hooks the guardrails refuse", f: findings{uninstalling: true, hooksRefused: "they break the guardrails: ConfigMap kube-system/x: namespace-not-allowed"},
 			phase: capstanv1.PhaseDeleting, reason: "Uninstalling", says: "without the delete hooks, as helm uninstall --no-hooks would, since they break the guardrails: ConfigMap kube-system/x: namespace-not-allowed."},
 		{name: "waiting for a wave without the delete hooks", f: findings{uninstalling: true, hooksRefused: "they break the guardrails: ConfigMap kube-system/x: namespace-not-allowed", waitingFor: "waiting for wave 1"},

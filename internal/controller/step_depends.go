@@ -241,12 +241,14 @@ func (r *AddonReconciler) dependencyCycle(ctx context.Context, a *capstanv1.Addo
 // ever. Add-ons uninstalled together that depend on each other in a cycle
 // would each wait for the others; cycleGoesFirst lets one of them go.
 // staying says whether one of them is not being removed, which only a
-// person moves on; the others leave on their own.
-func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) (out []string, staying bool, err error) {
+// person moves on; stuck names those being removed whose own removal is
+// Stalled (a failed pre-delete hook, a dependent of theirs that stays),
+// which only a person moves on too; the others leave on their own.
+func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) (out []string, staying bool, stuck []string, err error) {
 	list := &capstanv1.AddonList{}
 	self := types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
 	if err := r.Client.List(ctx, list, client.MatchingFields{dependsOnIndex: self.String()}); err != nil {
-		return nil, false, fmt.Errorf("listing the add-ons that depend on %s: %w", self, err)
+		return nil, false, nil, fmt.Errorf("listing the add-ons that depend on %s: %w", self, err)
 	}
 	var cycle map[types.NamespacedName]bool
 	for i := range list.Items {
@@ -274,9 +276,23 @@ func (r *AddonReconciler) dependents(ctx context.Context, a *capstanv1.Addon) (o
 		}
 		out = append(out, key.String())
 		staying = staying || d.DeletionTimestamp == nil
+		if removalStalled(d) {
+			stuck = append(stuck, key.String())
+		}
 	}
 	slices.Sort(out)
-	return out, staying, nil
+	slices.Sort(stuck)
+	return out, staying, stuck, nil
+}
+
+// removalStalled reports whether d is being removed and its removal waits
+// for a person: Stalled, as written by a reconcile that saw the removal.
+// The API server bumps an Addon's generation when it marks it deleted, so
+// a Stalled left from before the removal (a failed install) is of an
+// older generation, and says nothing of the removal.
+func removalStalled(d *capstanv1.Addon) bool {
+	c := apimeta.FindStatusCondition(d.Status.Conditions, capstanv1.ConditionStalled)
+	return d.DeletionTimestamp != nil && c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == d.Generation
 }
 
 // uninstalls reports whether a is being removed with uninstall, and so
