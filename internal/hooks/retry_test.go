@@ -391,3 +391,25 @@ func TestRefusedReadOfALaterHookKeepsTheOneWaitedFor(t *testing.T) {
 		t.Error("the initdb Job is left; want it deleted by its policy once the event succeeded")
 	}
 }
+
+// TestRefusedReadOfASyncFailHookCleansUp: SyncFail hooks run once, whatever
+// their end, and no look goes on from them, so a refused read of the
+// second one still has the first, which succeeded, deleted by its
+// hook-succeeded policy, rather than left for a look that never comes.
+func TestRefusedReadOfASyncFailHookCleansUp(t *testing.T) {
+	f := newFixture(t)
+	hs := f.hooksOf(`{hooks: {seed: {deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: post-install, weight: "1"}]}`, false)
+	for i := range hs {
+		if slices.Contains(hs[i].Events, "post-install") {
+			hs[i].Events = []string{render.SyncFailEvent}
+		}
+	}
+	f.refuseARead("db-second")
+	req := hooks.Request{Applier: f.applier, Addon: f.addon, Event: render.SyncFailEvent, Hooks: hs, Timeout: minute, Run: "sync-fail/one"}
+	if re := readError(t, f.runner.Run(context.Background(), req)); re.Hook.Name != "db-second" {
+		t.Fatalf("the error names %s; want the second Job", re.Hook.Describe())
+	}
+	if j := f.job("db-seed"); j != nil && j.DeletionTimestamp == nil {
+		t.Errorf("seed %s left; want it deleted by its policy, since no look goes on from a SyncFail run", j.UID)
+	}
+}

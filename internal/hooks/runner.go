@@ -164,7 +164,7 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// while a later hook keeps failing. They are deleted
 					// once the event has succeeded (Done).
 					he.Left = succeededRefs(selected[:i])
-				case errors.As(err, &re):
+				case errors.As(err, &re) && req.Event != render.SyncFailEvent:
 					// NOTE: a read the API server refused ends the run as
 					// well, and the next look goes on from it just the
 					// same, from the hook status.hook names, which may be
@@ -173,7 +173,9 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// running, and fail the event for good. They stay
 					// until the event has succeeded; with KeepForRetry the
 					// error names them, so that the caller records them
-					// for the retry, as for a hook's failure.
+					// for the retry, as for a hook's failure. SyncFail
+					// hooks run once, whatever their end, and no look goes
+					// on from them: theirs are deleted now (default).
 					if keep {
 						re.Left = succeededRefs(selected[:i])
 					}
