@@ -186,7 +186,10 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) || !v.Served {
+			// NOTE: no object can be read or written as a version the
+			// new CRD does not serve (one on its way out); the stored
+			// objects are checked as the versions it serves.
 			continue
 		}
 		readAs := readAsVersion(cur, next, v.Name)

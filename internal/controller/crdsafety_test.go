@@ -527,3 +527,42 @@ func assertNoWrites(t *testing.T, user string) {
 func hasViolation(p *capstanv1.Plan, rule string) bool {
 	return slices.ContainsFunc(p.Violations, func(v capstanv1.Violation) bool { return v.Rule == rule })
 }
+
+// TestCRDVersionThatStopsBeingServed upgrades a CRD whose old storage
+// version v1 stops being served (served: false, storage: false) as v2,
+// with the same schema, becomes the storage version: a common step before
+// a version is dropped. The stored Gadget is checked as v2, the version it
+// is served as, and the upgrade applies. Before, the check validated it as
+// v1 too, on a shadow that no longer serves v1: every sync failed with
+// the shadow's "no match", retried for ever.
+func TestCRDVersionThatStopsBeingServed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	group := "unserved" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	publish := func(version string, crd string) string {
+		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"crds/gadgets.yaml": crd}})
+		return url
+	}
+	a := create(t, newAddon(controllerNS, "unserved-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer+colour")), withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	gadget := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"namespace": ns, "name": "g1"}, "spec": map[string]any{"size": int64(3), "colour": "red"}}}
+	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(ctx, gadget) == nil })
+
+	crd := gadgetsCRD(group, "v1:false:integer+colour", "v2:true:integer+colour")
+	unserved := strings.Replace(crd, "- name: v1\n      served: true", "- name: v1\n      served: false", 1)
+	if unserved == crd {
+		t.Fatal("the CRD's v1 was not made unserved")
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = publish("2.0.0", unserved) })
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if len(got.Status.Plan.Violations) > 0 {
+		t.Errorf("the upgrade was refused: %+v", got.Status.Plan.Violations)
+	}
+	if !hasNoticeSaying(got.Status.Plan, "of version v2") {
+		t.Errorf("the stored Gadget was not validated against v2's schema: %+v", got.Status.Plan.Notices)
+	}
+	if g := live(t, group+"/v2", "Gadget", ns, "g1"); g == nil {
+		t.Error("the Gadget cannot be read as v2")
+	}
+}
