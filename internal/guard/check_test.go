@@ -238,6 +238,20 @@ affinity:
 		{"toleration control-plane", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration master", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/master, effect: NoSchedule}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of everything", "containers: [{name: app, image: nginx}]\ntolerations: [{operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
+		{"nodeSelector etcd", "nodeSelector: {node-role.kubernetes.io/etcd: \"true\"}\ncontainers: [{name: app, image: nginx}]", []string{"control-plane-placement@spec.template.spec.nodeSelector[node-role.kubernetes.io/etcd]"}},
+		{"node affinity Exists on etcd", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: node-role.kubernetes.io/etcd, operator: Exists}]
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      preference: {matchExpressions: [{key: node-role.kubernetes.io/etcd, operator: In, values: ["true"]}]}`,
+			[]string{"control-plane-placement@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]",
+				"control-plane-placement@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"}},
+		{"toleration etcd", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/etcd, operator: Exists, effect: NoExecute}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
+		{"toleration etcd by value", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/etcd, operator: Equal, value: \"true\"}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of CriticalAddonsOnly", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of CriticalAddonsOnly by value", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Equal, value: \"true\", effect: NoExecute}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"nodeName", "nodeName: cp-0\ncontainers: [{name: app, image: nginx}]", []string{"node-name@spec.template.spec.nodeName"}},
@@ -310,7 +324,7 @@ affinity:
   nodeAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
       nodeSelectorTerms:
-      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}, {key: k3s.io/hostname, operator: NotIn, values: [cp-0]}]
+      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: node-role.kubernetes.io/etcd, operator: DoesNotExist}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}, {key: k3s.io/hostname, operator: NotIn, values: [cp-0]}]
         matchFields: [{key: metadata.name, operator: NotIn, values: [cp-0]}]`, nil},
 		{"near-miss: spread over nodes by hostname", `containers: [{name: app, image: nginx}]
 topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]

@@ -12,9 +12,13 @@ import (
 )
 
 // controlPlaneLabels are the node labels that mark the control plane.
+// node-role.kubernetes.io/etcd is the label k3s and RKE2 give the servers
+// that run embedded etcd, which hold the cluster's state; an etcd-only
+// server carries it without the control-plane label.
 var controlPlaneLabels = map[string]bool{
 	"node-role.kubernetes.io/control-plane": true,
 	"node-role.kubernetes.io/master":        true,
+	"node-role.kubernetes.io/etcd":          true,
 }
 
 // nodeLabels are the node labels whose value names one node: the
@@ -34,12 +38,15 @@ var nodeLabels = map[string]bool{
 
 // controlPlaneTaints are the taints that keep tenants' pods off the control
 // plane and the nodes kept for the cluster's own add-ons, each with the
-// nodes a toleration of it lets a pod onto. CriticalAddonsOnly is the taint
-// k3s documents for keeping its servers, and AKS for keeping its system
-// node pools, to the cluster's own add-ons.
+// nodes a toleration of it lets a pod onto. node-role.kubernetes.io/etcd is
+// the taint etcd-only nodes carry (RKE2's and Rancher's), which hold the
+// cluster's state. CriticalAddonsOnly is the taint k3s documents for
+// keeping its servers, and AKS for keeping its system node pools, to the
+// cluster's own add-ons.
 var controlPlaneTaints = map[string]string{
 	"node-role.kubernetes.io/control-plane": "the control plane",
 	"node-role.kubernetes.io/master":        "the control plane",
+	"node-role.kubernetes.io/etcd":          "the etcd nodes, which hold the cluster's state",
 	"CriticalAddonsOnly":                    "the nodes kept for the cluster's own add-ons (k3s servers, AKS system node pools)",
 }
 
