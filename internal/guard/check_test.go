@@ -334,6 +334,45 @@ affinity:
     - weight: 1
       podAffinityTerm: {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: web}}}`, nil},
 	},
+	"pod affinity": {
+		{"required affinity to kube-system's pods", `containers: [{name: app, image: nginx}]
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - {topologyKey: kubernetes.io/hostname, namespaces: [kube-system], labelSelector: {matchLabels: {component: kube-apiserver}}}`,
+			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaces[0]"}},
+		{"required affinity to pods of every namespace", `containers: [{name: app, image: nginx}]
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - {topologyKey: kubernetes.io/hostname, namespaceSelector: {}, labelSelector: {matchLabels: {k8s-app: kube-dns}}}`,
+			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector"}},
+		{"preferred affinity by a namespace selector", `containers: [{name: app, image: nginx}]
+affinity:
+  podAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      podAffinityTerm: {topologyKey: kubernetes.io/hostname, namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: kube-system}}, labelSelector: {matchLabels: {tier: control-plane}}}`,
+			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaceSelector"}},
+		{"preferred affinity to the own and another namespace", `containers: [{name: app, image: nginx}]
+affinity:
+  podAffinity:
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      podAffinityTerm: {topologyKey: kubernetes.io/hostname, namespaces: [apps, team-b], labelSelector: {matchLabels: {app: db}}}`,
+			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaces[1]"}},
+		{"near-miss: affinity to pods of the own namespace, anti-affinity to any", `containers: [{name: app, image: nginx}]
+affinity:
+  podAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - {topologyKey: kubernetes.io/hostname, labelSelector: {matchLabels: {app: cache}}}
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, namespaces: [apps], labelSelector: {matchLabels: {app: db}}}
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - {topologyKey: kubernetes.io/hostname, namespaceSelector: {}, labelSelector: {matchLabels: {app: noisy}}}`, nil},
+	},
 	"scheduling": {
 		{"system priority class", "priorityClassName: system-node-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},
 		{"cluster-critical priority class", "priorityClassName: system-cluster-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},

@@ -57,6 +57,7 @@ const (
 	RuleSysctls              = "sysctls"
 	RuleControlPlane         = "control-plane-placement"
 	RuleNodeName             = "node-name"
+	RulePodAffinityNamespace = "pod-affinity-namespace"
 	RuleVolumeTypeNotAllowed = "volume-type-not-allowed"
 	RuleResourceClaims       = "resource-claims"
 	RulePriorityClass        = "priority-class"

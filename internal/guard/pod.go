@@ -233,8 +233,10 @@ func (ck *checker) checkProfiles(ref capstanv1.ObjectRef, path string, sp *corev
 }
 
 // checkPlacement refuses placing pods on the control plane: by nodeSelector,
-// by node affinity, or by tolerating its taints; and picking a node by its
-// name, which picks a control-plane node as readily as any other.
+// by node affinity, or by tolerating its taints; picking a node by its
+// name, which picks a control-plane node as readily as any other; and pod
+// affinity to pods of other namespaces, which picks the nodes those pods
+// run on.
 func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *corev1.PodSpec) {
 	for _, k := range sortedKeys(ps.NodeSelector) {
 		path := fmt.Sprintf("%s.nodeSelector[%s]", spec, k)
@@ -258,6 +260,15 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 			ck.checkNodeTerm(ref, fmt.Sprintf("%s.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].preference", spec, i), p.Preference)
 		}
 	}
+	if a := ps.Affinity; a != nil && a.PodAffinity != nil {
+		pa := a.PodAffinity
+		for i, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
+			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", spec, i), t)
+		}
+		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
+			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].podAffinityTerm", spec, i), w.PodAffinityTerm)
+		}
+	}
 	for i, t := range ps.Tolerations {
 		path := fmt.Sprintf("%s.tolerations[%d]", spec, i)
 		where, tainted := controlPlaneTaints[t.Key]
@@ -269,6 +280,29 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 			ck.add(ref, path, RuleControlPlane,
 				"a toleration with no key and operator Exists tolerates every taint, the control plane's included; name the taint it is for")
 		}
+	}
+}
+
+// checkPodAffinityTerm refuses a pod affinity term that matches pods
+// outside the Addon's namespace: one that names another namespace, or that
+// sets a namespaceSelector ({} selects every namespace, and any other
+// selector may match namespaces the tenant does not own). Such a term
+// places the pod on the nodes where other namespaces' pods run: beside
+// kube-system's on a control-plane server that has no taint, or beside
+// another tenant's.
+// A term with neither matches pods of the pod's own namespace, and is
+// allowed. Pod anti-affinity only keeps pods apart, and is not checked.
+func (ck *checker) checkPodAffinityTerm(ref capstanv1.ObjectRef, path string, t corev1.PodAffinityTerm) {
+	for j, ns := range t.Namespaces {
+		if ns == ck.c.Namespace && ns != "" {
+			continue
+		}
+		ck.add(ref, fmt.Sprintf("%s.namespaces[%d]", path, j), RulePodAffinityNamespace,
+			fmt.Sprintf("pod affinity to pods of namespace %q places the pod on the nodes where another namespace's pods run, the control plane's included; remove the namespace (a term with no namespaces matches pods of the Addon's own namespace)", ns))
+	}
+	if t.NamespaceSelector != nil {
+		ck.add(ref, path+".namespaceSelector", RulePodAffinityNamespace,
+			"pod affinity with a namespaceSelector matches pods of other namespaces ({} matches every namespace) and places the pod on the nodes where they run, the control plane's included; remove namespaceSelector (a term without it matches pods of the Addon's own namespace)")
 	}
 }
 
