@@ -189,6 +189,30 @@ var podCases = map[string][]clauseCase{
 		{"Windows host process", "securityContext: {windowsOptions: {hostProcess: true}}\ncontainers: [{name: app, image: nginx}]", []string{"host-process@spec.template.spec.securityContext.windowsOptions.hostProcess"}},
 		{"near-miss: container port only, host namespaces false", "hostNetwork: false\nhostPID: false\ncontainers: [{name: app, image: nginx, ports: [{containerPort: 80}]}]\nvolumes: [{name: tmp, emptyDir: {}}]", nil},
 	},
+	"probe host": {
+		{"liveness httpGet to the metadata address", "containers: [{name: app, image: nginx, livenessProbe: {httpGet: {host: 169.254.169.254, path: /latest/meta-data/, port: 80}}}]",
+			[]string{"probe-host@spec.template.spec.containers[0].livenessProbe.httpGet.host"}},
+		{"readiness tcpSocket to the node's loopback", "containers: [{name: app, image: nginx, readinessProbe: {tcpSocket: {host: 127.0.0.1, port: 10250}}}]",
+			[]string{"probe-host@spec.template.spec.containers[0].readinessProbe.tcpSocket.host"}},
+		{"startup probe Host header", "containers: [{name: app, image: nginx, startupProbe: {httpGet: {port: 8080, httpHeaders: [{name: X-Probe, value: \"1\"}, {name: host, value: metadata.google.internal}]}}}]",
+			[]string{"probe-host@spec.template.spec.containers[0].startupProbe.httpGet.httpHeaders[1]"}},
+		{"lifecycle handlers", "containers: [{name: app, image: nginx, lifecycle: {postStart: {httpGet: {host: 10.96.0.1, port: 443, scheme: HTTPS, httpHeaders: [{name: Host, value: kubernetes}]}}, preStop: {tcpSocket: {host: localhost, port: 2379}}}}]",
+			[]string{"probe-host@spec.template.spec.containers[0].lifecycle.postStart.httpGet.host", "probe-host@spec.template.spec.containers[0].lifecycle.postStart.httpGet.httpHeaders[0]",
+				"probe-host@spec.template.spec.containers[0].lifecycle.preStop.tcpSocket.host"}},
+		{"init container probe", "initContainers: [{name: sidecar, image: envoy, restartPolicy: Always, readinessProbe: {httpGet: {host: 169.254.169.254, port: 80}}}]\ncontainers: [{name: app, image: nginx}]",
+			[]string{"probe-host@spec.template.spec.initContainers[0].readinessProbe.httpGet.host"}},
+		{"ephemeral container probe", "containers: [{name: app, image: nginx}]\nephemeralContainers: [{name: debug, image: busybox, livenessProbe: {tcpSocket: {host: 169.254.169.254, port: 80}}}]",
+			[]string{"probe-host@spec.template.spec.ephemeralContainers[0].livenessProbe.tcpSocket.host"}},
+		{"near-miss: probes and handlers to the pod's own IP", `containers:
+- name: app
+  image: nginx
+  livenessProbe: {httpGet: {path: /healthz, port: 8080, httpHeaders: [{name: X-Forwarded-Host, value: example.com}, {name: Hostname, value: x}]}}
+  readinessProbe: {tcpSocket: {port: 8080, host: ""}}
+  startupProbe: {grpc: {port: 9090}}
+  lifecycle:
+    postStart: {exec: {command: [touch, /tmp/ready]}}
+    preStop: {httpGet: {path: /drain, port: 8080}}`, nil},
+	},
 	"root and privileged": {
 		{"privileged", "containers: [{name: app, image: nginx, securityContext: {privileged: true}}]", []string{"privileged@spec.template.spec.containers[0].securityContext.privileged"}},
 		{"pod runAsUser 0", "securityContext: {runAsUser: 0}\ncontainers: [{name: app, image: nginx}]", []string{"run-as-root@spec.template.spec.securityContext.runAsUser"}},
@@ -566,5 +590,17 @@ func TestCheckChart(t *testing.T) {
 	v := CheckChart(a, ChartMetadata{APIVersion: "v1", Type: "library", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "yes"}})
 	if len(v) != 3 || v[0].Rule != "chart-for-capstan" || v[1].Rule != "chart-api-version" || v[2].Rule != "chart-type" {
 		t.Errorf("CheckChart = %+v; want chart-for-capstan, chart-api-version and chart-type", v)
+	}
+}
+
+func TestProbeHostMessage(t *testing.T) {
+	vs := Check(context.Background(), parse(t, deployment("containers: [{name: app, image: nginx, livenessProbe: {httpGet: {host: 169.254.169.254, port: 80}}}]")), testContext())
+	if len(vs) != 1 {
+		t.Fatalf("want one violation: %+v", vs)
+	}
+	for _, want := range []string{`container "app"`, "livenessProbe", "remove host", "the pod's own IP"} {
+		if !strings.Contains(vs[0].Message, want) {
+			t.Errorf("the message should say %q: %s", want, vs[0].Message)
+		}
 	}
 }

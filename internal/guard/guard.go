@@ -46,6 +46,7 @@ const (
 	RuleHostPort             = "host-port"
 	RuleHostNamespace        = "host-namespace"
 	RuleHostProcess          = "host-process"
+	RuleProbeHost            = "probe-host"
 	RulePrivileged           = "privileged"
 	RuleRunAsRoot            = "run-as-root"
 	RulePrivilegeEscalation  = "privilege-escalation"

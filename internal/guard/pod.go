@@ -410,25 +410,102 @@ type containerView struct {
 	ports   []corev1.ContainerPort
 	env     []corev1.EnvVar
 	envFrom []corev1.EnvFromSource
+	actions []kubeletAction
+}
+
+// kubeletAction is a probe or lifecycle handler of a container that the
+// kubelet runs over the network: an httpGet or a tcpSocket.
+type kubeletAction struct {
+	path      string
+	name      string
+	httpGet   *corev1.HTTPGetAction
+	tcpSocket *corev1.TCPSocketAction
 }
 
 func containersOf(spec string, ps *corev1.PodSpec) []containerView {
 	var out []containerView
 	for i, c := range ps.InitContainers {
-		out = append(out, containerView{fmt.Sprintf("%s.initContainers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+		path := fmt.Sprintf("%s.initContainers[%d]", spec, i)
+		out = append(out, containerView{path: path, name: c.Name, sc: c.SecurityContext, ports: c.Ports, env: c.Env, envFrom: c.EnvFrom,
+			actions: kubeletActions(path, c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle)})
 	}
 	for i, c := range ps.Containers {
-		out = append(out, containerView{fmt.Sprintf("%s.containers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+		path := fmt.Sprintf("%s.containers[%d]", spec, i)
+		out = append(out, containerView{path: path, name: c.Name, sc: c.SecurityContext, ports: c.Ports, env: c.Env, envFrom: c.EnvFrom,
+			actions: kubeletActions(path, c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle)})
 	}
 	for i, c := range ps.EphemeralContainers {
-		out = append(out, containerView{fmt.Sprintf("%s.ephemeralContainers[%d]", spec, i), c.Name, c.SecurityContext, c.Ports, c.Env, c.EnvFrom})
+		path := fmt.Sprintf("%s.ephemeralContainers[%d]", spec, i)
+		out = append(out, containerView{path: path, name: c.Name, sc: c.SecurityContext, ports: c.Ports, env: c.Env, envFrom: c.EnvFrom,
+			actions: kubeletActions(path, c.LivenessProbe, c.ReadinessProbe, c.StartupProbe, c.Lifecycle)})
 	}
 	return out
+}
+
+// kubeletActions lists a container's probes and lifecycle handlers, at
+// their paths under the container's path.
+func kubeletActions(path string, liveness, readiness, startup *corev1.Probe, lc *corev1.Lifecycle) []kubeletAction {
+	var out []kubeletAction
+	for _, p := range []struct {
+		name  string
+		probe *corev1.Probe
+	}{{"livenessProbe", liveness}, {"readinessProbe", readiness}, {"startupProbe", startup}} {
+		if p.probe != nil {
+			out = append(out, kubeletAction{path + "." + p.name, p.name, p.probe.HTTPGet, p.probe.TCPSocket})
+		}
+	}
+	if lc == nil {
+		return out
+	}
+	for _, h := range []struct {
+		name    string
+		handler *corev1.LifecycleHandler
+	}{{"lifecycle.postStart", lc.PostStart}, {"lifecycle.preStop", lc.PreStop}} {
+		if h.handler != nil {
+			out = append(out, kubeletAction{path + "." + h.name, h.name, h.handler.HTTPGet, h.handler.TCPSocket})
+		}
+	}
+	return out
+}
+
+// checkKubeletAction refuses a probe or lifecycle handler that names the
+// host the kubelet connects to. The kubelet connects from the node's
+// network, so a host lets the chart reach what the node reaches and the
+// pod does not: the node's own loopback, the cloud's metadata address
+// (169.254.169.254), services bound to the node. With no host the kubelet
+// connects to the pod's own IP, as the baseline Pod Security Standard
+// requires since Kubernetes 1.34.
+//
+// NOTE: a Host header does not move where the kubelet connects; it is the
+// one other place a probe names a host, and is refused too, so that a
+// restricted chart's probe names no host at all and plainly goes to its
+// own pod.
+func (ck *checker) checkKubeletAction(ref capstanv1.ObjectRef, who string, a kubeletAction) {
+	const fix = "remove host: the kubelet then connects to the pod's own IP"
+	if g := a.httpGet; g != nil {
+		if g.Host != "" {
+			ck.add(ref, a.path+".httpGet.host", RuleProbeHost,
+				fmt.Sprintf("%s's %s sets httpGet.host, so the kubelet sends the request from the node's network to a host the chart names (the node itself, the cloud's metadata address); %s", who, a.name, fix))
+		}
+		for i, h := range g.HTTPHeaders {
+			if strings.EqualFold(h.Name, "Host") {
+				ck.add(ref, fmt.Sprintf("%s.httpGet.httpHeaders[%d]", a.path, i), RuleProbeHost,
+					fmt.Sprintf("%s's %s sets a Host header, naming a host other than the pod's own; remove the header: the request goes to the pod's own IP, and the server should answer its path on any host name", who, a.name))
+			}
+		}
+	}
+	if t := a.tcpSocket; t != nil && t.Host != "" {
+		ck.add(ref, a.path+".tcpSocket.host", RuleProbeHost,
+			fmt.Sprintf("%s's %s sets tcpSocket.host, so the kubelet connects from the node's network to a host the chart names (the node itself, the cloud's metadata address); %s", who, a.name, fix))
+	}
 }
 
 // checkContainer applies the container rules.
 func (ck *checker) checkContainer(ref capstanv1.ObjectRef, c containerView) {
 	who := fmt.Sprintf("container %q", c.name)
+	for _, a := range c.actions {
+		ck.checkKubeletAction(ref, who, a)
+	}
 	for i, p := range c.ports {
 		if p.HostPort != 0 {
 			ck.add(ref, fmt.Sprintf("%s.ports[%d].hostPort", c.path, i), RuleHostPort,
