@@ -149,6 +149,60 @@ func TestServices(t *testing.T) {
 	})
 }
 
+func TestServiceAnnotations(t *testing.T) {
+	svc := func(ann string) string {
+		return "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  annotations:\n" + indent(ann, 4) + "\nspec: {ports: [{port: 80}]}"
+	}
+	runClause(t, []clauseCase{
+		{"Tailscale expose", svc("tailscale.com/expose: \"true\"\ntailscale.com/hostname: blog"),
+			[]string{"annotation-not-allowed@metadata.annotations[tailscale.com/expose]", "annotation-not-allowed@metadata.annotations[tailscale.com/hostname]"}},
+		{"Cilium global service", svc("service.cilium.io/global: \"true\"\nservice.cilium.io/shared: \"true\""),
+			[]string{"annotation-not-allowed@metadata.annotations[service.cilium.io/global]", "annotation-not-allowed@metadata.annotations[service.cilium.io/shared]"}},
+		{"Cilium's older keys", svc("io.cilium/global-service: \"true\""), []string{"annotation-not-allowed@metadata.annotations[io.cilium/global-service]"}},
+		{"ExternalDNS name", svc("external-dns.alpha.kubernetes.io/hostname: login.platform.example.com"),
+			[]string{"annotation-not-allowed@metadata.annotations[external-dns.alpha.kubernetes.io/hostname]"}},
+		{"near-miss: other annotations", svc("prometheus.io/scrape: \"true\"\nservice.cilium.io/affinity: local\nexample.com/tailscale.com/expose: \"true\""), nil},
+	})
+}
+
+func TestPodTemplateAnnotations(t *testing.T) {
+	const app = "containers: [{name: app, image: nginx}]"
+	hookJob := `apiVersion: batch/v1
+kind: Job
+metadata:
+  name: migrate
+  annotations: {helm.sh/hook: pre-upgrade}
+spec:
+  template:
+    metadata:
+      annotations: {karpenter.sh/do-not-disrupt: "true"}
+    spec:
+      restartPolicy: Never
+      containers: [{name: migrate, image: busybox}]
+`
+	runClause(t, []clauseCase{
+		{"not safe to evict", deploymentWithAnnotations(`cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, app),
+			[]string{"annotation-not-allowed@spec.template.metadata.annotations[cluster-autoscaler.kubernetes.io/safe-to-evict]"}},
+		{"safe to evict in another spelling", deploymentWithAnnotations(`cluster-autoscaler.kubernetes.io/safe-to-evict: "False"`, app),
+			[]string{"annotation-not-allowed@spec.template.metadata.annotations[cluster-autoscaler.kubernetes.io/safe-to-evict]"}},
+		{"do not disrupt", deploymentWithAnnotations(`karpenter.sh/do-not-disrupt: "true"`, app),
+			[]string{"annotation-not-allowed@spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]"}},
+		{"do not evict, on a hook Job", strings.Replace(hookJob, "do-not-disrupt", "do-not-evict", 1),
+			[]string{"annotation-not-allowed@spec.template.metadata.annotations[karpenter.sh/do-not-evict]"}},
+		{"do not disrupt, on a hook Job", hookJob,
+			[]string{"annotation-not-allowed@spec.template.metadata.annotations[karpenter.sh/do-not-disrupt]"}},
+		{"near-miss: safe to evict, and on the Deployment only", strings.Replace(deploymentWithAnnotations(`cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`, app),
+			"  name: web\n", "  name: web\n  annotations: {karpenter.sh/do-not-disrupt: \"true\"}\n", 1), nil},
+	})
+}
+
+func TestDeniedAnnotationMessage(t *testing.T) {
+	vs := Check(context.Background(), parse(t, deploymentWithAnnotations(`cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`, "containers: [{name: app, image: nginx}]")), testContext())
+	if len(vs) != 1 || !strings.Contains(vs[0].Message, "cluster autoscaler") || !strings.Contains(vs[0].Message, `remove it, or set it to "true"`) {
+		t.Fatalf("the message should say what the annotation does and how to fix it: %+v", vs)
+	}
+}
+
 func TestClaims(t *testing.T) {
 	pvc := func(name, spec string) string {
 		return "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: " + name + "}\nspec:\n" + indent("accessModes: [ReadWriteOnce]\nresources: {requests: {storage: 1Gi}}\n"+spec, 2) + "\n"

@@ -27,14 +27,15 @@ import (
 // The rules a Violation can name. They are stable: the web page, the CLI and
 // chart authors' CI match on them.
 const (
-	RuleMalformedObject = "malformed-object"
-	RuleUnknownField    = "unknown-field"
-	RuleKindNotAllowed  = "kind-not-allowed"
-	RuleNamespace       = "namespace-not-allowed"
-	RuleNameInvalid     = "name-invalid"
-	RuleNameReserved    = "name-reserved"
-	RuleDuplicateObject = "duplicate-object"
-	RuleOwnerReference  = "owner-reference"
+	RuleMalformedObject      = "malformed-object"
+	RuleUnknownField         = "unknown-field"
+	RuleKindNotAllowed       = "kind-not-allowed"
+	RuleNamespace            = "namespace-not-allowed"
+	RuleNameInvalid          = "name-invalid"
+	RuleNameReserved         = "name-reserved"
+	RuleDuplicateObject      = "duplicate-object"
+	RuleOwnerReference       = "owner-reference"
+	RuleAnnotationNotAllowed = "annotation-not-allowed"
 
 	RuleServiceAccountToken = "service-account-token"
 	RuleServiceType         = "service-type"

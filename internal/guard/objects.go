@@ -104,8 +104,10 @@ func (ck *checker) checkServiceAccount(ref capstanv1.ObjectRef, sa *corev1.Servi
 }
 
 // checkService allows only ClusterIP Services (headless included), without
-// external IPs or node ports.
+// external IPs, node ports, or annotations that expose them beyond the
+// cluster.
 func (ck *checker) checkService(ref capstanv1.ObjectRef, s *corev1.Service) {
+	ck.checkDeniedAnnotations(ref, "metadata.annotations", s.Annotations, deniedServiceAnnotations)
 	switch s.Spec.Type {
 	case "", corev1.ServiceTypeClusterIP:
 	default:

@@ -87,6 +87,7 @@ func (ck *checker) checkPodTemplate(ref capstanv1.ObjectRef, base string, t *cor
 			fmt.Sprintf("the pod template sets an owner reference to %s %q; remove it", or.Kind, or.Name))
 	}
 	ck.checkLegacyAnnotations(ref, base+".metadata.annotations", t.Annotations)
+	ck.checkDeniedAnnotations(ref, base+".metadata.annotations", t.Annotations, deniedPodAnnotations)
 	ck.checkPodSpec(ref, base+".spec", &t.Spec)
 }
 
