@@ -248,10 +248,8 @@ var podCases = map[string][]clauseCase{
 			[]string{"probe-host@spec.template.spec.containers[0].livenessProbe.httpGet.host"}},
 		{"readiness tcpSocket to the node's loopback", "containers: [{name: app, image: nginx, readinessProbe: {tcpSocket: {host: 127.0.0.1, port: 10250}}}]",
 			[]string{"probe-host@spec.template.spec.containers[0].readinessProbe.tcpSocket.host"}},
-		{"startup probe Host header", "containers: [{name: app, image: nginx, startupProbe: {httpGet: {port: 8080, httpHeaders: [{name: X-Probe, value: \"1\"}, {name: host, value: metadata.google.internal}]}}}]",
-			[]string{"probe-host@spec.template.spec.containers[0].startupProbe.httpGet.httpHeaders[1]"}},
 		{"lifecycle handlers", "containers: [{name: app, image: nginx, lifecycle: {postStart: {httpGet: {host: 10.96.0.1, port: 443, scheme: HTTPS, httpHeaders: [{name: Host, value: kubernetes}]}}, preStop: {tcpSocket: {host: localhost, port: 2379}}}}]",
-			[]string{"probe-host@spec.template.spec.containers[0].lifecycle.postStart.httpGet.host", "probe-host@spec.template.spec.containers[0].lifecycle.postStart.httpGet.httpHeaders[0]",
+			[]string{"probe-host@spec.template.spec.containers[0].lifecycle.postStart.httpGet.host",
 				"probe-host@spec.template.spec.containers[0].lifecycle.preStop.tcpSocket.host"}},
 		{"init container probe", "initContainers: [{name: sidecar, image: envoy, restartPolicy: Always, readinessProbe: {httpGet: {host: 169.254.169.254, port: 80}}}]\ncontainers: [{name: app, image: nginx}]",
 			[]string{"probe-host@spec.template.spec.initContainers[0].readinessProbe.httpGet.host"}},
@@ -260,7 +258,7 @@ var podCases = map[string][]clauseCase{
 		{"near-miss: probes and handlers to the pod's own IP", `containers:
 - name: app
   image: nginx
-  livenessProbe: {httpGet: {path: /healthz, port: 8080, httpHeaders: [{name: X-Forwarded-Host, value: example.com}, {name: Hostname, value: x}]}}
+  livenessProbe: {httpGet: {path: /healthz, port: 8080, httpHeaders: [{name: Host, value: app.example.com}, {name: X-Forwarded-Host, value: example.com}]}}
   readinessProbe: {tcpSocket: {port: 8080, host: ""}}
   startupProbe: {grpc: {port: 9090}}
   lifecycle:

@@ -477,22 +477,14 @@ func kubeletActions(path string, liveness, readiness, startup *corev1.Probe, lc 
 // connects to the pod's own IP, as the baseline Pod Security Standard
 // requires since Kubernetes 1.34.
 //
-// NOTE: a Host header does not move where the kubelet connects; it is the
-// one other place a probe names a host, and is refused too, so that a
-// restricted chart's probe names no host at all and plainly goes to its
-// own pod.
+// NOTE: a Host header is allowed: it does not move where the kubelet
+// connects, and charts probe a virtual host with it.
 func (ck *checker) checkKubeletAction(ref capstanv1.ObjectRef, who string, a kubeletAction) {
 	const fix = "remove host: the kubelet then connects to the pod's own IP"
 	if g := a.httpGet; g != nil {
 		if g.Host != "" {
 			ck.add(ref, a.path+".httpGet.host", RuleProbeHost,
 				fmt.Sprintf("%s's %s sets httpGet.host, so the kubelet sends the request from the node's network to a host the chart names (the node itself, the cloud's metadata address); %s", who, a.name, fix))
-		}
-		for i, h := range g.HTTPHeaders {
-			if strings.EqualFold(h.Name, "Host") {
-				ck.add(ref, fmt.Sprintf("%s.httpGet.httpHeaders[%d]", a.path, i), RuleProbeHost,
-					fmt.Sprintf("%s's %s sets a Host header, naming a host other than the pod's own; remove the header: the request goes to the pod's own IP, and the server should answer its path on any host name", who, a.name))
-			}
 		}
 	}
 	if t := a.tcpSocket; t != nil && t.Host != "" {
