@@ -46,11 +46,14 @@ type value struct {
 // message quotes it in: Go's %q and JSON escape quotes, backslashes and
 // control characters (the API server quotes an invalid value with %q),
 // each line of a value of several lines (a key in PEM) may show alone,
-// and the value alone in base64, standard and URL-safe, with padding and
-// without: a chart encodes a password with b64enc for a field that wants
-// base64, not only a Secret's data (a ConfigMap's binaryData, a custom
-// resource's field), and anyone can decode it. New returns nil when no
-// value is worth hiding.
+// and the value in base64, standard and URL-safe: a chart encodes a
+// password with b64enc for a field that wants base64, not only a Secret's
+// data (a ConfigMap's binaryData, a custom resource's field), often with
+// text around it (user:password for basic auth, a registry's auth in a
+// dockerconfigjson), and anyone can decode it. The value alone is hidden
+// in its whole encoding, with padding and without; within a longer text,
+// by the characters of its encoding that it alone decides (base64Cores).
+// New returns nil when no value is worth hiding.
 func New(secrets []string) *Mask {
 	var keep []string
 	worth := func(v string) bool { return len(v) >= MinLen && v != "true" && v != "false" }
@@ -62,11 +65,11 @@ func New(secrets []string) *Mask {
 	for _, v := range secrets {
 		add(v)
 		if worth(v) {
-			// NOTE: only the value alone: within a longer text its base64
-			// depends on what comes before it. A diff decodes what looks
-			// like base64 instead (plan.HideValuesPair).
 			for _, enc := range encodings {
 				add(enc.EncodeToString([]byte(v)))
+			}
+			for _, core := range base64Cores(v) {
+				add(core)
 			}
 		}
 		quoted := strconv.Quote(v)
@@ -115,8 +118,38 @@ func prefix(s string) uint16 {
 	return uint16(s[0])<<8 | uint16(s[1])
 }
 
-// encodings are the base64 forms a value is hidden in.
+// encodings are the base64 forms a value alone is hidden in.
 var encodings = []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding}
+
+// base64Cores returns what shows of v in base64 wherever it starts in the
+// encoded text, in the standard and the URL-safe alphabet. base64 encodes
+// three bytes as four characters, so a value that follows s bytes of a
+// group (s is 0, 1 or 2) is encoded in one of three ways, and the
+// characters at its ends mix its bits with its neighbours'. Each core is
+// the encoding of s bytes and v with the characters that hold bits of those
+// s bytes, or of the bytes that would follow v, cut off: those the value
+// alone decides, the same whatever text is around it.
+//
+// NOTE: a core that holds fewer bits than a value of MinLen bytes is left
+// out, as such a value is: a few base64 characters occur by chance in any
+// long base64 (a certificate, an image), and hiding them would hide nothing
+// a reader could not guess.
+func base64Cores(v string) []string {
+	var cores []string
+	for s := range 3 {
+		b := make([]byte, s+len(v))
+		copy(b[s:], v)
+		// Character i holds bits 6i to 6i+6 of b, and v is bits 8s to 8n.
+		from, to := (4*s+2)/3, 4*len(b)/3
+		if (to-from)*6 < MinLen*8 {
+			continue
+		}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
+			cores = append(cores, enc.EncodeToString(b)[from:to])
+		}
+	}
+	return cores
+}
 
 // String returns text with every value hidden. A plan's hash (sha256: and
 // 64 hex digits) is left whole, whatever digits a value shares with it: a

@@ -1,6 +1,7 @@
 package mask
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -166,5 +167,57 @@ func TestHideTakesTimeLinearInTheText(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("String took %v on 128 KiB against 200 values that almost occur everywhere", d)
+	}
+}
+
+// TestHidesBase64OfAValueWithinText: a value encoded with text around it
+// (user:password for basic auth, a registry's auth) is hidden whatever
+// the text before it, in both alphabets.
+func TestHidesBase64OfAValueWithinText(t *testing.T) {
+	pw := "s3cretPassw0rd!"
+	m := New([]string{pw, "?>?~~pass>?"})
+	enc := base64.StdEncoding.EncodeToString
+	for _, text := range []string{
+		"k: 'Authorization: Basic dXNlcjpzM2NyZXRQYXNzdzByZCE='",                      // user:s3cretPassw0rd!
+		`{"auths":{"r.io":{"auth":"Ym9iOnMzY3JldFBhc3N3MHJkIQ=="}}}`,                  // bob:s3cretPassw0rd!
+		"auth: " + enc([]byte("u:"+pw+"@db")),                                         // the value 2 bytes into a group
+		"auth: " + enc([]byte("ab:"+pw+"@db")),                                        // 0 bytes into a group
+		"url-safe: " + base64.RawURLEncoding.EncodeToString([]byte("x:?>?~~pass>?;")), // - and _
+		"standard: " + enc([]byte("xy:?>?~~pass>?;")),                                 // + and /
+	} {
+		got := m.String(text)
+		if !m.Holds(text) || !strings.Contains(got, Hidden) {
+			t.Errorf("String(%q) = %q; the value's base64 shows", text, got)
+		}
+	}
+	// A value of MinLen bytes gives too few characters that are its alone:
+	// any long base64 would hold them by chance.
+	short := New([]string{"abcd"})
+	if text := enc([]byte("x:abcd;")); short.String(text) != text {
+		t.Errorf("String(%q) = %q; a core of a value of MinLen bytes was hidden", text, short.String(text))
+	}
+}
+
+// TestHidesBase64OfAValueWithAnyNeighbours encodes random values between
+// random bytes, at every offset from a group of three bytes, in every
+// alphabet, padded or not, and checks that the mask holds each.
+func TestHidesBase64OfAValueWithAnyNeighbours(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(3, 4))
+	bytes := func(n int) []byte {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte(rnd.IntN(256))
+		}
+		return b
+	}
+	encs := []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding}
+	for range 3000 {
+		v := string(bytes(MinLen + 1 + rnd.IntN(12)))
+		m := New([]string{v})
+		plain := append(append(bytes(rnd.IntN(7)), v...), bytes(rnd.IntN(7))...)
+		text := "data: " + encs[rnd.IntN(len(encs))].EncodeToString(plain)
+		if !m.Holds(text) {
+			t.Fatalf("New(%q).Holds(%q) = false; the text encodes %q", v, text, plain)
+		}
 	}
 }
