@@ -133,11 +133,11 @@ func redactAnnotation(key string, live, desired *unstructured.Unstructured) {
 // says that the field changes, and shows neither the new value nor the old
 // one, which hides cannot know (the Secret held another value then). A
 // string of live that holds a value where desired has none is hidden too.
-// A string that looks like base64 and decodes to one that holds a value
-// is hidden too (decodeBase64): a chart encodes with b64enc a whole text
-// that holds a value (user:password, a configuration file) for a field
-// that wants base64, such as a ConfigMap's binaryData or a policy's
-// generated Secret, and anyone who reads the diff can decode it.
+// A string that looks like base64, wrapped in lines or not, and decodes to
+// one that holds a value is hidden too (decodeBase64): a chart encodes with
+// b64enc a whole text that holds a value (user:password, a configuration
+// file) for a field that wants base64, such as a ConfigMap's binaryData or
+// a policy's generated Secret, and anyone who reads the diff can decode it.
 // Either side may be nil; with a nil hides both are returned as they are.
 // The arguments are not modified.
 func HideValuesPair(live, desired *unstructured.Unstructured, hides func(string) bool) (*unstructured.Unstructured, *unstructured.Unstructured) {
@@ -261,14 +261,18 @@ func orEncoded(hides func(string) bool) func(string) bool {
 }
 
 // decodeBase64 decodes s when it looks like base64, standard or URL-safe,
-// with padding or without, and is between minEncoded and maxEncoded long;
-// ok is false otherwise. What it decodes to may be binary: a value within
-// binary data is still the value.
+// with padding or without, once its ASCII whitespace is removed, and is
+// between minEncoded and maxEncoded long; ok is false otherwise. What it
+// decodes to may be binary: a value within binary data is still the value.
+//
+// NOTE: base64 is often wrapped in lines (76 characters in MIME, 64 in
+// PEM, what `base64` and openssl write), and a chart or a person pastes it
+// so; a value whose encoding a line break cuts shows in no line whole.
 func decodeBase64(s string) (decoded string, ok bool) {
-	if len(s) < minEncoded || len(s) > maxEncoded {
+	if len(s) > maxEncoded {
 		return "", false
 	}
-	var std, url bool
+	var std, url, space bool
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
 		case 'A' <= c && c <= 'Z', 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '=':
@@ -276,11 +280,19 @@ func decodeBase64(s string) (decoded string, ok bool) {
 			std = true
 		case c == '-', c == '_':
 			url = true
+		case c == ' ', c == '\t', c == '\n', c == '\r', c == '\v', c == '\f':
+			space = true
 		default:
 			return "", false
 		}
 	}
 	if std && url {
+		return "", false
+	}
+	if space {
+		s = strings.Join(strings.Fields(s), "")
+	}
+	if len(s) < minEncoded {
 		return "", false
 	}
 	enc := base64.StdEncoding

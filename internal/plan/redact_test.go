@@ -106,3 +106,45 @@ func TestHideValuesPairHidesBase64OfAValue(t *testing.T) {
 		})
 	}
 }
+
+// TestHideValuesPairHidesWrappedBase64: base64 wrapped in lines, as
+// `base64` and openssl write it, is decoded like base64 on one line, even
+// where a line break cuts the value's encoding in two.
+func TestHideValuesPairHidesWrappedBase64(t *testing.T) {
+	hides := func(s string) bool { return strings.Contains(s, "p>ss?w0rd!") }
+	// encoded has the value's encoding start at the byte at of the text:
+	// byte 52 is character 69, byte 42 character 56, so that a line of 76
+	// or 64 characters ends within it.
+	encoded := func(at int) string {
+		return base64.StdEncoding.EncodeToString([]byte(strings.Repeat("#", at-11) + "password = p>ss?w0rd!\n"))
+	}
+	wrap := func(s string, width int, eol string) string {
+		var b strings.Builder
+		for len(s) > width {
+			b.WriteString(s[:width] + eol)
+			s = s[width:]
+		}
+		return b.String() + s + eol
+	}
+	for _, tc := range []struct {
+		name, value string
+		hidden      bool
+	}{
+		{"76 columns", wrap(encoded(52), 76, "\n"), true},
+		{"64 columns, CRLF", wrap(encoded(42), 64, "\r\n"), true},
+		{"indented", "  " + wrap(encoded(52), 76, "\n  "), true},
+		{"other text", wrap(base64.StdEncoding.EncodeToString([]byte(strings.Repeat("nothing here ", 8))), 76, "\n"), false},
+		{"words", "plain words that are no base64", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired := &unstructured.Unstructured{Object: map[string]any{
+				"kind": "ConfigMap", "data": map[string]any{"k": tc.value},
+			}}
+			_, d := HideValuesPair(nil, desired, hides)
+			got := d.Object["data"].(map[string]any)["k"]
+			if hidden := got == hiddenUnchanged; hidden != tc.hidden {
+				t.Errorf("data.k = %.40q; want hidden %v", got, tc.hidden)
+			}
+		})
+	}
+}
