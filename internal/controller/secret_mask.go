@@ -32,7 +32,7 @@ type masker mask.Mask
 // newMasker is the masker of secrets, or nil when none is worth hiding.
 func newMasker(secrets []string) *masker { return (*masker)(mask.New(secrets)) }
 
-// String returns text with every secret value hidden, a plan's hash whole.
+// String returns text with every secret value hidden.
 func (m *masker) String(text string) string { return (*mask.Mask)(m).String(text) }
 
 // Holds reports whether text holds a secret value.

@@ -11,7 +11,6 @@ package mask
 import (
 	"encoding/base64"
 	"encoding/json"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,66 +150,24 @@ func base64Cores(v string) []string {
 	return cores
 }
 
-// String returns text with every value hidden. A plan's hash (sha256: and
-// 64 hex digits) is left whole, whatever digits a value shares with it: a
-// person copies it to approve the plan.
+// String returns text with every value hidden.
+//
+// NOTE: a plan's hash (sha256: and 64 hex digits) is hidden where a value
+// occurs in it, as any other text is. A person copies it to approve the
+// plan, but a value can be such a hash itself (a password's hash, a hex
+// token), or run on past its digits, and nothing tells the two apart in a
+// message. A plan's hash that holds a value by chance (a short one of hex
+// digits) is still whole in the plan's own status.
 func (m *Mask) String(text string) string {
 	if m == nil {
 		return text
 	}
-	hashes := planHash.FindAllStringIndex(text, -1)
-	if hashes == nil {
-		return m.hide(text)
-	}
-	var b strings.Builder
-	last := 0
-	for _, h := range hashes {
-		b.WriteString(m.hide(text[last:h[0]]))
-		b.WriteString(text[h[0]:h[1]])
-		last = h[1]
-	}
-	b.WriteString(m.hide(text[last:]))
-	return b.String()
-}
-
-// hide replaces each stretch of text that values cover with Hidden. Every
-// occurrence of every value counts, those inside or overlapping another
-// included, and the values that overlap or touch are hidden as one: a
-// leftmost-first replacement would hide the first of two overlapping values
-// and show the rest of the second.
-//
-// NOTE: a tenant may choose both the values and the text (a chart's message
-// quotes what it is given), so the cost must not depend on how values
-// repeat themselves. Each value is searched for once over the text, in time
-// linear in the text and the value, and the stretches are merged in one
-// pass: comparing every value at every position would cost the text's
-// length times the values' total length (seconds for 128 KiB of one byte
-// against values that start with thousands of it).
-func (m *Mask) hide(text string) string {
-	// Find the values whose first two bytes occur in the text, and where
-	// they first occur; most texts hold none, and most of the rest a few.
-	var c candidates
-	for i := 0; i+1 < len(text); i++ {
-		if p := prefix(text[i:]); m.prefixes[p/64]&(1<<(p%64)) != 0 {
-			c.meet(m, p, i)
-		}
-	}
-	if c.starts == nil {
-		return text
-	}
-	// reach[i-base] is one past the end of the longest value found at i.
-	base := c.starts[0].at
-	var reach []int32
-	from := len(text)
-	for _, st := range c.starts {
-		for _, v := range m.byPrefix[st.p] {
-			from = min(from, find(text, base, st.at, v, &reach))
-		}
-	}
+	reach, from := m.cover(text)
 	if reach == nil {
 		return text
 	}
 	// Merge the stretches that overlap or touch, and hide each once.
+	base := len(text) - len(reach)
 	var b strings.Builder
 	b.Grow(len(text))
 	last, start, end := 0, -1, 0
@@ -234,6 +191,53 @@ func (m *Mask) hide(text string) string {
 	b.WriteString(Hidden)
 	b.WriteString(text[end:])
 	return b.String()
+}
+
+// Holds reports whether text holds a value: whether String hides anything,
+// even where what it writes is the text again (a value "(hidden)").
+func (m *Mask) Holds(text string) bool {
+	if m == nil {
+		return false
+	}
+	reach, _ := m.cover(text)
+	return reach != nil
+}
+
+// cover finds the stretches of text that values cover. Every occurrence of
+// every value counts, those inside or overlapping another included, so that
+// the values that overlap or touch are hidden as one: a leftmost-first
+// replacement would hide the first of two overlapping values and show the
+// rest of the second. reach[i-base], where base is len(text)-len(reach), is
+// one past the end of the longest value found at the byte i, or 0; from is
+// where the first starts. reach is nil when text holds no value.
+//
+// NOTE: a tenant may choose both the values and the text (a chart's message
+// quotes what it is given), so the cost must not depend on how values
+// repeat themselves. Each value is searched for once over the text, in time
+// linear in the text and the value, and the stretches are merged in one
+// pass: comparing every value at every position would cost the text's
+// length times the values' total length (seconds for 128 KiB of one byte
+// against values that start with thousands of it).
+func (m *Mask) cover(text string) (reach []int32, from int) {
+	// Find the values whose first two bytes occur in the text, and where
+	// they first occur; most texts hold none, and most of the rest a few.
+	var c candidates
+	for i := 0; i+1 < len(text); i++ {
+		if p := prefix(text[i:]); m.prefixes[p/64]&(1<<(p%64)) != 0 {
+			c.meet(m, p, i)
+		}
+	}
+	if c.starts == nil {
+		return nil, 0
+	}
+	base := c.starts[0].at
+	from = len(text)
+	for _, st := range c.starts {
+		for _, v := range m.byPrefix[st.p] {
+			from = min(from, find(text, base, st.at, v, &reach))
+		}
+	}
+	return reach, from
 }
 
 // candidates are the two-byte prefixes of values that a text holds, each
@@ -308,14 +312,6 @@ func find(text string, base, from int, v value, rp *[]int32) int {
 		}
 	}
 	return first
-}
-
-// planHash is a plan's or a digest's hash in a message.
-var planHash = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
-
-// Holds reports whether text holds a value.
-func (m *Mask) Holds(text string) bool {
-	return m != nil && m.String(text) != text
 }
 
 // Strings returns the strings of a values tree (maps and lists of YAML or

@@ -28,10 +28,10 @@ func TestHidesLongValuesWhole(t *testing.T) {
 
 // TestHidesQuotedFormsAndKeepsHashes hides a value with a quote and
 // a line break as a message quotes it, each line of a PEM-like value, and
-// leaves a plan's hash whole although a value's digits are in it.
+// leaves a plan's hash that holds no value whole.
 func TestHidesQuotedFormsAndKeepsHashes(t *testing.T) {
 	secret := "pa\"ss\nw0rd-line-two"
-	hash := "sha256:" + strings.Repeat("5432", 16)
+	hash := "sha256:" + strings.Repeat("6789", 16)
 	m := New([]string{secret, "5432"})
 	for _, text := range []string{
 		fmt.Sprintf("Invalid value: %q: a label must", secret),
@@ -45,6 +45,31 @@ func TestHidesQuotedFormsAndKeepsHashes(t *testing.T) {
 	msg := "set spec.approvedPlan to " + hash + " on port 5432"
 	if got, want := m.String(msg), "set spec.approvedPlan to "+hash+" on port (hidden)"; got != want {
 		t.Errorf("String = %q, want %q", got, want)
+	}
+}
+
+// TestHidesAValueInAPlansHash: a value that is a hash like a plan's, holds
+// one, or runs on past one is hidden like any other, and Holds says so.
+func TestHidesAValueInAPlansHash(t *testing.T) {
+	hex := "3f9a1c07e2b84d65a0c9f1e37b2d8456c1e0a9f47b3d2e618c5a0f9e4d7b2a13"
+	for _, tc := range []struct {
+		name, secret, text, want string
+	}{
+		{"the hash's digits", hex, "password_hash = sha256:" + hex, "password_hash = sha256:(hidden)"},
+		{"the whole hash", "sha256:" + hex, "password_hash = sha256:" + hex + ".", "password_hash = (hidden)."},
+		{"past the digits", hex + "0a1b2c", "token sha256:" + hex + "0a1b2c", "token sha256:(hidden)"},
+		{"in part", hex[40:], "plan sha256:" + hex, "plan sha256:" + hex[:40] + "(hidden)"},
+		{"a value that reads (hidden)", Hidden, "set to " + Hidden, "set to " + Hidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New([]string{tc.secret})
+			if got := m.String(tc.text); got != tc.want {
+				t.Errorf("String(%q) = %q, want %q", tc.text, got, tc.want)
+			}
+			if !m.Holds(tc.text) {
+				t.Errorf("Holds(%q) = false", tc.text)
+			}
+		})
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"capstan.dev/capstan/internal/mask"
 )
 
 // TestRedactAPIErrorSaysHowToCreateTheNamespace checks that an object
@@ -146,5 +148,18 @@ func TestHideValuesPairHidesWrappedBase64(t *testing.T) {
 				t.Errorf("data.k = %.40q; want hidden %v", got, tc.hidden)
 			}
 		})
+	}
+}
+
+// TestHideValuesPairHidesAValueThatIsAHash: a value shaped like a plan's
+// hash (a password's hash) is hidden in a diff like any other value.
+func TestHideValuesPairHidesAValueThatIsAHash(t *testing.T) {
+	hex := "3f9a1c07e2b84d65a0c9f1e37b2d8456c1e0a9f47b3d2e618c5a0f9e4d7b2a13"
+	desired := &unstructured.Unstructured{Object: map[string]any{
+		"kind": "ConfigMap", "data": map[string]any{"password_hash": "sha256:" + hex},
+	}}
+	_, d := HideValuesPair(nil, desired, mask.New([]string{hex}).Holds)
+	if got := d.Object["data"].(map[string]any)["password_hash"]; got != hiddenUnchanged {
+		t.Errorf("data.password_hash = %q, want %q", got, hiddenUnchanged)
 	}
 }
