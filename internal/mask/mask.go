@@ -6,11 +6,17 @@
 // Values shorter than MinLen, and true and false, are left as they are:
 // hiding every "1" or "true" would garble every message while hiding
 // nothing a reader could not guess.
+//
+// A Mask hides a value and the forms a text carries it in (New), not what
+// is derived from it: a part of a value, or its hash, shows, since a Mask
+// cannot tell them from other text; and a value encoded in a way New does
+// not list shows too.
 package mask
 
 import (
 	"encoding/base64"
 	"encoding/json"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,7 +58,10 @@ type value struct {
 // dockerconfigjson), and anyone can decode it. The value alone is hidden
 // in its whole encoding, with padding and without; within a longer text,
 // by the characters of its encoding that it alone decides (base64Cores).
-// New returns nil when no value is worth hiding.
+// A value in a URL is hidden escaped as url.QueryEscape and url.PathEscape
+// escape it (a password in postgres://user:p%40ss@db, or in a query):
+// a chart builds a connection string with urlquery. New returns nil when
+// no value is worth hiding.
 func New(secrets []string) *Mask {
 	var keep []string
 	worth := func(v string) bool { return len(v) >= MinLen && v != "true" && v != "false" }
@@ -69,6 +78,13 @@ func New(secrets []string) *Mask {
 			}
 			for _, core := range base64Cores(v) {
 				add(core)
+			}
+			// NOTE: only for a value worth hiding: escaping makes "ab!"
+			// five bytes long, and its raw form is not hidden either.
+			for _, esc := range []string{url.QueryEscape(v), url.PathEscape(v)} {
+				if esc != v {
+					add(esc)
+				}
 			}
 		}
 		quoted := strconv.Quote(v)

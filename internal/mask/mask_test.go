@@ -107,6 +107,23 @@ func TestHidesBase64OfAValueAlone(t *testing.T) {
 	}
 }
 
+// TestHidesURLEscapedValues: a value in a URL is hidden as it is escaped
+// in a path or user info and in a query; a value too short to hide is not
+// hidden escaped either, though escaping makes it longer.
+func TestHidesURLEscapedValues(t *testing.T) {
+	m := New([]string{"s3cretPassw0rd!", "p@ss w/rd", "ab!"})
+	for _, tc := range []struct{ text, want string }{
+		{"postgres://u:s3cretPassw0rd%21@db:5432/app", "postgres://u:(hidden)@db:5432/app"},
+		{"https://db/?user=u&password=p%40ss+w%2Frd", "https://db/?user=u&password=(hidden)"},
+		{"https://db/p@ss%20w%2Frd/x", "https://db/(hidden)/x"},
+		{"https://db/?q=ab%21", "https://db/?q=ab%21"},
+	} {
+		if got := m.String(tc.text); got != tc.want {
+			t.Errorf("String(%q) = %q, want %q", tc.text, got, tc.want)
+		}
+	}
+}
+
 // TestHidesOverlappingValuesWhole: where two values overlap in a text, or
 // one follows the other, neither shows in part.
 func TestHidesOverlappingValuesWhole(t *testing.T) {
