@@ -160,8 +160,12 @@ func TestHidesWhatEveryOccurrenceCovers(t *testing.T) {
 		}
 		m := New(secrets)
 		text := word(rnd.IntN(40))
-		if got, want := m.String(text), plainHide(secrets, text); got != want {
+		want := plainHide(secrets, text)
+		if got := m.String(text); got != want {
 			t.Fatalf("New(%q).String(%q) = %q, want %q", secrets, text, got, want)
+		}
+		if got := m.Holds(text); got != (want != text) {
+			t.Fatalf("New(%q).Holds(%q) = %v, want %v", secrets, text, got, want != text)
 		}
 	}
 }
