@@ -154,7 +154,8 @@ func base64Cores(v string) []string {
 	for s := range 3 {
 		b := make([]byte, s+len(v))
 		copy(b[s:], v)
-		// Character i holds bits 6i to 6i+6 of b, and v is bits 8s to 8n.
+		// Character i holds bits 6i to 6i+6 of b, and v is bits 8s to
+		// 8len(b): its own characters are from ceil(8s/6) to 8len(b)/6.
 		from, to := (4*s+2)/3, 4*len(b)/3
 		if (to-from)*6 < MinLen*8 {
 			continue
