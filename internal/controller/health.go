@@ -47,39 +47,45 @@ const (
 // A claim that waits for its first consumer (claimWaitsForConsumer) is
 // Current: bindingMode reads its StorageClass's volumeBindingMode, "" when
 // it cannot, and a nil bindingMode reads none.
-func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, bindingMode func(class string) string) (current, failed bool, why string, err error) {
+//
+// An object whose status kstatus cannot read (status.conditions a map, a
+// condition's status a bool, status.observedGeneration a string) is not
+// Current, and the reason says so: it is one object's fault, and an error
+// would end the whole look, so that no other object would be judged, the
+// add-on would never be Ready and no later wave would be applied.
+func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, bindingMode func(class string) string) (current, failed bool, why string) {
 	ref := capstanv1.RefOf(obj)
 	if live == nil {
-		return false, false, ref.Describe() + ": does not exist yet", nil
+		return false, false, ref.Describe() + ": does not exist yet"
 	}
 	if checks.Judges(live) {
 		switch st, msg := checks.Evaluate(live); st {
 		case health.Current:
-			return true, false, "", nil
+			return true, false, ""
 		case health.Failed:
-			return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), msg), nil
+			return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), msg)
 		default:
-			return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+			return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg)
 		}
 	}
 	res, err := computeHealth(live)
 	if err != nil {
-		return false, false, "", fmt.Errorf("computing the health of %s: %w", ref.Describe(), err)
+		return false, false, fmt.Sprintf("%s: its status cannot be read: %v; set spec.healthChecks for this kind", ref.Describe(), err)
 	}
 	if class, ok := claimWaitsForConsumer(live); ok && bindingMode != nil && bindingMode(class) == string(storagev1.VolumeBindingWaitForFirstConsumer) {
-		return true, false, "", nil
+		return true, false, ""
 	}
 	switch res.Status {
 	case status.CurrentStatus:
-		return true, false, "", nil
+		return true, false, ""
 	case status.FailedStatus:
-		return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), res.Message), nil
+		return false, true, fmt.Sprintf("%s: failed: %s", ref.Describe(), res.Message)
 	}
 	msg := res.Message
 	if msg == "" {
 		msg = string(res.Status)
 	}
-	return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg), nil
+	return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg)
 }
 
 // judgement is one look at the health of an add-on's objects, for the

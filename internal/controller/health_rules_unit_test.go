@@ -7,6 +7,9 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/health"
 )
 
 // healthObj builds a live object of apiVersion and kind, changed by opts.
@@ -201,14 +204,51 @@ func TestComputeHealth(t *testing.T) {
 // not Current, a failed Pod failed.
 func TestObjectHealthUsesTheRules(t *testing.T) {
 	running := healthObj("batch/v1", "Job", withField("2026-12-05T10:00:00Z", "status", "startTime"), withField(int64(1), "status", "active"))
-	current, failed, why, err := objectHealth(running, running, nil, nil)
-	if err != nil || current || failed || !strings.Contains(why, "Job apps/x: Job has not completed") {
-		t.Errorf("a running Job: current %v, failed %v, %q, %v", current, failed, why, err)
+	current, failed, why := objectHealth(running, running, nil, nil)
+	if current || failed || !strings.Contains(why, "Job apps/x: Job has not completed") {
+		t.Errorf("a running Job: current %v, failed %v, %q", current, failed, why)
 	}
 	pod := healthObj("v1", "Pod", withField("Failed", "status", "phase"))
-	current, failed, why, err = objectHealth(pod, pod, nil, nil)
-	if err != nil || current || !failed || !strings.Contains(why, "Pod apps/x: failed: Pod is in phase Failed") {
-		t.Errorf("a failed Pod: current %v, failed %v, %q, %v", current, failed, why, err)
+	current, failed, why = objectHealth(pod, pod, nil, nil)
+	if current || !failed || !strings.Contains(why, "Pod apps/x: failed: Pod is in phase Failed") {
+		t.Errorf("a failed Pod: current %v, failed %v, %q", current, failed, why)
+	}
+}
+
+// TestAStatusKstatusCannotReadIsNotCurrent: a custom resource whose status
+// kstatus cannot decode is that one object not Current, saying why and
+// what to do, not an error that would end the look at every other object
+// of the add-on at each reconcile. A health check of its kind judges it
+// as before.
+func TestAStatusKstatusCannotReadIsNotCurrent(t *testing.T) {
+	odd := func(opts ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		return healthObj("example.com/v1", "Widget", append([]func(*unstructured.Unstructured){withGeneration(1)}, opts...)...)
+	}
+	for _, c := range []struct {
+		name string
+		obj  *unstructured.Unstructured
+	}{
+		{"conditions as a map", odd(withField(map[string]any{"ready": true}, "status", "conditions"))},
+		{"a condition's status a bool", odd(withConditions(map[string]any{"type": "Ready", "status": true}))},
+		{"observedGeneration a string", odd(withField("1", "status", "observedGeneration"))},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := status.Compute(c.obj); err == nil {
+				t.Fatal("kstatus reads this status; the case tests nothing")
+			}
+			current, failed, why := objectHealth(c.obj, c.obj, nil, nil)
+			if current || failed || !strings.Contains(why, "Widget apps/x: its status cannot be read: ") ||
+				!strings.HasSuffix(why, "; set spec.healthChecks for this kind") {
+				t.Errorf("current %v, failed %v, %q; want not Current, saying its status cannot be read", current, failed, why)
+			}
+			checks, err := health.Compile([]capstanv1.HealthCheck{{APIVersion: "example.com/v1", Kind: "Widget", Current: "true"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if current, _, why := objectHealth(c.obj, c.obj, checks, nil); !current {
+				t.Errorf("with a health check of its kind: not Current (%q)", why)
+			}
+		})
 	}
 }
 
@@ -271,9 +311,9 @@ func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
 		{"lost", claim("late", withField("Lost", "status", "phase")), modes, false},
 	}
 	for _, c := range cases {
-		current, failed, why, err := objectHealth(c.obj, c.obj, nil, c.modes)
-		if err != nil || current != c.want || failed {
-			t.Errorf("%s: current %v, failed %v (%q, %v); want current %v", c.name, current, failed, why, err, c.want)
+		current, failed, why := objectHealth(c.obj, c.obj, nil, c.modes)
+		if current != c.want || failed {
+			t.Errorf("%s: current %v, failed %v (%q); want current %v", c.name, current, failed, why, c.want)
 		}
 	}
 }

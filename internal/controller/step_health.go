@@ -216,10 +216,7 @@ func (r *AddonReconciler) judgeObject(ctx context.Context, s *scope, checks *hea
 			return err
 		}
 	}
-	current, failed, why, err := objectHealth(obj, live, checks, s.bindingMode(ctx))
-	if err != nil {
-		return err
-	}
+	current, failed, why := objectHealth(obj, live, checks, s.bindingMode(ctx))
 	if current {
 		r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
 		return nil
