@@ -5,18 +5,19 @@ import (
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // computeHealth is kstatus's judgement of a live object, with Capstan's own
 // rules where kstatus calls Current what the health page promises is not:
 //
-//   - a condition that says which generation it describes
-//     (conditions[].observedGeneration), and names one older than
-//     metadata.generation, describes the spec before the latest change: the
-//     object is in progress, whatever the condition says. kstatus compares
-//     only status.observedGeneration, and reads no condition's own; a
-//     cert-manager Certificate updated to generation 2 whose Ready is still
-//     generation 1's would be Current at once.
+//   - a condition the judgement reads (decidingCondition) that says which
+//     generation it describes (conditions[].observedGeneration), and names
+//     one older than metadata.generation, describes the spec before the
+//     latest change: the object is in progress, whatever the condition
+//     says. kstatus compares only status.observedGeneration, and reads no
+//     condition's own; a cert-manager Certificate updated to generation 2
+//     whose Ready is still generation 1's would be Current at once.
 //   - a Job is Current only once its Complete condition is True. kstatus
 //     calls a Job Current as soon as it has started ("Job in progress"), so
 //     a migration Job in an earlier wave would let the next wave go as soon
@@ -77,9 +78,10 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	return res, nil
 }
 
-// staleCondition reports an object in progress when one of its conditions
-// names, in its own observedGeneration, a generation older than
-// metadata.generation; nil otherwise.
+// staleCondition reports an object in progress when one of the conditions
+// its judgement reads (decidingCondition) names, in its own
+// observedGeneration, a generation older than metadata.generation; nil
+// otherwise.
 //
 // NOTE: an observedGeneration of 0 counts as none: metav1.Condition omits
 // the field when it is 0, so 0 is what a controller that does not set it
@@ -89,22 +91,47 @@ func staleCondition(live *unstructured.Unstructured) *status.Result {
 	if generation == 0 {
 		return nil
 	}
+	gvk := live.GroupVersionKind()
 	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
 	for _, c := range conds {
 		cond, ok := c.(map[string]any)
 		if !ok {
 			continue
 		}
+		typ, _ := cond["type"].(string)
+		if !decidingCondition(gvk, typ) {
+			continue
+		}
 		observed := intField(cond["observedGeneration"])
 		if observed <= 0 || observed >= generation {
 			continue
 		}
-		typ, _ := cond["type"].(string)
 		msg := fmt.Sprintf("its condition %s describes generation %d and metadata.generation is %d: its controller has not acted on the latest change yet",
 			typ, observed, generation)
 		return &status.Result{Status: status.InProgressStatus, Message: msg}
 	}
 	return nil
+}
+
+// decidingCondition reports whether the judgement of a gvk object reads
+// its condition of type typ: kstatus's Ready, Reconciling and Stalled, of
+// any kind, and an APIService's Available (apiServiceHealth).
+//
+// NOTE: only these are held to the latest generation. An operator writes
+// some conditions only on some events (a one-time Initialized, an Issuing
+// of the last renewal), and they keep an old observedGeneration through
+// every later change: held to it, the object would never be Current, and
+// the waves after it would stop at spec.healthTimeout. Job's and
+// Deployment's conditions, which the other rules read, have no
+// observedGeneration field.
+func decidingCondition(gvk schema.GroupVersionKind, typ string) bool {
+	switch typ {
+	case "Ready", "Reconciling", "Stalled":
+		return true
+	case "Available":
+		return gvk.Group == "apiregistration.k8s.io" && gvk.Kind == "APIService"
+	}
+	return false
 }
 
 // pausedDeploymentHealth reports a paused Deployment (spec.paused) Current,
