@@ -564,7 +564,9 @@ func versionGone(err error) bool {
 // resource, the CRD is read, and its served versions are the answer (a
 // version the mapper lacks it loads when asked for it). When the CRD says
 // that r's own version is served, a 404 (ownNoMatch false) was the object
-// itself missing, and there is no other version to ask.
+// itself missing, and there is no other version to ask; a version that
+// mapped to no kind (ownNoMatch) is an error: the mapper is behind the
+// CRD, and the next try maps it.
 func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, ownNoMatch bool) ([]string, error) {
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
 	if err != nil {
@@ -597,7 +599,13 @@ func (a *Applier) servedVersions(ctx context.Context, r capstanv1.ObjectRef, own
 				if !v.Served {
 					continue
 				}
-				if v.Name == gv.Version && !ownNoMatch {
+				if v.Name == gv.Version {
+					if ownNoMatch {
+						// NOTE: never gone: the object may run on by this
+						// very version, and a prune that dropped it, or an
+						// uninstall that finished, would leave it for ever.
+						return nil, fmt.Errorf("the CustomResourceDefinition of %s serves %s, which the client did not map yet; the next try reads it again", r.Kind, gv)
+					}
 					return nil, nil
 				}
 				versions = append(versions, v.Name)

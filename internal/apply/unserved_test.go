@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -147,5 +148,88 @@ func TestAKindServedByAnotherVersion(t *testing.T) {
 		map[schema.GroupVersion]*metav1.APIResourceList{{Group: gk.Group, Version: "v2"}: gauges, {Group: gk.Group, Version: "v1"}: {}}, nil, nil)
 	if err != nil || len(got) != 1 || got[0] != "v2" {
 		t.Fatalf("kindVersions = %v, %v; want [v2]", got, err)
+	}
+}
+
+// behindClient is a client whose REST mapper is behind the API server: it
+// maps Foo only by v1beta1, while the CRD, which it reads, serves the
+// versions in served. A read or delete by a version it does not map is a
+// no-match error; one by v1beta1 finds no object.
+type behindClient struct {
+	client.Client
+	served []string
+}
+
+func (c *behindClient) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	if crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition); ok {
+		if key.Name != "foos.example.com" {
+			return apierrors.NewNotFound(schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}, key.Name)
+		}
+		crd.Name = key.Name
+		crd.Spec.Group = "example.com"
+		crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: "foos", Kind: "Foo"}
+		for _, v := range c.served {
+			crd.Spec.Versions = append(crd.Spec.Versions, apiextensionsv1.CustomResourceDefinitionVersion{Name: v, Served: true})
+		}
+		return nil
+	}
+	return c.answer(obj)
+}
+
+func (c *behindClient) Delete(_ context.Context, obj client.Object, _ ...client.DeleteOption) error {
+	return c.answer(obj)
+}
+
+func (c *behindClient) answer(obj client.Object) error {
+	gvk := obj.GetObjectKind().GroupVersionKind()
+	if gvk.Version != "v1beta1" {
+		return &meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
+	}
+	return apierrors.NewNotFound(schema.GroupResource{Group: gvk.Group, Resource: "foos"}, obj.GetName())
+}
+
+func (c *behindClient) RESTMapper() meta.RESTMapper {
+	old := schema.GroupVersion{Group: "example.com", Version: "v1beta1"}
+	m := meta.NewDefaultRESTMapper([]schema.GroupVersion{old})
+	m.Add(old.WithKind("Foo"), meta.RESTScopeNamespace)
+	return m
+}
+
+// TestAVersionTheMapperHasNotSeenIsNotGone: an object held by v1, which
+// its CRD serves and the client's REST mapper does not map yet, may run
+// on by v1: reading or deleting it is an error, so that the prune or the
+// uninstall tries again, never "gone". When the CRD no longer serves v1,
+// a served version that finds no object makes it gone.
+func TestAVersionTheMapperHasNotSeenIsNotGone(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "example.com/v1", Kind: "Foo", Namespace: "apps", Name: "x"}
+	for _, tc := range []struct {
+		name   string
+		served []string
+		want   string // the error's text, or "" for an object gone
+	}{
+		{"v1 served, and only v1", []string{"v1"}, "serves example.com/v1, which the client did not map yet"},
+		{"v1 served, with the version the client maps", []string{"v1beta1", "v1"}, "serves example.com/v1, which the client did not map yet"},
+		{"v1 no longer served", []string{"v1beta1"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := &Applier{Client: &behindClient{served: tc.served}}
+			m, err := a.ReadMetadata(context.Background(), ref)
+			if m != nil {
+				t.Fatalf("read %v", m)
+			}
+			if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+				t.Fatalf("ReadMetadata: %v, want %q", err, tc.want)
+			}
+			deleted, err := a.DeleteAll(context.Background(), []capstanv1.ObjectRef{ref}, Deleting{})
+			if tc.want == "" {
+				if err != nil || len(deleted.Done) != 1 {
+					t.Fatalf("DeleteAll of an object gone: %+v, %v", deleted, err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) || len(deleted.Done) != 0 {
+				t.Fatalf("DeleteAll: %+v, %v; want the error %q and nothing done", deleted, err, tc.want)
+			}
+		})
 	}
 }
