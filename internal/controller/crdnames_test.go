@@ -1,0 +1,50 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"capstan.dev/capstan/internal/apply"
+)
+
+// TestACRDWhoseNamesClashFailsAtOnce: a CRD whose kind another CRD of its
+// group already has is never Established (the API server says
+// NamesAccepted False, KindConflict), and the wait for it fails within
+// seconds, with the API server's reason, not after the CRD timeout (a
+// minute by default), as it did before.
+func TestACRDWhoseNamesClashFailsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	group := fmt.Sprintf("names%d.example.com", time.Now().UnixNano()%100000)
+	first := foosCRD(group, "v1beta1")
+	second := foosCRD(group, "v1beta1")
+	second.Name = "gadgets." + group
+	second.Spec.Names.Plural, second.Spec.Names.Singular, second.Spec.Names.ListKind = "gadgets", "gadget", "GadgetList"
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{first, second} {
+		if err := admin.Create(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), crd) })
+	}
+	if err := apply.WaitForCRD(ctx, admin, first.Name, 100*time.Millisecond, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+
+	// As a sync waits for the CRDs it applied: polled each second, within
+	// the default CRD timeout of a minute.
+	start := time.Now()
+	err := (&apply.Applier{Client: admin}).WaitEstablished(ctx, second.Name)
+	took := time.Since(start)
+	if err == nil {
+		t.Fatal("a CRD whose kind another CRD of its group has was Established")
+	}
+	want := "CustomResourceDefinition " + second.Name + ": the API server does not accept its names (KindConflict): "
+	if !strings.Contains(err.Error(), want) || took > 20*time.Second {
+		t.Fatalf("after %s: %v; want at once %q", took.Round(time.Second), err, want)
+	}
+	t.Logf("after %s: %v", took.Round(100*time.Millisecond), err)
+}
