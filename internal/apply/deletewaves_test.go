@@ -158,6 +158,12 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 	if got, want := strings.Join(rec.log, ", "), "delete b, delete c, await 0 (b c)"; got != want || names(done) != "gone" {
 		t.Errorf("after a failed wait: %s, done %s; want %s, and done only what was gone before, since b and c are not gone yet", got, names(done), want)
 	}
+	// The deletes of b and c were sent, and count, although they are not
+	// done: the retry finds them being deleted and does not count them
+	// again (2 above), so the count over both tries is the 4 deletes.
+	if requests != 2 {
+		t.Errorf("after a failed wait: %d deletes counted; want the 2 sent", requests)
+	}
 }
 
 // TestDeleteAllHoldsWhatAsksConfirmation: a prune deletes an object marked

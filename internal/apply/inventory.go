@@ -405,7 +405,10 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 				// NOTE: what is not gone yet is not done: it stays in the
 				// inventory, so that the next prune or uninstall waits for
 				// it again before the waves below it, not deleting them at
-				// once as the only wave left.
+				// once as the only wave left. out.Requests keeps the
+				// deletes sent: they began the deletions, and the retry,
+				// which finds the objects being deleted, sends and counts
+				// none again.
 				out.Done = out.Done[:before]
 				return out, err
 			}
