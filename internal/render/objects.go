@@ -6,6 +6,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/lru"
@@ -26,28 +27,105 @@ var errNotObject = errors.New("document has no apiVersion or kind")
 // costs a resync of a thousand add-ons a few seconds of CPU in 5 minutes.
 const documentCacheSize = 2048
 
+// documentCacheMaxDocument is the largest document the cache keeps, in bytes
+// of text. A count alone does not bound memory: a chart that renders one
+// large document that changes every render (randAlphaNum 4000000) would add
+// a new entry each time until the count is reached, gigabytes later. A
+// document this large is rare, and decoding it again is cheap beside the
+// template run that made it.
+const documentCacheMaxDocument = 256 << 10
+
+// documentCacheMaxBytes bounds the text of all the cached documents
+// together, so documents just under documentCacheMaxDocument cannot fill
+// the count either. A decoded document takes about as much heap as its
+// text, a few times more for one of many small fields.
+const documentCacheMaxBytes = 64 << 20
+
 // documents caches decoded documents by the sha256 of their text. Decoding
 // YAML is most of a render's work once a chart is loaded, and a resync
 // renders the same text again; keyed by content, a hit is exact.
-var documents = lru.New(documentCacheSize)
+var documents = newDocumentCache(documentCacheSize, documentCacheMaxBytes)
 
-// cachedDocument is a decoded document, or the error it gave.
+// documentCache is an LRU of decoded documents bounded by count and by the
+// bytes of their text.
+type documentCache struct {
+	// mu serialises changes, so each entry's bytes are counted once:
+	// the LRU's own lock does not cover bytes, and its Add replaces an
+	// entry already there without telling the eviction func.
+	mu       sync.Mutex
+	lru      *lru.Cache
+	bytes    int
+	maxBytes int
+}
+
+// cachedDocument is a decoded document, or the error it gave, and the size
+// of its text.
 type cachedDocument struct {
 	objs []*unstructured.Unstructured
 	err  error
+	size int
+}
+
+func newDocumentCache(size, maxBytes int) *documentCache {
+	c := &documentCache{maxBytes: maxBytes}
+	// NOTE: the eviction func runs inside lru.Add, RemoveOldest and
+	// Clear, which are only called with mu held.
+	c.lru = lru.NewWithEvictionFunc(size, func(_ lru.Key, v any) {
+		c.bytes -= v.(cachedDocument).size
+	})
+	return c
+}
+
+func (c *documentCache) get(key [sha256.Size]byte) (cachedDocument, bool) {
+	v, ok := c.lru.Get(key)
+	if !ok {
+		return cachedDocument{}, false
+	}
+	return v.(cachedDocument), true
+}
+
+// add keeps d unless its text is over documentCacheMaxDocument, evicting
+// the least recently used documents until the bytes are within the bound.
+func (c *documentCache) add(key [sha256.Size]byte, d cachedDocument) {
+	if d.size > documentCacheMaxDocument || d.size > c.maxBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.lru.Get(key); ok {
+		return
+	}
+	c.lru.Add(key, d)
+	c.bytes += d.size
+	for c.bytes > c.maxBytes {
+		c.lru.RemoveOldest()
+	}
+}
+
+// size returns the number of cached documents and the bytes of their text.
+func (c *documentCache) size() (n, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Len(), c.bytes
+}
+
+// Clear empties the cache, as a cold render starts.
+func (c *documentCache) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.lru.Clear()
 }
 
 // decodeCached is decodeDocument through the document cache. It returns
 // copies, so callers may change the objects.
 func decodeCached(doc []byte) ([]*unstructured.Unstructured, error) {
 	key := sha256.Sum256(doc)
-	v, ok := documents.Get(key)
+	c, ok := documents.get(key)
 	if !ok {
 		objs, err := decodeDocument(doc)
-		v = cachedDocument{objs: objs, err: err}
-		documents.Add(key, v)
+		c = cachedDocument{objs: objs, err: err, size: len(doc)}
+		documents.add(key, c)
 	}
-	c := v.(cachedDocument)
 	if c.err != nil {
 		return nil, c.err
 	}
