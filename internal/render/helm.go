@@ -183,7 +183,7 @@ func executeTemplates(ctx context.Context, ch *chartv2.Chart, values map[string]
 	if err != nil {
 		return nil, fmt.Errorf("render: chart %s: merge the values over the chart's defaults: %w", ch.Name(), err)
 	}
-	var e engine.Engine
+	e := engine.Engine{CustomTemplateFuncs: templateFuncs()}
 	files, err := e.RenderWithContext(ctx, c, top)
 	if err != nil {
 		return nil, redactTemplateError(err, templateNames(c))
