@@ -119,6 +119,9 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 				return nil, yamlError(name, i+1, err)
 			}
 			for j, obj := range objs {
+				if err := checkAnnotations(obj); err != nil {
+					return nil, yamlError(name, i+1, err)
+				}
 				if h, ok := parseHook(obj, name); ok {
 					// NOTE: test hooks too: they run only when a person
 					// or spec.test asks (TestEvent), never with a sync.

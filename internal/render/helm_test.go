@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -464,5 +465,52 @@ func TestChartCRDsAreInTheClustersCapabilities(t *testing.T) {
 	want := []string{"example.com/v1alpha1", "example.com/v1alpha1/Gadget", "example.com/v1", "example.com/v1/Widget"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("the CRDs' APIs (-want +got):\n%s", diff)
+	}
+}
+
+// chartOf is a chart of the given templates, by file name under templates/.
+func chartOf(name string, templates map[string]string) *chartv2.Chart {
+	ch := &chartv2.Chart{Metadata: &chartv2.Metadata{APIVersion: "v2", Name: name, Version: "1.0.0"}}
+	for _, f := range slices.Sorted(maps.Keys(templates)) {
+		ch.Templates = append(ch.Templates, &common.File{Name: "templates/" + f, Data: []byte(templates[f])})
+	}
+	return ch
+}
+
+// TestHelmRefusesAnnotationsThatAreNotStrings renders a pre-delete hook
+// whose weight is an unquoted number. Read as unstructured reads it, it
+// has no annotations, so it was taken for an object to apply at install;
+// the API server refuses it anyway. The render names its template and
+// document instead.
+func TestHelmRefusesAnnotationsThatAreNotStrings(t *testing.T) {
+	const configMap = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n"
+	for _, tc := range []struct {
+		name, annotations string
+		refused           bool
+	}{
+		{name: "a number", annotations: "    helm.sh/hook: pre-delete\n    helm.sh/hook-weight: 5\n", refused: true},
+		{name: "a bool", annotations: "    helm.sh/hook: pre-delete\n    example.com/on: true\n", refused: true},
+		{name: "a map", annotations: "    helm.sh/hook: pre-delete\n    example.com/m: {a: b}\n", refused: true},
+		{name: "null is empty", annotations: "    helm.sh/hook: pre-delete\n    example.com/none: null\n"},
+		{name: "quoted", annotations: "    helm.sh/hook: pre-delete\n    helm.sh/hook-weight: \"5\"\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ch := chartOf("c", map[string]string{"job.yaml": configMap + "---\n" +
+				"apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: cleanup\n  annotations:\n" + tc.annotations})
+			res, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+			if !tc.refused {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(res.Hooks) != 1 || !cmp.Equal(res.Hooks[0].Events, []string{"pre-delete"}) || len(res.Objects) != 1 {
+					t.Fatalf("hooks %v, objects %d: want the Job a pre-delete hook, the ConfigMap an object", res.Hooks, len(res.Objects))
+				}
+				return
+			}
+			var te *TemplateError
+			if !errors.As(err, &te) || te.Stage != "yaml" || te.Template != "c/templates/job.yaml" || te.Document != 2 {
+				t.Fatalf("error = %#v (%v), want a yaml error of c/templates/job.yaml, document 2", err, err)
+			}
+		})
 	}
 }

@@ -33,6 +33,19 @@ var knownEvents = map[string]release.HookEvent{
 	"test-success":                   release.HookTest,
 }
 
+// checkAnnotations refuses an object whose annotations are not all strings
+// (helm.sh/hook-weight: 5, unquoted; null is "", as the API server reads
+// it). Read as unstructured reads them, such annotations are none at all,
+// so a pre-delete hook would be taken for an object to apply now. Helm's
+// manifest sorter reads 5 as "5" and keeps the hook, but the API server
+// refuses the object when it is made: at install, or, for a pre-delete
+// hook, only when the release is removed, where a failure stops the
+// removal. Refused here, the chart fails at its first render instead.
+func checkAnnotations(obj *unstructured.Unstructured) error {
+	_, _, err := unstructured.NestedNullCoercingStringMap(obj.Object, "metadata", "annotations")
+	return err
+}
+
 // parseHook reads the Helm hook annotations of obj. It reports false when obj
 // is not a hook: it has no helm.sh/hook annotation. It parses as Helm's
 // manifest sorter does: events and delete policies are comma-separated,
