@@ -298,6 +298,13 @@ func reparseHook(obj *unstructured.Unstructured, was Hook) (Hook, error) {
 		}
 		return f.hook, nil
 	}
+	if was.List {
+		// NOTE: the List's annotations made the item a hook, and
+		// spec.patches cannot reach them: patches see the List's items,
+		// not the List.
+		was.Object = obj
+		return was, nil
+	}
 	h, ok := parseHook(obj, was.Template)
 	switch {
 	case !ok:

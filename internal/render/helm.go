@@ -110,7 +110,7 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 			continue
 		}
 		for i, doc := range helmDocuments(content) {
-			objs, err := decodeCached([]byte(doc))
+			objs, list, err := decodeCached([]byte(doc))
 			if err != nil {
 				return nil, yamlError(name, i+1, err)
 			}
@@ -118,13 +118,27 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 			if err != nil {
 				return nil, yamlError(name, i+1, err)
 			}
+			if list != nil {
+				if err := checkAnnotations(list); err != nil {
+					return nil, yamlError(name, i+1, err)
+				}
+			}
 			for j, obj := range objs {
 				if err := checkAnnotations(obj); err != nil {
 					return nil, yamlError(name, i+1, err)
 				}
-				if h, ok := parseHook(obj, name); ok {
+				// NOTE: Helm's manifest sorter reads a List document's
+				// own metadata, not its items': a List that is a hook
+				// makes every item one of its events, and the items of
+				// one that is not are manifests, hook annotations or not.
+				head := obj
+				if list != nil {
+					head = list
+				}
+				if h, ok := parseHook(head, name); ok {
 					// NOTE: test hooks too: they run only when a person
 					// or spec.test asks (TestEvent), never with a sync.
+					h.Object, h.List = obj, list != nil
 					res.Hooks = append(res.Hooks, h)
 					continue
 				}
@@ -235,7 +249,7 @@ func asInstalled(doc string, objs []*unstructured.Unstructured) ([]*unstructured
 	if !strings.Contains(doc, "+") || !keepChomping.MatchString(doc) {
 		return objs, nil
 	}
-	installed, err := decodeCached([]byte(doc + "\n"))
+	installed, _, err := decodeCached([]byte(doc + "\n"))
 	if err != nil {
 		return nil, err
 	}
@@ -249,7 +263,7 @@ func asInstalled(doc string, objs []*unstructured.Unstructured) ([]*unstructured
 func decodeFile(name, content string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for i, doc := range helmDocuments(content) {
-		objs, err := decodeCached([]byte(doc))
+		objs, _, err := decodeCached([]byte(doc))
 		if err != nil {
 			return nil, yamlError(name, i+1, err)
 		}

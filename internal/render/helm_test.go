@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -512,5 +513,74 @@ func TestHelmRefusesAnnotationsThatAreNotStrings(t *testing.T) {
 				t.Fatalf("error = %#v (%v), want a yaml error of c/templates/job.yaml, document 2", err, err)
 			}
 		})
+	}
+}
+
+// TestHelmListHooksAreTheLists renders List documents as Helm's manifest
+// sorter reads them: from the List's own metadata. A List that is a hook
+// makes each item a hook of its events, weight and delete policies, and an
+// item's own hook annotation means nothing; the items of a List that is no
+// hook are objects, with a hook annotation or without. A patch to an item
+// of a hook List leaves it the List's hook.
+func TestHelmListHooksAreTheLists(t *testing.T) {
+	ch := chartOf("c", map[string]string{"lists.yaml": `apiVersion: v1
+kind: List
+metadata:
+  annotations:
+    helm.sh/hook: pre-delete
+    helm.sh/hook-weight: "3"
+    helm.sh/hook-delete-policy: hook-succeeded
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: plain-item
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: own-hook-item
+    annotations:
+      helm.sh/hook: post-install
+      helm.sh/hook-weight: "-1"
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ConfigMap
+  metadata:
+    name: hook-in-plain-list
+    annotations:
+      helm.sh/hook: pre-install
+`})
+	res, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Objects) != 1 || res.Objects[0].GetName() != "hook-in-plain-list" {
+		t.Errorf("objects = %v, want only hook-in-plain-list", names(res.Objects))
+	}
+	check := func(hooks []Hook) {
+		t.Helper()
+		var got []string
+		for _, h := range hooks {
+			got = append(got, h.Object.GetName())
+			if !h.List || !cmp.Equal(h.Events, []string{"pre-delete"}) || h.Weight != 3 || !cmp.Equal(h.DeletePolicies, []string{"hook-succeeded"}) {
+				t.Errorf("hook %s: list %v, events %v, weight %d, policies %v; want the List's: pre-delete, 3, hook-succeeded",
+					h.Object.GetName(), h.List, h.Events, h.Weight, h.DeletePolicies)
+			}
+		}
+		if diff := cmp.Diff([]string{"plain-item", "own-hook-item"}, got); diff != "" {
+			t.Errorf("hooks (-want +got):\n%s", diff)
+		}
+	}
+	check(res.Hooks)
+	patch := `[{"op":"add","path":"/metadata/labels","value":{"patched":"yes"}}]`
+	if err := (&PostRender{Patches: []types.Patch{{Patch: patch, Target: selectorOf("ConfigMap", "plain-item")}}}).apply(res, nil); err != nil {
+		t.Fatal(err)
+	}
+	check(res.Hooks)
+	if res.Hooks[0].Object.GetLabels()["patched"] != "yes" {
+		t.Errorf("the patched hook item has labels %v", res.Hooks[0].Object.GetLabels())
 	}
 }

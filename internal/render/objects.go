@@ -58,10 +58,11 @@ type documentCache struct {
 	maxBytes int
 }
 
-// cachedDocument is a decoded document, or the error it gave, and the size
-// of its text.
+// cachedDocument is a decoded document (its objects, and a List's own
+// object), or the error it gave, and the size of its text.
 type cachedDocument struct {
 	objs []*unstructured.Unstructured
+	list *unstructured.Unstructured
 	err  error
 	size int
 }
@@ -116,24 +117,30 @@ func (c *documentCache) Clear() {
 	c.lru.Clear()
 }
 
-// decodeCached is decodeDocument through the document cache. It returns
-// copies, so callers may change the objects.
-func decodeCached(doc []byte) ([]*unstructured.Unstructured, error) {
+// decodeCached is decodeListDocument through the document cache. It
+// returns copies, so callers may change the objects.
+func decodeCached(doc []byte) (objs []*unstructured.Unstructured, list *unstructured.Unstructured, err error) {
 	key := sha256.Sum256(doc)
 	c, ok := documents.get(key)
 	if !ok {
-		objs, err := decodeDocument(doc)
-		c = cachedDocument{objs: objs, err: err, size: len(doc)}
+		j, err := yaml.YAMLToJSON(doc)
+		if err == nil {
+			c.objs, c.list, err = decodeListDocument(j)
+		}
+		c.err, c.size = err, len(doc)
 		documents.add(key, c)
 	}
 	if c.err != nil {
-		return nil, c.err
+		return nil, nil, c.err
 	}
-	out := make([]*unstructured.Unstructured, len(c.objs))
+	objs = make([]*unstructured.Unstructured, len(c.objs))
 	for i, o := range c.objs {
-		out[i] = o.DeepCopy()
+		objs[i] = o.DeepCopy()
 	}
-	return out, nil
+	if c.list != nil {
+		list = c.list.DeepCopy()
+	}
+	return objs, list, nil
 }
 
 // decodeDocument turns one YAML document into objects: none for an empty
@@ -149,36 +156,45 @@ func decodeDocument(doc []byte) ([]*unstructured.Unstructured, error) {
 
 // decodeJSONDocument is decodeDocument for a document already read into JSON.
 func decodeJSONDocument(j []byte) ([]*unstructured.Unstructured, error) {
+	objs, _, err := decodeListDocument(j)
+	return objs, err
+}
+
+// decodeListDocument is decodeJSONDocument that also returns, for a List,
+// the List's own object without its items: Helm reads a List document's
+// metadata, not its items', to tell a hook from a manifest.
+func decodeListDocument(j []byte) (objs []*unstructured.Unstructured, head *unstructured.Unstructured, err error) {
 	j = bytes.TrimSpace(j)
 	if len(j) == 0 || bytes.Equal(j, []byte("null")) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if j[0] != '{' {
-		return nil, errNotObject
+		return nil, nil, errNotObject
 	}
 	u := &unstructured.Unstructured{}
 	if err := u.UnmarshalJSON(j); err != nil {
-		return nil, errNotObject
+		return nil, nil, errNotObject
 	}
 	if u.GetAPIVersion() == "" || u.GetKind() == "" {
-		return nil, errNotObject
+		return nil, nil, errNotObject
 	}
 	if !isList(u) {
-		return []*unstructured.Unstructured{u}, nil
+		return []*unstructured.Unstructured{u}, nil, nil
 	}
 	list := &unstructured.UnstructuredList{}
 	if err := list.UnmarshalJSON(j); err != nil {
-		return nil, errNotObject
+		return nil, nil, errNotObject
 	}
 	out := make([]*unstructured.Unstructured, 0, len(list.Items))
 	for i := range list.Items {
 		item := &list.Items[i]
 		if item.GetAPIVersion() == "" || item.GetKind() == "" {
-			return nil, errNotObject
+			return nil, nil, errNotObject
 		}
 		out = append(out, item)
 	}
-	return out, nil
+	delete(u.Object, "items")
+	return out, u, nil
 }
 
 // isList reports whether u is a list to expand, as kubectl and Helm's

@@ -24,7 +24,7 @@ func TestDocumentCacheKeepsNoLargeDocument(t *testing.T) {
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	for i := range 48 {
-		objs, err := decodeCached(configMapDocument(i, 512<<10))
+		objs, _, err := decodeCached(configMapDocument(i, 512<<10))
 		if err != nil || len(objs) != 1 {
 			t.Fatalf("decode %d: %d objects, %v", i, len(objs), err)
 		}

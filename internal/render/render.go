@@ -213,6 +213,10 @@ type Hook struct {
 	// Folder is true for a folder's hook, read as Argo CD reads it
 	// (parseFolderHook).
 	Folder bool
+	// List is true for an item of a List document that is a hook: its
+	// events, weight and delete policies are the List's, as Helm reads
+	// them, and its own hook annotations mean nothing.
+	List bool
 }
 
 // AwaitsHealthy reports whether the hook waits, at event, until every
