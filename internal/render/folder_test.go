@@ -617,3 +617,16 @@ func TestFolderHashCoversTheNamespace(t *testing.T) {
 		})
 	}
 }
+
+// TestFolderHookWaveOutOfRange reads a wave too large for 32 bits as the
+// notice says it runs: at 0, not first or last of its phase.
+func TestFolderHookWaveOutOfRange(t *testing.T) {
+	for _, wave := range []string{"99999999999", "-99999999999", "first"} {
+		obj := newObject("batch/v1", "Job", "migrate")
+		obj.SetAnnotations(map[string]string{ArgoHookAnnotation: "PreSync", "argocd.argoproj.io/sync-wave": wave})
+		f := parseFolderHook(obj, "app")
+		if !f.isHook || f.hook.Weight != 0 || !strings.Contains(f.notice, "so it runs at 0 in its phase") {
+			t.Errorf("wave %q: hook %v, weight %d, notice %q; want weight 0, as the notice says", wave, f.isHook, f.hook.Weight, f.notice)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -112,8 +113,8 @@ type folderHook struct {
 // is left out of the hook's, with a notice; a hook of no phase Capstan
 // runs never runs, as in Argo CD. Its
 // wave (sync-wave, else helm.sh/hook-weight) is its weight; one that is
-// not a whole number is 0, with a notice. Delete policies, Argo CD's or
-// Helm's, are Helm's.
+// not a whole number, or is out of the range of 32 bits, is 0, with a
+// notice. Delete policies, Argo CD's or Helm's, are Helm's.
 func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook {
 	annotations := obj.GetAnnotations()
 	var phases, ignored []string
@@ -195,8 +196,16 @@ func parseFolderHook(obj *unstructured.Unstructured, template string) folderHook
 		}
 	}
 	if key != "" {
+		// NOTE: ParseInt gives the nearest bound with ErrRange, which
+		// would run the hook first or last of its phase where the notice
+		// says it runs at 0.
 		w, err := strconv.ParseInt(strings.TrimSpace(wave), 10, 32)
-		if err != nil {
+		switch {
+		case errors.Is(err, strconv.ErrRange):
+			w = 0
+			notes = append(notes, fmt.Sprintf("has %s %q, out of the range of a wave (a 32-bit whole number), so it runs at 0 in its phase", key, wave))
+		case err != nil:
+			w = 0
 			notes = append(notes, fmt.Sprintf("has %s %q, not a whole number, so it runs at 0 in its phase", key, wave))
 		}
 		out.hook.Weight = int(w)
