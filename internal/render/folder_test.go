@@ -158,8 +158,8 @@ func TestFolderKustomizeRefusesRemote(t *testing.T) {
 	cases := []struct {
 		name, field, ref, wantRef string
 	}{
-		{name: "https git base", field: "resources", ref: "https://github.com/org/repo//deploy?ref=v1"},
-		{name: "github shorthand", field: "resources", ref: "github.com/org/repo/deploy?ref=v1"},
+		{name: "https git base", field: "resources", ref: "https://github.com/org/repo//deploy?ref=v1", wantRef: "https://github.com/org/repo//deploy"},
+		{name: "github shorthand", field: "resources", ref: "github.com/org/repo/deploy?ref=v1", wantRef: "github.com/org/repo/deploy"},
 		{name: "scp style", field: "resources", ref: "git@gitlab.example:org/repo.git//deploy"},
 		{name: "git:: prefix", field: "resources", ref: "git::https://gitlab.example/org/repo"},
 		{name: "remote file", field: "resources", ref: "https://raw.example/deploy.yaml"},

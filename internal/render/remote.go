@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"path"
 	"regexp"
 	"strings"
@@ -28,7 +27,8 @@ type RemoteError struct {
 	// Field is the field, such as resources, or a plugin's kind and
 	// field, such as "PatchTransformer path".
 	Field string
-	// Reference is what it names, with any user and password removed.
+	// Reference is what it names, without its user information, query
+	// and fragment, any of which can hold a token (redactReference).
 	Reference string
 }
 
@@ -53,18 +53,30 @@ func isRemote(ref string) bool {
 		userBeforeHost.MatchString(lower)
 }
 
-// redactReference drops the user information of a URL reference, which can
-// be a token, and the password of an scp-style one (user:password@host:path);
-// the plain user of an scp-style reference (git@host:path) stays.
+// redactReference drops what in a remote reference can be a secret: the
+// user information (a token as the user, or user:password) and the query
+// and fragment (?private_token=…, a signed URL's signature). The user
+// information is found as text, not by a URL parser: a password may hold a
+// "/", which a parser takes for the start of the path, and so would keep
+// the password as the host and path. It is everything from the scheme's
+// "://" to the last "@"; a reference with an "@" in its path or query
+// shows less than it could, never a secret. A reference with no scheme
+// loses what comes before its last "@" when that holds a ":" or "/"
+// (user:password@host:path); a plain user (git@host:path) stays.
 func redactReference(ref string) string {
-	if u, err := url.Parse(ref); err == nil && u.User != nil {
-		u.User = nil
-		return u.String()
+	prefix, rest := "", ref
+	if i := strings.Index(ref, "://"); i >= 0 {
+		prefix, rest = ref[:i+3], ref[i+3:]
+		if at := strings.LastIndex(rest, "@"); at >= 0 {
+			rest = rest[at+1:]
+		}
+	} else if at := strings.LastIndex(rest, "@"); at >= 0 && strings.ContainsAny(rest[:at], ":/") {
+		rest = rest[at+1:]
 	}
-	if user, rest, ok := strings.Cut(ref, "@"); ok && strings.Contains(user, ":") && !strings.Contains(user, "/") {
-		return rest
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
 	}
-	return ref
+	return prefix + rest
 }
 
 // refuseRemote reads the kustomization of dir and of every local folder it

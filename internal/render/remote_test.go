@@ -41,7 +41,7 @@ func TestRefuseRemote(t *testing.T) {
 				"app/kustomization.yaml":     "resources: [deploy.yaml]\nvalidators: [val]\n",
 				"app/val/kustomization.yaml": "components:\n  - github.com/org/repo/val?ref=v1\n",
 			},
-			wantFile: "app/val/kustomization.yaml", wantField: "components", wantRef: "github.com/org/repo/val?ref=v1",
+			wantFile: "app/val/kustomization.yaml", wantField: "components", wantRef: "github.com/org/repo/val",
 		},
 		{
 			name: "folders of transformers nested in a base",
@@ -101,6 +101,13 @@ func TestRefuseRemote(t *testing.T) {
 			wantErr: "HelmChartInflationGenerator",
 		},
 		{
+			name: "token in the query",
+			files: map[string]string{
+				"app/kustomization.yaml": "resources:\n  - https://git.example/api/v4/projects/1/repository/files/d.yaml/raw?private_token=tok3n\n",
+			},
+			wantFile: "app/kustomization.yaml", wantField: "resources", wantRef: "https://git.example/api/v4/projects/1/repository/files/d.yaml/raw",
+		},
+		{
 			name: "remote generator entry",
 			files: map[string]string{
 				"app/kustomization.yaml": "resources: [deploy.yaml]\ngenerators: [https://raw.example/gen.yaml]\n",
@@ -157,5 +164,30 @@ func TestRefuseRemote(t *testing.T) {
 				t.Errorf("the error carries a password: %v", err)
 			}
 		})
+	}
+}
+
+// TestRedactReference checks that no user, password, query or fragment of
+// a refused reference reaches the error, which status and events carry.
+func TestRedactReference(t *testing.T) {
+	for ref, want := range map[string]string{
+		"https://raw.example/d.yaml":                                 "https://raw.example/d.yaml",
+		"https://user:tok3n@raw.example/d.yaml":                      "https://raw.example/d.yaml",
+		"https://tok3n@raw.example/d.yaml":                           "https://raw.example/d.yaml",
+		"https://user:pa/ss-tok3n@raw.example/d.yaml":                "https://raw.example/d.yaml",
+		"https://user:p@ss-tok3n@raw.example/d.yaml":                 "https://raw.example/d.yaml",
+		"https://raw.example/d.yaml?private_token=tok3n":             "https://raw.example/d.yaml",
+		"https://raw.example/d.yaml#tok3n":                           "https://raw.example/d.yaml",
+		"git::https://user:tok3n@git.example/org/repo//app?ref=v1":   "git::https://git.example/org/repo//app",
+		"github.com/org/repo/app?ref=v1&token=tok3n":                 "github.com/org/repo/app",
+		"git@github.com:org/repo.git":                                "git@github.com:org/repo.git",
+		"user:tok3n@git.example:org/repo.git":                        "git.example:org/repo.git",
+		"user:pa/ss-tok3n@git.example:org/repo.git":                  "git.example:org/repo.git",
+		"ssh://git:tok3n@git.example/org/repo.git?ref=main#fragment": "ssh://git.example/org/repo.git",
+	} {
+		got := redactReference(ref)
+		if got != want || strings.Contains(got, "tok3n") {
+			t.Errorf("redactReference(%q) = %q, want %q", ref, got, want)
+		}
 	}
 }
