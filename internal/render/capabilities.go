@@ -21,6 +21,12 @@ import (
 type Capabilities struct {
 	// KubeVersion is the Kubernetes version, such as "v1.33.4" or "1.33".
 	KubeVersion string
+	// KubeMajor and KubeMinor are the server's own major and minor
+	// version, as its version endpoint gives them, which
+	// .Capabilities.KubeVersion.Major and .Minor show as they are, as in
+	// helm install: managed clusters give a minor such as "30+". Empty,
+	// they are the numbers of KubeVersion.
+	KubeMajor, KubeMinor string
 	// APIVersions are group versions ("apps/v1") and group versions with a
 	// kind ("apps/v1/Deployment"), as .Capabilities.APIVersions.Has takes them.
 	APIVersions []string
@@ -65,7 +71,7 @@ func CapabilitiesFromDiscovery(dc discovery.DiscoveryInterface) (*Capabilities, 
 		}
 	}
 	apis := slices.Sorted(maps.Keys(seen))
-	return &Capabilities{KubeVersion: v.GitVersion, APIVersions: apis, ExactAPIVersions: true}, nil
+	return &Capabilities{KubeVersion: v.GitVersion, KubeMajor: v.Major, KubeMinor: v.Minor, APIVersions: apis, ExactAPIVersions: true}, nil
 }
 
 // helm turns the capabilities into Helm's. Unless ExactAPIVersions is set,
@@ -83,6 +89,16 @@ func (c *Capabilities) helm() (*common.Capabilities, error) {
 			return nil, fmt.Errorf("kubernetes version %q is not a version such as v1.33.4: %w", c.KubeVersion, err)
 		}
 		caps.KubeVersion = *kv
+		// NOTE: helm install copies the server's Major and Minor, not
+		// the numbers parsed from its GitVersion, so a chart that reads
+		// .Capabilities.KubeVersion.Minor on a managed cluster sees
+		// "30+" here too.
+		if c.KubeMajor != "" {
+			caps.KubeVersion.Major = c.KubeMajor
+		}
+		if c.KubeMinor != "" {
+			caps.KubeVersion.Minor = c.KubeMinor
+		}
 	}
 	if c.ExactAPIVersions {
 		caps.APIVersions = slices.Clone(c.APIVersions)
