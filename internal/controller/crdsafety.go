@@ -186,10 +186,13 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) || !v.Served {
-			// NOTE: no object can be read or written as a version the
-			// new CRD does not serve (one on its way out); the stored
-			// objects are checked as the versions it serves.
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) || !v.Served && !v.Storage && !slices.Contains(cur.Status.StoredVersions, v.Name) {
+			// NOTE: no request reads or writes a version the new CRD
+			// does not serve (one on its way out), but the API server
+			// prunes an object it reads from etcd by the schema of the
+			// version it is stored in, served or not: an unserved
+			// version is checked only while objects may be stored in
+			// it, or will be.
 			continue
 		}
 		readAs := readAsVersion(cur, next, v.Name)
@@ -236,14 +239,16 @@ func storageMoveUnsafe(cur, next *apiextensionsv1.CustomResourceDefinition) (fro
 
 // readAsVersion names the version of cur to list the existing objects of
 // next's version as: the version itself when cur serves it; else, when it
-// is next's new storage version, which converts with no webhook (so every
-// object is stored in it with only its apiVersion changed), the old
-// storage version if cur serves it; else none.
+// is next's new storage version, or one cur no longer serves that objects
+// may still be stored in (status.storedVersions), and the CRD converts
+// with no webhook (so an object reads the same in every version but for
+// its apiVersion), cur's storage version if cur serves it; else none.
 func readAsVersion(cur, next *apiextensionsv1.CustomResourceDefinition, version string) string {
 	if served(cur, version) {
 		return version
 	}
-	if version != storageVersion(next) || next.Spec.Conversion != nil && next.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+	if version != storageVersion(next) && !slices.Contains(cur.Status.StoredVersions, version) ||
+		next.Spec.Conversion != nil && next.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
 		return ""
 	}
 	if from := storageVersion(cur); from != "" && served(cur, from) {

@@ -534,7 +534,10 @@ func hasViolation(p *capstanv1.Plan, rule string) bool {
 // a version is dropped. The stored Gadget is checked as v2, the version it
 // is served as, and the upgrade applies. Before, the check validated it as
 // v1 too, on a shadow that no longer serves v1: every sync failed with
-// the shadow's "no match", retried for ever.
+// the shadow's "no match", retried for ever. A version that stops being
+// served still holds the objects stored in it, which the API server
+// prunes by its schema when it reads them: cutting that schema down is
+// refused.
 func TestCRDVersionThatStopsBeingServed(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -564,5 +567,15 @@ func TestCRDVersionThatStopsBeingServed(t *testing.T) {
 	}
 	if g := live(t, group+"/v2", "Gadget", ns, "g1"); g == nil {
 		t.Error("the Gadget cannot be read as v2")
+	}
+
+	// The Gadget is still stored as v1 (status.storedVersions), and the
+	// API server prunes it by v1's schema when it reads it: a v1 cut down
+	// to no colour, unserved as it is, would lose the field.
+	stub := strings.Replace(gadgetsCRD(group, "v1:false:integer", "v2:true:integer+colour"), "- name: v1\n      served: true", "- name: v1\n      served: false", 1)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = publish("3.0.0", stub) })
+	got = waitPhase(t, a, capstanv1.PhaseBlocked)
+	if !violationRule("crd-schema-invalidates-objects")(got) {
+		t.Errorf("no violation for the stored Gadget that the unserved v1's schema prunes: %s", describeStatus(got))
 	}
 }

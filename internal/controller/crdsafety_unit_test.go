@@ -236,6 +236,11 @@ func TestReadAsVersion(t *testing.T) {
 	v1Old := crdVersion{name: "v1", served: true, size: "integer"}
 	v2 := crdVersion{name: "v2", served: true, storage: true, size: "integer"}
 	v2Old := crdVersion{name: "v2", served: true, size: "integer"}
+	v1Unserved := crdVersion{name: "v1", size: "integer"}
+	stored := func(crd *apiextensionsv1.CustomResourceDefinition, versions ...string) *apiextensionsv1.CustomResourceDefinition {
+		crd.Status.StoredVersions = versions
+		return crd
+	}
 	webhook := crdOf(v1Old, v2)
 	webhook.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.WebhookConverter}
 	for _, tc := range []struct {
@@ -246,6 +251,8 @@ func TestReadAsVersion(t *testing.T) {
 		{"a new storage version", "v2", "v1", crdOf(v1), crdOf(v1Old, v2)},
 		{"a new storage version, with a webhook", "v2", "", crdOf(v1), webhook},
 		{"a new version not stored", "v2", "", crdOf(v1), crdOf(v1, v2Old)},
+		{"an unserved version objects are stored in", "v1", "v2", stored(crdOf(v1Unserved, v2), "v1", "v2"), crdOf(v1Unserved, v2)},
+		{"an unserved version no object is stored in", "v1", "", stored(crdOf(v1Unserved, v2), "v2"), crdOf(v1Unserved, v2)},
 	} {
 		if got := readAsVersion(tc.cur, tc.next, tc.version); got != tc.readAs {
 			t.Errorf("%s: read as %q; want %q", tc.name, got, tc.readAs)

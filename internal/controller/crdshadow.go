@@ -174,6 +174,12 @@ func newShadow(crd *apiextensionsv1.CustomResourceDefinition, owner string) (*ap
 	spec.Group = group
 	spec.Names.ShortNames, spec.Names.Categories = nil, nil
 	spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
+	for i := range spec.Versions {
+		// NOTE: a version on its way out (served: false) may still hold
+		// stored objects; the shadow serves it, so that they are dry-run
+		// against its schema as well.
+		spec.Versions[i].Served = true
+	}
 	return &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: spec.Names.Plural + "." + group, Labels: map[string]string{shadowLabel: owner}},
 		Spec:       spec,
