@@ -39,6 +39,10 @@ type Applier struct {
 	// REST mapper maps to no version is gone (ReadMetadata). Without it,
 	// such a kind counts as gone.
 	Discovery Discovery
+	// ClaimRelease bounds the wait for the StatefulSet controller to take
+	// up the claim retention policy Retain that Capstan sets on a
+	// StatefulSet before deleting it (releaseClaims). Default 30 seconds.
+	ClaimRelease time.Duration
 }
 
 // Discovery is the part of client-go's discovery.DiscoveryClient that

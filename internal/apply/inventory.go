@@ -459,7 +459,7 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 			out.Done = append(out.Done, r)
 			continue
 		}
-		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d)
+		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d, metav1.DeletePropagationBackground)
 		switch {
 		case errors.Is(err, errUnconfirmed):
 			out.Held = append(out.Held, r)
@@ -704,8 +704,14 @@ func kindVersions(ctx context.Context, gk schema.GroupKind, groups *metav1.APIGr
 
 // deleteServed deletes r by its own version, or, when that finds no
 // object, by a version its kind is served by now (ReadMetadata). sent
-// reports whether a delete was sent to an object found.
+// reports whether a delete was sent to an object found. A StatefulSet is
+// read first, and deleted as deleteUnlessSpared deletes one, with no claim
+// owned by it.
 func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propagation metav1.DeletionPropagation) (sent bool, err error) {
+	if releases(r, propagation) {
+		_, sent, err := a.deleteUnlessSpared(ctx, r, nil, Deleting{}, propagation)
+		return sent, err
+	}
 	obj := &metav1.PartialObjectMetadata{}
 	obj.SetGroupVersionKind(schema.FromAPIVersionAndKind(r.APIVersion, r.Kind))
 	obj.SetNamespace(r.Namespace)
@@ -739,7 +745,11 @@ var errUnconfirmed = errors.New("marked Prune=confirm since the plan was approve
 // removed the object or began its deletion: not when it was gone, or its
 // deletion had begun already (a retry of a deletion that waited for its
 // finalizers sends no delete again).
-func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata, d Deleting) (spared *Spared, sent bool, err error) {
+//
+// A StatefulSet is deleted only once no PersistentVolumeClaim is owned by
+// it (releaseClaims): its claims outlive it, as every claim outlives
+// Capstan's deletes.
+func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata, d Deleting, propagation metav1.DeletionPropagation) (spared *Spared, sent bool, err error) {
 	for range maxDeleteTries {
 		if m == nil {
 			if m, err = a.ReadMetadata(ctx, r); err != nil || m == nil {
@@ -768,8 +778,20 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			// sent the add-on's delete again, which deletes them too.
 			return nil, false, nil
 		}
+		if releases(r, propagation) {
+			changed, err := a.releaseClaims(ctx, r, m)
+			switch {
+			case errors.Is(err, errChangedWhileReleasing), err == nil && changed:
+				// NOTE: read again, and checked again, before the delete,
+				// which binds to a read that shows no claim owned.
+				m = nil
+				continue
+			case err != nil:
+				return nil, false, err
+			}
+		}
 		uid, rv := m.GetUID(), m.GetResourceVersion()
-		err := a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+		err := a.Client.Delete(ctx, m, client.Preconditions{UID: &uid, ResourceVersion: &rv}, client.PropagationPolicy(propagation))
 		switch {
 		case apierrors.IsNotFound(err):
 			return nil, false, nil
@@ -780,4 +802,13 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 		return nil, err == nil, err
 	}
 	return nil, false, fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
+}
+
+// releases reports whether r's delete with propagation must release its
+// claims first (releaseClaims): r is a StatefulSet, and its dependents
+// are deleted with it. An orphaning delete has the garbage collector take
+// the StatefulSet's owner references off its claims itself.
+func releases(r capstanv1.ObjectRef, propagation metav1.DeletionPropagation) bool {
+	gv, err := schema.ParseGroupVersion(r.APIVersion)
+	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: r.Kind}) == statefulSetGK && propagation != metav1.DeletePropagationOrphan
 }
