@@ -112,6 +112,7 @@ type scope struct {
 	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
 	notOurs      []apply.Spared        // what the prune leaves running and drops from the inventory: another Addon holds it, or it is not this add-on's (apply.NotOurs)
+	claimsKept   []apply.Spared        // the StatefulSets the prune deletes whose claims would go with them (apply.DeletesClaims): the prune keeps the claims
 	hooks        []render.Hook
 	left         []*unstructured.Unstructured // the prepared objects a folder's render leaves out (render.Result.Left)
 	generated    []render.Generated           // the render's Generated, in the namespaces their objects were put in (prepare.Result.Generated)

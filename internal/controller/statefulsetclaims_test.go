@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,13 +137,28 @@ func assertClaimsKept(t *testing.T, ns string, uid types.UID) {
 
 // TestPruneKeepsStatefulSetClaims: a StatefulSet whose claims its
 // controller deletes with it (whenDeleted: Delete) leaves the render. The
-// prune deletes the StatefulSet and its pods, but no claim: Capstan never deletes a claim, and a
+// plan says that its claims stay, and the prune deletes the StatefulSet
+// and its pods, but no claim: Capstan never deletes a claim, and a
 // StatefulSet's delete would have the garbage collector delete them all.
 func TestPruneKeepsStatefulSetClaims(t *testing.T) {
 	ns := newNamespace(t)
 	a, uid := claimsApp(t, ns, "claims-"+ns[len(ns)-5:], withSpec(func(s *capstanv1.AddonSpec) { s.Prune = true }))
 
-	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("db: false") })
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Values = jsonValues("db: false")
+	})
+	held := waitFor(t, a, 60*time.Second, "the prune held for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	})
+	said := slices.ContainsFunc(held.Status.Plan.Notices, func(n capstanv1.Notice) bool {
+		return strings.HasPrefix(n.Message, "1 StatefulSet(s) that the prune deletes would have their PersistentVolumeClaims deleted with them") &&
+			strings.HasSuffix(n.Message, "the claims and their volumes stay: StatefulSet "+ns+"/db")
+	})
+	if !said {
+		t.Errorf("the plan should say that the StatefulSet's claims stay: %+v", held.Status.Plan.Notices)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ManualSync = false })
 	assertClaimsKept(t, ns, uid)
 	waitPhase(t, a, capstanv1.PhaseSynced)
 }

@@ -42,7 +42,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 		in.Rendered = s.objects
 		in.Objects = s.previews
-		s.kept, s.confirm, s.notOurs = s.leftOutOfInventory(), nil, nil
+		s.kept, s.confirm, s.notOurs, s.claimsKept = s.leftOutOfInventory(), nil, nil, nil
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
@@ -104,6 +104,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d object(s) of the inventory that the render no longer applies are not this add-on's: another Addon's labels are on them, or neither this add-on's labels nor a field it applied are (someone else made them under a name the inventory held); the prune does not delete them, and the sync leaves them running and drops them from the inventory: %s",
 			len(s.notOurs), describeKept(s.notOurs, 5))})
+	}
+	if len(s.claimsKept) > 0 {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d StatefulSet(s) that the prune deletes would have their PersistentVolumeClaims deleted with them (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete); Capstan never deletes a claim, so it sets the policy to Retain first, and the claims and their volumes stay: %s",
+			len(s.claimsKept), describeKept(s.claimsKept, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
@@ -324,8 +329,9 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // objects that the prune's holder leaves running, in both profiles:
 // another Addon holds them, or their live metadata does not show them to
 // be this add-on's (apply.NotOurs). It also finds those the prune deletes
-// only with a person's confirmation (apply.ConfirmPrune), in both
-// profiles. A read that fails fails the preview, to be retried: an object
+// only with a person's confirmation (apply.ConfirmPrune), and the
+// StatefulSets whose claims it keeps from their delete (s.claimsKept), in
+// both profiles. A read that fails fails the preview, to be retried: an object
 // whose mark was not read must not be pruned without its confirmation.
 func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	if len(s.prune) == 0 {
@@ -360,11 +366,32 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 			if apply.ConfirmPrune(m) {
 				s.confirm = append(s.confirm, ref)
 			}
+			claimsGo, err := r.deletesClaims(ctx, s, ref)
+			if err != nil {
+				return err
+			}
+			if claimsGo {
+				s.claimsKept = append(s.claimsKept, apply.Spared{Ref: ref})
+			}
 		}
 		prune = append(prune, ref)
 	}
 	s.prune = prune
 	return nil
+}
+
+// deletesClaims reports whether ref is a StatefulSet whose delete would
+// take its claims with it (apply.DeletesClaims): the prune releases them
+// first, and the plan says so. Only a StatefulSet is read in full.
+func (r *AddonReconciler) deletesClaims(ctx context.Context, s *scope, ref capstanv1.ObjectRef) (bool, error) {
+	if ref.Kind != "StatefulSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
+		return false, nil
+	}
+	live, err := s.applier.Get(ctx, ref)
+	if err != nil {
+		return false, fmt.Errorf("reading %s, which the prune would delete: %w", ref.Describe(), err)
+	}
+	return apply.DeletesClaims(live), nil
 }
 
 // leftOutOfInventory is what of the inventory the render holds but does
