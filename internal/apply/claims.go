@@ -62,7 +62,7 @@ var errChangedWhileReleasing = errors.New("the StatefulSet changed while its cla
 // each bound to the claim's resourceVersion. When the controller has not
 // seen the policy within the Applier's ClaimRelease, the StatefulSet is
 // not deleted: the error says so, and the next look tries again.
-func (a *Applier) releaseClaims(ctx context.Context, r capstanv1.ObjectRef, m *metav1.PartialObjectMetadata) (changed bool, err error) {
+func (a *Applier) releaseClaims(ctx context.Context, r capstanv1.ObjectRef, m metav1.Object) (changed bool, err error) {
 	set := &appsv1.StatefulSet{}
 	switch err := a.Client.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, set); {
 	case apierrors.IsNotFound(err):
@@ -120,6 +120,23 @@ func (a *Applier) releaseClaims(ctx context.Context, r capstanv1.ObjectRef, m *m
 		return changed, fmt.Errorf("PersistentVolumeClaim %s is still owned by the StatefulSet, and would be deleted with it, so the StatefulSet is not deleted now; the next sync tries again", owned[0].Name)
 	}
 	return changed, nil
+}
+
+// ReleaseClaims makes sure, before obj (read by ref) is deleted with its
+// dependents, that no PersistentVolumeClaim is owned by it, as the prune
+// and the uninstall do (releaseClaims); it does nothing unless obj is a
+// StatefulSet. changed reports that it changed the StatefulSet or a claim,
+// or found the StatefulSet changed since obj was read: the caller reads it
+// again, and binds its delete to that read.
+func (a *Applier) ReleaseClaims(ctx context.Context, ref capstanv1.ObjectRef, obj metav1.Object) (changed bool, err error) {
+	if !releases(ref, metav1.DeletePropagationBackground) {
+		return false, nil
+	}
+	changed, err = a.releaseClaims(ctx, ref, obj)
+	if errors.Is(err, errChangedWhileReleasing) {
+		return true, nil
+	}
+	return changed, err
 }
 
 // ownedClaims lists the PersistentVolumeClaims in set's namespace that

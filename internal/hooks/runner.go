@@ -800,7 +800,8 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 // pods. An object of a kind Capstan never deletes, or that a mark in its
 // manifests keeps (req.Keep, read on the live object, as a prune reads
 // it), is not deleted: deleteAndWait returns what keeps it, and the
-// caller applies over it. With run, an object that does not carry it is
+// caller applies over it. A StatefulSet is deleted only once no claim is
+// owned by it (apply.Applier.ReleaseClaims), as the prune deletes one. With run, an object that does not carry it is
 // another run's, and is left as it is.
 func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.ObjectRef, timeout time.Duration, run string) (string, error) {
 	if neverDeletedRef(ref) {
@@ -835,6 +836,17 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.O
 			return by, nil
 		}
 		uid = live.GetUID()
+		changed, err := a.ReleaseClaims(ctx, ref, live)
+		switch {
+		case err != nil:
+			return "", fmt.Errorf("deleting %s: %w", ref.Describe(), err)
+		case changed && try == maxDeleteTries:
+			return "", fmt.Errorf("%s changed while its claims were kept from its delete, %d times; the next sync tries again", ref.Describe(), try)
+		case changed:
+			// NOTE: a StatefulSet whose claims would have gone with it:
+			// read again, so the delete binds to a read with none owned.
+			continue
+		}
 		// NOTE: the delete is bound to the UID and resourceVersion read,
 		// so an object marked to be kept since the read is not deleted;
 		// one that changed is read again.
