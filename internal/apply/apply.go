@@ -236,7 +236,8 @@ func isStatefulSet(obj *unstructured.Unstructured) bool {
 // run and the new never run side by side. Anything else goes with its
 // dependents deleted in the background, while the new object starts its
 // own: a Deployment whose selector changed would otherwise leave the old
-// ReplicaSet's pods running for ever. What CannotRecreate refuses is
+// ReplicaSet's pods running for ever; a StatefulSet among them only once
+// no claim is owned by it (ReleaseClaims). What CannotRecreate refuses is
 // refused.
 func (a *Applier) Recreate(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error) {
 	return a.recreate(ctx, obj, uid, nil)
@@ -265,6 +266,14 @@ func (a *Applier) recreate(ctx context.Context, obj *unstructured.Unstructured, 
 		propagation = metav1.DeletePropagationOrphan
 	case isJob(obj):
 		propagation = metav1.DeletePropagationForeground
+	}
+	if isStatefulSet(obj) && propagation != metav1.DeletePropagationOrphan {
+		// NOTE: CannotRecreate refuses a whenDeleted of Delete, but a
+		// claim may still be owned under Retain: one of an ordinal scaled
+		// away while the policy was Delete keeps its owner reference.
+		if _, err := a.ReleaseClaims(ctx, ref, live); err != nil {
+			return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), err)
+		}
 	}
 	return a.replace(ctx, obj, live.GetUID(), propagation, refused)
 }

@@ -20,8 +20,9 @@ import (
 )
 
 // claimsChart is a chart with a StatefulSet (while .Values.db) of two
-// replicas, whose claims its controller is to delete with it
-// (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete), and a
+// replicas (.Values.replicas), whose claims its controller is to delete
+// with it (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete, or
+// .Values.whenDeleted), with a selector that .Values.track changes, and a
 // ConfigMap, so that the render without the StatefulSet is no empty one.
 var claimsChart = map[string]string{
 	"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
@@ -32,13 +33,13 @@ metadata:
 spec:
   replicas: {{ .Values.replicas | default 2 }}
   selector:
-    matchLabels: {app: db}
+    matchLabels: {app: db{{ with .Values.track }}, track: {{ . }}{{ end }}}
   persistentVolumeClaimRetentionPolicy:
-    whenDeleted: Delete
+    whenDeleted: {{ .Values.whenDeleted | default "Delete" }}
     whenScaled: Retain
   template:
     metadata:
-      labels: {app: db}
+      labels: {app: db{{ with .Values.track }}, track: {{ . }}{{ end }}}
     spec:
       containers:
         - name: db
@@ -185,4 +186,51 @@ func TestUninstallKeepsStatefulSetClaims(t *testing.T) {
 	}
 	deleteAddon(t, a)
 	assertClaimsKept(t, ns, uid)
+}
+
+// TestRecreateKeepsStatefulSetClaims: a StatefulSet whose selector changes
+// is deleted and created anew with spec.recreate. Its policy is Retain
+// by then, but the claim of an ordinal scaled away while it was Delete is
+// still owned by it (the StatefulSet controller releases only the claims
+// of its running pods): the delete releases that claim too, and both
+// claims outlive the old StatefulSet.
+func TestRecreateKeepsStatefulSetClaims(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	a, uid := claimsApp(t, ns, "reclaims-"+ns[len(ns)-5:], withSpec(func(s *capstanv1.AddonSpec) { s.Recreate = true }))
+	uids := map[string]types.UID{}
+	for _, c := range claimsOf(t, ns) {
+		uids[c.Name] = c.UID
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("db: true\nreplicas: 1") })
+	eventually(t, 60*time.Second, "the pod of the ordinal scaled away to go", func() bool {
+		err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-1"}, &corev1.Pod{})
+		return apierrors.IsNotFound(err)
+	})
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("db: true\nreplicas: 1\nwhenDeleted: Retain") })
+	eventually(t, 60*time.Second, "the claim of the running pod released, the other still owned", func() bool {
+		owned := map[string]bool{}
+		for _, c := range claimsOf(t, ns) {
+			owned[c.Name] = ownedBy(c, uid)
+		}
+		return len(owned) == 2 && !owned["data-db-0"] && owned["data-db-1"]
+	})
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues("db: true\nreplicas: 1\nwhenDeleted: Retain\ntrack: b")
+	})
+	eventually(t, 90*time.Second, "the StatefulSet created anew", func() bool {
+		set := live(t, "apps/v1", "StatefulSet", ns, "db")
+		return set != nil && set.GetUID() != uid
+	})
+	time.Sleep(5 * time.Second)
+	claims := claimsOf(t, ns)
+	if len(claims) != 2 {
+		t.Fatalf("the old StatefulSet's delete took a claim with it: %d of 2 are left", len(claims))
+	}
+	for _, c := range claims {
+		if c.UID != uids[c.Name] || c.DeletionTimestamp != nil || ownedBy(c, uid) {
+			t.Fatalf("claim %s was deleted (made anew: %v, being deleted: %v) or is still owned by the old StatefulSet: %v",
+				c.Name, c.UID != uids[c.Name], c.DeletionTimestamp != nil, c.OwnerReferences)
+		}
+	}
 }
