@@ -335,22 +335,28 @@ func (f *fixture) refuseFirstRead(name string) *atomic.Bool {
 
 // TestRefusedReadOfALaterHookKeepsTheOneWaitedFor runs a pre-install
 // event whose initdb Job, with hook-succeeded, is left running (Yield),
-// and whose second Job comes after it. The run that goes on from initdb
+// after a zero Job and before a second one. The run that goes on from initdb
 // sees it succeed, and then the API server refuses its first read for the
 // second Job, before that one was shown in status.hook: the run ends with
 // a *hooks.ReadError, and status.hook still names initdb, with its UID.
 // The initdb Job must stay until the event has succeeded: the next run
 // goes on from it again, and reads it. Before, the refused read had the
 // run delete it by its policy, and the next run took it for deleted while
-// left running and failed the event (reason Deleted), for good.
+// left running and failed the event (reason Deleted), for good. The zero
+// Job, which no look reads again, is deleted by its policy, as for a
+// failure.
 func TestRefusedReadOfALaterHookKeepsTheOneWaitedFor(t *testing.T) {
 	f := newFixture(t)
 	label := "capstan.dev/" + f.ns
-	y := f.yielding(f.hooksOf(`{hooks: {initdb: {nodeLabel: "`+label+`", deletePolicy: hook-succeeded}}, extraHooks: [{name: second, kind: Job, events: pre-install, weight: "1"}]}`, false), minute)
+	y := f.yielding(f.hooksOf(`{hooks: {initdb: {nodeLabel: "`+label+`", deletePolicy: hook-succeeded}}, extraHooks: [{name: zero, kind: Job, events: pre-install, weight: "-20", deletePolicy: hook-succeeded}, {name: second, kind: Job, events: pre-install, weight: "1"}]}`, false), minute)
 	y.req.Event, y.req.Run = "pre-install", "pre-install/one"
 	initdb := capstanv1.ObjectRef{APIVersion: "batch/v1", Kind: "Job", Namespace: f.ns, Name: "db-initdb"}
 	var running *hooks.Running
-	if err := y.run(); !errors.As(err, &running) || running.Hook != initdb {
+	err := y.run()
+	for i := 0; i < 30 && errors.As(err, &running) && running.Hook != initdb; i++ {
+		err = y.run() // the zero Job before it, still running
+	}
+	if !errors.As(err, &running) || running.Hook != initdb {
 		t.Fatalf("the first run returned %v; want the initdb Job left running", err)
 	}
 	first := f.job("db-initdb")
@@ -360,7 +366,7 @@ func TestRefusedReadOfALaterHookKeepsTheOneWaitedFor(t *testing.T) {
 
 	refused := f.refuseFirstRead("db-second")
 	f.labelNode(label)
-	err := y.run()
+	err = y.run()
 	for i := 0; i < 60 && hooks.IsRunning(err); i++ {
 		err = y.run()
 	}
@@ -375,6 +381,9 @@ func TestRefusedReadOfALaterHookKeepsTheOneWaitedFor(t *testing.T) {
 	}
 	if j := f.job("db-initdb"); j == nil || j.UID != first.UID || j.DeletionTimestamp != nil {
 		t.Fatalf("initdb %v; want the Job left until the event has succeeded: the next run reads it", j)
+	}
+	if j := f.job("db-zero"); j != nil && j.DeletionTimestamp == nil {
+		t.Errorf("zero %s left; want it deleted by its policy, as for a failure: no look reads it again", j.UID)
 	}
 
 	err = y.run()

@@ -84,8 +84,9 @@ const DefaultDeleteWait = 30 * time.Second
 // Error.Left), and returns an *Error that names it. When a hook could not
 // be read while Run waited for it, Run returns a *ReadError and leaves the
 // hook as it is, whatever its policies, since it did not fail; the hooks
-// before it are left for the look that goes on from the run, and named in
-// ReadError.Left with req.KeepForRetry. When every hook succeeds, Run calls req.Done, then deletes
+// before it are deleted, or left and named in ReadError.Left, as for a
+// failure, but for the one status.hook names, which the look that goes on
+// from the run reads. When every hook succeeds, Run calls req.Done, then deletes
 // those with hook-succeeded, in reverse order.
 // Hooks of unknown events are never run.
 //
@@ -107,6 +108,19 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	}
 	selected := Select(req.Hooks, req.Event)
 	checked := map[string]bool{}
+	// shown is the hook status.hook names: the one the stopped run waited
+	// for, then each this run shows. A look that goes on from this run
+	// goes on from it.
+	shown := req.Waiting
+	if report := req.Progress; report != nil {
+		req.Progress = func(p capstanv1.HookProgress) error {
+			err := report(p)
+			if err == nil {
+				shown = &p.ObjectRef
+			}
+			return err
+		}
+	}
 	awaited := req.AwaitHealthy == nil
 	done, ours, err := r.doneBefore(ctx, req, selected, timeout)
 	if err != nil {
@@ -164,21 +178,24 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// while a later hook keeps failing. They are deleted
 					// once the event has succeeded (Done).
 					he.Left = succeededRefs(selected[:i])
-				case errors.As(err, &re) && req.Event != render.SyncFailEvent:
+				case keep && errors.As(err, &re):
 					// NOTE: a read the API server refused ends the run as
-					// well, and the next look goes on from it just the
-					// same, from the hook status.hook names, which may be
-					// one before the hook whose read failed: deleted now,
-					// that look would take it for deleted while left
-					// running, and fail the event for good. They stay
-					// until the event has succeeded; with KeepForRetry the
-					// error names them, so that the caller records them
-					// for the retry, as for a hook's failure. SyncFail
-					// hooks run once, whatever their end, and no look goes
-					// on from them: theirs are deleted now (default).
-					if keep {
-						re.Left = succeededRefs(selected[:i])
-					}
+					// well, and the retry goes on from it just the same;
+					// the error names them, so that the caller records
+					// them for it, as for a hook's failure.
+					re.Left = succeededRefs(selected[:i])
+				case errors.As(err, &re) && req.Event != render.SyncFailEvent && shown != nil:
+					// NOTE: the next look goes on from the hook status.hook
+					// names, which may be one before the hook whose read
+					// failed (a read before the run showed it): deleted
+					// now, that look would take it for deleted while left
+					// running, and fail the event for good. That one
+					// stays; the others go by their policy, as for a
+					// failure, since nothing records them. SyncFail hooks
+					// run once, and no look goes on from them.
+					r.cleanUp(ctx, req, slices.DeleteFunc(slices.Clone(selected[:i]), func(h render.Hook) bool {
+						return capstanv1.RefOf(h.Object) == *shown
+					}), HookSucceeded, timeout)
 				default:
 					r.cleanUp(ctx, req, selected[:i], HookSucceeded, timeout)
 				}
