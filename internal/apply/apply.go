@@ -427,39 +427,47 @@ func (a *Applier) WaitEstablished(ctx context.Context, name string) error {
 // and c's REST mapper maps every served version of its kind. The error
 // names the CRD, the timeout and the last thing that was missing.
 //
-// A CRD whose names the API server does not accept (NamesAccepted False:
-// another CRD of its group has one of them) fails at once, with the
-// condition's reason and message: no wait makes it Established, only a
-// change to it or to the other CRD, and the sync would wait the whole
-// timeout to say what the first read said.
+// A CRD that is not Established and whose names the API server does not
+// accept (NamesAccepted False: another CRD of its group has one of them)
+// fails soon, with the condition's reason and message: no wait makes it
+// Established, only a change to it or to the other CRD, and the sync would
+// wait the whole timeout to say what the first read said. An Established
+// CRD whose new names clash goes on serving the names it had
+// (status.acceptedNames), and is waited for as any other.
 func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout time.Duration) error {
 	var last string
 	wasEstablished := false // then only discovery is waited for
-	refused := false        // the read before found the names not accepted
+	var refusedSince time.Time
 	err := wait.PollUntilContextTimeout(ctx, poll, timeout, true, func(ctx context.Context) (bool, error) {
 		crd := &apiextensionsv1.CustomResourceDefinition{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
 			last = err.Error()
 			return false, nil
 		}
-		established, wasRefused := false, refused
-		refused = false
-		for _, cond := range crd.Status.Conditions {
+		established := false
+		var namesRefused *apiextensionsv1.CustomResourceDefinitionCondition
+		for i, cond := range crd.Status.Conditions {
 			if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
 				established = true
 			}
 			if cond.Type == apiextensionsv1.NamesAccepted && cond.Status == apiextensionsv1.ConditionFalse {
-				// NOTE: failed only on the second read in a row: the
-				// API server's naming controller judges the names after
-				// the apply, so the first read may still carry its
-				// judgement of the names before it (a rename that fixes
-				// the clash).
-				if wasRefused {
-					return false, fmt.Errorf("CustomResourceDefinition %s: the API server does not accept its names (%s): %s; rename them, or remove the CustomResourceDefinition that holds them", name, cond.Reason, cond.Message)
-				}
-				refused = true
-				last = "names not accepted: " + cond.Message
+				namesRefused = &crd.Status.Conditions[i]
 			}
+		}
+		if namesRefused == nil || established {
+			refusedSince = time.Time{}
+		} else {
+			// NOTE: failed only once the names have been refused for a
+			// second: the API server's naming controller judges them
+			// after the apply, so a read just after it may still carry
+			// its judgement of the names before it (a rename that fixes
+			// the clash).
+			if refusedSince.IsZero() {
+				refusedSince = time.Now()
+			} else if time.Since(refusedSince) >= time.Second {
+				return false, fmt.Errorf("CustomResourceDefinition %s: the API server does not accept its names (%s): %s; rename them, or remove the CustomResourceDefinition that holds them", name, namesRefused.Reason, namesRefused.Message)
+			}
+			last = "names not accepted: " + namesRefused.Message
 		}
 		if !established {
 			return false, nil

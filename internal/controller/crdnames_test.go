@@ -9,6 +9,8 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	"capstan.dev/capstan/internal/apply"
 )
 
@@ -47,4 +49,52 @@ func TestACRDWhoseNamesClashFailsAtOnce(t *testing.T) {
 		t.Fatalf("after %s: %v; want at once %q", took.Round(time.Second), err, want)
 	}
 	t.Logf("after %s: %v", took.Round(100*time.Millisecond), err)
+}
+
+// TestAnEstablishedCRDWhoseNewNamesClashIsWaitedFor: an Established CRD
+// given a short name another CRD of its group already has is refused the
+// new name (NamesAccepted False, ShortNamesConflict) but goes on serving
+// the names it had; the wait for it succeeds. (A wait that failed on any
+// refused names would fail it whenever discovery lagged the first read.)
+func TestAnEstablishedCRDWhoseNewNamesClashIsWaitedFor(t *testing.T) {
+	ctx := context.Background()
+	group := fmt.Sprintf("renames%d.example.com", time.Now().UnixNano()%100000)
+	first := foosCRD(group, "v1beta1")
+	first.Spec.Names.ShortNames = []string{"fo"}
+	second := foosCRD(group, "v1beta1")
+	second.Name = "gadgets." + group
+	second.Spec.Names.Plural, second.Spec.Names.Singular, second.Spec.Names.Kind, second.Spec.Names.ListKind = "gadgets", "gadget", "Gadget", "GadgetList"
+	for _, crd := range []*apiextensionsv1.CustomResourceDefinition{first, second} {
+		if err := admin.Create(ctx, crd); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), crd) })
+		if err := apply.WaitForCRD(ctx, admin, crd.Name, 100*time.Millisecond, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := false
+	for i := 0; i < 100 && !refused; i++ {
+		cur := &apiextensionsv1.CustomResourceDefinition{}
+		if err := admin.Get(ctx, client.ObjectKey{Name: second.Name}, cur); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			cur.Spec.Names.ShortNames = []string{"fo"}
+			if err := admin.Update(ctx, cur); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		for _, c := range cur.Status.Conditions {
+			refused = refused || c.Type == apiextensionsv1.NamesAccepted && c.Status == apiextensionsv1.ConditionFalse
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !refused {
+		t.Fatal("the API server accepted a short name another CRD of the group has")
+	}
+	if err := apply.WaitForCRD(ctx, admin, second.Name, 100*time.Millisecond, 10*time.Second); err != nil {
+		t.Fatalf("the wait for an Established CRD whose new short name clashes: %v", err)
+	}
 }
