@@ -224,6 +224,9 @@ func TestClaims(t *testing.T) {
 		{"empty storage class in the beta annotation", strings.Replace(pvc("data", "storageClassName: fast"), "metadata: {name: data}",
 			"metadata: {name: data, annotations: {volume.beta.kubernetes.io/storage-class: \"\"}}", 1),
 			[]string{"claim-binding@metadata.annotations[volume.beta.kubernetes.io/storage-class]"}},
+		{"a node picked for the volume", strings.Replace(pvc("data", "storageClassName: fast"), "metadata: {name: data}",
+			"metadata: {name: data, annotations: {volume.kubernetes.io/selected-node: cp-0, volume.alpha.kubernetes.io/selected-node: cp-0}}", 1),
+			[]string{"node-name@metadata.annotations[volume.alpha.kubernetes.io/selected-node]", "node-name@metadata.annotations[volume.kubernetes.io/selected-node]"}},
 		{"near-miss: storage class only", pvc("data", "storageClassName: fast"), nil},
 		{"near-miss: storage class in the beta annotation", strings.Replace(pvc("data", ""), "metadata: {name: data}",
 			"metadata: {name: data, annotations: {volume.beta.kubernetes.io/storage-class: fast}}", 1), nil},
@@ -327,6 +330,8 @@ affinity:
 			[]string{"control-plane-placement@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]",
 				"control-plane-placement@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]"}},
 		{"toleration etcd", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/etcd, operator: Exists, effect: NoExecute}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
+		{"RKE1's control plane", "nodeSelector: {node-role.kubernetes.io/controlplane: \"true\"}\ncontainers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/controlplane, operator: Exists}]",
+			[]string{"control-plane-placement@spec.template.spec.nodeSelector[node-role.kubernetes.io/controlplane]", "control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration etcd by value", "containers: [{name: app, image: nginx}]\ntolerations: [{key: node-role.kubernetes.io/etcd, operator: Equal, value: \"true\"}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of CriticalAddonsOnly", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Exists}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
 		{"toleration of CriticalAddonsOnly by value", "containers: [{name: app, image: nginx}]\ntolerations: [{key: CriticalAddonsOnly, operator: Equal, value: \"true\", effect: NoExecute}]", []string{"control-plane-placement@spec.template.spec.tolerations[0]"}},
@@ -437,7 +442,15 @@ affinity:
     - weight: 1
       podAffinityTerm: {topologyKey: kubernetes.io/hostname, namespaces: [apps, team-b], labelSelector: {matchLabels: {app: db}}}`,
 			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm.namespaces[1]"}},
-		{"near-miss: affinity to pods of the own namespace, anti-affinity to any", `containers: [{name: app, image: nginx}]
+		{"required anti-affinity to pods of every namespace", `containers: [{name: app, image: nginx}]
+affinity:
+  podAntiAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+    - {topologyKey: kubernetes.io/os, namespaceSelector: {}, labelSelector: {matchExpressions: [{key: batch.kubernetes.io/job-name, operator: Exists}]}}
+    - {topologyKey: kubernetes.io/hostname, namespaces: [kube-system], labelSelector: {matchLabels: {k8s-app: kube-dns}}}`,
+			[]string{"pod-affinity-namespace@spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector",
+				"pod-affinity-namespace@spec.template.spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[1].namespaces[0]"}},
+		{"near-miss: affinity and anti-affinity to pods of the own namespace, preferred anti-affinity to any", `containers: [{name: app, image: nginx}]
 affinity:
   podAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
@@ -447,7 +460,10 @@ affinity:
       podAffinityTerm: {topologyKey: topology.kubernetes.io/zone, namespaces: [apps], labelSelector: {matchLabels: {app: db}}}
   podAntiAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
-    - {topologyKey: kubernetes.io/hostname, namespaceSelector: {}, labelSelector: {matchLabels: {app: noisy}}}`, nil},
+    - {topologyKey: kubernetes.io/hostname, namespaces: [apps], labelSelector: {matchLabels: {app: web}}}
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 1
+      podAffinityTerm: {topologyKey: kubernetes.io/hostname, namespaceSelector: {}, labelSelector: {matchLabels: {app: noisy}}}`, nil},
 	},
 	"scheduling": {
 		{"system priority class", "priorityClassName: system-node-critical\ncontainers: [{name: app, image: nginx}]", []string{"priority-class@spec.template.spec.priorityClassName"}},

@@ -155,6 +155,16 @@ func (ck *checker) checkClaim(ref capstanv1.ObjectRef, c *corev1.PersistentVolum
 	if c.Spec.StorageClassName != nil && *c.Spec.StorageClassName == "" {
 		ck.add(ref, "spec.storageClassName", RuleClaimBinding, "storageClassName: \"\": "+noClass)
 	}
+	for _, k := range []string{"volume.kubernetes.io/selected-node", "volume.alpha.kubernetes.io/selected-node"} {
+		// NOTE: the scheduler's to set, for a class that waits for the
+		// first consumer: a provisioner makes the volume where the node
+		// named here is, and every pod of the claim must then run there,
+		// a node picked by its name as nodeName would.
+		if node, ok := c.Annotations[k]; ok {
+			ck.add(ref, fmt.Sprintf("metadata.annotations[%s]", k), RuleNodeName,
+				fmt.Sprintf("annotation %s names node %q, where the provisioner makes the volume and every pod of the claim must run; remove it and let the scheduler pick the node", k, node))
+		}
+	}
 	if ds := c.Spec.DataSource; ds != nil {
 		ck.checkDataSource(ref, "spec.dataSource", ds.APIGroup, ds.Kind, ds.Name, nil)
 	}

@@ -19,6 +19,8 @@ var controlPlaneLabels = map[string]bool{
 	"node-role.kubernetes.io/control-plane": true,
 	"node-role.kubernetes.io/master":        true,
 	"node-role.kubernetes.io/etcd":          true,
+	// RKE1's, with no hyphen.
+	"node-role.kubernetes.io/controlplane": true,
 }
 
 // nodeLabels are the node labels whose value names one node: the
@@ -47,6 +49,7 @@ var controlPlaneTaints = map[string]string{
 	"node-role.kubernetes.io/control-plane": "the control plane",
 	"node-role.kubernetes.io/master":        "the control plane",
 	"node-role.kubernetes.io/etcd":          "the etcd nodes, which hold the cluster's state",
+	"node-role.kubernetes.io/controlplane":  "the control plane (RKE1)",
 	"CriticalAddonsOnly":                    "the nodes kept for the cluster's own add-ons (k3s servers, AKS system node pools)",
 }
 
@@ -264,10 +267,20 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 	if a := ps.Affinity; a != nil && a.PodAffinity != nil {
 		pa := a.PodAffinity
 		for i, t := range pa.RequiredDuringSchedulingIgnoredDuringExecution {
-			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", spec, i), t)
+			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", spec, i), t, false)
 		}
 		for i, w := range pa.PreferredDuringSchedulingIgnoredDuringExecution {
-			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].podAffinityTerm", spec, i), w.PodAffinityTerm)
+			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution[%d].podAffinityTerm", spec, i), w.PodAffinityTerm, false)
+		}
+	}
+	if a := ps.Affinity; a != nil && a.PodAntiAffinity != nil {
+		// NOTE: only the required terms: the scheduler holds every pod a
+		// running pod's required anti-affinity matches off the nodes of
+		// its topology, so such a term reaching other namespaces keeps
+		// their pods off nodes (a topologyKey of kubernetes.io/os, all of
+		// them); a preferred term only weighs in.
+		for i, t := range a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution {
+			ck.checkPodAffinityTerm(ref, fmt.Sprintf("%s.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d]", spec, i), t, true)
 		}
 	}
 	for i, t := range ps.Tolerations {
@@ -292,18 +305,25 @@ func (ck *checker) checkPlacement(ref capstanv1.ObjectRef, spec string, ps *core
 // kube-system's on a control-plane server that has no taint, or beside
 // another tenant's.
 // A term with neither matches pods of the pod's own namespace, and is
-// allowed. Pod anti-affinity only keeps pods apart, and is not checked.
-func (ck *checker) checkPodAffinityTerm(ref capstanv1.ObjectRef, path string, t corev1.PodAffinityTerm) {
+// allowed. A required pod anti-affinity term (anti) is refused alike: the
+// scheduler keeps every pod it matches off the nodes where the pod runs,
+// so one reaching other namespaces keeps their pods, the platform's
+// included, off those nodes.
+func (ck *checker) checkPodAffinityTerm(ref capstanv1.ObjectRef, path string, t corev1.PodAffinityTerm, anti bool) {
+	what, does := "pod affinity", "places the pod on the nodes where another namespace's pods run, the control plane's included"
+	if anti {
+		what, does = "required pod anti-affinity", "keeps another namespace's pods off the nodes where this pod runs (the scheduler holds to a running pod's required anti-affinity for every pod it matches)"
+	}
 	for j, ns := range t.Namespaces {
 		if ns == ck.c.Namespace && ns != "" {
 			continue
 		}
 		ck.add(ref, fmt.Sprintf("%s.namespaces[%d]", path, j), RulePodAffinityNamespace,
-			fmt.Sprintf("pod affinity to pods of namespace %q places the pod on the nodes where another namespace's pods run, the control plane's included; remove the namespace (a term with no namespaces matches pods of the Addon's own namespace)", ns))
+			fmt.Sprintf("%s to pods of namespace %q %s; remove the namespace (a term with no namespaces matches pods of the Addon's own namespace)", what, ns, does))
 	}
 	if t.NamespaceSelector != nil {
 		ck.add(ref, path+".namespaceSelector", RulePodAffinityNamespace,
-			"pod affinity with a namespaceSelector matches pods of other namespaces ({} matches every namespace) and places the pod on the nodes where they run, the control plane's included; remove namespaceSelector (a term without it matches pods of the Addon's own namespace)")
+			fmt.Sprintf("%s with a namespaceSelector matches pods of other namespaces ({} matches every namespace) and %s; remove namespaceSelector (a term without it matches pods of the Addon's own namespace)", what, does))
 	}
 }
 
