@@ -122,9 +122,9 @@ func Decide(s State) Verdict {
 
 // Window is the last gate: a plan the others let through waits while the
 // sync windows are closed, if it changes anything. A person's sync (an
-// approval, a raised spec.syncRequest) applies then only where every
-// window that holds it says manualSync; otherwise it stays pending, and
-// applies when they open.
+// approval, a raised spec.syncRequest) applies then only where the
+// windows that hold it say manualSync (Windows.Manual); otherwise it stays
+// pending, and applies when they open.
 func Window(s State, v Verdict) Verdict {
 	w := s.Windows
 	if !v.Apply || w == nil || w.Open || !Pending(s.Plan) || v.HandledSyncRequest && w.Manual || s.Continuing {

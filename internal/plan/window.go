@@ -192,7 +192,9 @@ type Windows struct {
 	// an allow window is, or there is none.
 	Open bool
 	// Manual is true when a person's sync may apply while they are
-	// closed: every window that closes them says manualSync.
+	// closed: while a deny window is active, every deny window that is
+	// active says manualSync; otherwise, while no allow window is
+	// active, one of the allow windows does.
 	Manual bool
 	// Change is the next moment the answer may change, zero when it never
 	// does or when the windows took more than MaxWindowSteps to follow.
@@ -336,7 +338,14 @@ func (e *evaluator) evaluate(t time.Time) Windows {
 	}
 	if allows && !allowOpen {
 		st.Open = false
-		st.Manual = st.Manual && allowsManual
+		// NOTE: as in Argo CD, the allow windows decide a person's sync
+		// only while no deny window is active: a deny window that is
+		// active holds the changes by itself, whether an allow window is
+		// active or not, so only the deny windows that are active say
+		// whether a person's sync may apply then.
+		if firstDeny < 0 {
+			st.Manual = allowsManual
+		}
 	}
 	// The ends of the windows that are open: the deny window that ends
 	// last, or never, is the one that holds.

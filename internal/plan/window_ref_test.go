@@ -136,7 +136,9 @@ func refEvaluate(ws []refWindow, t time.Time) Windows {
 	}
 	if allows && !allowOpen {
 		st.Open = false
-		st.Manual = st.Manual && allowsManual
+		if firstDeny < 0 {
+			st.Manual = allowsManual
+		}
 	}
 	switch {
 	case st.Open:

@@ -76,6 +76,59 @@ func TestEvaluateWindows(t *testing.T) {
 	}
 }
 
+// TestManualSyncFollowsTheActiveDenyWindows: as in Argo CD, while a deny
+// window is active, the deny windows that are active alone say whether a
+// person's sync applies; the allow windows say it only while no deny
+// window is active and none of them is.
+func TestManualSyncFollowsTheActiveDenyWindows(t *testing.T) {
+	// At 2026-12-25T10:00Z the freezes are active and the nightly windows
+	// are not; at 2026-12-25T23:00Z the nightly windows are active too; at
+	// 2026-12-03T12:00Z nothing is.
+	nightly := func(manual bool) capstanv1.SyncWindow {
+		return win(capstanv1.SyncWindowAllow, "0 22 * * *", 2*time.Hour, manual)
+	}
+	freeze := func(manual bool) capstanv1.SyncWindow {
+		return win(capstanv1.SyncWindowDeny, "0 0 24 12 *", 72*time.Hour, manual)
+	}
+	cases := []struct {
+		name    string
+		windows []capstanv1.SyncWindow
+		now     string
+		manual  bool
+	}{
+		{"an inactive allow without manualSync, an active deny with it", []capstanv1.SyncWindow{nightly(false), freeze(true)}, "2026-12-25T10:00:00Z", true},
+		{"an inactive allow with manualSync, an active deny without it", []capstanv1.SyncWindow{nightly(true), freeze(false)}, "2026-12-25T10:00:00Z", false},
+		{"an active allow without manualSync, an active deny with it", []capstanv1.SyncWindow{nightly(false), freeze(true)}, "2026-12-25T23:00:00Z", true},
+		{"two active denies, one without manualSync", []capstanv1.SyncWindow{nightly(true), freeze(true), freeze(false)}, "2026-12-25T10:00:00Z", false},
+		{"two active denies with manualSync", []capstanv1.SyncWindow{nightly(false), freeze(true), freeze(true)}, "2026-12-25T10:00:00Z", true},
+		{"no deny active, one inactive allow with manualSync", []capstanv1.SyncWindow{nightly(false), nightly(true), freeze(false)}, "2026-12-03T12:00:00Z", true},
+		{"no deny active, no inactive allow with manualSync", []capstanv1.SyncWindow{nightly(false), freeze(true)}, "2026-12-03T12:00:00Z", false},
+	}
+	pending := &capstanv1.Plan{Hash: "sha256:p", Summary: capstanv1.PlanSummary{Update: 1}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := EvaluateWindows(tc.windows, at(tc.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Open || got.Manual != tc.manual {
+				t.Errorf("open %v manual %v, want closed and manual %v (%s)", got.Open, got.Manual, tc.manual, got.Why)
+			}
+			want, err := refEvaluateWindows(tc.windows, at(tc.now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want.Manual != got.Manual {
+				t.Errorf("manual %v, but the unbounded evaluation says %v", got.Manual, want.Manual)
+			}
+			v := Decide(State{Plan: pending, Windows: &got, SyncRequest: 2, LastSyncRequest: 1})
+			if v.Apply != tc.manual {
+				t.Errorf("a person's sync: %+v; want apply %v", v, tc.manual)
+			}
+		})
+	}
+}
+
 func TestWindowTimeZone(t *testing.T) {
 	// 22:00 in Amsterdam is 21:00 UTC in winter.
 	w := win(capstanv1.SyncWindowAllow, "0 22 * * *", time.Hour, false)
@@ -233,7 +286,9 @@ func TestWindowsWorkIsBounded(t *testing.T) {
 		// again at each of the 512 steps of the search.
 		{"one deny every minute of the week, an allow every other minute", minutes, "2026-12-09T12:00:30Z", MaxWindowSteps, false, false, "2026-12-09T12:01:00Z",
 			"active until 2026-12-12T00:00:00Z; no opening was found up to 2026-12-09T20:32:00Z", 5_000},
-		{"the bound runs out in the search", ordinaryWindows(), "2026-12-25T12:00:00Z", 5, false, false, "",
+		// The freeze is active and says manualSync, so a person may sync,
+		// whatever the nightly allow window, not active, says.
+		{"the bound runs out in the search", ordinaryWindows(), "2026-12-25T12:00:00Z", 5, false, true, "",
 			"the deny window spec.syncWindows[1] is active until 2026-12-27T00:00:00Z; no opening was found within the bound", 5},
 		{"the bound runs out while open", []capstanv1.SyncWindow{win(capstanv1.SyncWindowAllow, "0 * * * *", 2*time.Hour, false)}, "2026-12-09T21:30:00Z", 1, true, true, "", "", 2},
 	}
