@@ -77,9 +77,11 @@ func (g Generated) CreateDigest(obj *unstructured.Unstructured) string {
 }
 
 // ManifestDigest is ManifestDigest of obj as a person can review it, for
-// a hook: its generated fields as GeneratedPlaceholder, bound to the
-// render's inputs. A hook with no generated field has the digest
-// ManifestDigest gives it.
+// a hook, and for an update whose digest is the whole manifest's (an
+// object deleted and created anew, one whose labels the sync puts back):
+// its generated fields as GeneratedPlaceholder, bound to the render's
+// inputs. One with no generated field has the digest ManifestDigest gives
+// it.
 func (g Generated) ManifestDigest(obj *unstructured.Unstructured) string {
 	if len(g.pathsOf(obj)) == 0 {
 		return ManifestDigest(obj)

@@ -253,6 +253,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		}
 		out.Live[key] = live
 		res := ObjectResult{Ref: ref, RandomName: live == nil && in.Generated.RandomName(obj)}
+		// NOTE: digest is the raw manifest's, for what a dry run verified;
+		// a plan's hash takes the digests of the changes, which cover what
+		// the chart generates at random as a person can review it
+		// (Generated): one with the raw bytes would be new on every render,
+		// and no approval of the plan would ever apply.
 		digest := out.Digests[key]
 		// NOTE: the inventory alone does not make an object this add-on's:
 		// it is saved before anything is applied, so an install that
@@ -328,7 +333,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// NOTE: bound to the Job read here, as spec.recreate's deletes
 			// are: an approval deletes only the Job its approver saw.
 			res.Recreate, res.RecreateUID = true, live.GetUID()
-			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: in.Generated.ManifestDigest(obj),
 				Diff: "(the Job's pod template changed: it is deleted and created anew)\n"}
 		case err != nil && (in.Recreate || apply.RecreateMarked(obj) != "") && held && apply.RefusedInPlace(err) && apply.CannotRecreate(obj, live) == "":
 			res.Recreate, res.RecreateUID = true, live.GetUID()
@@ -336,7 +341,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			if m := apply.RecreateMarked(obj); m != "" {
 				why = "its manifest's " + m
 			}
-			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+			res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: in.Generated.ManifestDigest(obj),
 				Diff: "(the API server refuses to change it in place, so the sync deletes it and creates it anew, as " + why + " asks: " + RedactAPIError(obj, err) + ")\n"}
 		case err != nil:
 			res.Action = capstanv1.ActionCreate
@@ -354,7 +359,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				// add-on applied: without them the object drops out of the
 				// watch and the label-selected reads, so a sync puts them
 				// back.
-				res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: digest,
+				res.Comparison = Comparison{Action: capstanv1.ActionUpdate, Digest: in.Generated.ManifestDigest(obj),
 					Diff: "(Capstan's labels " + capstanv1.AddonLabel + " and " + capstanv1.AddonNamespaceLabel + " were removed; the sync puts them back)\n"}
 			}
 			if res.Action == capstanv1.ActionUnchanged && live != nil {

@@ -56,8 +56,11 @@ func TestLostLabels(t *testing.T) {
 
 // countingCluster answers reads and dry runs from a map, and counts them.
 type countingCluster struct {
-	live         map[string]*unstructured.Unstructured
-	dryRunErr    map[string]error
+	live      map[string]*unstructured.Unstructured
+	dryRunErr map[string]error
+	// dryRunAs is what a dry run returns for an object, by key, when not
+	// the object itself: what the API server keeps of it.
+	dryRunAs     map[string]*unstructured.Unstructured
 	gets, dryRun int
 }
 
@@ -70,6 +73,9 @@ func (c *countingCluster) DryRun(_ context.Context, obj *unstructured.Unstructur
 	c.dryRun++
 	if err := c.dryRunErr[capstanv1.RefOf(obj).Key()]; err != nil {
 		return nil, err
+	}
+	if as := c.dryRunAs[capstanv1.RefOf(obj).Key()]; as != nil {
+		return as.DeepCopy(), nil
 	}
 	return obj.DeepCopy(), nil
 }
@@ -371,4 +377,73 @@ func fieldInvalid(path string) *field.Error {
 
 func fieldForbidden(path string) *field.Error {
 	return field.Forbidden(field.NewPath(path), "field is immutable when `immutable` is set")
+}
+
+// TestPreviewDigestsOfWholeManifestsCoverGeneratedFieldsAsReviewable: an
+// object deleted and created anew, and one whose labels the sync puts
+// back, have the digest of their whole manifest; a field the chart
+// generates at random counts in it as a person can review it, so two
+// renders that differ only in the random bytes give one digest, and any
+// other change gives another. With the raw bytes, every render would
+// make an approval of the plan stale.
+func TestPreviewDigestsOfWholeManifestsCoverGeneratedFieldsAsReviewable(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	token := []string{"spec", "template", "metadata", "annotations", "token"}
+	render := func(random string, replicas int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"replicas": replicas}}}
+		u.SetAPIVersion("apps/v1")
+		u.SetKind("Deployment")
+		u.SetNamespace("apps")
+		u.SetName("web")
+		u.SetLabels(addon.AppliedLabels())
+		_ = unstructured.SetNestedField(u.Object, random, token...)
+		return u
+	}
+	key := capstanv1.RefOf(render("", 1)).Key()
+	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(render("", 1))})
+	generated := Generated{Paths: map[string][][]string{key: {token}}, Inputs: "sha256:inputs"}
+	// The live object lacks the generated field: the sync adds it.
+	live := render("", 1)
+	unstructured.RemoveNestedField(live.Object, token...)
+	live.SetUID("uid-web")
+	unlabelled := live.DeepCopy()
+	unlabelled.SetLabels(nil)
+	unlabelled.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply}})
+	for _, tc := range []struct {
+		name    string
+		cluster func() *countingCluster
+		check   func(ObjectResult) bool
+	}{
+		{"recreated", func() *countingCluster {
+			return &countingCluster{live: map[string]*unstructured.Unstructured{key: live}, dryRunErr: map[string]error{
+				key: apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "web", field.ErrorList{fieldInvalid("spec.selector")})}}
+		}, func(o ObjectResult) bool { return o.Recreate }},
+		// The API server keeps nothing of the generated field (a field
+		// its schema prunes), so only the labels change.
+		{"labels put back", func() *countingCluster {
+			return &countingCluster{live: map[string]*unstructured.Unstructured{key: unlabelled}, dryRunAs: map[string]*unstructured.Unstructured{key: live}}
+		}, func(o ObjectResult) bool { return strings.Contains(o.Diff, "were removed") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			digestOf := func(obj *unstructured.Unstructured) string {
+				p, err := PreviewObjects(context.Background(), tc.cluster(), PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{obj},
+					Now: time.Now(), Recreate: true, Generated: generated})
+				if err != nil {
+					t.Fatal(err)
+				}
+				o := p.Objects[0]
+				if o.Action != capstanv1.ActionUpdate || o.Error != "" || !tc.check(o) {
+					t.Fatalf("the preview: %+v; want an update that is %s", o, tc.name)
+				}
+				return o.Digest
+			}
+			first, second := digestOf(render("x7Qp", 1)), digestOf(render("Lm2v", 1))
+			if first != second {
+				t.Errorf("two renders that differ only in a generated field give the digests %s and %s; want one", first, second)
+			}
+			if other := digestOf(render("x7Qp", 2)); other == first {
+				t.Errorf("a render with other replicas keeps the digest %s; want another", first)
+			}
+		})
+	}
 }
