@@ -181,6 +181,66 @@ func TestPruneConfirmWaitsForApproval(t *testing.T) {
 	eventually(t, 30*time.Second, "the confirmed prune", func() bool { return live(t, "v1", "ConfigMap", ns, "precious") == nil })
 }
 
+// TestPruneConfirmBindsTheObjectSeen: an approval of a prune to confirm
+// covers the object its approver saw, not another created in its place
+// under the same name, with the same labels and marks, while the plan
+// waited: the plan's hash changes with the object's UID, and an approval
+// of the hash seen deletes nothing.
+func TestPruneConfirmBindsTheObjectSeen(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	configMap := func(name, meta string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" + meta + "data: {a: b}\n"
+	}
+	url, _ := charts.publish(t, chart{name: "confirmuid", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml": configMap("one", ""),
+		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("precious", "  annotations:\n    argocd.argoproj.io/sync-options: Prune=confirm\n") +
+			"{{ end }}",
+	}})
+	a := create(t, newAddon(controllerNS, "uid-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.Values = jsonValues("all: true")
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("all: false") })
+	held := waitFor(t, a, 60*time.Second, "the prune held for a confirmation", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation &&
+			strings.Contains(readyMessage(cur), "ask for a confirmation first")
+	})
+	seen := held.Status.Plan.Hash
+
+	// Someone deletes the object and creates it anew, as it was.
+	old := live(t, "v1", "ConfigMap", ns, "precious")
+	if err := admin.Delete(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	anew := old.DeepCopy()
+	for _, f := range []string{"uid", "resourceVersion", "creationTimestamp", "managedFields"} {
+		delete(anew.Object["metadata"].(map[string]any), f)
+	}
+	if err := admin.Create(ctx, anew); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, a, 60*time.Second, "a plan for the object made anew", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Plan != nil && cur.Status.Plan.Hash != seen && strings.Contains(readyMessage(cur), "ask for a confirmation first")
+	})
+
+	// The approval of the plan seen deletes nothing.
+	approved := update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ApprovedPlan = seen
+		cur.Spec.SyncRequest++
+	})
+	after := waitFor(t, a, 60*time.Second, "the approval looked at", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == approved.Generation
+	})
+	if !strings.Contains(readyMessage(after), "ask for a confirmation first") {
+		t.Fatalf("the plan for the object made anew should still wait for a confirmation: %s", describeStatus(after))
+	}
+	if now := live(t, "v1", "ConfigMap", ns, "precious"); now == nil || now.GetUID() == old.GetUID() {
+		t.Fatal("an approval of deleting one object deleted another created in its place")
+	}
+}
+
 // TestPruneConfirmMarkedAfterThePlan: an object marked Prune=confirm after
 // the plan that prunes it was made (here at the prune step, as a person
 // marking it while the sync runs would) is not deleted: the prune reads

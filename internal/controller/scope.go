@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
@@ -111,6 +112,7 @@ type scope struct {
 	prune        []capstanv1.ObjectRef
 	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)
+	pruneUIDs    map[string]types.UID  // by ObjectRef.Key: the UID of each object of prune as keptFromPrune read it
 	notOurs      []apply.Spared        // what the prune leaves running and drops from the inventory: another Addon holds it, or it is not this add-on's (apply.NotOurs)
 	claimsKept   []apply.Spared        // the StatefulSets the prune deletes whose claims would go with them (apply.DeletesClaims): the prune keeps the claims
 	hooks        []render.Hook

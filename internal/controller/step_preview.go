@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -42,7 +43,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 		in.Rendered = s.objects
 		in.Objects = s.previews
-		s.kept, s.confirm, s.notOurs, s.claimsKept = s.leftOutOfInventory(), nil, nil, nil
+		s.kept, s.confirm, s.notOurs, s.claimsKept, s.pruneUIDs = s.leftOutOfInventory(), nil, nil, nil, nil
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
@@ -50,7 +51,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			if err := r.keptFromPrune(ctx, s); err != nil {
 				return false, err
 			}
-			in.Prune, in.Confirm = s.prune, s.confirm
+			in.Prune, in.Confirm, in.PruneUIDs = s.prune, s.confirm, s.pruneUIDs
 		}
 		s.lifecycle = r.lifecycle(s)
 		if s.appliesNothing() {
@@ -331,8 +332,10 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 // be this add-on's (apply.NotOurs). It also finds those the prune deletes
 // only with a person's confirmation (apply.ConfirmPrune), and the
 // StatefulSets whose claims it keeps from their delete (s.claimsKept), in
-// both profiles. A read that fails fails the preview, to be retried: an object
-// whose mark was not read must not be pruned without its confirmation.
+// both profiles, and keeps the UID of each object it leaves in s.prune,
+// which the plan's hash binds the delete to. A read that fails fails the
+// preview, to be retried: an object whose mark was not read must not be
+// pruned without its confirmation.
 func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	if len(s.prune) == 0 {
 		return nil
@@ -373,6 +376,10 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 			if claimsGo {
 				s.claimsKept = append(s.claimsKept, apply.Spared{Ref: ref})
 			}
+			if s.pruneUIDs == nil {
+				s.pruneUIDs = map[string]types.UID{}
+			}
+			s.pruneUIDs[ref.Key()] = m.GetUID()
 		}
 		prune = append(prune, ref)
 	}

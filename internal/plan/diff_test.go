@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -279,6 +280,42 @@ func TestConfirmIsInTheHash(t *testing.T) {
 	}
 	if before := digest("source", "", "", "", "", "", "", "prune", refKey(ref)); plain.Hash != before {
 		t.Fatalf("a plan with nothing to confirm hashes %s, where it hashed %s", plain.Hash, before)
+	}
+}
+
+// TestPruneUIDIsInTheHash: an approval of a plan that prunes an object,
+// or prunes it once confirmed, does not cover the delete of another
+// object created in its place under the same name: the same plan
+// material with another UID is another hash. A prune of an object found
+// gone, with no UID read, hashes as it did before the UID was in the hash.
+func TestPruneUIDIsInTheHash(t *testing.T) {
+	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: "precious"}
+	prune := []capstanv1.ObjectRef{ref}
+	for _, tc := range []struct {
+		name    string
+		confirm []capstanv1.ObjectRef
+	}{
+		{"a prune", nil},
+		{"a prune to confirm", prune},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hashOf := func(uid types.UID) string {
+				return Build(Input{Prune: prune, Confirm: tc.confirm, PruneUIDs: map[string]types.UID{ref.Key(): uid}}).Hash
+			}
+			seen := hashOf("uid-seen")
+			if hashOf("uid-seen") != seen {
+				t.Fatal("one plan hashes differently each time")
+			}
+			if hashOf("uid-made-anew") == seen {
+				t.Fatal("an approval of deleting one object would delete another created in its place")
+			}
+			if gone := hashOf(""); gone != Build(Input{Prune: prune, Confirm: tc.confirm}).Hash || gone == seen {
+				t.Fatal("a prune of an object found gone hashes as one of an object read, or differently from one with no UIDs")
+			}
+		})
+	}
+	if before := digest("source", "", "", "", "", "", "", "prune", refKey(ref)); Build(Input{Prune: prune}).Hash != before {
+		t.Fatal("a prune with no UID read hashes differently from before")
 	}
 }
 

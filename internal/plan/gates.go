@@ -323,7 +323,11 @@ func ManualSync(s State) (Verdict, bool) {
 // NOTE: a used approval that names the current plan still counts. The same
 // change came back (the live objects were put back as they were before),
 // and approving it again writes exactly that spec, so the two cannot be
-// told apart; what it applies is exactly what a person approved.
+// told apart; what it applies is exactly what a person approved. The hash
+// binds each delete to the UID of the object it deletes (Input.PruneUIDs,
+// ObjectResult.RecreateUID), so an object created anew under a name the
+// approved plan deleted gives another hash, and the used approval does
+// not delete it.
 func approval(s State) string {
 	if s.SyncRequest <= s.LastSyncRequest || s.ApprovedPlan == "" {
 		return ""

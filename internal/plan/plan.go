@@ -74,7 +74,12 @@ type Input struct {
 	// Confirm are those of Prune marked to be pruned only with a person's
 	// confirmation: in the hash, so that an approval given before one was
 	// marked does not cover its delete.
-	Confirm      []capstanv1.ObjectRef
+	Confirm []capstanv1.ObjectRef
+	// PruneUIDs are the UIDs of the objects of Prune and Confirm as the
+	// preview read them, by ObjectRef.Key; none for an object found gone.
+	// In the hash, so that an approval of a delete covers only the object
+	// its approver saw, not another created in its place under its name.
+	PruneUIDs    map[string]types.UID
 	Hooks        []HookResult
 	Violations   []capstanv1.Violation
 	ValuesErrors []capstanv1.ValuesError
@@ -159,13 +164,26 @@ func Build(in Input) *capstanv1.Plan {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d object(s) to create wait for a Namespace or CustomResourceDefinition that this sync creates first, so the API server checks them only once those exist; if it refuses one, the sync stops with nothing applied but the CRDs and Namespaces", n)})
 	}
+	// NOTE: a prune's delete, as a recreate's, is bound to the UID the
+	// preview read. A plan may wait for its approval for days (a mass
+	// prune, Prune=confirm, a sync window), and an object deleted and
+	// created anew under the same name with Capstan's labels meanwhile
+	// would otherwise keep the hash, and the approval would delete an
+	// object no one saw; so would a used approval whose hash came back.
+	// Only a UID read adds to the material, as for a recreate.
+	uid := func(r capstanv1.ObjectRef) []any {
+		if u := in.PruneUIDs[r.Key()]; u != "" {
+			return []any{"uid", string(u)}
+		}
+		return nil
+	}
 	for _, r := range in.Prune {
 		p.Objects = append(p.Objects, capstanv1.PlannedObject{ObjectRef: r, Action: capstanv1.ActionDelete})
 		count(&p.Summary, capstanv1.ActionDelete)
-		material = append(material, "prune", refKey(r))
+		material = append(append(material, "prune", refKey(r)), uid(r)...)
 	}
 	for _, r := range in.Confirm {
-		material = append(material, "confirm", refKey(r))
+		material = append(append(material, "confirm", refKey(r)), uid(r)...)
 	}
 	for _, h := range in.Hooks {
 		p.Hooks = append(p.Hooks, h.PlannedHook)
