@@ -64,6 +64,10 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
 				Message: strings.Join(k.moved, ", ") + " names by its index a list item that is another one in the object as it runs than as the chart renders it (an item was put before it, such as an injected container): left as the chart renders it"})
 		}
+		if len(k.unheld) > 0 {
+			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
+				Message: strings.Join(k.unheld, ", ") + " names a place the chart's manifest cannot take as the object runs (a list the chart renders without, or with fewer items; a value with no fields; or a list item the object runs without, which is not removed): left as the chart renders it"})
+		}
 	}
 	return false, err
 }
@@ -78,6 +82,9 @@ type keptFields struct {
 	// moved are the ignored paths whose index names another list item in
 	// the object than in the chart.
 	moved []string
+	// unheld are the ignored paths the chart's manifest cannot take as the
+	// object runs (ignore.Result.Unheld).
+	unheld []string
 }
 
 // keepRunning reads each object that exists and that a rule of
@@ -121,12 +128,12 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 			// whether the value its chart guessed is the one it holds.
 			continue
 		}
-		kept, absent, moved := ignore.Keep(obj, live, paths)
-		if len(kept) > 0 {
+		k := ignore.Keep(obj, live, paths)
+		if len(k.Kept) > 0 {
 			changed = append(changed, obj)
 		}
-		if len(kept) > 0 || len(absent) > 0 || len(moved) > 0 {
-			out = append(out, keptFields{obj: obj, paths: kept, absent: absent, moved: moved})
+		if len(k.Kept) > 0 || len(k.Absent) > 0 || len(k.Moved) > 0 || len(k.Unheld) > 0 {
+			out = append(out, keptFields{obj: obj, paths: k.Kept, absent: k.Absent, moved: k.Moved, unheld: k.Unheld})
 		}
 	}
 	if restricted && len(changed) > 0 {

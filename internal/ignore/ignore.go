@@ -107,20 +107,39 @@ func Selects(t capstanv1.IgnoreTarget, obj *unstructured.Unstructured) bool {
 		(t.Namespace == "" || t.Namespace == obj.GetNamespace()) && (t.Name == "" || t.Name == obj.GetName())
 }
 
+// Result is what Keep did with the ignored paths of one object.
+type Result struct {
+	// Kept are the paths where the manifest differed from what runs, now
+	// set to what runs, or left out where the object runs with none.
+	Kept []string
+	// Absent are the paths neither the object nor the manifest has: a
+	// path written wrong, such as /spec/replica, would otherwise keep
+	// nothing without a word.
+	Absent []string
+	// Moved are the paths whose index names another item in the object
+	// than in the manifest (see sameItems), left as the manifest has them.
+	Moved []string
+	// Unheld are the paths the object runs with a value at, or without,
+	// that the manifest cannot take as it runs, left as the manifest has
+	// them: the way passes a list the manifest lacks or holds too few
+	// items of (/spec/template/spec/tolerations/0 of a chart that renders
+	// no tolerations), or a value that holds no fields; or the path is an
+	// item of a list the object runs without, which is not removed, so
+	// that the items after it keep their places.
+	Unheld []string
+}
+
 // Keep sets each path of manifest to live's value there, or removes it
-// when live has none, and returns the paths where the manifest differed
-// from what runs. It also returns the paths neither has: a path written
-// wrong, such as /spec/replica, would otherwise keep nothing without a
-// word. Paths must have passed Check. A path whose place the manifest
-// cannot hold (a list shorter than its index, a value that is not an
-// object) is left as the manifest has it. So is a path whose index names
-// another item in live than in manifest (see sameItems); those paths are
-// returned as moved.
+// when live has none, and says of each path what it did (Result). Paths
+// must have passed Check. Every path that differs and is not kept is
+// reported, as Absent, Moved or Unheld, so that no rule keeps nothing
+// without a word.
 //
 // Of a core Secret, /stringData/KEY is kept as /data/KEY, and the
 // manifest's stringData.KEY is written into data.KEY first (see
 // secretData), so that what is compared and kept is what the Secret holds.
-func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, absent, moved []string) {
+func Keep(manifest, live *unstructured.Unstructured, paths []string) Result {
+	var r Result
 	for _, p := range paths {
 		tokens, err := Parse(p)
 		if err != nil {
@@ -128,27 +147,29 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) (kept, abse
 		}
 		tokens = secretData(manifest, tokens)
 		if !sameItems(manifest.Object, live.Object, tokens) {
-			moved = append(moved, p)
+			r.Moved = append(r.Moved, p)
 			continue
 		}
 		want, has := render.FieldAt(live.Object, tokens)
 		was, had := render.FieldAt(manifest.Object, tokens)
 		switch {
 		case !has && !had:
-			absent = append(absent, p)
+			r.Absent = append(r.Absent, p)
 			continue
 		case has && had && reflect.DeepEqual(want, was):
 			continue
 		case has:
 			if !set(manifest.Object, live.Object, tokens, runtime.DeepCopyJSONValue(want)) {
+				r.Unheld = append(r.Unheld, p)
 				continue
 			}
 		case !remove(manifest.Object, tokens):
+			r.Unheld = append(r.Unheld, p)
 			continue
 		}
-		kept = append(kept, p)
+		r.Kept = append(r.Kept, p)
 	}
-	return kept, absent, moved
+	return r
 }
 
 // secretData returns the path Keep keeps for tokens on manifest: on a core
