@@ -128,7 +128,10 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 			// whether the value its chart guessed is the one it holds.
 			continue
 		}
-		k := ignore.Keep(obj, live, paths)
+		k, err := ignore.Keep(obj, live, paths)
+		if err != nil {
+			return out, terminal{fmt.Errorf("spec.ignore on %s %s: %w", obj.GetKind(), client.ObjectKeyFromObject(obj), err)}
+		}
 		if len(k.Kept) > 0 {
 			changed = append(changed, obj)
 		}

@@ -8,8 +8,10 @@ package ignore
 
 import (
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -133,13 +135,23 @@ type Result struct {
 // when live has none, and says of each path what it did (Result). Paths
 // must have passed Check. Every path that differs and is not kept is
 // reported, as Absent, Moved or Unheld, so that no rule keeps nothing
-// without a word.
+// without a word. A path that names a list item by an index RFC 6901 does
+// not write (checkIndexes) is an error, and nothing is kept then.
 //
 // Of a core Secret, /stringData/KEY is kept as /data/KEY, and the
 // manifest's stringData.KEY is written into data.KEY first (see
 // secretData), so that what is compared and kept is what the Secret holds.
-func Keep(manifest, live *unstructured.Unstructured, paths []string) Result {
+func Keep(manifest, live *unstructured.Unstructured, paths []string) (Result, error) {
 	var r Result
+	for _, p := range paths {
+		tokens, err := Parse(p)
+		if err != nil {
+			continue
+		}
+		if err := checkIndexes(p, manifest.Object, live.Object, tokens); err != nil {
+			return Result{}, err
+		}
+	}
 	for _, p := range paths {
 		tokens, err := Parse(p)
 		if err != nil {
@@ -169,7 +181,52 @@ func Keep(manifest, live *unstructured.Unstructured, paths []string) Result {
 		}
 		r.Kept = append(r.Kept, p)
 	}
-	return r
+	return r, nil
+}
+
+// checkIndexes refuses a path whose token names an item of a list, in
+// manifest or in live, by a number written otherwise than RFC 6901 writes
+// an index: with a sign or a leading zero, such as +1, 01 or -0.
+//
+// NOTE: strconv reads +1 and 01 as 1, so such a path would keep the
+// second item, where every other reader of JSON pointers finds none. Only
+// where the token meets a list is it an index: 01 is a fine key of a
+// ConfigMap's data, so Check, which sees no object, cannot refuse it.
+func checkIndexes(p string, manifest, live map[string]any, tokens []string) error {
+	for i := 1; i < len(tokens); i++ {
+		tok := tokens[i]
+		n, err := strconv.Atoi(tok)
+		if err != nil || isIndex(tok) {
+			continue
+		}
+		m, _ := render.FieldAt(manifest, tokens[:i])
+		l, _ := render.FieldAt(live, tokens[:i])
+		if !isList(m) && !isList(l) {
+			continue
+		}
+		msg := fmt.Sprintf("%q: %q names a list item, and a JSON pointer (RFC 6901) writes an index in digits, with no sign and no leading zero", p, tok)
+		if n >= 0 {
+			steps := strings.Split(p[1:], "/")
+			steps[i] = strconv.Itoa(n)
+			msg += ": write /" + strings.Join(steps, "/")
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// isIndex reports whether tok is a list index as RFC 6901 writes one: 0,
+// or digits that do not begin with 0.
+func isIndex(tok string) bool {
+	if tok == "" || (tok[0] == '0' && tok != "0") {
+		return false
+	}
+	for _, c := range tok {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // secretData returns the path Keep keeps for tokens on manifest: on a core

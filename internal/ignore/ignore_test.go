@@ -103,7 +103,7 @@ spec:
       - name: web
         resources: {limits: {cpu: "1"}}
 `)
-	kept, _, _ := keep3(manifest, live, []string{
+	kept, _, _ := keep3(t, manifest, live, []string{
 		"/spec/replicas", // runs with 5: kept
 		"/metadata/annotations/example.com~1hash",    // runs without: left out
 		"/spec/template/spec/containers/0/resources", // the same: nothing to do
@@ -132,16 +132,16 @@ spec:
 	// said to be.
 	short := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}]}")
 	long := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b, image: x}]}")
-	if r := Keep(short, long, []string{"/spec/containers/1/image"}); len(r.Kept) != 0 || !reflect.DeepEqual(r.Unheld, []string{"/spec/containers/1/image"}) {
+	if r := keep(t, short, long, []string{"/spec/containers/1/image"}); len(r.Kept) != 0 || !reflect.DeepEqual(r.Unheld, []string{"/spec/containers/1/image"}) {
 		t.Errorf("%+v; want nothing kept in a list too short for it, and the path unheld", r)
 	}
 	// A list the manifest lacks is not made up as an object.
 	bare := object(t, "kind: Pod\napiVersion: v1\nspec: {}")
-	if r := Keep(bare, long, []string{"/spec/containers/0/name"}); len(r.Kept) != 0 || len(bare.Object["spec"].(map[string]any)) != 0 || len(r.Unheld) != 1 {
+	if r := keep(t, bare, long, []string{"/spec/containers/0/name"}); len(r.Kept) != 0 || len(bare.Object["spec"].(map[string]any)) != 0 || len(r.Unheld) != 1 {
 		t.Errorf("%+v through a list the manifest lacks: %v; want nothing kept and the path unheld", r, bare.Object)
 	}
 	// A list item the object runs without is not removed.
-	if r := Keep(object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b}]}"), short, []string{"/spec/containers/1"}); len(r.Kept) != 0 || len(r.Unheld) != 1 {
+	if r := keep(t, object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a}, {name: b}]}"), short, []string{"/spec/containers/1"}); len(r.Kept) != 0 || len(r.Unheld) != 1 {
 		t.Errorf("%+v; want a list item that stays unheld, not left out", r)
 	}
 }
@@ -175,7 +175,7 @@ spec:
       tolerations: [{key: dedicated, effect: NoSchedule}]
 `)
 	paths := []string{"/spec/template/spec/tolerations/0", "/spec/template/spec/tolerations/0/effect", "/spec/template/spec/containers/0/args/0"}
-	r := Keep(manifest, live, paths)
+	r := keep(t, manifest, live, paths)
 	if !reflect.DeepEqual(r.Unheld, paths) || len(r.Kept) != 0 || len(r.Absent) != 0 || len(r.Moved) != 0 {
 		t.Errorf("%+v; want every path unheld", r)
 	}
@@ -184,21 +184,69 @@ spec:
 	}
 	scalar := object(t, "apiVersion: example.com/v1\nkind: Proxy\nmetadata: {name: p}\nspec: {upstream: web}\n")
 	structured := object(t, "apiVersion: example.com/v1\nkind: Proxy\nmetadata: {name: p}\nspec: {upstream: {name: web, port: 80}}\n")
-	if r := Keep(scalar, structured, []string{"/spec/upstream/port"}); !reflect.DeepEqual(r.Unheld, []string{"/spec/upstream/port"}) || len(r.Kept) != 0 {
+	if r := keep(t, scalar, structured, []string{"/spec/upstream/port"}); !reflect.DeepEqual(r.Unheld, []string{"/spec/upstream/port"}) || len(r.Kept) != 0 {
 		t.Errorf("%+v; want a path through a value with no fields unheld", r)
 	}
 }
 
-// keep3 is Keep's kept, absent and moved paths.
-func keep3(manifest, live *unstructured.Unstructured, paths []string) (kept, absent, moved []string) {
-	r := Keep(manifest, live, paths)
+// keep is Keep, which must not fail.
+func keep(t *testing.T, manifest, live *unstructured.Unstructured, paths []string) Result {
+	t.Helper()
+	r, err := Keep(manifest, live, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// keep3 is keep's kept, absent and moved paths.
+func keep3(t *testing.T, manifest, live *unstructured.Unstructured, paths []string) (kept, absent, moved []string) {
+	t.Helper()
+	r := keep(t, manifest, live, paths)
 	return r.Kept, r.Absent, r.Moved
+}
+
+// TestKeepRefusesIndexesRFC6901DoesNotWrite: a list index with a sign or
+// a leading zero, which strconv would read as another index, is refused
+// with an error that says how to write it, and nothing is kept; the same
+// token as a key of a map is a key like any other.
+func TestKeepRefusesIndexesRFC6901DoesNotWrite(t *testing.T) {
+	pod := func() *unstructured.Unstructured {
+		return object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, image: a:1}, {name: b, image: b:1}]}")
+	}
+	running := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, image: a:2}, {name: b, image: b:2}]}")
+	for _, tc := range []struct{ path, want string }{
+		{"/spec/containers/+1/image", `"+1" names a list item`},
+		{"/spec/containers/01/image", "write /spec/containers/1/image"},
+		{"/spec/containers/-0/image", "write /spec/containers/0/image"},
+		{"/spec/containers/00", "write /spec/containers/0"},
+		{"/spec/containers/-1/image", "with no sign and no leading zero"},
+	} {
+		m := pod()
+		_, err := Keep(m, running, []string{"/spec/containers/0/image", tc.path})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), tc.path) {
+			t.Errorf("%s: error %v; want one that names the path and says %q", tc.path, err, tc.want)
+		}
+		if !reflect.DeepEqual(m.Object, pod().Object) {
+			t.Errorf("%s: the manifest changed although the paths were refused: %v", tc.path, m.Object)
+		}
+	}
+	// An index as RFC 6901 writes it is kept.
+	if r := keep(t, pod(), running, []string{"/spec/containers/1/image", "/spec/containers/0/image"}); len(r.Kept) != 2 {
+		t.Errorf("%+v; want both kept", r)
+	}
+	// Only a list has indexes: 01 is a key of a ConfigMap's data.
+	cm := object(t, "kind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\ndata: {\"01\": chart}")
+	live := object(t, "kind: ConfigMap\napiVersion: v1\nmetadata: {name: c}\ndata: {\"01\": running}")
+	if r := keep(t, cm, live, []string{"/data/01"}); !reflect.DeepEqual(r.Kept, []string{"/data/01"}) {
+		t.Errorf("%+v; want the key 01 kept", r)
+	}
 }
 
 func TestAbsent(t *testing.T) {
 	manifest := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n")
 	live := object(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, annotations: {injected: \"yes\"}}\nspec: {replicas: 3}\n")
-	_, got, _ := keep3(manifest, live, []string{"/spec/replicas", "/spec/replica", "/metadata/annotations/injected", "/spec/template/spec/containers/0/image"})
+	_, got, _ := keep3(t, manifest, live, []string{"/spec/replicas", "/spec/replica", "/metadata/annotations/injected", "/spec/template/spec/containers/0/image"})
 	want := []string{"/spec/replica", "/spec/template/spec/containers/0/image"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("absent %v, want %v: a path either side has is not absent", got, want)
@@ -249,7 +297,7 @@ spec:
 		"/spec/template/spec/volumes/0/name",    // neither has such a list
 	}
 	m := manifest()
-	kept, absent, moved := keep3(m, injected, paths)
+	kept, absent, moved := keep3(t, m, injected, paths)
 	if want := paths[:5]; !reflect.DeepEqual(moved, want) {
 		t.Errorf("moved %v, want %v", moved, want)
 	}
@@ -257,7 +305,7 @@ spec:
 		t.Errorf("kept %v, absent %v; want nothing kept and %v absent", kept, absent, want)
 	}
 	m = manifest()
-	if kept, _, moved := keep3(m, injected, paths[:1]); len(kept) != 0 || len(moved) != 1 {
+	if kept, _, moved := keep3(t, m, injected, paths[:1]); len(kept) != 0 || len(moved) != 1 {
 		t.Errorf("kept %v, moved %v", kept, moved)
 	}
 	if c, _, _ := unstructured.NestedSlice(m.Object, "spec", "template", "spec", "containers"); len(c) != 1 || c[0].(map[string]any)["image"] != "app:1" || c[0].(map[string]any)["name"] != "app" {
@@ -282,7 +330,7 @@ spec:
         image: proxy:1
 `)
 	m = manifest()
-	kept, absent, moved = keep3(m, same, []string{
+	kept, absent, moved = keep3(t, m, same, []string{
 		"/spec/template/spec/containers/0/image",
 		"/spec/template/spec/containers/0/env/0/value",
 		"/spec/template/spec/containers/0/ports/0/hostPort",
@@ -302,14 +350,14 @@ kind: Deployment
 metadata: {name: web}
 spec: {template: {spec: {containers: [{name: app, env: [{name: INJECTED, value: x}, {name: MODE, value: live}]}]}}}
 `)
-	if _, _, moved := keep3(manifest(), envFirst, []string{"/spec/template/spec/containers/0/env/0/value"}); len(moved) != 1 {
+	if _, _, moved := keep3(t, manifest(), envFirst, []string{"/spec/template/spec/containers/0/env/0/value"}); len(moved) != 1 {
 		t.Errorf("moved %v, want the env path", moved)
 	}
 
 	// Lists of scalars, and of objects without keys, are indexed as before.
 	scalars := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, args: [x, y]}], tolerations: [{effect: NoSchedule}]}")
 	running := object(t, "kind: Pod\napiVersion: v1\nspec: {containers: [{name: a, args: [z, y]}], tolerations: [{effect: NoExecute}]}")
-	if kept, _, moved := keep3(scalars, running, []string{"/spec/containers/0/args/0", "/spec/tolerations/0/effect"}); len(kept) != 2 || len(moved) != 0 {
+	if kept, _, moved := keep3(t, scalars, running, []string{"/spec/containers/0/args/0", "/spec/tolerations/0/effect"}); len(kept) != 2 || len(moved) != 0 {
 		t.Errorf("kept %v, moved %v; want both kept", kept, moved)
 	}
 }
@@ -326,7 +374,7 @@ func TestKeepSecretStringData(t *testing.T) {
 	live := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: "+rotated+", user: YXBw}\n")
 	for _, p := range []string{"/data/password", "/stringData/password"} {
 		m := secret()
-		kept, absent, moved := keep3(m, live, []string{p})
+		kept, absent, moved := keep3(t, m, live, []string{p})
 		if !reflect.DeepEqual(kept, []string{p}) || len(absent) != 0 || len(moved) != 0 {
 			t.Errorf("%s: kept %v, absent %v, moved %v; want it kept", p, kept, absent, moved)
 		}
@@ -345,7 +393,7 @@ func TestKeepSecretStringData(t *testing.T) {
 	// path is not absent.
 	same := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: ZnJvbS1jaGFydA==}\n") // "from-chart"
 	for _, p := range []string{"/data/password", "/stringData/password"} {
-		if kept, absent, _ := keep3(secret(), same, []string{p}); len(kept) != 0 || len(absent) != 0 {
+		if kept, absent, _ := keep3(t, secret(), same, []string{p}); len(kept) != 0 || len(absent) != 0 {
 			t.Errorf("%s on the value that runs: kept %v, absent %v; want neither", p, kept, absent)
 		}
 	}
@@ -353,20 +401,20 @@ func TestKeepSecretStringData(t *testing.T) {
 	// A key the Secret runs without is left out, stringData and all once
 	// it holds nothing else.
 	m := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\nstringData: {token: abc}\n")
-	if kept, _, _ := keep3(m, live, []string{"/stringData/token"}); len(kept) != 1 || m.Object["stringData"] != nil || len(m.Object["data"].(map[string]any)) != 0 {
+	if kept, _, _ := keep3(t, m, live, []string{"/stringData/token"}); len(kept) != 1 || m.Object["stringData"] != nil || len(m.Object["data"].(map[string]any)) != 0 {
 		t.Errorf("kept %v; the manifest is %v, want the token left out", kept, m.Object)
 	}
 
 	// keepGenerated moved a generated key into data already: the
 	// stringData path finds it there, not absent.
 	generated := object(t, "apiVersion: v1\nkind: Secret\nmetadata: {name: db}\ndata: {password: "+rotated+"}\n")
-	if kept, absent, _ := keep3(generated, live, []string{"/stringData/password"}); len(kept) != 0 || len(absent) != 0 {
+	if kept, absent, _ := keep3(t, generated, live, []string{"/stringData/password"}); len(kept) != 0 || len(absent) != 0 {
 		t.Errorf("a key keepGenerated moved into data: kept %v, absent %v; want neither", kept, absent)
 	}
 
 	// Only a core Secret is so: another kind's stringData is its own.
 	other := object(t, "apiVersion: example.com/v1\nkind: Secret\nmetadata: {name: db}\nstringData: {password: from-chart}\n")
-	if _, absent, _ := keep3(other, live, []string{"/data/password"}); len(absent) != 0 {
+	if _, absent, _ := keep3(t, other, live, []string{"/data/password"}); len(absent) != 0 {
 		t.Errorf("absent %v", absent)
 	}
 	if _, ok, _ := unstructured.NestedString(other.Object, "stringData", "password"); !ok {
