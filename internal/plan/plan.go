@@ -164,13 +164,14 @@ func Build(in Input) *capstanv1.Plan {
 		p.Notices = append(p.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d object(s) to create wait for a Namespace or CustomResourceDefinition that this sync creates first, so the API server checks them only once those exist; if it refuses one, the sync stops with nothing applied but the CRDs and Namespaces", n)})
 	}
-	// NOTE: a prune's delete, as a recreate's, is bound to the UID the
-	// preview read. A plan may wait for its approval for days (a mass
-	// prune, Prune=confirm, a sync window), and an object deleted and
-	// created anew under the same name with Capstan's labels meanwhile
-	// would otherwise keep the hash, and the approval would delete an
-	// object no one saw; so would a used approval whose hash came back.
-	// Only a UID read adds to the material, as for a recreate.
+	// NOTE: an approval of a prune, as of a recreate, covers only the
+	// object with the UID the preview read. A plan may wait for its
+	// approval for days (a mass prune, Prune=confirm, a sync window), and
+	// an object deleted and created anew under the same name with
+	// Capstan's labels meanwhile would otherwise keep the hash, and the
+	// approval would delete an object no one saw; so would a used
+	// approval whose hash came back. Only a UID read adds to the
+	// material, as for a recreate.
 	uid := func(r capstanv1.ObjectRef) []any {
 		if u := in.PruneUIDs[r.Key()]; u != "" {
 			return []any{"uid", string(u)}
