@@ -17,6 +17,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -169,12 +170,14 @@ func base64Cores(v string) []string {
 
 // String returns text with every value hidden.
 //
-// NOTE: a plan's hash (sha256: and 64 hex digits) is hidden where a value
-// occurs in it, as any other text is. A person copies it to approve the
-// plan, but a value can be such a hash itself (a password's hash, a hex
-// token), or run on past its digits, and nothing tells the two apart in a
-// message. A plan's hash that holds a value by chance (a short one of hex
-// digits) is still whole in the plan's own status.
+// NOTE: a hash (sha256: and 64 hex digits, a plan's or an image's digest)
+// that a value occurs in is hidden whole, the value too. A person copies a
+// plan's hash to approve the plan, but a value can be such a hash itself
+// (a password's hash, a hex token), or run on past its digits, and nothing
+// tells the two apart in a message; and a hash hidden only where a short
+// value of hex digits occurs in it by chance would give that value away to
+// anyone who reads the same hash whole elsewhere (the plan's status, the
+// live object). Such a plan's hash is still whole in the plan's own status.
 func (m *Mask) String(text string) string {
 	if m == nil {
 		return text
@@ -183,11 +186,10 @@ func (m *Mask) String(text string) string {
 	if reach == nil {
 		return text
 	}
-	// Merge the stretches that overlap or touch, and hide each once.
+	// Merge the stretches that overlap or touch.
 	base := len(text) - len(reach)
-	var b strings.Builder
-	b.Grow(len(text))
-	last, start, end := 0, -1, 0
+	var spans [][2]int
+	start, end := -1, 0
 	for i := from; i < len(text); i++ {
 		r := int(reach[i-base])
 		if r == 0 {
@@ -198,16 +200,54 @@ func (m *Mask) String(text string) string {
 			continue
 		}
 		if start >= 0 {
-			b.WriteString(text[last:start])
-			b.WriteString(Hidden)
-			last = end
+			spans = append(spans, [2]int{start, end})
 		}
 		start, end = i, r
 	}
-	b.WriteString(text[last:start])
-	b.WriteString(Hidden)
-	b.WriteString(text[end:])
+	spans = append(spans, [2]int{start, end})
+	spans = widenToHashes(text, spans)
+	var b strings.Builder
+	b.Grow(len(text))
+	last := 0
+	for _, sp := range spans {
+		b.WriteString(text[last:sp[0]])
+		b.WriteString(Hidden)
+		last = sp[1]
+	}
+	b.WriteString(text[last:])
 	return b.String()
+}
+
+// hashRE is a hash as a plan's hash and an image's digest write it.
+var hashRE = regexp.MustCompile(`sha256:[0-9a-f]{64}`)
+
+// widenToHashes widens each of spans, sorted stretches of text that do not
+// touch, to the whole of every hash it overlaps, and merges those that
+// come to touch.
+func widenToHashes(text string, spans [][2]int) [][2]int {
+	if !strings.Contains(text, "sha256:") {
+		return spans
+	}
+	hashes := hashRE.FindAllStringIndex(text, -1)
+	if hashes == nil {
+		return spans
+	}
+	out := spans[:0]
+	h := 0
+	for _, sp := range spans {
+		for h < len(hashes) && hashes[h][1] <= sp[0] {
+			h++
+		}
+		for k := h; k < len(hashes) && hashes[k][0] < sp[1]; k++ {
+			sp[0], sp[1] = min(sp[0], hashes[k][0]), max(sp[1], hashes[k][1])
+		}
+		if n := len(out); n > 0 && sp[0] <= out[n-1][1] {
+			out[n-1][1] = max(out[n-1][1], sp[1])
+			continue
+		}
+		out = append(out, sp)
+	}
+	return out
 }
 
 // Holds reports whether text holds a value: whether String hides anything,

@@ -55,10 +55,14 @@ func TestHidesAValueInAPlansHash(t *testing.T) {
 	for _, tc := range []struct {
 		name, secret, text, want string
 	}{
-		{"the hash's digits", hex, "password_hash = sha256:" + hex, "password_hash = sha256:(hidden)"},
+		{"the hash's digits", hex, "password_hash = sha256:" + hex, "password_hash = (hidden)"},
 		{"the whole hash", "sha256:" + hex, "password_hash = sha256:" + hex + ".", "password_hash = (hidden)."},
-		{"past the digits", hex + "0a1b2c", "token sha256:" + hex + "0a1b2c", "token sha256:(hidden)"},
-		{"in part", hex[40:], "plan sha256:" + hex, "plan sha256:" + hex[:40] + "(hidden)"},
+		{"past the digits", hex + "0a1b2c", "token sha256:" + hex + "0a1b2c", "token (hidden)"},
+		// NOTE: hidden in part, the hash would give the value away to
+		// whoever reads it whole elsewhere.
+		{"in part", hex[40:], "plan sha256:" + hex, "plan (hidden)"},
+		{"a short value of hex digits in a digest", "5432", "image@sha256:" + hex[:20] + "5432" + hex[24:] + " on port 5432", "image@(hidden) on port (hidden)"},
+		{"two hashes, one holding the value", "5432", "sha256:" + hex + " sha256:" + hex[:20] + "5432" + hex[24:], "sha256:" + hex + " (hidden)"},
 		{"a value that reads (hidden)", Hidden, "set to " + Hidden, "set to " + Hidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
