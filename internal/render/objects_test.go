@@ -64,3 +64,27 @@ func TestDocumentCacheBoundedByBytes(t *testing.T) {
 		t.Fatalf("after Clear: %d documents, %d bytes", n, b)
 	}
 }
+
+// A large document is kept the second time its text is decoded: a large
+// CRD is the same text at every render, and decoding it costs tens of
+// milliseconds each time; one that changes at every render is never kept.
+func TestDocumentCacheKeepsALargeDocumentSeenTwice(t *testing.T) {
+	c := newDocumentCache(documentCacheSize, documentCacheMaxBytes)
+	doc := configMapDocument(1, 512<<10)
+	key := sha256.Sum256(doc)
+	c.add(key, cachedDocument{size: len(doc)})
+	if _, ok := c.get(key); ok {
+		t.Fatal("a large document was kept the first time it was decoded")
+	}
+	c.add(key, cachedDocument{size: len(doc)})
+	if _, ok := c.get(key); !ok {
+		t.Fatal("a large document decoded twice was not kept")
+	}
+	for i := range 8 {
+		other := configMapDocument(100+i, 512<<10)
+		c.add(sha256.Sum256(other), cachedDocument{size: len(other)})
+	}
+	if n, _ := c.size(); n != 1 {
+		t.Fatalf("the cache holds %d documents; want only the one seen twice", n)
+	}
+}
