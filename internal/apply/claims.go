@@ -71,6 +71,10 @@ func (a *Applier) releaseClaims(ctx context.Context, r capstanv1.ObjectRef, m me
 		return false, fmt.Errorf("reading the StatefulSet, to keep its claims from its delete: %w", err)
 	case set.UID != m.GetUID():
 		return false, errChangedWhileReleasing
+	case len(set.Spec.VolumeClaimTemplates) == 0:
+		// NOTE: the StatefulSet controller owns only the claims it made
+		// from the templates, which no update can add: nothing to list.
+		return false, nil
 	}
 	owned, err := a.ownedClaims(ctx, set)
 	if err != nil {
@@ -166,6 +170,10 @@ func (a *Applier) awaitObserved(ctx context.Context, set *appsv1.StatefulSet) er
 		switch err := a.Client.Get(ctx, client.ObjectKeyFromObject(set), cur); {
 		case apierrors.IsNotFound(err):
 			return false, errChangedWhileReleasing
+		case apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
+			// NOTE: no wait makes it readable; said as it is, not as a
+			// StatefulSet controller that is slow.
+			return false, fmt.Errorf("reading the StatefulSet, to see its controller take up the claim retention policy Retain: %w", err)
 		case err != nil:
 			return false, nil
 		case cur.UID != uid:
@@ -174,7 +182,7 @@ func (a *Applier) awaitObserved(ctx context.Context, set *appsv1.StatefulSet) er
 		return cur.Status.ObservedGeneration >= generation, nil
 	})
 	switch {
-	case err == nil, errors.Is(err, errChangedWhileReleasing):
+	case err == nil, errors.Is(err, errChangedWhileReleasing), apierrors.IsForbidden(err), apierrors.IsUnauthorized(err):
 		return err
 	case ctx.Err() != nil:
 		return ctx.Err()

@@ -1,10 +1,15 @@
 package apply
 
 import (
+	"context"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -55,5 +60,28 @@ func TestDeletesClaims(t *testing.T) {
 		if got := DeletesClaims(tc.obj); got != tc.want {
 			t.Errorf("%v: %v, want %v", tc.obj, got, tc.want)
 		}
+	}
+}
+
+// TestReleaseClaimsListsNothingWithoutTemplates: a StatefulSet with no
+// volumeClaimTemplates owns no claim (its controller makes claims only from
+// them, and no update adds one), so its delete lists no claim: a plain
+// StatefulSet's uninstall costs one read, not a list of the namespace.
+func TestReleaseClaimsListsNothingWithoutTemplates(t *testing.T) {
+	set := &appsv1.StatefulSet{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "db", UID: "u1"},
+		Spec: appsv1.StatefulSetSpec{PersistentVolumeClaimRetentionPolicy: &appsv1.StatefulSetPersistentVolumeClaimRetentionPolicy{
+			WhenDeleted: appsv1.DeletePersistentVolumeClaimRetentionPolicyType}}}
+	lists := 0
+	c := interceptor.NewClient(fake.NewClientBuilder().WithObjects(set).Build(), interceptor.Funcs{
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			lists++
+			return c.List(ctx, list, opts...)
+		},
+	})
+	a := &Applier{Client: c}
+	ref := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "StatefulSet", Namespace: "apps", Name: "db"}
+	changed, err := a.ReleaseClaims(context.Background(), ref, set)
+	if err != nil || changed || lists != 0 {
+		t.Fatalf("changed %v, %d lists, %v; want nothing changed and nothing listed", changed, lists, err)
 	}
 }
