@@ -412,7 +412,7 @@ func (r *AddonReconciler) deletesClaims(ctx context.Context, s *scope, ref capst
 // Flux deletes what it was told to leave alone. In the restricted profile
 // an object left out is pruned, as everything a tenant's render drops is.
 func (s *scope) leftOutOfInventory() []apply.Spared {
-	if s.render == nil || !s.render.Folder && len(s.left) == 0 {
+	if s.render == nil || !s.render.Folder && len(s.left) == 0 && !slices.ContainsFunc(s.hooks, func(h render.Hook) bool { return h.List }) {
 		return nil
 	}
 	var out []apply.Spared
@@ -425,16 +425,20 @@ func (s *scope) leftOutOfInventory() []apply.Spared {
 }
 
 // leftOut names what makes an object of the inventory one that this
-// render holds but does not apply, and whether it is a folder's hook now;
-// "" when it is neither.
+// render holds but does not apply, and whether it is a hook now that may
+// have been applied as a plain object: a folder's, or an item of a
+// chart's List that is a hook; "" when it is neither.
 func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
-	if s.render.Folder {
-		// NOTE: a chart's hooks are Helm's, and were never applied as
-		// plain objects.
-		for _, h := range s.hooks {
-			if capstanv1.RefOf(h.Object).Key() == ref.Key() {
-				return h.Annotation + ": " + h.Object.GetAnnotations()[h.Annotation] + " (a hook now)", true
+	for _, h := range s.hooks {
+		// NOTE: a chart's other hooks are Helm's, and were never applied
+		// as plain objects; the items of a List with a hook annotation
+		// were, by a Capstan that read each item's own annotations.
+		if (s.render.Folder || h.List) && capstanv1.RefOf(h.Object).Key() == ref.Key() {
+			events := h.Object.GetAnnotations()[h.Annotation]
+			if h.List {
+				events = strings.Join(h.Events, ",") // the List's, not the item's
 			}
+			return h.Annotation + ": " + events + " (a hook now)", true
 		}
 	}
 	for _, obj := range s.left {

@@ -119,9 +119,10 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 				return nil, yamlError(name, i+1, err)
 			}
 			if list != nil {
-				if err := checkAnnotations(list); err != nil {
-					return nil, yamlError(name, i+1, err)
-				}
+				// NOTE: a List never reaches the API server, only its
+				// items; Helm reads its own annotations into strings,
+				// a weight of 5 as "5", and so does Capstan.
+				list = withStringAnnotations(list)
 			}
 			for j, obj := range objs {
 				if err := checkAnnotations(obj); err != nil {

@@ -528,7 +528,7 @@ kind: List
 metadata:
   annotations:
     helm.sh/hook: pre-delete
-    helm.sh/hook-weight: "3"
+    helm.sh/hook-weight: 3
     helm.sh/hook-delete-policy: hook-succeeded
 items:
 - apiVersion: v1

@@ -46,6 +46,46 @@ func checkAnnotations(obj *unstructured.Unstructured) error {
 	return err
 }
 
+// withStringAnnotations returns obj, or a copy of it whose annotations
+// that are numbers or booleans are written as strings, as Helm's manifest
+// sorter reads a document's head into strings.
+func withStringAnnotations(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	raw, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	ann, ok := raw["annotations"].(map[string]any)
+	if !ok {
+		return obj
+	}
+	var out map[string]any
+	for k, v := range ann {
+		var str string
+		switch v := v.(type) {
+		case string, nil:
+			continue
+		case int64:
+			str = strconv.FormatInt(v, 10)
+		case float64:
+			str = strconv.FormatFloat(v, 'f', -1, 64)
+		case bool:
+			str = strconv.FormatBool(v)
+		default:
+			continue // NOTE: a map or a list is no annotation; GetAnnotations drops them all
+		}
+		if out == nil {
+			out = maps.Clone(ann)
+		}
+		out[k] = str
+	}
+	if out == nil {
+		return obj
+	}
+	obj = obj.DeepCopy()
+	obj.Object["metadata"].(map[string]any)["annotations"] = out
+	return obj
+}
+
 // parseHook reads the Helm hook annotations of obj. It reports false when obj
 // is not a hook: it has no helm.sh/hook annotation. It parses as Helm's
 // manifest sorter does: events and delete policies are comma-separated,

@@ -65,13 +65,20 @@ func isRemote(ref string) bool {
 // (user:password@host:path); a plain user (git@host:path) stays.
 func redactReference(ref string) string {
 	prefix, rest := "", ref
-	if i := strings.Index(ref, "://"); i >= 0 {
+	if i := strings.Index(ref, "://"); i > 0 && isScheme(ref[:i]) {
 		prefix, rest = ref[:i+3], ref[i+3:]
 		if at := strings.LastIndex(rest, "@"); at >= 0 {
 			rest = rest[at+1:]
 		}
-	} else if at := strings.LastIndex(rest, "@"); at >= 0 && strings.ContainsAny(rest[:at], ":/") {
-		rest = rest[at+1:]
+	} else if at := strings.LastIndex(rest, "@"); at >= 0 {
+		// NOTE: git@host:org/repo, an SSH address in scp's form, names
+		// only a user; a user before a host and a path (tok3n@host/org)
+		// may be a token.
+		host := rest[at+1:]
+		scp := strings.IndexByte(host, ':') >= 0 && strings.IndexByte(host, ':') < strings.IndexAny(host+"/", "/")
+		if strings.ContainsAny(rest[:at], ":/") || !scp {
+			rest = host
+		}
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {
 		rest = rest[:i]
@@ -339,4 +346,12 @@ func generatorFiles(s types.KvPairSources) []string {
 		out = append(out, s.EnvSource)
 	}
 	return out
+}
+
+// isScheme reports whether s is a URL's scheme, kustomize's forced getter
+// included (git::https): letters, digits, "+", "-", "." and ":".
+func isScheme(s string) bool {
+	return strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("+-.:", r))
+	}) < 0
 }

@@ -184,6 +184,8 @@ func TestRedactReference(t *testing.T) {
 		"user:tok3n@git.example:org/repo.git":                        "git.example:org/repo.git",
 		"user:pa/ss-tok3n@git.example:org/repo.git":                  "git.example:org/repo.git",
 		"ssh://git:tok3n@git.example/org/repo.git?ref=main#fragment": "ssh://git.example/org/repo.git",
+		"example.com/repo?private_token=tok3n&next=https://x/y":      "example.com/repo",
+		"tok3n@github.com/org/repo//app":                             "github.com/org/repo//app",
 	} {
 		got := redactReference(ref)
 		if got != want || strings.Contains(got, "tok3n") {
