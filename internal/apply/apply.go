@@ -271,8 +271,23 @@ func (a *Applier) recreate(ctx context.Context, obj *unstructured.Unstructured, 
 		// NOTE: CannotRecreate refuses a whenDeleted of Delete, but a
 		// claim may still be owned under Retain: one of an ordinal scaled
 		// away while the policy was Delete keeps its owner reference.
-		if _, err := a.ReleaseClaims(ctx, ref, live); err != nil {
+		changed, err := a.ReleaseClaims(ctx, ref, live)
+		if err != nil {
 			return nil, fmt.Errorf("deleting %s to create it anew: %w", ref.Describe(), err)
+		}
+		if changed {
+			// NOTE: it, or a claim, changed meanwhile (its policy may
+			// be Delete again): read once more, and judged again.
+			fresh, err := a.Get(ctx, ref)
+			switch {
+			case err != nil:
+				return nil, err
+			case fresh == nil || fresh.GetUID() != live.GetUID():
+				return nil, fmt.Errorf("%s was deleted or created again while its claims were released, so it is not deleted now; the next sync tries again", ref.Describe())
+			}
+			if why := CannotRecreate(obj, fresh); why != "" {
+				return nil, fmt.Errorf("the API server refuses to change %s in place; %s", ref.Describe(), why)
+			}
 		}
 	}
 	return a.replace(ctx, obj, live.GetUID(), propagation, refused)
@@ -427,13 +442,14 @@ func (a *Applier) WaitEstablished(ctx context.Context, name string) error {
 // and c's REST mapper maps every served version of its kind. The error
 // names the CRD, the timeout and the last thing that was missing.
 //
-// A CRD that is not Established and whose names the API server does not
-// accept (NamesAccepted False: another CRD of its group has one of them)
-// fails soon, with the condition's reason and message: no wait makes it
-// Established, only a change to it or to the other CRD, and the sync would
-// wait the whole timeout to say what the first read said. An Established
-// CRD whose new names clash goes on serving the names it had
-// (status.acceptedNames), and is waited for as any other.
+// A CRD whose names the API server does not accept (NamesAccepted False:
+// another CRD of its group has one of them) fails soon, with the
+// condition's reason and message: no wait makes it Established, or serves
+// its new kind, only a change to it or to the other CRD, and the sync
+// would wait the whole timeout to say what the first read said. An
+// Established CRD whose new short names or categories clash goes on
+// serving the names it had (status.acceptedNames), its kind and plural
+// included, and is waited for as any other.
 func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout time.Duration) error {
 	var last string
 	wasEstablished := false // then only discovery is waited for
@@ -454,7 +470,12 @@ func WaitForCRD(ctx context.Context, c client.Client, name string, poll, timeout
 				namesRefused = &crd.Status.Conditions[i]
 			}
 		}
-		if namesRefused == nil || established {
+		// NOTE: an Established CRD goes on serving the names it had
+		// (status.acceptedNames): refused short names or categories
+		// stop nothing the sync needs, but a refused kind or plural
+		// leaves the new one unserved for good.
+		accepted := crd.Status.AcceptedNames
+		if namesRefused == nil || established && accepted.Kind == crd.Spec.Names.Kind && accepted.Plural == crd.Spec.Names.Plural {
 			refusedSince = time.Time{}
 		} else {
 			// NOTE: failed only once the names have been refused for a
