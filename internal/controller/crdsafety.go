@@ -186,13 +186,16 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {
-		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) || !v.Served && !v.Storage && !slices.Contains(cur.Status.StoredVersions, v.Name) {
+		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) ||
+			!v.Served && !v.Storage && (!slices.Contains(cur.Status.StoredVersions, v.Name) || sameSchema(versionNamed(cur, v.Name), v.Schema.OpenAPIV3Schema)) {
 			// NOTE: no request reads or writes a version the new CRD
 			// does not serve (one on its way out), but the API server
 			// prunes an object it reads from etcd by the schema of the
 			// version it is stored in, served or not: an unserved
 			// version is checked only while objects may be stored in
-			// it, or will be.
+			// it, or will be, and only when its own schema changes;
+			// the pruning its schema does already is not the chart's
+			// change.
 			continue
 		}
 		readAs := readAsVersion(cur, next, v.Name)

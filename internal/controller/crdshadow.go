@@ -168,7 +168,9 @@ func newShadow(crd *apiextensionsv1.CustomResourceDefinition, owner string) (*ap
 	if err != nil {
 		return nil, err
 	}
-	sum := sha256.Sum256(append([]byte(owner+"\x00"+crd.Name+"\x00"), raw...))
+	// NOTE: "served" names shadows that serve every version (below), so
+	// that one an older Capstan left, which did not, is not taken for one.
+	sum := sha256.Sum256(append([]byte(owner+"\x00"+crd.Name+"\x00served\x00"), raw...))
 	group := "c" + hex.EncodeToString(sum[:])[:shadowGroupHex] + shadowGroupSuffix
 	spec := *crd.Spec.DeepCopy()
 	spec.Group = group

@@ -40,4 +40,10 @@ func TestItemsOfAHookListAreNotPruned(t *testing.T) {
 	if len(spared) != 1 || spared[0].Ref != capstanv1.RefOf(item) || spared[0].KeptBy != "helm.sh/hook: pre-install (a hook now)" {
 		t.Fatalf("spared %+v; want only the List's item, a hook now", spared)
 	}
+	// A restricted add-on prunes what its chart leaves out: a tenant
+	// cannot keep an object past the prune by wrapping it in a hook List.
+	s.profile = capstanv1.ProfileRestricted
+	if spared := s.leftOutOfInventory(); len(spared) != 0 {
+		t.Fatalf("restricted: spared %+v; want nothing", spared)
+	}
 }

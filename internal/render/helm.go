@@ -123,6 +123,9 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 				// items; Helm reads its own annotations into strings,
 				// a weight of 5 as "5", and so does Capstan.
 				list = withStringAnnotations(list)
+				if err := checkAnnotations(list); err != nil {
+					return nil, yamlError(name, i+1, err)
+				}
 			}
 			for j, obj := range objs {
 				if err := checkAnnotations(obj); err != nil {

@@ -584,3 +584,29 @@ items:
 		t.Errorf("the patched hook item has labels %v", res.Hooks[0].Object.GetLabels())
 	}
 }
+
+// TestHelmReadsAListsAnnotationsAsStrings: a List never reaches the API
+// server, and Helm reads its own annotations into strings, a number and
+// null included, so a List with an unquoted weight is a hook of that
+// weight; one with an annotation that is a map is refused, as Helm refuses
+// it, rather than read as no hook and its items applied at once.
+func TestHelmReadsAListsAnnotationsAsStrings(t *testing.T) {
+	list := func(annotations string) *chartv2.Chart {
+		return chartOf("c", map[string]string{"list.yaml": "apiVersion: v1\nkind: List\nmetadata:\n  annotations:\n" + annotations +
+			"items:\n- apiVersion: batch/v1\n  kind: Job\n  metadata:\n    name: backup\n"})
+	}
+	res, err := Helm(context.Background(), list("    helm.sh/hook: pre-delete\n    helm.sh/hook-weight: 5\n    example.com/none: null\n"), nil,
+		Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Hooks) != 1 || res.Hooks[0].Weight != 5 || len(res.Objects) != 0 {
+		t.Fatalf("hooks %+v, objects %d; want the Job a pre-delete hook of weight 5", res.Hooks, len(res.Objects))
+	}
+	_, err = Helm(context.Background(), list("    helm.sh/hook: pre-delete\n    example.com/m: {a: b}\n"), nil,
+		Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	var te *TemplateError
+	if !errors.As(err, &te) || te.Stage != "yaml" {
+		t.Fatalf("error = %v; want a yaml error for the List's map annotation", err)
+	}
+}

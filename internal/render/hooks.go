@@ -62,16 +62,18 @@ func withStringAnnotations(obj *unstructured.Unstructured) *unstructured.Unstruc
 	for k, v := range ann {
 		var str string
 		switch v := v.(type) {
-		case string, nil:
+		case string:
 			continue
+		case nil:
+			str = "" // NOTE: as Helm reads a null into a string
 		case int64:
 			str = strconv.FormatInt(v, 10)
 		case float64:
-			str = strconv.FormatFloat(v, 'f', -1, 64)
+			str = strconv.FormatFloat(v, 'g', -1, 32)
 		case bool:
 			str = strconv.FormatBool(v)
 		default:
-			continue // NOTE: a map or a list is no annotation; GetAnnotations drops them all
+			continue // NOTE: a map or a list is no string; checkAnnotations refuses it
 		}
 		if out == nil {
 			out = maps.Clone(ann)

@@ -72,12 +72,10 @@ func redactReference(ref string) string {
 		}
 	} else if at := strings.LastIndex(rest, "@"); at >= 0 {
 		// NOTE: git@host:org/repo, an SSH address in scp's form, names
-		// only a user; a user before a host and a path (tok3n@host/org)
-		// may be a token.
-		host := rest[at+1:]
-		scp := strings.IndexByte(host, ':') >= 0 && strings.IndexByte(host, ':') < strings.IndexAny(host+"/", "/")
-		if strings.ContainsAny(rest[:at], ":/") || !scp {
-			rest = host
+		// the user every forge takes; anything else before the host
+		// (tok3n@host/org, tok3n@host:443/org) may be a token.
+		if rest[:at] != "git" {
+			rest = rest[at+1:]
 		}
 	}
 	if i := strings.IndexAny(rest, "?#"); i >= 0 {

@@ -186,6 +186,7 @@ func TestRedactReference(t *testing.T) {
 		"ssh://git:tok3n@git.example/org/repo.git?ref=main#fragment": "ssh://git.example/org/repo.git",
 		"example.com/repo?private_token=tok3n&next=https://x/y":      "example.com/repo",
 		"tok3n@github.com/org/repo//app":                             "github.com/org/repo//app",
+		"tok3n@git.example:443/org/repo":                             "git.example:443/org/repo",
 	} {
 		got := redactReference(ref)
 		if got != want || strings.Contains(got, "tok3n") {
