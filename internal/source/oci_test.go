@@ -192,10 +192,6 @@ func TestOCINonVersionTag(t *testing.T) {
 	// there, never 1.0.0 with build metadata.
 	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
 	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
-	// A repository with no v-prefixed tag: v1.0.0 is the version 1.0.0
-	// there, never 1.0.0 with build metadata.
-	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
-	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
 	f := newTestFetcher(t, Options{}, r.Server)
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
@@ -327,10 +323,6 @@ func TestOCIErrors(t *testing.T) {
 	r := newOCIRegistry(t, "", "")
 	data := chartArchive(t, "demo", "1.0.0")
 	r.push(t, data, "charts/demo:1.0.0", "", "")
-	// A repository with no v-prefixed tag: v1.0.0 is the version 1.0.0
-	// there, never 1.0.0 with build metadata.
-	r.push(t, data, "charts/plain:1.0.0", "", "", registry.PushOptStrictMode(false))
-	r.push(t, chartArchive(t, "demo", "1.0.0+other"), "charts/other:1.0.0_other", "", "", registry.PushOptStrictMode(false))
 	f := newTestFetcher(t, Options{}, r.Server)
 	oci := "oci://" + r.host + "/charts/demo"
 	tests := []struct {
