@@ -214,16 +214,14 @@ func CannotRecreate(obj, live *unstructured.Unstructured) string {
 		return "it is marked " + KeptBy(live, Recreating) + ", so Capstan does not delete it to change it: make this change by hand"
 	case !scheme.Scheme.Recognizes(obj.GroupVersionKind()):
 		return "Capstan does not delete a custom resource to change it, since its controller may take down what it runs when it is deleted: make this change by hand"
-	case isStatefulSet(obj) && !sameSelector(live, obj):
-		if p, _, _ := unstructured.NestedString(live.Object, "spec", "persistentVolumeClaimRetentionPolicy", "whenDeleted"); p == "Delete" {
-			return "its selector changes, so its pods cannot be kept for the new one, and deleting it would delete its claims (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete): make this change by hand"
-		}
+	case isStatefulSet(obj) && !sameSelector(live, obj) && DeletesClaims(live):
+		return "its selector changes, so its pods cannot be kept for the new one, and deleting it would delete its claims (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete): make this change by hand"
 	}
 	return ""
 }
 
 func isStatefulSet(obj *unstructured.Unstructured) bool {
-	return obj.GroupVersionKind().GroupKind() == schema.GroupKind{Group: "apps", Kind: "StatefulSet"}
+	return obj.GroupVersionKind().GroupKind() == statefulSetGK
 }
 
 // Recreate deletes an object that the API server refuses to change in

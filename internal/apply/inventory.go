@@ -809,6 +809,11 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 // are deleted with it. An orphaning delete has the garbage collector take
 // the StatefulSet's owner references off its claims itself.
 func releases(r capstanv1.ObjectRef, propagation metav1.DeletionPropagation) bool {
+	return IsStatefulSet(r) && propagation != metav1.DeletePropagationOrphan
+}
+
+// IsStatefulSet reports whether r names a StatefulSet (apps, any version).
+func IsStatefulSet(r capstanv1.ObjectRef) bool {
 	gv, err := schema.ParseGroupVersion(r.APIVersion)
-	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: r.Kind}) == statefulSetGK && propagation != metav1.DeletePropagationOrphan
+	return err == nil && (schema.GroupKind{Group: gv.Group, Kind: r.Kind}) == statefulSetGK
 }

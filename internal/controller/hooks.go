@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -675,7 +676,8 @@ func readerOf(r *AddonReconciler, s *scope) string {
 // s, when it cannot).
 func resourceOf(s *scope, ref capstanv1.ObjectRef) string {
 	gvk := schema.FromAPIVersionAndKind(ref.APIVersion, ref.Kind)
-	gr := schema.GroupResource{Group: gvk.Group, Resource: strings.ToLower(gvk.Kind) + "s"}
+	plural, _ := apimeta.UnsafeGuessKindToResource(gvk)
+	gr := plural.GroupResource()
 	if s.cluster != nil && s.cluster.mapper != nil {
 		if m, err := s.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
 			gr = m.Resource.GroupResource()

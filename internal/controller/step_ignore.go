@@ -52,39 +52,31 @@ func (r *AddonReconciler) keepIgnored(ctx context.Context, s *scope) (bool, erro
 	kept, err := r.keepRunning(ctx, s)
 	for _, k := range kept {
 		path := "spec.ignore/" + k.obj.GetKind() + "/" + strings.TrimPrefix(k.obj.GetNamespace()+"/"+k.obj.GetName(), "/")
-		if len(k.paths) > 0 {
+		if len(k.Kept) > 0 {
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
-				Message: strings.Join(k.paths, ", ") + " left as the object runs, not as the chart renders it"})
+				Message: strings.Join(k.Kept, ", ") + " left as the object runs, not as the chart renders it"})
 		}
-		if len(k.absent) > 0 {
+		if len(k.Absent) > 0 {
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
-				Message: strings.Join(k.absent, ", ") + " is in neither the object as it runs nor as the chart renders it: check the path"})
+				Message: strings.Join(k.Absent, ", ") + " is in neither the object as it runs nor as the chart renders it: check the path"})
 		}
-		if len(k.moved) > 0 {
+		if len(k.Moved) > 0 {
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
-				Message: strings.Join(k.moved, ", ") + " names by its index a list item that is another one in the object as it runs than as the chart renders it (an item was put before it, such as an injected container): left as the chart renders it"})
+				Message: strings.Join(k.Moved, ", ") + " names by its index a list item that is another one in the object as it runs than as the chart renders it (an item was put before it, such as an injected container): left as the chart renders it"})
 		}
-		if len(k.unheld) > 0 {
+		if len(k.Unheld) > 0 {
 			s.ignoreNotices = append(s.ignoreNotices, capstanv1.Notice{Path: path,
-				Message: strings.Join(k.unheld, ", ") + " names a place the chart's manifest cannot take as the object runs (a list the chart renders without, or with fewer items; a value with no fields; or a list item the object runs without, which is not removed): left as the chart renders it"})
+				Message: strings.Join(k.Unheld, ", ") + " names a place the chart's manifest cannot take as the object runs (a list the chart renders without, or with fewer items; a value with no fields; or a list item the object runs without, which is not removed): left as the chart renders it"})
 		}
 	}
 	return false, err
 }
 
-// keptFields are the paths of one object that keepRunning set to what
-// the object runs with.
+// keptFields are what keepRunning found of one object's ignored paths
+// (ignore.Keep).
 type keptFields struct {
-	obj   *unstructured.Unstructured
-	paths []string
-	// absent are the ignored paths neither the object nor the chart has.
-	absent []string
-	// moved are the ignored paths whose index names another list item in
-	// the object than in the chart.
-	moved []string
-	// unheld are the ignored paths the chart's manifest cannot take as the
-	// object runs (ignore.Result.Unheld).
-	unheld []string
+	obj *unstructured.Unstructured
+	ignore.Result
 }
 
 // keepRunning reads each object that exists and that a rule of
@@ -136,7 +128,7 @@ func (r *AddonReconciler) keepRunning(ctx context.Context, s *scope) ([]keptFiel
 			changed = append(changed, obj)
 		}
 		if len(k.Kept) > 0 || len(k.Absent) > 0 || len(k.Moved) > 0 || len(k.Unheld) > 0 {
-			out = append(out, keptFields{obj: obj, paths: k.Kept, absent: k.Absent, moved: k.Moved, unheld: k.Unheld})
+			out = append(out, keptFields{obj: obj, Result: k})
 		}
 	}
 	if restricted && len(changed) > 0 {

@@ -391,7 +391,7 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 // take its claims with it (apply.DeletesClaims): the prune releases them
 // first, and the plan says so. Only a StatefulSet is read in full.
 func (r *AddonReconciler) deletesClaims(ctx context.Context, s *scope, ref capstanv1.ObjectRef) (bool, error) {
-	if ref.Kind != "StatefulSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
+	if !apply.IsStatefulSet(ref) {
 		return false, nil
 	}
 	live, err := s.applier.Get(ctx, ref)

@@ -269,7 +269,8 @@ func orEncoded(hides func(string) bool) func(string) bool {
 // PEM, what `base64` and openssl write), and a chart or a person pastes it
 // so; a value whose encoding a line break cuts shows in no line whole.
 func decodeBase64(s string) (decoded string, ok bool) {
-	if len(s) > maxEncoded {
+	if len(s) > maxEncoded || len(s) < minEncoded {
+		// NOTE: taking out white space only shortens it.
 		return "", false
 	}
 	var std, url, space bool
