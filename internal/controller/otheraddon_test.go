@@ -98,7 +98,6 @@ func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 	waitPhase(t, first, capstanv1.PhaseSuspended)
 	giveToSecond := func(names ...string) {
 		t.Helper()
-		cur := getAddon(t, second)
 		for _, n := range names {
 			cm := &corev1.ConfigMap{}
 			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "same-" + n}, cm); err != nil {
@@ -108,11 +107,17 @@ func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 			if err := admin.Update(ctx, cm); err != nil {
 				t.Fatal(err)
 			}
-			cur.Status.Inventory = append(cur.Status.Inventory, capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "same-" + n}})
 		}
-		if err := admin.Status().Update(ctx, cur); err != nil {
-			t.Fatal(err)
-		}
+		// The controller may still be writing second's status after it
+		// reported Suspended, so the inventory is written on a fresh read
+		// until no conflict stops it.
+		eventually(t, 10*time.Second, "giving the objects to second's inventory", func() bool {
+			cur := getAddon(t, second)
+			for _, n := range names {
+				cur.Status.Inventory = append(cur.Status.Inventory, capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "same-" + n}})
+			}
+			return admin.Status().Update(ctx, cur) == nil
+		})
 	}
 	giveToSecond("shared", "taken")
 
