@@ -108,15 +108,10 @@ func TestPruneLeavesAnotherAddonsObjects(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// The controller may still be writing second's status after it
-		// reported Suspended, so the inventory is written on a fresh read
-		// until no conflict stops it.
-		eventually(t, 10*time.Second, "giving the objects to second's inventory", func() bool {
-			cur := getAddon(t, second)
+		updateStatus(t, second, func(cur *capstanv1.Addon) {
 			for _, n := range names {
 				cur.Status.Inventory = append(cur.Status.Inventory, capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "same-" + n}})
 			}
-			return admin.Status().Update(ctx, cur) == nil
 		})
 	}
 	giveToSecond("shared", "taken")

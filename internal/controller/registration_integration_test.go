@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -62,11 +61,7 @@ func TestRegistrationFromThePrimary(t *testing.T) {
 	waitPhase(t, rival, capstanv1.PhaseSuspended)
 	claim := func(reg *capstanv1.Registration) {
 		t.Helper()
-		cur := getAddon(t, rival)
-		cur.Status.Registration = reg
-		if err := admin.Status().Update(context.Background(), cur); err != nil {
-			t.Fatal(err)
-		}
+		updateStatus(t, rival, func(cur *capstanv1.Addon) { cur.Status.Registration = reg })
 	}
 	claim(&capstanv1.Registration{Name: "wiki", Source: "https://elsewhere.example/", ReadAt: metav1.Now()})
 

@@ -471,6 +471,18 @@ func eventually(t testing.TB, limit time.Duration, what string, cond func() bool
 	}
 }
 
+// updateStatus re-reads the Addon, changes its status and writes it back,
+// retrying on conflicts: the controller may still be writing the status
+// after the phase a test waited for.
+func updateStatus(t testing.TB, a *capstanv1.Addon, change func(*capstanv1.Addon)) {
+	t.Helper()
+	eventually(t, 10*time.Second, "updating the Addon's status", func() bool {
+		cur := getAddon(t, a)
+		change(cur)
+		return admin.Status().Update(context.Background(), cur) == nil
+	})
+}
+
 // update re-reads the Addon, changes it and writes it back, retrying on
 // conflicts with the controller.
 func update(t testing.TB, a *capstanv1.Addon, change func(*capstanv1.Addon)) *capstanv1.Addon {
