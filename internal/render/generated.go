@@ -294,8 +294,8 @@ func FieldAt(obj map[string]any, path []string) (any, bool) {
 			}
 			cur = v
 		case []any:
-			i, err := strconv.Atoi(p)
-			if err != nil || i < 0 || i >= len(c) {
+			i, ok := listIndex(p, len(c))
+			if !ok {
 				return nil, false
 			}
 			cur = c[i]
@@ -345,12 +345,24 @@ func SetFieldAt(obj map[string]any, path []string, v any) bool {
 		p[last] = v
 		return true
 	case []any:
-		i, err := strconv.Atoi(last)
-		if err != nil || i < 0 || i >= len(p) {
+		i, ok := listIndex(last, len(p))
+		if !ok {
 			return false
 		}
 		p[i] = v
 		return true
 	}
 	return false
+}
+
+// listIndex reads p as an index into a list of n items, as RFC 6901 reads
+// one: digits only, with no sign and no leading zero, so that "+1", "01"
+// and "-0" name no item (a path written with one reads nothing, rather
+// than an item its author may not have meant).
+func listIndex(p string, n int) (int, bool) {
+	i, err := strconv.Atoi(p)
+	if err != nil || i < 0 || i >= n || strconv.Itoa(i) != p {
+		return 0, false
+	}
+	return i, true
 }

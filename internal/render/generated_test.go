@@ -110,6 +110,14 @@ func TestFieldAt(t *testing.T) {
 	if v, _ := FieldAt(obj, path); v != "new" {
 		t.Errorf("after SetFieldAt, the field is %v", v)
 	}
+	for _, index := range []string{"+0", "00", "-0", " 0"} {
+		if v, ok := FieldAt(obj, []string{"webhooks", index, "clientConfig", "caBundle"}); ok {
+			t.Errorf("FieldAt read %v at the index %q, which is not one", v, index)
+		}
+		if SetFieldAt(obj, []string{"webhooks", index}, "v") {
+			t.Errorf("SetFieldAt set the index %q, which is not one", index)
+		}
+	}
 	for _, bad := range [][]string{{"webhooks", "1", "clientConfig"}, {"webhooks", "x"}, {"missing", "a"}} {
 		if SetFieldAt(obj, append(bad, "k"), "v") {
 			t.Errorf("SetFieldAt set %v, whose parent does not exist", bad)
