@@ -399,7 +399,13 @@ func (f *Fetcher) githubAppToken(ctx context.Context, creds *Credentials) (strin
 	if err != nil {
 		return "", err
 	}
-	token, err := itr.Token(ctx)
+	// NOTE: ghinstallation calls the guarded transport, not the client, so
+	// the client's timeout (--fetch-timeout) does not reach the request: a
+	// token endpoint that trickles its body would hold the reconcile, and
+	// the transport's lock every other user of the App, for good.
+	tctx, cancel := context.WithTimeout(ctx, f.guard.Config().Timeout)
+	defer cancel()
+	token, err := itr.Token(tctx)
 	if err != nil {
 		return "", fmt.Errorf("cannot get a GitHub App installation token from %s: %v; check githubAppID, githubAppInstallationID and githubAppPrivateKey",
 			itr.BaseURL, unwrapURLError(err))

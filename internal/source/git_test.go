@@ -401,6 +401,45 @@ func TestGitHubAppAuth(t *testing.T) {
 	}
 }
 
+// TestGitHubAppTokenIsBounded: a token endpoint that sends its headers and
+// then stalls in the body is given up after the guard's timeout, although
+// ghinstallation calls the transport, not the client that carries it.
+func TestGitHubAppTokenIsBounded(t *testing.T) {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyPEM := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	release := make(chan struct{})
+	api := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"token":`))
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		case <-time.After(30 * time.Second):
+		}
+	}))
+	defer api.Close()
+	defer close(release) // before Close, which waits for the handler
+	f := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}, Timeout: time.Second}}, api)
+	creds := &Credentials{GitHubAppID: 7, GitHubAppInstallationID: 42, GitHubAppPrivateKey: keyPEM, GitHubAppBaseURL: api.URL}
+	done := make(chan error, 1)
+	go func() {
+		_, err := f.Git(context.Background(), capstanv1.GitSource{URL: api.URL + "/repo.git"}, creds)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "GitHub App installation token") {
+			t.Fatalf("want a token error, got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the token request was not given up after the guard's timeout of 1s")
+	}
+}
+
 func TestGitFileURL(t *testing.T) {
 	repo := newGitRepo(t)
 	f, err := NewFetcher(Options{AllowFileGit: true})
