@@ -256,9 +256,12 @@ func (f *Fetcher) fetchTree(ctx context.Context, u string, auth transport.AuthMe
 }
 
 // fatalGitError reports whether an error rules out the fallbacks: a refused
-// address, refused credentials or a missing repository stay so.
+// address, refused credentials or a missing repository stay so. A pack over
+// the response cap would be downloaded again, as large, by each fallback,
+// and a server that asked for a wait (429) would be asked again at once.
 func fatalGitError(err error) bool {
 	return netguard.IsRefused(err) ||
+		errors.As(err, new(*netguard.TooLargeError)) || errors.As(err, new(*RetryAfterError)) ||
 		errors.Is(err, transport.ErrAuthenticationRequired) ||
 		errors.Is(err, transport.ErrAuthorizationFailed) ||
 		errors.Is(err, transport.ErrRepositoryNotFound) ||
@@ -275,7 +278,9 @@ func gitError(shown, doing string, err error) error {
 		hint = "the server refused the credentials; check the Secret named in spec.git.secretRef"
 	case errors.Is(err, transport.ErrRepositoryNotFound):
 		hint = "the server has no such repository, or hides it without credentials; check spec.git.url and spec.git.secretRef"
-	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs), errors.Is(err, ErrGitMemoryBusy):
+	case errors.As(err, new(*netguard.TooLargeError)):
+		hint = "that limit is the controller's --fetch-max-response-bytes"
+	case errors.Is(err, ErrGitTooLarge), errors.Is(err, ErrTooManyRefs), errors.Is(err, ErrGitMemoryBusy), errors.As(err, new(*RetryAfterError)):
 		hint = "" // it says what to do
 	}
 	return &FetchError{URL: shown, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}

@@ -91,7 +91,11 @@ type gitServer struct {
 	mu       sync.Mutex
 	requests int
 	deepen   int // upload-pack requests that asked for a shallow fetch
+	uploads  int // upload-pack requests (the fetches' POSTs)
 	auth     [2]string
+	// busy, when set, answers every upload-pack request with 429 and a
+	// Retry-After of a minute.
+	busy bool
 }
 
 func newGitServer(t *testing.T, root string) *gitServer {
@@ -117,6 +121,15 @@ func newGitServer(t *testing.T, root string) *gitServer {
 			}
 		}
 		if strings.HasSuffix(r.URL.Path, "/git-upload-pack") && r.Method == http.MethodPost {
+			s.mu.Lock()
+			s.uploads++
+			busy := s.busy
+			s.mu.Unlock()
+			if busy {
+				w.Header().Set("Retry-After", "60")
+				w.WriteHeader(http.StatusTooManyRequests)
+				return
+			}
 			body, _ := io.ReadAll(r.Body)
 			if bytes.Contains(body, []byte("deepen 1")) {
 				s.mu.Lock()

@@ -9,8 +9,10 @@ import (
 	"path/filepath"
 	"runtime"
 	"testing"
+	"time"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/netguard"
 )
 
 // packRepo serves a repository whose one commit holds files, from a
@@ -85,6 +87,45 @@ func TestGitPackBounds(t *testing.T) {
 	}
 	if got, err := fs.ReadFile(tree.FS, "a.bin"); err != nil || !bytes.Equal(got, small) {
 		t.Fatalf("a.bin read back: %d bytes, %v", len(got), err)
+	}
+}
+
+// TestGitNoFallbackAfterCapOrRetryAfter: over https, a pack over
+// --fetch-max-response-bytes and a server's 429 end the fetch at its first
+// step, as over ssh: the fallback fetches would only download the same
+// bytes again, or come back at once to a server that asked for a wait.
+func TestGitNoFallbackAfterCapOrRetryAfter(t *testing.T) {
+	noise := make([]byte, 512<<10)
+	for i := range noise {
+		noise[i] = byte(i*7 + i/251 + i*i>>9)
+	}
+	srv, url, _ := packRepo(t, map[string][]byte{"a.bin": noise})
+	f := newTestFetcher(t, Options{Guard: netguard.Config{MaxResponseBytes: 64 << 10}}, srv.Server)
+	_, err := f.Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
+	if !errors.As(err, new(*netguard.TooLargeError)) {
+		t.Fatalf("a pack over the response cap: %v; want a TooLargeError", err)
+	}
+	t.Log(err)
+	srv.mu.Lock()
+	uploads := srv.uploads
+	srv.uploads, srv.busy = 0, true
+	srv.mu.Unlock()
+	if uploads != 1 {
+		t.Errorf("a pack over the response cap was asked for %d times, want once", uploads)
+	}
+
+	f = newTestFetcher(t, Options{}, srv.Server)
+	_, err = f.Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
+	var ra *RetryAfterError
+	if !errors.As(err, &ra) || ra.After != time.Minute {
+		t.Fatalf("a server that answers 429: %v; want a RetryAfterError of a minute", err)
+	}
+	t.Log(err)
+	srv.mu.Lock()
+	uploads = srv.uploads
+	srv.mu.Unlock()
+	if uploads != 1 {
+		t.Errorf("a server that answered 429 was asked %d times, want once", uploads)
 	}
 }
 

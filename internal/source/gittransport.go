@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/client"
@@ -90,12 +91,49 @@ func newGitTransports(c *http.Client, g *netguard.Guard) gitTransports {
 	capped.Transport = refsCapTransport{next: c.Transport}
 	return gitTransports{
 		http: boundedPush{
-			Transport: githttp.NewClientWithOptions(&capped, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects}),
+			Transport: keptCauses{githttp.NewClientWithOptions(&capped, &githttp.ClientOptions{RedirectPolicy: githttp.FollowInitialRedirects})},
 			timeout:   timeout,
 		},
 		ssh: boundedPush{Transport: &sshGuard{guard: g, next: gitssh.DefaultClient}, timeout: timeout},
 	}
 }
+
+// keptCauses keeps the cause of an http fetch's error within reach of
+// errors.As: go-git wraps the client's error of the pack request in a
+// plumbing.UnexpectedError, which does not unwrap, and Capstan tells a
+// server's answer to come back later (RetryAfterError) from a broken fetch
+// by its type.
+type keptCauses struct {
+	transport.Transport
+}
+
+func (k keptCauses) NewUploadPackSession(ep *transport.Endpoint, auth transport.AuthMethod) (transport.UploadPackSession, error) {
+	s, err := k.Transport.NewUploadPackSession(ep, auth)
+	if err != nil {
+		return nil, err
+	}
+	return causeKeptUploadPack{s}, nil
+}
+
+type causeKeptUploadPack struct {
+	transport.UploadPackSession
+}
+
+func (s causeKeptUploadPack) UploadPack(ctx context.Context, req *packp.UploadPackRequest) (*packp.UploadPackResponse, error) {
+	resp, err := s.UploadPackSession.UploadPack(ctx, req)
+	if ue, ok := err.(*plumbing.UnexpectedError); ok {
+		err = unwrappingError{ue}
+	}
+	return resp, err
+}
+
+// unwrappingError is a plumbing.UnexpectedError, same message, that
+// unwraps to its cause.
+type unwrappingError struct {
+	*plumbing.UnexpectedError
+}
+
+func (e unwrappingError) Unwrap() error { return e.Err }
 
 // boundedPush bounds every push session in time: go-git's ssh session has
 // no timeout of its own, and a server that answers a byte a minute would
