@@ -117,7 +117,9 @@ func CredentialsFromSecret(s *corev1.Secret) (*Credentials, error) {
 }
 
 // hasBasic reports whether the credentials are a username and password.
-func (c *Credentials) hasBasic() bool { return c != nil && c.Password != "" }
+// Beside an SSH key, the password is the key's passphrase, which no server
+// is sent.
+func (c *Credentials) hasBasic() bool { return c != nil && c.Password != "" && len(c.Identity) == 0 }
 
 // cacheKey identifies the credentials in cache keys without holding them, so
 // a source fetched with one Secret is never served to a fetch with another

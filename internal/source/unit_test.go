@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io/fs"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -157,6 +158,41 @@ func TestCredentialsFromSecret(t *testing.T) {
 	}
 	if k := a.cacheKey(); strings.Contains(k, "t0k3n-zz") || !regexp.MustCompile(`^[0-9a-f]{32}$`).MatchString(k) {
 		t.Fatalf("the cache key %q must be a hash that does not hold the token", k)
+	}
+}
+
+// TestSSHPassphraseIsNoBasicPassword: a Secret of the ssh kind with a
+// passphrase named for a chart repository, a registry or an https git
+// repository is refused as another kind of credentials, and the passphrase
+// is sent nowhere as a password.
+func TestSSHPassphraseIsNoBasicPassword(t *testing.T) {
+	creds, err := CredentialsFromSecret(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "ssh"},
+		Data:       map[string][]byte{"identity": []byte("KEY"), "known_hosts": []byte("HOSTS"), "username": []byte("git"), "password": []byte("phr4se")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(http.MethodGet, "https://h/index.yaml", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (httpAuth{creds: creds, host: "h"}).apply(req); err == nil || !strings.Contains(err.Error(), "another kind of credentials") {
+		t.Errorf("a chart repository with an SSH key's Secret: %v; want it refused as another kind", err)
+	}
+	if h := req.Header.Get("Authorization"); h != "" {
+		t.Errorf("a chart repository was sent %q", h)
+	}
+	f := newTestFetcher(t, Options{})
+	if got, err := f.registryAuth("h", creds).Credential(context.Background(), "h"); err == nil || got.Password != "" {
+		t.Errorf("a registry with an SSH key's Secret: %+v, %v; want it refused", got.Username, err)
+	}
+	ep, err := transport.NewEndpoint("https://h/repo.git")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.gitAuth(context.Background(), ep, creds); err == nil || !strings.Contains(err.Error(), "needs an ssh:// URL") {
+		t.Errorf("an https git repository with an SSH key's Secret: %v; want it refused", err)
 	}
 }
 
