@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"path"
 	"strings"
@@ -54,8 +55,16 @@ func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) 
 	prov.Path += ".prov"
 	data, err := f.get(ctx, prov.String(), httpAuth{creds: creds, host: c.credHost}, maxProvenanceBytes, "the chart's provenance file")
 	var fe *FetchError
-	if errors.As(err, &fe) && fe.Status == 404 {
-		return nil, &SignatureError{Missing: true, Err: fmt.Errorf("the chart has no provenance file (%s.prov): it is not signed; sign it with helm package --sign", path.Base(u.Path))}
+	if errors.As(err, &fe) {
+		switch fe.Status {
+		case http.StatusNotFound, http.StatusGone:
+			return nil, &SignatureError{Missing: true, Err: fmt.Errorf("the chart has no provenance file (%s.prov): it is not signed; sign it with helm package --sign", path.Base(u.Path))}
+		case http.StatusUnauthorized, http.StatusForbidden:
+			// NOTE: still retried, as the credentials may be at fault; but
+			// a bucket that may not be listed (S3, GCS) answers 403 for a
+			// file it does not hold, so the hint names both causes.
+			fe.Hint = fmt.Sprintf("the server refused the chart's provenance file %s.prov; a bucket that may not be listed (S3, GCS) answers so for a file it does not hold: sign the chart with helm package --sign, or check the Secret named in secretRef", path.Base(u.Path))
+		}
 	}
 	return data, err
 }

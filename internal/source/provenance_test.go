@@ -2,6 +2,9 @@ package source
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -72,5 +75,43 @@ func TestProvenanceOfAnArchiveURLUsesItsCredentials(t *testing.T) {
 	}
 	if _, err := f.Provenance(ctx, c, nil); err == nil || !strings.Contains(err.Error(), "HTTP 401") {
 		t.Fatalf("without credentials: want HTTP 401, got %v", err)
+	}
+}
+
+// TestProvenanceStatuses: a provenance file answered 404 or 410 is missing,
+// and the chart is not signed; one answered 401 or 403 stays a fetch error,
+// retried, since the credentials may be at fault, with a hint that names the
+// provenance file, which a bucket that may not be listed answers 403 for
+// when it does not hold it.
+func TestProvenanceStatuses(t *testing.T) {
+	archive := chartArchive(t, "demo", "1.0.0")
+	for _, status := range []int{http.StatusNotFound, http.StatusGone, http.StatusUnauthorized, http.StatusForbidden} {
+		t.Run(http.StatusText(status), func(t *testing.T) {
+			srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, ".prov") {
+					w.WriteHeader(status)
+					return
+				}
+				_, _ = w.Write(archive)
+			}))
+			defer srv.Close()
+			ctx := context.Background()
+			f := newTestFetcher(t, Options{}, srv)
+			c, err := f.Chart(ctx, capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.Provenance(ctx, c, nil)
+			t.Log(err)
+			var sig *SignatureError
+			missing := errors.As(err, &sig) && sig.Missing
+			if want := status == http.StatusNotFound || status == http.StatusGone; missing != want {
+				t.Fatalf("missing %v, want %v: %v", missing, want, err)
+			}
+			var fe *FetchError
+			if !missing && (!errors.As(err, &fe) || !strings.Contains(fe.Hint, "demo-1.0.0.tgz.prov")) {
+				t.Fatalf("want a fetch error whose hint names the provenance file, got %v", err)
+			}
+		})
 	}
 }
