@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
@@ -325,14 +327,15 @@ func corrupt(err error) error {
 	return &ArchiveError{Problem: fmt.Sprintf("is corrupt (%v); fetch it again or check the server", err)}
 }
 
-// checkEntryName refuses absolute paths, drive letters, ".." elements, NUL
-// bytes and paths deeper than maxDepth.
+// checkEntryName refuses absolute paths, drive letters, ".." elements,
+// control characters and bytes that are not UTF-8, and paths deeper than
+// maxDepth.
 func checkEntryName(name string, maxDepth int) error {
 	switch {
 	case name == "":
 		return &ArchiveError{Entry: name, Problem: "has no name"}
-	case strings.ContainsRune(name, 0):
-		return &ArchiveError{Entry: name, Problem: "has a NUL byte in its name"}
+	case nameProblem(name) != "":
+		return &ArchiveError{Entry: name, Problem: nameProblem(name) + "; rename the file and package the chart again"}
 	case strings.HasPrefix(name, "/") || (len(name) > 1 && name[1] == ':'):
 		return &ArchiveError{Entry: name, Problem: "is an absolute path; chart archives hold relative paths only"}
 	}
@@ -346,6 +349,24 @@ func checkEntryName(name string, maxDepth int) error {
 		return &ArchiveError{Entry: name, Problem: fmt.Sprintf("is %d folders deep, over the limit of %d", len(parts), maxDepth)}
 	}
 	return nil
+}
+
+// nameProblem says what makes a source's file name unfit to be shown, or
+// "" when nothing does: a control character (C0, DEL or C1) or bytes that
+// are not UTF-8. A file's name is shown in the "# Source:" comments of a
+// render and in a plan's notices, where a newline would start a line, or a
+// whole YAML document, of the name's making, and an escape sequence would
+// rewrite a terminal.
+func nameProblem(name string) string {
+	if !utf8.ValidString(name) {
+		return "has bytes in its name that are not UTF-8"
+	}
+	for _, r := range name {
+		if unicode.IsControl(r) {
+			return fmt.Sprintf("has the control character %U in its name", r)
+		}
+	}
+	return ""
 }
 
 // isChartRoot reports whether dir, a folder relative to a chart's folder

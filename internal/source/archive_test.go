@@ -116,3 +116,34 @@ func TestDataArchivesAreFiles(t *testing.T) {
 		t.Fatalf("got %v, want the subchart read and refused", err)
 	}
 }
+
+// TestEntryNamesWithControlCharacters: an archive entry whose name holds a
+// control character (C0, DEL, C1) or bytes that are not UTF-8 is refused,
+// with the name quoted, before any of it reaches a render's "# Source:"
+// comments; other characters outside ASCII are names like any.
+func TestEntryNamesWithControlCharacters(t *testing.T) {
+	for name, want := range map[string]string{
+		"chart/templates/a\n---\nkind: Secret\n.yaml": "U+000A",
+		"chart/templates/\x1b[2Jcm.yaml":              "U+001B",
+		"chart/templates/tab\tcm.yaml":                "U+0009",
+		"chart/templates/del\x7f.yaml":                "U+007F",
+		"chart/templates/next\u0085line.yaml":         "U+0085",
+		"chart/templates/\xffcm.yaml":                 "not UTF-8",
+		"chart/templates/caf\u00e9.yaml":              "",
+	} {
+		entries := append(chartEntries("chart", "1.0.0"), file(name, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n"))
+		_, err := loadArchive(tgz(t, entries...), DefaultLimits)
+		if want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("%q: got %v; want it refused for %s, the name quoted", name, err, want)
+		}
+		if err != nil && strings.ContainsAny(err.Error(), "\n\x1b") {
+			t.Errorf("%q: the error holds the control character: %q", name, err)
+		}
+	}
+}

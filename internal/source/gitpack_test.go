@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +128,37 @@ func TestGitNoFallbackAfterCapOrRetryAfter(t *testing.T) {
 	srv.mu.Unlock()
 	if uploads != 1 {
 		t.Errorf("a server that answered 429 was asked %d times, want once", uploads)
+	}
+}
+
+// TestGitTreeNamesWithControlCharacters: a file whose name holds a control
+// character or bytes that are not UTF-8 makes the tree refused, the name
+// quoted, before it can reach a render's "# Source:" comments. go-git's
+// tree walker refuses C0 and DEL itself; C1 and bytes that are not UTF-8
+// are Capstan's to refuse.
+func TestGitTreeNamesWithControlCharacters(t *testing.T) {
+	for name, want := range map[string]string{
+		"a\n---\nkind: Secret\n.yaml": "control character",
+		"\x1b[2Jcm.yaml":              "control character",
+		"csi\u009b2Jcm.yaml":          "U+009B",
+		"next\u0085line.yaml":         "U+0085",
+		"\xffcm.yaml":                 "not UTF-8",
+		"caf\u00e9.yaml":              "",
+	} {
+		srv, url, _ := packRepo(t, map[string][]byte{name: []byte("kind: ConfigMap\n")})
+		f := newTestFetcher(t, Options{}, srv.Server)
+		tr, err := f.Git(context.Background(), capstanv1.GitSource{URL: url}, nil)
+		if want == "" {
+			if err != nil {
+				t.Errorf("%q: %v", name, err)
+			} else if _, err := fs.ReadFile(tr.FS, name); err != nil {
+				t.Errorf("%q: %v", name, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("%q", name)) {
+			t.Errorf("%q: got %v; want it refused for %s, the name quoted", name, err, want)
+		}
 	}
 }
 
