@@ -302,9 +302,6 @@ func readTree(repo *git.Repository, tree *object.Tree, lim Limits) (*memFS, int6
 		if err != nil {
 			return nil, 0, fmt.Errorf("cannot walk the tree: %w", err)
 		}
-		if problem := nameProblem(name); problem != "" {
-			return nil, 0, fmt.Errorf("path %q %s; rename it in the repository", name, problem)
-		}
 		if depth := strings.Count(name, "/") + 1; depth > lim.MaxDepth {
 			return nil, 0, fmt.Errorf("path %q is %d folders deep, over the limit of %d", name, depth, lim.MaxDepth)
 		}
