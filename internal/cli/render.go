@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"filippo.io/age"
@@ -535,7 +537,15 @@ func (o *renderOptions) print(res *render.Result) error {
 	return err
 }
 
-// writeDocument writes one object as a YAML document.
+// writeDocument writes one object as a YAML document, after a comment that
+// names the template file it came from, if any.
+//
+// NOTE: the file name is the chart's, and Helm's loader takes any name an
+// archive holds. Written raw, a newline in it would end the comment and
+// put documents of the chart author's choosing into the stream, which no
+// guardrail checked (--restricted saw only the real objects), and an
+// escape would reach the terminal past the manifests. Such a name is
+// written quoted, so that the comment stays one line of printable text.
 func writeDocument(w io.Writer, obj *unstructured.Unstructured, source string) error {
 	data, err := marshalObject(obj.Object)
 	if err != nil {
@@ -543,10 +553,22 @@ func writeDocument(w io.Writer, obj *unstructured.Unstructured, source string) e
 	}
 	fmt.Fprintln(w, "---")
 	if source != "" {
-		fmt.Fprintf(w, "# Source: %s\n", source)
+		fmt.Fprintf(w, "# Source: %s\n", commentText(source))
 	}
 	_, err = w.Write(data)
 	return err
+}
+
+// commentText is s as it may stand in a one-line YAML comment: s itself
+// when it is valid UTF-8 without a control character or a line or
+// paragraph separator (which YAML 1.1 reads as line breaks), else s
+// quoted as a Go string, whose escapes (\n, \x1b, \xff) are printable.
+func commentText(s string) string {
+	breaks := func(r rune) bool { return unicode.IsControl(r) || unicode.In(r, unicode.Zl, unicode.Zp) }
+	if utf8.ValidString(s) && !strings.ContainsFunc(s, breaks) {
+		return s
+	}
+	return strconv.Quote(s)
 }
 
 // marshalObject returns the YAML that sigs.k8s.io/yaml.Marshal gives for

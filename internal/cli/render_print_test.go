@@ -1,14 +1,22 @@
 package cli
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
 	"capstan.dev/capstan/internal/render"
@@ -113,4 +121,66 @@ func FuzzMarshalObject(f *testing.F) {
 		}
 		assertMarshalsAsSigsYAML(t, obj)
 	})
+}
+
+// TestShowHooksSourceStaysOneComment checks that a hook's template file
+// name, which a chart archive chooses, is written as one comment line
+// whatever it holds: a newline in it must not put a document of the
+// chart's choosing into the stream, nor an escape reach the terminal.
+func TestShowHooksSourceStaysOneComment(t *testing.T) {
+	names := map[string]string{
+		"document":          "evil/templates/a\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: injected\n---\n# b.yaml",
+		"carriage return":   "evil/templates/a\r---\rkind: Namespace",
+		"escape":            "evil/templates/\x1b]0;PWNED\x07a.yaml",
+		"C1":                "evil/templates/\u009b2Ja.yaml",
+		"line separator":    "evil/templates/a\u2028kind: Namespace",
+		"invalid UTF-8":     "evil/templates/a\xff.yaml",
+		"next line (UTF-8)": "evil/templates/a\u0085kind: Namespace",
+	}
+	for name, template := range names {
+		t.Run(name, func(t *testing.T) {
+			hook := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"name": "hook", "annotations": map[string]any{"helm.sh/hook": "pre-install"}},
+			}}
+			res := &render.Result{Hooks: []render.Hook{{Object: hook, Events: []string{"pre-install"}, Template: template}}}
+			var out, errs bytes.Buffer
+			if err := (&renderOptions{showHooks: true, stdout: &out, stderr: &errs}).print(res); err != nil {
+				t.Fatal(err)
+			}
+			r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(out.Bytes())))
+			var docs []string
+			for {
+				doc, err := r.Read()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.TrimSpace(string(doc)) != "" {
+					docs = append(docs, string(doc))
+				}
+			}
+			if len(docs) != 1 {
+				t.Fatalf("the output holds %d documents, want the hook's alone:\n%s", len(docs), out.String())
+			}
+			comment, body, _ := strings.Cut(strings.TrimPrefix(docs[0], "---\n"), "\n")
+			if !strings.HasPrefix(comment, "# Source: ") || !utf8.ValidString(comment) ||
+				strings.ContainsFunc(comment, func(r rune) bool { return unicode.IsControl(r) || r == '\u2028' }) {
+				t.Errorf("the comment is not one line of printable text: %q", comment)
+			}
+			if got, err := strconv.Unquote(strings.TrimPrefix(comment, "# Source: ")); err != nil || got != template {
+				t.Errorf("the comment %q does not quote the file name %q", comment, template)
+			}
+			if !strings.HasPrefix(body, "apiVersion: v1\n") {
+				t.Errorf("the document is not the hook after its comment:\n%s", docs[0])
+			}
+		})
+	}
+	for _, plain := range []string{"mychart/templates/job.yaml", "chart/templates/héllo wörld.yaml"} {
+		if got := commentText(plain); got != plain {
+			t.Errorf("commentText(%q) = %q, want the name as it is", plain, got)
+		}
+	}
 }
