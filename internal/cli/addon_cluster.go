@@ -117,6 +117,9 @@ func newAddonAddCommand() *cobra.Command {
 				if err := onlyWith(cmd, "--git", "chart", "version", "digest"); err != nil {
 					return err
 				}
+				if err := refuseFlags(cmd, gitHasNoValues, "values", "set", "set-string", "secret-input"); err != nil {
+					return err
+				}
 				spec.Git = &git
 			case src.URL != "" || src.Repo != "" || src.OCI != "":
 				if err := onlyWith(cmd, "a chart source", "path", "revision"); err != nil {
@@ -258,6 +261,11 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		return err
 	}
 	a, err := addons.Update(cmd.Context(), c, key, func(a *capstanv1.Addon) error {
+		// NOTE: checked here, on the Addon read, before addons.Update
+		// writes a values Secret of the secret inputs.
+		if a.Spec.Git != nil && (len(vals) > 0 || len(inputs) > 0) {
+			return fmt.Errorf("addon %s renders a folder of git, which has no values (the controller would Block it, git-source): leave -f, --set, --set-string and --secret-input out; spec.substitute sets the folder's ${variables}", key)
+		}
 		if len(vals) > 0 {
 			merged, err := mergeOverSpecValues(a, vals)
 			if err != nil {
@@ -466,6 +474,11 @@ func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context)
 		}
 	}
 }
+
+// gitHasNoValues refuses values for an Addon of a git folder: the
+// controller Blocks an Addon whose spec.values or valuesFrom goes with
+// spec.git (values.FieldErrors, git-source), so it could never be applied.
+const gitHasNoValues = "--%[1]s sets chart values, and a folder of git has no values (the controller would Block the Addon, git-source): leave it out; spec.substitute sets the folder's ${variables}"
 
 // onlyWith refuses flags that belong to the other kind of source, which
 // the Addon would silently leave out.

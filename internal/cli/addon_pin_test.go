@@ -1,10 +1,13 @@
 package cli
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -72,5 +75,44 @@ func TestAddonEditMovesAPinnedChart(t *testing.T) {
 	want := capstanv1.ChartSource{OCI: "oci://registry.invalid/charts/blog", Version: "1.3.0", Digest: next}
 	if got := getAddon(t, c, ns, "blog").Spec.Chart; !reflect.DeepEqual(*got, want) {
 		t.Errorf("the chart is %+v; want %+v", *got, want)
+	}
+}
+
+// TestAddonEditRefusesValuesForAGitFolder: values on an Addon of a git
+// folder would Block it (git-source), so edit refuses -f, --set and
+// --secret-input there before anything is written: no spec.values, and
+// no values Secret.
+func TestAddonEditRefusesValuesForAGitFolder(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	before := newAddon(t, c, ns, "web", func(a *capstanv1.Addon) {
+		a.Spec.Chart = nil
+		a.Spec.Git = &capstanv1.GitSource{URL: "https://git.invalid/ops.git", Path: "web"}
+	})
+	dir := t.TempDir()
+	values, secret := filepath.Join(dir, "values.yaml"), filepath.Join(dir, "pw")
+	for file, data := range map[string]string{values: "replicas: 3\n", secret: "hunter2\n"} {
+		if err := os.WriteFile(file, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"--set", "a=b"}, {"--set-string", "a=b"}, {"-f", values}, {"--secret-input", "auth.password=@" + secret}} {
+		out, err := capstan(t, cluster, append([]string{"addon", "edit", "web", "-n", ns}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), "renders a folder of git, which has no values") {
+			t.Errorf("edit %v of a git folder: %v; want it refused\n%s", args, err, out)
+		}
+		if strings.Contains(out, "hunter2") || (err != nil && strings.Contains(err.Error(), "hunter2")) {
+			t.Errorf("edit %v printed the secret input", args)
+		}
+	}
+	if a := getAddon(t, c, ns, "web"); a.Generation != before.Generation || a.Spec.Values != nil || len(a.Spec.ValuesFrom) > 0 {
+		t.Errorf("a refused edit changed the Addon: generation %d (was %d), values %v, valuesFrom %v", a.Generation, before.Generation, a.Spec.Values, a.Spec.ValuesFrom)
+	}
+	secrets := &corev1.SecretList{}
+	if err := c.List(t.Context(), secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(secrets.Items) > 0 {
+		t.Errorf("a refused edit left %d Secrets, the first %s", len(secrets.Items), secrets.Items[0].Name)
 	}
 }

@@ -37,8 +37,9 @@ func TestPollSaysInterruptedNotTimedOut(t *testing.T) {
 }
 
 // TestAddRefusesFlagsOfTheOtherSource checks that capstan addon add
-// refuses a git flag beside a chart source, and a chart flag beside
-// --git, before it reaches any cluster, rather than dropping the flag.
+// refuses a git flag beside a chart source, and a chart flag or values
+// beside --git, before it reaches any cluster, rather than dropping the
+// flag or making an Addon the controller can only Block.
 func TestAddRefusesFlagsOfTheOtherSource(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -48,6 +49,10 @@ func TestAddRefusesFlagsOfTheOtherSource(t *testing.T) {
 		{[]string{"--oci", "oci://127.0.0.1:1/c", "--revision", "v1"}, "--revision does not go with a chart source"},
 		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "--version", "1.0.0"}, "--version does not go with --git"},
 		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "--digest", "sha256:00"}, "--digest does not go with --git"},
+		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "--set", "a=b"}, "--set sets chart values, and a folder of git has no values"},
+		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "--set-string", "a=b"}, "--set-string sets chart values"},
+		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "-f", "/nonexistent/v.yaml"}, "--values sets chart values"},
+		{[]string{"--git", "https://127.0.0.1:1/r.git", "--path", "a", "--secret-input", "a=@/nonexistent"}, "--secret-input sets chart values"},
 	} {
 		cmd := NewRootCommand()
 		var out bytes.Buffer
