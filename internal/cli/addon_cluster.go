@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	orasregistry "oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -290,7 +291,9 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 // digest with it: without, the fetch would fail the pin (spec.chart.digest)
 // or pull the old chart again (a manifest digest in spec.chart.oci). A new
 // digest takes the place of a manifest digest in spec.chart.oci, as
-// spec.chart.digest, which pins a manifest as well as an archive.
+// spec.chart.digest, which pins a manifest as well as an archive. A new
+// version takes the place of a tag in spec.chart.oci: the fetch refuses a
+// tag that is not spec.chart.version.
 func moveChart(key client.ObjectKey, c *capstanv1.ChartSource, version, digest string) error {
 	if c == nil {
 		return fmt.Errorf("addon %s renders a folder of git, which has no chart version or digest: leave --version and --digest out (spec.git.revision chooses the commit)", key)
@@ -308,16 +311,34 @@ func moveChart(key client.ObjectKey, c *capstanv1.ChartSource, version, digest s
 		return fmt.Errorf("addon %s pins its chart by digest (%s), which names one version: give the digest of version %s with --digest too, "+
 			"the chart archive's sha256 or, for OCI, its manifest's", key, pinned, version)
 	}
-	if version != "" {
-		c.Version = version
-	}
 	if digest != "" {
 		if ref != "" {
 			c.OCI = ref
 		}
 		c.Digest = digest
 	}
+	if version != "" {
+		c.Version = version
+		if repo, ok := ociRepository(c.OCI); ok {
+			c.OCI = repo
+		}
+	}
 	return nil
+}
+
+// ociRepository returns an OCI chart reference without its tag and
+// manifest digest (oci://registry:5000/charts/blog of
+// oci://registry:5000/charts/blog:1.2.0), and false when oci is not one.
+func ociRepository(oci string) (string, bool) {
+	raw, ok := strings.CutPrefix(oci, "oci://")
+	if !ok {
+		return "", false
+	}
+	ref, err := orasregistry.ParseReference(raw)
+	if err != nil {
+		return "", false
+	}
+	return "oci://" + ref.Registry + "/" + ref.Repository, true
 }
 
 // mergeOverSpecValues returns the JSON of vals merged over the Addon's

@@ -36,6 +36,14 @@ func TestMoveChart(t *testing.T) {
 			&capstanv1.ChartSource{OCI: "oci://r/blog", Version: "1.3.0", Digest: next}, ""},
 		{"a digest alone", &capstanv1.ChartSource{OCI: "oci://r/blog@" + old}, "", next,
 			&capstanv1.ChartSource{OCI: "oci://r/blog", Digest: next}, ""},
+		{"a tag in the reference, a version", &capstanv1.ChartSource{OCI: "oci://r:5000/blog:1.2.0", Version: "1.2.0"}, "1.3.0", "",
+			&capstanv1.ChartSource{OCI: "oci://r:5000/blog", Version: "1.3.0"}, ""},
+		{"a tag alone in the reference, a version", &capstanv1.ChartSource{OCI: "oci://r:5000/charts/blog:1.2.0"}, "1.3.0", "",
+			&capstanv1.ChartSource{OCI: "oci://r:5000/charts/blog", Version: "1.3.0"}, ""},
+		{"a tag and a manifest in the reference, a version and its digest", &capstanv1.ChartSource{OCI: "oci://r:5000/blog:1.2.0@" + old, Version: "1.2.0"}, "1.3.0", next,
+			&capstanv1.ChartSource{OCI: "oci://r:5000/blog", Version: "1.3.0", Digest: next}, ""},
+		{"a tag in the reference, a digest alone", &capstanv1.ChartSource{OCI: "oci://r:5000/blog:1.2.0", Version: "1.2.0"}, "", next,
+			&capstanv1.ChartSource{OCI: "oci://r:5000/blog:1.2.0", Version: "1.2.0", Digest: next}, ""},
 		{"a git folder", nil, "1.3.0", "", nil, "renders a folder of git"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
