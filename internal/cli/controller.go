@@ -171,6 +171,9 @@ func (o *controllerOptions) prepare() error {
 	if err := checkTenantShare(o.config.MaxConcurrentPerTenant); err != nil {
 		return err
 	}
+	if err := checkWorkBounds(o.config.ResyncInterval, o.config.HookTimeout, o.maxConcurrency); err != nil {
+		return err
+	}
 	if err := checkLeaseName(o.leaderElectID); err != nil {
 		return err
 	}
@@ -260,6 +263,25 @@ func checkRenderBounds(maxObjects int, timeout time.Duration, memory string, wor
 	}
 	if mem.Value() < render.MinRenderMemory {
 		return fmt.Errorf("--render-memory-limit %s is too small for the Go runtime and Helm: give at least 64Mi", memory)
+	}
+	return nil
+}
+
+// checkWorkBounds refuses --resync-interval, --hook-timeout and
+// --max-concurrent-reconciles that the controller would read as something
+// else: the configuration reads 0 and below as the defaults, so a
+// --hook-timeout 0 meant as "no bound" would quietly stop a long
+// migration hook after 10 minutes, and --max-concurrent-reconciles 0
+// would quietly run one worker.
+func checkWorkBounds(resync, hookTimeout time.Duration, workers int) error {
+	if resync <= 0 {
+		return fmt.Errorf("--resync-interval %s: give a positive duration such as 5m", resync)
+	}
+	if hookTimeout <= 0 {
+		return fmt.Errorf("--hook-timeout %s: give a positive duration such as 10m (an Addon's spec.hookTimeout sets its own)", hookTimeout)
+	}
+	if workers < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles %d: give a number of workers, at least 1", workers)
 	}
 	return nil
 }

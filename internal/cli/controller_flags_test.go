@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -88,6 +89,25 @@ func TestControllerFlagsRefused(t *testing.T) {
 		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%v: %v; want %q", c.args, err, c.want)
 		}
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--resync-interval=0s"}, "--resync-interval 0s: give a positive duration"},
+		{[]string{"--resync-interval=-1m"}, "--resync-interval -1m0s: give a positive duration"},
+		{[]string{"--hook-timeout=0s"}, "--hook-timeout 0s: give a positive duration"},
+		{[]string{"--hook-timeout=-5s"}, "--hook-timeout -5s: give a positive duration"},
+		{[]string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0: give a number of workers, at least 1"},
+		{[]string{"--max-concurrent-reconciles=-3"}, "--max-concurrent-reconciles -3: give a number of workers, at least 1"},
+	} {
+		err := parseControllerFlags(t, c.args...).prepare()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v; want %q", c.args, err, c.want)
+		}
+	}
+	if err := checkWorkBounds(time.Hour, time.Second, 1); err != nil {
+		t.Errorf("positive bounds refused: %v", err)
 	}
 	for names, want := range map[string]string{"Bad_Name": "is not a Secret's name", "a,a": "is given twice"} {
 		if err := checkNotifySecrets(strings.Split(names, ",")); err == nil || !strings.Contains(err.Error(), want) {

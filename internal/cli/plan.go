@@ -64,6 +64,11 @@ ever or takes all memory fails the plan instead of your machine.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			// NOTE: the sandbox reads 0 as its default bounds; a 0 meant
+			// as "no bound" is refused, as the controller refuses it.
+			if err := checkRenderBounds(controller.DefaultMaxObjects, renderTimeout, renderMemory, 1); err != nil {
+				return err
+			}
 			cfg, err := f.config()
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -204,6 +205,32 @@ func TestPlanVerdict(t *testing.T) {
 		}
 		if v := planVerdict(a, p); v.Phase != tc.phase {
 			t.Errorf("%s: %s (%s), want %q", tc.name, v.Phase, v.Reason, tc.phase)
+		}
+	}
+}
+
+// TestPlanRefusesRenderBoundsOfZero: the sandbox reads 0 as its default
+// bounds, so a --render-timeout or --render-memory-limit of 0 meant as "no
+// bound" is refused, before any cluster is called, as the controller
+// refuses it.
+func TestPlanRefusesRenderBoundsOfZero(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--render-timeout", "0"}, "--render-timeout 0s: give a positive duration"},
+		{[]string{"--render-timeout", "-1s"}, "--render-timeout -1s: give a positive duration"},
+		{[]string{"--render-memory-limit", "0"}, "--render-memory-limit 0 is too small"},
+		{[]string{"--render-memory-limit", "lots"}, "--render-memory-limit \"lots\" is not a quantity"},
+		{nil, "cannot use --kubeconfig /nonexistent"},
+	} {
+		root := NewRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"plan", "x", "-n", "tenant", "--kubeconfig", "/nonexistent"}, c.args...))
+		if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan %v: %v; want %q", c.args, err, c.want)
 		}
 	}
 }
