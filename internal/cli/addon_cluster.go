@@ -368,8 +368,8 @@ func waitSynced(cmd *cobra.Command, c client.Client, key client.ObjectKey, w wai
 		return nil
 	}
 	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
-		a := &capstanv1.Addon{}
-		if err := c.Get(ctx, key, a); err != nil {
+		a, err := readAddon(ctx, c, key)
+		if err != nil {
 			return false, "", err
 		}
 		done, err := syncOutcome(a, key, flags)
@@ -428,8 +428,7 @@ func waitGone(cmd *cobra.Command, c client.Client, key client.ObjectKey, w waitF
 		return nil
 	}
 	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
-		a := &capstanv1.Addon{}
-		err := c.Get(ctx, key, a)
+		a, err := readAddon(ctx, c, key)
 		if apierrors.IsNotFound(err) {
 			return true, "removed", nil
 		}
@@ -469,19 +468,38 @@ func removeOutcome(a *capstanv1.Addon, key client.ObjectKey) error {
 
 // poll calls check every second until it is done, fails, or the timeout
 // ends, printing its line whenever the line changes: the same plain lines
-// on a terminal and in a log.
+// on a terminal and in a log. A read that fails for a while (readError)
+// is said once on stderr and waited out; a read cut short by the end of
+// the wait ends it as the wait's end does.
+//
+// NOTE: the request the wait follows is written before the wait starts,
+// and the controller goes on with it whatever the CLI reads: an API
+// server that restarts, a 429 of priority and fairness, or a dropped
+// connection must not end a wait of ten minutes as if the request failed.
 func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context) (bool, string, error)) error {
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
 	out := cmd.OutOrStdout()
-	last := ""
+	last, failed := "", ""
 	for {
 		done, line, err := check(ctx)
 		if line != "" && line != last {
 			fmt.Fprintln(out, line)
 			last = line
 		}
-		if done || err != nil {
+		switch {
+		case done:
+			return err
+		case err == nil:
+			failed = ""
+		case ctx.Err() != nil && (transientRead(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)):
+			// The wait ended during the read: said below.
+		case transientRead(err):
+			if msg := err.Error(); msg != failed {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: cannot read the add-on now, and the wait goes on: %s\n", msg)
+				failed = msg
+			}
+		default:
 			return err
 		}
 		select {
@@ -494,6 +512,29 @@ func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context)
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// readError is a failed read of the Addon that a wait follows.
+type readError struct{ err error }
+
+func (e readError) Error() string { return e.err.Error() }
+func (e readError) Unwrap() error { return e.err }
+
+// readAddon reads the Addon that a wait follows; an error is a readError.
+func readAddon(ctx context.Context, c client.Client, key client.ObjectKey) (*capstanv1.Addon, error) {
+	a := &capstanv1.Addon{}
+	if err := c.Get(ctx, key, a); err != nil {
+		return nil, readError{err}
+	}
+	return a, nil
+}
+
+// transientRead reports whether err is a failed read that a later read
+// may not repeat: not an Addon that is gone, nor an account that may not
+// read it, which no wait mends.
+func transientRead(err error) bool {
+	var r readError
+	return errors.As(err, &r) && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err)
 }
 
 // gitHasNoValues refuses values for an Addon of a git folder: the

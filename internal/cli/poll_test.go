@@ -3,12 +3,16 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -33,6 +37,75 @@ func TestPollSaysInterruptedNotTimedOut(t *testing.T) {
 	err = poll(cmd, 50*time.Millisecond, func(context.Context) (bool, string, error) { return false, "x", nil })
 	if err == nil || !strings.Contains(err.Error(), "gave up after 50ms") {
 		t.Fatalf("poll past its bound: %v; want it to say it gave up", err)
+	}
+}
+
+// TestPollWaitsOutAFailedRead: a read that fails for a moment (the API
+// server restarts, or answers 429) is said once and waited out, since the
+// request stands and the controller goes on; a read the account may not
+// make, or of an Addon that is gone, ends the wait; and a read cut short
+// by Ctrl-C ends it as interrupted, not with the client's error.
+func TestPollWaitsOutAFailedRead(t *testing.T) {
+	gr := schema.GroupResource{Group: "capstan.dev", Resource: "addons"}
+	cmd := &cobra.Command{}
+	cmd.SetContext(t.Context())
+	var out, errs bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errs)
+	calls := 0
+	err := poll(cmd, time.Minute, func(context.Context) (bool, string, error) {
+		calls++
+		switch calls {
+		case 1:
+			return false, "", readError{apierrors.NewServiceUnavailable("the API server is restarting")}
+		case 2:
+			return false, "", readError{apierrors.NewTooManyRequests("slow down", 1)}
+		}
+		return true, "Synced", nil
+	})
+	if err != nil || calls != 3 {
+		t.Errorf("poll over two failed reads: %v after %d reads; want the third to end the wait", err, calls)
+	}
+	if n := strings.Count(errs.String(), "Warning: cannot read the add-on now, and the wait goes on"); n != 2 || !strings.Contains(errs.String(), "the API server is restarting") {
+		t.Errorf("%d warnings, want one for each failure:\n%s", n, errs.String())
+	}
+
+	for _, final := range []error{
+		apierrors.NewForbidden(gr, "blog", errors.New("no")),
+		apierrors.NewUnauthorized("who are you"),
+		apierrors.NewNotFound(gr, "blog"),
+		errors.New("addon tenant/blog is Blocked: a guardrail"),
+	} {
+		calls = 0
+		err := poll(cmd, time.Minute, func(context.Context) (bool, string, error) {
+			calls++
+			if _, ok := final.(apierrors.APIStatus); ok {
+				return false, "", readError{final}
+			}
+			return false, "", final
+		})
+		if !errors.Is(err, final) || calls != 1 {
+			t.Errorf("poll over %v: %v after %d reads; want the error at once", final, err, calls)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cmd.SetContext(ctx)
+	err = poll(cmd, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
+		cancel()
+		return false, "", readError{fmt.Errorf("Get \"https://127.0.0.1:1/\": %w", ctx.Err())}
+	})
+	if err == nil || !strings.Contains(err.Error(), "stopped waiting when interrupted; the request stands") {
+		t.Errorf("poll interrupted during a read: %v; want the interrupted message", err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	cmd.SetContext(ctx)
+	err = poll(cmd, 10*time.Minute, func(ctx context.Context) (bool, string, error) {
+		cancel()
+		return false, "", ctx.Err()
+	})
+	if err == nil || !strings.Contains(err.Error(), "stopped waiting when interrupted") {
+		t.Errorf("poll whose check answers the cancelled context's error: %v; want the interrupted message", err)
 	}
 }
 

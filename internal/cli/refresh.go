@@ -57,8 +57,8 @@ func waitRefreshed(cmd *cobra.Command, c client.Client, key client.ObjectKey, re
 		return nil
 	}
 	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
-		a := &capstanv1.Addon{}
-		if err := c.Get(ctx, key, a); err != nil {
+		a, err := readAddon(ctx, c, key)
+		if err != nil {
 			return false, "", err
 		}
 		return refreshOutcome(a, key, req)

@@ -64,8 +64,8 @@ func waitTested(cmd *cobra.Command, c client.Client, key client.ObjectKey, req s
 		return nil
 	}
 	return poll(cmd, w.timeout, func(ctx context.Context) (bool, string, error) {
-		a := &capstanv1.Addon{}
-		if err := c.Get(ctx, key, a); err != nil {
+		a, err := readAddon(ctx, c, key)
+		if err != nil {
 			return false, "", err
 		}
 		t := a.Status.LastTest
