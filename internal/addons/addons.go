@@ -20,6 +20,7 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -336,13 +337,20 @@ func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, s
 	return changed, nil
 }
 
-// Update changes an Addon with change and, when given, writes secret
-// inputs as Edit does. Unlike Edit's merge patch, in which a null deletes
-// a key, it writes the whole object back: the nulls that change leaves in
-// spec.values stay there, where they delete the chart's defaults as
-// Helm's --set key=null does. The write carries the resourceVersion that
-// was read, so a concurrent change is a conflict, not a lost edit, and the
-// new Secret of a refused edit is deleted again.
+// Update changes an Addon's spec.values, spec.valuesFrom and spec.chart's
+// version, digest and oci with change and, when given, writes secret
+// inputs as Edit does. It writes them with a JSON Patch of those fields
+// alone: unlike Edit's merge patch, in which a null deletes a key, the
+// nulls that change leaves in spec.values stay there, where they delete
+// the chart's defaults as Helm's --set key=null does. The patch tests the
+// resourceVersion that was read, so a concurrent change is a conflict,
+// not a lost edit, and the new Secret of a refused edit is deleted again.
+//
+// NOTE: not an update of the whole object: the Addon is read into this
+// binary's types, which drop the fields of a newer Capstan's CRDs, and
+// written back whole it would lose them (health checks, windows, patches
+// a CLI older than the cluster does not know). A change to any other
+// field is refused, as the patch would not write it.
 func Update(ctx context.Context, c client.Client, key client.ObjectKey, change func(*capstanv1.Addon) error, inputs map[string]string) (*capstanv1.Addon, error) {
 	a, err := Get(ctx, c, key)
 	if err != nil {
@@ -352,17 +360,75 @@ func Update(ctx context.Context, c client.Client, key client.ObjectKey, change f
 	if err := change(changed); err != nil {
 		return nil, err
 	}
+	// NOTE: checked before the secret inputs make their Secret, and
+	// built again after, with the valuesFrom entries that name it.
+	if _, err := updatePatch(a, changed); err != nil {
+		return nil, err
+	}
 	refs, err := addSecretInputs(ctx, c, changed, inputs)
 	if err != nil {
 		return nil, err
 	}
-	if err := c.Update(ctx, changed); err != nil {
-		if apierrors.IsConflict(err) {
-			err = fmt.Errorf("%w; it changed since it was read: run the command again", err)
+	patch, err := updatePatch(a, changed)
+	if err != nil {
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, err)
+	}
+	if err := c.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		// NOTE: a test that failed is the API server's 422, which says
+		// only that a value differed: the Addon read again says whether
+		// it changed meanwhile, which is a conflict. The API server's
+		// answer stays wrapped, so that the Secret of the secret inputs
+		// is deleted again.
+		if now, gerr := Get(ctx, c, key); gerr == nil && now.ResourceVersion != a.ResourceVersion {
+			err = fmt.Errorf("%w (%w)", apierrors.NewConflict(capstanv1.GroupVersion.WithResource("addons").GroupResource(), key.Name,
+				errors.New("it changed since it was read: run the command again")), err)
 		}
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
 	}
 	return changed, nil
+}
+
+// updatePatch is the JSON Patch (RFC 6902) that makes read into changed,
+// for Update: a test of read's resourceVersion, then an add or a remove of
+// each of spec.values, spec.valuesFrom and spec.chart's version, digest
+// and oci that differs. A difference in any other field is an error.
+func updatePatch(read, changed *capstanv1.Addon) ([]byte, error) {
+	type op struct {
+		Op    string `json:"op"`
+		Path  string `json:"path"`
+		Value any    `json:"value,omitempty"`
+	}
+	ops := []op{{"test", "/metadata/resourceVersion", read.ResourceVersion}}
+	set := func(path string, differs, empty bool, value any) {
+		switch {
+		case !differs:
+		case empty:
+			ops = append(ops, op{Op: "remove", Path: path})
+		default:
+			ops = append(ops, op{"add", path, value})
+		}
+	}
+	var oldValues, newValues []byte
+	if read.Spec.Values != nil {
+		oldValues = read.Spec.Values.Raw
+	}
+	if changed.Spec.Values != nil {
+		newValues = changed.Spec.Values.Raw
+	}
+	set("/spec/values", !bytes.Equal(oldValues, newValues), len(newValues) == 0, json.RawMessage(newValues))
+	set("/spec/valuesFrom", !apiequality.Semantic.DeepEqual(read.Spec.ValuesFrom, changed.Spec.ValuesFrom), len(changed.Spec.ValuesFrom) == 0, changed.Spec.ValuesFrom)
+	rest := changed.DeepCopy()
+	rest.Spec.Values, rest.Spec.ValuesFrom = read.Spec.Values, read.Spec.ValuesFrom
+	if old, now := read.Spec.Chart, changed.Spec.Chart; old != nil && now != nil {
+		set("/spec/chart/version", old.Version != now.Version, now.Version == "", now.Version)
+		set("/spec/chart/digest", old.Digest != now.Digest, now.Digest == "", now.Digest)
+		set("/spec/chart/oci", old.OCI != now.OCI, now.OCI == "", now.OCI)
+		rest.Spec.Chart.Version, rest.Spec.Chart.Digest, rest.Spec.Chart.OCI = old.Version, old.Digest, old.OCI
+	}
+	if !apiequality.Semantic.DeepEqual(read, rest) {
+		return nil, fmt.Errorf("addon %s/%s: the edit changes more than spec.values, spec.valuesFrom and spec.chart's version, digest and oci, which are all it may write", read.Namespace, read.Name)
+	}
+	return json.Marshal(ops)
 }
 
 // Approval is a sync request that approves one plan.

@@ -242,9 +242,9 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes 
 // editCluster changes an Addon's values, version and secret inputs. The
 // values merge over spec.values as Helm merges --set over -f: maps key by
 // key, anything else replaced, and a null kept as a null, which deletes
-// the chart's default. So spec.values is written whole, with the
-// resourceVersion that was read (addons.Update): in a merge patch, a null
-// would only delete the key from spec.values.
+// the chart's default. So spec.values is written whole, by a JSON Patch
+// that tests the resourceVersion that was read (addons.Update): in a
+// merge patch, a null would only delete the key from spec.values.
 func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version, digest string) error {
 	vals, inputs, err := v.read()
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -393,8 +394,9 @@ func TestSameRepository(t *testing.T) {
 // TestAddonEditKeepsNulls: `--set key=null` deletes a chart's default in
 // Helm, and Capstan's values too when spec.values holds the null. A merge
 // patch would only delete the key from spec.values, so the null is written
-// into spec.values whole, with the resourceVersion read: a change made
-// meanwhile is a conflict, not lost.
+// into spec.values whole, by a JSON Patch that tests the resourceVersion
+// read: a change made meanwhile is a conflict, not lost. The patch names
+// the changed fields alone, so that the fields of newer CRDs stay.
 func TestAddonEditKeepsNulls(t *testing.T) {
 	cluster, c := apiServer(t)
 	ns := testNamespace(t, c)
@@ -417,10 +419,35 @@ func TestAddonEditKeepsNulls(t *testing.T) {
 	if a.Spec.Chart.Version != "1.1.0" {
 		t.Errorf("spec.chart.version = %q, want 1.1.0", a.Spec.Chart.Version)
 	}
+	// A patch of the fields edit changes, not an update of the whole
+	// Addon, which would drop the fields of a newer Capstan's CRDs.
+	events, err := cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var verbs []string
+	for _, e := range events {
+		if r := e.ObjectRef; r != nil && r.Resource == "addons" && r.Namespace == ns && r.Name == "blog" && r.Subresource == "" && e.Verb != "create" {
+			verbs = append(verbs, e.Verb)
+		}
+	}
+	if !slices.Equal(verbs, []string{"patch"}) {
+		t.Errorf("edit wrote the Addon with %v; want one patch", verbs)
+	}
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := capstan(t, cluster, "addon", "edit", "blog", "-n", ns, "--secret-input", "auth.password=@"+pw); err != nil {
+		t.Fatalf("edit --secret-input: %v\n%s", err, out)
+	}
+	if a := getAddon(t, c, ns, "blog"); len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" || !strings.Contains(string(a.Spec.Values.Raw), `"pullPolicy":null`) {
+		t.Errorf("edit --secret-input: valuesFrom %+v, values %s; want the Secret's entry and the values kept", a.Spec.ValuesFrom, a.Spec.Values.Raw)
+	}
 
 	// A change between the read and the write is a conflict.
 	key := client.ObjectKey{Namespace: ns, Name: "blog"}
-	_, err := addons.Update(t.Context(), c, key, func(a *capstanv1.Addon) error {
+	_, err = addons.Update(t.Context(), c, key, func(a *capstanv1.Addon) error {
 		now := getAddon(t, c, ns, "blog")
 		now.Spec.ManualSync = true
 		if err := c.Update(t.Context(), now); err != nil {
