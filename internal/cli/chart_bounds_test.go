@@ -13,9 +13,10 @@ import (
 )
 
 // TestChartRefusesRenderBoundsTheControllerRefuses: charts/capstan passes
-// render.timeout, render.memoryLimit, render.workers and
-// maxObjectsPerAddon to the controller's flags, which refuse at start a
-// timeout of 0, a memory limit below 64Mi, negative workers and no objects.
+// render.timeout, render.memoryLimit, render.workers, maxObjectsPerAddon,
+// resyncInterval and hookTimeout to the controller's flags, which refuse
+// at start a timeout of 0, a memory limit below 64Mi, negative workers, no
+// objects and a resync interval or hook timeout of 0.
 // The chart's schema refuses exactly those (in the forms it takes), so an
 // upgrade with one fails validation rather than crash-loop the pod.
 func TestChartRefusesRenderBoundsTheControllerRefuses(t *testing.T) {
@@ -55,7 +56,8 @@ func TestChartRefusesRenderBoundsTheControllerRefuses(t *testing.T) {
 		if err := fs.Parse(args[1:]); err != nil {
 			return false
 		}
-		return checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers) == nil
+		return checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers) == nil &&
+			checkWorkBounds(o.config.ResyncInterval, o.config.HookTimeout, o.maxConcurrency) == nil
 	}
 	check := func(t *testing.T, vals map[string]any, want bool) {
 		t.Helper()
@@ -75,6 +77,14 @@ func TestChartRefusesRenderBoundsTheControllerRefuses(t *testing.T) {
 		{"30s", true}, {"1ms", true}, {"0.5s", true}, {"0.000001ms", true}, {"1m30s", true}, {"0m10s", true}, {"1.5m", true}, {"2h", true},
 	} {
 		check(t, map[string]any{"render": map[string]any{"timeout": c.timeout}}, c.want)
+	}
+	for _, key := range []string{"resyncInterval", "hookTimeout"} {
+		for _, c := range []struct {
+			d    string
+			want bool
+		}{{"0s", false}, {"0m0s", false}, {"-1m", false}, {"", false}, {"5m", true}, {"0.5s", true}, {"10m", true}} {
+			check(t, map[string]any{key: c.d}, c.want)
+		}
 	}
 	for _, c := range []struct {
 		memory string
