@@ -798,7 +798,17 @@ func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o Remove
 	// NOTE: the delete is bound to the object just read, so a removal never
 	// deletes a newer Addon of the same name.
 	return WithRemovalMarks(ctx, c, a, o, func(ctx context.Context) error {
-		err := c.Delete(ctx, a, client.Preconditions{UID: &a.UID})
+		// NOTE: a request that went away before the delete was sent
+		// removed nothing, so its marks are taken back. Once sent, the
+		// delete is not cut short by the caller going away, only by its
+		// own bound: an error with no answer then means that the
+		// connection was lost, not that the request was cancelled.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("deleting addon %s: the request ended before the delete was sent, so nothing was deleted: %w", key, err)
+		}
+		deleteCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), deleteTimeout)
+		defer cancel()
+		err := c.Delete(deleteCtx, a, client.Preconditions{UID: &a.UID})
 		var status apierrors.APIStatus
 		switch {
 		case err == nil:
@@ -810,11 +820,19 @@ func Remove(ctx context.Context, c client.Client, key client.ObjectKey, o Remove
 	})
 }
 
+// deleteTimeout bounds the delete of a removal once it is sent.
+const deleteTimeout = 30 * time.Second
+
 // unansweredError is a removal's error that came with no answer from the
 // API server: the removal may have been made.
 type unansweredError struct{ error }
 
 func (e *unansweredError) Unwrap() error { return e.error }
+
+// Unanswered wraps the error of a removal that may have been made all the
+// same, such as a commit whose push is in the branch although its answer
+// was lost: WithRemovalMarks then keeps the marks.
+func Unanswered(err error) error { return &unansweredError{err} }
 
 // WithRemovalMarks writes on a the annotations that o asks for (uninstall,
 // keep values), then runs remove, which deletes the Addon or commits its
@@ -822,6 +840,12 @@ func (e *unansweredError) Unwrap() error { return e.error }
 // that the Addon does not keep a mark nobody sees; a mark that was there
 // before stays. When taking them back fails too, the error says so and
 // what to do. The caller checks first that it may remove the Addon.
+//
+// Only an error that remove wraps with Unanswered keeps the marks: a
+// cancelled context or a timeout is a failure like any other, since a
+// commit or a delete that was never sent removed nothing, and a mark left
+// on an Addon that stays would make a later removal, meant to keep the
+// software, uninstall it.
 func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, o RemoveOptions, remove func(context.Context) error) error {
 	var set []string
 	for _, m := range []struct {
@@ -852,11 +876,10 @@ func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, 
 	}
 	err := remove(ctx)
 	var unanswered *unansweredError
-	if err == nil || errors.As(err, &unanswered) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		// NOTE: an error with no answer (the client went away, a lost
-		// connection) may follow a removal that was made: the controller
-		// may be reading the marks now, and taking them back would undo
-		// what the person asked for.
+	if err == nil || errors.As(err, &unanswered) {
+		// NOTE: an error with no answer (a lost connection) may follow a
+		// removal that was made: the controller may be reading the marks
+		// now, and taking them back would undo what the person asked for.
 		return err
 	}
 	// NOTE: the marks are taken back even when the request that asked for

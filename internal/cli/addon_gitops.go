@@ -11,6 +11,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -417,11 +418,18 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		}
 		var err error
 		commit, err = w.Remove(ctx, key.Name)
+		if err != nil && ctx.Err() != nil && removalInBranch(ctx, w, branch, files) {
+			fmt.Fprintf(out, "The removal of %s reached branch %q before the interruption; Addon %s stays marked for uninstall.\n", strings.Join(files, " or "), branch, key)
+			return addons.Unanswered(err)
+		}
 		return err
 	})
 	if err != nil && !marked {
-		if now := (&capstanv1.Addon{}); c.Get(ctx, key, now) == nil && now.Annotations[capstanv1.UninstallAnnotation] != "true" {
-			fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: nothing was committed.\n", key)
+		// NOTE: on a fresh context: an interrupted command's own is done.
+		readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptedCheckTimeout)
+		defer cancel()
+		if now := (&capstanv1.Addon{}); c.Get(readCtx, key, now) == nil && now.Annotations[capstanv1.UninstallAnnotation] != "true" {
+			fmt.Fprintf(out, "Took the uninstall mark off Addon %s again: the removal is not in git.\n", key)
 		}
 	}
 	return report(cmd, commit, lastDefinition(err, ar), "removed "+key.Name)
@@ -467,6 +475,28 @@ func sameRepository(ar *capstanv1.AddonRepository, w *gitops.Writer, branch, fol
 		ar.Name, strings.Join(diffs, "; "))
 }
 
+// interruptedCheckTimeout bounds what an interrupted removal still reads:
+// the branch, to tell whether its push landed, and the Addon.
+const interruptedCheckTimeout = 30 * time.Second
+
+// removalInBranch reports whether the removal of files is in branch: an
+// interrupted push (Ctrl-C, SIGTERM) may have landed though its answer was
+// lost. It reads the branch on a fresh context, bounded on its own; when
+// the branch cannot be read, it reports false, and the uninstall mark is
+// taken back: an Addon removed by a commit without its mark keeps the
+// software, while a mark left on an Addon that stays would uninstall it at
+// a later removal meant to keep it.
+func removalInBranch(ctx context.Context, w *gitops.Writer, branch string, files []string) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), interruptedCheckTimeout)
+	defer cancel()
+	err := definitionExists(ctx, w, branch, files)
+	return errors.Is(err, errNotInBranch)
+}
+
+// errNotInBranch is definitionExists' error when none of the files is in
+// the branch.
+var errNotInBranch = errors.New("is not in branch")
+
 // definitionExists reports, as an error, a definition that is in none of
 // files in branch of the writer's repository: the commit would have
 // nothing to delete.
@@ -483,7 +513,7 @@ func definitionExists(ctx context.Context, w *gitops.Writer, branch string, file
 			return fmt.Errorf("cannot read %s in branch %q of %s: %w", file, branch, netguard.Redact(w.URL), err)
 		}
 	}
-	return fmt.Errorf("%s is not in branch %q of %s", strings.Join(files, " or "), branch, netguard.Redact(w.URL))
+	return fmt.Errorf("%s %w %q of %s", strings.Join(files, " or "), errNotInBranch, branch, netguard.Redact(w.URL))
 }
 
 // printDefinition prints the definition of add-on name as the branch's

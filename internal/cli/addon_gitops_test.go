@@ -11,7 +11,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -542,5 +544,116 @@ func TestAddonGetGitopsPrintsTheFileByteForByte(t *testing.T) {
 	}
 	if !strings.Contains(note.String(), "--base ") {
 		t.Fatalf("get --gitops wrote %q on standard error; want the blob hash for --base", note.String())
+	}
+}
+
+// TestGitopsUninstallInterrupted: `remove --gitops --uninstall` is
+// interrupted (Ctrl-C, SIGTERM) while the commit's clone or push waits on
+// a slow remote. When the removal did not reach the branch, the mark comes
+// off again, since a mark left on an Addon that stays would make a later
+// removal, meant to keep the software, uninstall it; when the push landed
+// and only its answer was lost, the mark stays, and the output says so.
+func TestGitopsUninstallInterrupted(t *testing.T) {
+	cluster, c := apiServer(t)
+	for _, tc := range []struct {
+		what            string
+		suffix          string
+		nth             int
+		sendFirst, kept bool
+	}{
+		// The first fetch reads the branch to check that the file is there.
+		{"during the commit's clone", "/git-upload-pack", 2, false, false},
+		{"during the push", "/git-receive-pack", 1, false, false},
+		{"after the push landed", "/git-receive-pack", 1, true, true},
+	} {
+		ns := testNamespace(t, c)
+		srv := gitserver.Start(t)
+		srv.Create(t, "ops")
+		gitserver.Clone(t, srv.URL+"/ops.git").Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").
+			Write("addons/tempo.yaml", "name: tempo\nhelm:\n  repo: https://charts.invalid/\n  chart: tempo\n  version: 1.0.0\n").CommitAndPush("grafana and tempo")
+		hold := srv.HoldAt(t, tc.suffix, tc.nth, tc.sendFirst)
+		url := hold.URL + "/ops.git"
+		if err := c.Create(t.Context(), &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+			Spec: capstanv1.AddonRepositorySpec{URL: url}}); err != nil {
+			t.Fatal(err)
+		}
+		newAddon(t, c, ns, "grafana", func(a *capstanv1.Addon) {
+			a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
+		})
+
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			<-hold.Reached
+			cancel()
+			hold.Fail()
+		}()
+		var out bytes.Buffer
+		root := NewRootCommand()
+		root.SetArgs([]string{"addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns, "--kubeconfig", cluster.Kubeconfig})
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.ExecuteContext(ctx)
+		cancel()
+		marked := getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] == "true"
+		says := "Took the uninstall mark off"
+		if tc.kept {
+			says = "stays marked for uninstall"
+		}
+		if err == nil || marked != tc.kept || !strings.Contains(out.String(), says) {
+			t.Errorf("interrupted %s: %v, marked %v; want an error, marked %v, and the output to say %q\n%s", tc.what, err, marked, tc.kept, says, out.String())
+		}
+	}
+}
+
+// TestGitopsUninstallInterruptedWaitingForATurn: `remove --gitops
+// --uninstall` is interrupted while its commit waits for a turn, as two
+// other commits hold both: nothing was committed, so the mark comes off.
+func TestGitopsUninstallInterruptedWaitingForATurn(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "ops")
+	gitserver.Clone(t, url).Write("addons/grafana.yaml", "name: grafana\nhelm:\n  repo: https://charts.invalid/\n  chart: grafana\n  version: 8.0.0\n").
+		Write("addons/tempo.yaml", "name: tempo\nhelm:\n  repo: https://charts.invalid/\n  chart: tempo\n  version: 1.0.0\n").
+		Write("addons/loki.yaml", "name: loki\nhelm:\n  repo: https://charts.invalid/\n  chart: loki\n  version: 1.0.0\n").CommitAndPush("three")
+	if err := c.Create(t.Context(), &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: url}}); err != nil {
+		t.Fatal(err)
+	}
+	newAddon(t, c, ns, "grafana", func(a *capstanv1.Addon) {
+		a.Labels = map[string]string{gitops.ManagedByGitLabel: "ops"}
+	})
+	// Two commits hold both turns, each at its push.
+	var held sync.WaitGroup
+	var holds []*gitserver.Hold
+	for _, name := range []string{"tempo", "loki"} {
+		hold := srv.HoldAt(t, "/git-receive-pack", 1, false)
+		held.Go(func() { _, _ = (&gitops.Writer{URL: hold.URL + "/ops.git"}).Remove(context.Background(), name) })
+		<-hold.Reached
+		holds = append(holds, hold)
+	}
+	defer func() {
+		for _, hold := range holds {
+			hold.Fail()
+		}
+		held.Wait()
+	}()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		for ctx.Err() == nil && getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] != "true" {
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+	}()
+	var out bytes.Buffer
+	root := NewRootCommand()
+	root.SetArgs([]string{"addon", "remove", "grafana", "--gitops", url, "--uninstall", "-n", ns, "--kubeconfig", cluster.Kubeconfig})
+	root.SetOut(&out)
+	root.SetErr(&out)
+	err := root.ExecuteContext(ctx)
+	if marked := getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] == "true"; err == nil || marked || !strings.Contains(out.String(), "Took the uninstall mark off") {
+		t.Errorf("interrupted waiting for a turn: %v, marked %v; want an error, and the mark taken off\n%s", err, marked, out.String())
 	}
 }

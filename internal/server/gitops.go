@@ -239,6 +239,10 @@ func (s *Server) commitChange(ctx context.Context, u User, repo *capstanv1.Addon
 		func(ctx context.Context, wr *gitops.Writer) (string, error) { return change(ctx, wr, a.Name) })
 }
 
+// removalCommitTimeout bounds a removal's commit, which runs detached from
+// the request once the Addon is marked for uninstall (removeByCommit).
+const removalCommitTimeout = 2 * time.Minute
+
 // removeByCommit removes a git-managed Addon by a commit. With uninstall,
 // the Addon is first marked, with the user's own token, so that the
 // syncer's deletion removes the software: the annotation is not
@@ -246,6 +250,12 @@ func (s *Server) commitChange(ctx context.Context, u User, repo *capstanv1.Addon
 // the mark, and a commit that fails takes the mark back: a mark left on an
 // Addon that stays would make a later removal, meant to keep the software,
 // uninstall it.
+//
+// NOTE: once marked, the commit runs detached from the request, bounded by
+// removalCommitTimeout: a person who closes the tab, or a proxy that stops
+// waiting, while the commit waits for its turn, clones or pushes, would
+// otherwise end it with nothing committed. It then finishes or fails on
+// its own, and a failure takes the mark back.
 func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, repo *capstanv1.AddonRepository, a *capstanv1.Addon, uninstall bool) (commitAnswer, error) {
 	remove := func(ctx context.Context, wr *gitops.Writer, name string) (string, error) { return wr.Remove(ctx, name) }
 	if !uninstall {
@@ -254,6 +264,8 @@ func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, re
 	if err := s.mayChange(ctx, u, "delete", client.ObjectKeyFromObject(a)); err != nil {
 		return commitAnswer{}, err
 	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), removalCommitTimeout)
+	defer cancel()
 	var answer commitAnswer
 	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
 		var err error

@@ -6,8 +6,11 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -207,5 +210,100 @@ func TestUnknownQueryParameterOnEveryEndpoint(t *testing.T) {
 	other := &capstanv1.Addon{}
 	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "other"}, other); !apierrors.IsNotFound(err) {
 		t.Errorf("a refused add created the Addon: %v", err)
+	}
+}
+
+// TestGitRemovalOutlivesItsRequest uninstalls a git-managed Addon and goes
+// away (a closed tab, a proxy that stops waiting) while the commit's clone
+// is held by a slow remote. The commit is not cut short: once the remote
+// answers it is made, with the mark; and when the remote fails it instead,
+// the mark is taken back, as for any failed commit, since nothing was
+// committed and a mark left on an Addon that stays would make a later
+// removal, meant to keep the software, uninstall it.
+func TestGitRemovalOutlivesItsRequest(t *testing.T) {
+	for _, answers := range []bool{true, false} {
+		ctx := context.Background()
+		ns := namespace(t)
+		git := gitserver.Start(t)
+		url := git.Create(t, "ops")
+		gitserver.Clone(t, url).Write("addons/demo.yaml", "name: demo\nhelm:\n  repo: https://charts.invalid/\n  chart: demo\n  version: 1.0.0\n").
+			Write("addons/other.yaml", "name: other\nhelm:\n  repo: https://charts.invalid/\n  chart: other\n  version: 1.0.0\n").CommitAndPush("demo and other")
+		hold := git.HoldAt(t, "/git-upload-pack", 1, false)
+		if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+			Spec: capstanv1.AddonRepositorySpec{URL: hold.URL + "/ops.git"}}); err != nil {
+			t.Fatal(err)
+		}
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "demo", Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
+			Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://charts.invalid/", Name: "demo", Version: "1.0.0"}}}
+		if err := admin.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		key := client.ObjectKeyFromObject(a)
+		remover := user(t, ns, "remover", addonRule("get", "list", "update", "patch", "delete"))
+
+		reqCtx, cancel := context.WithCancel(ctx)
+		go func() {
+			<-hold.Reached
+			cancel()
+		}()
+		req, err := http.NewRequestWithContext(reqCtx, http.MethodDelete, api.URL+"/api/v1/namespaces/"+ns+"/addons/demo?uninstall=true", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+remover)
+		if resp, err := apiClient().Do(req); err == nil {
+			resp.Body.Close()
+			t.Fatalf("the request was answered %s before the remote was", resp.Status)
+		}
+		if answers {
+			hold.Pass()
+		} else {
+			hold.Fail()
+		}
+
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, statErr := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/demo.yaml"))
+			removed := os.IsNotExist(statErr)
+			live := &capstanv1.Addon{}
+			err := admin.Get(ctx, key, live)
+			unmarked := err == nil && live.Annotations[capstanv1.UninstallAnnotation] == ""
+			if answers && removed || !answers && unmarked {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("remote answers %v: after the request went away, the file removed %v, the Addon read %v with annotations %v; want the commit made when the remote answers, and the mark taken back when it fails",
+					answers, removed, err, live.Annotations)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// TestRemovalCancelledBeforeTheDeleteTakesTheMarksBack removes an Addon
+// whose request goes away right after the marks are written: the delete
+// is not sent, so nothing was removed, and the marks are taken back.
+func TestRemovalCancelledBeforeTheDeleteTakesTheMarksBack(t *testing.T) {
+	ns := namespace(t)
+	a := addonWithPlan(t, ns, "demo", hashOf("a"))
+	key := client.ObjectKeyFromObject(a)
+	real, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: cli.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	goesAway := interceptor.NewClient(real, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			err := c.Patch(ctx, obj, patch, opts...)
+			cancel()
+			return err
+		},
+	})
+	if err := addons.Remove(ctx, goesAway, key, addons.RemoveOptions{Uninstall: true, KeepValues: true}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the removal's error %v should say that the request was cancelled", err)
+	}
+	if m := marks(t, key); len(m) > 0 {
+		t.Errorf("a removal cancelled before its delete left the marks %v on the Addon", m)
 	}
 }
