@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,6 +25,10 @@ import (
 // add-on never adopted and nothing references. A writer creates the Secret
 // first and points the Addon at it after; the grace covers that gap.
 const UnreferencedGrace = time.Hour
+
+// nameAttempts bounds the random names WriteSecretInputs tries for a new
+// values Secret when the ones drawn are taken.
+const nameAttempts = 5
 
 // secretKeyRE is what a Secret's data key may be.
 var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
@@ -75,21 +80,33 @@ func WriteSecretInputs(ctx context.Context, c client.Client, addon *capstanv1.Ad
 		return nil, err
 	}
 
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName: ValuesPrefix(addon.Name),
-			Namespace:    addon.Namespace,
-			Labels:       addon.OwnerLabels(),
-		},
-		Type:      corev1.SecretTypeOpaque,
-		Immutable: ptr.To(true),
-		Data:      data,
-	}
-	// NOTE: no owner reference: the writer may run before the Addon exists,
-	// and an owned Secret that nothing references yet would look unused to
-	// Cleanup. The controller adopts it once the Addon names it.
-	if err := c.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("create the values Secret for add-on %s/%s: %w", addon.Namespace, addon.Name, err)
+	// NOTE: the name is made here, not by GenerateName: the API server cuts
+	// a GenerateName to 58 characters, which for an Addon name of 51 or
+	// more would cut off the "-values-" that Read requires of the
+	// add-on's own values objects. A name taken already is drawn again.
+	var secret *corev1.Secret
+	for attempt := 1; ; attempt++ {
+		secret = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:      ValuesPrefix(addon.Name) + utilrand.String(5),
+				Namespace: addon.Namespace,
+				Labels:    addon.OwnerLabels(),
+			},
+			Type:      corev1.SecretTypeOpaque,
+			Immutable: ptr.To(true),
+			Data:      data,
+		}
+		// NOTE: no owner reference: the writer may run before the Addon
+		// exists, and an owned Secret that nothing references yet would
+		// look unused to Cleanup. The controller adopts it once the Addon
+		// names it.
+		err := c.Create(ctx, secret)
+		if err == nil {
+			break
+		}
+		if !apierrors.IsAlreadyExists(err) || attempt == nameAttempts {
+			return nil, fmt.Errorf("create the values Secret for add-on %s/%s: %w", addon.Namespace, addon.Name, err)
+		}
 	}
 	refs := make([]capstanv1.ValuesReference, 0, len(paths))
 	for _, p := range paths {

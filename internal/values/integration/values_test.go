@@ -497,3 +497,29 @@ func TestPlatformConfigMapFromTheCluster(t *testing.T) {
 		t.Fatalf("platform = %+v", p)
 	}
 }
+
+// TestWriteSecretInputsForALongAddonName writes secret inputs of an Addon
+// whose name has 52 characters, near the 53 an Addon may have: the Secret
+// keeps the whole "<addon>-values-" prefix, so the restricted profile
+// reads it as the add-on's own.
+func TestWriteSecretInputsForALongAddonName(t *testing.T) {
+	c := admin(t)
+	ns := namespace(t, c)
+	long := strings.Repeat("a", 52)
+	a := addon(t, c, ns, long)
+	refs, err := values.WriteSecretInputs(t.Context(), createOnlyUser(t, c, ns, "portal-api"), a, map[string]string{"auth.apiKey": "0123"})
+	if err != nil {
+		t.Fatalf("WriteSecretInputs for a 52-character name: %v", err)
+	}
+	if name := refs[0].Name; !strings.HasPrefix(name, values.ValuesPrefix(long)) || len(name) != len(values.ValuesPrefix(long))+5 {
+		t.Fatalf("Secret name %q, want %q and a 5-character suffix", name, values.ValuesPrefix(long))
+	}
+	a.Spec.ValuesFrom = refs
+	if err := c.Update(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	ch, s := chartWith(t, "1.0.0", schemaV1)
+	if got := at(render(t, c, a, ch, s).Effective, "auth", "apiKey"); got != "0123" {
+		t.Fatalf("auth.apiKey = %#v, want the secret input 0123", got)
+	}
+}
