@@ -234,6 +234,47 @@ func (r Receiver) Wants(e Event) bool {
 // maxField bounds each value of a receiver's Secret.
 const maxField = 4096
 
+// receiverKeys are the keys ReceiverFromSecret reads; it refuses others.
+var receiverKeys = []string{"url", "format", "severity", "token", "hmacKey", "namespaces", "selector", "cluster"}
+
+// nearKey is the receiver key that k most likely misspells: the same but
+// for case, '-', '_' and '.', a plural or singular, or at most two letters
+// apart. It is empty when none is near.
+func nearKey(k string) string {
+	fold := func(s string) string {
+		return strings.NewReplacer("-", "", "_", "", ".", "").Replace(strings.ToLower(s))
+	}
+	got := fold(k)
+	for _, known := range receiverKeys {
+		want := fold(known)
+		if got == want || got+"s" == want || got == want+"s" || editDistance(got, want) <= 2 {
+			return known
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance of a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
 // ReceiverFromSecret reads a receiver from a Secret's data: url (https, or
 // http), and optionally format (json, slack, discord, msteams, googlechat,
 // github, gitlab, pagerduty or opsgenie), token, hmacKey, severity (info
@@ -241,11 +282,30 @@ const maxField = 4096
 // selector of the Addons) and cluster (this cluster's name, in what is
 // sent). An incident
 // receiver (pagerduty, opsgenie) needs a token, and its url defaults to
-// the tool's own. The errors name the key to fix and never quote a secret
-// value.
+// the tool's own. Any other key is refused. The errors name the key to fix
+// and never quote a secret value.
 func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	r := Receiver{Name: name, Format: FormatJSON, MinSeverity: SeverityInfo}
-	for _, k := range []string{"url", "format", "severity", "token", "hmacKey", "namespaces", "selector", "cluster"} {
+	// NOTE: a key Capstan does not read is refused, not skipped: a slip
+	// such as namespace for namespaces, or hmac-key for hmacKey, would
+	// otherwise widen the receiver to every add-on, or stop its signing,
+	// without a word. Only the key's name is quoted, never a value.
+	unknown := make([]string, 0, len(data))
+	for k := range data {
+		if !slices.Contains(receiverKeys, k) {
+			unknown = append(unknown, k)
+		}
+	}
+	if len(unknown) > 0 {
+		slices.Sort(unknown)
+		k := unknown[0]
+		hint := ""
+		if near := nearKey(k); near != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", near)
+		}
+		return r, fmt.Errorf("the notification Secret %s has the key %q, which Capstan does not read%s; its keys are %s: rename or remove the key", name, truncate(k, 63), hint, strings.Join(receiverKeys, ", "))
+	}
+	for _, k := range receiverKeys {
 		if v := data[k]; len(v) > maxField {
 			return r, fmt.Errorf("the notification Secret %s: key %s is %d bytes; at most %d", name, k, len(v), maxField)
 		}

@@ -52,6 +52,15 @@ func TestReceiverFromSecret(t *testing.T) {
 		{"a namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte("team-a, Team_B")}, `key namespaces names "Team_B", which is not a namespace`},
 		{"a selector", map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team in (a")}, "key selector is not a label selector"},
 		{"no namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte(" , ")}, "key namespaces names no namespace"},
+		// A misspelt key would widen the receiver, or stop its signing,
+		// without a word: it is refused, naming the key, never its value.
+		{"namespace for namespaces", map[string][]byte{"url": []byte("https://h/x"), "namespace": []byte("hunter2")}, `has the key "namespace", which Capstan does not read (did you mean namespaces?)`},
+		{"a misspelt severity", map[string][]byte{"url": []byte("https://h/x"), "severty": []byte("warning")}, `"severty", which Capstan does not read (did you mean severity?)`},
+		{"selectors", map[string][]byte{"url": []byte("https://h/x"), "selectors": []byte("team=a")}, "(did you mean selector?)"},
+		{"hmac-key", map[string][]byte{"url": []byte("https://h/x"), "hmac-key": []byte("hunter2")}, "(did you mean hmacKey?)"},
+		{"hmac_key", map[string][]byte{"url": []byte("https://h/x"), "hmac_key": []byte("hunter2")}, "(did you mean hmacKey?)"},
+		{"URL", map[string][]byte{"URL": []byte("https://h/x")}, "(did you mean url?)"},
+		{"a key of another tool", map[string][]byte{"url": []byte("https://h/x"), "webhook-secret": []byte("hunter2")}, `"webhook-secret", which Capstan does not read; its keys are url, format, severity, token, hmacKey, namespaces, selector, cluster`},
 	} {
 		_, err := ReceiverFromSecret("s", c.data)
 		if err == nil || !strings.Contains(err.Error(), c.says) || strings.Contains(err.Error(), "hunter2") {
