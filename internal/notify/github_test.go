@@ -59,6 +59,18 @@ func TestGitHubReceiver(t *testing.T) {
 			t.Errorf("%s: %v", raw, err)
 		}
 	}
+	// GitHub and GitLab refuse a status posted without a token: a
+	// receiver without one is refused when its Secret is read, not paused
+	// after its first posts.
+	for format, says := range map[string]string{
+		"github": "format github needs the key token: set it to a fine-grained token with the permission Commit statuses: write",
+		"gitlab": "format gitlab needs the key token: set it to a project access token with the api scope",
+	} {
+		_, err := ReceiverFromSecret("s", map[string][]byte{"url": []byte("https://git.example/org/repo"), "format": []byte(format), "token": []byte(" \n")})
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("%s without a token: %v; want %q", format, err, says)
+		}
+	}
 }
 
 // TestGitHubStatus: a receiver of format github, on loopback as a GitHub
@@ -160,7 +172,7 @@ func TestGitHubRateLimitIsRetried(t *testing.T) {
 		mu.Lock()
 		calls = 0
 		mu.Unlock()
-		r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(srv.URL + "/org/" + repo), "format": []byte("github")})
+		r, err := ReceiverFromSecret("gh", map[string][]byte{"url": []byte(srv.URL + "/org/" + repo), "format": []byte("github"), "token": []byte("t")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -203,7 +215,7 @@ func TestARateLimitIsWaitedOutUntilItsReset(t *testing.T) {
 	defer srv.Close()
 	commit := strings.Repeat("a", 40)
 	for _, c := range []struct{ format, repo string }{{FormatGitHub, "org/gh"}, {FormatGitLab, "group/gl"}} {
-		r, err := ReceiverFromSecret(c.format, map[string][]byte{"url": []byte(srv.URL + "/" + c.repo), "format": []byte(c.format)})
+		r, err := ReceiverFromSecret(c.format, map[string][]byte{"url": []byte(srv.URL + "/" + c.repo), "format": []byte(c.format), "token": []byte("t")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,7 +308,7 @@ func TestGitLabStatus(t *testing.T) {
 		_, _ = w.Write([]byte(`{"message":"Cannot transition status via :run from :running"}`))
 	}))
 	defer repeat.Close()
-	rr, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(repeat.URL + "/platform/team/addons"), "format": []byte("gitlab")})
+	rr, err := ReceiverFromSecret("gl", map[string][]byte{"url": []byte(repeat.URL + "/platform/team/addons"), "format": []byte("gitlab"), "token": []byte("t")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -358,6 +358,16 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	if !httpguts.ValidHeaderFieldValue(r.Token) {
 		return r, fmt.Errorf("the notification Secret %s: key token holds characters a header cannot carry (a line break, a control character)", name)
 	}
+	// NOTE: GitHub and GitLab refuse a status posted without a token; the
+	// receiver would be paused after its first posts, long after the
+	// Secret was read.
+	if r.Token == "" && (r.Format == FormatGitHub || r.Format == FormatGitLab) {
+		what := "a fine-grained token with the permission Commit statuses: write on the repository"
+		if r.Format == FormatGitLab {
+			what = "a project access token with the api scope"
+		}
+		return r, fmt.Errorf("the notification Secret %s: format %s needs the key token: set it to %s", name, r.Format, what)
+	}
 	if r.incident() {
 		if r.Token == "" {
 			what := "the routing key of the PagerDuty service's Events API v2 integration"
@@ -379,7 +389,10 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		}
 		r.Cluster = c
 	}
-	r.HMACKey = data["hmacKey"]
+	// NOTE: trailing line breaks are cut, as from the token: a key written
+	// with `echo key > file; --from-file=hmacKey=file` ends with one, and
+	// the receiver checks the key without it.
+	r.HMACKey = bytes.TrimRight(data["hmacKey"], "\r\n")
 	nss := strings.TrimSpace(string(data["namespaces"]))
 	for _, ns := range strings.FieldsFunc(nss, func(c rune) bool { return c == ',' || unicode.IsSpace(c) }) {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

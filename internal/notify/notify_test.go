@@ -33,6 +33,12 @@ func TestReceiverFromSecret(t *testing.T) {
 		good.Token != "tok" || string(good.HMACKey) != "k" {
 		t.Fatalf("%+v, %v", good, err)
 	}
+	// A key file's trailing line break (echo key > file) is not the key's,
+	// as it is not the token's: the receiver checks the key without it.
+	signed, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte("k\r\n")})
+	if err != nil || Sign(signed.HMACKey, "1", []byte("b")) != Sign([]byte("k"), "1", []byte("b")) {
+		t.Fatalf("an hmacKey with a line break: %q, %v; want it signing with k", signed.HMACKey, err)
+	}
 	if d, err := ReceiverFromSecret("d", map[string][]byte{"url": []byte("http://127.0.0.1:9/x")}); err != nil || d.Format != FormatJSON || d.MinSeverity != SeverityInfo {
 		t.Fatalf("defaults: %+v, %v", d, err)
 	}
