@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -141,6 +142,19 @@ func (e Entry) Validate() error {
 		}
 		if msg := defaultProblem(f); msg != "" {
 			return fmt.Errorf("entry %s: field %q: %s", e.ID, f.Label, msg)
+		}
+		if slices.Contains(strings.Split(f.Path, "."), "") {
+			return fmt.Errorf("entry %s: field %q: path %q has an empty part: give value keys separated by single dots, such as persistence.size", e.ID, f.Label, f.Path)
+		}
+	}
+	// NOTE: the form writes each field's value at its path, one after the
+	// other, and names its input after the path: two fields at one path,
+	// or one inside the other's value, would lose one of the two values.
+	for i, f := range e.Fields {
+		for _, g := range e.Fields[:i] {
+			if f.Path == g.Path || strings.HasPrefix(f.Path, g.Path+".") || strings.HasPrefix(g.Path, f.Path+".") {
+				return fmt.Errorf("entry %s: fields %q and %q: the paths %q and %q overlap, so one value would replace the other: give each field a path of its own, neither inside the other", e.ID, g.Label, f.Label, g.Path, f.Path)
+			}
 		}
 	}
 	return nil

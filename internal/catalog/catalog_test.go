@@ -61,6 +61,13 @@ func TestValidate(t *testing.T) {
 		e.Fields = []Field{{Path: "p", Label: "P", Type: typ, Default: def}}
 		return e
 	}
+	withPaths := func(paths ...string) Entry {
+		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
+		for _, p := range paths {
+			e.Fields = append(e.Fields, Field{Path: p, Label: p, Type: "string"})
+		}
+		return e
+	}
 	withNamespace := func(ns string) Entry {
 		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
 		e.Namespace = ns
@@ -72,6 +79,12 @@ func TestValidate(t *testing.T) {
 		want  string // a part of the error; "" for none
 	}{
 		{"repo with name", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Version: "1.0.0"}), ""},
+		{"a path with an empty part", withPaths("a..b"), `path "a..b" has an empty part`},
+		{"a path ending with a dot", withPaths("a."), `path "a." has an empty part`},
+		{"one path twice", withPaths("x", "x"), `the paths "x" and "x" overlap`},
+		{"a path inside another", withPaths("a", "a.b"), `the paths "a" and "a.b" overlap`},
+		{"a path around another", withPaths("a.b", "a"), `the paths "a.b" and "a" overlap`},
+		{"paths that share a start", withPaths("a.b", "a.c", "ab"), ""},
 		{"repo, newest version", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e"}), ""},
 		{"oci with version", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Version: "1.0.0"}), ""},
 		{"oci with digest", chart(capstanv1.ChartSource{OCI: "oci://ghcr.io/org/e", Digest: digest}), ""},
