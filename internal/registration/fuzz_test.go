@@ -45,7 +45,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, tile := range reg.Tiles {
 			links = append(links, tile.Link)
-			if utf8.RuneCountInString(tile.Title) > maxTitleRunes || utf8.RuneCountInString(tile.Icon) > maxIconRunes {
+			if utf8.RuneCountInString(tile.Title) > maxTitleRunes || len(tile.Icon) > maxIconBytes || shownChars(tile.Icon) > maxIconChars {
 				t.Fatalf("a tile over the limits: %+v", tile)
 			}
 		}

@@ -35,7 +35,8 @@ const (
 	maxTiles         = 24
 	maxSetupSteps    = 24
 	maxTitleRunes    = 80
-	maxIconRunes     = 4
+	maxIconChars     = 4
+	maxIconBytes     = 64
 	maxStepRunes     = 500
 	maxURLBytes      = 2048
 	maxReasonBytes   = 100
@@ -85,8 +86,8 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		switch {
 		case strings.TrimSpace(t.Title) == "" || utf8.RuneCountInString(t.Title) > maxTitleRunes:
 			return nil, fmt.Errorf("tiles[%d].title must have 1 to %d characters", i, maxTitleRunes)
-		case utf8.RuneCountInString(t.Icon) > maxIconRunes:
-			return nil, fmt.Errorf("tiles[%d].icon must be a short text, such as an emoji, of at most %d characters", i, maxIconRunes)
+		case len(t.Icon) > maxIconBytes || shownChars(t.Icon) > maxIconChars:
+			return nil, fmt.Errorf("tiles[%d].icon must be a short text, such as an emoji, of at most %d characters as shown and %d bytes", i, maxIconChars, maxIconBytes)
 		}
 		if err := webURL(t.Link); err != nil {
 			return nil, fmt.Errorf("tiles[%d].link: %v", i, err)
@@ -136,4 +137,42 @@ func quotable(s string, n int) string {
 		return r
 	}, s)
 	return conditions.Truncate(clean, min(n, maxReasonBytes))
+}
+
+// shownChars counts the characters of an icon as a page shows them: an
+// emoji sequence, such as a family joined by zero-width joiners, a skin
+// tone, a flag of two regional indicators or a keycap, is one character,
+// though it has several code points.
+//
+// NOTE: an approximation of Unicode's grapheme clusters for emoji, so that
+// no dependency is added for it: a code point joined by a zero-width
+// joiner to the one before, a variation selector, a skin-tone modifier, a
+// tag, a combining keycap and the second regional indicator of a flag add
+// no character.
+func shownChars(s string) int {
+	n := 0
+	joined, flag := false, false
+	for _, r := range s {
+		switch {
+		case r == 0x200D: // zero-width joiner
+			joined = true
+			continue
+		case joined,
+			0xFE00 <= r && r <= 0xFE0F,   // variation selectors
+			0x1F3FB <= r && r <= 0x1F3FF, // skin tones
+			0xE0020 <= r && r <= 0xE007F, // tags
+			r == 0x20E3:                  // combining keycap
+		case 0x1F1E6 <= r && r <= 0x1F1FF: // regional indicators
+			if !flag {
+				n++
+			}
+			flag = !flag
+			joined = false
+			continue
+		default:
+			n++
+		}
+		joined, flag = false, false
+	}
+	return n
 }

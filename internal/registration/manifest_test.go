@@ -14,8 +14,17 @@ func TestParse(t *testing.T) {
 	if reg.Name != "wiki" || reg.ConsoleURL != "https://wiki.example/admin" || len(reg.Tiles) != 1 || reg.Tiles[0].Icon != "📚" || len(reg.Setup) != 1 {
 		t.Errorf("parsed %+v", reg)
 	}
+	// An emoji of several code points is one character on the page.
+	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab"} {
+		doc := `{"name":"wiki","tiles":[{"title":"x","icon":"` + icon + `","link":"https://a.example/"}]}`
+		if _, err := Parse([]byte(doc), "wiki"); err != nil {
+			t.Errorf("icon %q: %v", icon, err)
+		}
+	}
 	for _, tc := range []struct{ doc, want string }{
 		{`{"name":"blog"}`, `names the add-on "blog", not "wiki"`},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"🇪🇺🇯🇵🇫🇷🇩🇪🇮🇹","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍` + strings.Repeat("️", 30) + `","link":"https://a.example/"}]}`, "tiles[0].icon"},
 		{`{"name":"wiki","consoleURL":"javascript:alert(1)"}`, "consoleURL"},
 		{`{"name":"wiki","tiles":[{"title":"x","link":"data:text/html,hi"}]}`, "tiles[0].link"},
 		{`{"name":"wiki","tiles":[{"title":"","link":"https://a.example/"}]}`, "tiles[0].title"},
