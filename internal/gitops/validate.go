@@ -459,12 +459,24 @@ func (r *rules) git(g *GitSource) {
 		u := g.URL
 		ok := strings.HasPrefix(u, "https://") || strings.HasPrefix(u, "http://") || strings.HasPrefix(u, "ssh://") ||
 			strings.HasPrefix(u, "file://") || scpLikeGitURL.MatchString(u)
-		if ep, err := transport.NewEndpoint(u); err == nil && source.HoldsCredentials(ep) {
-			// NOTE: the URL is not quoted: it holds a secret. Every Addon
-			// made from the definition would copy it into spec.git.url.
+		// NOTE: the problems go to status.invalidFiles, which every reader
+		// of the AddonRepository sees, so a URL that may hold a password is
+		// never quoted: one git cannot parse (Go fails on a password with a
+		// bare %, before the password could be found), or one with an @.
+		ep, err := transport.NewEndpoint(u)
+		switch {
+		case err != nil:
+			r.fail("is not a URL git can read: check it for spaces and for a % that does not start an escape such as %40 (it is not quoted here, as it may hold a password)", "git", "url")
+		case source.HoldsCredentials(ep) || strings.Contains(ep.User, ":"):
+			// A user:password before the host of a user@host:path
+			// address is a password too, whatever the protocol.
+			// Every Addon made from the definition would copy it
+			// into spec.git.url.
 			r.fail("must not hold credentials (a password, or a token as the user): put them in a Secret and name it in git.secretRef", "git", "url")
-		} else if !ok || len(u) > maxURL {
-			r.fail(fmt.Sprintf("%q must be https://, ssh://, file:// or user@host:path", u), "git", "url")
+		case (!ok || len(u) > maxURL) && strings.Contains(u, "@"):
+			r.fail(fmt.Sprintf("must be https://, ssh://, file:// or user@host:path, of at most %d characters (it is not quoted here, as what comes before its @ may be a password)", maxURL), "git", "url")
+		case !ok || len(u) > maxURL:
+			r.fail(fmt.Sprintf("%q must be https://, ssh://, file:// or user@host:path, of at most %d characters", u, maxURL), "git", "url")
 		}
 	} else {
 		if g.Revision != "" {
