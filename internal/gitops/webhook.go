@@ -81,14 +81,17 @@ type Webhook struct {
 	// Syncer is triggered by valid pushes.
 	Syncer Triggerer
 
-	once sync.Once
-	mux  *http.ServeMux
+	once    sync.Once
+	mux     *http.ServeMux
+	slots   chan struct{}
+	clients webhookClients
 }
 
 // ServeHTTP implements http.Handler. Mount it on the controller's server so
 // that WebhookPattern's path reaches it unchanged.
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(func() {
+		h.slots = make(chan struct{}, maxWebhooksInFlight)
 		h.mux = http.NewServeMux()
 		h.mux.HandleFunc(WebhookPattern, h.push)
 	})
@@ -101,19 +104,8 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	key := types.NamespacedName{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
 	logger := log.FromContext(ctx).WithValues("addonRepository", key.String())
 
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, fmt.Sprintf("the body is larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "cannot read the body", http.StatusBadRequest)
-		return
-	}
-
-	// NOTE: before any read: a request with no signature at all costs the
-	// API server nothing.
+	// NOTE: before any read, of the body too: a request with no signature
+	// at all costs neither the controller's memory nor the API server.
 	if !signed(r.Header) {
 		http.Error(w, "unauthorized: the request has no signature: set the webhook's secret in the git host", http.StatusUnauthorized)
 		return
@@ -127,6 +119,30 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unauthorized: "+errUnverified, http.StatusUnauthorized)
 		return
 	}
+	// NOTE: any value of a signature header gets this far, so the body's
+	// read and the uncached reads below are bounded per client and in all.
+	if ok, wait := h.clients.allow(webhookClientOf(r), time.Now()); !ok {
+		tooManyWebhooks(w, fmt.Sprintf("this address sent more than %d at once or %d a second", webhookClientBurst, webhookClientRate), wait)
+		return
+	}
+	select {
+	case h.slots <- struct{}{}:
+		defer func() { <-h.slots }()
+	default:
+		tooManyWebhooks(w, fmt.Sprintf("the controller checks %d at a time", maxWebhooksInFlight), time.Second)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("the body is larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read the body", http.StatusBadRequest)
+		return
+	}
+
 	repo := &capstanv1.AddonRepository{}
 	secret := &corev1.Secret{}
 	var token []byte

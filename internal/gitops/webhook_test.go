@@ -13,7 +13,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -380,4 +382,128 @@ func TestWebhookSaysTheAPIServerFailed(t *testing.T) {
 			t.Fatalf("a push for a repository that is not there: %d; want 401", resp.StatusCode)
 		}
 	})
+}
+
+// countingBody is a request body that counts the bytes read from it.
+type countingBody struct {
+	left int
+	read atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	if b.left == 0 {
+		return 0, io.EOF
+	}
+	n := min(len(p), b.left)
+	b.left -= n
+	b.read.Add(int64(n))
+	return n, nil
+}
+
+// TestWebhookRefusesAnUnsignedPushUnread: a request with no signature is
+// answered 401 before a byte of its body is read.
+func TestWebhookRefusesAnUnsignedPushUnread(t *testing.T) {
+	body := &countingBody{left: MaxWebhookBody}
+	req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", body)
+	req.Header.Set("Content-Type", "application/json")
+	rec := httptest.NewRecorder()
+	(&Webhook{Client: hookReader{}, Syncer: &triggers{}}).ServeHTTP(rec, req)
+	if rec.Code != http.StatusUnauthorized || body.read.Load() != 0 {
+		t.Fatalf("%d, %d bytes of the body read; want 401 and none read", rec.Code, body.read.Load())
+	}
+}
+
+// blockingReader counts the webhook's reads and holds each until release
+// is closed.
+type blockingReader struct {
+	hookReader
+	reads   atomic.Int64
+	release chan struct{}
+}
+
+func (b *blockingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	b.reads.Add(1)
+	<-b.release
+	return b.hookReader.Get(ctx, key, obj, opts...)
+}
+
+// webhookAnswer sends one push with a bad GitLab token from the client at
+// addr, without a network, and returns the answer.
+func webhookAnswer(hook http.Handler, addr string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(`{"ref":"refs/heads/main"}`))
+	req.RemoteAddr = addr
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitlab-Token", "guess")
+	req.Header.Set("X-Gitlab-Event", "Push Hook")
+	rec := httptest.NewRecorder()
+	hook.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestWebhookBoundsPushesInFlight: any value of X-Gitlab-Token gets a push
+// checked against the API server, so at most maxWebhooksInFlight are
+// checked at once; the others get 429 with Retry-After and read nothing.
+func TestWebhookBoundsPushesInFlight(t *testing.T) {
+	reader := &blockingReader{release: make(chan struct{})}
+	hook := &Webhook{Client: reader, Syncer: &triggers{}}
+	const n = 100
+	answers := make(chan *httptest.ResponseRecorder, n)
+	for i := range n {
+		go func() { answers <- webhookAnswer(hook, fmt.Sprintf("127.0.%d.%d:40000", i/250, i%250+1)) }()
+	}
+	for range n - maxWebhooksInFlight {
+		var rec *httptest.ResponseRecorder
+		select {
+		case rec = <-answers:
+		case <-time.After(10 * time.Second):
+			close(reader.release)
+			t.Fatalf("%d pushes are checked at once; want %d, and the others answered", reader.reads.Load(), maxWebhooksInFlight)
+		}
+		if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" {
+			t.Errorf("%d %q, Retry-After %q; want 429 with Retry-After", rec.Code, rec.Body.String(), rec.Header().Get("Retry-After"))
+		}
+	}
+	if got := reader.reads.Load(); got != maxWebhooksInFlight {
+		t.Errorf("%d reads in flight; want %d", got, maxWebhooksInFlight)
+	}
+	close(reader.release)
+	for range maxWebhooksInFlight {
+		if rec := <-answers; rec.Code != http.StatusUnauthorized {
+			t.Errorf("a checked push with a bad token: %d; want 401", rec.Code)
+		}
+	}
+	if rec := webhookAnswer(hook, "127.0.9.1:40000"); rec.Code != http.StatusUnauthorized {
+		t.Errorf("a push once the others are done: %d; want 401", rec.Code)
+	}
+}
+
+// TestWebhookBoundsOneClient: one address gets webhookClientBurst pushes
+// checked at once, then webhookClientRate a second; the others get 429 with
+// Retry-After and read nothing. Another address is not held back by it.
+func TestWebhookBoundsOneClient(t *testing.T) {
+	reader := &blockingReader{release: make(chan struct{})}
+	close(reader.release)
+	hook := &Webhook{Client: reader, Syncer: &triggers{}}
+	start := time.Now()
+	refused := 0
+	for range 3 * webhookClientBurst {
+		rec := webhookAnswer(hook, "[::1]:40000")
+		if rec.Code == http.StatusTooManyRequests {
+			refused++
+			if rec.Header().Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		}
+	}
+	checked := 3*webhookClientBurst - refused
+	allowed := webhookClientBurst + int(time.Since(start).Seconds()*webhookClientRate) + 1
+	if refused == 0 || checked > allowed {
+		t.Fatalf("%d of %d pushes checked from one address; want at most %d", checked, 3*webhookClientBurst, allowed)
+	}
+	if got := int(reader.reads.Load()); got != 2*checked {
+		t.Fatalf("%d reads for %d pushes checked; want two each (the repository and its webhook Secret)", got, checked)
+	}
+	if rec := webhookAnswer(hook, "127.0.0.1:40000"); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("another address: %d; want 401", rec.Code)
+	}
 }
