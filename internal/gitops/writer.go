@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"reflect"
 	"strings"
 	"time"
 
@@ -310,6 +311,11 @@ func setKey(key string, value *yaml.Node) editFunc {
 			return cur, true, nil
 		case value == nil:
 			removeKey(m, key)
+		case old != nil && sameValue(old, value):
+			// NOTE: the file says so already, in its own layout (True,
+			// 4-space indents, blank lines) that the encoder would
+			// rewrite: a commit of that alone would claim a change.
+			return cur, true, nil
 		case old != nil:
 			*old = *value
 		default:
@@ -324,6 +330,12 @@ func setKey(key string, value *yaml.Node) editFunc {
 		}
 		return out, true, nil
 	}
+}
+
+// sameValue reports whether two YAML nodes decode to the same value.
+func sameValue(a, b *yaml.Node) bool {
+	var x, y any
+	return a.Decode(&x) == nil && b.Decode(&y) == nil && reflect.DeepEqual(x, y)
 }
 
 // editFunc computes a file's new content from its current one; keep false

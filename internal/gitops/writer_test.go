@@ -272,6 +272,26 @@ func TestWriterYml(t *testing.T) {
 	}
 }
 
+// TestWriterSuspendsAHandWrittenFileOnce: a definition that says suspend
+// already, in a layout of its own, is no change, and nothing is committed.
+func TestWriterSuspendsAHandWrittenFileOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	const hand = "---\nname: grafana\n\nhelm:\n    repo: https://charts.example.com/\n    chart: grafana\n\nsuspend: True\n"
+	w.Write("addons/grafana.yaml", hand).CommitAndPush("by hand")
+	before := strings.TrimSpace(w.Git("rev-parse", "HEAD"))
+
+	if _, err := (&Writer{URL: url}).Suspend(ctx, "grafana"); !errors.Is(err, ErrNoChange) {
+		t.Fatalf("suspending a suspended add-on: %v; want ErrNoChange", err)
+	}
+	w.Pull()
+	if after := strings.TrimSpace(w.Git("rev-parse", "HEAD")); after != before {
+		t.Fatalf("a commit was pushed:\n%s", w.Git("show", "HEAD"))
+	}
+}
+
 // TestWriterTakesTurns checks that no more than MaxConcurrentCommits
 // commits, each a clone in memory, are made at once in a process: the next
 // waits for a turn, and is refused with ErrBusy when none comes.
