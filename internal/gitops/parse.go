@@ -40,12 +40,23 @@ func Parse(file string, data []byte) (*Definition, error) {
 		line, msg := yamlErrorLine(err)
 		return fail(line, "", "this is not valid YAML: %s", msg)
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return fail(extra.Line, "", "the file holds more than one YAML document: keep one definition per file")
-	} else if !errors.Is(err, io.EOF) {
-		line, msg := yamlErrorLine(err)
-		return fail(line, "", "this is not valid YAML: %s", msg)
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			line, msg := yamlErrorLine(err)
+			return fail(line, "", "this is not valid YAML: %s", msg)
+		}
+		// NOTE: a trailing --- (editors and generators leave one) starts
+		// a document that holds nothing, which kubectl, kustomize and
+		// the git hosts ignore; only a second document with content is
+		// a second definition.
+		if !isEmptyDocument(&extra) {
+			return fail(extra.Line, "", "the file holds more than one YAML document: keep one definition per file")
+		}
 	}
 	root := &doc
 	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
@@ -72,6 +83,16 @@ func Parse(file string, data []byte) (*Definition, error) {
 	}
 	def.gitPathLine = lineOf(root, "git", "path")
 	return def, nil
+}
+
+// isEmptyDocument reports whether a YAML document holds nothing at all: no
+// value, not even an explicit null.
+func isEmptyDocument(doc *yaml.Node) bool {
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
+		return false
+	}
+	n := doc.Content[0]
+	return n.Kind == yaml.ScalarNode && n.Tag == "!!null" && n.Value == "" && n.Style == 0 && n.Anchor == ""
 }
 
 // NameFromFile returns the add-on name a definition file must declare: its

@@ -231,6 +231,8 @@ func TestParseRefusesBadInput(t *testing.T) {
 		{"a scalar", "addons/a.yaml", "just text\n", "addons/a.yaml:1: the file holds a single value"},
 		{"empty", "addons/a.yaml", "", "addons/a.yaml: the file is empty"},
 		{"two documents", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n---\nname: b\n", "addons/a.yaml:3: the file holds more than one YAML document"},
+		{"two documents after an empty one", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n---\n---\nname: b\n", "addons/a.yaml:4: the file holds more than one YAML document"},
+		{"a null second document", "addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: c}\n--- ~\n", "addons/a.yaml:3: the file holds more than one YAML document"},
 		{"syntax error", "addons/a.yaml", "name: a\nhelm: [\n", "addons/a.yaml:"},
 		{"alias bomb", "addons/bomb.yaml", bomb, "addons/bomb.yaml:4: YAML anchors and aliases"},
 		{"50 MiB", "addons/huge.yaml", huge, "addons/huge.yaml: the file is 52428"},
@@ -462,6 +464,17 @@ func TestParseTakesWhatTheControllerTakes(t *testing.T) {
 		"name: a\nhelm:\n  repo: https://x\n  chart: c\n  version: v1.10.2\n",
 		"name: a\nhelm: {repo: https://x, chart: c}\nhookTimeout: 23h59m59.5s\n",
 	} {
+		if _, err := Parse("addons/a.yaml", []byte(src)); err != nil {
+			t.Errorf("refused:\n%s\n%v", src, err)
+		}
+	}
+}
+
+// TestParseIgnoresEmptyTrailingDocuments: a trailing --- starts a document
+// that holds nothing, which is no second definition.
+func TestParseIgnoresEmptyTrailingDocuments(t *testing.T) {
+	const valid = "name: a\nhelm: {repo: https://x, chart: c}\n"
+	for _, src := range []string{valid + "---\n", valid + "---", valid + "---\n# the end\n", valid + "---\n...\n", valid + "---\n---\n"} {
 		if _, err := Parse("addons/a.yaml", []byte(src)); err != nil {
 			t.Errorf("refused:\n%s\n%v", src, err)
 		}
