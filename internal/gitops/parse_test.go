@@ -480,3 +480,28 @@ func TestParseIgnoresEmptyTrailingDocuments(t *testing.T) {
 		}
 	}
 }
+
+// TestParseCountsCharacters: the CRD's maxLength counts characters, so a
+// title, category or variable in Japanese, three bytes a character, is
+// taken up to the same length as one in ASCII, and refused past it.
+func TestParseCountsCharacters(t *testing.T) {
+	kana := func(n int) string { return strings.Repeat("監", n) }
+	for _, tc := range []struct {
+		name, src, refused string
+	}{
+		{"title", "name: a\nhelm: {repo: https://x, chart: c}\ntitle: " + kana(128) + "\n", "title: is longer than 128 characters"},
+		{"category", "name: a\nhelm: {repo: https://x, chart: c}\ncategory: " + kana(63) + "\n", "category: is longer than 63 characters"},
+		{"substitute", "name: a\ngit: {path: a}\nsubstitute: {V: " + kana(4096) + "}\n", "substitute.V: the value is 4097 characters"},
+		{"ignore path", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths: [/" + kana(255) + "]\n", "ignore[0].paths[0]: is longer than 256 characters"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := Parse("addons/a.yaml", []byte(tc.src)); err != nil {
+				t.Fatalf("refused at the CRD's length:\n%v", err)
+			}
+			more := strings.Replace(tc.src, kana(1), kana(2), 1)
+			if _, err := Parse("addons/a.yaml", []byte(more)); err == nil || !strings.Contains(err.Error(), tc.refused) {
+				t.Fatalf("one character more: %v; want %q", err, tc.refused)
+			}
+		})
+	}
+}

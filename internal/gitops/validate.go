@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -25,7 +26,9 @@ import (
 
 // The rules below mirror the Addon CRD's validation, so that a definition the
 // parser accepts is one the API server accepts too, and every mistake is
-// reported with its line instead of as a failed apply.
+// reported with its line instead of as a failed apply. The CRD's maxLength
+// counts characters, not bytes, so the free text's lengths are counted so
+// too: a title in Japanese is three bytes a character.
 var (
 	dnsLabel     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 	chartName    = regexp.MustCompile(`^[A-Za-z0-9][-A-Za-z0-9_.]*$`)
@@ -135,10 +138,10 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 	case def.Name != want:
 		r.fail(fmt.Sprintf("%q differs from the file's name %q: rename the file to %s.yaml or set name: %s", def.Name, want, def.Name, want), "name")
 	}
-	if len(def.Title) > maxTitle {
+	if utf8.RuneCountInString(def.Title) > maxTitle {
 		r.fail(fmt.Sprintf("is longer than %d characters", maxTitle), "title")
 	}
-	if len(def.Category) > maxCategory {
+	if utf8.RuneCountInString(def.Category) > maxCategory {
 		r.fail(fmt.Sprintf("is longer than %d characters", maxCategory), "category")
 	}
 	if def.Namespace != "" && (!dnsLabel.MatchString(def.Namespace) || len(def.Namespace) > 63) {
@@ -165,7 +168,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 		if ref.ValuesKey != "" && (!valuesKey.MatchString(ref.ValuesKey) || len(ref.ValuesKey) > 253) {
 			r.fail(fmt.Sprintf("%q is not a valid key: use letters, digits, '-', '_' and '.'", ref.ValuesKey), "valuesFrom", i, "valuesKey")
 		}
-		if len(ref.TargetPath) > 250 {
+		if utf8.RuneCountInString(ref.TargetPath) > 250 {
 			r.fail("is longer than 250 characters", "valuesFrom", i, "targetPath")
 		}
 	}
@@ -190,7 +193,7 @@ func validate(def *Definition, root *yaml.Node, file string) []Problem {
 			r.fail(fmt.Sprintf("name 1 to %d fields as JSON pointers, such as /spec/replicas", maxIgnorePaths), "ignore", i, "paths")
 		}
 		for j, p := range rule.Paths {
-			if len(p) > maxIgnorePath {
+			if utf8.RuneCountInString(p) > maxIgnorePath {
 				r.fail(fmt.Sprintf("is longer than %d characters", maxIgnorePath), "ignore", i, "paths", j)
 			} else if err := ignore.CheckPath(p); err != nil {
 				r.fail(err.Error(), "ignore", i, "paths", j)
@@ -270,7 +273,7 @@ func (r *rules) syncWindows(def *Definition) {
 			r.fail(fmt.Sprintf("%q is not a duration such as 2h or 30m", w.Duration), "syncWindows", i, "duration")
 			continue
 		}
-		if len(w.Schedule) > maxSchedule {
+		if utf8.RuneCountInString(w.Schedule) > maxSchedule {
 			r.fail(fmt.Sprintf("is longer than %d characters", maxSchedule), "syncWindows", i, "schedule")
 			continue
 		}
@@ -297,7 +300,7 @@ func (r *rules) substitute(def *Definition) {
 		if !render.IsVariableName(k) {
 			r.fail(fmt.Sprintf("%q is not a variable name: use letters, digits and underscores, not starting with a digit", k), "substitute", k)
 		}
-		if n := len(def.Substitute[k]); n > maxVariableValue {
+		if n := utf8.RuneCountInString(def.Substitute[k]); n > maxVariableValue {
 			r.fail(fmt.Sprintf("the value is %d characters, more than %d: keep longer text in a file of the folder", n, maxVariableValue), "substitute", k)
 		}
 	}
@@ -354,7 +357,7 @@ func (r *rules) healthChecks(def *Definition) {
 		}
 		seen[hc.APIVersion+" "+hc.Kind] = i
 		for _, x := range []struct{ name, src string }{{"current", hc.Current}, {"inProgress", hc.InProgress}, {"failed", hc.Failed}} {
-			if len(x.src) > maxExpression {
+			if utf8.RuneCountInString(x.src) > maxExpression {
 				r.fail(fmt.Sprintf("is longer than %d characters", maxExpression), "healthChecks", i, x.name)
 			}
 		}
@@ -489,7 +492,7 @@ func (r *rules) git(g *GitSource) {
 			r.fail("only goes with git.url: the gitops repository's own credentials are used", "git", "secretRef")
 		}
 	}
-	if len(g.Revision) > maxRevision {
+	if utf8.RuneCountInString(g.Revision) > maxRevision {
 		r.fail(fmt.Sprintf("is longer than %d characters", maxRevision), "git", "revision")
 	}
 	if g.Path != "" {
@@ -505,7 +508,7 @@ func (r *rules) git(g *GitSource) {
 // checkRelativePath refuses a folder that could leave the repository.
 func checkRelativePath(p string) string {
 	switch {
-	case len(p) > maxGitPath:
+	case utf8.RuneCountInString(p) > maxGitPath:
 		return fmt.Sprintf("is longer than %d characters", maxGitPath)
 	case strings.HasPrefix(p, "/"):
 		return fmt.Sprintf("%q must be relative to the repository's root, without a leading /", p)
