@@ -3,6 +3,7 @@ package gitops
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -172,5 +173,30 @@ func TestMadeFrom(t *testing.T) {
 		if got := MadeFrom(tc.folder, tc.name, tc.file); got != tc.want {
 			t.Errorf("MadeFrom(%q, %q, %q) = %v; want %v", tc.folder, tc.name, tc.file, got, tc.want)
 		}
+	}
+}
+
+// TestReadDirReportsAFolderNamedAsADefinition: on disk as at a commit, a
+// folder named x.yaml is an invalid definition that claims x, and another
+// folder is ignored.
+func TestReadDirReportsAFolderNamedAsADefinition(t *testing.T) {
+	root := t.TempDir()
+	for _, dir := range []string{"addons/x.yaml", "addons/charts"} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.FromSlash(dir)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "addons", "y.yaml"), []byte("name: y\nhelm: {repo: https://x, chart: c}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := ReadDir(root, "addons")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Invalid) != 1 || s.Invalid[0].Path != "addons/x.yaml" || !strings.Contains(s.Invalid[0].Message, "folder") {
+		t.Fatalf("invalid %+v; want addons/x.yaml, a folder", s.Invalid)
+	}
+	if !s.Claimed["x"] || len(s.Definitions) != 1 || s.Definitions[0].File != "addons/y.yaml" {
+		t.Fatalf("claimed %v, definitions %+v; want x claimed and y defined", s.Claimed, s.Definitions)
 	}
 }

@@ -152,6 +152,12 @@ func ReadDir(root, folder string) (*Snapshot, error) {
 	var entries []folderEntry
 	for _, e := range list {
 		if e.IsDir() {
+			// NOTE: a folder or a checked-out submodule named as a
+			// definition is claimed and invalid, as ReadSnapshot
+			// reports it at a commit.
+			if IsDefinitionFile(e.Name()) {
+				entries = append(entries, folderEntry{name: e.Name(), folder: true})
+			}
 			continue
 		}
 		full := filepath.Join(dir, e.Name())
