@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -35,6 +36,11 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 	return s.plan, nil
 }
 
+// ErrProfileHeld says that a plan on demand found the add-on's sync held
+// since its profile changed (ProfileChanged): a conflict with the cluster's
+// state, not a fault, which ends once the namespace is trusted again.
+var ErrProfileHeld = errors.New("its sync is held since its profile changed")
+
 // planStopped says why a plan on demand ended before its preview: a step
 // that ends the sync there leaves nothing a plan could show. A chart whose
 // signature spec.chart.verify refuses is not rendered, so the plan is the
@@ -46,7 +52,7 @@ func (r *AddonReconciler) Plan(ctx context.Context, addon *capstanv1.Addon) (*ca
 // so anything else is a bug.
 func planStopped(s *scope, stage string) error {
 	if h := s.found.profileChanged; h != nil {
-		return fmt.Errorf("the add-on is Blocked (%s), so there is no plan: %s", h.reason, h.message)
+		return fmt.Errorf("the add-on is Blocked (%s) and %w, so there is no plan: %s", h.reason, ErrProfileHeld, h.message)
 	}
 	if sig := s.found.signature; sig != nil && sig.err != nil {
 		return fmt.Errorf("the chart's signature failed (%s), so nothing from it is rendered and there is no plan: %w", sig.reason, sig.err)

@@ -23,13 +23,14 @@ func TestPlanStopped(t *testing.T) {
 		moved   *hold
 		want    error
 		missing bool
+		held    bool
 		says    string
 	}{
 		{name: "a missing signature", hold: &hold{reason: "SignatureMissing", blocked: true, message: "m", err: missing}, want: missing, missing: true, says: "(SignatureMissing)"},
 		{name: "a wrong signature", hold: &hold{reason: "SignatureInvalid", blocked: true, message: "m", err: invalid}, want: invalid, says: "(SignatureInvalid)"},
 		{name: "no signature behind the stop", says: "internal error: the Fetch step"},
 		{name: "a profile that changed under the add-on", moved: &hold{reason: ReasonProfileChanged, blocked: true, message: "Installed under the cluster profile, but …"},
-			says: "Blocked (ProfileChanged), so there is no plan: Installed under the cluster profile"},
+			says: "Blocked (ProfileChanged) and its sync is held since its profile changed, so there is no plan: Installed under the cluster profile", held: true},
 	} {
 		s := &scope{}
 		s.found.signature, s.found.profileChanged = tc.hold, tc.moved
@@ -40,6 +41,9 @@ func TestPlanStopped(t *testing.T) {
 		}
 		if tc.want != nil && (!errors.Is(err, tc.want) || sig.Missing != tc.missing) {
 			t.Errorf("%s: the error %q does not wrap the signature check's own error", tc.name, err)
+		}
+		if errors.Is(err, ErrProfileHeld) != tc.held {
+			t.Errorf("%s: the error %q is ErrProfileHeld: %v, want %v", tc.name, err, !tc.held, tc.held)
 		}
 		if !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("%s: the error %q does not say %q", tc.name, err, tc.says)

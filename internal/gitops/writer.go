@@ -77,6 +77,14 @@ func RefusesEmpty(spec capstanv1.AddonRepositorySpec) bool {
 // suspending a suspended add-on. Nothing is committed.
 var ErrNoChange = errors.New("the definition already says so: nothing to commit")
 
+// ErrExists says that Install found the definition file in the branch
+// already; ErrNotExist that Edit did not find it. Either is a conflict
+// with what git holds, for the person to resolve.
+var (
+	ErrExists   = errors.New("exists already")
+	ErrNotExist = errors.New("does not exist")
+)
+
 // ConflictError is returned when the definition file changed in the
 // repository after the writer read it. Nothing was overwritten.
 type ConflictError struct {
@@ -146,7 +154,7 @@ func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
 	}
 	return w.change(ctx, name, "Install", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if exists {
-			return nil, false, fmt.Errorf("%s exists already: use edit to change the add-on", file)
+			return nil, false, fmt.Errorf("%s %w: use edit to change the add-on", file, ErrExists)
 		}
 		return content, true, nil
 	})
@@ -168,7 +176,7 @@ func (w *Writer) Edit(ctx context.Context, name string, content []byte, base str
 	}
 	return w.change(ctx, name, "Edit", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
-			return nil, false, fmt.Errorf("%s does not exist: use install to add the add-on", file)
+			return nil, false, fmt.Errorf("%s %w: use install to add the add-on", file, ErrNotExist)
 		}
 		if base != "" && !strings.HasPrefix(blobOf(cur), base) {
 			return nil, false, &ConflictError{File: file, BaseBlob: base}

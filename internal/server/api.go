@@ -26,7 +26,9 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/source"
@@ -54,14 +56,19 @@ func badRequest(field, format string, args ...any) apiError {
 // own status for its refusals (403 for RBAC, 404, 409 for a conflict), 409
 // for a stale or missing plan and for the approval of a suspended Addon or
 // of one whose sync is held since its profile changed,
-// 422 for a blocked plan or invalid values, 413 for a body over the limit,
-// 429 when the commits to git, or the git data in memory, are busy.
+// 422 for a blocked plan, invalid values, and a source or chart the person
+// must fix (a version the repository lacks, a digest that does not match,
+// a refused archive or address, a template that fails), 502 or 503 for a
+// source that failed on its side, 409 for a definition file that exists
+// already or is missing in git, 413 for a body over the limit, 429 when
+// the commits to git, or the git data in memory, are busy.
 func errorFor(err error) apiError {
 	var ae apiError
 	var bad *body.Error
 	var tooLarge *http.MaxBytesError
 	var status apierrors.APIStatus
 	var invalid *values.InvalidError
+	var fetch *source.FetchError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -70,7 +77,8 @@ func errorFor(err error) apiError {
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended),
-		errors.Is(err, addons.ErrProfileChanged):
+		errors.Is(err, addons.ErrProfileChanged), errors.Is(err, controller.ErrProfileHeld),
+		errors.Is(err, gitops.ErrExists), errors.Is(err, gitops.ErrNotExist):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
@@ -84,8 +92,12 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
-	case errors.Is(err, addons.ErrPlanBlocked), errors.Is(err, source.ErrGitTooLarge), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)):
+	case errors.Is(err, addons.ErrPlanBlocked), errors.Is(err, source.ErrGitTooLarge), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)),
+		errors.As(err, new(*source.DigestMismatchError)), errors.As(err, new(*source.ArchiveError)), errors.As(err, new(*render.TemplateError)),
+		errors.As(err, new(*netguard.RefusedError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
+	case errors.As(err, &fetch) && fetch.Status != 0:
+		return fetchErrorFor(fetch, err)
 	case errors.As(err, &invalid):
 		out := apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
 		if len(invalid.Errors) > 0 {
@@ -102,6 +114,23 @@ func errorFor(err error) apiError {
 			out.Field = st.Details.Causes[0].Field
 		}
 		return out
+	}
+	return apiError{Code: http.StatusInternalServerError, Reason: "InternalError", Message: err.Error()}
+}
+
+// fetchErrorFor maps a source's HTTP answer: a 4xx (a chart version or
+// path the repository does not have, credentials it refuses) is the
+// person's to fix in the spec, so 422; 408 and 429 are the source being
+// busy, and a 5xx its own fault, which a retry may get past, so 503 and
+// 502.
+func fetchErrorFor(fetch *source.FetchError, err error) apiError {
+	switch {
+	case fetch.Status == http.StatusRequestTimeout, fetch.Status == http.StatusTooManyRequests, fetch.Status == http.StatusServiceUnavailable:
+		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable", Message: err.Error()}
+	case fetch.Status >= 400 && fetch.Status < 500:
+		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
+	case fetch.Status >= 500:
+		return apiError{Code: http.StatusBadGateway, Reason: "BadGateway", Message: err.Error()}
 	}
 	return apiError{Code: http.StatusInternalServerError, Reason: "InternalError", Message: err.Error()}
 }
