@@ -202,19 +202,7 @@ func pageWrite(r *http.Request, sess session) bool {
 // looked for: a body cut at the bound is read as no form at all, and its
 // refusal blamed the CSRF token.
 func pageForm(w http.ResponseWriter, r *http.Request, sess session, nothing string) (int, string) {
-	r.Body = http.MaxBytesReader(w, r.Body, MaxBody)
-	// NOTE: ParseMultipartForm too: ParseForm reads no multipart body
-	// (curl -F, a form with enctype multipart/form-data) and leaves an
-	// empty form, whose refusal blamed the CSRF token. ParseForm first,
-	// since ParseMultipartForm drops its error (a body over the bound)
-	// when it then says ErrNotMultipart.
-	err := r.ParseForm()
-	if err == nil {
-		if err = r.ParseMultipartForm(MaxBody); errors.Is(err, http.ErrNotMultipart) {
-			err = nil
-		}
-	}
-	if err != nil {
+	if err := parseForm(w, r, MaxBody); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return http.StatusRequestEntityTooLarge, fmt.Sprintf("The form is over %d MiB, the most a page's form may send, so nothing was %s. Keep large values in a ConfigMap or Secret that the add-on's valuesFrom names.",
@@ -228,6 +216,24 @@ func pageForm(w http.ResponseWriter, r *http.Request, sess session, nothing stri
 	return 0, ""
 }
 
+// parseForm reads r's form, urlencoded or multipart, from a body bounded
+// to limit bytes; a body past it is an *http.MaxBytesError.
+func parseForm(w http.ResponseWriter, r *http.Request, limit int64) error {
+	r.Body = http.MaxBytesReader(w, r.Body, limit)
+	// NOTE: ParseMultipartForm too: ParseForm reads no multipart body
+	// (curl -F, a form with enctype multipart/form-data) and leaves an
+	// empty form, whose refusal blamed the CSRF token. ParseForm first,
+	// since ParseMultipartForm drops its error (a body over the bound)
+	// when it then says ErrNotMultipart.
+	err := r.ParseForm()
+	if err == nil {
+		if err = r.ParseMultipartForm(limit); errors.Is(err, http.ErrNotMultipart) {
+			err = nil
+		}
+	}
+	return err
+}
+
 func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodGet {
 		s.render(w, "signin", http.StatusOK, pageData{Title: "Sign in"})
@@ -237,7 +243,19 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "signin", http.StatusForbidden, pageData{Title: "Sign in", Error: "Sign in from this page: the form was sent from another site, and nothing was signed in."})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	// NOTE: a form that cannot be read is said so, not read as one with
+	// no token: a kubeconfig pasted in place of the token is over the
+	// bound, and "paste a token" would not say what went wrong.
+	if err := parseForm(w, r, maxSignInBody); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.render(w, "signin", http.StatusRequestEntityTooLarge, pageData{Title: "Sign in",
+				Error: fmt.Sprintf("The form is over %d KiB, the most a sign-in may send, so nothing was signed in. Paste only the token, not a whole kubeconfig.", tooLarge.Limit>>10)})
+			return
+		}
+		s.render(w, "signin", http.StatusBadRequest, pageData{Title: "Sign in", Error: fmt.Sprintf("The form could not be read (%v), so nothing was signed in.", err)})
+		return
+	}
 	token := strings.TrimSpace(r.PostFormValue("token"))
 	if token == "" {
 		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "Paste a Kubernetes token to sign in."})
@@ -293,7 +311,7 @@ func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
 	if pageWrite(r, sess) {
 		// NOTE: a redirect, not an empty answer: the browser would stay
 		// on the page it signed out from, showing its add-ons.

@@ -138,6 +138,10 @@ func (s *sessions) remove(id string) (sess session, ok bool) {
 	return sess, ok
 }
 
+// maxSignInBody bounds a sign-in's body, and a sign-out's: a token is a
+// few KiB at most.
+const maxSignInBody = 64 << 10
+
 // signIn takes a token in the body, reviews it, and answers with a session
 // cookie and the CSRF token.
 func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
@@ -145,7 +149,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, apiError{Code: http.StatusForbidden, Reason: "Forbidden", Message: crossSiteSignIn})
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
 	var req body.SignIn
 	err := noQuery(r)
 	if err == nil {

@@ -30,3 +30,25 @@ func TestSignInWhileTheAPIServerCannotReview(t *testing.T) {
 		t.Errorf("a sign-in the API server could not review set a session cookie: %v", c)
 	}
 }
+
+// TestSignInOverTheBound: a sign-in form over 64 KiB (a kubeconfig pasted
+// in place of the token) is 413 and says the bound, not 401 "paste a
+// token", and makes no session.
+func TestSignInOverTheBound(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	now := time.Now()
+	_, h := fakeReviewServer(t, &up, &now)
+
+	resp := postForm(h, "/signin", url.Values{"token": {strings.Repeat("a", 70<<10)}}, nil)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Errorf("a sign-in form of 70 KiB: %d; want 413", resp.StatusCode)
+	}
+	if !strings.Contains(string(body), "over 64 KiB") {
+		t.Errorf("a sign-in form of 70 KiB says:\n%s\nwant that it is over 64 KiB", body)
+	}
+	if c := sessionCookieOf(resp); c != nil {
+		t.Errorf("a sign-in form of 70 KiB set a session cookie: %v", c)
+	}
+}
