@@ -628,8 +628,14 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 		if err != nil {
 			return nil, err
 		}
+		// NOTE: a client, and so a limiter, of its own for the access
+		// reviews, so that those callers cause cannot hold up sign-ins.
+		accessReviewer, err := kubernetes.NewForConfig(server.ReviewerConfig(cfg))
+		if err != nil {
+			return nil, err
+		}
 		srv := &server.Server{
-			Base: cfg, Reviewer: reviewer, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+			Base: cfg, Reviewer: reviewer, AccessReviewer: accessReviewer, Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 			Fetcher: fetcher, Config: o.config,
 			Webhook:    &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
 			Controller: mgr.GetAPIReader(), GitAuth: fetcher.GitAuth, Syncer: syncer,

@@ -407,6 +407,16 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("secretInputs", "a plan saves nothing: it takes a spec patch only"))
 		return
 	}
+	// NOTE: the turn first, then the access review, so that plans past
+	// the bound cost the API server nothing.
+	select {
+	case s.plans <- struct{}{}:
+		defer func() { <-s.plans }()
+	default:
+		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
+			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", cap(s.plans), planRetryAfter)})
+		return
+	}
 	// NOTE: a plan of a change makes the controller fetch whatever source
 	// the patch names, through its guard and into the chart cache its
 	// reconciles share, and render it: without this review, anyone who may
@@ -419,14 +429,6 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorFor(err))
 			return
 		}
-	}
-	select {
-	case s.plans <- struct{}{}:
-		defer func() { <-s.plans }()
-	default:
-		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
-			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", cap(s.plans), planRetryAfter)})
-		return
 	}
 	// NOTE: the controller's own configuration, so the chart renders in its
 	// sandbox, bounded in time and memory, and the namespace gets the

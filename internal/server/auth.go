@@ -63,6 +63,12 @@ const (
 	// reconciles', which have none.
 	reviewerQPS   = 20
 	reviewerBurst = 40
+	// userAccessReviewRate and userAccessReviewBurst bound the
+	// SubjectAccessReviews one user causes (plans of a change, chart
+	// forms, commits): a person's clicks stay far inside them, a loop
+	// does not take the whole reviewer's budget.
+	userAccessReviewRate  = clientReviewRate
+	userAccessReviewBurst = clientReviewBurst
 )
 
 // ReviewerConfig is the rest.Config of the Server's Reviewer: cfg, the

@@ -93,6 +93,10 @@ func (s *Server) authorize(ctx context.Context, u User, verb string, key client.
 	if key.Name == "" {
 		what = "Addons in namespace " + key.Namespace
 	}
+	if ok, wait := s.accessReviews.allow(u.Name, s.now()); !ok {
+		return reviewRefusal(&throttledError{retryAfter: wait,
+			why: fmt.Sprintf("%s asked for more access reviews just now than this server makes for one user, so %s", u.Name, outcome)})
+	}
 	allowed, err := s.allowed(ctx, u, verb, key)
 	if err != nil {
 		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
@@ -117,7 +121,11 @@ func (s *Server) allowed(ctx context.Context, u User, verb string, key client.Ob
 			extra[k] = v
 		}
 	}
-	review, err := s.Reviewer.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+	reviewer := s.AccessReviewer
+	if reviewer == nil {
+		reviewer = s.Reviewer
+	}
+	review, err := reviewer.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
 			User: u.Name, UID: u.UID, Groups: u.Groups, Extra: extra,
 			ResourceAttributes: &authorizationv1.ResourceAttributes{

@@ -20,7 +20,8 @@ const pageFetchRetryAfter = 5
 // the API server allows to verb the Addon key (a key without a name asks
 // about any Addon of its namespace), and with a turn among the server's
 // page fetches. A refusal is an apiError: 403 for the user, 429 when every
-// turn is taken, 503 when the review failed; any other error is the
+// turn is taken or the user has caused too many access reviews just now,
+// 503 when the review failed; any other error is the
 // fetch's.
 //
 // NOTE: the fetch is the controller's, through its guard and into the
@@ -28,15 +29,17 @@ const pageFetchRetryAfter = 5
 // signs in: without the review, anyone could make the controller fetch any
 // link, and read the errors as a port scanner's answers.
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
-		return nil, err
-	}
+	// NOTE: the turn first, then the access review, so that fetches past
+	// the bound cost the API server nothing.
 	select {
 	case s.pageFetches <- struct{}{}:
 		defer func() { <-s.pageFetches }()
 	default:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
 			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", cap(s.pageFetches), pageFetchRetryAfter)}
+	}
+	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
+		return nil, err
 	}
 	return s.Fetcher.Fetch(ctx, spec, nil)
 }
@@ -49,7 +52,11 @@ func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
 		return apiError{}, false
 	}
 	if e.Code == http.StatusTooManyRequests {
-		w.Header().Set("Retry-After", strconv.Itoa(pageFetchRetryAfter))
+		retryAfter := e.retryAfter
+		if retryAfter == 0 {
+			retryAfter = pageFetchRetryAfter
+		}
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	return e, true
 }

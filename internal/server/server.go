@@ -42,10 +42,18 @@ type Server struct {
 	// Base is the API server's address and CA, without credentials: every
 	// API call is made with the requesting user's own token.
 	Base *rest.Config
-	// Reviewer creates TokenReviews and SubjectAccessReviews; the
-	// controller's client, built from ReviewerConfig so that the reviews
-	// the API's callers cause have a rate limit of their own.
+	// Reviewer creates TokenReviews; the controller's client, built from
+	// ReviewerConfig so that the reviews the API's callers cause have a
+	// rate limit of their own.
 	Reviewer kubernetes.Interface
+	// AccessReviewer creates SubjectAccessReviews: another client built
+	// from ReviewerConfig, with a limiter of its own. nil uses Reviewer.
+	//
+	// NOTE: any signed-in caller, with no RBAC right at all, causes an
+	// access review per plan of a change or chart form; sharing the
+	// TokenReviews' limiter, a loop of them would hold up every other
+	// person's sign-in behind it.
+	AccessReviewer kubernetes.Interface
 	// Scheme and Mapper build the users' clients.
 	Scheme *runtime.Scheme
 	Mapper meta.RESTMapper
@@ -86,8 +94,10 @@ type Server struct {
 	// Now is the clock; time.Now when nil.
 	Now func() time.Time
 
-	tokens   *tokenReviewer
-	sessions sessions
+	tokens *tokenReviewer
+	// accessReviews bounds the SubjectAccessReviews each user causes.
+	accessReviews *clientLimiter
+	sessions      sessions
 	// plans holds a token for each plan being computed.
 	plans chan struct{}
 	// pageFetches holds a token for each chart a page is fetching.
@@ -134,6 +144,7 @@ func (s *Server) Handler() http.Handler {
 	// it starts rather than failing its first request.
 	pages()
 	s.tokens = newTokenReviewer(s.Reviewer, s.now)
+	s.accessReviews = newClientLimiter(userAccessReviewRate, userAccessReviewBurst, maxReviewClients)
 	maxPlans := s.MaxPlans
 	if maxPlans <= 0 {
 		maxPlans = defaultMaxPlans
