@@ -58,6 +58,8 @@ type sessions struct {
 	mu  sync.Mutex
 	m   map[string]session
 	seq uint64
+	// max bounds the table; 0 means maxSessions.
+	max int
 }
 
 func randomToken() string {
@@ -79,12 +81,54 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 			return ok && other == ns
 		}, maxNamespaceSessions-1, now)
 	}
-	makeRoom(s.m, maxSessions, func(v session) bool { return !now.Before(v.expires) })
+	s.makeRoom(now)
 	s.seq++
 	id = randomToken()
 	sess = session{user: User{Name: u.Name, token: u.token}, csrf: randomToken(), expires: now.Add(sessionTTL), seq: s.seq}
 	s.m[id] = sess
 	return id, sess
+}
+
+// makeRoom keeps the table under its bound: the expired sessions go
+// first and, when all are live, the oldest of the group that holds the
+// most (the service accounts of one namespace, else one user).
+//
+// NOTE: not any session: whoever may make service accounts in many
+// namespaces could fill the table, and every sign-in after that would then
+// end a session of someone else. This way, whoever fills it ends only
+// their own.
+func (s *sessions) makeRoom(now time.Time) {
+	bound := cmp.Or(s.max, maxSessions)
+	if len(s.m) < bound {
+		return
+	}
+	counts := map[string]int{}
+	for id, sess := range s.m {
+		if !now.Before(sess.expires) {
+			delete(s.m, id)
+			continue
+		}
+		counts[sessionGroup(sess.user.Name)]++
+	}
+	for len(s.m) >= bound {
+		var most string
+		for g, n := range counts {
+			if n > counts[most] || (n == counts[most] && g < most) {
+				most = g
+			}
+		}
+		s.endOldest(func(name string) bool { return sessionGroup(name) == most }, counts[most]-1, now)
+		counts[most]--
+	}
+}
+
+// sessionGroup is the group a user's sessions count in when the table is
+// full: the namespace of a service account, else the user.
+func sessionGroup(user string) string {
+	if ns, ok := serviceAccountNamespace(user); ok {
+		return "namespace " + ns
+	}
+	return "user " + user
 }
 
 // serviceAccountNamespace is the namespace of a service account's user

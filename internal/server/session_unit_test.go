@@ -54,3 +54,26 @@ func TestServiceAccountsOfANamespaceShareABound(t *testing.T) {
 		}
 	}
 }
+
+// TestAFullTableEndsTheSessionsOfWhoFilledIt: when the table is full of
+// live sessions, a sign-in ends the oldest session of the group that holds
+// the most (here the service accounts of the namespace that filled it),
+// never that of a person who holds one.
+func TestAFullTableEndsTheSessionsOfWhoFilledIt(t *testing.T) {
+	s := sessions{max: 10}
+	now := time.Now()
+	alice, _ := s.create(User{Name: "alice"}, now)
+	first, _ := s.create(User{Name: "system:serviceaccount:filler:sa-0"}, now)
+	for i := 1; i < 60; i++ {
+		s.create(User{Name: "system:serviceaccount:filler:sa-" + strconv.Itoa(i)}, now)
+		if _, ok := s.get(alice, now); !ok {
+			t.Fatalf("sign-in %d of the namespace that fills the table ended alice's session", i)
+		}
+	}
+	if len(s.m) != 10 {
+		t.Errorf("the table holds %d sessions; want its bound, 10", len(s.m))
+	}
+	if _, ok := s.get(first, now); ok {
+		t.Error("the oldest session of the namespace that filled the table is still there")
+	}
+}
