@@ -1,15 +1,20 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	"golang.org/x/sync/singleflight"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/catalog"
@@ -27,6 +32,61 @@ type catalogView struct {
 	// Trusted are the namespaces whose add-ons use the cluster profile: an
 	// Addon there sends its objects to the entry's namespace.
 	Trusted []string
+}
+
+// catalogTTL is how long the catalog's entries, as read, serve the pages.
+const catalogTTL = 10 * time.Second
+
+// catalogCache keeps the catalog's entries of the last read for catalogTTL.
+//
+// NOTE: the catalog's ConfigMaps are listed as the controller, whose
+// client has no rate limit, and any token the API server accepts signs
+// in: a read per view would let a loop of views flood the API server as
+// the controller, and slow its own reconciles. One read at a time, then
+// one per catalogTTL, whatever the views.
+type catalogCache struct {
+	flight   singleflight.Group
+	mu       sync.Mutex
+	read     time.Time
+	list     []catalog.Entry
+	problems []catalog.Problem
+}
+
+// entries are the catalog's entries and problems, from the last read when
+// it is under catalogTTL old, else read again; a failed read is not kept.
+func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace string, now time.Time) ([]catalog.Entry, []catalog.Problem, error) {
+	c.mu.Lock()
+	if !c.read.IsZero() && now.Sub(c.read) < catalogTTL {
+		list, problems := slices.Clone(c.list), c.problems
+		c.mu.Unlock()
+		return list, problems, nil
+	}
+	c.mu.Unlock()
+	ch := c.flight.DoChan("", func() (any, error) {
+		// NOTE: shared by every view that waits, so it does not end with
+		// the first one's context.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTTL)
+		defer cancel()
+		list, problems, err := catalog.Entries(ctx, r, namespace)
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.read, c.list, c.problems = now, list, problems
+		return nil, nil
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return nil, nil, res.Err
+		}
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.list), c.problems, nil
 }
 
 // catalogFields are an entry's typed fields as the form renders them.
@@ -48,7 +108,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &catalogView{}
 	d := pageData{Title: "Add from the catalog", User: sess.user.Name, CSRF: sess.csrf, Catalog: v}
-	entries, problems, err := catalog.Entries(r.Context(), s.Controller, s.config().Namespace)
+	entries, problems, err := s.catalog.entries(r.Context(), s.Controller, s.config().Namespace, s.now())
 	if err != nil {
 		d.Error = err.Error()
 	}

@@ -2,12 +2,17 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/catalog"
@@ -161,4 +166,52 @@ func entry(t *testing.T, id string) catalog.Entry {
 	}
 	t.Fatalf("no built-in entry %s", id)
 	return catalog.Entry{}
+}
+
+// countingReader is a client.Reader with no objects that counts its Lists.
+type countingReader struct {
+	client.Reader
+	lists atomic.Int32
+}
+
+func (c *countingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	c.lists.Add(1)
+	return nil
+}
+
+// TestCatalogIsReadOncePerTTL: views of the catalog read its ConfigMaps, as
+// the controller, at most once per catalogTTL however many there are, so
+// that a loop of views does not flood the API server as the controller.
+func TestCatalogIsReadOncePerTTL(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	now := time.Now()
+	s, h := fakeReviewServer(t, &up, &now)
+	reader := &countingReader{}
+	s.Controller = reader
+	cookie := sessionCookieOf(postForm(h, "/signin", url.Values{"token": {"a-token"}}, nil))
+	if cookie == nil {
+		t.Fatal("signing in made no session")
+	}
+	view := func() {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodGet, "/catalog", nil)
+		req.AddCookie(cookie)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET /catalog: %d", w.Code)
+		}
+	}
+	for range 100 {
+		view()
+	}
+	if n := reader.lists.Load(); n != 1 {
+		t.Errorf("100 views of the catalog within an instant listed its ConfigMaps %d times; want once", n)
+	}
+	now = now.Add(catalogTTL)
+	view()
+	if n := reader.lists.Load(); n != 2 {
+		t.Errorf("a view %v after the catalog was read listed its ConfigMaps %d times in all; want twice", catalogTTL, n)
+	}
 }

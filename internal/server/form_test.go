@@ -264,6 +264,14 @@ func TestCatalogInAChromium(t *testing.T) {
 	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"))
 	ctx := browser(t)
 	signIn(t, ctx, editor)
+	// NOTE: the page keeps the catalog it read for up to 10 s, so an entry
+	// made just now shows up once that has passed.
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		run(t, ctx, "opening the catalog", chromedp.Navigate(api.URL+"/catalog"))
+		if strings.Contains(value(t, ctx, chromedp.Evaluate[string](`document.body.innerText`)), "Grafana") {
+			break
+		}
+	}
 	run(t, ctx, "opening the catalog",
 		chromedp.Navigate(api.URL+"/catalog"),
 		chromedp.WaitVisible(`//h2[text()="Grafana"]`),

@@ -95,6 +95,8 @@ type Server struct {
 	Now func() time.Time
 
 	tokens *tokenReviewer
+	// catalog keeps the catalog's entries for the pages.
+	catalog catalogCache
 	// accessReviews bounds the SubjectAccessReviews each user causes.
 	accessReviews *clientLimiter
 	sessions      sessions
