@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -284,5 +285,34 @@ func TestListDefaultIsAList(t *testing.T) {
 	got, err := parseList(fields[0].Default, "string")
 	if err != nil || !reflect.DeepEqual(got, []any{"a", "b, c"}) {
 		t.Fatalf("the default %q reads back as %v, %v", fields[0].Default, got, err)
+	}
+}
+
+// TestSchemaFormLeavesDottedKeysToTheYAML: a property whose name holds
+// ".", "[", "]" or "\" (an annotation such as prometheus.io/scrape) is no
+// field of the form, since its path would write it nested or as a list
+// index; the YAML editor takes it. Its plain siblings are fields, and an
+// object left with no field is none either.
+func TestSchemaFormLeavesDottedKeysToTheYAML(t *testing.T) {
+	fields, err := schemaForm([]byte(`{"type": "object", "properties": {
+		"auth.password": {"type": "string", "writeOnly": true},
+		"list[0]": {"type": "string"},
+		"back\\slash": {"type": "string"},
+		"podAnnotations": {"type": "object", "properties": {"prometheus.io/scrape": {"type": "string"}}},
+		"service": {"type": "object", "properties": {"port": {"type": "integer"}, "a.b": {"type": "string"}}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	var walk func([]formField)
+	walk = func(fs []formField) {
+		for _, f := range fs {
+			paths = append(paths, f.Path)
+			walk(f.Children)
+		}
+	}
+	walk(fields)
+	if want := []string{"service", "service.port"}; !slices.Equal(paths, want) {
+		t.Errorf("the form's fields are %q; want %q", paths, want)
 	}
 }

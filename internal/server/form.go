@@ -29,7 +29,8 @@ import (
 // The form from a chart's schema: given a chart link, the server fetches the
 // chart through the fetch guard and renders a form from its
 // values.schema.json. What the form cannot express ($ref, oneOf, arrays of
-// objects) is left to the YAML editor under it, which every chart gets.
+// objects, a property whose name holds ".", "[", "]" or "\\") is left to
+// the YAML editor under it, which every chart gets.
 
 // maxFormDepth bounds how deep nested objects become nested fieldsets.
 const maxFormDepth = 6
@@ -111,7 +112,11 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 	var out []formField
 	for _, name := range names {
 		p := n.Properties[name]
-		if p == nil || p.Ref != "" {
+		// NOTE: a field's path joins its keys with ".", so a key that
+		// holds ".", "[", "]" or "\\" (prometheus.io/scrape) would be
+		// written nested, or as a list index, in the wrong place; such a
+		// property is left to the YAML editor, as a $ref is.
+		if p == nil || p.Ref != "" || strings.ContainsAny(name, `.[]\`) {
 			continue
 		}
 		f := formField{Path: strings.TrimPrefix(prefix+"."+name, "."), Label: name, Description: p.Description,
