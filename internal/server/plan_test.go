@@ -247,3 +247,17 @@ func TestPlanOfAChangeNeedsPatch(t *testing.T) {
 		t.Errorf("the editor's plan of a change fetched %d times; want 1", n)
 	}
 }
+
+// TestPlanOfAMissingChartIsTheSpecsToFix: a plan of a change to a chart the
+// source does not have (its answer 404) is 422, the person's to fix, not
+// 500, which clients would retry and monitoring count as the server's.
+func TestPlanOfAMissingChartIsTheSpecsToFix(t *testing.T) {
+	ns := namespace(t)
+	chartAddon(t, ns, "pinned", "public-1.0.0.tgz")
+	editor := user(t, ns, "editor", addonRule("get", "list", "patch"))
+	change := map[string]any{"spec": map[string]any{"chart": map[string]any{"url": chartServer.URL + "/missing-0.0.0.tgz?plan=" + ns}}}
+	code, body := call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/pinned/plan", change)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "404") {
+		t.Errorf("a plan of a chart the source does not have: %d %s; want 422 naming the source's 404", code, body)
+	}
+}
