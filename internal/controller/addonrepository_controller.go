@@ -104,6 +104,11 @@ type AddonRepositoryReconciler struct {
 
 	mu    sync.Mutex
 	cache map[types.NamespacedName]cachedSnapshot
+	// synced holds, per repository, the snapshot of the commit its status
+	// names as its last synced one (recordSynced): what lastRead tells its
+	// siblings of. cache may hold a newer commit, read by a sync that
+	// still runs or that failed, which the status does not name yet.
+	synced map[types.NamespacedName]cachedSnapshot
 	// notified holds, per repository, the Ready status, reason and count
 	// of invalid files last posted (notifyTransition), and its labels.
 	notified map[types.NamespacedName]repoNotice
@@ -158,6 +163,7 @@ func (r *AddonRepositoryReconciler) forgetRepository(ctx context.Context, key ty
 	}
 	r.mu.Lock()
 	delete(r.cache, key)
+	delete(r.synced, key)
 	delete(r.failures, key)
 	delete(r.notified, key)
 	r.mu.Unlock()
@@ -273,6 +279,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	interval := syncInterval(repo)
 	before := repo.DeepCopy()
 	var res ctrl.Result
+	var synced *gitops.Snapshot
 	var syncErr error
 	if repo.Spec.Suspend {
 		// NOTE: no requeue: a suspended repository is not read, and the
@@ -280,10 +287,11 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// watch syncs at once.
 		suspended(repo)
 	} else {
-		res, syncErr = r.sync(ctx, repo)
+		res, synced, syncErr = r.sync(ctx, repo)
 	}
 	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); {
 	case err == nil:
+		r.recordSynced(repo, synced)
 		r.notifyTransition(before, repo)
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
@@ -379,9 +387,11 @@ func suspended(repo *capstanv1.AddonRepository) {
 }
 
 // sync does the work of Reconcile and records the outcome in repo's status.
-// Only a transient error of the API server is returned: an unreadable
-// repository is a status, retried at the next interval.
-func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.AddonRepository) (ctrl.Result, error) {
+// It returns the snapshot it synced when the sync completed, which is then
+// the one of status.lastSyncedCommit. Only a transient error of the API
+// server is returned: an unreadable repository is a status, retried at the
+// next interval.
+func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.AddonRepository) (ctrl.Result, *gitops.Snapshot, error) {
 	logger := log.FromContext(ctx)
 	key := client.ObjectKeyFromObject(repo)
 	repo.Status.ObservedGeneration = repo.Generation
@@ -390,17 +400,17 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	case err != nil:
 		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable,
 			"spec.url is not a git URL (https://host/path, ssh://host/path or user@host:path); nothing was changed")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil, nil
 	case fetch.HoldsCredentials(ep):
 		// NOTE: every Addon the repository makes would copy the URL.
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed,
 			"spec.url must be a git URL without credentials: put them in a Secret and name it in spec.secretRef; nothing was changed")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil, nil
 	}
 	auth, err := r.auth(ctx, repo)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil, nil
 	}
 	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
 	timeout := r.FetchTimeout
@@ -415,7 +425,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	if err != nil {
 		err = timedOut(fetchCtx, err, timeout)
 		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
-		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
 	}
 	repo.Status.Branch = branch
 
@@ -429,7 +439,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		g, commit, release, cloneErr := remote.Clone(fetchCtx, branch)
 		if cloneErr != nil {
 			err = timedOut(fetchCtx, cloneErr, timeout)
-			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil
+			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
 		}
 		var listErr error
 		func() {
@@ -444,7 +454,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		}()
 		if listErr != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, listErr.Error())
-			return ctrl.Result{}, listErr
+			return ctrl.Result{}, nil, listErr
 		}
 		// NOTE: the clone fetches the branch again, and may find a commit
 		// pushed after the ls-remote: what it read is kept under its own
@@ -458,7 +468,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	r.readSucceeded(repo)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonUnreadable, err.Error()+"; nothing was changed")
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, nil, nil
 	}
 
 	prune := repo.Spec.Prune == nil || *repo.Spec.Prune
@@ -480,13 +490,13 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		}
 		if err != nil {
 			r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
-			return ctrl.Result{}, err
+			return ctrl.Result{}, nil, err
 		}
 		owned = madeFromOwnFile(owned, folder)
 		if n := managed(owned); refuseEmpty(len(snap.Claimed), repo.Spec, n) {
 			logger.Info("Refusing a commit whose folder holds no definition; nothing changes", "commit", snap.Commit, "addons", n)
 			r.setCondition(repo, metav1.ConditionFalse, ReasonEmptyRefused, emptyRefusedMessage(repo, snap, folder, n))
-			return ctrl.Result{}, nil
+			return ctrl.Result{}, nil, nil
 		}
 	}
 
@@ -497,7 +507,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	repo.Status.RetainedAddons = int32(retained)
 	if err != nil {
 		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
-		return ctrl.Result{}, err
+		return ctrl.Result{}, nil, err
 	}
 	repo.Status.LastSyncedCommit = snap.Commit
 	now := metav1.NewTime(r.now())
@@ -516,7 +526,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	} else {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonSynced, fmt.Sprintf("Synced commit %s: %d Addons%s", gitops.ShortCommit(snap.Commit), applied, more))
 	}
-	return ctrl.Result{}, nil
+	return ctrl.Result{}, snap, nil
 }
 
 // refuseEmpty decides whether a commit is refused: its folder claims no

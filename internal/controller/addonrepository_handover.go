@@ -38,8 +38,9 @@ type siblings struct {
 	// branch is the branch repo's sync read.
 	branch string
 	// lastRead is what the syncer holds of a repository's definitions at
-	// its last synced commit, or nil.
-	lastRead func(*capstanv1.AddonRepository) *gitops.Snapshot
+	// its last synced commit, or nil, and whether the syncer read the
+	// repository since its start (lastRead).
+	lastRead func(*capstanv1.AddonRepository) (last *gitops.Snapshot, read bool)
 
 	loaded bool
 	byName map[string]*capstanv1.AddonRepository
@@ -63,8 +64,10 @@ type claim struct {
 // folder holds the file at snap's commit, for one of the same branch, or
 // at its own last synced commit as this syncer read it, for another.
 // known is false when snap was read without o's folder (o is new, or its
-// folder changed since), and when o may read the same branch but has not
-// told which yet (branchUnknown).
+// folder changed since), when o may read the same branch but has not
+// told which yet (branchUnknown), and when this syncer read o but holds
+// nothing of its last synced commit (a newer read whose sync runs or
+// failed, or a folder changed since).
 func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines, known bool) {
 	if sameBranch(s.repo, s.branch, o) {
 		defines, known = snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
@@ -83,8 +86,15 @@ func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, 
 	if s.lastRead == nil {
 		return false, true
 	}
-	last := s.lastRead(o)
-	return last != nil && last.Claimed[name], true
+	last, read := s.lastRead(o)
+	if last == nil {
+		// NOTE: a repository this syncer read but whose read it cannot
+		// match with its status (its sync of a newer commit runs, or
+		// failed) may still define the add-on at the commit it last
+		// synced: unknown, so nothing is deleted until its sync settles.
+		return false, !read
+	}
+	return last.Claimed[name], true
 }
 
 // folders are the folders of the siblings that read the branch the sync
@@ -246,8 +256,13 @@ func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv
 	if defines, known := sibs.defines(o, snap, have.Name); defines || !known {
 		return false, nil
 	}
-	if !sameBranch(repo, sibs.branch, o) && (sibs.lastRead == nil || sibs.lastRead(o) == nil) {
-		return false, nil
+	if !sameBranch(repo, sibs.branch, o) {
+		if sibs.lastRead == nil {
+			return false, nil
+		}
+		if last, _ := sibs.lastRead(o); last == nil {
+			return false, nil
+		}
 	}
 	return r.takeFrom(ctx, repo, have, owner, "whose folder no longer defines it")
 }
@@ -298,18 +313,45 @@ func (r *AddonRepositoryReconciler) takeFrom(ctx context.Context, repo *capstanv
 
 // lastRead is the snapshot this syncer read of repo at its last synced
 // commit, from its folder and URL as they are now, or nil: a repository
-// of another shard, or one not read since a restart or a change.
-func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) *gitops.Snapshot {
+// of another shard, or one not read since a restart or a change. read
+// says whether this syncer read repo since its start at all.
+//
+// NOTE: the snapshot of the commit it synced (synced), not the newest it
+// read (cache): a sync stores its clone's snapshot at once, and its
+// status names that commit only once all of it applied. The newest one
+// stands in too when it is the commit the status names: the status is
+// written before synced records it.
+func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) (last *gitops.Snapshot, read bool) {
+	key := client.ObjectKeyFromObject(repo)
+	r.mu.Lock()
+	synced, cached := r.synced[key], r.cache[key]
+	r.mu.Unlock()
+	read = synced.snap != nil || cached.snap != nil || cached.err != nil
 	if repo.Status.LastSyncedCommit == "" {
-		return nil
+		return nil, read
+	}
+	want := snapshotKey(repo.Status.LastSyncedCommit, syncFolder(repo), repo.Spec.URL)
+	for _, c := range []cachedSnapshot{synced, cached} {
+		if c.snap != nil && c.key == want {
+			return c.snap, true
+		}
+	}
+	return nil, read
+}
+
+// recordSynced remembers snap as the snapshot of repo's last synced
+// commit, once its status, which names that commit, is written; nil (a
+// sync that did not complete) changes nothing.
+func (r *AddonRepositoryReconciler) recordSynced(repo *capstanv1.AddonRepository, snap *gitops.Snapshot) {
+	if snap == nil || repo.Status.LastSyncedCommit != snap.Commit {
+		return
 	}
 	r.mu.Lock()
-	cached := r.cache[client.ObjectKeyFromObject(repo)]
-	r.mu.Unlock()
-	if cached.snap == nil || cached.key != snapshotKey(repo.Status.LastSyncedCommit, syncFolder(repo), repo.Spec.URL) {
-		return nil
+	defer r.mu.Unlock()
+	if r.synced == nil {
+		r.synced = map[types.NamespacedName]cachedSnapshot{}
 	}
-	return cached.snap
+	r.synced[client.ObjectKeyFromObject(repo)] = cachedSnapshot{key: snapshotKey(snap.Commit, syncFolder(repo), repo.Spec.URL), snap: snap}
 }
 
 // relabelRaced reads the Addon a again, past the cache, after its relabel

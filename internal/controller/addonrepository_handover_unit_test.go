@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/gitops"
@@ -56,12 +57,12 @@ func TestClaimantAnswersOncePerSync(t *testing.T) {
 	reads := 0
 	sibs := &siblings{repo: repo, branch: "main", loaded: true,
 		byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
-		lastRead: func(*capstanv1.AddonRepository) *gitops.Snapshot {
+		lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, bool) {
 			reads++
 			if reads == 1 {
-				return &gitops.Snapshot{Claimed: map[string]bool{"x": true}}
+				return &gitops.Snapshot{Claimed: map[string]bool{"x": true}}, true
 			}
-			return nil
+			return nil, false
 		}}
 	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
 	ctx := context.Background()
@@ -129,7 +130,7 @@ func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
 			Status: capstanv1.AddonRepositoryStatus{Branch: tc.statusBranch}}
 		sibs := &siblings{repo: repo, branch: "main", loaded: true,
 			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
-			lastRead: func(*capstanv1.AddonRepository) *gitops.Snapshot { return nil }}
+			lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, bool) { return nil, false }}
 		c, err := sibs.claimant(ctx, snap, "x")
 		if err != nil || c.to != "" || c.unknown != tc.unknown {
 			t.Errorf("%s: claimant of x: %+v (%v), want unknown %v", tc.name, c, err, tc.unknown)
@@ -140,6 +141,46 @@ func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
 		kept, err := notHandedOver(ctx, []capstanv1.Addon{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}}, snap, sibs)
 		if err != nil || (len(kept) == 1) != tc.kept {
 			t.Errorf("%s: notHandedOver kept %d Addons (%v), want x kept %v", tc.name, len(kept), err, tc.kept)
+		}
+	}
+}
+
+// TestClaimantGoesByTheSiblingsLastSyncedCommit: team-b, of another
+// branch, defined x at c1, its last synced commit; this syncer has read
+// c2 of it since, whose sync runs or failed, so its status still names
+// c1. x is team-b's by what was read at c1, not "defined by none" by the
+// newer read. A sibling read here whose last synced commit this syncer
+// holds nothing of cannot be told of; one never read here is told of as
+// defining nothing, as before.
+func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
+	const u = "https://git.example.com/org/gitops.git"
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Branch: "main"}}
+	other := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "ns"},
+		Spec:   capstanv1.AddonRepositorySpec{URL: u, Branch: "prod"},
+		Status: capstanv1.AddonRepositoryStatus{LastSyncedCommit: "c1"}}
+	key := types.NamespacedName{Namespace: "ns", Name: "team-b"}
+	at := func(commit string) cachedSnapshot {
+		return cachedSnapshot{key: snapshotKey(commit, syncFolder(other), u),
+			snap: &gitops.Snapshot{Commit: commit, Claimed: map[string]bool{"x": true}}}
+	}
+	cases := []struct {
+		name          string
+		synced, cache map[types.NamespacedName]cachedSnapshot
+		want          claim
+	}{
+		{"c1 synced, c2 read since", map[types.NamespacedName]cachedSnapshot{key: at("c1")}, map[types.NamespacedName]cachedSnapshot{key: at("c2")}, claim{to: "team-b"}},
+		{"c1 read, its status written before it was recorded", nil, map[types.NamespacedName]cachedSnapshot{key: at("c1")}, claim{to: "team-b"}},
+		{"c2 read, c1 not held", nil, map[types.NamespacedName]cachedSnapshot{key: at("c2")}, claim{unknown: true}},
+		{"never read here", nil, nil, claim{}},
+	}
+	for _, tc := range cases {
+		r := &AddonRepositoryReconciler{synced: tc.synced, cache: tc.cache}
+		sibs := &siblings{repo: repo, branch: "main", loaded: true,
+			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"}, lastRead: r.lastRead}
+		c, err := sibs.claimant(context.Background(), &gitops.Snapshot{Claimed: map[string]bool{}}, "x")
+		if err != nil || c != tc.want {
+			t.Errorf("%s: claimant of x: %+v (%v), want %+v", tc.name, c, err, tc.want)
 		}
 	}
 }

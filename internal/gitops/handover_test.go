@@ -335,3 +335,79 @@ func TestSyncerTakesNoAddonOfARepositoryMadeSinceItsList(t *testing.T) {
 		t.Fatalf("new does not report x as old's: %+v", r.Status.InvalidFiles)
 	}
 }
+
+// failingOwnedList is a client whose lists of the Addons that a
+// repository's label selects fail, as when the API server does not answer
+// for a moment; everything else is the API server's.
+type failingOwnedList struct {
+	client.Client
+}
+
+func (c failingOwnedList) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := &client.ListOptions{}
+	o.ApplyOptions(opts)
+	if _, ok := list.(*capstanv1.AddonList); ok && o.LabelSelector != nil && !o.LabelSelector.Empty() {
+		return apierrors.NewServiceUnavailable("the API server did not answer")
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// TestSyncerMovesAnAddonToARepositoryWhoseNewerSyncFailed: x moves from
+// infra to apps, of another git repository, as the docs say to: x.yaml is
+// committed to apps's first, and apps syncs it (reporting the clash);
+// then apps's branch moves on, and that commit's sync fails, so apps's
+// last synced commit is still the one that defines x. When x.yaml leaves
+// infra, infra goes by what apps defines at its last synced commit, not
+// by the newer read whose sync failed: x is handed to apps, not deleted.
+func TestSyncerMovesAnAddonToARepositoryWhoseNewerSyncFailed(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-move-failed")
+	srv := gitserver.Start(t)
+	infraURL, appsURL := srv.Create(t, "infra"), srv.Create(t, "apps")
+	infra, apps := gitserver.Clone(t, infraURL), gitserver.Clone(t, appsURL)
+	x := "name: x\nhelm: {repo: https://x, chart: x, version: 1.0.0}\n"
+	// NOTE: y keeps infra's folder from being emptied, whose refusal
+	// would keep x whatever infra makes of apps.
+	c1 := infra.Write("addons/x.yaml", x).Write("addons/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").CommitAndPush("x and y")
+	createRepo(t, ns, "infra", infraURL)
+	waitSynced(t, ns, "infra", c1)
+	uid := mustAddon(t, ns, "x").UID
+
+	b1 := apps.Write("addons/x.yaml", x).CommitAndPush("x comes to apps")
+	createRepo(t, ns, "apps", appsURL)
+	waitSynced(t, ns, "apps", b1)
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client, APIReader: env.client}
+	sync := func(name string) error {
+		t.Helper()
+		_, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}})
+		return err
+	}
+	if err := sync("apps"); err != nil {
+		t.Fatalf("sync of apps: %v", err)
+	}
+	if r := getRepo(t, ns, "apps"); r.Status.LastSyncedCommit != b1 || !hasInvalid(r, "addons/x.yaml") {
+		t.Fatalf("apps: synced %s, invalid files %+v; want %s with x reported as infra's", r.Status.LastSyncedCommit, r.Status.InvalidFiles, b1)
+	}
+
+	apps.Write("README.md", "apps\n").CommitAndPush("a readme")
+	syncer.APIReader = failingOwnedList{Client: env.client}
+	if err := sync("apps"); err == nil {
+		t.Fatal("the sync of apps, whose list of its Addons fails, succeeded")
+	}
+	syncer.APIReader = env.client
+	if r := getRepo(t, ns, "apps"); r.Status.LastSyncedCommit != b1 {
+		t.Fatalf("apps: synced %s; want %s, as the newer sync failed", r.Status.LastSyncedCommit, b1)
+	}
+
+	infra.Remove("addons/x.yaml").CommitAndPush("x went to apps")
+	if err := sync("infra"); err != nil {
+		t.Fatalf("sync of infra: %v", err)
+	}
+	if err := sameAddon(t, ns, "x", uid); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustAddon(t, ns, "x"); got.Labels[gitops.ManagedByGitLabel] != "apps" {
+		t.Fatalf("x was not handed to apps: %v", got.Labels)
+	}
+}
