@@ -205,8 +205,19 @@ func (r *AddonRepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// to its Addons.
 		For(&capstanv1.AddonRepository{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		WatchesRawSource(source.Channel(r.triggers, &handler.EnqueueRequestForObject{})).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
+		WithOptions(syncerOptions()).
 		Complete(r)
+}
+
+// syncerOptions are the syncer's workers and its retries of a failed
+// sync: two workers, and the Addon controller's backoff, capped at
+// maxRetryDelay.
+// NOTE: a failed sync drops its interval; with controller-runtime's
+// default backoff, which grows to 16 minutes, a repository whose syncs
+// failed for a few minutes (an API server outage) would then be read
+// again only every quarter of an hour until a push webhook came.
+func syncerOptions() controller.Options {
+	return controller.Options{MaxConcurrentReconciles: 2, RateLimiter: newRetryLimiter()}
 }
 
 func (r *AddonRepositoryReconciler) init() {
@@ -1007,10 +1018,22 @@ func (r *AddonRepositoryReconciler) applyOne(ctx context.Context, repo *capstanv
 		return false, bad, nil
 	case err == nil:
 		return true, "", nil
-	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+	case refusesTheFile(err):
 		return false, fmt.Sprintf("%s: the API server refused the Addon: %s", file, errMessage(err)), nil
 	}
 	return false, "", fmt.Errorf("cannot apply Addon %s/%s from %s: %w", repo.Namespace, want.Name, file, err)
+}
+
+// refusesTheFile reports whether the API server's answer to the write of
+// one file's Addon is that file's problem, to report and skip, rather
+// than an error to retry the sync for: the Addon is invalid or malformed,
+// or an admission webhook or a ResourceQuota on Addons forbids it.
+// NOTE: Forbidden too: a policy engine's webhook denial and an exceeded
+// quota answer 403. Both refuse this Addon, not the repository; taken as
+// an error, the sync of every other file would never be recorded as done
+// (lastSyncedCommit), and it would be retried for nothing.
+func refusesTheFile(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsForbidden(err)
 }
 
 // settleSpec makes the spec of the Addon that the apply left (applied)

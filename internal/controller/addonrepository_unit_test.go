@@ -1,10 +1,16 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -123,5 +129,49 @@ func TestReadBackoff(t *testing.T) {
 		if got := readBackoff(tc.interval, tc.failures, tc.took); got != tc.want {
 			t.Errorf("%s: %s; want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestRefusesTheFile: what the API server answers to one file's Addon
+// that is the file's problem (invalid, malformed, forbidden by an
+// admission webhook or a quota), and what is an error to retry the sync
+// for.
+func TestRefusesTheFile(t *testing.T) {
+	gr := schema.GroupResource{Group: "capstan.dev", Resource: "addons"}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Group: "capstan.dev", Kind: "Addon"}, "x", nil), true},
+		{"bad request", apierrors.NewBadRequest("no"), true},
+		{"a webhook's denial", apierrors.NewForbidden(gr, "x", errors.New(`admission webhook "policy.example.com" denied the request: label team is required`)), true},
+		{"an exceeded quota, wrapped", fmt.Errorf("cannot remove fields: %w", apierrors.NewForbidden(gr, "x", errors.New("exceeded quota: addons, requested: count/addons.capstan.dev=1"))), true},
+		{"unavailable", apierrors.NewServiceUnavailable("down"), false},
+		{"conflict", apierrors.NewConflict(gr, "x", errors.New("changed")), false},
+		{"timeout", apierrors.NewTimeoutError("slow", 1), false},
+	}
+	for _, tc := range cases {
+		if got := refusesTheFile(tc.err); got != tc.want {
+			t.Errorf("%s: refusesTheFile = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestSyncerRetriesAreCapped: a repository whose syncs fail in a row
+// (an API server outage) is retried at most a minute apart, not at
+// controller-runtime's default of up to 16 minutes.
+func TestSyncerRetriesAreCapped(t *testing.T) {
+	limiter := syncerOptions().RateLimiter
+	if limiter == nil {
+		t.Fatal("the syncer has controller-runtime's default backoff")
+	}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "repo"}}
+	var wait time.Duration
+	for range 40 {
+		wait = limiter.When(req)
+	}
+	if wait > time.Minute {
+		t.Fatalf("the 40th retry of a failing sync waits %s, want at most a minute", wait)
 	}
 }

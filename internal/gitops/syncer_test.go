@@ -1296,3 +1296,71 @@ func TestSyncerSparesACopiedAddon(t *testing.T) {
 	mustAddon(t, ns, "kuma")
 	mustAddon(t, ns, "dash-test")
 }
+
+// TestSyncerReportsAnAddonAPolicyForbids: a validating admission policy
+// forbids (403, as a policy engine's webhook and an exceeded quota answer)
+// the Addon of one of the folder's two files. That file is reported as
+// invalid, and the sync of the rest completes, its commit recorded as
+// synced.
+func TestSyncerReportsAnAddonAPolicyForbids(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-forbidden")
+	forbidden := metav1.StatusReasonForbidden
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
+			MatchConstraints: &admissionregistrationv1.MatchResources{ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
+				RuleWithOperations: admissionregistrationv1.RuleWithOperations{
+					Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+					Rule:       admissionregistrationv1.Rule{APIGroups: []string{"capstan.dev"}, APIVersions: []string{"*"}, Resources: []string{"addons"}},
+				},
+			}}},
+			Validations: []admissionregistrationv1.Validation{{Expression: `object.metadata.name != "b"`,
+				Message: "b is not allowed here", Reason: &forbidden}},
+		},
+	}
+	if err := env.client.Create(ctx, policy); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), policy) })
+	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns},
+		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{PolicyName: policy.Name,
+			ValidationActions: []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny},
+			MatchResources: &admissionregistrationv1.MatchResources{NamespaceSelector: &metav1.LabelSelector{
+				MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}}},
+	}
+	if err := env.client.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.client.Delete(context.Background(), binding) })
+	// NOTE: the API server loads a policy a moment after it is made.
+	eventually(t, 30*time.Second, "the policy forbids b", func() error {
+		probe := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "b"},
+			Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{Repo: "https://x", Name: "b", Version: "1.0.0"}}}
+		if err := env.client.Create(ctx, probe, client.DryRunAll); !apierrors.IsForbidden(err) {
+			return fmt.Errorf("a dry run of b: %v", err)
+		}
+		return nil
+	})
+
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	c1 := gitserver.Clone(t, url).
+		Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a}\n").
+		Write("addons/b.yaml", "name: b\nhelm: {repo: https://x, chart: b}\n").
+		CommitAndPush("a and b")
+	createRepo(t, ns, "gitops", url)
+	r := waitSynced(t, ns, "gitops", c1)
+	ready := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	switch {
+	case ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != controller.ReasonInvalidFiles:
+		t.Fatalf("Ready %+v; want True, InvalidFiles", ready)
+	case r.Status.Addons != 1 || !hasInvalid(r, "addons/b.yaml") || r.Status.InvalidFileCount != 1:
+		t.Fatalf("%d Addons, invalid files %+v; want a, and b refused", r.Status.Addons, r.Status.InvalidFiles)
+	case !strings.Contains(r.Status.InvalidFiles[0].Message, "b is not allowed here"):
+		t.Fatalf("the invalid file does not say why the API server refused it: %+v", r.Status.InvalidFiles)
+	}
+	mustAddon(t, ns, "a")
+}
