@@ -418,19 +418,29 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			"spec.url must be a git URL without credentials: put them in a Secret and name it in spec.secretRef; nothing was changed")
 		return ctrl.Result{}, nil, nil
 	}
-	auth, err := r.auth(ctx, repo)
-	if err != nil {
-		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
-		return ctrl.Result{}, nil, nil
-	}
-	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
 	timeout := r.FetchTimeout
 	if timeout <= 0 {
 		timeout = netguard.DefaultTimeout
 	}
 	start := r.now()
+	// NOTE: the credentials count within the fetch's time: a GitHub App's
+	// are a token that Auth asks the App's API for, which would otherwise
+	// hold a worker as long as that API drips its answer.
 	fetchCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	auth, err := r.auth(fetchCtx, repo)
+	switch {
+	case err != nil && errors.Is(fetchCtx.Err(), context.DeadlineExceeded):
+		// NOTE: a server that did not answer, as a read that timed out:
+		// backed off as that read is, not retried at every interval as
+		// credentials a person must fix are.
+		err = timedOut(fetchCtx, err, timeout)
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
+	case err != nil:
+		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
+		return ctrl.Result{}, nil, nil
+	}
+	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
 	folder := syncFolder(repo)
 	branch, head, err := remote.Head(fetchCtx, repo.Spec.Branch)
 	if err != nil {

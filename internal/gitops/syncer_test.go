@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/transport"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -566,6 +567,37 @@ func TestSyncerGivesUpOnAServerThatHangs(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the sync still waits for a server that answers nothing")
+	}
+	r := getRepo(t, ns, "gitops")
+	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, "did not answer within 1s") {
+		t.Fatalf("Ready: %+v", c)
+	}
+}
+
+// TestSyncerGivesUpOnCredentialsThatHang: credentials that take for ever
+// to get (a GitHub App's token, asked of an API that does not answer)
+// hold a sync no longer than the fetch timeout, and the repository says
+// it could not be read, as when its git server does not answer.
+func TestSyncerGivesUpOnCredentialsThatHang(t *testing.T) {
+	needCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	ns := newNamespace(t, "gitops-auth-hang")
+	srv := gitserver.Start(t)
+	createRepo(t, ns, "gitops", srv.Create(t, "gitops"))
+
+	hang := func(ctx context.Context, _ string, _ *corev1.Secret) (transport.AuthMethod, error) {
+		<-ctx.Done()
+		return nil, fmt.Errorf("cannot get a GitHub App installation token: %w", ctx.Err())
+	}
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client, Auth: hang, FetchTimeout: time.Second}
+	began := time.Now()
+	if _, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took > 20*time.Second {
+		t.Fatalf("the sync waited %s for credentials, past its fetch timeout of 1s", took)
 	}
 	r := getRepo(t, ns, "gitops")
 	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
