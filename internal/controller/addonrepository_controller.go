@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+	"math/rand/v2"
 	"sort"
 	"strings"
 	"sync"
@@ -57,6 +58,10 @@ const (
 	ReasonAuthFailed   = "AuthFailed"
 	ReasonApplyFailed  = "ApplyFailed"
 	ReasonSuspended    = "Suspended"
+	// ReasonGitMemoryBusy: the clone of a new commit was refused at once
+	// because other fetches held the controller's git memory budget; it
+	// is read again shortly.
+	ReasonGitMemoryBusy = "GitMemoryBusy"
 	// ReasonEmptyRefused: the commit's folder holds no definition while the
 	// repository manages Addons, and spec.allowEmpty is not set.
 	ReasonEmptyRefused = "EmptyCommitRefused"
@@ -71,6 +76,11 @@ const (
 	maxSlowReadBackoff    = time.Hour
 	readBackoffHoldFactor = 10
 )
+
+// gitBusyRetry is how soon a repository whose clone the git memory budget
+// refused is read again: the fetches that hold it end within seconds. A
+// random part of as much again spreads the repositories refused at once.
+const gitBusyRetry = 15 * time.Second
 
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories/status,verbs=get;update;patch
@@ -97,6 +107,9 @@ type AddonRepositoryReconciler struct {
 	// a minute would otherwise hold a worker for good.
 	// netguard.DefaultTimeout when zero.
 	FetchTimeout time.Duration
+	// GitBudget is the memory budget a clone takes its memory from; the
+	// process's (--git-memory-budget) when nil.
+	GitBudget *fetch.GitBudget
 	// Selector is the shard's label selector (--watch-label-selector),
 	// which the manager's cache of AddonRepositories is filtered by: Trigger
 	// refuses a repository it does not select. Nil selects every one.
@@ -378,6 +391,22 @@ func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, 
 	return ctrl.Result{RequeueAfter: wait}
 }
 
+// gitBusy says in repo's status that its clone was refused for the git
+// memory budget that other fetches held, err, and returns when to read it
+// again: shortly, at most at its interval.
+//
+// NOTE: nothing is wrong with the repository or its server, and the
+// memory returns as soon as those fetches end (at a controller's start,
+// every git-sourced Addon fetches at once): not a failed read, which
+// would count towards its backoff of up to 10 minutes and mark it
+// Stalled, and no warning to the receivers (notifyTransition).
+func (r *AddonRepositoryReconciler) gitBusy(repo *capstanv1.AddonRepository, err error) ctrl.Result {
+	wait := min(gitBusyRetry+rand.N(gitBusyRetry), syncInterval(repo))
+	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{Reconciling: true, Reason: ReasonGitMemoryBusy,
+		Message: fmt.Sprintf("%v; nothing was changed, and the repository is read again in %s", err, wait.Round(time.Second))})
+	return ctrl.Result{RequeueAfter: wait}
+}
+
 // readSucceeded ends the backoff of repo: its next failure is retried at
 // its interval again.
 func (r *AddonRepositoryReconciler) readSucceeded(repo *capstanv1.AddonRepository) {
@@ -440,7 +469,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
 		return ctrl.Result{}, nil, nil
 	}
-	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth}
+	remote := gitops.Repo{URL: repo.Spec.URL, Auth: auth, Budget: r.GitBudget}
 	folder := syncFolder(repo)
 	branch, head, err := remote.Head(fetchCtx, repo.Spec.Branch)
 	if err != nil {
@@ -458,6 +487,9 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	cacheKey := func(commit string) string { return snapshotKey(commit, folder, repo.Spec.URL) }
 	if cached.key != cacheKey(head.String()) {
 		g, commit, release, cloneErr := remote.Clone(fetchCtx, branch)
+		if errors.Is(cloneErr, fetch.ErrGitMemoryBusy) {
+			return r.gitBusy(repo, cloneErr), nil, nil
+		}
 		if cloneErr != nil {
 			err = timedOut(fetchCtx, cloneErr, timeout)
 			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
@@ -760,6 +792,11 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 		return fmt.Sprintf("%s/%s/%d", c.Status, c.Reason, st.InvalidFileCount)
 	}
 	now := apimeta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	if now != nil && now.Reason == ReasonGitMemoryBusy {
+		// NOTE: a wait of seconds (gitBusy), not a transition: the next
+		// read's outcome is compared with what was posted before it.
+		return
+	}
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	// NOTE: what this process posted last, before the cached repository: a

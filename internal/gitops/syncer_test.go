@@ -32,6 +32,7 @@ import (
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
+	"capstan.dev/capstan/internal/source"
 )
 
 const approved = "sha256:0000000000000000000000000000000000000000000000000000000000000001"
@@ -603,6 +604,69 @@ func TestSyncerGivesUpOnCredentialsThatHang(t *testing.T) {
 	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, "did not answer within 1s") {
 		t.Fatalf("Ready: %+v", c)
+	}
+}
+
+// TestSyncerWaitsOutABusyGitBudget: other fetches hold the git memory
+// budget, so the clone of the repository's commit is refused at once.
+// That is no failed read: the repository is not Stalled, says it is read
+// again shortly, and is, well before its interval; once the memory is
+// back, the read syncs.
+func TestSyncerWaitsOutABusyGitBudget(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-busy")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	c1 := gitserver.Clone(t, url).Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a}\n").
+		Write("docs/big.txt", strings.Repeat("a line of the manual, not an add-on\n", 1<<15)).
+		CommitAndPush("a")
+	createRepo(t, ns, "gitops", url)
+
+	// A budget that holds one clone of the commit and a half, and another
+	// fetch that holds one.
+	measure := source.NewGitBudget(64 << 20)
+	_, _, release, err := gitops.Repo{URL: url, Budget: measure}.Clone(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	small := source.NewGitBudget(measure.Held() * 3 / 2)
+	release()
+	_, _, release, err = gitops.Repo{URL: url, Budget: small}.Clone(ctx, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client, GitBudget: small}
+	read := func() ctrl.Result {
+		t.Helper()
+		res, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for range 4 {
+		if res := read(); res.RequeueAfter < 15*time.Second || res.RequeueAfter > 30*time.Second {
+			t.Fatalf("a read refused for the git budget is read again in %s; want 15-30s", res.RequeueAfter)
+		}
+	}
+	r := getRepo(t, ns, "gitops")
+	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+	switch {
+	case c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonGitMemoryBusy || !strings.Contains(c.Message, "read again in"):
+		t.Fatalf("Ready: %+v", c)
+	case meta.IsStatusConditionTrue(r.Status.Conditions, capstanv1.ConditionStalled):
+		t.Fatalf("a busy git budget stalls the repository: %+v", r.Status.Conditions)
+	case !meta.IsStatusConditionTrue(r.Status.Conditions, capstanv1.ConditionReconciling):
+		t.Fatalf("a repository read again shortly is not Reconciling: %+v", r.Status.Conditions)
+	}
+	release()
+	if res := read(); res.RequeueAfter != time.Hour {
+		t.Fatalf("after the memory came back: read again in %s; want the interval", res.RequeueAfter)
+	}
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c1 {
+		t.Fatalf("after the memory came back: synced %q, conditions %+v", r.Status.LastSyncedCommit, r.Status.Conditions)
 	}
 }
 
