@@ -82,6 +82,11 @@ const (
 // random part of as much again spreads the repositories refused at once.
 const gitBusyRetry = 15 * time.Second
 
+// statusConflictRetry is how soon a repository whose status write found
+// it changed since it was read is synced again: a moment, for the cache
+// to catch up.
+const statusConflictRetry = time.Second
+
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addonrepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;create;update;patch;delete
@@ -313,10 +318,21 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 	} else {
 		res, synced, syncErr = r.sync(ctx, repo)
 	}
-	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFrom(before)); {
+	// NOTE: the patch carries before's resourceVersion. A merge patch holds
+	// only the fields that differ from before, which the cache read; when
+	// the cache does not have this syncer's last status write yet (a sync
+	// triggered again at once), a field the sync left as that write set it
+	// would be left out and stay as the API server holds it: the invalid
+	// files of the commit before, next to Ready for the new one. The
+	// API server refuses such a patch, and the repository is synced again
+	// once the cache has caught up.
+	switch err := r.Client.Status().Patch(ctx, repo, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); {
 	case err == nil:
 		r.recordSynced(repo, synced)
 		r.notifyTransition(before, repo)
+	case apierrors.IsConflict(err):
+		log.FromContext(ctx).Info("The AddonRepository changed since it was read; syncing it again", "addonRepository", req.String())
+		return ctrl.Result{RequeueAfter: statusConflictRetry}, syncErr
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
 	}

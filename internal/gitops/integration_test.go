@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -199,6 +200,20 @@ func waitSynced(t testing.TB, ns, name, commit string) *capstanv1.AddonRepositor
 		return nil
 	})
 	return r
+}
+
+// waitRead waits for the cluster's syncer to have read the repository
+// once, whatever came of it: a test's own syncer of it then writes its
+// status over that read, not in a race with it.
+func waitRead(t testing.TB, ns, name string) {
+	t.Helper()
+	eventually(t, 20*time.Second, "repository "+name+" read", func() error {
+		r := getRepo(t, ns, name)
+		if c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady); c == nil || c.ObservedGeneration != r.Generation {
+			return fmt.Errorf("conditions %+v", r.Status.Conditions)
+		}
+		return nil
+	})
 }
 
 func getAddon(t testing.TB, ns, name string) (*capstanv1.Addon, error) {

@@ -587,6 +587,7 @@ func TestSyncerGivesUpOnCredentialsThatHang(t *testing.T) {
 	ns := newNamespace(t, "gitops-auth-hang")
 	srv := gitserver.Start(t)
 	createRepo(t, ns, "gitops", srv.Create(t, "gitops"))
+	waitRead(t, ns, "gitops")
 
 	hang := func(ctx context.Context, _ string, _ *corev1.Secret) (transport.AuthMethod, error) {
 		<-ctx.Done()
@@ -622,6 +623,7 @@ func TestSyncerWaitsOutABusyGitBudget(t *testing.T) {
 		Write("docs/big.txt", strings.Repeat("a line of the manual, not an add-on\n", 1<<15)).
 		CommitAndPush("a")
 	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
 
 	// A budget that holds one clone of the commit and a half, and another
 	// fetch that holds one.
@@ -667,6 +669,65 @@ func TestSyncerWaitsOutABusyGitBudget(t *testing.T) {
 	}
 	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c1 {
 		t.Fatalf("after the memory came back: synced %q, conditions %+v", r.Status.LastSyncedCommit, r.Status.Conditions)
+	}
+}
+
+// staleRepoOnce is a client whose first Get of an AddonRepository answers
+// the copy it holds, as a cache that has not seen the last status write
+// yet does; everything else is the API server's.
+type staleRepoOnce struct {
+	client.Client
+	repo *capstanv1.AddonRepository
+}
+
+func (c *staleRepoOnce) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if r, ok := obj.(*capstanv1.AddonRepository); ok && c.repo != nil {
+		c.repo.DeepCopyInto(r)
+		c.repo = nil
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestSyncerWritesItsWholeStatusAfterAStaleRead: a sync reports an
+// invalid file; the fix is pushed, and the next sync starts at once, from
+// a read of the repository that does not hold the first sync's status
+// yet. The status never shows the new commit synced next to the invalid
+// file of the commit before: that write is refused, and the next sync
+// writes it whole.
+func TestSyncerWritesItsWholeStatusAfterAStaleRead(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-stale-status")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/a.yaml", "name: a\nhelm: {repo: https://x, chart: a}\n").CommitAndPush("a")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+
+	stale := getRepo(t, ns, "gitops")
+	c2 := w.Write("addons/b.yaml", "name: b\nbogus: true\nhelm: {repo: https://x, chart: b}\n").CommitAndPush("b, with a typo")
+	syncer := &controller.AddonRepositoryReconciler{Client: env.client}
+	if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c2 || !hasInvalid(r, "addons/b.yaml") {
+		t.Fatalf("synced %s, invalid files %+v; want %s with b invalid", r.Status.LastSyncedCommit, r.Status.InvalidFiles, c2)
+	}
+
+	c3 := w.Write("addons/b.yaml", "name: b\nhelm: {repo: https://x, chart: b}\n").CommitAndPush("b fixed")
+	syncer.Client = &staleRepoOnce{Client: env.client, repo: stale}
+	for range 2 {
+		if _, err := syncer.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+			t.Fatal(err)
+		}
+		if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit == c3 && (r.Status.InvalidFileCount != 0 || len(r.Status.InvalidFiles) != 0) {
+			t.Fatalf("synced %s with %d invalid files %+v, of the commit before", c3, r.Status.InvalidFileCount, r.Status.InvalidFiles)
+		}
+	}
+	if r := getRepo(t, ns, "gitops"); r.Status.LastSyncedCommit != c3 || r.Status.Addons != 2 {
+		t.Fatalf("synced %s, %d Addons; want %s and 2", r.Status.LastSyncedCommit, r.Status.Addons, c3)
 	}
 }
 
@@ -1248,6 +1309,7 @@ func TestSyncerBacksOffAnUnreadableRepository(t *testing.T) {
 	srv := gitserver.Start(t)
 	url := srv.URL + "/later.git"
 	createRepo(t, ns, "gitops", url, func(r *capstanv1.AddonRepository) { r.Spec.Interval = &metav1.Duration{Duration: time.Minute} })
+	waitRead(t, ns, "gitops")
 
 	fresh := &controller.AddonRepositoryReconciler{Client: env.client}
 	read := func() time.Duration {
