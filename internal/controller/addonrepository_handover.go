@@ -38,9 +38,9 @@ type siblings struct {
 	// branch is the branch repo's sync read.
 	branch string
 	// lastRead is what the syncer holds of a repository's definitions at
-	// its last synced commit, or nil, and whether the syncer read the
-	// repository since its start (lastRead).
-	lastRead func(*capstanv1.AddonRepository) (last *gitops.Snapshot, read bool)
+	// its last synced commit, or nil, and at the newest commit it read of
+	// it since its start, or nil (lastRead).
+	lastRead func(*capstanv1.AddonRepository) (last, newest *gitops.Snapshot)
 
 	loaded bool
 	byName map[string]*capstanv1.AddonRepository
@@ -65,9 +65,9 @@ type claim struct {
 // at its own last synced commit as this syncer read it, for another.
 // known is false when snap was read without o's folder (o is new, or its
 // folder changed since), when o may read the same branch but has not
-// told which yet (branchUnknown), and when this syncer read o but holds
-// nothing of its last synced commit (a newer read whose sync runs or
-// failed, or a folder changed since).
+// told which yet (branchUnknown), and when this syncer holds nothing of
+// o's last synced commit but its newest read of o defines name (a newer
+// read whose sync runs or failed).
 func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines, known bool) {
 	if sameBranch(s.repo, s.branch, o) {
 		defines, known = snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
@@ -86,13 +86,16 @@ func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, 
 	if s.lastRead == nil {
 		return false, true
 	}
-	last, read := s.lastRead(o)
+	last, newest := s.lastRead(o)
 	if last == nil {
-		// NOTE: a repository this syncer read but whose read it cannot
-		// match with its status (its sync of a newer commit runs, or
-		// failed) may still define the add-on at the commit it last
-		// synced: unknown, so nothing is deleted until its sync settles.
-		return false, !read
+		// NOTE: a repository whose newest read this syncer cannot match
+		// with its status (its sync of a newer commit runs, or failed)
+		// and that defines the add-on there is unknown, so nothing is
+		// deleted until its sync settles. One whose newest read does not
+		// define it, or that was not read, defines it not: a sibling
+		// that never syncs must not keep every other repository's
+		// removed Addons for good.
+		return false, newest == nil || !newest.Claimed[name]
 	}
 	return last.Claimed[name], true
 }
@@ -313,30 +316,33 @@ func (r *AddonRepositoryReconciler) takeFrom(ctx context.Context, repo *capstanv
 
 // lastRead is the snapshot this syncer read of repo at its last synced
 // commit, from its folder and URL as they are now, or nil: a repository
-// of another shard, or one not read since a restart or a change. read
-// says whether this syncer read repo since its start at all.
+// of another shard, or one not read since a restart or a change. newest is
+// the newest snapshot it read of repo's folder and URL as they are now, or
+// nil.
 //
 // NOTE: the snapshot of the commit it synced (synced), not the newest it
 // read (cache): a sync stores its clone's snapshot at once, and its
 // status names that commit only once all of it applied. The newest one
 // stands in too when it is the commit the status names: the status is
 // written before synced records it.
-func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) (last *gitops.Snapshot, read bool) {
+func (r *AddonRepositoryReconciler) lastRead(repo *capstanv1.AddonRepository) (last, newest *gitops.Snapshot) {
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	synced, cached := r.synced[key], r.cache[key]
 	r.mu.Unlock()
-	read = synced.snap != nil || cached.snap != nil || cached.err != nil
+	if cached.snap != nil && cached.key == snapshotKey(cached.snap.Commit, syncFolder(repo), repo.Spec.URL) {
+		newest = cached.snap
+	}
 	if repo.Status.LastSyncedCommit == "" {
-		return nil, read
+		return nil, newest
 	}
 	want := snapshotKey(repo.Status.LastSyncedCommit, syncFolder(repo), repo.Spec.URL)
 	for _, c := range []cachedSnapshot{synced, cached} {
 		if c.snap != nil && c.key == want {
-			return c.snap, true
+			return c.snap, newest
 		}
 	}
-	return nil, read
+	return nil, newest
 }
 
 // recordSynced remembers snap as the snapshot of repo's last synced

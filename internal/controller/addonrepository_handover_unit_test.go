@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,12 +58,12 @@ func TestClaimantAnswersOncePerSync(t *testing.T) {
 	reads := 0
 	sibs := &siblings{repo: repo, branch: "main", loaded: true,
 		byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
-		lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, bool) {
+		lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, *gitops.Snapshot) {
 			reads++
 			if reads == 1 {
-				return &gitops.Snapshot{Claimed: map[string]bool{"x": true}}, true
+				return &gitops.Snapshot{Claimed: map[string]bool{"x": true}}, nil
 			}
-			return nil, false
+			return nil, nil
 		}}
 	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
 	ctx := context.Background()
@@ -130,7 +131,7 @@ func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
 			Status: capstanv1.AddonRepositoryStatus{Branch: tc.statusBranch}}
 		sibs := &siblings{repo: repo, branch: "main", loaded: true,
 			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
-			lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, bool) { return nil, false }}
+			lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, *gitops.Snapshot) { return nil, nil }}
 		c, err := sibs.claimant(ctx, snap, "x")
 		if err != nil || c.to != "" || c.unknown != tc.unknown {
 			t.Errorf("%s: claimant of x: %+v (%v), want unknown %v", tc.name, c, err, tc.unknown)
@@ -149,9 +150,10 @@ func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
 // branch, defined x at c1, its last synced commit; this syncer has read
 // c2 of it since, whose sync runs or failed, so its status still names
 // c1. x is team-b's by what was read at c1, not "defined by none" by the
-// newer read. A sibling read here whose last synced commit this syncer
-// holds nothing of cannot be told of; one never read here is told of as
-// defining nothing, as before.
+// newer read. A sibling whose last synced commit this syncer holds nothing
+// of cannot be told of when its newest read defines x; when that read
+// does not, failed, or was never made here, it defines nothing, so a
+// sibling that never syncs does not keep every removed Addon for good.
 func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
 	const u = "https://git.example.com/org/gitops.git"
 	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
@@ -164,6 +166,11 @@ func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
 		return cachedSnapshot{key: snapshotKey(commit, syncFolder(other), u),
 			snap: &gitops.Snapshot{Commit: commit, Claimed: map[string]bool{"x": true}}}
 	}
+	without := func(commit string) cachedSnapshot {
+		c := at(commit)
+		c.snap.Claimed = map[string]bool{"y": true}
+		return c
+	}
 	cases := []struct {
 		name          string
 		synced, cache map[types.NamespacedName]cachedSnapshot
@@ -172,6 +179,8 @@ func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
 		{"c1 synced, c2 read since", map[types.NamespacedName]cachedSnapshot{key: at("c1")}, map[types.NamespacedName]cachedSnapshot{key: at("c2")}, claim{to: "team-b"}},
 		{"c1 read, its status written before it was recorded", nil, map[types.NamespacedName]cachedSnapshot{key: at("c1")}, claim{to: "team-b"}},
 		{"c2 read, c1 not held", nil, map[types.NamespacedName]cachedSnapshot{key: at("c2")}, claim{unknown: true}},
+		{"c2 read without x, c1 not held", nil, map[types.NamespacedName]cachedSnapshot{key: without("c2")}, claim{}},
+		{"c2 failed to read, c1 not held", nil, map[types.NamespacedName]cachedSnapshot{key: {key: "c2", err: errors.New("refused")}}, claim{}},
 		{"never read here", nil, nil, claim{}},
 	}
 	for _, tc := range cases {
