@@ -145,34 +145,51 @@ func quotable(s string, n int) string {
 // though it has several code points.
 //
 // NOTE: an approximation of Unicode's grapheme clusters for emoji, so that
-// no dependency is added for it: a code point joined by a zero-width
-// joiner to the one before, a variation selector, a skin-tone modifier, a
-// tag, a combining keycap and the second regional indicator of a flag add
-// no character.
+// no dependency is added for it. A variation selector and a combining
+// keycap add no character. The rest adds none only where a browser joins
+// it to what comes before: a code point joined by a zero-width joiner, when
+// it and the character before the joiner are both emoji; a skin tone right
+// after an emoji; a tag after a black flag (the base of a subdivision
+// flag); the second regional indicator of a flag. Anything else, a letter
+// after a joiner included, is a character of its own, so joiners cannot
+// hide text in an icon.
 func shownChars(s string) int {
 	n := 0
+	var base, prev rune // the first code point of the current character, and the code point before r
 	joined, flag := false, false
 	for _, r := range s {
+		if r == 0x200D { // zero-width joiner
+			joined = emoji(base) && (emoji(prev) || isVariation(prev))
+			prev = r
+			flag = false
+			continue
+		}
+		pair := flag && isRegional(r)
 		switch {
-		case r == 0x200D: // zero-width joiner
-			joined = true
-			continue
-		case joined,
-			0xFE00 <= r && r <= 0xFE0F,   // variation selectors
-			0x1F3FB <= r && r <= 0x1F3FF, // skin tones
-			0xE0020 <= r && r <= 0xE007F, // tags
-			r == 0x20E3:                  // combining keycap
-		case 0x1F1E6 <= r && r <= 0x1F1FF: // regional indicators
-			if !flag {
-				n++
-			}
-			flag = !flag
-			joined = false
-			continue
+		case joined && emoji(r):
+			base = r
+		case isVariation(r), r == 0x20E3: // combining keycap
+		case isSkinTone(r) && emoji(prev) && !isSkinTone(prev):
+		case isTag(r) && base == 0x1F3F4 && (prev == 0x1F3F4 || isTag(prev)):
+		case pair:
 		default:
 			n++
+			base = r
 		}
-		joined, flag = false, false
+		flag = isRegional(r) && !pair
+		joined = false
+		prev = r
 	}
 	return n
 }
+
+// emoji reports whether r is a pictographic emoji (roughly Unicode's
+// Extended_Pictographic), skin tones and regional indicators included.
+func emoji(r rune) bool {
+	return 0x1F000 <= r && r <= 0x1FAFF || 0x2600 <= r && r <= 0x27BF
+}
+
+func isVariation(r rune) bool { return 0xFE00 <= r && r <= 0xFE0F }
+func isSkinTone(r rune) bool  { return 0x1F3FB <= r && r <= 0x1F3FF }
+func isTag(r rune) bool       { return 0xE0020 <= r && r <= 0xE007F }
+func isRegional(r rune) bool  { return 0x1F1E6 <= r && r <= 0x1F1FF }

@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("parsed %+v", reg)
 	}
 	// An emoji of several code points is one character on the page.
-	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab"} {
+	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab", "🏳️‍🌈👍🏽❤️", "👍‍a"} {
 		doc := `{"name":"wiki","tiles":[{"title":"x","icon":"` + icon + `","link":"https://a.example/"}]}`
 		if _, err := Parse([]byte(doc), "wiki"); err != nil {
 			t.Errorf("icon %q: %v", icon, err)
@@ -25,6 +25,13 @@ func TestParse(t *testing.T) {
 		{`{"name":"blog"}`, `names the add-on "blog", not "wiki"`},
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"🇪🇺🇯🇵🇫🇷🇩🇪🇮🇹","link":"https://a.example/"}]}`, "tiles[0].icon"},
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍` + strings.Repeat("️", 30) + `","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		// A joiner joins emoji only: letters joined by it are shown one by
+		// one, as are skin tones and tags that follow no emoji.
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"S\u200di\u200dg\u200dn\u200d \u200di\u200dn","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍\u200da\u200db\u200dc\u200dd","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"a🏻b🏻c","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"🏻🏻🏻🏻🏻","link":"https://a.example/"}]}`, "tiles[0].icon"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"ab\udb40\udc67\udb40\udc62cd","link":"https://a.example/"}]}`, "tiles[0].icon"},
 		{`{"name":"wiki","consoleURL":"javascript:alert(1)"}`, "consoleURL"},
 		{`{"name":"wiki","tiles":[{"title":"x","link":"data:text/html,hi"}]}`, "tiles[0].link"},
 		{`{"name":"wiki","tiles":[{"title":"","link":"https://a.example/"}]}`, "tiles[0].title"},
