@@ -90,13 +90,16 @@ func (s *sessions) create(u User, now time.Time) (id string, sess session) {
 }
 
 // makeRoom keeps the table under its bound: the expired sessions go
-// first and, when all are live, the oldest of the group that holds the
-// most (the service accounts of one namespace, else one user).
+// first and, when all are live, the oldest session of the groups that hold
+// the most (the service accounts of one namespace, else one user).
 //
-// NOTE: not any session: whoever may make service accounts in many
-// namespaces could fill the table, and every sign-in after that would then
-// end a session of someone else. This way, whoever fills it ends only
-// their own.
+// NOTE: not any session: when one namespace or user fills the table, the
+// sign-ins after that end its own sessions, not others'. Among groups of
+// the same size (a table full of people with one session each), the
+// oldest session goes, so that no one loses theirs at every sign-in for
+// their name alone. A filler who spreads its sessions over many groups of
+// the same size as others' can still end others' sessions; it cannot end
+// one person's again and again.
 func (s *sessions) makeRoom(now time.Time) {
 	bound := cmp.Or(s.max, maxSessions)
 	if len(s.m) < bound {
@@ -111,14 +114,18 @@ func (s *sessions) makeRoom(now time.Time) {
 		counts[sessionGroup(sess.user.Name)]++
 	}
 	for len(s.m) >= bound {
-		var most string
-		for g, n := range counts {
-			if n > counts[most] || (n == counts[most] && g < most) {
-				most = g
+		most := 0
+		for _, n := range counts {
+			most = max(most, n)
+		}
+		var oldest string
+		for id, sess := range s.m {
+			if counts[sessionGroup(sess.user.Name)] == most && (oldest == "" || sess.seq < s.m[oldest].seq) {
+				oldest = id
 			}
 		}
-		s.endOldest(func(name string) bool { return sessionGroup(name) == most }, counts[most]-1, now)
-		counts[most]--
+		counts[sessionGroup(s.m[oldest].user.Name)]--
+		delete(s.m, oldest)
 	}
 }
 

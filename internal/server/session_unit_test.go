@@ -77,3 +77,21 @@ func TestAFullTableEndsTheSessionsOfWhoFilledIt(t *testing.T) {
 		t.Error("the oldest session of the namespace that filled the table is still there")
 	}
 }
+
+// TestAFullTableOfEqualGroupsEndsTheOldestSession: when the groups are the
+// same size (people with one session each), a sign-in ends the oldest
+// session, not the one of whoever's name sorts first, who would otherwise
+// lose theirs at every sign-in of someone else.
+func TestAFullTableOfEqualGroupsEndsTheOldestSession(t *testing.T) {
+	s := sessions{max: 4}
+	now := time.Now()
+	ids := map[string]string{}
+	for _, name := range []string{"zoe", "yann", "xavier", "walt", "adam", "bob"} {
+		ids[name], _ = s.create(User{Name: name}, now)
+	}
+	for name, want := range map[string]bool{"zoe": false, "yann": false, "xavier": true, "walt": true, "adam": true, "bob": true} {
+		if _, ok := s.get(ids[name], now); ok != want {
+			t.Errorf("%s's session kept: %v; want %v", name, ok, want)
+		}
+	}
+}
