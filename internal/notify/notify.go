@@ -389,10 +389,16 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 		}
 		r.Cluster = c
 	}
-	// NOTE: trailing line breaks are cut, as from the token: a key written
-	// with `echo key > file; --from-file=hmacKey=file` ends with one, and
-	// the receiver checks the key without it.
-	r.HMACKey = bytes.TrimRight(data["hmacKey"], "\r\n")
+	// NOTE: the key is used byte for byte, not trimmed as the token is: a
+	// receiver that checks signatures with the key as stored (a line break
+	// and all) would refuse every post if Capstan signed with less, and a
+	// random binary key may end in such a byte. A key that ends with a
+	// line break is refused instead, since it is most often a key file's
+	// (`echo key > file`) that the receiver was given without it.
+	if k := data["hmacKey"]; bytes.HasSuffix(k, []byte("\n")) || bytes.HasSuffix(k, []byte("\r")) {
+		return r, fmt.Errorf("the notification Secret %s: key hmacKey ends with a line break; write the key without it (printf '%%s' KEY, or echo -n), and give the receiver the same key", name)
+	}
+	r.HMACKey = data["hmacKey"]
 	nss := strings.TrimSpace(string(data["namespaces"]))
 	for _, ns := range strings.FieldsFunc(nss, func(c rune) bool { return c == ',' || unicode.IsSpace(c) }) {
 		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {

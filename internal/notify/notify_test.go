@@ -33,11 +33,11 @@ func TestReceiverFromSecret(t *testing.T) {
 		good.Token != "tok" || string(good.HMACKey) != "k" {
 		t.Fatalf("%+v, %v", good, err)
 	}
-	// A key file's trailing line break (echo key > file) is not the key's,
-	// as it is not the token's: the receiver checks the key without it.
-	signed, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte("k\r\n")})
-	if err != nil || Sign(signed.HMACKey, "1", []byte("b")) != Sign([]byte("k"), "1", []byte("b")) {
-		t.Fatalf("an hmacKey with a line break: %q, %v; want it signing with k", signed.HMACKey, err)
+	// The key signs byte for byte, spaces and line breaks inside included:
+	// the receiver checks it as it was given.
+	signed, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte(" k\nk ")})
+	if err != nil || string(signed.HMACKey) != " k\nk " {
+		t.Fatalf("an hmacKey with spaces and a line break inside: %q, %v; want it kept as it is", signed.HMACKey, err)
 	}
 	if d, err := ReceiverFromSecret("d", map[string][]byte{"url": []byte("http://127.0.0.1:9/x")}); err != nil || d.Format != FormatJSON || d.MinSeverity != SeverityInfo {
 		t.Fatalf("defaults: %+v, %v", d, err)
@@ -58,6 +58,11 @@ func TestReceiverFromSecret(t *testing.T) {
 		{"a namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte("team-a, Team_B")}, `key namespaces names "Team_B", which is not a namespace`},
 		{"a selector", map[string][]byte{"url": []byte("https://h/x"), "selector": []byte("team in (a")}, "key selector is not a label selector"},
 		{"no namespace", map[string][]byte{"url": []byte("https://h/x"), "namespaces": []byte(" , ")}, "key namespaces names no namespace"},
+		// A key that ends with a line break is refused, not cut: cut, it
+		// would sign with another key than the receiver's, or with none.
+		{"an hmacKey from echo", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte("hunter2\n")}, "key hmacKey ends with a line break"},
+		{"an hmacKey with CRLF", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte("hunter2\r\n")}, "key hmacKey ends with a line break"},
+		{"an hmacKey of a line break", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte("\n")}, "key hmacKey ends with a line break"},
 		// A misspelt key would widen the receiver, or stop its signing,
 		// without a word: it is refused, naming the key, never its value.
 		{"namespace for namespaces", map[string][]byte{"url": []byte("https://h/x"), "namespace": []byte("hunter2")}, `has the key "namespace", which Capstan does not read (did you mean namespaces?)`},
