@@ -658,7 +658,8 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 	// (503); a change of a git-managed Addon is a commit (202).
 	type operation struct {
 		Responses map[string]struct {
-			Content map[string]struct {
+			Description string `json:"description"`
+			Content     map[string]struct {
 				Schema struct {
 					Ref string `json:"$ref"`
 				} `json:"schema"`
@@ -716,6 +717,18 @@ func TestOpenAPIDescribesEveryPath(t *testing.T) {
 		if _, ok := r["501"]; !ok {
 			t.Errorf("%s %s: the OpenAPI document lacks the 501 of a server that does not commit", strings.ToUpper(op.method), op.path)
 		}
+	}
+	// A git-managed change runs the user's access review, which has a
+	// per-user bound, and waits for a commit's turn: both answer 429.
+	for _, op := range []struct{ path, method string }{
+		{"/api/v1/namespaces/{namespace}/addons", "post"}, {one, "patch"}, {one, "delete"}, {one + "/suspend", "post"}, {one + "/resume", "post"},
+	} {
+		if d := ops.Paths[op.path][op.method].Responses["429"].Description; !strings.Contains(d, "access reviews") || !strings.Contains(d, "two commits") {
+			t.Errorf("%s %s: the OpenAPI document's 429 (%q) lacks the user's access-review bound or the commits' turn", strings.ToUpper(op.method), op.path, d)
+		}
+	}
+	if d := ops.Paths[one+"/plan"]["post"].Responses["409"].Description; !strings.Contains(d, "held since its profile changed") {
+		t.Errorf("the OpenAPI document's 409 of a plan (%q) lacks an Addon held since its profile changed", d)
 	}
 	if _, ok := ops.Paths[one]["patch"].RequestBody.Content["application/json"].Schema.Properties["definition"]; !ok {
 		t.Errorf("the OpenAPI document's PATCH body lacks definition, which a git-managed Addon's edit requires")
