@@ -482,8 +482,8 @@ func TestParseIgnoresEmptyTrailingDocuments(t *testing.T) {
 }
 
 // TestParseCountsCharacters: the CRD's maxLength counts characters, so a
-// title, category or variable in Japanese, three bytes a character, is
-// taken up to the same length as one in ASCII, and refused past it.
+// title, category, variable or URL in Japanese, three bytes a character,
+// is taken up to the same length as one in ASCII, and refused past it.
 func TestParseCountsCharacters(t *testing.T) {
 	kana := func(n int) string { return strings.Repeat("監", n) }
 	for _, tc := range []struct {
@@ -493,6 +493,10 @@ func TestParseCountsCharacters(t *testing.T) {
 		{"category", "name: a\nhelm: {repo: https://x, chart: c}\ncategory: " + kana(63) + "\n", "category: is longer than 63 characters"},
 		{"substitute", "name: a\ngit: {path: a}\nsubstitute: {V: " + kana(4096) + "}\n", "substitute.V: the value is 4097 characters"},
 		{"ignore path", "name: a\nhelm: {repo: https://x, chart: c}\nignore:\n  - paths: [/" + kana(255) + "]\n", "ignore[0].paths[0]: is longer than 256 characters"},
+		{"helm.repo", "name: a\nhelm: {repo: https://x/" + kana(2038) + ", chart: c}\n", "must be an https:// chart repository URL"},
+		{"helm.oci", "name: a\nhelm: {oci: oci://x/" + kana(2040) + ", version: 1.0.0}\n", "must look like oci://registry/path/chart"},
+		{"helm.url", "name: a\nhelm: {url: https://x/" + kana(2038) + "}\n", "must be an https:// chart archive URL"},
+		{"git.url", "name: a\ngit: {url: https://x/" + kana(2038) + "}\n", "of at most 2048 characters"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := Parse("addons/a.yaml", []byte(tc.src)); err != nil {

@@ -386,21 +386,21 @@ func (r *rules) helm(h *HelmSource) {
 	}
 	switch {
 	case h.Repo != "":
-		if !strings.HasPrefix(h.Repo, "https://") || len(h.Repo) > maxURL {
+		if !strings.HasPrefix(h.Repo, "https://") || utf8.RuneCountInString(h.Repo) > maxURL {
 			r.fail(fmt.Sprintf("%q must be an https:// chart repository URL", h.Repo), "helm", "repo")
 		}
 		if h.Chart == "" {
 			r.fail("required with helm.repo: the chart's name in the repository", "helm", "chart")
 		}
 	case h.OCI != "":
-		if !ociReference.MatchString(h.OCI) || len(h.OCI) > maxURL {
+		if !ociReference.MatchString(h.OCI) || utf8.RuneCountInString(h.OCI) > maxURL {
 			r.fail(fmt.Sprintf("%q must look like oci://registry/path/chart", h.OCI), "helm", "oci")
 		}
 		if h.Version == "" && h.Digest == "" {
 			r.fail("an oci chart needs a version (a tag) or a digest", "helm", "oci")
 		}
 	case h.URL != "":
-		if !strings.HasPrefix(h.URL, "https://") || len(h.URL) > maxURL {
+		if !strings.HasPrefix(h.URL, "https://") || utf8.RuneCountInString(h.URL) > maxURL {
 			r.fail(fmt.Sprintf("%q must be an https:// chart archive URL", h.URL), "helm", "url")
 		}
 		if h.Version != "" {
@@ -476,9 +476,9 @@ func (r *rules) git(g *GitSource) {
 			// Every Addon made from the definition would copy it
 			// into spec.git.url.
 			r.fail("must not hold credentials (a password, or a token as the user): put them in a Secret and name it in git.secretRef", "git", "url")
-		case (!ok || len(u) > maxURL) && strings.Contains(u, "@"):
+		case (!ok || utf8.RuneCountInString(u) > maxURL) && strings.Contains(u, "@"):
 			r.fail(fmt.Sprintf("must be https://, ssh://, file:// or user@host:path, of at most %d characters (it is not quoted here, as what comes before its @ may be a password)", maxURL), "git", "url")
-		case !ok || len(u) > maxURL:
+		case !ok || utf8.RuneCountInString(u) > maxURL:
 			r.fail(fmt.Sprintf("%q must be https://, ssh://, file:// or user@host:path, of at most %d characters", u, maxURL), "git", "url")
 		}
 	} else {
