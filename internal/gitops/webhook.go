@@ -13,6 +13,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,21 +126,31 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 		tooManyWebhooks(w, fmt.Sprintf("this address sent more than %d at once or %d a second", webhookClientBurst, webhookClientRate), wait)
 		return
 	}
+	// NOTE: the body is read before a slot is taken, under a deadline of its
+	// own, so the slots bound only the checks against the API server: a
+	// caller that sends its body slowly would otherwise hold a slot until
+	// the server's read timeout, and a few of them every real push. A
+	// server that cannot set the deadline (http.ErrNotSupported) still has
+	// its own read timeout, and the read holds no slot either way.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(webhookBodyTimeout))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		switch {
+		case errors.As(err, &tooLarge):
+			http.Error(w, fmt.Sprintf("the body is larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			http.Error(w, fmt.Sprintf("the body did not arrive within %s; nothing was queued: deliver the push again", webhookBodyTimeout), http.StatusRequestTimeout)
+		default:
+			http.Error(w, "cannot read the body", http.StatusBadRequest)
+		}
+		return
+	}
 	select {
 	case h.slots <- struct{}{}:
 		defer func() { <-h.slots }()
 	default:
 		tooManyWebhooks(w, fmt.Sprintf("the controller checks %d at a time", maxWebhooksInFlight), time.Second)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			http.Error(w, fmt.Sprintf("the body is larger than %d bytes", MaxWebhookBody), http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "cannot read the body", http.StatusBadRequest)
 		return
 	}
 

@@ -20,6 +20,10 @@ const (
 	// maxWebhooksInFlight is how many pushes are checked at once; one
 	// more is answered 429 at once. A push is checked in milliseconds.
 	maxWebhooksInFlight = 8
+	// webhookBodyTimeout bounds the read of a push's body, which comes
+	// before a check takes one of maxWebhooksInFlight. A git host sends
+	// its at most MaxWebhookBody in well under a second.
+	webhookBodyTimeout = 5 * time.Second
 	// webhookClientRate and webhookClientBurst bound one client (an
 	// address; an IPv6 address by its /64). A git host delivers from a
 	// few addresses for all its repositories, and an ingress sends every

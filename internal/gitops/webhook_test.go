@@ -1,6 +1,7 @@
 package gitops
 
 import (
+	"bufio"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -8,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -442,7 +444,7 @@ func webhookAnswer(hook http.Handler, addr string) *httptest.ResponseRecorder {
 
 // TestWebhookBoundsPushesInFlight: any value of X-Gitlab-Token gets a push
 // checked against the API server, so at most maxWebhooksInFlight are
-// checked at once; the others get 429 with Retry-After and read nothing.
+// checked at once; the others get 429 with Retry-After and query nothing.
 func TestWebhookBoundsPushesInFlight(t *testing.T) {
 	reader := &blockingReader{release: make(chan struct{})}
 	hook := &Webhook{Client: reader, Syncer: &triggers{}}
@@ -475,6 +477,140 @@ func TestWebhookBoundsPushesInFlight(t *testing.T) {
 	if rec := webhookAnswer(hook, "127.0.9.1:40000"); rec.Code != http.StatusUnauthorized {
 		t.Errorf("a push once the others are done: %d; want 401", rec.Code)
 	}
+}
+
+// stalledBody is a request body that never arrives: its first Read closes
+// reading, and every Read waits until done is closed, then fails.
+type stalledBody struct {
+	once    sync.Once
+	reading chan struct{}
+	done    chan struct{}
+}
+
+func (b *stalledBody) Read([]byte) (int, error) {
+	b.once.Do(func() { close(b.reading) })
+	<-b.done
+	return 0, io.ErrUnexpectedEOF
+}
+
+// TestWebhookReadsTheBodyBeforeTakingASlot: a body still being sent holds
+// none of the maxWebhooksInFlight checks, so callers who send theirs
+// slowly, with any X-Gitlab-Token, do not turn the git host's pushes away.
+func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
+	syncer := &triggers{}
+	hook := &Webhook{Client: hookReader{}, Syncer: syncer}
+	done := make(chan struct{})
+	answers := make(chan int, maxWebhooksInFlight)
+	for i := range maxWebhooksInFlight {
+		body := &stalledBody{reading: make(chan struct{}), done: done}
+		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", body)
+		req.RemoteAddr = fmt.Sprintf("127.0.1.%d:40000", i+1)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gitlab-Token", "guess")
+		go func() {
+			rec := httptest.NewRecorder()
+			hook.ServeHTTP(rec, req)
+			answers <- rec.Code
+		}()
+		select {
+		case <-body.reading:
+		case <-time.After(10 * time.Second):
+			close(done)
+			t.Fatal("the webhook does not read a signed push's body")
+		}
+	}
+
+	event := `{"ref":"refs/heads/main"}`
+	req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(event))
+	req.RemoteAddr = "127.0.2.1:40000"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitlab-Token", "s3cret")
+	req.Header.Set("X-Gitlab-Event", "Push Hook")
+	rec := httptest.NewRecorder()
+	hook.ServeHTTP(rec, req)
+	close(done)
+	if rec.Code != http.StatusAccepted || len(syncer.queued()) != 1 {
+		t.Errorf("a signed push while %d bodies stall: %d %q; want 202 and a sync queued", maxWebhooksInFlight, rec.Code, rec.Body.String())
+	}
+	for range maxWebhooksInFlight {
+		if code := <-answers; code != http.StatusBadRequest {
+			t.Errorf("a body that breaks off: %d; want 400", code)
+		}
+	}
+}
+
+// slowReader is a hookReader whose reads take delay, and then fail as
+// the API server would if the request's context was cancelled meanwhile.
+type slowReader struct {
+	hookReader
+	delay time.Duration
+}
+
+func (s slowReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	time.Sleep(s.delay)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.hookReader.Get(ctx, key, obj, opts...)
+}
+
+// TestWebhookBoundsTheBodyRead: on a real server, a body that does not
+// arrive within webhookBodyTimeout is answered 408, however long the
+// server's own read timeout; and that deadline, once the body is read,
+// does not cut the checks that follow.
+func TestWebhookBoundsTheBodyRead(t *testing.T) {
+	syncer := &triggers{}
+	srv := httptest.NewServer(&Webhook{Client: slowReader{delay: webhookBodyTimeout / 2}, Syncer: syncer})
+	t.Cleanup(srv.Close)
+
+	t.Run("a stalled body", func(t *testing.T) {
+		t.Parallel()
+		conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := conn.SetDeadline(time.Now().Add(4 * webhookBodyTimeout)); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := io.WriteString(conn, "POST /hooks/git/hooks/gitops HTTP/1.1\r\nHost: capstan\r\n"+
+			"Content-Type: application/json\r\nX-Gitlab-Token: guess\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatalf("no answer to a stalled body within %s: %v", 4*webhookBodyTimeout, err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(msg), "did not arrive within") {
+			t.Fatalf("a stalled body: %d %q; want 408", resp.StatusCode, msg)
+		}
+		if waited := time.Since(start); waited < webhookBodyTimeout-time.Second {
+			t.Fatalf("answered after %s; want about %s", waited, webhookBodyTimeout)
+		}
+	})
+	t.Run("a check past the body's deadline", func(t *testing.T) {
+		t.Parallel()
+		event := `{"ref":"refs/heads/main"}`
+		req, err := http.NewRequest(http.MethodPost, srv.URL+"/hooks/git/hooks/gitops", strings.NewReader(event))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gitlab-Token", "s3cret")
+		req.Header.Set("X-Gitlab-Event", "Push Hook")
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusAccepted || len(syncer.queued()) != 1 {
+			t.Fatalf("a push whose two reads take %s: %d %q; want 202 and a sync queued", webhookBodyTimeout, resp.StatusCode, msg)
+		}
+	})
 }
 
 // TestWebhookBoundsOneClient: one address gets webhookClientBurst pushes
