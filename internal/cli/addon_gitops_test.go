@@ -552,7 +552,8 @@ func TestAddonGetGitopsPrintsTheFileByteForByte(t *testing.T) {
 // a slow remote. When the removal did not reach the branch, the mark comes
 // off again, since a mark left on an Addon that stays would make a later
 // removal, meant to keep the software, uninstall it; when the push landed
-// and only its answer was lost, the mark stays, and the output says so.
+// and only its answer was lost, the writer finds its commit in the branch,
+// the mark stays, and the command reports the commit.
 func TestGitopsUninstallInterrupted(t *testing.T) {
 	cluster, c := apiServer(t)
 	for _, tc := range []struct {
@@ -595,12 +596,12 @@ func TestGitopsUninstallInterrupted(t *testing.T) {
 		err := root.ExecuteContext(ctx)
 		cancel()
 		marked := getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] == "true"
-		says := "Took the uninstall mark off"
+		says, fails := "Took the uninstall mark off", true
 		if tc.kept {
-			says = "stays marked for uninstall"
+			says, fails = "Committed ", false
 		}
-		if err == nil || marked != tc.kept || !strings.Contains(out.String(), says) {
-			t.Errorf("interrupted %s: %v, marked %v; want an error, marked %v, and the output to say %q\n%s", tc.what, err, marked, tc.kept, says, out.String())
+		if (err != nil) != fails || marked != tc.kept || !strings.Contains(out.String(), says) {
+			t.Errorf("interrupted %s: %v, marked %v; want an error %v, marked %v, and the output to say %q\n%s", tc.what, err, marked, fails, tc.kept, says, out.String())
 		}
 	}
 }

@@ -29,6 +29,10 @@ import (
 // DefaultAttempts bounds how often a writer retries a push that lost a race.
 const DefaultAttempts = 5
 
+// pushCheckTimeout bounds the read of the branch after a failed push,
+// which tells whether it landed.
+const pushCheckTimeout = 30 * time.Second
+
 // MaxConcurrentCommits bounds the commits one Capstan process makes at
 // once, the server's (the page and the API) and the CLI's together. Each
 // clones its branch into memory, up to CloneLimits, with a checkout beside
@@ -447,7 +451,12 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			// connection): that is the change made, and a retry would find
 			// its own change in the file and call it a conflict, which
 			// undoes the uninstall mark of a removal that is in git.
-			_, now, err := remote.Head(ctx, branch)
+			// NOTE: the branch is read on a bound of its own: a push cut by
+			// its caller's deadline or cancel can have landed, and a read on
+			// that done context would fail at once and call it not made.
+			checkCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pushCheckTimeout)
+			defer cancel()
+			_, now, err := remote.Head(checkCtx, branch)
 			if err == nil && now == commit {
 				return true, commit.String(), nil
 			}

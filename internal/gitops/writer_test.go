@@ -205,6 +205,36 @@ func TestWriterPushWhoseAnswerIsLost(t *testing.T) {
 	}
 }
 
+// TestWriterPushCutByItsContext: a push whose context ends after the
+// server took it (a caller's deadline, a Ctrl-C) is the change made as
+// well: the branch is read on a bound of its own, and Remove returns the
+// commit, so a removal that is in git keeps its uninstall mark.
+func TestWriterPushCutByItsContext(t *testing.T) {
+	srv := gitserver.Start(t)
+	repoURL := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, repoURL)
+	w.Write("addons/grafana.yaml", string(def("grafana", ""))).Write("addons/loki.yaml", string(def("loki", ""))).CommitAndPush("start")
+	hold := srv.HoldAt(t, "/git-receive-pack", 1, true)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		<-hold.Reached
+		cancel()
+	}()
+	commit, err := (&Writer{URL: hold.URL + "/gitops.git"}).Remove(ctx, "grafana")
+	if err != nil {
+		t.Fatalf("a removal that landed, whose context ended before its answer: %v", err)
+	}
+	w.Pull()
+	if head := strings.TrimSpace(w.Git("rev-parse", "HEAD")); head != commit {
+		t.Fatalf("the branch is at %s; Remove returned %s", head, commit)
+	}
+	if files := strings.TrimSpace(w.Git("ls-files", "addons")); files != "addons/loki.yaml" {
+		t.Fatalf("files: %q; want addons/loki.yaml alone", files)
+	}
+}
+
 // TestWriterPushesThroughTheFetchGuard commits with the auth the controller
 // gives the server's writers (source.Fetcher.GitAuth): its pushes go
 // through the fetch guard, and land.
