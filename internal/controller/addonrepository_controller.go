@@ -800,6 +800,15 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	if r.Notifier == nil {
 		return
 	}
+	if e := r.transition(before, repo); e != nil {
+		r.Notifier.Notify(*e)
+	}
+}
+
+// transition is the event notifyTransition posts for the repository's
+// status before and after one sync, or nil when there is none, and
+// records what it stands for as posted.
+func (r *AddonRepositoryReconciler) transition(before, repo *capstanv1.AddonRepository) *notify.Event {
 	state := func(st *capstanv1.AddonRepositoryStatus) string {
 		c := apimeta.FindStatusCondition(st.Conditions, capstanv1.ConditionReady)
 		if c == nil {
@@ -807,13 +816,29 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 		}
 		return fmt.Sprintf("%s/%s/%d", c.Status, c.Reason, st.InvalidFileCount)
 	}
+	key := client.ObjectKeyFromObject(repo)
 	now := apimeta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	then := apimeta.FindStatusCondition(before.Status.Conditions, capstanv1.ConditionReady)
+	busyBefore := then != nil && then.Reason == ReasonGitMemoryBusy
 	if now != nil && now.Reason == ReasonGitMemoryBusy {
 		// NOTE: a wait of seconds (gitBusy), not a transition: the next
 		// read's outcome is compared with what was posted before it.
-		return
+		// When this process posted nothing of the repository yet (after
+		// a restart, or a new one), that is the status that stood before
+		// the wait, recorded as posted here: compared with the wait's
+		// own status, a warning, the next read that syncs would post
+		// "Synced" to every receiver, and a close of an incident never
+		// opened.
+		r.mu.Lock()
+		if _, ok := r.notified[key]; !ok && !busyBefore {
+			if r.notified == nil {
+				r.notified = map[types.NamespacedName]repoNotice{}
+			}
+			r.notified[key] = repoNotice{state: state(&before.Status), severity: repoSeverity(then), labels: maps.Clone(repo.Labels)}
+		}
+		r.mu.Unlock()
+		return nil
 	}
-	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	// NOTE: what this process posted last, before the cached repository: a
 	// retry that comes before the cache has the status just written
@@ -821,8 +846,14 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	last, ok := r.notified[key]
 	was, wasSeverity := last.state, last.severity
 	if !ok {
-		was = state(&before.Status)
-		wasSeverity = repoSeverity(apimeta.FindStatusCondition(before.Status.Conditions, capstanv1.ConditionReady))
+		was, wasSeverity = state(&before.Status), repoSeverity(then)
+		if busyBefore {
+			// NOTE: a wait written by a process before this one tells
+			// nothing of what stood before it: the repository is taken
+			// as one with no status yet, as a new one is, so that its
+			// next read closes no incident it did not see open.
+			was, wasSeverity = "", ""
+		}
 	}
 	is := state(&repo.Status)
 	notice := repoNotice{state: is, severity: repoSeverity(now), labels: maps.Clone(repo.Labels)}
@@ -837,7 +868,7 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 			r.notified[key] = notice
 		}
 		r.mu.Unlock()
-		return
+		return nil
 	}
 	r.notified[key] = notice
 	r.mu.Unlock()
@@ -853,7 +884,7 @@ func (r *AddonRepositoryReconciler) notifyTransition(before, repo *capstanv1.Add
 	if c := repo.Status.LastSyncedCommit; c != "" {
 		e.Version = gitops.ShortCommit(c)
 	}
-	r.Notifier.Notify(e)
+	return &e
 }
 
 // repoSeverity is how a repository's Ready condition stands for the
