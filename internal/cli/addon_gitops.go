@@ -418,7 +418,18 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		}
 		var err error
 		commit, err = w.Remove(ctx, key.Name)
-		if err != nil && ctx.Err() != nil && removalInBranch(ctx, w, branch, files) {
+		// NOTE: only a push may have landed though its answer was lost:
+		// interrupted before it, the mark is taken back at once, not
+		// after a read of the branch that a second Ctrl-C would cut with
+		// the mark still on.
+		if err == nil || ctx.Err() == nil || errors.Is(err, gitops.ErrNotPushed) {
+			return err
+		}
+		if !marked {
+			fmt.Fprintf(out, "Reading branch %q to tell whether the removal reached it before the interruption. If you quit now, Addon %s may stay marked for uninstall: unless %s is gone from the branch, take the mark off with `kubectl annotate addon %s -n %s %s-`.\n",
+				branch, key, strings.Join(files, " or "), key.Name, key.Namespace, capstanv1.UninstallAnnotation)
+		}
+		if removalInBranch(ctx, w, branch, files) {
 			fmt.Fprintf(out, "The removal of %s reached branch %q before the interruption; Addon %s stays marked for uninstall.\n", strings.Join(files, " or "), branch, key)
 			return addons.Unanswered(err)
 		}

@@ -553,19 +553,23 @@ func TestAddonGetGitopsPrintsTheFileByteForByte(t *testing.T) {
 // off again, since a mark left on an Addon that stays would make a later
 // removal, meant to keep the software, uninstall it; when the push landed
 // and only its answer was lost, the writer finds its commit in the branch,
-// the mark stays, and the command reports the commit.
+// the mark stays, and the command reports the commit. Only after a push
+// was sent and the writer could not tell is the branch read again, and
+// the output first says how to take the mark off by hand, in case a
+// second Ctrl-C cuts that read; interrupted before the push, the mark
+// comes off at once.
 func TestGitopsUninstallInterrupted(t *testing.T) {
 	cluster, c := apiServer(t)
 	for _, tc := range []struct {
-		what            string
-		suffix          string
-		nth             int
-		sendFirst, kept bool
+		what                  string
+		suffix                string
+		nth                   int
+		sendFirst, kept, read bool
 	}{
 		// The first fetch reads the branch to check that the file is there.
-		{"during the commit's clone", "/git-upload-pack", 2, false, false},
-		{"during the push", "/git-receive-pack", 1, false, false},
-		{"after the push landed", "/git-receive-pack", 1, true, true},
+		{"during the commit's clone", "/git-upload-pack", 2, false, false, false},
+		{"during the push", "/git-receive-pack", 1, false, false, true},
+		{"after the push landed", "/git-receive-pack", 1, true, true, false},
 	} {
 		ns := testNamespace(t, c)
 		srv := gitserver.Start(t)
@@ -583,8 +587,10 @@ func TestGitopsUninstallInterrupted(t *testing.T) {
 		})
 
 		ctx, cancel := context.WithCancel(t.Context())
+		fetched := make(chan int64, 1)
 		go func() {
 			<-hold.Reached
+			fetched <- srv.Fetches()
 			cancel()
 			hold.Fail()
 		}()
@@ -602,6 +608,10 @@ func TestGitopsUninstallInterrupted(t *testing.T) {
 		}
 		if (err != nil) != fails || marked != tc.kept || !strings.Contains(out.String(), says) {
 			t.Errorf("interrupted %s: %v, marked %v; want an error %v, marked %v, and the output to say %q\n%s", tc.what, err, marked, fails, tc.kept, says, out.String())
+		}
+		hint := "kubectl annotate addon grafana -n " + ns + " capstan.dev/uninstall-"
+		if read := srv.Fetches() > <-fetched; read != tc.read || strings.Contains(out.String(), hint) != tc.read {
+			t.Errorf("interrupted %s: read the branch again %v, with the output\n%s\nwant the branch read again, and the output to say %q first, %v", tc.what, read, out.String(), hint, tc.read)
 		}
 	}
 }
@@ -642,10 +652,12 @@ func TestGitopsUninstallInterruptedWaitingForATurn(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
+	fetched := make(chan int64, 1)
 	go func() {
 		for ctx.Err() == nil && getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] != "true" {
 			time.Sleep(20 * time.Millisecond)
 		}
+		fetched <- srv.Fetches()
 		cancel()
 	}()
 	var out bytes.Buffer
@@ -656,5 +668,9 @@ func TestGitopsUninstallInterruptedWaitingForATurn(t *testing.T) {
 	err := root.ExecuteContext(ctx)
 	if marked := getAddon(t, c, ns, "grafana").Annotations[capstanv1.UninstallAnnotation] == "true"; err == nil || marked || !strings.Contains(out.String(), "Took the uninstall mark off") {
 		t.Errorf("interrupted waiting for a turn: %v, marked %v; want an error, and the mark taken off\n%s", err, marked, out.String())
+	}
+	// No push was sent: the branch is not read again to tell.
+	if srv.Fetches() > <-fetched {
+		t.Errorf("interrupted waiting for a turn: the branch was read again before the mark came off\n%s", out.String())
 	}
 }

@@ -81,6 +81,18 @@ func RefusesEmpty(spec capstanv1.AddonRepositorySpec) bool {
 // suspending a suspended add-on. Nothing is committed.
 var ErrNoChange = errors.New("the definition already says so: nothing to commit")
 
+// ErrNotPushed is matched (errors.Is) by the error of a change that ended
+// before it sent any push: waiting for its turn, reading the branch, or
+// making the commit. Nothing of it can be in the branch, so a caller
+// interrupted there need not read the branch to tell.
+var ErrNotPushed = errors.New("nothing was pushed")
+
+// notPushedError is an error of a change that sent no push: it says what
+// its cause says, and matches both that cause and ErrNotPushed.
+type notPushedError struct{ error }
+
+func (e notPushedError) Unwrap() []error { return []error{e.error, ErrNotPushed} }
+
 // ErrExists says that Install found the definition file in the branch
 // already; ErrNotExist that Edit did not find it. Either is a conflict
 // with what git holds, for the person to resolve.
@@ -357,7 +369,14 @@ type editFunc func(file string, cur []byte, exists bool) (next []byte, keep bool
 
 // change commits one edit of one file and pushes it. A push that loses a
 // race is retried on the new head, unless the file itself changed there.
-func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (string, error) {
+// An error that came before any push was sent matches ErrNotPushed.
+func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (_ string, err error) {
+	pushed := false
+	defer func() {
+		if err != nil && !pushed {
+			err = notPushedError{err}
+		}
+	}()
 	if !dnsLabel.MatchString(name) || len(name) > maxAddonName {
 		return "", fmt.Errorf("%q is not a valid add-on name", name)
 	}
@@ -436,6 +455,7 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			if err != nil {
 				return true, "", fmt.Errorf("cannot commit %s: %w", file, err)
 			}
+			pushed = true
 			if w.beforePush != nil {
 				w.beforePush()
 			}
