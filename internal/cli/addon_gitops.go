@@ -11,6 +11,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/object"
@@ -416,8 +418,36 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		if !marked {
 			fmt.Fprintf(out, "Marked Addon %s for uninstall.\n", key)
 		}
+		// NOTE: the hand-made way out is printed as soon as an
+		// interruption meets a push that was sent: what follows it (the
+		// writer's and this command's reads of the branch, up to 30 s
+		// each) a second Ctrl-C may cut, with the mark still on.
+		var hint sync.Once
+		printHint := func() {
+			hint.Do(func() {
+				if !marked {
+					fmt.Fprintf(out, "Interrupted during the push: reading branch %q to tell whether the removal reached it. If you quit now, Addon %s may stay marked for uninstall: unless %s is gone from the branch, take the mark off with `kubectl annotate addon %s -n %s %s-`.\n",
+						branch, key, strings.Join(files, " or "), key.Name, key.Namespace, capstanv1.UninstallAnnotation)
+				}
+			})
+		}
+		var pushing atomic.Bool
+		w.OnPush = func() {
+			pushing.Store(true)
+			if ctx.Err() != nil {
+				printHint()
+			}
+		}
+		stop := context.AfterFunc(ctx, func() {
+			if pushing.Load() {
+				printHint()
+			}
+		})
 		var err error
 		commit, err = w.Remove(ctx, key.Name)
+		if !stop() && pushing.Load() {
+			printHint() // waits for the one the interruption began
+		}
 		// NOTE: only a push may have landed though its answer was lost:
 		// interrupted before it, the mark is taken back at once, not
 		// after a read of the branch that a second Ctrl-C would cut with
@@ -425,10 +455,7 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		if err == nil || ctx.Err() == nil || errors.Is(err, gitops.ErrNotPushed) {
 			return err
 		}
-		if !marked {
-			fmt.Fprintf(out, "Reading branch %q to tell whether the removal reached it before the interruption. If you quit now, Addon %s may stay marked for uninstall: unless %s is gone from the branch, take the mark off with `kubectl annotate addon %s -n %s %s-`.\n",
-				branch, key, strings.Join(files, " or "), key.Name, key.Namespace, capstanv1.UninstallAnnotation)
-		}
+		printHint()
 		if removalInBranch(ctx, w, branch, files) {
 			fmt.Fprintf(out, "The removal of %s reached branch %q before the interruption; Addon %s stays marked for uninstall.\n", strings.Join(files, " or "), branch, key)
 			return addons.Unanswered(err)

@@ -553,23 +553,23 @@ func TestAddonGetGitopsPrintsTheFileByteForByte(t *testing.T) {
 // off again, since a mark left on an Addon that stays would make a later
 // removal, meant to keep the software, uninstall it; when the push landed
 // and only its answer was lost, the writer finds its commit in the branch,
-// the mark stays, and the command reports the commit. Only after a push
-// was sent and the writer could not tell is the branch read again, and
-// the output first says how to take the mark off by hand, in case a
-// second Ctrl-C cuts that read; interrupted before the push, the mark
-// comes off at once.
+// the mark stays, and the command reports the commit. Interrupted during
+// a push, the output says at once how to take the mark off by hand, in
+// case a second Ctrl-C cuts the reads of the branch that follow; only
+// when the writer could not tell is the branch read again. Interrupted
+// before the push, the mark comes off at once.
 func TestGitopsUninstallInterrupted(t *testing.T) {
 	cluster, c := apiServer(t)
 	for _, tc := range []struct {
-		what                  string
-		suffix                string
-		nth                   int
-		sendFirst, kept, read bool
+		what                        string
+		suffix                      string
+		nth                         int
+		sendFirst, kept, read, hint bool
 	}{
 		// The first fetch reads the branch to check that the file is there.
-		{"during the commit's clone", "/git-upload-pack", 2, false, false, false},
-		{"during the push", "/git-receive-pack", 1, false, false, true},
-		{"after the push landed", "/git-receive-pack", 1, true, true, false},
+		{"during the commit's clone", "/git-upload-pack", 2, false, false, false, false},
+		{"during the push", "/git-receive-pack", 1, false, false, true, true},
+		{"after the push landed", "/git-receive-pack", 1, true, true, false, true},
 	} {
 		ns := testNamespace(t, c)
 		srv := gitserver.Start(t)
@@ -610,8 +610,8 @@ func TestGitopsUninstallInterrupted(t *testing.T) {
 			t.Errorf("interrupted %s: %v, marked %v; want an error %v, marked %v, and the output to say %q\n%s", tc.what, err, marked, fails, tc.kept, says, out.String())
 		}
 		hint := "kubectl annotate addon grafana -n " + ns + " capstan.dev/uninstall-"
-		if read := srv.Fetches() > <-fetched; read != tc.read || strings.Contains(out.String(), hint) != tc.read {
-			t.Errorf("interrupted %s: read the branch again %v, with the output\n%s\nwant the branch read again, and the output to say %q first, %v", tc.what, read, out.String(), hint, tc.read)
+		if read := srv.Fetches() > <-fetched; read != tc.read || strings.Contains(out.String(), hint) != tc.hint {
+			t.Errorf("interrupted %s: read the branch again %v, with the output\n%s\nwant the branch read again %v, and the output to say %q %v", tc.what, read, out.String(), tc.read, hint, tc.hint)
 		}
 	}
 }

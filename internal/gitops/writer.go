@@ -154,6 +154,11 @@ type Writer struct {
 	// from; nil means the process's (source.ProcessGitBudget).
 	Budget *source.GitBudget
 
+	// OnPush, when set, runs just before each push is sent: from then on
+	// the change may land in the branch though its answer is lost, which
+	// a caller that is interrupted has to tell its user at once.
+	OnPush func()
+
 	// beforePush runs before each push; tests use it to lose a race.
 	beforePush func()
 }
@@ -456,6 +461,9 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 				return true, "", fmt.Errorf("cannot commit %s: %w", file, err)
 			}
 			pushed = true
+			if w.OnPush != nil {
+				w.OnPush()
+			}
 			if w.beforePush != nil {
 				w.beforePush()
 			}
