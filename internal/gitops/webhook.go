@@ -85,6 +85,7 @@ type Webhook struct {
 	once    sync.Once
 	mux     *http.ServeMux
 	slots   chan struct{}
+	reads   chan struct{}
 	clients webhookClients
 }
 
@@ -93,6 +94,7 @@ type Webhook struct {
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(func() {
 		h.slots = make(chan struct{}, maxWebhooksInFlight)
+		h.reads = make(chan struct{}, maxWebhookBodyReads)
 		h.mux = http.NewServeMux()
 		h.mux.HandleFunc(WebhookPattern, h.push)
 	})
@@ -131,9 +133,17 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	// caller that sends its body slowly would otherwise hold a slot until
 	// the server's read timeout, and a few of them every real push. A
 	// server that cannot set the deadline (http.ErrNotSupported) still has
-	// its own read timeout, and the read holds no slot either way.
+	// its own read timeout, and the read holds no slot either way. The
+	// reads have a bound of their own, on the memory they hold.
+	select {
+	case h.reads <- struct{}{}:
+	default:
+		tooManyWebhooks(w, fmt.Sprintf("the controller reads %d bodies at a time", maxWebhookBodyReads), time.Second)
+		return
+	}
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(webhookBodyTimeout))
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxWebhookBody))
+	<-h.reads
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		switch {

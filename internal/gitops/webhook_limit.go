@@ -24,6 +24,11 @@ const (
 	// before a check takes one of maxWebhooksInFlight. A git host sends
 	// its at most MaxWebhookBody in well under a second.
 	webhookBodyTimeout = 5 * time.Second
+	// maxWebhookBodyReads is how many bodies are read at once, each up to
+	// MaxWebhookBody: a bound on the memory they take however many
+	// addresses send them, apart from the checks' slots, so that slow
+	// senders cannot hold those. One more is answered 429 at once.
+	maxWebhookBodyReads = 32
 	// webhookClientRate and webhookClientBurst bound one client (an
 	// address; an IPv6 address by its /64). A git host delivers from a
 	// few addresses for all its repositories, and an ingress sends every

@@ -539,6 +539,55 @@ func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
 	}
 }
 
+// TestWebhookBoundsTheBodiesRead: bodies being read are bounded in all,
+// from however many addresses they come, so that their memory is: one
+// more than maxWebhookBodyReads is answered 429 without being read, and
+// once the reads end, a push is read and checked again.
+func TestWebhookBoundsTheBodiesRead(t *testing.T) {
+	syncer := &triggers{}
+	hook := &Webhook{Client: hookReader{}, Syncer: syncer}
+	done := make(chan struct{})
+	answers := make(chan int, maxWebhookBodyReads)
+	for i := range maxWebhookBodyReads {
+		body := &stalledBody{reading: make(chan struct{}), done: done}
+		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", body)
+		req.RemoteAddr = fmt.Sprintf("127.0.%d.%d:40000", 1+i/200, 1+i%200)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gitlab-Token", "guess")
+		go func() {
+			rec := httptest.NewRecorder()
+			hook.ServeHTTP(rec, req)
+			answers <- rec.Code
+		}()
+		select {
+		case <-body.reading:
+		case <-time.After(10 * time.Second):
+			close(done)
+			t.Fatal("the webhook does not read a signed push's body")
+		}
+	}
+	push := func() *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(`{"ref":"refs/heads/main"}`))
+		req.RemoteAddr = "127.0.9.1:40000"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Gitlab-Token", "s3cret")
+		req.Header.Set("X-Gitlab-Event", "Push Hook")
+		rec := httptest.NewRecorder()
+		hook.ServeHTTP(rec, req)
+		return rec
+	}
+	if rec := push(); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || len(syncer.queued()) != 0 {
+		t.Errorf("a push while %d bodies are read: %d %q; want 429 with Retry-After, nothing queued", maxWebhookBodyReads, rec.Code, rec.Body.String())
+	}
+	close(done)
+	for range maxWebhookBodyReads {
+		<-answers
+	}
+	if rec := push(); rec.Code != http.StatusAccepted || len(syncer.queued()) != 1 {
+		t.Errorf("a push once the reads ended: %d %q; want 202 and a sync queued", rec.Code, rec.Body.String())
+	}
+}
+
 // slowReader is a hookReader whose reads take delay, and then fail as
 // the API server would if the request's context was cancelled meanwhile.
 type slowReader struct {
