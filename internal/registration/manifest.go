@@ -184,9 +184,13 @@ func shownChars(s string) int {
 }
 
 // emoji reports whether r is a pictographic emoji (roughly Unicode's
-// Extended_Pictographic), skin tones and regional indicators included.
+// Extended_Pictographic), skin tones and regional indicators included:
+// the emoji planes, the symbols and dingbats, and the arrows, technical
+// symbols, geometric shapes and the stars and squares of U+2B00–U+2BFF,
+// which standard sequences join (⬛ in the black cat 🐈‍⬛).
 func emoji(r rune) bool {
-	return 0x1F000 <= r && r <= 0x1FAFF || 0x2600 <= r && r <= 0x27BF
+	return 0x1F000 <= r && r <= 0x1FAFF || 0x2600 <= r && r <= 0x27BF ||
+		0x2190 <= r && r <= 0x23FF || 0x25A0 <= r && r <= 0x25FF || 0x2B00 <= r && r <= 0x2BFF
 }
 
 func isVariation(r rune) bool { return 0xFE00 <= r && r <= 0xFE0F }

@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("parsed %+v", reg)
 	}
 	// An emoji of several code points is one character on the page.
-	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab", "🏳️‍🌈👍🏽❤️", "👍‍a"} {
+	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab", "🏳️‍🌈👍🏽❤️", "👍‍a", "🐈‍⬛🐦‍⬛🐈‍⬛🐦‍⬛", "🐻‍❄️"} {
 		doc := `{"name":"wiki","tiles":[{"title":"x","icon":"` + icon + `","link":"https://a.example/"}]}`
 		if _, err := Parse([]byte(doc), "wiki"); err != nil {
 			t.Errorf("icon %q: %v", icon, err)
