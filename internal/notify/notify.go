@@ -392,10 +392,11 @@ func ReceiverFromSecret(name string, data map[string][]byte) (Receiver, error) {
 	// NOTE: the key is used byte for byte, not trimmed as the token is: a
 	// receiver that checks signatures with the key as stored (a line break
 	// and all) would refuse every post if Capstan signed with less, and a
-	// random binary key may end in such a byte. A key that ends with a
-	// line break is refused instead, since it is most often a key file's
-	// (`echo key > file`) that the receiver was given without it.
-	if k := data["hmacKey"]; bytes.HasSuffix(k, []byte("\n")) || bytes.HasSuffix(k, []byte("\r")) {
+	// random binary key may end in such a byte. A text key that ends
+	// with a line break is refused instead, since it is most often a key
+	// file's (`echo key > file`) that the receiver was given without it;
+	// a binary key (not printable text) is taken as it is.
+	if k := data["hmacKey"]; endsWithLineBreak(k) && isText(bytes.TrimRight(k, "\r\n")) {
 		return r, fmt.Errorf("the notification Secret %s: key hmacKey ends with a line break; write the key without it (printf '%%s' KEY, or echo -n), and give the receiver the same key", name)
 	}
 	r.HMACKey = data["hmacKey"]
@@ -1678,4 +1679,24 @@ func githubDescription(e Event) string {
 		d = string(r[:137]) + "..."
 	}
 	return d
+}
+
+// endsWithLineBreak reports whether k ends with a line break.
+func endsWithLineBreak(k []byte) bool {
+	return bytes.HasSuffix(k, []byte("\n")) || bytes.HasSuffix(k, []byte("\r"))
+}
+
+// isText reports whether k is printable UTF-8 text with no control
+// characters (an empty key is text too): a key typed or generated as
+// text, not random bytes.
+func isText(k []byte) bool {
+	if !utf8.Valid(k) {
+		return false
+	}
+	for _, r := range string(k) {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,6 +39,12 @@ func TestReceiverFromSecret(t *testing.T) {
 	signed, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": []byte(" k\nk ")})
 	if err != nil || string(signed.HMACKey) != " k\nk " {
 		t.Fatalf("an hmacKey with spaces and a line break inside: %q, %v; want it kept as it is", signed.HMACKey, err)
+	}
+	// A binary key (random bytes, not text) may end in a line break's
+	// byte: it is taken as it is, as the receiver holds it.
+	binary := []byte{0x9c, 0x01, 0xff, 0x42, 0x0a}
+	if b, err := ReceiverFromSecret("team", map[string][]byte{"url": []byte("https://h/x"), "hmacKey": binary}); err != nil || !bytes.Equal(b.HMACKey, binary) {
+		t.Fatalf("a binary hmacKey that ends with 0x0a: %q, %v; want it kept as it is", b.HMACKey, err)
 	}
 	if d, err := ReceiverFromSecret("d", map[string][]byte{"url": []byte("http://127.0.0.1:9/x")}); err != nil || d.Format != FormatJSON || d.MinSeverity != SeverityInfo {
 		t.Fatalf("defaults: %+v, %v", d, err)
