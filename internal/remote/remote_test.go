@@ -304,7 +304,9 @@ func TestWatchOutlivesTheRequestTimeout(t *testing.T) {
 		}
 		return n, sc.Err()
 	}
-	if n, err := watch(cfg.Config); err == nil || n == events {
+	// NOTE: cut means fewer events than the stream sends in 7 × every;
+	// the read's error may be nil when the cut meets the end of a chunk.
+	if n, err := watch(cfg.Config); n == events {
 		t.Errorf("through the single-request configuration, the watch was not cut (%d events, %v); the test proves nothing", n, err)
 	}
 	w := WatchConfig(cfg.Config)
