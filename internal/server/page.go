@@ -311,7 +311,18 @@ func (s *Server) signOutPage(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/signin", http.StatusSeeOther)
 		return
 	}
-	r.Body = http.MaxBytesReader(w, r.Body, maxSignInBody)
+	// NOTE: a form that cannot be read is said so: read as one with no
+	// CSRF token, it went back to the add-ons without a word, the session
+	// still on.
+	if err := parseForm(w, r, maxSignInBody); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, fmt.Sprintf("the sign-out form is over %d KiB, the most it may send, so nothing was signed out: sign out from the page's button", tooLarge.Limit>>10), http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, fmt.Sprintf("the form could not be read (%v), so nothing was signed out", err), http.StatusBadRequest)
+		return
+	}
 	if pageWrite(r, sess) {
 		// NOTE: a redirect, not an empty answer: the browser would stay
 		// on the page it signed out from, showing its add-ons.

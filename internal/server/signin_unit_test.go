@@ -52,3 +52,26 @@ func TestSignInOverTheBound(t *testing.T) {
 		t.Errorf("a sign-in form of 70 KiB set a session cookie: %v", c)
 	}
 }
+
+// TestSignOutOverTheBound: a sign-out form over 64 KiB is answered 413,
+// and the session stays, rather than read as a form with no CSRF token
+// and sent back to the add-ons without a word.
+func TestSignOutOverTheBound(t *testing.T) {
+	var up atomic.Bool
+	up.Store(true)
+	now := time.Now()
+	s, h := fakeReviewServer(t, &up, &now)
+	cookie := sessionCookieOf(postForm(h, "/signin", url.Values{"token": {"a-token"}}, nil))
+	if cookie == nil {
+		t.Fatal("the sign-in made no session")
+	}
+	sess, _ := s.sessions.get(cookie.Value, now)
+	resp := postForm(h, "/signout", url.Values{"csrf": {sess.csrf}, "pad": {strings.Repeat("a", 70<<10)}}, cookie)
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "over 64 KiB") {
+		t.Errorf("a sign-out form of 70 KiB: %d %q; want 413 saying it is over 64 KiB", resp.StatusCode, body)
+	}
+	if _, ok := s.sessions.get(cookie.Value, now); !ok {
+		t.Error("a sign-out form that was not read ended the session")
+	}
+}
