@@ -493,18 +493,16 @@ func (b *stalledBody) Read([]byte) (int, error) {
 	return 0, io.ErrUnexpectedEOF
 }
 
-// TestWebhookReadsTheBodyBeforeTakingASlot: a body still being sent holds
-// none of the maxWebhooksInFlight checks, so callers who send theirs
-// slowly, with any X-Gitlab-Token, do not turn the git host's pushes away.
-func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
-	syncer := &triggers{}
-	hook := &Webhook{Client: hookReader{}, Syncer: syncer}
-	done := make(chan struct{})
-	answers := make(chan int, maxWebhooksInFlight)
-	for i := range maxWebhooksInFlight {
+// stallBodies sends hook n pushes with any X-Gitlab-Token, each from an
+// address of its own, whose bodies stall once their read began, until
+// done is closed; answers gets each one's status code then.
+func stallBodies(t *testing.T, hook *Webhook, n int) (done chan struct{}, answers chan int) {
+	t.Helper()
+	done, answers = make(chan struct{}), make(chan int, n)
+	for i := range n {
 		body := &stalledBody{reading: make(chan struct{}), done: done}
 		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", body)
-		req.RemoteAddr = fmt.Sprintf("127.0.1.%d:40000", i+1)
+		req.RemoteAddr = fmt.Sprintf("127.0.%d.%d:40000", 1+i/200, 1+i%200)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Gitlab-Token", "guess")
 		go func() {
@@ -519,15 +517,29 @@ func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
 			t.Fatal("the webhook does not read a signed push's body")
 		}
 	}
+	return done, answers
+}
 
-	event := `{"ref":"refs/heads/main"}`
-	req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(event))
-	req.RemoteAddr = "127.0.2.1:40000"
+// signedPush sends hook a push signed with the repository's token.
+func signedPush(hook *Webhook) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(`{"ref":"refs/heads/main"}`))
+	req.RemoteAddr = "127.0.9.1:40000"
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Gitlab-Token", "s3cret")
 	req.Header.Set("X-Gitlab-Event", "Push Hook")
 	rec := httptest.NewRecorder()
 	hook.ServeHTTP(rec, req)
+	return rec
+}
+
+// TestWebhookReadsTheBodyBeforeTakingASlot: a body still being sent holds
+// none of the maxWebhooksInFlight checks, so callers who send theirs
+// slowly, with any X-Gitlab-Token, do not turn the git host's pushes away.
+func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
+	syncer := &triggers{}
+	hook := &Webhook{Client: hookReader{}, Syncer: syncer}
+	done, answers := stallBodies(t, hook, maxWebhooksInFlight)
+	rec := signedPush(hook)
 	close(done)
 	if rec.Code != http.StatusAccepted || len(syncer.queued()) != 1 {
 		t.Errorf("a signed push while %d bodies stall: %d %q; want 202 and a sync queued", maxWebhooksInFlight, rec.Code, rec.Body.String())
@@ -546,44 +558,15 @@ func TestWebhookReadsTheBodyBeforeTakingASlot(t *testing.T) {
 func TestWebhookBoundsTheBodiesRead(t *testing.T) {
 	syncer := &triggers{}
 	hook := &Webhook{Client: hookReader{}, Syncer: syncer}
-	done := make(chan struct{})
-	answers := make(chan int, maxWebhookBodyReads)
-	for i := range maxWebhookBodyReads {
-		body := &stalledBody{reading: make(chan struct{}), done: done}
-		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", body)
-		req.RemoteAddr = fmt.Sprintf("127.0.%d.%d:40000", 1+i/200, 1+i%200)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Gitlab-Token", "guess")
-		go func() {
-			rec := httptest.NewRecorder()
-			hook.ServeHTTP(rec, req)
-			answers <- rec.Code
-		}()
-		select {
-		case <-body.reading:
-		case <-time.After(10 * time.Second):
-			close(done)
-			t.Fatal("the webhook does not read a signed push's body")
-		}
-	}
-	push := func() *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, "/hooks/git/hooks/gitops", strings.NewReader(`{"ref":"refs/heads/main"}`))
-		req.RemoteAddr = "127.0.9.1:40000"
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-Gitlab-Token", "s3cret")
-		req.Header.Set("X-Gitlab-Event", "Push Hook")
-		rec := httptest.NewRecorder()
-		hook.ServeHTTP(rec, req)
-		return rec
-	}
-	if rec := push(); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || len(syncer.queued()) != 0 {
+	done, answers := stallBodies(t, hook, maxWebhookBodyReads)
+	if rec := signedPush(hook); rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") == "" || len(syncer.queued()) != 0 {
 		t.Errorf("a push while %d bodies are read: %d %q; want 429 with Retry-After, nothing queued", maxWebhookBodyReads, rec.Code, rec.Body.String())
 	}
 	close(done)
 	for range maxWebhookBodyReads {
 		<-answers
 	}
-	if rec := push(); rec.Code != http.StatusAccepted || len(syncer.queued()) != 1 {
+	if rec := signedPush(hook); rec.Code != http.StatusAccepted || len(syncer.queued()) != 1 {
 		t.Errorf("a push once the reads ended: %d %q; want 202 and a sync queued", rec.Code, rec.Body.String())
 	}
 }
