@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/clientlimit"
 )
 
 // WebhookPattern is where the webhook handler answers: one URL per
@@ -86,7 +87,7 @@ type Webhook struct {
 	mux     *http.ServeMux
 	slots   chan struct{}
 	reads   chan struct{}
-	clients webhookClients
+	clients *clientlimit.Limiter
 }
 
 // ServeHTTP implements http.Handler. Mount it on the controller's server so
@@ -95,6 +96,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.once.Do(func() {
 		h.slots = make(chan struct{}, maxWebhooksInFlight)
 		h.reads = make(chan struct{}, maxWebhookBodyReads)
+		h.clients = clientlimit.New(webhookClientRate, webhookClientBurst, maxWebhookClients)
 		h.mux = http.NewServeMux()
 		h.mux.HandleFunc(WebhookPattern, h.push)
 	})
@@ -124,7 +126,7 @@ func (h *Webhook) push(w http.ResponseWriter, r *http.Request) {
 	}
 	// NOTE: any value of a signature header gets this far, so the body's
 	// read and the uncached reads below are bounded per client and in all.
-	if ok, wait := h.clients.allow(webhookClientOf(r), time.Now()); !ok {
+	if ok, wait := h.clients.Allow(clientlimit.Of(r), time.Now()); !ok {
 		tooManyWebhooks(w, fmt.Sprintf("this address sent more than %d at once or %d a second", webhookClientBurst, webhookClientRate), wait)
 		return
 	}

@@ -6,18 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
-	"golang.org/x/time/rate"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"capstan.dev/capstan/internal/clientlimit"
 )
 
 // Tokens are reviewed once a minute at most: a revoked token keeps working
@@ -131,68 +131,6 @@ func reviewRefusal(err error) apiError {
 	return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable", Message: "the Kubernetes API server could not review the token; try again"}
 }
 
-// clientOf names the client of a request for the review bounds: the
-// address its connection comes from, an IPv6 address by its /64, which
-// one host holds whole.
-func clientOf(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		return host
-	}
-	if ip.To4() == nil {
-		return ip.Mask(net.CIDRMask(64, 128)).String()
-	}
-	return ip.String()
-}
-
-// clientLimiter keeps a token bucket for each client, bounded in number.
-type clientLimiter struct {
-	rate    rate.Limit
-	burst   int
-	max     int
-	mu      sync.Mutex
-	clients map[string]*clientBucket
-}
-
-type clientBucket struct {
-	limiter *rate.Limiter
-	seen    time.Time
-}
-
-func newClientLimiter(perSecond float64, burst, maxClients int) *clientLimiter {
-	return &clientLimiter{rate: rate.Limit(perSecond), burst: burst, max: maxClients, clients: map[string]*clientBucket{}}
-}
-
-// allow takes one review from the client's bucket at now; when it is
-// empty, it answers false and how long until it holds one again.
-func (l *clientLimiter) allow(client string, now time.Time) (bool, time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	b, ok := l.clients[client]
-	if !ok {
-		// NOTE: a bucket unused for as long as it takes to fill is full
-		// again, the same as a new one, so it may go first.
-		full := time.Duration(float64(l.burst) / float64(l.rate) * float64(time.Second))
-		makeRoom(l.clients, l.max, func(b *clientBucket) bool { return now.Sub(b.seen) >= full })
-		b = &clientBucket{limiter: rate.NewLimiter(l.rate, l.burst)}
-		l.clients[client] = b
-	}
-	b.seen = now
-	r := b.limiter.ReserveN(now, 1)
-	if !r.OK() {
-		return false, time.Second
-	}
-	if d := r.DelayFrom(now); d > 0 {
-		r.CancelAt(now)
-		return false, d
-	}
-	return true, 0
-}
-
 // tokenReviewer authenticates bearer tokens with TokenReviews and keeps the
 // answers for tokenTTL in bounded caches: the users of accepted tokens, and
 // the hashes of refused ones. A review that failed (the API server did not
@@ -206,7 +144,7 @@ type tokenReviewer struct {
 	now    func() time.Time
 	// clients is the per-client bound; slots holds a token for each review
 	// running.
-	clients *clientLimiter
+	clients *clientlimit.Limiter
 	slots   chan struct{}
 	flight  singleflight.Group
 
@@ -232,7 +170,7 @@ func bearerToken(r *http.Request) (string, bool) {
 
 func newTokenReviewer(c kubernetes.Interface, now func() time.Time) *tokenReviewer {
 	return &tokenReviewer{client: c, now: now,
-		clients: newClientLimiter(clientReviewRate, clientReviewBurst, maxReviewClients),
+		clients: clientlimit.New(clientReviewRate, clientReviewBurst, maxReviewClients),
 		slots:   make(chan struct{}, maxReviewsInFlight)}
 }
 
@@ -244,7 +182,7 @@ func (t *tokenReviewer) review(ctx context.Context, token, client string) (User,
 	if u, err, ok := t.cached(key); ok {
 		return u, err
 	}
-	if ok, wait := t.clients.allow(client, t.now()); !ok {
+	if ok, wait := t.clients.Allow(client, t.now()); !ok {
 		return User{}, &throttledError{retryAfter: wait, why: "too many tokens from this address were sent to be reviewed"}
 	}
 	ch := t.flight.DoChan(string(key[:]), func() (any, error) {

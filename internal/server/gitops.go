@@ -93,7 +93,7 @@ func (s *Server) authorize(ctx context.Context, u User, verb string, key client.
 	if key.Name == "" {
 		what = "Addons in namespace " + key.Namespace
 	}
-	if ok, wait := s.accessReviews.allow(u.Name, s.now()); !ok {
+	if ok, wait := s.accessReviews.Allow(u.Name, s.now()); !ok {
 		return reviewRefusal(&throttledError{retryAfter: wait,
 			why: fmt.Sprintf("%s asked for more access reviews just now than this server makes for one user, so %s", u.Name, outcome)})
 	}

@@ -21,6 +21,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/clientlimit"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
@@ -261,7 +262,7 @@ func (s *Server) signInPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "signin", http.StatusUnauthorized, pageData{Title: "Sign in", Error: "Paste a Kubernetes token to sign in."})
 		return
 	}
-	u, err := s.tokens.review(r.Context(), token, clientOf(r))
+	u, err := s.tokens.review(r.Context(), token, clientlimit.Of(r))
 	if err != nil {
 		// NOTE: only a refused token is blamed on the token: one the API
 		// server could not review may be good, and would be rotated for

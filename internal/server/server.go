@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"capstan.dev/capstan/internal/clientlimit"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
@@ -98,7 +99,7 @@ type Server struct {
 	// catalog keeps the catalog's entries for the pages.
 	catalog catalogCache
 	// accessReviews bounds the SubjectAccessReviews each user causes.
-	accessReviews *clientLimiter
+	accessReviews *clientlimit.Limiter
 	sessions      sessions
 	// plans holds a token for each plan being computed.
 	plans chan struct{}
@@ -146,7 +147,7 @@ func (s *Server) Handler() http.Handler {
 	// it starts rather than failing its first request.
 	pages()
 	s.tokens = newTokenReviewer(s.Reviewer, s.now)
-	s.accessReviews = newClientLimiter(userAccessReviewRate, userAccessReviewBurst, maxReviewClients)
+	s.accessReviews = clientlimit.New(userAccessReviewRate, userAccessReviewBurst, maxReviewClients)
 	maxPlans := s.MaxPlans
 	if maxPlans <= 0 {
 		maxPlans = defaultMaxPlans
@@ -279,7 +280,7 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), userKey{}, u)))
 			return
 		}
-		u, err := s.tokens.review(r.Context(), token, clientOf(r))
+		u, err := s.tokens.review(r.Context(), token, clientlimit.Of(r))
 		if err != nil {
 			writeError(w, reviewRefusal(err))
 			return

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 
+	"capstan.dev/capstan/internal/clientlimit"
 	"capstan.dev/capstan/internal/server/body"
 )
 
@@ -213,7 +214,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	u, err := s.tokens.review(r.Context(), req.Token, clientOf(r))
+	u, err := s.tokens.review(r.Context(), req.Token, clientlimit.Of(r))
 	if err != nil {
 		writeError(w, reviewRefusal(err))
 		return
@@ -290,7 +291,7 @@ func (s *Server) liveSession(r *http.Request) (session, *apiError) {
 	if !ok {
 		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized", Message: "the session has ended: sign in again"}
 	}
-	u, err := s.tokens.review(r.Context(), sess.user.token, clientOf(r))
+	u, err := s.tokens.review(r.Context(), sess.user.token, clientlimit.Of(r))
 	if errors.Is(err, errUnauthenticated) {
 		s.sessions.remove(c.Value)
 		return session{}, &apiError{Code: http.StatusUnauthorized, Reason: "Unauthorized",
