@@ -94,7 +94,8 @@ type notPushedError struct{ error }
 func (e notPushedError) Unwrap() []error { return []error{e.error, ErrNotPushed} }
 
 // ErrExists says that Install found the definition file in the branch
-// already; ErrNotExist that Edit did not find it. Either is a conflict
+// already; ErrNotExist that a change of one (an edit, a removal, a suspend
+// or resume) did not find it. Either is a conflict
 // with what git holds, for the person to resolve.
 var (
 	ErrExists   = errors.New("exists already")
@@ -253,7 +254,7 @@ func (w *Writer) Read(ctx context.Context, name string) (*DefinitionFile, error)
 		return nil, err
 	}
 	if !exists {
-		return nil, fmt.Errorf("%s does not exist in branch %q of %s", strings.Join(DefinitionFiles(w.Folder, name), " or "), branch, netguard.Redact(w.URL))
+		return nil, fmt.Errorf("%s %w in branch %q of %s", strings.Join(DefinitionFiles(w.Folder, name), " or "), ErrNotExist, branch, netguard.Redact(w.URL))
 	}
 	return &DefinitionFile{File: file, Content: cur, Blob: blobOf(cur), Branch: branch, Commit: head.Hash().String()}, nil
 }
@@ -274,7 +275,7 @@ func (w *Writer) Resume(ctx context.Context, name string) (string, error) {
 func (w *Writer) Remove(ctx context.Context, name string) (string, error) {
 	return w.change(ctx, name, "Remove", func(file string, cur []byte, exists bool) ([]byte, bool, error) {
 		if !exists {
-			return nil, false, fmt.Errorf("%s does not exist", file)
+			return nil, false, fmt.Errorf("%s %w", file, ErrNotExist)
 		}
 		return nil, false, nil
 	})
@@ -656,7 +657,7 @@ func ShortCommit(commit string) string {
 // a person must fix first.
 func definitionDoc(file string, cur []byte, exists bool) (*yaml.Node, error) {
 	if !exists {
-		return nil, fmt.Errorf("%s does not exist", file)
+		return nil, fmt.Errorf("%s %w", file, ErrNotExist)
 	}
 	if _, err := Parse(file, cur); err != nil {
 		return nil, fmt.Errorf("the definition in git is invalid, fix it first: %w", err)
