@@ -44,7 +44,10 @@ const (
 // hundred people a minute behind one proxy still sign in.
 const (
 	// clientReviewRate and clientReviewBurst are the reviews one client
-	// may cost: a burst, then so many a second.
+	// may cost: a burst, then so many a second. The same bound holds the
+	// SubjectAccessReviews one user causes (plans of a change, chart
+	// forms, commits): a person's clicks stay far inside it, a loop does
+	// not take the whole reviewer's budget.
 	clientReviewRate  = 5
 	clientReviewBurst = 25
 	// maxReviewClients bounds the clients whose limiters are kept.
@@ -63,12 +66,6 @@ const (
 	// reconciles', which have none.
 	reviewerQPS   = 20
 	reviewerBurst = 40
-	// userAccessReviewRate and userAccessReviewBurst bound the
-	// SubjectAccessReviews one user causes (plans of a change, chart
-	// forms, commits): a person's clicks stay far inside them, a loop
-	// does not take the whole reviewer's budget.
-	userAccessReviewRate  = clientReviewRate
-	userAccessReviewBurst = clientReviewBurst
 )
 
 // ReviewerConfig is the rest.Config of the Server's Reviewer: cfg, the

@@ -57,7 +57,7 @@ type catalogCache struct {
 func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace string, now time.Time) ([]catalog.Entry, []catalog.Problem, error) {
 	c.mu.Lock()
 	if !c.read.IsZero() && now.Sub(c.read) < catalogTTL {
-		list, problems := slices.Clone(c.list), c.problems
+		list, problems := slices.Clone(c.list), slices.Clone(c.problems)
 		c.mu.Unlock()
 		return list, problems, nil
 	}
@@ -86,7 +86,7 @@ func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace s
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Clone(c.list), c.problems, nil
+	return slices.Clone(c.list), slices.Clone(c.problems), nil
 }
 
 // catalogFields are an entry's typed fields as the form renders them.

@@ -147,7 +147,7 @@ func (s *Server) Handler() http.Handler {
 	// it starts rather than failing its first request.
 	pages()
 	s.tokens = newTokenReviewer(s.Reviewer, s.now)
-	s.accessReviews = clientlimit.New(userAccessReviewRate, userAccessReviewBurst, maxReviewClients)
+	s.accessReviews = clientlimit.New(clientReviewRate, clientReviewBurst, maxReviewClients)
 	maxPlans := s.MaxPlans
 	if maxPlans <= 0 {
 		maxPlans = defaultMaxPlans

@@ -331,11 +331,12 @@ func corrupt(err error) error {
 // control characters and bytes that are not UTF-8, and paths deeper than
 // maxDepth.
 func checkEntryName(name string, maxDepth int) error {
+	problem := nameProblem(name)
 	switch {
 	case name == "":
 		return &ArchiveError{Entry: name, Problem: "has no name"}
-	case nameProblem(name) != "":
-		return &ArchiveError{Entry: name, Problem: nameProblem(name) + "; rename the file and package the chart again"}
+	case problem != "":
+		return &ArchiveError{Entry: name, Problem: problem + "; rename the file and package the chart again"}
 	case strings.HasPrefix(name, "/") || (len(name) > 1 && name[1] == ':'):
 		return &ArchiveError{Entry: name, Problem: "is an absolute path; chart archives hold relative paths only"}
 	}
