@@ -332,7 +332,10 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		r.notifyTransition(before, repo)
 	case apierrors.IsConflict(err):
 		log.FromContext(ctx).Info("The AddonRepository changed since it was read; syncing it again", "addonRepository", req.String())
-		return ctrl.Result{RequeueAfter: statusConflictRetry}, syncErr
+		if syncErr != nil {
+			return ctrl.Result{}, syncErr // retried by the limiter; a delay beside an error is ignored
+		}
+		return ctrl.Result{RequeueAfter: statusConflictRetry}, nil
 	case !apierrors.IsNotFound(err):
 		return ctrl.Result{}, errors.Join(syncErr, fmt.Errorf("cannot write the status of AddonRepository %s: %w", req.NamespacedName, err))
 	}
