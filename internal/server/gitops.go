@@ -277,7 +277,10 @@ func (s *Server) removeByCommit(ctx context.Context, u User, c client.Client, re
 	var answer commitAnswer
 	err := addons.WithRemovalMarks(ctx, c, a, addons.RemoveOptions{Uninstall: true}, func(ctx context.Context) error {
 		var err error
-		answer, err = s.commitChange(ctx, u, repo, a, "remove", "delete", remove)
+		// The review above stands for this commit: a second one would
+		// cost the user two of their reviews for one removal.
+		answer, err = s.commitReviewed(ctx, u, repo, client.ObjectKeyFromObject(a), "remove",
+			func(ctx context.Context, wr *gitops.Writer) (string, error) { return remove(ctx, wr, a.Name) })
 		return err
 	})
 	return answer, err
@@ -291,6 +294,13 @@ func (s *Server) commitTo(ctx context.Context, u User, repo *capstanv1.AddonRepo
 	if err := s.mayChange(ctx, u, rbacVerb, key); err != nil {
 		return commitAnswer{}, err
 	}
+	return s.commitReviewed(ctx, u, repo, key, verb, change)
+}
+
+// commitReviewed is commitTo once the user's access review has allowed the
+// change.
+func (s *Server) commitReviewed(ctx context.Context, u User, repo *capstanv1.AddonRepository, key client.ObjectKey, verb string,
+	change func(ctx context.Context, wr *gitops.Writer) (string, error)) (commitAnswer, error) {
 	wr, err := s.repoWriter(ctx, u, repo)
 	if err != nil {
 		return commitAnswer{}, err

@@ -111,6 +111,29 @@ func gitManagedLonghorn(t *testing.T, ns string) string {
 	return url
 }
 
+// TestGitUninstallIsReviewedOnce removes a git-managed Addon with its
+// software: one SubjectAccessReview covers both the uninstall mark and the
+// commit, so a removal costs the user one of their reviews, not two.
+func TestGitUninstallIsReviewedOnce(t *testing.T) {
+	ns := namespace(t)
+	url := gitManagedLonghorn(t, ns)
+	gitserver.Clone(t, url).Write("addons/other.yaml", "name: other\nhelm:\n  repo: https://charts.invalid/\n  chart: other\n  version: 1.0.0\n").CommitAndPush("other")
+	remover := user(t, ns, "remover", addonRule("get", "list", "update", "patch", "delete"))
+	reviewer, reviews := recordingReviewer(t)
+	srv := newServer()
+	srv.Reviewer = reviewer
+	base := serve(t, srv)
+
+	code, body := callAt(t, base, remover, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/longhorn?uninstall=true", nil)
+	expect(t, "a remover uninstalls a git-managed add-on", code, body, http.StatusAccepted)
+	if _, err := os.Stat(filepath.Join(gitserver.Clone(t, url).Dir, "addons/longhorn.yaml")); !os.IsNotExist(err) {
+		t.Fatalf("the definition is still in git after the removal was accepted: %v", err)
+	}
+	if sent := reviews(); len(sent) != 1 {
+		t.Errorf("%d SubjectAccessReviews for one removal with uninstall; want 1: %+v", len(sent), sent)
+	}
+}
+
 // TestCommitReviewNamesTheWholeUser suspends a git-managed Addon: the
 // SubjectAccessReview made before the commit names the user as the
 // token's review does, with the UID and the extra fields that a webhook
