@@ -321,15 +321,21 @@ func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, s
 	if err != nil {
 		return nil, err
 	}
+	return writePatch(ctx, c, key, changed, patch, refs, Seen{UID: a.UID, Generation: a.Generation}.Check)
+}
+
+// writePatch sends patch, a JSON Patch that tests what was read, to make
+// the Addon key into changed. A test that failed is the API server's 422,
+// which says only that a value differed: when the patch is refused, the
+// Addon read again is given to stale, whose error says that it changed
+// meanwhile and what to do. The API server's answer stays wrapped in the
+// error, and the Secret of the secret inputs refs name is deleted again.
+func writePatch(ctx context.Context, c client.Client, key client.ObjectKey, changed *capstanv1.Addon, patch []byte,
+	refs []capstanv1.ValuesReference, stale func(now *capstanv1.Addon) error) (*capstanv1.Addon, error) {
 	if err := c.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		// NOTE: a test that failed is the API server's 422, which says
-		// only that a value differed: the Addon read again says whether
-		// it was changed meanwhile, and then the error says so and what
-		// to do. The API server's answer stays wrapped, so that the
-		// Secret of the secret inputs is deleted again.
 		if now, gerr := Get(ctx, c, key); gerr == nil {
-			if cerr := (Seen{UID: a.UID, Generation: a.Generation}).Check(now); cerr != nil {
-				err = fmt.Errorf("%w (%w)", cerr, err)
+			if serr := stale(now); serr != nil {
+				err = fmt.Errorf("%w (%w)", serr, err)
 			}
 		}
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
@@ -373,19 +379,13 @@ func Update(ctx context.Context, c client.Client, key client.ObjectKey, change f
 	if err != nil {
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, err)
 	}
-	if err := c.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch)); err != nil {
-		// NOTE: a test that failed is the API server's 422, which says
-		// only that a value differed: the Addon read again says whether
-		// it changed meanwhile, which is a conflict. The API server's
-		// answer stays wrapped, so that the Secret of the secret inputs
-		// is deleted again.
-		if now, gerr := Get(ctx, c, key); gerr == nil && now.ResourceVersion != a.ResourceVersion {
-			err = fmt.Errorf("%w (%w)", apierrors.NewConflict(capstanv1.GroupVersion.WithResource("addons").GroupResource(), key.Name,
-				errors.New("it changed since it was read: run the command again")), err)
+	return writePatch(ctx, c, key, changed, patch, refs, func(now *capstanv1.Addon) error {
+		if now.ResourceVersion == a.ResourceVersion {
+			return nil
 		}
-		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
-	}
-	return changed, nil
+		return apierrors.NewConflict(capstanv1.GroupVersion.WithResource("addons").GroupResource(), key.Name,
+			errors.New("it changed since it was read: run the command again"))
+	})
 }
 
 // updatePatch is the JSON Patch (RFC 6902) that makes read into changed,
