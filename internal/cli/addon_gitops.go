@@ -452,7 +452,7 @@ func removeGitopsUninstall(cmd *cobra.Command, c client.Client, w *gitops.Writer
 		// interrupted before it, the mark is taken back at once, not
 		// after a read of the branch that a second Ctrl-C would cut with
 		// the mark still on.
-		if err == nil || ctx.Err() == nil || errors.Is(err, gitops.ErrNotPushed) {
+		if err == nil || ctx.Err() == nil || !pushing.Load() {
 			return err
 		}
 		printHint()

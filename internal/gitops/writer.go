@@ -81,18 +81,6 @@ func RefusesEmpty(spec capstanv1.AddonRepositorySpec) bool {
 // suspending a suspended add-on. Nothing is committed.
 var ErrNoChange = errors.New("the definition already says so: nothing to commit")
 
-// ErrNotPushed is matched (errors.Is) by the error of a change that ended
-// before it sent any push: waiting for its turn, reading the branch, or
-// making the commit. Nothing of it can be in the branch, so a caller
-// interrupted there need not read the branch to tell.
-var ErrNotPushed = errors.New("nothing was pushed")
-
-// notPushedError is an error of a change that sent no push: it says what
-// its cause says, and matches both that cause and ErrNotPushed.
-type notPushedError struct{ error }
-
-func (e notPushedError) Unwrap() []error { return []error{e.error, ErrNotPushed} }
-
 // ErrExists says that Install found the definition file in the branch
 // already; ErrNotExist that a change of one (an edit, a removal, a suspend
 // or resume) did not find it. Either is a conflict
@@ -157,7 +145,9 @@ type Writer struct {
 
 	// OnPush, when set, runs just before each push is sent: from then on
 	// the change may land in the branch though its answer is lost, which
-	// a caller that is interrupted has to tell its user at once.
+	// a caller that is interrupted has to tell its user at once. A change
+	// that fails before OnPush ran left nothing in the branch: a caller
+	// interrupted there need not read the branch to tell.
 	OnPush func()
 
 	// beforePush runs before each push; tests use it to lose a race.
@@ -375,14 +365,8 @@ type editFunc func(file string, cur []byte, exists bool) (next []byte, keep bool
 
 // change commits one edit of one file and pushes it. A push that loses a
 // race is retried on the new head, unless the file itself changed there.
-// An error that came before any push was sent matches ErrNotPushed.
-func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (_ string, err error) {
-	pushed := false
-	defer func() {
-		if err != nil && !pushed {
-			err = notPushedError{err}
-		}
-	}()
+// OnPush tells a caller when a push is first sent.
+func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (string, error) {
 	if !dnsLabel.MatchString(name) || len(name) > maxAddonName {
 		return "", fmt.Errorf("%q is not a valid add-on name", name)
 	}
@@ -461,7 +445,6 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			if err != nil {
 				return true, "", fmt.Errorf("cannot commit %s: %w", file, err)
 			}
-			pushed = true
 			if w.OnPush != nil {
 				w.OnPush()
 			}
