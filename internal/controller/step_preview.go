@@ -412,7 +412,7 @@ func (r *AddonReconciler) deletesClaims(ctx context.Context, s *scope, ref capst
 // Flux deletes what it was told to leave alone. In the restricted profile
 // an object left out is pruned, as everything a tenant's render drops is.
 func (s *scope) leftOutOfInventory() []apply.Spared {
-	if s.render == nil || !s.render.Folder && len(s.left) == 0 && (s.profile != capstanv1.ProfileCluster || !slices.ContainsFunc(s.hooks, func(h render.Hook) bool { return h.List })) {
+	if s.render == nil || len(s.left) == 0 && !slices.ContainsFunc(s.hooks, s.appliedBefore) {
 		return nil
 	}
 	var out []apply.Spared
@@ -424,19 +424,26 @@ func (s *scope) leftOutOfInventory() []apply.Spared {
 	return out
 }
 
+// appliedBefore says whether the hook h may have been applied as a plain
+// object by an earlier Capstan: a folder's hook (Capstan read no folder
+// hooks before), or an item of a chart's List with a hook annotation (a
+// Capstan that read each item's own annotations applied it). A chart's
+// other hooks are Helm's, and were never applied as plain objects.
+//
+// NOTE: a restricted add-on prunes what its chart leaves out, so a tenant
+// cannot keep an object running past the prune by wrapping it in a hook
+// List.
+func (s *scope) appliedBefore(h render.Hook) bool {
+	return s.render.Folder || h.List && s.profile == capstanv1.ProfileCluster
+}
+
 // leftOut names what makes an object of the inventory one that this
 // render holds but does not apply, and whether it is a hook now that may
 // have been applied as a plain object: a folder's, or an item of a
 // chart's List that is a hook; "" when it is neither.
 func (s *scope) leftOut(ref capstanv1.ObjectRef) (by string, hook bool) {
 	for _, h := range s.hooks {
-		// NOTE: a chart's other hooks are Helm's, and were never applied
-		// as plain objects; the items of a List with a hook annotation
-		// were, by a Capstan that read each item's own annotations.
-		// NOTE: a restricted add-on prunes what its chart leaves out, so
-		// a tenant cannot keep an object running past the prune by
-		// wrapping it in a hook List.
-		if (s.render.Folder || h.List && s.profile == capstanv1.ProfileCluster) && capstanv1.RefOf(h.Object).Key() == ref.Key() {
+		if s.appliedBefore(h) && capstanv1.RefOf(h.Object).Key() == ref.Key() {
 			events := h.Object.GetAnnotations()[h.Annotation]
 			if h.List {
 				events = strings.Join(h.Events, ",") // the List's, not the item's
