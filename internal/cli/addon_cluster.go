@@ -265,7 +265,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		// NOTE: checked here, on the Addon read, before addons.Update
 		// writes a values Secret of the secret inputs.
 		if a.Spec.Git != nil && (len(vals) > 0 || len(inputs) > 0) {
-			return fmt.Errorf("addon %s renders a folder of git, which has no values (the controller would Block it, git-source): leave -f, --set, --set-string and --secret-input out; spec.substitute sets the folder's ${variables}", key)
+			return fmt.Errorf("addon %s: -f, --set, --set-string and --secret-input set chart values, and %s; the controller would Block the Addon (git-source): leave them out", key, folderHasNoValues)
 		}
 		if len(vals) > 0 {
 			merged, err := mergeOverSpecValues(a, vals)
@@ -537,10 +537,13 @@ func transientRead(err error) bool {
 	return errors.As(err, &r) && !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err)
 }
 
-// gitHasNoValues refuses values for an Addon of a git folder: the
-// controller Blocks an Addon whose spec.values or valuesFrom goes with
-// spec.git (values.FieldErrors, git-source), so it could never be applied.
-const gitHasNoValues = "--%[1]s sets chart values, and a folder of git has no values (the controller would Block the Addon, git-source): leave it out; spec.substitute sets the folder's ${variables}"
+// folderHasNoValues says why values are refused for an Addon of a git
+// folder, in the same words wherever they are.
+const folderHasNoValues = "a folder of git has no values (spec.substitute sets its ${variables})"
+
+// gitHasNoValues refuses a values flag for an Addon of a git folder: the
+// controller would Block it (git-source).
+const gitHasNoValues = "--%[1]s sets chart values, and " + folderHasNoValues + "; the controller would Block the Addon (git-source): leave it out"
 
 // onlyWith refuses flags that belong to the other kind of source, which
 // the Addon would silently leave out.

@@ -353,7 +353,7 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	}
 	if !art.IsChart() {
 		if len(o.values.Values) > 0 || len(o.values.StringValues) > 0 {
-			return fmt.Errorf("%s renders a folder of manifests from git, which has no values: --set and --set-string would change nothing; leave them out (spec.substitute sets the folder's variables)", file)
+			return fmt.Errorf("%s: --set and --set-string set chart values, and %s: leave them out", file, folderHasNoValues)
 		}
 		if spec.Substitute != nil || len(spec.SubstituteFrom) > 0 {
 			opts.Variables = map[string]string{}
