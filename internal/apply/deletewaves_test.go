@@ -206,3 +206,75 @@ func TestDeleteAllHoldsWhatAsksConfirmation(t *testing.T) {
 		t.Errorf("an uninstall's deletes: %s", got)
 	}
 }
+
+// refusingDeletes refuses the delete of one named object.
+type refusingDeletes struct {
+	*deleteRecorder
+	refuse string
+}
+
+func (r *refusingDeletes) Delete(ctx context.Context, obj client.Object, opts ...client.DeleteOption) error {
+	if obj.GetName() == r.refuse {
+		r.log = append(r.log, "refused "+obj.GetName())
+		return errors.New("admission webhook denied the request")
+	}
+	return r.deleteRecorder.Delete(ctx, obj, opts...)
+}
+
+// TestAWaveStoppedHalfWayKeepsItsDeletesInTheInventory: wave 1 holds cr-a
+// and cr-b, wave 0 the operator that finalizes them. When the delete of
+// cr-b is refused, or cr-b is held for a confirmation, the delete of cr-a
+// was sent but never awaited: it is not done, so it stays in the
+// inventory, and the next prune waits for it before the operator goes. A
+// refusal in the last wave leaves what it deleted done: nothing below
+// waits for it.
+func TestAWaveStoppedHalfWayKeepsItsDeletesInTheInventory(t *testing.T) {
+	ref := func(name string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "apps", Name: name}
+	}
+	refs := []capstanv1.ObjectRef{ref("cr-a"), ref("cr-b"), ref("operator")}
+	annotations := map[string]map[string]string{"cr-a": {WaveAnnotation: "1"}, "cr-b": {WaveAnnotation: "1"}, "operator": nil}
+	await := func(context.Context, int32, []capstanv1.ObjectRef) error { return nil }
+	names := func(refs []capstanv1.ObjectRef) string {
+		var out []string
+		for _, r := range refs {
+			out = append(out, r.Name)
+		}
+		return strings.Join(out, " ")
+	}
+
+	rec := &refusingDeletes{deleteRecorder: &deleteRecorder{annotations: annotations}, refuse: "cr-b"}
+	q := Sequence{Applier: &Applier{Client: rec}, Inventory: refs, Prune: refs, Keep: Pruning, AwaitGone: await}
+	res, err := q.Run(context.Background())
+	if err == nil {
+		t.Fatal("a refused delete should fail the prune")
+	}
+	if got, want := strings.Join(rec.log, ", "), "delete cr-a, refused cr-b"; got != want {
+		t.Errorf("deletes: %s; want %s", got, want)
+	}
+	if got := names(res.Inventory); got != "cr-a cr-b operator" {
+		t.Errorf("after a refused delete the inventory holds %q; want cr-a, being deleted, kept with the rest", got)
+	}
+	if res.PruneRequests != 1 {
+		t.Errorf("%d deletes counted; want the 1 sent", res.PruneRequests)
+	}
+
+	// Held for a confirmation: cr-b holds the operator, and cr-a stays too.
+	held := map[string]map[string]string{"cr-a": {WaveAnnotation: "1"}, "operator": nil,
+		"cr-b": {WaveAnnotation: "1", ArgoSyncOptionsAnnotation: "Prune=confirm"}}
+	rec = &refusingDeletes{deleteRecorder: &deleteRecorder{annotations: held}}
+	out, err := (&Applier{Client: rec}).DeleteAll(context.Background(), refs, Deleting{Keep: Pruning, Confirming: true, AwaitGone: await})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if names(out.Done) != "" || names(out.Held) != "cr-b operator" {
+		t.Errorf("with cr-b held: done %q, held %q; want none done, cr-b and the operator held", names(out.Done), names(out.Held))
+	}
+
+	// In the last wave, nothing waits below: what it deleted is done.
+	rec = &refusingDeletes{deleteRecorder: &deleteRecorder{annotations: annotations}, refuse: "operator"}
+	out, err = (&Applier{Client: rec}).DeleteAll(context.Background(), refs, Deleting{Keep: Pruning, AwaitGone: await})
+	if err == nil || names(out.Done) != "cr-a cr-b" {
+		t.Errorf("with the last wave's delete refused: done %q, %v; want cr-a cr-b done, and the refusal", names(out.Done), err)
+	}
+}

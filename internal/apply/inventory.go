@@ -387,20 +387,33 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 			read = nil
 		}
 		before, held := len(out.Done), len(out.Held)
+		lower := i+1 < len(waves)
 		if err := a.deleteEach(ctx, w.refs, read, d, &out); err != nil {
+			// NOTE: the deletes this wave sent before the one that failed
+			// were never awaited: as after a wait that fails, they stay in
+			// the inventory, for the next prune to wait for them before
+			// the waves below.
+			if lower {
+				out.Done = out.Done[:before]
+			}
 			return out, err
 		}
 		if len(out.Held) > held {
 			// NOTE: an object held for a confirmation still runs, and
 			// may need what the waves below it run (its operator): they
-			// are held with it.
-			for _, lower := range waves[i+1:] {
-				out.Held = append(out.Held, lower.refs...)
+			// are held with it. The deletes this wave sent are not awaited
+			// now, so they stay in the inventory with the held waves, for
+			// the next prune to wait for them before it deletes those.
+			for _, lw := range waves[i+1:] {
+				out.Held = append(out.Held, lw.refs...)
+			}
+			if lower {
+				out.Done = out.Done[:before]
 			}
 			return out, nil
 		}
 		deleted := out.Done[before:]
-		if i+1 < len(waves) && len(deleted) > 0 {
+		if lower && len(deleted) > 0 {
 			if err := d.AwaitGone(ctx, waves[i+1].number, deleted); err != nil {
 				// NOTE: what is not gone yet is not done: it stays in the
 				// inventory, so that the next prune or uninstall waits for
