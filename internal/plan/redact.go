@@ -1,7 +1,11 @@
 package plan
 
 import (
+	"bytes"
 	"encoding/base64"
+	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,11 +38,69 @@ func RedactSecretPair(live, desired *unstructured.Unstructured) (*unstructured.U
 	if desired != nil {
 		desired = desired.DeepCopy()
 	}
+	copies := copyingAnnotations(live, desired)
 	for _, field := range []string{"data", "stringData"} {
 		redactMaps(field, live, desired)
 	}
-	redactAnnotation(lastApplied, live, desired)
+	for _, key := range copies {
+		redactAnnotation(key, live, desired)
+	}
 	return live, desired
+}
+
+// copyingAnnotations names, sorted, the annotations of either side that
+// may copy a value of the Secret's data or stringData: kubectl's
+// last-applied-configuration always, and any annotation whose value holds
+// one of those values, as it is stored or decoded, or decoded and quoted
+// in JSON. Other tools keep a whole copy of the object in an annotation
+// (kapp's kapp.k14s.io/original and original-diff) and a webhook may add
+// its own, so no list of keys can be complete.
+func copyingAnnotations(live, desired *unstructured.Unstructured) []string {
+	var values []string
+	for _, obj := range []*unstructured.Unstructured{live, desired} {
+		if obj == nil {
+			continue
+		}
+		for _, field := range []string{"data", "stringData"} {
+			m, _ := obj.Object[field].(map[string]any)
+			for _, v := range m {
+				s, ok := v.(string)
+				if !ok || s == "" {
+					continue
+				}
+				values = append(append(values, s), quoted(s)...)
+				if field == "data" {
+					if b, err := base64.StdEncoding.DecodeString(s); err == nil && len(b) > 0 {
+						values = append(append(values, string(b)), quoted(string(b))...)
+					}
+				}
+			}
+		}
+	}
+	keys := map[string]bool{lastApplied: true}
+	for _, obj := range []*unstructured.Unstructured{live, desired} {
+		if obj == nil {
+			continue
+		}
+		for k, v := range obj.GetAnnotations() {
+			if !keys[k] && slices.ContainsFunc(values, func(s string) bool { return strings.Contains(v, s) }) {
+				keys[k] = true
+			}
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// quoted is s as JSON writes it within a string, without the quotes, with
+// HTML's characters escaped (as Go writes JSON) and as they are.
+func quoted(s string) []string {
+	b, _ := json.Marshal(s)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(s)
+	plain := strings.TrimSuffix(buf.String(), "\n")
+	return []string{string(b[1 : len(b)-1]), plain[1 : len(plain)-1]}
 }
 
 // RedactSecret hides every value of a Secret, for showing one object alone.

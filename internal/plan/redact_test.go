@@ -163,3 +163,55 @@ func TestHideValuesPairHidesAValueThatIsAHash(t *testing.T) {
 		t.Errorf("data.password_hash = %q, want %q", got, hiddenUnchanged)
 	}
 }
+
+// TestRedactSecretPairHidesAnnotationsThatCopyItsData: a Secret another
+// tool deployed carries a copy of itself in annotations of its own (kapp's
+// kapp.k14s.io/original and original-diff), with its data in base64, or
+// decoded and quoted in JSON. A diff of another change shows those
+// annotations as context: each one that holds a value of the data, old or
+// new, is hidden as a changed key is, while an annotation that holds no
+// value still shows.
+func TestRedactSecretPairHidesAnnotationsThatCopyItsData(t *testing.T) {
+	const password = "supersecret<&>\"pw"
+	encoded := base64.StdEncoding.EncodeToString([]byte(password))
+	live := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "Secret",
+		"metadata": map[string]any{"name": "db", "namespace": "apps",
+			"labels": map[string]any{"team": "a"},
+			"annotations": map[string]any{
+				"kapp.k14s.io/original":      `{"apiVersion":"v1","data":{"password":"` + encoded + `"},"kind":"Secret"}`,
+				"kapp.k14s.io/original-diff": `[{"op":"add","path":"/stringData","value":{"password":"supersecret<&>\"pw"}}]`,
+				"example.com/go-json":        `{"password":"supersecret\u003c\u0026\u003e\"pw"}`,
+				"example.com/owner":          "team-a",
+			}},
+		"data": map[string]any{"password": encoded},
+	}}
+	desired := live.DeepCopy()
+	desired.SetLabels(map[string]string{"team": "b"})
+	c, err := Compare(desired, live, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, leak := range []string{encoded, "supersecret"} {
+		if strings.Contains(c.Diff, leak) {
+			t.Errorf("the diff shows the Secret's data (%s):\n%s", leak, c.Diff)
+		}
+	}
+	if !strings.Contains(c.Diff, "kapp.k14s.io/original: "+hiddenUnchanged) {
+		t.Errorf("the diff should show the hidden annotation by its key:\n%s", c.Diff)
+	}
+	l, d := RedactSecretPair(live, desired)
+	for _, obj := range []*unstructured.Unstructured{l, d} {
+		if a := obj.GetAnnotations(); a["example.com/owner"] != "team-a" || a["example.com/go-json"] != hiddenUnchanged {
+			t.Errorf("annotations %v; want the one with no value shown, the others hidden", a)
+		}
+	}
+
+	// The data changes: the copy of the old value is hidden as old.
+	desired.Object["data"] = map[string]any{"password": base64.StdEncoding.EncodeToString([]byte("other"))}
+	desired.SetAnnotations(map[string]string{"kapp.k14s.io/original": `{"data":{"password":"b3RoZXI="}}`})
+	l, d = RedactSecretPair(live, desired)
+	if got, want := l.GetAnnotations()["kapp.k14s.io/original"]+" "+d.GetAnnotations()["kapp.k14s.io/original"], hiddenOld+" "+hiddenNew; got != want {
+		t.Errorf("a changed copy shows as %q; want %q", got, want)
+	}
+}
