@@ -555,9 +555,31 @@ func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, ui
 // Delete deletes one object, by a version its kind is served by now when
 // the cluster no longer serves ref's (ReadMetadata); one that is gone
 // already is no error.
+// A Secret's refusal is withheld (refusedDelete).
 func (a *Applier) Delete(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation) error {
 	_, err := a.deleteServed(ctx, ref, propagation)
-	return err
+	return refusedDelete(ref, err)
+}
+
+// refusedDelete is err, the API server's refusal to delete ref, with its
+// message withheld when ref is a Secret (withheld, in SecretRefusal's
+// words): an admission policy's refusal of a delete may quote the
+// object it would delete, data included. Every delete of an inventory
+// goes through it, the uninstall's too, so no caller can leave it out.
+func refusedDelete(ref capstanv1.ObjectRef, err error) error {
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion(ref.APIVersion)
+	obj.SetKind(ref.Kind)
+	return withheld(obj, err, func(_ *unstructured.Unstructured, err error) string { return SecretRefusal(err) })
+}
+
+// SecretRefusal words the API server's refusal of a Secret with no word
+// of its message, which can quote a value: the reason alone.
+func SecretRefusal(err error) string {
+	if apierrors.IsInvalid(err) {
+		return "the API server refused the Secret as invalid (its message is withheld because it can quote a value)"
+	}
+	return "the API server refused the Secret: " + string(apierrors.ReasonForError(err))
 }
 
 var (

@@ -354,7 +354,8 @@ type Deleted struct {
 // (spared). The delete is bound to the
 // resourceVersion read, so an object taken over or marked to keep
 // meanwhile is read again, not deleted; one whose deletion has begun is
-// not deleted again, and counts as done.
+// not deleted again, and counts as done. The API server's refusal to
+// delete a Secret has its message withheld (refusedDelete).
 func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d Deleting) (Deleted, error) {
 	refs = slices.DeleteFunc(slices.Clone(refs), func(r capstanv1.ObjectRef) bool { return !Deletable(r) })
 	var out Deleted
@@ -464,7 +465,7 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && read == nil {
 			sent, err := a.deleteServed(ctx, r, metav1.DeletePropagationBackground)
 			if err != nil {
-				return fmt.Errorf("deleting %s: %w", r.Describe(), err)
+				return fmt.Errorf("deleting %s: %w", r.Describe(), refusedDelete(r, err))
 			}
 			if sent {
 				out.Requests++
@@ -477,7 +478,7 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 		case errors.Is(err, errUnconfirmed):
 			out.Held = append(out.Held, r)
 		case err != nil:
-			return fmt.Errorf("deleting %s: %w", r.Describe(), err)
+			return fmt.Errorf("deleting %s: %w", r.Describe(), refusedDelete(r, err))
 		case sp != nil:
 			out.Spared = append(out.Spared, *sp)
 		default:

@@ -71,8 +71,10 @@ type Sequence struct {
 	OwnerLabels map[string]string
 	// Refused words the API server's refusal of an object for the
 	// message, withholding what may quote a value: of a dry run, and, for
-	// a Secret, of its apply, or of the delete and the apply that
-	// recreate it. Nil uses the error as it is.
+	// a Secret, of its apply, of the apply of its owner labels when it is
+	// adopted, or of the delete and the apply that recreate it. Nil uses
+	// the error as it is. (A prune's refusal of a Secret is withheld
+	// whatever this is: DeleteAll withholds every one.)
 	Refused Refused
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
@@ -254,7 +256,12 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 	Sort(refs)
 	for _, ref := range refs {
 		if err := q.Applier.LabelOwner(ctx, ref, q.Adopted[ref], q.OwnerLabels); err != nil {
-			return fmt.Errorf("marking the adopted %s as this add-on's with its labels (nothing else of it changes): %w; the next sync tries again", ref.Describe(), err)
+			// NOTE: the apply of the labels alone is an update of the whole
+			// object to an admission policy, which may quote a Secret's data.
+			obj := &unstructured.Unstructured{}
+			obj.SetAPIVersion(ref.APIVersion)
+			obj.SetKind(ref.Kind)
+			return fmt.Errorf("marking the adopted %s as this add-on's with its labels (nothing else of it changes): %w; the next sync tries again", ref.Describe(), withheld(obj, err, q.Refused))
 		}
 	}
 	return nil

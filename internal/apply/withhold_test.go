@@ -8,12 +8,15 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
 // plainValue is a Secret's value that no mask knows: it is no Helm value.
@@ -113,6 +116,56 @@ func TestApplyErrorsOfASecretAreWithheld(t *testing.T) {
 			if !errors.As(err, &status) {
 				t.Errorf("error %q is no longer the API server's", err)
 			}
+		})
+	}
+}
+
+// TestRefusalsOfASecretOutsideItsApplyAreWithheld: the apply of an
+// adopted Secret's owner labels (an update of the whole object to an
+// admission policy) has its refusal worded by Sequence.Refused, and the
+// refusal of a Secret's delete, by a prune, an uninstall or a single
+// delete, has its message withheld whoever deletes it; the error still is
+// the API server's. Another kind's refusal is left as it is.
+func TestRefusalsOfASecretOutsideItsApplyAreWithheld(t *testing.T) {
+	denied := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "s",
+		errors.New(`admission webhook "policy.example.com" denied the request: data.password is "`+plainValue+`"`))
+	ref := func(kind string) capstanv1.ObjectRef {
+		return capstanv1.ObjectRef{APIVersion: "v1", Kind: kind, Namespace: "ns", Name: "s"}
+	}
+	check := func(t *testing.T, what string, err error, withheldToo bool) {
+		t.Helper()
+		var status apierrors.APIStatus
+		switch {
+		case err == nil:
+			t.Errorf("%s: no error", what)
+		case withheldToo && (strings.Contains(err.Error(), plainValue) || !strings.Contains(err.Error(), "Forbidden")):
+			t.Errorf("%s: %q; want the message withheld, and the reason said", what, err)
+		case !withheldToo && !strings.Contains(err.Error(), plainValue):
+			t.Errorf("%s: %q; want the API server's message", what, err)
+		case !errors.As(err, &status):
+			t.Errorf("%s: %q is no longer the API server's", what, err)
+		}
+	}
+	for _, kind := range []string{"Secret", "ConfigMap"} {
+		secret := kind == "Secret"
+		t.Run(kind, func(t *testing.T) {
+			q := Sequence{
+				Applier: &Applier{Client: &refuser{applies: []error{denied}}}, Adopted: map[capstanv1.ObjectRef]types.UID{ref(kind): "uid-1"},
+				Refused: func(*unstructured.Unstructured, error) string { return "withheld: Forbidden" },
+			}
+			_, err := q.Run(context.Background())
+			check(t, "the adoption's labels", err, secret)
+
+			q = Sequence{Applier: &Applier{Client: &refuser{deleteErr: denied}}, Inventory: []capstanv1.ObjectRef{ref(kind)}, Prune: []capstanv1.ObjectRef{ref(kind)}, Keep: Pruning}
+			_, err = q.Run(context.Background())
+			check(t, "a prune", err, secret)
+
+			a := &Applier{Client: &refuser{deleteErr: denied}}
+			_, err = a.DeleteAll(context.Background(), []capstanv1.ObjectRef{ref(kind)}, Deleting{})
+			check(t, "an uninstall", err, secret)
+			_, err = a.DeleteAll(context.Background(), []capstanv1.ObjectRef{ref(kind)}, Deleting{Keep: Uninstalling})
+			check(t, "an uninstall that reads first", err, secret)
+			check(t, "a delete", a.Delete(context.Background(), ref(kind), metav1.DeletePropagationBackground), secret)
 		})
 	}
 }

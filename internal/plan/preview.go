@@ -446,10 +446,7 @@ func RedactAPIError(obj *unstructured.Unstructured, err error) string {
 		return fmt.Sprintf("namespace %s does not exist: create it, or set spec.createNamespace: true so the sync creates it", ns)
 	}
 	if obj.GetKind() == "Secret" {
-		if apierrors.IsInvalid(err) {
-			return "the API server refused the Secret as invalid (its message is withheld because it can quote a value)"
-		}
-		return "the API server refused the Secret: " + string(apierrors.ReasonForError(err))
+		return apply.SecretRefusal(err)
 	}
 	return err.Error()
 }
