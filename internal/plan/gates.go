@@ -158,11 +158,13 @@ const (
 // ever, and fails one whose dry run failed.
 func Problems(s State) (Verdict, bool) {
 	p := s.Plan
-	if n := len(p.Violations); n > 0 {
+	if len(p.Violations) > 0 {
+		n := listedTotal(p, listedViolations, len(p.Violations))
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonViolations,
 			Message: fmt.Sprintf("%d guardrail violation(s), first: %s %s: %s", n, p.Violations[0].Object.Describe(), p.Violations[0].Rule, p.Violations[0].Message)}, true
 	}
-	if n := len(p.ValuesErrors); n > 0 {
+	if len(p.ValuesErrors) > 0 {
+		n := listedTotal(p, listedValuesErrors, len(p.ValuesErrors))
 		return Verdict{Phase: capstanv1.PhaseBlocked, Reason: ReasonValuesErrors,
 			Message: fmt.Sprintf("%d values error(s), first: %s: %s", n, p.ValuesErrors[0].Path, p.ValuesErrors[0].Message)}, true
 	}

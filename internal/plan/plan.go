@@ -24,7 +24,52 @@ const (
 	MaxDiffBytes = 16 << 10
 	// MaxTotalDiffBytes is the most of all diffs together that status keeps.
 	MaxTotalDiffBytes = 128 << 10
+	// MaxListed is the most guardrail violations, and the most values
+	// errors, that status lists: one values document can break a schema
+	// once per item of a list of tens of thousands, and a status that
+	// lists them all is more than the API server stores, so every write
+	// of it would fail and the add-on would never show as Blocked.
+	MaxListed = 100
 )
+
+// What a plan lists only in part, as a notice's Path names it.
+const (
+	listedViolations   = "violations"
+	listedValuesErrors = "valuesErrors"
+)
+
+// listedNote is the notice of a list cut to MaxListed; it begins with
+// listedCount, which listedTotal reads the count back by.
+const (
+	listedCount = "status lists the first %d of %d"
+	listedNote  = listedCount + " %s; run `capstan plan` to list them all"
+)
+
+// listed cuts list to MaxListed unless full, and says how many there are
+// in a notice of p when it does.
+func listed[T any](p *capstanv1.Plan, list []T, what, words string, full bool) []T {
+	if full || len(list) <= MaxListed {
+		return list
+	}
+	p.Notices = append(p.Notices, capstanv1.Notice{Path: what, Message: fmt.Sprintf(listedNote, MaxListed, len(list), words)})
+	return slices.Clip(list[:MaxListed])
+}
+
+// listedTotal returns how many entries a list of p has, whose n are listed
+// (what is listedViolations or listedValuesErrors): the count the notice
+// of a cut list gives, else n.
+func listedTotal(p *capstanv1.Plan, what string, n int) int {
+	for _, no := range p.Notices {
+		var first, total int
+		if no.Path != what {
+			continue
+		}
+		if _, err := fmt.Sscanf(no.Message, listedCount, &first, &total); err == nil && total > n {
+			return total
+		}
+	}
+	return n
+}
 
 // ObjectResult is the preview of one rendered object.
 type ObjectResult struct {
@@ -104,13 +149,15 @@ type Input struct {
 // approval stale.
 func Build(in Input) *capstanv1.Plan {
 	p := &capstanv1.Plan{
-		Generation:   in.Generation,
-		Source:       in.Source,
-		Workloads:    Workloads(in.Rendered),
-		Violations:   in.Violations,
-		ValuesErrors: in.ValuesErrors,
-		Notices:      in.Notices,
+		Generation: in.Generation,
+		Source:     in.Source,
+		Workloads:  Workloads(in.Rendered),
+		Notices:    slices.Clip(in.Notices),
 	}
+	// NOTE: the hash covers every violation and values error below, not
+	// only those listed.
+	p.Violations = listed(p, in.Violations, listedViolations, "guardrail violations", in.Full)
+	p.ValuesErrors = listed(p, in.ValuesErrors, listedValuesErrors, "values errors", in.Full)
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	if in.Cluster != "" {
 		// NOTE: the kubeconfig Secret can be repointed with no change of
