@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -23,6 +25,9 @@ type Comparison struct {
 	Action capstanv1.Action
 	// Diff is the unified diff of an update, with Secret data hidden.
 	Diff string
+	// DiffTooLarge is true when Diff only counts the lines that change:
+	// they span more than a diff for status compares (maxDiffLines).
+	DiffTooLarge bool
 	// Digest identifies the change itself, Secret values included, so that a
 	// plan's hash changes whenever what would be applied changes. It reveals
 	// nothing: it is a hash of the whole change. An update's covers only the
@@ -43,13 +48,13 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 // hides reports as holding a value never to be shown (HideValuesPair).
 // hides may be nil.
 func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool) (Comparison, error) {
-	return compare(manifest, live, dryRun, hides, Generated{})
+	return compare(manifest, live, dryRun, hides, Generated{}, false)
 }
 
 // compare is CompareHiding, with the digest covering the fields that
 // generated says the chart generates at random as a person can review
 // them (Generated). The diff shows them as they are.
-func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool, generated Generated) (Comparison, error) {
+func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool, generated Generated, full bool) (Comparison, error) {
 	desired := Normalize(dryRun)
 	if live == nil {
 		// NOTE: the digest of a create is the manifest's, not the dry run's:
@@ -58,11 +63,11 @@ func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(strin
 		// reconcile and make every approval stale.
 		_, shown := RedactSecretPair(nil, desired)
 		_, shown = HideValuesPair(nil, shown, hides)
-		text, err := unified(nil, shown, dryRun)
+		text, tooLarge, err := unified(nil, shown, dryRun, full)
 		if err != nil {
 			return Comparison{}, err
 		}
-		return Comparison{Action: capstanv1.ActionCreate, Diff: text, Digest: generated.CreateDigest(manifest)}, nil
+		return Comparison{Action: capstanv1.ActionCreate, Diff: text, DiffTooLarge: tooLarge, Digest: generated.CreateDigest(manifest)}, nil
 	}
 	current := Normalize(live)
 	if equality.Semantic.DeepEqual(current.Object, desired.Object) {
@@ -70,11 +75,11 @@ func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(strin
 	}
 	shownLive, shownDesired := RedactSecretPair(current, desired)
 	shownLive, shownDesired = HideValuesPair(shownLive, shownDesired, hides)
-	text, err := unified(shownLive, shownDesired, dryRun)
+	text, tooLarge, err := unified(shownLive, shownDesired, dryRun, full)
 	if err != nil {
 		return Comparison{}, err
 	}
-	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, Digest: generated.changeDigest(manifest, current.Object, desired.Object)}, nil
+	return Comparison{Action: capstanv1.ActionUpdate, Diff: text, DiffTooLarge: tooLarge, Digest: generated.changeDigest(manifest, current.Object, desired.Object)}, nil
 }
 
 // ChangeDigest identifies an update by what it changes: every field whose
@@ -151,34 +156,117 @@ func walkChanges(path []any, from, to any, change func(op string, path []any, be
 	}
 }
 
-// unified renders a unified diff of two objects as YAML. A nil side is empty.
-func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructured) (string, error) {
-	side := func(obj *unstructured.Unstructured) (string, error) {
+// maxDiffLines bounds the lines a diff for status compares, once the lines
+// both sides begin and end with alike are set aside: past it, the diff
+// says how many lines change, and `capstan plan` shows it whole.
+//
+// NOTE: difflib's matching takes time that grows about as the square of
+// the lines when the changes are scattered (an upgrade that changes every
+// query of a dashboard's JSON in a ConfigMap): 16 s for one of 40,000
+// lines, on every preview of a pending change. Status keeps 16 KiB of a
+// diff anyway (MaxDiffBytes). docs/benchmarks.md has the figures.
+const maxDiffLines = 4000
+
+// unified renders a unified diff of two objects as YAML. A nil side is
+// empty. Unless full, a diff whose changed lines span more than
+// maxDiffLines is only counted (tooLarge).
+func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructured, full bool) (text string, tooLarge bool, err error) {
+	side := func(obj *unstructured.Unstructured) ([]string, error) {
 		if obj == nil {
-			return "", nil
+			return difflib.SplitLines(""), nil
 		}
 		b, err := yaml.Marshal(obj.Object)
 		if err != nil {
-			return "", fmt.Errorf("encoding %s: %w", describe(named), err)
+			return nil, fmt.Errorf("encoding %s: %w", describe(named), err)
 		}
-		return string(b), nil
+		return difflib.SplitLines(string(b)), nil
 	}
 	a, err := side(from)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	b, err := side(to)
 	if err != nil {
-		return "", err
+		return "", false, err
 	}
 	name := describe(named)
-	return difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
-		A:        difflib.SplitLines(a),
-		B:        difflib.SplitLines(b),
-		FromFile: "live/" + name,
-		ToFile:   "planned/" + name,
-		Context:  3,
-	})
+	d := difflib.UnifiedDiff{A: a, B: b, FromFile: "live/" + name, ToFile: "planned/" + name, Context: 3}
+	if len(a)+len(b) <= maxDiffLines {
+		text, err := difflib.GetUnifiedDiffString(d)
+		return text, false, err
+	}
+	// NOTE: the lines both sides begin and end with alike are set aside,
+	// but for the context lines, in linear time: a change in one place of
+	// a large object is then as quick to show as in a small one.
+	pre := 0
+	for pre < len(a) && pre < len(b) && a[pre] == b[pre] {
+		pre++
+	}
+	suf := 0
+	for suf < len(a)-pre && suf < len(b)-pre && a[len(a)-1-suf] == b[len(b)-1-suf] {
+		suf++
+	}
+	midA, midB := a[pre:len(a)-suf], b[pre:len(b)-suf]
+	if !full && len(midA) > 0 && len(midB) > 0 && len(midA)+len(midB) > maxDiffLines {
+		removed, added := changedLines(midA, midB)
+		return fmt.Sprintf("--- %s\n+++ %s\n(diff too large to show here: %d lines removed and %d added, between line %d and line %d; run `capstan plan` for the whole diff)\n",
+			d.FromFile, d.ToFile, removed, added, pre+1, pre+max(len(midA), len(midB))), true, nil
+	}
+	start := pre - min(pre, d.Context)
+	d.A, d.B = a[start:len(a)-suf+min(suf, d.Context)], b[start:len(b)-suf+min(suf, d.Context)]
+	text, err = difflib.GetUnifiedDiffString(d)
+	if err != nil || start == 0 {
+		return text, false, err
+	}
+	lines := strings.SplitAfter(text, "\n")
+	for i, l := range lines {
+		if strings.HasPrefix(l, "@@ -") {
+			lines[i] = shiftHunk(l, start)
+		}
+	}
+	return strings.Join(lines, ""), false, nil
+}
+
+// shiftHunk adds off to the first line numbers of a unified diff's hunk
+// header, "@@ -1,4 +1,5 @@", of a diff of lines off lines into the texts.
+func shiftHunk(header string, off int) string {
+	fields := strings.Fields(header)
+	if len(fields) < 4 {
+		return header
+	}
+	for _, i := range []int{1, 2} {
+		sign, rest := fields[i][:1], fields[i][1:]
+		first, length, _ := strings.Cut(rest, ",")
+		n, err := strconv.Atoi(first)
+		if err != nil {
+			return header
+		}
+		fields[i] = sign + strconv.Itoa(n+off)
+		if length != "" {
+			fields[i] += "," + length
+		}
+	}
+	return strings.Join(fields, " ") + "\n"
+}
+
+// changedLines counts the lines of a that b has not (removed) and those
+// of b that a has not (added), each line as often as it appears.
+func changedLines(a, b []string) (removed, added int) {
+	seen := make(map[string]int, len(a))
+	for _, l := range a {
+		seen[l]++
+	}
+	for _, l := range b {
+		if seen[l] > 0 {
+			seen[l]--
+		} else {
+			added++
+		}
+	}
+	for _, n := range seen {
+		removed += n
+	}
+	return removed, added
 }
 
 // describe names an object as kind/namespace/name.

@@ -175,7 +175,7 @@ func Build(in Input) *capstanv1.Plan {
 			Wave: waves[o.Ref.Key()]}
 		if o.Diff != "" {
 			po.Diff, budget = capDiff(o.Diff, budget, in.Full)
-			if po.Diff != o.Diff {
+			if po.Diff != o.Diff || o.DiffTooLarge {
 				// NOTE: marked on the object too: an empty diff is no
 				// sign of a cut, since a create whose namespace this sync
 				// makes first has none to show.

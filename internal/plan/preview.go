@@ -147,6 +147,10 @@ type PreviewInput struct {
 	// Generated are the fields the chart generates at random, which a
 	// plan's hash covers as a person can review them (see Generated).
 	Generated Generated
+	// FullDiffs computes every diff whole, for `capstan plan`; a preview
+	// for status leaves it false, and a diff whose changes span too many
+	// lines only counts them (Comparison.DiffTooLarge).
+	FullDiffs bool
 }
 
 // Preview is the result of previewing every object.
@@ -350,7 +354,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			}
 			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
 		default:
-			res.Comparison, err = compare(obj, live, dry, in.Hides, in.Generated)
+			res.Comparison, err = compare(obj, live, dry, in.Hides, in.Generated, in.FullDiffs)
 			if err != nil {
 				return out, err
 			}
