@@ -304,17 +304,41 @@ func isList(v any) bool {
 // set puts value at tokens, making the objects on the way that are
 // missing where live has objects; it reports false when the way passes a
 // list the manifest lacks or holds too few items of, or a value that holds
-// no fields.
+// no fields, and then leaves obj as it was: a path left as the chart
+// renders it must not leave empty objects behind, which the apply would
+// own.
 func set(obj, live map[string]any, tokens []string, value any) bool {
+	// made is the first step of the way that set made, and was what obj
+	// held there (an explicit null, or nothing): all it made is below it.
+	made := 0
+	var was any
+	var had bool
+	undo := func() bool {
+		switch {
+		case made == 0:
+		case had:
+			render.SetFieldAt(obj, tokens[:made], was)
+		default:
+			remove(obj, tokens[:made])
+		}
+		return false
+	}
 	for i := 1; i < len(tokens); i++ {
-		if v, ok := render.FieldAt(obj, tokens[:i]); ok && v != nil {
+		v, ok := render.FieldAt(obj, tokens[:i])
+		if ok && v != nil {
 			continue
 		}
+		if made == 0 {
+			made, was, had = i, v, ok
+		}
 		if shape, _ := render.FieldAt(live, tokens[:i]); !isObject(shape) || !render.SetFieldAt(obj, tokens[:i], map[string]any{}) {
-			return false
+			return undo()
 		}
 	}
-	return render.SetFieldAt(obj, tokens, value)
+	if !render.SetFieldAt(obj, tokens, value) {
+		return undo()
+	}
+	return true
 }
 
 func isObject(v any) bool {

@@ -189,6 +189,59 @@ spec:
 	}
 }
 
+// TestKeepLeavesAnUnheldPathAsTheChartRendersIt: a path whose way passes
+// a list the manifest lacks is reported Unheld, and leaves the manifest as
+// it was: no empty objects made on the way, which the apply would own (an
+// empty node affinity's required selector, which the API server refuses
+// once another writer drops its terms), nor an explicit null turned into
+// one. A path that is kept makes the objects on its way.
+func TestKeepLeavesAnUnheldPathAsTheChartRendersIt(t *testing.T) {
+	const chart = `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers: [{name: app, image: a}]
+      priorityClassName: null
+`
+	live := object(t, `
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers: [{name: app, image: a}]
+      priorityClassName: {tiers: [gold]}
+      affinity:
+        nodeAffinity:
+          requiredDuringSchedulingIgnoredDuringExecution:
+            nodeSelectorTerms:
+            - matchExpressions: [{key: zone, operator: In, values: [a]}]
+`)
+	for _, path := range []string{
+		"/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions",
+		"/spec/template/spec/priorityClassName/tiers/0",
+	} {
+		manifest := object(t, chart)
+		before := manifest.DeepCopy()
+		if r := keep(t, manifest, live, []string{path}); !reflect.DeepEqual(r.Unheld, []string{path}) || len(r.Kept) != 0 {
+			t.Errorf("%s: %+v; want it unheld", path, r)
+		}
+		if !reflect.DeepEqual(manifest.Object, before.Object) {
+			after, _ := yaml.Marshal(manifest.Object)
+			t.Errorf("%s: the manifest changed for a path left as the chart renders it:\n%s", path, after)
+		}
+	}
+	manifest := object(t, chart)
+	r := keep(t, manifest, live, []string{"/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution"})
+	if got, _, _ := unstructured.NestedFieldNoCopy(manifest.Object, "spec", "template", "spec", "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"); len(r.Kept) != 1 || got == nil {
+		t.Errorf("%+v, %v; want the selector kept, with the objects on its way", r, got)
+	}
+}
+
 // keep is Keep, which must not fail.
 func keep(t *testing.T, manifest, live *unstructured.Unstructured, paths []string) Result {
 	t.Helper()
