@@ -2,12 +2,15 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -128,4 +131,79 @@ func TestRefusedHookReadLeavesTheRunAsItIs(t *testing.T) {
 		t.Errorf("second %s; want the Job whose read was refused, succeeded", jobString(j))
 	}
 	eventually(t, 30*time.Second, "the seed Job to be deleted by its policy", func() bool { return job(t, ns, "db-seed") == nil })
+}
+
+// busyHooks is a hook runner whose applier has the API server answer its
+// first apply of the object name, in a run of event, with 429 (Too Many
+// Requests), as API Priority and Fairness does under load.
+type busyHooks struct {
+	controller.HookRunner
+	event, name string
+	refused     atomic.Bool
+	result      chan error
+}
+
+func (h *busyHooks) Run(ctx context.Context, req hooks.Request) error {
+	if req.Event != h.event || h.refused.Load() {
+		return h.HookRunner.Run(ctx, req)
+	}
+	a := *req.Applier
+	a.Client = busyClient{Client: a.Client, busy: func(obj runtime.ApplyConfiguration) error {
+		raw, err := json.Marshal(obj)
+		if err != nil || !strings.Contains(string(raw), `"name":"`+h.name+`"`) || !h.refused.CompareAndSwap(false, true) {
+			return nil
+		}
+		return apierrors.NewTooManyRequests("slow down", 1)
+	}}
+	req.Applier = &a
+	err := h.HookRunner.Run(ctx, req)
+	if h.refused.Load() {
+		h.result <- err
+	}
+	return err
+}
+
+// busyClient answers an apply with busy's error, when it gives one.
+type busyClient struct {
+	client.Client
+	busy func(runtime.ApplyConfiguration) error
+}
+
+func (c busyClient) Apply(ctx context.Context, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+	if err := c.busy(obj); err != nil {
+		return err
+	}
+	return c.Client.Apply(ctx, obj, opts...)
+}
+
+// TestBusyHookCreateGoesOnFromTheRun installs the dbapp chart whose
+// pre-install initdb Job succeeds and whose second pre-install Job the API
+// server cannot take for a moment (429). No hook failed: status.hook goes
+// on naming the second Job, and the retry, with backoff, goes on from the
+// run: the initdb Job is made once. Before,
+// status.hook was cleared, and the retry, seconds later, ran every hook
+// anew, initdb's before-hook-creation deleting its Completed Job.
+func TestBusyHookCreateGoesOnFromTheRun(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	h := &busyHooks{HookRunner: reconciler.Hooks, event: "pre-install", name: "db-second", result: make(chan error, 1)}
+	shard := startShardWith(t, "busy-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) { r.Hooks = h })
+	a := dbapp(t, ns, `{extraHooks: [{name: second, kind: Job, events: pre-install, weight: "1"}]}`, shard)
+
+	var err error
+	select {
+	case err = <-h.result:
+	case <-time.After(90 * time.Second):
+		t.Fatal("the controller never came to apply the second Job")
+	}
+	if !hooks.Transient(err) {
+		t.Errorf("the run returned %v; want the second Job, not taken for a moment", err)
+	}
+	synced(t, a)
+	if n := rec.count("Job/db-initdb", watch.Added); n != 1 {
+		t.Errorf("the initdb Job was created %d times; want once: it had succeeded in the run the retry goes on from", n)
+	}
+	if n := rec.count("Job/db-second", watch.Added); n != 1 {
+		t.Errorf("the second Job was created %d times; want once", n)
+	}
 }

@@ -495,13 +495,14 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		return err
 	}
 	keepForRetry(s, event, run, err)
-	if hooks.IsReadError(err) && event != render.SyncFailEvent {
+	if (hooks.IsReadError(err) || hooks.Transient(err)) && event != render.SyncFailEvent {
 		// NOTE: no hook failed: the API server refused to read the one the
-		// run waited for, which may still run (a migration). status.hook
-		// goes on naming it, as for a hook left running, so that the next
-		// look reads it again and the run goes on from it; cleared, the
-		// next sync would find no run to go on from, and
-		// before-hook-creation would delete the Job and start it anew.
+		// run waited for, which may still run (a migration), or could not
+		// take the next one for a moment. status.hook goes on naming it,
+		// as for a hook left running, so that the retry (with backoff)
+		// goes on from the run; cleared, it would find no run to go on
+		// from, and before-hook-creation would delete the Jobs of the
+		// hooks that succeeded and run them anew.
 		// SyncFail hooks are recorded as run whatever their end: no look
 		// goes on from them.
 		return err

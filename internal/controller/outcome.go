@@ -1,14 +1,11 @@
 package controller
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -259,18 +256,7 @@ func classify(err error) errClass {
 // transientHookError reports whether a hook failed only because the API
 // server could not take it for a moment (overloaded, timing out, a
 // conflict, the connection): that is retried with backoff, not stalled.
-func transientHookError(err error) bool {
-	var he *hooks.Error
-	if !errors.As(err, &he) || he.Reason != hooks.ReasonCreateFailed || he.Err == nil {
-		return false
-	}
-	e := he.Err
-	var netErr net.Error
-	return apierrors.IsServerTimeout(e) || apierrors.IsTimeout(e) || apierrors.IsTooManyRequests(e) ||
-		apierrors.IsInternalError(e) || apierrors.IsServiceUnavailable(e) || apierrors.IsConflict(e) ||
-		apierrors.IsUnexpectedServerError(e) || errors.As(e, &netErr) ||
-		errors.Is(e, context.DeadlineExceeded) || errors.Is(e, context.Canceled)
-}
+func transientHookError(err error) bool { return hooks.Transient(err) }
 
 // noteSettled records whether the add-on is settled (driftWatch.Settled):
 // Synced, Degraded, or held by a gate with something applied that was

@@ -1,11 +1,14 @@
 package hooks
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -122,11 +125,47 @@ func (e *Error) Error() string {
 		b.WriteString("It runs again only when another render fails.")
 		return b.String()
 	}
+	if e.transient() {
+		b.WriteString("The API server could not take it for a moment, so no hook failed: Capstan tries again with backoff, and the run goes on from this hook; the hooks that succeeded before it do not run again.")
+		return b.String()
+	}
 	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest (with manualSync, approve the plan instead: `capstan addon sync`).")
 	return b.String()
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// transient reports whether the hook could not be made only because the
+// API server could not take it for a moment: overloaded (429), timing
+// out, failing (5xx), in conflict (an object still being deleted), or
+// out of reach. It did not run, and nothing is wrong with it.
+func (e *Error) transient() bool {
+	if e.Reason != ReasonCreateFailed || e.Err == nil {
+		return false
+	}
+	err := e.Err
+	var netErr net.Error
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsConflict(err) ||
+		apierrors.IsUnexpectedServerError(err) || errors.As(err, &netErr) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// Transient reports whether err is, or wraps, a hook that could not be
+// made only because the API server could not take it for a moment
+// (Error.transient). No hook failed: the caller retries it with backoff,
+// and the run that goes on from this one (Request.Resume, with
+// Request.Waiting set to the hook) does not run the hooks that succeeded
+// before it again, whose objects Run leaves for it.
+func Transient(err error) bool {
+	var he *Error
+	return errors.As(err, &he) && he.transient()
+}
+
+// NoHookFailed says, for a hook the API server could not take for a
+// moment, that no hook failed: a caller that wraps a hook's failure
+// leaves this error as it is.
+func (e *Error) NoHookFailed() bool { return e.transient() }
 
 // ended reports whether the hook ran and ended badly: it failed, did not
 // finish within its timeout, or its object was deleted before it was read

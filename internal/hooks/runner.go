@@ -81,7 +81,9 @@ const DefaultDeleteWait = 30 * time.Second
 // When a hook fails or times out, Run deletes it if it has hook-failed,
 // deletes the hooks that succeeded before it if they have hook-succeeded
 // (with req.KeepForRetry it leaves them for the retry, and names them in
-// Error.Left), and returns an *Error that names it. When a hook could not
+// Error.Left), and returns an *Error that names it. A hook the API server
+// could not take for a moment (Transient) failed nothing: the hooks before
+// it are left for the run that goes on from this one. When a hook could not
 // be read while Run waited for it, Run returns a *ReadError and leaves the
 // hook as it is, whatever its policies, since it did not fail; the hooks
 // before it are deleted, or left and named in ReadError.Left, as for a
@@ -184,6 +186,14 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// the error names them, so that the caller records
 					// them for it, as for a hook's failure.
 					re.Left = succeededRefs(selected[:i])
+				case hookErr && he.transient() && req.Event != render.SyncFailEvent:
+					// NOTE: the API server could not take this hook for a
+					// moment: no hook failed, and the caller retries with
+					// backoff, going on from this run (status.hook names
+					// this hook, which it did not make). The objects of the
+					// hooks before it show that run that they succeeded;
+					// deleted, a migration or "create admin user" Job would
+					// run again at each retry, within seconds.
 				case errors.As(err, &re) && req.Event != render.SyncFailEvent && shown != nil:
 					// NOTE: the next look goes on from the hook status.hook
 					// names, which may be one before the hook whose read
