@@ -39,7 +39,8 @@ type Error struct {
 	Timeout time.Duration
 	// Kept is set when the hook's object from an earlier run was kept,
 	// because its delete policies lack before-hook-creation, so the earlier
-	// result was read again.
+	// result was read again, or, with ReasonCreateFailed, the hook could
+	// not be applied over it.
 	Kept bool
 	// KeptBy, with Kept, says what kept the object though its policies
 	// name before-hook-creation: its kind, which Capstan never deletes,
@@ -111,10 +112,12 @@ func (e *Error) Error() string {
 		b.WriteString(". Fix the chart or its values. ")
 	}
 	switch {
+	case e.transient():
+		// NOTE: the API server did not take it; nothing was applied over.
 	case e.Kept && e.KeptBy != "":
-		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, not deleted by its %s policy (kept by %s); delete %s to run it anew. ", BeforeHookCreation, e.KeptBy, e.Hook.Describe())
+		fmt.Fprintf(&b, "Its object from an earlier run was kept and %s, not deleted by its %s policy (kept by %s); delete %s to run it anew. ", e.keptHow(), BeforeHookCreation, e.KeptBy, e.Hook.Describe())
 	case e.Kept:
-		fmt.Fprintf(&b, "Its object from an earlier run was kept and read again, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", BeforeHookCreation, e.Hook.Describe())
+		fmt.Fprintf(&b, "Its object from an earlier run was kept and %s, because its delete policies lack %s; delete %s to run it anew, or add that policy. ", e.keptHow(), BeforeHookCreation, e.Hook.Describe())
 	}
 	if e.Event == render.TestEvent {
 		// NOTE: tests run when asked; the controller says how to ask.
@@ -125,8 +128,14 @@ func (e *Error) Error() string {
 		b.WriteString("It runs again only when another render fails.")
 		return b.String()
 	}
-	if e.transient() {
+	switch {
+	case e.transient():
 		b.WriteString("The API server could not take it for a moment, so no hook failed: Capstan tries again with backoff, and the run goes on from this hook; the hooks that succeeded before it do not run again.")
+		return b.String()
+	case e.Kept && e.Reason == ReasonCreateFailed:
+		// NOTE: the API server refuses to apply this hook over the object
+		// kept, and refuses it again at each sync while it is there.
+		b.WriteString("Until then, each sync tries it again and fails the same way.")
 		return b.String()
 	}
 	b.WriteString("The next sync runs the hook again; to retry at once, raise spec.syncRequest (with manualSync, approve the plan instead: `capstan addon sync`).")
@@ -134,6 +143,15 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// keptHow says what became of a kept object: read again for its result,
+// or, when the hook could not be made, applied over.
+func (e *Error) keptHow() string {
+	if e.Reason == ReasonCreateFailed {
+		return "applied over"
+	}
+	return "read again"
+}
 
 // transient reports whether the hook could not be made only because the
 // API server could not take it for a moment: overloaded (429), timing

@@ -561,7 +561,12 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		if obj.GetKind() == "Secret" {
 			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
 		}
-		return existed, keptBy, fail(ReasonCreateFailed, msg, err)
+		// NOTE: applied over an earlier run's object, on purpose: the
+		// error says so, and how to run the hook anew, since the next
+		// sync applies over it again (a Pod whose spec cannot change).
+		e := fail(ReasonCreateFailed, msg, err)
+		e.Kept, e.KeptBy = existed, keptBy
+		return existed, keptBy, e
 	}
 	return existed, keptBy, nil
 }
