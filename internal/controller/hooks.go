@@ -12,6 +12,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -474,6 +475,11 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			return r.showHook(ctx, s, &p)
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, WaitingUID: waitingUID, Yield: r.hookWait(event),
+		// NOTE: a hook never deletes or applies over what another add-on
+		// holds, as its objects never do (the ManagedByAnotherAddon gate).
+		HeldBy: func(ctx context.Context, ref capstanv1.ObjectRef, live *unstructured.Unstructured) (string, error) {
+			return r.heldBy(ctx, s, ref, live)
+		},
 		// NOTE: a failed post event is retried by a run that goes on from
 		// this one (status.pendingHook): the hooks that succeeded keep
 		// their objects until the event has succeeded, so the retry does

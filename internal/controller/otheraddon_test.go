@@ -213,3 +213,39 @@ func releaseConfigMaps(name, version string, names ...string) chart {
 	}
 	return chart{name: name, version: version, files: files}
 }
+
+// TestHookLeavesAnotherAddonsObject installs Addon first, whose chart
+// renders a ConfigMap db-credentials, then, in the same namespace, Addon
+// second, whose chart has a pre-install hook ConfigMap of that name. The
+// hook neither deletes first's ConfigMap (its before-hook-creation
+// policy) nor applies over it: second fails, Stalled, naming first and
+// what to do, and first's ConfigMap is the one it applied. Before, second's
+// hook deleted it and made its own.
+func TestHookLeavesAnotherAddonsObject(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	firstURL, _ := charts.publish(t, chart{name: "billing", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-credentials\ndata:\n  from: billing\n",
+	}})
+	secondURL, _ := charts.publish(t, chart{name: "reports", version: "1.0.0", files: map[string]string{
+		"templates/hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db-credentials\n  annotations:\n    helm.sh/hook: pre-install\ndata:\n  from: reports\n",
+		"templates/cm.yaml":   "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: reports\ndata:\n  from: reports\n",
+	}})
+	first := create(t, newAddon(controllerNS, "first-"+ns, firstURL, withTarget(ns)))
+	waitPhase(t, first, capstanv1.PhaseSynced)
+	before := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-credentials"}, before); err != nil {
+		t.Fatal(err)
+	}
+
+	second := create(t, newAddon(controllerNS, "second-"+ns, secondURL, withTarget(ns)))
+	got := waitPhase(t, second, capstanv1.PhaseFailed)
+	ready := condition(got, capstanv1.ConditionReady)
+	if !isStalled(got) || !strings.Contains(ready.Message, "Addon "+controllerNS+"/first-"+ns+" holds it") {
+		t.Errorf("second should be Stalled naming first; Ready is %s: %s", ready.Reason, ready.Message)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db-credentials"}, cm); err != nil || cm.UID != before.UID || cm.Data["from"] != "billing" {
+		t.Fatalf("first's ConfigMap is %s %v (%v); want the one first applied (%s), as it was", cm.UID, cm.Data, err, before.UID)
+	}
+}

@@ -72,6 +72,14 @@ const ReasonDeleted = "Deleted"
 // object its hook-succeeded policy could not delete.
 const ReasonDeleteFailed = "DeleteFailed"
 
+// ReasonOtherAddon is the Reason of a hook whose object of the same kind,
+// namespace and name is another Addon's: its owner labels name that
+// Addon, which holds it (Request.HeldBy). The hook neither deletes it
+// (before-hook-creation) nor applies over it: an uninstall of the other
+// would delete what this one made, and this one's policies what the other
+// runs, as for an object (the ManagedByAnotherAddon gate).
+const ReasonOtherAddon = "ManagedByAnotherAddon"
+
 // ReasonNamespaceGone is the Reason of a pre-delete or post-delete hook
 // whose namespace does not exist or is being deleted. A delete hook is
 // never given a namespace of its own making, and the API server refuses
@@ -94,7 +102,7 @@ func (e *Error) Error() string {
 			b.WriteString(" (" + e.Message + ")")
 		}
 		b.WriteString("; make the hook finish sooner or raise spec.hookTimeout. ")
-	case ReasonCreateFailed, ReasonNamespaceGone:
+	case ReasonCreateFailed, ReasonNamespaceGone, ReasonOtherAddon:
 		b.WriteString("could not be run: " + e.Message + ". ")
 	case ReasonDeleteFailed:
 		fmt.Fprintf(&b, "succeeded, but deleting it (policy %s) failed: %s. ", HookSucceeded, e.Message)
@@ -188,11 +196,12 @@ func (e *Error) NoHookFailed() bool { return e.transient() }
 // ended reports whether the hook ran and ended badly: it failed, did not
 // finish within its timeout, or its object was deleted before it was read
 // finished. A hook that could not be made or read (CreateFailed), whose
-// namespace is gone, or whose object its hook-succeeded policy could not
-// delete did not fail as a hook: its hook-failed policy leaves it.
+// namespace is gone, whose object is another Addon's, or whose object its
+// hook-succeeded policy could not delete did not fail as a hook: its
+// hook-failed policy leaves it.
 func (e *Error) ended() bool {
 	switch e.Reason {
-	case ReasonCreateFailed, ReasonNamespaceGone, ReasonDeleteFailed:
+	case ReasonCreateFailed, ReasonNamespaceGone, ReasonOtherAddon, ReasonDeleteFailed:
 		return false
 	}
 	return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -31,6 +32,14 @@ type Request struct {
 	// from, in the cluster profile, and apply.NoKeep, the zero value, in
 	// the restricted one, where no mark keeps an object.
 	Keep apply.Deletion
+	// HeldBy names, as "namespace/name", another Addon that holds live, the
+	// object of the hook ref found before the hook is made, whose owner
+	// labels name that Addon: the controller reads whether it still
+	// exists, targets the same cluster and holds the object in its
+	// inventory. "" lets the hook delete or apply over it, as an object
+	// nothing holds. Such a hook is refused (ReasonOtherAddon). When
+	// nil, the owner labels alone name the Addon that holds it.
+	HeldBy func(ctx context.Context, ref capstanv1.ObjectRef, live *unstructured.Unstructured) (string, error)
 	// Timeout bounds each hook; zero means DefaultTimeout.
 	Timeout time.Duration
 	// Progress is called when a hook starts, before anything of it is

@@ -527,16 +527,25 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		}
 		checked[ns] = true
 	}
+	prev, err := req.Applier.Get(ctx, ref)
+	if err != nil && !apimeta.IsNoMatchError(err) {
+		return false, "", fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
+	}
+	if by, err := heldBy(ctx, req, ref, prev); err != nil {
+		return false, "", fail(ReasonCreateFailed, "reading the Addon its object's labels name: "+err.Error(), err)
+	} else if by != "" {
+		// NOTE: neither deleted by before-hook-creation nor applied over:
+		// the other add-on runs it, and its uninstall would delete this
+		// hook's object.
+		return false, "", fail(ReasonOtherAddon, fmt.Sprintf("%s already exists and Addon %s holds it (its owner labels name that Addon), so the hook neither deletes it nor applies over it; rename the hook in the chart (or set another spec.releaseName), or remove the object from Addon %s first",
+			ref.Describe(), by, by), nil)
+	}
 	if hasPolicy(h, BeforeHookCreation) {
 		if keptBy, err = r.deleteAndWait(ctx, req, capstanv1.RefOf(h.Object), timeout, ""); err != nil {
 			return false, "", fail(ReasonCreateFailed, fmt.Sprintf("deleting its object from an earlier run (policy %s) failed: %v", BeforeHookCreation, err), err)
 		}
 		existed = keptBy != ""
 	} else {
-		prev, err := req.Applier.Get(ctx, ref)
-		if err != nil && !apimeta.IsNoMatchError(err) {
-			return false, "", fail(ReasonCreateFailed, "reading its object: "+err.Error(), err)
-		}
 		existed = prev != nil
 		if existed && neverDeleted(h) && slices.Contains(DeletePolicies(h), BeforeHookCreation) {
 			keptBy = keptByKind
@@ -569,6 +578,25 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		return existed, keptBy, e
 	}
 	return existed, keptBy, nil
+}
+
+// heldBy names the other Addon that holds live, the object of the hook
+// ref, as "namespace/name": its owner labels name another Addon than
+// req.Addon, and req.HeldBy, when set, finds that Addon holds it. It is
+// "" when live is nil, is this add-on's or names none.
+func heldBy(ctx context.Context, req Request, ref capstanv1.ObjectRef, live *unstructured.Unstructured) (string, error) {
+	if live == nil {
+		return "", nil
+	}
+	labels := live.GetLabels()
+	name, ns := labels[capstanv1.AddonLabel], labels[capstanv1.AddonNamespaceLabel]
+	if name == "" || ns == "" || req.Addon.LabelledFor(labels) {
+		return "", nil
+	}
+	if req.HeldBy == nil {
+		return ns + "/" + name, nil
+	}
+	return req.HeldBy(ctx, ref, live)
 }
 
 // fromStoppedRun reads a hook's object and reports whether the stopped run
