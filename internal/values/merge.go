@@ -335,9 +335,86 @@ func resolve(ch *chartv2.Chart, user map[string]any) (*chartv2.Chart, map[string
 	}
 	resolved, eff, err := render.ChartValues(ch, copyMap(user))
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, dependencyError(ch, user, err)
 	}
 	return resolved, eff, nil
+}
+
+// helmTypeMismatch begins the error Helm's coalesce returns when a
+// subchart's key holds something other than a map.
+const helmTypeMismatch = "type mismatch on "
+
+// dependencyError is the error to report when Helm cannot resolve ch's
+// dependencies for user. Helm says that a subchart's key is not a map with
+// "type mismatch on <subchart>: %t" of the value, which prints the value
+// itself, a Secret's as any other, so that text is never passed on: the
+// error names the key that holds the value instead.
+func dependencyError(ch *chartv2.Chart, user map[string]any, err error) error {
+	msg := err.Error()
+	i := strings.Index(msg, helmTypeMismatch)
+	if i < 0 {
+		return err
+	}
+	name, _, _ := strings.Cut(msg[i+len(helmTypeMismatch):], ": ")
+	if !subchartNames(ch)[name] {
+		return fmt.Errorf("chart %s: the values of one of its subcharts are not a map: each subchart's key must hold a map", ch.Name())
+	}
+	if p := nonMapKey(user, name); p != nil {
+		return fmt.Errorf("chart %s: %s holds the values of subchart %s and must be a map", ch.Name(), dotted(p), name)
+	}
+	return fmt.Errorf("chart %s: the values of subchart %s must be a map, and the chart's defaults set them to something else", ch.Name(), name)
+}
+
+// subchartNames returns the names ch and its subcharts, at any depth, give
+// their subcharts: each one's name and its aliases.
+func subchartNames(ch *chartv2.Chart) map[string]bool {
+	names := map[string]bool{}
+	var walk func(c *chartv2.Chart)
+	walk = func(c *chartv2.Chart) {
+		if c.Metadata != nil {
+			for _, d := range c.Metadata.Dependencies {
+				if d != nil {
+					names[d.Name] = true
+					names[d.Alias] = true
+				}
+			}
+		}
+		for _, d := range c.Dependencies() {
+			names[d.Name()] = true
+			walk(d)
+		}
+	}
+	walk(ch)
+	delete(names, "")
+	return names
+}
+
+// nonMapKey returns the shortest path through maps to a key named name
+// whose value is neither a map nor null, or nil when there is none. Among
+// paths of one length, the first in sorted order wins.
+func nonMapKey(v map[string]any, name string) []string {
+	level := [][]string{nil}
+	for len(level) > 0 {
+		var next [][]string
+		for _, p := range level {
+			m, _ := lookup(v, p)
+			mm, _ := m.(map[string]any)
+			for _, k := range sortedKeys(mm) {
+				child := append(p[:len(p):len(p)], k)
+				switch mm[k].(type) {
+				case map[string]any:
+					next = append(next, child)
+				case nil:
+				default:
+					if k == name {
+						return child
+					}
+				}
+			}
+		}
+		level = next
+	}
+	return nil
 }
 
 // coalesceDefaults returns a resolved chart's defaults, with those of its

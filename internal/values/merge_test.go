@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -319,5 +320,34 @@ func TestComposePlatformKeyAndStrictSchemas(t *testing.T) {
 	plain, err := Compose(Inputs{Chart: ch, Platform: platform})
 	if err != nil || plain.PlatformWithheld || plain.Values["capstan"] == nil {
 		t.Errorf("a chart without a schema: %v, withheld %v, values %v", err, plain.PlatformWithheld, plain.Values)
+	}
+}
+
+// A subchart's key given a scalar is an error Helm words with the value
+// itself; the error names the key instead, and never holds a Secret's value.
+func TestSubchartKeyNotAMapHidesTheValue(t *testing.T) {
+	sub := testChart(t, "postgresql", "auth:\n  password: ''\n", "")
+	ch := testChart(t, "app", "x: 1\n", "", sub)
+	ch.Metadata.Dependencies = []*chartv2.Dependency{{Name: "postgresql", Version: "1.0.0"}}
+	for _, tc := range []struct {
+		name string
+		src  Sources
+		want string
+	}{
+		{"targetPath", Sources{From: indexed(pathLayer("Secret", "app-values-a", "postgresql", "Sup3rS3cretPw"))},
+			"postgresql holds the values of subchart postgresql and must be a map"},
+		{"document", Sources{From: indexed(docLayer("Secret", "app-values-a", "postgresql: Sup3rS3cretPw\n"))},
+			"postgresql holds the values of subchart postgresql and must be a map"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := SchemaFor(ch, tc.src)
+			if err == nil || strings.Contains(err.Error(), "Sup3rS3cretPw") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("SchemaFor: got error %q, want one saying %q and not quoting the value", err, tc.want)
+			}
+			_, err = Compose(Inputs{Chart: ch, Sources: tc.src})
+			if err == nil || strings.Contains(err.Error(), "Sup3rS3cretPw") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Compose: got error %q, want one saying %q and not quoting the value", err, tc.want)
+			}
+		})
 	}
 }
