@@ -1,8 +1,12 @@
 package values
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
@@ -176,13 +180,48 @@ func (r *Result) SecretValues() []string {
 			switch leaf.(type) {
 			case nil, map[string]any, []any:
 			default:
-				if s := fmt.Sprint(leaf); s != "" {
-					out = append(out, s)
+				for _, s := range printedForms(leaf) {
+					if s != "" {
+						out = append(out, s)
+					}
 				}
 			}
 		})
 	}
 	return out
+}
+
+// printedForms returns the texts a template can make of a scalar value.
+// A number in values is a float64 (YAML goes through JSON), which Go's %v
+// prints as 2.0240917e+07 from a million up, while toYaml, toJson, int
+// and printf "%d" print its digits, 20240917; a PIN or a numeric key from
+// a Secret must be hidden in each form.
+func printedForms(v any) []string {
+	forms := []string{fmt.Sprint(v)}
+	var f float64
+	switch n := v.(type) {
+	case float64:
+		f = n
+	case json.Number:
+		var err error
+		if f, err = n.Float64(); err != nil {
+			return forms
+		}
+	default:
+		return forms
+	}
+	if math.IsInf(f, 0) || math.IsNaN(f) {
+		return forms
+	}
+	forms = append(forms, strconv.FormatFloat(f, 'f', -1, 64))
+	if j, err := json.Marshal(f); err == nil {
+		forms = append(forms, string(j))
+	}
+	if f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+		forms = append(forms, strconv.FormatInt(int64(f), 10))
+	}
+	slices.Sort(forms)
+	return slices.Compact(forms)
 }
 
 // Compose merges an add-on's values in Capstan's precedence, lowest first:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -230,5 +231,22 @@ func BenchmarkFindWriteOnly(b *testing.B) {
 				two.findWriteOnly(v, func([]string) {})
 			}
 		})
+	}
+}
+
+// A number from a Secret is hidden in each form a template prints it: Go's
+// %v, and the digits toYaml, toJson, int and printf "%d" print.
+func TestSecretValuesHoldNumbersAsTemplatesPrintThem(t *testing.T) {
+	ch := testChart(t, "app", "smtp:\n  host: x\n", "")
+	res, err := Compose(Inputs{Chart: ch, Sources: Sources{From: indexed(
+		docLayer("Secret", "app-values-a", "smtp:\n  password: 20240917\n  ratio: 1234.5\n  big: 1e21\n"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := res.SecretValues()
+	for _, want := range []string{"20240917", "2.0240917e+07", "1234.5", "1e+21", "1000000000000000000000"} {
+		if !slices.Contains(got, want) {
+			t.Errorf("SecretValues = %q, misses %q", got, want)
+		}
 	}
 }
