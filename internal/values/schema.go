@@ -822,9 +822,9 @@ type subschema struct {
 	same bool
 }
 
-// subschemas lists the schemas within obj that apply to its value or to the
-// values within it, in a fixed order.
-func subschemas(obj map[string]any) []subschema {
+// subschemas lists the schemas within obj, a schema of draft, that apply to
+// its value or to the values within it, in a fixed order.
+func subschemas(draft int, obj map[string]any) []subschema {
 	var out []subschema
 	if props, ok := obj["properties"].(map[string]any); ok {
 		for _, name := range sortedKeys(props) {
@@ -836,7 +836,11 @@ func subschemas(obj map[string]any) []subschema {
 			out = append(out, subschema{node: pp[name], at: "/patternProperties/" + escapeToken(name), seg: patSeg{any: true}})
 		}
 	}
-	for _, kw := range []string{"additionalProperties", "additionalItems", "items", "contains"} {
+	anyKey := []string{"additionalProperties", "additionalItems", "items", "contains"}
+	if draft >= 2019 {
+		anyKey = append(anyKey, "unevaluatedProperties", "unevaluatedItems")
+	}
+	for _, kw := range anyKey {
 		switch sub := obj[kw].(type) {
 		case map[string]any:
 			out = append(out, subschema{node: sub, at: "/" + kw, seg: patSeg{any: true}})
@@ -865,6 +869,17 @@ func subschemas(obj map[string]any) []subschema {
 	if ds, ok := obj["dependentSchemas"].(map[string]any); ok {
 		for _, name := range sortedKeys(ds) {
 			out = append(out, subschema{node: ds[name], at: "/dependentSchemas/" + escapeToken(name), same: true})
+		}
+	}
+	// NOTE: dependencies is what draft 2019-09 split into dependentSchemas
+	// and dependentRequired. The validator applies its schema form in
+	// every draft, so the walk follows it in every draft too; a list of
+	// names holds no schema.
+	if ds, ok := obj["dependencies"].(map[string]any); ok {
+		for _, name := range sortedKeys(ds) {
+			if _, isList := ds[name].([]any); !isList {
+				out = append(out, subschema{node: ds[name], at: "/dependencies/" + escapeToken(name), same: true})
+			}
 		}
 	}
 	return out
@@ -997,7 +1012,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			steps = append(steps, walkStep{to: to, ref: true, same: true})
 		}
 	}
-	for _, sub := range subschemas(obj) {
+	for _, sub := range subschemas(w.draftAt(base), obj) {
 		to, err := w.index(doc, sub.node, loc+sub.at, w.withID(base, sub.node))
 		if err != nil {
 			return 0, err

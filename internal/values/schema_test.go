@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -919,6 +920,64 @@ func BenchmarkParseSchemaAtTheBound(b *testing.B) {
 			for b.Loop() {
 				if _, err := ParseSchema("wide", doc, nil); err != nil {
 					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// writeOnly is found wherever validation applies the schema that holds it:
+// under draft-07's schema form of dependencies (dependentSchemas' older
+// name) and under unevaluatedProperties and unevaluatedItems.
+func TestWriteOnlyUnderDependenciesAndUnevaluated(t *testing.T) {
+	tests := []struct {
+		name, schema, values string
+		want                 []string
+	}{
+		{
+			name: "draft-07 dependencies",
+			schema: `{"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+			  "properties": {"db": {"type": "object",
+			    "properties": {"external": {"type": "boolean"}},
+			    "dependencies": {"external": {"properties": {"password": {"type": "string", "writeOnly": true}}},
+			                     "host": ["external"]}}}}`,
+			values: "db:\n  external: true\n  password: Sup3rS3cretPw\n",
+			want:   []string{"/db/password"},
+		},
+		{
+			name: "unevaluatedProperties",
+			schema: `{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+			  "properties": {"tokens": {"type": "object", "unevaluatedProperties": {"type": "string", "writeOnly": true}}}}`,
+			values: "tokens:\n  ci: Sup3rS3cretPw\n",
+			want:   []string{"/tokens/ci"},
+		},
+		{
+			name: "unevaluatedItems",
+			schema: `{"$schema": "https://json-schema.org/draft/2019-09/schema", "type": "object",
+			  "properties": {"keys": {"type": "array", "unevaluatedItems": {"type": "string", "writeOnly": true}}}}`,
+			values: "keys: [Sup3rS3cretPw]\n",
+			want:   []string{"/keys/0"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := testChart(t, "app", "", tt.schema)
+			res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, tt.values)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range res.Errors {
+				if e.Rule == "writeOnly" {
+					got = append(got, e.Path)
+				}
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("writeOnly errors at %v, want %v (all errors: %v)", got, tt.want, res.Errors)
+			}
+			for _, p := range tt.want {
+				if !slices.Contains(res.SecretPaths, p) {
+					t.Errorf("SecretPaths = %v, want %s among them", res.SecretPaths, p)
 				}
 			}
 		})
