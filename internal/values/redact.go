@@ -27,9 +27,24 @@ func matches(pat []patSeg, segs []string) bool {
 }
 
 // findWriteOnly calls fn with the path of every non-null value of v that a
-// writeOnly schema of some part applies to, once each, without looking
-// below one.
+// writeOnly schema of some part may apply to, once each, without looking
+// below one: a schema under additionalProperties, patternProperties or
+// items is taken to apply to every key and index, so that what is hidden
+// errs on the side of hiding.
 func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
+	s.matchWriteOnly(v, false, fn)
+}
+
+// findSecretInputs calls fn with the path of every non-null value of v that
+// a writeOnly schema applies to as validation applies it: additionalProperties
+// to the keys that properties and patternProperties do not take, a pattern
+// to the keys it matches, a tuple's schemas to their index, so that a value
+// is refused as a secret input only where the schema says it is one.
+func (s *Schema) findSecretInputs(v map[string]any, fn func(path []string)) {
+	s.matchWriteOnly(v, true, fn)
+}
+
+func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []string)) {
 	var found [][]string
 	parts := 0
 	for _, p := range s.parts {
@@ -40,7 +55,7 @@ func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 		if !ok {
 			continue
 		}
-		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes))}
+		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
 		set, wo := m.closure([]int{0})
 		m.find(sub, slices.Clone(p.prefix), set, wo, func(path []string) { found = append(found, path) })
 		parts++
@@ -94,6 +109,9 @@ type matcher struct {
 	g     *schemaGraph
 	stamp []int
 	round int
+	// exact follows an edge to a value within only where validation
+	// applies it (graphNode.takes); otherwise every anyKey edge is taken.
+	exact bool
 }
 
 // closure returns the schemas that apply to a value that the schemas seeds
@@ -124,12 +142,20 @@ func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(
 		fn(path)
 		return
 	}
-	child := func(key string, e any) {
+	child := func(key string, index bool, e any) {
 		var seeds []int
 		for _, id := range set {
 			n := &m.g.nodes[id]
 			seeds = append(seeds, n.named[key]...)
-			seeds = append(seeds, n.anyKey...)
+			if !m.exact {
+				seeds = append(seeds, n.anyKey...)
+				continue
+			}
+			for _, k := range n.keyed {
+				if n.takes(k, key, index) {
+					seeds = append(seeds, k.to)
+				}
+			}
 		}
 		if len(seeds) > 0 {
 			cs, wo := m.closure(seeds)
@@ -139,11 +165,11 @@ func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(
 	switch t := v.(type) {
 	case map[string]any:
 		for _, k := range sortedKeys(t) {
-			child(k, t[k])
+			child(k, false, t[k])
 		}
 	case []any:
 		for i, e := range t {
-			child(strconv.Itoa(i), e)
+			child(strconv.Itoa(i), true, e)
 		}
 	}
 }
@@ -189,7 +215,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 		return nil
 	}
 	var errs errorList
-	s.findWriteOnly(src.Spec, func(p []string) {
+	s.findSecretInputs(src.Spec, func(p []string) {
 		errs.add(pointer(p), "writeOnly",
 			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", dotted(p))
 	})
@@ -197,7 +223,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 		if l.FromSecret() || l.Missing {
 			continue
 		}
-		s.findWriteOnly(l.tree(), func(p []string) {
+		s.findSecretInputs(l.tree(), func(p []string) {
 			errs.add(pointer(p), "writeOnly",
 				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", dotted(p), l.Name())
 		})

@@ -8,6 +8,7 @@ import (
 	"math/big"
 	"net/url"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -82,6 +83,84 @@ type graphNode struct {
 	same      []int            // $ref, allOf, anyOf, oneOf, then, else, dependentSchemas
 	named     map[string][]int // properties, by name
 	anyKey    []int            // patternProperties, additionalProperties, items and the like
+	// keyed are the anyKey edges, each with the keys or indexes that
+	// validation applies it to; scope holds what those rules read.
+	keyed []keyedEdge
+	scope *keyScope
+}
+
+// keyedEdge leads to a schema that applies to the values within a value
+// whose keys or indexes its rule takes.
+type keyedEdge struct {
+	to   int
+	rule keyRule
+	re   *regexp.Regexp // rulePattern's, nil when it does not compile
+}
+
+// keyRule says which keys or indexes of a value a subschema applies to,
+// as validation decides it.
+type keyRule struct {
+	kind    ruleKind
+	pattern string // rulePattern's
+	index   int    // ruleIndex's one index; ruleFrom's first
+}
+
+type ruleKind int
+
+const (
+	ruleAny         ruleKind = iota // every item (contains)
+	rulePattern                     // the keys the pattern matches (patternProperties)
+	ruleAdditional                  // the keys that properties and patternProperties do not take
+	ruleUnevaluated                 // the keys that no schema applied to the value takes
+	ruleIndex                       // one index (a tuple's items, prefixItems)
+	ruleFrom                        // an index and those after it (items after a tuple, additionalItems)
+	ruleNone                        // nothing (additionalItems without a tuple)
+)
+
+// keyScope is what a schema's additionalProperties and
+// unevaluatedProperties leave to them: the names and patterns of its own
+// properties and, for unevaluatedProperties, also those of the schemas
+// applied in place beside it (its $refs and combinators), and whether one of
+// them takes every other key itself.
+type keyScope struct {
+	own, evaluated                 map[string]bool
+	ownPatterns, evaluatedPatterns []*regexp.Regexp
+	additional                     bool
+}
+
+// takes reports whether rule's subschema applies to the key or index key
+// of a value (index says which).
+func (n *graphNode) takes(e keyedEdge, key string, index bool) bool {
+	switch e.rule.kind {
+	case ruleAny:
+		return true
+	case rulePattern:
+		return !index && (e.re == nil || e.re.MatchString(key))
+	case ruleAdditional:
+		return !index && !n.scope.declares(key, n.scope.own, n.scope.ownPatterns)
+	case ruleUnevaluated:
+		return !index && !n.scope.additional && !n.scope.declares(key, n.scope.evaluated, n.scope.evaluatedPatterns)
+	case ruleIndex, ruleFrom:
+		if !index {
+			return false
+		}
+		i, err := strconv.Atoi(key)
+		return err == nil && (i == e.rule.index || e.rule.kind == ruleFrom && i >= e.rule.index)
+	}
+	return false
+}
+
+// declares reports whether names or patterns take key.
+func (*keyScope) declares(key string, names map[string]bool, patterns []*regexp.Regexp) bool {
+	if names[key] {
+		return true
+	}
+	for _, re := range patterns {
+		if re.MatchString(key) {
+			return true
+		}
+	}
+	return false
 }
 
 // patSeg is one step of a schema path: a property name, or any key or index
@@ -799,6 +878,20 @@ func (w *schemaWalker) keepWriteOnly() {
 			continue
 		}
 		k := graphNode{writeOnly: n.writeOnly, same: keep(n.same), anyKey: keep(n.anyKey)}
+		for _, e := range n.keyed {
+			if !live[e.to] {
+				continue
+			}
+			switch e.rule.kind {
+			case rulePattern:
+				e.re, _ = regexp.Compile(e.rule.pattern)
+			case ruleAdditional, ruleUnevaluated:
+				if k.scope == nil {
+					k.scope = w.keyScopeOf(id)
+				}
+			}
+			k.keyed = append(k.keyed, e)
+		}
 		for name, ids := range n.named {
 			if kept := keep(ids); len(kept) > 0 {
 				if k.named == nil {
@@ -812,6 +905,43 @@ func (w *schemaWalker) keepWriteOnly() {
 	w.part.writeOnly = g
 }
 
+// keyScopeOf returns what the additionalProperties and
+// unevaluatedProperties of the schema numbered id leave to them. For
+// unevaluatedProperties it counts the schemas applied in place one step
+// away, a $ref's target and each combinator's branch, as evaluating what
+// they declare: those where a chart declares its plain properties beside
+// it. A key that only a deeper one declares is taken as unevaluated.
+func (w *schemaWalker) keyScopeOf(id int) *keyScope {
+	sc := &keyScope{own: map[string]bool{}, evaluated: map[string]bool{}}
+	add := func(node any, own bool) {
+		obj, _ := node.(map[string]any)
+		props, _ := obj["properties"].(map[string]any)
+		for name := range props {
+			sc.evaluated[name] = true
+			if own {
+				sc.own[name] = true
+			}
+		}
+		pp, _ := obj["patternProperties"].(map[string]any)
+		for pat := range pp {
+			if re, err := regexp.Compile(pat); err == nil {
+				sc.evaluatedPatterns = append(sc.evaluatedPatterns, re)
+				if own {
+					sc.ownPatterns = append(sc.ownPatterns, re)
+				}
+			}
+		}
+		if _, ok := obj["additionalProperties"]; ok {
+			sc.additional = true
+		}
+	}
+	add(w.nodeAt[id], true)
+	for _, s := range w.graph.nodes[id].same {
+		add(w.nodeAt[s], false)
+	}
+	return sc
+}
+
 // subschema is a schema within another: where it is (the JSON pointer
 // tokens after its parent's, escaped) and the step of the values' path it
 // applies to, or none when it applies to the same value (a combinator).
@@ -820,6 +950,7 @@ type subschema struct {
 	at   string
 	seg  patSeg
 	same bool
+	rule keyRule // the keys or indexes it applies to, when seg.any
 }
 
 // subschemas lists the schemas within obj, a schema of draft, that apply to
@@ -833,26 +964,47 @@ func subschemas(draft int, obj map[string]any) []subschema {
 	}
 	if pp, ok := obj["patternProperties"].(map[string]any); ok {
 		for _, name := range sortedKeys(pp) {
-			out = append(out, subschema{node: pp[name], at: "/patternProperties/" + escapeToken(name), seg: patSeg{any: true}})
+			out = append(out, subschema{node: pp[name], at: "/patternProperties/" + escapeToken(name), seg: patSeg{any: true},
+				rule: keyRule{kind: rulePattern, pattern: name}})
 		}
 	}
+	// The items a tuple (items as a list, or prefixItems) does not take are
+	// left to items after it, additionalItems or unevaluatedItems.
+	tuple, isTuple := obj["items"].([]any)
+	if prefix, ok := obj["prefixItems"].([]any); ok {
+		tuple, isTuple = prefix, true
+	}
+	additionalItems := keyRule{kind: ruleNone}
+	if isTuple {
+		additionalItems = keyRule{kind: ruleFrom, index: len(tuple)}
+	}
 	anyKey := []string{"additionalProperties", "additionalItems", "items", "contains"}
+	rules := map[string]keyRule{
+		"additionalProperties":  {kind: ruleAdditional},
+		"additionalItems":       additionalItems,
+		"items":                 {kind: ruleFrom, index: len(tuple)},
+		"contains":              {kind: ruleAny},
+		"unevaluatedProperties": {kind: ruleUnevaluated},
+		"unevaluatedItems":      {kind: ruleFrom, index: len(tuple)},
+	}
 	if draft >= 2019 {
 		anyKey = append(anyKey, "unevaluatedProperties", "unevaluatedItems")
 	}
 	for _, kw := range anyKey {
 		switch sub := obj[kw].(type) {
 		case map[string]any:
-			out = append(out, subschema{node: sub, at: "/" + kw, seg: patSeg{any: true}})
+			out = append(out, subschema{node: sub, at: "/" + kw, seg: patSeg{any: true}, rule: rules[kw]})
 		case []any: // the tuple form of items before draft 2020-12
 			for i, e := range sub {
-				out = append(out, subschema{node: e, at: "/" + kw + "/" + strconv.Itoa(i), seg: patSeg{any: true}})
+				out = append(out, subschema{node: e, at: "/" + kw + "/" + strconv.Itoa(i), seg: patSeg{any: true},
+					rule: keyRule{kind: ruleIndex, index: i}})
 			}
 		}
 	}
 	if items, ok := obj["prefixItems"].([]any); ok {
 		for i, e := range items {
-			out = append(out, subschema{node: e, at: "/prefixItems/" + strconv.Itoa(i), seg: patSeg{any: true}})
+			out = append(out, subschema{node: e, at: "/prefixItems/" + strconv.Itoa(i), seg: patSeg{any: true},
+				rule: keyRule{kind: ruleIndex, index: i}})
 		}
 	}
 	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
@@ -1024,6 +1176,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			n.same = append(n.same, to)
 		case sub.seg.any:
 			n.anyKey = append(n.anyKey, to)
+			n.keyed = append(n.keyed, keyedEdge{to: to, rule: sub.rule})
 		default:
 			if n.named == nil {
 				n.named = map[string][]int{}

@@ -983,3 +983,71 @@ func TestWriteOnlyUnderDependenciesAndUnevaluated(t *testing.T) {
 		})
 	}
 }
+
+// A writeOnly schema under additionalProperties, patternProperties or a
+// tuple refuses a value in spec.values only where validation applies it:
+// a declared plain property or another index is a valid value. Such values
+// are still hidden, since hiding errs on the side of hiding.
+func TestSecretInputsAreWhereValidationAppliesTheSchema(t *testing.T) {
+	tests := []struct {
+		name, schema, values string
+		want                 []string
+	}{
+		{
+			name: "additionalProperties leaves declared properties alone",
+			schema: `{"type": "object", "properties": {"env": {"type": "object",
+			  "properties": {"LOG_LEVEL": {"type": "string"}},
+			  "patternProperties": {"^PUBLIC_": {"type": "string"}},
+			  "additionalProperties": {"type": "string", "writeOnly": true}}}}`,
+			values: "env:\n  LOG_LEVEL: debug\n  PUBLIC_URL: https://x\n  API_KEY: Sup3rS3cretPw\n",
+			want:   []string{"/env/API_KEY"},
+		},
+		{
+			name: "a pattern takes the keys it matches",
+			schema: `{"type": "object", "properties": {"env": {"type": "object",
+			  "patternProperties": {"_TOKEN$": {"type": "string", "writeOnly": true}}}}}`,
+			values: "env:\n  LOG_LEVEL: debug\n  CI_TOKEN: Sup3rS3cretPw\n",
+			want:   []string{"/env/CI_TOKEN"},
+		},
+		{
+			name: "prefixItems take their index, items the rest",
+			schema: `{"type": "object", "properties": {"args": {"type": "array",
+			  "prefixItems": [{"type": "string", "writeOnly": true}], "items": {"type": "string"}}}}`,
+			values: "args: [Sup3rS3cretPw, --verbose]\n",
+			want:   []string{"/args/0"},
+		},
+		{
+			name: "unevaluatedProperties leaves what allOf declares",
+			schema: `{"type": "object", "properties": {"env": {"type": "object",
+			  "allOf": [{"properties": {"LOG_LEVEL": {"type": "string"}}}],
+			  "unevaluatedProperties": {"type": "string", "writeOnly": true}}}}`,
+			values: "env:\n  LOG_LEVEL: debug\n  API_KEY: Sup3rS3cretPw\n",
+			want:   []string{"/env/API_KEY"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ch := testChart(t, "app", "", tt.schema)
+			res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, tt.values)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range res.Errors {
+				got = append(got, e.Path+" "+e.Rule)
+			}
+			var want []string
+			for _, p := range tt.want {
+				want = append(want, p+" writeOnly")
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("values errors %v, want %v", got, want)
+			}
+			for _, p := range tt.want {
+				if !slices.Contains(res.SecretPaths, p) {
+					t.Errorf("SecretPaths = %v, want %s among them", res.SecretPaths, p)
+				}
+			}
+		})
+	}
+}
