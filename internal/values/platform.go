@@ -83,9 +83,15 @@ func PlatformFromConfigMap(cm *corev1.ConfigMap, namespace string) (Platform, er
 			if !factKeyRE.MatchString(k) {
 				return Platform{}, fmt.Errorf("%s has key %q: a fact's key must be a letter followed by letters, digits or _, so templates can read it", where, k)
 			}
+			if strings.TrimSpace(v) == "" {
+				continue // an empty fact: the chart's default shows
+			}
 			if p.Extra == nil {
 				p.Extra = map[string]string{}
 			}
+			// NOTE: kept as written, unlike the named facts, which are
+			// names: an extra fact may be text whose line breaks count,
+			// such as a CA bundle.
 			p.Extra[k] = v
 		}
 	}
@@ -115,7 +121,9 @@ func LoadPlatform(ctx context.Context, r client.Reader, key types.NamespacedName
 func (p Platform) Values() map[string]any {
 	out := map[string]any{}
 	for k, v := range p.Extra {
-		out[k] = v
+		if strings.TrimSpace(v) != "" {
+			out[k] = v
+		}
 	}
 	for k, v := range map[string]string{
 		PlatformNamespace:         p.Namespace,

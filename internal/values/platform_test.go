@@ -28,6 +28,10 @@ func TestPlatformFromConfigMap(t *testing.T) {
 			"pullSecrets": []any{"regcred", "mirror-cred"}, "eventBusTLSSecret": "bus-tls", "mediaVolume": "media",
 		}},
 		{name: "empty facts are left out", cm: cm(map[string]string{"hostname": " "}), want: map[string]any{"namespace": "capstan-system"}},
+		{name: "empty extra facts are left out", cm: cm(map[string]string{"mediaVolume": "", "storageClass": "  \n"}),
+			want: map[string]any{"namespace": "capstan-system"}},
+		{name: "an extra fact is kept as written", cm: cm(map[string]string{"caBundle": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"}),
+			want: map[string]any{"namespace": "capstan-system", "caBundle": "-----BEGIN CERTIFICATE-----\nx\n-----END CERTIFICATE-----\n"}},
 		{name: "namespace is not the ConfigMap's to set", cm: cm(map[string]string{"namespace": "x"}), wantErr: "comes from the controller's configuration"},
 		{name: "a key templates cannot read", cm: cm(map[string]string{"my.fact": "x"}), wantErr: "a fact's key must be"},
 	}
@@ -47,6 +51,9 @@ func TestPlatformFromConfigMap(t *testing.T) {
 				t.Fatalf("Values() = %#v, want %#v", got, tt.want)
 			}
 		})
+	}
+	if got := (Platform{Namespace: "ns", Extra: map[string]string{"mediaVolume": " "}}).Values(); !reflect.DeepEqual(got, map[string]any{"namespace": "ns"}) {
+		t.Errorf("Values() of an empty extra fact = %#v, want it left out", got)
 	}
 	p, _ := PlatformFromConfigMap(cm(map[string]string{"pullSecrets": "b,a", "eventBusTLSSecret": "bus-tls"}), "x")
 	if got := p.HandedOverSecrets(); !reflect.DeepEqual(got, []string{"a", "b", "bus-tls"}) {
