@@ -24,6 +24,12 @@ const (
 	// a values Secret or ConfigMap. Kubernetes caps a whole object near
 	// this size anyway; the cap keeps a huge document from reaching the parser.
 	MaxDocumentBytes = 1 << 20
+	// MaxTotalBytes caps the values documents of one add-on together:
+	// spec.values and the key of each valuesFrom entry, counted once per
+	// entry, since each entry is merged on its own. It leaves room for
+	// spec.values and one full document beside it, and keeps what one
+	// reconcile parses and merges bounded, whatever the number of entries.
+	MaxTotalBytes = 2 << 20
 )
 
 // ValuesPrefix is the name prefix of an add-on's values objects:

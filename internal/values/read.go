@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -26,12 +27,20 @@ import (
 // anything is read. In the cluster profile any Secret or ConfigMap of the
 // namespace may be named.
 //
+// Each object is read once and each of its keys parsed once, however many
+// entries name them, and the documents together may hold at most
+// MaxTotalBytes: past that nothing more is parsed.
+//
 // Problems a person must fix come back together as an *InvalidError; an
 // error from the API server is returned as it is, to be retried.
 func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile) (Sources, error) {
 	var src Sources
 	var errs errorList
+	sizes := documentSizes{}
+	objects := map[objectRef]client.Object{}
+	parsed := map[documentRef]map[string]any{}
 	if addon.Spec.Values != nil && len(addon.Spec.Values.Raw) > 0 {
+		sizes.add("spec.values", len(addon.Spec.Values.Raw))
 		doc, err := parseDocument(addon.Spec.Values.Raw, "spec.values")
 		if err != nil {
 			errs = append(errs, err.Errors...)
@@ -59,7 +68,7 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 				l.Name(), ValuesPrefix(addon.Name), GeneratedName(addon.Name), capstanv1.AddonLabel, addon.Name)
 			continue
 		}
-		data, gone, err := readKey(ctx, r, addon, profile, l)
+		data, gone, err := readKey(ctx, r, addon, profile, l, objects)
 		if err != nil {
 			if ie, ok := err.(*InvalidError); ok {
 				errs = append(errs, ie.Errors...)
@@ -81,10 +90,18 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 				l.Name(), len(data), MaxDocumentBytes)
 			continue
 		}
+		doc := documentRef{objectRef{ref.Kind, ref.Name}, ref.ValuesKey}
+		if sizes.add(fmt.Sprintf("%s %s, key %s", ref.Kind, ref.Name, ref.ValuesKey), len(data)) > MaxTotalBytes {
+			continue // reported once, below; nothing more is parsed
+		}
 		if l.path != nil {
 			l.Raw = string(data)
+		} else if d, ok := parsed[doc]; ok {
+			// NOTE: shared, not copied: a layer's document is only read,
+			// and copied where it is merged.
+			l.Doc = d
 		} else {
-			doc, perr := parseDocument(data, l.Name())
+			d, perr := parseDocument(data, l.Name())
 			if perr != nil {
 				for _, e := range perr.Errors {
 					e.Path = field
@@ -92,9 +109,14 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 				}
 				continue
 			}
-			l.Doc = doc
+			parsed[doc], l.Doc = d, d
 		}
 		src.From = append(src.From, l)
+	}
+	if sizes.total > MaxTotalBytes {
+		errs.add("spec.valuesFrom", "valuesFrom.tooLarge",
+			"the add-on's values documents hold %d bytes together, and may hold at most %d bytes (2 MiB): %s; merge them into fewer or smaller documents, and name each one once",
+			sizes.total, MaxTotalBytes, sizes)
 	}
 	if err := errs.err(); err != nil {
 		return Sources{}, err
@@ -107,7 +129,9 @@ func Read(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile 
 // *InvalidError, optional or not, as Flux's HelmRelease has it: optional
 // covers an object not made yet, and a misspelt valuesKey in one that
 // exists would otherwise render without the value and report Ready.
-func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, l Layer) (data []byte, gone bool, err error) {
+// objects holds what earlier entries read, by kind and name: an object, or
+// nil for one that does not exist.
+func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profile capstanv1.Profile, l Layer, objects map[objectRef]client.Object) (data []byte, gone bool, err error) {
 	key := types.NamespacedName{Namespace: addon.Namespace, Name: l.Ref.Name}
 	var obj client.Object
 	switch l.Ref.Kind {
@@ -118,11 +142,20 @@ func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profi
 	default:
 		return nil, false, invalid(l.field(), "valuesFrom.kind", "%s: kind must be Secret or ConfigMap", l.Name())
 	}
-	if err := r.Get(ctx, key, obj); err != nil {
+	ref := objectRef{l.Ref.Kind, l.Ref.Name}
+	if seen, ok := objects[ref]; ok {
+		if seen == nil {
+			return nil, true, nil
+		}
+		obj = seen
+	} else if err := r.Get(ctx, key, obj); err != nil {
 		if apierrors.IsNotFound(err) {
+			objects[ref] = nil
 			return nil, true, nil
 		}
 		return nil, false, fmt.Errorf("read %s %s/%s for %s: %w", l.Ref.Kind, key.Namespace, key.Name, l.field(), err)
+	} else {
+		objects[ref] = obj
 	}
 	if profile != capstanv1.ProfileCluster {
 		if _, err := claim(obj, addon, fmt.Sprintf("%s %s", l.Ref.Kind, l.Ref.Name)); err != nil {
@@ -144,6 +177,54 @@ func readKey(ctx context.Context, r client.Reader, addon *capstanv1.Addon, profi
 		return nil, false, invalid(l.field(), "valuesFrom.missing", "%s: the %s has no key %s; %s", l.Name(), l.Ref.Kind, l.Ref.ValuesKey, fix)
 	}
 	return data, false, nil
+}
+
+// objectRef names a values object of the add-on's namespace.
+type objectRef struct{ kind, name string }
+
+// documentRef names one key of a values object.
+type documentRef struct {
+	object objectRef
+	key    string
+}
+
+// documentSizes adds up the sizes of an add-on's values documents, and
+// says which hold them.
+type documentSizes struct {
+	total int
+	order []string
+	each  map[string]int // bytes, by document
+	times map[string]int // how many entries name it
+}
+
+// add counts one more document of n bytes, named what, and returns the
+// total so far.
+func (s *documentSizes) add(what string, n int) int {
+	if s.each == nil {
+		s.each, s.times = map[string]int{}, map[string]int{}
+	}
+	if s.times[what] == 0 {
+		s.order = append(s.order, what)
+	}
+	s.each[what] = n
+	s.times[what]++
+	s.total += n
+	return s.total
+}
+
+// String lists the documents and their sizes, largest share first.
+func (s documentSizes) String() string {
+	order := slices.Clone(s.order)
+	slices.SortStableFunc(order, func(a, b string) int { return s.each[b]*s.times[b] - s.each[a]*s.times[a] })
+	parts := make([]string, 0, len(order))
+	for _, what := range order {
+		if s.times[what] > 1 {
+			parts = append(parts, fmt.Sprintf("%s (%d bytes, named by %d entries)", what, s.each[what], s.times[what]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s (%d bytes)", what, s.each[what]))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // lineRE finds the line number in a YAML parser's message.

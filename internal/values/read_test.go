@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -223,5 +226,75 @@ i: &i [*h,*h,*h,*h,*h,*h,*h,*h,*h]
 `
 	if _, err := parseDocument([]byte(bomb), "bomb"); err == nil {
 		t.Fatal("a YAML alias bomb parsed; want an error")
+	}
+}
+
+// countingReader counts the gets that reach the reader it wraps.
+type countingReader struct {
+	client.Reader
+	gets int
+}
+
+func (c *countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.gets++
+	return c.Reader.Get(ctx, key, obj, opts...)
+}
+
+// Many entries naming one values document read the object once and parse
+// the document once; documents past MaxTotalBytes together are refused,
+// with the cap and the documents named, before they are parsed.
+func TestReadEachDocumentOnceWithinATotalCap(t *testing.T) {
+	var small, big strings.Builder
+	for i := 0; small.Len() < 16<<10; i++ {
+		fmt.Fprintf(&small, "k%d: 0\n", i)
+	}
+	for i := 0; big.Len() < MaxDocumentBytes-32; i++ {
+		fmt.Fprintf(&big, "k%d: 0\n", i)
+	}
+	r := &countingReader{Reader: fake.NewClientBuilder().WithObjects(
+		configMap("app-values-small", mine("app"), map[string]string{"values.yaml": small.String()}),
+		configMap("app-values-big", mine("app"), map[string]string{"values.yaml": big.String()}),
+	).Build()}
+	refs := func(name string, n int) []capstanv1.ValuesReference {
+		out := make([]capstanv1.ValuesReference, n)
+		for i := range out {
+			out[i] = capstanv1.ValuesReference{Kind: "ConfigMap", Name: name}
+		}
+		return out
+	}
+
+	src, err := Read(context.Background(), r, addonWith("app", "", refs("app-values-small", 64)...), capstanv1.ProfileRestricted)
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if r.gets != 1 {
+		t.Errorf("64 entries naming one ConfigMap read it %d times, want once", r.gets)
+	}
+	if len(src.From) != 64 {
+		t.Fatalf("got %d layers, want 64", len(src.From))
+	}
+	for _, l := range src.From[1:] {
+		if reflect.ValueOf(l.Doc).Pointer() != reflect.ValueOf(src.From[0].Doc).Pointer() {
+			t.Fatal("the layers of one document each hold a parse of their own")
+		}
+	}
+
+	r.gets = 0
+	start := time.Now()
+	_, err = Read(context.Background(), r, addonWith("app", `{"a": 1}`, refs("app-values-big", 64)...), capstanv1.ProfileRestricted)
+	var ie *InvalidError
+	if !errors.As(err, &ie) || len(ie.Errors) != 1 || ie.Errors[0].Rule != "valuesFrom.tooLarge" {
+		t.Fatalf("Read = %v, want one valuesFrom.tooLarge error", err)
+	}
+	for _, want := range []string{"at most 2097152 bytes (2 MiB)", "ConfigMap app-values-big, key values.yaml (", "bytes, named by 64 entries)", "spec.values (8 bytes)"} {
+		if !strings.Contains(ie.Errors[0].Message, want) {
+			t.Errorf("message %q does not say %q", ie.Errors[0].Message, want)
+		}
+	}
+	if r.gets != 1 {
+		t.Errorf("read the ConfigMap %d times, want once", r.gets)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Read took %v: documents past the cap were parsed", d)
 	}
 }
