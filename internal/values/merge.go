@@ -3,12 +3,14 @@ package values
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 
+	"helm.sh/helm/v4/pkg/chart/common"
 	chartutil "helm.sh/helm/v4/pkg/chart/common/util"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -301,7 +303,7 @@ func Compose(in Inputs) (*Result, error) {
 		if err != nil {
 			return nil, err
 		}
-		if pruneNulls(user, defaults) {
+		if pruneNulls(user, withSubchartGlobals(resolved, defaults)) {
 			// NOTE: other values resolve the chart anew: import-values
 			// copy them into the parent's defaults. Values with no null
 			// to prune, nearly all, are resolved once.
@@ -467,6 +469,57 @@ func coalesceDefaults(resolved *chartv2.Chart) (map[string]any, error) {
 		return nil, fmt.Errorf("coalesce the chart's default values: %w", err)
 	}
 	return d, nil
+}
+
+// withSubchartGlobals returns defaults, the coalesced defaults of the
+// resolved chart ch, with the global of each chart holding the globals of
+// its subcharts, at any depth, too. Helm copies globals down into the
+// subcharts, never up, so a global only a subchart sets is not among its
+// parent's; a null under global deletes it all the same, since the null
+// flows down with the parent's globals. defaults is not changed.
+func withSubchartGlobals(ch *chartv2.Chart, defaults map[string]any) map[string]any {
+	if ch == nil || len(ch.Dependencies()) == 0 {
+		return defaults
+	}
+	out := maps.Clone(defaults)
+	global, _ := defaults[common.GlobalKey].(map[string]any)
+	for _, d := range ch.Dependencies() {
+		sub, ok := defaults[d.Name()].(map[string]any)
+		if !ok {
+			continue
+		}
+		sub = withSubchartGlobals(d, sub)
+		out[d.Name()] = sub
+		if g, ok := sub[common.GlobalKey].(map[string]any); ok {
+			global = unionOf(global, g)
+		}
+	}
+	if global != nil {
+		out[common.GlobalKey] = global
+	}
+	return out
+}
+
+// unionOf returns a map with every key of a and b, at any depth through
+// maps: a's value where it has one that is not null, else b's. Neither is
+// changed; the result may share their maps.
+func unionOf(a, b map[string]any) map[string]any {
+	out := maps.Clone(a)
+	if out == nil {
+		out = map[string]any{}
+	}
+	for k, bv := range b {
+		av, ok := out[k]
+		am, aIsMap := av.(map[string]any)
+		bm, bIsMap := bv.(map[string]any)
+		switch {
+		case !ok || av == nil:
+			out[k] = bv
+		case aIsMap && bIsMap:
+			out[k] = unionOf(am, bm)
+		}
+	}
+	return out
 }
 
 // validator checks values against the schemas of the chart as the values

@@ -351,3 +351,39 @@ func TestSubchartKeyNotAMapHidesTheValue(t *testing.T) {
 		})
 	}
 }
+
+// A null under global deletes a global default that only a subchart sets,
+// as Helm deletes it: globals flow down into subcharts, so the null must
+// reach Helm although the parent has no such default.
+func TestComposeNullDeletesASubchartsGlobal(t *testing.T) {
+	inner := testChart(t, "inner", "global:\n  storageClass: fast\n", "")
+	sub := testChart(t, "sub", "global:\n  registry: docker.io\n  security: {allowInsecureImages: false}\nx: 1\n", "", inner)
+	ch := testChart(t, "app", "global:\n  team: a\n", "", sub)
+	ch.Metadata.Dependencies = []*chartv2.Dependency{{Name: "sub", Version: "1.0.0"}}
+	for _, spec := range []string{
+		"global:\n  registry: null\n",
+		"global:\n  security: {allowInsecureImages: null}\n",
+		"global:\n  storageClass: null\n  registry: null\n",
+		"global:\n  team: null\n",
+	} {
+		res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, spec)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, helm, err := resolve(ch, ymap(t, spec))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(res.Effective["sub"], helm["sub"]) {
+			t.Errorf("values %q: Compose gives sub = %v, Helm %v", spec, res.Effective["sub"], helm["sub"])
+		}
+	}
+	// A null that deletes nothing, at any level, is dropped as before.
+	res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, "global:\n  nowhere: null\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := res.Values["global"].(map[string]any); len(g) != 0 {
+		t.Errorf("a null under global that deletes nothing reaches Helm: %v", g)
+	}
+}
