@@ -1,9 +1,13 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -172,5 +176,41 @@ func TestRestrictedTestsAreGuarded(t *testing.T) {
 	// leaves a release deployed.
 	if got := getAddon(t, a); got.Status.Phase != capstanv1.PhaseSynced || got.Status.LastTest == nil || got.Status.LastTest.Result != capstanv1.TestFailed {
 		t.Fatalf("after a failed run that was only asked for: %s, lastTest %+v", describeStatus(got), got.Status.LastTest)
+	}
+}
+
+// TestRestrictedTestsLeftOutAreNotRendered: a tenant's chart has two
+// tests, a Job that mounts the Secret platform-db and a Secret of that
+// name, in a namespace that holds the platform's Secret platform-db.
+// spec.test.filters leaves the Secret out, so the run would create only
+// the Job, which would mount the platform's Secret: the run fails with
+// reference-not-rendered and creates nothing. A test left out of the run
+// is not rendered for the tests that run.
+func TestRestrictedTestsLeftOutAreNotRendered(t *testing.T) {
+	ns := newNamespace(t)
+	theirs := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "platform-db"}, StringData: map[string]string{"password": "platform"}}
+	if err := admin.Create(context.Background(), theirs); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, chart{name: "leftouttest", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {v: \"1\"}\n",
+		"templates/tests/secret.yaml": "apiVersion: v1\nkind: Secret\nmetadata:\n  name: platform-db\n  annotations:\n    helm.sh/hook: test\n" +
+			"stringData: {password: x}\n",
+		"templates/tests/check.yaml": "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: check\n  annotations:\n    helm.sh/hook: test\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: check\n          image: registry.example/tools:1.0\n" +
+			"          volumeMounts: [{name: s, mountPath: /s}]\n      volumes: [{name: s, secret: {secretName: platform-db}}]\n",
+	}})
+	a := create(t, newAddon(ns, "leftout", url, withSpec(func(s *capstanv1.AddonSpec) {
+		s.Test = &capstanv1.TestPolicy{Filters: []capstanv1.TestFilter{{Name: "platform-db", Exclude: true}}}
+	})))
+	if got := synced(t, a); got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("the tenant's add-on: profile %s", got.Status.Profile)
+	}
+	out, err := capstanFails(t, "addon", "test", a.Name, "-n", ns)
+	if err == nil || !strings.Contains(err.Error(), "Job "+ns+"/check") || !strings.Contains(err.Error(), "reference-not-rendered") {
+		t.Fatalf("capstan addon test of a test that mounts the platform's Secret: %v\n%s", err, out)
+	}
+	if job(t, ns, "check") != nil {
+		t.Fatal("the test that mounts the platform's Secret was created")
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -216,20 +215,21 @@ func quoteAll(names []string) string {
 
 // testViolations runs the guardrails of a restricted add-on over the
 // tests that run (selected), which the sync's leave out
-// (checkGuardrails): over the whole render, so that a test may read the
-// chart's own Secret and may not share an applied object's name, keeping
-// what they find in those tests.
+// (checkGuardrails): over what the sync guards and the tests that run,
+// so that a test may read the chart's own Secret and may not share an
+// applied object's name, keeping what they find in those tests. A test
+// spec.test.filters leaves out is not created, so it is not rendered for
+// the tests that run: a Secret test left out must not make the name of
+// a Secret the chart does not own look like the chart's.
 func (r *AddonReconciler) testViolations(ctx context.Context, s *scope, selected []render.Hook) []capstanv1.Violation {
 	if s.profile != capstanv1.ProfileRestricted {
 		return nil
 	}
-	all := append([]*unstructured.Unstructured{}, s.objects...)
+	all := guarded(s)
 	tests := map[string]bool{}
-	for _, h := range s.hooks {
-		all = append(all, h.Object)
-	}
 	for _, h := range selected {
 		if h.TestOnly() {
+			all = append(all, h.Object)
 			tests[capstanv1.RefOf(h.Object).Key()] = true
 		}
 	}
