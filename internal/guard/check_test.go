@@ -405,8 +405,24 @@ affinity:
   nodeAffinity:
     requiredDuringSchedulingIgnoredDuringExecution:
       nodeSelectorTerms:
-      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: node-role.kubernetes.io/etcd, operator: DoesNotExist}, {key: kubernetes.io/hostname, operator: NotIn, values: [cp-0]}, {key: k3s.io/hostname, operator: NotIn, values: [cp-0]}]
-        matchFields: [{key: metadata.name, operator: NotIn, values: [cp-0]}]`, nil},
+      - matchExpressions: [{key: node-role.kubernetes.io/control-plane, operator: DoesNotExist}, {key: node-role.kubernetes.io/master, operator: NotIn, values: [""]}, {key: node-role.kubernetes.io/etcd, operator: DoesNotExist}]`, nil},
+		// NOTE: NotIn every other node's name picks the one left, as In
+		// does: a tenant reads its nodes' names from its own pods.
+		{"node affinity NotIn the other nodes' names", `containers: [{name: app, image: nginx}]
+affinity:
+  nodeAffinity:
+    requiredDuringSchedulingIgnoredDuringExecution:
+      nodeSelectorTerms:
+      - matchExpressions: [{key: kubernetes.io/hostname, operator: NotIn, values: [agent-1, agent-2]}]
+      - matchFields: [{key: metadata.name, operator: NotIn, values: [agent-1, agent-2]}]
+    preferredDuringSchedulingIgnoredDuringExecution:
+    - weight: 100
+      preference: {matchExpressions: [{key: k3s.io/hostname, operator: NotIn, values: [agent-1, agent-2]}]}`,
+			[]string{
+				"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0].matchExpressions[0]",
+				"node-name@spec.template.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[1].matchFields[0]",
+				"node-name@spec.template.spec.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].preference.matchExpressions[0]",
+			}},
 		{"near-miss: spread over nodes by hostname", `containers: [{name: app, image: nginx}]
 topologySpreadConstraints: [{maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: ScheduleAnyway, labelSelector: {matchLabels: {app: web}}}]
 affinity:

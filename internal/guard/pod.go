@@ -330,31 +330,29 @@ func (ck *checker) checkPodAffinityTerm(ref capstanv1.ObjectRef, path string, t 
 // checkNodeTerm refuses a node selector term that selects control-plane
 // nodes, or nodes by name (a label that names one node, nodeLabels, or
 // matchFields on metadata.name, which pick a control-plane node as
-// nodeName does). NotIn and DoesNotExist keep pods off them, and are
-// allowed; so is Exists on a label that names one node, which every node
-// it is set on matches: it names no node.
+// nodeName does). NotIn and DoesNotExist on the control-plane labels keep
+// pods off those nodes, and are allowed. NotIn node names is refused as In
+// is: a tenant reads its nodes' names from its own pods, and NotIn every
+// other node's name picks the one left, an untainted server's. Exists and
+// DoesNotExist on a label that names one node are allowed: every node
+// that carries it (or none) matches, so they name no node.
 func (ck *checker) checkNodeTerm(ref capstanv1.ObjectRef, path string, t corev1.NodeSelectorTerm) {
 	for j, e := range t.MatchExpressions {
-		if e.Operator == corev1.NodeSelectorOpNotIn || e.Operator == corev1.NodeSelectorOpDoesNotExist {
-			continue
-		}
 		switch {
-		case controlPlaneLabels[e.Key]:
+		case controlPlaneLabels[e.Key] && e.Operator != corev1.NodeSelectorOpNotIn && e.Operator != corev1.NodeSelectorOpDoesNotExist:
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleControlPlane,
 				fmt.Sprintf("node affinity %s %s places the pod on the control plane; remove it (NotIn and DoesNotExist are allowed)", e.Key, e.Operator))
-		case nodeLabels[e.Key] && e.Operator != corev1.NodeSelectorOpExists:
+		case nodeLabels[e.Key] && e.Operator != corev1.NodeSelectorOpExists && e.Operator != corev1.NodeSelectorOpDoesNotExist:
 			ck.add(ref, fmt.Sprintf("%s.matchExpressions[%d]", path, j), RuleNodeName,
-				fmt.Sprintf("node affinity %s %s picks nodes by name or address, the control plane's included; remove it (NotIn, Exists and DoesNotExist are allowed)", e.Key, e.Operator))
+				fmt.Sprintf("node affinity %s %s picks nodes by name or address, the control plane's included (NotIn the other nodes' names picks the ones left); remove it (Exists and DoesNotExist are allowed; to keep pods off the control plane, use NotIn or DoesNotExist on node-role.kubernetes.io/control-plane)", e.Key, e.Operator))
 		}
 	}
 	for j, f := range t.MatchFields {
 		// NOTE: metadata.name is the one field the API server accepts
-		// here today; any other is refused too, rather than let a field
-		// a later release adds select nodes unchecked.
-		if f.Operator != corev1.NodeSelectorOpNotIn && f.Operator != corev1.NodeSelectorOpDoesNotExist {
-			ck.add(ref, fmt.Sprintf("%s.matchFields[%d]", path, j), RuleNodeName,
-				fmt.Sprintf("node affinity on the field %s %s picks nodes by name, the control plane's included; remove it (NotIn is allowed)", f.Key, f.Operator))
-		}
+		// here today, with In and NotIn; any other is refused too, rather
+		// than let a field a later release adds select nodes unchecked.
+		ck.add(ref, fmt.Sprintf("%s.matchFields[%d]", path, j), RuleNodeName,
+			fmt.Sprintf("node affinity on the field %s %s picks nodes by name, the control plane's included (NotIn the other nodes' names picks the ones left); remove it", f.Key, f.Operator))
 	}
 }
 
