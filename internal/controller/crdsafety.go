@@ -30,6 +30,8 @@ import (
 //   - a version that status.storedVersions still lists is dropped;
 //   - the storage version changes with no conversion webhook, to a version
 //     whose schema differs from the old storage version's;
+//   - the conversion webhook is removed while objects are stored in a
+//     version whose schema differs from the storage version's;
 //   - existing objects no longer validate against the new schema of their
 //     version, or hold fields it would prune: a sample of them is dry-run
 //     created, by the API server itself and with strict field validation,
@@ -42,8 +44,8 @@ import (
 //     notice says so.
 //
 // Only a CRD that the plan updates, or that a hook the sync runs applies
-// over a live one, with a version's schema or the set of served and
-// storage versions changed, is checked: one the preview merely read, or
+// over a live one, with a version's schema, the set of served and
+// storage versions, or a conversion webhook removed, is checked: one the preview merely read, or
 // re-verified after VerifyTTL or a restart, breaks nothing. A
 // shadow is a cluster-scoped write that every API server rebuilds its
 // OpenAPI and discovery for, so it is made only when the plan is about to
@@ -142,7 +144,8 @@ func (r *AddonReconciler) crdChange(ctx context.Context, s *scope, ref capstanv1
 
 // versionsToCheck compares a live CRD with its rendered next one. changed
 // is set when a stored object could be at stake: a version's schema, or
-// which versions are served or stored, differs. check names the versions
+// which versions are served or stored, differs, or the conversion webhook
+// is removed. check names the versions
 // whose existing objects must be validated against the new schema: every
 // served one when the served or storage versions change, else those whose
 // schema changed.
@@ -164,7 +167,41 @@ func versionsToCheck(cur, next *apiextensionsv1.CustomResourceDefinition) (check
 			check = append(check, v.Name)
 		}
 	}
-	return check, all || len(check) > 0
+	return check, all || len(check) > 0 || webhookRemoved(cur, next)
+}
+
+// webhookRemoved reports whether next no longer converts with the webhook
+// cur converts with: from then on the API server reads an object stored
+// in any version as every other with only its apiVersion changed.
+func webhookRemoved(cur, next *apiextensionsv1.CustomResourceDefinition) bool {
+	converts := func(crd *apiextensionsv1.CustomResourceDefinition) bool {
+		return crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
+	}
+	return converts(cur) && !converts(next)
+}
+
+// unconvertedStoredVersions are the versions of cur.Status.StoredVersions
+// whose objects next reads unconverted in a schema not theirs: when next
+// removes cur's conversion webhook, each stored version but next's storage
+// version whose schema (cur's, the one its objects were written in)
+// differs from next's storage version's, prose aside. skip is a version
+// crd-storage-version-changed already refuses for the same reason.
+func unconvertedStoredVersions(cur, next *apiextensionsv1.CustomResourceDefinition, skip string) []string {
+	to := storageVersion(next)
+	if !webhookRemoved(cur, next) || to == "" {
+		return nil
+	}
+	var out []string
+	for _, stored := range cur.Status.StoredVersions {
+		dropped := !slices.ContainsFunc(next.Spec.Versions, func(v apiextensionsv1.CustomResourceDefinitionVersion) bool { return v.Name == stored })
+		if stored == to || stored == skip || dropped {
+			continue // crd-stored-version-dropped refuses a dropped one
+		}
+		if !sameSchema(versionNamed(cur, stored), versionNamed(next, to)) {
+			out = append(out, stored)
+		}
+	}
+	return out
 }
 
 func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv1.ObjectRef, cur, next *apiextensionsv1.CustomResourceDefinition, check []string, applies func() bool) ([]capstanv1.Violation, []capstanv1.Notice, error) {
@@ -180,9 +217,17 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 				Message: fmt.Sprintf("the chart drops version %s, in which objects are still stored (status.storedVersions)%s", stored, fix)})
 		}
 	}
+	moved := ""
 	if from, to, unsafe := storageMoveUnsafe(cur, next); unsafe {
+		moved = from
 		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions", Rule: "crd-storage-version-changed",
 			Message: fmt.Sprintf("the storage version changes from %s to %s, whose schema differs, with no conversion webhook: stored objects are read as %s with only their apiVersion changed%s", from, to, to, fix)})
+	}
+	if unconverted := unconvertedStoredVersions(cur, next, moved); len(unconverted) > 0 {
+		to := storageVersion(next)
+		out = append(out, capstanv1.Violation{Object: ref, Path: "spec.conversion", Rule: "crd-conversion-removed",
+			Message: fmt.Sprintf("the conversion webhook is removed while objects are still stored in %s, whose schema differs from %s's: they would be read as %s with only their apiVersion changed, and lose fields at their next write%s",
+				strings.Join(unconverted, ", "), to, to, fix)})
 	}
 	var notices []capstanv1.Notice
 	for _, v := range next.Spec.Versions {

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -256,6 +258,56 @@ func TestReadAsVersion(t *testing.T) {
 	} {
 		if got := readAsVersion(tc.cur, tc.next, tc.version); got != tc.readAs {
 			t.Errorf("%s: read as %q; want %q", tc.name, got, tc.readAs)
+		}
+	}
+}
+
+// TestConversionRemoved: a chart that turns a CRD's conversion webhook
+// off, with the versions and schemas as they were, makes the API server
+// read the objects stored in the other versions with only their
+// apiVersion changed: refused while a stored version's schema differs
+// from the storage version's, allowed when every stored version is the
+// storage version or has its schema.
+func TestConversionRemoved(t *testing.T) {
+	v1alpha1 := crdVersion{name: "v1alpha1", served: true, size: "string"}
+	v1alpha1Same := crdVersion{name: "v1alpha1", served: true, size: "integer"}
+	v1 := crdVersion{name: "v1", served: true, storage: true, size: "integer"}
+	crd := func(strategy apiextensionsv1.ConversionStrategyType, stored []string, versions ...crdVersion) *apiextensionsv1.CustomResourceDefinition {
+		c := crdOf(versions...)
+		c.Spec.Conversion = &apiextensionsv1.CustomResourceConversion{Strategy: strategy}
+		c.Status.StoredVersions = stored
+		return c
+	}
+	const webhook, none = apiextensionsv1.WebhookConverter, apiextensionsv1.NoneConverter
+	both := []string{"v1alpha1", "v1"}
+	for _, tc := range []struct {
+		name      string
+		cur, next *apiextensionsv1.CustomResourceDefinition
+		refused   bool
+	}{
+		{"the webhook removed, objects stored in another schema", crd(webhook, both, v1alpha1, v1), crd(none, nil, v1alpha1, v1), true},
+		{"the webhook removed, objects stored in the same schema", crd(webhook, both, v1alpha1Same, v1), crd(none, nil, v1alpha1Same, v1), false},
+		{"the webhook removed, objects stored only as the storage version", crd(webhook, []string{"v1"}, v1alpha1, v1), crd(none, nil, v1alpha1, v1), false},
+		{"the webhook kept", crd(webhook, both, v1alpha1, v1), crd(webhook, nil, v1alpha1, v1), false},
+		{"a webhook added", crd(none, both, v1alpha1, v1), crd(webhook, nil, v1alpha1, v1), false},
+	} {
+		live, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc.cur)
+		if err != nil {
+			t.Fatal(err)
+		}
+		obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc.next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref := capstanv1.ObjectRef{Kind: "CustomResourceDefinition", Name: tc.cur.Name}
+		vs, _, err := (&AddonReconciler{}).crdChange(context.Background(), nil, ref,
+			&unstructured.Unstructured{Object: obj}, &unstructured.Unstructured{Object: live}, func() bool { return false })
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		refused := slices.ContainsFunc(vs, func(v capstanv1.Violation) bool { return v.Rule == "crd-conversion-removed" })
+		if refused != tc.refused || len(vs) > 1 {
+			t.Errorf("%s: violations %+v; want crd-conversion-removed %v", tc.name, vs, tc.refused)
 		}
 	}
 }
