@@ -412,8 +412,11 @@ func validateInController(crd *apiextensionsv1.CustomResourceDefinition, v apiex
 		if pruned := prunedFields(item, structural); len(pruned) > 0 {
 			why = "the new schema drops " + strings.Join(pruned, ", ") + ", which the API server would prune"
 		} else {
-			// The object's own bookkeeping is not the schema's to judge.
+			// The object's own bookkeeping is not the schema's to judge,
+			// nor is its status, as the shadow's dry-run create leaves
+			// it out: its controller writes it again.
 			obj := item.DeepCopy().Object
+			delete(obj, "status")
 			if structural != nil {
 				defaulting.Default(obj, structural)
 			}

@@ -311,3 +311,27 @@ func TestConversionRemoved(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateInControllerLeavesStatusOut: an object's status is not
+// judged, as the shadow's dry-run create does not judge it: a create
+// cannot carry it, and its controller writes it again. A status the new
+// schema would refuse breaks nothing stored.
+func TestValidateInControllerLeavesStatusOut(t *testing.T) {
+	crd := crdOf(crdVersion{name: "v1", served: true, storage: true, size: "integer"})
+	v := crd.Spec.Versions[0]
+	v.Schema = &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+		Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"spec": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"size": {Type: "integer"}}},
+			"status": {Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"conditions": {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Required: []string{"type", "message"}, Properties: map[string]apiextensionsv1.JSONSchemaProps{
+						"type": {Type: "string"}, "message": {Type: "string"}}}}}}}}}}
+	stored := []unstructured.Unstructured{{Object: map[string]any{
+		"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": map[string]any{"name": "a", "namespace": "ns"},
+		"spec":   map[string]any{"size": int64(3)},
+		"status": map[string]any{"conditions": []any{map[string]any{"type": "Ready"}}}}}}
+	checked, invalid, first, err := validateInController(crd, v, stored)
+	if err != nil || checked != 1 || invalid != 0 {
+		t.Errorf("checked %d, invalid %d (%s), %v; want 1 checked, none invalid", checked, invalid, first, err)
+	}
+}
