@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -577,5 +579,42 @@ func TestCRDVersionThatStopsBeingServed(t *testing.T) {
 	got = waitPhase(t, a, capstanv1.PhaseBlocked)
 	if !violationRule("crd-schema-invalidates-objects")(got) {
 		t.Errorf("no violation for the stored Gadget that the unserved v1's schema prunes: %s", describeStatus(got))
+	}
+}
+
+// TestCRDCheckSkipsObjectsBeingDeleted: a Gadget that a finalizer holds
+// in a Terminating namespace is among the sampled objects when the chart
+// changes the CRD's schema. The API server refuses to create anything in
+// that namespace, the shadow's dry run included, and the object is on its
+// way out: it is left out of the check, which the notice says, and the
+// upgrade goes on. Before, every sync failed with the dry run's 403.
+func TestCRDCheckSkipsObjectsBeingDeleted(t *testing.T) {
+	ctx := context.Background()
+	ns, doomed := newNamespace(t), newNamespace(t)
+	group := "doomed" + strings.ReplaceAll(ns[len(ns)-5:], "-", "") + ".example.com"
+	publish := func(version string, crd string) string {
+		url, _ := charts.publish(t, chart{name: "gadgets", version: version, files: map[string]string{"crds/gadgets.yaml": crd}})
+		return url
+	}
+	a := create(t, newAddon(controllerNS, "doomed-"+ns, publish("1.0.0", gadgetsCRD(group, "v1:true:integer")), withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	held := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Gadget",
+		"metadata": map[string]any{"namespace": doomed, "name": "g0", "finalizers": []any{"example.com/hold"}}, "spec": map[string]any{"size": int64(3)}}}
+	eventually(t, 30*time.Second, "the held Gadget to be created", func() bool { return admin.Create(ctx, held) == nil })
+	t.Cleanup(func() {
+		_ = admin.Patch(ctx, held, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))
+	})
+	if err := admin.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: doomed}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the held Gadget to be marked for deletion", func() bool {
+		return admin.Get(ctx, client.ObjectKeyFromObject(held), held) == nil && held.GetDeletionTimestamp() != nil
+	})
+
+	url := publish("2.0.0", gadgetsCRD(group, "v1:true:integer+colour"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	if !hasNoticeSaying(got.Status.Plan, "1 more not judged") {
+		t.Errorf("the plan does not say the Gadget being deleted was left out: %+v", got.Status.Plan.Notices)
 	}
 }

@@ -53,28 +53,40 @@ const notApplied = "the plan is not applied now, so no shadow CRD is made; the A
 // checkExisting validates a sample of the live objects, read as version
 // readAs, against the new schema of version v: on the API server through a
 // shadow CRD when the plan applies now, or in the controller when it does
-// not or no shadow can be made. how says which, for the notice.
-func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid int, first, how string, err error) {
+// not or no shadow can be made. how says which, for the notice. unjudged
+// counts the sampled objects left out: those being deleted, which no write
+// keeps, and those the API server would not let the dry run create (a
+// Terminating namespace refuses every create): they say nothing of the
+// schema, and must not fail every sync of the add-on.
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid, unjudged int, first, how string, err error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
 	list.SetKind(cur.Spec.Names.Kind + "List")
 	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
-		return 0, 0, "", "", fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
+		return 0, 0, 0, "", "", fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
 	}
-	if len(list.Items) == 0 {
-		return 0, 0, "", "", nil
+	items := make([]unstructured.Unstructured, 0, len(list.Items))
+	for _, item := range list.Items {
+		if item.GetDeletionTimestamp() != nil {
+			unjudged++
+			continue
+		}
+		items = append(items, item)
+	}
+	if len(items) == 0 {
+		return 0, 0, unjudged, "", "", nil
 	}
 	if !applies() {
-		checked, invalid, first, err = validateInController(cur, v, list.Items)
-		return checked, invalid, first, "in the controller, without the CEL rules (" + notApplied + ")", err
+		checked, invalid, first, err = validateInController(cur, v, items)
+		return checked, invalid, unjudged, first, "in the controller, without the CEL rules (" + notApplied + ")", err
 	}
-	checked, invalid, first, err = dryRunOnShadow(ctx, s.applier, shadowOwner(s.addon), next, v.Name, list.Items)
+	checked, invalid, refused, first, err := dryRunOnShadow(ctx, s.applier, shadowOwner(s.addon), next, v.Name, items)
 	if errors.Is(err, errNoShadow) {
 		why := err.Error()
-		checked, invalid, first, err = validateInController(cur, v, list.Items)
-		return checked, invalid, first, "in the controller, without the CEL rules (" + why + ")", err
+		checked, invalid, first, err = validateInController(cur, v, items)
+		return checked, invalid, unjudged, first, "in the controller, without the CEL rules (" + why + ")", err
 	}
-	return checked, invalid, first, "by the API server (a dry run against a shadow of the new CRD)", err
+	return checked, invalid, unjudged + refused, first, "by the API server (a dry run against a shadow of the new CRD)", err
 }
 
 // shadowOwner names an Addon in its shadows' group and label: a short hash
@@ -89,31 +101,33 @@ func shadowOwner(a *capstanv1.Addon) string {
 // as version against it with strict field validation, so that a field the
 // new schema would prune is an error too, and deletes the shadow. It returns errNoShadow
 // when the CRD converts with a webhook (the shadow would call it) or the
-// account may not create CRDs.
-func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid int, first string, err error) {
+// account may not create CRDs. refused counts the items whose dry run the
+// API server forbade (a Terminating namespace, an admission policy): not
+// judged, and not checked.
+func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid, refused int, first string, err error) {
 	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-		return 0, 0, "", fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
+		return 0, 0, 0, "", fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
 	}
 	shadow, err := newShadow(crd, owner)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, 0, "", err
 	}
 	cleanShadows(ctx, a.Client, owner, shadow.Name, time.Now())
 	if err := a.Client.Create(ctx, shadow); err != nil {
 		switch {
 		case apierrors.IsForbidden(err):
-			return 0, 0, "", fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
+			return 0, 0, 0, "", fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
 		case !apierrors.IsAlreadyExists(err):
-			return 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
+			return 0, 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
 		}
 		// NOTE: a crash left this add-on's shadow of the same new CRD;
 		// it is the same schema, so it serves, and is deleted after.
 		old := &apiextensionsv1.CustomResourceDefinition{}
 		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(shadow), old); err != nil {
-			return 0, 0, "", fmt.Errorf("reading the shadow of %s that an earlier check left: %w", crd.Name, err)
+			return 0, 0, 0, "", fmt.Errorf("reading the shadow of %s that an earlier check left: %w", crd.Name, err)
 		}
 		if old.DeletionTimestamp != nil {
-			return 0, 0, "", fmt.Errorf("the shadow of %s that an earlier check left is still being deleted; the check is retried", crd.Name)
+			return 0, 0, 0, "", fmt.Errorf("the shadow of %s that an earlier check left is still being deleted; the check is retried", crd.Name)
 		}
 	}
 	defer func() {
@@ -122,7 +136,7 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 		_ = a.Client.Delete(dctx, shadow)
 	}()
 	if err := a.WaitEstablished(ctx, shadow.Name); err != nil {
-		return 0, 0, "", fmt.Errorf("waiting for a shadow of %s: %w", crd.Name, err)
+		return 0, 0, 0, "", fmt.Errorf("waiting for a shadow of %s: %w", crd.Name, err)
 	}
 	for _, item := range items {
 		checked++
@@ -144,6 +158,11 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 		switch {
 		case err == nil:
 			continue
+		case apierrors.IsForbidden(err):
+			// NOTE: the namespace's admission, not the schema, refused
+			// it: a Terminating namespace takes no new object.
+			checked--
+			refused++
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
 			invalid++
 			if first == "" {
@@ -154,10 +173,10 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 				first = name + ": " + err.Error()
 			}
 		default:
-			return 0, 0, "", fmt.Errorf("dry-running %s against a shadow of %s: %w", item.GetName(), crd.Name, err)
+			return 0, 0, 0, "", fmt.Errorf("dry-running %s against a shadow of %s: %w", item.GetName(), crd.Name, err)
 		}
 	}
-	return checked, invalid, first, nil
+	return checked, invalid, refused, first, nil
 }
 
 // newShadow copies crd, for owner, under a group of its own, named after
