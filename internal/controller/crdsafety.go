@@ -230,6 +230,8 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 				strings.Join(unconverted, ", "), to, to, fix)})
 	}
 	var notices []capstanv1.Notice
+	shadows := &shadowCheck{crd: next}
+	defer shadows.done(ctx)
 	for _, v := range next.Spec.Versions {
 		if v.Schema == nil || v.Schema.OpenAPIV3Schema == nil || !slices.Contains(check, v.Name) ||
 			!v.Served && !v.Storage && (!slices.Contains(cur.Status.StoredVersions, v.Name) || sameSchema(versionNamed(cur, v.Name), v.Schema.OpenAPIV3Schema)) {
@@ -247,7 +249,7 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 		if readAs == "" {
 			continue
 		}
-		checked, invalid, unjudged, first, how, err := r.checkExisting(ctx, s, cur, next, v, readAs, applies)
+		checked, invalid, unjudged, first, how, err := r.checkExisting(ctx, s, cur, shadows, v, readAs, applies)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -240,7 +240,7 @@ func TestUnsafeCRDHookUpgradesAreRefused(t *testing.T) {
 // Gateway API v1.0 does: the API server only rewrites the apiVersion of
 // what it reads, so the move is applied, after the stored Gadget is
 // validated against the new version's schema, and the Gadget is read in it
-// unchanged.
+// unchanged. Both versions are checked against one shadow CRD.
 func TestStorageVersionMoveWithTheSameSchema(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
@@ -255,11 +255,17 @@ func TestStorageVersionMoveWithTheSameSchema(t *testing.T) {
 		"metadata": map[string]any{"namespace": ns, "name": "g1"}, "spec": map[string]any{"size": int64(3), "colour": "red"}}}
 	eventually(t, 30*time.Second, "the Gadget to be created", func() bool { return admin.Create(ctx, gadget) == nil })
 
+	made := watchShadows(t, a)
 	url := publish("2.0.0", gadgetsCRD(group, "v1:false:integer+colour", "v2:true:integer+colour"))
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
 	if len(got.Status.Plan.Violations) > 0 {
 		t.Errorf("the move was refused: %+v", got.Status.Plan.Violations)
+	}
+	// Both versions are checked, against one shadow: a shadow made again
+	// for the second met the first one still being deleted.
+	if m := made(); len(m) != 1 {
+		t.Errorf("the move made shadow CRDs %v; want one", m)
 	}
 	if !hasNoticeSaying(got.Status.Plan, "of version v2 (read as v1") {
 		t.Errorf("the stored Gadget was not validated against v2's schema: %+v", got.Status.Plan.Notices)

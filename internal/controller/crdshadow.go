@@ -51,14 +51,14 @@ var errNoShadow = errors.New("no shadow CRD")
 const notApplied = "the plan is not applied now, so no shadow CRD is made; the API server judges them against one before the sync applies the CRD"
 
 // checkExisting validates a sample of the live objects, read as version
-// readAs, against the new schema of version v: on the API server through a
-// shadow CRD when the plan applies now, or in the controller when it does
+// readAs, against the new schema of version v: on the API server through
+// the change's shadow CRD (shadows) when the plan applies now, or in the controller when it does
 // not or no shadow can be made. how says which, for the notice. unjudged
 // counts the sampled objects left out: those being deleted, which no write
 // keeps, and those the API server would not let the dry run create (a
 // Terminating namespace refuses every create): they say nothing of the
 // schema, and must not fail every sync of the add-on.
-func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next *apiextensionsv1.CustomResourceDefinition, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid, unjudged int, first, how string, err error) {
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur *apiextensionsv1.CustomResourceDefinition, shadows *shadowCheck, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid, unjudged int, first, how string, err error) {
 	list := &unstructured.UnstructuredList{}
 	list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
 	list.SetKind(cur.Spec.Names.Kind + "List")
@@ -80,7 +80,7 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur, next
 		checked, invalid, first, err = validateInController(cur, v, items)
 		return checked, invalid, unjudged, first, "in the controller, without the CEL rules (" + notApplied + ")", err
 	}
-	checked, invalid, refused, first, err := dryRunOnShadow(ctx, s.applier, shadowOwner(s.addon), next, v.Name, items)
+	checked, invalid, refused, first, err := shadows.dryRun(ctx, s.applier, shadowOwner(s.addon), v.Name, items)
 	if errors.Is(err, errNoShadow) {
 		why := err.Error()
 		checked, invalid, first, err = validateInController(cur, v, items)
@@ -97,47 +97,37 @@ func shadowOwner(a *capstanv1.Addon) string {
 	return hex.EncodeToString(sum[:])[:shadowOwnerHex]
 }
 
-// dryRunOnShadow creates owner's shadow of crd, dry-run creates each item
-// as version against it with strict field validation, so that a field the
-// new schema would prune is an error too, and deletes the shadow. It returns errNoShadow
-// when the CRD converts with a webhook (the shadow would call it) or the
-// account may not create CRDs. refused counts the items whose dry run the
-// API server forbade (a Terminating namespace, an admission policy): not
-// judged, and not checked.
-func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *apiextensionsv1.CustomResourceDefinition, version string, items []unstructured.Unstructured) (checked, invalid, refused int, first string, err error) {
-	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
-		return 0, 0, 0, "", fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
+// shadowCheck is a shadow of one new CRD, made at the first dry run of a
+// CRD change and deleted when the change is checked (done): the shadow
+// serves every version, so the versions of one change share it.
+//
+// NOTE: a shadow made anew for each version is named alike, and the
+// second met the first one still being deleted (the API server's CRD
+// finalizer runs after the delete returns), failing the check by timing.
+type shadowCheck struct {
+	crd *apiextensionsv1.CustomResourceDefinition
+	// a made shadow, which done deletes.
+	a      *apply.Applier
+	shadow *apiextensionsv1.CustomResourceDefinition
+	// err is why no shadow was made, errNoShadow for every version.
+	err error
+}
+
+// dryRun dry-run creates each item as version against owner's shadow of
+// the new CRD, with strict field validation, so that a field the new
+// schema would prune is an error too, making the shadow at its first
+// call. It returns errNoShadow when the CRD converts with a webhook (the
+// shadow would call it) or the account may not create CRDs. refused
+// counts the items whose dry run the API server forbade (a Terminating
+// namespace, an admission policy): not judged, and not checked.
+func (sc *shadowCheck) dryRun(ctx context.Context, a *apply.Applier, owner, version string, items []unstructured.Unstructured) (checked, invalid, refused int, first string, err error) {
+	if sc.shadow == nil && sc.err == nil {
+		sc.err = sc.make(ctx, a, owner)
 	}
-	shadow, err := newShadow(crd, owner)
-	if err != nil {
-		return 0, 0, 0, "", err
+	if sc.err != nil {
+		return 0, 0, 0, "", sc.err
 	}
-	cleanShadows(ctx, a.Client, owner, shadow.Name, time.Now())
-	if err := a.Client.Create(ctx, shadow); err != nil {
-		switch {
-		case apierrors.IsForbidden(err):
-			return 0, 0, 0, "", fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
-		case !apierrors.IsAlreadyExists(err):
-			return 0, 0, 0, "", fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
-		}
-		// NOTE: a crash left this add-on's shadow of the same new CRD;
-		// it is the same schema, so it serves, and is deleted after.
-		old := &apiextensionsv1.CustomResourceDefinition{}
-		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(shadow), old); err != nil {
-			return 0, 0, 0, "", fmt.Errorf("reading the shadow of %s that an earlier check left: %w", crd.Name, err)
-		}
-		if old.DeletionTimestamp != nil {
-			return 0, 0, 0, "", fmt.Errorf("the shadow of %s that an earlier check left is still being deleted; the check is retried", crd.Name)
-		}
-	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		_ = a.Client.Delete(dctx, shadow)
-	}()
-	if err := a.WaitEstablished(ctx, shadow.Name); err != nil {
-		return 0, 0, 0, "", fmt.Errorf("waiting for a shadow of %s: %w", crd.Name, err)
-	}
+	crd, shadow := sc.crd, sc.shadow
 	for _, item := range items {
 		checked++
 		obj := &unstructured.Unstructured{Object: map[string]any{}}
@@ -177,6 +167,52 @@ func dryRunOnShadow(ctx context.Context, a *apply.Applier, owner string, crd *ap
 		}
 	}
 	return checked, invalid, refused, first, nil
+}
+
+// make creates owner's shadow of the new CRD, and waits for it to serve.
+func (sc *shadowCheck) make(ctx context.Context, a *apply.Applier, owner string) error {
+	crd := sc.crd
+	if crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter {
+		return fmt.Errorf("%w: the CRD converts with a webhook", errNoShadow)
+	}
+	shadow, err := newShadow(crd, owner)
+	if err != nil {
+		return err
+	}
+	cleanShadows(ctx, a.Client, owner, shadow.Name, time.Now())
+	if err := a.Client.Create(ctx, shadow); err != nil {
+		switch {
+		case apierrors.IsForbidden(err):
+			return fmt.Errorf("%w: the account may not create CRDs", errNoShadow)
+		case !apierrors.IsAlreadyExists(err):
+			return fmt.Errorf("creating a shadow of %s to check its new schema: %w", crd.Name, err)
+		}
+		// NOTE: a crash left this add-on's shadow of the same new CRD;
+		// it is the same schema, so it serves, and is deleted after.
+		old := &apiextensionsv1.CustomResourceDefinition{}
+		if err := a.Client.Get(ctx, client.ObjectKeyFromObject(shadow), old); err != nil {
+			return fmt.Errorf("reading the shadow of %s that an earlier check left: %w", crd.Name, err)
+		}
+		if old.DeletionTimestamp != nil {
+			return fmt.Errorf("the shadow of %s that an earlier check left is still being deleted; the check is retried", crd.Name)
+		}
+	}
+	sc.a, sc.shadow = a, shadow
+	if err := a.WaitEstablished(ctx, shadow.Name); err != nil {
+		return fmt.Errorf("waiting for a shadow of %s: %w", crd.Name, err)
+	}
+	return nil
+}
+
+// done deletes the shadow, if one was made.
+func (sc *shadowCheck) done(ctx context.Context) {
+	if sc.shadow == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_ = sc.a.Client.Delete(dctx, sc.shadow)
+	sc.shadow = nil
 }
 
 // newShadow copies crd, for owner, under a group of its own, named after
