@@ -2,6 +2,8 @@ package controller
 
 import (
 	"context"
+	"fmt"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -26,7 +28,19 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 		md := s.artifact.Chart.Chart.Metadata
 		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)
 	}
-	s.violations = append(s.violations, guard.Check(ctx, all, r.guardContext(s))...)
+	found := guard.Check(ctx, all, r.guardContext(s))
+	if len(found) > 0 && !slices.ContainsFunc(append(slices.Clone(s.violations), found...), func(v capstanv1.Violation) bool {
+		return v.Rule != guard.RuleOwnershipUnknown
+	}) {
+		// NOTE: a live object that could not be read (a timeout, an API
+		// server under load) is no fault of the chart's: the reconcile is
+		// retried with backoff, rather than Blocked and Stalled until the
+		// next resync. Beside another violation, the plan is Blocked for
+		// that one anyway, and shows both.
+		v := found[0]
+		return false, fmt.Errorf("checking the guardrails of %s: %s", v.Object.Describe(), v.Message)
+	}
+	s.violations = append(s.violations, found...)
 	return false, nil
 }
 
