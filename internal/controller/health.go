@@ -88,6 +88,16 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, b
 	return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg)
 }
 
+// health judges obj as objectHealth does, with the reason masked
+// (s.mask) before anything cuts it: a reason quotes the object's own
+// status message, which may quote a secret value, and a reason cut to
+// maxReason or a status field's length would end with a part of that
+// value, which no mask finds once it is cut.
+func (s *scope) health(ctx context.Context, obj, live *unstructured.Unstructured, checks *health.Checks) (current, failed bool, why string) {
+	current, failed, why = objectHealth(obj, live, checks, s.bindingMode(ctx))
+	return current, failed, s.mask().String(why)
+}
+
 // judgement is one look at the health of an add-on's objects, for the
 // Healthy condition and the phase.
 type judgement struct {
@@ -128,7 +138,7 @@ func (j *judgement) condition(generation int64) metav1.Condition {
 }
 
 // notCurrentList is a short list of the objects that are not Current,
-// each reason cut to maxReason.
+// each reason cut to maxReason; the reasons are masked already (health).
 func notCurrentList(why []string) string {
 	n := min(len(why), maxNotCurrent)
 	cut := make([]string, n)

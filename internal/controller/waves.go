@@ -50,7 +50,7 @@ func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unst
 		if err != nil {
 			return look, err
 		}
-		current, failed, why := objectHealth(obj, live, s.checks, s.bindingMode(ctx))
+		current, failed, why := s.health(ctx, obj, live, s.checks)
 		if failed && !(grace && changed[obj]) {
 			look.failed = why
 			return look, nil
