@@ -44,6 +44,14 @@ func TestNotReady(t *testing.T) {
 	}
 	hookFailed := held(3, capstanv1.PhaseSuspended, "Suspended", 3, metav1.ConditionTrue, 3)
 	hookFailed.Status.PendingHook = &capstanv1.PendingHook{Event: "post-upgrade", Hash: "h"}
+	// upgrading is an add-on Ready at gen whose render was applied at
+	// applied, with no new generation since when applied is 0 (a sync
+	// applies a new render of it).
+	upgrading := func(gen int64, phase capstanv1.Phase, ready metav1.ConditionStatus, applied int64) *capstanv1.Addon {
+		a := addon(gen, phase, ready, gen)
+		a.Status.AppliedHash, a.Status.AppliedGeneration = "h", applied
+		return a
+	}
 	removed := addon(1, capstanv1.PhaseSynced, metav1.ConditionTrue, 1)
 	removed.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	cases := []struct {
@@ -53,6 +61,11 @@ func TestNotReady(t *testing.T) {
 	}{
 		{"Synced", addon(2, capstanv1.PhaseSynced, metav1.ConditionTrue, 2), ""},
 		{"Degraded", addon(2, capstanv1.PhaseDegraded, metav1.ConditionFalse, 2), ""},
+		{"Synced, its render applied", upgrading(3, capstanv1.PhaseSynced, metav1.ConditionTrue, 3), ""},
+		{"Synced, a new render of it being applied", upgrading(3, capstanv1.PhaseSynced, metav1.ConditionTrue, 0),
+			"Synced: Synced, with its latest change being applied"},
+		{"Degraded, a new render of it being applied", upgrading(3, capstanv1.PhaseDegraded, metav1.ConditionFalse, 0),
+			"Degraded: Degraded, with its latest change being applied"},
 		{"Degraded at an older generation", addon(3, capstanv1.PhaseDegraded, metav1.ConditionFalse, 2), "its latest change is not synced yet"},
 		{"rolling out", addon(2, capstanv1.PhaseProgressing, metav1.ConditionFalse, 2), "Progressing: Progressing"},
 		{"Failed", addon(2, capstanv1.PhaseFailed, metav1.ConditionFalse, 2), "Failed: Failed"},

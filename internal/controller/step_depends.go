@@ -166,9 +166,10 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 // when it does. Ready counts, and so does Degraded: its latest spec is
 // applied and was healthy, and an object of it that stopped being Current
 // since is for its own status to report, not a reason to hold every add-on
-// that depends on it, and theirs in turn. So does an add-on that a gate
-// holds (OutOfSync: an approval, a closed sync window, a prune to confirm,
-// a drift fought; or Suspended) once its current generation's render is
+// that depends on it, and theirs in turn; neither counts while a sync
+// applies a new render of its generation (applying). So does an add-on
+// that a gate holds (OutOfSync: an approval, a closed sync window, a prune
+// to confirm, a drift fought; or Suspended) once its current generation's render is
 // the one applied (status.appliedGeneration) and its objects are Healthy
 // for that generation: what the gate holds is a drift repair or a prune,
 // not what its dependents wait for, and holding them would spread one
@@ -183,6 +184,8 @@ func notReady(a *capstanv1.Addon) string {
 		return "not reconciled yet"
 	case c.ObservedGeneration != a.Generation:
 		return "its latest change is not synced yet"
+	case (c.Status == metav1.ConditionTrue || a.Status.Phase == capstanv1.PhaseDegraded) && applying(a):
+		return string(a.Status.Phase) + ": " + c.Reason + ", with its latest change being applied"
 	case c.Status == metav1.ConditionTrue || a.Status.Phase == capstanv1.PhaseDegraded:
 		return ""
 	case a.Status.Phase != capstanv1.PhaseOutOfSync && a.Status.Phase != capstanv1.PhaseSuspended:
@@ -199,6 +202,18 @@ func notReady(a *capstanv1.Addon) string {
 		return string(a.Status.Phase) + ": " + c.Reason + ", with its objects not all Healthy"
 	}
 	return ""
+}
+
+// applying reports whether a sync is applying a render of the add-on's
+// current generation that is not the one applied: a values object edited,
+// a new chart version or commit, with no new generation. The sync cleared
+// status.appliedGeneration (markApplied) and wrote it so before it
+// applies (checkpointStatus), while Ready stays as the last sync left it
+// until this one ends, through a wave's wait of up to spec.healthTimeout.
+// An add-on never applied (no status.appliedHash) has no render to
+// replace; every sync that ends Ready records the generation it applied.
+func applying(a *capstanv1.Addon) bool {
+	return a.Status.AppliedHash != "" && a.Status.AppliedGeneration != a.Generation
 }
 
 // dependencyCycle walks the dependencies depth first and returns the path
