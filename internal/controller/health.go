@@ -98,6 +98,23 @@ func (s *scope) health(ctx context.Context, obj, live *unstructured.Unstructured
 	return current, failed, s.mask().String(why)
 }
 
+// judge is s.health with what the add-on's health check found before:
+// an object that a check found Current, and that has not changed since,
+// is Current with no evaluation (verifiedObjects.checkedCurrent), and one
+// it finds Current now is remembered so.
+func (r *AddonReconciler) judge(ctx context.Context, s *scope, obj, live *unstructured.Unstructured, checks *health.Checks) (current, failed bool, why string) {
+	judged := live != nil && checks.Judges(live)
+	key := capstanv1.RefOf(obj).Key()
+	if judged && r.verified.checkedCurrent(s.addon, key, live.GetResourceVersion()) {
+		return true, false, ""
+	}
+	current, failed, why = s.health(ctx, obj, live, checks)
+	if judged && current {
+		r.verified.markChecked(s.addon, key, live.GetResourceVersion())
+	}
+	return current, failed, why
+}
+
 // judgement is one look at the health of an add-on's objects, for the
 // Healthy condition and the phase.
 type judgement struct {

@@ -216,7 +216,7 @@ func (r *AddonReconciler) judgeObject(ctx context.Context, s *scope, checks *hea
 			return err
 		}
 	}
-	current, failed, why := s.health(ctx, obj, live, checks)
+	current, failed, why := r.judge(ctx, s, obj, live, checks)
 	if current {
 		r.verified.markHealthy(s.addon, key, live.GetResourceVersion())
 		return nil

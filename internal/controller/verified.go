@@ -25,6 +25,16 @@ type verifiedObjects struct {
 type verifiedAddon struct {
 	uid     types.UID
 	objects map[string]plan.Verified
+	// checked are the objects a health check found Current (checkedCurrent).
+	checked map[string]checkedAt
+}
+
+// checkedAt is where a health check found an object Current: its
+// resourceVersion, and the generation of the add-on whose
+// spec.healthChecks judged it.
+type checkedAt struct {
+	resourceVersion string
+	generation      int64
 }
 
 // lookup returns what was verified for an add-on: nothing when the Addon
@@ -54,7 +64,50 @@ func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]plan.
 	if v.m == nil {
 		v.m = map[types.NamespacedName]verifiedAddon{}
 	}
-	v.m[client.ObjectKeyFromObject(addon)] = verifiedAddon{uid: addon.UID, objects: objects}
+	k := client.ObjectKeyFromObject(addon)
+	var checked map[string]checkedAt
+	if got, ok := v.m[k]; ok && got.uid == addon.UID {
+		checked = got.checked
+	}
+	v.m[k] = verifiedAddon{uid: addon.UID, objects: objects, checked: checked}
+}
+
+// checkedCurrent reports whether the add-on's health check found an object
+// Current at resourceVersion, with the checks of the add-on's generation.
+// A check's verdict depends on nothing but the object and the check, so
+// it holds until either changes: the object is not evaluated again, and
+// costs nothing of the look's budget, which then goes to the objects not
+// judged yet. Without it each look would evaluate the same objects first,
+// spend its budget on them, and leave the same others unjudged at every
+// look, so that the add-on would never be Ready.
+func (v *verifiedObjects) checkedCurrent(addon *capstanv1.Addon, key, resourceVersion string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[client.ObjectKeyFromObject(addon)]
+	if !ok || got.uid != addon.UID || resourceVersion == "" {
+		return false
+	}
+	return got.checked[key] == checkedAt{resourceVersion, addon.Generation}
+}
+
+// markChecked records that the add-on's health check found an object
+// Current at resourceVersion (checkedCurrent).
+func (v *verifiedObjects) markChecked(addon *capstanv1.Addon, key, resourceVersion string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil {
+		v.m = map[types.NamespacedName]verifiedAddon{}
+	}
+	k := client.ObjectKeyFromObject(addon)
+	got, ok := v.m[k]
+	if !ok || got.uid != addon.UID {
+		got = verifiedAddon{uid: addon.UID}
+	}
+	if got.checked == nil {
+		got.checked = map[string]checkedAt{}
+	}
+	got.checked[key] = checkedAt{resourceVersion, addon.Generation}
+	v.m[k] = got
 }
 
 // note records one object as verified, after it was applied.
@@ -66,8 +119,11 @@ func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o plan.Verifi
 	}
 	k := client.ObjectKeyFromObject(addon)
 	got, ok := v.m[k]
-	if !ok || got.uid != addon.UID || got.objects == nil {
-		got = verifiedAddon{uid: addon.UID, objects: map[string]plan.Verified{}}
+	if !ok || got.uid != addon.UID {
+		got = verifiedAddon{uid: addon.UID}
+	}
+	if got.objects == nil {
+		got.objects = map[string]plan.Verified{}
 		v.m[k] = got
 	}
 	got.objects[key] = o
