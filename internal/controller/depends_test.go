@@ -124,6 +124,25 @@ func TestDependsOnAHeldDependency(t *testing.T) {
 	}
 }
 
+// TestDependsOnAPausedDependency: a dependency paused after its install
+// keeps running as it was applied, and a new dependent installs; the
+// pause freezes the one add-on, not every add-on below it.
+func TestDependsOnAPausedDependency(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	db := create(t, newAddon(ns, "db", url))
+	waitPhase(t, db, capstanv1.PhaseSynced)
+	update(t, db, func(cur *capstanv1.Addon) {
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[capstanv1.PausedAnnotation] = "true"
+	})
+	waitPhase(t, db, capstanv1.PhasePaused)
+	app := create(t, newAddon(ns, "app", url, dependsOn("db")))
+	waitPhase(t, app, capstanv1.PhaseSynced)
+}
+
 // TestDependsOnAHeldValuesChange: a suspended dependency whose values come
 // from a ConfigMap renders anew when the ConfigMap is edited, with no new
 // generation. That render is held by its suspension, so its latest change

@@ -84,6 +84,11 @@ func TestNotReady(t *testing.T) {
 		{"held, Healthy at an older generation", held(3, capstanv1.PhaseOutOfSync, "AwaitingApproval", 3, metav1.ConditionTrue, 2),
 			"OutOfSync: AwaitingApproval, with its objects not all Healthy"},
 		{"held, its post hooks failed", hookFailed, "Suspended: Suspended, with its post-upgrade hooks not done"},
+		{"paused after its apply", held(3, capstanv1.PhasePaused, "Paused", 3, metav1.ConditionTrue, 3), ""},
+		{"paused before its latest change was applied", held(3, capstanv1.PhasePaused, "Paused", 2, metav1.ConditionTrue, 2),
+			"Paused: Paused, with its latest change not applied yet"},
+		{"paused, and not Healthy", held(3, capstanv1.PhasePaused, "Paused", 3, metav1.ConditionFalse, 3),
+			"Paused: Paused, with its objects not all Healthy"},
 		{"Blocked, its latest change applied and Healthy", held(3, capstanv1.PhaseBlocked, "ObjectsExist", 3, metav1.ConditionTrue, 3), "Blocked: ObjectsExist"},
 	}
 	for _, c := range cases {

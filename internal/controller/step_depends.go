@@ -169,12 +169,18 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 // that depends on it, and theirs in turn; neither counts while a sync
 // applies a new render of its generation (applying). So does an add-on
 // that a gate holds (OutOfSync: an approval, a closed sync window, a prune
-// to confirm, a drift fought; or Suspended) once its current generation's render is
-// the one applied (status.appliedGeneration) and its objects are Healthy
-// for that generation: what the gate holds is a drift repair or a prune,
-// not what its dependents wait for, and holding them would spread one
-// add-on's gate to every add-on below it. Flux keeps a suspended
-// dependency Ready for the same reason.
+// to confirm, a drift fought; or Suspended), and one paused
+// (capstan.dev/paused), once its current generation's render is the one
+// applied (status.appliedGeneration) and its objects are Healthy for that
+// generation: what the gate holds is a drift repair or a prune, and what
+// the pause freezes is the software as it runs, not what its dependents
+// wait for; holding them would spread one add-on's gate or pause to every
+// add-on below it. Flux keeps a suspended dependency Ready for the same
+// reason.
+//
+// NOTE: a paused look renders and judges nothing: a values object edited
+// during the pause does not clear status.appliedGeneration, and the
+// Healthy condition is the last look's before it.
 func notReady(a *capstanv1.Addon) string {
 	c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionReady)
 	switch {
@@ -188,7 +194,7 @@ func notReady(a *capstanv1.Addon) string {
 		return string(a.Status.Phase) + ": " + c.Reason + ", with its latest change being applied"
 	case c.Status == metav1.ConditionTrue || a.Status.Phase == capstanv1.PhaseDegraded:
 		return ""
-	case a.Status.Phase != capstanv1.PhaseOutOfSync && a.Status.Phase != capstanv1.PhaseSuspended:
+	case a.Status.Phase != capstanv1.PhaseOutOfSync && a.Status.Phase != capstanv1.PhaseSuspended && a.Status.Phase != capstanv1.PhasePaused:
 		return string(a.Status.Phase) + ": " + c.Reason
 	case a.Status.AppliedGeneration != a.Generation:
 		return string(a.Status.Phase) + ": " + c.Reason + ", with its latest change not applied yet"
