@@ -24,8 +24,9 @@ import (
 // quick (health_rules.go): Jobs complete, failed Pods failed, OnDelete
 // StatefulSets ready, APIServices Available, and conditions of the latest
 // generation; and where it would wait for ever: OnDelete DaemonSets ready
-// with pods of the old template, and claims that wait for their first
-// consumer (claimWaitsForConsumer).
+// with pods of the old template, Jobs the chart creates suspended
+// (createdSuspended), and claims that wait for their first consumer
+// (claimWaitsForConsumer).
 
 // maxNotCurrent is how many objects that are not Current the status names,
 // and maxReason how long each one's reason may be: a reason quotes the
@@ -44,7 +45,8 @@ const (
 //
 // A kind that spec.healthChecks names is judged by its check alone.
 //
-// A claim that waits for its first consumer (claimWaitsForConsumer) is
+// A Job the chart creates suspended (createdSuspended) is Current. A
+// claim that waits for its first consumer (claimWaitsForConsumer) is
 // Current: bindingMode reads its StorageClass's volumeBindingMode, "" when
 // it cannot, and a nil bindingMode reads none.
 //
@@ -67,6 +69,9 @@ func objectHealth(obj, live *unstructured.Unstructured, checks *health.Checks, b
 		default:
 			return false, false, fmt.Sprintf("%s: %s", ref.Describe(), msg)
 		}
+	}
+	if createdSuspended(obj, live) {
+		return true, false, ""
 	}
 	res, err := computeHealth(live)
 	if err != nil {

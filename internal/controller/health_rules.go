@@ -39,6 +39,9 @@ import (
 //     its dependents until the health timeout, or for ever without one. kstatus calls it in progress
 //     after a change to its template; Helm's --wait counts it ready and
 //     Argo CD calls it Suspended. The message says it is paused.
+//   - a Job whose Suspended condition is True is in progress with a
+//     message that says so: kstatus says only "Job not started". One the
+//     chart creates suspended is Current (objectHealth).
 //   - an APIService is Current once its Available condition is True.
 //     kstatus reads no Available, and calls it Current at once, while the
 //     API server cannot reach the service behind it.
@@ -60,6 +63,9 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	}
 	if res := pausedDeploymentHealth(live); res != nil {
 		return res, nil
+	}
+	if gvk.Group == "batch" && gvk.Kind == "Job" && conditionIs(live, "Suspended", "True") {
+		return &status.Result{Status: status.InProgressStatus, Message: "Job is suspended (its Suspended condition is True): it runs once spec.suspend is false"}, nil
 	}
 	res, err := status.Compute(live)
 	if err != nil || res.Status != status.CurrentStatus {
@@ -159,6 +165,25 @@ func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
 		return nil
 	}
 	return &status.Result{Status: status.CurrentStatus, Message: "Deployment is paused: nothing rolls out until it is resumed (kubectl rollout resume)"}
+}
+
+// createdSuspended reports whether live is a Job that the chart creates
+// suspended (spec.suspend: true in obj, the rendered manifest) and that
+// its controller holds so (its Suspended condition True). Such a Job is
+// meant to run when a person, or a controller of theirs, resumes it (a
+// restore, a re-index), as a paused Deployment rolls out when resumed;
+// waiting for it would hold the add-on, its later waves and its
+// dependents until spec.healthTimeout, or for ever without one. Argo CD
+// calls it Suspended. A Job the chart does not create suspended, which
+// another controller suspends (Kueue, until it admits the Job), is in
+// progress (computeHealth).
+func createdSuspended(obj, live *unstructured.Unstructured) bool {
+	gvk := live.GroupVersionKind()
+	if gvk.Group != "batch" || gvk.Kind != "Job" || live.GetDeletionTimestamp() != nil {
+		return false
+	}
+	suspend, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
+	return suspend && conditionIs(live, "Suspended", "True")
 }
 
 // jobHealth keeps a Job that kstatus found Current in progress until its

@@ -323,3 +323,34 @@ func TestAClaimThatWaitsForItsConsumerIsCurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestJobCreatedSuspended: a Job the chart creates suspended, which its
+// controller holds so, is Current: it runs when someone resumes it, and
+// waiting for it would hold the add-on for ever. One suspended by another
+// controller (Kueue, until it admits it) is in progress, and says why.
+func TestJobCreatedSuspended(t *testing.T) {
+	suspended := withConditions(map[string]any{"type": "Suspended", "status": "True", "reason": "JobSuspended"})
+	live := healthObj("batch/v1", "Job", withGeneration(1), withField(true, "spec", "suspend"), suspended)
+	createdSuspended := healthObj("batch/v1", "Job", withField(true, "spec", "suspend"))
+	createdRunning := healthObj("batch/v1", "Job")
+
+	if current, failed, why := objectHealth(createdSuspended, live, nil, nil); !current || failed {
+		t.Errorf("a Job the chart creates suspended: current %v, failed %v, %q; want Current", current, failed, why)
+	}
+	current, failed, why := objectHealth(createdRunning, live, nil, nil)
+	if current || failed || !strings.Contains(why, "Job is suspended") {
+		t.Errorf("a Job another controller suspends: current %v, failed %v, %q; want in progress, saying it is suspended", current, failed, why)
+	}
+	// Created suspended, but its controller has not held it yet: no
+	// Suspended condition, and it is judged as any Job.
+	fresh := healthObj("batch/v1", "Job", withGeneration(1), withField(true, "spec", "suspend"))
+	if current, _, _ := objectHealth(createdSuspended, fresh, nil, nil); current {
+		t.Error("a Job with no Suspended condition yet is Current; want it judged as any Job")
+	}
+	// Resumed and completed: Current by its Complete condition.
+	done := healthObj("batch/v1", "Job", withGeneration(1), withField("2026-12-05T10:00:00Z", "status", "startTime"),
+		withConditions(map[string]any{"type": "Suspended", "status": "False"}, map[string]any{"type": "Complete", "status": "True"}))
+	if current, _, why := objectHealth(createdSuspended, done, nil, nil); !current {
+		t.Errorf("a resumed Job that completed: %q; want Current", why)
+	}
+}

@@ -174,23 +174,28 @@ func (r *AddonReconciler) judgeRunning(ctx context.Context, s *scope, checks *he
 	if s.quiet == nil {
 		return nil, nil
 	}
-	rendered := make(map[string]bool, len(s.objects))
+	rendered := make(map[string]*unstructured.Unstructured, len(s.objects))
 	for _, obj := range s.objects {
-		rendered[capstanv1.RefOf(obj).Key()] = true
+		rendered[capstanv1.RefOf(obj).Key()] = obj
 	}
 	checks.NewLook()
 	known := r.verified.lookup(s.addon)
 	j := &judgement{nothing: len(s.addon.Status.Inventory) == 0}
 	for _, ref := range capstanv1.RefsOf(s.addon.Status.Inventory) {
 		key := ref.Key()
-		obj := &unstructured.Unstructured{}
-		obj.SetAPIVersion(ref.APIVersion)
-		obj.SetKind(ref.Kind)
-		obj.SetNamespace(ref.Namespace)
-		obj.SetName(ref.Name)
+		// NOTE: the rendered manifest, when the render holds the object,
+		// tells a Job the chart creates suspended (createdSuspended).
+		obj := rendered[key]
+		if obj == nil {
+			obj = &unstructured.Unstructured{}
+			obj.SetAPIVersion(ref.APIVersion)
+			obj.SetKind(ref.Kind)
+			obj.SetNamespace(ref.Namespace)
+			obj.SetName(ref.Name)
+		}
 		// NOTE: a rendered object the preview read and found missing is
 		// missing; one it did not read (quiet, or not rendered) is read.
-		read := s.quiet[key] || !rendered[key]
+		read := s.quiet[key] || rendered[key] == nil
 		if err := r.judgeObject(ctx, s, checks, known, j, obj, s.live[key], s.quiet[key], read); err != nil {
 			return nil, err
 		}
