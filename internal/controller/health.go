@@ -17,7 +17,9 @@ import (
 
 // An add-on is Ready when every object it applied is Current by kstatus:
 // Deployments, StatefulSets and DaemonSets rolled out, claims bound,
-// LoadBalancer Services with a cluster IP, CRDs established, custom
+// Services as soon as they exist (a LoadBalancer Service too, before its
+// load balancer has an address: kstatus, Flux and Helm 4 wait for no
+// address, and spec.healthChecks can), CRDs established, custom
 // resources whose conditions say Ready, and every kind without a status as
 // soon as it exists. It is the same judgement as helm install --wait and
 // Flux's health checks make, with Capstan's own rules where kstatus is too

@@ -354,3 +354,14 @@ func TestJobCreatedSuspended(t *testing.T) {
 		t.Errorf("a resumed Job that completed: %q; want Current", why)
 	}
 }
+
+// TestLoadBalancerServiceCurrentWithoutAddress: a LoadBalancer Service
+// is Current once it exists, with no address yet, as kstatus, Flux and
+// Helm 4 judge it; the health page says so.
+func TestLoadBalancerServiceCurrentWithoutAddress(t *testing.T) {
+	svc := healthObj("v1", "Service", withField("LoadBalancer", "spec", "type"), withField("10.96.0.10", "spec", "clusterIP"),
+		withField(map[string]any{}, "status", "loadBalancer"))
+	if current, failed, why := objectHealth(svc, svc, nil, nil); !current || failed {
+		t.Errorf("a LoadBalancer Service with no address: current %v, failed %v, %q; want Current", current, failed, why)
+	}
+}
