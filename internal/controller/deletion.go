@@ -27,16 +27,17 @@ import (
 
 // reconcileDelete runs the deletion policy, then lets the Addon go.
 //
-// Orphan leaves everything running; restricted objects lose their owner
-// reference first, so the garbage collector does not delete them. Delete
-// runs the pre-delete hooks (a failure stops the uninstall; none runs in a
-// namespace missing or being deleted, deleteHooks), deletes the
-// inventory except the never-delete kinds, and runs the post-delete hooks.
-// Either way the values Secrets and ConfigMaps of a restricted add-on are deleted, or
-// handed back when the removal keeps values or the add-on was installed
-// under the cluster profile. The default policy is the cluster profile's,
-// Orphan, when the Addon is placed in it now or status.profile records it
-// (DeletionPolicyFor).
+// Orphan leaves everything running; objects a restricted apply may have
+// owned (mayBeOwned) lose their owner reference first, so the garbage
+// collector does not delete them. Delete runs the pre-delete hooks (a
+// failure stops the uninstall; none runs in a namespace missing or being
+// deleted, deleteHooks), deletes the inventory except the never-delete
+// kinds, and runs the post-delete hooks. Either way the values Secrets and
+// ConfigMaps of an add-on whose deletion follows the restricted profile are
+// deleted, or handed back when the removal keeps values; every other
+// add-on's are kept, without an owner reference to the Addon. The default
+// policy is the cluster profile's, Orphan, when the Addon is placed in it
+// now or status.profile records it (DeletionPolicyFor).
 func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.addon, capstanv1.Finalizer) {
 		s.deleted = true
@@ -57,7 +58,7 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	policy := s.deletionPolicy()
 	switch policy {
 	case capstanv1.DeletionOrphan:
-		if s.profile == capstanv1.ProfileRestricted {
+		if mayBeOwned(s) {
 			if err := r.disown(ctx, s); err != nil {
 				return r.result(s, err)
 			}
@@ -90,21 +91,39 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			}
 			return r.result(s, err)
 		}
+		if mayBeOwned(s) && s.profile == capstanv1.ProfileCluster {
+			// NOTE: the cluster profile's uninstall leaves what the
+			// manifests mark to keep, what another Addon holds and what is
+			// not this add-on's; a restricted apply may have given those an
+			// owner reference, which the garbage collector would follow.
+			if err := r.disown(ctx, s); err != nil {
+				return r.result(s, err)
+			}
+		}
 	}
-	if s.profile == capstanv1.ProfileRestricted {
-		var err error
-		// NOTE: an add-on installed under the cluster profile keeps its
-		// values, as that profile does; they are released, not left, since
-		// the restricted reconciles since may have given them an owner
-		// reference that the garbage collector would follow.
-		if s.addon.Annotations[capstanv1.KeepValuesAnnotation] == "true" || s.addon.DeletionProfile(s.profile) == capstanv1.ProfileCluster {
+	var err error
+	switch {
+	case s.addon.DeletionProfile(s.profile) == capstanv1.ProfileRestricted:
+		if s.addon.Annotations[capstanv1.KeepValuesAnnotation] == "true" {
 			_, err = values.Release(ctx, r.Client, s.addon)
 		} else {
 			_, err = values.DeleteAll(ctx, r.Client, s.addon)
 		}
-		if err != nil {
-			return r.result(s, err)
-		}
+	case mayBeOwned(s):
+		// NOTE: an add-on installed under the cluster profile, or placed
+		// in it now, keeps its values, as that profile does; they are
+		// released, not left, since a restricted reconcile may have given
+		// them an owner reference that the garbage collector would follow.
+		_, err = values.Release(ctx, r.Client, s.addon)
+	default:
+		// NOTE: a cluster add-on's values stay as they are, but for an
+		// owner reference a restricted reconcile gave them before its
+		// namespace was trusted: no apply under the cluster profile takes
+		// it off a values object.
+		_, err = values.Disown(ctx, r.Client, s.addon)
+	}
+	if err != nil {
+		return r.result(s, err)
 	}
 	patch := client.MergeFrom(s.addon.DeepCopy())
 	controllerutil.RemoveFinalizer(s.addon, capstanv1.Finalizer)
@@ -749,11 +768,21 @@ func describeValuesErrors(errs []capstanv1.ValuesError) string {
 	return strings.Join(parts, "; ")
 }
 
+// mayBeOwned reports whether the add-on's objects may carry owner
+// references to the Addon, which a restricted apply sets (prepare): it is
+// placed in the restricted profile now, or status.profile records it
+// installed under that profile, as it does once its namespace is trusted
+// until a sync under the cluster profile changes its objects.
+func mayBeOwned(s *scope) bool {
+	return s.profile == capstanv1.ProfileRestricted || s.addon.Status.Profile == capstanv1.ProfileRestricted
+}
+
 // disown removes the owner references to the Addon from the objects it
 // applied, so the garbage collector leaves them running: those of the
 // inventory, and the hook objects its charts made, which are in no
 // inventory. A restricted add-on's hooks can only be of the kinds the
-// guardrails allow, in its own namespace, with Capstan's labels naming it.
+// guardrails allow, in its own namespace, with Capstan's labels naming it;
+// they are looked for there whatever profile places the add-on now.
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, ref := range s.addon.Status.Inventory {
 		live, err := s.applier.Get(ctx, ref.ObjectRef)
@@ -775,7 +804,7 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, gvk := range guard.AllowedKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := s.applier.List(ctx, list, client.InNamespace(s.namespace), client.MatchingLabels(s.addon.AppliedLabels())); err != nil {
+		if err := s.applier.List(ctx, list, client.InNamespace(s.addon.TargetNamespaceIn(capstanv1.ProfileRestricted)), client.MatchingLabels(s.addon.AppliedLabels())); err != nil {
 			return fmt.Errorf("listing the %s objects of the add-on's hooks to leave them running: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {

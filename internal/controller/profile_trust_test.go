@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
+	"capstan.dev/capstan/internal/values"
 )
 
 // TestRestrictedAddonTrustedForAWhileStaysRestricted installs a restricted
@@ -56,5 +58,64 @@ func TestRestrictedAddonTrustedForAWhileStaysRestricted(t *testing.T) {
 		t.Error("the ConfigMap is gone")
 	} else if refs := cm.GetOwnerReferences(); len(refs) > 0 {
 		t.Errorf("the ConfigMap still has owner references %v; want the cluster profile's apply to drop them", refs)
+	}
+}
+
+// TestRestrictedAddonTrustedNowIsLeftRunningWhenDeleted installs a
+// restricted add-on with a generated value, moves it, suspended, to a shard
+// that trusts its namespace, and deletes it there before any sync under the
+// cluster profile. Its deletion follows the cluster profile's default,
+// Orphan, and its objects and its generated Secret still carry the owner
+// reference the restricted profile set: they lose it before the Addon goes,
+// so the garbage collector leaves the software running and its generated
+// password with it. Before, only an add-on placed restricted now was
+// disowned, and the garbage collector deleted everything.
+func TestRestrictedAddonTrustedNowIsLeftRunningWhenDeleted(t *testing.T) {
+	ns := newNamespace(t)
+	inShard := startShard(t, "trusting-del", func(c *controller.Config) {
+		c.TrustedNamespaces = append(slices.Clone(c.TrustedNamespaces), ns)
+	})
+	name := fmt.Sprintf("tenant-%d", time.Now().UnixNano()%100000)
+	url, _ := charts.publish(t, chart{name: "tenant", version: "1.0.0", files: map[string]string{
+		"values.schema.json":  `{"type":"object","properties":{"token":{"type":"string","writeOnly":true,"x-capstan-generate":{"length":24}}}}`,
+		"templates/main.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-main\ndata:\n  at: main\n",
+	}})
+
+	a := synced(t, create(t, newAddon(ns, name, url)))
+	if a.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("installed with status.profile %q; want restricted", a.Status.Profile)
+	}
+	kept := []struct{ kind, name string }{{"ConfigMap", name + "-main"}, {"Secret", values.GeneratedName(name)}}
+	for _, o := range kept {
+		if u := live(t, "v1", o.kind, ns, o.name); u == nil || len(u.GetOwnerReferences()) == 0 {
+			t.Fatalf("%s %s is missing or not owned by the Addon after a restricted sync", o.kind, o.name)
+		}
+	}
+	moved := update(t, a, func(cur *capstanv1.Addon) {
+		inShard(cur)
+		cur.Spec.Suspend = true
+	})
+	got := waitFor(t, a, 90*time.Second, "the shard's look at the suspended Addon", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == moved.Generation && cur.Status.Phase == capstanv1.PhaseSuspended
+	})
+	if got.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("status.profile = %q; want restricted", got.Status.Profile)
+	}
+
+	if err := admin.Delete(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, a)
+	for _, o := range kept {
+		u := live(t, "v1", o.kind, ns, o.name)
+		if u == nil {
+			t.Errorf("deleting the add-on deleted %s %s; want it left running, as Orphan leaves it", o.kind, o.name)
+			continue
+		}
+		for _, ref := range u.GetOwnerReferences() {
+			if ref.UID == a.UID {
+				t.Errorf("%s %s still names the deleted Addon as owner; the garbage collector deletes it", o.kind, o.name)
+			}
+		}
 	}
 }

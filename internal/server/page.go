@@ -132,8 +132,10 @@ type pageData struct {
 	ListLimit        int
 	More             string
 	MoreRepositories bool
-	// An add-on.
+	// An add-on, and the profile the controller places it in now: ""
+	// when this server's controller does not select it (another shard's).
 	Addon   *capstanv1.Addon
+	Placed  capstanv1.Profile
 	Can     map[string]bool
 	Actions bool
 	Events  []eventsv1.Event
@@ -432,6 +434,9 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 		return
 	}
 	d.Title, d.Live = key.Name, true
+	if cfg := s.config(); cfg.Selects(d.Addon.Labels) {
+		d.Placed = cfg.Profile(d.Addon)
+	}
 	d.Actions = d.Can["approve"] || d.Can["update"] || d.Can["delete"]
 	if d.Flash == "" && d.Error == "" {
 		if d.GitManaged != "" {

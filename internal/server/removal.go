@@ -4,10 +4,11 @@ import capstanv1 "capstan.dev/capstan/api/v1alpha1"
 
 // removal is what removing an Addon does, as its page's Remove form says
 // it: the controller's deletion decides from the uninstall mark, then
-// spec.deletionPolicy, then the default of status.profile (restricted:
-// Delete, cluster: Orphan), which stays cluster for an add-on installed
-// under that profile while it holds objects, and deletes a restricted
-// add-on's values Secrets and generated values unless they are kept.
+// spec.deletionPolicy, then the default of the profile the deletion follows
+// (Addon.DeletionProfile: cluster when status.profile records it or the
+// controller places the add-on in it now; restricted: Delete, cluster:
+// Orphan), and deletes the values Secrets and generated values of an add-on
+// whose deletion follows the restricted profile unless they are kept.
 type removal struct {
 	// Says what removal does to the software, and to the values.
 	Says string
@@ -20,11 +21,18 @@ type removal struct {
 	KeepValues bool
 }
 
-// removalOf says what removing a does.
-func removalOf(a *capstanv1.Addon) removal {
-	profile := a.Status.Profile
-	// NOTE: the policy is the controller's own rule; only why it holds,
-	// and an Addon with no profile yet, are the form's.
+// removalOf says what removing a does when the controller places it in
+// placed now; "" when this server's controller does not reconcile it (it
+// is another shard's), and status.profile stands for it.
+func removalOf(a *capstanv1.Addon, placed capstanv1.Profile) removal {
+	if placed == "" {
+		placed = a.Status.Profile
+	}
+	// NOTE: the policy and the profile are the controller's own rule;
+	// only why it holds, and an Addon with no profile yet, are the form's.
+	// A restricted add-on whose namespace is trusted now follows the
+	// cluster profile, which does less, as the controller's deletion does.
+	profile := a.DeletionProfile(placed)
 	var policy capstanv1.DeletionPolicy
 	why := ""
 	switch {
@@ -33,10 +41,13 @@ func removalOf(a *capstanv1.Addon) removal {
 	case a.Spec.DeletionPolicy != "":
 		why = "its spec.deletionPolicy is " + string(a.Spec.DeletionPolicy)
 	case profile != "":
-		why = "a " + string(profile) + " add-on's default deletion policy is " + string(a.DeletionPolicyFor(profile))
+		why = "a " + string(profile) + " add-on's default deletion policy is " + string(a.DeletionPolicyIn(profile))
+		if a.Status.Profile == capstanv1.ProfileRestricted && profile == capstanv1.ProfileCluster {
+			why = "it was installed restricted, but its namespace is trusted now, and a cluster add-on's default deletion policy is " + string(a.DeletionPolicyIn(profile))
+		}
 	}
 	if why != "" {
-		policy = a.DeletionPolicyFor(profile)
+		policy = a.DeletionPolicyIn(profile)
 	}
 	var out removal
 	switch policy {

@@ -288,6 +288,38 @@ func Release(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]st
 	return released, nil
 }
 
+// Disown takes the add-on's owner reference off its values Secrets and
+// ConfigMaps and its generated Secret, and leaves them otherwise as they
+// are, so the garbage collector does not delete them with the Addon: a
+// cluster add-on's removal keeps its values, and a restricted reconcile
+// before its namespace was trusted may have owned them. It returns what it
+// changed, as "Kind/name". Call it from the finalizer, before the Addon
+// goes.
+func Disown(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]string, error) {
+	objs, err := listValuesObjects(ctx, c, addon)
+	if err != nil {
+		return nil, err
+	}
+	var disowned []string
+	for _, o := range objs {
+		if !ownedBy(o, addon) {
+			continue
+		}
+		var owners []metav1.OwnerReference
+		for _, ref := range o.GetOwnerReferences() {
+			if ref.UID != addon.UID {
+				owners = append(owners, ref)
+			}
+		}
+		o.SetOwnerReferences(owners)
+		if err := c.Update(ctx, o); err != nil {
+			return disowned, fmt.Errorf("take the add-on's owner reference off values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
+		}
+		disowned = append(disowned, kindName(o))
+	}
+	return disowned, nil
+}
+
 // DeleteAll deletes the add-on's values Secrets and ConfigMaps and its
 // generated Secret, for a removal that does not keep values. The owner
 // references would let the garbage collector do it in the restricted
