@@ -64,6 +64,9 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 			}
 		}
 	case capstanv1.DeletionDelete:
+		if err := r.uninstallHeld(s); err != nil {
+			return r.result(s, err)
+		}
 		// Dependents are uninstalled before their dependencies.
 		dependents, staying, stuck, err := r.dependents(ctx, s.addon)
 		if err != nil {
@@ -150,6 +153,29 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		r.Recorder.Eventf(s.addon, nil, "Normal", "Deleted", "Delete", "The Addon was deleted with policy %s.", policy)
 	}
 	return ctrl.Result{}, nil
+}
+
+// uninstallHeld refuses the uninstall of an add-on installed under the
+// cluster profile that this controller places in the restricted profile
+// now, whose sync is held (profileChange), until a person trusts its
+// namespace again or lets it go: nil when the uninstall may run.
+//
+// NOTE: the uninstall needs the profile the add-on was installed under.
+// Run under the restricted profile, it would delete what the manifests
+// mark to keep and render its delete hooks into the Addon's namespace as
+// the controller; run under the cluster profile, it would run delete hooks
+// rendered from a spec that anyone who may write Addons in a namespace no
+// longer trusted can change, with the add-ons' account's cluster-wide
+// rights. Nothing is deleted meanwhile; the message says both ways on.
+func (r *AddonReconciler) uninstallHeld(s *scope) error {
+	if s.profile != capstanv1.ProfileRestricted || s.addon.Status.Profile != capstanv1.ProfileCluster || nothingApplied(s.addon) {
+		return nil
+	}
+	ns := s.addon.Namespace
+	return terminal{fmt.Errorf("the uninstall waits, and deletes nothing: the add-on was installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
+		"whose rights and rules are not those the add-on was installed with. Trust %s again (add it to the --trusted-namespaces of the controller that selects this Addon, or move the Addon back to a shard that trusts it) and the uninstall goes on; "+
+		"or %s to let the Addon go and leave its software running",
+		placement(r.Config), ns, ns, orphanHint(s.addon))}
 }
 
 // uninstall removes the add-on's software: the pre-delete hooks, the

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,5 +85,64 @@ func TestClusterAddonMovedOutOfTrustIsLeftRunning(t *testing.T) {
 				t.Errorf("the Addon is still there after 90s: %s", describeStatus(getAddon(t, a)))
 			}
 		})
+	}
+}
+
+// TestClusterAddonMovedOutOfTrustIsNotUninstalledThere installs a cluster
+// add-on whose ConfigMap its chart marks helm.sh/resource-policy: keep,
+// moves it to a shard whose controller does not trust its namespace, and
+// deletes it there with the uninstall annotation. That shard would
+// uninstall it under the restricted profile, which ignores the keep mark
+// and renders the delete hooks into the Addon's namespace: so the
+// uninstall waits, deletes nothing, and says to trust the namespace again
+// or to let the Addon go. Once the annotation is removed, the Addon goes
+// with its software left running (Orphan). Before, the shard uninstalled
+// it as a restricted add-on, the kept ConfigMap too.
+func TestClusterAddonMovedOutOfTrustIsNotUninstalledThere(t *testing.T) {
+	inShard := startShard(t, "untrusting-del", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
+	ns := newNamespace(t)
+	name := "held-" + ns[len(ns)-5:]
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{
+		"templates/kept.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-kept\n  annotations:\n    helm.sh/resource-policy: keep\ndata:\n  password: generated\n",
+	}))
+	running := []struct{ apiVersion, kind, name string }{
+		{"v1", "ConfigMap", name + "-kept"},
+		{"v1", "ConfigMap", name + "-config"},
+		{"apps/v1", "Deployment", name},
+	}
+	a := synced(t, create(t, newAddon(controllerNS, name, url, withTarget(ns))))
+	update(t, a, inShard)
+	waitFor(t, a, 90*time.Second, "the shard to Block it as restricted", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseBlocked && cur.Status.ObservedGeneration == cur.Generation
+	})
+	marked := update(t, a, func(cur *capstanv1.Addon) {
+		if cur.Annotations == nil {
+			cur.Annotations = map[string]string{}
+		}
+		cur.Annotations[capstanv1.UninstallAnnotation] = "true"
+	})
+	if err := admin.Delete(context.Background(), marked); err != nil {
+		t.Fatal(err)
+	}
+	got := waitFor(t, a, 90*time.Second, "the uninstall to wait for the trust", func(cur *capstanv1.Addon) bool {
+		return strings.Contains(readyMessage(cur), "the uninstall waits, and deletes nothing")
+	})
+	for _, want := range []string{"Trust " + controllerNS + " again", "remove the " + capstanv1.UninstallAnnotation + " annotation"} {
+		if m := readyMessage(got); !strings.Contains(m, want) {
+			t.Errorf("Ready message %q; want %q in it", m, want)
+		}
+	}
+	for _, o := range running {
+		if live(t, o.apiVersion, o.kind, ns, o.name) == nil {
+			t.Errorf("the held uninstall deleted %s %s; want nothing deleted", o.kind, o.name)
+		}
+	}
+
+	update(t, got, func(cur *capstanv1.Addon) { delete(cur.Annotations, capstanv1.UninstallAnnotation) })
+	gone(t, a)
+	for _, o := range running {
+		if live(t, o.apiVersion, o.kind, ns, o.name) == nil {
+			t.Errorf("deleting it without the annotation deleted %s %s; want it left running (Orphan)", o.kind, o.name)
+		}
 	}
 }

@@ -71,10 +71,7 @@ func profileChange(c Config, addon *capstanv1.Addon, current capstanv1.Profile) 
 	if current != capstanv1.ProfileRestricted || st.Profile != capstanv1.ProfileCluster || len(st.Inventory) == 0 {
 		return nil
 	}
-	placed := "--trusted-namespaces " + strings.Join(c.TrustedNamespaces, ",")
-	if c.Selector != nil && !c.Selector.Empty() {
-		placed = "shard --watch-label-selector " + c.Selector.String() + ", " + placed
-	}
+	placed := placement(c)
 	ns := addon.Namespace
 	return &hold{reason: ReasonProfileChanged, blocked: true,
 		message: fmt.Sprintf("Installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
@@ -82,6 +79,16 @@ func profileChange(c Config, addon *capstanv1.Addon, current capstanv1.Profile) 
 			"Nothing is applied, pruned or run, and its software runs as it was; its plan cannot be approved while it is held, and a sync request made meanwhile is used up by the hold. Trust %s again (add it to the --trusted-namespaces of the controller "+
 			"that selects this Addon, or move the Addon back to a shard that trusts it) and review the plan that follows, or delete the Addon and create it again where it belongs. %s",
 			placed, ns, ns, len(st.Inventory), ns, deletionAdvice(addon, current))}
+}
+
+// placement names what decides the profiles of this controller: its
+// --trusted-namespaces, and its shard's --watch-label-selector.
+func placement(c Config) string {
+	placed := "--trusted-namespaces " + strings.Join(c.TrustedNamespaces, ",")
+	if c.Selector != nil && !c.Selector.Empty() {
+		placed = "shard --watch-label-selector " + c.Selector.String() + ", " + placed
+	}
+	return placed
 }
 
 // deletionAdvice says what deleting a held add-on does to its software,
@@ -102,7 +109,11 @@ func deletionAdvice(addon *capstanv1.Addon, current capstanv1.Profile) string {
 		if addon.Spec.DeletionPolicy == capstanv1.DeletionDelete {
 			keep = "remove that annotation and set spec.deletionPolicy: Orphan first"
 		}
-		return "Deleting it uninstalls its software, as the " + capstanv1.UninstallAnnotation + ` annotation asks: to leave the software running, ` + keep + "."
+		return "Deleting it uninstalls its software, as the " + capstanv1.UninstallAnnotation + ` annotation asks, ` + heldUninstall + `: to leave the software running, ` + keep + "."
 	}
-	return "Deleting it uninstalls its software, as spec.deletionPolicy: Delete asks: to leave the software running, set spec.deletionPolicy: Orphan first."
+	return "Deleting it uninstalls its software, as spec.deletionPolicy: Delete asks, " + heldUninstall + ": to leave the software running, set spec.deletionPolicy: Orphan first."
 }
+
+// heldUninstall says when the uninstall of a held add-on runs
+// (uninstallHeld).
+const heldUninstall = "but only once its namespace is trusted again: until then the deletion waits and deletes nothing"

@@ -53,6 +53,9 @@ func removalOf(a *capstanv1.Addon, placed capstanv1.Profile) removal {
 	switch policy {
 	case capstanv1.DeletionDelete:
 		out.Says = "Removing uninstalls the software (" + why + "): its objects are deleted."
+		if a.Status.Profile == capstanv1.ProfileCluster && placed == capstanv1.ProfileRestricted {
+			out.Says += " It was installed under the cluster profile and its namespace is no longer trusted: the uninstall waits, and deletes nothing, until the namespace is trusted again."
+		}
 	case capstanv1.DeletionOrphan:
 		out.Says = "Removing leaves the software running (" + why + "), unless you tick uninstall."
 		out.Uninstall = true
