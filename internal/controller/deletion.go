@@ -296,13 +296,15 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 				return nil
 			}
 			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
-				if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || preDeleteDone(s.addon) {
+				if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || transientHookError(err) || preDeleteDone(s.addon) {
 					// NOTE: a stage recorded over failed only in its
 					// clean-up, which the next look finishes. A hook that
-					// could not be read did not fail: status.hook still
-					// names it, and the next look reads it again, with
-					// backoff; no person need keep the software by
-					// orphaning it.
+					// could not be read did not fail, nor did one the API
+					// server could not take for a moment (429, 5xx, a
+					// timeout, a conflict, the connection): status.hook
+					// still names it, or the next look makes it again, with
+					// backoff, as a sync's hooks are; no person need keep
+					// the software by orphaning it.
 					return err
 				}
 				if why := goneWhileHooksRan(ctx, s, err); why != "" {

@@ -11,9 +11,11 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
@@ -159,5 +161,77 @@ func TestRefusedPreDeleteReadIsNoFailure(t *testing.T) {
 	gone(t, a)
 	if n := rec.count("Job/db-backup", watch.Added); n != 1 {
 		t.Errorf("the backup Job was created %d times; want once", n)
+	}
+}
+
+// failingWrites has the API server, as the controller's clients see it,
+// answer the first writes (PATCH or POST) of one object's path with 500
+// InternalError, as an admission webhook that timed out would, while left
+// is above zero. It counts them.
+type failingWrites struct {
+	next    http.RoundTripper
+	path    string
+	left    *atomic.Int32
+	refused *atomic.Int32
+}
+
+func (t failingWrites) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodPatch && req.Method != http.MethodPost || req.URL.Path != t.path || t.left.Add(-1) < 0 {
+		return t.next.RoundTrip(req)
+	}
+	t.refused.Add(1)
+	body, _ := json.Marshal(metav1.Status{
+		TypeMeta: metav1.TypeMeta{Kind: "Status", APIVersion: "v1"},
+		Status:   metav1.StatusFailure, Reason: metav1.StatusReasonInternalError, Code: http.StatusInternalServerError,
+		Message: `Internal error occurred: failed calling webhook "check.example.com": context deadline exceeded`,
+	})
+	return &http.Response{StatusCode: http.StatusInternalServerError, Status: "500 Internal Server Error", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{"Content-Type": []string{"application/json"}}, Body: io.NopCloser(bytes.NewReader(body)), Request: req}, nil
+}
+
+// TestPreDeleteRefusedForAMoment deletes an add-on whose
+// pre-delete backup Job the API server fails to take once (a webhook that
+// timed out). That is no hook failure: the uninstall is retried with
+// backoff, never Stalled nor told that the pre-delete hook failed (with
+// advice to orphan the software), and the Job is made on the retry and
+// the uninstall finishes, long before the resync. Before, the refusal
+// stalled the uninstall as the hook's failure until the resync.
+func TestPreDeleteRefusedForAMoment(t *testing.T) {
+	ns := newNamespace(t)
+	left, refused := &atomic.Int32{}, &atomic.Int32{}
+	left.Store(1)
+	shard := startShardWith(t, "tpdl-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) {
+		r.Config.ResyncInterval = time.Hour
+		cfg := rest.CopyConfig(r.RestConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return failingWrites{next: rt, path: "/apis/batch/v1/namespaces/" + ns + "/jobs/db-backup", left: left, refused: refused}
+		})
+		r.RestConfig = cfg
+	})
+	a := dbapp(t, ns, "", shard, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	synced(t, a)
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		cur := &capstanv1.Addon{}
+		err := admin.Get(context.Background(), client.ObjectKeyFromObject(a), cur)
+		if apierrors.IsNotFound(err) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "hook failed") || strings.Contains(m, "Orphan") {
+			t.Fatalf("the add-on is Stalled %t with %q; want the refused hook retried: the API server only could not take it for a moment", isStalled(cur), m)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Addon is still there after 90s: %s", describeStatus(cur))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if refused.Load() != 1 {
+		t.Errorf("%d writes of the backup Job were failed; want 1", refused.Load())
 	}
 }
