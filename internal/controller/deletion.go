@@ -813,7 +813,11 @@ func mayBeOwned(s *scope) bool {
 // they are looked for there whatever profile places the add-on now.
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 	for _, ref := range s.addon.Status.Inventory {
-		live, err := s.applier.Get(ctx, ref.ObjectRef)
+		// NOTE: read as the prune and the uninstall read it: an entry
+		// whose API version the cluster no longer serves (a beta removed
+		// by an upgrade, a CRD's version dropped) is looked up by one it
+		// serves, and is gone when its kind is served by none.
+		live, err := s.applier.ReadMetadata(ctx, ref.ObjectRef)
 		if apierrors.IsForbidden(err) {
 			// NOTE: the restricted profile applies as the controller, so
 			// it set no owner reference on what the controller may not
@@ -824,6 +828,9 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 		}
 		if err != nil {
 			return err
+		}
+		if live == nil {
+			continue
 		}
 		if err := r.disownObject(ctx, s, live); err != nil {
 			return err
@@ -846,10 +853,7 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 
 // disownObject removes the owner references to the Addon from live, when
 // it has any.
-func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live *unstructured.Unstructured) error {
-	if live == nil {
-		return nil
-	}
+func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live client.Object) error {
 	var kept []metav1.OwnerReference
 	for _, o := range live.GetOwnerReferences() {
 		if o.UID != s.addon.UID {
@@ -859,10 +863,10 @@ func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live *unst
 	if len(kept) == len(live.GetOwnerReferences()) {
 		return nil
 	}
-	patch := client.MergeFrom(live.DeepCopy())
+	patch := client.MergeFrom(live.DeepCopyObject().(client.Object))
 	live.SetOwnerReferences(kept)
 	if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
-		return fmt.Errorf("removing the owner reference from %s %s/%s: %w", live.GetKind(), live.GetNamespace(), live.GetName(), err)
+		return fmt.Errorf("removing the owner reference from %s %s/%s: %w", live.GetObjectKind().GroupVersionKind().Kind, live.GetNamespace(), live.GetName(), err)
 	}
 	return nil
 }

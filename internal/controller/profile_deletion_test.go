@@ -22,15 +22,22 @@ import (
 // restricted and Blocks its sync (ProfileChanged), yet status.profile
 // keeps recording cluster, and the deletion follows the cluster profile's
 // default, Orphan: everything it installed still runs. With a ClusterRole, which the controller may
-// not read, the deletion still lets the Addon go.
+// not read, the deletion still lets the Addon go; so it does with an
+// inventory entry whose API version the cluster no longer serves
+// (policy/v1beta1, as a chart that chose it from .Capabilities recorded it
+// before an upgrade), which is looked up by a version served now, as the
+// uninstall looks it up. Before, that entry failed every try and the Addon
+// stayed for ever.
 func TestClusterAddonMovedOutOfTrustIsLeftRunning(t *testing.T) {
 	inShard := startShard(t, "untrusting", func(c *controller.Config) { c.TrustedNamespaces = []string{"elsewhere"} })
 	for _, tc := range []struct {
 		name        string
 		clusterRole bool
+		unserved    bool
 	}{
-		{"namespaced objects", false},
-		{"with a ClusterRole", true},
+		{"namespaced objects", false, false},
+		{"with a ClusterRole", true, false},
+		{"with an entry of a version no longer served", false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ns := newNamespace(t)
@@ -59,6 +66,14 @@ func TestClusterAddonMovedOutOfTrustIsLeftRunning(t *testing.T) {
 			})
 			if got.Status.Profile != capstanv1.ProfileCluster {
 				t.Errorf("after the shard's reconcile status.profile = %q; want cluster, the profile it was installed under", got.Status.Profile)
+			}
+			if tc.unserved {
+				eventually(t, 10*time.Second, "recording an entry of policy/v1beta1", func() bool {
+					cur := getAddon(t, a)
+					cur.Status.Inventory = append(cur.Status.Inventory, capstanv1.ObjectID{ObjectRef: capstanv1.ObjectRef{
+						APIVersion: "policy/v1beta1", Kind: "PodDisruptionBudget", Namespace: ns, Name: name}})
+					return admin.Status().Update(context.Background(), cur) == nil
+				})
 			}
 
 			if err := admin.Delete(context.Background(), a); err != nil {
