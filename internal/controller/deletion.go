@@ -355,10 +355,11 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry, r.recordPost(s, "post-delete")); err != nil {
-		if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || postDeleteDone(s.addon) {
-			// NOTE: a hook that could not be read did not fail: the next
-			// look reads it again (status.hook), so the error says so
-			// rather than that the hook failed.
+		if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || transientHookError(err) || postDeleteDone(s.addon) {
+			// NOTE: a hook that could not be read, or that the API server
+			// could not take for a moment, did not fail: the retry goes on
+			// from the run (status.hook), so the error says so rather
+			// than that the hook failed.
 			return err
 		}
 		if why := goneWhileHooksRan(ctx, s, err); why != "" {

@@ -235,3 +235,63 @@ func TestPreDeleteRefusedForAMoment(t *testing.T) {
 		t.Errorf("%d writes of the backup Job were failed; want 1", refused.Load())
 	}
 }
+
+// TestPostDeleteRefusedForAMoment deletes an add-on whose post-delete Job
+// the API server fails to take once (a webhook that timed out). That is no
+// hook failure either: every Ready message the uninstall writes, read from
+// a watch of the Addon, says nothing of a failed post-delete hook, and the
+// Job is made on the retry. Before, the retry came, but the message said
+// the post-delete hook had failed and that only those hooks would run
+// again.
+func TestPostDeleteRefusedForAMoment(t *testing.T) {
+	ns := newNamespace(t)
+	left, refused := &atomic.Int32{}, &atomic.Int32{}
+	left.Store(1)
+	shard := startShardWith(t, "tpdr-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) {
+		r.Config.ResyncInterval = time.Hour
+		cfg := rest.CopyConfig(r.RestConfig)
+		cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return failingWrites{next: rt, path: "/apis/batch/v1/namespaces/" + ns + "/jobs/db-cleanup", left: left, refused: refused}
+		})
+		r.RestConfig = cfg
+	})
+	a := dbapp(t, ns, `{extraHooks: [{name: cleanup, kind: Job, events: post-delete}]}`, shard,
+		withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete }))
+	synced(t, a)
+	wc, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), &capstanv1.AddonList{}, client.InNamespace(a.Namespace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if err := admin.Delete(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(90 * time.Second)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch of the Addon ended before it was deleted")
+			}
+			cur, isAddon := ev.Object.(*capstanv1.Addon)
+			if !isAddon || cur.Name != a.Name {
+				continue
+			}
+			if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "the post-delete hook failed") {
+				t.Fatalf("the add-on is Stalled %t with %q; want the refused hook retried as no failure: the API server only could not take it for a moment", isStalled(cur), m)
+			}
+			if ev.Type == watch.Deleted {
+				if refused.Load() != 1 {
+					t.Errorf("%d writes of the post-delete Job were failed; want 1", refused.Load())
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatal("the Addon is still there after 90s")
+		}
+	}
+}
