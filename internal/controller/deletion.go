@@ -45,7 +45,7 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 		return ctrl.Result{}, nil
 	}
 	s.stage = "Delete"
-	if s.profile == capstanv1.ProfileRestricted && slices.Contains(s.addon.Finalizers, metav1.FinalizerDeleteDependents) {
+	if mayBeOwned(s) && slices.Contains(s.addon.Finalizers, metav1.FinalizerDeleteDependents) {
 		// NOTE: too late to hold anything back: the garbage collector
 		// deletes the dependents of an owner deleted in the foreground
 		// at once, whatever its other finalizers. Said once, as the
@@ -296,16 +296,21 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 				return nil
 			}
 			if err := r.runHooks(ctx, s, "pre-delete", record); err != nil {
-				if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || transientHookError(err) || preDeleteDone(s.addon) {
+				if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || preDeleteDone(s.addon) {
 					// NOTE: a stage recorded over failed only in its
 					// clean-up, which the next look finishes. A hook that
-					// could not be read did not fail, nor did one the API
-					// server could not take for a moment (429, 5xx, a
-					// timeout, a conflict, the connection): status.hook
-					// still names it, or the next look makes it again, with
-					// backoff, as a sync's hooks are; no person need keep
-					// the software by orphaning it.
+					// could not be read did not fail: status.hook still
+					// names it.
 					return err
+				}
+				if transientHookError(err) {
+					// NOTE: nor did one the API server could not take for
+					// a moment (429, 5xx, a timeout, a conflict, the
+					// connection): the next look makes it again, with
+					// backoff, as a sync's hooks are. A refusal that lasts
+					// (a webhook that is down) keeps the finalizer as long,
+					// so the way out is said all the same.
+					return persistingRefusal(s, err)
 				}
 				if why := goneWhileHooksRan(ctx, s, err); why != "" {
 					// NOTE: the namespace went after deleteHooks read it:
@@ -355,12 +360,16 @@ func (r *AddonReconciler) uninstall(ctx context.Context, s *scope) error {
 	// A retry goes on from the post-delete run that stopped: the hooks that
 	// succeeded in it are not run again.
 	if err := r.runEvent(ctx, s, "post-delete", retry, r.recordPost(s, "post-delete")); err != nil {
-		if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || transientHookError(err) || postDeleteDone(s.addon) {
-			// NOTE: a hook that could not be read, or that the API server
-			// could not take for a moment, did not fail: the retry goes on
-			// from the run (status.hook), so the error says so rather
-			// than that the hook failed.
+		if hooks.IsRunning(err) || hooks.IsReadError(err) || unrecorded(err) || postDeleteDone(s.addon) {
+			// NOTE: a hook that could not be read did not fail: the next
+			// look reads it again (status.hook), so the error says so
+			// rather than that the hook failed.
 			return err
+		}
+		if transientHookError(err) {
+			// NOTE: nor did one the API server could not take for a
+			// moment: the retry goes on from the run (status.hook).
+			return persistingRefusal(s, err)
 		}
 		if why := goneWhileHooksRan(ctx, s, err); why != "" {
 			// NOTE: everything else is deleted, and the hooks left can
@@ -715,6 +724,14 @@ func uninstallWaits(s *scope, err error) error {
 		"Fix or restore the kubeconfig Secret %s/%s, or make the cluster reachable, and the uninstall goes on; "+
 		"or %s to let the Addon go and leave what it applied there running, unmanaged",
 		strings.TrimSuffix(err.Error(), "."), s.addon.Namespace, ref.SecretRef.Name, orphanHint(s.addon))
+}
+
+// persistingRefusal is err, a delete hook the API server could not take
+// for a moment, which is retried with backoff, with the way out should the
+// refusal last (an admission webhook that is down): the Addon keeps its
+// finalizer until the hook is made.
+func persistingRefusal(s *scope, err error) error {
+	return fmt.Errorf("%w If the API server goes on refusing it (an admission webhook that is down), %s to let the Addon go with its software left running", err, orphanHint(s.addon))
 }
 
 // orphanHint says how to turn the deletion of a into an Orphan one: the

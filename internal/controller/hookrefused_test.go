@@ -144,7 +144,7 @@ func TestRefusedPreDeleteReadIsNoFailure(t *testing.T) {
 	var named bool
 	for time.Now().Before(deadline) {
 		cur := getAddon(t, a)
-		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "hook failed") || strings.Contains(m, "Orphan") {
+		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "the pre-delete hook failed") {
 			t.Fatalf("the add-on is Stalled %t with %q; want no hook's failure: the read was refused", isStalled(cur), m)
 		}
 		named = named || cur.Status.Hook != nil && cur.Status.Hook.Name == "db-backup"
@@ -223,7 +223,7 @@ func TestPreDeleteRefusedForAMoment(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "hook failed") || strings.Contains(m, "Orphan") {
+		if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "the pre-delete hook failed") {
 			t.Fatalf("the add-on is Stalled %t with %q; want the refused hook retried: the API server only could not take it for a moment", isStalled(cur), m)
 		}
 		if time.Now().After(deadline) {
@@ -271,6 +271,7 @@ func TestPostDeleteRefusedForAMoment(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.After(90 * time.Second)
+	var said string
 	for {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -281,12 +282,19 @@ func TestPostDeleteRefusedForAMoment(t *testing.T) {
 			if !isAddon || cur.Name != a.Name {
 				continue
 			}
-			if m := readyMessage(cur); isStalled(cur) || strings.Contains(m, "the post-delete hook failed") {
+			m := readyMessage(cur)
+			if isStalled(cur) || strings.Contains(m, "the post-delete hook failed") {
 				t.Fatalf("the add-on is Stalled %t with %q; want the refused hook retried as no failure: the API server only could not take it for a moment", isStalled(cur), m)
+			}
+			if strings.Contains(m, "could not take it for a moment") {
+				said = m
 			}
 			if ev.Type == watch.Deleted {
 				if refused.Load() != 1 {
 					t.Errorf("%d writes of the post-delete Job were failed; want 1", refused.Load())
+				}
+				if !strings.Contains(said, "goes on refusing it") || !strings.Contains(said, "set spec.deletionPolicy: Orphan") {
+					t.Errorf("the refusal was said as %q; want the way out should it last: the Addon keeps its finalizer meanwhile", said)
 				}
 				return
 			}
