@@ -25,7 +25,8 @@ type removal struct {
 // placed now; "" when this server's controller does not reconcile it (it
 // is another shard's), and status.profile stands for it.
 func removalOf(a *capstanv1.Addon, placed capstanv1.Profile) removal {
-	if placed == "" {
+	otherShard := placed == ""
+	if otherShard {
 		placed = a.Status.Profile
 	}
 	// NOTE: the policy and the profile are the controller's own rule;
@@ -49,19 +50,32 @@ func removalOf(a *capstanv1.Addon, placed capstanv1.Profile) removal {
 	if why != "" {
 		policy = a.DeletionPolicyIn(profile)
 	}
+	// NOTE: the controller holds the uninstall of a cluster add-on whose
+	// namespace it no longer trusts, whether the policy or the box asks
+	// for it.
+	const held = " It was installed under the cluster profile and its namespace is no longer trusted: an uninstall waits, and deletes nothing, until the namespace is trusted again."
+	heldHere := a.Status.Profile == capstanv1.ProfileCluster && placed == capstanv1.ProfileRestricted
 	var out removal
 	switch policy {
 	case capstanv1.DeletionDelete:
 		out.Says = "Removing uninstalls the software (" + why + "): its objects are deleted."
-		if a.Status.Profile == capstanv1.ProfileCluster && placed == capstanv1.ProfileRestricted {
-			out.Says += " It was installed under the cluster profile and its namespace is no longer trusted: the uninstall waits, and deletes nothing, until the namespace is trusted again."
+		if heldHere {
+			out.Says += held
 		}
 	case capstanv1.DeletionOrphan:
 		out.Says = "Removing leaves the software running (" + why + "), unless you tick uninstall."
+		if heldHere {
+			out.Says += held
+		}
 		out.Uninstall = true
 	default:
 		out.Says = "The controller has not placed this add-on in a profile yet: unticked, a restricted add-on is uninstalled anyway, and a cluster add-on is left running."
 		out.Uninstall = true
+	}
+	if otherShard && a.Status.Profile == capstanv1.ProfileRestricted {
+		// NOTE: another shard's controller decides, from whether it
+		// trusts the namespace now, which this server cannot tell.
+		out.Says += " Another shard's controller reconciles it: if it trusts the namespace now, the add-on follows the cluster profile, and is left running with its values unless marked for uninstall."
 	}
 	switch profile {
 	case capstanv1.ProfileRestricted:

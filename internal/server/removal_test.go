@@ -38,7 +38,9 @@ func TestRemovalSaysWhatItDoes(t *testing.T) {
 		{"restricted, trusted now", capstanv1.ProfileRestricted, capstanv1.ProfileCluster, "", false, "leaves the software running (it was installed restricted, but its namespace is trusted now", true, false, false},
 		{"restricted, trusted now, marked", capstanv1.ProfileRestricted, capstanv1.ProfileCluster, "", true, "uninstalls the software (it is marked", false, false, false},
 		{"cluster, placed restricted", capstanv1.ProfileCluster, capstanv1.ProfileRestricted, "", false, "leaves the software running (a cluster add-on's default", true, false, false},
-		{"cluster, placed restricted, marked", capstanv1.ProfileCluster, capstanv1.ProfileRestricted, "", true, "the uninstall waits, and deletes nothing, until the namespace is trusted again", false, false, false},
+		{"cluster, placed restricted, marked", capstanv1.ProfileCluster, capstanv1.ProfileRestricted, "", true, "an uninstall waits, and deletes nothing, until the namespace is trusted again", false, false, false},
+		{"cluster, placed restricted, the box", capstanv1.ProfileCluster, capstanv1.ProfileRestricted, "", false, "unless you tick uninstall. It was installed under the cluster profile and its namespace is no longer trusted: an uninstall waits", true, false, false},
+		{"restricted, another shard's", capstanv1.ProfileRestricted, "", "", false, "Another shard's controller reconciles it: if it trusts the namespace now", false, true, true},
 		{"no profile yet, placed restricted", "", capstanv1.ProfileRestricted, "", false, "uninstalls the software (a restricted add-on's default", false, true, true},
 		{"no profile yet, placed cluster", "", capstanv1.ProfileCluster, "", false, "leaves the software running (a cluster add-on's default", true, false, false},
 	} {
