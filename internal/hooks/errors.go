@@ -39,8 +39,8 @@ type Error struct {
 	Timeout time.Duration
 	// Kept is set when the hook's object from an earlier run was kept,
 	// because its delete policies lack before-hook-creation, so the earlier
-	// result was read again, or, with ReasonCreateFailed, the hook could
-	// not be applied over it.
+	// result was read again, or, with ReasonCreateFailed, the API server
+	// refused to change it in place to apply the hook over it.
 	Kept bool
 	// KeptBy, with Kept, says what kept the object though its policies
 	// name before-hook-creation: its kind, which Capstan never deletes,

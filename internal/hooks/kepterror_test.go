@@ -2,9 +2,17 @@ package hooks_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
@@ -61,6 +69,70 @@ func TestCreateFailedOverAnEarlierObjectSaysWhy(t *testing.T) {
 			}
 			if strings.Contains(msg, "The next sync runs the hook again") {
 				t.Errorf("the error says %q; the next sync fails the same way until the Pod is deleted", msg)
+			}
+		})
+	}
+}
+
+// TestCreateFailedOverAnEarlierObjectForAnotherReason runs a pre-upgrade
+// ConfigMap hook whose policy (hook-failed) keeps its object, then the
+// same hook again, which the API server refuses for a reason of its own:
+// a label value the chart got wrong, or a policy that forbids it. The
+// object kept has nothing to do with either, so the error does not send
+// anyone to delete it; it says how to retry once the cause is fixed.
+// Before, every refusal over a kept object was blamed on it.
+func TestCreateFailedOverAnEarlierObjectForAnotherReason(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		refuse func(f *fixture, h render.Hook)
+	}{
+		{name: "a value the chart got wrong", refuse: func(_ *fixture, h render.Hook) {
+			labels := h.Object.GetLabels()
+			labels["capstan.dev/tier"] = "not a label value!"
+			h.Object.SetLabels(labels)
+		}},
+		{name: "a policy that forbids it", refuse: func(f *fixture, _ render.Hook) {
+			f.applier.Client = interceptor.NewClient(admin, interceptor.Funcs{
+				Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+					if raw, err := json.Marshal(obj); err == nil && strings.Contains(string(raw), `"name":"db-settings"`) {
+						return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "db-settings", errors.New("the registry policy denies it"))
+					}
+					return c.Apply(ctx, obj, opts...)
+				},
+			})
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := newFixture(t)
+			hooksOf := func() []render.Hook {
+				return f.hooksOf(`{extraHooks: [{name: settings, kind: ConfigMap, events: pre-upgrade, deletePolicy: hook-failed}]}`, true)
+			}
+			ctx := context.Background()
+			req := hooks.Request{Applier: f.applier, Addon: f.addon, Event: "pre-upgrade", Hooks: hooksOf(), Timeout: minute, Run: "pre-upgrade/one"}
+			if err := f.runner.Run(ctx, req); err != nil {
+				t.Fatalf("the first run: %v", err)
+			}
+			if f.configMap("db-settings") == nil {
+				t.Fatal("the first run left no ConfigMap to apply over")
+			}
+
+			req.Hooks, req.Run = hooksOf(), "pre-upgrade/two"
+			for _, h := range req.Hooks {
+				if h.Object.GetName() == "db-settings" {
+					c.refuse(f, h)
+				}
+			}
+			err := f.runner.Run(ctx, req)
+			e := hookError(t, err)
+			if e.Reason != hooks.ReasonCreateFailed || e.Kept || hooks.Transient(err) {
+				t.Fatalf("the second run returned %v (reason %s, kept %t); want a CreateFailed that blames no kept object", err, e.Reason, e.Kept)
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "applied over") || strings.Contains(msg, "to run it anew") {
+				t.Errorf("the error says %q; the object kept is not why the API server refused the hook", msg)
+			}
+			if !strings.Contains(msg, "spec.syncRequest") {
+				t.Errorf("the error says %q; want it to say how to retry", msg)
 			}
 		})
 	}

@@ -570,14 +570,44 @@ func (r *Runner) create(ctx context.Context, req Request, h render.Hook, obj *un
 		if obj.GetKind() == "Secret" {
 			msg = "the API server refused the Secret (its message is withheld because it can quote a value)"
 		}
-		// NOTE: applied over an earlier run's object, on purpose: the
-		// error says so, and how to run the hook anew, since the next
-		// sync applies over it again (a Pod whose spec cannot change).
+		// NOTE: applied over an earlier run's object, on purpose. When
+		// the API server refuses to change that object in place (a Pod
+		// whose spec cannot change), the error says so and how to run
+		// the hook anew, since the next sync applies over it again. Any
+		// other refusal (a policy, a quota, a value the chart got wrong)
+		// would meet a new object as well: deleting the old one would
+		// not help.
 		e := fail(ReasonCreateFailed, msg, err)
-		e.Kept, e.KeptBy = existed, keptBy
+		if existed && changeRefused(obj, err) {
+			e.Kept, e.KeptBy = existed, keptBy
+		}
 		return existed, keptBy, e
 	}
 	return existed, keptBy, nil
+}
+
+// changeRefused reports whether err is the API server refusing to change
+// the live object of obj in place: an immutable field
+// (apply.RefusedInPlace), or a Pod's spec, which an update may change only
+// in a few fields.
+func changeRefused(obj *unstructured.Unstructured, err error) bool {
+	if apply.RefusedInPlace(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if obj.GetKind() != "Pod" || obj.GetAPIVersion() != "v1" || !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	st := status.Status()
+	if st.Details == nil || strings.Contains(st.Message, "admission webhook") || strings.Contains(st.Message, "ValidatingAdmissionPolicy") {
+		return false
+	}
+	for _, c := range st.Details.Causes {
+		if c.Type == metav1.CauseTypeForbidden && strings.Contains(c.Message, "pod updates may not change fields") {
+			return true
+		}
+	}
+	return false
 }
 
 // heldBy names the other Addon that holds live, the object of the hook
