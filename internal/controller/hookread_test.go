@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -206,4 +207,89 @@ func TestBusyHookCreateGoesOnFromTheRun(t *testing.T) {
 	if n := rec.count("Job/db-second", watch.Added); n != 1 {
 		t.Errorf("the second Job was created %d times; want once", n)
 	}
+}
+
+// busyRun is a hook runner whose applier has the API server answer every
+// apply of the object name with 429 (Too Many Requests) in the first run
+// of event that makes it, and in that run alone: the API server stays
+// overloaded for as long as that run is retried.
+type busyRun struct {
+	controller.HookRunner
+	event, name string
+	mu          sync.Mutex
+	run         string
+	refused     chan error
+}
+
+func (h *busyRun) Run(ctx context.Context, req hooks.Request) error {
+	if req.Event != h.event {
+		return h.HookRunner.Run(ctx, req)
+	}
+	h.mu.Lock()
+	if h.run == "" {
+		h.run = req.Run
+	}
+	busy := h.run == req.Run
+	h.mu.Unlock()
+	if !busy {
+		return h.HookRunner.Run(ctx, req)
+	}
+	a := *req.Applier
+	a.Client = busyClient{Client: a.Client, busy: func(obj runtime.ApplyConfiguration) error {
+		raw, err := json.Marshal(obj)
+		if err != nil || !strings.Contains(string(raw), `"name":"`+h.name+`"`) {
+			return nil
+		}
+		return apierrors.NewTooManyRequests("slow down", 1)
+	}}
+	req.Applier = &a
+	err := h.HookRunner.Run(ctx, req)
+	select {
+	case h.refused <- err:
+	default:
+	}
+	return err
+}
+
+// TestBusyHookRunNeverRetriedLeavesNothing installs the dbapp chart whose
+// pre-install initdb Job, with hook-succeeded, succeeds, and whose second
+// pre-install Job the API server cannot take (429) for as long as that
+// run is retried. The initdb Job is kept for the retry, which never
+// comes: the values change, and the new render drops the initdb hook. The
+// new run goes on without it, and the initdb Job the first run left is
+// deleted. Before, no record named it, and it stayed for good.
+func TestBusyHookRunNeverRetriedLeavesNothing(t *testing.T) {
+	ns := newNamespace(t)
+	h := &busyRun{HookRunner: reconciler.Hooks, event: "pre-install", name: "db-second", refused: make(chan error, 1)}
+	shard := startShardWith(t, "busyrun-"+ns[len(ns)-5:], func(r *controller.AddonReconciler) { r.Hooks = h })
+	second := `extraHooks: [{name: second, kind: Job, events: pre-install, weight: "1"}]`
+	a := dbapp(t, ns, `{hooks: {initdb: {deletePolicy: "before-hook-creation,hook-succeeded"}}, `+second+`}`, shard)
+
+	select {
+	case err := <-h.refused:
+		if !hooks.Transient(err) {
+			t.Fatalf("the run returned %v; want the second Job, not taken for a moment", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("the controller never came to apply the second Job")
+	}
+	initdb := job(t, ns, "db-initdb")
+	if initdb == nil || initdb.Status.Succeeded != 1 || initdb.DeletionTimestamp != nil {
+		t.Fatalf("initdb %s; want the Job that succeeded left for the retry", jobString(initdb))
+	}
+	waitFor(t, a, 30*time.Second, "status.hook to name the second Job", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Hook != nil && cur.Status.Hook.Name == "db-second"
+	})
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues(`{hooks: {initdb: {enabled: false}}, ` + second + `}`)
+	})
+	synced(t, a)
+	if j := job(t, ns, "db-second"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("second %s; want it run by the new render, succeeded", jobString(j))
+	}
+	eventually(t, 30*time.Second, "the initdb Job the first run left to be deleted", func() bool {
+		j := job(t, ns, "db-initdb")
+		return j == nil || j.DeletionTimestamp != nil
+	})
 }

@@ -125,7 +125,8 @@ type recordDone func(ctx context.Context, run string, objs []capstanv1.ObjectRef
 // for the render hash, with objs, of run, still to delete. A sync's record
 // keeps the objects an earlier record still named (a delete that failed,
 // finishCleanUp), so that they are deleted later, not forgotten; an
-// uninstall's does not: it tried them once (finishCleanUp, in uninstall).
+// uninstall's keeps only those of its own run, held for it: it tried the
+// others once (finishCleanUp, in uninstall).
 func (s *scope) doneRecord(event, hash, run string, objs []capstanv1.ObjectRef) *capstanv1.PendingHook {
 	d := &capstanv1.PendingHook{Event: event, Hash: hash, Run: run}
 	seen := map[string]bool{}
@@ -133,11 +134,13 @@ func (s *scope) doneRecord(event, hash, run string, objs []capstanv1.ObjectRef) 
 		d.Objects = append(d.Objects, capstanv1.HookObject{ObjectRef: ref, Run: run})
 		seen[ref.Key()] = true
 	}
-	if old := s.addon.Status.PreHooksDone; old != nil && !deleteEvent(event) {
+	if old := s.addon.Status.PreHooksDone; old != nil {
 		for _, o := range old.Objects {
 			// NOTE: an object the new run made again under the same name
-			// is the new run's.
-			if !seen[o.Key()] {
+			// is the new run's. An uninstall's own run's objects were held
+			// for it (goesOnFrom), never tried: they stay, whatever its
+			// render now holds.
+			if !seen[o.Key()] && (!deleteEvent(event) || o.Run == run) {
 				d.Objects = append(d.Objects, o)
 				seen[o.Key()] = true
 			}
@@ -220,11 +223,63 @@ func (r *AddonReconciler) finishCleanUp(ctx context.Context, s *scope) ([]capsta
 	if d == nil || len(d.Objects) == 0 {
 		return nil, nil
 	}
-	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run, "objects", len(d.Objects))
+	var held, objs []capstanv1.HookObject
+	for _, o := range d.Objects {
+		if s.goesOnFrom(o.Run) {
+			held = append(held, o)
+		} else {
+			objs = append(objs, o)
+		}
+	}
+	if len(objs) == 0 {
+		return nil, nil
+	}
+	logf.FromContext(ctx).Info("Deleting what is left of the hook-succeeded objects of a run whose end was recorded", "event", d.Event, "run", d.Run, "objects", len(objs))
 	left, err := r.Hooks.CleanUp(ctx, hooks.Request{Applier: s.applier, Addon: s.addon, Event: d.Event,
-		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating)}, d.Objects)
-	s.addon.Status.PreHooksDone = withObjects(d, left)
+		Timeout: r.hookTimeout(s), Keep: s.keepFrom(apply.Recreating)}, objs)
+	s.addon.Status.PreHooksDone = withObjects(d, slices.Concat(held, left))
 	return left, err
+}
+
+// goesOnFrom reports whether run is the run of hooks status.hook names, and
+// this look may go on from it: the same render's run of a sync's event
+// while the Addon is not being deleted, or the uninstall's run of a
+// delete event. The hook-succeeded objects such a run left when the API
+// server could not take its next hook for a moment (leaveForRun) show it
+// that those hooks succeeded, and stay until it ends. A run this look does
+// not go on from (a new render, or the uninstall of an Addon whose sync
+// stopped) leaves them to be deleted.
+func (s *scope) goesOnFrom(run string) bool {
+	h := s.addon.Status.Hook
+	if h == nil || h.Run == "" || h.Run != run {
+		return false
+	}
+	deleting := !s.addon.DeletionTimestamp.IsZero()
+	if deleteEvent(h.Event) {
+		return deleting
+	}
+	return !deleting && s.render != nil && hookRun(s, h.Event) == run
+}
+
+// leaveForRun records in status.preHooksDone the hook-succeeded objects
+// that a run of a pre event (or of the tests) left when the API server
+// could not take its next hook for a moment (hooks.Transient). The retry
+// goes on from the run, which status.hook goes on naming, and does not run
+// those hooks again, so finishCleanUp holds them while a look may go on
+// from it (goesOnFrom). A retry may never come: a new render is another
+// run, which does not name them when it renamed or dropped the hooks, and
+// the uninstall runs other events; either deletes them. A post event's
+// are status.pendingHook's (keepForRetry).
+func leaveForRun(s *scope, event, run string, err error) {
+	left, _ := hooks.LeftForRetry(err)
+	if !hooks.Transient(err) || postEvent(event) || len(left) == 0 {
+		return
+	}
+	objs := make([]capstanv1.HookObject, len(left))
+	for i, ref := range left {
+		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
+	}
+	s.addon.Status.PreHooksDone = withLeftOvers(s.addon.Status.PreHooksDone, objs)
 }
 
 // warnCleanUp says, in the log and in a Warning event, that the
@@ -501,6 +556,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 		return err
 	}
 	keepForRetry(s, event, run, err)
+	leaveForRun(s, event, run, err)
 	if (hooks.IsReadError(err) || hooks.Transient(err)) && event != render.SyncFailEvent {
 		// NOTE: no hook failed: the API server refused to read the one the
 		// run waited for, which may still run (a migration), or could not

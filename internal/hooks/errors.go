@@ -46,10 +46,12 @@ type Error struct {
 	// name before-hook-creation: its kind, which Capstan never deletes,
 	// or a mark in its manifests, such as helm.sh/resource-policy: keep.
 	KeptBy string
-	// Left, with Request.KeepForRetry, are the objects of the hooks that
+	// Left, with Request.KeepForRetry or for a hook the API server could
+	// not take for a moment (Transient), are the objects of the hooks that
 	// succeeded before this one that their hook-succeeded policy deletes
 	// once the event has succeeded: left for the retry, which goes on from
-	// the same run and does not run them again.
+	// the same run and does not run them again. The caller records them,
+	// so that they are deleted when no retry goes on from the run.
 	Left []capstanv1.ObjectRef
 	// Err is the underlying error, if any.
 	Err error
@@ -257,8 +259,9 @@ func IsReadError(err error) bool {
 	return errors.As(err, &e)
 }
 
-// LeftForRetry returns the objects that a run with Request.KeepForRetry
-// left for the run that goes on from it (Error.Left, ReadError.Left), and
+// LeftForRetry returns the objects that a run with Request.KeepForRetry,
+// or one a hook the API server could not take for a moment stopped, left
+// for the run that goes on from it (Error.Left, ReadError.Left), and
 // whether err ended such a run: a hook that failed, or one that could not
 // be read.
 func LeftForRetry(err error) ([]capstanv1.ObjectRef, bool) {

@@ -193,7 +193,11 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 					// this hook, which it did not make). The objects of the
 					// hooks before it show that run that they succeeded;
 					// deleted, a migration or "create admin user" Job would
-					// run again at each retry, within seconds.
+					// run again at each retry, within seconds. The error
+					// names them, so that the caller records them: a
+					// retry may never come (a new render is another run,
+					// which does not name them), and they are deleted then.
+					he.Left = succeededRefs(selected[:i])
 				case errors.As(err, &re) && req.Event != render.SyncFailEvent && shown != nil:
 					// NOTE: the next look goes on from the hook status.hook
 					// names, which may be one before the hook whose read

@@ -58,6 +58,9 @@ func TestTransientCreateKeepsWhatSucceeded(t *testing.T) {
 	if msg := err.Error(); !strings.Contains(msg, "no hook failed") || strings.Contains(msg, "The next sync runs the hook again") {
 		t.Errorf("the error says %q; want that no hook failed and that the run goes on", msg)
 	}
+	if len(e.Left) != 1 || e.Left[0].Name != "db-migrate" {
+		t.Errorf("the error leaves %v; want it to name the migrate Job, for the caller to record and delete when no retry comes", e.Left)
+	}
 	migrate := f.job("db-migrate")
 	if migrate == nil || migrate.Status.Succeeded != 1 || migrate.DeletionTimestamp != nil {
 		t.Fatalf("migrate %s; want the Job that succeeded left for the retry", jobString(migrate))
