@@ -400,7 +400,7 @@ func dependencyError(ch *chartv2.Chart, user map[string]any, err error) error {
 	if !subchartNames(ch)[name] {
 		return fmt.Errorf("chart %s: the values of one of its subcharts are not a map: each subchart's key must hold a map", ch.Name())
 	}
-	if p := nonMapKey(user, name); p != nil {
+	if p := nonMapSubchartKey(ch, user, name); p != nil {
 		return fmt.Errorf("chart %s: %s holds the values of subchart %s and must be a map", ch.Name(), dotted(p), name)
 	}
 	return fmt.Errorf("chart %s: the values of subchart %s must be a map, and the chart's defaults set them to something else", ch.Name(), name)
@@ -430,32 +430,98 @@ func subchartNames(ch *chartv2.Chart) map[string]bool {
 	return names
 }
 
-// nonMapKey returns the shortest path through maps to a key named name
-// whose value is neither a map nor null, or nil when there is none. Among
-// paths of one length, the first in sorted order wins.
-func nonMapKey(v map[string]any, name string) []string {
-	level := [][]string{nil}
-	for len(level) > 0 {
-		var next [][]string
-		for _, p := range level {
-			m, _ := lookup(v, p)
-			mm, _ := m.(map[string]any)
-			for _, k := range sortedKeys(mm) {
-				child := append(p[:len(p):len(p)], k)
-				switch mm[k].(type) {
+// nonMapSubchartKey returns the path to a key named name whose value in v
+// is neither a map nor null, among the keys Helm reads as a subchart's
+// values, or nil when there is none. Helm walks the chain of subcharts:
+// each chart's subcharts by their key under the chart's own (an alias, or
+// the chart's name, which it reads before it applies the alias of a
+// subchart's subchart), and, as it resolves the subcharts of a subchart
+// against the top-level values, the keys of those at the top level too. A
+// key named like a subchart elsewhere (cache.redis, a URL) is no
+// subchart's, and Helm never reads it.
+func nonMapSubchartKey(ch *chartv2.Chart, v map[string]any, name string) []string {
+	var walk func(c *chartv2.Chart, v map[string]any, p []string) []string
+	walk = func(c *chartv2.Chart, v map[string]any, p []string) []string {
+		for _, sub := range subchartKeys(c) {
+			for _, key := range sub.keys {
+				child := append(p[:len(p):len(p)], key)
+				switch val := v[key].(type) {
 				case map[string]any:
-					next = append(next, child)
+					if found := walk(sub.chart, val, child); found != nil {
+						return found
+					}
 				case nil:
 				default:
-					if k == name {
+					if key == name {
 						return child
 					}
 				}
 			}
 		}
-		level = next
+		return nil
+	}
+	if p := walk(ch, v, nil); p != nil {
+		return p
+	}
+	if _, isMap := v[name].(map[string]any); isMap || v[name] == nil {
+		return nil
+	}
+	var nested func(c *chartv2.Chart) bool
+	nested = func(c *chartv2.Chart) bool {
+		for _, sub := range subchartKeys(c) {
+			for _, subsub := range subchartKeys(sub.chart) {
+				if slices.Contains(subsub.keys, name) {
+					return true
+				}
+			}
+			if nested(sub.chart) {
+				return true
+			}
+		}
+		return false
+	}
+	if nested(ch) {
+		return []string{name}
 	}
 	return nil
+}
+
+// subchartKey is a subchart of a chart and the keys its values may be
+// under: its alias, then its name.
+type subchartKey struct {
+	chart *chartv2.Chart
+	keys  []string
+}
+
+// subchartKeys lists the subcharts of c in its Chart.yaml's order, each
+// under its alias and its name, and then those its charts folder holds
+// that Chart.yaml does not name.
+func subchartKeys(c *chartv2.Chart) []subchartKey {
+	loaded := map[string]*chartv2.Chart{}
+	for _, d := range c.Dependencies() {
+		loaded[d.Name()] = d
+	}
+	var out []subchartKey
+	named := map[string]bool{}
+	if c.Metadata != nil {
+		for _, d := range c.Metadata.Dependencies {
+			if d == nil || loaded[d.Name] == nil {
+				continue
+			}
+			named[d.Name] = true
+			keys := []string{d.Name}
+			if d.Alias != "" && d.Alias != d.Name {
+				keys = []string{d.Alias, d.Name}
+			}
+			out = append(out, subchartKey{chart: loaded[d.Name], keys: keys})
+		}
+	}
+	for _, d := range c.Dependencies() {
+		if !named[d.Name()] {
+			out = append(out, subchartKey{chart: d, keys: []string{d.Name()}})
+		}
+	}
+	return out
 }
 
 // coalesceDefaults returns a resolved chart's defaults, with those of its

@@ -387,3 +387,31 @@ func TestComposeNullDeletesASubchartsGlobal(t *testing.T) {
 		t.Errorf("a null under global that deletes nothing reaches Helm: %v", g)
 	}
 }
+
+// The key a "must be a map" error names is the one Helm failed on: the
+// values of a nested subchart (app → sub → redis) at sub.redis, not a
+// valid setting elsewhere that happens to be named like the subchart
+// (cache.redis, a URL). Helm resolves a subchart's subcharts against the
+// top-level values, so a top-level key of that name is read too. An alias
+// names the key as Helm resolves it.
+func TestSubchartKeyNotAMapNamesHelmsKey(t *testing.T) {
+	for _, tc := range []struct {
+		name, alias, spec, want string
+	}{
+		{"nested", "", "cache:\n  redis: redis://cache:6379\nsub:\n  redis: oops\n", "sub.redis holds the values of subchart redis"},
+		{"at the top level too", "", "cache:\n  redis: redis://cache:6379\nredis: oops\n", "redis holds the values of subchart redis"},
+		{"aliased", "cache", "redis:\n  cache: redis://cache:6379\nsub:\n  cache: oops\n", "sub.cache holds the values of subchart cache"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			redis := testChart(t, "redis", "port: 6379\n", "")
+			sub := testChart(t, "sub", "x: 1\n", "", redis)
+			sub.Metadata.Dependencies = []*chartv2.Dependency{{Name: "redis", Version: "1.0.0", Alias: tc.alias}}
+			ch := testChart(t, "app", "cache: {}\nredis: {}\n", "", sub)
+			ch.Metadata.Dependencies = []*chartv2.Dependency{{Name: "sub", Version: "1.0.0"}}
+			_, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, tc.spec)}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "oops") {
+				t.Errorf("Compose: got error %q, want one saying %q and not quoting the value", err, tc.want)
+			}
+		})
+	}
+}
