@@ -81,6 +81,7 @@ type schemaGraph struct {
 type graphNode struct {
 	writeOnly bool
 	same      []int            // $ref, allOf, anyOf, oneOf, then, else, dependentSchemas
+	always    []int            // those of same that always apply: $ref, allOf
 	named     map[string][]int // properties, by name
 	anyKey    []int            // patternProperties, additionalProperties, items and the like
 	// keyed are the anyKey edges, each with the keys or indexes that
@@ -114,7 +115,7 @@ const (
 	ruleUnevaluated                 // the keys that no schema applied to the value takes
 	ruleIndex                       // one index (a tuple's items, prefixItems)
 	ruleFrom                        // an index and those after it (items after a tuple, additionalItems)
-	ruleNone                        // nothing (additionalItems without a tuple)
+	ruleNone                        // nothing (additionalItems without a tuple, unevaluatedItems beside items)
 )
 
 // keyScope is what a schema's additionalProperties and
@@ -907,10 +908,12 @@ func (w *schemaWalker) keepWriteOnly() {
 
 // keyScopeOf returns what the additionalProperties and
 // unevaluatedProperties of the schema numbered id leave to them. For
-// unevaluatedProperties it counts the schemas applied in place one step
-// away, a $ref's target and each combinator's branch, as evaluating what
+// unevaluatedProperties it counts the schemas that always apply in place
+// one step away, a $ref's target and each allOf branch, as evaluating what
 // they declare: those where a chart declares its plain properties beside
-// it. A key that only a deeper one declares is taken as unevaluated.
+// it. A key that only a deeper one declares, or only a conditional one
+// (then, else, an anyOf or oneOf branch, a dependentSchemas entry), which
+// evaluates it only when it applies, is taken as unevaluated.
 func (w *schemaWalker) keyScopeOf(id int) *keyScope {
 	sc := &keyScope{own: map[string]bool{}, evaluated: map[string]bool{}}
 	add := func(node any, own bool) {
@@ -936,7 +939,7 @@ func (w *schemaWalker) keyScopeOf(id int) *keyScope {
 		}
 	}
 	add(w.nodeAt[id], true)
-	for _, s := range w.graph.nodes[id].same {
+	for _, s := range w.graph.nodes[id].always {
 		add(w.nodeAt[s], false)
 	}
 	return sc
@@ -950,7 +953,11 @@ type subschema struct {
 	at   string
 	seg  patSeg
 	same bool
-	rule keyRule // the keys or indexes it applies to, when seg.any
+	// always, with same, says that it applies whatever the value (allOf),
+	// not only when a condition holds (anyOf, oneOf, then, else,
+	// dependentSchemas, dependencies).
+	always bool
+	rule   keyRule // the keys or indexes it applies to, when seg.any
 }
 
 // subschemas lists the schemas within obj, a schema of draft, that apply to
@@ -971,12 +978,20 @@ func subschemas(draft int, obj map[string]any) []subschema {
 	// The items a tuple (items as a list, or prefixItems) does not take are
 	// left to items after it, additionalItems or unevaluatedItems.
 	tuple, isTuple := obj["items"].([]any)
-	if prefix, ok := obj["prefixItems"].([]any); ok {
+	arrayItems := isTuple
+	if prefix, ok := obj["prefixItems"].([]any); ok && draft >= 2020 {
 		tuple, isTuple = prefix, true
 	}
 	additionalItems := keyRule{kind: ruleNone}
 	if isTuple {
 		additionalItems = keyRule{kind: ruleFrom, index: len(tuple)}
+	}
+	// NOTE: items as a schema takes every item the tuple does not, and so
+	// does additionalItems after the tuple form of items: validation
+	// leaves unevaluatedItems none.
+	unevaluatedItems := keyRule{kind: ruleFrom, index: len(tuple)}
+	if isSchema(obj["items"]) || arrayItems && isSchema(obj["additionalItems"]) {
+		unevaluatedItems = keyRule{kind: ruleNone}
 	}
 	anyKey := []string{"additionalProperties", "additionalItems", "items", "contains"}
 	rules := map[string]keyRule{
@@ -985,7 +1000,7 @@ func subschemas(draft int, obj map[string]any) []subschema {
 		"items":                 {kind: ruleFrom, index: len(tuple)},
 		"contains":              {kind: ruleAny},
 		"unevaluatedProperties": {kind: ruleUnevaluated},
-		"unevaluatedItems":      {kind: ruleFrom, index: len(tuple)},
+		"unevaluatedItems":      unevaluatedItems,
 	}
 	if draft >= 2019 {
 		anyKey = append(anyKey, "unevaluatedProperties", "unevaluatedItems")
@@ -1001,7 +1016,7 @@ func subschemas(draft int, obj map[string]any) []subschema {
 			}
 		}
 	}
-	if items, ok := obj["prefixItems"].([]any); ok {
+	if items, ok := obj["prefixItems"].([]any); ok && draft >= 2020 {
 		for i, e := range items {
 			out = append(out, subschema{node: e, at: "/prefixItems/" + strconv.Itoa(i), seg: patSeg{any: true},
 				rule: keyRule{kind: ruleIndex, index: i}})
@@ -1010,7 +1025,7 @@ func subschemas(draft int, obj map[string]any) []subschema {
 	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
 		subs, _ := obj[kw].([]any)
 		for i, sub := range subs {
-			out = append(out, subschema{node: sub, at: "/" + kw + "/" + strconv.Itoa(i), same: true})
+			out = append(out, subschema{node: sub, at: "/" + kw + "/" + strconv.Itoa(i), same: true, always: kw == "allOf"})
 		}
 	}
 	for _, kw := range []string{"then", "else"} {
@@ -1035,6 +1050,16 @@ func subschemas(draft int, obj map[string]any) []subschema {
 		}
 	}
 	return out
+}
+
+// isSchema reports whether v is a schema that applies to whatever it is
+// given: an object, or true.
+func isSchema(v any) bool {
+	if b, ok := v.(bool); ok {
+		return b
+	}
+	_, ok := v.(map[string]any)
+	return ok
 }
 
 // escapeToken escapes one token of a JSON pointer.
@@ -1161,6 +1186,7 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			}
 			edge(to)
 			n.same = append(n.same, to)
+			n.always = append(n.always, to)
 			steps = append(steps, walkStep{to: to, ref: true, same: true})
 		}
 	}
@@ -1174,6 +1200,9 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 		switch {
 		case sub.same:
 			n.same = append(n.same, to)
+			if sub.always {
+				n.always = append(n.always, to)
+			}
 		case sub.seg.any:
 			n.anyKey = append(n.anyKey, to)
 			n.keyed = append(n.keyed, keyedEdge{to: to, rule: sub.rule})

@@ -1024,6 +1024,32 @@ func TestSecretInputsAreWhereValidationAppliesTheSchema(t *testing.T) {
 			values: "env:\n  LOG_LEVEL: debug\n  API_KEY: Sup3rS3cretPw\n",
 			want:   []string{"/env/API_KEY"},
 		},
+		{
+			name: "unevaluatedProperties takes what only a branch that did not apply declares",
+			schema: `{"type": "object", "properties": {"cfg": {"type": "object",
+			  "properties": {"mode": {"type": "string"}},
+			  "if": {"properties": {"mode": {"const": "managed"}}},
+			  "else": {"properties": {"token": {"type": "string"}}},
+			  "unevaluatedProperties": {"type": "string", "writeOnly": true}}}}`,
+			values: "cfg:\n  mode: managed\n  token: Sup3rS3cretPw\n",
+			want:   []string{"/cfg/token"},
+		},
+		{
+			name: "unevaluatedProperties takes what only an anyOf branch declares",
+			schema: `{"type": "object", "properties": {"cfg": {"type": "object",
+			  "properties": {"mode": {"type": "string"}},
+			  "anyOf": [{"required": ["mode"]}, {"properties": {"token": {"type": "string"}}, "required": ["url"]}],
+			  "unevaluatedProperties": {"type": "string", "writeOnly": true}}}}`,
+			values: "cfg:\n  mode: managed\n  token: Sup3rS3cretPw\n",
+			want:   []string{"/cfg/token"},
+		},
+		{
+			name: "unevaluatedItems takes nothing after items",
+			schema: `{"type": "object", "properties": {"args": {"type": "array",
+			  "prefixItems": [{"type": "string"}], "items": {"type": "string"},
+			  "unevaluatedItems": {"type": "string", "writeOnly": true}}}}`,
+			values: "args: [--verbose, --debug]\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
