@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,5 +101,82 @@ func BenchmarkCompareScatteredChanges(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// crd is a CustomResourceDefinition of about 10 lines per field, n fields,
+// labelled with chart, whose field `field<changed>` has description.
+func crd(n int, chart string, changed int, description string) *unstructured.Unstructured {
+	props := map[string]any{}
+	for i := range n {
+		d := fmt.Sprintf("Field %d of the spec, as the operator reads it.", i)
+		if i == changed {
+			d = description
+		}
+		props[fmt.Sprintf("field%05d", i)] = map[string]any{
+			"description": d,
+			"type":        "object",
+			"properties": map[string]any{
+				"enabled":  map[string]any{"type": "boolean", "description": fmt.Sprintf("Whether field %d is on.", i)},
+				"replicas": map[string]any{"type": "integer", "format": "int32"},
+			},
+		}
+	}
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "widgets.example.com", "labels": map[string]any{"helm.sh/chart": chart}},
+		"spec": map[string]any{
+			"group": "example.com",
+			"names": map[string]any{"kind": "Widget", "plural": "widgets"},
+			"scope": "Namespaced",
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"spec": map[string]any{"type": "object", "properties": props}},
+				}},
+			}},
+		},
+	}}
+}
+
+// TestAFewDistantChangesOfALargeObjectAreShown: an upgrade of a large CRD
+// that changes its chart label, near its top, and one description deep in
+// its schema is two hunks, as difflib shows them over the whole object:
+// two changes cost difflib little, however far apart they are.
+func TestAFewDistantChangesOfALargeObjectAreShown(t *testing.T) {
+	live := crd(1000, "widgets-1.0.0", 900, "Field 900 of the spec, as the operator reads it.")
+	desired := crd(1000, "widgets-1.1.0", 900, "Field 900 of the spec, now read on every reconcile.")
+	a, _ := yaml.Marshal(Normalize(live).Object)
+	if n := strings.Count(string(a), "\n"); n < 9000 {
+		t.Fatalf("the CRD has %d lines, want 9,000 or more", n)
+	}
+	c, err := Compare(desired, live, desired)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := yaml.Marshal(Normalize(desired).Object)
+	want, _ := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{A: difflib.SplitLines(string(a)), B: difflib.SplitLines(string(b)),
+		FromFile: "live/CustomResourceDefinition/widgets.example.com", ToFile: "planned/CustomResourceDefinition/widgets.example.com", Context: 3})
+	if c.DiffTooLarge || c.Diff != want || strings.Count(c.Diff, "\n@@ -") != 2 {
+		t.Errorf("a CRD with two distant changes: diff\n%.2000s\nwant\n%.2000s", c.Diff, want)
+	}
+
+	var lines []string
+	for i := range 5000 {
+		lines = append(lines, fmt.Sprintf("host-%d.example.com", i))
+	}
+	before := strings.Join(lines, "\n")
+	slices.Reverse(lines)
+	cm := func(text string) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+			"metadata": map[string]any{"name": "hosts", "namespace": "mon"}, "data": map[string]any{"hosts": text}}}
+	}
+	c, err = Compare(cm(strings.Join(lines, "\n")), cm(before), cm(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DiffTooLarge || !strings.Contains(c.Diff, "(diff too large to show here: lines in another order, between line") {
+		t.Errorf("5,000 lines put in another order: %.300q", c.Diff)
 	}
 }

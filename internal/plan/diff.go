@@ -26,7 +26,8 @@ type Comparison struct {
 	// Diff is the unified diff of an update, with Secret data hidden.
 	Diff string
 	// DiffTooLarge is true when Diff only counts the lines that change:
-	// they span more than a diff for status compares (maxDiffLines).
+	// they are too many, over too many lines, for a diff for status to
+	// compare (maxDiffWork).
 	DiffTooLarge bool
 	// Digest identifies the change itself, Secret values included, so that a
 	// plan's hash changes whenever what would be applied changes. It reveals
@@ -156,20 +157,31 @@ func walkChanges(path []any, from, to any, change func(op string, path []any, be
 	}
 }
 
-// maxDiffLines bounds the lines a diff for status compares, once the lines
-// both sides begin and end with alike are set aside: past it, the diff
-// says how many lines change, and `capstan plan` shows it whole.
+// maxDiffWork bounds the work of a diff for status of more than
+// smallDiffLines lines in all, once the lines both sides begin and end
+// with alike are set aside: the lines left to compare times the places
+// where they differ (the lines that change, and the breaks where lines
+// alike on both sides follow another order: a list rendered in random
+// order). Past it, the diff says how many lines
+// change, and `capstan plan` shows it whole.
 //
-// NOTE: difflib's matching takes time that grows about as the square of
-// the lines when the changes are scattered (an upgrade that changes every
-// query of a dashboard's JSON in a ConfigMap): 16 s for one of 40,000
-// lines, on every preview of a pending change. Status keeps 16 KiB of a
-// diff anyway (MaxDiffBytes). docs/benchmarks.md has the figures.
-const maxDiffLines = 4000
+// NOTE: difflib's matching takes time that grows about as the lines
+// compared times the blocks of lines that match between the changes: 16 s
+// for a dashboard's JSON of 40,000 lines whose every seventh line changes
+// (an upgrade that changes every query), on every preview of a pending
+// change; 4,000 lines with 600 changed take about 50 ms. A few changes far
+// apart (a CRD's chart label at its top, and one line deep in its schema)
+// cost little however large the object. Status keeps 16 KiB of a diff
+// anyway (MaxDiffBytes). docs/benchmarks.md has the figures.
+const maxDiffWork = smallDiffLines * 600
+
+// smallDiffLines is the size, both sides together, under which a diff is
+// always compared.
+const smallDiffLines = 4000
 
 // unified renders a unified diff of two objects as YAML. A nil side is
-// empty. Unless full, a diff whose changed lines span more than
-// maxDiffLines is only counted (tooLarge).
+// empty. Unless full, a diff that would take more work than maxDiffWork
+// is only counted (tooLarge).
 func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructured, full bool) (text string, tooLarge bool, err error) {
 	side := func(obj *unstructured.Unstructured) ([]string, error) {
 		if obj == nil {
@@ -191,7 +203,7 @@ func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructur
 	}
 	name := describe(named)
 	d := difflib.UnifiedDiff{A: a, B: b, FromFile: "live/" + name, ToFile: "planned/" + name, Context: 3}
-	if len(a)+len(b) <= maxDiffLines {
+	if len(a)+len(b) <= smallDiffLines {
 		text, err := difflib.GetUnifiedDiffString(d)
 		return text, false, err
 	}
@@ -207,10 +219,14 @@ func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructur
 		suf++
 	}
 	midA, midB := a[pre:len(a)-suf], b[pre:len(b)-suf]
-	if !full && len(midA) > 0 && len(midB) > 0 && len(midA)+len(midB) > maxDiffLines {
-		removed, added := changedLines(midA, midB)
-		return fmt.Sprintf("--- %s\n+++ %s\n(diff too large to show here: %d lines removed and %d added, between line %d and line %d; run `capstan plan` for the whole diff)\n",
-			d.FromFile, d.ToFile, removed, added, pre+1, pre+max(len(midA), len(midB))), true, nil
+	if removed, added := changedLines(midA, midB); !full && len(midA) > 0 && len(midB) > 0 &&
+		(len(midA)+len(midB))*(removed+added+orderBreaks(midA, midB)) > maxDiffWork {
+		changes := fmt.Sprintf("%d lines removed and %d added", removed, added)
+		if removed+added == 0 {
+			changes = "lines in another order"
+		}
+		return fmt.Sprintf("--- %s\n+++ %s\n(diff too large to show here: %s, between line %d and line %d; run `capstan plan` for the whole diff)\n",
+			d.FromFile, d.ToFile, changes, pre+1, pre+max(len(midA), len(midB))), true, nil
 	}
 	start := pre - min(pre, d.Context)
 	d.A, d.B = a[start:len(a)-suf+min(suf, d.Context)], b[start:len(b)-suf+min(suf, d.Context)]
@@ -267,6 +283,35 @@ func changedLines(a, b []string) (removed, added int) {
 		removed += n
 	}
 	return removed, added
+}
+
+// orderBreaks counts the places where the lines found once in a and once
+// in b do not follow each other in b as they do in a: 0 when a and b only
+// differ by lines changed, one or more for each line moved.
+func orderBreaks(a, b []string) int {
+	inA := make(map[string]int, len(a))
+	for _, l := range a {
+		inA[l]++
+	}
+	inB := make(map[string]int, len(b))
+	at := make(map[string]int, len(b))
+	for j, l := range b {
+		inB[l]++
+		at[l] = j
+	}
+	breaks := 0
+	lastI, lastJ := -1, -1
+	for i, l := range a {
+		if inA[l] != 1 || inB[l] != 1 {
+			continue
+		}
+		j := at[l]
+		if lastI >= 0 && j-lastJ != i-lastI {
+			breaks++
+		}
+		lastI, lastJ = i, j
+	}
+	return breaks
 }
 
 // describe names an object as kind/namespace/name.
