@@ -3,6 +3,7 @@ package apply
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,39 @@ func TestRefusalsOfASecretOutsideItsApplyAreWithheld(t *testing.T) {
 			check(t, "an uninstall that reads first", err, secret)
 			check(t, "a delete", a.Delete(context.Background(), ref(kind), metav1.DeletePropagationBackground), secret)
 		})
+	}
+}
+
+// unreadable is a refuser whose reads fail with getErr.
+type unreadable struct {
+	refuser
+	getErr error
+}
+
+func (u *unreadable) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+	return u.getErr
+}
+
+// TestOnlyTheDeleteOfASecretIsWithheld: a Secret's delete that fails
+// before any delete is sent, on the read of its metadata or on the
+// holder's read of another Addon, says what failed, as for any kind: no
+// admission quotes a Secret in the answer to a read.
+func TestOnlyTheDeleteOfASecretIsWithheld(t *testing.T) {
+	secret := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Secret", Namespace: "ns", Name: "s"}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "capstan.dev", Resource: "addons"}, "other",
+		errors.New(`User "system:serviceaccount:capstan:controller" cannot get resource "addons"`))
+	holder := func(context.Context, capstanv1.ObjectRef, metav1.Object) (Hold, error) {
+		return Hold{}, fmt.Errorf("reading Addon ns/other, whose labels are on Secret ns/s: %w", forbidden)
+	}
+	a := &Applier{Client: &refuser{}}
+	_, err := a.DeleteAll(context.Background(), []capstanv1.ObjectRef{secret}, Deleting{Holder: holder})
+	if err == nil || !strings.Contains(err.Error(), `reading Addon ns/other, whose labels are on Secret ns/s: addons.capstan.dev "other" is forbidden`) {
+		t.Errorf("the holder's failed read: %v", err)
+	}
+	unavailable := apierrors.NewServiceUnavailable("etcd is restarting")
+	a = &Applier{Client: &unreadable{getErr: unavailable}}
+	_, err = a.DeleteAll(context.Background(), []capstanv1.ObjectRef{secret}, Deleting{Keep: Uninstalling})
+	if err == nil || !strings.Contains(err.Error(), "etcd is restarting") {
+		t.Errorf("the failed read of the Secret's metadata: %v", err)
 	}
 }
