@@ -124,9 +124,10 @@ func TestApplyErrorsOfASecretAreWithheld(t *testing.T) {
 // TestRefusalsOfASecretOutsideItsApplyAreWithheld: the apply of an
 // adopted Secret's owner labels (an update of the whole object to an
 // admission policy) has its refusal worded by Sequence.Refused, and the
-// refusal of a Secret's delete, by a prune, an uninstall or a single
-// delete, has its message withheld whoever deletes it; the error still is
-// the API server's. Another kind's refusal is left as it is.
+// refusal of a Secret's delete, by a prune, an uninstall, a single
+// delete or an install's undo of what it created, has its message
+// withheld whoever deletes it; the error still is the API server's.
+// Another kind's refusal is left as it is.
 func TestRefusalsOfASecretOutsideItsApplyAreWithheld(t *testing.T) {
 	denied := apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "s",
 		errors.New(`admission webhook "policy.example.com" denied the request: data.password is "`+plainValue+`"`))
@@ -167,6 +168,8 @@ func TestRefusalsOfASecretOutsideItsApplyAreWithheld(t *testing.T) {
 			_, err = a.DeleteAll(context.Background(), []capstanv1.ObjectRef{ref(kind)}, Deleting{Keep: Uninstalling})
 			check(t, "an uninstall that reads first", err, secret)
 			check(t, "a delete", a.Delete(context.Background(), ref(kind), metav1.DeletePropagationBackground), secret)
+			_, err = a.undo(context.Background(), []created{{ref: ref(kind), uid: "uid-1"}})
+			check(t, "the undo of an install", err, secret)
 		})
 	}
 }
