@@ -225,8 +225,8 @@ func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructur
 		if removed+added == 0 {
 			changes = "lines in another order"
 		}
-		return fmt.Sprintf("--- %s\n+++ %s\n(diff too large to show here: %s, between line %d and line %d; run `capstan plan` for the whole diff)\n",
-			d.FromFile, d.ToFile, changes, pre+1, pre+max(len(midA), len(midB))), true, nil
+		return fmt.Sprintf("--- %s\n+++ %s\n%s%s, between line %d and line %d; run `capstan plan` for the whole diff)\n",
+			d.FromFile, d.ToFile, countedMark, changes, pre+1, pre+max(len(midA), len(midB))), true, nil
 	}
 	start := pre - min(pre, d.Context)
 	d.A, d.B = a[start:len(a)-suf+min(suf, d.Context)], b[start:len(b)-suf+min(suf, d.Context)]
@@ -241,6 +241,18 @@ func unified(from, to *unstructured.Unstructured, named *unstructured.Unstructur
 		}
 	}
 	return strings.Join(lines, ""), false, nil
+}
+
+// countedMark begins the line of a diff that only counts the lines that
+// change (Comparison.DiffTooLarge). No line of a unified diff begins with
+// "(": its lines begin with a header's "---", "+++" or "@@", or with " ",
+// "+" or "-".
+const countedMark = "(diff too large to show here: "
+
+// OnlyCounted reports whether diff, a plan object's diff, only counts the
+// lines that change, and shows none of them (Comparison.DiffTooLarge).
+func OnlyCounted(diff string) bool {
+	return strings.Contains(diff, "\n"+countedMark)
 }
 
 // shiftHunk adds off to the first line numbers of a unified diff's hunk

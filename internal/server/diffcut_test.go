@@ -17,7 +17,9 @@ import (
 // and some not at all, as the controller cuts them past their bounds: the
 // page warns beside Approve and above the objects, says how to see the
 // whole plan, and marks each object whose diff was cut, and no other (a
-// create whose namespace the sync makes first has no diff to show).
+// create whose namespace the sync makes first has no diff to show). A
+// diff too large to compute for status, which only counts its lines, is
+// marked as such, not as one whose start is kept.
 func TestPageSaysWhichDiffsWereCut(t *testing.T) {
 	ctx := context.Background()
 	ns := namespace(t)
@@ -38,6 +40,8 @@ func TestPageSaysWhichDiffsWereCut(t *testing.T) {
 			{ObjectRef: ref("ConfigMap", "first"), Action: capstanv1.ActionUpdate, DiffTruncated: true,
 				Diff: "--- live\n+++ planned\n@@ -1,2 +1,2 @@\n data:\n-  a: old\n+  a: new\n... diff truncated; run `capstan plan` for the whole diff\n"},
 			{ObjectRef: ref("Deployment", "web"), Action: capstanv1.ActionUpdate, DiffTruncated: true},
+			{ObjectRef: ref("CustomResourceDefinition", "widgets"), Action: capstanv1.ActionUpdate, DiffTruncated: true,
+				Diff: "--- live/CustomResourceDefinition/widgets\n+++ planned/CustomResourceDefinition/widgets\n(diff too large to show here: 714 lines removed and 714 added, between line 7 and line 4998; run `capstan plan` for the whole diff)\n"},
 			{ObjectRef: ref("ConfigMap", "waits-for-its-namespace"), Action: capstanv1.ActionCreate},
 		},
 	}
@@ -61,13 +65,13 @@ func TestPageSaysWhichDiffsWereCut(t *testing.T) {
 		}
 	}
 	summaries := value(t, page, chromedp.Evaluate[[]string](`[...document.querySelectorAll('details.object summary')].map(e => e.textContent)`))
-	marks := []string{"diff cut", "diff not kept", ""}
+	marks := []string{"diff cut", "diff not kept", "diff only counted", ""}
 	if len(summaries) != len(marks) {
 		t.Fatalf("the page lists %d objects; want %d", len(summaries), len(marks))
 	}
 	for i, want := range marks {
 		got := ""
-		for _, mark := range []string{"diff cut", "diff not kept"} {
+		for _, mark := range []string{"diff cut", "diff not kept", "diff only counted"} {
 			if strings.Contains(summaries[i], mark) {
 				got = mark
 			}
@@ -76,7 +80,9 @@ func TestPageSaysWhichDiffsWereCut(t *testing.T) {
 			t.Errorf("object %q is marked %q; want %q", summaries[i], got, want)
 		}
 	}
-	if n := value(t, page, chromedp.Evaluate[int](`[...document.querySelectorAll('details.object p.warning')].filter(e => e.textContent.startsWith('Diff not kept: ')).length`)); n != 1 {
-		t.Errorf("%d objects say their diff was not kept; want 1", n)
+	for _, says := range []string{"Diff not kept: ", "Diff cut: only its start", "Diff too large to compute here: its changed lines are only counted"} {
+		if n := value(t, page, chromedp.Evaluate[int](`[...document.querySelectorAll('details.object p.warning')].filter(e => e.textContent.startsWith('`+says+`')).length`)); n != 1 {
+			t.Errorf("%d objects say %q; want 1", n, says)
+		}
 	}
 }

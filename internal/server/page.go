@@ -64,6 +64,7 @@ var pageFuncs = template.FuncMap{
 	"join":        strings.Join,
 	"eventTime":   func(e eventsv1.Event) string { return eventTime(e).UTC().Format("2006-01-02 15:04:05") },
 	"diffLines":   diffLines,
+	"onlyCounted": plan.OnlyCounted,
 	"removal":     removalOf,
 	// blocked says why no approval could apply an Addon's plan, or
 	// nothing: the page offers no Approve or Install for it. An add-on
