@@ -15,6 +15,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/conditions"
 )
 
 // Limits that keep a plan in status far below etcd's object size limit,
@@ -30,6 +31,15 @@ const (
 	// lists them all is more than the API server stores, so every write
 	// of it would fail and the add-on would never show as Blocked.
 	MaxListed = 100
+	// MaxListedBytes is the most bytes of each of those lists that status
+	// keeps: an entry's path and message can be as long as the values a
+	// tenant writes (an unknown key of 10 KB, in inline JSON values), so a
+	// count alone does not bound them.
+	MaxListedBytes = 32 << 10
+	// maxListedField is the most bytes of one listed entry's path, rule
+	// or message that status keeps; past it the text is cut, marked with
+	// "...".
+	maxListedField = 1 << 10
 )
 
 // What a plan lists only in part, as a notice's Path names it.
@@ -38,22 +48,50 @@ const (
 	listedValuesErrors = "valuesErrors"
 )
 
-// listedNote is the notice of a list cut to MaxListed; it begins with
-// listedCount, which listedTotal reads the count back by.
+// listedNote is the notice of a list cut to MaxListed or MaxListedBytes;
+// it begins with listedCount, which listedTotal reads the count back by.
 const (
 	listedCount = "status lists the first %d of %d"
 	listedNote  = listedCount + " %s; run `capstan plan` to list them all"
 )
 
-// listed cuts list to MaxListed unless full, and says how many there are
-// in a notice of p when it does.
-func listed[T any](p *capstanv1.Plan, list []T, what, words string, full bool) []T {
-	if full || len(list) <= MaxListed {
+// listed cuts list to MaxListed entries and MaxListedBytes unless full,
+// each entry as clip cuts it (clip returns its size too), and says how
+// many there are in a notice of p when it lists fewer.
+func listed[T any](p *capstanv1.Plan, list []T, what, words string, full bool, clip func(T) (T, int)) []T {
+	if full || len(list) == 0 {
 		return list
 	}
-	p.Notices = append(p.Notices, capstanv1.Notice{Path: what, Message: fmt.Sprintf(listedNote, MaxListed, len(list), words)})
-	return slices.Clip(list[:MaxListed])
+	out := make([]T, 0, min(len(list), MaxListed))
+	budget := MaxListedBytes
+	for _, e := range list {
+		cut, size := clip(e)
+		if len(out) == MaxListed || size > budget {
+			break
+		}
+		budget -= size
+		out = append(out, cut)
+	}
+	if len(out) < len(list) {
+		p.Notices = append(p.Notices, capstanv1.Notice{Path: what, Message: fmt.Sprintf(listedNote, len(out), len(list), words)})
+	}
+	return out
 }
+
+// clipViolation cuts v's texts to maxListedField, and sizes it.
+func clipViolation(v capstanv1.Violation) (capstanv1.Violation, int) {
+	v.Path, v.Rule, v.Message = clipField(v.Path), clipField(v.Rule), clipField(v.Message)
+	o := v.Object
+	return v, len(o.APIVersion) + len(o.Kind) + len(o.Namespace) + len(o.Name) + len(v.Path) + len(v.Rule) + len(v.Message)
+}
+
+// clipValuesError cuts e's texts to maxListedField, and sizes it.
+func clipValuesError(e capstanv1.ValuesError) (capstanv1.ValuesError, int) {
+	e.Path, e.Rule, e.Message = clipField(e.Path), clipField(e.Rule), clipField(e.Message)
+	return e, len(e.Path) + len(e.Rule) + len(e.Message)
+}
+
+func clipField(s string) string { return conditions.Truncate(s, maxListedField) }
 
 // listedTotal returns how many entries a list of p has, whose n are listed
 // (what is listedViolations or listedValuesErrors): the count the notice
@@ -156,8 +194,8 @@ func Build(in Input) *capstanv1.Plan {
 	}
 	// NOTE: the hash covers every violation and values error below, not
 	// only those listed.
-	p.Violations = listed(p, in.Violations, listedViolations, "guardrail violations", in.Full)
-	p.ValuesErrors = listed(p, in.ValuesErrors, listedValuesErrors, "values errors", in.Full)
+	p.Violations = listed(p, in.Violations, listedViolations, "guardrail violations", in.Full, clipViolation)
+	p.ValuesErrors = listed(p, in.ValuesErrors, listedValuesErrors, "values errors", in.Full, clipValuesError)
 	material := []any{"source", in.Source.URL, in.Source.Chart, in.Source.Version, in.Source.Digest, in.Source.Commit, in.Source.Path}
 	if in.Cluster != "" {
 		// NOTE: the kubeconfig Secret can be repointed with no change of
