@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
 )
 
 // Markers that stand in for Secret values in a diff. A changed key is shown
@@ -52,9 +53,10 @@ func RedactSecretPair(live, desired *unstructured.Unstructured) (*unstructured.U
 // may copy a value of the Secret's data or stringData: kubectl's
 // last-applied-configuration always, and any annotation whose value holds
 // one of those values, as it is stored or decoded, or decoded and quoted
-// in JSON. Other tools keep a whole copy of the object in an annotation
-// (kapp's kapp.k14s.io/original and original-diff) and a webhook may add
-// its own, so no list of keys can be complete.
+// in JSON, or that holds a copy of the data whatever its values
+// (copiesData). Other tools keep a whole copy of the object in an
+// annotation (kapp's kapp.k14s.io/original and original-diff) and a
+// webhook may add its own, so no list of keys can be complete.
 func copyingAnnotations(live, desired *unstructured.Unstructured) []string {
 	var values []string
 	for _, obj := range []*unstructured.Unstructured{live, desired} {
@@ -83,12 +85,42 @@ func copyingAnnotations(live, desired *unstructured.Unstructured) []string {
 			continue
 		}
 		for k, v := range obj.GetAnnotations() {
-			if !keys[k] && slices.ContainsFunc(values, func(s string) bool { return strings.Contains(v, s) }) {
+			if !keys[k] && (slices.ContainsFunc(values, func(s string) bool { return strings.Contains(v, s) }) || copiesData(v)) {
 				keys[k] = true
 			}
 		}
 	}
 	return slices.Sorted(maps.Keys(keys))
+}
+
+// copiesData reports whether an annotation's value holds a copy of a
+// Secret's data whatever values it holds: JSON or YAML of an object with
+// a data or stringData member (kapp's original), or a JSON patch with a
+// path under /data or /stringData (kapp's original-diff). A copy made
+// before the data changed, by a rotation outside the tool that keeps it,
+// holds values neither side has any more, and may still be in use.
+func copiesData(v string) bool {
+	var doc any
+	if !strings.ContainsAny(v, ":") || yaml.Unmarshal([]byte(v), &doc) != nil {
+		return false
+	}
+	switch d := doc.(type) {
+	case map[string]any:
+		_, data := d["data"]
+		_, stringData := d["stringData"]
+		return data || stringData
+	case []any:
+		for _, op := range d {
+			m, _ := op.(map[string]any)
+			path, _ := m["path"].(string)
+			for _, field := range []string{"/data", "/stringData"} {
+				if path == field || strings.HasPrefix(path, field+"/") {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // quoted is s as JSON writes it within a string, without the quotes, with

@@ -214,4 +214,25 @@ func TestRedactSecretPairHidesAnnotationsThatCopyItsData(t *testing.T) {
 	if got, want := l.GetAnnotations()["kapp.k14s.io/original"]+" "+d.GetAnnotations()["kapp.k14s.io/original"], hiddenOld+" "+hiddenNew; got != want {
 		t.Errorf("a changed copy shows as %q; want %q", got, want)
 	}
+
+	// The password was rotated outside the tool that keeps a copy: the
+	// copies hold a value neither side's data has any more, and are hidden
+	// still, as copies of the object.
+	stale := base64.StdEncoding.EncodeToString([]byte("rotated-away"))
+	for key, copied := range map[string]string{
+		"kapp.k14s.io/original":      `{"apiVersion":"v1","data":{"password":"` + stale + `"},"kind":"Secret"}`,
+		"kapp.k14s.io/original-diff": `[{"op":"replace","path":"/data/password","value":"` + stale + `"}]`,
+		"example.com/yaml-copy":      "kind: Secret\nstringData:\n  password: rotated-away\n",
+	} {
+		live.SetAnnotations(map[string]string{key: copied, "example.com/config": `{"replicas": 2}`})
+		desired := live.DeepCopy()
+		desired.SetLabels(map[string]string{"team": "c"})
+		c, err := Compare(desired, live, desired)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(c.Diff, stale) || strings.Contains(c.Diff, "rotated-away") || !strings.Contains(c.Diff, `example.com/config: '{"replicas": 2}'`) {
+			t.Errorf("%s, a copy of a value rotated away:\n%s", key, c.Diff)
+		}
+	}
 }
