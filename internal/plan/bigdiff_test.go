@@ -62,7 +62,7 @@ func TestALargeDiffIsBounded(t *testing.T) {
 	if !p.DiffsTruncated || !p.Objects[0].DiffTruncated {
 		t.Error("the plan does not mark the diff that only counts its lines as cut")
 	}
-	full, err := compare(desired, live, desired, nil, Generated{}, true)
+	full, err := compare(desired, live, desired, nil, Generated{}, diffFull)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,6 +29,9 @@ type Comparison struct {
 	// they are too many, over too many lines, for a diff for status to
 	// compare (maxDiffWork).
 	DiffTooLarge bool
+	// DiffNotKept is true when no diff was computed: the diffs before it
+	// used all that status keeps of them (MaxTotalDiffBytes).
+	DiffNotKept bool
 	// Digest identifies the change itself, Secret values included, so that a
 	// plan's hash changes whenever what would be applied changes. It reveals
 	// nothing: it is a hash of the whole change. An update's covers only the
@@ -49,15 +52,33 @@ func Compare(manifest, live, dryRun *unstructured.Unstructured) (Comparison, err
 // hides reports as holding a value never to be shown (HideValuesPair).
 // hides may be nil.
 func CompareHiding(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool) (Comparison, error) {
-	return compare(manifest, live, dryRun, hides, Generated{}, false)
+	return compare(manifest, live, dryRun, hides, Generated{}, diffForStatus)
 }
+
+// diffMode is how much of a diff compare computes.
+type diffMode int
+
+const (
+	// diffForStatus computes a diff for status: one past maxDiffWork only
+	// counts its lines.
+	diffForStatus diffMode = iota
+	// diffFull computes every diff whole, for `capstan plan`.
+	diffFull
+	// diffNone computes no diff: status has no room left for it.
+	diffNone
+)
 
 // compare is CompareHiding, with the digest covering the fields that
 // generated says the chart generates at random as a person can review
-// them (Generated). The diff shows them as they are.
-func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool, generated Generated, full bool) (Comparison, error) {
+// them (Generated). The diff shows them as they are; mode says how much of
+// it to compute.
+func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(string) bool, generated Generated, mode diffMode) (Comparison, error) {
 	desired := Normalize(dryRun)
+	full := mode == diffFull
 	if live == nil {
+		if mode == diffNone {
+			return Comparison{Action: capstanv1.ActionCreate, DiffNotKept: true, Digest: generated.CreateDigest(manifest)}, nil
+		}
 		// NOTE: the digest of a create is the manifest's, not the dry run's:
 		// a dry-run create allocates values such as a Service's clusterIP
 		// afresh each time, which would change the plan's hash on every
@@ -73,6 +94,9 @@ func compare(manifest, live, dryRun *unstructured.Unstructured, hides func(strin
 	current := Normalize(live)
 	if equality.Semantic.DeepEqual(current.Object, desired.Object) {
 		return Comparison{Action: capstanv1.ActionUnchanged}, nil
+	}
+	if mode == diffNone {
+		return Comparison{Action: capstanv1.ActionUpdate, DiffNotKept: true, Digest: generated.changeDigest(manifest, current.Object, desired.Object)}, nil
 	}
 	shownLive, shownDesired := RedactSecretPair(current, desired)
 	shownLive, shownDesired = HideValuesPair(shownLive, shownDesired, hides)

@@ -220,6 +220,9 @@ func Build(in Input) *capstanv1.Plan {
 				po.DiffTruncated, p.DiffsTruncated = true, true
 			}
 		}
+		if o.DiffNotKept {
+			po.DiffTruncated, p.DiffsTruncated = true, true
+		}
 		count(&p.Summary, o.Action)
 		// NOTE: status lists what a sync would do; an object it would
 		// leave as it is, not adopted and not refused, is only counted.
@@ -368,17 +371,23 @@ func capDiff(diff string, budget int, full bool) (string, int) {
 	if len(diff) <= limit {
 		return diff, budget - len(diff)
 	}
-	const note = "\n... diff truncated; run `capstan plan` for the whole diff\n"
-	if limit <= len(note) {
+	if !diffRoom(limit) {
 		return "", 0
 	}
-	cut := strings.LastIndexByte(diff[:limit-len(note)], '\n')
+	cut := strings.LastIndexByte(diff[:limit-len(truncatedNote)], '\n')
 	if cut < 0 {
 		cut = 0
 	}
-	out := diff[:cut] + note
+	out := diff[:cut] + truncatedNote
 	return out, budget - len(out)
 }
+
+// truncatedNote ends a diff that capDiff cut.
+const truncatedNote = "\n... diff truncated; run `capstan plan` for the whole diff\n"
+
+// diffRoom reports whether budget, what status keeps of the diffs still,
+// has room for any of the next one.
+func diffRoom(budget int) bool { return budget > len(truncatedNote) }
 
 // refKey names an object exactly, with its API version, for the plan's hash.
 func refKey(r capstanv1.ObjectRef) string {

@@ -148,8 +148,10 @@ type PreviewInput struct {
 	// plan's hash covers as a person can review them (see Generated).
 	Generated Generated
 	// FullDiffs computes every diff whole, for `capstan plan`; a preview
-	// for status leaves it false, and a diff whose changes span too many
-	// lines only counts them (Comparison.DiffTooLarge).
+	// for status leaves it false: a diff that would take too much work
+	// only counts its lines (Comparison.DiffTooLarge), and once the diffs
+	// before an object fill what status keeps of them, its diff is not
+	// computed (Comparison.DiffNotKept).
 	FullDiffs bool
 }
 
@@ -234,7 +236,15 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			newNamespaces[obj.GetName()] = true
 		}
 	}
+	// NOTE: what status keeps of the diffs, spent in the order Build
+	// spends it (the objects' order).
+	budget := MaxTotalDiffBytes
 	for _, obj := range in.Objects {
+		if err := ctx.Err(); err != nil {
+			// NOTE: a diff takes no context; a plan whose client has
+			// gone stops here, between objects.
+			return out, err
+		}
 		ref := capstanv1.RefOf(obj)
 		key := ref.Key()
 		if newNamespaces[obj.GetNamespace()] {
@@ -354,7 +364,16 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			}
 			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
 		default:
-			res.Comparison, err = compare(obj, live, dry, in.Hides, in.Generated, in.FullDiffs)
+			mode := diffForStatus
+			switch {
+			case in.FullDiffs:
+				mode = diffFull
+			case !diffRoom(budget):
+				// NOTE: Build would drop the diff, and computing a large
+				// one takes time on every preview of a pending change.
+				mode = diffNone
+			}
+			res.Comparison, err = compare(obj, live, dry, in.Hides, in.Generated, mode)
 			if err != nil {
 				return out, err
 			}
@@ -370,6 +389,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				out.Verified[key] = VerifiedAt(digest, live, in.Now)
 			}
 		}
+		_, budget = capDiff(res.Diff, budget, false)
 		out.Objects = append(out.Objects, res)
 	}
 	return out, nil

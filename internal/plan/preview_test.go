@@ -447,3 +447,61 @@ func TestPreviewDigestsOfWholeManifestsCoverGeneratedFieldsAsReviewable(t *testi
 		})
 	}
 }
+
+// TestPreviewComputesNoDiffPastWhatStatusKeeps: once the diffs of the
+// objects before fill what status keeps of them, a preview for status
+// computes no diff for the objects after (each a large one would take
+// time on every preview of a pending change), and the plan marks them
+// not kept; their digests, and so the plan's hash, are those of a full
+// preview, which computes every diff. A preview whose context has ended
+// (a plan whose client has gone) stops before the next object.
+func TestPreviewComputesNoDiffPastWhatStatusKeeps(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	c := &countingCluster{live: map[string]*unstructured.Unstructured{}}
+	var objs []*unstructured.Unstructured
+	for i := range 20 {
+		cm := func(value string) *unstructured.Unstructured {
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{"namespace": "apps", "name": fmt.Sprint("cm", i)},
+				"data":     map[string]any{"big": strings.Repeat(value+"\n", 1500)}}}
+			u.SetLabels(addon.AppliedLabels())
+			return u
+		}
+		objs = append(objs, cm("after"))
+		c.live[capstanv1.RefOf(objs[i]).Key()] = cm("before")
+	}
+	preview := func(ctx context.Context, full bool) (*Preview, error) {
+		return PreviewObjects(ctx, c, PreviewInput{Addon: addon, Objects: objs, Now: time.Now(), FullDiffs: full})
+	}
+	p, err := preview(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, o := range p.Objects {
+		if o.Diff != "" {
+			kept++
+		}
+	}
+	if kept == 0 || kept == len(objs) || !p.Objects[len(objs)-1].DiffNotKept || p.Objects[len(objs)-1].Digest == "" {
+		t.Fatalf("%d of %d diffs computed, the last not kept: %v; want those status keeps, and a digest for each", kept, len(objs), p.Objects[len(objs)-1].DiffNotKept)
+	}
+	plan := Build(Input{Objects: p.Objects})
+	if last := plan.Objects[len(plan.Objects)-1]; !plan.DiffsTruncated || !last.DiffTruncated || last.Diff != "" {
+		t.Errorf("the plan's last object: %+v; want its diff marked not kept", last)
+	}
+	full, err := preview(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if full.Objects[len(objs)-1].Diff == "" || Build(Input{Objects: full.Objects, Full: true}).Hash != plan.Hash {
+		t.Error("a full preview does not compute every diff, or its plan has another hash")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c.dryRun = 0
+	if _, err := preview(ctx, true); !errors.Is(err, context.Canceled) || c.dryRun != 0 {
+		t.Errorf("a preview whose context ended: %v, after %d dry runs; want it stopped before any", err, c.dryRun)
+	}
+}
