@@ -555,21 +555,22 @@ func (a *Applier) deleteAndWait(ctx context.Context, ref capstanv1.ObjectRef, ui
 // Delete deletes one object, by a version its kind is served by now when
 // the cluster no longer serves ref's (ReadMetadata); one that is gone
 // already is no error.
-// A Secret's refusal is withheld (RefusedDelete).
+// A Secret's refusal is withheld (RefusedWrite).
 func (a *Applier) Delete(ctx context.Context, ref capstanv1.ObjectRef, propagation metav1.DeletionPropagation) error {
 	_, err := a.deleteServed(ctx, ref, propagation)
 	return err
 }
 
-// RefusedDelete is err, the API server's refusal to delete ref, with its
-// message withheld when ref is a Secret (withheld, in SecretRefusal's
-// words): an admission policy's refusal of a delete may quote the
-// object it would delete, data included. It wraps the error of the
-// delete request alone: a read's error quotes no admission, and says what
+// RefusedWrite is err, the API server's refusal to delete or change ref,
+// with its message withheld when ref is a Secret (withheld, in
+// SecretRefusal's words): an admission policy's refusal of a delete or a
+// patch may quote the object, data included. It wraps the error of the
+// write request alone: a read's error quotes no admission, and says what
 // failed. Every delete request of an inventory goes through it, the
 // uninstall's too, so no caller can leave it out, and so do the deletes of
-// a hook's object and of an install's undo.
-func RefusedDelete(ref capstanv1.ObjectRef, err error) error {
+// a hook's object and of an install's undo, and the patch that takes an
+// Orphan deletion's owner reference off.
+func RefusedWrite(ref capstanv1.ObjectRef, err error) error {
 	obj := &unstructured.Unstructured{}
 	obj.SetAPIVersion(ref.APIVersion)
 	obj.SetKind(ref.Kind)

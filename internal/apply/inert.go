@@ -70,7 +70,7 @@ type created struct {
 
 // undo deletes the objects this install created, newest first, each only
 // while it is still the object created (its UID). It returns those it
-// deleted and the first error, a Secret's refusal withheld (RefusedDelete).
+// deleted and the first error, a Secret's refusal withheld (RefusedWrite).
 func (a *Applier) undo(ctx context.Context, objs []created) ([]capstanv1.ObjectRef, error) {
 	var gone []capstanv1.ObjectRef
 	var errs []error
@@ -89,7 +89,7 @@ func (a *Applier) undo(ctx context.Context, objs []created) ([]capstanv1.ObjectR
 		case apierrors.IsConflict(err):
 			// Someone else's object of the same name now: not ours to delete.
 		default:
-			errs = append(errs, fmt.Errorf("deleting %s: %w", o.ref.Describe(), RefusedDelete(o.ref, err)))
+			errs = append(errs, fmt.Errorf("deleting %s: %w", o.ref.Describe(), RefusedWrite(o.ref, err)))
 		}
 	}
 	return gone, errors.Join(errs...)

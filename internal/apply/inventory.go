@@ -355,7 +355,7 @@ type Deleted struct {
 // resourceVersion read, so an object taken over or marked to keep
 // meanwhile is read again, not deleted; one whose deletion has begun is
 // not deleted again, and counts as done. The API server's refusal to
-// delete a Secret has its message withheld (RefusedDelete); a failed
+// delete a Secret has its message withheld (RefusedWrite); a failed
 // read, of the object or by the holder, says what failed.
 func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d Deleting) (Deleted, error) {
 	refs = slices.DeleteFunc(slices.Clone(refs), func(r capstanv1.ObjectRef) bool { return !Deletable(r) })
@@ -736,7 +736,7 @@ func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propa
 		if apierrors.IsNotFound(err) {
 			return false, nil
 		}
-		return err == nil, RefusedDelete(r, err)
+		return err == nil, RefusedWrite(r, err)
 	}
 	m, err := a.ReadMetadata(ctx, r)
 	if err != nil || m == nil {
@@ -747,7 +747,7 @@ func (a *Applier) deleteServed(ctx context.Context, r capstanv1.ObjectRef, propa
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
-	return err == nil, RefusedDelete(r, err)
+	return err == nil, RefusedWrite(r, err)
 }
 
 // errUnconfirmed is an object held back from a prune for want of a
@@ -814,7 +814,7 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			m = nil // changed since it was read: read it again
 			continue
 		}
-		return nil, err == nil, RefusedDelete(r, err)
+		return nil, err == nil, RefusedWrite(r, err)
 	}
 	return nil, false, fmt.Errorf("it changed %d times between its read and its delete; the next sync tries again", maxDeleteTries)
 }

@@ -884,7 +884,9 @@ func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live clien
 	patch := client.MergeFrom(live.DeepCopyObject().(client.Object))
 	live.SetOwnerReferences(kept)
 	if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
-		return fmt.Errorf("removing the owner reference from %s %s/%s: %w", live.GetObjectKind().GroupVersionKind().Kind, live.GetNamespace(), live.GetName(), err)
+		gvk := live.GetObjectKind().GroupVersionKind()
+		ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: live.GetNamespace(), Name: live.GetName()}
+		return fmt.Errorf("removing the owner reference from %s: %w", ref.Describe(), apply.RefusedWrite(ref, err))
 	}
 	return nil
 }

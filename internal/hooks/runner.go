@@ -897,7 +897,7 @@ func (r *Runner) cleanUp(ctx context.Context, req Request, hooks []render.Hook, 
 // caller applies over it. A StatefulSet is deleted only once no claim is
 // owned by it (apply.Applier.ReleaseClaims), as the prune deletes one. With run, an object that does not carry it is
 // another run's, and is left as it is. The API server's refusal to delete
-// a Secret has its message withheld (apply.RefusedDelete), as a prune's:
+// a Secret has its message withheld (apply.RefusedWrite), as a prune's:
 // an admission policy may quote the Secret's data.
 func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.ObjectRef, timeout time.Duration, run string) (string, error) {
 	if neverDeletedRef(ref) {
@@ -952,7 +952,7 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.O
 			break
 		}
 		if !apierrors.IsConflict(err) {
-			return "", apply.RefusedDelete(ref, err)
+			return "", apply.RefusedWrite(ref, err)
 		}
 		if try == maxDeleteTries {
 			return "", fmt.Errorf("%s changed between each read and its delete, %d times; the next sync tries again", ref.Describe(), try)
