@@ -249,21 +249,18 @@ func (r *AddonReconciler) crdChanges(ctx context.Context, s *scope, ref capstanv
 		if readAs == "" {
 			continue
 		}
-		checked, invalid, unjudged, first, how, err := r.checkExisting(ctx, s, cur, shadows, v, readAs, applies)
+		sample, err := r.checkExisting(ctx, s, cur, shadows, v, readAs, applies)
 		if err != nil {
 			return nil, nil, err
 		}
-		if checked > 0 || unjudged > 0 {
+		checked, invalid, first := sample.checked, sample.invalid, sample.first
+		if checked > 0 || sample.deleting > 0 || sample.terminating > 0 {
 			as := ""
 			if readAs != v.Name {
 				as = " (read as " + readAs + ", which converts with no webhook)"
 			}
-			left := ""
-			if unjudged > 0 {
-				left = fmt.Sprintf("; %d more not judged: being deleted, or in a namespace that refused the dry run (one Terminating)", unjudged)
-			}
 			notices = append(notices, capstanv1.Notice{Path: "objects/CustomResourceDefinition/" + cur.Name,
-				Message: fmt.Sprintf("validated %d existing %s of version %s%s against the new schema, %s (at most %d are sampled)%s", checked, cur.Spec.Names.Plural, v.Name, as, how, crdSampleSize, left)})
+				Message: fmt.Sprintf("validated %d existing %s of version %s%s against the new schema, %s (at most %d are sampled)%s", checked, cur.Spec.Names.Plural, v.Name, as, sample.how, crdSampleSize, sample.leftOut())})
 		}
 		if invalid > 0 {
 			out = append(out, capstanv1.Violation{Object: ref, Path: "spec.versions[" + v.Name + "].schema", Rule: "crd-schema-invalidates-objects",

@@ -620,7 +620,7 @@ func TestCRDCheckSkipsObjectsBeingDeleted(t *testing.T) {
 	url := publish("2.0.0", gadgetsCRD(group, "v1:true:integer+colour"))
 	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url })
 	got := waitPhase(t, a, capstanv1.PhaseSynced)
-	if !hasNoticeSaying(got.Status.Plan, "1 more not judged") {
+	if !hasNoticeSaying(got.Status.Plan, "1 more passed over: being deleted") {
 		t.Errorf("the plan does not say the Gadget being deleted was left out: %+v", got.Status.Plan.Notices)
 	}
 }

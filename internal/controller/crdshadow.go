@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -50,43 +52,72 @@ var errNoShadow = errors.New("no shadow CRD")
 // shadow, for the notice.
 const notApplied = "the plan is not applied now, so no shadow CRD is made; the API server judges them against one before the sync applies the CRD"
 
+// crdSample is what checkExisting found of one version's existing objects.
+type crdSample struct {
+	checked, invalid int
+	// first names the first invalid object, and why.
+	first string
+	// how says how they were judged, for the notice.
+	how string
+	// deleting counts the objects being deleted that were passed over: no
+	// write keeps them. terminating counts those in a Terminating
+	// namespace, which takes no new object, the dry run included: not
+	// judged. inController counts those whose dry run the API server
+	// refused for another reason (its RBAC, an admission policy), judged
+	// in the controller instead.
+	deleting, terminating, inController int
+}
+
 // checkExisting validates a sample of the live objects, read as version
 // readAs, against the new schema of version v: on the API server through
-// the change's shadow CRD (shadows) when the plan applies now, or in the controller when it does
-// not or no shadow can be made. how says which, for the notice. unjudged
-// counts the sampled objects left out: those being deleted, which no write
-// keeps, and those the API server would not let the dry run create (a
-// Terminating namespace refuses every create): they say nothing of the
-// schema, and must not fail every sync of the add-on.
-func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur *apiextensionsv1.CustomResourceDefinition, shadows *shadowCheck, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (checked, invalid, unjudged int, first, how string, err error) {
-	list := &unstructured.UnstructuredList{}
-	list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
-	list.SetKind(cur.Spec.Names.Kind + "List")
-	if err := s.applier.List(ctx, list, client.Limit(crdSampleSize)); err != nil {
-		return 0, 0, 0, "", "", fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
-	}
-	items := make([]unstructured.Unstructured, 0, len(list.Items))
-	for _, item := range list.Items {
-		if item.GetDeletionTimestamp() != nil {
-			unjudged++
-			continue
+// the change's shadow CRD (shadows) when the plan applies now, or in the
+// controller when it does not or no shadow can be made. The sample is up
+// to crdSampleSize objects not being deleted: the list is read on past
+// those, so that a namespace being deleted, whose objects come first,
+// does not leave the others unjudged.
+func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur *apiextensionsv1.CustomResourceDefinition, shadows *shadowCheck, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (crdSample, error) {
+	var sample crdSample
+	items := make([]unstructured.Unstructured, 0, crdSampleSize)
+	for cont := ""; ; {
+		list := &unstructured.UnstructuredList{}
+		list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
+		list.SetKind(cur.Spec.Names.Kind + "List")
+		if err := s.applier.List(ctx, list, client.Limit(crdSampleSize), client.Continue(cont)); err != nil {
+			return crdSample{}, fmt.Errorf("listing existing %s to check the new schema: %w", cur.Spec.Names.Plural, err)
 		}
-		items = append(items, item)
+		for _, item := range list.Items {
+			if len(items) == crdSampleSize {
+				break
+			}
+			if item.GetDeletionTimestamp() != nil {
+				sample.deleting++
+				continue
+			}
+			items = append(items, item)
+		}
+		if cont = list.GetContinue(); cont == "" || len(items) == crdSampleSize {
+			break
+		}
 	}
 	if len(items) == 0 {
-		return 0, 0, unjudged, "", "", nil
+		sample.how = "none being left"
+		return sample, nil
 	}
 	if !applies() {
-		checked, invalid, first, err = validateInController(cur, v, items)
-		return checked, invalid, unjudged, first, "in the controller, without the CEL rules (" + notApplied + ")", err
+		var err error
+		sample.checked, sample.invalid, sample.first, err = validateInController(cur, v, items)
+		sample.how = "in the controller, without the CEL rules (" + notApplied + ")"
+		return sample, err
 	}
-	checked, invalid, refused, first, err := shadows.dryRun(ctx, s.applier, shadowOwner(s.addon), v.Name, items)
+	judged, err := shadows.dryRun(ctx, s.applier, shadowOwner(s.addon), v, items)
 	if errors.Is(err, errNoShadow) {
-		why := err.Error()
-		checked, invalid, first, err = validateInController(cur, v, items)
-		return checked, invalid, unjudged, first, "in the controller, without the CEL rules (" + why + ")", err
+		sample.how = "in the controller, without the CEL rules (" + err.Error() + ")"
+		sample.checked, sample.invalid, sample.first, err = validateInController(cur, v, items)
+		return sample, err
 	}
-	return checked, invalid, unjudged + refused, first, "by the API server (a dry run against a shadow of the new CRD)", err
+	judged.deleting = sample.deleting
+	judged.how = "by the API server (a dry run against a shadow of the new CRD)"
+	return judged, err
 }
 
 // shadowOwner names an Addon in its shadows' group and label: a short hash
@@ -113,30 +144,32 @@ type shadowCheck struct {
 	err error
 }
 
-// dryRun dry-run creates each item as version against owner's shadow of
+// dryRun dry-run creates each item as version v against owner's shadow of
 // the new CRD, with strict field validation, so that a field the new
 // schema would prune is an error too, making the shadow at its first
 // call. It returns errNoShadow when the CRD converts with a webhook (the
-// shadow would call it) or the account may not create CRDs. refused
-// counts the items whose dry run the API server forbade (a Terminating
-// namespace, an admission policy): not judged, and not checked.
-func (sc *shadowCheck) dryRun(ctx context.Context, a *apply.Applier, owner, version string, items []unstructured.Unstructured) (checked, invalid, refused int, first string, err error) {
+// shadow would call it) or the account may not create CRDs. An item in a
+// Terminating namespace is not judged (terminating); one whose dry run
+// the API server refused for another reason is judged in the controller
+// (inController).
+func (sc *shadowCheck) dryRun(ctx context.Context, a *apply.Applier, owner string, v apiextensionsv1.CustomResourceDefinitionVersion, items []unstructured.Unstructured) (crdSample, error) {
 	if sc.shadow == nil && sc.err == nil {
 		sc.err = sc.make(ctx, a, owner)
 	}
 	if sc.err != nil {
-		return 0, 0, 0, "", sc.err
+		return crdSample{}, sc.err
 	}
 	crd, shadow := sc.crd, sc.shadow
+	var out crdSample
+	var refused []unstructured.Unstructured
 	for _, item := range items {
-		checked++
 		obj := &unstructured.Unstructured{Object: map[string]any{}}
 		for k, val := range item.Object {
 			if k != "metadata" && k != "status" {
 				obj.Object[k] = val
 			}
 		}
-		obj.SetAPIVersion(shadow.Spec.Group + "/" + version)
+		obj.SetAPIVersion(shadow.Spec.Group + "/" + v.Name)
 		obj.SetName(item.GetName())
 		obj.SetNamespace(item.GetNamespace())
 		obj.SetLabels(item.GetLabels())
@@ -147,26 +180,47 @@ func (sc *shadowCheck) dryRun(ctx context.Context, a *apply.Applier, owner, vers
 		err := a.Client.Create(ctx, obj, client.DryRunAll, client.FieldValidation(metav1.FieldValidationStrict))
 		switch {
 		case err == nil:
-			continue
+			out.checked++
+		case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+			// NOTE: a Terminating namespace takes no new object; this
+			// one goes with it, and the refusal says nothing of the schema.
+			out.terminating++
 		case apierrors.IsForbidden(err):
-			// NOTE: the namespace's admission, not the schema, refused
-			// it: a Terminating namespace takes no new object.
-			checked--
-			refused++
+			// NOTE: the account's RBAC in the shadow's group, or an
+			// admission policy that matches the copy, refused it: that
+			// is no verdict on the schema, which must still be judged.
+			refused = append(refused, item)
 		case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
-			invalid++
-			if first == "" {
-				name := item.GetName()
-				if ns := item.GetNamespace(); ns != "" {
-					name = ns + "/" + name
-				}
-				first = name + ": " + err.Error()
+			out.checked++
+			out.invalid++
+			if out.first == "" {
+				out.first = itemName(item) + ": " + err.Error()
 			}
 		default:
-			return 0, 0, 0, "", fmt.Errorf("dry-running %s against a shadow of %s: %w", item.GetName(), crd.Name, err)
+			return crdSample{}, fmt.Errorf("dry-running %s against a shadow of %s: %w", item.GetName(), crd.Name, err)
 		}
 	}
-	return checked, invalid, refused, first, nil
+	if len(refused) > 0 {
+		checked, invalid, first, err := validateInController(crd, v, refused)
+		if err != nil {
+			return crdSample{}, err
+		}
+		out.checked += checked
+		out.invalid += invalid
+		out.inController = checked
+		if out.first == "" && first != "" {
+			out.first = first + " (judged in the controller: the API server refused the dry run)"
+		}
+	}
+	return out, nil
+}
+
+// itemName is a sampled object's namespace/name, or name.
+func itemName(item unstructured.Unstructured) string {
+	if ns := item.GetNamespace(); ns != "" {
+		return ns + "/" + item.GetName()
+	}
+	return item.GetName()
 }
 
 // make creates owner's shadow of the new CRD, and waits for it to serve.
@@ -319,4 +373,20 @@ func sweepShadows(ctx context.Context, c client.Client) error {
 			cleanShadows(ctx, c, "", "", now)
 		}
 	}
+}
+
+// leftOut says, for the notice, which objects were passed over or judged
+// otherwise, and why.
+func (c crdSample) leftOut() string {
+	var b strings.Builder
+	if c.inController > 0 {
+		fmt.Fprintf(&b, "; %d of them in the controller, without the CEL rules, as the API server refused their dry run (403: its RBAC or an admission policy)", c.inController)
+	}
+	if c.deleting > 0 {
+		fmt.Fprintf(&b, "; %d more passed over: being deleted", c.deleting)
+	}
+	if c.terminating > 0 {
+		fmt.Fprintf(&b, "; %d more not judged: in a Terminating namespace, which takes no new object", c.terminating)
+	}
+	return b.String()
 }
