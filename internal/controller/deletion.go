@@ -503,9 +503,9 @@ func (r *AddonReconciler) deleteHooks(ctx context.Context, s *scope) error {
 		r.refuseDeleteHooks(ctx, s, "the values have errors: "+s.mask().String(describeValuesErrors(s.valuesErrors)), renderFailedAhead(s.addon))
 		return nil
 	}
-	if _, err := r.checkGuardrails(ctx, s); err != nil {
-		return err
-	}
+	// NOTE: a read that failed is judged below, by the hooks it concerns:
+	// one of an object no delete hook uses does not hold the uninstall.
+	s.violations = append(s.violations, r.renderViolations(ctx, s)...)
 	violations := s.violations
 	if s.profile == capstanv1.ProfileRestricted && s.render != nil && len(s.violations) > 0 &&
 		(s.hasHooks("pre-delete") || s.hasHooks("post-delete")) {

@@ -66,3 +66,42 @@ func TestOwnershipReadErrorIsRetried(t *testing.T) {
 		}
 	}
 }
+
+// TestTestRunOwnershipReadErrorIsRetried: a test run whose ownership read
+// of a test fails for a moment (a 429 from an API server under load) is
+// retried with backoff, not a failed run that, with spec.test.enable,
+// leaves the add-on Failed and Stalled with advice to fix the chart.
+func TestTestRunOwnershipReadErrorIsRetried(t *testing.T) {
+	test := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "batch/v1", "kind": "Job",
+		"metadata": map[string]any{"name": "check", "namespace": "team-a", "annotations": map[string]any{"helm.sh/hook": "test"}},
+		"spec": map[string]any{"template": map[string]any{"spec": map[string]any{"restartPolicy": "Never",
+			"containers": []any{map[string]any{"name": "check", "image": "check:1"}}}}}}}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "wiki", UID: "uid-1"}}
+	s := &scope{addon: a, profile: capstanv1.ProfileRestricted, render: &render.Result{}, namespace: "team-a",
+		hooks: []render.Hook{{Object: test, Events: []string{render.TestEvent}}}}
+	r := &AddonReconciler{APIReader: lookupReader{err: apierrors.NewTooManyRequests("the API server is busy", 1)}}
+	run, err := r.testOnce(context.Background(), s, "1")
+	if err == nil || classify(err) != classTransient {
+		t.Fatalf("the run is %+v, error %v; want an error retried with backoff", run, err)
+	}
+}
+
+// TestUninstallGuardKeepsReadsFailedForTheHooks: the uninstall's guard
+// records a failed read of a plain object of the render as a violation,
+// with no error, so that refusedDeleteHooks, which keeps only those of
+// the delete hooks, decides: an add-on with no delete hooks is not held
+// by a read that concerns none.
+func TestUninstallGuardKeepsReadsFailedForTheHooks(t *testing.T) {
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "settings", "namespace": "team-a"}, "data": map[string]any{"v": "1"}}}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "wiki", UID: "uid-1"}}
+	s := &scope{addon: a, profile: capstanv1.ProfileRestricted, render: &render.Result{}, namespace: "team-a", objects: []*unstructured.Unstructured{cm}}
+	r := &AddonReconciler{APIReader: lookupReader{err: apierrors.NewTooManyRequests("the API server is busy", 1)}}
+	found := r.renderViolations(context.Background(), s)
+	if len(found) != 1 || found[0].Rule != "ownership-unknown" {
+		t.Fatalf("found %+v; want the failed read of the ConfigMap", found)
+	}
+	if refused := refusedDeleteHooks(a, s.hooks, found); len(refused) != 0 {
+		t.Errorf("the read of a ConfigMap no delete hook uses refuses %+v", refused)
+	}
+}

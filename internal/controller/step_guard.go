@@ -18,20 +18,8 @@ import (
 // The platform's Secrets count as handed over only when the chart was given
 // the platform's facts.
 func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, error) {
-	s.violations = append(s.violations, apply.WaveViolations(s.objects)...)
-	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
-		return false, nil
-	}
-	all := guarded(s)
-	s.violations = append(s.violations, prepare.RandomValues(s.generated, s.objects, s.hooks, s.namespace)...)
-	if s.artifact != nil && s.artifact.IsChart() && s.artifact.Chart.Chart.Metadata != nil {
-		md := s.artifact.Chart.Chart.Metadata
-		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)
-	}
-	found := guard.Check(ctx, all, r.guardContext(s))
-	if len(found) > 0 && !slices.ContainsFunc(append(slices.Clone(s.violations), found...), func(v capstanv1.Violation) bool {
-		return v.Rule != guard.RuleOwnershipUnknown
-	}) {
+	found := r.renderViolations(ctx, s)
+	if len(found) > 0 && onlyReadsFailed(append(slices.Clone(s.violations), found...)) {
 		// NOTE: a live object that could not be read (a timeout, an API
 		// server under load) is no fault of the chart's: the reconcile is
 		// retried with backoff, rather than Blocked and Stalled until the
@@ -42,6 +30,32 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 	}
 	s.violations = append(s.violations, found...)
 	return false, nil
+}
+
+// renderViolations adds to s.violations those of the render that need no
+// live read, and returns those guard.Check finds, a read that failed
+// (ownership-unknown) among them, for the caller to judge: the sync
+// retries such a read, and the uninstall lets refusedDeleteHooks decide,
+// as only the delete hooks' reads matter to it.
+func (r *AddonReconciler) renderViolations(ctx context.Context, s *scope) []capstanv1.Violation {
+	s.violations = append(s.violations, apply.WaveViolations(s.objects)...)
+	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
+		return nil
+	}
+	all := guarded(s)
+	s.violations = append(s.violations, prepare.RandomValues(s.generated, s.objects, s.hooks, s.namespace)...)
+	if s.artifact != nil && s.artifact.IsChart() && s.artifact.Chart.Chart.Metadata != nil {
+		md := s.artifact.Chart.Chart.Metadata
+		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)
+	}
+	return guard.Check(ctx, all, r.guardContext(s))
+}
+
+// onlyReadsFailed reports whether every violation of vs is a live read
+// that failed (ownership-unknown): no fault of the chart's, but one to
+// retry.
+func onlyReadsFailed(vs []capstanv1.Violation) bool {
+	return !slices.ContainsFunc(vs, func(v capstanv1.Violation) bool { return v.Rule != guard.RuleOwnershipUnknown })
 }
 
 // guarded are the objects the guardrails check: every rendered object and

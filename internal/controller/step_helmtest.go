@@ -104,6 +104,12 @@ func (r *AddonReconciler) testOnce(ctx context.Context, s *scope, req string) (*
 	}
 	if vs := r.testViolations(ctx, s, selected); len(vs) > 0 {
 		v := vs[0]
+		if onlyReadsFailed(vs) {
+			// NOTE: a live read that failed for a moment is no fault of
+			// the chart's tests: the run is retried with backoff, rather
+			// than failed, and Stalled with spec.test.enable.
+			return nil, fmt.Errorf("checking the guardrails of the test %s: %s", v.Object.Describe(), v.Message)
+		}
 		return end(capstanv1.TestFailed, fmt.Sprintf("The tests break %d of the platform's guardrails, so none ran; the first: %s %s: %s (%s). Fix the chart's tests.",
 			len(vs), v.Object.Describe(), v.Path, v.Message, v.Rule))
 	}
