@@ -52,6 +52,10 @@ func TestNotReady(t *testing.T) {
 		a.Status.AppliedHash, a.Status.AppliedGeneration = "h", applied
 		return a
 	}
+	// pausedDegraded was found healthy after its apply, and Degraded
+	// since: the last look before the pause left Healthy False.
+	pausedDegraded := held(3, capstanv1.PhasePaused, "Paused", 3, metav1.ConditionFalse, 3)
+	pausedDegraded.Status.FirstHealthyTime = &metav1.Time{Time: time.Now()}
 	removed := addon(1, capstanv1.PhaseSynced, metav1.ConditionTrue, 1)
 	removed.DeletionTimestamp = &metav1.Time{Time: time.Now()}
 	cases := []struct {
@@ -88,6 +92,9 @@ func TestNotReady(t *testing.T) {
 		{"paused before its latest change was applied", held(3, capstanv1.PhasePaused, "Paused", 2, metav1.ConditionTrue, 2),
 			"Paused: Paused, with its latest change not applied yet"},
 		{"paused, and not Healthy", held(3, capstanv1.PhasePaused, "Paused", 3, metav1.ConditionFalse, 3),
+			"Paused: Paused, with its objects not all Healthy"},
+		{"paused while Degraded", pausedDegraded, ""},
+		{"paused before its first healthy look", held(3, capstanv1.PhasePaused, "Paused", 3, metav1.ConditionFalse, 3),
 			"Paused: Paused, with its objects not all Healthy"},
 		{"Blocked, its latest change applied and Healthy", held(3, capstanv1.PhaseBlocked, "ObjectsExist", 3, metav1.ConditionTrue, 3), "Blocked: ObjectsExist"},
 	}

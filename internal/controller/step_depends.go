@@ -172,7 +172,8 @@ func (r *AddonReconciler) dependencyState(ctx context.Context, a *capstanv1.Addo
 // to confirm, a drift fought; or Suspended), and one paused
 // (capstan.dev/paused), once its current generation's render is the one
 // applied (status.appliedGeneration) and its objects are Healthy for that
-// generation: what the gate holds is a drift repair or a prune, and what
+// generation, or, paused, were found healthy since that apply
+// (status.firstHealthyTime): what the gate holds is a drift repair or a prune, and what
 // the pause freezes is the software as it runs, not what its dependents
 // wait for; holding them would spread one add-on's gate or pause to every
 // add-on below it. Flux keeps a suspended dependency Ready for the same
@@ -202,6 +203,12 @@ func notReady(a *capstanv1.Addon) string {
 		// NOTE: appliedGeneration is recorded before the post hooks run;
 		// one that failed (a migration) is still to succeed.
 		return string(a.Status.Phase) + ": " + c.Reason + ", with its " + a.Status.PendingHook.Event + " hooks not done"
+	}
+	if a.Status.Phase == capstanv1.PhasePaused && a.Status.FirstHealthyTime != nil {
+		// NOTE: a pause, often during an incident, freezes the add-on
+		// as it runs: one found healthy since its last apply and
+		// Degraded or lapsing since counts Ready, as a Degraded one does.
+		return ""
 	}
 	h := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy)
 	if h == nil || h.Status != metav1.ConditionTrue || h.ObservedGeneration != a.Generation {
