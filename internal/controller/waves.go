@@ -40,7 +40,8 @@ const failedGrace = 30 * time.Second
 
 // lookAtWave reads each of objs from the API server and judges it as the
 // health step does (kstatus, or spec.healthChecks), as one look with the
-// checks' budget whole. A failed object counts as failed unless changed
+// checks' budget whole, and with what earlier looks found Current
+// (judge): a deferred wave's next look goes on past those. A failed object counts as failed unless changed
 // holds it and grace is true.
 func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unstructured.Unstructured, changed map[*unstructured.Unstructured]bool, grace bool) (waveLook, error) {
 	var look waveLook
@@ -50,7 +51,7 @@ func (r *AddonReconciler) lookAtWave(ctx context.Context, s *scope, objs []*unst
 		if err != nil {
 			return look, err
 		}
-		current, failed, why := s.health(ctx, obj, live, s.checks)
+		current, failed, why := r.judge(ctx, s, obj, live, s.checks)
 		if failed && !(grace && changed[obj]) {
 			look.failed = why
 			return look, nil
