@@ -175,15 +175,29 @@ func pausedDeploymentHealth(live *unstructured.Unstructured) *status.Result {
 // waiting for it would hold the add-on, its later waves and its
 // dependents until spec.healthTimeout, or for ever without one. Argo CD
 // calls it Suspended. A Job the chart does not create suspended, which
-// another controller suspends (Kueue, until it admits the Job), is in
-// progress (computeHealth).
+// another controller suspends (Kueue, until it admits the Job), or one
+// whose manifest hands it to a queue (queued), is in progress
+// (computeHealth).
 func createdSuspended(obj, live *unstructured.Unstructured) bool {
 	gvk := live.GroupVersionKind()
 	if gvk.Group != "batch" || gvk.Kind != "Job" || live.GetDeletionTimestamp() != nil {
 		return false
 	}
 	suspend, _, _ := unstructured.NestedBool(obj.Object, "spec", "suspend")
-	return suspend && conditionIs(live, "Suspended", "True")
+	return suspend && !queued(obj) && conditionIs(live, "Suspended", "True")
+}
+
+// queueLabel names the Kueue queue a Job waits in, as a label or, in
+// older Kueue, an annotation.
+const queueLabel = "kueue.x-k8s.io/queue-name"
+
+// queued reports whether the manifest obj hands its Job to a queue, to
+// resume when it admits it: it names a Kueue queue, or sets
+// spec.managedBy. Kueue's own examples create such a Job suspended, and
+// it is in progress until it runs, not waiting for a person.
+func queued(obj *unstructured.Unstructured) bool {
+	managedBy, _, _ := unstructured.NestedString(obj.Object, "spec", "managedBy")
+	return obj.GetLabels()[queueLabel] != "" || obj.GetAnnotations()[queueLabel] != "" || managedBy != ""
 }
 
 // jobHealth keeps a Job that kstatus found Current in progress until its

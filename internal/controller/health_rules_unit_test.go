@@ -347,6 +347,17 @@ func TestJobCreatedSuspended(t *testing.T) {
 	if current, _, _ := objectHealth(createdSuspended, fresh, nil, nil); current {
 		t.Error("a Job with no Suspended condition yet is Current; want it judged as any Job")
 	}
+	// Created suspended for a queue (Kueue's own example), or for another
+	// controller (spec.managedBy): in progress until it runs.
+	for name, manifest := range map[string]*unstructured.Unstructured{
+		"a queue label":      healthObj("batch/v1", "Job", withField(true, "spec", "suspend"), withField("batch", "metadata", "labels", "kueue.x-k8s.io/queue-name")),
+		"a queue annotation": healthObj("batch/v1", "Job", withField(true, "spec", "suspend"), withField("batch", "metadata", "annotations", "kueue.x-k8s.io/queue-name")),
+		"spec.managedBy":     healthObj("batch/v1", "Job", withField(true, "spec", "suspend"), withField("kueue.x-k8s.io/multikueue", "spec", "managedBy")),
+	} {
+		if current, failed, _ := objectHealth(manifest, live, nil, nil); current || failed {
+			t.Errorf("a Job created suspended with %s: current %v, failed %v; want in progress", name, current, failed)
+		}
+	}
 	// Resumed and completed: Current by its Complete condition.
 	done := healthObj("batch/v1", "Job", withGeneration(1), withField("2026-12-05T10:00:00Z", "status", "startTime"),
 		withConditions(map[string]any{"type": "Suspended", "status": "False"}, map[string]any{"type": "Complete", "status": "True"}))
