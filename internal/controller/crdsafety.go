@@ -171,13 +171,37 @@ func versionsToCheck(cur, next *apiextensionsv1.CustomResourceDefinition) (check
 }
 
 // webhookRemoved reports whether next no longer converts with the webhook
-// cur converts with: from then on the API server reads an object stored
+// cur converts with, once applied: next sets another strategy, or says
+// nothing of it where Capstan's apply set the webhook: from then on the API server reads an object stored
 // in any version as every other with only its apiVersion changed.
 func webhookRemoved(cur, next *apiextensionsv1.CustomResourceDefinition) bool {
 	converts := func(crd *apiextensionsv1.CustomResourceDefinition) bool {
 		return crd.Spec.Conversion != nil && crd.Spec.Conversion.Strategy == apiextensionsv1.WebhookConverter
 	}
-	return converts(cur) && !converts(next)
+	if !converts(cur) || converts(next) {
+		return false
+	}
+	// NOTE: the apply is a server-side apply, which leaves a field another
+	// manager set: a rendered CRD that says nothing of spec.conversion
+	// removes the webhook only when Capstan's apply set it.
+	return next.Spec.Conversion != nil && next.Spec.Conversion.Strategy != "" || ownsConversion(cur)
+}
+
+// ownsConversion reports whether Capstan's field manager owns
+// spec.conversion in crd's managedFields.
+func ownsConversion(crd *apiextensionsv1.CustomResourceDefinition) bool {
+	for _, mf := range crd.ManagedFields {
+		if mf.Manager != capstanv1.FieldManager || mf.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(mf.FieldsV1.GetRawBytes(), &fields) == nil && fields.Spec["f:conversion"] != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // unconvertedStoredVersions are the versions of cur.Status.StoredVersions

@@ -279,6 +279,13 @@ func TestConversionRemoved(t *testing.T) {
 		return c
 	}
 	const webhook, none = apiextensionsv1.WebhookConverter, apiextensionsv1.NoneConverter
+	// unrendered is a rendered CRD that says nothing of spec.conversion.
+	unrendered := func() *apiextensionsv1.CustomResourceDefinition { return crdOf(v1alpha1, v1) }
+	ownedByCapstan := func(c *apiextensionsv1.CustomResourceDefinition) *apiextensionsv1.CustomResourceDefinition {
+		c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
+			FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(`{"f:spec":{"f:conversion":{"f:strategy":{}}}}`)}}
+		return c
+	}
 	both := []string{"v1alpha1", "v1"}
 	for _, tc := range []struct {
 		name      string
@@ -289,6 +296,8 @@ func TestConversionRemoved(t *testing.T) {
 		{"the webhook removed, objects stored in the same schema", crd(webhook, both, v1alpha1Same, v1), crd(none, nil, v1alpha1Same, v1), false},
 		{"the webhook removed, objects stored only as the storage version", crd(webhook, []string{"v1"}, v1alpha1, v1), crd(none, nil, v1alpha1, v1), false},
 		{"the webhook kept", crd(webhook, both, v1alpha1, v1), crd(webhook, nil, v1alpha1, v1), false},
+		{"not rendered, the webhook another manager's", crd(webhook, both, v1alpha1, v1), unrendered(), false},
+		{"not rendered, the webhook Capstan's", ownedByCapstan(crd(webhook, both, v1alpha1, v1)), unrendered(), true},
 		{"a webhook added", crd(none, both, v1alpha1, v1), crd(webhook, nil, v1alpha1, v1), false},
 	} {
 		live, err := runtime.DefaultUnstructuredConverter.ToUnstructured(tc.cur)
