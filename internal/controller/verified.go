@@ -95,38 +95,38 @@ func (v *verifiedObjects) checkedCurrent(addon *capstanv1.Addon, key, resourceVe
 func (v *verifiedObjects) markChecked(addon *capstanv1.Addon, key, resourceVersion string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.m == nil {
-		v.m = map[types.NamespacedName]verifiedAddon{}
-	}
-	k := client.ObjectKeyFromObject(addon)
-	got, ok := v.m[k]
-	if !ok || got.uid != addon.UID {
-		got = verifiedAddon{uid: addon.UID}
-	}
+	got := v.entry(addon)
 	if got.checked == nil {
 		got.checked = map[string]checkedAt{}
 	}
 	got.checked[key] = checkedAt{resourceVersion, addon.Generation}
-	v.m[k] = got
+	v.m[client.ObjectKeyFromObject(addon)] = got
 }
 
 // note records one object as verified, after it was applied.
 func (v *verifiedObjects) note(addon *capstanv1.Addon, key string, o plan.Verified) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	got := v.entry(addon)
+	if got.objects == nil {
+		got.objects = map[string]plan.Verified{}
+	}
+	got.objects[key] = o
+	v.m[client.ObjectKeyFromObject(addon)] = got
+}
+
+// entry is what is recorded of the add-on, empty when nothing is or the
+// Addon was made anew under its name; the caller holds v.mu, and stores
+// it back.
+func (v *verifiedObjects) entry(addon *capstanv1.Addon) verifiedAddon {
 	if v.m == nil {
 		v.m = map[types.NamespacedName]verifiedAddon{}
 	}
-	k := client.ObjectKeyFromObject(addon)
-	got, ok := v.m[k]
+	got, ok := v.m[client.ObjectKeyFromObject(addon)]
 	if !ok || got.uid != addon.UID {
 		got = verifiedAddon{uid: addon.UID}
 	}
-	if got.objects == nil {
-		got.objects = map[string]plan.Verified{}
-		v.m[k] = got
-	}
-	got.objects[key] = o
+	return got
 }
 
 // markHealthy records that a verified workload was ready at
