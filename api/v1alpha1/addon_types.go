@@ -958,7 +958,10 @@ type AddonStatus struct {
 	// stage is over, and post-delete once its post-delete hooks succeeded;
 	// a sync records post-install or post-upgrade here, with the run, once
 	// their hooks succeeded, until their hook-succeeded objects are
-	// deleted.
+	// deleted. A pre event that the API server stopped for a moment
+	// records here, with its run, the hook-succeeded objects of the hooks
+	// that succeeded before it, which are deleted when another run or the
+	// uninstall starts instead of going on from it.
 	// +optional
 	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
 
@@ -1164,8 +1167,9 @@ type PlannedObject struct {
 	// +optional
 	Diff string `json:"diff,omitempty"`
 	// DiffTruncated is true when status keeps only the start of the diff,
-	// or none of it (diff is then empty), to keep the Addon small; `capstan
-	// plan` computes it whole.
+	// only a count of its changed lines (a diff too large to compute for
+	// status), or none of it (diff is then empty), to keep the Addon small;
+	// `capstan plan` computes it whole.
 	// +optional
 	DiffTruncated bool `json:"diffTruncated,omitempty"`
 	// Adopted is true when the object runs already and the add-on has not
