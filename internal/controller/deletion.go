@@ -175,7 +175,7 @@ func (r *AddonReconciler) uninstallHeld(s *scope) error {
 	return terminal{fmt.Errorf("the uninstall waits, and deletes nothing: the add-on was installed under the cluster profile, but this controller (%s) places namespace %s in the restricted profile, "+
 		"whose rights and rules are not those the add-on was installed with. Trust %s again (add it to the --trusted-namespaces of the controller that selects this Addon, or move the Addon back to a shard that trusts it) and the uninstall goes on; "+
 		"or %s to let the Addon go and leave its software running",
-		placement(r.Config), ns, ns, orphanHint(s.addon))}
+		placement(r.Config), ns, ns, orphanHint(s.addon, s.addon.DeletionProfile(s.profile)))}
 }
 
 // uninstall removes the add-on's software: the pre-delete hooks, the
@@ -723,7 +723,7 @@ func uninstallWaits(s *scope, err error) error {
 	return fmt.Errorf("the uninstall waits for the cluster its inventory is in, and deletes nothing meanwhile: %s. "+
 		"Fix or restore the kubeconfig Secret %s/%s, or make the cluster reachable, and the uninstall goes on; "+
 		"or %s to let the Addon go and leave what it applied there running, unmanaged",
-		strings.TrimSuffix(err.Error(), "."), s.addon.Namespace, ref.SecretRef.Name, orphanHint(s.addon))
+		strings.TrimSuffix(err.Error(), "."), s.addon.Namespace, ref.SecretRef.Name, orphanHint(s.addon, s.addon.DeletionProfile(s.profile)))
 }
 
 // persistingRefusal is err, a delete hook the API server could not take
@@ -731,14 +731,18 @@ func uninstallWaits(s *scope, err error) error {
 // refusal last (an admission webhook that is down): the Addon keeps its
 // finalizer until the hook is made.
 func persistingRefusal(s *scope, err error) error {
-	return fmt.Errorf("%w If the API server goes on refusing it (an admission webhook that is down), %s to let the Addon go with its software left running", err, orphanHint(s.addon))
+	return fmt.Errorf("%w If the API server goes on refusing it (an admission webhook that is down), %s to let the Addon go with its software left running", err, orphanHint(s.addon, s.addon.DeletionProfile(s.profile)))
 }
 
 // orphanHint says how to turn the deletion of a into an Orphan one: the
 // uninstall annotation removed, spec.deletionPolicy set to Orphan, or both.
-func orphanHint(a *capstanv1.Addon) string {
+// profile is the profile whose defaults the deletion follows
+// (DeletionProfile): a restricted add-on's default is Delete, so it needs
+// the policy set even where nothing asked for the uninstall.
+func orphanHint(a *capstanv1.Addon, profile capstanv1.Profile) string {
 	annotated := a.Annotations[capstanv1.UninstallAnnotation] == "true"
-	policy := a.Spec.DeletionPolicy == capstanv1.DeletionDelete
+	policy := a.Spec.DeletionPolicy == capstanv1.DeletionDelete ||
+		a.Spec.DeletionPolicy == "" && profile == capstanv1.ProfileRestricted
 	switch {
 	case annotated && policy:
 		return "remove the " + capstanv1.UninstallAnnotation + " annotation and set spec.deletionPolicy: Orphan"

@@ -215,15 +215,19 @@ func TestOrphanHint(t *testing.T) {
 		name        string
 		annotations map[string]string
 		policy      capstanv1.DeletionPolicy
+		profile     capstanv1.Profile
 		want        []string
 	}{
-		{"the annotation", annotated, "", []string{capstanv1.UninstallAnnotation}},
-		{"the policy", nil, capstanv1.DeletionDelete, []string{"spec.deletionPolicy: Orphan"}},
-		{"both", annotated, capstanv1.DeletionDelete, []string{capstanv1.UninstallAnnotation, "spec.deletionPolicy: Orphan"}},
+		{"the annotation", annotated, "", capstanv1.ProfileCluster, []string{capstanv1.UninstallAnnotation}},
+		{"the policy", nil, capstanv1.DeletionDelete, capstanv1.ProfileCluster, []string{"spec.deletionPolicy: Orphan"}},
+		{"both", annotated, capstanv1.DeletionDelete, capstanv1.ProfileCluster, []string{capstanv1.UninstallAnnotation, "spec.deletionPolicy: Orphan"}},
+		{"a restricted add-on's default", nil, "", capstanv1.ProfileRestricted, []string{"spec.deletionPolicy: Orphan"}},
+		{"a restricted add-on's default, marked too", annotated, "", capstanv1.ProfileRestricted, []string{capstanv1.UninstallAnnotation, "spec.deletionPolicy: Orphan"}},
+		{"a restricted add-on set to Orphan, marked", annotated, capstanv1.DeletionOrphan, capstanv1.ProfileRestricted, []string{capstanv1.UninstallAnnotation}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}, Spec: capstanv1.AddonSpec{DeletionPolicy: tc.policy}}
-			got := orphanHint(a)
+			got := orphanHint(a, tc.profile)
 			for _, w := range tc.want {
 				if !strings.Contains(got, w) {
 					t.Errorf("orphanHint = %q, want it to name %q", got, w)
