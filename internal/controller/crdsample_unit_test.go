@@ -126,3 +126,36 @@ func TestCRDSampleReadsPastObjectsBeingDeleted(t *testing.T) {
 		t.Errorf("checked %d, invalid %d, passed over %d; want 1, 1, %d", got.checked, got.invalid, got.deleting, crdSampleSize)
 	}
 }
+
+// TestCRDSampleReadsBoundedPages lists Gadgets that are all being deleted,
+// page after page (an operator's objects stuck on its finalizer): the
+// check reads crdSamplePages pages, judges nothing, and ends. Before, it
+// read the whole collection at every preview.
+func TestCRDSampleReadsBoundedPages(t *testing.T) {
+	crd := sampleCRD(t)
+	now := metav1.Now()
+	pages := 0
+	c := fake.NewClientBuilder().WithInterceptorFuncs(interceptor.Funcs{
+		List: func(_ context.Context, _ client.WithWatch, list client.ObjectList, _ ...client.ListOption) error {
+			pages++
+			ul := list.(*unstructured.UnstructuredList)
+			for i := range crdSampleSize {
+				g := gadget("a-old", fmt.Sprintf("g%d-%02d", pages, i), int64(1))
+				g.SetDeletionTimestamp(&now)
+				ul.Items = append(ul.Items, g)
+			}
+			if pages < 1000 {
+				ul.SetContinue(fmt.Sprintf("page-%d", pages+1))
+			}
+			return nil
+		},
+	}).Build()
+	s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "gadgets"}}, applier: &apply.Applier{Client: c}}
+	got, err := (&AddonReconciler{}).checkExisting(context.Background(), s, crd, &shadowCheck{crd: crd}, crd.Spec.Versions[0], "v1", func() bool { return false })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pages != crdSamplePages || got.checked != 0 || got.deleting != crdSamplePages*crdSampleSize {
+		t.Errorf("read %d pages, checked %d, passed over %d; want %d pages, none checked, %d passed over", pages, got.checked, got.deleting, crdSamplePages, crdSamplePages*crdSampleSize)
+	}
+}

@@ -74,11 +74,17 @@ type crdSample struct {
 // controller when it does not or no shadow can be made. The sample is up
 // to crdSampleSize objects not being deleted: the list is read on past
 // those, so that a namespace being deleted, whose objects come first,
-// does not leave the others unjudged.
+// does not leave the others unjudged, for at most crdSamplePages pages: a
+// collection whose objects are all stuck on a finalizer would otherwise be
+// read whole at every preview, until its continue token expired.
+// crdSamplePages bounds the pages of crdSampleSize objects that
+// checkExisting reads to find its sample.
+const crdSamplePages = 10
+
 func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur *apiextensionsv1.CustomResourceDefinition, shadows *shadowCheck, v apiextensionsv1.CustomResourceDefinitionVersion, readAs string, applies func() bool) (crdSample, error) {
 	var sample crdSample
 	items := make([]unstructured.Unstructured, 0, crdSampleSize)
-	for cont := ""; ; {
+	for cont, page := "", 1; ; page++ {
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(cur.Spec.Group + "/" + readAs)
 		list.SetKind(cur.Spec.Names.Kind + "List")
@@ -95,7 +101,7 @@ func (r *AddonReconciler) checkExisting(ctx context.Context, s *scope, cur *apie
 			}
 			items = append(items, item)
 		}
-		if cont = list.GetContinue(); cont == "" || len(items) == crdSampleSize {
+		if cont = list.GetContinue(); cont == "" || len(items) == crdSampleSize || page == crdSamplePages {
 			break
 		}
 	}
