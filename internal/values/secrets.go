@@ -273,13 +273,7 @@ func Release(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]st
 		}
 		ann[ReleasedAnnotation] = addon.Name
 		o.SetAnnotations(ann)
-		var owners []metav1.OwnerReference
-		for _, ref := range o.GetOwnerReferences() {
-			if !(ref.Kind == "Addon" && strings.HasPrefix(ref.APIVersion, capstanv1.GroupVersion.Group+"/") && ref.Name == addon.Name) {
-				owners = append(owners, ref)
-			}
-		}
-		o.SetOwnerReferences(owners)
+		dropOwner(o, addon)
 		if err := c.Update(ctx, o); err != nil {
 			return released, fmt.Errorf("release values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}
@@ -302,22 +296,32 @@ func Disown(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]str
 	}
 	var disowned []string
 	for _, o := range objs {
-		if !ownedBy(o, addon) {
+		if !dropOwner(o, addon) {
 			continue
 		}
-		var owners []metav1.OwnerReference
-		for _, ref := range o.GetOwnerReferences() {
-			if ref.UID != addon.UID {
-				owners = append(owners, ref)
-			}
-		}
-		o.SetOwnerReferences(owners)
 		if err := c.Update(ctx, o); err != nil {
 			return disowned, fmt.Errorf("take the add-on's owner reference off values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}
 		disowned = append(disowned, kindName(o))
 	}
 	return disowned, nil
+}
+
+// dropOwner takes off o every owner reference to an Addon of the add-on's
+// name, and says whether it took any: one of an earlier Addon of that name
+// too, whose deletion would otherwise let the garbage collector take o.
+func dropOwner(o metav1.Object, addon *capstanv1.Addon) bool {
+	var owners []metav1.OwnerReference
+	for _, ref := range o.GetOwnerReferences() {
+		if !(ref.Kind == "Addon" && strings.HasPrefix(ref.APIVersion, capstanv1.GroupVersion.Group+"/") && ref.Name == addon.Name) {
+			owners = append(owners, ref)
+		}
+	}
+	if len(owners) == len(o.GetOwnerReferences()) {
+		return false
+	}
+	o.SetOwnerReferences(owners)
+	return true
 }
 
 // DeleteAll deletes the add-on's values Secrets and ConfigMaps and its
