@@ -105,14 +105,16 @@ func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured)
 }
 
 // applyOnce applies one object with force and Capstan's field manager, and
-// nothing else: a refusal is returned as it is.
+// nothing else: a refusal is returned as it is. The fields it applies that
+// a former deployer (Helm, kubectl, another GitOps tool) owns as well are
+// handed over to Capstan (handOver).
 func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return a.handOver(ctx, out), nil
 }
 
 // LabelOwner marks a live object that an add-on adopts without a change

@@ -9,9 +9,11 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -62,12 +64,14 @@ type Sequence struct {
 	// (spec.recreate), each with the UID of the object the plan saw.
 	Recreate map[*unstructured.Unstructured]types.UID
 	// Adopted are the objects the plan adopts without a change, each with
-	// the UID of the live object it saw; OwnerLabels are the add-on's
-	// owner labels. Nothing of them is applied but those labels
-	// (Applier.LabelOwner), after the pre hooks: that marks each as this
-	// add-on's, for its prune and uninstall (NotOurs) and for every other
-	// add-on, which is then refused it as another's.
-	Adopted     map[capstanv1.ObjectRef]types.UID
+	// the UID of the live object it saw and the fields Capstan's apply of
+	// it would own; OwnerLabels are the add-on's owner labels. Nothing of
+	// them is applied but those labels (Applier.LabelOwner), after the pre
+	// hooks: that marks each as this add-on's, for its prune and uninstall
+	// (NotOurs) and for every other add-on, which is then refused it as
+	// another's. Then the fields are made Capstan's (ClaimAdopted), values
+	// unchanged, so that a later version that leaves one out removes it.
+	Adopted     map[capstanv1.ObjectRef]Adoption
 	OwnerLabels map[string]string
 	// Refused words the API server's refusal of an object for the
 	// message, withholding what may quote a value: of a dry run, and, for
@@ -255,7 +259,7 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 	refs := slices.Collect(maps.Keys(q.Adopted))
 	Sort(refs)
 	for _, ref := range refs {
-		if err := q.Applier.LabelOwner(ctx, ref, q.Adopted[ref], q.OwnerLabels); err != nil {
+		if err := q.Applier.LabelOwner(ctx, ref, q.Adopted[ref].UID, q.OwnerLabels); err != nil {
 			// NOTE: the apply of the labels alone is an update of the whole
 			// object to an admission policy, which may quote a Secret's data.
 			obj := &unstructured.Unstructured{}
@@ -263,8 +267,23 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 			obj.SetKind(ref.Kind)
 			return fmt.Errorf("marking the adopted %s as this add-on's with its labels (nothing else of it changes): %w; the next sync tries again", ref.Describe(), withheld(obj, err, q.Refused))
 		}
+		// NOTE: the labels make the object this add-on's whatever comes
+		// of the fields: a claim that fails leaves them co-owned, as an
+		// adoption did before, and the next apply of the object hands
+		// over what it applies (handOver).
+		if err := q.Applier.ClaimAdopted(ctx, ref, q.Adopted[ref].UID, q.Adopted[ref].Fields); err != nil {
+			log.FromContext(ctx).Info("taking over the fields of an adopted object failed; they stay co-owned until its next apply", "object", ref.Describe(), "error", err.Error())
+		}
 	}
 	return nil
+}
+
+// Adoption is an object a plan adopts without a change: the UID of the
+// live object it saw, and the fields that the dry run of Capstan's apply
+// showed it would own (nil when no dry run was made).
+type Adoption struct {
+	UID    types.UID
+	Fields *metav1.FieldsV1
 }
 
 // applyWaves applies the changed objects, sorted by ByWave, wave by wave,

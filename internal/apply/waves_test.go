@@ -10,7 +10,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -224,7 +223,7 @@ func TestSequenceAppliesWaveByWave(t *testing.T) {
 	// would not be the one approved.
 	rec.log = nil
 	q.HasPreHooks, q.PreHooks = false, nil
-	q.Adopted = map[capstanv1.ObjectRef]types.UID{capstanv1.RefOf(deploy): "uid-deploy"}
+	q.Adopted = map[capstanv1.ObjectRef]Adoption{capstanv1.RefOf(deploy): {UID: "uid-deploy"}}
 	if _, err := q.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -152,7 +152,7 @@ func TestRefusalsOfASecretOutsideItsApplyAreWithheld(t *testing.T) {
 		secret := kind == "Secret"
 		t.Run(kind, func(t *testing.T) {
 			q := Sequence{
-				Applier: &Applier{Client: &refuser{applies: []error{denied}}}, Adopted: map[capstanv1.ObjectRef]types.UID{ref(kind): "uid-1"},
+				Applier: &Applier{Client: &refuser{applies: []error{denied}}}, Adopted: map[capstanv1.ObjectRef]Adoption{ref(kind): {UID: "uid-1"}},
 				Refused: func(*unstructured.Unstructured, error) string { return "withheld: Forbidden" },
 			}
 			_, err := q.Run(context.Background())

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -79,6 +80,56 @@ func TestAdoptWithChangesBlocksUntilAllowed(t *testing.T) {
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	if live(t, "v1", "ConfigMap", ns, name).Object["data"].(map[string]any)["greeting"] != "hello" {
 		t.Fatal("allowAdoptChanges did not apply the change")
+	}
+}
+
+// TestAdoptionTakesOverHelmsFields: a move from Helm. Adopted, with or
+// without a change, the fields the chart renders become Capstan's, and the
+// release's manager keeps only those the chart never rendered: the chart's
+// next version that drops a field removes it, as helm upgrade would have,
+// and what Capstan never rendered stays.
+func TestAdoptionTakesOverHelmsFields(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		live    map[string]string // as the Helm release left it
+		chart   string            // data the chart renders first
+		changes bool
+	}{
+		{name: "unchanged", live: map[string]string{"greeting": "hello", "kept": "mine"}, chart: "  greeting: hello\n"},
+		{name: "changed", live: map[string]string{"greeting": "hello", "colour": "red", "kept": "mine"}, chart: "  greeting: hello\n  colour: blue\n", changes: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			ctx := context.Background()
+			name := "fromhelm-" + tc.name + ns[strings.LastIndex(ns, "-"):]
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: tc.live}
+			if err := admin.Create(ctx, cm, client.FieldOwner("helm")); err != nil {
+				t.Fatal(err)
+			}
+			publish := func(version, data string) string {
+				url, _ := charts.publish(t, chart{name: "fromhelm", version: version, files: map[string]string{
+					"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n" + data,
+				}})
+				return url
+			}
+			a := create(t, newAddon(controllerNS, name, publish("1.0.0", tc.chart), withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+				s.Adopt, s.AllowAdoptChanges = true, tc.changes
+			})))
+			waitPhase(t, a, capstanv1.PhaseSynced)
+			for _, f := range live(t, "v1", "ConfigMap", ns, name).GetManagedFields() {
+				if f.Manager == "helm" && strings.Contains(string(f.FieldsV1.Raw), "f:greeting") {
+					t.Errorf("the release's manager still owns a field the chart renders: %s", f.FieldsV1.Raw)
+				}
+			}
+			// The chart's next version renders another key instead.
+			update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = publish("2.0.0", "  other: value\n") })
+			waitPhase(t, a, capstanv1.PhaseSynced)
+			data, _, _ := unstructured.NestedStringMap(live(t, "v1", "ConfigMap", ns, name).Object, "data")
+			want := map[string]string{"other": "value", "kept": "mine"}
+			if !maps.Equal(data, want) {
+				t.Fatalf("after the chart dropped its keys, data = %v, want %v", data, want)
+			}
+		})
 	}
 }
 

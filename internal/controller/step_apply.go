@@ -30,7 +30,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	var changed, unverified []*unstructured.Unstructured
 	changedNow := map[*unstructured.Unstructured]bool{}
 	recreate := map[*unstructured.Unstructured]types.UID{}
-	adopted := map[capstanv1.ObjectRef]types.UID{}
+	adopted := map[capstanv1.ObjectRef]apply.Adoption{}
 	creates := map[*unstructured.Unstructured]bool{}
 	for i, obj := range s.objects {
 		if s.previews[i].Action != capstanv1.ActionUnchanged {
@@ -45,7 +45,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		}
 		if p := s.previews[i]; p.Adopted && p.Action == capstanv1.ActionUnchanged {
 			if live := s.live[p.Ref.Key()]; live != nil {
-				adopted[p.Ref] = live.GetUID()
+				adopted[p.Ref] = apply.Adoption{UID: live.GetUID(), Fields: p.Owned}
 			}
 		}
 		if s.previews[i].Recreate {

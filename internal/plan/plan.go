@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -116,6 +117,10 @@ type ObjectResult struct {
 	// Adopted is true when the object runs already and the add-on has not
 	// applied it before.
 	Adopted bool
+	// Owned are the fields the dry run of Capstan's apply of an object
+	// adopted without a change shows it would own: the adoption makes
+	// them Capstan's (apply.Applier.ClaimAdopted).
+	Owned *metav1.FieldsV1
 	// ManagedBy names another Addon that applied the object and still holds
 	// it in its inventory: "namespace/name".
 	ManagedBy string

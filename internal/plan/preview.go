@@ -388,6 +388,9 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			if res.Action == capstanv1.ActionUnchanged && live != nil {
 				out.Verified[key] = VerifiedAt(digest, live, in.Now)
 			}
+			if res.Action == capstanv1.ActionUnchanged && res.Adopted {
+				res.Owned = apply.AppliedFields(dry)
+			}
 		}
 		_, budget = capDiff(res.Diff, budget, false)
 		out.Objects = append(out.Objects, res)
@@ -498,7 +501,7 @@ func definedBy(crdKinds map[schema.GroupKind]bool, obj *unstructured.Unstructure
 // lostLabels reports whether an object that Capstan applied for this
 // add-on (its field manager owns fields of it) has lost some of Capstan's
 // labels, with no other add-on's in their place. An object adopted without
-// a change was never applied, and has none to lose.
+// a change was never applied, and has none to lose (apply.AdoptedOnly).
 func lostLabels(live *unstructured.Unstructured, addon *capstanv1.Addon) bool {
 	l := live.GetLabels()
 	if name, ok := l[capstanv1.AddonLabel]; ok && name != addon.Name {
@@ -510,9 +513,12 @@ func lostLabels(live *unstructured.Unstructured, addon *capstanv1.Addon) bool {
 	if addon.LabelledFor(l) && l[capstanv1.ManagedByLabel] == "capstan" {
 		return false
 	}
+	// NOTE: an object adopted without a change has Capstan's entry too,
+	// with the fields it renders but not Capstan's labels, which were
+	// never on it (apply.Applier.ClaimAdopted).
 	for _, f := range live.GetManagedFields() {
 		if f.Manager == capstanv1.FieldManager {
-			return true
+			return !apply.AdoptedOnly(live)
 		}
 	}
 	return false
