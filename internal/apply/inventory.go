@@ -361,7 +361,7 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 	refs = slices.DeleteFunc(slices.Clone(refs), func(r capstanv1.ObjectRef) bool { return !Deletable(r) })
 	var out Deleted
 	if d.AwaitGone == nil || len(refs) < 2 {
-		err := a.deleteEach(ctx, refs, nil, d, &out)
+		err := a.deleteEach(ctx, refs, nil, d, &out, metav1.DeletePropagationBackground)
 		return out, err
 	}
 	// NOTE: each object's metadata is read once, for its wave, and the
@@ -390,7 +390,17 @@ func (a *Applier) DeleteAll(ctx context.Context, refs []capstanv1.ObjectRef, d D
 		}
 		before, held := len(out.Done), len(out.Held)
 		lower := i+1 < len(waves)
-		if err := a.deleteEach(ctx, w.refs, read, d, &out); err != nil {
+		// NOTE: a wave that a lower one waits for is deleted in the
+		// foreground: it is gone only once what it owns is (a Deployment's
+		// pods, an operator's children), so the wave below, which they may
+		// still need, waits for them too, as Argo CD's waves do. The last
+		// wave waits for nothing, and goes in the background, as Helm's
+		// uninstall does.
+		propagation := metav1.DeletePropagationBackground
+		if lower {
+			propagation = metav1.DeletePropagationForeground
+		}
+		if err := a.deleteEach(ctx, w.refs, read, d, &out, propagation); err != nil {
 			// NOTE: the deletes this wave sent before the one that failed
 			// were never awaited: as after a wait that fails, they stay in
 			// the inventory, for the next prune to wait for them before
@@ -461,10 +471,10 @@ func reverseWaves(refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObj
 
 // deleteEach deletes refs, all of deletable kinds, one by one, with the
 // metadata read already when read holds it, and adds what it did to out.
-func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted) error {
+func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, read map[string]*metav1.PartialObjectMetadata, d Deleting, out *Deleted, propagation metav1.DeletionPropagation) error {
 	for _, r := range refs {
 		if d.Holder == nil && d.Keep == NoKeep && !d.Confirming && read == nil {
-			sent, err := a.deleteServed(ctx, r, metav1.DeletePropagationBackground)
+			sent, err := a.deleteServed(ctx, r, propagation)
 			if err != nil {
 				return fmt.Errorf("deleting %s: %w", r.Describe(), err)
 			}
@@ -474,7 +484,7 @@ func (a *Applier) deleteEach(ctx context.Context, refs []capstanv1.ObjectRef, re
 			out.Done = append(out.Done, r)
 			continue
 		}
-		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d, metav1.DeletePropagationBackground)
+		sp, sent, err := a.deleteUnlessSpared(ctx, r, read[r.Key()], d, propagation)
 		switch {
 		case errors.Is(err, errUnconfirmed):
 			out.Held = append(out.Held, r)

@@ -6,9 +6,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -261,4 +264,55 @@ func gauge(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return sum
+}
+
+// TestAWaveIsGoneWithWhatItOwns: an uninstall deletes a wave that a lower
+// one waits for in the foreground, so the wave is gone only once what it
+// owns is (here a ConfigMap owned by the wave's ConfigMap, held by a
+// finalizer, standing for an operator's children or a Deployment's pods),
+// and the lower wave, which they may still need, stays until then. The
+// last wave goes in the background.
+func TestAWaveIsGoneWithWhatItOwns(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "ownedwaves", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: base\ndata: {a: b}\n" +
+			"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: parent\n  annotations:\n    capstan.dev/sync-wave: \"1\"\ndata: {a: b}\n",
+	}})
+	a := create(t, newAddon(controllerNS, "ow-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.DeletionPolicy = capstanv1.DeletionDelete
+		s.HealthTimeout = &metav1.Duration{Duration: 3 * time.Second}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	parent := live(t, "v1", "ConfigMap", ns, "parent")
+	child := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "child", Finalizers: []string{"example.com/hold"},
+		// NOTE: as a controller's children are: only those block their
+		// owner's deletion in the foreground.
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "ConfigMap", Name: "parent", UID: parent.GetUID(), BlockOwnerDeletion: ptr.To(true)}}}}
+	if err := admin.Create(ctx, child); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Delete(ctx, getAddon(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	cm := func(name string) *unstructured.Unstructured { return live(t, "v1", "ConfigMap", ns, name) }
+	waitFor(t, a, 60*time.Second, "the uninstall's wait for wave 1 timed out", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "is not gone after") &&
+			strings.Contains(describeStatus(cur), "ConfigMap "+ns+"/parent is being deleted (finalizers: foregroundDeletion); the objects it owns go first")
+	})
+	eventually(t, 30*time.Second, "the child being deleted", func() bool {
+		c := cm("child")
+		return c != nil && c.GetDeletionTimestamp() != nil
+	})
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		if cm("base") == nil {
+			t.Fatal("the uninstall deleted wave 0 while what wave 1 owns was still being deleted")
+		}
+	}
+	if err := admin.Patch(ctx, cm("child"), client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 60*time.Second, "the uninstall done", func() bool {
+		return cm("base") == nil && cm("parent") == nil && apierrors.IsNotFound(admin.Get(ctx, client.ObjectKeyFromObject(a), &capstanv1.Addon{}))
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -500,6 +501,9 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 				w := ref.Describe() + " is being deleted"
 				if f := m.GetFinalizers(); len(f) > 0 {
 					w += " (finalizers: " + strings.Join(f, ", ") + ")"
+				}
+				if slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents) {
+					w += "; the objects it owns go first"
 				}
 				why = append(why, w)
 			}
