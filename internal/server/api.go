@@ -436,7 +436,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// the platform ConfigMap, whose facts every add-on gets and which no
 	// tenant may read in the controller's namespace.
 	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config, PlatformReader: s.Controller}
-	_, p, err := planner.PlanChange(r.Context(), key, req.Spec)
+	// NOTE: Interactive stops the plan's fetch when the caller hangs up,
+	// unless a reconcile joined it, so the turn let go on return was the
+	// fetch's own.
+	_, p, err := planner.PlanChange(source.Interactive(r.Context()), key, req.Spec)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return

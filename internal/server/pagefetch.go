@@ -41,7 +41,10 @@ func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.
 	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
 		return nil, err
 	}
-	return s.Fetcher.Fetch(ctx, spec, nil)
+	// NOTE: Interactive stops the fetch when this page stops waiting for
+	// it, unless a reconcile joined it, so the turn let go on return was
+	// the fetch's own.
+	return s.Fetcher.Fetch(source.Interactive(ctx), spec, nil)
 }
 
 // pageRefusal is err's answer when it is a refusal of pageFetch, and sets

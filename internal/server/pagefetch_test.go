@@ -2,12 +2,16 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -20,41 +24,58 @@ import (
 // page's text.
 func pageGet(t *testing.T, base, token, path string) (int, string, string) {
 	t.Helper()
-	c := &http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+	code, retryAfter, text, err := pageGetContext(context.Background(), pageSignIn(t, base, token), base, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return code, retryAfter, text
+}
+
+// noRedirects is the page's client, which follows no redirect.
+func noRedirects() *http.Client {
+	return &http.Client{Transport: apiClient().Transport, CheckRedirect: func(*http.Request, []*http.Request) error {
 		return http.ErrUseLastResponse
 	}}
+}
+
+// pageSignIn signs in to the page at base with token, and answers the
+// session's cookie.
+func pageSignIn(t *testing.T, base, token string) *http.Cookie {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, base+"/signin", strings.NewReader(url.Values{"token": {token}}.Encode()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Origin", base)
-	resp, err := c.Do(req)
+	resp, err := noRedirects().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	var session *http.Cookie
 	for _, ck := range resp.Cookies() {
 		if ck.Name == sessionCookieName {
-			session = ck
+			return ck
 		}
 	}
-	if session == nil {
-		t.Fatalf("signing in: %d and no session", resp.StatusCode)
-	}
-	req, err = http.NewRequest(http.MethodGet, base+path, nil)
+	t.Fatalf("signing in: %d and no session", resp.StatusCode)
+	return nil
+}
+
+// pageGetContext gets path with the session, under ctx.
+func pageGetContext(ctx context.Context, session *http.Cookie, base, path string) (int, string, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", "", err
 	}
 	req.AddCookie(session)
-	resp, err = c.Do(req)
+	resp, err := noRedirects().Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, "", "", err
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(body), nil
 }
 
 // TestPagesFetchOnlyForWhoMayChange opens the chart form and Edit values
@@ -140,5 +161,130 @@ func TestPageFetchesAreBounded(t *testing.T) {
 	release <- struct{}{}
 	if code := <-first; code != http.StatusOK {
 		t.Errorf("the page that held the fetch: %d; want 200", code)
+	}
+}
+
+// slowCharts is a chart server that answers only once released, or never
+// when its client hangs up, and counts the requests it is answering now.
+type slowCharts struct {
+	*httptest.Server
+	asked    chan struct{}
+	inFlight atomic.Int64
+	release  func()
+}
+
+func newSlowCharts(t *testing.T) *slowCharts {
+	t.Helper()
+	chart, err := testcontroller.ChartArchive("slow", map[string]string{"Chart.yaml": "apiVersion: v2\nname: slow\nversion: 1.0.0\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	released := make(chan struct{})
+	s := &slowCharts{asked: make(chan struct{}, 64), release: sync.OnceFunc(func() { close(released) })}
+	// NOTE: httptest's TLS servers share one certificate, the one the
+	// tests' fetcher trusts for chartServer.
+	s.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inFlight.Add(1)
+		defer s.inFlight.Add(-1)
+		s.asked <- struct{}{}
+		select {
+		case <-released:
+			_, _ = w.Write(chart)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(s.Close)
+	t.Cleanup(s.release)
+	return s
+}
+
+// hangUpOnceAsked sends request until the slow server is asked for the
+// chart, and hangs up then; a 429 (the turn not yet free) is sent again.
+func hangUpOnceAsked(t *testing.T, slow *slowCharts, what string, request func(ctx context.Context) (int, string)) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		ctx, cancel := context.WithCancel(context.Background())
+		type answer struct {
+			code int
+			text string
+		}
+		done := make(chan answer, 1)
+		go func() {
+			code, text := request(ctx)
+			done <- answer{code, text}
+		}()
+		select {
+		case <-slow.asked:
+			cancel()
+			<-done
+			return
+		case a := <-done:
+			cancel()
+			if a.code != http.StatusTooManyRequests {
+				t.Fatalf("%s: %d %s; want it to fetch", what, a.code, a.text)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	t.Fatalf("%s: every turn stayed taken for 20 s", what)
+}
+
+// waitIdle fails the test unless the slow server answers nothing within
+// 10 s.
+func waitIdle(t *testing.T, slow *slowCharts, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if slow.inFlight.Load() == 0 {
+			return
+		}
+	}
+	t.Fatalf("%s: %d downloads go on that no one waits for", what, slow.inFlight.Load())
+}
+
+// TestFetchesNoOneWaitsForStop opens the chart form, and asks for plans of
+// a change, with links to a chart that never comes, and hangs up as soon
+// as the chart server is asked: each download stops with its page or plan,
+// so the server's bound of one fetch at a time holds, and no hang-up
+// leaves one going on.
+func TestFetchesNoOneWaitsForStop(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "patch"))
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	slow := newSlowCharts(t)
+	srv := newServer()
+	srv.MaxPageFetches, srv.MaxPlans = 1, 1
+	base := serve(t, srv)
+	session := pageSignIn(t, base, editor)
+
+	for i := range 4 {
+		link := fmt.Sprintf("%s/slow-1.0.0.tgz?page=%d", slow.URL, i)
+		form := "/new?" + url.Values{"chart": {link}, "namespace": {ns}, "name": {"slow"}}.Encode()
+		hangUpOnceAsked(t, slow, "the form", func(ctx context.Context) (int, string) {
+			code, _, text, _ := pageGetContext(ctx, session, base, form)
+			return code, text
+		})
+		waitIdle(t, slow, "after a form's hang-up")
+	}
+	for i := range 4 {
+		change := fmt.Sprintf(`{"spec":{"chart":{"url":%q}}}`, fmt.Sprintf("%s/slow-1.0.0.tgz?plan=%d", slow.URL, i))
+		hangUpOnceAsked(t, slow, "the plan", func(ctx context.Context) (int, string) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/v1/namespaces/"+ns+"/addons/mine/plan", strings.NewReader(change))
+			if err != nil {
+				return 0, err.Error()
+			}
+			req.Header.Set("Authorization", "Bearer "+editor)
+			resp, err := apiClient().Do(req)
+			if err != nil {
+				return 0, err.Error()
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			return resp.StatusCode, string(body)
+		})
+		waitIdle(t, slow, "after a plan's hang-up")
 	}
 }

@@ -121,7 +121,9 @@ const defaultMaxLists = 4
 // defaultMaxPageFetches is how many charts the pages fetch at once unless
 // told. NOTE: each may fetch 20 MiB and unpack 100 MiB into the chart cache
 // the reconciles share, and anyone who may create or change one Addon may
-// ask for one.
+// ask for one. A turn counts a fetch, not a page that waits: a fetch for
+// pages and plans alone stops when the last of them stops waiting
+// (source.Interactive), and the turn is let go only then.
 const defaultMaxPageFetches = 2
 
 // defaultMaxPlans is how many plans on demand a server computes at once

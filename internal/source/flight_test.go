@@ -5,6 +5,8 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -68,5 +70,100 @@ func TestSharedFetchOutlivesItsFirstCaller(t *testing.T) {
 	}
 	if n := f.Stats().ArchiveFetches.Load(); n != 1 {
 		t.Fatalf("%d fetches, want 1 shared", n)
+	}
+}
+
+// slowChartServer serves archive only once release is closed, and counts
+// the requests it is answering now; a request whose client hangs up ends
+// at once.
+func slowChartServer(t *testing.T, archive []byte) (srv *httptest.Server, started <-chan struct{}, inFlight *atomic.Int64, release func()) {
+	t.Helper()
+	asked := make(chan struct{}, 16)
+	released := make(chan struct{})
+	release = sync.OnceFunc(func() { close(released) })
+	inFlight = &atomic.Int64{}
+	srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		select {
+		case asked <- struct{}{}:
+		default:
+		}
+		select {
+		case <-released:
+			_, _ = w.Write(archive)
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(release)
+	return srv, asked, inFlight, release
+}
+
+// eventually waits up to 10 s for cond.
+func eventually(cond func() bool) bool {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if cond() {
+			return true
+		}
+	}
+	return cond()
+}
+
+// TestInteractiveFetchStopsWithItsLastWaiter: a fetch that only an
+// Interactive caller asked for stops when that caller stops waiting, and
+// the caller returns only once it has; one a reconcile joined goes on.
+func TestInteractiveFetchStopsWithItsLastWaiter(t *testing.T) {
+	srv, started, inFlight, release := slowChartServer(t, chartArchive(t, "demo", "1.0.0"))
+	f := newTestFetcher(t, Options{}, srv)
+
+	ctx, cancel := context.WithCancel(Interactive(context.Background()))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := f.Chart(ctx, capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz?alone"}, nil)
+		errc <- err
+	}()
+	<-started
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the page's fetch: want context.Canceled, got %v", err)
+	}
+	if !eventually(func() bool { return inFlight.Load() == 0 }) {
+		t.Fatal("the download goes on after the only caller that wanted it left")
+	}
+
+	// A reconcile joins the page's fetch: it goes on when the page leaves.
+	spec := capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz?joined"}
+	ctx, cancel = context.WithCancel(Interactive(context.Background()))
+	go func() {
+		_, err := f.Chart(ctx, spec, nil)
+		errc <- err
+	}()
+	<-started
+	type result struct {
+		ch  *Chart
+		err error
+	}
+	reconcile := make(chan result, 1)
+	go func() {
+		ch, err := f.Chart(context.Background(), spec, nil)
+		reconcile <- result{ch, err}
+	}()
+	// NOTE: as in TestSharedFetchOutlivesItsFirstCaller, the reconcile
+	// has long joined after this wait; had it not, the count below
+	// catches its own request.
+	time.Sleep(200 * time.Millisecond)
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the page's fetch: want context.Canceled, got %v", err)
+	}
+	release()
+	r := <-reconcile
+	if r.err != nil || r.ch.Name != "demo" {
+		t.Fatalf("the reconcile lost the fetch with the page: %v", r.err)
+	}
+	// One for each link: the first, stopped, and the one both shared.
+	if n := f.Stats().ArchiveFetches.Load(); n != 2 {
+		t.Fatalf("%d fetches, want 2", n)
 	}
 }

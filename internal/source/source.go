@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
-	"golang.org/x/sync/singleflight"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 
 	"capstan.dev/capstan/internal/netguard"
@@ -77,7 +76,7 @@ type Fetcher struct {
 	charts  *lru[*cachedChart]
 	indexes *lru[*cachedIndex]
 	trees   *lru[*Tree]
-	flight  singleflight.Group
+	flights flights
 
 	gitHTTP gitTransports
 	// githubApps keeps one installation transport per App credentials, so
