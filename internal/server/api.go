@@ -88,6 +88,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrBusy), errors.Is(err, source.ErrGitMemoryBusy):
 		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error(), retryAfter: commitRetryAfter}
+	case errors.Is(err, source.ErrInteractiveTimeout):
+		return apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable", Message: err.Error()}
 	case errors.Is(err, addons.ErrNoValuesToKeep):
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "keepValues"}
 	case errors.Is(err, addons.ErrBadPatch):
@@ -409,14 +411,19 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	}
 	// NOTE: the turn first, then the access review, so that plans past
 	// the bound cost the API server nothing.
-	select {
-	case s.plans <- struct{}{}:
-		defer func() { <-s.plans }()
-	default:
+	u := userOf(r)
+	release, ok, mine := s.plans.take(u.Name)
+	switch {
+	case mine:
 		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
-			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", cap(s.plans), planRetryAfter)})
+			Message: fmt.Sprintf("%d plan(s) of %s are being computed, the most this server computes at once for one user; try again in %d seconds", s.plans.perUser, u.Name, planRetryAfter)})
+		return
+	case !ok:
+		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
+			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", s.plans.total, planRetryAfter)})
 		return
 	}
+	defer release()
 	// NOTE: a plan of a change makes the controller fetch whatever source
 	// the patch names, through its guard and into the chart cache its
 	// reconciles share, and render it: without this review, anyone who may
@@ -425,7 +432,7 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// the pages. The Addon's own spec is one its editors chose, so a plain
 	// plan needs only the read.
 	if changesSpec(req.Spec) {
-		if err := s.authorize(r.Context(), userOf(r), "patch", key, "no change of it was planned (send no spec to plan the Addon as it is)"); err != nil {
+		if err := s.authorize(r.Context(), u, "patch", key, "no change of it was planned (send no spec to plan the Addon as it is)"); err != nil {
 			writeError(w, errorFor(err))
 			return
 		}
@@ -438,8 +445,8 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config, PlatformReader: s.Controller}
 	// NOTE: Interactive stops the plan's fetch when the caller hangs up,
 	// unless a reconcile joined it, so the turn let go on return was the
-	// fetch's own.
-	_, p, err := planner.PlanChange(source.Interactive(r.Context()), key, req.Spec)
+	// fetch's own; and bounds it by the fetch timeout of pages and plans.
+	_, p, err := planner.PlanChange(source.Interactive(r.Context(), s.fetchTimeout()), key, req.Spec)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return

@@ -95,7 +95,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "list", http.StatusForbidden, d)
 		return
 	}
-	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form)
+	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form, r.Method == http.MethodPost)
 	if err != nil {
 		e := errorFor(err)
 		d.Edit, d.Error = nil, e.Message
@@ -199,9 +199,14 @@ func holdPaths(fields []formField, paths []string) {
 
 // editArtifact fetches the add-on's chart for its form, for a user who may
 // patch the Addon (as a save does). A chart that cannot be fetched leaves
-// the YAML editor, and says why. The error is a refusal of the page: the
-// user may not change the Addon, or every page fetch is taken.
-func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm) (*source.Artifact, error) {
+// the YAML editor, and says why; so does, when the form is only being
+// opened, a fetch refused because every turn is taken. The error is a
+// refusal of the page: the user may not change the Addon, or, for a save,
+// every page fetch is taken.
+//
+// NOTE: a save whose fetch is refused is not made: the posted form may
+// hold the chart's fields, which only the chart's schema reads back.
+func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm, saving bool) (*source.Artifact, error) {
 	if a.Spec.Chart == nil {
 		form.NoValues = true
 		return nil, nil
@@ -213,6 +218,10 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 	// NOTE: a chart behind credentials is not fetched here: the page has
 	// no right to the add-on's Secrets. Its values are edited as YAML.
 	art, err := s.pageFetch(ctx, u, "patch", client.ObjectKeyFromObject(a), a.Spec)
+	if e, ok := err.(apiError); ok && e.Code == http.StatusTooManyRequests && !saving {
+		form.FetchError = e.Message
+		return nil, nil
+	}
 	if e, ok := pageRefusal(w, err); ok {
 		return nil, e
 	}

@@ -48,6 +48,7 @@ func TestErrorForWhatThePersonMustFix(t *testing.T) {
 		{"credentials the source refuses", planning(&source.FetchError{URL: "https://charts.example/index.yaml", Status: http.StatusUnauthorized}), http.StatusUnprocessableEntity},
 		{"a source that fails on its side", planning(&source.FetchError{URL: "https://charts.example/index.yaml", Status: http.StatusInternalServerError}), http.StatusBadGateway},
 		{"a source that is busy", planning(&source.FetchError{URL: "https://charts.example/index.yaml", Status: http.StatusTooManyRequests}), http.StatusServiceUnavailable},
+		{"a source slower than a plan waits", planning(fmt.Errorf("stopped the fetch: %w", source.ErrInteractiveTimeout)), http.StatusServiceUnavailable},
 		{"a digest that does not match", planning(&source.DigestMismatchError{Source: "https://charts.example/blog-1.0.0.tgz", Expected: "sha256:a", Actual: "sha256:b"}), http.StatusUnprocessableEntity},
 		{"an archive refused", planning(&source.ArchiveError{Problem: "is over the size limit"}), http.StatusUnprocessableEntity},
 		{"a template that fails", planning(&render.TemplateError{Stage: "execute", Template: "blog/templates/a.yaml"}), http.StatusUnprocessableEntity},

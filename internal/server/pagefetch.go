@@ -31,20 +31,23 @@ const pageFetchRetryAfter = 5
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 	// NOTE: the turn first, then the access review, so that fetches past
 	// the bound cost the API server nothing.
-	select {
-	case s.pageFetches <- struct{}{}:
-		defer func() { <-s.pageFetches }()
-	default:
+	release, ok, mine := s.pageFetches.take(u.Name)
+	switch {
+	case mine:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
-			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", cap(s.pageFetches), pageFetchRetryAfter)}
+			Message: fmt.Sprintf("%s is having %d chart(s) fetched for pages already, the most this server fetches at once for one user; try again in %d seconds", u.Name, s.pageFetches.perUser, pageFetchRetryAfter)}
+	case !ok:
+		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", s.pageFetches.total, pageFetchRetryAfter)}
 	}
+	defer release()
 	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
 		return nil, err
 	}
 	// NOTE: Interactive stops the fetch when this page stops waiting for
 	// it, unless a reconcile joined it, so the turn let go on return was
 	// the fetch's own.
-	return s.Fetcher.Fetch(source.Interactive(ctx), spec, nil)
+	return s.Fetcher.Fetch(source.Interactive(ctx, s.fetchTimeout()), spec, nil)
 }
 
 // pageRefusal is err's answer when it is a refusal of pageFetch, and sets

@@ -288,3 +288,67 @@ func TestFetchesNoOneWaitsForStop(t *testing.T) {
 		waitIdle(t, slow, "after a plan's hang-up")
 	}
 }
+
+// TestPageFetchesAreSharedOutAndShort holds one of the server's two page
+// fetches as one user: that user's second form is refused with 429, while
+// another user's form is served, and Edit values, when every turn is
+// taken, falls back to the YAML editor and says why. A fetch past the
+// pages' own timeout is given up, and says so.
+func TestPageFetchesAreSharedOutAndShort(t *testing.T) {
+	nsA, nsB := namespace(t), namespace(t)
+	userA := user(t, nsA, "a", addonRule("get", "list", "create", "patch"))
+	userB := user(t, nsB, "b", addonRule("get", "list", "create", "patch"))
+	userC := user(t, nsB, "c", addonRule("get", "list", "patch"))
+	pinned := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: nsB, Name: "pinned"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz?shared=" + nsB}}}
+	if err := admin.Create(context.Background(), pinned); err != nil {
+		t.Fatal(err)
+	}
+	slow := newSlowCharts(t)
+	srv := newServer()
+	srv.MaxPageFetches = 2
+	srv.FetchTimeout = 8 * time.Second
+	base := serve(t, srv)
+	formOf := func(ns, link string) string {
+		return "/new?" + url.Values{"chart": {link}, "namespace": {ns}, "name": {"blog"}}.Encode()
+	}
+
+	first := make(chan string, 1)
+	start := time.Now()
+	go func() {
+		code, _, text := pageGet(t, base, userA, formOf(nsA, slow.URL+"/slow-1.0.0.tgz?held"))
+		first <- fmt.Sprint(code, " ", text)
+	}()
+	<-slow.asked
+	code, retryAfter, text := pageGet(t, base, userA, formOf(nsA, chartServer.URL+"/form-1.0.0.tgz?second="+nsA))
+	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(text, "the most this server fetches at once for one user") {
+		t.Errorf("a user's second page fetch: %d, Retry-After %q, %q; want 429 saying why", code, retryAfter, text)
+	}
+	code, _, text = pageGet(t, base, userB, formOf(nsB, chartServer.URL+"/form-1.0.0.tgz?other="+nsB))
+	if code != http.StatusOK || !strings.Contains(text, `id="f-replicas"`) {
+		t.Errorf("another user's form: %d; want 200 with the chart's fields:\n%s", code, text)
+	}
+
+	// B holds the other turn: Edit values, for anyone, shows the YAML
+	// editor, with why the form is not shown.
+	second := make(chan string, 1)
+	go func() {
+		code, _, text := pageGet(t, base, userB, formOf(nsB, slow.URL+"/slow-1.0.0.tgz?also"))
+		second <- fmt.Sprint(code, " ", text)
+	}()
+	<-slow.asked
+	code, _, text = pageGet(t, base, userC, "/addons/"+nsB+"/pinned/edit")
+	if code != http.StatusOK || !strings.Contains(text, `id="yaml"`) || !strings.Contains(text, "the most this server fetches at once") {
+		t.Errorf("Edit values while every page fetch is taken: %d; want 200, the YAML editor and why:\n%s", code, text)
+	}
+
+	for _, ch := range []chan string{first, second} {
+		if got := <-ch; !strings.HasPrefix(got, "422 ") || !strings.Contains(got, "took longer than a page or a plan on demand waits") {
+			t.Errorf("a form whose chart never comes: %.300s; want 422 saying the fetch took too long", got)
+		}
+	}
+	if took := time.Since(start); took > 20*time.Second {
+		t.Errorf("the forms took %s, past their 8 s fetch timeout", took)
+	}
+	waitIdle(t, slow, "after the pages' fetch timeout")
+}

@@ -85,14 +85,15 @@ func TestPlanInATrustedNamespace(t *testing.T) {
 // TestPlanRendersInTheSandbox plans a chart whose template loops for ever:
 // the render runs in the controller's sandbox and is stopped at its time
 // bound, not in the server's process, where nothing could stop it. Plans
-// past the server's bound are answered 429 with a Retry-After.
+// past the server's bound, or past one user's share of it, are answered
+// 429 with a Retry-After.
 func TestPlanRendersInTheSandbox(t *testing.T) {
 	ns := namespace(t)
 	chartAddon(t, ns, "loop", "loop-1.0.0.tgz")
-	reader := user(t, ns, "reader", addonRule("get"))
+	readers := []string{user(t, ns, "reader", addonRule("get")), user(t, ns, "reader2", addonRule("get")), user(t, ns, "reader3", addonRule("get"))}
 	path := "/api/v1/namespaces/" + ns + "/addons/loop/plan"
 	client := &http.Client{Timeout: 30 * time.Second, Transport: apiClient().Transport}
-	send := func() (int, string, string) {
+	send := func(reader string) (int, string, string) {
 		req, err := http.NewRequest(http.MethodPost, api.URL+path, nil)
 		if err != nil {
 			t.Error(err)
@@ -110,7 +111,7 @@ func TestPlanRendersInTheSandbox(t *testing.T) {
 	}
 
 	start := time.Now()
-	code, body, _ := send()
+	code, body, _ := send(readers[0])
 	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "loops without end") {
 		t.Errorf("the plan of a chart that loops: %d %s; want 422 saying the render passed its time bound", code, body)
 	}
@@ -118,31 +119,41 @@ func TestPlanRendersInTheSandbox(t *testing.T) {
 		t.Errorf("the plan took %s; the sandbox stops a render after %s", took, planRenderTimeout)
 	}
 
-	// Three at once: two are computed, the third is turned away.
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var codes []int
-	var retryAfter string
-	for range 3 {
-		wg.Go(func() {
-			code, _, retry := send()
-			mu.Lock()
-			defer mu.Unlock()
-			codes = append(codes, code)
-			if code == http.StatusTooManyRequests {
-				retryAfter = retry
-			}
-		})
-	}
-	wg.Wait()
-	refused := 0
-	for _, c := range codes {
-		if c == http.StatusTooManyRequests {
-			refused++
+	// Three at once: two are computed, the third is turned away; and so is
+	// the second of two at once by one user, who gets one of the two.
+	for _, tc := range []struct {
+		what    string
+		readers []string
+	}{
+		{"three plans at once", readers},
+		{"two plans at once by one user", []string{readers[0], readers[0]}},
+	} {
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var codes []int
+		var retryAfter, refusal string
+		for _, reader := range tc.readers {
+			wg.Go(func() {
+				code, body, retry := send(reader)
+				mu.Lock()
+				defer mu.Unlock()
+				codes = append(codes, code)
+				if code == http.StatusTooManyRequests {
+					retryAfter, refusal = retry, body
+				}
+			})
 		}
-	}
-	if refused != 1 || retryAfter == "" {
-		t.Errorf("three plans at once answered %v (Retry-After %q); want one 429 with a Retry-After", codes, retryAfter)
+		wg.Wait()
+		refused := 0
+		for _, c := range codes {
+			if c == http.StatusTooManyRequests {
+				refused++
+			}
+		}
+		share := len(tc.readers) == 2
+		if refused != 1 || retryAfter == "" || share != strings.Contains(refusal, "for one user") {
+			t.Errorf("%s answered %v (Retry-After %q, %s); want one 429 with a Retry-After", tc.what, codes, retryAfter, refusal)
+		}
 	}
 }
 

@@ -67,13 +67,17 @@ type Server struct {
 	// catalog's ConfigMaps live there); a new add-on of one of its
 	// TrustedNamespaces that holds an AddonRepository is committed to it.
 	Config controller.Config
-	// MaxPlans bounds the plans on demand computed at once; a plan past it
-	// is answered 429. Zero means defaultMaxPlans.
+	// MaxPlans bounds the plans on demand computed at once, and one user
+	// gets at most half of them (at least one); a plan past either is
+	// answered 429. Zero means defaultMaxPlans.
 	MaxPlans int
 	// MaxPageFetches bounds the charts the pages fetch at once for their
-	// forms; a page past it is answered 429. Zero means
-	// defaultMaxPageFetches.
+	// forms, and one user gets at most half of them (at least one); a page
+	// past either is answered 429. Zero means defaultMaxPageFetches.
 	MaxPageFetches int
+	// FetchTimeout bounds how long a page's form or a plan on demand
+	// waits for its chart or git tree. Zero means defaultFetchTimeout.
+	FetchTimeout time.Duration
 	// MaxLists bounds the lists of Addons read at once, by the API and the
 	// pages together; a list that finds none of its turns free within
 	// listWait is answered 429. Zero means defaultMaxLists.
@@ -101,10 +105,10 @@ type Server struct {
 	// accessReviews bounds the SubjectAccessReviews each user causes.
 	accessReviews *clientlimit.Limiter
 	sessions      sessions
-	// plans holds a token for each plan being computed.
-	plans chan struct{}
-	// pageFetches holds a token for each chart a page is fetching.
-	pageFetches chan struct{}
+	// plans holds a turn for each plan being computed.
+	plans *turns
+	// pageFetches holds a turn for each chart a page is fetching.
+	pageFetches *turns
 	// lists holds a token for each list of Addons being read.
 	lists chan struct{}
 }
@@ -126,12 +130,27 @@ const defaultMaxLists = 4
 // (source.Interactive), and the turn is let go only then.
 const defaultMaxPageFetches = 2
 
+// defaultFetchTimeout is how long a page's form or a plan on demand waits
+// for its source unless told. NOTE: a person waits for it, and a turn is
+// held all that while; the reconciles' fetches keep the guard's longer
+// timeout.
+const defaultFetchTimeout = 30 * time.Second
+
 // defaultMaxPlans is how many plans on demand a server computes at once
 // unless told. NOTE: each fetches a chart, renders it (a sandbox worker,
 // shared with the controller's reconciles) and dry-runs every object, and
 // anyone who may read one Addon may ask for one; more at once would take
 // the controller's CPU and its render workers from the reconciles.
 const defaultMaxPlans = 2
+
+// fetchTimeout is how long a page's form or a plan on demand waits for
+// its source.
+func (s *Server) fetchTimeout() time.Duration {
+	if s.FetchTimeout > 0 {
+		return s.FetchTimeout
+	}
+	return defaultFetchTimeout
+}
 
 // config is the controller's configuration with its defaults.
 func (s *Server) config() controller.Config { return s.Config.WithDefaults() }
@@ -154,12 +173,12 @@ func (s *Server) Handler() http.Handler {
 	if maxPlans <= 0 {
 		maxPlans = defaultMaxPlans
 	}
-	s.plans = make(chan struct{}, maxPlans)
+	s.plans = newTurns(maxPlans)
 	maxPageFetches := s.MaxPageFetches
 	if maxPageFetches <= 0 {
 		maxPageFetches = defaultMaxPageFetches
 	}
-	s.pageFetches = make(chan struct{}, maxPageFetches)
+	s.pageFetches = newTurns(maxPageFetches)
 	maxLists := s.MaxLists
 	if maxLists <= 0 {
 		maxLists = defaultMaxLists

@@ -88,6 +88,8 @@ func (f *Fetcher) Refetch(ctx context.Context, spec capstanv1.AddonSpec, creds *
 }
 
 func (f *Fetcher) fetch(ctx context.Context, spec capstanv1.AddonSpec, creds *Credentials, refresh bool) (*Artifact, error) {
+	ctx, cancel := withInteractiveTimeout(ctx)
+	defer cancel()
 	switch {
 	case spec.Chart != nil:
 		ch, err := f.chart(ctx, *spec.Chart, creds, refresh)

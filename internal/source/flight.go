@@ -2,8 +2,10 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // flights runs one fetch per key at a time, shared by every caller that
@@ -30,22 +32,37 @@ type flight struct {
 type interactiveKey struct{}
 
 // Interactive marks ctx as a caller that wants a fetch only while it
-// waits: a page's form or a plan on demand. A fetch that only such callers
-// asked for is stopped when the last of them stops waiting.
+// waits, and for at most timeout: a page's form or a plan on demand. A
+// fetch that only such callers asked for is stopped when the last of them
+// stops waiting, and each Fetch under ctx gives up after timeout (zero or
+// less: ctx's own deadline alone).
 //
 // NOTE: anyone who may create or change one Addon may ask for such a
 // fetch, and may hang up at once. Were the fetch to go on for the cache,
 // the server's bound on the fetches of its pages and plans would count
 // only those still waited for, and a caller hanging up again and again
 // could start downloads without end.
-func Interactive(ctx context.Context) context.Context {
-	return context.WithValue(ctx, interactiveKey{}, true)
+func Interactive(ctx context.Context, timeout time.Duration) context.Context {
+	return context.WithValue(ctx, interactiveKey{}, timeout)
 }
 
-// interactive tells whether ctx is Interactive's.
-func interactive(ctx context.Context) bool {
-	ok, _ := ctx.Value(interactiveKey{}).(bool)
-	return ok
+// interactive tells whether ctx is Interactive's, and its timeout.
+func interactive(ctx context.Context) (time.Duration, bool) {
+	d, ok := ctx.Value(interactiveKey{}).(time.Duration)
+	return d, ok
+}
+
+// ErrInteractiveTimeout is the cause of an Interactive fetch that took
+// longer than its timeout.
+var ErrInteractiveTimeout = errors.New("the fetch took longer than a page or a plan on demand waits")
+
+// withInteractiveTimeout bounds ctx by its Interactive timeout, if any.
+func withInteractiveTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, ok := interactive(ctx)
+	if !ok || d <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, d, fmt.Errorf("%w (%s), so it was stopped; a faster source gets past this, and so does an add-on's own reconcile, which waits longer and fills the chart cache", ErrInteractiveTimeout, d))
 }
 
 // shared runs fn once for all the callers that ask for key at the same
@@ -62,7 +79,7 @@ func interactive(ctx context.Context) bool {
 // fetch runs only while someone who asked for it waits, or for a caller
 // (a reconcile) that the controller bounds itself.
 func (f *Fetcher) shared(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
-	wantsOnlyWhileWaiting := interactive(ctx)
+	_, wantsOnlyWhileWaiting := interactive(ctx)
 	f.flights.mu.Lock()
 	if f.flights.m == nil {
 		f.flights.m = map[string]*flight{}

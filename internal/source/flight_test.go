@@ -117,7 +117,7 @@ func TestInteractiveFetchStopsWithItsLastWaiter(t *testing.T) {
 	srv, started, inFlight, release := slowChartServer(t, chartArchive(t, "demo", "1.0.0"))
 	f := newTestFetcher(t, Options{}, srv)
 
-	ctx, cancel := context.WithCancel(Interactive(context.Background()))
+	ctx, cancel := context.WithCancel(Interactive(context.Background(), 0))
 	errc := make(chan error, 1)
 	go func() {
 		_, err := f.Chart(ctx, capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz?alone"}, nil)
@@ -134,7 +134,7 @@ func TestInteractiveFetchStopsWithItsLastWaiter(t *testing.T) {
 
 	// A reconcile joins the page's fetch: it goes on when the page leaves.
 	spec := capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz?joined"}
-	ctx, cancel = context.WithCancel(Interactive(context.Background()))
+	ctx, cancel = context.WithCancel(Interactive(context.Background(), 0))
 	go func() {
 		_, err := f.Chart(ctx, spec, nil)
 		errc <- err
@@ -165,5 +165,24 @@ func TestInteractiveFetchStopsWithItsLastWaiter(t *testing.T) {
 	// One for each link: the first, stopped, and the one both shared.
 	if n := f.Stats().ArchiveFetches.Load(); n != 2 {
 		t.Fatalf("%d fetches, want 2", n)
+	}
+}
+
+// TestInteractiveFetchHasItsOwnTimeout: an Interactive fetch gives up
+// after its own timeout, says so, and stops the download.
+func TestInteractiveFetchHasItsOwnTimeout(t *testing.T) {
+	srv, _, inFlight, _ := slowChartServer(t, chartArchive(t, "demo", "1.0.0"))
+	f := newTestFetcher(t, Options{}, srv)
+	start := time.Now()
+	_, err := f.Fetch(Interactive(context.Background(), 300*time.Millisecond),
+		capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: srv.URL + "/demo-1.0.0.tgz"}}, nil)
+	if !errors.Is(err, ErrInteractiveTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the interactive timeout, got %v", err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the fetch took %s, past its 300ms", took)
+	}
+	if !eventually(func() bool { return inFlight.Load() == 0 }) {
+		t.Fatal("the download goes on after the fetch gave up")
 	}
 }
