@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -259,29 +260,57 @@ func listPage(r *http.Request) ([]client.ListOption, error) {
 // dropped, since the removal would then do what the caller meant to
 // prevent. A key given twice, or with no value, is refused too.
 func queryFlags(r *http.Request, flags map[string]*bool) error {
+	return queryParams(r, flags, nil)
+}
+
+// queryParams reads the query parameters an endpoint takes: flags, true
+// or false, and texts, any value but empty. It refuses what queryFlags
+// refuses.
+func queryParams(r *http.Request, flags map[string]*bool, texts map[string]*string) error {
 	q, err := url.ParseQuery(r.URL.RawQuery)
 	if err != nil {
 		return badRequest("", "the query string cannot be read: %v", err)
 	}
 	allowed := slices.Sorted(maps.Keys(flags))
+	for k := range texts {
+		allowed = append(allowed, k)
+	}
+	slices.Sort(allowed)
 	for _, key := range slices.Sorted(maps.Keys(q)) {
-		dst, ok := flags[key]
-		if !ok && len(allowed) == 0 {
+		flag, isFlag := flags[key]
+		text, isText := texts[key]
+		if !isFlag && !isText && len(allowed) == 0 {
 			return badRequest(key, "unknown query parameter %q: %s %s takes no query parameters", key, r.Method, r.URL.Path)
 		}
-		if !ok {
-			return badRequest(key, "unknown query parameter %q: %s %s takes only %s", key, r.Method, r.URL.Path, strings.Join(allowed, " and "))
+		if !isFlag && !isText {
+			return badRequest(key, "unknown query parameter %q: %s %s takes only %s", key, r.Method, r.URL.Path, andList(allowed))
 		}
 		if len(q[key]) > 1 {
 			return badRequest(key, "%s is given %d times; give it once", key, len(q[key]))
+		}
+		if isText {
+			if q[key][0] == "" {
+				return badRequest(key, "%s is given with no value; give one, or leave %s out", key, key)
+			}
+			*text = q[key][0]
+			continue
 		}
 		b, err := strconv.ParseBool(q[key][0])
 		if err != nil {
 			return badRequest(key, "%s=%q is not true or false", key, q[key][0])
 		}
-		*dst = b
+		*flag = b
 	}
 	return nil
+}
+
+// andList joins words as a sentence lists them: "a", "a and b", "a, b
+// and c".
+func andList(words []string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
 // noQuery refuses a request with any query parameter, for the endpoints
@@ -477,13 +506,25 @@ const commitRetryAfter = 10
 
 // edit changes an Addon's spec and secret inputs.
 func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
-	var req body.Change
+	var req body.Edit
 	key, c, _, ok := s.request(w, r, &req)
 	if !ok {
 		return
 	}
+	if err := req.Check(); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	current, err := addons.Get(r.Context(), c, key)
 	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	// NOTE: the version the client read is checked before anything else,
+	// a commit too: a change made to an Addon that changed since, or to an
+	// older Addon of the same name, would undo what another person did.
+	seen := addons.Seen{UID: types.UID(req.UID), Generation: req.Generation}
+	if err := seen.Check(current); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
@@ -507,7 +548,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("definition", "Addon %s is not managed by git: edit its spec instead", key))
 		return
 	}
-	a, err := addons.Edit(r.Context(), c, key, req.Spec, req.SecretInputs)
+	a, err := addons.EditSeen(r.Context(), c, key, seen, req.Spec, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return
@@ -729,10 +770,12 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var o addons.RemoveOptions
-	if err := queryFlags(r, map[string]*bool{"uninstall": &o.Uninstall, "keepValues": &o.KeepValues}); err != nil {
+	var uid string
+	if err := queryParams(r, map[string]*bool{"uninstall": &o.Uninstall, "keepValues": &o.KeepValues}, map[string]*string{"uid": &uid}); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
+	o.UID = types.UID(uid)
 	c, _, err := s.userClient(userOf(r))
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -740,6 +783,12 @@ func (s *Server) remove(w http.ResponseWriter, r *http.Request) {
 	}
 	a, err := addons.Get(r.Context(), c, key)
 	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	// NOTE: before a commit too: a removal asked for an Addon that was
+	// deleted and created again must not remove the new one.
+	if err := (addons.Seen{UID: o.UID}).Check(a); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}

@@ -153,7 +153,7 @@ func TestUnknownQueryParameter(t *testing.T) {
 	} {
 		code, body := call(t, editor, http.MethodDelete, "/api/v1/namespaces/"+ns+"/addons/demo?"+tc.query, nil)
 		expect(t, "a removal with "+tc.query, code, body, http.StatusBadRequest)
-		if !strings.Contains(string(body), tc.says) || (strings.Contains(tc.says, `"`) && !strings.Contains(string(body), "keepValues and uninstall")) {
+		if !strings.Contains(string(body), tc.says) || (strings.Contains(tc.says, `"`) && !strings.Contains(string(body), "keepValues, uid and uninstall")) {
 			t.Errorf("the refusal of %s: %s; want it to say %s (and name the keys allowed)", tc.query, body, tc.says)
 		}
 	}

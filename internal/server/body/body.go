@@ -64,6 +64,29 @@ type Change struct {
 	Base string `json:"base,omitempty"`
 }
 
+// Edit is the body of an edit: a Change, and optionally the version of
+// the Addon it was made from. With either set, an edit of an Addon that is
+// not that version any more is refused (409) and nothing is written, so
+// that two clients that read the same spec do not silently overwrite each
+// other's change.
+type Edit struct {
+	Change
+	// Generation is the Addon's metadata.generation the change was made
+	// from: any spec change since, by anyone, moves it.
+	Generation int64 `json:"generation,omitempty"`
+	// UID is the Addon's metadata.uid: an Addon deleted and created again
+	// under the same name has another.
+	UID string `json:"uid,omitempty"`
+}
+
+// Check refuses an edit whose generation cannot be an Addon's.
+func (e *Edit) Check() error {
+	if e.Generation < 0 {
+		return refuse("generation", "generation %d is not an Addon's metadata.generation, which is 1 or more: send the one you read, or leave it out", e.Generation)
+	}
+	return nil
+}
+
 // Approval is the body of an approve or an install: the reviewed plan.
 type Approval struct {
 	Hash string `json:"hash"`

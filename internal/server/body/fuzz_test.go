@@ -22,18 +22,19 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"wiki","spec":{"chart":{"repo":"https://charts.example/","name":"wiki","version":"1.2.3"},"values":{"a":1}},"secretInputs":{"auth.password":"s3cret"}}`,
 		`{"spec":{"values":{"replicas":2}},"secretInputs":{"a.b":"x"}}`,
+		`{"spec":{"values":{"replicas":2}},"generation":3,"uid":"0b9e6a2c-2f4f-4d51-9b7c-1a2b3c4d5e6f"}`,
 		`{"definition":"name: wiki\nchart:\n  oci: oci://r.example/wiki\n  version: 1.0.0\n"}`,
 		`{"hash":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`,
 		`{"token":"eyJhbGciOi"}`,
 		``, `  `, `null`, `{}`, `[]`, `{"name":1}`, `{"nope":true}`, `{"hash":"a"} `,
 	} {
-		for kind := range uint8(4) {
+		for kind := range uint8(5) {
 			f.Add([]byte(s), kind)
 		}
 	}
 	f.Fuzz(func(t *testing.T, data []byte, kind uint8) {
 		fresh := func() (any, func() error) {
-			switch kind % 4 {
+			switch kind % 5 {
 			case 0:
 				v := &Add{}
 				return v, v.Check
@@ -42,6 +43,9 @@ func FuzzDecode(f *testing.F) {
 				return v, func() error { return nil }
 			case 2:
 				v := &Approval{}
+				return v, v.Check
+			case 3:
+				v := &Edit{}
 				return v, v.Check
 			default:
 				v := &SignIn{}
