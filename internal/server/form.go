@@ -476,7 +476,18 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	}
 	spec := capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: form.Chart}}
 	if strings.HasPrefix(form.Chart, "oci://") {
-		spec.Chart = &capstanv1.ChartSource{OCI: form.Chart}
+		// NOTE: an Addon's spec.chart.oci is the repository, with its tag
+		// in spec.chart.version or its digest in spec.chart.digest; a link
+		// as `helm install` takes it, kept whole, fetched well and then
+		// made an Addon the API server refused, and the form has no field
+		// to fix it with. The spec fetched is the spec created.
+		chart, err := source.OCILink(form.Chart)
+		if err != nil {
+			d.Error = "Chart link: " + err.Error()
+			s.render(w, "new", http.StatusUnprocessableEntity, d)
+			return
+		}
+		spec.Chart = &chart
 	}
 	if errs := validation.IsDNS1123Label(form.Namespace); len(errs) > 0 {
 		d.Error = "Namespace: " + strings.Join(errs, "; ")

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,8 +77,15 @@ func serveCharts() *httptest.Server {
 	})
 	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
 		"/facts-1.0.0.tgz": facts}
+	// An OCI registry at /v2/, for charts the tests push with Helm's
+	// registry client.
+	oci := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	return httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		chartRequests.Add(1)
+		if strings.HasPrefix(r.URL.Path, "/v2") {
+			oci.ServeHTTP(w, r)
+			return
+		}
 		data, ok := archives[r.URL.Path]
 		if !ok {
 			http.NotFound(w, r)

@@ -39,6 +39,40 @@ const (
 	maxOCITagLength = 128
 )
 
+// OCILink is the chart source of an oci:// link as `helm install` takes
+// one, with its tag or digest, in the form an Addon's spec holds it: a tag
+// moves to Version (Helm's _ read back as the + of a semver build), a
+// manifest digest to Digest, and OCI keeps the repository alone. It reads
+// the link as ociChart reads spec.chart.oci, so the source it answers
+// fetches the same chart, and is one the Addon's own validation takes: a
+// link with neither a tag nor a digest is refused, saying how to name the
+// version. Given both, as tag@digest, the digest chooses, as ociChart
+// pulls it.
+func OCILink(link string) (capstanv1.ChartSource, error) {
+	raw, ok := strings.CutPrefix(link, "oci://")
+	if !ok {
+		return capstanv1.ChartSource{}, fmt.Errorf("%q is not an oci:// link", netguard.Redact(link))
+	}
+	ref, err := orasregistry.ParseReference(raw)
+	if err != nil {
+		return capstanv1.ChartSource{}, fmt.Errorf("%q is not an OCI reference such as oci://registry.example.com/charts/name:1.2.3: %v", netguard.Redact(link), netguard.RedactError(err, link))
+	}
+	out := capstanv1.ChartSource{OCI: "oci://" + ref.Registry + "/" + ref.Repository}
+	switch {
+	case ref.Reference == "":
+		return capstanv1.ChartSource{}, fmt.Errorf("%s names no chart version: add it as a tag, such as %s:1.2.3, or pin a manifest, as %s@sha256:…",
+			netguard.Redact(link), netguard.Redact(out.OCI), netguard.Redact(out.OCI))
+	case ref.ValidateReferenceAsDigest() == nil:
+		if !strings.HasPrefix(ref.Reference, "sha256:") {
+			return capstanv1.ChartSource{}, fmt.Errorf("%s pins a manifest by a digest other than sha256, which Capstan does not take: pin its sha256 digest", netguard.Redact(link))
+		}
+		out.Digest = ref.Reference
+	default:
+		out.Version = strings.ReplaceAll(ref.Reference, "_", "+")
+	}
+	return out, nil
+}
+
 // ociChart pulls a chart from an OCI registry, by tag (a version, a tag, a
 // semver range over the tags, or 1.2, 1 or v1.2.3: the tag if there is
 // one, the range it reads as otherwise) or by manifest digest.
