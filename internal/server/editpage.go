@@ -58,8 +58,13 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		d.Addon, err = addons.Get(r.Context(), c, key)
 	}
 	var repo *capstanv1.AddonRepository
-	if err == nil {
+	switch {
+	case err != nil:
+	case r.Method == http.MethodPost:
+		// NOTE: a save commits to the repository: it is read afresh.
 		repo, err = s.managedBy(r.Context(), d.Addon)
+	default:
+		repo, err = s.managedByView(r.Context(), d.Addon)
 	}
 	if err != nil {
 		e := errorFor(err)

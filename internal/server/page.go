@@ -421,7 +421,7 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 			}
 			var repo *capstanv1.AddonRepository
 			if err == nil {
-				repo, err = s.managedBy(r.Context(), d.Addon)
+				repo, err = s.managedByView(r.Context(), d.Addon)
 			}
 			if repo != nil {
 				d.GitManaged = repo.Name

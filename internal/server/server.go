@@ -102,6 +102,9 @@ type Server struct {
 	tokens *tokenReviewer
 	// catalog keeps the catalog's entries for the pages.
 	catalog catalogCache
+	// repositoryViews keeps, for the pages' views, the AddonRepositories
+	// that manage Addons.
+	repositoryViews repositoryViews
 	// accessReviews bounds the SubjectAccessReviews each user causes.
 	accessReviews *clientlimit.Limiter
 	sessions      sessions
