@@ -57,6 +57,16 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		d.Addon, err = addons.Get(r.Context(), c, key)
 	}
+	if err == nil && r.Method == http.MethodPost {
+		// NOTE: before the chart is fetched, and before the repository is
+		// read as the controller, so that a form sent from another site,
+		// or without its token, makes the server fetch and read nothing.
+		if code, msg := pageForm(w, r, sess, "changed"); code != 0 {
+			d.Title, d.Error = "Edit "+key.Name, msg
+			s.render(w, "list", code, d)
+			return
+		}
+	}
 	var repo *capstanv1.AddonRepository
 	switch {
 	case err != nil:
@@ -78,15 +88,6 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		form.GitManaged = repo.Name
 	}
 	d.Edit = form
-	if r.Method == http.MethodPost {
-		// NOTE: before the chart is fetched, so that a form sent from
-		// another site makes the server fetch nothing.
-		if code, msg := pageForm(w, r, sess, "changed"); code != 0 {
-			d.Edit, d.Error = nil, msg
-			s.render(w, "list", code, d)
-			return
-		}
-	}
 	current, err := specValues(d.Addon)
 	if err != nil {
 		d.Error = err.Error()

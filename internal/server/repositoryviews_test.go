@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,7 +32,8 @@ func (r *repositoryReads) Get(ctx context.Context, key client.ObjectKey, obj cli
 // times: the AddonRepository that manages it, read as the controller,
 // whose client has no rate limit, is read once, where each view read it;
 // once the answer is older than a few seconds it is read again, so a
-// repository deleted or created shows within them.
+// repository deleted or created shows within them. A save of Edit values,
+// which reads it afresh, reads it only once its CSRF token has passed.
 func TestPageViewsReadTheRepositoryOnce(t *testing.T) {
 	ns := namespace(t)
 	gitManagedLonghorn(t, ns)
@@ -59,5 +61,17 @@ func TestPageViewsReadTheRepositoryOnce(t *testing.T) {
 	view()
 	if n := reads.n.Load(); n != 2 {
 		t.Errorf("a view after the answer expired: %d reads in all; want 2", n)
+	}
+	// A save, which reads the repository afresh, without the form's CSRF
+	// token reads nothing.
+	forged := s
+	forged.csrf = "not-this-session's"
+	for range 10 {
+		if code, _ := forged.send(t, http.MethodPost, "/addons/"+ns+"/longhorn/edit", url.Values{}); code != http.StatusForbidden {
+			t.Fatalf("a save without the form's CSRF token: %d; want 403", code)
+		}
+	}
+	if n := reads.n.Load(); n != 2 {
+		t.Errorf("10 saves without the form's CSRF token: %d reads in all; want still 2", n)
 	}
 }
