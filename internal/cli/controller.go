@@ -581,7 +581,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 	if o.config.Sandbox != nil {
 		reserved = o.config.Sandbox.Reserved()
 	}
-	setMemoryLimit(reserved, ctrl.Log.WithName("memory"))
+	setMemoryLimit(reserved, source.ProcessGitBudget().Size(), ctrl.Log.WithName("memory"))
 	r := &controller.AddonReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -18,8 +19,10 @@ var cgroupMemoryFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/me
 // as the heap nears it, instead of letting garbage grow to twice the live
 // heap and the kernel end the pod at its limit, with every add-on's
 // reconcile. reserved is what the render workers, which share the
-// container, may take.
-func setMemoryLimit(reserved int64, log logr.Logger) {
+// container, may take; gitBudget is the git data the controller's heap may
+// hold (--git-memory-budget). A limit too small for both beside the
+// controller's own needs is set still, and the log says what to raise.
+func setMemoryLimit(reserved, gitBudget int64, log logr.Logger) {
 	if os.Getenv("GOMEMLIMIT") != "" {
 		return
 	}
@@ -37,6 +40,9 @@ func setMemoryLimit(reserved int64, log logr.Logger) {
 		}
 		debug.SetMemoryLimit(limit)
 		log.Info("Set the Go runtime's soft memory limit from the container's", "limit", limit, "containerLimit", strings.TrimSpace(string(data)), "workersReserve", reserved)
+		if err := checkMemorySizing(limit, gitBudget); err != nil {
+			log.Info("The container's memory limit is too small for the controller", "reason", err.Error())
+		}
 		return
 	}
 }
@@ -65,4 +71,33 @@ func controllerMemoryLimit(content string, reserved int64) (int64, bool) {
 		return -1, false
 	}
 	return left, true
+}
+
+// controllerMemoryFloor is what the controller's heap needs beside the git
+// budget at the least: its informer caches, chart cache, plans and HTTP
+// server.
+const controllerMemoryFloor = 256 << 20
+
+// checkMemorySizing refuses a soft limit, from controllerMemoryLimit, that
+// cannot hold the git budget and controllerMemoryFloor together. The git
+// data is in the controller's own heap: with less room than that, once
+// fetches hold their budget the collector runs all the time and the pod
+// nears its limit, where the kernel ends it.
+func checkMemorySizing(soft, gitBudget int64) error {
+	need := gitBudget + controllerMemoryFloor
+	if soft >= need {
+		return nil
+	}
+	// The container's limit that gives a soft limit of need, past the
+	// render workers' share: need is nine tenths of what they leave.
+	more := (need - soft + 8) / 9 * 10
+	return fmt.Errorf("the controller's soft memory limit, %s (nine tenths of the container's limit less the render workers' --render-workers × --render-memory-limit), "+
+		"cannot hold the git budget (%s, --git-memory-budget) and the %s the controller needs beside it: "+
+		"raise the container's memory limit by %s, or lower --render-memory-limit, --render-workers or --git-memory-budget",
+		mebibytes(soft), mebibytes(gitBudget), mebibytes(controllerMemoryFloor), mebibytes(more))
+}
+
+// mebibytes writes n bytes as whole MiB, rounded up.
+func mebibytes(n int64) string {
+	return fmt.Sprintf("%dMi", (n+(1<<20)-1)>>20)
 }
