@@ -8,10 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/prometheus/procfs"
+	"golang.org/x/sys/unix"
 )
 
 // logTailLines is how many lines of a component's log an error shows.
@@ -58,7 +60,11 @@ type process struct {
 	name    string
 	cmd     *exec.Cmd
 	logPath string
-	done    chan struct{} // closed when the process has exited
+	// reap is held while the process is reaped, and while its group is
+	// signalled: a group is signalled only before its leader is reaped,
+	// while the leader's PID, which is the group's ID, is still its own.
+	reap    sync.Mutex
+	done    chan struct{} // closed, with reap held, once the process is reaped
 	waitErr error         // set before done is closed
 }
 
@@ -94,11 +100,38 @@ func startProcess(name, binary, logPath string, args, env []string) (*process, e
 	}
 	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	go func() {
+		defer func() { _ = logFile.Close() }()
+		exited := waitExited(cmd.Process.Pid)
+		p.reap.Lock()
+		defer p.reap.Unlock()
+		// NOTE: the leader has exited and is not reaped yet, so its PID
+		// still names its group and no other: killing the group now ends
+		// whatever the leader left behind (a wrapper script's child, for
+		// example). Once reaped, the PID may be given to any process of
+		// the machine, and the group's ID with it; so neither this nor
+		// stop signals the group after that. ESRCH just means nothing
+		// was left.
+		if exited {
+			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		}
 		p.waitErr = cmd.Wait()
-		_ = logFile.Close()
 		close(p.done)
 	}()
 	return p, nil
+}
+
+// waitExited waits until the process pid has exited, without reaping it,
+// and reports whether it saw it so: false means the PID may no longer be
+// the process's (something else reaped it), and its group is not to be
+// signalled.
+func waitExited(pid int) bool {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return err == nil
+		}
+	}
 }
 
 // exited reports whether the process has ended.
@@ -120,20 +153,33 @@ func (p *process) exitError() error {
 }
 
 // stop ends the process group: SIGTERM, then SIGKILL after stopGrace.
+// The group is killed again, with whatever the leader left behind, as the
+// leader exits, before it is reaped. A process already reaped is not
+// signalled, so stopping twice, or after the process exited by itself,
+// signals no one.
 func (p *process) stop() {
-	pgid := p.cmd.Process.Pid
-	if !p.exited() {
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(stopGrace):
-		}
+	if !p.signalGroup(syscall.SIGTERM) {
+		<-p.done
+		return
 	}
-	// Killing the group after its leader exited ends whatever the leader
-	// left behind (a wrapper script's child, for example). ESRCH just means
-	// nothing was left.
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	select {
+	case <-p.done:
+	case <-time.After(stopGrace):
+		p.signalGroup(syscall.SIGKILL)
+	}
 	<-p.done
+}
+
+// signalGroup sends sig to the process's group, unless the process has
+// been reaped, and reports whether it did.
+func (p *process) signalGroup(sig syscall.Signal) bool {
+	p.reap.Lock()
+	defer p.reap.Unlock()
+	if p.exited() {
+		return false
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, sig)
+	return true
 }
 
 // failure builds a ComponentError for this process with the end of its log.

@@ -4,10 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 func TestWithServiceAccountGroups(t *testing.T) {
@@ -129,4 +132,74 @@ func TestEgressSocketDirFitsWithALongTempDir(t *testing.T) {
 	if socketDir, ownDir, err := egressSocketDir(short); err != nil || socketDir != short || ownDir != "" {
 		t.Errorf("a short cluster folder: got %q, %q, %v; want the folder itself", socketDir, ownDir, err)
 	}
+}
+
+// TestStopSignalsNoGroupAfterItsLeaderIsReaped: a component reaped
+// long ago (it exited by itself, or StopComponent stopped it) is not
+// signalled again by a later stop, since its PID, and the group's ID with
+// it, may belong to another process group by then. A stop still ends what
+// the leader left behind.
+func TestStopSignalsNoGroupAfterItsLeaderIsReaped(t *testing.T) {
+	dir := t.TempDir()
+	// A group whose leader leaves a child behind: stopping it ends both.
+	childFile := filepath.Join(dir, "child")
+	p, err := startProcess("wrapper", "/bin/sh", filepath.Join(dir, "wrapper.log"),
+		[]string{"-c", "sleep 300 & echo $! >" + childFile + "; exit 0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	data, err := os.ReadFile(childFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var child int
+	if _, err := fmt.Sscan(string(data), &child); err != nil {
+		t.Fatalf("the child's PID %q: %v", data, err)
+	}
+	p.stop()
+	p.stop()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		state := procState(child)
+		if state == "" || state == "Z" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child %d of an exited leader still runs (state %s)", child, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	// Another process group, as another test cluster's component would be,
+	// whose ID is the PID of a process this cluster reaped earlier.
+	other := exec.Command("sleep", "300")
+	other.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ended := make(chan struct{})
+	go func() { _ = other.Wait(); close(ended) }()
+	t.Cleanup(func() { _ = other.Process.Kill(); <-ended })
+	done := make(chan struct{})
+	close(done)
+	reaped := &process{name: "reaped", cmd: &exec.Cmd{Process: other.Process}, done: done}
+	reaped.stop()
+	select {
+	case <-ended:
+		t.Fatal("stopping a process reaped earlier killed the process group that now has its PID")
+	case <-time.After(300 * time.Millisecond):
+	}
+}
+
+// procState is the state letter of the process pid, or "" when there is
+// no such process.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The state follows the command's name, in parentheses.
+	_, after, _ := strings.Cut(string(data), ") ")
+	state, _, _ := strings.Cut(after, " ")
+	return state
 }
