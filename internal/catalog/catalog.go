@@ -5,12 +5,12 @@
 package catalog
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -257,8 +257,11 @@ func defaultProblem(f Field) string {
 type Problem struct{ ConfigMap, Message string }
 
 // Entries are the built-in entries and those of the ConfigMaps labelled
-// Label in namespace, sorted by title. An entry that cannot be read is
-// reported, not offered; one that reuses an ID replaces the built-in one.
+// Label in namespace, sorted by title, then ID, so that entries of one
+// title keep their place from one read to the next. An entry that cannot be
+// read is reported, not offered; one that reuses a built-in ID replaces the
+// built-in one, and one that reuses the ID of another ConfigMap's entry is
+// reported, and the ConfigMap first by name keeps it.
 func Entries(ctx context.Context, c client.Reader, namespace string) ([]Entry, []Problem, error) {
 	byID := map[string]Entry{}
 	for _, e := range BuiltIn {
@@ -271,9 +274,16 @@ func Entries(ctx context.Context, c client.Reader, namespace string) ([]Entry, [
 		if err := c.List(ctx, list, client.InNamespace(namespace), client.MatchingLabels{Label: "true"}); err != nil {
 			return nil, nil, fmt.Errorf("listing the catalog's ConfigMaps in %s: %w", namespace, err)
 		}
+		slices.SortFunc(list.Items, func(a, b corev1.ConfigMap) int { return strings.Compare(a.Name, b.Name) })
+		givenBy := map[string]string{} // an operator entry's ID: its ConfigMap
 		for _, cm := range list.Items {
+			data, ok := cm.Data[EntryKey]
+			if !ok {
+				problems = append(problems, Problem{ConfigMap: cm.Name, Message: "it has no key " + EntryKey + ": put the entry there, as YAML"})
+				continue
+			}
 			var e Entry
-			if err := yaml.UnmarshalStrict([]byte(cm.Data[EntryKey]), &e); err != nil {
+			if err := yaml.UnmarshalStrict([]byte(data), &e); err != nil {
 				problems = append(problems, Problem{ConfigMap: cm.Name, Message: "its " + EntryKey + " is not an entry: " + err.Error()})
 				continue
 			}
@@ -281,6 +291,12 @@ func Entries(ctx context.Context, c client.Reader, namespace string) ([]Entry, [
 				problems = append(problems, Problem{ConfigMap: cm.Name, Message: err.Error()})
 				continue
 			}
+			if first, ok := givenBy[e.ID]; ok {
+				problems = append(problems, Problem{ConfigMap: cm.Name,
+					Message: fmt.Sprintf("id %s is also given by ConfigMap %s, whose entry is offered: each entry needs an id of its own", e.ID, first)})
+				continue
+			}
+			givenBy[e.ID] = cm.Name
 			e.Source = "ConfigMap " + cm.Name
 			byID[e.ID] = e
 		}
@@ -289,6 +305,8 @@ func Entries(ctx context.Context, c client.Reader, namespace string) ([]Entry, [
 	for _, e := range byID {
 		out = append(out, e)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Title < out[j].Title })
+	slices.SortFunc(out, func(a, b Entry) int {
+		return cmp.Or(strings.Compare(a.Title, b.Title), strings.Compare(a.ID, b.ID))
+	})
 	return out, problems, nil
 }

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"io/fs"
+	"slices"
 	"strings"
 	"testing"
 
@@ -182,5 +183,62 @@ func TestChartBoundsAreTheCRDs(t *testing.T) {
 	verify := chart.Properties["verify"]
 	if len(verify.XValidations) != 1 || verify.XValidations[0].Rule != "has(self.provenance) != has(self.cosign)" {
 		t.Errorf("the CRD's rules of chart.verify are %+v; chartProblem checks exactly one of provenance or cosign", verify.XValidations)
+	}
+}
+
+// TestOperatorEntriesOfOneIDAndTitle: two ConfigMaps that give one id are
+// reported, the first by name kept; entries of one title come back ordered
+// by id on every read; a ConfigMap without entry.yaml says so.
+func TestOperatorEntriesOfOneIDAndTitle(t *testing.T) {
+	cm := func(name, entry string) *corev1.ConfigMap {
+		c := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: name, Labels: map[string]string{Label: "true"}}}
+		if entry != "" {
+			c.Data = map[string]string{EntryKey: entry}
+		}
+		return c
+	}
+	c := fake.NewClientBuilder().WithObjects(
+		cm("b-web", "id: web\ntitle: Web (b)\nchart: {url: 'https://charts.example/b-1.0.0.tgz'}\n"),
+		cm("a-web", "id: web\ntitle: Web (a)\nchart: {url: 'https://charts.example/a-1.0.0.tgz'}\n"),
+		cm("longhorn-b", "id: longhorn-b\ntitle: Longhorn\nchart: {url: 'https://charts.example/longhorn-b.tgz'}\n"),
+		cm("longhorn-a", "id: longhorn-a\ntitle: Longhorn\nchart: {url: 'https://charts.example/longhorn-a.tgz'}\n"),
+		cm("empty", ""),
+	).Build()
+	var first []string
+	for i := range 20 {
+		entries, problems, err := Entries(context.Background(), c, "capstan-system")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, e := range entries {
+			order = append(order, e.ID+" "+e.Title+" "+e.Source)
+		}
+		if i == 0 {
+			first = order
+			got := map[string]string{}
+			for _, p := range problems {
+				got[p.ConfigMap] = p.Message
+			}
+			if len(problems) != 2 || !strings.Contains(got["b-web"], "id web is also given by ConfigMap a-web") || !strings.Contains(got["empty"], "has no key entry.yaml") {
+				t.Errorf("problems = %+v; want b-web's id reported as a-web's, and empty's missing key", problems)
+			}
+			var longhorns []string
+			for _, o := range order {
+				if strings.Contains(o, " Longhorn ") {
+					longhorns = append(longhorns, strings.Fields(o)[0])
+				}
+			}
+			if want := []string{"longhorn", "longhorn-a", "longhorn-b"}; !slices.Equal(longhorns, want) {
+				t.Errorf("the entries titled Longhorn come as %v; want %v", longhorns, want)
+			}
+			if !slices.Contains(order, "web Web (a) ConfigMap a-web") {
+				t.Errorf("entries = %v; want web from ConfigMap a-web", order)
+			}
+			continue
+		}
+		if !slices.Equal(order, first) {
+			t.Fatalf("read %d gives the entries in another order:\n%v\nwas\n%v", i, order, first)
+		}
 	}
 }
