@@ -222,8 +222,13 @@ func (e *Egress) serve(conn net.Conn, selection string) {
 	target, reason := decideEgress(dest, e.routes)
 	e.mu.Unlock()
 	if reason != "" {
-		e.refuse(Refusal{Time: time.Now(), Caller: caller, Destination: dest, Reason: reason})
+		r := Refusal{Time: time.Now(), Caller: caller, Destination: dest, Reason: reason}
+		first := e.record(r)
 		writeStatus(conn, http.StatusForbidden, "refused by the local control plane's egress guard: "+dest+" is "+reason)
+		// NOTE: the answer goes first: describing the destination lists
+		// the API server's Services, and the caller, often that API
+		// server itself, must not wait for it.
+		e.describeAndLog(r, first)
 		return
 	}
 	upstream, err := dialLoopback(target)
@@ -255,18 +260,27 @@ func (e *Egress) serve(conn net.Conn, selection string) {
 	<-done
 }
 
-// refuse records r, logs it and reports the first refusal of its
-// destination.
-func (e *Egress) refuse(r Refusal) {
+// record keeps r among the refusals, and reports whether it is the first
+// of its destination.
+func (e *Egress) record(r Refusal) (first bool) {
 	e.mu.Lock()
+	defer e.mu.Unlock()
 	e.refusals = append(e.refusals, r)
-	first := !e.reported[r.Destination]
+	first = !e.reported[r.Destination]
 	e.reported[r.Destination] = true
+	return first
+}
+
+// describeAndLog logs the refusal r and, when it is the first of its
+// destination, says what the destination is and reports it.
+func (e *Egress) describeAndLog(r Refusal, first bool) {
+	e.mu.Lock()
+	describe := e.describe
 	e.mu.Unlock()
-	if first && e.describe != nil {
+	if first && describe != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		if host, _, err := net.SplitHostPort(r.Destination); err == nil {
-			if what := e.describe(ctx, host); what != "" {
+			if what := describe(ctx, host); what != "" {
 				r.Reason += " (" + what + ")"
 			}
 		}

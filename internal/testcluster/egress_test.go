@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,9 +122,34 @@ func startTestEgress(t *testing.T, report func(Refusal)) *Egress {
 // kube-apiserver's own egress dialer, built from the configuration that
 // Start writes: what the API server would do, in process. Refused
 // destinations are never dialled, so nothing leaves loopback.
+//
+// The refusal comes before the guard has said what the destination is: that
+// lists the API server's Services, which may take long, and the caller is
+// often that same API server.
 func TestEgressSpeaksTheAPIServersProtocol(t *testing.T) {
-	var reports []Refusal
-	e := startTestEgress(t, func(r Refusal) { reports = append(reports, r) })
+	var (
+		mu      sync.Mutex
+		reports []Refusal
+	)
+	e := startTestEgress(t, func(r Refusal) {
+		mu.Lock()
+		defer mu.Unlock()
+		reports = append(reports, r)
+	})
+	// describe holds until the test lets it go, or its own timeout.
+	release := make(chan struct{})
+	var described atomic.Bool
+	e.mu.Lock()
+	e.describe = func(ctx context.Context, host string) string {
+		defer described.Store(true)
+		select {
+		case <-release:
+			return "the Service kube-system/kube-dns"
+		case <-ctx.Done():
+			return ""
+		}
+	}
+	e.mu.Unlock()
 	config := filepath.Join(t.TempDir(), "egress-selector.yaml")
 	if err := os.WriteFile(config, []byte(e.selectorConfig()), 0o600); err != nil {
 		t.Fatal(err)
@@ -178,6 +205,12 @@ func TestEgressSpeaksTheAPIServersProtocol(t *testing.T) {
 		if took > 2*time.Second {
 			t.Errorf("%s egress: the refusal took %s; it must come at once", ctxName, took)
 		}
+		if ctxName == egressselector.Cluster {
+			if described.Load() {
+				t.Errorf("the refusal came only after the guard had described its destination")
+			}
+			close(release)
+		}
 
 		for _, dest := range []string{"10.96.9.9:443", echo.Addr().String()} {
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
@@ -205,9 +238,22 @@ func TestEgressSpeaksTheAPIServersProtocol(t *testing.T) {
 	if !strings.Contains(refusals[0].Caller, "the test (cluster egress)") || !strings.Contains(refusals[1].Caller, "(controlplane egress)") {
 		t.Errorf("callers = %q, %q; want the caller and its egress", refusals[0].Caller, refusals[1].Caller)
 	}
-	if len(reports) != 1 {
-		t.Errorf("reported %d refusals; want one for the one destination: %v", len(reports), reports)
+	// The report and the log follow the answer.
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		log, _ := os.ReadFile(e.logPath)
+		mu.Lock()
+		n := len(reports)
+		mu.Unlock()
+		if n > 0 && strings.Count(string(log), "10.96.0.10:443 refused") == 2 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
+	mu.Lock()
+	if len(reports) != 1 || !strings.Contains(reports[0].Reason, "kube-system/kube-dns") {
+		t.Errorf("reported %v; want one refusal for the one destination, naming what it is", reports)
+	}
+	mu.Unlock()
 	if got := e.Allowed()[echo.Addr().String()]; got != 4 {
 		t.Errorf("allowed connections to the echo server = %d; want 4", got)
 	}
