@@ -13,6 +13,7 @@ import (
 
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,15 +54,33 @@ func TestPrimaryAddressDecides(t *testing.T) {
 		{ObjectRef: capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "wiki", Name: "wiki"}},
 		{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: "wiki", Name: "wiki"}},
 	}
+	slice := func(name, managedBy string) discoveryv1.EndpointSlice {
+		es := discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "wiki", Name: name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: "wiki"}}}
+		if managedBy != "" {
+			es.Labels[discoveryv1.LabelManagedBy] = managedBy
+		}
+		return es
+	}
 	for _, tc := range []struct {
-		name string
-		svc  *corev1.Service
-		port string
-		want string // the address, or a part of the refusal
+		name      string
+		svc       *corev1.Service
+		endpoints []discoveryv1.EndpointSlice
+		port      string
+		want      string // the address, or a part of the refusal
 	}{
 		{name: "applied ClusterIP Service", svc: primarySvc(), port: "http",
 			want: "http://10.96.0.20:8080/.well-known/capstan/addon.json"},
 		{name: "first port when none named", svc: primarySvc(), want: "http://10.96.0.20:8080/.well-known/capstan/addon.json"},
+		{name: "the endpointslice controller's endpoints", svc: primarySvc(),
+			endpoints: []discoveryv1.EndpointSlice{slice("wiki-abcde", endpointSliceController), slice("wiki-fghij", endpointSliceController)},
+			want:      "http://10.96.0.20:8080/.well-known/capstan/addon.json"},
+		{name: "endpoints written by hand", svc: primarySvc(),
+			endpoints: []discoveryv1.EndpointSlice{slice("wiki-abcde", endpointSliceController), slice("elsewhere", "")},
+			want:      `has the EndpointSlice elsewhere, which the endpointslice controller did not write`},
+		{name: "endpoints of another controller", svc: primarySvc(),
+			endpoints: []discoveryv1.EndpointSlice{slice("mirrored", "endpointslicemirroring-controller.k8s.io")},
+			want:      `"endpointslicemirroring-controller.k8s.io"`},
 		{name: "IPv6 cluster IP", svc: primarySvc(func(s *corev1.Service) { s.Spec.ClusterIP = "fd00:10:96::20" }), port: "8080",
 			want: "http://[fd00:10:96::20]:8080/.well-known/capstan/addon.json"},
 		{name: "not in the inventory", svc: primarySvc(func(s *corev1.Service) { s.Name = "tenant-made" }),
@@ -83,7 +102,7 @@ func TestPrimaryAddressDecides(t *testing.T) {
 			want: "has no cluster IP"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := primaryAddress(addon, tc.svc, tc.port)
+			got, err := primaryAddress(addon, tc.svc, tc.endpoints, tc.port)
 			if strings.HasPrefix(tc.want, "http://") {
 				if err != nil || got != tc.want {
 					t.Fatalf("primaryAddress = %q, %v; want %q", got, err, tc.want)
@@ -188,6 +207,9 @@ func TestRegisterRefusesARemotePrimary(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := discoveryv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
 	// The primary as it stands in the cluster the add-on is installed

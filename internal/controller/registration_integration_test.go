@@ -1,12 +1,16 @@
 package controller_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -145,5 +149,60 @@ spec:
 	}
 	if got.Status.Phase != capstanv1.PhaseSynced {
 		t.Errorf("a refused registration must not stop the add-on: phase %s", got.Status.Phase)
+	}
+}
+
+// TestRegistrationRefusesAPrimaryWithEndpointsByHand installs an add-on
+// whose primary Service has a selector, beside an EndpointSlice written by
+// hand with the Service's name, as a tenant allowed to write EndpointSlices
+// could: its cluster IP would route there too, so the controller reads
+// nothing from it and names the EndpointSlice. The endpointslice
+// controller's own EndpointSlice of the Service is not refused.
+func TestRegistrationRefusesAPrimaryWithEndpointsByHand(t *testing.T) {
+	ns := newNamespace(t)
+	ready := true
+	byHand := &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Namespace: ns, Name: "wiki-by-hand", Labels: map[string]string{discoveryv1.LabelServiceName: "wiki"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"192.0.2.10"}, Conditions: discoveryv1.EndpointConditions{Ready: &ready}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080)}},
+	}
+	if err := admin.Create(t.Context(), byHand); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, registeringChart("1.0.0"))
+	a := create(t, newAddon(controllerNS, "wiki", url, withTarget(ns)))
+	t.Cleanup(func() { deleteAddon(t, a) })
+	got := waitFor(t, a, 90*time.Second, "the primary refused", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "PrimaryRefused"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, "EndpointSlice wiki-by-hand") || !strings.Contains(c.Message, "delete that EndpointSlice") ||
+		got.Status.Registration != nil {
+		t.Errorf("condition %q, registration %+v; want the EndpointSlice written by hand named, with what to fix", c.Message, got.Status.Registration)
+	}
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		t.Errorf("a refused registration must not stop the add-on: phase %s", got.Status.Phase)
+	}
+	// The endpointslice controller writes one of its own, with the label
+	// the check takes as its mark.
+	var managed []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		list := &discoveryv1.EndpointSliceList{}
+		if err := admin.List(t.Context(), list, client.InNamespace(ns), client.MatchingLabels{discoveryv1.LabelServiceName: "wiki"}); err != nil {
+			t.Fatal(err)
+		}
+		managed = managed[:0]
+		for _, es := range list.Items {
+			managed = append(managed, es.Name+"="+es.Labels[discoveryv1.LabelManagedBy])
+		}
+		if slices.ContainsFunc(list.Items, func(es discoveryv1.EndpointSlice) bool {
+			return es.Labels[discoveryv1.LabelManagedBy] == "endpointslice-controller.k8s.io"
+		}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the Service's EndpointSlices %v; want one of the endpointslice controller", managed)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -170,8 +171,17 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, svc); err != nil {
 		return "", err
 	}
-	return primaryAddress(s.addon, svc, port)
+	endpoints := &discoveryv1.EndpointSliceList{}
+	if err := r.APIReader.List(ctx, endpoints, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
+		return "", fmt.Errorf("listing the EndpointSlices of the primary Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	return primaryAddress(s.addon, svc, endpoints.Items, port)
 }
+
+// endpointSliceController is the endpointslice.kubernetes.io/managed-by
+// value of the EndpointSlices that the endpointslice controller writes
+// from a Service's selector.
+const endpointSliceController = "endpointslice-controller.k8s.io"
 
 // primaryRefused says why the controller does not read from a primary
 // Service that exists: the condition's reason is PrimaryRefused.
@@ -181,17 +191,24 @@ func (e primaryRefused) Error() string { return string(e) }
 
 // primaryAddress is the address of the manifest on the primary Service svc,
 // read live, at its port named port ("" for its first), or why the
-// controller does not read from it. The guardrails check only what the
+// controller does not read from it. endpoints are the EndpointSlices
+// labelled with svc's name. The guardrails check only what the
 // chart renders, and a tenant may edit the live Service in its namespace,
 // so the live Service must still be the one Capstan applied: in this
 // add-on's inventory and carrying its owner labels, with a selector, so
 // that its endpoints are the add-on's pods and not addresses written by
 // hand, and with a cluster IP (an ExternalName Service names any host, and
-// a headless one has no address of the cluster's own).
+// a headless one has no address of the cluster's own). kube-proxy routes
+// the cluster IP to the addresses of every EndpointSlice labelled with the
+// Service's name, whoever wrote it, selector or not: so each must be the
+// endpointslice controller's, written from the selector.
 // NOTE: the address is the cluster IP checked here, not the Service's DNS
 // name: a Service changed to ExternalName between this check and the read
-// would make the name resolve elsewhere.
-func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, port string) (string, error) {
+// would make the name resolve elsewhere. An EndpointSlice written just
+// after the check, or deleted just before it while kube-proxy still routes
+// to it, is not seen: reading from a pod's own IP would close that, and
+// is not done here.
+func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, endpoints []discoveryv1.EndpointSlice, port string) (string, error) {
 	ref := capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: svc.Namespace, Name: svc.Name}
 	refuse := func(why, fix string) error {
 		return primaryRefused(fmt.Sprintf("the primary Service %s/%s %s, so the controller does not read the manifest from it; %s",
@@ -212,6 +229,13 @@ func primaryAddress(addon *capstanv1.Addon, svc *corev1.Service, port string) (s
 	if len(svc.Spec.Selector) == 0 {
 		return "", refuse("has no selector (its endpoints would be written by hand, not chosen among the add-on's pods)",
 			"give the Service in the chart a selector of the add-on's pods")
+	}
+	for _, es := range endpoints {
+		if by := es.Labels[discoveryv1.LabelManagedBy]; by != endpointSliceController {
+			return "", refuse(fmt.Sprintf("has the EndpointSlice %s, which the endpointslice controller did not write from its selector (%s is %q): "+
+				"the cluster IP routes to the addresses it lists, which are not chosen among the add-on's pods", es.Name, discoveryv1.LabelManagedBy, by),
+				"delete that EndpointSlice; the primary's endpoints must be the ones its selector gives")
+		}
 	}
 	ip := net.ParseIP(svc.Spec.ClusterIP)
 	if ip == nil {
