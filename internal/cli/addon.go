@@ -393,6 +393,9 @@ is in status when the command runs, unseen.`,
   capstan addon sync hello-kustomize --plan sha256:…`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(); err != nil {
+				return err
+			}
 			c, err := f.client()
 			if err != nil {
 				return err
@@ -415,7 +418,7 @@ is in status when the command runs, unseen.`,
 		},
 	}
 	f.add(cmd)
-	w.add(cmd, true)
+	w.add(cmd, "the add-on is Synced")
 	cmd.Flags().StringVar(&hash, "plan", "", "The plan hash you reviewed (addon get --diff prints it).")
 	cmd.Flags().BoolVar(&yes, "yes", false, "Approve whichever plan is in status when the command runs, without naming it.")
 	cmd.MarkFlagsMutuallyExclusive("plan", "yes")

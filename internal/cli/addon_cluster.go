@@ -89,9 +89,21 @@ type waitFlags struct {
 	timeout time.Duration
 }
 
-func (w *waitFlags) add(cmd *cobra.Command, def bool) {
-	cmd.Flags().BoolVar(&w.wait, "wait", def, "wait until the add-on is Synced (or gone, for remove), showing progress")
-	cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits")
+// add registers the flags; until says what --wait waits for, as "the
+// add-on is Synced".
+func (w *waitFlags) add(cmd *cobra.Command, until string) {
+	cmd.Flags().BoolVar(&w.wait, "wait", true, "wait until "+until+", showing progress")
+	cmd.Flags().DurationVar(&w.timeout, "timeout", 10*time.Minute, "how long --wait waits; a positive duration")
+}
+
+// check refuses a --timeout that would end the wait before it starts. It
+// runs before the command connects: the request would be written, and the
+// command then fail at once, as if the request had not been made.
+func (w waitFlags) check() error {
+	if w.wait && w.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: give a positive duration, or --wait=false not to wait", w.timeout)
+	}
+	return nil
 }
 
 func newAddonAddCommand() *cobra.Command {
@@ -216,6 +228,9 @@ func gitManagedChange(key client.ObjectKey, name string, repo *capstanv1.AddonRe
 // installCluster installs a suspended add-on with exactly the plan that
 // --plan names, or with --yes whichever plan is in status.
 func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes bool, w waitFlags) error {
+	if err := w.check(); err != nil {
+		return err
+	}
 	c, err := f.client()
 	if err != nil {
 		return err
@@ -508,7 +523,7 @@ func poll(cmd *cobra.Command, timeout time.Duration, check func(context.Context)
 				// Interrupted: the request stands, only the wait ends.
 				return fmt.Errorf("stopped waiting when interrupted; the request stands, and the controller goes on (the last state: %s)", last)
 			}
-			return fmt.Errorf("gave up after %s; the last state: %s", timeout, last)
+			return fmt.Errorf("gave up waiting after %s; the request stands, and the controller goes on (the last state: %s)", timeout, last)
 		case <-time.After(time.Second):
 		}
 	}

@@ -47,6 +47,32 @@ func TestCommandsCheckTheirFlagsBeforeConnecting(t *testing.T) {
 			t.Errorf("%v: %v; want %q", tc.args, err, tc.want)
 		}
 	}
+	// NOTE: a wait that ends before it starts would fail the command
+	// after its request was written, as if the request had failed.
+	for _, args := range [][]string{
+		{"addon", "sync", "blog", "--yes"},
+		{"addon", "install", "blog", "--yes"},
+		{"addon", "refresh", "blog"},
+		{"addon", "remove", "blog"},
+		{"addon", "test", "blog"},
+	} {
+		for _, timeout := range []string{"0", "-1s"} {
+			root := NewRootCommand()
+			root.SetOut(&bytes.Buffer{})
+			root.SetErr(&bytes.Buffer{})
+			root.SetArgs(append(args, "--timeout", timeout, "-n", "tenant", "--kubeconfig", "/nonexistent/kubeconfig"))
+			if err := root.ExecuteContext(t.Context()); err == nil || !strings.Contains(err.Error(), "--timeout ") || !strings.Contains(err.Error(), "give a positive duration") {
+				t.Errorf("%v --timeout %s: %v; want the --timeout refused before connecting", args, timeout, err)
+			}
+		}
+		root := NewRootCommand()
+		root.SetOut(&bytes.Buffer{})
+		root.SetErr(&bytes.Buffer{})
+		root.SetArgs(append(args, "--timeout", "0", "--wait=false", "-n", "tenant", "--kubeconfig", "/nonexistent/kubeconfig"))
+		if err := root.ExecuteContext(t.Context()); err == nil || strings.Contains(err.Error(), "--timeout") {
+			t.Errorf("%v --wait=false --timeout 0: %v; want the timeout accepted, and the missing kubeconfig refused", args, err)
+		}
+	}
 }
 
 // TestSecretInputIsNeverEchoed: a --secret-input written wrong may be the

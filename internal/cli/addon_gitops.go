@@ -174,7 +174,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	}
 	installOpts.register(install)
 	installCF.add(install)
-	installWait.add(install, true)
+	installWait.add(install, "the add-on is Synced")
 	install.Flags().StringVarP(&installFile, "file", "f", "", "with --gitops: the definition file, or - for standard input")
 	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (addon get --diff prints it)")
 	install.Flags().BoolVar(&installYes, "yes", false, "install whichever plan is in status when the command runs, without naming it")
@@ -316,6 +316,9 @@ flag.`,
 				if err := refuseFlags(cmd, "--%[1]s lets a commit take the last definition of a gitops repository's folder, and only --gitops commits: give --gitops URL, or leave --%[1]s out", "allow-empty"); err != nil {
 					return err
 				}
+				if err := removeWait.check(); err != nil {
+					return err
+				}
 				c, err := removeCF.client()
 				if err != nil {
 					return err
@@ -346,7 +349,7 @@ flag.`,
 	remove.Flags().BoolVar(&uninstall, "uninstall", false, "remove the add-on's software too; with --gitops, mark its Addon for uninstall just before the commit")
 	remove.Flags().BoolVar(&keepValues, "keep-values", false, "hand a restricted add-on's values Secrets back instead of deleting them")
 	remove.Flags().BoolVar(&allowEmpty, "allow-empty", false, "with --gitops and without --uninstall: commit the removal of the folder's last definition, once the AddonRepository sets spec.allowEmpty: true")
-	removeWait.add(remove, true)
+	removeWait.add(remove, "the Addon is gone")
 
 	return []*cobra.Command{
 		install, edit,

@@ -29,14 +29,14 @@ func TestPollSaysInterruptedNotTimedOut(t *testing.T) {
 	cmd.SetOut(&bytes.Buffer{})
 	time.AfterFunc(100*time.Millisecond, cancel)
 	err := poll(cmd, 10*time.Minute, func(context.Context) (bool, string, error) { return false, "OutOfSync (AwaitingApproval)", nil })
-	if err == nil || !strings.Contains(err.Error(), "interrupted") || strings.Contains(err.Error(), "gave up after") {
+	if err == nil || !strings.Contains(err.Error(), "interrupted") || strings.Contains(err.Error(), "gave up waiting after") {
 		t.Fatalf("poll after Ctrl-C: %v; want an error that says it was interrupted", err)
 	}
 
 	cmd.SetContext(t.Context())
 	err = poll(cmd, 50*time.Millisecond, func(context.Context) (bool, string, error) { return false, "x", nil })
-	if err == nil || !strings.Contains(err.Error(), "gave up after 50ms") {
-		t.Fatalf("poll past its bound: %v; want it to say it gave up", err)
+	if err == nil || !strings.Contains(err.Error(), "gave up waiting after 50ms") || !strings.Contains(err.Error(), "the request stands") {
+		t.Fatalf("poll past its bound: %v; want it to say it gave up, and that the request stands", err)
 	}
 }
 

@@ -31,6 +31,9 @@ new plan and waits for 'capstan addon sync', and a suspended one only plans.`,
   capstan addon refresh ingress --wait=false`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(); err != nil {
+				return err
+			}
 			c, err := f.client()
 			if err != nil {
 				return err
@@ -45,7 +48,7 @@ new plan and waits for 'capstan addon sync', and a suspended one only plans.`,
 		},
 	}
 	f.add(cmd)
-	w.add(cmd, true)
+	w.add(cmd, "the refresh is handled and its outcome known: Synced, or a plan that waits for a person")
 	return cmd
 }
 

@@ -38,6 +38,9 @@ spec.test.filters chooses the tests that run, by name, as helm test's
   capstan addon test ingress --wait=false`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := w.check(); err != nil {
+				return err
+			}
 			c, err := f.client()
 			if err != nil {
 				return err
@@ -52,7 +55,7 @@ spec.test.filters chooses the tests that run, by name, as helm test's
 		},
 	}
 	f.add(cmd)
-	w.add(cmd, true)
+	w.add(cmd, "the tests ran, failing when one failed")
 	return cmd
 }
 
