@@ -85,6 +85,40 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateRefusesAFolderTheSyncerReadsAsEmpty: the syncer reads the
+// folder alone, so definitions in its subfolders make no Addon, and an
+// empty folder is refused for a repository that manages Addons; a CI
+// that runs validate must not pass such a folder.
+func TestValidateRefusesAFolderTheSyncerReadsAsEmpty(t *testing.T) {
+	root := t.TempDir()
+	writeFiles(t, root, map[string]string{
+		"addons/prod/longhorn.yaml": "name: longhorn\nhelm: {repo: https://charts.longhorn.io/, chart: longhorn}\n",
+		"addons/stage/deep/web.yml": "name: web\nhelm: {repo: https://x, chart: c}\n",
+		"addons/docs/README.md":     "not a definition\n",
+		"addons/.git/x.yaml":        "name: x\n",
+		"addons/README.md":          "the folder\n",
+		"empty/.keep":               "",
+	})
+	addonsDir := filepath.Join(root, "addons")
+	_, _, err := runValidate(t, "--root", root, addonsDir)
+	if err == nil || !strings.Contains(err.Error(), "holds no definition") ||
+		!strings.Contains(err.Error(), addonsDir+"/prod/, "+addonsDir+"/stage/ hold definitions") || strings.Contains(err.Error(), "docs") {
+		t.Fatalf("definitions in subfolders only: %v; want a failure that names prod/ and stage/", err)
+	}
+	_, summary, err := runValidate(t, "--root", root, "--allow-empty", addonsDir)
+	if err != nil || !strings.Contains(summary, "0 definitions") || !strings.Contains(summary, "prod/") {
+		t.Fatalf("--allow-empty: %v, %q; want it accepted with the subfolders named", err, summary)
+	}
+
+	_, _, err = runValidate(t, "--root", root, filepath.Join(root, "empty"))
+	if err == nil || !strings.Contains(err.Error(), "holds no definition") || !strings.Contains(err.Error(), "--allow-empty") || strings.Contains(err.Error(), "subfolders") {
+		t.Fatalf("an empty folder: %v; want it refused, pointing at --allow-empty", err)
+	}
+	if _, _, err := runValidate(t, "--root", root, "--allow-empty", filepath.Join(root, "empty")); err != nil {
+		t.Fatalf("an empty folder with --allow-empty: %v", err)
+	}
+}
+
 // TestValidateFindsTheGitRoot checks that the default root is the top of the
 // git checkout that holds DIR, however deep DIR is, and not DIR's parent.
 func TestValidateFindsTheGitRoot(t *testing.T) {
