@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,9 +28,13 @@ type clusterFlags struct {
 	kubeconfig  string
 	kubeContext string
 	namespace   string
+	// cmd is the command of the flags, whose stderr shows the API
+	// server's warnings.
+	cmd *cobra.Command
 }
 
 func (f *clusterFlags) add(cmd *cobra.Command) {
+	f.cmd = cmd
 	cmd.Flags().StringVar(&f.kubeconfig, "kubeconfig", "", "A kubeconfig file; default: $KUBECONFIG, else ~/.kube/config, else in-cluster, as kubectl.")
 	cmd.Flags().StringVar(&f.kubeContext, "context", "", "The kubeconfig context to use; default: its current context.")
 	cmd.Flags().StringVarP(&f.namespace, "namespace", "n", "", "The Addon's namespace; default: the kubeconfig context's, as kubectl's.")
@@ -57,7 +62,20 @@ func (f *clusterFlags) config() (*rest.Config, error) {
 	if len(validation.IsDNS1123Label(f.namespace)) > 0 {
 		return nil, fmt.Errorf("--namespace %q is not a namespace name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", f.namespace)
 	}
-	return restConfig(kc, f.kubeconfig)
+	cfg, err := restConfig(kc, f.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	// NOTE: as kubectl prints them, once each, on stderr: a deprecated
+	// API, a duplicate port or a PodSecurity level a chart's object would
+	// violate, which a dry run of the plan hears too (the plan's clients
+	// copy this config).
+	stderr := io.Writer(terminalText(os.Stderr))
+	if f.cmd != nil {
+		stderr = f.cmd.ErrOrStderr()
+	}
+	cfg.WarningHandler = rest.NewWarningWriter(stderr, rest.WarningWriterOptions{Deduplicate: true})
+	return cfg, nil
 }
 
 // suffix is the --kubeconfig and --context this command was given, each

@@ -234,3 +234,22 @@ func TestPlanRefusesRenderBoundsOfZero(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanShowsTheAPIServersWarnings: a dry run of the plan that the API
+// server answers with a warning shows
+// it on stderr, once, as kubectl would: here a node selector of a label
+// deprecated since Kubernetes 1.14.
+func TestPlanShowsTheAPIServersWarnings(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	fetch := servedAddon(t, c, ns, "arch", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: arch\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/deploy.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: arch\nspec:\n  selector:\n    matchLabels: {app: arch}\n" +
+			"  template:\n    metadata:\n      labels: {app: arch}\n    spec:\n      nodeSelector: {beta.kubernetes.io/arch: amd64}\n      containers:\n      - name: app\n" +
+			"        image: registry.example/app@sha256:" + strings.Repeat("a", 64) + "\n",
+	})
+	out, _ := capstan(t, cluster, append([]string{"plan", "arch", "-n", ns}, fetch...)...)
+	if n := strings.Count(out, "Warning: "); n != 1 || !strings.Contains(out, "beta.kubernetes.io/arch") {
+		t.Errorf("plan of a Deployment with a deprecated node selector printed %d warnings; want the API server's one\n%s", n, out)
+	}
+}

@@ -11,7 +11,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrl "sigs.k8s.io/controller-runtime"
 )
 
 // exitError carries an exit code other than 1 out of a command, for commands
@@ -35,6 +37,15 @@ func NewRootCommand() *cobra.Command {
 			cmd.SetErr(terminalText(cmd.ErrOrStderr()))
 			if cmd.Name() != "render" {
 				cmd.SetOut(terminalText(cmd.OutOrStdout()))
+			}
+			if cmd.Name() != "controller" && cmd.Name() != "dev" {
+				// NOTE: controller-runtime's logger, which the plan's
+				// pipeline and the clients log through, says nothing to
+				// a person at a terminal; left unset, its first use past
+				// 30 s prints a stack trace that looks like a crash. The
+				// API server's warnings are printed by the clients'
+				// handler (clusterFlags.config) instead.
+				ctrl.SetLogger(logr.Discard())
 			}
 		},
 	}

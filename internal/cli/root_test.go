@@ -2,10 +2,15 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // TestUnknownSubcommandsFail: a mistyped subcommand of any command that
@@ -48,5 +53,32 @@ func TestUnknownSubcommandsFail(t *testing.T) {
 	}
 	if _, err := run("addon", "remov", "blog"); err == nil || !strings.Contains(err.Error(), "Did you mean this?\n\tremove") {
 		t.Errorf("capstan addon remov blog: %v; want the error to suggest remove", err)
+	}
+}
+
+// TestCommandsSetControllerRuntimesLogger: a command of the command line
+// leaves no controller-runtime logger unset, whose first use past 30 s
+// prints a stack trace that looks like a crash. The logger is set once per
+// process, so the command runs in a process of its own.
+func TestCommandsSetControllerRuntimesLogger(t *testing.T) {
+	if os.Getenv("CAPSTAN_TEST_LOGGER") == "1" {
+		root := NewRootCommand()
+		root.SetOut(io.Discard)
+		root.SetErr(io.Discard)
+		root.SetArgs([]string{"version"})
+		if err := root.Execute(); err != nil {
+			t.Fatal(err)
+		}
+		// NOTE: until a logger is set, the root logger's named loggers
+		// are promises, which a logger set later fulfils.
+		if _, promise := ctrllog.Log.WithName("t").GetSink().(interface{ Fulfill(logr.LogSink) }); promise {
+			t.Fatal("capstan version left controller-runtime's logger unset")
+		}
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestCommandsSetControllerRuntimesLogger$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "CAPSTAN_TEST_LOGGER=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
 	}
 }
