@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -39,7 +40,9 @@ The plan is the controller's, with the hash of the plan in status, only when
 --controller-namespace, --trusted-namespaces, --addons-service-account,
 --platform-configmap and --platform-key are what the controller runs with:
 they decide the add-on's profile and the platform's facts its chart reads.
-Your account reads the platform ConfigMap itself.
+Your account reads the platform ConfigMap itself. Flags that place the
+add-on in another profile than status.profile says the controller placed
+it in are refused, naming the flags to give.
 
 plan exits 0 when the plan would pass the gates that refuse a plan for
 good, 2 when the controller would make the add-on Blocked (guardrail
@@ -103,8 +106,16 @@ ever or takes all memory fails the plan instead of your machine.`,
 				return err
 			}
 			defer config.Sandbox.Close()
+			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			current, err := addons.Get(cmd.Context(), c, key)
+			if err != nil {
+				return err
+			}
+			if err := sameProfile(current, config.WithDefaults()); err != nil {
+				return err
+			}
 			planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: fetcher, Config: config}
-			a, p, err := planner.Plan(cmd.Context(), client.ObjectKey{Namespace: f.namespace, Name: args[0]})
+			a, p, err := planner.Plan(cmd.Context(), key)
 			if err != nil {
 				return err
 			}
@@ -136,6 +147,30 @@ ever or takes all memory fails the plan instead of your machine.`,
 	cmd.Flags().DurationVar(&renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest the chart's templates may run, in a worker process; past it the plan fails, as the controller's render would.")
 	cmd.Flags().StringVar(&renderMemory, "render-memory-limit", "512Mi", "The most memory the render worker may use, as a Kubernetes quantity; past it the plan fails.")
 	return cmd
+}
+
+// sameProfile refuses to plan Addon a with flags that place it in another
+// profile than the controller did, as status.profile records: such a plan
+// is not the controller's, and for an add-on installed under the cluster
+// profile it would even say that the sync is held (ProfileChanged) and
+// that the Addon should be deleted, while its controller syncs it. The
+// controller's placement is known when the inventory is empty (status
+// then follows the placement) and, for a cluster-profile install, unless
+// the controller itself reports the hold. A restricted install that the
+// controller trusts now keeps status.profile until its next apply, so
+// flags that say cluster are not refused there.
+func sameProfile(a *capstanv1.Addon, config controller.Config) error {
+	recorded, flags := a.Status.Profile, config.Profile(a)
+	switch {
+	case recorded == "" || recorded == flags:
+		return nil
+	case len(a.Status.Inventory) > 0 && (recorded == capstanv1.ProfileRestricted || readyReason(a) == controller.ReasonProfileChanged):
+		return nil
+	}
+	return fmt.Errorf("addon %s/%s: the controller placed it in the %s profile (status.profile), and these flags place it in the %s profile "+
+		"(--controller-namespace %s, --trusted-namespaces %s), so the plan would not be the controller's: give the --controller-namespace and "+
+		"--trusted-namespaces the controller that selects this Addon runs with (if they changed just now, wait for it to reconcile the Addon)",
+		a.Namespace, a.Name, recorded, flags, config.Namespace, strings.Join(config.TrustedNamespaces, ","))
 }
 
 // exitPlanRefused is capstan plan's exit code for a plan that the

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/testcontroller"
 )
@@ -251,5 +252,70 @@ func TestPlanShowsTheAPIServersWarnings(t *testing.T) {
 	out, _ := capstan(t, cluster, append([]string{"plan", "arch", "-n", ns}, fetch...)...)
 	if n := strings.Count(out, "Warning: "); n != 1 || !strings.Contains(out, "beta.kubernetes.io/arch") {
 		t.Errorf("plan of a Deployment with a deprecated node selector printed %d warnings; want the API server's one\n%s", n, out)
+	}
+}
+
+// TestPlanRefusesFlagsThatPlaceTheAddonElsewhere: a Synced add-on that a
+// controller of another namespace installed under the cluster profile is
+// not planned with the default flags, which place it in the restricted
+// profile: that plan would say the sync is held (ProfileChanged) and
+// advise deleting the Addon. The error names the flags to give instead;
+// with them, the plan is computed.
+func TestPlanRefusesFlagsThatPlaceTheAddonElsewhere(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	fetch := servedAddon(t, c, ns, "shard", map[string]string{
+		"Chart.yaml":        "apiVersion: v2\nname: shard\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shard\n",
+	})
+	a := getAddon(t, c, ns, "shard")
+	a.Status.ObservedGeneration = a.Generation
+	a.Status.Phase = capstanv1.PhaseSynced
+	a.Status.Profile = capstanv1.ProfileCluster
+	a.Status.Inventory = []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: ns, Name: "shard"}}}
+	if err := c.Status().Update(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+
+	out, err := capstan(t, cluster, append([]string{"plan", "shard", "-n", ns}, fetch...)...)
+	var exit exitError
+	if err == nil || errors.As(err, &exit) || !strings.Contains(err.Error(), "--trusted-namespaces") || !strings.Contains(err.Error(), "--controller-namespace") ||
+		strings.Contains(err.Error(), "ProfileChanged") || strings.Contains(err.Error(), "delete the Addon") {
+		t.Errorf("plan with the default flags: %v; want exit code 1, naming the flags to give\n%s", err, out)
+	}
+	if out, err := capstan(t, cluster, append([]string{"plan", "shard", "-n", ns, "--trusted-namespaces", ns}, fetch...)...); err != nil {
+		t.Errorf("plan with the controller's --trusted-namespaces: %v\n%s", err, out)
+	}
+}
+
+// TestSameProfile: the flags are refused only where status.profile tells
+// the controller's placement: while the inventory is empty, and for a
+// cluster install that is not held. A real hold is left to the plan, which
+// says so; a restricted install that is trusted now is planned.
+func TestSameProfile(t *testing.T) {
+	config := controller.Config{Namespace: "capstan-system", TrustedNamespaces: []string{"capstan-system"}}
+	held := metav1.Condition{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: controller.ReasonProfileChanged}
+	inventory := []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Name: "a"}}}
+	for _, tc := range []struct {
+		name       string
+		namespace  string
+		recorded   capstanv1.Profile
+		inventory  []capstanv1.ObjectID
+		conditions []metav1.Condition
+		refused    bool
+	}{
+		{"never reconciled", "tenant", "", nil, nil, false},
+		{"the same profile", "tenant", capstanv1.ProfileRestricted, inventory, nil, false},
+		{"a cluster install, restricted by the flags", "tenant", capstanv1.ProfileCluster, inventory, nil, true},
+		{"a cluster install, held by the controller", "tenant", capstanv1.ProfileCluster, inventory, []metav1.Condition{held}, false},
+		{"no inventory, cluster", "tenant", capstanv1.ProfileCluster, nil, nil, true},
+		{"no inventory, restricted", "capstan-system", capstanv1.ProfileRestricted, nil, nil, true},
+		{"a restricted install, trusted now", "capstan-system", capstanv1.ProfileRestricted, inventory, nil, false},
+	} {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: tc.namespace, Name: "a"},
+			Status: capstanv1.AddonStatus{Profile: tc.recorded, Inventory: tc.inventory, Conditions: tc.conditions}}
+		if err := sameProfile(a, config); (err != nil) != tc.refused {
+			t.Errorf("%s: %v; want refused %v", tc.name, err, tc.refused)
+		}
 	}
 }
