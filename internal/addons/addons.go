@@ -638,7 +638,7 @@ func Reviewable(a *capstanv1.Addon, hash string) (*capstanv1.Plan, error) {
 			// come: waiting would not help.
 			return nil, fmt.Errorf("%w: the add-on failed before it could be planned (%s: %s); fix that, and a plan follows", ErrNoPlan, c.Reason, c.Message)
 		}
-		return nil, fmt.Errorf("%w; wait for the controller, or check its phase with `capstan addon get %s`", ErrNoPlan, a.Name)
+		return nil, fmt.Errorf("%w; wait for the controller, which writes it in status", ErrNoPlan)
 	case p.Generation != a.Generation:
 		return nil, fmt.Errorf("%w: the plan in status was written for generation %d, but the Addon is at %d; wait for the new plan and review it", ErrStalePlan, p.Generation, a.Generation)
 	case hash != "" && hash != p.Hash:

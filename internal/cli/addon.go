@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,9 @@ type clusterFlags struct {
 	kubeconfig  string
 	kubeContext string
 	namespace   string
+	// allNamespaces says the command reads every namespace (-A), and
+	// needs none.
+	allNamespaces bool
 	// cmd is the command of the flags, whose stderr shows the API
 	// server's warnings.
 	cmd *cobra.Command
@@ -50,16 +54,24 @@ func (f *clusterFlags) add(cmd *cobra.Command) {
 // the controller namespace's web, and its software.
 func (f *clusterFlags) config() (*rest.Config, error) {
 	kc := kubeConfig(f.kubeconfig, f.kubeContext)
-	if f.namespace == "" {
+	switch {
+	case f.allNamespaces:
+	case f.namespace == "":
 		ns, err := contextNamespace(kc, f.kubeconfig)
 		if err != nil {
 			return nil, err
 		}
+		if len(validation.IsDNS1123Label(ns)) > 0 {
+			name := f.kubeContext
+			if raw, err := kc.RawConfig(); err == nil && name == "" {
+				name = raw.CurrentContext
+			}
+			return nil, fmt.Errorf("the namespace %q of kubeconfig context %q is not a namespace name: fix the context's namespace, or give --namespace", ns, name)
+		}
 		f.namespace = ns
-	}
 	// NOTE: the API server answers a read in a namespace that cannot
 	// exist with "not found", which sends a person looking for the Addon.
-	if len(validation.IsDNS1123Label(f.namespace)) > 0 {
+	case len(validation.IsDNS1123Label(f.namespace)) > 0:
 		return nil, fmt.Errorf("--namespace %q is not a namespace name: use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit", f.namespace)
 	}
 	cfg, err := restConfig(kc, f.kubeconfig)
@@ -136,7 +148,6 @@ func newAddonCommand() *cobra.Command {
 
 func newAddonListCommand() *cobra.Command {
 	f := &clusterFlags{}
-	var all bool
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List Addons with their phase, source, version and readiness",
@@ -150,21 +161,21 @@ func newAddonListCommand() *cobra.Command {
 			}
 			var list capstanv1.AddonList
 			opts := []client.ListOption{}
-			if !all {
+			if !f.allNamespaces {
 				opts = append(opts, client.InNamespace(f.namespace))
 			}
 			if err := c.List(cmd.Context(), &list, opts...); err != nil {
 				return err
 			}
 			where := ""
-			if !all {
+			if !f.allNamespaces {
 				where = " in namespace " + f.namespace
 			}
 			return printAddonList(cmd.OutOrStdout(), list.Items, where)
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "List the Addons of every namespace.")
+	cmd.Flags().BoolVarP(&f.allNamespaces, "all-namespaces", "A", false, "List the Addons of every namespace.")
 	return cmd
 }
 
@@ -186,12 +197,20 @@ func printAddonList(w io.Writer, items []capstanv1.Addon, where string) error {
 		if c := apimeta.FindStatusCondition(a.Status.Conditions, capstanv1.ConditionHealthy); c != nil {
 			healthy = string(c.Status)
 		}
-		if len(msg) > 80 {
-			msg = msg[:77] + "..."
-		}
+		msg = oneLine(msg, 80)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Namespace, a.Name, a.Status.Phase, a.Status.Source, a.Status.Version, ready, healthy, msg)
 	}
 	return tw.Flush()
+}
+
+// oneLine is msg on one line of a table, its line breaks made spaces, cut
+// to at most width characters, never within one.
+func oneLine(msg string, width int) string {
+	msg = strings.Join(strings.Fields(msg), " ")
+	if r := []rune(msg); len(r) > width {
+		msg = string(r[:width-3]) + "..."
+	}
+	return msg
 }
 
 func newAddonGetCommand() *cobra.Command {
@@ -429,7 +448,7 @@ is in status when the command runs, unseen.`,
 			if err := requireReview(a, "sync", hash, yes, f.suffix()); err != nil {
 				return err
 			}
-			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash); err != nil {
+			if err := approve(cmd.Context(), cmd.OutOrStdout(), c, key, hash, f.suffix()); err != nil {
 				return err
 			}
 			return waitSynced(cmd, c, key, w, f.suffix())
@@ -443,16 +462,27 @@ is in status when the command runs, unseen.`,
 	return cmd
 }
 
-func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash string) error {
+func approve(ctx context.Context, w io.Writer, c client.Client, key client.ObjectKey, hash, flags string) error {
 	a, err := addons.Approve(ctx, c, key, hash)
 	if err != nil {
-		return err
+		return phaseHint(err, key, flags)
 	}
 	if a.Summary != "" {
 		fmt.Fprintf(w, "Approving plan %s: %s\n", a.Hash, a.Summary)
 	}
 	fmt.Fprintf(w, "Requested sync %d of %s.\n", a.SyncRequest, key)
 	return nil
+}
+
+// phaseHint ends an error that there is no plan yet with the command that
+// shows the add-on's phase, naming its namespace and flags, the cluster
+// flags of this command: pasted as is, it reads this Addon, not one of
+// the same name in whatever context is current.
+func phaseHint(err error, key client.ObjectKey, flags string) error {
+	if !errors.Is(err, addons.ErrNoPlan) {
+		return err
+	}
+	return fmt.Errorf("%w; check its phase with `capstan addon get %s -n %s%s`", err, key.Name, key.Namespace, flags)
 }
 
 // checkOutput refuses an -o that printObject cannot print, before the

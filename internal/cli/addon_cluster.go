@@ -179,7 +179,7 @@ func newAddonAddCommand() *cobra.Command {
 	fl.StringVar(&git.Path, "path", "", "the folder in --git")
 	fl.StringVar(&git.Revision, "revision", "", "the branch, tag or commit of --git")
 	fl.StringVar(&target, "target-namespace", "", "where a cluster-profile add-on installs (default: its own namespace)")
-	fl.BoolVar(&manualSync, "manual-sync", false, "after the install, every change waits for `capstan addon sync`")
+	fl.BoolVar(&manualSync, "manual-sync", false, "after the install, every change waits for capstan addon sync")
 	return cmd
 }
 
@@ -248,7 +248,7 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes 
 	}
 	a, err := addons.Install(cmd.Context(), c, key, hash)
 	if err != nil {
-		return err
+		return phaseHint(err, key, f.suffix())
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Installing plan %s: %s\n", a.Hash, a.Summary)
 	return waitSynced(cmd, c, key, w, f.suffix())

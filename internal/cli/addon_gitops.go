@@ -578,8 +578,14 @@ func printDefinition(cmd *cobra.Command, o *gitopsOptions, name string) error {
 	if _, err := rawOut(cmd).Write(def.Content); err != nil {
 		return err
 	}
-	fmt.Fprintf(cmd.ErrOrStderr(), "%s at commit %s of branch %q: blob %s; to replace it, edit a copy and commit it with `capstan addon edit %s --gitops URL -f FILE --base %s`\n",
-		def.File, gitops.ShortCommit(def.Commit), def.Branch, def.Blob, name, def.Blob)
+	// NOTE: the branch it was read from, named: the default branch may
+	// hold the same blob, and the edit would be committed there.
+	where := " --branch " + shellQuote(def.Branch)
+	if o.folder != gitops.DefaultFolder {
+		where += " --folder " + shellQuote(o.folder)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "%s at commit %s of branch %q: blob %s; to replace it, edit a copy and commit it with `capstan addon edit %s --gitops URL%s -f FILE --base %s`\n",
+		def.File, gitops.ShortCommit(def.Commit), def.Branch, def.Blob, name, where, def.Blob)
 	return nil
 }
 

@@ -493,6 +493,12 @@ func TestAddonGitopsEditBase(t *testing.T) {
 	if got.String() != w.Git("show", "HEAD:addons/grafana.yaml") || !strings.Contains(note.String(), "--base "+now) {
 		t.Fatalf("get --gitops printed %q, and %q; want the branch's file, and --base %s", got.String(), note.String(), now)
 	}
+	// NOTE: the edit command names the branch it was read from: the
+	// default branch may hold the same blob.
+	branch := strings.TrimSpace(w.Git("rev-parse", "--abbrev-ref", "HEAD"))
+	if !strings.Contains(note.String(), "--gitops URL --branch "+branch+" -f FILE") {
+		t.Errorf("get --gitops printed %q; want the edit command with --branch %s", note.String(), branch)
+	}
 	if out, err := runAddon(t, mine, "edit", "grafana", "--gitops", url, "-f", "-", "--base", now); err != nil || !strings.Contains(out, "edited grafana") {
 		t.Fatalf("an edit from the branch's version: %v %q", err, out)
 	}

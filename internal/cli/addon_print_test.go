@@ -2,14 +2,20 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 )
 
 // TestPrintAddonShowsHooksAndNotices checks that `capstan addon get` shows
@@ -147,5 +153,53 @@ func TestAddonGetOutputCanBeAppliedAgain(t *testing.T) {
 		if got["apiVersion"] != "capstan.dev/v1alpha1" || got["kind"] != "Addon" || meta["managedFields"] != nil || meta["name"] != "blog" {
 			t.Errorf("-o %s: apiVersion %v, kind %v, managedFields %v; want the type and no managed fields\n%s", format, got["apiVersion"], got["kind"], meta["managedFields"], out)
 		}
+	}
+}
+
+// TestAddonListKeepsEachAddonOnOneLine: a long Ready message is cut on a
+// character, never within one, and a message of several lines stays in
+// its row.
+func TestAddonListKeepsEachAddonOnOneLine(t *testing.T) {
+	long := strings.Repeat("é", 76) + "…and more"
+	for _, msg := range []string{long, "first line\nsecond line"} {
+		a := capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "web"}}
+		a.Status.Conditions = []metav1.Condition{{Type: capstanv1.ConditionReady, Status: metav1.ConditionFalse, Reason: "X", Message: msg}}
+		var out bytes.Buffer
+		if err := printAddonList(&out, []capstanv1.Addon{a}, ""); err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Count(out.String(), "\n"); lines != 2 || !utf8.ValidString(out.String()) {
+			t.Errorf("the list of an Addon whose message is %q:\n%s\nwant a header and one row of valid UTF-8", msg, out.String())
+		}
+	}
+}
+
+// TestBoolFlagsTakeNoValueName: pflag reads back-quoted words in a flag's
+// usage as its value's name, so a bool flag with them looks as if it took
+// an argument in --help.
+func TestBoolFlagsTakeNoValueName(t *testing.T) {
+	var walk func(*cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Value.Type() == "bool" && strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: its usage %q has back-quotes", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCommand())
+}
+
+// TestNoPlanNamesTheAddonsCluster: the command a refusal for want of a
+// plan prints names the Addon's namespace and the command's cluster
+// flags, so that pasted as is it reads this Addon.
+func TestNoPlanNamesTheAddonsCluster(t *testing.T) {
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "demo", Name: "web"}}
+	_, err := addons.Reviewable(a, "")
+	err = phaseHint(err, client.ObjectKeyFromObject(a), " --kubeconfig kc.yaml")
+	if !errors.Is(err, addons.ErrNoPlan) || !strings.Contains(err.Error(), "`capstan addon get web -n demo --kubeconfig kc.yaml`") {
+		t.Errorf("no plan: %v; want the get command with -n and --kubeconfig", err)
 	}
 }

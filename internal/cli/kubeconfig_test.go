@@ -2,6 +2,7 @@ package cli
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/tools/clientcmd"
@@ -66,5 +67,19 @@ func TestKubeconfigIsFoundAsKubectlFindsIt(t *testing.T) {
 	t.Setenv("KUBECONFIG", env)
 	if _, err := (&clusterFlags{kubeContext: "nowhere"}).config(); err == nil {
 		t.Error("--context of a context the kubeconfig has not was accepted")
+	}
+}
+
+// TestKubeconfigNamespaceThatCannotExist: a context's namespace that is no
+// namespace name is named as the context's, not as a --namespace the
+// person did not give; and a command of every namespace (-A) needs none.
+func TestKubeconfigNamespaceThatCannotExist(t *testing.T) {
+	file := writeKubeconfig(t, t.TempDir(), "Team_A")
+	_, err := (&clusterFlags{kubeconfig: file}).config()
+	if err == nil || !strings.Contains(err.Error(), `the namespace "Team_A-ns" of kubeconfig context "Team_A"`) || strings.Contains(err.Error(), "--namespace \"") {
+		t.Errorf("a context's namespace that cannot exist: %v; want it named as the context's", err)
+	}
+	if _, err := (&clusterFlags{kubeconfig: file, allNamespaces: true}).config(); err != nil {
+		t.Errorf("-A with a context's namespace that cannot exist: %v; want no namespace needed", err)
 	}
 }

@@ -112,7 +112,7 @@ printed after the objects, on stderr, and the command fails.`,
 	f.BoolVar(&o.upgrade, "is-upgrade", false, "render for an upgrade: .Release.IsUpgrade true, .Release.IsInstall false")
 	f.StringVar(&o.kubeVersion, "kube-version", "", "Kubernetes version for .Capabilities.KubeVersion, such as v1.33.0 (default: Helm's)")
 	f.StringSliceVarP(&o.apiVersions, "api-versions", "a", nil, "API versions to add to .Capabilities.APIVersions, such as monitoring.coreos.com/v1 (repeatable or comma-separated)")
-	f.BoolVar(&o.skipSchema, "skip-schema-validation", false, "do not check the values against the chart's values.schema.json")
+	f.BoolVar(&o.skipSchema, "skip-schema-validation", false, "do not check the values against the chart's values.schema.json (a secret input written in spec.values still fails, as the controller Blocks it)")
 	f.BoolVar(&o.restricted, "restricted", false, "check the render as the controller checks a restricted Addon: its own namespace and name, its spec, its chart and the guardrails")
 	f.StringVar(&o.caFile, "ca-file", "", "with -f ADDON.yaml: PEM certificates to trust for chart repositories, registries and git")
 	// NOTE: the fetch guard's flags, as capstan plan and the controller
@@ -412,11 +412,23 @@ func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	}
 	vals := composed.Values
 	opts.Mask = givenValuesHidden(specValues)
-	if len(composed.Errors) > 0 && !o.skipSchema {
+	valuesErrs := composed.Errors
+	if o.skipSchema {
+		// NOTE: the flag skips values.schema.json; a secret input written
+		// in spec.values is Capstan's rule, and Blocks the Addon whatever
+		// the flag says.
+		valuesErrs = nil
 		for _, e := range composed.Errors {
+			if e.Rule == "writeOnly" {
+				valuesErrs = append(valuesErrs, e)
+			}
+		}
+	}
+	if len(valuesErrs) > 0 {
+		for _, e := range valuesErrs {
 			fmt.Fprintf(o.stderr, "Values error: %s: %s (%s)\n", e.Path, e.Message, e.Rule)
 		}
-		return fmt.Errorf("%s: %d values break the chart's schema or Capstan's rules; an Addon with them would be Blocked", file, len(composed.Errors))
+		return fmt.Errorf("%s: %d values break the chart's schema or Capstan's rules; an Addon with them would be Blocked", file, len(valuesErrs))
 	}
 	res, err := render.Render(cmd.Context(), art, vals, opts)
 	if err != nil {

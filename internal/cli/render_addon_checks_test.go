@@ -210,3 +210,41 @@ func TestRenderAddonFileIsReadStrictly(t *testing.T) {
 		})
 	}
 }
+
+// TestRenderSkipSchemaValidationKeepsCapstansRules: the flag skips the
+// chart's values.schema.json, not Capstan's own values rules: a secret
+// input written in spec.values Blocks the Addon whatever the flag says, so
+// the render fails on it too.
+func TestRenderSkipSchemaValidationKeepsCapstansRules(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("secret", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: secret\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: secret\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	addon := func(values string) string {
+		return writeAddon(t, "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: secret\n  namespace: tenant\nspec:\n  chart:\n    url: "+
+			server.URL+"/secret-1.0.0.tgz\n  values:\n"+values)
+	}
+	render := func(file string) (string, error) {
+		_, stderr, err := runCapstan(t, "render", "-f", file, "--skip-schema-validation", "--fetch-allow=127.0.0.1/32", "--ca-file", caFile)
+		return stderr, err
+	}
+	if stderr, err := render(addon("    replicas: many\n")); err != nil {
+		t.Errorf("a schema error with --skip-schema-validation: %v; want it skipped\n%s", err, stderr)
+	}
+	stderr, err := render(addon("    auth:\n      password: hunter2\n"))
+	wantRules(t, stderr, err, "writeOnly")
+	if strings.Contains(stderr, "hunter2") {
+		t.Errorf("the render's error shows the secret:\n%s", stderr)
+	}
+}
