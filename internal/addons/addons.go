@@ -268,8 +268,14 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 	if err != nil {
 		return nil, err
 	}
+	if err := beforeWrite(ctx); err != nil {
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
 	if err := c.Patch(ctx, changed, client.MergeFromWithOptions(a, client.MergeFromWithOptimisticLock{})); err != nil {
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
+	if len(refs) > 0 {
+		dropReplacedSecretInputs(ctx, c, a, changed)
 	}
 	return changed, nil
 }
@@ -321,7 +327,7 @@ func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, s
 	if err != nil {
 		return nil, err
 	}
-	return writePatch(ctx, c, key, changed, patch, refs, Seen{UID: a.UID, Generation: a.Generation}.Check)
+	return writePatch(ctx, c, key, a, changed, patch, refs, Seen{UID: a.UID, Generation: a.Generation}.Check)
 }
 
 // writePatch sends patch, a JSON Patch that tests what was read, to make
@@ -330,8 +336,13 @@ func ReplaceValues(ctx context.Context, c client.Client, key client.ObjectKey, s
 // Addon read again is given to stale, whose error says that it changed
 // meanwhile and what to do. The API server's answer stays wrapped in the
 // error, and the Secret of the secret inputs refs name is deleted again.
-func writePatch(ctx context.Context, c client.Client, key client.ObjectKey, changed *capstanv1.Addon, patch []byte,
+// Once written, the values Secrets of secret inputs that changed replaced
+// are deleted (dropReplacedSecretInputs).
+func writePatch(ctx context.Context, c client.Client, key client.ObjectKey, read, changed *capstanv1.Addon, patch []byte,
 	refs []capstanv1.ValuesReference, stale func(now *capstanv1.Addon) error) (*capstanv1.Addon, error) {
+	if err := beforeWrite(ctx); err != nil {
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
 	if err := c.Patch(ctx, changed, client.RawPatch(types.JSONPatchType, patch)); err != nil {
 		if now, gerr := Get(ctx, c, key); gerr == nil {
 			if serr := stale(now); serr != nil {
@@ -339,6 +350,9 @@ func writePatch(ctx context.Context, c client.Client, key client.ObjectKey, chan
 			}
 		}
 		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("editing addon %s: %w", key, err))
+	}
+	if len(refs) > 0 {
+		dropReplacedSecretInputs(ctx, c, read, changed)
 	}
 	return changed, nil
 }
@@ -377,9 +391,9 @@ func Update(ctx context.Context, c client.Client, key client.ObjectKey, change f
 	}
 	patch, err := updatePatch(a, changed)
 	if err != nil {
-		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, err)
+		return nil, dropSecretInputs(ctx, c, key.Namespace, refs, unsent{err})
 	}
-	return writePatch(ctx, c, key, changed, patch, refs, func(now *capstanv1.Addon) error {
+	return writePatch(ctx, c, key, a, changed, patch, refs, func(now *capstanv1.Addon) error {
 		if now.ResourceVersion == a.ResourceVersion {
 			return nil
 		}
@@ -913,10 +927,31 @@ func Add(ctx context.Context, c client.Client, a *capstanv1.Addon, inputs map[st
 		}
 		a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
 	}
+	if err := beforeWrite(ctx); err != nil {
+		return nil, dropSecretInputs(ctx, c, a.Namespace, refs, fmt.Errorf("creating addon %s/%s: %w", a.Namespace, a.Name, err))
+	}
 	if err := c.Create(ctx, a); err != nil {
 		return nil, dropSecretInputs(ctx, c, a.Namespace, refs, fmt.Errorf("creating addon %s/%s: %w", a.Namespace, a.Name, err))
 	}
 	return a, nil
+}
+
+// unsent is the error of an Addon write that was never sent to the API
+// server: no Addon names the Secret made for its secret inputs.
+type unsent struct{ error }
+
+func (u unsent) Unwrap() error { return u.error }
+
+// beforeWrite is the error, unsent, of a context that ended before the
+// Addon write was sent: an interrupted command or a request gone.
+//
+// NOTE: checked just before the write, since client-go would fail it
+// with the same context error whether it was sent or not.
+func beforeWrite(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return unsent{fmt.Errorf("stopped before the write was sent: %w", err)}
+	}
+	return nil
 }
 
 // dropSecretInputs deletes the values Secret that this call made for
@@ -924,21 +959,28 @@ func Add(ctx context.Context, c client.Client, a *capstanv1.Addon, inputs map[st
 // failed with err: nothing would name or own it, and it holds secrets. It
 // returns err, saying also when the Secret could not be deleted.
 //
-// NOTE: only when the API server answered the write with a refusal. An
-// error with no answer (a connection lost) may hide a write that was made,
-// and then the Addon names the Secret.
+// NOTE: only when the API server answered the write with a refusal, or
+// the write was never sent (unsent). An error with no answer (a
+// connection lost, a context that ended during the write) may hide a write
+// that was made, and then the Addon names the Secret: the error names the
+// Secret, for the person to delete if no Addon names it.
 func dropSecretInputs(ctx context.Context, c client.Client, namespace string, refs []capstanv1.ValuesReference, err error) error {
-	var status apierrors.APIStatus
-	if len(refs) == 0 || !errors.As(err, &status) {
+	if len(refs) == 0 {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	names := make([]string, 0, len(refs))
 	for _, r := range refs {
 		names = append(names, r.Name)
 	}
 	slices.Sort(names)
+	var status apierrors.APIStatus
+	var notSent unsent
+	if !errors.As(err, &status) && !errors.As(err, &notSent) {
+		return fmt.Errorf("%w; the Secret made for the secret inputs, %s in namespace %s, is left if the write did not reach the API server: "+
+			"delete it unless the Addon's spec.valuesFrom names it", err, strings.Join(slices.Compact(names), ", "), namespace)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
 	var left []string
 	for _, name := range slices.Compact(names) {
 		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
@@ -966,12 +1008,59 @@ func WriteSecretInputs(ctx context.Context, c client.Client, key client.ObjectKe
 	if err != nil {
 		return err
 	}
-	patch := client.MergeFromWithOptions(a.DeepCopy(), client.MergeFromWithOptimisticLock{})
+	read := a.DeepCopy()
+	patch := client.MergeFromWithOptions(read, client.MergeFromWithOptimisticLock{})
 	a.Spec.ValuesFrom = replaceTargets(a.Spec.ValuesFrom, refs)
+	if err := beforeWrite(ctx); err != nil {
+		return dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("pointing addon %s at its new values Secret: %w", key, err))
+	}
 	if err := c.Patch(ctx, a, patch); err != nil {
 		return dropSecretInputs(ctx, c, key.Namespace, refs, fmt.Errorf("pointing addon %s at its new values Secret: %w", key, err))
 	}
+	dropReplacedSecretInputs(ctx, c, read, a)
 	return nil
+}
+
+// dropReplacedSecretInputs deletes, once changed is written with new
+// secret inputs, the values
+// Secrets that read's spec.valuesFrom named and changed's names no more,
+// of those a writer of secret inputs made for this Addon (values.
+// WriteSecretInputs: its name prefix and owner labels, immutable): a new
+// secret input, a rotated password, goes into a new Secret, and the old
+// one would keep the old password in the namespace for ever, as the
+// controller cleans values Secrets up in the restricted profile alone.
+// The write stands whatever happens here, so a Secret that cannot be
+// deleted is left, as it was before.
+//
+// NOTE: what runs was rendered from the values already; a plan of the
+// new spec reads the new Secret. The delete is bound to the UID and
+// resourceVersion read, so a Secret made again since is kept.
+func dropReplacedSecretInputs(ctx context.Context, c client.Client, read, changed *capstanv1.Addon) {
+	named := map[string]bool{}
+	for _, r := range changed.Spec.ValuesFrom {
+		if r.Kind == "Secret" {
+			named[r.Name] = true
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	for _, r := range read.Spec.ValuesFrom {
+		if r.Kind != "Secret" || named[r.Name] || !strings.HasPrefix(r.Name, values.ValuesPrefix(read.Name)) {
+			continue
+		}
+		named[r.Name] = true
+		secret := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: read.Namespace, Name: r.Name}, secret); err != nil {
+			continue
+		}
+		owner := read.OwnerLabels()
+		if secret.Labels[capstanv1.AddonLabel] != owner[capstanv1.AddonLabel] || secret.Labels[capstanv1.AddonNamespaceLabel] != owner[capstanv1.AddonNamespaceLabel] ||
+			secret.Immutable == nil || !*secret.Immutable {
+			continue
+		}
+		uid, rv := secret.UID, secret.ResourceVersion
+		_ = c.Delete(ctx, secret, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+	}
 }
 
 // replaceTargets puts each of refs in place of the entry with its

@@ -45,7 +45,7 @@ func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
 	}
 	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable)")
 	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
-	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown (repeatable)")
+	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, and the values Secret it replaces is deleted once nothing names it (repeatable)")
 }
 
 // read returns the values and the secret inputs of the flags.
