@@ -1080,3 +1080,46 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 	}
 	return out
 }
+
+// SecretValues names, dotted (auth.password), the values of spec.values
+// that the chart's schema marks writeOnly: secret inputs, which the
+// controller refuses in spec.values, where anyone who may view the Addon
+// reads them. A writer checks before it writes, as the value would be
+// stored, and readable, before the controller Blocks the Addon. The chart
+// is fetched with fetcher, without credentials; an error says it could
+// not be checked. A git folder has no values, and no check.
+func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]string, error) {
+	if spec.Chart == nil || spec.Values == nil || len(bytes.TrimSpace(spec.Values.Raw)) == 0 {
+		return nil, nil
+	}
+	vals := map[string]any{}
+	if err := json.Unmarshal(spec.Values.Raw, &vals); err != nil {
+		return nil, fmt.Errorf("spec.values is not an object: %w", err)
+	}
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	art, err := fetcher.Fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if !art.IsChart() {
+		return nil, nil
+	}
+	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals}})
+	if err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, e := range res.Errors {
+		if e.Rule != "writeOnly" {
+			continue
+		}
+		segs := strings.Split(strings.TrimPrefix(e.Path, "/"), "/")
+		for i, s := range segs {
+			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+		}
+		paths = append(paths, strings.Join(segs, "."))
+	}
+	return paths, nil
+}

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	orasregistry "oras.land/oras-go/v2/registry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,6 +26,7 @@ import (
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
 )
 
@@ -43,7 +45,7 @@ func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
 	if withFiles {
 		f.StringArrayVarP(&v.values.ValueFiles, "values", "f", nil, "a values file merged over spec.values (repeatable; later files win)")
 	}
-	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable)")
+	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable); a secret input goes in --secret-input, as spec.values is readable by anyone who may view the Addon")
 	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
 	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, and the values Secret it replaces is deleted once nothing names it (repeatable)")
 }
@@ -83,6 +85,55 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 	return vals, inputs, nil
 }
 
+// secretCheck refuses values of -f and --set that a chart's schema marks
+// writeOnly, before anything is written: in spec.values a secret input is
+// stored, readable by anyone who may view the Addon (Addons are in the
+// view role), before the controller Blocks it. The chart is fetched as
+// capstan plan fetches it, through the fetch guard.
+type secretCheck struct {
+	guard  netguard.Config
+	caFile string
+}
+
+func (s *secretCheck) add(cmd *cobra.Command) {
+	s.guard.AddFlags(cmd.Flags())
+	cmd.Flags().StringVar(&s.caFile, "ca-file", "", "PEM certificates to trust for the chart repository or registry, read to check the values for secret inputs")
+}
+
+// check refuses spec's values that the chart marks writeOnly, naming
+// --secret-input; a chart that cannot be fetched is said on stderr, and
+// the controller's own check then holds.
+func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec) error {
+	if spec.Chart == nil || spec.Values == nil {
+		return nil
+	}
+	fopts := addons.FetcherOptions{Guard: s.guard}
+	if s.caFile != "" {
+		var err error
+		if fopts.CABundle, err = os.ReadFile(s.caFile); err != nil {
+			return err
+		}
+	}
+	fetcher, err := addons.NewFetcher(cfg, fopts)
+	if err != nil {
+		return err
+	}
+	paths, err := addons.SecretValues(cmd.Context(), fetcher, spec)
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: the chart could not be read to check the values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in --secret-input PATH=@FILE, not in -f or --set\n", err)
+		return nil
+	}
+	if len(paths) > 0 {
+		flags := make([]string, len(paths))
+		for i, p := range paths {
+			flags[i] = "--secret-input " + p + "=@FILE"
+		}
+		return fmt.Errorf("addon %s: the chart's schema marks %s writeOnly, a secret input, which -f and --set would write into spec.values, where anyone who may view the Addon reads it: "+
+			"give it as %s instead; nothing was written", key, strings.Join(paths, ", "), strings.Join(flags, ", "))
+	}
+	return nil
+}
+
 // waitFlags are --wait and --timeout.
 type waitFlags struct {
 	wait    bool
@@ -109,6 +160,7 @@ func (w waitFlags) check() error {
 func newAddonAddCommand() *cobra.Command {
 	f := &clusterFlags{}
 	v := &valuesFlags{}
+	var secrets secretCheck
 	var src capstanv1.ChartSource
 	var git capstanv1.GitSource
 	var target string
@@ -153,11 +205,18 @@ func newAddonAddCommand() *cobra.Command {
 				}
 				spec.Values = &apiextensionsv1.JSON{Raw: raw}
 			}
-			c, err := f.client()
+			cfg, err := f.config()
+			if err != nil {
+				return err
+			}
+			c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 			if err != nil {
 				return err
 			}
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: args[0]}, Spec: spec}
+			if err := secrets.check(cmd, cfg, client.ObjectKeyFromObject(a), spec); err != nil {
+				return err
+			}
 			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
 				return err
 			}
@@ -168,6 +227,7 @@ func newAddonAddCommand() *cobra.Command {
 	}
 	f.add(cmd)
 	v.add(cmd, true)
+	secrets.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&src.URL, "chart-url", "", "an https chart archive (.tgz)")
 	fl.StringVar(&src.Repo, "repo", "", "an https chart repository (with --chart)")
@@ -260,7 +320,7 @@ func installCluster(cmd *cobra.Command, f *clusterFlags, name, hash string, yes 
 // the chart's default. So spec.values is written whole, by a JSON Patch
 // that tests the resourceVersion that was read (addons.Update): in a
 // merge patch, a null would only delete the key from spec.values.
-func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, version, digest string) error {
+func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlags, secrets *secretCheck, version, digest string) error {
 	vals, inputs, err := v.read()
 	if err != nil {
 		return err
@@ -268,7 +328,11 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 	if len(vals) == 0 && version == "" && digest == "" && len(inputs) == 0 {
 		return errors.New("nothing to change: give -f, --set, --secret-input, --version or --digest")
 	}
-	c, err := f.client()
+	cfg, err := f.config()
+	if err != nil {
+		return err
+	}
+	c, err := client.New(cfg, client.Options{Scheme: Scheme()})
 	if err != nil {
 		return err
 	}
@@ -290,9 +354,14 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 			a.Spec.Values = &apiextensionsv1.JSON{Raw: merged}
 		}
 		if version != "" || digest != "" {
-			return moveChart(key, a.Spec.Chart, version, digest)
+			if err := moveChart(key, a.Spec.Chart, version, digest); err != nil {
+				return err
+			}
 		}
-		return nil
+		if len(vals) == 0 {
+			return nil
+		}
+		return secrets.check(cmd, cfg, key, a.Spec)
 	}, inputs)
 	if err != nil {
 		return err

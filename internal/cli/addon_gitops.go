@@ -185,6 +185,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	var editVersion, editDigest, editBase string
 	editCF := &clusterFlags{}
 	editValues := &valuesFlags{}
+	var editSecrets secretCheck
 	edit := &cobra.Command{
 		Use:   "edit NAME [-f values.yaml]... [--set k=v] [--secret-input path=@file] [--version V [--digest D]] | edit NAME --gitops URL -f FILE",
 		Short: "Change an add-on's values, version or secret inputs; with --gitops, commit a new definition",
@@ -195,7 +196,7 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml --base HASH`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context"); err != nil {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context", "ca-file", "fetch-allow", "fetch-deny", "fetch-deny-private"); err != nil {
 				return err
 			}
 			if editOpts.url == "" {
@@ -203,7 +204,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 					return err
 				}
 				editValues.values.ValueFiles = editFiles
-				return editCluster(cmd, editCF, args[0], editValues, editVersion, editDigest)
+				return editCluster(cmd, editCF, args[0], editValues, &editSecrets, editVersion, editDigest)
 			}
 			if len(editFiles) != 1 {
 				return errors.New("with --gitops, give the new definition with one -f FILE")
@@ -223,6 +224,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	editOpts.register(edit)
 	editCF.add(edit)
 	editValues.add(edit, false)
+	editSecrets.add(edit)
 	edit.Flags().StringArrayVarP(&editFiles, "file", "f", nil, "a values file merged over spec.values (repeatable; later files win); with --gitops, the one new definition file (- for standard input)")
 	edit.Flags().StringVar(&editVersion, "version", "", "the chart version to move to")
 	edit.Flags().StringVar(&editDigest, "digest", "", "pin the chart by this digest (sha256:…), the archive's or an OCI manifest's; required with --version when the chart is pinned")

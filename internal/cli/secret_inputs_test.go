@@ -2,6 +2,9 @@ package cli
 
 import (
 	"context"
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +17,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // valuesSecrets names the Secrets labelled for the Addon name in ns.
@@ -124,5 +128,66 @@ func TestRotatedSecretInputsLeaveNoOldSecret(t *testing.T) {
 		if !named[s] {
 			t.Errorf("Secret %s is left, and the Addon does not name it", s)
 		}
+	}
+}
+
+// TestValuesFlagsRefuseSecretInputs: a value the chart's schema marks
+// writeOnly, given with --set or -f, would be stored in spec.values, where
+// anyone who may view the Addon reads it, before the controller Blocks
+// it: add and edit refuse it before anything is written, naming
+// --secret-input, which takes it.
+func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	archive, err := testcontroller.ChartArchive("blog", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(values, []byte("auth:\n  password: hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fetch := []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", server.URL + "/blog-1.0.0.tgz"}, fetch...)
+
+	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}} {
+		out, err := capstan(t, cluster, append(add, given...)...)
+		if err == nil || !strings.Contains(err.Error(), "--secret-input auth.password=@FILE") || strings.Contains(err.Error()+out, "hunter2") {
+			t.Errorf("add %v: %v; want it refused, naming --secret-input\n%s", given, err, out)
+		}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
+			t.Fatalf("add %v created the Addon", given)
+		}
+		if left := valuesSecrets(t, c, ns, "blog"); len(left) > 0 {
+			t.Errorf("add %v left the Secrets %v", given, left)
+		}
+	}
+
+	if out, err := capstan(t, cluster, append(add, "--set", "replicas=2", "--secret-input", "auth.password=@"+pw)...); err != nil {
+		t.Fatalf("add with --secret-input: %v\n%s", err, out)
+	}
+	before := getAddon(t, c, ns, "blog")
+	out, err := capstan(t, cluster, append([]string{"addon", "edit", "blog", "-n", ns, "--set", "auth.password=hunter3"}, fetch...)...)
+	if err == nil || !strings.Contains(err.Error(), "--secret-input auth.password=@FILE") {
+		t.Errorf("edit --set auth.password: %v; want it refused, naming --secret-input\n%s", err, out)
+	}
+	if after := getAddon(t, c, ns, "blog"); after.Generation != before.Generation || len(valuesSecrets(t, c, ns, "blog")) != 1 {
+		t.Errorf("a refused edit changed the Addon (generation %d to %d) or its Secrets (%v)", before.Generation, after.Generation, valuesSecrets(t, c, ns, "blog"))
 	}
 }
