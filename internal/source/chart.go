@@ -290,7 +290,8 @@ type cachedIndex struct {
 var indexParses = make(chan struct{}, 2)
 
 // parseIndexBounded is parseIndex, waiting for a turn among indexParses
-// for as long as ctx allows.
+// for as long as ctx allows; a parse still running when ctx ends stops and
+// gives its turn up.
 func parseIndexBounded(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 	select {
 	case indexParses <- struct{}{}:
@@ -298,7 +299,7 @@ func parseIndexBounded(ctx context.Context, data []byte) (*repo.IndexFile, error
 		return nil, fmt.Errorf("waiting to parse the index: %w", ctx.Err())
 	}
 	defer func() { <-indexParses }()
-	return parseIndex(data)
+	return parseIndex(ctx, data)
 }
 
 // index returns a repository's index and how long ago it was read,

@@ -2,10 +2,13 @@ package source
 
 import (
 	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -510,7 +513,7 @@ func TestParseIndexKeepsWhatHelmKeeps(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			idx, err := parseIndex([]byte(head + tt.entry))
+			idx, err := parseIndex(context.Background(), []byte(head+tt.entry))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -573,5 +576,51 @@ func TestUnchangedIndexIsNotParsedAgain(t *testing.T) {
 	}
 	if !again.fetched.Equal(now) {
 		t.Fatal("the index read again does not count as fresh")
+	}
+}
+
+// TestHostileIndexIsRefusedQuickly: a small gzip-compressed response that
+// unpacks to an index of millions of tiny versions is refused at once,
+// saying which bound, and does not hold up another repository's fetch.
+func TestHostileIndexIsRefusedQuickly(t *testing.T) {
+	var packed bytes.Buffer
+	zw := gzip.NewWriter(&packed)
+	_, _ = zw.Write([]byte("apiVersion: v1\nentries:\n  demo:\n"))
+	_, _ = zw.Write(bytes.Repeat([]byte("  - {}\n"), 16<<20/7))
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hostile := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		_, _ = w.Write(packed.Bytes())
+	}))
+	t.Cleanup(hostile.Close)
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	f := newTestFetcher(t, Options{}, r.Server, hostile)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, err := f.Chart(ctx, capstanv1.ChartSource{Repo: hostile.URL, Name: "demo"}, nil)
+			errs <- err
+		}()
+	}
+	if _, err := f.Chart(ctx, capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}, nil); err != nil {
+		t.Fatalf("another repository's chart: %v", err)
+	}
+	for range 2 {
+		err := <-errs
+		if err == nil || !strings.Contains(err.Error(), "index.yaml of "+hostile.URL) || !strings.Contains(err.Error(), "(MaxIndexVersions)") {
+			t.Fatalf("got %v, want the index refused for the bound on its versions", err)
+		}
+	}
+	t.Logf("%d bytes on the wire refused in %s", packed.Len(), time.Since(start))
+	if n, _ := f.indexes.stats(); n != 1 {
+		t.Fatalf("the index cache holds %d indexes, want the good one alone", n)
 	}
 }

@@ -141,7 +141,7 @@ func FuzzParseIndex(f *testing.F) {
 	base, _ := url.Parse("https://charts.example/")
 	f.Fuzz(func(t *testing.T, data []byte) {
 		defer watchdog(10 * time.Second)()
-		idx, err := parseIndex(data)
+		idx, err := parseIndex(context.Background(), data)
 		if err != nil {
 			if idx != nil {
 				t.Fatalf("an index with an error: %v", err)
@@ -183,7 +183,7 @@ func FuzzParseIndex(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an accepted index does not serialise: %v", err)
 		}
-		again, err := parseIndex(out)
+		again, err := parseIndex(context.Background(), out)
 		if err != nil {
 			t.Fatalf("the serialised index is refused: %v\n%s", err, out)
 		}

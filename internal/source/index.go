@@ -2,6 +2,7 @@ package source
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"unicode/utf8"
@@ -40,46 +41,123 @@ const (
 	// MaxWholeIndexBytes bounds an index that cannot be cut, or the part
 	// of one outside its entries, which is parsed whole.
 	MaxWholeIndexBytes = 8 << 20
+	// MaxIndexVersions bounds the versions an index lists, and the charts'
+	// names. The largest public indexes list some tens of thousands
+	// (Bitnami's whole index, about 20,000). Each listed version costs a
+	// decode, however small its text, so without a bound the 64 MiB of
+	// MaxIndexBytes, a few KiB gzip-compressed on the wire, would be
+	// millions of decodes: minutes of a parse slot's time.
+	MaxIndexVersions = 200_000
+	// MaxIndexKeptBytes bounds what one parsed index keeps (retainedSize):
+	// the index cache's whole bound, which a larger index would not fit.
+	MaxIndexKeptBytes = DefaultIndexCacheBytes
 )
+
+// indexLimitError is an index refused for one of Capstan's bounds on it.
+// It is final: a whole parse of the same text would cost more, not less.
+type indexLimitError struct{ msg string }
+
+func (e *indexLimitError) Error() string { return e.msg }
 
 // parseIndex reads index.yaml as Helm does: entries that fail validation are
 // dropped (see indexEntryError), versions are sorted newest first, and what
-// Capstan never reads of a version is let go.
-func parseIndex(data []byte) (*repo.IndexFile, error) {
+// Capstan never reads of a version is let go. It stops, with ctx's error,
+// when ctx ends.
+func parseIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 	if len(data) == 0 {
 		return nil, errors.New("it is empty")
 	}
-	idx, err := parseCutIndex(data)
-	if err != nil {
+	idx, err := parseCutIndex(ctx, data, true)
+	var limit *indexLimitError
+	switch {
+	case errors.As(err, &limit) || ctx.Err() != nil:
+		return nil, err
+	case err != nil:
 		if len(data) > MaxWholeIndexBytes {
 			return nil, fmt.Errorf("it is %d bytes and not laid out as Helm writes an index (a top-level entries: with one - item per version), and Capstan reads such an index only up to %d bytes: %v", len(data), MaxWholeIndexBytes, err)
 		}
-		idx = &repo.IndexFile{}
-		if err := yaml.Unmarshal(data, idx); err != nil {
-			return nil, fmt.Errorf("it is not valid YAML: %v", err)
+		if idx, err = parseWholeIndex(data); err != nil {
+			return nil, err
 		}
 	}
 	if idx.APIVersion == "" {
 		return nil, errors.New("it has no apiVersion")
 	}
+	idx.SortEntries()
+	return idx, nil
+}
+
+// parseWholeIndex parses an index that cannot be cut in one piece, as Helm
+// does, and keeps of it what parseCutIndex keeps.
+func parseWholeIndex(data []byte) (*repo.IndexFile, error) {
+	idx := &repo.IndexFile{}
+	if err := yaml.Unmarshal(data, idx); err != nil {
+		return nil, fmt.Errorf("it is not valid YAML: %v", err)
+	}
+	listed := 0
+	for _, cvs := range idx.Entries {
+		listed += len(cvs)
+	}
+	if err := tooMany(len(idx.Entries), listed); err != nil {
+		return nil, err
+	}
+	var b keptBytes
 	for name, cvs := range idx.Entries {
+		if err := b.add(chartSize(name)); err != nil {
+			return nil, err
+		}
 		kept := cvs[:0]
 		for _, cv := range cvs {
-			if cv == nil || cv.Metadata == nil {
+			if cv = keep(cv); cv == nil {
 				continue
 			}
-			if cv.APIVersion == "" {
-				cv.APIVersion = chartv2.APIVersionV1
+			if err := b.add(versionSize(cv)); err != nil {
+				return nil, err
 			}
-			if indexEntryError(cv) != nil {
-				continue
-			}
-			kept = append(kept, slim(cv))
+			kept = append(kept, cv)
 		}
 		idx.Entries[name] = kept
 	}
-	idx.SortEntries()
 	return idx, nil
+}
+
+// tooMany refuses an index that lists more charts or versions than
+// MaxIndexVersions.
+func tooMany(charts, versions int) error {
+	switch {
+	case versions > MaxIndexVersions:
+		return &indexLimitError{fmt.Sprintf("it lists more than %d chart versions (MaxIndexVersions), the most Capstan reads from one index", MaxIndexVersions)}
+	case charts > MaxIndexVersions:
+		return &indexLimitError{fmt.Sprintf("it lists more than %d charts (MaxIndexVersions), the most Capstan reads from one index", MaxIndexVersions)}
+	}
+	return nil
+}
+
+// keptBytes counts what a parsed index keeps as it is built, and refuses
+// it past MaxIndexKeptBytes.
+type keptBytes int64
+
+func (b *keptBytes) add(n int64) error {
+	if *b += keptBytes(n); *b > MaxIndexKeptBytes {
+		return &indexLimitError{fmt.Sprintf("what Capstan keeps of its versions would take more than %d bytes, the most it keeps of one index", MaxIndexKeptBytes)}
+	}
+	return nil
+}
+
+// keep is what Capstan keeps of a version listed in an index: nothing of
+// one that is empty or fails validation (see indexEntryError), and of the
+// rest what slim keeps.
+func keep(cv *repo.ChartVersion) *repo.ChartVersion {
+	if cv == nil || cv.Metadata == nil {
+		return nil
+	}
+	if cv.APIVersion == "" {
+		cv.APIVersion = chartv2.APIVersionV1
+	}
+	if indexEntryError(cv) != nil {
+		return nil
+	}
+	return slim(cv)
 }
 
 // slim keeps of a version what resolving and fetching it read (its name,
@@ -99,75 +177,107 @@ func slim(cv *repo.ChartVersion) *repo.ChartVersion {
 // retainedSize is about the memory a parsed, slimmed index holds: its
 // strings, and a fixed cost per version for the structures around them.
 func retainedSize(idx *repo.IndexFile) int64 {
-	const perVersion = 400
 	n := int64(0)
 	for name, cvs := range idx.Entries {
-		n += int64(len(name)) + 64
+		n += chartSize(name)
 		for _, cv := range cvs {
-			n += perVersion + int64(len(cv.Name)+len(cv.Version)+len(cv.APIVersion)+len(cv.AppVersion)+len(cv.KubeVersion)+len(cv.Type)+len(cv.Digest))
-			for _, u := range cv.URLs {
-				n += int64(len(u)) + 16
-			}
+			n += versionSize(cv)
 		}
 	}
 	return n
 }
 
+// chartSize is about the memory a chart's name takes in a parsed index.
+func chartSize(name string) int64 { return int64(len(name)) + 64 }
+
+// versionSize is about the memory one slimmed version takes.
+func versionSize(cv *repo.ChartVersion) int64 {
+	const perVersion = 400
+	n := perVersion + int64(len(cv.Name)+len(cv.Version)+len(cv.APIVersion)+len(cv.AppVersion)+len(cv.KubeVersion)+len(cv.Type)+len(cv.Digest))
+	for _, u := range cv.URLs {
+		n += int64(len(u)) + 16
+	}
+	return n
+}
+
 // parseCutIndex parses an index laid out as Helm writes one, one version
-// at a time, or says why it cannot.
-func parseCutIndex(data []byte) (*repo.IndexFile, error) {
-	cut, err := cutIndex(data)
+// at a time, or says why it cannot. With kept, each version is kept (see
+// keep) as soon as it is decoded, so the parse holds what the index keeps
+// and one version's text, not everything the index lists; without, each
+// is kept as decoded, as a whole parse gives it, for comparing with one.
+func parseCutIndex(ctx context.Context, data []byte, kept bool) (*repo.IndexFile, error) {
+	// NOTE: the cut alone, which decodes nothing and copies nothing, goes
+	// first: an index that lists more than Capstan reads is refused before
+	// any version is decoded.
+	charts, versions := 0, 0
+	rest, err := cutIndex(data, func(string) error {
+		charts++
+		return tooMany(charts, versions)
+	}, func(chart string, text []byte) error {
+		versions++
+		if err := tooMany(charts, versions); err != nil {
+			return err
+		}
+		if len(text) > MaxIndexEntryBytes {
+			return fmt.Errorf("a version of chart %q takes %d bytes, over the %d Capstan reads for one", chart, len(text), MaxIndexEntryBytes)
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	if len(cut.rest) > MaxWholeIndexBytes {
-		return nil, fmt.Errorf("its fields besides entries take %d bytes", len(cut.rest))
-	}
 	idx := &repo.IndexFile{}
-	if err := yaml.Unmarshal(cut.rest, idx); err != nil {
+	if err := yaml.Unmarshal(rest, idx); err != nil {
 		return nil, err
 	}
 	if len(idx.Entries) > 0 {
 		return nil, errors.New("entries is given twice")
 	}
-	idx.Entries = make(map[string]repo.ChartVersions, len(cut.charts))
-	for _, c := range cut.charts {
+	idx.Entries = make(map[string]repo.ChartVersions, charts)
+	var b keptBytes
+	decoded := 0
+	_, err = cutIndex(data, func(name string) error {
 		// NOTE: a name given twice keeps its last list, as a whole parse
 		// of a YAML map does.
-		cvs := make(repo.ChartVersions, 0, len(c.versions))
-		for _, v := range c.versions {
-			if len(v) > MaxIndexEntryBytes {
-				return nil, fmt.Errorf("a version of chart %q takes %d bytes, over the %d Capstan reads for one", c.name, len(v), MaxIndexEntryBytes)
+		idx.Entries[name] = nil
+		return b.add(chartSize(name))
+	}, func(chart string, text []byte) error {
+		if decoded++; decoded%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return fmt.Errorf("stopped parsing it: %w", err)
 			}
-			var one []*repo.ChartVersion
-			if err := yaml.Unmarshal(v, &one); err != nil {
-				return nil, err
-			}
-			if len(one) != 1 {
-				return nil, fmt.Errorf("a version of chart %q is %d items", c.name, len(one))
-			}
-			cvs = append(cvs, one[0])
 		}
-		idx.Entries[c.name] = cvs
+		var one []*repo.ChartVersion
+		if err := yaml.Unmarshal(text, &one); err != nil {
+			return err
+		}
+		if len(one) != 1 {
+			return fmt.Errorf("a version of chart %q is %d items", chart, len(one))
+		}
+		cv := one[0]
+		if kept {
+			if cv = keep(cv); cv == nil {
+				return nil
+			}
+			if err := b.add(versionSize(cv)); err != nil {
+				return err
+			}
+		}
+		idx.Entries[chart] = append(idx.Entries[chart], cv)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return idx, nil
 }
 
-// cutIndexResult is an index cut by its lines: each chart's versions, each
-// the text of one list item, and the rest of the file.
-type cutIndexResult struct {
-	charts []cutChart
-	rest   []byte
-}
-
-type cutChart struct {
-	name     string
-	versions [][]byte
-}
-
-// cutIndex cuts an index laid out as Helm writes one. It refuses anything
-// else; the caller then parses the file whole.
-func cutIndex(data []byte) (*cutIndexResult, error) {
+// cutIndex cuts an index laid out as Helm writes one: it calls chart with
+// each chart's name and version with the text of each of its versions, a
+// part of data, in the order they come, and returns the rest of the file.
+// It refuses anything else; the caller then parses the file whole. An
+// error of chart or version stops the cut and is returned.
+func cutIndex(data []byte, chart func(name string) error, version func(chart string, text []byte) error) ([]byte, error) {
 	// NOTE: a whole parse refuses text that is not UTF-8, or holds a
 	// character YAML does not allow, wherever it is, comments included,
 	// which the cut leaves out between versions; and YAML breaks lines
@@ -175,27 +285,29 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 	if !cuttableText(data) {
 		return nil, errors.New("it is not UTF-8 text that YAML allows, with lines ended by line feeds")
 	}
-	out := &cutIndexResult{}
 	var rest bytes.Buffer
 	// in is 0 outside entries, 1 inside; keyIndent is the charts' names'
 	// indentation, itemIndent the current chart's items'.
 	in, keyIndent, itemIndent := 0, -1, -1
-	var chart *cutChart
-	var item []byte
-	flush := func() {
-		if item != nil {
-			chart.versions = append(chart.versions, item)
-			item = nil
+	// name is the current chart's; the current item is data[itemStart:itemEnd],
+	// none when itemStart < 0.
+	name, itemStart, itemEnd := "", -1, -1
+	flush := func() error {
+		if itemStart < 0 {
+			return nil
 		}
+		text := data[itemStart:itemEnd]
+		itemStart = -1
+		return version(name, text)
 	}
-	seenEntries, seenTop := false, false
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i+1], data[i+1:]
-		} else {
-			data = nil
+	seenEntries, seenTop, haveChart := false, false, false
+	for pos := 0; pos < len(data); {
+		start, end := pos, len(data)
+		if i := bytes.IndexByte(data[pos:], '\n'); i >= 0 {
+			end = pos + i + 1
 		}
+		line := data[start:end]
+		pos = end
 		body := bytes.TrimRight(line, " \r\n")
 		indent := len(body) - len(bytes.TrimLeft(body, " "))
 		text := body[indent:]
@@ -224,15 +336,20 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 				return nil, errors.New("its top level is not a block mapping")
 			}
 			if in == 1 {
-				flush()
+				if err := flush(); err != nil {
+					return nil, err
+				}
 				in = 0
 			}
 		}
 		if in == 0 || blank {
 			if in == 0 {
+				if rest.Len()+len(line) > MaxWholeIndexBytes {
+					return nil, fmt.Errorf("its fields besides entries take more than %d bytes", MaxWholeIndexBytes)
+				}
 				rest.Write(line)
-			} else if item != nil {
-				item = append(item, line...)
+			} else if itemStart >= 0 {
+				itemEnd = end
 			}
 			continue
 		}
@@ -241,36 +358,41 @@ func cutIndex(data []byte) (*cutIndexResult, error) {
 		}
 		switch {
 		case indent == keyIndent && !bytes.HasPrefix(text, []byte("-")):
-			name, ok := plainKey(text)
+			key, ok := plainKey(text)
 			if !ok {
 				return nil, fmt.Errorf("a chart's name is not a plain key: %q", text)
 			}
-			if chart != nil {
-				flush()
+			if err := flush(); err != nil {
+				return nil, err
 			}
-			out.charts = append(out.charts, cutChart{name: name})
-			chart, itemIndent = &out.charts[len(out.charts)-1], -1
-		case chart == nil || indent < keyIndent:
+			if err := chart(key); err != nil {
+				return nil, err
+			}
+			name, haveChart, itemIndent = key, true, -1
+		case !haveChart || indent < keyIndent:
 			return nil, errors.New("a line in entries belongs to no chart")
 		case itemIndent < 0 || indent == itemIndent:
 			if !bytes.HasPrefix(text, []byte("- ")) && string(text) != "-" {
 				return nil, errors.New("a chart's versions are not a block list")
 			}
-			flush()
+			if err := flush(); err != nil {
+				return nil, err
+			}
 			itemIndent = indent
-			item = append([]byte(nil), line...)
-		case indent > itemIndent && item != nil:
-			item = append(item, line...)
+			itemStart, itemEnd = start, end
+		case indent > itemIndent && itemStart >= 0:
+			itemEnd = end
 		default:
 			return nil, errors.New("a line in entries is neither a chart nor a version")
 		}
 	}
-	flush()
+	if err := flush(); err != nil {
+		return nil, err
+	}
 	if !seenEntries {
 		return nil, errors.New("it has no top-level entries key")
 	}
-	out.rest = rest.Bytes()
-	return out, nil
+	return rest.Bytes(), nil
 }
 
 // plainKey is the key of a line `name:`, when it is a plain YAML scalar

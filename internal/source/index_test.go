@@ -1,7 +1,10 @@
 package source
 
 import (
+	"context"
+	"errors"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +70,7 @@ func TestIndexIsCutAsWholeParseReadsIt(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cut, err := parseCutIndex([]byte(tt.index))
+			cut, err := parseCutIndex(context.Background(), []byte(tt.index), false)
 			if (err == nil) != tt.cut {
 				t.Fatalf("cut: %v, want cut %v", err, tt.cut)
 			}
@@ -80,7 +83,7 @@ func TestIndexIsCutAsWholeParseReadsIt(t *testing.T) {
 					t.Fatal(d)
 				}
 			}
-			idx, err := parseIndex([]byte(tt.index))
+			idx, err := parseIndex(context.Background(), []byte(tt.index))
 			if (err == nil) != (werr == nil) {
 				t.Fatalf("parseIndex: %v, the whole parse: %v", err, werr)
 			}
@@ -93,7 +96,7 @@ func TestIndexIsCutAsWholeParseReadsIt(t *testing.T) {
 
 func TestABigIndexIsCut(t *testing.T) {
 	data := bigIndex(50, 20)
-	cut, err := parseCutIndex(data)
+	cut, err := parseCutIndex(context.Background(), data, false)
 	if err != nil {
 		t.Fatalf("an index as Helm writes it is not cut: %v", err)
 	}
@@ -111,24 +114,24 @@ func TestIndexBounds(t *testing.T) {
 	huge := "    description: " + strings.Repeat("x", MaxIndexEntryBytes) + "\n"
 	// One version over its bound, in an index that fits the whole parse:
 	// read whole, as Helm would.
-	if idx, err := parseIndex([]byte(head + huge)); err != nil || len(idx.Entries["demo"]) != 1 {
+	if idx, err := parseIndex(context.Background(), []byte(head+huge)); err != nil || len(idx.Entries["demo"]) != 1 {
 		t.Fatalf("a small index with one big version: %v", err)
 	}
 	// The same in an index past the whole parse's bound: refused, saying
 	// why.
-	big := head + huge + strings.Repeat("  - name: demo\n    version: 0.0.1\n", MaxWholeIndexBytes/32)
-	_, err := parseIndex([]byte(big))
+	big := head + huge + strings.Repeat("  - name: demo\n    version: 0.0.1\n    description: "+strings.Repeat("x", 80)+"\n", MaxWholeIndexBytes/128)
+	_, err := parseIndex(context.Background(), []byte(big))
 	if err == nil || !strings.Contains(err.Error(), "not laid out as Helm writes an index") || !strings.Contains(err.Error(), "over the 1048576 Capstan reads for one") {
 		t.Fatalf("want the bounds named, got %v", err)
 	}
 	// A big index as Helm writes it is read, cut.
-	if _, err := parseIndex([]byte(strings.Replace(big, huge, "", 1))); err != nil {
+	if _, err := parseIndex(context.Background(), []byte(strings.Replace(big, huge, "", 1))); err != nil {
 		t.Fatalf("a big index as Helm writes it: %v", err)
 	}
 }
 
 func TestParsedIndexKeepsWhatIsRead(t *testing.T) {
-	idx, err := parseIndex([]byte("apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    appVersion: \"2.0\"\n    description: long text\n    keywords: [a]\n    maintainers: [{name: me}]\n    annotations: {a: b}\n    urls: [demo-1.0.0.tgz]\n    digest: abc\n    created: \"2024-01-01T00:00:00Z\"\n"))
+	idx, err := parseIndex(context.Background(), []byte("apiVersion: v1\nentries:\n  demo:\n  - apiVersion: v2\n    name: demo\n    version: 1.0.0\n    appVersion: \"2.0\"\n    description: long text\n    keywords: [a]\n    maintainers: [{name: me}]\n    annotations: {a: b}\n    urls: [demo-1.0.0.tgz]\n    digest: abc\n    created: \"2024-01-01T00:00:00Z\"\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +163,7 @@ func FuzzIndexCut(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		defer watchdog(10 * time.Second)()
-		cut, err := parseCutIndex(data)
+		cut, err := parseCutIndex(context.Background(), data, false)
 		if err != nil {
 			return
 		}
@@ -172,4 +175,58 @@ func FuzzIndexCut(f *testing.F) {
 			t.Fatalf("%s\n%q", d, data)
 		}
 	})
+}
+
+// TestIndexVersionsAreBounded: an index that lists more versions than
+// Capstan reads is refused, saying which bound, before a version is
+// decoded; however small each version's text, each would cost a decode.
+func TestIndexVersionsAreBounded(t *testing.T) {
+	data := []byte("apiVersion: v1\nentries:\n  a:\n" + strings.Repeat("  - {}\n", MaxIndexVersions+1))
+	_, err := parseIndex(context.Background(), data)
+	if err == nil || !strings.Contains(err.Error(), "more than 200000 chart versions (MaxIndexVersions)") {
+		t.Fatalf("want the bound on versions named, got %v", err)
+	}
+	// Laid out otherwise, and parsed whole: the same bound.
+	data = []byte("apiVersion: v1\nentries: {a: [" + strings.Repeat("{},", MaxIndexVersions+1) + "]}\n")
+	if _, err := parseIndex(context.Background(), data); err == nil || !strings.Contains(err.Error(), "(MaxIndexVersions)") {
+		t.Fatalf("want the bound on versions named, got %v", err)
+	}
+}
+
+// TestIndexParseHoldsWhatItKeeps: a parse holds what it keeps of the
+// versions, not every version the index lists: an index of many versions
+// that are all dropped takes little memory however many there are.
+func TestIndexParseHoldsWhatItKeeps(t *testing.T) {
+	const versions = 100_000
+	data := []byte("apiVersion: v1\nentries:\n  a:\n" + strings.Repeat("  - {name: a}\n", versions))
+	runtime.GC()
+	base := liveHeap()
+	var peak uint64
+	stop := samplePeak(&peak)
+	idx, err := parseIndex(context.Background(), data)
+	stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(idx.Entries["a"]) != 0 {
+		t.Fatalf("kept %d versions without a version", len(idx.Entries["a"]))
+	}
+	// NOTE: the live heap counts garbage not yet collected, which the
+	// collector lets grow to about 4 MiB past what is live.
+	const bound = 32 << 20
+	t.Logf("peak heap %d KiB over %d KiB before", (peak-min(peak, base))>>10, base>>10)
+	if peak > base && peak-base > bound {
+		t.Fatalf("parsing %d versions of %d bytes took %d MiB of heap at its peak, over %d MiB", versions, len(data), (peak-base)>>20, bound>>20)
+	}
+}
+
+// TestIndexParseStopsWithItsContext: a parse whose time is up stops, and
+// gives its turn among the parses up, rather than run to its end.
+func TestIndexParseStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := parseIndex(ctx, bigIndex(2, 1100))
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped parsing it") {
+		t.Fatalf("got %v, want the parse stopped", err)
+	}
 }
