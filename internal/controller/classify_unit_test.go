@@ -34,6 +34,7 @@ func TestClassify(t *testing.T) {
 		{name: "a repository that asks for time (429)", err: &source.FetchError{URL: "https://charts.example/index.yaml", Status: 429}, want: classTransient},
 		{name: "a git fetch the memory budget could not take while other fetches held it", err: &source.FetchError{URL: "https://git.example/mono.git",
 			Err: fmt.Errorf("fetching refs/heads/main: %w (…)", source.ErrGitMemoryBusy)}, want: classTransient},
+		{name: "a chart version that is no version or range", err: fmt.Errorf("fetch: %w", &source.SpecError{Problem: `spec.chart.version "lastest" is neither a version nor a semver range`}), want: classTerminal},
 		{name: "a Job hook that failed", err: &hooks.Error{Event: "pre-upgrade", Reason: "BackoffLimitExceeded"}, want: classTerminal},
 		{name: "a Job hook deleted before it was read", err: &hooks.Error{Event: "pre-upgrade", Reason: hooks.ReasonDeleted}, want: classTerminal},
 		{name: "a hook whose hook-succeeded delete failed", err: &hooks.Error{Event: "post-install", Reason: hooks.ReasonDeleteFailed, Err: unavailable}, want: classTerminal},

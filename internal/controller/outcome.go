@@ -226,6 +226,7 @@ var terminalErrors = []struct {
 	is   func(error) bool
 }{
 	{"marked terminal by its step", func(err error) bool { var t terminal; return errors.As(err, &t) }},
+	{"a spec field wrong in itself (a version that is no version or range)", func(err error) bool { var e *source.SpecError; return errors.As(err, &e) }},
 	{"a chart archive that does not match its digest pin", func(err error) bool { var e *source.DigestMismatchError; return errors.As(err, &e) }},
 	{"a broken or oversized archive", func(err error) bool { var e *source.ArchiveError; return errors.As(err, &e) }},
 	{"a source that answers a client error (not 408 or 429)", func(err error) bool {

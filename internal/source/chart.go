@@ -36,10 +36,10 @@ func (f *Fetcher) chart(ctx context.Context, spec capstanv1.ChartSource, creds *
 		}
 	}
 	if set != 1 {
-		return nil, errors.New("spec.chart: set exactly one of repo (with name), oci or url")
+		return nil, specError("spec.chart: set exactly one of repo (with name), oci or url")
 	}
 	if spec.Digest != "" && !validDigest(spec.Digest) {
-		return nil, fmt.Errorf("spec.chart.digest %q is not \"sha256:\" and 64 lowercase hex digits", spec.Digest)
+		return nil, specError("spec.chart.digest %q is not \"sha256:\" and 64 lowercase hex digits", spec.Digest)
 	}
 	switch {
 	case spec.Repo != "":
@@ -137,7 +137,7 @@ func (f *Fetcher) verify(source string, data []byte, pinned string, alsoAccepted
 func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	u, err := parseHTTPS(spec.URL, "spec.chart.url")
 	if err != nil {
-		return nil, err
+		return nil, &SpecError{Problem: err.Error()}
 	}
 	key := "url\x00" + u.String() + "\x00" + creds.cacheKey()
 	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
@@ -159,10 +159,10 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	base, err := parseHTTPS(spec.Repo, "spec.chart.repo")
 	if err != nil {
-		return nil, err
+		return nil, &SpecError{Problem: err.Error()}
 	}
 	if spec.Name == "" {
-		return nil, errors.New("spec.chart.name is required with spec.chart.repo")
+		return nil, specError("spec.chart.name is required with spec.chart.repo")
 	}
 	maxAge := f.opts.IndexTTL
 	if refresh {
@@ -248,7 +248,7 @@ func resolveVersion(idx *repo.IndexFile, base *url.URL, name, version string) (*
 	}
 	if version != "" {
 		if _, err := semver.NewConstraint(version); err != nil {
-			return nil, fmt.Errorf("spec.chart.version %q is neither a version nor a semver range: %v", version, err)
+			return nil, specError("spec.chart.version %q is neither a version nor a semver range: %v", version, err)
 		}
 	}
 	// Helm's own resolution: an exact match first, then the newest in range.

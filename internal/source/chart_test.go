@@ -317,6 +317,13 @@ func TestWrongDigestCachesNothingThenRightDigestWorks(t *testing.T) {
 	}
 }
 
+// specProblems are the cases of TestRepoErrors that only a change to the
+// spec fixes.
+var specProblems = map[string]bool{
+	"invalid range": true, "plain http": true, "credentials in URL": true, "two sources": true, "bad digest": true,
+	"a version that is no version": true, "no name": true,
+}
+
 func TestRepoErrors(t *testing.T) {
 	r := newChartRepo(t)
 	r.index("demo", map[string]string{"1.0.0": "demo-1.0.0.tgz"})
@@ -336,6 +343,8 @@ func TestRepoErrors(t *testing.T) {
 		{"no index", capstanv1.ChartSource{Repo: empty.URL, Name: "demo"}, []string{"index.yaml: HTTP 404"}},
 		{"broken index", capstanv1.ChartSource{Repo: broken.URL, Name: "demo"}, []string{"index.yaml of", "not valid YAML"}},
 		{"invalid range", capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: ">>1"}, []string{"neither a version nor a semver range"}},
+		{"a version that is no version", capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "lastest"}, []string{`spec.chart.version "lastest" is neither a version nor a semver range`}},
+		{"no name", capstanv1.ChartSource{Repo: r.URL}, []string{"spec.chart.name is required"}},
 		{"plain http", capstanv1.ChartSource{Repo: "http://127.0.0.1/", Name: "demo"}, []string{"must be an https URL"}},
 		{"credentials in URL", capstanv1.ChartSource{URL: "https://u:hunter2@127.0.0.1/x.tgz"}, []string{"must not hold credentials"}},
 		{"two sources", capstanv1.ChartSource{URL: "https://127.0.0.1/x.tgz", OCI: "oci://127.0.0.1/x"}, []string{"exactly one"}},
@@ -356,6 +365,12 @@ func TestRepoErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Fatal("the error shows a password")
+			}
+			// A spec wrong in itself is a SpecError, which the controller
+			// stalls on; a source that fails is not.
+			var se *SpecError
+			if got, want := errors.As(err, &se), specProblems[tt.name]; got != want {
+				t.Fatalf("a SpecError: %v, want %v", got, want)
 			}
 			if n, _ := f.charts.stats(); n != 0 {
 				t.Fatal("something was cached")

@@ -88,11 +88,11 @@ func OCILink(link string) (capstanv1.ChartSource, error) {
 func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, creds *Credentials, refresh bool) (*Chart, error) {
 	raw, ok := strings.CutPrefix(spec.OCI, "oci://")
 	if !ok {
-		return nil, fmt.Errorf("spec.chart.oci %q must start with oci://", netguard.Redact(spec.OCI))
+		return nil, specError("spec.chart.oci %q must start with oci://", netguard.Redact(spec.OCI))
 	}
 	ref, err := orasregistry.ParseReference(raw)
 	if err != nil {
-		return nil, fmt.Errorf("spec.chart.oci %q is not an OCI reference such as oci://registry.example.com/charts/name: %v", netguard.Redact(spec.OCI), netguard.RedactError(err, spec.OCI))
+		return nil, specError("spec.chart.oci %q is not an OCI reference such as oci://registry.example.com/charts/name: %v", netguard.Redact(spec.OCI), netguard.RedactError(err, spec.OCI))
 	}
 	repoRef := ref.Registry + "/" + ref.Repository
 	var tag, manifest string
@@ -103,14 +103,14 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	}
 	version := spec.Version
 	if tag != "" && version != "" && strings.ReplaceAll(version, "+", "_") != tag {
-		return nil, fmt.Errorf("spec.chart.oci names tag %q but spec.chart.version is %q; set the version in one place", tag, version)
+		return nil, specError("spec.chart.oci names tag %q but spec.chart.version is %q; set the version in one place", tag, version)
 	}
 	if version == "" {
 		version = tag
 	}
 	if manifest == "" && version == "" {
 		if spec.Digest == "" {
-			return nil, errors.New("spec.chart.oci needs a version (a tag) or a digest")
+			return nil, specError("spec.chart.oci needs a version (a tag) or a digest")
 		}
 		manifest = spec.Digest
 	}
@@ -187,7 +187,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 		return pull(t)
 	}
 	if _, err := semver.NewConstraint(version); err != nil {
-		return nil, fmt.Errorf("spec.chart.version %q is neither a tag, a version nor a semver range", version)
+		return nil, specError("spec.chart.version %q is neither a tag, a version nor a semver range", version)
 	}
 	t, err := ociTagInRange(ctx, repo, spec.OCI, version)
 	if err != nil {

@@ -337,7 +337,11 @@ func TestOCIErrors(t *testing.T) {
 		{"tag conflict", capstanv1.ChartSource{OCI: oci + ":1.0.0", Version: "2.0.0"}, []string{"set the version in one place"}},
 		{"no version", capstanv1.ChartSource{OCI: oci}, []string{"needs a version"}},
 		{"not a reference", capstanv1.ChartSource{OCI: "oci://"}, []string{"not an OCI reference"}},
+		{"neither a tag nor a range", capstanv1.ChartSource{OCI: oci, Version: ">>1"}, []string{`spec.chart.version ">>1" is neither a tag, a version nor a semver range`}},
 	}
+	// Only a change to the spec fixes these: the controller stalls on a
+	// SpecError rather than read the registry again and again.
+	spec := map[string]bool{"tag conflict": true, "no version": true, "not a reference": true, "neither a tag nor a range": true}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := f.Chart(context.Background(), tt.spec, nil)
@@ -349,6 +353,10 @@ func TestOCIErrors(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q\n does not say %q", err, w)
 				}
+			}
+			var se *SpecError
+			if got := errors.As(err, &se); got != spec[tt.name] {
+				t.Fatalf("a SpecError: %v, want %v", got, spec[tt.name])
 			}
 			if n, _ := f.charts.stats(); n != 0 {
 				t.Fatal("something was cached")

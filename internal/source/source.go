@@ -254,6 +254,22 @@ func (e *FetchError) Error() string {
 
 func (e *FetchError) Unwrap() error { return e.Err }
 
+// SpecError is a field of an Addon's spec that is wrong in itself,
+// whatever the source holds: a version that is no version or range, a
+// source named twice or not at all. Reading the source again cannot help;
+// only a change to the spec does.
+type SpecError struct {
+	// Problem says what is wrong and what to set.
+	Problem string
+}
+
+func (e *SpecError) Error() string { return e.Problem }
+
+// specError is a SpecError of a formatted problem.
+func specError(format string, args ...any) error {
+	return &SpecError{Problem: fmt.Sprintf(format, args...)}
+}
+
 // DigestMismatchError is an archive whose sha256 is not the pinned digest.
 type DigestMismatchError struct {
 	Source   string
