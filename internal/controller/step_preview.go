@@ -114,6 +114,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
 	in.Notices = append(in.Notices, s.ignoreNotices...)
+	if s.artifact != nil && s.artifact.Stale != "" {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.chart.repo", Message: s.artifact.Stale})
+	}
 	if s.signedBy != "" {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "spec.chart.verify", Message: "the chart's signature is made by " + s.signedBy + " and names this chart"})
 	}

@@ -27,6 +27,9 @@ type Artifact struct {
 	Display string
 	// Version is the chart's version or the commit, shortened.
 	Version string
+	// Stale says that the source could not be read again and what was read
+	// before is used, and why (Chart.StaleIndex); empty otherwise.
+	Stale string
 }
 
 // Identity is what the render hash knows of a source: a chart by its digest
@@ -127,6 +130,7 @@ func ChartArtifact(spec *capstanv1.ChartSource, ch *Chart) *Artifact {
 		Identity: Identity{Digest: ch.Digest, URL: ch.URL, Name: ch.Name, Version: ch.Version},
 		Display:  display,
 		Version:  ch.Version,
+		Stale:    ch.StaleIndex,
 	}
 }
 

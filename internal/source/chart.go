@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -168,7 +171,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if refresh {
 		maxAge = 0
 	}
-	idx, age, err := f.index(ctx, base, creds, maxAge)
+	idx, age, stale, err := f.index(ctx, base, creds, maxAge)
 	if err != nil {
 		return nil, err
 	}
@@ -176,10 +179,15 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if errors.Is(err, errNotInIndex) && age >= minIndexRefresh {
 		// A chart or version published since the index was read shows
 		// at once, not when the cached index expires: read it again.
-		if idx, _, err = f.index(ctx, base, creds, minIndexRefresh); err != nil {
+		if idx, _, stale, err = f.index(ctx, base, creds, minIndexRefresh); err != nil {
 			return nil, err
 		}
 		cv, err = resolveVersion(idx, base, spec.Name, spec.Version)
+	}
+	if errors.Is(err, errNotInIndex) && stale != nil {
+		// NOTE: what is not in an older copy of the index may be in the
+		// repository's: the failure to read it is what to retry.
+		return nil, fmt.Errorf("%w; %s does not list it: %v", stale.err, stale.copy(), err)
 	}
 	if err != nil {
 		return nil, err
@@ -203,7 +211,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	if want := strings.TrimPrefix(cv.Digest, "sha256:"); want != "" {
 		key += "\x00sha256:" + want
 	}
-	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
+	ch, err := f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		// Credentials go to the repository's host only, as Helm does by default.
 		data, err := f.get(ctx, au.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
@@ -227,6 +235,13 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 		c.credHost = base.Host
 		return c, nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	if stale != nil {
+		ch.StaleIndex = stale.Error()
+	}
+	return ch, nil
 }
 
 // errNotInIndex is a chart or version that the repository's index does not
@@ -302,12 +317,31 @@ func parseIndexBounded(ctx context.Context, data []byte) (*repo.IndexFile, error
 	return parseIndex(ctx, data)
 }
 
+// staleIndex is an index used after a failure to read it again.
+type staleIndex struct {
+	// err is why the index could not be read.
+	err error
+	// fetched is when the copy used was read, until when it is used.
+	fetched, until time.Time
+}
+
+func (s *staleIndex) copy() string {
+	return fmt.Sprintf("the index read at %s", s.fetched.UTC().Format(time.RFC3339))
+}
+
+func (s *staleIndex) Error() string {
+	return fmt.Sprintf("%v; %s is used until %s", s.err, s.copy(), s.until.UTC().Format(time.RFC3339))
+}
+
 // index returns a repository's index and how long ago it was read,
-// reusing a cached one younger than maxAge.
-func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, maxAge time.Duration) (*repo.IndexFile, time.Duration, error) {
+// reusing a cached one younger than maxAge. When the repository cannot be
+// read for a while (see unreachable), a cached index younger than
+// IndexStaleFor is returned, with stale saying why; a read with maxAge 0,
+// a refresh, returns the error.
+func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, maxAge time.Duration) (idx *repo.IndexFile, age time.Duration, stale *staleIndex, err error) {
 	key := base.String() + "\x00" + creds.cacheKey()
 	if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
-		return c.index, f.now().Sub(c.fetched), nil
+		return c.index, f.now().Sub(c.fetched), nil, nil
 	}
 	v, err := f.shared(ctx, "index\x00"+key, func(ctx context.Context) (any, error) {
 		if c, ok := f.indexes.get(key); ok && f.now().Sub(c.fetched) < maxAge {
@@ -336,10 +370,42 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 		return c, nil
 	})
 	if err != nil {
-		return nil, 0, err
+		c, ok := f.indexes.get(key)
+		if !ok || maxAge == 0 || ctx.Err() != nil || !unreachable(err) || f.now().Sub(c.fetched) >= f.opts.IndexStaleFor {
+			return nil, 0, nil, err
+		}
+		// NOTE: an outage of the repository does not stop the add-ons
+		// that it serves, as it does not stop those pinned to an OCI
+		// tag or a git commit: the index read last is used, and says so,
+		// for IndexStaleFor after it was read.
+		stale = &staleIndex{err: err, fetched: c.fetched, until: c.fetched.Add(f.opts.IndexStaleFor)}
+		return c.index, f.now().Sub(c.fetched), stale, nil
 	}
 	c := v.(*cachedIndex)
-	return c.index, f.now().Sub(c.fetched), nil
+	return c.index, f.now().Sub(c.fetched), nil, nil
+}
+
+// unreachable reports whether a fetch failed for what passes with time:
+// no connection, a timeout, a download broken off, a server error, or an
+// answer to come back later. A refusal of the fetch guard, a client error
+// (the repository or its index gone, credentials refused), an index too
+// large or one that does not parse are not.
+func unreachable(err error) bool {
+	var fe *FetchError
+	if !errors.As(err, &fe) || netguard.IsRefused(err) {
+		return false
+	}
+	var later *RetryAfterError
+	var ne net.Error
+	switch {
+	case fe.Status >= 500, fe.Status == http.StatusRequestTimeout, fe.Status == http.StatusTooManyRequests:
+		return true
+	case fe.Status != 0:
+		return false
+	case errors.As(err, &later), errors.As(err, &ne):
+		return true
+	}
+	return errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // indexEntryError validates one version listed in index.yaml as Helm's

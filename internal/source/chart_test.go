@@ -99,6 +99,66 @@ func TestRepoChartIsCachedAndIndexExpires(t *testing.T) {
 	}
 }
 
+// TestRepoChartOutlivesARepositoryOutage: once the index has expired, a
+// repository that cannot be read for a while (a server error, no
+// connection) does not stop the chart it served: the index read last is
+// used for IndexStaleFor after it was read, and the chart says so. A
+// client error, a refresh, or an index past that time fail as before.
+func TestRepoChartOutlivesARepositoryOutage(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/charts/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.index("demo", map[string]string{"1.0.0": "charts/demo-1.0.0.tgz"})
+	now := time.Unix(1700000000, 0)
+	f := newTestFetcher(t, Options{IndexTTL: time.Minute, IndexStaleFor: time.Hour, Now: func() time.Time { return now }}, r.Server)
+	spec := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.0.0"}
+	ctx := context.Background()
+	if c, err := f.Chart(ctx, spec, nil); err != nil || c.StaleIndex != "" {
+		t.Fatalf("got %v, stale %q", err, c.StaleIndex)
+	}
+
+	r.answer("/index.yaml", http.StatusBadGateway)
+	now = now.Add(2 * time.Minute)
+	c, err := f.Chart(ctx, spec, nil)
+	if err != nil {
+		t.Fatalf("during the outage: %v", err)
+	}
+	if c.Version != "1.0.0" || !strings.Contains(c.StaleIndex, "index.yaml: HTTP 502") || !strings.Contains(c.StaleIndex, "the index read at 2023-11-14T22:13:20Z is used until 2023-11-14T23:13:20Z") {
+		t.Fatalf("got %s, stale %q", c.Version, c.StaleIndex)
+	}
+	if a := ChartArtifact(&spec, c); a.Stale != c.StaleIndex {
+		t.Fatalf("the artifact says %q", a.Stale)
+	}
+	if got := r.count("/charts/demo-1.0.0.tgz"); got != 1 {
+		t.Fatalf("the archive was fetched %d times, want once", got)
+	}
+	if _, err := f.Refetch(ctx, capstanv1.AddonSpec{Chart: &spec}, nil); err == nil || !strings.Contains(err.Error(), "HTTP 502") {
+		t.Fatalf("a refresh during the outage: %v, want the error", err)
+	}
+	// A version the older copy does not list may be in the repository's
+	// index: the failure to read it is the error, which is retried.
+	newer := capstanv1.ChartSource{Repo: r.URL, Name: "demo", Version: "1.1.0"}
+	var fe *FetchError
+	if _, err := f.Chart(ctx, newer, nil); !errors.As(err, &fe) || fe.Status != http.StatusBadGateway || !strings.Contains(err.Error(), "does not list it") {
+		t.Fatalf("a version the older copy does not list: %v, want the failure to read the index", err)
+	}
+
+	r.answer("/index.yaml", http.StatusNotFound)
+	if _, err := f.Chart(ctx, spec, nil); err == nil || !strings.Contains(err.Error(), "HTTP 404") {
+		t.Fatalf("a repository gone: %v, want the error", err)
+	}
+
+	r.answer("/index.yaml", http.StatusServiceUnavailable)
+	now = now.Add(time.Hour)
+	if _, err := f.Chart(ctx, spec, nil); err == nil || !strings.Contains(err.Error(), "HTTP 503") {
+		t.Fatalf("an hour after the index was read: %v, want the error", err)
+	}
+
+	r.answer("/index.yaml", 0)
+	if c, err := f.Chart(ctx, spec, nil); err != nil || c.StaleIndex != "" {
+		t.Fatalf("after the outage: %v, stale %q", err, c.StaleIndex)
+	}
+}
+
 // TestRepoChartRereadsTheIndexForANewVersion: a version published after
 // the index was cached is found once the index is 10 s old, without
 // waiting for IndexTTL; an index read a moment ago is the answer.
@@ -637,5 +697,46 @@ func TestHostileIndexIsRefusedQuickly(t *testing.T) {
 	t.Logf("%d bytes on the wire refused in %s", packed.Len(), time.Since(start))
 	if n, _ := f.indexes.stats(); n != 1 {
 		t.Fatalf("the index cache holds %d indexes, want the good one alone", n)
+	}
+}
+
+// TestUnreachable decides, on real fetches, which failures pass with
+// time and so let a cached index be used a while longer.
+func TestUnreachable(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/big", []byte(strings.Repeat("x", 100)))
+	r.answer("/502", http.StatusBadGateway)
+	r.answer("/404", http.StatusNotFound)
+	r.answer("/401", http.StatusUnauthorized)
+	r.answer("/429", http.StatusTooManyRequests)
+	f := newTestFetcher(t, Options{}, r.Server)
+	guarded := newTestFetcher(t, Options{Guard: netguard.Config{Allow: []string{}}}, r.Server)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		f    *Fetcher
+		url  string
+		want bool
+	}{
+		{"no connection", f, fmt.Sprintf("https://127.0.0.1:%d/index.yaml", closedPort(t)), true},
+		{"a server error", f, r.URL + "/502", true},
+		{"too many requests", f, r.URL + "/429", true},
+		{"not found", f, r.URL + "/404", false},
+		{"credentials refused", f, r.URL + "/401", false},
+		{"too large", f, r.URL + "/big", false},
+		{"refused by the fetch guard", guarded, r.URL + "/big", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := tc.f.Document(ctx, tc.url, 10, "the test URL")
+			if err == nil {
+				t.Fatal("want an error")
+			}
+			if got := unreachable(err); got != tc.want {
+				t.Fatalf("unreachable(%v) = %v, want %v", err, got, tc.want)
+			}
+		})
+	}
+	if unreachable(errors.New("index.yaml of x: it is not valid YAML")) {
+		t.Fatal("an index that does not parse passes with time")
 	}
 }

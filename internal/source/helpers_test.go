@@ -78,19 +78,25 @@ type chartRepo struct {
 	mu       sync.Mutex
 	files    map[string][]byte
 	requests map[string]int
-	auth     [2]string // required basic credentials, if set
+	status   map[string]int // a status to answer a path with instead
+	auth     [2]string      // required basic credentials, if set
 	authSeen atomic.Int64
 }
 
 func newChartRepo(t *testing.T) *chartRepo {
 	t.Helper()
-	r := &chartRepo{files: map[string][]byte{}, requests: map[string]int{}}
+	r := &chartRepo{files: map[string][]byte{}, requests: map[string]int{}, status: map[string]int{}}
 	r.Server = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.requests[req.URL.Path]++
 		data, ok := r.files[req.URL.Path]
+		status := r.status[req.URL.Path]
 		need := r.auth
 		r.mu.Unlock()
+		if status != 0 {
+			w.WriteHeader(status)
+			return
+		}
 		if _, _, has := req.BasicAuth(); has {
 			r.authSeen.Add(1)
 		}
@@ -115,6 +121,14 @@ func (r *chartRepo) put(path string, data []byte) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.files[path] = data
+}
+
+// answer makes the repository answer path with status, or as before
+// with 0.
+func (r *chartRepo) answer(path string, status int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.status[path] = status
 }
 
 func (r *chartRepo) count(path string) int {

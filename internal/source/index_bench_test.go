@@ -103,13 +103,13 @@ func BenchmarkIndexReread(b *testing.B) {
 	f := newTestFetcher(b, Options{}, srv)
 	base, _ := url.Parse(srv.URL)
 	ctx := context.Background()
-	if _, _, err := f.index(ctx, base, nil, 0); err != nil {
+	if _, _, _, err := f.index(ctx, base, nil, 0); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(len(data)), "index-bytes")
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := f.index(ctx, base, nil, 0); err != nil {
+		if _, _, _, err := f.index(ctx, base, nil, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -26,6 +26,7 @@ import (
 // Default cache settings.
 const (
 	DefaultIndexTTL        = 5 * time.Minute
+	DefaultIndexStaleFor   = 24 * time.Hour
 	DefaultChartCacheSize  = 128
 	DefaultChartCacheBytes = 512 << 20
 	DefaultGitCacheSize    = 32
@@ -45,6 +46,9 @@ type Options struct {
 	Limits Limits
 	// IndexTTL is how long a chart repository's index.yaml is reused.
 	IndexTTL time.Duration
+	// IndexStaleFor is how long after it was read a cached index.yaml is
+	// still used while the repository cannot be read (Chart.StaleIndex).
+	IndexStaleFor time.Duration
 	// ChartCacheSize and ChartCacheBytes bound the chart cache.
 	ChartCacheSize  int
 	ChartCacheBytes int64
@@ -119,6 +123,9 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 	if opts.IndexTTL <= 0 {
 		opts.IndexTTL = DefaultIndexTTL
 	}
+	if opts.IndexStaleFor <= 0 {
+		opts.IndexStaleFor = DefaultIndexStaleFor
+	}
 	if opts.ChartCacheSize <= 0 {
 		opts.ChartCacheSize = DefaultChartCacheSize
 	}
@@ -182,6 +189,10 @@ type Chart struct {
 	// Manifest is the OCI manifest's digest, for a chart from a registry:
 	// what a cosign signature signs.
 	Manifest string
+	// StaleIndex, for a chart from a chart repository, says that the
+	// repository's index.yaml could not be read again and an older copy
+	// chose the version, and why; empty when the index is fresh.
+	StaleIndex string
 
 	// credHost is the one host the chart's credentials were sent to: the
 	// repository's for a chart from an index, the archive's own for
