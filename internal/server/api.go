@@ -97,7 +97,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusBadRequest, Reason: "BadRequest", Message: err.Error(), Field: "spec"}
 	case errors.Is(err, addons.ErrPlanBlocked), errors.Is(err, source.ErrGitTooLarge), errors.As(err, new(*render.LimitError)), errors.As(err, new(*source.SignatureError)),
 		errors.As(err, new(*source.DigestMismatchError)), errors.As(err, new(*source.ArchiveError)), errors.As(err, new(*render.TemplateError)),
-		errors.As(err, new(*netguard.RefusedError)):
+		errors.As(err, new(*netguard.RefusedError)), errors.As(err, new(*source.SpecError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error()}
 	case errors.As(err, &fetch) && fetch.Status != 0:
 		return fetchErrorFor(fetch, err)

@@ -51,6 +51,7 @@ func TestErrorForWhatThePersonMustFix(t *testing.T) {
 		{"a source slower than a plan waits", planning(fmt.Errorf("stopped the fetch: %w", source.ErrInteractiveTimeout)), http.StatusServiceUnavailable},
 		{"a digest that does not match", planning(&source.DigestMismatchError{Source: "https://charts.example/blog-1.0.0.tgz", Expected: "sha256:a", Actual: "sha256:b"}), http.StatusUnprocessableEntity},
 		{"an archive refused", planning(&source.ArchiveError{Problem: "is over the size limit"}), http.StatusUnprocessableEntity},
+		{"a chart version that is no version", planning(&source.SpecError{Problem: `spec.chart.version "lastest" is neither a version nor a semver range`}), http.StatusUnprocessableEntity},
 		{"a template that fails", planning(&render.TemplateError{Stage: "execute", Template: "blog/templates/a.yaml"}), http.StatusUnprocessableEntity},
 		{"an address the fetch guard refuses", planning(&netguard.RefusedError{Host: "charts.example", Reason: netguard.ReasonPrivate}), http.StatusUnprocessableEntity},
 		{"a sync held since the profile changed", planning(fmt.Errorf("the add-on is Blocked (ProfileChanged) and %w, so there is no plan", controller.ErrProfileHeld)), http.StatusConflict},
