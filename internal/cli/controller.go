@@ -59,6 +59,7 @@ type controllerOptions struct {
 	tlsKeyFile     string
 	watchSelector  string
 	renderTimeout  time.Duration
+	pageFetch      time.Duration
 	renderMemory   string
 	renderWorkers  int
 	renderInline   bool
@@ -101,6 +102,7 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.notifySecrets, "notify-secret", nil, "A Secret in the controller's namespace that names a webhook to post each add-on's transitions to (keys url, and format, severity, token, hmacKey; see docs/notifications.md). Repeat it for more receivers.")
 	fs.StringVar(&o.watchSelector, "watch-label-selector", "", "Reconcile only the Addons and AddonRepositories whose labels match, to run shards, such as capstan.dev/shard=a (and !capstan.dev/shard for the main controller).")
 	fs.DurationVar(&o.renderTimeout, "render-timeout", render.DefaultRenderTimeout, "The longest one chart's templates may run; past it the render is stopped and the add-on fails.")
+	fs.DurationVar(&o.pageFetch, "page-fetch-timeout", server.DefaultFetchTimeout, "The longest the page's chart forms and the API's plans on demand wait for a chart or git tree; past it the fetch is stopped and the request fails (the reconciles' fetches keep --fetch-timeout).")
 	fs.StringVar(&o.renderMemory, "render-memory-limit", "512Mi", "The most memory one render worker may use, as a Kubernetes quantity; past it the render is stopped and the add-on fails.")
 	fs.IntVar(&o.renderWorkers, "render-workers", 0, "Renders that run at once, each in a worker process; 0 means the number of CPUs (at least 2).")
 	fs.BoolVar(&o.renderInline, "render-in-process", false, "Render in the controller's own process, with no time or memory bound (debugging only: a chart that loops for ever then stalls a worker for good).")
@@ -182,6 +184,9 @@ func (o *controllerOptions) prepare() error {
 	}
 	if err := checkRenderBounds(o.config.MaxObjects, o.renderTimeout, o.renderMemory, o.renderWorkers); err != nil {
 		return err
+	}
+	if o.pageFetch <= 0 {
+		return fmt.Errorf("--page-fetch-timeout %s: give a positive duration such as %s", o.pageFetch, server.DefaultFetchTimeout)
 	}
 	budget, err := gitMemoryBudget(o.gitBudget)
 	if err != nil {
@@ -639,7 +644,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 			Fetcher: fetcher, Config: o.config,
 			Webhook:    &gitops.Webhook{Client: mgr.GetAPIReader(), Syncer: syncer},
 			Controller: mgr.GetAPIReader(), GitAuth: fetcher.GitAuth, Syncer: syncer,
-			Log: ctrl.Log.WithName("api"),
+			Log: ctrl.Log.WithName("api"), FetchTimeout: o.pageFetch,
 		}
 		if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 			return srv.Run(ctx, o.httpAddr, tlsConfig)

@@ -98,6 +98,7 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{[]string{"--resync-interval=-1m"}, "--resync-interval -1m0s: give a positive duration"},
 		{[]string{"--hook-timeout=0s"}, "--hook-timeout 0s: give a positive duration"},
 		{[]string{"--hook-timeout=-5s"}, "--hook-timeout -5s: give a positive duration"},
+		{[]string{"--page-fetch-timeout=0s"}, "--page-fetch-timeout 0s: give a positive duration"},
 		{[]string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0: give a number of workers, at least 1"},
 		{[]string{"--max-concurrent-reconciles=-3"}, "--max-concurrent-reconciles -3: give a number of workers, at least 1"},
 	} {

@@ -76,7 +76,7 @@ type Server struct {
 	// past either is answered 429. Zero means defaultMaxPageFetches.
 	MaxPageFetches int
 	// FetchTimeout bounds how long a page's form or a plan on demand
-	// waits for its chart or git tree. Zero means defaultFetchTimeout.
+	// waits for its chart or git tree. Zero means DefaultFetchTimeout.
 	FetchTimeout time.Duration
 	// MaxLists bounds the lists of Addons read at once, by the API and the
 	// pages together; a list that finds none of its turns free within
@@ -133,11 +133,11 @@ const defaultMaxLists = 4
 // (source.Interactive), and the turn is let go only then.
 const defaultMaxPageFetches = 2
 
-// defaultFetchTimeout is how long a page's form or a plan on demand waits
+// DefaultFetchTimeout is how long a page's form or a plan on demand waits
 // for its source unless told. NOTE: a person waits for it, and a turn is
 // held all that while; the reconciles' fetches keep the guard's longer
 // timeout.
-const defaultFetchTimeout = 30 * time.Second
+const DefaultFetchTimeout = 30 * time.Second
 
 // defaultMaxPlans is how many plans on demand a server computes at once
 // unless told. NOTE: each fetches a chart, renders it (a sandbox worker,
@@ -152,7 +152,7 @@ func (s *Server) fetchTimeout() time.Duration {
 	if s.FetchTimeout > 0 {
 		return s.FetchTimeout
 	}
-	return defaultFetchTimeout
+	return DefaultFetchTimeout
 }
 
 // config is the controller's configuration with its defaults.
