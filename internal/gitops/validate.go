@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/url"
 	"path"
 	"regexp"
 	"slices"
@@ -386,23 +387,17 @@ func (r *rules) helm(h *HelmSource) {
 	}
 	switch {
 	case h.Repo != "":
-		if !strings.HasPrefix(h.Repo, "https://") || utf8.RuneCountInString(h.Repo) > maxURL {
-			r.fail(fmt.Sprintf("%q must be an https:// chart repository URL", h.Repo), "helm", "repo")
-		}
+		r.chartURL(h.Repo, strings.HasPrefix(h.Repo, "https://"), "must be an https:// chart repository URL", "repo")
 		if h.Chart == "" {
 			r.fail("required with helm.repo: the chart's name in the repository", "helm", "chart")
 		}
 	case h.OCI != "":
-		if !ociReference.MatchString(h.OCI) || utf8.RuneCountInString(h.OCI) > maxURL {
-			r.fail(fmt.Sprintf("%q must look like oci://registry/path/chart", h.OCI), "helm", "oci")
-		}
+		r.chartURL(h.OCI, ociReference.MatchString(h.OCI), "must look like oci://registry/path/chart", "oci")
 		if h.Version == "" && h.Digest == "" {
 			r.fail("an oci chart needs a version (a tag) or a digest", "helm", "oci")
 		}
 	case h.URL != "":
-		if !strings.HasPrefix(h.URL, "https://") || utf8.RuneCountInString(h.URL) > maxURL {
-			r.fail(fmt.Sprintf("%q must be an https:// chart archive URL", h.URL), "helm", "url")
-		}
+		r.chartURL(h.URL, strings.HasPrefix(h.URL, "https://"), "must be an https:// chart archive URL", "url")
 		if h.Version != "" {
 			r.fail("cannot be set with helm.url: the archive is the version; remove it", "helm", "version")
 		}
@@ -454,6 +449,30 @@ func (r *rules) verify(h *HelmSource) {
 	}
 	if keys.SecretRef.Name == "" || len(keys.SecretRef.Name) > 253 {
 		r.fail("name is required (at most 253 characters): the Secret of public keys", "helm", "verify", kind, "secretRef", "name")
+	}
+}
+
+// chartURL checks raw, the chart's location in helm.<field>: well formed
+// (ok) and of at most maxURL characters, as want says, and without
+// credentials.
+//
+// NOTE: every Addon made from the definition copies it into its
+// spec.chart, which everyone who may read Addons sees, and the problems
+// go to status.invalidFiles, which every reader of the AddonRepository
+// sees: a URL that may hold a password (one Go cannot parse, or one with
+// an @) is never quoted.
+func (r *rules) chartURL(raw string, ok bool, want, field string) {
+	ok = ok && utf8.RuneCountInString(raw) <= maxURL
+	u, err := url.Parse(raw)
+	switch {
+	case err == nil && u.User != nil:
+		r.fail("must not hold credentials (a password, or a token as the user): put them in a Secret and name it in helm.secretRef", "helm", field)
+	case err != nil:
+		r.fail("is not a URL: check it for spaces and for a % that does not start an escape such as %40 (it is not quoted here, as it may hold a password)", "helm", field)
+	case !ok && strings.Contains(raw, "@"):
+		r.fail(fmt.Sprintf("%s, of at most %d characters (it is not quoted here, as what comes before its @ may be a password)", want, maxURL), "helm", field)
+	case !ok:
+		r.fail(fmt.Sprintf("%q %s", raw, want), "helm", field)
 	}
 }
 
