@@ -403,10 +403,21 @@ type folderEntry struct {
 
 // collect parses the definition files of a folder into a snapshot, the same
 // way for the syncer and for `capstan validate`.
+//
+// An invalid file claims the add-on of its file's name, and the one its
+// content names too, when no file of the folder bears that name.
+// NOTE: a file renamed in git (git mv grafana.yaml 10-grafana.yaml, to
+// order the files) still says name: grafana, and is invalid for it; were
+// grafana unclaimed, the syncer would delete its Addon (and, under the
+// deletion policy Delete, uninstall it) for a file that is still in git,
+// and a rename of every file would delete every Addon.
 func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 	byName := map[string][]string{}
 	var parsed []Parsed
 	invalid := map[string]capstanv1.InvalidFile{}
+	// declared holds, for each invalid file whose content names another
+	// add-on than its file's name, that name.
+	declared := map[string]string{}
 	for _, e := range entries {
 		if !IsDefinitionFile(e.name) {
 			continue
@@ -415,12 +426,26 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 		name := NameFromFile(e.name)
 		byName[name] = append(byName[name], file)
 		s.Claimed[name] = true
-		def, err := readDefinition(e, file, tree)
+		def, named, err := readDefinition(e, file, tree)
 		if err != nil {
 			invalid[file] = InvalidFile(file, err)
+			if named != "" && named != name {
+				declared[file] = named
+			}
 			continue
 		}
 		parsed = append(parsed, Parsed{File: file, Definition: def})
+	}
+	for file, named := range declared {
+		if len(byName[named]) > 0 {
+			continue // A file of that name defines it.
+		}
+		s.Claimed[named] = true
+		f := invalid[file]
+		// NOTE: first, as the status keeps a file's first problems.
+		f.Message = fmt.Sprintf("%s: the Addon %q that this file names is kept as it is until the file is fixed "+
+			"(a file's name is its add-on's name: to rename an add-on, see the gitops docs)\n%s", file, named, f.Message)
+		invalid[file] = f
 	}
 	// Two files for one add-on: both are reported, and neither wins.
 	for name, files := range byName {
@@ -443,33 +468,44 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 	sort.Slice(s.Invalid, func(i, j int) bool { return s.Invalid[i].Path < s.Invalid[j].Path })
 }
 
-func readDefinition(e folderEntry, file string, tree Tree) (*Definition, error) {
+// readDefinition reads and checks one definition file. When it is invalid,
+// named is the add-on name its content declares, if it reads as one.
+func readDefinition(e folderEntry, file string, tree Tree) (def *Definition, named string, err error) {
 	if e.symlink {
-		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "the file is a symbolic link: commit the definition itself"}}}
+		return nil, "", &InvalidError{File: file, Problems: []Problem{{Message: "the file is a symbolic link: commit the definition itself"}}}
 	}
 	if e.folder {
-		return nil, &InvalidError{File: file, Problems: []Problem{{Message: "this is a folder or a submodule: a definition is one YAML file"}}}
+		return nil, "", &InvalidError{File: file, Problems: []Problem{{Message: "this is a folder or a submodule: a definition is one YAML file"}}}
 	}
 	size, rd, err := e.open()
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+		return nil, "", fmt.Errorf("%s: cannot read the file: %w", file, err)
 	}
 	if rd == nil {
-		return nil, tooLarge(file, size)
+		return nil, "", tooLarge(file, size)
 	}
 	defer rd.Close()
 	data, err := io.ReadAll(io.LimitReader(rd, MaxFileSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot read the file: %w", file, err)
+		return nil, "", fmt.Errorf("%s: cannot read the file: %w", file, err)
 	}
-	def, err := Parse(file, data)
+	if def, err = Parse(file, data); err == nil {
+		err = CheckSource(def, file, tree)
+	}
 	if err != nil {
-		return nil, err
+		return nil, declaredName(data), err
 	}
-	if err := CheckSource(def, file, tree); err != nil {
-		return nil, err
+	return def, "", nil
+}
+
+// declaredName is the add-on name that the content of a definition file
+// declares, or "" when it declares none that could name an Addon.
+func declaredName(data []byte) string {
+	name, err := definitionName(data)
+	if err != nil || !dnsLabel.MatchString(name) || len(name) > maxAddonName {
+		return ""
 	}
-	return def, nil
+	return name
 }
 
 func tooLarge(file string, size int64) error {

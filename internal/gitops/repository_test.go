@@ -200,3 +200,53 @@ func TestReadDirReportsAFolderNamedAsADefinition(t *testing.T) {
 		t.Fatalf("claimed %v, definitions %+v; want x claimed and y defined", s.Claimed, s.Definitions)
 	}
 }
+
+// TestReadDirClaimsTheNameARenamedFileDeclares: a file renamed in git
+// (10-grafana.yaml, still name: grafana) is invalid, and claims both
+// names, so that the syncer keeps the Addon grafana; its message says
+// so. A name that a file of its own defines, or that could name no
+// Addon, is not claimed for the invalid file.
+func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
+	root := t.TempDir()
+	files := map[string]string{
+		"10-grafana.yaml": "name: grafana\nhelm: {repo: https://x, chart: c}\n",
+		"old-y.yaml":      "name: y\nhelm: {repo: https://x, chart: c}\n",
+		"y.yaml":          "name: y\nhelm: {repo: https://x, chart: c}\n",
+		"bad-name.yaml":   "name: Not_A_Name\nhelm: {repo: https://x, chart: c}\n",
+		"alias.yaml":      "name: &n aliased\nhelm: {repo: https://x, chart: c}\n",
+	}
+	if err := os.MkdirAll(filepath.Join(root, "addons"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(root, "addons", name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := ReadDir(root, "addons")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"10-grafana", "grafana", "old-y", "y", "bad-name", "alias", "aliased"} {
+		if !s.Claimed[name] {
+			t.Errorf("%s is not claimed, so its Addon could be deleted: %v", name, s.Claimed)
+		}
+	}
+	if s.Claimed["Not_A_Name"] || len(s.Claimed) != 7 {
+		t.Errorf("claimed %v; want the names above alone", s.Claimed)
+	}
+	if len(s.Definitions) != 1 || s.Definitions[0].File != "addons/y.yaml" {
+		t.Fatalf("definitions %+v; want y alone", s.Definitions)
+	}
+	messages := map[string]string{}
+	for _, f := range s.Invalid {
+		messages[f.Path] = f.Message
+	}
+	want := `addons/10-grafana.yaml: the Addon "grafana" that this file names is kept as it is until the file is fixed`
+	if m := messages["addons/10-grafana.yaml"]; !strings.HasPrefix(m, want) || !strings.Contains(m, `"grafana" differs from the file's name "10-grafana"`) {
+		t.Errorf("10-grafana.yaml: %q; want it to start with %q and say what is wrong", m, want)
+	}
+	if m := messages["addons/old-y.yaml"]; strings.Contains(m, "is kept") {
+		t.Errorf("old-y.yaml: %q; y.yaml defines y, which the message must not say is kept", m)
+	}
+}

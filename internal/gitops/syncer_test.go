@@ -1522,3 +1522,47 @@ func TestSyncerReportsAnAddonAPolicyForbids(t *testing.T) {
 	}
 	mustAddon(t, ns, "a")
 }
+
+// TestSyncerKeepsTheAddonOfARenamedFile: a file renamed in git with its
+// content as it was (git mv a.yaml 10-a.yaml, to order the files) still
+// names the add-on a, and is invalid for its new name. The Addon a is
+// kept as it was, the file is reported with a word that a is kept, and a
+// rename of every file of the folder deletes nothing either.
+func TestSyncerKeepsTheAddonOfARenamedFile(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-rename")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	def := func(name string) string { return "name: " + name + "\nhelm: {repo: https://x, chart: " + name + "}\n" }
+	c1 := w.Write("addons/a.yaml", def("a")).Write("addons/b.yaml", def("b")).CommitAndPush("a and b")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+	uids := map[string]types.UID{"a": mustAddon(t, ns, "a").UID, "b": mustAddon(t, ns, "b").UID}
+	kept := func() {
+		t.Helper()
+		for name, uid := range uids {
+			a, err := getAddon(t, ns, name)
+			if err != nil || a.UID != uid || a.DeletionTimestamp != nil {
+				t.Fatalf("Addon %s, whose file was renamed, was not kept: %v %+v", name, err, a.ObjectMeta)
+			}
+		}
+	}
+
+	c2 := w.Remove("addons/a.yaml").Write("addons/10-a.yaml", def("a")).CommitAndPush("order the files")
+	trigger(t, ns, "gitops")
+	repo := waitSynced(t, ns, "gitops", c2)
+	kept()
+	if len(repo.Status.InvalidFiles) != 1 || repo.Status.InvalidFiles[0].Path != "addons/10-a.yaml" ||
+		!strings.Contains(repo.Status.InvalidFiles[0].Message, `the Addon "a" that this file names is kept`) {
+		t.Fatalf("invalid files %+v; want addons/10-a.yaml, with a word that a is kept", repo.Status.InvalidFiles)
+	}
+
+	c3 := w.Remove("addons/b.yaml").Write("addons/20-b.yaml", def("b")).CommitAndPush("order every file")
+	trigger(t, ns, "gitops")
+	repo = waitSynced(t, ns, "gitops", c3)
+	kept()
+	if repo.Status.InvalidFileCount != 2 {
+		t.Fatalf("invalid files %+v; want 10-a.yaml and 20-b.yaml", repo.Status.InvalidFiles)
+	}
+}
