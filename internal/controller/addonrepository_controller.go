@@ -572,24 +572,25 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		}
 	}
 
-	invalid, applied, retained, strays, err := r.apply(ctx, repo, snap, sibs, prune)
+	out, err := r.apply(ctx, repo, snap, sibs, prune)
+	invalid, applied := out.invalid, out.applied
 	repo.Status.InvalidFiles = boundInvalidFiles(invalid)
 	repo.Status.InvalidFileCount = int32(len(invalid))
 	repo.Status.Addons = int32(applied)
-	repo.Status.RetainedAddons = int32(retained)
+	repo.Status.RetainedAddons = int32(out.retained)
 	if err != nil {
-		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error())
+		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error()+prunedNote(out.pruned))
 		return ctrl.Result{}, nil, err
 	}
 	repo.Status.LastSyncedCommit = snap.Commit
 	now := metav1.NewTime(r.now())
 	repo.Status.LastSyncTime = &now
-	var more string
-	if retained > 0 {
+	more := prunedNote(out.pruned)
+	if out.retained > 0 {
 		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
-			retained, gitops.ManagedByGitLabel)
+			out.retained, gitops.ManagedByGitLabel)
 	}
-	more += straysNote(repo, folder, strays)
+	more += straysNote(repo, folder, out.strays)
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
 		r.setCondition(repo, metav1.ConditionTrue, ReasonInvalidFiles,
@@ -723,6 +724,25 @@ func emptyRefusedMessage(repo *capstanv1.AddonRepository, snap *gitops.Snapshot,
 // subfoldersNote warns, for the Ready condition, of definition files in
 // subfolders of a folder that holds none: the syncer reads the folder
 // alone.
+// maxPrunedNamed bounds the deleted Addons the Ready condition names.
+const maxPrunedNamed = 5
+
+// prunedNote says, for the Ready condition of the sync that deleted them,
+// which Addons it deleted as their files left git: the one place, with
+// the log, that tells a person whose Addon vanished which repository and
+// commit took it.
+func prunedNote(pruned []string) string {
+	if len(pruned) == 0 {
+		return ""
+	}
+	named := pruned[:min(len(pruned), maxPrunedNamed)]
+	more := ""
+	if len(pruned) > maxPrunedNamed {
+		more = fmt.Sprintf(" and %d more", len(pruned)-maxPrunedNamed)
+	}
+	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy: %s%s", len(pruned), strings.Join(named, ", "), more)
+}
+
 func subfoldersNote(snap *gitops.Snapshot) string {
 	if len(snap.Subfolders) == 0 {
 		return ""
@@ -938,17 +958,30 @@ func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.Ad
 	return auth(ctx, repo.Spec.URL, secret)
 }
 
+// applyOutcome is what apply made of a snapshot.
+type applyOutcome struct {
+	// invalid are the invalid files, with the files that the API server
+	// refused or that name another's Addon.
+	invalid []capstanv1.InvalidFile
+	// applied counts the Addons that match their definitions.
+	applied int
+	// retained counts the Addons whose file is gone, kept as prune is not
+	// set.
+	retained int
+	// strays are the Addons with the repository's label that no file of
+	// its folder made (madeFromFolder), which apply left as they are.
+	strays []capstanv1.Addon
+	// pruned names the Addons deleted as their files left git.
+	pruned []string
+}
+
 // apply makes the Addons match a snapshot, and deletes those whose file is
-// gone when prune is set. It returns the invalid files, with the files that
-// the API server refused or that name another's Addon, how many Addons
-// match their definitions, how many whose file is gone it kept as prune
-// is not set, and the Addons with the repository's label that no file of
-// its folder made (madeFromFolder), which it left as they are.
-func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, prune bool) (invalid []capstanv1.InvalidFile, applied, retained int, strays []capstanv1.Addon, err error) {
-	invalid = append([]capstanv1.InvalidFile(nil), snap.Invalid...)
+// gone when prune is set, and says what it did.
+func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.AddonRepository, snap *gitops.Snapshot, sibs *siblings, prune bool) (out applyOutcome, err error) {
+	out.invalid = append([]capstanv1.InvalidFile(nil), snap.Invalid...)
 	var live capstanv1.AddonList
 	if err := r.Client.List(ctx, &live, client.InNamespace(repo.Namespace)); err != nil {
-		return invalid, 0, 0, nil, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
+		return out, fmt.Errorf("cannot list the Addons of namespace %s: %w", repo.Namespace, err)
 	}
 	byName := map[string]*capstanv1.Addon{}
 	for i := range live.Items {
@@ -961,15 +994,15 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			Commit: snap.Commit, File: p.File, SecretRef: repo.Spec.SecretRef, Shard: repo.Labels[gitops.ShardLabel],
 		})
 		if err != nil {
-			invalid = append(invalid, gitops.InvalidFile(p.File, err))
+			out.invalid = append(out.invalid, gitops.InvalidFile(p.File, err))
 			continue
 		}
 		ok, bad, err := r.applyOne(ctx, repo, snap, sibs, p.File, want, byName[want.Name])
 		switch {
 		case ok:
-			applied++
+			out.applied++
 		case bad != "":
-			invalid = append(invalid, capstanv1.InvalidFile{Path: p.File, Message: bad})
+			out.invalid = append(out.invalid, capstanv1.InvalidFile{Path: p.File, Message: bad})
 		case err != nil:
 			errs = append(errs, err)
 		}
@@ -981,7 +1014,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	// other syncer would: the shard's own does not hold the repository.
 	owned, err := r.ownedAddons(ctx, repo)
 	if err != nil {
-		return invalid, applied, 0, nil, errors.Join(append(errs, err)...)
+		return out, errors.Join(append(errs, err)...)
 	}
 	folder := syncFolder(repo)
 	for _, a := range owned {
@@ -1008,24 +1041,30 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		if !gitops.MadeFrom(folder, a.Name, a.Annotations[gitops.GitFileAnnotation]) {
 			// NOTE: no file of the folder made it (madeFromFolder): a
 			// copy a person made, reported and left alone.
-			strays = append(strays, a)
+			out.strays = append(out.strays, a)
 			continue
 		}
 		if !prune {
 			// NOTE: left as it is, label too, as Flux's prune: false
 			// leaves its objects: a file that comes back takes it up
 			// again, and prune: true deletes it.
-			retained++
+			out.retained++
 			continue
 		}
 		// NOTE: the Addon's deletion policy decides what happens to the
 		// software; the cluster profile's default, Orphan, keeps it running.
-		if err := r.prune(ctx, repo, &a); err != nil {
+		switch deleted, err := r.prune(ctx, repo, &a); {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("cannot delete Addon %s/%s, whose file was deleted: %w", a.Namespace, a.Name, err))
+		case deleted:
+			out.pruned = append(out.pruned, a.Name)
+			log.FromContext(ctx).Info("Deleted an Addon whose file left git", "addon", a.Name, "commit", snap.Commit,
+				"file", a.Annotations[gitops.GitFileAnnotation], "deletionPolicy", a.Spec.DeletionPolicy,
+				"uninstall", a.Annotations[capstanv1.UninstallAnnotation] == "true")
 		}
 	}
-	sort.Slice(invalid, func(i, j int) bool { return invalid[i].Path < invalid[j].Path })
-	return invalid, applied, retained, strays, errors.Join(errs...)
+	sort.Slice(out.invalid, func(i, j int) bool { return out.invalid[i].Path < out.invalid[j].Path })
+	return out, errors.Join(errs...)
 }
 
 // prune deletes a, an Addon of the repository whose file left git, as
@@ -1037,12 +1076,16 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 // docs say to) after the list, and this repository must not delete it
 // then. A refused delete reads the Addon again, and deletes it only while
 // it is the same Addon and still this repository's: its status and other
-// writes change its resourceVersion too.
-func (r *AddonRepositoryReconciler) prune(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+// writes change its resourceVersion too. deleted reports whether this
+// sync deleted it.
+func (r *AddonRepositoryReconciler) prune(ctx context.Context, repo *capstanv1.AddonRepository, a *capstanv1.Addon) (deleted bool, err error) {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		err := r.Client.Delete(ctx, a, client.Preconditions{UID: &a.UID, ResourceVersion: &a.ResourceVersion})
 		switch {
-		case err == nil || apierrors.IsNotFound(err):
+		case err == nil:
+			deleted = true
+			return nil
+		case apierrors.IsNotFound(err):
 			return nil
 		case !apierrors.IsConflict(err):
 			return err
@@ -1059,6 +1102,7 @@ func (r *AddonRepositoryReconciler) prune(ctx context.Context, repo *capstanv1.A
 		*a = *live
 		return err
 	})
+	return deleted, err
 }
 
 // applyOne makes the Addon of one definition file match want: ok when it

@@ -175,3 +175,20 @@ func TestSyncerRetriesAreCapped(t *testing.T) {
 		t.Fatalf("the 40th retry of a failing sync waits %s, want at most a minute", wait)
 	}
 }
+
+// TestPrunedNote checks that the Ready condition names the Addons a sync
+// deleted, the first five of them, and counts the rest.
+func TestPrunedNote(t *testing.T) {
+	for _, tc := range []struct {
+		pruned []string
+		want   string
+	}{
+		{nil, ""},
+		{[]string{"grafana"}, "; deleted 1 Addons whose files left git, each with its deletion policy: grafana"},
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "; deleted 7 Addons whose files left git, each with its deletion policy: a, b, c, d, e and 2 more"},
+	} {
+		if got := prunedNote(tc.pruned); got != tc.want {
+			t.Errorf("prunedNote(%v) = %q, want %q", tc.pruned, got, tc.want)
+		}
+	}
+}

@@ -208,7 +208,14 @@ func TestSyncerLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	trigger(t, ns, "gitops")
-	waitSynced(t, ns, "gitops", c3)
+	repo = waitSynced(t, ns, "gitops", c3)
+	// The sync that deleted it says so: who took an Addon, and at which
+	// commit.
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil ||
+		!strings.Contains(c.Message, "Synced commit "+gitops.ShortCommit(c3)) ||
+		!strings.Contains(c.Message, "deleted 1 Addons whose files left git, each with its deletion policy: longhorn") {
+		t.Fatalf("Ready of the sync that deleted longhorn: %+v", c)
+	}
 	lh = mustAddon(t, ns, "longhorn") // The example.com/keep finalizer holds it.
 	if lh.DeletionTimestamp == nil || lh.Annotations[capstanv1.UninstallAnnotation] != "true" {
 		t.Fatalf("longhorn: deletion %v, annotations %v", lh.DeletionTimestamp, lh.Annotations)
@@ -236,6 +243,9 @@ func TestSyncerLifecycle(t *testing.T) {
 	}
 	if repo.Status.InvalidFileCount != 1 {
 		t.Errorf("invalid files: %+v", repo.Status.InvalidFiles)
+	}
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil || strings.Contains(c.Message, "deleted") {
+		t.Errorf("Ready of a sync that deleted nothing: %+v", c)
 	}
 }
 
