@@ -590,6 +590,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
 			out.retained, gitops.ManagedByGitLabel)
 	}
+	more += undecidedNote(out.undecided)
 	more += straysNote(repo, folder, out.strays)
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
@@ -741,6 +742,37 @@ func prunedNote(pruned []string) string {
 		more = fmt.Sprintf(" and %d more", len(pruned)-maxPrunedNamed)
 	}
 	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy: %s%s", len(pruned), strings.Join(named, ", "), more)
+}
+
+// undecidedNote says, for the Ready condition, which Addons whose files
+// left the folder are kept because another AddonRepository may define
+// them and cannot be told of, and until when: the first five, grouped by
+// what they wait for, and how many more.
+// NOTE: a sibling whose reads keep failing keeps them for as long; without
+// a word, the Addon of a file gone from git would stay with no status
+// that says why.
+func undecidedNote(kept []undecided) string {
+	if len(kept) == 0 {
+		return ""
+	}
+	var order []string
+	byUntil := map[string][]string{}
+	for _, u := range kept[:min(len(kept), maxPrunedNamed)] {
+		if _, ok := byUntil[u.until]; !ok {
+			order = append(order, u.until)
+		}
+		byUntil[u.until] = append(byUntil[u.until], u.name)
+	}
+	var parts []string
+	for _, until := range order {
+		parts = append(parts, fmt.Sprintf("%s until %s", strings.Join(byUntil[until], ", "), until))
+	}
+	more := ""
+	if len(kept) > maxPrunedNamed {
+		more = fmt.Sprintf("; and %d more", len(kept)-maxPrunedNamed)
+	}
+	return fmt.Sprintf("; %d Addons whose files left the folder are kept as they are, as another AddonRepository may define them and cannot be told of yet: %s%s",
+		len(kept), strings.Join(parts, "; "), more)
 }
 
 func subfoldersNote(snap *gitops.Snapshot) string {
@@ -973,7 +1005,14 @@ type applyOutcome struct {
 	strays []capstanv1.Addon
 	// pruned names the Addons deleted as their files left git.
 	pruned []string
+	// undecided are the Addons whose files left the folder, kept as a
+	// sibling that may define them cannot be told of.
+	undecided []undecided
 }
+
+// undecided is an Addon whose file left the folder, kept until what
+// until says.
+type undecided struct{ name, until string }
 
 // apply makes the Addons match a snapshot, and deletes those whose file is
 // gone when prune is set, and says what it did.
@@ -1036,6 +1075,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			// NOTE: a sibling this commit was not read with, or one that
 			// has not read its branch yet, may define it: kept, and a
 			// later sync decides once that sibling can be told of.
+			out.undecided = append(out.undecided, undecided{name: a.Name, until: c.until})
 			continue
 		}
 		if !gitops.MadeFrom(folder, a.Name, a.Annotations[gitops.GitFileAnnotation]) {

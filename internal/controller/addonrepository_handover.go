@@ -56,35 +56,39 @@ type siblings struct {
 // claim is what claimant tells of an add-on: the sibling that defines it
 // (to), or that it cannot tell (unknown), or neither.
 type claim struct {
-	to      string
+	to string
+	// unknown is set when no sibling defines it and one cannot be told
+	// of: until says, of the first such, what the Addon waits for.
 	unknown bool
+	until   string
 }
 
 // defines reports whether the sibling o defines the add-on name: its
 // folder holds the file at snap's commit, for one of the same branch, or
 // at its own last synced commit as this syncer read it, for another.
-// known is false when snap was read without o's folder (o is new, or its
-// folder changed since), when o may read the same branch but has not
-// told which yet (branchUnknown), and when this syncer holds nothing of
-// o's last synced commit but its newest read of o defines name (a newer
-// read whose sync runs or failed).
-func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines, known bool) {
+// until is set, to what this syncer waits for to tell, when snap was read
+// without o's folder (o is new, or its folder changed since), when o may
+// read the same branch but has not told which yet (branchUnknown), and
+// when this syncer holds nothing of o's last synced commit but its newest
+// read of o defines name (a newer read whose sync runs or failed).
+func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, name string) (defines bool, until string) {
 	if sameBranch(s.repo, s.branch, o) {
-		defines, known = snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
+		defines, known := snap.ClaimsAt(gitops.CleanFolder(o.Spec.Folder), name)
 		if !known {
 			s.stale = true
+			return false, fmt.Sprintf("the next sync reads the folder of AddonRepository %q too, which reads the same branch", o.Name)
 		}
-		return defines, known
+		return defines, ""
 	}
 	if branchUnknown(s.repo, o) {
 		// NOTE: not stale: snap read again would not hold o's folder
 		// either, as long as o's branch is not known. Once o's sync
 		// records the remote's default, o is of the same branch (snap
 		// then lacks its folder, and is read again) or of another.
-		return false, false
+		return false, fmt.Sprintf("AddonRepository %q, of the same git repository, reads a branch (it names no spec.branch and has read none yet: fix what its Ready condition says, or set its spec.branch)", o.Name)
 	}
 	if s.lastRead == nil {
-		return false, true
+		return false, ""
 	}
 	last, newest := s.lastRead(o)
 	if last == nil {
@@ -95,9 +99,12 @@ func (s *siblings) defines(o *capstanv1.AddonRepository, snap *gitops.Snapshot, 
 		// define it, or that was not read, defines it not: a sibling
 		// that never syncs must not keep every other repository's
 		// removed Addons for good.
-		return false, newest == nil || !newest.Claimed[name]
+		if newest != nil && newest.Claimed[name] {
+			return false, fmt.Sprintf("AddonRepository %q syncs the newest commit read of it, which defines them (see its Ready condition)", o.Name)
+		}
+		return false, ""
 	}
-	return last.Claimed[name], true
+	return last.Claimed[name], ""
 }
 
 // folders are the folders of the siblings that read the branch the sync
@@ -154,12 +161,14 @@ func (s *siblings) claimant(ctx context.Context, snap *gitops.Snapshot, name str
 	}
 	var c claim
 	for _, n := range s.names {
-		defines, known := s.defines(s.byName[n], snap, name)
+		defines, until := s.defines(s.byName[n], snap, name)
 		if defines {
 			c = claim{to: n}
 			break
 		}
-		c.unknown = c.unknown || !known
+		if until != "" && !c.unknown {
+			c.unknown, c.until = true, until
+		}
 	}
 	if s.claims == nil {
 		s.claims = map[string]claim{}
@@ -256,7 +265,7 @@ func (r *AddonRepositoryReconciler) takeOver(ctx context.Context, repo *capstanv
 	case o.Spec.Suspend:
 		return false, nil
 	}
-	if defines, known := sibs.defines(o, snap, have.Name); defines || !known {
+	if defines, until := sibs.defines(o, snap, have.Name); defines || until != "" {
 		return false, nil
 	}
 	if !sameBranch(repo, sibs.branch, o) {

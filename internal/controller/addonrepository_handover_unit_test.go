@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,8 +94,8 @@ func TestClaimantCannotTellOfAFolderNotRead(t *testing.T) {
 	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
 	ctx := context.Background()
 	c, err := sibs.claimant(ctx, snap, "x")
-	if err != nil || c.to != "" || !c.unknown || !sibs.stale {
-		t.Fatalf("claimant of x: %+v (%v), stale %v; want unknown and stale", c, err, sibs.stale)
+	if err != nil || c.to != "" || !c.unknown || !sibs.stale || !strings.Contains(c.until, `the next sync reads the folder of AddonRepository "team-b"`) {
+		t.Fatalf("claimant of x: %+v (%v), stale %v; want unknown until the next sync, and stale", c, err, sibs.stale)
 	}
 	kept, err := notHandedOver(ctx, []capstanv1.Addon{{ObjectMeta: metav1.ObjectMeta{Name: "x"}}}, snap, sibs)
 	if err != nil || len(kept) != 0 {
@@ -133,8 +134,8 @@ func TestClaimantCannotTellOfABranchNotRead(t *testing.T) {
 			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
 			lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, *gitops.Snapshot) { return nil, nil }}
 		c, err := sibs.claimant(ctx, snap, "x")
-		if err != nil || c.to != "" || c.unknown != tc.unknown {
-			t.Errorf("%s: claimant of x: %+v (%v), want unknown %v", tc.name, c, err, tc.unknown)
+		if err != nil || c.to != "" || c.unknown != tc.unknown || (c.unknown && !strings.Contains(c.until, `AddonRepository "team-b", of the same git repository, reads a branch`)) {
+			t.Errorf("%s: claimant of x: %+v (%v), want unknown %v, until team-b reads a branch", tc.name, c, err, tc.unknown)
 		}
 		if sibs.stale {
 			t.Errorf("%s: the snapshot is to be read again, though it would hold no more of team-b", tc.name)
@@ -188,8 +189,11 @@ func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
 		sibs := &siblings{repo: repo, branch: "main", loaded: true,
 			byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"}, lastRead: r.lastRead}
 		c, err := sibs.claimant(context.Background(), &gitops.Snapshot{Claimed: map[string]bool{}}, "x")
-		if err != nil || c != tc.want {
+		if err != nil || c.to != tc.want.to || c.unknown != tc.want.unknown {
 			t.Errorf("%s: claimant of x: %+v (%v), want %+v", tc.name, c, err, tc.want)
+		}
+		if c.unknown && !strings.Contains(c.until, `AddonRepository "team-b" syncs the newest commit read of it, which defines them`) {
+			t.Errorf("%s: claimant of x waits until %q; want it to name team-b and its sync", tc.name, c.until)
 		}
 	}
 }

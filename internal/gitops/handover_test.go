@@ -9,6 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -409,5 +410,40 @@ func TestSyncerMovesAnAddonToARepositoryWhoseNewerSyncFailed(t *testing.T) {
 	}
 	if got := mustAddon(t, ns, "x"); got.Labels[gitops.ManagedByGitLabel] != "apps" {
 		t.Fatalf("x was not handed to apps: %v", got.Labels)
+	}
+}
+
+// TestSyncerSaysWhichSiblingKeepsAnAddon: infra reads main of a git
+// repository; ops, of the same repository, names no branch, and its reads
+// fail (its Secret is missing), so it may read main too and define x
+// there. When x.yaml leaves infra's folder, x is kept, and infra's Ready
+// says so, and names ops and what it waits for.
+func TestSyncerSaysWhichSiblingKeepsAnAddon(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-undecided")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	c1 := w.Write("addons/x.yaml", "name: x\nhelm: {repo: https://x, chart: x}\n").
+		Write("addons/y.yaml", "name: y\nhelm: {repo: https://x, chart: y}\n").CommitAndPush("x and y")
+	createRepo(t, ns, "infra", url, func(r *capstanv1.AddonRepository) { r.Spec.Branch = "main" })
+	waitSynced(t, ns, "infra", c1)
+	uid := mustAddon(t, ns, "x").UID
+	createRepo(t, ns, "ops", url, func(r *capstanv1.AddonRepository) {
+		r.Spec.Folder = "ops"
+		r.Spec.SecretRef = &capstanv1.LocalObjectReference{Name: "missing"}
+	})
+	waitRead(t, ns, "ops")
+
+	c2 := w.Remove("addons/x.yaml").CommitAndPush("x goes, perhaps to ops")
+	trigger(t, ns, "infra")
+	repo := waitSynced(t, ns, "infra", c2)
+	if err := sameAddon(t, ns, "x", uid); err != nil {
+		t.Fatal(err)
+	}
+	c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	if c == nil || !strings.Contains(c.Message, "1 Addons whose files left the folder are kept as they are") ||
+		!strings.Contains(c.Message, `x until AddonRepository "ops", of the same git repository, reads a branch (it names no spec.branch`) {
+		t.Fatalf("Ready of infra: %+v; want it to say x is kept until ops reads a branch", c)
 	}
 }
