@@ -392,7 +392,11 @@ func readBackoff(interval time.Duration, failures int, took time.Duration) time.
 
 // readFailed records one more failed read of repo, which began at start,
 // says so in its Ready condition, and returns when to read it again.
-func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message string, start time.Time) ctrl.Result {
+// transient says the failure passes by itself (gitops.Transient): the
+// repository is then not Stalled, as the backoff retries it without
+// anyone, and health tooling that reads Stalled as failed must not alarm
+// on a timeout or a 502.
+func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message string, start time.Time, transient bool) ctrl.Result {
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	if r.failures == nil {
@@ -406,7 +410,11 @@ func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, 
 	if wait > interval {
 		message += fmt.Sprintf("; read again in %s, as %d reads in a row failed (a push webhook or a change of the AddonRepository reads it at once)", wait, n)
 	}
-	r.setCondition(repo, metav1.ConditionFalse, reason, message)
+	if transient {
+		conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{Reason: reason, Message: message})
+	} else {
+		r.setCondition(repo, metav1.ConditionFalse, reason, message)
+	}
 	return ctrl.Result{RequeueAfter: wait}
 }
 
@@ -483,7 +491,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		// backed off as that read is, not retried at every interval as
 		// credentials a person must fix are.
 		err = timedOut(fetchCtx, err, timeout)
-		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, true), nil, nil
 	case err != nil:
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
 		return ctrl.Result{}, nil, nil
@@ -492,9 +500,10 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	folder := syncFolder(repo)
 	branch, head, err := remote.Head(fetchCtx, repo.Spec.Branch)
 	if err != nil {
+		transient := fetchCtx.Err() != nil || gitops.Transient(err)
 		err = timedOut(fetchCtx, err, timeout)
 		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
-		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, transient), nil, nil
 	}
 	repo.Status.Branch = branch
 
@@ -510,8 +519,9 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			return r.gitBusy(repo, cloneErr), nil, nil
 		}
 		if cloneErr != nil {
+			transient := fetchCtx.Err() != nil || gitops.Transient(cloneErr)
 			err = timedOut(fetchCtx, cloneErr, timeout)
-			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start), nil, nil
+			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, transient), nil, nil
 		}
 		var listErr error
 		func() {
@@ -958,7 +968,8 @@ func repoSeverity(ready *metav1.Condition) notify.Severity {
 }
 
 // setCondition sets Ready, and Stalled when the repository cannot be used
-// until someone changes something (credentials, URL, branch, files).
+// until someone changes something (credentials, URL, branch, folder, an
+// empty commit); a read that failed for a moment is not (readFailed).
 func (r *AddonRepositoryReconciler) setCondition(repo *capstanv1.AddonRepository, ready metav1.ConditionStatus, reason, message string) {
 	conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{
 		Ready:   ready == metav1.ConditionTrue,

@@ -584,6 +584,44 @@ func TestSyncerGivesUpOnAServerThatHangs(t *testing.T) {
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, "did not answer within 1s") {
 		t.Fatalf("Ready: %+v", c)
 	}
+	// NOTE: a server that hangs for a while is no mistake a person must
+	// fix: the backoff reads it again, so the repository is not Stalled,
+	// which health tooling takes as failed.
+	if s := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled); s == nil || s.Status != metav1.ConditionFalse {
+		t.Fatalf("Stalled: %+v; want False for a server that did not answer", s)
+	}
+}
+
+// TestSyncerIsNotStalledByABadGateway: a git server that answers 502 (a
+// proxy in front of it restarts) fails the read, which the backoff
+// retries: Ready is False, and the repository is not Stalled. A
+// repository that does not exist is Stalled, as a person must fix it.
+func TestSyncerIsNotStalledByABadGateway(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-502")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "bad gateway", http.StatusBadGateway)
+	}))
+	t.Cleanup(srv.Close)
+	git := gitserver.Start(t)
+	createRepo(t, ns, "proxied", srv.URL+"/gitops.git")
+	createRepo(t, ns, "missing", git.URL+"/missing.git")
+	waitRead(t, ns, "proxied")
+	waitRead(t, ns, "missing")
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client}
+	for name, stalled := range map[string]metav1.ConditionStatus{"proxied": metav1.ConditionFalse, "missing": metav1.ConditionTrue} {
+		if _, err := fresh.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: name}}); err != nil {
+			t.Fatal(err)
+		}
+		r := getRepo(t, ns, name)
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable {
+			t.Fatalf("%s: Ready %+v", name, c)
+		}
+		if s := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled); s == nil || s.Status != stalled {
+			t.Fatalf("%s: Stalled %+v; want %s (Ready says %q)", name, s, stalled, c.Message)
+		}
+	}
 }
 
 // TestSyncerGivesUpOnCredentialsThatHang: credentials that take for ever
@@ -615,6 +653,9 @@ func TestSyncerGivesUpOnCredentialsThatHang(t *testing.T) {
 	c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
 	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != controller.ReasonUnreadable || !strings.Contains(c.Message, "did not answer within 1s") {
 		t.Fatalf("Ready: %+v", c)
+	}
+	if s := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled); s == nil || s.Status != metav1.ConditionFalse {
+		t.Fatalf("Stalled: %+v; want False for credentials that did not come in time", s)
 	}
 }
 
