@@ -601,6 +601,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 			out.retained, gitops.ManagedByGitLabel)
 	}
 	more += undecidedNote(out.undecided)
+	more += nestedNote(out.nested)
 	more += straysNote(repo, folder, out.strays)
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
@@ -783,6 +784,24 @@ func undecidedNote(kept []undecided) string {
 	}
 	return fmt.Sprintf("; %d Addons whose files left the folder are kept as they are, as another AddonRepository may define them and cannot be told of yet: %s%s",
 		len(kept), strings.Join(parts, "; "), more)
+}
+
+// nestedNote says, for the Ready condition, which Addons are kept because
+// their files moved into a subfolder of the folder, which is not read: the
+// first five, with their files, and how many more.
+func nestedNote(kept []undecided) string {
+	if len(kept) == 0 {
+		return ""
+	}
+	var named []string
+	for _, u := range kept[:min(len(kept), maxPrunedNamed)] {
+		named = append(named, fmt.Sprintf("%s (%s)", u.name, u.until))
+	}
+	if len(kept) > maxPrunedNamed {
+		named = append(named, fmt.Sprintf("and %d more", len(kept)-maxPrunedNamed))
+	}
+	return fmt.Sprintf("; %d Addons whose files moved into subfolders, which are not read, are kept as they are: %s: move the files up into the folder, "+
+		"or point spec.folder at their subfolder; remove the files to delete the Addons", len(kept), strings.Join(named, ", "))
 }
 
 func subfoldersNote(snap *gitops.Snapshot) string {
@@ -1019,6 +1038,9 @@ type applyOutcome struct {
 	// undecided are the Addons whose files left the folder, kept as a
 	// sibling that may define them cannot be told of.
 	undecided []undecided
+	// nested are the Addons whose files moved into a subfolder, kept, each
+	// with that file (in until).
+	nested []undecided
 }
 
 // undecided is an Addon whose file left the folder, kept until what
@@ -1093,6 +1115,13 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			// NOTE: no file of the folder made it (madeFromFolder): a
 			// copy a person made, reported and left alone.
 			out.strays = append(out.strays, a)
+			continue
+		}
+		if f := snap.NestedFile(a.Name); f != "" {
+			// NOTE: its file moved into a subfolder, which is not read
+			// (a folder reorganised a team at a time): kept and named,
+			// not deleted without a word.
+			out.nested = append(out.nested, undecided{name: a.Name, until: f})
 			continue
 		}
 		if !prune {

@@ -221,6 +221,9 @@ type Snapshot struct {
 	// which the syncer does not read, when the folder itself holds none:
 	// files moved one level down would otherwise vanish without a word.
 	Subfolders []string
+	// nested holds, by add-on name, the first definition file of that
+	// name in a subfolder of the folder, at any depth (NestedFile).
+	nested map[string]string
 	// others holds, for each folder that ReadSnapshot was asked to index
 	// besides its own, the names of the add-ons whose definition files
 	// that folder holds at the commit (ClaimsAt).
@@ -243,6 +246,39 @@ type Snapshot struct {
 func (s *Snapshot) ClaimsAt(folder, name string) (claims, known bool) {
 	names, known := s.others[cleanFolderPath(folder)]
 	return names[name], known
+}
+
+// NestedFile returns a definition file of the add-on name in a subfolder
+// of the snapshot's folder, which the syncer does not read, or "" when the
+// commit holds none (or the snapshot was read from disk). The syncer keeps
+// such an Addon instead of deleting it: files moved one level down, a team
+// at a time, would otherwise each delete their Addon without a word.
+func (s *Snapshot) NestedFile(name string) string { return s.nested[name] }
+
+// maxNestedFiles bounds Snapshot.nested, which every cached snapshot holds.
+const maxNestedFiles = 10000
+
+// nestedDefinitions names, by add-on name, the definition files in the
+// subfolders of dir, at any depth, up to maxNestedFiles. A walk of the
+// trees alone reads no file's content; a subtree that cannot be read ends
+// it, as the names are a hint to keep an Addon, not a rule to delete one.
+func nestedDefinitions(dir *object.Tree, folder string) map[string]string {
+	nested := map[string]string{}
+	walk := object.NewTreeWalker(dir, true, nil)
+	defer walk.Close()
+	for len(nested) < maxNestedFiles {
+		name, entry, err := walk.Next()
+		if err != nil {
+			break
+		}
+		if !strings.Contains(name, "/") || !entry.Mode.IsFile() || !IsDefinitionFile(name) {
+			continue
+		}
+		if n := NameFromFile(name); nested[n] == "" {
+			nested[n] = path.Join(folder, name)
+		}
+	}
+	return nested
 }
 
 // cleanFolderPath is a folder as a path from the root of a commit's tree.
@@ -314,6 +350,7 @@ func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, fol
 	if len(s.Claimed) == 0 {
 		s.Subfolders = subfoldersWithDefinitions(dir, folder)
 	}
+	s.nested = nestedDefinitions(dir, folder)
 	s.others = map[string]map[string]bool{}
 	for _, o := range others {
 		o = cleanFolderPath(o)

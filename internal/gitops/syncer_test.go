@@ -1617,3 +1617,39 @@ func TestSyncerKeepsTheAddonOfARenamedFile(t *testing.T) {
 		t.Fatalf("invalid files %+v; want 10-a.yaml and 20-b.yaml", repo.Status.InvalidFiles)
 	}
 }
+
+// TestSyncerKeepsAnAddonWhoseFileMovedIntoASubfolder: a folder reorganised
+// a team at a time (addons/b.yaml to addons/team/b.yaml) keeps the Addon b,
+// whose file is still in git though in a subfolder the syncer does not
+// read, and Ready names it with its file; once the file is gone from the
+// subfolder too, b is deleted.
+func TestSyncerKeepsAnAddonWhoseFileMovedIntoASubfolder(t *testing.T) {
+	needCluster(t)
+	ns := newNamespace(t, "gitops-nested")
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	def := func(name string) string { return "name: " + name + "\nhelm: {repo: https://x, chart: " + name + "}\n" }
+	c1 := w.Write("addons/a.yaml", def("a")).Write("addons/b.yaml", def("b")).CommitAndPush("a and b")
+	createRepo(t, ns, "gitops", url)
+	waitSynced(t, ns, "gitops", c1)
+	uid := mustAddon(t, ns, "b").UID
+
+	c2 := w.Remove("addons/b.yaml").Write("addons/team/b.yaml", def("b")).CommitAndPush("b goes to its team's subfolder")
+	trigger(t, ns, "gitops")
+	repo := waitSynced(t, ns, "gitops", c2)
+	if b, err := getAddon(t, ns, "b"); err != nil || b.UID != uid || b.DeletionTimestamp != nil {
+		t.Fatalf("b, whose file moved into a subfolder, was not kept: %v %+v", err, b.ObjectMeta)
+	}
+	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil ||
+		!strings.Contains(c.Message, "1 Addons whose files moved into subfolders, which are not read, are kept as they are: b (addons/team/b.yaml)") {
+		t.Fatalf("Ready: %+v; want it to name b and its file", c)
+	}
+
+	c3 := w.Remove("addons/team/b.yaml").CommitAndPush("no b after all")
+	trigger(t, ns, "gitops")
+	waitSynced(t, ns, "gitops", c3)
+	if b, err := getAddon(t, ns, "b"); !apierrors.IsNotFound(err) && (err != nil || b.DeletionTimestamp == nil) {
+		t.Fatalf("b, whose file left git, is kept: %v", err)
+	}
+}
