@@ -109,12 +109,23 @@ func (a *Applier) ApplyLive(ctx context.Context, obj *unstructured.Unstructured)
 // a former deployer (Helm, kubectl, another GitOps tool) owns as well are
 // handed over to Capstan (handOver).
 func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out, err := a.applyAlone(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	return a.handOver(ctx, out), nil
+}
+
+// applyAlone is applyOnce without the hand-over: the API server's answer
+// to the apply itself, which shows whether it created the object
+// (createdNow) before a hand-over drops a former deployer's entry.
+func (a *Applier) applyAlone(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	out := obj.DeepCopy()
 	if err := a.Client.Apply(ctx, client.ApplyConfigurationFromUnstructured(out),
 		client.ForceOwnership, client.FieldOwner(capstanv1.FieldManager)); err != nil {
 		return nil, err
 	}
-	return a.handOver(ctx, out), nil
+	return out, nil
 }
 
 // LabelOwner marks a live object that an add-on adopts without a change

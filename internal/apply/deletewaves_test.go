@@ -25,9 +25,14 @@ import (
 type deleteRecorder struct {
 	client.Client
 	annotations map[string]map[string]string
-	// deleting names the objects whose deletion has begun.
-	deleting map[string]bool
-	log      []string
+	// deleting names the objects whose deletion has begun, in the
+	// foreground (as Capstan's delete of a wave a lower one waits for
+	// leaves them) unless background names them too.
+	deleting   map[string]bool
+	background map[string]bool
+	// propagation holds each delete's propagation policy by name.
+	propagation map[string]metav1.DeletionPropagation
+	log         []string
 }
 
 func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
@@ -41,6 +46,9 @@ func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client
 	obj.SetResourceVersion("1")
 	if r.deleting[key.Name] {
 		obj.SetDeletionTimestamp(&metav1.Time{Time: time.Unix(1, 0)})
+		if !r.background[key.Name] {
+			obj.SetFinalizers([]string{metav1.FinalizerDeleteDependents})
+		}
 	}
 	return nil
 }
@@ -49,8 +57,13 @@ func (r *deleteRecorder) Get(_ context.Context, key client.ObjectKey, obj client
 // version serves its kind.
 func (r *deleteRecorder) RESTMapper() meta.RESTMapper { return meta.NewDefaultRESTMapper(nil) }
 
-func (r *deleteRecorder) Delete(_ context.Context, obj client.Object, _ ...client.DeleteOption) error {
+func (r *deleteRecorder) Delete(_ context.Context, obj client.Object, opts ...client.DeleteOption) error {
 	r.log = append(r.log, "delete "+obj.GetName())
+	var o client.DeleteOptions
+	o.ApplyOptions(opts)
+	if r.propagation != nil && o.PropagationPolicy != nil {
+		r.propagation[obj.GetName()] = *o.PropagationPolicy
+	}
 	return nil
 }
 
@@ -132,6 +145,22 @@ func TestDeleteAllGoesInReverseWaves(t *testing.T) {
 	}
 	if got := names(done); got != "gone b c a d" || requests != 2 {
 		t.Errorf("with b and c being deleted: done %s, %d deletes counted; want gone b c a d, and 2", got, requests)
+	}
+
+	// Deleted in the background by someone else (kubectl delete), b is
+	// sent the delete again, in the foreground, so that the waves below
+	// wait for its children too; the last wave goes in the background.
+	background := &deleteRecorder{annotations: annotations, deleting: map[string]bool{"b": true}, background: map[string]bool{"b": true},
+		propagation: map[string]metav1.DeletionPropagation{}}
+	if _, err := (&Applier{Client: background}).DeleteAll(context.Background(), refs, Deleting{Keep: Uninstalling,
+		AwaitGone: func(context.Context, int32, []capstanv1.ObjectRef) error { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(background.log, ", "), "delete b, delete c, delete a, delete d"; got != want {
+		t.Errorf("with b being deleted in the background: %s; want %s", got, want)
+	}
+	if p := background.propagation; p["b"] != metav1.DeletePropagationForeground || p["a"] != metav1.DeletePropagationForeground || p["d"] != metav1.DeletePropagationBackground {
+		t.Errorf("propagation %v; want the waves awaited in the foreground, the last in the background", p)
 	}
 
 	rec, _, _, err = run(refs, annotations, false, "")

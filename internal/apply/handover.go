@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,6 +186,13 @@ func AppliedFields(dry *unstructured.Unstructured) *metav1.FieldsV1 {
 // (the next apply of it hands over). A failed write fails nothing: what
 // the apply applied stands.
 func (a *Applier) handOver(ctx context.Context, live *unstructured.Unstructured) *unstructured.Unstructured {
+	// NOTE: a clean install has no former deployer: nothing is decoded.
+	if !slices.ContainsFunc(live.GetManagedFields(), formerDeployer) {
+		return live
+	}
+	if keep, ok := ctx.Value(keepOwnersKey{}).(func(*unstructured.Unstructured) bool); ok && keep(live) {
+		return live
+	}
 	owned, err := appliedFields(live)
 	if err != nil || owned == nil {
 		return live
@@ -195,11 +203,17 @@ func (a *Applier) handOver(ctx context.Context, live *unstructured.Unstructured)
 	}
 	out, err := a.writeManagedFields(ctx, live, live.GetUID(), entries)
 	if err != nil {
-		log.FromContext(ctx).Info("handing fields over from a former deployer failed; the next apply tries again", "object", capstanv1.RefOf(live).Describe(), "error", err.Error())
+		// NOTE: the write is an update of the whole object to admission,
+		// whose refusal of a Secret may quote its data.
+		ref := capstanv1.RefOf(live)
+		log.FromContext(ctx).Info("handing fields over from a former deployer failed; the next apply tries again", "object", ref.Describe(), "error", RefusedWrite(ref, err).Error())
 		return live
 	}
 	return out
 }
+
+// keepOwnersKey holds Sequence.KeepOwners in the context of its applies.
+type keepOwnersKey struct{}
 
 // ClaimAdopted makes the fields that Capstan's apply would own of an
 // object adopted without a change (owned, from the plan's dry run)

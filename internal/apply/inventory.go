@@ -798,9 +798,14 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			// the plan was approved is honoured too.
 			return nil, false, errUnconfirmed
 		}
-		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) {
+		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) &&
+			(propagation != metav1.DeletePropagationForeground || slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents)) {
 			// NOTE: a deletion that orphans the object's dependents is
-			// sent the add-on's delete again, which deletes them too.
+			// sent the add-on's delete again, which deletes them too; so
+			// is one in the background (kubectl delete, an earlier
+			// prune) of a wave that a lower one waits for, which the
+			// delete turns to the foreground: the object then waits for
+			// its children, and the lower wave with it.
 			return nil, false, nil
 		}
 		if releases(r, propagation) {

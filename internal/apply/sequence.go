@@ -80,6 +80,11 @@ type Sequence struct {
 	// the error as it is. (A prune's refusal of a Secret is withheld
 	// whatever this is: DeleteAll withholds every one.)
 	Refused Refused
+	// KeepOwners, when set, names the objects whose fields are never
+	// handed over from a former deployer (handOver): those a rule of
+	// spec.ignore selects, whose ignored fields the apply sends as they
+	// run, and which stay their owners' when the rule goes.
+	KeepOwners func(obj *unstructured.Unstructured) bool
 	// Prune are the objects to delete.
 	Prune []capstanv1.ObjectRef
 	// Keep is Pruning to honour what keeps an object from a prune (KeptBy):
@@ -149,6 +154,9 @@ type Result struct {
 
 // Run applies the sequence.
 func (q Sequence) Run(ctx context.Context) (Result, error) {
+	if q.KeepOwners != nil {
+		ctx = context.WithValue(ctx, keepOwnersKey{}, q.KeepOwners)
+	}
 	res := Result{Inventory: q.Inventory}
 	rendered := make([]capstanv1.ObjectRef, 0, len(q.Objects))
 	for _, o := range q.Objects {
@@ -272,7 +280,7 @@ func (q Sequence) labelAdopted(ctx context.Context) error {
 		// adoption did before, and the next apply of the object hands
 		// over what it applies (handOver).
 		if err := q.Applier.ClaimAdopted(ctx, ref, q.Adopted[ref].UID, q.Adopted[ref].Fields); err != nil {
-			log.FromContext(ctx).Info("taking over the fields of an adopted object failed; they stay co-owned until its next apply", "object", ref.Describe(), "error", err.Error())
+			log.FromContext(ctx).Info("taking over the fields of an adopted object failed; they stay co-owned until its next apply", "object", ref.Describe(), "error", RefusedWrite(ref, err).Error())
 		}
 	}
 	return nil
@@ -427,14 +435,16 @@ func (q Sequence) verify(ctx context.Context, firstApplied bool, rest []*unstruc
 	// Namespace created a moment ago) is no Job of this add-on's to
 	// delete for a changed pod template; its refusal stops the install.
 	for _, obj := range early {
-		live, err := q.Applier.applyOnce(ctx, obj)
+		live, err := q.Applier.applyAlone(ctx, obj)
 		if err != nil {
 			return nil, refused(obj, "when it was applied", err)
 		}
+		// NOTE: judged before the hand-over, which may drop the entry of
+		// whoever made the object meanwhile.
 		if createdNow(live) {
 			made = append(made, created{ref: capstanv1.RefOf(obj), uid: live.GetUID()})
 		}
-		onApplied(obj, live)
+		onApplied(obj, q.Applier.handOver(ctx, live))
 	}
 	for _, obj := range dry {
 		if _, err := q.Applier.DryRun(ctx, obj); err != nil {

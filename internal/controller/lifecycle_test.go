@@ -133,6 +133,41 @@ func TestAdoptionTakesOverHelmsFields(t *testing.T) {
 	}
 }
 
+// TestIgnoredFieldsStayTheirOwners: a field that spec.ignore leaves to
+// whoever manages it (here one a person set with kubectl, which the chart
+// never renders) is sent as it runs, but never taken from its owner: when
+// the rule goes, the field stays.
+func TestIgnoredFieldsStayTheirOwners(t *testing.T) {
+	ns := newNamespace(t)
+	ctx := context.Background()
+	name := "ignored" + ns[strings.LastIndex(ns, "-"):]
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: map[string]string{"greeting": "hello", "extra": "mine"}}
+	if err := admin.Create(ctx, cm, client.FieldOwner("kubectl-client-side-apply")); err != nil {
+		t.Fatal(err)
+	}
+	publish := func(version, data string) string {
+		url, _ := charts.publish(t, chart{name: "ignored", version: version, files: map[string]string{
+			"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n" + data,
+		}})
+		return url
+	}
+	a := create(t, newAddon(controllerNS, name, publish("1.0.0", "  greeting: hello\n"), withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Adopt = true
+		s.Ignore = []capstanv1.IgnoreRule{{Paths: []string{"/data/extra"}, Target: capstanv1.IgnoreTarget{Kind: "ConfigMap"}}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	// The rule goes, and the chart's next version changes the object.
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Ignore = nil
+		cur.Spec.Chart.URL = publish("2.0.0", "  greeting: hello\n  other: value\n")
+	})
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	data, _, _ := unstructured.NestedStringMap(live(t, "v1", "ConfigMap", ns, name).Object, "data")
+	if want := map[string]string{"greeting": "hello", "other": "value", "extra": "mine"}; !maps.Equal(data, want) {
+		t.Fatalf("after the ignore rule went, data = %v, want %v", data, want)
+	}
+}
+
 // TestExistingObjectWithoutAdoptBlocks: an object that runs already,
 // here one a Helm release installed, blocks the add-on until spec.adopt
 // is set, and the plan says that Helm still counts it as its own, and how

@@ -16,6 +16,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
+	"capstan.dev/capstan/internal/ignore"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/values"
@@ -45,7 +46,11 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		}
 		if p := s.previews[i]; p.Adopted && p.Action == capstanv1.ActionUnchanged {
 			if live := s.live[p.Ref.Key()]; live != nil {
-				adopted[p.Ref] = apply.Adoption{UID: live.GetUID(), Fields: p.Owned}
+				owned := p.Owned
+				if keepsOwners(s, obj) {
+					owned = nil
+				}
+				adopted[p.Ref] = apply.Adoption{UID: live.GetUID(), Fields: owned}
 			}
 		}
 		if s.previews[i].Recreate {
@@ -74,6 +79,7 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 		Install: s.lifecycle == LifecycleInstall, Prune: s.prune, Holder: r.holder(s), PreEvent: pre, PostEvent: post,
 		Keep: s.keepFrom(apply.Pruning), Kept: sparedRefs(slices.Concat(s.kept, s.notOurs)), Confirmed: s.confirm,
 		AwaitGone: r.awaitGone(s, false), Unverified: unverified, Creates: creates, Recreate: recreate, Adopted: adopted, OwnerLabels: s.addon.OwnerLabels(), HasPreHooks: s.hasHooks(pre), Refused: plan.RedactAPIError,
+		KeepOwners: func(obj *unstructured.Unstructured) bool { return keepsOwners(s, obj) },
 		// NOTE: with no pre hooks there is nothing a restart could run
 		// twice, and so no checkpoint to write (runEvent calls no done).
 		PreHooks: func(ctx context.Context) error {
@@ -449,4 +455,11 @@ func (r *AddonReconciler) cleanUpBeforeHooks(ctx context.Context, s *scope, pre,
 	}
 	r.warnCleanUp(ctx, s, left, err, "the sync goes on, and the next one tries again")
 	return nil
+}
+
+// keepsOwners reports whether a rule of spec.ignore selects obj: the
+// apply sends its ignored fields as they run, so their owners keep them
+// (no hand-over, no claim), and they stay when the rule goes.
+func keepsOwners(s *scope, obj *unstructured.Unstructured) bool {
+	return len(ignore.Paths(s.addon.Spec.Ignore, obj)) > 0
 }
