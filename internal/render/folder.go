@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
 
 	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
@@ -186,7 +187,9 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
 	}
 	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
+	keepDefaultSchema()
 	m, err := k.Run(read, root)
+	keepDefaultSchema()
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
@@ -207,6 +210,18 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
 	return out, nil
+}
+
+// keepDefaultSchema puts kyaml's built-in Kubernetes schema back when a
+// build left another in its place. kustomize keeps the schema a
+// kustomization names (its openapi field) in process-wide state, and reads
+// every later build's merge keys from it, whichever add-on that build is
+// for. refuseRemote refuses the field, so no build should change it; this
+// is the second line, run around every build.
+func keepDefaultSchema() {
+	if openapi.GetSchemaVersion() != openapi.DefaultOpenAPI {
+		openapi.ResetOpenAPI()
+	}
 }
 
 // resMapObjects turns what krusty built into objects, in its order.

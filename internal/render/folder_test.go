@@ -630,3 +630,103 @@ func TestFolderHookWaveOutOfRange(t *testing.T) {
 		}
 	}
 }
+
+// replacingSchema is an OpenAPI schema that makes a pod's containers and
+// their env lists that a strategic merge patch replaces whole.
+const replacingSchema = `{"definitions": {
+ "io.k8s.api.core.v1.PodSpec": {"type": "object", "properties": {"containers": {"type": "array", "items": {"$ref": "#/definitions/io.k8s.api.core.v1.Container"}, "x-kubernetes-patch-strategy": "replace"}}},
+ "io.k8s.api.core.v1.Container": {"type": "object", "properties": {"env": {"type": "array", "x-kubernetes-patch-strategy": "replace", "items": {"type": "object"}}}}
+}}`
+
+// twoContainers is a Deployment of two containers, and a strategic merge
+// patch that adds an env variable to the first.
+const twoContainers = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers:
+      - name: app
+        image: app:1
+        env: [{name: A, value: "1"}]
+      - name: sidecar
+        image: side:1
+`
+
+const addEnv = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        env: [{name: C, value: "3"}]
+`
+
+// containersOf lists a Deployment's containers as name, image and env
+// names.
+func containersOf(t *testing.T, obj *unstructured.Unstructured) []string {
+	t.Helper()
+	cs, _, err := unstructured.NestedSlice(obj.Object, "spec", "template", "spec", "containers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range cs {
+		c := c.(map[string]any)
+		s := c["name"].(string) + " " + stringOf(c["image"])
+		env, _ := c["env"].([]any)
+		for _, e := range env {
+			s += " " + e.(map[string]any)["name"].(string)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func stringOf(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// A kustomization's openapi field would set the schema kustomize merges
+// every later build's patches with, in every add-on of the process: it is
+// refused wherever the build reaches it, and a later build still merges.
+func TestFolderRefusesOpenAPI(t *testing.T) {
+	for _, tc := range []struct{ name, where, field string }{
+		{name: "path in the folder", where: "apps/prod", field: "openapi:\n  path: schema.json\n"},
+		{name: "path in a base", where: "apps/base", field: "openapi:\n  path: schema.json\n"},
+		{name: "version", where: "apps/base", field: "openapi:\n  version: v1.20.4\n"},
+		{name: "path in a component", where: "apps/comp", field: "openapi:\n  path: schema.json\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := repo()
+			fsys["apps/comp/kustomization.yaml"] = file("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\ncommonAnnotations:\n  part: comp\n")
+			fsys["apps/prod/kustomization.yaml"] = file(string(fsys["apps/prod/kustomization.yaml"].Data) + "components:\n  - ../comp\n")
+			k := tc.where + "/kustomization.yaml"
+			fsys[k] = file(string(fsys[k].Data) + tc.field)
+			fsys[tc.where+"/schema.json"] = file(replacingSchema)
+			_, err := Folder(fsys, "apps/prod", SourceIdentity{})
+			if err == nil || !strings.Contains(err.Error(), k+" sets openapi") || !strings.Contains(err.Error(), "remove the openapi field") {
+				t.Fatalf("error = %v, want %s's openapi field refused", err, k)
+			}
+
+			fsys = fstest.MapFS{
+				"web/kustomization.yaml": file("resources: [deploy.yaml]\npatches: [{path: patch.yaml}]\n"),
+				"web/deploy.yaml":        file(twoContainers),
+				"web/patch.yaml":         file(addEnv),
+			}
+			res, err := Folder(fsys, "web", SourceIdentity{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := containersOf(t, res.Objects[0]), []string{"app app:1 C A", "sidecar side:1"}; !slices.Equal(got, want) {
+				t.Errorf("a later build's containers = %q, want %q: its patch merged", got, want)
+			}
+		})
+	}
+}

@@ -8,6 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
+	"sigs.k8s.io/yaml"
 )
 
 // postRenderFixture is a render with three objects and two hooks; a hook
@@ -410,6 +412,35 @@ func TestPostRenderMultiDocumentRefusals(t *testing.T) {
 			}
 			if len(res.Objects) != 3 || field(t, res.Objects[1], "spec", "replicas") != int64(1) {
 				t.Error("a refused patch changed the render")
+			}
+		})
+	}
+}
+
+// Should a build still leave another schema in kyaml's process-wide
+// state (a custom one, or one that failed to parse), the next post-render
+// merges with the built-in schema again: its strategic merge patch adds
+// to a container, and drops neither the other container nor the env.
+func TestPostRenderMergesWithTheBuiltInSchema(t *testing.T) {
+	for _, tc := range []struct{ name, schema string }{
+		{name: "a schema that replaces lists", schema: replacingSchema},
+		{name: "a schema that does not parse", schema: `{"definitions": {"x": {"type": 5}}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer openapi.ResetOpenAPI()
+			if err := openapi.SetSchema(nil, []byte(tc.schema), true); err != nil {
+				t.Fatal(err)
+			}
+			deploy := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte(twoContainers), &deploy.Object); err != nil {
+				t.Fatal(err)
+			}
+			res := &Result{Objects: []*unstructured.Unstructured{deploy}}
+			if err := (&PostRender{Patches: []types.Patch{{Patch: addEnv}}}).apply(res, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := containersOf(t, res.Objects[0]), []string{"app app:1 C A", "sidecar side:1"}; !slices.Equal(got, want) {
+				t.Errorf("containers = %q, want %q: the patch merged", got, want)
 			}
 		})
 	}

@@ -150,6 +150,15 @@ func refuseRemoteIn(fsys filesys.FileSystem, dir string, plugins bool, seen map[
 			"make each chart an Addon of its own", shown)
 	}
 
+	if len(k.OpenAPI) > 0 {
+		// NOTE: kustomize keeps the schema a build names in kyaml's
+		// process-wide state, and every later build of every add-on reads
+		// its merge keys from there: a schema that replaces a list would
+		// make each strategic merge patch drop the rest of that list.
+		return fmt.Errorf("render: %s sets openapi, which would change how kustomize merges patches for every add-on this controller builds, not only this one: "+
+			"remove the openapi field, and patch the lists of custom resources with JSON 6902 patches (op, path, value) instead", shown)
+	}
+
 	refs := map[string][]string{
 		"resources":      k.Resources,
 		"components":     k.Components,
@@ -158,9 +167,6 @@ func refuseRemoteIn(fsys filesys.FileSystem, dir string, plugins bool, seen map[
 		"generators":     k.Generators,
 		"transformers":   k.Transformers,
 		"validators":     k.Validators,
-	}
-	if p := k.OpenAPI["path"]; p != "" {
-		refs["openapi.path"] = []string{p}
 	}
 	for _, p := range k.Patches {
 		refs["patches"] = append(refs["patches"], p.Path)
@@ -183,7 +189,7 @@ func refuseRemoteIn(fsys filesys.FileSystem, dir string, plugins bool, seen map[
 	}
 
 	for _, field := range []string{"resources", "components", "crds", "configurations", "generators", "transformers",
-		"validators", "openapi.path", "patches", "patchesJson6902", "patchesStrategicMerge", "replacements",
+		"validators", "patches", "patchesJson6902", "patchesStrategicMerge", "replacements",
 		"configMapGenerator", "secretGenerator"} {
 		asPlugins := plugins || pluginFields[field]
 		for _, ref := range refs[field] {
