@@ -5,6 +5,7 @@
 package prepare
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -123,6 +124,11 @@ func Prepare(in Input) (Result, error) {
 	for _, o := range all {
 		if err := setNamespace(o, in, crdScopes); err != nil {
 			return Result{}, err
+		}
+		// NOTE: GetLabels reads labels of which one is not a string as
+		// none, and the object would be applied with Capstan's alone.
+		if err := render.CheckMetadata(o); err != nil {
+			return Result{}, fmt.Errorf("prepare: %w", err)
 		}
 		labels := o.GetLabels()
 		if labels == nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -287,5 +288,24 @@ func TestHookJobTTL(t *testing.T) {
 				t.Errorf("ttlSecondsAfterFinished = %v (%T), want %v (%T)", got, got, tc.want, tc.want)
 			}
 		})
+	}
+}
+
+// A label that is not a string made GetLabels read none at all, and the
+// object was applied with Capstan's labels alone: every label its source
+// gave it was lost, without a word.
+func TestPrepareRefusesLabelsThatAreNotStrings(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system", UID: "u1"}}
+	rendered := &render.Result{Objects: []*unstructured.Unstructured{
+		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: dashboards, labels: {app: x, tier: 1}}"),
+	}}
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
+	if err == nil {
+		t.Fatalf("prepared with labels %v, want the label tier refused", res.Objects[0].GetLabels())
+	}
+	for _, want := range []string{"ConfigMap dashboards", "label tier", "quote the value"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v, want it to name %q", err, want)
+		}
 	}
 }

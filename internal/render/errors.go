@@ -32,6 +32,11 @@ type TemplateError struct {
 	// already passed through Options.Mask; empty when there was no such
 	// message or no Mask.
 	Message string
+	// Problem is what Capstan found wrong in a "yaml" stage document, in
+	// its own words, naming the object and a key but no value: a label
+	// that is not a string. Empty when there is nothing to say but the
+	// place.
+	Problem string
 }
 
 // Error says where the chart failed, and the chart's own message when it
@@ -59,6 +64,9 @@ func (e *TemplateError) Error() string {
 		what = "template does not parse"
 	case "yaml":
 		what = "template's output is not a valid Kubernetes object"
+	}
+	if e.Problem != "" {
+		return fmt.Sprintf("render: %s in %s: %s", what, where, e.Problem)
 	}
 	return fmt.Sprintf("render: %s in %s; its message is withheld because it can carry a value: "+
 		"check that template and the values it reads (a required value may be missing)", what, where)

@@ -209,6 +209,11 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
+	for _, o := range out {
+		if err := CheckMetadata(o); err != nil {
+			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+		}
+	}
 	return out, nil
 }
 
@@ -335,6 +340,11 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		if err != nil {
 			return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
 				name, doc, err)
+		}
+		for _, o := range objs {
+			if err := CheckMetadata(o); err != nil {
+				return nil, fmt.Errorf("render: %s document %d: %w", name, doc, err)
+			}
 		}
 		out = append(out, objs...)
 	}

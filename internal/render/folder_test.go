@@ -730,3 +730,24 @@ func TestFolderRefusesOpenAPI(t *testing.T) {
 		})
 	}
 }
+
+// A folder's label or annotation that is not a string is refused with
+// the file, the object and the key, in plain YAML and after kustomize.
+func TestFolderRefusesMetadataThatIsNotStrings(t *testing.T) {
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dashboards\n"
+	for _, tc := range []struct{ name, meta, kustomization, want string }{
+		{name: "label", meta: "  labels: {app: x, enabled: true}\n", want: "cm.yaml document 1: ConfigMap dashboards: the label enabled is true or false, not a string: quote the value"},
+		{name: "annotation", meta: "  annotations: {prometheus.io/port: 8080}\n", want: "ConfigMap dashboards: the annotation prometheus.io/port is a number"},
+		{name: "kustomized", meta: "  labels: {version: 1.16}\n", kustomization: "resources: [cm.yaml]\n", want: "kustomize build app: ConfigMap dashboards: the label version is a number"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fsys := fstest.MapFS{"app/cm.yaml": file(cm + tc.meta)}
+			if tc.kustomization != "" {
+				fsys["app/kustomization.yaml"] = file(tc.kustomization)
+			}
+			if _, err := Folder(fsys, "app", SourceIdentity{}); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error = %v, want %q", err, tc.want)
+			}
+		})
+	}
+}

@@ -128,8 +128,10 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 				}
 			}
 			for j, obj := range objs {
-				if err := checkAnnotations(obj); err != nil {
-					return nil, yamlError(name, i+1, err)
+				if err := CheckMetadata(obj); err != nil {
+					te := yamlError(name, i+1, err)
+					te.Problem = err.Error()
+					return nil, te
 				}
 				// NOTE: Helm's manifest sorter reads a List document's
 				// own metadata, not its items': a List that is a hook

@@ -610,3 +610,18 @@ func TestHelmReadsAListsAnnotationsAsStrings(t *testing.T) {
 		t.Fatalf("error = %v; want a yaml error for the List's map annotation", err)
 	}
 }
+
+// TestHelmRefusesLabelsThatAreNotStrings renders a template whose label is
+// an unquoted number. Read as unstructured reads it, the object has no
+// labels at all; the render names the template, the object and the label.
+func TestHelmRefusesLabelsThatAreNotStrings(t *testing.T) {
+	ch := chartOf("c", map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dashboards\n  labels:\n    app: x\n    grafana_dashboard: 1\n"})
+	_, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	var te *TemplateError
+	if !errors.As(err, &te) || te.Stage != "yaml" || te.Template != "c/templates/cm.yaml" || te.Document != 1 {
+		t.Fatalf("error = %#v (%v), want a yaml error of c/templates/cm.yaml, document 1", err, err)
+	}
+	if want := "ConfigMap dashboards: the label grafana_dashboard is a number, not a string: quote the value"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error = %v, want it to say %q", err, want)
+	}
+}

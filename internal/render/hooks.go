@@ -1,6 +1,7 @@
 package render
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -42,8 +43,63 @@ var knownEvents = map[string]release.HookEvent{
 // hook, only when the release is removed, where a failure stops the
 // removal. Refused here, the chart fails at its first render instead.
 func checkAnnotations(obj *unstructured.Unstructured) error {
-	_, _, err := unstructured.NestedNullCoercingStringMap(obj.Object, "metadata", "annotations")
-	return err
+	return checkStrings(obj, "annotations")
+}
+
+// CheckMetadata refuses an object whose labels or annotations are not all
+// strings (tier: 1, version: 1.16 or enabled: true, unquoted; null is "",
+// as the API server reads it). Read as unstructured reads them, such
+// labels are none at all: the object would be applied without every label
+// its source gave it, and patched without its annotations. The error names
+// the object and the key, never the value.
+func CheckMetadata(obj *unstructured.Unstructured) error {
+	if err := checkStrings(obj, "labels", "annotations"); err != nil {
+		return fmt.Errorf("%s %s: %w", obj.GetKind(), obj.GetName(), err)
+	}
+	return nil
+}
+
+// checkStrings refuses obj when a metadata field of fields (labels,
+// annotations) is not a map whose values are strings or null.
+func checkStrings(obj *unstructured.Unstructured, fields ...string) error {
+	meta, ok := obj.Object["metadata"].(map[string]any)
+	if !ok {
+		return nil
+	}
+	for _, field := range fields {
+		raw := meta[field]
+		if raw == nil {
+			continue
+		}
+		m, ok := raw.(map[string]any)
+		if !ok {
+			return fmt.Errorf("metadata.%s is %s, not a map of names to strings", field, kindOfValue(raw))
+		}
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			switch m[k].(type) {
+			case string, nil:
+				continue
+			}
+			return fmt.Errorf("the %s %s is %s, not a string: quote the value", strings.TrimSuffix(field, "s"), k, kindOfValue(m[k]))
+		}
+	}
+	return nil
+}
+
+// kindOfValue says what a decoded YAML or JSON value is, without the value.
+func kindOfValue(v any) string {
+	switch v.(type) {
+	case int, int64, float64:
+		return "a number"
+	case bool:
+		return "true or false"
+	case map[string]any:
+		return "a map"
+	case []any:
+		return "a list"
+	default:
+		return fmt.Sprintf("a %T", v)
+	}
 }
 
 // withStringAnnotations returns obj, or a copy of it whose annotations

@@ -275,6 +275,14 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	for i, h := range res.Hooks {
 		hookObjects[i] = h.Object
 	}
+	// NOTE: the marks are annotations: read as unstructured reads them,
+	// an object with one annotation that is not a string has none, and
+	// would come back with only the marks.
+	for _, obj := range slices.Concat(res.Objects, hookObjects) {
+		if err := CheckMetadata(obj); err != nil {
+			return fmt.Errorf("spec.patches: %w", err)
+		}
+	}
 	objects, nameless := markStream(res.Objects, "o")
 	hooks, namelessHooks := markStream(hookObjects, "h")
 	// NOTE: kustomize reads each stream twice: once as it is, to find

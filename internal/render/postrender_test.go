@@ -445,3 +445,18 @@ func TestPostRenderMergesWithTheBuiltInSchema(t *testing.T) {
 		})
 	}
 }
+
+// The post-render marks objects with annotations: an object with one
+// annotation that is not a string came back with the marks' map alone,
+// every annotation of its own dropped. It is refused instead.
+func TestPostRenderRefusesAnnotationsThatAreNotStrings(t *testing.T) {
+	res := postRenderFixture(t)
+	res.Folder = true
+	if err := unstructured.SetNestedField(res.Objects[0].Object, map[string]any{"prometheus.io/scrape": "true", "prometheus.io/port": int64(8080)}, "metadata", "annotations"); err != nil {
+		t.Fatal(err)
+	}
+	err := (&PostRender{Patches: []types.Patch{{Patch: `[{"op":"add","path":"/data/b","value":"2"}]`, Target: selectorOf("ConfigMap", "")}}}).apply(res, nil)
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap settings: the annotation prometheus.io/port is a number, not a string: quote the value") {
+		t.Fatalf("error = %v; annotations after = %v, want the annotation refused", err, res.Objects[0].Object["metadata"])
+	}
+}

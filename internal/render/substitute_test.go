@@ -325,9 +325,9 @@ kind: ConfigMap
 metadata:
   name: ` + name + `
   annotations:
-    enabled: on
     day: 2024-01-01
 data:
+  enabled: on
   plainyes: yes
   on: "x"
   mode: "0755"
