@@ -137,6 +137,21 @@ func Prepare(in Input) (Result, error) {
 		maps.Copy(labels, in.Addon.AppliedLabels())
 		o.SetLabels(labels)
 	}
+	// NOTE: the render refuses an object written twice where it can say
+	// where; two only collide here when one names the target namespace
+	// and the other none, or a patch renamed one.
+	seen := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		ref := capstanv1.RefOf(o)
+		if o.GetName() == "" {
+			continue
+		}
+		if seen[ref.Key()] {
+			return Result{}, fmt.Errorf("prepare: the render holds %s twice (one of them may name no namespace, and was put in this one; or spec.patches renamed one): "+
+				"the cluster holds one object of a name, and two would be applied over each other on every sync; remove one, or give each a name of its own", ref.Describe())
+		}
+		seen[ref.Key()] = true
+	}
 	for _, o := range objs {
 		if isJob(o) {
 			unstructured.RemoveNestedField(o.Object, "spec", "ttlSecondsAfterFinished")

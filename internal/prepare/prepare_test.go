@@ -309,3 +309,21 @@ func TestPrepareRefusesLabelsThatAreNotStrings(t *testing.T) {
 		}
 	}
 }
+
+// A namespaced object that names no namespace is put in the target one,
+// where the same object may already be, written with it: only then are
+// they the same object, refused rather than applied over each other on
+// every sync.
+func TestPrepareRefusesAnObjectTwice(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "capstan-system", UID: "u1"}}
+	rendered := &render.Result{Objects: []*unstructured.Unstructured{
+		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {a: '1'}"),
+		obj(t, "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: apps}\ndata: {a: '2'}"),
+	}}
+	for _, profile := range []capstanv1.Profile{capstanv1.ProfileCluster, capstanv1.ProfileRestricted} {
+		_, err := Prepare(Input{Addon: addon, Profile: profile, Namespace: "apps", Render: rendered, Scope: scopes})
+		if err == nil || !strings.Contains(err.Error(), "ConfigMap apps/settings twice") {
+			t.Errorf("%s: error = %v, want the ConfigMap refused", profile, err)
+		}
+	}
+}

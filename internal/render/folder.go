@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
@@ -281,6 +282,7 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	var problems []string
 	budget := newReadBudget(in.MaxBytes)
 	aliases := &aliasBudget{}
+	written := newSources(in.Namespace)
 	for _, f := range files {
 		if err := budget.take(fsys, f); err != nil {
 			return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
@@ -297,7 +299,7 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		if err := aliases.take(f, data); err != nil {
 			return nil, fmt.Errorf("render: %w", err)
 		}
-		objs, err := decodeStream(data, f, vars, in.budget, &problems)
+		objs, err := decodeStream(data, f, vars, in.budget, &problems, written)
 		if err != nil {
 			return nil, err
 		}
@@ -311,8 +313,9 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 
 // decodeStream decodes the YAML documents of one file, named so in its
 // errors, substituting vars in each when vars is set, their values taken
-// from budget; the substitution's problems are added to problems.
-func decodeStream(data []byte, name string, vars map[string]string, budget *substituteBudget, problems *[]string) ([]*unstructured.Unstructured, error) {
+// from budget; the substitution's problems are added to problems. Each
+// object is added to written, which refuses one written before.
+func decodeStream(data []byte, name string, vars map[string]string, budget *substituteBudget, problems *[]string, written *sources) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for doc := 1; ; doc++ {
@@ -345,10 +348,27 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 			if err := CheckMetadata(o); err != nil {
 				return nil, fmt.Errorf("render: %s document %d: %w", name, doc, err)
 			}
+			if mayBeHook(o) {
+				// NOTE: hooks are a stream of their own; two hooks of
+				// one name for two phases are Argo CD's and Helm's way.
+				continue
+			}
+			if err := written.add(o, fmt.Sprintf("%s (document %d)", name, doc)); err != nil {
+				return nil, err
+			}
 		}
 		out = append(out, objs...)
 	}
 	return out, nil
+}
+
+// mayBeHook reports whether a folder's object has a hook annotation,
+// Argo CD's or Helm's.
+func mayBeHook(o *unstructured.Unstructured) bool {
+	ann := o.GetAnnotations()
+	_, argo := ann[ArgoHookAnnotation]
+	_, helm := ann[release.HookAnnotation]
+	return argo || helm
 }
 
 // encryptedObject reports whether a rendered object still holds what SOPS

@@ -751,3 +751,29 @@ func TestFolderRefusesMetadataThatIsNotStrings(t *testing.T) {
 		})
 	}
 }
+
+// A plain folder that holds one object in two files is refused, naming
+// both; two hooks of one name, for two phases, are not.
+func TestFolderRefusesAnObjectWrittenTwice(t *testing.T) {
+	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n"
+	const hook = "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\n  annotations: {argocd.argoproj.io/hook: %s}\nspec: {template: {spec: {containers: [{name: m, image: m}]}}}\n"
+	fsys := fstest.MapFS{
+		"app/a.yaml":     file(cm),
+		"app/sub/b.yaml": file("apiVersion: v1\nkind: Secret\nmetadata:\n  name: settings\n---\n" + cm + "  namespace: apps\n"),
+	}
+	_, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{Namespace: "apps"})
+	want := "ConfigMap apps/settings is written twice, in app/a.yaml (document 1) and in app/sub/b.yaml (document 2)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want %q", err, want)
+	}
+
+	fsys = fstest.MapFS{
+		"app/a.yaml":    file(cm),
+		"app/pre.yaml":  file(strings.Replace(hook, "%s", "PreSync", 1)),
+		"app/post.yaml": file(strings.Replace(hook, "%s", "PostSync", 1)),
+	}
+	res, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{Namespace: "apps"})
+	if err != nil || len(res.Hooks) != 2 {
+		t.Fatalf("two hooks of one name: %v, %v", res, err)
+	}
+}

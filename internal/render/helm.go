@@ -96,10 +96,16 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	files := out.Files
 
 	res := &Result{}
+	written := newSources(opts.Namespace)
 	for _, crd := range out.CRDs {
 		objs, err := decodeFile(crd.Name, string(crd.Data))
 		if err != nil {
 			return nil, err
+		}
+		for _, o := range objs {
+			if err := written.add(o, crd.Name); err != nil {
+				return nil, err
+			}
 		}
 		res.Objects = append(res.Objects, objs...)
 	}
@@ -147,6 +153,9 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 					h.Object, h.List = obj, list != nil
 					res.Hooks = append(res.Hooks, h)
 					continue
+				}
+				if err := written.add(obj, fmt.Sprintf("%s (document %d)", name, i+1)); err != nil {
+					return nil, err
 				}
 				manifests = append(manifests, installed[j])
 			}

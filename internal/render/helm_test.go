@@ -625,3 +625,28 @@ func TestHelmRefusesLabelsThatAreNotStrings(t *testing.T) {
 		t.Errorf("error = %v, want it to say %q", err, want)
 	}
 }
+
+// TestHelmRefusesAnObjectWrittenTwice renders a chart whose two templates
+// write the same ConfigMap, one with the release namespace written out and
+// one without: applied, they would replace each other on every sync. The
+// render names both templates. A hook may share an object's name.
+func TestHelmRefusesAnObjectWrittenTwice(t *testing.T) {
+	ch := chartOf("c", map[string]string{
+		"a.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: \"1\"}\n",
+		"b.yaml":    "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: settings\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: ns\ndata: {a: \"2\"}\n",
+		"hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  annotations: {helm.sh/hook: pre-install}\n",
+	})
+	_, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	want := "ConfigMap ns/settings is written twice, in c/templates/a.yaml (document 1) and in c/templates/b.yaml (document 2)"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("error = %v, want %q", err, want)
+	}
+
+	ch = chartOf("c", map[string]string{
+		"a.yaml":    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n",
+		"hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  annotations: {helm.sh/hook: pre-install}\n",
+	})
+	if _, err := Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps}); err != nil {
+		t.Errorf("an object and a hook of one name: %v", err)
+	}
+}

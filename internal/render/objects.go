@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -274,4 +275,45 @@ func compareKinds(rank map[string]int, a, b string) int {
 		return 1
 	}
 	return strings.Compare(a, b)
+}
+
+// sources remembers where each object of a render's objects stream came
+// from, to refuse a second object of the same identity: the API server
+// holds one, so of two the last applied would win, and each sync would
+// apply both again. Helm's install fails on the second, and kustomize
+// refuses it in a build. Hooks are a stream of their own and may share an
+// object's name, as Helm allows.
+type sources struct {
+	// namespace is where an object that names none is put.
+	namespace string
+	seen      map[string]string
+}
+
+func newSources(namespace string) *sources {
+	return &sources{namespace: namespace, seen: map[string]string{}}
+}
+
+// add records obj as coming from source, and refuses it when an object of
+// the same group, kind, namespace and name came before it. An object
+// without a name (generateName) is never the same as another.
+func (s *sources) add(obj *unstructured.Unstructured, source string) error {
+	if obj.GetName() == "" {
+		return nil
+	}
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = s.namespace
+	}
+	gvk := obj.GroupVersionKind()
+	key := gvk.Group + "/" + gvk.Kind + "/" + ns + "/" + obj.GetName()
+	if first, ok := s.seen[key]; ok {
+		where := obj.GetName()
+		if ns != "" {
+			where = ns + "/" + where
+		}
+		return fmt.Errorf("render: %s %s is written twice, in %s and in %s: the cluster holds one object of a name, and two would be applied "+
+			"over each other on every sync; remove one of them, or give each a name of its own", gvk.Kind, where, first, source)
+	}
+	s.seen[key] = source
+	return nil
 }
