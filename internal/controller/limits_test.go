@@ -10,7 +10,8 @@ import (
 
 // TestTooManyObjects installs a chart that renders 10,000 ConfigMaps, past
 // the default limit of 5,000 per add-on: it fails with a message that says
-// what to fix, before anything is applied.
+// what to fix, before anything is applied, counted before the chart's
+// output is decoded, and remembered as a render stopped at a bound.
 func TestTooManyObjects(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, chart{name: "many", version: "1.0.0", files: map[string]string{
@@ -25,11 +26,11 @@ metadata:
 	began := time.Now()
 	a := create(t, newAddon(ns, "many", url))
 	got := waitFor(t, a, 2*time.Minute, "the limit to stop it", func(cur *capstanv1.Addon) bool {
-		return strings.Contains(readyMessage(cur), "more than the limit")
+		return strings.Contains(readyMessage(cur), "--max-objects-per-addon")
 	})
 	t.Logf("refused %s after the Addon was created: %s", time.Since(began).Round(100*time.Millisecond), readyMessage(got))
-	if msg := readyMessage(got); !strings.Contains(msg, "renders 10000 objects") || !strings.Contains(msg, "--max-objects-per-addon") {
-		t.Errorf("the message does not say how many and what to change: %q", msg)
+	if msg := readyMessage(got); !strings.Contains(msg, "renders more than 5000 objects") || !strings.Contains(msg, "no sooner than") {
+		t.Errorf("the message does not say the limit, what to change and when it is tried again: %q", msg)
 	}
 	if live(t, "v1", "ConfigMap", ns, "many-0") != nil {
 		t.Error("an object was applied")

@@ -22,7 +22,10 @@ func (r *AddonReconciler) renderObjects(ctx context.Context, s *scope) (bool, er
 	// NOTE: the mask is read at each use: a folder's render adds the values
 	// it decrypts as it reads its files.
 	opts := render.Options{ReleaseName: s.releaseName(), Namespace: s.namespace, Sandbox: r.Config.Sandbox,
-		Mask: func(text string) string { return s.mask().String(text) }, PostRender: render.PostRenderFor(&s.addon.Spec)}
+		Mask: func(text string) string { return s.mask().String(text) }, PostRender: render.PostRenderFor(&s.addon.Spec),
+		// NOTE: counted before the chart's output is decoded, which would
+		// otherwise cost the controller more than the worker's render.
+		MaxObjects: r.Config.MaxObjects}
 	var vals map[string]any
 	if s.noInputs {
 		// Without its variables or its decrypted files a folder renders

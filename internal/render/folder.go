@@ -64,6 +64,11 @@ type FolderInputs struct {
 	// release namespace: a new namespace moves the objects, a new render.
 	// "" leaves it out of the hash.
 	Namespace string
+	// MaxObjects, when above zero, bounds the objects and hooks the folder
+	// renders: a plain folder's documents are counted as they are read,
+	// and the first one past it is not decoded; a kustomization's objects
+	// are counted as soon as kustomize built them.
+	MaxObjects int
 
 	// budget bounds what the variables' values add to the render; nil is a
 	// budget of the folder's own. Render shares one with the patches.
@@ -194,6 +199,9 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
+	if in.MaxObjects > 0 && m.Size() > in.MaxObjects {
+		return nil, tooManyInFolder(dir, in.MaxObjects)
+	}
 	if vars != nil {
 		// NOTE: in place, as kyaml holds each resource: a scalar's quotes
 		// say whether a substituted number stays a string, and every value
@@ -283,6 +291,7 @@ func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	budget := newReadBudget(in.MaxBytes)
 	aliases := &aliasBudget{}
 	written := newSources(in.Namespace)
+	written.max, written.dir = in.MaxObjects, dir
 	for _, f := range files {
 		if err := budget.take(fsys, f); err != nil {
 			return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
@@ -326,6 +335,11 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		if err != nil {
 			return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
 		}
+		if strings.TrimSpace(string(raw)) != "" {
+			if err := written.count(1); err != nil {
+				return nil, err
+			}
+		}
 		decode := decodeDocument
 		if vars != nil && bytes.Contains(raw, []byte("${")) {
 			var found []string
@@ -344,6 +358,11 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 			return nil, fmt.Errorf("render: %s document %d: %w: every YAML file of a folder without a kustomization must hold Kubernetes objects",
 				name, doc, err)
 		}
+		if len(objs) > 1 {
+			if err := written.count(len(objs) - 1); err != nil {
+				return nil, err
+			}
+		}
 		for _, o := range objs {
 			if err := CheckMetadata(o); err != nil {
 				return nil, fmt.Errorf("render: %s document %d: %w", name, doc, err)
@@ -360,6 +379,12 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		out = append(out, objs...)
 	}
 	return out, nil
+}
+
+// tooManyInFolder is a folder that renders more than max objects.
+func tooManyInFolder(dir string, max int) error {
+	return fmt.Errorf("render: folder %s holds more than %d objects, the limit per add-on (--max-objects-per-addon), so nothing was applied: "+
+		"point the source's path at a smaller folder, split it into several add-ons, or raise the limit", dir, max)
 }
 
 // mayBeHook reports whether a folder's object has a hook annotation,

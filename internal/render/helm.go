@@ -93,13 +93,35 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	if err != nil {
 		return nil, maskChartMessage(err, opts.Mask)
 	}
+	return decodeOutput(out, ch.Name(), opts)
+}
+
+// decodeOutput turns a chart's output into its objects and hooks, after
+// its documents are counted against opts.MaxObjects.
+func decodeOutput(out *templateOutput, chart string, opts Options) (*Result, error) {
 	files := out.Files
+	docs, err := documentsOf(out, chart, opts.MaxObjects)
+	if err != nil {
+		return nil, err
+	}
+	// decoded counts the objects decoded, a List's items each: a List
+	// is one document of many objects.
+	decoded := 0
+	tooMany := func(n int) error {
+		if decoded += n; opts.MaxObjects > 0 && decoded > opts.MaxObjects {
+			return &LimitError{Chart: chart, Bound: "objects", Objects: opts.MaxObjects}
+		}
+		return nil
+	}
 
 	res := &Result{}
 	written := newSources(opts.Namespace)
 	for _, crd := range out.CRDs {
 		objs, err := decodeFile(crd.Name, string(crd.Data))
 		if err != nil {
+			return nil, err
+		}
+		if err := tooMany(len(objs)); err != nil {
 			return nil, err
 		}
 		for _, o := range objs {
@@ -111,14 +133,13 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	}
 	var manifests []*unstructured.Unstructured
 	for _, name := range slices.Sorted(maps.Keys(files)) {
-		content := files[name]
-		if strings.HasSuffix(name, notesSuffix) || strings.HasPrefix(path.Base(name), "_") || strings.TrimSpace(content) == "" {
-			continue
-		}
-		for i, doc := range helmDocuments(content) {
+		for i, doc := range docs[name] {
 			objs, list, err := decodeCached([]byte(doc))
 			if err != nil {
 				return nil, yamlError(name, i+1, err)
+			}
+			if err := tooMany(len(objs)); err != nil {
+				return nil, err
 			}
 			installed, err := asInstalled(doc, objs)
 			if err != nil {
@@ -170,6 +191,43 @@ func helm(ctx context.Context, ch *chartv2.Chart, values map[string]any, opts Op
 	})
 	res.Objects = append(res.Objects, manifests...)
 	return res, nil
+}
+
+// documentsOf splits each template's output that is applied into its
+// documents, and counts the documents that hold something, with the CRD
+// files', against max (none when max is zero): more is a *LimitError,
+// before any document is decoded. A template of a kilobyte can loop out
+// hundreds of thousands of tiny objects, and decoding each costs far more
+// than splitting it off.
+func documentsOf(out *templateOutput, chart string, max int) (map[string][]string, error) {
+	docs := make(map[string][]string, len(out.Files))
+	n := 0
+	count := func(d []string) error {
+		for _, doc := range d {
+			if strings.TrimSpace(doc) != "" {
+				n++
+			}
+		}
+		if max > 0 && n > max {
+			return &LimitError{Chart: chart, Bound: "objects", Objects: max}
+		}
+		return nil
+	}
+	for _, crd := range out.CRDs {
+		if err := count(helmDocuments(string(crd.Data))); err != nil {
+			return nil, err
+		}
+	}
+	for name, content := range out.Files {
+		if strings.HasSuffix(name, notesSuffix) || strings.HasPrefix(path.Base(name), "_") || strings.TrimSpace(content) == "" {
+			continue
+		}
+		docs[name] = helmDocuments(content)
+		if err := count(docs[name]); err != nil {
+			return nil, err
+		}
+	}
+	return docs, nil
 }
 
 // templateOutput is what a chart's templates produce: each template's

@@ -2,8 +2,14 @@ package render
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+	"testing/fstest"
+	"time"
 
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
@@ -39,5 +45,95 @@ data:
 		if len(res.Objects) != 10000 || !strings.HasPrefix(res.Objects[0].GetName(), "many-") {
 			b.Fatalf("rendered %d objects", len(res.Objects))
 		}
+	}
+}
+
+// manyChart is a chart of a few bytes that renders n tiny ConfigMaps.
+func manyChart(n int) *chartv2.Chart {
+	return &chartv2.Chart{
+		Metadata: &chartv2.Metadata{APIVersion: "v2", Name: "many", Version: "1.0.0"},
+		Templates: []*common.File{{Name: "templates/many.yaml", Data: []byte(`{{- range $i := until ` + strconv.Itoa(n) + ` }}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c{{ $i }}}
+{{- end }}
+`)}},
+	}
+}
+
+// TestRenderCountsObjectsBeforeDecoding renders a chart of a few bytes
+// that loops out 100,000 tiny ConfigMaps, with a bound of 5,000 objects:
+// its documents are counted before any is decoded, so the render fails
+// with the bound, and decoding them (which cost the controller far more
+// than the worker's render) never happens. What the render allocates
+// besides executing the templates stays small.
+func TestRenderCountsObjectsBeforeDecoding(t *testing.T) {
+	ch := manyChart(100000)
+	opts := Options{ReleaseName: "many", Namespace: "many", Capabilities: testCaps}
+	out, err := executeTemplates(context.Background(), ch, map[string]any{}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.MaxObjects = 5000
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	began := time.Now()
+	_, err = decodeOutput(out, ch.Name(), opts)
+	took := time.Since(began)
+	runtime.ReadMemStats(&after)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Bound != "objects" || le.Objects != 5000 {
+		t.Fatalf("error = %v, want a *LimitError of the bound objects", err)
+	}
+	for _, want := range []string{"chart many renders more than 5000 objects", "--max-objects-per-addon"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error = %v, want it to say %q", err, want)
+		}
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("refusing the output allocated %d MiB in %s: it was decoded", alloc>>20, took)
+	}
+	t.Logf("refused in %s", took)
+
+	// Through Helm, the same.
+	if _, err := Helm(context.Background(), manyChart(5001), nil, opts); !errors.As(err, &le) || le.Bound != "objects" {
+		t.Errorf("5,001 objects: error = %v, want the bound", err)
+	}
+	if res, err := Helm(context.Background(), manyChart(5000), nil, opts); err != nil || len(res.Objects) != 5000 {
+		t.Errorf("5,000 objects: error = %v, want them rendered", err)
+	}
+}
+
+// TestFolderCountsObjectsAsItReads: a plain folder's documents, a List's
+// items each, and a kustomization's objects are counted against
+// MaxObjects.
+func TestFolderCountsObjectsAsItReads(t *testing.T) {
+	var many strings.Builder
+	for i := range 6 {
+		fmt.Fprintf(&many, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\n", i)
+	}
+	list := "apiVersion: v1\nkind: List\nitems:\n"
+	for i := range 6 {
+		list += fmt.Sprintf("- {apiVersion: v1, kind: ConfigMap, metadata: {name: c%d}}\n", i)
+	}
+	for _, tc := range []struct {
+		name string
+		fsys fstest.MapFS
+	}{
+		{name: "documents", fsys: fstest.MapFS{"app/a.yaml": {Data: []byte(many.String())}}},
+		{name: "a List", fsys: fstest.MapFS{"app/a.yaml": {Data: []byte(list)}}},
+		{name: "kustomized", fsys: fstest.MapFS{"app/a.yaml": {Data: []byte(many.String())}, "app/kustomization.yaml": {Data: []byte("resources: [a.yaml]\n")}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := FolderWith(tc.fsys, "app", SourceIdentity{}, FolderInputs{MaxObjects: 6}); err != nil {
+				t.Fatalf("six objects, a bound of six: %v", err)
+			}
+			_, err := FolderWith(tc.fsys, "app", SourceIdentity{}, FolderInputs{MaxObjects: 5})
+			if err == nil || !strings.Contains(err.Error(), "folder app holds more than 5 objects") || !strings.Contains(err.Error(), "--max-objects-per-addon") {
+				t.Errorf("error = %v, want the bound", err)
+			}
+		})
 	}
 }

@@ -287,6 +287,19 @@ type sources struct {
 	// namespace is where an object that names none is put.
 	namespace string
 	seen      map[string]string
+	// documents counts the documents read; past max (when above zero),
+	// the folder dir holds too many objects.
+	documents, max int
+	dir            string
+}
+
+// count counts n more objects: one for a document that holds something,
+// before it is decoded, and then the rest of a List's items.
+func (s *sources) count(n int) error {
+	if s.documents += n; s.max > 0 && s.documents > s.max {
+		return tooManyInFolder(s.dir, s.max)
+	}
+	return nil
 }
 
 func newSources(namespace string) *sources {

@@ -63,6 +63,11 @@ type Options struct {
 	// Decrypt, when set, decrypts each file a git folder's build reads
 	// (FolderInputs.Decrypt). A chart ignores it.
 	Decrypt func(name string, data []byte) ([]byte, error)
+	// MaxObjects, when above zero, bounds the objects and hooks of the
+	// render. A chart's documents are counted before any is decoded, and
+	// a *LimitError of the bound "objects" says it rendered more; a
+	// folder's are counted as they are read (FolderInputs.MaxObjects).
+	MaxObjects int
 }
 
 // Render renders an artifact: a chart with values, as Helm would, or a git
@@ -107,7 +112,7 @@ func Render(ctx context.Context, art *source.Artifact, values map[string]any, op
 		// NOTE: one budget for the folder's objects and the patches: the
 		// values they substitute all end up in the one render.
 		budget := newSubstituteBudget()
-		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt, Namespace: opts.Namespace, budget: budget})
+		res, err := FolderWith(art.Tree.FS, art.Path, art.Identity, FolderInputs{Variables: opts.Variables, Decrypt: opts.Decrypt, Namespace: opts.Namespace, MaxObjects: opts.MaxObjects, budget: budget})
 		if err != nil {
 			return nil, err
 		}

@@ -27,8 +27,11 @@ import (
 // passes its time bound or its memory bound; the add-on then fails with a
 // message that says which bound and what to check, and the next render gets
 // a fresh worker. Everything else of a render (reading the chart, decoding
-// the output) stays in the controller: its cost follows the chart's size,
-// which the fetch limits already bound.
+// the output) stays in the controller. Reading the chart costs what its
+// size, which the fetch limits bound, lets it; the output does not follow
+// the chart's size (a chart of a kilobyte can loop out 64 MiB of tiny
+// objects), so its documents are counted against Options.MaxObjects
+// before any is decoded.
 
 // Defaults of a SandboxConfig.
 const (
@@ -171,16 +174,28 @@ func (s *Sandbox) Close() {
 type LimitError struct {
 	// Chart is the chart's name.
 	Chart string
-	// Bound is "time" or "memory".
+	// Bound is "time" or "memory", the worker's bounds; "output", more
+	// manifests than a worker may send back; or "objects", more objects
+	// than Options.MaxObjects, counted before they are decoded.
 	Bound string
 	// Timeout and Memory are the bounds that were set.
 	Timeout time.Duration
 	Memory  int64
 	// PeakRSS is the most memory the worker held, in bytes, when known.
 	PeakRSS int64
+	// Objects is Options.MaxObjects, for the bound "objects".
+	Objects int
 }
 
 func (e *LimitError) Error() string {
+	switch e.Bound {
+	case "objects":
+		return fmt.Sprintf("render: chart %s renders more than %d objects, the limit per add-on (--max-objects-per-addon), so they were not read and nothing was applied: "+
+			"check the values that drive its loops, split it into several add-ons, or raise the limit", e.Chart, e.Objects)
+	case "output":
+		return fmt.Sprintf("render: chart %s renders more than %d MiB of manifests, so nothing was applied: "+
+			"check the values that drive its loops, or split it into several add-ons", e.Chart, maxTemplateOutput>>20)
+	}
 	if e.Bound == "memory" {
 		return fmt.Sprintf("render: chart %s needed more than %d MiB of memory to render, so it was stopped and nothing was applied: "+
 			"a template builds something huge (repeat, until, seq, or a loop that appends); check the chart's loops and the values that size them, or raise --render-memory-limit",
@@ -232,16 +247,16 @@ func (s *Sandbox) execute(ctx context.Context, ch *chartv2.Chart, values map[str
 		case w.outOfMemory():
 			le = &LimitError{Bound: "memory"}
 		case errors.Is(err, errOutputTooLarge):
-			return nil, fmt.Errorf("render: chart %s renders more than %d MiB of manifests, so nothing was applied: "+
-				"check the values that drive its loops, or split it into several add-ons", ch.Name(), maxTemplateOutput>>20)
+			le = &LimitError{Bound: "output"}
 		default:
 			return nil, fmt.Errorf("render: chart %s: the render worker failed: %w", ch.Name(), err)
 		}
 		le.Chart, le.Timeout, le.Memory, le.PeakRSS = ch.Name(), s.cfg.Timeout, s.cfg.Memory, peak
 		s.count(func(st *SandboxStats) {
-			if le.Bound == "memory" {
+			switch le.Bound {
+			case "memory":
 				st.MemoryBound++
-			} else {
+			case "time":
 				st.TimeBound++
 			}
 		})
