@@ -25,10 +25,12 @@ import (
 // notesSuffix names the files Helm renders as release notes and never applies.
 const notesSuffix = "NOTES.txt"
 
-// Helm renders a chart as `helm template --include-crds --skip-tests` does,
-// client-only and in memory: values are the user's final values, which Helm
-// coalesces over the chart's defaults; lookup returns nothing; NOTES.txt is
-// dropped; hooks come back apart, and test hooks not at all. The chart is not
+// Helm renders a chart as `helm template --include-crds` does, client-only
+// and in memory: values are the user's final values, which Helm coalesces
+// over the chart's defaults; lookup returns nothing; NOTES.txt is dropped;
+// hooks come back apart, the chart's tests among them (Hook.IsTest), which
+// run only when asked: a caller that runs hooks with a sync leaves out
+// those for which Hook.TestOnly is true. The chart is not
 // changed, so one loaded chart can be rendered many times, also at once.
 //
 // Helm's own values.schema.json check does not run here: the values package
