@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
 
@@ -156,8 +157,9 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	vars := in.Variables
 	mem := filesys.MakeFsInMemory()
 	// NOTE: the whole tree is copied, not only dir, because overlays name
-	// bases in sibling folders (../base); krusty's root-only load restriction
-	// still keeps each kustomization's files inside its own folder.
+	// bases in sibling folders (../base) and, as Flux builds them, files
+	// there too (a patch in ../common): kustomize may load any file of
+	// the copy, and the copy holds the repository and nothing else.
 	// NOTE: a symlink that cannot be followed here (a dangling one, or
 	// one that leaves the repository) is left out, not refused: it may be
 	// anywhere in the tree, and the build says which file it misses if it
@@ -187,6 +189,11 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	// As `kustomize build`: a kustomization's sortOptions decide the order,
 	// and without them kustomize's legacy order (namespaces and CRDs first).
 	opts.Reorder = krusty.ReorderOptionUnspecified
+	// NOTE: as Flux's kustomize-controller builds: a kustomization may read
+	// a file outside its own folder. Root-only loading buys nothing here:
+	// the in-memory copy holds only the repository (walkLinks leaves out a
+	// link that leaves it), so no path reaches beyond it.
+	opts.LoadRestrictions = types.LoadRestrictionsNone
 	k := krusty.MakeKustomizer(opts)
 	read := filesys.FileSystem(mem)
 	if in.Decrypt != nil {

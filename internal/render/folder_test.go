@@ -777,3 +777,45 @@ func TestFolderRefusesAnObjectWrittenTwice(t *testing.T) {
 		t.Fatalf("two hooks of one name: %v, %v", res, err)
 	}
 }
+
+// An overlay that reads files outside its own folder, a patch and a
+// generator's file in sibling folders, renders, as Flux builds it. The
+// in-memory copy holds the repository alone, so a path that climbs above
+// its root finds nothing.
+func TestFolderKustomizeReadsFilesOutsideItsFolder(t *testing.T) {
+	fsys := repo()
+	fsys["apps/common/replicas.yaml"] = file("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: demo\nspec:\n  replicas: 5\n")
+	fsys["apps/shared/app.conf"] = file("level=debug\n")
+	fsys["apps/prod/kustomization.yaml"] = file(`
+resources:
+  - ../base
+patches:
+  - path: ../common/replicas.yaml
+configMapGenerator:
+  - name: conf
+    files:
+      - ../shared/app.conf
+`)
+	res, err := Folder(fsys, "apps/prod", SourceIdentity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replicas int64
+	conf := ""
+	for _, o := range res.Objects {
+		switch o.GetKind() {
+		case "Deployment":
+			replicas, _, _ = unstructured.NestedInt64(o.Object, "spec", "replicas")
+		case "ConfigMap":
+			conf, _, _ = unstructured.NestedString(o.Object, "data", "app.conf")
+		}
+	}
+	if replicas != 5 || conf != "level=debug\n" {
+		t.Errorf("replicas %d, app.conf %q: want the patch and the file of the sibling folders", replicas, conf)
+	}
+
+	fsys["apps/prod/kustomization.yaml"] = file("resources:\n  - ../base\npatches:\n  - path: ../../../../etc/passwd\n")
+	if _, err := Folder(fsys, "apps/prod", SourceIdentity{}); err == nil {
+		t.Error("a patch above the repository's root was read")
+	}
+}
