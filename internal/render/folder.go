@@ -185,6 +185,9 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	if err := refuseRemote(aliasBoundFS{FileSystem: mem, budget: &aliasBudget{}}, root, map[string]bool{}); err != nil {
 		return nil, err
 	}
+	if err := refusePatchCost(mem, root, dir); err != nil {
+		return nil, err
+	}
 	opts := krusty.MakeDefaultOptions()
 	// As `kustomize build`: a kustomization's sortOptions decide the order,
 	// and without them kustomize's legacy order (namespaces and CRDs first).

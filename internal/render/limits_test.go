@@ -137,3 +137,39 @@ func TestFolderCountsObjectsAsItReads(t *testing.T) {
 		})
 	}
 }
+
+// TestFolderBoundsPatchApplications builds a folder of 2,000 ConfigMaps
+// and 100 patches that each select them all: kustomize would apply
+// 200,000 patches, one at a time, for a minute or more of the
+// controller's CPU.
+// The build is refused before kustomize runs, naming the bound.
+func TestFolderBoundsPatchApplications(t *testing.T) {
+	var objs, k strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&objs, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\n", i)
+	}
+	k.WriteString("resources: [base]\npatches:\n")
+	for i := range 100 {
+		fmt.Fprintf(&k, "- target: {kind: ConfigMap}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {\"k%d\": \"v\"}}]'\n", i)
+	}
+	fsys := fstest.MapFS{
+		"app/base/kustomization.yaml": {Data: []byte("resources: [cms.yaml]\n")},
+		"app/base/cms.yaml":           {Data: []byte(objs.String())},
+		"app/kustomization.yaml":      {Data: []byte(k.String())},
+	}
+	began := time.Now()
+	_, err := Folder(fsys, "app", SourceIdentity{})
+	took := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "100 patches with a target over as many as 2000 objects") || !strings.Contains(err.Error(), "more than the 100000") {
+		t.Fatalf("error = %v after %s, want the bound on patch applications", err, took)
+	}
+	if took > 2*time.Second {
+		t.Errorf("refused after %s: kustomize ran", took)
+	}
+
+	// Two such patches are within the bound.
+	fsys["app/kustomization.yaml"] = &fstest.MapFile{Data: []byte(strings.Join(strings.SplitAfter(k.String(), "\n")[:2+2*2], ""))}
+	if _, err := Folder(fsys, "app", SourceIdentity{}); err != nil {
+		t.Errorf("2,000 objects and 2 patches: %v", err)
+	}
+}
