@@ -11,6 +11,10 @@ import (
 	"testing/fstest"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/resid"
+
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 )
@@ -172,4 +176,31 @@ func TestFolderBoundsPatchApplications(t *testing.T) {
 	if _, err := Folder(fsys, "app", SourceIdentity{}); err != nil {
 		t.Errorf("2,000 objects and 2 patches: %v", err)
 	}
+}
+
+// TestPostRenderBoundsPatchApplications patches 3,200 objects with 32
+// patches that each select them all, the most spec.patches may hold:
+// kustomize would apply 102,400 patches, one at a time (5,000 objects and
+// 32 such patches took over a minute on a loaded machine). It is refused
+// once the targets are selected, before any patch is applied.
+func TestPostRenderBoundsPatchApplications(t *testing.T) {
+	res := &Result{}
+	for i := range 3200 {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("v1")
+		o.SetKind("ConfigMap")
+		o.SetName("c" + strconv.Itoa(i))
+		res.Objects = append(res.Objects, o)
+	}
+	p := &PostRender{}
+	for i := range 32 {
+		p.Patches = append(p.Patches, types.Patch{Patch: `[{"op": "add", "path": "/data", "value": {"k` + strconv.Itoa(i) + `": "v"}}]`, Target: &types.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "ConfigMap"}}}})
+	}
+	began := time.Now()
+	err := p.apply(res, nil)
+	took := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "select 102400 objects in all, more than the 100000") {
+		t.Fatalf("error = %v after %s, want the bound on patch applications", err, took)
+	}
+	t.Logf("refused in %s", took)
 }

@@ -336,9 +336,16 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 			origin, marks = append(origin, i), append(marks, mark)
 		}
 	}
-	notices, err := selectsNothing(p.Patches, objects, hooks)
+	notices, applications, err := selectsNothing(p.Patches, objects, hooks)
 	if err != nil {
 		return fmt.Errorf("spec.patches: %s", oneLine(err.Error(), mask))
+	}
+	if applications > maxPatchApplications {
+		// NOTE: kustomize applies each patch to each object it selects,
+		// one at a time; selecting them is cheap, applying them is not.
+		return fmt.Errorf("spec.patches: the patches with a target select %d objects in all, more than the %d patch applications a render may ask for, "+
+			"as kustomize applies each patch to each object it selects: narrow the targets, merge patches into fewer, or change the chart's values instead",
+			applications, maxPatchApplications)
 	}
 	res.Notices = append(res.Notices, notices...)
 	if unused := unusedImages(p.Images, slices.Concat(objects, hooks)); len(unused) > 0 {
@@ -402,18 +409,19 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 
 // selectsNothing finds the patches whose target selects no object of
 // either stream, with kustomize's own selection.
-func selectsNothing(patches []types.Patch, streams ...[]*unstructured.Unstructured) ([]Notice, error) {
+func selectsNothing(patches []types.Patch, streams ...[]*unstructured.Unstructured) ([]Notice, int, error) {
 	var maps []resmap.ResMap
 	for _, objs := range streams {
 		for _, layer := range layers(objs) {
 			m, err := kustomizeResMap(layer, types.Kustomization{})
 			if err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			maps = append(maps, m)
 		}
 	}
 	var notices []Notice
+	applications := 0
 	for i, pt := range patches {
 		if pt.Target == nil {
 			continue // it names its object, which was found
@@ -422,16 +430,17 @@ func selectsNothing(patches []types.Patch, streams ...[]*unstructured.Unstructur
 		for _, m := range maps {
 			sel, err := m.Select(*pt.Target)
 			if err != nil {
-				return nil, fmt.Errorf("spec.patches[%d].target: %w", i, err)
+				return nil, 0, fmt.Errorf("spec.patches[%d].target: %w", i, err)
 			}
 			found = found || len(sel) > 0
+			applications += len(sel)
 		}
 		if !found {
 			notices = append(notices, Notice{Path: fmt.Sprintf("spec.patches[%d]", i),
 				Message: "selects no object the render has: check its target's group, version, kind, name, namespace and selectors"})
 		}
 	}
-	return notices, nil
+	return notices, applications, nil
 }
 
 // unusedImages names the images of spec.images that no container runs.
