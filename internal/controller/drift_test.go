@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
 )
 
 func TestDriftChanged(t *testing.T) {
@@ -189,5 +190,22 @@ func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	case <-decided:
 		t.Error("decided twice: the changes of one add-on are one check")
 	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+// TestObjectDriftedSkipsTheControllersOwnOlderUpdate: an update older than
+// the resourceVersion the controller remembers is its own (the apply
+// before its hand-over of fields), not drift; a newer one is.
+func TestObjectDriftedSkipsTheControllersOwnOlderUpdate(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
+	r := &AddonReconciler{}
+	c := change{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, namespace: "apps", name: "web"}
+	r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): {ResourceVersion: "20"}})
+	key := types.NamespacedName{Namespace: "ops", Name: "web"}
+	for rv, want := range map[string]bool{"19": false, "20": false, "21": true, "not-a-number": true} {
+		c.resourceVersion = rv
+		if got := r.objectDrifted(context.Background(), key, c); got != want {
+			t.Errorf("an update at %s with 20 remembered: drifted %v, want %v", rv, got, want)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -409,7 +410,12 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 	case !ok:
 		return false
 	case !c.deleted:
-		return known.ResourceVersion != c.resourceVersion
+		// NOTE: an update older than the one remembered is the
+		// controller's own: the apply before its hand-over of fields
+		// (apply.handOver), whose write of managedFields alone no update
+		// counts.
+		cmp, err := resourceversion.CompareResourceVersion(c.resourceVersion, known.ResourceVersion)
+		return err != nil && known.ResourceVersion != c.resourceVersion || err == nil && cmp > 0
 	case c.reader == nil:
 		return true
 	}
