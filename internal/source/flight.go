@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // flights runs one fetch per key at a time, shared by every caller that
@@ -91,7 +94,7 @@ func (f *Fetcher) shared(ctx context.Context, key string, fn func(ctx context.Co
 		f.flights.m[key] = c
 		go func() {
 			defer cancel()
-			c.val, c.err = fn(fctx)
+			c.val, c.err = runShared(fctx, fn)
 			f.flights.mu.Lock()
 			if f.flights.m[key] == c {
 				delete(f.flights.m, key)
@@ -127,6 +130,23 @@ func (f *Fetcher) shared(ctx context.Context, key string, fn func(ctx context.Co
 	c.cancel()
 	<-c.done
 	return nil, fmt.Errorf("stopped the fetch, which no one else waits for: %w", stopped(ctx))
+}
+
+// runShared runs a shared fetch's fn, and turns a panic in it into the
+// fetch's error.
+//
+// NOTE: fn runs in a goroutine of its own, where a panic would end the
+// whole process: the controller, every add-on's reconcile and the web
+// server with it. A fetch that fails this way fails alone, for every caller
+// that waits for it, and says so.
+func runShared(ctx context.Context, fn func(ctx context.Context) (any, error)) (val any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			log.FromContext(ctx).Error(fmt.Errorf("%v", r), "A fetch panicked", "stack", string(debug.Stack()))
+			val, err = nil, fmt.Errorf("the fetch failed on a fault in Capstan (%v); it is tried again, and a report of it is welcome", r)
+		}
+	}()
+	return fn(ctx)
 }
 
 // stopped is why ctx ended: its error, and its cause when it has one.

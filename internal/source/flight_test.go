@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -184,5 +185,22 @@ func TestInteractiveFetchHasItsOwnTimeout(t *testing.T) {
 	}
 	if !eventually(func() bool { return inFlight.Load() == 0 }) {
 		t.Fatal("the download goes on after the fetch gave up")
+	}
+}
+
+// TestSharedFetchThatPanicsFailsAlone: a fault in a shared fetch is that
+// fetch's error, for every caller waiting for it, and the process goes on.
+func TestSharedFetchThatPanicsFailsAlone(t *testing.T) {
+	f := newTestFetcher(t, Options{})
+	_, err := f.shared(context.Background(), "k", func(context.Context) (any, error) {
+		var idx *cachedIndex
+		return idx.size, nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "a fault in Capstan") {
+		t.Fatalf("got %v, want the fault as the fetch's error", err)
+	}
+	v, err := f.shared(context.Background(), "k", func(context.Context) (any, error) { return 1, nil })
+	if err != nil || v != 1 {
+		t.Fatalf("a fetch of the same key after the fault: %v %v", v, err)
 	}
 }

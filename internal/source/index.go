@@ -69,8 +69,11 @@ func parseIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 	}
 	idx, err := parseCutIndex(ctx, data, true)
 	var limit *indexLimitError
+	// NOTE: a parse that ends with ctx still read the whole index, and
+	// its index is used; only one that failed after ctx ended returns
+	// ctx's error rather than fall back to the whole parse.
 	switch {
-	case errors.As(err, &limit) || ctx.Err() != nil:
+	case errors.As(err, &limit), err != nil && ctx.Err() != nil:
 		return nil, err
 	case err != nil:
 		if len(data) > MaxWholeIndexBytes {

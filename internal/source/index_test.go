@@ -230,3 +230,23 @@ func TestIndexParseStopsWithItsContext(t *testing.T) {
 		t.Fatalf("got %v, want the parse stopped", err)
 	}
 }
+
+// TestIndexParseThatFinishesIsUsed: a parse that reads the whole index
+// before it sees that its context ended gives that index, never nothing;
+// the fetch that waits for it keeps it in the cache.
+func TestIndexParseThatFinishesIsUsed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, data := range map[string][]byte{
+		"cut":   bigIndex(2, 10),
+		"whole": []byte("apiVersion: v1\nentries: {demo: [{name: demo, version: 1.0.0}]}\n"),
+	} {
+		idx, err := parseIndex(ctx, data)
+		if err == nil && idx == nil {
+			t.Fatalf("%s: no index and no error", name)
+		}
+		if err == nil && len(idx.Entries) == 0 {
+			t.Fatalf("%s: an index of no charts", name)
+		}
+	}
+}
