@@ -658,10 +658,26 @@ func TestUnchangedIndexIsNotParsedAgain(t *testing.T) {
 // unpacks to an index of millions of tiny versions is refused at once,
 // saying which bound, and does not hold up another repository's fetch.
 func TestHostileIndexIsRefusedQuickly(t *testing.T) {
+	for _, tt := range []struct {
+		name, head, item, tail, bound string
+	}{
+		{"as Helm writes it", "apiVersion: v1\nentries:\n  demo:\n", "  - {}\n", "", "(MaxIndexVersions)"},
+		// NOTE: an index that cannot be cut is parsed whole, and a whole
+		// parse of 8 MiB of empty versions would take near 900 MiB.
+		{"flow style", "apiVersion: v1\nentries: {demo: [", "{},", "]}\n", "(MaxWholeIndexValues)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			hostileIndexIsRefusedQuickly(t, tt.head, tt.item, tt.tail, tt.bound)
+		})
+	}
+}
+
+func hostileIndexIsRefusedQuickly(t *testing.T, head, item, tail, bound string) {
 	var packed bytes.Buffer
 	zw := gzip.NewWriter(&packed)
-	_, _ = zw.Write([]byte("apiVersion: v1\nentries:\n  demo:\n"))
-	_, _ = zw.Write(bytes.Repeat([]byte("  - {}\n"), 16<<20/7))
+	_, _ = zw.Write([]byte(head))
+	_, _ = zw.Write(bytes.Repeat([]byte(item), (MaxWholeIndexBytes-len(head)-len(tail))/len(item)))
+	_, _ = zw.Write([]byte(tail))
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -690,8 +706,8 @@ func TestHostileIndexIsRefusedQuickly(t *testing.T) {
 	}
 	for range 2 {
 		err := <-errs
-		if err == nil || !strings.Contains(err.Error(), "index.yaml of "+hostile.URL) || !strings.Contains(err.Error(), "(MaxIndexVersions)") {
-			t.Fatalf("got %v, want the index refused for the bound on its versions", err)
+		if err == nil || !strings.Contains(err.Error(), "index.yaml of "+hostile.URL) || !strings.Contains(err.Error(), bound) {
+			t.Fatalf("got %v, want the index refused for %s", err, bound)
 		}
 	}
 	t.Logf("%d bytes on the wire refused in %s", packed.Len(), time.Since(start))

@@ -25,7 +25,8 @@ import (
 // an index is cut into its versions by their lines and each is decoded
 // alone, as the one item of a list, exactly as a whole parse would decode
 // it. An index written otherwise (flow style, anchors shared between
-// entries, JSON) is parsed whole, and only up to MaxWholeIndexBytes.
+// entries, JSON) is parsed whole, and only up to MaxWholeIndexBytes and
+// MaxWholeIndexValues.
 //
 // NOTE: cutting by lines is safe because every way it could go wrong
 // fails to parse: a version cut inside a quoted scalar or a flow
@@ -48,6 +49,13 @@ const (
 	// MaxIndexBytes, a few KiB gzip-compressed on the wire, would be
 	// millions of decodes: minutes of a parse slot's time.
 	MaxIndexVersions = 200_000
+	// MaxWholeIndexValues bounds the values (keys, scalars, lists and
+	// maps) of an index parsed whole, counted before it is decoded. Each
+	// value costs up to some 300 bytes while the parse runs, whatever
+	// its text: 8 MiB of `{},` are 2.8 million of them, near 900 MiB and
+	// seconds of a parse, where an index as Helm writes it, of about one
+	// value per 10 bytes, reaches at most some 850,000 in its 8 MiB.
+	MaxWholeIndexValues = 1_000_000
 	// MaxIndexKeptBytes bounds what one parsed index keeps (retainedSize):
 	// the index cache's whole bound, which a larger index would not fit.
 	MaxIndexKeptBytes = DefaultIndexCacheBytes
@@ -79,7 +87,7 @@ func parseIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 		if len(data) > MaxWholeIndexBytes {
 			return nil, fmt.Errorf("it is %d bytes and not laid out as Helm writes an index (a top-level entries: with one - item per version), and Capstan reads such an index only up to %d bytes: %v", len(data), MaxWholeIndexBytes, err)
 		}
-		if idx, err = parseWholeIndex(data); err != nil {
+		if idx, err = parseWholeIndex(ctx, data); err != nil {
 			return nil, err
 		}
 	}
@@ -91,8 +99,19 @@ func parseIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 }
 
 // parseWholeIndex parses an index that cannot be cut in one piece, as Helm
-// does, and keeps of it what parseCutIndex keeps.
-func parseWholeIndex(data []byte) (*repo.IndexFile, error) {
+// does, and keeps of it what parseCutIndex keeps. It refuses one of more
+// values than MaxWholeIndexValues before it decodes any.
+//
+// NOTE: the decode cannot be stopped once it runs; ctx is checked before
+// it starts, and MaxWholeIndexBytes and MaxWholeIndexValues bound how long
+// it runs, to a second or two.
+func parseWholeIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
+	if n := wholeIndexValues(data); n > MaxWholeIndexValues {
+		return nil, &indexLimitError{fmt.Sprintf("it is not laid out as Helm writes an index (a top-level entries: with one - item per version), and such an index is parsed whole, which Capstan does only up to %d keys, scalars, lists and maps (MaxWholeIndexValues), and it has about %d", MaxWholeIndexValues, n)}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("stopped parsing it: %w", err)
+	}
 	idx := &repo.IndexFile{}
 	if err := yaml.Unmarshal(data, idx); err != nil {
 		return nil, fmt.Errorf("it is not valid YAML: %v", err)
@@ -122,6 +141,23 @@ func parseWholeIndex(data []byte) (*repo.IndexFile, error) {
 		idx.Entries[name] = kept
 	}
 	return idx, nil
+}
+
+// wholeIndexValues is about how many values (keys, scalars, lists and
+// maps) a whole parse of data builds, counted without decoding it: every
+// value but the first follows one of the bytes counted, and one of them
+// is followed by at most two (a flow key with no value, `{a, b}`, holds
+// a null). It counts bytes inside scalars too, so an index of long
+// texts counts more than it holds, never much less.
+func wholeIndexValues(data []byte) int {
+	n := 1
+	for _, c := range data {
+		switch c {
+		case ',', ':', '-', '?', '[', '{', '\n', '*':
+			n++
+		}
+	}
+	return n
 }
 
 // tooMany refuses an index that lists more charts or versions than

@@ -250,3 +250,35 @@ func TestIndexParseThatFinishesIsUsed(t *testing.T) {
 		}
 	}
 }
+
+// TestWholeIndexValuesAreBounded: an index that cannot be cut is refused
+// before it is decoded when it holds more values than a whole parse of an
+// index as Helm writes one, however few bytes each takes, and an index of
+// MaxWholeIndexBytes written as Helm would, in JSON, fits the bound.
+func TestWholeIndexValuesAreBounded(t *testing.T) {
+	data := []byte("apiVersion: v1\nentries: {demo: [" + strings.Repeat("{},", MaxWholeIndexBytes/3-20) + "]}\n")
+	runtime.GC()
+	base := liveHeap()
+	var peak uint64
+	stop := samplePeak(&peak)
+	start := time.Now()
+	_, err := parseIndex(context.Background(), data)
+	stop()
+	took := time.Since(start)
+	if err == nil || !strings.Contains(err.Error(), "(MaxWholeIndexValues)") {
+		t.Fatalf("want the bound on values named, got %v", err)
+	}
+	t.Logf("refused in %s, peak heap %d KiB over %d KiB before", took, (peak-min(peak, base))>>10, base>>10)
+	if peak > base && peak-base > 32<<20 {
+		t.Fatalf("refusing %d bytes took %d MiB of heap at its peak", len(data), (peak-base)>>20)
+	}
+
+	y := bigIndex(1, 500)
+	j, err := yaml.YAMLToJSON(y)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := wholeIndexValues(j) * (MaxWholeIndexBytes / len(j)); n > MaxWholeIndexValues {
+		t.Fatalf("an index of %d bytes in JSON would count %d values, over MaxWholeIndexValues", MaxWholeIndexBytes, n)
+	}
+}
