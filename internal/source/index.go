@@ -274,17 +274,17 @@ func parseCutIndex(ctx context.Context, data []byte, kept bool) (*repo.IndexFile
 	}
 	idx.Entries = make(map[string]repo.ChartVersions, charts)
 	var b keptBytes
-	decoded := 0
 	_, err = cutIndex(data, func(name string) error {
 		// NOTE: a name given twice keeps its last list, as a whole parse
 		// of a YAML map does.
 		idx.Entries[name] = nil
 		return b.add(chartSize(name))
 	}, func(chart string, text []byte) error {
-		if decoded++; decoded%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("stopped parsing it: %w", err)
-			}
+		// NOTE: checked before each version, however few: a version's
+		// text may take up to MaxIndexEntryBytes, and its decode tens of
+		// milliseconds, next to which the check costs nothing.
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("stopped parsing it: %w", err)
 		}
 		var one []*repo.ChartVersion
 		if err := yaml.Unmarshal(text, &one); err != nil {

@@ -3,6 +3,7 @@ package source
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"runtime"
 	"strings"
@@ -231,9 +232,9 @@ func TestIndexParseStopsWithItsContext(t *testing.T) {
 	}
 }
 
-// TestIndexParseThatFinishesIsUsed: a parse that reads the whole index
-// before it sees that its context ended gives that index, never nothing;
-// the fetch that waits for it keeps it in the cache.
+// TestIndexParseThatFinishesIsUsed: a parse whose context ended gives an
+// index or an error, never neither: the fetch that waits for it keeps
+// what it gives in the cache.
 func TestIndexParseThatFinishesIsUsed(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -280,5 +281,23 @@ func TestWholeIndexValuesAreBounded(t *testing.T) {
 	}
 	if n := wholeIndexValues(j) * (MaxWholeIndexBytes / len(j)); n > MaxWholeIndexValues {
 		t.Fatalf("an index of %d bytes in JSON would count %d values, over MaxWholeIndexValues", MaxWholeIndexBytes, n)
+	}
+}
+
+// TestIndexParseOfFewBigVersionsStops: a parse of a few versions, each
+// long to decode, stops with its context too, and does not run on for
+// seconds after its fetch's time is up.
+func TestIndexParseOfFewBigVersionsStops(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("apiVersion: v1\nentries:\n  demo:\n")
+	desc := strings.Repeat("word ", 12_000)
+	for i := range 20 {
+		fmt.Fprintf(&b, "  - name: demo\n    version: 1.0.%d\n    description: %s\n", i, desc)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := parseIndex(ctx, []byte(b.String()))
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped parsing it") {
+		t.Fatalf("got %v, want the parse stopped", err)
 	}
 }
