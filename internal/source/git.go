@@ -34,11 +34,11 @@ const wantRef = "refs/capstan/want"
 func (f *Fetcher) Git(ctx context.Context, spec capstanv1.GitSource, creds *Credentials) (*Tree, error) {
 	ep, err := transport.NewEndpoint(spec.URL)
 	if err != nil {
-		return nil, fmt.Errorf("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), netguard.RedactError(err, spec.URL))
+		return nil, specError("spec.git.url %q is not a git URL: %v", netguard.Redact(spec.URL), netguard.RedactError(err, spec.URL))
 	}
 	shown := netguard.Redact(spec.URL)
 	if HoldsCredentials(ep) {
-		return nil, errors.New("spec.git.url must not hold credentials; put them in a Secret and name it in spec.git.secretRef")
+		return nil, specError("spec.git.url must not hold credentials; put them in a Secret and name it in spec.git.secretRef")
 	}
 	prefix := "git\x00" + spec.URL + "\x00" + creds.cacheKey() + "\x00"
 	rev := strings.TrimSpace(spec.Revision)
@@ -352,15 +352,15 @@ func (f *Fetcher) gitAuth(ctx context.Context, ep *transport.Endpoint, creds *Cr
 	switch ep.Protocol {
 	case "file":
 		if !f.opts.AllowFileGit {
-			return nil, errors.New("spec.git.url: file:// repositories are not allowed here; they read the controller's own disk (--allow-file-git, for development, allows them)")
+			return nil, specError("spec.git.url: file:// repositories are not allowed here; they read the controller's own disk (--allow-file-git, for development, allows them)")
 		}
 		if creds != nil {
-			return nil, errors.New("spec.git.secretRef: a file:// repository takes no credentials")
+			return nil, specError("spec.git.secretRef: a file:// repository takes no credentials")
 		}
 		return nil, nil
 	case "http":
 		if creds != nil {
-			return nil, errors.New("spec.git.secretRef: credentials are only sent over https or ssh; use an https:// URL")
+			return nil, specError("spec.git.secretRef: credentials are only sent over https or ssh; use an https:// URL")
 		}
 		return &guardedAuth{transport: f.gitHTTP.http}, nil
 	case "https":
@@ -384,10 +384,10 @@ func (f *Fetcher) gitAuth(ctx context.Context, ep *transport.Endpoint, creds *Cr
 		case creds.hasBasic():
 			return &guardedAuth{transport: f.gitHTTP.http, inner: &githttp.BasicAuth{Username: creds.Username, Password: creds.Password}}, nil
 		}
-		return nil, errors.New("spec.git.secretRef: an https repository takes username and password, a token or a GitHub App; the Secret holds an SSH key, which needs an ssh:// URL")
+		return nil, specError("spec.git.secretRef: an https repository takes username and password, a token or a GitHub App; the Secret holds an SSH key, which needs an ssh:// URL")
 	case "ssh":
 		if creds == nil || len(creds.Identity) == 0 {
-			return nil, errors.New("spec.git.secretRef: an ssh repository needs a Secret with an SSH key (identity) and known_hosts")
+			return nil, specError("spec.git.secretRef: an ssh repository needs a Secret with an SSH key (identity) and known_hosts")
 		}
 		a, err := newSSHAuth(ep, creds, f.guard.Config().DialTimeout)
 		if err != nil {
@@ -395,7 +395,7 @@ func (f *Fetcher) gitAuth(ctx context.Context, ep *transport.Endpoint, creds *Cr
 		}
 		return &guardedAuth{transport: f.gitHTTP.ssh, inner: a}, nil
 	}
-	return nil, fmt.Errorf("spec.git.url: scheme %q is not supported; use https://, ssh:// or user@host:path", ep.Protocol)
+	return nil, specError("spec.git.url: scheme %q is not supported; use https://, ssh:// or user@host:path", ep.Protocol)
 }
 
 // githubAppToken returns an installation token, fetched through the guard.

@@ -252,11 +252,20 @@ func TestGitCommitNotAtATip(t *testing.T) {
 	}
 }
 
+// gitSpecProblems are the cases of TestGitErrors that only a change to
+// the spec, or to the credentials Secret it names, fixes.
+var gitSpecProblems = map[string]bool{
+	"file not allowed": true, "credentials over http": true, "credentials in URL": true, "a token as the URL's user": true,
+	"ssh without key": true, "key over https": true, "not a git URL": true, "scheme not supported": true,
+	"credentials for a file repository": true,
+}
+
 func TestGitErrors(t *testing.T) {
 	repo := newGitRepo(t)
 	srv := newGitServer(t, repo.root)
 	port := closedPort(t)
 	f := newTestFetcher(t, Options{}, srv.Server)
+	withFiles := newTestFetcher(t, Options{AllowFileGit: true}, srv.Server)
 	tests := []struct {
 		name  string
 		spec  capstanv1.GitSource
@@ -275,9 +284,16 @@ func TestGitErrors(t *testing.T) {
 		{"a token as the URL's user", capstanv1.GitSource{URL: "https://ghp_hunter2@127.0.0.1/repo.git"}, nil, []string{"must not hold credentials"}},
 		{"ssh without key", capstanv1.GitSource{URL: "ssh://git@127.0.0.1/repo.git"}, nil, []string{"needs a Secret with an SSH key"}},
 		{"key over https", capstanv1.GitSource{URL: srv.URL + "/repo.git"}, &Credentials{Identity: []byte("k"), KnownHosts: []byte("h")}, []string{"needs an ssh:// URL"}},
+		{"not a git URL", capstanv1.GitSource{URL: "https://u:hunter2@[::1"}, nil, []string{"is not a git URL"}},
+		{"scheme not supported", capstanv1.GitSource{URL: "ftp://127.0.0.1/repo.git"}, nil, []string{`scheme "ftp" is not supported`}},
+		{"credentials for a file repository", capstanv1.GitSource{URL: "file://" + repo.bare}, &Credentials{Token: "t"}, []string{"a file:// repository takes no credentials"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			f := f
+			if tt.name == "credentials for a file repository" {
+				f = withFiles
+			}
 			_, err := f.Git(context.Background(), tt.spec, tt.creds)
 			if err == nil {
 				t.Fatal("want an error")
@@ -290,6 +306,13 @@ func TestGitErrors(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "hunter2") {
 				t.Fatal("the error shows a password")
+			}
+			// A spec wrong in itself, or a credentials Secret that does
+			// not fit its URL, is a SpecError, which the controller stalls
+			// on; a source that fails is not.
+			var se *SpecError
+			if got, want := errors.As(err, &se), gitSpecProblems[tt.name]; got != want {
+				t.Fatalf("a SpecError: %v, want %v", got, want)
 			}
 			if n, _ := f.trees.stats(); n != 0 {
 				t.Fatal("something was cached")

@@ -267,8 +267,10 @@ func (e *FetchError) Unwrap() error { return e.Err }
 
 // SpecError is a field of an Addon's spec that is wrong in itself,
 // whatever the source holds: a version that is no version or range, a
-// source named twice or not at all. Reading the source again cannot help;
-// only a change to the spec does.
+// source named twice or not at all, a URL of a scheme Capstan does not
+// fetch, or a credentials Secret that does not fit the URL. Reading the
+// source again cannot help; only a change to the spec, or to the Secret
+// it names, does.
 type SpecError struct {
 	// Problem says what is wrong and what to set.
 	Problem string
