@@ -83,6 +83,13 @@ func TestIndexIsCutAsWholeParseReadsIt(t *testing.T) {
 				if d := sameIndex(cut, whole); d != "" {
 					t.Fatal(d)
 				}
+				kept, err := parseCutIndex(context.Background(), []byte(tt.index), true)
+				if err != nil {
+					t.Fatalf("cut, but not when kept: %v", err)
+				}
+				if d := sameIndex(kept, keptWhole(whole)); d != "" {
+					t.Fatal("kept: " + d)
+				}
 			}
 			idx, err := parseIndex(context.Background(), []byte(tt.index))
 			if (err == nil) != (werr == nil) {
@@ -147,6 +154,52 @@ func TestParsedIndexKeepsWhatIsRead(t *testing.T) {
 	if got := retainedSize(idx); got < 400 || got > 1000 {
 		t.Fatalf("retainedSize %d", got)
 	}
+}
+
+// keptWhole is what parseIndex keeps of a whole parse, before it sorts:
+// every chart, with the versions keep keeps, in their order.
+func keptWhole(whole *repo.IndexFile) *repo.IndexFile {
+	out := *whole
+	out.Entries = make(map[string]repo.ChartVersions, len(whole.Entries))
+	for name, cvs := range whole.Entries {
+		var kept repo.ChartVersions
+		for _, cv := range cvs {
+			if cv = keep(cv); cv != nil {
+				kept = append(kept, cv)
+			}
+		}
+		out.Entries[name] = kept
+	}
+	return &out
+}
+
+// FuzzIndexCutKept checks that an index cut by its lines and kept as it is
+// decoded, as parseIndex reads it, keeps what keeping each version of a
+// whole parse keeps, whatever the text.
+func FuzzIndexCutKept(f *testing.F) {
+	for _, s := range []string{
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    version: 1.0.0\n    urls:\n    - a.tgz\n  other:\n  - name: other\n    version: 0.1.0\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n  - {}\n  - apiVersion: v1\n    name: demo\n    version: 2.0.0\n  gone:\n  - {}\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - name: demo\n    version: 1.0.0\n  demo:\n  - name: demo\n    version: 2.0.0\n    description: x\n",
+		"entries:\n    demo:\n        - name: demo\n          version: 1.0.0\n          appVersion: \"1\"\napiVersion: v1\n",
+		"apiVersion: v1\nentries:\n  demo:\n  - name: Demo\n    version: not.a.version\n  - name: demo\n    version: 1.0.0\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		defer watchdog(10 * time.Second)()
+		cut, err := parseCutIndex(context.Background(), data, true)
+		if err != nil {
+			return
+		}
+		whole, err := wholeIndex(data)
+		if err != nil {
+			t.Fatalf("cut, but the whole parse fails: %v\n%q", err, data)
+		}
+		if d := sameIndex(cut, keptWhole(whole)); d != "" {
+			t.Fatalf("%s\n%q", d, data)
+		}
+	})
 }
 
 // FuzzIndexCut checks that an index cut by its lines parses to what a
