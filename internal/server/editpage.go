@@ -127,6 +127,25 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "edit", http.StatusConflict, d)
 		return
 	}
+	switch mode := r.PostFormValue("mode"); {
+	case mode == formModeYAML:
+		// NOTE: a form opened as the YAML editor alone (its chart could
+		// not be fetched then) holds every value in its YAML, and no field
+		// input: were the fields of the chart fetched now read, every
+		// unticked box whose default is true would be saved as false.
+		if form.HasSchema {
+			form.FetchError = "this form was opened without it; open Edit values again to see its fields"
+		}
+		form.Fields, form.HasSchema = nil, false
+	case mode != formModeFields || !form.HasSchema:
+		// A form that does not say what it showed (made by an older
+		// server), or that showed fields the chart no longer has: what it
+		// sends cannot be read back safely.
+		form.fill(current)
+		d.Error = "This form does not match the chart's form of now, so nothing was saved: the form now shows the add-on's values. Make your change again, and save."
+		s.render(w, "edit", http.StatusConflict, d)
+		return
+	}
 	vals, inputs, typed, err := form.read(r, current)
 	switch {
 	case err != nil:
@@ -202,6 +221,13 @@ func holdPaths(fields []formField, paths []string) {
 		holdPaths(f.Children, paths)
 	}
 }
+
+// The modes of the edit form, which it posts as "mode": it showed the
+// chart's fields, or the YAML editor alone.
+const (
+	formModeFields = "fields"
+	formModeYAML   = "yaml"
+)
 
 // editArtifact fetches the add-on's chart for its form, for a user who may
 // patch the Addon (as a save does). A chart that cannot be fetched leaves

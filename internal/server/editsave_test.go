@@ -40,7 +40,7 @@ func TestEditFormKeepsNulls(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("the edit form: %d %s", code, page)
 	}
-	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")}, "mode": {hidden(t, page, "mode")},
 		"v.greeting": {"hi"}, "v.replicas": {"1"},
 		"yaml": {"resources: null\nextra:\n  cpu: null\n  mem: 2\nnewkey: null\n"}}
 	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusSeeOther {
@@ -120,7 +120,7 @@ func TestEditFormKeepsExactNumbers(t *testing.T) {
 	if m == nil || !strings.Contains(m[1], "x: 1\n") {
 		t.Fatalf("the YAML editor does not show x: 1:\n%s", page)
 	}
-	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")}, "mode": {hidden(t, page, "mode")},
 		"v.greeting": {"hi"}, "v.replicas": {"1"}, "yaml": {strings.Replace(html.UnescapeString(m[1]), "x: 1\n", "x: 2\n", 1)}}
 	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusSeeOther {
 		t.Fatalf("saving the values: %d\n%s", code, page)

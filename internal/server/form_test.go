@@ -48,6 +48,16 @@ const formSchema = `{
   }
 }`
 
+// togglesSchema has boxes whose chart default is true.
+const togglesSchema = `{
+  "type": "object",
+  "properties": {
+    "greeting": {"type": "string"},
+    "persistence": {"type": "object", "properties": {"enabled": {"type": "boolean", "default": true}}},
+    "rbac": {"type": "object", "properties": {"create": {"type": "boolean", "default": true}}}
+  }
+}`
+
 func serveCharts() *httptest.Server {
 	form, _ := testcontroller.ChartArchive("form", map[string]string{
 		"Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
@@ -75,8 +85,13 @@ func serveCharts() *httptest.Server {
 		"Chart.yaml":        "apiVersion: v2\nname: facts\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  host: {{ .Values.capstan.hostname | default \"none\" | quote }}\n",
 	})
+	// A chart with boxes ticked by default, for the saves of Edit values.
+	toggles, _ := testcontroller.ChartArchive("toggles", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: toggles\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"values.schema.json": togglesSchema,
+	})
 	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
-		"/facts-1.0.0.tgz": facts}
+		"/facts-1.0.0.tgz": facts, "/toggles-1.0.0.tgz": toggles}
 	// An OCI registry at /v2/, for charts the tests push with Helm's
 	// registry client.
 	oci := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))

@@ -114,7 +114,7 @@ func TestEditFormLeftOpenRevertsNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	shown := url.Values{"uid": {uid}, "generation": {generation}, "v.greeting": {"mine"}, "v.replicas": {"2"}, "yaml": {""}}
+	shown := url.Values{"uid": {uid}, "generation": {generation}, "mode": {hidden(t, page, "mode")}, "v.greeting": {"mine"}, "v.replicas": {"2"}, "yaml": {""}}
 	code, page = sess.send(t, http.MethodPost, edit, shown)
 	if code != http.StatusConflict || !strings.Contains(page, "changed since the form was opened") {
 		t.Fatalf("a save from a form left open: %d; want 409 saying why\n%s", code, page)
@@ -127,7 +127,7 @@ func TestEditFormLeftOpenRevertsNothing(t *testing.T) {
 		t.Errorf("the form shown again does not hold the values of now:\n%s", page)
 	}
 
-	again := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+	again := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")}, "mode": {hidden(t, page, "mode")},
 		"v.greeting": {"mine"}, "v.replicas": {"3"}, "yaml": {"extra: theirs\n"}}
 	if code, page = sess.send(t, http.MethodPost, edit, again); code != http.StatusSeeOther {
 		t.Fatalf("a save from the form of now: %d\n%s", code, page)
@@ -214,7 +214,7 @@ func TestPageGitManagedEditKeepsWhatGitHas(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("the edit form: %d %s", code, page)
 	}
-	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+	form := url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")}, "mode": {hidden(t, page, "mode")},
 		"v.greeting": {"from the page"}, "v.replicas": {"2"}, "yaml": {""}}
 	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusSeeOther {
 		t.Fatalf("saving the greeting: %d\n%s", code, page)
@@ -232,7 +232,7 @@ func TestPageGitManagedEditKeepsWhatGitHas(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, `value="3"`) {
 		t.Fatalf("the edit form, filled from the cluster: %d\n%s", code, page)
 	}
-	form = url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+	form = url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")}, "mode": {hidden(t, page, "mode")},
 		"v.greeting": {"from the page"}, "v.replicas": {"4"}, "yaml": {""}}
 	if code, page = sess.send(t, http.MethodPost, edit, form); code != http.StatusConflict || !strings.Contains(page, "values.replicas") {
 		t.Fatalf("a change of replicas from 3, which git has as 5: %d; want 409 naming values.replicas\n%s", code, page)
