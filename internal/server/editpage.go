@@ -101,7 +101,9 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "list", http.StatusForbidden, d)
 		return
 	}
-	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form, r.Method == http.MethodPost)
+	saving := r.Method == http.MethodPost
+	yamlOnly := saving && r.PostFormValue("mode") == formModeYAML
+	art, err := s.editArtifact(r.Context(), w, sess.user, d.Addon, form, saving, yamlOnly)
 	if err != nil {
 		e := errorFor(err)
 		d.Edit, d.Error = nil, e.Message
@@ -234,11 +236,16 @@ const (
 // the YAML editor, and says why; so does, when the form is only being
 // opened, a fetch refused because every turn is taken. The error is a
 // refusal of the page: the user may not change the Addon, or, for a save,
-// every page fetch is taken.
+// every page fetch is taken, or the chart of a form that showed its fields
+// (yamlOnly false) cannot be fetched.
 //
-// NOTE: a save whose fetch is refused is not made: the posted form may
-// hold the chart's fields, which only the chart's schema reads back.
-func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm, saving bool) (*source.Artifact, error) {
+// NOTE: a save whose fetch fails is not made: the posted form may hold
+// the chart's fields, which only the chart's schema reads back, and read
+// without them the save would drop every value a field showed. A form
+// that was the YAML editor alone holds every value in its YAML, so it is
+// saved without the schema's check when only that fetch fails, as a chart
+// the page cannot fetch (one behind credentials) is edited.
+func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User, a *capstanv1.Addon, form *editForm, saving, yamlOnly bool) (*source.Artifact, error) {
 	if a.Spec.Chart == nil {
 		form.NoValues = true
 		return nil, nil
@@ -256,6 +263,10 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 	}
 	if e, ok := pageRefusal(w, err); ok {
 		return nil, e
+	}
+	if err != nil && saving && !yamlOnly {
+		return nil, apiError{Code: http.StatusServiceUnavailable, Reason: "ServiceUnavailable",
+			Message: fmt.Sprintf("The chart could not be fetched (%v), and the form's fields are read through its schema, so nothing was saved. Go back to the form, and save again in a moment.", err)}
 	}
 	if err != nil {
 		form.FetchError = err.Error()
