@@ -441,13 +441,18 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// NOTE: the turn first, then the access review, so that plans past
 	// the bound cost the API server nothing.
 	u := userOf(r)
-	release, ok, mine := s.plans.take(u.Name)
+	release, ok, met := s.plans.take(u.Name, key.Namespace)
 	switch {
-	case mine:
+	case ok:
+	case met == fullUser:
 		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
-			Message: fmt.Sprintf("%d plan(s) of %s are being computed, the most this server computes at once for one user; try again in %d seconds", s.plans.perUser, u.Name, planRetryAfter)})
+			Message: fmt.Sprintf("%d plan(s) of %s are being computed, the most this server computes at once for one user; try again in %d seconds", s.plans.perShare, u.Name, planRetryAfter)})
 		return
-	case !ok:
+	case met == fullNamespace:
+		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
+			Message: fmt.Sprintf("%d plan(s) in namespace %s are being computed, the most this server computes at once for one namespace; try again in %d seconds", s.plans.perShare, key.Namespace, planRetryAfter)})
+		return
+	default:
 		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
 			Message: fmt.Sprintf("%d plans are being computed, the most this server computes at once; try again in %d seconds", s.plans.total, planRetryAfter)})
 		return

@@ -31,12 +31,16 @@ const pageFetchRetryAfter = 5
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 	// NOTE: the turn first, then the access review, so that fetches past
 	// the bound cost the API server nothing.
-	release, ok, mine := s.pageFetches.take(u.Name)
+	release, ok, met := s.pageFetches.take(u.Name, key.Namespace)
 	switch {
-	case mine:
+	case ok:
+	case met == fullUser:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
-			Message: fmt.Sprintf("%s is having %d chart(s) fetched for pages already, the most this server fetches at once for one user; try again in %d seconds", u.Name, s.pageFetches.perUser, pageFetchRetryAfter)}
-	case !ok:
+			Message: fmt.Sprintf("%s is having %d chart(s) fetched for pages already, the most this server fetches at once for one user; try again in %d seconds", u.Name, s.pageFetches.perShare, pageFetchRetryAfter)}
+	case met == fullNamespace:
+		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+			Message: fmt.Sprintf("%d chart(s) are being fetched for pages of namespace %s already, the most this server fetches at once for one namespace; try again in %d seconds", s.pageFetches.perShare, key.Namespace, pageFetchRetryAfter)}
+	default:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
 			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", s.pageFetches.total, pageFetchRetryAfter)}
 	}

@@ -352,3 +352,77 @@ func TestPageFetchesAreSharedOutAndShort(t *testing.T) {
 	}
 	waitIdle(t, slow, "after the pages' fetch timeout")
 }
+
+// TestPageFetchesAreSharedOutByNamespace holds one of the server's two
+// page fetches, and one of its two plans, as one ServiceAccount of a
+// namespace: another ServiceAccount of that namespace is refused both with
+// 429, naming the namespace's share, while a user of another namespace is
+// served.
+func TestPageFetchesAreSharedOutByNamespace(t *testing.T) {
+	nsA, nsB := namespace(t), namespace(t)
+	one := user(t, nsA, "one", addonRule("get", "list", "create", "patch"))
+	two := user(t, nsA, "two", addonRule("get", "list", "create", "patch"))
+	other := user(t, nsB, "other", addonRule("get", "list", "create", "patch"))
+	for _, ns := range []string{nsA, nsB} {
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
+			Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}}}
+		if err := admin.Create(context.Background(), a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slow := newSlowCharts(t)
+	srv := newServer()
+	srv.MaxPageFetches, srv.MaxPlans = 2, 2
+	base := serve(t, srv)
+	formOf := func(ns, link string) string {
+		return "/new?" + url.Values{"chart": {link}, "namespace": {ns}, "name": {"blog"}}.Encode()
+	}
+	planOf := func(token, ns, link string) (int, string) {
+		change := fmt.Sprintf(`{"spec":{"chart":{"url":%q}}}`, link)
+		req, err := http.NewRequest(http.MethodPost, base+"/api/v1/namespaces/"+ns+"/addons/mine/plan", strings.NewReader(change))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := apiClient().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+
+	held := make(chan int, 2)
+	go func() {
+		code, _, _ := pageGet(t, base, one, formOf(nsA, slow.URL+"/slow-1.0.0.tgz?form="+nsA))
+		held <- code
+	}()
+	<-slow.asked
+	go func() {
+		code, _ := planOf(one, nsA, slow.URL+"/slow-1.0.0.tgz?plan="+nsA)
+		held <- code
+	}()
+	<-slow.asked
+
+	code, _, text := pageGet(t, base, two, formOf(nsA, chartServer.URL+"/form-1.0.0.tgz?two="+nsA))
+	if code != http.StatusTooManyRequests || !strings.Contains(text, "the most this server fetches at once for one namespace") {
+		t.Errorf("a form of another ServiceAccount of the namespace: %d %.300q; want 429 naming the namespace's share", code, text)
+	}
+	if code, text := planOf(two, nsA, chartServer.URL+"/form-1.0.0.tgz?two="+nsA); code != http.StatusTooManyRequests || !strings.Contains(text, "the most this server computes at once for one namespace") {
+		t.Errorf("a plan of another ServiceAccount of the namespace: %d %.300q; want 429 naming the namespace's share", code, text)
+	}
+	code, _, text = pageGet(t, base, other, formOf(nsB, chartServer.URL+"/form-1.0.0.tgz?other="+nsB))
+	if code != http.StatusOK || !strings.Contains(text, `id="f-replicas"`) {
+		t.Errorf("a form of another namespace: %d; want 200 with the chart's fields:\n%.300s", code, text)
+	}
+	if code, text := planOf(other, nsB, chartServer.URL+"/public-1.0.0.tgz?other="+nsB); code != http.StatusOK {
+		t.Errorf("a plan of another namespace: %d %.300s; want 200", code, text)
+	}
+	slow.release()
+	for range 2 {
+		if code := <-held; code != http.StatusOK {
+			t.Errorf("a form or plan that held a turn: %d; want 200", code)
+		}
+	}
+}

@@ -88,18 +88,23 @@ func TestPlanInATrustedNamespace(t *testing.T) {
 // past the server's bound, or past one user's share of it, are answered
 // 429 with a Retry-After.
 func TestPlanRendersInTheSandbox(t *testing.T) {
-	ns := namespace(t)
-	chartAddon(t, ns, "loop", "loop-1.0.0.tgz")
-	readers := []string{user(t, ns, "reader", addonRule("get")), user(t, ns, "reader2", addonRule("get")), user(t, ns, "reader3", addonRule("get"))}
-	path := "/api/v1/namespaces/" + ns + "/addons/loop/plan"
+	// Each reader in a namespace of its own, so that only the server's
+	// bound, or one user's share, turns a plan away.
+	type reader struct{ ns, token string }
+	var readers []reader
+	for range 3 {
+		ns := namespace(t)
+		chartAddon(t, ns, "loop", "loop-1.0.0.tgz")
+		readers = append(readers, reader{ns, user(t, ns, "reader", addonRule("get"))})
+	}
 	client := &http.Client{Timeout: 30 * time.Second, Transport: apiClient().Transport}
-	send := func(reader string) (int, string, string) {
-		req, err := http.NewRequest(http.MethodPost, api.URL+path, nil)
+	send := func(reader reader) (int, string, string) {
+		req, err := http.NewRequest(http.MethodPost, api.URL+"/api/v1/namespaces/"+reader.ns+"/addons/loop/plan", nil)
 		if err != nil {
 			t.Error(err)
 			return 0, "", ""
 		}
-		req.Header.Set("Authorization", "Bearer "+reader)
+		req.Header.Set("Authorization", "Bearer "+reader.token)
 		resp, err := client.Do(req)
 		if err != nil {
 			t.Errorf("the plan of a chart that loops: %v", err)
@@ -123,10 +128,10 @@ func TestPlanRendersInTheSandbox(t *testing.T) {
 	// the second of two at once by one user, who gets one of the two.
 	for _, tc := range []struct {
 		what    string
-		readers []string
+		readers []reader
 	}{
 		{"three plans at once", readers},
-		{"two plans at once by one user", []string{readers[0], readers[0]}},
+		{"two plans at once by one user", []reader{readers[0], readers[0]}},
 	} {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
