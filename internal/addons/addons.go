@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
@@ -1022,45 +1023,115 @@ func WriteSecretInputs(ctx context.Context, c client.Client, key client.ObjectKe
 }
 
 // dropReplacedSecretInputs deletes, once changed is written with new
-// secret inputs, the values
-// Secrets that read's spec.valuesFrom named and changed's names no more,
-// of those a writer of secret inputs made for this Addon (values.
-// WriteSecretInputs: its name prefix and owner labels, immutable): a new
-// secret input, a rotated password, goes into a new Secret, and the old
-// one would keep the old password in the namespace for ever, as the
-// controller cleans values Secrets up in the restricted profile alone.
-// The write stands whatever happens here, so a Secret that cannot be
-// deleted is left, as it was before.
+// secret inputs, the values Secrets that read's spec.valuesFrom named and
+// that nothing names any more, of those values.WriteSecretInputs made for
+// this Addon (its name prefix and owner labels, and its
+// values.SecretInputsAnnotation): a new secret input, a rotated password,
+// goes into a new Secret, and the old one would keep the old password in
+// the namespace for ever, as the controller cleans values Secrets up in
+// the restricted profile alone.
+//
+// A Secret is kept that changed's valuesFrom or substituteFrom names, or
+// that any other Addon of the namespace names in either: in the cluster
+// profile any Addon may read any Secret of its namespace, and one Addon
+// may share another's password. A git-managed Addon keeps all of them, as
+// its definition in git may name one, and its repository's next sync
+// writes that definition back. A Secret without the annotation, made by a
+// person or by an older Capstan, is kept.
+//
+// The write stands whatever happens here: what could not be checked or
+// deleted is kept, and said through the context's Warn (WithWarn).
 //
 // NOTE: what runs was rendered from the values already; a plan of the
 // new spec reads the new Secret. The delete is bound to the UID and
 // resourceVersion read, so a Secret made again since is kept.
 func dropReplacedSecretInputs(ctx context.Context, c client.Client, read, changed *capstanv1.Addon) {
 	named := map[string]bool{}
-	for _, r := range changed.Spec.ValuesFrom {
-		if r.Kind == "Secret" {
-			named[r.Name] = true
+	nameAll := func(a *capstanv1.Addon) {
+		for _, r := range a.Spec.ValuesFrom {
+			if r.Kind == "Secret" {
+				named[r.Name] = true
+			}
 		}
+		for _, r := range a.Spec.SubstituteFrom {
+			if r.Kind == "Secret" {
+				named[r.Name] = true
+			}
+		}
+	}
+	nameAll(changed)
+	var replaced []string
+	for _, r := range read.Spec.ValuesFrom {
+		if r.Kind == "Secret" && !named[r.Name] && strings.HasPrefix(r.Name, values.ValuesPrefix(read.Name)) && !slices.Contains(replaced, r.Name) {
+			replaced = append(replaced, r.Name)
+		}
+	}
+	if len(replaced) == 0 {
+		return
+	}
+	key := client.ObjectKeyFromObject(read)
+	if _, ok := read.Labels[gitops.ManagedByGitLabel]; ok {
+		warn(ctx, fmt.Sprintf("addon %s is managed by git, whose definition may name the values Secrets it replaced: %s kept; delete them once git's definition names none of them",
+			key, strings.Join(replaced, ", ")))
+		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	for _, r := range read.Spec.ValuesFrom {
-		if r.Kind != "Secret" || named[r.Name] || !strings.HasPrefix(r.Name, values.ValuesPrefix(read.Name)) {
+	var all capstanv1.AddonList
+	if err := c.List(ctx, &all, client.InNamespace(read.Namespace)); err != nil {
+		warn(ctx, fmt.Sprintf("addon %s: the values Secrets it replaced (%s) are kept, as the Addons of namespace %s could not be listed to check that none names them (%v); delete them once none does",
+			key, strings.Join(replaced, ", "), read.Namespace, err))
+		return
+	}
+	for i := range all.Items {
+		if all.Items[i].UID != read.UID {
+			nameAll(&all.Items[i])
+		}
+	}
+	owner := read.OwnerLabels()
+	var left []string
+	for _, name := range replaced {
+		if named[name] {
 			continue
 		}
-		named[r.Name] = true
 		secret := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: read.Namespace, Name: r.Name}, secret); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: read.Namespace, Name: name}, secret); err != nil {
+			if !apierrors.IsNotFound(err) {
+				left = append(left, fmt.Sprintf("%s (%v)", name, err))
+			}
 			continue
 		}
-		owner := read.OwnerLabels()
-		if secret.Labels[capstanv1.AddonLabel] != owner[capstanv1.AddonLabel] || secret.Labels[capstanv1.AddonNamespaceLabel] != owner[capstanv1.AddonNamespaceLabel] ||
-			secret.Immutable == nil || !*secret.Immutable {
+		if secret.Annotations[values.SecretInputsAnnotation] != "true" ||
+			secret.Labels[capstanv1.AddonLabel] != owner[capstanv1.AddonLabel] || secret.Labels[capstanv1.AddonNamespaceLabel] != owner[capstanv1.AddonNamespaceLabel] {
 			continue
 		}
 		uid, rv := secret.UID, secret.ResourceVersion
-		_ = c.Delete(ctx, secret, client.Preconditions{UID: &uid, ResourceVersion: &rv})
+		if err := c.Delete(ctx, secret, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
+			left = append(left, fmt.Sprintf("%s (%v)", name, err))
+		}
 	}
+	if len(left) > 0 {
+		warn(ctx, fmt.Sprintf("addon %s: the values Secrets of secret inputs it replaced could not be deleted, and still hold the old values: %s; delete them, since nothing names them",
+			key, strings.Join(left, "; ")))
+	}
+}
+
+type warnKey struct{}
+
+// WithWarn returns a context through which the writers of this package
+// report, to fn, what went wrong after a write that stands: a values
+// Secret of replaced secret inputs that is kept. Without it, they log it.
+func WithWarn(ctx context.Context, fn func(string)) context.Context {
+	return context.WithValue(ctx, warnKey{}, fn)
+}
+
+// warn reports msg through the function of WithWarn, or the logger.
+func warn(ctx context.Context, msg string) {
+	if fn, ok := ctx.Value(warnKey{}).(func(string)); ok && fn != nil {
+		fn(msg)
+		return
+	}
+	log.FromContext(ctx).Info("Secret of replaced secret inputs kept", "reason", msg)
 }
 
 // replaceTargets puts each of refs in place of the entry with its

@@ -47,7 +47,7 @@ func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
 	}
 	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable); a secret input goes in --secret-input, as spec.values is readable by anyone who may view the Addon")
 	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
-	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, and the values Secret it replaces is deleted once nothing names it (repeatable)")
+	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, and the values Secret of secret inputs it replaces is deleted once no Addon of the namespace names it, unless git manages the Addon (repeatable)")
 }
 
 // read returns the values and the secret inputs of the flags.
@@ -340,7 +340,8 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 	if err := refuseGitManaged(cmd, c, key); err != nil {
 		return err
 	}
-	a, err := addons.Update(cmd.Context(), c, key, func(a *capstanv1.Addon) error {
+	ctx := addons.WithWarn(cmd.Context(), func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", msg) })
+	a, err := addons.Update(ctx, c, key, func(a *capstanv1.Addon) error {
 		// NOTE: checked here, on the Addon read, before addons.Update
 		// writes a values Secret of the secret inputs.
 		if a.Spec.Git != nil && (len(vals) > 0 || len(inputs) > 0) {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/pem"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,12 +12,15 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/testcluster"
 	"capstan.dev/capstan/internal/testcontroller"
 )
 
@@ -190,4 +194,142 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	if after := getAddon(t, c, ns, "blog"); after.Generation != before.Generation || len(valuesSecrets(t, c, ns, "blog")) != 1 {
 		t.Errorf("a refused edit changed the Addon (generation %d to %d) or its Secrets (%v)", before.Generation, after.Generation, valuesSecrets(t, c, ns, "blog"))
 	}
+}
+
+// TestReplacedSecretInputsAnotherAddonReadsAreKept: the Secret of secret
+// inputs an edit replaces is kept while another Addon of the namespace
+// names it, in valuesFrom or substituteFrom (the cluster profile lets any
+// Addon read any Secret of its namespace), while the Addon is git-managed
+// (git's definition may name it), and when a person made it (it has no
+// mark of a writer of secret inputs). What is kept, or could not be
+// deleted, is said.
+func TestReplacedSecretInputsAnotherAddonReadsAreKept(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	exists := func(name string) bool {
+		t.Helper()
+		err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	dbSecret := func() string {
+		t.Helper()
+		for _, r := range getAddon(t, c, ns, "db").Spec.ValuesFrom {
+			if r.TargetPath == "db.password" {
+				return r.Name
+			}
+		}
+		t.Fatal("db has no valuesFrom entry for db.password")
+		return ""
+	}
+	if out, err := capstan(t, cluster, "addon", "add", "db", "-n", ns, "--chart-url", "https://charts.invalid/db-1.0.0.tgz",
+		"--secret-input", "db.password=@"+file("pw1", "one")); err != nil {
+		t.Fatalf("add: %v\n%s", err, out)
+	}
+	first := dbSecret()
+	newAddon(t, c, ns, "app", func(a *capstanv1.Addon) {
+		a.Spec.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: first, ValuesKey: "db.password", TargetPath: "db.password"}}
+	})
+	if out, err := capstan(t, cluster, "addon", "edit", "db", "-n", ns, "--secret-input", "db.password=@"+file("pw2", "two")); err != nil {
+		t.Fatalf("edit: %v\n%s", err, out)
+	}
+	if !exists(first) {
+		t.Errorf("the Secret %s that Addon app reads in its valuesFrom was deleted by an edit of db", first)
+	}
+
+	second := dbSecret()
+	newAddon(t, c, ns, "site", func(a *capstanv1.Addon) {
+		a.Spec.Chart = nil
+		a.Spec.Git = &capstanv1.GitSource{URL: "https://git.invalid/site.git"}
+		a.Spec.SubstituteFrom = []capstanv1.SubstituteReference{{Kind: "Secret", Name: second}}
+	})
+	if out, err := capstan(t, cluster, "addon", "edit", "db", "-n", ns, "--secret-input", "db.password=@"+file("pw3", "three")); err != nil {
+		t.Fatalf("edit: %v\n%s", err, out)
+	}
+	if !exists(second) {
+		t.Errorf("the Secret %s that Addon site reads in its substituteFrom was deleted by an edit of db", second)
+	}
+
+	// Nothing else names the third: it goes, as before.
+	third := dbSecret()
+	if out, err := capstan(t, cluster, "addon", "edit", "db", "-n", ns, "--secret-input", "db.password=@"+file("pw4", "four")); err != nil {
+		t.Fatalf("edit: %v\n%s", err, out)
+	}
+	if exists(third) {
+		t.Errorf("the Secret %s, which no Addon names, was kept", third)
+	}
+
+	// A git-managed Addon keeps it, and says so.
+	var warnings []string
+	ctx := addons.WithWarn(t.Context(), func(msg string) { warnings = append(warnings, msg) })
+	gitKey := client.ObjectKey{Namespace: ns, Name: "gm"}
+	if _, err := addons.Add(t.Context(), c, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gm", Labels: map[string]string{gitops.ManagedByGitLabel: "repo"}},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "https://charts.invalid/gm-1.0.0.tgz"}}}, map[string]string{"db.password": "one"}); err != nil {
+		t.Fatal(err)
+	}
+	gitFirst := getAddon(t, c, ns, "gm").Spec.ValuesFrom[0].Name
+	if _, err := addons.Update(ctx, c, gitKey, func(*capstanv1.Addon) error { return nil }, map[string]string{"db.password": "two"}); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(gitFirst) {
+		t.Errorf("the Secret %s of a git-managed Addon, which git's definition may name, was deleted", gitFirst)
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], gitFirst) || !strings.Contains(warnings[0], "git") {
+		t.Errorf("the warnings of a git-managed Addon's edit are %q; want one that names %s and git", warnings, gitFirst)
+	}
+
+	// A Secret of the shape of one, made by a person, is kept.
+	immutable := true
+	own := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web-values-db",
+		Labels: map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: ns}},
+		Immutable: &immutable, StringData: map[string]string{"db.password": "mine"}}
+	if err := c.Create(t.Context(), own); err != nil {
+		t.Fatal(err)
+	}
+	newAddon(t, c, ns, "web", func(a *capstanv1.Addon) {
+		a.Spec.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: own.Name, ValuesKey: "db.password", TargetPath: "db.password"}}
+	})
+	if _, err := addons.Update(t.Context(), c, client.ObjectKey{Namespace: ns, Name: "web"}, func(*capstanv1.Addon) error { return nil }, map[string]string{"db.password": "new"}); err != nil {
+		t.Fatal(err)
+	}
+	if !exists(own.Name) {
+		t.Errorf("the Secret %s that a person made was deleted", own.Name)
+	}
+
+	// A delete that is refused is said, and the edit stands.
+	warnings = nil
+	refusing := interceptor.NewClient(newWithWatch(t, cluster), interceptor.Funcs{
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			return apierrors.NewForbidden(corev1.Resource("secrets"), obj.GetName(), errors.New("no delete"))
+		},
+	})
+	fourth := dbSecret()
+	if _, err := addons.Update(ctx, refusing, client.ObjectKey{Namespace: ns, Name: "db"}, func(*capstanv1.Addon) error { return nil }, map[string]string{"db.password": "five"}); err != nil {
+		t.Fatal(err)
+	}
+	if dbSecret() == fourth {
+		t.Error("the edit whose cleanup was refused was not written")
+	}
+	if len(warnings) != 1 || !strings.Contains(warnings[0], fourth) || !strings.Contains(warnings[0], "forbidden") {
+		t.Errorf("the warnings of a refused cleanup are %q; want one that names %s and the refusal", warnings, fourth)
+	}
+}
+
+func newWithWatch(t *testing.T, cluster *testcluster.Cluster) client.WithWatch {
+	t.Helper()
+	c, err := client.NewWithWatch(cluster.Config, client.Options{Scheme: Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

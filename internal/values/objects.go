@@ -20,6 +20,11 @@ const (
 	// ReleasedAnnotation names the add-on that kept a values Secret when it
 	// was removed. A new add-on of that name adopts the Secret; no other may.
 	ReleasedAnnotation = "capstan.dev/released-from"
+	// SecretInputsAnnotation marks a values Secret that WriteSecretInputs
+	// made: a writer that replaces its entries may delete it. A Secret
+	// without it, made by a person, is never deleted so, whatever its name
+	// and labels.
+	SecretInputsAnnotation = "capstan.dev/secret-inputs"
 	// MaxDocumentBytes caps one values document: spec.values, or one key of
 	// a values Secret or ConfigMap. Kubernetes caps a whole object near
 	// this size anyway; the cap keeps a huge document from reaching the parser.

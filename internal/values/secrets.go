@@ -39,9 +39,11 @@ var secretKeyRE = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
 // targetPath (such as auth.password) to the raw string.
 //
 // It only creates: it never reads, updates or deletes a Secret, so the
-// caller needs the create verb on Secrets and nothing else. Every write is a
-// new Secret, which is immutable; the controller deletes the old ones once
-// nothing references them. The caller replaces the add-on's valuesFrom
+// caller needs the create verb on Secrets for it. Every write is a new
+// Secret, which is immutable and carries SecretInputsAnnotation; the
+// controller deletes the old ones once nothing references them in the
+// restricted profile, and the writers of package addons delete the ones
+// they replace. The caller replaces the add-on's valuesFrom
 // entries for these targetPaths with the returned ones.
 func WriteSecretInputs(ctx context.Context, c client.Client, addon *capstanv1.Addon, inputs map[string]string) ([]capstanv1.ValuesReference, error) {
 	if len(inputs) == 0 {
@@ -88,9 +90,10 @@ func WriteSecretInputs(ctx context.Context, c client.Client, addon *capstanv1.Ad
 	for attempt := 1; ; attempt++ {
 		secret = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name:      ValuesPrefix(addon.Name) + utilrand.String(5),
-				Namespace: addon.Namespace,
-				Labels:    addon.OwnerLabels(),
+				Name:        ValuesPrefix(addon.Name) + utilrand.String(5),
+				Namespace:   addon.Namespace,
+				Labels:      addon.OwnerLabels(),
+				Annotations: map[string]string{SecretInputsAnnotation: "true"},
 			},
 			Type:      corev1.SecretTypeOpaque,
 			Immutable: ptr.To(true),
