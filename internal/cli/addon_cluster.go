@@ -15,6 +15,7 @@ import (
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -341,9 +342,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		return err
 	}
 	ctx := addons.WithWarn(cmd.Context(), func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", msg) })
-	a, err := addons.Update(ctx, c, key, func(a *capstanv1.Addon) error {
-		// NOTE: checked here, on the Addon read, before addons.Update
-		// writes a values Secret of the secret inputs.
+	change := func(a *capstanv1.Addon) error {
 		if a.Spec.Git != nil && (len(vals) > 0 || len(inputs) > 0) {
 			return fmt.Errorf("addon %s: -f, --set, --set-string and --secret-input set chart values, and %s; the controller would Block the Addon (git-source): leave them out", key, folderHasNoValues)
 		}
@@ -355,11 +354,37 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 			a.Spec.Values = &apiextensionsv1.JSON{Raw: merged}
 		}
 		if version != "" || digest != "" {
-			if err := moveChart(key, a.Spec.Chart, version, digest); err != nil {
-				return err
-			}
+			return moveChart(key, a.Spec.Chart, version, digest)
 		}
-		if len(vals) == 0 {
+		return nil
+	}
+	// NOTE: the chart is fetched, to check the values, before
+	// addons.Update reads the Addon whose resourceVersion its write tests:
+	// a fetch may take seconds, and any status write of the controller
+	// meanwhile would refuse the edit, and again when run again. Update
+	// fetches once more only when the Addon's chart or values changed
+	// since this read.
+	var checked *capstanv1.AddonSpec
+	if len(vals) > 0 {
+		first, err := addons.Get(ctx, c, key)
+		if err != nil {
+			return err
+		}
+		if err := change(first); err != nil {
+			return err
+		}
+		if err := secrets.check(cmd, cfg, key, first.Spec); err != nil {
+			return err
+		}
+		checked = &first.Spec
+	}
+	a, err := addons.Update(ctx, c, key, func(a *capstanv1.Addon) error {
+		// NOTE: checked here, on the Addon read, before addons.Update
+		// writes a values Secret of the secret inputs.
+		if err := change(a); err != nil {
+			return err
+		}
+		if len(vals) == 0 || sameChartAndValues(checked, &a.Spec) {
 			return nil
 		}
 		return secrets.check(cmd, cfg, key, a.Spec)
@@ -369,6 +394,12 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "Edited Addon %s/%s (generation %d); a new plan follows.\n", a.Namespace, a.Name, a.Generation)
 	return nil
+}
+
+// sameChartAndValues says whether spec has the chart and values of
+// checked, which a check of its values read already.
+func sameChartAndValues(checked, spec *capstanv1.AddonSpec) bool {
+	return checked != nil && apiequality.Semantic.DeepEqual(checked.Chart, spec.Chart) && apiequality.Semantic.DeepEqual(checked.Values, spec.Values)
 }
 
 // moveChart sets a chart's version and digest pin for edit. A digest

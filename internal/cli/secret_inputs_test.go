@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -332,4 +333,51 @@ func newWithWatch(t *testing.T, cluster *testcluster.Cluster) client.WithWatch {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// TestEditValuesSurviveAStatusWriteDuringTheChartFetch: edit -f/--set
+// fetches the chart to check the values before it reads the Addon whose
+// resourceVersion its write tests, so a status write of the controller
+// while the chart is fetched does not refuse the edit.
+func TestEditValuesSurviveAStatusWriteDuringTheChartFetch(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	archive, err := testcontroller.ChartArchive("blog", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"}}}`,
+		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fetches atomic.Int32
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		// The controller writes the status while the chart is fetched.
+		a := &capstanv1.Addon{}
+		if err := c.Get(r.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, a); err == nil {
+			before := a.DeepCopy()
+			a.Status.ObservedGeneration++
+			if err := c.Status().Patch(r.Context(), a, client.MergeFrom(before)); err != nil {
+				t.Errorf("status write: %v", err)
+			}
+		}
+		_, _ = w.Write(archive)
+	}))
+	t.Cleanup(server.Close)
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) { a.Spec.Chart.URL = server.URL + "/blog-1.0.0.tgz" })
+	out, err := capstan(t, cluster, "addon", "edit", "blog", "-n", ns, "--set", "replicas=3", "--fetch-allow", "127.0.0.1/32", "--ca-file", caFile)
+	if err != nil {
+		t.Fatalf("edit --set, with a status write during the chart's fetch: %v\n%s", err, out)
+	}
+	if got := getAddon(t, c, ns, "blog").Spec.Values; got == nil || string(got.Raw) != `{"replicas":3}` {
+		t.Errorf("spec.values is %v; want replicas 3", got)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Errorf("the chart was fetched %d times; want once", n)
+	}
 }
