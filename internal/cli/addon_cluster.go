@@ -48,7 +48,7 @@ func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
 	}
 	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable); a secret input goes in --secret-input, as spec.values is readable by anyone who may view the Addon")
 	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
-	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, and the values Secret of secret inputs it replaces is deleted once no Addon of the namespace names it, unless git manages the Addon (repeatable)")
+	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, edit takes the path out of spec.values, and the values Secret of secret inputs it replaces is deleted once no Addon of the namespace names it, unless git manages the Addon (repeatable)")
 }
 
 // read returns the values and the secret inputs of the flags.
@@ -101,10 +101,13 @@ func (s *secretCheck) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.caFile, "ca-file", "", "PEM certificates to trust for the chart repository or registry, read to check the values for secret inputs")
 }
 
-// check refuses spec's values that the chart marks writeOnly, naming
-// --secret-input; a chart that cannot be fetched is said on stderr, and
-// the controller's own check then holds.
-func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec) error {
+// check refuses the values of given, those -f and --set set, that the
+// chart marks writeOnly in spec, naming --secret-input. A writeOnly value
+// that spec.values held already, and given does not set, is said on
+// stderr, with the flag that moves it out, and does not block an edit of
+// other values. A chart that cannot be fetched is said on stderr, and the
+// controller's own check then holds.
+func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec, given map[string]any) error {
 	if spec.Chart == nil || spec.Values == nil {
 		return nil
 	}
@@ -124,14 +127,90 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: the chart could not be read to check the values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in --secret-input PATH=@FILE, not in -f or --set\n", err)
 		return nil
 	}
-	if len(paths) > 0 {
+	var set, held []string
+	for _, p := range paths {
+		if _, ok := valueAt(given, p); ok {
+			set = append(set, p)
+		} else {
+			held = append(held, p)
+		}
+	}
+	secretFlags := func(paths []string) string {
 		flags := make([]string, len(paths))
 		for i, p := range paths {
 			flags[i] = "--secret-input " + p + "=@FILE"
 		}
-		return fmt.Errorf("addon %s: the chart's schema marks %s writeOnly, a secret input, which -f and --set would write into spec.values, where anyone who may view the Addon reads it: "+
-			"give it as %s instead; nothing was written", key, strings.Join(paths, ", "), strings.Join(flags, ", "))
+		return strings.Join(flags, ", ")
 	}
+	if len(set) > 0 {
+		return fmt.Errorf("addon %s: the chart's schema marks %s writeOnly, a secret input, which -f and --set would write into spec.values, where anyone who may view the Addon reads it: "+
+			"give it as %s instead; nothing was written", key, strings.Join(set, ", "), secretFlags(set))
+	}
+	if len(held) > 0 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, "+
+			"and the controller Blocks the Addon for it: move it with %s, which takes it out of spec.values\n", key, strings.Join(held, ", "), secretFlags(held))
+	}
+	return nil
+}
+
+// valueAt returns the value at a dotted path (auth.password) of vals, and
+// whether vals holds one there.
+func valueAt(vals map[string]any, path string) (any, bool) {
+	var v any = vals
+	for seg := range strings.SplitSeq(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[seg]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// dropSecretInputPaths takes out of spec.values the values at the paths
+// that inputs sets, as secret inputs now hold them: a secret left in
+// spec.values would stay readable there, and the controller Blocks an
+// Addon with a writeOnly value in it. A path that vals, the values of -f
+// and --set, sets too is refused: it is given twice.
+func dropSecretInputPaths(key client.ObjectKey, a *capstanv1.Addon, vals map[string]any, inputs map[string]string) error {
+	if len(inputs) == 0 || a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
+		return nil
+	}
+	current := map[string]any{}
+	if err := json.Unmarshal(a.Spec.Values.Raw, &current); err != nil || current == nil {
+		return nil
+	}
+	dropped := false
+	for p := range inputs {
+		if _, ok := valueAt(vals, p); ok {
+			return fmt.Errorf("addon %s: %s is given both by -f or --set and by --secret-input: give it once, as --secret-input %s=@FILE if it is a secret", key, p, p)
+		}
+		i := strings.LastIndex(p, ".")
+		parent, ok := any(current), true
+		if i >= 0 {
+			parent, ok = valueAt(current, p[:i])
+		}
+		if m, isMap := parent.(map[string]any); ok && isMap {
+			if _, has := m[p[i+1:]]; has {
+				delete(m, p[i+1:])
+				dropped = true
+			}
+		}
+	}
+	if !dropped {
+		return nil
+	}
+	if len(current) == 0 {
+		a.Spec.Values = nil
+		return nil
+	}
+	raw, err := json.Marshal(current)
+	if err != nil {
+		return err
+	}
+	a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	return nil
 }
 
@@ -215,7 +294,7 @@ func newAddonAddCommand() *cobra.Command {
 				return err
 			}
 			a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: f.namespace, Name: args[0]}, Spec: spec}
-			if err := secrets.check(cmd, cfg, client.ObjectKeyFromObject(a), spec); err != nil {
+			if err := secrets.check(cmd, cfg, client.ObjectKeyFromObject(a), spec, vals); err != nil {
 				return err
 			}
 			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
@@ -353,6 +432,9 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 			}
 			a.Spec.Values = &apiextensionsv1.JSON{Raw: merged}
 		}
+		if err := dropSecretInputPaths(key, a, vals, inputs); err != nil {
+			return err
+		}
 		if version != "" || digest != "" {
 			return moveChart(key, a.Spec.Chart, version, digest)
 		}
@@ -373,7 +455,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		if err := change(first); err != nil {
 			return err
 		}
-		if err := secrets.check(cmd, cfg, key, first.Spec); err != nil {
+		if err := secrets.check(cmd, cfg, key, first.Spec, vals); err != nil {
 			return err
 		}
 		checked = &first.Spec
@@ -387,7 +469,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 		if len(vals) == 0 || sameChartAndValues(checked, &a.Spec) {
 			return nil
 		}
-		return secrets.check(cmd, cfg, key, a.Spec)
+		return secrets.check(cmd, cfg, key, a.Spec, vals)
 	}, inputs)
 	if err != nil {
 		return err

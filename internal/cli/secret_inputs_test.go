@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -379,5 +380,66 @@ func TestEditValuesSurviveAStatusWriteDuringTheChartFetch(t *testing.T) {
 	}
 	if n := fetches.Load(); n != 1 {
 		t.Errorf("the chart was fetched %d times; want once", n)
+	}
+}
+
+// TestEditWithAWriteOnlyValueHeldAlready: a writeOnly value that
+// spec.values holds already (written by kubectl, or made writeOnly by a
+// new chart version) does not refuse an edit of other values: it is said,
+// with the flag that moves it, and --secret-input of its path takes it
+// out of spec.values. A writeOnly value the flags set is still refused.
+func TestEditWithAWriteOnlyValueHeldAlready(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	archive, err := testcontroller.ChartArchive("blog", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
+	t.Cleanup(server.Close)
+	dir := t.TempDir()
+	caFile := filepath.Join(dir, "ca.pem")
+	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pw := filepath.Join(dir, "pw")
+	if err := os.WriteFile(pw, []byte("hunter3"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
+		a.Spec.Chart.URL = server.URL + "/blog-1.0.0.tgz"
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"auth":{"password":"hunter2"}}`)}
+	})
+	edit := []string{"addon", "edit", "blog", "-n", ns, "--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+
+	out, err := capstan(t, cluster, append(edit, "--set", "replicas=3")...)
+	if err != nil {
+		t.Fatalf("edit --set replicas=3 of an Addon whose spec.values holds a writeOnly value: %v; want it written\n%s", err, out)
+	}
+	if !strings.Contains(out, "auth.password") || !strings.Contains(out, "--secret-input auth.password=@FILE") || strings.Contains(out, "hunter2") {
+		t.Errorf("the edit's output is %q; want a warning that names auth.password and --secret-input auth.password=@FILE, and no value", out)
+	}
+	if got := string(getAddon(t, c, ns, "blog").Spec.Values.Raw); got != `{"auth":{"password":"hunter2"},"replicas":3}` {
+		t.Errorf("spec.values is %s; want replicas 3", got)
+	}
+
+	if out, err := capstan(t, cluster, append(edit, "--set", "auth.password=hunter4")...); err == nil || !strings.Contains(err.Error(), "--secret-input auth.password=@FILE") {
+		t.Errorf("edit --set auth.password: %v; want it refused, naming --secret-input\n%s", err, out)
+	}
+
+	if out, err := capstan(t, cluster, append(edit, "--set", "replicas=4", "--secret-input", "auth.password=@"+pw)...); err != nil {
+		t.Fatalf("edit --set replicas=4 --secret-input auth.password: %v\n%s", err, out)
+	}
+	a := getAddon(t, c, ns, "blog")
+	if got := string(a.Spec.Values.Raw); got != `{"auth":{},"replicas":4}` {
+		t.Errorf("spec.values is %s; want auth.password taken out, as a secret input holds it now", got)
+	}
+	if len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
+		t.Errorf("spec.valuesFrom is %v; want the secret input of auth.password", a.Spec.ValuesFrom)
 	}
 }
