@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/getter"
@@ -99,6 +100,17 @@ type secretCheck struct {
 func (s *secretCheck) add(cmd *cobra.Command) {
 	s.guard.AddFlags(cmd.Flags())
 	cmd.Flags().StringVar(&s.caFile, "ca-file", "", "PEM certificates to trust for the chart repository or registry, read to check the values for secret inputs")
+}
+
+// checkFlags names the flags add registers: those of the chart's fetch,
+// which only the check of the values reads, so that a mode without the
+// check (a git folder, --gitops) refuses them rather than ignore them.
+func checkFlags() []string {
+	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
+	(&netguard.Config{}).AddFlags(fs)
+	names := []string{"ca-file"}
+	fs.VisitAll(func(f *pflag.Flag) { names = append(names, f.Name) })
+	return names
 }
 
 // check refuses the values of given, those -f and --set set, that the
@@ -260,6 +272,9 @@ func newAddonAddCommand() *cobra.Command {
 				return errors.New("give one source: a chart (--chart-url, --repo with --chart, --oci) or --git")
 			case git.URL != "":
 				if err := onlyWith(cmd, "--git", "chart", "version", "digest"); err != nil {
+					return err
+				}
+				if err := refuseFlags(cmd, "--%[1]s sets how the chart is fetched to check the values, and a folder of git has neither chart nor values: leave it out", checkFlags()...); err != nil {
 					return err
 				}
 				if err := refuseFlags(cmd, gitHasNoValues, "values", "set", "set-string", "secret-input"); err != nil {

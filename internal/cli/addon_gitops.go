@@ -196,7 +196,7 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml --base HASH`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context", "ca-file", "fetch-allow", "fetch-deny", "fetch-deny-private"); err != nil {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, append([]string{"set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context"}, checkFlags()...)...); err != nil {
 				return err
 			}
 			if editOpts.url == "" {

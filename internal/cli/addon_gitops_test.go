@@ -271,6 +271,9 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		{withGitops("--timeout=1m", "remove", "blog", "--uninstall"), "--timeout does not go with --gitops"},
 		{withGitops("--keep-values", "remove", "blog"), "--keep-values does not go with --gitops"},
 		{withGitops("-n=tenant", "remove", "blog"), "--namespace does not go with --gitops"},
+		{withGitops("--ca-file=ca.pem", "edit", "blog", "-f", def), "--ca-file does not go with --gitops"},
+		{withGitops("--fetch-timeout=5s", "edit", "blog", "-f", def), "--fetch-timeout does not go with --gitops"},
+		{withGitops("--fetch-max-response-bytes=1", "edit", "blog", "-f", def), "--fetch-max-response-bytes does not go with --gitops"},
 		{withGitops("-f="+def, "edit", "blog", "-f", def), "one -f FILE"},
 		{[]string{"install", "blog", "--branch", "main"}, "--branch says where a commit goes"},
 		{[]string{"install", "blog", "-f", def}, "--file is the definition file that --gitops commits"},
@@ -282,6 +285,20 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		out, err := runAddon(t, "", tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%v: %v; want an error with %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	// A git folder has no chart to fetch: add --git refuses the flags of
+	// the fetch that checks the values.
+	for _, flag := range []string{"--fetch-timeout=5s", "--fetch-allow=127.0.0.1/32", "--ca-file=ca.pem"} {
+		var out bytes.Buffer
+		root := NewRootCommand()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"addon", "add", "blog", "-n", "tenant", "--git", url, "--path", "blog", "--kubeconfig", filepath.Join(t.TempDir(), "none"), flag})
+		err := root.Execute()
+		want := strings.SplitN(flag, "=", 2)[0] + " sets how the chart is fetched"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("add --git %s: %v; want an error with %q\n%s", flag, err, want, out.String())
 		}
 	}
 }
