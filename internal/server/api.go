@@ -553,7 +553,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, badRequest("definition", "Addon %s is not managed by git: edit its spec instead", key))
 		return
 	}
-	a, err := addons.EditSeen(r.Context(), c, key, seen, req.Spec, req.SecretInputs)
+	a, err := addons.EditSeen(s.warnInLog(r.Context(), userOf(r).Name), c, key, seen, req.Spec, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
 		return

@@ -308,7 +308,7 @@ func (s *Server) saveValues(ctx context.Context, u User, c client.Client, a *cap
 	// deletes its key, so a null typed to remove a chart default was
 	// dropped, the default came back, and the schema check had judged
 	// other values than those saved.
-	_, err = addons.ReplaceValues(ctx, c, client.ObjectKeyFromObject(a), seen, keepExact(exact, current, next), inputs)
+	_, err = addons.ReplaceValues(s.warnInLog(ctx, u.Name), c, client.ObjectKeyFromObject(a), seen, keepExact(exact, current, next), inputs)
 	return "edit", err
 }
 
@@ -421,4 +421,11 @@ func deletePath(m map[string]any, path []string) {
 	if len(next) == 0 {
 		delete(m, path[0])
 	}
+}
+
+// warnInLog returns ctx with the warnings of package addons' writers, a
+// values Secret of replaced secret inputs that is kept with the old value,
+// said in the server's log with the user whose write it followed.
+func (s *Server) warnInLog(ctx context.Context, user string) context.Context {
+	return addons.WithWarn(ctx, func(msg string) { s.Log.Info("Secret of replaced secret inputs kept", "user", user, "reason", msg) })
 }

@@ -73,3 +73,29 @@ func TestSecretInputsOfAFailedWrite(t *testing.T) {
 		t.Errorf("an edit that conflicted left the values Secrets %v", left)
 	}
 }
+
+// TestReplacedSecretInputsKeptForWantOfRightsAreLogged: a user who may
+// create Secrets but not read or delete them edits an Addon's secret
+// input twice: the edit stands, and the Secret it replaced, which still
+// holds the old value, is named in the server's log with the user.
+func TestReplacedSecretInputsKeptForWantOfRightsAreLogged(t *testing.T) {
+	ns := namespace(t)
+	addonWithPlan(t, ns, "blog", hashOf("a"))
+	editor := user(t, ns, "editor", addonRule("get", "list", "patch"), rbacPolicy("", "secrets", "create"))
+	path := "/api/v1/namespaces/" + ns + "/addons/blog"
+	code, body := call(t, editor, http.MethodPatch, path, map[string]any{"secretInputs": map[string]string{"auth.password": "one"}})
+	expect(t, "the first secret input", code, body, http.StatusOK)
+	first := valuesSecrets(t, ns, "blog")
+	if len(first) != 1 {
+		t.Fatalf("after the first secret input, the values Secrets are %v; want one", first)
+	}
+	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"secretInputs": map[string]string{"auth.password": "two"}})
+	expect(t, "a new secret input by a user who may not delete Secrets", code, body, http.StatusOK)
+	if got := valuesSecrets(t, ns, "blog"); len(got) != 2 {
+		t.Errorf("the values Secrets are %v; want the first kept, as the user may not delete it, and a new one", got)
+	}
+	logged := apiLog.String()
+	if !strings.Contains(logged, "Secret of replaced secret inputs kept") || !strings.Contains(logged, first[0]) || !strings.Contains(logged, "system:serviceaccount:"+ns+":editor") {
+		t.Errorf("the server's log does not name the kept Secret %s and the user:\n%s", first[0], logged)
+	}
+}
