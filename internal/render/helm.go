@@ -127,11 +127,18 @@ func decodeOutput(out *templateOutput, chart string, opts Options) (*Result, err
 			return nil, err
 		}
 		for _, o := range objs {
-			if err := written.add(o, crd.Name); err != nil {
+			first, err := written.addCRD(o, crd.Name)
+			if err != nil {
 				return nil, err
 			}
+			if first != "" {
+				res.Notices = append(res.Notices, Notice{Path: crd.Name, Message: fmt.Sprintf(
+					"the CustomResourceDefinition %s is in %s too: that copy is applied and this one left out, as helm install keeps the first it installs",
+					o.GetName(), first)})
+				continue
+			}
+			res.Objects = append(res.Objects, o)
 		}
-		res.Objects = append(res.Objects, objs...)
 	}
 	var manifests []*unstructured.Unstructured
 	for _, name := range slices.Sorted(maps.Keys(files)) {

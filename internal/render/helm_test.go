@@ -650,3 +650,72 @@ func TestHelmRefusesAnObjectWrittenTwice(t *testing.T) {
 		t.Errorf("an object and a hook of one name: %v", err)
 	}
 }
+
+// TestHelmKeepsTheFirstOfACRDInTwoCRDFolders renders an umbrella chart
+// whose parent and two subcharts each ship one CRD in crds/, the parent's
+// a little different: helm install creates the first and skips the CRD
+// that then exists, so the render keeps the first copy, with a notice
+// naming both files. Any other kind written twice in crds/, or a CRD in
+// crds/ and templates/, is still refused, and the error gives a
+// cluster-scoped object no namespace.
+func TestHelmKeepsTheFirstOfACRDInTwoCRDFolders(t *testing.T) {
+	crd := func(desc string) string {
+		return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.example.com\n  annotations: {d: " + desc + "}\n" +
+			"spec:\n  group: example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n" +
+			"  versions: [{name: v1, served: true, storage: true, schema: {openAPIV3Schema: {type: object}}}]\n"
+	}
+	umbrella := func(extra string) *chartv2.Chart {
+		parent := chartOf("parent", map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: p\n"})
+		parent.Files = append(parent.Files, &common.File{Name: "crds/widgets.yaml", Data: []byte(crd("parent") + extra)})
+		for _, name := range []string{"a", "b"} {
+			sub := chartOf(name, map[string]string{"cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n"})
+			sub.Files = append(sub.Files, &common.File{Name: "crds/widgets.yaml", Data: []byte(crd(name) + extra)})
+			parent.AddDependency(sub)
+		}
+		return parent
+	}
+	res, err := Helm(context.Background(), umbrella(""), nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if err != nil {
+		t.Fatalf("one CRD in three crds/ folders: %v", err)
+	}
+	var crds []*unstructured.Unstructured
+	for _, o := range res.Objects {
+		if o.GetKind() == "CustomResourceDefinition" {
+			crds = append(crds, o)
+		}
+	}
+	if len(crds) != 1 || len(res.Objects) != 4 {
+		t.Fatalf("%d CRDs of %d objects, want 1 of 4", len(crds), len(res.Objects))
+	}
+	first := crds[0].GetAnnotations()["d"]
+	if len(res.Notices) != 2 {
+		t.Fatalf("notices %+v, want one for each copy left out", res.Notices)
+	}
+	for _, n := range res.Notices {
+		if !strings.Contains(n.Message, "CustomResourceDefinition widgets.example.com is in "+first+"/crds/widgets.yaml too") &&
+			!strings.Contains(n.Message, "widgets.example.com is in parent/crds/widgets.yaml too") {
+			t.Errorf("notice %+v does not name the file kept", n)
+		}
+	}
+
+	_, err = Helm(context.Background(), umbrella("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shared\n"), nil,
+		Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if err == nil || !strings.Contains(err.Error(), "ConfigMap ns/shared is written twice") {
+		t.Errorf("a ConfigMap in two crds/ folders: %v, want it refused", err)
+	}
+
+	ch := chartOf("c", map[string]string{"crd.yaml": crd("t"), "roles.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: admin\n"})
+	ch.Files = append(ch.Files, &common.File{Name: "crds/widgets.yaml", Data: []byte(crd("c"))})
+	_, err = Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if want := "CustomResourceDefinition widgets.example.com is written twice, in c/crds/widgets.yaml and in c/templates/crd.yaml"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a CRD in crds/ and templates/: %v, want %q", err, want)
+	}
+	ch = chartOf("c", map[string]string{
+		"a.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: admin\n",
+		"b.yaml": "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: admin\n  namespace: other\n",
+	})
+	_, err = Helm(context.Background(), ch, nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps})
+	if want := "ClusterRole admin is written twice"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("a ClusterRole in two templates: %v, want %q", err, want)
+	}
+}

@@ -280,13 +280,16 @@ func compareKinds(rank map[string]int, a, b string) int {
 // sources remembers where each object of a render's objects stream came
 // from, to refuse a second object of the same identity: the API server
 // holds one, so of two the last applied would win, and each sync would
-// apply both again. Helm's install fails on the second, and kustomize
+// apply both again. Helm 3's install fails on the second, and kustomize
 // refuses it in a build. Hooks are a stream of their own and may share an
 // object's name, as Helm allows.
 type sources struct {
 	// namespace is where an object that names none is put.
 	namespace string
 	seen      map[string]string
+	// clusterCRDs are the kinds (group/kind) that the CRDs added so far
+	// define with the scope Cluster.
+	clusterCRDs map[string]bool
 	// documents counts the documents read; past max (when above zero),
 	// the folder dir holds too many objects.
 	documents, max int
@@ -303,7 +306,53 @@ func (s *sources) count(n int) error {
 }
 
 func newSources(namespace string) *sources {
-	return &sources{namespace: namespace, seen: map[string]string{}}
+	return &sources{namespace: namespace, seen: map[string]string{}, clusterCRDs: map[string]bool{}}
+}
+
+// clusterKinds are the built-in kinds (group/kind) that no namespace
+// holds: a namespace a render sets on one means nothing.
+var clusterKinds = map[string]bool{
+	"/Namespace": true, "/Node": true, "/PersistentVolume": true, "/ComponentStatus": true,
+	"rbac.authorization.k8s.io/ClusterRole": true, "rbac.authorization.k8s.io/ClusterRoleBinding": true,
+	"apiextensions.k8s.io/CustomResourceDefinition": true, "apiregistration.k8s.io/APIService": true,
+	"storage.k8s.io/StorageClass": true, "storage.k8s.io/CSIDriver": true, "storage.k8s.io/CSINode": true,
+	"storage.k8s.io/VolumeAttachment": true, "scheduling.k8s.io/PriorityClass": true,
+	"node.k8s.io/RuntimeClass": true, "networking.k8s.io/IngressClass": true,
+	"admissionregistration.k8s.io/ValidatingWebhookConfiguration":   true,
+	"admissionregistration.k8s.io/MutatingWebhookConfiguration":     true,
+	"admissionregistration.k8s.io/ValidatingAdmissionPolicy":        true,
+	"admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding": true,
+	"admissionregistration.k8s.io/MutatingAdmissionPolicy":          true,
+	"admissionregistration.k8s.io/MutatingAdmissionPolicyBinding":   true,
+	"certificates.k8s.io/CertificateSigningRequest":                 true,
+	"certificates.k8s.io/ClusterTrustBundle":                        true,
+	"flowcontrol.apiserver.k8s.io/FlowSchema":                       true,
+	"flowcontrol.apiserver.k8s.io/PriorityLevelConfiguration":       true,
+}
+
+// isCRD says whether obj is a CustomResourceDefinition.
+func isCRD(obj *unstructured.Unstructured) bool {
+	return obj.GetKind() == "CustomResourceDefinition" && obj.GroupVersionKind().Group == "apiextensions.k8s.io"
+}
+
+// key is obj's identity in the cluster: group, kind, namespace and name,
+// with the namespace it is put in when it names none, and no namespace
+// for a kind known to be cluster-scoped.
+func (s *sources) key(obj *unstructured.Unstructured) (key, where string) {
+	gvk := obj.GroupVersionKind()
+	gk := gvk.Group + "/" + gvk.Kind
+	ns := obj.GetNamespace()
+	if ns == "" {
+		ns = s.namespace
+	}
+	if clusterKinds[gk] || s.clusterCRDs[gk] {
+		ns = ""
+	}
+	where = obj.GetName()
+	if ns != "" {
+		where = ns + "/" + where
+	}
+	return gk + "/" + ns + "/" + obj.GetName(), where
 }
 
 // add records obj as coming from source, and refuses it when an object of
@@ -313,20 +362,43 @@ func (s *sources) add(obj *unstructured.Unstructured, source string) error {
 	if obj.GetName() == "" {
 		return nil
 	}
-	ns := obj.GetNamespace()
-	if ns == "" {
-		ns = s.namespace
-	}
-	gvk := obj.GroupVersionKind()
-	key := gvk.Group + "/" + gvk.Kind + "/" + ns + "/" + obj.GetName()
+	key, where := s.key(obj)
 	if first, ok := s.seen[key]; ok {
-		where := obj.GetName()
-		if ns != "" {
-			where = ns + "/" + where
-		}
 		return fmt.Errorf("render: %s %s is written twice, in %s and in %s: the cluster holds one object of a name, and two would be applied "+
-			"over each other on every sync; remove one of them, or give each a name of its own", gvk.Kind, where, first, source)
+			"over each other on every sync; remove one of them, or give each a name of its own", obj.GetKind(), where, first, source)
 	}
 	s.seen[key] = source
+	s.learnScope(obj)
 	return nil
+}
+
+// addCRD records a CRD of a chart's crds/ folder, from file, and says
+// where the same CRD came from when an earlier crds/ file had it: helm
+// install creates each file of crds/ in turn and skips a CRD that already
+// exists, so the first copy is the one installed, and the later one is
+// left out, not refused. An umbrella chart whose subcharts ship one CRD
+// each would otherwise fail, and a chart from a registry cannot be edited.
+func (s *sources) addCRD(obj *unstructured.Unstructured, file string) (first string, err error) {
+	if !isCRD(obj) || obj.GetName() == "" {
+		return "", s.add(obj, file)
+	}
+	key, _ := s.key(obj)
+	if first, ok := s.seen[key]; ok {
+		return first, nil
+	}
+	s.seen[key] = file
+	s.learnScope(obj)
+	return "", nil
+}
+
+// learnScope remembers the kind a cluster-scoped CRD defines.
+func (s *sources) learnScope(obj *unstructured.Unstructured) {
+	if !isCRD(obj) {
+		return
+	}
+	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+	kind, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "kind")
+	if scope, _, _ := unstructured.NestedString(obj.Object, "spec", "scope"); scope == "Cluster" {
+		s.clusterCRDs[group+"/"+kind] = true
+	}
 }
