@@ -345,7 +345,7 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		if err != nil {
 			return nil, fmt.Errorf("render: %s document %d is not YAML: %w", name, doc, err)
 		}
-		if strings.TrimSpace(string(raw)) != "" {
+		if holdsContent(raw) {
 			if err := written.count(1); err != nil {
 				return nil, err
 			}

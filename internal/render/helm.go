@@ -203,7 +203,7 @@ func decodeOutput(out *templateOutput, chart string, opts Options) (*Result, err
 }
 
 // documentsOf splits each template's output that is applied into its
-// documents, and counts the documents that hold something, with the CRD
+// documents, and counts the documents that hold more than comments, with the CRD
 // files', against max (none when max is zero): more is a *LimitError,
 // before any document is decoded. A template of a kilobyte can loop out
 // hundreds of thousands of tiny objects, and decoding each costs far more
@@ -213,7 +213,7 @@ func documentsOf(out *templateOutput, chart string, max int) (map[string][]strin
 	n := 0
 	count := func(d []string) error {
 		for _, doc := range d {
-			if strings.TrimSpace(doc) != "" {
+			if holdsContent([]byte(doc)) {
 				n++
 			}
 		}

@@ -204,3 +204,30 @@ func TestPostRenderBoundsPatchApplications(t *testing.T) {
 	}
 	t.Logf("refused in %s", took)
 }
+
+// TestCommentDocumentsAreNotCounted renders three objects, each in a file
+// or template that opens with a license header and "---", with a bound of
+// three objects: a document of comments alone is no object, and counted
+// as one before decoding it would stop a folder or chart of half the
+// bound.
+func TestCommentDocumentsAreNotCounted(t *testing.T) {
+	fsys := fstest.MapFS{}
+	tpl := map[string]string{}
+	for i := range 3 {
+		obj := fmt.Sprintf("# Copyright 2024 Example\n  # SPDX-License-Identifier: Apache-2.0\n\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c%d\n", i)
+		fsys[fmt.Sprintf("app/f%d.yaml", i)] = &fstest.MapFile{Data: []byte(obj)}
+		tpl[fmt.Sprintf("c%d.yaml", i)] = obj
+	}
+	res, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{MaxObjects: 3})
+	if err != nil || len(res.Objects) != 3 {
+		t.Errorf("a folder of 3 objects with headers, bound 3: %v", err)
+	}
+	res, err = Helm(context.Background(), chartOf("c", tpl), nil, Options{ReleaseName: "r", Namespace: "ns", Capabilities: testCaps, MaxObjects: 3})
+	if err != nil || len(res.Objects) != 3 {
+		t.Errorf("a chart of 3 objects with headers, bound 3: %v", err)
+	}
+	fsys["app/f3.yaml"] = &fstest.MapFile{Data: []byte("# a header\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c3\n")}
+	if _, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{MaxObjects: 3}); err == nil || !strings.Contains(err.Error(), "holds more than 3 objects") {
+		t.Errorf("a folder of 4 objects, bound 3: %v, want it refused", err)
+	}
+}

@@ -226,6 +226,25 @@ func isList(u *unstructured.Unstructured) bool {
 	return ok
 }
 
+// holdsContent says whether a YAML document holds more than blank lines
+// and comments: a document of comments alone, such as a license header
+// before the first "---", decodes to no object and is not counted as one.
+func holdsContent(doc []byte) bool {
+	for len(doc) > 0 {
+		line := doc
+		if i := bytes.IndexByte(doc, '\n'); i >= 0 {
+			line, doc = doc[:i], doc[i+1:]
+		} else {
+			doc = nil
+		}
+		line = bytes.TrimSpace(line)
+		if len(line) > 0 && line[0] != '#' {
+			return true
+		}
+	}
+	return false
+}
+
 // helmDocuments splits a rendered template as Helm's manifest sorter does,
 // in document order.
 func helmDocuments(content string) []string {
