@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/resid"
 
 	"helm.sh/helm/v4/pkg/chart/common"
@@ -164,7 +166,7 @@ func TestFolderBoundsPatchApplications(t *testing.T) {
 	began := time.Now()
 	_, err := Folder(fsys, "app", SourceIdentity{})
 	took := time.Since(began)
-	if err == nil || !strings.Contains(err.Error(), "100 patches with a target over as many as 2000 objects") || !strings.Contains(err.Error(), "more than the 100000") {
+	if err == nil || !strings.Contains(err.Error(), "100 patches with a target that could select 200000 objects in all") || !strings.Contains(err.Error(), "more than the 100000") {
 		t.Fatalf("error = %v after %s, want the bound on patch applications", err, took)
 	}
 	if took > 2*time.Second {
@@ -176,6 +178,75 @@ func TestFolderBoundsPatchApplications(t *testing.T) {
 	if _, err := Folder(fsys, "app", SourceIdentity{}); err != nil {
 		t.Errorf("2,000 objects and 2 patches: %v", err)
 	}
+}
+
+// TestFolderPatchBoundCountsWhatEachTargetSelects builds a Flux-style
+// cluster folder over 30 apps of 40 ConfigMaps each, every app with 4
+// patches aimed at one named ConfigMap: kustomize applies an app's patches
+// to that app's objects alone, and a named target selects one, so the
+// build asks for 120 patch applications, not 120 times 1,200. A target
+// that names an object by the name it gets from a namePrefix, and one
+// a component holds, still count every object they could select.
+func TestFolderPatchBoundCountsWhatEachTargetSelects(t *testing.T) {
+	fsys := fstest.MapFS{}
+	var apps []string
+	for a := range 30 {
+		dir := fmt.Sprintf("apps/a%d", a)
+		apps = append(apps, "../../"+dir)
+		var docs []string
+		for i := range 40 {
+			docs = append(docs, fmt.Sprintf("# header\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  labels: {app: a}\n  name: a%d-c%d\n", a, i))
+		}
+		fsys[dir+"/cms.yaml"] = &fstest.MapFile{Data: []byte(strings.Join(docs, "---\n"))}
+		var patches []string
+		for p := range 4 {
+			patches = append(patches, fmt.Sprintf("- target:\n    kind: ConfigMap\n    name: a%d-c%d\n  patch: |\n    - op: add\n      path: /data\n      value: {k: v}\n", a, p))
+		}
+		fsys[dir+"/kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources:\n- cms.yaml\npatches:\n" + strings.Join(patches, ""))}
+	}
+	fsys["clusters/prod/kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources:\n- " + strings.Join(apps, "\n- ") + "\n")}
+	res, err := Folder(fsys, "clusters/prod", SourceIdentity{})
+	if err != nil || len(res.Objects) != 1200 {
+		t.Fatalf("30 apps of 40 objects and 4 named patches each: %v", err)
+	}
+
+	scan := func(dir string) int {
+		s := &patchScan{fsys: fsysOf(t, fsys), seen: map[string]bool{}}
+		s.walk("/"+dir, false)
+		return s.applications
+	}
+	if n := scan("clusters/prod"); n != 120 {
+		t.Errorf("counted %d applications for the cluster folder, want 120", n)
+	}
+	// A name a prefix made: each of the 40 objects could be a0-c1 once
+	// prefixed, as far as a name read from a file tells.
+	fsys["prefixed/kustomization.yaml"] = &fstest.MapFile{Data: []byte("namePrefix: p-\nresources: [../apps/a0/cms.yaml]\n" +
+		"patches:\n- target: {kind: ConfigMap, name: p-a0-c1}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {}}]'\n" +
+		"- target: {kind: Secret}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {}}]'\n" +
+		"- target: {labelSelector: app=a}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {}}]'\n")}
+	if n := scan("prefixed"); n != 1+0+40 {
+		t.Errorf("counted %d applications with a prefix, want 41", n)
+	}
+	// A component's patches apply to the objects of the kustomization
+	// that lists it.
+	fsys["comp/kustomization.yaml"] = &fstest.MapFile{Data: []byte("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+		"patches:\n- target: {kind: ConfigMap, name: a1-.*}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {}}]'\n")}
+	fsys["withcomp/kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources: [../apps/a1]\ncomponents: [../comp]\n")}
+	if n := scan("withcomp"); n != 4+40 {
+		t.Errorf("counted %d applications with a component, want 44", n)
+	}
+}
+
+// fsysOf copies a test's folder into kustomize's in-memory filesystem.
+func fsysOf(t *testing.T, fsys fstest.MapFS) filesys.FileSystem {
+	t.Helper()
+	mem := filesys.MakeFsInMemory()
+	for name, f := range fsys {
+		if err := mem.WriteFile("/"+name, f.Data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return mem
 }
 
 // TestPostRenderBoundsPatchApplications patches 3,200 objects with 32
@@ -229,5 +300,25 @@ func TestCommentDocumentsAreNotCounted(t *testing.T) {
 	fsys["app/f3.yaml"] = &fstest.MapFile{Data: []byte("# a header\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c3\n")}
 	if _, err := FolderWith(fsys, "app", SourceIdentity{}, FolderInputs{MaxObjects: 3}); err == nil || !strings.Contains(err.Error(), "holds more than 3 objects") {
 		t.Errorf("a folder of 4 objects, bound 3: %v, want it refused", err)
+	}
+}
+
+// TestFileObjectsReadsKindAndName reads what the patch bound needs of a
+// resource file with a line scan; what it cannot read is an object any
+// target may select.
+func TestFileObjectsReadsKindAndName(t *testing.T) {
+	data := "# header\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  labels:\n    name: not-this\n  name: \"web\"\n---\n" +
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: 'cm', namespace: x}\n---\n{\"apiVersion\": \"v1\", \"kind\": \"Secret\"}\n"
+	got := fileObjects([]byte(data))
+	want := []fileObject{{"apps/v1", "Deployment", "web"}, {"v1", "ConfigMap", "cm"}, {}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("fileObjects = %+v, want %+v", got, want)
+	}
+	web := &types.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Group: "apps", Kind: "Deployment"}, Name: "prod-web-1"}}
+	if n := selectable(web, got); n != 2 {
+		t.Errorf("a Deployment named prod-web-1 may select %d, want 2 (web, prefixed and suffixed, and the unread one)", n)
+	}
+	if n := selectable(&types.Selector{ResId: resid.ResId{Name: "w.b"}}, got); n != 2 {
+		t.Errorf("any kind named w.b may select %d, want 2", n)
 	}
 }

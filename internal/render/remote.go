@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
 )
 
@@ -369,60 +370,225 @@ func isScheme(s string) bool {
 // loaded machine, 5,000 and 32 took 69 s: the bound is some 40 s there.
 const maxPatchApplications = 100_000
 
-// patchCost counts, over the kustomization of dir and every local folder
-// it builds on (resources, bases and components), the patches that carry a
-// target (and the JSON 6902 patches, which always do) and the YAML
-// documents of the resource files they list: their product bounds the
-// patch applications kustomize would run. seen stops a cycle.
-func patchCost(fsys filesys.FileSystem, dir string, seen map[string]bool) (patches, objects int) {
-	if seen[dir] {
-		return 0, 0
+// fileObject is what the patch bound reads of one object in a resource
+// file, before kustomize runs: its apiVersion, kind and name, each empty
+// when a cheap read of the document did not find it.
+type fileObject struct {
+	apiVersion, kind, name string
+}
+
+// patchScan counts the patch applications a folder's kustomizations may
+// ask of kustomize, as kustomize applies them: a kustomization's patches
+// with a target (JSON 6902 patches always have one) to the objects that
+// kustomization gathers (its resource files', and those of the
+// kustomizations and components it builds on), each to the objects its
+// target could select. seen stops a cycle.
+type patchScan struct {
+	fsys filesys.FileSystem
+	seen map[string]bool
+	// patches counts the patches with a target, applications the objects
+	// they could select, summed over the patches.
+	patches, applications int
+}
+
+// walk reads the kustomization of dir and returns the objects it gathers.
+// The patches of a component apply to the objects of the kustomization
+// that lists it, so a component returns them (pending) for that one to
+// count; a kustomization counts its own and its components'.
+func (s *patchScan) walk(dir string, component bool) (objs []fileObject, pending []*types.Selector) {
+	if s.seen[dir] {
+		return nil, nil
 	}
-	seen[dir] = true
+	s.seen[dir] = true
 	var data []byte
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
-		if p := path.Join(dir, name); fsys.Exists(p) && !fsys.IsDir(p) {
-			data, _ = fsys.ReadFile(p)
+		if p := path.Join(dir, name); s.fsys.Exists(p) && !s.fsys.IsDir(p) {
+			data, _ = s.fsys.ReadFile(p)
 			break
 		}
 	}
 	var k types.Kustomization
 	if data == nil || k.Unmarshal(data) != nil {
 		// NOTE: what does not read as a kustomization, kustomize refuses itself.
-		return 0, 0
+		return nil, nil
 	}
 	k.FixKustomization()
-	for _, p := range k.Patches {
+	for _, p := range slices.Concat(k.Patches, k.PatchesJson6902) { //nolint:staticcheck // deprecated, still applied
 		if p.Target != nil {
-			patches++
+			pending = append(pending, p.Target)
 		}
 	}
-	patches += len(k.PatchesJson6902) //nolint:staticcheck // deprecated, still applied
-	for _, ref := range slices.Concat(k.Resources, k.Components) {
+	read := func(ref string, component bool) {
 		next := path.Join(dir, ref)
 		switch {
 		case isRemote(ref):
-		case fsys.IsDir(next):
-			p, o := patchCost(fsys, next, seen)
-			patches, objects = patches+p, objects+o
-		case fsys.Exists(next):
-			if data, err := fsys.ReadFile(next); err == nil {
-				objects += bytes.Count(data, []byte("\n---")) + 1
+		case s.fsys.IsDir(next):
+			o, p := s.walk(next, component)
+			objs, pending = append(objs, o...), append(pending, p...)
+		case s.fsys.Exists(next):
+			if data, err := s.fsys.ReadFile(next); err == nil {
+				objs = append(objs, fileObjects(data)...)
 			}
 		}
 	}
-	return patches, objects
+	for _, ref := range k.Resources {
+		read(ref, false)
+	}
+	for _, ref := range k.Components {
+		read(ref, true)
+	}
+	if component {
+		return objs, pending
+	}
+	for _, target := range pending {
+		s.patches++
+		s.applications += selectable(target, objs)
+	}
+	return objs, nil
 }
 
-// refusePatchCost refuses a build whose patches with a target, times the
-// objects they could select, pass maxPatchApplications.
+// fileObjects reads the apiVersion, kind and name of each document of a
+// resource file with a line scan, which costs little next to decoding: a
+// document's top-level apiVersion and kind, and the first name at the
+// first indentation of its metadata. A document of comments alone is
+// none.
+func fileObjects(data []byte) []fileObject {
+	var out []fileObject
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		raw, err := reader.Read()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				// NOTE: kustomize refuses what is not YAML; until then,
+				// it is one object that any target may select.
+				out = append(out, fileObject{})
+			}
+			return out
+		}
+		if !holdsContent(raw) {
+			continue
+		}
+		var o fileObject
+		inMetadata, indent := false, ""
+		for line := range strings.SplitSeq(string(raw), "\n") {
+			line = strings.TrimRight(line, " \r\t")
+			trimmed := strings.TrimLeft(line, " ")
+			switch {
+			case trimmed == "" || trimmed[0] == '#':
+			case len(trimmed) == len(line):
+				inMetadata = line == "metadata:"
+				if m := flowName.FindStringSubmatch(line); m != nil {
+					o.name = unquote(m[1])
+				}
+				if v, ok := strings.CutPrefix(line, "apiVersion:"); ok {
+					o.apiVersion = unquote(v)
+				} else if v, ok := strings.CutPrefix(line, "kind:"); ok {
+					o.kind = unquote(v)
+				}
+			case inMetadata:
+				ind := line[:len(line)-len(trimmed)]
+				if indent == "" {
+					indent = ind
+				}
+				if v, ok := strings.CutPrefix(trimmed, "name:"); ok && ind == indent && o.name == "" {
+					o.name = unquote(v)
+				}
+			}
+		}
+		if strings.HasSuffix(o.kind, "List") {
+			// NOTE: kustomize takes a List's items one by one; any
+			// target may select each.
+			o = fileObject{}
+			n := bytes.Count(raw, []byte("\n- ")) + bytes.Count(raw, []byte("\n  - "))
+			for range max(n, 1) {
+				out = append(out, o)
+			}
+			continue
+		}
+		out = append(out, o)
+	}
+}
+
+// flowName finds the name in a metadata written on one line, as
+// "metadata: {name: web, labels: ...}".
+var flowName = regexp.MustCompile(`^metadata:\s*\{\s*name:\s*([^,}]+)`)
+
+// unquote reads a YAML scalar as the line scan finds it: trimmed, without
+// the quotes around it.
+func unquote(v string) string {
+	v = strings.TrimSpace(v)
+	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
+		return v[1 : len(v)-1]
+	}
+	return v
+}
+
+// selectable counts the objects that target could select, never fewer
+// than kustomize would: its kind, group and version are matched as
+// kustomize matches them (these a build does not change); its name the
+// same, or, since a prefix or suffix may be added on the way, as a
+// pattern of literal characters and "." that the object's name fits
+// within; any other regular expression, and a label, annotation or
+// namespace selector, is taken to select every object of its kind. An
+// object the line scan could not read may be selected by any target.
+func selectable(target *types.Selector, objs []fileObject) int {
+	sr, err := types.NewSelectorRegex(target)
+	if err != nil {
+		// NOTE: kustomize refuses a target it cannot compile.
+		return 0
+	}
+	literal := !strings.ContainsAny(target.Name, `\*+?()[]{}|^$`)
+	n := 0
+	for _, o := range objs {
+		if o.kind != "" {
+			if !sr.MatchGvk(gvkOf(o)) {
+				continue
+			}
+		}
+		if o.name != "" && literal && !sr.MatchName(o.name) && !fitsWithin(target.Name, o.name) {
+			continue
+		}
+		n++
+	}
+	return n
+}
+
+// gvkOf is the group, version and kind of an object as its apiVersion and
+// kind say.
+func gvkOf(o fileObject) resid.Gvk {
+	group, version, ok := strings.Cut(o.apiVersion, "/")
+	if !ok {
+		group, version = "", o.apiVersion
+	}
+	return resid.Gvk{Group: group, Version: version, Kind: o.kind}
+}
+
+// fitsWithin says whether name, with some prefix and suffix, could be
+// matched by pattern, a pattern of literal characters where "." matches
+// any one.
+func fitsWithin(pattern, name string) bool {
+	for off := 0; off+len(name) <= len(pattern); off++ {
+		fits := true
+		for i := 0; i < len(name) && fits; i++ {
+			fits = pattern[off+i] == '.' || pattern[off+i] == name[i]
+		}
+		if fits {
+			return true
+		}
+	}
+	return false
+}
+
+// refusePatchCost refuses a build whose patches with a target, each times
+// the objects it could select, pass maxPatchApplications.
 func refusePatchCost(fsys filesys.FileSystem, dir, shown string) error {
-	patches, objects := patchCost(fsys, dir, map[string]bool{})
-	if patches > 0 && objects > maxPatchApplications/patches {
-		return fmt.Errorf("render: kustomize build %s: its kustomizations hold %d patches with a target over as many as %d objects, "+
-			"up to %d patch applications, more than the %d a folder may ask for, as kustomize applies each patch to each object it selects: "+
-			"patch in the files themselves, merge patches into fewer, or split the folder into several add-ons",
-			shown, patches, objects, patches*objects, maxPatchApplications)
+	s := &patchScan{fsys: fsys, seen: map[string]bool{}}
+	s.walk(dir, false)
+	if s.applications > maxPatchApplications {
+		return fmt.Errorf("render: kustomize build %s: its kustomizations hold %d patches with a target that could select %d objects in all, "+
+			"more than the %d patch applications a folder may ask for, as kustomize applies each patch to each object it selects: "+
+			"narrow the targets (a kind and a name select one object), patch in the files themselves, or split the folder into several add-ons",
+			shown, s.patches, s.applications, maxPatchApplications)
 	}
 	return nil
 }
