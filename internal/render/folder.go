@@ -10,6 +10,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -197,15 +198,12 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	// the in-memory copy holds only the repository (walkLinks leaves out a
 	// link that leaves it), so no path reaches beyond it.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
-	k := krusty.MakeKustomizer(opts)
 	read := filesys.FileSystem(mem)
 	if in.Decrypt != nil {
 		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
 	}
 	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
-	keepDefaultSchema()
-	m, err := k.Run(read, root)
-	keepDefaultSchema()
+	m, err := runKustomize(opts, read, root)
 	if err != nil {
 		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
 	}
@@ -236,12 +234,29 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	return out, nil
 }
 
+// kustomizeMu lets one kustomize build run at a time in the process, as
+// Flux's kustomize-controller does: kyaml keeps its schema in process-wide
+// state, and reads the maps of that schema outside its own lock, so
+// keepDefaultSchema replacing them while another build reads them is a
+// concurrent map read and write, which crashes the process.
+var kustomizeMu sync.Mutex
+
+// runKustomize builds the kustomization in dir of fsys with opts, the only
+// build running, with kustomize's built-in schema before and after it.
+func runKustomize(opts *krusty.Options, fsys filesys.FileSystem, dir string) (resmap.ResMap, error) {
+	kustomizeMu.Lock()
+	defer kustomizeMu.Unlock()
+	keepDefaultSchema()
+	defer keepDefaultSchema()
+	return krusty.MakeKustomizer(opts).Run(fsys, dir)
+}
+
 // keepDefaultSchema puts kyaml's built-in Kubernetes schema back when a
 // build left another in its place. kustomize keeps the schema a
 // kustomization names (its openapi field) in process-wide state, and reads
 // every later build's merge keys from it, whichever add-on that build is
 // for. refuseRemote refuses the field, so no build should change it; this
-// is the second line, run around every build.
+// is the second line, run around every build, under kustomizeMu.
 func keepDefaultSchema() {
 	if openapi.GetSchemaVersion() != openapi.DefaultOpenAPI {
 		openapi.ResetOpenAPI()

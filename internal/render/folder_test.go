@@ -10,12 +10,16 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/fstest"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/openapi"
 
 	"capstan.dev/capstan/internal/source"
 )
@@ -728,6 +732,59 @@ func TestFolderRefusesOpenAPI(t *testing.T) {
 				t.Errorf("a later build's containers = %q, want %q: its patch merged", got, want)
 			}
 		})
+	}
+}
+
+// Should a build still change kyaml's schema (a way past the openapi
+// refusal), the builds of other add-ons running at the same time must not
+// see it, nor read kyaml's schema while it is put back: one build runs at
+// a time, and each merges with the built-in schema. The build that names
+// its own schema runs through runKustomize, as every build does.
+func TestKustomizeBuildsRunOneAtATime(t *testing.T) {
+	mem := filesys.MakeFsInMemory()
+	for name, data := range map[string]string{
+		"/own/kustomization.yaml": "openapi:\n  path: schema.json\nresources: [deploy.yaml]\npatches: [{path: patch.yaml}]\n",
+		"/own/schema.json":        replacingSchema,
+		"/own/deploy.yaml":        twoContainers,
+		"/own/patch.yaml":         addEnv,
+	} {
+		if err := mem.WriteFile(name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fsys := fstest.MapFS{
+		"web/kustomization.yaml": file("resources: [deploy.yaml]\npatches: [{path: patch.yaml}]\n"),
+		"web/deploy.yaml":        file(twoContainers),
+		"web/patch.yaml":         file(addEnv),
+	}
+	const rounds = 40
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for range rounds {
+			if _, err := runKustomize(krusty.MakeDefaultOptions(), mem, "/own"); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	})
+	for range 2 {
+		wg.Go(func() {
+			for range rounds {
+				res, err := Folder(fsys, "web", SourceIdentity{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if got, want := containersOf(t, res.Objects[0]), []string{"app app:1 C A", "sidecar side:1"}; !slices.Equal(got, want) {
+					t.Errorf("containers = %q, want %q: another build's schema was in place", got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if v := openapi.GetSchemaVersion(); v != openapi.DefaultOpenAPI {
+		t.Errorf("the schema left is %q", v)
 	}
 }
 

@@ -643,8 +643,7 @@ func kustomizeResMap(objs []*unstructured.Unstructured, k types.Kustomization, g
 	}
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionUnspecified
-	keepDefaultSchema()
-	m, err := krusty.MakeKustomizer(opts).Run(mem, "/post-render")
+	m, err := runKustomize(opts, mem, "/post-render")
 	if err != nil {
 		// NOTE: kustomize goes on to say it then tried the file as a
 		// folder, which is no news.
