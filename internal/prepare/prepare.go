@@ -128,6 +128,11 @@ func Prepare(in Input) (Result, error) {
 		// NOTE: GetLabels reads labels of which one is not a string as
 		// none, and the object would be applied with Capstan's alone.
 		if err := render.CheckMetadata(o); err != nil {
+			// NOTE: the render checks what it makes; what it passed and
+			// is wrong here, spec.patches made so.
+			if len(in.Addon.Spec.Patches) > 0 {
+				return Result{}, fmt.Errorf("prepare: after spec.patches, %w in the patch that sets it", err)
+			}
 			return Result{}, fmt.Errorf("prepare: %w", err)
 		}
 		labels := o.GetLabels()

@@ -308,6 +308,16 @@ func TestPrepareRefusesLabelsThatAreNotStrings(t *testing.T) {
 			t.Errorf("error = %v, want it to name %q", err, want)
 		}
 	}
+	if strings.Contains(err.Error(), "spec.patches") {
+		t.Errorf("error = %v, names spec.patches, which the Addon has none of", err)
+	}
+
+	// The render refuses such a label itself: past it, a patch set it.
+	addon.Spec.Patches = []capstanv1.Patch{{Patch: `[{"op": "add", "path": "/metadata/labels/tier", "value": 1}]`}}
+	_, err = Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: scopes})
+	if want := "prepare: after spec.patches, ConfigMap dashboards: the label tier is a number, not a string: quote the value in the patch that sets it"; err == nil || err.Error() != want {
+		t.Errorf("with spec.patches, error = %v, want %q", err, want)
+	}
 }
 
 // A namespaced object that names no namespace is put in the target one,

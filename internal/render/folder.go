@@ -390,7 +390,7 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		}
 		for _, o := range objs {
 			if err := CheckMetadata(o); err != nil {
-				return nil, fmt.Errorf("render: %s document %d: %w", name, doc, err)
+				return nil, fmt.Errorf("render: %s document %d: %w%s", name, doc, err, yaml11(err))
 			}
 			if mayBeHook(o) {
 				// NOTE: hooks are a stream of their own; two hooks of
@@ -404,6 +404,22 @@ func decodeStream(data []byte, name string, vars map[string]string, budget *subs
 		out = append(out, objs...)
 	}
 	return out, nil
+}
+
+// yaml11 adds to err, a plain folder's label or annotation that is not a
+// string, why a word may be read as true or false: such a folder is read
+// as kubectl reads it, by YAML 1.1, where an unquoted yes, no, on, off, y
+// or n is a boolean (kustomize, and Flux's build of a plain folder, read
+// YAML 1.2, where only true and false are).
+func yaml11(err error) string {
+	var ns *notStringError
+	if !errors.As(err, &ns) {
+		return ""
+	}
+	if _, ok := ns.value.(bool); !ok {
+		return ""
+	}
+	return " (in a folder without a kustomization, YAML 1.1 reads an unquoted yes, no, on, off, y or n as true or false too)"
 }
 
 // tooManyInFolder is a folder that renders more than max objects.

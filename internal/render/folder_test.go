@@ -794,6 +794,8 @@ func TestFolderRefusesMetadataThatIsNotStrings(t *testing.T) {
 	const cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dashboards\n"
 	for _, tc := range []struct{ name, meta, kustomization, want string }{
 		{name: "label", meta: "  labels: {app: x, enabled: true}\n", want: "cm.yaml document 1: ConfigMap dashboards: the label enabled is true or false, not a string: quote the value"},
+		{name: "YAML 1.1 word", meta: "  annotations:\n    sidecar/enabled: on\n", want: "the annotation sidecar/enabled is true or false, not a string: quote the value " +
+			"(in a folder without a kustomization, YAML 1.1 reads an unquoted yes, no, on, off, y or n as true or false too)"},
 		{name: "annotation", meta: "  annotations: {prometheus.io/port: 8080}\n", want: "ConfigMap dashboards: the annotation prometheus.io/port is a number"},
 		{name: "kustomized", meta: "  labels: {version: 1.16}\n", kustomization: "resources: [cm.yaml]\n", want: "kustomize build app: ConfigMap dashboards: the label version is a number"},
 	} {

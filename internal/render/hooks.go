@@ -80,10 +80,21 @@ func checkStrings(obj *unstructured.Unstructured, fields ...string) error {
 			case string, nil:
 				continue
 			}
-			return fmt.Errorf("the %s %s is %s, not a string: quote the value", strings.TrimSuffix(field, "s"), k, kindOfValue(m[k]))
+			return &notStringError{field: strings.TrimSuffix(field, "s"), key: k, value: m[k]}
 		}
 	}
 	return nil
+}
+
+// notStringError is a label or annotation whose value is not a string.
+type notStringError struct {
+	// field is "label" or "annotation", key its name.
+	field, key string
+	value      any
+}
+
+func (e *notStringError) Error() string {
+	return fmt.Sprintf("the %s %s is %s, not a string: quote the value", e.field, e.key, kindOfValue(e.value))
 }
 
 // kindOfValue says what a decoded YAML or JSON value is, without the value.

@@ -280,7 +280,8 @@ func (p *PostRender) apply(res *Result, mask func(string) string) error {
 	// would come back with only the marks.
 	for _, obj := range slices.Concat(res.Objects, hookObjects) {
 		if err := CheckMetadata(obj); err != nil {
-			return fmt.Errorf("spec.patches: %w", err)
+			// NOTE: the render made it so, before any patch ran.
+			return fmt.Errorf("render, before spec.patches: %w", err)
 		}
 	}
 	objects, nameless := markStream(res.Objects, "o")

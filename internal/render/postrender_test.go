@@ -456,7 +456,7 @@ func TestPostRenderRefusesAnnotationsThatAreNotStrings(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := (&PostRender{Patches: []types.Patch{{Patch: `[{"op":"add","path":"/data/b","value":"2"}]`, Target: selectorOf("ConfigMap", "")}}}).apply(res, nil)
-	if err == nil || !strings.Contains(err.Error(), "ConfigMap settings: the annotation prometheus.io/port is a number, not a string: quote the value") {
+	if err == nil || !strings.Contains(err.Error(), "render, before spec.patches: ConfigMap settings: the annotation prometheus.io/port is a number, not a string: quote the value") {
 		t.Fatalf("error = %v; annotations after = %v, want the annotation refused", err, res.Objects[0].Object["metadata"])
 	}
 }
