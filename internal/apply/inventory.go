@@ -798,14 +798,14 @@ func (a *Applier) deleteUnlessSpared(ctx context.Context, r capstanv1.ObjectRef,
 			// the plan was approved is honoured too.
 			return nil, false, errUnconfirmed
 		}
-		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) &&
-			(propagation != metav1.DeletePropagationForeground || slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents)) {
+		if !m.DeletionTimestamp.IsZero() && !slices.Contains(m.GetFinalizers(), metav1.FinalizerOrphanDependents) {
 			// NOTE: a deletion that orphans the object's dependents is
-			// sent the add-on's delete again, which deletes them too; so
-			// is one in the background (kubectl delete, an earlier
-			// prune) of a wave that a lower one waits for, which the
-			// delete turns to the foreground: the object then waits for
-			// its children, and the lower wave with it.
+			// sent the add-on's delete again, which deletes them too. One
+			// in the background is not turned to the foreground: the
+			// garbage collector takes foregroundDeletion off an object
+			// whose children are gone while its own finalizer holds it,
+			// and a delete sent again at every look of the wait would put
+			// it back, and count the object again.
 			return nil, false, nil
 		}
 		if releases(r, propagation) {

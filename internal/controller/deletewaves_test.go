@@ -298,7 +298,7 @@ func TestAWaveIsGoneWithWhatItOwns(t *testing.T) {
 	cm := func(name string) *unstructured.Unstructured { return live(t, "v1", "ConfigMap", ns, name) }
 	waitFor(t, a, 60*time.Second, "the uninstall's wait for wave 1 timed out", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Wave != nil && cur.Status.Wave.Deleting && strings.Contains(describeStatus(cur), "is not gone after") &&
-			strings.Contains(describeStatus(cur), "ConfigMap "+ns+"/parent is being deleted (finalizers: foregroundDeletion); the objects it owns go first")
+			strings.Contains(describeStatus(cur), "ConfigMap "+ns+"/parent is being deleted (the objects it owns go first)")
 	})
 	eventually(t, 30*time.Second, "the child being deleted", func() bool {
 		c := cm("child")

@@ -117,8 +117,8 @@ func TestAdoptionTakesOverHelmsFields(t *testing.T) {
 			})))
 			waitPhase(t, a, capstanv1.PhaseSynced)
 			for _, f := range live(t, "v1", "ConfigMap", ns, name).GetManagedFields() {
-				if f.Manager == "helm" && strings.Contains(string(f.FieldsV1.Raw), "f:greeting") {
-					t.Errorf("the release's manager still owns a field the chart renders: %s", f.FieldsV1.Raw)
+				if f.Manager == "helm" && strings.Contains(f.FieldsV1.GetRawString(), "f:greeting") {
+					t.Errorf("the release's manager still owns a field the chart renders: %s", f.FieldsV1.GetRawString())
 				}
 			}
 			// The chart's next version renders another key instead.

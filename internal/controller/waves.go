@@ -499,11 +499,15 @@ func (r *AddonReconciler) awaitGone(s *scope, uninstalling bool) func(ctx contex
 				uids[ref.Key()] = m.GetUID()
 				still = append(still, ref)
 				w := ref.Describe() + " is being deleted"
-				if f := m.GetFinalizers(); len(f) > 0 {
+				// NOTE: foregroundDeletion is Capstan's own delete of an
+				// awaited wave, not a finalizer anyone must finish: alone,
+				// it says the object waits for what it owns.
+				f := slices.DeleteFunc(slices.Clone(m.GetFinalizers()), func(f string) bool { return f == metav1.FinalizerDeleteDependents })
+				switch {
+				case len(f) > 0:
 					w += " (finalizers: " + strings.Join(f, ", ") + ")"
-				}
-				if slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents) {
-					w += "; the objects it owns go first"
+				case slices.Contains(m.GetFinalizers(), metav1.FinalizerDeleteDependents):
+					w += " (the objects it owns go first)"
 				}
 				why = append(why, w)
 			}
