@@ -1090,7 +1090,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 	}
 	folder := syncFolder(repo)
 	for _, a := range owned {
-		if snap.Claimed[a.Name] || a.DeletionTimestamp != nil {
+		if snap.Claimed[a.Name] || snap.Kept[a.Name] || a.DeletionTimestamp != nil {
 			continue
 		}
 		// NOTE: before prune decides: the file did not leave git, it moved

@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -195,5 +197,41 @@ func TestClaimantGoesByTheSiblingsLastSyncedCommit(t *testing.T) {
 		if c.unknown && !strings.Contains(c.until, `AddonRepository "team-b" syncs the newest commit read of it, which defines them`) {
 			t.Errorf("%s: claimant of x waits until %q; want it to name team-b and its sync", tc.name, c.until)
 		}
+	}
+}
+
+// TestClaimantIgnoresANameAnInvalidFileDeclares: team-b, of another
+// branch, holds an invalid foo.yaml that says name: grafana (copied from
+// team-a's file). team-b defines foo, by its file's name, and not grafana:
+// team-a's Addon grafana, whose file team-a deleted, is not handed to
+// team-b, nor kept from a person who wants it back in team-a.
+func TestClaimantIgnoresANameAnInvalidFileDeclares(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "addons"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "addons", "foo.yaml"), []byte("name: grafana\nhelm: {repo: https://charts.example.com, chart: grafana}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := gitops.ReadDir(root, "addons")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const u = "https://git.example.com/org/gitops.git"
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Namespace: "ns"},
+		Spec: capstanv1.AddonRepositorySpec{URL: u, Branch: "main"}}
+	other := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "team-b", Namespace: "ns"},
+		Spec:   capstanv1.AddonRepositorySpec{URL: "https://git.example.com/org/team-b.git", Branch: "prod"},
+		Status: capstanv1.AddonRepositoryStatus{LastSyncedCommit: "c"}}
+	sibs := &siblings{repo: repo, branch: "main", loaded: true,
+		byName: map[string]*capstanv1.AddonRepository{"team-b": other}, names: []string{"team-b"},
+		lastRead: func(*capstanv1.AddonRepository) (*gitops.Snapshot, *gitops.Snapshot) { return theirs, theirs }}
+	ctx := context.Background()
+	snap := &gitops.Snapshot{Claimed: map[string]bool{}}
+	if c, err := sibs.claimant(ctx, snap, "grafana"); err != nil || c.to != "" || c.unknown {
+		t.Fatalf("claimant of grafana: %+v (%v); want none, as team-b's foo.yaml defines foo alone", c, err)
+	}
+	if c, err := sibs.claimant(ctx, snap, "foo"); err != nil || c.to != "team-b" {
+		t.Fatalf("claimant of foo: %+v (%v); want team-b, whose file foo.yaml is", c, err)
 	}
 }

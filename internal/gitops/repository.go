@@ -214,9 +214,16 @@ type Snapshot struct {
 	Definitions []Parsed
 	// Invalid are the files that were skipped, with their problems.
 	Invalid []capstanv1.InvalidFile
-	// Claimed holds every add-on name a file claims, valid or not: the syncer
-	// never deletes those Addons.
+	// Claimed holds the add-on name of every definition file, valid or
+	// not: the syncer never deletes those Addons, and another repository
+	// reads it as the names this folder defines.
 	Claimed map[string]bool
+	// Kept holds the names that invalid files declare in their content
+	// (name: x in a file renamed from x.yaml) when no file of the folder
+	// bears them: the syncer does not delete this repository's own Addon
+	// of such a name. It is no claim: another repository's Addon of that
+	// name is never handed to this one for it.
+	Kept map[string]bool
 	// Subfolders names the folder's subfolders that hold definition files,
 	// which the syncer does not read, when the folder itself holds none:
 	// files moved one level down would otherwise vanish without a word.
@@ -298,7 +305,7 @@ const maxSubfoldersNamed = 5
 // indexed for ClaimsAt.
 func ReadSnapshot(objects storer.EncodedObjectStorer, commit *object.Commit, folder string, others ...string) (*Snapshot, error) {
 	folder = cleanFolderPath(folder)
-	s := &Snapshot{Commit: commit.Hash.String(), Claimed: map[string]bool{}}
+	s := &Snapshot{Commit: commit.Hash.String(), Claimed: map[string]bool{}, Kept: map[string]bool{}}
 	root, err := commit.Tree()
 	if err != nil {
 		return nil, fmt.Errorf("cannot read the tree of commit %s: %w", commit.Hash, err)
@@ -441,8 +448,8 @@ type folderEntry struct {
 // collect parses the definition files of a folder into a snapshot, the same
 // way for the syncer and for `capstan validate`.
 //
-// An invalid file claims the add-on of its file's name, and the one its
-// content names too, when no file of the folder bears that name.
+// An invalid file claims the add-on of its file's name, and keeps (Kept)
+// the one its content names, when no file of the folder bears that name.
 // NOTE: a file renamed in git (git mv grafana.yaml 10-grafana.yaml, to
 // order the files) still says name: grafana, and is invalid for it; were
 // grafana unclaimed, the syncer would delete its Addon (and, under the
@@ -477,10 +484,12 @@ func collect(s *Snapshot, folder string, entries []folderEntry, tree Tree) {
 		if len(byName[named]) > 0 {
 			continue // A file of that name defines it.
 		}
-		s.Claimed[named] = true
+		// NOTE: kept, not claimed: a name in a file's content is no
+		// definition another repository could hand its Addon over for.
+		s.Kept[named] = true
 		f := invalid[file]
 		// NOTE: first, as the status keeps a file's first problems.
-		f.Message = fmt.Sprintf("%s: the Addon %q that this file names is kept as it is until the file is fixed "+
+		f.Message = fmt.Sprintf("%s: an Addon %q of this repository, if any, is kept as it is until the file is fixed "+
 			"(a file's name is its add-on's name: to rename an add-on, see the gitops docs)\n%s", file, named, f.Message)
 		invalid[file] = f
 	}

@@ -202,9 +202,9 @@ func TestReadDirReportsAFolderNamedAsADefinition(t *testing.T) {
 }
 
 // TestReadDirClaimsTheNameARenamedFileDeclares: a file renamed in git
-// (10-grafana.yaml, still name: grafana) is invalid, and claims both
-// names, so that the syncer keeps the Addon grafana; its message says
-// so. A name that a file of its own defines, or that could name no
+// (10-grafana.yaml, still name: grafana) is invalid, claims its file's
+// name and keeps the name it declares, so that the syncer keeps the
+// repository's Addon grafana; its message says so. A name that a file of its own defines, or that could name no
 // Addon, is not claimed for the invalid file.
 func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
 	root := t.TempDir()
@@ -227,13 +227,23 @@ func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"10-grafana", "grafana", "old-y", "y", "bad-name", "alias", "aliased"} {
+	for _, name := range []string{"10-grafana", "old-y", "y", "bad-name", "alias"} {
 		if !s.Claimed[name] {
 			t.Errorf("%s is not claimed, so its Addon could be deleted: %v", name, s.Claimed)
 		}
 	}
-	if s.Claimed["Not_A_Name"] || len(s.Claimed) != 7 {
-		t.Errorf("claimed %v; want the names above alone", s.Claimed)
+	if len(s.Claimed) != 5 {
+		t.Errorf("claimed %v; want the file names above alone", s.Claimed)
+	}
+	// NOTE: kept, not claimed: another repository reads Claimed as the
+	// names this folder defines.
+	for _, name := range []string{"grafana", "aliased"} {
+		if !s.Kept[name] {
+			t.Errorf("%s is not kept, so its Addon could be deleted: %v", name, s.Kept)
+		}
+	}
+	if s.Kept["Not_A_Name"] || len(s.Kept) != 2 {
+		t.Errorf("kept %v; want the declared names above alone", s.Kept)
 	}
 	if len(s.Definitions) != 1 || s.Definitions[0].File != "addons/y.yaml" {
 		t.Fatalf("definitions %+v; want y alone", s.Definitions)
@@ -242,7 +252,7 @@ func TestReadDirClaimsTheNameARenamedFileDeclares(t *testing.T) {
 	for _, f := range s.Invalid {
 		messages[f.Path] = f.Message
 	}
-	want := `addons/10-grafana.yaml: the Addon "grafana" that this file names is kept as it is until the file is fixed`
+	want := `addons/10-grafana.yaml: an Addon "grafana" of this repository, if any, is kept as it is until the file is fixed`
 	if m := messages["addons/10-grafana.yaml"]; !strings.HasPrefix(m, want) || !strings.Contains(m, `"grafana" differs from the file's name "10-grafana"`) {
 		t.Errorf("10-grafana.yaml: %q; want it to start with %q and say what is wrong", m, want)
 	}

@@ -1605,7 +1605,7 @@ func TestSyncerKeepsTheAddonOfARenamedFile(t *testing.T) {
 	repo := waitSynced(t, ns, "gitops", c2)
 	kept()
 	if len(repo.Status.InvalidFiles) != 1 || repo.Status.InvalidFiles[0].Path != "addons/10-a.yaml" ||
-		!strings.Contains(repo.Status.InvalidFiles[0].Message, `the Addon "a" that this file names is kept`) {
+		!strings.Contains(repo.Status.InvalidFiles[0].Message, `an Addon "a" of this repository, if any, is kept`) {
 		t.Fatalf("invalid files %+v; want addons/10-a.yaml, with a word that a is kept", repo.Status.InvalidFiles)
 	}
 

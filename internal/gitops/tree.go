@@ -143,7 +143,7 @@ func (d DirTree) Links(dir string) (map[string]string, error) {
 // folders are checked against; folder is relative to it.
 func ReadDir(root, folder string) (*Snapshot, error) {
 	folder = path.Clean(filepath.ToSlash(folder))
-	s := &Snapshot{Claimed: map[string]bool{}}
+	s := &Snapshot{Claimed: map[string]bool{}, Kept: map[string]bool{}}
 	dir := filepath.Join(root, filepath.FromSlash(folder))
 	list, err := os.ReadDir(dir)
 	if err != nil {
