@@ -589,19 +589,18 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 	repo.Status.Addons = int32(applied)
 	repo.Status.RetainedAddons = int32(out.retained)
 	if err != nil {
-		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error()+prunedNote(out.pruned))
+		r.setCondition(repo, metav1.ConditionFalse, ReasonApplyFailed, err.Error()+prunedNote(out.pruned)+nestedNote(out.nested))
 		return ctrl.Result{}, nil, err
 	}
 	repo.Status.LastSyncedCommit = snap.Commit
 	now := metav1.NewTime(r.now())
 	repo.Status.LastSyncTime = &now
-	more := prunedNote(out.pruned)
+	more := prunedNote(out.pruned) + nestedNote(out.nested)
 	if out.retained > 0 {
 		more += fmt.Sprintf("; %d Addons whose files left git are kept as they are, as spec.prune is false (they keep the %s label: remove it to take one over)",
 			out.retained, gitops.ManagedByGitLabel)
 	}
 	more += undecidedNote(out.undecided)
-	more += nestedNote(out.nested)
 	more += straysNote(repo, folder, out.strays)
 	more += subfoldersNote(snap)
 	if len(invalid) > 0 {
@@ -733,9 +732,6 @@ func emptyRefusedMessage(repo *capstanv1.AddonRepository, snap *gitops.Snapshot,
 		gitops.ShortCommit(snap.Commit), folder, n, repo.Namespace, gitops.ManagedByGitLabel, repo.Name, subfoldersNote(snap))
 }
 
-// subfoldersNote warns, for the Ready condition, of definition files in
-// subfolders of a folder that holds none: the syncer reads the folder
-// alone.
 // maxPrunedNamed bounds the deleted Addons the Ready condition names.
 const maxPrunedNamed = 5
 
@@ -786,24 +782,29 @@ func undecidedNote(kept []undecided) string {
 		len(kept), strings.Join(parts, "; "), more)
 }
 
-// nestedNote says, for the Ready condition, which Addons are kept because
-// their files moved into a subfolder of the folder, which is not read: the
-// first five, with their files, and how many more.
-func nestedNote(kept []undecided) string {
-	if len(kept) == 0 {
+// nestedNote says, for the Ready condition, which of the Addons deleted
+// had a file of their name in a subfolder of the folder, which is not
+// read: the first five, with their files, and how many more. A file moved
+// down by mistake (a folder reorganised a team at a time) is then found
+// from the status, not only from the log.
+func nestedNote(deleted []undecided) string {
+	if len(deleted) == 0 {
 		return ""
 	}
 	var named []string
-	for _, u := range kept[:min(len(kept), maxPrunedNamed)] {
+	for _, u := range deleted[:min(len(deleted), maxPrunedNamed)] {
 		named = append(named, fmt.Sprintf("%s (%s)", u.name, u.until))
 	}
-	if len(kept) > maxPrunedNamed {
-		named = append(named, fmt.Sprintf("and %d more", len(kept)-maxPrunedNamed))
+	if len(deleted) > maxPrunedNamed {
+		named = append(named, fmt.Sprintf("and %d more", len(deleted)-maxPrunedNamed))
 	}
-	return fmt.Sprintf("; %d Addons whose files moved into subfolders, which are not read, are kept as they are: %s: move the files up into the folder, "+
-		"or point spec.folder at their subfolder; remove the files to delete the Addons", len(kept), strings.Join(named, ", "))
+	return fmt.Sprintf("; of those, %d have a file of their name in a subfolder, which is not read: %s: to have such an add-on again, "+
+		"move its file back up into the folder, or point spec.folder (or another AddonRepository) at its subfolder", len(deleted), strings.Join(named, ", "))
 }
 
+// subfoldersNote warns, for the Ready condition, of definition files in
+// subfolders of a folder that holds none: the syncer reads the folder
+// alone.
 func subfoldersNote(snap *gitops.Snapshot) string {
 	if len(snap.Subfolders) == 0 {
 		return ""
@@ -1038,8 +1039,9 @@ type applyOutcome struct {
 	// undecided are the Addons whose files left the folder, kept as a
 	// sibling that may define them cannot be told of.
 	undecided []undecided
-	// nested are the Addons whose files moved into a subfolder, kept, each
-	// with that file (in until).
+	// nested are the Addons deleted (of pruned) while a subfolder, which
+	// is not read, holds a file of their name, each with that file (in
+	// until).
 	nested []undecided
 }
 
@@ -1117,13 +1119,6 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			out.strays = append(out.strays, a)
 			continue
 		}
-		if f := snap.NestedFile(a.Name); f != "" {
-			// NOTE: its file moved into a subfolder, which is not read
-			// (a folder reorganised a team at a time): kept and named,
-			// not deleted without a word.
-			out.nested = append(out.nested, undecided{name: a.Name, until: f})
-			continue
-		}
 		if !prune {
 			// NOTE: left as it is, label too, as Flux's prune: false
 			// leaves its objects: a file that comes back takes it up
@@ -1138,6 +1133,14 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 			errs = append(errs, fmt.Errorf("cannot delete Addon %s/%s, whose file was deleted: %w", a.Namespace, a.Name, err))
 		case deleted:
 			out.pruned = append(out.pruned, a.Name)
+			if f := snap.NestedFile(a.Name); f != "" {
+				// NOTE: deleted all the same, and named with that file:
+				// a file moved into addons/disabled/ turns its add-on
+				// off, and one that only shares the name (a chart's
+				// values, another repository's folder) must not keep
+				// an Addon whose file was deleted for good.
+				out.nested = append(out.nested, undecided{name: a.Name, until: f})
+			}
 			log.FromContext(ctx).Info("Deleted an Addon whose file left git", "addon", a.Name, "commit", snap.Commit,
 				"file", a.Annotations[gitops.GitFileAnnotation], "deletionPolicy", a.Spec.DeletionPolicy,
 				"uninstall", a.Annotations[capstanv1.UninstallAnnotation] == "true")

@@ -257,9 +257,10 @@ func (s *Snapshot) ClaimsAt(folder, name string) (claims, known bool) {
 
 // NestedFile returns a definition file of the add-on name in a subfolder
 // of the snapshot's folder, which the syncer does not read, or "" when the
-// commit holds none (or the snapshot was read from disk). The syncer keeps
-// such an Addon instead of deleting it: files moved one level down, a team
-// at a time, would otherwise each delete their Addon without a word.
+// commit holds none (or the snapshot was read from disk). The syncer
+// deletes such an Addon as any whose file left the folder, and names it
+// with that file: a file moved into addons/disabled/ turns its add-on
+// off, and one moved down by mistake is found from the status.
 func (s *Snapshot) NestedFile(name string) string { return s.nested[name] }
 
 // maxNestedFiles bounds Snapshot.nested, which every cached snapshot holds.
@@ -268,7 +269,7 @@ const maxNestedFiles = 10000
 // nestedDefinitions names, by add-on name, the definition files in the
 // subfolders of dir, at any depth, up to maxNestedFiles. A walk of the
 // trees alone reads no file's content; a subtree that cannot be read ends
-// it, as the names are a hint to keep an Addon, not a rule to delete one.
+// it, as the names only say more of an Addon deleted.
 func nestedDefinitions(dir *object.Tree, folder string) map[string]string {
 	nested := map[string]string{}
 	walk := object.NewTreeWalker(dir, true, nil)

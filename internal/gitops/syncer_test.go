@@ -1618,38 +1618,36 @@ func TestSyncerKeepsTheAddonOfARenamedFile(t *testing.T) {
 	}
 }
 
-// TestSyncerKeepsAnAddonWhoseFileMovedIntoASubfolder: a folder reorganised
-// a team at a time (addons/b.yaml to addons/team/b.yaml) keeps the Addon b,
-// whose file is still in git though in a subfolder the syncer does not
-// read, and Ready names it with its file; once the file is gone from the
-// subfolder too, b is deleted.
-func TestSyncerKeepsAnAddonWhoseFileMovedIntoASubfolder(t *testing.T) {
+// TestSyncerDeletesAnAddonWhoseFileMovedIntoASubfolder: subfolders are
+// not read, so a file moved into addons/disabled/ turns its add-on off:
+// the Addon is deleted as any whose file left the folder, and Ready
+// names it with that file, so that a file moved down by mistake is found.
+// A file of another name in a subfolder (a chart's values) changes
+// nothing.
+func TestSyncerDeletesAnAddonWhoseFileMovedIntoASubfolder(t *testing.T) {
 	needCluster(t)
 	ns := newNamespace(t, "gitops-nested")
 	srv := gitserver.Start(t)
 	url := srv.Create(t, "gitops")
 	w := gitserver.Clone(t, url)
 	def := func(name string) string { return "name: " + name + "\nhelm: {repo: https://x, chart: " + name + "}\n" }
-	c1 := w.Write("addons/a.yaml", def("a")).Write("addons/b.yaml", def("b")).CommitAndPush("a and b")
+	c1 := w.Write("addons/a.yaml", def("a")).Write("addons/b.yaml", def("b")).Write("addons/a/values.yaml", "replicas: 2\n").CommitAndPush("a and b")
 	createRepo(t, ns, "gitops", url)
 	waitSynced(t, ns, "gitops", c1)
-	uid := mustAddon(t, ns, "b").UID
+	uid := mustAddon(t, ns, "a").UID
 
-	c2 := w.Remove("addons/b.yaml").Write("addons/team/b.yaml", def("b")).CommitAndPush("b goes to its team's subfolder")
+	c2 := w.Remove("addons/b.yaml").Write("addons/disabled/b.yaml", def("b")).CommitAndPush("turn b off")
 	trigger(t, ns, "gitops")
 	repo := waitSynced(t, ns, "gitops", c2)
-	if b, err := getAddon(t, ns, "b"); err != nil || b.UID != uid || b.DeletionTimestamp != nil {
-		t.Fatalf("b, whose file moved into a subfolder, was not kept: %v %+v", err, b.ObjectMeta)
+	if b, err := getAddon(t, ns, "b"); !apierrors.IsNotFound(err) && (err != nil || b.DeletionTimestamp == nil) {
+		t.Fatalf("b, whose file moved into addons/disabled/, is kept: %v", err)
 	}
 	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil ||
-		!strings.Contains(c.Message, "1 Addons whose files moved into subfolders, which are not read, are kept as they are: b (addons/team/b.yaml)") {
-		t.Fatalf("Ready: %+v; want it to name b and its file", c)
+		!strings.Contains(c.Message, "deleted 1 Addons whose files left git") ||
+		!strings.Contains(c.Message, "of those, 1 have a file of their name in a subfolder, which is not read: b (addons/disabled/b.yaml)") {
+		t.Fatalf("Ready: %+v; want it to name b, deleted, and its file", c)
 	}
-
-	c3 := w.Remove("addons/team/b.yaml").CommitAndPush("no b after all")
-	trigger(t, ns, "gitops")
-	waitSynced(t, ns, "gitops", c3)
-	if b, err := getAddon(t, ns, "b"); !apierrors.IsNotFound(err) && (err != nil || b.DeletionTimestamp == nil) {
-		t.Fatalf("b, whose file left git, is kept: %v", err)
+	if a, err := getAddon(t, ns, "a"); err != nil || a.UID != uid || a.DeletionTimestamp != nil {
+		t.Fatalf("a, whose file is in the folder, was not kept: %v %+v", err, a.ObjectMeta)
 	}
 }
