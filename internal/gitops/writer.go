@@ -69,6 +69,13 @@ func commitTurn(ctx context.Context) (release func(), err error) {
 // definition is the last in its folder. Nothing is committed.
 var ErrLastDefinition = errors.New("it is the last add-on definition in the repository's folder, and the syncer refuses a commit that would delete every Addon: set spec.allowEmpty on the AddonRepository first, or remove the AddonRepository; nothing was committed")
 
+// ErrKeptByAnotherFile is returned by Remove when another file of the
+// folder is an invalid definition whose content names the add-on (a
+// file renamed from it that still says name: <add-on>): the syncer keeps
+// that Addon while the file is there, so the removal would not delete
+// it. Nothing is committed.
+var ErrKeptByAnotherFile = errors.New("names the add-on too, and the syncer keeps its Addon as it is while that invalid file is there: fix or remove that file first; nothing was committed")
+
 // RefusesEmpty reports whether the syncer of an AddonRepository with spec
 // refuses a commit whose folder holds no definition: it prunes (the
 // default) and does not set allowEmpty. A writer to such a repository sets
@@ -432,6 +439,10 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 				}
 			} else if _, err := wt.Remove(file); err != nil {
 				return true, "", err
+			} else if other, err := declaredElsewhere(wt, path.Dir(file), name); err != nil {
+				return true, "", err
+			} else if other != "" {
+				return true, "", fmt.Errorf("removing %s: %s %w", file, other, ErrKeptByAnotherFile)
 			} else if last, err := w.tookLast(wt, path.Dir(file)); err != nil {
 				return true, "", err
 			} else if last {
@@ -535,6 +546,33 @@ func (w *Writer) tookLast(wt *git.Worktree, folder string) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// declaredElsewhere returns a definition file of folder, once a removal
+// took name's own, whose content says name: name, or "" when none does:
+// the syncer reads such a file as invalid and keeps the Addon name for it
+// (Snapshot.Kept), so a removal would leave the Addon, and one marked for
+// uninstall would stay marked. Symbolic links and files too large to read
+// declare nothing, as the syncer reads them.
+func declaredElsewhere(wt *git.Worktree, folder, name string) (string, error) {
+	entries, err := wt.Filesystem.ReadDir(folder)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", err
+	}
+	for _, e := range entries {
+		if !e.Mode().IsRegular() || !IsDefinitionFile(e.Name()) || e.Size() > MaxFileSize {
+			continue
+		}
+		file := path.Join(folder, e.Name())
+		content, _, err := readFile(wt.Filesystem, file)
+		if err != nil {
+			return "", err
+		}
+		if named, err := definitionName(content); err == nil && named == name {
+			return file, nil
+		}
+	}
+	return "", nil
 }
 
 // keepFile is what keepFolder leaves in a definitions folder whose last

@@ -361,3 +361,32 @@ func TestWriterTakesTurns(t *testing.T) {
 		t.Fatalf("a commit once the turns are free: %v", err)
 	}
 }
+
+// TestWriterRefusesARemovalAnotherFileKeeps: addons/10-grafana.yaml, a
+// file renamed from grafana.yaml that still says name: grafana, is
+// invalid, and the syncer keeps the Addon grafana for it. A removal of
+// grafana.yaml would then leave the Addon (and one marked for uninstall
+// would stay marked): it is refused, names that file, and commits
+// nothing. A file that names another add-on does not stop it.
+func TestWriterRefusesARemovalAnotherFileKeeps(t *testing.T) {
+	ctx := context.Background()
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	w := gitserver.Clone(t, url)
+	w.Write("addons/grafana.yaml", string(def("grafana", ""))).Write("addons/10-grafana.yaml", string(def("grafana", ""))).
+		Write("addons/loki.yaml", string(def("loki", ""))).Write("addons/20-loki.yaml", string(def("loki-old", ""))).CommitAndPush("start")
+	head := strings.TrimSpace(w.Git("rev-parse", "HEAD"))
+	writer := &Writer{URL: url}
+
+	_, err := writer.Remove(ctx, "grafana")
+	if !errors.Is(err, ErrKeptByAnotherFile) || !strings.Contains(err.Error(), "removing addons/grafana.yaml: addons/10-grafana.yaml names the add-on too") {
+		t.Fatalf("removal of grafana beside 10-grafana.yaml: %v; want it refused, naming that file", err)
+	}
+	w.Pull()
+	if now := strings.TrimSpace(w.Git("rev-parse", "HEAD")); now != head {
+		t.Fatalf("the branch moved to %s; want nothing committed", now)
+	}
+	if _, err := writer.Remove(ctx, "loki"); err != nil {
+		t.Fatalf("removal of loki, whose other file names loki-old: %v", err)
+	}
+}

@@ -85,7 +85,7 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
 	case errors.As(err, new(*gitops.ConflictError)), errors.As(err, new(*gitops.ValuesConflictError)):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
-	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, gitops.ErrLastDefinition), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
+	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, gitops.ErrLastDefinition), errors.Is(err, gitops.ErrKeptByAnotherFile), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrBusy), errors.Is(err, source.ErrGitMemoryBusy):
 		return apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error(), retryAfter: commitRetryAfter}
