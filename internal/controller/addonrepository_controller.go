@@ -138,6 +138,10 @@ type AddonRepositoryReconciler struct {
 	// it spaces their retries (readBackoff). In memory only: a restart
 	// reads every repository once at its interval again.
 	failures map[types.NamespacedName]int
+	// failingSince holds, per repository, when the first of the reads in
+	// a row that failed began: a passing failure that lasts past
+	// transientStallAfter is Stalled.
+	failingSince map[types.NamespacedName]time.Time
 	// unkept holds, per Addon UID, a spec the syncer wrote and the API
 	// server did not keep (unkeptSpec), so that it is not written again
 	// at every interval. In memory only.
@@ -183,6 +187,7 @@ func (r *AddonRepositoryReconciler) forgetRepository(ctx context.Context, key ty
 	delete(r.cache, key)
 	delete(r.synced, key)
 	delete(r.failures, key)
+	delete(r.failingSince, key)
 	delete(r.notified, key)
 	r.mu.Unlock()
 	if !warned {
@@ -373,6 +378,11 @@ func syncInterval(repo *capstanv1.AddonRepository) time.Duration {
 	return DefaultInterval
 }
 
+// transientStallAfter is how long reads may fail in a row, each failure
+// one that passes by itself (gitops.Transient), before the repository is
+// Stalled all the same.
+const transientStallAfter = 10 * time.Minute
+
 // readBackoff is how long to wait before reading a repository again after
 // its failures-th failed read in a row, which held a worker for took: the
 // interval, doubled at each failure up to maxReadBackoff (or the interval
@@ -395,20 +405,39 @@ func readBackoff(interval time.Duration, failures int, took time.Duration) time.
 // transient says the failure passes by itself (gitops.Transient): the
 // repository is then not Stalled, as the backoff retries it without
 // anyone, and health tooling that reads Stalled as failed must not alarm
-// on a timeout or a 502.
+// on a timeout or a 502. Until transientStallAfter: a failure that lasts
+// (a typo'd port, egress a firewall drops, a proxy that answers 503 for
+// good) needs a person, and kstatus reads a repository that is neither
+// Ready nor Stalled as still in progress, so `kubectl wait` and health
+// checks would wait for it for ever.
 func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message string, start time.Time, transient bool) ctrl.Result {
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	if r.failures == nil {
 		r.failures = map[types.NamespacedName]int{}
 	}
+	if r.failingSince == nil {
+		r.failingSince = map[types.NamespacedName]time.Time{}
+	}
 	r.failures[key]++
 	n := r.failures[key]
+	since, ok := r.failingSince[key]
+	if !ok {
+		since = start
+		r.failingSince[key] = start
+	}
 	r.mu.Unlock()
 	interval := syncInterval(repo)
-	wait := readBackoff(interval, n, r.now().Sub(start))
+	now := r.now()
+	wait := readBackoff(interval, n, now.Sub(start))
 	if wait > interval {
 		message += fmt.Sprintf("; read again in %s, as %d reads in a row failed (a push webhook or a change of the AddonRepository reads it at once)", wait, n)
+	}
+	if lasted := now.Sub(since); transient && lasted >= transientStallAfter {
+		transient = false
+		message += fmt.Sprintf("; Stalled, as reads have failed for %s, longer than the %s a passing failure is waited for: check spec.url (its host and port), "+
+			"the network path to the server (a proxy, a firewall, a NetworkPolicy) and the server; reads go on, and the first that works ends this",
+			lasted.Round(time.Second), transientStallAfter)
 	}
 	if transient {
 		conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{Reason: reason, Message: message})
@@ -439,6 +468,7 @@ func (r *AddonRepositoryReconciler) gitBusy(repo *capstanv1.AddonRepository, err
 func (r *AddonRepositoryReconciler) readSucceeded(repo *capstanv1.AddonRepository) {
 	r.mu.Lock()
 	delete(r.failures, client.ObjectKeyFromObject(repo))
+	delete(r.failingSince, client.ObjectKeyFromObject(repo))
 	r.mu.Unlock()
 }
 
@@ -492,6 +522,11 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		// credentials a person must fix are.
 		err = timedOut(fetchCtx, err, timeout)
 		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, true), nil, nil
+	case err != nil && authTransient(err):
+		// NOTE: the API server or a GitHub App's token endpoint did not
+		// answer as it should, which passes by itself: backed off as a
+		// failed read, not Stalled at once.
+		return r.readFailed(repo, ReasonAuthFailed, err.Error()+"; nothing was changed", start, true), nil, nil
 	case err != nil:
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
 		return ctrl.Result{}, nil, nil
@@ -996,6 +1031,18 @@ func (r *AddonRepositoryReconciler) setCondition(repo *capstanv1.AddonRepository
 		Stalled: reason == ReasonAuthFailed || reason == ReasonUnreadable || reason == ReasonEmptyRefused,
 		Reason:  reason, Message: message,
 	})
+}
+
+// authTransient reports whether err, of the credentials step, passes by
+// itself: the API server that holds the Secret did not answer as it
+// should (a timeout, too many requests, a 500 or 503), or the network or
+// server did (gitops.Transient, a GitHub App's token request refused, say).
+// A Secret that is not there or may not be read, and credentials that
+// are wrong, are a person's to fix.
+func authTransient(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
+		gitops.Transient(err)
 }
 
 func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {

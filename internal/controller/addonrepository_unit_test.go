@@ -3,11 +3,15 @@ package controller
 import (
 	"errors"
 	"fmt"
+	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -189,6 +193,78 @@ func TestPrunedNote(t *testing.T) {
 	} {
 		if got := prunedNote(tc.pruned); got != tc.want {
 			t.Errorf("prunedNote(%v) = %q, want %q", tc.pruned, got, tc.want)
+		}
+	}
+}
+
+// TestReadFailedStallsAPassingFailureThatLasts: a read refused at its
+// port (connection refused reads as passing) is not Stalled at first, as
+// backoff retries it; once reads have failed for transientStallAfter, it
+// is, with the reason kept and a word of what to check, so that health
+// checks fail instead of waiting for ever. A read that works starts the
+// count again. A failure a person must fix is Stalled at once.
+func TestReadFailedStallsAPassingFailureThatLasts(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := t0
+	r := &AddonRepositoryReconciler{Now: func() time.Time { return clock }}
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "gitops", Namespace: "ns"}}
+	stalled := func() bool {
+		t.Helper()
+		return meta.IsStatusConditionTrue(repo.Status.Conditions, capstanv1.ConditionStalled)
+	}
+	const refused = "cannot read https://127.0.0.1:1/gitops.git: dial tcp 127.0.0.1:1: connect: connection refused"
+	fail := func(after time.Duration) {
+		clock = t0.Add(after)
+		r.readFailed(repo, ReasonUnreadable, refused, clock, true)
+	}
+	fail(0)
+	fail(5 * time.Minute)
+	if stalled() {
+		t.Fatalf("Stalled after 5 minutes of passing failures: %+v", repo.Status.Conditions)
+	}
+	fail(15 * time.Minute)
+	c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	if !stalled() || c == nil || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, "Stalled, as reads have failed for 15m0s, longer than the 10m0s a passing failure is waited for") {
+		t.Fatalf("after 15 minutes of failed reads: stalled %v, Ready %+v; want Stalled, and the reason and why kept", stalled(), c)
+	}
+
+	r.readSucceeded(repo)
+	repo.Status.Conditions = nil
+	fail(20 * time.Minute)
+	if stalled() {
+		t.Fatalf("Stalled at the first failure after a read that worked: %+v", repo.Status.Conditions)
+	}
+	r.readFailed(repo, ReasonUnreadable, "authentication required", clock, false)
+	if !stalled() {
+		t.Fatalf("a failure a person must fix is not Stalled: %+v", repo.Status.Conditions)
+	}
+}
+
+// TestAuthTransient: of the credentials step, a Secret that is not there
+// or may not be read is a person's to fix; an API server that did not
+// answer as it should, and a token request the network refused, pass.
+func TestAuthTransient(t *testing.T) {
+	gr := schema.GroupResource{Resource: "secrets"}
+	secret := func(err error) error {
+		return fmt.Errorf("cannot read the credentials Secret ns/creds named by spec.secretRef: %w", err)
+	}
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"not found", secret(apierrors.NewNotFound(gr, "creds")), false},
+		{"forbidden", secret(apierrors.NewForbidden(gr, "creds", errors.New("no"))), false},
+		{"a bad key", errors.New("key githubAppPrivateKey of the credentials Secret is not a usable GitHub App private key"), false},
+		{"the API server timed out", secret(apierrors.NewServerTimeout(gr, "get", 1)), true},
+		{"the API server unavailable", secret(apierrors.NewServiceUnavailable("etcd")), true},
+		{"too many requests", secret(apierrors.NewTooManyRequests("slow down", 1)), true},
+		{"a token request refused", fmt.Errorf("cannot get a GitHub App installation token from https://127.0.0.1:1: %w; check githubAppID", refused), true},
+	}
+	for _, tc := range cases {
+		if got := authTransient(tc.err); got != tc.want {
+			t.Errorf("%s: authTransient = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -412,7 +412,7 @@ func (f *Fetcher) githubAppToken(ctx context.Context, creds *Credentials) (strin
 	defer cancel()
 	token, err := itr.Token(tctx)
 	if err != nil {
-		return "", fmt.Errorf("cannot get a GitHub App installation token from %s: %v; check githubAppID, githubAppInstallationID and githubAppPrivateKey",
+		return "", fmt.Errorf("cannot get a GitHub App installation token from %s: %w; check githubAppID, githubAppInstallationID and githubAppPrivateKey",
 			itr.BaseURL, unwrapURLError(err))
 	}
 	return token, nil
