@@ -770,6 +770,26 @@ func emptyRefusedMessage(repo *capstanv1.AddonRepository, snap *gitops.Snapshot,
 // maxPrunedNamed bounds the deleted Addons the Ready condition names.
 const maxPrunedNamed = 5
 
+// prunedPolicy says what deleting a, an Addon whose file left git, does
+// to its software, for the Ready condition and the log: Delete
+// (uninstalled) or Orphan (left running), as Addon.DeletionPolicyFor
+// decides. The profile the Addon's controller places it in is that
+// controller's to know: when it decides, and the Addon does not say, the
+// note says the profile's default decides.
+func prunedPolicy(a *capstanv1.Addon) string {
+	switch {
+	case a.Annotations[capstanv1.UninstallAnnotation] == "true":
+		return string(capstanv1.DeletionDelete) + ", marked for uninstall"
+	case a.Spec.DeletionPolicy != "":
+		return string(a.Spec.DeletionPolicy)
+	case a.Status.Profile == capstanv1.ProfileCluster:
+		// NOTE: installed under the cluster profile, its deletion
+		// follows that profile's default wherever it is placed now.
+		return string(a.DeletionPolicyFor(capstanv1.ProfileCluster))
+	}
+	return "its profile's default deletion policy"
+}
+
 // prunedNote says, for the Ready condition of the sync that deleted them,
 // which Addons it deleted as their files left git: the one place, with
 // the log, that tells a person whose Addon vanished which repository and
@@ -783,7 +803,7 @@ func prunedNote(pruned []string) string {
 	if len(pruned) > maxPrunedNamed {
 		more = fmt.Sprintf(" and %d more", len(pruned)-maxPrunedNamed)
 	}
-	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy: %s%s", len(pruned), strings.Join(named, ", "), more)
+	return fmt.Sprintf("; deleted %d Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): %s%s", len(pruned), strings.Join(named, ", "), more)
 }
 
 // undecidedNote says, for the Ready condition, which Addons whose files
@@ -1179,7 +1199,8 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 		case err != nil:
 			errs = append(errs, fmt.Errorf("cannot delete Addon %s/%s, whose file was deleted: %w", a.Namespace, a.Name, err))
 		case deleted:
-			out.pruned = append(out.pruned, a.Name)
+			policy := prunedPolicy(&a)
+			out.pruned = append(out.pruned, fmt.Sprintf("%s (%s)", a.Name, policy))
 			if f := snap.NestedFile(a.Name); f != "" {
 				// NOTE: deleted all the same, and named with that file:
 				// a file moved into addons/disabled/ turns its add-on
@@ -1189,7 +1210,7 @@ func (r *AddonRepositoryReconciler) apply(ctx context.Context, repo *capstanv1.A
 				out.nested = append(out.nested, undecided{name: a.Name, until: f})
 			}
 			log.FromContext(ctx).Info("Deleted an Addon whose file left git", "addon", a.Name, "commit", snap.Commit,
-				"file", a.Annotations[gitops.GitFileAnnotation], "deletionPolicy", a.Spec.DeletionPolicy,
+				"file", a.Annotations[gitops.GitFileAnnotation], "deletionPolicy", policy,
 				"uninstall", a.Annotations[capstanv1.UninstallAnnotation] == "true")
 		}
 	}

@@ -188,8 +188,8 @@ func TestPrunedNote(t *testing.T) {
 		want   string
 	}{
 		{nil, ""},
-		{[]string{"grafana"}, "; deleted 1 Addons whose files left git, each with its deletion policy: grafana"},
-		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "; deleted 7 Addons whose files left git, each with its deletion policy: a, b, c, d, e and 2 more"},
+		{[]string{"grafana (Orphan)"}, "; deleted 1 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): grafana (Orphan)"},
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, "; deleted 7 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): a, b, c, d, e and 2 more"},
 	} {
 		if got := prunedNote(tc.pruned); got != tc.want {
 			t.Errorf("prunedNote(%v) = %q, want %q", tc.pruned, got, tc.want)
@@ -265,6 +265,36 @@ func TestAuthTransient(t *testing.T) {
 	for _, tc := range cases {
 		if got := authTransient(tc.err); got != tc.want {
 			t.Errorf("%s: authTransient = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestPrunedPolicy: the Ready note names what deleting each Addon did to
+// its software: the uninstall mark and spec.deletionPolicy say, and so
+// does the cluster profile an Addon was installed under (whose default
+// is Orphan wherever it is placed now); otherwise the profile the
+// Addon's controller places it in decides, which the note says.
+func TestPrunedPolicy(t *testing.T) {
+	addon := func(annotation string, policy capstanv1.DeletionPolicy, profile capstanv1.Profile) *capstanv1.Addon {
+		a := &capstanv1.Addon{Spec: capstanv1.AddonSpec{DeletionPolicy: policy}, Status: capstanv1.AddonStatus{Profile: profile}}
+		if annotation != "" {
+			a.Annotations = map[string]string{capstanv1.UninstallAnnotation: annotation}
+		}
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		a    *capstanv1.Addon
+		want string
+	}{
+		{"marked for uninstall", addon("true", capstanv1.DeletionOrphan, capstanv1.ProfileCluster), "Delete, marked for uninstall"},
+		{"spec says Delete", addon("", capstanv1.DeletionDelete, capstanv1.ProfileCluster), "Delete"},
+		{"spec says Orphan", addon("", capstanv1.DeletionOrphan, capstanv1.ProfileRestricted), "Orphan"},
+		{"installed under the cluster profile", addon("", "", capstanv1.ProfileCluster), "Orphan"},
+		{"the profile decides", addon("", "", capstanv1.ProfileRestricted), "its profile's default deletion policy"},
+	} {
+		if got := prunedPolicy(tc.a); got != tc.want {
+			t.Errorf("%s: prunedPolicy = %q, want %q", tc.name, got, tc.want)
 		}
 	}
 }

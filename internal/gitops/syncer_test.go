@@ -213,7 +213,7 @@ func TestSyncerLifecycle(t *testing.T) {
 	// commit.
 	if c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady); c == nil ||
 		!strings.Contains(c.Message, "Synced commit "+gitops.ShortCommit(c3)) ||
-		!strings.Contains(c.Message, "deleted 1 Addons whose files left git, each with its deletion policy: longhorn") {
+		!strings.Contains(c.Message, "deleted 1 Addons whose files left git, each with its deletion policy (Delete uninstalls, Orphan leaves the software running): longhorn (Delete, marked for uninstall)") {
 		t.Fatalf("Ready of the sync that deleted longhorn: %+v", c)
 	}
 	lh = mustAddon(t, ns, "longhorn") // The example.com/keep finalizer holds it.
