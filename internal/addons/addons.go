@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
@@ -1107,7 +1108,9 @@ func dropReplacedSecretInputs(ctx context.Context, c client.Client, read, change
 		}
 		uid, rv := secret.UID, secret.ResourceVersion
 		if err := c.Delete(ctx, secret, client.Preconditions{UID: &uid, ResourceVersion: &rv}); err != nil && !apierrors.IsNotFound(err) {
-			left = append(left, fmt.Sprintf("%s (%v)", name, err))
+			// NOTE: an admission policy's refusal of a Secret's delete may
+			// quote the old value.
+			left = append(left, fmt.Sprintf("%s (%s)", name, apply.SecretRefusal(err)))
 		}
 	}
 	if len(left) > 0 {

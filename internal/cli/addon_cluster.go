@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -141,7 +142,11 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	}
 	var set, held []string
 	for _, p := range paths {
-		if _, ok := valueAt(given, p); ok {
+		// NOTE: a path the flags' values do not lead to, though they set
+		// its first key, counts as set: a key holding a dot cannot be told
+		// from a path, and a secret is refused rather than written.
+		first, _, _ := strings.Cut(p, ".")
+		if _, ok := valueAt(given, p); ok || given[first] != nil {
 			set = append(set, p)
 		} else {
 			held = append(held, p)
@@ -165,16 +170,25 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	return nil
 }
 
-// valueAt returns the value at a dotted path (auth.password) of vals, and
-// whether vals holds one there.
+// valueAt returns the value at a dotted path (auth.password, or
+// users.0.password for an item of a list) of vals, and whether vals holds
+// one there.
 func valueAt(vals map[string]any, path string) (any, bool) {
 	var v any = vals
 	for seg := range strings.SplitSeq(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return nil, false
-		}
-		if v, ok = m[seg]; !ok {
+		switch c := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = c[seg]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(seg)
+			if err != nil || i < 0 || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
 			return nil, false
 		}
 	}

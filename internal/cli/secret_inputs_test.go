@@ -148,7 +148,8 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	archive, err := testcontroller.ChartArchive("blog", map[string]string{
 		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
 		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
-			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
+			`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
 	})
 	if err != nil {
@@ -172,9 +173,9 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	fetch := []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
 	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", server.URL + "/blog-1.0.0.tgz"}, fetch...)
 
-	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}} {
+	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}, {"--set", "users[0].password=hunter2"}} {
 		out, err := capstan(t, cluster, append(add, given...)...)
-		if err == nil || !strings.Contains(err.Error(), "--secret-input auth.password=@FILE") || strings.Contains(err.Error()+out, "hunter2") {
+		if err == nil || !strings.Contains(err.Error(), "password=@FILE") || strings.Contains(err.Error()+out, "hunter2") {
 			t.Errorf("add %v: %v; want it refused, naming --secret-input\n%s", given, err, out)
 		}
 		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
@@ -394,7 +395,8 @@ func TestEditWithAWriteOnlyValueHeldAlready(t *testing.T) {
 	archive, err := testcontroller.ChartArchive("blog", map[string]string{
 		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
 		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
-			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
+			`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
 		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
 	})
 	if err != nil {
