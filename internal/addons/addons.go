@@ -887,16 +887,24 @@ func WithRemovalMarks(ctx context.Context, c client.Client, a *capstanv1.Addon, 
 		p, _ := json.Marshal(map[string]any{"metadata": map[string]any{"uid": a.UID, "annotations": annotations}})
 		return client.RawPatch(types.MergePatchType, p)
 	}
-	if err := c.Patch(ctx, a, marks("true")); err != nil {
-		return fmt.Errorf("marking addon %s for removal: %w", key, err)
-	}
-	err := remove(ctx)
-	var unanswered *unansweredError
-	if err == nil || errors.As(err, &unanswered) {
-		// NOTE: an error with no answer (a lost connection) may follow a
-		// removal that was made: the controller may be reading the marks
-		// now, and taking them back would undo what the person asked for.
-		return err
+	var err error
+	if perr := c.Patch(ctx, a, marks("true")); perr != nil {
+		err = fmt.Errorf("marking addon %s for removal: %w", key, perr)
+		if status := apierrors.APIStatus(nil); errors.As(perr, &status) {
+			return err
+		}
+		// NOTE: with no answer (the request went away as the API server
+		// wrote the marks), the marks may be on: they are taken back, as
+		// after a failed removal, since nothing was removed.
+	} else {
+		err = remove(ctx)
+		var unanswered *unansweredError
+		if err == nil || errors.As(err, &unanswered) {
+			// NOTE: an error with no answer (a lost connection) may follow a
+			// removal that was made: the controller may be reading the marks
+			// now, and taking them back would undo what the person asked for.
+			return err
+		}
 	}
 	// NOTE: the marks are taken back even when the request that asked for
 	// the removal has gone away, and never from an Addon being deleted.
