@@ -441,16 +441,12 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// NOTE: the turn first, then the access review, so that plans past
 	// the bound cost the API server nothing.
 	u := userOf(r)
-	release, ok, met := s.plans.take(u.Name, key.Namespace)
+	release, ok, met := s.plans.take(u.Name)
 	switch {
 	case ok:
-	case met == fullUser:
+	case met == fullShare:
 		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
-			Message: fmt.Sprintf("%d plan(s) of %s are being computed, the most this server computes at once for one user; try again in %d seconds", s.plans.perShare, u.Name, planRetryAfter)})
-		return
-	case met == fullNamespace:
-		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,
-			Message: fmt.Sprintf("%d plan(s) in namespace %s are being computed, the most this server computes at once for one namespace; try again in %d seconds", s.plans.perShare, key.Namespace, planRetryAfter)})
+			Message: fmt.Sprintf("%d plan(s) of %s are being computed, the most this server computes at once for one user (or the ServiceAccounts of one namespace); try again in %d seconds", s.plans.perShare, shareOf(u.Name), planRetryAfter)})
 		return
 	default:
 		writeError(w, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: planRetryAfter,

@@ -31,15 +31,12 @@ const pageFetchRetryAfter = 5
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 	// NOTE: the turn first, then the access review, so that fetches past
 	// the bound cost the API server nothing.
-	release, ok, met := s.pageFetches.take(u.Name, key.Namespace)
+	release, ok, met := s.pageFetches.take(u.Name)
 	switch {
 	case ok:
-	case met == fullUser:
+	case met == fullShare:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
-			Message: fmt.Sprintf("%s is having %d chart(s) fetched for pages already, the most this server fetches at once for one user; try again in %d seconds", u.Name, s.pageFetches.perShare, pageFetchRetryAfter)}
-	case met == fullNamespace:
-		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
-			Message: fmt.Sprintf("%d chart(s) are being fetched for pages of namespace %s already, the most this server fetches at once for one namespace; try again in %d seconds", s.pageFetches.perShare, key.Namespace, pageFetchRetryAfter)}
+			Message: fmt.Sprintf("%d chart(s) are being fetched for pages for %s already, the most this server fetches at once for one user (or the ServiceAccounts of one namespace); try again in %d seconds", s.pageFetches.perShare, shareOf(u.Name), pageFetchRetryAfter)}
 	default:
 		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
 			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", s.pageFetches.total, pageFetchRetryAfter)}

@@ -353,22 +353,21 @@ func TestPageFetchesAreSharedOutAndShort(t *testing.T) {
 	waitIdle(t, slow, "after the pages' fetch timeout")
 }
 
-// TestPageFetchesAreSharedOutByNamespace holds one of the server's two
-// page fetches, and one of its two plans, as one ServiceAccount of a
-// namespace: another ServiceAccount of that namespace is refused both with
-// 429, naming the namespace's share, while a user of another namespace is
-// served.
-func TestPageFetchesAreSharedOutByNamespace(t *testing.T) {
-	nsA, nsB := namespace(t), namespace(t)
-	one := user(t, nsA, "one", addonRule("get", "list", "create", "patch"))
-	two := user(t, nsA, "two", addonRule("get", "list", "create", "patch"))
-	other := user(t, nsB, "other", addonRule("get", "list", "create", "patch"))
-	for _, ns := range []string{nsA, nsB} {
-		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine"},
-			Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}}}
-		if err := admin.Create(context.Background(), a); err != nil {
-			t.Fatal(err)
-		}
+// TestPageFetchesAreSharedOutByUser holds one of the server's two page
+// fetches, and one of its two plans, as one ServiceAccount of a team's
+// namespace, working on an Addon of another: another ServiceAccount of the
+// team's namespace is refused both with 429, naming its namespace's
+// share, while a ServiceAccount of another namespace is served for the
+// same Addon's namespace.
+func TestPageFetchesAreSharedOutByUser(t *testing.T) {
+	nsAddons, nsTeam, nsOps := namespace(t), namespace(t), namespace(t)
+	one := userIn(t, nsTeam, "one", nsAddons, addonRule("get", "list", "create", "patch"))
+	two := userIn(t, nsTeam, "two", nsAddons, addonRule("get", "list", "create", "patch"))
+	other := userIn(t, nsOps, "other", nsAddons, addonRule("get", "list", "create", "patch"))
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: nsAddons, Name: "mine"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
 	}
 	slow := newSlowCharts(t)
 	srv := newServer()
@@ -395,29 +394,30 @@ func TestPageFetchesAreSharedOutByNamespace(t *testing.T) {
 
 	held := make(chan int, 2)
 	go func() {
-		code, _, _ := pageGet(t, base, one, formOf(nsA, slow.URL+"/slow-1.0.0.tgz?form="+nsA))
+		code, _, _ := pageGet(t, base, one, formOf(nsAddons, slow.URL+"/slow-1.0.0.tgz?form="+nsAddons))
 		held <- code
 	}()
 	<-slow.asked
 	go func() {
-		code, _ := planOf(one, nsA, slow.URL+"/slow-1.0.0.tgz?plan="+nsA)
+		code, _ := planOf(one, nsAddons, slow.URL+"/slow-1.0.0.tgz?plan="+nsAddons)
 		held <- code
 	}()
 	<-slow.asked
 
-	code, _, text := pageGet(t, base, two, formOf(nsA, chartServer.URL+"/form-1.0.0.tgz?two="+nsA))
-	if code != http.StatusTooManyRequests || !strings.Contains(text, "the most this server fetches at once for one namespace") {
-		t.Errorf("a form of another ServiceAccount of the namespace: %d %.300q; want 429 naming the namespace's share", code, text)
+	share := "the ServiceAccounts of namespace " + nsTeam
+	code, _, text := pageGet(t, base, two, formOf(nsAddons, chartServer.URL+"/form-1.0.0.tgz?two="+nsAddons))
+	if code != http.StatusTooManyRequests || !strings.Contains(text, share) || !strings.Contains(text, "the most this server fetches at once for one user") {
+		t.Errorf("a form of another ServiceAccount of the team's namespace: %d %.300q; want 429 naming its namespace's share", code, text)
 	}
-	if code, text := planOf(two, nsA, chartServer.URL+"/form-1.0.0.tgz?two="+nsA); code != http.StatusTooManyRequests || !strings.Contains(text, "the most this server computes at once for one namespace") {
-		t.Errorf("a plan of another ServiceAccount of the namespace: %d %.300q; want 429 naming the namespace's share", code, text)
+	if code, text := planOf(two, nsAddons, chartServer.URL+"/form-1.0.0.tgz?two="+nsAddons); code != http.StatusTooManyRequests || !strings.Contains(text, share) || !strings.Contains(text, "the most this server computes at once for one user") {
+		t.Errorf("a plan of another ServiceAccount of the team's namespace: %d %.300q; want 429 naming its namespace's share", code, text)
 	}
-	code, _, text = pageGet(t, base, other, formOf(nsB, chartServer.URL+"/form-1.0.0.tgz?other="+nsB))
+	code, _, text = pageGet(t, base, other, formOf(nsAddons, chartServer.URL+"/form-1.0.0.tgz?other="+nsOps))
 	if code != http.StatusOK || !strings.Contains(text, `id="f-replicas"`) {
-		t.Errorf("a form of another namespace: %d; want 200 with the chart's fields:\n%.300s", code, text)
+		t.Errorf("a form of a ServiceAccount of another namespace, in the same Addons' namespace: %d; want 200 with the chart's fields:\n%.300s", code, text)
 	}
-	if code, text := planOf(other, nsB, chartServer.URL+"/public-1.0.0.tgz?other="+nsB); code != http.StatusOK {
-		t.Errorf("a plan of another namespace: %d %.300s; want 200", code, text)
+	if code, text := planOf(other, nsAddons, chartServer.URL+"/public-1.0.0.tgz?other="+nsOps); code != http.StatusOK {
+		t.Errorf("a plan of a ServiceAccount of another namespace, in the same Addons' namespace: %d %.300s; want 200", code, text)
 	}
 	slow.release()
 	for range 2 {

@@ -67,13 +67,14 @@ type Server struct {
 	// catalog's ConfigMaps live there); a new add-on of one of its
 	// TrustedNamespaces that holds an AddonRepository is committed to it.
 	Config controller.Config
-	// MaxPlans bounds the plans on demand computed at once, and one user
-	// gets at most half of them (at least one); a plan past either is
-	// answered 429. Zero means defaultMaxPlans.
+	// MaxPlans bounds the plans on demand computed at once, and one user,
+	// or the ServiceAccounts of one namespace together, get at most half of
+	// them (at least one); a plan past either is answered 429. Zero means defaultMaxPlans.
 	MaxPlans int
 	// MaxPageFetches bounds the charts the pages fetch at once for their
-	// forms, and one user gets at most half of them (at least one); a page
-	// past either is answered 429. Zero means defaultMaxPageFetches.
+	// forms, and one user, or the ServiceAccounts of one namespace
+	// together, get at most half of them (at least one); a page past either
+	// is answered 429. Zero means defaultMaxPageFetches.
 	MaxPageFetches int
 	// FetchTimeout bounds how long a page's form or a plan on demand
 	// waits for its chart or git tree. Zero means DefaultFetchTimeout.

@@ -170,6 +170,25 @@ func user(t testing.TB, ns, name string, rules ...rbacv1.PolicyRule) string {
 	return tr.Status.Token
 }
 
+// userIn is a ServiceAccount of ns with a Role of rules in another
+// namespace, in, and a token for it.
+func userIn(t testing.TB, ns, name, in string, rules ...rbacv1.PolicyRule) string {
+	t.Helper()
+	token := user(t, ns, name)
+	ctx := context.Background()
+	if _, err := kube.RbacV1().Roles(in).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name}, Rules: rules}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.RbacV1().RoleBindings(in).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: ns + "-" + name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return token
+}
+
 // hashOf is a plan hash of one repeated hex digit.
 func hashOf(digit string) string { return "sha256:" + strings.Repeat(digit, 64) }
 

@@ -3,68 +3,86 @@ package server
 import "sync"
 
 // turns bounds how much of one kind of work (the pages' chart fetches,
-// the plans on demand) the server does at once: at most total, at most
-// perShare of them for any one user, and at most perShare of them for any
-// one namespace.
+// the plans on demand) the server does at once: at most total, and at most
+// perShare of them for any one share (see shareOf).
 //
 // NOTE: without a share per user, one signed-in tenant who keeps slow
 // fetches running would take every turn, and every other person's forms
-// and plans would be refused until they let go. The share per namespace
-// is for the tenant who may make ServiceAccounts and their tokens: each is
-// a user of its own, with a share of its own, but they all ask for the
-// tenant's namespace. (A tenant who holds several namespaces still gets a
-// share in each.)
+// and plans would be refused until they let go. A tenant who may make
+// ServiceAccounts and their tokens could make a user of each, so the
+// ServiceAccounts of one namespace share one share, whatever namespace
+// they work in. The share is not the namespace worked in: a cluster that
+// keeps all its Addons in one namespace would then serve one person at a
+// time, and anyone could take a namespace's share before being told they
+// may not work in it.
 type turns struct {
-	mu          sync.Mutex
-	total       int
-	perShare    int
-	held        int
-	byUser      map[string]int
-	byNamespace map[string]int
+	mu       sync.Mutex
+	total    int
+	perShare int
+	held     int
+	byShare  map[share]int
+}
+
+// share is whom a turn counts against: the ServiceAccounts of namespace
+// name together when serviceAccounts, else the user name.
+type share struct {
+	serviceAccounts bool
+	name            string
+}
+
+// shareOf is user's share: a ServiceAccount's
+// (system:serviceaccount:NAMESPACE:NAME) is its namespace's, any other
+// user's its own.
+func shareOf(user string) share {
+	if ns, ok := serviceAccountNamespace(user); ok {
+		return share{serviceAccounts: true, name: ns}
+	}
+	return share{name: user}
+}
+
+// String names the share in a refusal.
+func (s share) String() string {
+	if s.serviceAccounts {
+		return "the ServiceAccounts of namespace " + s.name
+	}
+	return s.name
 }
 
 // full names the bound a refused turn met.
 type full int
 
 const (
-	fullTotal     full = iota // every turn is taken
-	fullUser                  // the user's share is taken
-	fullNamespace             // the namespace's share is taken
+	fullTotal full = iota // every turn is taken
+	fullShare             // the user's share is taken
 )
 
-// newTurns makes total turns, half of them (at least one) for one user,
-// and as many for one namespace.
+// newTurns makes total turns, half of them (at least one) for one share.
 func newTurns(total int) *turns {
-	return &turns{total: total, perShare: max(1, total/2), byUser: map[string]int{}, byNamespace: map[string]int{}}
+	return &turns{total: total, perShare: max(1, total/2), byShare: map[share]int{}}
 }
 
-// take takes a turn for user, for work in namespace. When none is free it
-// answers ok false, and which bound is met.
-func (t *turns) take(user, namespace string) (release func(), ok bool, met full) {
+// take takes a turn for user. When none is free it answers ok false, and
+// which bound is met.
+func (t *turns) take(user string) (release func(), ok bool, met full) {
+	sh := shareOf(user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch {
-	case t.byUser[user] >= t.perShare:
-		return nil, false, fullUser
-	case t.byNamespace[namespace] >= t.perShare:
-		return nil, false, fullNamespace
+	case t.byShare[sh] >= t.perShare:
+		return nil, false, fullShare
 	case t.held >= t.total:
 		return nil, false, fullTotal
 	}
 	t.held++
-	t.byUser[user]++
-	t.byNamespace[namespace]++
+	t.byShare[sh]++
 	var once sync.Once
 	return func() {
 		once.Do(func() {
 			t.mu.Lock()
 			defer t.mu.Unlock()
 			t.held--
-			if t.byUser[user]--; t.byUser[user] <= 0 {
-				delete(t.byUser, user)
-			}
-			if t.byNamespace[namespace]--; t.byNamespace[namespace] <= 0 {
-				delete(t.byNamespace, namespace)
+			if t.byShare[sh]--; t.byShare[sh] <= 0 {
+				delete(t.byShare, sh)
 			}
 		})
 	}, true, fullTotal

@@ -2,37 +2,53 @@ package server
 
 import "testing"
 
-// TestTurnsAreSharedOutByUserAndNamespace: of two turns, one user gets
-// one, and so does one namespace, whoever asks in it; another namespace
-// gets the other, and a turn given back is free again.
-func TestTurnsAreSharedOutByUserAndNamespace(t *testing.T) {
+// TestTurnsAreSharedOutByUser: of two turns, one user gets one, and the
+// ServiceAccounts of one namespace get one together, wherever they work;
+// people who work in the same namespace get one each, and a turn given
+// back is free again.
+func TestTurnsAreSharedOutByUser(t *testing.T) {
 	tt := newTurns(2)
-	first, ok, _ := tt.take("system:serviceaccount:a:one", "a")
+	first, ok, _ := tt.take("system:serviceaccount:a:one")
 	if !ok {
 		t.Fatal("the first turn was refused")
 	}
-	if _, ok, met := tt.take("system:serviceaccount:a:one", "b"); ok || met != fullUser {
+	if _, ok, met := tt.take("system:serviceaccount:a:one"); ok || met != fullShare {
 		t.Errorf("the user's second turn: ok %v, bound %v; want the user's share met", ok, met)
 	}
-	if _, ok, met := tt.take("system:serviceaccount:a:two", "a"); ok || met != fullNamespace {
-		t.Errorf("another user's turn in the same namespace: ok %v, bound %v; want the namespace's share met", ok, met)
+	if _, ok, met := tt.take("system:serviceaccount:a:two"); ok || met != fullShare {
+		t.Errorf("another ServiceAccount of the namespace: ok %v, bound %v; want the namespace's ServiceAccounts' share met", ok, met)
 	}
-	second, ok, _ := tt.take("system:serviceaccount:b:one", "b")
+	second, ok, _ := tt.take("alice")
 	if !ok {
-		t.Fatal("a turn in another namespace was refused")
+		t.Fatal("a person's turn, beside a ServiceAccount's, was refused")
 	}
-	if _, ok, met := tt.take("system:serviceaccount:c:one", "c"); ok || met != fullTotal {
+	if _, ok, met := tt.take("bob"); ok || met != fullTotal {
 		t.Errorf("a third turn: ok %v, bound %v; want every turn taken", ok, met)
 	}
 	first()
 	first()
-	if again, ok, _ := tt.take("system:serviceaccount:a:two", "a"); !ok {
+	if again, ok, _ := tt.take("system:serviceaccount:a:two"); !ok {
 		t.Error("a turn given back is not free again")
 	} else {
 		again()
 	}
 	second()
-	if tt.held != 0 || len(tt.byUser) != 0 || len(tt.byNamespace) != 0 {
-		t.Errorf("every turn given back leaves %d held, users %v, namespaces %v", tt.held, tt.byUser, tt.byNamespace)
+	if tt.held != 0 || len(tt.byShare) != 0 {
+		t.Errorf("every turn given back leaves %d held, shares %v", tt.held, tt.byShare)
+	}
+
+	// NOTE: a user named like a ServiceAccount's namespace share is still
+	// a user of its own.
+	for _, pair := range [][2]string{{"alice", "bob"}, {"system:serviceaccount:a:one", "system:serviceaccount:b:one"}, {"system:serviceaccount:a", "system:serviceaccount:a:x"}, {"a", "system:serviceaccount:a:x"}} {
+		r1, ok1, _ := tt.take(pair[0])
+		r2, ok2, _ := tt.take(pair[1])
+		if !ok1 || !ok2 {
+			t.Errorf("%q and %q do not get a turn each: %v %v", pair[0], pair[1], ok1, ok2)
+		}
+		for _, r := range []func(){r1, r2} {
+			if r != nil {
+				r()
+			}
+		}
 	}
 }
