@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -285,17 +286,26 @@ func TestIndexParseStopsWithItsContext(t *testing.T) {
 	}
 }
 
-// TestIndexParseThatFinishesIsUsed: a parse whose context ended gives an
-// index or an error, never neither: the fetch that waits for it keeps
-// what it gives in the cache.
+// TestIndexParseThatFinishesIsUsed: a parse whose context ends after it
+// read its last version gives its index, and one that ended before gives
+// an error, never neither: the fetch that waits for it keeps what it gives
+// in the cache.
 func TestIndexParseThatFinishesIsUsed(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	const charts, versions = 2, 10
+	// NOTE: the cut parse asks ctx once before each version, so this ctx
+	// ends just after the parse read all of them.
+	ctx := &endsAfter{Context: context.Background(), n: charts * versions}
+	idx, err := parseIndex(ctx, bigIndex(charts, versions))
+	if err != nil || idx == nil || len(idx.Entries) != charts {
+		t.Fatalf("a parse whose context ended after its last version: index %v, error %v; want its index of %d charts", idx != nil, err, charts)
+	}
+	ended, cancel := context.WithCancel(context.Background())
 	cancel()
 	for name, data := range map[string][]byte{
-		"cut":   bigIndex(2, 10),
+		"cut":   bigIndex(charts, versions),
 		"whole": []byte("apiVersion: v1\nentries: {demo: [{name: demo, version: 1.0.0}]}\n"),
 	} {
-		idx, err := parseIndex(ctx, data)
+		idx, err := parseIndex(ended, data)
 		if err == nil && idx == nil {
 			t.Fatalf("%s: no index and no error", name)
 		}
@@ -303,6 +313,20 @@ func TestIndexParseThatFinishesIsUsed(t *testing.T) {
 			t.Fatalf("%s: an index of no charts", name)
 		}
 	}
+}
+
+// endsAfter is a context that ends once Err has been asked n times.
+type endsAfter struct {
+	context.Context
+	n     int64
+	asked atomic.Int64
+}
+
+func (c *endsAfter) Err() error {
+	if c.asked.Add(1) > c.n {
+		return context.Canceled
+	}
+	return nil
 }
 
 // TestWholeIndexValuesAreBounded: an index that cannot be cut is refused
