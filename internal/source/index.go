@@ -41,7 +41,10 @@ const (
 	MaxIndexEntryBytes = 1 << 20
 	// MaxWholeIndexBytes bounds an index that cannot be cut, or the part
 	// of one outside its entries, which is parsed whole.
-	MaxWholeIndexBytes = 8 << 20
+	// It is low enough that an index of Helm's fields in compact JSON,
+	// about one value (see wholeIndexValues) per 7 bytes, fits in
+	// MaxWholeIndexValues.
+	MaxWholeIndexBytes = 6 << 20
 	// MaxIndexVersions bounds the versions an index lists, and the charts'
 	// names. The largest public indexes list some tens of thousands
 	// (Bitnami's whole index, about 20,000). Each listed version costs a
@@ -50,11 +53,13 @@ const (
 	// millions of decodes: minutes of a parse slot's time.
 	MaxIndexVersions = 200_000
 	// MaxWholeIndexValues bounds the values (keys, scalars, lists and
-	// maps) of an index parsed whole, counted before it is decoded. Each
-	// value costs up to some 300 bytes while the parse runs, whatever
-	// its text: 8 MiB of `{},` are 2.8 million of them, near 900 MiB and
-	// seconds of a parse, where an index as Helm writes it, of about one
-	// value per 10 bytes, reaches at most some 850,000 in its 8 MiB.
+	// maps) of an index parsed whole, counted before it is decoded (see
+	// wholeIndexValues). A whole parse costs up to some 300 bytes per one
+	// counted, whatever the text: 6 MiB of `{a},` are 1.6 million maps of
+	// a key and a null, near 2 GB and many seconds of a parse (and count
+	// 7.9 million), where an index as Helm writes it
+	// counts one per 7 bytes (compact JSON) to 10 (YAML), at most some
+	// 900,000 in its 6 MiB.
 	MaxWholeIndexValues = 1_000_000
 	// MaxIndexKeptBytes bounds what one parsed index keeps (retainedSize):
 	// the index cache's whole bound, which a larger index would not fit.
@@ -104,7 +109,7 @@ func parseIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 //
 // NOTE: the decode cannot be stopped once it runs; ctx is checked before
 // it starts, and MaxWholeIndexBytes and MaxWholeIndexValues bound how long
-// it runs, to a second or two.
+// it runs, to a few seconds.
 func parseWholeIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) {
 	if n := wholeIndexValues(data); n > MaxWholeIndexValues {
 		return nil, &indexLimitError{fmt.Sprintf("it is not laid out as Helm writes an index (a top-level entries: with one - item per version), and such an index is parsed whole, which Capstan does only up to %d keys, scalars, lists and maps (MaxWholeIndexValues), and it has about %d", MaxWholeIndexValues, n)}
@@ -145,15 +150,20 @@ func parseWholeIndex(ctx context.Context, data []byte) (*repo.IndexFile, error) 
 
 // wholeIndexValues is about how many values (keys, scalars, lists and
 // maps) a whole parse of data builds, counted without decoding it: every
-// value but the first follows one of the bytes counted, and one of them
-// is followed by at most two (a flow key with no value, `{a, b}`, holds
-// a null). It counts bytes inside scalars too, so an index of long
-// texts counts more than it holds, never much less.
+// value but the first follows one of the bytes counted. A `,` counts two,
+// as it may start a flow key given with no value (`{a, b}`), which holds a
+// null, and a `{` three, a map as well (`{a}`). It counts bytes
+// inside scalars too, so an index of long texts counts more than it
+// holds, never much less.
 func wholeIndexValues(data []byte) int {
 	n := 1
 	for _, c := range data {
 		switch c {
-		case ',', ':', '-', '?', '[', '{', '\n', '*':
+		case '{':
+			n += 3
+		case ',':
+			n += 2
+		case ':', '-', '?', '[', '\n', '*':
 			n++
 		}
 	}
