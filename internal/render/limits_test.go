@@ -166,7 +166,7 @@ func TestFolderBoundsPatchApplications(t *testing.T) {
 	began := time.Now()
 	_, err := Folder(fsys, "app", SourceIdentity{})
 	took := time.Since(began)
-	if err == nil || !strings.Contains(err.Error(), "100 patches with a target that could select 200000 objects in all") || !strings.Contains(err.Error(), "more than the 100000") {
+	if err == nil || !strings.Contains(err.Error(), "could select more than the 100000 patch applications") || !strings.Contains(err.Error(), "at patch 51") {
 		t.Fatalf("error = %v after %s, want the bound on patch applications", err, took)
 	}
 	if took > 2*time.Second {
@@ -211,7 +211,7 @@ func TestFolderPatchBoundCountsWhatEachTargetSelects(t *testing.T) {
 	}
 
 	scan := func(dir string) int {
-		s := &patchScan{fsys: fsysOf(t, fsys), seen: map[string]bool{}}
+		s := newPatchScan(fsysOf(t, fsys))
 		s.walk("/"+dir, false)
 		return s.applications
 	}
@@ -234,6 +234,89 @@ func TestFolderPatchBoundCountsWhatEachTargetSelects(t *testing.T) {
 	fsys["withcomp/kustomization.yaml"] = &fstest.MapFile{Data: []byte("resources: [../apps/a1]\ncomponents: [../comp]\n")}
 	if n := scan("withcomp"); n != 4+40 {
 		t.Errorf("counted %d applications with a component, want 44", n)
+	}
+}
+
+// TestFolderPatchBoundCountsABaseEachTimeItIsBuilt lists one base of 2,000
+// ConfigMaps from two overlays, each with its own namePrefix and patches
+// that select all of it: kustomize builds the base once for each overlay
+// and applies each overlay's patches to its copy, so two overlays of 20
+// patches ask as much as one of 40, and two of 50 are refused like one of
+// 100. A component two overlays list counts for each of them too.
+func TestFolderPatchBoundCountsABaseEachTimeItIsBuilt(t *testing.T) {
+	var objs strings.Builder
+	for i := range 2000 {
+		fmt.Fprintf(&objs, "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}\n", i)
+	}
+	overlay := func(prefix string, patches int, more string) []byte {
+		var k strings.Builder
+		fmt.Fprintf(&k, "namePrefix: %s-\nresources: [../base]\n%spatches:\n", prefix, more)
+		for i := range patches {
+			fmt.Fprintf(&k, "- target: {kind: ConfigMap}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {\"k%d\": \"v\"}}]'\n", i)
+		}
+		return []byte(k.String())
+	}
+	tree := func(patches int, more string) fstest.MapFS {
+		return fstest.MapFS{
+			"base/kustomization.yaml": {Data: []byte("resources: [cms.yaml]\n")},
+			"base/cms.yaml":           {Data: []byte(objs.String())},
+			"comp/kustomization.yaml": {Data: []byte("apiVersion: kustomize.config.k8s.io/v1alpha1\nkind: Component\n" +
+				"patches:\n- target: {kind: ConfigMap}\n  patch: '[{\"op\": \"add\", \"path\": \"/data\", \"value\": {}}]'\n")},
+			"a/kustomization.yaml":    {Data: overlay("a", patches, more)},
+			"b/kustomization.yaml":    {Data: overlay("b", patches, more)},
+			"one/kustomization.yaml":  {Data: overlay("one", 2*patches, "")},
+			"root/kustomization.yaml": {Data: []byte("resources: [../a, ../b]\n")},
+		}
+	}
+	scan := func(fsys fstest.MapFS, dir string) int {
+		s := newPatchScan(fsysOf(t, fsys))
+		s.walk("/"+dir, false)
+		return s.applications
+	}
+	fsys := tree(20, "")
+	if two, one := scan(fsys, "root"), scan(fsys, "one"); two != 80_000 || one != 80_000 {
+		t.Errorf("counted %d applications for two overlays of 20 patches, %d for one of 40, want 80000 both", two, one)
+	}
+	fsys = tree(20, "components: [../comp]\n")
+	if n := scan(fsys, "root"); n != 84_000 {
+		t.Errorf("counted %d applications with a component in both overlays, want 84000", n)
+	}
+	for _, dir := range []string{"root", "one"} {
+		_, err := Folder(tree(50, ""), dir, SourceIdentity{})
+		if err == nil || !strings.Contains(err.Error(), "more than the 100000 patch applications") {
+			t.Errorf("%s with 100 patches over 2,000 objects in all: error = %v, want the bound on patch applications", dir, err)
+		}
+	}
+}
+
+// TestFolderPatchBoundStopsOnceItIsPassed scans 20,000 patches that
+// each select all of 20,000 ConfigMaps, a few MB of files: counting every
+// pair is 400 million matches, so the scan stops at the patch that
+// passes the bound.
+func TestFolderPatchBoundStopsOnceItIsPassed(t *testing.T) {
+	var objs, k strings.Builder
+	for i := range 20_000 {
+		fmt.Fprintf(&objs, "---\nkind: ConfigMap\nmetadata: {name: c%d}\n", i)
+	}
+	k.WriteString("resources: [cms.yaml]\npatches:\n")
+	for range 20_000 {
+		k.WriteString("- {target: {kind: ConfigMap}, patch: x}\n")
+	}
+	fsys := filesys.MakeFsInMemory()
+	if err := fsys.WriteFile("/app/cms.yaml", []byte(objs.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := fsys.WriteFile("/app/kustomization.yaml", []byte(k.String())); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	err := refusePatchCost(fsys, "/app", "app")
+	took := time.Since(began)
+	if err == nil || !strings.Contains(err.Error(), "at patch 6)") {
+		t.Fatalf("error = %v, want the bound passed at patch 6", err)
+	}
+	if took > 3*time.Second {
+		t.Errorf("the scan took %s, want it to stop once the bound is passed", took)
 	}
 }
 
@@ -314,11 +397,28 @@ func TestFileObjectsReadsKindAndName(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("fileObjects = %+v, want %+v", got, want)
 	}
+	// A comment after a value is no part of it; a tag, an anchor, a
+	// quote that does not close or a SOPS value leave it unknown, which
+	// any target may select.
+	data = "apiVersion: v1 # core\nkind: ConfigMap  # generated\nmetadata:\n  name: web\t# x\n---\n" +
+		"apiVersion: v1\nkind: 'ConfigMap' # quoted\nmetadata:\n  name: \"a # b\"\n---\n" +
+		"apiVersion: v1\nkind: !!str ConfigMap\nmetadata:\n  name: &n web\n---\n" +
+		"apiVersion: v1\nkind: \"ConfigMap\nmetadata:\n  name: 'it''s'\n---\n" +
+		"apiVersion: ENC[AES256_GCM,data:Tg==,type:str]\nkind: ENC[AES256_GCM,data:Tw==,type:str]\nmetadata:\n  name: ENC[AES256_GCM,data:dw==,type:str]\n"
+	odd := fileObjects([]byte(data))
+	want = []fileObject{{"v1", "ConfigMap", "web"}, {"v1", "ConfigMap", "a # b"}, {"v1", "", ""}, {"v1", "", ""}, {}}
+	if !slices.Equal(odd, want) {
+		t.Fatalf("fileObjects = %+v, want %+v", odd, want)
+	}
+	cm := &types.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Kind: "ConfigMap"}, Name: "web"}}
+	if n := selectable(cm, odd, maxPatchApplications); n != 4 {
+		t.Errorf("a ConfigMap named web may select %d, want 4 (all but a # b)", n)
+	}
 	web := &types.Selector{ResId: resid.ResId{Gvk: resid.Gvk{Group: "apps", Kind: "Deployment"}, Name: "prod-web-1"}}
-	if n := selectable(web, got); n != 2 {
+	if n := selectable(web, got, maxPatchApplications); n != 2 {
 		t.Errorf("a Deployment named prod-web-1 may select %d, want 2 (web, prefixed and suffixed, and the unread one)", n)
 	}
-	if n := selectable(&types.Selector{ResId: resid.ResId{Name: "w.b"}}, got); n != 2 {
+	if n := selectable(&types.Selector{ResId: resid.ResId{Name: "w.b"}}, got, maxPatchApplications); n != 2 {
 		t.Errorf("any kind named w.b may select %d, want 2", n)
 	}
 }

@@ -382,13 +382,37 @@ type fileObject struct {
 // with a target (JSON 6902 patches always have one) to the objects that
 // kustomization gathers (its resource files', and those of the
 // kustomizations and components it builds on), each to the objects its
-// target could select. seen stops a cycle.
+// target could select. kustomize builds a folder again each time a
+// kustomization lists it, so a folder reached twice counts twice: done
+// keeps what each folder gave, and visiting stops a cycle.
 type patchScan struct {
-	fsys filesys.FileSystem
-	seen map[string]bool
+	fsys     filesys.FileSystem
+	done     map[string]scanned
+	visiting map[string]bool
 	// patches counts the patches with a target, applications the objects
 	// they could select, summed over the patches.
 	patches, applications int
+}
+
+// scanned is what walking one folder gave: the objects it gathers, the
+// targets it leaves to the kustomization that lists it, and the patches
+// and applications it counted itself, those of the folders it builds on
+// included.
+type scanned struct {
+	objs                  []fileObject
+	pending               []*types.Selector
+	patches, applications int
+}
+
+// newPatchScan starts a scan of fsys.
+func newPatchScan(fsys filesys.FileSystem) *patchScan {
+	return &patchScan{fsys: fsys, done: map[string]scanned{}, visiting: map[string]bool{}}
+}
+
+// over reports whether the count has passed maxPatchApplications, after
+// which the scan stops: the build is refused whatever is left.
+func (s *patchScan) over() bool {
+	return s.applications > maxPatchApplications
 }
 
 // walk reads the kustomization of dir and returns the objects it gathers.
@@ -396,10 +420,31 @@ type patchScan struct {
 // that lists it, so a component returns them (pending) for that one to
 // count; a kustomization counts its own and its components'.
 func (s *patchScan) walk(dir string, component bool) (objs []fileObject, pending []*types.Selector) {
-	if s.seen[dir] {
+	key := dir
+	if component {
+		key += "\x00component"
+	}
+	if r, ok := s.done[key]; ok {
+		s.patches += r.patches
+		s.applications += r.applications
+		return r.objs, r.pending
+	}
+	if s.visiting[dir] || s.over() {
 		return nil, nil
 	}
-	s.seen[dir] = true
+	s.visiting[dir] = true
+	defer delete(s.visiting, dir)
+	patches, applications := s.patches, s.applications
+	objs, pending = s.gather(dir, component)
+	if s.over() {
+		return objs, pending
+	}
+	s.done[key] = scanned{objs: objs, pending: pending, patches: s.patches - patches, applications: s.applications - applications}
+	return objs, pending
+}
+
+// gather is walk's work on one folder not walked before.
+func (s *patchScan) gather(dir string, component bool) (objs []fileObject, pending []*types.Selector) {
 	var data []byte
 	for _, name := range konfig.RecognizedKustomizationFileNames() {
 		if p := path.Join(dir, name); s.fsys.Exists(p) && !s.fsys.IsDir(p) {
@@ -421,10 +466,10 @@ func (s *patchScan) walk(dir string, component bool) (objs []fileObject, pending
 	read := func(ref string, component bool) {
 		next := path.Join(dir, ref)
 		switch {
-		case isRemote(ref):
+		case s.over() || isRemote(ref):
 		case s.fsys.IsDir(next):
 			o, p := s.walk(next, component)
-			objs, pending = append(objs, o...), append(pending, p...)
+			objs, pending = append(slices.Clip(objs), o...), append(slices.Clip(pending), p...)
 		case s.fsys.Exists(next):
 			if data, err := s.fsys.ReadFile(next); err == nil {
 				objs = append(objs, fileObjects(data)...)
@@ -441,8 +486,11 @@ func (s *patchScan) walk(dir string, component bool) (objs []fileObject, pending
 		return objs, pending
 	}
 	for _, target := range pending {
+		if s.over() {
+			break
+		}
 		s.patches++
-		s.applications += selectable(target, objs)
+		s.applications += selectable(target, objs, maxPatchApplications-s.applications)
 	}
 	return objs, nil
 }
@@ -514,11 +562,43 @@ func fileObjects(data []byte) []fileObject {
 var flowName = regexp.MustCompile(`^metadata:\s*\{\s*name:\s*([^,}]+)`)
 
 // unquote reads a YAML scalar as the line scan finds it: trimmed, without
-// the quotes around it.
+// the quotes around it or a comment after it. A value the scan cannot
+// read for sure is "", which any target may select: a tag (!!str), an
+// anchor or alias, a flow collection, a double-quoted value with an
+// escape, quotes that do not close, and a SOPS value (ENC[...]), as the
+// scan reads the file before it is decrypted.
 func unquote(v string) string {
 	v = strings.TrimSpace(v)
-	if len(v) >= 2 && (v[0] == '"' || v[0] == '\'') && v[len(v)-1] == v[0] {
-		return v[1 : len(v)-1]
+	if v == "" {
+		return ""
+	}
+	switch q := v[0]; q {
+	case '"', '\'':
+		end := strings.IndexByte(v[1:], q)
+		if end < 0 || q == '"' && strings.ContainsRune(v[1:end+1], '\\') {
+			return ""
+		}
+		inner, rest := v[1:end+1], strings.TrimSpace(v[end+2:])
+		if q == '\'' && strings.HasPrefix(rest, "'") {
+			// NOTE: '' is a quote inside a single-quoted value.
+			return ""
+		}
+		if rest != "" && rest[0] != '#' {
+			return ""
+		}
+		return inner
+	case '!', '&', '*', '[', '{', '|', '>', '%', '@', '`':
+		return ""
+	}
+	if c := strings.Index(v, " #"); c >= 0 {
+		v = v[:c]
+	}
+	if c := strings.Index(v, "\t#"); c >= 0 {
+		v = v[:c]
+	}
+	v = strings.TrimSpace(v)
+	if strings.HasPrefix(v, "ENC[") {
+		return ""
 	}
 	return v
 }
@@ -531,7 +611,9 @@ func unquote(v string) string {
 // within; any other regular expression, and a label, annotation or
 // namespace selector, is taken to select every object of its kind. An
 // object the line scan could not read may be selected by any target.
-func selectable(target *types.Selector, objs []fileObject) int {
+//
+// It stops counting once the count passes limit: the bound is passed.
+func selectable(target *types.Selector, objs []fileObject, limit int) int {
 	sr, err := types.NewSelectorRegex(target)
 	if err != nil {
 		// NOTE: kustomize refuses a target it cannot compile.
@@ -548,7 +630,9 @@ func selectable(target *types.Selector, objs []fileObject) int {
 		if o.name != "" && literal && !sr.MatchName(o.name) && !fitsWithin(target.Name, o.name) {
 			continue
 		}
-		n++
+		if n++; n > limit {
+			break
+		}
 	}
 	return n
 }
@@ -580,15 +664,16 @@ func fitsWithin(pattern, name string) bool {
 }
 
 // refusePatchCost refuses a build whose patches with a target, each times
-// the objects it could select, pass maxPatchApplications.
+// the objects it could select, pass maxPatchApplications. The scan stops
+// at the patch that passes it.
 func refusePatchCost(fsys filesys.FileSystem, dir, shown string) error {
-	s := &patchScan{fsys: fsys, seen: map[string]bool{}}
+	s := newPatchScan(fsys)
 	s.walk(dir, false)
-	if s.applications > maxPatchApplications {
-		return fmt.Errorf("render: kustomize build %s: its kustomizations hold %d patches with a target that could select %d objects in all, "+
-			"more than the %d patch applications a folder may ask for, as kustomize applies each patch to each object it selects: "+
+	if s.over() {
+		return fmt.Errorf("render: kustomize build %s: its kustomizations hold patches with a target that could select more than the %d patch applications a folder may ask for "+
+			"(the count passed it at patch %d), as kustomize applies each patch to each object it selects, and builds a base again for each kustomization that lists it: "+
 			"narrow the targets (a kind and a name select one object), patch in the files themselves, or split the folder into several add-ons",
-			shown, s.patches, s.applications, maxPatchApplications)
+			shown, maxPatchApplications, s.patches)
 	}
 	return nil
 }
