@@ -139,9 +139,11 @@ type AddonRepositoryReconciler struct {
 	// reads every repository once at its interval again.
 	failures map[types.NamespacedName]int
 	// failingSince holds, per repository, when the first of the reads in
-	// a row that failed began: a passing failure that lasts past
-	// transientStallAfter is Stalled.
-	failingSince map[types.NamespacedName]time.Time
+	// a row that failed began, and the generation it read: a passing
+	// failure that lasts past transientStallAfter, over
+	// transientStallReads reads, is Stalled. A new generation starts the
+	// count again.
+	failingSince map[types.NamespacedName]failingStart
 	// unkept holds, per Addon UID, a spec the syncer wrote and the API
 	// server did not keep (unkeptSpec), so that it is not written again
 	// at every interval. In memory only.
@@ -320,6 +322,7 @@ func (r *AddonRepositoryReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 		// spec change that resumes it is a new generation, which the
 		// watch syncs at once.
 		suspended(repo)
+		r.forgetFailures(repo)
 	} else {
 		res, synced, syncErr = r.sync(ctx, repo)
 	}
@@ -380,8 +383,31 @@ func syncInterval(repo *capstanv1.AddonRepository) time.Duration {
 
 // transientStallAfter is how long reads may fail in a row, each failure
 // one that passes by itself (gitops.Transient), before the repository is
-// Stalled all the same.
-const transientStallAfter = 10 * time.Minute
+// Stalled all the same; transientStallReads is how many reads must have
+// failed in a row by then, so that two blips an interval of an hour
+// apart are not taken for a failure that lasts.
+const (
+	transientStallAfter = 10 * time.Minute
+	transientStallReads = 3
+)
+
+// failingStart is when the first of a repository's reads in a row that
+// failed began, and the generation of the AddonRepository it read.
+type failingStart struct {
+	at         time.Time
+	generation int64
+}
+
+// Stall advice: what a person checks when reads have failed too long,
+// by the step that failed.
+const (
+	readAdvice = "check spec.url (its host and port), the network path to the server (a proxy, a firewall, a NetworkPolicy) and the server"
+	// credentialsAdvice is for the credentials step: reading the Secret
+	// spec.secretRef names from the API server, or asking a GitHub App's
+	// API for a token.
+	credentialsAdvice = "check the credentials step: the API server's answers for the Secret spec.secretRef names, or, for a GitHub App, " +
+		"its API endpoint and the network path to it (a proxy, a firewall, a NetworkPolicy)"
+)
 
 // readBackoff is how long to wait before reading a repository again after
 // its failures-th failed read in a row, which held a worker for took: the
@@ -402,6 +428,7 @@ func readBackoff(interval time.Duration, failures int, took time.Duration) time.
 
 // readFailed records one more failed read of repo, which began at start,
 // says so in its Ready condition, and returns when to read it again.
+// advice says what to check once the failure is Stalled.
 // transient says the failure passes by itself (gitops.Transient): the
 // repository is then not Stalled, as the backoff retries it without
 // anyone, and health tooling that reads Stalled as failed must not alarm
@@ -409,23 +436,26 @@ func readBackoff(interval time.Duration, failures int, took time.Duration) time.
 // (a typo'd port, egress a firewall drops, a proxy that answers 503 for
 // good) needs a person, and kstatus reads a repository that is neither
 // Ready nor Stalled as still in progress, so `kubectl wait` and health
-// checks would wait for it for ever.
-func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message string, start time.Time, transient bool) ctrl.Result {
+// checks would wait for it for ever. Reads of an earlier generation do
+// not count: a corrected spec.url starts again.
+func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, reason, message, advice string, start time.Time, transient bool) ctrl.Result {
 	key := client.ObjectKeyFromObject(repo)
 	r.mu.Lock()
 	if r.failures == nil {
 		r.failures = map[types.NamespacedName]int{}
 	}
 	if r.failingSince == nil {
-		r.failingSince = map[types.NamespacedName]time.Time{}
+		r.failingSince = map[types.NamespacedName]failingStart{}
+	}
+	first, ok := r.failingSince[key]
+	if !ok || first.generation != repo.Generation {
+		first = failingStart{at: start, generation: repo.Generation}
+		r.failingSince[key] = first
+		r.failures[key] = 0
 	}
 	r.failures[key]++
 	n := r.failures[key]
-	since, ok := r.failingSince[key]
-	if !ok {
-		since = start
-		r.failingSince[key] = start
-	}
+	since := first.at
 	r.mu.Unlock()
 	interval := syncInterval(repo)
 	now := r.now()
@@ -433,11 +463,11 @@ func (r *AddonRepositoryReconciler) readFailed(repo *capstanv1.AddonRepository, 
 	if wait > interval {
 		message += fmt.Sprintf("; read again in %s, as %d reads in a row failed (a push webhook or a change of the AddonRepository reads it at once)", wait, n)
 	}
-	if lasted := now.Sub(since); transient && lasted >= transientStallAfter {
+	if lasted := now.Sub(since); transient && lasted >= transientStallAfter && n >= transientStallReads {
 		transient = false
-		message += fmt.Sprintf("; Stalled, as reads have failed for %s, longer than the %s a passing failure is waited for: check spec.url (its host and port), "+
-			"the network path to the server (a proxy, a firewall, a NetworkPolicy) and the server; reads go on, and the first that works ends this",
-			lasted.Round(time.Second), transientStallAfter)
+		message += fmt.Sprintf("; Stalled, as %d reads in a row have failed over %s, longer than the %s a passing failure is waited for: %s; "+
+			"reads go on, and the first that works ends this",
+			n, lasted.Round(time.Second), transientStallAfter, advice)
 	}
 	if transient {
 		conditions.Set(&repo.Status.Conditions, repo.Generation, conditions.Summary{Reason: reason, Message: message})
@@ -464,8 +494,15 @@ func (r *AddonRepositoryReconciler) gitBusy(repo *capstanv1.AddonRepository, err
 }
 
 // readSucceeded ends the backoff of repo: its next failure is retried at
-// its interval again.
+// its interval again, and starts the stall clock again.
 func (r *AddonRepositoryReconciler) readSucceeded(repo *capstanv1.AddonRepository) {
+	r.forgetFailures(repo)
+}
+
+// forgetFailures drops the reads in a row that failed of repo: on a read
+// that worked, on suspend, and when its credentials need a person, so
+// that a failure after them is not counted as lasting since before.
+func (r *AddonRepositoryReconciler) forgetFailures(repo *capstanv1.AddonRepository) {
 	r.mu.Lock()
 	delete(r.failures, client.ObjectKeyFromObject(repo))
 	delete(r.failingSince, client.ObjectKeyFromObject(repo))
@@ -521,13 +558,14 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		// backed off as that read is, not retried at every interval as
 		// credentials a person must fix are.
 		err = timedOut(fetchCtx, err, timeout)
-		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, true), nil, nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", credentialsAdvice, start, true), nil, nil
 	case err != nil && authTransient(err):
 		// NOTE: the API server or a GitHub App's token endpoint did not
 		// answer as it should, which passes by itself: backed off as a
 		// failed read, not Stalled at once.
-		return r.readFailed(repo, ReasonAuthFailed, err.Error()+"; nothing was changed", start, true), nil, nil
+		return r.readFailed(repo, ReasonAuthFailed, err.Error()+"; nothing was changed", credentialsAdvice, start, true), nil, nil
 	case err != nil:
+		r.forgetFailures(repo)
 		r.setCondition(repo, metav1.ConditionFalse, ReasonAuthFailed, err.Error())
 		return ctrl.Result{}, nil, nil
 	}
@@ -538,7 +576,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		transient := fetchCtx.Err() != nil || gitops.Transient(err)
 		err = timedOut(fetchCtx, err, timeout)
 		logger.Info("Cannot read the gitops repository; nothing changes", "error", err.Error())
-		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, transient), nil, nil
+		return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", readAdvice, start, transient), nil, nil
 	}
 	repo.Status.Branch = branch
 
@@ -556,7 +594,7 @@ func (r *AddonRepositoryReconciler) sync(ctx context.Context, repo *capstanv1.Ad
 		if cloneErr != nil {
 			transient := fetchCtx.Err() != nil || gitops.Transient(cloneErr)
 			err = timedOut(fetchCtx, cloneErr, timeout)
-			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", start, transient), nil, nil
+			return r.readFailed(repo, ReasonUnreadable, err.Error()+"; nothing was changed", readAdvice, start, transient), nil, nil
 		}
 		var listErr error
 		func() {

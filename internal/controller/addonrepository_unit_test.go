@@ -215,7 +215,7 @@ func TestReadFailedStallsAPassingFailureThatLasts(t *testing.T) {
 	const refused = "cannot read https://127.0.0.1:1/gitops.git: dial tcp 127.0.0.1:1: connect: connection refused"
 	fail := func(after time.Duration) {
 		clock = t0.Add(after)
-		r.readFailed(repo, ReasonUnreadable, refused, clock, true)
+		r.readFailed(repo, ReasonUnreadable, refused, readAdvice, clock, true)
 	}
 	fail(0)
 	fail(5 * time.Minute)
@@ -224,7 +224,7 @@ func TestReadFailedStallsAPassingFailureThatLasts(t *testing.T) {
 	}
 	fail(15 * time.Minute)
 	c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
-	if !stalled() || c == nil || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, "Stalled, as reads have failed for 15m0s, longer than the 10m0s a passing failure is waited for") {
+	if !stalled() || c == nil || c.Reason != ReasonUnreadable || !strings.Contains(c.Message, "Stalled, as 3 reads in a row have failed over 15m0s, longer than the 10m0s a passing failure is waited for: check spec.url") {
 		t.Fatalf("after 15 minutes of failed reads: stalled %v, Ready %+v; want Stalled, and the reason and why kept", stalled(), c)
 	}
 
@@ -234,9 +234,54 @@ func TestReadFailedStallsAPassingFailureThatLasts(t *testing.T) {
 	if stalled() {
 		t.Fatalf("Stalled at the first failure after a read that worked: %+v", repo.Status.Conditions)
 	}
-	r.readFailed(repo, ReasonUnreadable, "authentication required", clock, false)
+	r.readFailed(repo, ReasonUnreadable, "authentication required", readAdvice, clock, false)
 	if !stalled() {
 		t.Fatalf("a failure a person must fix is not Stalled: %+v", repo.Status.Conditions)
+	}
+}
+
+// TestReadFailedStallsOnlyAfterReadsInARow: with an interval of an hour,
+// a second failed read an hour after the first has lasted past
+// transientStallAfter, but two blips are no failure that lasts: the third
+// in a row is Stalled. A new generation (a corrected spec.url, a suspend
+// and resume) starts the count again, and a credentials step that keeps
+// failing names the credentials, not spec.url.
+func TestReadFailedStallsOnlyAfterReadsInARow(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := t0
+	r := &AddonRepositoryReconciler{Now: func() time.Time { return clock }}
+	repo := &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Name: "gitops", Namespace: "ns", Generation: 1},
+		Spec: capstanv1.AddonRepositorySpec{Interval: &metav1.Duration{Duration: time.Hour}}}
+	stalled := func() bool {
+		t.Helper()
+		return meta.IsStatusConditionTrue(repo.Status.Conditions, capstanv1.ConditionStalled)
+	}
+	fail := func(after time.Duration, reason, advice string) {
+		clock = t0.Add(after)
+		r.readFailed(repo, reason, "cannot read https://127.0.0.1:1/gitops.git: 502 Bad Gateway", advice, clock, true)
+	}
+	fail(0, ReasonUnreadable, readAdvice)
+	fail(time.Hour, ReasonUnreadable, readAdvice)
+	if stalled() {
+		t.Fatalf("Stalled at the second failed read, an hour apart: %+v", repo.Status.Conditions)
+	}
+	fail(2*time.Hour, ReasonUnreadable, readAdvice)
+	if !stalled() {
+		t.Fatalf("not Stalled at the third failed read in a row over 2 hours: %+v", repo.Status.Conditions)
+	}
+
+	repo.Generation = 2
+	repo.Status.Conditions = nil
+	fail(26*time.Hour, ReasonAuthFailed, credentialsAdvice)
+	fail(26*time.Hour+5*time.Minute, ReasonAuthFailed, credentialsAdvice)
+	if stalled() {
+		t.Fatalf("Stalled at the second failure of a new generation: %+v", repo.Status.Conditions)
+	}
+	fail(26*time.Hour+15*time.Minute, ReasonAuthFailed, credentialsAdvice)
+	c := meta.FindStatusCondition(repo.Status.Conditions, capstanv1.ConditionReady)
+	if !stalled() || c == nil || c.Reason != ReasonAuthFailed || !strings.Contains(c.Message, "have failed over 15m0s") ||
+		!strings.Contains(c.Message, "check the credentials step") || strings.Contains(c.Message, "spec.url") {
+		t.Fatalf("a credentials step failing 15 minutes: stalled %v, Ready %+v; want Stalled, counted from the new generation, naming the credentials", stalled(), c)
 	}
 }
 
