@@ -320,6 +320,32 @@ func TestFolderPatchBoundStopsOnceItIsPassed(t *testing.T) {
 	}
 }
 
+// TestFolderPatchScanBoundsTheObjectsItGathers lists one ConfigMap as a
+// base from two overlays at each of 22 levels: kustomize would build 4
+// million objects at the top, and the scan, which counts a base once per
+// kustomization that lists it, would hold them all. It is refused once
+// the scan has gathered a million.
+func TestFolderPatchScanBoundsTheObjectsItGathers(t *testing.T) {
+	fsys := filesys.MakeFsInMemory()
+	write := func(name, data string) {
+		if err := fsys.WriteFile(name, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("/l0/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n")
+	write("/l0/kustomization.yaml", "resources: [cm.yaml]\n")
+	for i := 1; i <= 22; i++ {
+		for _, side := range []string{"a", "b"} {
+			write(fmt.Sprintf("/l%d%s/kustomization.yaml", i, side), fmt.Sprintf("namePrefix: %s-\nresources: [../l%d]\n", side, i-1))
+		}
+		write(fmt.Sprintf("/l%d/kustomization.yaml", i), fmt.Sprintf("resources: [../l%da, ../l%db]\n", i, i))
+	}
+	err := refusePatchCost(fsys, "/l22", "l22")
+	if err == nil || !strings.Contains(err.Error(), "gather more than 1000000 objects") {
+		t.Fatalf("error = %v, want the bound on gathered objects", err)
+	}
+}
+
 // fsysOf copies a test's folder into kustomize's in-memory filesystem.
 func fsysOf(t *testing.T, fsys fstest.MapFS) filesys.FileSystem {
 	t.Helper()

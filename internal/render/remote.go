@@ -370,6 +370,13 @@ func isScheme(s string) bool {
 // loaded machine, 5,000 and 32 took 69 s: the bound is some 40 s there.
 const maxPatchApplications = 100_000
 
+// maxScannedObjects bounds the objects the patch scan gathers, each base
+// counted once per kustomization that lists it, as the scan holds them:
+// bases listed twice at each of a few levels would otherwise double them
+// at every level. A folder kustomize could build within an add-on's
+// object bound gathers far fewer, even over many levels.
+const maxScannedObjects = 1_000_000
+
 // fileObject is what the patch bound reads of one object in a resource
 // file, before kustomize runs: its apiVersion, kind and name, each empty
 // when a cheap read of the document did not find it.
@@ -390,8 +397,9 @@ type patchScan struct {
 	done     map[string]scanned
 	visiting map[string]bool
 	// patches counts the patches with a target, applications the objects
-	// they could select, summed over the patches.
-	patches, applications int
+	// they could select, summed over the patches; gathered counts the
+	// objects gathered, over all kustomizations.
+	patches, applications, gathered int
 }
 
 // scanned is what walking one folder gave: the objects it gathers, the
@@ -412,7 +420,7 @@ func newPatchScan(fsys filesys.FileSystem) *patchScan {
 // over reports whether the count has passed maxPatchApplications, after
 // which the scan stops: the build is refused whatever is left.
 func (s *patchScan) over() bool {
-	return s.applications > maxPatchApplications
+	return s.applications > maxPatchApplications || s.gathered > maxScannedObjects
 }
 
 // walk reads the kustomization of dir and returns the objects it gathers.
@@ -469,10 +477,14 @@ func (s *patchScan) gather(dir string, component bool) (objs []fileObject, pendi
 		case s.over() || isRemote(ref):
 		case s.fsys.IsDir(next):
 			o, p := s.walk(next, component)
-			objs, pending = append(slices.Clip(objs), o...), append(slices.Clip(pending), p...)
+			if s.gathered += len(o); !s.over() {
+				objs, pending = append(slices.Clip(objs), o...), append(slices.Clip(pending), p...)
+			}
 		case s.fsys.Exists(next):
 			if data, err := s.fsys.ReadFile(next); err == nil {
-				objs = append(objs, fileObjects(data)...)
+				o := fileObjects(data)
+				s.gathered += len(o)
+				objs = append(objs, o...)
 			}
 		}
 	}
@@ -669,6 +681,11 @@ func fitsWithin(pattern, name string) bool {
 func refusePatchCost(fsys filesys.FileSystem, dir, shown string) error {
 	s := newPatchScan(fsys)
 	s.walk(dir, false)
+	if s.gathered > maxScannedObjects {
+		return fmt.Errorf("render: kustomize build %s: its kustomizations gather more than %d objects, counting a base once for each kustomization that lists it, "+
+			"as kustomize builds it again for each: list each base from fewer kustomizations, or split the folder into several add-ons",
+			shown, maxScannedObjects)
+	}
 	if s.over() {
 		return fmt.Errorf("render: kustomize build %s: its kustomizations hold patches with a target that could select more than the %d patch applications a folder may ask for "+
 			"(the count passed it at patch %d), as kustomize applies each patch to each object it selects, and builds a base again for each kustomization that lists it: "+
