@@ -659,6 +659,43 @@ func TestSyncerGivesUpOnCredentialsThatHang(t *testing.T) {
 	}
 }
 
+// TestSyncerRestartsTheStallClockAfterCredentialsAPersonFixed: a
+// credentials step that failed for a moment twice, then credentials a
+// person must fix (Stalled at once), then, once fixed, one more passing
+// failure a quarter of an hour after the first: that one is not Stalled,
+// as the run of failures was ended by the failure a person fixed.
+func TestSyncerRestartsTheStallClockAfterCredentialsAPersonFixed(t *testing.T) {
+	needCluster(t)
+	ctx := context.Background()
+	ns := newNamespace(t, "gitops-auth-clock")
+	srv := gitserver.Start(t)
+	createRepo(t, ns, "gitops", srv.Create(t, "gitops"))
+	waitRead(t, ns, "gitops")
+
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := t0
+	var authErr error
+	auth := func(context.Context, string, *corev1.Secret) (transport.AuthMethod, error) { return nil, authErr }
+	fresh := &controller.AddonRepositoryReconciler{Client: env.client, Auth: auth, Now: func() time.Time { return clock }}
+	unavailable := fmt.Errorf("cannot get a GitHub App installation token: %w", apierrors.NewServiceUnavailable("the token endpoint is restarting"))
+	step := func(after time.Duration, err error, wantStalled metav1.ConditionStatus) {
+		t.Helper()
+		clock, authErr = t0.Add(after), err
+		if _, err := fresh.Reconcile(ctx, ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "gitops"}}); err != nil {
+			t.Fatal(err)
+		}
+		r := getRepo(t, ns, "gitops")
+		c := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionReady)
+		if s := meta.FindStatusCondition(r.Status.Conditions, capstanv1.ConditionStalled); s == nil || s.Status != wantStalled {
+			t.Fatalf("after %s: Stalled %+v, want %s (Ready %+v)", after, s, wantStalled, c)
+		}
+	}
+	step(0, unavailable, metav1.ConditionFalse)
+	step(5*time.Minute, unavailable, metav1.ConditionFalse)
+	step(6*time.Minute, fmt.Errorf("the GitHub App private key does not parse"), metav1.ConditionTrue)
+	step(15*time.Minute, unavailable, metav1.ConditionFalse)
+}
+
 // TestSyncerWaitsOutABusyGitBudget: other fetches hold the git memory
 // budget, so the clone of the repository's commit is refused at once.
 // That is no failed read: the repository is not Stalled, says it is read
