@@ -323,7 +323,7 @@ func TestReplacedSecretInputsAnotherAddonReadsAreKept(t *testing.T) {
 	if dbSecret() == fourth {
 		t.Error("the edit whose cleanup was refused was not written")
 	}
-	if len(warnings) != 1 || !strings.Contains(warnings[0], fourth) || !strings.Contains(warnings[0], "forbidden") {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], fourth) || !strings.Contains(strings.ToLower(warnings[0]), "forbidden") {
 		t.Errorf("the warnings of a refused cleanup are %q; want one that names %s and the refusal", warnings, fourth)
 	}
 }
