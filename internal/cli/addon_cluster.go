@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -31,6 +30,7 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
+	addonvalues "capstan.dev/capstan/internal/values"
 )
 
 // The cluster side of `capstan addon`: commands that change an Addon in the
@@ -174,25 +174,7 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 // users.0.password for an item of a list) of vals, and whether vals holds
 // one there.
 func valueAt(vals map[string]any, path string) (any, bool) {
-	var v any = vals
-	for seg := range strings.SplitSeq(path, ".") {
-		switch c := v.(type) {
-		case map[string]any:
-			var ok bool
-			if v, ok = c[seg]; !ok {
-				return nil, false
-			}
-		case []any:
-			i, err := strconv.Atoi(seg)
-			if err != nil || i < 0 || i >= len(c) {
-				return nil, false
-			}
-			v = c[i]
-		default:
-			return nil, false
-		}
-	}
-	return v, true
+	return addonvalues.Lookup(vals, strings.Split(path, "."))
 }
 
 // dropSecretInputPaths takes out of spec.values the values at the paths

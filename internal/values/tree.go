@@ -82,6 +82,10 @@ func dotted(segs []string) string {
 	return b.String()
 }
 
+// Lookup returns the value at path segments of a values tree (a key of a
+// map, an index of a list) and whether it exists.
+func Lookup(v any, segs []string) (any, bool) { return lookup(v, segs) }
+
 // lookup returns the value at path segments and whether it exists.
 func lookup(v any, segs []string) (any, bool) {
 	for _, s := range segs {
