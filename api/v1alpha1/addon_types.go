@@ -52,8 +52,8 @@ const (
 	FieldManager = "capstan"
 	// OwnerLabelsManager is the field manager of the owner labels alone,
 	// which Capstan writes on an object it adopts without a change: it
-	// owns those labels and nothing else, so the object's other fields
-	// stay their owners'.
+	// owns those labels and nothing else. (The fields the chart renders
+	// are then written as FieldManager's, their values unchanged.)
 	OwnerLabelsManager = "capstan-owner"
 )
 

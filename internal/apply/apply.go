@@ -131,7 +131,8 @@ func (a *Applier) applyAlone(ctx context.Context, obj *unstructured.Unstructured
 // LabelOwner marks a live object that an add-on adopts without a change
 // as the add-on's: it applies the add-on's owner labels (labels) alone,
 // with a field manager of their own (capstanv1.OwnerLabelsManager), so
-// nothing else of the object changes, and no other field changes owner.
+// nothing else of the object changes. (ClaimAdopted then makes the fields
+// the chart renders Capstan's, values unchanged.)
 // The apply is bound to uid, the object the plan saw: one deleted since is
 // not created anew as a bare object of labels, and one created anew under
 // the same name is not marked; the API server answers a conflict.
