@@ -94,6 +94,20 @@ func TestPlanTakesTheControllersConfiguration(t *testing.T) {
 // capstan plan fetches it.
 func servedAddon(t *testing.T, c client.Client, ns, name string, files map[string]string) []string {
 	t.Helper()
+	url, fetch := servedChart(t, name, files)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: url}}}
+	if err := c.Create(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	return fetch
+}
+
+// servedChart serves a chart of files (version 1.0.0) over https on
+// loopback; it returns the chart's URL and the flags with which a command
+// fetches it through the fetch guard.
+func servedChart(t *testing.T, name string, files map[string]string) (url string, fetch []string) {
+	t.Helper()
 	archive, err := testcontroller.ChartArchive(name, files)
 	if err != nil {
 		t.Fatal(err)
@@ -104,12 +118,7 @@ func servedAddon(t *testing.T, c client.Client, ns, name string, files map[strin
 	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: server.URL + "/" + name + "-1.0.0.tgz"}}}
-	if err := c.Create(t.Context(), a); err != nil {
-		t.Fatal(err)
-	}
-	return []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+	return server.URL + "/" + name + "-1.0.0.tgz", []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
 }
 
 // TestPlanRendersInTheSandbox: capstan plan renders a chart that whoever

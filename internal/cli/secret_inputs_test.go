@@ -137,6 +137,16 @@ func TestRotatedSecretInputsLeaveNoOldSecret(t *testing.T) {
 	}
 }
 
+// writeOnlyChart is a chart whose schema marks auth.password, and the
+// password of each item of users, writeOnly: secret inputs.
+var writeOnlyChart = map[string]string{
+	"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
+	"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
+		`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
+		`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
+	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
+}
+
 // TestValuesFlagsRefuseSecretInputs: a value the chart's schema marks
 // writeOnly, given with --set or -f, would be stored in spec.values, where
 // anyone who may view the Addon reads it, before the controller Blocks
@@ -145,23 +155,8 @@ func TestRotatedSecretInputsLeaveNoOldSecret(t *testing.T) {
 func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	cluster, c := apiServer(t)
 	ns := testNamespace(t, c)
-	archive, err := testcontroller.ChartArchive("blog", map[string]string{
-		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
-		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
-			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
-			`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
-	t.Cleanup(server.Close)
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
 	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pw := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pw, []byte("hunter2"), 0o600); err != nil {
 		t.Fatal(err)
@@ -170,8 +165,7 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	if err := os.WriteFile(values, []byte("auth:\n  password: hunter2\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	fetch := []string{"--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
-	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", server.URL + "/blog-1.0.0.tgz"}, fetch...)
+	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", chartURL}, fetch...)
 
 	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}, {"--set", "users[0].password=hunter2"}} {
 		out, err := capstan(t, cluster, append(add, given...)...)
@@ -392,32 +386,17 @@ func TestEditValuesSurviveAStatusWriteDuringTheChartFetch(t *testing.T) {
 func TestEditWithAWriteOnlyValueHeldAlready(t *testing.T) {
 	cluster, c := apiServer(t)
 	ns := testNamespace(t, c)
-	archive, err := testcontroller.ChartArchive("blog", map[string]string{
-		"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
-		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
-			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
-			`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
-		"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	server := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(archive) }))
-	t.Cleanup(server.Close)
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
 	dir := t.TempDir()
-	caFile := filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: server.Certificate().Raw}), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	pw := filepath.Join(dir, "pw")
 	if err := os.WriteFile(pw, []byte("hunter3"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
-		a.Spec.Chart.URL = server.URL + "/blog-1.0.0.tgz"
+		a.Spec.Chart.URL = chartURL
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"auth":{"password":"hunter2"}}`)}
 	})
-	edit := []string{"addon", "edit", "blog", "-n", ns, "--fetch-allow", "127.0.0.1/32", "--ca-file", caFile}
+	edit := append([]string{"addon", "edit", "blog", "-n", ns}, fetch...)
 
 	out, err := capstan(t, cluster, append(edit, "--set", "replicas=3")...)
 	if err != nil {
