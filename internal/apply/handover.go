@@ -53,7 +53,7 @@ func formerDeployer(entry metav1.ManagedFieldsEntry) bool {
 func handedOver(entries []metav1.ManagedFieldsEntry, owned *fieldpath.Set, claim bool, apiVersion string) (out []metav1.ManagedFieldsEntry, changed bool, err error) {
 	ours := -1
 	for _, e := range entries {
-		if e.Manager == capstanv1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+		if capstanApplied(e) {
 			ours = len(out)
 		}
 		if !formerDeployer(e) {
@@ -73,35 +73,31 @@ func handedOver(entries []metav1.ManagedFieldsEntry, owned *fieldpath.Set, claim
 		if left.Empty() {
 			continue
 		}
-		raw, err := left.ToJSON()
-		if err != nil {
+		if e.FieldsV1, err = fieldsOf(left); err != nil {
 			return nil, false, err
 		}
-		e.FieldsV1 = metav1.NewFieldsV1(string(raw))
 		out = append(out, e)
 	}
 	if !claim {
 		return out, changed, nil
 	}
 	if ours < 0 {
-		raw, err := owned.ToJSON()
+		f, err := fieldsOf(owned)
 		if err != nil {
 			return nil, false, err
 		}
 		now := metav1.Now()
 		return append(out, metav1.ManagedFieldsEntry{Manager: capstanv1.FieldManager, Operation: metav1.ManagedFieldsOperationApply,
-			APIVersion: apiVersion, Time: &now, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(string(raw))}), true, nil
+			APIVersion: apiVersion, Time: &now, FieldsType: "FieldsV1", FieldsV1: f}), true, nil
 	}
 	have, err := fieldSet(out[ours].FieldsV1)
 	if err != nil {
 		return nil, false, err
 	}
 	if all := have.Union(owned); !all.Equals(have) {
-		raw, err := all.ToJSON()
-		if err != nil {
+		if out[ours].FieldsV1, err = fieldsOf(all); err != nil {
 			return nil, false, err
 		}
-		out[ours].FieldsV1 = metav1.NewFieldsV1(string(raw))
 		changed = true
 	}
 	return out, changed, nil
@@ -154,22 +150,36 @@ func fieldSet(f *metav1.FieldsV1) (*fieldpath.Set, error) {
 	return s, nil
 }
 
+// fieldsOf encodes a set as a managed-fields entry's.
+func fieldsOf(s *fieldpath.Set) (*metav1.FieldsV1, error) {
+	raw, err := s.ToJSON()
+	if err != nil {
+		return nil, err
+	}
+	return metav1.NewFieldsV1(string(raw)), nil
+}
+
+// capstanApplied reports whether entry is Capstan's apply of the object
+// itself.
+func capstanApplied(e metav1.ManagedFieldsEntry) bool {
+	return e.Manager == capstanv1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == ""
+}
+
 // appliedFields returns the fields Capstan's apply owns in obj, or nil
 // when it owns none.
 func appliedFields(obj *unstructured.Unstructured) (*fieldpath.Set, error) {
-	for _, e := range obj.GetManagedFields() {
-		if e.Manager == capstanv1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
-			return fieldSet(e.FieldsV1)
-		}
+	f := AppliedFields(obj)
+	if f == nil {
+		return nil, nil
 	}
-	return nil, nil
+	return fieldSet(f)
 }
 
 // AppliedFields returns the fields a dry run of Capstan's apply shows it
 // would own, as the API server wrote them, or nil when it shows none.
 func AppliedFields(dry *unstructured.Unstructured) *metav1.FieldsV1 {
 	for _, e := range dry.GetManagedFields() {
-		if e.Manager == capstanv1.FieldManager && e.Operation == metav1.ManagedFieldsOperationApply && e.Subresource == "" {
+		if capstanApplied(e) {
 			return e.FieldsV1
 		}
 	}
