@@ -35,6 +35,7 @@ import (
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/notify"
 	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
 )
 
 // +kubebuilder:rbac:groups=capstan.dev,resources=addons,verbs=get;list;watch;update;patch
@@ -138,7 +139,8 @@ type AddonReconciler struct {
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
 // valuesFrom, substituteFrom, decryption, kubeConfig, source credentials
-// and signature keys name, so a change to one reconciles its Addons at
+// and signature keys name (values.ReferencedObjects, the list that keeps
+// values.Cleanup off them too), so a change to one reconciles its Addons at
 // once: new values, new keys, rotated credentials, a repointed remote
 // cluster, or the label a restricted add-on waits for (labelledFor).
 const valuesRefIndex = "capstan.dev/values-ref"
@@ -198,32 +200,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		},
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {
-		addon := obj.(*capstanv1.Addon)
-		var keys []string
-		for _, ref := range addon.Spec.ValuesFrom {
-			keys = append(keys, ref.Kind+"/"+ref.Name)
-		}
-		for _, ref := range addon.Spec.SubstituteFrom {
-			keys = append(keys, ref.Kind+"/"+ref.Name)
-		}
-		if d := addon.Spec.Decryption; d != nil {
-			keys = append(keys, "Secret/"+d.SecretRef.Name)
-		}
-		if kc := addon.Spec.KubeConfig; kc != nil {
-			keys = append(keys, "Secret/"+kc.SecretRef.Name)
-		}
-		if ref := source.SecretRef(addon.Spec); ref != nil {
-			keys = append(keys, "Secret/"+ref.Name)
-		}
-		if c := addon.Spec.Chart; c != nil && c.Verify != nil {
-			switch v := c.Verify; {
-			case v.Provenance != nil:
-				keys = append(keys, "Secret/"+v.Provenance.SecretRef.Name)
-			case v.Cosign != nil:
-				keys = append(keys, "Secret/"+v.Cosign.SecretRef.Name)
-			}
-		}
-		return keys
+		return values.ReferencedObjects(obj.(*capstanv1.Addon).Spec)
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/source"
 )
 
 // Names, keys and annotations of an add-on's values objects.
@@ -44,6 +45,40 @@ func ValuesPrefix(addon string) string { return addon + "-values-" }
 // GeneratedName is the name of an add-on's generated Secret:
 // "<addon>-generated".
 func GeneratedName(addon string) string { return addon + "-generated" }
+
+// ReferencedObjects lists the Secrets and ConfigMaps an add-on's spec names,
+// for any purpose, as "Kind/name": valuesFrom, substituteFrom, the
+// decryption keys, the kubeconfig, the source's credentials and the chart's
+// verification keys. The controller wakes an add-on when one of them
+// changes, and Cleanup never deletes one: one list serves both, so an
+// object the add-on reads is never one that a cleanup judges unused.
+func ReferencedObjects(spec capstanv1.AddonSpec) []string {
+	var keys []string
+	for _, ref := range spec.ValuesFrom {
+		keys = append(keys, ref.Kind+"/"+ref.Name)
+	}
+	for _, ref := range spec.SubstituteFrom {
+		keys = append(keys, ref.Kind+"/"+ref.Name)
+	}
+	if d := spec.Decryption; d != nil {
+		keys = append(keys, "Secret/"+d.SecretRef.Name)
+	}
+	if kc := spec.KubeConfig; kc != nil {
+		keys = append(keys, "Secret/"+kc.SecretRef.Name)
+	}
+	if ref := source.SecretRef(spec); ref != nil {
+		keys = append(keys, "Secret/"+ref.Name)
+	}
+	if c := spec.Chart; c != nil && c.Verify != nil {
+		if v := c.Verify.Provenance; v != nil {
+			keys = append(keys, "Secret/"+v.SecretRef.Name)
+		}
+		if v := c.Verify.Cosign; v != nil {
+			keys = append(keys, "Secret/"+v.SecretRef.Name)
+		}
+	}
+	return keys
+}
 
 // isValuesName reports whether name is one of the add-on's values objects.
 func isValuesName(addon, name string) bool {

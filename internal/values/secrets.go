@@ -208,22 +208,20 @@ func kindName(o client.Object) string {
 	return "ConfigMap/" + o.GetName()
 }
 
-// Cleanup deletes the add-on's values Secrets and ConfigMaps that
-// spec.valuesFrom no longer names. It deletes one the add-on owns (it
+// Cleanup deletes the add-on's values Secrets and ConfigMaps that its spec
+// no longer names, for any purpose (ReferencedObjects). It deletes one the add-on owns (it
 // adopted it, so it was referenced once) at once, and an unowned one only
 // after UnreferencedGrace, so a Secret written for an Addon that is not yet
 // updated survives. The generated Secret is never cleaned up. It returns
 // what it deleted, as "Kind/name". Call it in the restricted profile, after
 // a successful apply of the current spec.
 func Cleanup(ctx context.Context, c client.Client, addon *capstanv1.Addon, now time.Time) ([]string, error) {
+	// NOTE: an object the spec names is in use whatever reads it: a
+	// restricted add-on reads no variables from objects, yet its
+	// credentials or keys may carry a values name and the add-on's label.
 	referenced := map[string]bool{}
-	for _, ref := range addon.Spec.ValuesFrom {
-		referenced[ref.Kind+"/"+ref.Name] = true
-	}
-	// NOTE: a restricted add-on reads no variables from objects, but an
-	// object the spec names is in use whatever reads it.
-	for _, ref := range addon.Spec.SubstituteFrom {
-		referenced[ref.Kind+"/"+ref.Name] = true
+	for _, key := range ReferencedObjects(addon.Spec) {
+		referenced[key] = true
 	}
 	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {

@@ -343,6 +343,39 @@ func TestCleanupDeletesUnreferencedValuesSecrets(t *testing.T) {
 	}
 }
 
+// TestCleanupKeepsWhatTheSpecNamesForAnyPurpose: a restricted add-on's
+// credentials and keys carry the add-on's label, and may carry a values
+// name too; the spec naming one for any purpose keeps it.
+func TestCleanupKeepsWhatTheSpecNamesForAnyPurpose(t *testing.T) {
+	c := admin(t)
+	ns := namespace(t, c)
+	a := addon(t, c, ns, "app")
+	a.Spec.Chart.SecretRef = &capstanv1.LocalObjectReference{Name: "app-values-registry"}
+	a.Spec.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "app-values-keys"}}}
+	a.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "app-values-kube"}}
+	a.Spec.Decryption = &capstanv1.Decryption{Provider: "sops", SecretRef: capstanv1.LocalObjectReference{Name: "app-values-age"}}
+	if err := c.Update(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	named := []string{"app-values-registry", "app-values-keys", "app-values-kube", "app-values-age"}
+	for _, name := range append(slices.Clone(named), "app-values-stale") {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: a.OwnerLabels()}}
+		if err := c.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The cleanup judges them past the grace, as a real one does an hour on.
+	deleted, err := values.Cleanup(t.Context(), c, a, time.Now().Add(values.UnreferencedGrace+time.Minute))
+	if err != nil || !slices.Equal(deleted, []string{"Secret/app-values-stale"}) {
+		t.Fatalf("Cleanup = %v, %v; want only the Secret nothing names", deleted, err)
+	}
+	for _, name := range named {
+		if _, ok := getSecret(t, c, ns, name); !ok {
+			t.Errorf("Cleanup deleted %s, which the spec names", name)
+		}
+	}
+}
+
 func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	c := admin(t)
 	ns := namespace(t, c)
