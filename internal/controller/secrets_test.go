@@ -222,3 +222,43 @@ func inputSecret(t *testing.T, name string, data map[string]string) *corev1.Secr
 	}
 	return in
 }
+
+// TestSecretInputTakesItsSchemasType: a writeOnly integer given as a
+// Secret's targetPath, as Capstan's writers give every secret input, is
+// rendered as the number, not Blocked as a string.
+func TestSecretInputTakesItsSchemasType(t *testing.T) {
+	ns := newNamespace(t)
+	name := "typed-" + ns
+	inputSecret(t, name+"-in", map[string]string{"pin": "80443"})
+	url, _ := charts.publish(t, chart{name: "typed", version: "1.0.0", files: map[string]string{
+		"values.schema.json": `{"type":"object","properties":{"pin":{"type":"integer","writeOnly":true}},"required":["pin"]}`,
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  pinKind: {{ kindOf .Values.pin | quote }}
+`,
+	}})
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: name + "-in", ValuesKey: "pin", TargetPath: "pin"}}
+	})))
+	got := waitFor(t, a, 90*time.Second, "Synced or Blocked", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseSynced || cur.Status.Phase == capstanv1.PhaseBlocked
+	})
+	if got.Status.Phase != capstanv1.PhaseSynced {
+		var errs []capstanv1.ValuesError
+		if got.Status.Plan != nil {
+			errs = got.Status.Plan.ValuesErrors
+		}
+		t.Fatalf("phase %s, values errors %v; want the PIN typed and the add-on Synced", got.Status.Phase, errs)
+	}
+	cm := &corev1.ConfigMap{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name + "-settings"}, cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data["pinKind"] != "float64" {
+		t.Fatalf("the chart saw the PIN as %q; want a number (float64), as a values document gives it", cm.Data["pinKind"])
+	}
+	assertNotShown(t, got, "80443")
+}

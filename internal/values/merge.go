@@ -44,10 +44,25 @@ type Layer struct {
 	// Doc is the key's YAML, when the entry has no targetPath.
 	Doc map[string]any
 	// Raw is the key's string, when the entry has a targetPath. It is set
-	// as it is, never parsed.
+	// as it is, never parsed, unless it is a secret input the schema types
+	// (typed).
 	Raw string
 
 	path targetPath
+	// typed stands for Raw when the entry is a secret input whose schema
+	// refuses a string and Raw reads as true, false or a number
+	// (typeSecretInputs); nil otherwise.
+	typed any
+	// untyped is true once the schema refused typed too: Raw stays.
+	untyped bool
+}
+
+// value is what a targetPath entry sets at its path.
+func (l Layer) value() any {
+	if l.typed != nil {
+		return l.typed
+	}
+	return l.Raw
 }
 
 // FromSecret reports whether the layer's values come from a Secret.
@@ -70,7 +85,7 @@ func (l Layer) tree() map[string]any {
 	}
 	if l.path != nil {
 		m := map[string]any{}
-		l.path.set(m, l.Raw)
+		l.path.set(m, l.value())
 		return m
 	}
 	return copyMap(l.Doc)
@@ -84,7 +99,7 @@ func (l Layer) tree() map[string]any {
 // The lists on the way are copied, never changed in place.
 func (l Layer) applyTo(user map[string]any) map[string]any {
 	if l.path != nil {
-		l.path.set(user, l.Raw)
+		l.path.set(user, l.value())
 		return user
 	}
 	return loader.MergeMaps(user, copyMap(l.Doc))
@@ -250,10 +265,35 @@ func printedForms(v any) []string {
 // default and otherwise leaves a null; Compose drops those nulls too, so that
 // null always deletes, and Values stay exactly what Helm should be given.
 //
+// A secret input that a Secret's targetPath entry sets is a string, unless
+// the schema refuses a string for it (typeSecretInputs).
+//
 // Compose reports secret inputs outside Secrets, schema violations and a
 // schema that does not compile as Result.Errors; it returns an error only
 // when the chart's dependencies cannot be resolved.
 func Compose(in Inputs) (*Result, error) {
+	res, err := compose(in)
+	if err != nil {
+		return nil, err
+	}
+	// NOTE: which inputs the schema types is known only once the values
+	// are checked; values that need none, nearly all, are composed once.
+	for range 2 {
+		src, changed := typeSecretInputs(in.Sources, res)
+		if !changed {
+			break
+		}
+		in.Sources = src
+		if res, err = compose(in); err != nil {
+			return nil, err
+		}
+	}
+	noteUntypedInputs(in.Sources, res)
+	return res, nil
+}
+
+// compose is Compose with every targetPath entry set as it is typed so far.
+func compose(in Inputs) (*Result, error) {
 	key := in.PlatformKey
 	if key == "" {
 		key = DefaultPlatformKey

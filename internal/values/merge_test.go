@@ -2,6 +2,7 @@ package values
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -413,5 +414,107 @@ func TestSubchartKeyNotAMapNamesHelmsKey(t *testing.T) {
 				t.Errorf("Compose: got error %q, want one saying %q and not quoting the value", err, tc.want)
 			}
 		})
+	}
+}
+
+// TestSecretInputsTakeTheirSchemasType: Capstan's writers give every secret
+// input as a Secret's targetPath, whose text is a string; a writeOnly PIN,
+// port or flag is read as the number or boolean its schema asks for, and
+// every other targetPath entry stays a string.
+func TestSecretInputsTakeTheirSchemasType(t *testing.T) {
+	schema := `{"type": "object", "properties": {
+  "pin":     {"type": "integer", "writeOnly": true},
+  "ratio":   {"type": ["number", "null"], "writeOnly": true},
+  "enabled": {"type": "boolean", "writeOnly": true},
+  "token":   {"type": "string", "writeOnly": true},
+  "either":  {"type": ["string", "integer"], "writeOnly": true},
+  "port":    {"type": "integer"},
+  "code":    {"type": "integer", "writeOnly": true},
+  "long":    {"type": "integer", "writeOnly": true},
+  "half":    {"type": "integer", "writeOnly": true}
+}}`
+	ch := testChart(t, "demo", "", schema)
+	res, err := Compose(Inputs{Chart: ch, Sources: Sources{From: indexed(
+		pathLayer("Secret", "demo-values-a", "pin", "1234"),
+		pathLayer("Secret", "demo-values-a", "ratio", "0.5"),
+		pathLayer("Secret", "demo-values-a", "enabled", "false"),
+		pathLayer("Secret", "demo-values-a", "token", "1234"),
+		pathLayer("Secret", "demo-values-a", "either", "1234"),
+	)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 {
+		t.Fatalf("values errors %v; want the inputs typed by their schema", res.Errors)
+	}
+	want := map[string]any{"pin": float64(1234), "ratio": 0.5, "enabled": false, "token": "1234", "either": "1234"}
+	if !reflect.DeepEqual(res.Effective, want) || !reflect.DeepEqual(res.Values, want) {
+		t.Fatalf("effective values %#v, values for Helm %#v; want %#v", res.Effective, res.Values, want)
+	}
+	if got := res.SecretValues(); !slices.Contains(got, "1234") || len(res.SecretPaths) != 5 {
+		t.Fatalf("secret paths %v; want all five inputs hidden, the PIN's digits among the values", res.SecretPaths)
+	}
+
+	// A text that is no such value, or loses digits, or a value that is
+	// no secret input, stays a string, and the error says why.
+	res, err = Compose(Inputs{Chart: ch, Sources: Sources{From: indexed(
+		pathLayer("Secret", "demo-values-a", "code", "0123"),
+		pathLayer("Secret", "demo-values-a", "long", "12345678901234567890"),
+		pathLayer("Secret", "demo-values-a", "half", "0.5"),
+		pathLayer("Secret", "demo-values-a", "port", "8443"),
+		pathLayer("Secret", "demo-values-a", "enabled", "yes"),
+	)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"code", "long", "half", "port", "enabled"} {
+		if _, ok := res.Effective[k].(string); !ok {
+			t.Errorf("%s = %#v; want the string kept", k, res.Effective[k])
+		}
+	}
+	var paths []string
+	for _, e := range res.Errors {
+		paths = append(paths, e.Path)
+		if e.Rule != "type" || !strings.Contains(e.Message, "not string") {
+			t.Errorf("error %+v; want a type error about the string", e)
+		}
+		if hint := strings.Contains(e.Message, "read as a boolean or a number only when"); hint == (e.Path == "/port") {
+			t.Errorf("error %+v: the hint belongs to secret inputs only", e)
+		}
+		for _, v := range []string{"0123", "1234567890", "0.5", "8443", "yes"} {
+			if strings.Contains(e.Message, v) {
+				t.Errorf("error %+v shows the value", e)
+			}
+		}
+	}
+	if !slices.Equal(paths, []string{"/code", "/enabled", "/half", "/long", "/port"}) {
+		t.Fatalf("errors at %v; want one at each input left a string", paths)
+	}
+
+	// A ConfigMap's targetPath is no secret input: it stays a string, and
+	// is refused as a secret input outside a Secret.
+	res, err = Compose(Inputs{Chart: ch, Sources: Sources{From: indexed(pathLayer("ConfigMap", "demo-values-b", "pin", "1234"))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Effective["pin"] != "1234" {
+		t.Fatalf("pin from a ConfigMap = %#v; want the string", res.Effective["pin"])
+	}
+}
+
+func TestTypedText(t *testing.T) {
+	for _, tt := range []struct {
+		text string
+		want any
+	}{
+		{"true", true}, {"false", false}, {"0", 0.0}, {"-7", -7.0}, {"8443", 8443.0}, {"0.1", 0.1}, {"1.50", 1.5},
+		{"2.5e3", 2500.0}, {"9007199254740992", 9007199254740992.0},
+		{"0123", nil}, {"12345678901234567890", nil}, {"1e400", nil}, {"1e-99999", nil}, {"+1", nil}, {".5", nil},
+		{"0x10", nil}, {"1_000", nil}, {"Infinity", nil}, {"NaN", nil}, {"yes", nil}, {"True", nil}, {"null", nil}, {"", nil}, {" 1", nil},
+	} {
+		got, ok := typedText(tt.text)
+		if ok != (tt.want != nil) || got != tt.want {
+			t.Errorf("typedText(%q) = %#v, %v; want %#v", tt.text, got, ok, tt.want)
+		}
 	}
 }
