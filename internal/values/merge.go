@@ -114,6 +114,70 @@ func (l Layer) setsKey(key string) bool {
 	return ok
 }
 
+// maxOverridesNamed bounds the paths one override notice names.
+const maxOverridesNamed = 5
+
+// overrideNotices says, for each valuesFrom entry, which values it sets
+// over ones spec.values sets: in Capstan valuesFrom wins, the reverse of
+// Flux's HelmRelease, so a HelmRelease moved as it is would silently render
+// its shared defaults over its own values. The platform key has its own
+// notice. The notices name paths only, never values.
+func overrideNotices(src Sources, platformKey string) []Notice {
+	if len(src.Spec) == 0 {
+		return nil
+	}
+	var out []Notice
+	for _, l := range src.From {
+		if l.Missing {
+			continue
+		}
+		over := l.Doc
+		if l.path != nil {
+			over = l.tree()
+		}
+		var paths [][]string
+		for _, k := range sortedKeys(over) {
+			if sv, ok := src.Spec[k]; ok && k != platformKey {
+				overridden(sv, over[k], []string{k}, func(p []string) { paths = append(paths, p) })
+			}
+		}
+		if len(paths) == 0 {
+			continue
+		}
+		named := make([]string, 0, maxOverridesNamed)
+		for _, p := range paths[:min(len(paths), maxOverridesNamed)] {
+			named = append(named, dotted(p))
+		}
+		list := strings.Join(named, ", ")
+		if more := len(paths) - len(named); more > 0 {
+			list += fmt.Sprintf(" and %d more", more)
+		}
+		out = append(out, Notice{
+			Path: pointer(paths[0]),
+			Message: fmt.Sprintf("%s sets %s, which spec.values sets too, and wins: in Capstan a valuesFrom entry wins over spec.values, the reverse of Flux's HelmRelease; set each value in one place",
+				l.Name(), list),
+		})
+	}
+	return out
+}
+
+// overridden calls fn with each path at which over, merged over spec,
+// replaces what spec holds there: maps merge key by key, and anything else,
+// null included, replaces.
+func overridden(spec, over any, path []string, fn func([]string)) {
+	sm, ok1 := spec.(map[string]any)
+	om, ok2 := over.(map[string]any)
+	if !ok1 || !ok2 {
+		fn(path)
+		return
+	}
+	for _, k := range sortedKeys(om) {
+		if sv, ok := sm[k]; ok {
+			overridden(sv, om[k], append(path[:len(path):len(path)], k), fn)
+		}
+	}
+}
+
 // mergeOver returns user with spec.values and each valuesFrom entry merged
 // over it, in order. Missing optional entries add nothing.
 func (src Sources) mergeOver(user map[string]any) map[string]any {
@@ -316,6 +380,7 @@ func compose(in Inputs) (*Result, error) {
 			platformSetters = append(platformSetters, l.Name())
 		}
 	}
+	res.Notices = append(res.Notices, overrideNotices(in.Sources, key)...)
 	if len(platformSetters) > 0 {
 		res.Notices = append(res.Notices, Notice{
 			Path: pointer([]string{key}),

@@ -518,3 +518,56 @@ func TestTypedText(t *testing.T) {
 		}
 	}
 }
+
+// TestComposeNoticesValuesFromOverSpecValues: a valuesFrom entry that sets
+// a value spec.values sets wins, the reverse of Flux's HelmRelease, and the
+// plan says so; entries that only add beside spec.values say nothing.
+func TestComposeNoticesValuesFromOverSpecValues(t *testing.T) {
+	res, err := Compose(Inputs{
+		Sources: Sources{
+			Spec: ymap(t, `{replicas: 3, image: {tag: "1.26", pullPolicy: Always}, auth: {username: admin}, extra: {a: 1}, capstan: {hostname: mine}}`),
+			From: indexed(
+				docLayer("ConfigMap", "shared", `{replicas: 1, image: {repository: nginx}, extra: "flat", capstan: {hostname: other}}`),
+				pathLayer("Secret", "app-values-a", "auth.password", "s3cr3t-pw"),
+				pathLayer("Secret", "app-values-a", "image.tag", "1.27-private"),
+				docLayer("Secret", "app-values-b", `{auth: {username: null}}`),
+			),
+		},
+		Platform: Platform{Namespace: "platform"}.Values(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, n := range res.Notices {
+		if strings.Contains(n.Message, "Flux") {
+			got[n.Path] = n.Message
+		}
+		for _, v := range []string{"s3cr3t-pw", "1.27-private", "1.26", "flat", "other", "mine"} {
+			if strings.Contains(n.Message, v) {
+				t.Errorf("notice %q shows a value", n.Message)
+			}
+		}
+	}
+	want := map[string][]string{
+		"/extra":         {"spec.valuesFrom[0] (ConfigMap shared", "sets extra, replicas, which spec.values sets too"},
+		"/image/tag":     {"spec.valuesFrom[2] (Secret app-values-a", "sets image.tag,"},
+		"/auth/username": {"spec.valuesFrom[3] (Secret app-values-b", "sets auth.username,"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("override notices %v; want one at each of %v", got, want)
+	}
+	for path, parts := range want {
+		for _, part := range parts {
+			if !strings.Contains(got[path], part) {
+				t.Errorf("notice at %s = %q; want it to hold %q", path, got[path], part)
+			}
+		}
+		if !strings.Contains(got[path], "reverse of Flux's HelmRelease") {
+			t.Errorf("notice at %s = %q; want it to name the order Flux uses", path, got[path])
+		}
+	}
+	if res.Effective["replicas"] != float64(1) {
+		t.Fatalf("replicas = %v; want the valuesFrom entry's, which wins", res.Effective["replicas"])
+	}
+}
