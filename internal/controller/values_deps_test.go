@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -64,5 +65,34 @@ func TestValuesFollowTheResolvedDependencies(t *testing.T) {
 	waitPhase(t, a, capstanv1.PhaseSynced)
 	if cm := live(t, "v1", "ConfigMap", ns, "deps-db"); cm == nil || cm.Object["data"].(map[string]any)["port"] != "none" {
 		t.Errorf("ConfigMap deps-db = %v; want port none: the null deletes the subchart's default", cm)
+	}
+}
+
+// TestTooManySecretValuesBlock: a chart whose schema marks a list of its
+// own defaults writeOnly makes every element a value to hide in every
+// message. Past values.MaxSecretValues the add-on is Blocked by a values
+// error that names the list, and nothing is rendered or applied.
+func TestTooManySecretValuesBlock(t *testing.T) {
+	ns := newNamespace(t)
+	var doc strings.Builder
+	doc.WriteString("junk:\n")
+	for i := range values.MaxSecretValues + 1 {
+		fmt.Fprintf(&doc, "  - aaaa%06d\n", i)
+	}
+	url, _ := charts.publish(t, chart{name: "junk", version: "1.0.0", files: map[string]string{
+		"values.yaml":        doc.String(),
+		"values.schema.json": `{"properties": {"junk": {"writeOnly": true}}}`,
+		"templates/cm.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: junk\ndata:\n  all: {{ .Values.junk | join \",\" | quote }}\n",
+	}})
+	a := create(t, newAddon(ns, "junk", url))
+	blocked := waitFor(t, a, 90*time.Second, "Blocked by too many secret values", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseBlocked && cur.Status.Plan != nil && len(cur.Status.Plan.ValuesErrors) > 0
+	})
+	e := blocked.Status.Plan.ValuesErrors[0]
+	if e.Path != "/junk" || e.Rule != values.RuleTooManySecrets {
+		t.Errorf("values error = %s %s: %s; want /junk %s", e.Path, e.Rule, e.Message, values.RuleTooManySecrets)
+	}
+	if cm := live(t, "v1", "ConfigMap", ns, "junk"); cm != nil {
+		t.Error("the ConfigMap was applied from values that were refused")
 	}
 }

@@ -26,6 +26,10 @@ import (
 // MinLen is the shortest value a Mask hides.
 const MinLen = 4
 
+// Worth reports whether a Mask hides v: whether it is MinLen bytes long or
+// more, and neither true nor false.
+func Worth(v string) bool { return len(v) >= MinLen && v != "true" && v != "false" }
+
 // Hidden replaces a secret value in text.
 const Hidden = "(hidden)"
 
@@ -65,7 +69,7 @@ type value struct {
 // no value is worth hiding.
 func New(secrets []string) *Mask {
 	var keep []string
-	worth := func(v string) bool { return len(v) >= MinLen && v != "true" && v != "false" }
+	worth := Worth
 	add := func(v string) {
 		if worth(v) {
 			keep = append(keep, v)

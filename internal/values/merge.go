@@ -16,6 +16,7 @@ import (
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/mask"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -252,6 +253,13 @@ func (r *Result) Redacted() map[string]any { return Redact(r.Effective, r.Secret
 // log or event can be checked for them. Never log what it returns.
 func (r *Result) SecretValues() []string {
 	var out []string
+	r.secretStrings(func(_ string, s string) { out = append(out, s) })
+	return out
+}
+
+// secretStrings calls fn with each string form of the values at
+// SecretPaths, and the path it is under.
+func (r *Result) secretStrings(fn func(path, s string)) {
 	for _, p := range r.SecretPaths {
 		v, ok := lookup(r.Effective, splitPointer(p))
 		if !ok {
@@ -263,13 +271,60 @@ func (r *Result) SecretValues() []string {
 			default:
 				for _, s := range printedForms(leaf) {
 					if s != "" {
-						out = append(out, s)
+						fn(p, s)
 					}
 				}
 			}
 		})
 	}
-	return out
+}
+
+// MaxSecretValues and MaxSecretBytes bound the secret values of one add-on:
+// the distinct strings the controller hides in every message it writes
+// (those of mask.MinLen bytes and more), and their length together. A mask
+// holds each value in several forms (escaped, in base64), and its cost
+// grows with them; a writeOnly schema over a map or a list makes every
+// value under it secret, the chart's own defaults too, so without a bound
+// a chart's values.yaml could make every reconcile hide hundreds of
+// thousands of values. Real add-ons hide a few dozen: passwords, tokens,
+// keys and certificates, a CA bundle of some 200 KiB.
+const (
+	MaxSecretValues = 4096
+	MaxSecretBytes  = 256 << 10
+)
+
+// RuleTooManySecrets is the Rule of the ValuesError that says the values
+// hold more secret values than MaxSecretValues or MaxSecretBytes allow.
+const RuleTooManySecrets = "tooManySecrets"
+
+// checkSecretBound returns an *InvalidError when the secret values of r are
+// more than MaxSecretValues or MaxSecretBytes allow. It names the secret
+// path that holds the most of them, the one to look at first.
+func (r *Result) checkSecretBound() error {
+	seen := map[string]bool{}
+	size := 0
+	per := map[string]int{}
+	r.secretStrings(func(p, s string) {
+		if !mask.Worth(s) || seen[s] {
+			return
+		}
+		seen[s] = true
+		size += len(s)
+		per[p]++
+	})
+	if len(seen) <= MaxSecretValues && size <= MaxSecretBytes {
+		return nil
+	}
+	most := ""
+	for p, n := range per {
+		if most == "" || n > per[most] || n == per[most] && p < most {
+			most = p
+		}
+	}
+	return invalid(most, RuleTooManySecrets,
+		"the values hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows; %s holds %d of them: "+
+			"a writeOnly schema over a map or a list, or a values Secret, makes every value under it secret, so keep only what is secret there (mark the secret keys writeOnly, not their map; move the rest out of the Secret)",
+		len(seen), (size+1023)/1024, MaxSecretValues, MaxSecretBytes>>10, most, per[most])
 }
 
 // printedForms returns the texts a template can make of a scalar value.
@@ -333,8 +388,11 @@ func printedForms(v any) []string {
 // the schema refuses a string for it (typeSecretInputs).
 //
 // Compose reports secret inputs outside Secrets, schema violations and a
-// schema that does not compile as Result.Errors; it returns an error only
-// when the chart's dependencies cannot be resolved.
+// schema that does not compile as Result.Errors. It returns an error when
+// the chart's dependencies cannot be resolved, and an *InvalidError (rule
+// RuleTooManySecrets) when the values hold more secret values than
+// MaxSecretValues or MaxSecretBytes allow: such values are not composed,
+// since nothing rendered from them could be shown with them hidden.
 func Compose(in Inputs) (*Result, error) {
 	res, err := compose(in)
 	if err != nil {
@@ -448,6 +506,9 @@ func compose(in Inputs) (*Result, error) {
 	sortErrors(errs)
 	res.Errors = errs
 	res.SecretPaths = secretPaths(res.Schema, in, res.Effective)
+	if err := res.checkSecretBound(); err != nil {
+		return nil, err
+	}
 	return res, nil
 }
 

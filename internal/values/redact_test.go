@@ -1,6 +1,7 @@
 package values
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"reflect"
@@ -248,5 +249,58 @@ func TestSecretValuesHoldNumbersAsTemplatesPrintThem(t *testing.T) {
 		if !slices.Contains(got, want) {
 			t.Errorf("SecretValues = %q, misses %q", got, want)
 		}
+	}
+}
+
+// TestComposeBoundsTheSecretValues: a writeOnly schema over a list in the
+// chart's own defaults makes every element a secret value, which the
+// controller would hide in every message of every reconcile. Past the
+// bound the values are refused, naming the path that holds them, and
+// below it they are composed.
+func TestComposeBoundsTheSecretValues(t *testing.T) {
+	schema := `{"properties": {"junk": {"writeOnly": true}, "auth": {"properties": {"password": {"writeOnly": true}}}}}`
+	chartWith := func(junk []any) Inputs {
+		ch := testChart(t, "app", "", schema)
+		ch.Values = map[string]any{"junk": junk}
+		return Inputs{Chart: ch, Sources: Sources{From: indexed(
+			docLayer("Secret", "app-values-a", "auth: {password: s3cret-pw}\n"))}}
+	}
+	many := func(n, size int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = fmt.Sprintf("aaaa%0*d", size-4, i)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		junk []any
+	}{
+		{"100,000 values", many(100_000, 10)},
+		{"one more value than the bound", many(MaxSecretValues, 10)},
+		{"values of more bytes than the bound", many(3, MaxSecretBytes/3+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Compose(chartWith(tc.junk))
+			var inv *InvalidError
+			if !errors.As(err, &inv) || len(inv.Errors) != 1 {
+				t.Fatalf("Compose = %v, want an *InvalidError with one error", err)
+			}
+			e := inv.Errors[0]
+			if e.Rule != RuleTooManySecrets || e.Path != "/junk" {
+				t.Errorf("error = %+v, want rule %s at /junk", e, RuleTooManySecrets)
+			}
+			if strings.Contains(e.Message, "aaaa") || strings.Contains(e.Message, "s3cret") || !strings.Contains(e.Message, "writeOnly") {
+				t.Errorf("message %q should say what to do and quote no value", e.Message)
+			}
+		})
+	}
+	// The secret values of a real add-on, a CA bundle among them, compose.
+	res, err := Compose(chartWith(append(many(MaxSecretValues-2, 10), strings.Repeat("ca-bundle\n", 20<<10))))
+	if err != nil {
+		t.Fatalf("Compose of values within the bound: %v", err)
+	}
+	if got := len(res.SecretValues()); got != MaxSecretValues {
+		t.Errorf("SecretValues holds %d values, want %d", got, MaxSecretValues)
 	}
 }
