@@ -71,3 +71,33 @@ func BenchmarkStringRepetitive(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStringManyValues is a mask over 100,000 values that share their
+// first four bytes (a writeOnly list in a chart's defaults, past what
+// values.Compose takes), over 256 KiB of those four bytes' first: each byte
+// of the text is read once, however many values share a start with it.
+func BenchmarkStringManyValues(b *testing.B) {
+	var values []string
+	for i := range 100_000 {
+		values = append(values, fmt.Sprintf("aaaa%06d", i))
+	}
+	b.Run("New", func(b *testing.B) {
+		for b.Loop() {
+			New(values)
+		}
+	})
+	m := New(values)
+	text := strings.Repeat("a", 256<<10)
+	b.Run("String 256KiB", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			m.String(text)
+		}
+	})
+	b.Run("Holds 256KiB", func(b *testing.B) {
+		b.SetBytes(int64(len(text)))
+		for b.Loop() {
+			m.Holds(text)
+		}
+	})
+}

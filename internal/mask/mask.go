@@ -34,20 +34,26 @@ func Worth(v string) bool { return len(v) >= MinLen && v != "true" && v != "fals
 const Hidden = "(hidden)"
 
 // Mask hides a fixed set of values in text. A nil Mask hides nothing.
+//
+// It is an Aho–Corasick automaton over the values (in every form New
+// lists): a trie of them, its nodes numbered breadth first so that the
+// children of each are one run of numbers, with a failure link from each
+// node to the longest proper suffix of its text that is in the trie too.
+// One pass over a text, a step per byte plus at most as many failure links
+// as steps, finds every value that ends at each byte.
 type Mask struct {
-	// byPrefix lists the values by their first two bytes.
-	byPrefix map[uint16][]value
-	// prefixes has a bit set for the first two bytes of each value, so that
-	// a search passes most of a text by a bit test.
-	prefixes []uint64
-}
-
-// value is one string a Mask hides, with its borders: border[i] is the
-// length of the longest proper prefix of s[:i+1] that is also its suffix,
-// so that a search goes on after a match without going back in the text.
-type value struct {
-	s      string
-	border []int32
+	// root is the root's child for each byte, or 0 (the root) for none.
+	root [256]int32
+	// first and count give the children of a node: the nodes first[n] to
+	// first[n]+count[n]-1, in the order of their bytes, label.
+	first []int32
+	count []uint16
+	label []byte
+	// fail is the failure link of a node.
+	fail []int32
+	// out is the length of the longest value that is a suffix of the
+	// node's text, or 0.
+	out []int32
 }
 
 // New hides values wherever they occur, each whole: where values overlap
@@ -107,35 +113,127 @@ func New(secrets []string) *Mask {
 		return nil
 	}
 	slices.Sort(keep)
-	m := &Mask{byPrefix: map[uint16][]value{}, prefixes: make([]uint64, 1<<16/64)}
-	for _, v := range slices.Compact(keep) {
-		p := prefix(v)
-		m.byPrefix[p] = append(m.byPrefix[p], value{s: v, border: borders(v)})
-		m.prefixes[p/64] |= 1 << (p % 64)
+	return build(slices.Compact(keep))
+}
+
+// build makes the automaton of values, sorted and each once.
+func build(values []string) *Mask {
+	// The trie first, as linked lists of children: in sorted order a value
+	// shares its path with the one before it up to where they differ, and
+	// each new child comes after its siblings, so the lists stay sorted.
+	size := 1
+	for _, v := range values {
+		size += len(v)
+	}
+	t := trie{firstChild: make([]int32, 0, size), lastChild: make([]int32, 0, size), next: make([]int32, 0, size),
+		label: make([]byte, 0, size), length: make([]int32, 0, size)}
+	t.add(0)
+	// path holds the nodes of the value before, from the root on.
+	path := []int32{0}
+	prev := ""
+	for _, v := range values {
+		common := 0
+		for common < len(v) && common < len(prev) && v[common] == prev[common] {
+			common++
+		}
+		path = path[:common+1]
+		n := path[common]
+		for i := common; i < len(v); i++ {
+			n = t.child(n, v[i])
+			path = append(path, n)
+		}
+		t.length[n] = int32(len(v))
+		prev = v
+	}
+	// Then the nodes breadth first, with their failure links: a node's
+	// link is to a shallower node, numbered and linked before it.
+	size = len(t.label)
+	m := &Mask{first: make([]int32, size), count: make([]uint16, size), label: make([]byte, size),
+		fail: make([]int32, size), out: make([]int32, size)}
+	order := make([]int32, 1, size)
+	for k := 0; k < len(order); k++ {
+		old := order[k]
+		m.first[k] = int32(len(order))
+		for ch := t.firstChild[old]; ch != 0; ch = t.next[ch] {
+			id := int32(len(order))
+			order = append(order, ch)
+			c := t.label[ch]
+			m.label[id] = c
+			if k == 0 {
+				m.root[c] = id
+			} else {
+				f := m.fail[k]
+				for f != 0 && m.child(f, c) < 0 {
+					f = m.fail[f]
+				}
+				if f == 0 {
+					m.fail[id] = m.root[c]
+				} else {
+					m.fail[id] = m.child(f, c)
+				}
+			}
+			m.out[id] = t.length[ch]
+			if m.out[id] == 0 {
+				m.out[id] = m.out[m.fail[id]]
+			}
+		}
+		m.count[k] = uint16(len(order) - int(m.first[k]))
 	}
 	return m
 }
 
-// borders computes the borders of v (Knuth, Morris and Pratt's failure
-// function).
-func borders(v string) []int32 {
-	border := make([]int32, len(v))
-	k := int32(0)
-	for i := 1; i < len(v); i++ {
-		for k > 0 && v[i] != v[k] {
-			k = border[k-1]
-		}
-		if v[i] == v[k] {
-			k++
-		}
-		border[i] = k
-	}
-	return border
+// trie is the trie New builds before it numbers the nodes breadth first.
+// Node 0 is the root; a child or next of 0 is none.
+type trie struct {
+	firstChild, lastChild, next []int32
+	label                       []byte
+	// length is the length of the value that ends at the node, or 0.
+	length []int32
 }
 
-// prefix is the first two bytes of s, which holds at least two.
-func prefix(s string) uint16 {
-	return uint16(s[0])<<8 | uint16(s[1])
+// add appends a node with the byte c and returns it.
+func (t *trie) add(c byte) int32 {
+	t.firstChild = append(t.firstChild, 0)
+	t.lastChild = append(t.lastChild, 0)
+	t.next = append(t.next, 0)
+	t.label = append(t.label, c)
+	t.length = append(t.length, 0)
+	return int32(len(t.label) - 1)
+}
+
+// child appends a child with the byte c to the node n, after its others.
+func (t *trie) child(n int32, c byte) int32 {
+	ch := t.add(c)
+	if t.lastChild[n] == 0 {
+		t.firstChild[n] = ch
+	} else {
+		t.next[t.lastChild[n]] = ch
+	}
+	t.lastChild[n] = ch
+	return ch
+}
+
+// child returns the child of the node n with the byte c, or -1.
+func (m *Mask) child(n int32, c byte) int32 {
+	if n == 0 {
+		if ch := m.root[c]; ch != 0 {
+			return ch
+		}
+		return -1
+	}
+	lo, hi := m.first[n], m.first[n]+int32(m.count[n])
+	for lo < hi {
+		mid := int32(uint32(lo+hi) >> 1)
+		if m.label[mid] < c {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo < m.first[n]+int32(m.count[n]) && m.label[lo] == c {
+		return lo
+	}
+	return -1
 }
 
 // encodings are the base64 forms a value alone is hidden in.
@@ -186,29 +284,10 @@ func (m *Mask) String(text string) string {
 	if m == nil {
 		return text
 	}
-	reach, from := m.cover(text)
-	if reach == nil {
+	spans := m.cover(text, false)
+	if spans == nil {
 		return text
 	}
-	// Merge the stretches that overlap or touch.
-	base := len(text) - len(reach)
-	var spans [][2]int
-	start, end := -1, 0
-	for i := from; i < len(text); i++ {
-		r := int(reach[i-base])
-		if r == 0 {
-			continue
-		}
-		if start >= 0 && i <= end {
-			end = max(end, r)
-			continue
-		}
-		if start >= 0 {
-			spans = append(spans, [2]int{start, end})
-		}
-		start, end = i, r
-	}
-	spans = append(spans, [2]int{start, end})
 	spans = widenToHashes(text, spans)
 	var b strings.Builder
 	b.Grow(len(text))
@@ -255,124 +334,65 @@ func widenToHashes(text string, spans [][2]int) [][2]int {
 }
 
 // Holds reports whether text holds a value: whether String hides anything,
-// even where what it writes is the text again (a value "(hidden)").
+// even where what it writes is the text again (a value "(hidden)"). It
+// stops at the first value it finds.
 func (m *Mask) Holds(text string) bool {
 	if m == nil {
 		return false
 	}
-	reach, _ := m.cover(text)
-	return reach != nil
+	return m.cover(text, true) != nil
 }
 
-// cover finds the stretches of text that values cover. Every occurrence of
-// every value counts, those inside or overlapping another included, so that
-// the values that overlap or touch are hidden as one: a leftmost-first
-// replacement would hide the first of two overlapping values and show the
-// rest of the second. reach[i-base], where base is len(text)-len(reach), is
-// one past the end of the longest value found at the byte i, or 0; from is
-// where the first starts. reach is nil when text holds no value.
+// cover returns the stretches of text that values cover, in order, each
+// merged with those it overlaps or touches: every occurrence of every value
+// counts, those inside or overlapping another included, so that values
+// that overlap or touch are hidden as one (a leftmost-first replacement
+// would hide the first of two overlapping values and show the rest of the
+// second). It returns nil when text holds no value, and with first only
+// the first stretch found.
 //
-// NOTE: a tenant may choose both the values and the text (a chart's message
-// quotes what it is given), so the cost must not depend on how values
-// repeat themselves. Each value is searched for once over the text, in time
-// linear in the text and the value, and the stretches are merged in one
-// pass: comparing every value at every position would cost the text's
-// length times the values' total length (seconds for 128 KiB of one byte
-// against values that start with thousands of it).
-func (m *Mask) cover(text string) (reach []int32, from int) {
-	// Find the values whose first two bytes occur in the text, and where
-	// they first occur; most texts hold none, and most of the rest a few.
-	var c candidates
-	for i := 0; i+1 < len(text); i++ {
-		if p := prefix(text[i:]); m.prefixes[p/64]&(1<<(p%64)) != 0 {
-			c.meet(m, p, i)
-		}
-	}
-	if c.starts == nil {
-		return nil, 0
-	}
-	base := c.starts[0].at
-	from = len(text)
-	for _, st := range c.starts {
-		for _, v := range m.byPrefix[st.p] {
-			from = min(from, find(text, base, st.at, v, &reach))
-		}
-	}
-	return reach, from
-}
-
-// candidates are the two-byte prefixes of values that a text holds, each
-// with where it first occurs, in the order they occur.
-type candidates struct {
-	starts []candidate
-	// pending has a bit set for each prefix not met yet, once many are met.
-	pending []uint64
-}
-
-type candidate struct {
-	p  uint16
-	at int
-}
-
-// meet notes the prefix p of some value at the byte at of the text.
-func (c *candidates) meet(m *Mask, p uint16, at int) {
-	if c.pending != nil {
-		if c.pending[p/64]&(1<<(p%64)) == 0 {
-			return
-		}
-		c.pending[p/64] &^= 1 << (p % 64)
-	} else {
-		for _, s := range c.starts {
-			if s.p == p {
-				return
+// NOTE: a tenant may choose both the values and the text (a chart's
+// message quotes what it is given), so the cost must not depend on how
+// many values share a start or how values and text repeat themselves. The
+// automaton finds, at each byte, the longest value that ends there (the
+// shorter ones that end there lie within it) in one pass over the text:
+// the cost is linear in the text, whatever the values, and building the
+// Mask is linear in the values' length. Searching for each value in turn
+// would cost the text's length times the number of values that share a
+// start with it.
+func (m *Mask) cover(text string, first bool) [][2]int {
+	var spans [][2]int
+	n := int32(0)
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		for {
+			if n == 0 {
+				n = m.root[c]
+				break
 			}
-		}
-	}
-	c.starts = append(c.starts, candidate{p, at})
-	if len(c.starts) == 16 && c.pending == nil {
-		c.pending = slices.Clone(m.prefixes)
-		for _, s := range c.starts {
-			c.pending[s.p/64] &^= 1 << (s.p % 64)
-		}
-	}
-}
-
-// find records in reach every occurrence of v in text from the byte at
-// from on, overlapping ones included, and returns where the first starts
-// (len(text) for none). reach starts at the byte at base of the text; find
-// makes it at the first occurrence. strings.Index passes the text up to an occurrence;
-// from there the borders of v carry the search on byte by byte while part
-// of v may still match, so no byte of the text is compared twice against
-// the same part of v.
-func find(text string, base, from int, v value, rp *[]int32) int {
-	n, first := len(v.s), len(text)
-	for i := from; i < len(text); {
-		j := strings.Index(text[i:], v.s)
-		if j < 0 {
-			break
-		}
-		if *rp == nil {
-			*rp = make([]int32, len(text)-base)
-		}
-		reach := *rp
-		i += j + n
-		first = min(first, i-n)
-		reach[i-n-base] = max(reach[i-n-base], int32(i))
-		for k := v.border[n-1]; k > 0 && i < len(text); i++ {
-			c := text[i]
-			for k > 0 && c != v.s[k] {
-				k = v.border[k-1]
+			if ch := m.child(n, c); ch >= 0 {
+				n = ch
+				break
 			}
-			if c == v.s[k] {
-				k++
-			}
-			if int(k) == n {
-				reach[i+1-n-base] = max(reach[i+1-n-base], int32(i+1))
-				k = v.border[n-1]
-			}
+			n = m.fail[n]
 		}
+		l := m.out[n]
+		if l == 0 {
+			continue
+		}
+		start, end := i+1-int(l), i+1
+		if first {
+			return [][2]int{{start, end}}
+		}
+		// Stretches end in order, and this one may reach back over
+		// those before it.
+		for k := len(spans); k > 0 && start <= spans[k-1][1]; k = len(spans) {
+			start = min(start, spans[k-1][0])
+			spans = spans[:k-1]
+		}
+		spans = append(spans, [2]int{start, end})
 	}
-	return first
+	return spans
 }
 
 // Strings returns the strings of a values tree (maps and lists of YAML or

@@ -271,3 +271,66 @@ func TestHidesBase64OfAValueWithAnyNeighbours(t *testing.T) {
 		}
 	}
 }
+
+// TestHideTakesTimeLinearInTheValues: the values may be many and share
+// their start (a writeOnly list of a chart's defaults), and the text may
+// hold that start everywhere; still the text is read once, not once per
+// value.
+func TestHideTakesTimeLinearInTheValues(t *testing.T) {
+	var values []string
+	for i := range 100_000 {
+		values = append(values, fmt.Sprintf("aaaa%06d", i))
+	}
+	start := time.Now()
+	m := New(values)
+	built := time.Since(start)
+	text := strings.Repeat("a", 256<<10)
+	start = time.Now()
+	if got := m.String(text); got != text {
+		t.Errorf("String hid %d bytes that hold no value", len(text)-len(got))
+	}
+	if m.Holds(text) {
+		t.Error("Holds found a value in a text that holds none")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("String and Holds took %v on 256 KiB against 100,000 values that share its start", d)
+	}
+	every := strings.Join(values[:20_000], "")
+	start = time.Now()
+	if got := m.String(every); got != Hidden {
+		t.Errorf("String of 20,000 values that follow one another = %.40q…, want one %s", got, Hidden)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("String took %v on 20,000 values that follow one another", d)
+	}
+	t.Logf("New of 100,000 values took %v", built)
+}
+
+// TestHidesWhatEveryOccurrenceOfManyValuesCovers is
+// TestHidesWhatEveryOccurrenceCovers with many values, whose failure links
+// cross from one value to another in every way.
+func TestHidesWhatEveryOccurrenceOfManyValuesCovers(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(5, 6))
+	word := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = "abc"[rnd.IntN(3)]
+		}
+		return string(b)
+	}
+	for range 500 {
+		var secrets []string
+		for range 1 + rnd.IntN(60) {
+			secrets = append(secrets, word(MinLen+rnd.IntN(8)))
+		}
+		m := New(secrets)
+		text := word(rnd.IntN(200))
+		want := plainHide(secrets, text)
+		if got := m.String(text); got != want {
+			t.Fatalf("New(%q).String(%q) = %q, want %q", secrets, text, got, want)
+		}
+		if got := m.Holds(text); got != (want != text) {
+			t.Fatalf("New(%q).Holds(%q) = %v, want %v", secrets, text, got, want != text)
+		}
+	}
+}
