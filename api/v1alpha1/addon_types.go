@@ -1383,6 +1383,14 @@ type PendingHook struct {
 	// +optional
 	// +listType=atomic
 	Objects []HookObject `json:"objects,omitempty"`
+	// Failed, in pendingHook, is the hook at which the last run of the
+	// event ended without succeeding (it failed, or could not be made or
+	// read), with that run. Hooks run one at a time and a failure ends the
+	// run, so every hook before it succeeded in that run: a retry that goes
+	// on from it runs none of them again, even once their objects are gone
+	// (a Job's ttlSecondsAfterFinished) or were never kept.
+	// +optional
+	Failed *HookObject `json:"failed,omitempty"`
 }
 
 // HookObject is the object of one hook, and the run that made it.

@@ -346,9 +346,11 @@ func dropPending(st *capstanv1.AddonStatus) {
 // keepForRetry records in status.pendingHook the hook-succeeded objects
 // that a failed run of its post event left for the retry
 // (hooks.LeftForRetry: a hook that failed, or one that could not be read),
-// with their run: the retry goes on from the run and deletes them once
-// every hook has succeeded (recordPost), and a render that replaces the
-// event has them deleted instead (recordApply).
+// with their run, and the hook at which that run ended (failed): the
+// retry goes on from the run, runs none of the hooks before that one
+// again, and deletes the objects once every hook has succeeded
+// (recordPost), and a render that replaces the event has them deleted
+// instead (recordApply).
 func keepForRetry(s *scope, event, run string, err error) {
 	left, ended := hooks.LeftForRetry(err)
 	p := s.addon.Status.PendingHook
@@ -366,6 +368,18 @@ func keepForRetry(s *scope, event, run string, err error) {
 		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: run}
 	}
 	np = withLeftOvers(np, objs)
+	if np.Failed != nil && np.Failed.Run != run {
+		np.Failed = nil
+	}
+	if h := s.addon.Status.Hook; h != nil && h.Event == event && h.Run == run {
+		// NOTE: status.hook names a hook of a run only once every hook
+		// before it has succeeded in that run, and still names the one
+		// at which this run ended. The retry goes on from it without
+		// running those again: their objects alone cannot show it once
+		// the TTL controller has deleted a Job, or when no policy kept
+		// them.
+		np.Failed = &capstanv1.HookObject{ObjectRef: h.ObjectRef, Run: run}
+	}
 	if deleteEvent(event) {
 		// NOTE: a record written with no run (by a Capstan before the
 		// uninstall recorded it) takes the run that failed: the next
@@ -463,6 +477,11 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 	var waiting *capstanv1.ObjectRef
 	var since time.Time
 	var waitingUID types.UID
+	var failed *capstanv1.ObjectRef
+	if p := s.addon.Status.PendingHook; resume && p != nil && p.Event == event && p.Failed != nil && p.Failed.Run == run {
+		ref := p.Failed.ObjectRef
+		failed = &ref
+	}
 	if resume && h != nil && h.Event == event {
 		ref := h.ObjectRef
 		waiting, since = &ref, h.Since.Time
@@ -529,7 +548,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			}
 			return r.showHook(ctx, s, &p)
 		},
-		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, WaitingUID: waitingUID, Yield: r.hookWait(event),
+		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, WaitingUID: waitingUID, Failed: failed, Yield: r.hookWait(event),
 		// NOTE: a hook never deletes or applies over what another add-on
 		// holds, as its objects never do (the ManagedByAnotherAddon gate).
 		HeldBy: func(ctx context.Context, ref capstanv1.ObjectRef, live *unstructured.Unstructured) (string, error) {

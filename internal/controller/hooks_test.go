@@ -333,6 +333,39 @@ func TestFailedPostInstallKeepsWhatSucceeded(t *testing.T) {
 	}
 }
 
+// TestRetrySkipsHooksBeforeTheFailure fails a post-install event
+// at a Job of weight 1 that waits for a node past spec.hookTimeout, after
+// the seed Job, with only the default policy, has succeeded; the seed Job
+// is then deleted, as the TTL controller deletes a Job whose chart sets
+// ttlSecondsAfterFinished (raised to five minutes, the resync that
+// retries). status.pendingHook names the Job at which the run ended, with
+// the run, and the retry that goes on from it does not make the seed Job
+// again. Before, it ran the seed Job a second time.
+func TestRetrySkipsHooksBeforeTheFailure(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	a := dbapp(t, ns, `{extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", nodeLabel: "`+label+`"}]}`,
+		withSpec(func(s *capstanv1.AddonSpec) { s.HookTimeout = &metav1.Duration{Duration: 5 * time.Second} }))
+	got := failedWith(t, a, "the post-install hook failed", "Job "+ns+"/db-second", "did not finish within the hook timeout of 5s")
+	seed := job(t, ns, "db-seed")
+	if seed == nil || seed.Status.Succeeded != 1 {
+		t.Fatalf("seed %s; want the Job that succeeded", jobString(seed))
+	}
+	if p := got.Status.PendingHook; p == nil || p.Failed == nil || p.Failed.Name != "db-second" || p.Failed.Run != seed.Annotations[hooks.RunAnnotation] {
+		t.Errorf("status.pendingHook = %+v; want it to name the second Job, at which the run ended, with the run", p)
+	}
+	if err := admin.Delete(context.Background(), seed, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the seed Job gone", func() bool { return job(t, ns, "db-seed") == nil })
+	labelNode(t, label)
+	synced(t, a)
+	if n := rec.count("Job/db-seed", watch.Added); n != 1 {
+		t.Errorf("the seed Job was created %d times; want once, by the run the retry went on from", n)
+	}
+}
+
 func isStalled(a *capstanv1.Addon) bool {
 	c := condition(a, capstanv1.ConditionStalled)
 	return c != nil && c.Status == metav1.ConditionTrue

@@ -313,8 +313,13 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 		// with the run that goes on from it; another run's, or another
 		// event's, is deleted by a later look, since no run goes on from
 		// it now.
-		if old.Event == post {
-			st.PendingHook.Objects = keepRun(st, old.Objects, hookRun(s, post))
+		if run := hookRun(s, post); old.Event == post {
+			st.PendingHook.Objects = keepRun(st, old.Objects, run)
+			if old.Failed != nil && old.Failed.Run == run {
+				// NOTE: a retry that repairs drift first is the same run
+				// (hookRun), and goes on from where it ended.
+				st.PendingHook.Failed = old.Failed
+			}
 		} else {
 			st.PreHooksDone = withLeftOvers(st.PreHooksDone, old.Objects)
 		}

@@ -81,6 +81,15 @@ type Request struct {
 	// or replaced by another, was deleted while nobody waited for it, and
 	// the hook fails with ReasonDeleted rather than being run again.
 	WaitingUID types.UID
+	// Failed, with Resume, is the hook at which the run this one goes on
+	// from ended without succeeding, as the caller recorded it
+	// (status.pendingHook.failed): a hook that failed, or one that could
+	// not be made or read. Hooks run one at a time and a failure ends the
+	// run, so every hook before it succeeded in Run, and none of them runs
+	// again, even once its object is gone (a Job's ttlSecondsAfterFinished)
+	// or its policies never deleted it on success, which the object alone
+	// could not show. nil when none was recorded.
+	Failed *capstanv1.ObjectRef
 	// WaitingSince is when the hook named by Waiting started, as
 	// status.hook showed it: its timeout counts from then, and it is
 	// reported with that start again.

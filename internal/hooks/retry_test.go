@@ -78,6 +78,49 @@ func TestRetryKeepsWhatSucceeded(t *testing.T) {
 	}
 }
 
+// TestRetrySkipsHooksBeforeTheFailure fails a post-install event
+// at its second Job, after the seed Job, which has only the default
+// policy, succeeded. The TTL controller then deletes the seed Job (a
+// chart's ttlSecondsAfterFinished, which prepare raises to five minutes,
+// about when the resync retries). The retry goes on from the same run
+// and is told the hook the run ended at (Request.Failed): it does not
+// make the seed Job again, though nothing of it is left to show that it
+// succeeded. Before, it ran the seed Job a second time.
+func TestRetrySkipsHooksBeforeTheFailure(t *testing.T) {
+	f := newFixture(t)
+	values := func(fail string) []render.Hook {
+		return f.hooksOf(`{extraHooks: [{name: second, kind: Job, events: post-install, weight: "1", fail: `+fail+`}]}`, false)
+	}
+	ctx := context.Background()
+	req := hooks.Request{
+		Applier: f.applier, Addon: f.addon, Event: "post-install", Hooks: values("true"), Timeout: minute,
+		Run: "post-install/one", KeepForRetry: true,
+	}
+	e := hookError(t, f.runner.Run(ctx, req))
+	if e.Hook.Name != "db-second" {
+		t.Fatalf("the first run returned %v; want the second Job's failure", e)
+	}
+	seed := f.job("db-seed")
+	if seed == nil || seed.Status.Succeeded != 1 {
+		t.Fatalf("seed %v; want the Job that succeeded", seed)
+	}
+	if err := admin.Delete(ctx, seed, client.PropagationPolicy("Background")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, minute, "the seed Job gone", func() bool { return f.job("db-seed") == nil })
+
+	req.Hooks, req.Resume, req.Failed = values("false"), true, &e.Hook
+	if err := f.runner.Run(ctx, req); err != nil {
+		t.Fatalf("the retry: %v", err)
+	}
+	if j := f.job("db-seed"); j != nil {
+		t.Errorf("the retry made the seed Job again (%s), which had succeeded in the run it goes on from", j.UID)
+	}
+	if j := f.job("db-second"); j == nil || j.Status.Succeeded != 1 {
+		t.Errorf("second %v; want the retried Job, succeeded", j)
+	}
+}
+
 // refuseARead makes the API server refuse (Forbidden) the fixture's first
 // read of the Job name once it exists, as an authorizer that fails for a
 // moment would; the reads after it are answered.

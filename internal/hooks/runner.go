@@ -131,6 +131,12 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 		// again goes on from there.
 		return err
 	}
+	if f := failedAt(req, selected); f > done {
+		// NOTE: the wait for the applied objects is not taken for passed:
+		// the hook that failed may be the one after it, and a retry
+		// waits again, as a new sync would.
+		done, ours = f, false
+	}
 	if ours {
 		for _, h := range selected[:done+1] {
 			// NOTE: the wait for the applied objects came before the hook
@@ -233,6 +239,16 @@ func (r *Runner) Run(ctx context.Context, req Request) error {
 	}
 	_, err = r.CleanUp(ctx, req, objs)
 	return err
+}
+
+// failedAt is the index in selected of the hook at which the run a resumed
+// one goes on from ended (req.Failed), or 0: every hook before it
+// succeeded in that run.
+func failedAt(req Request, selected []render.Hook) int {
+	if !req.Resume || req.Failed == nil || req.Run == "" {
+		return 0
+	}
+	return max(0, slices.IndexFunc(selected, func(h render.Hook) bool { return capstanv1.RefOf(h.Object) == *req.Failed }))
 }
 
 // succeededRefs lists the objects of the hooks of hs that their
