@@ -958,10 +958,10 @@ type AddonStatus struct {
 	// stage is over, and post-delete once its post-delete hooks succeeded;
 	// a sync records post-install or post-upgrade here, with the run, once
 	// their hooks succeeded, until their hook-succeeded objects are
-	// deleted. A pre event that the API server stopped for a moment
-	// records here, with its run, the hook-succeeded objects of the hooks
-	// that succeeded before it, which are deleted when another run or the
-	// uninstall starts instead of going on from it.
+	// deleted. A run of a pre-install or pre-upgrade event records here,
+	// with its run, as each hook starts, the hook-succeeded objects of the
+	// hooks so far, which are deleted when another run or the uninstall
+	// starts instead of going on from it.
 	// +optional
 	PreHooksDone *PendingHook `json:"preHooksDone,omitempty"`
 
@@ -1375,7 +1375,8 @@ type PendingHook struct {
 	// those an earlier run left when their delete failed. A look deletes
 	// exactly these, whatever its own render holds, and drops each once
 	// it is gone; one an object of another run replaced is not deleted.
-	// In pendingHook, they are the objects of the hooks that succeeded
+	// In pendingHook, they are the objects of the hooks of the event's run
+	// so far (recorded as each hook starts), and of those that succeeded
 	// before a hook of the event failed: kept, since they show the retry,
 	// which goes on from the same run, that those hooks need not run
 	// again, and deleted once the event has succeeded, or moved to

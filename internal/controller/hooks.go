@@ -282,6 +282,46 @@ func leaveForRun(s *scope, event, run string, err error) {
 	s.addon.Status.PreHooksDone = withLeftOvers(s.addon.Status.PreHooksDone, objs)
 }
 
+// recordMade records, with the status.hook that shows hook p of a sync's
+// event about to run, the hook-succeeded objects its run has made by then
+// or is about to make: those of the hooks before it, which all succeeded
+// in the run, and its own. A post event's go to status.pendingHook's
+// objects, with those its failed runs kept for the retry; a pre event's
+// to status.preHooksDone's. The run goes on holding them (goesOnFrom,
+// keepRun) and deletes them once the event is done; a run that ends
+// unfinished (a hook left running, the wait before PostSync hooks ended,
+// a status write that failed) and that no look goes on from, because a
+// change renders another run, an uninstall replaces it, or the render
+// renames or drops the hook, has them deleted before the next hooks run
+// (finishCleanUp): each only while it carries the run and has ended
+// well. Without the record, a hook of the next run with the same name and
+// no before-hook-creation would apply over the Job the old run left and
+// read its success as its own, and a Pod hook whose spec changed could
+// not be applied at all. Recorded in the write that names the hook
+// before its object is made, the record is never behind what the run
+// made, whatever stops it. Delete events are left to the uninstall's own
+// record, tests make each hook anew (before-hook-creation), and SyncFail
+// hooks run once.
+func recordMade(s *scope, event string, hs []render.Hook, p capstanv1.HookProgress) {
+	if p.Run == "" || !syncEvent(event) {
+		return
+	}
+	refs := hooks.SucceededRefs(hs, event, &p.ObjectRef)
+	if len(refs) == 0 {
+		return
+	}
+	objs := make([]capstanv1.HookObject, len(refs))
+	for i, ref := range refs {
+		objs[i] = capstanv1.HookObject{ObjectRef: ref, Run: p.Run}
+	}
+	st := &s.addon.Status
+	if pd := st.PendingHook; postEvent(event) && pd != nil && pd.Event == event {
+		st.PendingHook = withLeftOvers(pd, objs)
+		return
+	}
+	st.PreHooksDone = withLeftOvers(st.PreHooksDone, objs)
+}
+
 // warnCleanUp says, in the log and in a Warning event, that the
 // hook-succeeded objects left could not be deleted, and what comes of it.
 func (r *AddonReconciler) warnCleanUp(ctx context.Context, s *scope, left []capstanv1.HookObject, err error, then string) {
@@ -403,6 +443,17 @@ func keepRun(st *capstanv1.AddonStatus, objs []capstanv1.HookObject, run string)
 		}
 	}
 	return kept
+}
+
+// syncEvent reports whether event is one a sync runs, before or after
+// its apply: pre-install, post-install, pre-upgrade or post-upgrade.
+func syncEvent(event string) bool {
+	for l, e := range hookEvents {
+		if l != LifecycleDelete && (event == e[0] || event == e[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // postEvent reports whether event is one that runs after the apply (or
@@ -546,6 +597,7 @@ func (r *AddonReconciler) runEvent(ctx context.Context, s *scope, event string, 
 			if h := s.addon.Status.Hook; h != nil && h.ObjectRef == p.ObjectRef && h.Run == p.Run && h.Generation != 0 {
 				p.Generation = h.Generation // the run goes on: it began then
 			}
+			recordMade(s, event, hs, p)
 			return r.showHook(ctx, s, &p)
 		},
 		Run: run, Resume: resume, Waiting: waiting, WaitingSince: since, WaitingUID: waitingUID, Failed: failed, Yield: r.hookWait(event),

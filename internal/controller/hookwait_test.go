@@ -3,11 +3,13 @@ package controller_test
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -15,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/hooks"
 )
 
 // TestRunningHooksHoldNoWorker installs five add-ons whose pre-install
@@ -95,6 +98,59 @@ func TestRunningHooksHoldNoWorker(t *testing.T) {
 	})
 	for _, a := range waiting[2:] {
 		synced(t, a)
+	}
+}
+
+// TestChangeWhileAHookRunsRunsItsHooksAnew upgrades an add-on whose
+// pre-upgrade hooks are a dump Job (weight -10, hook-succeeded only) and
+// the migrate Job, which waits for a node label. The dump Job succeeds
+// and stays until the event ends, and the migration is left running;
+// status.preHooksDone names the dump Job with its run. A change (another
+// appVersion) waits for the migration, and then renders another run: the
+// dump Job the first run left is deleted before that run's hooks, which
+// make it anew and run it. Before, the run applied over the first run's
+// Job and read its old success as its own, and the dump never ran for the
+// change.
+func TestChangeWhileAHookRunsRunsItsHooksAnew(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	label := "capstan.dev/" + ns
+	values := func(version string) *apiextensionsv1.JSON {
+		return jsonValues(`{appVersion: "` + version + `", hooks: {migrate: {nodeLabel: "` + label + `"}}, ` +
+			`extraHooks: [{name: dump, kind: Job, events: pre-upgrade, weight: "-10", deletePolicy: hook-succeeded}]}`)
+	}
+	a := dbapp(t, ns, "", longHooks, withSpec(func(s *capstanv1.AddonSpec) { s.Values = values("1.0") }))
+	synced(t, a)
+
+	a = update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = values("2.0") })
+	got := waitFor(t, a, 60*time.Second, "the upgrade to leave its migration running", func(cur *capstanv1.Addon) bool {
+		h := cur.Status.Hook
+		return h != nil && h.Event == "pre-upgrade" && h.Name == "db-migrate" && readyReason(cur) == "WaitingForHook"
+	})
+	dump := job(t, ns, "db-dump")
+	if dump == nil || dump.Status.Succeeded != 1 {
+		t.Fatalf("dump %s; want the Job that succeeded before the migration", jobString(dump))
+	}
+	run := dump.Annotations[hooks.RunAnnotation]
+	if d := got.Status.PreHooksDone; d == nil || !slices.ContainsFunc(d.Objects, func(o capstanv1.HookObject) bool { return o.Name == "db-dump" && o.Run == run }) {
+		t.Errorf("status.preHooksDone = %+v; want it to name the dump Job with its run %s", d, run)
+	}
+
+	a = update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = values("3.0") })
+	waitFor(t, a, 30*time.Second, "the change to wait for the migration", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration < cur.Generation && strings.Contains(readyMessage(cur), "the change to the Addon is taken up once it has finished")
+	})
+	labelNode(t, label)
+	got = synced(t, a)
+	if d := configData(t, ns); d["appVersion"] != "3.0" {
+		t.Errorf("db-config %v; want the change applied", d)
+	}
+	if n := rec.count("Job/db-dump", watch.Added); n != 2 {
+		t.Errorf("the dump Job was created %d times; want twice, once by each run", n)
+	}
+	eventually(t, 30*time.Second, "the second run's dump Job deleted by its policy", func() bool { return job(t, ns, "db-dump") == nil })
+	if d := got.Status.PreHooksDone; d != nil && len(d.Objects) > 0 {
+		t.Errorf("status.preHooksDone = %+v; want no object left to delete", d)
 	}
 }
 

@@ -251,6 +251,22 @@ func failedAt(req Request, selected []render.Hook) int {
 	return max(0, slices.IndexFunc(selected, func(h render.Hook) bool { return capstanv1.RefOf(h.Object) == *req.Failed }))
 }
 
+// SucceededRefs lists the objects of the hooks of event in hs, up to and
+// including the hook ref (all of them when ref is nil), that their
+// hook-succeeded policy deletes, in the order they run: what a run of the
+// event has made by the time ref starts that its end would delete.
+func SucceededRefs(hs []render.Hook, event string, ref *capstanv1.ObjectRef) []capstanv1.ObjectRef {
+	selected := Select(hs, event)
+	if ref != nil {
+		i := slices.IndexFunc(selected, func(h render.Hook) bool { return capstanv1.RefOf(h.Object) == *ref })
+		if i < 0 {
+			return nil
+		}
+		selected = selected[:i+1]
+	}
+	return succeededRefs(selected)
+}
+
 // succeededRefs lists the objects of the hooks of hs that their
 // hook-succeeded policy deletes, in order.
 func succeededRefs(hs []render.Hook) []capstanv1.ObjectRef {
@@ -934,6 +950,14 @@ func (r *Runner) deleteAndWait(ctx context.Context, req Request, ref capstanv1.O
 		if try > 1 && live.GetUID() != uid || run != "" && live.GetAnnotations()[RunAnnotation] != run {
 			// NOTE: another object of the same name replaced the one
 			// read, or is not the run's: the one meant is gone.
+			return "", nil
+		}
+		if ended, failure := Ended(live); run != "" && try == 1 && (!ended || failure != "") {
+			// NOTE: a recorded run's object that failed, or still runs, is
+			// left as it is, as Helm leaves a hook that failed: a run
+			// that no look goes on from (one a change replaced while its
+			// hook ran) records the hook it showed last before it knows
+			// how that hook ends.
 			return "", nil
 		}
 		if run != "" && live.GetDeletionTimestamp() != nil {
