@@ -822,7 +822,9 @@ func describeValuesErrors(errs []capstanv1.ValuesError) string {
 // references to the Addon, which a restricted apply sets (prepare): it is
 // placed in the restricted profile now, or status.profile records it
 // installed under that profile, as it does once its namespace is trusted
-// until a sync under the cluster profile changes its objects.
+// until a sync under the cluster profile changes its objects. That sync
+// first takes every such reference off (disownBeforeCluster), so an
+// add-on that status.profile records cluster has none left.
 func mayBeOwned(s *scope) bool {
 	return s.profile == capstanv1.ProfileRestricted || s.addon.Status.Profile == capstanv1.ProfileRestricted
 }
@@ -834,12 +836,48 @@ func mayBeOwned(s *scope) bool {
 // guardrails allow, in its own namespace, with Capstan's labels naming it;
 // they are looked for there whatever profile places the add-on now.
 func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
-	for _, ref := range s.addon.Status.Inventory {
+	return r.disownIn(ctx, s, s.applier, s.addon.Status.Inventory)
+}
+
+// disownBeforeCluster removes the owner references a restricted apply gave
+// the add-on's objects (disown) before the first sync under the cluster
+// profile of an add-on status.profile records restricted changes anything,
+// so before status.profile may record cluster (recordedProfile): from then
+// on a deletion reads no owner reference left (mayBeOwned). Were they left
+// to that sync's apply, what it does not apply again would keep them and
+// be deleted by the garbage collector once the Addon goes, whatever its
+// deletion policy: the objects of a sync that fails part-way after its
+// inventory checkpoint, those marked ssa: IfNotPresent, the hook objects
+// of an install, and what the cluster render no longer holds. A failure
+// fails the sync before it changes anything, so status.profile stays
+// restricted and the next sync tries again.
+//
+// NOTE: with the restricted applier, as the controller that set the
+// references, and in the controller's own cluster: a restricted add-on
+// never reads its kubeConfig, so its objects are all here, also when the
+// inventory the cluster profile targets is in another cluster (s.former).
+func (r *AddonReconciler) disownBeforeCluster(ctx context.Context, s *scope) error {
+	if s.profile != capstanv1.ProfileCluster || s.addon.Status.Profile != capstanv1.ProfileRestricted {
+		return nil
+	}
+	inventory := s.addon.Status.Inventory
+	if s.former != nil {
+		inventory = s.former.Inventory
+	}
+	if err := r.disownIn(ctx, s, r.local.appliers[capstanv1.ProfileRestricted], inventory); err != nil {
+		return fmt.Errorf("the sync under the cluster profile changes nothing until the owner references the restricted profile set are taken off the add-on's objects, so that no deletion of the Addon lets the garbage collector delete them: %w", err)
+	}
+	return nil
+}
+
+// disownIn is disown through applier, for the objects of inventory.
+func (r *AddonReconciler) disownIn(ctx context.Context, s *scope, applier *apply.Applier, inventory []capstanv1.ObjectID) error {
+	for _, ref := range inventory {
 		// NOTE: read as the prune and the uninstall read it: an entry
 		// whose API version the cluster no longer serves (a beta removed
 		// by an upgrade, a CRD's version dropped) is looked up by one it
 		// serves, and is gone when its kind is served by none.
-		live, err := s.applier.ReadMetadata(ctx, ref.ObjectRef)
+		live, err := applier.ReadMetadata(ctx, ref.ObjectRef)
 		if apierrors.IsForbidden(err) {
 			// NOTE: the restricted profile applies as the controller, so
 			// it set no owner reference on what the controller may not
@@ -854,18 +892,18 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 		if live == nil {
 			continue
 		}
-		if err := r.disownObject(ctx, s, live); err != nil {
+		if err := r.disownObject(ctx, s, applier, live); err != nil {
 			return err
 		}
 	}
 	for _, gvk := range guard.AllowedKinds() {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := s.applier.List(ctx, list, client.InNamespace(s.addon.TargetNamespaceIn(capstanv1.ProfileRestricted)), client.MatchingLabels(s.addon.AppliedLabels())); err != nil {
+		if err := applier.List(ctx, list, client.InNamespace(s.addon.TargetNamespaceIn(capstanv1.ProfileRestricted)), client.MatchingLabels(s.addon.AppliedLabels())); err != nil {
 			return fmt.Errorf("listing the %s objects of the add-on's hooks to leave them running: %w", gvk.Kind, err)
 		}
 		for i := range list.Items {
-			if err := r.disownObject(ctx, s, &list.Items[i]); err != nil {
+			if err := r.disownObject(ctx, s, applier, &list.Items[i]); err != nil {
 				return err
 			}
 		}
@@ -875,7 +913,7 @@ func (r *AddonReconciler) disown(ctx context.Context, s *scope) error {
 
 // disownObject removes the owner references to the Addon from live, when
 // it has any.
-func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live client.Object) error {
+func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, applier *apply.Applier, live client.Object) error {
 	var kept []metav1.OwnerReference
 	for _, o := range live.GetOwnerReferences() {
 		if o.UID != s.addon.UID {
@@ -887,7 +925,7 @@ func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, live clien
 	}
 	patch := client.MergeFrom(live.DeepCopyObject().(client.Object))
 	live.SetOwnerReferences(kept)
-	if err := s.applier.Client.Patch(ctx, live, patch); err != nil {
+	if err := applier.Client.Patch(ctx, live, patch); err != nil {
 		gvk := live.GetObjectKind().GroupVersionKind()
 		ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: live.GetNamespace(), Name: live.GetName()}
 		return fmt.Errorf("removing the owner reference from %s: %w", ref.Describe(), apply.RefusedWrite(ref, err))

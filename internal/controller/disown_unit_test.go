@@ -32,7 +32,7 @@ func TestDisownWithholdsASecretsRefusal(t *testing.T) {
 	}).Build()
 	live := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"}, ObjectMeta: secret.ObjectMeta}
 	s := &scope{addon: addon, applier: &apply.Applier{Client: c}}
-	err := (&AddonReconciler{}).disownObject(context.Background(), s, live)
+	err := (&AddonReconciler{}).disownObject(context.Background(), s, s.applier, live)
 	if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "Secret team-a/db") || !apierrors.IsForbidden(err) {
 		t.Errorf("disowning a Secret whose patch is refused: %v; want the Secret named, the refusal's reason alone, and the API status kept", err)
 	}

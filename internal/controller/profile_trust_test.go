@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/values"
@@ -115,6 +117,98 @@ func TestRestrictedAddonTrustedNowIsLeftRunningWhenDeleted(t *testing.T) {
 		for _, ref := range u.GetOwnerReferences() {
 			if ref.UID == a.UID {
 				t.Errorf("%s %s still names the deleted Addon as owner; the garbage collector deletes it", o.kind, o.name)
+			}
+		}
+	}
+}
+
+// TestRestrictedAddonSyncedTrustedIsLeftRunningWhenDeleted installs a
+// restricted add-on with an object marked ssa: IfNotPresent and a
+// pre-install hook ConfigMap, moves it to a shard that trusts its
+// namespace, lets that shard sync it under the cluster profile, and
+// deletes it. The deletion follows the cluster profile's default, Orphan,
+// and status.profile records cluster, so no deletion step disowns
+// anything: the sync itself must have taken off every owner reference the
+// restricted profile set, also from what it applies no more (the
+// IfNotPresent object, the install's hook), or the garbage collector
+// deletes them once the Addon goes.
+func TestRestrictedAddonSyncedTrustedIsLeftRunningWhenDeleted(t *testing.T) {
+	trustedThenDeleted(t, false)
+}
+
+// TestRestrictedAddonFailedTrustedIsLeftRunningWhenDeleted is
+// TestRestrictedAddonSyncedTrustedIsLeftRunningWhenDeleted with a first
+// sync under the cluster profile that fails at a pre-upgrade hook, after
+// its inventory checkpoint recorded status.profile cluster and before it
+// applied anything: every object still carries the restricted profile's
+// owner reference unless the sync took it off first.
+func TestRestrictedAddonFailedTrustedIsLeftRunningWhenDeleted(t *testing.T) {
+	trustedThenDeleted(t, true)
+}
+
+// trustedThenDeleted installs a restricted add-on, moves it to a shard
+// that trusts its namespace, waits for that shard's sync under the
+// cluster profile (one whose pre-upgrade hook fails, with fail) to record
+// status.profile cluster, deletes the Addon with the default policy,
+// Orphan, and checks that every object is left running and owned by no
+// Addon gone.
+func trustedThenDeleted(t *testing.T, fail bool) {
+	ns := newNamespace(t)
+	inShard := startShard(t, "trusting-sync", func(c *controller.Config) {
+		c.TrustedNamespaces = append(slices.Clone(c.TrustedNamespaces), ns)
+	})
+	name := fmt.Sprintf("tenant-%d", time.Now().UnixNano()%100000)
+	url, _ := charts.publish(t, chart{name: "tenant", version: "1.0.0", files: map[string]string{
+		"templates/main.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-main\ndata:\n  at: main\n",
+		"templates/once.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-once\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  at: once\n",
+		"templates/seed.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-seed\n  annotations:\n    helm.sh/hook: pre-install\ndata:\n  at: seed\n",
+		// With migrate, the inventory grows, so the sync records its
+		// profile at the inventory checkpoint, and then a Job that no
+		// node runs fails at the hook timeout.
+		"templates/more.yaml": "{{- if .Values.migrate }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-more\ndata:\n  at: more\n{{- end }}\n",
+		"templates/migrate.yaml": "{{- if .Values.migrate }}\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {{ .Release.Name }}-migrate\n  annotations:\n    helm.sh/hook: pre-upgrade\n" +
+			"spec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      nodeSelector: {capstan.dev/nowhere: \"true\"}\n" +
+			"      containers:\n        - name: migrate\n          image: registry.example/migrate:1.0\n{{- end }}\n",
+	}})
+
+	a := synced(t, create(t, newAddon(ns, name, url)))
+	if a.Status.Profile != capstanv1.ProfileRestricted {
+		t.Fatalf("installed with status.profile %q; want restricted", a.Status.Profile)
+	}
+	kept := []string{name + "-main", name + "-once", name + "-seed"}
+	for _, n := range kept {
+		if u := live(t, "v1", "ConfigMap", ns, n); u == nil || len(u.GetOwnerReferences()) == 0 {
+			t.Fatalf("ConfigMap %s is missing or not owned by the Addon after a restricted sync", n)
+		}
+	}
+	moved := update(t, a, func(cur *capstanv1.Addon) {
+		inShard(cur)
+		if fail {
+			cur.Spec.Values = jsonValues("{migrate: true}")
+			cur.Spec.HookTimeout = &metav1.Duration{Duration: 3 * time.Second}
+		}
+	})
+	want := capstanv1.PhaseSynced
+	if fail {
+		want = capstanv1.PhaseFailed
+	}
+	got := waitFor(t, a, 90*time.Second, "the shard's sync under the cluster profile", func(cur *capstanv1.Addon) bool {
+		return cur.Status.ObservedGeneration == moved.Generation && cur.Status.Phase == want && cur.Status.Profile == capstanv1.ProfileCluster
+	})
+
+	if err := admin.Delete(context.Background(), got); err != nil {
+		t.Fatal(err)
+	}
+	gone(t, a)
+	for _, n := range kept {
+		u := live(t, "v1", "ConfigMap", ns, n)
+		if u == nil {
+			t.Errorf("deleting the add-on deleted ConfigMap %s; want it left running, as Orphan leaves it", n)
+			continue
+		}
+		for _, ref := range u.GetOwnerReferences() {
+			if ref.UID == a.UID {
+				t.Errorf("ConfigMap %s still names the deleted Addon as owner; the garbage collector deletes it", n)
 			}
 		}
 	}

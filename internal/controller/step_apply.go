@@ -28,6 +28,11 @@ import (
 // hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
+	// An add-on a restricted apply owned drops those owner references
+	// before anything of it changes under the cluster profile.
+	if err := r.disownBeforeCluster(ctx, s); err != nil {
+		return false, err
+	}
 	var changed, unverified []*unstructured.Unstructured
 	changedNow := map[*unstructured.Unstructured]bool{}
 	recreate := map[*unstructured.Unstructured]types.UID{}
