@@ -145,8 +145,16 @@ const ResourcePolicyAnnotation = "helm.sh/resource-policy"
 
 // FluxPruneAnnotation set to "disabled" keeps an object from Flux's garbage
 // collection, both when it leaves the source and when its Kustomization is
-// deleted. Manifests written for Flux carry it on what must outlive them.
+// deleted. Manifests written for Flux carry it on what must outlive them,
+// as an annotation or as a label: Flux reads its marks from either
+// (fluxMark).
 const FluxPruneAnnotation = "kustomize.toolkit.fluxcd.io/prune"
+
+// KappDeleteStrategyAnnotation set to "orphan" has kapp leave an object
+// running, forgotten, where it would delete it: when it leaves the
+// manifests, and when its app is deleted. Manifests written for kapp carry
+// it on what must outlive them.
+const KappDeleteStrategyAnnotation = "kapp.k14s.io/delete-strategy"
 
 // ArgoSyncOptionsAnnotation is Argo CD's per-object list of sync options:
 // Prune=false keeps an object when it leaves the source, Delete=false when
@@ -163,18 +171,26 @@ const FluxSSAAnnotation = "kustomize.toolkit.fluxcd.io/ssa"
 // only while it is missing (kustomize.toolkit.fluxcd.io/ssa: IfNotPresent,
 // read as KeptBy reads the marks), or "" when none does.
 func CreateOnly(obj metav1.Object) string {
-	if v := strings.TrimSpace(obj.GetAnnotations()[FluxSSAAnnotation]); strings.EqualFold(v, "IfNotPresent") {
-		return FluxSSAAnnotation + ": " + v
-	}
-	return ""
+	return fluxMark(obj, FluxSSAAnnotation, "IfNotPresent")
 }
 
 // Ignored names the annotation, with its value, that has obj never
 // applied (kustomize.toolkit.fluxcd.io/ssa: Ignore, read as KeptBy reads
 // the marks, since it asks for less, never more), or "" when none does.
 func Ignored(obj metav1.Object) string {
-	if v := strings.TrimSpace(obj.GetAnnotations()[FluxSSAAnnotation]); strings.EqualFold(v, "Ignore") {
-		return FluxSSAAnnotation + ": " + v
+	return fluxMark(obj, FluxSSAAnnotation, "Ignore")
+}
+
+// fluxMark names Flux's mark key: want on obj, with the value it has, or
+// "" when obj has none. Flux matches its marks in an object's annotations
+// or its labels (fluxcd/pkg/ssa's AnyInMetadata), so both are read: the
+// annotation first, then the label, named as one ("label key: value").
+func fluxMark(obj metav1.Object, key, want string) string {
+	if v := strings.TrimSpace(obj.GetAnnotations()[key]); strings.EqualFold(v, want) {
+		return key + ": " + v
+	}
+	if v := strings.TrimSpace(obj.GetLabels()[key]); strings.EqualFold(v, want) {
+		return "label " + key + ": " + v
 	}
 	return ""
 }
@@ -234,10 +250,12 @@ const (
 // KeptBy names the annotation, with its value, that keeps obj from the
 // deletion d, or "" when nothing does. Each is read as its own tool reads
 // it, the value in any case and with spaces around it ignored, so that
-// manifests written for Helm, Flux or Argo CD keep what they meant to:
+// manifests written for Helm, Flux, kapp or Argo CD keep what they meant
+// to:
 //   - helm.sh/resource-policy: keep keeps it from every deletion;
-//   - kustomize.toolkit.fluxcd.io/prune: disabled keeps it from every
-//     deletion;
+//   - kustomize.toolkit.fluxcd.io/prune: disabled, an annotation or a
+//     label, keeps it from every deletion;
+//   - kapp.k14s.io/delete-strategy: orphan keeps it from every deletion;
 //   - argocd.argoproj.io/sync-options: Prune=false keeps it from a prune,
 //     and Delete=false from an uninstall.
 func KeptBy(obj metav1.Object, d Deletion) string {
@@ -248,8 +266,11 @@ func KeptBy(obj metav1.Object, d Deletion) string {
 	if v := strings.TrimSpace(a[ResourcePolicyAnnotation]); strings.EqualFold(v, "keep") {
 		return ResourcePolicyAnnotation + ": " + v
 	}
-	if v := strings.TrimSpace(a[FluxPruneAnnotation]); strings.EqualFold(v, "disabled") {
-		return FluxPruneAnnotation + ": " + v
+	if by := fluxMark(obj, FluxPruneAnnotation, "disabled"); by != "" {
+		return by
+	}
+	if v := strings.TrimSpace(a[KappDeleteStrategyAnnotation]); strings.EqualFold(v, "orphan") {
+		return KappDeleteStrategyAnnotation + ": " + v
 	}
 	var options []string
 	if d != Uninstalling {

@@ -26,6 +26,9 @@ func TestKeptBy(t *testing.T) {
 		{ArgoSyncOptionsAnnotation, "Prune=false,Delete=false", kept{"argocd.argoproj.io/sync-options: Prune=false", "argocd.argoproj.io/sync-options: Delete=false", "argocd.argoproj.io/sync-options: Prune=false"}},
 		{ArgoSyncOptionsAnnotation, "Prune=confirm", kept{}},
 		{ArgoSyncOptionsAnnotation, "PruneLast=false", kept{}},
+		{KappDeleteStrategyAnnotation, "orphan", kept{"kapp.k14s.io/delete-strategy: orphan", "kapp.k14s.io/delete-strategy: orphan", "kapp.k14s.io/delete-strategy: orphan"}},
+		{KappDeleteStrategyAnnotation, " Orphan ", kept{"kapp.k14s.io/delete-strategy: Orphan", "kapp.k14s.io/delete-strategy: Orphan", "kapp.k14s.io/delete-strategy: Orphan"}},
+		{KappDeleteStrategyAnnotation, "", kept{}},
 		{"example.com/prune", "disabled", kept{}},
 	} {
 		m := &metav1.ObjectMeta{Annotations: map[string]string{tc.key: tc.value}}
@@ -39,6 +42,27 @@ func TestKeptBy(t *testing.T) {
 	}
 	if by := KeptBy(&metav1.ObjectMeta{}, Uninstalling); by != "" {
 		t.Errorf("an object without annotations is kept by %q", by)
+	}
+	// Flux reads its marks from labels too; the other tools read
+	// annotations only.
+	for _, tc := range []struct {
+		key, value, want string
+	}{
+		{FluxPruneAnnotation, "disabled", "label kustomize.toolkit.fluxcd.io/prune: disabled"},
+		{FluxPruneAnnotation, "Disabled", "label kustomize.toolkit.fluxcd.io/prune: Disabled"},
+		{FluxPruneAnnotation, "enabled", ""},
+		{ResourcePolicyAnnotation, "keep", ""},
+		{KappDeleteStrategyAnnotation, "orphan", ""},
+	} {
+		m := &metav1.ObjectMeta{Labels: map[string]string{tc.key: tc.value}}
+		for _, d := range []Deletion{Pruning, Uninstalling, Recreating} {
+			if got := KeptBy(m, d); got != tc.want {
+				t.Errorf("label %s: %q, deletion %d: %q, want %q", tc.key, tc.value, d, got, tc.want)
+			}
+		}
+		if by := KeptBy(m, NoKeep); by != "" {
+			t.Errorf("label %s: %q: kept by %q where nothing may be kept", tc.key, tc.value, by)
+		}
 	}
 }
 
@@ -61,6 +85,9 @@ func TestCreateOnly(t *testing.T) {
 	}
 	if got := CreateOnly(&metav1.ObjectMeta{Annotations: map[string]string{"example.com/ssa": "IfNotPresent"}}); got != "" {
 		t.Errorf("another tool's annotation: %q", got)
+	}
+	if got, want := CreateOnly(&metav1.ObjectMeta{Labels: map[string]string{FluxSSAAnnotation: "IfNotPresent"}}), "label kustomize.toolkit.fluxcd.io/ssa: IfNotPresent"; got != want {
+		t.Errorf("Flux's mark as a label: %q, want %q", got, want)
 	}
 }
 
@@ -100,5 +127,8 @@ func TestIgnored(t *testing.T) {
 		if got := Ignored(&metav1.ObjectMeta{Annotations: map[string]string{FluxSSAAnnotation: value}}); got != want {
 			t.Errorf("%q: %q, want %q", value, got, want)
 		}
+	}
+	if got, want := Ignored(&metav1.ObjectMeta{Labels: map[string]string{FluxSSAAnnotation: "Ignore"}}), "label kustomize.toolkit.fluxcd.io/ssa: Ignore"; got != want {
+		t.Errorf("Flux's mark as a label: %q, want %q", got, want)
 	}
 }

@@ -22,13 +22,15 @@ import (
 // kept is left running, and leaves the inventory, when an upgrade no
 // longer renders it (the plan says so before) and when the add-on is
 // uninstalled, as Helm leaves it; an object without the mark goes both
-// times. Flux's and Argo CD's marks are read as those tools read them:
-// Flux's prune: disabled keeps from both, Argo CD's Prune=false from the
+// times. Flux's, kapp's and Argo CD's marks are read as those tools read
+// them: Flux's prune: disabled, an annotation or a label, and kapp's
+// delete-strategy: orphan keep from both, Argo CD's Prune=false from the
 // prune alone and Delete=false from the uninstall alone.
 func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
 	annotated := func(key, value string) string { return "  annotations:\n    " + key + ": " + value + "\n" }
+	labelled := func(key, value string) string { return "  labels:\n    " + key + ": " + value + "\n" }
 	keep := annotated("helm.sh/resource-policy", "keep")
 	configMap := func(name, meta string) string {
 		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n" + meta + "data: {a: b}\n"
@@ -38,10 +40,14 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 			"---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: password\n" + keep + "stringData: {password: generated}\n" +
 			configMap("stays-too", "") + configMap("stays-three", "") +
 			configMap("argo-no-delete", annotated("argocd.argoproj.io/sync-options", "ServerSideApply=true,Delete=false")) +
-			configMap("argo-no-prune", annotated("argocd.argoproj.io/sync-options", "Prune=false")),
+			configMap("argo-no-prune", annotated("argocd.argoproj.io/sync-options", "Prune=false")) +
+			configMap("flux-label-stays", labelled("kustomize.toolkit.fluxcd.io/prune", "disabled")) +
+			configMap("kapp-stays", annotated("kapp.k14s.io/delete-strategy", "orphan")),
 		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("kept", keep) + configMap("plain", "") +
 			configMap("flux-kept", annotated("kustomize.toolkit.fluxcd.io/prune", "disabled")) +
 			configMap("argo-kept", annotated("argocd.argoproj.io/sync-options", "Prune=false")) +
+			configMap("flux-label-kept", labelled("kustomize.toolkit.fluxcd.io/prune", "disabled")) +
+			configMap("kapp-kept", annotated("kapp.k14s.io/delete-strategy", "orphan")) +
 			configMap("argo-pruned", annotated("argocd.argoproj.io/sync-options", "Delete=false")) + "{{ end }}",
 	}})
 	a := create(t, newAddon(controllerNS, "keep-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
@@ -80,10 +86,12 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	slices.Sort(deletes)
 	noticed := false
 	for _, n := range held.Status.Plan.Notices {
-		noticed = noticed || strings.Contains(n.Message, "3 object(s) the render no longer applies are marked to be kept") &&
+		noticed = noticed || strings.Contains(n.Message, "5 object(s) the render no longer applies are marked to be kept") &&
 			strings.Contains(n.Message, "ConfigMap "+ns+"/kept (helm.sh/resource-policy: keep)") &&
 			strings.Contains(n.Message, "ConfigMap "+ns+"/flux-kept (kustomize.toolkit.fluxcd.io/prune: disabled)") &&
-			strings.Contains(n.Message, "ConfigMap "+ns+"/argo-kept (argocd.argoproj.io/sync-options: Prune=false)")
+			strings.Contains(n.Message, "ConfigMap "+ns+"/argo-kept (argocd.argoproj.io/sync-options: Prune=false)") &&
+			strings.Contains(n.Message, "ConfigMap "+ns+"/flux-label-kept (label kustomize.toolkit.fluxcd.io/prune: disabled)") &&
+			strings.Contains(n.Message, "ConfigMap "+ns+"/kapp-kept (kapp.k14s.io/delete-strategy: orphan)")
 	}
 	if !slices.Equal(deletes, []string{"argo-pruned", "plain"}) || !noticed {
 		t.Fatalf("the plan should delete plain and argo-pruned alone and say what keeps the rest: deletes %v: %s", deletes, describeStatus(held))
@@ -92,7 +100,7 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 	upgraded := waitFor(t, a, 60*time.Second, "the upgrade applied", func(cur *capstanv1.Addon) bool {
 		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.AppliedHash != synced.Status.AppliedHash
 	})
-	for _, name := range []string{"kept", "flux-kept", "argo-kept"} {
+	for _, name := range []string{"kept", "flux-kept", "argo-kept", "flux-label-kept", "kapp-kept"} {
 		if live(t, "v1", "ConfigMap", ns, name) == nil {
 			t.Fatalf("the prune deleted %s, which its manifests mark to keep", name)
 		}
@@ -131,13 +139,15 @@ func TestHelmResourcePolicyKeepsObjects(t *testing.T) {
 			t.Fatalf("the uninstall left %s, which nothing keeps from an uninstall", name)
 		}
 	}
-	if live(t, "v1", "ConfigMap", ns, "argo-no-delete") == nil {
-		t.Fatal("the uninstall deleted a ConfigMap Argo CD's Delete=false keeps")
+	for _, name := range []string{"argo-no-delete", "flux-label-stays", "kapp-stays"} {
+		if live(t, "v1", "ConfigMap", ns, name) == nil {
+			t.Fatalf("the uninstall deleted %s, which its manifests mark to keep", name)
+		}
 	}
 	if live(t, "v1", "Secret", ns, "password") == nil {
 		t.Fatal("the uninstall deleted a Secret its chart marks to keep")
 	}
-	for _, name := range []string{"kept", "flux-kept", "argo-kept"} {
+	for _, name := range []string{"kept", "flux-kept", "argo-kept", "flux-label-kept", "kapp-kept"} {
 		if live(t, "v1", "ConfigMap", ns, name) == nil {
 			t.Fatalf("the uninstall deleted %s, which an earlier prune kept", name)
 		}

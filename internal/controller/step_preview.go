@@ -325,9 +325,9 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 	return r.markOtherAddons(ctx, s)
 }
 
-// keptFromPrune takes out of s.prune the objects an annotation keeps from a
+// keptFromPrune takes out of s.prune the objects a mark keeps from a
 // prune (apply.KeptBy: Helm's resource policy, Flux's prune: disabled,
-// Argo CD's Prune=false), reading each one's metadata as the applying
+// kapp's delete-strategy: orphan, Argo CD's Prune=false), reading each one's metadata as the applying
 // identity: the author marked them to outlive the manifests. Only in the
 // cluster profile (keepFrom). It takes out too, into s.notOurs, the
 // objects that the prune's holder leaves running, in both profiles:
