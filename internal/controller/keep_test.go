@@ -10,8 +10,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -367,5 +370,62 @@ func watchStatus(t *testing.T, a *capstanv1.Addon) func() []*capstanv1.Addon {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Clone(seen)
+	}
+}
+
+// TestPrunePlanNamesOwnersOfClaims: a claim that names an object of the
+// inventory as its owner (an operator's custom resource owns its
+// database's claims so) goes with it when the prune deletes the owner,
+// since the garbage collector follows the reference; Capstan keeps only a
+// StatefulSet's claims from its delete. The plan says so before, naming
+// the owner and the claim, and says nothing of an object no claim names.
+func TestPrunePlanNamesOwnersOfClaims(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	configMap := func(name string) string {
+		return "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\ndata: {a: b}\n"
+	}
+	url, _ := charts.publish(t, chart{name: "ownerapp", version: "1.0.0", files: map[string]string{
+		"templates/all.yaml":     configMap("stays"),
+		"templates/dropped.yaml": "{{ if .Values.all }}" + configMap("owner") + configMap("plain") + "{{ end }}",
+	}})
+	a := create(t, newAddon(controllerNS, "owner-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune = true
+		s.Values = jsonValues("all: true")
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	owner := live(t, "v1", "ConfigMap", ns, "owner")
+	if owner == nil {
+		t.Fatal("the owner ConfigMap was not applied")
+	}
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "data", OwnerReferences: []metav1.OwnerReference{
+			{APIVersion: "v1", Kind: "ConfigMap", Name: "owner", UID: owner.GetUID()}}},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
+	}
+	if err := admin.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.ManualSync = true
+		cur.Spec.Values = jsonValues("all: false")
+	})
+	held := waitFor(t, a, 60*time.Second, "the plan held for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseOutOfSync && cur.Status.ObservedGeneration == cur.Generation
+	})
+	var said []string
+	for _, n := range held.Status.Plan.Notices {
+		if strings.Contains(n.Message, "named as owner by PersistentVolumeClaims") {
+			said = append(said, n.Message)
+		}
+	}
+	want := "1 object(s) that the prune deletes are named as owner by PersistentVolumeClaims"
+	if len(said) != 1 || !strings.HasPrefix(said[0], want) ||
+		!strings.Contains(said[0], "ConfigMap "+ns+"/owner (owner of PersistentVolumeClaim "+ns+"/data)") || strings.Contains(said[0], "/plain") {
+		t.Fatalf("want one notice %q naming ConfigMap %s/owner and its claim alone; got %q\n%s", want, ns, said, describeStatus(held))
 	}
 }

@@ -115,6 +115,7 @@ type scope struct {
 	pruneUIDs    map[string]types.UID  // by ObjectRef.Key: the UID of each object of prune as keptFromPrune read it
 	notOurs      []apply.Spared        // what the prune leaves running and drops from the inventory: another Addon holds it, or it is not this add-on's (apply.NotOurs)
 	claimsKept   []apply.Spared        // the StatefulSets the prune deletes whose claims would go with them (apply.DeletesClaims): the prune keeps the claims
+	claimsGo     []apply.Spared        // the other objects the prune deletes that a claim names as its owner: the garbage collector deletes the claim with them (ownedClaims)
 	hooks        []render.Hook
 	left         []*unstructured.Unstructured // the prepared objects a folder's render leaves out (render.Result.Left)
 	generated    []render.Generated           // the render's Generated, in the namespaces their objects were put in (prepare.Result.Generated)

@@ -3,10 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -43,7 +45,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		}
 		in.Rendered = s.objects
 		in.Objects = s.previews
-		s.kept, s.confirm, s.notOurs, s.claimsKept, s.pruneUIDs = s.leftOutOfInventory(), nil, nil, nil, nil
+		s.kept, s.confirm, s.notOurs, s.claimsKept, s.claimsGo, s.pruneUIDs = s.leftOutOfInventory(), nil, nil, nil, nil, nil
 		// A restricted add-on always prunes: what a new render no longer
 		// holds goes, as the tenant's chart decides.
 		if s.addon.Spec.Prune || s.profile == capstanv1.ProfileRestricted {
@@ -110,6 +112,11 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
 			"%d StatefulSet(s) that the prune deletes would have their PersistentVolumeClaims deleted with them (persistentVolumeClaimRetentionPolicy.whenDeleted: Delete); Capstan never deletes a claim, so it sets the policy to Retain first, and the claims and their volumes stay: %s",
 			len(s.claimsKept), describeKept(s.claimsKept, 5))})
+	}
+	if len(s.claimsGo) > 0 {
+		in.Notices = append(in.Notices, capstanv1.Notice{Path: "objects", Message: fmt.Sprintf(
+			"%d object(s) that the prune deletes are named as owner by PersistentVolumeClaims, which the garbage collector then deletes, and with a Delete reclaim policy their volumes; Capstan keeps only a StatefulSet's claims from its delete. To keep them, mark the owner helm.sh/resource-policy: keep, or take its owner reference off the claims, before the prune: %s",
+			len(s.claimsGo), describeKept(s.claimsGo, 5))})
 	}
 	in.Notices = append(in.Notices, s.generatedNotices...)
 	in.Notices = append(in.Notices, s.crdNotices...)
@@ -345,6 +352,7 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 	}
 	keep, holder := s.keepFrom(apply.Pruning), r.holder(s)
 	var prune []capstanv1.ObjectRef
+	owners := map[types.UID]capstanv1.ObjectRef{}
 	for _, ref := range s.prune {
 		m, err := s.applier.ReadMetadata(ctx, ref)
 		if err != nil {
@@ -379,6 +387,9 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 			if claimsGo {
 				s.claimsKept = append(s.claimsKept, apply.Spared{Ref: ref})
 			}
+			if !apply.IsStatefulSet(ref) && !isPod(ref) {
+				owners[m.GetUID()] = ref
+			}
 			if s.pruneUIDs == nil {
 				s.pruneUIDs = map[string]types.UID{}
 			}
@@ -387,7 +398,65 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 		prune = append(prune, ref)
 	}
 	s.prune = prune
-	return nil
+	var err error
+	s.claimsGo, err = ownedClaims(ctx, s, owners)
+	return err
+}
+
+// ownedClaims names the objects of owners (the prune's deletes by UID)
+// that a PersistentVolumeClaim names as owner, each with the first such
+// claim: the garbage collector deletes the claim with its owner, as after
+// Helm's or Flux's delete of it (an operator's custom resource that owns
+// its database's claims). The claims of the namespaces of owners are read
+// once each, and of every namespace for an owner with none. A list the
+// identity may not make names nothing: the notice is the only use of it.
+//
+// NOTE: a StatefulSet's claims are kept from its delete (releaseClaims),
+// and a Pod's are its generic ephemeral volumes, made to go with it: both
+// are left out of owners.
+func ownedClaims(ctx context.Context, s *scope, owners map[types.UID]capstanv1.ObjectRef) ([]apply.Spared, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	namespaces := map[string]bool{}
+	for _, ref := range owners {
+		namespaces[ref.Namespace] = true
+	}
+	if namespaces[""] {
+		namespaces = map[string]bool{"": true}
+	}
+	claimOf := map[types.UID]string{}
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+		list := &metav1.PartialObjectMetadataList{}
+		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
+		err := s.applier.List(ctx, list, client.InNamespace(ns))
+		if apierrors.IsForbidden(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("listing the PersistentVolumeClaims the prune's deletes may own: %w", err)
+		}
+		for _, c := range list.Items {
+			for _, o := range c.GetOwnerReferences() {
+				if _, ok := owners[o.UID]; ok && claimOf[o.UID] == "" {
+					claimOf[o.UID] = c.Namespace + "/" + c.Name
+				}
+			}
+		}
+	}
+	var out []apply.Spared
+	for uid, ref := range owners {
+		if claim := claimOf[uid]; claim != "" {
+			out = append(out, apply.Spared{Ref: ref, KeptBy: "owner of PersistentVolumeClaim " + claim})
+		}
+	}
+	slices.SortFunc(out, func(a, b apply.Spared) int { return strings.Compare(a.Ref.Key(), b.Ref.Key()) })
+	return out, nil
+}
+
+// isPod reports whether ref names a Pod.
+func isPod(ref capstanv1.ObjectRef) bool {
+	return ref.APIVersion == "v1" && ref.Kind == "Pod"
 }
 
 // deletesClaims reports whether ref is a StatefulSet whose delete would
