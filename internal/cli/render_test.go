@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/testcontroller"
 )
 
@@ -323,6 +324,37 @@ func TestRenderAddonFile(t *testing.T) {
 	}
 	if _, _, err := runCapstan(t, "render", "-f", notAddon); err == nil || !strings.Contains(err.Error(), "is not an Addon") {
 		t.Errorf("error = %v, want one that says the file is not an Addon", err)
+	}
+}
+
+// TestRenderAddonFileOfAFolderLaidOutForFlux: an Addon whose git folder,
+// served over HTTP, has no kustomization but a subfolder with one renders
+// as Flux's kustomize-controller builds it: the subfolder with its
+// namePrefix, and the loose Deployment beside it.
+func TestRenderAddonFileOfAFolderLaidOutForFlux(t *testing.T) {
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "fleet")
+	gitserver.Clone(t, url).
+		Write("clusters/prod/web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  selector: {matchLabels: {app: web}}\n"+
+			"  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: registry.example/web:1}]\n").
+		Write("clusters/prod/monitoring/kustomization.yaml", "namePrefix: mon-\nresources: [settings.yaml]\n").
+		Write("clusters/prod/monitoring/settings.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n").
+		CommitAndPush("fleet")
+	addon := filepath.Join(t.TempDir(), "addon.yaml")
+	content := "apiVersion: capstan.dev/v1alpha1\nkind: Addon\nmetadata:\n  name: fleet\nspec:\n  git:\n    url: " + url +
+		"\n    revision: main\n    path: clusters/prod\n"
+	if err := os.WriteFile(addon, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, err := runCapstan(t, "render", "-f", addon, "--fetch-allow=127.0.0.1/32")
+	if err != nil {
+		t.Fatalf("capstan render -f addon.yaml: %v\n%s", err, stderr)
+	}
+	got := objectsOf(t, out)
+	for _, key := range []string{"v1/ConfigMap//mon-settings", "apps/v1/Deployment//web"} {
+		if _, ok := got[key]; !ok || len(got) != 2 {
+			t.Errorf("objects = %v, want %s among two", got, key)
+		}
 	}
 }
 

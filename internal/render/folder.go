@@ -17,10 +17,12 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/kustomize/api/konfig"
 	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/provider"
 	"sigs.k8s.io/kustomize/api/resmap"
 	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/kustomize/kyaml/openapi"
+	"sigs.k8s.io/yaml"
 
 	"capstan.dev/capstan/internal/sops"
 	"capstan.dev/capstan/internal/source"
@@ -31,12 +33,15 @@ import (
 // kustomize's krusty, as `kustomize build` does, over an in-memory copy of
 // fsys, so that bases in sibling folders work; a remote base, resource or
 // file is refused before the build, because krusty would fetch it without
-// the fetch guard. Any other folder yields every .yaml and .yml file in it
-// and its subfolders, taken as is: files in path order (byte-wise, slash
-// separated), documents in file order, List kinds expanded into their
-// items, empty documents skipped; files and folders whose names start with
-// "." are skipped. In both, the nodes that YAML aliases add to the files
-// read are bounded by MaxAliasNodes.
+// the fetch guard. A folder without one whose subfolders hold a
+// kustomization is built so too, with the kustomization Flux's
+// kustomize-controller generates for it (generateKustomization). Any other
+// folder yields every .yaml and .yml file in it and its subfolders, taken
+// as is: files in path order (byte-wise, slash separated), documents in
+// file order, List kinds expanded into their items, empty documents
+// skipped. Without a kustomization, files and folders whose names start
+// with "." are skipped. In all, the nodes that YAML aliases add to the
+// files read are bounded by MaxAliasNodes.
 //
 // dir is a slash-separated path in fsys; "" and "." are its root. src
 // identifies the folder (commit and path) for the render hash. Objects
@@ -96,9 +101,17 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 	}
 	var objs []*unstructured.Unstructured
 	if kustomizationFile(fsys, dir) != "" {
-		objs, err = kustomize(fsys, dir, in)
+		objs, err = kustomize(fsys, dir, in, nil)
 	} else {
-		objs, err = plainYAML(fsys, dir, in)
+		var entries []folderEntry
+		if entries, err = scanFolder(fsys, dir); err != nil {
+			return nil, err
+		}
+		if slices.ContainsFunc(entries, func(e folderEntry) bool { return e.kustomized }) {
+			objs, err = kustomize(fsys, dir, in, entries)
+		} else {
+			objs, err = plainYAML(fsys, dir, entries, in)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -153,8 +166,11 @@ func kustomizationFile(fsys fs.FS, dir string) string {
 
 // kustomize builds dir with krusty over an in-memory copy of fsys, each
 // file it reads decrypted by in.Decrypt when that is set, and substitutes
-// in.Variables in what it built when they are set.
-func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstructured, error) {
+// in.Variables in what it built when they are set. generated, when set, is
+// what scanFolder found in dir, a folder without a kustomization: the
+// build then reads the kustomization that Flux's kustomize-controller
+// generates for it (see generateKustomization), written in the copy only.
+func kustomize(fsys fs.FS, dir string, in FolderInputs, generated []folderEntry) ([]*unstructured.Unstructured, error) {
 	vars := in.Variables
 	mem := filesys.MakeFsInMemory()
 	// NOTE: the whole tree is copied, not only dir, because overlays name
@@ -183,6 +199,16 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 		return nil, fmt.Errorf("render: read the folder: %w", err)
 	}
 	root := path.Join("/", dir)
+	what := "kustomize build " + dir
+	if generated != nil {
+		// NOTE: the kustomization is written in the build's own copy, never
+		// in the repository's checkout, which other add-ons on the same
+		// commit read.
+		if err := generateKustomization(mem, dir, generated); err != nil {
+			return nil, err
+		}
+		what = "kustomize build " + dir + " (a folder without a kustomization, built with the one Flux generates: its YAML files and its subfolders that hold a kustomization)"
+	}
 	if err := refuseRemote(aliasBoundFS{FileSystem: mem, budget: &aliasBudget{}}, root, map[string]bool{}); err != nil {
 		return nil, err
 	}
@@ -205,7 +231,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
 	m, err := runKustomize(opts, read, root)
 	if err != nil {
-		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+		return nil, fmt.Errorf("render: %s: %w", what, err)
 	}
 	if in.MaxObjects > 0 && m.Size() > in.MaxObjects {
 		return nil, tooManyInFolder(dir, in.MaxObjects)
@@ -224,11 +250,11 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstruc
 	}
 	out, err := resMapObjects(m)
 	if err != nil {
-		return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+		return nil, fmt.Errorf("render: %s: %w", what, err)
 	}
 	for _, o := range out {
 		if err := CheckMetadata(o); err != nil {
-			return nil, fmt.Errorf("render: kustomize build %s: %w", dir, err)
+			return nil, fmt.Errorf("render: %s: %w", what, err)
 		}
 	}
 	return out, nil
@@ -282,33 +308,97 @@ func resMapObjects(m resmap.ResMap) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-// plainYAML reads every YAML file of dir and its subfolders, in path
-// order, each decrypted by in.Decrypt when that is set, and substitutes
-// in.Variables in them when they are set.
-func plainYAML(fsys fs.FS, dir string, in FolderInputs) ([]*unstructured.Unstructured, error) {
-	vars := in.Variables
-	var files []string
+// folderEntry is a file or subfolder of a folder without a kustomization
+// that the folder's render reads.
+type folderEntry struct {
+	// path is its path in the tree.
+	path string
+	// kustomized says it is a subfolder that holds a kustomization; else
+	// it is a .yaml or .yml file.
+	kustomized bool
+}
+
+// scanFolder lists what a render reads of dir, a folder without a
+// kustomization, in the order Flux's kustomize-controller lists it when it
+// generates a kustomization (each folder's entries by name, files and
+// subfolders alike): every .yaml and .yml file of dir and its subfolders,
+// and every subfolder that holds a kustomization, whose own files are not
+// listed. Files and folders whose names start with "." are left out.
+func scanFolder(fsys fs.FS, dir string) ([]folderEntry, error) {
+	var entries []folderEntry
 	err := walkLinks(fsys, dir, true, func(p string, isDir bool) error {
-		if p != dir && strings.HasPrefix(path.Base(p), ".") {
+		if p == dir {
+			return nil
+		}
+		if strings.HasPrefix(path.Base(p), ".") {
 			if isDir {
 				return fs.SkipDir
 			}
 			return nil
 		}
 		if isDir {
-			if p != dir && kustomizationFile(fsys, p) != "" {
-				return fmt.Errorf("subfolder %s holds a kustomization, and %s has none: point the source's path at %s, "+
-					"or add a kustomization.yaml to %s that lists it", p, dir, p, dir)
+			if kustomizationFile(fsys, p) != "" {
+				entries = append(entries, folderEntry{path: p, kustomized: true})
+				return fs.SkipDir
 			}
 			return nil
 		}
 		if ext := path.Ext(p); ext == ".yaml" || ext == ".yml" {
-			files = append(files, p)
+			entries = append(entries, folderEntry{path: p})
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("render: read folder %s: %w", dir, err)
+	}
+	return entries, nil
+}
+
+// generateKustomization writes to mem, the build's in-memory copy of the
+// tree, the kustomization that Flux's kustomize-controller generates for
+// dir, a folder without one: its resources are entries, what scanFolder
+// found, each as a path relative to dir. As Flux does, it refuses a file
+// that kustomize cannot read as Kubernetes objects, which would otherwise
+// fail the build with kustomize's less helpful message.
+func generateKustomization(mem filesys.FileSystem, dir string, entries []folderEntry) error {
+	rf := provider.NewDefaultDepProvider().GetResourceFactory()
+	read := aliasBoundFS{FileSystem: mem, budget: &aliasBudget{}}
+	k := types.Kustomization{TypeMeta: types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind}}
+	for _, e := range entries {
+		rel := e.path
+		if dir != "." {
+			rel = strings.TrimPrefix(rel, dir+"/")
+		}
+		k.Resources = append(k.Resources, "./"+rel)
+		if e.kustomized {
+			continue
+		}
+		data, err := read.ReadFile("/" + e.path)
+		if err != nil {
+			return fmt.Errorf("render: read %s: %w", e.path, err)
+		}
+		if _, err := rf.SliceFromBytes(data); err != nil {
+			return fmt.Errorf("render: %s is not Kubernetes objects (%w): %s has no kustomization and holds a subfolder with one, "+
+				"so it is built as Flux builds it, from every .yaml and .yml file in it and its subfolders: remove the file, "+
+				"rename it so its name ends in neither (or starts with \".\"), or add a kustomization.yaml to %s that lists what to build",
+				e.path, err, dir, dir)
+		}
+	}
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return mem.WriteFile(path.Join("/", dir, konfig.DefaultKustomizationFileName()), data)
+}
+
+// plainYAML reads entries, the YAML files scanFolder found in dir and its
+// subfolders, in path order, each decrypted by in.Decrypt when that is set, and
+// substitutes in.Variables in them when they are set.
+func plainYAML(fsys fs.FS, dir string, entries []folderEntry, in FolderInputs) ([]*unstructured.Unstructured, error) {
+	vars := in.Variables
+	files := make([]string, 0, len(entries))
+	for _, e := range entries {
+		files = append(files, e.path)
 	}
 	slices.Sort(files)
 	var out []*unstructured.Unstructured

@@ -130,6 +130,7 @@ metadata:
 		"plain/.hidden.yaml":            file("not: an object\n"),
 		"broken/notk8s.yaml":            file("just: values\n"),
 		"nested/sub/kustomization.yaml": file("resources: []\n"),
+		"nested/values.yaml":            file("just: values\n"),
 	}
 }
 
@@ -232,7 +233,7 @@ func TestFolderPlainYAML(t *testing.T) {
 func TestFolderErrors(t *testing.T) {
 	cases := []struct{ dir, want string }{
 		{dir: "broken", want: "broken/notk8s.yaml document 1"},
-		{dir: "nested", want: "subfolder nested/sub holds a kustomization"},
+		{dir: "nested", want: "nested/values.yaml is not Kubernetes objects"},
 		{dir: "missing", want: "check the source's path"},
 		{dir: "plain/b.yaml", want: "is a file"},
 	}
@@ -243,6 +244,105 @@ func TestFolderErrors(t *testing.T) {
 				t.Errorf("error = %v, want one that says %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// fleetRepo is a folder laid out for Flux's kustomize-controller: no
+// kustomization of its own, loose manifests beside subfolders that hold
+// one, one of them in a subfolder of a subfolder.
+func fleetRepo() fstest.MapFS {
+	return fstest.MapFS{
+		"fleet/web.yaml": file(`
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    sidecar/enabled: on
+spec:
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      containers: [{name: web, image: registry.example/web:1}]
+`),
+		"fleet/app/kustomization.yaml": file("namePrefix: app-\nresources: [settings.yaml]\n"),
+		"fleet/app/settings.yaml":      file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n"),
+		// Inside a kustomized subfolder, only what its kustomization lists is read.
+		"fleet/app/unlisted/values.yaml": file("just: values\n"),
+		"fleet/infra/shared.yml":         file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata:\n  cluster: ${cluster}\n"),
+		"fleet/infra/db/kustomization.yaml": file(`
+namePrefix: db-
+resources: [service.yaml]
+`),
+		"fleet/infra/db/service.yaml":   file("apiVersion: v1\nkind: Service\nmetadata: {name: main}\nspec: {ports: [{port: 5432}]}\n"),
+		"fleet/README.md":               file("not yaml: [\n"),
+		"fleet/.github/ci.yaml":         file("on: push\n"),
+		"fleet/.yamllint.yaml":          file("rules: {}\n"),
+		"fleet/.old/kustomization.yaml": file("resources: [missing.yaml]\n"),
+	}
+}
+
+// TestFolderBuildsAsFluxGeneratesAKustomization: a folder without a
+// kustomization whose subfolders hold one is built as Flux's
+// kustomize-controller builds it. Each kustomized subfolder (one a subfolder
+// of a plain one) is built as a resource, with its namePrefix; every other
+// YAML file is a resource, read by kustomize (YAML 1.2, so an unquoted on
+// stays a string); hidden files and folders are left out, a kustomization
+// in one too. Variables are substituted and the objects bounded as in any
+// kustomize build. The folder is built the same at the root of a tree.
+func TestFolderBuildsAsFluxGeneratesAKustomization(t *testing.T) {
+	want := []string{"ConfigMap//app-settings", "ConfigMap//shared", "Deployment//web", "Service//db-main"}
+	sub, err := fs.Sub(fleetRepo(), "fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]struct {
+		fsys fs.FS
+		dir  string
+	}{"subfolder": {fleetRepo(), "fleet"}, "root": {sub, "."}} {
+		t.Run(name, func(t *testing.T) {
+			res, err := FolderWith(tc.fsys, tc.dir, SourceIdentity{Commit: "abc"}, FolderInputs{Variables: map[string]string{"cluster": "prod"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := names(res.Objects)
+			slices.Sort(got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("objects (-want +got):\n%s", diff)
+			}
+			for _, o := range res.Objects {
+				if o.GetKind() == "Deployment" && o.GetAnnotations()["sidecar/enabled"] != "on" {
+					t.Errorf("annotations = %v, want sidecar/enabled: on read as kustomize reads it", o.GetAnnotations())
+				}
+				if v, _, _ := unstructured.NestedString(o.Object, "data", "cluster"); o.GetName() == "shared" && v != "prod" {
+					t.Errorf("ConfigMap shared holds cluster %q, want the variable substituted", v)
+				}
+			}
+		})
+	}
+	if _, err := FolderWith(fleetRepo(), "fleet", SourceIdentity{}, FolderInputs{MaxObjects: 3}); err == nil || !strings.Contains(err.Error(), "holds more than 3 objects") {
+		t.Errorf("error = %v, want the bound on objects", err)
+	}
+}
+
+// TestFolderGeneratedKustomizationRefusesWhatFluxRefuses: in a folder built
+// with a generated kustomization, a YAML file that is not Kubernetes
+// objects fails the render, naming the file, as kustomize-controller fails
+// it; a hidden one does not. The same file inside a kustomized subfolder
+// that does not list it is not read.
+func TestFolderGeneratedKustomizationRefusesWhatFluxRefuses(t *testing.T) {
+	fsys := fleetRepo()
+	fsys["fleet/infra/values.yaml"] = file("replicas: 3\n")
+	_, err := Folder(fsys, "fleet", SourceIdentity{})
+	if err == nil || !strings.Contains(err.Error(), "fleet/infra/values.yaml is not Kubernetes objects") ||
+		!strings.Contains(err.Error(), "built as Flux builds it") {
+		t.Errorf("error = %v, want one naming fleet/infra/values.yaml", err)
+	}
+	fsys = fleetRepo()
+	fsys["fleet/settings/other.yaml"] = file("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: app-settings}\n")
+	if _, err := Folder(fsys, "fleet", SourceIdentity{}); err == nil || !strings.Contains(err.Error(), "a folder without a kustomization, built with the one Flux generates") {
+		t.Errorf("error = %v, want kustomize's, saying the kustomization was generated", err)
 	}
 }
 
