@@ -372,30 +372,61 @@ func TestChartInstalls(t *testing.T) {
 
 // TestChartIsASubchart renders a parent chart that carries charts/capstan
 // as a dependency, with a global value: Helm hands every subchart the
-// parent's globals, so the schema must take them.
+// parent's globals, so the schema must take them. The dependency also has
+// Helm's usual condition, capstan.enabled, which Helm checks against this
+// chart's schema too, whether it turns capstan on or off.
 func TestChartIsASubchart(t *testing.T) {
 	parent := t.TempDir()
 	if err := os.CopyFS(filepath.Join(parent, "charts", "capstan"), os.DirFS(chart)); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(parent, "Chart.yaml"), []byte("apiVersion: v2\nname: platform\nversion: 0.1.0\n"), 0o600); err != nil {
+	version := chartVersion(t)
+	parentChart := "apiVersion: v2\nname: platform\nversion: 0.1.0\ndependencies:\n- name: capstan\n  version: " + version + "\n  condition: capstan.enabled\n"
+	if err := os.WriteFile(filepath.Join(parent, "Chart.yaml"), []byte(parentChart), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for _, set := range [][]string{nil, {"--set", "global.imageRegistry=registry.example"}} {
-		args := append([]string{"platform", parent, "-n", "capstan-system", "--kube-version", "v1.33.2"}, set...)
+	for _, c := range []struct {
+		set     []string
+		enabled bool
+	}{
+		{nil, true},
+		{[]string{"--set", "global.imageRegistry=registry.example"}, true},
+		{[]string{"--set", "capstan.enabled=true"}, true},
+		{[]string{"--set", "capstan.enabled=false"}, false},
+	} {
+		args := append([]string{"platform", parent, "-n", "capstan-system", "--kube-version", "v1.33.2"}, c.set...)
 		out, err := helm(t, append([]string{"template"}, args...)...)
-		if err != nil || !strings.Contains(out, "name: capstan-controller") {
-			t.Errorf("helm template of a parent chart %v: %v\n%s", set, err, out)
+		if err != nil || strings.Contains(out, "name: capstan-controller") != c.enabled {
+			t.Errorf("helm template of a parent chart %v (capstan rendered: %v): %v\n%s", c.set, c.enabled, err, out)
 		}
 		cmd := cli.NewRootCommand()
 		cmd.SetArgs(append([]string{"render"}, args...))
-		var stderr bytes.Buffer
-		cmd.SetOut(io.Discard)
+		var stdout, stderr bytes.Buffer
+		cmd.SetOut(&stdout)
 		cmd.SetErr(&stderr)
 		if err := cmd.ExecuteContext(context.Background()); err != nil {
-			t.Errorf("capstan render of a parent chart %v: %v\n%s", set, err, stderr.String())
+			t.Errorf("capstan render of a parent chart %v: %v\n%s", c.set, err, stderr.String())
+		} else if strings.Contains(stdout.String(), "name: capstan-controller") != c.enabled {
+			t.Errorf("capstan render of a parent chart %v: capstan rendered is not %v", c.set, c.enabled)
 		}
 	}
+}
+
+// chartVersion reads the version of charts/capstan, for a parent chart's
+// dependency on it.
+func chartVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(chart, "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Version string `json:"version"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil || meta.Version == "" {
+		t.Fatalf("the version of %s: %v", chart, err)
+	}
+	return meta.Version
 }
 
 // upgradeCRDs applies a next release's CRDs, one description changed, over
