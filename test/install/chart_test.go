@@ -158,6 +158,20 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		{"shard=Shard_A", "shard"},
 		{"pruneApprovalThreshold=0", "pruneApprovalThreshold"},
 		{"gitMemoryBudget=lots", "gitMemoryBudget"},
+		// The controller refuses a budget below 32Mi at start, so the
+		// schema refuses it before an upgrade can crash-loop the pod.
+		{"gitMemoryBudget=16Mi", "gitMemoryBudget"},
+		{"gitMemoryBudget=0", "gitMemoryBudget"},
+		{"gitMemoryBudget=1024", "gitMemoryBudget"},
+		{"gitMemoryBudget=33554431", "gitMemoryBudget"},
+		{"gitMemoryBudget=32767Ki", "gitMemoryBudget"},
+		{"gitMemoryBudget=33554k", "gitMemoryBudget"},
+		{"gitMemoryBudget=33M", "gitMemoryBudget"},
+		{"gitMemoryBudget=31.9Mi", "gitMemoryBudget"},
+		{"gitMemoryBudget=0.03Gi", "gitMemoryBudget"},
+		// The flag's 0, the node's CPUs, sizes the workers by the node,
+		// past the pod's fixed memory limit.
+		{"render.workers=0", "workers"},
 		{"maxConcurrentPerTenant=-2", "maxConcurrentPerTenant"},
 		{"extraArgs={leader-elect}", "extraArgs"},
 		{"notifications.secrets={Team_Hook}", "notifications"},
@@ -188,6 +202,14 @@ func TestChartRendersAsHelmTemplate(t *testing.T) {
 		if err := cmd.ExecuteContext(context.Background()); err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("capstan render --set %s must fail saying %q: %v", bad.set, bad.want, err)
 		}
+	}
+	for _, good := range []string{"gitMemoryBudget=32Mi", "gitMemoryBudget=33554432", "gitMemoryBudget=32768Ki", "gitMemoryBudget=0.03125Gi", "gitMemoryBudget=33.554432M"} {
+		if out, err := helm(t, "template", "capstan", chart, "--set-string", good); err != nil {
+			t.Errorf("helm template --set-string %s: a budget of at least 32Mi must pass the schema: %v\n%s", good, err, out)
+		}
+	}
+	if out, err := helm(t, "template", "capstan", chart, "--set", "render.workers=1"); err != nil {
+		t.Errorf("helm template --set render.workers=1: %v\n%s", err, out)
 	}
 	for _, good := range []string{"api.enabled=false,api.port=8081", "metrics.enabled=false,metrics.port=8080"} {
 		if out, err := helm(t, "template", "capstan", chart, "--set", good); err != nil {
