@@ -587,6 +587,7 @@ func newManager(ctx context.Context, cfg *rest.Config, o *controllerOptions) (ct
 		reserved = o.config.Sandbox.Reserved()
 	}
 	setMemoryLimit(reserved, source.ProcessGitBudget().Size(), ctrl.Log.WithName("memory"))
+	warnTrustedNamespaces(o.config, ctrl.Log.WithName("profile"))
 	r := &controller.AddonReconciler{
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
