@@ -367,6 +367,11 @@ func TestChartInstalls(t *testing.T) {
 		// The leader labels its own Pod, in its namespace and nowhere else.
 		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-shard-a", Verb: "patch", Resource: "pods", Name: "capstan-controller-0"}, true},
 		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "default", Verb: "patch", Resource: "pods", Name: "web-0"}, false},
+		// It reads pods (a hook Job's, for its progress) but deletes none:
+		// a Job's pods go with it, deleted by the garbage collector.
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "pods"}, true},
+		{"system:serviceaccount:capstan-shard-a:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "delete", Resource: "pods", Name: "kube-proxy-x"}, false},
+		{"system:serviceaccount:capstan-system:capstan-controller", authorizationv1.ResourceAttributes{Namespace: "capstan-system", Verb: "delete", Resource: "pods", Name: "capstan-controller-0"}, false},
 	} {
 		// NOTE: RBAC decides from its informers' caches, which may not
 		// hold the release's bindings yet; a refusal is asked once they
