@@ -110,6 +110,14 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 	if err != nil {
 		return nil, nil, err
 	}
+	// NOTE: another shard's controller plans it with its own trusted
+	// namespaces and platform: this one's would give a profile and
+	// violations (ProfileChanged, say) that the sync never meets.
+	if !p.Config.Selects(a.Labels) {
+		return a, nil, fmt.Errorf("%w: Addon %s %s, which this controller's --watch-label-selector %s does not select, "+
+			"so a plan here would use this controller's trusted namespaces and not that controller's: ask the API of the controller whose selector selects it",
+			ErrOtherShard, key, shardOf(a.Labels), p.Config.Selector)
+	}
 	changed, err := patchSpec(a, specPatch)
 	if err != nil {
 		return a, nil, err
@@ -121,6 +129,40 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 		return a, nil, fmt.Errorf("planning %s: %w", key, err)
 	}
 	return changed, pl, nil
+}
+
+// ErrOtherShard says that an Addon is, or would be, another controller's
+// to reconcile: its labels are not selected by this controller's
+// --watch-label-selector.
+var ErrOtherShard = errors.New("this Addon is reconciled by another controller")
+
+// ForShard labels a, an Addon to create for a person through this
+// controller's API or page, with the shard its selector requires
+// (cfg.Shard), as the syncer labels a repository's Addons, so that this
+// controller, and not another shard's, reconciles it. An Addon the
+// selector would still not select is refused, naming the selector: no
+// controller behind this API would reconcile it, or another would, with
+// another profile.
+func ForShard(a *capstanv1.Addon, cfg controller.Config) error {
+	if shard := cfg.Shard(); shard != "" {
+		if a.Labels == nil {
+			a.Labels = map[string]string{}
+		}
+		a.Labels[gitops.ShardLabel] = shard
+	}
+	if !cfg.Selects(a.Labels) {
+		return fmt.Errorf("%w: Addon %s/%s %s, which this controller's --watch-label-selector %s does not select, so it would not reconcile it: "+
+			"create it through the API or page of the controller whose selector selects it", ErrOtherShard, a.Namespace, a.Name, shardOf(a.Labels), cfg.Selector)
+	}
+	return nil
+}
+
+// shardOf says which shard an Addon's labels put it in.
+func shardOf(addonLabels map[string]string) string {
+	if shard, ok := addonLabels[gitops.ShardLabel]; ok {
+		return fmt.Sprintf("has the label %s=%s", gitops.ShardLabel, shard)
+	}
+	return "has no " + gitops.ShardLabel + " label"
 }
 
 // ErrBadPatch says that a spec patch is not a JSON merge patch of a valid

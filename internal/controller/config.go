@@ -12,9 +12,11 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/install"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/render"
@@ -154,6 +156,30 @@ func (c Config) profileOf(namespace string) capstanv1.Profile {
 // cache does not, sees every Addon.
 func (c Config) Selects(addonLabels map[string]string) bool {
 	return c.Selector == nil || c.Selector.Matches(labels.Set(addonLabels))
+}
+
+// Shard is the value of the shard label (capstan.dev/shard) that the
+// selector requires of every Addon it selects, when it requires one value
+// alone (capstan.dev/shard=a, == a, or in (a)), as the chart's shard makes
+// it; "" otherwise. An Addon this controller creates for a person carries
+// it, as the syncer hands a repository's label on to its Addons.
+func (c Config) Shard() string {
+	if c.Selector == nil {
+		return ""
+	}
+	reqs, _ := c.Selector.Requirements()
+	for _, r := range reqs {
+		if r.Key() != gitops.ShardLabel {
+			continue
+		}
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			if v := r.Values(); v.Len() == 1 {
+				return v.UnsortedList()[0]
+			}
+		}
+	}
+	return ""
 }
 
 // AddonsUser is the user name of the impersonated add-ons service account.

@@ -78,7 +78,7 @@ func errorFor(err error) apiError {
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended),
-		errors.Is(err, addons.ErrProfileChanged), errors.Is(err, controller.ErrProfileHeld),
+		errors.Is(err, addons.ErrProfileChanged), errors.Is(err, controller.ErrProfileHeld), errors.Is(err, addons.ErrOtherShard),
 		errors.Is(err, gitops.ErrExists), errors.Is(err, gitops.ErrNotExist):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
@@ -413,6 +413,10 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
+	if err := addons.ForShard(a, s.Config); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	created, err := addons.Add(r.Context(), c, a, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))

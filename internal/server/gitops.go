@@ -171,6 +171,9 @@ func (s *Server) addOrCommit(ctx context.Context, u User, a *capstanv1.Addon, ta
 		return "", err
 	}
 	if repo == nil {
+		if err := addons.ForShard(a, s.Config); err != nil {
+			return "", err
+		}
 		c, _, err := s.userClient(u)
 		if err != nil {
 			return "", err
