@@ -397,6 +397,27 @@ func TestChartInstalls(t *testing.T) {
 	}
 }
 
+// TestChartNotesOfAShard installs a shard's release as a dry run: its notes
+// say that the release without a shard must leave the shard's Addons
+// first, with the command to do it, as two controllers that select one
+// Addon both apply it and run its hooks. A release without a shard has
+// no notes.
+func TestChartNotesOfAShard(t *testing.T) {
+	out, err := helm(t, "install", "capstan-shard-a", chart, "-n", "capstan-shard-a", "--dry-run=client", "--set", "shard=a")
+	if err != nil {
+		t.Fatalf("helm install --dry-run of a shard: %v\n%s", err, out)
+	}
+	for _, want := range []string{"selector, capstan.dev/shard=a, selects", "--set-string watchLabelSelector='!capstan.dev/shard'"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the notes of a shard's release do not say %q:\n%s", want, out)
+		}
+	}
+	out, err = helm(t, "install", "capstan", chart, "-n", "capstan-system", "--dry-run=client")
+	if err != nil || strings.Contains(out, "watchLabelSelector") {
+		t.Errorf("the release without a shard: %v, notes:\n%s", err, out)
+	}
+}
+
 // TestChartIsASubchart renders a parent chart that carries charts/capstan
 // as a dependency, with a global value: Helm hands every subchart the
 // parent's globals, so the schema must take them. The dependency also has
