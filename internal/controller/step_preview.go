@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"slices"
 	"strings"
 	"time"
@@ -398,49 +399,58 @@ func (r *AddonReconciler) keptFromPrune(ctx context.Context, s *scope) error {
 		prune = append(prune, ref)
 	}
 	s.prune = prune
-	var err error
-	s.claimsGo, err = ownedClaims(ctx, s, owners)
-	return err
+	s.claimsGo = ownedClaims(ctx, s, owners)
+	return nil
 }
 
 // ownedClaims names the objects of owners (the prune's deletes by UID)
 // that a PersistentVolumeClaim names as owner, each with the first such
 // claim: the garbage collector deletes the claim with its owner, as after
 // Helm's or Flux's delete of it (an operator's custom resource that owns
-// its database's claims). The claims of the namespaces of owners are read
-// once each, and of every namespace for an owner with none. A list the
-// identity may not make names nothing: the notice is the only use of it.
+// its database's claims). A claim may name an owner in its own namespace
+// or a cluster-scoped one, so the claims of each namespaced owner's
+// namespace are read once, and of every namespace only when a
+// cluster-scoped owner is among them. The notice is the only use of these
+// reads: a list the identity may not make, or one that fails, names
+// nothing and is logged, and never fails the sync.
 //
 // NOTE: a StatefulSet's claims are kept from its delete (releaseClaims),
 // and a Pod's are its generic ephemeral volumes, made to go with it: both
 // are left out of owners.
-func ownedClaims(ctx context.Context, s *scope, owners map[types.UID]capstanv1.ObjectRef) ([]apply.Spared, error) {
+func ownedClaims(ctx context.Context, s *scope, owners map[types.UID]capstanv1.ObjectRef) []apply.Spared {
 	if len(owners) == 0 {
-		return nil, nil
+		return nil
 	}
 	namespaces := map[string]bool{}
 	for _, ref := range owners {
 		namespaces[ref.Namespace] = true
 	}
-	if namespaces[""] {
-		namespaces = map[string]bool{"": true}
-	}
 	claimOf := map[types.UID]string{}
-	for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+	read := func(ns string) bool {
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("PersistentVolumeClaimList"))
-		err := s.applier.List(ctx, list, client.InNamespace(ns))
-		if apierrors.IsForbidden(err) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("listing the PersistentVolumeClaims the prune's deletes may own: %w", err)
+		if err := s.applier.List(ctx, list, client.InNamespace(ns)); err != nil {
+			if !apierrors.IsForbidden(err) {
+				logf.FromContext(ctx).Info("Cannot list the PersistentVolumeClaims the prune's deletes may own; the plan names none of them there",
+					"namespace", ns, "error", s.mask().String(err.Error()))
+			}
+			return false
 		}
 		for _, c := range list.Items {
 			for _, o := range c.GetOwnerReferences() {
 				if _, ok := owners[o.UID]; ok && claimOf[o.UID] == "" {
 					claimOf[o.UID] = c.Namespace + "/" + c.Name
 				}
+			}
+		}
+		return true
+	}
+	// Every namespace at once when a cluster-scoped owner asks for it; the
+	// namespaced owners' own namespaces when that list is not to be had.
+	if !namespaces[""] || !read("") {
+		for _, ns := range slices.Sorted(maps.Keys(namespaces)) {
+			if ns != "" {
+				read(ns)
 			}
 		}
 	}
@@ -451,7 +461,7 @@ func ownedClaims(ctx context.Context, s *scope, owners map[types.UID]capstanv1.O
 		}
 	}
 	slices.SortFunc(out, func(a, b apply.Spared) int { return strings.Compare(a.Ref.Key(), b.Ref.Key()) })
-	return out, nil
+	return out
 }
 
 // isPod reports whether ref names a Pod.
