@@ -280,8 +280,10 @@ func printAddon(w io.Writer, a *capstanv1.Addon, p *capstanv1.Plan, diffs bool) 
 	} else if wv != nil {
 		fmt.Fprintf(w, "  wave %d waits since %s for the waves before it: %s\n", wv.Wave, wv.Since.Format("15:04:05"), wv.Waiting)
 	}
-	if h := a.Status.PendingHook; h != nil {
-		fmt.Fprintf(w, "  the %s hooks failed after the apply; the next sync of this render runs them again\n", h.Event)
+	if h := a.Status.PendingHook; h != nil && h.Failed != nil {
+		fmt.Fprintf(w, "  the %s hooks stopped at %s/%s after the apply; the next sync of this render runs them again from it\n", h.Event, h.Failed.Kind, h.Failed.Name)
+	} else if h != nil && a.Status.Hook == nil {
+		fmt.Fprintf(w, "  the %s hooks have not all succeeded since the apply; the next sync of this render runs those that did not\n", h.Event)
 	}
 	if t := a.Status.LastTest; t != nil {
 		fmt.Fprintf(w, "Last test: %s at %s: %s\n", t.Result, t.FinishedAt.UTC().Format(time.RFC3339), t.Message)

@@ -24,7 +24,8 @@ func TestPrintAddonShowsHooksAndNotices(t *testing.T) {
 	a := &capstanv1.Addon{}
 	a.Namespace, a.Name = "team", "db"
 	a.Status.Phase = capstanv1.PhaseFailed
-	a.Status.PendingHook = &capstanv1.PendingHook{Event: "post-install", Hash: "h1"}
+	a.Status.PendingHook = &capstanv1.PendingHook{Event: "post-install", Hash: "h1",
+		Failed: &capstanv1.HookObject{ObjectRef: capstanv1.ObjectRef{Kind: "Job", Name: "db-seed"}, Run: "r1"}}
 	p := &capstanv1.Plan{
 		Hash: "p1",
 		Hooks: []capstanv1.PlannedHook{
@@ -37,13 +38,21 @@ func TestPrintAddonShowsHooksAndNotices(t *testing.T) {
 	printAddon(&b, a, p, false)
 	out := b.String()
 	for _, want := range []string{
-		"the post-install hooks failed after the apply; the next sync of this render runs them again",
+		"the post-install hooks stopped at Job/db-seed after the apply; the next sync of this render runs them again from it",
 		"hook pre-install Job/db-initdb weight -10\n  hook post-install Job/db-seed weight 0",
 		"note hooks/ConfigMap/db-typo: never runs",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// While a post hook runs, its event is pending but nothing failed.
+	a.Status.PendingHook.Failed = nil
+	a.Status.Hook = &capstanv1.HookProgress{ObjectRef: capstanv1.ObjectRef{Kind: "Job", Name: "db-seed"}, Event: "post-install"}
+	b.Reset()
+	printAddon(&b, a, p, false)
+	if out := b.String(); strings.Contains(out, "hooks stopped") || strings.Contains(out, "have not all succeeded") {
+		t.Errorf("a post hook that runs is shown as failed:\n%s", out)
 	}
 }
 
