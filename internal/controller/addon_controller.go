@@ -195,8 +195,8 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 			_, ok := r.settled.Load(addon)
 			return ok
 		},
-		Knows: func(addon types.NamespacedName, ref capstanv1.ObjectRef) bool {
-			return r.knowsObject(context.Background(), addon, ref)
+		Knows: func(addon types.NamespacedName, ref capstanv1.ObjectRef, reader client.Reader) bool {
+			return r.knowsObject(context.Background(), addon, ref, reader)
 		},
 	}
 	err = mgr.GetFieldIndexer().IndexField(context.Background(), &capstanv1.Addon{}, valuesRefIndex, func(obj client.Object) []string {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -22,7 +23,7 @@ import (
 var deploymentKind = schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
 
 // knowsAll is a driftWatch.Knows for which every add-on knows every object.
-func knowsAll(types.NamespacedName, capstanv1.ObjectRef) bool { return true }
+func knowsAll(types.NamespacedName, capstanv1.ObjectRef, client.Reader) bool { return true }
 
 // TestANudgedAddonGoesAheadOfTheQueuedSyncs: an add-on waiting for its
 // objects, whose Deployment's status just changed, is looked at before the
@@ -44,8 +45,8 @@ func TestANudgedAddonGoesAheadOfTheQueuedSyncs(t *testing.T) {
 		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: owner, ResourceVersion: rv,
 			Labels: map[string]string{capstanv1.AddonLabel: owner, capstanv1.AddonNamespaceLabel: "capstan-system"}}}
 	}
-	d.nudge(deploymentKind, deployment("waiting", "1"), deployment("waiting", "2"))
-	d.nudge(deploymentKind, deployment("synced", "1"), deployment("synced", "2"))
+	d.nudge(deploymentKind, nil, deployment("waiting", "1"), deployment("waiting", "2"))
+	d.nudge(deploymentKind, nil, deployment("synced", "1"), deployment("synced", "2"))
 
 	// The nudge is due after nudgeDelay.
 	for i := 0; q.Len() < 4; i++ {
@@ -87,9 +88,9 @@ func TestASettledAddonIsLookedAtInItsTurn(t *testing.T) {
 	}
 	began := time.Now()
 	for rv := 1; rv < 5; rv++ {
-		d.nudge(deploymentKind, object("settled", "1"), object("settled", string(rune('1'+rv))))
+		d.nudge(deploymentKind, nil, object("settled", "1"), object("settled", string(rune('1'+rv))))
 	}
-	d.nudge(deploymentKind, object("other", "1"), object("other", "2"))
+	d.nudge(deploymentKind, nil, object("other", "1"), object("other", "2"))
 	for i := 0; q.Len() < 2; i++ {
 		if i == 200 {
 			t.Fatalf("after 10 s, %d requests are ready; want the queued one and the settled add-on", q.Len())
@@ -159,7 +160,7 @@ func TestOnlyAKnownObjectLooksEarly(t *testing.T) {
 		Awaiting:     func(a types.NamespacedName) bool { return a.Name == "waiting" },
 		Settled:      func(a types.NamespacedName) bool { return a.Name == "settled" },
 		AwaitingGone: func(a types.NamespacedName) bool { return a.Name == "deleting" },
-		Knows: func(_ types.NamespacedName, ref capstanv1.ObjectRef) bool {
+		Knows: func(_ types.NamespacedName, ref capstanv1.ObjectRef, _ client.Reader) bool {
 			return ref.Key() == known.Key()
 		},
 	}
@@ -172,7 +173,7 @@ func TestOnlyAKnownObjectLooksEarly(t *testing.T) {
 	}
 	for _, owner := range []string{"waiting", "settled", "deleting"} {
 		for rv := 1; rv < 20; rv++ {
-			d.nudge(deploymentKind, object("forged", owner, "1"), object("forged", owner, string(rune('1'+rv))))
+			d.nudge(deploymentKind, nil, object("forged", owner, "1"), object("forged", owner, string(rune('1'+rv))))
 		}
 		d.gone(deploymentKind, nil, object("forged", owner, "2"))
 	}
@@ -180,8 +181,8 @@ func TestOnlyAKnownObjectLooksEarly(t *testing.T) {
 	if n := q.Len(); n != 0 {
 		t.Fatalf("objects the add-ons do not know queued %d looks; want none", n)
 	}
-	d.nudge(deploymentKind, object("web", "waiting", "1"), object("web", "waiting", "2"))
-	d.nudge(deploymentKind, object("web", "settled", "1"), object("web", "settled", "2"))
+	d.nudge(deploymentKind, nil, object("web", "waiting", "1"), object("web", "waiting", "2"))
+	d.nudge(deploymentKind, nil, object("web", "settled", "1"), object("web", "settled", "2"))
 	d.gone(deploymentKind, nil, object("web", "deleting", "2"))
 	var got []string
 	for len(got) < 3 {
@@ -213,7 +214,9 @@ func getWithin(q priorityqueue.PriorityQueue[reconcile.Request], wait time.Durat
 
 // TestKnowsObject: an add-on knows what the controller verified of it,
 // what its inventory holds (whatever version of its API names it), and the
-// hook that status.hook names; not an object that only wears its labels.
+// hook that status.hook names, heard of from the watch cache of the
+// cluster it targets; not an object that only wears its labels, nor one of
+// the same name in another cluster Capstan watches.
 func TestKnowsObject(t *testing.T) {
 	scheme := runtime.NewScheme()
 	if err := capstanv1.AddToScheme(scheme); err != nil {
@@ -226,24 +229,97 @@ func TestKnowsObject(t *testing.T) {
 	addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{ref("apps/v1", "Deployment", "web"), ref("v1", "ConfigMap", "settings")})
 	addon.Status.Hook = &capstanv1.HookProgress{ObjectRef: ref("batch/v1", "Job", "migrate"), Event: "pre-upgrade"}
 	r := &AddonReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(addon).Build()}
+	// The add-on targets a remote cluster, whose watch cache is there; here
+	// is the controller's own.
+	here, there := fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build()
+	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there)
 	r.verified.note(addon, ref("v1", "Service", "web").Key(), plan.Verified{})
 	key := types.NamespacedName{Namespace: "capstan-system", Name: "web"}
 	for _, tc := range []struct {
-		addon types.NamespacedName
-		ref   capstanv1.ObjectRef
-		want  bool
+		addon  types.NamespacedName
+		ref    capstanv1.ObjectRef
+		reader client.Reader
+		want   bool
 	}{
-		{key, ref("v1", "Service", "web"), true},
-		{key, ref("apps/v1", "Deployment", "web"), true},
-		{key, ref("apps/v1beta2", "Deployment", "web"), true},
-		{key, ref("v1", "ConfigMap", "settings"), true},
-		{key, ref("batch/v1", "Job", "migrate"), true},
-		{key, ref("apps/v1", "Deployment", "tenant"), false},
-		{key, ref("v1", "ConfigMap", "web"), false},
-		{types.NamespacedName{Namespace: "capstan-system", Name: "gone"}, ref("apps/v1", "Deployment", "web"), false},
+		{key, ref("v1", "Service", "web"), there, true},
+		{key, ref("apps/v1", "Deployment", "web"), there, true},
+		{key, ref("apps/v1beta2", "Deployment", "web"), there, true},
+		{key, ref("v1", "ConfigMap", "settings"), there, true},
+		{key, ref("batch/v1", "Job", "migrate"), there, true},
+		{key, ref("apps/v1", "Deployment", "tenant"), there, false},
+		{key, ref("v1", "ConfigMap", "web"), there, false},
+		{key, ref("v1", "Service", "web"), here, false},
+		{key, ref("apps/v1", "Deployment", "web"), here, false},
+		{key, ref("batch/v1", "Job", "migrate"), here, false},
+		{types.NamespacedName{Namespace: "capstan-system", Name: "gone"}, ref("apps/v1", "Deployment", "web"), there, false},
 	} {
-		if got := r.knowsObject(context.Background(), tc.addon, tc.ref); got != tc.want {
-			t.Errorf("%s knows %s: %v; want %v", tc.addon, tc.ref.Describe(), got, tc.want)
+		if got := r.knowsObject(context.Background(), tc.addon, tc.ref, tc.reader); got != tc.want {
+			t.Errorf("%s knows %s (from %s): %v; want %v", tc.addon, tc.ref.Describe(), map[bool]string{true: "its cluster", false: "another cluster"}[tc.reader == there], got, tc.want)
 		}
+	}
+}
+
+// TestAnotherClustersChangeIsNoDrift: an update or a deletion of an object
+// the add-on verified is drift when the watch cache of the cluster it
+// targets hears of it; the same object in another cluster, changed or
+// deleted, is not.
+func TestAnotherClustersChangeIsNoDrift(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
+	key := types.NamespacedName{Namespace: "ops", Name: "web"}
+	cm := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web-config", ResourceVersion: "20"}}
+	cm.SetGroupVersionKind(schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"})
+	here := fake.NewClientBuilder().WithObjects(cm.DeepCopy()).Build()
+	there := fake.NewClientBuilder().Build() // deleted there
+	r := &AddonReconciler{}
+	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there)
+	c := change{gvk: cm.GroupVersionKind(), namespace: "apps", name: "web-config"}
+	r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): {ResourceVersion: "20"}})
+	for _, tc := range []struct {
+		reader  client.Reader
+		rv      string
+		deleted bool
+		want    bool
+	}{
+		{there, "21", false, true},
+		{there, "21", true, true},
+		{here, "21", false, false},
+		{here, "99", true, false},
+	} {
+		c.reader, c.resourceVersion, c.deleted = tc.reader, tc.rv, tc.deleted
+		if got := r.objectDrifted(context.Background(), key, c); got != tc.want {
+			t.Errorf("a change (deleted %v) at %s from %s: drifted %v, want %v", tc.deleted, tc.rv,
+				map[bool]string{true: "its cluster", false: "another cluster"}[tc.reader == there], got, tc.want)
+		}
+	}
+}
+
+// TestVerifiedIsOfOneCluster: what was verified of an add-on's objects in
+// one cluster is forgotten when it targets another, and not found again
+// when it comes back; another account or server spelling of the same
+// cluster keeps it.
+func TestVerifiedIsOfOneCluster(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
+	here := &capstanv1.InventoryCluster{}
+	there := &capstanv1.InventoryCluster{Identity: "as-a", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}
+	asAnother := &capstanv1.InventoryCluster{Identity: "as-b", Endpoint: "https://b.example:6443", Server: "https://b.example:6443/"}
+	var v verifiedObjects
+	v.target(addon, here, nil)
+	v.store(addon, map[string]plan.Verified{"k": {ResourceVersion: "1", Generation: 1}})
+	v.target(addon, here, nil)
+	if len(v.lookup(addon)) != 1 {
+		t.Fatal("the same cluster forgot what was verified")
+	}
+	v.target(addon, there, nil)
+	if got := v.lookup(addon); len(got) != 0 {
+		t.Fatalf("another cluster found what was verified here: %v", got)
+	}
+	v.store(addon, map[string]plan.Verified{"k": {ResourceVersion: "7", Generation: 1}})
+	v.target(addon, asAnother, nil)
+	if len(v.lookup(addon)) != 1 {
+		t.Fatal("another account of the same cluster forgot what was verified")
+	}
+	v.target(addon, here, nil)
+	if got := v.lookup(addon); len(got) != 0 {
+		t.Fatalf("back here, what was verified there is taken for this cluster's: %v", got)
 	}
 }

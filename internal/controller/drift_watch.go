@@ -58,10 +58,12 @@ type driftWatch struct {
 	// (Degraded, and the Healthy condition) without waiting for the resync.
 	Settled func(addon types.NamespacedName) bool
 	// Knows reports whether an add-on applied, verified or waits for an
-	// object. A status change or a deletion looks at an add-on early only
-	// for an object it knows: Capstan's labels alone prove nothing, since
-	// whoever may write an object may put any add-on's labels on it.
-	Knows func(addon types.NamespacedName, ref capstanv1.ObjectRef) bool
+	// object, in the cluster of the watch cache reader. A status change or
+	// a deletion looks at an add-on early only for an object it knows:
+	// Capstan's labels alone prove nothing, since whoever may write an
+	// object may put any add-on's labels on it, in any cluster Capstan
+	// watches.
+	Knows func(addon types.NamespacedName, ref capstanv1.ObjectRef, reader client.Reader) bool
 
 	mu    sync.Mutex
 	queue workqueue.TypedRateLimitingInterface[reconcile.Request]
@@ -115,7 +117,7 @@ func (d *driftWatch) hook(gvk schema.GroupVersionKind, inf cache.Informer, reade
 		// and objects the controller creates are its own.
 		UpdateFunc: func(oldObj, newObj any) {
 			if !changed(oldObj, newObj) {
-				d.nudge(gvk, oldObj, newObj)
+				d.nudge(gvk, reader, oldObj, newObj)
 				return
 			}
 			// Both owners hear of a relabelled object. (An object whose
@@ -146,7 +148,7 @@ func (d *driftWatch) gone(gvk schema.GroupVersionKind, reader client.Reader, obj
 	}
 	for _, addon := range owners(obj) {
 		d.seen(addon, gvk, reader, obj, true)
-		if d.AwaitingGone != nil && d.AwaitingGone(addon) && d.knows(addon, gvk, obj) {
+		if d.AwaitingGone != nil && d.AwaitingGone(addon) && d.knows(addon, gvk, reader, obj) {
 			d.wake(addon)
 		}
 	}
@@ -230,8 +232,9 @@ const settledLookEvery = 10 * time.Second
 // of a second, not at the next health poll, and not behind the queued
 // syncs (nudgePriority). A settled add-on is looked at again too, in its
 // turn: one of its objects may no longer be Current. Either only for an
-// object the add-on knows (Knows).
-func (d *driftWatch) nudge(gvk schema.GroupVersionKind, oldObj, newObj any) {
+// object the add-on knows (Knows), in the cluster of the watch cache
+// reader.
+func (d *driftWatch) nudge(gvk schema.GroupVersionKind, reader client.Reader, oldObj, newObj any) {
 	o, err1 := apimeta.Accessor(oldObj)
 	n, err2 := apimeta.Accessor(newObj)
 	if err1 != nil || err2 != nil || o.GetResourceVersion() == n.GetResourceVersion() || d.Awaiting == nil {
@@ -247,7 +250,7 @@ func (d *driftWatch) nudge(gvk schema.GroupVersionKind, oldObj, newObj any) {
 		// NOTE: the cheap questions first: Knows may read the Addon.
 		awaiting := d.Awaiting(addon)
 		settled := !awaiting && d.Settled != nil && d.Settled(addon)
-		if !awaiting && !settled || !d.knows(addon, gvk, newObj) {
+		if !awaiting && !settled || !d.knows(addon, gvk, reader, newObj) {
 			continue
 		}
 		if awaiting {
@@ -260,14 +263,14 @@ func (d *driftWatch) nudge(gvk schema.GroupVersionKind, oldObj, newObj any) {
 	}
 }
 
-// knows reports whether addon knows obj, of kind gvk (Knows); nothing
-// without Knows.
-func (d *driftWatch) knows(addon types.NamespacedName, gvk schema.GroupVersionKind, obj any) bool {
+// knows reports whether addon knows obj, of kind gvk, that the watch cache
+// reader heard of (Knows); nothing without Knows.
+func (d *driftWatch) knows(addon types.NamespacedName, gvk schema.GroupVersionKind, reader client.Reader, obj any) bool {
 	m, err := apimeta.Accessor(obj)
 	if err != nil || d.Knows == nil {
 		return false
 	}
-	return d.Knows(addon, capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()})
+	return d.Knows(addon, capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()}, reader)
 }
 
 // wake queues an add-on that waits for its objects soon, ahead of the
@@ -386,8 +389,13 @@ func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName,
 // knowsObject reports whether an add-on knows an object (driftWatch.Knows):
 // one the controller verified of it, one of its inventory (what it applied
 // and has not pruned, what an uninstall deletes), or the hook that
-// status.hook names. The Addon is read from the cache.
-func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedName, ref capstanv1.ObjectRef) bool {
+// status.hook names; and only from the watch cache reader of the cluster
+// the add-on targets: an object of the same namespace and name in another
+// cluster is not its own. The Addon is read from the cache.
+func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedName, ref capstanv1.ObjectRef, reader client.Reader) bool {
+	if !r.verified.watches(key, reader) {
+		return false
+	}
 	want := ref.Key()
 	if _, ok := r.verified.object(key, want); ok {
 		return true
@@ -403,11 +411,12 @@ func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedN
 }
 
 // objectDrifted reports whether one change is drift of an object the
-// add-on verified.
+// add-on verified, heard of from the watch cache of the cluster the add-on
+// targets.
 func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
 	known, ok := r.verified.object(key, c.ref().Key())
 	switch {
-	case !ok:
+	case !ok || !r.verified.watches(key, c.reader):
 		return false
 	case !c.deleted:
 		// NOTE: an update older than the one remembered is the

@@ -26,11 +26,13 @@ import (
 
 // selectTarget is the pipeline's first step: it points the scope at the
 // cluster spec.kubeConfig names (selectCluster), then at what status says
-// was applied there (placeInventory).
+// was applied there (placeInventory). What the controller remembers of the
+// add-on's objects is of that cluster from here on (verifiedObjects.target).
 func (r *AddonReconciler) selectTarget(ctx context.Context, s *scope) (bool, error) {
 	if _, err := r.selectCluster(ctx, s); err != nil {
 		return false, err
 	}
+	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched)
 	placeInventory(s)
 	return false, nil
 }

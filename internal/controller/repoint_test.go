@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	auditv1 "k8s.io/apiserver/pkg/apis/audit/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -304,4 +306,69 @@ func TestRemoteAccountEdited(t *testing.T) {
 			return e.ImpersonatedUser != nil && e.ImpersonatedUser.Username == deployer && slices.Contains(e.ImpersonatedUser.Groups, "capstan:deployers")
 		})
 	})
+}
+
+// TestRepointedBackAppliesWhatChanged installs an add-on here, points it
+// at a second local control plane with another replica count in the same
+// change, and back again within a minute. The Deployment left here runs
+// the former count at the generation the remote one has: what the
+// controller verified there must not pass it as unchanged here, so the
+// sync back updates it, and its plan says so.
+func TestRepointedBackAppliesWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, proxy := startRemote(t)
+	ns := newNamespace(t)
+	name := "back-" + ns
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns)))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	replicas := func(d *unstructured.Unstructured) int64 {
+		n, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas")
+		return n
+	}
+	here := live(t, "apps/v1", "Deployment", ns, name)
+	if here == nil || replicas(here) != 1 || here.GetGeneration() != 1 {
+		t.Fatalf("the Deployment here: %v", here)
+	}
+
+	if err := rc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) {
+		cur.Spec.Values = jsonValues("replicas: 2")
+		cur.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})
+	got := waitFor(t, a, 90*time.Second, "the install there", func(cur *capstanv1.Addon) bool {
+		c := cur.Status.InventoryCluster
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && c != nil && c.Server != ""
+	})
+	there := &appsv1.Deployment{}
+	if err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, there); err != nil {
+		t.Fatal(err)
+	}
+	if there.Spec.Replicas == nil || *there.Spec.Replicas != 2 || there.Generation != 1 {
+		t.Fatalf("the Deployment there: replicas %v, generation %d; want 2 at generation 1", there.Spec.Replicas, there.Generation)
+	}
+
+	update(t, got, func(cur *capstanv1.Addon) { cur.Spec.KubeConfig = nil })
+	got = waitFor(t, a, 90*time.Second, "the install back here", func(cur *capstanv1.Addon) bool {
+		c := cur.Status.InventoryCluster
+		return cur.Status.Phase == capstanv1.PhaseSynced && cur.Status.ObservedGeneration == cur.Generation && c != nil && c.Server == ""
+	})
+	if d := live(t, "apps/v1", "Deployment", ns, name); d == nil {
+		t.Error("back here, the Deployment is gone")
+	} else if replicas(d) != 2 {
+		t.Errorf("back here, the Deployment runs %d replicas; want the 2 the add-on, %s, says it applied", replicas(d), got.Status.Phase)
+	}
+	if p := got.Status.Plan; p != nil {
+		for _, o := range p.Objects {
+			if o.Kind == "Deployment" && o.Name == name && o.Action == capstanv1.ActionUnchanged {
+				t.Errorf("the plan back here shows the Deployment unchanged")
+			}
+		}
+	}
 }

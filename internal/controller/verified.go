@@ -17,13 +17,23 @@ import (
 // any change to the live object, drift included, gives it a new
 // resourceVersion. It lives in memory only; a restarted controller dry-runs
 // everything once.
+//
+// What it holds is of one cluster, the one the add-on targeted when it was
+// recorded (target): a resourceVersion, a generation or a digest says
+// nothing of an object of the same name in another cluster, which may run
+// another spec at the same generation.
 type verifiedObjects struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]verifiedAddon
 }
 
 type verifiedAddon struct {
-	uid     types.UID
+	uid types.UID
+	// cluster is the cluster the add-on targets, where its objects were
+	// verified, and watched that cluster's watch cache: the drift watch
+	// hears of the add-on's objects from it alone.
+	cluster *capstanv1.InventoryCluster
+	watched client.Reader
 	objects map[string]plan.Verified
 	// checked are the objects a health check found Current (checkedCurrent).
 	checked map[string]checkedAt
@@ -49,6 +59,31 @@ func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]plan.Verifie
 	return got.objects
 }
 
+// target records the cluster an add-on targets, and that cluster's watch
+// cache (nil outside a manager). What was verified or checked in another
+// cluster is forgotten: an Addon pointed at another cluster and back finds
+// there objects the memory knows nothing of, and dry-runs them.
+func (v *verifiedObjects) target(addon *capstanv1.Addon, cluster *capstanv1.InventoryCluster, watched client.Reader) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got := v.entry(addon)
+	if got.cluster == nil || !sameCluster(got.cluster, cluster) {
+		got.objects, got.checked = nil, nil
+	}
+	got.cluster, got.watched = cluster, watched
+	v.m[client.ObjectKeyFromObject(addon)] = got
+}
+
+// watches reports whether reader is the watch cache of the cluster an
+// add-on targets (target): a change an informer of another cluster hears
+// of is not of the add-on's objects, whatever labels it wears.
+func (v *verifiedObjects) watches(addon types.NamespacedName, reader client.Reader) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[addon]
+	return ok && got.cluster != nil && got.watched == reader
+}
+
 // object returns what was verified of one object of an add-on.
 func (v *verifiedObjects) object(addon types.NamespacedName, key string) (plan.Verified, bool) {
 	v.mu.Lock()
@@ -61,15 +96,9 @@ func (v *verifiedObjects) object(addon types.NamespacedName, key string) (plan.V
 func (v *verifiedObjects) store(addon *capstanv1.Addon, objects map[string]plan.Verified) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.m == nil {
-		v.m = map[types.NamespacedName]verifiedAddon{}
-	}
-	k := client.ObjectKeyFromObject(addon)
-	var checked map[string]checkedAt
-	if got, ok := v.m[k]; ok && got.uid == addon.UID {
-		checked = got.checked
-	}
-	v.m[k] = verifiedAddon{uid: addon.UID, objects: objects, checked: checked}
+	got := v.entry(addon)
+	got.objects = objects
+	v.m[client.ObjectKeyFromObject(addon)] = got
 }
 
 // checkedCurrent reports whether the add-on's health check found an object
