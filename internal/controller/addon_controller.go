@@ -11,6 +11,7 @@ import (
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/client-go/discovery"
@@ -194,6 +195,9 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 		Settled: func(addon types.NamespacedName) bool {
 			_, ok := r.settled.Load(addon)
 			return ok
+		},
+		StatusCounts: func(addon types.NamespacedName, gvk schema.GroupVersionKind) bool {
+			return r.statusMayChangeHealth(context.Background(), addon, gvk)
 		},
 		Knows: func(addon types.NamespacedName, ref capstanv1.ObjectRef, reader client.Reader) bool {
 			return r.knowsObject(context.Background(), addon, ref, reader)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -232,7 +233,7 @@ func TestKnowsObject(t *testing.T) {
 	// The add-on targets a remote cluster, whose watch cache is there; here
 	// is the controller's own.
 	here, there := fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build()
-	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there)
+	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there, nil)
 	r.verified.note(addon, ref("v1", "Service", "web").Key(), plan.Verified{})
 	key := types.NamespacedName{Namespace: "capstan-system", Name: "web"}
 	for _, tc := range []struct {
@@ -271,7 +272,7 @@ func TestAnotherClustersChangeIsNoDrift(t *testing.T) {
 	here := fake.NewClientBuilder().WithObjects(cm.DeepCopy()).Build()
 	there := fake.NewClientBuilder().Build() // deleted there
 	r := &AddonReconciler{}
-	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there)
+	r.verified.target(addon, &capstanv1.InventoryCluster{Identity: "i", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}, there, nil)
 	c := change{gvk: cm.GroupVersionKind(), namespace: "apps", name: "web-config"}
 	r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): {ResourceVersion: "20"}})
 	for _, tc := range []struct {
@@ -303,23 +304,130 @@ func TestVerifiedIsOfOneCluster(t *testing.T) {
 	there := &capstanv1.InventoryCluster{Identity: "as-a", Endpoint: "https://b.example:6443", Server: "https://b.example:6443"}
 	asAnother := &capstanv1.InventoryCluster{Identity: "as-b", Endpoint: "https://b.example:6443", Server: "https://b.example:6443/"}
 	var v verifiedObjects
-	v.target(addon, here, nil)
+	v.target(addon, here, nil, nil)
 	v.store(addon, map[string]plan.Verified{"k": {ResourceVersion: "1", Generation: 1}})
-	v.target(addon, here, nil)
+	v.target(addon, here, nil, nil)
 	if len(v.lookup(addon)) != 1 {
 		t.Fatal("the same cluster forgot what was verified")
 	}
-	v.target(addon, there, nil)
+	v.target(addon, there, nil, nil)
 	if got := v.lookup(addon); len(got) != 0 {
 		t.Fatalf("another cluster found what was verified here: %v", got)
 	}
 	v.store(addon, map[string]plan.Verified{"k": {ResourceVersion: "7", Generation: 1}})
-	v.target(addon, asAnother, nil)
+	v.target(addon, asAnother, nil, nil)
 	if len(v.lookup(addon)) != 1 {
 		t.Fatal("another account of the same cluster forgot what was verified")
 	}
-	v.target(addon, here, nil)
+	v.target(addon, here, nil, nil)
 	if got := v.lookup(addon); len(got) != 0 {
 		t.Fatalf("back here, what was verified there is taken for this cluster's: %v", got)
+	}
+}
+
+// liveObjects is an objectReader over fixed objects, by ObjectRef.Key.
+type liveObjects map[string]*unstructured.Unstructured
+
+func (l liveObjects) Get(_ context.Context, ref capstanv1.ObjectRef) (*unstructured.Unstructured, error) {
+	return l[ref.Key()], nil
+}
+
+// TestAStatusWriteIsNoDrift: an update of a verified object with a status
+// and no generation is drift only when what is outside its status changed:
+// a load balancer's address written is not, an edit of its spec is.
+func TestAStatusWriteIsNoDrift(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
+	key := types.NamespacedName{Namespace: "ops", Name: "web"}
+	svc := func(rv, policy, ip string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"namespace": "apps", "name": "web", "resourceVersion": rv},
+			"spec":     map[string]any{"type": "LoadBalancer", "externalTrafficPolicy": policy},
+			"status":   map[string]any{"loadBalancer": map[string]any{}}}}
+		if ip != "" {
+			_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"ip": ip}}, "status", "loadBalancer", "ingress")
+		}
+		return u
+	}
+	c := change{gvk: schema.GroupVersionKind{Version: "v1", Kind: "Service"}, namespace: "apps", name: "web", resourceVersion: "21"}
+	for _, tc := range []struct {
+		name string
+		now  *unstructured.Unstructured
+		want bool
+	}{
+		{"status written", svc("21", "Cluster", "192.0.2.1"), false},
+		{"spec edited", svc("21", "Local", ""), true},
+		{"gone since", nil, true},
+	} {
+		r := &AddonReconciler{}
+		r.verified.target(addon, &capstanv1.InventoryCluster{}, nil, liveObjects{c.ref().Key(): tc.now})
+		r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): plan.VerifiedAt("d", svc("20", "Cluster", ""), time.Now())})
+		if got := r.objectDrifted(context.Background(), key, c); got != tc.want {
+			t.Errorf("%s: drifted %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestStatusMayChangeHealth: a status change of a Service, an autoscaler,
+// a disruption budget, a CronJob or an Ingress cannot make a settled
+// add-on less than healthy, unless its spec.healthChecks judge that kind;
+// one of a workload or a custom resource can. A settled add-on is not
+// looked at for the first.
+func TestStatusMayChangeHealth(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	plain := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "plain"}}
+	checked := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "checked"}}
+	checked.Spec.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "autoscaling/v2", Kind: "HorizontalPodAutoscaler", Current: "true"}}
+	r := &AddonReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(plain, checked).Build()}
+	gvk := func(group, version, kind string) schema.GroupVersionKind {
+		return schema.GroupVersionKind{Group: group, Version: version, Kind: kind}
+	}
+	for _, tc := range []struct {
+		addon string
+		gvk   schema.GroupVersionKind
+		want  bool
+	}{
+		{"plain", gvk("", "v1", "Service"), false},
+		{"plain", gvk("autoscaling", "v2", "HorizontalPodAutoscaler"), false},
+		{"plain", gvk("policy", "v1", "PodDisruptionBudget"), false},
+		{"plain", gvk("batch", "v1", "CronJob"), false},
+		{"plain", gvk("networking.k8s.io", "v1", "Ingress"), false},
+		{"checked", gvk("autoscaling", "v2", "HorizontalPodAutoscaler"), true},
+		{"plain", gvk("apps", "v1", "Deployment"), true},
+		{"plain", gvk("", "v1", "PersistentVolumeClaim"), true},
+		{"plain", gvk("batch", "v1", "Job"), true},
+		{"plain", gvk("example.com", "v1", "Database"), true},
+	} {
+		if got := r.statusMayChangeHealth(context.Background(), types.NamespacedName{Namespace: "ops", Name: tc.addon}, tc.gvk); got != tc.want {
+			t.Errorf("%s, a status change of a %s: may change health %v, want %v", tc.addon, tc.gvk.Kind, got, tc.want)
+		}
+	}
+
+	q := priorityqueue.New[reconcile.Request]("blind-test")
+	defer q.ShutDown()
+	d := &driftWatch{
+		Awaiting:     func(types.NamespacedName) bool { return false },
+		Settled:      func(types.NamespacedName) bool { return true },
+		StatusCounts: func(_ types.NamespacedName, gvk schema.GroupVersionKind) bool { return !statusBlind[gvk.GroupKind()] },
+		Knows:        knowsAll,
+	}
+	if err := d.start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	object := func(owner, rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: owner, ResourceVersion: rv,
+			Labels: map[string]string{capstanv1.AddonLabel: owner, capstanv1.AddonNamespaceLabel: "capstan-system"}}}
+	}
+	d.nudge(gvk("autoscaling", "v2", "HorizontalPodAutoscaler"), nil, object("scaled", "1"), object("scaled", "2"))
+	d.nudge(deploymentKind, nil, object("rolled", "1"), object("rolled", "2"))
+	req, ok := getWithin(q, 2*healthLookDelay)
+	if !ok || req.Name != "rolled" {
+		t.Fatalf("the Deployment's status change queued %v, %v; want a look at rolled", req, ok)
+	}
+	q.Done(req)
+	if req, ok := getWithin(q, time.Second); ok {
+		t.Errorf("the autoscaler's status change looked at %s", req.Name)
 	}
 }

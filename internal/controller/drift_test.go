@@ -200,7 +200,7 @@ func TestObjectDriftedSkipsTheControllersOwnOlderUpdate(t *testing.T) {
 	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
 	r := &AddonReconciler{}
 	c := change{gvk: schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}, namespace: "apps", name: "web"}
-	r.verified.target(addon, &capstanv1.InventoryCluster{}, nil)
+	r.verified.target(addon, &capstanv1.InventoryCluster{}, nil, nil)
 	r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): {ResourceVersion: "20"}})
 	key := types.NamespacedName{Namespace: "ops", Name: "web"}
 	for rv, want := range map[string]bool{"19": false, "20": false, "21": true, "not-a-number": true} {

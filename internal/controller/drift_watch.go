@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/plan"
 )
 
 // driftWatch queues an add-on's reconcile soon after an object it applied
@@ -57,6 +58,10 @@ type driftWatch struct {
 	// healthLookDelay, so that an object that stops being Current shows
 	// (Degraded, and the Healthy condition) without waiting for the resync.
 	Settled func(addon types.NamespacedName) bool
+	// StatusCounts reports whether a status change of an object of kind
+	// gvk may change a settled add-on's health (statusMayChangeHealth);
+	// nil counts every kind.
+	StatusCounts func(addon types.NamespacedName, gvk schema.GroupVersionKind) bool
 	// Knows reports whether an add-on applied, verified or waits for an
 	// object, in the cluster of the watch cache reader. A status change or
 	// a deletion looks at an add-on early only for an object it knows:
@@ -231,7 +236,8 @@ const settledLookEvery = 10 * time.Second
 // just changed: a Deployment that became Available is seen in a fraction
 // of a second, not at the next health poll, and not behind the queued
 // syncs (nudgePriority). A settled add-on is looked at again too, in its
-// turn: one of its objects may no longer be Current. Either only for an
+// turn: one of its objects may no longer be Current, for a kind whose
+// health a status can change (StatusCounts). Either only for an
 // object the add-on knows (Knows), in the cluster of the watch cache
 // reader.
 func (d *driftWatch) nudge(gvk schema.GroupVersionKind, reader client.Reader, oldObj, newObj any) {
@@ -249,7 +255,7 @@ func (d *driftWatch) nudge(gvk schema.GroupVersionKind, reader client.Reader, ol
 	for _, addon := range owners(newObj) {
 		// NOTE: the cheap questions first: Knows may read the Addon.
 		awaiting := d.Awaiting(addon)
-		settled := !awaiting && d.Settled != nil && d.Settled(addon)
+		settled := !awaiting && d.Settled != nil && d.Settled(addon) && (d.StatusCounts == nil || d.StatusCounts(addon, gvk))
 		if !awaiting && !settled || !d.knows(addon, gvk, reader, newObj) {
 			continue
 		}
@@ -424,7 +430,8 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 		// (apply.handOver), whose write of managedFields alone no update
 		// counts.
 		cmp, err := resourceversion.CompareResourceVersion(c.resourceVersion, known.ResourceVersion)
-		return err != nil && known.ResourceVersion != c.resourceVersion || err == nil && cmp > 0
+		newer := err != nil && known.ResourceVersion != c.resourceVersion || err == nil && cmp > 0
+		return newer && !r.statusWritten(ctx, key, c, known)
 	case c.reader == nil:
 		return true
 	}
@@ -432,6 +439,47 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 	now.SetGroupVersionKind(c.gvk)
 	err := c.reader.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
 	return err != nil || now.ResourceVersion != known.ResourceVersion
+}
+
+// statusWritten reports whether the object of a change, one with a status
+// and no metadata.generation (plan.Verified.Shape: a Service, a
+// HorizontalPodAutoscaler before Kubernetes 1.37), is still of the shape
+// verified, so that only its status was written: by its controller (an
+// autoscaler whenever its metrics move, a load balancer's address), which
+// a sync would not change. Without this, each such write would render the
+// add-on and dry-run the object again. The object is read from the
+// add-on's cluster as the account it applies as; a read that fails is
+// taken for drift.
+func (r *AddonReconciler) statusWritten(ctx context.Context, key types.NamespacedName, c change, known plan.Verified) bool {
+	reads := r.verified.reader(key)
+	if known.Shape == "" || reads == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, statusReadTimeout)
+	defer cancel()
+	live, err := reads.Get(ctx, c.ref())
+	return err == nil && live != nil && plan.ShapeOf(live) == known.Shape
+}
+
+// statusReadTimeout bounds statusWritten's read.
+const statusReadTimeout = 10 * time.Second
+
+// statusMayChangeHealth reports whether a status change of an object of
+// kind gvk may change the health of an add-on that was settled
+// (driftWatch.StatusCounts): not for a kind whose health no status of its
+// own changes (statusBlind), unless the add-on's spec.healthChecks judge
+// that kind. The Addon is read from the cache.
+func (r *AddonReconciler) statusMayChangeHealth(ctx context.Context, key types.NamespacedName, gvk schema.GroupVersionKind) bool {
+	if !statusBlind[gvk.GroupKind()] {
+		return true
+	}
+	addon := &capstanv1.Addon{}
+	if err := r.Client.Get(ctx, key, addon); err != nil {
+		return true
+	}
+	return slices.ContainsFunc(addon.Spec.HealthChecks, func(h capstanv1.HealthCheck) bool {
+		return h.APIVersion == gvk.GroupVersion().String() && h.Kind == gvk.Kind
+	})
 }
 
 // driftWanted reports whether drift should reconcile an add-on now. Not a

@@ -84,6 +84,26 @@ func computeHealth(live *unstructured.Unstructured) (*status.Result, error) {
 	return res, nil
 }
 
+// statusBlind are the kinds whose health no status of their own changes,
+// so that a status write of one cannot make a settled add-on less than
+// healthy: kstatus reads a Service's spec alone (a LoadBalancer's address
+// is not waited for), calls a PodDisruptionBudget, a CronJob and an
+// Ingress Current whatever their status says, and reads of a
+// HorizontalPodAutoscaler only status.observedGeneration, which only a
+// new generation (drift, or a sync) leaves behind. Their controllers write
+// status often (an autoscaler whenever its metrics move, a disruption
+// budget whenever a pod comes or goes, a CronJob at each run), and a look
+// at the add-on for each would render it again every settledLookEvery for
+// as long as it runs. A kind that spec.healthChecks judges is not blind
+// (statusMayChangeHealth).
+var statusBlind = map[schema.GroupKind]bool{
+	{Kind: "Service"}: true,
+	{Group: "policy", Kind: "PodDisruptionBudget"}:          true,
+	{Group: "autoscaling", Kind: "HorizontalPodAutoscaler"}: true,
+	{Group: "batch", Kind: "CronJob"}:                       true,
+	{Group: "networking.k8s.io", Kind: "Ingress"}:           true,
+}
+
 // staleCondition reports an object in progress when one of the conditions
 // its judgement reads (decidingCondition) names, in its own
 // observedGeneration, a generation older than metadata.generation; nil

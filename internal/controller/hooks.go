@@ -859,7 +859,7 @@ func (r *AddonReconciler) awaitRunningHook(ctx context.Context, s *scope) bool {
 	}
 	// The hook's changes wake the add-on from this cluster's watch cache
 	// (knowsObject), after a restart too.
-	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched)
+	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched, s.applier)
 	live, err := s.applier.Get(ctx, h.ObjectRef)
 	if err == nil && (live == nil || live.GetDeletionTimestamp() != nil || live.GetAnnotations()[hooks.RunAnnotation] != h.Run ||
 		h.UID != "" && live.GetUID() != h.UID) {

@@ -32,7 +32,7 @@ func (r *AddonReconciler) selectTarget(ctx context.Context, s *scope) (bool, err
 	if _, err := r.selectCluster(ctx, s); err != nil {
 		return false, err
 	}
-	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched)
+	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched, s.applier)
 	placeInventory(s)
 	return false, nil
 }

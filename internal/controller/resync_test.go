@@ -2,15 +2,18 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/controller"
@@ -305,4 +308,99 @@ func TestAFoughtObjectDeletedComesBackAtOnce(t *testing.T) {
 		return cur != nil && cur.GetDeletionTimestamp() == nil
 	})
 	t.Logf("the ConfigMap was back %s after its deletion", time.Since(deleted).Round(100*time.Millisecond))
+}
+
+// TestStatusWritesDoNotRerender: the status writes of objects whose health
+// no status changes, a LoadBalancer Service's address and an autoscaler's
+// replica counts, written every 500 ms for 20 s, reconcile a settled
+// add-on neither as drift nor to look at its health (the controller's
+// reconcile count shows none); an edit of the Service's spec is still
+// undone soon. The add-on is a shard's, whose controller resyncs every 10
+// minutes.
+func TestStatusWritesDoNotRerender(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	shard := startShard(t, "status-"+ns[len(ns)-5:], func(c *controller.Config) { c.ResyncInterval = 10 * time.Minute })
+	url, _ := charts.publish(t, webChart("1.0.0", map[string]string{
+		"templates/lb.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}-lb
+spec:
+  type: LoadBalancer
+  externalTrafficPolicy: Cluster
+  selector: {app: {{ .Release.Name }}}
+  ports:
+    - port: 80
+      targetPort: http
+`,
+		"templates/hpa.yaml": `apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: {{ .Release.Name }}
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: {{ .Release.Name }}}
+  minReplicas: 1
+  maxReplicas: 1
+`,
+	}))
+	a := create(t, newAddon(controllerNS, "status-"+ns, url, withTarget(ns), shard))
+	synced(t, a)
+	// A sync with nothing new: the prompt one after the install is past.
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	synced(t, a)
+	waitFor(t, a, 30*time.Second, "the sync request to be handled", func(cur *capstanv1.Addon) bool {
+		return cur.Status.LastSyncRequest == cur.Spec.SyncRequest
+	})
+	time.Sleep(3 * time.Second)
+
+	lb := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: a.Name + "-lb"}}
+	hpa := &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: a.Name}}
+	before := reconciles(t)
+	for i := range 40 {
+		lbStatus := fmt.Sprintf(`{"status":{"loadBalancer":{"ingress":[{"hostname":"lb-%d.example"}]}}}`, i)
+		if err := admin.Status().Patch(ctx, lb, client.RawPatch(types.MergePatchType, []byte(lbStatus))); err != nil {
+			t.Fatal(err)
+		}
+		hpaStatus := fmt.Sprintf(`{"status":{"currentReplicas":%d,"desiredReplicas":1}}`, 1+i%2)
+		if err := admin.Status().Patch(ctx, hpa, client.RawPatch(types.MergePatchType, []byte(hpaStatus))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if n := reconciles(t) - before; n > 1 {
+		t.Errorf("status writes of a Service and an autoscaler reconciled the settled add-on %d times in 20 s; want none", n)
+	}
+
+	tamper := []byte(`{"spec":{"externalTrafficPolicy":"Local"}}`)
+	if err := admin.Patch(ctx, lb, client.RawPatch(types.MergePatchType, tamper), client.FieldOwner("someone")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, soon, "the Service's edit to be undone before the resync", func() bool {
+		got := &corev1.Service{}
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(lb), got); err != nil {
+			t.Fatal(err)
+		}
+		return got.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyCluster
+	})
+}
+
+// reconciles counts the Addon reconciles of every controller of this
+// process, from the capstan_reconcile_duration_seconds histogram.
+func reconciles(t *testing.T) uint64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, f := range families {
+		if f.GetName() == "capstan_reconcile_duration_seconds" {
+			for _, m := range f.GetMetric() {
+				n += m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return n
 }

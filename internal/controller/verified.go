@@ -1,8 +1,10 @@
 package controller
 
 import (
+	"context"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -34,6 +36,9 @@ type verifiedAddon struct {
 	// hears of the add-on's objects from it alone.
 	cluster *capstanv1.InventoryCluster
 	watched client.Reader
+	// reads reads the add-on's objects there, as the account it applies
+	// as, past any cache.
+	reads   objectReader
 	objects map[string]plan.Verified
 	// checked are the objects a health check found Current (checkedCurrent).
 	checked map[string]checkedAt
@@ -59,18 +64,24 @@ func (v *verifiedObjects) lookup(addon *capstanv1.Addon) map[string]plan.Verifie
 	return got.objects
 }
 
-// target records the cluster an add-on targets, and that cluster's watch
-// cache (nil outside a manager). What was verified or checked in another
-// cluster is forgotten: an Addon pointed at another cluster and back finds
-// there objects the memory knows nothing of, and dry-runs them.
-func (v *verifiedObjects) target(addon *capstanv1.Addon, cluster *capstanv1.InventoryCluster, watched client.Reader) {
+// objectReader reads one object; *apply.Applier is one.
+type objectReader interface {
+	Get(ctx context.Context, ref capstanv1.ObjectRef) (*unstructured.Unstructured, error)
+}
+
+// target records the cluster an add-on targets, that cluster's watch cache
+// (nil outside a manager), and how to read the add-on's objects there.
+// What was verified or checked in another cluster is forgotten: an Addon
+// pointed at another cluster and back finds there objects the memory knows
+// nothing of, and dry-runs them.
+func (v *verifiedObjects) target(addon *capstanv1.Addon, cluster *capstanv1.InventoryCluster, watched client.Reader, reads objectReader) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	got := v.entry(addon)
 	if got.cluster == nil || !sameCluster(got.cluster, cluster) {
 		got.objects, got.checked = nil, nil
 	}
-	got.cluster, got.watched = cluster, watched
+	got.cluster, got.watched, got.reads = cluster, watched, reads
 	v.m[client.ObjectKeyFromObject(addon)] = got
 }
 
@@ -82,6 +93,14 @@ func (v *verifiedObjects) watches(addon types.NamespacedName, reader client.Read
 	defer v.mu.Unlock()
 	got, ok := v.m[addon]
 	return ok && got.cluster != nil && got.watched == reader
+}
+
+// reader returns how to read an add-on's objects in the cluster it
+// targets (target); nil when none is recorded.
+func (v *verifiedObjects) reader(addon types.NamespacedName) objectReader {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.m[addon].reads
 }
 
 // object returns what was verified of one object of an add-on.

@@ -41,17 +41,55 @@ type Verified struct {
 	Generation int64
 	// Healthy is set when a workload was found ready at ResourceVersion.
 	Healthy bool
+	// Shape is ShapeOf the live object at ResourceVersion, for an object
+	// with a status and no metadata.generation (a Service, a
+	// HorizontalPodAutoscaler before Kubernetes 1.37); empty otherwise.
+	Shape string
 }
 
 // VerifiedAt is what a dry run or an apply found unchanged: the manifest
 // with digest, as live is now.
 func VerifiedAt(digest string, live *unstructured.Unstructured, at time.Time) Verified {
-	return Verified{Digest: digest, ResourceVersion: live.GetResourceVersion(), Generation: live.GetGeneration(), At: at}
+	v := Verified{Digest: digest, ResourceVersion: live.GetResourceVersion(), Generation: live.GetGeneration(), At: at}
+	if _, ok := live.Object["status"]; ok && v.Generation == 0 {
+		v.Shape = ShapeOf(live)
+	}
+	return v
+}
+
+// ShapeOf digests what of a live object is not status: everything but
+// status, the metadata the API server sets on every write
+// (resourceVersion, managedFields), and the annotations the
+// autoscaling/v1 API mirrors an autoscaler's status into. Two versions of
+// an object of the same shape differ by a status write alone, which a dry
+// run of its manifest cannot find changed: Capstan applies no status.
+func ShapeOf(live *unstructured.Unstructured) string {
+	u := live.DeepCopy()
+	delete(u.Object, "status")
+	u.SetResourceVersion("")
+	u.SetManagedFields(nil)
+	if ann := u.GetAnnotations(); len(ann) > 0 {
+		for k := range ann {
+			if strings.HasPrefix(k, "autoscaling.alpha.kubernetes.io/") {
+				delete(ann, k)
+			}
+		}
+		u.SetAnnotations(ann)
+	}
+	data, err := json.Marshal(u.Object)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // specKinds are the kinds whose metadata.generation the API server raises
 // on every change of their spec, and whose status moves often: a workload
-// rolling out, an autoscaler or a disruption budget counting pods.
+// rolling out, an autoscaler or a disruption budget counting pods. A
+// HorizontalPodAutoscaler has a generation only from Kubernetes 1.37 (the
+// HPAGeneration feature); before, its generation is 0, which SameSpec
+// refuses, and its status writes are told apart by Verified.Shape.
 var specKinds = map[schema.GroupKind]bool{
 	{Group: "apps", Kind: "Deployment"}:                     true,
 	{Group: "apps", Kind: "StatefulSet"}:                    true,
