@@ -158,14 +158,15 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 	if err := r.init(); err != nil {
 		return err
 	}
-	watched, err := newWatchedCache(mgr, r.RestConfig, r.Config.AddonsUser())
+	gaps := &watchGaps{}
+	watched, err := newWatchedCache(mgr, r.RestConfig, r.Config.AddonsUser(), gaps)
 	if err != nil {
 		return err
 	}
 	if err := mgr.Add(watched); err != nil {
 		return err
 	}
-	r.local.watched = watched
+	r.local.watched, r.local.gaps = watched, gaps
 	workers := max(1, maxConcurrent)
 	r.share = newTenantShare(tenantShareLimit(r.Config.MaxConcurrentPerTenant, workers))
 	r.retries = newRetryLimiter()

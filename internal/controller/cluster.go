@@ -36,6 +36,8 @@ type targetCluster struct {
 	// nil outside a manager (`capstan plan`).
 	watched    cache.Cache
 	discoverer discovery.DiscoveryInterface
+	// gaps are the resources the watch cache may not list or watch.
+	gaps *watchGaps
 
 	capsMu sync.Mutex
 	caps   *render.Capabilities
@@ -386,7 +388,8 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 		if err != nil {
 			return nil, err
 		}
-		opts := watchedCacheOptions(r.Client.Scheme(), mapper)
+		c.gaps = &watchGaps{}
+		opts := watchedCacheOptions(r.Client.Scheme(), mapper, c.gaps)
 		opts.HTTPClient = watchClient
 		c.watched, err = cache.New(watchCfg, opts)
 		if err != nil {

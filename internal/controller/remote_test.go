@@ -555,3 +555,69 @@ func TestRemoteClusterDroppedWithItsSecret(t *testing.T) {
 		return strings.Contains(readyMessage(cur), name+"-missing that spec.kubeConfig names does not exist")
 	})
 }
+
+// TestRemoteAccountWithoutClusterWatch installs into a second local control
+// plane as an account with the admin role in the target namespace only,
+// as a least-privilege remote account often is. The install works; the
+// watch cache there, whose informers list and watch cluster-wide, is
+// refused, and the plan says which resources, in which cluster, and the
+// verbs to grant, so that drift there waiting for the resync is not a
+// silent surprise.
+func TestRemoteAccountWithoutClusterWatch(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, _, proxy := startRemote(t)
+	ns := newNamespace(t)
+	name := "scoped-" + ns
+	scoped := "system:serviceaccount:capstan-remote:scoped"
+	for _, o := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-remote", Name: "scoped"}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "capstan-scoped"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "admin"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "capstan-remote", Name: "scoped"}}},
+		&rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "capstan-scoped-namespaces"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces"}, Verbs: []string{"get"}}}},
+		&rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "capstan-scoped-namespaces"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "capstan-scoped-namespaces"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: "capstan-remote", Name: "scoped"}}},
+	} {
+		if err := rc.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, scoped)}}); err != nil {
+		t.Fatal(err)
+	}
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseSynced)
+	if err := rc.Get(ctx, client.ObjectKey{Namespace: ns, Name: name + "-config"}, &corev1.ConfigMap{}); err != nil {
+		t.Fatalf("the install as the namespaced account: %v", err)
+	}
+	var notice string
+	for i := int64(1); notice == ""; i++ {
+		if i > 6 {
+			t.Fatal("no plan says that drift there is not watched")
+		}
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest = i })
+		got := waitFor(t, a, 60*time.Second, "the sync request", func(cur *capstanv1.Addon) bool {
+			return cur.Status.LastSyncRequest == i && cur.Status.Plan != nil
+		})
+		for _, n := range got.Status.Plan.Notices {
+			if strings.Contains(n.Message, "is not watched") {
+				notice = n.Message
+			}
+		}
+		if notice == "" {
+			time.Sleep(2 * time.Second)
+		}
+	}
+	for _, want := range []string{"configmaps", "deployments.apps", "the remote cluster https://" + proxy.addr, scoped, "list and watch", "ClusterRole"} {
+		if !strings.Contains(notice, want) {
+			t.Errorf("the notice does not say %q: %s", want, notice)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -99,7 +100,10 @@ type scope struct {
 	crdNotices []capstanv1.Notice
 	// ignoreNotices name the fields spec.ignore left as they run (keepIgnored).
 	ignoreNotices []capstanv1.Notice
-	upgrade       bool // rendered for an upgrade
+	// watchGaps are the resources of the add-on that the cluster's watch
+	// cache may not list or watch (watchedVersions, watchNotice).
+	watchGaps []schema.GroupResource
+	upgrade   bool // rendered for an upgrade
 
 	// objects are the prepared objects to apply, Namespaces and CRDs included.
 	objects      []*unstructured.Unstructured

@@ -134,6 +134,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 	if n := s.formerNotice(); n != nil {
 		in.Notices = append(in.Notices, *n)
 	}
+	if n := s.watchNotice(r.Config.ResyncInterval.String()); n != nil {
+		in.Notices = append(in.Notices, *n)
+	}
 	s.plan = plan.Build(in)
 	// The plan's text is masked once, here: the status, its checkpoints
 	// and the plan on demand all carry this plan.

@@ -22,22 +22,23 @@ import (
 // per kind the first time a kind is asked for. It watches as the add-ons
 // account, which may read every kind an add-on renders. Secret data is
 // never cached: the cache holds metadata only.
-func newWatchedCache(mgr ctrl.Manager, cfg *rest.Config, user string) (cache.Cache, error) {
+func newWatchedCache(mgr ctrl.Manager, cfg *rest.Config, user string, gaps *watchGaps) (cache.Cache, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
-	return cache.New(cfg, watchedCacheOptions(mgr.GetScheme(), mgr.GetRESTMapper()))
+	return cache.New(cfg, watchedCacheOptions(mgr.GetScheme(), mgr.GetRESTMapper(), gaps))
 }
 
 // watchedCacheOptions are the watch cache's options, for this cluster's and
 // each remote cluster's: what Capstan applied, metadata only, stripped to
-// its identity.
-func watchedCacheOptions(scheme *runtime.Scheme, mapper apimeta.RESTMapper) cache.Options {
+// its identity; a resource it may not list or watch is recorded in gaps.
+func watchedCacheOptions(scheme *runtime.Scheme, mapper apimeta.RESTMapper, gaps *watchGaps) cache.Options {
 	return cache.Options{
 		Scheme:                      scheme,
 		Mapper:                      mapper,
 		DefaultLabelSelector:        labels.SelectorFromSet(labels.Set{capstanv1.ManagedByLabel: "capstan"}),
 		DefaultTransform:            keepIdentity,
 		ReaderFailOnMissingInformer: true,
+		DefaultWatchErrorHandler:    gaps.handler,
 	}
 }
 
@@ -67,8 +68,9 @@ func keepIdentity(obj any) (any, error) {
 // watchedVersions returns, from the watch cache, the resourceVersion of
 // every object of this add-on of the rendered kinds, keyed by ObjectRef.Key. A
 // kind whose informer has not synced yet (the first sync after a start, or
-// a kind the account cannot watch) is left out, and so read from the API
-// server. It never waits for an informer.
+// a kind the account cannot watch, which s.watchGaps records for the
+// plan's notice) is left out, and so read from the API server. It never
+// waits for an informer.
 func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[string]string {
 	watched := s.cluster.watched
 	if watched == nil || len(s.addon.Status.Inventory) == 0 {
@@ -98,9 +100,17 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 			continue
 		}
 		r.drift.hook(gvk, inf, watched)
+		gr := schema.GroupResource{}
+		if m, err := s.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
+			gr = m.Resource.GroupResource()
+		}
 		if !inf.HasSynced() {
+			if s.cluster.gaps.refused(gr) {
+				s.watchGaps = append(s.watchGaps, gr)
+			}
 			continue
 		}
+		s.cluster.gaps.synced(gr)
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		// The items are only read: no copy of them is needed.
