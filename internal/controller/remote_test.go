@@ -11,15 +11,18 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/controller"
 	"capstan.dev/capstan/internal/testcluster"
 )
 
@@ -619,5 +622,61 @@ func TestRemoteAccountWithoutClusterWatch(t *testing.T) {
 		if !strings.Contains(notice, want) {
 			t.Errorf("the notice does not say %q: %s", want, notice)
 		}
+	}
+}
+
+// TestAnotherClustersTwinIsNotTheAddons: a remote add-on installs
+// Deployment NS/NAME into a second local control plane; a tenant creates
+// a Deployment of the same namespace and name in the controller's own
+// cluster, with the add-on's labels, and patches another label on it every
+// 500 ms for 20 s, while an add-on here has the watch cache here watch
+// Deployments. That is not the remote add-on's object: the controller's
+// reconcile count shows no look at it.
+func TestAnotherClustersTwinIsNotTheAddons(t *testing.T) {
+	ctx := context.Background()
+	remote, rc, installer, proxy := startRemote(t)
+	ns := newNamespace(t) // here, and created there below
+	name := "twin-" + ns
+	if err := rc.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Data: map[string][]byte{"value": remoteKubeconfig(t, remote, "https://"+proxy.addr, installer)}}); err != nil {
+		t.Fatal(err)
+	}
+	// A shard of its own, whose controller resyncs every 10 minutes: what
+	// reconciles in the window is the watch.
+	shard := startShard(t, "twin-"+ns[len(ns)-5:], func(c *controller.Config) { c.ResyncInterval = 10 * time.Minute })
+	url, _ := charts.publish(t, webChart("1.0.0", nil))
+	a := create(t, newAddon(controllerNS, name, url, withTarget(ns), shard, withSpec(func(s *capstanv1.AddonSpec) {
+		s.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: name}}
+	})))
+	got := waitPhase(t, a, capstanv1.PhaseSynced)
+	// An add-on here, so that the watch cache here watches Deployments.
+	here := newNamespace(t)
+	waitPhase(t, create(t, newAddon(controllerNS, "here-"+here, url, withTarget(here), shard)), capstanv1.PhaseSynced)
+	time.Sleep(5 * time.Second) // the prompt looks after the installs
+
+	labels := got.AppliedLabels()
+	twin := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "twin"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "twin"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Image: "nginx:1.27"}}}},
+		}}
+	if err := admin.Create(ctx, twin); err != nil {
+		t.Fatal(err)
+	}
+	before := reconciles(t)
+	for i := range 40 {
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"tick":"%d"}}}`, i)
+		if err := admin.Patch(ctx, twin, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	time.Sleep(3 * time.Second)
+	if n := reconciles(t) - before; n > 1 {
+		t.Errorf("a tenant's Deployment of the same name here, patched in a loop, reconciled the remote add-on %d times in 20 s; want none", n)
 	}
 }
