@@ -1,18 +1,24 @@
 package controller
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr/funcr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/events"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/values"
 )
 
 func jobRef(name string) capstanv1.ObjectRef {
@@ -205,5 +211,27 @@ func TestSyncFailOutcome(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCleanUpWarningIsMasked checks that a failed clean-up's Warning event
+// and log line hide the secret values an admission webhook's refusal to
+// delete may quote, as every other hook event does.
+func TestCleanUpWarningIsMasked(t *testing.T) {
+	const secret = "hunter2-db-password"
+	rec := events.NewFakeRecorder(1)
+	r := &AddonReconciler{Recorder: rec}
+	s := &scope{addon: &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web"}},
+		variables: &values.Variables{Secret: []string{secret}}}
+	var logged []string
+	ctx := logf.IntoContext(context.Background(), funcr.New(func(prefix, args string) { logged = append(logged, args) }, funcr.Options{}))
+	left := []capstanv1.HookObject{{ObjectRef: jobRef("notify"), Run: "run"}}
+	r.warnCleanUp(ctx, s, left, errors.New(`admission webhook "guard" denied the request: Job ns/notify holds `+secret), "the sync goes on")
+	event := <-rec.Events
+	if strings.Contains(event, secret) || !strings.Contains(event, "HookCleanUpFailed") || !strings.Contains(event, "(hidden)") {
+		t.Errorf("event %q; want the secret hidden", event)
+	}
+	if len(logged) != 1 || strings.Contains(logged[0], secret) || !strings.Contains(logged[0], "(hidden)") {
+		t.Errorf("log %q; want one line with the secret hidden", logged)
 	}
 }

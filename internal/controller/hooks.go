@@ -324,14 +324,17 @@ func recordMade(s *scope, event string, hs []render.Hook, p capstanv1.HookProgre
 
 // warnCleanUp says, in the log and in a Warning event, that the
 // hook-succeeded objects left could not be deleted, and what comes of it.
+// The delete's error is masked in both: an admission webhook's or a
+// policy's refusal may quote the object it was asked to delete.
 func (r *AddonReconciler) warnCleanUp(ctx context.Context, s *scope, left []capstanv1.HookObject, err error, then string) {
 	refs := make([]string, len(left))
 	for i, o := range left {
 		refs[i] = o.Describe()
 	}
-	logf.FromContext(ctx).Error(err, "Deleting the hook-succeeded objects of a recorded run failed", "objects", refs)
+	m := s.mask()
+	logf.FromContext(ctx).Error(m.Error(err), "Deleting the hook-succeeded objects of a recorded run failed", "objects", refs)
 	r.Recorder.Eventf(s.addon, nil, "Warning", "HookCleanUpFailed", "CleanUp", "Deleting %s, left by hooks that succeeded, failed: %s; %s.",
-		truncate(strings.Join(refs, ", "), 400), truncate(err.Error(), 400), then)
+		truncate(strings.Join(refs, ", "), 400), truncate(m.String(err.Error()), 400), then)
 }
 
 // hookClash names the event, pre or post, one of whose hooks in this
