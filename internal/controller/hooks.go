@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	release "helm.sh/helm/v4/pkg/release/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -85,20 +86,54 @@ func (s *scope) plannedHooks() []capstanv1.PlannedHook {
 
 // hookNotices reports the hooks of events Helm does not know: Helm never
 // runs them, and neither does Capstan, but the chart author should know.
-// A folder's render gives its own notices (render.Result.Notices).
+// A folder's render gives its own notices (render.Result.Notices). It
+// reports too the hooks with delete policies neither Helm nor, for a
+// folder's hook, Argo CD knows (unknownPolicyNotice).
 func hookNotices(hs []render.Hook) []capstanv1.Notice {
 	var out []capstanv1.Notice
 	for _, h := range hs {
+		path := "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName()
+		if n, ok := unknownPolicyNotice(h); ok {
+			out = append(out, capstanv1.Notice{Path: path, Message: n})
+		}
 		if len(h.UnknownEvents) == 0 {
 			continue
 		}
 		out = append(out, capstanv1.Notice{
-			Path: "hooks/" + h.Object.GetKind() + "/" + h.Object.GetName(),
+			Path: path,
 			Message: fmt.Sprintf("the helm.sh/hook annotation in %s names event(s) Helm does not know (%s), so, as in Helm, the hook never runs; the known events are %s",
 				h.Template, strings.Join(h.UnknownEvents, ", "), strings.Join(render.KnownHookEvents(), ", ")),
 		})
 	}
 	return out
+}
+
+// unknownPolicyNotice words the notice of a hook whose delete policies
+// name one that Helm (or, for a folder's hook, Argo CD) does not know,
+// such as the typo before-hook-creaton. Such a policy does nothing, and
+// as in Helm and Argo CD the default, before-hook-creation, applies only
+// when no policy is named: a hook with only the typo keeps the object of
+// its last run, which its next run applies over and may read as done.
+func unknownPolicyNotice(h render.Hook) (string, bool) {
+	var unknown []string
+	for _, p := range h.DeletePolicies {
+		if p != hooks.BeforeHookCreation && p != hooks.HookSucceeded && p != hooks.HookFailed {
+			unknown = append(unknown, fmt.Sprintf("%q", p))
+		}
+	}
+	if len(unknown) == 0 {
+		return "", false
+	}
+	annotation, known := release.HookDeleteAnnotation, strings.Join([]string{hooks.BeforeHookCreation, hooks.HookSucceeded, hooks.HookFailed}, ", ")
+	if _, argo := h.Object.GetAnnotations()[render.ArgoHookDeleteAnnotation]; h.Folder && argo {
+		annotation, known = render.ArgoHookDeleteAnnotation, "BeforeHookCreation, HookSucceeded, HookFailed"
+	}
+	def := ""
+	if len(unknown) == len(h.DeletePolicies) {
+		def = ", and since it names no policy that is known, the default, before-hook-creation, does not apply either: the object of the hook's last run is not deleted before it runs again, and is applied over"
+	}
+	return fmt.Sprintf("the %s annotation in %s names delete policies that are not known (%s), which do nothing%s; the known policies are %s",
+		annotation, h.Template, strings.Join(unknown, ", "), def, known), true
 }
 
 // runHooks runs the hooks of one event, if there are any. A hook that

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -45,5 +46,60 @@ func TestItemsOfAHookListAreNotPruned(t *testing.T) {
 	s.profile = capstanv1.ProfileRestricted
 	if spared := s.leftOutOfInventory(); len(spared) != 0 {
 		t.Fatalf("restricted: spared %+v; want nothing", spared)
+	}
+}
+
+// TestUnknownDeletePolicyNotice: a delete policy that neither Helm nor,
+// for a folder's hook, Argo CD knows does nothing, and with no known one
+// beside it the default before-hook-creation does not apply either; the
+// plan says so in a notice on the hook, naming the known policies.
+func TestUnknownDeletePolicyNotice(t *testing.T) {
+	hook := func(folder bool, annotation string, policies ...string) render.Hook {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion("batch/v1")
+		o.SetKind("Job")
+		o.SetNamespace("apps")
+		o.SetName("migrate")
+		o.SetAnnotations(map[string]string{annotation: strings.Join(policies, ",")})
+		return render.Hook{Object: o, Events: []string{"pre-upgrade"}, DeletePolicies: policies, Template: "app/templates/migrate.yaml", Folder: folder}
+	}
+	const helmDelete, argoDelete = "helm.sh/hook-delete-policy", render.ArgoHookDeleteAnnotation
+	for _, c := range []struct {
+		name      string
+		hook      render.Hook
+		want, not []string
+	}{
+		{"a typo alone", hook(false, helmDelete, "before-hook-creaton"),
+			[]string{helmDelete, "app/templates/migrate.yaml", `"before-hook-creaton"`, "the default, before-hook-creation, does not apply either", "before-hook-creation, hook-succeeded, hook-failed"}, nil},
+		{"a typo beside a known policy", hook(false, helmDelete, "hook-succeeded", "hook-faild"),
+			[]string{`"hook-faild"`}, []string{`"hook-succeeded"`, "does not apply either"}},
+		{"a folder's typo", hook(true, argoDelete, "hooksucceded"),
+			[]string{argoDelete, `"hooksucceded"`, "BeforeHookCreation, HookSucceeded, HookFailed"}, nil},
+		{"known policies", hook(false, helmDelete, "before-hook-creation", "hook-succeeded", "hook-failed"), nil, nil},
+		{"a folder's known policy", hook(true, argoDelete, "hook-succeeded"), nil, nil},
+		{"no policy", hook(false, "other", []string{}...), nil, nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			notices := hookNotices([]render.Hook{c.hook})
+			if len(c.want) == 0 {
+				if len(notices) != 0 {
+					t.Fatalf("notices %+v; want none", notices)
+				}
+				return
+			}
+			if len(notices) != 1 || notices[0].Path != "hooks/Job/migrate" {
+				t.Fatalf("notices %+v; want one on hooks/Job/migrate", notices)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(notices[0].Message, w) {
+					t.Errorf("%q; want %q in it", notices[0].Message, w)
+				}
+			}
+			for _, n := range c.not {
+				if strings.Contains(notices[0].Message, n) {
+					t.Errorf("%q; want no %q in it", notices[0].Message, n)
+				}
+			}
+		})
 	}
 }
