@@ -704,3 +704,52 @@ func jobString(j *batchv1.Job) string {
 	}
 	return fmt.Sprintf("Job %s (uid %s): active %d, succeeded %d, failed %d, conditions %v", j.Name, j.UID, j.Status.Active, j.Status.Succeeded, j.Status.Failed, conds)
 }
+
+// TestAdoptNamesSkippedHooks: a first sync with spec.adopt that adopts
+// one object that already runs (db-config, created apart exactly as the
+// chart renders it) and creates the rest is an adoption, which runs no
+// hooks: a pre-install initdb must never run over a database that already
+// runs. Its install hooks then never run, since the syncs after it are
+// upgrades. The plan that waits for spec.adopt says so, naming them and
+// what to do, and the adoption runs none of them.
+func TestAdoptNamesSkippedHooks(t *testing.T) {
+	ns := newNamespace(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "db-config"}, Data: map[string]string{"appVersion": "1.0", "installedBy": "install"}}
+	if err := admin.Create(context.Background(), cm); err != nil {
+		t.Fatal(err)
+	}
+	a := dbapp(t, ns, "")
+	adoptNotice := func(a *capstanv1.Addon) *capstanv1.Notice {
+		if a.Status.Plan == nil {
+			return nil
+		}
+		for i, n := range a.Status.Plan.Notices {
+			if n.Path == "spec.adopt" {
+				return &a.Status.Plan.Notices[i]
+			}
+		}
+		return nil
+	}
+	got := waitPhase(t, a, capstanv1.PhaseBlocked)
+	notice := adoptNotice(got)
+	if notice == nil {
+		t.Fatalf("the plan that waits for spec.adopt has no notice on it; notices %+v", got.Status.Plan.Notices)
+	}
+	for _, want := range []string{"adopts 1 object(s) that already run (ConfigMap " + ns + "/db-config) and creates 1", "runs no hooks",
+		"pre-install Job " + ns + "/db-initdb", "post-install Job " + ns + "/db-seed", "sync with spec.adopt false"} {
+		if !strings.Contains(notice.Message, want) {
+			t.Errorf("notice %q lacks %q", notice.Message, want)
+		}
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Adopt = true })
+	got = synced(t, a)
+	if j := job(t, ns, "db-initdb"); j != nil {
+		t.Errorf("the adoption ran the pre-install hook: %s", jobString(j))
+	}
+	if j := job(t, ns, "db-seed"); j != nil {
+		t.Errorf("the adoption ran the post-install hook: %s", jobString(j))
+	}
+	if n := adoptNotice(got); n != nil {
+		t.Errorf("the plan after the adoption still has %q", n.Message)
+	}
+}

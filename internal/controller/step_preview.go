@@ -18,6 +18,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/prepare"
 	"capstan.dev/capstan/internal/render"
@@ -65,6 +66,9 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Hooks = append(in.Hooks, hookResult(s.hooks, h, generatedHooks))
 		}
 		in.Notices = hookNotices(s.hooks)
+		if n := s.adoptionSkipsHooks(); n != nil {
+			in.Notices = append(in.Notices, *n)
+		}
 		in.Notices = append(in.Notices, plan.ClaimNotices(s.previews, s.live)...)
 		// NOTE: the CRD check comes last, once the plan but its
 		// violations is known: whether it may make a shadow CRD depends on
@@ -306,6 +310,58 @@ func installBegun(st *capstanv1.AddonStatus, hash string) bool {
 		return true
 	}
 	return false
+}
+
+// adoptionSkipsHooks is the notice of a first sync that adopts objects
+// that already run and also creates objects. With spec.adopt it is an
+// adoption (lifecycle), which runs no install hook, and since the syncs
+// after it are upgrades, no pre-install or post-install hook runs ever.
+// Adopting a running database must not run its pre-install initdb over
+// it, so one adopted object is enough to skip them; but when the adopted
+// object is only shared (a CRD or a ClusterRole installed apart), the
+// chart's install hooks may be what its software needs to start. The
+// plan names the hooks that will not run, and what to do, from the plan
+// that waits for spec.adopt on, so that it is read before the adoption.
+func (s *scope) adoptionSkipsHooks() *capstanv1.Notice {
+	if s.addon.Status.AppliedHash != "" || s.lifecycle == LifecycleUpgrade {
+		return nil
+	}
+	var adopted []string
+	created := 0
+	for _, p := range s.previews {
+		switch {
+		case p.Adopted:
+			adopted = append(adopted, p.Ref.Describe())
+		case p.Action == capstanv1.ActionCreate:
+			created++
+		}
+	}
+	if len(adopted) == 0 || created == 0 {
+		return nil
+	}
+	var skipped []string
+	for _, event := range hookEvents[LifecycleInstall] {
+		for _, h := range hooks.Select(s.hooks, event) {
+			skipped = append(skipped, event+" "+capstanv1.RefOf(h.Object).Describe())
+		}
+	}
+	if len(skipped) == 0 {
+		return nil
+	}
+	return &capstanv1.Notice{Path: "spec.adopt", Message: fmt.Sprintf(
+		"with spec.adopt, this first sync adopts %d object(s) that already run (%s) and creates %d; an adoption of what already runs runs no hooks, and the syncs after it are upgrades, so these install hooks never run: %s. "+
+			"Capstan cannot run them later. If the software already runs, that is right: its install hooks must not run again. "+
+			"If what already runs is only shared with the chart (a CRD or a ClusterRole installed apart) and the chart needs its install hooks, "+
+			"leave those objects out of the render (with the chart's values that skip them) and sync with spec.adopt false: that sync is an install, and runs them",
+		len(adopted), describeFirst(adopted, 3), created, describeFirst(skipped, 5))}
+}
+
+// describeFirst joins the first n of items, and says how many more there are.
+func describeFirst(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 func anyAdopted(previews []plan.ObjectResult) bool {
