@@ -459,3 +459,81 @@ func TestDeleteHookNamespaceDeletedWhileItRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestUnnamedChartHookIsRefused: a chart's hook with only
+// metadata.generateName cannot run, as Capstan runs a hook by its name. A
+// cluster add-on whose chart has one is Blocked at its plan, naming the
+// template and what to fix, rather than fail when the hook runs; and one
+// applied before its render gained such a pre-delete hook is uninstalled
+// without its delete hooks, with a DeleteHooksRefused event, rather than
+// stop at the hook for ever.
+func TestUnnamedChartHookIsRefused(t *testing.T) {
+	url, _ := charts.publish(t, chart{name: "unnamedhook", version: "1.0.0", files: map[string]string{
+		"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata: {a: b}\n",
+		"templates/hook.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n" +
+			"  {{- if .Values.generate }}\n  generateName: cleanup-\n  {{- else }}\n  name: cleanup\n  {{- end }}\n" +
+			"  annotations:\n    helm.sh/hook: pre-delete\ndata: {hook: pre}\n",
+	}})
+	unnamed := func(cur *capstanv1.Addon) bool {
+		if cur.Status.Phase != capstanv1.PhaseBlocked || cur.Status.Plan == nil {
+			return false
+		}
+		for _, v := range cur.Status.Plan.Violations {
+			if v.Rule == "name-invalid" && strings.Contains(v.Message, "unnamedhook/templates/hook.yaml") && strings.Contains(v.Message, `generateName "cleanup-"`) &&
+				strings.Contains(v.Message, "render a fixed metadata.name") {
+				return true
+			}
+		}
+		return false
+	}
+	cluster := func(ns string, values string) *capstanv1.Addon {
+		return create(t, newAddon(controllerNS, "unnamed-"+ns[strings.LastIndex(ns, "-")+1:], url, withTarget(ns), withValues(values),
+			withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })))
+	}
+
+	t.Run("blocked-at-plan", func(t *testing.T) {
+		ns := newNamespace(t)
+		a := cluster(ns, "generate: true")
+		if got := waitFor(t, a, 90*time.Second, "Blocked by name-invalid naming the template", unnamed); got.Status.Profile != capstanv1.ProfileCluster {
+			t.Fatalf("profile %s, want cluster", got.Status.Profile)
+		}
+		if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+			t.Error("a Blocked add-on applied its ConfigMap")
+		}
+		deleteAddon(t, a)
+	})
+
+	t.Run("restricted-said-once", func(t *testing.T) {
+		ns := newNamespace(t)
+		a := create(t, newAddon(ns, "tenant", url, withValues("generate: true")))
+		got := waitFor(t, a, 90*time.Second, "Blocked by name-invalid naming the template", unnamed)
+		n := 0
+		for _, v := range got.Status.Plan.Violations {
+			if v.Rule == "name-invalid" {
+				n++
+			}
+		}
+		if got.Status.Profile != capstanv1.ProfileRestricted || n != 1 {
+			t.Errorf("profile %s, %d name-invalid violations %+v; want restricted, one", got.Status.Profile, n, got.Status.Plan.Violations)
+		}
+		deleteAddon(t, a)
+	})
+
+	t.Run("uninstall-goes-on", func(t *testing.T) {
+		ns := newNamespace(t)
+		a := cluster(ns, "generate: false")
+		waitPhase(t, a, capstanv1.PhaseSynced)
+		update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("generate: true") })
+		waitFor(t, a, 90*time.Second, "Blocked by name-invalid naming the template", unnamed)
+		deleteAddon(t, a)
+		if live(t, "v1", "ConfigMap", ns, "settings") != nil {
+			t.Error("the uninstall stopped: the add-on's ConfigMap is still there")
+		}
+		if live(t, "v1", "ConfigMap", ns, "cleanup") != nil {
+			t.Error("the uninstall ran the pre-delete hook")
+		}
+		eventually(t, 30*time.Second, "a DeleteHooksRefused event that names the rule", func() bool {
+			return strings.Contains(addonEvent(t, a, "DeleteHooksRefused"), "name-invalid")
+		})
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -11,10 +12,12 @@ import (
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/prepare"
+	"capstan.dev/capstan/internal/render"
 )
 
-// checkGuardrails refuses sync waves that are not numbers, and runs the
-// guardrails on restricted add-ons, hooks included.
+// checkGuardrails refuses sync waves that are not numbers and a chart's
+// hooks without a name, and runs the guardrails on restricted add-ons,
+// hooks included.
 // The platform's Secrets count as handed over only when the chart was given
 // the platform's facts.
 func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, error) {
@@ -39,6 +42,8 @@ func (r *AddonReconciler) checkGuardrails(ctx context.Context, s *scope) (bool, 
 // as only the delete hooks' reads matter to it.
 func (r *AddonReconciler) renderViolations(ctx context.Context, s *scope) []capstanv1.Violation {
 	s.violations = append(s.violations, apply.WaveViolations(s.objects)...)
+	unnamed := unnamedHooks(s.hooks)
+	s.violations = append(s.violations, unnamed...)
 	if s.profile != capstanv1.ProfileRestricted || s.render == nil {
 		return nil
 	}
@@ -48,7 +53,37 @@ func (r *AddonReconciler) renderViolations(ctx context.Context, s *scope) []caps
 		md := s.artifact.Chart.Chart.Metadata
 		s.violations = append(s.violations, guard.CheckChart(s.addon, guard.ChartMetadata{APIVersion: md.APIVersion, Type: md.Type, Annotations: md.Annotations})...)
 	}
-	return guard.Check(ctx, all, r.guardContext(s))
+	// NOTE: the guardrails' own name-invalid of such a hook says less
+	// (no template): unnamedHooks has it already.
+	return slices.DeleteFunc(guard.Check(ctx, all, r.guardContext(s)), func(v capstanv1.Violation) bool {
+		return v.Rule == guard.RuleNameInvalid && slices.ContainsFunc(unnamed, func(u capstanv1.Violation) bool { return u.Object == v.Object })
+	})
+}
+
+// unnamedHooks are the violations of a chart's hooks that have a
+// metadata.generateName and no name, in both profiles. Capstan runs a hook
+// by its name: status.hook names it before it is made, the run that goes
+// on after a restart finds it again by it, and its delete policies delete
+// it by it; server-side apply, too, needs a name (Helm v4 fails on such a
+// hook as well). Without this, such a hook would fail only when it runs:
+// a pre-delete hook at the uninstall, which would then stop for ever. A
+// folder's hook is named by the render (render.generatedHookName), a test
+// is checked when it runs, and a hook of no known event never runs.
+func unnamedHooks(hs []render.Hook) []capstanv1.Violation {
+	var out []capstanv1.Violation
+	for _, h := range hs {
+		if h.Object.GetName() != "" || !h.Runnable() || h.TestOnly() {
+			continue
+		}
+		fix := "render a fixed metadata.name, such as {{ .Release.Name }}-" + strings.TrimSuffix(h.Object.GetGenerateName(), "-")
+		if h.Object.GetGenerateName() == "" {
+			fix = "render a fixed metadata.name"
+		}
+		out = append(out, capstanv1.Violation{Object: capstanv1.RefOf(h.Object), Path: "metadata.name", Rule: guard.RuleNameInvalid, Message: fmt.Sprintf(
+			"the %s hook %s in %s has no metadata.name (generateName %q is not supported for a chart's hooks: Capstan runs a hook by its name, to wait for it, find it again and delete it by its policies); %s",
+			strings.Join(h.Events, ","), h.Object.GetKind(), h.Template, h.Object.GetGenerateName(), fix)})
+	}
+	return out
 }
 
 // onlyReadsFailed reports whether every violation of vs is a live read
