@@ -171,6 +171,12 @@ var ErrBadPatch = errors.New("the spec patch is not valid")
 
 // patchSpec returns a copy of a with the JSON merge patch applied to its
 // spec.
+// PatchedSpec is the Addon a would be once Edit applied the merge patch
+// specPatch to its spec, written nowhere: a writer checks it first.
+func PatchedSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
+	return patchSpec(a, specPatch)
+}
+
 func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 	out := a.DeepCopy()
 	trimmed := bytes.TrimSpace(specPatch)
@@ -1213,28 +1219,51 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 // is fetched with fetcher, without credentials; an error says it could
 // not be checked. A git folder has no values, and no check.
 func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]string, error) {
+	set, held, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return fetcher.Fetch(ctx, spec, nil)
+	}, spec, nil)
+	return append(set, held...), err
+}
+
+// ChartFetch fetches the chart of spec, which names no credentials.
+type ChartFetch func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error)
+
+// SecretValuesChanged is SecretValues of spec against the values stored
+// before, old (nil for a new Addon): set names the writeOnly values that
+// spec.values sets or changes, which a writer refuses; held those that old
+// holds already, unchanged, which a writer lets through, saying so, as
+// refusing them would make the Addon impossible to edit. Nothing is
+// fetched when spec.values is empty or the same as old.
+func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []string, err error) {
 	if spec.Chart == nil || spec.Values == nil || len(bytes.TrimSpace(spec.Values.Raw)) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	vals := map[string]any{}
 	if err := json.Unmarshal(spec.Values.Raw, &vals); err != nil {
-		return nil, fmt.Errorf("spec.values is not an object: %w", err)
+		return nil, nil, fmt.Errorf("spec.values is not an object: %w", err)
 	}
 	if len(vals) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	art, err := fetcher.Fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart}, nil)
+	before := map[string]any{}
+	if old != nil && len(bytes.TrimSpace(old.Raw)) > 0 {
+		// NOTE: stored values that cannot be read hold nothing to keep.
+		_ = json.Unmarshal(old.Raw, &before)
+	}
+	if gitops.SameValue(vals, before) {
+		return nil, nil, nil
+	}
+	art, err := fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if !art.IsChart() {
-		return nil, nil
+		return nil, nil, nil
 	}
 	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var paths []string
 	for _, e := range res.Errors {
 		if e.Rule != "writeOnly" {
 			continue
@@ -1243,7 +1272,66 @@ func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.A
 		for i, s := range segs {
 			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
 		}
-		paths = append(paths, strings.Join(segs, "."))
+		now, _ := values.Lookup(vals, segs)
+		was, had := values.Lookup(before, segs)
+		if had && gitops.SameValue(now, was) {
+			held = append(held, strings.Join(segs, "."))
+		} else {
+			set = append(set, strings.Join(segs, "."))
+		}
 	}
-	return paths, nil
+	return set, held, nil
+}
+
+// SecretValuesError refuses a write that would put secret inputs (values
+// the chart's schema marks writeOnly) into spec.values, or into git.
+type SecretValuesError struct {
+	// Paths are the values, dotted.
+	Paths []string
+	// Where says where the write would have put them, and Instead how to
+	// give them.
+	Where, Instead string
+}
+
+func (e *SecretValuesError) Error() string {
+	return fmt.Sprintf("the chart's schema marks %s writeOnly, a secret input, which this write would put into %s: %s",
+		strings.Join(e.Paths, ", "), e.Where, e.Instead)
+}
+
+// GitValuesCheck is a gitops.Writer's CheckValues that refuses a
+// definition whose values set or change secret inputs (SecretValuesError):
+// a commit would keep them in git's history for good, readable by anyone
+// who may clone the repository. Its chart is fetched with fetch, without
+// the definition's credentials. A chart that cannot be fetched, and
+// secret inputs that the file in git holds already, unchanged, are told
+// to warn, and the commit goes on, as the CLI's check of spec.values
+// does: the controller then Blocks the Addon for them.
+func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Context, next, cur *gitops.Definition) error {
+	return func(ctx context.Context, next, cur *gitops.Definition) error {
+		a, err := next.Addon(gitops.Origin{})
+		if err != nil {
+			return err
+		}
+		var old *apiextensionsv1.JSON
+		if cur != nil && len(cur.Values) > 0 {
+			raw, err := json.Marshal(cur.Values)
+			if err != nil {
+				return err
+			}
+			old = &apiextensionsv1.JSON{Raw: raw}
+		}
+		set, held, err := SecretValuesChanged(ctx, fetch, a.Spec, old)
+		if err != nil {
+			warn(fmt.Sprintf("the chart of add-on %s could not be read to check its values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret named in valuesFrom, never in the definition's values", next.Name, err))
+			return nil
+		}
+		if len(set) > 0 {
+			return &SecretValuesError{Paths: set, Where: "git, whose history keeps it for good, readable by anyone who may clone the repository",
+				Instead: "leave it out of the definition's values, put it in a Secret and name that Secret in valuesFrom; nothing was committed"}
+		}
+		if len(held) > 0 {
+			warn(fmt.Sprintf("the definition of add-on %s already holds %s in its values, which the chart's schema marks writeOnly, a secret input, and the controller Blocks the Addon for it: move it to a Secret named in valuesFrom", next.Name, strings.Join(held, ", ")))
+		}
+		return nil
+	}
 }

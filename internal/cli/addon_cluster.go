@@ -30,6 +30,7 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/plan"
+	"capstan.dev/capstan/internal/source"
 	addonvalues "capstan.dev/capstan/internal/values"
 )
 
@@ -105,7 +106,8 @@ func (s *secretCheck) add(cmd *cobra.Command) {
 
 // checkFlags names the flags add registers: those of the chart's fetch,
 // which only the check of the values reads, so that a mode without the
-// check (a git folder, --gitops) refuses them rather than ignore them.
+// check (a git folder, install of an Addon of the cluster) refuses them
+// rather than ignore them.
 func checkFlags() []string {
 	fs := pflag.NewFlagSet("check", pflag.ContinueOnError)
 	(&netguard.Config{}).AddFlags(fs)
@@ -168,6 +170,29 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 			"and the controller Blocks the Addon for it: move it with %s, which takes it out of spec.values\n", key, strings.Join(held, ", "), secretFlags(held))
 	}
 	return nil
+}
+
+// gitCheck is the CheckValues of a --gitops commit: it refuses a
+// definition whose values set or change a secret input, which the commit
+// would keep in git's history for good. The chart is fetched through the
+// fetch guard of the flags, as check fetches it. A chart that cannot be
+// fetched, and a secret input the file in git holds already, are said on
+// stderr, and the commit goes on.
+func (s *secretCheck) gitCheck(cmd *cobra.Command) (func(ctx context.Context, next, cur *gitops.Definition) error, error) {
+	opts := source.Options{Guard: s.guard}
+	if s.caFile != "" {
+		var err error
+		if opts.CABundle, err = os.ReadFile(s.caFile); err != nil {
+			return nil, err
+		}
+	}
+	fetcher, err := source.NewFetcher(opts)
+	if err != nil {
+		return nil, err
+	}
+	return addons.GitValuesCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return fetcher.Fetch(ctx, spec, nil)
+	}, func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", msg) }), nil
 }
 
 // valueAt returns the value at a dotted path (auth.password, or

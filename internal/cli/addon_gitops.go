@@ -136,6 +136,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	var installYes bool
 	installCF := &clusterFlags{}
 	var installWait waitFlags
+	var installSecrets secretCheck
 	install := &cobra.Command{
 		Use:   "install NAME (--plan HASH | --yes) | install --gitops URL -f FILE",
 		Short: "Install a suspended add-on with exactly its reviewed plan; with --gitops, commit a new definition",
@@ -152,6 +153,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 				if err := refuseFlags(cmd, "--%[1]s is the definition file that --gitops commits; to install an Addon of the cluster, name it and leave --%[1]s out", "file"); err != nil {
 					return err
 				}
+				if err := refuseFlags(cmd, "--%[1]s fetches the chart of a definition that --gitops commits, to check its values for secret inputs; to install an Addon of the cluster, leave --%[1]s out", checkFlags()...); err != nil {
+					return err
+				}
 				if len(args) != 1 {
 					return errors.New("name the add-on to install, or give --gitops and -f to commit a definition")
 				}
@@ -162,6 +166,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 			}
 			w, err := installOpts.writer()
 			if err != nil {
+				return err
+			}
+			if w.CheckValues, err = installSecrets.gitCheck(cmd); err != nil {
 				return err
 			}
 			content, err := readDefinitionFile(cmd, installFile)
@@ -175,6 +182,7 @@ func newAddonGitopsCommands() []*cobra.Command {
 	installOpts.register(install)
 	installCF.add(install)
 	installWait.add(install, "the add-on is Synced")
+	installSecrets.add(install)
 	install.Flags().StringVarP(&installFile, "file", "f", "", "with --gitops: the definition file, or - for standard input")
 	install.Flags().StringVar(&installHash, "plan", "", "the plan hash you reviewed (addon get --diff prints it)")
 	install.Flags().BoolVar(&installYes, "yes", false, "install whichever plan is in status when the command runs, without naming it")
@@ -196,7 +204,7 @@ func newAddonGitopsCommands() []*cobra.Command {
   capstan addon edit longhorn --gitops https://git.example/ops.git -f longhorn.yaml --base HASH`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, append([]string{"set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context"}, checkFlags()...)...); err != nil {
+			if err := editOpts.refuseFlagsOfTheOtherMode(cmd, "set", "set-string", "secret-input", "version", "digest", "namespace", "kubeconfig", "context"); err != nil {
 				return err
 			}
 			if editOpts.url == "" {
@@ -211,6 +219,9 @@ func newAddonGitopsCommands() []*cobra.Command {
 			}
 			w, err := editOpts.writer()
 			if err != nil {
+				return err
+			}
+			if w.CheckValues, err = editSecrets.gitCheck(cmd); err != nil {
 				return err
 			}
 			content, err := readDefinitionFile(cmd, editFiles[0])

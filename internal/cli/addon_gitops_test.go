@@ -271,9 +271,8 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 		{withGitops("--timeout=1m", "remove", "blog", "--uninstall"), "--timeout does not go with --gitops"},
 		{withGitops("--keep-values", "remove", "blog"), "--keep-values does not go with --gitops"},
 		{withGitops("-n=tenant", "remove", "blog"), "--namespace does not go with --gitops"},
-		{withGitops("--ca-file=ca.pem", "edit", "blog", "-f", def), "--ca-file does not go with --gitops"},
-		{withGitops("--fetch-timeout=5s", "edit", "blog", "-f", def), "--fetch-timeout does not go with --gitops"},
-		{withGitops("--fetch-max-response-bytes=1", "edit", "blog", "-f", def), "--fetch-max-response-bytes does not go with --gitops"},
+		{[]string{"install", "blog", "--ca-file=ca.pem"}, "--ca-file fetches the chart of a definition that --gitops commits"},
+		{[]string{"install", "blog", "--fetch-timeout=5s"}, "--fetch-timeout fetches the chart of a definition that --gitops commits"},
 		{withGitops("-f="+def, "edit", "blog", "-f", def), "one -f FILE"},
 		{[]string{"install", "blog", "--branch", "main"}, "--branch says where a commit goes"},
 		{[]string{"install", "blog", "-f", def}, "--file is the definition file that --gitops commits"},
@@ -699,5 +698,51 @@ func TestGitopsUninstallInterruptedWaitingForATurn(t *testing.T) {
 	// No push was sent: the branch is not read again to tell.
 	if srv.Fetches() > <-fetched {
 		t.Errorf("interrupted waiting for a turn: the branch was read again before the mark came off\n%s", out.String())
+	}
+}
+
+// TestGitopsCommitsRefuseSecretInputs: a definition whose values set a
+// value the chart's schema marks writeOnly would put the secret into git's
+// history for good: install and edit --gitops refuse it before anything is
+// committed, naming the path and valuesFrom. A secret the file in git
+// holds already, unchanged, does not block an edit of other values, and
+// is said on stderr.
+func TestGitopsCommitsRefuseSecretInputs(t *testing.T) {
+	srv := gitserver.Start(t)
+	url := srv.Create(t, "gitops")
+	gitserver.Clone(t, url).Write("README.md", "x\n").CommitAndPush("start")
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
+	def := func(values string) string { return "name: blog\nhelm:\n  url: " + chartURL + "\nvalues:\n" + values }
+	head := func() string { return strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD")) }
+
+	before := head()
+	args := append([]string{"install", "--gitops", url, "-f", "-"}, fetch...)
+	if _, err := runAddon(t, def("  replicas: 1\n  auth:\n    password: hunter2\n"), args...); err == nil ||
+		!strings.Contains(err.Error(), "auth.password") || !strings.Contains(err.Error(), "valuesFrom") || !strings.Contains(err.Error(), "nothing was committed") {
+		t.Fatalf("install --gitops of a definition with a secret in its values: %v; want it refused, naming auth.password and valuesFrom", err)
+	}
+	if now := head(); now != before {
+		t.Fatalf("the refused install moved the branch from %s to %s", before, now)
+	}
+	if out, err := runAddon(t, def("  replicas: 1\n"), args...); err != nil || !strings.Contains(out, "installed") {
+		t.Fatalf("install --gitops without a secret: err=%v out=%q", err, out)
+	}
+	edit := append([]string{"edit", "blog", "--gitops", url, "-f", "-"}, fetch...)
+	before = head()
+	if _, err := runAddon(t, def("  replicas: 2\n  users:\n  - password: hunter2\n"), edit...); err == nil || !strings.Contains(err.Error(), "users.0.password") {
+		t.Fatalf("edit --gitops that adds a secret: %v; want it refused, naming users.0.password", err)
+	}
+	if now := head(); now != before {
+		t.Fatalf("the refused edit moved the branch from %s to %s", before, now)
+	}
+	// A file that git holds with a secret already (committed by hand)
+	// can still be edited: the secret is said, not refused.
+	gitserver.Clone(t, url).Write("addons/blog.yaml", def("  replicas: 1\n  auth:\n    password: hunter2\n")).CommitAndPush("by hand")
+	var stdout, stderr bytes.Buffer
+	if err := runAddonTo(&stdout, &stderr, def("  replicas: 3\n  auth:\n    password: hunter2\n"), edit...); err != nil || !strings.Contains(stdout.String(), "edited blog") {
+		t.Fatalf("edit --gitops of other values beside a secret git holds already: err=%v out=%q", err, stdout.String())
+	}
+	if !strings.Contains(stderr.String(), "Warning:") || !strings.Contains(stderr.String(), "already holds auth.password") || strings.Contains(stderr.String(), "hunter2") {
+		t.Errorf("stderr %q; want a warning naming auth.password, without its value", stderr.String())
 	}
 }

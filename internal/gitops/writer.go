@@ -157,6 +157,15 @@ type Writer struct {
 	// interrupted there need not read the branch to tell.
 	OnPush func()
 
+	// CheckValues, when set, is asked before a definition file is
+	// committed whose values are not those of the file it replaces: next
+	// is the definition to commit, cur the one the branch holds (nil for
+	// a new file, or one that cannot be read). An error refuses the
+	// change, and nothing is committed or pushed. Capstan's writers use it
+	// to refuse secret inputs (values the chart's schema marks
+	// writeOnly), which a commit would keep in git's history for good.
+	CheckValues func(ctx context.Context, next, cur *Definition) error
+
 	// beforePush runs before each push; tests use it to lose a race.
 	beforePush func()
 }
@@ -392,7 +401,9 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	if attempts <= 0 {
 		attempts = DefaultAttempts
 	}
-	var base []byte
+	// NOTE: a retry commits the same content onto the same file (else it
+	// is a ConflictError), so its values are checked once.
+	var base, checked []byte
 	var baseExists bool
 	var baseFile, baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
@@ -429,6 +440,17 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			}
 			if keep && exists && bytes.Equal(next, cur) {
 				return true, "", ErrNoChange
+			}
+			// NOTE: the check needs the file the branch holds, so it runs
+			// here, holding the commit's turn and clone while it fetches a
+			// chart within its caller's bound; a change that leaves the
+			// values as they are (suspend, resume, a new version) fetches
+			// nothing.
+			if keep && w.CheckValues != nil && (checked == nil || !bytes.Equal(next, checked)) {
+				if err := w.checkValues(ctx, file, next, cur, exists); err != nil {
+					return true, "", err
+				}
+				checked = next
 			}
 			if keep {
 				if err := writeFile(wt.Filesystem, file, next); err != nil {
@@ -493,6 +515,28 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 		}
 	}
 	return "", fmt.Errorf("cannot push %s to branch %q of %s: the branch moved %d times while committing; try again", file, branch, netguard.Redact(w.URL), attempts)
+}
+
+// checkValues asks CheckValues about the definition next, to be committed
+// as file over cur, when their values differ.
+func (w *Writer) checkValues(ctx context.Context, file string, next, cur []byte, exists bool) error {
+	nextDef, err := Parse(file, next)
+	if err != nil {
+		return err
+	}
+	var curDef *Definition
+	if exists {
+		// NOTE: a file the branch holds that does not parse holds no
+		// values to keep.
+		curDef, _ = Parse(file, cur)
+	}
+	if curDef != nil && SameValue(nextDef.Values, curDef.Values) {
+		return nil
+	}
+	if len(nextDef.Values) == 0 {
+		return nil
+	}
+	return w.CheckValues(ctx, nextDef, curDef)
 }
 
 // branch is the branch the writer reads and commits to: Branch, or the

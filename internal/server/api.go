@@ -83,6 +83,8 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
+	case errors.As(err, new(*addons.SecretValuesError)):
+		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "spec.values"}
 	case errors.As(err, new(*gitops.ConflictError)), errors.As(err, new(*gitops.ValuesConflictError)):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, gitops.ErrLastDefinition), errors.Is(err, gitops.ErrKeptByAnotherFile), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):
@@ -412,6 +414,13 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	// NOTE: before anything is written: a secret input in spec.values
+	// would be stored, readable by anyone who may view the Addon, before
+	// the controller Blocks it.
+	if err := s.checkSecretValues(r.Context(), userOf(r), "create", key, req.Spec, nil, apiWarning(w)); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
 	if err := addons.ForShard(a, s.Config); err != nil {
 		writeError(w, errorFor(err))
@@ -551,6 +560,18 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.Definition != "" {
 		writeError(w, badRequest("definition", "Addon %s is not managed by git: edit its spec instead", key))
+		return
+	}
+	// NOTE: only the values this edit sets or changes are refused: a
+	// secret input that spec.values holds already would otherwise make
+	// the Addon impossible to edit until it is moved.
+	next, err := addons.PatchedSpec(current, req.Spec)
+	if err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
+	if err := s.checkSecretValues(r.Context(), userOf(r), "patch", key, next.Spec, current.Spec.Values, apiWarning(w)); err != nil {
+		writeError(w, errorFor(err))
 		return
 	}
 	a, err := addons.EditSeen(s.warnInLog(r.Context(), userOf(r).Name), c, key, seen, req.Spec, req.SecretInputs)

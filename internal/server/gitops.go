@@ -211,7 +211,7 @@ func (s *Server) repoWriter(ctx context.Context, u User, repo *capstanv1.AddonRe
 	// the last definition of a repository that prunes without allowing an
 	// empty folder: the person is told now, not by a commit that waits.
 	w := &gitops.Writer{URL: repo.Spec.URL, Branch: repo.Spec.Branch, Folder: repo.Spec.Folder,
-		AuthorName: u.Name, AuthorEmail: "capstan@localhost", KeepLast: gitops.RefusesEmpty(repo.Spec)}
+		AuthorName: u.Name, AuthorEmail: "capstan@localhost", KeepLast: gitops.RefusesEmpty(repo.Spec), CheckValues: s.gitValuesCheck(u)}
 	if s.GitAuth != nil {
 		var secret *corev1.Secret
 		if ref := repo.Spec.SecretRef; ref != nil {

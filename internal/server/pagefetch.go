@@ -5,10 +5,14 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 )
 
@@ -29,6 +33,21 @@ const pageFetchRetryAfter = 5
 // signs in: without the review, anyone could make the controller fetch any
 // link, and read the errors as a port scanner's answers.
 func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	return s.fetchInTurn(ctx, u, spec, func(ctx context.Context) error {
+		return s.authorize(ctx, u, verb, key, "the chart was not fetched")
+	})
+}
+
+// reviewedFetch is pageFetch for a change whose access review was made
+// already (a commit's): the fetch takes a turn among the page fetches and
+// their bound in time, with no review of its own.
+func (s *Server) reviewedFetch(ctx context.Context, u User, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	return s.fetchInTurn(ctx, u, spec, nil)
+}
+
+// fetchInTurn fetches the chart of spec in a turn among the page fetches,
+// once review, when set, allows it.
+func (s *Server) fetchInTurn(ctx context.Context, u User, spec capstanv1.AddonSpec, review func(context.Context) error) (*source.Artifact, error) {
 	// NOTE: the turn first, then the access review, so that fetches past
 	// the bound cost the API server nothing.
 	release, ok, met := s.pageFetches.take(u.Name)
@@ -42,8 +61,10 @@ func (s *Server) pageFetch(ctx context.Context, u User, verb string, key client.
 			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", s.pageFetches.total, pageFetchRetryAfter)}
 	}
 	defer release()
-	if err := s.authorize(ctx, u, verb, key, "the chart was not fetched"); err != nil {
-		return nil, err
+	if review != nil {
+		if err := review(ctx); err != nil {
+			return nil, err
+		}
 	}
 	// NOTE: Interactive stops the fetch when this page stops waiting for
 	// it, unless a reconcile joined it, so the turn let go on return was
@@ -66,4 +87,60 @@ func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
 	}
 	return e, true
+}
+
+// checkSecretValues refuses, with a SecretValuesError, spec's values that
+// set or change secret inputs (values the chart's schema marks writeOnly)
+// from old, the Addon's stored spec.values (nil for a new Addon):
+// spec.values is read by anyone who may view the Addon. The chart is
+// fetched as a page's form fetches it (pageFetch), for a user who may verb
+// the Addon key, and only when the values changed. Secret inputs that old holds already, and a chart that
+// cannot be fetched, are said by warn, and the write goes on, as the CLI's
+// check does: the controller then Blocks the Addon for them.
+func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON, warn func(string)) error {
+	if s.Fetcher == nil {
+		return nil
+	}
+	set, held, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return s.pageFetch(ctx, u, verb, key, spec)
+	}, spec, old)
+	if err != nil {
+		warn(fmt.Sprintf("the chart could not be read to check spec.values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret, never in spec.values", err))
+		return nil
+	}
+	if len(set) > 0 {
+		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: apiSecretInputs(set)}
+	}
+	if len(held) > 0 {
+		warn(fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
+			`move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(held, ", ")))
+	}
+	return nil
+}
+
+// apiSecretInputs is, for the API, how to send secret inputs at paths.
+func apiSecretInputs(paths []string) string {
+	example := make([]string, len(paths))
+	for i, p := range paths {
+		example[i] = strconv.Quote(p) + `: "..."`
+	}
+	return `send it as a secret input instead, in the body's "secretInputs" ({"secretInputs": {` + strings.Join(example, ", ") + `}}), and leave it out of spec.values; nothing was written`
+}
+
+// gitValuesCheck is the CheckValues of a commit for the user u: the chart
+// is fetched in a turn among the page fetches, the commit's own access
+// review standing for the fetch's. A warning goes to the log.
+func (s *Server) gitValuesCheck(u User) func(ctx context.Context, next, cur *gitops.Definition) error {
+	if s.Fetcher == nil {
+		return nil
+	}
+	return addons.GitValuesCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return s.reviewedFetch(ctx, u, spec)
+	}, func(msg string) { s.Log.Info("Secret inputs in the values of a commit", "user", u.Name, "reason", msg) })
+}
+
+// apiWarning adds msg to the answer's Warning header, as the Kubernetes
+// API server warns: code 299, and the message quoted.
+func apiWarning(w http.ResponseWriter) func(string) {
+	return func(msg string) { w.Header().Add("Warning", "299 - "+strconv.QuoteToASCII(msg)) }
 }
