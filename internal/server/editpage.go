@@ -161,8 +161,12 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if d.Error == "" && art != nil {
 		var errs []capstanv1.ValuesError
+		var secret []string
 		if errs, err = checkFormValues(art, d.Addon.Name, vals, inputs, form.SecretPaths); err != nil {
 			d.Error = err.Error()
+		} else if errs, secret = secretValueErrors(errs, vals, current); len(secret) > 0 {
+			form.Problems = markErrors(form.Fields, errs)
+			d.Error = secretValuesMessage(secret, "nothing was saved")
 		} else if len(errs) > 0 {
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
@@ -560,6 +561,13 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		return
 	}
 	errs, err := checkFormValues(art, form.Name, vals, inputs, nil)
+	errs, secret := secretValueErrors(errs, vals, nil)
+	if err == nil && len(secret) > 0 {
+		form.Problems = markErrors(form.Fields, errs)
+		d.Error = secretValuesMessage(secret, "nothing was created")
+		s.render(w, "new", http.StatusUnprocessableEntity, d)
+		return
+	}
 	if err == nil && len(errs) > 0 {
 		form.Problems = markErrors(form.Fields, errs)
 		d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was created.", len(errs))
@@ -625,6 +633,40 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 		}
 	}
 	return errs, nil
+}
+
+// secretValueErrors sorts out the errors of the chart's schema that mark
+// a value writeOnly: set names, dotted, those that vals, the values to
+// save, sets or changes from current, the add-on's spec.values (nil for a
+// new one), secret inputs typed into the YAML that would be written into
+// spec.values; rest is errs without those that current holds already,
+// unchanged, which the save does not refuse, as the API does not: refusing
+// them would make the add-on impossible to edit until they are moved.
+func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]any) (rest []capstanv1.ValuesError, set []string) {
+	for _, e := range errs {
+		if e.Rule != "writeOnly" {
+			rest = append(rest, e)
+			continue
+		}
+		segs := strings.Split(strings.TrimPrefix(e.Path, "/"), "/")
+		for i, seg := range segs {
+			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
+		}
+		now, _ := values.Lookup(vals, segs)
+		if was, had := values.Lookup(current, segs); had && gitops.SameValue(now, was) {
+			continue
+		}
+		rest = append(rest, e)
+		set = append(set, strings.Join(segs, "."))
+	}
+	return rest, set
+}
+
+// secretValuesMessage is the page's refusal of secret inputs in the
+// values to save.
+func secretValuesMessage(paths []string, outcome string) string {
+	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
+		"take it out of the YAML, and type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom); %s.", strings.Join(paths, ", "), outcome)
 }
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and
