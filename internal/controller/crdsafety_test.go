@@ -501,7 +501,7 @@ func planAs(t *testing.T, user string, a *capstanv1.Addon) (*capstanv1.Addon, *c
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}, LoopbackOnly: true}, CABundle: charts.caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func restarted(t *testing.T, hook *webhook) *controller.AddonReconciler {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)})
+	guard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host), LoopbackOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

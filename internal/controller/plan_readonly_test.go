@@ -70,7 +70,7 @@ data:
 	if err != nil {
 		t.Fatal(err)
 	}
-	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	fetcher, err := addons.NewFetcher(cfg, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}, LoopbackOnly: true}, CABundle: charts.caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +137,7 @@ func TestPlanOnDemandIsTheControllers(t *testing.T) {
 		return cur.Status.Phase == capstanv1.PhaseSuspended && cur.Status.Plan != nil && cur.Status.Plan.Generation == cur.Generation
 	})
 
-	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}, LoopbackOnly: true}, CABundle: charts.caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -322,7 +322,7 @@ func TestPlanOfAnUnsignedChart(t *testing.T) {
 	a.Annotations = map[string]string{capstanv1.PausedAnnotation: "true"}
 	create(t, a)
 
-	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}}, CABundle: charts.caPEM})
+	fetcher, err := addons.NewFetcher(cluster.Config, addons.FetcherOptions{Guard: netguard.Config{Allow: []string{charts.addr}, LoopbackOnly: true}, CABundle: charts.caPEM})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func setupSuite() error {
 		return err
 	}
 	fetcher, err := source.NewFetcher(source.Options{
-		Guard:        netguard.Config{Allow: []string{charts.addr}},
+		Guard:        netguard.Config{Allow: []string{charts.addr}, LoopbackOnly: true},
 		CABundle:     charts.caPEM,
 		AllowFileGit: true,
 	})
@@ -145,7 +145,7 @@ func setupSuite() error {
 			MaxConcurrentPerTenant: 4,
 			// Remote clusters are other local control planes on loopback;
 			// this cluster's own API server stays refused.
-			RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)},
+			RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host), LoopbackOnly: true},
 			Sandbox:     sandbox,
 		},
 		BeforeApplyStep: func(ctx context.Context, addon *capstanv1.Addon, step string) error {
@@ -161,7 +161,7 @@ func setupSuite() error {
 	}
 	// Notifications go to the receiver a test names in notifySecret, on
 	// loopback; this cluster's own API server stays refused.
-	notifyGuard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host)})
+	notifyGuard, err := netguard.New(netguard.Config{Allow: []string{"127.0.0.0/8"}, Deny: netguard.APIServerDenyEntries(cfg.Host), LoopbackOnly: true})
 	if err != nil {
 		return err
 	}

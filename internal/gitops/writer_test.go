@@ -245,7 +245,7 @@ func TestWriterPushesThroughTheFetchGuard(t *testing.T) {
 	w := gitserver.Clone(t, url)
 	w.Write("README.md", "gitops\n").CommitAndPush("start")
 
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}}})
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}, LoopbackOnly: true}})
 	if err != nil {
 		t.Fatal(err)
 	}

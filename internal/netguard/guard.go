@@ -27,6 +27,10 @@ const (
 	ReasonDenied      Reason = "the cluster API server's address"
 	ReasonTranslated  Reason = "local-use IPv4/IPv6 translation address"
 	ReasonInvalid     Reason = "invalid address"
+	// ReasonNotLoopback refuses, in a loopback-only guard
+	// (Config.LoopbackOnly), a name or an address that is not loopback,
+	// before the name is resolved.
+	ReasonNotLoopback Reason = "name or address other than loopback"
 )
 
 // RefusedError is the error of every refusal. It names the address, never a
@@ -42,10 +46,15 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	target := e.Addr.String()
-	if e.Host != "" && e.Host != e.Addr.Addr().String() {
+	switch {
+	case !e.Addr.IsValid() && e.Host != "":
+		target = e.Host
+	case e.Host != "" && e.Host != e.Addr.Addr().String():
 		target = fmt.Sprintf("%s (%s)", e.Host, e.Addr)
 	}
 	switch e.Reason {
+	case ReasonNotLoopback:
+		return fmt.Sprintf("fetch guard refused %s: this guard is loopback-only (for tests and sealed setups) and dials nothing but 127.0.0.0/8, ::1 and localhost; the name was not resolved and nothing was dialled", target)
 	case ReasonDenied:
 		return fmt.Sprintf("fetch guard refused %s: it is %s, which is never a source", target, e.Reason)
 	case ReasonMetadata:
@@ -68,6 +77,34 @@ func allowHint(ap netip.AddrPort) string {
 func IsRefused(err error) bool {
 	var r *RefusedError
 	return errors.As(err, &r)
+}
+
+// CheckLoopbackOnly is the decision of a loopback-only guard
+// (Config.LoopbackOnly) on host, a URL's or a dial address's host without
+// brackets: only an IP literal in 127.0.0.0/8, ::1 (an IPv4-mapped
+// loopback address too) and the name localhost pass. It returns nil or a
+// *RefusedError of ReasonNotLoopback, and never resolves host: any other
+// name is refused as it is written, so not even a DNS question leaves the
+// machine.
+func CheckLoopbackOnly(host string) error {
+	if isLocalhost(host) {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		return &RefusedError{Host: host, Reason: ReasonNotLoopback}
+	}
+	// NOTE: the zone is dropped, as decide drops it; ::1%lo is still ::1.
+	if a := ip.Unmap().WithZone(""); !a.IsLoopback() {
+		return &RefusedError{Host: host, Reason: ReasonNotLoopback}
+	}
+	return nil
+}
+
+// isLocalhost reports whether host is the name localhost, which a
+// loopback-only guard dials as 127.0.0.1 without resolving it.
+func isLocalhost(host string) bool {
+	return strings.EqualFold(strings.TrimSuffix(host, "."), "localhost")
 }
 
 // metadataAddrs are the cloud metadata and workload credential endpoints.

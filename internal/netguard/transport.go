@@ -47,6 +47,13 @@ type Config struct {
 	// DenyPrivate also refuses RFC 1918, unique-local (fc00::/7) and shared
 	// (100.64.0.0/10) addresses, unless allow-listed.
 	DenyPrivate bool
+	// LoopbackOnly, for tests and sealed setups, refuses every host that
+	// is not an IP literal in 127.0.0.0/8 or ::1, or the name localhost
+	// (dialled as 127.0.0.1), before any name is resolved
+	// (CheckLoopbackOnly): nothing, not even a DNS question, leaves the
+	// machine. It only narrows the guard: a loopback address still needs
+	// an Allow entry. No flag sets it.
+	LoopbackOnly bool
 
 	// DialTimeout bounds one TCP connect.
 	DialTimeout time.Duration
@@ -124,6 +131,22 @@ func New(cfg Config) (*Guard, error) {
 // Config returns the guard's configuration, defaults filled in.
 func (g *Guard) Config() Config { return g.cfg }
 
+// CheckHost decides, before host is resolved, whether it may be looked up
+// and dialled at all: in a loopback-only guard only loopback passes
+// (CheckLoopbackOnly); any other guard leaves the decision to the
+// addresses host resolves to. A dialler of its own that resolves names
+// asks it first, and dials localhost as LoopbackAddr says.
+func (g *Guard) CheckHost(host string) error {
+	if g.cfg.LoopbackOnly {
+		return CheckLoopbackOnly(host)
+	}
+	return nil
+}
+
+// LoopbackAddr is the address a loopback-only guard dials for the name
+// localhost, which it never resolves.
+var LoopbackAddr = netip.MustParseAddr("127.0.0.1")
+
 // DialContext dials a TCP address, refusing it when the policy does. Names are
 // resolved by the dialer; the policy is checked on every resolved address in
 // the socket's Control hook, right before connect, so DNS rebinding cannot
@@ -137,6 +160,14 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 	host, portStr, err := net.SplitHostPort(address)
 	if err != nil {
 		return nil, fmt.Errorf("fetch guard: cannot read address %q: %w", address, err)
+	}
+	// NOTE: before anything else, so that a loopback-only guard resolves
+	// no name, and localhost is dialled as itself, never looked up.
+	if err := g.CheckHost(host); err != nil {
+		return nil, err
+	}
+	if g.cfg.LoopbackOnly && isLocalhost(host) {
+		address = net.JoinHostPort(LoopbackAddr.String(), portStr)
 	}
 	port, err := strconv.Atoi(portStr)
 	if err != nil {
@@ -159,6 +190,11 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 			if err != nil {
 				return &RefusedError{Host: host, Reason: ReasonInvalid}
 			}
+			if g.cfg.LoopbackOnly {
+				if err := CheckLoopbackOnly(ap.Addr().String()); err != nil {
+					return err
+				}
+			}
 			return g.AllowedHost(host, ap.Addr(), int(ap.Port()))
 		},
 	}
@@ -166,7 +202,8 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 }
 
 // CheckURL checks a request URL before anything is dialled: the scheme must be
-// https or http, and an IP literal host must pass the policy.
+// https or http, an IP literal host must pass the policy, and in a
+// loopback-only guard the host must be loopback (CheckLoopbackOnly).
 func (g *Guard) CheckURL(u *url.URL) error {
 	switch u.Scheme {
 	case "https", "http":
@@ -176,6 +213,9 @@ func (g *Guard) CheckURL(u *url.URL) error {
 	host := u.Hostname()
 	if host == "" {
 		return fmt.Errorf("fetch guard refused %s: the URL has no host", redact(u))
+	}
+	if err := g.CheckHost(host); err != nil {
+		return err
 	}
 	p, err := strconv.Atoi(portOf(u))
 	if err != nil {

@@ -94,9 +94,11 @@ func setup() error {
 	if err != nil {
 		return err
 	}
-	// Plans and the chart form fetch from the tests' loopback servers only.
+	// Plans and the chart form fetch from the tests' loopback servers only:
+	// the guard is loopback-only, so a chart at a public name, such as the
+	// catalog's Longhorn, is refused before its name is resolved.
 	chartServer = serveCharts()
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}},
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.1/32"}, LoopbackOnly: true},
 		CABundle: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: chartServer.Certificate().Raw})})
 	if err != nil {
 		return err

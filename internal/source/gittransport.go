@@ -249,8 +249,16 @@ func (s *sshGuard) pin(ep *transport.Endpoint) (*transport.Endpoint, error) {
 }
 
 func (s *sshGuard) resolve(host string) ([]netip.Addr, error) {
+	// NOTE: a loopback-only guard refuses a name before it is looked up,
+	// and dials localhost without looking it up.
+	if err := s.guard.CheckHost(host); err != nil {
+		return nil, err
+	}
 	if a, err := netip.ParseAddr(host); err == nil {
 		return []netip.Addr{a}, nil
+	}
+	if s.guard.Config().LoopbackOnly {
+		return []netip.Addr{netguard.LoopbackAddr}, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.guard.Config().DialTimeout)
 	defer cancel()
