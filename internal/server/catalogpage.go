@@ -144,7 +144,17 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "catalog", http.StatusUnprocessableEntity, d)
 		return
 	}
-	done, err := s.addOrCommit(r.Context(), sess.user, a, v.Entry.Namespace, nil)
+	// NOTE: the form has no secret fields, and its YAML could put a
+	// secret input into spec.values, read by anyone who may view the
+	// Addon: the chart is fetched to check the values before the Addon is
+	// added, as the API's add checks them.
+	check := func(ctx context.Context) error {
+		return s.checkSecretValues(ctx, sess.user, "create", client.ObjectKeyFromObject(a), a.Spec, nil, catalogSecretInputs,
+			func(msg string) {
+				s.Log.Info("Values of a catalog add-on not checked", "user", sess.user.Name, "addon", a.Namespace+"/"+a.Name, "reason", msg)
+			})
+	}
+	done, err := s.addOrCommit(r.Context(), sess.user, a, v.Entry.Namespace, nil, check)
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "catalog", errorFor(err).Code, d)
@@ -152,6 +162,13 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Log.Info("Page write", "user", sess.user.Name, "verb", done, "addon", a.Namespace+"/"+a.Name, "catalog", v.Entry.ID)
 	http.Redirect(w, r, "/addons/"+url.PathEscape(a.Namespace)+"/"+url.PathEscape(a.Name)+"?done="+done, http.StatusSeeOther)
+}
+
+// catalogSecretInputs is, for the catalog's form, which has no secret
+// fields, how to give secret inputs at paths.
+func catalogSecretInputs([]string) string {
+	return "take it out of the YAML, and add the chart from \"Add from a chart link\", whose secret field keeps it in a Secret, " +
+		"or put it in a Secret and name that Secret in the Addon's valuesFrom once it is added; nothing was created"
 }
 
 // definitionOf is the gitops definition of a catalog form's Addon, whose

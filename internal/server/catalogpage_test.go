@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,6 +13,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/catalog"
+	"capstan.dev/capstan/internal/install"
 )
 
 // TestCatalogTargetsTheEntrysNamespace adds Longhorn from the catalog,
@@ -49,5 +52,54 @@ func TestCatalogTargetsTheEntrysNamespace(t *testing.T) {
 			t.Errorf("Longhorn added in %s sends its objects to %q (createNamespace %v); want %q (%v)",
 				tc.ns, a.Spec.TargetNamespace, a.Spec.CreateNamespace, tc.target, tc.create)
 		}
+	}
+}
+
+// TestCatalogRefusesSecretInputsInItsYAML adds an operator's catalog
+// entry, whose chart is served on loopback and whose schema marks
+// auth.password writeOnly, with no gitops repository. The catalog's form
+// has no secret fields, and its YAML would write the secret into
+// spec.values, readable by anyone who may view the Addon: the add is
+// refused with the form shown again, naming the path, and nothing is
+// created. The same entry without the secret is added.
+func TestCatalogRefusesSecretInputsInItsYAML(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-" + ns, Labels: map[string]string{catalog.Label: "true"}},
+		Data: map[string]string{catalog.EntryKey: "id: secret-" + ns + "\ntitle: Form\nchart: {url: '" + chartServer.URL + "/form-1.0.0.tgz'}\n" +
+			"fields: [{path: greeting, label: Greeting, type: string}]\n"},
+	}
+	if err := admin.Create(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, entry) })
+	// A server of its own reads the catalog now, not the tests' server's
+	// catalog of up to 10 s ago.
+	base := serve(t, newServer())
+	sess := signInAt(t, base, user(t, ns, "catalog-editor", addonRule("get", "list", "create", "update", "patch")))
+	path := "/catalog/secret-" + ns
+	key := client.ObjectKey{Namespace: ns, Name: "form"}
+
+	code, page := sess.send(t, http.MethodPost, path, url.Values{"namespace": {ns}, "name": {key.Name}, "v.greeting": {"hi"},
+		"yaml": {"auth:\n  password: hunter2\n"}})
+	if code != http.StatusUnprocessableEntity || !strings.Contains(page, "auth.password") || !strings.Contains(page, "writeOnly") ||
+		!strings.Contains(page, "nothing was created") {
+		t.Fatalf("adding from the catalog with a secret in the YAML: %d; want 422, naming auth.password and saying nothing was created\n%s", code, page)
+	}
+	if !strings.Contains(page, "hunter2") {
+		t.Errorf("the refused form lost its YAML; want it shown again to be fixed\n%s", page)
+	}
+	if err := admin.Get(ctx, key, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the refused add, the Addon: %v; want none", err)
+	}
+
+	code, page = sess.send(t, http.MethodPost, path, url.Values{"namespace": {ns}, "name": {key.Name}, "v.greeting": {"hi"},
+		"yaml": {"replicas: 2\n"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("adding from the catalog without a secret: %d; want it added\n%s", code, page)
+	}
+	if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"greeting": "hi", "replicas": float64(2)}) {
+		t.Errorf("the added Addon's values: %v", got)
 	}
 }

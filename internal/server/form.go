@@ -586,7 +586,9 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 		raw, _ := json.Marshal(vals)
 		a.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
 	}
-	done, err := s.addOrCommit(r.Context(), sess.user, a, "", inputs)
+	// NOTE: no check of its own: the values were checked against the
+	// chart this form fetched, secret inputs among them.
+	done, err := s.addOrCommit(r.Context(), sess.user, a, "", inputs, nil)
 	if err != nil {
 		d.Error = errorFor(err).Message
 		s.render(w, "new", errorFor(err).Code, d)

@@ -162,10 +162,11 @@ func (s *Server) gitopsRepository(ctx context.Context, namespace string) (*capst
 // chart link: in a trusted namespace with a gitops repository git is the
 // truth, so its definition (its objects in target, when set) is committed
 // there, to install, and the syncer creates the Addon; elsewhere it is
-// created in the cluster with the secret inputs. A secret input cannot be
-// committed: git must not hold it. It answers the flash, "commit" or
-// "add".
-func (s *Server) addOrCommit(ctx context.Context, u User, a *capstanv1.Addon, target string, inputs map[string]string) (string, error) {
+// created in the cluster with the secret inputs, once check, when set,
+// lets it (a commit's values are checked by its writer, gitValuesCheck).
+// A secret input cannot be committed: git must not hold it. It answers
+// the flash, "commit" or "add".
+func (s *Server) addOrCommit(ctx context.Context, u User, a *capstanv1.Addon, target string, inputs map[string]string, check func(context.Context) error) (string, error) {
 	repo, err := s.gitopsRepository(ctx, a.Namespace)
 	if err != nil {
 		return "", err
@@ -177,6 +178,11 @@ func (s *Server) addOrCommit(ctx context.Context, u User, a *capstanv1.Addon, ta
 		c, _, err := s.userClient(u)
 		if err != nil {
 			return "", err
+		}
+		if check != nil {
+			if err := check(ctx); err != nil {
+				return "", err
+			}
 		}
 		_, err = addons.Add(ctx, c, a, inputs)
 		return "add", err

@@ -94,10 +94,13 @@ func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
 // from old, the Addon's stored spec.values (nil for a new Addon):
 // spec.values is read by anyone who may view the Addon. The chart is
 // fetched as a page's form fetches it (pageFetch), for a user who may verb
-// the Addon key, and only when the values changed. Secret inputs that old holds already, and a chart that
-// cannot be fetched, are said by warn, and the write goes on, as the CLI's
-// check does: the controller then Blocks the Addon for them.
-func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON, warn func(string)) error {
+// the Addon key, and only when the values changed; instead says how the
+// writer takes the secret inputs at the paths it refuses. Secret inputs
+// that old holds already, and a chart that cannot be fetched, are said by
+// warn, and the write goes on, as the CLI's check does: the controller
+// then Blocks the Addon for them.
+func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON,
+	instead func(paths []string) string, warn func(string)) error {
 	if s.Fetcher == nil {
 		return nil
 	}
@@ -109,7 +112,7 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 		return nil
 	}
 	if len(set) > 0 {
-		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: apiSecretInputs(set)}
+		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: instead(set)}
 	}
 	if len(held) > 0 {
 		warn(fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
