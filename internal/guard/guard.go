@@ -92,6 +92,10 @@ type Context struct {
 	// Lookup reads the live state for the ownership rule. Nil skips the rule;
 	// the controller always sets it.
 	Lookup LookupFunc
+	// Selectors reads the selectors in the namespace of the objects the
+	// Addon does not own, for the pod-labels-selected rule. Nil skips the
+	// rule; the controller always sets it.
+	Selectors SelectorsFunc
 }
 
 // ReservedNames are the names a chart may not give a Secret or ConfigMap,
@@ -195,7 +199,7 @@ func Check(ctx context.Context, objs []*unstructured.Unstructured, c Context) []
 // be read is ownership-unknown, not reference-not-rendered: the next read
 // may find it the Addon's.
 func CheckWithout(ctx context.Context, objs []*unstructured.Unstructured, refused []capstanv1.Violation, c Context) []capstanv1.Violation {
-	c.Lookup = nil
+	c.Lookup, c.Selectors = nil, nil
 	// unread holds the objects left out: true for one whose every
 	// violation is ownership-unknown.
 	unread := map[kindName]bool{}
@@ -282,6 +286,7 @@ func check(ctx context.Context, objs []*unstructured.Unstructured, c Context, un
 	}
 
 	ck.checkOwnership(ctx, decoded)
+	ck.checkSelected(ctx, decoded)
 	return ck.out
 }
 
