@@ -3,15 +3,19 @@ package controller_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -76,7 +80,8 @@ spec:
 // leaves nothing running: the post-install Deployment and ConfigMap, and
 // the pre-delete and post-delete Jobs, which ran to completion while their
 // owner was being deleted, are garbage-collected once the Addon is gone. Removed with
-// Orphan, the hook objects are disowned first and stay.
+// Orphan, the hook objects are disowned first and stay. A chart's
+// finalizer, which would keep them running, is refused (finalizers).
 func TestRestrictedHookObjectsGoWithTheAddon(t *testing.T) {
 	url, _ := charts.publish(t, webChart("1.0.0", lingeringHooks))
 	ownedBy := func(o *unstructured.Unstructured, uid types.UID) bool {
@@ -132,6 +137,88 @@ func TestRestrictedHookObjectsGoWithTheAddon(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("finalizers", testFinalizersRefused)
+}
+
+// testFinalizersRefused installs tenants' charts that set a finalizer:
+// orphan on a post-install hook Deployment, which only the garbage
+// collector deletes, and one no controller removes on a Deployment of the
+// inventory. Applied, the first would leave the hook's ReplicaSet
+// running with no owner once the Addon is removed, the second a
+// Deployment Terminating for ever with its ReplicaSet running. Both are
+// Blocked with rule finalizers, nothing of them is applied, and removing
+// the Addon leaves no ReplicaSet behind.
+func testFinalizersRefused(t *testing.T) {
+	withFinalizer := func(manifest, after, finalizer string) string {
+		out := strings.Replace(manifest, after, after+"  finalizers: ["+finalizer+"]\n", 1)
+		if out == manifest {
+			t.Fatalf("no %q in the test's manifest", after)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name, file, manifest, object string
+	}{
+		{"orphan on a hook", "templates/lingers.yaml",
+			withFinalizer(lingeringHooks["templates/lingers.yaml"], "    helm.sh/hook: post-install\n", "orphan"), "lingers"},
+		{"a hold on an object", "templates/deployment.yaml",
+			withFinalizer(webChart("1.0.0", nil).files["templates/deployment.yaml"], "  name: {{ .Release.Name }}\n", "example.com/hold"), "web"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := newNamespace(t)
+			// NOTE: should the chart's finalizer be applied, nothing but
+			// this removes it; a Deployment left Terminating would hold
+			// the namespace.
+			t.Cleanup(func() { stripDeploymentFinalizers(t, ns) })
+			url, _ := charts.publish(t, webChart("1.0.0", map[string]string{tc.file: tc.manifest}))
+			a := create(t, newAddon(ns, "web", url, withSpec(func(s *capstanv1.AddonSpec) { s.DeletionPolicy = capstanv1.DeletionDelete })))
+			got := waitFor(t, a, 90*time.Second, "the sync to end", func(cur *capstanv1.Addon) bool {
+				return (cur.Status.Phase == capstanv1.PhaseBlocked || cur.Status.Phase == capstanv1.PhaseSynced) && cur.Status.ObservedGeneration == cur.Generation
+			})
+			if got.Status.Phase != capstanv1.PhaseBlocked || got.Status.Plan == nil ||
+				!slices.ContainsFunc(got.Status.Plan.Violations, func(v capstanv1.Violation) bool {
+					return v.Rule == "finalizers" && v.Object.Kind == "Deployment" && v.Object.Name == tc.object
+				}) {
+				t.Errorf("want Blocked with rule finalizers on Deployment %s; got %s", tc.object, describeStatus(got))
+			}
+			if o := live(t, "apps/v1", "Deployment", ns, tc.object); o != nil {
+				t.Errorf("Deployment %s with the chart's finalizer %v was applied", tc.object, o.GetFinalizers())
+			}
+			deleteAddon(t, a)
+			// NOTE: the garbage collector acts within a second of the
+			// owner's deletion; a few make what it would delete gone.
+			time.Sleep(5 * time.Second)
+			rs := &appsv1.ReplicaSetList{}
+			if err := admin.List(context.Background(), rs, client.InNamespace(ns)); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs.Items {
+				t.Errorf("ReplicaSet %s (replicas %d, owners %d) is still there once the Addon is removed", r.Name, ptr.Deref(r.Spec.Replicas, 1), len(r.OwnerReferences))
+			}
+		})
+	}
+}
+
+// stripDeploymentFinalizers removes every finalizer from the Deployments
+// of ns.
+func stripDeploymentFinalizers(t *testing.T, ns string) {
+	t.Helper()
+	deps := &appsv1.DeploymentList{}
+	if err := admin.List(context.Background(), deps, client.InNamespace(ns)); err != nil {
+		t.Error(err)
+		return
+	}
+	for i := range deps.Items {
+		d := &deps.Items[i]
+		if len(d.Finalizers) == 0 {
+			continue
+		}
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`))
+		if err := admin.Patch(context.Background(), d, patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	}
 }
 
 // watchCompleteJobs reports whether a Job of ns owned by uid was seen

@@ -35,6 +35,7 @@ const (
 	RuleNameReserved         = "name-reserved"
 	RuleDuplicateObject      = "duplicate-object"
 	RuleOwnerReference       = "owner-reference"
+	RuleFinalizers           = "finalizers"
 	RuleAnnotationNotAllowed = "annotation-not-allowed"
 
 	RuleServiceAccountToken = "service-account-token"

@@ -11,7 +11,8 @@ import (
 )
 
 // checkMetadata applies the metadata rules: the Addon's namespace, a fixed
-// name that is not reserved, and no owner references of the chart's own.
+// name that is not reserved, no owner references of the chart's own, and
+// no finalizers.
 func (ck *checker) checkMetadata(d *decodedObject) {
 	m := d.meta
 	if !ck.inNamespace(m.Namespace) {
@@ -39,6 +40,7 @@ func (ck *checker) checkMetadata(d *decodedObject) {
 		ck.add(d.ref, "metadata.name", RuleNameReserved,
 			fmt.Sprintf("PersistentVolumeClaim %q is handed over by the platform; reference it from the platform values key instead of rendering it", m.Name))
 	}
+	ck.checkFinalizers(d.ref, "metadata.finalizers", d.gvk, m.Finalizers)
 	for i, or := range m.OwnerReferences {
 		if ck.isThisAddon(or) {
 			continue
