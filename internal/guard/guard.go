@@ -65,6 +65,7 @@ const (
 	RuleResourceClaims       = "resource-claims"
 	RulePriorityClass        = "priority-class"
 	RuleSchedulerName        = "scheduler-name"
+	RuleJobManagedBy         = "job-managed-by"
 	RuleRuntimeClass         = "runtime-class"
 	RuleTerminationGrace     = "termination-grace-period"
 
@@ -275,6 +276,7 @@ func check(ctx context.Context, objs []*unstructured.Unstructured, c Context, un
 			ck.checkPodTemplate(d.ref, "spec.template", &o.Spec.Template)
 		case *batchv1.Job:
 			ck.checkPodTemplate(d.ref, "spec.template", &o.Spec.Template)
+			ck.checkJob(d.ref, o)
 		case *corev1.Service:
 			ck.checkService(d.ref, o)
 		case *corev1.Secret:
