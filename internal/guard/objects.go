@@ -75,9 +75,11 @@ func describeReserved(r ReservedNames) string {
 	return s
 }
 
-// checkSecret refuses service-account token Secrets: the token controller
-// would fill them with a token of an account of the namespace.
+// checkSecret refuses service-account token Secrets, which the token
+// controller would fill with a token of an account of the namespace, and
+// the names of other Addons' generated values.
 func (ck *checker) checkSecret(ref capstanv1.ObjectRef, s *corev1.Secret) {
+	ck.checkGeneratedName(ref, s.Name)
 	if s.Type == corev1.SecretTypeServiceAccountToken {
 		ck.add(ref, "type", RuleServiceAccountToken,
 			"a Secret of type kubernetes.io/service-account-token would receive an API token of a service account; restricted Addons get no API access: remove the Secret")
