@@ -138,6 +138,8 @@ type AddonReconciler struct {
 	// bound remembers the renders the sandbox stopped at a bound, so that
 	// the same inputs do not hold a render worker again at every look.
 	bound boundRenders
+	// masks keeps the masks of the secret values of recent reconciles.
+	masks maskCache
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their

@@ -88,8 +88,11 @@ type scope struct {
 	// made for (secret_mask.go).
 	masker       *masker
 	maskedValues *values.Result
-	platform     values.Platform
-	render       *render.Result
+	// masks are the reconciler's masks of recent reconciles; nil builds
+	// each anew.
+	masks    *maskCache
+	platform values.Platform
+	render   *render.Result
 	// generatedNotices say which fields the chart generates at random and
 	// how the sync treats them (keepGenerated).
 	generatedNotices []capstanv1.Notice
@@ -168,7 +171,7 @@ type scope struct {
 }
 
 func (r *AddonReconciler) newScope(addon *capstanv1.Addon) *scope {
-	s := &scope{addon: addon, read: addon.Status.DeepCopy(), profile: r.Config.Profile(addon), cluster: r.local}
+	s := &scope{addon: addon, read: addon.Status.DeepCopy(), profile: r.Config.Profile(addon), cluster: r.local, masks: &r.masks}
 	s.applier = r.local.appliers[s.profile]
 	s.namespace = addon.TargetNamespaceIn(s.profile)
 	return s

@@ -1,7 +1,14 @@
 package controller
 
 import (
+	"container/list"
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
 	"slices"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/mask"
@@ -103,7 +110,7 @@ func (s *scope) mask() *masker {
 		}
 		// NOTE: the render adds decrypted values as it reads the files.
 		if s.masker == nil || s.maskedSecrets != len(secrets) {
-			s.masker, s.maskedSecrets = newMasker(secrets), len(secrets)
+			s.masker, s.maskedSecrets = s.masks.masker(s.addon.UID, secrets), len(secrets)
 		}
 		return s.masker
 	}
@@ -111,7 +118,96 @@ func (s *scope) mask() *masker {
 		return nil
 	}
 	if s.maskedValues != s.values {
-		s.masker, s.maskedValues = newMasker(s.values.SecretValues()), s.values
+		s.masker, s.maskedValues = s.masks.masker(s.addon.UID, s.values.SecretValues()), s.values
 	}
 	return s.masker
+}
+
+// maskCacheBytes bounds the masks a maskCache keeps, together. A mask at
+// values.MaxSecretValues takes some 20 MiB, and one of a CA bundle of 200
+// KiB some 25 MiB; the controller runs several reconciles at once, each
+// with a render, under its memory limit.
+const maskCacheBytes = 96 << 20
+
+// maskCache keeps the masks of recent reconciles, the most recently used,
+// up to maskCacheBytes: an add-on's secret values rarely change between
+// one resync and the next, and building a mask of many values costs far
+// more than searching a text with it. A mask is kept by the Addon's UID
+// and a SHA-256 of its values, so a mask is only ever the one of the
+// values it was built for. The zero maskCache is empty and ready; a nil
+// one keeps nothing.
+type maskCache struct {
+	mu   sync.Mutex
+	size int
+	// lru holds *maskEntry, the most recently used first; byKey finds them.
+	lru   list.List
+	byKey map[maskKey]*list.Element
+}
+
+type maskKey struct {
+	uid types.UID
+	sum [sha256.Size]byte
+}
+
+type maskEntry struct {
+	key  maskKey
+	m    *masker
+	size int
+}
+
+// masker returns the masker of secrets for the add-on uid: the one kept,
+// or a new one, which it keeps.
+func (c *maskCache) masker(uid types.UID, secrets []string) *masker {
+	if c == nil {
+		return newMasker(secrets)
+	}
+	key := maskKey{uid: uid, sum: secretsSum(secrets)}
+	c.mu.Lock()
+	if e, ok := c.byKey[key]; ok {
+		c.lru.MoveToFront(e)
+		m := e.Value.(*maskEntry).m
+		c.mu.Unlock()
+		return m
+	}
+	c.mu.Unlock()
+	// NOTE: built outside the lock, so one add-on's build does not hold
+	// up the others; two reconciles of the same values may both build.
+	m := newMasker(secrets)
+	size := (*mask.Mask)(m).Size()
+	if m == nil || size > maskCacheBytes {
+		return m
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.byKey == nil {
+		c.byKey = map[maskKey]*list.Element{}
+	}
+	if e, ok := c.byKey[key]; ok {
+		c.lru.MoveToFront(e)
+		return e.Value.(*maskEntry).m
+	}
+	for c.size+size > maskCacheBytes {
+		old := c.lru.Remove(c.lru.Back()).(*maskEntry)
+		delete(c.byKey, old.key)
+		c.size -= old.size
+	}
+	c.byKey[key] = c.lru.PushFront(&maskEntry{key: key, m: m, size: size})
+	c.size += size
+	return m
+}
+
+// secretsSum is a SHA-256 of secrets as a set: sorted, each once, each
+// with its length.
+func secretsSum(secrets []string) [sha256.Size]byte {
+	sorted := slices.Compact(slices.Sorted(slices.Values(secrets)))
+	h := sha256.New()
+	var n [8]byte
+	for _, v := range sorted {
+		binary.BigEndian.PutUint64(n[:], uint64(len(v)))
+		h.Write(n[:])
+		_, _ = io.WriteString(h, v)
+	}
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -48,5 +49,46 @@ func TestMaskerHidesInErrorsAndPlans(t *testing.T) {
 	}
 	if p.Objects[0].Name != "hunter2" {
 		t.Errorf("the object's name became %q; names stay, the controller finds objects by them", p.Objects[0].Name)
+	}
+}
+
+// TestMaskCacheBuildsAMaskOncePerValues: a reconcile of the same values
+// (in any order) takes the mask the last one built; another add-on, or
+// other values, get their own; the cache keeps no more than its bound.
+func TestMaskCacheBuildsAMaskOncePerValues(t *testing.T) {
+	var c maskCache
+	a := c.masker("uid-a", []string{"hunter2-long", "s3cret-token"})
+	if a == nil || !a.Holds("x hunter2-long") {
+		t.Fatal("the cache's masker should hide the values")
+	}
+	if c.masker("uid-a", []string{"s3cret-token", "hunter2-long", "hunter2-long"}) != a {
+		t.Error("the same values again should take the mask already built, not build another")
+	}
+	if c.masker("uid-b", []string{"hunter2-long", "s3cret-token"}) == a {
+		t.Error("another add-on should have its own mask")
+	}
+	if b := c.masker("uid-a", []string{"hunter2-long", "an0ther-token"}); b == a || b.Holds("s3cret-token") {
+		t.Error("other values should get a mask of their own")
+	}
+	var nilCache *maskCache
+	if m := nilCache.masker("uid-a", []string{"hunter2-long"}); !m.Holds("hunter2-long") {
+		t.Error("a nil cache should still build the mask")
+	}
+
+	// Masks of some 500 KiB each: the cache keeps at most maskCacheBytes
+	// of them, the most recently used.
+	big := func(n int) []string { return []string{fmt.Sprintf("%04d", n) + strings.Repeat("x", 8<<10)} }
+	first := c.masker("uid-big", big(0))
+	for n := 1; n < 250; n++ {
+		c.masker("uid-big", big(n))
+	}
+	if c.size > maskCacheBytes {
+		t.Errorf("the cache holds %d bytes, more than its %d", c.size, maskCacheBytes)
+	}
+	if c.masker("uid-big", big(0)) == first {
+		t.Error("the least recently used mask should have gone to make room")
+	}
+	if c.masker("uid-big", big(249)) == nil || c.lru.Len() != len(c.byKey) {
+		t.Error("the cache's list and map should agree")
 	}
 }

@@ -1,7 +1,9 @@
 package mask
 
 import (
+	"encoding/pem"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
 	"testing"
@@ -100,4 +102,59 @@ func BenchmarkStringManyValues(b *testing.B) {
 			m.Holds(text)
 		}
 	})
+}
+
+// caBundle is a PEM bundle of about 207 KiB: 150 certificates of 1 KiB of
+// random bytes each, in lines of 64 characters, as a values Secret's CA
+// bundle holds.
+func caBundle() string {
+	r := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	der := make([]byte, 1060)
+	for range 150 {
+		for i := range der {
+			der[i] = byte(r.Uint32())
+		}
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: der})
+	}
+	return b.String()
+}
+
+// randomValues returns n values of size random printable bytes.
+func randomValues(n, size int) []string {
+	r := rand.New(rand.NewPCG(3, 4))
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.+/=%@:"
+	values := make([]string, n)
+	b := make([]byte, size)
+	for i := range values {
+		for j := range b {
+			b[j] = alphabet[r.IntN(len(alphabet))]
+		}
+		values[i] = string(b)
+	}
+	return values
+}
+
+// BenchmarkNew is the cost of building a mask at the sizes values.Compose
+// allows: a CA bundle of some 200 KiB and two passwords, and the bound of
+// 4096 values of 64 bytes. Run it with -benchmem.
+func BenchmarkNew(b *testing.B) {
+	tests := []struct {
+		name   string
+		values []string
+	}{
+		{"20 values of 24 bytes", randomValues(20, 24)},
+		{"1000 values of 64 bytes", randomValues(1000, 64)},
+		{"CA bundle 207KiB and 2 passwords", []string{caBundle(), "hunter2-correct-horse", "battery-staple-42"}},
+		{"4096 values of 64 bytes", randomValues(4096, 64)},
+	}
+	for _, tt := range tests {
+		b.Run(tt.name, func(b *testing.B) {
+			var m *Mask
+			for b.Loop() {
+				m = New(tt.values)
+			}
+			b.ReportMetric(float64(m.Size())/(1<<20), "MiB-kept")
+		})
+	}
 }

@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unsafe"
 )
 
 // MinLen is the shortest value a Mask hides.
@@ -44,10 +45,10 @@ const Hidden = "(hidden)"
 type Mask struct {
 	// root is the root's child for each byte, or 0 (the root) for none.
 	root [256]int32
-	// first and count give the children of a node: the nodes first[n] to
-	// first[n]+count[n]-1, in the order of their bytes, label.
+	// first gives the children of a node: the nodes first[n] to
+	// first[n+1]-1, in the order of their bytes, label. Its last is the
+	// number of nodes.
 	first []int32
-	count []uint16
 	label []byte
 	// fail is the failure link of a node.
 	fail []int32
@@ -117,100 +118,93 @@ func New(secrets []string) *Mask {
 }
 
 // build makes the automaton of values, sorted and each once.
+//
+// NOTE: it builds the nodes in their final order, a level of the trie at a
+// time, with no trie first: in sorted order the values that share their
+// first d bytes are one run, so the nodes of depth d+1 are the distinct
+// (d+1)-byte starts of the values in order, and the children of each node
+// come after those of the node before it, each one run. So build holds,
+// besides the Mask, only a node and a length per value, and the Mask holds
+// 13 bytes per node, sized by the nodes there are.
 func build(values []string) *Mask {
-	// The trie first, as linked lists of children: in sorted order a value
-	// shares its path with the one before it up to where they differ, and
-	// each new child comes after its siblings, so the lists stay sorted.
+	// The nodes: one per distinct start of a value, the root's included.
 	size := 1
-	for _, v := range values {
-		size += len(v)
-	}
-	t := trie{firstChild: make([]int32, 0, size), lastChild: make([]int32, 0, size), next: make([]int32, 0, size),
-		label: make([]byte, 0, size), length: make([]int32, 0, size)}
-	t.add(0)
-	// path holds the nodes of the value before, from the root on.
-	path := []int32{0}
-	prev := ""
-	for _, v := range values {
+	for i, v := range values {
 		common := 0
-		for common < len(v) && common < len(prev) && v[common] == prev[common] {
-			common++
+		if i > 0 {
+			prev := values[i-1]
+			for common < len(v) && common < len(prev) && v[common] == prev[common] {
+				common++
+			}
 		}
-		path = path[:common+1]
-		n := path[common]
-		for i := common; i < len(v); i++ {
-			n = t.child(n, v[i])
-			path = append(path, n)
-		}
-		t.length[n] = int32(len(v))
-		prev = v
+		size += len(v) - common
 	}
-	// Then the nodes breadth first, with their failure links: a node's
-	// link is to a shallower node, numbered and linked before it.
-	size = len(t.label)
-	m := &Mask{first: make([]int32, size), count: make([]uint16, size), label: make([]byte, size),
-		fail: make([]int32, size), out: make([]int32, size)}
-	order := make([]int32, 1, size)
-	for k := 0; k < len(order); k++ {
-		old := order[k]
-		m.first[k] = int32(len(order))
-		for ch := t.firstChild[old]; ch != 0; ch = t.next[ch] {
-			id := int32(len(order))
-			order = append(order, ch)
-			c := t.label[ch]
-			m.label[id] = c
-			if k == 0 {
-				m.root[c] = id
-			} else {
-				f := m.fail[k]
-				for f != 0 && m.child(f, c) < 0 {
-					f = m.fail[f]
+	m := &Mask{first: make([]int32, size+1), label: make([]byte, size), fail: make([]int32, size), out: make([]int32, size)}
+	// at is the node of each value at the depth being built; live are the
+	// values longer than that depth, in order.
+	at := make([]int32, len(values))
+	live := make([]int32, 0, len(values))
+	for i := range values {
+		live = append(live, int32(i))
+	}
+	next := int32(1)
+	from, to := int32(0), int32(1) // the nodes of the depth before
+	for d := 0; len(live) > 0; d++ {
+		// The children of the nodes from..to-1, in order.
+		parent, last := int32(-1), -1
+		kept := live[:0]
+		for _, i := range live {
+			v, p := values[i], at[i]
+			if p != parent || int(v[d]) != last {
+				for q := max(parent+1, from); q <= p; q++ {
+					m.first[q] = next
 				}
-				if f == 0 {
-					m.fail[id] = m.root[c]
-				} else {
-					m.fail[id] = m.child(f, c)
-				}
+				m.label[next] = v[d]
+				next++
+				parent, last = p, int(v[d])
 			}
-			m.out[id] = t.length[ch]
-			if m.out[id] == 0 {
-				m.out[id] = m.out[m.fail[id]]
+			at[i] = next - 1
+			if len(v) == d+1 {
+				m.out[next-1] = int32(d + 1)
+			} else {
+				kept = append(kept, i)
 			}
 		}
-		m.count[k] = uint16(len(order) - int(m.first[k]))
+		for q := max(parent+1, from); q <= to; q++ {
+			m.first[q] = next
+		}
+		live = kept
+		// The failure links of the new nodes: each links to a shallower
+		// node, whose children are all made.
+		for p := from; p < to; p++ {
+			for id := m.first[p]; id < m.first[p+1]; id++ {
+				c := m.label[id]
+				if p == 0 {
+					m.root[c] = id
+					m.fail[id] = 0
+				} else {
+					f := m.fail[p]
+					for f != 0 && m.child(f, c) < 0 {
+						f = m.fail[f]
+					}
+					if f == 0 {
+						m.fail[id] = m.root[c]
+					} else {
+						m.fail[id] = m.child(f, c)
+					}
+				}
+				if m.out[id] == 0 {
+					m.out[id] = m.out[m.fail[id]]
+				}
+			}
+		}
+		from, to = to, next
+	}
+	// The leaves have no children.
+	for q := from; q <= int32(size); q++ {
+		m.first[q] = next
 	}
 	return m
-}
-
-// trie is the trie New builds before it numbers the nodes breadth first.
-// Node 0 is the root; a child or next of 0 is none.
-type trie struct {
-	firstChild, lastChild, next []int32
-	label                       []byte
-	// length is the length of the value that ends at the node, or 0.
-	length []int32
-}
-
-// add appends a node with the byte c and returns it.
-func (t *trie) add(c byte) int32 {
-	t.firstChild = append(t.firstChild, 0)
-	t.lastChild = append(t.lastChild, 0)
-	t.next = append(t.next, 0)
-	t.label = append(t.label, c)
-	t.length = append(t.length, 0)
-	return int32(len(t.label) - 1)
-}
-
-// child appends a child with the byte c to the node n, after its others.
-func (t *trie) child(n int32, c byte) int32 {
-	ch := t.add(c)
-	if t.lastChild[n] == 0 {
-		t.firstChild[n] = ch
-	} else {
-		t.next[t.lastChild[n]] = ch
-	}
-	t.lastChild[n] = ch
-	return ch
 }
 
 // child returns the child of the node n with the byte c, or -1.
@@ -221,7 +215,8 @@ func (m *Mask) child(n int32, c byte) int32 {
 		}
 		return -1
 	}
-	lo, hi := m.first[n], m.first[n]+int32(m.count[n])
+	lo, end := m.first[n], m.first[n+1]
+	hi := end
 	for lo < hi {
 		mid := int32(uint32(lo+hi) >> 1)
 		if m.label[mid] < c {
@@ -230,7 +225,7 @@ func (m *Mask) child(n int32, c byte) int32 {
 			hi = mid
 		}
 	}
-	if lo < m.first[n]+int32(m.count[n]) && m.label[lo] == c {
+	if lo < end && m.label[lo] == c {
 		return lo
 	}
 	return -1
@@ -417,4 +412,12 @@ func Strings(v any) []string {
 	walk(v)
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// Size is about how many bytes m holds, for a cache bounded in bytes.
+func (m *Mask) Size() int {
+	if m == nil {
+		return 0
+	}
+	return int(unsafe.Sizeof(*m)) + 4*cap(m.first) + cap(m.label) + 4*cap(m.fail) + 4*cap(m.out)
 }
