@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/values"
 )
 
 // sopsFile reads a file the real sops wrote (internal/sops/testdata,
@@ -127,5 +129,69 @@ func TestSOPSDecryption(t *testing.T) {
 	}
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "db"}, db); err != nil || string(db.Data["password"]) != "hunter2-correct-horse" {
 		t.Errorf("Secret db changed while the add-on was blocked: %v %q", err, db.Data)
+	}
+}
+
+// TestFolderSecretValuesAreBounded: a git folder's Secret variables and
+// the values its SOPS files hold are hidden as a chart's secret values
+// are, within the same bound, counted together. Past it the add-on is
+// Blocked with the source named and nothing applied: first Secret
+// variables alone, then a SOPS file that takes them past the bound.
+func TestFolderSecretValuesAreBounded(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	name := "sopsbound-" + ns[len(ns)-5:]
+	repo := newFolderRepo(t)
+	rev := repo.commit(map[string]string{"app/secret.yaml": sopsFile(t, "secret.enc.yaml")})
+	keys := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-keys"},
+		Data:       map[string][]byte{"age.agekey": []byte(sopsFile(t, "age.agekey"))},
+	}
+	vars := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name + "-vars"}, StringData: map[string]string{}}
+	for i := range values.MaxSecretValues + 1 {
+		vars.StringData[fmt.Sprintf("V%05d", i)] = fmt.Sprintf("variable-%05d", i)
+	}
+	for _, o := range []client.Object{keys, vars} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+	a := create(t, &capstanv1.Addon{
+		ObjectMeta: metav1.ObjectMeta{Namespace: controllerNS, Name: name},
+		Spec: capstanv1.AddonSpec{
+			Git:             &capstanv1.GitSource{URL: repo.url(), Revision: rev, Path: "app"},
+			TargetNamespace: ns, DeletionPolicy: capstanv1.DeletionDelete,
+			SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Secret", Name: vars.Name}},
+			Decryption:     &capstanv1.Decryption{Provider: "sops", SecretRef: capstanv1.LocalObjectReference{Name: keys.Name}},
+		},
+	})
+	blocked := waitPhase(t, a, capstanv1.PhaseBlocked)
+	if errs := blocked.Status.Plan.ValuesErrors; len(errs) != 1 || errs[0].Path != "spec.substituteFrom" || errs[0].Rule != values.RuleTooManySecrets ||
+		!strings.Contains(errs[0].Message, "hold 4097 secret values") {
+		t.Errorf("values errors with 4097 Secret variables: %+v", errs)
+	}
+
+	// One variable fewer: within the bound alone, past it with the
+	// values of the SOPS file.
+	cur := &corev1.Secret{}
+	if err := admin.Get(ctx, client.ObjectKeyFromObject(vars), cur); err != nil {
+		t.Fatal(err)
+	}
+	delete(cur.Data, "V00000")
+	if err := admin.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.SyncRequest++ })
+	blocked = waitFor(t, a, 60*time.Second, "the SOPS file past the bound", func(cur *capstanv1.Addon) bool {
+		p := cur.Status.Plan
+		return cur.Status.Phase == capstanv1.PhaseBlocked && p != nil && len(p.ValuesErrors) == 1 && p.ValuesErrors[0].Path == "spec.decryption"
+	})
+	if msg := blocked.Status.Plan.ValuesErrors[0].Message; !strings.Contains(msg, "app/secret.yaml: with it the folder's SOPS files and Secret variables hold 4") || !strings.Contains(msg, "more than the 4096 values") ||
+		strings.Contains(msg, "hunter2") {
+		t.Errorf("the SOPS file past the bound: %s", msg)
+	}
+	if live(t, "v1", "Secret", ns, "db") != nil {
+		t.Error("a folder past the bound was applied")
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/sops"
+	"capstan.dev/capstan/internal/values"
 )
 
 // decryptFolder reads the age keys of spec.decryption's Secret, with which
@@ -59,7 +60,19 @@ func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 	if len(ids) == 0 {
 		return problem("spec.decryption.secretRef", "Secret %s has no entry ending in %s: put the age key (AGE-SECRET-KEY-1…) in one, such as age%s", key, sops.KeySuffix, sops.KeySuffix)
 	}
-	s.decrypter = &sops.Decrypter{IDs: ids}
+	// The values the files hold are hidden with the Secret variables,
+	// within the same bound as a chart's secret values.
+	var tally values.SecretTally
+	if s.variables != nil {
+		tally.Add(s.variables.Secret...)
+	}
+	s.decrypter = &sops.Decrypter{IDs: ids, Admit: func(secrets []string) error {
+		if tally.Add(secrets...) {
+			return nil
+		}
+		return fmt.Errorf("with it the folder's SOPS files and Secret variables hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows: encrypt only what is secret (sops --encrypted-regex), or split the folder into several add-ons",
+			tally.Count(), tally.KiB(), values.MaxSecretValues, values.MaxSecretBytes>>10)
+	}}
 	return nil
 }
 

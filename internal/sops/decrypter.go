@@ -32,6 +32,11 @@ type Decrypter struct {
 	Secrets []string
 	// Problems name each file that could not be decrypted, and why.
 	Problems []string
+	// Admit, when set, is asked about the values each file held before
+	// they join Secrets, and refuses them with an error that says why:
+	// the file is then a problem, and its data is not read. A mask of the
+	// values costs memory as they grow.
+	Admit func(secrets []string) error
 }
 
 // File returns a file's data, decrypted when SOPS encrypted it and no
@@ -48,6 +53,11 @@ func (d *Decrypter) File(name string, data []byte) ([]byte, error) {
 	out, secrets, err := Decrypt(name, data, d.IDs)
 	if err != nil {
 		return nil, d.problem(name, err)
+	}
+	if d.Admit != nil {
+		if err := d.Admit(secrets); err != nil {
+			return nil, d.problem(name, err)
+		}
 	}
 	d.Secrets = append(d.Secrets, secrets...)
 	return out, nil

@@ -2,6 +2,7 @@ package sops
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -308,5 +309,25 @@ func TestSecretParts(t *testing.T) {
 	}
 	if got := secretParts("plain"); !slices.Equal(got, []string{"plain"}) {
 		t.Errorf("%q", got)
+	}
+}
+
+// TestDecrypterAdmit: a file whose values Admit refuses is a problem that
+// says why, its data is not read, and its values do not join Secrets.
+func TestDecrypterAdmit(t *testing.T) {
+	d := &Decrypter{IDs: keys(t, "age.agekey"), Admit: func(secrets []string) error {
+		if len(secrets) > 0 {
+			return errors.New("too many secret values")
+		}
+		return nil
+	}}
+	if out, err := d.File("/app/secret.yaml", read(t, "secret.enc.yaml")); out != nil || err == nil {
+		t.Errorf("a refused file: %v\n%s", err, out)
+	}
+	if len(d.Secrets) != 0 {
+		t.Errorf("a refused file's values joined Secrets: %d", len(d.Secrets))
+	}
+	if err := d.Err(); err == nil || err.Error() != "decrypt: app/secret.yaml: too many secret values" {
+		t.Errorf("problems: %v", err)
 	}
 }

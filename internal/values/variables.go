@@ -87,10 +87,17 @@ func ReadVariables(ctx context.Context, r client.Reader, addon *capstanv1.Addon,
 	if err := errs.err(); err != nil {
 		return nil, err
 	}
+	var tally SecretTally
 	for _, k := range slices.Sorted(maps.Keys(secret)) {
 		if secret[k] {
 			vars.Secret = append(vars.Secret, vars.Values[k])
+			tally.Add(vars.Values[k])
 		}
+	}
+	if !tally.Within() {
+		return nil, invalid("spec.substituteFrom", RuleTooManySecrets,
+			"the Secrets spec.substituteFrom names hold %d secret values (%d KiB) as variables, more than the %d values and %d KiB Capstan hides in what it shows: keep only what is secret in those Secrets, and move the rest to a ConfigMap",
+			tally.Count(), tally.KiB(), MaxSecretValues, MaxSecretBytes>>10)
 	}
 	return vars, nil
 }

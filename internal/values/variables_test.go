@@ -3,6 +3,7 @@ package values
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -83,5 +84,30 @@ func TestReadVariablesDropsNewlines(t *testing.T) {
 	}
 	if !slices.Equal(vars.Secret, []string{"db.internal"}) {
 		t.Errorf("secret values %q", vars.Secret)
+	}
+}
+
+// TestReadVariablesBoundsSecretValues: Secret variables are hidden as a
+// chart's secret values are, within the same bound; past it the error
+// names spec.substituteFrom and says what to move. ConfigMap variables
+// are not secret, and do not count.
+func TestReadVariablesBoundsSecretValues(t *testing.T) {
+	many := map[string]string{}
+	for i := range MaxSecretValues + 1 {
+		many[fmt.Sprintf("KEY_%05d", i)] = fmt.Sprintf("value-%05d", i)
+	}
+	r := fake.NewClientBuilder().WithObjects(configMap("plain", nil, many), secret("secret", nil, many)).Build()
+	a := addonWith("app", "")
+	a.Spec.SubstituteFrom = []capstanv1.SubstituteReference{{Kind: "ConfigMap", Name: "plain"}}
+	if _, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster); err != nil {
+		t.Errorf("ConfigMap variables: %v", err)
+	}
+	a.Spec.SubstituteFrom = []capstanv1.SubstituteReference{{Kind: "Secret", Name: "secret"}}
+	_, err := ReadVariables(context.Background(), r, a, capstanv1.ProfileCluster)
+	var inv *InvalidError
+	if !errors.As(err, &inv) || inv.Errors[0].Path != "spec.substituteFrom" || inv.Errors[0].Rule != RuleTooManySecrets ||
+		!strings.Contains(err.Error(), "hold 4097 secret values (45 KiB) as variables, more than the 4096 values and 256 KiB") ||
+		strings.Contains(err.Error(), "value-0") {
+		t.Errorf("Secret variables past the bound: %v", err)
 	}
 }

@@ -1,0 +1,39 @@
+package values
+
+import "capstan.dev/capstan/internal/mask"
+
+// SecretTally counts distinct secret values as they come, as
+// MaxSecretValues and MaxSecretBytes count them: those a mask hides
+// (mask.Worth), each once. The zero SecretTally is empty and ready.
+type SecretTally struct {
+	seen        map[string]bool
+	count, size int
+}
+
+// Add counts the values of secrets not counted before, and reports whether
+// the tally is still within MaxSecretValues and MaxSecretBytes.
+func (t *SecretTally) Add(secrets ...string) bool {
+	for _, s := range secrets {
+		if !mask.Worth(s) || t.seen[s] {
+			continue
+		}
+		if t.seen == nil {
+			t.seen = map[string]bool{}
+		}
+		t.seen[s] = true
+		t.count++
+		t.size += len(s)
+	}
+	return t.Within()
+}
+
+// Within reports whether the tally is within MaxSecretValues and
+// MaxSecretBytes.
+func (t *SecretTally) Within() bool { return t.count <= MaxSecretValues && t.size <= MaxSecretBytes }
+
+// Count returns how many values were counted.
+func (t *SecretTally) Count() int { return t.count }
+
+// KiB returns the length of the values counted together, in KiB rounded
+// up.
+func (t *SecretTally) KiB() int { return (t.size + 1023) / 1024 }
