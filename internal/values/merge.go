@@ -253,13 +253,13 @@ func (r *Result) Redacted() map[string]any { return Redact(r.Effective, r.Secret
 // log or event can be checked for them. Never log what it returns.
 func (r *Result) SecretValues() []string {
 	var out []string
-	r.secretStrings(func(_ string, s string) { out = append(out, s) })
+	r.secretStrings(func(s string) { out = append(out, s) })
 	return out
 }
 
 // secretStrings calls fn with each string form of the values at
-// SecretPaths, and the path it is under.
-func (r *Result) secretStrings(fn func(path, s string)) {
+// SecretPaths.
+func (r *Result) secretStrings(fn func(s string)) {
 	for _, p := range r.SecretPaths {
 		v, ok := lookup(r.Effective, splitPointer(p))
 		if !ok {
@@ -271,7 +271,7 @@ func (r *Result) secretStrings(fn func(path, s string)) {
 			default:
 				for _, s := range printedForms(leaf) {
 					if s != "" {
-						fn(p, s)
+						fn(s)
 					}
 				}
 			}
@@ -298,33 +298,60 @@ const (
 const RuleTooManySecrets = "tooManySecrets"
 
 // checkSecretBound returns an *InvalidError when the secret values of r are
-// more than MaxSecretValues or MaxSecretBytes allow. It names the secret
-// path that holds the most of them, the one to look at first.
-func (r *Result) checkSecretBound() error {
+// more than MaxSecretValues or MaxSecretBytes allow. It counts what a
+// person sees: each distinct value once, a number once though a mask hides
+// it in each form a template prints it in. It names the source that holds
+// the most of them, the one to change (sources, by secret path): a
+// writeOnly path of the schema, or the valuesFrom entry of a values
+// Secret.
+func (r *Result) checkSecretBound(sources map[string]secretSource) error {
 	seen := map[string]bool{}
 	size := 0
-	per := map[string]int{}
-	r.secretStrings(func(p, s string) {
-		if !mask.Worth(s) || seen[s] {
-			return
+	per := map[secretSource]int{}
+	for _, p := range r.SecretPaths {
+		v, ok := lookup(r.Effective, splitPointer(p))
+		if !ok {
+			continue
 		}
-		seen[s] = true
-		size += len(s)
-		per[p]++
-	})
+		src, ok := sources[p]
+		if !ok {
+			src = secretSource{path: p, name: p}
+		}
+		leaves(v, nil, func(_ []string, leaf any) {
+			switch leaf.(type) {
+			case nil, map[string]any, []any:
+				return
+			}
+			forms := printedForms(leaf)
+			if !slices.ContainsFunc(forms, mask.Worth) {
+				return
+			}
+			// The digits of a number, as a person writes it.
+			key := forms[len(forms)-1]
+			if f, ok := leaf.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+				key = strconv.FormatInt(int64(f), 10)
+			}
+			if seen[key] {
+				return
+			}
+			seen[key] = true
+			size += len(key)
+			per[src]++
+		})
+	}
 	if len(seen) <= MaxSecretValues && size <= MaxSecretBytes {
 		return nil
 	}
-	most := ""
-	for p, n := range per {
-		if most == "" || n > per[most] || n == per[most] && p < most {
-			most = p
+	var most secretSource
+	for src, n := range per {
+		if most.path == "" || n > per[most] || n == per[most] && src.name < most.name {
+			most = src
 		}
 	}
-	return invalid(most, RuleTooManySecrets,
+	return invalid(most.path, RuleTooManySecrets,
 		"the values hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows; %s holds %d of them: "+
 			"a writeOnly schema over a map or a list, or a values Secret, makes every value under it secret, so keep only what is secret there (mark the secret keys writeOnly, not their map; move the rest out of the Secret)",
-		len(seen), (size+1023)/1024, MaxSecretValues, MaxSecretBytes>>10, most, per[most])
+		len(seen), (size+1023)/1024, MaxSecretValues, MaxSecretBytes>>10, most.name, per[most])
 }
 
 // printedForms returns the texts a template can make of a scalar value.
@@ -505,8 +532,9 @@ func compose(in Inputs) (*Result, error) {
 	errs = append(errs, res.Schema.checkWriteOnly(in.Sources)...)
 	sortErrors(errs)
 	res.Errors = errs
-	res.SecretPaths = secretPaths(res.Schema, in, res.Effective)
-	if err := res.checkSecretBound(); err != nil {
+	var sources map[string]secretSource
+	res.SecretPaths, sources = secretPathsFrom(res.Schema, in, res.Effective)
+	if err := res.checkSecretBound(sources); err != nil {
 		return nil, err
 	}
 	return res, nil

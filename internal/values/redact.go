@@ -235,16 +235,40 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 // the schema's writeOnly and generated properties, the generated values, and
 // every value a Secret supplied.
 func secretPaths(schema *Schema, in Inputs, effective map[string]any) []string {
-	set := map[string]bool{}
-	addTree := func(m map[string]any) {
+	paths, _ := secretPathsFrom(schema, in, effective)
+	return paths
+}
+
+// secretSource is where the values at a secret path come from, for a
+// person to change: a writeOnly or generated path of the schema (at that
+// path), the generated values, or a values Secret (at its valuesFrom
+// entry).
+type secretSource struct {
+	// path is where a ValuesError about them goes; name says it in a
+	// message.
+	path, name string
+}
+
+// secretPathsFrom is secretPaths, with the source of each path: the first
+// that names it, the schema before the generated values before the
+// valuesFrom entries in order.
+func secretPathsFrom(schema *Schema, in Inputs, effective map[string]any) ([]string, map[string]secretSource) {
+	set := map[string]secretSource{}
+	add := func(p string, src secretSource) {
+		if _, ok := set[p]; !ok {
+			set[p] = src
+		}
+	}
+	addTree := func(m map[string]any, src secretSource) {
 		leaves(m, nil, func(p []string, _ any) {
 			if len(p) > 0 {
-				set[pointer(p)] = true
+				add(pointer(p), src)
 			}
 		})
 	}
+	atPath := func(p []string) { add(pointer(p), secretSource{path: pointer(p), name: pointer(p)}) }
 	if schema != nil {
-		schema.findWriteOnly(effective, func(p []string) { set[pointer(p)] = true })
+		schema.findWriteOnly(effective, atPath)
 		var pats [][]patSeg
 		for _, g := range schema.Generated() {
 			pat := make([]patSeg, len(g.Path))
@@ -253,18 +277,18 @@ func secretPaths(schema *Schema, in Inputs, effective map[string]any) []string {
 			}
 			pats = append(pats, pat)
 		}
-		findPatterns(effective, nil, pats, func(p []string) { set[pointer(p)] = true })
+		findPatterns(effective, nil, pats, atPath)
 	}
-	addTree(in.Generated)
+	addTree(in.Generated, secretSource{path: "spec.values", name: "the generated values"})
 	for _, l := range in.Sources.From {
 		switch {
 		case !l.FromSecret() || l.Missing:
 		case l.path != nil:
 			// Only the one value the targetPath set: the list elements
 			// and keys around it came from other sources.
-			set[pointer(l.path.strings())] = true
+			add(pointer(l.path.strings()), secretSource{path: l.field(), name: l.Name()})
 		default:
-			addTree(l.tree())
+			addTree(l.tree(), secretSource{path: l.field(), name: l.Name()})
 		}
 	}
 	// Keep only paths that exist in the effective values, and drop those
@@ -283,7 +307,7 @@ func secretPaths(schema *Schema, in Inputs, effective map[string]any) []string {
 		}
 		kept = append(kept, p)
 	}
-	return kept
+	return kept, set
 }
 
 // Redact returns a deep copy of values with the value at each JSON path

@@ -304,3 +304,51 @@ func TestComposeBoundsTheSecretValues(t *testing.T) {
 		t.Errorf("SecretValues holds %d values, want %d", got, MaxSecretValues)
 	}
 }
+
+// TestTooManySecretsNamesTheSourceToChange: past the bound, the error
+// names what a person changes and counts what they see. A values Secret of
+// 5000 leaves is named by its valuesFrom entry, not by one of its leaves;
+// a writeOnly list of numbers counts each number once, though a mask
+// hides it in each form a template prints it in.
+func TestTooManySecretsNamesTheSourceToChange(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("config:\n")
+	for i := range 5000 {
+		fmt.Fprintf(&doc, "  key%05d: value-%05d\n", i, i)
+	}
+	schema := `{"properties": {"pins": {"writeOnly": true}, "auth": {"properties": {"password": {"writeOnly": true}}}}}`
+	in := Inputs{Chart: testChart(t, "app", "", schema), Sources: Sources{From: indexed(
+		docLayer("Secret", "app-values-small", "auth: {password: s3cret-pw}\n"),
+		docLayer("Secret", "demo-values-big", doc.String()))}}
+	_, err := Compose(in)
+	var inv *InvalidError
+	if !errors.As(err, &inv) || len(inv.Errors) != 1 {
+		t.Fatalf("Compose = %v, want an *InvalidError with one error", err)
+	}
+	e := inv.Errors[0]
+	if e.Rule != RuleTooManySecrets || e.Path != "spec.valuesFrom[1]" ||
+		!strings.Contains(e.Message, "the values hold 5001 secret values") ||
+		!strings.Contains(e.Message, "spec.valuesFrom[1] (Secret demo-values-big, key values.yaml) holds 5000 of them") ||
+		strings.Contains(e.Message, "value-0") {
+		t.Errorf("a values Secret of 5000 leaves: %+v", e)
+	}
+
+	numbers := func(n int) []any {
+		out := make([]any, n)
+		for i := range out {
+			out[i] = float64(20_240_000 + i) // printed 2.024e+07 and 20240000
+		}
+		return out
+	}
+	ch := testChart(t, "app", "", schema)
+	ch.Values = map[string]any{"pins": numbers(2100)}
+	if _, err := Compose(Inputs{Chart: ch}); err != nil {
+		t.Errorf("2100 writeOnly numbers, within the bound: %v", err)
+	}
+	ch.Values = map[string]any{"pins": numbers(MaxSecretValues + 4)}
+	_, err = Compose(Inputs{Chart: ch})
+	if !errors.As(err, &inv) || inv.Errors[0].Path != "/pins" || !strings.Contains(err.Error(), "the values hold 4100 secret values") ||
+		!strings.Contains(err.Error(), "/pins holds 4100 of them") {
+		t.Errorf("4100 writeOnly numbers: %v", err)
+	}
+}
