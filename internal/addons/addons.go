@@ -1217,7 +1217,10 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 // reads them. A writer checks before it writes, as the value would be
 // stored, and readable, before the controller Blocks the Addon. The chart
 // is fetched with fetcher, without credentials; an error says it could
-// not be checked. A git folder has no values, and no check.
+// not be checked, but for an *values.InvalidError: the chart was read,
+// and the values break a rule that holds whatever the writer does (more
+// secret values than Capstan hides), which comes with the paths found.
+// A git folder has no values, and no check.
 func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]string, error) {
 	set, held, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return fetcher.Fetch(ctx, spec, nil)
@@ -1261,11 +1264,20 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 		return nil, nil, nil
 	}
 	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: values.Sources{Spec: vals}})
-	if err != nil {
+	var inv *values.InvalidError
+	var found []capstanv1.ValuesError
+	switch {
+	case errors.As(err, &inv):
+		// The values break a rule of their own (more secret values than
+		// Capstan hides), which comes back with the writeOnly errors.
+		found = inv.Errors
+	case err != nil:
 		return nil, nil, err
+	default:
+		found = res.Errors
 	}
-	for _, e := range res.Errors {
-		if e.Rule != "writeOnly" {
+	for _, e := range found {
+		if e.Rule != values.RuleWriteOnly {
 			continue
 		}
 		segs := strings.Split(strings.TrimPrefix(e.Path, "/"), "/")
@@ -1279,6 +1291,9 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 		} else {
 			set = append(set, strings.Join(segs, "."))
 		}
+	}
+	if inv != nil {
+		return set, held, inv
 	}
 	return set, held, nil
 }
@@ -1321,7 +1336,8 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 			old = &apiextensionsv1.JSON{Raw: raw}
 		}
 		set, held, err := SecretValuesChanged(ctx, fetch, a.Spec, old)
-		if err != nil {
+		var inv *values.InvalidError
+		if err != nil && !errors.As(err, &inv) {
 			warn(fmt.Sprintf("the chart of add-on %s could not be read to check its values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret named in valuesFrom, never in the definition's values", next.Name, err))
 			return nil
 		}
@@ -1331,6 +1347,9 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 		}
 		if len(held) > 0 {
 			warn(fmt.Sprintf("the definition of add-on %s already holds %s in its values, which the chart's schema marks writeOnly, a secret input, and the controller Blocks the Addon for it: move it to a Secret named in valuesFrom", next.Name, strings.Join(held, ", ")))
+		}
+		if inv != nil {
+			warn(fmt.Sprintf("the values of add-on %s break a rule the controller Blocks the Addon for: %v", next.Name, inv))
 		}
 		return nil
 	}

@@ -138,7 +138,13 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 		return err
 	}
 	paths, err := addons.SecretValues(cmd.Context(), fetcher, spec)
-	if err != nil {
+	// NOTE: values that break a rule of their own (more secret values
+	// than Capstan hides) still come with the writeOnly paths, refused
+	// below; the rest is said, and the controller Blocks the Addon.
+	var inv *addonvalues.InvalidError
+	if errors.As(err, &inv) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: the controller will Block the Addon for its values: %v\n", key, err)
+	} else if err != nil {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: the chart could not be read to check the values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in --secret-input PATH=@FILE, not in -f or --set\n", err)
 		return nil
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/pem"
 	"errors"
+	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -422,5 +424,35 @@ func TestEditWithAWriteOnlyValueHeldAlready(t *testing.T) {
 	}
 	if len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
 		t.Errorf("spec.valuesFrom is %v; want the secret input of auth.password", a.Spec.ValuesFrom)
+	}
+}
+
+// TestValuesFlagsRefuseSecretInputsPastTheSecretBound: a chart whose
+// defaults hold more secret values than Capstan hides (a writeOnly list of
+// 5000) is Blocked by the controller, but a writeOnly value given with
+// --set is still refused before anything is written, and what the
+// controller will Block for is said as it is.
+func TestValuesFlagsRefuseSecretInputsPastTheSecretBound(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	var junk strings.Builder
+	junk.WriteString("junk:\n")
+	for i := range 5000 {
+		fmt.Fprintf(&junk, "  - junk-value-%05d\n", i)
+	}
+	files := maps.Clone(writeOnlyChart)
+	files["values.schema.json"] = strings.Replace(files["values.schema.json"], `"properties":{"replicas"`, `"properties":{"junk":{"writeOnly":true},"replicas"`, 1)
+	files["values.yaml"] = junk.String()
+	chartURL, fetch := servedChart(t, "blog", files)
+	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", chartURL}, fetch...)
+	out, err := capstan(t, cluster, append(add, "--set", "auth.password=hunter2")...)
+	if err == nil || !strings.Contains(err.Error(), "--secret-input auth.password=@FILE") || strings.Contains(err.Error()+out, "hunter2") {
+		t.Errorf("add --set auth.password past the bound: %v; want it refused, naming --secret-input\n%s", err, out)
+	}
+	if strings.Contains(out, "could not be read") || !strings.Contains(out, "the controller will Block the Addon for its values") || !strings.Contains(out, "/junk holds 5000 of them") {
+		t.Errorf("add past the bound should say why the controller will Block it:\n%s", out)
+	}
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
+		t.Error("add --set auth.password past the bound created the Addon")
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
 )
 
 // pageFetchRetryAfter is the Retry-After, in seconds, of a page refused
@@ -107,9 +109,13 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 	set, held, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return s.pageFetch(ctx, u, verb, key, spec)
 	}, spec, old)
-	if err != nil {
+	var inv *values.InvalidError
+	if err != nil && !errors.As(err, &inv) {
 		warn(fmt.Sprintf("the chart could not be read to check spec.values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret, never in spec.values", err))
 		return nil
+	}
+	if inv != nil && len(set) == 0 {
+		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
 	if len(set) > 0 {
 		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: instead(set)}

@@ -2,6 +2,7 @@ package values
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -297,6 +298,10 @@ const (
 // hold more secret values than MaxSecretValues or MaxSecretBytes allow.
 const RuleTooManySecrets = "tooManySecrets"
 
+// RuleWriteOnly is the Rule of the ValuesError that says a secret input
+// (writeOnly in the chart's schema) is in spec.values or a ConfigMap.
+const RuleWriteOnly = "writeOnly"
+
 // checkSecretBound returns an *InvalidError when the secret values of r are
 // more than MaxSecretValues or MaxSecretBytes allow. It counts what a
 // person sees: each distinct value once, a number once though a mask hides
@@ -535,6 +540,18 @@ func compose(in Inputs) (*Result, error) {
 	var sources map[string]secretSource
 	res.SecretPaths, sources = secretPathsFrom(res.Schema, in, res.Effective)
 	if err := res.checkSecretBound(sources); err != nil {
+		// NOTE: with the writeOnly rule's errors, which name paths and
+		// quote no value: a writer that checks for secret inputs in
+		// spec.values (capstan addon add --set) refuses them past the
+		// bound too, before it stores them where anyone may read them.
+		var inv *InvalidError
+		if errors.As(err, &inv) {
+			for _, e := range errs {
+				if e.Rule == RuleWriteOnly {
+					inv.Errors = append(inv.Errors, e)
+				}
+			}
+		}
 		return nil, err
 	}
 	return res, nil

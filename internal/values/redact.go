@@ -216,7 +216,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 	}
 	var errs errorList
 	s.findSecretInputs(src.Spec, func(p []string) {
-		errs.add(pointer(p), "writeOnly",
+		errs.add(pointer(p), RuleWriteOnly,
 			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", dotted(p))
 	})
 	for _, l := range src.From {
@@ -224,7 +224,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 			continue
 		}
 		s.findSecretInputs(l.tree(), func(p []string) {
-			errs.add(pointer(p), "writeOnly",
+			errs.add(pointer(p), RuleWriteOnly,
 				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", dotted(p), l.Name())
 		})
 	}

@@ -352,3 +352,31 @@ func TestTooManySecretsNamesTheSourceToChange(t *testing.T) {
 		t.Errorf("4100 writeOnly numbers: %v", err)
 	}
 }
+
+// TestComposePastTheBoundKeepsTheWriteOnlyErrors: values past the secret
+// bound are refused with the writeOnly rule's errors beside the bound's, so
+// a writer that checks spec.values for secret inputs still finds them.
+func TestComposePastTheBoundKeepsTheWriteOnlyErrors(t *testing.T) {
+	schema := `{"properties": {"junk": {"writeOnly": true}, "auth": {"properties": {"password": {"writeOnly": true}}}}}`
+	ch := testChart(t, "app", "", schema)
+	junk := make([]any, MaxSecretValues+1)
+	for i := range junk {
+		junk[i] = fmt.Sprintf("junk-%05d", i)
+	}
+	ch.Values = map[string]any{"junk": junk}
+	_, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: map[string]any{"auth": map[string]any{"password": "hunter2"}}}})
+	var inv *InvalidError
+	if !errors.As(err, &inv) {
+		t.Fatalf("Compose = %v, want an *InvalidError", err)
+	}
+	var rules []string
+	for _, e := range inv.Errors {
+		rules = append(rules, e.Path+" "+e.Rule)
+	}
+	if want := []string{"/junk " + RuleTooManySecrets, "/auth/password " + RuleWriteOnly}; !slices.Equal(rules, want) {
+		t.Errorf("errors %q, want %q", rules, want)
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Errorf("the error quotes a value: %v", err)
+	}
+}
