@@ -57,6 +57,14 @@ func ReferencedObjects(spec capstanv1.AddonSpec) []string {
 	for _, ref := range spec.ValuesFrom {
 		keys = append(keys, ref.Kind+"/"+ref.Name)
 	}
+	return append(keys, otherPurposeObjects(spec)...)
+}
+
+// otherPurposeObjects lists, as ReferencedObjects does, the Secrets and
+// ConfigMaps the spec names for a purpose other than values: variables,
+// keys, a kubeconfig, credentials.
+func otherPurposeObjects(spec capstanv1.AddonSpec) []string {
+	var keys []string
 	for _, ref := range spec.SubstituteFrom {
 		keys = append(keys, ref.Kind+"/"+ref.Name)
 	}

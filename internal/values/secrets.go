@@ -330,13 +330,33 @@ func dropOwner(o metav1.Object, addon *capstanv1.Addon) bool {
 // references would let the garbage collector do it in the restricted
 // profile; this does not depend on one running. It returns what it deleted,
 // as "Kind/name".
+//
+// One the spec names for a purpose other than values (the source's
+// credentials, the verification or decryption keys, a kubeconfig), as
+// Cleanup keeps it, is kept: it is the person's, made for the add-on's
+// source, and an Addon made again with the same spec (a git move between
+// folders deletes and recreates it) needs it on its first fetch. Its owner
+// reference to the add-on is taken off, so the garbage collector keeps it
+// too.
 func DeleteAll(ctx context.Context, c client.Client, addon *capstanv1.Addon) ([]string, error) {
+	other := map[string]bool{}
+	for _, key := range otherPurposeObjects(addon.Spec) {
+		other[key] = true
+	}
 	objs, err := listValuesObjects(ctx, c, addon)
 	if err != nil {
 		return nil, err
 	}
 	var deleted []string
 	for _, o := range objs {
+		if other[kindName(o)] {
+			if dropOwner(o, addon) {
+				if err := c.Update(ctx, o); err != nil {
+					return deleted, fmt.Errorf("take the add-on's owner reference off %s in %s, which the spec names: %w", kindName(o), o.GetNamespace(), err)
+				}
+			}
+			continue
+		}
 		if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
 			return deleted, fmt.Errorf("delete values object %s in %s: %w", kindName(o), o.GetNamespace(), err)
 		}

@@ -376,6 +376,48 @@ func TestCleanupKeepsWhatTheSpecNamesForAnyPurpose(t *testing.T) {
 	}
 }
 
+// TestDeleteAllKeepsWhatTheSpecNamesForAnotherPurpose: a removal that
+// does not keep values deletes the add-on's values objects, but not what
+// its spec names for another purpose (credentials, keys, a kubeconfig),
+// as Cleanup keeps them: an Addon made again with the same spec (a git
+// move) needs them. What it keeps loses its owner reference, so the
+// garbage collector keeps it too; a values Secret the spec names in
+// valuesFrom goes.
+func TestDeleteAllKeepsWhatTheSpecNamesForAnotherPurpose(t *testing.T) {
+	c := admin(t)
+	ns := namespace(t, c)
+	a := addon(t, c, ns, "app")
+	a.Spec.Chart.SecretRef = &capstanv1.LocalObjectReference{Name: "app-values-registry"}
+	a.Spec.Chart.Verify = &capstanv1.ChartVerification{Provenance: &capstanv1.ProvenanceVerification{SecretRef: capstanv1.LocalObjectReference{Name: "app-values-keys"}}}
+	a.Spec.KubeConfig = &capstanv1.KubeConfigReference{SecretRef: capstanv1.LocalObjectReference{Name: "app-values-kube"}}
+	a.Spec.Decryption = &capstanv1.Decryption{Provider: "sops", SecretRef: capstanv1.LocalObjectReference{Name: "app-values-age"}}
+	a.Spec.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: "app-values-inputs"}}
+	if err := c.Update(t.Context(), a); err != nil {
+		t.Fatal(err)
+	}
+	named := []string{"app-values-registry", "app-values-keys", "app-values-kube", "app-values-age"}
+	owner := metav1.OwnerReference{APIVersion: capstanv1.GroupVersion.String(), Kind: "Addon", Name: a.Name, UID: a.UID}
+	for _, name := range append(slices.Clone(named), "app-values-inputs", "app-values-stale") {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: a.OwnerLabels(), OwnerReferences: []metav1.OwnerReference{owner}}}
+		if err := c.Create(t.Context(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted, err := values.DeleteAll(t.Context(), c, a)
+	slices.Sort(deleted)
+	if err != nil || !slices.Equal(deleted, []string{"Secret/app-values-inputs", "Secret/app-values-stale"}) {
+		t.Fatalf("DeleteAll = %v, %v; want only the values Secrets", deleted, err)
+	}
+	for _, name := range named {
+		sec, ok := getSecret(t, c, ns, name)
+		if !ok {
+			t.Errorf("DeleteAll deleted %s, which the spec names for another purpose", name)
+		} else if len(sec.OwnerReferences) != 0 {
+			t.Errorf("%s kept its owner reference %v, which the garbage collector would follow", name, sec.OwnerReferences)
+		}
+	}
+}
+
 func TestKeepOnRemoveHandsValuesToTheNextAddonOfTheName(t *testing.T) {
 	c := admin(t)
 	ns := namespace(t, c)
