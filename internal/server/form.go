@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net/http"
 	"net/url"
@@ -605,20 +606,27 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 // empty: they are checked with a stand-in, and their errors are left out,
 // since the form cannot know their value.
 func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string) ([]capstanv1.ValuesError, error) {
-	secret := map[string]any{}
-	for p, v := range inputs {
-		setPath(secret, strings.Split(p, "."), v)
-	}
+	// NOTE: each secret input is one targetPath layer, as the writers store
+	// it (values.WriteSecretInputs), so Compose types a writeOnly number or
+	// boolean here as the controller will.
+	secret := maps.Clone(inputs)
 	standIn := map[string]bool{}
 	for _, p := range kept {
 		if _, given := inputs[p]; !given {
-			setPath(secret, strings.Split(p, "."), "kept")
+			if secret == nil {
+				secret = map[string]string{}
+			}
+			secret[p] = "kept"
 			standIn["/"+strings.ReplaceAll(p, ".", "/")] = true
 		}
 	}
 	src := values.Sources{Spec: vals}
-	if len(secret) > 0 {
-		src.From = []values.Layer{{Ref: capstanv1.ValuesReference{Kind: "Secret", Name: values.ValuesPrefix(name) + "form"}, Doc: secret}}
+	for i, p := range slices.Sorted(maps.Keys(secret)) {
+		l, err := values.SecretInputLayer(i, values.ValuesPrefix(name)+"form", p, secret[p])
+		if err != nil {
+			return nil, fmt.Errorf("secret input %s: %w", p, err)
+		}
+		src.From = append(src.From, l)
 	}
 	res, err := values.Compose(values.Inputs{Chart: art.Chart.Chart, Sources: src})
 	if err != nil {

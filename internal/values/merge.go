@@ -59,6 +59,21 @@ type Layer struct {
 	untyped bool
 }
 
+// SecretInputLayer is the layer that a secret input stored by
+// WriteSecretInputs composes as: an entry of spec.valuesFrom, at index,
+// that reads a key of the Secret secret and sets raw at the targetPath
+// path. A writer that checks values before it writes (the page) composes
+// its secret inputs with it, exactly as the controller will read them, a
+// writeOnly number or boolean typed as Compose types it.
+func SecretInputLayer(index int, secret, path, raw string) (Layer, error) {
+	p, err := parseTargetPath(path)
+	if err != nil {
+		return Layer{}, err
+	}
+	ref := capstanv1.ValuesReference{Kind: "Secret", Name: secret, ValuesKey: path, TargetPath: path}
+	return Layer{Index: index, Ref: ref, Raw: raw, path: p}, nil
+}
+
 // value is what a targetPath entry sets at its path.
 func (l Layer) value() any {
 	if l.typed != nil {

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/testcontroller"
+)
+
+// TestFormCheckTypesSecretInputsAsTheController: the page checks its
+// secret inputs as the controller will read them, each a targetPath entry
+// of a Secret, so a writeOnly integer or boolean typed on the page (a PIN,
+// a flag) is accepted as the controller accepts it, and one that is not a
+// number is refused, naming the field without quoting it. A kept secret
+// input the form left empty is not judged.
+func TestFormCheckTypesSecretInputsAsTheController(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("pin", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: pin\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
+			`"pin":{"type":"integer","writeOnly":true},"audit":{"type":"boolean","writeOnly":true},` +
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	art := &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "pin", Version: "1.0.0"}}
+	vals := map[string]any{"replicas": float64(2)}
+
+	errs, err := checkFormValues(art, "app", vals, map[string]string{"pin": "1234", "audit": "true", "auth.password": "hunter2"}, nil)
+	if err != nil || len(errs) != 0 {
+		t.Errorf("a writeOnly integer and boolean typed on the page: %v %+v; want them accepted", err, errs)
+	}
+	errs, err = checkFormValues(art, "app", vals, map[string]string{"pin": "12ab"}, nil)
+	if err != nil || len(errs) != 1 || errs[0].Path != "/pin" || strings.Contains(errs[0].Message, "12ab") {
+		t.Errorf("a writeOnly integer that is not a number: %v %+v; want one error at /pin that quotes nothing", err, errs)
+	}
+	if errs, err := checkFormValues(art, "app", vals, map[string]string{"auth.password": "new"}, []string{"pin", "auth.password"}); err != nil || len(errs) != 0 {
+		t.Errorf("a kept writeOnly integer: %v %+v; want it not judged", err, errs)
+	}
+}
