@@ -132,32 +132,57 @@ func (e Entry) Validate() error {
 		if msg := chartProblem(e.Chart); msg != "" {
 			return fmt.Errorf("entry %s: %s", e.ID, msg)
 		}
-	case "any-chart", "git-folder":
+	case "git-folder":
+		// NOTE: the form of a git folder asks for the repository, folder
+		// and revision, and builds no values: a chart or fields would be
+		// shown and what the person typed in them dropped.
+		if e.Chart != nil {
+			return fmt.Errorf("entry %s: a git-folder entry takes no chart: the person names the git repository, folder and revision in the form; take chart out", e.ID)
+		}
+		if len(e.Fields) > 0 {
+			return fmt.Errorf("entry %s: a git-folder entry takes no fields: a folder has no values, and its variables come from the Addon's spec.substitute, set once it is added; take fields out", e.ID)
+		}
+	case "any-chart":
+		if e.Chart != nil {
+			return fmt.Errorf("entry %s: an any-chart entry takes no chart: the person gives the chart's link on \"Add from a chart link\"; take chart out, or make it a chart entry", e.ID)
+		}
+		if len(e.Fields) > 0 {
+			return fmt.Errorf("entry %s: an any-chart entry takes no fields: its form is built from the chart's values.schema.json; take fields out, or make it a chart entry with its chart", e.ID)
+		}
 	default:
 		return fmt.Errorf("entry %s: kind %q is not chart, any-chart or git-folder", e.ID, e.Kind)
 	}
-	for _, f := range e.Fields {
+	for i, f := range e.Fields {
+		if strings.TrimSpace(f.Label) == "" {
+			return fmt.Errorf("entry %s: fields[%d] (path %q) needs a label, the name the form shows beside its input", e.ID, i, f.Path)
+		}
 		if f.Path == "" || !fieldTypes[f.Type] {
-			return fmt.Errorf("entry %s: field %q needs a path and a type of string, integer, number or boolean", e.ID, f.Label)
+			return fmt.Errorf("entry %s: %s needs a path and a type of string, integer, number or boolean", e.ID, fieldName(i, f))
 		}
 		if msg := defaultProblem(f); msg != "" {
-			return fmt.Errorf("entry %s: field %q: %s", e.ID, f.Label, msg)
+			return fmt.Errorf("entry %s: %s: %s", e.ID, fieldName(i, f), msg)
 		}
 		if slices.Contains(strings.Split(f.Path, "."), "") {
-			return fmt.Errorf("entry %s: field %q: path %q has an empty part: give value keys separated by single dots, such as persistence.size", e.ID, f.Label, f.Path)
+			return fmt.Errorf("entry %s: %s: path %q has an empty part: give value keys separated by single dots, such as persistence.size", e.ID, fieldName(i, f), f.Path)
 		}
 	}
 	// NOTE: the form writes each field's value at its path, one after the
 	// other, and names its input after the path: two fields at one path,
 	// or one inside the other's value, would lose one of the two values.
 	for i, f := range e.Fields {
-		for _, g := range e.Fields[:i] {
+		for j, g := range e.Fields[:i] {
 			if f.Path == g.Path || strings.HasPrefix(f.Path, g.Path+".") || strings.HasPrefix(g.Path, f.Path+".") {
-				return fmt.Errorf("entry %s: fields %q and %q: the paths %q and %q overlap, so one value would replace the other: give each field a path of its own, neither inside the other", e.ID, g.Label, f.Label, g.Path, f.Path)
+				return fmt.Errorf("entry %s: %s and %s: the paths %q and %q overlap, so one value would replace the other: give each field a path of its own, neither inside the other", e.ID, fieldName(j, g), fieldName(i, f), g.Path, f.Path)
 			}
 		}
 	}
 	return nil
+}
+
+// fieldName names the field at index i of an entry's fields in a message:
+// by index and label, as labels may be shared.
+func fieldName(i int, f Field) string {
+	return fmt.Sprintf("fields[%d] (%q)", i, f.Label)
 }
 
 // chartProblem says why the API server would refuse an Addon with chart c,

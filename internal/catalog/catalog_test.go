@@ -35,6 +35,7 @@ func TestOperatorEntries(t *testing.T) {
 		cm("broken", "id: Broken!\ntitle: x\n"),
 		cm("typo", "id: typo\ntitel: Typo\n"),
 		cm("longhorn", "id: longhorn\ntitle: Longhorn (our mirror)\nchart: {url: 'https://mirror.example/longhorn-1.10.2.tgz'}\n"),
+		cm("apps", "id: apps\ntitle: Apps\nkind: git-folder\nfields: [{path: replicas, label: Replicas, type: integer}]\n"),
 	).Build()
 	entries, problems, err := Entries(context.Background(), c, "capstan-system")
 	if err != nil {
@@ -47,8 +48,16 @@ func TestOperatorEntries(t *testing.T) {
 	if titles["grafana"] != "Grafana / ConfigMap grafana" || titles["longhorn"] != "Longhorn (our mirror) / ConfigMap longhorn" || titles["hajimari"] == "" {
 		t.Errorf("entries = %v; want the operator's added, the built-in Longhorn replaced, the others kept", titles)
 	}
-	if len(problems) != 2 || !strings.Contains(problems[0].Message+problems[1].Message, "lower-case") || !strings.Contains(problems[0].Message+problems[1].Message, "titel") {
-		t.Errorf("problems = %+v; want the bad id and the unknown field reported", problems)
+	if _, offered := titles["apps"]; offered {
+		t.Errorf("the git-folder entry with fields is offered; want it reported: its form would drop what is typed in them")
+	}
+	var all string
+	for _, p := range problems {
+		all += p.ConfigMap + ": " + p.Message + "\n"
+	}
+	if len(problems) != 3 || !strings.Contains(all, "lower-case") || !strings.Contains(all, "titel") ||
+		!strings.Contains(all, "apps: entry apps: a git-folder entry takes no fields") {
+		t.Errorf("problems = %+v; want the bad id, the unknown field and the git folder's fields reported", problems)
 	}
 }
 
@@ -68,6 +77,14 @@ func TestValidate(t *testing.T) {
 			e.Fields = append(e.Fields, Field{Path: p, Label: p, Type: "string"})
 		}
 		return e
+	}
+	withFields := func(fields ...Field) Entry {
+		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
+		e.Fields = fields
+		return e
+	}
+	ofKind := func(kind string, c *capstanv1.ChartSource, fields []Field) Entry {
+		return Entry{ID: "e", Title: "E", Kind: kind, Chart: c, Fields: fields}
 	}
 	withNamespace := func(ns string) Entry {
 		e := chart(capstanv1.ChartSource{URL: "https://charts.example/e-1.0.0.tgz"})
@@ -124,6 +141,26 @@ func TestValidate(t *testing.T) {
 		{"verify's keys unnamed", chart(capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e", Verify: &capstanv1.ChartVerification{
 			Provenance: &capstanv1.ProvenanceVerification{}}}), "provenance.secretRef.name"},
 		{"git folder needs no chart", Entry{ID: "e", Title: "E", Kind: "git-folder"}, ""},
+		{"git folder with fields", ofKind("git-folder", nil, []Field{{Path: "replicas", Label: "Replicas", Type: "integer"}}),
+			"a git-folder entry takes no fields: a folder has no values, and its variables come from the Addon's spec.substitute"},
+		{"git folder with a chart", ofKind("git-folder", &capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e"}, nil),
+			"a git-folder entry takes no chart"},
+		{"any chart", ofKind("any-chart", nil, nil), ""},
+		{"any chart with fields", ofKind("any-chart", nil, []Field{{Path: "replicas", Label: "Replicas", Type: "integer"}}),
+			"an any-chart entry takes no fields: its form is built from the chart's values.schema.json"},
+		{"any chart with a chart", ofKind("any-chart", &capstanv1.ChartSource{Repo: "https://charts.example/", Name: "e"}, nil),
+			"an any-chart entry takes no chart"},
+		{"a field without a label", withFields(Field{Path: "a", Label: "A", Type: "string"}, Field{Path: "b", Type: "string"}),
+			`fields[1] (path "b") needs a label`},
+		{"a field whose label is blank", withFields(Field{Path: "a", Label: " ", Type: "string"}), `fields[0] (path "a") needs a label`},
+		{"a field without a type, named by index", withFields(Field{Path: "a", Label: "Size", Type: "string"}, Field{Path: "b", Label: "Size"}),
+			`fields[1] ("Size") needs a path and a type`},
+		{"a field without a path, named by index", withFields(Field{Label: "Size", Type: "string"}), `fields[0] ("Size") needs a path`},
+		{"a bad default, named by index", withFields(Field{Path: "a", Label: "A", Type: "string"}, Field{Path: "b", Label: "B", Type: "integer", Default: "x"}),
+			`fields[1] ("B"): default "x" is not an integer`},
+		{"an empty part, named by index", withFields(Field{Path: "a..b", Label: "A", Type: "string"}), `fields[0] ("A"): path "a..b" has an empty part`},
+		{"overlapping fields of one label, named by index", withFields(Field{Path: "a", Label: "Size", Type: "string"}, Field{Path: "a.b", Label: "Size", Type: "string"}),
+			`fields[0] ("Size") and fields[1] ("Size"): the paths "a" and "a.b" overlap`},
 		{"namespace", withNamespace("apps"), ""},
 		{"namespace that is not a label", withNamespace("Apps_1"), "namespace"},
 		{"integer default", field("integer", "3"), ""},
