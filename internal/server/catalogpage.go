@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,46 +35,64 @@ type catalogView struct {
 	Trusted []string
 }
 
-// catalogTTL is how long the catalog's entries, as read, serve the pages.
+// catalogTTL is how long the catalog's entries, as read, serve the pages,
+// and the least time from the start of one read to that of the next.
 const catalogTTL = 10 * time.Second
 
-// catalogCache keeps the catalog's entries of the last read for catalogTTL.
+// catalogFailureTTL is how long a failed read is answered from the cache
+// after it failed, at the least.
+const catalogFailureTTL = 3 * time.Second
+
+// catalogCache keeps the catalog's entries of the last read for catalogTTL,
+// and the error of a failed read for catalogFailureTTL after it failed, and
+// in any case until catalogTTL after it began.
 //
 // NOTE: the catalog's ConfigMaps are listed as the controller, whose
 // client has no rate limit, and any token the API server accepts signs
 // in: a read per view would let a loop of views flood the API server as
 // the controller, and slow its own reconciles. One read at a time, then
-// one per catalogTTL, whatever the views.
+// one per catalogTTL, whatever the views. A failed read is kept too:
+// else, while the API server fails or is slow, the time it can least
+// afford them, each view would list again.
 type catalogCache struct {
 	flight   singleflight.Group
 	mu       sync.Mutex
 	read     time.Time
 	list     []catalog.Entry
 	problems []catalog.Problem
+	// failed is the error of the last read when it failed, answered
+	// until retry.
+	failed error
+	retry  time.Time
 }
 
 // entries are the catalog's entries and problems, from the last read when
-// it is under catalogTTL old, else read again; a failed read is not kept.
-func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace string, now time.Time) ([]catalog.Entry, []catalog.Problem, error) {
-	c.mu.Lock()
-	if !c.read.IsZero() && now.Sub(c.read) < catalogTTL {
-		list, problems := slices.Clone(c.list), slices.Clone(c.problems)
-		c.mu.Unlock()
-		return list, problems, nil
+// it is under catalogTTL old, or the error of the last read when it failed
+// and may not be retried yet, else read again; now is the clock.
+func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace string, now func() time.Time) ([]catalog.Entry, []catalog.Problem, error) {
+	if list, problems, err, ok := c.cached(now()); ok {
+		return list, problems, err
 	}
-	c.mu.Unlock()
 	ch := c.flight.DoChan("", func() (any, error) {
+		// NOTE: a view that waited for the read before this one, and
+		// started this one as it ended, takes the answer that read left.
+		if _, _, err, ok := c.cached(now()); ok {
+			return nil, err
+		}
 		// NOTE: shared by every view that waits, so it does not end with
 		// the first one's context.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catalogTTL)
 		defer cancel()
+		began := now()
 		list, problems, err := catalog.Entries(ctx, r, namespace)
-		if err != nil {
-			return nil, err
-		}
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		c.read, c.list, c.problems = now, list, problems
+		if err != nil {
+			c.failed = fmt.Errorf("%w; the catalog is read again in a few seconds: reload the page then", err)
+			c.retry = later(began.Add(catalogTTL), now().Add(catalogFailureTTL))
+			return nil, c.failed
+		}
+		c.read, c.list, c.problems, c.failed = began, list, problems, nil
 		return nil, nil
 	})
 	select {
@@ -87,6 +106,29 @@ func (c *catalogCache) entries(ctx context.Context, r client.Reader, namespace s
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.list), slices.Clone(c.problems), nil
+}
+
+// cached is the answer of the last read at time now, and whether it still
+// holds: its entries when it succeeded under catalogTTL ago, its error
+// when it failed and may not be retried yet.
+func (c *catalogCache) cached(now time.Time) ([]catalog.Entry, []catalog.Problem, error, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.failed != nil && now.Before(c.retry):
+		return nil, nil, c.failed, true
+	case c.failed == nil && !c.read.IsZero() && now.Sub(c.read) < catalogTTL:
+		return slices.Clone(c.list), slices.Clone(c.problems), nil, true
+	}
+	return nil, nil, nil, false
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // catalogFields are an entry's typed fields as the form renders them.
@@ -108,7 +150,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	}
 	v := &catalogView{}
 	d := pageData{Title: "Add from the catalog", User: sess.user.Name, CSRF: sess.csrf, Catalog: v}
-	entries, problems, err := s.catalog.entries(r.Context(), s.Controller, s.config().Namespace, s.now())
+	entries, problems, err := s.catalog.entries(r.Context(), s.Controller, s.config().Namespace, s.now)
 	if err != nil {
 		d.Error = err.Error()
 	}

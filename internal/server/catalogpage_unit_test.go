@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -214,4 +215,86 @@ func TestCatalogIsReadOncePerTTL(t *testing.T) {
 	if n := reader.lists.Load(); n != 2 {
 		t.Errorf("a view %v after the catalog was read listed its ConfigMaps %d times in all; want twice", catalogTTL, n)
 	}
+}
+
+// failingReader is a client.Reader whose Lists fail while fail is set,
+// count, and each take the time slow on the clock it moves.
+type failingReader struct {
+	client.Reader
+	lists atomic.Int32
+	fail  atomic.Bool
+	now   *time.Time
+	slow  time.Duration
+}
+
+func (f *failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	f.lists.Add(1)
+	*f.now = f.now.Add(f.slow)
+	if f.fail.Load() {
+		return errors.New("the API server is overloaded")
+	}
+	return nil
+}
+
+// TestCatalogFailureIsKept: while the API server fails, views of the
+// catalog get the error of the last read, not a read each: one read per
+// catalogTTL from the start of the last, and none until catalogFailureTTL
+// after a slow one failed; once it answers, the entries are read again.
+func TestCatalogFailureIsKept(t *testing.T) {
+	start := time.Now()
+	now := start
+	clock := func() time.Time { return now }
+	reader := &failingReader{now: &now}
+	reader.fail.Store(true)
+	c := &catalogCache{}
+	view := func(wantErr bool) {
+		t.Helper()
+		entries, _, err := c.entries(context.Background(), reader, "capstan-system", clock)
+		switch {
+		case wantErr && (err == nil || !strings.Contains(err.Error(), "overloaded") || !strings.Contains(err.Error(), "reload the page")):
+			t.Fatalf("a view while the catalog cannot be read: %v; want the read's error, saying when to try again", err)
+		case !wantErr && (err != nil || len(entries) == 0):
+			t.Fatalf("a view once the catalog can be read: %d entries, %v; want the entries", len(entries), err)
+		}
+	}
+	lists := func(want int32, when string) {
+		t.Helper()
+		if n := reader.lists.Load(); n != want {
+			t.Fatalf("%s: the catalog's ConfigMaps were listed %d times in all; want %d", when, n, want)
+		}
+	}
+
+	for range 100 {
+		view(true)
+	}
+	lists(1, "100 views while the API server fails")
+	now = start.Add(catalogTTL - time.Nanosecond)
+	view(true)
+	lists(1, "a view just under catalogTTL after the failed read began")
+	now = start.Add(catalogTTL)
+	view(true)
+	lists(2, "a view catalogTTL after the failed read began")
+
+	// A read that fails slowly is kept catalogFailureTTL after it failed,
+	// though it began more than catalogTTL ago.
+	reader.slow = catalogTTL
+	now = start.Add(2 * catalogTTL)
+	view(true)
+	lists(3, "a view catalogTTL after the second failed read began")
+	reader.slow = 0
+	failed := start.Add(3 * catalogTTL)
+	now = failed.Add(catalogFailureTTL - time.Nanosecond)
+	for range 100 {
+		view(true)
+	}
+	lists(3, "100 views just under catalogFailureTTL after a slow read failed")
+
+	reader.fail.Store(false)
+	now = failed.Add(catalogFailureTTL)
+	view(false)
+	lists(4, "a view catalogFailureTTL after a slow read failed")
+	for range 100 {
+		view(false)
+	}
+	lists(4, "100 views after the catalog was read")
 }
