@@ -103,3 +103,40 @@ func TestCatalogRefusesSecretInputsInItsYAML(t *testing.T) {
 		t.Errorf("the added Addon's values: %v", got)
 	}
 }
+
+// TestCatalogRefusesAGitFolderWithFields: an operator's git-folder entry
+// with fields is listed as a problem, saying where a folder's variables
+// come from, and is not offered: its form builds no values, and would drop
+// what was typed in the fields. Posting its form adds nothing.
+func TestCatalogRefusesAGitFolderWithFields(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	id := "folder-" + ns
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-" + ns, Labels: map[string]string{catalog.Label: "true"}},
+		Data: map[string]string{catalog.EntryKey: "id: " + id + "\ntitle: Apps\nkind: git-folder\n" +
+			"fields: [{path: replicas, label: Replicas, type: integer}]\n"},
+	}
+	if err := admin.Create(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, entry) })
+	// A server of its own reads the catalog now, not the tests' server's
+	// catalog of up to 10 s ago.
+	base := serve(t, newServer())
+	sess := signInAt(t, base, user(t, ns, "catalog-folder", addonRule("get", "list", "create", "update", "patch")))
+
+	code, page := sess.send(t, http.MethodGet, "/catalog", nil)
+	if code != http.StatusOK || !strings.Contains(page, "ConfigMap <code>catalog-"+ns+"</code>: entry "+id+": a git-folder entry takes no fields") ||
+		!strings.Contains(page, "spec.substitute") || strings.Contains(page, `href="/catalog/`+id+`"`) {
+		t.Fatalf("the catalog: %d; want the git-folder entry with fields listed as a problem, naming spec.substitute, and not offered\n%s", code, page)
+	}
+	code, page = sess.send(t, http.MethodPost, "/catalog/"+id, url.Values{"namespace": {ns}, "name": {"apps"},
+		"git": {"https://git.example/apps.git"}, "v.replicas": {"3"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("posting the refused entry's form: %d; want to be sent elsewhere\n%s", code, page)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "apps"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Errorf("after posting the refused entry's form, the Addon: %v; want none", err)
+	}
+}
