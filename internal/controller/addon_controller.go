@@ -186,7 +186,7 @@ func (r *AddonReconciler) SetupWithManager(mgr ctrl.Manager, maxConcurrent int) 
 			_, busy := r.inflight.Load(addon)
 			return busy
 		},
-		IsDrift: func(addon types.NamespacedName, changes []change) bool {
+		IsDrift: func(addon types.NamespacedName, changes []change) (bool, []change) {
 			return r.isDrift(context.Background(), addon, changes)
 		},
 		Awaiting: func(addon types.NamespacedName) bool {

@@ -157,7 +157,7 @@ func TestOnlyAKnownObjectLooksEarly(t *testing.T) {
 	known := capstanv1.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "apps", Name: "web"}
 	d := &driftWatch{
 		Delay:        time.Hour,
-		IsDrift:      func(types.NamespacedName, []change) bool { return false },
+		IsDrift:      func(types.NamespacedName, []change) (bool, []change) { return false, nil },
 		Awaiting:     func(a types.NamespacedName) bool { return a.Name == "waiting" },
 		Settled:      func(a types.NamespacedName) bool { return a.Name == "settled" },
 		AwaitingGone: func(a types.NamespacedName) bool { return a.Name == "deleting" },
@@ -429,5 +429,77 @@ func TestStatusMayChangeHealth(t *testing.T) {
 	q.Done(req)
 	if req, ok := getWithin(q, time.Second); ok {
 		t.Errorf("the autoscaler's status change looked at %s", req.Name)
+	}
+}
+
+// TestAGenerationlessStatusWriteIsAStatusChange: the write of a status
+// alone of a verified object with no generation, which only a read tells
+// from an edit, looks at a settled add-on in its turn when a status of that
+// kind may change its health (a PersistentVolumeClaim, a Service that
+// spec.healthChecks judge); not for a Service no check judges.
+func TestAGenerationlessStatusWriteIsAStatusChange(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := capstanv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	object := func(kind, rv string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": kind,
+			"metadata": map[string]any{"namespace": "apps", "name": "data", "resourceVersion": rv},
+			"spec":     spec, "status": map[string]any{"phase": "Bound"}}}
+	}
+	for _, tc := range []struct {
+		name   string
+		kind   string
+		checks []capstanv1.HealthCheck
+		want   bool
+	}{
+		{"a claim", "PersistentVolumeClaim", nil, true},
+		{"a Service a check judges", "Service", []capstanv1.HealthCheck{{APIVersion: "v1", Kind: "Service", Current: "true"}}, true},
+		{"a Service", "Service", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "ops", Name: "web", UID: "uid-web"}}
+			addon.Spec.HealthChecks = tc.checks
+			key := client.ObjectKeyFromObject(addon)
+			r := &AddonReconciler{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(addon).Build()}
+			verified := object(tc.kind, "20", map[string]any{"size": "1Gi"})
+			c := change{gvk: schema.GroupVersionKind{Version: "v1", Kind: tc.kind}, namespace: "apps", name: "data", resourceVersion: "21"}
+			// The status was written since: Lost, or an address.
+			now := object(tc.kind, "21", map[string]any{"size": "1Gi"})
+			now.Object["status"] = map[string]any{"phase": "Lost"}
+			there := fake.NewClientBuilder().Build()
+			r.verified.target(addon, &capstanv1.InventoryCluster{}, there, liveObjects{c.ref().Key(): now})
+			r.verified.store(addon, map[string]plan.Verified{c.ref().Key(): plan.VerifiedAt("d", verified, time.Now())})
+
+			q := priorityqueue.New[reconcile.Request]("status-only-test")
+			defer q.ShutDown()
+			d := &driftWatch{
+				Delay: 10 * time.Millisecond,
+				IsDrift: func(a types.NamespacedName, changes []change) (bool, []change) {
+					return r.isDrift(context.Background(), a, changes)
+				},
+				Awaiting: func(types.NamespacedName) bool { return false },
+				Settled:  func(types.NamespacedName) bool { return true },
+				StatusCounts: func(a types.NamespacedName, gvk schema.GroupVersionKind) bool {
+					return r.statusMayChangeHealth(context.Background(), a, gvk)
+				},
+				Knows: func(a types.NamespacedName, ref capstanv1.ObjectRef, reader client.Reader) bool {
+					return r.knowsObject(context.Background(), a, ref, reader)
+				},
+			}
+			if err := d.start(context.Background(), q); err != nil {
+				t.Fatal(err)
+			}
+			if r.objectDrifted(context.Background(), key, change{gvk: c.gvk, namespace: "apps", name: "data", resourceVersion: "21", reader: there}) {
+				t.Fatal("the write of a status alone was taken for drift")
+			}
+			obj := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "data", ResourceVersion: "21",
+				Labels: map[string]string{capstanv1.AddonLabel: "web", capstanv1.AddonNamespaceLabel: "ops"}}}
+			d.seen(key, c.gvk, there, obj, false)
+			req, ok := getWithin(q, 2*healthLookDelay)
+			if ok != tc.want || ok && req.NamespacedName != key {
+				t.Errorf("the status write looked at %v (%v); want a look %v", req, ok, tc.want)
+			}
+		})
 	}
 }

@@ -162,9 +162,9 @@ func TestDriftWaitsForTheRunningReconcile(t *testing.T) {
 	d := &driftWatch{
 		Delay: 20 * time.Millisecond,
 		Busy:  func(types.NamespacedName) bool { return busy.Load() },
-		IsDrift: func(_ types.NamespacedName, changes []change) bool {
+		IsDrift: func(_ types.NamespacedName, changes []change) (bool, []change) {
 			decided <- len(changes)
-			return false
+			return false, nil
 		},
 	}
 	_ = d.start(context.Background(), workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]()))

@@ -42,8 +42,11 @@ type driftWatch struct {
 	// Busy reports whether the add-on is being reconciled now.
 	Busy func(addon types.NamespacedName) bool
 	// IsDrift decides whether the changes gathered for an add-on call for
-	// a reconcile.
-	IsDrift func(addon types.NamespacedName, changes []change) bool
+	// a reconcile, and returns those that were writes of an object's
+	// status alone (an object without a generation, whose update the
+	// watch cannot tell from an edit by its metadata): each is then taken
+	// as a status change (statusChanged).
+	IsDrift func(addon types.NamespacedName, changes []change) (drift bool, statusOnly []change)
 	// Awaiting reports whether an add-on waits for its objects to become
 	// healthy: any change to one of them, status included, looks again at
 	// once instead of at the next health poll.
@@ -252,20 +255,36 @@ func (d *driftWatch) nudge(gvk schema.GroupVersionKind, reader client.Reader, ol
 	if q == nil {
 		return
 	}
+	ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: n.GetNamespace(), Name: n.GetName()}
 	for _, addon := range owners(newObj) {
-		// NOTE: the cheap questions first: Knows may read the Addon.
-		awaiting := d.Awaiting(addon)
-		settled := !awaiting && d.Settled != nil && d.Settled(addon) && (d.StatusCounts == nil || d.StatusCounts(addon, gvk))
-		if !awaiting && !settled || !d.knows(addon, gvk, reader, newObj) {
-			continue
-		}
-		if awaiting {
-			d.wake(addon)
-			continue
-		}
-		if after, ok := d.lookSettled(addon, time.Now()); ok {
-			q.AddAfter(reconcile.Request{NamespacedName: addon}, after)
-		}
+		d.statusChanged(addon, gvk, reader, ref)
+	}
+}
+
+// statusChanged looks at an add-on soon for a status change of its object
+// ref, of kind gvk, heard of from the watch cache reader: at once when it
+// waits for its objects, in its turn when it is settled and a status of
+// that kind may change its health (StatusCounts); either only for an
+// object it knows (Knows).
+func (d *driftWatch) statusChanged(addon types.NamespacedName, gvk schema.GroupVersionKind, reader client.Reader, ref capstanv1.ObjectRef) {
+	d.mu.Lock()
+	q := d.queue
+	d.mu.Unlock()
+	if q == nil || d.Awaiting == nil {
+		return
+	}
+	// NOTE: the cheap questions first: Knows may read the Addon.
+	awaiting := d.Awaiting(addon)
+	settled := !awaiting && d.Settled != nil && d.Settled(addon) && (d.StatusCounts == nil || d.StatusCounts(addon, gvk))
+	if !awaiting && !settled || d.Knows == nil || !d.Knows(addon, ref, reader) {
+		return
+	}
+	if awaiting {
+		d.wake(addon)
+		return
+	}
+	if after, ok := d.lookSettled(addon, time.Now()); ok {
+		q.AddAfter(reconcile.Request{NamespacedName: addon}, after)
 	}
 }
 
@@ -363,8 +382,16 @@ func (d *driftWatch) fire(addon types.NamespacedName) {
 	delete(d.pending, addon)
 	q := d.queue
 	d.mu.Unlock()
-	if q != nil && d.IsDrift(addon, changes) {
+	if q == nil {
+		return
+	}
+	drift, statusOnly := d.IsDrift(addon, changes)
+	if drift {
 		q.Add(reconcile.Request{NamespacedName: addon})
+		return
+	}
+	for _, c := range statusOnly {
+		d.statusChanged(addon, c.gvk, c.reader, c.ref())
 	}
 }
 
@@ -373,24 +400,49 @@ func (d *driftWatch) fire(addon types.NamespacedName) {
 // not record, or a delete of an object the controller has not since created
 // again (as it re-creates a Job whose template changed). And the add-on,
 // read so that the status a reconcile just wrote counts (readAddon), must
-// be one drift may reconcile (driftWanted).
-func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, changes []change) bool {
+// be one drift may reconcile (driftWanted). When none is drift, it returns
+// the changes that were writes of a status alone (statusWritten): the
+// drift watch takes them as status changes, as it does the status updates
+// of an object with a generation.
+func (r *AddonReconciler) isDrift(ctx context.Context, key types.NamespacedName, changes []change) (bool, []change) {
+	var statusOnly []change
 	drifted := false
 	for _, c := range changes {
-		if r.objectDrifted(ctx, key, c) {
+		switch r.judgeChange(ctx, key, c) {
+		case changeDrift:
 			drifted = true
+		case changeOfStatus:
+			statusOnly = append(statusOnly, c)
+		}
+		if drifted {
 			break
 		}
 	}
 	if !drifted {
-		return false
+		return false, statusOnly
 	}
 	addon, err := r.readAddon(ctx, key)
 	if err != nil {
-		return false
+		return false, nil
 	}
-	return driftWanted(addon)
+	return driftWanted(addon), nil
 }
+
+// changeVerdict is what one change of an object is to an add-on
+// (judgeChange).
+type changeVerdict int
+
+const (
+	// changeIgnored: not drift. The object is not one the add-on
+	// verified, the change was heard of in another cluster, or it is the
+	// controller's own.
+	changeIgnored changeVerdict = iota
+	// changeDrift: drift of an object the add-on verified.
+	changeDrift
+	// changeOfStatus: a write of the status alone of an object the add-on
+	// verified (statusWritten).
+	changeOfStatus
+)
 
 // knowsObject reports whether an add-on knows an object (driftWatch.Knows):
 // one the controller verified of it, one of its inventory (what it applied
@@ -420,10 +472,17 @@ func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedN
 // add-on verified, heard of from the watch cache of the cluster the add-on
 // targets.
 func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
+	return r.judgeChange(ctx, key, c) == changeDrift
+}
+
+// judgeChange says what one change is to an add-on: drift of an object it
+// verified, heard of from the watch cache of the cluster it targets; a
+// write of that object's status alone; or nothing to it.
+func (r *AddonReconciler) judgeChange(ctx context.Context, key types.NamespacedName, c change) changeVerdict {
 	known, ok := r.verified.object(key, c.ref().Key())
 	switch {
 	case !ok || !r.verified.watches(key, c.reader):
-		return false
+		return changeIgnored
 	case !c.deleted:
 		// NOTE: an update older than the one remembered is the
 		// controller's own: the apply before its hand-over of fields
@@ -431,14 +490,23 @@ func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.Namespace
 		// counts.
 		cmp, err := resourceversion.CompareResourceVersion(c.resourceVersion, known.ResourceVersion)
 		newer := err != nil && known.ResourceVersion != c.resourceVersion || err == nil && cmp > 0
-		return newer && !r.statusWritten(ctx, key, c, known)
+		switch {
+		case !newer:
+			return changeIgnored
+		case r.statusWritten(ctx, key, c, known):
+			return changeOfStatus
+		}
+		return changeDrift
 	case c.reader == nil:
-		return true
+		return changeDrift
 	}
 	now := &metav1.PartialObjectMetadata{}
 	now.SetGroupVersionKind(c.gvk)
 	err := c.reader.Get(ctx, client.ObjectKey{Namespace: c.namespace, Name: c.name}, now)
-	return err != nil || now.ResourceVersion != known.ResourceVersion
+	if err != nil || now.ResourceVersion != known.ResourceVersion {
+		return changeDrift
+	}
+	return changeIgnored
 }
 
 // statusWritten reports whether the object of a change, one with a status

@@ -386,6 +386,56 @@ spec:
 	})
 }
 
+// TestALoadBalancersLostAddressIsSeenSoon: a settled add-on whose
+// spec.healthChecks judge its LoadBalancer Service by its address is no
+// longer Healthy soon after the address goes, not at the resync. A Service
+// has no metadata.generation: the write of its status alone is told from
+// an edit only by a read of the object, and is then a status change. The
+// add-on is a shard's, whose controller resyncs every 10 minutes.
+func TestALoadBalancersLostAddressIsSeenSoon(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	shard := startShard(t, "lblost-"+ns[len(ns)-5:], func(c *controller.Config) { c.ResyncInterval = 10 * time.Minute })
+	url, _ := charts.publish(t, chart{name: "lbapp", version: "1.0.0", files: map[string]string{
+		"templates/lb.yaml": `apiVersion: v1
+kind: Service
+metadata:
+  name: {{ .Release.Name }}-lb
+spec:
+  type: LoadBalancer
+  selector: {app: {{ .Release.Name }}}
+  ports:
+    - port: 80
+`,
+	}})
+	a := create(t, newAddon(controllerNS, "lblost-"+ns[len(ns)-5:], url, withTarget(ns), shard, withSpec(func(s *capstanv1.AddonSpec) {
+		s.HealthChecks = []capstanv1.HealthCheck{{APIVersion: "v1", Kind: "Service",
+			Current: "has(status.loadBalancer) && has(status.loadBalancer.ingress) && size(status.loadBalancer.ingress) > 0"}}
+	})))
+	lb := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: a.Name + "-lb"}}
+	setStatus := func(status string) {
+		t.Helper()
+		if err := admin.Status().Patch(ctx, lb, client.RawPatch(types.MergePatchType, []byte(status)), client.FieldOwner("cloud-provider")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, a, 60*time.Second, "the wait for the load balancer's address", func(cur *capstanv1.Addon) bool {
+		return cur.Status.Phase == capstanv1.PhaseProgressing && strings.Contains(readyMessage(cur), "Service "+ns+"/"+lb.Name)
+	})
+	setStatus(`{"status":{"loadBalancer":{"ingress":[{"ip":"192.0.2.10"}]}}}`)
+	waitFor(t, a, 60*time.Second, "Synced and Healthy", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionHealthy)
+		return cur.Status.Phase == capstanv1.PhaseSynced && c != nil && c.Status == metav1.ConditionTrue
+	})
+	time.Sleep(3 * time.Second) // the prompt looks after the install
+
+	setStatus(`{"status":{"loadBalancer":{"ingress":null}}}`)
+	waitFor(t, a, soon, "no longer Healthy soon after the address went", func(cur *capstanv1.Addon) bool {
+		c := condition(cur, capstanv1.ConditionHealthy)
+		return c != nil && c.Status != metav1.ConditionTrue
+	})
+}
+
 // reconciles counts the Addon reconciles of every controller of this
 // process, from the capstan_reconcile_duration_seconds histogram.
 func reconciles(t *testing.T) uint64 {
