@@ -503,3 +503,38 @@ func TestAGenerationlessStatusWriteIsAStatusChange(t *testing.T) {
 		})
 	}
 }
+
+// TestChangesOfEachClusterAreKeptApart: a change of an object in the
+// cluster an add-on targets is not replaced, in the same check, by a later
+// change of an object of the same namespace and name in another cluster.
+func TestChangesOfEachClusterAreKeptApart(t *testing.T) {
+	addon := types.NamespacedName{Namespace: "ops", Name: "web"}
+	here, there := fake.NewClientBuilder().Build(), fake.NewClientBuilder().Build()
+	decided := make(chan []change, 1)
+	d := &driftWatch{
+		Delay: 50 * time.Millisecond,
+		IsDrift: func(_ types.NamespacedName, changes []change) (bool, []change) {
+			decided <- changes
+			return false, nil
+		},
+	}
+	q := priorityqueue.New[reconcile.Request]("clusters-test")
+	defer q.ShutDown()
+	if err := d.start(context.Background(), q); err != nil {
+		t.Fatal(err)
+	}
+	obj := func(rv string) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: "web", ResourceVersion: rv}}
+	}
+	d.seen(addon, deploymentKind, there, obj("7"), true)
+	d.seen(addon, deploymentKind, here, obj("40"), false)
+	d.seen(addon, deploymentKind, here, obj("41"), false)
+	select {
+	case changes := <-decided:
+		if !slices.ContainsFunc(changes, func(c change) bool { return c.reader == there && c.deleted }) || len(changes) != 2 {
+			t.Errorf("the check saw %d change(s), without the deletion there: %+v", len(changes), changes)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("never decided")
+	}
+}

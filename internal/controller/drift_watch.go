@@ -78,9 +78,9 @@ type driftWatch struct {
 	// hooked holds the informers with the handler, of every cluster's
 	// watch cache, with the cache each belongs to.
 	hooked map[cache.Informer]client.Reader
-	// pending holds, per add-on, the latest change of each object (by
-	// ObjectRef.Key) since its check was started.
-	pending map[types.NamespacedName]map[string]change
+	// pending holds, per add-on, the latest change of each object since
+	// its check was started, of each cluster apart (pendingKey).
+	pending map[types.NamespacedName]map[pendingKey]change
 	// looks holds, per settled add-on, when its last look was due
 	// (lookSettled).
 	looks map[types.NamespacedName]time.Time
@@ -95,6 +95,20 @@ type change struct {
 	// reader is the watch cache the change came from: the cluster the
 	// object lives in.
 	reader client.Reader
+}
+
+// pendingKey is an object of one cluster: its ObjectRef.Key, and the
+// watch cache that heard of it.
+//
+// NOTE: not the key alone. An object of the same namespace and name in
+// another cluster, wearing an add-on's labels (a tenant's twin of a remote
+// add-on's object, changed in a loop), would otherwise take the place of a
+// change of the add-on's own object in the same Delay; the check would
+// see the twin's change alone, which is not the add-on's, and the drift
+// would wait for the resync.
+type pendingKey struct {
+	reader client.Reader
+	ref    string
 }
 
 func (c change) ref() capstanv1.ObjectRef {
@@ -358,15 +372,15 @@ func (d *driftWatch) seen(addon types.NamespacedName, gvk schema.GroupVersionKin
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.pending == nil {
-		d.pending = map[types.NamespacedName]map[string]change{}
+		d.pending = map[types.NamespacedName]map[pendingKey]change{}
 	}
 	waiting, ok := d.pending[addon]
 	if !ok {
-		waiting = map[string]change{}
+		waiting = map[pendingKey]change{}
 		d.pending[addon] = waiting
 		time.AfterFunc(d.Delay, func() { d.fire(addon) })
 	}
-	waiting[c.ref().Key()] = c
+	waiting[pendingKey{reader: reader, ref: c.ref().Key()}] = c
 }
 
 // fire checks the changes gathered for an add-on and queues it when one of

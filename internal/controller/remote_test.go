@@ -667,16 +667,43 @@ func TestAnotherClustersTwinIsNotTheAddons(t *testing.T) {
 	if err := admin.Create(ctx, twin); err != nil {
 		t.Fatal(err)
 	}
-	before := reconciles(t)
-	for i := range 40 {
+	tick := func(i int) {
+		t.Helper()
 		patch := fmt.Sprintf(`{"metadata":{"labels":{"tick":"%d"}}}`, i)
 		if err := admin.Patch(ctx, twin, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
 			t.Fatal(err)
 		}
+	}
+	before := reconciles(t)
+	for i := range 40 {
+		tick(i)
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second)
 	if n := reconciles(t) - before; n > 1 {
 		t.Errorf("a tenant's Deployment of the same name here, patched in a loop, reconciled the remote add-on %d times in 20 s; want none", n)
 	}
+
+	// The add-on's own Deployment there is deleted while the twin here is
+	// edited, its spec each time (a new generation: an update the drift
+	// check weighs, where a label outside Capstan's is not even seen),
+	// right after and for a while: the twin's changes do not take the
+	// place of the deletion, which is undone before the resync.
+	own := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	deleted, beforeDelete := time.Now(), reconciles(t)
+	if err := rc.Delete(ctx, own); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		edit := fmt.Sprintf(`{"spec":{"minReadySeconds":%d}}`, i+1)
+		if err := admin.Patch(ctx, twin, client.RawPatch(types.MergePatchType, []byte(edit))); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	eventually(t, soon, "the remote Deployment created again", func() bool {
+		got := &appsv1.Deployment{}
+		return rc.Get(ctx, client.ObjectKeyFromObject(own), got) == nil && got.DeletionTimestamp == nil
+	})
+	t.Logf("the remote Deployment was back %s after its deletion, after %d reconciles", time.Since(deleted).Round(100*time.Millisecond), reconciles(t)-beforeDelete)
 }
