@@ -297,7 +297,7 @@ func (r *AddonReconciler) buildRemote(kubeconfig []byte) (*targetCluster, error)
 	if err != nil {
 		return nil, err
 	}
-	c, err := r.newTargetCluster(cfg.Config)
+	c, err := r.newTargetCluster(cfg.Config, cfg.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -356,8 +356,9 @@ func (r *AddonReconciler) stopRemote(c *targetCluster) {
 // newTargetCluster builds a remote cluster's clients, and a metadata cache
 // of what Capstan applied there when the controller runs in a manager (the
 // drift watch hangs on it as on the local one). cfg already impersonates
-// the account the kubeconfig names, so one applier serves.
-func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, error) {
+// the account the kubeconfig names, so one applier serves. server is its
+// API server, redacted, for the cache's log lines.
+func (r *AddonReconciler) newTargetCluster(cfg *rest.Config, server string) (*targetCluster, error) {
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
@@ -388,7 +389,7 @@ func (r *AddonReconciler) newTargetCluster(cfg *rest.Config) (*targetCluster, er
 		if err != nil {
 			return nil, err
 		}
-		c.gaps = &watchGaps{}
+		c.gaps = &watchGaps{server: server}
 		opts := watchedCacheOptions(r.Client.Scheme(), mapper, c.gaps)
 		opts.HTTPClient = watchClient
 		c.watched, err = cache.New(watchCfg, opts)

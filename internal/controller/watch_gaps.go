@@ -25,6 +25,10 @@ import (
 // the plan names the resource and what to grant (watchNotice). Once the
 // account is granted, the next list succeeds and the informer syncs.
 type watchGaps struct {
+	// server is the cluster's API server, redacted (remote.Config.Server);
+	// empty for the controller's own cluster.
+	server string
+
 	mu sync.Mutex
 	// forbidden holds the resources refused, each with the refusal.
 	forbidden map[schema.GroupResource]string
@@ -48,7 +52,7 @@ func (g *watchGaps) handler(ctx context.Context, r *toolscache.Reflector, err er
 	g.mu.Unlock()
 	if !seen {
 		logf.FromContext(ctx).Info("Watching for drift is forbidden: drift of this resource waits for the resync; grant the account list and watch on it at the cluster scope",
-			"resource", gr.String(), "error", err.Error())
+			"resource", gr.String(), "cluster", clusterName(g.server), "error", err.Error())
 	}
 }
 
@@ -104,7 +108,21 @@ func (s *scope) watchNotice(resync string) *capstanv1.Notice {
 	if s.cluster.server != "" {
 		path, who = "spec.kubeConfig", s.cluster.as
 	}
-	return &capstanv1.Notice{Path: path, Message: fmt.Sprintf(
-		"drift of %s in %s is not watched: %s may not list and watch them at the cluster scope, so a change made there behind Capstan's back is undone at the resync (every %s), not within seconds; grant it the verbs list and watch on %s in a ClusterRole",
-		strings.Join(names, ", "), clusterName(s.cluster.server), who, resync, strings.Join(names, ", "))}
+	where := clusterName(s.cluster.server)
+	msg := fmt.Sprintf("drift of %s in %s is not watched: %s may not list and watch them at the cluster scope, so a change made there behind Capstan's back is undone at the resync (every %s), not within seconds",
+		strings.Join(names, ", "), where, who, resync)
+	grant := slices.DeleteFunc(slices.Clone(names), func(n string) bool { return n == secretsResource })
+	if len(grant) > 0 {
+		msg += fmt.Sprintf("; grant it the verbs list and watch on %s in a ClusterRole", strings.Join(grant, ", "))
+	}
+	if len(grant) < len(names) {
+		// NOTE: the informer asks for the metadata of Capstan's Secrets
+		// alone, but RBAC cannot grant that: list on secrets returns
+		// their data, of every Secret the grant covers.
+		msg += fmt.Sprintf("; for secrets, list and watch at the cluster scope would let it read every Secret in %s, their data included, whatever Capstan asks for: the least grant leaves secrets out, and their drift to the resync", where)
+	}
+	return &capstanv1.Notice{Path: path, Message: msg}
 }
+
+// secretsResource is how watchNotice names the Secrets resource.
+const secretsResource = "secrets"
