@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/remote"
@@ -30,6 +31,13 @@ import (
 // add-on's objects is of that cluster from here on (verifiedObjects.target).
 func (r *AddonReconciler) selectTarget(ctx context.Context, s *scope) (bool, error) {
 	if _, err := r.selectCluster(ctx, s); err != nil {
+		if classify(err) == classTerminal {
+			// The kubeconfig is gone or unusable: the cluster it named
+			// was let go of (dropRemote), and so are its stopped watch
+			// cache and its client, with that cluster's credentials,
+			// here.
+			r.verified.release(client.ObjectKeyFromObject(s.addon))
+		}
 		return false, err
 	}
 	r.verified.target(s.addon, s.cluster.inventoryCluster(), s.cluster.watched, s.applier)

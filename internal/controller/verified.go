@@ -95,6 +95,23 @@ func (v *verifiedObjects) watches(addon types.NamespacedName, reader client.Read
 	return ok && got.cluster != nil && got.watched == reader
 }
 
+// release lets go of the watch cache and the reader of the cluster an
+// add-on targeted (target), once its kubeconfig is gone or unusable: a
+// stopped cache holds the metadata of every Capstan object there, and the
+// reader's client that cluster's credentials, for as long as the Addon
+// exists. What was verified there is kept, of that cluster, for when the
+// kubeconfig is back.
+func (v *verifiedObjects) release(addon types.NamespacedName) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	got, ok := v.m[addon]
+	if !ok {
+		return
+	}
+	got.watched, got.reads = nil, nil
+	v.m[addon] = got
+}
+
 // reader returns how to read an add-on's objects in the cluster it
 // targets (target); nil when none is recorded.
 func (v *verifiedObjects) reader(addon types.NamespacedName) objectReader {
