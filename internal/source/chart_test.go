@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -754,5 +755,57 @@ func TestUnreachable(t *testing.T) {
 	}
 	if unreachable(errors.New("index.yaml of x: it is not valid YAML")) {
 		t.Fatal("an index that does not parse passes with time")
+	}
+}
+
+// TestDocumentFollowsNoRedirect reads a document from a loopback server
+// that redirects to another, which serves it: the read stops at the
+// redirect, with an error saying so, and the other server is not asked.
+// A chart download from the same server still follows the redirect.
+func TestDocumentFollowsNoRedirect(t *testing.T) {
+	var hits atomic.Int32
+	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		_, _ = w.Write([]byte(`{"name":"wiki"}`))
+	}))
+	defer target.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+"/admin", http.StatusFound)
+	}))
+	defer redirector.Close()
+	f := newTestFetcher(t, Options{})
+	_, err := f.Document(context.Background(), redirector.URL+"/m.json", 1<<16, "the manifest")
+	var fe *FetchError
+	if !errors.As(err, &fe) || fe.Status != http.StatusFound || !strings.Contains(err.Error(), "not redirected") {
+		t.Fatalf("Document = %v, want the redirect refused", err)
+	}
+	if hits.Load() != 0 {
+		t.Fatalf("the redirect's target was asked %d times, want none", hits.Load())
+	}
+	if _, err := f.get(context.Background(), redirector.URL+"/c.tgz", httpAuth{}, 1<<16, "spec.chart.url"); err != nil || hits.Load() != 1 {
+		t.Fatalf("a chart download: %v, %d reads of the target; want the redirect followed", err, hits.Load())
+	}
+}
+
+// TestDocumentSaysItsLimit reads a document over its limit: the error
+// names the document and its limit, and is a TooLargeError.
+func TestDocumentSaysItsLimit(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/sized" {
+			w.Header().Set("Content-Length", "70000")
+		}
+		_, _ = w.Write(bytes.Repeat([]byte("x"), 70000))
+	}))
+	defer srv.Close()
+	f := newTestFetcher(t, Options{})
+	for path, want := range map[string]string{
+		"/sized":    "the manifest is 70000 bytes; at most 64 KiB",
+		"/streamed": "the manifest is more than 64 KiB, its limit",
+	} {
+		_, err := f.Document(context.Background(), srv.URL+path, 64<<10, "the manifest")
+		var tl *TooLargeError
+		if !errors.As(err, &tl) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Document(%s) = %v, want %q", path, err, want)
+		}
 	}
 }

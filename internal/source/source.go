@@ -72,6 +72,10 @@ type Fetcher struct {
 	limits Limits
 	guard  *netguard.Guard
 	client *http.Client
+	// docClient is client, but follows no redirect: a document such as an
+	// add-on's manifest is read at the address named, not where its
+	// server sends the controller.
+	docClient *http.Client
 	// ociClient caps every registry response at the archive limit, on top
 	// of the manifest and layer limits of an OCI pull.
 	ociClient *http.Client
@@ -152,7 +156,10 @@ func NewFetcher(opts Options) (*Fetcher, error) {
 	client, ociClient := g.Client(), og.Client()
 	client.Transport = retryAfterTransport{next: client.Transport, now: now}
 	ociClient.Transport = retryAfterTransport{next: ociClient.Transport, now: now}
+	docClient := *client
+	docClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	f := &Fetcher{
+		docClient:  &docClient,
 		githubApps: newLRU[*ghinstallation.Transport](maxGitHubApps, maxGitHubApps),
 		opts:       opts,
 		limits:     lim,
@@ -323,6 +330,11 @@ func (a httpAuth) apply(req *http.Request) error {
 
 // get downloads a URL into memory, refusing more than limit bytes.
 func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
+	return f.getWith(ctx, f.client, rawURL, auth, limit, what)
+}
+
+// getWith is get through client.
+func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
 	shown := netguard.Redact(rawURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -332,7 +344,7 @@ func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit i
 		return nil, &FetchError{URL: shown, Err: err}
 	}
 	req.Header.Set("User-Agent", "capstan")
-	resp, err := f.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		hint := "check " + what + " and that the server is up"
 		if netguard.IsRefused(err) {
@@ -343,16 +355,23 @@ func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit i
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		hint := "check " + what
-		switch resp.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden:
+		switch code := resp.StatusCode; {
+		case code >= 300 && code < 400:
+			// NOTE: only docClient stops at a redirect; the other clients
+			// follow it, each hop checked by the guard's CheckRedirect.
+			hint = "the server answered with a redirect, which is not followed: " + what + " is served at its own address, not redirected"
+		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && client == f.docClient:
+			// A document is read without credentials.
+			hint = "the server refuses to serve " + what + " without credentials; it must be readable without them"
+		case code == http.StatusUnauthorized || code == http.StatusForbidden:
 			hint = "the server refused the credentials; check the Secret named in secretRef"
-		case http.StatusNotFound:
+		case code == http.StatusNotFound:
 			hint = "check " + what + "; the server has no such file"
 		}
 		return nil, &FetchError{URL: shown, Status: resp.StatusCode, Hint: hint}
 	}
 	if resp.ContentLength > limit {
-		return nil, &FetchError{URL: shown, Err: fmt.Errorf("%s is %d bytes, over the limit of %d", what, resp.ContentLength, limit)}
+		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is %d bytes; at most %s", what, resp.ContentLength, limitSize(limit))}}
 	}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(resp.Body, limit+1))
@@ -360,7 +379,7 @@ func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit i
 		return nil, &FetchError{URL: shown, Err: fmt.Errorf("reading the response: %w", err), Hint: "the download broke off; it is retried"}
 	}
 	if n > limit {
-		return nil, &FetchError{URL: shown, Err: fmt.Errorf("%s is over the limit of %d bytes", what, limit)}
+		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is more than %s, its limit", what, limitSize(limit))}}
 	}
 	return buf.Bytes(), nil
 }
@@ -390,8 +409,28 @@ func checkDigest(source string, data []byte, pinned string, alsoAccepted ...stri
 }
 
 // Document reads a small document, such as an add-on's manifest, through
-// the fetch guard, refusing more than limit bytes. what names the address
-// in errors, to say what to check.
+// the fetch guard, refusing more than limit bytes. It follows no redirect:
+// a 3xx answer is a FetchError of that status, so the document comes from
+// the address named and the request goes nowhere else. what names the
+// document in errors, as their subject and to say what to check.
 func (f *Fetcher) Document(ctx context.Context, rawURL string, limit int64, what string) ([]byte, error) {
-	return f.get(ctx, rawURL, httpAuth{}, limit, what)
+	return f.getWith(ctx, f.docClient, rawURL, httpAuth{}, limit, what)
+}
+
+// TooLargeError is a download refused for its size: the same address
+// serves the same too large file until someone changes it.
+type TooLargeError struct{ msg string }
+
+func (e *TooLargeError) Error() string { return e.msg }
+
+// limitSize is a limit of n bytes as a person reads it: 64 KiB, 10 MiB, or
+// 1000 bytes.
+func limitSize(n int64) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
