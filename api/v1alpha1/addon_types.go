@@ -547,6 +547,7 @@ type RegistrationSource struct {
 	// URL is an http or https address of the manifest (JSON).
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="self.startsWith('https://') || self.startsWith('http://')",message="spec.registration.url must be an http:// or https:// URL"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^[A-Za-z][A-Za-z0-9+.-]*:/*[^/?#]*@')",message="spec.registration.url must not carry credentials (user:password@): the address is shown in status and on the page; serve the manifest without credentials"
 	URL string `json:"url"`
 }
 

@@ -32,6 +32,8 @@ func TestAPIServerRefusesBadAddons(t *testing.T) {
 		{"escaping-path", capstanv1.AddonSpec{Git: &capstanv1.GitSource{URL: git.URL, Path: "../etc"}}, "spec.git.path"},
 		{"bad-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"cluster-name": "prod"}}, "spec.substitute: a variable's name"},
 		{"long-variable", capstanv1.AddonSpec{Git: git, Substitute: map[string]string{"v": strings.Repeat("x", 4097)}}, "spec.substitute: a variable's value is at most 4096 characters"},
+		{"registration-credentials", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "https://admin:s3cret@wiki.example/addon.json"}}, "spec.registration.url must not carry credentials"},
+		{"registration-token", capstanv1.AddonSpec{Git: git, Registration: &capstanv1.RegistrationSource{URL: "http://token@wiki.example"}}, "spec.registration.url must not carry credentials"},
 		{"bad-substitute-kind", capstanv1.AddonSpec{Git: git, SubstituteFrom: []capstanv1.SubstituteReference{{Kind: "Pod", Name: "x"}}}, "spec.substituteFrom[0].kind"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
