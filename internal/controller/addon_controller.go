@@ -123,6 +123,9 @@ type AddonReconciler struct {
 	// refusals holds, by types.NamespacedName, the registrationCheck of
 	// an add-on whose manifest was refused (see refusalStands).
 	refusals sync.Map
+	// unreadable holds, by types.NamespacedName, the unreadableRead of an
+	// add-on whose manifest could not be read, to back off its reads.
+	unreadable sync.Map
 	// warned holds, by types.NamespacedName, the labels of the Addons in
 	// a warning not settled since (status.warningSince): one that goes
 	// away without the controller removing its finalizer (a person
@@ -541,6 +544,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.written.Delete(key)
 	r.held.Delete(key)
 	r.refusals.Delete(key)
+	r.unreadable.Delete(key)
 	r.releaseRemote(key)
 	r.incidents.forget(key)
 	r.bound.forget(key)

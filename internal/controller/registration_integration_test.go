@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -37,6 +38,15 @@ spec:
 func serveManifest(path, doc string) string {
 	charts.mu.Lock()
 	charts.files[path] = []byte(doc)
+	charts.mu.Unlock()
+	return charts.srv.URL + path
+}
+
+// redirectManifest makes the suite's chart server answer path with a
+// redirect to target, and returns its address.
+func redirectManifest(path, target string) string {
+	charts.mu.Lock()
+	charts.redirects[path] = target
 	charts.mu.Unlock()
 	return charts.srv.URL + path
 }
@@ -204,5 +214,59 @@ func TestRegistrationRefusesAPrimaryWithEndpointsByHand(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the Service's EndpointSlices %v; want one of the endpointslice controller", managed)
 		}
+	}
+}
+
+// TestRegistrationFollowsNoRedirect names in spec.registration.url an
+// address that redirects to a valid manifest on the same server: the
+// controller does not follow it (the manifest is never read), and says
+// that a manifest is served at its address, not redirected.
+func TestRegistrationFollowsNoRedirect(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, registeringChart("1.0.0"))
+	// The target answers, and counts its reads.
+	target := charts.srv.URL + "/manifests/" + ns + "/target/wiki.json"
+	hits, mend := charts.breakPath("/manifests/"+ns+"/target/", http.StatusOK, "")
+	defer mend()
+	from := redirectManifest("/manifests/"+ns+"/moved/wiki.json", target)
+	a := create(t, newAddon(controllerNS, "wiki-moved", url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Registration = &capstanv1.RegistrationSource{URL: from}
+	})))
+	t.Cleanup(func() { deleteAddon(t, a) })
+	got := waitFor(t, a, 90*time.Second, "the redirect refused", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "ManifestUnreadable"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, "not redirected") || got.Status.Registration != nil {
+		t.Errorf("condition %q, registration %+v; want the redirect named and nothing recorded", c.Message, got.Status.Registration)
+	}
+	if hits() != 0 {
+		t.Errorf("the redirect's target was read %d times, want never", hits())
+	}
+}
+
+// TestRegistrationRemembersAMissingManifest names a manifest the server
+// does not have (404): the controller says so (ManifestMissing) and does
+// not read it again at every requeue, as it would a server that is down.
+func TestRegistrationRemembersAMissingManifest(t *testing.T) {
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, registeringChart("1.0.0"))
+	hits, mend := charts.breakPath("/manifests/"+ns+"/missing/", http.StatusNotFound, "")
+	defer mend()
+	a := create(t, newAddon(controllerNS, "wiki-missing", url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Registration = &capstanv1.RegistrationSource{URL: charts.srv.URL + "/manifests/" + ns + "/missing/wiki.json"}
+	})))
+	t.Cleanup(func() { deleteAddon(t, a) })
+	got := waitFor(t, a, 90*time.Second, "the manifest missing", func(cur *capstanv1.Addon) bool {
+		c := registeredCondition(cur)
+		return c != nil && c.Reason == "ManifestMissing"
+	})
+	if c := registeredCondition(got); !strings.Contains(c.Message, "404") || !strings.Contains(c.Message, "spec.registration.url") {
+		t.Errorf("condition %q; want the 404 and spec.registration.url named", c.Message)
+	}
+	// A requeue every 30 s would read it twice more in 65 s.
+	time.Sleep(65 * time.Second)
+	if hits() != 1 {
+		t.Errorf("the missing manifest was read %d times in 65 s, want once", hits())
 	}
 }

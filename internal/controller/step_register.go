@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -21,19 +22,28 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/conditions"
+	"capstan.dev/capstan/internal/netguard"
 	"capstan.dev/capstan/internal/registration"
+	"capstan.dev/capstan/internal/source"
 )
 
 // registrationRetry is how soon a manifest that could not be read is read
-// again.
+// again the first time; each failure after doubles it, up to the resync
+// interval.
 const registrationRetry = 30 * time.Second
+
+// manifestReadTimeout bounds one read of a manifest, headers and body: at
+// most 64 KiB, from a Service of the cluster or an address the cluster
+// admin named, it needs well under a second; a server that answers
+// slowly must not hold a reconcile worker for the fetch guard's minutes.
+const manifestReadTimeout = 10 * time.Second
 
 // register reads the manifest of a Ready add-on whose chart asks for it,
 // once per applied render (and on a sync request), and records it in
 // status.registration with the Registered condition.
 func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) {
 	st := &s.addon.Status
-	src, err := r.registrationSource(ctx, s)
+	src, what, err := r.registrationSource(ctx, s)
 	if src == "" && err == nil {
 		st.Registration = nil
 		apimeta.RemoveStatusCondition(&st.Conditions, capstanv1.ConditionRegistered)
@@ -41,7 +51,12 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	}
 	if err != nil {
 		reason := "PrimaryNotFound"
-		if errors.As(err, new(primaryRefused)) {
+		var na notAnAddon
+		switch {
+		case errors.As(err, &na):
+			reason = "NotAnAddon"
+			st.Registration = nil
+		case errors.As(err, new(primaryRefused)):
 			// A refusal, as ManifestInvalid and NameTaken are: the
 			// registration read before (from a primary this add-on had in
 			// this cluster, say, before spec.kubeConfig moved it) no
@@ -53,7 +68,8 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		r.registered(s, false, reason, err.Error())
 		return true, nil
 	}
-	if reg := st.Registration; reg != nil && reg.Source == src && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
+	shown := netguard.Redact(src)
+	if reg := st.Registration; reg != nil && reg.Source == shown && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
 		return true, nil
 	}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
@@ -65,16 +81,45 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	if r.Fetcher == nil {
 		return true, nil
 	}
-	data, err := r.Fetcher.Document(ctx, src, registration.MaxManifestBytes, "the add-on's primary and "+capstanv1.ChartPrimaryAnnotation)
+	now := time.Now()
+	if prev, ok := r.unreadable.Load(key); ok {
+		if u := prev.(unreadableRead); u.check == check && !s.verdict.HandledSyncRequest && now.Before(u.next) {
+			s.requeueSoon(u.next.Sub(now))
+			return true, nil
+		}
+	}
+	readCtx, cancel := context.WithTimeout(ctx, manifestReadTimeout)
+	data, err := r.Fetcher.Document(readCtx, src, registration.MaxManifestBytes, what)
+	timedOut := readCtx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if err != nil {
-		r.registered(s, false, "ManifestUnreadable", "the add-on's manifest could not be read: "+err.Error())
-		s.requeueSoon(registrationRetry)
+		if definiteAnswer(err) {
+			st.Registration = nil
+			r.unreadable.Delete(key)
+			r.registered(s, false, "ManifestMissing", "the add-on's manifest could not be read: "+err.Error()+
+				"; it is read again after a new apply, a change of its address or a sync request (spec.syncRequest)")
+			r.refusals.Store(key, check)
+			return true, nil
+		}
+		failures := 0
+		if prev, ok := r.unreadable.Load(key); ok && prev.(unreadableRead).check == check && !s.verdict.HandledSyncRequest {
+			failures = prev.(unreadableRead).failures
+		}
+		wait := unreadableRetry(failures, r.Config.ResyncInterval)
+		r.unreadable.Store(key, unreadableRead{check: check, failures: failures + 1, next: now.Add(wait)})
+		msg := "the add-on's manifest could not be read: " + err.Error()
+		if timedOut {
+			msg = fmt.Sprintf("%s was not served within %s, the limit of a manifest's read: %v", what, manifestReadTimeout, err)
+		}
+		r.registered(s, false, "ManifestUnreadable", fmt.Sprintf("%s; read again in %s", msg, wait))
+		s.requeueSoon(wait)
 		return true, nil
 	}
+	r.unreadable.Delete(key)
 	reg, err := registration.Parse(data, s.addon.Name)
 	if err != nil {
 		st.Registration = nil
-		r.registered(s, false, "ManifestInvalid", err.Error()+"; fix the manifest its primary serves")
+		r.registered(s, false, "ManifestInvalid", err.Error()+"; fix "+what)
 		r.refusals.Store(key, check)
 		return true, nil
 	}
@@ -89,14 +134,57 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 			return true, nil
 		}
 	}
-	reg.Source, reg.AppliedHash, reg.ReadAt = src, st.AppliedHash, metav1.Now()
+	reg.Source, reg.AppliedHash, reg.ReadAt = shown, st.AppliedHash, metav1.Now()
 	st.Registration = reg
-	r.registered(s, true, "Registered", fmt.Sprintf("read from %s", src))
+	r.registered(s, true, "Registered", fmt.Sprintf("read from %s", shown))
 	return true, nil
 }
 
+// unreadableRead is a manifest read that failed for a reason that may
+// pass (no connection, a server error, a timeout, a redirect): the
+// address and applied render, how many reads in a row failed, and when
+// the next may be made.
+type unreadableRead struct {
+	check    registrationCheck
+	failures int
+	next     time.Time
+}
+
+// unreadableRetry is how long to wait before reading again a manifest
+// whose last failures reads failed: registrationRetry, doubled at each
+// failure after the first, at most resync (five minutes if unset).
+func unreadableRetry(failures int, resync time.Duration) time.Duration {
+	if resync <= 0 {
+		resync = 5 * time.Minute
+	}
+	wait := registrationRetry
+	for range failures {
+		if wait >= resync {
+			break
+		}
+		wait *= 2
+	}
+	return min(wait, resync)
+}
+
+// definiteAnswer says whether a failed read is an answer that the same
+// address gives again until someone changes what it serves: a 4xx status
+// but 408 and 429, which ask to come back, or a manifest over its size
+// limit. Anything else (no connection, a 5xx, a timeout, a redirect) may
+// pass, and is read again after a while.
+func definiteAnswer(err error) bool {
+	var fe *source.FetchError
+	if !errors.As(err, &fe) || netguard.IsRefused(err) {
+		return false
+	}
+	if errors.As(err, new(*source.TooLargeError)) {
+		return true
+	}
+	return fe.Status >= 400 && fe.Status < 500 && fe.Status != http.StatusRequestTimeout && fe.Status != http.StatusTooManyRequests
+}
+
 // registrationCheck is a manifest read that ended in a refusal
-// (ManifestInvalid or NameTaken): the address read and the applied render
+// (ManifestMissing, ManifestInvalid or NameTaken): the address read and the applied render
 // it belonged to.
 type registrationCheck struct{ source, appliedHash string }
 
@@ -114,7 +202,7 @@ func refusalStands(prev, now registrationCheck, addon *capstanv1.Addon, syncRequ
 		return false
 	}
 	c := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionRegistered)
-	return c != nil && c.Status == metav1.ConditionFalse && (c.Reason == "ManifestInvalid" || c.Reason == "NameTaken")
+	return c != nil && c.Status == metav1.ConditionFalse && (c.Reason == "ManifestMissing" || c.Reason == "ManifestInvalid" || c.Reason == "NameTaken")
 }
 
 // registered sets the Registered condition.
@@ -127,21 +215,31 @@ func (r *AddonReconciler) registered(s *scope, ok bool, reason, msg string) {
 	conditions.Put(&s.addon.Status.Conditions, c)
 }
 
-// registrationSource is the address of the add-on's manifest: "" for a
-// chart that is not marked an add-on; spec.registration.url in the cluster
-// profile; otherwise the manifest path on the primary Service, but for an
-// add-on installed into a remote cluster, which must name its manifest by
-// spec.registration.url.
-func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, error) {
-	if s.artifact == nil || !s.artifact.IsChart() || s.artifact.Chart.Chart.Metadata == nil {
-		return "", nil
+// registrationSource is the address of the add-on's manifest, and what
+// names it in messages: "" for a chart that is not marked an add-on;
+// spec.registration.url in the cluster profile; otherwise the manifest
+// path on the primary Service, but for an add-on installed into a remote
+// cluster, which must name its manifest by spec.registration.url. An
+// add-on that sets spec.registration but does not register is told so.
+func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, string, error) {
+	if s.artifact == nil {
+		return "", "", nil
+	}
+	if !s.artifact.IsChart() || s.artifact.Chart.Chart.Metadata == nil ||
+		s.artifact.Chart.Chart.Metadata.Annotations[capstanv1.ChartAddonAnnotation] != "true" {
+		if s.addon.Spec.Registration == nil {
+			return "", "", nil
+		}
+		what := fmt.Sprintf("the chart's Chart.yaml does not mark it an add-on (%s: \"true\")", capstanv1.ChartAddonAnnotation)
+		if !s.artifact.IsChart() {
+			what = "the add-on's source is a git folder, not a chart marked an add-on"
+		}
+		return "", "", notAnAddon(fmt.Sprintf("spec.registration.url is set, but %s, so no manifest is read; "+
+			"remove spec.registration, or use a chart that registers (%s: \"true\" in its Chart.yaml)", what, capstanv1.ChartAddonAnnotation))
 	}
 	ann := s.artifact.Chart.Chart.Metadata.Annotations
-	if ann[capstanv1.ChartAddonAnnotation] != "true" {
-		return "", nil
-	}
 	if reg := s.addon.Spec.Registration; reg != nil && s.profile == capstanv1.ProfileCluster {
-		return reg.URL, nil
+		return reg.URL, "the manifest that spec.registration.url names", nil
 	}
 	if s.cluster != nil && s.cluster.server != "" {
 		// NOTE: the primary Service is in the remote cluster, and its
@@ -149,34 +247,42 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 		// the clusters often share: read from here, it reaches a Service of
 		// this cluster that holds the same IP (perhaps another tenant's),
 		// or nothing, and a retry every 30 s would hold a worker each time.
-		return "", primaryRefused(fmt.Sprintf("the add-on is installed into the remote cluster %s that spec.kubeConfig names, "+
+		return "", "", primaryRefused(fmt.Sprintf("the add-on is installed into the remote cluster %s that spec.kubeConfig names, "+
 			"and the cluster IP of its primary Service is an address of that cluster, not one the controller can reach, "+
 			"so the controller does not read the manifest from it; set spec.registration.url to an address of the manifest "+
 			"that the controller can reach", s.cluster.server))
 	}
 	primary := strings.TrimSpace(ann[capstanv1.ChartPrimaryAnnotation])
 	if primary == "" {
-		return "", fmt.Errorf("the chart's Chart.yaml marks it an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
+		return "", "", fmt.Errorf("the chart's Chart.yaml marks it an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
 			capstanv1.ChartAddonAnnotation, capstanv1.ChartPrimaryAnnotation)
 	}
 	name, port, _ := strings.Cut(primary, ":")
 	live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: s.namespace, Name: name})
 	if err != nil {
-		return "", fmt.Errorf("reading the primary Service %s/%s: %v", s.namespace, name, err)
+		return "", "", fmt.Errorf("reading the primary Service %s/%s: %v", s.namespace, name, err)
 	}
 	if live == nil {
-		return "", fmt.Errorf("the primary Service %s/%s that Chart.yaml names does not exist", s.namespace, name)
+		return "", "", fmt.Errorf("the primary Service %s/%s that Chart.yaml names does not exist", s.namespace, name)
 	}
 	svc := &corev1.Service{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, svc); err != nil {
-		return "", err
+		return "", "", err
 	}
 	endpoints := &discoveryv1.EndpointSliceList{}
 	if err := r.APIReader.List(ctx, endpoints, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
-		return "", fmt.Errorf("listing the EndpointSlices of the primary Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return "", "", fmt.Errorf("listing the EndpointSlices of the primary Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
-	return primaryAddress(s.addon, svc, endpoints.Items, port)
+	src, err := primaryAddress(s.addon, svc, endpoints.Items, port)
+	return src, fmt.Sprintf("the manifest that the primary Service %s/%s serves at %s (Chart.yaml's %s)",
+		svc.Namespace, svc.Name, registration.ManifestPath, capstanv1.ChartPrimaryAnnotation), err
 }
+
+// notAnAddon says why an add-on that sets spec.registration reads no
+// manifest: the condition's reason is NotAnAddon.
+type notAnAddon string
+
+func (e notAnAddon) Error() string { return string(e) }
 
 // endpointSliceController is the endpointslice.kubernetes.io/managed-by
 // value of the EndpointSlices that the endpointslice controller writes

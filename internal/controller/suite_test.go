@@ -197,6 +197,8 @@ type chartServer struct {
 	// faults answer the paths under a prefix with a status of their own,
 	// and count the requests they answered.
 	faults map[string]*fault
+	// redirects answer a path with a redirect to another address.
+	redirects map[string]string
 }
 
 // fault is a server that misbehaves: an HTTP status, with a Retry-After
@@ -231,7 +233,7 @@ func (cs *chartServer) breakPath(prefix string, status int, retryAfter string) (
 }
 
 func newChartServer() *chartServer {
-	cs := &chartServer{files: map[string][]byte{}}
+	cs := &chartServer{files: map[string][]byte{}, redirects: map[string]string{}}
 	oci := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	cs.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		cs.mu.Lock()
@@ -246,7 +248,12 @@ func newChartServer() *chartServer {
 				return
 			}
 		}
+		to, redirected := cs.redirects[r.URL.Path]
 		cs.mu.Unlock()
+		if redirected {
+			http.Redirect(w, r, to, http.StatusFound)
+			return
+		}
 		if strings.HasPrefix(r.URL.Path, "/v2") {
 			oci.ServeHTTP(w, r)
 			return
