@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -13,6 +15,9 @@ import (
 // is one JSON value, registers the add-on's own name, holds only http and
 // https links and stays within the limits; serialised again, it parses to
 // the same registration.
+// hiddenRune is a control or invisible formatting character.
+func hiddenRune(r rune) bool { return unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r) }
+
 func FuzzParse(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"wiki","consoleURL":"https://wiki.example/admin","tiles":[{"title":"Wiki","icon":"📚","link":"https://wiki.example/"}],"setup":["Create the first page."]}`,
@@ -47,6 +52,16 @@ func FuzzParse(f *testing.F) {
 			links = append(links, tile.Link)
 			if utf8.RuneCountInString(tile.Title) > maxTitleRunes || len(tile.Icon) > maxIconBytes || shownChars(tile.Icon) > maxIconChars {
 				t.Fatalf("a tile over the limits: %+v", tile)
+			}
+			if strings.IndexFunc(tile.Title, hiddenRune) >= 0 || strings.IndexFunc(strings.NewReplacer("\u200d", "").Replace(tile.Icon), func(r rune) bool {
+				return hiddenRune(r) && !isTag(r)
+			}) >= 0 {
+				t.Fatalf("a tile with an invisible character: %+q", tile)
+			}
+		}
+		for _, step := range reg.Setup {
+			if strings.IndexFunc(step, hiddenRune) >= 0 {
+				t.Fatalf("a setup step with an invisible character: %+q", step)
 			}
 		}
 		for _, l := range links {

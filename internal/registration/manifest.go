@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/url"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -89,6 +90,12 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		case len(t.Icon) > maxIconBytes || shownChars(t.Icon) > maxIconChars:
 			return nil, fmt.Errorf("tiles[%d].icon must be a short text, such as an emoji, of at most %d characters as shown and %d bytes", i, maxIconChars, maxIconBytes)
 		}
+		if err := visible(fmt.Sprintf("tiles[%d].title", i), t.Title, false); err != nil {
+			return nil, err
+		}
+		if err := visible(fmt.Sprintf("tiles[%d].icon", i), t.Icon, true); err != nil {
+			return nil, err
+		}
 		if err := webURL(t.Link); err != nil {
 			return nil, fmt.Errorf("tiles[%d].link: %v", i, err)
 		}
@@ -101,9 +108,40 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		if strings.TrimSpace(step) == "" || utf8.RuneCountInString(step) > maxStepRunes {
 			return nil, fmt.Errorf("setup[%d] must have 1 to %d characters", i, maxStepRunes)
 		}
+		if err := visible(fmt.Sprintf("setup[%d]", i), step, false); err != nil {
+			return nil, err
+		}
 	}
 	reg.Setup = m.Setup
 	return reg, nil
+}
+
+// visible refuses text of the manifest that holds a control character or
+// an invisible formatting one (Unicode's Cc and Cf: zero-width spaces and
+// joiners, direction marks, embeddings, overrides and isolates, the byte
+// order mark): the page shows a title or a step next to the add-on it
+// comes from, and a right-to-left override in it would turn that
+// attribution around, or a zero-width space pass for a title. An icon
+// keeps what an emoji sequence needs: a zero-width joiner between two
+// emoji, and the tags of a subdivision flag after its black flag.
+func visible(field, s string, icon bool) error {
+	var prev rune
+	rest := s
+	for rest != "" {
+		r, size := utf8.DecodeRuneInString(rest)
+		rest = rest[size:]
+		next, _ := utf8.DecodeRuneInString(rest)
+		hidden := unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+		switch {
+		case !hidden:
+		case icon && r == 0x200D && (emoji(prev) || isVariation(prev) || isSkinTone(prev)) && emoji(next):
+		case icon && isTag(r) && (prev == 0x1F3F4 || isTag(prev)):
+		default:
+			return fmt.Errorf("%s holds an invisible or direction-changing character (U+%04X); remove it", field, r)
+		}
+		prev = r
+	}
+	return nil
 }
 
 // webURL accepts an absolute http or https URL.

@@ -15,7 +15,7 @@ func TestParse(t *testing.T) {
 		t.Errorf("parsed %+v", reg)
 	}
 	// An emoji of several code points is one character on the page.
-	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab", "🏳️‍🌈👍🏽❤️", "👍‍a", "🐈‍⬛🐦‍⬛🐈‍⬛🐦‍⬛", "🐻‍❄️"} {
+	for _, icon := range []string{"👨‍👩‍👧", "🧑‍🤝‍🧑", "👩‍❤️‍👨", "👨‍👩‍👧‍👦", "🧑🏽‍🤝‍🧑🏻", "🇪🇺🇯🇵", "🏴󠁧󠁢󠁳󠁣󠁴󠁿", "1️⃣", "ab", "🏳️‍🌈👍🏽❤️", "🐈‍⬛🐦‍⬛🐈‍⬛🐦‍⬛", "🐻‍❄️"} {
 		doc := `{"name":"wiki","tiles":[{"title":"x","icon":"` + icon + `","link":"https://a.example/"}]}`
 		if _, err := Parse([]byte(doc), "wiki"); err != nil {
 			t.Errorf("icon %q: %v", icon, err)
@@ -38,6 +38,19 @@ func TestParse(t *testing.T) {
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"<script>","link":"https://a.example/"}]}`, "tiles[0].icon"},
 		{`{"name":"wiki","setup":[""]}`, "setup[0]"},
 		{`{"name":"wiki","extra":1}`, "not the JSON Capstan reads"},
+		// Invisible and direction-changing characters, named by field
+		// and code point.
+		{`{"name":"wiki","tiles":[{"title":"Wiki\u202e","link":"https://a.example/"}]}`, "tiles[0].title holds an invisible or direction-changing character (U+202E)"},
+		{`{"name":"wiki","tiles":[{"title":"\u200b","link":"https://a.example/"}]}`, "tiles[0].title holds an invisible or direction-changing character (U+200B)"},
+		{`{"name":"wiki","tiles":[{"title":"a\u2066b","link":"https://a.example/"}]}`, "tiles[0].title holds an invisible or direction-changing character (U+2066)"},
+		{`{"name":"wiki","tiles":[{"title":"\ufeffWiki","link":"https://a.example/"}]}`, "(U+FEFF)"},
+		{`{"name":"wiki","tiles":[{"title":"a\u0007b","link":"https://a.example/"}]}`, "(U+0007)"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"\u202e","link":"https://a.example/"}]}`, "tiles[0].icon holds an invisible or direction-changing character (U+202E)"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍\u200da","link":"https://a.example/"}]}`, "(U+200D)"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍\u200d","link":"https://a.example/"}]}`, "tiles[0].icon holds an invisible or direction-changing character (U+200D)"},
+		{`{"name":"wiki","tiles":[{"title":"x","icon":"\u200e👍","link":"https://a.example/"}]}`, "(U+200E)"},
+		{`{"name":"wiki","setup":["Open \u202ethe page"]}`, "setup[0] holds an invisible or direction-changing character (U+202E)"},
+		{`{"name":"wiki","setup":["line\none"]}`, "setup[0] holds an invisible or direction-changing character (U+000A)"},
 		{`not json`, "not the JSON Capstan reads"},
 	} {
 		if _, err := Parse([]byte(tc.doc), "wiki"); err == nil || !strings.Contains(err.Error(), tc.want) {
