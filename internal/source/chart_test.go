@@ -319,7 +319,7 @@ func TestBadInput(t *testing.T) {
 		{name: "symlink", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/templates/x.yaml", typeflag: tar.TypeSymlink, link: "/etc/shadow"})...), want: []string{"is a link"}},
 		{name: "hardlink", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/x", typeflag: tar.TypeLink, link: "demo/values.yaml"})...), want: []string{"is a link"}},
 		{name: "device", archive: tgz(t, append(chartEntries("demo", "1.0.0"), entry{name: "demo/dev", typeflag: tar.TypeChar})...), want: []string{"only files and folders"}},
-		{name: "oversized archive", archive: good, limits: Limits{MaxArchiveBytes: 100}, want: []string{"over the limit of 100"}},
+		{name: "oversized archive", archive: good, limits: Limits{MaxArchiveBytes: 100}, want: []string{"at most 100 bytes"}},
 		{name: "unpacks too large", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file("demo/big", strings.Repeat("a", 1<<20)))...), limits: Limits{MaxUncompressedBytes: 64 << 10}, want: []string{"unpacks to more than 65536 bytes"}},
 		{name: "too many files", archive: tgz(t, manyFiles...), limits: Limits{MaxFiles: 10}, want: []string{"more than 10 files"}},
 		{name: "too deep", archive: tgz(t, append(chartEntries("demo", "1.0.0"), file(deep, "x"))...), want: []string{"folders deep, over the limit of 32"}},
