@@ -17,8 +17,10 @@ import (
 // resyncInterval and hookTimeout to the controller's flags, which refuse
 // at start a timeout of 0, a memory limit below 64Mi, negative workers, no
 // objects and a resync interval or hook timeout of 0.
-// The chart's schema refuses exactly those (in the forms it takes), so an
-// upgrade with one fails validation rather than crash-loop the pod.
+// The chart's schema refuses those (in the forms it takes), so an upgrade
+// with one fails validation rather than crash-loop the pod; it also
+// refuses workers of 0, which the flag reads as the node's CPUs, since the
+// chart's memory limit is sized for a fixed number of workers.
 func TestChartRefusesRenderBoundsTheControllerRefuses(t *testing.T) {
 	ch, err := source.LoadChart("../../charts/capstan")
 	if err != nil {
@@ -104,7 +106,7 @@ func TestChartRefusesRenderBoundsTheControllerRefuses(t *testing.T) {
 	for _, c := range []struct {
 		workers int
 		want    bool
-	}{{-1, false}, {0, true}, {4, true}} {
+	}{{-1, false}, {0, false}, {1, true}, {4, true}} {
 		check(t, map[string]any{"render": map[string]any{"workers": c.workers}}, c.want)
 	}
 	for _, c := range []struct {
