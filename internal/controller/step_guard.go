@@ -120,6 +120,5 @@ func (r *AddonReconciler) guardContext(s *scope) guard.Context {
 		AddonName: s.addon.Name,
 		Platform:  guard.PlatformRefs{Secrets: handedOver},
 		Lookup:    guard.ClientLookup(r.APIReader, s.addon),
-		Selectors: guard.ClientSelectors(r.APIReader, s.addon),
 	}
 }

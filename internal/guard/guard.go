@@ -37,6 +37,9 @@ const (
 	RuleOwnerReference       = "owner-reference"
 	RuleFinalizers           = "finalizers"
 	RuleAnnotationNotAllowed = "annotation-not-allowed"
+	// RulePlatformLabel refuses the label PlatformLabel, on an object or a
+	// pod template.
+	RulePlatformLabel = "platform-label"
 
 	RuleServiceAccountToken = "service-account-token"
 	RuleServiceType         = "service-type"
@@ -68,6 +71,9 @@ const (
 	RuleJobManagedBy         = "job-managed-by"
 	RuleRuntimeClass         = "runtime-class"
 	RuleTerminationGrace     = "termination-grace-period"
+	// RuleSubdomainNotRendered refuses a pod subdomain that names no
+	// Service of the chart's.
+	RuleSubdomainNotRendered = "subdomain-not-rendered"
 
 	RuleReferenceNotRendered = "reference-not-rendered"
 	RuleNotOwned             = "not-owned"
@@ -94,10 +100,6 @@ type Context struct {
 	// Lookup reads the live state for the ownership rule. Nil skips the rule;
 	// the controller always sets it.
 	Lookup LookupFunc
-	// Selectors reads the selectors in the namespace of the objects the
-	// Addon does not own, for the pod-labels-selected rule. Nil skips the
-	// rule; the controller always sets it.
-	Selectors SelectorsFunc
 }
 
 // ReservedNames are the names a chart may not give a Secret or ConfigMap,
@@ -201,7 +203,7 @@ func Check(ctx context.Context, objs []*unstructured.Unstructured, c Context) []
 // be read is ownership-unknown, not reference-not-rendered: the next read
 // may find it the Addon's.
 func CheckWithout(ctx context.Context, objs []*unstructured.Unstructured, refused []capstanv1.Violation, c Context) []capstanv1.Violation {
-	c.Lookup, c.Selectors = nil, nil
+	c.Lookup = nil
 	// unread holds the objects left out: true for one whose every
 	// violation is ownership-unknown.
 	unread := map[kindName]bool{}
@@ -289,7 +291,6 @@ func check(ctx context.Context, objs []*unstructured.Unstructured, c Context, un
 	}
 
 	ck.checkOwnership(ctx, decoded)
-	ck.checkSelected(ctx, decoded)
 	return ck.out
 }
 

@@ -11,8 +11,8 @@ import (
 )
 
 // checkMetadata applies the metadata rules: the Addon's namespace, a fixed
-// name that is not reserved, no owner references of the chart's own, and
-// no finalizers.
+// name that is not reserved, no owner references of the chart's own, no
+// finalizers, and not the platform's label.
 func (ck *checker) checkMetadata(d *decodedObject) {
 	m := d.meta
 	if !ck.inNamespace(m.Namespace) {
@@ -41,6 +41,7 @@ func (ck *checker) checkMetadata(d *decodedObject) {
 			fmt.Sprintf("PersistentVolumeClaim %q is handed over by the platform; reference it from the platform values key instead of rendering it", m.Name))
 	}
 	ck.checkFinalizers(d.ref, "metadata.finalizers", d.gvk, m.Finalizers)
+	ck.checkPlatformLabel(d.ref, "metadata.labels", m.Labels)
 	for i, or := range m.OwnerReferences {
 		if ck.isThisAddon(or) {
 			continue

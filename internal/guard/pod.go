@@ -90,6 +90,8 @@ func (ck *checker) checkPodTemplate(ref capstanv1.ObjectRef, base string, t *cor
 			fmt.Sprintf("the pod template sets an owner reference to %s %q; remove it", or.Kind, or.Name))
 	}
 	ck.checkPodTemplateFinalizers(ref, base, t)
+	ck.checkPlatformLabel(ref, base+".metadata.labels", t.Labels)
+	ck.checkSubdomain(ref, base, t)
 	ck.checkLegacyAnnotations(ref, base+".metadata.annotations", t.Annotations)
 	ck.checkDeniedAnnotations(ref, base+".metadata.annotations", t.Annotations, deniedPodAnnotations)
 	ck.checkPodSpec(ref, base+".spec", &t.Spec)
