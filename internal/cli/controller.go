@@ -109,6 +109,12 @@ func (o *controllerOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.skipCRDCheck, "skip-crd-check", false, "Start even when Capstan's CRDs on the API server are not the ones this controller was built with (unsafe: "+
 		"the API server then drops status fields the controller depends on, and hooks may run again; apply the CRDs instead).")
 	o.guard.AddFlags(fs)
+	// NOTE: for tests alone, and hidden from --help: the tests that start
+	// this binary (internal/testcontroller) must not resolve a chart's
+	// public name, such as the catalog's charts.longhorn.io, nor dial it.
+	fs.BoolVar(&o.guard.LoopbackOnly, "fetch-loopback-only", false,
+		"For tests only: the fetch guard refuses every host but an IP literal in 127.0.0.0/8 or ::1, or localhost, before any name is resolved (loopback still needs --fetch-allow).")
+	_ = fs.MarkHidden("fetch-loopback-only")
 	addRemoteClusterAllowFlag(fs, &o.config.RemoteGuard.Allow)
 	fs.StringSliceVar(&o.notifyAllow, "notify-allow", nil,
 		"Notification receivers (--notify-secret) the egress guard lets through although it would refuse them, in the forms of --fetch-allow, such as a webhook in the cluster on a private address with --fetch-deny-private; --fetch-allow does not open them, nor does this flag open a fetch.")

@@ -241,3 +241,20 @@ current-context: a
 		}
 	}
 }
+
+// TestFetchLoopbackOnlyIsAHiddenTestFlag: --fetch-loopback-only makes the
+// controller's fetch guard loopback-only, for the tests that start the
+// binary, and --help does not show it; without it the guard is as before.
+func TestFetchLoopbackOnlyIsAHiddenTestFlag(t *testing.T) {
+	if o := parseControllerFlags(t); o.guard.LoopbackOnly {
+		t.Errorf("without --fetch-loopback-only the controller's guard is loopback-only")
+	}
+	if o := parseControllerFlags(t, "--fetch-loopback-only"); !o.guard.LoopbackOnly {
+		t.Errorf("--fetch-loopback-only did not make the controller's guard loopback-only")
+	}
+	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
+	(&controllerOptions{}).addFlags(fs)
+	if usage := fs.FlagUsages(); strings.Contains(usage, "loopback-only") {
+		t.Errorf("--help shows the tests' flag:\n%s", usage)
+	}
+}

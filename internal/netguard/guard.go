@@ -54,7 +54,7 @@ func (e *RefusedError) Error() string {
 	}
 	switch e.Reason {
 	case ReasonNotLoopback:
-		return fmt.Sprintf("fetch guard refused %s: this guard is loopback-only (for tests and sealed setups) and dials nothing but 127.0.0.0/8, ::1 and localhost; the name was not resolved and nothing was dialled", target)
+		return fmt.Sprintf("fetch guard refused %s: this guard is loopback-only (for tests) and dials nothing but 127.0.0.0/8, ::1 and localhost; the name was not resolved and nothing was dialled", target)
 	case ReasonDenied:
 		return fmt.Sprintf("fetch guard refused %s: it is %s, which is never a source", target, e.Reason)
 	case ReasonMetadata:

@@ -47,12 +47,13 @@ type Config struct {
 	// DenyPrivate also refuses RFC 1918, unique-local (fc00::/7) and shared
 	// (100.64.0.0/10) addresses, unless allow-listed.
 	DenyPrivate bool
-	// LoopbackOnly, for tests and sealed setups, refuses every host that
+	// LoopbackOnly, for tests only, refuses every host that
 	// is not an IP literal in 127.0.0.0/8 or ::1, or the name localhost
 	// (dialled as 127.0.0.1), before any name is resolved
 	// (CheckLoopbackOnly): nothing, not even a DNS question, leaves the
 	// machine. It only narrows the guard: a loopback address still needs
-	// an Allow entry. No flag sets it.
+	// an Allow entry. Only the controller's hidden --fetch-loopback-only,
+	// which the tests that start the binary pass, sets it.
 	LoopbackOnly bool
 
 	// DialTimeout bounds one TCP connect.

@@ -165,6 +165,9 @@ func start(tb testing.TB, c *testcluster.Cluster, bin, dir string, env, args []s
 			"--health-probe-bind-address=" + p.ProbeAddr,
 			"--http-bind-address=0",
 			"--allow-file-git",
+			// NOTE: no fetch of the tests' controller leaves loopback, not
+			// even a DNS question for a public name an Addon may hold.
+			"--fetch-loopback-only",
 		}, args...),
 		Env:        append(p.Env(), env...),
 		LogPath:    c.LogPath(logName),
