@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,6 +25,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -151,10 +153,37 @@ func ForShard(a *capstanv1.Addon, cfg controller.Config) error {
 		a.Labels[gitops.ShardLabel] = shard
 	}
 	if !cfg.Selects(a.Labels) {
-		return fmt.Errorf("%w: Addon %s/%s %s, which this controller's --watch-label-selector %s does not select, so it would not reconcile it: "+
-			"create it through the API or page of the controller whose selector selects it", ErrOtherShard, a.Namespace, a.Name, shardOf(a.Labels), cfg.Selector)
+		return fmt.Errorf("%w: Addon %s/%s would carry the labels %s, and this controller's --watch-label-selector %s requires %s of them, so it would not reconcile it: "+
+			"the API and the page label an Addon they create with %s alone, and only when the selector names one shard; "+
+			"create it through the API or page of a controller whose selector it meets, or apply it with the labels the selector requires",
+			ErrNotSelected, a.Namespace, a.Name, labelsOf(a.Labels), cfg.Selector, unmet(cfg, a.Labels), gitops.ShardLabel)
 	}
 	return nil
+}
+
+// ErrNotSelected says that an Addon to create would not be selected by
+// this controller's --watch-label-selector, so no controller behind this
+// API might reconcile it.
+var ErrNotSelected = errors.New("this controller would not reconcile the Addon")
+
+// labelsOf says an Addon's labels, sorted, or "none".
+func labelsOf(addonLabels map[string]string) string {
+	if len(addonLabels) == 0 {
+		return "none"
+	}
+	return "{" + labels.Set(addonLabels).String() + "}"
+}
+
+// unmet is the requirements of cfg's selector that addonLabels fail.
+func unmet(cfg controller.Config, addonLabels map[string]string) string {
+	reqs, _ := cfg.Selector.Requirements()
+	var out []string
+	for _, r := range reqs {
+		if !r.Matches(labels.Set(addonLabels)) {
+			out = append(out, strconv.Quote(r.String()))
+		}
+	}
+	return strings.Join(out, " and ")
 }
 
 // shardOf says which shard an Addon's labels put it in.

@@ -78,7 +78,7 @@ func errorFor(err error) apiError {
 	case errors.As(err, &tooLarge):
 		return apiError{Code: http.StatusRequestEntityTooLarge, Reason: "RequestEntityTooLarge", Message: fmt.Sprintf("the request body is over %d bytes", tooLarge.Limit)}
 	case errors.Is(err, addons.ErrStalePlan), errors.Is(err, addons.ErrNoPlan), errors.Is(err, addons.ErrChanged), errors.Is(err, addons.ErrSuspended),
-		errors.Is(err, addons.ErrProfileChanged), errors.Is(err, controller.ErrProfileHeld), errors.Is(err, addons.ErrOtherShard),
+		errors.Is(err, addons.ErrProfileChanged), errors.Is(err, controller.ErrProfileHeld), errors.Is(err, addons.ErrOtherShard), errors.Is(err, addons.ErrNotSelected),
 		errors.Is(err, gitops.ErrExists), errors.Is(err, gitops.ErrNotExist):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
@@ -414,15 +414,15 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
+	if err := addons.ForShard(a, s.Config); err != nil {
+		writeError(w, errorFor(err))
+		return
+	}
 	// NOTE: before anything is written: a secret input in spec.values
 	// would be stored, readable by anyone who may view the Addon, before
 	// the controller Blocks it.
 	if err := s.checkSecretValues(r.Context(), userOf(r), "create", key, req.Spec, nil, apiSecretInputs, apiWarning(w)); err != nil {
-		writeError(w, errorFor(err))
-		return
-	}
-	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
-	if err := addons.ForShard(a, s.Config); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}

@@ -93,9 +93,18 @@ func TestAShardsAPICreatesItsOwnAddons(t *testing.T) {
 	code, body = callAt(t, team, token, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", map[string]any{
 		"name": "orphaned", "spec": map[string]any{"chart": map[string]any{"url": chartServer.URL + "/public-1.0.0.tgz"}}})
 	expect(t, "an Addon its controller would not select", code, body, http.StatusConflict)
-	if !strings.Contains(string(body), "--watch-label-selector team=a") {
-		t.Errorf("the refusal %s does not name the selector", body)
+	if !strings.Contains(string(body), "--watch-label-selector team=a") || !strings.Contains(string(body), `requires \"team=a\"`) {
+		t.Errorf("the refusal %s does not name the selector and the requirement the Addon fails", body)
 	}
+	if strings.Contains(string(body), "reconciled by another controller") || strings.Contains(string(body), "has no "+gitops.ShardLabel) {
+		t.Errorf("the refusal %s speaks of another controller or the shard label, which a team=a selector does not name", body)
+	}
+	// Refused before the chart is fetched to check the values: 409, not a
+	// check's 422.
+	code, body = callAt(t, team, token, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", map[string]any{
+		"name": "orphaned", "spec": map[string]any{"chart": map[string]any{"url": chartServer.URL + "/form-1.0.0.tgz"},
+			"values": map[string]any{"auth": map[string]any{"password": "hunter2"}}}})
+	expect(t, "an Addon its controller would not select, with values to check", code, body, http.StatusConflict)
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orphaned"}, a); err == nil {
 		t.Errorf("a refused Addon was created")
 	}
