@@ -1335,6 +1335,9 @@ type SecretValuesError struct {
 	// Where says where the write would have put them, and Instead how to
 	// give them.
 	Where, Instead string
+	// Field is the request's field that held them: spec.values when
+	// empty, or definition for a commit's.
+	Field string
 }
 
 func (e *SecretValuesError) Error() string {
@@ -1342,14 +1345,31 @@ func (e *SecretValuesError) Error() string {
 		strings.Join(e.Paths, ", "), e.Where, e.Instead)
 }
 
+// UncheckedValuesError refuses a commit whose values could not be checked
+// for secret inputs because the chart could not be fetched: git's history
+// would keep a secret input for good, so the commit waits for a check.
+type UncheckedValuesError struct {
+	// Name is the add-on's; Err is the fetch's error.
+	Name string
+	Err  error
+}
+
+func (e *UncheckedValuesError) Error() string {
+	return fmt.Sprintf("the chart of add-on %s could not be fetched to check its values for secret inputs (%v), and git's history would keep one for good, so nothing was committed: "+
+		"try again once the chart can be fetched, or leave the values the chart's schema marks writeOnly out of the definition and put them in a Secret named in valuesFrom", e.Name, e.Err)
+}
+
+func (e *UncheckedValuesError) Unwrap() error { return e.Err }
+
 // GitValuesCheck is a gitops.Writer's CheckValues that refuses a
 // definition whose values set or change secret inputs (SecretValuesError):
 // a commit would keep them in git's history for good, readable by anyone
 // who may clone the repository. Its chart is fetched with fetch, without
-// the definition's credentials. A chart that cannot be fetched, and
-// secret inputs that the file in git holds already, unchanged, are told
-// to warn, and the commit goes on, as the CLI's check of spec.values
-// does: the controller then Blocks the Addon for them.
+// the definition's credentials; a chart that cannot be fetched refuses the
+// commit too (UncheckedValuesError), as nothing can take a secret back out
+// of git. Secret inputs that the file in git holds already, unchanged, are
+// told to warn, and the commit goes on: the controller Blocks the Addon
+// for them.
 func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Context, next, cur *gitops.Definition) error {
 	return func(ctx context.Context, next, cur *gitops.Definition) error {
 		a, err := next.Addon(gitops.Origin{})
@@ -1367,11 +1387,10 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 		set, held, err := SecretValuesChanged(ctx, fetch, a.Spec, old)
 		var inv *values.InvalidError
 		if err != nil && !errors.As(err, &inv) {
-			warn(fmt.Sprintf("the chart of add-on %s could not be read to check its values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret named in valuesFrom, never in the definition's values", next.Name, err))
-			return nil
+			return &UncheckedValuesError{Name: next.Name, Err: err}
 		}
 		if len(set) > 0 {
-			return &SecretValuesError{Paths: set, Where: "git, whose history keeps it for good, readable by anyone who may clone the repository",
+			return &SecretValuesError{Paths: set, Field: "definition", Where: "git, whose history keeps it for good, readable by anyone who may clone the repository",
 				Instead: "leave it out of the definition's values, put it in a Secret and name that Secret in valuesFrom; nothing was committed"}
 		}
 		if len(held) > 0 {

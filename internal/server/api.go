@@ -70,6 +70,8 @@ func errorFor(err error) apiError {
 	var status apierrors.APIStatus
 	var invalid *values.InvalidError
 	var fetch *source.FetchError
+	var secret *addons.SecretValuesError
+	var unchecked *addons.UncheckedValuesError
 	switch {
 	case errors.As(err, &ae):
 		return ae
@@ -83,8 +85,22 @@ func errorFor(err error) apiError {
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.As(err, new(*gitops.InvalidError)):
 		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "definition"}
-	case errors.As(err, new(*addons.SecretValuesError)):
-		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: "spec.values"}
+	case errors.As(err, &secret):
+		field := secret.Field
+		if field == "" {
+			field = "spec.values"
+		}
+		return apiError{Code: http.StatusUnprocessableEntity, Reason: "Invalid", Message: err.Error(), Field: field}
+	case errors.As(err, &unchecked):
+		// NOTE: the fetch's own error says whose fault it is (the source's
+		// 502, a refused address's 422); one that says nothing is still the
+		// person's to get past (credentials, valuesFrom), not the server's.
+		out := errorFor(unchecked.Err)
+		if out.Code == http.StatusInternalServerError {
+			out.Code, out.Reason = http.StatusUnprocessableEntity, "Invalid"
+		}
+		out.Message, out.Field = err.Error(), "definition"
+		return out
 	case errors.As(err, new(*gitops.ConflictError)), errors.As(err, new(*gitops.ValuesConflictError)):
 		return apiError{Code: http.StatusConflict, Reason: "Conflict", Message: err.Error()}
 	case errors.Is(err, gitops.ErrNoChange), errors.Is(err, gitops.ErrLastDefinition), errors.Is(err, gitops.ErrKeptByAnotherFile), errors.Is(err, addons.ErrPaused), errors.Is(err, addons.ErrBeingRemoved):

@@ -104,6 +104,46 @@ func TestCatalogRefusesSecretInputsInItsYAML(t *testing.T) {
 	}
 }
 
+// TestCatalogFormWaitsWhenTheCheckCannotFetch: while the user's one
+// page-fetch turn is taken, the catalog's form cannot fetch the chart to
+// check its YAML for secret inputs, and adds nothing unchecked: the form
+// is shown again, 429, saying to try again, and no Addon is created.
+func TestCatalogFormWaitsWhenTheCheckCannotFetch(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-" + ns, Labels: map[string]string{catalog.Label: "true"}},
+		Data: map[string]string{catalog.EntryKey: "id: busy-" + ns + "\ntitle: Form\nchart: {url: '" + chartServer.URL + "/form-1.0.0.tgz?busy=" + ns + "'}\n" +
+			"fields: [{path: greeting, label: Greeting, type: string}]\n"},
+	}
+	if err := admin.Create(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(ctx, entry) })
+	slow := newSlowCharts(t)
+	srv := newServer()
+	srv.MaxPageFetches = 2
+	base := serve(t, srv)
+	token := user(t, ns, "catalog-editor", addonRule("get", "list", "create", "update", "patch"))
+	sess := signInAt(t, base, token)
+	held := make(chan int, 1)
+	go func() {
+		code, _, _ := pageGet(t, base, token, "/new?"+url.Values{"chart": {slow.URL + "/slow-1.0.0.tgz?busy=" + ns}, "namespace": {ns}, "name": {"slow"}}.Encode())
+		held <- code
+	}()
+	<-slow.asked
+	defer func() { slow.release(); <-held }()
+
+	code, page := sess.send(t, http.MethodPost, "/catalog/busy-"+ns, url.Values{"namespace": {ns}, "name": {"form"}, "v.greeting": {"hi"},
+		"yaml": {"auth:\n  password: hunter2\n"}})
+	if code != http.StatusTooManyRequests || !strings.Contains(page, "try again") || !strings.Contains(page, "nothing was written") {
+		t.Errorf("adding from the catalog while the user's page-fetch turn is taken: %d; want 429, saying to try again and that nothing was written\n%.2000s", code, page)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "form"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the busy add, the Addon: %v; want none", err)
+	}
+}
+
 // TestCatalogRefusesAGitFolderWithFields: an operator's git-folder entry
 // with fields is listed as a problem, saying where a folder's variables
 // come from, and is not offered: its form builds no values, and would drop

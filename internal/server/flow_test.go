@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/catalog"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/gitops/gitserver"
 	"capstan.dev/capstan/internal/install"
@@ -223,10 +224,14 @@ func TestPageGitManagedEditIsACommit(t *testing.T) {
 	}
 }
 
-// TestCatalogCommitsInATrustedNamespace adds Longhorn from the catalog in
-// the controller's namespace, which is trusted and holds a gitops
+// TestCatalogCommitsInATrustedNamespace adds an operator's catalog entry
+// in the controller's namespace, which is trusted and holds a gitops
 // repository: the add-on is committed there as a definition whose objects
-// go to the entry's namespace, and the syncer creates the Addon.
+// go to the entry's namespace, and the syncer creates the Addon. The
+// entry's chart is served on loopback: a commit's values are checked
+// against its chart, and one whose chart cannot be fetched (the built-in
+// Longhorn's, at a public name the tests' guard refuses) is refused
+// (TestSecretValuesCheckIsNeverSkippedWhenBusy).
 func TestCatalogCommitsInATrustedNamespace(t *testing.T) {
 	ctx := context.Background()
 	git := gitserver.Start(t)
@@ -237,24 +242,41 @@ func TestCatalogCommitsInATrustedNamespace(t *testing.T) {
 	if err := admin.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
+	entry := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "catalog-platform-form", Labels: map[string]string{catalog.Label: "true"}},
+		Data: map[string]string{catalog.EntryKey: "id: platform-form\ntitle: Form\nnamespace: form-system\nchart: {url: '" + chartServer.URL + "/form-1.0.0.tgz'}\n" +
+			"fields: [{path: greeting, label: Greeting, type: string}]\n"},
+	}
+	if err := admin.Create(ctx, entry); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		_ = admin.Delete(ctx, repo)
-		_ = admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "longhorn"}})
+		_ = admin.Delete(ctx, entry)
+		_ = admin.Delete(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "platform-form"}})
 	})
+	// A server of its own reads the catalog now, not the tests' server's
+	// catalog of up to 10 s ago.
+	base := serve(t, newServer())
 	platform := user(t, install.Namespace, "catalog-admin", addonRule("get", "list", "create", "update", "patch"))
 	page := browser(t)
-	signIn(t, page, platform)
-	run(t, page, "adding Longhorn to the trusted namespace",
-		chromedp.Navigate(api.URL+"/catalog/longhorn"),
-		chromedp.WaitVisible(chromedp.ID("f-persistence-defaultClassReplicaCount")),
+	run(t, page, "signing in",
+		chromedp.Navigate(base+"/signin"),
+		chromedp.SetValue(chromedp.ID("token"), platform),
+		chromedp.Submit(chromedp.ID("token")),
+		chromedp.WaitVisible(`//h1[text()="Add-ons"]`),
+	)
+	run(t, page, "adding the entry to the trusted namespace",
+		chromedp.Navigate(base+"/catalog/platform-form"),
+		chromedp.WaitVisible(chromedp.ID("f-greeting")),
 		chromedp.SetValue(chromedp.ID("namespace"), install.Namespace),
-		chromedp.SetValue(chromedp.ID("f-persistence-defaultClassReplicaCount"), "2"),
+		chromedp.SetValue(chromedp.ID("f-greeting"), "hi"),
 		chromedp.Click(`//button[text()="Add, suspended"]`),
 		chromedp.WaitVisible(`//p[contains(@class,"flash") and contains(text(),"Committed")]`),
 	)
 	clone := gitserver.Clone(t, url)
-	got := clone.Git("show", "HEAD:addons/longhorn.yaml")
-	for _, want := range []string{"name: longhorn", "namespace: longhorn-system", "createNamespace: true", "repo: https://charts.longhorn.io/", "defaultClassReplicaCount: 2"} {
+	got := clone.Git("show", "HEAD:addons/platform-form.yaml")
+	for _, want := range []string{"name: platform-form", "namespace: form-system", "createNamespace: true", "url: " + chartServer.URL + "/form-1.0.0.tgz", "greeting: hi"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the committed definition lacks %q:\n%s", want, got)
 		}
@@ -263,7 +285,7 @@ func TestCatalogCommitsInATrustedNamespace(t *testing.T) {
 		t.Errorf("a committed add-on is meant to install; it was committed suspended:\n%s", got)
 	}
 	a := &capstanv1.Addon{}
-	if err := admin.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "longhorn"}, a); err != nil || a.Labels[gitops.ManagedByGitLabel] != repo.Name {
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "platform-form"}, a); err != nil || a.Labels[gitops.ManagedByGitLabel] != repo.Name {
 		t.Errorf("the syncer did not create the Addon from the commit: %v, labels %v", err, a.Labels)
 	}
 }

@@ -56,10 +56,10 @@ func (s *Server) fetchInTurn(ctx context.Context, u User, spec capstanv1.AddonSp
 	switch {
 	case ok:
 	case met == fullShare:
-		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: pageFetchRetryAfter,
 			Message: fmt.Sprintf("%d chart(s) are being fetched for pages for %s already, the most this server fetches at once for one user (or the ServiceAccounts of one namespace); try again in %d seconds", s.pageFetches.perShare, shareOf(u.Name), pageFetchRetryAfter)}
 	default:
-		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests",
+		return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: pageFetchRetryAfter,
 			Message: fmt.Sprintf("%d charts are being fetched for pages, the most this server fetches at once; try again in %d seconds", s.pageFetches.total, pageFetchRetryAfter)}
 	}
 	defer release()
@@ -91,6 +91,36 @@ func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
 	return e, true
 }
 
+// busyRefusal is the answer to a write whose check of values for secret
+// inputs could not fetch the chart because of Capstan itself, not of the
+// chart's source: no page-fetch turn was free, the access review was
+// throttled or failed (429, with Retry-After, so that the writer tries
+// again), or it refused the user (as it answered); outcome says what the
+// write did not do. ok is false for an error of the chart's own fetch.
+//
+// NOTE: such a write is refused, never let through with a warning: a
+// check skipped whenever the server is busy would let a client that sends
+// two requests at once store a secret input unchecked.
+func busyRefusal(err error, outcome string) (apiError, bool) {
+	var ae apiError
+	switch {
+	case errors.As(err, &ae):
+	case errors.Is(err, source.ErrGitMemoryBusy):
+		ae = apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", Message: err.Error(), retryAfter: commitRetryAfter}
+	default:
+		return apiError{}, false
+	}
+	ae.Message += " (" + outcome + ")"
+	if ae.Code == http.StatusForbidden || ae.Code == http.StatusUnauthorized {
+		return ae, true
+	}
+	ae.Code, ae.Reason = http.StatusTooManyRequests, "TooManyRequests"
+	if ae.retryAfter == 0 {
+		ae.retryAfter = pageFetchRetryAfter
+	}
+	return ae, true
+}
+
 // checkSecretValues refuses, with a SecretValuesError, spec's values that
 // set or change secret inputs (values the chart's schema marks writeOnly)
 // from old, the Addon's stored spec.values (nil for a new Addon):
@@ -98,9 +128,10 @@ func pageRefusal(w http.ResponseWriter, err error) (apiError, bool) {
 // fetched as a page's form fetches it (pageFetch), for a user who may verb
 // the Addon key, and only when the values changed; instead says how the
 // writer takes the secret inputs at the paths it refuses. Secret inputs
-// that old holds already, and a chart that cannot be fetched, are said by
-// warn, and the write goes on, as the CLI's check does: the controller
-// then Blocks the Addon for them.
+// that old holds already, and a chart whose source answers an error, are
+// said by warn, and the write goes on, as the CLI's check does: the
+// controller then Blocks the Addon for them. A fetch that Capstan itself
+// could not make (busyRefusal) refuses the write.
 func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON,
 	instead func(paths []string) string, warn func(string)) error {
 	if s.Fetcher == nil {
@@ -109,6 +140,9 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 	set, held, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return s.pageFetch(ctx, u, verb, key, spec)
 	}, spec, old)
+	if refusal, ok := busyRefusal(err, "spec.values were not checked for secret inputs, so nothing was written"); ok {
+		return refusal
+	}
 	var inv *values.InvalidError
 	if err != nil && !errors.As(err, &inv) {
 		warn(fmt.Sprintf("the chart could not be read to check spec.values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret, never in spec.values", err))
@@ -138,13 +172,19 @@ func apiSecretInputs(paths []string) string {
 
 // gitValuesCheck is the CheckValues of a commit for the user u: the chart
 // is fetched in a turn among the page fetches, the commit's own access
-// review standing for the fetch's. A warning goes to the log.
+// review standing for the fetch's. A warning goes to the log. A chart
+// that cannot be fetched refuses the commit (addons.GitValuesCheck); when
+// Capstan itself was busy, with a 429 that says to try again.
 func (s *Server) gitValuesCheck(u User) func(ctx context.Context, next, cur *gitops.Definition) error {
 	if s.Fetcher == nil {
 		return nil
 	}
 	return addons.GitValuesCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
-		return s.reviewedFetch(ctx, u, spec)
+		art, err := s.reviewedFetch(ctx, u, spec)
+		if refusal, ok := busyRefusal(err, "the definition's values were not checked for secret inputs, so nothing was committed"); ok {
+			return nil, refusal
+		}
+		return art, err
 	}, func(msg string) { s.Log.Info("Secret inputs in the values of a commit", "user", u.Name, "reason", msg) })
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -134,6 +135,9 @@ func TestCommitsRefuseSecretInputs(t *testing.T) {
 	before := head()
 	code, body := call(t, editor, http.MethodPatch, path, map[string]any{"definition": def("  greeting: hi\n  auth:\n    password: hunter2\n")})
 	expect(t, "an edit that commits a secret", code, body, http.StatusUnprocessableEntity)
+	if !strings.Contains(string(body), `"field":"definition"`) {
+		t.Errorf("the refusal %s should name the field the request sent, definition", body)
+	}
 	if !strings.Contains(string(body), "auth.password") || !strings.Contains(string(body), "valuesFrom") || strings.Contains(string(body), "hunter2") {
 		t.Errorf("the refusal %s should name auth.password and valuesFrom, and not the value", body)
 	}
@@ -144,4 +148,112 @@ func TestCommitsRefuseSecretInputs(t *testing.T) {
 	gitserver.Clone(t, repoURL).Write("addons/form.yaml", def("  greeting: hi\n  auth:\n    password: hunter2\n")).CommitAndPush("by hand")
 	code, body = call(t, editor, http.MethodPatch, path, map[string]any{"definition": def("  greeting: hello\n  auth:\n    password: hunter2\n")})
 	expect(t, "an edit of other values beside a secret git holds already", code, body, http.StatusAccepted)
+}
+
+// callHeaders makes one API request as token to the server at base, and
+// returns its status, body and headers.
+func callHeaders(t *testing.T, base, token, method, path string, body any) (int, []byte, http.Header) {
+	t.Helper()
+	data, err := json.Marshal(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequest(method, base+path, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := apiClient().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, out, resp.Header
+}
+
+// TestSecretValuesCheckIsNeverSkippedWhenBusy: while the user's one
+// page-fetch turn is taken (a form of theirs fetching a slow chart), the
+// check of spec.values cannot fetch the chart, and a write it would have
+// refused is not let through with a warning: an add, and a commit of a
+// git-managed Addon's definition, are 429 with Retry-After, and nothing
+// is created or committed. Once the turn is free, a commit whose chart's
+// source answers an error is refused too, naming "definition", as git
+// would keep a secret for good; an add to the cluster whose chart's
+// source fails still goes on with a warning.
+func TestSecretValuesCheckIsNeverSkippedWhenBusy(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "update", "patch"), rbacPolicy("", "secrets", "create", "delete"))
+	git := gitserver.Start(t)
+	repoURL := git.Create(t, "ops")
+	def := func(chart, values string) string {
+		return "name: form\nhelm:\n  url: " + chart + "\nvalues:\n" + values
+	}
+	gitserver.Clone(t, repoURL).Write("addons/form.yaml", def(chartServer.URL+"/form-1.0.0.tgz", "  greeting: hi\n")).CommitAndPush("form")
+	if err := admin.Create(ctx, &capstanv1.AddonRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ops"},
+		Spec: capstanv1.AddonRepositorySpec{URL: repoURL}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.Create(ctx, &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "form", Labels: map[string]string{gitops.ManagedByGitLabel: "ops"}},
+		Spec: capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/form-1.0.0.tgz"}, Values: jsonValues(`{"greeting":"hi"}`)}}); err != nil {
+		t.Fatal(err)
+	}
+	head := func() string { return strings.TrimSpace(gitserver.Clone(t, repoURL).Git("rev-parse", "HEAD")) }
+	base := "/api/v1/namespaces/" + ns + "/addons"
+
+	slow := newSlowCharts(t)
+	srv := newServer()
+	srv.MaxPageFetches = 2
+	at := serve(t, srv)
+	held := make(chan int, 1)
+	go func() {
+		code, _, _ := pageGet(t, at, editor, "/new?"+url.Values{"chart": {slow.URL + "/slow-1.0.0.tgz?busy=" + ns}, "namespace": {ns}, "name": {"slow"}}.Encode())
+		held <- code
+	}()
+	<-slow.asked
+
+	// A link of this test alone, so that no cached chart lets the check
+	// through without a fetch.
+	link := chartServer.URL + "/form-1.0.0.tgz?busy=" + ns
+	code, body, header := callHeaders(t, at, editor, http.MethodPost, base, map[string]any{"name": "blog",
+		"spec": map[string]any{"chart": map[string]any{"url": link}, "values": map[string]any{"auth": map[string]any{"password": "hunter2"}}}})
+	expect(t, "an add with a secret in spec.values while the user's page-fetch turn is taken", code, body, http.StatusTooManyRequests)
+	if header.Get("Retry-After") == "" || !strings.Contains(string(body), "nothing was written") || strings.Contains(string(body), "hunter2") {
+		t.Errorf("the busy refusal (Retry-After %q) %s should say to come back and that nothing was written, and not the value", header.Get("Retry-After"), body)
+	}
+	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after the busy add, the Addon: %v; want none", err)
+	}
+
+	before := head()
+	code, body, header = callHeaders(t, at, editor, http.MethodPatch, base+"/form", map[string]any{"definition": def(link, "  greeting: hi\n  auth:\n    password: hunter2\n")})
+	expect(t, "a commit of a secret while the user's page-fetch turn is taken", code, body, http.StatusTooManyRequests)
+	if header.Get("Retry-After") == "" || !strings.Contains(string(body), "nothing was committed") || strings.Contains(string(body), "hunter2") {
+		t.Errorf("the busy refusal (Retry-After %q) %s should say to come back and that nothing was committed, and not the value", header.Get("Retry-After"), body)
+	}
+	if now := head(); now != before {
+		t.Fatalf("the busy commit moved the branch from %s to %s", before, now)
+	}
+	slow.release()
+	<-held
+
+	missing := chartServer.URL + "/missing-1.0.0.tgz?busy=" + ns
+	code, body, _ = callHeaders(t, at, editor, http.MethodPatch, base+"/form", map[string]any{"definition": def(missing, "  greeting: hi\n  auth:\n    password: hunter2\n")})
+	expect(t, "a commit whose chart cannot be fetched", code, body, http.StatusUnprocessableEntity)
+	var refusal struct{ Field, Message string }
+	_ = json.Unmarshal(body, &refusal)
+	if refusal.Field != "definition" || !strings.Contains(refusal.Message, "nothing was committed") || !strings.Contains(refusal.Message, "valuesFrom") || strings.Contains(string(body), "hunter2") {
+		t.Errorf("the refusal %s should name the field definition, say nothing was committed and name valuesFrom, and not the value", body)
+	}
+	if now := head(); now != before {
+		t.Fatalf("the commit whose chart could not be fetched moved the branch from %s to %s", before, now)
+	}
+
+	code, body, header = callHeaders(t, at, editor, http.MethodPost, base, map[string]any{"name": "gone",
+		"spec": map[string]any{"suspend": true, "chart": map[string]any{"url": missing}, "values": map[string]any{"greeting": "hi"}}})
+	expect(t, "an add whose chart's source fails", code, body, http.StatusCreated)
+	if w := strings.Join(header.Values("Warning"), "\n"); !strings.Contains(w, "could not be read") {
+		t.Errorf("the add whose chart could not be read warns %q; want it said", w)
+	}
 }
