@@ -16,6 +16,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -590,6 +591,19 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	// NOTE: the check judged the values against current, read before a
+	// chart fetch that may take --page-fetch-timeout: an edit of the values
+	// is made to that spec or to none (409), so that a secret input
+	// current held, and another writer moved out since, is not written
+	// back as one held already.
+	if !bytes.Equal(rawOf(next.Spec.Values), rawOf(current.Spec.Values)) {
+		if seen.UID == "" {
+			seen.UID = current.UID
+		}
+		if seen.Generation == 0 {
+			seen.Generation = current.Generation
+		}
+	}
 	a, err := addons.EditSeen(s.warnInLog(r.Context(), userOf(r).Name), c, key, seen, req.Spec, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -913,4 +927,12 @@ func eventTime(e eventsv1.Event) time.Time {
 		return e.DeprecatedLastTimestamp.Time
 	}
 	return e.CreationTimestamp.Time
+}
+
+// rawOf is the bytes of values, nil for none.
+func rawOf(values *apiextensionsv1.JSON) []byte {
+	if values == nil {
+		return nil
+	}
+	return values.Raw
 }
