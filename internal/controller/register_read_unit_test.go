@@ -75,26 +75,24 @@ func counting(answer http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
 	})), &hits
 }
 
-// TestRegisterFollowsNoRedirect names, in spec.registration.url, a
-// loopback server that redirects to another one serving a valid manifest:
-// the read stops at the redirect (ManifestUnreadable, saying so), and the
-// other server is never asked.
-func TestRegisterFollowsNoRedirect(t *testing.T) {
+// TestRegisterFollowsARedirectOfTheAdminAddress names, in
+// spec.registration.url (the cluster admin's address), a loopback server
+// that redirects to another one serving a valid manifest: the redirect is
+// followed, through the fetch guard, and the manifest registered.
+func TestRegisterFollowsARedirectOfTheAdminAddress(t *testing.T) {
 	target, hits := counting(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"name":"wiki"}`))
 	})
 	defer target.Close()
 	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, target.URL+"/admin/drop", http.StatusFound)
+		http.Redirect(w, r, target.URL+"/signed/addon.json", http.StatusFound)
 	}))
 	defer redirector.Close()
 	m := newManifestReader(t, redirector.URL+"/m.json")
 	c, _ := m.register(false)
-	if c.Reason != "ManifestUnreadable" || !strings.Contains(c.Message, "redirect") || !strings.Contains(c.Message, "not redirected") {
-		t.Errorf("condition %s: %q, want ManifestUnreadable saying a manifest is not redirected", c.Reason, c.Message)
-	}
-	if hits.Load() != 0 || m.addon.Status.Registration != nil {
-		t.Errorf("the redirect's target was asked %d times, registration %+v; want no request and nothing recorded", hits.Load(), m.addon.Status.Registration)
+	if c.Reason != "Registered" || hits.Load() != 1 || m.addon.Status.Registration == nil {
+		t.Errorf("condition %s: %q, %d reads of the target, registration %+v; want the redirect followed and the manifest registered",
+			c.Reason, c.Message, hits.Load(), m.addon.Status.Registration)
 	}
 }
 

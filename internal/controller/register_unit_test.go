@@ -300,3 +300,63 @@ func TestRegisterClearsARefusedRemotePrimary(t *testing.T) {
 		t.Errorf("the name is still held by %s", holder)
 	}
 }
+
+// TestRegisterFollowsNoRedirectFromThePrimary reads the manifest from a
+// primary Service whose server (a loopback test server at its cluster IP)
+// redirects to another one serving a valid manifest: the read stops at the
+// redirect (ManifestUnreadable, saying where it pointed, without user
+// information), and the other server is never asked.
+func TestRegisterFollowsNoRedirectFromThePrimary(t *testing.T) {
+	target, hits := counting(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"name":"wiki"}`))
+	})
+	defer target.Close()
+	withUser := strings.Replace(target.URL, "http://", "http://admin:s3cret@", 1)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, withUser+"/admin/drop", http.StatusFound)
+	}))
+	defer redirector.Close()
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.0/8"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, err := net.SplitHostPort(redirector.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	number, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{capstanv1.AddToScheme, corev1.AddToScheme, discoveryv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc := primarySvc(func(s *corev1.Service) {
+		s.Spec.ClusterIP = host
+		s.Spec.Ports[0].Port = int32(number)
+	})
+	r := &AddonReconciler{APIReader: fake.NewClientBuilder().WithScheme(scheme).Build(), Fetcher: fetcher}
+	artifact := &source.Artifact{Chart: &source.Chart{Chart: &chartv2.Chart{Metadata: &chartv2.Metadata{
+		Name: "wiki", Annotations: map[string]string{capstanv1.ChartAddonAnnotation: "true", capstanv1.ChartPrimaryAnnotation: "wiki:http"}}}}}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "platform", Name: "wiki", UID: "self"}}
+	addon.Status.AppliedHash = "h1"
+	addon.Status.Inventory = []capstanv1.ObjectID{{ObjectRef: capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: "wiki", Name: "wiki"}}}
+	s := &scope{addon: addon, artifact: artifact, profile: capstanv1.ProfileCluster, namespace: "wiki",
+		applier: &apply.Applier{Client: fake.NewClientBuilder().WithScheme(scheme).WithObjects(svc).Build()}, cluster: &targetCluster{}}
+	if _, err := r.register(context.Background(), s); err != nil {
+		t.Fatal(err)
+	}
+	c := apimeta.FindStatusCondition(addon.Status.Conditions, capstanv1.ConditionRegistered)
+	if c == nil || c.Reason != "ManifestUnreadable" || !strings.Contains(c.Message, "not redirected") {
+		t.Fatalf("condition %+v, want ManifestUnreadable saying a manifest is not redirected", c)
+	}
+	if !strings.Contains(c.Message, "redirect to "+target.URL+"/admin/drop") || strings.Contains(c.Message, "s3cret") {
+		t.Errorf("condition %q; want where the redirect pointed, without its user information", c.Message)
+	}
+	if hits.Load() != 0 || addon.Status.Registration != nil {
+		t.Errorf("the redirect's target was asked %d times, registration %+v; want no request and nothing recorded", hits.Load(), addon.Status.Registration)
+	}
+}

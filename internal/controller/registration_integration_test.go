@@ -217,31 +217,27 @@ func TestRegistrationRefusesAPrimaryWithEndpointsByHand(t *testing.T) {
 	}
 }
 
-// TestRegistrationFollowsNoRedirect names in spec.registration.url an
-// address that redirects to a valid manifest on the same server: the
-// controller does not follow it (the manifest is never read), and says
-// that a manifest is served at its address, not redirected.
-func TestRegistrationFollowsNoRedirect(t *testing.T) {
+// TestRegistrationFollowsTheAdminAddressRedirect names in
+// spec.registration.url (the cluster admin's address) an address that
+// redirects to a valid manifest on the same server: the controller
+// follows it, through the fetch guard, and registers the manifest. A
+// redirect from the primary, which a tenant may run, is not followed:
+// TestRegisterFollowsNoRedirectFromThePrimary.
+func TestRegistrationFollowsTheAdminAddressRedirect(t *testing.T) {
 	ns := newNamespace(t)
 	url, _ := charts.publish(t, registeringChart("1.0.0"))
-	// The target answers, and counts its reads.
-	target := charts.srv.URL + "/manifests/" + ns + "/target/wiki.json"
-	hits, mend := charts.breakPath("/manifests/"+ns+"/target/", http.StatusOK, "")
-	defer mend()
+	target := serveManifest("/manifests/"+ns+"/target/wiki.json", `{"name":"wiki-moved"}`)
 	from := redirectManifest("/manifests/"+ns+"/moved/wiki.json", target)
 	a := create(t, newAddon(controllerNS, "wiki-moved", url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
 		s.Registration = &capstanv1.RegistrationSource{URL: from}
 	})))
 	t.Cleanup(func() { deleteAddon(t, a) })
-	got := waitFor(t, a, 90*time.Second, "the redirect refused", func(cur *capstanv1.Addon) bool {
+	got := waitFor(t, a, 90*time.Second, "the redirect followed", func(cur *capstanv1.Addon) bool {
 		c := registeredCondition(cur)
-		return c != nil && c.Reason == "ManifestUnreadable"
+		return c != nil && c.Reason != "ManifestUnreadable"
 	})
-	if c := registeredCondition(got); !strings.Contains(c.Message, "not redirected") || got.Status.Registration != nil {
-		t.Errorf("condition %q, registration %+v; want the redirect named and nothing recorded", c.Message, got.Status.Registration)
-	}
-	if hits() != 0 {
-		t.Errorf("the redirect's target was read %d times, want never", hits())
+	if c := registeredCondition(got); c.Reason != "Registered" || got.Status.Registration == nil || got.Status.Registration.Name != "wiki-moved" {
+		t.Errorf("condition %s: %q, registration %+v; want the manifest the redirect points to registered", c.Reason, c.Message, got.Status.Registration)
 	}
 }
 

@@ -89,7 +89,18 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		}
 	}
 	readCtx, cancel := context.WithTimeout(ctx, manifestReadTimeout)
-	data, err := r.Fetcher.Document(readCtx, src, registration.MaxManifestBytes, what)
+	// NOTE: a redirect from the primary is not followed: the pod behind it,
+	// which a tenant may run, would otherwise send the controller's request
+	// to any address the fetch guard allows, and every check of the
+	// primary would protect nothing. spec.registration.url is the cluster
+	// admin's own address, often outside the cluster (a release asset
+	// redirects to a signed address that changes): it is followed, each
+	// hop checked by the fetch guard, as a chart download is.
+	redirects := source.NoRedirect
+	if _, ok := adminAddress(s); ok {
+		redirects = source.FollowRedirects
+	}
+	data, err := r.Fetcher.Document(readCtx, src, redirects, registration.MaxManifestBytes, what)
 	timedOut := readCtx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if err != nil {
@@ -238,8 +249,8 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 			"remove spec.registration, or use a chart that registers (%s: \"true\" in its Chart.yaml)", what, capstanv1.ChartAddonAnnotation))
 	}
 	ann := s.artifact.Chart.Chart.Metadata.Annotations
-	if reg := s.addon.Spec.Registration; reg != nil && s.profile == capstanv1.ProfileCluster {
-		return reg.URL, "the manifest that spec.registration.url names", nil
+	if url, ok := adminAddress(s); ok {
+		return url, "the manifest that spec.registration.url names", nil
 	}
 	if s.cluster != nil && s.cluster.server != "" {
 		// NOTE: the primary Service is in the remote cluster, and its
@@ -276,6 +287,15 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 	src, err := primaryAddress(s.addon, svc, endpoints.Items, port)
 	return src, fmt.Sprintf("the manifest that the primary Service %s/%s serves at %s (Chart.yaml's %s)",
 		svc.Namespace, svc.Name, registration.ManifestPath, capstanv1.ChartPrimaryAnnotation), err
+}
+
+// adminAddress is spec.registration.url, when the manifest is read there:
+// in the cluster profile only, where the cluster admin sets it.
+func adminAddress(s *scope) (string, bool) {
+	if reg := s.addon.Spec.Registration; reg != nil && s.profile == capstanv1.ProfileCluster {
+		return reg.URL, true
+	}
+	return "", false
 }
 
 // notAnAddon says why an add-on that sets spec.registration reads no

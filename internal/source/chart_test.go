@@ -744,7 +744,7 @@ func TestUnreachable(t *testing.T) {
 		{"refused by the fetch guard", guarded, r.URL + "/big", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := tc.f.Document(ctx, tc.url, 10, "the test URL")
+			_, err := tc.f.Document(ctx, tc.url, NoRedirect, 10, "the test URL")
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -759,9 +759,10 @@ func TestUnreachable(t *testing.T) {
 }
 
 // TestDocumentFollowsNoRedirect reads a document from a loopback server
-// that redirects to another, which serves it: the read stops at the
-// redirect, with an error saying so, and the other server is not asked.
-// A chart download from the same server still follows the redirect.
+// that redirects to another, which serves it: with NoRedirect the read
+// stops at the redirect, with an error saying so and where it pointed
+// (without user information), and the other server is not asked. With
+// FollowRedirects, as a chart download from the same server, it follows.
 func TestDocumentFollowsNoRedirect(t *testing.T) {
 	var hits atomic.Int32
 	target := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
@@ -769,20 +770,27 @@ func TestDocumentFollowsNoRedirect(t *testing.T) {
 		_, _ = w.Write([]byte(`{"name":"wiki"}`))
 	}))
 	defer target.Close()
+	withUser := strings.Replace(target.URL, "http://", "http://admin:s3cret@", 1)
 	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, target.URL+"/admin", http.StatusFound)
+		http.Redirect(w, r, withUser+"/admin", http.StatusFound)
 	}))
 	defer redirector.Close()
 	f := newTestFetcher(t, Options{})
-	_, err := f.Document(context.Background(), redirector.URL+"/m.json", 1<<16, "the manifest")
+	_, err := f.Document(context.Background(), redirector.URL+"/m.json", NoRedirect, 1<<16, "the manifest")
 	var fe *FetchError
 	if !errors.As(err, &fe) || fe.Status != http.StatusFound || !strings.Contains(err.Error(), "not redirected") {
 		t.Fatalf("Document = %v, want the redirect refused", err)
 	}
+	if !strings.Contains(err.Error(), "redirect to "+target.URL+"/admin") || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("Document = %v, want where the redirect pointed, without its user information", err)
+	}
 	if hits.Load() != 0 {
 		t.Fatalf("the redirect's target was asked %d times, want none", hits.Load())
 	}
-	if _, err := f.get(context.Background(), redirector.URL+"/c.tgz", httpAuth{}, 1<<16, "spec.chart.url"); err != nil || hits.Load() != 1 {
+	if data, err := f.Document(context.Background(), redirector.URL+"/m.json", FollowRedirects, 1<<16, "the manifest"); err != nil || string(data) != `{"name":"wiki"}` || hits.Load() != 1 {
+		t.Fatalf("Document following redirects: %q, %v, %d reads of the target; want the redirect followed", data, err, hits.Load())
+	}
+	if _, err := f.get(context.Background(), redirector.URL+"/c.tgz", httpAuth{}, 1<<16, "spec.chart.url"); err != nil || hits.Load() != 2 {
 		t.Fatalf("a chart download: %v, %d reads of the target; want the redirect followed", err, hits.Load())
 	}
 }
@@ -802,7 +810,7 @@ func TestDocumentSaysItsLimit(t *testing.T) {
 		"/sized":    "the manifest is 70000 bytes; at most 64 KiB",
 		"/streamed": "the manifest is more than 64 KiB, its limit",
 	} {
-		_, err := f.Document(context.Background(), srv.URL+path, 64<<10, "the manifest")
+		_, err := f.Document(context.Background(), srv.URL+path, NoRedirect, 64<<10, "the manifest")
 		var tl *TooLargeError
 		if !errors.As(err, &tl) || !strings.Contains(err.Error(), want) {
 			t.Errorf("Document(%s) = %v, want %q", path, err, want)

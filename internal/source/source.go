@@ -73,8 +73,8 @@ type Fetcher struct {
 	guard  *netguard.Guard
 	client *http.Client
 	// docClient is client, but follows no redirect: a document such as an
-	// add-on's manifest is read at the address named, not where its
-	// server sends the controller.
+	// add-on's manifest from a Service a tenant runs is read at the
+	// address named, not where its server sends the controller.
 	docClient *http.Client
 	// ociClient caps every registry response at the archive limit, on top
 	// of the manifest and layer limits of an OCI pull.
@@ -330,11 +330,12 @@ func (a httpAuth) apply(req *http.Request) error {
 
 // get downloads a URL into memory, refusing more than limit bytes.
 func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
-	return f.getWith(ctx, f.client, rawURL, auth, limit, what)
+	return f.getWith(ctx, f.client, rawURL, auth, false, limit, what)
 }
 
-// getWith is get through client.
-func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
+// getWith is get through client; document says it reads a document, which
+// is read without credentials.
+func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, document bool, limit int64, what string) ([]byte, error) {
 	shown := netguard.Redact(rawURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -359,8 +360,8 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 		case code >= 300 && code < 400:
 			// NOTE: only docClient stops at a redirect; the other clients
 			// follow it, each hop checked by the guard's CheckRedirect.
-			hint = "the server answered with a redirect, which is not followed: " + what + " is served at its own address, not redirected"
-		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && client == f.docClient:
+			hint = "the server answered with a redirect" + redirectedTo(resp) + ", which is not followed: " + what + " is served at its own address, not redirected"
+		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && document:
 			// A document is read without credentials.
 			hint = "the server refuses to serve " + what + " without credentials; it must be readable without them"
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
@@ -408,13 +409,49 @@ func checkDigest(source string, data []byte, pinned string, alsoAccepted ...stri
 	return "", &DigestMismatchError{Source: source, Expected: pinned, Actual: actual}
 }
 
+// Redirects says whether Document follows a redirect.
+type Redirects bool
+
+const (
+	// NoRedirect stops at a redirect: a 3xx answer is a FetchError of that
+	// status, which names where it pointed, so the document comes from the
+	// address named and the request goes nowhere else. For an address
+	// whose server someone other than the one who named it may run.
+	NoRedirect Redirects = false
+	// FollowRedirects follows redirects as a chart download does, each hop
+	// checked by the fetch guard. For an address that whoever named it
+	// answers for.
+	FollowRedirects Redirects = true
+)
+
 // Document reads a small document, such as an add-on's manifest, through
-// the fetch guard, refusing more than limit bytes. It follows no redirect:
-// a 3xx answer is a FetchError of that status, so the document comes from
-// the address named and the request goes nowhere else. what names the
-// document in errors, as their subject and to say what to check.
-func (f *Fetcher) Document(ctx context.Context, rawURL string, limit int64, what string) ([]byte, error) {
-	return f.getWith(ctx, f.docClient, rawURL, httpAuth{}, limit, what)
+// the fetch guard, without credentials, refusing more than limit bytes and
+// following redirects or not as redirects says. what names the document
+// in errors, as their subject and to say what to check.
+func (f *Fetcher) Document(ctx context.Context, rawURL string, redirects Redirects, limit int64, what string) ([]byte, error) {
+	client := f.docClient
+	if redirects == FollowRedirects {
+		client = f.client
+	}
+	return f.getWith(ctx, client, rawURL, httpAuth{}, true, limit, what)
+}
+
+// maxLocationShown is how much of a redirect's Location an error shows.
+const maxLocationShown = 256
+
+// redirectedTo is " to LOCATION" for a redirect that names where it
+// points, without user information and at most maxLocationShown bytes,
+// or "".
+func redirectedTo(resp *http.Response) string {
+	loc, err := resp.Location()
+	if err != nil {
+		return ""
+	}
+	shown := netguard.Redact(loc.String())
+	if len(shown) > maxLocationShown {
+		shown = strings.ToValidUTF8(shown[:maxLocationShown], "") + "…"
+	}
+	return " to " + shown
 }
 
 // TooLargeError is a download refused for its size: the same address
