@@ -90,10 +90,10 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		case len(t.Icon) > maxIconBytes || shownChars(t.Icon) > maxIconChars:
 			return nil, fmt.Errorf("tiles[%d].icon must be a short text, such as an emoji, of at most %d characters as shown and %d bytes", i, maxIconChars, maxIconBytes)
 		}
-		if err := visible(fmt.Sprintf("tiles[%d].title", i), t.Title, false); err != nil {
+		if err := visible(fmt.Sprintf("tiles[%d].title", i), t.Title, titleText); err != nil {
 			return nil, err
 		}
-		if err := visible(fmt.Sprintf("tiles[%d].icon", i), t.Icon, true); err != nil {
+		if err := visible(fmt.Sprintf("tiles[%d].icon", i), t.Icon, iconText); err != nil {
 			return nil, err
 		}
 		if err := webURL(t.Link); err != nil {
@@ -108,7 +108,7 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 		if strings.TrimSpace(step) == "" || utf8.RuneCountInString(step) > maxStepRunes {
 			return nil, fmt.Errorf("setup[%d] must have 1 to %d characters", i, maxStepRunes)
 		}
-		if err := visible(fmt.Sprintf("setup[%d]", i), step, false); err != nil {
+		if err := visible(fmt.Sprintf("setup[%d]", i), step, stepText); err != nil {
 			return nil, err
 		}
 	}
@@ -116,32 +116,86 @@ func Parse(data []byte, name string) (*capstanv1.Registration, error) {
 	return reg, nil
 }
 
-// visible refuses text of the manifest that holds a control character or
-// an invisible formatting one (Unicode's Cc and Cf: zero-width spaces and
-// joiners, direction marks, embeddings, overrides and isolates, the byte
-// order mark): the page shows a title or a step next to the add-on it
-// comes from, and a right-to-left override in it would turn that
-// attribution around, or a zero-width space pass for a title. An icon
-// keeps what an emoji sequence needs: a zero-width joiner between two
-// emoji, and the tags of a subdivision flag after its black flag.
-func visible(field, s string, icon bool) error {
+// textKind is what a text of the manifest is, for visible.
+type textKind int
+
+const (
+	titleText textKind = iota
+	stepText
+	iconText
+)
+
+// visible refuses text of the manifest that holds a character that can
+// spoof or hide text: the page shows a title or a step next to the add-on
+// it comes from, and a right-to-left override in it would turn that
+// attribution around, or a zero-width space pass for a title. Refused are
+// control characters (but a tab, line feed or carriage return in a setup
+// step, which the page shows as a space), the bidi embeddings, overrides
+// and isolates, invisible spaces and operators (hidden), the byte order
+// mark, the deprecated format controls, the interlinear annotation marks,
+// and tag characters. Kept are the characters that writing needs: the
+// zero-width non-joiner and joiner between letters (Persian, Kurdish and
+// Indic scripts) or, for the joiner, between emoji; the left-to-right,
+// right-to-left and Arabic letter marks, which order only the text
+// around them, within the <bdi> the page shows each text in; and the
+// soft hyphen. An icon keeps only what an emoji sequence needs: a
+// zero-width joiner between two emoji, and the tags of a subdivision flag
+// after its black flag. A title or step must also show something.
+func visible(field, s string, kind textKind) error {
 	var prev rune
+	shown := false
 	rest := s
 	for rest != "" {
 		r, size := utf8.DecodeRuneInString(rest)
 		rest = rest[size:]
 		next, _ := utf8.DecodeRuneInString(rest)
 		hidden := unicode.Is(unicode.Cc, r) || unicode.Is(unicode.Cf, r)
+		emojiJoiner := r == 0x200D && (emoji(prev) || isVariation(prev) || isSkinTone(prev)) && emoji(next)
 		switch {
 		case !hidden:
-		case icon && r == 0x200D && (emoji(prev) || isVariation(prev) || isSkinTone(prev)) && emoji(next):
-		case icon && isTag(r) && (prev == 0x1F3F4 || isTag(prev)):
+			shown = shown || !unicode.IsSpace(r)
+		case kind == iconText && emojiJoiner:
+		case kind == iconText && isTag(r) && (prev == 0x1F3F4 || isTag(prev)):
+		case kind == iconText:
+			return fmt.Errorf("%s holds an invisible or direction-changing character (U+%04X); remove it", field, r)
+		case kind == stepText && (r == '\t' || r == '\n' || r == '\r'):
+		case (r == 0x200C || r == 0x200D) && (letter(prev) && letter(next) || emojiJoiner):
+		case !spoofs(r):
+		case r == 0x200C || r == 0x200D:
+			return fmt.Errorf("%s holds a zero-width joiner or non-joiner (U+%04X) that joins no letters; remove it", field, r)
 		default:
 			return fmt.Errorf("%s holds an invisible or direction-changing character (U+%04X); remove it", field, r)
 		}
 		prev = r
 	}
+	if !shown && kind != iconText {
+		return fmt.Errorf("%s shows nothing: it holds only spaces and invisible characters", field)
+	}
 	return nil
+}
+
+// letter says whether r is a letter or a mark, which a zero-width
+// joiner or non-joiner may stand between (a virama before it is a mark).
+func letter(r rune) bool { return unicode.IsLetter(r) || unicode.IsMark(r) }
+
+// spoofs says whether a control or format character r can spoof or hide
+// text: a control character, a bidi embedding, override or isolate, an
+// invisible space, joiner or operator, the byte order mark, a deprecated
+// format control, an interlinear annotation mark or a tag.
+func spoofs(r rune) bool {
+	switch {
+	case unicode.Is(unicode.Cc, r):
+		return true
+	case 0x202A <= r && r <= 0x202E, 0x2066 <= r && r <= 0x2069:
+		return true
+	case r == 0x200B, r == 0x200C, r == 0x200D, 0x2060 <= r && r <= 0x2064, r == 0xFEFF:
+		return true
+	case 0x206A <= r && r <= 0x206F, 0xFFF9 <= r && r <= 0xFFFB:
+		return true
+	case r == 0xE0001, isTag(r):
+		return true
+	}
+	return false
 }
 
 // webURL accepts an absolute http or https URL.

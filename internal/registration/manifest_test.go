@@ -21,6 +21,21 @@ func TestParse(t *testing.T) {
 			t.Errorf("icon %q: %v", icon, err)
 		}
 	}
+	// Text that writing needs: joiners and non-joiners between letters
+	// (Persian, Hindi), an emoji sequence in a title, direction marks and a
+	// soft hyphen, and line breaks and tabs in a step.
+	for _, doc := range []string{
+		`{"name":"wiki","tiles":[{"title":"می\u200cخواهم","link":"https://a.example/"}]}`,
+		`{"name":"wiki","tiles":[{"title":"क्\u200dष","link":"https://a.example/"}]}`,
+		`{"name":"wiki","tiles":[{"title":"👩\u200d💻 Code","link":"https://a.example/"}]}`,
+		`{"name":"wiki","tiles":[{"title":"ויקי \u200e(beta)\u200f","link":"https://a.example/"}]}`,
+		`{"name":"wiki","tiles":[{"title":"Wiki\u00adpedia \u061c","link":"https://a.example/"}]}`,
+		`{"name":"wiki","setup":["Open the page,\nthen:\r\n\tsave it."]}`,
+	} {
+		if _, err := Parse([]byte(doc), "wiki"); err != nil {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
 	for _, tc := range []struct{ doc, want string }{
 		{`{"name":"blog"}`, `names the add-on "blog", not "wiki"`},
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"🇪🇺🇯🇵🇫🇷🇩🇪🇮🇹","link":"https://a.example/"}]}`, "tiles[0].icon"},
@@ -50,7 +65,18 @@ func TestParse(t *testing.T) {
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"👍\u200d","link":"https://a.example/"}]}`, "tiles[0].icon holds an invisible or direction-changing character (U+200D)"},
 		{`{"name":"wiki","tiles":[{"title":"x","icon":"\u200e👍","link":"https://a.example/"}]}`, "(U+200E)"},
 		{`{"name":"wiki","setup":["Open \u202ethe page"]}`, "setup[0] holds an invisible or direction-changing character (U+202E)"},
-		{`{"name":"wiki","setup":["line\none"]}`, "setup[0] holds an invisible or direction-changing character (U+000A)"},
+		{`{"name":"wiki","setup":["a\u0007b"]}`, "setup[0] holds an invisible or direction-changing character (U+0007)"},
+		{`{"name":"wiki","setup":["a\u0085b"]}`, "(U+0085)"},
+		{`{"name":"wiki","tiles":[{"title":"a\tb","link":"https://a.example/"}]}`, "tiles[0].title holds an invisible or direction-changing character (U+0009)"},
+		{`{"name":"wiki","tiles":[{"title":"a\u2062b","link":"https://a.example/"}]}`, "(U+2062)"},
+		{`{"name":"wiki","tiles":[{"title":"Wiki\udb40\udc41","link":"https://a.example/"}]}`, "(U+E0041)"},
+		{`{"name":"wiki","tiles":[{"title":"a\ufffab","link":"https://a.example/"}]}`, "(U+FFFA)"},
+		// A joiner or non-joiner stands between letters (or, a joiner,
+		// between emoji); one that joins nothing hides in the text.
+		{`{"name":"wiki","tiles":[{"title":"Wiki\u200c","link":"https://a.example/"}]}`, "tiles[0].title holds a zero-width joiner or non-joiner (U+200C) that joins no letters"},
+		{`{"name":"wiki","tiles":[{"title":"a \u200db","link":"https://a.example/"}]}`, "(U+200D) that joins no letters"},
+		{`{"name":"wiki","tiles":[{"title":"\u200e\u00ad","link":"https://a.example/"}]}`, "tiles[0].title shows nothing"},
+		{`{"name":"wiki","setup":["\u200f\n"]}`, "setup[0] shows nothing"},
 		{`not json`, "not the JSON Capstan reads"},
 	} {
 		if _, err := Parse([]byte(tc.doc), "wiki"); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -19,14 +19,16 @@ func TestRegistrationTextIsIsolated(t *testing.T) {
 	a.Status.Profile = capstanv1.ProfileRestricted
 	a.Status.Registration = &capstanv1.Registration{Name: "wiki",
 		Tiles: []capstanv1.Tile{{Title: "ויקי", Icon: "W", Link: "https://wiki.example/"}},
-		Setup: []string{"צור את הדף הראשון"}}
+		// A step may hold line breaks and tabs: the page shows them, as
+		// any white space of HTML text, as one space within its <bdi>.
+		Setup: []string{"צור את הדף הראשון", "Open the page,\nthen\tsave it."}}
 	for _, tc := range []struct {
 		page string
 		data pageData
 		want []string
 	}{
 		{"list", pageData{Addons: []capstanv1.Addon{a}}, []string{"<bdi>ויקי</bdi></a> <small class=\"tile-from\">", "<bdi>W</bdi>"}},
-		{"addon", pageData{Addon: &a}, []string{"<bdi>ויקי</bdi></a>", "<li><bdi>צור את הדף הראשון</bdi></li>", "<bdi>W</bdi>"}},
+		{"addon", pageData{Addon: &a}, []string{"<bdi>ויקי</bdi></a>", "<li><bdi>צור את הדף הראשון</bdi></li>", "<li><bdi>Open the page,\nthen\tsave it.</bdi></li>", "<bdi>W</bdi>"}},
 	} {
 		var out bytes.Buffer
 		if err := pages()[tc.page].ExecuteTemplate(&out, "content", tc.data); err != nil {
