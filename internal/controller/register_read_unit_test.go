@@ -131,7 +131,6 @@ func TestRegisterBacksOff(t *testing.T) {
 		srv, hits := counting(func(w http.ResponseWriter, r *http.Request) { http.NotFound(w, r) })
 		defer srv.Close()
 		m := newManifestReader(t, srv.URL+"/m.json")
-		m.addon.Status.Registration = &capstanv1.Registration{Name: "wiki", Source: srv.URL + "/m.json", AppliedHash: "h0"}
 		for range 3 {
 			c, again := m.register(false)
 			if c.Reason != "ManifestMissing" || !strings.Contains(c.Message, "404") || again != 0 {
@@ -139,7 +138,7 @@ func TestRegisterBacksOff(t *testing.T) {
 			}
 		}
 		if hits.Load() != 1 || m.addon.Status.Registration != nil {
-			t.Errorf("three reconciles read the missing manifest %d times, registration %+v; want once, and cleared", hits.Load(), m.addon.Status.Registration)
+			t.Errorf("three reconciles read the missing manifest %d times, registration %+v; want once, and none", hits.Load(), m.addon.Status.Registration)
 		}
 		m.register(true)
 		if hits.Load() != 2 {
@@ -170,6 +169,59 @@ func TestRegisterBacksOff(t *testing.T) {
 			t.Errorf("a sync request starts the wait again at %s, got %s", registrationRetry, again)
 		}
 	})
+}
+
+// TestRegisterKeepsARegistrationOverOneRefusal reads, after a new apply,
+// the manifest of an add-on that registered before from a server that
+// answers 404 for a while, as an app whose routes are not up the moment it
+// turns Ready: the registration stays over the first 404, and the read is
+// made again after registrationRetry; a manifest served by then renews
+// it, and a second 404 in a row clears it (ManifestMissing).
+func TestRegisterKeepsARegistrationOverOneRefusal(t *testing.T) {
+	var missing atomic.Bool
+	srv, hits := counting(func(w http.ResponseWriter, r *http.Request) {
+		if missing.Load() {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(`{"name":"wiki"}`))
+	})
+	defer srv.Close()
+	for _, comesBack := range []bool{true, false} {
+		hits.Store(0)
+		m := newManifestReader(t, srv.URL+"/m.json")
+		held := &capstanv1.Registration{Name: "wiki", Source: srv.URL + "/m.json", AppliedHash: "h0"}
+		m.addon.Status.Registration = held
+		missing.Store(true)
+		c, again := m.register(false)
+		if c.Reason != "ManifestUnreadable" || !strings.Contains(c.Message, "404") || !strings.Contains(c.Message, "the last registration stays") ||
+			again != registrationRetry || m.addon.Status.Registration != held {
+			t.Fatalf("the first 404: condition %s: %q, again in %s, registration %+v; want ManifestUnreadable, the registration kept, again in %s",
+				c.Reason, c.Message, again, m.addon.Status.Registration, registrationRetry)
+		}
+		// A reconcile within the wait reads nothing.
+		if m.register(false); hits.Load() != 1 || m.addon.Status.Registration != held {
+			t.Fatalf("a reconcile within the wait read again (%d reads) or dropped the registration", hits.Load())
+		}
+		// The wait passes.
+		key := manifestKey(m.addon)
+		prev, _ := m.r.unreadable.Load(key)
+		u := prev.(unreadableRead)
+		u.next = time.Now().Add(-time.Second)
+		m.r.unreadable.Store(key, u)
+		missing.Store(!comesBack)
+		c, _ = m.register(false)
+		reg := m.addon.Status.Registration
+		switch {
+		case comesBack && (c.Reason != "Registered" || reg == nil || reg.AppliedHash != "h1"):
+			t.Errorf("the manifest served again: condition %s: %q, registration %+v; want it registered for the new render", c.Reason, c.Message, reg)
+		case !comesBack && (c.Reason != "ManifestMissing" || reg != nil):
+			t.Errorf("a second 404 in a row: condition %s: %q, registration %+v; want ManifestMissing and none", c.Reason, c.Message, reg)
+		}
+		if hits.Load() != 2 {
+			t.Errorf("%d reads, want 2", hits.Load())
+		}
+	}
 }
 
 func manifestKey(a *capstanv1.Addon) types.NamespacedName {

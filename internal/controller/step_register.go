@@ -105,6 +105,20 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	cancel()
 	if err != nil {
 		if definiteAnswer(err) {
+			// NOTE: an app may answer 404, 401 or 403 for a moment after it
+			// turns Ready (its routes or its auth not yet up), at every
+			// upgrade: a registration that stands is kept over one such
+			// answer, and cleared only when the read after the wait gets
+			// one again.
+			prev, _ := r.unreadable.Load(key)
+			u, _ := prev.(unreadableRead)
+			if st.Registration != nil && !(u.definite && u.check == check && !s.verdict.HandledSyncRequest) {
+				r.unreadable.Store(key, unreadableRead{check: check, failures: 1, next: now.Add(registrationRetry), definite: true})
+				r.registered(s, false, "ManifestUnreadable", fmt.Sprintf("the add-on's manifest could not be read: %v; "+
+					"the last registration stays until the next read, in %s, gets such an answer again", err, registrationRetry))
+				s.requeueSoon(registrationRetry)
+				return true, nil
+			}
 			st.Registration = nil
 			r.unreadable.Delete(key)
 			r.registered(s, false, "ManifestMissing", "the add-on's manifest could not be read: "+err.Error()+
@@ -152,13 +166,15 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 }
 
 // unreadableRead is a manifest read that failed for a reason that may
-// pass (no connection, a server error, a timeout, a redirect): the
-// address and applied render, how many reads in a row failed, and when
-// the next may be made.
+// pass (no connection, a server error, a timeout, a redirect), or a
+// definite answer that a standing registration is kept over once: the
+// address and applied render, how many reads in a row failed, when the
+// next may be made, and whether the last was a definite answer.
 type unreadableRead struct {
 	check    registrationCheck
 	failures int
 	next     time.Time
+	definite bool
 }
 
 // unreadableRetry is how long to wait before reading again a manifest
