@@ -610,21 +610,28 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 	// it (values.WriteSecretInputs), so Compose types a writeOnly number or
 	// boolean here as the controller will.
 	secret := maps.Clone(inputs)
-	standIn := map[string]bool{}
+	keptOnly := map[string]bool{}
 	for _, p := range kept {
 		if _, given := inputs[p]; !given {
 			if secret == nil {
 				secret = map[string]string{}
 			}
 			secret[p] = "kept"
-			standIn["/"+strings.ReplaceAll(p, ".", "/")] = true
+			keptOnly[p] = true
 		}
 	}
+	// standIn holds the JSON pointers of the stand-ins, as the errors
+	// place them: the parsed targetPath's (servers[0].pin is
+	// /servers/0/pin, a\.b is /a.b).
+	standIn := map[string]bool{}
 	src := values.Sources{Spec: vals}
 	for i, p := range slices.Sorted(maps.Keys(secret)) {
 		l, err := values.SecretInputLayer(i, values.ValuesPrefix(name)+"form", p, secret[p])
 		if err != nil {
 			return nil, fmt.Errorf("secret input %s: %w", p, err)
+		}
+		if keptOnly[p] {
+			standIn[l.Pointer()] = true
 		}
 		src.From = append(src.From, l)
 	}

@@ -16,13 +16,15 @@ import (
 // of a Secret, so a writeOnly integer or boolean typed on the page (a PIN,
 // a flag) is accepted as the controller accepts it, and one that is not a
 // number is refused, naming the field without quoting it. A kept secret
-// input the form left empty is not judged.
+// input the form left empty is not judged, whatever its targetPath.
 func TestFormCheckTypesSecretInputsAsTheController(t *testing.T) {
 	archive, err := testcontroller.ChartArchive("pin", map[string]string{
 		"Chart.yaml": "apiVersion: v2\nname: pin\nversion: 1.0.0\n",
 		"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
 			`"pin":{"type":"integer","writeOnly":true},"audit":{"type":"boolean","writeOnly":true},` +
-			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}`,
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
+			`"servers":{"type":"array","items":{"type":"object","properties":{"pin":{"type":"integer","writeOnly":true}}}},` +
+			`"a.b":{"type":"integer","writeOnly":true},"c/d":{"type":"integer","writeOnly":true}}}`,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -44,5 +46,15 @@ func TestFormCheckTypesSecretInputsAsTheController(t *testing.T) {
 	}
 	if errs, err := checkFormValues(art, "app", vals, map[string]string{"auth.password": "new"}, []string{"pin", "auth.password"}); err != nil || len(errs) != 0 {
 		t.Errorf("a kept writeOnly integer: %v %+v; want it not judged", err, errs)
+	}
+	// NOTE: a secret input's path is a targetPath, as the CLI's
+	// --secret-input writes it: a list index, a key with a dot or a slash.
+	kept := []string{`servers[0].pin`, `a\.b`, `c/d`}
+	if errs, err := checkFormValues(art, "app", vals, nil, kept); err != nil || len(errs) != 0 {
+		t.Errorf("kept writeOnly integers at %q: %v %+v; want them not judged", kept, err, errs)
+	}
+	errs, err = checkFormValues(art, "app", vals, map[string]string{`servers[0].pin`: "12ab"}, kept[1:])
+	if err != nil || len(errs) != 1 || errs[0].Path != "/servers/0/pin" {
+		t.Errorf("a writeOnly integer typed at servers[0].pin that is not a number: %v %+v; want one error at /servers/0/pin", err, errs)
 	}
 }

@@ -74,6 +74,16 @@ func SecretInputLayer(index int, secret, path, raw string) (Layer, error) {
 	return Layer{Index: index, Ref: ref, Raw: raw, path: p}, nil
 }
 
+// Pointer is the JSON pointer of the layer's targetPath, as Compose's
+// errors place a value at it ("servers[0].pin" is /servers/0/pin, "a\\.b"
+// is /a.b), or "" for a layer without one.
+func (l Layer) Pointer() string {
+	if l.path == nil {
+		return ""
+	}
+	return pointer(l.path.strings())
+}
+
 // value is what a targetPath entry sets at its path.
 func (l Layer) value() any {
 	if l.typed != nil {
