@@ -546,6 +546,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.releaseRemote(key)
 	r.incidents.forget(key)
 	r.bound.forget(key)
+	r.masks.forget(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

@@ -136,6 +136,8 @@ func (r *AddonReconciler) reconcileDelete(ctx context.Context, s *scope) (ctrl.R
 	s.deleted = true
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
 	forgetPhase(key)
+	// Its secret values are not kept in memory past the Addon.
+	r.masks.forget(key)
 	// The remote cluster it was uninstalled from is released now, not when
 	// the Addon's deletion comes through the cache.
 	r.releaseRemote(key)

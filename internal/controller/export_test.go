@@ -48,3 +48,17 @@ func (r *AddonReconciler) DependencyHold(ctx context.Context, a *capstanv1.Addon
 	}
 	return h.reason, h.message, h.blocked, nil
 }
+
+// MasksHolding counts the masks the reconciler keeps that hide secret, for
+// the integration tests.
+func (r *AddonReconciler) MasksHolding(secret string) int {
+	r.masks.mu.Lock()
+	defer r.masks.mu.Unlock()
+	n := 0
+	for e := r.masks.lru.Front(); e != nil; e = e.Next() {
+		if e.Value.(*maskEntry).m.Holds(secret) {
+			n++
+		}
+	}
+	return n
+}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/mask"
@@ -110,7 +111,7 @@ func (s *scope) mask() *masker {
 		}
 		// NOTE: the render adds decrypted values as it reads the files.
 		if s.masker == nil || s.maskedSecrets != len(secrets) {
-			s.masker, s.maskedSecrets = s.masks.masker(s.addon.UID, secrets), len(secrets)
+			s.masker, s.maskedSecrets = s.masks.masker(client.ObjectKeyFromObject(s.addon), s.addon.UID, secrets), len(secrets)
 		}
 		return s.masker
 	}
@@ -118,30 +119,41 @@ func (s *scope) mask() *masker {
 		return nil
 	}
 	if s.maskedValues != s.values {
-		s.masker, s.maskedValues = s.masks.masker(s.addon.UID, s.values.SecretValues()), s.values
+		s.masker, s.maskedValues = s.masks.masker(client.ObjectKeyFromObject(s.addon), s.addon.UID, s.values.SecretValues()), s.values
 	}
 	return s.masker
 }
 
 // maskCacheBytes bounds the masks a maskCache keeps, together. A mask at
-// values.MaxSecretValues takes some 20 MiB, and one of a CA bundle of 200
-// KiB some 25 MiB; the controller runs several reconciles at once, each
-// with a render, under its memory limit.
+// values.MaxSecretValues takes some 20 MiB for printable values, and up to
+// some 65 MiB for values of control characters or bytes that are not
+// UTF-8, whose quoted and escaped forms are longer; a mask of a CA bundle
+// of 200 KiB takes some 25 MiB. The controller runs several reconciles at
+// once, each with a render, under its memory limit.
 const maskCacheBytes = 96 << 20
+
+// maskMaxBytes is the largest mask a maskCache keeps: a third of it, so
+// that a CA bundle's is kept, while one add-on at the bound with values
+// whose forms are long, built again on every reconcile, does not push
+// every other add-on's mask out each time.
+const maskMaxBytes = maskCacheBytes / 3
 
 // maskCache keeps the masks of recent reconciles, the most recently used,
 // up to maskCacheBytes: an add-on's secret values rarely change between
 // one resync and the next, and building a mask of many values costs far
 // more than searching a text with it. A mask is kept by the Addon's UID
 // and a SHA-256 of its values, so a mask is only ever the one of the
-// values it was built for. The zero maskCache is empty and ready; a nil
-// one keeps nothing.
+// values it was built for. It keeps one mask an Addon, the last built:
+// values rotated out are not kept, and forget drops an Addon's mask when
+// the Addon goes, so no secret value outlives its Addon in memory. The
+// zero maskCache is empty and ready; a nil one keeps nothing.
 type maskCache struct {
 	mu   sync.Mutex
 	size int
-	// lru holds *maskEntry, the most recently used first; byKey finds them.
-	lru   list.List
-	byKey map[maskKey]*list.Element
+	// lru holds *maskEntry, the most recently used first; byAddon finds
+	// them.
+	lru     list.List
+	byAddon map[types.NamespacedName]*list.Element
 }
 
 type maskKey struct {
@@ -150,20 +162,22 @@ type maskKey struct {
 }
 
 type maskEntry struct {
-	key  maskKey
-	m    *masker
-	size int
+	addon types.NamespacedName
+	key   maskKey
+	m     *masker
+	size  int
 }
 
-// masker returns the masker of secrets for the add-on uid: the one kept,
-// or a new one, which it keeps.
-func (c *maskCache) masker(uid types.UID, secrets []string) *masker {
+// masker returns the masker of secrets for the Addon addon, of UID uid:
+// the one kept, or a new one, which it keeps in place of the Addon's
+// other.
+func (c *maskCache) masker(addon types.NamespacedName, uid types.UID, secrets []string) *masker {
 	if c == nil {
 		return newMasker(secrets)
 	}
 	key := maskKey{uid: uid, sum: secretsSum(secrets)}
 	c.mu.Lock()
-	if e, ok := c.byKey[key]; ok {
+	if e, ok := c.byAddon[addon]; ok && e.Value.(*maskEntry).key == key {
 		c.lru.MoveToFront(e)
 		m := e.Value.(*maskEntry).m
 		c.mu.Unlock()
@@ -174,26 +188,46 @@ func (c *maskCache) masker(uid types.UID, secrets []string) *masker {
 	// up the others; two reconciles of the same values may both build.
 	m := newMasker(secrets)
 	size := (*mask.Mask)(m).Size()
-	if m == nil || size > maskCacheBytes {
+	if m == nil || size > maskMaxBytes {
 		return m
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.byKey == nil {
-		c.byKey = map[maskKey]*list.Element{}
+	if c.byAddon == nil {
+		c.byAddon = map[types.NamespacedName]*list.Element{}
 	}
-	if e, ok := c.byKey[key]; ok {
-		c.lru.MoveToFront(e)
-		return e.Value.(*maskEntry).m
+	if e, ok := c.byAddon[addon]; ok {
+		if e.Value.(*maskEntry).key == key {
+			c.lru.MoveToFront(e)
+			return e.Value.(*maskEntry).m
+		}
+		c.remove(e)
 	}
 	for c.size+size > maskCacheBytes {
-		old := c.lru.Remove(c.lru.Back()).(*maskEntry)
-		delete(c.byKey, old.key)
-		c.size -= old.size
+		c.remove(c.lru.Back())
 	}
-	c.byKey[key] = c.lru.PushFront(&maskEntry{key: key, m: m, size: size})
+	c.byAddon[addon] = c.lru.PushFront(&maskEntry{addon: addon, key: key, m: m, size: size})
 	c.size += size
 	return m
+}
+
+// forget drops the mask kept for the Addon addon, if any.
+func (c *maskCache) forget(addon types.NamespacedName) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.byAddon[addon]; ok {
+		c.remove(e)
+	}
+}
+
+// remove drops the entry e; c.mu is held.
+func (c *maskCache) remove(e *list.Element) {
+	old := c.lru.Remove(e).(*maskEntry)
+	delete(c.byAddon, old.addon)
+	c.size -= old.size
 }
 
 // secretsSum is a SHA-256 of secrets as a set: sorted, each once, each

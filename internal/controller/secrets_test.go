@@ -213,6 +213,48 @@ data:
 	assertNotShown(t, got, user)
 }
 
+// TestMasksOfSecretValuesGoWithTheirAddon: the controller keeps the mask
+// of an add-on's secret values between reconciles, but only the mask of
+// the values it has now: a value rotated out is not kept in its memory,
+// nor is any value of an Addon that was deleted.
+func TestMasksOfSecretValuesGoWithTheirAddon(t *testing.T) {
+	ns := newNamespace(t)
+	const first, second = "s3cr3t-kept-Hq5", "s3cr3t-kept-Vb8"
+	in := inputSecret(t, "masks-"+ns+"-in", map[string]string{"message": first})
+	url, _ := charts.publish(t, chart{name: "masked", version: "1.0.0", files: map[string]string{
+		"templates/cm.yaml": `apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: {{ .Release.Name }}-settings
+data:
+  message: {{ .Values.message | quote }}
+`,
+	}})
+	a := create(t, newAddon(controllerNS, "masks-"+ns, url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ManualSync = true
+		s.ValuesFrom = []capstanv1.ValuesReference{{Kind: "Secret", Name: in.Name, ValuesKey: "message", TargetPath: "message"}}
+	})))
+	waitPhase(t, a, capstanv1.PhaseOutOfSync)
+	if n := reconciler.MasksHolding(first); n != 1 {
+		t.Fatalf("the controller keeps %d masks of the add-on's value; want 1", n)
+	}
+	eventually(t, 10*time.Second, "updating the values Secret", func() bool {
+		cur := &corev1.Secret{}
+		if err := admin.Get(context.Background(), client.ObjectKeyFromObject(in), cur); err != nil {
+			return false
+		}
+		cur.StringData = map[string]string{"message": second}
+		return admin.Update(context.Background(), cur) == nil
+	})
+	eventually(t, 60*time.Second, "the mask of the rotated value to go", func() bool {
+		return reconciler.MasksHolding(first) == 0 && reconciler.MasksHolding(second) == 1
+	})
+	deleteAndWaitGone(t, a, 60*time.Second, "the Addon to go")
+	eventually(t, 10*time.Second, "the mask of the deleted Addon's value to go", func() bool {
+		return reconciler.MasksHolding(second) == 0
+	})
+}
+
 // inputSecret creates a values Secret in the controller's namespace.
 func inputSecret(t *testing.T, name string, data map[string]string) *corev1.Secret {
 	t.Helper()
