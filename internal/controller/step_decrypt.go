@@ -66,14 +66,22 @@ func (r *AddonReconciler) decryptFolder(ctx context.Context, s *scope) error {
 	if s.variables != nil {
 		tally.Add(s.variables.Secret...)
 	}
-	s.decrypter = &sops.Decrypter{IDs: ids, Admit: func(secrets []string) error {
-		if tally.Add(secrets...) {
-			return nil
-		}
-		return fmt.Errorf("with it the folder's SOPS files and Secret variables hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows: encrypt only what is secret (sops --encrypted-regex), or split the folder into several add-ons",
-			tally.Count(), tally.KiB(), values.MaxSecretValues, values.MaxSecretBytes>>10)
-	}}
+	s.decrypter = &sops.Decrypter{IDs: ids, Admit: admitWithin(&tally)}
 	return nil
+}
+
+// admitWithin admits a SOPS file's values while tally, with them, stays
+// within the bound of secret values, and counts them; a file it refuses
+// is not counted, so only the file that crossed the bound is named, not
+// every one read after it.
+func admitWithin(tally *values.SecretTally) func(secrets []string) error {
+	return func(secrets []string) error {
+		if count, kib, ok := tally.AddWithin(secrets...); !ok {
+			return fmt.Errorf("with it the folder's SOPS files and Secret variables hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows: encrypt only what is secret (sops --encrypted-regex), or split the folder into several add-ons",
+				count, kib, values.MaxSecretValues, values.MaxSecretBytes>>10)
+		}
+		return nil
+	}
 }
 
 // decryptProblems puts what the render's decryption found into the plan,

@@ -27,6 +27,30 @@ func (t *SecretTally) Add(secrets ...string) bool {
 	return t.Within()
 }
 
+// AddWithin counts the values of secrets not counted before when the
+// tally stays within MaxSecretValues and MaxSecretBytes with them, and
+// reports so. Otherwise it counts none of them, and returns the count and
+// KiB they would have made, for a message.
+func (t *SecretTally) AddWithin(secrets ...string) (count, kib int, ok bool) {
+	var added []string
+	for _, s := range secrets {
+		if mask.Worth(s) && !t.seen[s] {
+			added = append(added, s)
+			t.Add(s)
+		}
+	}
+	if t.Within() {
+		return t.count, t.KiB(), true
+	}
+	count, kib = t.count, t.KiB()
+	for _, s := range added {
+		delete(t.seen, s)
+		t.count--
+		t.size -= len(s)
+	}
+	return count, kib, false
+}
+
 // Within reports whether the tally is within MaxSecretValues and
 // MaxSecretBytes.
 func (t *SecretTally) Within() bool { return t.count <= MaxSecretValues && t.size <= MaxSecretBytes }
