@@ -1345,6 +1345,10 @@ func (e *SecretValuesError) Error() string {
 		strings.Join(e.Paths, ", "), e.Where, e.Instead)
 }
 
+// errPrivateChart stops a commit's check before it fetches a chart that
+// needs credentials (GitValuesCheck).
+var errPrivateChart = errors.New("the chart needs the credentials of spec.chart.secretRef")
+
 // UncheckedValuesError refuses a commit whose values could not be checked
 // for secret inputs because the chart could not be fetched: git's history
 // would keep a secret input for good, so the commit waits for a check.
@@ -1367,9 +1371,11 @@ func (e *UncheckedValuesError) Unwrap() error { return e.Err }
 // who may clone the repository. Its chart is fetched with fetch, without
 // the definition's credentials; a chart that cannot be fetched refuses the
 // commit too (UncheckedValuesError), as nothing can take a secret back out
-// of git. Secret inputs that the file in git holds already, unchanged, are
-// told to warn, and the commit goes on: the controller Blocks the Addon
-// for them.
+// of git. A chart that names credentials (spec.chart.secretRef) is not
+// fetched: the check has none to fetch it with, and refusing would stop
+// every values change of a private chart, so that is told to warn and the
+// commit goes on, as it does for secret inputs that the file in git holds
+// already, unchanged: the controller Blocks the Addon for them.
 func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Context, next, cur *gitops.Definition) error {
 	return func(ctx context.Context, next, cur *gitops.Definition) error {
 		a, err := next.Addon(gitops.Origin{})
@@ -1384,8 +1390,17 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 			}
 			old = &apiextensionsv1.JSON{Raw: raw}
 		}
-		set, held, err := SecretValuesChanged(ctx, fetch, a.Spec, old)
+		set, held, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+			if a.Spec.Chart != nil && a.Spec.Chart.SecretRef != nil {
+				return nil, errPrivateChart
+			}
+			return fetch(ctx, spec)
+		}, a.Spec, old)
 		var inv *values.InvalidError
+		if errors.Is(err, errPrivateChart) {
+			warn(fmt.Sprintf("the values of add-on %s were not checked for secret inputs: its chart is fetched with the credentials of spec.chart.secretRef, which a commit is not checked with; a value the chart's schema marks writeOnly belongs in a Secret named in valuesFrom, never in the definition's values, and the controller Blocks the Addon for one", next.Name))
+			return nil
+		}
 		if err != nil && !errors.As(err, &inv) {
 			return &UncheckedValuesError{Name: next.Name, Err: err}
 		}

@@ -182,8 +182,9 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 // definition whose values set or change a secret input, which the commit
 // would keep in git's history for good. The chart is fetched through the
 // fetch guard of the flags, as check fetches it. A chart that cannot be
-// fetched, and a secret input the file in git holds already, are said on
-// stderr, and the commit goes on.
+// fetched refuses the commit (addons.UncheckedValuesError); a chart behind
+// spec.chart.secretRef, which is not fetched, and a secret input the file
+// in git holds already, are said on stderr, and the commit goes on.
 func (s *secretCheck) gitCheck(cmd *cobra.Command) (func(ctx context.Context, next, cur *gitops.Definition) error, error) {
 	opts := source.Options{Guard: s.guard}
 	if s.caFile != "" {
