@@ -224,6 +224,62 @@ func TestRegisterKeepsARegistrationOverOneRefusal(t *testing.T) {
 	}
 }
 
+// TestRegisterReadsAgainAfterASyncRequestsFailure sends a sync request to
+// an add-on registered for the render it runs, whose manifest is then
+// answered 404 or 502: the registration is kept (ManifestUnreadable), and
+// the manifest is really read again after the wait, as the condition
+// says, though the registration belongs to the same render. A second 404
+// in a row clears it; a manifest served again renews it.
+func TestRegisterReadsAgainAfterASyncRequestsFailure(t *testing.T) {
+	var status atomic.Int32
+	srv, hits := counting(func(w http.ResponseWriter, _ *http.Request) {
+		if code := int(status.Load()); code != 0 {
+			http.Error(w, "no", code)
+			return
+		}
+		_, _ = w.Write([]byte(`{"name":"wiki"}`))
+	})
+	defer srv.Close()
+	for _, tc := range []struct {
+		first, second int32
+		want          string
+	}{
+		{http.StatusNotFound, http.StatusNotFound, "ManifestMissing"},
+		{http.StatusNotFound, 0, "Registered"},
+		{http.StatusBadGateway, 0, "Registered"},
+	} {
+		hits.Store(0)
+		m := newManifestReader(t, srv.URL+"/m.json")
+		held := &capstanv1.Registration{Name: "wiki", Source: srv.URL + "/m.json", AppliedHash: "h1"}
+		m.addon.Status.Registration = held
+		m.r.registered(&scope{addon: m.addon}, true, "Registered", "read from "+held.Source)
+		status.Store(tc.first)
+		c, again := m.register(true)
+		if c.Reason != "ManifestUnreadable" || again != registrationRetry || m.addon.Status.Registration != held || hits.Load() != 1 {
+			t.Fatalf("%d on a sync request's read: condition %s: %q, again in %s, registration %+v, %d reads; want ManifestUnreadable, the registration kept, again in %s",
+				tc.first, c.Reason, c.Message, again, m.addon.Status.Registration, hits.Load(), registrationRetry)
+		}
+		// A reconcile within the wait reads nothing.
+		if _, again := m.register(false); hits.Load() != 1 || again <= 0 || again > registrationRetry {
+			t.Fatalf("a reconcile within the wait read again (%d reads) or asked to come back in %s", hits.Load(), again)
+		}
+		// The wait passes.
+		key := manifestKey(m.addon)
+		prev, _ := m.r.unreadable.Load(key)
+		u := prev.(unreadableRead)
+		u.next = time.Now().Add(-time.Second)
+		m.r.unreadable.Store(key, u)
+		status.Store(tc.second)
+		c, _ = m.register(false)
+		if hits.Load() != 2 || c.Reason != tc.want {
+			t.Errorf("%d, then %d after the wait: %d reads, condition %s: %q; want 2 reads and %s", tc.first, tc.second, hits.Load(), c.Reason, c.Message, tc.want)
+		}
+		if reg := m.addon.Status.Registration; (tc.want == "ManifestMissing") != (reg == nil) {
+			t.Errorf("%d, then %d: registration %+v after %s", tc.first, tc.second, reg, c.Reason)
+		}
+	}
+}
+
 func manifestKey(a *capstanv1.Addon) types.NamespacedName {
 	return types.NamespacedName{Namespace: a.Namespace, Name: a.Name}
 }

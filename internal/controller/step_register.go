@@ -69,7 +69,14 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		return true, nil
 	}
 	shown := netguard.Redact(src)
-	if reg := st.Registration; reg != nil && reg.Source == shown && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest {
+	// NOTE: a registration of this render and address is not read again,
+	// unless the last read failed (ManifestUnreadable): its message
+	// promises a read after the wait, as after a sync request's read got
+	// a 404 over which the registration was kept. The condition, not only
+	// the wait remembered in r.unreadable, says so, so the promise also
+	// holds after a restart.
+	if reg := st.Registration; reg != nil && reg.Source == shown && reg.AppliedHash == st.AppliedHash && !s.verdict.HandledSyncRequest &&
+		!readOwed(st.Conditions) {
 		return true, nil
 	}
 	key := types.NamespacedName{Namespace: s.addon.Namespace, Name: s.addon.Name}
@@ -163,6 +170,13 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	st.Registration = reg
 	r.registered(s, true, "Registered", fmt.Sprintf("read from %s", shown))
 	return true, nil
+}
+
+// readOwed says whether the Registered condition is ManifestUnreadable,
+// whose message promises that the manifest is read again.
+func readOwed(conds []metav1.Condition) bool {
+	c := apimeta.FindStatusCondition(conds, capstanv1.ConditionRegistered)
+	return c != nil && c.Reason == "ManifestUnreadable"
 }
 
 // unreadableRead is a manifest read that failed for a reason that may
