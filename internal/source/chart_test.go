@@ -787,6 +787,24 @@ func TestDocumentFollowsNoRedirect(t *testing.T) {
 	if hits.Load() != 0 {
 		t.Fatalf("the redirect's target was asked %d times, want none", hits.Load())
 	}
+	// A Location whose query (which url.URL.String leaves as it came)
+	// holds a right-to-left override and a space is shown escaped, in
+	// printable ASCII only.
+	spoof := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "/next?x=a\u202eb c#\u202e")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer spoof.Close()
+	_, err = f.Document(context.Background(), spoof.URL+"/m.json", NoRedirect, 1<<16, "the manifest")
+	if err == nil || !strings.Contains(err.Error(), "redirect to "+spoof.URL+"/next?x=a%E2%80%AEb%20c#%E2%80%AE,") {
+		t.Errorf("Document = %v, want the Location escaped", err)
+	}
+	for _, r := range fmt.Sprint(err) {
+		if (r < ' ' || r > '~') && r != '…' {
+			t.Errorf("Document = %q, holds %U", err, r)
+			break
+		}
+	}
 	if data, err := f.Document(context.Background(), redirector.URL+"/m.json", FollowRedirects, 1<<16, "the manifest"); err != nil || string(data) != `{"name":"wiki"}` || hits.Load() != 1 {
 		t.Fatalf("Document following redirects: %q, %v, %d reads of the target; want the redirect followed", data, err, hits.Load())
 	}

@@ -440,18 +440,40 @@ func (f *Fetcher) Document(ctx context.Context, rawURL string, redirects Redirec
 const maxLocationShown = 256
 
 // redirectedTo is " to LOCATION" for a redirect that names where it
-// points, without user information and at most maxLocationShown bytes,
-// or "".
+// points, without user information, in printable ASCII and at most
+// maxLocationShown bytes, or "".
 func redirectedTo(resp *http.Response) string {
 	loc, err := resp.Location()
 	if err != nil {
 		return ""
 	}
-	shown := netguard.Redact(loc.String())
+	shown := printableURL(netguard.Redact(loc.String()))
 	if len(shown) > maxLocationShown {
-		shown = strings.ToValidUTF8(shown[:maxLocationShown], "") + "…"
+		cut := maxLocationShown
+		// Not within a %XX escape.
+		if i := strings.LastIndexByte(shown[cut-2:cut], '%'); i >= 0 {
+			cut -= 2 - i
+		}
+		shown = shown[:cut] + "…"
 	}
 	return " to " + shown
+}
+
+// printableURL is u with every byte that is not printable ASCII
+// percent-encoded. NOTE: url.URL.String leaves the query as it came, so a
+// Location, which the server (maybe a tenant's pod) chooses, could carry a
+// bidi override or other invisible character into a condition that an
+// admin reads; escaped, it shows as what it is.
+func printableURL(u string) string {
+	var b strings.Builder
+	for i := 0; i < len(u); i++ {
+		if c := u[i]; c <= ' ' || c >= 0x7f {
+			fmt.Fprintf(&b, "%%%02X", c)
+		} else {
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // TooLargeError is a download refused for its size: the same address
