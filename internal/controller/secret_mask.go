@@ -188,11 +188,15 @@ func (c *maskCache) masker(addon types.NamespacedName, uid types.UID, secrets []
 	// up the others; two reconciles of the same values may both build.
 	m := newMasker(secrets)
 	size := (*mask.Mask)(m).Size()
-	if m == nil || size > maskMaxBytes {
-		return m
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if m == nil || size > maskMaxBytes {
+		// Not kept; the Addon's mask of values it no longer has goes.
+		if e, ok := c.byAddon[addon]; ok && e.Value.(*maskEntry).key != key {
+			c.remove(e)
+		}
+		return m
+	}
 	if c.byAddon == nil {
 		c.byAddon = map[types.NamespacedName]*list.Element{}
 	}

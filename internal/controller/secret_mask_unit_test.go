@@ -114,6 +114,28 @@ func TestMaskCacheBuildsAMaskOncePerValues(t *testing.T) {
 	}
 }
 
+// TestMaskCacheDropsTheOldMaskWhenTheNewIsNotKept: an Addon whose secret
+// values change to none worth hiding, or to a set whose mask is too large
+// to keep, no longer has the mask of its old values kept.
+func TestMaskCacheDropsTheOldMaskWhenTheNewIsNotKept(t *testing.T) {
+	var huge []string
+	for n := range values.MaxSecretValues {
+		huge = append(huge, fmt.Sprintf("%04x", n)+strings.Repeat("\x01\x02\x7f", 20))
+	}
+	for name, rotated := range map[string][]string{"no mask": {"1", "true"}, "too large": huge} {
+		var c maskCache
+		addon := types.NamespacedName{Namespace: "ns", Name: "wiki"}
+		c.masker(addon, "uid", []string{"hunter2-long"})
+		if c.lru.Len() != 1 {
+			t.Fatalf("%s: the cache keeps %d masks; want the first", name, c.lru.Len())
+		}
+		c.masker(addon, "uid", rotated)
+		if c.lru.Len() != 0 || c.size != 0 || len(c.byAddon) != 0 {
+			t.Errorf("%s: after the values rotated, the cache keeps %d masks (%d bytes); want the old one dropped", name, c.lru.Len(), c.size)
+		}
+	}
+}
+
 // TestMaskCacheKeepsNoMaskLargerThanItsShare: a mask larger than a third
 // of the cache, of one add-on at the bound with values whose forms are
 // long, is built but not kept, so it does not push the other add-ons'
