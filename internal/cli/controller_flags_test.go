@@ -249,8 +249,13 @@ func TestFetchLoopbackOnlyIsAHiddenTestFlag(t *testing.T) {
 	if o := parseControllerFlags(t); o.guard.LoopbackOnly {
 		t.Errorf("without --fetch-loopback-only the controller's guard is loopback-only")
 	}
-	if o := parseControllerFlags(t, "--fetch-loopback-only"); !o.guard.LoopbackOnly {
+	o := parseControllerFlags(t, "--fetch-loopback-only")
+	if !o.guard.LoopbackOnly {
 		t.Errorf("--fetch-loopback-only did not make the controller's guard loopback-only")
+	}
+	// The remote clusters' guard, built from the fetch guard, is too.
+	if remote, err := remoteGuard([]string{"127.0.0.1/32"}, o.guard); err != nil || !remote.LoopbackOnly {
+		t.Errorf("with --fetch-loopback-only the remote clusters' guard: %+v, %v; want it loopback-only", remote, err)
 	}
 	fs := pflag.NewFlagSet("controller", pflag.ContinueOnError)
 	(&controllerOptions{}).addFlags(fs)

@@ -25,8 +25,9 @@ func addRemoteClusterAllowFlag(fs *pflag.FlagSet, allow *[]string) {
 // remoteGuard returns the egress guard of the remote clusters' API servers
 // (spec.kubeConfig), built from the fetch guard's configuration: its
 // deny-list, which holds this cluster's API server, fixed and kept current,
-// and --fetch-deny-private. Only allow, --remote-cluster-allow, opens it:
-// --fetch-allow names sources, not clusters to send credentials to.
+// and --fetch-deny-private, and the tests' --fetch-loopback-only. Only
+// allow, --remote-cluster-allow, opens it: --fetch-allow names sources,
+// not clusters to send credentials to.
 //
 // NOTE: a remote cluster is another cluster: never this one's API server,
 // which an Addon would otherwise reach with the kubeconfig's credentials
@@ -34,7 +35,7 @@ func addRemoteClusterAllowFlag(fs *pflag.FlagSet, allow *[]string) {
 // both build their guard here, so that neither dials what the other
 // refuses.
 func remoteGuard(allow []string, fetch netguard.Config) (netguard.Config, error) {
-	g := netguard.Config{Allow: allow, Deny: fetch.Deny, DenyLive: fetch.DenyLive, DenyPrivate: fetch.DenyPrivate}
+	g := netguard.Config{Allow: allow, Deny: fetch.Deny, DenyLive: fetch.DenyLive, DenyPrivate: fetch.DenyPrivate, LoopbackOnly: fetch.LoopbackOnly}
 	if _, err := netguard.New(g); err != nil {
 		return netguard.Config{}, fmt.Errorf("--remote-cluster-allow: %w", err)
 	}
