@@ -54,6 +54,11 @@ import (
 
 // AddonReconciler reconciles Addons.
 type AddonReconciler struct {
+	// Reconciled, when set, is told of each reconcile's Addon as it
+	// begins (not of one deferred for its namespace's share): a test counts
+	// one add-on's reconciles by it, where the controller's metrics count
+	// every add-on's.
+	Reconciled func(types.NamespacedName)
 	// Client is the manager's client: cached reads of Addons, and the
 	// controller's own identity for writes.
 	Client client.Client
@@ -393,6 +398,9 @@ func (r *AddonReconciler) Reconcile(ctx context.Context, req ctrl.Request) (resu
 	// NOTE: deferred first, so the place is given back on every way out,
 	// a panic too (controller-runtime recovers it after this unwinds).
 	defer leave()
+	if r.Reconciled != nil {
+		r.Reconciled(req.NamespacedName)
+	}
 	start := time.Now()
 	log := logf.FromContext(ctx)
 	if err := r.init(); err != nil {

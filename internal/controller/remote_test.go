@@ -674,13 +674,13 @@ func TestAnotherClustersTwinIsNotTheAddons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before := reconciles(t)
+	before := reconcilesOf(a)
 	for i := range 40 {
 		tick(i)
 		time.Sleep(500 * time.Millisecond)
 	}
 	time.Sleep(3 * time.Second)
-	if n := reconciles(t) - before; n > 1 {
+	if n := reconcilesOf(a) - before; n > 1 {
 		t.Errorf("a tenant's Deployment of the same name here, patched in a loop, reconciled the remote add-on %d times in 20 s; want none", n)
 	}
 
@@ -690,7 +690,7 @@ func TestAnotherClustersTwinIsNotTheAddons(t *testing.T) {
 	// right after and for a while: the twin's changes do not take the
 	// place of the deletion, which is undone before the resync.
 	own := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
-	deleted, beforeDelete := time.Now(), reconciles(t)
+	deleted, beforeDelete := time.Now(), reconcilesOf(a)
 	if err := rc.Delete(ctx, own); err != nil {
 		t.Fatal(err)
 	}
@@ -705,5 +705,5 @@ func TestAnotherClustersTwinIsNotTheAddons(t *testing.T) {
 		got := &appsv1.Deployment{}
 		return rc.Get(ctx, client.ObjectKeyFromObject(own), got) == nil && got.DeletionTimestamp == nil
 	})
-	t.Logf("the remote Deployment was back %s after its deletion, after %d reconciles", time.Since(deleted).Round(100*time.Millisecond), reconciles(t)-beforeDelete)
+	t.Logf("the remote Deployment was back %s after its deletion, after %d reconciles", time.Since(deleted).Round(100*time.Millisecond), reconcilesOf(a)-beforeDelete)
 }

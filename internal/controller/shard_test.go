@@ -156,7 +156,7 @@ func startShardUntil(ctx context.Context, t *testing.T, name string, change func
 	}
 	conf := reconciler.Config
 	conf.Selector = sel
-	r := &controller.AddonReconciler{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RestConfig: cfg,
+	r := &controller.AddonReconciler{Reconciled: reconcileCounts.add, Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), RestConfig: cfg,
 		Fetcher: reconciler.Fetcher, Hooks: reconciler.Hooks, Recorder: mgr.GetEventRecorder("capstan"), Config: conf}
 	change(r)
 	if err := r.SetupWithManager(mgr, 2); err != nil {

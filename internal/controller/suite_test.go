@@ -126,6 +126,7 @@ func setupSuite() error {
 		return err
 	}
 	reconciler = &controller.AddonReconciler{
+		Reconciled: reconcileCounts.add,
 		Client:     mgr.GetClient(),
 		APIReader:  mgr.GetAPIReader(),
 		RestConfig: cfg,
