@@ -205,7 +205,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs, generated []folderEntry)
 		// in the repository's checkout, which other add-ons on the same
 		// commit read.
 		if err := generateKustomization(mem, dir, generated); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("render: write the kustomization Flux generates for %s: %w", dir, err)
 		}
 		what = "kustomize build " + dir + " (a folder without a kustomization, built with the one Flux generates: its YAML files and its subfolders that hold a kustomization)"
 	}
@@ -224,13 +224,17 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs, generated []folderEntry)
 	// the in-memory copy holds only the repository (walkLinks leaves out a
 	// link that leaves it), so no path reaches beyond it.
 	opts.LoadRestrictions = types.LoadRestrictionsNone
-	read := filesys.FileSystem(mem)
+	files := filesys.FileSystem(mem)
 	if in.Decrypt != nil {
-		read = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
+		files = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
 	}
-	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
-	m, err := runKustomize(opts, read, root)
+	m, err := runKustomize(opts, aliasBoundFS{FileSystem: files, budget: &aliasBudget{}}, root)
 	if err != nil {
+		if generated != nil {
+			if named := notObjects(files, dir, generated); named != nil {
+				return nil, named
+			}
+		}
 		return nil, fmt.Errorf("render: %s: %w", what, err)
 	}
 	if in.MaxObjects > 0 && m.Size() > in.MaxObjects {
@@ -357,12 +361,8 @@ func scanFolder(fsys fs.FS, dir string) ([]folderEntry, error) {
 // generateKustomization writes to mem, the build's in-memory copy of the
 // tree, the kustomization that Flux's kustomize-controller generates for
 // dir, a folder without one: its resources are entries, what scanFolder
-// found, each as a path relative to dir. As Flux does, it refuses a file
-// that kustomize cannot read as Kubernetes objects, which would otherwise
-// fail the build with kustomize's less helpful message.
+// found, each as a path relative to dir.
 func generateKustomization(mem filesys.FileSystem, dir string, entries []folderEntry) error {
-	rf := provider.NewDefaultDepProvider().GetResourceFactory()
-	read := aliasBoundFS{FileSystem: mem, budget: &aliasBudget{}}
 	k := types.Kustomization{TypeMeta: types.TypeMeta{APIVersion: types.KustomizationVersion, Kind: types.KustomizationKind}}
 	for _, e := range entries {
 		rel := e.path
@@ -370,12 +370,30 @@ func generateKustomization(mem filesys.FileSystem, dir string, entries []folderE
 			rel = strings.TrimPrefix(rel, dir+"/")
 		}
 		k.Resources = append(k.Resources, "./"+rel)
+	}
+	data, err := yaml.Marshal(k)
+	if err != nil {
+		return err
+	}
+	return mem.WriteFile(path.Join("/", dir, konfig.DefaultKustomizationFileName()), data)
+}
+
+// notObjects names the first of entries, the files of a generated
+// kustomization, that kustomize cannot read as Kubernetes objects when read
+// from read as the build reads it, as Flux refuses it, with what to do; nil
+// when every file reads. It runs only after the build has failed: it
+// replaces kustomize's less helpful message, and a build that succeeds
+// parses each file once.
+func notObjects(read filesys.FileSystem, dir string, entries []folderEntry) error {
+	rf := provider.NewDefaultDepProvider().GetResourceFactory()
+	read = aliasBoundFS{FileSystem: read, budget: &aliasBudget{}}
+	for _, e := range entries {
 		if e.kustomized {
 			continue
 		}
 		data, err := read.ReadFile("/" + e.path)
 		if err != nil {
-			return fmt.Errorf("render: read %s: %w", e.path, err)
+			continue
 		}
 		if _, err := rf.SliceFromBytes(data); err != nil {
 			return fmt.Errorf("render: %s is not Kubernetes objects (%w): %s has no kustomization and holds a subfolder with one, "+
@@ -384,11 +402,7 @@ func generateKustomization(mem filesys.FileSystem, dir string, entries []folderE
 				e.path, err, dir, dir)
 		}
 	}
-	data, err := yaml.Marshal(k)
-	if err != nil {
-		return err
-	}
-	return mem.WriteFile(path.Join("/", dir, konfig.DefaultKustomizationFileName()), data)
+	return nil
 }
 
 // plainYAML reads entries, the YAML files scanFolder found in dir and its

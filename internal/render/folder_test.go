@@ -346,6 +346,32 @@ func TestFolderGeneratedKustomizationRefusesWhatFluxRefuses(t *testing.T) {
 	}
 }
 
+// TestFolderGeneratedKustomizationReadsFilesAsTheBuildDoes: the files of a
+// generated kustomization are judged as the build reads them, decrypted, so
+// a file whose bytes on disk are not objects but whose decrypted text is
+// builds; one that is not objects even decrypted still fails, naming it.
+func TestFolderGeneratedKustomizationReadsFilesAsTheBuildDoes(t *testing.T) {
+	fsys := fleetRepo()
+	fsys["fleet/infra/sealed.yaml"] = file("sealed: true\n")
+	decrypt := func(name string, data []byte) ([]byte, error) {
+		if name == "fleet/infra/sealed.yaml" {
+			return []byte("apiVersion: v1\nkind: Secret\nmetadata: {name: sealed}\n"), nil
+		}
+		return data, nil
+	}
+	res, err := FolderWith(fsys, "fleet", SourceIdentity{}, FolderInputs{Decrypt: decrypt, Variables: map[string]string{"cluster": "prod"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(res.Objects); !slices.Contains(got, "Secret//sealed") {
+		t.Errorf("objects = %v, want the decrypted Secret sealed", got)
+	}
+	fsys["fleet/infra/values.yaml"] = file("replicas: 3\n")
+	if _, err := FolderWith(fsys, "fleet", SourceIdentity{}, FolderInputs{Decrypt: decrypt}); err == nil || !strings.Contains(err.Error(), "fleet/infra/values.yaml is not Kubernetes objects") {
+		t.Errorf("error = %v, want one naming fleet/infra/values.yaml", err)
+	}
+}
+
 // hooksRepo is a folder written for Argo CD, with a chart's hooks rendered
 // into it.
 func hooksRepo() fstest.MapFS {
