@@ -207,9 +207,14 @@ const FluxForceAnnotation = "kustomize.toolkit.fluxcd.io/force"
 // option Force=true, which has Argo CD's client-side apply delete and
 // create an object the API server refuses (kubectl apply --force), unless
 // ServerSideApply=true makes it force field ownership instead. Unlike the
-// marks that keep an object, these ask for a delete, so each is read
-// exactly as its tool reads it (Argo CD's options trimmed), never more
-// loosely.
+// marks that keep an object, these ask for a delete, so each is read no
+// more loosely than its tool reads it, and Flux's more narrowly: Flux also
+// takes its force mark from a label and in any case (fluxcd/pkg/ssa's
+// AnyInMetadata, which fluxMark follows for the marks that keep an
+// object), but Capstan reads only the annotation, exactly "enabled", since
+// a mark read too loosely would delete an object no one meant to. Read too
+// narrowly, it costs only a refused change, which the error says how to
+// ask for. Argo CD's options are trimmed, as Argo CD trims them.
 func RecreateMarked(obj metav1.Object) string {
 	if obj.GetAnnotations()[FluxForceAnnotation] == "enabled" {
 		return FluxForceAnnotation + ": enabled"

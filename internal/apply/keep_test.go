@@ -91,10 +91,11 @@ func TestCreateOnly(t *testing.T) {
 	}
 }
 
-// TestRecreateMarked reads Flux's force mark and Argo CD's Force=true
-// exactly as the tools read them, since they ask for a delete: no other
-// case, and not Argo CD's Force=true with ServerSideApply=true, which
-// forces field ownership instead.
+// TestRecreateMarked reads Flux's force mark and Argo CD's Force=true no
+// more loosely than the tools read them, since they ask for a delete: no
+// other case, Flux's mark from its annotation only (never a label), and not
+// Argo CD's Force=true with ServerSideApply=true, which forces field
+// ownership instead.
 func TestRecreateMarked(t *testing.T) {
 	for _, tc := range []struct{ key, value, want string }{
 		{FluxForceAnnotation, "enabled", "kustomize.toolkit.fluxcd.io/force: enabled"},
@@ -112,6 +113,9 @@ func TestRecreateMarked(t *testing.T) {
 		if got := RecreateMarked(m); got != tc.want {
 			t.Errorf("%s: %q: %q, want %q", tc.key, tc.value, got, tc.want)
 		}
+	}
+	if got := RecreateMarked(&metav1.ObjectMeta{Labels: map[string]string{FluxForceAnnotation: "enabled"}}); got != "" {
+		t.Errorf("Flux's force mark as a label: %q, want none", got)
 	}
 }
 
