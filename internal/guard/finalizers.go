@@ -3,7 +3,6 @@ package guard
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -34,10 +33,4 @@ func (ck *checker) checkFinalizers(ref capstanv1.ObjectRef, path string, gvk sch
 			fmt.Sprintf("finalizer %q would hold the object in deletion until some controller removes it, or, as %s and %s do, change what deleting it does to the ReplicaSets and pods it owns, so they could keep running once the Addon is removed; remove %s: Capstan deletes the add-on's objects itself",
 				f, metav1.FinalizerOrphanDependents, metav1.FinalizerDeleteDependents, path))
 	}
-}
-
-// checkPodTemplateFinalizers refuses finalizers on a pod template at path
-// base: the controllers copy them onto every pod.
-func (ck *checker) checkPodTemplateFinalizers(ref capstanv1.ObjectRef, base string, t *corev1.PodTemplateSpec) {
-	ck.checkFinalizers(ref, base+".metadata.finalizers", schema.GroupVersionKind{}, t.Finalizers)
 }

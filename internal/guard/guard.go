@@ -117,7 +117,7 @@ type ReservedNames struct {
 func DefaultReservedNames(addon string) ReservedNames {
 	return ReservedNames{
 		Prefixes: []string{addon + "-values-"},
-		Names:    []string{addon + "-generated"},
+		Names:    []string{addon + generatedSuffix},
 	}
 }
 

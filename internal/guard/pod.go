@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -89,7 +90,8 @@ func (ck *checker) checkPodTemplate(ref capstanv1.ObjectRef, base string, t *cor
 		ck.add(ref, fmt.Sprintf("%s.metadata.ownerReferences[%d]", base, i), RuleOwnerReference,
 			fmt.Sprintf("the pod template sets an owner reference to %s %q; remove it", or.Kind, or.Name))
 	}
-	ck.checkPodTemplateFinalizers(ref, base, t)
+	// The controllers copy a pod template's finalizers onto every pod.
+	ck.checkFinalizers(ref, base+".metadata.finalizers", schema.GroupVersionKind{}, t.Finalizers)
 	ck.checkPlatformLabel(ref, base+".metadata.labels", t.Labels)
 	ck.checkSubdomain(ref, base, t)
 	ck.checkLegacyAnnotations(ref, base+".metadata.annotations", t.Annotations)
