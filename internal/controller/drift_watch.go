@@ -482,13 +482,6 @@ func (r *AddonReconciler) knowsObject(ctx context.Context, key types.NamespacedN
 	return slices.ContainsFunc(capstanv1.RefsOf(addon.Status.Inventory), func(r capstanv1.ObjectRef) bool { return r.Key() == want })
 }
 
-// objectDrifted reports whether one change is drift of an object the
-// add-on verified, heard of from the watch cache of the cluster the add-on
-// targets.
-func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
-	return r.judgeChange(ctx, key, c) == changeDrift
-}
-
 // judgeChange says what one change is to an add-on: drift of an object it
 // verified, heard of from the watch cache of the cluster it targets; a
 // write of that object's status alone; or nothing to it.

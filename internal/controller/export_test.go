@@ -62,3 +62,10 @@ func (r *AddonReconciler) MasksHolding(secret string) int {
 	}
 	return n
 }
+
+// objectDrifted reports whether one change is drift of an object the
+// add-on verified, heard of from the watch cache of the cluster the add-on
+// targets, for the tests of judgeChange.
+func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
+	return r.judgeChange(ctx, key, c) == changeDrift
+}
