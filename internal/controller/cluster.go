@@ -83,6 +83,16 @@ func (c *targetCluster) kindScope(gvk schema.GroupVersionKind) (namespaced, know
 	return namespaced, err == nil, err
 }
 
+// resourceOf returns the resource of a kind in the cluster; the zero
+// GroupResource when the kind is unknown to it.
+func (c *targetCluster) resourceOf(gvk schema.GroupVersionKind) schema.GroupResource {
+	m, err := c.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return schema.GroupResource{}
+	}
+	return m.Resource.GroupResource()
+}
+
 // remoteClusters keeps one targetCluster per kubeconfig, rebuilt when that
 // kubeconfig changes and released when no Addon uses it any more.
 type remoteClusters struct {

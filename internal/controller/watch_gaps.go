@@ -80,6 +80,17 @@ func (g *watchGaps) refused(gr schema.GroupResource) bool {
 	return ok
 }
 
+// refusedAny reports whether the cache was refused any resource; nil
+// refuses nothing.
+func (g *watchGaps) refusedAny() bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.forbidden) > 0
+}
+
 // synced forgets a refusal once the resource's informer has synced: the
 // account was granted it.
 func (g *watchGaps) synced(gr schema.GroupResource) {

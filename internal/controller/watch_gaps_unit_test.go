@@ -58,9 +58,15 @@ func TestWatchGaps(t *testing.T) {
 	if n = s.watchNotice("5m0s"); strings.Contains(n.Message, "grant it the verbs") || !strings.Contains(n.Message, "read every Secret") {
 		t.Errorf("with secrets alone refused, the notice: %s", n.Message)
 	}
+	if !g.refusedAny() || (*watchGaps)(nil).refusedAny() || (&watchGaps{}).refusedAny() {
+		t.Error("refusedAny does not tell a recorded refusal from none")
+	}
 	g.synced(deploys)
 	if g.refused(deploys) {
 		t.Error("a resource whose informer synced is still refused")
+	}
+	if g.refusedAny() {
+		t.Error("refusedAny with every refusal forgotten")
 	}
 	if (&scope{cluster: &targetCluster{}}).watchNotice("5m0s") != nil {
 		t.Error("a notice with nothing refused")

@@ -100,17 +100,18 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 			continue
 		}
 		r.drift.hook(gvk, inf, watched)
-		gr := schema.GroupResource{}
-		if m, err := s.cluster.mapper.RESTMapping(gvk.GroupKind(), gvk.Version); err == nil {
-			gr = m.Resource.GroupResource()
-		}
+		// NOTE: the resource is looked up only when a refusal may be
+		// recorded for it: a synced informer stays synced, so on the
+		// clean path no kind costs a RESTMapping.
 		if !inf.HasSynced() {
-			if s.cluster.gaps.refused(gr) {
+			if gr := s.cluster.resourceOf(gvk); s.cluster.gaps.refused(gr) {
 				s.watchGaps = append(s.watchGaps, gr)
 			}
 			continue
 		}
-		s.cluster.gaps.synced(gr)
+		if s.cluster.gaps.refusedAny() {
+			s.cluster.gaps.synced(s.cluster.resourceOf(gvk))
+		}
 		list := &metav1.PartialObjectMetadataList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		// The items are only read: no copy of them is needed.
