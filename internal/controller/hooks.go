@@ -341,7 +341,7 @@ func recordMade(s *scope, event string, hs []render.Hook, p capstanv1.HookProgre
 	if p.Run == "" || !syncEvent(event) {
 		return
 	}
-	refs := hooks.SucceededRefs(hs, event, &p.ObjectRef)
+	refs := hooks.SucceededRefs(hs, event, p.ObjectRef)
 	if len(refs) == 0 {
 		return
 	}

@@ -26,7 +26,9 @@ func TestCleanUpLeavesWhatDidNotSucceed(t *testing.T) {
 		t.Fatalf("dump %v; want the Job that succeeded, kept", j)
 	}
 	var objs []capstanv1.HookObject
-	for _, ref := range hooks.SucceededRefs(hs, "pre-upgrade", nil) {
+	selected := hooks.Select(hs, "pre-upgrade")
+	last := capstanv1.RefOf(selected[len(selected)-1].Object)
+	for _, ref := range hooks.SucceededRefs(hs, "pre-upgrade", last) {
 		objs = append(objs, capstanv1.HookObject{ObjectRef: ref, Run: req.Run})
 	}
 	if len(objs) != 2 {

@@ -252,19 +252,17 @@ func failedAt(req Request, selected []render.Hook) int {
 }
 
 // SucceededRefs lists the objects of the hooks of event in hs, up to and
-// including the hook ref (all of them when ref is nil), that their
-// hook-succeeded policy deletes, in the order they run: what a run of the
-// event has made by the time ref starts that its end would delete.
-func SucceededRefs(hs []render.Hook, event string, ref *capstanv1.ObjectRef) []capstanv1.ObjectRef {
+// including the hook ref, that their hook-succeeded policy deletes, in the
+// order they run: what a run of the event has made by the time ref starts
+// that its end would delete. A ref that is not a hook of the event lists
+// nothing.
+func SucceededRefs(hs []render.Hook, event string, ref capstanv1.ObjectRef) []capstanv1.ObjectRef {
 	selected := Select(hs, event)
-	if ref != nil {
-		i := slices.IndexFunc(selected, func(h render.Hook) bool { return capstanv1.RefOf(h.Object) == *ref })
-		if i < 0 {
-			return nil
-		}
-		selected = selected[:i+1]
+	i := slices.IndexFunc(selected, func(h render.Hook) bool { return capstanv1.RefOf(h.Object) == ref })
+	if i < 0 {
+		return nil
 	}
-	return succeededRefs(selected)
+	return succeededRefs(selected[:i+1])
 }
 
 // succeededRefs lists the objects of the hooks of hs that their
