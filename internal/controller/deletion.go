@@ -929,7 +929,7 @@ func (r *AddonReconciler) disownObject(ctx context.Context, s *scope, applier *a
 	live.SetOwnerReferences(kept)
 	if err := applier.Client.Patch(ctx, live, patch); err != nil {
 		gvk := live.GetObjectKind().GroupVersionKind()
-		ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: live.GetNamespace(), Name: live.GetName()}
+		ref := refOf(gvk, live.GetNamespace(), live.GetName())
 		return fmt.Errorf("removing the owner reference from %s: %w", ref.Describe(), apply.RefusedWrite(ref, err))
 	}
 	return nil

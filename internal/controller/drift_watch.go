@@ -112,7 +112,12 @@ type pendingKey struct {
 }
 
 func (c change) ref() capstanv1.ObjectRef {
-	return capstanv1.ObjectRef{APIVersion: c.gvk.GroupVersion().String(), Kind: c.gvk.Kind, Namespace: c.namespace, Name: c.name}
+	return refOf(c.gvk, c.namespace, c.name)
+}
+
+// refOf is the ObjectRef of the object of kind gvk named name in namespace.
+func refOf(gvk schema.GroupVersionKind, namespace, name string) capstanv1.ObjectRef {
+	return capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: namespace, Name: name}
 }
 
 // start records the controller's queue; it is the Start of a source.Func.
@@ -263,13 +268,7 @@ func (d *driftWatch) nudge(gvk schema.GroupVersionKind, reader client.Reader, ol
 	if err1 != nil || err2 != nil || o.GetResourceVersion() == n.GetResourceVersion() || d.Awaiting == nil {
 		return
 	}
-	d.mu.Lock()
-	q := d.queue
-	d.mu.Unlock()
-	if q == nil {
-		return
-	}
-	ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: n.GetNamespace(), Name: n.GetName()}
+	ref := refOf(gvk, n.GetNamespace(), n.GetName())
 	for _, addon := range owners(newObj) {
 		d.statusChanged(addon, gvk, reader, ref)
 	}
@@ -309,7 +308,7 @@ func (d *driftWatch) knows(addon types.NamespacedName, gvk schema.GroupVersionKi
 	if err != nil || d.Knows == nil {
 		return false
 	}
-	return d.Knows(addon, capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: m.GetNamespace(), Name: m.GetName()}, reader)
+	return d.Knows(addon, refOf(gvk, m.GetNamespace(), m.GetName()), reader)
 }
 
 // wake queues an add-on that waits for its objects soon, ahead of the

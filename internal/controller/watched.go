@@ -123,7 +123,7 @@ func (r *AddonReconciler) watchedVersions(ctx context.Context, s *scope) map[str
 			continue
 		}
 		for _, item := range list.Items {
-			ref := capstanv1.ObjectRef{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: item.Namespace, Name: item.Name}
+			ref := refOf(gvk, item.Namespace, item.Name)
 			out[ref.Key()] = item.ResourceVersion
 		}
 	}
