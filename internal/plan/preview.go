@@ -88,8 +88,8 @@ func ShapeOf(live *unstructured.Unstructured) string {
 // on every change of their spec, and whose status moves often: a workload
 // rolling out, an autoscaler or a disruption budget counting pods. A
 // HorizontalPodAutoscaler has a generation only from Kubernetes 1.37 (the
-// HPAGeneration feature); before, its generation is 0, which SameSpec
-// refuses, and its status writes are told apart by Verified.Shape.
+// HPAGeneration feature); before, its generation is 0, and SameSpec tells
+// its status writes apart by Verified.Shape.
 var specKinds = map[schema.GroupKind]bool{
 	{Group: "apps", Kind: "Deployment"}:                     true,
 	{Group: "apps", Kind: "StatefulSet"}:                    true,
@@ -102,14 +102,23 @@ var specKinds = map[schema.GroupKind]bool{
 }
 
 // SameSpec reports whether an object verified unchanged still is, although
-// its resourceVersion moved: for the kinds in specKinds, the same
+// its resourceVersion moved. For the kinds in specKinds, the same
 // generation means the same spec, so only its status or metadata changed,
 // and every label and annotation the manifest sets still has its value.
-// A rollout's status updates then cost no dry run. The check stays as
-// recent as the dry run or apply that verified it.
+// For an object with a status and no generation (a Service, a
+// HorizontalPodAutoscaler before Kubernetes 1.37), the same Shape means
+// only its status was written: the shape covers its spec, labels,
+// annotations and owner references. A rollout's status updates, or a load
+// balancer's address, then cost no dry run. The check stays as recent as
+// the dry run or apply that verified it.
 func (v Verified) SameSpec(obj, live *unstructured.Unstructured, digest string, now time.Time) bool {
-	if v.Digest != digest || now.Sub(v.At) >= VerifyTTL || v.Generation == 0 || live.GetGeneration() != v.Generation ||
-		!specKinds[obj.GroupVersionKind().GroupKind()] || live.GetDeletionTimestamp() != nil {
+	if v.Digest != digest || now.Sub(v.At) >= VerifyTTL || live.GetDeletionTimestamp() != nil {
+		return false
+	}
+	if v.Shape != "" {
+		return ShapeOf(live) == v.Shape
+	}
+	if v.Generation == 0 || live.GetGeneration() != v.Generation || !specKinds[obj.GroupVersionKind().GroupKind()] {
 		return false
 	}
 	return subset(obj.GetLabels(), live.GetLabels()) && subset(obj.GetAnnotations(), live.GetAnnotations()) &&

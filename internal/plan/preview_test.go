@@ -505,3 +505,70 @@ func TestPreviewComputesNoDiffPastWhatStatusKeeps(t *testing.T) {
 		t.Errorf("a preview whose context ended: %v, after %d dry runs; want it stopped before any", err, c.dryRun)
 	}
 }
+
+// TestPreviewTellsAStatusWriteByItsShape: a Service (a status, no
+// generation) whose resourceVersion moved while only its status was
+// written (a load balancer's address) needs no dry run: its shape is the
+// one verified. An edit of its spec or metadata, or an old verification,
+// does.
+func TestPreviewTellsAStatusWriteByItsShape(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	obj := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"type": "LoadBalancer"}}}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("Service")
+	obj.SetNamespace("apps")
+	obj.SetName("web")
+	obj.SetLabels(addon.AppliedLabels())
+	liveOf := func(rv string, change func(*unstructured.Unstructured)) *unstructured.Unstructured {
+		l := obj.DeepCopy()
+		l.SetResourceVersion(rv)
+		l.Object["status"] = map[string]any{"loadBalancer": map[string]any{}}
+		if change != nil {
+			change(l)
+		}
+		return l
+	}
+	key := capstanv1.RefOf(obj).Key()
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		age        time.Duration
+		change     func(*unstructured.Unstructured)
+		wantDryRun bool
+	}{
+		{name: "status written", change: func(l *unstructured.Unstructured) {
+			l.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "lb", Subresource: "status"}})
+			_ = unstructured.SetNestedSlice(l.Object, []any{map[string]any{"ip": "192.0.2.1"}}, "status", "loadBalancer", "ingress")
+		}},
+		{name: "spec edited", wantDryRun: true, change: func(l *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(l.Object, "ClusterIP", "spec", "type")
+		}},
+		{name: "another writer's annotation", wantDryRun: true, change: func(l *unstructured.Unstructured) {
+			l.SetAnnotations(map[string]string{"team": "b"})
+		}},
+		{name: "verified too long ago", age: VerifyTTL, wantDryRun: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addon := addon.DeepCopy()
+			addon.Status.Inventory = capstanv1.IDsOf([]capstanv1.ObjectRef{capstanv1.RefOf(obj)})
+			known := map[string]Verified{key: VerifiedAt(ManifestDigest(obj), liveOf("5", nil), now.Add(-time.Minute-tc.age))}
+			c := &countingCluster{live: map[string]*unstructured.Unstructured{key: liveOf("9", tc.change)}}
+			p, err := PreviewObjects(context.Background(), c, PreviewInput{
+				Addon: addon, Objects: []*unstructured.Unstructured{obj},
+				Known: known, Watched: map[string]string{key: "9"}, Now: now,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.dryRun > 0; got != tc.wantDryRun {
+				t.Errorf("dry runs: %d; want a dry run: %v", c.dryRun, tc.wantDryRun)
+			}
+			if !tc.wantDryRun {
+				v := p.Verified[key]
+				if p.Objects[0].Action != capstanv1.ActionUnchanged || v.ResourceVersion != "9" || v.Shape != known[key].Shape || !v.At.Equal(known[key].At) {
+					t.Errorf("action %s, verified %+v; want unchanged, at the new resourceVersion, of the same shape, as old as the last dry run", p.Objects[0].Action, v)
+				}
+			}
+		})
+	}
+}
