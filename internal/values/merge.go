@@ -55,8 +55,6 @@ type Layer struct {
 	// refuses a string and Raw reads as true, false or a number
 	// (typeSecretInputs); nil otherwise.
 	typed any
-	// untyped is true once the schema refused typed too: Raw stays.
-	untyped bool
 }
 
 // SecretInputLayer is the layer that a secret input stored by
@@ -457,6 +455,9 @@ func Compose(in Inputs) (*Result, error) {
 	}
 	// NOTE: which inputs the schema types is known only once the values
 	// are checked; values that need none, nearly all, are composed once.
+	// The bound of two passes is what keeps an input the schema refused
+	// as typed too a string: the second pass sets it back, and no third
+	// types it again.
 	for range 2 {
 		src, changed := typeSecretInputs(in.Sources, res)
 		if !changed {

@@ -502,6 +502,26 @@ func TestSecretInputsTakeTheirSchemasType(t *testing.T) {
 	}
 }
 
+// TestValuesWithoutTypeErrorsAreNotSearchedForInputsToType: nearly every
+// compose has no type error, and then the schema's writeOnly properties are
+// not looked for over the whole effective values, chart defaults included,
+// to note inputs left untyped.
+func TestValuesWithoutTypeErrorsAreNotSearchedForInputsToType(t *testing.T) {
+	schema := `{"type": "object", "properties": {"pin": {"type": "integer", "writeOnly": true}, "keys": {"type": "object", "writeOnly": true}}}`
+	ch := testChart(t, "demo", "keys: {a: one, b: two, c: three}\n", schema)
+	in := Inputs{Chart: ch, Sources: Sources{From: indexed(pathLayer("Secret", "demo-values-a", "pin", "1234"))}}
+	res, err := Compose(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) > 0 || res.Schema == nil {
+		t.Fatalf("values errors %v, schema %v; want none and the chart's schema", res.Errors, res.Schema)
+	}
+	if n := testing.AllocsPerRun(10, func() { noteUntypedInputs(in.Sources, res) }); n != 0 {
+		t.Fatalf("noting untyped inputs with no type error made %v allocations; want none, no walk of the values", n)
+	}
+}
+
 func TestTypedText(t *testing.T) {
 	for _, tt := range []struct {
 		text string

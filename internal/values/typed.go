@@ -3,6 +3,7 @@ package values
 import (
 	"math/big"
 	"regexp"
+	"slices"
 	"strconv"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -78,29 +79,30 @@ func secretInputLayers(src Sources, res *Result) map[string]int {
 // given as a Secret's targetPath, whose text is always a string, is set as
 // the boolean or the number its text reads as (typedText), so a PIN, a
 // port or a flag can be a secret input. One the schema refuses as typed
-// too (an integer property given 0.5) goes back to its string, and is
-// never typed again. It returns src unchanged and false when nothing
-// changes. Every other targetPath entry stays a string.
+// too (an integer property given 0.5) goes back to its string; Compose
+// runs it twice at most, so it is never typed again. It returns src
+// unchanged and false when nothing changes. Every other targetPath entry
+// stays a string.
 func typeSecretInputs(src Sources, res *Result) (Sources, bool) {
+	if !hasTypeError(res) {
+		return src, false
+	}
 	typeErrs := map[string]bool{}
 	for _, e := range res.Errors {
 		if e.Rule == typeRule {
 			typeErrs[e.Path] = true
 		}
 	}
-	if len(typeErrs) == 0 {
-		return src, false
-	}
 	var from []Layer
 	change := func(i int, typed any) {
 		if from == nil {
 			from = append([]Layer(nil), src.From...)
 		}
-		from[i].typed, from[i].untyped = typed, typed == nil
+		from[i].typed = typed
 	}
 	for p, i := range secretInputLayers(src, res) {
 		l := src.From[i]
-		if !typeErrs[p] || l.untyped {
+		if !typeErrs[p] {
 			continue
 		}
 		if l.typed != nil {
@@ -120,10 +122,20 @@ func typeSecretInputs(src Sources, res *Result) (Sources, bool) {
 // string when its text is read as a string only, so the message says how
 // to give a number or a boolean.
 func noteUntypedInputs(src Sources, res *Result) {
+	if !hasTypeError(res) {
+		return
+	}
 	layers := secretInputLayers(src, res)
 	for i, e := range res.Errors {
 		if j, ok := layers[e.Path]; ok && e.Rule == typeRule && src.From[j].typed == nil {
 			res.Errors[i] = capstanv1.ValuesError{Path: e.Path, Rule: e.Rule, Message: e.Message + untypedHint}
 		}
 	}
+}
+
+// hasTypeError reports whether res holds a type error, the only errors
+// that typing a secret input can answer; without one, the schema's
+// writeOnly properties need not be looked for.
+func hasTypeError(res *Result) bool {
+	return slices.ContainsFunc(res.Errors, func(e capstanv1.ValuesError) bool { return e.Rule == typeRule })
 }
