@@ -10,9 +10,8 @@ type SecretTally struct {
 	count, size int
 }
 
-// Add counts the values of secrets not counted before, and reports whether
-// the tally is still within MaxSecretValues and MaxSecretBytes.
-func (t *SecretTally) Add(secrets ...string) bool {
+// Add counts the values of secrets not counted before.
+func (t *SecretTally) Add(secrets ...string) {
 	for _, s := range secrets {
 		if !mask.Worth(s) || t.seen[s] {
 			continue
@@ -24,7 +23,6 @@ func (t *SecretTally) Add(secrets ...string) bool {
 		t.count++
 		t.size += len(s)
 	}
-	return t.Within()
 }
 
 // AddWithin counts the values of secrets not counted before when the
@@ -33,22 +31,21 @@ func (t *SecretTally) Add(secrets ...string) bool {
 // KiB they would have made, for a message.
 func (t *SecretTally) AddWithin(secrets ...string) (count, kib int, ok bool) {
 	var added []string
+	fresh := map[string]bool{}
+	with := SecretTally{count: t.count, size: t.size}
 	for _, s := range secrets {
-		if mask.Worth(s) && !t.seen[s] {
+		if mask.Worth(s) && !t.seen[s] && !fresh[s] {
+			fresh[s] = true
 			added = append(added, s)
-			t.Add(s)
+			with.count++
+			with.size += len(s)
 		}
 	}
-	if t.Within() {
-		return t.count, t.KiB(), true
+	if !with.Within() {
+		return with.count, with.KiB(), false
 	}
-	count, kib = t.count, t.KiB()
-	for _, s := range added {
-		delete(t.seen, s)
-		t.count--
-		t.size -= len(s)
-	}
-	return count, kib, false
+	t.Add(added...)
+	return t.count, t.KiB(), true
 }
 
 // Within reports whether the tally is within MaxSecretValues and
