@@ -277,13 +277,19 @@ func (r *Result) Redacted() map[string]any { return Redact(r.Effective, r.Secret
 // log or event can be checked for them. Never log what it returns.
 func (r *Result) SecretValues() []string {
 	var out []string
-	r.secretStrings(func(s string) { out = append(out, s) })
+	r.secretLeaves(func(_ string, leaf any) {
+		for _, s := range printedForms(leaf) {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+	})
 	return out
 }
 
-// secretStrings calls fn with each string form of the values at
-// SecretPaths.
-func (r *Result) secretStrings(fn func(s string)) {
+// secretLeaves calls fn with each scalar value at or under SecretPaths (a
+// null, a map or a list is none), and the secret path it is at or under.
+func (r *Result) secretLeaves(fn func(path string, leaf any)) {
 	for _, p := range r.SecretPaths {
 		v, ok := lookup(r.Effective, splitPointer(p))
 		if !ok {
@@ -293,11 +299,7 @@ func (r *Result) secretStrings(fn func(s string)) {
 			switch leaf.(type) {
 			case nil, map[string]any, []any:
 			default:
-				for _, s := range printedForms(leaf) {
-					if s != "" {
-						fn(s)
-					}
-				}
+				fn(p, leaf)
 			}
 		})
 	}
@@ -333,41 +335,25 @@ const RuleWriteOnly = "writeOnly"
 // writeOnly path of the schema, or the valuesFrom entry of a values
 // Secret.
 func (r *Result) checkSecretBound(sources map[string]secretSource) error {
-	seen := map[string]bool{}
-	size := 0
+	var tally SecretTally
 	per := map[secretSource]int{}
-	for _, p := range r.SecretPaths {
-		v, ok := lookup(r.Effective, splitPointer(p))
-		if !ok {
-			continue
+	r.secretLeaves(func(p string, leaf any) {
+		forms := printedForms(leaf)
+		if !slices.ContainsFunc(forms, mask.Worth) {
+			return
 		}
-		src, ok := sources[p]
-		if !ok {
-			src = secretSource{path: p, name: p}
+		// The digits of a number, as a person writes it.
+		key := forms[len(forms)-1]
+		if f, ok := leaf.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
+			key = strconv.FormatInt(int64(f), 10)
 		}
-		leaves(v, nil, func(_ []string, leaf any) {
-			switch leaf.(type) {
-			case nil, map[string]any, []any:
-				return
-			}
-			forms := printedForms(leaf)
-			if !slices.ContainsFunc(forms, mask.Worth) {
-				return
-			}
-			// The digits of a number, as a person writes it.
-			key := forms[len(forms)-1]
-			if f, ok := leaf.(float64); ok && f == math.Trunc(f) && math.Abs(f) < 1<<63 {
-				key = strconv.FormatInt(int64(f), 10)
-			}
-			if seen[key] {
-				return
-			}
-			seen[key] = true
-			size += len(key)
-			per[src]++
-		})
-	}
-	if len(seen) <= MaxSecretValues && size <= MaxSecretBytes {
+		n := tally.Count()
+		tally.Add(key)
+		if tally.Count() > n {
+			per[sources[p]]++
+		}
+	})
+	if tally.Within() {
 		return nil
 	}
 	var most secretSource
@@ -379,7 +365,7 @@ func (r *Result) checkSecretBound(sources map[string]secretSource) error {
 	return invalid(most.path, RuleTooManySecrets,
 		"the values hold %d secret values (%d KiB), more than the %d values and %d KiB Capstan hides in what it shows; %s holds %d of them: "+
 			"a writeOnly schema over a map or a list, or a values Secret, makes every value under it secret, so keep only what is secret there (mark the secret keys writeOnly, not their map; move the rest out of the Secret)",
-		len(seen), (size+1023)/1024, MaxSecretValues, MaxSecretBytes>>10, most.name, per[most])
+		tally.Count(), tally.KiB(), MaxSecretValues, MaxSecretBytes>>10, most.name, per[most])
 }
 
 // printedForms returns the texts a template can make of a scalar value.
