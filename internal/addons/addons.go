@@ -120,7 +120,7 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 			"so a plan here would use this controller's trusted namespaces and not that controller's: ask the API of the controller whose selector selects it",
 			ErrOtherShard, key, shardOf(a.Labels), p.Config.Selector)
 	}
-	changed, err := patchSpec(a, specPatch)
+	changed, err := PatchedSpec(a, specPatch)
 	if err != nil {
 		return a, nil, err
 	}
@@ -198,15 +198,10 @@ func shardOf(addonLabels map[string]string) string {
 // spec.
 var ErrBadPatch = errors.New("the spec patch is not valid")
 
-// patchSpec returns a copy of a with the JSON merge patch applied to its
-// spec.
-// PatchedSpec is the Addon a would be once Edit applied the merge patch
-// specPatch to its spec, written nowhere: a writer checks it first.
+// PatchedSpec returns a copy of a with the JSON merge patch specPatch
+// applied to its spec: the Addon a would be once Edit applied it, written
+// nowhere, so a writer can check it first.
 func PatchedSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
-	return patchSpec(a, specPatch)
-}
-
-func patchSpec(a *capstanv1.Addon, specPatch []byte) (*capstanv1.Addon, error) {
 	out := a.DeepCopy()
 	trimmed := bytes.TrimSpace(specPatch)
 	if len(trimmed) == 0 {
@@ -339,7 +334,7 @@ func EditSeen(ctx context.Context, c client.Client, key client.ObjectKey, seen S
 	if err != nil {
 		return nil, err
 	}
-	changed, err := patchSpec(a, specPatch)
+	changed, err := PatchedSpec(a, specPatch)
 	if err != nil {
 		return nil, err
 	}
@@ -1251,10 +1246,11 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 // secret values than Capstan hides), which comes with the paths found.
 // A git folder has no values, and no check.
 func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]string, error) {
-	set, held, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	// NOTE: with no values before, none is held: every one is set.
+	set, _, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return fetcher.Fetch(ctx, spec, nil)
 	}, spec, nil)
-	return append(set, held...), err
+	return set, err
 }
 
 // ChartFetch fetches the chart of spec, which names no credentials.

@@ -51,12 +51,12 @@ func TestReviewableSaysWhyNoPlanComes(t *testing.T) {
 func TestPatchSpecRefusesWhatIsNoObject(t *testing.T) {
 	a := &capstanv1.Addon{Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/a-1.0.0.tgz"}}}
 	for patch, says := range map[string]string{"null": "null", " null\n": "null", "[]": "an array", `"x"`: "a string", "1": "a number", "true": "a boolean"} {
-		_, err := patchSpec(a, []byte(patch))
+		_, err := PatchedSpec(a, []byte(patch))
 		if !errors.Is(err, ErrBadPatch) || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), "JSON object") {
-			t.Errorf("patchSpec(%q) = %v; want ErrBadPatch that says it is %s and to send a JSON object", patch, err, says)
+			t.Errorf("PatchedSpec(%q) = %v; want ErrBadPatch that says it is %s and to send a JSON object", patch, err, says)
 		}
 	}
-	got, err := patchSpec(a, []byte(`{"chart": {"url": null, "oci": "oci://registry.example/a"}}`))
+	got, err := PatchedSpec(a, []byte(`{"chart": {"url": null, "oci": "oci://registry.example/a"}}`))
 	if err != nil || got.Spec.Chart.OCI != "oci://registry.example/a" || got.Spec.Chart.URL != "" || !got.Spec.Suspend {
 		t.Errorf("an object patch: %v, %+v; want the chart changed and the rest kept", err, got)
 	}

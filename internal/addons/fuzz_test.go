@@ -37,9 +37,9 @@ func FuzzPatchSpec(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, patch []byte) {
 		a := base.DeepCopy()
-		out, err := patchSpec(a, patch)
+		out, err := PatchedSpec(a, patch)
 		if !reflect.DeepEqual(a, base) {
-			t.Fatal("patchSpec changed the Addon it was given")
+			t.Fatal("PatchedSpec changed the Addon it was given")
 		}
 		if err != nil {
 			if !errors.Is(err, ErrBadPatch) || out != nil {
@@ -47,7 +47,7 @@ func FuzzPatchSpec(f *testing.F) {
 			}
 			return
 		}
-		twice, err := patchSpec(out, patch)
+		twice, err := PatchedSpec(out, patch)
 		if err != nil {
 			t.Fatalf("the patch applies once but not twice: %v", err)
 		}
