@@ -126,12 +126,9 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	if spec.Chart == nil || spec.Values == nil {
 		return nil
 	}
-	fopts := addons.FetcherOptions{Guard: s.guard}
-	if s.caFile != "" {
-		var err error
-		if fopts.CABundle, err = os.ReadFile(s.caFile); err != nil {
-			return err
-		}
+	fopts, err := s.fetcherOptions()
+	if err != nil {
+		return err
 	}
 	fetcher, err := addons.NewFetcher(cfg, fopts)
 	if err != nil {
@@ -186,20 +183,30 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 // spec.chart.secretRef, which is not fetched, and a secret input the file
 // in git holds already, are said on stderr, and the commit goes on.
 func (s *secretCheck) gitCheck(cmd *cobra.Command) (func(ctx context.Context, next, cur *gitops.Definition) error, error) {
-	opts := source.Options{Guard: s.guard}
-	if s.caFile != "" {
-		var err error
-		if opts.CABundle, err = os.ReadFile(s.caFile); err != nil {
-			return nil, err
-		}
+	fopts, err := s.fetcherOptions()
+	if err != nil {
+		return nil, err
 	}
-	fetcher, err := source.NewFetcher(opts)
+	fetcher, err := source.NewFetcher(source.Options{Guard: fopts.Guard, CABundle: fopts.CABundle})
 	if err != nil {
 		return nil, err
 	}
 	return addons.GitValuesCheck(func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return fetcher.Fetch(ctx, spec, nil)
 	}, func(msg string) { fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %s\n", msg) }), nil
+}
+
+// fetcherOptions returns the options of the chart's fetch that the flags
+// give: the fetch guard, and the certificates of --ca-file.
+func (s *secretCheck) fetcherOptions() (addons.FetcherOptions, error) {
+	o := addons.FetcherOptions{Guard: s.guard}
+	if s.caFile != "" {
+		var err error
+		if o.CABundle, err = os.ReadFile(s.caFile); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
 }
 
 // valueAt returns the value at a dotted path (auth.password, or
