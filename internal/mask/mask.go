@@ -76,15 +76,14 @@ type Mask struct {
 // no value is worth hiding.
 func New(secrets []string) *Mask {
 	var keep []string
-	worth := Worth
 	add := func(v string) {
-		if worth(v) {
+		if Worth(v) {
 			keep = append(keep, v)
 		}
 	}
 	for _, v := range secrets {
 		add(v)
-		if worth(v) {
+		if Worth(v) {
 			for _, enc := range encodings {
 				add(enc.EncodeToString([]byte(v)))
 			}

@@ -332,8 +332,9 @@ func dropOwner(o metav1.Object, addon *capstanv1.Addon) bool {
 // as "Kind/name".
 //
 // One the spec names for a purpose other than values (the source's
-// credentials, the verification or decryption keys, a kubeconfig), as
-// Cleanup keeps it, is kept: it is the person's, made for the add-on's
+// credentials, the verification or decryption keys, a kubeconfig, the
+// Secrets and ConfigMaps of spec.substituteFrom), as Cleanup keeps it, is
+// kept: it is the person's, made for the add-on's
 // source, and an Addon made again with the same spec (a git move between
 // folders deletes and recreates it) needs it on its first fetch. Its owner
 // reference to the add-on is taken off, so the garbage collector keeps it
