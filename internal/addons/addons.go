@@ -1301,22 +1301,7 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 	default:
 		found = res.Errors
 	}
-	for _, e := range found {
-		if e.Rule != values.RuleWriteOnly {
-			continue
-		}
-		segs := strings.Split(strings.TrimPrefix(e.Path, "/"), "/")
-		for i, s := range segs {
-			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
-		}
-		now, _ := values.Lookup(vals, segs)
-		was, had := values.Lookup(before, segs)
-		if had && gitops.SameValue(now, was) {
-			held = append(held, strings.Join(segs, "."))
-		} else {
-			set = append(set, strings.Join(segs, "."))
-		}
-	}
+	set, held, _ = values.WriteOnlyChanges(found, vals, before)
 	if inv != nil {
 		return set, held, inv
 	}
@@ -1326,7 +1311,7 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 // SecretValuesError refuses a write that would put secret inputs (values
 // the chart's schema marks writeOnly) into spec.values, or into git.
 type SecretValuesError struct {
-	// Paths are the values, dotted.
+	// Paths are the values, as targetPaths (servers[0].pin, a\.b).
 	Paths []string
 	// Where says where the write would have put them, and Instead how to
 	// give them.

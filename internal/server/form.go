@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
@@ -653,29 +652,14 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 }
 
 // secretValueErrors sorts out the errors of the chart's schema that mark
-// a value writeOnly: set names, dotted, those that vals, the values to
+// a value writeOnly: set names, as targetPaths, those that vals, the values to
 // save, sets or changes from current, the add-on's spec.values (nil for a
 // new one), secret inputs typed into the YAML that would be written into
 // spec.values; rest is errs without those that current holds already,
 // unchanged, which the save does not refuse, as the API does not: refusing
 // them would make the add-on impossible to edit until they are moved.
 func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]any) (rest []capstanv1.ValuesError, set []string) {
-	for _, e := range errs {
-		if e.Rule != "writeOnly" {
-			rest = append(rest, e)
-			continue
-		}
-		segs := strings.Split(strings.TrimPrefix(e.Path, "/"), "/")
-		for i, seg := range segs {
-			segs[i] = strings.NewReplacer("~1", "/", "~0", "~").Replace(seg)
-		}
-		now, _ := values.Lookup(vals, segs)
-		if was, had := values.Lookup(current, segs); had && gitops.SameValue(now, was) {
-			continue
-		}
-		rest = append(rest, e)
-		set = append(set, strings.Join(segs, "."))
-	}
+	set, _, rest = values.WriteOnlyChanges(errs, vals, current)
 	return rest, set
 }
 

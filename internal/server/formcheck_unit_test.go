@@ -2,13 +2,16 @@ package server
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcontroller"
+	"capstan.dev/capstan/internal/values"
 )
 
 // TestFormCheckTypesSecretInputsAsTheController: the page checks its
@@ -56,5 +59,32 @@ func TestFormCheckTypesSecretInputsAsTheController(t *testing.T) {
 	errs, err = checkFormValues(art, "app", vals, map[string]string{`servers[0].pin`: "12ab"}, kept[1:])
 	if err != nil || len(errs) != 1 || errs[0].Path != "/servers/0/pin" {
 		t.Errorf("a writeOnly integer typed at servers[0].pin that is not a number: %v %+v; want one error at /servers/0/pin", err, errs)
+	}
+}
+
+// TestSecretValueErrorsNameTargetPaths: the page names a secret input
+// typed into the YAML as a targetPath, the form its secret field takes, so
+// one under a list or at a key that holds a dot is named where it is; one
+// the add-on holds already, unchanged, is not refused.
+func TestSecretValueErrorsNameTargetPaths(t *testing.T) {
+	errs := []capstanv1.ValuesError{
+		{Path: "/a.b", Rule: values.RuleWriteOnly},
+		{Path: "/servers/0/pin", Rule: values.RuleWriteOnly},
+		{Path: "/auth/password", Rule: values.RuleWriteOnly},
+		{Path: "/replicas", Rule: "type"},
+	}
+	vals := map[string]any{"a.b": float64(1), "servers": []any{map[string]any{"pin": float64(2)}},
+		"auth": map[string]any{"password": "kept"}, "replicas": "two"}
+	current := map[string]any{"auth": map[string]any{"password": "kept"}}
+	rest, set := secretValueErrors(errs, vals, current)
+	if want := []string{`a\.b`, `servers[0].pin`}; !slices.Equal(set, want) {
+		t.Errorf("set = %q; want %q", set, want)
+	}
+	var paths []string
+	for _, e := range rest {
+		paths = append(paths, e.Path)
+	}
+	if want := []string{"/a.b", "/servers/0/pin", "/replicas"}; !slices.Equal(paths, want) {
+		t.Errorf("rest at %q; want %q", paths, want)
 	}
 }

@@ -1,6 +1,8 @@
 package values
 
 import (
+	"bytes"
+	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -229,6 +231,39 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 		})
 	}
 	return errs
+}
+
+// WriteOnlyChanges sorts the RuleWriteOnly errors of errs, which Compose
+// found in vals (spec.values to write), against before (the values stored
+// already, nil for a new Addon): set names the secret inputs that vals sets
+// or changes, which a writer refuses; held those that before holds already,
+// unchanged, which a writer lets through, as refusing them would make the
+// Addon impossible to edit until they are moved. rest is errs without the
+// held ones. The paths are targetPaths (servers[0].pin, a\.b), which
+// secretInputs and the CLI's --secret-input take back as they are.
+func WriteOnlyChanges(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []string, rest []capstanv1.ValuesError) {
+	for _, e := range errs {
+		if e.Rule != RuleWriteOnly {
+			rest = append(rest, e)
+			continue
+		}
+		segs := splitPointer(e.Path)
+		now, _ := lookup(vals, segs)
+		if was, had := lookup(before, segs); had && sameJSON(now, was) {
+			held = append(held, dotted(segs))
+			continue
+		}
+		set = append(set, dotted(segs))
+		rest = append(rest, e)
+	}
+	return set, held, rest
+}
+
+// sameJSON reports whether a and b encode as the same JSON.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // secretPaths lists the paths of effective values that must never be shown:

@@ -65,22 +65,29 @@ func splitPointer(p string) []string {
 	return parts
 }
 
-// dotted writes path segments the way a person reads them: auth.password,
-// or image.pullSecrets[0].
+// dotted writes path segments the way a person reads them, as a
+// targetPath that reads back as the same segments: auth.password,
+// image.pullSecrets[0], or a\.b for a key that holds a dot.
 func dotted(segs []string) string {
 	var b strings.Builder
 	for i, s := range segs {
-		if _, err := strconv.Atoi(s); err == nil && i > 0 {
-			b.WriteString("[" + s + "]")
-			continue
+		if i > 0 && s != "" && strings.Trim(s, "0123456789") == "" {
+			if _, err := strconv.Atoi(s); err == nil {
+				b.WriteString("[" + s + "]")
+				continue
+			}
 		}
 		if i > 0 {
 			b.WriteByte('.')
 		}
-		b.WriteString(strings.ReplaceAll(s, ".", `\.`))
+		b.WriteString(targetPathEscaper.Replace(s))
 	}
 	return b.String()
 }
+
+// targetPathEscaper escapes the characters a targetPath's key cannot hold
+// bare.
+var targetPathEscaper = strings.NewReplacer(`\`, `\\`, ".", `\.`, "[", `\[`, "]", `\]`)
 
 // Lookup returns the value at path segments of a values tree (a key of a
 // map, an index of a list) and whether it exists.

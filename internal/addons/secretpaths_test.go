@@ -1,0 +1,63 @@
+package addons
+
+import (
+	"bytes"
+	"context"
+	"slices"
+	"testing"
+
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/testcontroller"
+	"capstan.dev/capstan/internal/values"
+)
+
+// TestSecretValuesNameTargetPaths: the secret inputs a write would put into
+// spec.values are named as targetPaths, as secretInputs and --secret-input
+// take them, so one under a list or at a key that holds a dot, given back
+// as told, lands where the chart's schema marks it writeOnly. One that the
+// stored values hold already, unchanged, is named apart.
+func TestSecretValuesNameTargetPaths(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("pin", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: pin\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{` +
+			`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
+			`"servers":{"type":"array","items":{"type":"object","properties":{"pin":{"type":"integer","writeOnly":true}}}},` +
+			`"a.b":{"type":"integer","writeOnly":true}}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(context.Context, capstanv1.AddonSpec) (*source.Artifact, error) {
+		return &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "pin", Version: "1.0.0"}}, nil
+	}
+	spec := capstanv1.AddonSpec{Chart: &capstanv1.ChartSource{URL: "http://127.0.0.1/pin-1.0.0.tgz"},
+		Values: &apiextensionsv1.JSON{Raw: []byte(`{"a.b":1,"servers":[{"pin":2}],"auth":{"password":"kept"}}`)}}
+	old := &apiextensionsv1.JSON{Raw: []byte(`{"auth":{"password":"kept"}}`)}
+
+	set, held, err := SecretValuesChanged(context.Background(), fetch, spec, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(set)
+	if want := []string{`a\.b`, `servers[0].pin`}; !slices.Equal(set, want) {
+		t.Errorf("set = %q; want %q", set, want)
+	}
+	if want := []string{"auth.password"}; !slices.Equal(held, want) {
+		t.Errorf("held = %q; want %q", held, want)
+	}
+	// Each path, given back as a secret input, lands where it was found.
+	for _, p := range set {
+		l, err := values.SecretInputLayer(0, "inputs", p, "1")
+		if err != nil || (l.Pointer() != "/a.b" && l.Pointer() != "/servers/0/pin") {
+			t.Errorf("the secret input %q lands at %q (%v); want /a.b or /servers/0/pin", p, l.Pointer(), err)
+		}
+	}
+}
