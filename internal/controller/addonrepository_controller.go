@@ -418,11 +418,7 @@ const (
 // that hangs, read at their own interval, would hold both, and every
 // other repository would wait.
 func readBackoff(interval time.Duration, failures int, took time.Duration) time.Duration {
-	wait := interval
-	for i := 1; i < failures && wait < maxReadBackoff; i++ {
-		wait *= 2
-	}
-	wait = min(wait, max(maxReadBackoff, interval))
+	wait := doubling(interval, failures-1, max(maxReadBackoff, interval))
 	return max(wait, min(readBackoffHoldFactor*took, maxSlowReadBackoff))
 }
 

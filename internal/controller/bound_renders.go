@@ -83,11 +83,7 @@ func (b *boundRenders) pause(times int) time.Duration {
 	if most <= 0 {
 		most = maxBoundRetry
 	}
-	pause := first
-	for i := 1; i < times && pause < most; i++ {
-		pause *= 2
-	}
-	return min(pause, most)
+	return doubling(first, times-1, most)
 }
 
 // admit returns the error a render of key fails with at once, when the

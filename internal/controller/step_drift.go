@@ -60,11 +60,7 @@ func (p *driftPacer) wait(addon types.NamespacedName, refs []capstanv1.ObjectRef
 		if h.times == 0 || now.Sub(h.last) > p.window() {
 			return 0, capstanv1.ObjectRef{}
 		}
-		pause := p.Delay
-		for range min(h.times, 16) {
-			pause *= 2
-		}
-		pause = min(pause, max(p.MaxDelay, p.Delay))
+		pause := doubling(p.Delay, min(h.times, 16), max(p.MaxDelay, p.Delay))
 		w := h.last.Add(pause).Sub(now)
 		if w <= 0 {
 			return 0, capstanv1.ObjectRef{}

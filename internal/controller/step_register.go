@@ -198,14 +198,7 @@ func unreadableRetry(failures int, resync time.Duration) time.Duration {
 	if resync <= 0 {
 		resync = 5 * time.Minute
 	}
-	wait := registrationRetry
-	for range failures {
-		if wait >= resync {
-			break
-		}
-		wait *= 2
-	}
-	return min(wait, resync)
+	return doubling(registrationRetry, failures, resync)
 }
 
 // definiteAnswer says whether a failed read is an answer that the same
