@@ -43,7 +43,7 @@ const manifestReadTimeout = 10 * time.Second
 // status.registration with the Registered condition.
 func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) {
 	st := &s.addon.Status
-	src, what, err := r.registrationSource(ctx, s)
+	src, what, redirects, err := r.registrationSource(ctx, s)
 	if src == "" && err == nil {
 		st.Registration = nil
 		apimeta.RemoveStatusCondition(&st.Conditions, capstanv1.ConditionRegistered)
@@ -89,11 +89,14 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 		return true, nil
 	}
 	now := time.Now()
-	if prev, ok := r.unreadable.Load(key); ok {
-		if u := prev.(unreadableRead); u.check == check && !s.verdict.HandledSyncRequest && now.Before(u.next) {
-			s.requeueSoon(u.next.Sub(now))
-			return true, nil
-		}
+	// u is the last failed read of this add-on, if any; same says it was a
+	// read of this render and address, not before a sync request.
+	prev, _ := r.unreadable.Load(key)
+	u, _ := prev.(unreadableRead)
+	same := u.check == check && !s.verdict.HandledSyncRequest
+	if same && now.Before(u.next) {
+		s.requeueSoon(u.next.Sub(now))
+		return true, nil
 	}
 	readCtx, cancel := context.WithTimeout(ctx, manifestReadTimeout)
 	// NOTE: a redirect from the primary is not followed: the pod behind it,
@@ -102,11 +105,8 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 	// primary would protect nothing. spec.registration.url is the cluster
 	// admin's own address, often outside the cluster (a release asset
 	// redirects to a signed address that changes): it is followed, each
-	// hop checked by the fetch guard, as a chart download is.
-	redirects := source.NoRedirect
-	if _, ok := adminAddress(s); ok {
-		redirects = source.FollowRedirects
-	}
+	// hop checked by the fetch guard, as a chart download is
+	// (registrationSource says which).
 	data, err := r.Fetcher.Document(readCtx, src, redirects, registration.MaxManifestBytes, what)
 	timedOut := readCtx.Err() != nil && ctx.Err() == nil
 	cancel()
@@ -117,9 +117,7 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 			// upgrade: a registration that stands is kept over one such
 			// answer, and cleared only when the read after the wait gets
 			// one again.
-			prev, _ := r.unreadable.Load(key)
-			u, _ := prev.(unreadableRead)
-			if st.Registration != nil && !(u.definite && u.check == check && !s.verdict.HandledSyncRequest) {
+			if st.Registration != nil && !(u.definite && same) {
 				r.unreadable.Store(key, unreadableRead{check: check, failures: 1, next: now.Add(registrationRetry), definite: true})
 				r.registered(s, false, "ManifestUnreadable", fmt.Sprintf("the add-on's manifest could not be read: %v; "+
 					"the last registration stays until the next read, in %s, gets such an answer again", err, registrationRetry))
@@ -134,8 +132,8 @@ func (r *AddonReconciler) register(ctx context.Context, s *scope) (bool, error) 
 			return true, nil
 		}
 		failures := 0
-		if prev, ok := r.unreadable.Load(key); ok && prev.(unreadableRead).check == check && !s.verdict.HandledSyncRequest {
-			failures = prev.(unreadableRead).failures
+		if same {
+			failures = u.failures
 		}
 		wait := unreadableRetry(failures, r.Config.ResyncInterval)
 		r.unreadable.Store(key, unreadableRead{check: check, failures: failures + 1, next: now.Add(wait)})
@@ -249,31 +247,33 @@ func (r *AddonReconciler) registered(s *scope, ok bool, reason, msg string) {
 	conditions.Put(&s.addon.Status.Conditions, c)
 }
 
-// registrationSource is the address of the add-on's manifest, and what
-// names it in messages: "" for a chart that is not marked an add-on;
-// spec.registration.url in the cluster profile; otherwise the manifest
-// path on the primary Service, but for an add-on installed into a remote
-// cluster, which must name its manifest by spec.registration.url. An
-// add-on that sets spec.registration but does not register is told so.
-func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, string, error) {
+// registrationSource is the address of the add-on's manifest, what names
+// it in messages, and whether a redirect from it is followed: "" for a
+// chart that is not marked an add-on; spec.registration.url in the cluster
+// profile, whose redirects are followed; otherwise the manifest path on
+// the primary Service, whose redirects are not, but for an add-on
+// installed into a remote cluster, which must name its manifest by
+// spec.registration.url. An add-on that sets spec.registration but does
+// not register is told so.
+func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (string, string, source.Redirects, error) {
 	if s.artifact == nil {
-		return "", "", nil
+		return "", "", source.NoRedirect, nil
 	}
 	if !s.artifact.IsChart() || s.artifact.Chart.Chart.Metadata == nil ||
 		s.artifact.Chart.Chart.Metadata.Annotations[capstanv1.ChartAddonAnnotation] != "true" {
 		if s.addon.Spec.Registration == nil {
-			return "", "", nil
+			return "", "", source.NoRedirect, nil
 		}
 		what := fmt.Sprintf("the chart's Chart.yaml does not mark it an add-on (%s: \"true\")", capstanv1.ChartAddonAnnotation)
 		if !s.artifact.IsChart() {
 			what = "the add-on's source is a git folder, not a chart marked an add-on"
 		}
-		return "", "", notAnAddon(fmt.Sprintf("spec.registration.url is set, but %s, so no manifest is read; "+
+		return "", "", source.NoRedirect, notAnAddon(fmt.Sprintf("spec.registration.url is set, but %s, so no manifest is read; "+
 			"remove spec.registration, or use a chart that registers (%s: \"true\" in its Chart.yaml)", what, capstanv1.ChartAddonAnnotation))
 	}
 	ann := s.artifact.Chart.Chart.Metadata.Annotations
 	if url, ok := adminAddress(s); ok {
-		return url, "the manifest that spec.registration.url names", nil
+		return url, "the manifest that spec.registration.url names", source.FollowRedirects, nil
 	}
 	if s.cluster != nil && s.cluster.server != "" {
 		// NOTE: the primary Service is in the remote cluster, and its
@@ -281,35 +281,35 @@ func (r *AddonReconciler) registrationSource(ctx context.Context, s *scope) (str
 		// the clusters often share: read from here, it reaches a Service of
 		// this cluster that holds the same IP (perhaps another tenant's),
 		// or nothing, and a retry every 30 s would hold a worker each time.
-		return "", "", primaryRefused(fmt.Sprintf("the add-on is installed into the remote cluster %s that spec.kubeConfig names, "+
+		return "", "", source.NoRedirect, primaryRefused(fmt.Sprintf("the add-on is installed into the remote cluster %s that spec.kubeConfig names, "+
 			"and the cluster IP of its primary Service is an address of that cluster, not one the controller can reach, "+
 			"so the controller does not read the manifest from it; set spec.registration.url to an address of the manifest "+
 			"that the controller can reach", s.cluster.server))
 	}
 	primary := strings.TrimSpace(ann[capstanv1.ChartPrimaryAnnotation])
 	if primary == "" {
-		return "", "", fmt.Errorf("the chart's Chart.yaml marks it an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
+		return "", "", source.NoRedirect, fmt.Errorf("the chart's Chart.yaml marks it an add-on (%s) but names no primary Service: add %s: NAME[:PORT]",
 			capstanv1.ChartAddonAnnotation, capstanv1.ChartPrimaryAnnotation)
 	}
 	name, port, _ := strings.Cut(primary, ":")
 	live, err := s.applier.Get(ctx, capstanv1.ObjectRef{APIVersion: "v1", Kind: "Service", Namespace: s.namespace, Name: name})
 	if err != nil {
-		return "", "", fmt.Errorf("reading the primary Service %s/%s: %v", s.namespace, name, err)
+		return "", "", source.NoRedirect, fmt.Errorf("reading the primary Service %s/%s: %v", s.namespace, name, err)
 	}
 	if live == nil {
-		return "", "", fmt.Errorf("the primary Service %s/%s that Chart.yaml names does not exist", s.namespace, name)
+		return "", "", source.NoRedirect, fmt.Errorf("the primary Service %s/%s that Chart.yaml names does not exist", s.namespace, name)
 	}
 	svc := &corev1.Service{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, svc); err != nil {
-		return "", "", err
+		return "", "", source.NoRedirect, err
 	}
 	endpoints := &discoveryv1.EndpointSliceList{}
 	if err := r.APIReader.List(ctx, endpoints, client.InNamespace(svc.Namespace), client.MatchingLabels{discoveryv1.LabelServiceName: svc.Name}); err != nil {
-		return "", "", fmt.Errorf("listing the EndpointSlices of the primary Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		return "", "", source.NoRedirect, fmt.Errorf("listing the EndpointSlices of the primary Service %s/%s: %w", svc.Namespace, svc.Name, err)
 	}
 	src, err := primaryAddress(s.addon, svc, endpoints.Items, port)
 	return src, fmt.Sprintf("the manifest that the primary Service %s/%s serves at %s (Chart.yaml's %s)",
-		svc.Namespace, svc.Name, registration.ManifestPath, capstanv1.ChartPrimaryAnnotation), err
+		svc.Namespace, svc.Name, registration.ManifestPath, capstanv1.ChartPrimaryAnnotation), source.NoRedirect, err
 }
 
 // adminAddress is spec.registration.url, when the manifest is read there:
