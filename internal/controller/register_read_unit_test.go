@@ -380,3 +380,25 @@ func TestRegisterSaysWhenNotAnAddon(t *testing.T) {
 		t.Errorf("an add-on that asks for no registration has the condition %+v", c)
 	}
 }
+
+// TestDefiniteAnswerDecides checks which failed reads of a manifest are
+// answers the same address gives again: a 4xx but 408 and 429, and a body
+// over a size limit, the manifest's own or the fetch guard's.
+func TestDefiniteAnswerDecides(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"404", &source.FetchError{URL: "http://127.0.0.1/m", Status: http.StatusNotFound}, true},
+		{"429", &source.FetchError{URL: "http://127.0.0.1/m", Status: http.StatusTooManyRequests}, false},
+		{"503", &source.FetchError{URL: "http://127.0.0.1/m", Status: http.StatusServiceUnavailable}, false},
+		{"over the manifest's limit", &source.FetchError{URL: "http://127.0.0.1/m", Err: &source.TooLargeError{}}, true},
+		{"over the guard's cap", &source.FetchError{URL: "http://127.0.0.1/m", Err: &netguard.TooLargeError{URL: "http://127.0.0.1/m", Limit: 1024}}, true},
+		{"refused by the guard", &source.FetchError{URL: "http://169.254.169.254/m", Err: &netguard.RefusedError{}}, false},
+	} {
+		if got := definiteAnswer(tc.err); got != tc.want {
+			t.Errorf("definiteAnswer(%s) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

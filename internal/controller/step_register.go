@@ -209,7 +209,9 @@ func definiteAnswer(err error) bool {
 	if !errors.As(err, &fe) || netguard.IsRefused(err) {
 		return false
 	}
-	if errors.As(err, new(*source.TooLargeError)) {
+	// The manifest's own limit is far under the fetch guard's cap, but a
+	// guard set lower refuses the same body every time too.
+	if errors.As(err, new(*source.TooLargeError)) || errors.As(err, new(*netguard.TooLargeError)) {
 		return true
 	}
 	return fe.Status >= 400 && fe.Status < 500 && fe.Status != http.StatusRequestTimeout && fe.Status != http.StatusTooManyRequests

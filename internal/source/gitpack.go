@@ -271,10 +271,15 @@ func deltaTargetSize(b []byte) (int64, error) {
 	return sizes[1], nil
 }
 
-// byteSize is n in MiB, or in bytes below one.
+// byteSize is n as a person reads it: in MiB from one up, in KiB for a
+// whole number of them below, in bytes otherwise (64 KiB, 10 MiB, 1000
+// bytes).
 func byteSize(n int64) string {
-	if n < 1<<20 {
-		return fmt.Sprintf("%d bytes", n)
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%d KiB", n>>10)
 	}
-	return fmt.Sprintf("%d MiB", n>>20)
+	return fmt.Sprintf("%d bytes", n)
 }

@@ -372,7 +372,7 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 		return nil, &FetchError{URL: shown, Status: resp.StatusCode, Hint: hint}
 	}
 	if resp.ContentLength > limit {
-		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is %d bytes; at most %s", what, resp.ContentLength, limitSize(limit))}}
+		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is %d bytes; at most %s", what, resp.ContentLength, byteSize(limit))}}
 	}
 	var buf bytes.Buffer
 	n, err := io.Copy(&buf, io.LimitReader(resp.Body, limit+1))
@@ -380,7 +380,7 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 		return nil, &FetchError{URL: shown, Err: fmt.Errorf("reading the response: %w", err), Hint: "the download broke off; it is retried"}
 	}
 	if n > limit {
-		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is more than %s, its limit", what, limitSize(limit))}}
+		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is more than %s, its limit", what, byteSize(limit))}}
 	}
 	return buf.Bytes(), nil
 }
@@ -477,19 +477,10 @@ func printableURL(u string) string {
 }
 
 // TooLargeError is a download refused for its size: the same address
-// serves the same too large file until someone changes it.
+// serves the same too large file until someone changes it. It is a
+// document's own limit (Document's limit); a body over the fetch guard's
+// cap is a *netguard.TooLargeError instead, which callers that classify
+// size refusals check as well.
 type TooLargeError struct{ msg string }
 
 func (e *TooLargeError) Error() string { return e.msg }
-
-// limitSize is a limit of n bytes as a person reads it: 64 KiB, 10 MiB, or
-// 1000 bytes.
-func limitSize(n int64) string {
-	switch {
-	case n >= 1<<20 && n%(1<<20) == 0:
-		return fmt.Sprintf("%d MiB", n>>20)
-	case n >= 1<<10 && n%(1<<10) == 0:
-		return fmt.Sprintf("%d KiB", n>>10)
-	}
-	return fmt.Sprintf("%d bytes", n)
-}

@@ -631,3 +631,21 @@ func TestURLMessagesHideOpaqueCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestByteSize checks the one size formatter of the package's messages:
+// MiB from one up, KiB for a whole number of them below, bytes otherwise.
+func TestByteSize(t *testing.T) {
+	for n, want := range map[int64]string{
+		1000:                     "1000 bytes",
+		1 << 10:                  "1 KiB",
+		64 << 10:                 "64 KiB",
+		64<<10 + 1:               "65537 bytes",
+		1 << 20:                  "1 MiB",
+		10<<20 + 5:               "10 MiB",
+		MaxRefAdvertisementBytes: "16 MiB",
+	} {
+		if got := byteSize(n); got != want {
+			t.Errorf("byteSize(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
