@@ -255,6 +255,26 @@ func TestCredentialsDoNotFollowARedirectToAnotherPort(t *testing.T) {
 	}
 }
 
+// TestChartRefusedWithoutCredentialsSaysSo: a chart that names no
+// secretRef is fetched without credentials, so a 401 says the server wants
+// some, not that the credentials of a Secret were refused; one fetched with
+// credentials the server refuses says that.
+func TestChartRefusedWithoutCredentialsSaysSo(t *testing.T) {
+	r := newChartRepo(t)
+	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))
+	r.auth = [2]string{"alice", "s3cret"}
+	f := newTestFetcher(t, Options{}, r.Server)
+	spec := capstanv1.ChartSource{URL: r.URL + "/demo-1.0.0.tgz"}
+	_, err := f.Chart(context.Background(), spec, nil)
+	if err == nil || !strings.Contains(err.Error(), "without credentials") || strings.Contains(err.Error(), "refused the credentials") {
+		t.Errorf("a chart fetched without credentials, refused with 401: %v; want it to say the server refuses to serve it without credentials", err)
+	}
+	_, err = f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "wrong"})
+	if err == nil || !strings.Contains(err.Error(), "refused the credentials") {
+		t.Errorf("a chart fetched with credentials the server refuses: %v; want it to say so", err)
+	}
+}
+
 func TestCachedChartIsNotServedToOtherCredentials(t *testing.T) {
 	r := newChartRepo(t)
 	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))

@@ -310,8 +310,13 @@ type httpAuth struct {
 	host string
 }
 
+// sends says whether a request to u carries the credentials.
+func (a httpAuth) sends(u *url.URL) bool {
+	return a.creds != nil && strings.EqualFold(u.Host, a.host)
+}
+
 func (a httpAuth) apply(req *http.Request) error {
-	if a.creds == nil || !strings.EqualFold(req.URL.Host, a.host) {
+	if !a.sends(req.URL) {
 		return nil
 	}
 	if req.URL.Scheme != "https" {
@@ -330,12 +335,11 @@ func (a httpAuth) apply(req *http.Request) error {
 
 // get downloads a URL into memory, refusing more than limit bytes.
 func (f *Fetcher) get(ctx context.Context, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
-	return f.getWith(ctx, f.client, rawURL, auth, false, limit, what)
+	return f.getWith(ctx, f.client, rawURL, auth, limit, what)
 }
 
-// getWith is get through client; document says it reads a document, which
-// is read without credentials.
-func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, document bool, limit int64, what string) ([]byte, error) {
+// getWith is get through client.
+func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL string, auth httpAuth, limit int64, what string) ([]byte, error) {
 	shown := netguard.Redact(rawURL)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
@@ -361,9 +365,10 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 			// NOTE: only docClient stops at a redirect; the other clients
 			// follow it, each hop checked by the guard's CheckRedirect.
 			hint = "the server answered with a redirect" + redirectedTo(resp) + ", which is not followed: " + what + " is served at its own address, not redirected"
-		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && document:
-			// A document is read without credentials.
-			hint = "the server refuses to serve " + what + " without credentials; it must be readable without them"
+		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && !auth.sends(req.URL):
+			// A document, or a chart that names no secretRef (or whose
+			// credentials are not for this host), went without any.
+			hint = "the server refuses to serve " + what + " without credentials"
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
 			hint = "the server refused the credentials; check the Secret named in secretRef"
 		case code == http.StatusNotFound:
@@ -433,7 +438,7 @@ func (f *Fetcher) Document(ctx context.Context, rawURL string, redirects Redirec
 	if redirects == FollowRedirects {
 		client = f.client
 	}
-	return f.getWith(ctx, client, rawURL, httpAuth{}, true, limit, what)
+	return f.getWith(ctx, client, rawURL, httpAuth{}, limit, what)
 }
 
 // maxLocationShown is how much of a redirect's Location an error shows.
