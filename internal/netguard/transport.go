@@ -52,8 +52,9 @@ type Config struct {
 	// (dialled as 127.0.0.1), before any name is resolved
 	// (CheckLoopbackOnly): nothing, not even a DNS question, leaves the
 	// machine. It only narrows the guard: a loopback address still needs
-	// an Allow entry. Only the controller's hidden --fetch-loopback-only,
-	// which the tests that start the binary pass, sets it.
+	// an Allow entry. Outside tests, only the controller's hidden
+	// --fetch-loopback-only (which the tests that start the binary pass)
+	// sets it; test harnesses and fetchers set it directly.
 	LoopbackOnly bool
 
 	// DialTimeout bounds one TCP connect.
@@ -192,6 +193,7 @@ func (g *Guard) DialContext(ctx context.Context, network, address string) (net.C
 				return &RefusedError{Host: host, Reason: ReasonInvalid}
 			}
 			if g.cfg.LoopbackOnly {
+				// NOTE: defensive: CheckHost passed and localhost dials 127.0.0.1.
 				if err := CheckLoopbackOnly(ap.Addr().String()); err != nil {
 					return err
 				}
