@@ -403,8 +403,8 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 	}
 	// NOTE: a retry commits the same content onto the same file (else it
 	// is a ConflictError), so its values are checked once.
-	var base, checked []byte
-	var baseExists bool
+	var base []byte
+	var baseExists, checkedValues bool
 	var baseFile, baseCommit string
 	for attempt := 1; attempt <= attempts; attempt++ {
 		// NOTE: one attempt's clone goes back to the git budget before the
@@ -446,11 +446,11 @@ func (w *Writer) change(ctx context.Context, name, verb string, edit editFunc) (
 			// chart within its caller's bound; a change that leaves the
 			// values as they are (suspend, resume, a new version) fetches
 			// nothing.
-			if keep && w.CheckValues != nil && (checked == nil || !bytes.Equal(next, checked)) {
+			if keep && w.CheckValues != nil && !checkedValues {
 				if err := w.checkValues(ctx, file, next, cur, exists); err != nil {
 					return true, "", err
 				}
-				checked = next
+				checkedValues = true
 			}
 			if keep {
 				if err := writeFile(wt.Filesystem, file, next); err != nil {
