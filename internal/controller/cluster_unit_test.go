@@ -284,7 +284,7 @@ func fleetReconciler(t *testing.T) *AddonReconciler {
 	c := fake.NewClientBuilder().WithScheme(scheme).Build()
 	return &AddonReconciler{
 		Client: c, APIReader: c,
-		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}}},
+		Config: Config{RemoteGuard: netguard.Config{Allow: []string{"127.0.0.0/8"}, LoopbackOnly: true}},
 	}
 }
 

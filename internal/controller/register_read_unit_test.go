@@ -33,7 +33,7 @@ type manifestReader struct {
 
 func newManifestReader(t *testing.T, url string) *manifestReader {
 	t.Helper()
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.0/8"}}})
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{LoopbackOnly: true, Allow: []string{"127.0.0.0/8"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

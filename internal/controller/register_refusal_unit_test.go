@@ -65,7 +65,7 @@ func TestRegisterRefusedNameListsOnce(t *testing.T) {
 		_, _ = w.Write([]byte(`{"name":"wiki"}`))
 	}))
 	defer srv.Close()
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{srv.Listener.Addr().String()}}})
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{LoopbackOnly: true, Allow: []string{srv.Listener.Addr().String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}

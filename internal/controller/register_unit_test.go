@@ -190,7 +190,7 @@ func TestRegisterRefusesARemotePrimary(t *testing.T) {
 		_, _ = w.Write([]byte(`{"name":"wiki"}`))
 	}))
 	defer srv.Close()
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{srv.Listener.Addr().String()}}})
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{LoopbackOnly: true, Allow: []string{srv.Listener.Addr().String()}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestRegisterFollowsNoRedirectFromThePrimary(t *testing.T) {
 		http.Redirect(w, r, withUser+"/admin/drop", http.StatusFound)
 	}))
 	defer redirector.Close()
-	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{Allow: []string{"127.0.0.0/8"}}})
+	fetcher, err := source.NewFetcher(source.Options{Guard: netguard.Config{LoopbackOnly: true, Allow: []string{"127.0.0.0/8"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
