@@ -147,11 +147,7 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	}
 	var set, held []string
 	for _, p := range paths {
-		// NOTE: a path the flags' values do not lead to, though they set
-		// its first key, counts as set: a key holding a dot cannot be told
-		// from a path, and a secret is refused rather than written.
-		first, _, _ := strings.Cut(p, ".")
-		if _, ok := valueAt(given, p); ok || given[first] != nil {
+		if _, ok := valueAt(given, p); ok {
 			set = append(set, p)
 		} else {
 			held = append(held, p)
@@ -209,11 +205,14 @@ func (s *secretCheck) fetcherOptions() (addons.FetcherOptions, error) {
 	return o, nil
 }
 
-// valueAt returns the value at a dotted path (auth.password, or
-// users.0.password for an item of a list) of vals, and whether vals holds
-// one there.
+// valueAt returns the value at a targetPath (auth.password,
+// users[0].password, a\.b) of vals, and whether vals holds one there.
 func valueAt(vals map[string]any, path string) (any, bool) {
-	return addonvalues.Lookup(vals, strings.Split(path, "."))
+	segs, err := addonvalues.PathSegments(path)
+	if err != nil {
+		return nil, false
+	}
+	return addonvalues.Lookup(vals, segs)
 }
 
 // dropSecretInputPaths takes out of spec.values the values at the paths
@@ -234,14 +233,15 @@ func dropSecretInputPaths(key client.ObjectKey, a *capstanv1.Addon, vals map[str
 		if _, ok := valueAt(vals, p); ok {
 			return fmt.Errorf("addon %s: %s is given both by -f or --set and by --secret-input: give it once, as --secret-input %s=@FILE if it is a secret", key, p, p)
 		}
-		i := strings.LastIndex(p, ".")
-		parent, ok := any(current), true
-		if i >= 0 {
-			parent, ok = valueAt(current, p[:i])
+		segs, err := addonvalues.PathSegments(p)
+		if err != nil {
+			continue
 		}
+		parent, ok := addonvalues.Lookup(current, segs[:len(segs)-1])
+		last := segs[len(segs)-1]
 		if m, isMap := parent.(map[string]any); ok && isMap {
-			if _, has := m[p[i+1:]]; has {
-				delete(m, p[i+1:])
+			if _, has := m[last]; has {
+				delete(m, last)
 				dropped = true
 			}
 		}

@@ -729,8 +729,8 @@ func TestGitopsCommitsRefuseSecretInputs(t *testing.T) {
 	}
 	edit := append([]string{"edit", "blog", "--gitops", url, "-f", "-"}, fetch...)
 	before = head()
-	if _, err := runAddon(t, def("  replicas: 2\n  users:\n  - password: hunter2\n"), edit...); err == nil || !strings.Contains(err.Error(), "users.0.password") {
-		t.Fatalf("edit --gitops that adds a secret: %v; want it refused, naming users.0.password", err)
+	if _, err := runAddon(t, def("  replicas: 2\n  users:\n  - password: hunter2\n"), edit...); err == nil || !strings.Contains(err.Error(), "users[0].password") {
+		t.Fatalf("edit --gitops that adds a secret: %v; want it refused, naming users[0].password", err)
 	}
 	if now := head(); now != before {
 		t.Fatalf("the refused edit moved the branch from %s to %s", before, now)

@@ -145,7 +145,7 @@ func (f *Fetcher) archiveChart(ctx context.Context, spec capstanv1.ChartSource, 
 	key := "url\x00" + u.String() + "\x00" + creds.cacheKey()
 	return f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
-		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: u.Host}, f.limits.MaxArchiveBytes, "spec.chart.url")
+		data, err := f.get(ctx, u.String(), chartAuth(creds, u.Host), f.limits.MaxArchiveBytes, "spec.chart.url")
 		if err != nil {
 			return nil, err
 		}
@@ -214,7 +214,7 @@ func (f *Fetcher) repoChart(ctx context.Context, spec capstanv1.ChartSource, cre
 	ch, err := f.fetchChart(ctx, key, spec.Digest, refresh, func(ctx context.Context) (*cachedChart, error) {
 		f.stats.ArchiveFetches.Add(1)
 		// Credentials go to the repository's host only, as Helm does by default.
-		data, err := f.get(ctx, au.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
+		data, err := f.get(ctx, au.String(), chartAuth(creds, base.Host), f.limits.MaxArchiveBytes, "the chart archive in index.yaml")
 		if err != nil {
 			return nil, err
 		}
@@ -349,7 +349,7 @@ func (f *Fetcher) index(ctx context.Context, base *url.URL, creds *Credentials, 
 		}
 		f.stats.IndexFetches.Add(1)
 		u := base.JoinPath("index.yaml")
-		data, err := f.get(ctx, u.String(), httpAuth{creds: creds, host: base.Host}, f.limits.MaxIndexBytes, "spec.chart.repo")
+		data, err := f.get(ctx, u.String(), chartAuth(creds, base.Host), f.limits.MaxIndexBytes, "spec.chart.repo")
 		if err != nil {
 			return nil, err
 		}

@@ -266,8 +266,8 @@ func TestChartRefusedWithoutCredentialsSaysSo(t *testing.T) {
 	f := newTestFetcher(t, Options{}, r.Server)
 	spec := capstanv1.ChartSource{URL: r.URL + "/demo-1.0.0.tgz"}
 	_, err := f.Chart(context.Background(), spec, nil)
-	if err == nil || !strings.Contains(err.Error(), "without credentials") || strings.Contains(err.Error(), "refused the credentials") {
-		t.Errorf("a chart fetched without credentials, refused with 401: %v; want it to say the server refuses to serve it without credentials", err)
+	if err == nil || !strings.Contains(err.Error(), "without credentials") || !strings.Contains(err.Error(), "spec.chart.secretRef") || strings.Contains(err.Error(), "refused the credentials") {
+		t.Errorf("a chart fetched without credentials, refused with 401: %v; want it to say the server refuses to serve it without credentials, naming spec.chart.secretRef", err)
 	}
 	_, err = f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "wrong"})
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") {

@@ -53,7 +53,7 @@ func (f *Fetcher) Provenance(ctx context.Context, c *Chart, creds *Credentials) 
 	}
 	prov := *u
 	prov.Path += ".prov"
-	data, err := f.get(ctx, prov.String(), httpAuth{creds: creds, host: c.credHost}, maxProvenanceBytes, "the chart's provenance file")
+	data, err := f.get(ctx, prov.String(), chartAuth(creds, c.credHost), maxProvenanceBytes, "the chart's provenance file")
 	var fe *FetchError
 	if errors.As(err, &fe) {
 		switch fe.Status {

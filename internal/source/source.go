@@ -308,6 +308,14 @@ type httpAuth struct {
 	// host limits the credentials to one host, so an index that points to
 	// another host does not receive them.
 	host string
+	// chart says the request fetches a chart, whose credentials come from
+	// spec.chart.secretRef; a document is always read without any.
+	chart bool
+}
+
+// chartAuth is how a chart's files on host are fetched.
+func chartAuth(creds *Credentials, host string) httpAuth {
+	return httpAuth{creds: creds, host: host, chart: true}
 }
 
 // sends says whether a request to u carries the credentials.
@@ -369,6 +377,12 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 			// A document, or a chart that names no secretRef (or whose
 			// credentials are not for this host), went without any.
 			hint = "the server refuses to serve " + what + " without credentials"
+			switch {
+			case auth.chart && auth.creds == nil:
+				hint += "; name a Secret that holds them in spec.chart.secretRef"
+			case auth.chart:
+				hint += "; those of spec.chart.secretRef are sent only to " + auth.host + ", the host that serves the chart's repository"
+			}
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
 			hint = "the server refused the credentials; check the Secret named in secretRef"
 		case code == http.StatusNotFound:

@@ -120,6 +120,25 @@ func parseTargetPath(s string) (targetPath, error) {
 	return out, nil
 }
 
+// PathSegments parses a targetPath (auth.password, users[0].password,
+// a\.b) into the segments Lookup takes: a map's key, or a list's index in
+// decimal.
+func PathSegments(path string) ([]string, error) {
+	tp, err := parseTargetPath(path)
+	if err != nil {
+		return nil, err
+	}
+	segs := make([]string, len(tp))
+	for i, s := range tp {
+		if s.isIndex {
+			segs[i] = strconv.Itoa(s.index)
+		} else {
+			segs[i] = s.key
+		}
+	}
+	return segs, nil
+}
+
 // parseIndex parses the digits of a list index.
 func parseIndex(digits string) (int, error) {
 	if digits == "" {

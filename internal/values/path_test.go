@@ -110,3 +110,21 @@ func TestTargetPathSetDoesNotChangeSharedLists(t *testing.T) {
 		t.Fatalf("set did not set the element: %v", m)
 	}
 }
+
+// TestPathSegments: a targetPath reads as the segments Lookup takes, so a
+// secret input named users[0].password or a\.b is found where it is.
+func TestPathSegments(t *testing.T) {
+	vals := map[string]any{"users": []any{map[string]any{"password": "p"}}, "a.b": "d"}
+	for path, want := range map[string]any{"users[0].password": "p", `a\.b`: "d", "users.0.password": "p"} {
+		segs, err := PathSegments(path)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if got, ok := Lookup(vals, segs); !ok || got != want {
+			t.Errorf("%s: %v %v; want %v", path, got, ok, want)
+		}
+	}
+	if _, err := PathSegments("users[x]"); err == nil {
+		t.Error("users[x] parsed; want an error")
+	}
+}
