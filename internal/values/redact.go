@@ -31,8 +31,9 @@ func matches(pat []patSeg, segs []string) bool {
 // findWriteOnly calls fn with the path of every non-null value of v that a
 // writeOnly schema of some part may apply to, once each, without looking
 // below one: a schema under additionalProperties, patternProperties or
-// items is taken to apply to every key and index, so that what is hidden
-// errs on the side of hiding.
+// items is taken to apply to every key and index, and every conditional
+// branch (anyOf, oneOf, then, else, dependentSchemas) to apply, so that
+// what is hidden errs on the side of hiding.
 func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 	s.matchWriteOnly(v, false, fn)
 }
@@ -40,8 +41,9 @@ func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 // findSecretInputs calls fn with the path of every non-null value of v that
 // a writeOnly schema applies to as validation applies it: additionalProperties
 // to the keys that properties and patternProperties do not take, a pattern
-// to the keys it matches, a tuple's schemas to their index, so that a value
-// is refused as a secret input only where the schema says it is one.
+// to the keys it matches, a tuple's schemas to their index, a conditional
+// branch where it applies to the value (branchEdge.applies), so that a
+// value is refused as a secret input only where the schema says it is one.
 func (s *Schema) findSecretInputs(v map[string]any, fn func(path []string)) {
 	s.matchWriteOnly(v, true, fn)
 }
@@ -49,17 +51,18 @@ func (s *Schema) findSecretInputs(v map[string]any, fn func(path []string)) {
 func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []string)) {
 	var found [][]string
 	parts := 0
+	add := func(path []string) { found = append(found, path) }
 	for _, p := range s.parts {
 		if p.writeOnly == nil {
 			continue
 		}
+		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
 		sub, ok := lookup(v, p.prefix)
 		if !ok {
 			continue
 		}
-		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
-		set, wo := m.closure([]int{0})
-		m.find(sub, slices.Clone(p.prefix), set, wo, func(path []string) { found = append(found, path) })
+		set, wo := m.closure([]int{0}, sub)
+		m.find(sub, slices.Clone(p.prefix), set, wo, add)
 		parts++
 	}
 	// Within one part no path is below another: the walk stops at a
@@ -116,9 +119,11 @@ type matcher struct {
 	exact bool
 }
 
-// closure returns the schemas that apply to a value that the schemas seeds
-// apply to, and whether one of them is writeOnly.
-func (m *matcher) closure(seeds []int) (set []int, writeOnly bool) {
+// closure returns the schemas that apply to v, a value that the schemas
+// seeds apply to, and whether one of them is writeOnly. Exact, it follows a
+// conditional branch (anyOf, oneOf, then, else, dependentSchemas) only
+// where it applies to v (branchEdge.applies); otherwise every one.
+func (m *matcher) closure(seeds []int, v any) (set []int, writeOnly bool) {
 	m.round++
 	stack := slices.Clone(seeds)
 	for len(stack) > 0 {
@@ -131,7 +136,16 @@ func (m *matcher) closure(seeds []int) (set []int, writeOnly bool) {
 		n := &m.g.nodes[id]
 		set = append(set, id)
 		writeOnly = writeOnly || n.writeOnly
-		stack = append(stack, n.same...)
+		if !m.exact {
+			stack = append(stack, n.same...)
+			continue
+		}
+		stack = append(stack, n.always...)
+		for i := range n.branches {
+			if b := &n.branches[i]; m.stamp[b.to] != m.round && b.applies(v) {
+				stack = append(stack, b.to)
+			}
+		}
 	}
 	return set, writeOnly
 }
@@ -160,7 +174,7 @@ func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(
 			}
 		}
 		if len(seeds) > 0 {
-			cs, wo := m.closure(seeds)
+			cs, wo := m.closure(seeds, e)
 			m.find(e, append(path[:len(path):len(path)], key), cs, wo, fn)
 		}
 	}

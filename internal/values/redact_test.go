@@ -380,3 +380,24 @@ func TestComposePastTheBoundKeepsTheWriteOnlyErrors(t *testing.T) {
 		t.Errorf("the error quotes a value: %v", err)
 	}
 }
+
+// TestSecretInputBrokenForEveryBranchIsStillRefused: a value that no
+// oneOf branch takes breaks the schema, and is refused as a secret input
+// wherever a branch could make it one, so that a mistyped secret is never
+// let into spec.values for want of a branch that applies.
+func TestSecretInputBrokenForEveryBranchIsStillRefused(t *testing.T) {
+	schema := `{"type": "object", "properties": {"password": {"oneOf": [
+	  {"type": "string", "minLength": 12, "writeOnly": true},
+	  {"type": "object", "properties": {"secretName": {"type": "string"}}, "additionalProperties": false}]}}}`
+	res, err := Compose(Inputs{Chart: testChart(t, "app", "", schema), Sources: Sources{Spec: ymap(t, "password: hunter2\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, e := range res.Errors {
+		rules = append(rules, e.Path+" "+e.Rule)
+	}
+	if !slices.Contains(rules, "/password "+RuleWriteOnly) {
+		t.Errorf("errors %q, want /password %s among them", rules, RuleWriteOnly)
+	}
+}

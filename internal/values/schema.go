@@ -80,10 +80,14 @@ type schemaGraph struct {
 
 type graphNode struct {
 	writeOnly bool
-	same      []int            // $ref, allOf, anyOf, oneOf, then, else, dependentSchemas
-	always    []int            // those of same that always apply: $ref, allOf
-	named     map[string][]int // properties, by name
-	anyKey    []int            // patternProperties, additionalProperties, items and the like
+	same      []int // $ref, allOf, anyOf, oneOf, then, else, dependentSchemas
+	always    []int // those of same that always apply: $ref, allOf
+	// branches are those of same that apply only when a condition on the
+	// value holds (anyOf, oneOf, then, else, dependentSchemas), each with
+	// that condition.
+	branches []branchEdge
+	named    map[string][]int // properties, by name
+	anyKey   []int            // patternProperties, additionalProperties, items and the like
 	// keyed are the anyKey edges, each with the keys or indexes that
 	// validation applies it to; scope holds what those rules read.
 	keyed []keyedEdge
@@ -96,6 +100,77 @@ type keyedEdge struct {
 	to   int
 	rule keyRule
 	re   *regexp.Regexp // rulePattern's, nil when it does not compile
+}
+
+// branchEdge leads to a schema that applies to a value only when a
+// condition on the value holds, as validation decides it (applies).
+type branchEdge struct {
+	to   int
+	kind branchKind
+	key  string // branchDependent's property
+	// at is where the branch is (doc#pointer); conds where the schemas
+	// its condition reads are: every branch of its anyOf or oneOf, the if
+	// of a then or else.
+	at    string
+	conds []string
+	// schema and cond are them compiled (keepWriteOnly); nil where one
+	// could not be, which takes the branch to apply.
+	schema *jsonschema.Schema
+	cond   []*jsonschema.Schema
+}
+
+type branchKind int
+
+const (
+	branchValid     branchKind = iota // anyOf, oneOf: when the value validates against it
+	branchThen                        // when the value validates against the if beside it
+	branchElse                        // when it does not
+	branchDependent                   // dependentSchemas, dependencies: when the value is an object with key
+)
+
+// applies reports whether the branch e applies to v as validation applies
+// it. Where that cannot be told (a schema that did not compile, a value the
+// validator cannot read) it applies: the check errs on the side of taking
+// a value as a secret input. An anyOf or oneOf branch that v does not
+// validate against applies when v validates against none of the branches
+// beside it either: v breaks the schema, and is a secret input wherever a
+// branch could make it one.
+func (e *branchEdge) applies(v any) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = true
+		}
+	}()
+	valid := func(s *jsonschema.Schema) (bool, bool) {
+		if s == nil {
+			return false, false
+		}
+		return s.Validate(v) == nil, true
+	}
+	switch e.kind {
+	case branchDependent:
+		obj, isMap := v.(map[string]any)
+		if !isMap {
+			return false
+		}
+		_, has := obj[e.key]
+		return has
+	case branchThen, branchElse:
+		if len(e.cond) == 0 {
+			return true
+		}
+		holds, known := valid(e.cond[0])
+		return !known || holds == (e.kind == branchThen)
+	}
+	if holds, known := valid(e.schema); !known || holds {
+		return true
+	}
+	for _, c := range e.cond {
+		if holds, _ := valid(c); holds {
+			return false
+		}
+	}
+	return true
 }
 
 // keyRule says which keys or indexes of a value a subschema applies to,
@@ -354,6 +429,12 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 	}
 	p = &schemaPart{chart: chartName, prefix: prefix, compiled: compiled}
 	w := newSchemaWalker(p, raw, files)
+	w.compile = func(loc string) *jsonschema.Schema {
+		if s, err := c.Compile(fileURL("").String() + loc); err == nil && budget.over == nil {
+			return s
+		}
+		return nil
+	}
 	if err := w.run(); err != nil {
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
@@ -378,9 +459,12 @@ func compilePart(chartName string, prefix []string, doc []byte, files map[string
 // it is used, so that each property that refers to a definition gets its
 // own generated value.
 type schemaWalker struct {
-	part  *schemaPart
-	root  *schemaDoc
-	files map[string][]byte
+	part *schemaPart
+	// compile returns the compiled schema at a location (doc#pointer), or
+	// nil when the compiler does not give one.
+	compile func(loc string) *jsonschema.Schema
+	root    *schemaDoc
+	files   map[string][]byte
 	// docs holds the schema documents read so far, by their path in the chart.
 	docs map[string]*schemaDoc
 	// ids holds the schemas that a URI names, without its fragment: each
@@ -878,7 +962,17 @@ func (w *schemaWalker) keepWriteOnly() {
 		if !live[id] {
 			continue
 		}
-		k := graphNode{writeOnly: n.writeOnly, same: keep(n.same), anyKey: keep(n.anyKey)}
+		k := graphNode{writeOnly: n.writeOnly, same: keep(n.same), always: keep(n.always), anyKey: keep(n.anyKey)}
+		for _, b := range n.branches {
+			if !live[b.to] {
+				continue
+			}
+			b.schema = w.compile(b.at)
+			for _, c := range b.conds {
+				b.cond = append(b.cond, w.compile(c))
+			}
+			k.branches = append(k.branches, b)
+		}
 		for _, e := range n.keyed {
 			if !live[e.to] {
 				continue
@@ -958,6 +1052,11 @@ type subschema struct {
 	// dependentSchemas, dependencies).
 	always bool
 	rule   keyRule // the keys or indexes it applies to, when seg.any
+	// branch and key say when a conditional one applies (branchEdge), and
+	// conds where the schemas are that its condition reads.
+	branch branchKind
+	key    string
+	conds  []string
 }
 
 // subschemas lists the schemas within obj, a schema of draft, that apply to
@@ -1024,18 +1123,27 @@ func subschemas(draft int, obj map[string]any) []subschema {
 	}
 	for _, kw := range []string{"allOf", "anyOf", "oneOf"} {
 		subs, _ := obj[kw].([]any)
+		var all []string
+		for i := range subs {
+			all = append(all, "/"+kw+"/"+strconv.Itoa(i))
+		}
 		for i, sub := range subs {
-			out = append(out, subschema{node: sub, at: "/" + kw + "/" + strconv.Itoa(i), same: true, always: kw == "allOf"})
+			out = append(out, subschema{node: sub, at: all[i], same: true, always: kw == "allOf", branch: branchValid, conds: all})
 		}
 	}
-	for _, kw := range []string{"then", "else"} {
+	for i, kw := range []string{"then", "else"} {
+		kind := []branchKind{branchThen, branchElse}[i]
 		if sub, ok := obj[kw]; ok {
-			out = append(out, subschema{node: sub, at: "/" + kw, same: true})
+			var conds []string
+			if _, ok := obj["if"]; ok {
+				conds = []string{"/if"}
+			}
+			out = append(out, subschema{node: sub, at: "/" + kw, same: true, branch: kind, conds: conds})
 		}
 	}
 	if ds, ok := obj["dependentSchemas"].(map[string]any); ok {
 		for _, name := range sortedKeys(ds) {
-			out = append(out, subschema{node: ds[name], at: "/dependentSchemas/" + escapeToken(name), same: true})
+			out = append(out, subschema{node: ds[name], at: "/dependentSchemas/" + escapeToken(name), same: true, branch: branchDependent, key: name})
 		}
 	}
 	// NOTE: dependencies is what draft 2019-09 split into dependentSchemas
@@ -1045,7 +1153,7 @@ func subschemas(draft int, obj map[string]any) []subschema {
 	if ds, ok := obj["dependencies"].(map[string]any); ok {
 		for _, name := range sortedKeys(ds) {
 			if _, isList := ds[name].([]any); !isList {
-				out = append(out, subschema{node: ds[name], at: "/dependencies/" + escapeToken(name), same: true})
+				out = append(out, subschema{node: ds[name], at: "/dependencies/" + escapeToken(name), same: true, branch: branchDependent, key: name})
 			}
 		}
 	}
@@ -1202,7 +1310,13 @@ func (w *schemaWalker) index(doc *schemaDoc, node any, loc string, base *url.URL
 			n.same = append(n.same, to)
 			if sub.always {
 				n.always = append(n.always, to)
+				break
 			}
+			b := branchEdge{to: to, kind: sub.branch, key: sub.key, at: loc + sub.at}
+			for _, c := range sub.conds {
+				b.conds = append(b.conds, loc+c)
+			}
+			n.branches = append(n.branches, b)
 		case sub.seg.any:
 			n.anyKey = append(n.anyKey, to)
 			n.keyed = append(n.keyed, keyedEdge{to: to, rule: sub.rule})

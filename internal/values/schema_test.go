@@ -1050,6 +1050,45 @@ func TestSecretInputsAreWhereValidationAppliesTheSchema(t *testing.T) {
 			  "unevaluatedItems": {"type": "string", "writeOnly": true}}}}`,
 			values: "args: [--verbose, --debug]\n",
 		},
+		{
+			name: "a oneOf branch the value does not validate against makes no secret input",
+			schema: `{"type": "object", "properties": {"password": {"oneOf": [
+			  {"type": "string", "writeOnly": true},
+			  {"type": "object", "properties": {"secretName": {"type": "string"}}, "additionalProperties": false}]}}}`,
+			values: "password:\n  secretName: my-db\n",
+		},
+		{
+			name: "the oneOf branch the value validates against does",
+			schema: `{"type": "object", "properties": {"password": {"oneOf": [
+			  {"type": "string", "writeOnly": true},
+			  {"type": "object", "properties": {"secretName": {"type": "string"}}, "additionalProperties": false}]}}}`,
+			values: "password: Sup3rS3cretPw\n",
+			want:   []string{"/password"},
+		},
+		{
+			name: "an anyOf branch applies only where the value validates against it",
+			schema: `{"type": "object", "properties": {"db": {"anyOf": [
+			  {"required": ["kind"], "properties": {"kind": {"const": "dsn"}, "url": {"type": "string", "writeOnly": true}}},
+			  {"required": ["kind"], "properties": {"kind": {"const": "host"}}}]}}}`,
+			values: "db:\n  kind: host\n  url: https://db.example/status\n",
+		},
+		{
+			name: "then applies when if holds, else when it does not",
+			schema: `{"type": "object", "properties": {"a": {"$ref": "#/$defs/cfg"}, "b": {"$ref": "#/$defs/cfg"}},
+			  "$defs": {"cfg": {"type": "object", "properties": {"mode": {"type": "string"}, "token": {"type": "string"}},
+			    "if": {"properties": {"mode": {"const": "external"}}},
+			    "then": {"properties": {"token": {"writeOnly": true}}},
+			    "else": {"properties": {"mode": {"writeOnly": false}}}}}}`,
+			values: "a:\n  mode: external\n  token: Sup3rS3cretPw\nb:\n  mode: managed\n  token: public-label\n",
+			want:   []string{"/a/token"},
+		},
+		{
+			name: "dependentSchemas applies when its property is there",
+			schema: `{"type": "object", "properties": {"a": {"$ref": "#/$defs/cfg"}, "b": {"$ref": "#/$defs/cfg"}},
+			  "$defs": {"cfg": {"type": "object", "dependentSchemas": {"auth": {"properties": {"token": {"writeOnly": true}}}}}}}`,
+			values: "a:\n  auth: basic\n  token: Sup3rS3cretPw\nb:\n  token: public-label\n",
+			want:   []string{"/a/token"},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
