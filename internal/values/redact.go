@@ -3,6 +3,7 @@ package values
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"sort"
 	"strconv"
@@ -33,7 +34,8 @@ func matches(pat []patSeg, segs []string) bool {
 // below one: a schema under additionalProperties, patternProperties or
 // items is taken to apply to every key and index, and every conditional
 // branch (anyOf, oneOf, then, else, dependentSchemas) to apply, so that
-// what is hidden errs on the side of hiding.
+// what is hidden errs on the side of hiding. A subchart's schema applies
+// to the top-level global too, which Helm gives it as its own.
 func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 	s.matchWriteOnly(v, false, fn)
 }
@@ -58,12 +60,27 @@ func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []str
 		}
 		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
 		sub, ok := lookup(v, p.prefix)
-		if !ok {
-			continue
+		if ok {
+			set, wo := m.closure([]int{0}, sub)
+			m.find(sub, slices.Clone(p.prefix), set, wo, add)
+			parts++
 		}
-		set, wo := m.closure([]int{0}, sub)
-		m.find(sub, slices.Clone(p.prefix), set, wo, add)
-		parts++
+		// Helm gives every subchart the top-level global as its own
+		// global, so a subchart's schema applies there too.
+		if g := v["global"]; len(p.prefix) > 0 && g != nil {
+			seen := map[string]any{}
+			if own, isMap := sub.(map[string]any); isMap {
+				seen = maps.Clone(own)
+			}
+			seen["global"] = g
+			set, wo := m.closure([]int{0}, seen)
+			if wo {
+				add([]string{"global"})
+			} else {
+				m.find(map[string]any{"global": g}, nil, set, false, add)
+			}
+			parts++
+		}
 	}
 	// Within one part no path is below another: the walk stops at a
 	// writeOnly value.

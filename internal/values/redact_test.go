@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 )
 
 func TestComposeSecretPathsAndRedaction(t *testing.T) {
@@ -399,5 +401,44 @@ func TestSecretInputBrokenForEveryBranchIsStillRefused(t *testing.T) {
 	}
 	if !slices.Contains(rules, "/password "+RuleWriteOnly) {
 		t.Errorf("errors %q, want /password %s among them", rules, RuleWriteOnly)
+	}
+}
+
+// TestSubchartGlobalWriteOnlyAppliesToTheTopLevelGlobal: Helm gives every
+// subchart the top-level global as its own, so a writeOnly under a
+// subchart's global is a secret input there: refused in spec.values and
+// hidden when shown.
+func TestSubchartGlobalWriteOnlyAppliesToTheTopLevelGlobal(t *testing.T) {
+	sub := testChart(t, "sub", "", `{"properties": {"global": {"properties": {"dbPassword": {"type": "string", "writeOnly": true}}}}}`)
+	parent := func() *chartv2.Chart { return testChart(t, "app", "", "", sub) }
+	res, err := Compose(Inputs{Chart: parent(), Sources: Sources{Spec: ymap(t, "global:\n  dbPassword: hunter2hunter2\n  region: eu\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rules []string
+	for _, e := range res.Errors {
+		rules = append(rules, e.Path+" "+e.Rule)
+	}
+	if want := []string{"/global/dbPassword " + RuleWriteOnly}; !slices.Equal(rules, want) {
+		t.Errorf("errors %q, want %q", rules, want)
+	}
+	if !slices.Contains(res.SecretPaths, "/global/dbPassword") {
+		t.Errorf("SecretPaths = %v, want /global/dbPassword among them", res.SecretPaths)
+	}
+	if shown := fmt.Sprint(res.Redacted()); strings.Contains(shown, "hunter2hunter2") || !strings.Contains(shown, "eu") {
+		t.Errorf("redacted values %s: want the password hidden and the region shown", shown)
+	}
+	// A chart's own default for it is no secret input, but is hidden.
+	ch := parent()
+	ch.Values = map[string]any{"global": map[string]any{"dbPassword": "default-pw-000"}}
+	res, err = Compose(Inputs{Chart: ch})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Errors) != 0 {
+		t.Errorf("errors %v for a chart's default, want none", res.Errors)
+	}
+	if shown := fmt.Sprint(res.Redacted()); strings.Contains(shown, "default-pw-000") {
+		t.Errorf("redacted values show the default password: %s", shown)
 	}
 }
