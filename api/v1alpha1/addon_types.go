@@ -917,6 +917,18 @@ type AddonStatus struct {
 	// +optional
 	LastHandledRefresh string `json:"lastHandledRefresh,omitempty"`
 
+	// SyncInProgress is a sync a person asked for (a raised
+	// spec.syncRequest, with the plan spec.approvedPlan names, or with
+	// manualSync) that began to change the add-on's objects and has not
+	// finished: recorded before anything of it is applied, cleared once its
+	// apply is recorded. A sync stopped half-way (an apply error, a
+	// controller stopped, a failure after the pre hooks ran) goes on from
+	// it without another approval while the generation, the render and
+	// spec.syncRequest are the same: its plan is no longer the one approved
+	// only because part of it ran.
+	// +optional
+	SyncInProgress *SyncInProgress `json:"syncInProgress,omitempty"`
+
 	// Hook is the Helm hook that runs now, if any.
 	// +optional
 	Hook *HookProgress `json:"hook,omitempty"`
@@ -1350,6 +1362,20 @@ type InventoryCluster struct {
 	// Server is that cluster's API server URL, for messages.
 	// +optional
 	Server string `json:"server,omitempty"`
+}
+
+// SyncInProgress is a person's sync that began to apply.
+type SyncInProgress struct {
+	// Plan is the plan hash that was approved and began to apply.
+	// +optional
+	Plan string `json:"plan,omitempty"`
+	// SyncRequest is the spec.syncRequest the sync handles.
+	SyncRequest int64 `json:"syncRequest"`
+	// Generation is the Addon's generation the sync began at.
+	Generation int64 `json:"generation"`
+	// RenderHash is the render the sync applies (appliedHash once it is
+	// recorded).
+	RenderHash string `json:"renderHash"`
 }
 
 // PendingHook is a hook event and the render it stands for: a post event

@@ -394,3 +394,129 @@ func stopOnceAt(t *testing.T, key, step string) *atomic.Int32 {
 	t.Cleanup(func() { stepHooks.Delete(key) })
 	return &stops
 }
+
+// approvePlan waits for the plan of the Addon's current generation to wait
+// for approval, and approves it as the page and the CLI do: its hash in
+// spec.approvedPlan and spec.syncRequest raised. It returns the hash.
+func approvePlan(t *testing.T, a *capstanv1.Addon) string {
+	t.Helper()
+	gen := getAddon(t, a).Generation
+	planned := waitFor(t, a, 90*time.Second, "a plan waiting for approval", func(cur *capstanv1.Addon) bool {
+		return cur.Generation >= gen && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Plan != nil &&
+			readyReason(cur) == "AwaitingApproval"
+	})
+	hash := planned.Status.Plan.Hash
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.ApprovedPlan = hash; cur.Spec.SyncRequest++ })
+	return hash
+}
+
+// syncedWithoutAnotherApproval waits until the approved sync of the
+// Addon's current generation is Synced, and fails as soon as it waits for
+// an approval again.
+func syncedWithoutAnotherApproval(t *testing.T, a *capstanv1.Addon) *capstanv1.Addon {
+	t.Helper()
+	gen := getAddon(t, a).Generation
+	return waitFor(t, a, 90*time.Second, "the approved sync to finish", func(cur *capstanv1.Addon) bool {
+		if cur.Generation == gen && cur.Status.ObservedGeneration == gen && cur.Status.Phase == capstanv1.PhaseOutOfSync {
+			t.Fatalf("the approved sync waits for another approval after its stop: %s", describeStatus(cur))
+		}
+		return cur.Generation >= gen && cur.Status.ObservedGeneration == cur.Generation && cur.Status.Phase == capstanv1.PhaseSynced
+	})
+}
+
+// TestApprovalSurvivesStop stops an approved sync of a
+// manualSync add-on after its main apply, before its prune, as a
+// controller killed there would. Its retry plans only the prune, a plan
+// whose hash is not the one approved, and must finish the sync that
+// began, not hold it as ApprovalStale: the software would otherwise stay
+// half-upgraded until someone approved again a change Capstan itself made.
+func TestApprovalSurvivesStop(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, cmChart("4.0.0", "alpha", "beta", "delta"))
+	a := create(t, newAddon(controllerNS, "appr-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune, s.ManualSync = true, true
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+
+	stops := stopOnceAt(t, a.Namespace+"/"+a.Name, "prune")
+	url2, _ := charts.publish(t, cmChart("5.0.0", "beta", "delta", "gamma"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	approved := approvePlan(t, a)
+	got := syncedWithoutAnotherApproval(t, a)
+	if stops.Load() == 0 {
+		t.Fatal("the approved sync was never stopped at its prune")
+	}
+	if live(t, "v1", "ConfigMap", ns, "gamma") == nil || live(t, "v1", "ConfigMap", ns, "alpha") != nil {
+		t.Fatal("the approved sync did not both apply gamma and prune alpha")
+	}
+	if got.Status.LastApprovedPlan != approved || got.Status.SyncInProgress != nil {
+		t.Errorf("status: lastApprovedPlan %q (want %s), syncInProgress %+v (want none once applied)", got.Status.LastApprovedPlan, approved, got.Status.SyncInProgress)
+	}
+}
+
+// TestApprovalSurvivesStopAfterPreHooks stops an approved upgrade
+// of a manualSync add-on once its pre-upgrade hooks have run, before its
+// main apply: the retry plans no pre-upgrade hook, so its hash is not the
+// one approved, and must still apply the upgrade, without running the
+// migration again and without another approval.
+func TestApprovalSurvivesStopAfterPreHooks(t *testing.T) {
+	ns := newNamespace(t)
+	rec := recordEvents(t, ns)
+	a := dbapp(t, ns, "", withSpec(func(s *capstanv1.AddonSpec) { s.ManualSync = true }))
+	approvePlan(t, a)
+	synced(t, a)
+
+	stops := stopOnceAt(t, a.Namespace+"/"+a.Name, "apply")
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues(`{appVersion: "2.0"}`) })
+	approvePlan(t, a)
+	got := syncedWithoutAnotherApproval(t, a)
+	if stops.Load() == 0 {
+		t.Fatal("the approved upgrade was never stopped before its apply")
+	}
+	if n := rec.count("Job/db-migrate", watch.Added); n != 1 {
+		t.Errorf("the pre-upgrade Job was created %d times; want once, before the stop", n)
+	}
+	if got.Status.PreHooksDone != nil || got.Status.SyncInProgress != nil {
+		t.Errorf("status: preHooksDone %+v, syncInProgress %+v; want both cleared once the apply was recorded", got.Status.PreHooksDone, got.Status.SyncInProgress)
+	}
+}
+
+// TestApprovalStaleAfterStopAndChange stops an approved sync after
+// its main apply and changes the spec before it goes on: the sync that
+// follows is another one, and the approval of the first does not apply
+// it; nothing more is applied (alpha is not pruned) until a person
+// approves the new plan.
+func TestApprovalStaleAfterStopAndChange(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, cmChart("6.0.0", "alpha", "beta", "delta"))
+	a := create(t, newAddon(controllerNS, "chg-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune, s.ManualSync = true, true
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+
+	key := a.Namespace + "/" + a.Name
+	var stopped atomic.Bool
+	stepHooks.Store(key, func(addon *capstanv1.Addon, step string) error {
+		if step != "prune" || !stopped.CompareAndSwap(false, true) {
+			return nil
+		}
+		// The spec changes while the sync is stopped.
+		update(t, addon, func(cur *capstanv1.Addon) { cur.Spec.Title = "changed" })
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	url2, _ := charts.publish(t, cmChart("7.0.0", "beta", "delta", "gamma"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	approvePlan(t, a)
+	got := waitFor(t, a, 90*time.Second, "the approval held stale", func(cur *capstanv1.Addon) bool {
+		return stopped.Load() && cur.Status.ObservedGeneration == cur.Generation && readyReason(cur) == "ApprovalStale"
+	})
+	if live(t, "v1", "ConfigMap", ns, "alpha") == nil {
+		t.Fatal("the prune ran for a spec changed since its approval")
+	}
+	if got.Status.SyncInProgress != nil {
+		t.Errorf("status.syncInProgress = %+v; want it cleared once the spec changed", got.Status.SyncInProgress)
+	}
+}

@@ -112,7 +112,7 @@ func placeInventory(s *scope) {
 // moveClusterFields sets the status fields of dst that describe what runs
 // in the inventory's cluster to those of src: the inventory and its
 // cluster, the render applied, for which generation and when, and the
-// hooks running, pending or done.
+// hooks running, pending or done, and a person's sync begun there.
 // The history, the sync requests handled and the approvals stay: they are
 // the Addon's, whichever cluster it targets.
 func moveClusterFields(dst, src *capstanv1.AddonStatus) {
@@ -120,6 +120,7 @@ func moveClusterFields(dst, src *capstanv1.AddonStatus) {
 	dst.AppliedHash, dst.AppliedAsUpgrade, dst.AppliedGeneration = src.AppliedHash, src.AppliedAsUpgrade, src.AppliedGeneration
 	dst.LastAppliedTime, dst.FirstHealthyTime = src.LastAppliedTime, src.FirstHealthyTime
 	dst.Hook, dst.PendingHook, dst.PreHooksDone, dst.SyncFailHooks = src.Hook, src.PendingHook, src.PreHooksDone, src.SyncFailHooks
+	dst.SyncInProgress = src.SyncInProgress
 }
 
 // keepFormer puts back the status of the former cluster that

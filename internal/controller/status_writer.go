@@ -272,6 +272,7 @@ func (r *AddonReconciler) checkpointStatus(ctx context.Context, s *scope) error 
 	st.PendingHook = s.addon.Status.PendingHook
 	st.PreHooksDone = s.addon.Status.PreHooksDone
 	st.SyncFailHooks = s.addon.Status.SyncFailHooks
+	st.SyncInProgress = s.addon.Status.SyncInProgress
 	if st.Phase == "" {
 		// The first write of a new add-on: say what it does meanwhile.
 		setConditions(st, s.addon.Generation, outcome{Phase: capstanv1.PhaseProgressing, Reason: reasonApplying,

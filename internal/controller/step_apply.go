@@ -28,6 +28,9 @@ import (
 // hooks and writes the status checkpoints the sequence calls for.
 func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error) {
 	log := logf.FromContext(ctx)
+	if err := r.beginSync(ctx, s); err != nil {
+		return false, err
+	}
 	// An add-on a restricted apply owned drops those owner references
 	// before anything of it changes under the cluster profile.
 	if err := r.disownBeforeCluster(ctx, s); err != nil {
@@ -211,6 +214,26 @@ func (r *AddonReconciler) applyPlan(ctx context.Context, s *scope) (bool, error)
 	return false, nil
 }
 
+// beginSync records in status that a person's sync (one that handles
+// spec.syncRequest, with changes to make) begins, before anything of it
+// is applied: a retry of
+// it that a stop half-way leaves goes on without another approval
+// (continuesSync). The checkpoint that saves the inventory carries the
+// record; when the inventory already holds every object, a checkpoint of
+// its own writes it. A sync that goes on keeps the record it began with.
+func (r *AddonReconciler) beginSync(ctx context.Context, s *scope) error {
+	if !s.verdict.HandledSyncRequest || !plan.Pending(s.plan) || s.continuesSync() {
+		return nil
+	}
+	s.addon.Status.SyncInProgress = &capstanv1.SyncInProgress{Plan: s.plan.Hash, SyncRequest: s.addon.Spec.SyncRequest,
+		Generation: s.addon.Generation, RenderHash: s.render.Hash}
+	inventory := capstanv1.RefsOf(s.addon.Status.Inventory)
+	if !slices.Equal(apply.Union(inventory, refs(s.objects)), inventory) {
+		return nil // the inventory's checkpoint (SaveInventory) writes it
+	}
+	return r.checkpointStatus(ctx, s)
+}
+
 // syncFailed runs a git folder's SyncFail hooks once its apply has failed
 // for good, as Argo CD runs them when a sync operation fails, and returns
 // the failure with what they did. For good is a terminal error, one only a
@@ -285,6 +308,8 @@ func (r *AddonReconciler) recordApply(ctx context.Context, s *scope, res apply.R
 	}
 	st.AppliedHash, st.AppliedGeneration = s.render.Hash, s.addon.Generation
 	st.AppliedAsUpgrade = s.upgrade
+	// The sync that began is applied: a later one is judged anew.
+	st.SyncInProgress = nil
 	if s.verdict.HandledSyncRequest {
 		// NOTE: the approval that came with the request is used up with it
 		// (plan.State.LastApprovedPlan), whether this sync applied its plan

@@ -38,6 +38,12 @@ func (r *AddonReconciler) gate(ctx context.Context, s *scope) (bool, error) {
 		r.judgeHeld(ctx, s, checks)
 		return true, nil
 	}
+	if !s.continuesSync() {
+		// NOTE: a sync recorded as begun that this one does not go on
+		// from (the spec, the render or the request changed) is over:
+		// the gates judge this plan as any other.
+		s.addon.Status.SyncInProgress = nil
+	}
 	state := r.gateState(s, s.plan, windows)
 	s.verdict = plan.Decide(state)
 	if s.verdict.Apply {
@@ -75,8 +81,25 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 	// NOTE: what is kept counts as the inventory does, only of kinds a
 	// prune may delete: a Namespace left out loses no workload.
 	st.PruneThreshold, st.Kept, st.Confirm = r.Config.PruneApprovalThreshold, plan.CountDeletable(sparedRefs(s.kept)), describeAll(s.confirm)
-	st.Windows, st.Continuing = windows, s.continuesRun()
+	st.Windows, st.Continuing = windows, s.continuesRun() || s.continuesSync()
 	return st
+}
+
+// continuesSync reports whether this sync goes on from a person's sync
+// that an earlier reconcile began to apply and did not finish
+// (status.syncInProgress): an apply error, a controller stopped or its
+// lease lost, a failure after the pre hooks ran. It does when the Addon's
+// generation, the render and spec.syncRequest are those the sync began
+// with, and the request is still open. Its plan is then no longer the one
+// approved only because part of it ran (what it applied is unchanged now,
+// the pre hooks that ran are left out), so, as for a run of hooks that
+// goes on (continuesRun), manual sync, the mass-prune approval and the
+// windows do not hold it again. Any change to the spec makes another
+// sync, which needs its own approval.
+func (s *scope) continuesSync() bool {
+	b := s.addon.Status.SyncInProgress
+	return b != nil && s.render != nil && b.Generation == s.addon.Generation && b.RenderHash == s.render.Hash &&
+		b.SyncRequest == s.addon.Spec.SyncRequest && s.addon.Spec.SyncRequest > s.addon.Status.LastSyncRequest
 }
 
 // appliesNow reports whether a plan made of in would be applied by this

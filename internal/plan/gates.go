@@ -46,8 +46,10 @@ type State struct {
 	// Windows is what spec.syncWindows say now; nil when there are none.
 	Windows *Windows
 	// Continuing is set when the sync goes on from hooks an earlier look
-	// of the same generation left running: a sync that began, which a
-	// person approved and the windows let through then. Manual sync, the
+	// of the same generation left running, or from a person's sync of the
+	// same generation, render and request that stopped half-way
+	// (status.syncInProgress): a sync that began, which a person approved
+	// and the windows let through then. Manual sync, the
 	// mass-prune approval and the windows do not hold it again, as they
 	// would not have stopped a sync that waited for its hooks within one
 	// look; its plan is no longer the one approved only because part of it
