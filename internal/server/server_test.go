@@ -377,7 +377,7 @@ func TestTheUsersOwnRBAC(t *testing.T) {
 // asked anything.
 func TestBadInput(t *testing.T) {
 	ns := namespace(t)
-	editor := user(t, ns, "editor", addonRule("get", "list", "create", "patch"))
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "patch"), rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"create"}})
 	code, body := call(t, editor, http.MethodGet, "/api/v1/namespaces/"+ns+"/addons/Bad_Name", nil)
 	expect(t, "a malformed name", code, body, http.StatusBadRequest)
 	code, body = call(t, editor, http.MethodGet, "/api/v1/namespaces/NS!/addons", nil)
@@ -386,6 +386,22 @@ func TestBadInput(t *testing.T) {
 	expect(t, "a body over the limit", code, body, http.StatusRequestEntityTooLarge)
 	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", []byte(`{"name": "x", "surprise": 1}`))
 	expect(t, "an unknown field", code, body, http.StatusBadRequest)
+	// A Latin-1 password: decoded, it would reach the Secret as U+FFFD.
+	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons",
+		[]byte("{\"name\":\"latin\",\"spec\":{\"chart\":{\"url\":\"https://charts.example/blog-1.0.0.tgz\"}},\"secretInputs\":{\"auth.password\":\"p\xe4ss\"}}"))
+	expect(t, "a body that is not UTF-8", code, body, http.StatusBadRequest)
+	if !strings.Contains(string(body), "not UTF-8 at byte") {
+		t.Errorf("the refusal of a body that is not UTF-8 does not say where: %s", body)
+	}
+	var secrets corev1.SecretList
+	if err := admin.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range secrets.Items {
+		if s.Type != corev1.SecretTypeServiceAccountToken {
+			t.Errorf("a refused add left the Secret %s", s.Name)
+		}
+	}
 	code, body = call(t, editor, http.MethodGet, "/api/v1/nowhere", nil)
 	expect(t, "an unknown path", code, body, http.StatusNotFound)
 }

@@ -4,12 +4,14 @@
 package body
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -117,13 +119,24 @@ func (s *SignIn) Check() error {
 // over the server's limit is the reader's *http.MaxBytesError; any other
 // problem is an *Error.
 func Decode(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	// NOTE: the body is read whole first (the server bounds it) because
+	// encoding/json replaces invalid UTF-8 in strings with U+FFFD rather
+	// than refusing it: a Latin-1 password would be written to the values
+	// Secret as other bytes than were sent, with no word of it.
+	data, err := io.ReadAll(r)
+	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			return err
 		}
+		return refuse("", "the request body could not be read: %v", err)
+	}
+	if at := invalidUTF8(data); at >= 0 {
+		return refuse("", "the request body is not UTF-8 at byte %d: JSON must be sent as UTF-8", at)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
@@ -133,11 +146,20 @@ func Decode(r io.Reader, v any) error {
 	// end, a body such as {"hash":"a"}{"hash":"b"} or {}0 was taken as its
 	// first part.
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			return err
-		}
 		return refuse("", "the request body holds more than one JSON value; send one JSON object")
 	}
 	return nil
+}
+
+// invalidUTF8 is the offset of the first byte of data that is not UTF-8, or
+// -1 when all of it is.
+func invalidUTF8(data []byte) int {
+	for i := 0; i < len(data); {
+		r, size := utf8.DecodeRune(data[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return -1
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+	"unicode/utf8"
 )
 
 // fuzzLimit stands for the server's body limit, small so that the fuzzer
@@ -27,6 +28,7 @@ func FuzzDecode(f *testing.F) {
 		`{"hash":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`,
 		`{"token":"eyJhbGciOi"}`,
 		``, `  `, `null`, `{}`, `[]`, `{"name":1}`, `{"nope":true}`, `{"hash":"a"} `,
+		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\xe4ss\"}}",
 	} {
 		for kind := range uint8(5) {
 			f.Add([]byte(s), kind)
@@ -76,6 +78,9 @@ func FuzzDecode(f *testing.F) {
 		}
 		if trimmed := bytes.TrimSpace(data); len(trimmed) > 0 && !json.Valid(trimmed) {
 			t.Fatalf("accepted a body that is not one JSON value: %q", data)
+		}
+		if !utf8.Valid(data) {
+			t.Fatalf("accepted a body that is not UTF-8: %q", data)
 		}
 		if bad := (*Error)(nil); errors.As(check(), &bad) && bad.Field == "" {
 			t.Fatalf("a check refused the body without naming the field: %v", bad)
