@@ -263,7 +263,7 @@ func catalogAddon(r *http.Request, v *catalogView, trusted bool) (*capstanv1.Add
 	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
 		return nil, "Namespace: " + strings.Join(errs, "; ")
 	}
-	if errs := validation.IsDNS1123Subdomain(v.Name); len(errs) > 0 {
+	if errs := nameProblems(v.Name); len(errs) > 0 {
 		return nil, "Name: " + strings.Join(errs, "; ")
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}

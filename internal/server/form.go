@@ -543,7 +543,7 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 // the server, and creates the Addon suspended when they pass.
 func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess session, d pageData, form *newForm, spec capstanv1.AddonSpec, art *source.Artifact) {
 	// NOTE: the namespace was checked before the chart was fetched.
-	if errs := validation.IsDNS1123Subdomain(form.Name); len(errs) > 0 {
+	if errs := nameProblems(form.Name); len(errs) > 0 {
 		d.Error = "Name: " + strings.Join(errs, "; ")
 	}
 	vals, inputs := map[string]any{}, map[string]string{}

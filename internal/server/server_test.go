@@ -423,6 +423,30 @@ func TestAddWithSecretInputs(t *testing.T) {
 	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a refused add left an Addon: %v", err)
 	}
+	// A name the CRD refuses (over 53 characters) and a key that is no
+	// targetPath are the request's fields at fault, refused before any
+	// Secret is written, not a Secret's label or a valuesFrom's path.
+	for _, tc := range []struct {
+		what, name, path, field string
+	}{
+		{"a 70-character name", strings.Repeat("n", 70), "auth.password", "name"},
+		{"a secret input that is no targetPath", "blog", "a[", `secretInputs["a["]`},
+	} {
+		bad := map[string]any{"name": tc.name, "spec": req["spec"], "secretInputs": map[string]string{tc.path: marker}}
+		code, body := call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", bad)
+		expect(t, tc.what, code, body, http.StatusBadRequest)
+		var got struct{ Field string }
+		if err := json.Unmarshal(body, &got); err != nil || got.Field != tc.field {
+			t.Errorf("%s: the refusal names the field %q (%v); want %q: %s", tc.what, got.Field, err, tc.field, body)
+		}
+		var secrets corev1.SecretList
+		if err := admin.List(context.Background(), &secrets, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(secrets.Items) > 0 {
+			t.Errorf("%s: the refused add left the Secret %s", tc.what, secrets.Items[0].Name)
+		}
+	}
 	code, body = call(t, editor, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons", req)
 	expect(t, "add", code, body, http.StatusCreated)
 	a := &capstanv1.Addon{}

@@ -2,8 +2,16 @@ package body
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
 	"strings"
 	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"sigs.k8s.io/yaml"
+
+	"capstan.dev/capstan/config"
 )
 
 // TestAddCheckSaysWhatTheBodyLacks checks an empty body's refusal: it says
@@ -45,5 +53,40 @@ func TestDecodeRefusesNotUTF8(t *testing.T) {
 	var a Add
 	if err := Decode(strings.NewReader(`{"name":"x","secretInputs":{"a":"pässwörd"}}`), &a); err != nil || a.SecretInputs["a"] != "pässwörd" {
 		t.Errorf("a UTF-8 body: %v, %q", err, a.SecretInputs["a"])
+	}
+}
+
+// TestNameBoundIsTheCRDs reads the Addon's CRD as it is installed: the
+// bound Add.Check holds a name to is the one the CRD's rule holds it to, so
+// that a name Check accepts is not refused later, after a chart fetch, as a
+// values Secret's label.
+func TestNameBoundIsTheCRDs(t *testing.T) {
+	raw, err := fs.ReadFile(config.FS, "crd/bases/capstan.dev_addons.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("self.metadata.name.size() <= %d", MaxName)
+	var rules []string
+	for _, v := range crd.Spec.Versions[0].Schema.OpenAPIV3Schema.XValidations {
+		rules = append(rules, v.Rule)
+	}
+	if !slices.Contains(rules, want) {
+		t.Errorf("the CRD's rules %q hold no %q", rules, want)
+	}
+	for name, ok := range map[string]bool{
+		strings.Repeat("n", MaxName):   true,
+		strings.Repeat("n", MaxName+1): false,
+		strings.Repeat("n", 70):        false,
+	} {
+		a := Add{Name: name}
+		err := a.Check()
+		var bad *Error
+		if ok != (err == nil) || (err != nil && (!errors.As(err, &bad) || bad.Field != "name" || !strings.Contains(bad.Message, "at most 53 characters"))) {
+			t.Errorf("a name of %d characters: %v", len(name), err)
+		}
 	}
 }

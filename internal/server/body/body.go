@@ -40,12 +40,30 @@ type Add struct {
 	SecretInputs map[string]string `json:"secretInputs,omitempty"`
 }
 
+// MaxName is the longest an Addon's name may be: Helm's limit for a
+// release name, which the Addon's CRD holds to with a rule of its own.
+const MaxName = 53
+
+// NameProblems says why name cannot name an Addon, or nothing when it can:
+// it is a DNS subdomain of at most MaxName characters. It is checked before
+// anything is fetched or written, so that a long name is not first refused
+// as a values Secret's label, after a chart download.
+func NameProblems(name string) []string {
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return errs
+	}
+	if len(name) > MaxName {
+		return []string{fmt.Sprintf("an Addon's name is at most %d characters, Helm's limit for a release name; this one is %d", MaxName, len(name))}
+	}
+	return nil
+}
+
 // Check refuses an add whose name cannot name an Addon.
 func (a *Add) Check() error {
 	if a.Name == "" {
 		return refuse("name", `the body names no add-on: send {"name": "...", "spec": {...}}, with the Addon's name and spec`)
 	}
-	if errs := validation.IsDNS1123Subdomain(a.Name); len(errs) > 0 {
+	if errs := NameProblems(a.Name); len(errs) > 0 {
 		return refuse("name", "name %q: %s", a.Name, strings.Join(errs, "; "))
 	}
 	return nil
