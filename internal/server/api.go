@@ -515,6 +515,11 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	// NOTE: the turn is held until the answer is written, and a plan's
+	// uncut diffs can be megabytes: a client that asks and does not read
+	// would otherwise hold one of the server's few plan turns for its whole
+	// WriteTimeout, and turn every other plan away meanwhile.
+	answerDeadline(w)
 	writeJSON(w, http.StatusOK, p)
 }
 

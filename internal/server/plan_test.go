@@ -2,9 +2,13 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -17,6 +21,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
+	"capstan.dev/capstan/internal/testcontroller"
 )
 
 // trustedNamespace is trusted by the tests' server besides the controller's
@@ -276,4 +281,73 @@ func TestPlanOfAMissingChartIsTheSpecsToFix(t *testing.T) {
 	if code != http.StatusUnprocessableEntity || !strings.Contains(string(body), "404") {
 		t.Errorf("a plan of a chart the source does not have: %d %s; want 422 naming the source's 404", code, body)
 	}
+}
+
+// TestAnUnreadPlanLetsItsTurnGo asks, on a raw connection that reads
+// nothing, for the plan of a chart that renders megabytes, on a server that
+// computes one plan at once: the answer fills the socket's buffers and
+// stops. Another user's plan is turned away while it holds the turn, and
+// served once the answer's 20 s to be read have passed, not after the
+// server's WriteTimeout.
+func TestAnUnreadPlanLetsItsTurnGo(t *testing.T) {
+	big, err := testcontroller.ChartArchive("big", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: big\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"templates/cm.yaml": "{{ range $i := until 8 }}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big-{{ $i }}\n" +
+			"data:\n  blob: {{ repeat 700000 \"x\" | quote }}\n{{ end }}",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// NOTE: httptest's TLS servers share one certificate, the one the
+	// tests' fetcher trusts for chartServer.
+	charts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write(big) }))
+	t.Cleanup(charts.Close)
+	dryRuns := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch"}}
+	slowNS, otherNS := namespace(t), namespace(t)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: slowNS, Name: "big"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: charts.URL + "/big-1.0.0.tgz"}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	chartAddon(t, otherNS, "small", "public-1.0.0.tgz")
+	slow := user(t, slowNS, "slow", addonRule("get"), dryRuns)
+	other := user(t, otherNS, "other", addonRule("get"), dryRuns)
+	srv := newServer()
+	srv.MaxPlans = 1
+	base := serve(t, srv)
+
+	addr := strings.TrimPrefix(base, "https://")
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A small receive window, so that the answer stops once the server's
+	// send buffer is full.
+	_ = raw.(*net.TCPConn).SetReadBuffer(4096)
+	conn := tls.Client(raw, &tls.Config{RootCAs: apiClient().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := fmt.Fprintf(conn, "POST /api/v1/namespaces/%s/addons/big/plan HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", slowNS, addr, slow); err != nil {
+		t.Fatal(err)
+	}
+
+	time.Sleep(time.Second)
+	start, refused := time.Now(), 0
+	for {
+		code, body := callAt(t, base, other, http.MethodPost, "/api/v1/namespaces/"+otherNS+"/addons/small/plan", nil)
+		if code == http.StatusOK {
+			break
+		}
+		if code != http.StatusTooManyRequests {
+			t.Fatalf("another user's plan: %d %s; want 429 while the turn is held, then 200", code, body)
+		}
+		refused++
+		if time.Since(start) > 50*time.Second {
+			t.Fatalf("another user's plan is still 429 after %s: the unread answer holds the plan turn", time.Since(start).Round(time.Second))
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if refused == 0 {
+		t.Errorf("another user's plan was served at once: the unread plan did not hold the turn, and this test shows nothing")
+	}
+	t.Logf("another user's plan was served after %s", time.Since(start).Round(time.Second))
 }
