@@ -500,6 +500,10 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorFor(err))
 			return
 		}
+		if err := dryRunChange(r.Context(), c, key, req.Spec); err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
 	}
 	// NOTE: the controller's own configuration, so the chart renders in its
 	// sandbox, bounded in time and memory, and the namespace gets the
@@ -521,6 +525,25 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// WriteTimeout, and turn every other plan away meanwhile.
 	answerDeadline(w)
 	writeJSON(w, http.StatusOK, p)
+}
+
+// dryRunChange has the API server judge the Addon a plan's spec patch
+// would make, with the user's client and writing nothing, so that a change
+// the CRD's rules refuse (two sources, an unknown deletionPolicy, a
+// version on a chart.url) is answered with their 422 and its field before
+// anything is fetched. NOTE: a plan that went on would plan something else
+// (the fetcher takes spec.chart before spec.git), and answer 200 for a
+// change the same patch as an edit is refused.
+func dryRunChange(ctx context.Context, c client.Client, key client.ObjectKey, specPatch json.RawMessage) error {
+	current, err := addons.Get(ctx, c, key)
+	if err != nil {
+		return err
+	}
+	next, err := addons.PatchedSpec(current, specPatch)
+	if err != nil {
+		return err
+	}
+	return c.Patch(ctx, next, client.MergeFrom(current), client.DryRunAll)
 }
 
 // changesSpec tells whether a plan's spec patch changes anything: no

@@ -18,6 +18,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/install"
@@ -350,4 +351,43 @@ func TestAnUnreadPlanLetsItsTurnGo(t *testing.T) {
 		t.Errorf("another user's plan was served at once: the unread plan did not hold the turn, and this test shows nothing")
 	}
 	t.Logf("another user's plan was served after %s", time.Since(start).Round(time.Second))
+}
+
+// TestPlanOfAChangeTheSchemaRefuses plans changes of a chart Addon that the
+// Addon's CRD refuses: a git folder besides the chart (two sources), an
+// unknown deletionPolicy. Each is the API server's 422 naming the field,
+// as the same change sent as an edit is, and fetches nothing: a plan of the
+// unchanged chart would answer a question other than the one asked.
+func TestPlanOfAChangeTheSchemaRefuses(t *testing.T) {
+	ns := namespace(t)
+	// A link of this test alone, so that no cached chart hides a fetch.
+	chartAddon(t, ns, "pinned", "public-1.0.0.tgz?schema="+ns)
+	dryRuns := rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "patch"}}
+	editor := user(t, ns, "editor", addonRule("get", "list", "patch"), dryRuns)
+	path := "/api/v1/namespaces/" + ns + "/addons/pinned/plan"
+	for _, tc := range []struct {
+		what   string
+		change map[string]any
+		field  string
+	}{
+		{"a git folder besides the chart", map[string]any{"git": map[string]any{"url": "https://git.example/x", "path": "deploy"}}, "spec"},
+		{"an unknown deletionPolicy", map[string]any{"deletionPolicy": "Nope"}, "spec.deletionPolicy"},
+	} {
+		before := chartRequests.Load()
+		code, body := call(t, editor, http.MethodPost, path, map[string]any{"spec": tc.change})
+		var got struct{ Field string }
+		_ = json.Unmarshal(body, &got)
+		if code != http.StatusUnprocessableEntity || got.Field != tc.field {
+			t.Errorf("the plan of %s: %d %s; want 422 naming %s", tc.what, code, body, tc.field)
+		}
+		if n := chartRequests.Load() - before; n != 0 {
+			t.Errorf("the plan of %s fetched %d times; want none", tc.what, n)
+		}
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "pinned"}, a); err != nil || a.Spec.Git != nil || a.Spec.DeletionPolicy != "" {
+		t.Errorf("the refused plans changed the Addon: %v, %+v", err, a.Spec)
+	}
+	code, body := call(t, editor, http.MethodPost, path, map[string]any{"spec": map[string]any{"suspend": false}})
+	expect(t, "the plan of a change the schema takes", code, body, http.StatusOK)
 }
