@@ -222,23 +222,111 @@ const listWait = time.Second
 // waiting at most listWait, and returns the function that gives it back.
 // Every turn taken is a 429 with a Retry-After.
 func (s *Server) listTurn(ctx context.Context) (func(), error) {
-	release := func() { <-s.lists }
-	select {
-	case s.lists <- struct{}{}:
+	if release, ok := takeTurn(ctx, s.lists); ok {
 		return release, nil
+	}
+	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: listRetryAfter,
+		Message: fmt.Sprintf("%d lists of Addons are being read, the most this server reads at once; try again in %d seconds", cap(s.lists), listRetryAfter)}
+}
+
+// takeTurn takes one of turns, waiting at most listWait, and returns the
+// function that gives it back; false when every turn stayed taken.
+func takeTurn(ctx context.Context, turns chan struct{}) (func(), bool) {
+	release := func() { <-turns }
+	select {
+	case turns <- struct{}{}:
+		return release, true
 	default:
 	}
 	wait := time.NewTimer(listWait)
 	defer wait.Stop()
 	select {
-	case s.lists <- struct{}{}:
-		return release, nil
+	case turns <- struct{}{}:
+		return release, true
 	case <-wait.C:
 	case <-ctx.Done():
 	}
-	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: listRetryAfter,
-		Message: fmt.Sprintf("%d lists of Addons are being read, the most this server reads at once; try again in %d seconds", cap(s.lists), listRetryAfter)}
+	return nil, false
 }
+
+// readRetryAfter is the Retry-After, in seconds, of a read of one Addon
+// refused because the server reads as many as it may.
+const readRetryAfter = 2
+
+// readTurn takes one of the server's turns to read and answer one Addon
+// (its API get, its events, its page or its edit view), waiting at most
+// listWait. NOTE: an Addon is read whole into the controller's memory and
+// written out from there, with up to 128 KiB of diffs besides its
+// inventory and history: without a bound, clients that ask for one Addon
+// on many connections and read nothing would each pin it for the server's
+// WriteTimeout, past the controller's memory limit, as lists would
+// without theirs.
+func (s *Server) readTurn(ctx context.Context) (func(), error) {
+	if release, ok := takeTurn(ctx, s.reads); ok {
+		return release, nil
+	}
+	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: readRetryAfter,
+		Message: fmt.Sprintf("%d add-ons are being read, the most this server reads at once; try again in %d seconds", cap(s.reads), readRetryAfter)}
+}
+
+// apiRead runs an API read of one Addon in one of the server's read turns,
+// held until its answer is written, which has listWriteTimeout to be read
+// from its first byte; past the bound it answers 429 with a Retry-After.
+func (s *Server) apiRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		release, err := s.readTurn(r.Context())
+		if err != nil {
+			writeError(w, errorFor(err))
+			return
+		}
+		defer release()
+		h(&deadlineWriter{ResponseWriter: w}, r)
+	}
+}
+
+// pageRead is apiRead for the page's views of one Addon: past the bound it
+// shows the page with a 429, a Retry-After and what to do.
+func (s *Server) pageRead(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		release, err := s.readTurn(r.Context())
+		if err != nil {
+			w.Header().Set("Retry-After", strconv.Itoa(readRetryAfter))
+			s.render(w, "list", errorFor(err).Code, pageData{Title: "Busy",
+				Error: "Many add-ons are being read just now; nothing was changed. Reload the page in a few seconds."})
+			return
+		}
+		defer release()
+		h(&deadlineWriter{ResponseWriter: w}, r)
+	}
+}
+
+// deadlineWriter gives its answer listWriteTimeout to be written from its
+// first byte (answerDeadline), not from when the handler started: a view
+// that fetches a chart first may take longer than that before it writes.
+type deadlineWriter struct {
+	http.ResponseWriter
+	started bool
+}
+
+func (w *deadlineWriter) start() {
+	if !w.started {
+		w.started = true
+		answerDeadline(w.ResponseWriter)
+	}
+}
+
+func (w *deadlineWriter) WriteHeader(code int) {
+	w.start()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.start()
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *deadlineWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // listPage reads a list's paging, as the Kubernetes API takes it: limit
 // (at most maxListLimit Addons in the answer, whose metadata.continue then

@@ -2,15 +2,20 @@ package server_test
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"html"
+	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -98,4 +103,80 @@ func TestListsAreBounded(t *testing.T) {
 	release()
 	code, body = callAt(t, base, viewer, http.MethodGet, path, nil)
 	expect(t, "a list once a turn is free", code, body, http.StatusOK)
+}
+
+// TestAddonReadsAreBounded reads a big Addon on a server that answers one
+// read of an Addon at once, on a raw connection that reads nothing: the
+// answer fills the small socket buffers and stops. Meanwhile the API's get
+// and the add-on's page are 429 with a Retry-After, and a get whose client
+// reads is served once the unread answer's 20 s have passed.
+func TestAddonReadsAreBounded(t *testing.T) {
+	ns := namespace(t)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"},
+			Values: &apiextensionsv1.JSON{Raw: []byte(`{"blob":"` + strings.Repeat("x", 512<<10) + `"}`)}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	srv := newServer()
+	srv.MaxReads = 1
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Listener = smallSendBuffers{ts.Listener}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	path := "/api/v1/namespaces/" + ns + "/addons/big"
+
+	unread(t, ts.URL, http.MethodGet, path, viewer)
+	time.Sleep(time.Second)
+	code, header, body := getAs(t, apiClient(), ts.URL+path, viewer)
+	if code != http.StatusTooManyRequests || header.Get("Retry-After") == "" || !strings.Contains(string(body), "the most this server reads at once") {
+		t.Errorf("a get while the read turn is held: %d, Retry-After %q, %.200s; want 429 saying why", code, header.Get("Retry-After"), body)
+	}
+	code, retryAfter, page := pageGet(t, ts.URL, viewer, "/addons/"+ns+"/big")
+	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "Reload the page in a few seconds") {
+		t.Errorf("the add-on's page while the read turn is held: %d, Retry-After %q; want 429 saying to reload", code, retryAfter)
+	}
+	start := time.Now()
+	for {
+		code, _, body = getAs(t, apiClient(), ts.URL+path, viewer)
+		if code == http.StatusOK {
+			break
+		}
+		if code != http.StatusTooManyRequests || time.Since(start) > 45*time.Second {
+			t.Fatalf("a get %s after the unread one: %d %.200s; want 200 once the unread answer's 20 s have passed", time.Since(start).Round(time.Second), code, body)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	t.Logf("a get was served %s after the unread one", time.Since(start).Round(time.Second))
+}
+
+// smallSendBuffers is a listener whose connections have small send
+// buffers, so that an answer its client does not read stops soon.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// unread sends a request on a raw TLS connection with a small receive
+// buffer, and reads nothing of its answer, as a client that asks and does
+// not read would. The connection is closed when the test ends.
+func unread(t *testing.T, base, method, path, token string) {
+	t.Helper()
+	addr := strings.TrimPrefix(base, "https://")
+	raw, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = raw.(*net.TCPConn).SetReadBuffer(4096)
+	conn := tls.Client(raw, &tls.Config{RootCAs: apiClient().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
+	t.Cleanup(func() { _ = conn.Close() })
+	if _, err := fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", method, path, addr, token); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,11 +2,8 @@ package server_test
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -317,20 +314,7 @@ func TestAnUnreadPlanLetsItsTurnGo(t *testing.T) {
 	srv.MaxPlans = 1
 	base := serve(t, srv)
 
-	addr := strings.TrimPrefix(base, "https://")
-	raw, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A small receive window, so that the answer stops once the server's
-	// send buffer is full.
-	_ = raw.(*net.TCPConn).SetReadBuffer(4096)
-	conn := tls.Client(raw, &tls.Config{RootCAs: apiClient().Transport.(*http.Transport).TLSClientConfig.RootCAs, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12})
-	t.Cleanup(func() { _ = conn.Close() })
-	if _, err := fmt.Fprintf(conn, "POST /api/v1/namespaces/%s/addons/big/plan HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Length: 0\r\n\r\n", slowNS, addr, slow); err != nil {
-		t.Fatal(err)
-	}
-
+	unread(t, base, http.MethodPost, "/api/v1/namespaces/"+slowNS+"/addons/big/plan", slow)
 	time.Sleep(time.Second)
 	start, refused := time.Now(), 0
 	for {

@@ -83,6 +83,11 @@ type Server struct {
 	// pages together; a list that finds none of its turns free within
 	// listWait is answered 429. Zero means defaultMaxLists.
 	MaxLists int
+	// MaxReads bounds the reads of one Addon answered at once: the API's
+	// get and events, and the page's add-on and edit views; a read that
+	// finds none of its turns free within listWait is answered 429. Zero
+	// means defaultMaxReads.
+	MaxReads int
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
 	// Controller is the controller's own client. It reads AddonRepositories
@@ -115,6 +120,8 @@ type Server struct {
 	pageFetches *turns
 	// lists holds a token for each list of Addons being read.
 	lists chan struct{}
+	// reads holds a token for each read of one Addon being answered.
+	reads chan struct{}
 }
 
 // defaultMaxLists is how many lists of Addons a server reads at once unless
@@ -125,6 +132,12 @@ type Server struct {
 // lists without end, and unbounded, lists at once would take the
 // controller past its memory limit.
 const defaultMaxLists = 4
+
+// defaultMaxReads is how many reads of one Addon a server answers at once
+// unless told. NOTE: each holds one Addon, up to about a megabyte with its
+// diffs, inventory and history, two or three times over while it is
+// answered: 32 of them stay well inside the controller's 1 GiB.
+const defaultMaxReads = 32
 
 // defaultMaxPageFetches is how many charts the pages fetch at once unless
 // told. NOTE: each may fetch 20 MiB and unpack 100 MiB into the chart cache
@@ -188,6 +201,11 @@ func (s *Server) Handler() http.Handler {
 		maxLists = defaultMaxLists
 	}
 	s.lists = make(chan struct{}, maxLists)
+	maxReads := s.MaxReads
+	if maxReads <= 0 {
+		maxReads = defaultMaxReads
+	}
+	s.reads = make(chan struct{}, maxReads)
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)
@@ -196,12 +214,12 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("GET /api/v1/addons", s.list)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons", s.list)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons", s.add)
-	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}", s.get)
+	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}", s.apiRead(s.get))
 	api.HandleFunc("DELETE /api/v1/namespaces/{namespace}/addons/{name}", s.remove)
 	api.HandleFunc("PATCH /api/v1/namespaces/{namespace}/addons/{name}", s.edit)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/capabilities", s.capabilities)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/capabilities", s.capabilities)
-	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/events", s.events)
+	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/events", s.apiRead(s.events))
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/plan", s.plan)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.approve)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.install)
