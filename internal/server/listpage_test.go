@@ -180,3 +180,27 @@ func unread(t *testing.T, base, method, path, token string) {
 		t.Fatal(err)
 	}
 }
+
+// TestListPageChecksTheNamespaceFilter filters the Add-ons page by a
+// namespace: one pasted with spaces around it lists that namespace's
+// add-ons, and one that is no namespace's name is refused with a 400
+// naming the namespace, not a 500 or an empty list without a word.
+func TestListPageChecksTheNamespaceFilter(t *testing.T) {
+	ns := namespace(t)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "listed"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	viewer := user(t, ns, "viewer", addonRule("get", "list"))
+	code, _, page := pageGet(t, api.URL, viewer, "/addons?namespace="+url.QueryEscape(" "+ns+" "))
+	if code != http.StatusOK || !strings.Contains(page, `<a href="/addons/`+ns+`/listed">`) {
+		t.Errorf("the Add-ons page filtered by %q: %d; want 200 listing %s/listed", " "+ns+" ", code, ns)
+	}
+	for _, bad := range []string{"a/b", "Tenant", "-x"} {
+		code, _, page := pageGet(t, api.URL, viewer, "/addons?namespace="+url.QueryEscape(bad))
+		if code != http.StatusBadRequest || !strings.Contains(page, "Namespace: ") {
+			t.Errorf("the Add-ons page filtered by %q: %d; want 400 naming the namespace", bad, code)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -343,9 +344,17 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := pageData{Title: "Add-ons", User: sess.user.Name, CSRF: sess.csrf,
-		Namespace: r.URL.Query().Get("namespace"), Phase: r.URL.Query().Get("phase"),
+		Namespace: strings.TrimSpace(r.URL.Query().Get("namespace")), Phase: r.URL.Query().Get("phase"),
 		Phases: []capstanv1.Phase{capstanv1.PhaseProgressing, capstanv1.PhaseSynced, capstanv1.PhaseDegraded, capstanv1.PhaseOutOfSync, capstanv1.PhaseBlocked,
 			capstanv1.PhaseSuspended, capstanv1.PhasePaused, capstanv1.PhaseFailed, capstanv1.PhaseDeleting}}
+	// NOTE: the filter is checked as the API checks a namespace: a name
+	// that is no DNS label would list nothing without a word, or fail in
+	// the client as no answer of the API server's.
+	if errs := validation.IsDNS1123Label(d.Namespace); d.Namespace != "" && len(errs) > 0 {
+		d.Error = "Namespace: " + strings.Join(errs, "; ") + ". Type a namespace's name, or leave it empty for every namespace you may read."
+		s.render(w, "list", http.StatusBadRequest, d)
+		return
+	}
 	c, _, err := s.userClient(sess.user)
 	if err != nil {
 		d.Error = err.Error()
