@@ -21,7 +21,6 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
-	"capstan.dev/capstan/internal/values"
 )
 
 // The edit page changes an add-on's values through the form of its
@@ -40,6 +39,11 @@ type editForm struct {
 	Problems    []capstanv1.ValuesError
 	GitManaged  string
 	SecretPaths []string // writeOnly fields that have a value now
+	// WholeFrom names the whole-document entries of valuesFrom (Kind/name),
+	// which the page does not read: the controller's plan judges them.
+	WholeFrom []string
+	// fromPaths are the targetPaths of every entry of valuesFrom.
+	fromPaths []string
 }
 
 // editPage shows the edit form (GET) and takes it (POST).
@@ -110,7 +114,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		s.render(w, "list", e.Code, d)
 		return
 	}
-	form.SecretPaths = secretPaths(d.Addon)
+	form.SecretPaths, form.fromPaths, form.WholeFrom = valuesFromOf(d.Addon)
 	if r.Method != http.MethodPost {
 		form.fill(current)
 		s.render(w, "edit", http.StatusOK, d)
@@ -160,14 +164,14 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 		d.Error = "A secret input cannot be committed to git: leave its field empty, and name a Secret in the definition's valuesFrom."
 	}
 	if d.Error == "" && art != nil {
-		var errs []capstanv1.ValuesError
-		var secret []string
-		if errs, err = checkFormValues(art, d.Addon.Name, vals, inputs, form.SecretPaths); err != nil {
+		errs, secret, err := form.check(art, d.Addon.Name, vals, inputs, current)
+		switch {
+		case err != nil:
 			d.Error = err.Error()
-		} else if errs, secret = secretValueErrors(errs, vals, current); len(secret) > 0 {
+		case len(secret) > 0:
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = secretValuesMessage(secret, "nothing was saved")
-		} else if len(errs) > 0 {
+		case len(errs) > 0:
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))
 		}
@@ -399,16 +403,48 @@ func fillFields(fields []formField, vals map[string]any) map[string]any {
 	return rest
 }
 
-// secretPaths lists the value paths that the add-on's secret inputs set,
-// so the form can say that they have a value without showing it.
-func secretPaths(a *capstanv1.Addon) []string {
-	var out []string
+// valuesFromOf reads the add-on's valuesFrom, which the page does not
+// read the objects of: secret lists the targetPaths that Secrets set,
+// Capstan's own values Secrets and a person's alike, so the form can say
+// that they have a value without showing it; paths lists the targetPaths
+// of every entry, Secret or ConfigMap, which the form's check stands in
+// for; whole names the entries that merge a whole document, which may set
+// any value.
+func valuesFromOf(a *capstanv1.Addon) (secret, paths, whole []string) {
 	for _, ref := range a.Spec.ValuesFrom {
-		if ref.TargetPath != "" && strings.HasPrefix(ref.Name, values.ValuesPrefix(a.Name)) {
-			out = append(out, ref.TargetPath)
+		switch {
+		case ref.TargetPath == "":
+			whole = append(whole, ref.Kind+" "+ref.Name)
+		case ref.Kind == "Secret":
+			secret = append(secret, ref.TargetPath)
+			paths = append(paths, ref.TargetPath)
+		default:
+			paths = append(paths, ref.TargetPath)
 		}
 	}
-	return out
+	return secret, paths, whole
+}
+
+// check checks the values a save would write, and its secret inputs,
+// against the chart's schema, as the controller will layer them with the
+// add-on's valuesFrom: each targetPath entry as a stand-in that is not
+// judged, since the page does not read its object. errs are the errors
+// that refuse the save, and secret the secret inputs that vals would write
+// into spec.values (secretValueErrors), which always refuse it.
+//
+// NOTE: a whole-document entry of valuesFrom may set any value, a required
+// one among them, and the page may not read it: with one, no error of
+// the schema but a secret input in spec.values refuses the save, and the
+// controller's plan judges the values with every layer.
+func (form *editForm) check(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, current map[string]any) (errs []capstanv1.ValuesError, secret []string, err error) {
+	if errs, err = checkFormValues(art, name, vals, inputs, form.fromPaths); err != nil {
+		return nil, nil, err
+	}
+	errs, secret = secretValueErrors(errs, vals, current)
+	if len(form.WholeFrom) > 0 && len(secret) == 0 {
+		errs = nil
+	}
+	return errs, secret, nil
 }
 
 // deletePath removes the value at path, and the maps it leaves empty.

@@ -62,3 +62,53 @@ func TestEditPageRefusesSecretInputsInItsYAML(t *testing.T) {
 		t.Errorf("after the save, spec.values is %v", got)
 	}
 }
+
+// TestEditPageSavesWithValuesFromSecrets edits add-ons whose chart
+// requires a secret that the add-on takes from a Secret of its own
+// valuesFrom, which the page does not read: at a targetPath, the field is
+// held and the check stands in for it; in a whole document, the schema's
+// errors are left to the controller's plan. A change of replicas saves
+// in both, and a secret typed into the YAML is refused still.
+func TestEditPageSavesWithValuesFromSecrets(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	sess := signInAt(t, api.URL, user(t, ns, "editor", addonRule("get", "list", "update", "patch")))
+	for _, tc := range []struct {
+		name string
+		from capstanv1.ValuesReference
+		hint string
+	}{
+		{"targetpath", capstanv1.ValuesReference{Kind: "Secret", Name: "db-creds", TargetPath: "auth.password"}, "<code>auth.password</code>"},
+		{"wholedoc", capstanv1.ValuesReference{Kind: "Secret", Name: "app-values"}, "<code>Secret app-values</code>"},
+	} {
+		key := client.ObjectKey{Namespace: ns, Name: tc.name}
+		a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: key.Name},
+			Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/vault-1.0.0.tgz"},
+				Values: jsonValues(`{"replicas":1}`), ValuesFrom: []capstanv1.ValuesReference{tc.from}}}
+		if err := admin.Create(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+		edit := "/addons/" + ns + "/" + key.Name + "/edit"
+		save := func(replicas, yaml string) (int, string) {
+			t.Helper()
+			code, page := sess.send(t, http.MethodGet, edit, nil)
+			if code != http.StatusOK || !strings.Contains(page, tc.hint) {
+				t.Fatalf("%s: the edit form: %d; want 200 naming %s\n%s", tc.name, code, tc.hint, page)
+			}
+			return sess.send(t, http.MethodPost, edit, url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+				"mode": {hidden(t, page, "mode")}, "v.replicas": {replicas}, "yaml": {yaml}})
+		}
+		if code, page := save("2", ""); code != http.StatusSeeOther {
+			t.Errorf("%s: changing replicas: %d; want it saved\n%s", tc.name, code, page)
+		}
+		if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"replicas": float64(2)}) {
+			t.Errorf("%s: after the save, spec.values is %v; want replicas 2", tc.name, got)
+		}
+		if code, page := save("3", "auth:\n  password: hunter2\n"); code != http.StatusUnprocessableEntity || !strings.Contains(page, "auth.password") {
+			t.Errorf("%s: a secret typed into the YAML: %d; want 422 naming auth.password", tc.name, code)
+		}
+		if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"replicas": float64(2)}) {
+			t.Errorf("%s: after the refused save, spec.values is %v; want it unchanged", tc.name, got)
+		}
+	}
+}

@@ -602,8 +602,9 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 // chart's values.schema.json on the server, as the controller will read
 // them: the secret inputs from a Secret, a layer over spec.values. kept are
 // the paths of secret inputs the add-on has already and the form left
-// empty: they are checked with a stand-in, and their errors are left out,
-// since the form cannot know their value.
+// empty, or that the add-on's valuesFrom sets at a targetPath: they are
+// checked with a stand-in, and their errors are left out, since the form
+// cannot know their value; but for a secret input that vals write there.
 func checkFormValues(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, kept []string) ([]capstanv1.ValuesError, error) {
 	// NOTE: each secret input is one targetPath layer, as the writers store
 	// it (values.WriteSecretInputs), so Compose types a writeOnly number or
@@ -644,7 +645,9 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 			// The chart is broken, not the form's values.
 			return nil, errors.New(e.Message)
 		}
-		if !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
+		// NOTE: a secret input written into spec.values at a stand-in's
+		// path is judged all the same: it is spec.values that holds it.
+		if e.Rule == values.RuleWriteOnly || !standIn["/"+strings.TrimPrefix(e.Path, "/")] {
 			errs = append(errs, e)
 		}
 	}

@@ -58,6 +58,19 @@ const togglesSchema = `{
   }
 }`
 
+// vaultSchema requires a secret, auth.password, and marks an object,
+// creds, writeOnly as a whole.
+const vaultSchema = `{
+  "type": "object",
+  "required": ["auth"],
+  "properties": {
+    "replicas": {"type": "integer", "minimum": 1},
+    "auth": {"type": "object", "required": ["password"], "properties": {"password": {"type": "string", "writeOnly": true}}},
+    "creds": {"type": "object", "writeOnly": true, "properties": {"accessKey": {"type": "string"}, "secretKey": {"type": "string"}}},
+    "keys": {"type": "array", "items": {"type": "string", "writeOnly": true}}
+  }
+}`
+
 func serveCharts() *httptest.Server {
 	form, _ := testcontroller.ChartArchive("form", map[string]string{
 		"Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
@@ -90,7 +103,13 @@ func serveCharts() *httptest.Server {
 		"Chart.yaml":         "apiVersion: v2\nname: toggles\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
 		"values.schema.json": togglesSchema,
 	})
-	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
+	// A chart that requires a secret, and takes a secret object, for the
+	// saves of Edit values whose secret comes from valuesFrom.
+	vault, _ := testcontroller.ChartArchive("vault", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: vault\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"values.schema.json": vaultSchema,
+	})
+	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/vault-1.0.0.tgz": vault, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
 		"/facts-1.0.0.tgz": facts, "/toggles-1.0.0.tgz": toggles}
 	// An OCI registry at /v2/, for charts the tests push with Helm's
 	// registry client.
