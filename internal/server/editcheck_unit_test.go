@@ -2,9 +2,12 @@ package server
 
 import (
 	"bytes"
+	"reflect"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -68,5 +71,52 @@ func TestEditCheckStandsInForValuesFrom(t *testing.T) {
 	form.fill(current)
 	if f := form.Fields[0].Children[0]; f.Path != "auth.password" || !f.Held {
 		t.Errorf("the field %s set by a person's Secret: held %v; want it held", f.Path, f.Held)
+	}
+}
+
+// TestSecretObjectsAndLists: the form makes each field of an object the
+// schema marks writeOnly a secret field, whose secret inputs make the
+// object up; a secret list, which no secret input can carry, is no field.
+// A refusal of a secret object or list in the values, on the page or by
+// the API, says to give it whole in a Secret named in valuesFrom, not in
+// a secret field or secretInputs.
+func TestSecretObjectsAndLists(t *testing.T) {
+	fields, err := schemaForm([]byte(`{"type":"object","properties":{"replicas":{"type":"integer"},` +
+		`"creds":{"type":"object","writeOnly":true,"properties":{"accessKey":{"type":"string"},"tls":{"type":"object","properties":{"key":{"type":"string"}}}}},` +
+		`"keys":{"type":"array","items":{"type":"string","writeOnly":true}},"pins":{"type":"array","writeOnly":true,"items":{"type":"integer"}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := map[string]bool{}
+	var walk func([]formField)
+	walk = func(fs []formField) {
+		for _, f := range fs {
+			if f.Kind != "object" {
+				secret[f.Path] = f.WriteOnly
+			}
+			walk(f.Children)
+		}
+	}
+	walk(fields)
+	want := map[string]bool{"replicas": false, "creds.accessKey": true, "creds.tls.key": true}
+	if !reflect.DeepEqual(secret, want) {
+		t.Errorf("the form's fields, secret or not: %v; want %v (no field for a secret list)", secret, want)
+	}
+
+	vals := map[string]any{"creds": map[string]any{"accessKey": "AK"}, "keys": []any{"k1"}, "auth": map[string]any{"password": "pw"}}
+	for _, paths := range [][]string{{"creds"}, {"keys"}, {"creds", "auth.password"}} {
+		page := secretValuesMessage(paths, vals, "nothing was saved")
+		api := insteadOf(capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"creds":{"accessKey":"AK"},"keys":["k1"],"auth":{"password":"pw"}}`)}}, paths, apiSecretInputs)
+		for who, msg := range map[string]string{"the page": page, "the API": api} {
+			if !strings.Contains(msg, "valuesFrom with no targetPath") || !strings.Contains(msg, paths[0]+" is an object or a list") || strings.Contains(msg, "AK") || strings.Contains(msg, "k1") {
+				t.Errorf("%s refusing %q: %s; want it to say to give %s whole in a Secret named in valuesFrom, quoting no secret", who, paths, msg, paths[0])
+			}
+			if strings.Contains(msg, `"`+paths[0]+`": "..."`) || (len(paths) == 1 && strings.Contains(msg, "secret field, which keeps")) {
+				t.Errorf("%s refusing %q: %s; want no secret field or secretInputs offered for it", who, paths, msg)
+			}
+		}
+		if len(paths) > 1 && !strings.Contains(api, `"auth.password": "..."`) {
+			t.Errorf("the API refusing %q: %s; want auth.password sent in secretInputs", paths, api)
+		}
 	}
 }

@@ -170,7 +170,7 @@ func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
 			d.Error = err.Error()
 		case len(secret) > 0:
 			form.Problems = markErrors(form.Fields, errs)
-			d.Error = secretValuesMessage(secret, "nothing was saved")
+			d.Error = secretValuesMessage(secret, vals, "nothing was saved")
 		case len(errs) > 0:
 			form.Problems = markErrors(form.Fields, errs)
 			d.Error = fmt.Sprintf("%d value(s) break the chart's schema; nothing was changed.", len(errs))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -109,6 +110,38 @@ func TestEditPageSavesWithValuesFromSecrets(t *testing.T) {
 		}
 		if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"replicas": float64(2)}) {
 			t.Errorf("%s: after the refused save, spec.values is %v; want it unchanged", tc.name, got)
+		}
+	}
+}
+
+// TestChartFormTakesASecretObject adds, from the chart form, a chart
+// whose schema marks an object writeOnly as a whole: each of its fields is
+// a secret field, so the object is made up of secret inputs in a Secret,
+// and spec.values holds none of it.
+func TestChartFormTakesASecretObject(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	sess := signInAt(t, api.URL, user(t, ns, "adder", addonRule("get", "list", "create"), rbacPolicy("", "secrets", "create")))
+	key := client.ObjectKey{Namespace: ns, Name: "secretobj"}
+	code, page := sess.send(t, http.MethodPost, "/new", url.Values{"chart": {chartServer.URL + "/vault-1.0.0.tgz"}, "namespace": {ns}, "name": {key.Name},
+		"v.replicas": {"1"}, "v.auth.password": {"pw-1"}, "v.creds.accessKey": {"AK-1"}, "v.creds.secretKey": {"SK-1"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("adding with a secret object: %d; want it created\n%s", code, page)
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(a.Spec.Values.Raw); strings.Contains(raw, "creds") || strings.Contains(raw, "AK-1") {
+		t.Errorf("spec.values is %s; want no part of the secret object", raw)
+	}
+	var paths []string
+	for _, ref := range a.Spec.ValuesFrom {
+		paths = append(paths, ref.TargetPath)
+	}
+	for _, want := range []string{"auth.password", "creds.accessKey", "creds.secretKey"} {
+		if !slices.Contains(paths, want) {
+			t.Errorf("valuesFrom targets %q; want %s among them", paths, want)
 		}
 	}
 }

@@ -101,10 +101,14 @@ func schemaForm(doc []byte) ([]formField, error) {
 	if err := json.Unmarshal(doc, &root); err != nil {
 		return nil, fmt.Errorf("the chart's values.schema.json is not JSON: %v", err)
 	}
-	return fieldsOf(&root, "", 0), nil
+	return fieldsOf(&root, "", 0, false), nil
 }
 
-func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
+// fieldsOf turns n's properties into fields; secret says that n is
+// writeOnly, or inside a value that is, so that each of its fields is a
+// secret field: the secret inputs at their paths make the object up in
+// the controller's layers, one string, number or boolean each.
+func fieldsOf(n *schemaNode, prefix string, depth int, secret bool) []formField {
 	names := make([]string, 0, len(n.Properties))
 	for name := range n.Properties {
 		names = append(names, name)
@@ -121,7 +125,7 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 			continue
 		}
 		f := formField{Path: strings.TrimPrefix(prefix+"."+name, "."), Label: name, Description: p.Description,
-			Pattern: p.Pattern, Min: p.Minimum, Max: p.Maximum, WriteOnly: p.WriteOnly, Generated: p.Generate != nil}
+			Pattern: p.Pattern, Min: p.Minimum, Max: p.Maximum, WriteOnly: secret || p.WriteOnly, Generated: p.Generate != nil}
 		if p.Title != "" {
 			f.Label = p.Title
 		}
@@ -136,10 +140,16 @@ func fieldsOf(n *schemaNode, prefix string, depth int) []formField {
 		case len(f.Enum) > 0:
 			f.Kind = "enum"
 		case k == "object" && depth < maxFormDepth:
-			f.Kind, f.Children = "object", fieldsOf(p, f.Path, depth+1)
+			f.Kind, f.Children = "object", fieldsOf(p, f.Path, depth+1, f.WriteOnly)
 			if len(f.Children) == 0 {
 				continue
 			}
+		case k == "array" && (f.WriteOnly || p.Items != nil && p.Items.WriteOnly):
+			// NOTE: a secret input is one string, typed to a number or a
+			// boolean at most: a secret list cannot be one, and a plain
+			// input would write it into spec.values. It is given whole in
+			// a Secret named in valuesFrom (secretValuesMessage).
+			continue
 		case k == "array" && p.Items != nil && scalarKind(p.Items.kind()):
 			f.Kind, f.Item = "array", p.Items.kind()
 		case scalarKind(k):
@@ -564,7 +574,7 @@ func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess ses
 	errs, secret := secretValueErrors(errs, vals, nil)
 	if err == nil && len(secret) > 0 {
 		form.Problems = markErrors(form.Fields, errs)
-		d.Error = secretValuesMessage(secret, "nothing was created")
+		d.Error = secretValuesMessage(secret, vals, "nothing was created")
 		s.render(w, "new", http.StatusUnprocessableEntity, d)
 		return
 	}
@@ -667,10 +677,44 @@ func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]an
 }
 
 // secretValuesMessage is the page's refusal of secret inputs in the
-// values to save.
-func secretValuesMessage(paths []string, outcome string) string {
-	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
-		"take it out of the YAML, and type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom); %s.", strings.Join(paths, ", "), outcome)
+// values to save, vals.
+func secretValuesMessage(paths []string, vals map[string]any, outcome string) string {
+	whole := nonScalarAt(vals, paths)
+	if len(whole) == len(paths) {
+		return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
+			"take it out of the YAML, and %s; %s.", strings.Join(paths, ", "), nonScalarSecrets(whole), outcome)
+	}
+	msg := fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
+		"take it out of the YAML, and type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)", strings.Join(paths, ", "))
+	if len(whole) > 0 {
+		msg += "; " + nonScalarSecrets(whole)
+	}
+	return msg + "; " + outcome + "."
+}
+
+// nonScalarAt lists the paths at which vals hold an object or a list.
+func nonScalarAt(vals map[string]any, paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		segs, err := values.PathSegments(p)
+		if err != nil {
+			continue
+		}
+		switch v, _ := render.FieldAt(vals, segs); v.(type) {
+		case map[string]any, []any:
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// nonScalarSecrets says how to give secret inputs that are an object or a
+// list, which no secret field, secretInputs nor --secret-input can carry:
+// each of those is one string, typed to a number or a boolean at most.
+func nonScalarSecrets(paths []string) string {
+	return fmt.Sprintf("%s is an object or a list, which a secret field or a secret input cannot hold (each is one string): "+
+		"write it as YAML at its path in a Secret of your own (key values.yaml), and name that Secret in the add-on's valuesFrom with no targetPath, "+
+		"which merges it whole", strings.Join(paths, ", "))
 }
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and

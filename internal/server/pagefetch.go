@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -152,13 +153,29 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
 	if len(set) > 0 {
-		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: instead(set)}
+		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, set, instead)}
 	}
 	if len(held) > 0 {
 		warn(fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
 			`move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(held, ", ")))
 	}
 	return nil
+}
+
+// insteadOf is how the writer takes the secret inputs at paths that
+// spec's values set: instead's way, but for an object or a list, which no
+// secret input can carry (nonScalarSecrets).
+func insteadOf(spec capstanv1.AddonSpec, paths []string, instead func(paths []string) string) string {
+	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
+	whole := nonScalarAt(vals, paths)
+	if len(whole) == 0 {
+		return instead(paths)
+	}
+	rest := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return slices.Contains(whole, p) })
+	if len(rest) == 0 {
+		return nonScalarSecrets(whole) + "; nothing was written"
+	}
+	return nonScalarSecrets(whole) + "; for " + strings.Join(rest, ", ") + ", " + instead(rest)
 }
 
 // apiSecretInputs is, for the API, how to send secret inputs at paths.
