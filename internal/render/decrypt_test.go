@@ -121,3 +121,31 @@ func TestGeneratorReadsDecryptedFiles(t *testing.T) {
 		t.Errorf("a dotenv file SOPS encrypted: %v; problems: %v", err, d.Err())
 	}
 }
+
+// TestFolderFailedBuildListsEachProblemOnce: a loose file of a folder built
+// Flux's way that cannot be decrypted (another key encrypted it) fails the
+// build, and is one problem, not one for the build and one for the check
+// that follows a failed build.
+func TestFolderFailedBuildListsEachProblemOnce(t *testing.T) {
+	ids, err := sops.ParseKeys("age.agekey", sopsFixture(t, "age.agekey"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys := fleetRepo()
+	fsys["fleet/infra/foreign.yaml"] = &fstest.MapFile{Data: sopsFixture(t, "other.enc.yaml")}
+	fsys["fleet/infra/config.yaml"] = &fstest.MapFile{Data: sopsFixture(t, "config.enc.yaml")}
+	d := &sops.Decrypter{IDs: ids}
+	if _, err := FolderWith(fsys, "fleet", SourceIdentity{}, FolderInputs{Decrypt: d.File}); err == nil {
+		t.Fatal("a folder with a file another key encrypted built")
+	}
+	if len(d.Problems) != 1 || !strings.HasPrefix(d.Problems[0], "fleet/infra/foreign.yaml: ") {
+		t.Errorf("problems = %q, want fleet/infra/foreign.yaml once", d.Problems)
+	}
+	if n := len(d.Secrets); n == 0 {
+		t.Error("config.yaml's secrets were not taken")
+	}
+	once := len(slices.Compact(slices.Sorted(slices.Values(d.Secrets))))
+	if once != len(d.Secrets) {
+		t.Errorf("secrets taken more than once: %d of %d distinct", once, len(d.Secrets))
+	}
+}

@@ -226,7 +226,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs, generated []folderEntry)
 	opts.LoadRestrictions = types.LoadRestrictionsNone
 	files := filesys.FileSystem(mem)
 	if in.Decrypt != nil {
-		files = decryptingFS{FileSystem: mem, decrypt: in.Decrypt}
+		files = decryptingFS{FileSystem: mem, decrypt: in.Decrypt, read: map[string]decrypted{}}
 	}
 	m, err := runKustomize(opts, aliasBoundFS{FileSystem: files, budget: &aliasBudget{}}, root)
 	if err != nil {
@@ -563,17 +563,36 @@ func encryptedObject(o *unstructured.Unstructured) bool {
 
 // decryptingFS is kustomize's file system with each file it reads given
 // to decrypt first, so that only what the build reaches is decrypted.
+// read remembers each file's answer for the one build it serves: a file
+// the build reads twice, or that notObjects reads again after a failed
+// build, is decrypted once, so a file that cannot be decrypted is one
+// problem, not one per read, and its secrets are taken once.
 type decryptingFS struct {
 	filesys.FileSystem
 	decrypt func(name string, data []byte) ([]byte, error)
+	read    map[string]decrypted
+}
+
+// decrypted is what decrypt gave for one file.
+type decrypted struct {
+	data []byte
+	err  error
 }
 
 func (d decryptingFS) ReadFile(name string) ([]byte, error) {
+	key := path.Clean("/" + name)
+	if got, ok := d.read[key]; ok {
+		return got.data, got.err
+	}
 	data, err := d.FileSystem.ReadFile(name)
 	if err != nil {
 		return nil, err
 	}
-	return d.decrypt(strings.TrimPrefix(name, "/"), data)
+	data, err = d.decrypt(strings.TrimPrefix(name, "/"), data)
+	if d.read != nil {
+		d.read[key] = decrypted{data: data, err: err}
+	}
+	return data, err
 }
 
 // A walk follows symlinks as kustomize and a checkout on disk do: the

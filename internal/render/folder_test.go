@@ -372,6 +372,30 @@ func TestFolderGeneratedKustomizationReadsFilesAsTheBuildDoes(t *testing.T) {
 	}
 }
 
+// TestFolderFailedBuildDecryptsEachFileOnce: when the build of a folder
+// Flux's way fails, the files are judged again as the build read them, from
+// what the build decrypted, not by decrypting each a second time.
+func TestFolderFailedBuildDecryptsEachFileOnce(t *testing.T) {
+	fsys := fleetRepo()
+	fsys["fleet/infra/values.yaml"] = file("replicas: 3\n")
+	calls := map[string]int{}
+	decrypt := func(name string, data []byte) ([]byte, error) {
+		calls[name]++
+		return data, nil
+	}
+	if _, err := FolderWith(fsys, "fleet", SourceIdentity{}, FolderInputs{Decrypt: decrypt}); err == nil || !strings.Contains(err.Error(), "fleet/infra/values.yaml is not Kubernetes objects") {
+		t.Fatalf("error = %v, want one naming fleet/infra/values.yaml", err)
+	}
+	if calls["fleet/infra/shared.yml"] == 0 {
+		t.Errorf("decrypt calls %v: the loose files were never read", calls)
+	}
+	for name, n := range calls {
+		if n != 1 {
+			t.Errorf("%s decrypted %d times, want once", name, n)
+		}
+	}
+}
+
 // hooksRepo is a folder written for Argo CD, with a chart's hooks rendered
 // into it.
 func hooksRepo() fstest.MapFS {
