@@ -275,6 +275,49 @@ func TestChartRefusedWithoutCredentialsSaysSo(t *testing.T) {
 	}
 }
 
+// TestRefusalAfterARedirectJudgesTheHopThatAnswered: a repository that
+// redirects its archive to a server on another port, which answers 403 (a
+// signed address that expired), is judged at that server. Fetched with
+// credentials, the error does not say they were refused, since they never
+// went past the redirect; fetched without, it does not send the user to
+// name a secretRef, which would not go there either. A document refused
+// with 401 says it must be readable without credentials.
+func TestRefusalAfterARedirectJudgesTheHopThatAnswered(t *testing.T) {
+	cdn := newChartRepo(t)
+	cdn.answer("/demo-1.0.0.tgz", http.StatusForbidden)
+	r := newChartRepo(t)
+	var needAuth atomic.Bool
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if u, p, ok := req.BasicAuth(); needAuth.Load() && (!ok || u != "alice" || p != "s3cret") {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		http.Redirect(w, req, cdn.URL+req.URL.Path, http.StatusFound)
+	})
+	f := newTestFetcher(t, Options{}, r.Server, cdn.Server)
+	spec := capstanv1.ChartSource{URL: r.URL + "/demo-1.0.0.tgz"}
+	cdnHost := strings.TrimPrefix(cdn.URL, "https://")
+
+	needAuth.Store(true)
+	_, err := f.Chart(context.Background(), spec, &Credentials{Username: "alice", Password: "s3cret"})
+	if err == nil || strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "redirect to "+cdnHost) {
+		t.Errorf("a chart whose redirect with credentials is refused: %v; want it to name %s, which was sent none, not credentials refused", err, cdnHost)
+	}
+	needAuth.Store(false)
+	_, err = f.Chart(context.Background(), spec, nil)
+	if err == nil || strings.Contains(err.Error(), "secretRef") || !strings.Contains(err.Error(), "redirect to "+cdnHost) {
+		t.Errorf("a chart whose redirect without credentials is refused: %v; want it to name %s, not a secretRef to add", err, cdnHost)
+	}
+
+	doc := newChartRepo(t)
+	doc.answer("/addon.json", http.StatusUnauthorized)
+	f = newTestFetcher(t, Options{}, doc.Server)
+	_, err = f.Document(context.Background(), doc.URL+"/addon.json", NoRedirect, 1<<16, "the registration manifest")
+	if err == nil || !strings.Contains(err.Error(), "without credentials; it must be readable without them") {
+		t.Errorf("a manifest refused without credentials: %v; want it to say it must be readable without them", err)
+	}
+}
+
 func TestCachedChartIsNotServedToOtherCredentials(t *testing.T) {
 	r := newChartRepo(t)
 	r.put("/demo-1.0.0.tgz", chartArchive(t, "demo", "1.0.0"))

@@ -135,7 +135,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 		key := "oci\x00" + pullRef + "\x00" + creds.cacheKey()
 		return f.fetchChart(ctx, key, spec.Digest, refresh && manifest == "", func(ctx context.Context) (*cachedChart, error) {
 			f.stats.ArchiveFetches.Add(1)
-			data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference)
+			data, manifestDigest, err := f.pullOCIChart(ctx, repo, "oci://"+pullRef, reference, creds != nil)
 			if err != nil {
 				return nil, err
 			}
@@ -180,7 +180,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 				return pull(strings.ReplaceAll(whole, "+", "_"))
 			}
 		}
-		t, err := ociTagInRange(ctx, repo, spec.OCI, version)
+		t, err := ociTagInRange(ctx, repo, spec.OCI, version, creds != nil)
 		if err != nil {
 			return nil, err
 		}
@@ -189,7 +189,7 @@ func (f *Fetcher) ociChart(ctx context.Context, spec capstanv1.ChartSource, cred
 	if _, err := semver.NewConstraint(version); err != nil {
 		return nil, specError("spec.chart.version %q is neither a tag, a version nor a semver range", version)
 	}
-	t, err := ociTagInRange(ctx, repo, spec.OCI, version)
+	t, err := ociTagInRange(ctx, repo, spec.OCI, version, creds != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -249,11 +249,12 @@ func isVersionPrefix(v string) bool {
 
 // ociTagInRange resolves a semver range over a repository's tags as Helm
 // does: an exact tag first, then the newest version in range; "+" stands
-// as "_" in the tag it returns.
-func ociTagInRange(ctx context.Context, repo *remote.Repository, shown, version string) (string, error) {
+// as "_" in the tag it returns. withCreds says whether repo sends
+// credentials, for what an error says to do.
+func ociTagInRange(ctx context.Context, repo *remote.Repository, shown, version string, withCreds bool) (string, error) {
 	tags, err := ociTags(ctx, repo)
 	if err != nil {
-		return "", ociError(shown, "listing its tags", err)
+		return "", ociError(shown, "listing its tags", withCreds, err)
 	}
 	t, err := registry.GetTagMatchingVersionOrConstraint(tags, version)
 	if err != nil {
@@ -336,14 +337,15 @@ var errTooManyTags = errors.New("too many tags")
 
 // pullOCIChart reads a chart's manifest and its one chart layer, checking
 // each against its size limit and digest, and returns the chart archive and
-// the manifest's digest.
-func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, shown, reference string) ([]byte, string, error) {
+// the manifest's digest. withCreds says whether repo sends credentials,
+// for what an error says to do.
+func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, shown, reference string, withCreds bool) ([]byte, string, error) {
 	desc, rc, err := repo.FetchReference(ctx, reference)
 	if errors.Is(err, errdef.ErrNotFound) {
 		err = noSuchManifest{err}
 	}
 	if err != nil {
-		return nil, "", ociError(shown, "pulling the chart", err)
+		return nil, "", ociError(shown, "pulling the chart", withCreds, err)
 	}
 	defer rc.Close()
 	if desc.Size > maxOCIManifestBytes {
@@ -351,7 +353,7 @@ func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, sho
 	}
 	raw, err := content.ReadAll(rc, desc)
 	if err != nil {
-		return nil, "", ociError(shown, "reading the chart's manifest", err)
+		return nil, "", ociError(shown, "reading the chart's manifest", withCreds, err)
 	}
 	layer, err := chartLayer(desc.MediaType, raw)
 	if err != nil {
@@ -362,14 +364,14 @@ func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, sho
 	}
 	blob, err := repo.Blobs().Fetch(ctx, layer)
 	if err != nil {
-		return nil, "", ociError(shown, "pulling the chart's layer", err)
+		return nil, "", ociError(shown, "pulling the chart's layer", withCreds, err)
 	}
 	defer blob.Close()
 	// NOTE: ReadAll reads exactly the layer's size and checks its digest,
 	// however the response is encoded.
 	data, err := content.ReadAll(blob, layer)
 	if err != nil {
-		return nil, "", ociError(shown, "reading the chart's layer", err)
+		return nil, "", ociError(shown, "reading the chart's layer", withCreds, err)
 	}
 	return data, desc.Digest.String(), nil
 }
@@ -445,13 +447,20 @@ func (f *Fetcher) registryAuth(host string, creds *Credentials) *auth.Client {
 	return authClient
 }
 
-func ociError(ref, doing string, err error) error {
+// ociError is err from a registry, about ref, while doing, with a hint of
+// what to check. withCreds says whether the request went with the
+// credentials of spec.chart.secretRef: a registry that refuses one that
+// went without them wants some, not other ones.
+func ociError(ref, doing string, withCreds bool, err error) error {
 	hint := "check spec.chart.oci and spec.chart.version, and that the registry is up"
 	msg := err.Error()
+	refused := statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential")
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
-	case statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential"):
+	case refused && !withCreds:
+		hint = "the registry refuses to serve the chart without credentials; name a Secret that holds them in spec.chart.secretRef"
+	case refused:
 		hint = "the registry refused the credentials; check the Secret named in spec.chart.secretRef"
 	case strings.Contains(msg, "not found") || statusCode(msg, "404"):
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"

@@ -373,8 +373,12 @@ func TestOCICredentials(t *testing.T) {
 	spec := capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "1.0.0"}
 	_, err := f.Chart(context.Background(), spec, nil)
 	var fe *FetchError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "without credentials; name a Secret that holds them in spec.chart.secretRef") || strings.Contains(err.Error(), "refused the credentials") {
+		t.Fatalf("a pull without spec.chart.secretRef: %v; want it to say the registry wants credentials, naming spec.chart.secretRef, not that they were refused", err)
+	}
+	_, err = f.Chart(context.Background(), spec, &Credentials{Username: "robot", Password: "wrong"})
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "refused the credentials") {
-		t.Fatalf("want a credentials error, got %v", err)
+		t.Fatalf("a pull with credentials the registry refuses: %v; want it to say so", err)
 	}
 	c, err := f.Chart(context.Background(), spec, &Credentials{Username: "robot", Password: "s3cret"})
 	if err != nil {
@@ -440,15 +444,21 @@ func TestOCIGuard(t *testing.T) {
 }
 
 func TestOCIErrorHints(t *testing.T) {
-	for _, tc := range []struct{ msg, want string }{
-		{`127.0.0.1:40165/charts/demo:9.9.9: not found`, "no such chart"},
-		{`127.0.0.1:40365/charts/demo: not found`, "no such chart"},
-		{`GET https://registry.example/v2/: 401 Unauthorized`, "refused the credentials"},
-		{`unexpected status code 403: forbidden`, "refused the credentials"},
-		{`response status code 404: name unknown`, "no such chart"},
-		{`dial tcp 10.0.0.1:4011: connection refused`, "registry is up"},
+	for _, tc := range []struct {
+		msg       string
+		withCreds bool
+		want      string
+	}{
+		{`127.0.0.1:40165/charts/demo:9.9.9: not found`, true, "no such chart"},
+		{`127.0.0.1:40365/charts/demo: not found`, false, "no such chart"},
+		{`GET https://registry.example/v2/: 401 Unauthorized`, true, "refused the credentials"},
+		{`unexpected status code 403: forbidden`, true, "refused the credentials"},
+		{`GET https://registry.example/v2/: 401 Unauthorized`, false, "without credentials; name a Secret"},
+		{`unexpected status code 403: forbidden`, false, "without credentials; name a Secret"},
+		{`response status code 404: name unknown`, true, "no such chart"},
+		{`dial tcp 10.0.0.1:4011: connection refused`, true, "registry is up"},
 	} {
-		err := ociError("oci://x", "pulling the chart", errors.New(tc.msg))
+		err := ociError("oci://x", "pulling the chart", tc.withCreds, errors.New(tc.msg))
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v; want a hint that says %q", tc.msg, err, tc.want)
 		}

@@ -373,18 +373,8 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 			// NOTE: only docClient stops at a redirect; the other clients
 			// follow it, each hop checked by the guard's CheckRedirect.
 			hint = "the server answered with a redirect" + redirectedTo(resp) + ", which is not followed: " + what + " is served at its own address, not redirected"
-		case (code == http.StatusUnauthorized || code == http.StatusForbidden) && !auth.sends(req.URL):
-			// A document, or a chart that names no secretRef (or whose
-			// credentials are not for this host), went without any.
-			hint = "the server refuses to serve " + what + " without credentials"
-			switch {
-			case auth.chart && auth.creds == nil:
-				hint += "; name a Secret that holds them in spec.chart.secretRef"
-			case auth.chart:
-				hint += "; those of spec.chart.secretRef are sent only to " + auth.host + ", the host that serves the chart's repository"
-			}
 		case code == http.StatusUnauthorized || code == http.StatusForbidden:
-			hint = "the server refused the credentials; check the Secret named in secretRef"
+			hint = refusedHint(auth, req.URL, answered(resp, req), what)
 		case code == http.StatusNotFound:
 			hint = "check " + what + "; the server has no such file"
 		}
@@ -402,6 +392,45 @@ func (f *Fetcher) getWith(ctx context.Context, client *http.Client, rawURL strin
 		return nil, &FetchError{URL: shown, Err: &TooLargeError{msg: fmt.Sprintf("%s is more than %s, its limit", what, byteSize(limit))}}
 	}
 	return buf.Bytes(), nil
+}
+
+// answered is the request whose hop gave resp: the last of any redirects
+// the client followed.
+func answered(resp *http.Response, first *http.Request) *http.Request {
+	if resp.Request != nil {
+		return resp.Request
+	}
+	return first
+}
+
+// refusedHint says what to do about a 401 or 403 to the request for what
+// (a field or document to name in the hint), sent to first and answered by
+// hop, the last request of any redirects. It judges the hop that
+// answered: whether the credentials went to it (a redirect to another
+// origin drops them, see netguard.CheckRedirect), and whether a redirect
+// took the request there, where naming credentials cannot help.
+func refusedHint(auth httpAuth, first *url.URL, hop *http.Request, what string) string {
+	if hop.Header.Get("Authorization") != "" {
+		return "the server refused the credentials; check the Secret named in secretRef"
+	}
+	if !netguard.SameOrigin(first, hop.URL) {
+		hint := "the redirect to " + hop.URL.Host + " was sent without credentials, which never go past a redirect to another origin: "
+		if auth.chart {
+			return hint + hop.URL.Host + " must serve " + what + " without them (a signed address may have expired); check what " + first.Host + " redirects to"
+		}
+		return hint + what + " must be readable without them"
+	}
+	hint := "the server refuses to serve " + what + " without credentials"
+	switch {
+	case !auth.chart:
+		// A document is always read without any.
+		hint += "; it must be readable without them"
+	case auth.creds == nil:
+		hint += "; name a Secret that holds them in spec.chart.secretRef"
+	default:
+		hint += "; those of spec.chart.secretRef are sent only to " + auth.host + ", the host that serves the chart's repository"
+	}
+	return hint
 }
 
 // unwrapURLError drops net/http's "Get <url>:" prefix, which repeats the URL
