@@ -1,0 +1,145 @@
+// Package docs_test checks the documentation against the code it describes.
+package docs_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestEveryReasonIsDocumented reads the condition and event reasons the
+// controllers set, from their source (go/ast, no control plane), and checks
+// that docs/controller.md or docs/gitops.md names each, in backquotes: a
+// user who writes `kubectl wait` or an alert on a reason finds them all
+// there. A reason is a constant named Reason… or reason…, a string given to
+// a field or variable named reason, and a pipeline step's or stage's name
+// with "Failed" after it (how outcome.go names a failed step).
+func TestEveryReasonIsDocumented(t *testing.T) {
+	var docs strings.Builder
+	for _, name := range []string{"controller.md", "gitops.md"} {
+		data, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		docs.Write(data)
+	}
+	files, err := filepath.Glob("../internal/controller/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, "../internal/plan/gates.go")
+	reasons := map[string]string{}
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		for r := range reasonsIn(t, f) {
+			reasons[r] = f
+		}
+	}
+	for _, must := range []string{"GuardrailViolations", "ObjectsExist", "ApplyFailed", "FetchFailed", "DependencyCycle"} {
+		if reasons[must] == "" {
+			t.Errorf("the reason %s was not found in the code: the test no longer reads the reasons", must)
+		}
+	}
+	var missing []string
+	for r, f := range reasons {
+		if !strings.Contains(docs.String(), "`"+r+"`") {
+			missing = append(missing, r+" ("+filepath.Base(f)+")")
+		}
+	}
+	slices.Sort(missing)
+	if len(missing) > 0 {
+		t.Errorf("reasons set by the controllers that neither docs/controller.md nor docs/gitops.md names: %s", strings.Join(missing, ", "))
+	}
+}
+
+// reasonsIn returns the reasons the Go file at path sets.
+func reasonsIn(t *testing.T, path string) map[string]bool {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	str := func(e ast.Expr) string {
+		lit, ok := e.(*ast.BasicLit)
+		if !ok || lit.Kind != token.STRING {
+			return ""
+		}
+		s, err := strconv.Unquote(lit.Value)
+		if err != nil {
+			return ""
+		}
+		return s
+	}
+	isReason := func(e ast.Expr) bool {
+		id, ok := e.(*ast.Ident)
+		return ok && strings.HasPrefix(strings.ToLower(id.Name), "reason")
+	}
+	step := func(c *ast.CompositeLit) {
+		if len(c.Elts) == 2 {
+			if s := str(c.Elts[0]); s != "" {
+				out[s+"Failed"] = true
+			}
+		}
+	}
+	ast.Inspect(f, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.ValueSpec:
+			for i, name := range n.Names {
+				if i < len(n.Values) && isReason(name) {
+					if s := str(n.Values[i]); s != "" {
+						out[s] = true
+					}
+				}
+			}
+		case *ast.KeyValueExpr:
+			if isReason(n.Key) {
+				if s := str(n.Value); s != "" {
+					out[s] = true
+				}
+			}
+		case *ast.AssignStmt:
+			for i, lhs := range n.Lhs {
+				if i >= len(n.Rhs) {
+					continue
+				}
+				if isReason(lhs) {
+					if s := str(n.Rhs[i]); s != "" {
+						out[s] = true
+					}
+				}
+				// A stage set outside the pipeline: s.stage = "Delete".
+				if sel, ok := lhs.(*ast.SelectorExpr); ok && sel.Sel.Name == "stage" {
+					if s := str(n.Rhs[i]); s != "" {
+						out[s+"Failed"] = true
+					}
+				}
+			}
+		case *ast.CompositeLit:
+			// A pipeline step, step{"Name", r.run}, alone or in a
+			// []step{{"Name", r.run}, …}.
+			if id, ok := n.Type.(*ast.Ident); ok && id.Name == "step" {
+				step(n)
+			}
+			if at, ok := n.Type.(*ast.ArrayType); ok {
+				if id, ok := at.Elt.(*ast.Ident); ok && id.Name == "step" {
+					for _, e := range n.Elts {
+						if c, ok := e.(*ast.CompositeLit); ok {
+							step(c)
+						}
+					}
+				}
+			}
+		}
+		return true
+	})
+	return out
+}
