@@ -1245,9 +1245,10 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 // and the values break a rule that holds whatever the writer does (more
 // secret values than Capstan hides), which comes with the paths found.
 // A git folder has no values, and no check.
-func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]string, error) {
+// Each path comes with its segments, as values.Lookup takes them.
+func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]values.SecretInputPath, error) {
 	// NOTE: with no values before, none is held: every one is set.
-	set, _, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	set, _, err := secretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return fetcher.Fetch(ctx, spec, nil)
 	}, spec, nil)
 	return set, err
@@ -1263,6 +1264,19 @@ type ChartFetch func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Art
 // refusing them would make the Addon impossible to edit. Nothing is
 // fetched when spec.values is empty or the same as old.
 func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []string, err error) {
+	setPaths, heldPaths, err := secretValuesChanged(ctx, fetch, spec, old)
+	for _, p := range setPaths {
+		set = append(set, p.Name)
+	}
+	for _, p := range heldPaths {
+		held = append(held, p.Name)
+	}
+	return set, held, err
+}
+
+// secretValuesChanged is SecretValuesChanged with the segments of each
+// path.
+func secretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
 	if spec.Chart == nil || spec.Values == nil || len(bytes.TrimSpace(spec.Values.Raw)) == 0 {
 		return nil, nil, nil
 	}
@@ -1301,7 +1315,7 @@ func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.A
 	default:
 		found = res.Errors
 	}
-	set, held, _ = values.WriteOnlyChanges(found, vals, before)
+	set, held, _ = values.WriteOnlyPaths(found, vals, before)
 	if inv != nil {
 		return set, held, inv
 	}

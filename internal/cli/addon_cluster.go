@@ -145,30 +145,67 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: the chart could not be read to check the values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in --secret-input PATH=@FILE, not in -f or --set\n", err)
 		return nil
 	}
-	var set, held []string
+	stored := map[string]any{}
+	// NOTE: values that cannot be read resolve no path, and every path
+	// then counts as set where given holds anything at its first segment.
+	_ = json.Unmarshal(spec.Values.Raw, &stored)
+	var set, held []addonvalues.SecretInputPath
 	for _, p := range paths {
-		if _, ok := valueAt(given, p); ok {
+		if givenAt(given, stored, p.Segments) {
 			set = append(set, p)
 		} else {
 			held = append(held, p)
 		}
 	}
-	secretFlags := func(paths []string) string {
-		flags := make([]string, len(paths))
+	names := func(paths []addonvalues.SecretInputPath) string {
+		out := make([]string, len(paths))
 		for i, p := range paths {
-			flags[i] = "--secret-input " + p + "=@FILE"
+			out[i] = p.Name
+		}
+		return strings.Join(out, ", ")
+	}
+	secretFlags := func(paths []addonvalues.SecretInputPath) string {
+		flags := make([]string, 0, len(paths))
+		for _, p := range paths {
+			if p.Named {
+				flags = append(flags, "--secret-input "+p.Name+"=@FILE")
+			}
+		}
+		if len(flags) < len(paths) {
+			flags = append(flags, "a values Secret named in spec.valuesFrom without a targetPath for a path with an empty key")
 		}
 		return strings.Join(flags, ", ")
 	}
 	if len(set) > 0 {
 		return fmt.Errorf("addon %s: the chart's schema marks %s writeOnly, a secret input, which -f and --set would write into spec.values, where anyone who may view the Addon reads it: "+
-			"give it as %s instead; nothing was written", key, strings.Join(set, ", "), secretFlags(set))
+			"give it as %s instead; nothing was written", key, names(set), secretFlags(set))
 	}
 	if len(held) > 0 {
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, "+
-			"and the controller Blocks the Addon for it: move it with %s, which takes it out of spec.values\n", key, strings.Join(held, ", "), secretFlags(held))
+			"and the controller Blocks the Addon for it: move it with %s, which takes it out of spec.values\n", key, names(held), secretFlags(held))
 	}
 	return nil
+}
+
+// givenAt says whether given, the values of -f and --set, sets the value
+// at segs, a writeOnly path found in stored, the spec.values checked. The
+// path is compared by its segments, never by a name parsed back. It fails
+// closed: a path that does not resolve in stored counts as set whenever
+// given holds anything at its first segment, as a secret wrongly let
+// through is stored in spec.values, readable by anyone who may view the
+// Addon, while one wrongly refused costs only a --secret-input.
+func givenAt(given, stored map[string]any, segs []string) bool {
+	if len(segs) == 0 {
+		return len(given) > 0
+	}
+	if _, ok := addonvalues.Lookup(given, segs); ok {
+		return true
+	}
+	if _, ok := addonvalues.Lookup(stored, segs); ok {
+		return false
+	}
+	_, ok := given[segs[0]]
+	return ok
 }
 
 // gitCheck is the CheckValues of a --gitops commit: it refuses a

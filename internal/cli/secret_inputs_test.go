@@ -145,7 +145,9 @@ var writeOnlyChart = map[string]string{
 	"Chart.yaml": "apiVersion: v2\nname: blog\nversion: 1.0.0\n",
 	"values.schema.json": `{"type":"object","properties":{"replicas":{"type":"integer"},` +
 		`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
-		`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}}}}`,
+		`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}},` +
+		`"ports":{"type":"object","additionalProperties":{"type":"string","writeOnly":true}},` +
+		`"apiKeys":{"type":"array","items":{"type":"string","writeOnly":true}}}}`,
 	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
 }
 
@@ -169,10 +171,16 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	}
 	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", chartURL}, fetch...)
 
-	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}, {"--set", "users[0].password=hunter2"}} {
+	// NOTE: a map's key made of digits (a port) is named as a key,
+	// ports.8080, which --secret-input takes back to the same place.
+	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}, {"--set", "users[0].password=hunter2"}, {"--set", "ports.8080=hunter2"}} {
+		want := "password=@FILE"
+		if given[1] == "ports.8080=hunter2" {
+			want = "--secret-input ports.8080=@FILE"
+		}
 		out, err := capstan(t, cluster, append(add, given...)...)
-		if err == nil || !strings.Contains(err.Error(), "password=@FILE") || strings.Contains(err.Error()+out, "hunter2") {
-			t.Errorf("add %v: %v; want it refused, naming --secret-input\n%s", given, err, out)
+		if err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error()+out, "hunter2") {
+			t.Errorf("add %v: %v; want it refused, naming %s\n%s", given, err, want, out)
 		}
 		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
 			t.Fatalf("add %v created the Addon", given)

@@ -70,21 +70,26 @@ func TestSecretValueErrorsNameTargetPaths(t *testing.T) {
 	errs := []capstanv1.ValuesError{
 		{Path: "/a.b", Rule: values.RuleWriteOnly},
 		{Path: "/servers/0/pin", Rule: values.RuleWriteOnly},
+		{Path: "/users/10001/password", Rule: values.RuleWriteOnly},
+		{Path: "/pins/007", Rule: values.RuleWriteOnly},
 		{Path: "/auth/password", Rule: values.RuleWriteOnly},
 		{Path: "/replicas", Rule: "type"},
 	}
+	// NOTE: a map's key of digits is named as a key, which a targetPath
+	// reads back as that key, not as a list's index.
 	vals := map[string]any{"a.b": float64(1), "servers": []any{map[string]any{"pin": float64(2)}},
+		"users": map[string]any{"10001": map[string]any{"password": "p"}}, "pins": map[string]any{"007": "p"},
 		"auth": map[string]any{"password": "kept"}, "replicas": "two"}
 	current := map[string]any{"auth": map[string]any{"password": "kept"}}
 	rest, set := secretValueErrors(errs, vals, current)
-	if want := []string{`a\.b`, `servers[0].pin`}; !slices.Equal(set, want) {
+	if want := []string{`a\.b`, `servers[0].pin`, `users.10001.password`, `pins.007`}; !slices.Equal(set, want) {
 		t.Errorf("set = %q; want %q", set, want)
 	}
 	var paths []string
 	for _, e := range rest {
 		paths = append(paths, e.Path)
 	}
-	if want := []string{"/a.b", "/servers/0/pin", "/replicas"}; !slices.Equal(paths, want) {
+	if want := []string{"/a.b", "/servers/0/pin", "/users/10001/password", "/pins/007", "/replicas"}; !slices.Equal(paths, want) {
 		t.Errorf("rest at %q; want %q", paths, want)
 	}
 }

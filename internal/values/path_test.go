@@ -1,7 +1,10 @@
 package values
 
 import (
+	"encoding/json"
 	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -126,5 +129,88 @@ func TestPathSegments(t *testing.T) {
 	}
 	if _, err := PathSegments("users[x]"); err == nil {
 		t.Error("users[x] parsed; want an error")
+	}
+}
+
+// TestSecretInputPathsRoundTrip: every path of a secret input that
+// findSecretInputs finds is named by a targetPath that reads back as the
+// same segments and, set as a targetPath, lands where the value is,
+// leaving the rest of the tree as it was: a map's key of digits (a port,
+// a uid, a key with leading zeros) is written as a key, not as a list's
+// index. A path with an empty key, which no targetPath names, says so.
+func TestSecretInputPathsRoundTrip(t *testing.T) {
+	s, err := ParseSchema("app", []byte(`{"type": "object", "properties": {
+		"users": {"type": "object", "additionalProperties": {"type": "object", "properties": {"password": {"type": "string", "writeOnly": true}}}},
+		"ports": {"type": "object", "additionalProperties": {"type": "string", "writeOnly": true}},
+		"pins": {"type": "object", "additionalProperties": {"type": "string", "writeOnly": true}},
+		"servers": {"type": "array", "items": {"type": "object", "properties": {"pin": {"type": "string", "writeOnly": true}}}},
+		"grid": {"type": "array", "items": {"type": "array", "items": {"type": "string", "writeOnly": true}}},
+		"a.b": {"type": "object", "additionalProperties": {"type": "string", "writeOnly": true}}}}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{}
+	if err := json.Unmarshal([]byte(`{
+		"users": {"10001": {"password": "p1", "shell": "sh"}, "7": {"password": "p2"}},
+		"ports": {"80": "s80", "8080": "s8080"},
+		"pins": {"007": "s007", "": "sempty"},
+		"servers": [{"pin": "s0"}, {"pin": "s1"}],
+		"grid": [["g00"], ["g10", "g11"]],
+		"a.b": {"0": "sab"}}`), &vals); err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	unnamed := 0
+	s.findSecretInputs(vals, func(p []string) {
+		name, ok := TargetPathIn(vals, p)
+		if !ok {
+			unnamed++
+			if !slices.Contains(p, "") {
+				t.Errorf("%q: no targetPath names it; want one", p)
+			}
+			return
+		}
+		names = append(names, name)
+		segs, err := PathSegments(name)
+		if err != nil || !slices.Equal(segs, p) {
+			t.Errorf("%q is named %s, which reads back as %q (%v)", p, name, segs, err)
+		}
+		tp, err := parseTargetPath(name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		got := copyMap(vals)
+		tp.set(got, "NEW")
+		want := copyMap(vals)
+		parent, _ := lookup(want, p[:len(p)-1])
+		switch c := parent.(type) {
+		case map[string]any:
+			c[p[len(p)-1]] = "NEW"
+		case []any:
+			i, _ := strconv.Atoi(p[len(p)-1])
+			c[i] = "NEW"
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s set as a targetPath gives %v; want %v", name, got, want)
+		}
+	})
+	slices.Sort(names)
+	want := []string{`a\.b.0`, "grid[0][0]", "grid[1][0]", "grid[1][1]", "pins.007", "ports.80", "ports.8080", "servers[0].pin", "servers[1].pin", "users.10001.password", "users.7.password"}
+	if !slices.Equal(names, want) || unnamed != 1 {
+		t.Errorf("secret inputs named %q and %d unnamed; want %q and the one with an empty key", names, unnamed, want)
+	}
+
+	errs := s.checkWriteOnly(Sources{Spec: vals})
+	set, _, _ := WriteOnlyChanges(errs, vals, nil)
+	if !slices.Contains(set, "ports.8080") || !slices.Contains(set, "users.10001.password") {
+		t.Errorf("WriteOnlyChanges names %q; want ports.8080 and users.10001.password", set)
+	}
+	for _, e := range errs {
+		if e.Path == "/ports/8080" && !strings.HasPrefix(e.Message, "ports.8080 is a secret input") {
+			t.Errorf("the error at %s says %q; want it to name ports.8080", e.Path, e.Message)
+		}
+		if e.Path == "/pins/" && !strings.Contains(e.Message, "no targetPath can name") {
+			t.Errorf("the error at %s says %q; want it to say no targetPath names it", e.Path, e.Message)
+		}
 	}
 }

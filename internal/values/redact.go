@@ -250,18 +250,42 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 	var errs errorList
 	s.findSecretInputs(src.Spec, func(p []string) {
 		errs.add(pointer(p), RuleWriteOnly,
-			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", dotted(p))
+			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", secretInputPath(src.Spec, p).Name)
 	})
 	for _, l := range src.From {
 		if l.FromSecret() || l.Missing {
 			continue
 		}
-		s.findSecretInputs(l.tree(), func(p []string) {
+		tree := l.tree()
+		s.findSecretInputs(tree, func(p []string) {
 			errs.add(pointer(p), RuleWriteOnly,
-				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", dotted(p), l.Name())
+				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", secretInputPath(tree, p).Name, l.Name())
 		})
 	}
 	return errs
+}
+
+// A SecretInputPath is where a secret input is in a values tree.
+type SecretInputPath struct {
+	// Segments are the path's segments, as Lookup takes them.
+	Segments []string
+	// Name is the targetPath that names the path (servers[0].pin, a\.b,
+	// ports.8080), which secretInputs and the CLI's --secret-input take
+	// back as it is, when Named; otherwise its JSON pointer, with what to
+	// do instead.
+	Name string
+	// Named is false for a path that no targetPath can name: one with an
+	// empty key.
+	Named bool
+}
+
+// secretInputPath names the path segs of a value of tree (TargetPathIn).
+func secretInputPath(tree any, segs []string) SecretInputPath {
+	name, ok := TargetPathIn(tree, segs)
+	if !ok {
+		name += " (a path with an empty key, which no targetPath can name: give it in a values Secret that spec.valuesFrom names without a targetPath)"
+	}
+	return SecretInputPath{Segments: segs, Name: name, Named: ok}
 }
 
 // WriteOnlyChanges sorts the RuleWriteOnly errors of errs, which Compose
@@ -270,9 +294,16 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 // or changes, which a writer refuses; held those that before holds already,
 // unchanged, which a writer lets through, as refusing them would make the
 // Addon impossible to edit until they are moved. rest is errs without the
-// held ones. The paths are targetPaths (servers[0].pin, a\.b), which
-// secretInputs and the CLI's --secret-input take back as they are.
+// held ones. The names are targetPaths written from vals (servers[0].pin,
+// a\.b, ports.8080), which secretInputs and the CLI's --secret-input take
+// back as they are, and which land where the value is.
 func WriteOnlyChanges(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []string, rest []capstanv1.ValuesError) {
+	setPaths, heldPaths, rest := WriteOnlyPaths(errs, vals, before)
+	return names(setPaths), names(heldPaths), rest
+}
+
+// WriteOnlyPaths is WriteOnlyChanges with the segments of each path.
+func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []SecretInputPath, rest []capstanv1.ValuesError) {
 	for _, e := range errs {
 		if e.Rule != RuleWriteOnly {
 			rest = append(rest, e)
@@ -281,13 +312,21 @@ func WriteOnlyChanges(errs []capstanv1.ValuesError, vals, before map[string]any)
 		segs := splitPointer(e.Path)
 		now, _ := lookup(vals, segs)
 		if was, had := lookup(before, segs); had && sameJSON(now, was) {
-			held = append(held, dotted(segs))
+			held = append(held, secretInputPath(vals, segs))
 			continue
 		}
-		set = append(set, dotted(segs))
+		set = append(set, secretInputPath(vals, segs))
 		rest = append(rest, e)
 	}
 	return set, held, rest
+}
+
+func names(paths []SecretInputPath) []string {
+	var out []string
+	for _, p := range paths {
+		out = append(out, p.Name)
+	}
+	return out
 }
 
 // sameJSON reports whether a and b encode as the same JSON.

@@ -65,9 +65,12 @@ func splitPointer(p string) []string {
 	return parts
 }
 
-// dotted writes path segments the way a person reads them, as a
-// targetPath that reads back as the same segments: auth.password,
-// image.pullSecrets[0], or a\.b for a key that holds a dot.
+// dotted writes path segments the way a person reads them: auth.password,
+// image.pullSecrets[0], or a\.b for a key that holds a dot. Without the
+// values tree it cannot tell a list's index from a map's key made of
+// digits, and writes a segment of digits after the first as an index: it
+// names a path in a message. A path a person sends back, as a secret
+// input, is written by TargetPathIn.
 func dotted(segs []string) string {
 	var b strings.Builder
 	for i, s := range segs {
@@ -83,6 +86,47 @@ func dotted(segs []string) string {
 		b.WriteString(targetPathEscaper.Replace(s))
 	}
 	return b.String()
+}
+
+// TargetPathIn writes the path segments of a value of tree as a targetPath
+// that reads back as the same segments and, set as a valuesFrom entry's
+// targetPath, lands where the value is: a segment is a list index, [n],
+// only where its container in tree is a list, and a key otherwise, digits
+// and leading zeros included (ports.8080, users.10001.password, pins.007).
+// ok is false for a path that no targetPath can name, one with an empty
+// key; its name is then the path's JSON pointer (/a/), which a message
+// says is given in a values Secret without a targetPath.
+func TargetPathIn(tree any, segs []string) (name string, ok bool) {
+	for _, s := range segs {
+		if s == "" {
+			return pointer(segs), false
+		}
+	}
+	var b strings.Builder
+	v := tree
+	for i, s := range segs {
+		list, isList := v.([]any)
+		switch {
+		case isList && i > 0:
+			b.WriteString("[" + s + "]")
+			n, err := strconv.Atoi(s)
+			if err != nil || n < 0 || n >= len(list) {
+				v = nil
+			} else {
+				v = list[n]
+			}
+			continue
+		case i > 0:
+			b.WriteByte('.')
+		}
+		b.WriteString(targetPathEscaper.Replace(s))
+		if m, isMap := v.(map[string]any); isMap {
+			v = m[s]
+		} else {
+			v = nil
+		}
+	}
+	return b.String(), true
 }
 
 // targetPathEscaper escapes the characters a targetPath's key cannot hold
