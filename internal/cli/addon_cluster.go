@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -252,11 +254,22 @@ func valueAt(vals map[string]any, path string) (any, bool) {
 	return addonvalues.Lookup(vals, segs)
 }
 
+// lookupMap returns the map at segs of vals.
+func lookupMap(vals map[string]any, segs []string) (map[string]any, bool) {
+	v, ok := addonvalues.Lookup(vals, segs)
+	if !ok {
+		return nil, false
+	}
+	m, ok := v.(map[string]any)
+	return m, ok
+}
+
 // dropSecretInputPaths takes out of spec.values the values at the paths
-// that inputs sets, as secret inputs now hold them: a secret left in
-// spec.values would stay readable there, and the controller Blocks an
-// Addon with a writeOnly value in it. A path that vals, the values of -f
-// and --set, sets too is refused: it is given twice.
+// that inputs sets, as secret inputs now hold them (a list's element is
+// set to null, and a list left with nulls only is taken out whole): a
+// secret left in spec.values would stay readable there, and the controller
+// Blocks an Addon with a writeOnly value in it. A path that vals, the
+// values of -f and --set, sets too is refused: it is given twice.
 func dropSecretInputPaths(key client.ObjectKey, a *capstanv1.Addon, vals map[string]any, inputs map[string]string) error {
 	if len(inputs) == 0 || a.Spec.Values == nil || len(a.Spec.Values.Raw) == 0 {
 		return nil
@@ -266,21 +279,49 @@ func dropSecretInputPaths(key client.ObjectKey, a *capstanv1.Addon, vals map[str
 		return nil
 	}
 	dropped := false
+	// lists holds the lists a secret input's path ends in.
+	lists := map[string][]string{}
 	for p := range inputs {
 		if _, ok := valueAt(vals, p); ok {
 			return fmt.Errorf("addon %s: %s is given both by -f or --set and by --secret-input: give it once, as --secret-input %s=@FILE if it is a secret", key, p, p)
 		}
-		segs, err := addonvalues.PathSegments(p)
+		segs, index, err := addonvalues.PathIndexes(p)
 		if err != nil {
 			continue
 		}
 		parent, ok := addonvalues.Lookup(current, segs[:len(segs)-1])
+		if !ok {
+			continue
+		}
 		last := segs[len(segs)-1]
-		if m, isMap := parent.(map[string]any); ok && isMap {
-			if _, has := m[last]; has {
-				delete(m, last)
+		switch c := parent.(type) {
+		case map[string]any:
+			if _, has := c[last]; has {
+				delete(c, last)
 				dropped = true
 			}
+		case []any:
+			// NOTE: an element is set to null, not taken out, so that
+			// the indexes of the others stay where the secret inputs'
+			// targetPaths put them. A path that writes the element as a
+			// key (apiKeys.0) sets a map's key, not the element: the
+			// element stays, and the controller names it.
+			if i, err := strconv.Atoi(last); err == nil && index[len(index)-1] && i < len(c) {
+				c[i] = nil
+				dropped = true
+				lists[strings.Join(segs[:len(segs)-1], "\x00")] = segs[:len(segs)-1]
+			}
+		}
+	}
+	// A list left with nulls only is taken out whole: it holds nothing,
+	// and the secret inputs' targetPaths make it again.
+	for _, at := range lists {
+		elems, _ := addonvalues.Lookup(current, at)
+		if e, ok := elems.([]any); !ok || slices.ContainsFunc(e, func(v any) bool { return v != nil }) {
+			continue
+		}
+		if m, ok := lookupMap(current, at[:len(at)-1]); ok {
+			delete(m, at[len(at)-1])
 		}
 	}
 	if !dropped {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -462,5 +463,66 @@ func TestValuesFlagsRefuseSecretInputsPastTheSecretBound(t *testing.T) {
 	}
 	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
 		t.Error("add --set auth.password past the bound created the Addon")
+	}
+}
+
+// TestEditSecretInputTakesAListElementOut: --secret-input of an element of
+// a writeOnly list that spec.values holds takes that element out of
+// spec.values, as the warning that names the flag says: the element is
+// set to null, so the others keep their indexes, and a list left with
+// nulls only goes whole. No key stays readable in spec.values.
+func TestEditSecretInputTakesAListElementOut(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
+	dir := t.TempDir()
+	file := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
+		a.Spec.Chart.URL = chartURL
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"apiKeys":["key-one","key-two"]}`)}
+	})
+	edit := append([]string{"addon", "edit", "blog", "-n", ns}, fetch...)
+
+	out, err := capstan(t, cluster, append(edit, "--set", "replicas=2")...)
+	if err != nil || !strings.Contains(out, "--secret-input apiKeys[0]=@FILE") {
+		t.Fatalf("edit --set replicas=2: %v; want a warning naming --secret-input apiKeys[0]=@FILE\n%s", err, out)
+	}
+	if out, err := capstan(t, cluster, append(edit, "--secret-input", "apiKeys[0]="+"@"+file("k1", "new-one"))...); err != nil {
+		t.Fatalf("edit --secret-input apiKeys[0]: %v\n%s", err, out)
+	}
+	if got := string(getAddon(t, c, ns, "blog").Spec.Values.Raw); got != `{"apiKeys":[null,"key-two"],"replicas":2}` {
+		t.Errorf("spec.values is %s; want apiKeys[0] taken out, the other key at its index", got)
+	}
+	if out, err := capstan(t, cluster, append(edit, "--secret-input", "apiKeys[1]="+"@"+file("k2", "new-two"))...); err != nil {
+		t.Fatalf("edit --secret-input apiKeys[1]: %v\n%s", err, out)
+	}
+	a := getAddon(t, c, ns, "blog")
+	if got := string(a.Spec.Values.Raw); got != `{"replicas":2}` {
+		t.Errorf("spec.values is %s; want the list of keys taken out whole", got)
+	}
+	var paths []string
+	for _, r := range a.Spec.ValuesFrom {
+		paths = append(paths, r.TargetPath)
+	}
+	if slices.Sort(paths); !slices.Equal(paths, []string{"apiKeys[0]", "apiKeys[1]"}) {
+		t.Errorf("spec.valuesFrom names %q; want the secret inputs apiKeys[0] and apiKeys[1]", paths)
+	}
+
+	// Both at once take the list out whole too.
+	newAddon(t, c, ns, "site", func(a *capstanv1.Addon) {
+		a.Spec.Chart.URL = chartURL
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"apiKeys":["key-one","key-two"]}`)}
+	})
+	if out, err := capstan(t, cluster, "addon", "edit", "site", "-n", ns, "--secret-input", "apiKeys[0]=@"+file("k3", "a"), "--secret-input", "apiKeys[1]=@"+file("k4", "b")); err != nil {
+		t.Fatalf("edit site: %v\n%s", err, out)
+	}
+	if v := getAddon(t, c, ns, "site").Spec.Values; v != nil {
+		t.Errorf("spec.values of site is %s; want none", v.Raw)
 	}
 }

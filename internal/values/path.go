@@ -139,6 +139,21 @@ func PathSegments(path string) ([]string, error) {
 	return segs, nil
 }
 
+// PathIndexes is PathSegments with, for each segment, whether the path
+// writes it as a list's index ([n]) rather than a map's key: set as a
+// targetPath, a key replaces a list in its way with a map.
+func PathIndexes(path string) (segs []string, index []bool, err error) {
+	tp, err := parseTargetPath(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	index = make([]bool, len(tp))
+	for i, s := range tp {
+		index[i] = s.isIndex
+	}
+	return tp.strings(), index, nil
+}
+
 // parseIndex parses the digits of a list index.
 func parseIndex(digits string) (int, error) {
 	if digits == "" {
