@@ -233,6 +233,9 @@ refuses to replace a file that someone changed since.`,
   capstan addon get longhorn --gitops https://git.example/ops.git > longhorn.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := gf.refuseEmptyURL(cmd); err != nil {
+				return err
+			}
 			if gf.url != "" {
 				if err := refuseFlags(cmd, "--%[1]s does not go with --gitops: it reads the Addon in the cluster, and --gitops prints the add-on's definition in git instead; leave --%[1]s out", "diff", "output", "namespace", "kubeconfig", "context"); err != nil {
 					return err

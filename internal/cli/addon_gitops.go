@@ -64,10 +64,23 @@ var gitopsOnlyFlags = []string{"branch", "folder", "author"}
 // commit; with it, clusterOnly, the flags that change or wait for the
 // Addon in the cluster (a commit changes the definition file instead).
 func (o *gitopsOptions) refuseFlagsOfTheOtherMode(cmd *cobra.Command, clusterOnly ...string) error {
+	if err := o.refuseEmptyURL(cmd); err != nil {
+		return err
+	}
 	if o.url == "" {
 		return refuseFlags(cmd, "--%[1]s says where a commit goes or who signs it, and only --gitops commits: give --gitops URL, or leave --%[1]s out", gitopsOnlyFlags...)
 	}
 	return refuseFlags(cmd, "--%[1]s does not go with --gitops: it acts on the Addon in the cluster, and --gitops changes the add-on by a commit instead; leave --%[1]s out (with --gitops, a change belongs in the definition file)", clusterOnly...)
+}
+
+// refuseEmptyURL refuses --gitops given with no URL, as from an empty
+// shell variable: the command would otherwise run in the other mode and
+// change or delete the Addon in the cluster, with no commit and no review.
+func (o *gitopsOptions) refuseEmptyURL(cmd *cobra.Command) error {
+	if cmd.Flags().Changed("gitops") && strings.TrimSpace(o.url) == "" {
+		return errors.New("--gitops needs the repository's URL (was the variable empty?); leave --gitops out to act on the Addon in the cluster")
+	}
+	return nil
 }
 
 func (o *gitopsOptions) writer() (*gitops.Writer, error) {

@@ -286,6 +286,29 @@ func TestAddonCommandsRefuseTheFlagsOfTheOtherMode(t *testing.T) {
 			t.Errorf("%v: %v; want an error with %q\n%s", tc.args, err, tc.want, out)
 		}
 	}
+	// An empty --gitops, as from an unset shell variable, is refused before
+	// anything is read: it must not fall back to the Addon in the cluster.
+	// The kubeconfig names a loopback port where nothing listens, so a
+	// command that went on would fail on the connection instead.
+	kubeconfig := closedKubeconfig(t)
+	for _, url := range []string{"", " "} {
+		for _, args := range [][]string{
+			{"install", "-f", def},
+			{"install", "blog", "--yes"},
+			{"edit", "blog", "-f", def},
+			{"suspend", "blog"},
+			{"resume", "blog"},
+			{"remove", "blog"},
+			{"remove", "blog", "--uninstall"},
+			{"get", "blog"},
+		} {
+			args := append(args, "--gitops="+url, "--kubeconfig", kubeconfig)
+			out, err := runAddon(t, "", args...)
+			if err == nil || !strings.Contains(err.Error(), "--gitops needs the repository's URL") {
+				t.Errorf("%q: %v; want --gitops refused as empty\n%s", args, err, out)
+			}
+		}
+	}
 	// A git folder has no chart to fetch: add --git refuses the flags of
 	// the fetch that checks the values.
 	for _, flag := range []string{"--fetch-timeout=5s", "--fetch-allow=127.0.0.1/32", "--ca-file=ca.pem"} {
@@ -745,4 +768,22 @@ func TestGitopsCommitsRefuseSecretInputs(t *testing.T) {
 	if !strings.Contains(stderr.String(), "Warning:") || !strings.Contains(stderr.String(), "already holds auth.password") || strings.Contains(stderr.String(), "hunter2") {
 		t.Errorf("stderr %q; want a warning naming auth.password, without its value", stderr.String())
 	}
+}
+
+// closedKubeconfig writes a kubeconfig for a loopback port where nothing
+// listens: a command that calls the cluster fails on the connection.
+func closedKubeconfig(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	kc := `apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: x}}]
+contexts: [{name: a, context: {cluster: c, user: u, namespace: tenant}}]
+current-context: a
+`
+	if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
