@@ -53,7 +53,7 @@ func (v *valuesFlags) add(cmd *cobra.Command, withFiles bool) {
 	}
 	f.StringArrayVar(&v.values.Values, "set", nil, "set a value, as helm --set does: key=value, a.b=c (repeatable); a secret input goes in --secret-input, as spec.values is readable by anyone who may view the Addon")
 	f.StringArrayVar(&v.values.StringValues, "set-string", nil, "set a value as a string (repeatable)")
-	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; it goes into a new values Secret and is never shown, edit takes the path out of spec.values, and the values Secret of secret inputs it replaces is deleted once no Addon of the namespace names it, unless git manages the Addon (repeatable)")
+	f.StringArrayVar(&v.secretInputs, "secret-input", nil, "a secret input from a file: path=@file, such as auth.password=@pw.txt; the file is taken byte for byte, except that a file of one line loses its line ending; it goes into a new values Secret and is never shown, edit takes the path out of spec.values, and the values Secret of secret inputs it replaces is deleted once no Addon of the namespace names it, unless git manages the Addon (repeatable)")
 }
 
 // read returns the values and the secret inputs of the flags.
@@ -86,7 +86,7 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 			}
 			return nil, nil, fmt.Errorf("--secret-input %s=@...: %s (the file's name is not shown: it may be the secret itself); give the path of a file that holds the value", path, why)
 		}
-		inputs[path] = strings.TrimRight(string(data), "\r\n")
+		inputs[path] = secretInputValue(data)
 	}
 	return vals, inputs, nil
 }

@@ -138,6 +138,27 @@ func TestRotatedSecretInputsLeaveNoOldSecret(t *testing.T) {
 			t.Errorf("Secret %s is left, and the Addon does not name it", s)
 		}
 	}
+	// A key of several lines is stored byte for byte, its last newline
+	// too; a file of one line loses its line ending.
+	const key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n"
+	if out, err := capstan(t, cluster, "addon", "add", "git", "-n", ns, "--chart-url", "https://charts.invalid/git-1.0.0.tgz",
+		"--secret-input", "ssh.privateKey=@"+file("id_ed25519", key), "--secret-input", "ssh.password=@"+file("pw3", "pw\r\n")); err != nil {
+		t.Fatalf("add: %v\n%s", err, out)
+	}
+	secrets := valuesSecrets(t, c, ns, "git")
+	if len(secrets) != 1 {
+		t.Fatalf("after add, the values Secrets are %v; want one", secrets)
+	}
+	var secret corev1.Secret
+	if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: secrets[0]}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	if got := string(secret.Data["ssh.privateKey"]); got != key {
+		t.Errorf("the stored key is %q; want the file byte for byte, %q", got, key)
+	}
+	if got := string(secret.Data["ssh.password"]); got != "pw" {
+		t.Errorf("the stored password is %q; want pw, without the line ending", got)
+	}
 }
 
 // writeOnlyChart is a chart whose schema marks auth.password, and the
