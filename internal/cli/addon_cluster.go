@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"slices"
 	"strconv"
@@ -73,20 +72,20 @@ func (v *valuesFlags) read() (map[string]any, map[string]string, error) {
 			}
 			return nil, nil, fmt.Errorf("--secret-input %s: write path=@file, such as auth.password=@password.txt, so that a secret never stands in a command line (the argument is not shown: it may be the secret itself)", which)
 		}
-		data, err := os.ReadFile(file)
-		if err != nil {
-			// NOTE: the error names the file, and a person who typed the
-			// secret after =@ would see it printed.
-			why := "it cannot be read"
-			switch {
-			case errors.Is(err, fs.ErrNotExist):
-				why = "there is no such file"
-			case errors.Is(err, fs.ErrPermission):
-				why = "it may not be read"
-			}
+		data, why := readSecretInputFile(file)
+		if why != "" {
 			return nil, nil, fmt.Errorf("--secret-input %s=@...: %s (the file's name is not shown: it may be the secret itself); give the path of a file that holds the value", path, why)
 		}
 		inputs[path] = secretInputValue(data)
+	}
+	total := 0
+	for _, value := range inputs {
+		total += len(value)
+	}
+	// NOTE: the bound values.WriteSecretInputs holds to, checked here too,
+	// before the cluster is called.
+	if total > addonvalues.MaxDocumentBytes {
+		return nil, nil, fmt.Errorf("the secret inputs are %d bytes together; at most %d bytes (1 MiB) fit in a Secret", total, addonvalues.MaxDocumentBytes)
 	}
 	return vals, inputs, nil
 }

@@ -1,6 +1,52 @@
 package cli
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	addonvalues "capstan.dev/capstan/internal/values"
+)
+
+// readSecretInputFile reads a --secret-input file, or says why it cannot,
+// in words that never name the file (a person may have typed the secret
+// after =@). Only a regular file is read, and only up to what a Secret
+// holds: a device such as /dev/zero, or a pipe that is never closed,
+// would otherwise be read without end, before the cluster is called.
+func readSecretInputFile(name string) (data []byte, why string) {
+	// NOTE: stat before open: opening a named pipe waits for a writer.
+	info, err := os.Stat(name)
+	if err == nil && !info.Mode().IsRegular() {
+		return nil, "it is not a regular file (a directory, a device or a pipe)"
+	}
+	var f *os.File
+	if err == nil {
+		f, err = os.Open(name)
+	}
+	if err == nil {
+		defer func() { _ = f.Close() }()
+		if info, err = f.Stat(); err == nil && !info.Mode().IsRegular() {
+			return nil, "it is not a regular file (a directory, a device or a pipe)"
+		}
+	}
+	if err == nil {
+		data, err = io.ReadAll(io.LimitReader(f, addonvalues.MaxDocumentBytes+1))
+	}
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "there is no such file"
+	case errors.Is(err, fs.ErrPermission):
+		return nil, "it may not be read"
+	case err != nil:
+		return nil, "it cannot be read"
+	case len(data) > addonvalues.MaxDocumentBytes:
+		return nil, fmt.Sprintf("it holds more than %d bytes (1 MiB), more than a Secret holds", addonvalues.MaxDocumentBytes)
+	}
+	return data, ""
+}
 
 // secretInputValue is the value a --secret-input file gives: its content
 // byte for byte, as helm --set-file and kubectl create secret --from-file

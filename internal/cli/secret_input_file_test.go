@@ -1,9 +1,15 @@
 package cli
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	addonvalues "capstan.dev/capstan/internal/values"
 )
 
 // TestSecretInputFilesAreKeptByteForByte: a --secret-input file is taken
@@ -32,6 +38,56 @@ func TestSecretInputFilesAreKeptByteForByte(t *testing.T) {
 		_, inputs, err := v.read()
 		if err != nil || inputs["auth.password"] != tc.want {
 			t.Errorf("a file of %q: %q, %v; want %q", tc.content, inputs["auth.password"], err, tc.want)
+		}
+	}
+}
+
+// TestSecretInputFilesAreBounded: a --secret-input file is read only when
+// it is a regular file, and only up to what a Secret holds, so /dev/zero
+// or a pipe never closed cannot grow the command's memory without end;
+// each is refused before the cluster is called (the kubeconfig names a
+// loopback port where nothing listens).
+func TestSecretInputFilesAreBounded(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big")
+	if err := os.WriteFile(big, bytes.Repeat([]byte("x"), addonvalues.MaxDocumentBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	half := filepath.Join(dir, "half")
+	if err := os.WriteFile(half, bytes.Repeat([]byte("x"), addonvalues.MaxDocumentBytes/2+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pipe := filepath.Join(dir, "pipe")
+	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := closedKubeconfig(t)
+	for _, tc := range []struct {
+		inputs []string
+		want   string
+	}{
+		{[]string{"a=@" + big}, "--secret-input a=@...: it holds more than 1048576 bytes"},
+		{[]string{"a=@" + half, "b=@" + half}, "the secret inputs are 1048578 bytes together"},
+		{[]string{"a=@" + pipe}, "--secret-input a=@...: it is not a regular file"},
+		{[]string{"a=@/dev/zero"}, "--secret-input a=@...: it is not a regular file"},
+		{[]string{"a=@" + dir}, "--secret-input a=@...: it is not a regular file"},
+	} {
+		args := []string{"edit", "blog", "--kubeconfig", kubeconfig}
+		for _, in := range tc.inputs {
+			args = append(args, "--secret-input", in)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := runAddon(t, "", args...)
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), dir) {
+				t.Errorf("%v: %v; want %q, before the cluster is called, and no file name", tc.inputs, err, tc.want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("%v: still reading after 10s; want it refused at once", tc.inputs)
 		}
 	}
 }
