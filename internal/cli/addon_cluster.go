@@ -405,6 +405,9 @@ func newAddonAddCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if p := givenTwice(vals, inputs); p != "" {
+				return fmt.Errorf("addon %s: %s is given both by -f or --set and by --secret-input: give it once, as --secret-input %s=@FILE if it is a secret", args[0], p, p)
+			}
 			if len(vals) > 0 {
 				raw, err := json.Marshal(vals)
 				if err != nil {

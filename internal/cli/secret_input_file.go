@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 
 	addonvalues "capstan.dev/capstan/internal/values"
@@ -61,4 +63,17 @@ func secretInputValue(data []byte) string {
 		return s
 	}
 	return strings.TrimSuffix(line, "\r")
+}
+
+// givenTwice names a path, the first in order, that both vals (the values
+// of -f and --set) and inputs (the secret inputs) set, or is "". The value
+// of -f or --set would stay in spec.values, readable by anyone who may
+// view the Addon, beside the secret input that overrides it.
+func givenTwice(vals map[string]any, inputs map[string]string) string {
+	for _, p := range slices.Sorted(maps.Keys(inputs)) {
+		if _, ok := valueAt(vals, p); ok {
+			return p
+		}
+	}
+	return ""
 }

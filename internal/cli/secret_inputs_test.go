@@ -193,6 +193,27 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 	}
 	add := append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", chartURL}, fetch...)
 
+	// A path given both by --set or -f and by --secret-input is refused by
+	// add, as by edit, even where the chart does not mark it writeOnly:
+	// the --set value would stay readable in spec.values.
+	tokenValues := filepath.Join(dir, "token.yaml")
+	if err := os.WriteFile(tokenValues, []byte("auth:\n  token: hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	twice := append([]string{"addon", "add", "twice", "-n", ns, "--chart-url", chartURL, "--secret-input", "auth.token=@" + pw}, fetch...)
+	for _, given := range [][]string{{"--set", "auth.token=hunter2"}, {"-f", tokenValues}} {
+		out, err := capstan(t, cluster, append(twice, given...)...)
+		if err == nil || !strings.Contains(err.Error(), "auth.token is given both by -f or --set and by --secret-input") || strings.Contains(err.Error()+out, "hunter2") {
+			t.Errorf("add %v --secret-input auth.token: %v; want it refused as given twice\n%s", given, err, out)
+		}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "twice"}, &capstanv1.Addon{}); err == nil {
+			t.Fatalf("add %v --secret-input auth.token created the Addon", given)
+		}
+		if left := valuesSecrets(t, c, ns, "twice"); len(left) > 0 {
+			t.Errorf("add %v --secret-input auth.token left the Secrets %v", given, left)
+		}
+	}
+
 	// NOTE: a map's key made of digits (a port) is named as a key,
 	// ports.8080, which --secret-input takes back to the same place.
 	for _, given := range [][]string{{"--set", "auth.password=hunter2"}, {"-f", values}, {"--set", "users[0].password=hunter2"}, {"--set", "ports.8080=hunter2"}} {
