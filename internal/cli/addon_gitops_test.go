@@ -73,10 +73,35 @@ func TestAddonGitopsCommands(t *testing.T) {
 			t.Fatalf("%v: err=%v out=%q", s.args, err, out)
 		}
 	}
+	// A definition that is not one YAML mapping gets the error capstan
+	// validate gives it, not "has no name: field", and no commit.
+	head := strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD"))
+	for _, content := range []string{
+		"name: cache\nhelm: [\n",
+		"name: [cache\n",
+		"- name: cache\n",
+		"\xff\xfe\x00binary",
+		"",
+		strings.Repeat("x", 200<<10),
+		"just a string\n",
+	} {
+		bad := filepath.Join(t.TempDir(), "cache.yaml")
+		if err := os.WriteFile(bad, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, want := gitops.Parse("the definition", []byte(content))
+		_, err := runAddon(t, "", "install", "--gitops", url, "-f", bad)
+		if want == nil || err == nil || err.Error() != want.Error() || strings.Contains(err.Error(), "has no name") {
+			t.Errorf("install --gitops of %.40q: %v; want %v", content, err, want)
+		}
+	}
+	if now := strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD")); now != head {
+		t.Fatalf("a refused install moved the branch from %s to %s", head, now)
+	}
 	// grafana is the folder's last definition, and the syncer refuses a
 	// commit that empties the folder unless the AddonRepository allows it:
 	// the removal is refused before any commit, and says how to make it.
-	head := strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD"))
+	head = strings.TrimSpace(gitserver.Clone(t, url).Git("rev-parse", "HEAD"))
 	if _, err := runAddon(t, "", "remove", "grafana", "--gitops", url); err == nil ||
 		!strings.Contains(err.Error(), "spec.allowEmpty: true") || !strings.Contains(err.Error(), "give --allow-empty") {
 		t.Fatalf("removing the last definition: %v; want it refused, saying to set allowEmpty and give --allow-empty", err)

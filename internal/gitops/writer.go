@@ -173,6 +173,14 @@ type Writer struct {
 // Install commits a new definition file. It is a conflict when the file exists.
 func (w *Writer) Install(ctx context.Context, content []byte) (string, error) {
 	name, err := definitionName(content)
+	if errors.Is(err, errNotMapping) {
+		// NOTE: content that is not one YAML mapping has no name to read,
+		// and the name is not what is wrong with it: Parse says what is,
+		// with its line, as capstan validate does.
+		if _, perr := Parse("the definition", content); perr != nil {
+			return "", perr
+		}
+	}
 	if err != nil {
 		return "", err
 	}
@@ -690,6 +698,10 @@ func writeFile(fs billy.Filesystem, name string, data []byte) error {
 	return f.Close()
 }
 
+// errNotMapping is definitionName's error for content that is not one
+// YAML mapping (invalid YAML, a list, a scalar, nothing); Parse says more.
+var errNotMapping = errors.New("the definition is not a YAML mapping of fields, such as name and helm")
+
 // definitionName reads the name of a definition before it is checked in full.
 func definitionName(content []byte) (string, error) {
 	if len(content) > MaxFileSize {
@@ -697,12 +709,13 @@ func definitionName(content []byte) (string, error) {
 	}
 	// A node tree, unlike a decoded struct, never expands aliases.
 	var doc yaml.Node
-	if err := yaml.Unmarshal(content, &doc); err == nil && len(doc.Content) == 1 && doc.Content[0].Kind == yaml.MappingNode {
-		m := doc.Content[0]
-		for i := 0; i+1 < len(m.Content); i += 2 {
-			if m.Content[i].Value == "name" && m.Content[i+1].Kind == yaml.ScalarNode && m.Content[i+1].Value != "" {
-				return m.Content[i+1].Value, nil
-			}
+	if err := yaml.Unmarshal(content, &doc); err != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return "", errNotMapping
+	}
+	m := doc.Content[0]
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == "name" && m.Content[i+1].Kind == yaml.ScalarNode && m.Content[i+1].Value != "" {
+			return m.Content[i+1].Value, nil
 		}
 	}
 	return "", errors.New("the definition has no name: field; add name: <add-on name>")
