@@ -173,6 +173,9 @@ func (o *controllerOptions) prepare() error {
 	if err := checkNotifySecrets(o.notifySecrets); err != nil {
 		return err
 	}
+	if err := o.checkNamedFlags(); err != nil {
+		return err
+	}
 	if err := checkPruneThreshold(o.config.PruneApprovalThreshold); err != nil {
 		return err
 	}

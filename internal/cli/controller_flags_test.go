@@ -101,11 +101,28 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{[]string{"--page-fetch-timeout=0s"}, "--page-fetch-timeout 0s: give a positive duration"},
 		{[]string{"--max-concurrent-reconciles=0"}, "--max-concurrent-reconciles 0: give a number of workers, at least 1"},
 		{[]string{"--max-concurrent-reconciles=-3"}, "--max-concurrent-reconciles -3: give a number of workers, at least 1"},
+		// The flags that name things, checked before the wait for the CRDs.
+		{[]string{"--watch-label-selector=!!"}, "--watch-label-selector \"!!\" is not a label selector"},
+		{[]string{"--namespace=Bad NS"}, `--namespace "Bad NS" is not a namespace's name`},
+		{[]string{"--trusted-namespaces=capstan-system,Bad NS"}, `--trusted-namespaces "Bad NS" is not a namespace's name`},
+		{[]string{"--addons-service-account=Bad SA"}, `--addons-service-account "Bad SA" is not a service account's name`},
+		{[]string{"--platform-configmap=Bad_CM"}, `--platform-configmap "Bad_CM" is not a ConfigMap's name`},
+		{[]string{"--http-bind-address=nonsense"}, `--http-bind-address "nonsense" is not host:port`},
+		{[]string{"--tls-cert-file=/nonexistent"}, "give --tls-cert-file and --tls-private-key-file together"},
+		{[]string{"--tls-cert-file=/nonexistent", "--tls-private-key-file=/nonexistent"}, "--tls-cert-file and --tls-private-key-file:"},
+		{[]string{"--ca-file=/nonexistent"}, "reading --ca-file"},
+		{[]string{"--fetch-allow=bogus//"}, "the fetch guard's settings"},
+		{[]string{"--notify-allow=bogus//"}, "--notify-allow"},
 	} {
 		err := parseControllerFlags(t, c.args...).prepare()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%v: %v; want %q", c.args, err, c.want)
 		}
+	}
+	// A space after a comma is trimmed: "a, b" trusts b, not " b".
+	o := parseControllerFlags(t, "--trusted-namespaces=capstan-system, platform")
+	if err := o.prepare(); err != nil || strings.Join(o.config.TrustedNamespaces, ",") != "capstan-system,platform" {
+		t.Errorf("--trusted-namespaces=capstan-system, platform: %q, %v; want capstan-system and platform", o.config.TrustedNamespaces, err)
 	}
 	if err := checkWorkBounds(time.Hour, time.Second, 1); err != nil {
 		t.Errorf("positive bounds refused: %v", err)
