@@ -53,20 +53,29 @@ func selectKubernetes(o *metav1.ListOptions) {
 
 // Refresh lists the EndpointSlices and sets the deny-list from them.
 func (e *apiServerEndpoints) Refresh(ctx context.Context) error {
-	var list discoveryv1.EndpointSliceList
-	if err := e.Reader.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault),
-		client.MatchingLabelsSelector{Selector: kubernetesSlices}); err != nil {
+	found, err := e.list(ctx)
+	if err != nil {
 		hint := "it is read again"
 		if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
 			hint = "the controller's role must allow list and watch on endpointslices.discovery.k8s.io"
 		}
 		return fmt.Errorf("reading the API server's endpoints (EndpointSlices of the default/kubernetes Service), which the fetch guard refuses: %w; %s", err, hint)
 	}
+	return e.set(found)
+}
+
+// list reads the EndpointSlices of the default/kubernetes Service.
+func (e *apiServerEndpoints) list(ctx context.Context) ([]*discoveryv1.EndpointSlice, error) {
+	var list discoveryv1.EndpointSliceList
+	if err := e.Reader.List(ctx, &list, client.InNamespace(metav1.NamespaceDefault),
+		client.MatchingLabelsSelector{Selector: kubernetesSlices}); err != nil {
+		return nil, err
+	}
 	found := make([]*discoveryv1.EndpointSlice, 0, len(list.Items))
 	for i := range list.Items {
 		found = append(found, &list.Items[i])
 	}
-	return e.set(found)
+	return found, nil
 }
 
 // First reads the EndpointSlices until it succeeds, since no fetch may run

@@ -80,6 +80,14 @@ ever or takes all memory fails the plan instead of your machine.`,
 			if err != nil {
 				return err
 			}
+			// NOTE: the Addon is read first, so that a cluster out of
+			// reach, a bad kubeconfig or a missing Addon is said as it is,
+			// not as a read of the guard's endpoints.
+			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
+			current, err := addons.Get(cmd.Context(), c, key)
+			if err != nil {
+				return err
+			}
 			// NOTE: the guards the controller has, on this cluster's API
 			// server and its endpoints too: an Addon's source or
 			// kubeconfig that names them is refused here as there.
@@ -106,11 +114,6 @@ ever or takes all memory fails the plan instead of your machine.`,
 				return err
 			}
 			defer config.Sandbox.Close()
-			key := client.ObjectKey{Namespace: f.namespace, Name: args[0]}
-			current, err := addons.Get(cmd.Context(), c, key)
-			if err != nil {
-				return err
-			}
 			if err := sameProfile(current, config.WithDefaults()); err != nil {
 				return err
 			}

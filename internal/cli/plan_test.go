@@ -328,3 +328,19 @@ func TestSameProfile(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanOnAnUnreachableCluster: a cluster out of reach is said as the
+// connection problem first, not as a read of the fetch guard's endpoints
+// that "is read again": the command reads nothing again.
+func TestPlanOnAnUnreachableCluster(t *testing.T) {
+	root := NewRootCommand()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"plan", "x", "--kubeconfig", closedKubeconfig(t)})
+	err := root.ExecuteContext(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "connection refused") ||
+		strings.Contains(err.Error(), "read again") || strings.Contains(err.Error(), "fetch guard") {
+		t.Errorf("plan on an unreachable cluster: %v; want the connection problem, without the fetch guard or \"read again\"\n%s", err, out.String())
+	}
+}

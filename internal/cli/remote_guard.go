@@ -58,8 +58,14 @@ func planGuards(ctx context.Context, cfg *rest.Config, reader client.Reader, fet
 	fetch.Deny = append(append([]string(nil), fetch.Deny...), netguard.APIServerDenyEntries(cfg.Host)...)
 	fetch.DenyLive = &netguard.DenyList{}
 	endpoints := &apiServerEndpoints{Reader: reader, Deny: fetch.DenyLive, Log: logr.Discard()}
-	if err := endpoints.Refresh(ctx); err != nil && !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
-		return netguard.Config{}, netguard.Config{}, err
+	if slices, err := endpoints.list(ctx); err == nil {
+		if err := endpoints.set(slices); err != nil {
+			return netguard.Config{}, netguard.Config{}, err
+		}
+	} else if !apierrors.IsForbidden(err) && !apierrors.IsUnauthorized(err) {
+		// NOTE: the command reads them once and stops; the controller's
+		// hint that they are read again does not hold here.
+		return netguard.Config{}, netguard.Config{}, fmt.Errorf("%w; the plan reads the API server's endpoints (EndpointSlices of the default/kubernetes Service) to keep its fetches off them", err)
 	}
 	remote, err = remoteGuard(remoteAllow, fetch)
 	if err != nil {
