@@ -62,6 +62,7 @@ func NewRootCommand() *cobra.Command {
 	// runs; added now, it is checked as every other parent command is.
 	root.InitDefaultCompletionCmd()
 	refuseUnknownSubcommands(root)
+	addUsageHints(root)
 	return root
 }
 

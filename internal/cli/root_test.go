@@ -82,3 +82,29 @@ func TestCommandsSetControllerRuntimesLogger(t *testing.T) {
 		t.Fatalf("%v\n%s", err, out)
 	}
 }
+
+// TestArgumentAndFlagErrorsNameTheCommand: a wrong number of words or an
+// unknown flag names the command and its usage, and where its help is.
+func TestArgumentAndFlagErrorsNameTheCommand(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		cmd  string
+	}{
+		{[]string{"addon", "get"}, "capstan addon get"},
+		{[]string{"render", "demo", "ch", "extra"}, "capstan render"},
+		{[]string{"addon", "get", "x", "--bogus"}, "capstan addon get"},
+		{[]string{"plan", "--bogus"}, "capstan plan"},
+		{[]string{"version", "--bogus"}, "capstan version"},
+	} {
+		root := NewRootCommand()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(tc.args)
+		err := root.ExecuteContext(t.Context())
+		want := "See '" + tc.cmd + " --help'"
+		if err == nil || !strings.HasPrefix(err.Error(), tc.cmd+": ") || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("capstan %v: %v; want it to start with %q and end with %q", tc.args, err, tc.cmd+":", want)
+		}
+	}
+}
