@@ -1,10 +1,8 @@
 package hooks
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/render"
 )
 
@@ -171,12 +170,9 @@ func (e *Error) transient() bool {
 	if e.Reason != ReasonCreateFailed || e.Err == nil {
 		return false
 	}
-	err := e.Err
-	var netErr net.Error
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsConflict(err) ||
-		apierrors.IsUnexpectedServerError(err) || errors.As(err, &netErr) ||
-		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+	// NOTE: a conflict is an earlier object of the hook still being
+	// deleted, which goes in a moment.
+	return apply.Transient(e.Err) || apierrors.IsConflict(e.Err)
 }
 
 // Transient reports whether err is, or wraps, a hook that could not be

@@ -370,6 +370,17 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		}
 		dry, err := c.DryRun(ctx, obj)
 		switch {
+		case apply.Transient(err) && !apply.WebhookCallFailed(err):
+			// NOTE: the API server could not take the dry run for a
+			// moment (an etcd leader change, a rolling control plane, a
+			// 429): the plan says nothing of the object, so the preview
+			// fails and is retried with backoff, as a failed read is,
+			// rather than refuse the plan until the resync. A webhook
+			// the API server failed to call stays the object's error:
+			// the add-on's own webhook of an earlier wave is waited for
+			// on it, and one down for good must show as what stops the
+			// sync.
+			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err}
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API
 			// server cannot dry-run it yet.
@@ -512,6 +523,24 @@ func readLabelled(ctx context.Context, c Cluster, in PreviewInput, skip map[stri
 	}
 	return out
 }
+
+// DryRunError is a dry run the API server could not take for a moment
+// (apply.Transient): the preview stops, and the caller retries it. Its
+// message is RedactAPIError's.
+type DryRunError struct {
+	// Ref is the object dry-run.
+	Ref capstanv1.ObjectRef
+	// Message is the API server's answer, withheld for a Secret.
+	Message string
+	// Err is the dry run's error.
+	Err error
+}
+
+func (e *DryRunError) Error() string {
+	return "the dry run of " + e.Ref.Describe() + " failed for a moment, and is tried again: " + e.Message
+}
+
+func (e *DryRunError) Unwrap() error { return e.Err }
 
 // RedactAPIError keeps the API server's message, except for Secrets, whose
 // messages can quote a value.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"slices"
 	"strings"
 	"testing"
@@ -568,6 +569,60 @@ func TestPreviewTellsAStatusWriteByItsShape(t *testing.T) {
 				if p.Objects[0].Action != capstanv1.ActionUnchanged || v.ResourceVersion != "9" || v.Shape != known[key].Shape || !v.At.Equal(known[key].At) {
 					t.Errorf("action %s, verified %+v; want unchanged, at the new resourceVersion, of the same shape, as old as the last dry run", p.Objects[0].Action, v)
 				}
+			}
+		})
+	}
+}
+
+// TestPreviewRetriesADryRunTheAPIServerCouldNotTake: a dry run the API
+// server could not take for a moment (overloaded, timing out, failing, out
+// of reach) stops the preview with an error to retry, and is no error of
+// the object's in the plan, which would refuse the plan until the resync.
+// A refusal, and a webhook the API server failed to call, stay the
+// object's error.
+func TestPreviewRetriesADryRunTheAPIServerCouldNotTake(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
+	obj := &unstructured.Unstructured{}
+	obj.SetAPIVersion("v1")
+	obj.SetKind("ConfigMap")
+	obj.SetNamespace("apps")
+	obj.SetName("settings")
+	gr := schema.GroupResource{Resource: "configmaps"}
+	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "check.example.com": failed to call webhook: Post "https://check.apps.svc:443/validate": dial tcp 10.0.0.1:443: connect: connection refused`))
+	for _, tc := range []struct {
+		name  string
+		err   error
+		retry bool
+	}{
+		{"etcd timing out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), true},
+		{"server timeout", apierrors.NewServerTimeout(gr, "patch", 1), true},
+		{"service unavailable", apierrors.NewServiceUnavailable("the control plane rolls"), true},
+		{"gateway timeout", apierrors.NewGenericServerResponse(504, "patch", gr, "settings", "", 0, false), true},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
+		{"deadline", fmt.Errorf("patch: %w", context.DeadlineExceeded), true},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "settings", nil), false},
+		{"an admission webhook's deny", apierrors.NewForbidden(gr, "settings", errors.New(`admission webhook "check.example.com" denied the request: no`)), false},
+		{"a webhook the API server failed to call", webhook, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &countingCluster{live: map[string]*unstructured.Unstructured{}, dryRunErr: map[string]error{capstanv1.RefOf(obj).Key(): tc.err}}
+			p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{obj}, Now: time.Now()})
+			if !tc.retry {
+				if err != nil {
+					t.Fatalf("PreviewObjects: %v; want the refusal in the plan", err)
+				}
+				if len(p.Objects) != 1 || p.Objects[0].Error == "" {
+					t.Fatalf("objects %+v; want the dry run's error recorded", p.Objects)
+				}
+				return
+			}
+			var dre *DryRunError
+			if !errors.As(err, &dre) || !errors.Is(err, tc.err) {
+				t.Fatalf("PreviewObjects: %v; want a DryRunError wrapping %v", err, tc.err)
+			}
+			if !strings.Contains(err.Error(), "ConfigMap apps/settings") {
+				t.Errorf("error %q does not name the object", err)
 			}
 		})
 	}

@@ -1,0 +1,40 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Transient reports whether a request failed only because the API server,
+// or the way to it, could not take it for a moment: overloaded (429),
+// timing out, failing (5xx), out of reach, or the request's own deadline
+// passed. The same request may succeed on a retry, and nothing is wrong
+// with what was sent. A hook's run, a preview's dry run and the
+// controller's retries read it alike.
+//
+// NOTE: an admission webhook the API server failed to call is a 500 as
+// well, and transient here; a caller that must tell it apart asks
+// WebhookCallFailed.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	var netErr net.Error
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
+		apierrors.IsUnexpectedServerError(err) || errors.As(err, &netErr) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// WebhookCallFailed reports whether err is the API server failing to call
+// an admission webhook (`failed calling webhook "NAME"`): the webhook's
+// service is not running or does not answer, which a restart of its pod
+// causes for a moment and a webhook removed without its configuration for
+// good.
+func WebhookCallFailed(err error) bool {
+	return err != nil && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
+}
