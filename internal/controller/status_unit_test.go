@@ -183,7 +183,8 @@ func TestTransitionNamesTheCommit(t *testing.T) {
 		}
 		return s
 	}
-	e := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseFailed, true))
+	e, emit := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseFailed, true))
+	emit()
 	if e == nil || e.SameState || e.Commit != commit || e.Repository != "https://github.com/org/repo.git" {
 		t.Fatalf("a failure: %+v", e)
 	}
@@ -191,17 +192,18 @@ func TestTransitionNamesTheCommit(t *testing.T) {
 		t.Fatalf("%d Kubernetes events for a transition; want one", len(rec.Events))
 	}
 	<-rec.Events
-	e = r.emitTransition(before, scopeAt("89abcde", capstanv1.PhaseSynced, true))
+	e, emit = r.emitTransition(before, scopeAt("89abcde", capstanv1.PhaseSynced, true))
+	emit()
 	if e == nil || !e.SameState || e.Phase != "Synced" || e.Commit != commit {
 		t.Fatalf("a new commit, still Synced: %+v", e)
 	}
 	if len(rec.Events) != 0 {
 		t.Fatalf("a Kubernetes event for a new commit in the same phase: %s", <-rec.Events)
 	}
-	if e := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseSynced, true)); e != nil {
+	if e, _ := r.emitTransition(before, scopeAt("0123456", capstanv1.PhaseSynced, true)); e != nil {
 		t.Fatalf("the same commit, still Synced: %+v", e)
 	}
-	if e := r.emitTransition(before, scopeAt("2.0.0", capstanv1.PhaseSynced, false)); e != nil {
+	if e, _ := r.emitTransition(before, scopeAt("2.0.0", capstanv1.PhaseSynced, false)); e != nil {
 		t.Fatalf("a chart's new version, still Synced: %+v", e)
 	}
 }
@@ -220,11 +222,14 @@ func TestFightEndsForIncidentsOnly(t *testing.T) {
 	}
 	degraded, _ := at(capstanv1.PhaseDegraded, "Degraded")
 	fighting, fight := at(capstanv1.PhaseOutOfSync, reasonDriftFought)
-	if e := r.emitTransition(degraded, fight); e != nil {
+	e, emit := r.emitTransition(degraded, fight)
+	emit()
+	if e != nil {
 		t.Fatalf("the fight: %+v", e)
 	}
 	_, synced := at(capstanv1.PhaseSynced, "Synced")
-	e := r.emitTransition(fighting, synced)
+	e, emit = r.emitTransition(fighting, synced)
+	emit()
 	if e == nil || !e.IncidentOnly || e.Phase != "Synced" {
 		t.Fatalf("the Synced after the fight: %+v", e)
 	}

@@ -59,7 +59,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	if r.holdApplyRecord(s) {
 		return nil
 	}
-	notice := r.emitTransition(before, s)
+	notice, emit := r.emitTransition(before, s)
 	again := r.incidentAgain(before, s, notice)
 	base := before
 	if s.stored != nil {
@@ -70,6 +70,7 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 	if data, err := patch.Data(addon); err == nil && string(data) == "{}" {
 		// Nothing changed: a resync with nothing new writes nothing. A
 		// transition here was written by a checkpoint.
+		emit()
 		r.announce(addon, notice, again)
 		return nil
 	}
@@ -81,7 +82,8 @@ func (r *AddonReconciler) patchStatus(ctx context.Context, before *capstanv1.Add
 		r.wrote(addon)
 		// NOTE: after the write: a status that failed to be written is
 		// decided again by the next reconcile, and would be posted
-		// twice.
+		// twice, and an event would say what status does not.
+		emit()
 		r.announce(addon, notice, again)
 	}
 	return err
@@ -113,15 +115,17 @@ func recordedProfile(st *capstanv1.AddonStatus, current capstanv1.Profile, chang
 	return st.Profile
 }
 
-// emitTransition emits one event when the phase or the reason changes, never
-// on every loop, and returns the same transition for the notifier; and, for
+// emitTransition returns what emits one event when the phase or the reason
+// changes, never on every loop, for the caller to call once the status
+// that says so is written, and the same transition for the notifier; and, for
 // the commit statuses alone, a git folder's new commit in the same phase. Messages
 // carry no secret values: they come from plans, gates and errors that are
 // redacted where they are made, and patchStatus masks the known secret
 // values in the outcome before it comes here.
-func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *notify.Event {
+func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) (*notify.Event, func()) {
+	emit := func() {}
 	if r.Recorder == nil && r.Notifier == nil {
-		return nil
+		return nil, emit
 	}
 	old := readyReason(before)
 	same := before.Status.Phase == s.outcome.Phase && old == s.outcome.Reason
@@ -130,28 +134,29 @@ func (r *AddonReconciler) emitTransition(before *capstanv1.Addon, s *scope) *not
 	// no transition, but a commit status must still name it.
 	moved := s.artifact != nil && s.artifact.Tree != nil && before.Status.Version != s.addon.Status.Version
 	if same && (!moved || r.Notifier == nil) {
-		return nil
+		return nil, emit
 	}
 	// NOTE: a fight flips between these every cycle; recordUndo warns
 	// once instead. Only an incident receiver hears of its Synced: a
 	// Degraded add-on may settle through a fight.
 	fought := old == reasonDriftFought && s.outcome.Phase == capstanv1.PhaseSynced
 	if s.outcome.Reason == reasonDriftFought || fought && r.Notifier == nil {
-		return nil
+		return nil, emit
 	}
 	kind, severity := corev1.EventTypeNormal, phaseSeverity(s.outcome.Phase)
 	if severity == notify.SeverityWarning {
 		kind = corev1.EventTypeWarning
 	}
 	if r.Recorder != nil && !same && !fought {
-		r.Recorder.Eventf(s.addon, nil, kind, s.outcome.Reason, string(s.outcome.Phase), "%s", truncate(s.outcome.Message, 1000))
+		addon, reason, action, message := s.addon, s.outcome.Reason, string(s.outcome.Phase), truncate(s.outcome.Message, 1000)
+		emit = func() { r.Recorder.Eventf(addon, nil, kind, reason, action, "%s", message) }
 	}
 	if r.Notifier != nil {
 		e := r.addonEvent(before, s, severity)
 		e.SameState, e.IncidentOnly = same, fought
-		return &e
+		return &e, emit
 	}
-	return nil
+	return nil, emit
 }
 
 // addonEvent is the notifier's event of the status this reconcile ends
