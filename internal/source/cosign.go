@@ -75,7 +75,7 @@ func (f *Fetcher) CosignSignatures(ctx context.Context, c *Chart, creds *Credent
 		return nil, missingCosignSignature(shown)
 	}
 	if err != nil {
-		return nil, ociError(shown, "fetching the chart's signature", creds != nil, err)
+		return nil, ociError(ref.Registry, shown, "fetching the chart's signature", creds != nil, err)
 	}
 	if desc.Size > maxSignatureBytes {
 		rc.Close()
@@ -84,7 +84,7 @@ func (f *Fetcher) CosignSignatures(ctx context.Context, c *Chart, creds *Credent
 	data, err := content.ReadAll(rc, desc)
 	rc.Close()
 	if err != nil {
-		return nil, ociError(shown, "reading the chart's signature", creds != nil, err)
+		return nil, ociError(ref.Registry, shown, "reading the chart's signature", creds != nil, err)
 	}
 	var manifest ocispec.Manifest
 	if err := json.Unmarshal(data, &manifest); err != nil {
@@ -107,12 +107,12 @@ func (f *Fetcher) CosignSignatures(ctx context.Context, c *Chart, creds *Credent
 		}
 		blob, err := repo.Blobs().Fetch(ctx, layer)
 		if err != nil {
-			return nil, ociError(shown, "fetching a signed payload", creds != nil, err)
+			return nil, ociError(ref.Registry, shown, "fetching a signed payload", creds != nil, err)
 		}
 		p, err := content.ReadAll(blob, layer)
 		blob.Close()
 		if err != nil {
-			return nil, ociError(shown, "reading a signed payload", creds != nil, err)
+			return nil, ociError(ref.Registry, shown, "reading a signed payload", creds != nil, err)
 		}
 		sigs = append(sigs, CosignSignature{Payload: p, Signature: sig})
 	}

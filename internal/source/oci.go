@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/url"
 	"regexp"
 	"slices"
 	"sort"
@@ -18,6 +20,7 @@ import (
 	orasregistry "oras.land/oras-go/v2/registry"
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
@@ -254,7 +257,7 @@ func isVersionPrefix(v string) bool {
 func ociTagInRange(ctx context.Context, repo *remote.Repository, shown, version string, withCreds bool) (string, error) {
 	tags, err := ociTags(ctx, repo)
 	if err != nil {
-		return "", ociError(shown, "listing its tags", withCreds, err)
+		return "", ociError(repo.Reference.Registry, shown, "listing its tags", withCreds, err)
 	}
 	t, err := registry.GetTagMatchingVersionOrConstraint(tags, version)
 	if err != nil {
@@ -345,7 +348,7 @@ func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, sho
 		err = noSuchManifest{err}
 	}
 	if err != nil {
-		return nil, "", ociError(shown, "pulling the chart", withCreds, err)
+		return nil, "", ociError(repo.Reference.Registry, shown, "pulling the chart", withCreds, err)
 	}
 	defer rc.Close()
 	if desc.Size > maxOCIManifestBytes {
@@ -353,7 +356,7 @@ func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, sho
 	}
 	raw, err := content.ReadAll(rc, desc)
 	if err != nil {
-		return nil, "", ociError(shown, "reading the chart's manifest", withCreds, err)
+		return nil, "", ociError(repo.Reference.Registry, shown, "reading the chart's manifest", withCreds, err)
 	}
 	layer, err := chartLayer(desc.MediaType, raw)
 	if err != nil {
@@ -364,14 +367,14 @@ func (f *Fetcher) pullOCIChart(ctx context.Context, repo *remote.Repository, sho
 	}
 	blob, err := repo.Blobs().Fetch(ctx, layer)
 	if err != nil {
-		return nil, "", ociError(shown, "pulling the chart's layer", withCreds, err)
+		return nil, "", ociError(repo.Reference.Registry, shown, "pulling the chart's layer", withCreds, err)
 	}
 	defer blob.Close()
 	// NOTE: ReadAll reads exactly the layer's size and checks its digest,
 	// however the response is encoded.
 	data, err := content.ReadAll(blob, layer)
 	if err != nil {
-		return nil, "", ociError(shown, "reading the chart's layer", withCreds, err)
+		return nil, "", ociError(repo.Reference.Registry, shown, "reading the chart's layer", withCreds, err)
 	}
 	return data, desc.Digest.String(), nil
 }
@@ -447,25 +450,61 @@ func (f *Fetcher) registryAuth(host string, creds *Credentials) *auth.Client {
 	return authClient
 }
 
-// ociError is err from a registry, about ref, while doing, with a hint of
-// what to check. withCreds says whether the request went with the
-// credentials of spec.chart.secretRef: a registry that refuses one that
-// went without them wants some, not other ones.
-func ociError(ref, doing string, withCreds bool, err error) error {
+// ociError is err from the registry (as named in a reference: host or
+// host:port), about ref, while doing, with a hint of what to check.
+// withCreds says whether the request went with the credentials of
+// spec.chart.secretRef: a registry that refuses one that went without them
+// wants some, not other ones, or has no such repository (registries answer
+// one that does not exist as they answer one that is private). A refusal
+// is judged at the server that answered, as refusedHint judges it for
+// https: a redirect to another origin (a blob on object storage or a CDN)
+// went there without credentials.
+func ociError(registry, ref, doing string, withCreds bool, err error) error {
 	hint := "check spec.chart.oci and spec.chart.version, and that the registry is up"
 	msg := err.Error()
 	refused := statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential")
+	hop := redirectedHop(registry, err)
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
+	case hop != nil:
+		host := hop.URL.Host
+		// NOTE: a signed address carries its signature in the query; the
+		// error names only the path it was redirected to.
+		hop.URL = &url.URL{Scheme: hop.URL.Scheme, Host: host, Path: hop.URL.Path}
+		hint = "the redirect to " + host + " was sent without credentials, which never go past a redirect to another origin: " +
+			host + " must serve the chart without them (a signed address may have expired); check what " + registry + " redirects to"
 	case refused && !withCreds:
-		hint = "the registry refuses to serve the chart without credentials; name a Secret that holds them in spec.chart.secretRef"
+		hint = "the registry refuses to serve the chart without credentials: if it needs them, name a Secret that holds them in spec.chart.secretRef; " +
+			"if the chart is public, check spec.chart.oci, since registries answer so for a repository that does not exist too"
 	case refused:
 		hint = "the registry refused the credentials; check the Secret named in spec.chart.secretRef"
 	case strings.Contains(msg, "not found") || statusCode(msg, "404"):
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"
 	}
 	return &FetchError{URL: ref, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
+}
+
+// redirectedHop is the registry's 401 or 403 in err when a server of
+// another origin than the registry gave it, after a redirect; nil
+// otherwise.
+func redirectedHop(registry string, err error) *errcode.ErrorResponse {
+	var hop *errcode.ErrorResponse
+	if !errors.As(err, &hop) || hop.URL == nil || hop.StatusCode != http.StatusUnauthorized && hop.StatusCode != http.StatusForbidden {
+		return nil
+	}
+	// NOTE: oras answers a request to the registry with the response of
+	// its last hop, as is; a token server's refusal comes wrapped in the
+	// request that asked for the token ("GET <registry URL>: ..."). That
+	// server got the credentials, as the registry does: it is no redirect.
+	if !strings.HasPrefix(err.Error(), hop.Error()) {
+		return nil
+	}
+	target := &url.URL{Scheme: hop.URL.Scheme, Host: orasregistry.Reference{Registry: registry}.Host()}
+	if netguard.SameOrigin(target, hop.URL) {
+		return nil
+	}
+	return hop
 }
 
 // statusRE finds a three-digit HTTP status standing alone in a message, not

@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"helm.sh/helm/v4/pkg/registry"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/netguard"
@@ -373,8 +375,14 @@ func TestOCICredentials(t *testing.T) {
 	spec := capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demo", Version: "1.0.0"}
 	_, err := f.Chart(context.Background(), spec, nil)
 	var fe *FetchError
-	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "without credentials; name a Secret that holds them in spec.chart.secretRef") || strings.Contains(err.Error(), "refused the credentials") {
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "without credentials: if it needs them, name a Secret that holds them in spec.chart.secretRef") || strings.Contains(err.Error(), "refused the credentials") {
 		t.Fatalf("a pull without spec.chart.secretRef: %v; want it to say the registry wants credentials, naming spec.chart.secretRef, not that they were refused", err)
+	}
+	// A public chart's name mistyped is answered as a private one is: the
+	// error says both.
+	_, err = f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://" + r.host + "/charts/demoo", Version: "1.0.0"}, nil)
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "name a Secret") || !strings.Contains(err.Error(), "check spec.chart.oci, since registries answer so for a repository that does not exist too") {
+		t.Fatalf("a pull of a repository that does not exist, refused without credentials: %v; want it to name both spec.chart.secretRef and spec.chart.oci", err)
 	}
 	_, err = f.Chart(context.Background(), spec, &Credentials{Username: "robot", Password: "wrong"})
 	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "refused the credentials") {
@@ -444,25 +452,97 @@ func TestOCIGuard(t *testing.T) {
 }
 
 func TestOCIErrorHints(t *testing.T) {
+	u := func(s string) *url.URL {
+		v, err := url.Parse(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cdn403 := &errcode.ErrorResponse{Method: "GET", URL: u("https://cdn.example/blobs/sha256:ab?X-Signature=topsecret"), StatusCode: http.StatusForbidden}
 	for _, tc := range []struct {
 		msg       string
+		err       error
 		withCreds bool
 		want      string
+		not       string
 	}{
-		{`127.0.0.1:40165/charts/demo:9.9.9: not found`, true, "no such chart"},
-		{`127.0.0.1:40365/charts/demo: not found`, false, "no such chart"},
-		{`GET https://registry.example/v2/: 401 Unauthorized`, true, "refused the credentials"},
-		{`unexpected status code 403: forbidden`, true, "refused the credentials"},
-		{`GET https://registry.example/v2/: 401 Unauthorized`, false, "without credentials; name a Secret"},
-		{`unexpected status code 403: forbidden`, false, "without credentials; name a Secret"},
-		{`response status code 404: name unknown`, true, "no such chart"},
-		{`dial tcp 10.0.0.1:4011: connection refused`, true, "registry is up"},
+		{msg: `127.0.0.1:40165/charts/demo:9.9.9: not found`, withCreds: true, want: "no such chart"},
+		{msg: `127.0.0.1:40365/charts/demo: not found`, want: "no such chart"},
+		{msg: `GET https://registry.example/v2/: 401 Unauthorized`, withCreds: true, want: "refused the credentials"},
+		{msg: `unexpected status code 403: forbidden`, withCreds: true, want: "refused the credentials"},
+		{msg: `GET https://registry.example/v2/: 401 Unauthorized`, want: "name a Secret that holds them in spec.chart.secretRef"},
+		// A public chart's name mistyped: registries answer a
+		// repository that does not exist as one that is private.
+		{msg: `unexpected status code 403: forbidden`, want: "if the chart is public, check spec.chart.oci"},
+		{msg: `response status code 404: name unknown`, withCreds: true, want: "no such chart"},
+		{msg: `dial tcp 10.0.0.1:4011: connection refused`, withCreds: true, want: "registry is up"},
+		// A registry's own refusal, on its host (and default port).
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example/v2/charts/demo/manifests/1.0.0"), StatusCode: http.StatusUnauthorized}, withCreds: true, want: "refused the credentials"},
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example:443/v2/charts/demo/manifests/1.0.0"), StatusCode: http.StatusForbidden}, want: "name a Secret", not: "redirect"},
+		// A blob redirected to another origin, which never gets the
+		// credentials: it must serve the blob without them.
+		{err: cdn403, withCreds: true, want: "the redirect to cdn.example was sent without credentials", not: "refused the credentials"},
+		{err: cdn403, want: "cdn.example must serve the chart without them", not: "secretRef"},
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example:5000/v2/x"), StatusCode: http.StatusForbidden}, withCreds: true, want: "redirect to registry.example:5000"},
+		// A token server got the credentials, as the registry does.
+		{err: fmt.Errorf("%s %q: %w", "GET", "https://registry.example/v2/charts/demo/manifests/1.0.0", &errcode.ErrorResponse{Method: "GET", URL: u("https://auth.example/token?scope=x"), StatusCode: http.StatusUnauthorized}), withCreds: true, want: "refused the credentials", not: "redirect"},
 	} {
-		err := ociError("oci://x", "pulling the chart", tc.withCreds, errors.New(tc.msg))
-		if !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%q: %v; want a hint that says %q", tc.msg, err, tc.want)
+		err := tc.err
+		if err == nil {
+			err = errors.New(tc.msg)
+		}
+		got := ociError("registry.example", "oci://registry.example/charts/demo", "pulling the chart", tc.withCreds, err).Error()
+		if !strings.Contains(got, tc.want) || tc.not != "" && strings.Contains(got, tc.not) || strings.Contains(got, "topsecret") {
+			t.Errorf("%v (credentials sent: %v): %s; want a hint that says %q, not %q, and no signature", err, tc.withCreds, got, tc.want, tc.not)
 		}
 	}
+}
+
+// redirectBlobs makes r answer every GET of a blob with a redirect to
+// to, with a signature in the query as a signed address has.
+func (r *ociRegistry) redirectBlobs(to string) {
+	registryHandler := r.Config.Handler
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/blobs/") {
+			r.requests.Add(1)
+			http.Redirect(w, req, to+req.URL.Path+"?X-Signature=topsecret", http.StatusTemporaryRedirect)
+			return
+		}
+		registryHandler.ServeHTTP(w, req)
+	})
+}
+
+// TestOCIRefusalAfterARedirectJudgesTheHopThatAnswered: a registry that
+// redirects its blobs to a server of another origin (object storage, a
+// CDN), which answers 403, is judged at that server, as an https chart's
+// redirect is. Pulled with credentials, the error does not say they were
+// refused, since they never went past the redirect; pulled without, it
+// does not send the user to name a secretRef, which would not go there
+// either. The signed address's query is not shown.
+func TestOCIRefusalAfterARedirectJudgesTheHopThatAnswered(t *testing.T) {
+	cdn := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "Request has expired", http.StatusForbidden)
+	}))
+	t.Cleanup(cdn.Close)
+	cdnHost := strings.TrimPrefix(cdn.URL, "https://")
+	private := newOCIRegistry(t, "robot", "s3cret")
+	private.push(t, chartArchive(t, "demo", "1.0.0"), "charts/demo:1.0.0", "robot", "s3cret")
+	private.redirectBlobs(cdn.URL)
+	public := newOCIRegistry(t, "", "")
+	public.push(t, chartArchive(t, "demo", "1.0.0"), "charts/demo:1.0.0", "", "")
+	public.redirectBlobs(cdn.URL)
+	f := newTestFetcher(t, Options{}, private.Server, public.Server, cdn)
+
+	_, err := f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://" + private.host + "/charts/demo", Version: "1.0.0"}, &Credentials{Username: "robot", Password: "s3cret"})
+	if err == nil || strings.Contains(err.Error(), "refused the credentials") || !strings.Contains(err.Error(), "redirect to "+cdnHost) || strings.Contains(err.Error(), "topsecret") {
+		t.Errorf("a chart whose blob is redirected and refused, pulled with credentials: %v; want it to name %s, which was sent none, not credentials refused, and no signature", err, cdnHost)
+	}
+	_, err = f.Chart(context.Background(), capstanv1.ChartSource{OCI: "oci://" + public.host + "/charts/demo", Version: "1.0.0"}, nil)
+	if err == nil || strings.Contains(err.Error(), "secretRef") || !strings.Contains(err.Error(), "redirect to "+cdnHost) || strings.Contains(err.Error(), "topsecret") {
+		t.Errorf("a chart whose blob is redirected and refused, pulled without credentials: %v; want it to name %s, not a secretRef to add, and no signature", err, cdnHost)
+	}
+	t.Log(err)
 }
 
 // handRegistry serves hand-made manifests and blobs on loopback, for what a
