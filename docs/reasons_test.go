@@ -16,11 +16,13 @@ import (
 // TestEveryReasonIsDocumented reads the condition and event reasons the
 // controllers set, from their source (go/ast, no control plane), and checks
 // that docs/controller.md or docs/gitops.md names each, in backquotes (an
-// AddonRepository's in gitops.md): a
-// user who writes `kubectl wait` or an alert on a reason finds them all
-// there. A reason is a constant named Reason… or reason…, a string given to
-// a field or variable named reason, and a pipeline step's or stage's name
-// with "Failed" after it (how outcome.go names a failed step).
+// AddonRepository's in gitops.md, the Registered condition's in
+// registration.md): a user who writes `kubectl wait` or an alert on a
+// reason finds them all there. A reason is a constant named Reason… or
+// reason…, a string given to a field or variable named reason, a string
+// given as the reason of an event (Eventf's fourth argument) or of the
+// Registered condition (registered's third), and a pipeline step's or
+// stage's name with "Failed" after it (how outcome.go names a failed step).
 func TestEveryReasonIsDocumented(t *testing.T) {
 	read := func(name string) string {
 		data, err := os.ReadFile(name)
@@ -29,26 +31,35 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 		}
 		return string(data)
 	}
-	gitops := read("gitops.md")
+	gitops, registration := read("gitops.md"), read("registration.md")
 	docs := read("controller.md") + gitops
 	files, err := filepath.Glob("../internal/controller/*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	files = append(files, "../internal/plan/gates.go")
-	reasons := map[string]string{}
+	reasons, registered := map[string]string{}, map[string]string{}
 	for _, f := range files {
 		if strings.HasSuffix(f, "_test.go") {
 			continue
 		}
-		for r := range reasonsIn(t, f) {
+		rs, regs := reasonsIn(t, f)
+		for r := range rs {
 			reasons[r] = f
 		}
+		for r := range regs {
+			registered[r] = f
+		}
 	}
-	for _, must := range []string{"GuardrailViolations", "ObjectsExist", "ApplyFailed", "FetchFailed", "DependencyCycle"} {
+	// Each way of setting a reason, once: a constant, a field, a step, an
+	// event's literal, the Registered condition's literal.
+	for _, must := range []string{"GuardrailViolations", "ObjectsExist", "ApplyFailed", "FetchFailed", "DependencyCycle", "HookFailed", "LeftNotOwned"} {
 		if reasons[must] == "" {
 			t.Errorf("the reason %s was not found in the code: the test no longer reads the reasons", must)
 		}
+	}
+	if registered["ManifestMissing"] == "" {
+		t.Error("the Registered reason ManifestMissing was not found in the code: the test no longer reads the Registered condition's reasons")
 	}
 	var missing []string
 	for r, f := range reasons {
@@ -56,27 +67,34 @@ func TestEveryReasonIsDocumented(t *testing.T) {
 			missing = append(missing, r+" ("+filepath.Base(f)+")")
 		}
 	}
+	for r, f := range registered {
+		if !strings.Contains(registration, "`"+r+"`") {
+			missing = append(missing, r+" ("+filepath.Base(f)+", the Registered condition's, in registration.md)")
+		}
+	}
 	// An AddonRepository's reasons are on its own page, where its other
 	// reasons are: an Addon's reason of the same name says nothing of it.
-	for r := range reasonsIn(t, "../internal/controller/addonrepository_controller.go") {
+	rs, _ := reasonsIn(t, "../internal/controller/addonrepository_controller.go")
+	for r := range rs {
 		if !strings.Contains(gitops, "`"+r+"`") {
 			missing = append(missing, r+" (addonrepository_controller.go, in gitops.md)")
 		}
 	}
 	slices.Sort(missing)
 	if len(missing) > 0 {
-		t.Errorf("reasons set by the controllers that neither docs/controller.md nor docs/gitops.md names: %s", strings.Join(missing, ", "))
+		t.Errorf("reasons set by the controllers that the docs do not name: %s", strings.Join(missing, ", "))
 	}
 }
 
-// reasonsIn returns the reasons the Go file at path sets.
-func reasonsIn(t *testing.T, path string) map[string]bool {
+// reasonsIn returns the reasons the Go file at path sets, and apart from
+// them the Registered condition's, which registration.md tells.
+func reasonsIn(t *testing.T, path string) (reasons, registered map[string]bool) {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out, regs := map[string]bool{}, map[string]bool{}
 	str := func(e ast.Expr) string {
 		lit, ok := e.(*ast.BasicLit)
 		if !ok || lit.Kind != token.STRING {
@@ -101,6 +119,23 @@ func reasonsIn(t *testing.T, path string) map[string]bool {
 	}
 	ast.Inspect(f, func(n ast.Node) bool {
 		switch n := n.(type) {
+		case *ast.CallExpr:
+			// An event's reason, given as it is:
+			// r.Recorder.Eventf(obj, nil, "Warning", "HookFailed", …)
+			// (events.EventRecorder); the Registered condition's:
+			// r.registered(s, false, "ManifestMissing", …).
+			sel, ok := n.Fun.(*ast.SelectorExpr)
+			switch {
+			case !ok:
+			case sel.Sel.Name == "Eventf" && len(n.Args) > 3:
+				if s := str(n.Args[3]); s != "" {
+					out[s] = true
+				}
+			case sel.Sel.Name == "registered" && len(n.Args) > 2:
+				if s := str(n.Args[2]); s != "" {
+					regs[s] = true
+				}
+			}
 		case *ast.ValueSpec:
 			for i, name := range n.Names {
 				if i < len(n.Values) && isReason(name) {
@@ -150,5 +185,5 @@ func reasonsIn(t *testing.T, path string) map[string]bool {
 		}
 		return true
 	})
-	return out
+	return out, regs
 }
