@@ -95,17 +95,7 @@ func reasonsIn(t *testing.T, path string) (reasons, registered map[string]bool) 
 		t.Fatal(err)
 	}
 	out, regs := map[string]bool{}, map[string]bool{}
-	str := func(e ast.Expr) string {
-		lit, ok := e.(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			return ""
-		}
-		s, err := strconv.Unquote(lit.Value)
-		if err != nil {
-			return ""
-		}
-		return s
-	}
+	str := strLit
 	isReason := func(e ast.Expr) bool {
 		id, ok := e.(*ast.Ident)
 		return ok && strings.HasPrefix(strings.ToLower(id.Name), "reason")
@@ -186,4 +176,118 @@ func reasonsIn(t *testing.T, path string) (reasons, registered map[string]bool) 
 		return true
 	})
 	return out, regs
+}
+
+// TestEventsBesideTransitionsAreListed checks controller.md's list of the
+// events emitted besides those of a transition (whose reason is the Ready
+// reason the status took, and which the reasons table tells) against the
+// code, both ways: every event the controllers emit with a reason of its
+// own (Eventf given a literal or a constant) is in the list, and every
+// reason in the list is emitted so, not only as a transition's reason.
+func TestEventsBesideTransitionsAreListed(t *testing.T) {
+	data, err := os.ReadFile("controller.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(data), "Besides them, these events:")
+	if !ok {
+		t.Fatal("controller.md no longer lists the events besides a transition's after \"Besides them, these events:\"")
+	}
+	// The list runs to the next item of the list it is in.
+	para, _, _ := strings.Cut(rest, "\n- ")
+	listed := map[string]bool{}
+	for i, part := range strings.Split(para, "`") {
+		if i%2 == 1 && isCamel(part) {
+			listed[part] = true
+		}
+	}
+	files, err := filepath.Glob("../internal/controller/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]string{}
+	var parsed []*ast.File
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parsed = append(parsed, f)
+		ast.Inspect(f, func(n ast.Node) bool {
+			if vs, ok := n.(*ast.ValueSpec); ok {
+				for i, id := range vs.Names {
+					if i < len(vs.Values) {
+						if s := strLit(vs.Values[i]); s != "" {
+							consts[id.Name] = s
+						}
+					}
+				}
+			}
+			return true
+		})
+	}
+	emitted := map[string]bool{}
+	for _, f := range parsed {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) < 4 {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Eventf" {
+				return true
+			}
+			switch a := call.Args[3].(type) {
+			case *ast.BasicLit:
+				emitted[strLit(a)] = true
+			case *ast.Ident:
+				// A variable (a transition's reason) is not looked up.
+				if s, ok := consts[a.Name]; ok {
+					emitted[s] = true
+				}
+			}
+			return true
+		})
+	}
+	if !emitted["HookFailed"] || !emitted["DriftFought"] {
+		t.Fatal("the events HookFailed and DriftFought were not found in the code: the test no longer reads the events")
+	}
+	for r := range emitted {
+		if !listed[r] {
+			t.Errorf("the controllers emit the event %s, but controller.md's list of the events besides a transition's does not name it", r)
+		}
+	}
+	for r := range listed {
+		if !emitted[r] {
+			t.Errorf("controller.md lists %s as an event besides a transition's, but no controller emits it so; a reason that comes only with a transition is told in the reasons table", r)
+		}
+	}
+}
+
+// isCamel reports whether s reads as a reason: CamelCase, letters only.
+func isCamel(s string) bool {
+	if s == "" || s[0] < 'A' || s[0] > 'Z' {
+		return false
+	}
+	for _, c := range s {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
+// strLit is the string a string literal holds, or "".
+func strLit(e ast.Expr) string {
+	lit, ok := e.(*ast.BasicLit)
+	if !ok || lit.Kind != token.STRING {
+		return ""
+	}
+	s, err := strconv.Unquote(lit.Value)
+	if err != nil {
+		return ""
+	}
+	return s
 }
