@@ -546,7 +546,7 @@ func compose(in Inputs) (*Result, error) {
 		}
 	}
 	errs = append(errs, schemaErrs...)
-	errs = append(errs, res.Schema.checkWriteOnly(in.Sources)...)
+	errs = append(errs, res.Schema.checkWriteOnly(in.Sources, res.Effective)...)
 	sortErrors(errs)
 	res.Errors = errs
 	var sources map[string]secretSource

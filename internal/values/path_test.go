@@ -161,7 +161,7 @@ func TestSecretInputPathsRoundTrip(t *testing.T) {
 	}
 	var names []string
 	unnamed := 0
-	s.findSecretInputs(vals, func(p []string) {
+	s.findSecretInputs(vals, nil, func(p []string) {
 		name, ok := TargetPathIn(vals, p)
 		if !ok {
 			unnamed++
@@ -200,7 +200,7 @@ func TestSecretInputPathsRoundTrip(t *testing.T) {
 		t.Errorf("secret inputs named %q and %d unnamed; want %q and the one with an empty key", names, unnamed, want)
 	}
 
-	errs := s.checkWriteOnly(Sources{Spec: vals})
+	errs := s.checkWriteOnly(Sources{Spec: vals}, nil)
 	set, _, _ := WriteOnlyChanges(errs, vals, nil)
 	if !slices.Contains(set, "ports.8080") || !slices.Contains(set, "users.10001.password") {
 		t.Errorf("WriteOnlyChanges names %q; want ports.8080 and users.10001.password", set)

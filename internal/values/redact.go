@@ -37,7 +37,7 @@ func matches(pat []patSeg, segs []string) bool {
 // what is hidden errs on the side of hiding. A subchart's schema applies
 // to the top-level global too, which Helm gives it as its own.
 func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
-	s.matchWriteOnly(v, false, fn)
+	s.matchWriteOnly(v, nil, false, fn)
 }
 
 // findSecretInputs calls fn with the path of every non-null value of v that
@@ -46,11 +46,17 @@ func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 // to the keys it matches, a tuple's schemas to their index, a conditional
 // branch where it applies to the value (branchEdge.applies), so that a
 // value is refused as a secret input only where the schema says it is one.
-func (s *Schema) findSecretInputs(v map[string]any, fn func(path []string)) {
-	s.matchWriteOnly(v, true, fn)
+//
+// eff, when not nil, is what validation sees (the effective values, of
+// which v is one source): a conditional branch is also followed where it
+// applies to eff's value at the same path, as a condition that the chart's
+// defaults or another source meet makes the value a secret input for
+// validation too. v alone decides which values are found.
+func (s *Schema) findSecretInputs(v, eff map[string]any, fn func(path []string)) {
+	s.matchWriteOnly(v, eff, true, fn)
 }
 
-func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []string)) {
+func (s *Schema) matchWriteOnly(v, eff map[string]any, exact bool, fn func(path []string)) {
 	var found [][]string
 	parts := 0
 	add := func(path []string) { found = append(found, path) }
@@ -60,24 +66,23 @@ func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []str
 		}
 		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
 		sub, ok := lookup(v, p.prefix)
+		var effSub any
+		if eff != nil {
+			effSub, _ = lookup(eff, p.prefix)
+		}
 		if ok {
-			set, wo := m.closure([]int{0}, sub)
-			m.find(sub, slices.Clone(p.prefix), set, wo, add)
+			set, wo := m.closure([]int{0}, sub, effSub)
+			m.find(sub, effSub, slices.Clone(p.prefix), set, wo, add)
 			parts++
 		}
 		// Helm gives every subchart the top-level global as its own
 		// global, so a subchart's schema applies there too.
 		if g := v["global"]; len(p.prefix) > 0 && g != nil {
-			seen := map[string]any{}
-			if own, isMap := sub.(map[string]any); isMap {
-				seen = maps.Clone(own)
-			}
-			seen["global"] = g
-			set, wo := m.closure([]int{0}, seen)
+			set, wo := m.closure([]int{0}, withGlobal(sub, g), withGlobal(effSub, eff["global"]))
 			if wo {
 				add([]string{"global"})
 			} else {
-				m.find(map[string]any{"global": g}, nil, set, false, add)
+				m.find(map[string]any{"global": g}, map[string]any{"global": eff["global"]}, nil, set, false, add)
 			}
 			parts++
 		}
@@ -93,6 +98,23 @@ func (s *Schema) matchWriteOnly(v map[string]any, exact bool, fn func(path []str
 			fn(f)
 		}
 	}
+}
+
+// withGlobal returns a subchart's values sub, as its schema reads them, with
+// the top-level global g as its own global: nil when there are neither.
+func withGlobal(sub, g any) any {
+	own, isMap := sub.(map[string]any)
+	if !isMap && g == nil {
+		return nil
+	}
+	seen := map[string]any{}
+	if isMap {
+		seen = maps.Clone(own)
+	}
+	if g != nil {
+		seen["global"] = g
+	}
+	return seen
 }
 
 // belowOthers marks the paths that are below another of paths or the same
@@ -139,8 +161,10 @@ type matcher struct {
 // closure returns the schemas that apply to v, a value that the schemas
 // seeds apply to, and whether one of them is writeOnly. Exact, it follows a
 // conditional branch (anyOf, oneOf, then, else, dependentSchemas) only
-// where it applies to v (branchEdge.applies); otherwise every one.
-func (m *matcher) closure(seeds []int, v any) (set []int, writeOnly bool) {
+// where it applies to v or to eff (branchEdge.applies), the value that
+// validation sees at the same path, nil when there is none; otherwise
+// every one.
+func (m *matcher) closure(seeds []int, v, eff any) (set []int, writeOnly bool) {
 	m.round++
 	stack := slices.Clone(seeds)
 	for len(stack) > 0 {
@@ -159,7 +183,7 @@ func (m *matcher) closure(seeds []int, v any) (set []int, writeOnly bool) {
 		}
 		stack = append(stack, n.always...)
 		for i := range n.branches {
-			if b := &n.branches[i]; m.stamp[b.to] != m.round && b.applies(v) {
+			if b := &n.branches[i]; m.stamp[b.to] != m.round && (b.applies(v) || eff != nil && b.applies(eff)) {
 				stack = append(stack, b.to)
 			}
 		}
@@ -167,7 +191,10 @@ func (m *matcher) closure(seeds []int, v any) (set []int, writeOnly bool) {
 	return set, writeOnly
 }
 
-func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(path []string)) {
+// find calls fn with the path of each writeOnly value within v, which set
+// applies to (writeOnly says whether one of set is writeOnly); eff is the
+// value at the same path that validation sees, nil when there is none.
+func (m *matcher) find(v, eff any, path []string, set []int, writeOnly bool, fn func(path []string)) {
 	if v == nil || len(set) == 0 {
 		return
 	}
@@ -191,8 +218,12 @@ func (m *matcher) find(v any, path []string, set []int, writeOnly bool, fn func(
 			}
 		}
 		if len(seeds) > 0 {
-			cs, wo := m.closure(seeds, e)
-			m.find(e, append(path[:len(path):len(path)], key), cs, wo, fn)
+			var effE any
+			if eff != nil {
+				effE, _ = lookup(eff, []string{key})
+			}
+			cs, wo := m.closure(seeds, e, effE)
+			m.find(e, effE, append(path[:len(path):len(path)], key), cs, wo, fn)
 		}
 	}
 	switch t := v.(type) {
@@ -242,13 +273,16 @@ func findPatterns(v any, path []string, pats [][]patSeg, fn func(path []string))
 }
 
 // checkWriteOnly reports every writeOnly value that spec.values or a
-// ConfigMap supplies: secret inputs are accepted only from Secrets.
-func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
+// ConfigMap supplies: secret inputs are accepted only from Secrets. eff
+// holds the effective values that validation sees, nil when they are not
+// known: a conditional branch that applies to them applies here too
+// (findSecretInputs).
+func (s *Schema) checkWriteOnly(src Sources, eff map[string]any) []capstanv1.ValuesError {
 	if s == nil {
 		return nil
 	}
 	var errs errorList
-	s.findSecretInputs(src.Spec, func(p []string) {
+	s.findSecretInputs(src.Spec, eff, func(p []string) {
 		errs.add(pointer(p), RuleWriteOnly,
 			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", secretInputPath(src.Spec, p).Name)
 	})
@@ -257,7 +291,7 @@ func (s *Schema) checkWriteOnly(src Sources) []capstanv1.ValuesError {
 			continue
 		}
 		tree := l.tree()
-		s.findSecretInputs(tree, func(p []string) {
+		s.findSecretInputs(tree, eff, func(p []string) {
 			errs.add(pointer(p), RuleWriteOnly,
 				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", secretInputPath(tree, p).Name, l.Name())
 		})

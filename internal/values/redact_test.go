@@ -442,3 +442,94 @@ func TestSubchartGlobalWriteOnlyAppliesToTheTopLevelGlobal(t *testing.T) {
 		t.Errorf("redacted values show the default password: %s", shown)
 	}
 }
+
+// TestConfigMapSecretInputWhereTheConditionIsElsewhere: a ConfigMap entry
+// with a targetPath holds its one value; the if or the dependentSchemas
+// property that makes it a secret input comes from spec.values or the
+// chart's defaults, which validation sees beside it, and the ConfigMap's
+// value is refused all the same.
+func TestConfigMapSecretInputWhereTheConditionIsElsewhere(t *testing.T) {
+	const ifThen = `{"type": "object", "properties": {"db": {"type": "object",
+	  "properties": {"mode": {"type": "string"}, "token": {"type": "string"}},
+	  "if": {"properties": {"mode": {"const": "external"}}, "required": ["mode"]},
+	  "then": {"properties": {"token": {"writeOnly": true}}}}}}`
+	for _, tt := range []struct {
+		name, schema, defaults, spec string
+	}{
+		{name: "if holds in spec.values", schema: ifThen, spec: "db:\n  mode: external\n"},
+		{name: "if holds in the chart's defaults", schema: ifThen, defaults: "db:\n  mode: external\n"},
+		{name: "dependentSchemas' property in spec.values", spec: "db:\n  auth: basic\n",
+			schema: `{"type": "object", "properties": {"db": {"type": "object",
+			  "dependentSchemas": {"auth": {"properties": {"token": {"writeOnly": true}}}}}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			res, err := Compose(Inputs{Chart: testChart(t, "app", tt.defaults, tt.schema), Sources: Sources{
+				Spec: ymap(t, tt.spec),
+				From: indexed(pathLayer("ConfigMap", "cm", "db.token", "Sup3rS3cretPw")),
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range res.Errors {
+				got = append(got, e.Path+" "+e.Rule)
+				if strings.Contains(e.Message, "Sup3rS3cretPw") {
+					t.Errorf("the error quotes the value: %s", e.Message)
+				}
+			}
+			if want := []string{"/db/token " + RuleWriteOnly}; !reflect.DeepEqual(got, want) {
+				t.Errorf("values errors %q, want %q", got, want)
+			}
+			if !slices.Contains(res.SecretPaths, "/db/token") {
+				t.Errorf("SecretPaths = %v, want /db/token among them", res.SecretPaths)
+			}
+		})
+	}
+}
+
+// TestSubchartGlobalSecretInputWhereTheConditionIsADefault: a subchart's
+// if on its global, met by the parent chart's default for the top-level
+// global, makes the token given at the top-level global a secret input, as
+// validation applies the subchart's then to the global Helm gives it.
+func TestSubchartGlobalSecretInputWhereTheConditionIsADefault(t *testing.T) {
+	sub := testChart(t, "sub", "", `{"properties": {"global": {"type": "object",
+	  "if": {"properties": {"mode": {"const": "external"}}, "required": ["mode"]},
+	  "then": {"properties": {"token": {"type": "string", "writeOnly": true}}}}}}`)
+	parent := testChart(t, "app", "global:\n  mode: external\n", "", sub)
+	res, err := Compose(Inputs{Chart: parent, Sources: Sources{Spec: ymap(t, "global:\n  token: Sup3rS3cretPw\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range res.Errors {
+		got = append(got, e.Path+" "+e.Rule)
+	}
+	if want := []string{"/global/token " + RuleWriteOnly}; !slices.Equal(got, want) {
+		t.Errorf("values errors %q, want %q", got, want)
+	}
+}
+
+// TestSecretInputWhereAValuesSecretMeetsTheCondition: the if that makes a
+// token in spec.values a secret input may hold only in a values Secret,
+// which the controller reads and a writer cannot; validation sees the
+// Secret's mode, and so does the check.
+func TestSecretInputWhereAValuesSecretMeetsTheCondition(t *testing.T) {
+	schema := `{"type": "object", "properties": {"db": {"type": "object",
+	  "properties": {"mode": {"type": "string"}, "token": {"type": "string"}},
+	  "if": {"properties": {"mode": {"const": "external"}}, "required": ["mode"]},
+	  "then": {"properties": {"token": {"writeOnly": true}}}}}}`
+	res, err := Compose(Inputs{Chart: testChart(t, "app", "", schema), Sources: Sources{
+		Spec: ymap(t, "db:\n  token: Sup3rS3cretPw\n"),
+		From: indexed(docLayer("Secret", "db-mode", `{db: {mode: external}}`)),
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range res.Errors {
+		got = append(got, e.Path+" "+e.Rule)
+	}
+	if want := []string{"/db/token " + RuleWriteOnly}; !slices.Equal(got, want) {
+		t.Errorf("values errors %q, want %q", got, want)
+	}
+}

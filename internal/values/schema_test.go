@@ -339,7 +339,7 @@ func TestSchemaSiblingRefsEachFindTheirSecrets(t *testing.T) {
 	if want := []string{"metrics.token", "primary.token", "replica.token"}; !reflect.DeepEqual(gen, want) {
 		t.Errorf("generated = %v, want %v", gen, want)
 	}
-	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{replica: {password: plaintext}}`)})
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{replica: {password: plaintext}}`)}, nil)
 	if len(errs) != 1 || errs[0].Path != "/replica/password" || errs[0].Rule != "writeOnly" {
 		t.Errorf("errors = %+v, want one writeOnly error at /replica/password", errs)
 	}
@@ -440,7 +440,7 @@ func TestSchemaBranchingRecursionIsMatched(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("SecretPaths = %v, want %v", got, want)
 	}
-	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{l: {r: {s: plaintext}}}`)})
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{l: {r: {s: plaintext}}}`)}, nil)
 	if len(errs) != 1 || errs[0].Path != "/l/r/s" || errs[0].Rule != "writeOnly" {
 		t.Errorf("errors = %+v, want one writeOnly error at /l/r/s", errs)
 	}
@@ -473,7 +473,7 @@ func TestSchemaFindsSecretInputsInChartFiles(t *testing.T) {
 	if want := []string{"auth.token 20", "backup.token 20"}; !reflect.DeepEqual(gen, want) {
 		t.Errorf("generated = %v, want %v", gen, want)
 	}
-	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{auth: {user: app, password: plaintext}}`)})
+	errs := s.checkWriteOnly(Sources{Spec: ymap(t, `{auth: {user: app, password: plaintext}}`)}, nil)
 	if len(errs) != 1 || errs[0].Path != "/auth/password" || errs[0].Rule != "writeOnly" {
 		t.Errorf("errors = %+v, want one writeOnly error at /auth/password", errs)
 	}
@@ -565,7 +565,7 @@ func TestSchemaIgnoresIDBesideRefBeforeDraft2019(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ParseSchema: %v", err)
 			}
-			errs := s.checkWriteOnly(Sources{Spec: ymap(t, tt.values)})
+			errs := s.checkWriteOnly(Sources{Spec: ymap(t, tt.values)}, nil)
 			if len(errs) != 1 || errs[0].Path != tt.want || errs[0].Rule != "writeOnly" {
 				t.Errorf("errors = %+v, want one writeOnly error at %s", errs, tt.want)
 			}
@@ -694,7 +694,7 @@ func TestSchemaFindsSecretsBehindAnchors(t *testing.T) {
 				t.Fatalf("ParseSchema: %v", err)
 			}
 			const values = `{auth: {password: plaintext}}`
-			errs := s.checkWriteOnly(Sources{Spec: ymap(t, values)})
+			errs := s.checkWriteOnly(Sources{Spec: ymap(t, values)}, nil)
 			if len(errs) != 1 || errs[0].Path != "/auth/password" || errs[0].Rule != "writeOnly" {
 				t.Errorf("errors = %+v, want one writeOnly error at /auth/password", errs)
 			}
@@ -988,10 +988,15 @@ func TestWriteOnlyUnderDependenciesAndUnevaluated(t *testing.T) {
 // tuple refuses a value in spec.values only where validation applies it:
 // a declared plain property or another index is a valid value. Such values
 // are still hidden, since hiding errs on the side of hiding.
+//
+// A conditional branch applies where it applies to the value in spec.values
+// or to the value validation sees at the same path, with the chart's
+// defaults: a mode or an auth kind that a default sets makes the token
+// given beside it a secret input.
 func TestSecretInputsAreWhereValidationAppliesTheSchema(t *testing.T) {
 	tests := []struct {
-		name, schema, values string
-		want                 []string
+		name, schema, defaults, values string
+		want                           []string
 	}{
 		{
 			name: "additionalProperties leaves declared properties alone",
@@ -1089,10 +1094,45 @@ func TestSecretInputsAreWhereValidationAppliesTheSchema(t *testing.T) {
 			values: "a:\n  auth: basic\n  token: Sup3rS3cretPw\nb:\n  token: public-label\n",
 			want:   []string{"/a/token"},
 		},
+		{
+			name: "then applies when a chart default makes if hold",
+			schema: `{"type": "object", "properties": {"db": {"type": "object",
+			  "properties": {"mode": {"type": "string"}, "token": {"type": "string"}},
+			  "if": {"properties": {"mode": {"const": "external"}}, "required": ["mode"]},
+			  "then": {"properties": {"token": {"writeOnly": true}}}}}}`,
+			defaults: "db:\n  mode: external\n",
+			values:   "db:\n  token: Sup3rS3cretPw\n",
+			want:     []string{"/db/token"},
+		},
+		{
+			name: "dependentSchemas applies when a chart default has its property",
+			schema: `{"type": "object", "properties": {"db": {"type": "object",
+			  "dependentSchemas": {"auth": {"properties": {"token": {"writeOnly": true}}}}}}}`,
+			defaults: "db:\n  auth: basic\n",
+			values:   "db:\n  token: Sup3rS3cretPw\n",
+			want:     []string{"/db/token"},
+		},
+		{
+			name: "an anyOf branch applies when the value with the chart's defaults validates against it",
+			schema: `{"type": "object", "properties": {"db": {"type": "object", "anyOf": [
+			  {"required": ["kind"], "properties": {"kind": {"const": "dsn"}, "url": {"type": "string", "writeOnly": true}}},
+			  {"properties": {"kind": {"const": "host"}}}]}}}`,
+			defaults: "db:\n  kind: dsn\n",
+			values:   "db:\n  url: postgres://u:Sup3rS3cretPw@db/x\n",
+			want:     []string{"/db/url"},
+		},
+		{
+			name: "a reference to a Secret over a chart's empty default makes no secret input",
+			schema: `{"type": "object", "properties": {"password": {"oneOf": [
+			  {"type": "string", "writeOnly": true},
+			  {"type": "object", "properties": {"secretName": {"type": "string"}}, "additionalProperties": false}]}}}`,
+			defaults: "password: {}\n",
+			values:   "password:\n  secretName: my-db\n",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ch := testChart(t, "app", "", tt.schema)
+			ch := testChart(t, "app", tt.defaults, tt.schema)
 			res, err := Compose(Inputs{Chart: ch, Sources: Sources{Spec: ymap(t, tt.values)}})
 			if err != nil {
 				t.Fatal(err)
