@@ -15,14 +15,17 @@ import (
 
 // readSecretInputFile reads a --secret-input file, or says why it cannot,
 // in words that never name the file (a person may have typed the secret
-// after =@). Only a regular file is read, and only up to what a Secret
-// holds: a device such as /dev/zero, or a pipe that is never closed,
-// would otherwise be read without end, before the cluster is called.
+// after =@). Any file but a directory is read, pipes too, so that
+// @/dev/stdin and @<(command) give a secret that touches neither the
+// command line nor the disk; it is read only up to what a Secret holds,
+// so a device such as /dev/zero is refused by its size, before the
+// cluster is called.
 func readSecretInputFile(name string) (data []byte, why string) {
-	// NOTE: stat before open: opening a named pipe waits for a writer.
+	// NOTE: stat before open, to refuse a directory without opening it. A
+	// named pipe no one writes waits at the open, as cat waits for it.
 	info, err := os.Stat(name)
-	if err == nil && !info.Mode().IsRegular() {
-		return nil, "it is not a regular file (a directory, a device or a pipe)"
+	if err == nil && info.IsDir() {
+		return nil, "it is a directory, not a file"
 	}
 	var f *os.File
 	if err == nil {
@@ -30,11 +33,6 @@ func readSecretInputFile(name string) (data []byte, why string) {
 	}
 	if err == nil {
 		defer func() { _ = f.Close() }()
-		if info, err = f.Stat(); err == nil && !info.Mode().IsRegular() {
-			return nil, "it is not a regular file (a directory, a device or a pipe)"
-		}
-	}
-	if err == nil {
 		data, err = io.ReadAll(io.LimitReader(f, addonvalues.MaxDocumentBytes+1))
 	}
 	switch {

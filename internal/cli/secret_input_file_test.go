@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -42,11 +43,11 @@ func TestSecretInputFilesAreKeptByteForByte(t *testing.T) {
 	}
 }
 
-// TestSecretInputFilesAreBounded: a --secret-input file is read only when
-// it is a regular file, and only up to what a Secret holds, so /dev/zero
-// or a pipe never closed cannot grow the command's memory without end;
-// each is refused before the cluster is called (the kubeconfig names a
-// loopback port where nothing listens).
+// TestSecretInputFilesAreBounded: a --secret-input file is read only up
+// to what a Secret holds, so /dev/zero cannot grow the command's memory
+// without end, and a directory is no file; each is refused before the
+// cluster is called (the kubeconfig names a loopback port where nothing
+// listens).
 func TestSecretInputFilesAreBounded(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big")
@@ -57,10 +58,6 @@ func TestSecretInputFilesAreBounded(t *testing.T) {
 	if err := os.WriteFile(half, bytes.Repeat([]byte("x"), addonvalues.MaxDocumentBytes/2+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pipe := filepath.Join(dir, "pipe")
-	if err := syscall.Mkfifo(pipe, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	kubeconfig := closedKubeconfig(t)
 	for _, tc := range []struct {
 		inputs []string
@@ -68,9 +65,8 @@ func TestSecretInputFilesAreBounded(t *testing.T) {
 	}{
 		{[]string{"a=@" + big}, "--secret-input a=@...: it holds more than 1048576 bytes"},
 		{[]string{"a=@" + half, "b=@" + half}, "the secret inputs are 1048578 bytes together"},
-		{[]string{"a=@" + pipe}, "--secret-input a=@...: it is not a regular file"},
-		{[]string{"a=@/dev/zero"}, "--secret-input a=@...: it is not a regular file"},
-		{[]string{"a=@" + dir}, "--secret-input a=@...: it is not a regular file"},
+		{[]string{"a=@/dev/zero"}, "--secret-input a=@...: it holds more than 1048576 bytes"},
+		{[]string{"a=@" + dir}, "--secret-input a=@...: it is a directory"},
 	} {
 		args := []string{"edit", "blog", "--kubeconfig", kubeconfig}
 		for _, in := range tc.inputs {
@@ -89,5 +85,49 @@ func TestSecretInputFilesAreBounded(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Errorf("%v: still reading after 10s; want it refused at once", tc.inputs)
 		}
+	}
+}
+
+// TestSecretInputFilesMayBePipes: a --secret-input file may be a pipe,
+// as @/dev/stdin and @<(command) give one (a named pipe, or /dev/fd/N),
+// so that a secret touches neither the command line nor the disk; what
+// the pipe gives until it is closed is the value.
+func TestSecretInputFilesMayBePipes(t *testing.T) {
+	fifo := filepath.Join(t.TempDir(), "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		f, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			return
+		}
+		_, _ = f.WriteString("from-a-fifo\n")
+		_ = f.Close()
+	}()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	go func() {
+		_, _ = w.WriteString("from-a-pipe")
+		_ = w.Close()
+	}()
+	fd := fmt.Sprintf("/dev/fd/%d", r.Fd())
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		v := &valuesFlags{secretInputs: []string{"a=@" + fifo, "b=@" + fd}}
+		_, inputs, err := v.read()
+		if err != nil || inputs["a"] != "from-a-fifo" || inputs["b"] != "from-a-pipe" {
+			t.Errorf("a named pipe and %s: %q, %q, %v; want from-a-fifo and from-a-pipe", fd, inputs["a"], inputs["b"], err)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("still reading the pipes after 10s")
 	}
 }
