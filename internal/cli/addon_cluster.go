@@ -158,34 +158,74 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 			held = append(held, p)
 		}
 	}
-	names := func(paths []addonvalues.SecretInputPath) string {
-		out := make([]string, len(paths))
-		for i, p := range paths {
-			out[i] = p.Name
-		}
-		return strings.Join(out, ", ")
-	}
-	secretFlags := func(paths []addonvalues.SecretInputPath) string {
-		flags := make([]string, 0, len(paths))
-		for _, p := range paths {
-			if p.Named {
-				flags = append(flags, "--secret-input "+p.Name+"=@FILE")
-			}
-		}
-		if len(flags) < len(paths) {
-			flags = append(flags, "a values Secret named in spec.valuesFrom without a targetPath for a path with an empty key")
-		}
-		return strings.Join(flags, ", ")
-	}
 	if len(set) > 0 {
+		a := adviseSecretInputs(stored, set)
+		ways := a.whole
+		if a.flags != "" {
+			ways = append([]string{"give it as " + a.flags + " instead"}, ways...)
+		}
 		return fmt.Errorf("addon %s: the chart's schema marks %s writeOnly, a secret input, which -f and --set would write into spec.values, where anyone who may view the Addon reads it: "+
-			"give it as %s instead; nothing was written", key, names(set), secretFlags(set))
+			"%s; nothing was written", key, a.names, strings.Join(ways, "; "))
 	}
 	if len(held) > 0 {
+		a := adviseSecretInputs(stored, held)
+		var ways []string
+		if a.flags != "" {
+			ways = append(ways, "move it with "+a.flags+", which takes it out of spec.values")
+		}
+		for _, w := range a.whole {
+			ways = append(ways, w+", and take it out of spec.values yourself (kubectl edit addon): naming that Secret does not remove it, and capstan cannot name it")
+		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, "+
-			"and the controller Blocks the Addon for it: move it with %s, which takes it out of spec.values\n", key, names(held), secretFlags(held))
+			"and the controller Blocks the Addon for it: %s\n", key, a.names, strings.Join(ways, "; "))
 	}
 	return nil
+}
+
+// secretInputAdvice is how to give the secret inputs at some paths.
+type secretInputAdvice struct {
+	// names names the paths: a targetPath, or the JSON pointer of a path
+	// with an empty key.
+	names string
+	// flags are the --secret-input flags of the scalars at paths a
+	// targetPath names, or "".
+	flags string
+	// whole says how to give the others, in a Secret of one's own that
+	// valuesFrom merges whole: an object or a list, which --secret-input
+	// would give as one string the controller then Blocks, and a path
+	// with an empty key, which no --secret-input can name.
+	whole []string
+}
+
+// adviseSecretInputs sorts the secret inputs at paths of stored, the
+// spec.values checked, by how each is given.
+func adviseSecretInputs(stored map[string]any, paths []addonvalues.SecretInputPath) secretInputAdvice {
+	var names, flags, objects, emptyKeys []string
+	for _, p := range paths {
+		if !p.Named {
+			// NOTE: the Name of a path no targetPath can name may carry
+			// advice after its pointer; the bare pointer is written again.
+			ptr, _ := addonvalues.TargetPathIn(nil, p.Segments)
+			names = append(names, ptr)
+			emptyKeys = append(emptyKeys, ptr)
+			continue
+		}
+		names = append(names, p.Name)
+		switch v, _ := addonvalues.Lookup(stored, p.Segments); v.(type) {
+		case map[string]any, []any:
+			objects = append(objects, p.Name)
+		default:
+			flags = append(flags, "--secret-input "+p.Name+"=@FILE")
+		}
+	}
+	a := secretInputAdvice{names: strings.Join(names, ", "), flags: strings.Join(flags, ", ")}
+	if len(objects) > 0 {
+		a.whole = append(a.whole, addons.NonScalarSecrets(objects))
+	}
+	if len(emptyKeys) > 0 {
+		a.whole = append(a.whole, addons.EmptyKeySecrets(emptyKeys))
+	}
+	return a
 }
 
 // givenAt says whether given, the values of -f and --set, sets the value

@@ -169,7 +169,9 @@ var writeOnlyChart = map[string]string{
 		`"auth":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}},` +
 		`"users":{"type":"array","items":{"type":"object","properties":{"password":{"type":"string","writeOnly":true}}}},` +
 		`"ports":{"type":"object","additionalProperties":{"type":"string","writeOnly":true}},` +
-		`"apiKeys":{"type":"array","items":{"type":"string","writeOnly":true}}}}`,
+		`"apiKeys":{"type":"array","items":{"type":"string","writeOnly":true}},` +
+		`"creds":{"type":"object","writeOnly":true,"properties":{"accessKey":{"type":"string"}}},` +
+		`"pins":{"type":"object","additionalProperties":{"type":"string","writeOnly":true}}}}`,
 	"templates/cm.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blog\n",
 }
 
@@ -230,6 +232,30 @@ func TestValuesFlagsRefuseSecretInputs(t *testing.T) {
 		}
 		if left := valuesSecrets(t, c, ns, "blog"); len(left) > 0 {
 			t.Errorf("add %v left the Secrets %v", given, left)
+		}
+	}
+
+	// An object or a list, and a path with an empty key, cannot be given
+	// with --secret-input (one string, at a targetPath): they are told to
+	// go in a Secret that valuesFrom merges whole.
+	emptyKey := filepath.Join(dir, "pins.yaml")
+	if err := os.WriteFile(emptyKey, []byte("pins:\n  \"\": hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		given []string
+		want  string
+	}{
+		{[]string{"--set", "creds.accessKey=hunter2"}, "creds is an object or a list, which a secret field or a secret input cannot hold"},
+		{[]string{"-f", emptyKey}, "/pins/ is a path with an empty key, which no targetPath, and so no secret input, can name"},
+	} {
+		out, err := capstan(t, cluster, append(add, tc.given...)...)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "name that Secret in the add-on's valuesFrom with no targetPath") ||
+			strings.Contains(err.Error(), "--secret-input") || strings.Count(err.Error(), "empty key") > 1 || strings.Contains(err.Error()+out, "hunter2") {
+			t.Errorf("add %v: %v; want it refused, saying %q and a Secret in valuesFrom, once, with no --secret-input\n%s", tc.given, err, tc.want, out)
+		}
+		if err := c.Get(t.Context(), client.ObjectKey{Namespace: ns, Name: "blog"}, &capstanv1.Addon{}); err == nil {
+			t.Fatalf("add %v created the Addon", tc.given)
 		}
 	}
 
@@ -475,6 +501,36 @@ func TestEditWithAWriteOnlyValueHeldAlready(t *testing.T) {
 	}
 	if len(a.Spec.ValuesFrom) != 1 || a.Spec.ValuesFrom[0].TargetPath != "auth.password" {
 		t.Errorf("spec.valuesFrom is %v; want the secret input of auth.password", a.Spec.ValuesFrom)
+	}
+}
+
+// TestEditWithAWriteOnlyObjectHeldAlready: a writeOnly object, and a
+// writeOnly value at a path with an empty key, that spec.values holds
+// already are said with how to give them (a Secret that valuesFrom
+// merges whole), not with --secret-input, and with that they must still
+// be taken out of spec.values: naming a Secret does not remove them.
+func TestEditWithAWriteOnlyObjectHeldAlready(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
+	newAddon(t, c, ns, "blog", func(a *capstanv1.Addon) {
+		a.Spec.Chart.URL = chartURL
+		a.Spec.Values = &apiextensionsv1.JSON{Raw: []byte(`{"replicas":1,"creds":{"accessKey":"hunter2"},"pins":{"":"hunter2"}}`)}
+	})
+	out, err := capstan(t, cluster, append([]string{"addon", "edit", "blog", "-n", ns, "--set", "replicas=3"}, fetch...)...)
+	if err != nil {
+		t.Fatalf("edit --set replicas=3: %v; want it written\n%s", err, out)
+	}
+	for _, want := range []string{
+		"creds is an object or a list", "/pins/ is a path with an empty key",
+		"name that Secret in the add-on's valuesFrom with no targetPath", "take it out of spec.values yourself",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the edit's output is %q; want it to say %q", out, want)
+		}
+	}
+	if strings.Contains(out, "--secret-input") || strings.Contains(out, "which takes it out of spec.values") || strings.Contains(out, "hunter2") {
+		t.Errorf("the edit's output is %q; want no --secret-input, no claim that a Secret takes the values out of spec.values, and no value", out)
 	}
 }
 

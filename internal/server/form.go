@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
@@ -709,12 +710,9 @@ func nonScalarAt(vals map[string]any, paths []string) []string {
 }
 
 // nonScalarSecrets says how to give secret inputs that are an object or a
-// list, which no secret field, secretInputs nor --secret-input can carry:
-// each of those is one string, typed to a number or a boolean at most.
+// list (addons.NonScalarSecrets), in the words the CLI uses too.
 func nonScalarSecrets(paths []string) string {
-	return fmt.Sprintf("%s is an object or a list, which a secret field or a secret input cannot hold (each is one string): "+
-		"write it as YAML at its path in a Secret of your own (key values.yaml), and name that Secret in the add-on's valuesFrom with no targetPath, "+
-		"which merges it whole", strings.Join(paths, ", "))
+	return addons.NonScalarSecrets(paths)
 }
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and
