@@ -82,11 +82,11 @@ func refuseUnknownSubcommands(cmd *cobra.Command) {
 		if len(args) == 0 {
 			return nil
 		}
-		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		msg := fmt.Sprintf("%s: unknown command %q for %q", cmd.CommandPath(), args[0], cmd.CommandPath())
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
-			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t")
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
 		}
-		return errors.New(msg)
+		return fmt.Errorf("%s\nSee '%s --help'", msg, cmd.CommandPath())
 	}
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
