@@ -113,6 +113,8 @@ func TestControllerFlagsRefused(t *testing.T) {
 		{[]string{"--ca-file=/nonexistent"}, "reading --ca-file"},
 		{[]string{"--fetch-allow=bogus//"}, "the fetch guard's settings"},
 		{[]string{"--notify-allow=bogus//"}, "--notify-allow"},
+		{[]string{"--remote-cluster-allow=bogus//"}, "--remote-cluster-allow"},
+		{[]string{"--trusted-namespaces= , "}, `--trusted-namespaces " , " names no namespace`},
 	} {
 		err := parseControllerFlags(t, c.args...).prepare()
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -123,6 +125,20 @@ func TestControllerFlagsRefused(t *testing.T) {
 	o := parseControllerFlags(t, "--trusted-namespaces=capstan-system, platform")
 	if err := o.prepare(); err != nil || strings.Join(o.config.TrustedNamespaces, ",") != "capstan-system,platform" {
 		t.Errorf("--trusted-namespaces=capstan-system, platform: %q, %v; want capstan-system and platform", o.config.TrustedNamespaces, err)
+	}
+	// Values that started the controller before still do, with the
+	// meaning they had: an empty namespace or service account is the
+	// default, an empty entry of --trusted-namespaces matches nothing, an
+	// empty --http-bind-address serves on a port the system picks, and
+	// the TLS files are not read while the API is off.
+	o = parseControllerFlags(t, "--namespace=", "--addons-service-account=", "--trusted-namespaces=capstan-system,,platform,", "--http-bind-address=")
+	if err := o.prepare(); err != nil || o.config.Namespace != "capstan-system" || o.config.AddonsServiceAccount != "capstan-addons" ||
+		strings.Join(o.config.TrustedNamespaces, ",") != "capstan-system,platform" {
+		t.Errorf("empty --namespace, --addons-service-account, --http-bind-address and entries of --trusted-namespaces: %v, %+v; want the defaults and capstan-system,platform",
+			err, o.config)
+	}
+	if err := parseControllerFlags(t, "--http-bind-address=0", "--tls-cert-file=/nonexistent").prepare(); err != nil {
+		t.Errorf("--tls-cert-file with the API off: %v; want it started, the file unread", err)
 	}
 	if err := checkWorkBounds(time.Hour, time.Second, 1); err != nil {
 		t.Errorf("positive bounds refused: %v", err)

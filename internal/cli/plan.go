@@ -72,6 +72,11 @@ ever or takes all memory fails the plan instead of your machine.`,
 			if err := checkRenderBounds(controller.DefaultMaxObjects, renderTimeout, renderMemory, 1); err != nil {
 				return err
 			}
+			// NOTE: read as the controller reads them, so that the
+			// controller's flags give its plan.
+			if err := checkPlanConfig(&config, "--controller-namespace"); err != nil {
+				return err
+			}
 			cfg, err := f.config()
 			if err != nil {
 				return err

@@ -87,6 +87,10 @@ func TestPlanTakesTheControllersConfiguration(t *testing.T) {
 	if strings.Contains(d, "ownerReferences") || !strings.Contains(d, "host: apps.example.com") {
 		t.Errorf("with the controller's flags, the diff is\n%s\nwant the cluster profile, with no owner reference, and the platform's hostname", d)
 	}
+	// The controller trims its --trusted-namespaces, and so does plan.
+	if d := diff("--trusted-namespaces", install.Namespace+", "+ns+",", "--platform-configmap", platform.Name, "--platform-key", "platform"); strings.Contains(d, "ownerReferences") {
+		t.Errorf("with --trusted-namespaces %q, the diff is\n%s\nwant the cluster profile, as the controller reads the flag", install.Namespace+", "+ns+",", d)
+	}
 }
 
 // servedAddon serves a chart of files over https on loopback and creates a
