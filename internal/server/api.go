@@ -254,19 +254,25 @@ func takeTurn(ctx context.Context, turns chan struct{}) (func(), bool) {
 const readRetryAfter = 2
 
 // readTurn takes one of the server's turns to read and answer one Addon
-// (its API get, its events, its page or its edit view), waiting at most
-// listWait. NOTE: an Addon is read whole into the controller's memory and
-// written out from there, with up to 128 KiB of diffs besides its
-// inventory and history: without a bound, clients that ask for one Addon
-// on many connections and read nothing would each pin it for the server's
-// WriteTimeout, past the controller's memory limit, as lists would
-// without theirs.
-func (s *Server) readTurn(ctx context.Context) (func(), error) {
-	if release, ok := takeTurn(ctx, s.reads); ok {
-		return release, nil
+// (its API get, its events, its page or its edit view) for user, waiting
+// at most listWait. NOTE: an Addon is read whole into the controller's
+// memory and written out from there, with up to 128 KiB of diffs besides
+// its inventory and history: without a bound, clients that ask for one
+// Addon on many connections and read nothing would each pin it for the
+// server's WriteTimeout, past the controller's memory limit, as lists
+// would without theirs. The bound is shared out by user (see turns), so
+// that one tenant who holds its turns holds only its own share.
+func (s *Server) readTurn(ctx context.Context, user string) (func(), full, error) {
+	release, ok, met := s.reads.wait(ctx, user, listWait)
+	if ok {
+		return release, met, nil
 	}
-	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: readRetryAfter,
-		Message: fmt.Sprintf("%d add-ons are being read, the most this server reads at once; try again in %d seconds", cap(s.reads), readRetryAfter)}
+	if met == fullShare {
+		return nil, met, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: readRetryAfter,
+			Message: fmt.Sprintf("%d add-on(s) are being read for %s, the most this server reads at once for one user (or the ServiceAccounts of one namespace); try again in %d seconds", s.reads.perShare, shareOf(user), readRetryAfter)}
+	}
+	return nil, met, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: readRetryAfter,
+		Message: fmt.Sprintf("%d add-ons are being read, the most this server reads at once; try again in %d seconds", s.reads.total, readRetryAfter)}
 }
 
 // apiRead runs an API read of one Addon in one of the server's read turns,
@@ -274,7 +280,7 @@ func (s *Server) readTurn(ctx context.Context) (func(), error) {
 // from its first byte; past the bound it answers 429 with a Retry-After.
 func (s *Server) apiRead(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.readTurn(r.Context())
+		release, _, err := s.readTurn(r.Context(), userOf(r).Name)
 		if err != nil {
 			writeError(w, errorFor(err))
 			return
@@ -284,19 +290,30 @@ func (s *Server) apiRead(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// pageRead is apiRead for the page's views of one Addon: past the bound it
-// shows the page with a 429, a Retry-After and what to do.
-func (s *Server) pageRead(h http.HandlerFunc) http.HandlerFunc {
+// pageRead is apiRead for the page's routes that show one add-on whole
+// (its page, its edit view, and the forms that answer with either): past
+// the bound it shows the page with a 429, a Retry-After and what to do.
+// NOTE: the session first, so that the turn counts against the user's
+// share; a request with no session is redirected at once, and holds no
+// turn.
+func (s *Server) pageRead(h func(http.ResponseWriter, *http.Request, session)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		release, err := s.readTurn(r.Context())
+		sess, ok := s.pageSession(w, r)
+		if !ok {
+			return
+		}
+		release, met, err := s.readTurn(r.Context(), sess.user.Name)
 		if err != nil {
+			msg := "Many add-ons are being read just now; nothing was changed. Reload the page in a few seconds."
+			if met == fullShare {
+				msg = "You are reading as many add-ons at once as one person may (other tabs, or a client of your account, are reading them); nothing was changed. Reload the page in a few seconds."
+			}
 			w.Header().Set("Retry-After", strconv.Itoa(readRetryAfter))
-			s.render(w, "list", errorFor(err).Code, pageData{Title: "Busy",
-				Error: "Many add-ons are being read just now; nothing was changed. Reload the page in a few seconds."})
+			s.render(w, "list", http.StatusTooManyRequests, pageData{Title: "Busy", User: sess.user.Name, CSRF: sess.csrf, Error: msg})
 			return
 		}
 		defer release()
-		h(&deadlineWriter{ResponseWriter: w}, r)
+		h(&deadlineWriter{ResponseWriter: w}, r, sess)
 	}
 }
 

@@ -47,11 +47,7 @@ type editForm struct {
 }
 
 // editPage shows the edit form (GET) and takes it (POST).
-func (s *Server) editPage(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.pageSession(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) editPage(w http.ResponseWriter, r *http.Request, sess session) {
 	d := pageData{User: sess.user.Name, CSRF: sess.csrf}
 	key, err := target(r)
 	var c client.Client

@@ -151,6 +151,52 @@ func TestAddonReadsAreBounded(t *testing.T) {
 	t.Logf("a get was served %s after the unread one", time.Since(start).Round(time.Second))
 }
 
+// TestAddonReadsAreSharedOutByUser reads a big Addon on a server that
+// answers two reads of an Addon at once, one of them for any one user: a
+// user whose unread get holds a turn is refused a second get and its page,
+// with a 429 that names the user's share, while another user's get and
+// page are answered at once.
+func TestAddonReadsAreSharedOutByUser(t *testing.T) {
+	ns := namespace(t)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "big"},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: "https://charts.example/demo-1.0.0.tgz"},
+			Values: &apiextensionsv1.JSON{Raw: []byte(`{"blob":"` + strings.Repeat("x", 512<<10) + `"}`)}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	// NOTE: the ServiceAccounts of one namespace share one share, so the
+	// other user is one of another namespace.
+	holder := user(t, ns, "holder", addonRule("get", "list"))
+	other := userIn(t, namespace(t), "other", ns, addonRule("get", "list"))
+	srv := newServer()
+	srv.MaxReads = 2
+	ts := httptest.NewUnstartedServer(srv.Handler())
+	ts.Listener = smallSendBuffers{ts.Listener}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	path := "/api/v1/namespaces/" + ns + "/addons/big"
+
+	unread(t, ts.URL, http.MethodGet, path, holder)
+	time.Sleep(time.Second)
+	code, header, body := getAs(t, apiClient(), ts.URL+path, holder)
+	if code != http.StatusTooManyRequests || header.Get("Retry-After") == "" || !strings.Contains(string(body), "for one user") {
+		t.Errorf("the holder's second get: %d, Retry-After %q, %.300s; want 429 naming the user's share", code, header.Get("Retry-After"), body)
+	}
+	code, retryAfter, page := pageGet(t, ts.URL, holder, "/addons/"+ns+"/big")
+	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "as one person may") {
+		t.Errorf("the holder's page of the add-on: %d, Retry-After %q; want 429 naming the user's share", code, retryAfter)
+	}
+	start := time.Now()
+	code, _, body = getAs(t, apiClient(), ts.URL+path, other)
+	if code != http.StatusOK || time.Since(start) > 5*time.Second {
+		t.Errorf("another user's get: %d after %s, %.200s; want 200 at once", code, time.Since(start).Round(time.Millisecond), body)
+	}
+	code, _, page = pageGet(t, ts.URL, other, "/addons/"+ns+"/big")
+	if code != http.StatusOK || !strings.Contains(page, "big") {
+		t.Errorf("another user's page of the add-on: %d; want 200", code)
+	}
+}
+
 // smallSendBuffers is a listener whose connections have small send
 // buffers, so that an answer its client does not read stops soon.
 type smallSendBuffers struct{ net.Listener }

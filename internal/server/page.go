@@ -406,11 +406,7 @@ func (s *Server) listPage(w http.ResponseWriter, r *http.Request) {
 	s.render(w, "list", http.StatusOK, d)
 }
 
-func (s *Server) addonPage(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.pageSession(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) addonPage(w http.ResponseWriter, r *http.Request, sess session) {
 	d := pageData{User: sess.user.Name, CSRF: sess.csrf, Flash: flashes[r.URL.Query().Get("done")]}
 	s.showAddon(w, r, sess, d, http.StatusOK)
 }
@@ -651,6 +647,10 @@ func (s *Server) pageRoutes(root *http.ServeMux) {
 	mux.HandleFunc("GET /new", s.newAddonPage)
 	mux.HandleFunc("POST /new", s.newAddonPage)
 	mux.HandleFunc("GET /addons/{namespace}/{name}/edit", s.pageRead(s.editPage))
-	mux.HandleFunc("POST /addons/{namespace}/{name}/edit", s.editPage)
+	mux.HandleFunc("POST /addons/{namespace}/{name}/edit", func(w http.ResponseWriter, r *http.Request) {
+		if sess, ok := s.pageSession(w, r); ok {
+			s.editPage(w, r, sess)
+		}
+	})
 	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)
 }

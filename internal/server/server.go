@@ -84,9 +84,11 @@ type Server struct {
 	// listWait is answered 429. Zero means defaultMaxLists.
 	MaxLists int
 	// MaxReads bounds the reads of one Addon answered at once: the API's
-	// get and events, and the page's add-on and edit views; a read that
-	// finds none of its turns free within listWait is answered 429. Zero
-	// means defaultMaxReads.
+	// get and events, and the page's views of one add-on (its page, its
+	// edit view, and the forms that answer with them). One user, or the
+	// ServiceAccounts of one namespace together, get at most a quarter of
+	// them (at least one); a read that finds no turn free within listWait
+	// is answered 429. Zero means defaultMaxReads.
 	MaxReads int
 	// Webhook serves /hooks/git/; nil leaves it out.
 	Webhook http.Handler
@@ -120,8 +122,8 @@ type Server struct {
 	pageFetches *turns
 	// lists holds a token for each list of Addons being read.
 	lists chan struct{}
-	// reads holds a token for each read of one Addon being answered.
-	reads chan struct{}
+	// reads holds a turn for each read of one Addon being answered.
+	reads *turns
 }
 
 // defaultMaxLists is how many lists of Addons a server reads at once unless
@@ -138,6 +140,15 @@ const defaultMaxLists = 4
 // diffs, inventory and history, two or three times over while it is
 // answered: 32 of them stay well inside the controller's 1 GiB.
 const defaultMaxReads = 32
+
+// readShares is how many users at least share the read turns: one user,
+// or the ServiceAccounts of one namespace, get 1/readShares of them.
+// NOTE: a tenant may make its own Addon big, and a client that asks for it
+// and reads nothing holds its turn for listWriteTimeout, again and again:
+// without a share, a few such connections would turn every other person's
+// reads away. A quarter leaves a person's page, its live refresh and an
+// edit view in a few tabs room enough.
+const readShares = 4
 
 // defaultMaxPageFetches is how many charts the pages fetch at once unless
 // told. NOTE: each may fetch 20 MiB and unpack 100 MiB into the chart cache
@@ -205,7 +216,7 @@ func (s *Server) Handler() http.Handler {
 	if maxReads <= 0 {
 		maxReads = defaultMaxReads
 	}
-	s.reads = make(chan struct{}, maxReads)
+	s.reads = newSharedTurns(maxReads, max(1, maxReads/readShares))
 	mux := http.NewServeMux()
 	if s.Webhook != nil {
 		mux.Handle("/hooks/git/", s.Webhook)

@@ -1,6 +1,10 @@
 package server
 
-import "sync"
+import (
+	"context"
+	"sync"
+	"time"
+)
 
 // turns bounds how much of one kind of work (the pages' chart fetches,
 // the plans on demand) the server does at once: at most total, and at most
@@ -21,6 +25,9 @@ type turns struct {
 	perShare int
 	held     int
 	byShare  map[share]int
+	// freed is closed, and made anew, whenever a turn is given back, for
+	// those who wait for one.
+	freed chan struct{}
 }
 
 // share is whom a turn counts against: the ServiceAccounts of namespace
@@ -58,15 +65,48 @@ const (
 
 // newTurns makes total turns, half of them (at least one) for one share.
 func newTurns(total int) *turns {
-	return &turns{total: total, perShare: max(1, total/2), byShare: map[share]int{}}
+	return newSharedTurns(total, max(1, total/2))
+}
+
+// newSharedTurns makes total turns, perShare of them for one share.
+func newSharedTurns(total, perShare int) *turns {
+	return &turns{total: total, perShare: perShare, byShare: map[share]int{}, freed: make(chan struct{})}
 }
 
 // take takes a turn for user. When none is free it answers ok false, and
 // which bound is met.
 func (t *turns) take(user string) (release func(), ok bool, met full) {
-	sh := shareOf(user)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	return t.takeLocked(shareOf(user))
+}
+
+// wait takes a turn for user as take does, but waits at most d, or until
+// ctx is done, for one to be given back.
+func (t *turns) wait(ctx context.Context, user string, d time.Duration) (release func(), ok bool, met full) {
+	sh := shareOf(user)
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	for {
+		t.mu.Lock()
+		release, ok, met = t.takeLocked(sh)
+		freed := t.freed
+		t.mu.Unlock()
+		if ok {
+			return release, ok, met
+		}
+		select {
+		case <-freed:
+		case <-timer.C:
+			return nil, false, met
+		case <-ctx.Done():
+			return nil, false, met
+		}
+	}
+}
+
+// takeLocked is take, with t.mu held.
+func (t *turns) takeLocked(sh share) (release func(), ok bool, met full) {
 	switch {
 	case t.byShare[sh] >= t.perShare:
 		return nil, false, fullShare
@@ -83,6 +123,10 @@ func (t *turns) take(user string) (release func(), ok bool, met full) {
 			t.held--
 			if t.byShare[sh]--; t.byShare[sh] <= 0 {
 				delete(t.byShare, sh)
+			}
+			if t.freed != nil {
+				close(t.freed)
+				t.freed = make(chan struct{})
 			}
 		})
 	}, true, fullTotal

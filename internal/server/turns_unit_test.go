@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // TestTurnsAreSharedOutByUser: of two turns, one user gets one, and the
 // ServiceAccounts of one namespace get one together, wherever they work;
@@ -51,4 +55,25 @@ func TestTurnsAreSharedOutByUser(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestTurnsWaitForOneGivenBack: a user whose share is taken waits for one
+// of its turns to be given back, and takes it; one who waits longer than
+// told is refused with the bound it met.
+func TestTurnsWaitForOneGivenBack(t *testing.T) {
+	tt := newSharedTurns(2, 1)
+	held, ok, _ := tt.take("alice")
+	if !ok {
+		t.Fatal("the first turn was refused")
+	}
+	if _, ok, met := tt.wait(context.Background(), "alice", 10*time.Millisecond); ok || met != fullShare {
+		t.Errorf("a wait past its time: ok %v, bound %v; want the user's share met", ok, met)
+	}
+	time.AfterFunc(50*time.Millisecond, held)
+	start := time.Now()
+	again, ok, _ := tt.wait(context.Background(), "alice", 10*time.Second)
+	if !ok || time.Since(start) > 5*time.Second {
+		t.Fatalf("a wait for a turn given back: ok %v after %s; want the turn once it is given back", ok, time.Since(start))
+	}
+	again()
 }
