@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -108,7 +109,9 @@ func TestListsAreBounded(t *testing.T) {
 // TestAddonReadsAreBounded reads a big Addon on a server that answers one
 // read of an Addon at once, on a raw connection that reads nothing: the
 // answer fills the small socket buffers and stops. Meanwhile the API's get
-// and the add-on's page are 429 with a Retry-After, and a get whose client
+// and the add-on's page are 429 with a Retry-After, as are the page's
+// forms of the add-on that are refused, which answer with its page, and a
+// get whose client
 // reads is served once the unread answer's 20 s have passed.
 func TestAddonReadsAreBounded(t *testing.T) {
 	ns := namespace(t)
@@ -136,6 +139,15 @@ func TestAddonReadsAreBounded(t *testing.T) {
 	code, retryAfter, page := pageGet(t, ts.URL, viewer, "/addons/"+ns+"/big")
 	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "Reload the page in a few seconds") {
 		t.Errorf("the add-on's page while the read turn is held: %d, Retry-After %q; want 429 saying to reload", code, retryAfter)
+	}
+	// NOTE: a refused form answers with the whole add-on's page, and the
+	// edit form reads the whole Addon before its token is checked: they
+	// take a read turn too.
+	for _, form := range []string{"refresh", "x", "edit"} {
+		code, retryAfter, page = pagePost(t, ts.URL, viewer, "/addons/"+ns+"/big/"+form, url.Values{"uid": {"u"}})
+		if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "Reload the page in a few seconds") || strings.Contains(page, "xxxxxxxx") {
+			t.Errorf("the add-on's %s form without its CSRF token while the read turn is held: %d, Retry-After %q; want 429 saying to reload, and no add-on", form, code, retryAfter)
+		}
 	}
 	start := time.Now()
 	for {
@@ -195,6 +207,27 @@ func TestAddonReadsAreSharedOutByUser(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, "big") {
 		t.Errorf("another user's page of the add-on: %d; want 200", code)
 	}
+}
+
+// pagePost signs in to the page at base with token and posts form to
+// path, without following redirects; it answers the status, the
+// Retry-After and the page's text.
+func pagePost(t *testing.T, base, token, path string, form url.Values) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", base)
+	req.AddCookie(pageSignIn(t, base, token))
+	resp, err := noRedirects().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	text, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Retry-After"), string(text)
 }
 
 // smallSendBuffers is a listener whose connections have small send

@@ -455,11 +455,7 @@ func (s *Server) showAddon(w http.ResponseWriter, r *http.Request, sess session,
 }
 
 // action runs one form of an add-on's page, then shows the page again.
-func (s *Server) action(w http.ResponseWriter, r *http.Request) {
-	sess, ok := s.pageSession(w, r)
-	if !ok {
-		return
-	}
+func (s *Server) action(w http.ResponseWriter, r *http.Request, sess session) {
 	d := pageData{User: sess.user.Name, CSRF: sess.csrf}
 	if code, msg := pageForm(w, r, sess, "changed"); code != 0 {
 		d.Error = msg
@@ -647,10 +643,10 @@ func (s *Server) pageRoutes(root *http.ServeMux) {
 	mux.HandleFunc("GET /new", s.newAddonPage)
 	mux.HandleFunc("POST /new", s.newAddonPage)
 	mux.HandleFunc("GET /addons/{namespace}/{name}/edit", s.pageRead(s.editPage))
-	mux.HandleFunc("POST /addons/{namespace}/{name}/edit", func(w http.ResponseWriter, r *http.Request) {
-		if sess, ok := s.pageSession(w, r); ok {
-			s.editPage(w, r, sess)
-		}
-	})
-	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.action)
+	// NOTE: the forms too: a form that is refused (no CSRF token, an
+	// unknown action, a missing field) answers with the whole add-on's
+	// page, and the edit form reads the whole Addon before its token is
+	// checked.
+	mux.HandleFunc("POST /addons/{namespace}/{name}/edit", s.pageRead(s.editPage))
+	mux.HandleFunc("POST /addons/{namespace}/{name}/{action}", s.pageRead(s.action))
 }
