@@ -56,6 +56,46 @@ func TestDecodeRefusesNotUTF8(t *testing.T) {
 	}
 }
 
+// TestDecodeRefusesLoneSurrogates checks that a string escape that is half
+// of a UTF-16 pair without its other half, as Python writes bytes that
+// were not UTF-8 (surrogateescape), is refused, naming where, rather than
+// decoded as U+FFFD; pairs, a U+FFFD sent as such, and an escaped
+// backslash before a u are taken as they are.
+func TestDecodeRefusesLoneSurrogates(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		at   string
+	}{
+		{`{"name":"x","secretInputs":{"a":"p\udce4ss"}}`, `(\udce4) at byte 34`},
+		{`{"name":"x","secretInputs":{"a":"\uD83D"}}`, `(\uD83D) at byte 33`},
+		{`{"name":"x","secretInputs":{"a":"\ud83dx\ude00"}}`, `(\ud83d) at byte 33`},
+		{`{"name":"x","secretInputs":{"a":"\ude00\ud83d"}}`, `(\ude00) at byte 33`},
+		{`{"name":"x","secretInputs":{"a":"\ud83d\ud83d\ude00"}}`, `(\ud83d) at byte 33`},
+		{`{"name":"x","secretInputs":{"a":"\\\udce4"}}`, `(\udce4) at byte 35`},
+		{`{"name":"x","spec":{"values":{"\udce4":"v"}}}`, `(\udce4) at byte 31`},
+	} {
+		var a Add
+		err := Decode(strings.NewReader(tc.body), &a)
+		var bad *Error
+		if !errors.As(err, &bad) || !strings.Contains(bad.Message, "lone UTF-16 surrogate "+tc.at) {
+			t.Errorf("%s: %v; want a lone surrogate %s", tc.body, err, tc.at)
+		}
+	}
+	for body, want := range map[string]string{
+		`{"name":"x","secretInputs":{"a":"\ud83d\ude00"}}`:        "\U0001F600",
+		`{"name":"x","secretInputs":{"a":"\uD83D\uDE00"}}`:        "\U0001F600",
+		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\uFFFDss\"}}": "p\uFFFDss",
+		`{"name":"x","secretInputs":{"a":"p\ufffdss"}}`:           "p\uFFFDss",
+		`{"name":"x","secretInputs":{"a":"\\udce4"}}`:             `\udce4`,
+		`{"name":"x","secretInputs":{"a":"\\\\udce4\"\\"}}`:       `\\udce4"\`,
+	} {
+		var a Add
+		if err := Decode(strings.NewReader(body), &a); err != nil || a.SecretInputs["a"] != want {
+			t.Errorf("%s: %v, %q; want %q", body, err, a.SecretInputs["a"], want)
+		}
+	}
+}
+
 // TestNameBoundIsTheCRDs reads the Addon's CRD as it is installed: the
 // bound Add.Check holds a name to is the one the CRD's rule holds it to, so
 // that a name Check accepts is not refused later, after a chart fetch, as a

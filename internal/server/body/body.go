@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -166,7 +168,60 @@ func Decode(r io.Reader, v any) error {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return refuse("", "the request body holds more than one JSON value; send one JSON object")
 	}
+	// NOTE: encoding/json also replaces with U+FFFD, silently, a \uD800 to
+	// \uDFFF escape that is not half of a pair. That is how text that was
+	// not UTF-8 reaches a JSON body from Python (surrogateescape, as
+	// sys.argv and os.environ decode it): a Latin-1 password would reach
+	// its Secret as other bytes than were meant. The body is one JSON value
+	// by now, so its strings are found exactly.
+	if at, esc := loneSurrogate(data); at >= 0 {
+		return refuse("", "a string escape of the request body is a lone UTF-16 surrogate (%s) at byte %d, which stands for no character; send the text as UTF-8", esc, at)
+	}
 	return nil
+}
+
+// loneSurrogate is the offset of the first \u escape in the strings of
+// data, one JSON value, that is a UTF-16 surrogate but not half of a pair
+// (a high one, \uD800 to \uDBFF, followed at once by a low one, \uDC00
+// to \uDFFF), and the escape; -1 when there is none.
+func loneSurrogate(data []byte) (int, string) {
+	inString := false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case !inString:
+			inString = c == '"'
+		case c == '"':
+			inString = false
+		case c != '\\' || i+1 >= len(data):
+		case data[i+1] != 'u':
+			// NOTE: \\ among them: the u of \\u is a letter, not an escape.
+			i++
+		default:
+			r, ok := escapedUnit(data, i)
+			switch {
+			case !ok || !utf16.IsSurrogate(r):
+				i += 5
+			case r < 0xDC00:
+				if low, ok := escapedUnit(data, i+6); ok && low >= 0xDC00 && low <= 0xDFFF {
+					i += 11
+					continue
+				}
+				return i, string(data[i : i+6])
+			default:
+				return i, string(data[i : i+6])
+			}
+		}
+	}
+	return -1, ""
+}
+
+// escapedUnit reads the \uXXXX escape at data[i:], if there is one there.
+func escapedUnit(data []byte, i int) (rune, bool) {
+	if i+6 > len(data) || data[i] != '\\' || data[i+1] != 'u' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(data[i+2:i+6]), 16, 16)
+	return rune(n), err == nil
 }
 
 // invalidUTF8 is the offset of the first byte of data that is not UTF-8, or

@@ -17,7 +17,8 @@ const fuzzLimit = 4 << 10
 
 // FuzzDecode feeds any body to every endpoint's request type. A body is
 // either refused with an *Error (or the limit's *http.MaxBytesError), or it
-// is one JSON value within the limit, and what it decodes to survives
+// is one JSON value within the limit, in UTF-8, that decodes to no U+FFFD
+// it did not hold (no bytes replaced), and what it decodes to survives
 // serialising and decoding again.
 func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
@@ -29,6 +30,9 @@ func FuzzDecode(f *testing.F) {
 		`{"token":"eyJhbGciOi"}`,
 		``, `  `, `null`, `{}`, `[]`, `{"name":1}`, `{"nope":true}`, `{"hash":"a"} `,
 		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\xe4ss\"}}",
+		`{"name":"x","secretInputs":{"a":"p\udce4ss"}}`,
+		`{"name":"x","secretInputs":{"a":"\ud83d\ude00","b":"\\udce4","c":"\ud83d"}}`,
+		"{\"name\":\"x\",\"secretInputs\":{\"a\":\"p\uFFFDss\",\"b\":\"\\ufffd\"}}",
 	} {
 		for kind := range uint8(5) {
 			f.Add([]byte(s), kind)
@@ -89,6 +93,9 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("an accepted body does not serialise: %v", err)
 		}
+		if !heldReplacement(data) && heldReplacement(out) {
+			t.Fatalf("an accepted body without U+FFFD decodes to strings with it, bytes replaced: %q", data)
+		}
 		again, _ := fresh()
 		if err := Decode(bytes.NewReader(out), again); err != nil {
 			t.Fatalf("the serialised body %s is refused: %v", out, err)
@@ -98,4 +105,9 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("serialise and decode changed the body:\n%s\n%s", out, out2)
 		}
 	})
+}
+
+// heldReplacement says whether JSON data holds U+FFFD, as such or escaped.
+func heldReplacement(data []byte) bool {
+	return bytes.ContainsRune(data, utf8.RuneError) || bytes.Contains(bytes.ToLower(data), []byte(`\ufffd`))
 }
