@@ -93,6 +93,13 @@ type Planner struct {
 	// the controller does. The CLI passes what its flags say of the
 	// controller's, and renders in the person's own process.
 	Config controller.Config
+	// Judge, when set, is asked about a change before it is planned, once
+	// the Addon is read and its shard checked and before anything is
+	// fetched: current is the Addon as it is, changed as the patch would
+	// make it, and neither may be changed. An error stops the plan. A
+	// server has the API server judge the change with a dry run, so that a
+	// change the CRD's rules refuse is refused as the same edit is.
+	Judge func(ctx context.Context, current, changed *capstanv1.Addon) error
 }
 
 // Plan computes an Addon's whole plan now, with every diff uncut, and
@@ -123,6 +130,11 @@ func (p Planner) PlanChange(ctx context.Context, key client.ObjectKey, specPatch
 	changed, err := PatchedSpec(a, specPatch)
 	if err != nil {
 		return a, nil, err
+	}
+	if p.Judge != nil {
+		if err := p.Judge(ctx, a, changed); err != nil {
+			return a, nil, err
+		}
 	}
 	r := &controller.AddonReconciler{Client: p.Client, APIReader: p.Client, PlatformReader: p.PlatformReader,
 		RestConfig: p.RestConfig, Fetcher: p.Fetcher, Config: p.Config.WithDefaults()}

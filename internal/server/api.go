@@ -605,10 +605,6 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 			writeError(w, errorFor(err))
 			return
 		}
-		if err := dryRunChange(r.Context(), c, key, req.Spec); err != nil {
-			writeError(w, errorFor(err))
-			return
-		}
 	}
 	// NOTE: the controller's own configuration, so the chart renders in its
 	// sandbox, bounded in time and memory, and the namespace gets the
@@ -616,6 +612,14 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	// the platform ConfigMap, whose facts every add-on gets and which no
 	// tenant may read in the controller's namespace.
 	planner := addons.Planner{Client: c, RestConfig: cfg, Fetcher: s.Fetcher, Config: s.Config, PlatformReader: s.Controller}
+	if changesSpec(req.Spec) {
+		// NOTE: a judge of the planner's, so that the Addon is read once,
+		// and another shard's is refused (409) before the API server is
+		// asked to judge a change of it.
+		planner.Judge = func(ctx context.Context, current, changed *capstanv1.Addon) error {
+			return dryRunChange(ctx, c, current, changed)
+		}
+	}
 	// NOTE: Interactive stops the plan's fetch when the caller hangs up,
 	// unless a reconcile joined it, so the turn let go on return was the
 	// fetch's own; and bounds it by the fetch timeout of pages and plans.
@@ -632,23 +636,17 @@ func (s *Server) plan(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, p)
 }
 
-// dryRunChange has the API server judge the Addon a plan's spec patch
-// would make, with the user's client and writing nothing, so that a change
-// the CRD's rules refuse (two sources, an unknown deletionPolicy, a
-// version on a chart.url) is answered with their 422 and its field before
-// anything is fetched. NOTE: a plan that went on would plan something else
-// (the fetcher takes spec.chart before spec.git), and answer 200 for a
-// change the same patch as an edit is refused.
-func dryRunChange(ctx context.Context, c client.Client, key client.ObjectKey, specPatch json.RawMessage) error {
-	current, err := addons.Get(ctx, c, key)
-	if err != nil {
-		return err
-	}
-	next, err := addons.PatchedSpec(current, specPatch)
-	if err != nil {
-		return err
-	}
-	return c.Patch(ctx, next, client.MergeFrom(current), client.DryRunAll)
+// dryRunChange has the API server judge changed, the Addon a plan's spec
+// patch would make of current, with the user's client and writing nothing,
+// so that a change the CRD's rules refuse (two sources, an unknown
+// deletionPolicy, a version on a chart.url) is answered with their 422 and
+// its field before anything is fetched. NOTE: a plan that went on would
+// plan something else (the fetcher takes spec.chart before spec.git), and
+// answer 200 for a change the same patch as an edit is refused.
+func dryRunChange(ctx context.Context, c client.Client, current, changed *capstanv1.Addon) error {
+	// A copy: the dry run answers the Addon as the API server would store
+	// it, and the plan is of changed as the patch makes it.
+	return c.Patch(ctx, changed.DeepCopy(), client.MergeFrom(current), client.DryRunAll)
 }
 
 // changesSpec tells whether a plan's spec patch changes anything: no

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -107,5 +108,36 @@ func TestAShardsAPICreatesItsOwnAddons(t *testing.T) {
 	expect(t, "an Addon its controller would not select, with values to check", code, body, http.StatusConflict)
 	if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "orphaned"}, a); err == nil {
 		t.Errorf("a refused Addon was created")
+	}
+}
+
+// TestAPlanOfAChangeOfAnotherShardsAddonIsRefusedFirst plans changes of
+// shard a's Addon on the main release's API: each is 409, naming the
+// shard, before the API server is asked to judge the change, so that a
+// change the CRD's rules would refuse is 409 too, not their 422, and
+// nothing is fetched.
+func TestAPlanOfAChangeOfAnotherShardsAddonIsRefusedFirst(t *testing.T) {
+	ns := namespace(t)
+	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web", Labels: map[string]string{gitops.ShardLabel: "a"}},
+		Spec: capstanv1.AddonSpec{Suspend: true, Chart: &capstanv1.ChartSource{URL: chartServer.URL + "/public-1.0.0.tgz?shard=" + ns}}}
+	if err := admin.Create(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	main := shardServer(t, "!"+gitops.ShardLabel)
+	token := planner(t, ns)
+	for what, change := range map[string]map[string]any{
+		"a change the CRD takes":         {"suspend": false},
+		"an unknown deletionPolicy":      {"deletionPolicy": "Nope"},
+		"a git folder besides the chart": {"git": map[string]any{"url": "https://git.example/x", "path": "deploy"}},
+	} {
+		before := chartRequests.Load()
+		code, body := callAt(t, main, token, http.MethodPost, "/api/v1/namespaces/"+ns+"/addons/web/plan", map[string]any{"spec": change})
+		expect(t, "the main release's plan of "+what+" of shard a's Addon", code, body, http.StatusConflict)
+		if !strings.Contains(string(body), "reconciled by another controller") || !strings.Contains(string(body), gitops.ShardLabel+"=a") {
+			t.Errorf("the refusal of the plan of %s %s does not name the shard", what, body)
+		}
+		if n := chartRequests.Load() - before; n != 0 {
+			t.Errorf("the plan of %s fetched %d times; want none", what, n)
+		}
 	}
 }
