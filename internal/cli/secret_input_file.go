@@ -44,6 +44,13 @@ func readSecretInputFile(name string) (data []byte, why string) {
 		return nil, "it cannot be read"
 	case len(data) > addonvalues.MaxDocumentBytes:
 		return nil, fmt.Sprintf("it holds more than %d bytes (1 MiB), more than a Secret holds", addonvalues.MaxDocumentBytes)
+	case len(data) == 0 && !info.Mode().IsRegular():
+		// NOTE: an empty regular file is an empty secret, as helm
+		// --set-file takes it; a pipe that gives nothing was most likely
+		// read already (-f - before @/dev/stdin, or @/dev/stdin twice),
+		// and an empty password stored without a word would be found only
+		// when the software refuses it.
+		return nil, "it is a pipe or device that gave nothing: was it read already (by -f - or another @/dev/stdin)?"
 	}
 	return data, ""
 }

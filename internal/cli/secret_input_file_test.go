@@ -131,3 +131,28 @@ func TestSecretInputFilesMayBePipes(t *testing.T) {
 		t.Fatal("still reading the pipes after 10s")
 	}
 }
+
+// TestSecretInputFromAnEmptyPipeIsRefused: a pipe that gives nothing was
+// most likely read already (-f - before @/dev/stdin), so its empty secret
+// is refused rather than stored; an empty regular file stays an empty
+// secret, as helm --set-file takes it.
+func TestSecretInputFromAnEmptyPipeIsRefused(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = r.Close() }()
+	_ = w.Close()
+	v := &valuesFlags{secretInputs: []string{fmt.Sprintf("a=@/dev/fd/%d", r.Fd())}}
+	if _, _, err := v.read(); err == nil || !strings.Contains(err.Error(), "gave nothing") {
+		t.Errorf("a secret input from an empty pipe: %v; want it refused, saying the pipe gave nothing", err)
+	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v = &valuesFlags{secretInputs: []string{"a=@" + empty}}
+	if _, inputs, err := v.read(); err != nil || inputs["a"] != "" {
+		t.Errorf("a secret input from an empty file: %q, %v; want an empty secret", inputs["a"], err)
+	}
+}
