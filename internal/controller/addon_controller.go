@@ -35,6 +35,7 @@ import (
 	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/hooks"
 	"capstan.dev/capstan/internal/notify"
+	"capstan.dev/capstan/internal/plan"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
@@ -146,6 +147,9 @@ type AddonReconciler struct {
 	bound boundRenders
 	// masks keeps the masks of the secret values of recent reconciles.
 	masks maskCache
+	// dryRunGrace counts the dry runs the API server could not take for a
+	// moment, until one that goes on failing is taken as a refusal.
+	dryRunGrace plan.DryRunGrace
 }
 
 // valuesRefIndex indexes Addons by the Secrets and ConfigMaps their
@@ -555,6 +559,7 @@ func (r *AddonReconciler) forget(key types.NamespacedName) {
 	r.incidents.forget(key)
 	r.bound.forget(key)
 	r.masks.forget(key)
+	r.dryRunGrace.Forget(key)
 }
 
 // readAddon reads the Addon to reconcile. The manager's cache answers

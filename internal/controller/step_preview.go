@@ -381,6 +381,7 @@ func (r *AddonReconciler) previewObjects(ctx context.Context, s *scope) error {
 		Addon: s.addon, Objects: s.objects, CreatedNamespace: s.createNamespace,
 		Known: r.verified.lookup(s.addon), Watched: r.watchedVersions(ctx, s), Now: time.Now(),
 		Hides: s.mask().holder(), Recreate: s.addon.Spec.Recreate, Generated: s.generatedFor(false), FullDiffs: s.fullDiffs,
+		Grace: &r.dryRunGrace,
 	})
 	if p != nil {
 		r.verified.store(s.addon, p.Verified)

@@ -200,6 +200,10 @@ type PreviewInput struct {
 	// before an object fill what status keeps of them, its diff is not
 	// computed (Comparison.DiffNotKept).
 	FullDiffs bool
+	// Grace remembers the dry runs the API server could not take for a
+	// moment: one that fails so for long enough is the object's error,
+	// not one more retry. Nil retries every such dry run.
+	Grace *DryRunGrace
 }
 
 // Preview is the result of previewing every object.
@@ -369,16 +373,22 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			continue
 		}
 		dry, err := c.DryRun(ctx, obj)
+		transient := apply.Transient(err) && !apply.WebhookCallFailed(err)
+		if !transient {
+			in.Grace.Passed(in.Addon, key)
+		}
 		switch {
-		case apply.Transient(err) && !apply.WebhookCallFailed(err):
+		case transient && !in.Grace.Lasted(in.Addon, key, in.Now):
 			// NOTE: the API server could not take the dry run for a
 			// moment (an etcd leader change, a rolling control plane, a
 			// 429): the plan says nothing of the object, so the preview
 			// fails and is retried with backoff, as a failed read is,
-			// rather than refuse the plan until the resync. A webhook
-			// the API server failed to call stays the object's error:
-			// the add-on's own webhook of an earlier wave is waited for
-			// on it, and one down for good must show as what stops the
+			// rather than refuse the plan until the resync. One that
+			// goes on failing (in.Grace) is a refusal the API server
+			// answers with a bare 500, recorded below. A webhook the
+			// API server failed to call stays the object's error: the
+			// add-on's own webhook of an earlier wave is waited for on
+			// it, and one down for good must show as what stops the
 			// sync.
 			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err}
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
@@ -421,6 +431,11 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				res.Action = capstanv1.ActionUpdate
 			}
 			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
+			if transient {
+				first, tries := in.Grace.Since(in.Addon, key)
+				res.Error += fmt.Sprintf(" (the API server failed this dry run on %d looks in a row since %s, so it is taken as a refusal: fix the manifest, or what the API server calls for it)",
+					tries, first.UTC().Format(time.RFC3339))
+			}
 		default:
 			mode := diffForStatus
 			switch {
@@ -537,7 +552,7 @@ type DryRunError struct {
 }
 
 func (e *DryRunError) Error() string {
-	return "the dry run of " + e.Ref.Describe() + " failed for a moment, and is tried again: " + e.Message
+	return "the API server could not take the dry run of " + e.Ref.Describe() + ", which is tried again: " + e.Message
 }
 
 func (e *DryRunError) Unwrap() error { return e.Err }
