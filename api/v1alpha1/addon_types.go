@@ -1376,6 +1376,13 @@ type SyncInProgress struct {
 	// RenderHash is the render the sync applies (appliedHash once it is
 	// recorded).
 	RenderHash string `json:"renderHash"`
+	// Changes are what the approved plan changes, each a short digest of
+	// an object to create, update or adopt with its desired manifest, of
+	// an object to delete, or of a hook to run. The sync goes on without
+	// another approval only while what is left to do is among them.
+	// +listType=atomic
+	// +optional
+	Changes []string `json:"changes,omitempty"`
 }
 
 // PendingHook is a hook event and the render it stands for: a post event

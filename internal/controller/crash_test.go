@@ -13,6 +13,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -518,5 +519,70 @@ func TestApprovalStaleAfterStopAndChange(t *testing.T) {
 	}
 	if got.Status.SyncInProgress != nil {
 		t.Errorf("status.syncInProgress = %+v; want it cleared once the spec changed", got.Status.SyncInProgress)
+	}
+}
+
+// dataChart is a chart of ConfigMaps named names, each holding value
+// under the key "v".
+func dataChart(version, value string, names ...string) chart {
+	files := map[string]string{}
+	for _, n := range names {
+		files["templates/"+n+".yaml"] = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + n + "\ndata:\n  v: " + value + "\n"
+	}
+	return chart{name: "cms", version: version, files: files}
+}
+
+// TestApprovalDoesNotCoverDriftAfterStop stops an approved sync of a
+// manualSync add-on after its main apply, and someone changes by hand an
+// object the approved plan left as it was (an incident's mitigation). The
+// retry's plan would revert that change, which no one approved: it waits
+// for an approval, and neither the change is reverted nor the approved
+// prune run.
+func TestApprovalDoesNotCoverDriftAfterStop(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, dataChart("8.0.0", "one", "alpha", "beta", "delta"))
+	a := create(t, newAddon(controllerNS, "drift-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.Prune, s.ManualSync = true, true
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+
+	key := a.Namespace + "/" + a.Name
+	var stopped atomic.Bool
+	var editErr atomic.Value
+	stepHooks.Store(key, func(step string) error {
+		if step != "prune" || !stopped.CompareAndSwap(false, true) {
+			return nil
+		}
+		// Someone edits delta, which the approved plan leaves alone.
+		cm := &corev1.ConfigMap{}
+		err := admin.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: "delta"}, cm)
+		if err == nil {
+			cm.Data["v"] = "by-hand"
+			err = admin.Update(context.Background(), cm)
+		}
+		if err != nil {
+			editErr.Store(err.Error())
+		}
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	url2, _ := charts.publish(t, dataChart("9.0.0", "one", "beta", "delta", "gamma"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	approvePlan(t, a)
+	got := waitFor(t, a, 90*time.Second, "the retry to wait for an approval", func(cur *capstanv1.Addon) bool {
+		return stopped.Load() && cur.Status.ObservedGeneration == cur.Generation && readyReason(cur) == "ApprovalStale"
+	})
+	if e := editErr.Load(); e != nil {
+		t.Fatalf("editing delta by hand: %v", e)
+	}
+	if v, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "delta").Object, "data", "v"); v != "by-hand" {
+		t.Errorf("delta's data.v = %q; the retry reverted a change no one approved", v)
+	}
+	if live(t, "v1", "ConfigMap", ns, "alpha") == nil {
+		t.Error("the retry pruned alpha under a plan no one approved")
+	}
+	if got.Status.SyncInProgress != nil {
+		t.Errorf("status.syncInProgress = %+v; want it cleared once the plan changed", got.Status.SyncInProgress)
 	}
 }

@@ -116,6 +116,7 @@ type scope struct {
 	live         map[string]*unstructured.Unstructured // by ObjectRef.Key, as the preview read them
 	quiet        map[string]bool                       // by ObjectRef.Key: unchanged by the watch cache, not read
 	digests      map[string]string                     // by ObjectRef.Key: each object's manifestDigest
+	changes      []string                              // what the plan changes (plan.Changes)
 	prune        []capstanv1.ObjectRef
 	kept         []apply.Spared        // what leaves the inventory running: an annotation keeps it (apply.KeptBy), or a folder holds it now as a hook or leaves it out (leftOut)
 	confirm      []capstanv1.ObjectRef // what the prune deletes only once the plan is approved (Prune=confirm)

@@ -226,7 +226,7 @@ func (r *AddonReconciler) beginSync(ctx context.Context, s *scope) error {
 		return nil
 	}
 	s.addon.Status.SyncInProgress = &capstanv1.SyncInProgress{Plan: s.plan.Hash, SyncRequest: s.addon.Spec.SyncRequest,
-		Generation: s.addon.Generation, RenderHash: s.render.Hash}
+		Generation: s.addon.Generation, RenderHash: s.render.Hash, Changes: s.changes}
 	inventory := capstanv1.RefsOf(s.addon.Status.Inventory)
 	if !slices.Equal(apply.Union(inventory, refs(s.objects)), inventory) {
 		return nil // the inventory's checkpoint (SaveInventory) writes it

@@ -90,16 +90,24 @@ func (r *AddonReconciler) gateState(s *scope, p *capstanv1.Plan, windows *plan.W
 // (status.syncInProgress): an apply error, a controller stopped or its
 // lease lost, a failure after the pre hooks ran. It does when the Addon's
 // generation, the render and spec.syncRequest are those the sync began
-// with, and the request is still open. Its plan is then no longer the one
-// approved only because part of it ran (what it applied is unchanged now,
-// the pre hooks that ran are left out), so, as for a run of hooks that
-// goes on (continuesRun), manual sync, the mass-prune approval and the
-// windows do not hold it again. Any change to the spec makes another
-// sync, which needs its own approval.
+// with, the request is still open, and every change of this plan is one
+// the approved plan made (plan.Within). Its plan is then no longer the
+// one approved only because part of it ran (what it applied is unchanged
+// now, the pre hooks that ran are left out), so, as for a run of hooks
+// that goes on (continuesRun), manual sync, the mass-prune approval and
+// the windows do not hold it again. Any change to the spec makes another
+// sync, which needs its own approval; so does a plan that changes
+// anything else.
+//
+// NOTE: the render's inputs alone do not bind it: the render reads the
+// cluster too (.Capabilities, as a CRD appears or the Kubernetes version
+// changes), and a live object the approved plan left as it was may have
+// drifted since; neither was approved.
 func (s *scope) continuesSync() bool {
 	b := s.addon.Status.SyncInProgress
 	return b != nil && s.render != nil && b.Generation == s.addon.Generation && b.RenderHash == s.render.Hash &&
-		b.SyncRequest == s.addon.Spec.SyncRequest && s.addon.Spec.SyncRequest > s.addon.Status.LastSyncRequest
+		b.SyncRequest == s.addon.Spec.SyncRequest && s.addon.Spec.SyncRequest > s.addon.Status.LastSyncRequest &&
+		plan.Within(s.changes, b.Changes)
 }
 
 // appliesNow reports whether a plan made of in would be applied by this

@@ -70,6 +70,7 @@ func (r *AddonReconciler) preview(ctx context.Context, s *scope) (bool, error) {
 			in.Notices = append(in.Notices, *n)
 		}
 		in.Notices = append(in.Notices, plan.ClaimNotices(s.previews, s.live)...)
+		s.changes = plan.Changes(in)
 		// NOTE: the CRD check comes last, once the plan but its
 		// violations is known: whether it may make a shadow CRD depends on
 		// whether that plan would be applied now, and its violations can

@@ -516,3 +516,50 @@ func waveNotice(waves map[string]int32, total int) (capstanv1.Notice, bool) {
 // unset. A sync that waits holds one of the controller's workers, as a
 // running hook does.
 const DefaultWaveTimeout = 10 * time.Minute
+
+// Changes returns what applying a plan built of in would change, one
+// short digest for each change, sorted: an object created or updated (its
+// identity and its desired manifest's digest, a recreate's UID) or
+// adopted, a delete (its identity and the UID read), a hook to run. A
+// sync that stops half-way records those of the plan a person approved
+// (status.syncInProgress.changes), and its retry goes on without another
+// approval only while its own are among them (Within).
+func Changes(in Input) []string {
+	var out []string
+	add := func(parts ...any) { out = append(out, strings.TrimPrefix(digest(parts...), "sha256:")[:16]) }
+	for _, o := range in.Objects {
+		if o.Action == capstanv1.ActionUnchanged && !o.Adopted {
+			continue
+		}
+		// NOTE: not the action: an object approved as a Create that
+		// someone else made since with the manifest approved is the
+		// change approved.
+		add("object", reviewableKey(o.Ref, o.RandomName), o.Digest, o.Adopted, o.Recreate, string(o.RecreateUID))
+	}
+	for _, r := range in.Prune {
+		add("prune", refKey(r), string(in.PruneUIDs[r.Key()]))
+	}
+	for _, r := range in.Confirm {
+		add("confirm", refKey(r), string(in.PruneUIDs[r.Key()]))
+	}
+	for _, h := range in.Hooks {
+		add("hook", reviewableKey(h.ObjectRef, h.RandomName), strings.Join(h.Events, ","), h.Weight, h.Digest)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Within reports whether every change of changes is one of approved
+// (both as Changes returns them): the plan of a sync that goes on from an
+// approved one that stopped half-way changes nothing its approver did
+// not see. What the stopped sync applied shows as unchanged now; a
+// manifest that differs, an object new to the render, or one the approved
+// plan left as it was that drifted since is a change of its own.
+func Within(changes, approved []string) bool {
+	for _, c := range changes {
+		if _, ok := slices.BinarySearch(approved, c); !ok {
+			return false
+		}
+	}
+	return true
+}
