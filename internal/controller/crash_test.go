@@ -586,3 +586,51 @@ func TestApprovalDoesNotCoverDriftAfterStop(t *testing.T) {
 		t.Errorf("status.syncInProgress = %+v; want it cleared once the plan changed", got.Status.SyncInProgress)
 	}
 }
+
+// TestSyncInProgressIsStoredBeforeTheApply: a controller killed during an
+// approved sync writes no status of its own at the end; only the
+// checkpoints are stored. The record of the sync must be among them before
+// anything is applied, also for an upgrade whose inventory does not grow
+// (no inventory checkpoint), so that the next controller goes on from it.
+func TestSyncInProgressIsStoredBeforeTheApply(t *testing.T) {
+	ns := newNamespace(t)
+	url1, _ := charts.publish(t, dataChart("10.0.0", "one", "alpha"))
+	a := create(t, newAddon(controllerNS, "ckpt-"+ns, url1, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ManualSync = true
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+
+	key := a.Namespace + "/" + a.Name
+	var stored atomic.Pointer[capstanv1.SyncInProgress]
+	var looked atomic.Bool
+	stepHooks.Store(key, func(step string) error {
+		if step != "apply" || !looked.CompareAndSwap(false, true) {
+			return nil
+		}
+		// What a killed controller leaves: the Addon as stored now.
+		cur := &capstanv1.Addon{}
+		if err := admin.Get(context.Background(), client.ObjectKey{Namespace: a.Namespace, Name: a.Name}, cur); err == nil && cur.Status.SyncInProgress != nil {
+			stored.Store(cur.Status.SyncInProgress.DeepCopy())
+		}
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	url2, _ := charts.publish(t, dataChart("11.0.0", "two", "alpha"))
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Chart.URL = url2 })
+	approved := approvePlan(t, a)
+	got := syncedWithoutAnotherApproval(t, a)
+	if !looked.Load() {
+		t.Fatal("the approved upgrade never reached its apply")
+	}
+	rec := stored.Load()
+	if rec == nil {
+		t.Fatal("status.syncInProgress was not stored before the apply: a controller killed there would leave the retry to another approval")
+	}
+	if rec.Plan != approved || len(rec.Changes) == 0 {
+		t.Errorf("stored record %+v; want the approved plan %s and its changes", rec, approved)
+	}
+	if v, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "alpha").Object, "data", "v"); v != "two" || got.Status.SyncInProgress != nil {
+		t.Errorf("alpha's data.v = %q, syncInProgress %+v; want the upgrade applied and its record cleared", v, got.Status.SyncInProgress)
+	}
+}
