@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Transient reports whether a request failed only because the API server,
@@ -37,4 +38,43 @@ func Transient(err error) bool {
 // good.
 func WebhookCallFailed(err error) bool {
 	return err != nil && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
+}
+
+// WebhookCalled returns the name of the admission webhook an API server's
+// message says it failed to call, or "" when the message is another: a
+// webhook that answered and refused is a refusal like any.
+func WebhookCalled(msg string) string {
+	const prefix = `failed calling webhook "`
+	i := strings.Index(msg, prefix)
+	if i < 0 {
+		return ""
+	}
+	rest := msg[i+len(prefix):]
+	end := strings.IndexByte(rest, '"')
+	if end <= 0 {
+		return ""
+	}
+	return rest[:end]
+}
+
+// Webhooks returns the names of the admission webhooks that the
+// ValidatingWebhookConfigurations and MutatingWebhookConfigurations among
+// objs register.
+func Webhooks(objs []*unstructured.Unstructured) map[string]bool {
+	out := map[string]bool{}
+	for _, obj := range objs {
+		gk := obj.GroupVersionKind().GroupKind()
+		if gk.Group != "admissionregistration.k8s.io" || gk.Kind != "ValidatingWebhookConfiguration" && gk.Kind != "MutatingWebhookConfiguration" {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(obj.Object, "webhooks")
+		for _, h := range hooks {
+			if m, ok := h.(map[string]any); ok {
+				if name, _ := m["name"].(string); name != "" {
+					out[name] = true
+				}
+			}
+		}
+	}
+	return out
 }

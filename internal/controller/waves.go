@@ -359,7 +359,7 @@ func webhookWait(objs []*unstructured.Unstructured, previews []plan.ObjectResult
 		if msg == "" {
 			continue
 		}
-		name := webhookCalled(msg)
+		name := apply.WebhookCalled(msg)
 		if name == "" {
 			return 0, nil, nil, false
 		}
@@ -399,23 +399,6 @@ func webhookWait(objs []*unstructured.Unstructured, previews []plan.ObjectResult
 		}
 	}
 	return first, before, refused, true
-}
-
-// webhookCalled returns the name of the admission webhook a dry run's
-// error says the API server failed to call, or "" when the error is
-// another: a webhook that answered and refused is a refusal like any.
-func webhookCalled(msg string) string {
-	const prefix = `failed calling webhook "`
-	i := strings.Index(msg, prefix)
-	if i < 0 {
-		return ""
-	}
-	rest := msg[i+len(prefix):]
-	end := strings.IndexByte(rest, '"')
-	if end <= 0 {
-		return ""
-	}
-	return rest[:end]
 }
 
 // withoutErrors returns a copy of p whose objects in refs carry no dry-run

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -243,6 +244,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		inventory[ref.Key()] = true
 	}
 	crdKinds := prepare.CRDScopes(in.Objects)
+	ownHooks := sync.OnceValue(func() map[string]bool { return apply.Webhooks(in.Objects) })
 	out := &Preview{
 		Objects:  make([]ObjectResult, 0, len(in.Objects)),
 		Live:     make(map[string]*unstructured.Unstructured, len(in.Objects)),
@@ -373,7 +375,10 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			continue
 		}
 		dry, err := c.DryRun(ctx, obj)
-		transient := apply.Transient(err) && !apply.WebhookCallFailed(err)
+		// NOTE: a webhook that this render registers is waited for on its
+		// error (the controller's webhookWait), so the plan needs it at
+		// once; another's, whose pod restarts, gets the grace.
+		transient := apply.Transient(err) && (!apply.WebhookCallFailed(err) || !ownHooks()[apply.WebhookCalled(err.Error())])
 		if !transient {
 			in.Grace.Passed(in.Addon, key)
 		}
@@ -383,13 +388,14 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// moment (an etcd leader change, a rolling control plane, a
 			// 429): the plan says nothing of the object, so the preview
 			// fails and is retried with backoff, as a failed read is,
-			// rather than refuse the plan until the resync. One that
-			// goes on failing (in.Grace) is a refusal the API server
-			// answers with a bare 500, recorded below. A webhook the
-			// API server failed to call stays the object's error: the
-			// add-on's own webhook of an earlier wave is waited for on
-			// it, and one down for good must show as what stops the
-			// sync.
+			// rather than refuse the plan until the resync; so is a
+			// webhook of someone else's the API server failed to call
+			// (its pod restarts). One that goes on failing (in.Grace) is
+			// a refusal the API server answers with a bare 500, or a
+			// webhook down for good, recorded below as what stops the
+			// sync. A webhook this render registers stays the object's
+			// error at once: the add-on's own webhook of an earlier wave
+			// is waited for on it.
 			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err}
 		case err != nil && apimeta.IsNoMatchError(err) && definedBy(crdKinds, obj):
 			// Its CRD is created first in this very sync, so the API

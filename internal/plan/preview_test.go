@@ -578,7 +578,9 @@ func TestPreviewTellsAStatusWriteByItsShape(t *testing.T) {
 // server could not take for a moment (overloaded, timing out, failing, out
 // of reach) stops the preview with an error to retry, and is no error of
 // the object's in the plan, which would refuse the plan until the resync.
-// A refusal, and a webhook the API server failed to call, stay the
+// So is a webhook of someone else's the API server failed to call (its
+// pod restarts). A refusal, and a webhook the render registers itself
+// that the API server failed to call (waited for by its wave), stay the
 // object's error.
 func TestPreviewRetriesADryRunTheAPIServerCouldNotTake(t *testing.T) {
 	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web"}}
@@ -589,30 +591,37 @@ func TestPreviewRetriesADryRunTheAPIServerCouldNotTake(t *testing.T) {
 	obj.SetName("settings")
 	gr := schema.GroupResource{Resource: "configmaps"}
 	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "check.example.com": failed to call webhook: Post "https://check.apps.svc:443/validate": dial tcp 10.0.0.1:443: connect: connection refused`))
+	registers := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+		"metadata": map[string]any{"name": "check"},
+		"webhooks": []any{map[string]any{"name": "check.example.com"}},
+	}}
 	for _, tc := range []struct {
 		name  string
 		err   error
 		retry bool
+		also  []*unstructured.Unstructured
 	}{
-		{"etcd timing out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true},
-		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), true},
-		{"server timeout", apierrors.NewServerTimeout(gr, "patch", 1), true},
-		{"service unavailable", apierrors.NewServiceUnavailable("the control plane rolls"), true},
-		{"gateway timeout", apierrors.NewGenericServerResponse(504, "patch", gr, "settings", "", 0, false), true},
-		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true},
-		{"deadline", fmt.Errorf("patch: %w", context.DeadlineExceeded), true},
-		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "settings", nil), false},
-		{"an admission webhook's deny", apierrors.NewForbidden(gr, "settings", errors.New(`admission webhook "check.example.com" denied the request: no`)), false},
-		{"a webhook the API server failed to call", webhook, false},
+		{"etcd timing out", apierrors.NewInternalError(errors.New("etcdserver: request timed out")), true, nil},
+		{"too many requests", apierrors.NewTooManyRequests("slow down", 1), true, nil},
+		{"server timeout", apierrors.NewServerTimeout(gr, "patch", 1), true, nil},
+		{"service unavailable", apierrors.NewServiceUnavailable("the control plane rolls"), true, nil},
+		{"gateway timeout", apierrors.NewGenericServerResponse(504, "patch", gr, "settings", "", 0, false), true, nil},
+		{"connection refused", &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}, true, nil},
+		{"deadline", fmt.Errorf("patch: %w", context.DeadlineExceeded), true, nil},
+		{"invalid", apierrors.NewInvalid(schema.GroupKind{Kind: "ConfigMap"}, "settings", nil), false, nil},
+		{"an admission webhook's deny", apierrors.NewForbidden(gr, "settings", errors.New(`admission webhook "check.example.com" denied the request: no`)), false, nil},
+		{"a webhook of someone else's the API server failed to call", webhook, true, nil},
+		{"a webhook the render registers the API server failed to call", webhook, false, []*unstructured.Unstructured{registers}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &countingCluster{live: map[string]*unstructured.Unstructured{}, dryRunErr: map[string]error{capstanv1.RefOf(obj).Key(): tc.err}}
-			p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{obj}, Now: time.Now()})
+			p, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: append([]*unstructured.Unstructured{obj}, tc.also...), Now: time.Now()})
 			if !tc.retry {
 				if err != nil {
 					t.Fatalf("PreviewObjects: %v; want the refusal in the plan", err)
 				}
-				if len(p.Objects) != 1 || p.Objects[0].Error == "" {
+				if len(p.Objects) == 0 || p.Objects[0].Error == "" {
 					t.Fatalf("objects %+v; want the dry run's error recorded", p.Objects)
 				}
 				return
