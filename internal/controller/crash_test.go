@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
@@ -632,5 +633,60 @@ func TestSyncInProgressIsStoredBeforeTheApply(t *testing.T) {
 	}
 	if v, _, _ := unstructured.NestedString(live(t, "v1", "ConfigMap", ns, "alpha").Object, "data", "v"); v != "two" || got.Status.SyncInProgress != nil {
 		t.Errorf("alpha's data.v = %q, syncInProgress %+v; want the upgrade applied and its record cleared", v, got.Status.SyncInProgress)
+	}
+}
+
+// TestApprovalDoesNotCoverANewRenderAfterStop: an approved install of a
+// manualSync chart that renders a custom resource only once the cluster
+// serves its API (.Capabilities) keeps stopping after its main apply, and
+// meanwhile another product installs that API. The retry's render, with
+// the same inputs, holds the custom resource, which no one approved: it
+// waits for an approval, and the custom resource is not created.
+func TestApprovalDoesNotCoverANewRenderAfterStop(t *testing.T) {
+	ns := newNamespace(t)
+	group := ns + ".example.com"
+	url, _ := charts.publish(t, chart{name: "widgets", version: "1.0.0", files: map[string]string{
+		"templates/alpha.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: alpha\n",
+		"templates/widget.yaml": "{{ if .Capabilities.APIVersions.Has \"" + group + "/v1\" }}\napiVersion: " + group + "/v1\nkind: Widget\nmetadata:\n  name: main\n{{ end }}\n",
+	}})
+	a := newAddon(controllerNS, "caps-"+ns[strings.LastIndexByte(ns, '-')+1:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) { s.Prune, s.ManualSync = true, true }))
+	var stops atomic.Int32
+	var release atomic.Bool
+	var crdErr atomic.Value
+	stepHooks.Store(a.Namespace+"/"+a.Name, func(step string) error {
+		if step != "prune" || release.Load() {
+			return nil
+		}
+		if stops.Add(1) == 1 {
+			// Another product installs the API the chart looks for.
+			crd := &unstructured.Unstructured{}
+			if err := yaml.Unmarshal([]byte("apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets."+group+"\nspec:\n  group: "+group+
+				"\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n    - name: v1\n      served: true\n      storage: true\n"+
+				"      schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}\n"), &crd.Object); err != nil {
+				crdErr.Store(err.Error())
+			} else if err := admin.Create(context.Background(), crd); err != nil {
+				crdErr.Store(err.Error())
+			}
+		}
+		return errors.New("simulated stop at " + step)
+	})
+	t.Cleanup(func() { stepHooks.Delete(a.Namespace + "/" + a.Name) })
+	a = create(t, a)
+	approvePlan(t, a)
+	// NOTE: the controller reads the cluster's APIs again at most a minute
+	// after it last did, so the sync keeps stopping until then.
+	got := waitFor(t, a, 150*time.Second, "the retry to wait for an approval", func(cur *capstanv1.Addon) bool {
+		return stops.Load() > 0 && cur.Status.ObservedGeneration == cur.Generation && readyReason(cur) == "ApprovalStale"
+	})
+	release.Store(true)
+	if e := crdErr.Load(); e != nil {
+		t.Fatalf("installing the Widget CRD: %v", e)
+	}
+	if got.Status.SyncInProgress != nil {
+		t.Errorf("status.syncInProgress = %+v; want it cleared once the render changed", got.Status.SyncInProgress)
+	}
+	time.Sleep(2 * time.Second)
+	if live(t, group+"/v1", "Widget", ns, "main") != nil {
+		t.Error("the retry created a Widget no one approved")
 	}
 }
