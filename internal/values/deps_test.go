@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -328,6 +329,88 @@ func BenchmarkComposeWithDependencies(b *testing.B) {
 	for b.Loop() {
 		if _, err := Compose(in); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// modesChart is a chart whose schema has a oneOf of modes (each but the
+// last with a token, writeOnly when writeOnly) or an anyOf, and whose
+// defaults hold n entries beside the mode.
+func modesChart(t testing.TB, combinator, modes string, n int, writeOnly bool) *chartv2.Chart {
+	t.Helper()
+	var branches []string
+	for i, m := range modes {
+		token := fmt.Sprintf(`, "token": {"type": "string", "writeOnly": %t}`, writeOnly)
+		if i == len(modes)-1 {
+			token = ""
+		}
+		branches = append(branches, fmt.Sprintf(`{"properties": {"mode": {"const": %q}, "extra": {"type": "object", "additionalProperties": {"type": "string"}}%s}, "required": ["mode"]}`, string(m), token))
+	}
+	schema := fmt.Sprintf(`{"type": "object", %q: [%s]}`, combinator, strings.Join(branches, ", "))
+	var defaults strings.Builder
+	defaults.WriteString("extra:\n")
+	for i := range n {
+		fmt.Fprintf(&defaults, "  key%d: value%d\n", i, i)
+	}
+	return testChart(t, "modes", defaults.String(), schema)
+}
+
+// TestSecretInputCheckDecidesEachBranchOnce: the secret-input check
+// decides a oneOf's branches on the effective values, which the chart's
+// large defaults fill, once for the combinator and once for spec.values and
+// every ConfigMap together, so that a chart whose writeOnly token is under
+// a oneOf of four modes composes at less than twice the cost of the same
+// chart without writeOnly, where each branch was validated against every
+// sibling in every pass (seven times the cost with one ConfigMap).
+func TestSecretInputCheckDecidesEachBranchOnce(t *testing.T) {
+	from := indexed(docLayer("ConfigMap", "more", "mode: d\nextra: {more: v}\n"))
+	allocs := func(writeOnly bool) float64 {
+		in := Inputs{Chart: modesChart(t, "oneOf", "abcd", 2000, writeOnly), Sources: Sources{Spec: map[string]any{"mode": "d"}, From: from}}
+		return testing.AllocsPerRun(2, func() {
+			res, err := Compose(in)
+			if err != nil || len(res.Errors) > 0 {
+				t.Fatalf("Compose: %v %v", err, res.Errors)
+			}
+		})
+	}
+	with, without := allocs(true), allocs(false)
+	if with > 2*without {
+		t.Errorf("Compose allocates %.0f times with a writeOnly under the oneOf, %.0f without: the branches are decided more than once", with, without)
+	}
+}
+
+// BenchmarkComposeBranchesOverLargeDefaults composes values for a chart
+// whose schema has a writeOnly under a root oneOf of four modes (three with
+// a writeOnly token) and an anyOf of two, and whose defaults hold a large
+// map beside the mode: the secret-input check decides each branch on the
+// effective values too (findSecretInputs), so every render pays for
+// validating them against the branches, once for spec.values and once for
+// each ConfigMap in spec.valuesFrom.
+func BenchmarkComposeBranchesOverLargeDefaults(b *testing.B) {
+	for _, c := range []struct{ name, combinator, modes string }{
+		{"oneOf4", "oneOf", "abcd"},
+		{"anyOf2", "anyOf", "xy"},
+	} {
+		last := string(c.modes[len(c.modes)-1])
+		for _, n := range []int{100, 5000} {
+			ch := modesChart(b, c.combinator, c.modes, n, true)
+			for _, layers := range []struct {
+				name string
+				from []Layer
+			}{
+				{"spec", nil},
+				{"spec+configmap", indexed(docLayer("ConfigMap", "more", "mode: "+last+"\nextra: {more: v}\n"))},
+			} {
+				in := Inputs{Chart: ch, Sources: Sources{Spec: map[string]any{"mode": last}, From: layers.from}}
+				b.Run(fmt.Sprintf("%s/%d/%s", c.name, n, layers.name), func(b *testing.B) {
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := Compose(in); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 		}
 	}
 }

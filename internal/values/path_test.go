@@ -161,7 +161,7 @@ func TestSecretInputPathsRoundTrip(t *testing.T) {
 	}
 	var names []string
 	unnamed := 0
-	s.findSecretInputs(vals, nil, func(p []string) {
+	s.findSecretInputs(vals, nil, nil, func(p []string) {
 		name, ok := TargetPathIn(vals, p)
 		if !ok {
 			unnamed++

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 )
 
@@ -37,7 +39,7 @@ func matches(pat []patSeg, segs []string) bool {
 // what is hidden errs on the side of hiding. A subchart's schema applies
 // to the top-level global too, which Helm gives it as its own.
 func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
-	s.matchWriteOnly(v, nil, false, fn)
+	s.matchWriteOnly(v, nil, nil, false, fn)
 }
 
 // findSecretInputs calls fn with the path of every non-null value of v that
@@ -51,12 +53,35 @@ func (s *Schema) findWriteOnly(v map[string]any, fn func(path []string)) {
 // which v is one source): a conditional branch is also followed where it
 // applies to eff's value at the same path, as a condition that the chart's
 // defaults or another source meet makes the value a secret input for
-// validation too. v alone decides which values are found.
-func (s *Schema) findSecretInputs(v, eff map[string]any, fn func(path []string)) {
-	s.matchWriteOnly(v, eff, true, fn)
+// validation too. v alone decides which values are found. seen keeps what
+// validation said of eff against each branch, for another call with the
+// same eff to reuse; nil keeps it for this call only.
+func (s *Schema) findSecretInputs(v, eff map[string]any, seen effVerdicts, fn func(path []string)) {
+	if seen == nil {
+		seen = effVerdicts{}
+	}
+	s.matchWriteOnly(v, eff, seen, true, fn)
 }
 
-func (s *Schema) matchWriteOnly(v, eff map[string]any, exact bool, fn func(path []string)) {
+// effVerdicts holds what validation said of the effective values at a path
+// against a branch's schemas (effVerdictKey), so that each is asked of the
+// validator once for the passes over spec.values and each ConfigMap that
+// read the same effective values.
+//
+// NOTE: the effective values hold the chart's defaults, which may be large,
+// and an anyOf or oneOf branch is decided by validating against it and then
+// against each branch beside it: without this a combinator of K branches
+// cost up to K² validations of the whole effective subtree per pass.
+type effVerdicts map[effVerdictKey]verdict
+
+type effVerdictKey struct {
+	schema *jsonschema.Schema
+	// at is the JSON pointer of the effective value; for a subchart's
+	// values with the top-level global as its own, "+global" before it.
+	at string
+}
+
+func (s *Schema) matchWriteOnly(v, eff map[string]any, seen effVerdicts, exact bool, fn func(path []string)) {
 	var found [][]string
 	parts := 0
 	add := func(path []string) { found = append(found, path) }
@@ -64,21 +89,21 @@ func (s *Schema) matchWriteOnly(v, eff map[string]any, exact bool, fn func(path 
 		if p.writeOnly == nil {
 			continue
 		}
-		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact}
+		m := matcher{g: p.writeOnly, stamp: make([]int, len(p.writeOnly.nodes)), exact: exact, effSeen: seen}
 		sub, ok := lookup(v, p.prefix)
 		var effSub any
 		if eff != nil {
 			effSub, _ = lookup(eff, p.prefix)
 		}
 		if ok {
-			set, wo := m.closure([]int{0}, sub, effSub)
+			set, wo := m.closure([]int{0}, sub, effSub, p.prefix, "")
 			m.find(sub, effSub, slices.Clone(p.prefix), set, wo, add)
 			parts++
 		}
 		// Helm gives every subchart the top-level global as its own
 		// global, so a subchart's schema applies there too.
 		if g := v["global"]; len(p.prefix) > 0 && g != nil {
-			set, wo := m.closure([]int{0}, withGlobal(sub, g), withGlobal(effSub, eff["global"]))
+			set, wo := m.closure([]int{0}, withGlobal(sub, g), withGlobal(effSub, eff["global"]), p.prefix, "+global")
 			if wo {
 				add([]string{"global"})
 			} else {
@@ -156,6 +181,8 @@ type matcher struct {
 	// exact follows an edge to a value within only where validation
 	// applies it (graphNode.takes); otherwise every anyKey edge is taken.
 	exact bool
+	// effSeen keeps the verdicts on the effective values, exact.
+	effSeen effVerdicts
 }
 
 // closure returns the schemas that apply to v, a value that the schemas
@@ -163,8 +190,10 @@ type matcher struct {
 // conditional branch (anyOf, oneOf, then, else, dependentSchemas) only
 // where it applies to v or to eff (branchEdge.applies), the value that
 // validation sees at the same path, nil when there is none; otherwise
-// every one.
-func (m *matcher) closure(seeds []int, v, eff any) (set []int, writeOnly bool) {
+// every one. path is where eff is in the effective values, and tag what
+// effVerdictKey puts before it.
+func (m *matcher) closure(seeds []int, v, eff any, path []string, tag string) (set []int, writeOnly bool) {
+	var onV, onEff func(*jsonschema.Schema) verdict
 	m.round++
 	stack := slices.Clone(seeds)
 	for len(stack) > 0 {
@@ -183,12 +212,49 @@ func (m *matcher) closure(seeds []int, v, eff any) (set []int, writeOnly bool) {
 		}
 		stack = append(stack, n.always...)
 		for i := range n.branches {
-			if b := &n.branches[i]; m.stamp[b.to] != m.round && (b.applies(v) || eff != nil && b.applies(eff)) {
+			b := &n.branches[i]
+			if m.stamp[b.to] == m.round {
+				continue
+			}
+			if onV == nil {
+				onV, onEff = m.judges(v, eff, path, tag)
+			}
+			if b.applies(v, onV) || eff != nil && b.applies(eff, onEff) {
 				stack = append(stack, b.to)
 			}
 		}
 	}
 	return set, writeOnly
+}
+
+// judges returns what validation says of v against a schema (onV) and of
+// eff, the effective value at path (onEff, which m.effSeen keeps), asking the
+// validator once for each schema: the branches of one anyOf or oneOf are
+// each decided against all of them.
+func (m *matcher) judges(v, eff any, path []string, tag string) (onV, onEff func(*jsonschema.Schema) verdict) {
+	seen := map[*jsonschema.Schema]verdict{}
+	onV = func(s *jsonschema.Schema) verdict {
+		r, ok := seen[s]
+		if !ok {
+			r = judgeOnce(s, v)
+			seen[s] = r
+		}
+		return r
+	}
+	at, named := "", false
+	onEff = func(s *jsonschema.Schema) verdict {
+		if !named {
+			at, named = tag+pointer(path), true
+		}
+		k := effVerdictKey{schema: s, at: at}
+		r, ok := m.effSeen[k]
+		if !ok {
+			r = judgeOnce(s, eff)
+			m.effSeen[k] = r
+		}
+		return r
+	}
+	return onV, onEff
 }
 
 // find calls fn with the path of each writeOnly value within v, which set
@@ -222,8 +288,9 @@ func (m *matcher) find(v, eff any, path []string, set []int, writeOnly bool, fn 
 			if eff != nil {
 				effE, _ = lookup(eff, []string{key})
 			}
-			cs, wo := m.closure(seeds, e, effE)
-			m.find(e, effE, append(path[:len(path):len(path)], key), cs, wo, fn)
+			at := append(path[:len(path):len(path)], key)
+			cs, wo := m.closure(seeds, e, effE, at, "")
+			m.find(e, effE, at, cs, wo, fn)
 		}
 	}
 	switch t := v.(type) {
@@ -282,7 +349,8 @@ func (s *Schema) checkWriteOnly(src Sources, eff map[string]any) []capstanv1.Val
 		return nil
 	}
 	var errs errorList
-	s.findSecretInputs(src.Spec, eff, func(p []string) {
+	seen := effVerdicts{}
+	s.findSecretInputs(src.Spec, eff, seen, func(p []string) {
 		errs.add(pointer(p), RuleWriteOnly,
 			"%s is a secret input (writeOnly in the chart's schema): remove it from spec.values, put it in a Secret and name that Secret in spec.valuesFrom", secretInputPath(src.Spec, p).Name)
 	})
@@ -291,7 +359,7 @@ func (s *Schema) checkWriteOnly(src Sources, eff map[string]any) []capstanv1.Val
 			continue
 		}
 		tree := l.tree()
-		s.findSecretInputs(tree, eff, func(p []string) {
+		s.findSecretInputs(tree, eff, seen, func(p []string) {
 			errs.add(pointer(p), RuleWriteOnly,
 				"%s is a secret input (writeOnly in the chart's schema) but %s is a ConfigMap: move it to a Secret", secretInputPath(tree, p).Name, l.Name())
 		})

@@ -129,24 +129,14 @@ const (
 )
 
 // applies reports whether the branch e applies to v as validation applies
-// it. Where that cannot be told (a schema that did not compile, a value the
-// validator cannot read) it applies: the check errs on the side of taking
-// a value as a secret input. An anyOf or oneOf branch that v does not
-// validate against applies when v validates against none of the branches
-// beside it either: v breaks the schema, and is a secret input wherever a
-// branch could make it one.
-func (e *branchEdge) applies(v any) (ok bool) {
-	defer func() {
-		if recover() != nil {
-			ok = true
-		}
-	}()
-	valid := func(s *jsonschema.Schema) (bool, bool) {
-		if s == nil {
-			return false, false
-		}
-		return s.Validate(v) == nil, true
-	}
+// it; judge says what validation says of v against one schema (judgeOnce
+// asks the validator). Where that cannot be told (a schema that did not
+// compile, a value the validator cannot read) it applies: the check errs on
+// the side of taking a value as a secret input. An anyOf or oneOf branch
+// that v does not validate against applies when v validates against none of
+// the branches beside it either: v breaks the schema, and is a secret input
+// wherever a branch could make it one.
+func (e *branchEdge) applies(v any, judge func(*jsonschema.Schema) verdict) bool {
 	switch e.kind {
 	case branchDependent:
 		obj, isMap := v.(map[string]any)
@@ -156,21 +146,54 @@ func (e *branchEdge) applies(v any) (ok bool) {
 		_, has := obj[e.key]
 		return has
 	case branchThen, branchElse:
-		if len(e.cond) == 0 {
+		if len(e.cond) == 0 || e.cond[0] == nil {
 			return true
 		}
-		holds, known := valid(e.cond[0])
-		return !known || holds == (e.kind == branchThen)
+		switch judge(e.cond[0]) {
+		case verdictValid:
+			return e.kind == branchThen
+		case verdictInvalid:
+			return e.kind == branchElse
+		}
+		return true
 	}
-	if holds, known := valid(e.schema); !known || holds {
+	if e.schema == nil || judge(e.schema) != verdictInvalid {
 		return true
 	}
 	for _, c := range e.cond {
-		if holds, _ := valid(c); holds {
+		if c == nil {
+			continue
+		}
+		switch judge(c) {
+		case verdictValid:
 			return false
+		case verdictUnreadable:
+			return true
 		}
 	}
 	return true
+}
+
+// verdict is what validation says of a value against one schema.
+type verdict uint8
+
+const (
+	verdictInvalid    verdict = iota + 1
+	verdictValid              // it validates
+	verdictUnreadable         // the validator could not read the value
+)
+
+// judgeOnce validates v against s.
+func judgeOnce(s *jsonschema.Schema, v any) (r verdict) {
+	defer func() {
+		if recover() != nil {
+			r = verdictUnreadable
+		}
+	}()
+	if s.Validate(v) == nil {
+		return verdictValid
+	}
+	return verdictInvalid
 }
 
 // keyRule says which keys or indexes of a value a subschema applies to,

@@ -61,7 +61,7 @@ func secretInputLayers(src Sources, res *Result) map[string]int {
 		return nil
 	}
 	writeOnly := map[string]bool{}
-	res.Schema.findSecretInputs(res.Effective, nil, func(p []string) { writeOnly[pointer(p)] = true })
+	res.Schema.findSecretInputs(res.Effective, nil, nil, func(p []string) { writeOnly[pointer(p)] = true })
 	out := map[string]int{}
 	for i, l := range src.From {
 		if l.path == nil || !l.FromSecret() || l.Missing {
