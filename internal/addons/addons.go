@@ -1274,16 +1274,30 @@ type ChartFetch func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Art
 // spec.values sets or changes, which a writer refuses; held those that old
 // holds already, unchanged, which a writer lets through, saying so, as
 // refusing them would make the Addon impossible to edit. Nothing is
-// fetched when spec.values is empty or the same as old.
-func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []string, err error) {
-	setPaths, heldPaths, err := secretValuesChanged(ctx, fetch, spec, old)
-	for _, p := range setPaths {
-		set = append(set, p.Name)
+// fetched when spec.values is empty or the same as old. Each path comes
+// with its segments and whether a targetPath names it (SecretInputNames).
+func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
+	return secretValuesChanged(ctx, fetch, spec, old)
+}
+
+// SecretInputNames returns the names of paths as a writer's message says
+// them: the targetPath of each that one names, which secretInputs and
+// --secret-input take back, and the bare JSON pointer of each with an empty
+// key, which none can name; emptyKeys lists those pointers, to be given as
+// EmptyKeySecrets says.
+func SecretInputNames(paths []values.SecretInputPath) (names, emptyKeys []string) {
+	for _, p := range paths {
+		if p.Named {
+			names = append(names, p.Name)
+			continue
+		}
+		// NOTE: the Name of a path no targetPath can name carries advice
+		// after its pointer; the bare pointer is written again.
+		ptr, _ := values.TargetPathIn(nil, p.Segments)
+		names = append(names, ptr)
+		emptyKeys = append(emptyKeys, ptr)
 	}
-	for _, p := range heldPaths {
-		held = append(held, p.Name)
-	}
-	return set, held, err
+	return names, emptyKeys
 }
 
 // secretValuesChanged is SecretValuesChanged with the segments of each
@@ -1397,7 +1411,7 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 			}
 			old = &apiextensionsv1.JSON{Raw: raw}
 		}
-		set, held, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		setPaths, heldPaths, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 			if a.Spec.Chart != nil && a.Spec.Chart.SecretRef != nil {
 				return nil, errPrivateChart
 			}
@@ -1411,9 +1425,15 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 		if err != nil && !errors.As(err, &inv) {
 			return &UncheckedValuesError{Name: next.Name, Err: err}
 		}
+		set, emptyKeys := SecretInputNames(setPaths)
+		held, _ := SecretInputNames(heldPaths)
 		if len(set) > 0 {
+			instead := "leave it out of the definition's values, put it in a Secret and name that Secret in valuesFrom"
+			if len(emptyKeys) > 0 {
+				instead += "; " + EmptyKeySecrets(emptyKeys)
+			}
 			return &SecretValuesError{Paths: set, Field: "definition", Where: "git, whose history keeps it for good, readable by anyone who may clone the repository",
-				Instead: "leave it out of the definition's values, put it in a Secret and name that Secret in valuesFrom; nothing was committed"}
+				Instead: instead + "; nothing was committed"}
 		}
 		if len(held) > 0 {
 			warn(fmt.Sprintf("the definition of add-on %s already holds %s in its values, which the chart's schema marks writeOnly, a secret input, and the controller Blocks the Addon for it: move it to a Secret named in valuesFrom", next.Name, strings.Join(held, ", ")))

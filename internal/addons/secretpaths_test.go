@@ -3,13 +3,16 @@ package addons
 import (
 	"bytes"
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcontroller"
 	"capstan.dev/capstan/internal/values"
@@ -42,10 +45,12 @@ func TestSecretValuesNameTargetPaths(t *testing.T) {
 		Values: &apiextensionsv1.JSON{Raw: []byte(`{"a.b":1,"servers":[{"pin":2}],"auth":{"password":"kept"}}`)}}
 	old := &apiextensionsv1.JSON{Raw: []byte(`{"auth":{"password":"kept"}}`)}
 
-	set, held, err := SecretValuesChanged(context.Background(), fetch, spec, old)
+	setPaths, heldPaths, err := SecretValuesChanged(context.Background(), fetch, spec, old)
 	if err != nil {
 		t.Fatal(err)
 	}
+	set, _ := SecretInputNames(setPaths)
+	held, _ := SecretInputNames(heldPaths)
 	slices.Sort(set)
 	if want := []string{`a\.b`, `servers[0].pin`}; !slices.Equal(set, want) {
 		t.Errorf("set = %q; want %q", set, want)
@@ -59,5 +64,42 @@ func TestSecretValuesNameTargetPaths(t *testing.T) {
 		if err != nil || (l.Pointer() != "/a.b" && l.Pointer() != "/servers/0/pin") {
 			t.Errorf("the secret input %q lands at %q (%v); want /a.b or /servers/0/pin", p, l.Pointer(), err)
 		}
+	}
+}
+
+// TestGitValuesCheckGivesAnEmptyKeyWhole: a commit whose values hold a
+// secret input at a path with an empty key is refused naming the path by
+// its JSON pointer, saying once how to give it in a Secret that valuesFrom
+// merges whole (EmptyKeySecrets), which no targetPath can name.
+func TestGitValuesCheckGivesAnEmptyKeyWhole(t *testing.T) {
+	archive, err := testcontroller.ChartArchive("pins", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: pins\nversion: 1.0.0\n",
+		"values.schema.json": `{"type":"object","properties":{"pins":{"type":"object","additionalProperties":{"type":"string","writeOnly":true}}}}`,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fetch := func(context.Context, capstanv1.AddonSpec) (*source.Artifact, error) {
+		return &source.Artifact{Chart: &source.Chart{Chart: ch, Name: "pins", Version: "1.0.0"}}, nil
+	}
+	check := GitValuesCheck(fetch, func(string) {})
+	def := &gitops.Definition{Name: "web", Namespace: "apps",
+		Helm:   &gitops.HelmSource{Repo: "https://charts.example/", Chart: "pins", Version: "1.0.0"},
+		Values: map[string]any{"pins": map[string]any{"": "1234"}}}
+	err = check(context.Background(), def, nil)
+	var refused *SecretValuesError
+	if !errors.As(err, &refused) {
+		t.Fatalf("a commit with a secret input at /pins/: %v; want a SecretValuesError", err)
+	}
+	msg := err.Error()
+	if want := EmptyKeySecrets([]string{"/pins/"}); !strings.Contains(msg, want) || strings.Count(msg, "empty key") != 1 || strings.Contains(msg, "1234") {
+		t.Errorf("refusal: %s; want it to say once %q, quoting no secret", msg, want)
+	}
+	if want := []string{"/pins/"}; !slices.Equal(refused.Paths, want) {
+		t.Errorf("paths %q; want %q", refused.Paths, want)
 	}
 }

@@ -13,7 +13,22 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcontroller"
+	"capstan.dev/capstan/internal/values"
 )
+
+// namedPaths are the secret-input paths that the targetPaths names name.
+func namedPaths(t *testing.T, names ...string) []values.SecretInputPath {
+	t.Helper()
+	var out []values.SecretInputPath
+	for _, n := range names {
+		segs, err := values.PathSegments(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, values.SecretInputPath{Segments: segs, Name: n, Named: true})
+	}
+	return out
+}
 
 // TestEditCheckStandsInForValuesFrom: the edit form's check reads the
 // add-on's valuesFrom as the controller layers it. A required secret that
@@ -63,7 +78,7 @@ func TestEditCheckStandsInForValuesFrom(t *testing.T) {
 		form.SecretPaths, form.fromPaths, form.WholeFrom = valuesFromOf(tc.a)
 		errs, secret, err := form.check(art, "app", tc.vals, nil, current)
 		if err != nil || len(errs) != tc.errs || len(secret) != tc.secret {
-			t.Errorf("%s: %v, errors %+v, secret inputs in the values %q; want %d error(s) and %d secret input(s)", tc.name, err, errs, secret, tc.errs, tc.secret)
+			t.Errorf("%s: %v, errors %+v, secret inputs in the values %q; want %d error(s) and %d secret input(s)", tc.name, err, errs, refusalNames(secret), tc.errs, tc.secret)
 		}
 	}
 	form := &editForm{Fields: append([]formField(nil), fields...)}
@@ -105,8 +120,8 @@ func TestSecretObjectsAndLists(t *testing.T) {
 
 	vals := map[string]any{"creds": map[string]any{"accessKey": "AK"}, "keys": []any{"k1"}, "auth": map[string]any{"password": "pw"}}
 	for _, paths := range [][]string{{"creds"}, {"keys"}, {"creds", "auth.password"}} {
-		page := secretValuesMessage(paths, vals, "nothing was saved")
-		api := insteadOf(capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"creds":{"accessKey":"AK"},"keys":["k1"],"auth":{"password":"pw"}}`)}}, paths, apiSecretInputs)
+		page := secretValuesMessage(namedPaths(t, paths...), vals, "nothing was saved")
+		api := insteadOf(capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"creds":{"accessKey":"AK"},"keys":["k1"],"auth":{"password":"pw"}}`)}}, namedPaths(t, paths...), apiSecretInputs)
 		for who, msg := range map[string]string{"the page": page, "the API": api} {
 			if !strings.Contains(msg, "valuesFrom with no targetPath") || !strings.Contains(msg, paths[0]+" is an object or a list") || strings.Contains(msg, "AK") || strings.Contains(msg, "k1") {
 				t.Errorf("%s refusing %q: %s; want it to say to give %s whole in a Secret named in valuesFrom, quoting no secret", who, paths, msg, paths[0])

@@ -21,6 +21,7 @@ import (
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/render"
 	"capstan.dev/capstan/internal/source"
+	"capstan.dev/capstan/internal/values"
 )
 
 // The edit page changes an add-on's values through the form of its
@@ -432,7 +433,7 @@ func valuesFromOf(a *capstanv1.Addon) (secret, paths, whole []string) {
 // one among them, and the page may not read it: with one, no error of
 // the schema but a secret input in spec.values refuses the save, and the
 // controller's plan judges the values with every layer.
-func (form *editForm) check(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, current map[string]any) (errs []capstanv1.ValuesError, secret []string, err error) {
+func (form *editForm) check(art *source.Artifact, name string, vals map[string]any, inputs map[string]string, current map[string]any) (errs []capstanv1.ValuesError, secret []values.SecretInputPath, err error) {
 	if errs, err = checkFormValues(art, name, vals, inputs, form.fromPaths); err != nil {
 		return nil, nil, err
 	}

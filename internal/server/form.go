@@ -672,41 +672,30 @@ func checkFormValues(art *source.Artifact, name string, vals map[string]any, inp
 // spec.values; rest is errs without those that current holds already,
 // unchanged, which the save does not refuse, as the API does not: refusing
 // them would make the add-on impossible to edit until they are moved.
-func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]any) (rest []capstanv1.ValuesError, set []string) {
-	set, _, rest = values.WriteOnlyChanges(errs, vals, current)
+func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]any) (rest []capstanv1.ValuesError, set []values.SecretInputPath) {
+	set, _, rest = values.WriteOnlyPaths(errs, vals, current)
 	return rest, set
 }
 
 // secretValuesMessage is the page's refusal of secret inputs in the
-// values to save, vals.
-func secretValuesMessage(paths []string, vals map[string]any, outcome string) string {
-	whole := nonScalarAt(vals, paths)
-	if len(whole) == len(paths) {
-		return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
-			"take it out of the YAML, and %s; %s.", strings.Join(paths, ", "), nonScalarSecrets(whole), outcome)
+// values to save, vals: a scalar is typed into its secret field, an object
+// or a list (nonScalarSecrets) and a path with an empty key
+// (addons.EmptyKeySecrets) are given in a Secret of one's own.
+func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, outcome string) string {
+	names, _ := addons.SecretInputNames(paths)
+	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
+	var advice []string
+	if len(rest) > 0 {
+		advice = append(advice, "type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)")
 	}
-	msg := fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
-		"take it out of the YAML, and type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)", strings.Join(paths, ", "))
 	if len(whole) > 0 {
-		msg += "; " + nonScalarSecrets(whole)
+		advice = append(advice, nonScalarSecrets(whole))
 	}
-	return msg + "; " + outcome + "."
-}
-
-// nonScalarAt lists the paths at which vals hold an object or a list.
-func nonScalarAt(vals map[string]any, paths []string) []string {
-	var out []string
-	for _, p := range paths {
-		segs, err := values.PathSegments(p)
-		if err != nil {
-			continue
-		}
-		switch v, _ := render.FieldAt(vals, segs); v.(type) {
-		case map[string]any, []any:
-			out = append(out, p)
-		}
+	if len(emptyKeys) > 0 {
+		advice = append(advice, addons.EmptyKeySecrets(emptyKeys))
 	}
-	return out
+	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
+		"take it out of the YAML, and %s; %s.", strings.Join(names, ", "), strings.Join(advice, "; "), outcome)
 }
 
 // nonScalarSecrets says how to give secret inputs that are an object or a

@@ -7,8 +7,10 @@ import (
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/testcontroller"
 	"capstan.dev/capstan/internal/values"
@@ -81,7 +83,8 @@ func TestSecretValueErrorsNameTargetPaths(t *testing.T) {
 		"users": map[string]any{"10001": map[string]any{"password": "p"}}, "pins": map[string]any{"007": "p"},
 		"auth": map[string]any{"password": "kept"}, "replicas": "two"}
 	current := map[string]any{"auth": map[string]any{"password": "kept"}}
-	rest, set := secretValueErrors(errs, vals, current)
+	rest, setPaths := secretValueErrors(errs, vals, current)
+	set, _ := addons.SecretInputNames(setPaths)
 	if want := []string{`a\.b`, `servers[0].pin`, `users.10001.password`, `pins.007`}; !slices.Equal(set, want) {
 		t.Errorf("set = %q; want %q", set, want)
 	}
@@ -92,4 +95,48 @@ func TestSecretValueErrorsNameTargetPaths(t *testing.T) {
 	if want := []string{"/a.b", "/servers/0/pin", "/users/10001/password", "/pins/007", "/replicas"}; !slices.Equal(paths, want) {
 		t.Errorf("rest at %q; want %q", paths, want)
 	}
+}
+
+// TestSecretInputsWithAnEmptyKeyAreGivenWhole: a secret input at a path
+// with an empty key (pins: {"": ...}) can be named by no targetPath, and
+// so by no secretInputs entry nor secret field. The API's and the page's
+// refusals name it by its JSON pointer and say to give it in a Secret that
+// valuesFrom merges whole (addons.EmptyKeySecrets), offering it no
+// secretInputs entry, while a scalar beside it is still sent as one.
+func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
+	errs := []capstanv1.ValuesError{{Path: "/pins/", Rule: values.RuleWriteOnly}, {Path: "/auth/password", Rule: values.RuleWriteOnly}}
+	vals := map[string]any{"pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
+	spec := capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"pins":{"":"1234"},"auth":{"password":"pw"}}`)}}
+	for _, c := range []struct {
+		name   string
+		errs   []capstanv1.ValuesError
+		scalar bool
+	}{
+		{"alone", errs[:1], false},
+		{"beside a scalar", errs, true},
+	} {
+		_, set := secretValueErrors(c.errs, vals, nil)
+		api := (&addons.SecretValuesError{Paths: refusalNames(set), Where: "spec.values", Instead: insteadOf(spec, set, apiSecretInputs)}).Error()
+		page := secretValuesMessage(set, vals, "nothing was saved")
+		for who, msg := range map[string]string{"the API": api, "the page": page} {
+			if !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) {
+				t.Errorf("%s, %s: %s; want it to say how to give /pins/ whole (%s)", who, c.name, msg, addons.EmptyKeySecrets([]string{"/pins/"}))
+			}
+			if strings.Count(msg, "empty key") != 1 || strings.Contains(msg, `"/pins/`) || strings.Contains(msg, "1234") {
+				t.Errorf("%s, %s: %s; want /pins/ offered no secret input, its advice said once, and no secret quoted", who, c.name, msg)
+			}
+		}
+		if c.scalar != strings.Contains(api, `{"secretInputs": {"auth.password": "..."}}`) {
+			t.Errorf("the API, %s: %s; want auth.password, and only it, sent in secretInputs: %t", c.name, api, c.scalar)
+		}
+		if c.scalar != strings.Contains(page, "type it into its secret field") {
+			t.Errorf("the page, %s: %s; want a secret field offered for auth.password: %t", c.name, page, c.scalar)
+		}
+	}
+}
+
+// refusalNames are the names of paths, as a refusal says them.
+func refusalNames(paths []values.SecretInputPath) []string {
+	out, _ := addons.SecretInputNames(paths)
+	return out
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -138,7 +137,7 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 	if s.Fetcher == nil {
 		return nil
 	}
-	set, held, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	setPaths, heldPaths, err := addons.SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return s.pageFetch(ctx, u, verb, key, spec)
 	}, spec, old)
 	if refusal, ok := busyRefusal(err, "spec.values were not checked for secret inputs, so nothing was written"); ok {
@@ -149,11 +148,13 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 		warn(fmt.Sprintf("the chart could not be read to check spec.values for secret inputs (%v); a value the chart's schema marks writeOnly belongs in a Secret, never in spec.values", err))
 		return nil
 	}
+	set, _ := addons.SecretInputNames(setPaths)
+	held, _ := addons.SecretInputNames(heldPaths)
 	if inv != nil && len(set) == 0 {
 		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
 	if len(set) > 0 {
-		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, set, instead)}
+		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, setPaths, instead)}
 	}
 	if len(held) > 0 {
 		warn(fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
@@ -163,19 +164,48 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 }
 
 // insteadOf is how the writer takes the secret inputs at paths that
-// spec's values set: instead's way, but for an object or a list, which no
-// secret input can carry (nonScalarSecrets).
-func insteadOf(spec capstanv1.AddonSpec, paths []string, instead func(paths []string) string) string {
+// spec's values set: instead's way, given the targetPaths of the scalars,
+// but for an object or a list, which no secret input can carry
+// (nonScalarSecrets), and for a path with an empty key, which no secret
+// input can name (addons.EmptyKeySecrets).
+func insteadOf(spec capstanv1.AddonSpec, paths []values.SecretInputPath, instead func(paths []string) string) string {
 	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
-	whole := nonScalarAt(vals, paths)
-	if len(whole) == 0 {
-		return instead(paths)
+	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
+	var other []string
+	if len(whole) > 0 {
+		other = append(other, nonScalarSecrets(whole))
 	}
-	rest := slices.DeleteFunc(slices.Clone(paths), func(p string) bool { return slices.Contains(whole, p) })
-	if len(rest) == 0 {
-		return nonScalarSecrets(whole) + "; nothing was written"
+	if len(emptyKeys) > 0 {
+		other = append(other, addons.EmptyKeySecrets(emptyKeys))
 	}
-	return nonScalarSecrets(whole) + "; for " + strings.Join(rest, ", ") + ", " + instead(rest)
+	switch {
+	case len(other) == 0:
+		return instead(rest)
+	case len(rest) == 0:
+		return strings.Join(other, "; ") + "; nothing was written"
+	}
+	return strings.Join(other, "; ") + "; for " + strings.Join(rest, ", ") + ", " + instead(rest)
+}
+
+// sortSecretInputs sorts the secret inputs at paths of vals by how each is
+// given: whole, the targetPaths of objects and lists; emptyKeys, the JSON
+// pointers of paths with an empty key; rest, the targetPaths of the
+// scalars, which a secret input carries.
+func sortSecretInputs(vals map[string]any, paths []values.SecretInputPath) (whole, emptyKeys, rest []string) {
+	for _, p := range paths {
+		if !p.Named {
+			_, ptr := addons.SecretInputNames([]values.SecretInputPath{p})
+			emptyKeys = append(emptyKeys, ptr...)
+			continue
+		}
+		switch v, _ := values.Lookup(vals, p.Segments); v.(type) {
+		case map[string]any, []any:
+			whole = append(whole, p.Name)
+		default:
+			rest = append(rest, p.Name)
+		}
+	}
+	return whole, emptyKeys, rest
 }
 
 // apiSecretInputs is, for the API, how to send secret inputs at paths.
