@@ -102,7 +102,8 @@ func TestSecretValueErrorsNameTargetPaths(t *testing.T) {
 // so by no secretInputs entry nor secret field. The API's and the page's
 // refusals name it by its JSON pointer and say to give it in a Secret that
 // valuesFrom merges whole (addons.EmptyKeySecrets), offering it no
-// secretInputs entry, while a scalar beside it is still sent as one.
+// secretInputs entry, while a scalar beside it is still sent as one; so
+// does the API's warning of one that spec.values holds already.
 func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 	errs := []capstanv1.ValuesError{{Path: "/pins/", Rule: values.RuleWriteOnly}, {Path: "/auth/password", Rule: values.RuleWriteOnly}}
 	vals := map[string]any{"pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
@@ -132,6 +133,12 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 		if c.scalar != strings.Contains(page, "type it into its secret field") {
 			t.Errorf("the page, %s: %s; want a secret field offered for auth.password: %t", c.name, page, c.scalar)
 		}
+	}
+	// One that spec.values holds already is named the same in the
+	// warning that lets the edit through.
+	_, held := secretValueErrors(errs[:1], vals, nil)
+	if msg := heldSecretInputs(held); !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) || strings.Count(msg, "empty key") != 1 {
+		t.Errorf("the API's warning of /pins/ held: %s; want it to say once how to give it whole", msg)
 	}
 }
 

@@ -149,18 +149,31 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 		return nil
 	}
 	set, _ := addons.SecretInputNames(setPaths)
-	held, _ := addons.SecretInputNames(heldPaths)
 	if inv != nil && len(set) == 0 {
 		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
 	if len(set) > 0 {
 		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, setPaths, instead)}
 	}
-	if len(held) > 0 {
-		warn(fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
-			`move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(held, ", ")))
+	if len(heldPaths) > 0 {
+		warn(heldSecretInputs(heldPaths))
 	}
 	return nil
+}
+
+// heldSecretInputs warns of the secret inputs at paths that spec.values
+// holds already, unchanged: each goes to a Secret, a scalar by
+// "secretInputs", an object, a list or a path with an empty key in a
+// Secret of one's own (EmptyKeySecrets), with null at its path in
+// spec.values.
+func heldSecretInputs(paths []values.SecretInputPath) string {
+	held, emptyKeys := addons.SecretInputNames(paths)
+	msg := fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
+		`move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(held, ", "))
+	if len(emptyKeys) > 0 {
+		msg += "; " + addons.EmptyKeySecrets(emptyKeys) + ", with null at its path in spec.values"
+	}
+	return msg
 }
 
 // insteadOf is how the writer takes the secret inputs at paths that
