@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // How long a dry run the API server could not take (apply.Transient) is
@@ -17,12 +18,17 @@ const (
 	GraceTries = 3
 	// GraceFor is the least time from the first of them.
 	GraceFor = 2 * time.Minute
-	// graceMax bounds how many objects DryRunGrace remembers.
+	// graceMax bounds how many failures DryRunGrace remembers.
 	graceMax = 4096
+	// graceStale is how long a failure not seen again is remembered:
+	// longer than the resync (5 minutes) and the longest backoff (1
+	// minute) together, so a Stalled add-on looked at only at its resync
+	// keeps its count, and two failures hours apart are not "in a row".
+	graceStale = 10 * time.Minute
 )
 
-// DryRunGrace remembers, per add-on and object, the dry runs the API
-// server could not take for a moment, so that one that goes on failing
+// DryRunGrace remembers, per add-on and object (or webhook, GraceKey),
+// the dry runs the API server could not take for a moment, so that one that goes on failing
 // is taken for the refusal it is. The API server answers some refusals of
 // a server-side apply with a bare 500 (a list with two entries of one
 // key, a field its schema does not declare, a conversion webhook that is
@@ -46,49 +52,86 @@ type graceKey struct {
 }
 
 type graceEntry struct {
-	uid   types.UID
-	first time.Time
-	tries int
+	uid         types.UID
+	first, last time.Time
+	tries       int
 }
 
-// Lasted records that the dry run of the object with ObjectRef.Key key
-// failed so at now, and reports whether it has failed on GraceTries looks
-// in a row and for GraceFor since the first: then it is the object's
-// refusal. An add-on created anew under the same name starts afresh. When
-// the memory is full, a new failure has no grace: it is a refusal at
-// once, as it was before any grace.
-func (g *DryRunGrace) Lasted(addon *capstanv1.Addon, key string, now time.Time) bool {
+// GraceKey is what the failed dry run of the object with ObjectRef.Key
+// key is counted under: an admission webhook the API server failed to
+// call under its name, so that every object of the add-on that calls a
+// webhook down for good shares one grace, rather than each having its
+// own in turn (the preview stops at the first that fails); any other
+// failure under the object's key.
+func GraceKey(key string, err error) string {
+	if apply.WebhookCallFailed(err) {
+		if name := apply.WebhookCalled(err.Error()); name != "" {
+			// NOTE: a space never appears in an ObjectRef.Key.
+			return "webhook " + name
+		}
+	}
+	return key
+}
+
+// Lasted records that the dry run counted under key (GraceKey) failed so
+// at now, and reports whether it has failed on GraceTries looks in a row
+// and for GraceFor since the first: then it is the object's refusal, and
+// first is when the failures began. A failure not seen for graceStale
+// starts afresh, as does an add-on created anew under the same name. When
+// the memory is full, a new failure has no grace: it is a refusal at once,
+// as it was before any grace, and first is zero.
+func (g *DryRunGrace) Lasted(addon *capstanv1.Addon, key string, now time.Time) (first time.Time, refused bool) {
 	if g == nil {
-		return false
+		return time.Time{}, false
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	k := graceKey{addon: types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, object: key}
 	e, ok := g.failed[k]
-	if !ok || e.uid != addon.UID {
+	if !ok || e.uid != addon.UID || now.Sub(e.last) > graceStale {
 		if g.failed == nil {
 			g.failed = map[graceKey]graceEntry{}
 		}
+		delete(g.failed, k)
 		if len(g.failed) >= graceMax {
-			return true
+			g.sweep(now)
+		}
+		if len(g.failed) >= graceMax {
+			return time.Time{}, true
 		}
 		e = graceEntry{uid: addon.UID, first: now}
 	}
 	e.tries++
+	e.last = now
 	g.failed[k] = e
-	return e.tries >= GraceTries && now.Sub(e.first) >= GraceFor
+	return e.first, e.tries >= GraceTries && now.Sub(e.first) >= GraceFor
 }
 
-// Since returns when the dry run of the object began to fail so, and on
-// how many looks; zero when it does not.
-func (g *DryRunGrace) Since(addon *capstanv1.Addon, key string) (time.Time, int) {
+// sweep drops the failures not seen for graceStale. The caller holds mu.
+func (g *DryRunGrace) sweep(now time.Time) {
+	for k, e := range g.failed {
+		if now.Sub(e.last) > graceStale {
+			delete(g.failed, k)
+		}
+	}
+}
+
+// Keep forgets the add-on's failures other than those under keys: a
+// preview that reached every object calls it with the ones that failed on
+// it, so a failure that did not recur on a whole look is not "in a row"
+// with the next, and an object gone from the render is not remembered.
+func (g *DryRunGrace) Keep(addon *capstanv1.Addon, keys map[string]bool) {
 	if g == nil {
-		return time.Time{}, 0
+		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	e := g.failed[graceKey{addon: types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, object: key}]
-	return e.first, e.tries
+	name := types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}
+	for k := range g.failed {
+		if k.addon == name && !keys[k.object] {
+			delete(g.failed, k)
+		}
+	}
 }
 
 // Passed forgets the failures of the object's dry run: the API server

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -245,6 +246,9 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 	}
 	crdKinds := prepare.CRDScopes(in.Objects)
 	ownHooks := sync.OnceValue(func() map[string]bool { return apply.Webhooks(in.Objects) })
+	// failing are the GraceKeys of the dry runs that failed so on this
+	// look; ranOut, that one of them has had its grace.
+	failing, ranOut := map[string]bool{}, false
 	out := &Preview{
 		Objects:  make([]ObjectResult, 0, len(in.Objects)),
 		Live:     make(map[string]*unstructured.Unstructured, len(in.Objects)),
@@ -382,8 +386,16 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		if !transient {
 			in.Grace.Passed(in.Addon, key)
 		}
+		var refusal string
+		if transient {
+			gk := GraceKey(key, err)
+			failing[gk] = true
+			first, lasted := in.Grace.Lasted(in.Addon, gk, in.Now)
+			refusal = graceRefusal(first, lasted, gk != key, ranOut)
+			ranOut = ranOut || lasted
+		}
 		switch {
-		case transient && !in.Grace.Lasted(in.Addon, key, in.Now):
+		case transient && refusal == "":
 			// NOTE: the API server could not take the dry run for a
 			// moment (an etcd leader change, a rolling control plane, a
 			// 429): the plan says nothing of the object, so the preview
@@ -392,8 +404,12 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 			// webhook of someone else's the API server failed to call
 			// (its pod restarts). One that goes on failing (in.Grace) is
 			// a refusal the API server answers with a bare 500, or a
-			// webhook down for good, recorded below as what stops the
-			// sync. A webhook this render registers stays the object's
+			// webhook down for good (counted once for the webhook, not
+			// once for each object that calls it in turn), recorded below
+			// as what stops the sync; once one has, the plan is refused
+			// anyway, and the failures of the objects after it are
+			// recorded at once rather than each waiting out a grace of its
+			// own. A webhook this render registers stays the object's
 			// error at once: the add-on's own webhook of an earlier wave
 			// is waited for on it.
 			return out, &DryRunError{Ref: ref, Message: RedactAPIError(obj, err), Err: err}
@@ -437,11 +453,7 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				res.Action = capstanv1.ActionUpdate
 			}
 			res.Error = RedactAPIError(obj, err) + inPlaceHint(obj, live, held, err)
-			if transient {
-				first, tries := in.Grace.Since(in.Addon, key)
-				res.Error += fmt.Sprintf(" (the API server failed this dry run on %d looks in a row since %s, so it is taken as a refusal: fix the manifest, or what the API server calls for it)",
-					tries, first.UTC().Format(time.RFC3339))
-			}
+			res.Error += refusal
 		default:
 			mode := diffForStatus
 			switch {
@@ -474,7 +486,33 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		_, budget = capDiff(res.Diff, budget, false)
 		out.Objects = append(out.Objects, res)
 	}
+	in.Grace.Keep(in.Addon, failing)
 	return out, nil
+}
+
+// graceRefusal says why a dry run the API server could not take is
+// recorded as the object's refusal, or "" when it is retried: lasted is
+// what DryRunGrace.Lasted answered (first being when the failures began),
+// webhook that they are counted for the webhook called, and ranOut that
+// an object before it on this look has had its grace, so the plan is
+// refused anyway.
+//
+// NOTE: the text goes into the plan's hash, so it holds nothing that
+// changes from one look to the next (no count of looks): a Stalled
+// add-on's status stays as it is at its resync.
+func graceRefusal(first time.Time, lasted, webhook, ranOut bool) string {
+	const fix = "fix the manifest, or what the API server calls for it"
+	switch {
+	case lasted && first.IsZero():
+		return " (the controller remembers too many other dry runs failing so to give this one time, so it is taken as a refusal at once: " + fix + ")"
+	case lasted && webhook:
+		return " (the API server has failed to call this webhook since " + first.UTC().Format(time.RFC3339) + ", on " + strconv.Itoa(GraceTries) + " looks or more, so it is taken as a refusal: " + fix + ")"
+	case lasted:
+		return " (the API server has failed this dry run since " + first.UTC().Format(time.RFC3339) + ", on " + strconv.Itoa(GraceTries) + " looks or more, so it is taken as a refusal: " + fix + ")"
+	case ranOut:
+		return " (the API server could not take this dry run; the plan is refused for another object's that went on failing anyway, so it is shown here and tried again at the next look)"
+	}
+	return ""
 }
 
 // inPlaceHint says how to go on with a change the API server refuses to
