@@ -1377,9 +1377,11 @@ type SyncInProgress struct {
 	// recorded).
 	RenderHash string `json:"renderHash"`
 	// Changes are what the approved plan changes, each a short digest of
-	// an object to create, update or adopt with its desired manifest, of
-	// an object to delete, or of a hook to run. The sync goes on without
-	// another approval only while what is left to do is among them.
+	// an object to create (its manifest), to update or adopt (what the
+	// update changes), or to delete and create anew (its manifest, the
+	// UID deleted, and the create it turns into); of an object to delete
+	// (its UID); or of a hook to run. The sync goes on without another
+	// approval only while what is left to do is among them.
 	// +listType=atomic
 	// +optional
 	Changes []string `json:"changes,omitempty"`

@@ -137,6 +137,11 @@ type ObjectResult struct {
 	// delete is bound to and the plan's hash covers.
 	Recreate    bool
 	RecreateUID types.UID
+	// AfterDelete is, for a Recreate, the Create it turns into once the
+	// delete is done: a sync stopped between the two (a create that
+	// failed, a controller stopped while the delete was waited for) plans
+	// it so on its retry, which is still the change approved (Changes).
+	AfterDelete *ObjectResult
 	// RandomName is true for a create of an object that the chart names
 	// at random: the plan's hash covers its name as GeneratedPlaceholder.
 	RandomName bool
@@ -518,29 +523,44 @@ func waveNotice(waves map[string]int32, total int) (capstanv1.Notice, bool) {
 const DefaultWaveTimeout = 10 * time.Minute
 
 // Changes returns what applying a plan built of in would change, one
-// short digest for each change, sorted: an object created or updated (its
-// identity and its desired manifest's digest, a recreate's UID) or
-// adopted, a delete (its identity and the UID read), a hook to run. A
+// short digest for each change, sorted: an object created, updated or
+// adopted (its identity, whether it is adopted, and its Comparison's
+// digest: a create's of its manifest, an update's of what it changes, a
+// recreate's of its whole manifest with the UID it deletes, and the
+// Create a recreate turns into once its delete is done), a delete of an
+// object that exists (its identity and the UID read), a hook to run. A
 // sync that stops half-way records those of the plan a person approved
 // (status.syncInProgress.changes), and its retry goes on without another
 // approval only while its own are among them (Within).
 func Changes(in Input) []string {
 	var out []string
 	add := func(parts ...any) { out = append(out, strings.TrimPrefix(digest(parts...), "sha256:")[:16]) }
+	object := func(o ObjectResult) {
+		// NOTE: not the action, which the digest tells apart already.
+		add("object", reviewableKey(o.Ref, o.RandomName), o.Digest, o.Adopted, o.Recreate, string(o.RecreateUID))
+	}
 	for _, o := range in.Objects {
 		if o.Action == capstanv1.ActionUnchanged && !o.Adopted {
 			continue
 		}
-		// NOTE: not the action: an object approved as a Create that
-		// someone else made since with the manifest approved is the
-		// change approved.
-		add("object", reviewableKey(o.Ref, o.RandomName), o.Digest, o.Adopted, o.Recreate, string(o.RecreateUID))
+		object(o)
+		if o.Recreate && o.AfterDelete != nil {
+			object(*o.AfterDelete)
+		}
 	}
+	// NOTE: a delete of an object found gone (no UID read) changes
+	// nothing: a prune stopped half-way leaves those it deleted in the
+	// inventory, and its retry plans them so. One created since under the
+	// name has a UID, and is a change of its own.
 	for _, r := range in.Prune {
-		add("prune", refKey(r), string(in.PruneUIDs[r.Key()]))
+		if u := in.PruneUIDs[r.Key()]; u != "" {
+			add("prune", refKey(r), string(u))
+		}
 	}
 	for _, r := range in.Confirm {
-		add("confirm", refKey(r), string(in.PruneUIDs[r.Key()]))
+		if u := in.PruneUIDs[r.Key()]; u != "" {
+			add("confirm", refKey(r), string(u))
+		}
 	}
 	for _, h := range in.Hooks {
 		add("hook", reviewableKey(h.ObjectRef, h.RandomName), strings.Join(h.Events, ","), h.Weight, h.Digest)

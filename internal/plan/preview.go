@@ -483,6 +483,9 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 				res.Owned = apply.AppliedFields(dry)
 			}
 		}
+		if res.Recreate {
+			res.AfterDelete = &ObjectResult{Ref: ref, RandomName: in.Generated.RandomName(obj), Comparison: createComparison(obj, in.Generated)}
+		}
 		_, budget = capDiff(res.Diff, budget, false)
 		out.Objects = append(out.Objects, res)
 	}

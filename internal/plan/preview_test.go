@@ -305,6 +305,22 @@ func TestPreviewDecidesWhatToRecreate(t *testing.T) {
 			}
 		}
 	}
+
+	// A sync stopped after the delete of migrate, before its create: the
+	// retry plans migrate as a Create, which is the change approved.
+	approved, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{migrate}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(c.live, capstanv1.RefOf(migrate).Key())
+	delete(c.dryRunErr, capstanv1.RefOf(migrate).Key())
+	retry, err := PreviewObjects(context.Background(), c, PreviewInput{Addon: addon, Objects: []*unstructured.Unstructured{migrate}, Now: time.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retry.Objects[0].Action != capstanv1.ActionCreate || !Within(Changes(Input{Objects: retry.Objects}), Changes(Input{Objects: approved.Objects})) {
+		t.Errorf("the retry's %+v is not within the approved recreate %+v", retry.Objects[0], approved.Objects[0])
+	}
 }
 
 // TestPreviewRecreatesAJobOnlyWhenNothingKeepsIt: a Job whose pod template
