@@ -690,3 +690,130 @@ func TestApprovalDoesNotCoverANewRenderAfterStop(t *testing.T) {
 		t.Error("the retry created a Widget no one approved")
 	}
 }
+
+// TestApprovalSurvivesARecreateStoppedHalfWay: an approved sync deletes
+// a RoleBinding to create it anew (its roleRef cannot change in place),
+// and the create fails once (a policy refuses it, as a controller killed
+// while the delete was waited for would leave it undone). The retry
+// plans the RoleBinding as a Create, which is the change approved: it
+// goes on without another approval, and the RoleBinding exists again.
+func TestApprovalSurvivesARecreateStoppedHalfWay(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t)
+	url, _ := charts.publish(t, chart{name: "recreatestop", version: "1.0.0", files: map[string]string{"templates/rbac.yaml": recreateChart["templates/rbac.yaml"]}})
+	a := create(t, newAddon(controllerNS, "rcs-"+ns[len(ns)-5:], url, withTarget(ns), withSpec(func(s *capstanv1.AddonSpec) {
+		s.ManualSync, s.Recreate = true, true
+		s.Values = jsonValues("role: reader")
+	})))
+	approvePlan(t, a)
+	synced(t, a)
+
+	// A policy that refuses, but lets dry runs through, a RoleBinding to
+	// writer created in the namespace.
+	name := "no-writer-" + ns
+	policy := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: `+name+`
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+      - apiGroups: [rbac.authorization.k8s.io]
+        apiVersions: [v1]
+        operations: [CREATE]
+        resources: [rolebindings]
+  validations:
+    - expression: "request.dryRun == true || object.roleRef.name != 'writer'"
+      message: no binding to writer for now
+`), &policy.Object); err != nil {
+		t.Fatal(err)
+	}
+	binding := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(`apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: `+name+`
+spec:
+  policyName: `+name+`
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: `+ns+`
+`), &binding.Object); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range []*unstructured.Unstructured{policy, binding} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+	// probe creates a RoleBinding to writer for real, and reports whether
+	// the policy refused it.
+	probe := func() bool {
+		t.Helper()
+		rb := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+			"metadata": map[string]any{"name": "probe", "namespace": ns},
+			"roleRef":  map[string]any{"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "writer"},
+		}}
+		err := admin.Create(ctx, rb)
+		if err == nil {
+			if err := admin.Delete(ctx, rb); err != nil {
+				t.Errorf("deleting the probe: %v", err)
+			}
+			return false
+		}
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !probe() {
+		if time.Now().After(deadline) {
+			t.Fatal("the policy never took effect")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The second apply, the retry's, comes once the create has failed:
+	// the policy goes before it.
+	var applies atomic.Int32
+	var dropErr atomic.Value
+	key := a.Namespace + "/" + a.Name
+	stepHooks.Store(key, func(step string) error {
+		if step != "apply" || applies.Add(1) != 2 {
+			return nil
+		}
+		if err := admin.Delete(context.Background(), binding); err != nil {
+			dropErr.Store(err.Error())
+			return nil
+		}
+		for end := time.Now().Add(30 * time.Second); probe() && time.Now().Before(end); {
+			time.Sleep(200 * time.Millisecond)
+		}
+		return nil
+	})
+	t.Cleanup(func() { stepHooks.Delete(key) })
+	old := live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding").GetUID()
+	update(t, a, func(cur *capstanv1.Addon) { cur.Spec.Values = jsonValues("role: writer") })
+	approvePlan(t, a)
+	got := syncedWithoutAnotherApproval(t, a)
+	if e := dropErr.Load(); e != nil {
+		t.Fatalf("dropping the policy: %v", e)
+	}
+	if applies.Load() < 2 {
+		t.Fatalf("the approved sync applied %d times; want its create refused once, then a retry", applies.Load())
+	}
+	rb := live(t, "rbac.authorization.k8s.io/v1", "RoleBinding", ns, "binding")
+	if rb == nil || rb.GetUID() == old {
+		t.Fatalf("the RoleBinding was not created anew: %v", rb)
+	}
+	if ref, _, _ := unstructured.NestedString(rb.Object, "roleRef", "name"); ref != "writer" {
+		t.Errorf("roleRef %q; want writer", ref)
+	}
+	if got.Status.SyncInProgress != nil {
+		t.Errorf("status.syncInProgress = %+v; want it cleared once applied", got.Status.SyncInProgress)
+	}
+}
