@@ -244,7 +244,13 @@ func (m *matcher) judges(v, eff any, path []string, tag string) (onV, onEff func
 	at, named := "", false
 	onEff = func(s *jsonschema.Schema) verdict {
 		if !named {
-			at, named = tag+pointer(path), true
+			// NOTE: the root is the tag alone: pointer gives "/" for the
+			// root and for the top-level empty key alike, and a verdict on
+			// one must never stand for the other.
+			at, named = tag, true
+			if len(path) > 0 {
+				at = tag + pointer(path)
+			}
 		}
 		k := effVerdictKey{schema: s, at: at}
 		r, ok := m.effSeen[k]

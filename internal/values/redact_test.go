@@ -533,3 +533,25 @@ func TestSecretInputWhereAValuesSecretMeetsTheCondition(t *testing.T) {
 		t.Errorf("values errors %q, want %q", got, want)
 	}
 }
+
+// TestSecretInputUnderAnEmptyKeyIsJudgedApart: the schema's root and the
+// value at the top-level empty key are different places, though both are
+// "/" as pointers; a branch decided at the root must not stand for the
+// same branch at the empty key, where a chart default selects it.
+func TestSecretInputUnderAnEmptyKeyIsJudgedApart(t *testing.T) {
+	schema := `{"type": "object", "properties": {"": {"$ref": "#"}, "mode": {"type": "string"}, "token": {"type": "string"}},
+	  "if": {"properties": {"mode": {"const": "external"}}, "required": ["mode"]},
+	  "then": {"properties": {"token": {"writeOnly": true}}}}`
+	res, err := Compose(Inputs{Chart: testChart(t, "app", "\"\":\n  mode: external\n", schema),
+		Sources: Sources{Spec: ymap(t, "\"\":\n  token: Sup3rS3cretPw\n")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range res.Errors {
+		got = append(got, e.Path+" "+e.Rule)
+	}
+	if want := []string{"//token " + RuleWriteOnly}; !slices.Equal(got, want) {
+		t.Errorf("values errors %q, want %q", got, want)
+	}
+}
