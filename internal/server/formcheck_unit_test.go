@@ -137,8 +137,13 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 	// One that spec.values holds already is named the same in the
 	// warning that lets the edit through.
 	_, held := secretValueErrors(errs[:1], vals, nil)
-	if msg := heldSecretInputs(held); !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) || strings.Count(msg, "empty key") != 1 {
+	if msg := heldSecretInputs(vals, held); !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) || strings.Count(msg, "empty key") != 1 {
 		t.Errorf("the API's warning of /pins/ held: %s; want it to say once how to give it whole", msg)
+	}
+	// A held object is said to go whole in a Secret, not in secretInputs.
+	obj := []values.SecretInputPath{{Segments: []string{"creds"}, Name: "creds", Named: true}}
+	if msg := heldSecretInputs(map[string]any{"creds": map[string]any{"key": "k"}}, obj); !strings.Contains(msg, addons.NonScalarSecrets([]string{"creds"})) || strings.Contains(msg, "secretInputs") {
+		t.Errorf("the API's warning of an object held: %s; want it told to go whole in a Secret, not in secretInputs", msg)
 	}
 }
 

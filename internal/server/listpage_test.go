@@ -140,8 +140,8 @@ func TestAddonReadsAreBounded(t *testing.T) {
 	if code != http.StatusTooManyRequests || retryAfter == "" || !strings.Contains(page, "Reload the page in a few seconds") {
 		t.Errorf("the add-on's page while the read turn is held: %d, Retry-After %q; want 429 saying to reload", code, retryAfter)
 	}
-	// The API's writes answer with the whole Addon too.
-	for _, write := range []struct{ method, path string }{{http.MethodPatch, path}, {http.MethodPost, path + "/refresh"}, {http.MethodPost, "/api/v1/namespaces/" + ns + "/addons"}} {
+	// The API's add and edit answer with the whole Addon too.
+	for _, write := range []struct{ method, path string }{{http.MethodPatch, path}, {http.MethodPost, "/api/v1/namespaces/" + ns + "/addons"}} {
 		code, body := callAt(t, ts.URL, viewer, write.method, write.path, map[string]any{})
 		if code != http.StatusTooManyRequests || !strings.Contains(string(body), "the most this server reads at once") {
 			t.Errorf("%s %s while the read turn is held: %d %.200s; want 429 saying why", write.method, write.path, code, body)

@@ -156,20 +156,27 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, setPaths, instead)}
 	}
 	if len(heldPaths) > 0 {
-		warn(heldSecretInputs(heldPaths))
+		vals, _ := specValues(&capstanv1.Addon{Spec: spec})
+		warn(heldSecretInputs(vals, heldPaths))
 	}
 	return nil
 }
 
 // heldSecretInputs warns of the secret inputs at paths that spec.values
-// holds already, unchanged: each goes to a Secret, a scalar by
+// (vals) holds already, unchanged: each goes to a Secret, a scalar by
 // "secretInputs", an object, a list or a path with an empty key in a
-// Secret of one's own (EmptyKeySecrets), with null at its path in
-// spec.values.
-func heldSecretInputs(paths []values.SecretInputPath) string {
-	held, emptyKeys := addons.SecretInputNames(paths)
-	msg := fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it: "+
-		`move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(held, ", "))
+// Secret of one's own (NonScalarSecrets, EmptyKeySecrets), with null at
+// its path in spec.values.
+func heldSecretInputs(vals map[string]any, paths []values.SecretInputPath) string {
+	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
+	held, _ := addons.SecretInputNames(paths)
+	msg := fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it", strings.Join(held, ", "))
+	if len(rest) > 0 {
+		msg += fmt.Sprintf(`; move %s to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(rest, ", "))
+	}
+	if len(whole) > 0 {
+		msg += "; " + addons.NonScalarSecrets(whole) + ", with null at its path in spec.values"
+	}
 	if len(emptyKeys) > 0 {
 		msg += "; " + addons.EmptyKeySecrets(emptyKeys) + ", with null at its path in spec.values"
 	}

@@ -222,9 +222,10 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/hooks/git/", s.Webhook)
 	}
 	api := http.NewServeMux()
-	// NOTE: every route that answers with one Addon whole, the writes
-	// too, takes a read turn: an answer its client does not read would
-	// otherwise hold the Addon in memory for the server's WriteTimeout.
+	// NOTE: every route that answers with one Addon whole, the add and
+	// the edit too, takes a read turn: an answer its client does not read
+	// would otherwise hold the Addon in memory for the server's
+	// WriteTimeout. The actions answer a few fields, and take none.
 	api.HandleFunc("GET /api/v1/addons", s.list)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons", s.list)
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons", s.apiRead(s.add))
@@ -235,12 +236,12 @@ func (s *Server) Handler() http.Handler {
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/capabilities", s.capabilities)
 	api.HandleFunc("GET /api/v1/namespaces/{namespace}/addons/{name}/events", s.apiRead(s.events))
 	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/plan", s.plan)
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.apiRead(s.approve))
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.apiRead(s.install))
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/refresh", s.apiRead(s.refresh))
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/test", s.apiRead(s.test))
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/suspend", s.apiRead(s.suspend(true)))
-	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/resume", s.apiRead(s.suspend(false)))
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/approve", s.approve)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/install", s.install)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/refresh", s.refresh)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/test", s.test)
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/suspend", s.suspend(true))
+	api.HandleFunc("POST /api/v1/namespaces/{namespace}/addons/{name}/resume", s.suspend(false))
 	api.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(r, api, mux); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
