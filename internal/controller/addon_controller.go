@@ -355,6 +355,7 @@ func (r *AddonReconciler) init() error {
 	r.once.Do(func() {
 		r.Config = r.Config.WithDefaults()
 		r.pacer.Delay, r.pacer.MaxDelay = r.Config.DriftDelay, r.Config.ResyncInterval
+		r.dryRunGrace.Resync = r.Config.ResyncInterval
 		if r.pacer.Delay <= 0 {
 			r.pacer.Delay = r.Config.HealthPoll
 		}

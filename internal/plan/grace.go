@@ -20,10 +20,11 @@ const (
 	GraceFor = 2 * time.Minute
 	// graceMax bounds how many failures DryRunGrace remembers.
 	graceMax = 4096
-	// graceStale is how long a failure not seen again is remembered:
-	// longer than the resync (5 minutes) and the longest backoff (1
-	// minute) together, so a Stalled add-on looked at only at its resync
-	// keeps its count, and two failures hours apart are not "in a row".
+	// graceStale is how long a failure not seen again is remembered, at
+	// least: longer than the default resync (5 minutes) and the longest
+	// backoff (1 minute) together, so a Stalled add-on looked at only at
+	// its resync keeps its count, and two failures hours apart are not
+	// "in a row". A longer resync lengthens it (DryRunGrace.Resync).
 	graceStale = 10 * time.Minute
 )
 
@@ -42,8 +43,19 @@ const (
 // The zero value is ready to use; a nil one never lets a dry run count
 // as refused.
 type DryRunGrace struct {
+	// Resync is the controller's resync interval: a failure is
+	// remembered for twice it, when that is longer than graceStale, so
+	// that a Stalled add-on looked at only at its resync keeps its count
+	// rather than retrying anew at each. Set it before use.
+	Resync time.Duration
+
 	mu     sync.Mutex
 	failed map[graceKey]graceEntry
+}
+
+// stale is how long a failure not seen again is remembered.
+func (g *DryRunGrace) stale() time.Duration {
+	return max(graceStale, 2*g.Resync)
 }
 
 type graceKey struct {
@@ -88,7 +100,7 @@ func (g *DryRunGrace) Lasted(addon *capstanv1.Addon, key string, now time.Time) 
 	defer g.mu.Unlock()
 	k := graceKey{addon: types.NamespacedName{Namespace: addon.Namespace, Name: addon.Name}, object: key}
 	e, ok := g.failed[k]
-	if !ok || e.uid != addon.UID || now.Sub(e.last) > graceStale {
+	if !ok || e.uid != addon.UID || now.Sub(e.last) > g.stale() {
 		if g.failed == nil {
 			g.failed = map[graceKey]graceEntry{}
 		}
@@ -110,7 +122,7 @@ func (g *DryRunGrace) Lasted(addon *capstanv1.Addon, key string, now time.Time) 
 // sweep drops the failures not seen for graceStale. The caller holds mu.
 func (g *DryRunGrace) sweep(now time.Time) {
 	for k, e := range g.failed {
-		if now.Sub(e.last) > graceStale {
+		if now.Sub(e.last) > g.stale() {
 			delete(g.failed, k)
 		}
 	}

@@ -257,3 +257,20 @@ func TestGraceRefusalWhenTheMemoryIsFull(t *testing.T) {
 		t.Errorf("message %q; want it to say the failure is taken as a refusal at once, with no time", msg)
 	}
 }
+
+// TestDryRunGraceFollowsALongResync: with a resync longer than half of
+// graceStale, a Stalled add-on is looked at only an hour apart; its
+// failures stay "in a row" across that hour, instead of starting a new
+// grace of retries at each resync.
+func TestDryRunGraceFollowsALongResync(t *testing.T) {
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: "capstan-system", Name: "web", UID: "u1"}}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const key = "v1/ConfigMap/apps/settings"
+	g := DryRunGrace{Resync: time.Hour}
+	for i := range GraceTries {
+		g.Lasted(addon, key, t0.Add(time.Duration(i)*time.Minute))
+	}
+	if first, ok := g.Lasted(addon, key, t0.Add(time.Hour)); !ok || !first.Equal(t0) {
+		t.Errorf("a failure an hour-long resync later: %v, %v; want still refused, failing since %v", first, ok, t0)
+	}
+}
