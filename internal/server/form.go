@@ -679,7 +679,7 @@ func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]an
 
 // secretValuesMessage is the page's refusal of secret inputs in the
 // values to save, vals: a scalar is typed into its secret field, an object
-// or a list (nonScalarSecrets) and a path with an empty key
+// or a list (addons.NonScalarSecrets) and a path with an empty key
 // (addons.EmptyKeySecrets) are given in a Secret of one's own.
 func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, outcome string) string {
 	names, _ := addons.SecretInputNames(paths)
@@ -689,7 +689,7 @@ func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, ou
 		advice = append(advice, "type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)")
 	}
 	if len(whole) > 0 {
-		advice = append(advice, nonScalarSecrets(whole))
+		advice = append(advice, addons.NonScalarSecrets(whole))
 	}
 	if len(emptyKeys) > 0 {
 		advice = append(advice, addons.EmptyKeySecrets(emptyKeys))
@@ -698,11 +698,6 @@ func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, ou
 		"take it out of the YAML, and %s; %s.", strings.Join(names, ", "), strings.Join(advice, "; "), outcome)
 }
 
-// nonScalarSecrets says how to give secret inputs that are an object or a
-// list (addons.NonScalarSecrets), in the words the CLI uses too.
-func nonScalarSecrets(paths []string) string {
-	return addons.NonScalarSecrets(paths)
-}
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and
 // says what is wrong with text that is not a map.

@@ -186,14 +186,14 @@ func heldSecretInputs(vals map[string]any, paths []values.SecretInputPath) strin
 // insteadOf is how the writer takes the secret inputs at paths that
 // spec's values set: instead's way, given the targetPaths of the scalars,
 // but for an object or a list, which no secret input can carry
-// (nonScalarSecrets), and for a path with an empty key, which no secret
+// (addons.NonScalarSecrets), and for a path with an empty key, which no secret
 // input can name (addons.EmptyKeySecrets).
 func insteadOf(spec capstanv1.AddonSpec, paths []values.SecretInputPath, instead func(paths []string) string) string {
 	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
 	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
 	var other []string
 	if len(whole) > 0 {
-		other = append(other, nonScalarSecrets(whole))
+		other = append(other, addons.NonScalarSecrets(whole))
 	}
 	if len(emptyKeys) > 0 {
 		other = append(other, addons.EmptyKeySecrets(emptyKeys))
