@@ -698,7 +698,6 @@ func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, ou
 		"take it out of the YAML, and %s; %s.", strings.Join(names, ", "), strings.Join(advice, "; "), outcome)
 }
 
-
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and
 // says what is wrong with text that is not a map.
 func mergeYAML(vals map[string]any, text string) (map[string]any, error) {
