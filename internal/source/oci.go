@@ -463,15 +463,19 @@ func ociError(registry, ref, doing string, withCreds bool, err error) error {
 	hint := "check spec.chart.oci and spec.chart.version, and that the registry is up"
 	msg := err.Error()
 	refused := statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential")
+	// NOTE: a signed address (a blob redirected to object storage or a
+	// CDN) carries its signature in the query, whatever the server then
+	// answers: an error names only the path it went to.
+	var answered *errcode.ErrorResponse
+	if errors.As(err, &answered) && answered.URL != nil && answered.URL.RawQuery != "" {
+		answered.URL = &url.URL{Scheme: answered.URL.Scheme, Host: answered.URL.Host, Path: answered.URL.Path}
+	}
 	hop := redirectedHop(registry, err)
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
 	case hop != nil:
 		host := hop.URL.Host
-		// NOTE: a signed address carries its signature in the query; the
-		// error names only the path it was redirected to.
-		hop.URL = &url.URL{Scheme: hop.URL.Scheme, Host: host, Path: hop.URL.Path}
 		hint = "the redirect to " + host + " was sent without credentials, which never go past a redirect to another origin: " +
 			host + " must serve the chart without them (a signed address may have expired); check what " + registry + " redirects to"
 	case refused && !withCreds:

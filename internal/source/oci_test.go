@@ -485,6 +485,9 @@ func TestOCIErrorHints(t *testing.T) {
 		{err: cdn403, withCreds: true, want: "the redirect to cdn.example was sent without credentials", not: "refused the credentials"},
 		{err: cdn403, want: "cdn.example must serve the chart without them", not: "secretRef"},
 		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example:5000/v2/x"), StatusCode: http.StatusForbidden}, withCreds: true, want: "redirect to registry.example:5000"},
+		// A signed address that answers other than 401 or 403 keeps its
+		// signature out of the message too.
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://cdn.example/blobs/sha256:ab?X-Signature=topsecret"), StatusCode: http.StatusNotFound}, withCreds: true, want: "no such chart"},
 		// A token server got the credentials, as the registry does.
 		{err: fmt.Errorf("%s %q: %w", "GET", "https://registry.example/v2/charts/demo/manifests/1.0.0", &errcode.ErrorResponse{Method: "GET", URL: u("https://auth.example/token?scope=x"), StatusCode: http.StatusUnauthorized}), withCreds: true, want: "refused the credentials", not: "redirect"},
 	} {
