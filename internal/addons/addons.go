@@ -1260,7 +1260,7 @@ func replaceTargets(from, refs []capstanv1.ValuesReference) []capstanv1.ValuesRe
 // Each path comes with its segments, as values.Lookup takes them.
 func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.AddonSpec) ([]values.SecretInputPath, error) {
 	// NOTE: with no values before, none is held: every one is set.
-	set, _, err := secretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+	set, _, err := SecretValuesChanged(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
 		return fetcher.Fetch(ctx, spec, nil)
 	}, spec, nil)
 	return set, err
@@ -1268,17 +1268,6 @@ func SecretValues(ctx context.Context, fetcher *source.Fetcher, spec capstanv1.A
 
 // ChartFetch fetches the chart of spec, which names no credentials.
 type ChartFetch func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error)
-
-// SecretValuesChanged is SecretValues of spec against the values stored
-// before, old (nil for a new Addon): set names the writeOnly values that
-// spec.values sets or changes, which a writer refuses; held those that old
-// holds already, unchanged, which a writer lets through, saying so, as
-// refusing them would make the Addon impossible to edit. Nothing is
-// fetched when spec.values is empty or the same as old. Each path comes
-// with its segments and whether a targetPath names it (SecretInputNames).
-func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
-	return secretValuesChanged(ctx, fetch, spec, old)
-}
 
 // SecretInputNames returns the names of paths as a writer's message says
 // them: the targetPath of each that one names, which secretInputs and
@@ -1300,9 +1289,14 @@ func SecretInputNames(paths []values.SecretInputPath) (names, emptyKeys []string
 	return names, emptyKeys
 }
 
-// secretValuesChanged is SecretValuesChanged with the segments of each
-// path.
-func secretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
+// SecretValuesChanged is SecretValues of spec against the values stored
+// before, old (nil for a new Addon): set names the writeOnly values that
+// spec.values sets or changes, which a writer refuses; held those that old
+// holds already, unchanged, which a writer lets through, saying so, as
+// refusing them would make the Addon impossible to edit. Nothing is
+// fetched when spec.values is empty or the same as old. Each path comes
+// with its segments and whether a targetPath names it (SecretInputNames).
+func SecretValuesChanged(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON) (set, held []values.SecretInputPath, err error) {
 	if spec.Chart == nil || spec.Values == nil || len(bytes.TrimSpace(spec.Values.Raw)) == 0 {
 		return nil, nil, nil
 	}

@@ -128,15 +128,7 @@ func PathSegments(path string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	segs := make([]string, len(tp))
-	for i, s := range tp {
-		if s.isIndex {
-			segs[i] = strconv.Itoa(s.index)
-		} else {
-			segs[i] = s.key
-		}
-	}
-	return segs, nil
+	return tp.strings(), nil
 }
 
 // PathIndexes is PathSegments with, for each segment, whether the path

@@ -201,9 +201,13 @@ func TestSecretInputPathsRoundTrip(t *testing.T) {
 	}
 
 	errs := s.checkWriteOnly(Sources{Spec: vals}, nil)
-	set, _, _ := WriteOnlyChanges(errs, vals, nil)
+	setPaths, _, _ := WriteOnlyPaths(errs, vals, nil)
+	var set []string
+	for _, p := range setPaths {
+		set = append(set, p.Name)
+	}
 	if !slices.Contains(set, "ports.8080") || !slices.Contains(set, "users.10001.password") {
-		t.Errorf("WriteOnlyChanges names %q; want ports.8080 and users.10001.password", set)
+		t.Errorf("WriteOnlyPaths names %q; want ports.8080 and users.10001.password", set)
 	}
 	for _, e := range errs {
 		if e.Path == "/ports/8080" && !strings.HasPrefix(e.Message, "ports.8080 is a secret input") {

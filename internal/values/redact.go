@@ -396,21 +396,15 @@ func secretInputPath(tree any, segs []string) SecretInputPath {
 	return SecretInputPath{Segments: segs, Name: name, Named: ok}
 }
 
-// WriteOnlyChanges sorts the RuleWriteOnly errors of errs, which Compose
+// WriteOnlyPaths sorts the RuleWriteOnly errors of errs, which Compose
 // found in vals (spec.values to write), against before (the values stored
-// already, nil for a new Addon): set names the secret inputs that vals sets
+// already, nil for a new Addon): set holds the secret inputs that vals sets
 // or changes, which a writer refuses; held those that before holds already,
 // unchanged, which a writer lets through, as refusing them would make the
 // Addon impossible to edit until they are moved. rest is errs without the
-// held ones. The names are targetPaths written from vals (servers[0].pin,
-// a\.b, ports.8080), which secretInputs and the CLI's --secret-input take
-// back as they are, and which land where the value is.
-func WriteOnlyChanges(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []string, rest []capstanv1.ValuesError) {
-	setPaths, heldPaths, rest := WriteOnlyPaths(errs, vals, before)
-	return names(setPaths), names(heldPaths), rest
-}
-
-// WriteOnlyPaths is WriteOnlyChanges with the segments of each path.
+// held ones. Each path is named as a targetPath written from vals
+// (servers[0].pin, a\.b, ports.8080), which secretInputs and the CLI's
+// --secret-input take back as it is, and which lands where the value is.
 func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (set, held []SecretInputPath, rest []capstanv1.ValuesError) {
 	for _, e := range errs {
 		if e.Rule != RuleWriteOnly {
@@ -427,14 +421,6 @@ func WriteOnlyPaths(errs []capstanv1.ValuesError, vals, before map[string]any) (
 		rest = append(rest, e)
 	}
 	return set, held, rest
-}
-
-func names(paths []SecretInputPath) []string {
-	var out []string
-	for _, p := range paths {
-		out = append(out, p.Name)
-	}
-	return out
 }
 
 // sameJSON reports whether a and b encode as the same JSON.
