@@ -25,10 +25,16 @@ func Transient(err error) bool {
 		return false
 	}
 	var netErr net.Error
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
-		apierrors.IsUnexpectedServerError(err) || errors.As(err, &netErr) ||
+	return ServerBusy(err) || errors.As(err, &netErr) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// ServerBusy reports whether the API server answered err for a moment:
+// a timeout, too many requests, or a 500 or 503. It is Transient without
+// the network's errors, for a caller that judges those itself.
+func ServerBusy(err error) bool {
+	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
 // WebhookCallFailed reports whether err is the API server failing to call

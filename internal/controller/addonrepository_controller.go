@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 	"capstan.dev/capstan/internal/conditions"
 	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/netguard"
@@ -1094,9 +1095,7 @@ func (r *AddonRepositoryReconciler) setCondition(repo *capstanv1.AddonRepository
 // A Secret that is not there or may not be read, and credentials that
 // are wrong, are a person's to fix.
 func authTransient(err error) bool {
-	return apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsTooManyRequests(err) ||
-		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err) ||
-		gitops.Transient(err)
+	return apply.ServerBusy(err) || gitops.Transient(err)
 }
 
 func (r *AddonRepositoryReconciler) auth(ctx context.Context, repo *capstanv1.AddonRepository) (transport.AuthMethod, error) {
