@@ -589,9 +589,7 @@ func (d decryptingFS) ReadFile(name string) ([]byte, error) {
 		return nil, err
 	}
 	data, err = d.decrypt(strings.TrimPrefix(name, "/"), data)
-	if d.read != nil {
-		d.read[key] = decrypted{data: data, err: err}
-	}
+	d.read[key] = decrypted{data: data, err: err}
 	return data, err
 }
 

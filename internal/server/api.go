@@ -1089,7 +1089,3 @@ func rawOf(values *apiextensionsv1.JSON) []byte {
 	}
 	return values.Raw
 }
-
-// nameProblems says why name cannot name an Addon (body.NameProblems), for
-// the page's forms to check before they fetch a chart or write a Secret.
-func nameProblems(name string) []string { return body.NameProblems(name) }

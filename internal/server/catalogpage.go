@@ -20,6 +20,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/catalog"
 	"capstan.dev/capstan/internal/gitops"
+	"capstan.dev/capstan/internal/server/body"
 )
 
 // catalogView is the data of the catalog pages.
@@ -263,7 +264,7 @@ func catalogAddon(r *http.Request, v *catalogView, trusted bool) (*capstanv1.Add
 	if errs := validation.IsDNS1123Label(v.Namespace); len(errs) > 0 {
 		return nil, "Namespace: " + strings.Join(errs, "; ")
 	}
-	if errs := nameProblems(v.Name); len(errs) > 0 {
+	if errs := body.NameProblems(v.Name); len(errs) > 0 {
 		return nil, "Name: " + strings.Join(errs, "; ")
 	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: v.Namespace, Name: v.Name}}

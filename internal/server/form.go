@@ -24,6 +24,7 @@ import (
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/addons"
 	"capstan.dev/capstan/internal/render"
+	"capstan.dev/capstan/internal/server/body"
 	"capstan.dev/capstan/internal/source"
 	"capstan.dev/capstan/internal/values"
 )
@@ -554,7 +555,7 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 // the server, and creates the Addon suspended when they pass.
 func (s *Server) createFromForm(w http.ResponseWriter, r *http.Request, sess session, d pageData, form *newForm, spec capstanv1.AddonSpec, art *source.Artifact) {
 	// NOTE: the namespace was checked before the chart was fetched.
-	if errs := nameProblems(form.Name); len(errs) > 0 {
+	if errs := body.NameProblems(form.Name); len(errs) > 0 {
 		d.Error = "Name: " + strings.Join(errs, "; ")
 	}
 	vals, inputs := map[string]any{}, map[string]string{}
