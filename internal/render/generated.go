@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -53,13 +52,77 @@ func (g Generated) RandomName() bool {
 // that time is now or fixed). derivePassword and buildCustomCert are left
 // out: the same inputs give the same result. A chart whose templates name
 // none of them renders the same every time, and is rendered once.
-var generators = regexp.MustCompile(`\b(genCA|genCAWithKey|genPrivateKey|genSelfSignedCert|genSelfSignedCertWithKey|genSignedCert|genSignedCertWithKey|` +
-	`randAlphaNum|randAlpha|randNumeric|randAscii|randBytes|randInt|uuidv4|shuffle|` +
-	`bcrypt|htpasswd|encryptAES|now|ago)\b`)
+var generators = wordMatcher(
+	"genCA", "genCAWithKey", "genPrivateKey", "genSelfSignedCert", "genSelfSignedCertWithKey", "genSignedCert", "genSignedCertWithKey",
+	"randAlphaNum", "randAlpha", "randNumeric", "randAscii", "randBytes", "randInt", "uuidv4", "shuffle",
+	"bcrypt", "htpasswd", "encryptAES", "now", "ago",
+)
 
 // tplCall matches a template that calls tpl, which renders a string from
 // the values or the chart's files as a template of its own.
-var tplCall = regexp.MustCompile(`\btpl\b`)
+var tplCall = wordMatcher("tpl")
+
+// words finds any of a few identifiers as a whole word, as the regular
+// expression \b(name|...)\b would. Every render of a chart asks it of
+// each template, so it looks for each name with a substring search and
+// checks the bytes on either side, which is ten to a hundred times faster
+// than the regular expression on large templates.
+type words struct {
+	names []string
+	bytes [][]byte
+}
+
+func wordMatcher(names ...string) words {
+	w := words{names: names}
+	for _, n := range names {
+		w.bytes = append(w.bytes, []byte(n))
+	}
+	return w
+}
+
+// Match reports whether data holds one of the names as a whole word.
+func (w words) Match(data []byte) bool {
+	for _, n := range w.bytes {
+		for at := 0; ; {
+			i := bytes.Index(data[at:], n)
+			if i < 0 {
+				break
+			}
+			i += at
+			end := i + len(n)
+			if (i == 0 || !wordByte(data[i-1])) && (end == len(data) || !wordByte(data[end])) {
+				return true
+			}
+			at = i + 1
+		}
+	}
+	return false
+}
+
+// MatchString is Match of a string.
+func (w words) MatchString(s string) bool {
+	for _, n := range w.names {
+		for at := 0; ; {
+			i := strings.Index(s[at:], n)
+			if i < 0 {
+				break
+			}
+			i += at
+			end := i + len(n)
+			if (i == 0 || !wordByte(s[i-1])) && (end == len(s) || !wordByte(s[end])) {
+				return true
+			}
+			at = i + 1
+		}
+	}
+	return false
+}
+
+// wordByte reports whether b is a word character as \b sees one: ASCII
+// letters, digits and the underscore.
+func wordByte(b byte) bool {
+	return b == '_' || '0' <= b && b <= '9' || 'a' <= b && b <= 'z' || 'A' <= b && b <= 'Z'
+}
 
 // mayGenerate reports whether the chart may render differently each time
 // with values: a template of the chart or of a subchart names a generator,

@@ -2,11 +2,15 @@ package render
 
 import (
 	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/chart/common"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	"sigs.k8s.io/kustomize/api/types"
 
 	"capstan.dev/capstan/internal/source"
@@ -309,6 +313,82 @@ func TestRenderPairsHooksNamedAtRandom(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, res.Generated); diff != "" {
 				t.Errorf("generated fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestGeneratorWords checks the word matcher against the regular
+// expression's own rule: a name counts only as a whole word, so the
+// substring search that rules templates out must never rule one in.
+func TestGeneratorWords(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		want bool
+	}{
+		{"{{ now | date \"2006\" }}", true},
+		{"{{ randAlphaNum 16 }}", true},
+		{"{{ genCAWithKey \"ca\" 365 $key }}", true},
+		{"{{- $x := uuidv4 -}}", true},
+		{"known: {{ .Values.snow }}", false},
+		{"{{ .Values.nowhere }}", false},
+		{"{{ include \"agone\" . }}", false},
+		{"randAlphaNumeric", false},
+		{"", false},
+	} {
+		if got := generators.Match([]byte(tc.text)); got != tc.want {
+			t.Errorf("generators.Match(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+		if got := generators.MatchString(tc.text); got != tc.want {
+			t.Errorf("generators.MatchString(%q) = %v, want %v", tc.text, got, tc.want)
+		}
+	}
+	// The regular expression the matcher stands for decides any text.
+	re := regexp.MustCompile(`\b(` + strings.Join(generators.names, "|") + `)\b`)
+	for _, text := range []string{"now", "_now", "now_", "know now", "randAlphaNumX randAlpha", "ago-", "é now", "agoago ago", "x\nshuffle\n"} {
+		if got, want := generators.MatchString(text), re.MatchString(text); got != want {
+			t.Errorf("generators.MatchString(%q) = %v, the regular expression says %v", text, got, want)
+		}
+	}
+	if !tplCall.Match([]byte(`{{ tpl .Values.x . }}`)) || tplCall.Match([]byte(`{{ include "common.tplvalues.render" . }}`)) {
+		t.Error("tplCall must match a call of tpl and not a name holding it")
+	}
+}
+
+// FuzzGeneratorWords holds the word matcher to the regular expression
+// it stands for.
+func FuzzGeneratorWords(f *testing.F) {
+	for _, s := range []string{"now", "known now", "randAlphaNum", "x_ago ago", "tpl"} {
+		f.Add(s)
+	}
+	re := regexp.MustCompile(`\b(` + strings.Join(generators.names, "|") + `)\b`)
+	f.Fuzz(func(t *testing.T, text string) {
+		if got, want := generators.Match([]byte(text)), re.MatchString(text); got != want {
+			t.Errorf("generators.Match(%q) = %v, the regular expression says %v", text, got, want)
+		}
+		if got, want := generators.MatchString(text), re.MatchString(text); got != want {
+			t.Errorf("generators.MatchString(%q) = %v, the regular expression says %v", text, got, want)
+		}
+	})
+}
+
+// BenchmarkMayGenerate asks whether a real chart may render differently
+// each time, as every render of it does: the 330-object test chart and,
+// when make charts has fetched them, a few public charts.
+//
+//	go test ./internal/render -run '^$' -bench MayGenerate
+func BenchmarkMayGenerate(b *testing.B) {
+	charts := map[string]*chartv2.Chart{"large": loadChart(b, "large"), "web": loadChart(b, "web")}
+	for _, name := range []string{"grafana", "kyverno", "ingress-nginx"} {
+		if ch, err := loader.Load(filepath.Join("..", "..", "bin", "charts", name)); err == nil {
+			charts[name] = ch
+		}
+	}
+	for name, ch := range charts {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				mayGenerate(ch, nil)
 			}
 		})
 	}
