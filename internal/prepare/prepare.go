@@ -25,6 +25,27 @@ import (
 // names the unknown kind in the plan.
 type ScopeLookup func(gvk schema.GroupVersionKind) (namespaced, known bool, err error)
 
+// kept is the lookup with each kind's answer kept for the rest of one
+// Prepare: a render names a few kinds many times over, and each lookup
+// walks the cluster's REST mapper. An error is not kept.
+func (l ScopeLookup) kept() ScopeLookup {
+	if l == nil {
+		return nil
+	}
+	type answer struct{ namespaced, known bool }
+	seen := map[schema.GroupVersionKind]answer{}
+	return func(gvk schema.GroupVersionKind) (bool, bool, error) {
+		if a, ok := seen[gvk]; ok {
+			return a.namespaced, a.known, nil
+		}
+		namespaced, known, err := l(gvk)
+		if err == nil {
+			seen[gvk] = answer{namespaced, known}
+		}
+		return namespaced, known, err
+	}
+}
+
 // Input is what Prepare works on.
 type Input struct {
 	// Addon is the add-on the objects are applied for.
@@ -80,6 +101,7 @@ func Prepare(in Input) (Result, error) {
 	if in.Render == nil {
 		return out, nil
 	}
+	in.Scope = in.Scope.kept()
 	var applied, ignored []*unstructured.Unstructured
 	for _, o := range in.Render.Objects {
 		// NOTE: after spec.patches, so a patch may mark an object of a

@@ -155,6 +155,55 @@ func TestPrepareReturnsLookupErrors(t *testing.T) {
 	}
 }
 
+// TestPrepareLooksUpEachKindOnce: a render of many objects of a few kinds
+// asks the cluster's REST mapper once per kind, and an answer that failed
+// is asked again.
+func TestPrepareLooksUpEachKindOnce(t *testing.T) {
+	var docs []string
+	for i := range 12 {
+		docs = append(docs, fmt.Sprintf("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c%d}", i))
+	}
+	docs = append(docs, "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r}")
+	rendered := &render.Result{}
+	for _, d := range docs {
+		rendered.Objects = append(rendered.Objects, obj(t, d))
+	}
+	asked := map[string]int{}
+	lookup := func(gvk schema.GroupVersionKind) (bool, bool, error) {
+		asked[gvk.Kind]++
+		return scopes(gvk)
+	}
+	addon := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Name: "demo", Namespace: "apps"}}
+	res, err := Prepare(Input{Addon: addon, Profile: capstanv1.ProfileCluster, Namespace: "apps", Render: rendered, Scope: lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked["ConfigMap"] != 1 || asked["ClusterRole"] != 1 {
+		t.Errorf("lookups per kind = %v; want one each", asked)
+	}
+	for _, o := range res.Objects {
+		if want := map[string]string{"ConfigMap": "apps", "ClusterRole": ""}[o.GetKind()]; o.GetNamespace() != want {
+			t.Errorf("%s %s in namespace %q; want %q", o.GetKind(), o.GetName(), o.GetNamespace(), want)
+		}
+	}
+
+	failures := 0
+	flaky := ScopeLookup(func(gvk schema.GroupVersionKind) (bool, bool, error) {
+		if failures < 1 {
+			failures++
+			return false, false, errors.New("discovery is down")
+		}
+		return scopes(gvk)
+	}).kept()
+	gvk := schema.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	if _, _, err := flaky(gvk); err == nil {
+		t.Fatal("the first lookup did not fail")
+	}
+	if namespaced, known, err := flaky(gvk); err != nil || !namespaced || !known {
+		t.Errorf("the lookup after a failure = %v, %v, %v; want it asked again", namespaced, known, err)
+	}
+}
+
 // TestPrepareLeavesOutWhatIsNeverApplied: an object marked as Flux marks
 // it never to be applied is left out of the objects, with what the render
 // left out, each in its namespace, so that the inventory of an earlier
