@@ -45,6 +45,9 @@ const (
 	// envControllerArgs are more flags for the controller, separated by
 	// spaces, such as --pprof-bind-address=127.0.0.1:6060 to profile it.
 	envControllerArgs = "CAPSTAN_BENCH_CONTROLLER_ARGS"
+	// envControllerEnv is more of the controller's environment, as
+	// NAME=value words, such as GOGC=200 or GOMAXPROCS=1.
+	envControllerEnv = "CAPSTAN_BENCH_CONTROLLER_ENV"
 )
 
 var cluster *testcluster.Cluster
@@ -297,7 +300,7 @@ func runConverge(b *testing.B) figures {
 		}
 		time.Sleep(settleBetween)
 	}
-	ctrl := testcontroller.Start(b, cluster, bin, dir, args...)
+	ctrl := testcontroller.StartWithEnv(b, cluster, bin, dir, strings.Fields(os.Getenv(envControllerEnv)), args...)
 
 	base := mustQuiet(b, ctrl, "the controller to settle after its start")
 	baseWrites := mustWrites(b)

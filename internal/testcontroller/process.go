@@ -138,6 +138,12 @@ func Start(tb testing.TB, c *testcluster.Cluster, bin, dir string, args ...strin
 	return start(tb, c, bin, dir, nil, args)
 }
 
+// StartWithEnv runs bin as Start does, with env added to its environment.
+func StartWithEnv(tb testing.TB, c *testcluster.Cluster, bin, dir string, env []string, args ...string) *Process {
+	tb.Helper()
+	return start(tb, c, bin, dir, env, args)
+}
+
 // StartInPod runs bin as Start does, as the replica of the Pod named pod in
 // install.Namespace: POD_NAME and POD_NAMESPACE are set, as the
 // Deployment's downward API sets them.
