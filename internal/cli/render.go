@@ -3,9 +3,11 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -16,6 +18,7 @@ import (
 	"unicode/utf8"
 
 	"filippo.io/age"
+	"github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 	yamlv2 "go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -32,6 +35,7 @@ import (
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
 	"capstan.dev/capstan/internal/apply"
+	"capstan.dev/capstan/internal/gitops"
 	"capstan.dev/capstan/internal/guard"
 	"capstan.dev/capstan/internal/mask"
 	"capstan.dev/capstan/internal/netguard"
@@ -61,8 +65,8 @@ type renderOptions struct {
 func newRenderCommand() *cobra.Command {
 	o := &renderOptions{}
 	cmd := &cobra.Command{
-		Use:   "render NAME CHART | render -f ADDON.yaml",
-		Short: "Print the objects a chart or an Addon renders to, as helm template does",
+		Use:   "render NAME CHART | render -f ADDON.yaml | render -f addons/NAME.yaml",
+		Short: "Print the objects a chart, an Addon or a gitops definition renders to, as helm template does",
 		Long: `Render prints, as multi-document YAML, the objects that Capstan would apply.
 
 With NAME and CHART (a chart folder or .tgz archive), it works like
@@ -77,6 +81,14 @@ has not is an error. Its source is fetched through the fetch guard
 controller would Block it for fails the command too: values for a git
 folder, substitute or decryption for a chart. spec.chart.verify and a
 secretRef name Secrets, which capstan render does not read: they are errors.
+
+With -f addons/NAME.yaml, a definition file of a gitops repository, it
+reads the file as the gitops syncer does, every problem named with its
+line, and renders the Addon the syncer would make of it, as an Addon file.
+A git.path without git.url is a folder of the gitops repository: it is
+rendered from the git checkout that holds the file, at its HEAD commit.
+What the file is, it says itself: an Addon has kind: Addon, a definition
+has name: and helm: or git:, and any other file is refused.
 
 Values are checked against the chart's values.schema.json, as helm template
 does. A template error names the template, line and column, never the
@@ -100,7 +112,7 @@ printed after the objects, on stderr, and the command fails.`,
 			case 0:
 				return o.runAddon(cmd)
 			}
-			return errors.New("give a release name and a chart (capstan render NAME CHART), or an Addon file (capstan render -f addon.yaml)")
+			return errors.New("give a release name and a chart (capstan render NAME CHART), or an Addon or definition file (capstan render -f addon.yaml)")
 		},
 	}
 	f := cmd.Flags()
@@ -279,7 +291,7 @@ func (o *renderOptions) validateValues(ch *chartv2.Chart, vals map[string]any) e
 	return nil
 }
 
-// runAddon renders an Addon file: its chart or git folder is fetched through
+// runAddon renders an Addon file, or the Addon of a gitops definition: its chart or git folder is fetched through
 // the fetch guard, its spec.values are validated against the chart's schema,
 // and --set values go over them. valuesFrom names objects in a cluster,
 // which capstan render does not read: their values are missing, and a
@@ -287,14 +299,14 @@ func (o *renderOptions) validateValues(ch *chartv2.Chart, vals map[string]any) e
 // is not checked, and a warning says so.
 func (o *renderOptions) runAddon(cmd *cobra.Command) error {
 	if len(o.values.ValueFiles) != 1 {
-		return errors.New("give a release name and a chart (capstan render NAME CHART), or one Addon file (capstan render -f addon.yaml)")
+		return errors.New("give a release name and a chart (capstan render NAME CHART), or one Addon or definition file (capstan render -f addon.yaml)")
 	}
 	file := o.values.ValueFiles[0]
 	data, err := os.ReadFile(file)
 	if err != nil {
 		return err
 	}
-	addon, err := decodeAddonFile(file, data)
+	addon, err := o.readRenderFile(file, data)
 	if err != nil {
 		return err
 	}
@@ -462,35 +474,158 @@ func (o *renderOptions) addonNamespace(cmd *cobra.Command, file string, addon *c
 	return nil
 }
 
-// decodeAddonFile reads an Addon file strictly, as kubectl apply does: a
-// field the Addon has not (a misspelt spec.value) is an error that names
-// it, where a lenient read would drop it and render the chart's defaults.
-// A key given twice is an error too, where a lenient read keeps one of
-// them, and so is a file of more than one document, where a lenient read
-// renders the first and drops the others. The apiVersion must be the one
-// the API server serves Addons at.
-func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
-	notAddon := fmt.Errorf("%s is not an Addon (kind: Addon): to render a chart, give its release name and path: capstan render NAME CHART -f %s", file, file)
+// renderAccepts says what capstan render -f renders, for the errors that
+// refuse a file.
+const renderAccepts = "capstan render -f renders an Addon (apiVersion: capstan.dev/v1alpha1, kind: Addon) " +
+	"or a definition of a gitops repository (addons/NAME.yaml, with name: and helm: or git:)"
+
+// readRenderFile reads the file of capstan render -f, and returns the Addon
+// to render. Which of the two the file is, it says itself: a Kubernetes
+// object has apiVersion and kind, and must be an Addon (decodeAddonFile);
+// a definition has name, helm or git, and becomes the Addon the gitops
+// syncer would make of it (addonOfDefinition). Anything else is refused,
+// with what the file holds.
+func (o *renderOptions) readRenderFile(file string, data []byte) (*capstanv1.Addon, error) {
+	docs, err := yamlDocuments(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
+	}
+	if len(docs) > 1 {
+		return nil, fmt.Errorf("%s holds %d YAML documents: capstan render -f renders one Addon or definition; put each in a file of its own", file, len(docs))
+	}
+	if len(docs) == 0 {
+		return nil, fmt.Errorf("%s is empty: %s", file, renderAccepts)
+	}
+	var top any
+	if err := yaml.Unmarshal(docs[0], &top); err != nil {
+		return nil, fmt.Errorf("%s is not YAML (%v): %s", file, err, renderAccepts)
+	}
+	fields, ok := top.(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s holds %s, not a mapping of fields: %s", file, yamlKind(top), renderAccepts)
+	}
+	_, hasKind := fields["kind"]
+	_, hasAPIVersion := fields["apiVersion"]
+	if hasKind || hasAPIVersion {
+		return decodeAddonFile(file, data)
+	}
+	for _, key := range []string{"name", "helm", "git"} {
+		if _, ok := fields[key]; ok {
+			return o.addonOfDefinition(file, data)
+		}
+	}
+	keys := slices.Sorted(maps.Keys(fields))
+	if len(keys) > 5 {
+		keys = append(keys[:5], "...")
+	}
+	return nil, fmt.Errorf("%s holds a mapping of %s, which is neither an Addon (it has no kind) nor a gitops definition (it has no name, helm or git): %s; "+
+		"if the file holds values, give them to a chart: capstan render NAME CHART -f %s", file, strings.Join(keys, ", "), renderAccepts, file)
+}
+
+// yamlKind names what a YAML document that is not a mapping holds.
+func yamlKind(v any) string {
+	switch v.(type) {
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case nil:
+		return "nothing"
+	}
+	return "a single value"
+}
+
+// yamlDocuments splits a YAML stream into its documents, leaving out the
+// empty ones and those of only comments.
+func yamlDocuments(data []byte) ([][]byte, error) {
 	var docs [][]byte
 	reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
 	for {
 		doc, err := reader.Read()
 		if errors.Is(err, io.EOF) {
-			break
+			return docs, nil
 		}
 		if err != nil {
-			return nil, notAddon
+			return nil, err
 		}
 		if j, err := yaml.YAMLToJSON(doc); err == nil && string(j) == "null" {
 			continue // an empty document, or only comments
 		}
 		docs = append(docs, doc)
 	}
-	if len(docs) > 1 {
-		return nil, fmt.Errorf("%s holds %d YAML documents: capstan render -f renders one Addon; put each Addon in a file of its own", file, len(docs))
+}
+
+// addonOfDefinition reads a definition of a gitops repository as the
+// syncer reads it (gitops.Parse, whose problems name the file and line)
+// and converts it to the Addon the syncer applies (Definition.Addon). The
+// Addon's namespace is the AddonRepository's, which the file does not
+// name: --namespace stands in for it, as for an Addon file without one.
+//
+// A git.path without git.url is a folder of the gitops repository itself,
+// which the syncer fetches at the commit of the definition: here, the git
+// checkout that holds the file, at its HEAD commit, checked as capstan
+// validate checks it.
+func (o *renderOptions) addonOfDefinition(file string, data []byte) (*capstanv1.Addon, error) {
+	def, err := gitops.Parse(file, data)
+	if err != nil {
+		return nil, fmt.Errorf("%w\n%s is a gitops definition that the syncer would not apply: fix the problems above", err, file)
 	}
-	if len(docs) == 0 {
-		return nil, notAddon
+	origin := gitops.Origin{File: file}
+	if def.Git != nil && def.Git.URL == "" {
+		root, commit, err := checkoutOf(file)
+		if err != nil {
+			return nil, err
+		}
+		abs, err := filepath.Abs(file)
+		if err != nil {
+			return nil, err
+		}
+		if resolved, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = resolved
+		}
+		if rel, err := filepath.Rel(root, abs); err == nil {
+			origin.File = filepath.ToSlash(rel)
+		}
+		if err := gitops.CheckSource(def, origin.File, gitops.DirTree(root)); err != nil {
+			return nil, err
+		}
+		origin.URL, origin.Commit = "file://"+root, commit
+		fmt.Fprintf(o.stderr, "Rendering git.path %s of the git checkout %s at its commit %s, as the syncer renders it at the definition's commit: changes not committed are left out\n",
+			def.Git.Path, root, commit)
+	}
+	return def.Addon(origin)
+}
+
+// checkoutOf returns the root of the git checkout that holds file, and
+// its HEAD commit.
+func checkoutOf(file string) (root, commit string, err error) {
+	notInGit := fmt.Errorf("%s renders git.path, a folder of the gitops repository, but the file is in no git checkout with a commit: "+
+		"render the definition in a clone of the gitops repository", file)
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", "", err
+	}
+	repo, err := git.PlainOpenWithOptions(filepath.Dir(abs), &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
+	if err != nil {
+		return "", "", notInGit
+	}
+	head, err := repo.Head()
+	if err != nil {
+		return "", "", notInGit
+	}
+	return repositoryRoot(filepath.Dir(abs)), head.Hash().String(), nil
+}
+
+// decodeAddonFile reads an Addon file strictly, as kubectl apply does: a
+// field the Addon has not (a misspelt spec.value) is an error that names
+// it, where a lenient read would drop it and render the chart's defaults.
+// A key given twice is an error too. The apiVersion must be the one the
+// API server serves Addons at, and a Kubernetes object of another kind is
+// refused, named.
+func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
+	docs, err := yamlDocuments(data)
+	if err != nil || len(docs) != 1 {
+		return nil, fmt.Errorf("%s is not an Addon: %s", file, renderAccepts)
 	}
 	j, err := yaml.YAMLToJSONStrict(docs[0])
 	if err != nil {
@@ -498,12 +633,26 @@ func decodeAddonFile(file string, data []byte) (*capstanv1.Addon, error) {
 			// NOTE: only the strict read failed: a key given twice.
 			return nil, fmt.Errorf("%s: %w: give each field once", file, err)
 		}
-		return nil, notAddon
+		return nil, fmt.Errorf("%s is not an Addon: %s", file, renderAccepts)
+	}
+	var meta struct {
+		APIVersion any `json:"apiVersion"`
+		Kind       any `json:"kind"`
+	}
+	if err := json.Unmarshal(j, &meta); err != nil || meta.Kind != "Addon" {
+		what := "an object with no kind"
+		if k, ok := meta.Kind.(string); ok && k != "" {
+			what = "a " + k
+			if v, ok := meta.APIVersion.(string); ok && v != "" {
+				what += " (" + v + ")"
+			}
+		}
+		return nil, fmt.Errorf("%s holds %s, not an Addon: %s; to render a chart, give its release name and path: capstan render NAME CHART", file, what, renderAccepts)
 	}
 	addon := &capstanv1.Addon{}
 	strictErrs, err := sigsjson.UnmarshalStrict(j, addon)
-	if err != nil || addon.Kind != "Addon" {
-		return nil, notAddon
+	if err != nil {
+		return nil, fmt.Errorf("%s is not an Addon (%v): fix the field named", file, err)
 	}
 	if want := capstanv1.GroupVersion.String(); addon.APIVersion != want {
 		return nil, fmt.Errorf("%s: apiVersion is %q; an Addon's is %s", file, addon.APIVersion, want)

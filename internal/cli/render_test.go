@@ -322,8 +322,8 @@ func TestRenderAddonFile(t *testing.T) {
 	if err := os.WriteFile(notAddon, []byte("replicas: 2\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := runCapstan(t, "render", "-f", notAddon); err == nil || !strings.Contains(err.Error(), "is not an Addon") {
-		t.Errorf("error = %v, want one that says the file is not an Addon", err)
+	if _, _, err := runCapstan(t, "render", "-f", notAddon); err == nil || !strings.Contains(err.Error(), "neither an Addon") {
+		t.Errorf("error = %v, want one that says the file is neither an Addon nor a definition", err)
 	}
 }
 
