@@ -278,7 +278,8 @@ func (s *Server) editArtifact(ctx context.Context, w http.ResponseWriter, u User
 		return nil, nil
 	}
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
-		fields, err := schemaForm(doc)
+		current, _ := specValues(a)
+		fields, err := chartForm(art.Chart.Chart, current)
 		if err != nil {
 			form.FetchError = err.Error()
 			return art, nil

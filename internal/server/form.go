@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -53,6 +54,11 @@ type formField struct {
 	Item string
 	// enumValues are the enum's values as the schema types them.
 	enumValues []any
+	// defaultValue is the schema's default as it types it.
+	defaultValue any
+	// itemKind is the schema's type of an array's items, even when the
+	// form takes no list of them.
+	itemKind string
 }
 
 // Input is the name of the field's input.
@@ -137,7 +143,10 @@ func fieldsOf(n *schemaNode, prefix string, depth int, secret bool) []formField 
 		for _, e := range p.Enum {
 			f.Enum = append(f.Enum, scalar(e))
 		}
-		f.enumValues = p.Enum
+		f.enumValues, f.defaultValue = p.Enum, p.Default
+		if p.Items != nil {
+			f.itemKind = p.Items.kind()
+		}
 		switch k := p.kind(); {
 		case len(f.Enum) > 0:
 			f.Kind = "enum"
@@ -163,6 +172,142 @@ func fieldsOf(n *schemaNode, prefix string, depth int, secret bool) []formField 
 			// NOTE: as the field shows a value, so that a list's
 			// placeholder is a list the field takes.
 			f.Default = f.valueOf(p.Default)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// chartForm is the form of the chart ch's values.schema.json, its secret
+// fields those that the values package refuses in spec.values
+// (markSecretFields); current are the add-on's values, nil for a new one.
+func chartForm(ch *chartv2.Chart, current map[string]any) ([]formField, error) {
+	fields, err := schemaForm(ch.Schema)
+	if err != nil {
+		return nil, err
+	}
+	return markSecretFields(fields, ch, current), nil
+}
+
+// markSecretFields makes the secret fields of the form exactly those whose
+// value the controller and the API would refuse in spec.values as a
+// secret input: it composes, with the values package, the values the form
+// could send (the add-on's current values, else the schema's or the
+// chart's default, else a stand-in of the field's type, at each field),
+// and each path that values.WriteOnlyPaths names, with every field under
+// it, is a secret field. The chart's compiled schema decides, so a
+// writeOnly reached through allOf, a $ref or a subchart's schema makes a
+// password input too. A list with a secret input in it is no field, as a
+// secret input is one string. When the chart's schema does not compile,
+// the fields keep the writeOnly keyword as the schema spells it.
+func markSecretFields(fields []formField, ch *chartv2.Chart, current map[string]any) []formField {
+	probe := map[string]any{}
+	if len(current) > 0 {
+		// NOTE: a copy, so that the stand-ins never reach the values the
+		// save compares with.
+		raw, err := json.Marshal(current)
+		if err != nil || json.Unmarshal(raw, &probe) != nil {
+			return fields
+		}
+	}
+	standIns(fields, ch.Values, probe)
+	var errs []capstanv1.ValuesError
+	res, err := values.Compose(values.Inputs{Chart: ch, Sources: values.Sources{Spec: probe}})
+	var inv *values.InvalidError
+	switch {
+	case err == nil:
+		errs = res.Errors
+	case errors.As(err, &inv):
+		// NOTE: past the bound of secret values the writeOnly errors
+		// come with the refusal.
+		errs = inv.Errors
+	default:
+		return fields
+	}
+	for _, e := range errs {
+		if e.Path == values.SchemaErrorPath {
+			return fields
+		}
+	}
+	set, _, _ := values.WriteOnlyPaths(errs, probe, nil)
+	secret := make([][]string, 0, len(set))
+	for _, p := range set {
+		secret = append(secret, p.Segments)
+	}
+	return applySecretPaths(fields, secret)
+}
+
+// standIns sets in probe, at each field's path that holds no value, the
+// value the field would send: its schema's default, else the chart's
+// default in defaults, else a stand-in of its type; a list holds one item.
+func standIns(fields []formField, defaults, probe map[string]any) {
+	for _, f := range fields {
+		if f.Kind == "object" {
+			standIns(f.Children, defaults, probe)
+			continue
+		}
+		path := strings.Split(f.Path, ".")
+		if v, ok := render.FieldAt(probe, path); ok && v != nil && !emptyList(v) {
+			continue
+		}
+		v := f.defaultValue
+		if v == nil || emptyList(v) {
+			v, _ = render.FieldAt(defaults, path)
+		}
+		if v == nil || emptyList(v) {
+			v = standIn(f.Kind, f.enumValues)
+			if f.Kind == "array" {
+				v = []any{standIn(f.itemKind, nil)}
+			}
+		}
+		setPath(probe, path, v)
+	}
+}
+
+func emptyList(v any) bool {
+	l, ok := v.([]any)
+	return ok && len(l) == 0
+}
+
+// standIn is a value of the kind: the first of enum when there is one.
+func standIn(kind string, enum []any) any {
+	if len(enum) > 0 {
+		return enum[0]
+	}
+	switch kind {
+	case "integer", "number":
+		return int64(0)
+	case "boolean":
+		return true
+	}
+	return "secret?"
+}
+
+// applySecretPaths makes each field at or under one of secret a secret
+// field, and every other one not: a list with a secret input in it, or an
+// object left with no field, is dropped.
+func applySecretPaths(fields []formField, secret [][]string) []formField {
+	out := fields[:0]
+	for _, f := range fields {
+		path := strings.Split(f.Path, ".")
+		below := false
+		f.WriteOnly = false
+		for _, s := range secret {
+			if len(s) <= len(path) && slices.Equal(s, path[:len(s)]) {
+				f.WriteOnly = true
+			} else if len(s) > len(path) && slices.Equal(s[:len(path)], path) {
+				below = true
+			}
+		}
+		switch f.Kind {
+		case "object":
+			if f.Children = applySecretPaths(f.Children, secret); len(f.Children) == 0 {
+				continue
+			}
+		case "array":
+			if f.WriteOnly || below {
+				continue
+			}
 		}
 		out = append(out, f)
 	}
@@ -538,7 +683,7 @@ func (s *Server) newAddonPage(w http.ResponseWriter, r *http.Request) {
 	form.Fetched = true
 	if doc := art.Chart.Chart.Schema; len(doc) > 0 {
 		form.HasSchema = true
-		if form.Fields, err = schemaForm(doc); err != nil {
+		if form.Fields, err = chartForm(art.Chart.Chart, nil); err != nil {
 			d.Error = err.Error()
 			s.render(w, "new", http.StatusUnprocessableEntity, d)
 			return

@@ -71,6 +71,25 @@ const vaultSchema = `{
   }
 }`
 
+// refsSchema makes fields writeOnly only through the compiled schema:
+// apiKey by allOf, db.password by a $ref to $defs, token by a $ref to
+// definitions, and sub.secret by the schema of the subchart sub.
+const refsSchema = `{
+  "type": "object",
+  "$defs": {"secret": {"type": "string", "writeOnly": true}},
+  "definitions": {"hidden": {"writeOnly": true}},
+  "properties": {
+    "name": {"type": "string"},
+    "apiKey": {"type": "string", "allOf": [{"writeOnly": true}]},
+    "db": {"type": "object", "properties": {
+      "host": {"type": "string"},
+      "password": {"type": "string", "allOf": [{"$ref": "#/$defs/secret"}]}
+    }},
+    "token": {"type": "string", "allOf": [{"$ref": "#/definitions/hidden"}]},
+    "sub": {"type": "object", "properties": {"plain": {"type": "string"}, "secret": {"type": "string"}}}
+  }
+}`
+
 func serveCharts() *httptest.Server {
 	form, _ := testcontroller.ChartArchive("form", map[string]string{
 		"Chart.yaml":         "apiVersion: v2\nname: form\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
@@ -109,7 +128,16 @@ func serveCharts() *httptest.Server {
 		"Chart.yaml":         "apiVersion: v2\nname: vault\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
 		"values.schema.json": vaultSchema,
 	})
-	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/vault-1.0.0.tgz": vault, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
+	// A chart whose secret fields only the compiled schema finds, for the
+	// chart form's password inputs.
+	refs, _ := testcontroller.ChartArchive("refs", map[string]string{
+		"Chart.yaml":                    "apiVersion: v2\nname: refs\nversion: 1.0.0\nannotations:\n  capstan.dev/addon: \"true\"\n",
+		"values.schema.json":            refsSchema,
+		"charts/sub/Chart.yaml":         "apiVersion: v2\nname: sub\nversion: 1.0.0\n",
+		"charts/sub/values.yaml":        "plain: p\n",
+		"charts/sub/values.schema.json": `{"type": "object", "properties": {"secret": {"type": "string", "writeOnly": true}}}`,
+	})
+	archives := map[string][]byte{"/form-1.0.0.tgz": form, "/refs-1.0.0.tgz": refs, "/vault-1.0.0.tgz": vault, "/broken-1.0.0.tgz": broken, "/public-1.0.0.tgz": public, "/loop-1.0.0.tgz": loop,
 		"/facts-1.0.0.tgz": facts, "/toggles-1.0.0.tgz": toggles}
 	// An OCI registry at /v2/, for charts the tests push with Helm's
 	// registry client.

@@ -1,0 +1,90 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+)
+
+// passwordInputs are the ids of the password inputs of a page.
+func passwordInputs(page string) []string {
+	var ids []string
+	for _, m := range regexp.MustCompile(`<input type="password" id="([^"]+)"`).FindAllStringSubmatch(page, -1) {
+		ids = append(ids, m[1])
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// TestChartFormSecretFieldsFollowTheCompiledSchema adds and edits an
+// add-on of a chart whose schema makes fields writeOnly through allOf, a
+// $ref to $defs or to definitions, and a subchart's schema: each is a
+// password input on the add form and on the edit form, and nothing else
+// is, so that what the user types there is stored as secret inputs in a
+// Secret, never in spec.values, and the save is not refused for it.
+func TestChartFormSecretFieldsFollowTheCompiledSchema(t *testing.T) {
+	ctx := context.Background()
+	ns := namespace(t)
+	sess := signInAt(t, api.URL, user(t, ns, "adder", addonRule("get", "list", "create", "update", "patch"), rbacPolicy("", "secrets", "create")))
+	key := client.ObjectKey{Namespace: ns, Name: "refs"}
+	link := chartServer.URL + "/refs-1.0.0.tgz"
+	want := []string{"f-apiKey", "f-db-password", "f-sub-secret", "f-token"}
+
+	code, page := sess.send(t, http.MethodGet, "/new?"+url.Values{"chart": {link}, "namespace": {ns}, "name": {key.Name}}.Encode(), nil)
+	if code != http.StatusOK {
+		t.Fatalf("the chart form: %d\n%s", code, page)
+	}
+	if got := passwordInputs(page); !slices.Equal(got, want) {
+		t.Errorf("the chart form's password inputs are %q; want %q", got, want)
+	}
+
+	code, page = sess.send(t, http.MethodPost, "/new", url.Values{"chart": {link}, "namespace": {ns}, "name": {key.Name},
+		"v.name": {"n"}, "v.db.host": {"db"}, "v.sub.plain": {"q"},
+		"v.apiKey": {"K-1"}, "v.db.password": {"P-1"}, "v.token": {"T-1"}, "v.sub.secret": {"S-1"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("adding with the secret fields: %d; want it created\n%s", code, page)
+	}
+	a := &capstanv1.Addon{}
+	if err := admin.Get(ctx, key, a); err != nil {
+		t.Fatal(err)
+	}
+	if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"name": "n", "db": map[string]any{"host": "db"}, "sub": map[string]any{"plain": "q"}}) {
+		t.Errorf("spec.values is %v; want the plain fields alone", got)
+	}
+	var paths []string
+	for _, ref := range a.Spec.ValuesFrom {
+		paths = append(paths, ref.TargetPath)
+	}
+	slices.Sort(paths)
+	if wantPaths := []string{"apiKey", "db.password", "sub.secret", "token"}; !slices.Equal(paths, wantPaths) {
+		t.Errorf("valuesFrom targets %q; want %q", paths, wantPaths)
+	}
+
+	edit := "/addons/" + ns + "/" + key.Name + "/edit"
+	code, page = sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d\n%s", code, page)
+	}
+	if got := passwordInputs(page); !slices.Equal(got, want) {
+		t.Errorf("the edit form's password inputs are %q; want %q", got, want)
+	}
+	if strings.Contains(page, "K-1") || strings.Contains(page, "P-1") {
+		t.Error("the edit form shows a secret input's value")
+	}
+	code, page = sess.send(t, http.MethodPost, edit, url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"mode": {hidden(t, page, "mode")}, "v.name": {"m"}, "v.db.host": {"db"}, "v.sub.plain": {"q"}, "v.token": {"T-2"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("editing a secret field: %d; want it saved\n%s", code, page)
+	}
+	if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"name": "m", "db": map[string]any{"host": "db"}, "sub": map[string]any{"plain": "q"}}) {
+		t.Errorf("after the edit, spec.values is %v; want the plain fields alone", got)
+	}
+}
