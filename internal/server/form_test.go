@@ -73,13 +73,18 @@ const vaultSchema = `{
 
 // refsSchema makes fields writeOnly only through the compiled schema:
 // apiKey by allOf, db.password by a $ref to $defs, token by a $ref to
-// definitions, and sub.secret by the schema of the subchart sub.
+// definitions, and sub.secret by the schema of the subchart sub;
+// ldap.bindPassword only while mode is ldap.
 const refsSchema = `{
   "type": "object",
+  "if": {"required": ["mode"], "properties": {"mode": {"const": "ldap"}}},
+  "then": {"properties": {"ldap": {"properties": {"bindPassword": {"writeOnly": true}}}}},
   "$defs": {"secret": {"type": "string", "writeOnly": true}},
   "definitions": {"hidden": {"writeOnly": true}},
   "properties": {
     "name": {"type": "string"},
+    "mode": {"type": "string", "enum": ["local", "ldap"]},
+    "ldap": {"type": "object", "properties": {"bindPassword": {"type": "string"}}},
     "apiKey": {"type": "string", "allOf": [{"writeOnly": true}]},
     "db": {"type": "object", "properties": {
       "host": {"type": "string"},

@@ -87,4 +87,46 @@ func TestChartFormSecretFieldsFollowTheCompiledSchema(t *testing.T) {
 	if got := specValuesOf(t, key); !equalJSON(got, map[string]any{"name": "m", "db": map[string]any{"host": "db"}, "sub": map[string]any{"plain": "q"}}) {
 		t.Errorf("after the edit, spec.values is %v; want the plain fields alone", got)
 	}
+
+	// Once the add-on's mode is ldap, the schema's then makes
+	// ldap.bindPassword a secret input, and the edit form a password
+	// input of it.
+	code, page = sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d\n%s", code, page)
+	}
+	code, page = sess.send(t, http.MethodPost, edit, url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"mode": {hidden(t, page, "mode")}, "v.name": {"m"}, "v.db.host": {"db"}, "v.sub.plain": {"q"}, "v.mode": {"ldap"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("setting mode ldap: %d; want it saved\n%s", code, page)
+	}
+	code, page = sess.send(t, http.MethodGet, edit, nil)
+	if code != http.StatusOK {
+		t.Fatalf("the edit form: %d\n%s", code, page)
+	}
+	ldapWant := slices.Sorted(slices.Values(append([]string{"f-ldap-bindPassword"}, want...)))
+	if got := passwordInputs(page); !slices.Equal(got, ldapWant) {
+		t.Errorf("in mode ldap, the edit form's password inputs are %q; want %q", got, ldapWant)
+	}
+	code, page = sess.send(t, http.MethodPost, edit, url.Values{"uid": {hidden(t, page, "uid")}, "generation": {hidden(t, page, "generation")},
+		"mode": {hidden(t, page, "mode")}, "v.name": {"m"}, "v.db.host": {"db"}, "v.sub.plain": {"q"}, "v.mode": {"ldap"}, "v.ldap.bindPassword": {"B-1"}})
+	if code != http.StatusSeeOther {
+		t.Fatalf("typing the bind password: %d; want it saved\n%s", code, page)
+	}
+	if raw := string(specValuesRaw(t, key)); strings.Contains(raw, "B-1") {
+		t.Errorf("spec.values is %s; want no bind password", raw)
+	}
+}
+
+// specValuesRaw reads an Addon's spec.values as JSON.
+func specValuesRaw(t *testing.T, key client.ObjectKey) []byte {
+	t.Helper()
+	a := &capstanv1.Addon{}
+	if err := admin.Get(context.Background(), key, a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Spec.Values == nil {
+		return nil
+	}
+	return a.Spec.Values.Raw
 }
