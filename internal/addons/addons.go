@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -1437,4 +1438,47 @@ func GitValuesCheck(fetch ChartFetch, warn func(string)) func(ctx context.Contex
 		}
 		return nil
 	}
+}
+
+// UnknownSecretInputs warns of the secret inputs (targetPaths) that the
+// chart of spec has no place for: its schema neither marks the path
+// writeOnly nor defines it, a misspelt name most often, whose value the
+// chart would never read, rendering its default instead. Each message
+// names the path and the nearest path the schema marks writeOnly. A path
+// the schema defines without writeOnly is not warned of, as a Secret may
+// hold any value; a chart without a schema, or a git folder, has nothing
+// to say. The chart is fetched with fetch; an error says it could not be.
+func UnknownSecretInputs(ctx context.Context, fetch ChartFetch, spec capstanv1.AddonSpec, inputs map[string]string) ([]string, error) {
+	if spec.Chart == nil || len(inputs) == 0 {
+		return nil, nil
+	}
+	art, err := fetch(ctx, capstanv1.AddonSpec{Chart: spec.Chart})
+	if err != nil {
+		return nil, err
+	}
+	if !art.IsChart() {
+		return nil, nil
+	}
+	vals := map[string]any{}
+	if spec.Values != nil && len(bytes.TrimSpace(spec.Values.Raw)) > 0 {
+		// NOTE: values that cannot be read enable no subchart; the
+		// controller says what is wrong with them.
+		_ = json.Unmarshal(spec.Values.Raw, &vals)
+	}
+	schema, err := values.SchemaFor(art.Chart.Chart, values.Sources{Spec: vals})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, u := range schema.UnknownInputs(slices.Collect(maps.Keys(inputs))) {
+		msg := fmt.Sprintf("secret input %s: the chart's schema neither marks this path writeOnly nor defines it, so the chart may never read it and render its default instead", u.Path)
+		if u.Closed {
+			msg = fmt.Sprintf("secret input %s: the chart's schema does not allow this path (additionalProperties: false), and the controller will Block the Addon for it", u.Path)
+		}
+		if u.Closest != "" {
+			msg += fmt.Sprintf("; did you mean %s?", u.Closest)
+		}
+		out = append(out, msg)
+	}
+	return out, nil
 }

@@ -182,6 +182,32 @@ func (s *secretCheck) check(cmd *cobra.Command, cfg *rest.Config, key client.Obj
 	return nil
 }
 
+// warnUnknown says on stderr which secret inputs the chart of spec has no
+// place for (addons.UnknownSecretInputs): a misspelt path is stored and
+// then never read, and the chart renders its default instead. A chart that
+// cannot be fetched is said on stderr too; nothing is refused.
+func (s *secretCheck) warnUnknown(cmd *cobra.Command, cfg *rest.Config, key client.ObjectKey, spec capstanv1.AddonSpec, inputs map[string]string) {
+	if spec.Chart == nil || len(inputs) == 0 {
+		return
+	}
+	fopts, err := s.fetcherOptions()
+	if err == nil {
+		var fetcher *source.Fetcher
+		if fetcher, err = addons.NewFetcher(cfg, fopts); err == nil {
+			var msgs []string
+			msgs, err = addons.UnknownSecretInputs(cmd.Context(), func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+				return fetcher.Fetch(ctx, spec, nil)
+			}, spec, inputs)
+			for _, m := range msgs {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: %s\n", key, m)
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "Warning: addon %s: the chart could not be read to check the paths of the secret inputs against its schema (%v)\n", key, err)
+	}
+}
+
 // secretInputAdvice is how to give the secret inputs at some paths.
 type secretInputAdvice struct {
 	// names names the paths: a targetPath, or the JSON pointer of a path
@@ -467,6 +493,7 @@ func newAddonAddCommand() *cobra.Command {
 			if err := secrets.check(cmd, cfg, client.ObjectKeyFromObject(a), spec, vals); err != nil {
 				return err
 			}
+			secrets.warnUnknown(cmd, cfg, client.ObjectKeyFromObject(a), spec, inputs)
 			if _, err := addons.Add(cmd.Context(), c, a, inputs); err != nil {
 				return err
 			}
@@ -644,6 +671,7 @@ func editCluster(cmd *cobra.Command, f *clusterFlags, name string, v *valuesFlag
 	if err != nil {
 		return err
 	}
+	secrets.warnUnknown(cmd, cfg, key, a.Spec, inputs)
 	fmt.Fprintf(cmd.OutOrStdout(), "Edited Addon %s/%s (generation %d); a new plan follows.\n", a.Namespace, a.Name, a.Generation)
 	return nil
 }

@@ -624,3 +624,33 @@ func TestEditSecretInputTakesAListElementOut(t *testing.T) {
 		t.Errorf("spec.values of site is %s; want none", v.Raw)
 	}
 }
+
+// TestUnknownSecretInputsAreWarnedOf: a --secret-input at a path the
+// chart's schema neither marks writeOnly nor defines, a misspelt name,
+// would be stored and never read, the chart rendering its default
+// instead: add and edit go on, and say so on stderr, naming the nearest
+// path the schema marks writeOnly. The right path is not warned of.
+func TestUnknownSecretInputsAreWarnedOf(t *testing.T) {
+	cluster, c := apiServer(t)
+	ns := testNamespace(t, c)
+	chartURL, fetch := servedChart(t, "blog", writeOnlyChart)
+	pw := filepath.Join(t.TempDir(), "pw")
+	if err := os.WriteFile(pw, []byte("hunter2"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := capstan(t, cluster, append([]string{"addon", "add", "blog", "-n", ns, "--chart-url", chartURL, "--secret-input", "auth.pasword=@" + pw}, fetch...)...)
+	if err != nil {
+		t.Fatalf("add with a misspelt --secret-input: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Warning: addon "+ns+"/blog: secret input auth.pasword: the chart's schema neither marks this path writeOnly nor defines it") ||
+		!strings.Contains(out, "did you mean auth.password?") || strings.Contains(out, "hunter2") {
+		t.Errorf("add with --secret-input auth.pasword should warn of it, naming auth.password, and not the value:\n%s", out)
+	}
+	out, err = capstan(t, cluster, append([]string{"addon", "edit", "blog", "-n", ns, "--secret-input", "auth.password=@" + pw}, fetch...)...)
+	if err != nil {
+		t.Fatalf("edit with --secret-input auth.password: %v\n%s", err, out)
+	}
+	if strings.Contains(out, "Warning") {
+		t.Errorf("edit with --secret-input auth.password, which the schema marks writeOnly, warned:\n%s", out)
+	}
+}

@@ -552,6 +552,7 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.warnUnknownSecretInputs(r.Context(), userOf(r), "create", key, req.Spec, req.SecretInputs, apiWarning(w))
 	created, err := addons.Add(r.Context(), c, a, req.SecretInputs)
 	if err != nil {
 		writeError(w, errorFor(err))
@@ -744,6 +745,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
+	s.warnUnknownSecretInputs(r.Context(), userOf(r), "patch", key, next.Spec, req.SecretInputs, apiWarning(w))
 	// NOTE: the check judged the values against current, read before a
 	// chart fetch that may take --page-fetch-timeout: an edit of the values
 	// is made to that spec or to none (409), so that a secret input

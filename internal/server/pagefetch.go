@@ -162,6 +162,27 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 	return nil
 }
 
+// warnUnknownSecretInputs warns of the secret inputs whose paths the
+// chart's schema neither marks writeOnly nor defines
+// (addons.UnknownSecretInputs), a misspelt name most often, which the
+// chart would never read. The chart is fetched as checkSecretValues
+// fetches it; one that cannot be is warned of too, and nothing is refused.
+func (s *Server) warnUnknownSecretInputs(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, inputs map[string]string, warn func(string)) {
+	if s.Fetcher == nil || len(inputs) == 0 {
+		return
+	}
+	msgs, err := addons.UnknownSecretInputs(ctx, func(ctx context.Context, spec capstanv1.AddonSpec) (*source.Artifact, error) {
+		return s.pageFetch(ctx, u, verb, key, spec)
+	}, spec, inputs)
+	if err != nil {
+		warn(fmt.Sprintf("the chart could not be read to check the paths of the secret inputs against its schema (%v)", err))
+		return
+	}
+	for _, m := range msgs {
+		warn(m)
+	}
+}
+
 // heldSecretInputs warns of the secret inputs at paths that spec.values
 // (vals) holds already, unchanged: each goes to a Secret, a scalar by
 // "secretInputs", an object, a list or a path with an empty key in a

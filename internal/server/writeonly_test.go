@@ -257,3 +257,37 @@ func TestSecretValuesCheckIsNeverSkippedWhenBusy(t *testing.T) {
 		t.Errorf("the add whose chart could not be read warns %q; want it said", w)
 	}
 }
+
+// TestAPIWarnsOfUnknownSecretInputs: a secret input at a path the chart's
+// schema neither marks writeOnly nor defines, a misspelt name, would be
+// stored and never read, the chart rendering its default instead: the add
+// and the edit that send one go through, and their answers warn of the
+// path and the writeOnly path it is nearest to. A path the schema marks
+// writeOnly is not warned of.
+func TestAPIWarnsOfUnknownSecretInputs(t *testing.T) {
+	ns := namespace(t)
+	editor := user(t, ns, "editor", addonRule("get", "list", "create", "patch"), rbacPolicy("", "secrets", "create", "delete"))
+	base := "/api/v1/namespaces/" + ns + "/addons"
+
+	code, body, warnings := callWarned(t, editor, http.MethodPost, base, map[string]any{"name": "blog",
+		"spec":         map[string]any{"chart": formChart(), "values": map[string]any{"greeting": "hi"}},
+		"secretInputs": map[string]string{"auth.pasword": "hunter2"}})
+	expect(t, "an add with a misspelt secret input", code, body, http.StatusCreated)
+	if w := strings.Join(warnings, "\n"); !strings.Contains(w, "auth.pasword") || !strings.Contains(w, "did you mean auth.password?") || strings.Contains(w, "hunter2") {
+		t.Errorf("the Warning headers %q should name auth.pasword and auth.password, and not the value", warnings)
+	}
+
+	code, body, warnings = callWarned(t, editor, http.MethodPatch, base+"/blog", map[string]any{
+		"secretInputs": map[string]string{"auth.password": "hunter3"}})
+	expect(t, "an edit with the right secret input", code, body, http.StatusOK)
+	if w := strings.Join(warnings, "\n"); strings.Contains(w, "secret input auth.password") {
+		t.Errorf("the Warning headers %q should not warn of auth.password, which the schema marks writeOnly", warnings)
+	}
+
+	code, body, warnings = callWarned(t, editor, http.MethodPatch, base+"/blog", map[string]any{
+		"secretInputs": map[string]string{"adminPassword": "hunter4"}})
+	expect(t, "an edit with a secret input the schema does not define", code, body, http.StatusOK)
+	if w := strings.Join(warnings, "\n"); !strings.Contains(w, "secret input adminPassword") || strings.Contains(w, "hunter4") {
+		t.Errorf("the Warning headers %q should name adminPassword, and not the value", warnings)
+	}
+}
