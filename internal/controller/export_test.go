@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -69,3 +70,8 @@ func (r *AddonReconciler) MasksHolding(secret string) int {
 func (r *AddonReconciler) objectDrifted(ctx context.Context, key types.NamespacedName, c change) bool {
 	return r.judgeChange(ctx, key, c) == changeDrift
 }
+
+// SetDryRunGraceFor sets how long a dry run the API server could not take
+// is retried before it is the object's refusal (plan.GraceFor, for zero),
+// for the integration tests that cannot wait two minutes.
+func (r *AddonReconciler) SetDryRunGraceFor(d time.Duration) { r.dryRunGrace.SetFor(d) }

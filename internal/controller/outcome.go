@@ -89,6 +89,15 @@ func outcomeOf(f findings, stage string, err error) outcome {
 
 // decide is outcomeOf before the notes every outcome of its phase carries.
 func decide(f findings, stage string, err error) outcome {
+	var retried *plan.DryRunError
+	if errors.As(err, &retried) && classify(err) == classTransient {
+		// NOTE: within its grace (plan.DryRunGrace), a dry run the API
+		// server could not take is no failure of the add-on: it is
+		// Progressing, retried with backoff, with no Warning event and no
+		// incident, as Argo CD and Flux show a retry. Once the grace ends
+		// the plan records it as the object's refusal (DryRunFailed).
+		return outcome{Phase: capstanv1.PhaseProgressing, Reason: ReasonDryRunRetrying, Message: retried.Retrying()}
+	}
 	if err != nil {
 		reason := "Failed"
 		if stage != "" {
@@ -186,6 +195,12 @@ const reasonPruneHeld = "PruneHeld"
 // addon remove` stops waiting on it then; dependents being removed leave
 // on their own, and are waited for.
 const ReasonWaitingForDependents = "WaitingForDependents"
+
+// ReasonDryRunRetrying is the Reconciling reason of an add-on whose dry
+// run the API server could not take for a moment (a timeout, a 429, a 500
+// or 503, a webhook it could not call): it is retried with backoff, and is
+// DryRunFailed only once it has gone on failing for its grace.
+const ReasonDryRunRetrying = "DryRunRetrying"
 
 // reasonUninstalling is the Reconciling reason while the uninstall runs,
 // or waits for what a wave deleted to be gone.

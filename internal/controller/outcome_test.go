@@ -111,6 +111,9 @@ func TestOutcomeOf(t *testing.T) {
 			phase: capstanv1.PhaseFailed, reason: "FetchFailed"},
 		{name: "a failed hook stalls", stage: "Apply", err: hookFailed, phase: capstanv1.PhaseFailed, reason: "ApplyFailed", stalled: true},
 		{name: "a hook the API server could not take is retried", stage: "Apply", err: hookNotTaken, phase: capstanv1.PhaseFailed, reason: "ApplyFailed"},
+		{name: "a dry run the API server could not take is retried, Progressing", stage: "Preview",
+			err:   fmt.Errorf("preview: %w", &plan.DryRunError{Ref: drifted, Message: "the server was unable to return a response in the time allotted", Err: apierrors.NewServerTimeout(schema.GroupResource{Group: "apps", Resource: "deployments"}, "patch", 1)}),
+			phase: capstanv1.PhaseProgressing, reason: ReasonDryRunRetrying, says: "the API server did not answer the dry run of Deployment apps/web in time; retrying"},
 		{name: "an API conflict is retried", stage: "Apply", err: apierrors.NewConflict(schema.GroupResource{Resource: "addons"}, "x", errors.New("changed")),
 			phase: capstanv1.PhaseFailed, reason: "ApplyFailed"},
 	}

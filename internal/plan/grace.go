@@ -49,7 +49,10 @@ type DryRunGrace struct {
 	// rather than retrying anew at each. Set it before use.
 	Resync time.Duration
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// lasts is the least time from the first failure before one is a
+	// refusal; zero is GraceFor (SetFor).
+	lasts  time.Duration
 	failed map[graceKey]graceEntry
 }
 
@@ -116,7 +119,25 @@ func (g *DryRunGrace) Lasted(addon *capstanv1.Addon, key string, now time.Time) 
 	e.tries++
 	e.last = now
 	g.failed[k] = e
-	return e.first, e.tries >= GraceTries && now.Sub(e.first) >= GraceFor
+	return e.first, e.tries >= GraceTries && now.Sub(e.first) >= g.graceFor()
+}
+
+// graceFor is the least time from the first failure (SetFor's, or
+// GraceFor). The caller holds mu.
+func (g *DryRunGrace) graceFor() time.Duration {
+	if g.lasts > 0 {
+		return g.lasts
+	}
+	return GraceFor
+}
+
+// SetFor sets the least time from the first failure before one is a
+// refusal, for the integration tests that cannot wait GraceFor; zero is
+// GraceFor again.
+func (g *DryRunGrace) SetFor(d time.Duration) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.lasts = d
 }
 
 // sweep drops the failures not seen for graceStale. The caller holds mu.

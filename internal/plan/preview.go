@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -603,6 +604,29 @@ func (e *DryRunError) Error() string {
 }
 
 func (e *DryRunError) Unwrap() error { return e.Err }
+
+// Retrying says, for the add-on's status, what the API server could not
+// do for the dry run and that it is tried again: a moment the API server
+// could not take is no failure of the add-on until it lasts (DryRunGrace).
+func (e *DryRunError) Retrying() string {
+	var netErr net.Error
+	what := e.Ref.Describe()
+	var why string
+	switch {
+	case apply.WebhookCallFailed(e.Err) && apply.WebhookCalled(e.Err.Error()) != "":
+		why = "the API server could not call the admission webhook " + strconv.Quote(apply.WebhookCalled(e.Err.Error())) + " for the dry run of " + what
+	case apierrors.IsServerTimeout(e.Err), apierrors.IsTimeout(e.Err), errors.Is(e.Err, context.DeadlineExceeded):
+		why = "the API server did not answer the dry run of " + what + " in time"
+	case apierrors.IsTooManyRequests(e.Err):
+		why = "the API server asked for fewer requests (429) at the dry run of " + what
+	case errors.As(e.Err, &netErr), errors.Is(e.Err, context.Canceled):
+		why = "the API server could not be reached for the dry run of " + what
+	default:
+		why = "the API server could not take the dry run of " + what + " for a moment"
+	}
+	return why + "; retrying with backoff (it counts as the object's refusal only once it has failed so on " +
+		strconv.Itoa(GraceTries) + " looks in a row and for " + strconv.Itoa(int(GraceFor/time.Minute)) + " minutes): " + e.Message
+}
 
 // RedactAPIError keeps the API server's message, except for Secrets, whose
 // messages can quote a value.
