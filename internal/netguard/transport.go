@@ -253,16 +253,20 @@ func (g *Guard) Client() *http.Client {
 // CheckRedirect refuses a redirect beyond MaxRedirects, a downgrade from https
 // to http, and a target the policy refuses, before it is followed. A hop to
 // another origin than the first request's (scheme, host or port) goes
-// without the first request's credentials.
+// without the first request's credentials. Its errors name the target by
+// its origin only (Origin).
 func (g *Guard) CheckRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= g.cfg.MaxRedirects {
 		return fmt.Errorf("fetch guard stopped after %d redirects", len(via))
 	}
+	target := Origin(req.URL)
 	if len(via) > 0 && via[len(via)-1].URL.Scheme == "https" && req.URL.Scheme != "https" {
-		return fmt.Errorf("fetch guard refused a redirect from https to %s", redact(req.URL))
+		return fmt.Errorf("fetch guard refused a redirect from https to %s", target)
 	}
-	if err := g.CheckURL(req.URL); err != nil {
-		return fmt.Errorf("redirect to %s: %w", redact(req.URL), err)
+	// NOTE: the policy judges only the scheme, host and port, so the
+	// origin alone is checked: the refusal then quotes no path either.
+	if err := g.CheckURL(&url.URL{Scheme: req.URL.Scheme, Host: req.URL.Host}); err != nil {
+		return fmt.Errorf("redirect to %s: %w", target, err)
 	}
 	if len(via) > 0 && !SameOrigin(via[0].URL, req.URL) {
 		// NOTE: net/http copies the first request's headers to every hop,
@@ -366,6 +370,19 @@ func (b *cappedBody) Read(p []byte) (int, error) {
 }
 
 func (b *cappedBody) Close() error { return b.rc.Close() }
+
+// Origin prints a URL as its scheme, host and port alone: how a message
+// names where a redirect led. NOTE: a signed address (a chart or blob on
+// object storage or a CDN, which a redirect hands out to whoever holds the
+// credentials) may carry its token in the path as well as in the query,
+// and a path segment cannot be told from a token, so neither is shown;
+// the origin is what a user checks or allows (--fetch-allow).
+func Origin(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host}).String()
+}
 
 // redact prints a URL without its user information.
 func redact(u *url.URL) string {

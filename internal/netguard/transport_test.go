@@ -383,3 +383,40 @@ func TestRedact(t *testing.T) {
 		t.Error("an error with nothing to take out is kept as it is")
 	}
 }
+
+// TestRefusedRedirectNamesItsOriginOnly judges redirects to refused
+// targets whose path and query hold a signed address's token, as a CDN
+// hands one out: the refusal names the scheme, host and port only. The
+// decision alone is asked, so nothing is dialled.
+func TestRefusedRedirectNamesItsOriginOnly(t *testing.T) {
+	g, err := New(Config{Allow: []string{"127.0.0.1/32"}, DenyPrivate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := &http.Request{URL: &url.URL{Scheme: "https", Host: "127.0.0.1:8443", Path: "/demo-1.0.0.tgz"}}
+	for _, tc := range []struct{ target, want string }{
+		{"https://10.1.2.3/t/eyJhbGciOiJIUzI1NiJ9.pathtoken/chart.tgz?X-Signature=querytoken", "redirect to https://10.1.2.3: fetch guard refused"},
+		{"https://169.254.169.254:8080/pathtoken/latest?querytoken", "redirect to https://169.254.169.254:8080: "},
+		{"http://cdn.example/pathtoken/chart.tgz?querytoken", "redirect from https to http://cdn.example"},
+		{"file:///pathtoken/chart.tgz", "redirect from https to file:"},
+		{"https://user:pathtoken@127.0.0.2/pathtoken", "redirect to https://127.0.0.2: fetch guard refused"},
+	} {
+		u, err := url.Parse(tc.target)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = g.CheckRedirect(&http.Request{URL: u}, []*http.Request{from})
+		if err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "pathtoken") || strings.Contains(err.Error(), "querytoken") {
+			t.Errorf("a redirect to %s: %v; want %q, and neither its path nor its query", tc.target, err, tc.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"https://cdn.example:8443/t/x/chart.tgz?sig=y": "https://cdn.example:8443",
+		"https://user:pw@[::1]/x":                      "https://[::1]",
+	} {
+		u, _ := url.Parse(in)
+		if got := Origin(u); got != want {
+			t.Errorf("Origin(%s) = %q, want %q", in, got, want)
+		}
+	}
+}

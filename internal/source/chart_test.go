@@ -528,6 +528,38 @@ func TestGuardRefusesLocalhost(t *testing.T) {
 	}
 }
 
+// TestRefusedRedirectNamesItsOriginOnly: a chart repository and a
+// registry on the allow-listed 127.0.0.1 redirect an archive and a blob to
+// a signed address on 127.0.0.2, which the guard refuses before any
+// connection, with a token in the path and in the query, as a CDN hands
+// one out. The error names 127.0.0.2 by its origin, neither token.
+func TestRefusedRedirectNamesItsOriginOnly(t *testing.T) {
+	target, targetLn := tlsServerOn(t, "127.0.0.2:0", http.NotFoundHandler())
+	signed := target.URL + "/t/eyJhbGciOiJIUzI1NiJ9.pathtoken"
+	r := newChartRepo(t)
+	r.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Redirect(w, req, signed+req.URL.Path+"?X-Signature=topsecret", http.StatusFound)
+	})
+	reg := newOCIRegistry(t, "", "")
+	reg.push(t, chartArchive(t, "demo", "1.0.0"), "charts/demo:1.0.0", "", "")
+	reg.redirectBlobs(signed)
+	f := newTestFetcher(t, Options{}, r.Server, reg.Server, target)
+
+	for name, spec := range map[string]capstanv1.ChartSource{
+		"an https chart": {URL: r.URL + "/demo-1.0.0.tgz"},
+		"an OCI chart":   {OCI: "oci://" + reg.host + "/charts/demo", Version: "1.0.0"},
+	} {
+		_, err := f.Chart(context.Background(), spec, nil)
+		if !netguard.IsRefused(err) || !strings.Contains(err.Error(), "redirect to "+target.URL+": fetch guard refused") ||
+			strings.Contains(err.Error(), "pathtoken") || strings.Contains(err.Error(), "topsecret") {
+			t.Errorf("%s redirected to a refused signed address: %v; want the refusal to name %s alone", name, err, target.URL)
+		}
+	}
+	if n := targetLn.accepted.Load(); n != 0 {
+		t.Fatalf("127.0.0.2 accepted %d connections", n)
+	}
+}
+
 // TestGuardRefusesRedirectTo127002: the allow-listed repository on 127.0.0.1
 // redirects the archive to 127.0.0.2, which is refused before any connection.
 func TestGuardRefusesRedirectTo127002(t *testing.T) {

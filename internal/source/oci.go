@@ -463,21 +463,13 @@ func ociError(registry, ref, doing string, withCreds bool, err error) error {
 	hint := "check spec.chart.oci and spec.chart.version, and that the registry is up"
 	msg := err.Error()
 	refused := statusCode(msg, "401", "403") || strings.Contains(msg, "unauthorized") || strings.Contains(msg, "denied") || strings.Contains(msg, "credential")
-	// NOTE: a signed address (a blob redirected to object storage or a
-	// CDN) carries its signature in the query, whatever the server then
-	// answers: an error names only the path it went to.
-	var answered *errcode.ErrorResponse
-	if errors.As(err, &answered) && answered.URL != nil && answered.URL.RawQuery != "" {
-		answered.URL = &url.URL{Scheme: answered.URL.Scheme, Host: answered.URL.Host, Path: answered.URL.Path}
-	}
+	hideSignedAddress(registry, err)
 	hop := redirectedHop(registry, err)
 	switch {
 	case netguard.IsRefused(err):
 		hint = "the fetch guard protects the cluster from requests to internal addresses"
 	case hop != nil:
-		host := hop.URL.Host
-		hint = "the redirect to " + host + " was sent without credentials, which never go past a redirect to another origin: " +
-			host + " must serve the chart without them (a signed address may have expired); check what " + registry + " redirects to"
+		hint = redirectedRefusalHint(hop.URL.Host, registry, "the chart")
 	case refused && !withCreds:
 		hint = "the registry refuses to serve the chart without credentials: if it needs them, name a Secret that holds them in spec.chart.secretRef; " +
 			"if the chart is public, check spec.chart.oci, since registries answer so for a repository that does not exist too"
@@ -487,6 +479,36 @@ func ociError(registry, ref, doing string, withCreds bool, err error) error {
 		hint = "the registry has no such chart, tag or digest; check spec.chart.oci and spec.chart.version"
 	}
 	return &FetchError{URL: ref, Err: fmt.Errorf("%s: %w", doing, err), Hint: hint}
+}
+
+// hideSignedAddress rewrites, in place, the addresses that err quotes
+// from oras and net/http, which name the server that answered or the
+// redirect that was refused. NOTE: a signed address (a blob redirected to
+// object storage or a CDN) carries its signature in the query, and may
+// carry a token in the path, whatever the server then answers: one of
+// another origin than the registry is named by its origin alone
+// (netguard.Origin), the registry's own without its query.
+func hideSignedAddress(registry string, err error) {
+	registryURL := &url.URL{Scheme: "https", Host: orasregistry.Reference{Registry: registry}.Host()}
+	hide := func(u *url.URL) *url.URL {
+		shown := &url.URL{Scheme: u.Scheme, Host: u.Host}
+		if netguard.SameOrigin(registryURL, u) || netguard.SameOrigin(&url.URL{Scheme: "http", Host: registryURL.Host}, u) {
+			shown.Path = u.Path
+		}
+		return shown
+	}
+	var answered *errcode.ErrorResponse
+	if errors.As(err, &answered) && answered.URL != nil {
+		answered.URL = hide(answered.URL)
+	}
+	var refused *url.Error
+	if errors.As(err, &refused) {
+		if u, perr := url.Parse(refused.URL); perr == nil {
+			refused.URL = hide(u).String()
+		} else {
+			refused.URL = netguard.Redact(refused.URL)
+		}
+	}
 }
 
 // redirectedHop is the registry's 401 or 403 in err when a server of

@@ -488,6 +488,14 @@ func TestOCIErrorHints(t *testing.T) {
 		// A signed address that answers other than 401 or 403 keeps its
 		// signature out of the message too.
 		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://cdn.example/blobs/sha256:ab?X-Signature=topsecret"), StatusCode: http.StatusNotFound}, withCreds: true, want: "no such chart"},
+		// A signed address with a token in its path, refused or not
+		// found: named by its origin alone.
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://cdn.example/t/topsecret/blobs/sha256:ab"), StatusCode: http.StatusForbidden}, want: "GET \"https://cdn.example\": response status code 403"},
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://cdn.example/t/topsecret/blobs/sha256:ab"), StatusCode: http.StatusNotFound}, want: "GET \"https://cdn.example\": response status code 404"},
+		// The registry's own address keeps its path.
+		{err: &errcode.ErrorResponse{Method: "GET", URL: u("https://registry.example/v2/charts/demo/manifests/1.0.0?topsecret"), StatusCode: http.StatusNotFound}, want: "https://registry.example/v2/charts/demo/manifests/1.0.0\""},
+		// A redirect the guard refused, as net/http reports it.
+		{err: &url.Error{Op: "Get", URL: "https://10.1.2.3/t/topsecret/blobs/sha256:ab?X-Signature=topsecret", Err: errors.New("redirect to https://10.1.2.3: fetch guard refused")}, want: `Get "https://10.1.2.3": redirect to https://10.1.2.3`},
 		// A token server got the credentials, as the registry does.
 		{err: fmt.Errorf("%s %q: %w", "GET", "https://registry.example/v2/charts/demo/manifests/1.0.0", &errcode.ErrorResponse{Method: "GET", URL: u("https://auth.example/token?scope=x"), StatusCode: http.StatusUnauthorized}), withCreds: true, want: "refused the credentials", not: "redirect"},
 	} {

@@ -414,11 +414,10 @@ func refusedHint(auth httpAuth, first *url.URL, hop *http.Request, what string) 
 		return "the server refused the credentials; check the Secret named in secretRef"
 	}
 	if !netguard.SameOrigin(first, hop.URL) {
-		hint := "the redirect to " + hop.URL.Host + " was sent without credentials, which never go past a redirect to another origin: "
 		if auth.chart {
-			return hint + hop.URL.Host + " must serve " + what + " without them (a signed address may have expired); check what " + first.Host + " redirects to"
+			return redirectedRefusalHint(hop.URL.Host, first.Host, what)
 		}
-		return hint + what + " must be readable without them"
+		return redirectedWithoutCredentials(hop.URL.Host) + what + " must be readable without them"
 	}
 	hint := "the server refuses to serve " + what + " without credentials"
 	switch {
@@ -431,6 +430,22 @@ func refusedHint(auth httpAuth, first *url.URL, hop *http.Request, what string) 
 		hint += "; those of spec.chart.secretRef are sent only to " + auth.host + ", the host that serves the chart's repository"
 	}
 	return hint
+}
+
+// redirectedWithoutCredentials begins the hint for a 401 or 403 from host,
+// where a redirect to another origin led a request without credentials.
+// host is a host and port, never a path, which may hold a signed
+// address's token.
+func redirectedWithoutCredentials(host string) string {
+	return "the redirect to " + host + " was sent without credentials, which never go past a redirect to another origin: "
+}
+
+// redirectedRefusalHint is the hint for a chart (what) refused with 401 or
+// 403 by host, where from (the chart's repository or registry) redirected
+// it: host must serve it without credentials, for an https chart's archive
+// as for an OCI chart's blob.
+func redirectedRefusalHint(host, from, what string) string {
+	return redirectedWithoutCredentials(host) + host + " must serve " + what + " without them (a signed address may have expired); check what " + from + " redirects to"
 }
 
 // unwrapURLError drops net/http's "Get <url>:" prefix, which repeats the URL
