@@ -35,8 +35,9 @@ import (
 // file is refused before the build, because krusty would fetch it without
 // the fetch guard. A folder without one whose subfolders hold a
 // kustomization is built so too, with the kustomization Flux's
-// kustomize-controller generates for it (generateKustomization). Any other
-// folder yields every .yaml and .yml file in it and its subfolders, taken
+// kustomize-controller generates for it (generateKustomization), which,
+// as Flux's, lists no symlinked folder (scanFolder). Any other folder
+// yields every .yaml and .yml file in it and its subfolders, taken
 // as is: files in path order (byte-wise, slash separated), documents in
 // file order, List kinds expanded into their items, empty documents
 // skipped. Without a kustomization, files and folders whose names start
@@ -103,11 +104,26 @@ func FolderWith(fsys fs.FS, dir string, src SourceIdentity, in FolderInputs) (*R
 	if kustomizationFile(fsys, dir) != "" {
 		objs, err = kustomize(fsys, dir, in, nil)
 	} else {
-		var entries []folderEntry
-		if entries, err = scanFolder(fsys, dir); err != nil {
+		var entries, all []folderEntry
+		if entries, err = scanFolder(fsys, dir, skipFolderLinks); err != nil {
 			return nil, err
 		}
-		if slices.ContainsFunc(entries, func(e folderEntry) bool { return e.kustomized }) {
+		kustomized := func(e folderEntry) bool { return e.kustomized }
+		fluxLayout := slices.ContainsFunc(entries, kustomized)
+		if !fluxLayout {
+			// NOTE: a plain folder is read as a checkout on disk is, its
+			// symlinked folders walked too, so it is scanned again. A
+			// kustomization found only through a symlinked folder is the
+			// Flux layout still, built as Flux builds it: without what is
+			// under the link.
+			if all, err = scanFolder(fsys, dir, followFolderLinks); err != nil {
+				return nil, err
+			}
+			if fluxLayout = slices.ContainsFunc(all, kustomized); !fluxLayout {
+				entries = all
+			}
+		}
+		if fluxLayout {
 			objs, err = kustomize(fsys, dir, in, entries)
 		} else {
 			objs, err = plainYAML(fsys, dir, entries, in)
@@ -182,7 +198,7 @@ func kustomize(fsys fs.FS, dir string, in FolderInputs, generated []folderEntry)
 	// anywhere in the tree, and the build says which file it misses if it
 	// needs that one.
 	budget := newReadBudget(in.MaxBytes)
-	err := walkLinks(fsys, ".", false, func(p string, dir bool) error {
+	err := walkLinks(fsys, ".", false, followFolderLinks, func(p string, dir bool) error {
 		if dir {
 			return mem.MkdirAll("/" + p)
 		}
@@ -328,9 +344,13 @@ type folderEntry struct {
 // subfolders alike): every .yaml and .yml file of dir and its subfolders,
 // and every subfolder that holds a kustomization, whose own files are not
 // listed. Files and folders whose names start with "." are left out.
-func scanFolder(fsys fs.FS, dir string) ([]folderEntry, error) {
+// folders says whether symlinked folders are walked: Flux's walk
+// (filepath.Walk) does not follow them, so a folder that links to its
+// parent or to a sibling is neither a loop nor read twice, and what is
+// under the link is not listed.
+func scanFolder(fsys fs.FS, dir string, folders folderLinks) ([]folderEntry, error) {
 	var entries []folderEntry
-	err := walkLinks(fsys, dir, true, func(p string, isDir bool) error {
+	err := walkLinks(fsys, dir, true, folders, func(p string, isDir bool) error {
 		if p == dir {
 			return nil
 		}
@@ -610,18 +630,31 @@ const (
 	maxLinkHops = 40
 )
 
+// folderLinks says whether walkLinks walks a symlink to a folder.
+type folderLinks bool
+
+const (
+	// followFolderLinks walks a symlinked folder as a folder at the
+	// link's path, as a checkout on disk reads.
+	followFolderLinks folderLinks = true
+	// skipFolderLinks leaves a symlinked folder out, as Flux's
+	// kustomize-controller does when it generates a kustomization.
+	skipFolderLinks folderLinks = false
+)
+
 // walkLinks calls visit with root and, in path order, every folder and
 // regular file under it, as fs.WalkDir does, but following symlinks: a
 // link to a file is that file at the link's path, and a link to a folder
-// is walked as a folder at the link's path. visit may return fs.SkipDir
-// for a folder. Other special files are left out. strict says what a link
-// that cannot be followed (dangling, leaving the repository, a loop,
-// nested too deep) is: an error when set, else left out.
+// is walked as a folder at the link's path when folders says so, else
+// left out. visit may return fs.SkipDir for a folder. Other special files
+// are left out. strict says what a link that cannot be followed
+// (dangling, leaving the repository, a loop, nested too deep) is: an
+// error when set, else left out.
 //
 // Loops are found when fsys can read links (fs.ReadLinkFS, as the
 // source's tree and fstest.MapFS can); on another fs.FS, the depth, file
 // and byte bounds still end the walk.
-func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bool) error) error {
+func walkLinks(fsys fs.FS, root string, strict bool, folders folderLinks, visit func(p string, dir bool) error) error {
 	linked := 0
 	// real holds, for each folder being walked, its path with every link
 	// resolved; it is nil when fsys cannot read links.
@@ -661,6 +694,9 @@ func walkLinks(fsys fs.FS, root string, strict bool, visit func(p string, dir bo
 					continue
 				}
 				if isDir = info.IsDir(); isDir {
+					if folders == skipFolderLinks {
+						continue
+					}
 					if real != nil {
 						if cReal, err = realPath(fsys, c); err != nil {
 							if strict {
