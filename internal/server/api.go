@@ -536,10 +536,6 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if err := checkSecretInputPaths(req.SecretInputs); err != nil {
-		writeError(w, *err)
-		return
-	}
 	a := &capstanv1.Addon{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: req.Name}, Spec: req.Spec}
 	if err := addons.ForShard(a, s.Config); err != nil {
 		writeError(w, errorFor(err))
@@ -662,20 +658,6 @@ func changesSpec(patch json.RawMessage) bool {
 	return len(fields) > 0
 }
 
-// checkSecretInputPaths refuses secret inputs whose key is not a targetPath
-// (auth.password, users[0].password), naming the input, before anything is
-// fetched or written.
-func checkSecretInputPaths(inputs map[string]string) *apiError {
-	paths := slices.Sorted(maps.Keys(inputs))
-	for _, p := range paths {
-		if _, err := values.PathSegments(p); err != nil {
-			out := badRequest(fmt.Sprintf("secretInputs[%q]", p), "secret input %q: %v: name the value as a targetPath, such as auth.password or users[0].password", p, err)
-			return &out
-		}
-	}
-	return nil
-}
-
 // planRetryAfter is the Retry-After, in seconds, of a plan refused because
 // the server computes as many as it may.
 const planRetryAfter = 5
@@ -694,10 +676,6 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := req.Check(); err != nil {
 		writeError(w, errorFor(err))
-		return
-	}
-	if err := checkSecretInputPaths(req.SecretInputs); err != nil {
-		writeError(w, *err)
 		return
 	}
 	current, err := addons.Get(r.Context(), c, key)

@@ -130,3 +130,48 @@ func TestNameBoundIsTheCRDs(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretInputsAreCheckedByEveryBody checks that every body that takes
+// secret inputs refuses, in its own Check, one whose key is not a
+// targetPath, naming that input as the field, and takes targetPaths.
+func TestSecretInputsAreCheckedByEveryBody(t *testing.T) {
+	bad := `"secretInputs":{"users[0].password":"x","a[":"y"}`
+	good := `"secretInputs":{"users[0].password":"x","auth.password":"y","a\\.b":"z"}`
+	for _, tc := range []struct {
+		what   string
+		fresh  func() any
+		prefix string
+	}{
+		{"an add", func() any { return &Add{} }, `{"name":"wiki",`},
+		{"a change", func() any { return &Change{} }, `{`},
+		{"an edit", func() any { return &Edit{} }, `{"generation":2,`},
+	} {
+		v := tc.fresh()
+		if _, ok := v.(checker); !ok {
+			t.Errorf("%s has no Check of its own", tc.what)
+			continue
+		}
+		if err := Decode(strings.NewReader(tc.prefix+bad+"}"), v); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		var refused *Error
+		if err := v.(checker).Check(); !errors.As(err, &refused) || refused.Field != `secretInputs["a["]` ||
+			!strings.Contains(refused.Message, `secret input "a[": `) || !strings.Contains(refused.Message, "name the value as a targetPath") {
+			t.Errorf("%s with a secret input at a[: %v; want it refused, naming the input", tc.what, err)
+		}
+		v = tc.fresh()
+		if err := Decode(strings.NewReader(tc.prefix+good+"}"), v); err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+		if err := v.(checker).Check(); err != nil {
+			t.Errorf("%s with secret inputs at targetPaths: %v", tc.what, err)
+		}
+	}
+	var e any = &Edit{Generation: -1, Change: Change{SecretInputs: map[string]string{"a[": "y"}}}
+	if err := e.(checker).Check(); err == nil || !strings.Contains(err.Error(), "generation -1") {
+		t.Errorf("an edit with a negative generation and a bad secret input: %v; want the generation refused first, as before", err)
+	}
+}
+
+// checker is a body with a Check of its own.
+type checker interface{ Check() error }

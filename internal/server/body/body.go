@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/values"
 )
 
 // Error is a body the API refuses as a bad request.
@@ -60,13 +63,27 @@ func NameProblems(name string) []string {
 	return nil
 }
 
-// Check refuses an add whose name cannot name an Addon.
+// Check refuses an add whose name cannot name an Addon, or whose secret
+// inputs are not at targetPaths (secretInputPaths).
 func (a *Add) Check() error {
 	if a.Name == "" {
 		return refuse("name", `the body names no add-on: send {"name": "...", "spec": {...}}, with the Addon's name and spec`)
 	}
 	if errs := NameProblems(a.Name); len(errs) > 0 {
 		return refuse("name", "name %q: %s", a.Name, strings.Join(errs, "; "))
+	}
+	return secretInputPaths(a.SecretInputs)
+}
+
+// secretInputPaths refuses secret inputs whose key is not a targetPath
+// (auth.password, users[0].password), naming the first such input in
+// sorted order, so that one is refused before anything is fetched or
+// written.
+func secretInputPaths(inputs map[string]string) error {
+	for _, p := range slices.Sorted(maps.Keys(inputs)) {
+		if _, err := values.PathSegments(p); err != nil {
+			return refuse(fmt.Sprintf("secretInputs[%q]", p), "secret input %q: %v: name the value as a targetPath, such as auth.password or users[0].password", p, err)
+		}
 	}
 	return nil
 }
@@ -86,6 +103,11 @@ type Change struct {
 	Base string `json:"base,omitempty"`
 }
 
+// Check refuses a change whose secret inputs are not at targetPaths.
+func (c *Change) Check() error {
+	return secretInputPaths(c.SecretInputs)
+}
+
 // Edit is the body of an edit: a Change, and optionally the version of
 // the Addon it was made from. With either set, an edit of an Addon that is
 // not that version any more is refused (409) and nothing is written, so
@@ -101,12 +123,13 @@ type Edit struct {
 	UID string `json:"uid,omitempty"`
 }
 
-// Check refuses an edit whose generation cannot be an Addon's.
+// Check refuses an edit whose generation cannot be an Addon's, or whose
+// change Change.Check refuses.
 func (e *Edit) Check() error {
 	if e.Generation < 0 {
 		return refuse("generation", "generation %d is not an Addon's metadata.generation, which is 1 or more: send the one you read, or leave it out", e.Generation)
 	}
-	return nil
+	return e.Change.Check()
 }
 
 // Approval is the body of an approve or an install: the reviewed plan.

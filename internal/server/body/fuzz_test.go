@@ -24,6 +24,7 @@ func FuzzDecode(f *testing.F) {
 	for _, s := range []string{
 		`{"name":"wiki","spec":{"chart":{"repo":"https://charts.example/","name":"wiki","version":"1.2.3"},"values":{"a":1}},"secretInputs":{"auth.password":"s3cret"}}`,
 		`{"spec":{"values":{"replicas":2}},"secretInputs":{"a.b":"x"}}`,
+		`{"spec":{"values":{"replicas":2}},"secretInputs":{"a[":"x","b":"y"}}`,
 		`{"spec":{"values":{"replicas":2}},"generation":3,"uid":"0b9e6a2c-2f4f-4d51-9b7c-1a2b3c4d5e6f"}`,
 		`{"definition":"name: wiki\nchart:\n  oci: oci://r.example/wiki\n  version: 1.0.0\n"}`,
 		`{"hash":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`,
@@ -46,7 +47,7 @@ func FuzzDecode(f *testing.F) {
 				return v, v.Check
 			case 1:
 				v := &Change{}
-				return v, func() error { return nil }
+				return v, v.Check
 			case 2:
 				v := &Approval{}
 				return v, v.Check
