@@ -544,7 +544,7 @@ func (s *Server) add(w http.ResponseWriter, r *http.Request) {
 	// NOTE: before anything is written: a secret input in spec.values
 	// would be stored, readable by anyone who may view the Addon, before
 	// the controller Blocks it.
-	if err := s.checkSecretValues(r.Context(), userOf(r), "create", key, req.Spec, nil, apiSecretInputs, apiWarning(w)); err != nil {
+	if err := s.checkSecretValues(r.Context(), userOf(r), "create", key, req.Spec, nil, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}
@@ -719,7 +719,7 @@ func (s *Server) edit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorFor(err))
 		return
 	}
-	if err := s.checkSecretValues(r.Context(), userOf(r), "patch", key, next.Spec, current.Spec.Values, apiSecretInputs, apiWarning(w)); err != nil {
+	if err := s.checkSecretValues(r.Context(), userOf(r), "patch", key, next.Spec, current.Spec.Values, apiSecrets, apiWarning(w)); err != nil {
 		writeError(w, errorFor(err))
 		return
 	}

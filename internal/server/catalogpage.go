@@ -192,7 +192,7 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	// Addon: the chart is fetched to check the values before the Addon is
 	// added, as the API's add checks them.
 	check := func(ctx context.Context) error {
-		return s.checkSecretValues(ctx, sess.user, "create", client.ObjectKeyFromObject(a), a.Spec, nil, catalogSecretInputs,
+		return s.checkSecretValues(ctx, sess.user, "create", client.ObjectKeyFromObject(a), a.Spec, nil, catalogSecrets,
 			func(msg string) {
 				s.Log.Info("Values of a catalog add-on not checked", "user", sess.user.Name, "addon", a.Namespace+"/"+a.Name, "reason", msg)
 			})
@@ -207,12 +207,12 @@ func (s *Server) catalogPage(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/addons/"+url.PathEscape(a.Namespace)+"/"+url.PathEscape(a.Name)+"?done="+done, http.StatusSeeOther)
 }
 
-// catalogSecretInputs is, for the catalog's form, which has no secret
-// fields, how to give secret inputs at paths.
-func catalogSecretInputs([]string) string {
+// catalogSecrets is how the catalog's form, which has no secret fields,
+// takes secret inputs: by another form, or a Secret named later.
+var catalogSecrets = secretWay{outcome: "nothing was created", scalar: func([]string) string {
 	return "take it out of the YAML, and add the chart from \"Add from a chart link\", whose secret field keeps it in a Secret, " +
-		"or put it in a Secret and name that Secret in the Addon's valuesFrom once it is added; nothing was created"
-}
+		"or put it in a Secret and name that Secret in the Addon's valuesFrom once it is added"
+}}
 
 // definitionOf is the gitops definition of a catalog form's Addon, whose
 // objects go to the entry's namespace, created when missing. The chart

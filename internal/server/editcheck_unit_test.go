@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
@@ -121,7 +120,7 @@ func TestSecretObjectsAndLists(t *testing.T) {
 	vals := map[string]any{"creds": map[string]any{"accessKey": "AK"}, "keys": []any{"k1"}, "auth": map[string]any{"password": "pw"}}
 	for _, paths := range [][]string{{"creds"}, {"keys"}, {"creds", "auth.password"}} {
 		page := secretValuesMessage(namedPaths(t, paths...), vals, "nothing was saved")
-		api := insteadOf(capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"creds":{"accessKey":"AK"},"keys":["k1"],"auth":{"password":"pw"}}`)}}, namedPaths(t, paths...), apiSecretInputs)
+		api := secretAdvice(vals, namedPaths(t, paths...), apiSecrets, "")
 		for who, msg := range map[string]string{"the page": page, "the API": api} {
 			if !strings.Contains(msg, "valuesFrom with no targetPath") || !strings.Contains(msg, paths[0]+" is an object or a list") || strings.Contains(msg, "AK") || strings.Contains(msg, "k1") {
 				t.Errorf("%s refusing %q: %s; want it to say to give %s whole in a Secret named in valuesFrom, quoting no secret", who, paths, msg, paths[0])

@@ -824,24 +824,21 @@ func secretValueErrors(errs []capstanv1.ValuesError, vals, current map[string]an
 }
 
 // secretValuesMessage is the page's refusal of secret inputs in the
-// values to save, vals: a scalar is typed into its secret field, an object
-// or a list (addons.NonScalarSecrets) and a path with an empty key
-// (addons.EmptyKeySecrets) are given in a Secret of one's own.
+// values to save, vals, whose outcome says what was left undone: each is
+// taken out of the YAML and given as secretAdvice says, a scalar in its
+// secret field.
 func secretValuesMessage(paths []values.SecretInputPath, vals map[string]any, outcome string) string {
 	names, _ := addons.SecretInputNames(paths)
-	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
-	var advice []string
-	if len(rest) > 0 {
-		advice = append(advice, "type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)")
-	}
-	if len(whole) > 0 {
-		advice = append(advice, addons.NonScalarSecrets(whole))
-	}
-	if len(emptyKeys) > 0 {
-		advice = append(advice, addons.EmptyKeySecrets(emptyKeys))
-	}
 	return fmt.Sprintf("The chart's schema marks %s writeOnly, a secret input, which the YAML would write into spec.values, where anyone who may view the add-on reads it: "+
-		"take it out of the YAML, and %s; %s.", strings.Join(names, ", "), strings.Join(advice, "; "), outcome)
+		"take it out of the YAML; %s.", strings.Join(names, ", "), secretAdvice(vals, paths, pageSecrets(outcome), ""))
+}
+
+// pageSecrets is how a page's form takes secret inputs: in their secret
+// fields.
+func pageSecrets(outcome string) secretWay {
+	return secretWay{outcome: outcome, scalar: func([]string) string {
+		return "type it into its secret field, which keeps it in a Secret (or name a Secret that holds it in the definition's valuesFrom)"
+	}}
 }
 
 // mergeYAML merges a YAML map over vals, as Helm merges values files, and

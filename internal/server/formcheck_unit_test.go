@@ -108,6 +108,9 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 	errs := []capstanv1.ValuesError{{Path: "/pins/", Rule: values.RuleWriteOnly}, {Path: "/auth/password", Rule: values.RuleWriteOnly}}
 	vals := map[string]any{"pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
 	spec := capstanv1.AddonSpec{Values: &apiextensionsv1.JSON{Raw: []byte(`{"pins":{"":"1234"},"auth":{"password":"pw"}}`)}}
+	// NOTE: the API's refusal reads the values from the spec, as
+	// checkSecretValues does.
+	specVals, _ := specValues(&capstanv1.Addon{Spec: spec})
 	for _, c := range []struct {
 		name   string
 		errs   []capstanv1.ValuesError
@@ -117,7 +120,7 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 		{"beside a scalar", errs, true},
 	} {
 		_, set := secretValueErrors(c.errs, vals, nil)
-		api := (&addons.SecretValuesError{Paths: refusalNames(set), Where: "spec.values", Instead: insteadOf(spec, set, apiSecretInputs)}).Error()
+		api := (&addons.SecretValuesError{Paths: refusalNames(set), Where: "spec.values", Instead: secretAdvice(specVals, set, apiSecrets, "")}).Error()
 		page := secretValuesMessage(set, vals, "nothing was saved")
 		for who, msg := range map[string]string{"the API": api, "the page": page} {
 			if !strings.Contains(msg, addons.EmptyKeySecrets([]string{"/pins/"})) {
@@ -151,4 +154,46 @@ func TestSecretInputsWithAnEmptyKeyAreGivenWhole(t *testing.T) {
 func refusalNames(paths []values.SecretInputPath) []string {
 	out, _ := addons.SecretInputNames(paths)
 	return out
+}
+
+// TestSecretAdviceSaysEachPathsWay: the page's refusal and the API's
+// warning of secret inputs held already are one text, each way of giving a
+// secret input said once: with an object, a path with an empty key and a
+// scalar among them, the two given whole in a Secret come first, the
+// scalar is named with its own way (its secret field, "secretInputs"),
+// and what was left undone ends the refusal, once.
+func TestSecretAdviceSaysEachPathsWay(t *testing.T) {
+	errs := []capstanv1.ValuesError{{Path: "/creds", Rule: values.RuleWriteOnly}, {Path: "/pins/", Rule: values.RuleWriteOnly}, {Path: "/auth/password", Rule: values.RuleWriteOnly}}
+	vals := map[string]any{"creds": map[string]any{"key": "AK"}, "pins": map[string]any{"": "1234"}, "auth": map[string]any{"password": "pw"}}
+	_, paths := secretValueErrors(errs, vals, nil)
+	whole := addons.NonScalarSecrets([]string{"creds"}) + "; " + addons.EmptyKeySecrets([]string{"/pins/"})
+	page := secretValuesMessage(paths, vals, "nothing was saved")
+	if want := "take it out of the YAML; " + whole + "; for auth.password, type it into its secret field"; !strings.Contains(page, want) ||
+		!strings.HasSuffix(page, "; nothing was saved.") || strings.Count(page, "nothing was") != 1 {
+		t.Errorf("the page's refusal:\n%s\nwant it to hold %q, and end saying once that nothing was saved", page, want)
+	}
+	held := heldSecretInputs(vals, paths)
+	const null = ", with null at its path in spec.values"
+	if want := addons.NonScalarSecrets([]string{"creds"}) + null + "; " + addons.EmptyKeySecrets([]string{"/pins/"}) + null +
+		`; for auth.password, move it to a Secret (the API's "secretInputs"`; !strings.Contains(held, want) {
+		t.Errorf("the API's warning of secret inputs held:\n%s\nwant it to hold %q", held, want)
+	}
+	for who, msg := range map[string]string{"the page": page, "the warning": held} {
+		if strings.Contains(msg, "AK") || strings.Contains(msg, "1234") || strings.Contains(msg, "pw") {
+			t.Errorf("%s quotes a secret: %s", who, msg)
+		}
+	}
+	// The API and the catalog say what was left undone once, last, however
+	// the secret inputs are given: the catalog, which only creates, says
+	// so for an object too.
+	for _, tc := range []struct {
+		way     secretWay
+		outcome string
+	}{{apiSecrets, "nothing was written"}, {catalogSecrets, "nothing was created"}} {
+		for _, p := range [][]values.SecretInputPath{paths, paths[:1], paths[2:]} {
+			if msg := secretAdvice(vals, p, tc.way, ""); !strings.HasSuffix(msg, "; "+tc.outcome) || strings.Count(msg, "nothing was") != 1 {
+				t.Errorf("the refusal of %v: %s; want it to end saying once %q", refusalNames(p), msg, tc.outcome)
+			}
+		}
+	}
 }

@@ -126,14 +126,14 @@ func busyRefusal(err error, outcome string) (apiError, bool) {
 // from old, the Addon's stored spec.values (nil for a new Addon):
 // spec.values is read by anyone who may view the Addon. The chart is
 // fetched as a page's form fetches it (pageFetch), for a user who may verb
-// the Addon key, and only when the values changed; instead says how the
-// writer takes the secret inputs at the paths it refuses. Secret inputs
+// the Addon key, and only when the values changed; way is how the writer
+// takes the secret inputs at the paths it refuses. Secret inputs
 // that old holds already, and a chart whose source answers an error, are
 // said by warn, and the write goes on, as the CLI's check does: the
 // controller then Blocks the Addon for them. A fetch that Capstan itself
 // could not make (busyRefusal) refuses the write.
 func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key client.ObjectKey, spec capstanv1.AddonSpec, old *apiextensionsv1.JSON,
-	instead func(paths []string) string, warn func(string)) error {
+	way secretWay, warn func(string)) error {
 	if s.Fetcher == nil {
 		return nil
 	}
@@ -152,11 +152,11 @@ func (s *Server) checkSecretValues(ctx context.Context, u User, verb string, key
 	if inv != nil && len(set) == 0 {
 		warn(fmt.Sprintf("the values break a rule the controller Blocks the Addon for: %v", inv))
 	}
+	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
 	if len(set) > 0 {
-		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: insteadOf(spec, setPaths, instead)}
+		return &addons.SecretValuesError{Paths: set, Where: "spec.values, where anyone who may view the Addon reads it", Instead: secretAdvice(vals, setPaths, way, "")}
 	}
 	if len(heldPaths) > 0 {
-		vals, _ := specValues(&capstanv1.Addon{Spec: spec})
 		warn(heldSecretInputs(vals, heldPaths))
 	}
 	return nil
@@ -184,48 +184,57 @@ func (s *Server) warnUnknownSecretInputs(ctx context.Context, u User, verb strin
 }
 
 // heldSecretInputs warns of the secret inputs at paths that spec.values
-// (vals) holds already, unchanged: each goes to a Secret, a scalar by
-// "secretInputs", an object, a list or a path with an empty key in a
-// Secret of one's own (NonScalarSecrets, EmptyKeySecrets), with null at
-// its path in spec.values.
+// (vals) holds already, unchanged: each goes to a Secret (secretAdvice),
+// with null at its path in spec.values.
 func heldSecretInputs(vals map[string]any, paths []values.SecretInputPath) string {
-	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
 	held, _ := addons.SecretInputNames(paths)
-	msg := fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it", strings.Join(held, ", "))
-	if len(rest) > 0 {
-		msg += fmt.Sprintf(`; move %s to a Secret (the API's "secretInputs", with null at its path in spec.values)`, strings.Join(rest, ", "))
-	}
-	if len(whole) > 0 {
-		msg += "; " + addons.NonScalarSecrets(whole) + ", with null at its path in spec.values"
-	}
-	if len(emptyKeys) > 0 {
-		msg += "; " + addons.EmptyKeySecrets(emptyKeys) + ", with null at its path in spec.values"
-	}
-	return msg
+	return fmt.Sprintf("spec.values already holds %s, which the chart's schema marks writeOnly, a secret input readable there by anyone who may view the Addon, and the controller Blocks the Addon for it; %s",
+		strings.Join(held, ", "), secretAdvice(vals, paths, heldSecrets, ", with null at its path in spec.values"))
 }
 
-// insteadOf is how the writer takes the secret inputs at paths that
-// spec's values set: instead's way, given the targetPaths of the scalars,
-// but for an object or a list, which no secret input can carry
-// (addons.NonScalarSecrets), and for a path with an empty key, which no secret
-// input can name (addons.EmptyKeySecrets).
-func insteadOf(spec capstanv1.AddonSpec, paths []values.SecretInputPath, instead func(paths []string) string) string {
-	vals, _ := specValues(&capstanv1.Addon{Spec: spec})
-	whole, emptyKeys, rest := sortSecretInputs(vals, paths)
-	var other []string
-	if len(whole) > 0 {
-		other = append(other, addons.NonScalarSecrets(whole))
+// heldSecrets is how a secret input that spec.values holds already is
+// moved out of it.
+var heldSecrets = secretWay{scalar: func([]string) string {
+	return `move it to a Secret (the API's "secretInputs", with null at its path in spec.values)`
+}}
+
+// secretWay is how one writer takes secret inputs instead of in
+// spec.values: scalar says how to give those at the targetPaths it is
+// given, the scalars, which a secret input carries (the page's secret
+// field, the API's "secretInputs"); outcome, when set, says what a refusal
+// left undone.
+type secretWay struct {
+	scalar  func(paths []string) string
+	outcome string
+}
+
+// secretAdvice says how to give the secret inputs at paths of vals other
+// than in spec.values, the one text of every writer's refusal and warning:
+// each object or list (addons.NonScalarSecrets) and each path with an
+// empty key (addons.EmptyKeySecrets), which no secret input can carry or
+// name, in a Secret of one's own that valuesFrom merges whole, with whole
+// after each; then the scalars as way says, named when they are not the
+// only ones; then way's outcome.
+func secretAdvice(vals map[string]any, paths []values.SecretInputPath, way secretWay, whole string) string {
+	objects, emptyKeys, scalars := sortSecretInputs(vals, paths)
+	var clauses []string
+	if len(objects) > 0 {
+		clauses = append(clauses, addons.NonScalarSecrets(objects)+whole)
 	}
 	if len(emptyKeys) > 0 {
-		other = append(other, addons.EmptyKeySecrets(emptyKeys))
+		clauses = append(clauses, addons.EmptyKeySecrets(emptyKeys)+whole)
 	}
 	switch {
-	case len(other) == 0:
-		return instead(rest)
-	case len(rest) == 0:
-		return strings.Join(other, "; ") + "; nothing was written"
+	case len(scalars) == 0:
+	case len(clauses) == 0:
+		clauses = append(clauses, way.scalar(scalars))
+	default:
+		clauses = append(clauses, "for "+strings.Join(scalars, ", ")+", "+way.scalar(scalars))
 	}
-	return strings.Join(other, "; ") + "; for " + strings.Join(rest, ", ") + ", " + instead(rest)
+	if way.outcome != "" {
+		clauses = append(clauses, way.outcome)
+	}
+	return strings.Join(clauses, "; ")
 }
 
 // sortSecretInputs sorts the secret inputs at paths of vals by how each is
@@ -249,14 +258,15 @@ func sortSecretInputs(vals map[string]any, paths []values.SecretInputPath) (whol
 	return whole, emptyKeys, rest
 }
 
-// apiSecretInputs is, for the API, how to send secret inputs at paths.
-func apiSecretInputs(paths []string) string {
+// apiSecrets is how the API takes secret inputs: in the body's
+// "secretInputs".
+var apiSecrets = secretWay{outcome: "nothing was written", scalar: func(paths []string) string {
 	example := make([]string, len(paths))
 	for i, p := range paths {
 		example[i] = strconv.Quote(p) + `: "..."`
 	}
-	return `send it as a secret input instead, in the body's "secretInputs" ({"secretInputs": {` + strings.Join(example, ", ") + `}}), and leave it out of spec.values; nothing was written`
-}
+	return `send it as a secret input instead, in the body's "secretInputs" ({"secretInputs": {` + strings.Join(example, ", ") + `}}), and leave it out of spec.values`
+}}
 
 // gitValuesCheck is the CheckValues of a commit for the user u: the chart
 // is fetched in a turn among the page fetches, the commit's own access
