@@ -220,33 +220,15 @@ const listWait = time.Second
 
 // listTurn takes one of the server's turns to read a list of Addons,
 // waiting at most listWait, and returns the function that gives it back.
-// Every turn taken is a 429 with a Retry-After.
+// Every turn taken is a 429 with a Retry-After. NOTE: the lists are not
+// shared out by user (their turns are unshared), so every list takes its
+// turn as the same one.
 func (s *Server) listTurn(ctx context.Context) (func(), error) {
-	if release, ok := takeTurn(ctx, s.lists); ok {
+	if release, ok, _ := s.lists.wait(ctx, "", listWait); ok {
 		return release, nil
 	}
 	return nil, apiError{Code: http.StatusTooManyRequests, Reason: "TooManyRequests", retryAfter: listRetryAfter,
-		Message: fmt.Sprintf("%d lists of Addons are being read, the most this server reads at once; try again in %d seconds", cap(s.lists), listRetryAfter)}
-}
-
-// takeTurn takes one of turns, waiting at most listWait, and returns the
-// function that gives it back; false when every turn stayed taken.
-func takeTurn(ctx context.Context, turns chan struct{}) (func(), bool) {
-	release := func() { <-turns }
-	select {
-	case turns <- struct{}{}:
-		return release, true
-	default:
-	}
-	wait := time.NewTimer(listWait)
-	defer wait.Stop()
-	select {
-	case turns <- struct{}{}:
-		return release, true
-	case <-wait.C:
-	case <-ctx.Done():
-	}
-	return nil, false
+		Message: fmt.Sprintf("%d lists of Addons are being read, the most this server reads at once; try again in %d seconds", s.lists.total, listRetryAfter)}
 }
 
 // readRetryAfter is the Retry-After, in seconds, of a read of one Addon

@@ -4,12 +4,17 @@ package server
 // that are being read would, until release is called. The server's
 // Handler must have been built.
 func (s *Server) HoldListTurns() (release func()) {
-	for range cap(s.lists) {
-		s.lists <- struct{}{}
+	var held []func()
+	for {
+		r, ok, _ := s.lists.take("")
+		if !ok {
+			break
+		}
+		held = append(held, r)
 	}
 	return func() {
-		for range cap(s.lists) {
-			<-s.lists
+		for _, r := range held {
+			r()
 		}
 	}
 }

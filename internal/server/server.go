@@ -120,8 +120,8 @@ type Server struct {
 	plans *turns
 	// pageFetches holds a turn for each chart a page is fetching.
 	pageFetches *turns
-	// lists holds a token for each list of Addons being read.
-	lists chan struct{}
+	// lists holds a turn for each list of Addons being read.
+	lists *turns
 	// reads holds a turn for each read of one Addon being answered.
 	reads *turns
 }
@@ -211,7 +211,7 @@ func (s *Server) Handler() http.Handler {
 	if maxLists <= 0 {
 		maxLists = defaultMaxLists
 	}
-	s.lists = make(chan struct{}, maxLists)
+	s.lists = newUnsharedTurns(maxLists)
 	maxReads := s.MaxReads
 	if maxReads <= 0 {
 		maxReads = defaultMaxReads

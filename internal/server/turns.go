@@ -6,9 +6,11 @@ import (
 	"time"
 )
 
-// turns bounds how much of one kind of work (the pages' chart fetches,
-// the plans on demand) the server does at once: at most total, and at most
-// perShare of them for any one share (see shareOf).
+// turns bounds how much of one kind of work (the lists of Addons, the
+// reads of one Addon, the pages' chart fetches, the plans on demand) the
+// server does at once: at most total, and at most perShare of them for any
+// one share (see shareOf). take takes a turn or says which bound is met;
+// wait waits a while for one to be given back.
 //
 // NOTE: without a share per user, one signed-in tenant who keeps slow
 // fetches running would take every turn, and every other person's forms
@@ -73,6 +75,13 @@ func newSharedTurns(total, perShare int) *turns {
 	return &turns{total: total, perShare: perShare, byShare: map[share]int{}, freed: make(chan struct{})}
 }
 
+// newUnsharedTurns makes total turns that one share may take all of, for
+// work that is not shared out by user (the lists of Addons): take them
+// with any one user name, such as "".
+func newUnsharedTurns(total int) *turns {
+	return newSharedTurns(total, total)
+}
+
 // take takes a turn for user. When none is free it answers ok false, and
 // which bound is met.
 func (t *turns) take(user string) (release func(), ok bool, met full) {
@@ -124,10 +133,8 @@ func (t *turns) takeLocked(sh share) (release func(), ok bool, met full) {
 			if t.byShare[sh]--; t.byShare[sh] <= 0 {
 				delete(t.byShare, sh)
 			}
-			if t.freed != nil {
-				close(t.freed)
-				t.freed = make(chan struct{})
-			}
+			close(t.freed)
+			t.freed = make(chan struct{})
 		})
 	}, true, fullTotal
 }

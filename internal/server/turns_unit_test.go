@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -76,4 +79,35 @@ func TestTurnsWaitForOneGivenBack(t *testing.T) {
 		t.Fatalf("a wait for a turn given back: ok %v after %s; want the turn once it is given back", ok, time.Since(start))
 	}
 	again()
+}
+
+// TestListsTakeTheirTurnsAsEveryBound: the lists of Addons take their
+// turns as the other bounds do, not shared out by user: past the bound a
+// list waits listWait and is refused with a 429 and a Retry-After that
+// say why, and one waiting takes a turn as soon as one is given back.
+func TestListsTakeTheirTurnsAsEveryBound(t *testing.T) {
+	srv := &Server{MaxLists: 2}
+	srv.Handler()
+	release := srv.HoldListTurns()
+	start := time.Now()
+	_, err := srv.listTurn(context.Background())
+	var refused apiError
+	if !errors.As(err, &refused) || refused.Code != http.StatusTooManyRequests || refused.retryAfter != listRetryAfter ||
+		!strings.Contains(refused.Message, "2 lists of Addons are being read") || time.Since(start) < listWait {
+		t.Fatalf("a list while every turn is taken: %v after %s; want a 429 with a Retry-After after waiting %s", err, time.Since(start), listWait)
+	}
+	time.AfterFunc(50*time.Millisecond, release)
+	start = time.Now()
+	again, err := srv.listTurn(context.Background())
+	if err != nil || time.Since(start) >= listWait {
+		t.Fatalf("a list waiting for a turn given back: %v after %s; want the turn once it is given back", err, time.Since(start))
+	}
+	again()
+	for range 2 {
+		r, err := srv.listTurn(context.Background())
+		if err != nil {
+			t.Fatalf("every turn given back, a list is refused: %v", err)
+		}
+		defer r()
+	}
 }
