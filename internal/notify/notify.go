@@ -1271,11 +1271,19 @@ func wait(base time.Duration, attempt int, asked time.Duration) time.Duration {
 	if asked > 0 {
 		return min(asked, maxWait)
 	}
-	d := base
-	for i := 1; i < attempt && d < maxWait; i++ {
+	return doubled(base, attempt-1, maxWait)
+}
+
+// doubled is d doubled times times, at most limit: the waits between
+// posts and the pauses of a failing receiver both grow so. It stops at
+// limit, so that the large count a long outage makes costs only the
+// doublings up to limit and never overflows; a d that is not positive
+// stays as it is.
+func doubled(d time.Duration, times int, limit time.Duration) time.Duration {
+	for i := 0; i < times && d > 0 && d < limit; i++ {
 		d *= 2
 	}
-	return min(d, maxWait)
+	return min(d, limit)
 }
 
 // pauseFailing pauses r, which failed pauseAfter events in a row, or the
@@ -1284,11 +1292,7 @@ func wait(base time.Duration, attempt int, asked time.Duration) time.Duration {
 // most maxPause, until r takes an event. A receiver that hangs costs the
 // worker one Timeout per pause, and the others' events wait that long.
 func (n *Notifier) pauseFailing(r Receiver) time.Duration {
-	d := n.pauseFor
-	for i := 0; i < n.pauses[r.Name] && d < maxPause; i++ {
-		d *= 2
-	}
-	d = min(d, maxPause)
+	d := doubled(n.pauseFor, n.pauses[r.Name], maxPause)
 	n.failing[r.Name] = 0
 	n.pauses[r.Name]++
 	n.paused[r.Name] = time.Now().Add(d)

@@ -310,6 +310,41 @@ func TestWaits(t *testing.T) {
 	}
 }
 
+// TestDoubled: the one doubling that the waits between posts and the
+// pauses of a failing receiver share stops at its limit, whatever the
+// count, and leaves a duration that is not positive as it is.
+func TestDoubled(t *testing.T) {
+	for _, c := range []struct {
+		d     time.Duration
+		times int
+		limit time.Duration
+		want  time.Duration
+	}{
+		{time.Second, 0, time.Minute, time.Second},
+		{time.Second, 1, time.Minute, 2 * time.Second},
+		{time.Second, 5, time.Minute, 32 * time.Second},
+		{time.Second, 6, time.Minute, time.Minute},
+		{time.Second, 1 << 40, time.Minute, time.Minute},
+		{time.Hour, 0, time.Minute, time.Minute},
+		{0, 1 << 40, time.Minute, 0},
+		{-time.Second, 3, time.Minute, -time.Second},
+	} {
+		if got := doubled(c.d, c.times, c.limit); got != c.want {
+			t.Errorf("%s doubled %d times, at most %s: %s; want %s", c.d, c.times, c.limit, got, c.want)
+		}
+	}
+	// A receiver paused once before is paused twice as long as the first
+	// time, and one paused many times at most maxPause.
+	n := &Notifier{pauseFor: time.Minute, failing: map[string]int{}, pauses: map[string]int{"r": 1}, paused: map[string]time.Time{}}
+	if got := n.pauseFailing(Receiver{Name: "r"}); got != 2*time.Minute {
+		t.Errorf("second pause: %s; want 2m", got)
+	}
+	n.pauses["r"] = 1 << 40
+	if got := n.pauseFailing(Receiver{Name: "r"}); got != maxPause {
+		t.Errorf("pause after many: %s; want %s", got, maxPause)
+	}
+}
+
 // TestAFailingReceiverIsPaused: a receiver that fails several events in a
 // row is skipped for a while, and the others keep getting every event.
 func TestAFailingReceiverIsPaused(t *testing.T) {
