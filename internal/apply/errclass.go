@@ -19,7 +19,7 @@ import (
 //
 // NOTE: an admission webhook the API server failed to call is a 500 as
 // well, and transient here; a caller that must tell it apart asks
-// WebhookCallFailed.
+// FailedWebhook, which names it.
 func Transient(err error) bool {
 	if err == nil {
 		return false
@@ -37,13 +37,17 @@ func ServerBusy(err error) bool {
 		apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err)
 }
 
-// WebhookCallFailed reports whether err is the API server failing to call
-// an admission webhook (`failed calling webhook "NAME"`): the webhook's
-// service is not running or does not answer, which a restart of its pod
-// causes for a moment and a webhook removed without its configuration for
-// good.
-func WebhookCallFailed(err error) bool {
-	return err != nil && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "failed calling webhook")
+// FailedWebhook returns the name of the admission webhook that err says
+// the API server failed to call (`failed calling webhook "NAME"`), or ""
+// when err is another: the webhook's service is not running or does not
+// answer, which a restart of its pod causes for a moment and a webhook
+// removed without its configuration for good. The name is parsed once
+// here; a caller passes it on rather than parse the message again.
+func FailedWebhook(err error) string {
+	if err == nil || !apierrors.IsInternalError(err) {
+		return ""
+	}
+	return WebhookCalled(err.Error())
 }
 
 // WebhookCalled returns the name of the admission webhook an API server's

@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
-	"capstan.dev/capstan/internal/apply"
 )
 
 // How long a dry run the API server could not take (apply.Transient) is
@@ -74,16 +73,15 @@ type graceEntry struct {
 
 // GraceKey is what the failed dry run of the object with ObjectRef.Key
 // key is counted under: an admission webhook the API server failed to
-// call under its name, so that every object of the add-on that calls a
-// webhook down for good shares one grace, rather than each having its
-// own in turn (the preview stops at the first that fails); any other
-// failure under the object's key.
-func GraceKey(key string, err error) string {
-	if apply.WebhookCallFailed(err) {
-		if name := apply.WebhookCalled(err.Error()); name != "" {
-			// NOTE: a space never appears in an ObjectRef.Key.
-			return "webhook " + name
-		}
+// call (webhook, as apply.FailedWebhook names it) under its name, so that
+// every object of the add-on that calls a webhook down for good shares
+// one grace, rather than each having its own in turn (the preview stops
+// at the first that fails); any other failure (webhook "") under the
+// object's key.
+func GraceKey(key, webhook string) string {
+	if webhook != "" {
+		// NOTE: a space never appears in an ObjectRef.Key.
+		return "webhook " + webhook
 	}
 	return key
 }

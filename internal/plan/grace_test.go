@@ -10,9 +10,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
 	capstanv1 "capstan.dev/capstan/api/v1alpha1"
+	"capstan.dev/capstan/internal/apply"
 )
 
 // TestDryRunGraceLastsForLooksAndTime: a dry run the API server could
@@ -272,5 +274,40 @@ func TestDryRunGraceFollowsALongResync(t *testing.T) {
 	}
 	if first, ok := g.Lasted(addon, key, t0.Add(time.Hour)); !ok || !first.Equal(t0) {
 		t.Errorf("a failure an hour-long resync later: %v, %v; want still refused, failing since %v", first, ok, t0)
+	}
+}
+
+// TestGraceKeyNamesTheFailedWebhook: the name of a webhook the API server
+// failed to call is parsed once (apply.FailedWebhook) and is what the
+// grace counts under; a webhook that answered and refused, a 500 of
+// another kind, or a message whose name cannot be read counts under the
+// object's key.
+func TestGraceKeyNamesTheFailedWebhook(t *testing.T) {
+	const key = "v1/ConfigMap/apps/a"
+	for _, tc := range []struct {
+		name string
+		err  error
+		hook string
+	}{
+		{"no error", nil, ""},
+		{"a webhook down", apierrors.NewInternalError(errors.New(`failed calling webhook "left.behind.example.com": failed to call webhook: Post "https://gone.gone.svc:443/validate": service "gone" not found`)), "left.behind.example.com"},
+		{"a webhook that refused", apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, "a", errors.New(`admission webhook "policy.example.com" denied the request`)), ""},
+		{"the words, not a 500", apierrors.NewBadRequest(`failed calling webhook "x.example.com"`), ""},
+		{"a 500 of another kind", apierrors.NewInternalError(errors.New("etcdserver: leader changed")), ""},
+		{"no name to read", apierrors.NewInternalError(errors.New(`failed calling webhook ""`)), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			hook := apply.FailedWebhook(tc.err)
+			if hook != tc.hook {
+				t.Fatalf("FailedWebhook: %q; want %q", hook, tc.hook)
+			}
+			want := key
+			if tc.hook != "" {
+				want = "webhook " + tc.hook
+			}
+			if got := GraceKey(key, hook); got != want {
+				t.Errorf("GraceKey: %q; want %q", got, want)
+			}
+		})
 	}
 }

@@ -383,13 +383,14 @@ func PreviewObjects(ctx context.Context, c Cluster, in PreviewInput) (*Preview, 
 		// NOTE: a webhook that this render registers is waited for on its
 		// error (the controller's webhookWait), so the plan needs it at
 		// once; another's, whose pod restarts, gets the grace.
-		transient := apply.Transient(err) && (!apply.WebhookCallFailed(err) || !ownHooks()[apply.WebhookCalled(err.Error())])
+		webhook := apply.FailedWebhook(err)
+		transient := apply.Transient(err) && (webhook == "" || !ownHooks()[webhook])
 		if !transient {
 			in.Grace.Passed(in.Addon, key)
 		}
 		var refusal string
 		if transient {
-			gk := GraceKey(key, err)
+			gk := GraceKey(key, webhook)
 			failing[gk] = true
 			first, lasted := in.Grace.Lasted(in.Addon, gk, in.Now)
 			refusal = graceRefusal(first, lasted, gk != key, ranOut)
